@@ -264,7 +264,7 @@ static uint64_t fingerprint(const double *vals, int nvars) {
 
 static int parse_args(int argc, char **argv, dag *d, double *work_us, uint64_t *seed,
                       int *reps) {
-    int c;
+    int c, bad = 0;
     while ((c = getopt(argc, argv, "n:v:u:s:r:")) != -1) {
         long x = optarg ? strtol(optarg, NULL, 10) : 0;
         switch (c) {
@@ -273,10 +273,10 @@ static int parse_args(int argc, char **argv, dag *d, double *work_us, uint64_t *
         case 'u': *work_us = (double)x; break;
         case 's': *seed = (uint64_t)x; break;
         case 'r': *reps = (int)x; break;
-        default: return -1;
+        default: bad = 1; break; /* -h or an unknown option: print the usage */
         }
     }
-    if (d->nops < 1 || d->nvars < MAX_READS + MAX_WRITES || *work_us < 1 || *reps < 1) {
+    if (bad || d->nops < 1 || d->nvars < MAX_READS + MAX_WRITES || *work_us < 1 || *reps < 1) {
         fprintf(stderr, "usage: random_dag [-n ops>=1] [-v vars>=%d] [-u work_us>=1] "
                         "[-s seed] [-r repeats>=1]\n", MAX_READS + MAX_WRITES);
         return -1;
