@@ -1,0 +1,246 @@
+/*
+ * test_delete: deleting variables (rule 7), on every engine kind.
+ *
+ * - ordering: the free callback runs exactly once, after every reader and
+ *   writer pushed on the var before the delete, even slow ones (on threaded
+ *   engines the users are held on a gate while the delete is pushed, and the
+ *   free must not have run until they are released);
+ * - after vf_var_delete returns, every call refuses the handle with
+ *   VF_ESTALE: push (as read and as write, and `done` is not called), a
+ *   second delete, wait_var, version;
+ * - delete with a NULL free callback;
+ * - a var whose last writer failed is still deleted and freed;
+ * - many vars created and deleted: a reused slot never lets an old handle
+ *   reach the new var (the old handle stays VF_ESTALE, handles are never
+ *   repeated).
+ */
+#include "util.h"
+
+typedef struct user {
+    tu_gate *gate; /* NULL: no gate */
+    double us;     /* busy work */
+    uint64_t start, end;
+    atomic_int ran;
+} user;
+
+static int user_fn(vf_run *run, void *arg)
+{
+    (void)run;
+    user *u = arg;
+    u->start = tu_stamp();
+    atomic_fetch_add(&u->ran, 1);
+    if (u->gate)
+        CHECK(tu_gate_wait(u->gate, TU_TIMEOUT));
+    tu_spin_us(u->us);
+    u->end = tu_stamp();
+    return 0;
+}
+
+typedef struct freed {
+    uint64_t stamp;
+    atomic_int calls;
+} freed;
+
+static void free_cb(void *arg)
+{
+    freed *f = arg;
+    f->stamp = tu_stamp();
+    atomic_fetch_add(&f->calls, 1);
+}
+
+static int done_calls;
+static void count_done(void *arg, int status)
+{
+    (void)arg;
+    (void)status;
+    done_calls++;
+}
+
+static int nop(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return 0;
+}
+
+static int fail(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return 1;
+}
+
+static void ordering(const tu_kind *k)
+{
+    vf_engine *e = tu_engine(k);
+    vf_var v = tu_var(e), other = tu_var(e);
+    tu_gate gate;
+    tu_gate_init(&gate);
+    tu_gate *g = k->threaded ? &gate : NULL;
+    /* W1 (write) R1 R2 (read, slow, gated) W2 (write) R3 (read, slow). */
+    user w1 = {NULL, 200, 0, 0, 0}, r1 = {g, 2000, 0, 0, 0},
+         r2 = {g, 1000, 0, 0, 0}, w2 = {NULL, 500, 0, 0, 0},
+         r3 = {NULL, 3000, 0, 0, 0}, u = {NULL, 0, 0, 0, 0};
+    CHECK_OK(vf_push(e, &(vf_op){.fn = user_fn, .arg = &w1,
+                                 .writes = VF_VARS(v)}));
+    CHECK_OK(vf_push(e, &(vf_op){.fn = user_fn, .arg = &r1,
+                                 .reads = VF_VARS(v)}));
+    CHECK_OK(vf_push(e, &(vf_op){.fn = user_fn, .arg = &r2,
+                                 .reads = VF_VARS(v, other)}));
+    CHECK_OK(vf_push(e, &(vf_op){.fn = user_fn, .arg = &w2,
+                                 .writes = VF_VARS(v)}));
+    CHECK_OK(vf_push(e, &(vf_op){.fn = user_fn, .arg = &r3,
+                                 .reads = VF_VARS(v), .writes = VF_VARS(other)}));
+    freed f = {0, 0};
+    CHECK_OK(vf_var_delete(e, v, free_cb, &f));
+
+    /* The handle is refused at once. */
+    uint64_t ver;
+    done_calls = 0;
+    CHECK_ERR(vf_push(e, &(vf_op){.fn = nop, .done = count_done,
+                                  .reads = VF_VARS(v)}),
+              VF_ESTALE);
+    CHECK_ERR(vf_push(e, &(vf_op){.fn = nop, .done = count_done,
+                                  .writes = VF_VARS(v)}),
+              VF_ESTALE);
+    CHECK_ERR(vf_push(e, &(vf_op){.fn = nop, .done = count_done,
+                                  .reads = VF_VARS(other),
+                                  .writes = VF_VARS(other, v)}),
+              VF_ESTALE);
+    CHECK(*vf_last_error_detail() != 0);
+    CHECK_ERR(vf_var_delete(e, v, free_cb, &f), VF_ESTALE);
+    CHECK_ERR(vf_var_delete(e, v, NULL, NULL), VF_ESTALE);
+    CHECK_ERR(vf_wait_var(e, v, NULL), VF_ESTALE);
+    CHECK_ERR(vf_var_version(e, v, &ver), VF_ESTALE);
+
+    if (g) {
+        /* R1 and R2 are held: the free cannot have run yet. */
+        tu_spin_us(2000);
+        CHECK_EQ(atomic_load(&f.calls), 0);
+        tu_gate_open(g);
+    }
+    /* Still usable: other is fine. */
+    CHECK_OK(vf_push(e, &(vf_op){.fn = user_fn, .arg = &u,
+                                 .writes = VF_VARS(other)}));
+    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_EQ(done_calls, 0);
+    CHECK_EQ(atomic_load(&f.calls), 1);
+    user *all[] = {&w1, &r1, &r2, &w2, &r3};
+    for (int i = 0; i < 5; i++) {
+        CHECK_EQ(atomic_load(&all[i]->ran), 1);
+        if (all[i]->end >= f.stamp)
+            CHECK_REPORT_("user %d ended at %" PRIu64
+                          ", after the free at %" PRIu64,
+                          i, all[i]->end, f.stamp);
+    }
+    CHECK_ERR(vf_var_version(e, v, &ver), VF_ESTALE);
+    CHECK_OK(vf_var_version(e, other, &ver));
+    CHECK_EQ(ver, 2);
+    CHECK_OK(vf_engine_destroy(e));
+    tu_gate_destroy(&gate);
+}
+
+/* A var whose writer failed is still deleted: the free must run. */
+static void delete_failed(const tu_kind *k)
+{
+    vf_engine *e = tu_engine(k);
+    vf_var v = tu_var(e);
+    freed f = {0, 0};
+    CHECK_OK(vf_push(e, &(vf_op){.fn = fail, .writes = VF_VARS(v),
+                                 .name = "fail"}));
+    CHECK_OK(vf_var_delete(e, v, free_cb, &f));
+    int rc = vf_wait_all(e, NULL); /* 0 or VF_EOPFAILED: not specified */
+    CHECK(rc == 0 || rc == VF_EOPFAILED);
+    CHECK_EQ(atomic_load(&f.calls), 1);
+    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_destroy(e));
+}
+
+/* Create and delete many vars: handles are never reused. */
+static void slot_reuse(const tu_kind *k)
+{
+    vf_engine *e = tu_engine(k);
+    enum { BATCH = 1000 };
+    vf_var first[BATCH];
+    for (int i = 0; i < BATCH; i++)
+        first[i] = tu_var(e);
+    for (int i = 0; i < BATCH; i++)
+        CHECK_OK(vf_var_delete(e, first[i], NULL, NULL));
+    CHECK_OK(vf_wait_all(e, NULL));
+
+    vf_var second[BATCH];
+    for (int i = 0; i < BATCH; i++) {
+        second[i] = tu_var(e);
+        CHECK(second[i].id != 0);
+    }
+    int collisions = 0;
+    for (int i = 0; i < BATCH; i++)
+        for (int j = 0; j < BATCH; j++)
+            if (second[i].id == first[j].id)
+                collisions++;
+    CHECK_EQ(collisions, 0);
+    /* Old handles stay dead; new ones work. */
+    uint64_t ver;
+    int stale_ok = 0;
+    for (int i = 0; i < BATCH; i++) {
+        if (vf_var_version(e, first[i], &ver) == VF_ESTALE &&
+            vf_push(e, &(vf_op){.fn = nop, .writes = VF_VARS(first[i])}) ==
+                VF_ESTALE &&
+            vf_wait_var(e, first[i], NULL) == VF_ESTALE &&
+            vf_var_delete(e, first[i], NULL, NULL) == VF_ESTALE)
+            stale_ok++;
+        CHECK_OK(vf_push(e, &(vf_op){.fn = nop, .writes = VF_VARS(second[i])}));
+    }
+    CHECK_EQ(stale_ok, BATCH);
+    CHECK_OK(vf_wait_all(e, NULL));
+    for (int i = 0; i < BATCH; i++) {
+        CHECK_OK(vf_var_version(e, second[i], &ver));
+        CHECK_EQ(ver, 1);
+    }
+
+    /* One slot recycled many times: the first handle never comes back. */
+    vf_var old = second[0];
+    CHECK_OK(vf_var_delete(e, old, NULL, NULL));
+    long cycles = tu_scaled(100000, 5000);
+    int bad = 0;
+    vf_var prev = old;
+    for (long i = 0; i < cycles; i++) {
+        vf_var v;
+        if (vf_var_new(e, &v) != 0) {
+            CHECK_OK(vf_var_new(e, &v));
+            break;
+        }
+        if (v.id == old.id || v.id == prev.id || v.id == 0)
+            bad++;
+        CHECK_OK(vf_var_delete(e, v, NULL, NULL));
+        prev = v;
+        if (i % 1000 == 999) {
+            CHECK_OK(vf_wait_all(e, NULL));
+            if (vf_var_version(e, old, &ver) != VF_ESTALE)
+                bad++;
+        }
+    }
+    CHECK_EQ(bad, 0);
+    CHECK_ERR(vf_var_version(e, old, &ver), VF_ESTALE);
+    CHECK_ERR(vf_var_version(e, prev, &ver), VF_ESTALE);
+    for (int i = 1; i < BATCH; i++)
+        CHECK_OK(vf_var_delete(e, second[i], NULL, NULL));
+    tu_finish_engine(e);
+}
+
+int main(void)
+{
+    tu_init("test_delete", 120);
+    for (int i = 0; i < TU_NKINDS; i++) {
+        const tu_kind *k = &tu_kinds[i];
+        check_context_ = k->name;
+        tu_phase("ordering");
+        ordering(k);
+        tu_phase("delete_failed");
+        delete_failed(k);
+        tu_phase("slot_reuse");
+        slot_reuse(k);
+    }
+    check_context_ = NULL;
+    return check_finish("test_delete");
+}

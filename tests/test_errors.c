@@ -1,0 +1,449 @@
+/*
+ * test_errors: op failures (rule 9, issue point 4), on every engine kind.
+ *
+ * - a failure shows only when a var the failing op wrote (or an op after it
+ *   passed it to) is waited on: waiting an unrelated var, or a var the
+ *   failing op only read, returns 0;
+ * - vf_error: code = what the fn returned, op_name = the failing op's name,
+ *   message = what it set with vf_run_set_error (long texts truncated, NUL
+ *   terminated);
+ * - a reported failure is cleared: the next wait on that var returns 0;
+ * - two failures in sequence are each reported once;
+ * - an op with two outputs: the first wait returns VF_EOPFAILED, the second 0;
+ * - writing to a failed var keeps it failed (the writer is skipped);
+ * - skipped ops pass the failure on to what they write, their fn never runs
+ *   and their `done` gets VF_ESKIPPED; the error still names the first op;
+ * - no_skip ops run anyway;
+ * - wait_all returns the first failure, then clears all: a second wait_all
+ *   returns 0, and later ops on the failed vars run normally;
+ * - vf_engine_stats counts ran / failed / skipped exactly;
+ * - async ops failing through vf_complete (from another thread, and inline)
+ *   report their code and message; skipped async ops are never started.
+ */
+#include "util.h"
+
+typedef struct rec {
+    int ret;         /* what fn returns */
+    const char *msg; /* set with vf_run_set_error when ret != 0 */
+    atomic_int ran;  /* fn calls */
+    atomic_int done; /* done calls */
+    atomic_int status;
+} rec;
+
+static int rec_fn(vf_run *run, void *arg)
+{
+    rec *r = arg;
+    atomic_fetch_add(&r->ran, 1);
+    if (r->ret && r->msg)
+        vf_run_set_error(run, "%s", r->msg);
+    return r->ret;
+}
+
+static void rec_done(void *arg, int status)
+{
+    rec *r = arg;
+    atomic_store(&r->status, status);
+    atomic_fetch_add(&r->done, 1);
+}
+
+static void rec_init(rec *r, int ret, const char *msg)
+{
+    r->ret = ret;
+    r->msg = msg;
+    atomic_init(&r->ran, 0);
+    atomic_init(&r->done, 0);
+    atomic_init(&r->status, 12345);
+}
+
+static void push_rec(vf_engine *e, rec *r, vf_var_list reads,
+                     vf_var_list writes, const char *name, bool no_skip)
+{
+    vf_op op = {.fn = rec_fn, .arg = r, .done = rec_done, .reads = reads,
+                .writes = writes, .name = name, .no_skip = no_skip};
+    CHECK_OK(vf_push(e, &op));
+}
+
+#define NOVARS ((vf_var_list){NULL, 0})
+
+/* The wait must report the failure of op `name` with `code` and `msg`. */
+#define CHECK_FAILURE(call, want_name, want_code, want_msg)                     \
+    do {                                                                       \
+        vf_error err_;                                                         \
+        memset(&err_, 0x5a, sizeof err_);                                      \
+        int rc2_ = (call);                                                     \
+        CHECK_ERR(rc2_, VF_EOPFAILED);                                         \
+        if (rc2_ == VF_EOPFAILED) {                                            \
+            const char *m_ = (want_msg);                                       \
+            CHECK_EQ(err_.code, (want_code));                                  \
+            if (strncmp(err_.op_name, (want_name), sizeof err_.op_name) != 0)  \
+                CHECK_REPORT_("op_name '%.63s' != '%s'", err_.op_name,         \
+                              (want_name));                                    \
+            if (m_ && strncmp(err_.message, m_, sizeof err_.message) != 0)     \
+                CHECK_REPORT_("message '%.255s' != '%s'", err_.message, m_);   \
+        }                                                                      \
+    } while (0)
+#define ERR (&err_)
+
+static void expect_ran(rec *r, int status)
+{
+    CHECK_EQ(atomic_load(&r->ran), 1);
+    CHECK_EQ(atomic_load(&r->done), 1);
+    CHECK_EQ(atomic_load(&r->status), status);
+}
+
+static void expect_skipped(rec *r)
+{
+    CHECK_EQ(atomic_load(&r->ran), 0);
+    CHECK_EQ(atomic_load(&r->done), 1);
+    CHECK_EQ(atomic_load(&r->status), VF_ESKIPPED);
+}
+
+/* Failure shows only on dependent vars; the vf_error fields; cleared once
+ * reported. */
+static void only_dependent(const tu_kind *k)
+{
+    vf_engine *e = tu_engine(k);
+    vf_var x = tu_var(e), y = tu_var(e), r = tu_var(e);
+    rec f, o;
+    rec_init(&f, 5, "boom 42");
+    rec_init(&o, 0, NULL);
+    push_rec(e, &f, VF_VARS(r), VF_VARS(x), "F", false);
+    push_rec(e, &o, NOVARS, VF_VARS(y), "O", false);
+    CHECK_OK(vf_wait_var(e, y, NULL));
+    CHECK_OK(vf_wait_var(e, r, NULL));
+    CHECK_FAILURE(vf_wait_var(e, x, ERR), "F", 5, "boom 42");
+    expect_ran(&f, 5);
+    expect_ran(&o, 0);
+    CHECK_OK(vf_wait_var(e, x, NULL));
+    CHECK_OK(vf_wait_all(e, NULL));
+
+    /* Formatted, over-long message and name: truncated and terminated. */
+    char longmsg[600], longname[200];
+    memset(longmsg, 'm', sizeof longmsg - 1);
+    longmsg[sizeof longmsg - 1] = 0;
+    memset(longname, 'n', sizeof longname - 1);
+    longname[sizeof longname - 1] = 0;
+    rec g;
+    rec_init(&g, -77, longmsg);
+    push_rec(e, &g, NOVARS, VF_VARS(x), longname, false);
+    vf_error err;
+    memset(&err, 0x5a, sizeof err);
+    CHECK_ERR(vf_wait_var(e, x, &err), VF_EOPFAILED);
+    CHECK_EQ(err.code, -77);
+    CHECK(memchr(err.op_name, 0, sizeof err.op_name) != NULL);
+    CHECK(memchr(err.message, 0, sizeof err.message) != NULL);
+    CHECK(strncmp(err.op_name, longname, strnlen(err.op_name, 64)) == 0);
+    CHECK(strnlen(err.op_name, 64) == 63);
+    CHECK(strnlen(err.message, 256) == 255);
+    /* NULL err is fine too. */
+    rec h;
+    rec_init(&h, 9, NULL);
+    push_rec(e, &h, NOVARS, VF_VARS(y), "H", false);
+    CHECK_ERR(vf_wait_var(e, y, NULL), VF_EOPFAILED);
+    CHECK_OK(vf_wait_var(e, y, NULL));
+    tu_finish_engine(e);
+}
+
+/* Two failures in sequence, each reported once. */
+static void two_in_sequence(const tu_kind *k)
+{
+    vf_engine *e = tu_engine(k);
+    vf_var x = tu_var(e), y = tu_var(e);
+    rec f1, f2, f3, f4;
+    rec_init(&f1, 5, "first");
+    rec_init(&f2, 6, "second");
+    push_rec(e, &f1, NOVARS, VF_VARS(x), "F1", false);
+    CHECK_FAILURE(vf_wait_var(e, x, ERR), "F1", 5, "first");
+    push_rec(e, &f2, NOVARS, VF_VARS(x), "F2", false);
+    CHECK_FAILURE(vf_wait_var(e, x, ERR), "F2", 6, "second");
+    expect_ran(&f2, 6);
+    CHECK_OK(vf_wait_var(e, x, NULL));
+    CHECK_OK(vf_wait_all(e, NULL));
+
+    /* Two independent failures, no wait between them. */
+    rec_init(&f3, 7, "third");
+    rec_init(&f4, 8, "fourth");
+    push_rec(e, &f3, NOVARS, VF_VARS(x), "F3", false);
+    push_rec(e, &f4, NOVARS, VF_VARS(y), "F4", false);
+    CHECK_FAILURE(vf_wait_var(e, y, ERR), "F4", 8, "fourth");
+    CHECK_FAILURE(vf_wait_var(e, x, ERR), "F3", 7, "third");
+    CHECK_OK(vf_wait_var(e, x, NULL));
+    CHECK_OK(vf_wait_var(e, y, NULL));
+    CHECK_OK(vf_wait_all(e, NULL));
+    tu_finish_engine(e);
+}
+
+/* One op, two outputs: one chain, reported once (either output first). */
+static void two_outputs(const tu_kind *k)
+{
+    vf_engine *e = tu_engine(k);
+    vf_var x = tu_var(e), y = tu_var(e);
+    rec f, g;
+    rec_init(&f, 5, "two");
+    push_rec(e, &f, NOVARS, VF_VARS(x, y), "F", false);
+    CHECK_FAILURE(vf_wait_var(e, x, ERR), "F", 5, "two");
+    CHECK_OK(vf_wait_var(e, y, NULL));
+    CHECK_OK(vf_wait_all(e, NULL));
+
+    rec_init(&g, 6, "two again");
+    push_rec(e, &g, NOVARS, VF_VARS(x, y), "G", false);
+    CHECK_FAILURE(vf_wait_var(e, y, ERR), "G", 6, "two again");
+    CHECK_OK(vf_wait_var(e, x, NULL));
+    CHECK_OK(vf_wait_all(e, NULL));
+    tu_finish_engine(e);
+}
+
+/* Writing to a failed var keeps it failed; skipped ops pass the failure on,
+ * never run, and get VF_ESKIPPED; the error names the first op. */
+static void propagation(const tu_kind *k)
+{
+    vf_engine *e = tu_engine(k);
+    vf_var x = tu_var(e), y = tu_var(e), z = tu_var(e);
+    rec f, g, g2, h;
+    rec_init(&f, 5, "root cause");
+    rec_init(&g, 0, NULL);
+    rec_init(&g2, 0, NULL);
+    push_rec(e, &f, NOVARS, VF_VARS(x), "F", false);
+    push_rec(e, &g, NOVARS, VF_VARS(x), "G-overwrite", false);
+    push_rec(e, &g2, VF_VARS(x), VF_VARS(x), "G-readwrite", false);
+    CHECK_FAILURE(vf_wait_var(e, x, ERR), "F", 5, "root cause");
+    expect_ran(&f, 5);
+    expect_skipped(&g);
+    expect_skipped(&g2);
+    CHECK_OK(vf_wait_all(e, NULL));
+
+    /* Chain x -> y -> z. */
+    rec_init(&f, 5, "root cause");
+    rec_init(&g, 0, NULL);
+    rec_init(&h, 0, NULL);
+    push_rec(e, &f, NOVARS, VF_VARS(x), "F", false);
+    push_rec(e, &g, VF_VARS(x), VF_VARS(y), "G", false);
+    push_rec(e, &h, VF_VARS(y), VF_VARS(z), "H", false);
+    CHECK_FAILURE(vf_wait_var(e, z, ERR), "F", 5, "root cause");
+    expect_ran(&f, 5);
+    expect_skipped(&g);
+    expect_skipped(&h);
+    /* One chain, reported once. */
+    CHECK_OK(vf_wait_var(e, x, NULL));
+    CHECK_OK(vf_wait_var(e, y, NULL));
+    CHECK_OK(vf_wait_all(e, NULL));
+
+    /* Once reported, the vars are usable again. */
+    rec ok;
+    rec_init(&ok, 0, NULL);
+    push_rec(e, &ok, VF_VARS(x, y), VF_VARS(z), "OK", false);
+    CHECK_OK(vf_wait_var(e, z, NULL));
+    expect_ran(&ok, 0);
+    tu_finish_engine(e);
+}
+
+/* no_skip ops run even though an input failed. */
+static void no_skip(const tu_kind *k)
+{
+    vf_engine *e = tu_engine(k);
+    vf_var x = tu_var(e), y = tu_var(e);
+    rec f, n1, n2;
+    rec_init(&f, 5, "fail");
+    rec_init(&n1, 0, NULL);
+    rec_init(&n2, 0, NULL);
+    push_rec(e, &f, NOVARS, VF_VARS(x), "F", false);
+    push_rec(e, &n1, VF_VARS(x), VF_VARS(y), "N1", true);
+    push_rec(e, &n2, NOVARS, VF_VARS(x), "N2", true);
+    CHECK_FAILURE(vf_wait_var(e, x, ERR), "F", 5, "fail");
+    /* Whether N1 passed the failure on to y is not specified; the chain was
+     * reported through x either way. */
+    (void)vf_wait_var(e, y, NULL);
+    expect_ran(&n1, 0);
+    expect_ran(&n2, 0);
+    CHECK_OK(vf_wait_all(e, NULL));
+    tu_finish_engine(e);
+}
+
+/* wait_all: the first failure, then everything cleared. */
+static void wait_all_first(const tu_kind *k)
+{
+    vf_engine *e = tu_engine(k);
+    vf_var x = tu_var(e), y = tu_var(e);
+    rec f1, f2, o;
+    rec_init(&f1, 5, "one");
+    rec_init(&f2, 6, "two");
+    push_rec(e, &f1, NOVARS, VF_VARS(x), "F1", false);
+    push_rec(e, &f2, NOVARS, VF_VARS(y), "F2", false);
+    vf_error err;
+    memset(&err, 0, sizeof err);
+    CHECK_ERR(vf_wait_all(e, &err), VF_EOPFAILED);
+    bool is1 = err.code == 5 && strcmp(err.op_name, "F1") == 0 &&
+               strcmp(err.message, "one") == 0;
+    bool is2 = err.code == 6 && strcmp(err.op_name, "F2") == 0 &&
+               strcmp(err.message, "two") == 0;
+    if (!is1 && !is2)
+        CHECK_REPORT_("wait_all error {%d, '%.64s', '%.256s'} is neither F1 "
+                      "nor F2",
+                      err.code, err.op_name, err.message);
+    if (!k->threaded) /* naive: F1 failed first for sure */
+        CHECK(is1);
+    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_wait_var(e, x, NULL));
+    CHECK_OK(vf_wait_var(e, y, NULL));
+    rec_init(&o, 0, NULL);
+    push_rec(e, &o, VF_VARS(y), VF_VARS(x), "O", false);
+    CHECK_OK(vf_wait_var(e, x, NULL));
+    expect_ran(&o, 0);
+
+    /* A failure reported by wait_var is not reported again by wait_all. */
+    rec_init(&f1, 5, "one");
+    push_rec(e, &f1, NOVARS, VF_VARS(x), "F1", false);
+    CHECK_FAILURE(vf_wait_var(e, x, ERR), "F1", 5, "one");
+    CHECK_OK(vf_wait_all(e, NULL));
+    tu_finish_engine(e);
+}
+
+/* Stats count exactly. */
+static void stats(const tu_kind *k)
+{
+    vf_engine *e = tu_engine(k);
+    vf_var x = tu_var(e), y = tu_var(e), a = tu_var(e);
+    rec ok[3], f, s1, s2, n;
+    for (int i = 0; i < 3; i++) {
+        rec_init(&ok[i], 0, NULL);
+        push_rec(e, &ok[i], VF_VARS(a), NOVARS, "ok", false);
+    }
+    rec_init(&f, 5, NULL);
+    rec_init(&s1, 0, NULL);
+    rec_init(&s2, 0, NULL);
+    rec_init(&n, 0, NULL);
+    push_rec(e, &f, NOVARS, VF_VARS(x), "F", false);
+    push_rec(e, &s1, VF_VARS(x), VF_VARS(y), "S1", false);
+    push_rec(e, &s2, VF_VARS(y), NOVARS, "S2", false);
+    push_rec(e, &n, VF_VARS(x), NOVARS, "N", true);
+    vf_error err;
+    CHECK_ERR(vf_wait_all(e, &err), VF_EOPFAILED);
+    CHECK(strcmp(err.op_name, "F") == 0);
+    vf_stats st;
+    memset(&st, 0xff, sizeof st);
+    CHECK_OK(vf_engine_stats(e, &st));
+    CHECK_EQ(st.completed, 7);
+    CHECK_EQ(st.ran, 4);
+    CHECK_EQ(st.failed, 1);
+    CHECK_EQ(st.skipped, 2);
+    CHECK_EQ(st.pending, 0);
+    expect_skipped(&s1);
+    expect_skipped(&s2);
+    expect_ran(&n, 0);
+    tu_finish_engine(e);
+}
+
+/* ------------------------------------------------------------ async */
+
+typedef struct async_rec {
+    int status;
+    const char *msg;
+    bool inline_complete;
+    vf_completion done;
+    pthread_t helper;
+    atomic_int started;
+    atomic_int done_calls;
+    atomic_int done_status;
+    atomic_int complete_rc;
+} async_rec;
+
+static void *async_helper(void *arg)
+{
+    async_rec *a = arg;
+    tu_spin_us(500);
+    atomic_store(&a->complete_rc, vf_complete(a->done, a->status, a->msg));
+    return NULL;
+}
+
+static void async_start(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    async_rec *a = arg;
+    atomic_fetch_add(&a->started, 1);
+    a->done = done;
+    if (a->inline_complete)
+        atomic_store(&a->complete_rc, vf_complete(done, a->status, a->msg));
+    else
+        a->helper = tu_thread_start(async_helper, a);
+}
+
+static void async_done(void *arg, int status)
+{
+    async_rec *a = arg;
+    atomic_store(&a->done_status, status);
+    atomic_fetch_add(&a->done_calls, 1);
+}
+
+static void async_init(async_rec *a, int status, const char *msg, bool inl)
+{
+    memset(a, 0, sizeof *a);
+    a->status = status;
+    a->msg = msg;
+    a->inline_complete = inl;
+    atomic_init(&a->complete_rc, 12345);
+}
+
+static void async_failures(const tu_kind *k)
+{
+    vf_engine *e = tu_engine(k);
+    vf_var x = tu_var(e), y = tu_var(e), z = tu_var(e);
+    async_rec a, b, s;
+    async_init(&a, 7, "async boom", false);
+    CHECK_OK(vf_push(e, &(vf_op){.async_fn = async_start, .arg = &a,
+                                 .done = async_done, .writes = VF_VARS(x),
+                                 .name = "async-op"}));
+    /* Skipped: never started, done gets VF_ESKIPPED. */
+    async_init(&s, 0, NULL, true);
+    CHECK_OK(vf_push(e, &(vf_op){.async_fn = async_start, .arg = &s,
+                                 .done = async_done, .reads = VF_VARS(x),
+                                 .writes = VF_VARS(z), .name = "skipped"}));
+    CHECK_FAILURE(vf_wait_var(e, x, ERR), "async-op", 7, "async boom");
+    CHECK_EQ(atomic_load(&a.started), 1);
+    CHECK_EQ(atomic_load(&a.done_calls), 1);
+    CHECK_EQ(atomic_load(&a.done_status), 7);
+    CHECK_FAILURE(vf_wait_var(e, z, ERR), "async-op", 7, "async boom");
+    CHECK_EQ(atomic_load(&s.started), 0);
+    CHECK_EQ(atomic_load(&s.done_calls), 1);
+    CHECK_EQ(atomic_load(&s.done_status), VF_ESKIPPED);
+    if (atomic_load(&a.started))
+        tu_thread_join(a.helper);
+    CHECK_EQ(atomic_load(&a.complete_rc), 0);
+
+    /* Completed inline, with a NULL message. */
+    async_init(&b, 8, NULL, true);
+    CHECK_OK(vf_push(e, &(vf_op){.async_fn = async_start, .arg = &b,
+                                 .done = async_done, .writes = VF_VARS(y),
+                                 .name = "async-inline"}));
+    CHECK_FAILURE(vf_wait_var(e, y, ERR), "async-inline", 8, NULL);
+    CHECK_EQ(atomic_load(&b.complete_rc), 0);
+    CHECK_EQ(atomic_load(&b.done_status), 8);
+    CHECK_OK(vf_wait_all(e, NULL));
+    tu_finish_engine(e);
+}
+
+int main(void)
+{
+    tu_init("test_errors", 120);
+    for (int i = 0; i < TU_NKINDS; i++) {
+        const tu_kind *k = &tu_kinds[i];
+        check_context_ = k->name;
+        tu_phase("only_dependent");
+        only_dependent(k);
+        tu_phase("two_in_sequence");
+        two_in_sequence(k);
+        tu_phase("two_outputs");
+        two_outputs(k);
+        tu_phase("propagation");
+        propagation(k);
+        tu_phase("no_skip");
+        no_skip(k);
+        tu_phase("wait_all_first");
+        wait_all_first(k);
+        tu_phase("stats");
+        stats(k);
+        tu_phase("async_failures");
+        async_failures(k);
+    }
+    check_context_ = NULL;
+    return check_finish("test_errors");
+}

@@ -1,0 +1,91 @@
+/*
+ * test_version: the var version counter (rule 8), on every engine kind.
+ *
+ * A new var is at version 0; 10 reads leave it at 0; 10 writes bring it to
+ * 10; an op that reads and writes it counts once; a write skipped because
+ * an input failed does not count; a read-only op that fails does not bump
+ * it; after vf_var_delete the version call returns VF_ESTALE.
+ */
+#include "util.h"
+
+static int nop(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return 0;
+}
+
+static int fail(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return 3;
+}
+
+static void run_kind(const tu_kind *k)
+{
+    vf_engine *e = tu_engine(k);
+    vf_var v = tu_var(e), w = tu_var(e), x = tu_var(e);
+    uint64_t ver = 99;
+
+    CHECK_OK(vf_var_version(e, v, &ver));
+    CHECK_EQ(ver, 0);
+    for (int i = 0; i < 10; i++)
+        CHECK_OK(vf_push(e, &(vf_op){.fn = nop, .reads = VF_VARS(v)}));
+    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_var_version(e, v, &ver));
+    CHECK_EQ(ver, 0);
+
+    for (int i = 0; i < 10; i++)
+        CHECK_OK(vf_push(e, &(vf_op){.fn = nop, .writes = VF_VARS(v)}));
+    CHECK_OK(vf_wait_var(e, v, NULL));
+    CHECK_OK(vf_var_version(e, v, &ver));
+    CHECK_EQ(ver, 10);
+
+    /* Read and written by one op: one write. */
+    CHECK_OK(vf_push(e, &(vf_op){.fn = nop, .reads = VF_VARS(v),
+                                 .writes = VF_VARS(v)}));
+    CHECK_OK(vf_wait_var(e, v, NULL));
+    CHECK_OK(vf_var_version(e, v, &ver));
+    CHECK_EQ(ver, 11);
+
+    /* Reads of w around writes of another var do not touch w. */
+    CHECK_OK(vf_push(e, &(vf_op){.fn = nop, .reads = VF_VARS(w),
+                                 .writes = VF_VARS(v)}));
+    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_var_version(e, w, &ver));
+    CHECK_EQ(ver, 0);
+    CHECK_OK(vf_var_version(e, v, &ver));
+    CHECK_EQ(ver, 12);
+
+    /* A failing op that only reads w leaves w's version alone; a write
+     * skipped because its input x failed does not count on w. */
+    CHECK_OK(vf_push(e, &(vf_op){.fn = fail, .reads = VF_VARS(w),
+                                 .name = "fail-reader"}));
+    CHECK_OK(vf_push(e, &(vf_op){.fn = fail, .writes = VF_VARS(x),
+                                 .name = "fail-x"}));
+    CHECK_OK(vf_push(e, &(vf_op){.fn = nop, .reads = VF_VARS(x),
+                                 .writes = VF_VARS(w), .name = "skipped"}));
+    CHECK_ERR(vf_wait_var(e, w, NULL), VF_EOPFAILED);
+    CHECK_OK(vf_var_version(e, w, &ver));
+    CHECK_EQ(ver, 0);
+    (void)vf_wait_all(e, NULL); /* clear whatever is left */
+
+    CHECK_OK(vf_var_delete(e, v, NULL, NULL));
+    CHECK_ERR(vf_var_version(e, v, &ver), VF_ESTALE);
+    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_ERR(vf_var_version(e, v, &ver), VF_ESTALE);
+    CHECK_OK(vf_engine_destroy(e));
+}
+
+int main(void)
+{
+    tu_init("test_version", 60);
+    for (int i = 0; i < TU_NKINDS; i++) {
+        check_context_ = tu_kinds[i].name;
+        tu_phase(tu_kinds[i].name);
+        run_kind(&tu_kinds[i]);
+    }
+    check_context_ = NULL;
+    return check_finish("test_version");
+}
