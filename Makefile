@@ -1,0 +1,91 @@
+# Thin front over CMake. `make` builds, `make test` builds and runs every
+# test, `make demo` runs the main job; see README.md for the rest.
+#
+#   make [all|build]         configure (once) and build into $(BUILD)
+#   make test                build, run every test; ends "N passed, N failed"
+#   make demo                build and run the examples (scripts/run-demo)
+#   make install PREFIX=DIR  install header, libraries, varflow.pc, CMake package
+#   make check-install       install into a temp prefix and build a consumer
+#                            through pkg-config and find_package(varflow)
+#   make asan / make tsan    the whole test suite under ASan+UBSan / TSan,
+#                            each in its own tree (build-asan, build-tsan)
+#   make format              clang-format -i over src include tests examples
+#   make format-check        the same, reporting instead of rewriting
+#   make lint                clang-tidy and cppcheck over src/ (informational)
+#   make clean
+#
+# CMAKE_ARGS reach CMake: `make test CMAKE_ARGS=-DVF_WERROR=ON` (an existing
+# tree is re-configured with them).
+BUILD        ?= build
+PREFIX       ?= /usr/local
+JOBS         ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_ARGS   ?=
+CLANG_FORMAT ?= clang-format
+CLANG_TIDY   ?= clang-tidy
+CPPCHECK     ?= cppcheck
+GENERATOR    := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
+# C sources and headers formatting and lint look at (build trees excluded).
+FORMAT_FILES  = $(shell find src include tests examples bench \
+                  \( -name '*.c' -o -name '*.h' \) -type f 2>/dev/null | sort)
+
+.PHONY: all build configure test demo install check-install asan tsan \
+        format format-check lint clean
+
+all: build
+
+# Configure a fresh tree (with Ninja when there is one); re-configure an
+# existing one only when CMAKE_ARGS asks for something.
+configure:
+	@if [ ! -f $(BUILD)/CMakeCache.txt ]; then \
+	  echo "cmake -S . -B $(BUILD) $(GENERATOR) $(CMAKE_ARGS)"; \
+	  cmake -S . -B $(BUILD) $(GENERATOR) $(CMAKE_ARGS); \
+	elif [ -n "$(strip $(CMAKE_ARGS))" ]; then \
+	  echo "cmake -S . -B $(BUILD) $(CMAKE_ARGS)"; \
+	  cmake -S . -B $(BUILD) $(CMAKE_ARGS); \
+	fi
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	scripts/run-tests $(BUILD)
+
+demo: build
+	scripts/run-demo $(BUILD)
+
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
+check-install: build
+	scripts/check-install $(BUILD)
+
+# Whole test suite under ASan+UBSan, then under TSan, each in its own tree.
+# scripts/run-tests makes every sanitizer report fatal (halt_on_error) and
+# works around machines where TSan or LeakSanitizer cannot run as is.
+asan:
+	$(MAKE) test BUILD=build-asan CMAKE_ARGS="-DVF_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug $(CMAKE_ARGS)"
+
+tsan:
+	$(MAKE) test BUILD=build-tsan CMAKE_ARGS="-DVF_SANITIZE=thread -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS)"
+
+format:
+	$(CLANG_FORMAT) -i $(FORMAT_FILES)
+
+format-check:
+	$(CLANG_FORMAT) --dry-run -Werror $(FORMAT_FILES)
+
+# Informational: prints what the tools find, never fails on a finding.
+lint: configure
+	@echo "== clang-tidy (config: .clang-tidy, compile commands: $(BUILD))"
+	@if command -v $(CLANG_TIDY) >/dev/null 2>&1; then \
+	  ls src/*.c | xargs -P $(JOBS) -n 1 $(CLANG_TIDY) -p $(BUILD) --quiet 2>/dev/null || true; \
+	else echo "lint: $(CLANG_TIDY) not found"; fi
+	@echo "== cppcheck"
+	@if command -v $(CPPCHECK) >/dev/null 2>&1; then \
+	  $(CPPCHECK) --quiet --std=c11 --enable=warning,style,performance,portability \
+	    --inline-suppr --suppress=missingIncludeSystem -D_GNU_SOURCE -DVF_BUILDING \
+	    -I include src/ || true; \
+	else echo "lint: $(CPPCHECK) not found"; fi
+
+clean:
+	rm -rf build build-asan build-tsan
