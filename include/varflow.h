@@ -1,0 +1,362 @@
+/*
+ * varflow: a dependency engine in C11.
+ *
+ * A program pushes operations in order; each names the variables it reads
+ * and the variables it writes. varflow runs every operation as soon as the
+ * operations it depends on have finished, on a pool of worker threads, and
+ * the result is exactly what the serial program would have computed.
+ *
+ * Conventions of this header:
+ * - Every handle is opaque. Variables are small value handles (vf_var) that
+ *   the engine can check: a deleted variable or one from another engine is
+ *   reported as an error, never dereferenced.
+ * - Every call that can fail returns 0 or a negative VF_E* code;
+ *   vf_strerror() names it and vf_last_error_detail() says, for the calling
+ *   thread, what exactly was wrong with the last failing call.
+ * - Configuration structs are read with designated initializers: a zero field
+ *   means "default" (taken from the environment when a VF_* variable is set).
+ * - User code (op functions, callbacks) never runs while the engine holds one
+ *   of its locks.
+ */
+#ifndef VARFLOW_H
+#define VARFLOW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define VF_VERSION_MAJOR 0
+#define VF_VERSION_MINOR 1
+#define VF_VERSION_PATCH 0
+
+/* Symbols the shared library exports (it hides everything else). */
+#if defined(VF_BUILDING) && (defined(__GNUC__) || defined(__clang__))
+#define VF_API __attribute__((visibility("default")))
+#else
+#define VF_API
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define VF_PRINTF_LIKE(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define VF_PRINTF_LIKE(fmt, args)
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Error codes                                                               */
+/* ------------------------------------------------------------------------ */
+
+/* X(name, value, message). Values are stable; new codes are only appended. */
+#define VF_ERRNO_MAP(X)                                                        \
+    X(EINVAL, -1, "invalid argument")                                          \
+    X(ENOMEM, -2, "out of memory")                                             \
+    X(ESTALE, -3, "variable was deleted")                                      \
+    X(EXDEV, -4, "variable or operator belongs to another engine")             \
+    X(ESHUTDOWN, -5, "engine is shutting down")                                \
+    X(EDEADLK, -6, "wait can never finish (it would deadlock)")                \
+    X(EALREADY, -7, "async completion was already called")                     \
+    X(EOPFAILED, -8, "an operation failed")                                    \
+    X(ENODEV, -9, "device is not available")                                   \
+    X(ENOTSUP, -10, "operation not supported by this engine")                  \
+    X(EAGAIN, -11, "resource temporarily unavailable")                         \
+    X(ESKIPPED, -12, "operation was skipped because an input had failed")      \
+    X(ESYSTEM, -13, "system call failed")
+
+typedef enum vf_errno {
+#define VF_ERRNO_ENUM_(name, value, message) VF_##name = (value),
+    VF_ERRNO_MAP(VF_ERRNO_ENUM_)
+#undef VF_ERRNO_ENUM_
+} vf_errno;
+
+/* Human-readable message for a VF_E* code (or "unknown error"). Never NULL. */
+VF_API const char *vf_strerror(int code);
+
+/* The code's symbolic name, e.g. "VF_EINVAL" (or "VF_UNKNOWN"). Never NULL. */
+VF_API const char *vf_err_name(int code);
+
+/*
+ * Detail of the last call that failed on the calling thread, e.g.
+ * "vf_push: reads[1]: variable was deleted". Empty string when no call has
+ * failed on this thread. Valid until the next failing call on this thread.
+ */
+VF_API const char *vf_last_error_detail(void);
+
+/*
+ * What an operation's failure left behind. wait_var/wait_all fill it when
+ * they return VF_EOPFAILED: `code` is what the failing op returned (sync) or
+ * passed to vf_complete (async), `op_name` names the op that failed first in
+ * the chain, `message` is what it set with vf_run_set_error / vf_complete.
+ */
+typedef struct vf_error {
+    int code;
+    char op_name[64];
+    char message[256];
+} vf_error;
+
+/* ------------------------------------------------------------------------ */
+/* Engine                                                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef struct vf_engine vf_engine;
+
+typedef enum vf_engine_type {
+    VF_ENGINE_DEFAULT = 0, /* VF_ENGINE_TYPE, else VF_ENGINE_PERDEVICE */
+    VF_ENGINE_NAIVE,       /* runs each op inside push (for debugging) */
+    VF_ENGINE_POOLED,      /* one shared pool of workers */
+    VF_ENGINE_PERDEVICE    /* a pool per device and per kind of work */
+} vf_engine_type;
+
+/*
+ * Engine configuration. Zero means default; a default is taken from the
+ * environment variable named beside the field when it is set, otherwise from
+ * the value given. The struct always wins over the environment.
+ */
+typedef struct vf_config {
+    vf_engine_type type;      /* VF_ENGINE_TYPE=naive|pooled|perdevice */
+    int cpu_workers;          /* VF_CPU_WORKER_NTHREADS, else online cores */
+    int cpu_priority_workers; /* VF_CPU_PRIORITY_NTHREADS, else min(4, cores)
+                                 (per-device engine only) */
+} vf_config;
+
+/*
+ * Create an engine. `config` may be NULL (all defaults). Starts the worker
+ * threads. Returns VF_EINVAL for a bad field or environment value (the detail
+ * names it), VF_ENOMEM, or VF_ESYSTEM when a thread cannot be started.
+ */
+VF_API int vf_engine_create(vf_engine **out, const vf_config *config);
+
+/*
+ * Complete every pushed op (including ops those ops push), then stop the
+ * workers and free the engine. Pushes from outside the engine's ops fail with
+ * VF_ESHUTDOWN once destroy has begun. Must not be called from inside an op
+ * of this engine (VF_EDEADLK). Errors not yet reported are dropped.
+ */
+VF_API int vf_engine_destroy(vf_engine *e);
+
+/* The kind of engine actually running (never VF_ENGINE_DEFAULT). */
+VF_API vf_engine_type vf_engine_kind(const vf_engine *e);
+
+/* "naive", "pooled" or "perdevice". */
+VF_API const char *vf_engine_type_name(vf_engine_type type);
+
+/* Worker threads the engine runs in total (0 for the naive engine). */
+VF_API int vf_engine_num_workers(const vf_engine *e);
+
+/* Counts of what happened to pushed ops, for accounting. */
+typedef struct vf_stats {
+    uint64_t completed; /* ops finished: ran ok + failed + skipped */
+    uint64_t ran;       /* user function ran and succeeded */
+    uint64_t failed;    /* user function ran and failed */
+    uint64_t skipped;   /* not run because an input had failed */
+    uint64_t pending;   /* pushed and not yet finished */
+} vf_stats;
+
+/* A snapshot of the engine's counters (internal wait ops are not counted). */
+VF_API int vf_engine_stats(vf_engine *e, vf_stats *out);
+
+/* ------------------------------------------------------------------------ */
+/* Variables                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A tag for a resource. It holds no data; it orders the ops that touch the
+ * resource. A value handle: copy it freely. The zero handle is never valid.
+ */
+typedef struct vf_var {
+    uint64_t id;
+} vf_var;
+
+/* A list of variables: `count` handles at `vars` (NULL when count is 0). */
+typedef struct vf_var_list {
+    const vf_var *vars;
+    int count;
+} vf_var_list;
+
+/* VF_VARS(a, b, c): a vf_var_list of the handles given, as a compound
+ * literal (lives until the end of the enclosing block). */
+#define VF_VARS(...)                                                           \
+    ((vf_var_list){(const vf_var[]){__VA_ARGS__},                              \
+                   (int)(sizeof((vf_var[]){__VA_ARGS__}) / sizeof(vf_var))})
+
+/* Create a variable. VF_ENOMEM when out of memory or handles. */
+VF_API int vf_var_new(vf_engine *e, vf_var *out);
+
+/*
+ * Delete a variable. Deletion is an op that writes the variable: it runs
+ * after every op already pushed on it; `free_fn(free_arg)` (may be NULL) runs
+ * as its body, so the resource is freed once nothing uses it. Once deleted,
+ * the handle is refused (VF_ESTALE) by every call, including a second delete.
+ * The delete op jumps to the front of its pool's ready queue.
+ */
+VF_API int vf_var_delete(vf_engine *e, vf_var v, void (*free_fn)(void *), void *free_arg);
+
+/*
+ * The variable's version: the number of writes to it that have run (a write
+ * skipped because of an earlier failure does not count). Reads never change
+ * it. VF_ESTALE once the delete op has been pushed.
+ */
+VF_API int vf_var_version(vf_engine *e, vf_var v, uint64_t *out);
+
+/* ------------------------------------------------------------------------ */
+/* Operations                                                                */
+/* ------------------------------------------------------------------------ */
+
+/* What the engine tells a running op; valid only during the call. */
+typedef struct vf_run vf_run;
+
+/* Handle an async op calls exactly once, from any thread, when it is done. */
+typedef struct vf_completion {
+    void *op_;
+    uint64_t ticket_;
+} vf_completion;
+
+/* A sync op: return 0 on success, anything else marks the op failed. */
+typedef int (*vf_sync_fn)(vf_run *run, void *arg);
+
+/*
+ * An async op: start the work and return; call vf_complete(done, ...) later,
+ * from any thread, exactly once. The op's variables stay held until then.
+ */
+typedef void (*vf_async_fn)(vf_run *run, void *arg, vf_completion done);
+
+/*
+ * Called exactly once for every op, after it ran or was skipped and before
+ * its variables are released: status 0 (ran ok), the op's error code (ran
+ * and failed) or VF_ESKIPPED. For freeing `arg`, whatever happened.
+ */
+typedef void (*vf_done_fn)(void *arg, int status);
+
+typedef enum vf_device_type {
+    VF_DEVICE_CPU = 0,
+    VF_DEVICE_CUDA,     /* not yet available: push returns VF_ENODEV */
+    VF_DEVICE_EMULATED  /* not yet available: push returns VF_ENODEV */
+} vf_device_type;
+
+typedef struct vf_device {
+    vf_device_type type;
+    int id;
+} vf_device;
+
+/* Where an op runs and how it is scheduled (MXNet's FnProperty). */
+typedef enum vf_property {
+    VF_PROP_NORMAL = 0,
+    VF_PROP_COPY_TO_DEVICE,     /* device copy workers (not yet: VF_ENODEV) */
+    VF_PROP_COPY_FROM_DEVICE,   /* device copy workers (not yet: VF_ENODEV) */
+    VF_PROP_CPU_PRIORITIZED,    /* the per-device engine's CPU priority pool */
+    VF_PROP_DEVICE_PRIORITIZED, /* the device's priority workers */
+    VF_PROP_DELETE_VAR          /* jumps to the front of the ready queue */
+} vf_property;
+
+/*
+ * An op to push. Exactly one of `fn` and `async_fn` is set. Reads and writes
+ * may overlap or repeat: each variable counts once, as a write if any use of
+ * it writes. `name` (may be NULL) must stay valid until the op has finished.
+ */
+typedef struct vf_op {
+    vf_sync_fn fn;
+    vf_async_fn async_fn; /* async: runs inline on the dispatching thread */
+    void *arg;
+    vf_done_fn done; /* may be NULL */
+    vf_var_list reads;
+    vf_var_list writes;
+    vf_device device;     /* zero: CPU 0 */
+    vf_property property; /* zero: normal */
+    int priority;         /* higher runs first among ready ops of a pool */
+    bool no_skip;         /* run even when an input has failed */
+    const char *name;
+} vf_op;
+
+/*
+ * Push an op: it runs once every op pushed before it that conflicts with it
+ * has finished. Returns at once (the naive engine runs ready ops inside the
+ * call). May be called from any thread, and from inside running ops.
+ * Errors: VF_EINVAL (no or two functions, bad list), VF_ESTALE / VF_EXDEV (a
+ * variable), VF_ENODEV (device), VF_ESHUTDOWN, VF_ENOMEM. On error nothing
+ * was pushed and `done` is not called.
+ */
+VF_API int vf_push(vf_engine *e, const vf_op *op);
+
+/*
+ * Finish an async op. `status` 0 means success; any other value fails the op
+ * (recorded like a sync function's return value) with `message` (may be
+ * NULL). VF_EALREADY if this completion was already used.
+ */
+VF_API int vf_complete(vf_completion done, int status, const char *message);
+
+/* Record why the op is failing; the message reaches vf_error.message. */
+VF_API void vf_run_set_error(vf_run *run, const char *fmt, ...) VF_PRINTF_LIKE(2, 3);
+
+/* The engine running the op (for nested pushes and waits). */
+VF_API vf_engine *vf_run_engine(const vf_run *run);
+
+/* Index of the worker running the op, unique across the engine's pools;
+ * -1 when it runs on a thread that is not a worker (naive engine, async op
+ * dispatched by a pusher). */
+VF_API int vf_run_worker(const vf_run *run);
+
+/* The device the op was pushed for. */
+VF_API vf_device vf_run_device(const vf_run *run);
+
+/* The worker's device stream (NULL on CPU). */
+VF_API void *vf_run_stream(const vf_run *run);
+
+/* The op's name (never NULL: "" when unnamed). */
+VF_API const char *vf_run_name(const vf_run *run);
+
+/* ------------------------------------------------------------------------ */
+/* Reusable operators                                                        */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * An op created once and pushed many times: the variable sets are checked,
+ * de-duplicated and sorted once, so vf_operator_push allocates nothing.
+ */
+typedef struct vf_operator vf_operator;
+
+/* Create an operator from an op description (its `priority` field is not
+ * used: each push gives one). The name is copied. Errors as vf_push. */
+VF_API int vf_operator_new(vf_engine *e, const vf_op *def, vf_operator **out);
+
+/* Push one run of the operator, with the given priority. Errors as vf_push
+ * (VF_ESTALE when one of its variables has been deleted since). */
+VF_API int vf_operator_push(vf_engine *e, vf_operator *op, int priority);
+
+/*
+ * Delete the operator: the handle must not be used again; the operator is
+ * freed once its last pushed run has finished. VF_EXDEV for an operator of
+ * another engine.
+ */
+VF_API int vf_operator_delete(vf_engine *e, vf_operator *op);
+
+/* ------------------------------------------------------------------------ */
+/* Waiting                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Block until every op pushed before this call that writes `v` has finished.
+ * Returns 0, or VF_EOPFAILED when a failure reached `v` (then `err`, if not
+ * NULL, says which op failed and why). Reporting clears the failure: each
+ * failure chain is reported once, by whichever wait sees it first.
+ * From inside an op, the calling worker runs other ready ops while it waits;
+ * a wait that can never finish (the op writes `v` itself, or the ops it waits
+ * for wait on it) returns VF_EDEADLK.
+ */
+VF_API int vf_wait_var(vf_engine *e, vf_var v, vf_error *err);
+
+/*
+ * Block until every pushed op has finished. Returns 0, or VF_EOPFAILED with
+ * the first failure since the last wait_all that no wait has reported yet;
+ * then every failure recorded so far is cleared (later ops run normally).
+ * VF_EDEADLK from inside an op (it would wait for itself).
+ */
+VF_API int vf_wait_all(vf_engine *e, vf_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* VARFLOW_H */

@@ -1,0 +1,85 @@
+/* config.c: settings from the config struct and VF_* variables. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "error.h"
+
+static int online_cores(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > VF__MAX_WORKERS ? VF__MAX_WORKERS : (int)n;
+}
+
+/* A worker count: the struct's when non-zero, else the variable's, else
+ * `fallback`. */
+static int worker_count(int field, const char *field_name, const char *var,
+                        int fallback, int *out)
+{
+    if (field < 0 || field > VF__MAX_WORKERS)
+        return vf__fail(VF_EINVAL, "vf_engine_create: config.%s = %d (must be "
+                                   "1..%d, or 0 for the default)",
+                        field_name, field, VF__MAX_WORKERS);
+    if (field > 0) {
+        *out = field;
+        return 0;
+    }
+    const char *s = getenv(var);
+    if (s == NULL || *s == '\0') {
+        *out = fallback;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    long n = strtol(s, &end, 10);
+    if (errno != 0 || *end != '\0' || n < 1 || n > VF__MAX_WORKERS)
+        return vf__fail(VF_EINVAL, "vf_engine_create: %s=\"%s\" (must be an "
+                                   "integer 1..%d)",
+                        var, s, VF__MAX_WORKERS);
+    *out = (int)n;
+    return 0;
+}
+
+static int engine_type(vf_engine_type field, vf_engine_type *out)
+{
+    if (field < VF_ENGINE_DEFAULT || field > VF_ENGINE_PERDEVICE)
+        return vf__fail(VF_EINVAL, "vf_engine_create: config.type = %d is "
+                                   "not a vf_engine_type", (int)field);
+    if (field != VF_ENGINE_DEFAULT) {
+        *out = field;
+        return 0;
+    }
+    const char *s = getenv("VF_ENGINE_TYPE");
+    if (s == NULL || *s == '\0')
+        *out = VF_ENGINE_PERDEVICE;
+    else if (strcasecmp(s, "naive") == 0)
+        *out = VF_ENGINE_NAIVE;
+    else if (strcasecmp(s, "pooled") == 0)
+        *out = VF_ENGINE_POOLED;
+    else if (strcasecmp(s, "perdevice") == 0)
+        *out = VF_ENGINE_PERDEVICE;
+    else
+        return vf__fail(VF_EINVAL, "vf_engine_create: VF_ENGINE_TYPE=\"%s\" "
+                                   "(must be naive, pooled or perdevice)", s);
+    return 0;
+}
+
+int vf__settings_resolve(const vf_config *config, vf__settings *out)
+{
+    static const vf_config defaults;
+    if (config == NULL)
+        config = &defaults;
+    int cores = online_cores();
+    int rc = engine_type(config->type, &out->type);
+    if (rc == 0)
+        rc = worker_count(config->cpu_workers, "cpu_workers",
+                          "VF_CPU_WORKER_NTHREADS", cores, &out->cpu_workers);
+    if (rc == 0)
+        rc = worker_count(config->cpu_priority_workers, "cpu_priority_workers",
+                          "VF_CPU_PRIORITY_NTHREADS", cores < 4 ? cores : 4,
+                          &out->cpu_priority_workers);
+    return rc;
+}

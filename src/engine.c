@@ -1,0 +1,215 @@
+/* engine.c: engine creation and destruction, counters, failure records. */
+#include "engine.h"
+
+#include <string.h>
+
+#include "config.h"
+#include "freelist.h"
+
+/* Engines alive in the process: the free-list depot is trimmed when the
+ * last one goes. Tags tell engines' var handles apart. */
+static atomic_int live_engines;
+static atomic_uint next_tag;
+static pthread_once_t freelists_once = PTHREAD_ONCE_INIT;
+
+static void init_freelists(void)
+{
+    vf__fl_init(VF__FL_OP, sizeof(vf__op));
+    vf__fl_init(VF__FL_QUEUE, sizeof(vf__qblock));
+}
+
+static uint16_t new_tag(void)
+{
+    for (;;) {
+        uint16_t t = (uint16_t)(atomic_fetch_add(&next_tag, 1) + 1);
+        if (t != 0)
+            return t;
+    }
+}
+
+static int start_pools(vf_engine *e, const vf__settings *s)
+{
+    int rc = 0;
+    if (s->type == VF_ENGINE_NAIVE)
+        return 0;
+    rc = vf__pool_init(&e->pools[0], e, "cpu", s->cpu_workers, 0);
+    if (rc != 0)
+        return rc;
+    e->npools = 1;
+    e->cpu_pool = &e->pools[0];
+    if (s->type == VF_ENGINE_PERDEVICE) {
+        rc = vf__pool_init(&e->pools[1], e, "prio", s->cpu_priority_workers,
+                           s->cpu_workers);
+        if (rc != 0)
+            return rc;
+        e->npools = 2;
+        e->priority_pool = &e->pools[1];
+    }
+    for (int i = 0; i < e->npools && rc == 0; i++)
+        rc = vf__pool_start(&e->pools[i]);
+    return rc;
+}
+
+static void free_engine(vf_engine *e)
+{
+    for (int i = 0; i < e->npools; i++)
+        vf__pool_destroy(&e->pools[i]);
+    vf__var_table_destroy(&e->vars);
+    vf__failure *f = e->fail_head;
+    while (f != NULL) {
+        vf__failure *next = f->next;
+        vf__failure_unref(f);
+        f = next;
+    }
+    pthread_mutex_destroy(&e->wait_lock);
+    pthread_cond_destroy(&e->wait_cond);
+    pthread_mutex_destroy(&e->fail_lock);
+    e->magic = 0;
+    free(e);
+    if (atomic_fetch_sub(&live_engines, 1) == 1)
+        vf__fl_trim();
+}
+
+VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
+{
+    if (out == NULL)
+        return vf__fail(VF_EINVAL, "vf_engine_create: out is NULL");
+    *out = NULL;
+    vf__settings s;
+    int rc = vf__settings_resolve(config, &s);
+    if (rc != 0)
+        return rc;
+    pthread_once(&freelists_once, init_freelists);
+
+    vf_engine *e = calloc(1, sizeof *e);
+    if (e == NULL)
+        return vf__fail(VF_ENOMEM, "vf_engine_create: out of memory");
+    atomic_fetch_add(&live_engines, 1);
+    e->kind = s.type;
+    atomic_init(&e->state, VF__RUNNING);
+    atomic_init(&e->counts, 0);
+    atomic_init(&e->nwaiters, 0);
+    atomic_init(&e->nnested_waiters, 0);
+    atomic_init(&e->fail_epoch, 0);
+    atomic_init(&e->ran, 0);
+    atomic_init(&e->failed, 0);
+    atomic_init(&e->skipped, 0);
+    pthread_mutex_init(&e->wait_lock, NULL);
+    pthread_cond_init(&e->wait_cond, NULL);
+    pthread_mutex_init(&e->fail_lock, NULL);
+    if ((rc = vf__var_table_init(&e->vars, new_tag())) != 0) {
+        free_engine(e);
+        return vf__fail(rc, "vf_engine_create: cannot make the var table");
+    }
+    e->magic = VF__ENGINE_MAGIC;
+    if ((rc = start_pools(e, &s)) != 0) {
+        free_engine(e);
+        return vf__fail(rc, "vf_engine_create: cannot start the workers");
+    }
+    *out = e;
+    return 0;
+}
+
+VF_API int vf_engine_destroy(vf_engine *e)
+{
+    if (!vf__engine_ok(e))
+        return vf__fail(VF_EINVAL, "vf_engine_destroy: not an engine");
+    if (vf__current_op_engine() == e)
+        return vf__fail(VF_EDEADLK, "vf_engine_destroy: called inside one of "
+                                    "the engine's own ops");
+    int expected = VF__RUNNING;
+    if (!atomic_compare_exchange_strong(&e->state, &expected, VF__DRAINING))
+        return vf__fail(VF_ESHUTDOWN, "vf_engine_destroy: already being "
+                                      "destroyed");
+    vf__engine_drain(e);
+    free_engine(e);
+    return 0;
+}
+
+VF_API vf_engine_type vf_engine_kind(const vf_engine *e)
+{
+    return vf__engine_ok(e) ? e->kind : VF_ENGINE_DEFAULT;
+}
+
+VF_API const char *vf_engine_type_name(vf_engine_type type)
+{
+    switch (type) {
+    case VF_ENGINE_NAIVE:
+        return "naive";
+    case VF_ENGINE_POOLED:
+        return "pooled";
+    case VF_ENGINE_PERDEVICE:
+        return "perdevice";
+    case VF_ENGINE_DEFAULT:
+        return "default";
+    }
+    return "unknown";
+}
+
+VF_API int vf_engine_num_workers(const vf_engine *e)
+{
+    if (!vf__engine_ok(e))
+        return 0;
+    int n = 0;
+    for (int i = 0; i < e->npools; i++)
+        n += e->pools[i].nworkers;
+    return n;
+}
+
+VF_API int vf_engine_stats(vf_engine *e, vf_stats *out)
+{
+    if (!vf__engine_ok(e))
+        return vf__fail(VF_EINVAL, "vf_engine_stats: not an engine");
+    if (out == NULL)
+        return vf__fail(VF_EINVAL, "vf_engine_stats: out is NULL");
+    memset(out, 0, sizeof *out);
+    out->ran = atomic_load_explicit(&e->ran, memory_order_relaxed);
+    out->failed = atomic_load_explicit(&e->failed, memory_order_relaxed);
+    out->skipped = atomic_load_explicit(&e->skipped, memory_order_relaxed);
+    for (int p = 0; p < e->npools; p++) {
+        for (int i = 0; i < e->pools[p].nworkers; i++) {
+            vf__worker *w = &e->pools[p].workers[i];
+            out->ran += atomic_load_explicit(&w->ran, memory_order_relaxed);
+            out->failed += atomic_load_explicit(&w->failed,
+                                                memory_order_relaxed);
+            out->skipped += atomic_load_explicit(&w->skipped,
+                                                 memory_order_relaxed);
+        }
+    }
+    out->completed = out->ran + out->failed + out->skipped;
+    out->pending = atomic_load(&e->counts) >> 32;
+    return 0;
+}
+
+vf__failure *vf__engine_record_failure(vf_engine *e, int code,
+                                       const char *op_name,
+                                       const char *message)
+{
+    pthread_mutex_lock(&e->fail_lock);
+    vf__failure *f = vf__failure_new(code, op_name, message,
+                                     atomic_load(&e->fail_epoch));
+    if (!vf__failure_is_static(f)) {
+        vf__failure_ref(f);
+        if (e->fail_tail)
+            e->fail_tail->next = f;
+        else
+            e->fail_head = f;
+        e->fail_tail = f;
+    }
+    pthread_mutex_unlock(&e->fail_lock);
+    return f;
+}
+
+void vf__engine_counts_changed(vf_engine *e, uint64_t now)
+{
+    bool idle = (now >> 32) == 0 && atomic_load(&e->nwaiters) > 0;
+    bool stuck = (uint32_t)now == 0 && atomic_load(&e->nnested_waiters) > 0;
+    if (idle || stuck) {
+        pthread_mutex_lock(&e->wait_lock);
+        pthread_cond_broadcast(&e->wait_cond);
+        pthread_mutex_unlock(&e->wait_lock);
+    }
+    if (stuck)
+        for (int i = 0; i < e->npools; i++)
+            vf__pool_wake_all(&e->pools[i]);
+}

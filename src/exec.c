@@ -1,0 +1,317 @@
+/* exec.c: dispatching, running and finishing ops (see exec.h). */
+#include "exec.h"
+
+#include <limits.h>
+#include <stdarg.h>
+#include <string.h>
+
+struct vf_run {
+    vf__op *op;
+    int worker;
+    char message[256];
+};
+
+typedef struct exec_tls {
+    vf__op *current;         /* innermost op running on this thread */
+    int inline_depth;        /* > 0 while an inline run is on the stack */
+    vf__readylist deferred;  /* ready inline ops waiting for the trampoline */
+} exec_tls;
+
+static _Thread_local exec_tls tls;
+
+vf__op *vf__current_op(void)
+{
+    return tls.current;
+}
+
+vf_engine *vf__current_op_engine(void)
+{
+    return tls.current ? tls.current->engine : NULL;
+}
+
+/* --- running ----------------------------------------------------------- */
+
+/* The first still-active failure on any var the op holds, or NULL. */
+static vf__failure *inherited_failure(const vf__op *op)
+{
+    const vf__opdef *def = op->def;
+    uint32_t epoch = atomic_load_explicit(&op->engine->fail_epoch,
+                                          memory_order_acquire);
+    for (int i = 0; i < def->nvars; i++) {
+        vf__failure *f = atomic_load_explicit(&def->vars[i].var->failure,
+                                              memory_order_acquire);
+        if (f != NULL && vf__failure_active(f, epoch))
+            return f;
+    }
+    return NULL;
+}
+
+/* The wait marker: hand the var's failure (if any) to the waiter and wake
+ * it, unless the waiter gave up (see vf__waiter). */
+static void signal_waiter(vf__op *op)
+{
+    vf_engine *e = op->engine;
+    vf__waiter *w = op->waiter;
+    int expected = VF__WAITING;
+    if (atomic_compare_exchange_strong(&w->state, &expected, VF__SIGNALING)) {
+        vf__var *v = op->def->vars[0].var;
+        vf__failure *f = atomic_load_explicit(&v->failure,
+                                              memory_order_acquire);
+        uint32_t epoch = atomic_load_explicit(&e->fail_epoch,
+                                              memory_order_acquire);
+        if (f != NULL && vf__failure_active(f, epoch) &&
+            vf__failure_claim(f)) {
+            vf__failure_ref(f);
+            w->claimed = f;
+        }
+        atomic_store(&w->state, VF__DONE);
+        if (w->sleep_pool != NULL) {
+            vf__pool_wake_all(w->sleep_pool);
+        } else {
+            pthread_mutex_lock(&e->wait_lock);
+            pthread_cond_broadcast(&e->wait_cond);
+            pthread_mutex_unlock(&e->wait_lock);
+        }
+    }
+    op->waiter = NULL;
+    vf__waiter_unref(w);
+}
+
+/* Run the op's body. True when the op is done now (ran, failed, skipped);
+ * false when an async op is in flight (the op may already be freed). */
+static bool run_body(vf__op *op, int worker)
+{
+    const vf__opdef *def = op->def;
+    op->status = 0;
+    if (def->kind == VF__OP_WAIT) {
+        signal_waiter(op);
+        return true;
+    }
+    if (def->kind == VF__OP_DELETE) {
+        /* Never skipped: the resource must be freed whatever happened. */
+        vf__op *outer = tls.current;
+        tls.current = op;
+        if (def->free_fn)
+            def->free_fn(def->arg);
+        tls.current = outer;
+        return true;
+    }
+    if (!def->no_skip) {
+        vf__failure *f = inherited_failure(op);
+        if (f != NULL) {
+            vf__failure_ref(f);
+            op->failure = f;
+            op->status = VF_ESKIPPED;
+            return true;
+        }
+    }
+    vf_run run = {.op = op, .worker = worker};
+    run.message[0] = '\0';
+    vf__op *outer = tls.current;
+    tls.current = op;
+    if (def->fn != NULL) {
+        int rc = def->fn(&run, def->arg);
+        tls.current = outer;
+        if (rc != 0) {
+            op->status = rc;
+            op->failure = vf__engine_record_failure(op->engine, rc, def->name,
+                                                    run.message);
+        }
+        return true;
+    }
+    uint64_t ticket = atomic_load_explicit(&op->ticket, memory_order_relaxed);
+    def->async_fn(&run, def->arg, (vf_completion){.op_ = op,
+                                                  .ticket_ = ticket});
+    tls.current = outer;
+    return false;
+}
+
+/* --- finishing --------------------------------------------------------- */
+
+static void count_outcome(vf_engine *e, const vf__op *op)
+{
+    if (op->def->kind != VF__OP_USER)
+        return;
+    vf__worker *w = vf__this_worker();
+    _Atomic uint64_t *slot;
+    if (op->status == 0)
+        slot = w && w->pool->engine == e ? &w->ran : &e->ran;
+    else if (op->status == VF_ESKIPPED)
+        slot = w && w->pool->engine == e ? &w->skipped : &e->skipped;
+    else
+        slot = w && w->pool->engine == e ? &w->failed : &e->failed;
+    atomic_fetch_add_explicit(slot, 1, memory_order_relaxed);
+}
+
+/* Finish a done op: callback, release its vars (ready ops go to `ready`,
+ * already counted active), count it out, free it. */
+static void finish(vf__op *op, vf__readylist *ready)
+{
+    vf_engine *e = op->engine;
+    const vf__opdef *def = op->def;
+    if (def->done != NULL)
+        def->done(def->arg, op->status);
+    count_outcome(e, op);
+
+    bool ran = op->status != VF_ESKIPPED;
+    int before = ready->count;
+    for (int i = 0; i < def->nvars; i++) {
+        if (def->vars[i].write)
+            vf__var_complete_write(def->vars[i].var, op->failure, ran, ready);
+        else
+            vf__var_complete_read(def->vars[i].var, ready);
+    }
+    if (def->kind == VF__OP_DELETE)
+        vf__var_free_slot(&e->vars, def->vars[0].var);
+
+    /* The newly ready ops become active in the same step as this one stops
+     * being pending and active (see engine.h). */
+    uint64_t delta = (uint64_t)(ready->count - before) * VF__COUNT_ACTIVE -
+                     (VF__COUNT_PENDING | VF__COUNT_ACTIVE);
+    uint64_t now = atomic_fetch_add(&e->counts, delta) + delta;
+    vf__op_free(op);
+    if (VF__UNLIKELY((now >> 32) == 0 || (uint32_t)now == 0))
+        vf__engine_counts_changed(e, now);
+}
+
+/* --- dispatching ------------------------------------------------------- */
+
+static void run_inline_one(vf__op *op)
+{
+    vf_engine *e = op->engine;
+    vf__worker *w = vf__this_worker();
+    int worker = w && w->pool->engine == e ? w->index : -1;
+    if (run_body(op, worker)) {
+        vf__readylist ready;
+        vf__readylist_init(&ready);
+        finish(op, &ready);
+        vf__dispatch_list(e, &ready);
+    }
+}
+
+static void run_inline(vf__op *op)
+{
+    if (tls.inline_depth > 0) {
+        vf__readylist_add(&tls.deferred, op);
+        return;
+    }
+    tls.inline_depth++;
+    do {
+        run_inline_one(op);
+    } while ((op = vf__readylist_pop(&tls.deferred)) != NULL);
+    tls.inline_depth--;
+}
+
+bool vf__run_deferred(void)
+{
+    vf__op *op = vf__readylist_pop(&tls.deferred);
+    if (op == NULL)
+        return false;
+    tls.inline_depth++;
+    run_inline_one(op);
+    tls.inline_depth--;
+    return true;
+}
+
+void vf__dispatch_list(vf_engine *e, vf__readylist *ready)
+{
+    (void)e;
+    vf__op *op;
+    while ((op = vf__readylist_pop(ready)) != NULL) {
+        if (op->def->inline_run)
+            run_inline(op);
+        else
+            vf__pool_submit(op->def->pool, op);
+    }
+}
+
+vf__op *vf__worker_execute(vf__worker *w, vf__op *op)
+{
+    VF__ASSERT(!op->def->inline_run);
+    bool done = run_body(op, w->index);
+    VF__ASSERT(done);
+    vf_engine *e = op->engine;
+    vf__readylist ready, mine;
+    vf__readylist_init(&ready);
+    vf__readylist_init(&mine);
+    finish(op, &ready);
+    while ((op = vf__readylist_pop(&ready)) != NULL) {
+        if (!op->def->inline_run && op->def->pool == w->pool)
+            vf__readylist_add(&mine, op);
+        else if (op->def->inline_run)
+            run_inline(op);
+        else
+            vf__pool_submit(op->def->pool, op);
+    }
+    (void)e;
+    return vf__worker_place(w, &mine);
+}
+
+/* --- async completion and the run handle -------------------------------- */
+
+VF_API int vf_complete(vf_completion done, int status, const char *message)
+{
+    vf__op *op = done.op_;
+    if (op == NULL || (done.ticket_ & 1) != 0)
+        return vf__fail(VF_EINVAL, "vf_complete: not a completion handle");
+    uint64_t expected = done.ticket_;
+    if (!atomic_compare_exchange_strong_explicit(&op->ticket, &expected,
+                                                 done.ticket_ + 1,
+                                                 memory_order_acq_rel,
+                                                 memory_order_relaxed))
+        return vf__fail(VF_EALREADY, "vf_complete: this op was already "
+                                     "completed");
+    vf_engine *e = op->engine;
+    if (status != 0) {
+        op->status = status;
+        op->failure = vf__engine_record_failure(
+            e, status, op->def->name, message ? message : op->pending_message);
+    }
+    vf__readylist ready;
+    vf__readylist_init(&ready);
+    finish(op, &ready);
+    vf__dispatch_list(e, &ready);
+    return 0;
+}
+
+VF_API void vf_run_set_error(vf_run *run, const char *fmt, ...)
+{
+    if (run == NULL || fmt == NULL)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(run->message, sizeof run->message, fmt, ap);
+    va_end(ap);
+    if (run->op->def->async_fn != NULL) {
+        /* The run handle dies when async_fn returns; the completion may come
+         * later, so an async op keeps its message in the op. */
+        free(run->op->pending_message);
+        run->op->pending_message = strdup(run->message);
+    }
+}
+
+VF_API vf_engine *vf_run_engine(const vf_run *run)
+{
+    return run ? run->op->engine : NULL;
+}
+
+VF_API int vf_run_worker(const vf_run *run)
+{
+    return run ? run->worker : -1;
+}
+
+VF_API vf_device vf_run_device(const vf_run *run)
+{
+    return run ? run->op->def->device : (vf_device){VF_DEVICE_CPU, 0};
+}
+
+VF_API void *vf_run_stream(const vf_run *run)
+{
+    (void)run;
+    return NULL; /* CPU ops have no stream */
+}
+
+VF_API const char *vf_run_name(const vf_run *run)
+{
+    return run ? run->op->def->name : "";
+}

@@ -1,0 +1,36 @@
+/*
+ * exec.h: running ops and finishing them.
+ *
+ * Dispatch: the thread that makes an op ready (its pusher, or whoever
+ * finished the op it waited for) dispatches it. Ops of a pool go to the
+ * pool's queues; async ops, wait markers and every op of the naive engine
+ * run inline on the dispatching thread. Inline runs can make more ops ready,
+ * which would recurse without bound (a chain of 10^6 async ops completing
+ * inline); instead, a thread already running an inline op defers the newly
+ * ready ones to a thread-local list that the outermost inline run drains in
+ * order (a trampoline), so the stack stays flat.
+ *
+ * Finish: the `done` callback, the op's vars released (each may make ops
+ * ready), statistics, the op counted out of `counts` together with the ops
+ * it made ready counted in, then the block freed.
+ */
+#ifndef VF_EXEC_H
+#define VF_EXEC_H
+
+#include "engine.h"
+
+/* Dispatch ops made ready, whose `active` count is already taken. */
+void vf__dispatch_list(vf_engine *e, vf__readylist *ready);
+
+/* Worker loop step: run `op` (from the worker's pool) and finish it, return
+ * the op the same worker should run next (or NULL). */
+vf__op *vf__worker_execute(vf__worker *w, vf__op *op);
+
+/* Run ops that an inline run on this thread deferred (nested waits drain
+ * them). True if one ran. */
+bool vf__run_deferred(void);
+
+/* The op running on this thread (innermost), or NULL. */
+vf__op *vf__current_op(void);
+
+#endif /* VF_EXEC_H */
