@@ -289,6 +289,21 @@ static inline bool tu_rv_meet(tu_rv *r, int n, double timeout_s)
     return ok;
 }
 
+/* ---------------------------------------------------------------- polling */
+
+/* Wait (yielding) until *flag >= want: true when it got there, false after
+ * `timeout_s` seconds. For a flag set by another thread. */
+static inline bool tu_wait_flag(atomic_int *flag, int want, double timeout_s)
+{
+    double end = tu_now() + timeout_s;
+    while (atomic_load(flag) < want) {
+        if (tu_now() > end)
+            return false;
+        sched_yield();
+    }
+    return true;
+}
+
 /* ---------------------------------------------------------------- watchdog */
 
 static _Atomic(const char *) tu_phase_ = "start";

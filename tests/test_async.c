@@ -1,0 +1,395 @@
+/*
+ * test_async: async ops (rule 12), on every engine kind.
+ *
+ * - an async op completed later by a foreign thread holds its vars until
+ *   vf_complete: a reader pushed after it runs only after the completion
+ *   (it sees the value the helper wrote just before completing, and the
+ *   helper is held on a gate while the reader has every chance to run);
+ * - many async ops, completed by a helper thread in batches and out of
+ *   order, interleaved with sync ops on shared vars: results equal the
+ *   serial program, every op ran once, every `done` got 0;
+ * - vf_complete called twice: the second call returns VF_EALREADY (inline,
+ *   from a foreign thread, and after the op's memory was surely recycled by
+ *   later ops, without completing one of those); the engine stays usable;
+ * - the async fn runs exactly once and is given its name and engine.
+ */
+#include "util.h"
+
+/* ------------------------------------------------------------ helper */
+
+/* A foreign thread that completes the completions handed to it. */
+typedef struct helper {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    vf_completion q[4096];
+    int *before[4096]; /* value to store 1 into just before completing */
+    int n;
+    bool stop;
+    tu_gate *gate; /* wait for it before completing anything */
+    tu_rng rng;
+    atomic_int completed;
+    atomic_int errors;
+    pthread_t th;
+} helper;
+
+static void *helper_main(void *arg)
+{
+    helper *h = arg;
+    if (h->gate)
+        CHECK(tu_gate_wait(h->gate, TU_TIMEOUT));
+    pthread_mutex_lock(&h->mu);
+    for (;;) {
+        while (h->n == 0 && !h->stop)
+            pthread_cond_wait(&h->cv, &h->mu);
+        if (h->n == 0 && h->stop)
+            break;
+        /* Complete a random one of the queued (out of order). */
+        int i = tu_below(&h->rng, h->n);
+        vf_completion c = h->q[i];
+        int *flag = h->before[i];
+        h->q[i] = h->q[h->n - 1];
+        h->before[i] = h->before[h->n - 1];
+        h->n--;
+        pthread_mutex_unlock(&h->mu);
+        if (flag)
+            *flag = 1;
+        int rc = vf_complete(c, 0, NULL);
+        if (rc != 0) {
+            atomic_fetch_add(&h->errors, 1);
+            CHECK_OK(rc);
+        }
+        atomic_fetch_add(&h->completed, 1);
+        pthread_mutex_lock(&h->mu);
+    }
+    pthread_mutex_unlock(&h->mu);
+    return NULL;
+}
+
+static void helper_start(helper *h, tu_gate *gate, uint64_t seed)
+{
+    memset(h, 0, sizeof *h);
+    pthread_mutex_init(&h->mu, NULL);
+    pthread_cond_init(&h->cv, NULL);
+    h->gate = gate;
+    h->rng = tu_rng_make(seed);
+    h->th = tu_thread_start(helper_main, h);
+}
+
+static void helper_give(helper *h, vf_completion c, int *flag)
+{
+    pthread_mutex_lock(&h->mu);
+    REQUIRE(h->n < 4096);
+    h->q[h->n] = c;
+    h->before[h->n] = flag;
+    h->n++;
+    pthread_cond_signal(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+}
+
+static void helper_stop(helper *h)
+{
+    pthread_mutex_lock(&h->mu);
+    h->stop = true;
+    pthread_cond_signal(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+    tu_thread_join(h->th);
+    pthread_mutex_destroy(&h->mu);
+    pthread_cond_destroy(&h->cv);
+}
+
+/* ------------------------------------------------------------ holds vars */
+
+typedef struct hold {
+    helper *h;
+    vf_engine *e;
+    int written; /* set to 1 by the helper just before vf_complete */
+    int reader_saw;
+    atomic_int started, reader_ran, done_calls, done_status;
+    tu_gate *gate;
+    bool reader_before_gate;
+} hold;
+
+static void hold_start(vf_run *run, void *arg, vf_completion done)
+{
+    hold *o = arg;
+    atomic_fetch_add(&o->started, 1);
+    CHECK(vf_run_engine(run) == o->e);
+    CHECK(strcmp(vf_run_name(run), "async-writer") == 0);
+    helper_give(o->h, done, &o->written);
+}
+
+static void hold_done(void *arg, int status)
+{
+    hold *o = arg;
+    atomic_store(&o->done_status, status);
+    atomic_fetch_add(&o->done_calls, 1);
+}
+
+static int hold_reader(vf_run *run, void *arg)
+{
+    (void)run;
+    hold *o = arg;
+    o->reader_saw = o->written;
+    if (o->gate && !tu_gate_is_open(o->gate))
+        o->reader_before_gate = true;
+    atomic_fetch_add(&o->reader_ran, 1);
+    return 0;
+}
+
+static void holds_vars(const tu_kind *k)
+{
+    tu_gate gate;
+    tu_gate_init(&gate);
+    helper h;
+    helper_start(&h, &gate, 1);
+    vf_engine *e = tu_engine(k);
+    vf_var x = tu_var(e);
+    hold o;
+    memset(&o, 0, sizeof o);
+    o.h = &h;
+    o.e = e;
+    o.gate = &gate;
+    CHECK_OK(vf_push(e, &(vf_op){.async_fn = hold_start, .arg = &o,
+                                 .done = hold_done, .writes = VF_VARS(x),
+                                 .name = "async-writer"}));
+    CHECK_OK(vf_push(e, &(vf_op){.fn = hold_reader, .arg = &o,
+                                 .reads = VF_VARS(x), .name = "reader"}));
+    /* Give a broken engine every chance to run the reader early. */
+    for (int i = 0; i < 100; i++) {
+        sched_yield();
+        tu_spin_us(20);
+    }
+    CHECK_EQ(atomic_load(&o.reader_ran), 0);
+    tu_gate_open(&gate);
+    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_EQ(atomic_load(&o.started), 1);
+    CHECK_EQ(atomic_load(&o.reader_ran), 1);
+    CHECK_EQ(o.reader_saw, 1);
+    CHECK(!o.reader_before_gate);
+    CHECK_EQ(atomic_load(&o.done_calls), 1);
+    CHECK_EQ(atomic_load(&o.done_status), 0);
+    uint64_t ver;
+    CHECK_OK(vf_var_version(e, x, &ver));
+    CHECK_EQ(ver, 1);
+    tu_finish_engine(e);
+    helper_stop(&h);
+    CHECK_EQ(atomic_load(&h.errors), 0);
+    tu_gate_destroy(&gate);
+}
+
+/* ------------------------------------------------------------ many */
+
+#define NV 8
+
+typedef struct many {
+    helper *h;
+    uint64_t val[NV];
+    atomic_int ran_sync, started_async, done_ok;
+} many;
+
+typedef struct many_arg {
+    many *m;
+    int w, r;
+    uint64_t k;
+} many_arg;
+
+static void many_apply(many_arg *a)
+{
+    a->m->val[a->w] = a->m->val[a->w] * 31 + a->m->val[a->r] + a->k;
+}
+
+static void many_async(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    many_arg *a = arg;
+    atomic_fetch_add(&a->m->started_async, 1);
+    /* The work happens here; the vars stay held until the helper
+     * completes, out of order with other completions. */
+    many_apply(a);
+    helper_give(a->m->h, done, NULL);
+}
+
+static int many_sync(vf_run *run, void *arg)
+{
+    (void)run;
+    many_arg *a = arg;
+    atomic_fetch_add(&a->m->ran_sync, 1);
+    many_apply(a);
+    return 0;
+}
+
+static void many_done(void *arg, int status)
+{
+    many_arg *a = arg;
+    if (status == 0)
+        atomic_fetch_add(&a->m->done_ok, 1);
+}
+
+static void many_ops(const tu_kind *k)
+{
+    helper h;
+    helper_start(&h, NULL, 2);
+    vf_engine *e = tu_engine(k);
+    vf_var vars[NV];
+    for (int i = 0; i < NV; i++)
+        vars[i] = tu_var(e);
+    many m;
+    memset(&m, 0, sizeof m);
+    m.h = &h;
+    uint64_t serial[NV];
+    for (int i = 0; i < NV; i++)
+        serial[i] = m.val[i] = (uint64_t)i + 1;
+    int n = (int)tu_scaled(3000, 300);
+    many_arg *args = calloc((size_t)n, sizeof *args);
+    REQUIRE(args);
+    tu_rng r = tu_rng_make(3);
+    int nasync = 0;
+    for (int i = 0; i < n; i++) {
+        many_arg *a = &args[i];
+        a->m = &m;
+        a->w = tu_below(&r, NV);
+        a->r = tu_below(&r, NV);
+        a->k = (uint64_t)i;
+        serial[a->w] = serial[a->w] * 31 + serial[a->r] + a->k;
+        bool async = tu_below(&r, 2) == 0;
+        nasync += async;
+        vf_op op = {.arg = a, .done = many_done,
+                    .reads = tu_list(&vars[a->r], 1),
+                    .writes = tu_list(&vars[a->w], 1)};
+        if (async)
+            op.async_fn = many_async;
+        else
+            op.fn = many_sync;
+        CHECK_OK(vf_push(e, &op));
+        if (i % 500 == 499) /* waits interleaved with async completions */
+            CHECK_OK(vf_wait_var(e, vars[a->w], NULL));
+    }
+    CHECK_OK(vf_wait_all(e, NULL));
+    for (int i = 0; i < NV; i++)
+        if (m.val[i] != serial[i])
+            CHECK_REPORT_("var %d: %" PRIu64 " != serial %" PRIu64, i,
+                          m.val[i], serial[i]);
+    CHECK_EQ(atomic_load(&m.started_async), nasync);
+    CHECK_EQ(atomic_load(&m.ran_sync), n - nasync);
+    CHECK_EQ(atomic_load(&m.done_ok), n);
+    vf_stats s;
+    CHECK_OK(vf_engine_stats(e, &s));
+    CHECK_EQ(s.ran, n);
+    CHECK_EQ(s.pending, 0);
+    tu_finish_engine(e);
+    helper_stop(&h);
+    CHECK_EQ(atomic_load(&h.completed), nasync);
+    CHECK_EQ(atomic_load(&h.errors), 0);
+    free(args);
+}
+
+/* ------------------------------------------------------------ twice */
+
+typedef struct twice {
+    vf_completion c;
+    int first_rc, second_rc;
+    bool inline_twice; /* complete twice inside the async fn */
+    bool keep;         /* hand the completion to the test, do not complete */
+    atomic_int started;
+} twice;
+
+static void twice_fn(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    twice *t = arg;
+    t->c = done;
+    if (t->inline_twice) {
+        t->first_rc = vf_complete(done, 0, NULL);
+        t->second_rc = vf_complete(done, 0, NULL);
+    }
+    atomic_fetch_add(&t->started, 1); /* publishes t->c */
+}
+
+static void *complete_from_thread(void *arg)
+{
+    twice *t = arg;
+    t->first_rc = vf_complete(t->c, 0, NULL);
+    t->second_rc = vf_complete(t->c, 3, "late");
+    return NULL;
+}
+
+static int nop(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return 0;
+}
+
+static void complete_twice(const tu_kind *k)
+{
+    vf_engine *e = tu_engine(k);
+    vf_var x = tu_var(e), y = tu_var(e);
+
+    /* Inline, twice. */
+    twice a;
+    memset(&a, 0, sizeof a);
+    a.inline_twice = true;
+    CHECK_OK(vf_push(e, &(vf_op){.async_fn = twice_fn, .arg = &a,
+                                 .writes = VF_VARS(x)}));
+    CHECK_OK(vf_wait_var(e, x, NULL));
+    CHECK_EQ(a.first_rc, 0);
+    CHECK_EQ(a.second_rc, VF_EALREADY);
+
+    /* From a foreign thread, twice (the second with an error: ignored). */
+    twice b;
+    memset(&b, 0, sizeof b);
+    CHECK_OK(vf_push(e, &(vf_op){.async_fn = twice_fn, .arg = &b,
+                                 .writes = VF_VARS(x)}));
+    /* The naive engine started it inside push; others soon. */
+    REQUIRE(tu_wait_flag(&b.started, 1, TU_TIMEOUT));
+    pthread_t th = tu_thread_start(complete_from_thread, &b);
+    tu_thread_join(th);
+    CHECK_EQ(b.first_rc, 0);
+    CHECK_EQ(b.second_rc, VF_EALREADY);
+    CHECK_OK(vf_wait_var(e, x, NULL));
+
+    /* Much later, after many ops recycled the op's memory: still refused,
+     * and it must not complete the async op that is pending now. */
+    for (int i = 0; i < 2000; i++)
+        CHECK_OK(vf_push(e, &(vf_op){.fn = nop, .writes = VF_VARS(y)}));
+    CHECK_OK(vf_wait_all(e, NULL));
+    twice c;
+    memset(&c, 0, sizeof c);
+    CHECK_OK(vf_push(e, &(vf_op){.async_fn = twice_fn, .arg = &c,
+                                 .writes = VF_VARS(y)}));
+    REQUIRE(tu_wait_flag(&c.started, 1, TU_TIMEOUT));
+    CHECK_ERR(vf_complete(a.c, 0, NULL), VF_EALREADY);
+    CHECK_ERR(vf_complete(b.c, 0, NULL), VF_EALREADY);
+    /* c is still pending: its own completion works (exactly once). */
+    CHECK_OK(vf_complete(c.c, 0, NULL));
+    CHECK_ERR(vf_complete(c.c, 0, NULL), VF_EALREADY);
+    CHECK_OK(vf_wait_all(e, NULL));
+
+    /* Still usable. */
+    CHECK_OK(vf_push(e, &(vf_op){.fn = nop, .reads = VF_VARS(x),
+                                 .writes = VF_VARS(y)}));
+    CHECK_OK(vf_wait_var(e, y, NULL));
+    uint64_t ver;
+    CHECK_OK(vf_var_version(e, x, &ver));
+    CHECK_EQ(ver, 2);
+    CHECK_OK(vf_var_version(e, y, &ver));
+    CHECK_EQ(ver, 2002);
+    tu_finish_engine(e);
+}
+
+int main(void)
+{
+    tu_init("test_async", 120);
+    for (int i = 0; i < TU_NKINDS; i++) {
+        const tu_kind *k = &tu_kinds[i];
+        check_context_ = k->name;
+        tu_phase("holds_vars");
+        holds_vars(k);
+        tu_phase("many_ops");
+        many_ops(k);
+        tu_phase("complete_twice");
+        complete_twice(k);
+    }
+    check_context_ = NULL;
+    return check_finish("test_async");
+}

@@ -1,0 +1,261 @@
+/*
+ * test_nested: ops that push ops from inside (rule 10), on every engine kind.
+ *
+ * - a recursive fan-out tree: each node adds its id into the accumulator of
+ *   its level (a var written by every node of the level, so the engine must
+ *   serialize them) and pushes its children; every node runs exactly once
+ *   and each level's sum is right;
+ * - a chain: op i computes x = x*3 + i and pushes op i+1 on the same var;
+ *   the result equals the serial loop;
+ * - ordering of a nested push against its parent: a parent that writes x
+ *   (or only reads x) pushes a child writing x and then changes x: the child
+ *   must see the parent's final value (it cannot run before the parent
+ *   ended, even on the naive engine, which runs ready ops inside push);
+ * - a nested push of an independent op from inside an op on the naive
+ *   engine runs to completion within the parent's push call.
+ */
+#include "util.h"
+
+#define FANOUT 4
+#define DEPTH 6 /* 1 + 4 + ... + 4^6 = 5461 nodes */
+
+typedef struct tree {
+    vf_var acc[DEPTH + 1];
+    uint64_t sum[DEPTH + 1];
+    atomic_int *ran; /* per node id */
+    int nnodes;
+    atomic_int push_errors;
+} tree;
+
+typedef struct node_arg {
+    tree *t;
+    int id, depth;
+} node_arg;
+
+static void push_node(vf_engine *e, tree *t, int id, int depth);
+
+static int node_fn(vf_run *run, void *arg)
+{
+    node_arg *a = arg;
+    tree *t = a->t;
+    atomic_fetch_add(&t->ran[a->id], 1);
+    t->sum[a->depth] += (uint64_t)a->id;
+    if (a->depth < DEPTH)
+        for (int c = 0; c < FANOUT; c++)
+            push_node(vf_run_engine(run), t, a->id * FANOUT + 1 + c,
+                      a->depth + 1);
+    return 0;
+}
+
+static void node_done(void *arg, int status)
+{
+    CHECK_EQ(status, 0);
+    free(arg);
+}
+
+static void push_node(vf_engine *e, tree *t, int id, int depth)
+{
+    node_arg *a = malloc(sizeof *a);
+    REQUIRE(a);
+    a->t = t;
+    a->id = id;
+    a->depth = depth;
+    vf_op op = {.fn = node_fn, .arg = a, .done = node_done,
+                .writes = tu_list(&t->acc[depth], 1), .name = "node"};
+    int rc = vf_push(e, &op);
+    if (rc != 0) {
+        atomic_fetch_add(&t->push_errors, 1);
+        free(a);
+    }
+}
+
+static void fan_out(const tu_kind *k)
+{
+    vf_engine *e = tu_engine(k);
+    tree t;
+    memset(&t, 0, sizeof t);
+    t.nnodes = 0;
+    for (int d = 0, w = 1; d <= DEPTH; d++, w *= FANOUT)
+        t.nnodes += w;
+    t.ran = calloc((size_t)t.nnodes, sizeof *t.ran);
+    REQUIRE(t.ran);
+    for (int d = 0; d <= DEPTH; d++)
+        t.acc[d] = tu_var(e);
+    push_node(e, &t, 0, 0);
+    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_EQ(atomic_load(&t.push_errors), 0);
+    int bad = 0;
+    for (int i = 0; i < t.nnodes; i++)
+        if (atomic_load(&t.ran[i]) != 1 && bad++ < 5)
+            CHECK_REPORT_("node %d ran %d times", i, atomic_load(&t.ran[i]));
+    CHECK_EQ(bad, 0);
+    /* Level d holds ids first..first+4^d-1. */
+    uint64_t first = 0, width = 1;
+    for (int d = 0; d <= DEPTH; d++) {
+        uint64_t want = width * first + width * (width - 1) / 2;
+        CHECK_EQ(t.sum[d], want);
+        uint64_t ver = 0;
+        CHECK_OK(vf_var_version(e, t.acc[d], &ver));
+        CHECK_EQ(ver, width);
+        first += width;
+        width *= FANOUT;
+    }
+    vf_stats s;
+    CHECK_OK(vf_engine_stats(e, &s));
+    CHECK_EQ(s.ran, t.nnodes);
+    tu_finish_engine(e);
+    free(t.ran);
+}
+
+/* ------------------------------------------------------------ chain */
+
+typedef struct chain {
+    vf_var x;
+    uint64_t val;
+    int n;
+    atomic_int ran;
+    atomic_int push_errors;
+} chain;
+
+typedef struct link_arg {
+    chain *c;
+    int i;
+} link_arg;
+
+static int link_fn(vf_run *run, void *arg);
+
+static void push_link(vf_engine *e, chain *c, link_arg *args, int i)
+{
+    vf_op op = {.fn = link_fn, .arg = &args[i], .reads = tu_list(&c->x, 1),
+                .writes = tu_list(&c->x, 1), .name = "link"};
+    if (vf_push(e, &op) != 0)
+        atomic_fetch_add(&c->push_errors, 1);
+}
+
+static int link_fn(vf_run *run, void *arg)
+{
+    link_arg *a = arg;
+    chain *c = a->c;
+    atomic_fetch_add(&c->ran, 1);
+    if (a->i + 1 < c->n)
+        push_link(vf_run_engine(run), c, a - a->i, a->i + 1);
+    /* After the push: the next link must still see this value. */
+    c->val = c->val * 3 + (uint64_t)a->i;
+    return 0;
+}
+
+static void chain_test(const tu_kind *k)
+{
+    vf_engine *e = tu_engine(k);
+    chain c;
+    memset(&c, 0, sizeof c);
+    c.n = (int)tu_scaled(2000, 200);
+    c.x = tu_var(e);
+    c.val = 1;
+    link_arg *args = calloc((size_t)c.n, sizeof *args);
+    REQUIRE(args);
+    for (int i = 0; i < c.n; i++) {
+        args[i].c = &c;
+        args[i].i = i;
+    }
+    push_link(e, &c, args, 0);
+    CHECK_OK(vf_wait_all(e, NULL));
+    uint64_t want = 1;
+    for (int i = 0; i < c.n; i++)
+        want = want * 3 + (uint64_t)i;
+    CHECK(c.val == want);
+    CHECK_EQ(atomic_load(&c.ran), c.n);
+    CHECK_EQ(atomic_load(&c.push_errors), 0);
+    tu_finish_engine(e);
+    free(args);
+}
+
+/* ------------------------------------------------------------ ordering */
+
+typedef struct order {
+    vf_var x, y;
+    int xval;
+    int child_saw;
+    atomic_int child_ran, indep_ran;
+    int indep_ran_in_push; /* naive: the independent child ran within push */
+    bool parent_writes;
+} order;
+
+static int child_fn(vf_run *run, void *arg)
+{
+    (void)run;
+    order *o = arg;
+    o->child_saw = o->xval;
+    atomic_fetch_add(&o->child_ran, 1);
+    return 0;
+}
+
+static int indep_fn(vf_run *run, void *arg)
+{
+    (void)run;
+    order *o = arg;
+    atomic_fetch_add(&o->indep_ran, 1);
+    return 0;
+}
+
+static int parent_fn(vf_run *run, void *arg)
+{
+    order *o = arg;
+    vf_engine *e = vf_run_engine(run);
+    CHECK_OK(vf_push(e, &(vf_op){.fn = child_fn, .arg = o,
+                                 .writes = tu_list(&o->x, 1),
+                                 .name = "child"}));
+    CHECK_OK(vf_push(e, &(vf_op){.fn = indep_fn, .arg = o,
+                                 .writes = tu_list(&o->y, 1),
+                                 .name = "independent"}));
+    o->indep_ran_in_push = atomic_load(&o->indep_ran);
+    tu_spin_us(500);
+    /* The child has not run: it waits for this op to end. */
+    CHECK_EQ(atomic_load(&o->child_ran), 0);
+    if (o->parent_writes)
+        o->xval = 1;
+    return 0;
+}
+
+static void ordering(const tu_kind *k, bool parent_writes)
+{
+    vf_engine *e = tu_engine(k);
+    order o;
+    memset(&o, 0, sizeof o);
+    o.x = tu_var(e);
+    o.y = tu_var(e);
+    o.parent_writes = parent_writes;
+    o.xval = parent_writes ? 0 : 1;
+    vf_op p = {.fn = parent_fn, .arg = &o, .name = "parent"};
+    if (parent_writes)
+        p.writes = tu_list(&o.x, 1);
+    else
+        p.reads = tu_list(&o.x, 1);
+    CHECK_OK(vf_push(e, &p));
+    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_EQ(atomic_load(&o.child_ran), 1);
+    CHECK_EQ(atomic_load(&o.indep_ran), 1);
+    CHECK_EQ(o.child_saw, 1);
+    if (!k->threaded)
+        CHECK_EQ(o.indep_ran_in_push, 1);
+    tu_finish_engine(e);
+}
+
+int main(void)
+{
+    tu_init("test_nested", 120);
+    for (int i = 0; i < TU_NKINDS; i++) {
+        const tu_kind *k = &tu_kinds[i];
+        check_context_ = k->name;
+        tu_phase("fan_out");
+        fan_out(k);
+        tu_phase("chain");
+        chain_test(k);
+        tu_phase("ordering (parent writes)");
+        ordering(k, true);
+        tu_phase("ordering (parent reads)");
+        ordering(k, false);
+    }
+    check_context_ = NULL;
+    return check_finish("test_nested");
+}
