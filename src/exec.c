@@ -202,6 +202,24 @@ static void run_inline(vf__op *op)
     tls.inline_depth--;
 }
 
+void vf__dispatch_pushed(vf__op *op)
+{
+    if (!op->def->inline_run) {
+        vf__pool_submit(op->def->pool, op);
+        return;
+    }
+    /* Ready at its push: run it now, even inside another inline op (the
+     * naive engine runs ops inside push). This nests only as deep as the
+     * program nests pushes; ops it makes ready go through the trampoline. */
+    bool outermost = tls.inline_depth == 0;
+    tls.inline_depth++;
+    run_inline_one(op);
+    if (outermost)
+        while ((op = vf__readylist_pop(&tls.deferred)) != NULL)
+            run_inline_one(op);
+    tls.inline_depth--;
+}
+
 bool vf__run_deferred(void)
 {
     vf__op *op = vf__readylist_pop(&tls.deferred);

@@ -8,7 +8,9 @@
  * which would recurse without bound (a chain of 10^6 async ops completing
  * inline); instead, a thread already running an inline op defers the newly
  * ready ones to a thread-local list that the outermost inline run drains in
- * order (a trampoline), so the stack stays flat.
+ * order (a trampoline), so the stack stays flat. An op ready at its own
+ * push is the exception: it runs inside the push call even then, which
+ * nests only as deep as the program nests pushes.
  *
  * Finish: the `done` callback, the op's vars released (each may make ops
  * ready), statistics, the op counted out of `counts` together with the ops
@@ -18,6 +20,9 @@
 #define VF_EXEC_H
 
 #include "engine.h"
+
+/* Dispatch an op that was ready at its push (its `active` count taken). */
+void vf__dispatch_pushed(vf__op *op);
 
 /* Dispatch ops made ready, whose `active` count is already taken. */
 void vf__dispatch_list(vf_engine *e, vf__readylist *ready);

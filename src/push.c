@@ -101,10 +101,7 @@ int vf__engine_enqueue(vf_engine *e, vf__op *op, const char *who)
     } else {
         return 0; /* a var will release it */
     }
-    vf__readylist ready;
-    vf__readylist_init(&ready);
-    vf__readylist_add(&ready, op);
-    vf__dispatch_list(e, &ready);
+    vf__dispatch_pushed(op);
     return 0;
 }
 
