@@ -401,7 +401,8 @@ static void async_failures(const tu_kind *k)
     CHECK_EQ(atomic_load(&a.started), 1);
     CHECK_EQ(atomic_load(&a.done_calls), 1);
     CHECK_EQ(atomic_load(&a.done_status), 7);
-    CHECK_FAILURE(vf_wait_var(e, z, ERR), "async-op", 7, "async boom");
+    /* z got the same chain (through the skipped op): already reported. */
+    CHECK_OK(vf_wait_var(e, z, NULL));
     CHECK_EQ(atomic_load(&s.started), 0);
     CHECK_EQ(atomic_load(&s.done_calls), 1);
     CHECK_EQ(atomic_load(&s.done_status), VF_ESKIPPED);

@@ -1,0 +1,267 @@
+/*
+ * test_priority: scheduling among ready ops (rules 11 and 12).
+ *
+ * On a 1-worker pool (pooled, and perdevice's normal pool): the worker is
+ * blocked by an op waiting on a gate (the test waits until it has started),
+ * independent ops of assorted priorities are pushed, the gate is opened;
+ * they must run highest priority first, in push order among equal
+ * priorities. A var delete (VF_PROP_DELETE_VAR) pushed last runs before all
+ * of them (it jumps to the front of the ready queue), even before higher
+ * priorities.
+ *
+ * On the perdevice engine, VF_PROP_CPU_PRIORITIZED ops run on the priority
+ * pool: their vf_run_worker indices are disjoint from the normal ops', and
+ * a CPU-prioritized op completes while every normal worker is blocked. The
+ * pooled and naive engines accept the property and run the op.
+ */
+#include "util.h"
+
+#define MAXLOG 64
+
+typedef struct prio {
+    tu_gate started, release;
+    atomic_int n;
+    int order[MAXLOG];
+} prio;
+
+typedef struct item {
+    prio *p;
+    int id;
+} item;
+
+static int blocker(vf_run *run, void *arg)
+{
+    (void)run;
+    prio *p = arg;
+    tu_gate_open(&p->started);
+    CHECK(tu_gate_wait(&p->release, TU_TIMEOUT));
+    return 0;
+}
+
+static int logged(vf_run *run, void *arg)
+{
+    (void)run;
+    item *it = arg;
+    int i = atomic_fetch_add(&it->p->n, 1);
+    if (i < MAXLOG)
+        it->p->order[i] = it->id;
+    return 0;
+}
+
+static void log_free(void *arg)
+{
+    item *it = arg;
+    int i = atomic_fetch_add(&it->p->n, 1);
+    if (i < MAXLOG)
+        it->p->order[i] = it->id;
+}
+
+static void prio_init(prio *p)
+{
+    memset(p, 0, sizeof *p);
+    tu_gate_init(&p->started);
+    tu_gate_init(&p->release);
+}
+
+static void prio_destroy(prio *p)
+{
+    tu_gate_destroy(&p->started);
+    tu_gate_destroy(&p->release);
+}
+
+static void block_worker(vf_engine *e, prio *p)
+{
+    CHECK_OK(vf_push(e, &(vf_op){.fn = blocker, .arg = p, .name = "block"}));
+    CHECK(tu_gate_wait(&p->started, TU_TIMEOUT));
+}
+
+static void print_order(const prio *p, int n)
+{
+    fprintf(stderr, "  ran in order:");
+    for (int i = 0; i < n && i < MAXLOG; i++)
+        fprintf(stderr, " %d", p->order[i]);
+    fprintf(stderr, "\n");
+}
+
+static void priority_order(const tu_kind *k)
+{
+    vf_engine *e = tu_engine(k);
+    prio p;
+    prio_init(&p);
+    block_worker(e, &p);
+    enum { N = 24 };
+    static const int prios[N] = {3, 1,  4, 1, 5, 9, 2,   6, 5,  3,  5, 8,
+                                 9, -7, 9, 3, 2, 0, 100, 0, -7, 4, 6, 2};
+    item items[N];
+    for (int i = 0; i < N; i++) {
+        items[i].p = &p;
+        items[i].id = i;
+        CHECK_OK(vf_push(e, &(vf_op){.fn = logged, .arg = &items[i],
+                                     .priority = prios[i]}));
+    }
+    tu_gate_open(&p.release);
+    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_EQ(atomic_load(&p.n), N);
+    /* Expected: stable sort by priority, descending. */
+    int want[N];
+    for (int i = 0; i < N; i++)
+        want[i] = i;
+    for (int i = 1; i < N; i++)
+        for (int j = i; j > 0 && prios[want[j]] > prios[want[j - 1]]; j--) {
+            int t = want[j];
+            want[j] = want[j - 1];
+            want[j - 1] = t;
+        }
+    int bad = 0;
+    for (int i = 0; i < N; i++)
+        if (p.order[i] != want[i] && bad++ == 0)
+            CHECK_REPORT_("position %d: op %d (priority %d) ran, expected op "
+                          "%d (priority %d)",
+                          i, p.order[i], prios[p.order[i]], want[i],
+                          prios[want[i]]);
+    if (bad)
+        print_order(&p, N);
+    tu_finish_engine(e);
+    prio_destroy(&p);
+}
+
+static void delete_jumps(const tu_kind *k)
+{
+    vf_engine *e = tu_engine(k);
+    prio p;
+    prio_init(&p);
+    vf_var v = tu_var(e);
+    block_worker(e, &p);
+    item items[6];
+    for (int i = 0; i < 5; i++) {
+        items[i].p = &p;
+        items[i].id = i;
+        CHECK_OK(vf_push(e, &(vf_op){.fn = logged, .arg = &items[i],
+                                     .priority = 10 * i}));
+    }
+    items[5].p = &p;
+    items[5].id = 99;
+    CHECK_OK(vf_var_delete(e, v, log_free, &items[5]));
+    tu_gate_open(&p.release);
+    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_EQ(atomic_load(&p.n), 6);
+    CHECK_EQ(p.order[0], 99);
+    if (p.order[0] != 99)
+        print_order(&p, 6);
+    for (int i = 1; i < 6; i++)
+        CHECK_EQ(p.order[i], 5 - i);
+    tu_finish_engine(e);
+    prio_destroy(&p);
+}
+
+/* ------------------------------------------------------------ CPU pool */
+
+typedef struct pool {
+    tu_gate release;
+    atomic_int normal_in;
+    atomic_int prio_ran;
+    atomic_int worker_normal[64];
+    atomic_int worker_prio[64];
+    atomic_int bad_worker;
+} pool;
+
+static int normal_block(vf_run *run, void *arg)
+{
+    pool *p = arg;
+    int w = vf_run_worker(run);
+    if (w >= 0 && w < 64)
+        atomic_fetch_add(&p->worker_normal[w], 1);
+    else
+        atomic_fetch_add(&p->bad_worker, 1);
+    atomic_fetch_add(&p->normal_in, 1);
+    CHECK(tu_gate_wait(&p->release, TU_TIMEOUT));
+    return 0;
+}
+
+static int normal_op(vf_run *run, void *arg)
+{
+    pool *p = arg;
+    int w = vf_run_worker(run);
+    if (w >= 0 && w < 64)
+        atomic_fetch_add(&p->worker_normal[w], 1);
+    else
+        atomic_fetch_add(&p->bad_worker, 1);
+    return 0;
+}
+
+static int prio_op(vf_run *run, void *arg)
+{
+    pool *p = arg;
+    int w = vf_run_worker(run);
+    if (w >= 0 && w < 64)
+        atomic_fetch_add(&p->worker_prio[w], 1);
+    else
+        atomic_fetch_add(&p->bad_worker, 1);
+    atomic_fetch_add(&p->prio_ran, 1);
+    return 0;
+}
+
+static void cpu_prioritized(const tu_kind *k)
+{
+    vf_engine *e = tu_engine(k);
+    pool p;
+    memset(&p, 0, sizeof p);
+    tu_gate_init(&p.release);
+    if (k->cfg.type == VF_ENGINE_PERDEVICE) {
+        int nw = k->workers;
+        CHECK_EQ(vf_engine_num_workers(e), nw + k->cfg.cpu_priority_workers);
+        /* Block every normal worker. */
+        for (int i = 0; i < nw; i++)
+            CHECK_OK(vf_push(e, &(vf_op){.fn = normal_block, .arg = &p}));
+        CHECK(tu_wait_flag(&p.normal_in, nw, TU_TIMEOUT));
+        /* The priority pool still runs prioritized ops. */
+        for (int i = 0; i < 20; i++)
+            CHECK_OK(vf_push(e, &(vf_op){.fn = prio_op, .arg = &p,
+                                         .property = VF_PROP_CPU_PRIORITIZED}));
+        CHECK(tu_wait_flag(&p.prio_ran, 20, TU_TIMEOUT));
+        tu_gate_open(&p.release);
+        for (int i = 0; i < 50; i++)
+            CHECK_OK(vf_push(e, &(vf_op){.fn = normal_op, .arg = &p}));
+        CHECK_OK(vf_wait_all(e, NULL));
+        CHECK_EQ(atomic_load(&p.bad_worker), 0);
+        for (int w = 0; w < 64; w++)
+            if (atomic_load(&p.worker_normal[w]) &&
+                atomic_load(&p.worker_prio[w]))
+                CHECK_REPORT_("worker %d ran both normal and CPU-prioritized "
+                              "ops",
+                              w);
+    } else {
+        tu_gate_open(&p.release);
+        for (int i = 0; i < 20; i++)
+            CHECK_OK(vf_push(e, &(vf_op){.fn = prio_op, .arg = &p,
+                                         .property = VF_PROP_CPU_PRIORITIZED}));
+        CHECK_OK(vf_wait_all(e, NULL));
+        CHECK_EQ(atomic_load(&p.prio_ran), 20);
+    }
+    tu_finish_engine(e);
+    tu_gate_destroy(&p.release);
+}
+
+int main(void)
+{
+    tu_init("test_priority", 120);
+    for (int i = 0; i < TU_NKINDS; i++) {
+        const tu_kind *k = &tu_kinds[i];
+        check_context_ = k->name;
+        if (k->threaded && k->workers == 1) {
+            tu_phase("priority_order");
+            priority_order(k);
+            tu_phase("delete_jumps");
+            delete_jumps(k);
+        }
+        tu_phase("cpu_prioritized");
+        cpu_prioritized(k);
+    }
+    /* A perdevice engine with more priority workers than normal ones. */
+    tu_kind big = {"perdevice/1+3", {VF_ENGINE_PERDEVICE, 1, 3}, true, 1};
+    check_context_ = big.name;
+    tu_phase("cpu_prioritized 1+3");
+    cpu_prioritized(&big);
+    check_context_ = NULL;
+    return check_finish("test_priority");
+}
