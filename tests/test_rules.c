@@ -1,0 +1,246 @@
+/*
+ * test_rules: the var queue rules, each on its own (rules 1, 2, 3, 6).
+ *
+ * - rule 2 (FIFO, neither reader- nor writer-preferring): W1; R1 R2; W2;
+ *   R3 on one var. R1 and R2 run after W1 ends and before W2 starts (a
+ *   writer-preferring queue would let W2 pass them); R3 runs after W2 ends
+ *   (a reader-preferring queue would let it join R1 and R2). The readers are
+ *   slow so that a wrong queue shows.
+ * - rule 3 (readers of one var run at the same time): on two workers, two,
+ *   then (with three workers) three readers of one var meet at a
+ *   rendezvous; a read pushed while readers run (no write queued) joins
+ *   them at once.
+ * - rule 1: writers of one var never overlap (a counter of writers inside
+ *   the var stays at one), and readers never overlap a writer, under a
+ *   random mix pushed by the main thread.
+ * - rule 6: wait_var returns once the writes pushed before it are done,
+ *   with their effects visible, without waiting for readers (a reader held
+ *   on a gate does not hold up wait_var of its var); wait_all waits for
+ *   everything pushed, readers included.
+ */
+#include "util.h"
+
+typedef struct st {
+    double us;
+    tu_gate *gate;
+    tu_rv *rv;
+    int rv_n;
+    uint64_t start, end;
+    atomic_int ran;
+    bool met;
+} st;
+
+static int st_fn(vf_run *run, void *arg)
+{
+    (void)run;
+    st *s = arg;
+    s->start = tu_stamp();
+    atomic_fetch_add(&s->ran, 1);
+    if (s->rv)
+        s->met = tu_rv_meet(s->rv, s->rv_n, TU_TIMEOUT);
+    if (s->gate)
+        CHECK(tu_gate_wait(s->gate, TU_TIMEOUT));
+    tu_spin_us(s->us);
+    s->end = tu_stamp();
+    return 0;
+}
+
+#define NONE ((vf_var_list){NULL, 0})
+
+static void push_st(vf_engine *e, st *s, vf_var_list r, vf_var_list w)
+{
+    CHECK_OK(vf_push(e, &(vf_op){.fn = st_fn, .arg = s, .reads = r,
+                                 .writes = w}));
+}
+
+#define CHECK_BEFORE(a, b)                                                     \
+    do {                                                                       \
+        if (!((a).end < (b).start))                                            \
+            CHECK_REPORT_("%s (ended %" PRIu64 ") not before %s (started "     \
+                          "%" PRIu64 ")",                                      \
+                          #a, (a).end, #b, (b).start);                         \
+    } while (0)
+
+static void rule2_fifo(const tu_kind *k)
+{
+    vf_engine *e = tu_engine(k);
+    vf_var x = tu_var(e);
+    tu_gate g;
+    tu_gate_init(&g);
+    st w1 = {.us = 500}, r1 = {.us = 3000}, r2 = {.us = 3000},
+       w2 = {.us = 500}, r3 = {.us = 100};
+    /* Hold W1 until everything is queued (threaded engines). */
+    if (k->threaded)
+        w1.gate = &g;
+    push_st(e, &w1, NONE, VF_VARS(x));
+    push_st(e, &r1, VF_VARS(x), NONE);
+    push_st(e, &r2, VF_VARS(x), NONE);
+    push_st(e, &w2, NONE, VF_VARS(x));
+    push_st(e, &r3, VF_VARS(x), NONE);
+    tu_gate_open(&g);
+    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_BEFORE(w1, r1);
+    CHECK_BEFORE(w1, r2);
+    CHECK_BEFORE(r1, w2);
+    CHECK_BEFORE(r2, w2);
+    CHECK_BEFORE(w2, r3);
+    tu_finish_engine(e);
+    tu_gate_destroy(&g);
+}
+
+static void rule3_readers_meet(const tu_kind *k, int n)
+{
+    vf_config cfg = k->cfg;
+    cfg.cpu_workers = n;
+    tu_kind kk = *k;
+    kk.cfg = cfg;
+    vf_engine *e = tu_engine(&kk);
+    vf_var x = tu_var(e);
+    tu_rv rv;
+    tu_rv_init(&rv);
+    st r[3];
+    memset(r, 0, sizeof r);
+    for (int i = 0; i < n; i++) {
+        r[i].rv = &rv;
+        r[i].rv_n = n;
+        push_st(e, &r[i], VF_VARS(x), NONE);
+    }
+    CHECK_OK(vf_wait_all(e, NULL));
+    for (int i = 0; i < n; i++) {
+        if (!r[i].met)
+            CHECK_REPORT_("reader %d of %d did not meet the others", i, n);
+    }
+    tu_rv_destroy(&rv);
+
+    /* A read pushed while a read runs (no write queued) joins it. */
+    tu_rv rv2;
+    tu_rv_init(&rv2);
+    st a = {.rv = &rv2, .rv_n = 2}, b = {.rv = &rv2, .rv_n = 2};
+    push_st(e, &a, VF_VARS(x), NONE);
+    CHECK(tu_wait_flag(&a.ran, 1, TU_TIMEOUT));
+    push_st(e, &b, VF_VARS(x), NONE);
+    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK(a.met && b.met);
+    tu_finish_engine(e);
+    tu_rv_destroy(&rv2);
+}
+
+/* ------------------------------------------------------------ rule 1 */
+
+#define NV 4
+
+typedef struct excl {
+    atomic_int writers[NV], readers[NV];
+    atomic_int violations;
+} excl;
+
+typedef struct excl_op {
+    excl *x;
+    int r, w; /* var indices; -1 none */
+} excl_op;
+
+static int excl_fn(vf_run *run, void *arg)
+{
+    (void)run;
+    excl_op *o = arg;
+    excl *x = o->x;
+    if (o->w >= 0 && atomic_fetch_add(&x->writers[o->w], 1) != 0)
+        atomic_fetch_add(&x->violations, 1);
+    if (o->r >= 0) {
+        atomic_fetch_add(&x->readers[o->r], 1);
+        if (atomic_load(&x->writers[o->r]) != 0)
+            atomic_fetch_add(&x->violations, 1);
+    }
+    if (o->w >= 0 && atomic_load(&x->readers[o->w]) != 0)
+        atomic_fetch_add(&x->violations, 1);
+    tu_spin_us(3);
+    if (o->r >= 0)
+        atomic_fetch_sub(&x->readers[o->r], 1);
+    if (o->w >= 0)
+        atomic_fetch_sub(&x->writers[o->w], 1);
+    return 0;
+}
+
+static void rule1_exclusion(const tu_kind *k)
+{
+    vf_engine *e = tu_engine(k);
+    vf_var v[NV];
+    for (int i = 0; i < NV; i++)
+        v[i] = tu_var(e);
+    excl x;
+    memset(&x, 0, sizeof x);
+    int n = (int)tu_scaled(20000, 2000);
+    excl_op *ops = calloc((size_t)n, sizeof *ops);
+    REQUIRE(ops);
+    tu_rng r = tu_rng_make(7);
+    for (int i = 0; i < n; i++) {
+        ops[i].x = &x;
+        ops[i].r = tu_below(&r, NV + 1) - 1;
+        ops[i].w = tu_below(&r, 3) == 0 ? tu_below(&r, NV) : -1;
+        if (ops[i].w == ops[i].r)
+            ops[i].r = -1;
+        vf_op op = {.fn = excl_fn, .arg = &ops[i]};
+        if (ops[i].r >= 0)
+            op.reads = tu_list(&v[ops[i].r], 1);
+        if (ops[i].w >= 0)
+            op.writes = tu_list(&v[ops[i].w], 1);
+        CHECK_OK(vf_push(e, &op));
+    }
+    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_EQ(atomic_load(&x.violations), 0);
+    tu_finish_engine(e);
+    free(ops);
+}
+
+/* ------------------------------------------------------------ rule 6 */
+
+static void rule6_wait(const tu_kind *k)
+{
+    vf_engine *e = tu_engine(k);
+    vf_var x = tu_var(e), y = tu_var(e);
+    tu_gate g;
+    tu_gate_init(&g);
+    st w = {.us = 2000}, r = {.us = 0}, w2 = {.us = 0};
+    if (k->threaded)
+        r.gate = &g; /* a reader that holds on until after the wait (with
+                        one worker it holds the only worker) */
+    push_st(e, &w, NONE, VF_VARS(x));
+    push_st(e, &r, VF_VARS(x), VF_VARS(y));
+    CHECK_OK(vf_wait_var(e, x, NULL));
+    /* The write is done and visible; the reader may still be running. */
+    CHECK_EQ(atomic_load(&w.ran), 1);
+    CHECK(w.end != 0);
+    tu_gate_open(&g);
+    /* wait_all waits for the reader too. */
+    push_st(e, &w2, NONE, VF_VARS(x));
+    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_EQ(atomic_load(&r.ran), 1);
+    CHECK(r.end != 0);
+    CHECK(w2.end != 0);
+    CHECK_BEFORE(r, w2);
+    tu_finish_engine(e);
+    tu_gate_destroy(&g);
+}
+
+int main(void)
+{
+    tu_init("test_rules", 120);
+    for (int i = 0; i < TU_NKINDS; i++) {
+        const tu_kind *k = &tu_kinds[i];
+        check_context_ = k->name;
+        tu_phase("rule 2");
+        rule2_fifo(k);
+        if (k->threaded && k->workers == 2) {
+            tu_phase("rule 3 (2 readers)");
+            rule3_readers_meet(k, 2);
+            tu_phase("rule 3 (3 readers)");
+            rule3_readers_meet(k, 3);
+        }
+        tu_phase("rule 1");
+        rule1_exclusion(k);
+        tu_phase("rule 6");
+        rule6_wait(k);
+    }
+    check_context_ = NULL;
+    return check_finish("test_rules");
+}
