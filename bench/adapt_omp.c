@@ -1,0 +1,115 @@
+/*
+ * OpenMP tasks with depend clauses: one thread of a team of T creates a task
+ * per op with depend(in:) on its reads and depend(inout:) on its writes and
+ * accumulations (OpenMP 5.0 iterators, since the lists vary in length); the
+ * team runs them; the region's closing barrier waits for all. The depend
+ * items are one distinct byte per var (bench_state.deps).
+ *
+ * Built twice from this file: by GCC against libgomp ("omp-gcc") and by
+ * clang against LLVM's libomp ("omp-clang").
+ *
+ * W7 cannot be expressed: depend orders sibling tasks only, and tasks
+ * created by two different threads are not siblings, so their accesses to
+ * the shared var would race.
+ */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "adapter.h"
+
+#if defined(__clang__)
+#define OMP_NAME "omp-clang"
+#define OMP_RUNTIME "LLVM libomp, clang " __clang_version__
+#else
+#define OMP_NAME "omp-gcc"
+#define OMP_RUNTIME "GNU libgomp, GCC " __VERSION__
+#endif
+
+typedef struct omp_bench {
+    int threads;
+    bench_state *s;
+} omp_bench;
+
+static const char *omp_unsupported(const bench_prog *p)
+{
+    if (p->npushers > 1)
+        return "OpenMP depend orders sibling tasks only; tasks of two pushing "
+               "threads are not siblings";
+    return NULL;
+}
+
+static int omp_start(void **engine, int threads, char *version, size_t len)
+{
+    omp_bench *b = calloc(1, sizeof *b);
+    if (!b)
+        return -1;
+    b->threads = threads;
+    int team = 0;
+    /* Start the team (its threads stay for later regions). */
+#pragma omp parallel num_threads(threads)
+    {
+#pragma omp single
+        team = omp_get_num_threads();
+    }
+    snprintf(version, len, "%s, OpenMP %d, team of %d", OMP_RUNTIME, _OPENMP, team);
+    *engine = b;
+    return 0;
+}
+
+static int omp_stop(void *engine)
+{
+    free(engine);
+    return 0;
+}
+
+static int omp_prepare(void *engine, bench_state *s, void **run)
+{
+    omp_bench *b = engine;
+    b->s = s;
+    *run = b;
+    return 0;
+}
+
+static int omp_run(void *run, double *seconds)
+{
+    omp_bench *b = run;
+    bench_state *s = b->s;
+    const bench_prog *p = s->prog;
+    const bench_op *ops = p->ops;
+    const int32_t *vars = p->vars;
+    char *d = s->deps;
+    size_t n = p->nops;
+    double t0 = bench_now();
+#pragma omp parallel num_threads(b->threads)
+#pragma omp single
+    {
+        for (size_t i = 0; i < n; i++) {
+            const int32_t *v = vars + ops[i].first;
+            int nr = ops[i].nreads, nw = ops[i].nwrites + ops[i].naccs;
+            (void)nw, (void)d; /* GCC does not see their use in the iterators */
+#pragma omp task firstprivate(i) depend(iterator(j = 0 : nr), in : d[v[j]])            \
+    depend(iterator(j = 0 : nw), inout : d[v[nr + j]])
+            bench_op_run(s, i);
+        }
+    }
+    *seconds = bench_now() - t0;
+    return 0;
+}
+
+static void omp_release(void *run)
+{
+    (void)run;
+}
+
+const bench_adapter bench_omp = {
+    .name = OMP_NAME,
+    .family = "openmp",
+    .threaded = 1,
+    .unsupported = omp_unsupported,
+    .start = omp_start,
+    .stop = omp_stop,
+    .prepare = omp_prepare,
+    .run = omp_run,
+    .release = omp_release,
+};

@@ -1,0 +1,203 @@
+/*
+ * varflow's engines (naive, pooled, per-device) through the public API only:
+ * one vf_var per program var, one vf_push per op with the op's reads as
+ * `reads` and its writes and accumulations as `writes`, then vf_wait_all.
+ * The var handle lists are laid out before the clock starts, so the timed
+ * loop is exactly what a user's loop would be.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <varflow.h>
+
+#include "adapter.h"
+
+typedef struct vf_bench_engine {
+    vf_engine *e;
+    vf_engine_type type;
+} vf_bench_engine;
+
+/* What one op's function gets. */
+typedef struct vf_bench_task {
+    bench_state *s;
+    size_t i;
+} vf_bench_task;
+
+typedef struct vf_bench_run {
+    vf_engine *e;
+    bench_state *s;
+    vf_var *vars;        /* one handle per program var */
+    vf_var *refs;        /* the handles of each op's var list, in order */
+    vf_bench_task *tasks;
+} vf_bench_run;
+
+static void report(const char *what, int rc)
+{
+    fprintf(stderr, "bench: varflow: %s: %s (%s)\n", what, vf_strerror(rc),
+            vf_last_error_detail());
+}
+
+static int kernel(vf_run *run, void *arg)
+{
+    (void)run;
+    vf_bench_task *t = arg;
+    return bench_op_run(t->s, t->i);
+}
+
+static int start(vf_engine_type type, void **engine, int threads, char *version,
+                 size_t len)
+{
+    vf_bench_engine *be = calloc(1, sizeof *be);
+    if (!be)
+        return -1;
+    be->type = type;
+    vf_config cfg = {.type = type, .cpu_workers = threads};
+    int rc = vf_engine_create(&be->e, &cfg);
+    if (rc != 0) {
+        report("vf_engine_create", rc);
+        free(be);
+        return -1;
+    }
+    snprintf(version, len, "varflow %d.%d.%d %s, %d worker threads", VF_VERSION_MAJOR,
+             VF_VERSION_MINOR, VF_VERSION_PATCH,
+             vf_engine_type_name(vf_engine_kind(be->e)), vf_engine_num_workers(be->e));
+    *engine = be;
+    return 0;
+}
+
+static int start_naive(void **engine, int threads, char *version, size_t len)
+{
+    return start(VF_ENGINE_NAIVE, engine, threads, version, len);
+}
+
+static int start_pooled(void **engine, int threads, char *version, size_t len)
+{
+    return start(VF_ENGINE_POOLED, engine, threads, version, len);
+}
+
+static int start_perdevice(void **engine, int threads, char *version, size_t len)
+{
+    return start(VF_ENGINE_PERDEVICE, engine, threads, version, len);
+}
+
+static int stop(void *engine)
+{
+    vf_bench_engine *be = engine;
+    int rc = vf_engine_destroy(be->e);
+    if (rc != 0)
+        report("vf_engine_destroy", rc);
+    free(be);
+    return rc ? -1 : 0;
+}
+
+static void release(void *run_)
+{
+    vf_bench_run *r = run_;
+    if (!r)
+        return;
+    if (r->vars) {
+        for (int v = 0; v < r->s->prog->nvars; v++)
+            if (r->vars[v].id != 0)
+                vf_var_delete(r->e, r->vars[v], NULL, NULL);
+        vf_wait_all(r->e, NULL);
+    }
+    free(r->vars);
+    free(r->refs);
+    free(r->tasks);
+    free(r);
+}
+
+static int prepare(void *engine, bench_state *s, void **run)
+{
+    vf_bench_engine *be = engine;
+    const bench_prog *p = s->prog;
+    vf_bench_run *r = calloc(1, sizeof *r);
+    if (!r)
+        return -1;
+    r->e = be->e;
+    r->s = s;
+    r->vars = calloc((size_t)p->nvars, sizeof *r->vars);
+    r->refs = malloc((p->nvarrefs ? p->nvarrefs : 1) * sizeof *r->refs);
+    r->tasks = malloc(p->nops * sizeof *r->tasks);
+    if (!r->vars || !r->refs || !r->tasks) {
+        release(r);
+        return -1;
+    }
+    for (int v = 0; v < p->nvars; v++) {
+        int rc = vf_var_new(be->e, &r->vars[v]);
+        if (rc != 0) {
+            report("vf_var_new", rc);
+            release(r);
+            return -1;
+        }
+    }
+    for (size_t k = 0; k < p->nvarrefs; k++)
+        r->refs[k] = r->vars[p->vars[k]];
+    for (size_t i = 0; i < p->nops; i++)
+        r->tasks[i] = (vf_bench_task){s, i};
+    *run = r;
+    return 0;
+}
+
+/* Push ops [begin, end). */
+static int push_range(void *ctx, int pusher, size_t begin, size_t end)
+{
+    (void)pusher;
+    vf_bench_run *r = ctx;
+    const bench_op *ops = r->s->prog->ops;
+    for (size_t i = begin; i < end; i++) {
+        const bench_op *o = &ops[i];
+        const vf_var *v = r->refs + o->first;
+        vf_op op = {
+            .fn = kernel,
+            .arg = &r->tasks[i],
+            .reads = {o->nreads ? v : NULL, o->nreads},
+            .writes = {v + o->nreads, o->nwrites + o->naccs},
+        };
+        int rc = vf_push(r->e, &op);
+        if (rc != 0) {
+            report("vf_push", rc);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int run(void *run_, double *seconds)
+{
+    vf_bench_run *r = run_;
+    const bench_prog *p = r->s->prog;
+    double t0;
+    int rc;
+    if (p->npushers == 1) {
+        t0 = bench_now();
+        rc = push_range(r, 0, 0, p->nops);
+    } else {
+        rc = bench_run_pushers(p, push_range, r, &t0);
+    }
+    vf_error err;
+    int wrc = vf_wait_all(r->e, &err);
+    *seconds = bench_now() - t0;
+    if (wrc != 0) {
+        fprintf(stderr, "bench: varflow: vf_wait_all: %s (op %s: %s)\n", vf_strerror(wrc),
+                err.op_name, err.message);
+        return -1;
+    }
+    return rc;
+}
+
+#define VF_ADAPTER(var, label, threads_, start_fn)                                     \
+    const bench_adapter var = {                                                        \
+        .name = label,                                                                 \
+        .family = "varflow",                                                           \
+        .threaded = threads_,                                                          \
+        .start = start_fn,                                                             \
+        .stop = stop,                                                                  \
+        .prepare = prepare,                                                            \
+        .run = run,                                                                    \
+        .release = release,                                                            \
+    }
+
+VF_ADAPTER(bench_vf_naive, "vf-naive", 0, start_naive);
+VF_ADAPTER(bench_vf_pooled, "vf-pooled", 1, start_pooled);
+VF_ADAPTER(bench_vf_perdevice, "vf-perdev", 1, start_perdevice);

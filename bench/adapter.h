@@ -1,0 +1,63 @@
+/*
+ * The interface between the benchmark driver and an engine (varflow, a
+ * peer, or the serial loop). An adapter translates a program (workloads.h)
+ * into the engine's own calls and nothing else: the kernel, the state, the
+ * sizes and the checks are shared.
+ *
+ * Life of an adapter in one process:
+ *   start(threads)           engine start-up, timed and reported apart
+ *   for each program:
+ *       prepare(program)     create the engine's vars/handles (not timed)
+ *       run() x reps         push every op, wait for all; timed inside
+ *       release()
+ *   stop()                   engine shutdown, timed and reported apart
+ */
+#ifndef VF_BENCH_ADAPTER_H
+#define VF_BENCH_ADAPTER_H
+
+#include <stddef.h>
+
+#include "workloads.h"
+
+typedef struct bench_adapter {
+    const char *name;   /* column name, e.g. "vf-pooled" */
+    const char *family; /* "varflow", "serial", "openmp", "starpu" */
+    int threaded;       /* 0: the worker count means nothing (run at T=1) */
+
+    /* NULL when the engine can run here, else why not (a skip note). */
+    const char *(*unavailable)(void);
+
+    /* NULL when the engine can run the program, else why not. */
+    const char *(*unsupported)(const bench_prog *p);
+
+    /* Start the engine with `threads` workers; fill `version` (may be left
+     * empty) with what runs. Returns 0, or -1 with a message on stderr. */
+    int (*start)(void **engine, int threads, char *version, size_t version_len);
+
+    /* Stop it. Returns 0 or -1. */
+    int (*stop)(void *engine);
+
+    /* Create what the engine needs to run programs over s (vars). */
+    int (*prepare)(void *engine, bench_state *s, void **run);
+
+    /* Push every op of the program and wait for all; put the time of
+     * exactly that in *seconds. Returns 0, or -1 (a message on stderr). */
+    int (*run)(void *run, double *seconds);
+
+    void (*release)(void *run);
+} bench_adapter;
+
+/*
+ * Run a multi-pusher program (W7): one thread per pusher, created before the
+ * clock starts; each calls push(ctx, p, begin, end) for its range of ops.
+ * Sets *t0 to when the pushers were released. Returns 0, or -1 when a pusher
+ * failed or a thread could not be started.
+ */
+int bench_run_pushers(const bench_prog *p,
+                      int (*push)(void *ctx, int pusher, size_t begin, size_t end),
+                      void *ctx, double *t0);
+
+/* The adapters each binary is built with (NULL-terminated). */
+extern const bench_adapter *const bench_adapters[];
+
+#endif /* VF_BENCH_ADAPTER_H */

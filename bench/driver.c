@@ -1,0 +1,479 @@
+/*
+ * The benchmark driver: runs one engine at one worker count over a list of
+ * workloads and work sizes, checks every run against the serial reference,
+ * and prints one JSON record per line on stdout (bench/run.py collects them
+ * into tables and results JSON). Each binary (vfbench-varflow, vfbench-omp-*,
+ * vfbench-starpu) is this file plus its adapters; see adapter.h.
+ *
+ *   vfbench-X --list
+ *   vfbench-X --calibrate
+ *   vfbench-X --engine NAME [--threads T] [--workloads W1,W5,...]
+ *             [--work 0,1234,12345 --work-labels 0,10us,100us]
+ *             [--ns-per-iter X] [--budget-ms B] [--scale S] [--chol-n N]
+ *             [--reps R] [--warmup W] [--ref-dir DIR] [--progress]
+ *             [--callgrind]
+ *
+ * Exit status: 0; 1 on a usage or setup error; 3 when a run's final state
+ * differed from the serial run (the loudest failure there is).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "adapter.h"
+#include "workloads.h"
+
+#ifdef BENCH_HAVE_CALLGRIND_H
+#include <valgrind/callgrind.h>
+#endif
+
+/* ---- the adapters of this binary ------------------------------------------ */
+
+#ifdef BENCH_WITH_SERIAL
+extern const bench_adapter bench_serial;
+#endif
+#ifdef BENCH_WITH_VARFLOW
+extern const bench_adapter bench_vf_naive, bench_vf_pooled, bench_vf_perdevice;
+#endif
+#ifdef BENCH_WITH_OPENMP
+extern const bench_adapter bench_omp;
+#endif
+#ifdef BENCH_WITH_STARPU
+extern const bench_adapter bench_starpu_eager, bench_starpu_lws;
+#endif
+
+const bench_adapter *const bench_adapters[] = {
+#ifdef BENCH_WITH_SERIAL
+    &bench_serial,
+#endif
+#ifdef BENCH_WITH_VARFLOW
+    &bench_vf_naive,
+    &bench_vf_pooled,
+    &bench_vf_perdevice,
+#endif
+#ifdef BENCH_WITH_OPENMP
+    &bench_omp,
+#endif
+#ifdef BENCH_WITH_STARPU
+    &bench_starpu_eager,
+    &bench_starpu_lws,
+#endif
+    NULL,
+};
+
+/* ---- many pushers ----------------------------------------------------------- */
+
+typedef struct pusher_group {
+    atomic_int ready; /* pushers waiting for the start */
+    atomic_int go;    /* set once the clock has started */
+} pusher_group;
+
+typedef struct pusher {
+    pthread_t thread;
+    const bench_prog *p;
+    int index;
+    int (*push)(void *ctx, int pusher, size_t begin, size_t end);
+    void *ctx;
+    pusher_group *group;
+    int rc;
+} pusher;
+
+static void *pusher_main(void *arg)
+{
+    pusher *ps = arg;
+    atomic_fetch_add(&ps->group->ready, 1);
+    while (!atomic_load(&ps->group->go))
+        sched_yield();
+    ps->rc = ps->push(ps->ctx, ps->index, ps->p->push_begin[ps->index],
+                      ps->p->push_end[ps->index]);
+    return NULL;
+}
+
+int bench_run_pushers(const bench_prog *p,
+                      int (*push)(void *ctx, int pusher, size_t begin, size_t end),
+                      void *ctx, double *t0)
+{
+    pusher ps[BENCH_MAX_PUSHERS];
+    pusher_group group;
+    int n = p->npushers, rc = 0;
+    atomic_init(&group.ready, 0);
+    atomic_init(&group.go, 0);
+    for (int i = 0; i < n; i++) {
+        ps[i] = (pusher){.p = p, .index = i, .push = push, .ctx = ctx, .group = &group};
+        if (pthread_create(&ps[i].thread, NULL, pusher_main, &ps[i]) != 0) {
+            /* The started ones wait for `go` for good: give up. */
+            fprintf(stderr, "bench: could not start pusher thread %d\n", i);
+            exit(1);
+        }
+    }
+    /* Start the clock only once every pusher is up and waiting, so thread
+     * creation is not timed and no pusher starts early. */
+    while (atomic_load(&group.ready) < n)
+        sched_yield();
+    *t0 = bench_now();
+    atomic_store(&group.go, 1);
+    for (int i = 0; i < n; i++) {
+        pthread_join(ps[i].thread, NULL);
+        if (ps[i].rc != 0)
+            rc = -1;
+    }
+    return rc;
+}
+
+/* ---- options ----------------------------------------------------------------- */
+
+enum { MAX_LIST = 32 };
+
+typedef struct options {
+    const char *engine;
+    int threads;
+    const char *workloads[MAX_LIST];
+    int nworkloads;
+    uint64_t work[MAX_LIST];
+    const char *work_labels[MAX_LIST];
+    int nwork;
+    double ns_per_iter;
+    double budget_ms;
+    double scale;
+    int chol_n;
+    int reps, warmup;
+    const char *ref_dir;
+    int progress;
+    int callgrind;
+} options;
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: vfbench --list | --calibrate |\n"
+            "       --engine NAME [--threads T] [--workloads W1,W5,...]\n"
+            "       [--work I1,I2,... --work-labels L1,L2,...] [--ns-per-iter X]\n"
+            "       [--budget-ms B] [--scale S] [--chol-n N] [--reps R]\n"
+            "       [--warmup W] [--ref-dir DIR] [--progress] [--callgrind]\n");
+    exit(1);
+}
+
+/* Split a comma list in place into out[]; returns the count. */
+static int split(char *s, const char **out)
+{
+    int n = 0;
+    for (char *tok = strtok(s, ","); tok && n < MAX_LIST; tok = strtok(NULL, ","))
+        out[n++] = tok;
+    return n;
+}
+
+static void parse(int argc, char **argv, options *o)
+{
+    static const char *no_labels[MAX_LIST];
+    const char *works[MAX_LIST] = {"0"};
+    int nlabels = 0;
+    *o = (options){.threads = 1, .scale = 1.0, .reps = 5, .warmup = 1, .chol_n = 2048};
+    o->work[0] = 0;
+    o->work_labels[0] = "0";
+    o->nwork = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define ARG(name) (strcmp(a, name) == 0 && v && (i++, 1))
+        if (ARG("--engine"))
+            o->engine = v;
+        else if (ARG("--threads"))
+            o->threads = atoi(v);
+        else if (ARG("--workloads"))
+            o->nworkloads = split(v, o->workloads);
+        else if (ARG("--work")) {
+            o->nwork = split(v, works);
+            for (int k = 0; k < o->nwork; k++)
+                o->work[k] = strtoull(works[k], NULL, 10);
+        } else if (ARG("--work-labels"))
+            nlabels = split(v, no_labels);
+        else if (ARG("--ns-per-iter"))
+            o->ns_per_iter = atof(v);
+        else if (ARG("--budget-ms"))
+            o->budget_ms = atof(v);
+        else if (ARG("--scale"))
+            o->scale = atof(v);
+        else if (ARG("--chol-n"))
+            o->chol_n = atoi(v);
+        else if (ARG("--reps"))
+            o->reps = atoi(v);
+        else if (ARG("--warmup"))
+            o->warmup = atoi(v);
+        else if (ARG("--ref-dir"))
+            o->ref_dir = v;
+        else if (strcmp(a, "--progress") == 0)
+            o->progress = 1;
+        else if (strcmp(a, "--callgrind") == 0)
+            o->callgrind = 1;
+        else
+            usage();
+#undef ARG
+    }
+    for (int k = 0; k < o->nwork; k++)
+        o->work_labels[k] = k < nlabels ? no_labels[k] : works[k];
+    if (o->nworkloads == 0)
+        for (; bench_workload_keys[o->nworkloads]; o->nworkloads++)
+            o->workloads[o->nworkloads] = bench_workload_keys[o->nworkloads];
+    if (o->threads < 1 || o->reps < 1 || o->warmup < 0)
+        usage();
+}
+
+/* ---- output ---------------------------------------------------------------- */
+
+/* Print a JSON string (the names here are plain; quote and backslash are
+ * escaped, control characters dropped). */
+static void json_str(const char *s)
+{
+    putchar('"');
+    for (; s && *s; s++) {
+        if (*s == '"' || *s == '\\')
+            printf("\\%c", *s);
+        else if ((unsigned char)*s >= 0x20)
+            putchar(*s);
+    }
+    putchar('"');
+}
+
+static void progress(const options *o, int step, int nsteps, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void progress(const options *o, int step, int nsteps, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (o->progress)
+        fprintf(stderr, "PROGRESS\t%d\t%d\t", step, nsteps);
+    else
+        fprintf(stderr, "[%d/%d] ", step + 1, nsteps);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+/* ---- calibration ---------------------------------------------------------- */
+
+/* Nanoseconds per iteration of the work loop: the fastest of several timed
+ * passes (the least disturbed by other processes). */
+static double calibrate(void)
+{
+    uint64_t iters = 1000000, sink = 0;
+    double best = 1e30;
+    for (int pass = 0; pass < 15; pass++) {
+        double t0 = bench_now();
+        sink += bench_work_loop(sink + (uint64_t)pass, iters);
+        double dt = bench_now() - t0;
+        if (dt < best)
+            best = dt;
+    }
+    printf("{\"type\":\"calibration\",\"ns_per_iter\":%.6f,\"sink\":%" PRIu64 "}\n",
+           best * 1e9 / (double)iters, sink & 1);
+    return best * 1e9 / (double)iters;
+}
+
+/* ---- one row --------------------------------------------------------------- */
+
+static int is_cholesky(const char *key)
+{
+    return strncmp(key, "W6", 2) == 0;
+}
+
+/* Run one program `reps` times (after `warmup` untimed runs), check each
+ * run, print the result record. Returns 0, 1 (setup error) or 3 (mismatch). */
+static int run_row(const options *o, const bench_adapter *ad, void *engine,
+                   const char *key, uint64_t work, const char *work_label, int step,
+                   int nsteps)
+{
+    bench_sizing sz = {
+        .scale = o->scale,
+        .op_ns = (double)work * o->ns_per_iter,
+        .budget_ns = o->budget_ms * 1e6,
+        .chol_n = o->chol_n,
+    };
+    bench_prog *p = bench_prog_build(key, &sz);
+    if (!p)
+        return 1;
+    const char *why = ad->unsupported ? ad->unsupported(p) : NULL;
+    if (why) {
+        printf("{\"type\":\"skip\",\"engine\":");
+        json_str(ad->name);
+        printf(",\"threads\":%d,\"key\":", o->threads);
+        json_str(key);
+        printf(",\"work_label\":");
+        json_str(work_label);
+        printf(",\"reason\":");
+        json_str(why);
+        printf("}\n");
+        fflush(stdout);
+        bench_prog_free(p);
+        return 0;
+    }
+    progress(o, step, nsteps, "%s %s (%s) work=%s: serial reference", key, p->name,
+             p->size, work_label);
+    bench_ref ref;
+    if (bench_reference(p, work, o->ref_dir, &ref) != 0) {
+        bench_prog_free(p);
+        return 1;
+    }
+    bench_state s;
+    void *run = NULL;
+    if (bench_state_init(&s, p, work) != 0 || ad->prepare(engine, &s, &run) != 0) {
+        fprintf(stderr, "bench: %s: could not prepare %s\n", ad->name, key);
+        bench_prog_free(p);
+        return 1;
+    }
+    int total = o->warmup + o->reps, status = 0, mismatches = 0;
+    double *times = calloc((size_t)o->reps, sizeof *times);
+    int nt = 0;
+    for (int r = 0; r < total && times; r++) {
+        progress(o, step, nsteps, "%s %s (%s) work=%s: %s %d/%d", key, p->name, p->size,
+                 work_label, r < o->warmup ? "warm-up" : "run", r < o->warmup ? r + 1 : r - o->warmup + 1,
+                 r < o->warmup ? o->warmup : o->reps);
+        bench_state_reset(&s);
+        double secs = 0;
+#ifdef BENCH_HAVE_CALLGRIND_H
+        if (o->callgrind && r >= o->warmup)
+            CALLGRIND_ZERO_STATS;
+#endif
+        int rc = ad->run(run, &secs);
+#ifdef BENCH_HAVE_CALLGRIND_H
+        if (o->callgrind && r >= o->warmup) {
+            char label[128];
+            snprintf(label, sizeof label, "%s ops=%zu", key, p->nops);
+            CALLGRIND_DUMP_STATS_AT(label);
+        }
+#endif
+        if (rc != 0 || s.failed) {
+            fprintf(stderr, "bench: %s T=%d: %s: the run failed\n", ad->name, o->threads, key);
+            status = 1;
+            break;
+        }
+        if (bench_state_hash(&s) != ref.hash) {
+            bench_report_mismatch(&s, ad->name, o->threads);
+            mismatches++;
+            status = 3;
+        }
+        if (r >= o->warmup)
+            times[nt++] = secs;
+    }
+    printf("{\"type\":\"result\",\"engine\":");
+    json_str(ad->name);
+    printf(",\"family\":");
+    json_str(ad->family);
+    printf(",\"threads\":%d,\"key\":", o->threads);
+    json_str(key);
+    printf(",\"id\":");
+    json_str(p->id);
+    printf(",\"name\":");
+    json_str(p->name);
+    printf(",\"size\":");
+    json_str(p->size);
+    printf(",\"ops\":%zu,\"work_label\":", p->nops);
+    json_str(work_label);
+    printf(",\"work_iters\":%" PRIu64 ",\"times_s\":[", p->chol ? 0 : work);
+    for (int k = 0; k < nt; k++)
+        printf("%s%.9g", k ? "," : "", times[k]);
+    printf("],\"check\":\"%s\"", status == 3 ? "MISMATCH" : status ? "FAILED" : "ok");
+    if (p->chol)
+        printf(",\"flops\":%.6g,\"residual\":%.3g", p->flops, ref.residual);
+    printf("}\n");
+    fflush(stdout);
+    if (mismatches)
+        fprintf(stderr, "!!! %s T=%d %s: %d of %d runs differed from serial\n", ad->name,
+                o->threads, key, mismatches, total);
+    free(times);
+    ad->release(run);
+    bench_state_destroy(&s);
+    bench_prog_free(p);
+    return status;
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    setvbuf(stderr, NULL, _IOLBF, 0);
+    chol_init();
+    if (argc == 2 && strcmp(argv[1], "--calibrate") == 0) {
+        calibrate();
+        return 0;
+    }
+    if (argc == 2 && strcmp(argv[1], "--list") == 0) {
+        for (int i = 0; bench_adapters[i]; i++) {
+            const bench_adapter *ad = bench_adapters[i];
+            const char *why = ad->unavailable ? ad->unavailable() : NULL;
+            printf("{\"type\":\"engine\",\"engine\":");
+            json_str(ad->name);
+            printf(",\"family\":");
+            json_str(ad->family);
+            printf(",\"threaded\":%d,\"unavailable\":", ad->threaded);
+            if (why)
+                json_str(why);
+            else
+                printf("null");
+            printf("}\n");
+        }
+        return 0;
+    }
+    parse(argc, argv, &o);
+    const bench_adapter *ad = NULL;
+    for (int i = 0; bench_adapters[i]; i++)
+        if (o.engine && strcmp(bench_adapters[i]->name, o.engine) == 0)
+            ad = bench_adapters[i];
+    if (!ad) {
+        fprintf(stderr, "bench: no engine '%s' in this binary (see --list)\n",
+                o.engine ? o.engine : "");
+        return 1;
+    }
+    const char *why = ad->unavailable ? ad->unavailable() : NULL;
+    if (why) {
+        printf("{\"type\":\"unavailable\",\"engine\":");
+        json_str(ad->name);
+        printf(",\"reason\":");
+        json_str(why);
+        printf("}\n");
+        return 0;
+    }
+
+    char version[256] = "";
+    void *engine = NULL;
+    double t0 = bench_now();
+    if (ad->start(&engine, o.threads, version, sizeof version) != 0) {
+        fprintf(stderr, "bench: %s: could not start with %d workers\n", ad->name, o.threads);
+        return 1;
+    }
+    double startup = bench_now() - t0;
+
+    int nsteps = 0;
+    for (int w = 0; w < o.nworkloads; w++)
+        nsteps += is_cholesky(o.workloads[w]) ? 1 : o.nwork;
+    int step = 0, status = 0;
+    for (int k = 0; k < o.nwork && status != 1; k++) {
+        for (int w = 0; w < o.nworkloads && status != 1; w++) {
+            const char *key = o.workloads[w];
+            if (is_cholesky(key) && k > 0)
+                continue;
+            int rc = run_row(&o, ad, engine, key, is_cholesky(key) ? 0 : o.work[k],
+                             is_cholesky(key) ? "tiles" : o.work_labels[k], step++, nsteps);
+            if (rc > status)
+                status = rc;
+        }
+    }
+
+    t0 = bench_now();
+    if (ad->stop(engine) != 0 && status == 0)
+        status = 1;
+    double shutdown = bench_now() - t0;
+    printf("{\"type\":\"engine\",\"engine\":");
+    json_str(ad->name);
+    printf(",\"family\":");
+    json_str(ad->family);
+    printf(",\"threads\":%d,\"version\":", o.threads);
+    json_str(version);
+    printf(",\"startup_s\":%.9g,\"shutdown_s\":%.9g}\n", startup, shutdown);
+    return status;
+}

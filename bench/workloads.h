@@ -1,0 +1,139 @@
+/*
+ * The benchmark workloads W1-W7 (shared/bench/WORKLOADS.md), defined once for
+ * every engine and peer.
+ *
+ * A workload is built into a program: a flat array of ops, each naming the
+ * variables it reads, writes and accumulates into (indices 0..nvars-1). The
+ * adapters (varflow, serial, OpenMP, StarPU) only translate a program into
+ * their own calls; the kernel that an op runs, the state it runs on, the
+ * sizes, and the check against a serial run all live here.
+ *
+ * Kernel of the generic ops (W1-W5, W7): hash the values of the vars the op
+ * reads and writes, run `work` iterations of a dependent multiply-add loop
+ * on the hash, write hash + j into the j-th written var, add the hash to each
+ * accumulated var. Every written value depends on every value read, so an
+ * engine that runs two conflicting ops in the wrong order leaves a different
+ * final state. Writes are read-modify-writes (inout / STARPU_RW). An
+ * accumulation (W7's shared var) is a commutative write: any order of the
+ * two pushers' ops on it gives the same final state, while the engine must
+ * still never run two of them at the same time.
+ *
+ * W6 ops are the tile kernels of examples/cholesky_tiles.h, tiles as vars.
+ */
+#ifndef VF_BENCH_WORKLOADS_H
+#define VF_BENCH_WORKLOADS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cholesky_tiles.h"
+
+enum { BENCH_OP_MIX = 0, BENCH_OP_CHOL = 1 };
+enum { BENCH_MAX_PUSHERS = 2 };
+
+/* One op of a program. Its vars are prog->vars[first .. first + nreads +
+ * nwrites + naccs - 1]: reads, then writes, then accumulations; all
+ * distinct. */
+typedef struct bench_op {
+    uint8_t kind;    /* BENCH_OP_MIX or BENCH_OP_CHOL */
+    uint8_t pusher;  /* which pushing thread pushes it (W7), else 0 */
+    uint16_t nreads;
+    uint16_t nwrites;
+    uint16_t naccs;
+    uint32_t first;
+    int32_t chol;    /* BENCH_OP_CHOL: index into prog->chol */
+} bench_op;
+
+typedef struct bench_prog {
+    char key[16];    /* row key, stable across sizes: "W3-K16" */
+    char id[4];      /* "W3" */
+    char name[48];   /* "fan-out/fan-in K=16" */
+    char size[80];   /* the actual sizes: "R=5556 K=16" */
+    int nvars;
+    size_t nops;
+    bench_op *ops;
+    int32_t *vars;
+    size_t nvarrefs;
+    int npushers;                          /* 1, or 2 for W7 */
+    size_t push_begin[BENCH_MAX_PUSHERS];  /* pusher p pushes ops */
+    size_t push_end[BENCH_MAX_PUSHERS];    /* [push_begin[p], push_end[p]) */
+    /* W6 only: var v is tile number v of the lower triangle */
+    int chol_ntiles;
+    int chol_b;
+    chol_task *chol;
+    double flops; /* W6: n^3/3, else 0 */
+} bench_prog;
+
+/* What the values of a program run live in. */
+typedef struct bench_state {
+    const bench_prog *prog;
+    uint64_t work;     /* loop iterations per generic op */
+    uint64_t *vals;    /* generic: nvars values */
+    chol_matrix mat;   /* W6: the matrix being factored */
+    chol_matrix mat0;  /* W6: the original matrix */
+    char *deps;        /* nvars distinct addresses (OpenMP depend items) */
+    int failed;        /* set (racily, to 1) when a kernel failed */
+} bench_state;
+
+/* How big to make a program. */
+typedef struct bench_sizing {
+    double scale;      /* 1.0: the sizes of WORKLOADS.md; smaller: fewer ops */
+    double op_ns;      /* estimated time of one op's work, 0: empty ops */
+    double budget_ns;  /* with op_ns > 0: cap the ops so that one serial
+                          run takes about this long */
+    int chol_n;        /* W6 matrix order (2048 in WORKLOADS.md) */
+} bench_sizing;
+
+/* The row keys in table order, NULL-terminated. */
+extern const char *const bench_workload_keys[];
+
+/* The name of a row ("fan-out/fan-in K=16") for a key, or NULL. */
+const char *bench_workload_name(const char *key);
+
+/* Build the program of a row. Returns NULL (with a message on stderr) for an
+ * unknown key or when out of memory. */
+bench_prog *bench_prog_build(const char *key, const bench_sizing *sz);
+void bench_prog_free(bench_prog *p);
+
+/* Allocate a state for a program (values set as by bench_state_reset).
+ * Returns 0 or -1. */
+int bench_state_init(bench_state *s, const bench_prog *p, uint64_t work);
+void bench_state_destroy(bench_state *s);
+
+/* Put the initial values back (before each run; not timed). */
+void bench_state_reset(bench_state *s);
+
+/* Run op i of the program on the state. Returns 0, or -1 when the kernel
+ * failed (a W6 tile not positive definite); also sets s->failed. */
+int bench_op_run(bench_state *s, size_t i);
+
+/* A 64-bit hash of the whole final state (all values or all tiles). */
+uint64_t bench_state_hash(const bench_state *s);
+
+/* The serial reference of a program at a work size. */
+typedef struct bench_ref {
+    uint64_t hash;
+    double residual; /* W6: ||A - L L^T|| / ||A||, else 0 */
+} bench_ref;
+
+/*
+ * Get the reference: read it from `dir` (may be NULL: no cache) when a
+ * previous process saved it, else run the program serially and save it.
+ * Returns 0 or -1.
+ */
+int bench_reference(const bench_prog *p, uint64_t work, const char *dir, bench_ref *out);
+
+/*
+ * Print to stderr, loudly, how `s` differs from the serial run (recomputed
+ * here): the first differing values or tiles.
+ */
+void bench_report_mismatch(const bench_state *s, const char *engine, int threads);
+
+/* The loop every generic op runs: `iters` dependent multiply-adds on h. */
+uint64_t bench_work_loop(uint64_t h, uint64_t iters);
+
+/* Seconds on a monotonic clock. */
+double bench_now(void);
+
+#endif /* VF_BENCH_WORKLOADS_H */
