@@ -1,0 +1,431 @@
+/*
+ * test_lifecycle: engine creation, configuration and destruction.
+ *
+ * - 1000 create/destroy cycles of each engine kind, each with a few ops
+ *   (a nested push and a var delete among them) left for destroy to finish:
+ *   every op ran; nothing leaks (LSan checks this in `make asan`);
+ * - destroy completes all pushed work without any wait: slow ops, ops
+ *   pushed by ops (three levels), and async ops that a foreign thread
+ *   completes only after destroy has begun;
+ * - several engines of different kinds used at once from several threads;
+ * - configuration: the default kind (perdevice) and worker counts,
+ *   VF_ENGINE_TYPE, VF_CPU_WORKER_NTHREADS, VF_CPU_PRIORITY_NTHREADS (set
+ *   before create), the struct winning over the environment, and bad
+ *   values in the environment or the struct refused with VF_EINVAL and a
+ *   detail message.
+ */
+#include "util.h"
+
+#include <unistd.h>
+
+typedef struct counts {
+    atomic_int ran, nested_ran, freed, done;
+} counts;
+
+static int inc(vf_run *run, void *arg)
+{
+    (void)run;
+    atomic_fetch_add(&((counts *)arg)->ran, 1);
+    return 0;
+}
+
+static int inc_nested(vf_run *run, void *arg)
+{
+    (void)run;
+    atomic_fetch_add(&((counts *)arg)->nested_ran, 1);
+    return 0;
+}
+
+static int pusher(vf_run *run, void *arg)
+{
+    counts *c = arg;
+    atomic_fetch_add(&c->ran, 1);
+    CHECK_OK(vf_push(vf_run_engine(run),
+                     &(vf_op){.fn = inc_nested, .arg = c}));
+    return 0;
+}
+
+static void on_free(void *arg)
+{
+    atomic_fetch_add(&((counts *)arg)->freed, 1);
+}
+
+static void on_done(void *arg, int status)
+{
+    CHECK_EQ(status, 0);
+    atomic_fetch_add(&((counts *)arg)->done, 1);
+}
+
+static void cycles(const tu_kind *k)
+{
+    long n = tu_scaled(1000, 100);
+    counts c;
+    memset(&c, 0, sizeof c);
+    for (long i = 0; i < n; i++) {
+        vf_engine *e = tu_engine(k);
+        vf_var a = tu_var(e), b = tu_var(e), d = tu_var(e);
+        CHECK_OK(vf_push(e, &(vf_op){.fn = inc, .arg = &c, .done = on_done,
+                                     .writes = VF_VARS(a)}));
+        CHECK_OK(vf_push(e, &(vf_op){.fn = inc, .arg = &c, .done = on_done,
+                                     .reads = VF_VARS(a),
+                                     .writes = VF_VARS(b)}));
+        CHECK_OK(vf_push(e, &(vf_op){.fn = pusher, .arg = &c,
+                                     .done = on_done, .reads = VF_VARS(a, b),
+                                     .writes = VF_VARS(d)}));
+        CHECK_OK(vf_push(e, &(vf_op){.fn = inc, .arg = &c, .done = on_done,
+                                     .reads = VF_VARS(d)}));
+        CHECK_OK(vf_var_delete(e, a, on_free, &c));
+        if (i % 2)
+            CHECK_OK(vf_wait_var(e, b, NULL));
+        CHECK_OK(vf_engine_destroy(e));
+    }
+    CHECK_EQ(atomic_load(&c.ran), 4 * n);
+    CHECK_EQ(atomic_load(&c.nested_ran), n);
+    CHECK_EQ(atomic_load(&c.freed), n);
+    CHECK_EQ(atomic_load(&c.done), 4 * n);
+}
+
+/* ------------------------------------------------------------ drain */
+
+#define NASYNC 10
+
+typedef struct drain {
+    counts c;
+    atomic_int slow_ran, tree_ran, async_done;
+    vf_completion pending[NASYNC];
+    atomic_int npending;
+    tu_gate destroying;
+    atomic_int completed, complete_errors;
+} drain;
+
+static int slow(vf_run *run, void *arg)
+{
+    (void)run;
+    tu_spin_us(20);
+    atomic_fetch_add(&((drain *)arg)->slow_ran, 1);
+    return 0;
+}
+
+static void free_done(void *arg, int status)
+{
+    CHECK_EQ(status, 0);
+    free(arg);
+}
+
+typedef struct tree_arg {
+    drain *d;
+    int depth;
+} tree_arg;
+
+static int tree(vf_run *run, void *arg)
+{
+    tree_arg *t = arg;
+    atomic_fetch_add(&t->d->tree_ran, 1);
+    if (t->depth < 3) {
+        for (int i = 0; i < 2; i++) {
+            tree_arg *c = malloc(sizeof *c);
+            REQUIRE(c);
+            c->d = t->d;
+            c->depth = t->depth + 1;
+            int rc = vf_push(vf_run_engine(run),
+                             &(vf_op){.fn = tree, .arg = c,
+                                      .done = free_done});
+            CHECK_OK(rc);
+            if (rc)
+                free(c);
+        }
+    }
+    return 0;
+}
+
+static void async_start(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    drain *d = arg;
+    int i = atomic_load(&d->npending);
+    d->pending[i] = done;
+    atomic_store(&d->npending, i + 1); /* publishes pending[i] */
+}
+
+static void async_done(void *arg, int status)
+{
+    CHECK_EQ(status, 0);
+    atomic_fetch_add(&((drain *)arg)->async_done, 1);
+}
+
+static void *completer(void *arg)
+{
+    drain *d = arg;
+    CHECK(tu_gate_wait(&d->destroying, TU_TIMEOUT));
+    CHECK(tu_wait_flag(&d->npending, NASYNC, TU_TIMEOUT));
+    for (int i = 0; i < NASYNC; i++) {
+        tu_spin_us(200); /* destroy is well under way */
+        int rc = vf_complete(d->pending[i], 0, NULL);
+        if (rc)
+            atomic_fetch_add(&d->complete_errors, 1);
+        atomic_fetch_add(&d->completed, 1);
+    }
+    return NULL;
+}
+
+static void destroy_drains(const tu_kind *k)
+{
+    drain d;
+    memset(&d, 0, sizeof d);
+    tu_gate_init(&d.destroying);
+    vf_engine *e = tu_engine(k);
+    vf_var v[4];
+    for (int i = 0; i < 4; i++)
+        v[i] = tu_var(e);
+    for (int i = 0; i < 200; i++)
+        CHECK_OK(vf_push(e, &(vf_op){.fn = slow, .arg = &d,
+                                     .reads = tu_list(&v[i % 4], 1),
+                                     .writes = tu_list(&v[(i + 1) % 4], 1)}));
+    tree_arg *root = malloc(sizeof *root);
+    REQUIRE(root);
+    root->d = &d;
+    root->depth = 0;
+    CHECK_OK(vf_push(e, &(vf_op){.fn = tree, .arg = root,
+                                 .done = free_done,
+                                 .writes = tu_list(&v[0], 1)}));
+    /* Async ops on their own vars (so the naive engine starts them all
+     * inside push), completed only once destroy has begun. */
+    vf_var av[NASYNC];
+    for (int i = 0; i < NASYNC; i++) {
+        av[i] = tu_var(e);
+        CHECK_OK(vf_push(e, &(vf_op){.async_fn = async_start, .arg = &d,
+                                     .done = async_done,
+                                     .writes = tu_list(&av[i], 1)}));
+    }
+    /* Readers of the async ops' vars wait for their completion. */
+    for (int i = 0; i < NASYNC; i++)
+        CHECK_OK(vf_push(e, &(vf_op){.fn = slow, .arg = &d,
+                                     .reads = tu_list(&av[i], 1)}));
+    pthread_t th = tu_thread_start(completer, &d);
+    tu_gate_open(&d.destroying);
+    CHECK_OK(vf_engine_destroy(e));
+    /* Everything ran before destroy returned. */
+    CHECK_EQ(atomic_load(&d.slow_ran), 200 + NASYNC);
+    CHECK_EQ(atomic_load(&d.tree_ran), 1 + 2 + 4 + 8);
+    CHECK_EQ(atomic_load(&d.async_done), NASYNC);
+    tu_thread_join(th);
+    CHECK_EQ(atomic_load(&d.completed), NASYNC);
+    CHECK_EQ(atomic_load(&d.complete_errors), 0);
+    tu_gate_destroy(&d.destroying);
+}
+
+/* ------------------------------------------------------------ engines */
+
+typedef struct multi {
+    const tu_kind *k;
+    uint64_t val, want;
+} multi;
+
+static int mul(vf_run *run, void *arg)
+{
+    (void)run;
+    multi *m = arg;
+    m->val = m->val * 5 + 1;
+    return 0;
+}
+
+static void *use_engine(void *arg)
+{
+    multi *m = arg;
+    vf_engine *e = tu_engine(m->k);
+    vf_var x = tu_var(e);
+    m->val = 1;
+    m->want = 1;
+    for (int i = 0; i < 2000; i++) {
+        CHECK_OK(vf_push(e, &(vf_op){.fn = mul, .arg = m,
+                                     .writes = VF_VARS(x)}));
+        m->want = m->want * 5 + 1;
+    }
+    CHECK_OK(vf_wait_var(e, x, NULL));
+    CHECK(m->val == m->want);
+    CHECK_OK(vf_engine_destroy(e));
+    return NULL;
+}
+
+static void many_engines(void)
+{
+    multi m[TU_NKINDS];
+    pthread_t th[TU_NKINDS];
+    for (int i = 0; i < TU_NKINDS; i++) {
+        m[i].k = &tu_kinds[i];
+        th[i] = tu_thread_start(use_engine, &m[i]);
+    }
+    for (int i = 0; i < TU_NKINDS; i++)
+        tu_thread_join(th[i]);
+}
+
+/* ------------------------------------------------------------ config */
+
+static void clear_env(void)
+{
+    unsetenv("VF_ENGINE_TYPE");
+    unsetenv("VF_CPU_WORKER_NTHREADS");
+    unsetenv("VF_CPU_PRIORITY_NTHREADS");
+}
+
+static int cores(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+static int affinity_cores(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        return cores();
+    return CPU_COUNT(&set);
+}
+
+/* Create with `cfg` (may be NULL) and check kind and worker count. */
+static void expect_engine(const vf_config *cfg, vf_engine_type kind,
+                          int workers, const char *what)
+{
+    vf_engine *e = NULL;
+    int rc = vf_engine_create(&e, cfg);
+    if (rc != 0) {
+        CHECK_REPORT_("%s: create returned %s (%s)", what, vf_err_name(rc),
+                      vf_last_error_detail());
+        return;
+    }
+    if (vf_engine_kind(e) != kind)
+        CHECK_REPORT_("%s: kind %s, expected %s", what,
+                      vf_engine_type_name(vf_engine_kind(e)),
+                      vf_engine_type_name(kind));
+    if (workers >= 0 && vf_engine_num_workers(e) != workers)
+        CHECK_REPORT_("%s: %d workers, expected %d", what,
+                      vf_engine_num_workers(e), workers);
+    /* It works. */
+    vf_var x = tu_var(e);
+    counts c;
+    memset(&c, 0, sizeof c);
+    CHECK_OK(vf_push(e, &(vf_op){.fn = inc, .arg = &c, .writes = VF_VARS(x)}));
+    CHECK_OK(vf_wait_var(e, x, NULL));
+    CHECK_EQ(atomic_load(&c.ran), 1);
+    CHECK_OK(vf_engine_destroy(e));
+}
+
+static void expect_einval(const vf_config *cfg, const char *what)
+{
+    vf_engine *e = NULL;
+    int rc = vf_engine_create(&e, cfg);
+    if (rc != VF_EINVAL) {
+        CHECK_REPORT_("%s: create returned %s, expected VF_EINVAL", what,
+                      vf_err_name(rc));
+        if (rc == 0)
+            CHECK_OK(vf_engine_destroy(e));
+        return;
+    }
+    if (*vf_last_error_detail() == 0)
+        CHECK_REPORT_("%s: no detail message", what);
+}
+
+static void config(void)
+{
+    clear_env();
+    int n = cores();
+    int na = affinity_cores();
+    /* Defaults: perdevice, cores + min(4, cores) workers. */
+    {
+        vf_engine *e = NULL;
+        CHECK_OK(vf_engine_create(&e, NULL));
+        REQUIRE(e);
+        CHECK_EQ(vf_engine_kind(e), VF_ENGINE_PERDEVICE);
+        int w = vf_engine_num_workers(e);
+        int want1 = n + (n < 4 ? n : 4), want2 = na + (na < 4 ? na : 4);
+        if (w != want1 && w != want2)
+            CHECK_REPORT_("default engine has %d workers, expected %d", w,
+                          want1);
+        CHECK_OK(vf_engine_destroy(e));
+        vf_config zero;
+        memset(&zero, 0, sizeof zero);
+        CHECK_OK(vf_engine_create(&e, &zero));
+        REQUIRE(e);
+        CHECK_EQ(vf_engine_kind(e), VF_ENGINE_PERDEVICE);
+        CHECK_OK(vf_engine_destroy(e));
+    }
+    CHECK(strcmp(vf_engine_type_name(VF_ENGINE_NAIVE), "naive") == 0);
+    CHECK(strcmp(vf_engine_type_name(VF_ENGINE_POOLED), "pooled") == 0);
+    CHECK(strcmp(vf_engine_type_name(VF_ENGINE_PERDEVICE), "perdevice") == 0);
+    CHECK(vf_engine_type_name((vf_engine_type)77) != NULL);
+
+    /* The environment fills what the struct leaves unset. */
+    setenv("VF_ENGINE_TYPE", "naive", 1);
+    expect_engine(NULL, VF_ENGINE_NAIVE, 0, "env naive");
+    setenv("VF_ENGINE_TYPE", "pooled", 1);
+    setenv("VF_CPU_WORKER_NTHREADS", "3", 1);
+    expect_engine(NULL, VF_ENGINE_POOLED, 3, "env pooled/3");
+    setenv("VF_ENGINE_TYPE", "perdevice", 1);
+    setenv("VF_CPU_WORKER_NTHREADS", "1", 1);
+    setenv("VF_CPU_PRIORITY_NTHREADS", "2", 1);
+    expect_engine(NULL, VF_ENGINE_PERDEVICE, 3, "env perdevice/1+2");
+
+    /* The struct wins. */
+    setenv("VF_ENGINE_TYPE", "pooled", 1);
+    setenv("VF_CPU_WORKER_NTHREADS", "3", 1);
+    expect_engine(&(vf_config){.type = VF_ENGINE_PERDEVICE, .cpu_workers = 2,
+                               .cpu_priority_workers = 1},
+                  VF_ENGINE_PERDEVICE, 3, "struct perdevice over env");
+    expect_engine(&(vf_config){.type = VF_ENGINE_NAIVE}, VF_ENGINE_NAIVE, 0,
+                  "struct naive over env");
+    expect_engine(&(vf_config){.cpu_workers = 2}, VF_ENGINE_POOLED, 2,
+                  "struct workers over env");
+    expect_engine(&(vf_config){.type = VF_ENGINE_POOLED}, VF_ENGINE_POOLED, 3,
+                  "env workers under struct type");
+
+    /* Bad environment values. */
+    clear_env();
+    setenv("VF_ENGINE_TYPE", "bogus", 1);
+    expect_einval(NULL, "VF_ENGINE_TYPE=bogus");
+    clear_env();
+    setenv("VF_ENGINE_TYPE", "pooled", 1);
+    setenv("VF_CPU_WORKER_NTHREADS", "abc", 1);
+    expect_einval(NULL, "VF_CPU_WORKER_NTHREADS=abc");
+    setenv("VF_CPU_WORKER_NTHREADS", "-2", 1);
+    expect_einval(NULL, "VF_CPU_WORKER_NTHREADS=-2");
+    setenv("VF_CPU_WORKER_NTHREADS", "3x", 1);
+    expect_einval(NULL, "VF_CPU_WORKER_NTHREADS=3x");
+    clear_env();
+    setenv("VF_ENGINE_TYPE", "perdevice", 1);
+    setenv("VF_CPU_PRIORITY_NTHREADS", "many", 1);
+    expect_einval(NULL, "VF_CPU_PRIORITY_NTHREADS=many");
+    clear_env();
+
+    /* Bad struct fields. */
+    expect_einval(&(vf_config){.type = (vf_engine_type)42}, "type 42");
+    expect_einval(&(vf_config){.type = VF_ENGINE_POOLED, .cpu_workers = -1},
+                  "cpu_workers -1");
+    expect_einval(&(vf_config){.type = VF_ENGINE_PERDEVICE,
+                               .cpu_priority_workers = -3},
+                  "cpu_priority_workers -3");
+    vf_engine *e = NULL;
+    CHECK_ERR(vf_engine_create(NULL, NULL), VF_EINVAL);
+    /* Still fine afterwards. */
+    expect_engine(&(vf_config){.type = VF_ENGINE_POOLED, .cpu_workers = 1},
+                  VF_ENGINE_POOLED, 1, "after errors");
+    (void)e;
+}
+
+int main(void)
+{
+    tu_init("test_lifecycle", 200);
+    tu_phase("config");
+    config();
+    for (int i = 0; i < TU_NKINDS; i++) {
+        const tu_kind *k = &tu_kinds[i];
+        check_context_ = k->name;
+        tu_phase("cycles");
+        cycles(k);
+        tu_phase("destroy_drains");
+        destroy_drains(k);
+    }
+    check_context_ = NULL;
+    tu_phase("many_engines");
+    many_engines();
+    return check_finish("test_lifecycle");
+}
