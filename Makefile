@@ -25,7 +25,7 @@ CLANG_TIDY   ?= clang-tidy
 CPPCHECK     ?= cppcheck
 GENERATOR    := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 # C sources and headers formatting and lint look at (build trees excluded).
-FORMAT_FILES  = $(shell find src include tests examples bench \
+FORMAT_FILES  = $(shell find src include tests examples \
                   \( -name '*.c' -o -name '*.h' \) -type f 2>/dev/null | sort)
 
 .PHONY: all build configure test demo install check-install asan tsan \

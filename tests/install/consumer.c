@@ -74,12 +74,21 @@ int main(void)
     cell cd = {.out = &vd, .in1 = &vb, .in2 = &vc};
     const vf_op ops[] = {
         {.fn = op_const, .arg = &ca, .writes = VF_VARS(a), .name = "A=2"},
-        {.fn = op_add_k, .arg = &cb, .reads = VF_VARS(a), .writes = VF_VARS(b),
+        {.fn = op_add_k,
+         .arg = &cb,
+         .reads = VF_VARS(a),
+         .writes = VF_VARS(b),
          .name = "B=A+1"},
-        {.fn = op_add_k, .arg = &cc, .reads = VF_VARS(a), .writes = VF_VARS(c),
+        {.fn = op_add_k,
+         .arg = &cc,
+         .reads = VF_VARS(a),
+         .writes = VF_VARS(c),
          .name = "C=A+2"},
-        {.fn = op_mul, .arg = &cd, .reads = VF_VARS(b, c),
-         .writes = VF_VARS(d), .name = "D=B*C"},
+        {.fn = op_mul,
+         .arg = &cd,
+         .reads = VF_VARS(b, c),
+         .writes = VF_VARS(d),
+         .name = "D=B*C"},
     };
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
         if ((rc = vf_push(e, &ops[i])) != 0)
@@ -98,8 +107,8 @@ int main(void)
     printf("consumer: varflow %d.%d.%d, %s engine, %d workers: D = %d "
            "(want 12), version %llu (want 1): %s\n",
            VF_VERSION_MAJOR, VF_VERSION_MINOR, VF_VERSION_PATCH,
-           vf_engine_type_name(vf_engine_kind(e)), vf_engine_num_workers(e),
-           vd, (unsigned long long)version, ok ? "ok" : "FAILED");
+           vf_engine_type_name(vf_engine_kind(e)), vf_engine_num_workers(e), vd,
+           (unsigned long long)version, ok ? "ok" : "FAILED");
 
     const vf_var all[] = {a, b, c, d};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
