@@ -1,6 +1,7 @@
 /* engine.c: engine creation and destruction, counters, failure records. */
 #include "engine.h"
 
+#include <sched.h>
 #include <string.h>
 
 #include "config.h"
@@ -90,6 +91,7 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
     atomic_init(&e->counts, 0);
     atomic_init(&e->nwaiters, 0);
     atomic_init(&e->nnested_waiters, 0);
+    atomic_init(&e->completers, 0);
     atomic_init(&e->fail_epoch, 0);
     atomic_init(&e->ran, 0);
     atomic_init(&e->failed, 0);
@@ -122,6 +124,10 @@ VF_API int vf_engine_destroy(vf_engine *e)
         return vf__fail(VF_ESHUTDOWN, "vf_engine_destroy: already being "
                                       "destroyed");
     vf__engine_drain(e);
+    /* A foreign thread that finished the last op may still be on its way
+     * out of vf_complete: let it leave (rare and brief, so a yield loop). */
+    while (atomic_load(&e->completers) != 0)
+        sched_yield();
     free_engine(e);
     return 0;
 }

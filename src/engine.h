@@ -61,6 +61,12 @@ struct vf_engine {
     vf__failure *fail_head, *fail_tail; /* fail_lock */
     _Atomic uint32_t fail_epoch;        /* written under fail_lock */
 
+    /* Threads inside vf_complete (seq_cst). Such a foreign thread finishes
+     * an op and dispatches its successors, so it may still touch the engine
+     * after `pending` has reached zero; destroy waits for it to leave.
+     * (Workers need no such count: destroy joins them before freeing.) */
+    atomic_int completers;
+
     /* Counters of ops that finished outside workers (relaxed). */
     _Atomic uint64_t ran, failed, skipped;
 

@@ -64,6 +64,11 @@ static void signal_waiter(vf__op *op)
             vf__failure_ref(f);
             w->claimed = f;
         }
+        /* A nested waiter is active again from this moment: count it back
+         * now, while this marker still counts as active itself, so active
+         * never touches zero while the waiter is about to run (engine.h). */
+        if (w->nested)
+            atomic_fetch_add(&e->counts, VF__COUNT_ACTIVE);
         atomic_store(&w->state, VF__DONE);
         if (w->sleep_pool != NULL) {
             vf__pool_wake_all(w->sleep_pool);
@@ -279,7 +284,8 @@ VF_API int vf_complete(vf_completion done, int status, const char *message)
                                                  memory_order_relaxed))
         return vf__fail(VF_EALREADY, "vf_complete: this op was already "
                                      "completed");
-    vf_engine *e = op->engine;
+    vf_engine *e = op->engine; /* alive: this op is still pending */
+    atomic_fetch_add(&e->completers, 1);
     if (status != 0) {
         op->status = status;
         op->failure = vf__engine_record_failure(
@@ -289,6 +295,7 @@ VF_API int vf_complete(vf_completion done, int status, const char *message)
     vf__readylist_init(&ready);
     finish(op, &ready);
     vf__dispatch_list(e, &ready);
+    atomic_fetch_sub(&e->completers, 1); /* the last touch of the engine */
     return 0;
 }
 

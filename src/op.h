@@ -85,6 +85,7 @@ typedef struct vf__waiter {
     atomic_int refs;
     vf__failure *claimed; /* written in SIGNALING, read after DONE */
     vf__pool *sleep_pool; /* where the waiter sleeps (NULL: engine cond) */
+    bool nested;          /* waits inside an op: counted out of `active` */
 } vf__waiter;
 
 /* Drop one reference; the last frees. */

@@ -71,7 +71,9 @@ static void sleep_on_engine(vf_engine *e, vf__waiter *w, bool nested)
 }
 
 /* Run ready ops while waiting inside an op; see the file comment.
- * Returns 0 when the marker fired, VF_EDEADLK when this waiter gave up. */
+ * Returns 0 when the marker fired, VF_EDEADLK when this waiter gave up.
+ * Either way the caller is counted active again on return: by the marker
+ * when it fired (signal_waiter), by the waiter's own CAS when it gave up. */
 static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me)
 {
     atomic_fetch_add(&e->nnested_waiters, 1);
@@ -80,7 +82,6 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me)
     if ((uint32_t)now == 0)
         vf__engine_counts_changed(e, now);
     int rc = 0;
-    bool reactivated = false;
     struct nested_pred pred = {e, w};
     while (!is_done(w)) {
         if (vf__run_deferred())
@@ -98,16 +99,16 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me)
             if (!atomic_compare_exchange_strong(&e->counts, &c,
                                                 c + VF__COUNT_ACTIVE))
                 continue;
-            reactivated = true;
             int expected = VF__WAITING;
             if (atomic_compare_exchange_strong(&w->state, &expected,
                                                VF__ABANDONED)) {
                 rc = VF_EDEADLK;
                 break;
             }
-            /* The marker is firing right now: take its answer. */
-            while (!is_done(w))
-                vf__cpu_relax();
+            /* A marker is active while it signals, so active == 0 means it
+             * already finished: it counted us back too, undo our own. */
+            VF__ASSERT(expected == VF__DONE);
+            atomic_fetch_sub(&e->counts, VF__COUNT_ACTIVE);
             break;
         }
         if (me != NULL)
@@ -115,8 +116,6 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me)
         else
             sleep_on_engine(e, w, true);
     }
-    if (!reactivated)
-        atomic_fetch_add(&e->counts, VF__COUNT_ACTIVE);
     atomic_fetch_sub(&e->nnested_waiters, 1);
     return rc;
 }
@@ -182,6 +181,7 @@ VF_API int vf_wait_var(vf_engine *e, vf_var h, vf_error *err)
     atomic_init(&w->refs, 2); /* the waiter and the wait op */
     w->claimed = NULL;
     w->sleep_pool = nested && me ? me->pool : NULL;
+    w->nested = nested;
 
     vf__opdef *def = &op->own;
     memset(def, 0, sizeof *def);
