@@ -1,0 +1,364 @@
+/*
+ * test_bad_input: every caller mistake returns a clear error and never
+ * crashes; the engine stays usable afterwards (issue point 6), on every
+ * engine kind.
+ *
+ * - NULL engine, NULL out pointers, NULL op, var lists with count > 0 and
+ *   NULL vars, negative counts: VF_EINVAL;
+ * - the zero handle and a made-up handle: refused (VF_EINVAL, VF_ESTALE or
+ *   VF_EXDEV: the header does not pin which), never dereferenced;
+ * - a var of another engine: VF_EXDEV (push reads/writes, wait, version,
+ *   delete); a deleted var: VF_ESTALE;
+ * - an op with neither or both of fn/async_fn: VF_EINVAL; a non-CPU device
+ *   or a device-copy property: VF_ENODEV; an unknown property: VF_EINVAL;
+ * - a failed push never calls `done` and sets a non-empty detail;
+ * - push from another thread while vf_engine_destroy drains a long op:
+ *   VF_ESHUTDOWN (pushes from inside the draining op still work);
+ *   vf_engine_destroy from inside an op: VF_EDEADLK;
+ * - vf_strerror / vf_err_name for every code and for unknown ones;
+ * - vf_last_error_detail: "" on a thread where nothing failed, non-empty
+ *   after a failure.
+ */
+#include "util.h"
+
+static atomic_int ran, done_calls;
+
+static int nop(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    atomic_fetch_add(&ran, 1);
+    return 0;
+}
+
+static void anop(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    (void)arg;
+    atomic_fetch_add(&ran, 1);
+    vf_complete(done, 0, NULL);
+}
+
+static void count_done(void *arg, int status)
+{
+    (void)arg;
+    (void)status;
+    atomic_fetch_add(&done_calls, 1);
+}
+
+/* The push must fail with `code`, set a detail, and not call done. */
+static void expect_push_err(vf_engine *e, vf_op op, int code, const char *what)
+{
+    op.done = count_done;
+    int before = atomic_load(&done_calls), ran_before = atomic_load(&ran);
+    int rc = vf_push(e, &op);
+    if (rc != code)
+        CHECK_REPORT_("%s: vf_push returned %s, expected %s", what,
+                      vf_err_name(rc), vf_err_name(code));
+    else if (*vf_last_error_detail() == 0)
+        CHECK_REPORT_("%s: no detail message", what);
+    if (rc == 0)
+        (void)vf_wait_all(e, NULL);
+    if (atomic_load(&done_calls) != before || atomic_load(&ran) != ran_before)
+        CHECK_REPORT_("%s: a refused op ran or called done", what);
+}
+
+/* A refused handle: any of the codes that mean "not a var of yours". */
+static bool refused(int rc)
+{
+    return rc == VF_EINVAL || rc == VF_ESTALE || rc == VF_EXDEV;
+}
+
+static void usable(vf_engine *e)
+{
+    vf_var v = tu_var(e);
+    int before = atomic_load(&ran);
+    CHECK_OK(vf_push(e, &(vf_op){.fn = nop, .writes = VF_VARS(v)}));
+    CHECK_OK(vf_push(e, &(vf_op){.async_fn = anop, .reads = VF_VARS(v)}));
+    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_EQ(atomic_load(&ran), before + 2);
+    CHECK_OK(vf_var_delete(e, v, NULL, NULL));
+}
+
+static void bad_args(const tu_kind *k)
+{
+    vf_engine *e = tu_engine(k);
+    vf_engine *other = tu_engine(k);
+    vf_var x = tu_var(e), y = tu_var(e), dead = tu_var(e);
+    vf_var foreign = tu_var(other);
+    vf_var zero = {0};
+    vf_var made_up = {0xdeadbeefcafef00dULL};
+    vf_var near = {x.id + 1000003};
+    CHECK_OK(vf_var_delete(e, dead, NULL, NULL));
+    uint64_t ver;
+    vf_stats st;
+    vf_error err;
+
+    /* NULL engine / out pointers. */
+    CHECK_ERR(vf_engine_destroy(NULL), VF_EINVAL);
+    CHECK_ERR(vf_var_new(NULL, &x), VF_EINVAL);
+    CHECK_ERR(vf_var_new(e, NULL), VF_EINVAL);
+    CHECK_ERR(vf_var_delete(NULL, x, NULL, NULL), VF_EINVAL);
+    CHECK_ERR(vf_var_version(NULL, x, &ver), VF_EINVAL);
+    CHECK_ERR(vf_var_version(e, x, NULL), VF_EINVAL);
+    CHECK_ERR(vf_push(NULL, &(vf_op){.fn = nop}), VF_EINVAL);
+    CHECK_ERR(vf_push(e, NULL), VF_EINVAL);
+    CHECK_ERR(vf_wait_var(NULL, x, &err), VF_EINVAL);
+    CHECK_ERR(vf_wait_all(NULL, &err), VF_EINVAL);
+    CHECK_ERR(vf_engine_stats(NULL, &st), VF_EINVAL);
+    CHECK_ERR(vf_engine_stats(e, NULL), VF_EINVAL);
+    CHECK(*vf_last_error_detail() != 0);
+
+    /* Bad lists. */
+    expect_push_err(e, (vf_op){.fn = nop, .reads = {NULL, 2}}, VF_EINVAL,
+                    "reads NULL/2");
+    expect_push_err(e, (vf_op){.fn = nop, .writes = {NULL, 1}}, VF_EINVAL,
+                    "writes NULL/1");
+    expect_push_err(e, (vf_op){.fn = nop, .reads = {&x, -1}}, VF_EINVAL,
+                    "reads count -1");
+    expect_push_err(e, (vf_op){.fn = nop, .writes = {&x, -5}}, VF_EINVAL,
+                    "writes count -5");
+    /* A NULL list with count 0 is fine. */
+    CHECK_OK(vf_push(e, &(vf_op){.fn = nop, .reads = {NULL, 0},
+                                 .writes = {NULL, 0}}));
+
+    /* Functions. */
+    expect_push_err(e, (vf_op){.writes = VF_VARS(x)}, VF_EINVAL, "no fn");
+    expect_push_err(e, (vf_op){.fn = nop, .async_fn = anop,
+                               .writes = VF_VARS(x)},
+                    VF_EINVAL, "both fns");
+
+    /* Devices and properties. */
+    expect_push_err(e, (vf_op){.fn = nop, .device = {VF_DEVICE_CUDA, 0}},
+                    VF_ENODEV, "CUDA device");
+    expect_push_err(e, (vf_op){.fn = nop, .device = {VF_DEVICE_EMULATED, 0}},
+                    VF_ENODEV, "emulated device");
+    expect_push_err(e, (vf_op){.fn = nop, .property = VF_PROP_COPY_TO_DEVICE},
+                    VF_ENODEV, "copy to device");
+    expect_push_err(e, (vf_op){.fn = nop,
+                               .property = VF_PROP_COPY_FROM_DEVICE},
+                    VF_ENODEV, "copy from device");
+    {
+        vf_op op = {.fn = nop, .done = count_done,
+                    .property = (vf_property)77};
+        int rc = vf_push(e, &op);
+        CHECK(rc == VF_EINVAL || rc == VF_ENODEV);
+        vf_op op2 = {.fn = nop, .done = count_done,
+                     .device = {(vf_device_type)55, 0}};
+        rc = vf_push(e, &op2);
+        CHECK(rc == VF_EINVAL || rc == VF_ENODEV);
+    }
+
+    /* Handles: zero, made up, near a real one, foreign, deleted. */
+    vf_var bad[] = {zero, made_up, near};
+    for (int i = 0; i < 3; i++) {
+        vf_var b = bad[i];
+        int rc;
+        CHECK(refused(rc = vf_push(e, &(vf_op){.fn = nop,
+                                               .reads = VF_VARS(x, b)})));
+        CHECK(refused(rc = vf_push(e, &(vf_op){.fn = nop,
+                                               .writes = VF_VARS(b)})));
+        CHECK(refused(rc = vf_wait_var(e, b, &err)));
+        CHECK(refused(rc = vf_var_version(e, b, &ver)));
+        CHECK(refused(rc = vf_var_delete(e, b, NULL, NULL)));
+        (void)rc;
+    }
+    expect_push_err(e, (vf_op){.fn = nop, .reads = VF_VARS(foreign)},
+                    VF_EXDEV, "foreign read");
+    expect_push_err(e, (vf_op){.fn = nop, .reads = VF_VARS(x),
+                               .writes = VF_VARS(y, foreign)},
+                    VF_EXDEV, "foreign write");
+    CHECK_ERR(vf_wait_var(e, foreign, &err), VF_EXDEV);
+    CHECK_ERR(vf_var_version(e, foreign, &ver), VF_EXDEV);
+    CHECK_ERR(vf_var_delete(e, foreign, NULL, NULL), VF_EXDEV);
+    expect_push_err(e, (vf_op){.fn = nop, .reads = VF_VARS(dead)}, VF_ESTALE,
+                    "deleted read");
+    expect_push_err(e, (vf_op){.fn = nop, .writes = VF_VARS(x, dead)},
+                    VF_ESTALE, "deleted write");
+    CHECK_ERR(vf_wait_var(e, dead, &err), VF_ESTALE);
+    CHECK_ERR(vf_var_version(e, dead, &ver), VF_ESTALE);
+    CHECK_ERR(vf_var_delete(e, dead, NULL, NULL), VF_ESTALE);
+    /* The foreign var is untouched and its engine fine. */
+    CHECK_OK(vf_push(other, &(vf_op){.fn = nop, .writes = VF_VARS(foreign)}));
+    CHECK_OK(vf_wait_var(other, foreign, NULL));
+    CHECK_OK(vf_var_version(other, foreign, &ver));
+    CHECK_EQ(ver, 1);
+
+    /* Completions that were never handed out. */
+    vf_completion none = {NULL, 0};
+    int rc = vf_complete(none, 0, NULL);
+    CHECK(rc == VF_EINVAL || rc == VF_EALREADY);
+
+    CHECK_EQ(atomic_load(&done_calls), 0);
+    usable(e);
+    CHECK_OK(vf_var_version(e, x, &ver));
+    CHECK_EQ(ver, 0);
+    tu_finish_engine(e);
+    tu_finish_engine(other);
+}
+
+/* ------------------------------------------------------------ shutdown */
+
+typedef struct shut {
+    vf_engine *e;
+    tu_gate long_started, release;
+    atomic_int destroy_called;
+    int destroy_rc;
+    int nested_rc;
+    atomic_int nested_ran, pushed_ok, long_ran;
+} shut;
+
+static int nested_op(vf_run *run, void *arg)
+{
+    (void)run;
+    atomic_fetch_add(&((shut *)arg)->nested_ran, 1);
+    return 0;
+}
+
+static int long_op(vf_run *run, void *arg)
+{
+    shut *s = arg;
+    atomic_fetch_add(&s->long_ran, 1);
+    tu_gate_open(&s->long_started);
+    CHECK(tu_gate_wait(&s->release, TU_TIMEOUT));
+    /* Destroy has begun; a push from inside an op still works. */
+    s->nested_rc = vf_push(vf_run_engine(run),
+                           &(vf_op){.fn = nested_op, .arg = s});
+    return 0;
+}
+
+static void *destroyer(void *arg)
+{
+    shut *s = arg;
+    atomic_store(&s->destroy_called, 1);
+    s->destroy_rc = vf_engine_destroy(s->e);
+    return NULL;
+}
+
+static int counted(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return 0;
+}
+
+static void shutdown_push(const tu_kind *k)
+{
+    if (!k->threaded)
+        return; /* the long op would run inside its own push */
+    shut s;
+    memset(&s, 0, sizeof s);
+    tu_gate_init(&s.long_started);
+    tu_gate_init(&s.release);
+    s.e = tu_engine(k);
+    vf_var x = tu_var(s.e);
+    CHECK_OK(vf_push(s.e, &(vf_op){.fn = long_op, .arg = &s,
+                                   .writes = VF_VARS(x)}));
+    CHECK(tu_gate_wait(&s.long_started, TU_TIMEOUT));
+    pthread_t th = tu_thread_start(destroyer, &s);
+    /* Push until destroy has begun (the long op keeps it draining). */
+    double end = tu_now() + TU_TIMEOUT;
+    int rc = 0, refusals = 0;
+    while (tu_now() < end) {
+        rc = vf_push(s.e, &(vf_op){.fn = counted, .reads = VF_VARS(x)});
+        if (rc == 0) {
+            atomic_fetch_add(&s.pushed_ok, 1);
+        } else {
+            refusals++;
+            break;
+        }
+        sched_yield();
+    }
+    CHECK_ERR(rc, VF_ESHUTDOWN);
+    if (rc == VF_ESHUTDOWN)
+        CHECK(*vf_last_error_detail() != 0);
+    tu_gate_open(&s.release);
+    tu_thread_join(th);
+    CHECK_OK(s.destroy_rc);
+    CHECK_EQ(refusals, 1);
+    CHECK_OK(s.nested_rc);
+    CHECK_EQ(atomic_load(&s.nested_ran), s.nested_rc == 0 ? 1 : 0);
+    CHECK_EQ(atomic_load(&s.long_ran), 1);
+    tu_gate_destroy(&s.long_started);
+    tu_gate_destroy(&s.release);
+}
+
+static int destroy_inside(vf_run *run, void *arg)
+{
+    *(int *)arg = vf_engine_destroy(vf_run_engine(run));
+    return 0;
+}
+
+static void destroy_from_op(const tu_kind *k)
+{
+    vf_engine *e = tu_engine(k);
+    int rc = 99;
+    CHECK_OK(vf_push(e, &(vf_op){.fn = destroy_inside, .arg = &rc}));
+    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_ERR(rc, VF_EDEADLK);
+    usable(e);
+    tu_finish_engine(e);
+}
+
+/* ------------------------------------------------------------ strings */
+
+static void strings(void)
+{
+#define CHECK_CODE(name, value, message)                                       \
+    do {                                                                       \
+        CHECK_EQ(VF_##name, value);                                            \
+        if (strcmp(vf_err_name(value), "VF_" #name) != 0)                      \
+            CHECK_REPORT_("vf_err_name(%d) = '%s'", value,                     \
+                          vf_err_name(value));                                 \
+        if (strcmp(vf_strerror(value), message) != 0)                          \
+            CHECK_REPORT_("vf_strerror(%d) = '%s'", value,                     \
+                          vf_strerror(value));                                 \
+    } while (0);
+    VF_ERRNO_MAP(CHECK_CODE)
+#undef CHECK_CODE
+    int unknown[] = {-14, -999, 1, 12345, -2147483647 - 1, 2147483647};
+    for (int i = 0; i < 6; i++) {
+        CHECK(strcmp(vf_strerror(unknown[i]), "unknown error") == 0);
+        CHECK(strcmp(vf_err_name(unknown[i]), "VF_UNKNOWN") == 0);
+    }
+    CHECK(vf_strerror(0) != NULL);
+    CHECK(vf_err_name(0) != NULL);
+}
+
+static void *detail_thread(void *arg)
+{
+    (void)arg;
+    /* Nothing failed on this thread yet. */
+    CHECK(vf_last_error_detail() != NULL);
+    CHECK(strcmp(vf_last_error_detail(), "") == 0);
+    vf_var v;
+    CHECK_ERR(vf_var_new(NULL, &v), VF_EINVAL);
+    CHECK(strlen(vf_last_error_detail()) > 0);
+    return NULL;
+}
+
+static void details(void)
+{
+    pthread_t t = tu_thread_start(detail_thread, NULL);
+    tu_thread_join(t);
+}
+
+int main(void)
+{
+    tu_init("test_bad_input", 120);
+    tu_phase("strings");
+    strings();
+    details();
+    for (int i = 0; i < TU_NKINDS; i++) {
+        const tu_kind *k = &tu_kinds[i];
+        check_context_ = k->name;
+        tu_phase("bad_args");
+        bad_args(k);
+        tu_phase("shutdown_push");
+        shutdown_push(k);
+        tu_phase("destroy_from_op");
+        destroy_from_op(k);
+    }
+    check_context_ = NULL;
+    return check_finish("test_bad_input");
+}
