@@ -121,6 +121,7 @@ static void bad_args(const tu_kind *k)
     /* A NULL list with count 0 is fine. */
     CHECK_OK(vf_push(e, &(vf_op){.fn = nop, .reads = {NULL, 0},
                                  .writes = {NULL, 0}}));
+    CHECK_OK(vf_wait_all(e, NULL));
 
     /* Functions. */
     expect_push_err(e, (vf_op){.writes = VF_VARS(x)}, VF_EINVAL, "no fn");
