@@ -215,6 +215,18 @@ void vf__pool_idle_wait(vf__pool *p, bool (*wake_pred)(void *), void *arg)
     pthread_mutex_unlock(&p->sleep_lock);
 }
 
+/* A worker took queued work. If more is queued and nobody spins, wake a
+ * sleeper for it: otherwise a worker woken for one op of a burst would leave
+ * the rest to workers that sleep on (found by a 3-reader rendezvous on 3
+ * workers). The cheap nsleeping test comes first: with nobody asleep there
+ * is nothing to do. */
+static void pass_the_baton(vf__pool *p)
+{
+    if (atomic_load(&p->nsleeping) > 0 && atomic_load(&p->nspinning) == 0 &&
+        any_queued(p))
+        maybe_wake_one(p);
+}
+
 static void *worker_main(void *arg)
 {
     vf__worker *w = arg;
@@ -226,7 +238,9 @@ static void *worker_main(void *arg)
 
     vf__op *next = NULL;
     for (;;) {
-        vf__op *op = next ? next : vf__worker_take(w);
+        vf__op *op = next;
+        if (op == NULL && (op = vf__worker_take(w)) != NULL)
+            pass_the_baton(p);
         if (op != NULL) {
             next = vf__worker_execute(w, op);
             continue;
