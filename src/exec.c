@@ -110,7 +110,9 @@ static bool run_body(vf__op *op, int worker)
             return true;
         }
     }
-    vf_run run = {.op = op, .worker = worker};
+    vf_run run; /* not zero-initialized: the message buffer is 256 bytes */
+    run.op = op;
+    run.worker = worker;
     run.message[0] = '\0';
     vf__op *outer = tls.current;
     tls.current = op;
