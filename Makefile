@@ -92,3 +92,28 @@ lint: configure
 
 clean:
 	rm -rf build build-asan build-tsan
+
+# Benchmarks (owner: bench/). bench/ is a CMake project of its own in
+# build-bench/, so `make test` never needs OpenMP, StarPU or BLAS. `make bench`
+# runs the full suite (minutes) and regenerates docs/BENCHMARKS.md;
+# `make bench-quick` runs reduced sizes in under 2 minutes; `make
+# bench-callgrind` counts instructions per op. BENCH_ARGS is passed to
+# bench/run.py (e.g. BENCH_ARGS="--engines vf-pooled,omp-gcc").
+BENCH_ARGS ?=
+
+.PHONY: bench bench-quick bench-callgrind
+
+bench:
+	cmake -S bench -B build-bench $(GENERATOR) -DCMAKE_BUILD_TYPE=Release
+	cmake --build build-bench -j $(JOBS)
+	python3 bench/run.py --build build-bench --mode full --docs $(BENCH_ARGS)
+
+bench-quick:
+	cmake -S bench -B build-bench $(GENERATOR) -DCMAKE_BUILD_TYPE=Release
+	cmake --build build-bench -j $(JOBS)
+	python3 bench/run.py --build build-bench --mode quick $(BENCH_ARGS)
+
+bench-callgrind:
+	cmake -S bench -B build-bench $(GENERATOR) -DCMAKE_BUILD_TYPE=Release
+	cmake --build build-bench -j $(JOBS)
+	python3 bench/callgrind.py --build build-bench --docs

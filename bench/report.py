@@ -1,0 +1,345 @@
+#!/usr/bin/env python3
+"""Generate docs/BENCHMARKS.md and its SVG charts from the results JSON of
+bench/run.py (and, when present, the instruction counts of
+bench/callgrind.py). The document is never edited by hand: every number,
+table, chart and remark in it comes from the JSON.
+
+    bench/report.py [RESULTS.json] [--callgrind CALLGRIND.json]
+                    [--docs DOCS_DIR]
+
+The JSON files are copied to DOCS_DIR/bench/ (results.json, callgrind.json)
+so the document can be regenerated from what is committed:
+    python3 bench/report.py            # from docs/bench/results.json
+"""
+
+import argparse
+import json
+import os
+import shutil
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import svg  # noqa: E402
+import tables  # noqa: E402
+
+ROOT = os.path.dirname(HERE)
+
+WORKLOADS = [
+    ("W1", "independent", "N ops; op i writes var i. No dependencies: push and "
+     "dispatch throughput."),
+    ("W2", "chain", "N ops, all read-write one var: the latency of one dependency "
+     "hand-off."),
+    ("W3", "fan-out / fan-in", "R rounds of: one op writes X; K ops read X and "
+     "write their own Y_k; one op reads all Y_k and writes X. K = 16 and 64."),
+    ("W4", "wavefront", "G x G grid; cell (i,j) reads (i-1,j) and (i,j-1), writes "
+     "(i,j). G = 100 and 300."),
+    ("W5", "random DAG", "1000 vars, 100000 ops, each reading 0-4 and writing 1-2 "
+     "distinct vars (fixed seed)."),
+    ("W6", "tiled Cholesky", "n = 2048 in b x b tiles, b = 64 and 128; "
+     "POTRF/TRSM/SYRK/GEMM tile kernels (examples/cholesky_tiles.h)."),
+    ("W7", "many pushers", "W5 split over 2 pushing threads, each on its own "
+     "500 vars, plus a shared var both accumulate into now and then."),
+]
+
+
+def md_table(t):
+    return tables.render_markdown(*t)
+
+
+def slug(label):
+    return label.replace(" ", "")
+
+
+def chart_us(res, work, threads, path):
+    cols = res.columns(threads)
+    engines = [c[0] for c in cols]
+    groups = []
+    for key in res.rows:
+        if key.startswith("W6"):
+            continue
+        g = {}
+        for e, t in cols:
+            r = res.get(e, t, key, work)
+            if r and "us_per_op" in r:
+                u = r["us_per_op"]
+                g[e] = (u["median"], u["min"], u["max"])
+        groups.append((res.row_label(key), g))
+    title = "us per op, %s, T = %d" % (tables.work_title(res.doc, work), threads)
+    sub = ("median of %d runs, whisker min-max; shorter is better; serial is the "
+           "plain loop (T=1)" % res.doc["settings"]["reps"])
+    with open(path, "w") as f:
+        f.write(svg.bars_log(title, sub, groups, engines, "us/op"))
+
+
+def chart_speedup(res, path):
+    t = res.tmax
+    engines = [c[0] for c in res.columns(t) if c[1] == t and c[0] != "serial"]
+    panels = []
+    for key in res.rows:
+        if key.startswith("W6"):
+            continue
+        p = {}
+        for e in engines:
+            p[e] = [res.speedup(e, t, key, w) for w in res.works]
+        panels.append((res.row_label(key), p))
+    xl = []
+    for w in res.doc.get("work_sizes", []):
+        xl.append("empty" if w["iters"] == 0 else "%d us" % w["target_us"])
+    title = "speedup over the serial loop vs op size, T = %d workers" % t
+    sub = "serial median / engine median; dashed: 1 (serial) and %d (ideal); log scale" % t
+    with open(path, "w") as f:
+        f.write(svg.lines_log(title, sub, panels, engines, xl,
+                              [(1.0, "serial"), (float(t), "ideal")], "speedup"))
+
+
+def chart_gflops(res, path):
+    groups = []
+    engines = []
+    for t in res.threads:
+        for e, tt in res.columns(t):
+            if tt == t and e not in engines:
+                engines.append(e)
+    for key in res.rows:
+        if not key.startswith("W6"):
+            continue
+        for t in res.threads:
+            g = {}
+            for e in engines:
+                r = res.get(e, t if e != "serial" else 1, key, "tiles")
+                if r and "gflops" in r and (e != "serial" or t == res.threads[0]):
+                    u = r["gflops"]
+                    g[e] = (u["median"], u["min"], u["max"])
+            groups.append(("%s T=%d" % (res.row_label(key).replace("tiled Cholesky ", ""), t), g))
+    title = "W6 tiled Cholesky, GFLOP/s (longer is better)"
+    sub = "median of %d runs, whisker min-max" % res.doc["settings"]["reps"]
+    with open(path, "w") as f:
+        f.write(svg.bars_log(title, sub, groups, engines, "GFLOP/s"))
+
+
+def behind(res):
+    """Generated remarks: where a varflow engine trails the best peer (> 10 %)
+    or, with work, trails the serial loop at T = 1 by more than 10 %."""
+    out = []
+    for w in res.works + (["tiles"] if any(k.startswith("W6") for k in res.rows) else []):
+        for t in res.threads:
+            items = []
+            for e, tt in res.columns(t):
+                if res.families.get(e) != "varflow" or tt != t:
+                    continue
+                for key in res.rows:
+                    if key.startswith("W6") != (w == "tiles"):
+                        continue
+                    r = res.get(e, t, key, w)
+                    best = res.best_peer(t, key, w)
+                    if not r or "us_per_op" not in r or not best:
+                        continue
+                    ratio = r["us_per_op"]["median"] / best[1]
+                    if ratio > 1.10:
+                        items.append("%s on %s (%.2fx %s)" % (e, key, ratio, best[0]))
+            if items:
+                where = ("W6 tiles" if w == "tiles" else tables.work_title(res.doc, w))
+                out.append("- %s, T = %d: %s." % (where, t, "; ".join(items)))
+    return out
+
+
+def callgrind_section(cg):
+    lines = ["## Instructions per op (callgrind)", ""]
+    lines.append(
+        "`make bench-callgrind` runs W1, W2 and W5 with empty ops under "
+        "`valgrind --tool=callgrind`, each at N and 2N ops, and divides the "
+        "difference of the instruction counts by N, so set-up and one-time costs "
+        "cancel out. Counted from the start of the first push to the return of "
+        "`vf_wait_all`, all threads together; `main` is the pushing thread alone, "
+        "`workers` the rest (dispatch, completion, and any spinning while idle: "
+        "that part depends on scheduling and varies between runs). "
+        "The serial row is the loop itself (the op's kernel, the floor).")
+    lines.append("")
+    lines.append("Run: %s, N = %s, worker threads: %s, %s." % (
+        cg.get("date", "?"), cg.get("n", "?"), cg.get("threads", "?"), cg.get("git", "?")))
+    lines.append("")
+    header = ["engine", "workload", "instr/op (all)", "main thread", "workers"]
+    rows = []
+    for r in cg.get("rows", []):
+        rows.append([r["engine"], r["key"], "%.0f" % r["per_op"],
+                     "%.0f" % r.get("per_op_main", 0) if "per_op_main" in r else "-",
+                     "%.0f" % r.get("per_op_workers", 0) if "per_op_workers" in r else "-"])
+    lines.append(tables.render_markdown("instructions per op (I(2N) - I(N)) / N", header, rows))
+    lines.append("")
+    return lines
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("results", nargs="?")
+    ap.add_argument("--callgrind")
+    ap.add_argument("--docs", default=os.path.join(ROOT, "docs"))
+    opts = ap.parse_args()
+    data_dir = os.path.join(opts.docs, "bench")
+    os.makedirs(data_dir, exist_ok=True)
+    stored = os.path.join(data_dir, "results.json")
+    stored_cg = os.path.join(data_dir, "callgrind.json")
+    for src, dst in ((opts.results, stored), (opts.callgrind, stored_cg)):
+        if src and os.path.abspath(src) != os.path.abspath(dst):
+            shutil.copyfile(src, dst)
+    if not os.path.exists(stored):
+        print("report: no results (%s): run `make bench` first" % stored, file=sys.stderr)
+        return 1
+    with open(stored) as f:
+        doc = json.load(f)
+    if not doc.get("valid", True):
+        print("report: the results failed their correctness check; not reporting them",
+              file=sys.stderr)
+        return 3
+    cg = None
+    if os.path.exists(stored_cg):
+        with open(stored_cg) as f:
+            cg = json.load(f)
+    res = tables.Results(doc)
+    m = doc["machine"]
+    rel = "bench"
+
+    charts = []
+    for w in res.works:
+        for t in res.threads:
+            name = "us_per_op_%s_T%d.svg" % (slug(w), t)
+            chart_us(res, w, t, os.path.join(data_dir, name))
+            charts.append((w, t, name))
+    chart_speedup(res, os.path.join(data_dir, "speedup.svg"))
+    has_w6 = any(k.startswith("W6") for k in res.rows)
+    if has_w6:
+        chart_gflops(res, os.path.join(data_dir, "cholesky_gflops.svg"))
+
+    L = []
+    L.append("# Benchmarks")
+    L.append("")
+    L.append("<!-- Generated by bench/report.py from docs/bench/results.json%s. "
+             "Do not edit: run `make bench` (or `python3 bench/report.py`). -->"
+             % (" and docs/bench/callgrind.json" if cg else ""))
+    L.append("")
+    L.append("What varflow costs per op, and how close it gets to the ideal speedup, "
+             "side by side with the serial loop, OpenMP tasks and StarPU on the same "
+             "workloads in one run.")
+    L.append("")
+    L.append("## How to run")
+    L.append("")
+    L.append("```sh\n"
+             "sudo bench/install-peers   # once: libstarpu-dev, libomp-dev, clang, "
+             "OpenBLAS, valgrind\n"
+             "make bench                 # full suite (minutes); updates this page\n"
+             "make bench-quick           # reduced sizes, under 2 minutes\n"
+             "make bench-callgrind       # instructions per op, stable on a noisy machine\n"
+             "```")
+    L.append("")
+    L.append(
+        "`make bench` configures `bench/` as a CMake project of its own in "
+        "`build-bench/` (so the library's tests never depend on OpenMP or StarPU), "
+        "builds one binary per engine family, and runs `bench/run.py`, which starts "
+        "each engine at 1 worker and at every core in a process of its own, prints "
+        "the tables below, writes `build-bench/results-full.json`, and regenerates "
+        "this page and its charts from it. A peer whose package is missing is "
+        "skipped with a note. Options: `bench/run.py --help`.")
+    L.append("")
+    L.append("**What is measured.** Every engine runs the same programs, built from "
+             "one definition (`bench/workloads.c`). A cell is the time from the first "
+             "push to the return of the wait for all ops, divided by the number of "
+             "ops: median of %d timed runs after %d warm-up, with min and max. Engine "
+             "start-up is timed apart. Each op hashes the values of the vars it reads "
+             "and writes, runs `work` iterations of a dependent multiply-add loop, "
+             "and writes the result: work = 0 measures the engine alone; the loop is "
+             "calibrated at start (%.3f ns per iteration here) so ~10 us and ~100 us "
+             "mean that on the machine at hand. With work, op counts are capped so a "
+             "serial run takes about %d ms. **Every run's final state is compared "
+             "with the serial run's** (a hash of all values; W6 factors bit for bit); "
+             "a mismatch fails the suite and no table is reported."
+             % (doc["settings"]["reps"], doc["settings"]["warmup"],
+                doc["calibration"]["ns_per_iter"], doc["settings"]["budget_ms"]))
+    L.append("")
+    L.append("| id | workload | shape |")
+    L.append("|---|---|---|")
+    for wid, name, shape in WORKLOADS:
+        L.append("| %s | %s | %s |" % (wid, name, shape))
+    L.append("")
+    L.append("**Engines (columns).** `serial`: the plain loop. `vf-naive`, `vf-pooled`, "
+             "`vf-perdev`: varflow's engines (`vf_push` per op, `vf_wait_all`). "
+             "`omp-gcc` / `omp-clang`: one thread of an OpenMP team creates a task per "
+             "op with `depend(in:)` / `depend(inout:)` (GCC libgomp; clang with LLVM "
+             "libomp). `spu-eager` / `spu-lws`: StarPU, `starpu_task_insert` with "
+             "`STARPU_R` / `STARPU_RW` on registered handles, eager and lws schedulers. "
+             "varflow and StarPU have T workers besides the pushing thread; OpenMP's "
+             "team of T includes it. OpenMP cannot run W7: `depend` orders sibling "
+             "tasks only, and tasks created by two threads are not siblings.")
+    L.append("")
+    L.append("## The machine")
+    L.append("")
+    L.append("| | |")
+    L.append("|---|---|")
+    for k, label in (("cpu", "CPU"), ("cores", "cores"), ("memory", "memory"),
+                     ("os", "OS"), ("kernel", "kernel"), ("gcc", "GCC"),
+                     ("clang", "clang"), ("starpu", "StarPU")):
+        L.append("| %s | %s |" % (label, m.get(k, "") or "-"))
+    L.append("| virtual machine | %s |" % ("yes" if m.get("virtualized") else "no"))
+    L.append("| load average | %.2f at start, %.2f at end |"
+             % (m.get("loadavg_start", 0), m.get("loadavg_end", 0)))
+    L.append("| run | %s, %s mode, commit %s |" % (doc["date"], doc["mode"], doc["git"]))
+    L.append("")
+    for n in doc.get("notes", []):
+        L.append("- note: %s" % n)
+    if doc.get("notes"):
+        L.append("")
+    rem = behind(res)
+    L.append("## Where varflow is behind")
+    L.append("")
+    if rem:
+        L.append("Rows where a varflow engine's median is more than 10 % above the "
+                 "best peer's at the same worker count (computed from the tables below):")
+        L.append("")
+        L.extend(rem)
+    else:
+        L.append("Nowhere by more than 10 % in this run.")
+    L.append("")
+    L.append("## Speedup vs op size")
+    L.append("")
+    L.append("![speedup over serial vs op size](%s/speedup.svg)" % rel)
+    L.append("")
+    for w in res.works:
+        L.append("## %s" % tables.work_title(doc, w))
+        L.append("")
+        for (cw, t, name) in charts:
+            if cw == w:
+                L.append("![us per op, %s, T=%d](%s/%s)" % (w, t, rel, name))
+                L.append("")
+        for t in res.threads:
+            L.append(md_table(tables.table_us(res, w, t, "–")))
+            L.append("")
+        L.append(md_table(tables.table_speedup(res, w)))
+        L.append("")
+        L.append(md_table(tables.table_vs_peer(res, w)))
+        L.append("")
+    if has_w6:
+        L.append("## W6: tiled Cholesky")
+        L.append("")
+        L.append("![GFLOP/s](%s/cholesky_gflops.svg)" % rel)
+        L.append("")
+        for t in res.threads:
+            L.append(md_table(tables.table_gflops(res, t, "–")))
+            L.append("")
+        L.append(md_table(tables.table_speedup(res, "tiles")))
+        L.append("")
+        L.append(md_table(tables.table_vs_peer(res, "tiles")))
+        L.append("")
+    L.append("## Start-up")
+    L.append("")
+    L.append(md_table(tables.table_startup(res)))
+    L.append("")
+    if cg:
+        L.extend(callgrind_section(cg))
+    out = os.path.join(opts.docs, "BENCHMARKS.md")
+    with open(out, "w") as f:
+        f.write("\n".join(L))
+    print("report: wrote %s and %d charts in %s" % (out, len(charts) + 1 + has_w6, data_dir))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,348 @@
+#!/usr/bin/env python3
+"""Run the benchmark suite: every engine at 1 worker and at every core, over
+every workload (W1-W7) and work size (0, ~10 us, ~100 us per op), each
+checked against the serial run; print the tables; write the results JSON.
+
+    bench/run.py [--build build-bench] [--mode full|quick|tiny]
+                 [--out FILE] [--engines a,b] [--workloads W1,W5]
+                 [--threads 1,2] [--reps N] [--docs]
+
+Each engine family is its own binary (vfbench-varflow, vfbench-omp-gcc,
+vfbench-omp-clang, vfbench-starpu); each (engine, worker count) runs in its
+own process, so one engine's threads never disturb another's, and StarPU can
+be started with each configuration. A binary that was not built (its peer's
+package is missing) is skipped with a note.
+
+Exit status: 0; 1 when an engine failed, crashed or timed out; 3 when any
+run's final state differed from the serial run (then no tables are printed:
+a fast wrong answer is not a result).
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import tables  # noqa: E402
+
+BINARIES = [
+    ("vfbench-varflow", "varflow and the serial loop", "the varflow library did not build"),
+    ("vfbench-omp-gcc", "OpenMP tasks, GCC libgomp", "configure bench/ with GCC (OpenMP)"),
+    ("vfbench-omp-clang", "OpenMP tasks, clang + LLVM libomp",
+     "install clang and libomp-dev (bench/install-peers)"),
+    ("vfbench-starpu", "StarPU 1.3", "install libstarpu-dev (bench/install-peers)"),
+]
+
+MODES = {
+    # scale: fraction of WORKLOADS.md's op counts at work = 0
+    # budget_ms: with work > 0, ops are capped so one serial run takes ~this
+    "full": dict(scale=1.0, budget_ms=400, reps=5, warmup=1, chol_n=2048,
+                 works=[0, 10, 100], timeout=1800),
+    "quick": dict(scale=0.05, budget_ms=25, reps=5, warmup=1, chol_n=512,
+                  works=[0, 10, 100], timeout=300),
+    "tiny": dict(scale=0.005, budget_ms=3, reps=5, warmup=0, chol_n=256,
+                 works=[0, 10], timeout=120),
+}
+
+
+def sh(cmd):
+    try:
+        return subprocess.run(cmd, shell=True, capture_output=True, text=True,
+                              timeout=20).stdout.strip()
+    except Exception:
+        return ""
+
+
+def machine_info():
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    osname = ""
+    try:
+        with open("/etc/os-release") as f:
+            for line in f:
+                if line.startswith("PRETTY_NAME="):
+                    osname = line.split("=", 1)[1].strip().strip('"')
+    except OSError:
+        pass
+    mem = ""
+    try:
+        with open("/proc/meminfo") as f:
+            kb = int(f.readline().split()[1])
+            mem = "%.0f GiB" % (kb / 1048576)
+    except (OSError, ValueError, IndexError):
+        pass
+    return {
+        "cpu": cpu or platform.processor(),
+        "cores": os.cpu_count(),
+        "memory": mem,
+        "os": osname,
+        "kernel": platform.release(),
+        "virtualized": bool(sh("grep -q hypervisor /proc/cpuinfo && echo y")),
+        "gcc": sh("gcc --version | head -1"),
+        "clang": sh("clang --version | head -1"),
+        "starpu": sh("pkg-config --modversion starpu-1.3"),
+        "loadavg_start": os.getloadavg()[0],
+    }
+
+
+class Progress:
+    """One status line: where the suite is and how long it has run."""
+
+    def __init__(self, total):
+        self.total = total
+        self.t0 = time.time()
+        self.tty = sys.stderr.isatty()
+        self.last = ""
+
+    def show(self, done, label, detail):
+        frac = min(done / self.total, 1.0) if self.total else 1.0
+        el = time.time() - self.t0
+        eta = ""
+        if frac > 0.02:
+            eta = " eta %s" % fmt_secs(el / frac - el)
+        line = "[%3.0f%% %s%s] %s | %s" % (100 * frac, fmt_secs(el), eta, label, detail)
+        if self.tty:
+            sys.stderr.write("\r\033[K" + line[:200])
+            sys.stderr.flush()
+        else:
+            # Without a terminal: one line per step, not per run.
+            key = label + detail.split(":")[0]
+            if key != self.last:
+                sys.stderr.write(line + "\n")
+                self.last = key
+
+    def message(self, text):
+        if self.tty:
+            sys.stderr.write("\r\033[K")
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+
+
+def fmt_secs(s):
+    s = int(s)
+    return "%d:%02d" % (s // 60, s % 60)
+
+
+def run_engine(binary, engine, threads, args, progress, index, nconfigs, timeout):
+    """Run one (engine, threads) process; returns (records, status, stderr tail)."""
+    cmd = [binary, "--engine", engine, "--threads", str(threads), "--progress"] + args
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", STARPU_SILENT="1")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    records, errors = [], []
+
+    def read_stdout():
+        for line in proc.stdout:
+            line = line.strip()
+            if line.startswith("{"):
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError:
+                    errors.append("bad record: " + line)
+
+    reader = threading.Thread(target=read_stdout, daemon=True)
+    reader.start()
+    timed_out = []
+
+    def kill():
+        timed_out.append(True)
+        proc.kill()
+
+    timer = threading.Timer(timeout, kill)
+    timer.start()
+    label = "%s T=%d (%d/%d)" % (engine, threads, index + 1, nconfigs)
+    try:
+        for line in proc.stderr:
+            line = line.rstrip("\n")
+            m = re.match(r"PROGRESS\t(\d+)\t(\d+)\t(.*)", line)
+            if m:
+                step, nsteps = int(m.group(1)), int(m.group(2))
+                progress.show(index + step / max(nsteps, 1), label, m.group(3))
+            elif line.strip():
+                errors.append(line)
+                if "!!!" in line or "bench:" in line:
+                    progress.message(line)
+        proc.wait()
+    finally:
+        timer.cancel()
+    reader.join()
+    status = "ok"
+    if proc.returncode == 3:
+        status = "mismatch"
+    elif timed_out:
+        status = "timeout after %d s" % timeout
+    elif proc.returncode != 0:
+        status = "failed (exit %d)" % proc.returncode
+    return records, status, errors[-20:]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default="build-bench")
+    ap.add_argument("--mode", choices=sorted(MODES), default="full")
+    ap.add_argument("--out", help="results JSON (default BUILD/results-MODE.json)")
+    ap.add_argument("--engines", help="only these engines (comma list)")
+    ap.add_argument("--workloads", help="only these rows, e.g. W1,W5,W6-b64")
+    ap.add_argument("--threads", help="worker counts (default 1 and all cores)")
+    ap.add_argument("--reps", type=int, help="timed runs per cell (>= 5 for reports)")
+    ap.add_argument("--docs", action="store_true",
+                    help="then regenerate docs/BENCHMARKS.md from the results")
+    opts = ap.parse_args()
+    mode = dict(MODES[opts.mode])
+    if opts.reps:
+        mode["reps"] = opts.reps
+    build = os.path.abspath(opts.build)
+    out = opts.out or os.path.join(build, "results-%s.json" % opts.mode)
+    cores = os.cpu_count() or 1
+    threads = ([int(t) for t in opts.threads.split(",")] if opts.threads
+               else sorted({1, cores}))
+    want = set(opts.engines.split(",")) if opts.engines else None
+
+    # Which binaries and engines exist.
+    notes, skipped, configs = [], [], []
+    calibrator = None
+    for name, what, howto in BINARIES:
+        path = os.path.join(build, name)
+        if not os.access(path, os.X_OK):
+            skipped.append({"engine": name.replace("vfbench-", ""),
+                            "reason": "%s not built: %s" % (what, howto)})
+            notes.append("skipped %s: not built (%s)" % (what, howto))
+            continue
+        calibrator = calibrator or path
+        listing = subprocess.run([path, "--list"], capture_output=True, text=True)
+        for line in listing.stdout.splitlines():
+            e = json.loads(line)
+            if want and e["engine"] not in want:
+                continue
+            if e["unavailable"]:
+                skipped.append({"engine": e["engine"], "reason": e["unavailable"]})
+                notes.append("skipped %s: %s" % (e["engine"], e["unavailable"]))
+                continue
+            for t in (threads if e["threaded"] else [1]):
+                configs.append((path, e["engine"], e["family"], t))
+    if not configs:
+        print("bench: nothing to run (build with: make bench)", file=sys.stderr)
+        return 1
+    configs.sort(key=lambda c: (tables.engine_rank(c[1]), c[3]))
+
+    # Calibrate the work loop: ~10 us must mean 10 us on this machine.
+    cal = subprocess.run([calibrator, "--calibrate"], capture_output=True, text=True)
+    ns_per_iter = json.loads(cal.stdout.strip().splitlines()[-1])["ns_per_iter"]
+    work_sizes = []
+    for us in mode["works"]:
+        iters = 0 if us == 0 else int(round(us * 1000.0 / ns_per_iter))
+        work_sizes.append({"label": "0" if us == 0 else "%dus" % us, "target_us": us,
+                           "iters": iters})
+
+    ref_dir = os.path.join(build, "refs")
+    os.makedirs(ref_dir, exist_ok=True)
+    args = ["--work", ",".join(str(w["iters"]) for w in work_sizes),
+            "--work-labels", ",".join(w["label"] for w in work_sizes),
+            "--ns-per-iter", "%.6f" % ns_per_iter,
+            "--budget-ms", str(mode["budget_ms"]), "--scale", str(mode["scale"]),
+            "--chol-n", str(mode["chol_n"]), "--reps", str(mode["reps"]),
+            "--warmup", str(mode["warmup"]), "--ref-dir", ref_dir]
+    if opts.workloads:
+        args += ["--workloads", opts.workloads]
+
+    doc = {
+        "schema": "varflow-bench/1",
+        "mode": opts.mode,
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "git": sh("git -C %s describe --always --dirty" % HERE),
+        "machine": machine_info(),
+        "settings": {k: mode[k] for k in ("scale", "budget_ms", "reps", "warmup", "chol_n")},
+        "calibration": {"ns_per_iter": ns_per_iter},
+        "work_sizes": work_sizes,
+        "threads": threads,
+        "engines": [], "results": [], "skips": [], "skipped": skipped, "notes": notes,
+    }
+    for n in notes:
+        print("bench: " + n, file=sys.stderr)
+    print("bench: %s mode, %d engine configurations, work loop %.3f ns/iteration "
+          "(10 us = %d iterations), load average %.2f"
+          % (opts.mode, len(configs), ns_per_iter,
+             int(round(10000 / ns_per_iter)), doc["machine"]["loadavg_start"]),
+          file=sys.stderr)
+
+    progress = Progress(len(configs))
+    worst = 0
+    mismatches = []
+    for i, (path, engine, family, t) in enumerate(configs):
+        recs, status, errors = run_engine(path, engine, t, args, progress, i,
+                                          len(configs), mode["timeout"])
+        einfo = {"engine": engine, "family": family, "threads": t, "status": status}
+        for r in recs:
+            if r["type"] == "result":
+                tables.enrich(r)
+                doc["results"].append(r)
+                if r["check"] != "ok":
+                    mismatches.append("%s T=%d %s work=%s: %s" % (
+                        engine, t, r["key"], r["work_label"], r["check"]))
+            elif r["type"] == "skip":
+                doc["skips"].append(r)
+            elif r["type"] == "engine":
+                einfo.update({k: r[k] for k in ("version", "startup_s", "shutdown_s")})
+            elif r["type"] == "unavailable":
+                skipped.append({"engine": engine, "reason": r["reason"]})
+        doc["engines"].append(einfo)
+        if status != "ok":
+            progress.message("bench: %s T=%d: %s" % (engine, t, status))
+            for e in errors:
+                progress.message("    " + e)
+            worst = max(worst, 3 if status == "mismatch" else 1)
+    progress.message("bench: done in %s" % fmt_secs(time.time() - progress.t0))
+    doc["machine"]["loadavg_end"] = os.getloadavg()[0]
+    doc["valid"] = not mismatches
+    doc["mismatches"] = mismatches
+
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+
+    if mismatches:
+        print("\n" + "!" * 72, file=sys.stderr)
+        print("!!! bench: FAILED: final state differs from the serial run:", file=sys.stderr)
+        for m in mismatches:
+            print("!!!   " + m, file=sys.stderr)
+        print("!!! no tables are reported for a run that computed a wrong result", file=sys.stderr)
+        print("!" * 72, file=sys.stderr)
+        return 3
+
+    res = tables.Results(doc)
+    m = doc["machine"]
+    print("varflow benchmarks (%s mode), %s, %s cores, %s; %s"
+          % (opts.mode, m["cpu"], m["cores"], doc["date"], doc["git"]))
+    print("each cell: %d timed runs after %d warm-up; push-all + wait-all; "
+          "load average %.2f -> %.2f"
+          % (mode["reps"], mode["warmup"], m["loadavg_start"], m["loadavg_end"]))
+    for n in notes:
+        print("note: " + n)
+    for title, header, rows in tables.all_tables(res):
+        print(tables.render_text(title, header, rows))
+    print("\nresults: %s" % out)
+
+    if opts.docs:
+        rc = subprocess.call([sys.executable, os.path.join(HERE, "report.py"), out])
+        worst = max(worst, 1 if rc else 0)
+    return worst
+
+
+if __name__ == "__main__":
+    sys.exit(main())

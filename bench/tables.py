@@ -1,0 +1,310 @@
+"""Statistics and tables of benchmark results, shared by bench/run.py (the
+console tables of `make bench`) and bench/report.py (docs/BENCHMARKS.md).
+
+A results document (the JSON that run.py writes) holds one record per
+(engine, threads, workload row, work size) with the raw run times; every
+figure shown anywhere is computed here from those times, so the console and
+the docs always agree.
+"""
+
+import statistics
+
+# Column order of the tables: the floor, varflow's engines, then the peers.
+ENGINE_ORDER = ["serial", "vf-naive", "vf-pooled", "vf-perdev",
+                "omp-gcc", "omp-clang", "spu-eager", "spu-lws"]
+PEER_FAMILIES = ("openmp", "starpu")
+
+ROW_ORDER = ["W1", "W2", "W3-K16", "W3-K64", "W4-G100", "W4-G300", "W5", "W7",
+             "W6-b64", "W6-b128"]
+
+
+def engine_rank(name):
+    return ENGINE_ORDER.index(name) if name in ENGINE_ORDER else len(ENGINE_ORDER)
+
+
+def row_rank(key):
+    return ROW_ORDER.index(key) if key in ROW_ORDER else len(ROW_ORDER)
+
+
+def enrich(rec):
+    """Add the derived figures to a driver result record (in place)."""
+    times = rec.get("times_s") or []
+    ops = rec.get("ops") or 1
+    if times:
+        us = [t * 1e6 / ops for t in times]
+        rec["us_per_op"] = {"median": statistics.median(us), "min": min(us),
+                            "max": max(us)}
+        rec["ops_per_s"] = ops / statistics.median(times)
+        if rec.get("flops"):
+            g = [rec["flops"] / t * 1e-9 for t in times]
+            rec["gflops"] = {"median": statistics.median(g), "min": min(g),
+                             "max": max(g)}
+    return rec
+
+
+class Results:
+    """Index of a results document's records."""
+
+    def __init__(self, doc):
+        self.doc = doc
+        self.recs = {}
+        for r in doc.get("results", []):
+            if "us_per_op" not in r:
+                enrich(r)
+            self.recs[(r["engine"], r["threads"], r["key"], r["work_label"])] = r
+        self.skips = {(s["engine"], s["threads"], s["key"], s["work_label"]): s["reason"]
+                      for s in doc.get("skips", [])}
+        self.families = {e["engine"]: e["family"] for e in doc.get("engines", [])}
+        for r in doc.get("results", []):
+            self.families.setdefault(r["engine"], r.get("family", ""))
+        self.engines = sorted(self.families, key=engine_rank)
+        self.threads = sorted({r["threads"] for r in doc.get("results", [])})
+        self.tmax = max(self.threads) if self.threads else 1
+        self.works = [w["label"] for w in doc.get("work_sizes", [])]
+        if not self.works:
+            self.works = sorted({r["work_label"] for r in doc.get("results", [])
+                                 if r["work_label"] != "tiles"})
+        self.rows = sorted({r["key"] for r in doc.get("results", [])}, key=row_rank)
+
+    def get(self, engine, threads, key, work):
+        return self.recs.get((engine, threads, key, work))
+
+    def columns(self, threads):
+        """(engine, threads) columns of a table at a worker count: engines
+        whose worker count means nothing (serial, naive) appear at T=1."""
+        cols = []
+        for e in self.engines:
+            if any(k[0] == e and k[1] == threads for k in self.recs):
+                cols.append((e, threads))
+            elif threads != 1 and e == "serial":
+                cols.append((e, 1))
+        return cols
+
+    def all_columns(self):
+        cols = []
+        for t in self.threads:
+            for c in self.columns(t):
+                if c not in cols and c[1] == t:
+                    cols.append(c)
+        return sorted(cols, key=lambda c: (engine_rank(c[0]), c[1]))
+
+    def row_label(self, key):
+        for r in self.doc.get("results", []):
+            if r["key"] == key:
+                return "%s %s" % (r["id"], r["name"])
+        return key
+
+    def row_size(self, key, work):
+        for (e, t, k, w), r in self.recs.items():
+            if k == key and w == work:
+                return r["size"]
+        return ""
+
+    def is_peer(self, engine):
+        return self.families.get(engine) in PEER_FAMILIES
+
+    def serial(self, key, work):
+        return self.get("serial", 1, key, work)
+
+    def speedup(self, engine, threads, key, work):
+        s, r = self.serial(key, work), self.get(engine, threads, key, work)
+        if not s or not r or "us_per_op" not in r or "us_per_op" not in s:
+            return None
+        return s["us_per_op"]["median"] / r["us_per_op"]["median"]
+
+    def best_peer(self, threads, key, work):
+        """(engine, median us/op) of the fastest peer at a worker count."""
+        best = None
+        for e in self.engines:
+            if not self.is_peer(e):
+                continue
+            r = self.get(e, threads, key, work)
+            if r and "us_per_op" in r:
+                m = r["us_per_op"]["median"]
+                if best is None or m < best[1]:
+                    best = (e, m)
+        return best
+
+    def note(self, engine, threads, key, work):
+        """Why a cell is empty."""
+        reason = self.skips.get((engine, threads, key, work))
+        if reason:
+            return "n/a"
+        return "-"
+
+
+def fmt_num(x):
+    if x is None:
+        return "-"
+    if x >= 1000:
+        return "%.0f" % x
+    if x >= 100:
+        return "%.0f" % x
+    if x >= 10:
+        return "%.1f" % x
+    if x >= 1:
+        return "%.2f" % x
+    return "%.3f" % x
+
+
+def fmt_range(stat, dash="-"):
+    return "%s [%s%s%s]" % (fmt_num(stat["median"]), fmt_num(stat["min"]), dash,
+                            fmt_num(stat["max"]))
+
+
+def work_title(doc, label):
+    for w in doc.get("work_sizes", []):
+        if w["label"] == label:
+            if w.get("iters", 0) == 0:
+                return "work = 0 (empty ops: the engine alone)"
+            return "work ~ %s per op (%d loop iterations, calibrated)" % (
+                label.replace("us", " us"), w["iters"])
+    return "work = %s" % label
+
+
+# ---- table builders: each returns (title, header, rows, notes) ------------------
+
+def table_us(res, work, threads, dash="-"):
+    cols = res.columns(threads)
+    header = ["workload", "size"] + [c[0] + ("" if c[1] == threads else " (T=%d)" % c[1])
+                                      for c in cols]
+    rows = []
+    for key in res.rows:
+        if key.startswith("W6"):
+            continue
+        line = [res.row_label(key), res.row_size(key, work)]
+        for e, t in cols:
+            r = res.get(e, t, key, work)
+            line.append(fmt_range(r["us_per_op"], dash) if r and "us_per_op" in r
+                        else res.note(e, t, key, work))
+        rows.append(line)
+    title = "%s - median us/op [min%smax], T = %d worker%s" % (
+        work_title(res.doc, work), dash, threads, "" if threads == 1 else "s")
+    return title, header, rows
+
+
+def table_speedup(res, work):
+    t = res.tmax
+    cols = [c for c in res.columns(t) if c[1] == t]
+    header = ["workload"] + [c[0] for c in cols]
+    rows = []
+    for key in res.rows:
+        if key.startswith("W6") and work != "tiles":
+            continue
+        if not key.startswith("W6") and work == "tiles":
+            continue
+        line = [res.row_label(key)]
+        for e, t in cols:
+            s = res.speedup(e, t, key, work)
+            line.append("%.2f" % s if s is not None else res.note(e, t, key, work))
+        rows.append(line)
+    title = ("speedup over the serial loop at T = %d workers (serial median / engine "
+             "median; ideal %d), %s" % (t, t, work_title(res.doc, work) if work != "tiles"
+                                        else "W6 tile kernels"))
+    return title, header, rows
+
+
+def table_vs_peer(res, work):
+    cols = [c for c in res.all_columns() if res.families.get(c[0]) == "varflow"]
+    header = ["workload"] + ["%s T=%d" % c for c in cols]
+    rows = []
+    for key in res.rows:
+        if key.startswith("W6") != (work == "tiles"):
+            continue
+        line = [res.row_label(key)]
+        for e, t in cols:
+            r = res.get(e, t, key, work)
+            best = res.best_peer(t, key, work)
+            if not r or "us_per_op" not in r or not best:
+                line.append(res.note(e, t, key, work) if not r else "no peer")
+                continue
+            line.append("%.2fx %s" % (r["us_per_op"]["median"] / best[1], best[0]))
+        rows.append(line)
+    title = ("varflow / best peer at the same T (median time ratio; < 1: varflow "
+             "faster), %s" % (work_title(res.doc, work) if work != "tiles"
+                              else "W6 tile kernels"))
+    return title, header, rows
+
+
+def table_gflops(res, threads, dash="-"):
+    cols = res.columns(threads)
+    header = ["workload", "size", "residual"] + [
+        c[0] + ("" if c[1] == threads else " (T=%d)" % c[1]) for c in cols]
+    rows = []
+    for key in res.rows:
+        if not key.startswith("W6"):
+            continue
+        resid = ""
+        for (e, t, k, w), r in res.recs.items():
+            if k == key and "residual" in r:
+                resid = "%.1e" % r["residual"]
+        line = [res.row_label(key), res.row_size(key, "tiles"), resid]
+        for e, t in cols:
+            r = res.get(e, t, key, "tiles")
+            line.append(fmt_range(r["gflops"], dash) if r and "gflops" in r
+                        else res.note(e, t, key, "tiles"))
+        rows.append(line)
+    title = "W6 tiled Cholesky - GFLOP/s, median [min%smax], T = %d worker%s" % (
+        dash, threads, "" if threads == 1 else "s")
+    return title, header, rows
+
+
+def table_startup(res):
+    header = ["engine", "T", "start-up ms", "shutdown ms", "what ran"]
+    rows = []
+    for e in sorted(res.doc.get("engines", []),
+                    key=lambda e: (engine_rank(e["engine"]), e["threads"])):
+        if "startup_s" not in e:
+            rows.append([e["engine"], str(e["threads"]), e.get("status", "-"), "", ""])
+            continue
+        rows.append([e["engine"], str(e["threads"]), "%.3f" % (e["startup_s"] * 1e3),
+                     "%.3f" % (e.get("shutdown_s", 0) * 1e3), e.get("version", "")])
+    return "engine start-up and shutdown (not in the timings above)", header, rows
+
+
+def all_tables(res, dash="-"):
+    """Every table in print order."""
+    out = []
+    for w in res.works:
+        for t in res.threads:
+            out.append(table_us(res, w, t, dash))
+        out.append(table_speedup(res, w))
+        out.append(table_vs_peer(res, w))
+    if any(k.startswith("W6") for k in res.rows):
+        for t in res.threads:
+            out.append(table_gflops(res, t, dash))
+        out.append(table_speedup(res, "tiles"))
+        out.append(table_vs_peer(res, "tiles"))
+    out.append(table_startup(res))
+    return out
+
+
+# ---- rendering ---------------------------------------------------------------
+
+def render_text(title, header, rows):
+    widths = [len(h) for h in header]
+    for r in rows:
+        for i, c in enumerate(r):
+            widths[i] = max(widths[i], len(c))
+    lines = ["", "== %s ==" % title]
+
+    def fmt(cells):
+        out = []
+        for i, c in enumerate(cells):
+            out.append(c.ljust(widths[i]) if i < 2 else c.rjust(widths[i]))
+        return "  ".join(out).rstrip()
+
+    lines.append(fmt(header))
+    lines.append("  ".join("-" * w for w in widths))
+    for r in rows:
+        lines.append(fmt(r))
+    return "\n".join(lines)
+
+
+def render_markdown(title, header, rows):
+    lines = ["**%s**" % title, ""]
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|" + "|".join(["---"] * 2 + ["---:"] * (len(header) - 2)) + "|")
+    for r in rows:
+        lines.append("| " + " | ".join(c.replace("|", "/") for c in r) + " |")
+    return "\n".join(lines)
