@@ -118,14 +118,19 @@ def chart_gflops(res, path):
 
 
 def behind(res):
-    """Generated remarks: where a varflow engine trails the best peer (> 10 %)
-    or, with work, trails the serial loop at T = 1 by more than 10 %."""
-    out = []
-    for w in res.works + (["tiles"] if any(k.startswith("W6") for k in res.rows) else []):
+    """Generated remarks: where a varflow engine trails the best peer by more
+    than 10 % at the same worker count. Returns markdown table lines."""
+    vf = [e for e in res.engines if res.families.get(e) == "varflow"]
+    lines = []
+    works = res.works + (["tiles"] if any(k.startswith("W6") for k in res.rows) else [])
+    for w in works:
         for t in res.threads:
-            items = []
-            for e, tt in res.columns(t):
-                if res.families.get(e) != "varflow" or tt != t:
+            cells = []
+            for e in vf:
+                items = []
+                tt = 1 if e == "vf-naive" else t
+                if tt != t:
+                    cells.append("")
                     continue
                 for key in res.rows:
                     if key.startswith("W6") != (w == "tiles"):
@@ -136,11 +141,16 @@ def behind(res):
                         continue
                     ratio = r["us_per_op"]["median"] / best[1]
                     if ratio > 1.10:
-                        items.append("%s on %s (%.2fx %s)" % (e, key, ratio, best[0]))
-            if items:
-                where = ("W6 tiles" if w == "tiles" else tables.work_title(res.doc, w))
-                out.append("- %s, T = %d: %s." % (where, t, "; ".join(items)))
-    return out
+                        items.append("%s %.2fx %s" % (key, ratio, best[0]))
+                cells.append(", ".join(items) if items else "none")
+            if any(c and c != "none" for c in cells):
+                where = "W6 tiles" if w == "tiles" else ("empty" if w == "0" else "~" + w)
+                lines.append("| %s | %d | %s |" % (where, t, " | ".join(cells)))
+    if not lines:
+        return []
+    head = ["| op size | T | " + " | ".join(vf) + " |",
+            "|---|---|" + "---|" * len(vf)]
+    return head + lines
 
 
 def callgrind_section(cg):
@@ -288,11 +298,14 @@ def main():
     if doc.get("notes"):
         L.append("")
     rem = behind(res)
-    L.append("## Where varflow is behind")
+    L.append("## At a glance, and where varflow is behind")
+    L.append("")
+    L.append(md_table(tables.table_glance(res)))
     L.append("")
     if rem:
-        L.append("Rows where a varflow engine's median is more than 10 % above the "
-                 "best peer's at the same worker count (computed from the tables below):")
+        L.append("Rows where a varflow engine's median time is more than 10 % above the "
+                 "best peer's (OpenMP or StarPU) at the same worker count, with the ratio "
+                 "and that peer (computed from the tables below):")
         L.append("")
         L.extend(rem)
     else:

@@ -262,6 +262,57 @@ def table_startup(res):
     return "engine start-up and shutdown (not in the timings above)", header, rows
 
 
+def _geomean(xs):
+    xs = [x for x in xs if x and x > 0]
+    if not xs:
+        return None
+    import math
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def table_glance(res):
+    """One line per engine: geometric means over the rows every engine ran
+    (W1-W5; W7 is left out since OpenMP cannot run it)."""
+    rows_common = [k for k in res.rows if not k.startswith("W6") and k != "W7"]
+    works = [w for w in res.works]
+    tmax = res.tmax
+    header = ["engine"]
+    spec = []
+    if works:
+        w0 = works[0]
+        for t in res.threads:
+            header.append("us/op %s T=%d" % ("empty" if w0 == "0" else w0, t))
+            spec.append(("us", w0, t))
+    for w in works[1:]:
+        header.append("speedup %s T=%d" % (w, tmax))
+        spec.append(("speedup", w, tmax))
+    w6 = [k for k in res.rows if k.startswith("W6")]
+    if w6:
+        header.append("GFLOP/s %s T=%d" % (w6[-1].replace("W6-", "W6 "), tmax))
+        spec.append(("gflops", w6[-1], tmax))
+    rows = []
+    for e in res.engines:
+        line = [e]
+        for kind, w, t in spec:
+            tt = 1 if e in ("serial", "vf-naive") else t
+            if kind == "us":
+                if tt != t:
+                    line.append("(T=1)" if t != 1 else "-")
+                    continue
+                vals = [res.get(e, tt, k, w) for k in rows_common]
+                g = _geomean([r["us_per_op"]["median"] for r in vals if r and "us_per_op" in r])
+                line.append(fmt_num(g) if g else "-")
+            elif kind == "speedup":
+                g = _geomean([res.speedup(e, tt, k, w) for k in rows_common])
+                line.append("%.2f" % g if g else "-")
+            else:
+                r = res.get(e, tt, w, "tiles")
+                line.append(fmt_num(r["gflops"]["median"]) if r and "gflops" in r else "-")
+        rows.append(line)
+    return ("at a glance: geometric means over W1-W5 (the rows every engine runs)",
+            header, rows)
+
+
 def all_tables(res, dash="-"):
     """Every table in print order."""
     out = []
@@ -276,6 +327,7 @@ def all_tables(res, dash="-"):
         out.append(table_speedup(res, "tiles"))
         out.append(table_vs_peer(res, "tiles"))
     out.append(table_startup(res))
+    out.append(table_glance(res))
     return out
 
 
@@ -291,7 +343,8 @@ def render_text(title, header, rows):
     def fmt(cells):
         out = []
         for i, c in enumerate(cells):
-            out.append(c.ljust(widths[i]) if i < 2 else c.rjust(widths[i]))
+            left = i == 0 or (i == 1 and header[1] == "size")
+            out.append(c.ljust(widths[i]) if left else c.rjust(widths[i]))
         return "  ".join(out).rstrip()
 
     lines.append(fmt(header))
