@@ -262,6 +262,17 @@ static uint64_t fingerprint(const double *vals, int nvars) {
     return h;
 }
 
+/* Says which var first differs from the serial result, with the seed. */
+static void print_first_difference(const char *engine, const double *vals, const double *ref,
+                                   int nvars, uint64_t seed) {
+    for (int v = 0; v < nvars; v++)
+        if (memcmp(&vals[v], &ref[v], sizeof *vals) != 0) {
+            fprintf(stderr, "random_dag: %s: var %d = %.17g, serial %.17g (seed %llu)\n", engine,
+                    v, vals[v], ref[v], (unsigned long long)seed);
+            return;
+        }
+}
+
 static int parse_args(int argc, char **argv, dag *d, double *work_us, uint64_t *seed,
                       int *reps) {
     int c, bad = 0;
@@ -310,48 +321,51 @@ int main(int argc, char **argv) {
     printf("work per op: %.0f us = %ld logistic-map steps (calibrated)\n", work_us, d.iters);
     printf("critical path: %d ops, so at most %.1fx parallel; %ld cores online\n", path,
            path > 0 ? (double)d.nops / path : 0.0, cores);
-    printf("times: best of %d, first push to end of vf_wait_all\n\n", reps);
+    printf("times: best of %d runs each, first push to end of vf_wait_all\n\n", reps);
 
-    double serial = 0;
-    for (int rep = 0; rep < reps; rep++) {
-        double t = run_serial(&d, ref);
-        serial = (rep == 0 || t < serial) ? t : serial;
-    }
-    uint64_t ref_print = fingerprint(ref, d.nvars);
-    printf("  %-10s %7s %10s %8s  %s\n", "engine", "workers", "wall ms", "speedup",
-           "final values");
-    printf("  %-10s %7d %10.1f %7.2fx  fingerprint %016llx\n", "serial", 1, serial / 1e3, 1.0,
-           (unsigned long long)ref_print);
-
+    /* Row 0 is the serial loop, then one row per engine kind. The repeats
+     * go round all rows in turn, so a burst of load elsewhere on the machine
+     * hurts every row alike instead of one. */
     static const vf_engine_type kinds[] = {VF_ENGINE_NAIVE, VF_ENGINE_POOLED,
                                            VF_ENGINE_PERDEVICE};
-    int failed = 0;
-    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
-        double best = 0;
-        int workers = 0, same = 1, rc = 0;
-        for (int rep = 0; rep < reps && rc == 0; rep++) {
+    enum { NROWS = 1 + sizeof kinds / sizeof kinds[0] };
+    double best[NROWS] = {0};
+    int workers[NROWS] = {1}, rcs[NROWS] = {0}, same[NROWS] = {1, 1, 1, 1};
+    for (int rep = 0; rep < reps; rep++) {
+        for (int row = 0; row < NROWS; row++) {
             double t = 0;
-            rc = run_engine(&d, kinds[k], vals, jobs, &t, &workers);
-            best = (rep == 0 || t < best) ? t : best;
-            same = same && memcmp(vals, ref, (size_t)d.nvars * sizeof *vals) == 0;
+            if (row == 0) {
+                t = run_serial(&d, ref);
+            } else if (rcs[row] == 0) {
+                rcs[row] = run_engine(&d, kinds[row - 1], vals, jobs, &t, &workers[row]);
+                same[row] = same[row] && memcmp(vals, ref, (size_t)d.nvars * sizeof *vals) == 0;
+            }
+            best[row] = (rep == 0 || t < best[row]) ? t : best[row];
+            if (row > 0 && !same[row] && rcs[row] == 0) {
+                print_first_difference(vf_engine_type_name(kinds[row - 1]), vals, ref, d.nvars,
+                                       seed);
+                rcs[row] = VF_EOPFAILED; /* do not run it again */
+            }
         }
-        if (rc != 0) {
-            printf("  %-10s  FAILED: %s\n", vf_engine_type_name(kinds[k]), vf_err_name(rc));
+    }
+
+    printf("  %-10s %7s %10s %8s  %s\n", "engine", "workers", "wall ms", "speedup",
+           "final values");
+    printf("  %-10s %7d %10.1f %7.2fx  fingerprint %016llx\n", "serial", 1, best[0] / 1e3, 1.0,
+           (unsigned long long)fingerprint(ref, d.nvars));
+    int failed = 0;
+    for (int row = 1; row < NROWS; row++) {
+        const char *name = vf_engine_type_name(kinds[row - 1]);
+        if (!same[row]) {
+            printf("  %-10s %7d %10s %8s  DIFFERENT from serial\n", name, workers[row], "-", "-");
             failed = 1;
-            continue;
-        }
-        printf("  %-10s %7d %10.1f %7.2fx  %s\n", vf_engine_type_name(kinds[k]), workers,
-               best / 1e3, serial / best,
-               same ? "identical to serial" : "DIFFERENT from serial");
-        if (!same) {
-            for (int v = 0; v < d.nvars; v++)
-                if (memcmp(&vals[v], &ref[v], sizeof *vals) != 0) {
-                    fprintf(stderr, "random_dag: %s: var %d = %.17g, serial %.17g (seed %llu)\n",
-                            vf_engine_type_name(kinds[k]), v, vals[v], ref[v],
-                            (unsigned long long)seed);
-                    break;
-                }
+        } else if (rcs[row] != 0) {
+            printf("  %-10s %7d %10s %8s  FAILED: %s\n", name, workers[row], "-", "-",
+                   vf_err_name(rcs[row]));
             failed = 1;
+        } else {
+            printf("  %-10s %7d %10.1f %7.2fx  identical to serial\n", name, workers[row],
+                   best[row] / 1e3, best[0] / best[row]);
         }
     }
     printf("\n(naive runs each op inside vf_push: no workers, serial speed by design;\n"
