@@ -276,7 +276,7 @@ static void print_first_difference(const char *engine, const double *vals, const
 static int parse_args(int argc, char **argv, dag *d, double *work_us, uint64_t *seed,
                       int *reps) {
     int c, bad = 0;
-    while ((c = getopt(argc, argv, "n:v:u:s:r:")) != -1) {
+    while ((c = getopt(argc, argv, "hn:v:u:s:r:")) != -1) {
         long x = optarg ? strtol(optarg, NULL, 10) : 0;
         switch (c) {
         case 'n': d->nops = (int)x; break;
@@ -284,13 +284,16 @@ static int parse_args(int argc, char **argv, dag *d, double *work_us, uint64_t *
         case 'u': *work_us = (double)x; break;
         case 's': *seed = (uint64_t)x; break;
         case 'r': *reps = (int)x; break;
-        default: bad = 1; break; /* -h or an unknown option: print the usage */
+        case 'h': bad = 2; break;
+        default: bad = 1; break; /* getopt has said what was wrong */
         }
     }
-    if (bad || d->nops < 1 || d->nvars < MAX_READS + MAX_WRITES || *work_us < 1 || *reps < 1) {
-        fprintf(stderr, "usage: random_dag [-n ops>=1] [-v vars>=%d] [-u work_us>=1] "
-                        "[-s seed] [-r repeats>=1]\n", MAX_READS + MAX_WRITES);
-        return -1;
+    if (bad || optind < argc || d->nops < 1 || d->nvars < MAX_READS + MAX_WRITES || *work_us < 1 || *reps < 1) {
+        fprintf(bad == 2 ? stdout : stderr,
+                "usage: random_dag [-n ops>=1] [-v vars>=%d] [-u work_us>=1] [-s seed] "
+                "[-r repeats>=1]\n  defaults: -n 3000 -v 128 -u 100 -s 42 -r 3\n",
+                MAX_READS + MAX_WRITES);
+        return bad == 2 ? 1 : -1;
     }
     return 0;
 }
@@ -300,8 +303,9 @@ int main(int argc, char **argv) {
     double work_us = 100;
     uint64_t seed = 42;
     int reps = 3;
-    if (parse_args(argc, argv, &d, &work_us, &seed, &reps) != 0)
-        return 2;
+    int args = parse_args(argc, argv, &d, &work_us, &seed, &reps);
+    if (args != 0)
+        return args > 0 ? 0 : 2; /* -h: done; bad arguments: exit status 2 */
 
     d.ops = malloc((size_t)d.nops * sizeof *d.ops);
     job *jobs = malloc((size_t)d.nops * sizeof *jobs);

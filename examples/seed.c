@@ -82,7 +82,8 @@ static void print_schedule(step *steps, int n, double span_ms) {
     for (int i = 0; i < n; i++) {
         const step *s = &steps[order[i]];
         char bar[BAR + 1];
-        int from = (int)(s->start_ms / span_ms * BAR), to = (int)(s->end_ms / span_ms * BAR);
+        int from = (int)(s->start_ms / span_ms * BAR + 0.5);
+        int to = (int)(s->end_ms / span_ms * BAR + 0.5);
         if (to <= from)
             to = from + 1; /* every op gets at least one mark */
         for (int c = 0; c < BAR; c++)
