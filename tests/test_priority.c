@@ -7,7 +7,8 @@
  * they must run highest priority first, in push order among equal
  * priorities. A var delete (VF_PROP_DELETE_VAR) pushed last runs before all
  * of them (it jumps to the front of the ready queue), even before higher
- * priorities.
+ * priorities. An op made ready by the blocker finishing (it waited for the
+ * blocker's var) takes its place by priority among the queued ones too.
  *
  * On the perdevice engine, VF_PROP_CPU_PRIORITIZED ops run on the priority
  * pool: their vf_run_worker indices are disjoint from the normal ops', and
@@ -154,6 +155,47 @@ static void delete_jumps(const tu_kind *k)
     prio_destroy(&p);
 }
 
+/* Ops made ready by a finishing op go by priority, not first. */
+static int blocker_w(vf_run *run, void *arg)
+{
+    return blocker(run, arg);
+}
+
+static void ready_by_finish(const tu_kind *k)
+{
+    vf_engine *e = tu_engine(k);
+    prio p;
+    prio_init(&p);
+    vf_var v = tu_var(e);
+    CHECK_OK(vf_push(e, &(vf_op){.fn = blocker_w, .arg = &p,
+                                 .writes = VF_VARS(v), .name = "block"}));
+    CHECK(tu_gate_wait(&p.started, TU_TIMEOUT));
+    item items[4] = {{&p, 0}, {&p, 1}, {&p, 2}, {&p, 3}};
+    /* 0: waits for the blocker's var, priority 1; 1..3 ready now. */
+    CHECK_OK(vf_push(e, &(vf_op){.fn = logged, .arg = &items[0],
+                                 .reads = VF_VARS(v), .priority = 1}));
+    CHECK_OK(vf_push(e, &(vf_op){.fn = logged, .arg = &items[1],
+                                 .priority = 5}));
+    CHECK_OK(vf_push(e, &(vf_op){.fn = logged, .arg = &items[2],
+                                 .priority = -5}));
+    CHECK_OK(vf_push(e, &(vf_op){.fn = logged, .arg = &items[3],
+                                 .priority = 2}));
+    tu_gate_open(&p.release);
+    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_EQ(atomic_load(&p.n), 4);
+    static const int want[4] = {1, 3, 0, 2};
+    int bad = 0;
+    for (int i = 0; i < 4; i++)
+        bad += p.order[i] != want[i];
+    if (bad) {
+        CHECK_REPORT_("ops made ready by a finish did not go by priority "
+                      "(expected 1 3 0 2)");
+        print_order(&p, 4);
+    }
+    tu_finish_engine(e);
+    prio_destroy(&p);
+}
+
 /* ------------------------------------------------------------ CPU pool */
 
 typedef struct pool {
@@ -253,12 +295,17 @@ int main(void)
             priority_order(k);
             tu_phase("delete_jumps");
             delete_jumps(k);
+            tu_phase("ready_by_finish");
+            ready_by_finish(k);
         }
         tu_phase("cpu_prioritized");
         cpu_prioritized(k);
     }
     /* A perdevice engine with more priority workers than normal ones. */
-    tu_kind big = {"perdevice/1+3", {VF_ENGINE_PERDEVICE, 1, 3}, true, 1};
+    tu_kind big = {"perdevice/1+3",
+                   {.type = VF_ENGINE_PERDEVICE, .cpu_workers = 1,
+                    .cpu_priority_workers = 3},
+                   true, 1};
     check_context_ = big.name;
     tu_phase("cpu_prioritized 1+3");
     cpu_prioritized(&big);

@@ -15,6 +15,14 @@
  *   the same with B pushed by the main thread after A started; and two ops
  *   each waiting on what the other writes (at least one is told
  *   VF_EDEADLK, both finish);
+ * - no false alarm with async ops: an op waiting on a var written by an
+ *   async op that a foreign thread completes later gets 0, not VF_EDEADLK;
+ * - the trapped waiter (1 worker): op A (writes a) waits on v; while it
+ *   waits, the worker runs B (higher priority, pushed by the main thread
+ *   while A ran), and B waits on a. A's wait can finish, but A cannot
+ *   return before B does, and B waits for A: B's wait can never finish and
+ *   must be refused with VF_EDEADLK (or the engine must not have stacked B
+ *   on A's worker, and then B's wait returns 0 after A); it must not hang.
  * - after all that the engine is fine: everything pushed ran once.
  * A hang is caught by the watchdog, which names the scenario.
  */
@@ -299,6 +307,125 @@ static void mutual_wait(const tu_kind *k)
     tu_gate_destroy(&c.go);
 }
 
+/* ---- async in flight: no false alarm */
+
+typedef struct async_ctx {
+    vf_var a, x;
+    int xval;
+    int rc;
+    vf_completion done;
+    pthread_t helper;
+    atomic_int started;
+} async_ctx;
+
+static void *complete_later(void *arg)
+{
+    async_ctx *c = arg;
+    tu_spin_us(3000);
+    c->xval = 42;
+    CHECK_OK(vf_complete(c->done, 0, NULL));
+    return NULL;
+}
+
+static void async_x(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    async_ctx *c = arg;
+    c->done = done;
+    c->helper = tu_thread_start(complete_later, c);
+    atomic_store(&c->started, 1);
+}
+
+static int waits_for_async(vf_run *run, void *arg)
+{
+    async_ctx *c = arg;
+    vf_engine *e = vf_run_engine(run);
+    CHECK_OK(vf_push(e, &(vf_op){.async_fn = async_x, .arg = c,
+                                 .writes = tu_list(&c->x, 1),
+                                 .name = "async"}));
+    c->rc = vf_wait_var(e, c->x, NULL);
+    CHECK_EQ(c->xval, 42);
+    return 0;
+}
+
+static void async_wait(const tu_kind *k)
+{
+    vf_engine *e = tu_engine(k);
+    async_ctx c;
+    memset(&c, 0, sizeof c);
+    c.a = tu_var(e);
+    c.x = tu_var(e);
+    c.rc = 99;
+    CHECK_OK(vf_push(e, &(vf_op){.fn = waits_for_async, .arg = &c,
+                                 .writes = tu_list(&c.a, 1)}));
+    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_ERR(c.rc, 0);
+    if (atomic_load(&c.started))
+        tu_thread_join(c.helper);
+    tu_finish_engine(e);
+}
+
+/* ---- the trapped waiter */
+
+typedef struct trap {
+    vf_var a, v;
+    tu_gate a_started, b_pushed;
+    atomic_int rc_a, rc_b, ran_v;
+} trap;
+
+static int trap_v(vf_run *run, void *arg)
+{
+    (void)run;
+    atomic_fetch_add(&((trap *)arg)->ran_v, 1);
+    return 0;
+}
+
+static int trap_a(vf_run *run, void *arg)
+{
+    trap *t = arg;
+    vf_engine *e = vf_run_engine(run);
+    tu_gate_open(&t->a_started);
+    CHECK(tu_gate_wait(&t->b_pushed, TU_TIMEOUT));
+    CHECK_OK(vf_push(e, &(vf_op){.fn = trap_v, .arg = t,
+                                 .writes = tu_list(&t->v, 1), .name = "V"}));
+    atomic_store(&t->rc_a, vf_wait_var(e, t->v, NULL));
+    return 0;
+}
+
+static int trap_b(vf_run *run, void *arg)
+{
+    trap *t = arg;
+    atomic_store(&t->rc_b, vf_wait_var(vf_run_engine(run), t->a, NULL));
+    return 0;
+}
+
+static void trapped(const tu_kind *k)
+{
+    vf_engine *e = tu_engine(k);
+    trap t;
+    memset(&t, 0, sizeof t);
+    tu_gate_init(&t.a_started);
+    tu_gate_init(&t.b_pushed);
+    atomic_store(&t.rc_a, 99);
+    atomic_store(&t.rc_b, 99);
+    t.a = tu_var(e);
+    t.v = tu_var(e);
+    CHECK_OK(vf_push(e, &(vf_op){.fn = trap_a, .arg = &t,
+                                 .writes = tu_list(&t.a, 1), .name = "A"}));
+    CHECK(tu_gate_wait(&t.a_started, TU_TIMEOUT));
+    CHECK_OK(vf_push(e, &(vf_op){.fn = trap_b, .arg = &t, .priority = 10,
+                                 .name = "B"}));
+    tu_gate_open(&t.b_pushed);
+    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_ERR(atomic_load(&t.rc_a), 0);
+    int b = atomic_load(&t.rc_b);
+    CHECK(b == 0 || b == VF_EDEADLK);
+    CHECK_EQ(atomic_load(&t.ran_v), 1);
+    tu_finish_engine(e);
+    tu_gate_destroy(&t.a_started);
+    tu_gate_destroy(&t.b_pushed);
+}
+
 int main(void)
 {
     tu_init("test_wait_nested", 120);
@@ -317,6 +444,19 @@ int main(void)
         cycle_outer(k);
         tu_phase("mutual_wait");
         mutual_wait(k);
+        tu_phase("async_wait");
+        async_wait(k);
+    }
+    /* Last: when the engine gets it wrong it hangs, and the watchdog ends
+     * the program. */
+    for (int i = 0; i < TU_NKINDS; i++) {
+        const tu_kind *k = &tu_kinds[i];
+        if (!k->threaded || k->workers != 1)
+            continue;
+        check_context_ = k->name;
+        tu_phase_limit("trapped waiter (B waits on A, stacked on A's worker)",
+                       30);
+        trapped(k);
     }
     check_context_ = NULL;
     return check_finish("test_wait_nested");

@@ -307,40 +307,60 @@ static inline bool tu_wait_flag(atomic_int *flag, int want, double timeout_s)
 /* ---------------------------------------------------------------- watchdog */
 
 static _Atomic(const char *) tu_phase_ = "start";
+static _Atomic double tu_phase_deadline_; /* 0: none */
 static const char *tu_test_name_ = "test";
+static double tu_watchdog_scale_ = 1.0;
 
 /* Name what the test is doing, for the watchdog's message. */
 static inline void tu_phase(const char *phase)
 {
+    atomic_store(&tu_phase_deadline_, 0.0);
     atomic_store(&tu_phase_, phase);
+}
+
+/* The same, for a phase that must end within `secs` seconds (scaled up
+ * under sanitizers): one that can hang when the engine is wrong, so that the
+ * hang is reported at once rather than after the whole test's limit. */
+static inline void tu_phase_limit(const char *phase, double secs)
+{
+    atomic_store(&tu_phase_, phase);
+    atomic_store(&tu_phase_deadline_, tu_now() + secs * tu_watchdog_scale_);
 }
 
 static void *tu_watchdog_(void *arg)
 {
     double secs = *(double *)arg;
     free(arg);
+    double end = tu_now() + secs;
     tu_gate never;
     tu_gate_init(&never);
-    (void)tu_gate_wait(&never, secs);
+    for (;;) {
+        (void)tu_gate_wait(&never, 0.1);
+        double now = tu_now();
+        double pd = atomic_load(&tu_phase_deadline_);
+        if (now > end || (pd > 0 && now > pd))
+            break;
+    }
     fprintf(stderr,
-            "%s: watchdog: still running after %.0f s, hung in phase '%s' "
-            "(seed %" PRIu64 ")\n",
-            tu_test_name_, secs, atomic_load(&tu_phase_), check_seed_);
+            "%s: watchdog: hung in phase '%s' (seed %" PRIu64 "); "
+            "aborting\n",
+            tu_test_name_, atomic_load(&tu_phase_), check_seed_);
     fflush(stderr);
     abort();
     return NULL;
 }
 
 /* Start-of-main setup: seed, spin calibration, watchdog of `watchdog_s`
- * seconds (scaled up under sanitizers). */
+ * seconds for the whole test (scaled up under sanitizers). */
 static inline void tu_init(const char *test_name, double watchdog_s)
 {
     tu_test_name_ = test_name;
     (void)check_seed();
     tu_calibrate();
 #if defined(TU_TSAN) || defined(TU_ASAN)
-    watchdog_s *= 2;
+    tu_watchdog_scale_ = 2;
 #endif
+    watchdog_s *= tu_watchdog_scale_;
     if (watchdog_s > 280)
         watchdog_s = 280; /* fire before CTest's 300 s timeout */
     double *arg = malloc(sizeof *arg);
@@ -379,11 +399,15 @@ typedef struct tu_kind {
 
 /* Every engine kind, with 1 and 2 workers. */
 static const tu_kind tu_kinds[] = {
-    {"naive", {VF_ENGINE_NAIVE, 0, 0}, false, 0},
-    {"pooled/1", {VF_ENGINE_POOLED, 1, 0}, true, 1},
-    {"pooled/2", {VF_ENGINE_POOLED, 2, 0}, true, 2},
-    {"perdevice/1", {VF_ENGINE_PERDEVICE, 1, 1}, true, 1},
-    {"perdevice/2", {VF_ENGINE_PERDEVICE, 2, 2}, true, 2},
+    {"naive", {.type = VF_ENGINE_NAIVE}, false, 0},
+    {"pooled/1", {.type = VF_ENGINE_POOLED, .cpu_workers = 1}, true, 1},
+    {"pooled/2", {.type = VF_ENGINE_POOLED, .cpu_workers = 2}, true, 2},
+    {"perdevice/1",
+     {.type = VF_ENGINE_PERDEVICE, .cpu_workers = 1, .cpu_priority_workers = 1},
+     true, 1},
+    {"perdevice/2",
+     {.type = VF_ENGINE_PERDEVICE, .cpu_workers = 2, .cpu_priority_workers = 2},
+     true, 2},
 };
 #define TU_NKINDS ((int)(sizeof tu_kinds / sizeof tu_kinds[0]))
 
