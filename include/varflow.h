@@ -120,6 +120,9 @@ typedef struct vf_config {
     int cpu_workers;          /* VF_CPU_WORKER_NTHREADS, else online cores */
     int cpu_priority_workers; /* VF_CPU_PRIORITY_NTHREADS, else min(4, cores)
                                  (per-device engine only) */
+    int max_inflight;         /* VF_MAX_INFLIGHT, else unlimited: most ops
+                                 pushed and not finished; a push beyond it
+                                 waits for room (see vf_push) */
 } vf_config;
 
 /*
@@ -267,6 +270,7 @@ typedef struct vf_op {
     vf_property property; /* zero: normal */
     int priority;         /* higher runs first among ready ops of a pool */
     bool no_skip;         /* run even when an input has failed */
+    bool nonblocking;     /* at the in-flight limit: VF_EAGAIN, not wait */
     const char *name;
 } vf_op;
 
@@ -274,9 +278,13 @@ typedef struct vf_op {
  * Push an op: it runs once every op pushed before it that conflicts with it
  * has finished. Returns at once (the naive engine runs ready ops inside the
  * call). May be called from any thread, and from inside running ops.
+ * When the engine has max_inflight ops pushed and not finished, the push
+ * first waits for room; with op->nonblocking it fails with VF_EAGAIN
+ * instead; from inside an op it runs ready ops meanwhile and, when none is
+ * left to run there, goes over the limit rather than deadlock.
  * Errors: VF_EINVAL (no or two functions, bad list), VF_ESTALE / VF_EXDEV (a
- * variable), VF_ENODEV (device), VF_ESHUTDOWN, VF_ENOMEM. On error nothing
- * was pushed and `done` is not called.
+ * variable), VF_ENODEV (device), VF_ESHUTDOWN, VF_ENOMEM, VF_EAGAIN. On
+ * error nothing was pushed and `done` is not called.
  */
 VF_API int vf_push(vf_engine *e, const vf_op *op);
 
@@ -354,6 +362,21 @@ VF_API int vf_wait_var(vf_engine *e, vf_var v, vf_error *err);
  * VF_EDEADLK from inside an op (it would wait for itself).
  */
 VF_API int vf_wait_all(vf_engine *e, vf_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* Testing aids                                                              */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Fault injection: the n-th allocation varflow makes from now on (counting
+ * from 1, process-wide) fails as if memory were exhausted; n = 0 turns it
+ * off. The call that needed the memory returns VF_ENOMEM (an op failure
+ * record falls back to a static one). Resets the count.
+ */
+VF_API void vf_debug_fail_alloc(uint64_t n);
+
+/* Allocations varflow made since the last vf_debug_fail_alloc. */
+VF_API uint64_t vf_debug_alloc_count(void);
 
 #ifdef __cplusplus
 }

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <strings.h>
 #include <unistd.h>
@@ -14,15 +15,15 @@ static int online_cores(void)
     return n < 1 ? 1 : n > VF__MAX_WORKERS ? VF__MAX_WORKERS : (int)n;
 }
 
-/* A worker count: the struct's when non-zero, else the variable's, else
+/* A count in 1..max: the struct's when non-zero, else the variable's, else
  * `fallback`. */
-static int worker_count(int field, const char *field_name, const char *var,
-                        int fallback, int *out)
+static int count_setting(int field, const char *field_name, const char *var,
+                         int max, int fallback, int *out)
 {
-    if (field < 0 || field > VF__MAX_WORKERS)
+    if (field < 0 || field > max)
         return vf__fail(VF_EINVAL, "vf_engine_create: config.%s = %d (must be "
                                    "1..%d, or 0 for the default)",
-                        field_name, field, VF__MAX_WORKERS);
+                        field_name, field, max);
     if (field > 0) {
         *out = field;
         return 0;
@@ -35,10 +36,10 @@ static int worker_count(int field, const char *field_name, const char *var,
     char *end;
     errno = 0;
     long n = strtol(s, &end, 10);
-    if (errno != 0 || *end != '\0' || n < 1 || n > VF__MAX_WORKERS)
+    if (errno != 0 || *end != '\0' || n < 1 || n > max)
         return vf__fail(VF_EINVAL, "vf_engine_create: %s=\"%s\" (must be an "
                                    "integer 1..%d)",
-                        var, s, VF__MAX_WORKERS);
+                        var, s, max);
     *out = (int)n;
     return 0;
 }
@@ -75,11 +76,18 @@ int vf__settings_resolve(const vf_config *config, vf__settings *out)
     int cores = online_cores();
     int rc = engine_type(config->type, &out->type);
     if (rc == 0)
-        rc = worker_count(config->cpu_workers, "cpu_workers",
-                          "VF_CPU_WORKER_NTHREADS", cores, &out->cpu_workers);
+        rc = count_setting(config->cpu_workers, "cpu_workers",
+                           "VF_CPU_WORKER_NTHREADS", VF__MAX_WORKERS, cores,
+                           &out->cpu_workers);
     if (rc == 0)
-        rc = worker_count(config->cpu_priority_workers, "cpu_priority_workers",
-                          "VF_CPU_PRIORITY_NTHREADS", cores < 4 ? cores : 4,
-                          &out->cpu_priority_workers);
+        rc = count_setting(config->cpu_priority_workers,
+                           "cpu_priority_workers", "VF_CPU_PRIORITY_NTHREADS",
+                           VF__MAX_WORKERS, cores < 4 ? cores : 4,
+                           &out->cpu_priority_workers);
+    int inflight = 0;
+    if (rc == 0)
+        rc = count_setting(config->max_inflight, "max_inflight",
+                           "VF_MAX_INFLIGHT", INT_MAX, 0, &inflight);
+    out->max_inflight = (uint32_t)inflight;
     return rc;
 }

@@ -16,6 +16,7 @@ typedef struct vf__settings {
     vf_engine_type type;
     int cpu_workers;
     int cpu_priority_workers;
+    uint32_t max_inflight; /* 0: unlimited */
 } vf__settings;
 
 int vf__settings_resolve(const vf_config *config, vf__settings *out);

@@ -4,7 +4,9 @@
 #include <sched.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "config.h"
+#include "exec.h"
 #include "freelist.h"
 
 /* Engines alive in the process: the free-list depot is trimmed when the
@@ -82,11 +84,14 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
         return rc;
     pthread_once(&freelists_once, init_freelists);
 
-    vf_engine *e = calloc(1, sizeof *e);
+    vf_engine *e = vf__calloc(1, sizeof *e);
     if (e == NULL)
         return vf__fail(VF_ENOMEM, "vf_engine_create: out of memory");
     atomic_fetch_add(&live_engines, 1);
     e->kind = s.type;
+    e->max_inflight = s.max_inflight;
+    e->unblock_at = s.max_inflight ? s.max_inflight - 1 : UINT32_MAX;
+    atomic_init(&e->nblocked, 0);
     atomic_init(&e->state, VF__RUNNING);
     atomic_init(&e->counts, 0);
     atomic_init(&e->nwaiters, 0);
@@ -187,6 +192,41 @@ VF_API int vf_engine_stats(vf_engine *e, vf_stats *out)
     return 0;
 }
 
+int vf__engine_admit(vf_engine *e, bool nonblocking, const char *who)
+{
+    if (e->max_inflight == 0 ||
+        (atomic_load(&e->counts) >> 32) < e->max_inflight)
+        return 0;
+    if (nonblocking)
+        return vf__fail(VF_EAGAIN, "%s: %u ops in flight (max_inflight)", who,
+                        e->max_inflight);
+    vf__op *cur = vf__current_op();
+    if (cur != NULL && cur->engine == e) {
+        /* Inside an op, blocking could wait for this very op: help run
+         * ready ops instead, and go over the bound when none is left. */
+        vf__worker *me = vf__this_worker();
+        if (me != NULL && me->pool->engine != e)
+            me = NULL;
+        while ((atomic_load(&e->counts) >> 32) >= e->max_inflight) {
+            if (vf__run_deferred())
+                continue;
+            vf__op *op = me ? vf__worker_take(me) : NULL;
+            if (op == NULL)
+                break;
+            while ((op = vf__worker_execute(me, op)) != NULL) {
+            }
+        }
+        return 0;
+    }
+    atomic_fetch_add(&e->nblocked, 1);
+    pthread_mutex_lock(&e->wait_lock);
+    while ((atomic_load(&e->counts) >> 32) >= e->max_inflight)
+        pthread_cond_wait(&e->wait_cond, &e->wait_lock);
+    pthread_mutex_unlock(&e->wait_lock);
+    atomic_fetch_sub(&e->nblocked, 1);
+    return 0;
+}
+
 vf__failure *vf__engine_record_failure(vf_engine *e, int code,
                                        const char *op_name,
                                        const char *message)
@@ -208,7 +248,9 @@ vf__failure *vf__engine_record_failure(vf_engine *e, int code,
 
 void vf__engine_counts_changed(vf_engine *e, uint64_t now)
 {
-    bool idle = (now >> 32) == 0 && atomic_load(&e->nwaiters) > 0;
+    bool idle = ((now >> 32) == 0 && atomic_load(&e->nwaiters) > 0) ||
+                ((now >> 32) == e->unblock_at &&
+                 atomic_load(&e->nblocked) > 0);
     bool stuck = (uint32_t)now == 0 && atomic_load(&e->nnested_waiters) > 0;
     if (idle || stuck) {
         pthread_mutex_lock(&e->wait_lock);

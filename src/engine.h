@@ -61,6 +61,14 @@ struct vf_engine {
     vf__failure *fail_head, *fail_tail; /* fail_lock */
     _Atomic uint32_t fail_epoch;        /* written under fail_lock */
 
+    /* The in-flight bound (0: none) and the pending count at which blocked
+     * pushers are woken (max_inflight - 1, or UINT32_MAX: never). Pushers
+     * blocked on the bound sleep on wait_cond, counted in nblocked
+     * (seq_cst, paired with `counts` like nwaiters). */
+    uint32_t max_inflight;
+    uint32_t unblock_at;
+    atomic_int nblocked;
+
     /* Threads inside vf_complete (seq_cst). Such a foreign thread finishes
      * an op and dispatches its successors, so it may still touch the engine
      * after `pending` has reached zero; destroy waits for it to leave.
@@ -89,8 +97,20 @@ vf__failure *vf__engine_record_failure(vf_engine *e, int code,
                                        const char *op_name,
                                        const char *message);
 
+/* Whether `counts` reached a state someone may wait for (cheap; inline on
+ * the hot path): no op pending, no op active, or room under the bound. */
+static inline bool vf__counts_notable(const vf_engine *e, uint64_t now)
+{
+    return (now >> 32) == 0 || (uint32_t)now == 0 ||
+           (now >> 32) == e->unblock_at;
+}
+
 /* Wake whoever waits on a state of `counts` just reached (`now`). */
 void vf__engine_counts_changed(vf_engine *e, uint64_t now);
+
+/* Before a user push: wait for room under the in-flight bound (see vf_push).
+ * 0, or VF_EAGAIN when `nonblocking` and there is no room. */
+int vf__engine_admit(vf_engine *e, bool nonblocking, const char *who);
 
 /* Block until no op is pending (outside ops; used by destroy). */
 void vf__engine_drain(vf_engine *e);

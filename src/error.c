@@ -4,6 +4,8 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "alloc.h"
+
 static _Thread_local char detail[256];
 
 VF_API const char *vf_strerror(int code)
@@ -68,7 +70,7 @@ static vf__failure oom_failure = {
 vf__failure *vf__failure_new(int code, const char *op_name, const char *message,
                              uint32_t epoch)
 {
-    vf__failure *f = malloc(sizeof *f);
+    vf__failure *f = vf__malloc(sizeof *f);
     if (f == NULL)
         return &oom_failure;
     atomic_init(&f->refs, 1);

@@ -5,6 +5,8 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "alloc.h"
+
 struct vf_run {
     vf__op *op;
     int worker;
@@ -177,7 +179,7 @@ static void finish(vf__op *op, vf__readylist *ready)
                      (VF__COUNT_PENDING | VF__COUNT_ACTIVE);
     uint64_t now = atomic_fetch_add(&e->counts, delta) + delta;
     vf__op_free(op);
-    if (VF__UNLIKELY((now >> 32) == 0 || (uint32_t)now == 0))
+    if (VF__UNLIKELY(vf__counts_notable(e, now)))
         vf__engine_counts_changed(e, now);
 }
 
@@ -313,7 +315,7 @@ VF_API void vf_run_set_error(vf_run *run, const char *fmt, ...)
         /* The run handle dies when async_fn returns; the completion may come
          * later, so an async op keeps its message in the op. */
         free(run->op->pending_message);
-        run->op->pending_message = strdup(run->message);
+        run->op->pending_message = vf__strdup(run->message);
     }
 }
 

@@ -4,16 +4,19 @@
 #include <pthread.h>
 #include <stdbool.h>
 
+#include "alloc.h"
+
 #define VF__FL_BATCH 64
 
 typedef struct free_block {
     struct free_block *next;
 } free_block;
 
-/* A chain of VF__FL_BATCH blocks; the batches are linked through the first
- * block's second word so a batch moves in O(1). */
+/* A chain of VF__FL_BATCH blocks, seen through its first block: the first
+ * word is that block's own chain link, the second links the depot's batches,
+ * so a whole batch moves in O(1). */
 typedef struct batch {
-    free_block *head;
+    free_block *chain;
     struct batch *next_batch;
 } batch;
 
@@ -129,7 +132,7 @@ void *vf__fl_alloc(vf__fl_kind kind)
         if (!cache_registered)
             register_thread();
         if (!refill(c, &depots[kind]))
-            return malloc(depots[kind].size);
+            return vf__calloc(1, depots[kind].size);
     }
     free_block *b = c->head;
     c->head = b->next;
@@ -141,11 +144,13 @@ void vf__fl_free(vf__fl_kind kind, void *block)
 {
     cache *c = &caches[kind];
     free_block *b = block;
+    /* A thread may only ever free (a worker finishing ops that another
+     * thread pushed): its cache must go back at exit all the same. */
+    if (VF__UNLIKELY(c->head == NULL) && !cache_registered)
+        register_thread();
     b->next = c->head;
     c->head = b;
     if (VF__UNLIKELY(++c->count >= 2 * VF__FL_BATCH)) {
-        if (!cache_registered)
-            register_thread();
         /* Hand the oldest-touched half back: cut after VF__FL_BATCH blocks. */
         free_block *keep = c->head;
         for (unsigned i = 1; i < VF__FL_BATCH; i++)

@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "alloc.h"
 #include "engine.h"
 #include "freelist.h"
 #include "var.h"
@@ -22,8 +23,7 @@ vf__op *vf__op_alloc(void)
     op->pending_message = NULL;
     op->waiter = NULL;
     op->own.vars = NULL;
-    /* `ticket` is deliberately kept: see op.h. A block fresh from malloc has
-     * an indeterminate one, which is as good as any even value. */
+    /* `ticket` is deliberately kept: see op.h (a fresh block is zeroed). */
     uint64_t t = atomic_load_explicit(&op->ticket, memory_order_relaxed);
     atomic_store_explicit(&op->ticket, (t + 2) & ~(uint64_t)1,
                           memory_order_relaxed);
@@ -106,7 +106,7 @@ int vf__varset_build(vf_engine *e, const char *who, vf_var_list reads,
                         who, total, 1 << 20);
     vf__varref *v = out;
     if (total > cap) {
-        v = malloc((size_t)total * sizeof *v);
+        v = vf__malloc((size_t)total * sizeof *v);
         if (v == NULL)
             return vf__fail(VF_ENOMEM, "%s: out of memory for %ld variables",
                             who, total);
@@ -183,6 +183,7 @@ int vf__opdef_fill(vf_engine *e, const char *who, const vf_op *op,
     def->device = op->device;
     def->property = op->property;
     def->no_skip = op->no_skip;
+    def->nonblocking = op->nonblocking;
     def->kind = VF__OP_USER;
     def->pool = pool;
     def->inline_run = pool == NULL || op->async_fn != NULL;

@@ -58,6 +58,7 @@ typedef struct vf__opdef {
     vf_device device;
     vf_property property;
     bool no_skip;
+    bool nonblocking; /* at the in-flight bound: VF_EAGAIN */
     vf__op_kind kind;
     bool inline_run;  /* runs on the dispatching thread (async, wait, naive) */
     vf__pool *pool;   /* where it runs when not inline */

@@ -13,6 +13,7 @@
 #include <limits.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "engine.h"
 #include "exec.h"
 #include "freelist.h"
@@ -131,6 +132,8 @@ VF_API int vf_push(vf_engine *e, const vf_op *desc)
     int rc = check_engine(e, who);
     if (rc != 0)
         return rc;
+    if (desc != NULL && (rc = vf__engine_admit(e, desc->nonblocking, who)))
+        return rc;
     vf__op *op = vf__op_alloc();
     if (op == NULL)
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
@@ -164,7 +167,7 @@ VF_API int vf_operator_new(vf_engine *e, const vf_op *desc, vf_operator **out)
         return rc;
     if (out == NULL)
         return vf__fail(VF_EINVAL, "%s: out is NULL", who);
-    vf_operator *opr = calloc(1, sizeof *opr);
+    vf_operator *opr = vf__calloc(1, sizeof *opr);
     if (opr == NULL)
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     if ((rc = vf__opdef_fill(e, who, desc, &opr->def)) != 0) {
@@ -207,7 +210,8 @@ VF_API int vf_operator_push(vf_engine *e, vf_operator *opr, int priority)
 {
     static const char who[] = "vf_operator_push";
     int rc = check_engine(e, who);
-    if (rc != 0 || (rc = check_operator(e, opr, who)) != 0)
+    if (rc != 0 || (rc = check_operator(e, opr, who)) != 0 ||
+        (rc = vf__engine_admit(e, opr->def.nonblocking, who)) != 0)
         return rc;
     vf__op *op = vf__op_alloc();
     if (op == NULL)

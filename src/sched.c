@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "engine.h"
 #include "exec.h"
 
@@ -265,10 +266,10 @@ int vf__pool_init(vf__pool *p, vf_engine *e, const char *name, int n,
     atomic_init(&p->nspinning, 0);
     atomic_init(&p->nsleeping, 0);
     atomic_init(&p->stop, false);
-    p->workers = aligned_alloc(VF__CACHELINE, (size_t)n * sizeof *p->workers);
+    p->workers = vf__aligned_calloc(VF__CACHELINE,
+                                    (size_t)n * sizeof *p->workers);
     if (p->workers == NULL)
         return VF_ENOMEM;
-    memset(p->workers, 0, (size_t)n * sizeof *p->workers);
     if (pthread_mutex_init(&p->sleep_lock, NULL) != 0 ||
         pthread_cond_init(&p->sleep_cond, NULL) != 0) {
         free(p->workers);

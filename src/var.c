@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "alloc.h"
 #include "freelist.h"
 
 /* --- queue ------------------------------------------------------------- */
@@ -190,13 +191,13 @@ int vf__var_create(vf__var_table *t, vf_var *out)
         vf__var *chunk = atomic_load_explicit(&t->chunks[c],
                                               memory_order_relaxed);
         if (chunk == NULL) {
-            chunk = aligned_alloc(VF__CACHELINE, VF__VAR_CHUNK * sizeof *chunk);
+            chunk = vf__aligned_calloc(VF__CACHELINE,
+                                       VF__VAR_CHUNK * sizeof *chunk);
             if (chunk == NULL) {
                 pthread_mutex_unlock(&t->lock);
                 vf__fl_free(VF__FL_QUEUE, sentinel);
                 return vf__fail(VF_ENOMEM, "vf_var_new: out of memory");
             }
-            memset(chunk, 0, VF__VAR_CHUNK * sizeof *chunk);
             for (unsigned i = 0; i < VF__VAR_CHUNK; i++) {
                 vf__spin_init(&chunk[i].lock);
                 chunk[i].index = (c << VF__VAR_CHUNK_BITS) | i;

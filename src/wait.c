@@ -19,6 +19,7 @@
  */
 #include <string.h>
 
+#include "alloc.h"
 #include "engine.h"
 #include "exec.h"
 
@@ -166,7 +167,7 @@ VF_API int vf_wait_var(vf_engine *e, vf_var h, vf_error *err)
     }
     vf__spin_unlock(&v->lock);
 
-    vf__waiter *w = malloc(sizeof *w);
+    vf__waiter *w = vf__malloc(sizeof *w);
     vf__op *op = vf__op_alloc();
     if (w == NULL || op == NULL) {
         free(w);
