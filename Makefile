@@ -91,7 +91,7 @@ lint: configure
 	else echo "lint: $(CPPCHECK) not found"; fi
 
 clean:
-	rm -rf build build-asan build-tsan
+	rm -rf build build-asan build-tsan build-bench
 
 # Benchmarks (owner: bench/). bench/ is a CMake project of its own in
 # build-bench/, so `make test` never needs OpenMP, StarPU or BLAS. `make bench`
