@@ -17,6 +17,8 @@ typedef struct exec_tls {
     vf__op *current;         /* innermost op running on this thread */
     int inline_depth;        /* > 0 while an inline run is on the stack */
     vf__readylist deferred;  /* ready inline ops waiting for the trampoline */
+    vf__waiter *loop_waiter; /* innermost nested wait loop on this thread */
+    vf__op *loop_op;         /* the op that loop runs right now, or NULL */
 } exec_tls;
 
 static _Thread_local exec_tls tls;
@@ -49,13 +51,20 @@ static vf__failure *inherited_failure(const vf__op *op)
 }
 
 /* The wait marker: hand the var's failure (if any) to the waiter and wake
- * it, unless the waiter gave up (see vf__waiter). */
+ * it, unless the waiter gave up. A nested waiter sitting in its loop is
+ * counted active again here, while this marker still counts as active
+ * itself, so active never touches zero while the waiter is about to run
+ * (engine.h); one whose thread is busy above the wait is counted when that
+ * op returns (vf__waiter). */
 static void signal_waiter(vf__op *op)
 {
     vf_engine *e = op->engine;
     vf__waiter *w = op->waiter;
-    int expected = VF__WAITING;
-    if (atomic_compare_exchange_strong(&w->state, &expected, VF__SIGNALING)) {
+    int s = atomic_load(&w->state);
+    while ((s == VF__W_IDLE || s == VF__W_BUSY) &&
+           !atomic_compare_exchange_weak(&w->state, &s, VF__W_SIGNALING)) {
+    }
+    if (s == VF__W_IDLE || s == VF__W_BUSY) {
         vf__var *v = op->def->vars[0].var;
         vf__failure *f = atomic_load_explicit(&v->failure,
                                               memory_order_acquire);
@@ -66,14 +75,13 @@ static void signal_waiter(vf__op *op)
             vf__failure_ref(f);
             w->claimed = f;
         }
-        /* A nested waiter is active again from this moment: count it back
-         * now, while this marker still counts as active itself, so active
-         * never touches zero while the waiter is about to run (engine.h). */
-        if (w->nested)
+        bool on_top = s == VF__W_IDLE;
+        if (w->nested && on_top)
             atomic_fetch_add(&e->counts, VF__COUNT_ACTIVE);
-        atomic_store(&w->state, VF__DONE);
-        if (w->sleep_pool != NULL) {
-            vf__pool_wake_all(w->sleep_pool);
+        vf__pool *pool = w->sleep_pool;
+        atomic_store(&w->state, on_top ? VF__W_DONE : VF__W_DONE_UNCOUNTED);
+        if (pool != NULL) {
+            vf__pool_wake_all(pool);
         } else {
             pthread_mutex_lock(&e->wait_lock);
             pthread_cond_broadcast(&e->wait_cond);
@@ -152,6 +160,28 @@ static void count_outcome(vf_engine *e, const vf__op *op)
     atomic_fetch_add_explicit(slot, 1, memory_order_relaxed);
 }
 
+/* The op run by the innermost nested wait loop on this thread returns: its
+ * waiter is on top of the thread again. Returns what to add to `active` for
+ * the waiter: one when its marker fired meanwhile (DONE_UNCOUNTED). */
+static uint64_t loop_frame_returns(void)
+{
+    vf__waiter *w = tls.loop_waiter;
+    tls.loop_op = NULL;
+    for (;;) {
+        int s = atomic_load(&w->state);
+        if (s == VF__W_BUSY) {
+            if (atomic_compare_exchange_weak(&w->state, &s, VF__W_IDLE))
+                return 0;
+        } else if (s == VF__W_SIGNALING) {
+            vf__cpu_relax();
+        } else {
+            VF__ASSERT(s == VF__W_DONE_UNCOUNTED);
+            atomic_store(&w->state, VF__W_DONE);
+            return VF__COUNT_ACTIVE;
+        }
+    }
+}
+
 /* Finish a done op: callback, release its vars (ready ops go to `ready`,
  * already counted active), count it out, free it. */
 static void finish(vf__op *op, vf__readylist *ready)
@@ -177,6 +207,8 @@ static void finish(vf__op *op, vf__readylist *ready)
      * being pending and active (see engine.h). */
     uint64_t delta = (uint64_t)(ready->count - before) * VF__COUNT_ACTIVE -
                      (VF__COUNT_PENDING | VF__COUNT_ACTIVE);
+    if (VF__UNLIKELY(op == tls.loop_op))
+        delta += loop_frame_returns(); /* same step: no transient zero */
     uint64_t now = atomic_fetch_add(&e->counts, delta) + delta;
     vf__op_free(op);
     if (VF__UNLIKELY(vf__counts_notable(e, now)))
@@ -229,6 +261,64 @@ void vf__dispatch_pushed(vf__op *op)
     tls.inline_depth--;
 }
 
+void vf__loop_enter(vf__waiter *w, vf__loop_frame *saved)
+{
+    saved->waiter = tls.loop_waiter;
+    saved->op = tls.loop_op;
+    tls.loop_waiter = w;
+    tls.loop_op = NULL;
+}
+
+void vf__loop_leave(const vf__loop_frame *saved)
+{
+    tls.loop_waiter = saved->waiter;
+    tls.loop_op = saved->op;
+}
+
+/* Mark the loop's waiter BUSY before running `op` above it; false when its
+ * marker fired first (then the op must go back). */
+static bool loop_claim(vf__waiter *w)
+{
+    int s = VF__W_IDLE;
+    return atomic_compare_exchange_strong(&w->state, &s, VF__W_BUSY);
+}
+
+bool vf__loop_run_one(vf__waiter *w, vf__worker *me)
+{
+    vf__op *op = vf__readylist_pop(&tls.deferred);
+    if (op != NULL) {
+        if (!loop_claim(w)) {
+            vf__readylist_push_front(&tls.deferred, op);
+            return true;
+        }
+        tls.loop_op = op;
+        tls.inline_depth++;
+        run_inline_one(op);
+        tls.inline_depth--;
+        if (tls.loop_op == op) { /* async, still in flight: counted itself */
+            uint64_t extra = loop_frame_returns();
+            if (extra)
+                atomic_fetch_add(&op->engine->counts, extra);
+        }
+        return true;
+    }
+    if (me == NULL || (op = vf__worker_take(me)) == NULL)
+        return false;
+    if (!loop_claim(w)) {
+        vf__pool_submit(me->pool, op);
+        return true;
+    }
+    while (op != NULL) {
+        tls.loop_op = op;
+        op = vf__worker_execute(me, op); /* its finish makes w IDLE again */
+        if (op != NULL && !loop_claim(w)) {
+            vf__pool_submit(me->pool, op); /* w resumes first */
+            break;
+        }
+    }
+    return true;
+}
+
 bool vf__run_deferred(void)
 {
     vf__op *op = vf__readylist_pop(&tls.deferred);
@@ -265,6 +355,8 @@ vf__op *vf__worker_execute(vf__worker *w, vf__op *op)
     while ((op = vf__readylist_pop(&ready)) != NULL) {
         if (!op->def->inline_run && op->def->pool == w->pool)
             vf__readylist_add(&mine, op);
+        else if (op->def->inline_run && tls.loop_waiter != NULL)
+            vf__readylist_add(&tls.deferred, op); /* the wait loop runs it */
         else if (op->def->inline_run)
             run_inline(op);
         else

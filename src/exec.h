@@ -31,9 +31,24 @@ void vf__dispatch_list(vf_engine *e, vf__readylist *ready);
  * the op the same worker should run next (or NULL). */
 vf__op *vf__worker_execute(vf__worker *w, vf__op *op);
 
-/* Run ops that an inline run on this thread deferred (nested waits drain
- * them). True if one ran. */
+/* Run one op that an inline run on this thread deferred. True if one ran. */
 bool vf__run_deferred(void);
+
+/* A nested wait loop: entering makes `w` this thread's innermost loop
+ * waiter (saving the outer one), leaving restores it. */
+typedef struct vf__loop_frame {
+    vf__waiter *waiter;
+    vf__op *op;
+} vf__loop_frame;
+
+void vf__loop_enter(vf__waiter *w, vf__loop_frame *saved);
+void vf__loop_leave(const vf__loop_frame *saved);
+
+/* From a nested wait loop (w IDLE): run one deferred op, or one op of the
+ * worker's pool (`me` may be NULL) with its hand-off chain, above the wait,
+ * keeping w's state exact (vf__waiter). False when there was nothing to
+ * run. */
+bool vf__loop_run_one(vf__waiter *w, vf__worker *me);
 
 /* The op running on this thread (innermost), or NULL. */
 vf__op *vf__current_op(void);

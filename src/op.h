@@ -70,15 +70,29 @@ typedef struct vf__opdef {
  * What wait_var waits on. Shared by the waiting thread and the wait op, and
  * freed by whichever lets go last (`refs`), because a nested waiter that
  * gives up (VF_EDEADLK) leaves its wait op queued behind the ops it could not
- * wait for. `state` (seq_cst) goes WAITING -> SIGNALING -> DONE when the wait
- * op runs, or WAITING -> ABANDONED when the waiter gives up first; an
- * abandoned wait claims no failure, so none is lost to nobody.
+ * wait for.
+ *
+ * `state` (seq_cst) also keeps the engine's `active` count exact for a
+ * nested waiter, whose thread may be running other ops on top of the wait:
+ *   IDLE      the thread sits in the wait loop (the waiter is not counted);
+ *   BUSY      the thread runs an op above the wait (that op is counted);
+ *   SIGNALING the wait op is firing (transient);
+ *   DONE      fired; the waiter is counted active again and resumes;
+ *   DONE_UNCOUNTED  fired while BUSY: the waiter cannot resume before the
+ *             op above it returns, so it is not counted yet; that op's
+ *             finish counts it, in the same atomic step as it stops
+ *             counting itself (exec.c);
+ *   ABANDONED the waiter gave up (VF_EDEADLK) before the wait op fired; an
+ *             abandoned wait claims no failure, so none is lost to nobody.
+ * An outside waiter only ever goes IDLE -> SIGNALING -> DONE.
  */
 typedef enum vf__waiter_state {
-    VF__WAITING = 0,
-    VF__SIGNALING,
-    VF__DONE,
-    VF__ABANDONED
+    VF__W_IDLE = 0,
+    VF__W_BUSY,
+    VF__W_SIGNALING,
+    VF__W_DONE,
+    VF__W_DONE_UNCOUNTED,
+    VF__W_ABANDONED
 } vf__waiter_state;
 
 typedef struct vf__waiter {
@@ -146,6 +160,15 @@ static inline void vf__readylist_add(vf__readylist *rl, vf__op *op)
     else
         rl->head = op;
     rl->tail = op;
+    rl->count++;
+}
+
+static inline void vf__readylist_push_front(vf__readylist *rl, vf__op *op)
+{
+    op->next = rl->head;
+    rl->head = op;
+    if (rl->tail == NULL)
+        rl->tail = op;
     rl->count++;
 }
 

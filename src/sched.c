@@ -239,6 +239,9 @@ static void *worker_main(void *arg)
 
     vf__op *next = NULL;
     for (;;) {
+        /* Inline ops a nested wait left deferred on this thread. */
+        if (next == NULL && vf__run_deferred())
+            continue;
         vf__op *op = next;
         if (op == NULL && (op = vf__worker_take(w)) != NULL)
             pass_the_baton(p);
@@ -307,12 +310,14 @@ void vf__pool_destroy(vf__pool *p)
         return;
     atomic_store(&p->stop, true);
     vf__pool_wake_all(p);
+    /* Join every worker before tearing down any queue: a worker still
+     * running may be stealing from a queue whose owner has exited. */
+    for (int i = 0; i < p->nworkers; i++)
+        if (p->workers[i].started)
+            pthread_join(p->workers[i].thread, NULL);
     for (int i = 0; i < p->nworkers; i++) {
-        vf__worker *w = &p->workers[i];
-        if (w->started)
-            pthread_join(w->thread, NULL);
-        VF__ASSERT(w->len == 0);
-        pthread_mutex_destroy(&w->qlock);
+        VF__ASSERT(p->workers[i].len == 0);
+        pthread_mutex_destroy(&p->workers[i].qlock);
     }
     pthread_mutex_destroy(&p->sleep_lock);
     pthread_cond_destroy(&p->sleep_cond);

@@ -45,7 +45,7 @@ static void clear_error(vf_error *err)
 
 static bool is_done(vf__waiter *w)
 {
-    return atomic_load(&w->state) == VF__DONE;
+    return atomic_load(&w->state) == VF__W_DONE;
 }
 
 struct nested_pred {
@@ -74,7 +74,8 @@ static void sleep_on_engine(vf_engine *e, vf__waiter *w, bool nested)
 /* Run ready ops while waiting inside an op; see the file comment.
  * Returns 0 when the marker fired, VF_EDEADLK when this waiter gave up.
  * Either way the caller is counted active again on return: by the marker
- * when it fired (signal_waiter), by the waiter's own CAS when it gave up. */
+ * (or the op that ran above the wait) when it fired, by the waiter's own
+ * CAS when it gave up. */
 static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me)
 {
     atomic_fetch_add(&e->nnested_waiters, 1);
@@ -82,33 +83,35 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me)
                    VF__COUNT_ACTIVE;
     if ((uint32_t)now == 0)
         vf__engine_counts_changed(e, now);
+    vf__loop_frame saved;
+    vf__loop_enter(w, &saved);
     int rc = 0;
     struct nested_pred pred = {e, w};
-    while (!is_done(w)) {
-        if (vf__run_deferred())
+    for (;;) {
+        int s = atomic_load(&w->state);
+        if (s == VF__W_DONE)
+            break;
+        if (s == VF__W_SIGNALING) {
+            vf__cpu_relax();
             continue;
-        if (me != NULL) {
-            vf__op *op = vf__worker_take(me);
-            if (op != NULL) {
-                while ((op = vf__worker_execute(me, op)) != NULL) {
-                }
-                continue;
-            }
         }
+        VF__ASSERT(s == VF__W_IDLE);
+        if (vf__loop_run_one(w, me))
+            continue;
         uint64_t c = atomic_load(&e->counts);
         if ((uint32_t)c == 0) {
             if (!atomic_compare_exchange_strong(&e->counts, &c,
                                                 c + VF__COUNT_ACTIVE))
                 continue;
-            int expected = VF__WAITING;
+            int expected = VF__W_IDLE;
             if (atomic_compare_exchange_strong(&w->state, &expected,
-                                               VF__ABANDONED)) {
+                                               VF__W_ABANDONED)) {
                 rc = VF_EDEADLK;
                 break;
             }
             /* A marker is active while it signals, so active == 0 means it
              * already finished: it counted us back too, undo our own. */
-            VF__ASSERT(expected == VF__DONE);
+            VF__ASSERT(expected == VF__W_DONE);
             atomic_fetch_sub(&e->counts, VF__COUNT_ACTIVE);
             break;
         }
@@ -117,6 +120,7 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me)
         else
             sleep_on_engine(e, w, true);
     }
+    vf__loop_leave(&saved);
     atomic_fetch_sub(&e->nnested_waiters, 1);
     return rc;
 }
@@ -178,7 +182,7 @@ VF_API int vf_wait_var(vf_engine *e, vf_var h, vf_error *err)
     vf__worker *me = vf__this_worker();
     if (me != NULL && me->pool->engine != e)
         me = NULL;
-    atomic_init(&w->state, VF__WAITING);
+    atomic_init(&w->state, VF__W_IDLE);
     atomic_init(&w->refs, 2); /* the waiter and the wait op */
     w->claimed = NULL;
     w->sleep_pool = nested && me ? me->pool : NULL;
