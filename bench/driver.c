@@ -10,8 +10,14 @@
  *   vfbench-X --engine NAME [--threads T] [--workloads W1,W5,...]
  *             [--work 0,1234,12345 --work-labels 0,10us,100us]
  *             [--ns-per-iter X] [--budget-ms B] [--scale S] [--chol-n N]
- *             [--reps R] [--warmup W] [--ref-dir DIR] [--progress]
- *             [--callgrind]
+ *             [--reps R] [--warmup W] [--max-run-s S] [--ref-dir DIR]
+ *             [--progress] [--callgrind]
+ *
+ * --max-run-s bounds the suite: once one run of a row has taken longer than
+ * S seconds, the row is not repeated (if that was the warm-up, it counts as
+ * the only sample) and its record says "capped". Some peers are quadratic
+ * on some shapes (e.g. libgomp with a team of one on W3), and a 5-run
+ * median of a 100-second run tells nothing the first run did not.
  *
  * Exit status: 0; 1 on a usage or setup error; 3 when a run's final state
  * differed from the serial run (the loudest failure there is).
@@ -146,6 +152,7 @@ typedef struct options {
     const char *ref_dir;
     int progress;
     int callgrind;
+    double max_run_s; /* stop repeating a row after a run this long (0: no cap) */
 } options;
 
 static void usage(void)
@@ -155,7 +162,8 @@ static void usage(void)
             "       --engine NAME [--threads T] [--workloads W1,W5,...]\n"
             "       [--work I1,I2,... --work-labels L1,L2,...] [--ns-per-iter X]\n"
             "       [--budget-ms B] [--scale S] [--chol-n N] [--reps R]\n"
-            "       [--warmup W] [--ref-dir DIR] [--progress] [--callgrind]\n");
+            "       [--warmup W] [--max-run-s S] [--ref-dir DIR] [--progress]\n"
+            "       [--callgrind]\n");
     exit(1);
 }
 
@@ -205,6 +213,8 @@ static void parse(int argc, char **argv, options *o)
             o->reps = atoi(v);
         else if (ARG("--warmup"))
             o->warmup = atoi(v);
+        else if (ARG("--max-run-s"))
+            o->max_run_s = atof(v);
         else if (ARG("--ref-dir"))
             o->ref_dir = v;
         else if (strcmp(a, "--progress") == 0)
@@ -327,8 +337,8 @@ static int run_row(const options *o, const bench_adapter *ad, void *engine,
         bench_prog_free(p);
         return 1;
     }
-    int total = o->warmup + o->reps, status = 0, mismatches = 0;
-    double *times = calloc((size_t)o->reps, sizeof *times);
+    int total = o->warmup + o->reps, status = 0, mismatches = 0, capped = 0;
+    double *times = calloc((size_t)o->reps + 1, sizeof *times);
     int nt = 0;
     for (int r = 0; r < total && times; r++) {
         progress(o, step, nsteps, "%s %s (%s) work=%s: %s %d/%d", key, p->name, p->size,
@@ -360,6 +370,15 @@ static int run_row(const options *o, const bench_adapter *ad, void *engine,
         }
         if (r >= o->warmup)
             times[nt++] = secs;
+        if (o->max_run_s > 0 && secs > o->max_run_s && r + 1 < total) {
+            if (nt == 0)
+                times[nt++] = secs; /* the warm-up is the only sample */
+            capped = 1;
+            fprintf(stderr, "bench: %s T=%d %s work=%s: a run took %.1f s (> %.1f s): "
+                    "not repeated\n", ad->name, o->threads, key, work_label, secs,
+                    o->max_run_s);
+            break;
+        }
     }
     printf("{\"type\":\"result\",\"engine\":");
     json_str(ad->name);
@@ -379,6 +398,8 @@ static int run_row(const options *o, const bench_adapter *ad, void *engine,
     for (int k = 0; k < nt; k++)
         printf("%s%.9g", k ? "," : "", times[k]);
     printf("],\"check\":\"%s\"", status == 3 ? "MISMATCH" : status ? "FAILED" : "ok");
+    if (capped)
+        printf(",\"capped\":true");
     if (p->chol)
         printf(",\"flops\":%.6g,\"residual\":%.3g", p->flops, ref.residual);
     printf("}\n");

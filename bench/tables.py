@@ -147,9 +147,15 @@ def fmt_num(x):
     return "%.3f" % x
 
 
-def fmt_range(stat, dash="-"):
+def fmt_range(stat, dash="-", capped=False):
+    if capped:
+        return "%s (capped)" % fmt_num(stat["median"])
     return "%s [%s%s%s]" % (fmt_num(stat["median"]), fmt_num(stat["min"]), dash,
                             fmt_num(stat["max"]))
+
+
+def fmt_cell(rec, field, dash="-"):
+    return fmt_range(rec[field], dash, rec.get("capped", False))
 
 
 def work_title(doc, label):
@@ -175,7 +181,7 @@ def table_us(res, work, threads, dash="-"):
         line = [res.row_label(key), res.row_size(key, work)]
         for e, t in cols:
             r = res.get(e, t, key, work)
-            line.append(fmt_range(r["us_per_op"], dash) if r and "us_per_op" in r
+            line.append(fmt_cell(r, "us_per_op", dash) if r and "us_per_op" in r
                         else res.note(e, t, key, work))
         rows.append(line)
     title = "%s - median us/op [min%smax], T = %d worker%s" % (
@@ -241,7 +247,7 @@ def table_gflops(res, threads, dash="-"):
         line = [res.row_label(key), res.row_size(key, "tiles"), resid]
         for e, t in cols:
             r = res.get(e, t, key, "tiles")
-            line.append(fmt_range(r["gflops"], dash) if r and "gflops" in r
+            line.append(fmt_cell(r, "gflops", dash) if r and "gflops" in r
                         else res.note(e, t, key, "tiles"))
         rows.append(line)
     title = "W6 tiled Cholesky - GFLOP/s, median [min%smax], T = %d worker%s" % (
