@@ -123,6 +123,14 @@ typedef struct vf_config {
     int max_inflight;         /* VF_MAX_INFLIGHT, else unlimited: most ops
                                  pushed and not finished; a push beyond it
                                  waits for room (see vf_push) */
+    const char *profile_path; /* VF_PROFILE: record from creation and write
+                                 the profile here at destroy (format by
+                                 extension, see vf_profile_write) */
+    int profile_max_records;  /* VF_PROFILE_MAX_RECORDS, else 1048576: ops
+                                 recorded per profile; later ones are
+                                 counted as dropped */
+    bool engine_info;         /* VF_ENGINE_INFO=1: log to stderr when ops
+                                 touching a waited-on var run and finish */
 } vf_config;
 
 /*
@@ -362,6 +370,74 @@ VF_API int vf_wait_var(vf_engine *e, vf_var v, vf_error *err);
  * VF_EDEADLK from inside an op (it would wait for itself).
  */
 VF_API int vf_wait_all(vf_engine *e, vf_error *err);
+
+/* ------------------------------------------------------------------------ */
+/* Profiling                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * The profiler records every op pushed while it is on: its name, where and
+ * when it ran, how it ended, and the ops it actually waited for. It is off
+ * by default and then costs a branch per op. Memory is bounded
+ * (profile_max_records); what does not fit is counted as dropped.
+ */
+
+/* One op as recorded. Times are nanoseconds since the profile started. */
+typedef struct vf_profile_record {
+    uint64_t id;            /* 1, 2, ... in push order within the profile */
+    const char *name;       /* "" when unnamed; owned by the snapshot */
+    int pool;               /* 0 CPU pool, 1 CPU priority pool, -1 inline */
+    int worker;             /* as vf_run_worker; -1 inline */
+    vf_device device;
+    vf_property property;
+    bool async;
+    int status;             /* 0, the op's error code, or VF_ESKIPPED */
+    uint64_t push_ns;       /* vf_push called */
+    uint64_t ready_ns;      /* its last dependency was released */
+    uint64_t start_ns;      /* its function started (= end when skipped) */
+    uint64_t end_ns;        /* it finished (async: vf_complete called) */
+    int ndeps;              /* ops whose finishing released it */
+    const uint64_t *deps;   /* their ids (ops recorded in this profile) */
+} vf_profile_record;
+
+/* A snapshot of a profile: immutable, independent of the engine. */
+typedef struct vf_profile vf_profile;
+
+/* Start recording (clearing what an earlier profile recorded). */
+VF_API int vf_profile_start(vf_engine *e);
+
+/* Stop recording; what was recorded stays until the next start. */
+VF_API int vf_profile_stop(vf_engine *e);
+
+/* Pause and resume recording: ops pushed while paused are not recorded. */
+VF_API int vf_profile_pause(vf_engine *e);
+VF_API int vf_profile_resume(vf_engine *e);
+
+/* Copy what has been recorded so far (ops that have finished), sorted by
+ * id. Free with vf_profile_free. */
+VF_API int vf_profile_take(vf_engine *e, vf_profile **out);
+VF_API void vf_profile_free(vf_profile *p);
+
+/* The snapshot's records, and what it knows of the engine. */
+VF_API size_t vf_profile_count(const vf_profile *p);
+VF_API const vf_profile_record *vf_profile_at(const vf_profile *p, size_t i);
+VF_API uint64_t vf_profile_dropped(const vf_profile *p); /* ops not kept */
+VF_API vf_engine_type vf_profile_engine_kind(const vf_profile *p);
+VF_API int vf_profile_num_workers(const vf_profile *p);
+/* Name of the pool a worker index belongs to ("cpu", "prio"), or NULL. */
+VF_API const char *vf_profile_worker_pool(const vf_profile *p, int worker);
+/* Wall time the profile covers (start to the latest end), in ns. */
+VF_API uint64_t vf_profile_span_ns(const vf_profile *p);
+
+typedef enum vf_profile_format {
+    VF_PROFILE_AUTO = 0,   /* by the path's extension; default Chrome JSON */
+    VF_PROFILE_CHROME_JSON /* Chrome trace (Perfetto, chrome://tracing) */
+} vf_profile_format;
+
+/* Write the snapshot to `path` in `format`. VF_ESYSTEM when the file cannot
+ * be written (the detail names it), VF_ENOTSUP for an unknown format. */
+VF_API int vf_profile_write(const vf_profile *p, const char *path,
+                            vf_profile_format format);
 
 /* ------------------------------------------------------------------------ */
 /* Testing aids                                                              */

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 #include <unistd.h>
 
@@ -42,6 +43,22 @@ static int count_setting(int field, const char *field_name, const char *var,
                         var, s, max);
     *out = (int)n;
     return 0;
+}
+
+/* A boolean variable: unset, empty or 0 is false, 1 is true. */
+static int flag_setting(const char *var, bool *out)
+{
+    const char *s = getenv(var);
+    if (s == NULL || *s == '\0' || strcmp(s, "0") == 0) {
+        *out = false;
+        return 0;
+    }
+    if (strcmp(s, "1") == 0) {
+        *out = true;
+        return 0;
+    }
+    return vf__fail(VF_EINVAL, "vf_engine_create: %s=\"%s\" (must be 0 or 1)",
+                    var, s);
 }
 
 static int engine_type(vf_engine_type field, vf_engine_type *out)
@@ -89,5 +106,17 @@ int vf__settings_resolve(const vf_config *config, vf__settings *out)
         rc = count_setting(config->max_inflight, "max_inflight",
                            "VF_MAX_INFLIGHT", INT_MAX, 0, &inflight);
     out->max_inflight = (uint32_t)inflight;
+    if (rc == 0)
+        rc = count_setting(config->profile_max_records,
+                           "profile_max_records", "VF_PROFILE_MAX_RECORDS",
+                           INT_MAX, 1 << 20, &out->profile_max_records);
+    out->profile_path = config->profile_path;
+    if (out->profile_path == NULL) {
+        const char *s = getenv("VF_PROFILE");
+        out->profile_path = s && *s ? s : NULL;
+    }
+    out->engine_info = config->engine_info;
+    if (rc == 0 && !out->engine_info)
+        rc = flag_setting("VF_ENGINE_INFO", &out->engine_info);
     return rc;
 }

@@ -17,6 +17,9 @@ typedef struct vf__settings {
     int cpu_workers;
     int cpu_priority_workers;
     uint32_t max_inflight; /* 0: unlimited */
+    const char *profile_path; /* NULL: none (points into config or env) */
+    int profile_max_records;
+    bool engine_info;
 } vf__settings;
 
 int vf__settings_resolve(const vf_config *config, vf__settings *out);

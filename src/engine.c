@@ -58,6 +58,8 @@ static void free_engine(vf_engine *e)
     for (int i = 0; i < e->npools; i++)
         vf__pool_destroy(&e->pools[i]);
     vf__var_table_destroy(&e->vars);
+    vf__prof_destroy(&e->prof);
+    free(e->profile_path);
     vf__failure *f = e->fail_head;
     while (f != NULL) {
         vf__failure *next = f->next;
@@ -104,6 +106,13 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
     pthread_mutex_init(&e->wait_lock, NULL);
     pthread_cond_init(&e->wait_cond, NULL);
     pthread_mutex_init(&e->fail_lock, NULL);
+    e->engine_info = s.engine_info;
+    if (vf__prof_init(&e->prof, (size_t)s.profile_max_records) != 0 ||
+        (s.profile_path && (e->profile_path = vf__strdup(s.profile_path)) ==
+                               NULL)) {
+        free_engine(e);
+        return vf__fail(VF_ENOMEM, "vf_engine_create: out of memory");
+    }
     if ((rc = vf__var_table_init(&e->vars, new_tag())) != 0) {
         free_engine(e);
         return vf__fail(rc, "vf_engine_create: cannot make the var table");
@@ -113,8 +122,26 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
         free_engine(e);
         return vf__fail(rc, "vf_engine_create: cannot start the workers");
     }
+    if (e->profile_path != NULL)
+        vf_profile_start(e);
     *out = e;
     return 0;
+}
+
+/* VF_PROFILE / config.profile_path: the profile, written at destroy. A
+ * failure is reported (on stderr too: destroy's caller may not look). */
+static int write_profile(vf_engine *e)
+{
+    vf_profile *p;
+    int rc = vf_profile_take(e, &p);
+    if (rc == 0) {
+        rc = vf_profile_write(p, e->profile_path, VF_PROFILE_AUTO);
+        vf_profile_free(p);
+    }
+    if (rc != 0)
+        fprintf(stderr, "varflow: cannot write the profile to %s: %s\n",
+                e->profile_path, vf_last_error_detail());
+    return rc;
 }
 
 VF_API int vf_engine_destroy(vf_engine *e)
@@ -133,8 +160,11 @@ VF_API int vf_engine_destroy(vf_engine *e)
      * out of vf_complete: let it leave (rare and brief, so a yield loop). */
     while (atomic_load(&e->completers) != 0)
         sched_yield();
+    int rc = 0;
+    if (e->profile_path != NULL)
+        rc = write_profile(e);
     free_engine(e);
-    return 0;
+    return rc;
 }
 
 VF_API vf_engine_type vf_engine_kind(const vf_engine *e)

@@ -23,6 +23,7 @@
 #include "common.h"
 #include "error.h"
 #include "op.h"
+#include "profile.h"
 #include "sched.h"
 #include "var.h"
 
@@ -74,6 +75,10 @@ struct vf_engine {
      * after `pending` has reached zero; destroy waits for it to leave.
      * (Workers need no such count: destroy joins them before freeing.) */
     atomic_int completers;
+
+    vf__profiler prof;
+    char *profile_path; /* write the profile here at destroy, or NULL */
+    bool engine_info;   /* VF_ENGINE_INFO: log ops of waited-on vars */
 
     /* Counters of ops that finished outside workers (relaxed). */
     _Atomic uint64_t ran, failed, skipped;

@@ -92,12 +92,35 @@ static void signal_waiter(vf__op *op)
     vf__waiter_unref(w);
 }
 
+/* VF_ENGINE_INFO: log an op's step when it touches a var someone waited
+ * on (MXNet's MXNET_ENGINE_INFO). */
+static void info(const vf__op *op, const char *step, int worker)
+{
+    const vf__opdef *def = op->def;
+    for (int i = 0; i < def->nvars; i++) {
+        if (atomic_load_explicit(&def->vars[i].var->watched,
+                                 memory_order_relaxed)) {
+            fprintf(stderr, "varflow: %s op \"%s\" on %s (worker %d, %d "
+                            "vars, status %d)\n",
+                    step, def->name, vf_engine_type_name(op->engine->kind),
+                    worker, def->nvars, op->status);
+            return;
+        }
+    }
+}
+
 /* Run the op's body. True when the op is done now (ran, failed, skipped);
  * false when an async op is in flight (the op may already be freed). */
 static bool run_body(vf__op *op, int worker)
 {
     const vf__opdef *def = op->def;
     op->status = 0;
+    if (VF__UNLIKELY(op->prof.id != 0)) {
+        op->prof.start = vf__prof_now(&op->engine->prof);
+        op->prof.worker = worker;
+    }
+    if (VF__UNLIKELY(op->engine->engine_info) && def->kind == VF__OP_USER)
+        info(op, "dispatch", worker);
     if (def->kind == VF__OP_WAIT) {
         signal_waiter(op);
         return true;
@@ -188,6 +211,11 @@ static void finish(vf__op *op, vf__readylist *ready)
 {
     vf_engine *e = op->engine;
     const vf__opdef *def = op->def;
+    uint64_t end = VF__UNLIKELY(op->prof.id != 0) ? vf__prof_now(&e->prof)
+                                                  : 0;
+    if (VF__UNLIKELY(e->engine_info) && def->kind == VF__OP_USER)
+        info(op, "complete",
+             vf__this_worker() ? vf__this_worker()->index : -1);
     if (def->done != NULL)
         def->done(def->arg, op->status);
     count_outcome(e, op);
@@ -196,12 +224,15 @@ static void finish(vf__op *op, vf__readylist *ready)
     int before = ready->count;
     for (int i = 0; i < def->nvars; i++) {
         if (def->vars[i].write)
-            vf__var_complete_write(def->vars[i].var, op->failure, ran, ready);
+            vf__var_complete_write(def->vars[i].var, op, op->failure, ran,
+                                   ready);
         else
-            vf__var_complete_read(def->vars[i].var, ready);
+            vf__var_complete_read(def->vars[i].var, op, ready);
     }
     if (def->kind == VF__OP_DELETE)
         vf__var_free_slot(&e->vars, def->vars[0].var);
+    if (VF__UNLIKELY(op->prof.id != 0))
+        vf__prof_record(&e->prof, op, end); /* before the engine may go */
 
     /* The newly ready ops become active in the same step as this one stops
      * being pending and active (see engine.h). */

@@ -29,6 +29,7 @@
 
 #include "common.h"
 #include "error.h"
+#include "profile.h"
 
 #define VF__OP_INLINE_VARS 8
 
@@ -125,6 +126,7 @@ struct vf__op {
      * second vf_complete fails its compare-and-swap (acq_rel). Kept across
      * free-list reuse: op_alloc never resets it. */
     _Atomic uint64_t ticket;
+    vf__op_prof prof; /* profiling (prof.id 0: not recorded) */
     vf__opdef own; /* the definition of a one-shot push */
     vf__varref inline_vars[VF__OP_INLINE_VARS];
 };

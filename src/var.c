@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "engine.h"
 #include "freelist.h"
 
 /* --- queue ------------------------------------------------------------- */
@@ -50,13 +51,22 @@ bool vf__var_append_write(vf__var *v, vf__op *op, vf__qblock **spare)
     return false;
 }
 
-static void make_ready(vf__op *op, vf__readylist *ready)
+/* `from` released one of op's vars: record the edge when profiling, and
+ * collect the op when that was the last thing it waited for. */
+static void make_ready(vf__op *op, const vf__op *from, vf__readylist *ready)
 {
-    if (vf__op_release(op, 1))
+    bool recorded = VF__UNLIKELY(op->prof.id != 0);
+    if (recorded && from->prof.id != 0)
+        vf__prof_edge(op, from);
+    if (vf__op_release(op, 1)) {
+        if (recorded)
+            op->prof.ready = vf__prof_now(&op->engine->prof);
         vf__readylist_add(ready, op);
+    }
 }
 
-void vf__var_complete_read(vf__var *v, vf__readylist *ready)
+void vf__var_complete_read(vf__var *v, const vf__op *from,
+                           vf__readylist *ready)
 {
     vf__op *write_op = NULL;
     vf__spin_lock(&v->lock);
@@ -67,10 +77,11 @@ void vf__var_complete_read(vf__var *v, vf__readylist *ready)
     }
     vf__spin_unlock(&v->lock);
     if (write_op)
-        make_ready(write_op, ready);
+        make_ready(write_op, from, ready);
 }
 
-void vf__var_complete_write(vf__var *v, vf__failure *failure, bool ran,
+void vf__var_complete_write(vf__var *v, const vf__op *from,
+                            vf__failure *failure, bool ran,
                             vf__readylist *ready)
 {
     if (failure != NULL) {
@@ -114,12 +125,12 @@ void vf__var_complete_write(vf__var *v, vf__failure *failure, bool ran,
     while (blk != end) {
         vf__qblock *next = blk->next;
         if (blk != done)
-            make_ready(blk->op, ready);
+            make_ready(blk->op, from, ready);
         vf__fl_free(VF__FL_QUEUE, blk);
         blk = next;
     }
     if (next_write)
-        make_ready(next_write, ready);
+        make_ready(next_write, from, ready);
 }
 
 /* --- handle table ------------------------------------------------------ */
@@ -204,6 +215,7 @@ int vf__var_create(vf__var_table *t, vf_var *out)
                 atomic_init(&chunk[i].gen, 1);
                 atomic_init(&chunk[i].failure, NULL);
                 atomic_init(&chunk[i].version, 0);
+                atomic_init(&chunk[i].watched, false);
             }
             /* Release: lookups that see the chunk see it initialized. */
             atomic_store_explicit(&t->chunks[c], chunk, memory_order_release);
@@ -252,6 +264,7 @@ void vf__var_free_slot(vf__var_table *t, vf__var *v)
     vf__qblock *sentinel = v->tail;
     v->tail = NULL;
     v->state = VF__VAR_FREE;
+    atomic_store_explicit(&v->watched, false, memory_order_relaxed);
     uint32_t gen = atomic_load_explicit(&v->gen, memory_order_relaxed);
     atomic_store_explicit(&v->gen, (gen + 1) & ((1u << VF__VAR_GEN_BITS) - 1),
                           memory_order_relaxed);

@@ -80,6 +80,9 @@ struct vf__var {
      * relaxed loads give a fast early VF_ESTALE, the authoritative check is
      * made under the lock. */
     _Atomic uint32_t gen;
+    /* VF_ENGINE_INFO: someone waited on it, so its ops are logged
+     * (relaxed: a debugging aid). */
+    atomic_bool watched;
     uint32_t index;
     struct vf__var *next_free; /* table lock */
 } __attribute__((aligned(VF__CACHELINE)));
@@ -132,11 +135,13 @@ void vf__var_free_slot(vf__var_table *t, vf__var *v);
 bool vf__var_append_read(vf__var *v, vf__op *op, vf__qblock **spare);
 bool vf__var_append_write(vf__var *v, vf__op *op, vf__qblock **spare);
 
-/* Release a read / the head write held by a finishing op (take the lock
- * themselves). Ops this makes ready are added to `ready`. A write passes on
+/* Release a read / the head write held by the finishing op `from` (take the
+ * lock themselves). Ops this makes ready are added to `ready`. A write passes on
  * `failure` (may be NULL) to the var and, when `ran`, bumps its version. */
-void vf__var_complete_read(vf__var *v, vf__readylist *ready);
-void vf__var_complete_write(vf__var *v, vf__failure *failure, bool ran,
+void vf__var_complete_read(vf__var *v, const vf__op *from,
+                           vf__readylist *ready);
+void vf__var_complete_write(vf__var *v, const vf__op *from,
+                            vf__failure *failure, bool ran,
                             vf__readylist *ready);
 
 #endif /* VF_VAR_H */

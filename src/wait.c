@@ -144,6 +144,11 @@ VF_API int vf_wait_var(vf_engine *e, vf_var h, vf_error *err)
     if (rc != 0)
         return vf__fail(rc, "%s: variable (id %#llx) %s", who,
                         (unsigned long long)h.id, vf_strerror(rc));
+    if (VF__UNLIKELY(e->engine_info)) {
+        atomic_store_explicit(&v->watched, true, memory_order_relaxed);
+        fprintf(stderr, "varflow: wait on var %#llx\n",
+                (unsigned long long)h.id);
+    }
     vf__op *cur = vf__current_op();
     bool nested = cur != NULL && cur->engine == e;
     if (nested && op_writes(cur, v))
