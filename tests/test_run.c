@@ -1,0 +1,121 @@
+/*
+ * test_run: what a running op is told through vf_run, on every engine kind.
+ *
+ * - vf_run_engine is the engine the op was pushed to;
+ * - vf_run_name is the op's name, "" when it has none;
+ * - vf_run_device is CPU 0; vf_run_stream is NULL on the CPU;
+ * - vf_run_worker is -1 on the naive engine (ops run on the pushing
+ *   thread) and a valid index (0 <= w < vf_engine_num_workers) on the
+ *   others, for sync ops; an async op dispatched by the pushing thread
+ *   (ready at push, pushed from the main thread) gets -1;
+ * - every vf_run getter is NULL-safe;
+ * - vf_engine_kind and vf_engine_num_workers match the configuration.
+ */
+#include "util.h"
+
+typedef struct seen {
+    vf_engine *engine;
+    char name[64];
+    vf_device device;
+    void *stream;
+    int worker;
+    atomic_int ran;
+} seen;
+
+static void record(vf_run *run, seen *s)
+{
+    s->engine = vf_run_engine(run);
+    snprintf(s->name, sizeof s->name, "%s", vf_run_name(run));
+    s->device = vf_run_device(run);
+    s->stream = vf_run_stream(run);
+    s->worker = vf_run_worker(run);
+    atomic_fetch_add(&s->ran, 1);
+}
+
+static int sync_fn(vf_run *run, void *arg)
+{
+    record(run, arg);
+    return 0;
+}
+
+static void async_fn(vf_run *run, void *arg, vf_completion done)
+{
+    record(run, arg);
+    CHECK_OK(vf_complete(done, 0, NULL));
+}
+
+static void run_kind(const tu_kind *k)
+{
+    vf_engine *e = tu_engine(k);
+    CHECK_EQ(vf_engine_kind(e), k->cfg.type);
+    int nw = vf_engine_num_workers(e);
+    if (k->cfg.type == VF_ENGINE_NAIVE)
+        CHECK_EQ(nw, 0);
+    else if (k->cfg.type == VF_ENGINE_POOLED)
+        CHECK_EQ(nw, k->cfg.cpu_workers);
+    else
+        CHECK_EQ(nw, k->cfg.cpu_workers + k->cfg.cpu_priority_workers);
+
+    vf_var x = tu_var(e);
+    seen named, unnamed, prio, as;
+    memset(&named, 0, sizeof named);
+    memset(&unnamed, 0, sizeof unnamed);
+    memset(&prio, 0, sizeof prio);
+    memset(&as, 0, sizeof as);
+    CHECK_OK(vf_push(e, &(vf_op){.fn = sync_fn, .arg = &named,
+                                 .writes = VF_VARS(x), .name = "named op"}));
+    CHECK_OK(vf_push(e, &(vf_op){.fn = sync_fn, .arg = &unnamed,
+                                 .reads = VF_VARS(x)}));
+    CHECK_OK(vf_push(e, &(vf_op){.fn = sync_fn, .arg = &prio,
+                                 .property = VF_PROP_CPU_PRIORITIZED}));
+    vf_var y = tu_var(e);
+    CHECK_OK(vf_push(e, &(vf_op){.async_fn = async_fn, .arg = &as,
+                                 .writes = VF_VARS(y), .name = "async"}));
+    CHECK_OK(vf_wait_all(e, NULL));
+
+    seen *all[] = {&named, &unnamed, &prio, &as};
+    for (int i = 0; i < 4; i++) {
+        CHECK_EQ(atomic_load(&all[i]->ran), 1);
+        CHECK(all[i]->engine == e);
+        CHECK_EQ(all[i]->device.type, VF_DEVICE_CPU);
+        CHECK_EQ(all[i]->device.id, 0);
+        CHECK(all[i]->stream == NULL);
+    }
+    CHECK(strcmp(named.name, "named op") == 0);
+    CHECK(strcmp(unnamed.name, "") == 0);
+    CHECK(strcmp(as.name, "async") == 0);
+    if (!k->threaded) {
+        CHECK_EQ(named.worker, -1);
+        CHECK_EQ(unnamed.worker, -1);
+        CHECK_EQ(prio.worker, -1);
+    } else {
+        CHECK(named.worker >= 0 && named.worker < nw);
+        CHECK(unnamed.worker >= 0 && unnamed.worker < nw);
+        CHECK(prio.worker >= 0 && prio.worker < nw);
+        if (k->cfg.type == VF_ENGINE_PERDEVICE)
+            CHECK(prio.worker >= k->cfg.cpu_workers);
+        else
+            CHECK(prio.worker < k->cfg.cpu_workers);
+    }
+    /* Ready at its push from the main thread: dispatched by the pusher. */
+    CHECK_EQ(as.worker, -1);
+    tu_finish_engine(e);
+}
+
+int main(void)
+{
+    tu_init("test_run", 60);
+    CHECK(vf_run_engine(NULL) == NULL);
+    CHECK_EQ(vf_run_worker(NULL), -1);
+    CHECK(vf_run_stream(NULL) == NULL);
+    CHECK(vf_run_name(NULL) != NULL);
+    CHECK_EQ(vf_run_device(NULL).type, VF_DEVICE_CPU);
+    vf_run_set_error(NULL, "ignored");
+    for (int i = 0; i < TU_NKINDS; i++) {
+        check_context_ = tu_kinds[i].name;
+        tu_phase(tu_kinds[i].name);
+        run_kind(&tu_kinds[i]);
+    }
+    check_context_ = NULL;
+    return check_finish("test_run");
+}
