@@ -107,6 +107,15 @@ void vf__prof_forget(vf__op *op)
     op->prof.id = 0;
 }
 
+/* FNV-1a: names are short, and only hashed while profiling. */
+static uint64_t name_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603u;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211u;
+    return h;
+}
+
 /* The interned copy of `name` (lock held); NULL when out of memory. */
 static const char *intern(vf__profiler *p, const char *name)
 {
@@ -118,10 +127,7 @@ static const char *intern(vf__profiler *p, const char *name)
         for (size_t i = 0; i < p->names_cap; i++) {
             if (p->names[i] == NULL)
                 continue;
-            uint64_t h = 1469598103934665603u;
-            for (const char *c = p->names[i]; *c; c++)
-                h = (h ^ (unsigned char)*c) * 1099511628211u;
-            size_t j = h & (cap - 1);
+            size_t j = name_hash(p->names[i]) & (cap - 1);
             while (t[j] != NULL)
                 j = (j + 1) & (cap - 1);
             t[j] = p->names[i];
@@ -130,10 +136,7 @@ static const char *intern(vf__profiler *p, const char *name)
         p->names = t;
         p->names_cap = cap;
     }
-    uint64_t h = 1469598103934665603u;
-    for (const char *c = name; *c; c++)
-        h = (h ^ (unsigned char)*c) * 1099511628211u;
-    size_t j = h & (p->names_cap - 1);
+    size_t j = name_hash(name) & (p->names_cap - 1);
     while (p->names[j] != NULL) {
         if (strcmp(p->names[j], name) == 0)
             return p->names[j];

@@ -9,6 +9,23 @@
 
 /* --- queue ------------------------------------------------------------- */
 
+/* Queue the op at the tail: the sentinel becomes its block and the spare
+ * becomes the new sentinel (so appending never branches on emptiness). */
+static vf__qblock *enqueue(vf__var *v, vf__op *op, bool write,
+                           vf__qblock **spare)
+{
+    vf__qblock *blk = v->tail;
+    vf__qblock *sentinel = *spare;
+    *spare = NULL;
+    sentinel->next = NULL;
+    sentinel->op = NULL;
+    blk->next = sentinel;
+    blk->op = op;
+    blk->write = write;
+    v->tail = sentinel;
+    return blk;
+}
+
 bool vf__var_append_read(vf__var *v, vf__op *op, vf__qblock **spare)
 {
     if (v->pending_write == NULL) {
@@ -16,31 +33,13 @@ bool vf__var_append_read(vf__var *v, vf__op *op, vf__qblock **spare)
         v->nreaders++;
         return true;
     }
-    /* Queue behind the pending write: the sentinel becomes this op's block
-     * and the spare becomes the new sentinel. */
-    vf__qblock *blk = v->tail;
-    vf__qblock *sentinel = *spare;
-    *spare = NULL;
-    sentinel->next = NULL;
-    sentinel->op = NULL;
-    blk->next = sentinel;
-    blk->op = op;
-    blk->write = false;
-    v->tail = sentinel;
+    enqueue(v, op, false, spare); /* behind the pending write */
     return false;
 }
 
 bool vf__var_append_write(vf__var *v, vf__op *op, vf__qblock **spare)
 {
-    vf__qblock *blk = v->tail;
-    vf__qblock *sentinel = *spare;
-    *spare = NULL;
-    sentinel->next = NULL;
-    sentinel->op = NULL;
-    blk->next = sentinel;
-    blk->op = op;
-    blk->write = true;
-    v->tail = sentinel;
+    vf__qblock *blk = enqueue(v, op, true, spare);
     if (v->pending_write == NULL) {
         v->pending_write = blk;
         if (v->nreaders == 0) {
