@@ -10,8 +10,8 @@
  *   vfbench-X --engine NAME [--threads T] [--workloads W1,W5,...]
  *             [--work 0,1234,12345 --work-labels 0,10us,100us]
  *             [--ns-per-iter X] [--budget-ms B] [--scale S] [--chol-n N]
- *             [--reps R] [--warmup W] [--max-run-s S] [--ref-dir DIR]
- *             [--progress] [--callgrind]
+ *             [--reps R] [--warmup W] [--max-run-s S] [--row-timeout-s S]
+ *             [--skip KEY@WORK,...] [--ref-dir DIR] [--progress] [--callgrind]
  *
  * --max-run-s bounds the suite: once one run of a row has taken longer than
  * S seconds, the row is not repeated (if that was the warm-up, it counts as
@@ -19,8 +19,15 @@
  * on some shapes (e.g. libgomp with a team of one on W3), and a 5-run
  * median of a 100-second run tells nothing the first run did not.
  *
+ * --row-timeout-s bounds a single run (which cannot be interrupted: the
+ * engine is mid-flight): a watchdog thread prints a "timeout" record for the
+ * row and ends the process with status 4; bench/run.py then starts the
+ * engine again with --skip naming the rows already done. An engine that
+ * hangs costs one timeout, not the suite.
+ *
  * Exit status: 0; 1 on a usage or setup error; 3 when a run's final state
- * differed from the serial run (the loudest failure there is).
+ * differed from the serial run (the loudest failure there is); 4 when a run
+ * timed out (--row-timeout-s).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
@@ -31,6 +38,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "adapter.h"
 #include "workloads.h"
@@ -132,6 +141,52 @@ int bench_run_pushers(const bench_prog *p,
     return rc;
 }
 
+/* ---- the watchdog ------------------------------------------------------------- */
+
+typedef struct watchdog {
+    _Atomic double deadline; /* 0: no run in progress */
+    char row[96];            /* the JSON fields naming the running row */
+    pthread_mutex_t lock;    /* guards row */
+} watchdog;
+
+static watchdog dog = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void *watchdog_main(void *arg)
+{
+    double limit = *(double *)arg;
+    for (;;) {
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        double d = atomic_load(&dog.deadline);
+        if (d > 0 && bench_now() > d) {
+            pthread_mutex_lock(&dog.lock);
+            printf("{\"type\":\"timeout\",%s,\"limit_s\":%.1f}\n", dog.row, limit);
+            fflush(stdout);
+            fprintf(stderr, "bench: a run took longer than %.1f s: giving up on it\n", limit);
+            _exit(4);
+        }
+    }
+    return NULL;
+}
+
+static void watchdog_arm(double limit, const char *engine, int threads, const char *key,
+                         const char *work_label)
+{
+    if (limit <= 0)
+        return;
+    pthread_mutex_lock(&dog.lock);
+    snprintf(dog.row, sizeof dog.row,
+             "\"engine\":\"%s\",\"threads\":%d,\"key\":\"%s\",\"work_label\":\"%s\"",
+             engine, threads, key, work_label);
+    pthread_mutex_unlock(&dog.lock);
+    atomic_store(&dog.deadline, bench_now() + limit);
+}
+
+static void watchdog_disarm(void)
+{
+    atomic_store(&dog.deadline, 0.0);
+}
+
 /* ---- options ----------------------------------------------------------------- */
 
 enum { MAX_LIST = 32 };
@@ -153,6 +208,9 @@ typedef struct options {
     int progress;
     int callgrind;
     double max_run_s; /* stop repeating a row after a run this long (0: no cap) */
+    double row_timeout_s; /* give up on a run this long: exit 4 (0: never) */
+    const char *skip[MAX_LIST * 4]; /* rows "KEY@WORKLABEL" not to run */
+    int nskip;
 } options;
 
 static void usage(void)
@@ -162,8 +220,8 @@ static void usage(void)
             "       --engine NAME [--threads T] [--workloads W1,W5,...]\n"
             "       [--work I1,I2,... --work-labels L1,L2,...] [--ns-per-iter X]\n"
             "       [--budget-ms B] [--scale S] [--chol-n N] [--reps R]\n"
-            "       [--warmup W] [--max-run-s S] [--ref-dir DIR] [--progress]\n"
-            "       [--callgrind]\n");
+            "       [--warmup W] [--max-run-s S] [--row-timeout-s S]\n"
+            "       [--skip KEY@WORK,...] [--ref-dir DIR] [--progress] [--callgrind]\n");
     exit(1);
 }
 
@@ -215,6 +273,13 @@ static void parse(int argc, char **argv, options *o)
             o->warmup = atoi(v);
         else if (ARG("--max-run-s"))
             o->max_run_s = atof(v);
+        else if (ARG("--row-timeout-s"))
+            o->row_timeout_s = atof(v);
+        else if (ARG("--skip")) {
+            for (char *tok = strtok(v, ","); tok && o->nskip < MAX_LIST * 4;
+                 tok = strtok(NULL, ","))
+                o->skip[o->nskip++] = tok;
+        }
         else if (ARG("--ref-dir"))
             o->ref_dir = v;
         else if (strcmp(a, "--progress") == 0)
@@ -350,7 +415,9 @@ static int run_row(const options *o, const bench_adapter *ad, void *engine,
         if (o->callgrind && r >= o->warmup)
             CALLGRIND_ZERO_STATS;
 #endif
+        watchdog_arm(o->row_timeout_s, ad->name, o->threads, key, work_label);
         int rc = ad->run(run, &secs);
+        watchdog_disarm();
 #ifdef BENCH_HAVE_CALLGRIND_H
         if (o->callgrind && r >= o->warmup) {
             char label[128];
@@ -468,6 +535,13 @@ int main(int argc, char **argv)
         return 1;
     }
     double startup = bench_now() - t0;
+    if (o.row_timeout_s > 0) {
+        static double limit;
+        pthread_t tid;
+        limit = o.row_timeout_s;
+        if (pthread_create(&tid, NULL, watchdog_main, &limit) == 0)
+            pthread_detach(tid);
+    }
 
     int nsteps = 0;
     for (int w = 0; w < o.nworkloads; w++)
@@ -478,6 +552,18 @@ int main(int argc, char **argv)
             const char *key = o.workloads[w];
             if (is_cholesky(key) && k > 0)
                 continue;
+            const char *wl = is_cholesky(key) ? "tiles" : o.work_labels[k];
+            int skipped = 0;
+            for (int i = 0; i < o.nskip; i++) {
+                size_t kl = strlen(key);
+                if (strncmp(o.skip[i], key, kl) == 0 && o.skip[i][kl] == '@' &&
+                    strcmp(o.skip[i] + kl + 1, wl) == 0)
+                    skipped = 1;
+            }
+            if (skipped) {
+                step++;
+                continue;
+            }
             int rc = run_row(&o, ad, engine, key, is_cholesky(key) ? 0 : o.work[k],
                              is_cholesky(key) ? "tiles" : o.work_labels[k], step++, nsteps);
             if (rc > status)

@@ -260,12 +260,14 @@ def main():
              "calibrated at start (%.3f ns per iteration here) so ~10 us and ~100 us "
              "mean that on the machine at hand. With work, op counts are capped so a "
              "serial run takes about %d ms; a row whose run takes longer than %s s is not "
-             "repeated (its cell says *capped*). **Every run's final state is compared "
+             "repeated (its cell says *capped*), and one that runs longer than %s s is "
+             "abandoned (*timeout*). **Every run's final state is compared "
              "with the serial run's** (a hash of all values; W6 factors bit for bit); "
              "a mismatch fails the suite and no table is reported."
              % (doc["settings"]["reps"], doc["settings"]["warmup"],
                 doc["calibration"]["ns_per_iter"], doc["settings"]["budget_ms"],
-                doc["settings"].get("max_run_s", "-")))
+                doc["settings"].get("max_run_s", "-"),
+                doc["settings"].get("row_timeout_s", "-")))
     L.append("")
     L.append("| id | workload | shape |")
     L.append("|---|---|---|")

@@ -45,12 +45,13 @@ MODES = {
     # scale: fraction of WORKLOADS.md's op counts at work = 0
     # budget_ms: with work > 0, ops are capped so one serial run takes ~this
     # max_run_s: a row whose run takes longer is not repeated (see driver.c)
+    # row_timeout_s: a single run that takes longer is abandoned (driver.c)
     "full": dict(scale=1.0, budget_ms=300, reps=5, warmup=1, chol_n=2048,
-                 works=[0, 10, 100], timeout=1800, max_run_s=10),
+                 works=[0, 10, 100], timeout=1800, max_run_s=10, row_timeout_s=60),
     "quick": dict(scale=0.05, budget_ms=25, reps=5, warmup=1, chol_n=512,
-                  works=[0, 10, 100], timeout=300, max_run_s=2),
+                  works=[0, 10, 100], timeout=300, max_run_s=2, row_timeout_s=10),
     "tiny": dict(scale=0.005, budget_ms=3, reps=5, warmup=0, chol_n=256,
-                 works=[0, 10], timeout=120, max_run_s=1),
+                 works=[0, 10], timeout=120, max_run_s=1, row_timeout_s=10),
 }
 
 
@@ -185,6 +186,8 @@ def run_engine(binary, engine, threads, args, progress, index, nconfigs, timeout
     status = "ok"
     if proc.returncode == 3:
         status = "mismatch"
+    elif proc.returncode == 4:
+        status = "timeout-row"
     elif timed_out:
         status = "timeout after %d s" % timeout
     elif proc.returncode != 0:
@@ -201,12 +204,16 @@ def main():
     ap.add_argument("--workloads", help="only these rows, e.g. W1,W5,W6-b64")
     ap.add_argument("--threads", help="worker counts (default 1 and all cores)")
     ap.add_argument("--reps", type=int, help="timed runs per cell (>= 5 for reports)")
+    ap.add_argument("--row-timeout", type=float,
+                    help="seconds after which one run is abandoned (mode default)")
     ap.add_argument("--docs", action="store_true",
                     help="then regenerate docs/BENCHMARKS.md from the results")
     opts = ap.parse_args()
     mode = dict(MODES[opts.mode])
     if opts.reps:
         mode["reps"] = opts.reps
+    if opts.row_timeout:
+        mode["row_timeout_s"] = opts.row_timeout
     build = os.path.abspath(opts.build)
     out = opts.out or os.path.join(build, "results-%s.json" % opts.mode)
     cores = os.cpu_count() or 1
@@ -258,6 +265,7 @@ def main():
             "--budget-ms", str(mode["budget_ms"]), "--scale", str(mode["scale"]),
             "--chol-n", str(mode["chol_n"]), "--reps", str(mode["reps"]),
             "--warmup", str(mode["warmup"]), "--max-run-s", str(mode["max_run_s"]),
+            "--row-timeout-s", str(mode["row_timeout_s"]),
             "--ref-dir", ref_dir]
     if opts.workloads:
         args += ["--workloads", opts.workloads]
@@ -269,11 +277,12 @@ def main():
         "git": sh("git -C %s describe --always --dirty" % HERE),
         "machine": machine_info(),
         "settings": {k: mode[k] for k in ("scale", "budget_ms", "reps", "warmup", "chol_n",
-                                          "max_run_s")},
+                                          "max_run_s", "row_timeout_s")},
         "calibration": {"ns_per_iter": ns_per_iter},
         "work_sizes": work_sizes,
         "threads": threads,
-        "engines": [], "results": [], "skips": [], "skipped": skipped, "notes": notes,
+        "engines": [], "results": [], "skips": [], "timeouts": [], "skipped": skipped,
+        "notes": notes,
     }
     for n in notes:
         print("bench: " + n, file=sys.stderr)
@@ -287,8 +296,20 @@ def main():
     worst = 0
     mismatches = []
     for i, (path, engine, family, t) in enumerate(configs):
-        recs, status, errors = run_engine(path, engine, t, args, progress, i,
-                                          len(configs), mode["timeout"])
+        recs, done = [], []
+        while True:
+            skip = ["--skip", ",".join(done)] if done else []
+            got, status, errors = run_engine(path, engine, t, args + skip, progress, i,
+                                             len(configs), mode["timeout"])
+            recs += got
+            done = ["%s@%s" % (r["key"], r["work_label"]) for r in recs
+                    if r["type"] in ("result", "skip", "timeout")]
+            if status != "timeout-row":
+                break
+            progress.message("bench: %s T=%d: a run took longer than %s s: %s"
+                             % (engine, t, mode["row_timeout_s"],
+                                "; ".join("%s work=%s" % (r["key"], r["work_label"])
+                                          for r in got if r["type"] == "timeout")))
         einfo = {"engine": engine, "family": family, "threads": t, "status": status}
         for r in recs:
             if r["type"] == "result":
@@ -299,6 +320,8 @@ def main():
                         engine, t, r["key"], r["work_label"], r["check"]))
             elif r["type"] == "skip":
                 doc["skips"].append(r)
+            elif r["type"] == "timeout":
+                doc["timeouts"].append(r)
             elif r["type"] == "engine":
                 einfo.update({k: r[k] for k in ("version", "startup_s", "shutdown_s")})
             elif r["type"] == "unavailable":
@@ -335,8 +358,9 @@ def main():
     print("each cell: %d timed runs after %d warm-up; push-all + wait-all; "
           "load average %.2f -> %.2f"
           % (mode["reps"], mode["warmup"], m["loadavg_start"], m["loadavg_end"]))
-    print("a cell marked (capped) has fewer runs: one took longer than %s s"
-          % mode["max_run_s"])
+    print("(capped): fewer runs, one took longer than %s s; timeout: a run took longer "
+          "than %s s and was abandoned; n/a: the engine cannot express the workload"
+          % (mode["max_run_s"], mode["row_timeout_s"]))
     for n in notes:
         print("note: " + n)
     for title, header, rows in tables.all_tables(res):

@@ -54,6 +54,8 @@ class Results:
             self.recs[(r["engine"], r["threads"], r["key"], r["work_label"])] = r
         self.skips = {(s["engine"], s["threads"], s["key"], s["work_label"]): s["reason"]
                       for s in doc.get("skips", [])}
+        self.timeouts = {(s["engine"], s["threads"], s["key"], s["work_label"]): s
+                         for s in doc.get("timeouts", [])}
         self.families = {e["engine"]: e["family"] for e in doc.get("engines", [])}
         for r in doc.get("results", []):
             self.families.setdefault(r["engine"], r.get("family", ""))
@@ -130,6 +132,8 @@ class Results:
         reason = self.skips.get((engine, threads, key, work))
         if reason:
             return "n/a"
+        if (engine, threads, key, work) in self.timeouts:
+            return "timeout"
         return "-"
 
 
