@@ -430,14 +430,114 @@ VF_API const char *vf_profile_worker_pool(const vf_profile *p, int worker);
 VF_API uint64_t vf_profile_span_ns(const vf_profile *p);
 
 typedef enum vf_profile_format {
-    VF_PROFILE_AUTO = 0,   /* by the path's extension; default Chrome JSON */
-    VF_PROFILE_CHROME_JSON /* Chrome trace (Perfetto, chrome://tracing) */
+    VF_PROFILE_AUTO = 0,     /* by the path's extension: .html/.htm HTML,
+                                .dot/.gv Graphviz, .txt summary text,
+                                .summary.json summary JSON, anything else
+                                Chrome JSON */
+    VF_PROFILE_CHROME_JSON,  /* Chrome trace (Perfetto, chrome://tracing): a
+                                track per worker, a slice per op, flow arrows
+                                for dependency edges, counters of ready and
+                                running ops; vf_profile_load reads it back */
+    VF_PROFILE_SUMMARY_TEXT, /* the per-name table (vf_profile_summary),
+                                sorted by total time, as aligned text */
+    VF_PROFILE_SUMMARY_JSON, /* the same table as JSON */
+    VF_PROFILE_DOT,          /* Graphviz dot: ops, dependency edges, the
+                                critical path in red; above 1000 ops only
+                                the first 1000 (by id), with a note */
+    VF_PROFILE_HTML          /* one self-contained page, no network: timeline
+                                per worker with the critical path, running
+                                and ready ops over time, top ops, summary */
 } vf_profile_format;
 
-/* Write the snapshot to `path` in `format`. VF_ESYSTEM when the file cannot
- * be written (the detail names it), VF_ENOTSUP for an unknown format. */
+/* Write the snapshot to `path` ("-": standard output) in `format`.
+ * VF_ESYSTEM when the file cannot be written (the detail names it),
+ * VF_ENOTSUP for an unknown format, VF_ENOMEM. */
 VF_API int vf_profile_write(const vf_profile *p, const char *path,
                             vf_profile_format format);
+
+/*
+ * Read back a Chrome trace JSON that vf_profile_write wrote (any varflow
+ * version with the same "varflow" field in otherData): the snapshot is the
+ * one that was written, to the nanosecond. Free with vf_profile_free.
+ * VF_ESYSTEM when the file cannot be read, VF_EINVAL when it is not such a
+ * trace (the detail says where it went wrong), VF_ENOMEM.
+ */
+VF_API int vf_profile_load(const char *path, vf_profile **out);
+
+/*
+ * Summary per op name. Timing columns count the ops that ran (ok or
+ * failed); skipped ops count in `count` and `skipped` only.
+ */
+typedef struct vf_profile_row {
+    const char *name;   /* owned by the snapshot */
+    uint64_t count;     /* ops of this name recorded */
+    uint64_t skipped;   /* of them, skipped (an input had failed) */
+    uint64_t failed;    /* of them, ran and failed */
+    uint64_t total_ns;  /* sum of end - start of those that ran */
+    uint64_t mean_ns;   /* total_ns / ops that ran (0 when none ran) */
+    uint64_t min_ns;    /* shortest run (0 when none ran) */
+    uint64_t max_ns;    /* longest run */
+    uint64_t queued_ns; /* sum of start - ready: ready, waiting for a worker */
+} vf_profile_row;
+
+/* The column a summary is sorted by: names A to Z, numbers largest first;
+ * ties by name. */
+typedef enum vf_profile_sort {
+    VF_PROFILE_SORT_TOTAL = 0,
+    VF_PROFILE_SORT_NAME,
+    VF_PROFILE_SORT_COUNT,
+    VF_PROFILE_SORT_SKIPPED,
+    VF_PROFILE_SORT_FAILED,
+    VF_PROFILE_SORT_MEAN,
+    VF_PROFILE_SORT_MIN,
+    VF_PROFILE_SORT_MAX,
+    VF_PROFILE_SORT_QUEUED
+} vf_profile_sort;
+
+/* The column's name as the text and JSON summaries print it ("total",
+ * "name", "count", ...), or NULL for an unknown value. */
+VF_API const char *vf_profile_sort_name(vf_profile_sort by);
+
+/* The sort key whose vf_profile_sort_name is `name`. VF_EINVAL if none. */
+VF_API int vf_profile_sort_parse(const char *name, vf_profile_sort *out);
+
+/* One row per distinct op name, sorted `by`. `*rows` (NULL when there are
+ * none) is freed with vf_profile_summary_free; its names stay valid while
+ * the snapshot lives. VF_EINVAL for a bad argument, VF_ENOMEM. */
+VF_API int vf_profile_summary(const vf_profile *p, vf_profile_sort by,
+                              vf_profile_row **rows, size_t *nrows);
+VF_API void vf_profile_summary_free(vf_profile_row *rows);
+
+/* Write the summary sorted `by` to `path` ("-": standard output) as
+ * VF_PROFILE_SUMMARY_TEXT or VF_PROFILE_SUMMARY_JSON (VF_ENOTSUP for any
+ * other format). Errors as vf_profile_write. */
+VF_API int vf_profile_write_summary(const vf_profile *p, const char *path,
+                                    vf_profile_format format,
+                                    vf_profile_sort by);
+
+/*
+ * The critical path: the chain of recorded dependency edges (each op's
+ * `deps`) whose ops' run times (end - start) add up to the most; no
+ * schedule of the same DAG, on any number of workers, can finish sooner.
+ * Waiting is not counted in the length: the time the chain spent between
+ * one op's end and the next one's start (release, queueing behind other
+ * ready ops, dispatch) is `elapsed_ns - length_ns`. Ties go to the
+ * predecessor that finished last, then to the smaller id. Edges to ops not
+ * in the snapshot (dropped) are ignored.
+ */
+typedef struct vf_profile_path {
+    size_t count;        /* ops on the path */
+    uint64_t *ids;       /* their ids, first to last (NULL when count 0) */
+    uint64_t length_ns;  /* sum of their run times */
+    uint64_t elapsed_ns; /* first op's start to last op's end */
+    uint64_t span_ns;    /* the profile's span (vf_profile_span_ns) */
+} vf_profile_path;
+
+/* Compute the critical path into `*out` (free with vf_profile_path_free).
+ * An empty snapshot gives an empty path. VF_EINVAL for a bad argument or
+ * edges that form a cycle (a corrupt file), VF_ENOMEM. */
+VF_API int vf_profile_critical_path(const vf_profile *p, vf_profile_path *out);
+VF_API void vf_profile_path_free(vf_profile_path *path);
 
 /* ------------------------------------------------------------------------ */
 /* Testing aids                                                              */

@@ -15,18 +15,6 @@ struct vf__prof_entry {
     uint64_t *more_deps;
 };
 
-struct vf_profile {
-    vf_engine_type kind;
-    int nworkers;
-    const char **worker_pool; /* per worker index */
-    size_t count;
-    vf_profile_record *records;
-    uint64_t *deps;
-    char *names;
-    uint64_t dropped;
-    uint64_t span_ns;
-};
-
 int vf__prof_init(vf__profiler *p, size_t max_records)
 {
     memset(p, 0, sizeof *p);

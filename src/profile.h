@@ -67,6 +67,22 @@ typedef struct vf__profiler {
     size_t names_cap, names_len;
 } vf__profiler;
 
+/* A snapshot (vf_profile_take, or vf_profile_load from a file): records
+ * sorted by id, names in `names`, deps in `deps`; worker_pool entries are
+ * string literals or point into `names`. Defined here so that the loader
+ * (profile_load.c) can build one. */
+struct vf_profile {
+    vf_engine_type kind;
+    int nworkers;
+    const char **worker_pool; /* per worker index */
+    size_t count;
+    vf_profile_record *records;
+    uint64_t *deps;
+    char *names;
+    uint64_t dropped;
+    uint64_t span_ns;
+};
+
 int vf__prof_init(vf__profiler *p, size_t max_records);
 void vf__prof_destroy(vf__profiler *p);
 

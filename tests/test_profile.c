@@ -1,0 +1,629 @@
+/*
+ * test_profile: the profiler's recording and its Chrome trace and summary
+ * outputs, for a known program on every engine kind.
+ *
+ * The program: "start" writes x and, on a threaded engine, holds a gate
+ * until everything is pushed, so every later op is pushed while its
+ * dependencies are still pending and the recorded edges are known exactly:
+ * 20 "leaf" ops read x (edge from start) and write l[i]; "join" reads all
+ * l[i] (20 edges, more than the inline dep slots); "fail" reads x and
+ * fails; "after_fail" reads what it wrote and is skipped (edge from fail);
+ * "prio" reads x on the CPU priority pool. On the naive engine every op
+ * runs inside its push, so there are no edges at all.
+ *
+ * Checked: ids in push order, each record's worker is the one the op saw
+ * (vf_run_worker), times in order along every edge, the exact edge sets;
+ * the Chrome JSON parses (tests/json_mini.h, not the library's loader) and
+ * has a slice per op on its worker's track with the right category, a flow
+ * per edge whose ends lie in the two ops' slices, counters that never
+ * exceed the workers and end at zero, thread names for every worker;
+ * vf_profile_load reads the trace back field for field; the summary counts
+ * are exact and every sort key orders its column. Then: the profiler off
+ * records nothing and changes no result; stop, pause and resume; the
+ * dropped count when max_records is small; config.profile_path and
+ * VF_PROFILE write at destroy; errors of write and load; every allocation
+ * of the outputs failing in turn gives VF_ENOMEM, never a crash or leak.
+ */
+#include "util.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "json_mini.h"
+
+#define NLEAF 20
+#define NOPS (NLEAF + 5)
+
+static char dir[64];
+
+typedef struct op_arg {
+    tu_gate *gate;
+    int fail;
+    int worker; /* what vf_run_worker said */
+} op_arg;
+
+static int op_fn(vf_run *run, void *arg)
+{
+    op_arg *a = arg;
+    a->worker = vf_run_worker(run);
+    if (a->gate != NULL)
+        CHECK(tu_gate_wait(a->gate, TU_TIMEOUT));
+    tu_spin_us(20);
+    return a->fail;
+}
+
+static char *path_in_dir(const char *name)
+{
+    static char buf[8][160];
+    static int k;
+    char *p = buf[k++ % 8];
+    snprintf(p, 160, "%s/%s", dir, name);
+    return p;
+}
+
+/* Pushes the known program; args[i] belongs to the op of id i + 1. */
+static void push_program(vf_engine *e, op_arg *args, tu_gate *gate)
+{
+    vf_var x = tu_var(e), j = tu_var(e), f = tu_var(e), g = tu_var(e),
+           p = tu_var(e), l[NLEAF];
+    for (int i = 0; i < NLEAF; i++)
+        l[i] = tu_var(e);
+    int k = 0;
+    args[k].gate = gate;
+    CHECK_OK(vf_push(e, &(vf_op){.fn = op_fn, .arg = &args[k++],
+                                 .writes = VF_VARS(x), .name = "start"}));
+    for (int i = 0; i < NLEAF; i++)
+        CHECK_OK(vf_push(e, &(vf_op){.fn = op_fn, .arg = &args[k++],
+                                     .reads = VF_VARS(x),
+                                     .writes = VF_VARS(l[i]), .name = "leaf"}));
+    CHECK_OK(vf_push(e, &(vf_op){.fn = op_fn, .arg = &args[k++],
+                                 .reads = tu_list(l, NLEAF),
+                                 .writes = VF_VARS(j), .name = "join"}));
+    args[k].fail = 7;
+    CHECK_OK(vf_push(e, &(vf_op){.fn = op_fn, .arg = &args[k++],
+                                 .reads = VF_VARS(x), .writes = VF_VARS(f),
+                                 .name = "fail"}));
+    CHECK_OK(vf_push(e, &(vf_op){.fn = op_fn, .arg = &args[k++],
+                                 .reads = VF_VARS(f), .writes = VF_VARS(g),
+                                 .name = "after_fail"}));
+    CHECK_OK(vf_push(e, &(vf_op){.fn = op_fn, .arg = &args[k++],
+                                 .reads = VF_VARS(x), .writes = VF_VARS(p),
+                                 .property = VF_PROP_CPU_PRIORITIZED,
+                                 .name = "prio"}));
+    REQUIRE(k == NOPS);
+}
+
+/* The deps op `id` must have (sorted), on a threaded engine. */
+static int expected_deps(uint64_t id, uint64_t *out)
+{
+    if (id == 1)
+        return 0;
+    if (id <= 1 + NLEAF || id == NLEAF + 3 || id == NLEAF + 5) {
+        out[0] = 1;
+        return 1;
+    }
+    if (id == NLEAF + 2) {
+        for (int i = 0; i < NLEAF; i++)
+            out[i] = (uint64_t)i + 2;
+        return NLEAF;
+    }
+    out[0] = NLEAF + 3; /* after_fail <- fail */
+    return 1;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void check_records(const vf_profile *p, const op_arg *args, bool threaded)
+{
+    static const char *const names[] = {"start", "leaf", "join", "fail",
+                                        "after_fail", "prio"};
+    REQUIRE(vf_profile_count(p) == NOPS);
+    CHECK_EQ(vf_profile_dropped(p), 0);
+    for (size_t i = 0; i < NOPS; i++) {
+        const vf_profile_record *r = vf_profile_at(p, i);
+        uint64_t id = i + 1;
+        CHECK_EQ(r->id, id);
+        const char *want = id == 1 ? names[0] : id <= 1 + NLEAF ? names[1]
+                                                : names[id - NLEAF];
+        CHECK(strcmp(r->name, want) == 0);
+        CHECK(r->push_ns <= r->ready_ns && r->ready_ns <= r->start_ns &&
+              r->start_ns <= r->end_ns && r->end_ns <= vf_profile_span_ns(p));
+        int status = id == NLEAF + 3 ? 7 : id == NLEAF + 4 ? VF_ESKIPPED : 0;
+        CHECK_EQ(r->status, status);
+        if (status != VF_ESKIPPED)
+            CHECK_EQ(r->worker, args[i].worker);
+        CHECK_EQ(r->pool, !threaded ? -1 : (id == NOPS && vf_profile_engine_kind(p) == VF_ENGINE_PERDEVICE) ? 1 : 0);
+        CHECK_EQ(r->property, id == NOPS ? VF_PROP_CPU_PRIORITIZED : VF_PROP_NORMAL);
+        CHECK(!r->async && r->device.type == VF_DEVICE_CPU && r->device.id == 0);
+        uint64_t want_deps[NLEAF], got[64];
+        int n = threaded ? expected_deps(id, want_deps) : 0;
+        CHECK_EQ(r->ndeps, n);
+        for (int k = 0; k < r->ndeps && k < 64; k++) {
+            got[k] = r->deps[k];
+            const vf_profile_record *d = vf_profile_at(p, r->deps[k] - 1);
+            CHECK(d != NULL && d->end_ns <= r->ready_ns);
+        }
+        if (r->ndeps == n && n > 0) {
+            qsort(got, (size_t)n, sizeof *got, cmp_u64);
+            CHECK(memcmp(got, want_deps, (size_t)n * sizeof *got) == 0);
+        }
+    }
+}
+
+/* The slice of (pid, tid) containing time ts (us), as an op id; 0 if none. */
+static uint64_t slice_at(const jm_value *events, double pid, double tid,
+                         double ts)
+{
+    for (int i = 0; i < events->n; i++) {
+        const jm_value *ev = events->items[i];
+        if (strcmp(jm_str(ev, "ph"), "X") != 0 || jm_num(ev, "pid") != pid ||
+            jm_num(ev, "tid") != tid)
+            continue;
+        double t0 = jm_num(ev, "ts"), t1 = t0 + jm_num(ev, "dur");
+        if (t0 - 1e-4 <= ts && ts <= t1 + 1e-4)
+            return (uint64_t)jm_num(jm_get(ev, "args"), "id");
+    }
+    return 0;
+}
+
+static void check_chrome(const vf_profile *p, const char *path, int nworkers,
+                         bool threaded)
+{
+    char *text = jm_read_file(path);
+    REQUIRE(text != NULL);
+    jm_value *doc = jm_parse(text);
+    if (doc == NULL)
+        CHECK_REPORT_("%s: invalid JSON at byte %zu: %s", path, jm_error_at,
+                      jm_error);
+    REQUIRE(doc != NULL);
+    free(text);
+    const jm_value *events = jm_get(doc, "traceEvents");
+    REQUIRE(events != NULL && events->type == JM_ARR);
+    int nx = 0, ns = 0, nf = 0, nthreads = 0, nedges = 0;
+    double max_running = 0, last_running = -1, last_ready = -1;
+    for (int i = 0; i < events->n; i++) {
+        const jm_value *ev = events->items[i];
+        const char *ph = jm_str(ev, "ph");
+        if (strcmp(ph, "X") == 0) {
+            nx++;
+            const jm_value *args = jm_get(ev, "args");
+            uint64_t id = (uint64_t)jm_num(args, "id");
+            const vf_profile_record *r = vf_profile_at(p, id - 1);
+            REQUIRE(r != NULL && r->id == id);
+            CHECK(strcmp(jm_str(ev, "name"), r->name) == 0);
+            CHECK_EQ(jm_num(ev, "tid"), r->worker + 1);
+            CHECK_EQ(jm_num(args, "worker"), r->worker);
+            CHECK_EQ((long long)(jm_num(ev, "ts") * 1000 + 0.5), r->start_ns);
+            const char *cat = jm_str(ev, "cat");
+            CHECK(strcmp(cat, r->status == 0             ? "op"
+                              : r->status == VF_ESKIPPED ? "skipped"
+                                                         : "failed") == 0);
+            const jm_value *deps = jm_get(args, "deps");
+            CHECK(deps && deps->type == JM_ARR && deps->n == r->ndeps);
+        } else if (strcmp(ph, "s") == 0 || strcmp(ph, "f") == 0) {
+            bool start = ph[0] == 's';
+            ns += start;
+            nf += !start;
+            if (!start)
+                continue;
+            /* Find its "f" (same id) and the slices both ends lie in. */
+            for (int k = 0; k < events->n; k++) {
+                const jm_value *fe = events->items[k];
+                if (strcmp(jm_str(fe, "ph"), "f") != 0 ||
+                    jm_num(fe, "id") != jm_num(ev, "id"))
+                    continue;
+                CHECK(strcmp(jm_str(fe, "bp"), "e") == 0);
+                uint64_t from = slice_at(events, jm_num(ev, "pid"),
+                                         jm_num(ev, "tid"), jm_num(ev, "ts"));
+                uint64_t to = slice_at(events, jm_num(fe, "pid"),
+                                       jm_num(fe, "tid"), jm_num(fe, "ts"));
+                uint64_t want[NLEAF];
+                int n = to ? expected_deps(to, want) : 0;
+                bool found = false;
+                for (int d = 0; d < n; d++)
+                    found |= want[d] == from;
+                if (!found)
+                    CHECK_REPORT_("flow %g: %" PRIu64 " -> %" PRIu64
+                                  " is not an edge",
+                                  jm_num(ev, "id"), from, to);
+                nedges++;
+            }
+        } else if (strcmp(ph, "C") == 0) {
+            const jm_value *args = jm_get(ev, "args");
+            if (strcmp(jm_str(ev, "name"), "running ops") == 0) {
+                last_running = jm_num(args, "running");
+                max_running = last_running > max_running ? last_running
+                                                         : max_running;
+            } else if (strcmp(jm_str(ev, "name"), "ready ops") == 0) {
+                last_ready = jm_num(args, "ready");
+            }
+        } else if (strcmp(ph, "M") == 0 &&
+                   strcmp(jm_str(ev, "name"), "thread_name") == 0 &&
+                   jm_num(ev, "tid") >= 1) {
+            nthreads++;
+        }
+    }
+    int edges = threaded ? 2 * NLEAF + 3 : 0; /* distinct pairs */
+    CHECK_EQ(nx, NOPS);
+    CHECK_EQ(ns, edges);
+    CHECK_EQ(nf, edges);
+    CHECK_EQ(nedges, edges);
+    CHECK_EQ(nthreads, nworkers);
+    CHECK(max_running >= 1 && max_running <= (threaded ? nworkers : 1));
+    CHECK_EQ(last_running, 0);
+    CHECK_EQ(last_ready, 0);
+    const jm_value *other = jm_get(doc, "otherData");
+    CHECK_EQ(jm_num(other, "records"), NOPS);
+    CHECK_EQ(jm_num(other, "workers"), nworkers);
+    CHECK_EQ(jm_num(other, "varflow"), 1);
+    jm_free(doc);
+}
+
+/* vf_profile_load gives back exactly the snapshot that was written. */
+static void check_round_trip(const vf_profile *p, const char *path)
+{
+    vf_profile *q = NULL;
+    CHECK_OK(vf_profile_load(path, &q));
+    REQUIRE(q != NULL);
+    CHECK_EQ(vf_profile_count(q), vf_profile_count(p));
+    CHECK_EQ(vf_profile_dropped(q), vf_profile_dropped(p));
+    CHECK_EQ(vf_profile_span_ns(q), vf_profile_span_ns(p));
+    CHECK_EQ(vf_profile_engine_kind(q), vf_profile_engine_kind(p));
+    CHECK_EQ(vf_profile_num_workers(q), vf_profile_num_workers(p));
+    for (int w = 0; w < vf_profile_num_workers(p); w++)
+        CHECK(strcmp(vf_profile_worker_pool(q, w),
+                     vf_profile_worker_pool(p, w)) == 0);
+    for (size_t i = 0; i < vf_profile_count(p) && i < vf_profile_count(q); i++) {
+        const vf_profile_record *a = vf_profile_at(p, i), *b = vf_profile_at(q, i);
+        CHECK(a->id == b->id && strcmp(a->name, b->name) == 0 &&
+              a->pool == b->pool && a->worker == b->worker &&
+              a->device.type == b->device.type && a->device.id == b->device.id &&
+              a->property == b->property && a->async == b->async &&
+              a->status == b->status);
+        CHECK(a->push_ns == b->push_ns && a->ready_ns == b->ready_ns &&
+              a->start_ns == b->start_ns && a->end_ns == b->end_ns);
+        CHECK(a->ndeps == b->ndeps &&
+              memcmp(a->deps, b->deps, (size_t)a->ndeps * sizeof *a->deps) == 0);
+    }
+    vf_profile_free(q);
+}
+
+static void check_summary(const vf_profile *p)
+{
+    vf_profile_row *rows = NULL;
+    size_t n = 0;
+    CHECK_OK(vf_profile_summary(p, VF_PROFILE_SORT_NAME, &rows, &n));
+    REQUIRE(n == 6);
+    /* A to Z: after_fail, fail, join, leaf, prio, start. */
+    static const char *const names[] = {"after_fail", "fail", "join",
+                                        "leaf", "prio", "start"};
+    static const uint64_t counts[] = {1, 1, 1, NLEAF, 1, 1};
+    for (size_t i = 0; i < n; i++) {
+        CHECK(strcmp(rows[i].name, names[i]) == 0);
+        CHECK_EQ(rows[i].count, counts[i]);
+        CHECK_EQ(rows[i].skipped, i == 0);
+        CHECK_EQ(rows[i].failed, i == 1);
+        uint64_t total = 0, mn = UINT64_MAX, mx = 0, queued = 0, ran = 0;
+        for (size_t k = 0; k < vf_profile_count(p); k++) {
+            const vf_profile_record *r = vf_profile_at(p, k);
+            if (strcmp(r->name, names[i]) != 0 || r->status == VF_ESKIPPED)
+                continue;
+            uint64_t d = r->end_ns - r->start_ns;
+            total += d;
+            mn = d < mn ? d : mn;
+            mx = d > mx ? d : mx;
+            queued += r->start_ns - r->ready_ns;
+            ran++;
+        }
+        CHECK_EQ(rows[i].total_ns, total);
+        CHECK_EQ(rows[i].queued_ns, queued);
+        CHECK_EQ(rows[i].min_ns, ran ? mn : 0);
+        CHECK_EQ(rows[i].max_ns, mx);
+        CHECK_EQ(rows[i].mean_ns, ran ? total / ran : 0);
+    }
+    vf_profile_summary_free(rows);
+    for (int by = VF_PROFILE_SORT_TOTAL; by <= VF_PROFILE_SORT_QUEUED; by++) {
+        vf_profile_sort back;
+        CHECK_OK(vf_profile_sort_parse(vf_profile_sort_name(by), &back));
+        CHECK_EQ(back, by);
+        CHECK_OK(vf_profile_summary(p, by, &rows, &n));
+        CHECK_EQ(n, 6);
+        for (size_t i = 1; i < n; i++) {
+            const vf_profile_row *a = &rows[i - 1], *b = &rows[i];
+            uint64_t u = 0, v = 0;
+            switch (by) {
+            case VF_PROFILE_SORT_TOTAL: u = a->total_ns, v = b->total_ns; break;
+            case VF_PROFILE_SORT_COUNT: u = a->count, v = b->count; break;
+            case VF_PROFILE_SORT_SKIPPED: u = a->skipped, v = b->skipped; break;
+            case VF_PROFILE_SORT_FAILED: u = a->failed, v = b->failed; break;
+            case VF_PROFILE_SORT_MEAN: u = a->mean_ns, v = b->mean_ns; break;
+            case VF_PROFILE_SORT_MIN: u = a->min_ns, v = b->min_ns; break;
+            case VF_PROFILE_SORT_MAX: u = a->max_ns, v = b->max_ns; break;
+            case VF_PROFILE_SORT_QUEUED: u = a->queued_ns, v = b->queued_ns; break;
+            default: break;
+            }
+            CHECK(u > v || (u == v && strcmp(a->name, b->name) < 0));
+        }
+        vf_profile_summary_free(rows);
+    }
+    vf_profile_sort bad;
+    CHECK_ERR(vf_profile_sort_parse("nope", &bad), VF_EINVAL);
+    CHECK_ERR(vf_profile_summary(p, (vf_profile_sort)99, &rows, &n), VF_EINVAL);
+
+    /* The JSON summary parses and has the same counts. */
+    const char *path = path_in_dir("summary.json");
+    CHECK_OK(vf_profile_write_summary(p, path, VF_PROFILE_SUMMARY_JSON,
+                                      VF_PROFILE_SORT_COUNT));
+    char *text = jm_read_file(path);
+    jm_value *doc = text ? jm_parse(text) : NULL;
+    free(text);
+    REQUIRE(doc != NULL);
+    const jm_value *jr = jm_get(doc, "rows");
+    REQUIRE(jr != NULL && jr->n == 6);
+    CHECK(strcmp(jm_str(jr->items[0], "name"), "leaf") == 0);
+    CHECK_EQ(jm_num(jr->items[0], "count"), NLEAF);
+    CHECK(strcmp(jm_str(doc, "sort"), "count") == 0);
+    CHECK_EQ(jm_num(doc, "records"), NOPS);
+    jm_free(doc);
+    /* The text summary names every op. */
+    path = path_in_dir("summary.txt");
+    CHECK_OK(vf_profile_write(p, path, VF_PROFILE_AUTO));
+    text = jm_read_file(path);
+    REQUIRE(text != NULL);
+    for (int i = 0; i < 6; i++)
+        CHECK(strstr(text, names[i]) != NULL);
+    CHECK(strstr(text, "critical path") != NULL);
+    free(text);
+}
+
+static void known_program(const tu_kind *k)
+{
+    check_context_ = k->name;
+    tu_phase_limit(k->name, 60);
+    vf_engine *e = tu_engine(k);
+    op_arg args[NOPS];
+    memset(args, 0, sizeof args);
+    tu_gate gate;
+    tu_gate_init(&gate);
+    CHECK_OK(vf_profile_start(e));
+    push_program(e, args, k->threaded ? &gate : NULL);
+    tu_gate_open(&gate);
+    vf_error err;
+    CHECK_ERR(vf_wait_all(e, &err), VF_EOPFAILED);
+    CHECK_OK(vf_profile_stop(e));
+    vf_profile *p = NULL;
+    CHECK_OK(vf_profile_take(e, &p));
+    REQUIRE(p != NULL);
+    int nw = vf_engine_num_workers(e);
+    CHECK_OK(vf_engine_destroy(e)); /* the snapshot outlives the engine */
+    check_records(p, args, k->threaded);
+    const char *trace = path_in_dir("trace.json");
+    CHECK_OK(vf_profile_write(p, trace, VF_PROFILE_AUTO));
+    check_chrome(p, trace, nw, k->threaded);
+    check_round_trip(p, trace);
+    check_summary(p);
+    vf_profile_free(p);
+    tu_gate_destroy(&gate);
+    check_context_ = NULL;
+}
+
+static atomic_int counted;
+
+static int count_fn(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    atomic_fetch_add(&counted, 1);
+    return 0;
+}
+
+static void push_n(vf_engine *e, vf_var v, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        CHECK_OK(vf_push(e, &(vf_op){.fn = count_fn, .writes = VF_VARS(v),
+                                     .name = name}));
+}
+
+static size_t recorded(vf_engine *e, const char *name)
+{
+    CHECK_OK(vf_wait_all(e, NULL));
+    vf_profile *p = NULL;
+    CHECK_OK(vf_profile_take(e, &p));
+    size_t n = 0;
+    for (size_t i = 0; i < vf_profile_count(p); i++)
+        n += name == NULL || strcmp(vf_profile_at(p, i)->name, name) == 0;
+    vf_profile_free(p);
+    return n;
+}
+
+/* Off by default (nothing recorded, every op runs); stop; pause/resume. */
+static void switches(void)
+{
+    tu_phase_limit("switches", 30);
+    vf_engine *e = tu_engine(&tu_kinds[2]);
+    vf_var v = tu_var(e);
+    atomic_store(&counted, 0);
+    push_n(e, v, 50, "off");
+    CHECK_EQ(recorded(e, NULL), 0);
+    CHECK_EQ(atomic_load(&counted), 50);
+    CHECK_ERR(vf_profile_pause(e), VF_EINVAL);  /* not running */
+    CHECK_ERR(vf_profile_resume(e), VF_EINVAL); /* not paused */
+    CHECK_OK(vf_profile_start(e));
+    push_n(e, v, 3, "on");
+    CHECK_OK(vf_profile_pause(e));
+    push_n(e, v, 4, "paused");
+    CHECK_ERR(vf_profile_pause(e), VF_EINVAL);
+    CHECK_OK(vf_profile_resume(e));
+    push_n(e, v, 2, "resumed");
+    CHECK_OK(vf_profile_stop(e));
+    push_n(e, v, 5, "stopped");
+    CHECK_EQ(recorded(e, "on"), 3);
+    CHECK_EQ(recorded(e, "paused"), 0);
+    CHECK_EQ(recorded(e, "resumed"), 2);
+    CHECK_EQ(recorded(e, NULL), 5);
+    CHECK_EQ(atomic_load(&counted), 64);
+    CHECK_OK(vf_profile_start(e)); /* a restart clears */
+    CHECK_EQ(recorded(e, NULL), 0);
+    tu_finish_engine(e);
+}
+
+/* max_records bounds memory; the rest is counted as dropped. */
+static void dropped(void)
+{
+    tu_phase_limit("dropped", 30);
+    vf_engine *e = NULL;
+    CHECK_OK(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
+                                               .cpu_workers = 2,
+                                               .profile_max_records = 10}));
+    REQUIRE(e != NULL);
+    vf_var v = tu_var(e);
+    CHECK_OK(vf_profile_start(e));
+    push_n(e, v, 25, "op");
+    CHECK_OK(vf_wait_all(e, NULL));
+    vf_profile *p = NULL;
+    CHECK_OK(vf_profile_take(e, &p));
+    CHECK_EQ(vf_profile_count(p), 10);
+    CHECK_EQ(vf_profile_dropped(p), 15);
+    const char *path = path_in_dir("dropped.json");
+    CHECK_OK(vf_profile_write(p, path, VF_PROFILE_CHROME_JSON));
+    vf_profile *q = NULL;
+    CHECK_OK(vf_profile_load(path, &q));
+    CHECK_EQ(vf_profile_dropped(q), 15);
+    vf_profile_free(q);
+    vf_profile_free(p);
+    tu_finish_engine(e);
+}
+
+/* config.profile_path and VF_PROFILE: the profile is written at destroy,
+ * in the format its extension names. */
+static void at_destroy(void)
+{
+    tu_phase_limit("at destroy", 30);
+    const char *json = path_in_dir("at_destroy.json");
+    vf_engine *e = NULL;
+    CHECK_OK(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
+                                               .cpu_workers = 2,
+                                               .profile_path = json}));
+    vf_var v = tu_var(e);
+    push_n(e, v, 12, "destroy me");
+    CHECK_OK(vf_engine_destroy(e));
+    vf_profile *p = NULL;
+    CHECK_OK(vf_profile_load(json, &p));
+    CHECK_EQ(vf_profile_count(p), 12);
+    vf_profile_free(p);
+
+    const char *txt = path_in_dir("env.txt");
+    setenv("VF_PROFILE", txt, 1);
+    e = NULL;
+    CHECK_OK(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_NAIVE}));
+    unsetenv("VF_PROFILE");
+    REQUIRE(e != NULL);
+    v = tu_var(e);
+    push_n(e, v, 7, "from env");
+    CHECK_OK(vf_engine_destroy(e));
+    char *text = jm_read_file(txt);
+    REQUIRE(text != NULL);
+    CHECK(strstr(text, "from env") != NULL);
+    CHECK(strstr(text, "naive engine") != NULL);
+    free(text);
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    REQUIRE(f != NULL);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void errors(void)
+{
+    tu_phase_limit("errors", 30);
+    vf_engine *e = tu_engine(&tu_kinds[0]);
+    CHECK_OK(vf_profile_start(e));
+    vf_var v = tu_var(e);
+    push_n(e, v, 3, "x");
+    vf_profile *p = NULL;
+    CHECK_OK(vf_profile_take(e, &p));
+    CHECK_ERR(vf_profile_write(p, "/nonexistent-dir/x.json", VF_PROFILE_AUTO),
+              VF_ESYSTEM);
+    CHECK_ERR(vf_profile_write(p, path_in_dir("x"), (vf_profile_format)42),
+              VF_ENOTSUP);
+    CHECK_ERR(vf_profile_write_summary(p, path_in_dir("x"),
+                                       VF_PROFILE_CHROME_JSON,
+                                       VF_PROFILE_SORT_TOTAL),
+              VF_ENOTSUP);
+    CHECK_ERR(vf_profile_write(NULL, path_in_dir("x"), VF_PROFILE_AUTO),
+              VF_EINVAL);
+    vf_profile *q = NULL;
+    CHECK_ERR(vf_profile_load("/nonexistent-dir/x.json", &q), VF_ESYSTEM);
+    const char *bad = path_in_dir("bad.json");
+    write_file(bad, "{\"traceEvents\":[]}");
+    CHECK_ERR(vf_profile_load(bad, &q), VF_EINVAL); /* not varflow's */
+    write_file(bad, "{\"traceEvents\":[{\"ph\":\"X\",}],\"otherData\":{}}");
+    CHECK_ERR(vf_profile_load(bad, &q), VF_EINVAL); /* not JSON */
+    CHECK(strstr(vf_last_error_detail(), "at byte") != NULL);
+    write_file(bad, "{\"traceEvents\":[],\"otherData\":{\"varflow\":1,"
+                    "\"workers\":0,\"worker_pools\":[]}} x");
+    CHECK_ERR(vf_profile_load(bad, &q), VF_EINVAL); /* text after it */
+    CHECK(q == NULL);
+
+    /* Every allocation of every output failing in turn: VF_ENOMEM or
+     * success, never a crash or a leak (ASan checks the leaks). */
+    static const vf_profile_format formats[] = {
+        VF_PROFILE_CHROME_JSON, VF_PROFILE_SUMMARY_TEXT,
+        VF_PROFILE_SUMMARY_JSON, VF_PROFILE_DOT, VF_PROFILE_HTML};
+    const char *out = path_in_dir("enomem.out");
+    for (int fi = 0; fi < 5; fi++) {
+        for (uint64_t n = 1; n < 200; n++) {
+            vf_debug_fail_alloc(n);
+            int rc = vf_profile_write(p, out, formats[fi]);
+            vf_debug_fail_alloc(0);
+            CHECK(rc == 0 || rc == VF_ENOMEM);
+            if (rc == 0)
+                break;
+        }
+    }
+    CHECK_OK(vf_profile_write(p, path_in_dir("ok.json"), VF_PROFILE_AUTO));
+    for (uint64_t n = 1; n < 200; n++) {
+        vf_debug_fail_alloc(n);
+        int rc = vf_profile_load(path_in_dir("ok.json"), &q);
+        vf_debug_fail_alloc(0);
+        if (rc != 0 && rc != VF_ENOMEM)
+            CHECK_REPORT_("load, allocation %" PRIu64 " failing: %s (%s)", n,
+                          vf_err_name(rc), vf_last_error_detail());
+        if (rc == 0) {
+            vf_profile_free(q);
+            break;
+        }
+    }
+    vf_profile_free(p);
+    tu_finish_engine(e);
+}
+
+int main(void)
+{
+    tu_init("test_profile", 120);
+    snprintf(dir, sizeof dir, "%s/vf-profile-XXXXXX",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    REQUIRE(mkdtemp(dir) != NULL);
+    for (int k = 0; k < TU_NKINDS; k++)
+        known_program(&tu_kinds[k]);
+    switches();
+    dropped();
+    at_destroy();
+    errors();
+    if (atomic_load(&check_failures_) == 0) {
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "test_profile: could not remove %s\n", dir);
+    } else {
+        fprintf(stderr, "test_profile: files kept in %s\n", dir);
+    }
+    return check_finish("test_profile");
+}
