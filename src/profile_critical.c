@@ -149,8 +149,9 @@ VF_API int vf_profile_critical_path(const vf_profile *p, vf_profile_path *out)
     }
     if (tail != g.n) {
         release(&g);
-        return vf__fail(VF_EINVAL, "%s: the dependency edges form a cycle "
-                                   "(%zu of %zu ops ordered)",
+        return vf__fail(VF_EINVAL,
+                        "%s: the dependency edges form a cycle "
+                        "(%zu of %zu ops ordered)",
                         who, tail, g.n);
     }
     size_t last = 0;

@@ -73,13 +73,15 @@ int vf__prof_write_dot(const vf_profile *p, FILE *f)
             crit[k] = 1;
     }
     char a[32], b[32];
-    fprintf(f, "digraph varflow {\n  graph [rankdir=LR, fontname=\"Helvetica\","
-               " fontsize=12, labelloc=t, label=\"varflow profile: %s engine, "
-               "%zu ops",
+    fprintf(f,
+            "digraph varflow {\n  graph [rankdir=LR, fontname=\"Helvetica\","
+            " fontsize=12, labelloc=t, label=\"varflow profile: %s engine, "
+            "%zu ops",
             vf_engine_type_name(p->kind), p->count);
     if (prc == 0 && path.count > 0)
         fprintf(f, "; critical path (red) %s of %s span (%.1f%%), %zu ops",
-                vf__prof_human(a, path.length_ns), vf__prof_human(b, p->span_ns),
+                vf__prof_human(a, path.length_ns),
+                vf__prof_human(b, p->span_ns),
                 p->span_ns ? 100.0 * (double)path.length_ns / (double)p->span_ns
                            : 0.0,
                 path.count);

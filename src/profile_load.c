@@ -81,8 +81,8 @@ static int grow(void **arr, size_t *cap, size_t need, size_t size)
 
 static void ws(parser *ps)
 {
-    while (ps->p < ps->end &&
-           (*ps->p == ' ' || *ps->p == '\n' || *ps->p == '\r' || *ps->p == '\t'))
+    while (ps->p < ps->end && (*ps->p == ' ' || *ps->p == '\n' ||
+                               *ps->p == '\r' || *ps->p == '\t'))
         ps->p++;
 }
 
@@ -341,9 +341,8 @@ static int name_index(parser *ps, gather *g, size_t *out)
             return 0;
         }
     char *copy = vf__strdup(ps->buf);
-    if (copy == NULL ||
-        grow((void **)&g->names, &g->names_cap, g->nnames + 1,
-             sizeof *g->names) != 0) {
+    if (copy == NULL || grow((void **)&g->names, &g->names_cap, g->nnames + 1,
+                             sizeof *g->names) != 0) {
         free(copy);
         ps->nomem = 1;
         return fail_at(ps, "out of memory");

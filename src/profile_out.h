@@ -49,7 +49,8 @@ void vf__prof_json_string(FILE *f, const char *s, int html);
 /* `ns` as microseconds with exactly three decimals ("12.345"). */
 void vf__prof_print_us(FILE *f, uint64_t ns);
 
-/* `ns` for people: "850 ns", "12.35 us", "1.234 ms", "2.500 s". */
+/* `ns` for people: "850 ns", "12.35 us", "1.234 ms", "2.500 s" (3 to 6
+ * significant digits). */
 const char *vf__prof_human(char buf[32], uint64_t ns);
 
 /*

@@ -25,9 +25,9 @@
 
 /* --- rows -------------------------------------------------------------- */
 
-static const char *const sort_names[] = {"total", "name",  "count",
+static const char *const sort_names[] = {"total",   "name",   "count",
                                          "skipped", "failed", "mean",
-                                         "min",   "max",   "queued"};
+                                         "min",     "max",    "queued"};
 #define NSORTS ((int)(sizeof sort_names / sizeof sort_names[0]))
 
 VF_API const char *vf_profile_sort_name(vf_profile_sort by)
@@ -71,14 +71,22 @@ static int by_name(const void *a, const void *b)
 static uint64_t column(const vf_profile_row *r, vf_profile_sort by)
 {
     switch (by) {
-    case VF_PROFILE_SORT_COUNT: return r->count;
-    case VF_PROFILE_SORT_SKIPPED: return r->skipped;
-    case VF_PROFILE_SORT_FAILED: return r->failed;
-    case VF_PROFILE_SORT_MEAN: return r->mean_ns;
-    case VF_PROFILE_SORT_MIN: return r->min_ns;
-    case VF_PROFILE_SORT_MAX: return r->max_ns;
-    case VF_PROFILE_SORT_QUEUED: return r->queued_ns;
-    default: return r->total_ns;
+    case VF_PROFILE_SORT_COUNT:
+        return r->count;
+    case VF_PROFILE_SORT_SKIPPED:
+        return r->skipped;
+    case VF_PROFILE_SORT_FAILED:
+        return r->failed;
+    case VF_PROFILE_SORT_MEAN:
+        return r->mean_ns;
+    case VF_PROFILE_SORT_MIN:
+        return r->min_ns;
+    case VF_PROFILE_SORT_MAX:
+        return r->max_ns;
+    case VF_PROFILE_SORT_QUEUED:
+        return r->queued_ns;
+    default:
+        return r->total_ns;
     }
 }
 
@@ -164,24 +172,27 @@ static uint64_t busy_ns(const vf_profile *p)
     return busy;
 }
 
-static void summary_text(const vf_profile *p, FILE *f, const vf_profile_row *rows,
-                         size_t n, const vf_profile_path *path, vf_profile_sort by)
+static void summary_text(const vf_profile *p, FILE *f,
+                         const vf_profile_row *rows, size_t n,
+                         const vf_profile_path *path, vf_profile_sort by)
 {
     char a[32], b[32], c[32];
     uint64_t busy = busy_ns(p);
-    fprintf(f, "varflow profile: %s engine, %d workers, %zu ops recorded, "
-               "%" PRIu64 " dropped\n",
+    fprintf(f,
+            "varflow profile: %s engine, %d workers, %zu ops recorded, "
+            "%" PRIu64 " dropped\n",
             vf_engine_type_name(p->kind), p->nworkers, p->count, p->dropped);
     fprintf(f, "span %s, busy %s (average parallelism %.2f)\n",
             vf__prof_human(a, p->span_ns), vf__prof_human(b, busy),
             p->span_ns ? (double)busy / (double)p->span_ns : 0.0);
     if (path != NULL && path->count > 0)
-        fprintf(f, "critical path %s over %zu ops = %.1f%% of the span "
-                   "(%s from its first start to its last end)\n",
+        fprintf(f,
+                "critical path %s over %zu ops = %.1f%% of the span "
+                "(%s from its first start to its last end)\n",
                 vf__prof_human(a, path->length_ns), path->count,
-                p->span_ns ? 100.0 * (double)path->length_ns /
-                                 (double)p->span_ns
-                           : 0.0,
+                p->span_ns
+                    ? 100.0 * (double)path->length_ns / (double)p->span_ns
+                    : 0.0,
                 vf__prof_human(c, path->elapsed_ns));
     int w = 4;
     for (size_t i = 0; i < n; i++) {
@@ -190,33 +201,37 @@ static void summary_text(const vf_profile *p, FILE *f, const vf_profile_row *row
     }
     w = w > 40 ? 40 : w;
     fprintf(f, "\nsorted by %s\n%-*s %8s %8s %7s %12s %12s %12s %12s %12s\n",
-            column_name(by), w, "name", "count", "skipped", "failed",
-            "total", "mean", "min", "max", "queued");
+            column_name(by), w, "name", "count", "skipped", "failed", "total",
+            "mean", "min", "max", "queued");
     for (size_t i = 0; i < n; i++) {
         const vf_profile_row *r = &rows[i];
         char t[32], mean[32], mn[32], mx[32], q[32];
-        fprintf(f, "%-*.*s %8" PRIu64 " %8" PRIu64 " %7" PRIu64
-                   " %12s %12s %12s %12s %12s\n",
+        fprintf(f,
+                "%-*.*s %8" PRIu64 " %8" PRIu64 " %7" PRIu64
+                " %12s %12s %12s %12s %12s\n",
                 w, w, r->name, r->count, r->skipped, r->failed,
-                vf__prof_human(t, r->total_ns), vf__prof_human(mean, r->mean_ns),
-                vf__prof_human(mn, r->min_ns), vf__prof_human(mx, r->max_ns),
-                vf__prof_human(q, r->queued_ns));
+                vf__prof_human(t, r->total_ns),
+                vf__prof_human(mean, r->mean_ns), vf__prof_human(mn, r->min_ns),
+                vf__prof_human(mx, r->max_ns), vf__prof_human(q, r->queued_ns));
     }
 }
 
-static void summary_json(const vf_profile *p, FILE *f, const vf_profile_row *rows,
-                         size_t n, const vf_profile_path *path, vf_profile_sort by)
+static void summary_json(const vf_profile *p, FILE *f,
+                         const vf_profile_row *rows, size_t n,
+                         const vf_profile_path *path, vf_profile_sort by)
 {
-    fprintf(f, "{\"engine\":\"%s\",\"workers\":%d,\"records\":%zu,"
-               "\"dropped\":%" PRIu64 ",\"span_ns\":%" PRIu64
-               ",\"busy_ns\":%" PRIu64 ",\"sort\":\"%s\",\"critical_path\":",
+    fprintf(f,
+            "{\"engine\":\"%s\",\"workers\":%d,\"records\":%zu,"
+            "\"dropped\":%" PRIu64 ",\"span_ns\":%" PRIu64
+            ",\"busy_ns\":%" PRIu64 ",\"sort\":\"%s\",\"critical_path\":",
             vf_engine_type_name(p->kind), p->nworkers, p->count, p->dropped,
             p->span_ns, busy_ns(p), column_name(by));
     if (path == NULL) {
         fprintf(f, "null");
     } else {
-        fprintf(f, "{\"length_ns\":%" PRIu64 ",\"elapsed_ns\":%" PRIu64
-                   ",\"ops\":%zu,\"ids\":[",
+        fprintf(f,
+                "{\"length_ns\":%" PRIu64 ",\"elapsed_ns\":%" PRIu64
+                ",\"ops\":%zu,\"ids\":[",
                 path->length_ns, path->elapsed_ns, path->count);
         for (size_t i = 0; i < path->count; i++)
             fprintf(f, "%s%" PRIu64, i ? "," : "", path->ids[i]);
@@ -227,10 +242,11 @@ static void summary_json(const vf_profile *p, FILE *f, const vf_profile_row *row
         const vf_profile_row *r = &rows[i];
         fprintf(f, "%s\n{\"name\":", i ? "," : "");
         vf__prof_json_string(f, r->name, 0);
-        fprintf(f, ",\"count\":%" PRIu64 ",\"skipped\":%" PRIu64
-                   ",\"failed\":%" PRIu64 ",\"total_ns\":%" PRIu64
-                   ",\"mean_ns\":%" PRIu64 ",\"min_ns\":%" PRIu64
-                   ",\"max_ns\":%" PRIu64 ",\"queued_ns\":%" PRIu64 "}",
+        fprintf(f,
+                ",\"count\":%" PRIu64 ",\"skipped\":%" PRIu64
+                ",\"failed\":%" PRIu64 ",\"total_ns\":%" PRIu64
+                ",\"mean_ns\":%" PRIu64 ",\"min_ns\":%" PRIu64
+                ",\"max_ns\":%" PRIu64 ",\"queued_ns\":%" PRIu64 "}",
                 r->count, r->skipped, r->failed, r->total_ns, r->mean_ns,
                 r->min_ns, r->max_ns, r->queued_ns);
     }

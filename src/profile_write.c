@@ -68,8 +68,8 @@ const char *vf__prof_status_name(int status)
 }
 
 static const char *const property_names[] = {
-    "normal", "copy_to_device", "copy_from_device", "cpu_prioritized",
-    "device_prioritized", "delete_var"};
+    "normal",          "copy_to_device",     "copy_from_device",
+    "cpu_prioritized", "device_prioritized", "delete_var"};
 #define NPROPS ((int)(sizeof property_names / sizeof property_names[0]))
 
 const char *vf__prof_property_name(vf_property prop)
@@ -108,11 +108,11 @@ void vf__prof_print_us(FILE *f, uint64_t ns)
 
 const char *vf__prof_human(char buf[32], uint64_t ns)
 {
-    if (ns < 10000)
+    if (ns < 1000)
         snprintf(buf, 32, "%" PRIu64 " ns", ns);
-    else if (ns < 10000000)
+    else if (ns < 1000000)
         snprintf(buf, 32, "%.2f us", (double)ns / 1e3);
-    else if (ns < 10000000000u)
+    else if (ns < 1000000000)
         snprintf(buf, 32, "%.3f ms", (double)ns / 1e6);
     else
         snprintf(buf, 32, "%.3f s", (double)ns / 1e9);
@@ -133,7 +133,7 @@ static int record_pid(const chrome_tracks *t, const vf_profile *p,
                       const vf_profile_record *r)
 {
     return r->worker >= 0 && r->worker < p->nworkers ? t->worker_pid[r->worker]
-                                                      : 0;
+                                                     : 0;
 }
 
 static int record_tid(const vf_profile *p, const vf_profile_record *r)
@@ -144,12 +144,14 @@ static int record_tid(const vf_profile *p, const vf_profile_record *r)
 static void chrome_meta(FILE *f, int pid, int tid, const char *what,
                         const char *name, int sort_index)
 {
-    fprintf(f, ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"%s_name\","
-               "\"args\":{\"name\":",
+    fprintf(f,
+            ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"%s_name\","
+            "\"args\":{\"name\":",
             pid, tid, what);
     vf__prof_json_string(f, name, 0);
-    fprintf(f, "}},\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":"
-               "\"%s_sort_index\",\"args\":{\"sort_index\":%d}}",
+    fprintf(f,
+            "}},\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":"
+            "\"%s_sort_index\",\"args\":{\"sort_index\":%d}}",
             pid, tid, what, sort_index);
 }
 
@@ -175,8 +177,9 @@ static void chrome_tracks_meta(FILE *f, const vf_profile *p,
 {
     const char *kind = vf_engine_type_name(p->kind);
     char name[128];
-    fprintf(f, "{\"ph\":\"M\",\"pid\":0,\"tid\":0,\"name\":\"process_name\","
-               "\"args\":{\"name\":\"varflow %s engine\"}}",
+    fprintf(f,
+            "{\"ph\":\"M\",\"pid\":0,\"tid\":0,\"name\":\"process_name\","
+            "\"args\":{\"name\":\"varflow %s engine\"}}",
             kind);
     chrome_meta(f, 0, 0, "thread", "inline (not a worker)", 0);
     fprintf(f, ",\n{\"ph\":\"M\",\"pid\":0,\"tid\":0,\"name\":"
@@ -185,17 +188,19 @@ static void chrome_tracks_meta(FILE *f, const vf_profile *p,
         vf_device d = pool_device(t, p, pid);
         snprintf(name, sizeof name, "%s pool (%s:%d)", t->pool_name[pid - 1],
                  device_name(d), d.id);
-        fprintf(f, ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":"
-                   "\"process_name\",\"args\":{\"name\":",
+        fprintf(f,
+                ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":"
+                "\"process_name\",\"args\":{\"name\":",
                 pid);
         vf__prof_json_string(f, name, 0);
-        fprintf(f, "}},\n{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":"
-                   "\"process_sort_index\",\"args\":{\"sort_index\":%d}}",
+        fprintf(f,
+                "}},\n{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":"
+                "\"process_sort_index\",\"args\":{\"sort_index\":%d}}",
                 pid, pid);
     }
     for (int w = 0; w < p->nworkers; w++) {
-        snprintf(name, sizeof name, "%s worker %d", t->pool_name[t->worker_pid[w] - 1],
-                 w);
+        snprintf(name, sizeof name, "%s worker %d",
+                 t->pool_name[t->worker_pid[w] - 1], w);
         chrome_meta(f, t->worker_pid[w], w + 1, "thread", name, w + 1);
     }
 }
@@ -216,16 +221,18 @@ static void chrome_slice(FILE *f, const chrome_tracks *t, const vf_profile *p,
     vf__prof_print_us(f, r->start_ns);
     fprintf(f, ",\"dur\":");
     vf__prof_print_us(f, r->end_ns - r->start_ns);
-    fprintf(f, ",\"args\":{\"id\":%" PRIu64 ",\"status\":\"%s\",\"code\":%d,"
-               "\"push_us\":",
+    fprintf(f,
+            ",\"args\":{\"id\":%" PRIu64 ",\"status\":\"%s\",\"code\":%d,"
+            "\"push_us\":",
             r->id, status, r->status);
     vf__prof_print_us(f, r->push_ns);
     fprintf(f, ",\"ready_us\":");
     vf__prof_print_us(f, r->ready_ns);
     fprintf(f, ",\"queued_us\":");
     vf__prof_print_us(f, r->start_ns - r->ready_ns);
-    fprintf(f, ",\"worker\":%d,\"pool\":%d,\"device\":\"%s:%d\","
-               "\"property\":\"%s\",\"async\":%s,\"deps\":[",
+    fprintf(f,
+            ",\"worker\":%d,\"pool\":%d,\"device\":\"%s:%d\","
+            "\"property\":\"%s\",\"async\":%s,\"deps\":[",
             r->worker, r->pool, device_name(r->device), r->device.id,
             vf__prof_property_name(r->property), r->async ? "true" : "false");
     for (int k = 0; k < r->ndeps; k++)
@@ -253,14 +260,16 @@ static void chrome_flows(FILE *f, const chrome_tracks *t, const vf_profile *p)
                 continue;
             const vf_profile_record *from = &p->records[d];
             flow++;
-            fprintf(f, ",\n{\"ph\":\"s\",\"id\":%" PRIu64 ",\"pid\":%d,"
-                       "\"tid\":%d,\"name\":\"dependency\",\"cat\":\"dep\","
-                       "\"ts\":",
+            fprintf(f,
+                    ",\n{\"ph\":\"s\",\"id\":%" PRIu64 ",\"pid\":%d,"
+                    "\"tid\":%d,\"name\":\"dependency\",\"cat\":\"dep\","
+                    "\"ts\":",
                     flow, record_pid(t, p, from), record_tid(p, from));
             vf__prof_print_us(f, inside(from, 1));
-            fprintf(f, "},\n{\"ph\":\"f\",\"bp\":\"e\",\"id\":%" PRIu64
-                       ",\"pid\":%d,\"tid\":%d,\"name\":\"dependency\","
-                       "\"cat\":\"dep\",\"ts\":",
+            fprintf(f,
+                    "},\n{\"ph\":\"f\",\"bp\":\"e\",\"id\":%" PRIu64
+                    ",\"pid\":%d,\"tid\":%d,\"name\":\"dependency\","
+                    "\"cat\":\"dep\",\"ts\":",
                     flow, record_pid(t, p, r), record_tid(p, r));
             vf__prof_print_us(f, inside(r, 0));
             fputc('}', f);
@@ -320,17 +329,18 @@ int vf__prof_write_chrome(const vf_profile *p, FILE *f)
     chrome_flows(f, &t, p);
     int rc = chrome_counters(f, p);
     free(t.worker_pid);
-    fprintf(f, "\n],\"otherData\":{\"varflow\":1,\"version\":\"%d.%d.%d\","
-               "\"engine\":\"%s\",\"workers\":%d,\"worker_pools\":[",
+    fprintf(f,
+            "\n],\"otherData\":{\"varflow\":1,\"version\":\"%d.%d.%d\","
+            "\"engine\":\"%s\",\"workers\":%d,\"worker_pools\":[",
             VF_VERSION_MAJOR, VF_VERSION_MINOR, VF_VERSION_PATCH,
             vf_engine_type_name(p->kind), p->nworkers);
     for (int w = 0; w < p->nworkers; w++) {
         fputs(w ? "," : "", f);
-        vf__prof_json_string(f, p->worker_pool[w] ? p->worker_pool[w] : "?",
-                             0);
+        vf__prof_json_string(f, p->worker_pool[w] ? p->worker_pool[w] : "?", 0);
     }
-    fprintf(f, "],\"records\":%zu,\"dropped\":%" PRIu64 ",\"span_ns\":%" PRIu64
-               "}}\n",
+    fprintf(f,
+            "],\"records\":%zu,\"dropped\":%" PRIu64 ",\"span_ns\":%" PRIu64
+            "}}\n",
             p->count, p->dropped, p->span_ns);
     return rc;
 }
@@ -417,8 +427,9 @@ VF_API int vf_profile_write_summary(const vf_profile *p, const char *path,
                                     vf_profile_sort by)
 {
     if (format != VF_PROFILE_SUMMARY_TEXT && format != VF_PROFILE_SUMMARY_JSON)
-        return vf__fail(VF_ENOTSUP, "vf_profile_write_summary: format %d is "
-                                    "not a summary",
+        return vf__fail(VF_ENOTSUP,
+                        "vf_profile_write_summary: format %d is "
+                        "not a summary",
                         (int)format);
     return emit("vf_profile_write_summary", p, path, format, by);
 }

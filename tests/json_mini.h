@@ -16,16 +16,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum jm_type { JM_NULL, JM_BOOL, JM_NUM, JM_STR, JM_ARR, JM_OBJ } jm_type;
+typedef enum jm_type {
+    JM_NULL,
+    JM_BOOL,
+    JM_NUM,
+    JM_STR,
+    JM_ARR,
+    JM_OBJ
+} jm_type;
 
 typedef struct jm_value jm_value;
 struct jm_value {
     jm_type type;
-    double num;   /* JM_NUM, JM_BOOL (0/1) */
-    char *str;    /* JM_STR; JM_NUM: its text */
-    int n;        /* JM_ARR, JM_OBJ: elements */
+    double num; /* JM_NUM, JM_BOOL (0/1) */
+    char *str;  /* JM_STR; JM_NUM: its text */
+    int n;      /* JM_ARR, JM_OBJ: elements */
     jm_value **items;
-    char **keys;  /* JM_OBJ */
+    char **keys; /* JM_OBJ */
 };
 
 static const char *jm_error;

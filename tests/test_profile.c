@@ -70,24 +70,36 @@ static void push_program(vf_engine *e, op_arg *args, tu_gate *gate)
         l[i] = tu_var(e);
     int k = 0;
     args[k].gate = gate;
-    CHECK_OK(vf_push(e, &(vf_op){.fn = op_fn, .arg = &args[k++],
-                                 .writes = VF_VARS(x), .name = "start"}));
+    CHECK_OK(vf_push(e, &(vf_op){.fn = op_fn,
+                                 .arg = &args[k++],
+                                 .writes = VF_VARS(x),
+                                 .name = "start"}));
     for (int i = 0; i < NLEAF; i++)
-        CHECK_OK(vf_push(e, &(vf_op){.fn = op_fn, .arg = &args[k++],
+        CHECK_OK(vf_push(e, &(vf_op){.fn = op_fn,
+                                     .arg = &args[k++],
                                      .reads = VF_VARS(x),
-                                     .writes = VF_VARS(l[i]), .name = "leaf"}));
-    CHECK_OK(vf_push(e, &(vf_op){.fn = op_fn, .arg = &args[k++],
+                                     .writes = VF_VARS(l[i]),
+                                     .name = "leaf"}));
+    CHECK_OK(vf_push(e, &(vf_op){.fn = op_fn,
+                                 .arg = &args[k++],
                                  .reads = tu_list(l, NLEAF),
-                                 .writes = VF_VARS(j), .name = "join"}));
+                                 .writes = VF_VARS(j),
+                                 .name = "join"}));
     args[k].fail = 7;
-    CHECK_OK(vf_push(e, &(vf_op){.fn = op_fn, .arg = &args[k++],
-                                 .reads = VF_VARS(x), .writes = VF_VARS(f),
+    CHECK_OK(vf_push(e, &(vf_op){.fn = op_fn,
+                                 .arg = &args[k++],
+                                 .reads = VF_VARS(x),
+                                 .writes = VF_VARS(f),
                                  .name = "fail"}));
-    CHECK_OK(vf_push(e, &(vf_op){.fn = op_fn, .arg = &args[k++],
-                                 .reads = VF_VARS(f), .writes = VF_VARS(g),
+    CHECK_OK(vf_push(e, &(vf_op){.fn = op_fn,
+                                 .arg = &args[k++],
+                                 .reads = VF_VARS(f),
+                                 .writes = VF_VARS(g),
                                  .name = "after_fail"}));
-    CHECK_OK(vf_push(e, &(vf_op){.fn = op_fn, .arg = &args[k++],
-                                 .reads = VF_VARS(x), .writes = VF_VARS(p),
+    CHECK_OK(vf_push(e, &(vf_op){.fn = op_fn,
+                                 .arg = &args[k++],
+                                 .reads = VF_VARS(x),
+                                 .writes = VF_VARS(p),
                                  .property = VF_PROP_CPU_PRIORITIZED,
                                  .name = "prio"}));
     REQUIRE(k == NOPS);
@@ -117,18 +129,20 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static void check_records(const vf_profile *p, const op_arg *args, bool threaded)
+static void check_records(const vf_profile *p, const op_arg *args,
+                          bool threaded)
 {
-    static const char *const names[] = {"start", "leaf", "join", "fail",
-                                        "after_fail", "prio"};
+    static const char *const names[] = {"start", "leaf",       "join",
+                                        "fail",  "after_fail", "prio"};
     REQUIRE(vf_profile_count(p) == NOPS);
     CHECK_EQ(vf_profile_dropped(p), 0);
     for (size_t i = 0; i < NOPS; i++) {
         const vf_profile_record *r = vf_profile_at(p, i);
         uint64_t id = i + 1;
         CHECK_EQ(r->id, id);
-        const char *want = id == 1 ? names[0] : id <= 1 + NLEAF ? names[1]
-                                                : names[id - NLEAF];
+        const char *want = id == 1           ? names[0]
+                           : id <= 1 + NLEAF ? names[1]
+                                             : names[id - NLEAF];
         CHECK(strcmp(r->name, want) == 0);
         CHECK(r->push_ns <= r->ready_ns && r->ready_ns <= r->start_ns &&
               r->start_ns <= r->end_ns && r->end_ns <= vf_profile_span_ns(p));
@@ -136,9 +150,15 @@ static void check_records(const vf_profile *p, const op_arg *args, bool threaded
         CHECK_EQ(r->status, status);
         if (status != VF_ESKIPPED)
             CHECK_EQ(r->worker, args[i].worker);
-        CHECK_EQ(r->pool, !threaded ? -1 : (id == NOPS && vf_profile_engine_kind(p) == VF_ENGINE_PERDEVICE) ? 1 : 0);
-        CHECK_EQ(r->property, id == NOPS ? VF_PROP_CPU_PRIORITIZED : VF_PROP_NORMAL);
-        CHECK(!r->async && r->device.type == VF_DEVICE_CPU && r->device.id == 0);
+        CHECK_EQ(r->pool, !threaded ? -1
+                          : (id == NOPS &&
+                             vf_profile_engine_kind(p) == VF_ENGINE_PERDEVICE)
+                              ? 1
+                              : 0);
+        CHECK_EQ(r->property,
+                 id == NOPS ? VF_PROP_CPU_PRIORITIZED : VF_PROP_NORMAL);
+        CHECK(!r->async && r->device.type == VF_DEVICE_CPU &&
+              r->device.id == 0);
         uint64_t want_deps[NLEAF], got[64];
         int n = threaded ? expected_deps(id, want_deps) : 0;
         CHECK_EQ(r->ndeps, n);
@@ -277,17 +297,20 @@ static void check_round_trip(const vf_profile *p, const char *path)
     for (int w = 0; w < vf_profile_num_workers(p); w++)
         CHECK(strcmp(vf_profile_worker_pool(q, w),
                      vf_profile_worker_pool(p, w)) == 0);
-    for (size_t i = 0; i < vf_profile_count(p) && i < vf_profile_count(q); i++) {
-        const vf_profile_record *a = vf_profile_at(p, i), *b = vf_profile_at(q, i);
+    for (size_t i = 0; i < vf_profile_count(p) && i < vf_profile_count(q);
+         i++) {
+        const vf_profile_record *a = vf_profile_at(p, i),
+                                *b = vf_profile_at(q, i);
         CHECK(a->id == b->id && strcmp(a->name, b->name) == 0 &&
               a->pool == b->pool && a->worker == b->worker &&
-              a->device.type == b->device.type && a->device.id == b->device.id &&
-              a->property == b->property && a->async == b->async &&
-              a->status == b->status);
+              a->device.type == b->device.type &&
+              a->device.id == b->device.id && a->property == b->property &&
+              a->async == b->async && a->status == b->status);
         CHECK(a->push_ns == b->push_ns && a->ready_ns == b->ready_ns &&
               a->start_ns == b->start_ns && a->end_ns == b->end_ns);
         CHECK(a->ndeps == b->ndeps &&
-              memcmp(a->deps, b->deps, (size_t)a->ndeps * sizeof *a->deps) == 0);
+              memcmp(a->deps, b->deps, (size_t)a->ndeps * sizeof *a->deps) ==
+                  0);
     }
     vf_profile_free(q);
 }
@@ -300,7 +323,7 @@ static void check_summary(const vf_profile *p)
     REQUIRE(n == 6);
     /* A to Z: after_fail, fail, join, leaf, prio, start. */
     static const char *const names[] = {"after_fail", "fail", "join",
-                                        "leaf", "prio", "start"};
+                                        "leaf",       "prio", "start"};
     static const uint64_t counts[] = {1, 1, 1, NLEAF, 1, 1};
     for (size_t i = 0; i < n; i++) {
         CHECK(strcmp(rows[i].name, names[i]) == 0);
@@ -336,15 +359,32 @@ static void check_summary(const vf_profile *p)
             const vf_profile_row *a = &rows[i - 1], *b = &rows[i];
             uint64_t u = 0, v = 0;
             switch (by) {
-            case VF_PROFILE_SORT_TOTAL: u = a->total_ns, v = b->total_ns; break;
-            case VF_PROFILE_SORT_COUNT: u = a->count, v = b->count; break;
-            case VF_PROFILE_SORT_SKIPPED: u = a->skipped, v = b->skipped; break;
-            case VF_PROFILE_SORT_FAILED: u = a->failed, v = b->failed; break;
-            case VF_PROFILE_SORT_MEAN: u = a->mean_ns, v = b->mean_ns; break;
-            case VF_PROFILE_SORT_MIN: u = a->min_ns, v = b->min_ns; break;
-            case VF_PROFILE_SORT_MAX: u = a->max_ns, v = b->max_ns; break;
-            case VF_PROFILE_SORT_QUEUED: u = a->queued_ns, v = b->queued_ns; break;
-            default: break;
+            case VF_PROFILE_SORT_TOTAL:
+                u = a->total_ns, v = b->total_ns;
+                break;
+            case VF_PROFILE_SORT_COUNT:
+                u = a->count, v = b->count;
+                break;
+            case VF_PROFILE_SORT_SKIPPED:
+                u = a->skipped, v = b->skipped;
+                break;
+            case VF_PROFILE_SORT_FAILED:
+                u = a->failed, v = b->failed;
+                break;
+            case VF_PROFILE_SORT_MEAN:
+                u = a->mean_ns, v = b->mean_ns;
+                break;
+            case VF_PROFILE_SORT_MIN:
+                u = a->min_ns, v = b->min_ns;
+                break;
+            case VF_PROFILE_SORT_MAX:
+                u = a->max_ns, v = b->max_ns;
+                break;
+            case VF_PROFILE_SORT_QUEUED:
+                u = a->queued_ns, v = b->queued_ns;
+                break;
+            default:
+                break;
             }
             CHECK(u > v || (u == v && strcmp(a->name, b->name) < 0));
         }
@@ -424,8 +464,8 @@ static int count_fn(vf_run *run, void *arg)
 static void push_n(vf_engine *e, vf_var v, int n, const char *name)
 {
     for (int i = 0; i < n; i++)
-        CHECK_OK(vf_push(e, &(vf_op){.fn = count_fn, .writes = VF_VARS(v),
-                                     .name = name}));
+        CHECK_OK(vf_push(
+            e, &(vf_op){.fn = count_fn, .writes = VF_VARS(v), .name = name}));
 }
 
 static size_t recorded(vf_engine *e, const char *name)
