@@ -66,6 +66,7 @@ static void free_engine(vf_engine *e)
         vf__failure_unref(f);
         f = next;
     }
+    vf__failure_reserve_destroy(&e->fail_reserve); /* after every unref */
     pthread_mutex_destroy(&e->wait_lock);
     pthread_cond_destroy(&e->wait_cond);
     pthread_mutex_destroy(&e->fail_lock);
@@ -107,6 +108,10 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
     pthread_cond_init(&e->wait_cond, NULL);
     pthread_mutex_init(&e->fail_lock, NULL);
     e->engine_info = s.engine_info;
+    if (vf__failure_reserve_init(&e->fail_reserve) != 0) {
+        free_engine(e);
+        return vf__fail(VF_ENOMEM, "vf_engine_create: out of memory");
+    }
     if (vf__prof_init(&e->prof, (size_t)s.profile_max_records) != 0 ||
         (s.profile_path && (e->profile_path = vf__strdup(s.profile_path)) ==
                                NULL)) {
@@ -262,15 +267,17 @@ vf__failure *vf__engine_record_failure(vf_engine *e, int code,
                                        const char *message)
 {
     pthread_mutex_lock(&e->fail_lock);
-    vf__failure *f = vf__failure_new(code, op_name, message,
+    vf__failure *f = vf__failure_new(&e->fail_reserve, code, op_name, message,
                                      atomic_load(&e->fail_epoch));
-    if (!vf__failure_is_static(f)) {
+    if (f != NULL) {
         vf__failure_ref(f);
         if (e->fail_tail)
             e->fail_tail->next = f;
         else
             e->fail_head = f;
         e->fail_tail = f;
+    } else if ((f = e->fail_tail) != NULL) {
+        vf__failure_ref(f);
     }
     pthread_mutex_unlock(&e->fail_lock);
     return f;

@@ -58,6 +58,7 @@ struct vf_engine {
     atomic_int nnested_waiters; /* seq_cst: ops blocked in a nested wait */
 
     /* Failures since the last wait_all, oldest first. */
+    vf__failure_reserve fail_reserve;
     pthread_mutex_t fail_lock;
     vf__failure *fail_head, *fail_tail; /* fail_lock */
     _Atomic uint32_t fail_epoch;        /* written under fail_lock */
@@ -97,7 +98,9 @@ static inline bool vf__engine_ok(const vf_engine *e)
 vf_engine *vf__current_op_engine(void);
 
 /* Add a new failure to the engine's list: returns the record (one reference
- * for the caller). */
+ * for the caller). Under memory exhaustion beyond the reserve, the failure
+ * joins the newest one listed (reported with it; never dropped), or NULL
+ * when none is listed. */
 vf__failure *vf__engine_record_failure(vf_engine *e, int code,
                                        const char *op_name,
                                        const char *message);

@@ -12,10 +12,15 @@
  *   the first wait that sees it claims it (`reported`), and from then on it
  *   is inert wherever it is still stored. wait_all clears the rest by moving
  *   the engine to a new epoch: a record of an older epoch is inert too.
+ *
+ * A failure must not be lost for want of memory: each engine keeps a small
+ * reserve of records made in advance, used when malloc fails and refilled
+ * by records that are let go (vf__failure_unref).
  */
 #ifndef VF_ERROR_H
 #define VF_ERROR_H
 
+#include <pthread.h>
 #include <stdbool.h>
 
 #include "common.h"
@@ -25,24 +30,38 @@
 int vf__fail(int code, const char *fmt, ...) VF_PRINTF_LIKE(2, 3);
 
 typedef struct vf__failure vf__failure;
+typedef struct vf__failure_reserve vf__failure_reserve;
+
 struct vf__failure {
     atomic_int refs;         /* acq_rel: the last unref frees */
     atomic_bool reported;    /* acq_rel CAS: exactly one wait claims it */
     uint32_t epoch;          /* engine error epoch it was raised in */
-    vf__failure *next;       /* engine's list of failures (engine fail_lock) */
+    vf__failure *next;       /* engine's list (engine fail_lock), or the
+                                reserve's free list (reserve lock) */
+    vf__failure_reserve *reserve; /* where it goes back when let go */
     vf_error info;
 };
 
-/*
- * A new record with one reference, or a shared static "out of memory" record
- * (never freed) when allocation fails: a failure is never lost for want of
- * memory. `message` may be NULL.
- */
-vf__failure *vf__failure_new(int code, const char *op_name, const char *message,
-                             uint32_t epoch);
+#define VF__FAILURE_RESERVE 4
 
-/* The shared out-of-memory record: not listed, never freed. */
-bool vf__failure_is_static(const vf__failure *f);
+struct vf__failure_reserve {
+    pthread_mutex_t lock;
+    vf__failure *head; /* lock */
+    int count;         /* lock */
+};
+
+/* Fill a reserve (VF_ENOMEM when its records cannot be made). */
+int vf__failure_reserve_init(vf__failure_reserve *r);
+/* Free it; every record made from it must have been let go. */
+void vf__failure_reserve_destroy(vf__failure_reserve *r);
+
+/*
+ * A new record with one reference: from malloc, else from the reserve;
+ * NULL only when both are exhausted. `message` may be NULL.
+ */
+vf__failure *vf__failure_new(vf__failure_reserve *r, int code,
+                             const char *op_name, const char *message,
+                             uint32_t epoch);
 
 void vf__failure_ref(vf__failure *f);
 void vf__failure_unref(vf__failure *f);

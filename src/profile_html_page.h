@@ -87,11 +87,13 @@ static const char *const vf__html_css[] = {
     "footer { color: var(--muted); font-size: 12px; margin-top: 18px; line-height: 1.6; }",
     "#vf-error { margin: 16px 28px; padding: 12px 16px; border-radius: 8px; background: #fef2f2;",
     "  border: 1px solid #fecaca; color: #991b1b; font-family: ui-monospace, monospace; }",
+    ".vf-noscript { margin: 16px 28px; padding: 12px 16px; border-radius: 8px; background: #fef2f2;",
+    "  border: 1px solid #fecaca; color: #991b1b; }",
     NULL};
 
 static const char *const vf__html_body[] = {
     "<header><h1>varflow profile</h1><div class=\"sub\" id=\"vf-sub\"></div></header>",
-    "<noscript><div id=\"vf-error\">This report draws itself with JavaScript: allow scripts for this file.</div></noscript>",
+    "<noscript><div class=\"vf-noscript\">This report draws itself with JavaScript: allow scripts for this file.</div></noscript>",
     "<main>",
     "<div class=\"cards\" id=\"vf-cards\"></div>",
     "<div class=\"verdict\" id=\"vf-verdict\"></div>",
