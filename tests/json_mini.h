@@ -43,7 +43,7 @@ typedef struct jm_in {
     int depth;
 } jm_in;
 
-static jm_value *jm_fail_(jm_in *in, const char *what)
+static inline jm_value *jm_fail_(jm_in *in, const char *what)
 {
     if (jm_error == NULL) {
         jm_error = what;
@@ -52,13 +52,13 @@ static jm_value *jm_fail_(jm_in *in, const char *what)
     return NULL;
 }
 
-static void jm_ws_(jm_in *in)
+static inline void jm_ws_(jm_in *in)
 {
     while (*in->p == ' ' || *in->p == '\t' || *in->p == '\n' || *in->p == '\r')
         in->p++;
 }
 
-static void jm_free(jm_value *v)
+static inline void jm_free(jm_value *v)
 {
     if (v == NULL)
         return;
@@ -74,7 +74,7 @@ static void jm_free(jm_value *v)
 }
 
 /* A string's contents (escapes kept as written, \" and \\ resolved). */
-static char *jm_string_(jm_in *in)
+static inline char *jm_string_(jm_in *in)
 {
     if (*in->p != '"')
         return (char *)jm_fail_(in, "expected a string");
@@ -107,16 +107,16 @@ static char *jm_string_(jm_in *in)
     return out;
 }
 
-static jm_value *jm_value_(jm_in *in);
+static inline jm_value *jm_value_(jm_in *in);
 
-static jm_value *jm_new_(jm_type t)
+static inline jm_value *jm_new_(jm_type t)
 {
     jm_value *v = calloc(1, sizeof *v);
     v->type = t;
     return v;
 }
 
-static int jm_push_(jm_value *v, char *key, jm_value *item)
+static inline int jm_push_(jm_value *v, char *key, jm_value *item)
 {
     if ((v->n & (v->n - 1)) == 0) {
         int cap = v->n ? v->n * 2 : 1;
@@ -131,7 +131,7 @@ static int jm_push_(jm_value *v, char *key, jm_value *item)
     return 0;
 }
 
-static jm_value *jm_container_(jm_in *in, int obj)
+static inline jm_value *jm_container_(jm_in *in, int obj)
 {
     jm_value *v = jm_new_(obj ? JM_OBJ : JM_ARR);
     in->p++;
@@ -176,7 +176,7 @@ static jm_value *jm_container_(jm_in *in, int obj)
     return NULL;
 }
 
-static jm_value *jm_value_(jm_in *in)
+static inline jm_value *jm_value_(jm_in *in)
 {
     jm_ws_(in);
     if (++in->depth > 200)
@@ -235,7 +235,7 @@ static jm_value *jm_value_(jm_in *in)
 }
 
 /* Parse a whole document; NULL (and jm_error) when it is not valid JSON. */
-static jm_value *jm_parse(const char *text)
+static inline jm_value *jm_parse(const char *text)
 {
     jm_in in = {text, text, 0};
     jm_error = NULL;
@@ -251,7 +251,7 @@ static jm_value *jm_parse(const char *text)
 }
 
 /* The value of `key` in object `o`, or NULL. */
-static jm_value *jm_get(const jm_value *o, const char *key)
+static inline jm_value *jm_get(const jm_value *o, const char *key)
 {
     if (o == NULL || o->type != JM_OBJ)
         return NULL;
@@ -262,21 +262,21 @@ static jm_value *jm_get(const jm_value *o, const char *key)
 }
 
 /* The string at `key`, or "" when absent or not a string. */
-static const char *jm_str(const jm_value *o, const char *key)
+static inline const char *jm_str(const jm_value *o, const char *key)
 {
     const jm_value *v = jm_get(o, key);
     return v && v->type == JM_STR ? v->str : "";
 }
 
 /* The number at `key`, or -1e300 when absent or not a number. */
-static double jm_num(const jm_value *o, const char *key)
+static inline double jm_num(const jm_value *o, const char *key)
 {
     const jm_value *v = jm_get(o, key);
     return v && (v->type == JM_NUM || v->type == JM_BOOL) ? v->num : -1e300;
 }
 
 /* A whole file as a string (NULL when it cannot be read); free() it. */
-static char *jm_read_file(const char *path)
+static inline char *jm_read_file(const char *path)
 {
     FILE *f = fopen(path, "rb");
     if (f == NULL)

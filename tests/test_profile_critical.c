@@ -1,0 +1,372 @@
+/*
+ * test_profile_critical: the critical path, exactly, and the Graphviz
+ * export.
+ *
+ * - Hand-made traces (written as Chrome JSON, read with vf_profile_load, so
+ *   every time is known to the nanosecond): a DAG whose heaviest chain is
+ *   neither the one with the most ops nor the one through the longest
+ *   single op; an edge from a larger id to a smaller one; ties (equal
+ *   weight: the predecessor that ended last, then the smaller id);
+ *   repeated deps and deps on ops not in the snapshot (ignored); a cycle
+ *   (VF_EINVAL); an empty profile. The expected ids, length and elapsed
+ *   time are written out by hand.
+ * - Real runs: random DAGs of ops with random work on a 2-worker engine,
+ *   held back by a gate so that every edge is recorded; the path returned
+ *   must follow recorded edges, its length must be the sum of its ops' run
+ *   times, and no path found by brute force (every path of the DAG) may
+ *   be longer.
+ * - Graphviz: a node per op, an edge per distinct dependency, the path's
+ *   edges in red; past 1000 ops only the first 1000 and a note.
+ */
+#include "util.h"
+
+#include <unistd.h>
+
+static char dir[64];
+
+typedef struct synth {
+    uint64_t id, push, ready, start, end;
+    int worker;
+    const char *name;
+    int ndeps;
+    uint64_t deps[4];
+} synth;
+
+static void us(FILE *f, uint64_t ns)
+{
+    fprintf(f, "%" PRIu64 ".%03u", ns / 1000, (unsigned)(ns % 1000));
+}
+
+/* Write ops as a varflow Chrome trace and load it. */
+static vf_profile *load_synth(const synth *ops, int n)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/synth.json", dir);
+    FILE *f = fopen(path, "w");
+    REQUIRE(f != NULL);
+    fprintf(f, "{\"traceEvents\":[");
+    for (int i = 0; i < n; i++) {
+        const synth *o = &ops[i];
+        fprintf(f, "%s{\"ph\":\"X\",\"name\":\"", i ? "," : "");
+        for (const char *c = o->name ? o->name : "op"; *c; c++)
+            fprintf(f, "%s%c", *c == '"' || *c == '\\' ? "\\" : "", *c);
+        fprintf(f, "\",\"ts\":");
+        us(f, o->start);
+        fprintf(f, ",\"dur\":");
+        us(f, o->end - o->start);
+        fprintf(f,
+                ",\"args\":{\"id\":%" PRIu64 ",\"code\":0,\"push_us\":", o->id);
+        us(f, o->push);
+        fprintf(f, ",\"ready_us\":");
+        us(f, o->ready);
+        fprintf(f, ",\"worker\":%d,\"pool\":0,\"deps\":[", o->worker);
+        for (int k = 0; k < o->ndeps; k++)
+            fprintf(f, "%s%" PRIu64, k ? "," : "", o->deps[k]);
+        fprintf(f, "]}}");
+    }
+    fprintf(f, "],\"otherData\":{\"varflow\":1,\"engine\":\"pooled\","
+               "\"workers\":2,\"worker_pools\":[\"cpu\",\"cpu\"]}}");
+    fclose(f);
+    vf_profile *p = NULL;
+    CHECK_OK(vf_profile_load(path, &p));
+    REQUIRE(p != NULL);
+    return p;
+}
+
+static void expect_path(const vf_profile *p, const uint64_t *ids, size_t n,
+                        uint64_t length, uint64_t elapsed, const char *what)
+{
+    check_context_ = what;
+    vf_profile_path path;
+    CHECK_OK(vf_profile_critical_path(p, &path));
+    CHECK_EQ(path.count, n);
+    CHECK_EQ(path.length_ns, length);
+    CHECK_EQ(path.elapsed_ns, elapsed);
+    CHECK_EQ(path.span_ns, vf_profile_span_ns(p));
+    for (size_t i = 0; i < n && i < path.count; i++)
+        if (path.ids[i] != ids[i])
+            CHECK_REPORT_("path[%zu] = %" PRIu64 ", expected %" PRIu64, i,
+                          path.ids[i], ids[i]);
+    vf_profile_path_free(&path);
+    CHECK(path.ids == NULL && path.count == 0);
+    check_context_ = NULL;
+}
+
+static void synthetic(void)
+{
+    tu_phase_limit("synthetic", 20);
+    /* 1 -> {2, 3}; {2, 3} -> 4; 3 -> 5; {4, 5} -> 6; 7 alone, the longest
+     * single op. Chains: 1-2-4-6 = 130, 1-3-5-6 = 210 (5 starts 10 ns
+     * after it was ready, 6 5 ns after), 1-3-4-6 = 50, 7 = 150. */
+    const synth a[] = {
+        {1, 0, 0, 0, 10, 0, "a", 0, {0}},
+        {2, 1, 10, 10, 110, 0, "b", 1, {1}},
+        {3, 2, 10, 10, 30, 1, "c", 1, {1}},
+        {4, 3, 110, 110, 120, 0, "d", 2, {2, 3}},
+        {5, 4, 30, 40, 210, 1, "e", 1, {3}},
+        {6, 5, 210, 215, 225, 0, "f", 2, {4, 5}},
+        {7, 6, 6, 6, 156, 0, "g", 0, {0}},
+    };
+    vf_profile *p = load_synth(a, 7);
+    expect_path(p, (const uint64_t[]){1, 3, 5, 6}, 4, 210, 225, "diamond");
+    vf_profile_free(p);
+
+    /* An edge from a larger id to a smaller one: 5 -> 3. */
+    const synth b[] = {
+        {3, 0, 50, 50, 60, 0, "x", 1, {5}},
+        {4, 0, 0, 0, 20, 1, "y", 0, {0}},
+        {5, 0, 0, 0, 50, 0, "z", 0, {0}},
+    };
+    p = load_synth(b, 3);
+    expect_path(p, (const uint64_t[]){5, 3}, 2, 60, 60, "backward edge");
+    vf_profile_free(p);
+
+    /* Ties: equal weight and end -> smaller id; equal weight -> ended
+     * last; deps repeated or not in the snapshot (99) are ignored. */
+    const synth c[] = {
+        {1, 0, 0, 0, 10, 0, "p", 0, {0}},
+        {2, 0, 0, 0, 10, 1, "q", 0, {0}},
+        {3, 0, 10, 10, 20, 0, "r", 4, {2, 1, 2, 99}},
+    };
+    p = load_synth(c, 3);
+    expect_path(p, (const uint64_t[]){1, 3}, 2, 20, 20, "tie by id");
+    vf_profile_free(p);
+    const synth d[] = {
+        {1, 0, 0, 0, 10, 0, "p", 0, {0}},
+        {2, 0, 0, 2, 12, 1, "q", 0, {0}},
+        {3, 0, 12, 12, 20, 0, "r", 2, {1, 2}},
+    };
+    p = load_synth(d, 3);
+    expect_path(p, (const uint64_t[]){2, 3}, 2, 18, 18, "tie by end");
+    vf_profile_free(p);
+
+    /* Two end nodes of equal weight: the one that ended last. */
+    const synth e[] = {
+        {1, 0, 0, 0, 30, 0, "p", 0, {0}},
+        {2, 0, 0, 5, 35, 1, "q", 0, {0}},
+    };
+    p = load_synth(e, 2);
+    expect_path(p, (const uint64_t[]){2}, 1, 30, 30, "last end");
+    vf_profile_free(p);
+
+    /* A cycle can only come from a corrupt file. */
+    const synth cyc[] = {
+        {1, 0, 0, 0, 10, 0, "p", 1, {2}},
+        {2, 0, 0, 0, 10, 1, "q", 1, {1}},
+    };
+    p = load_synth(cyc, 2);
+    vf_profile_path path;
+    CHECK_ERR(vf_profile_critical_path(p, &path), VF_EINVAL);
+    vf_profile_free(p);
+
+    p = load_synth(NULL, 0);
+    expect_path(p, NULL, 0, 0, 0, "empty");
+    CHECK_ERR(vf_profile_critical_path(NULL, &path), VF_EINVAL);
+    vf_profile_free(p);
+}
+
+/* --- real runs, against brute force ------------------------------------ */
+
+#define NV 4
+#define NOPS 12
+
+typedef struct work {
+    tu_gate *gate;
+    double us;
+} work;
+
+static int work_fn(vf_run *run, void *arg)
+{
+    (void)run;
+    work *w = arg;
+    if (w->gate)
+        CHECK(tu_gate_wait(w->gate, TU_TIMEOUT));
+    tu_spin_us(w->us);
+    return 0;
+}
+
+static uint64_t run_of(const vf_profile_record *r)
+{
+    return r->end_ns - r->start_ns;
+}
+
+/* The heaviest chain ending at record i, by trying every path. */
+static uint64_t heaviest_to(const vf_profile *p, size_t i)
+{
+    const vf_profile_record *r = vf_profile_at(p, i);
+    uint64_t best = 0;
+    for (int k = 0; k < r->ndeps; k++)
+        for (size_t j = 0; j < vf_profile_count(p); j++)
+            if (vf_profile_at(p, j)->id == r->deps[k]) {
+                uint64_t w = heaviest_to(p, j);
+                best = w > best ? w : best;
+            }
+    return best + run_of(r);
+}
+
+static bool has_edge(const vf_profile *p, uint64_t from, uint64_t to)
+{
+    for (size_t i = 0; i < vf_profile_count(p); i++) {
+        const vf_profile_record *r = vf_profile_at(p, i);
+        if (r->id != to)
+            continue;
+        for (int k = 0; k < r->ndeps; k++)
+            if (r->deps[k] == from)
+                return true;
+    }
+    return false;
+}
+
+static void random_runs(void)
+{
+    tu_rng rng = {check_seed()};
+    int rounds = (int)tu_scaled(15, 4);
+    for (int round = 0; round < rounds; round++) {
+        tu_phase_limit("random run", 30);
+        vf_engine *e = tu_engine(&tu_kinds[2]); /* pooled, 2 workers */
+        vf_var v[NV];
+        for (int i = 0; i < NV; i++)
+            v[i] = tu_var(e);
+        tu_gate gate;
+        tu_gate_init(&gate);
+        work w[NOPS + 1];
+        CHECK_OK(vf_profile_start(e));
+        w[0] = (work){&gate, 0};
+        CHECK_OK(vf_push(e, &(vf_op){.fn = work_fn,
+                                     .arg = &w[0],
+                                     .writes = tu_list(v, NV),
+                                     .name = "gate"}));
+        for (int i = 1; i <= NOPS; i++) {
+            vf_var rd[NV], wr[NV];
+            int nr = 0, nw = 0;
+            for (int k = 0; k < NV; k++) {
+                int x = tu_range(&rng, 0, 3);
+                if (x == 1)
+                    rd[nr++] = v[k];
+                else if (x == 2)
+                    wr[nw++] = v[k];
+            }
+            w[i] = (work){NULL, (double)tu_range(&rng, 0, 300)};
+            CHECK_OK(vf_push(e, &(vf_op){.fn = work_fn,
+                                         .arg = &w[i],
+                                         .reads = tu_list(rd, nr),
+                                         .writes = tu_list(wr, nw),
+                                         .name = "op"}));
+        }
+        tu_gate_open(&gate);
+        CHECK_OK(vf_wait_all(e, NULL));
+        vf_profile *p = NULL;
+        CHECK_OK(vf_profile_take(e, &p));
+        REQUIRE(vf_profile_count(p) == NOPS + 1);
+        vf_profile_path path;
+        CHECK_OK(vf_profile_critical_path(p, &path));
+        uint64_t best = 0, sum = 0;
+        for (size_t i = 0; i < vf_profile_count(p); i++) {
+            uint64_t h = heaviest_to(p, i);
+            best = h > best ? h : best;
+        }
+        for (size_t i = 0; i < path.count; i++) {
+            const vf_profile_record *r = vf_profile_at(p, path.ids[i] - 1);
+            sum += run_of(r);
+            if (i > 0 && !has_edge(p, path.ids[i - 1], path.ids[i]))
+                CHECK_REPORT_("round %d: %" PRIu64 " -> %" PRIu64
+                              " is not a recorded edge",
+                              round, path.ids[i - 1], path.ids[i]);
+        }
+        CHECK_EQ(path.length_ns, sum);
+        CHECK_EQ(path.length_ns, best);
+        CHECK(path.count >= 1);
+        CHECK(path.elapsed_ns >= path.length_ns);
+        CHECK(path.length_ns <= vf_profile_span_ns(p));
+        vf_profile_path_free(&path);
+        vf_profile_free(p);
+        tu_gate_destroy(&gate);
+        tu_finish_engine(e);
+    }
+}
+
+/* --- Graphviz ---------------------------------------------------------- */
+
+static int count(const char *text, const char *what)
+{
+    int n = 0;
+    for (const char *s = text; (s = strstr(s, what)) != NULL; s++)
+        n++;
+    return n;
+}
+
+static char *read_all(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    REQUIRE(f != NULL);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    REQUIRE(buf != NULL && fread(buf, 1, (size_t)n, f) == (size_t)n);
+    buf[n] = 0;
+    fclose(f);
+    return buf;
+}
+
+static void graphviz(void)
+{
+    tu_phase_limit("graphviz", 30);
+    const synth a[] = {
+        {1, 0, 0, 0, 10, 0, "a", 0, {0}},
+        {2, 1, 10, 10, 110, 0, "b \"quoted\"", 1, {1}},
+        {3, 2, 10, 10, 30, 1, "c", 2, {1, 1}},
+        {4, 3, 110, 110, 120, 0, "d", 2, {2, 3}},
+        {5, 4, 30, 40, 210, 1, "e", 1, {3}},
+        {6, 5, 210, 215, 225, 0, "f", 2, {4, 5}},
+    };
+    vf_profile *p = load_synth(a, 6);
+    char path[128];
+    snprintf(path, sizeof path, "%s/dag.dot", dir);
+    CHECK_OK(vf_profile_write(p, path, VF_PROFILE_AUTO));
+    char *text = read_all(path);
+    CHECK(strncmp(text, "digraph varflow {", 17) == 0);
+    CHECK_EQ(count(text, " [label="), 6);
+    CHECK_EQ(count(text, " -> "), 7);       /* 3's repeated dep counts once */
+    CHECK_EQ(count(text, "penwidth=3"), 3); /* 1->3->5->6 */
+    CHECK(strstr(text, "n3 -> n5 [color=") != NULL);
+    CHECK(strstr(text, "b \\\"quoted\\\"") != NULL);
+    CHECK(strstr(text, "truncated") == NULL);
+    free(text);
+    vf_profile_free(p);
+
+    /* Past the limit: the first 1000 ops and a note. */
+    vf_engine *e = tu_engine(&tu_kinds[0]);
+    vf_var v = tu_var(e);
+    CHECK_OK(vf_profile_start(e));
+    for (int i = 0; i < 1005; i++)
+        CHECK_OK(vf_push(e, &(vf_op){.fn = work_fn,
+                                     .arg = &(work){NULL, 0},
+                                     .writes = VF_VARS(v),
+                                     .name = "many"}));
+    CHECK_OK(vf_profile_take(e, &p));
+    CHECK_OK(vf_profile_write(p, path, VF_PROFILE_DOT));
+    text = read_all(path);
+    CHECK_EQ(count(text, " [label="), 1000);
+    CHECK(strstr(text, "truncated: showing the first 1000 of 1005 ops") !=
+          NULL);
+    free(text);
+    vf_profile_free(p);
+    tu_finish_engine(e);
+}
+
+int main(void)
+{
+    tu_init("test_profile_critical", 120);
+    snprintf(dir, sizeof dir, "%s/vf-critical-XXXXXX",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    REQUIRE(mkdtemp(dir) != NULL);
+    synthetic();
+    random_runs();
+    graphviz();
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (atomic_load(&check_failures_) == 0 && system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+    return check_finish("test_profile_critical");
+}

@@ -1,0 +1,261 @@
+/*
+ * test_profile_html: the HTML report is one self-contained file that a
+ * browser renders.
+ *
+ * A known run on the per-device engine with 2 + 2 workers: ops on the CPU
+ * pool, one on the priority pool, a failed op and the op it makes skip,
+ * and an async op that runs inline (ready at its push from this thread),
+ * so the timeline has one row per worker plus an "inline" row.
+ *
+ * Checked without a browser: the file refers to nothing outside itself
+ * (no http:, https:, src= or <link), its embedded data parses as JSON
+ * (tests/json_mini.h) with the right counts, and a name holding "</script>"
+ * cannot end the data element early.
+ *
+ * Then headless Chromium (VF_CHROMIUM, else chromium, chromium-browser or
+ * google-chrome on PATH) loads the file: --dump-dom must show the marker
+ * the report's script sets once it has drawn everything without an error
+ * (data-vf-rendered="ok", #vf-rendered "N rows, M ops"), one .vf-row per
+ * worker plus the inline one, and no #vf-error; --screenshot writes
+ * profile-report.png in the working directory (printed) for a person to
+ * look at. Without Chromium the test is skipped (exit 77) with a message
+ * saying how to install it (apt-get install chromium; .ci/run does).
+ */
+#include "util.h"
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "json_mini.h"
+
+static char dir[64];
+
+static int work_fn(vf_run *run, void *arg)
+{
+    (void)run;
+    tu_spin_us(arg ? 300 : 150);
+    return 0;
+}
+
+static int failing_fn(vf_run *run, void *arg)
+{
+    (void)arg;
+    vf_run_set_error(run, "on purpose");
+    return 3;
+}
+
+static void async_fn(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    (void)arg;
+    CHECK_OK(vf_complete(done, 0, NULL));
+}
+
+/* Runs the known program; returns its snapshot. */
+static vf_profile *known_run(int *nworkers)
+{
+    vf_engine *e = tu_engine(&tu_kinds[4]); /* perdevice, 2 + 2 */
+    *nworkers = vf_engine_num_workers(e);
+    vf_var a = tu_var(e), b = tu_var(e), c = tu_var(e), d = tu_var(e);
+    CHECK_OK(vf_profile_start(e));
+    for (int i = 0; i < 40; i++) {
+        vf_var w = i % 3 == 0 ? a : i % 3 == 1 ? b : c;
+        CHECK_OK(vf_push(e, &(vf_op){.fn = work_fn,
+                                     .arg = i % 4 ? NULL : e,
+                                     .reads = VF_VARS(a),
+                                     .writes = VF_VARS(w),
+                                     .name = i % 4 ? "small" : "big"}));
+    }
+    CHECK_OK(vf_push(e, &(vf_op){.fn = work_fn,
+                                 .reads = VF_VARS(b),
+                                 .property = VF_PROP_CPU_PRIORITIZED,
+                                 .name = "prio </script><b>x</b>"}));
+    CHECK_OK(vf_push(
+        e, &(vf_op){.fn = failing_fn, .writes = VF_VARS(d), .name = "fails"}));
+    CHECK_OK(vf_push(e, &(vf_op){.fn = work_fn,
+                                 .reads = VF_VARS(d),
+                                 .writes = VF_VARS(c),
+                                 .name = "skipped"}));
+    vf_var lone = tu_var(e);
+    CHECK_OK(vf_push(e, &(vf_op){.async_fn = async_fn,
+                                 .writes = VF_VARS(lone),
+                                 .name = "async"}));
+    CHECK_ERR(vf_wait_all(e, NULL), VF_EOPFAILED);
+    vf_profile *p = NULL;
+    CHECK_OK(vf_profile_take(e, &p));
+    REQUIRE(p != NULL);
+    CHECK_OK(vf_engine_destroy(e));
+    return p;
+}
+
+static char *read_all(const char *path)
+{
+    char *text = jm_read_file(path);
+    if (text == NULL)
+        CHECK_REPORT_("cannot read %s", path);
+    return text;
+}
+
+static int count(const char *text, const char *what)
+{
+    int n = 0;
+    for (const char *s = text; (s = strstr(s, what)) != NULL; s++)
+        n++;
+    return n;
+}
+
+/* Checks that need no browser. */
+static void check_file(const char *path, const vf_profile *p)
+{
+    char *html = read_all(path);
+    REQUIRE(html != NULL);
+    CHECK(strncmp(html, "<!DOCTYPE html>", 15) == 0);
+    CHECK(strstr(html, "http:") == NULL && strstr(html, "https:") == NULL);
+    CHECK(strstr(html, "src=") == NULL && strstr(html, "<link") == NULL);
+    CHECK_EQ(count(html, "</script>"), 2); /* data + script, no more */
+    const char *open = "<script id=\"vf-data\" type=\"application/json\">";
+    char *data = strstr(html, open);
+    REQUIRE(data != NULL);
+    data += strlen(open);
+    char *end = strstr(data, "</script>");
+    REQUIRE(end != NULL);
+    *end = '\0';
+    jm_value *doc = jm_parse(data);
+    if (doc == NULL)
+        CHECK_REPORT_("embedded data: invalid JSON at byte %zu: %s",
+                      jm_error_at, jm_error);
+    REQUIRE(doc != NULL);
+    const jm_value *ops = jm_get(doc, "ops");
+    CHECK(ops && ops->type == JM_ARR && ops->n == (int)vf_profile_count(p));
+    CHECK_EQ(jm_num(doc, "records"), vf_profile_count(p));
+    CHECK_EQ(jm_num(doc, "shown"), vf_profile_count(p));
+    CHECK_EQ(jm_num(doc, "workers"), vf_profile_num_workers(p));
+    const jm_value *sum = jm_get(doc, "summary");
+    CHECK(sum && sum->n == 6); /* big small prio fails skipped async */
+    const jm_value *crit = jm_get(doc, "crit");
+    CHECK(crit && crit->type == JM_OBJ && jm_get(crit, "ids")->n >= 1);
+    jm_free(doc);
+    free(html);
+}
+
+static const char *find_chromium(void)
+{
+    static char found[512];
+    const char *env = getenv("VF_CHROMIUM");
+    if (env && *env)
+        return env;
+    static const char *const names[] = {"chromium", "chromium-browser",
+                                        "google-chrome", NULL};
+    const char *path = getenv("PATH");
+    for (int i = 0; names[i] && path; i++) {
+        const char *s = path;
+        while (*s) {
+            size_t n = strcspn(s, ":");
+            snprintf(found, sizeof found, "%.*s/%s", (int)n, s, names[i]);
+            if (n > 0 && access(found, X_OK) == 0)
+                return found;
+            s += n + (s[n] == ':');
+        }
+    }
+    return NULL;
+}
+
+/* Run the browser on `url` with `what` (--dump-dom or --screenshot=...),
+ * standard output to `out` (may be NULL). Returns its exit status. */
+static int browse(const char *chromium, const char *what, const char *url,
+                  const char *out)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "timeout 90 '%s' --headless --no-sandbox --disable-gpu "
+             "--disable-quic --no-first-run --disable-background-networking "
+             "--disable-component-update --disable-sync "
+             "--disable-dev-shm-usage --hide-scrollbars "
+             "--user-data-dir='%s/chromium' --window-size=1400,1800 %s '%s' "
+             ">'%s' 2>'%s/chromium.log'",
+             chromium, dir, what, url, out ? out : "/dev/null", dir);
+    int rc = system(cmd);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+static void check_browser(const char *chromium, const char *path,
+                          int expected_rows, size_t nops)
+{
+    char url[600], dom[160], shot[600], cwd[400];
+    snprintf(url, sizeof url, "file://%s", path);
+    snprintf(dom, sizeof dom, "%s/dom.html", dir);
+    tu_phase_limit("chromium --dump-dom", 120);
+    int rc = browse(chromium, "--dump-dom", url, dom);
+    CHECK_EQ(rc, 0);
+    char *text = read_all(dom);
+    REQUIRE(text != NULL);
+    char marker[96];
+    snprintf(marker, sizeof marker,
+             "id=\"vf-rendered\" hidden=\"\">%d rows, "
+             "%zu ops<",
+             expected_rows, nops);
+    if (strstr(text, "data-vf-rendered=\"ok\"") == NULL ||
+        strstr(text, marker) == NULL) {
+        const char *err = strstr(text, "id=\"vf-error\"");
+        CHECK_REPORT_("the report did not render (want '%s'): %.300s", marker,
+                      err ? err : "no error box either; see chromium.log");
+    }
+    CHECK(strstr(text, "id=\"vf-error\"") == NULL);
+    CHECK_EQ(count(text, "class=\"vf-row\""), expected_rows);
+    for (int w = 0; w < expected_rows; w++) {
+        char row[64];
+        snprintf(row, sizeof row, "class=\"vf-row\" data-track=\"%d\"", w);
+        CHECK(strstr(text, row) != NULL);
+    }
+    CHECK(strstr(text, "<b>x</b>") == NULL); /* the name stayed text */
+    free(text);
+
+    tu_phase_limit("chromium --screenshot", 120);
+    if (getcwd(cwd, sizeof cwd) == NULL)
+        snprintf(cwd, sizeof cwd, "%s", dir);
+    snprintf(shot, sizeof shot, "--screenshot=%s/profile-report.png", cwd);
+    CHECK_EQ(browse(chromium, shot, url, NULL), 0);
+    struct stat st;
+    CHECK(stat(shot + strlen("--screenshot="), &st) == 0 && st.st_size > 20000);
+    printf("test_profile_html: screenshot %s\n",
+           shot + strlen("--screenshot="));
+}
+
+int main(void)
+{
+    tu_init("test_profile_html", 240);
+    snprintf(dir, sizeof dir, "%s/vf-html-XXXXXX",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    REQUIRE(mkdtemp(dir) != NULL);
+    int nworkers = 0;
+    vf_profile *p = known_run(&nworkers);
+    int inline_ops = 0;
+    for (size_t i = 0; i < vf_profile_count(p); i++)
+        inline_ops += vf_profile_at(p, i)->worker < 0;
+    CHECK(inline_ops >= 1); /* the async op, dispatched by this thread */
+    char path[128];
+    snprintf(path, sizeof path, "%s/report.html", dir);
+    CHECK_OK(vf_profile_write(p, path, VF_PROFILE_AUTO));
+    check_file(path, p);
+
+    int status = 0;
+    const char *chromium = find_chromium();
+    if (chromium == NULL) {
+        printf("test_profile_html: SKIPPED the browser check: no Chromium "
+               "(apt-get install chromium, or set VF_CHROMIUM)\n");
+        status = 77;
+    } else {
+        check_browser(chromium, path, nworkers + (inline_ops > 0),
+                      vf_profile_count(p));
+    }
+    vf_profile_free(p);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (atomic_load(&check_failures_) == 0 && system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+    else if (atomic_load(&check_failures_) != 0)
+        fprintf(stderr, "test_profile_html: files kept in %s\n", dir);
+    int rc = check_finish("test_profile_html");
+    return rc != 0 ? rc : status;
+}
