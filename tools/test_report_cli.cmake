@@ -1,0 +1,61 @@
+# CTest script (cmake -P) for tools/varflow-report: TOOL is the program,
+# WORK a scratch directory. A trace of three ops (1 -> 2, 1 -> 3, op 3 the
+# longer) goes through every format; the outputs must hold what the trace
+# says, and bad input must give exit status 1 (bad file) or 2 (bad usage).
+file(REMOVE_RECURSE ${WORK})
+file(MAKE_DIRECTORY ${WORK})
+file(WRITE ${WORK}/trace.json [=[
+{"traceEvents":[
+{"ph":"X","pid":1,"tid":1,"name":"load","ts":0.000,"dur":10.000,"args":{"id":1,"code":0,"push_us":0.000,"ready_us":0.000,"worker":0,"pool":0,"device":"cpu:0","property":"normal","async":false,"deps":[]}},
+{"ph":"X","pid":1,"tid":1,"name":"small","ts":10.500,"dur":5.000,"args":{"id":2,"code":0,"push_us":0.100,"ready_us":10.200,"worker":0,"pool":0,"device":"cpu:0","property":"normal","async":false,"deps":[1]}},
+{"ph":"X","pid":1,"tid":2,"name":"big","ts":10.700,"dur":40.000,"args":{"id":3,"code":0,"push_us":0.200,"ready_us":10.200,"worker":1,"pool":0,"device":"cpu:0","property":"normal","async":false,"deps":[1]}}
+],"otherData":{"varflow":1,"engine":"pooled","workers":2,"worker_pools":["cpu","cpu"],"records":3,"dropped":0,"span_ns":50700}}
+]=])
+
+function(run_tool expect_rc)
+  execute_process(COMMAND ${TOOL} ${ARGN} RESULT_VARIABLE rc
+                  OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL expect_rc)
+    message(FATAL_ERROR "varflow-report ${ARGN}: exit ${rc}, expected ${expect_rc}\n${out}${err}")
+  endif()
+  set(out "${out}" PARENT_SCOPE)
+endfunction()
+
+function(expect text what)
+  string(FIND "${text}" "${what}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "expected '${what}' in:\n${text}")
+  endif()
+endfunction()
+
+# Default: TRACE.html beside it, and the critical path on stdout.
+run_tool(0 ${WORK}/trace.json -c)
+expect("${out}" "critical path: 2 ops")
+expect("${out}" "big")
+file(READ ${WORK}/trace.html html)
+expect("${html}" "<!DOCTYPE html>")
+expect("${html}" "\"crit\":{\"length\":50000,\"elapsed\":50700,\"ids\":[1,3]}")
+
+run_tool(0 ${WORK}/trace.json -f dot -o -)
+expect("${out}" "n1 -> n3 [color=")
+expect("${out}" "n1 -> n2;")
+
+run_tool(0 ${WORK}/trace.json -f summary -s count -o -)
+expect("${out}" "sorted by count")
+expect("${out}" "critical path 50.00 us over 2 ops")
+
+run_tool(0 ${WORK}/trace.json -o ${WORK}/s.summary.json)
+file(READ ${WORK}/s.summary.json sj)
+expect("${sj}" "\"name\":\"big\",\"count\":1,\"skipped\":0,\"failed\":0,\"total_ns\":40000")
+
+run_tool(0 ${WORK}/trace.json -f chrome -o ${WORK}/again.json)
+run_tool(0 ${WORK}/again.json -f summary -o -)
+expect("${out}" "3 ops recorded")
+
+file(WRITE ${WORK}/bad.json "{\"traceEvents\":[]}")
+run_tool(1 ${WORK}/bad.json -o -)
+run_tool(1 ${WORK}/missing.json -o -)
+run_tool(2)
+run_tool(2 ${WORK}/trace.json -f nope)
+run_tool(2 ${WORK}/trace.json -s nope)
+message(STATUS "varflow-report: ok")

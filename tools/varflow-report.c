@@ -1,0 +1,154 @@
+/*
+ * varflow-report: turn a Chrome trace written by varflow into its other
+ * outputs, after the run, without the program that made it.
+ *
+ *   varflow-report TRACE.json [-o OUT] [-f FORMAT] [-s COLUMN] [-c]
+ *
+ * TRACE.json is what VF_PROFILE=trace.json (or vf_profile_write) wrote; it
+ * is read back exactly by vf_profile_load. The output goes to OUT ("-" is
+ * standard output; default: TRACE with ".html" in place of ".json") in
+ * FORMAT: html (the self-contained report), dot (Graphviz), summary (the
+ * per-name table as text), summary-json, or chrome (the trace again);
+ * default: by OUT's extension, as vf_profile_write decides. -s sorts the
+ * summary by a column (total, name, count, skipped, failed, mean, min, max,
+ * queued). -c also prints the critical path, one op a line, on standard
+ * output. Exit status 0, 1 on an error (the message names the file), 2 on
+ * bad usage.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <varflow.h>
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: varflow-report TRACE.json [-o OUT] [-f FORMAT] [-s COLUMN] "
+            "[-c]\n"
+            "  -o OUT     output file, '-' for standard output (default: "
+            "TRACE.html)\n"
+            "  -f FORMAT  html, dot, summary, summary-json or chrome "
+            "(default: by OUT's extension)\n"
+            "  -s COLUMN  sort the summary by total, name, count, skipped, "
+            "failed, mean, min, max or queued\n"
+            "  -c         print the critical path on standard output\n");
+}
+
+static int parse_format(const char *s, vf_profile_format *out)
+{
+    static const struct {
+        const char *name;
+        vf_profile_format format;
+    } formats[] = {{"html", VF_PROFILE_HTML},
+                   {"dot", VF_PROFILE_DOT},
+                   {"summary", VF_PROFILE_SUMMARY_TEXT},
+                   {"summary-json", VF_PROFILE_SUMMARY_JSON},
+                   {"chrome", VF_PROFILE_CHROME_JSON}};
+    for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
+        if (strcmp(s, formats[i].name) == 0) {
+            *out = formats[i].format;
+            return 0;
+        }
+    return -1;
+}
+
+static void print_critical(const vf_profile *p)
+{
+    vf_profile_path path;
+    if (vf_profile_critical_path(p, &path) != 0) {
+        fprintf(stderr, "varflow-report: %s\n", vf_last_error_detail());
+        return;
+    }
+    printf("critical path: %zu ops, %.3f ms of run time in a %.3f ms span "
+           "(%.1f%%); %.3f ms from its first start to its last end\n",
+           path.count, path.length_ns / 1e6, path.span_ns / 1e6,
+           path.span_ns ? 100.0 * path.length_ns / path.span_ns : 0.0,
+           path.elapsed_ns / 1e6);
+    size_t k = 0;
+    for (size_t i = 0; i < path.count; i++) {
+        while (k < vf_profile_count(p) && vf_profile_at(p, k)->id < path.ids[i])
+            k++;
+        const vf_profile_record *r = vf_profile_at(p, k);
+        if (r == NULL || r->id != path.ids[i])
+            continue;
+        printf("  #%-8llu %-32s worker %-3d start %12.3f us  run %10.3f us\n",
+               (unsigned long long)r->id, r->name[0] ? r->name : "(unnamed)",
+               r->worker, r->start_ns / 1e3, (r->end_ns - r->start_ns) / 1e3);
+    }
+    vf_profile_path_free(&path);
+}
+
+int main(int argc, char **argv)
+{
+    const char *in = NULL, *out = NULL;
+    vf_profile_format format = VF_PROFILE_AUTO;
+    vf_profile_sort sort = VF_PROFILE_SORT_TOTAL;
+    int critical = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(a, "-c") == 0) {
+            critical = 1;
+        } else if ((strcmp(a, "-o") == 0 || strcmp(a, "-f") == 0 ||
+                    strcmp(a, "-s") == 0) &&
+                   i + 1 < argc) {
+            const char *v = argv[++i];
+            if (a[1] == 'o') {
+                out = v;
+            } else if (a[1] == 'f' && parse_format(v, &format) != 0) {
+                fprintf(stderr, "varflow-report: unknown format '%s'\n", v);
+                return 2;
+            } else if (a[1] == 's' && vf_profile_sort_parse(v, &sort) != 0) {
+                fprintf(stderr, "varflow-report: unknown column '%s'\n", v);
+                return 2;
+            }
+        } else if (a[0] != '-' && in == NULL) {
+            in = a;
+        } else {
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (in == NULL) {
+        usage(stderr);
+        return 2;
+    }
+    char *default_out = NULL;
+    if (out == NULL) {
+        size_t n = strlen(in);
+        default_out = malloc(n + 6);
+        if (default_out == NULL)
+            return 1;
+        memcpy(default_out, in, n + 1);
+        if (n > 5 && strcmp(in + n - 5, ".json") == 0)
+            default_out[n - 5] = '\0';
+        strcat(default_out, ".html");
+        out = default_out;
+        if (format == VF_PROFILE_AUTO)
+            format = VF_PROFILE_HTML;
+    }
+    vf_profile *p = NULL;
+    int rc = vf_profile_load(in, &p);
+    if (rc == 0) {
+        if (format == VF_PROFILE_SUMMARY_TEXT ||
+            format == VF_PROFILE_SUMMARY_JSON)
+            rc = vf_profile_write_summary(p, out, format, sort);
+        else
+            rc = vf_profile_write(p, out, format);
+    }
+    if (rc != 0) {
+        fprintf(stderr, "varflow-report: %s\n", vf_last_error_detail());
+    } else {
+        if (strcmp(out, "-") != 0)
+            fprintf(stderr, "varflow-report: wrote %s (%zu ops)\n", out,
+                    vf_profile_count(p));
+        if (critical)
+            print_critical(p);
+    }
+    vf_profile_free(p);
+    free(default_out);
+    return rc == 0 ? 0 : 1;
+}
