@@ -322,6 +322,7 @@ int vf__prof_levels(const vf_profile *p, vf__prof_level **out, size_t *n)
         lv[k++] = (vf__prof_level){t, running > 0 ? (uint32_t)running : 0,
                                    ready > 0 ? (uint32_t)ready : 0};
     }
+    free(s);
     *out = lv;
     *n = k;
     return 0;

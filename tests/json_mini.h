@@ -79,8 +79,7 @@ static inline char *jm_string_(jm_in *in)
     if (*in->p != '"')
         return (char *)jm_fail_(in, "expected a string");
     const char *a = ++in->p;
-    size_t n = 0;
-    for (; *in->p != '"'; in->p++, n++) {
+    for (; *in->p != '"'; in->p++) {
         unsigned char c = (unsigned char)*in->p;
         if (c == 0 || c < 0x20)
             return (char *)jm_fail_(in, "bad character in a string");
@@ -96,7 +95,7 @@ static inline char *jm_string_(jm_in *in)
             }
         }
     }
-    char *out = malloc(n + 1), *o = out;
+    char *out = malloc((size_t)(in->p - a) + 1), *o = out;
     for (const char *c = a; c < in->p; c++) {
         if (*c == '\\' && (c[1] == '"' || c[1] == '\\' || c[1] == '/'))
             c++;
