@@ -287,24 +287,22 @@ VF_API int vf_profile_take(vf_engine *e, vf_profile **out)
         vf_profile_free(s);
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     }
-    /* Names: copied into one block; records point into it. */
-    const char **from = vf__malloc((p->names_cap + 1) * sizeof *from);
+    /* Names: copied into one block; records point into it. to[j] is the
+     * copy of the interned name in slot j, found again by hashing the
+     * record's name (O(1) a record, whatever the number of names). */
     char **to = vf__malloc((p->names_cap + 1) * sizeof *to);
-    if (from == NULL || to == NULL) {
+    if (to == NULL) {
         pthread_mutex_unlock(&p->lock);
-        free(from);
-        free(to);
         vf_profile_free(s);
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     }
-    size_t nnames = 0, off = 0;
+    size_t off = 0;
     for (size_t i = 0; i < p->names_cap; i++) {
         if (p->names[i] == NULL)
             continue;
         size_t len = strlen(p->names[i]) + 1;
         memcpy(s->names + off, p->names[i], len);
-        from[nnames] = p->names[i];
-        to[nnames++] = s->names + off;
+        to[i] = s->names + off;
         off += len;
     }
     size_t d = 0;
@@ -313,11 +311,10 @@ VF_API int vf_profile_take(vf_engine *e, vf_profile **out)
                                              [i % VF__PROF_CHUNK];
         vf_profile_record *r = &s->records[i];
         *r = en->rec;
-        for (size_t k = 0; k < nnames; k++)
-            if (from[k] == en->rec.name) {
-                r->name = to[k];
-                break;
-            }
+        size_t j = name_hash(en->rec.name) & (p->names_cap - 1);
+        while (p->names[j] != en->rec.name)
+            j = (j + 1) & (p->names_cap - 1);
+        r->name = to[j];
         for (int k = 0; k < r->ndeps; k++)
             s->deps[d + (size_t)k] = k < VF__PROF_INLINE_DEPS
                                          ? en->deps[k]
@@ -330,7 +327,6 @@ VF_API int vf_profile_take(vf_engine *e, vf_profile **out)
     s->count = p->count;
     s->dropped = p->dropped;
     pthread_mutex_unlock(&p->lock);
-    free(from);
     free(to);
 
     /* Sort by id, carrying each record's deps: record where each record's

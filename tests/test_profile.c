@@ -21,7 +21,8 @@
  * are exact and every sort key orders its column. Then: the profiler off
  * records nothing and changes no result; stop, pause and resume; the
  * dropped count when max_records is small; config.profile_path and
- * VF_PROFILE write at destroy; errors of write and load; every allocation
+ * VF_PROFILE write at destroy; 20000 distinct names (each record keeps its
+ * own, quickly); errors of write and load; every allocation
  * of the outputs failing in turn gives VF_ENOMEM, never a crash or leak.
  */
 #include "util.h"
@@ -572,6 +573,40 @@ static void at_destroy(void)
     free(text);
 }
 
+/* Many distinct names: each op keeps its own (snapshots find them by hash,
+ * not by scanning every name), and the summary has a row per name. */
+static void many_names(void)
+{
+    tu_phase_limit("many names", 30);
+    enum { N = 20000 };
+    static char names[N][16];
+    vf_engine *e = tu_engine(&tu_kinds[0]);
+    vf_var v = tu_var(e);
+    CHECK_OK(vf_profile_start(e));
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof names[i], "op %d", i);
+        CHECK_OK(vf_push(
+            e,
+            &(vf_op){.fn = count_fn, .writes = VF_VARS(v), .name = names[i]}));
+    }
+    vf_profile *p = NULL;
+    double t0 = tu_now();
+    CHECK_OK(vf_profile_take(e, &p));
+    double took = tu_now() - t0;
+    if (took > 2.0)
+        CHECK_REPORT_("vf_profile_take of %d names took %.2f s", N, took);
+    REQUIRE(vf_profile_count(p) == N);
+    for (size_t i = 0; i < N; i++)
+        CHECK(strcmp(vf_profile_at(p, i)->name, names[i]) == 0);
+    vf_profile_row *rows = NULL;
+    size_t n = 0;
+    CHECK_OK(vf_profile_summary(p, VF_PROFILE_SORT_COUNT, &rows, &n));
+    CHECK_EQ(n, N);
+    vf_profile_summary_free(rows);
+    vf_profile_free(p);
+    tu_finish_engine(e);
+}
+
 static void write_file(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");
@@ -656,6 +691,7 @@ int main(void)
     switches();
     dropped();
     at_destroy();
+    many_names();
     errors();
     if (atomic_load(&check_failures_) == 0) {
         char cmd[128];
