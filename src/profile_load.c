@@ -192,6 +192,10 @@ static int string(parser *ps)
     if (ps->p >= ps->end)
         return fail_at(ps, "unterminated string");
     ps->p++;
+    if (grow((void **)&ps->buf, &ps->buf_cap, ps->buf_len + 1, 1) != 0) {
+        ps->nomem = 1;
+        return fail_at(ps, "out of memory");
+    }
     ps->buf[ps->buf_len] = '\0';
     return 0;
 }

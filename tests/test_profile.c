@@ -645,6 +645,19 @@ static void errors(void)
     write_file(bad, "{\"traceEvents\":[],\"otherData\":{\"varflow\":1,"
                     "\"workers\":0,\"worker_pools\":[]}} x");
     CHECK_ERR(vf_profile_load(bad, &q), VF_EINVAL); /* text after it */
+    write_file(bad, "{\"\":\"\",\"traceEvents\":[{\"ph\":\"X\",\"name\":\"\","
+                    "\"ts\":1.5,\"dur\":2,\"args\":{\"id\":1}}],"
+                    "\"otherData\":{\"varflow\":1,\"workers\":0,"
+                    "\"worker_pools\":[]}}");
+    CHECK_OK(vf_profile_load(bad, &q)); /* empty strings, defaults */
+    REQUIRE(q != NULL);
+    CHECK_EQ(vf_profile_count(q), 1);
+    CHECK(strcmp(vf_profile_at(q, 0)->name, "") == 0);
+    CHECK_EQ(vf_profile_at(q, 0)->start_ns, 1500);
+    CHECK_EQ(vf_profile_at(q, 0)->end_ns, 3500);
+    CHECK_EQ(vf_profile_at(q, 0)->worker, -1);
+    vf_profile_free(q);
+    q = NULL;
     CHECK(q == NULL);
 
     /* Every allocation of every output failing in turn: VF_ENOMEM or
@@ -664,6 +677,23 @@ static void errors(void)
         }
     }
     CHECK_OK(vf_profile_write(p, path_in_dir("ok.json"), VF_PROFILE_AUTO));
+    /* Every prefix of a valid trace is refused, never a crash. */
+    char *whole = jm_read_file(path_in_dir("ok.json"));
+    REQUIRE(whole != NULL);
+    size_t len = strlen(whole);
+    for (size_t cut = 0; cut + 2 < len; cut += 1 + cut / 50) {
+        FILE *f = fopen(bad, "w");
+        REQUIRE(f != NULL);
+        fwrite(whole, 1, cut, f);
+        fclose(f);
+        q = NULL;
+        int rc = vf_profile_load(bad, &q);
+        if (rc != VF_EINVAL)
+            CHECK_REPORT_("a trace cut at byte %zu of %zu: %s", cut, len,
+                          vf_err_name(rc));
+        vf_profile_free(q);
+    }
+    free(whole);
     for (uint64_t n = 1; n < 200; n++) {
         vf_debug_fail_alloc(n);
         int rc = vf_profile_load(path_in_dir("ok.json"), &q);
