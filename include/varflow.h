@@ -163,7 +163,8 @@ typedef struct vf_stats {
     uint64_t ran;       /* user function ran and succeeded */
     uint64_t failed;    /* user function ran and failed */
     uint64_t skipped;   /* not run because an input had failed */
-    uint64_t pending;   /* pushed and not yet finished */
+    uint64_t pending;   /* pushed and not yet finished (var deletes and the
+                           markers of waits in progress included) */
 } vf_stats;
 
 /* A snapshot of the engine's counters (internal wait ops are not counted). */
@@ -181,7 +182,9 @@ typedef struct vf_var {
     uint64_t id;
 } vf_var;
 
-/* A list of variables: `count` handles at `vars` (NULL when count is 0). */
+/* A list of variables: `count` handles at `vars` (NULL when count is 0).
+ * A handle the engine never made is refused with VF_EINVAL, or with
+ * VF_ESTALE / VF_EXDEV when it looks like a deleted or a foreign one. */
 typedef struct vf_var_list {
     const vf_var *vars;
     int count;
@@ -334,7 +337,8 @@ VF_API const char *vf_run_name(const vf_run *run);
 typedef struct vf_operator vf_operator;
 
 /* Create an operator from an op description (its `priority` field is not
- * used: each push gives one). The name is copied. Errors as vf_push. */
+ * used: each push gives one). The name is copied; `done` runs once per
+ * pushed run. Errors as vf_push. */
 VF_API int vf_operator_new(vf_engine *e, const vf_op *def, vf_operator **out);
 
 /* Push one run of the operator, with the given priority. Errors as vf_push
@@ -357,9 +361,11 @@ VF_API int vf_operator_delete(vf_engine *e, vf_operator *op);
  * Returns 0, or VF_EOPFAILED when a failure reached `v` (then `err`, if not
  * NULL, says which op failed and why). Reporting clears the failure: each
  * failure chain is reported once, by whichever wait sees it first.
- * From inside an op, the calling worker runs other ready ops while it waits;
- * a wait that can never finish (the op writes `v` itself, or the ops it waits
- * for wait on it) returns VF_EDEADLK.
+ * From inside an op, the calling worker runs other ready ops while it waits.
+ * A wait that can never finish returns VF_EDEADLK: at once when the op
+ * writes `v` itself; otherwise (the ops it waits for wait, directly or not,
+ * on it) as soon as no op of the engine can run any more, so an unrelated
+ * long op delays the answer until it ends.
  */
 VF_API int vf_wait_var(vf_engine *e, vf_var v, vf_error *err);
 

@@ -10,9 +10,12 @@
 #include "freelist.h"
 
 /* Engines alive in the process: the free-list depot is trimmed when the
- * last one goes. Tags tell engines' var handles apart. */
+ * last one goes. Tags tell engines' var handles apart: no two live engines
+ * share one (a bitmap of the tags in use, under tags_lock). */
 static atomic_int live_engines;
-static atomic_uint next_tag;
+static pthread_mutex_t tags_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t tags_used[65536 / 64]; /* tags_lock */
+static uint16_t last_tag;              /* tags_lock */
 static pthread_once_t freelists_once = PTHREAD_ONCE_INIT;
 
 static void init_freelists(void)
@@ -21,13 +24,30 @@ static void init_freelists(void)
     vf__fl_init(VF__FL_QUEUE, sizeof(vf__qblock));
 }
 
-static uint16_t new_tag(void)
+/* A tag no live engine holds (0 when all 65535 are taken). Tags go round
+ * so a destroyed engine's stale handles do not name the next engine. */
+static uint16_t take_tag(void)
 {
-    for (;;) {
-        uint16_t t = (uint16_t)(atomic_fetch_add(&next_tag, 1) + 1);
-        if (t != 0)
-            return t;
+    uint16_t tag = 0;
+    pthread_mutex_lock(&tags_lock);
+    for (unsigned i = 1; i < 65536 && tag == 0; i++) {
+        uint16_t t = (uint16_t)(last_tag + i);
+        if (t != 0 && !(tags_used[t / 64] >> (t % 64) & 1))
+            tag = t;
     }
+    if (tag != 0) {
+        tags_used[tag / 64] |= (uint64_t)1 << (tag % 64);
+        last_tag = tag;
+    }
+    pthread_mutex_unlock(&tags_lock);
+    return tag;
+}
+
+static void give_back_tag(uint16_t tag)
+{
+    pthread_mutex_lock(&tags_lock);
+    tags_used[tag / 64] &= ~((uint64_t)1 << (tag % 64));
+    pthread_mutex_unlock(&tags_lock);
 }
 
 static int start_pools(vf_engine *e, const vf__settings *s)
@@ -57,7 +77,10 @@ static void free_engine(vf_engine *e)
 {
     for (int i = 0; i < e->npools; i++)
         vf__pool_destroy(&e->pools[i]);
-    vf__var_table_destroy(&e->vars);
+    if (e->vars.tag != 0) {
+        vf__var_table_destroy(&e->vars);
+        give_back_tag(e->vars.tag);
+    }
     vf__prof_destroy(&e->prof);
     free(e->profile_path);
     vf__failure *f = e->fail_head;
@@ -118,7 +141,14 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
         free_engine(e);
         return vf__fail(VF_ENOMEM, "vf_engine_create: out of memory");
     }
-    if ((rc = vf__var_table_init(&e->vars, new_tag())) != 0) {
+    uint16_t tag = take_tag();
+    if (tag == 0) {
+        free_engine(e);
+        return vf__fail(VF_ENOMEM, "vf_engine_create: 65535 engines are "
+                                   "alive already");
+    }
+    if ((rc = vf__var_table_init(&e->vars, tag)) != 0) {
+        give_back_tag(tag);
         free_engine(e);
         return vf__fail(rc, "vf_engine_create: cannot make the var table");
     }

@@ -3,10 +3,12 @@
  * its variable set, made once and pushed many times).
  *
  * An op's definition (vf__opdef) is what a push needs to know: the function,
- * the routing, and the variable set in normal form: each var once (a var
- * both read and written, or listed twice, counts once, as a write: otherwise
- * the op would wait on itself), sorted by address so a push can lock all of
- * them in one global order (two pushers can never hold each other's locks).
+ * the routing, and the variable set in normal form: each var once, as a
+ * write if any use of it writes (a var both read and written would otherwise
+ * wait on itself; one only read twice stays a read, so x*x neither
+ * serializes with other readers nor bumps x's version), sorted by address
+ * so a push can lock all of them in one global order (two pushers can never
+ * hold each other's locks).
  * A one-shot vf_push builds the definition inside the op block itself; a
  * vf_operator owns one and each push points at it.
  *
