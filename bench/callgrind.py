@@ -58,7 +58,8 @@ def count(binary, engine, threads, key, ops, separate, tmp):
            "--scale", "%.6f" % (ops / 100000.0), "--reps", "1", "--warmup", "1",
            "--callgrind", "--ref-dir", os.path.join(tmp, "refs")]
     r = subprocess.run(cmd, capture_output=True, text=True,
-                       env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
+                       env=dict({k: v for k, v in os.environ.items()
+                                 if not k.startswith("VF_")}, OPENBLAS_NUM_THREADS="1"))
     if r.returncode != 0:
         sys.stderr.write(r.stderr[-3000:])
         raise RuntimeError("%s failed (exit %d)" % (" ".join(cmd), r.returncode))

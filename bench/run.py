@@ -143,7 +143,10 @@ def fmt_secs(s):
 def run_engine(binary, engine, threads, args, progress, index, nconfigs, timeout):
     """Run one (engine, threads) process; returns (records, status, stderr tail)."""
     cmd = [binary, "--engine", engine, "--threads", str(threads), "--progress"] + args
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", STARPU_SILENT="1")
+    # The engines are configured by the adapters alone: a VF_* variable of
+    # the caller's shell (VF_PROFILE, VF_MAX_INFLIGHT, ...) must not leak in.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VF_")}
+    env.update(OPENBLAS_NUM_THREADS="1", STARPU_SILENT="1")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env)
     records, errors = [], []
