@@ -23,6 +23,8 @@ typedef struct bench_adapter {
     const char *name;   /* column name, e.g. "vf-pooled" */
     const char *family; /* "varflow", "serial", "openmp", "starpu" */
     int threaded;       /* 0: the worker count means nothing (run at T=1) */
+    int extra;          /* 1: not in the default suite (bench/run.py
+                           --engines names it; bench/callgrind.py runs it) */
 
     /* NULL when the engine can run here, else why not (a skip note). */
     const char *(*unavailable)(void);

@@ -6,7 +6,8 @@ that stays put on a noisy machine, where timings do not.
                        [--workloads W1,W2,W5] [--repeat 1] [--out FILE] [--docs]
 
 For each engine (the serial loop as the floor, then varflow's naive, pooled
-and per-device engines) and each workload (empty ops), the driver runs the
+and per-device engines, and the pooled engine fed through reusable operators,
+vf-pooled-opr) and each workload (empty ops), the driver runs the
 program once to warm up, then once more between CALLGRIND_ZERO_STATS and
 CALLGRIND_DUMP_STATS, i.e. from the first push to the return of
 vf_wait_all. That is done at N and at 2N ops and the difference divided by
@@ -74,7 +75,8 @@ def main():
     ap.add_argument("--n", type=int, default=10000, help="ops of the smaller run")
     ap.add_argument("--threads", type=int, default=1, help="workers of the engines")
     ap.add_argument("--workloads", default="W1,W2,W5")
-    ap.add_argument("--engines", default="serial,vf-naive,vf-pooled,vf-perdev")
+    ap.add_argument("--engines",
+                    default="serial,vf-naive,vf-pooled,vf-perdev,vf-pooled-opr")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--out")
     ap.add_argument("--docs", action="store_true",

@@ -54,7 +54,8 @@
 extern const bench_adapter bench_serial;
 #endif
 #ifdef BENCH_WITH_VARFLOW
-extern const bench_adapter bench_vf_naive, bench_vf_pooled, bench_vf_perdevice;
+extern const bench_adapter bench_vf_naive, bench_vf_pooled, bench_vf_perdevice,
+    bench_vf_pooled_opr;
 #endif
 #ifdef BENCH_WITH_OPENMP
 extern const bench_adapter bench_omp;
@@ -71,6 +72,7 @@ const bench_adapter *const bench_adapters[] = {
     &bench_vf_naive,
     &bench_vf_pooled,
     &bench_vf_perdevice,
+    &bench_vf_pooled_opr,
 #endif
 #ifdef BENCH_WITH_OPENMP
     &bench_omp,
@@ -498,7 +500,8 @@ int main(int argc, char **argv)
             json_str(ad->name);
             printf(",\"family\":");
             json_str(ad->family);
-            printf(",\"threaded\":%d,\"unavailable\":", ad->threaded);
+            printf(",\"threaded\":%d,\"extra\":%d,\"unavailable\":", ad->threaded,
+                   ad->extra);
             if (why)
                 json_str(why);
             else

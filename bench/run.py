@@ -240,6 +240,8 @@ def main():
             e = json.loads(line)
             if want and e["engine"] not in want:
                 continue
+            if not want and e.get("extra"):
+                continue  # extras run only when named
             if e["unavailable"]:
                 skipped.append({"engine": e["engine"], "reason": e["unavailable"]})
                 notes.append("skipped %s: %s" % (e["engine"], e["unavailable"]))
