@@ -131,6 +131,7 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
     pthread_cond_init(&e->wait_cond, NULL);
     pthread_mutex_init(&e->fail_lock, NULL);
     e->engine_info = s.engine_info;
+    atomic_init(&e->hooks, s.engine_info ? VF__HOOK_INFO : 0);
     if (vf__failure_reserve_init(&e->fail_reserve) != 0) {
         free_engine(e);
         return vf__fail(VF_ENOMEM, "vf_engine_create: out of memory");

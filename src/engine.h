@@ -80,6 +80,10 @@ struct vf_engine {
     vf__profiler prof;
     char *profile_path; /* write the profile here at destroy, or NULL */
     bool engine_info;   /* VF_ENGINE_INFO: log ops of waited-on vars */
+    /* VF__HOOK_* bits new user ops get: the profiler's state and
+     * engine_info folded into one relaxed load per push (updated when the
+     * profiler starts, stops, pauses or resumes). */
+    _Atomic uint8_t hooks;
 
     /* Counters of ops that finished outside workers (relaxed). */
     _Atomic uint64_t ran, failed, skipped;

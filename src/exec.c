@@ -109,18 +109,41 @@ static void info(const vf__op *op, const char *step, int worker)
     }
 }
 
+/* The observers' part of an op's start (out of line: rarely on). */
+static void hooks_start(vf__op *op, int worker)
+{
+    if (op->hooks & VF__HOOK_PROF) {
+        op->prof.start = vf__prof_now(&op->engine->prof);
+        op->prof.worker = worker;
+    }
+    if (op->hooks & VF__HOOK_INFO)
+        info(op, "dispatch", worker);
+}
+
+/* The observers' part of an op's end: returns its end time (profiler). A
+ * skipped op did not run: its start is its end. */
+static uint64_t hooks_finish(vf__op *op)
+{
+    uint64_t end = 0;
+    if (op->hooks & VF__HOOK_PROF) {
+        end = vf__prof_now(&op->engine->prof);
+        if (op->status == VF_ESKIPPED)
+            op->prof.start = end;
+    }
+    if (op->hooks & VF__HOOK_INFO)
+        info(op, "complete",
+             vf__this_worker() ? vf__this_worker()->index : -1);
+    return end;
+}
+
 /* Run the op's body. True when the op is done now (ran, failed, skipped);
  * false when an async op is in flight (the op may already be freed). */
 static bool run_body(vf__op *op, int worker)
 {
     const vf__opdef *def = op->def;
     op->status = 0;
-    if (VF__UNLIKELY(op->prof.id != 0)) {
-        op->prof.start = vf__prof_now(&op->engine->prof);
-        op->prof.worker = worker;
-    }
-    if (VF__UNLIKELY(op->engine->engine_info) && def->kind == VF__OP_USER)
-        info(op, "dispatch", worker);
+    if (VF__UNLIKELY(op->hooks))
+        hooks_start(op, worker);
     if (def->kind == VF__OP_WAIT) {
         signal_waiter(op);
         return true;
@@ -211,11 +234,7 @@ static void finish(vf__op *op, vf__readylist *ready)
 {
     vf_engine *e = op->engine;
     const vf__opdef *def = op->def;
-    uint64_t end = VF__UNLIKELY(op->prof.id != 0) ? vf__prof_now(&e->prof)
-                                                  : 0;
-    if (VF__UNLIKELY(e->engine_info) && def->kind == VF__OP_USER)
-        info(op, "complete",
-             vf__this_worker() ? vf__this_worker()->index : -1);
+    uint64_t end = VF__UNLIKELY(op->hooks) ? hooks_finish(op) : 0;
     if (def->done != NULL)
         def->done(def->arg, op->status);
     count_outcome(e, op);
@@ -231,7 +250,7 @@ static void finish(vf__op *op, vf__readylist *ready)
     }
     if (def->kind == VF__OP_DELETE)
         vf__var_free_slot(&e->vars, def->vars[0].var);
-    if (VF__UNLIKELY(op->prof.id != 0))
+    if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF))
         vf__prof_record(&e->prof, op, end); /* before the engine may go */
 
     /* The newly ready ops become active in the same step as this one stops

@@ -23,7 +23,7 @@ vf__op *vf__op_alloc(void)
     op->pending_message = NULL;
     op->waiter = NULL;
     op->own.vars = NULL;
-    op->prof.id = 0;
+    op->hooks = 0;
     /* `ticket` is deliberately kept: see op.h (a fresh block is zeroed). */
     uint64_t t = atomic_load_explicit(&op->ticket, memory_order_relaxed);
     atomic_store_explicit(&op->ticket, (t + 2) & ~(uint64_t)1,
@@ -33,7 +33,7 @@ vf__op *vf__op_alloc(void)
 
 void vf__op_free(vf__op *op)
 {
-    if (op->prof.id != 0)
+    if (op->hooks & VF__HOOK_PROF)
         vf__prof_forget(op);
     vf__failure_unref(op->failure);
     free(op->pending_message);

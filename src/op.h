@@ -35,6 +35,9 @@
 
 #define VF__OP_INLINE_VARS 8
 
+#define VF__HOOK_PROF 1u /* recorded by the profiler */
+#define VF__HOOK_INFO 2u /* VF_ENGINE_INFO is on */
+
 typedef struct vf__var vf__var;
 typedef struct vf__pool vf__pool;
 typedef struct vf__op vf__op;
@@ -128,7 +131,11 @@ struct vf__op {
      * second vf_complete fails its compare-and-swap (acq_rel). Kept across
      * free-list reuse: op_alloc never resets it. */
     _Atomic uint64_t ticket;
-    vf__op_prof prof; /* profiling (prof.id 0: not recorded) */
+    /* Observers of this op (VF__HOOK_*), fixed at push: the one byte the
+     * hot path tests, so an engine with nothing observing pays one test per
+     * hook site. */
+    uint8_t hooks;
+    vf__op_prof prof; /* valid when hooks & VF__HOOK_PROF */
     vf__opdef own; /* the definition of a one-shot push */
     vf__varref inline_vars[VF__OP_INLINE_VARS];
 };

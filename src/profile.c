@@ -67,8 +67,10 @@ void vf__prof_push(vf__profiler *p, vf__op *op)
     if (nvars > VF__PROF_INLINE_DEPS) {
         pr->more_deps = vf__malloc((size_t)(nvars - VF__PROF_INLINE_DEPS) *
                                    sizeof *pr->more_deps);
-        if (pr->more_deps == NULL)
+        if (pr->more_deps == NULL) {
+            op->hooks &= (uint8_t)~VF__HOOK_PROF;
             return; /* not recorded; the op itself is unaffected */
+        }
     }
     atomic_store_explicit(&pr->ndeps, 0, memory_order_relaxed);
     pr->session = atomic_load_explicit(&p->session, memory_order_relaxed);
@@ -92,7 +94,7 @@ void vf__prof_forget(vf__op *op)
 {
     free(op->prof.more_deps);
     op->prof.more_deps = NULL;
-    op->prof.id = 0;
+    op->hooks &= (uint8_t)~VF__HOOK_PROF;
 }
 
 /* FNV-1a: names are short, and only hashed while profiling. */
@@ -205,6 +207,15 @@ void vf__prof_record(vf__profiler *p, vf__op *op, uint64_t end)
 
 /* --- public calls ------------------------------------------------------ */
 
+/* Mirror the profiler's state into the hooks new ops get. */
+static void update_hooks(vf_engine *e)
+{
+    uint8_t h = e->engine_info ? VF__HOOK_INFO : 0;
+    if (atomic_load(&e->prof.state) == VF__PROF_ON)
+        h |= VF__HOOK_PROF;
+    atomic_store_explicit(&e->hooks, h, memory_order_relaxed);
+}
+
 static int set_state(vf_engine *e, const char *who, int from, int to)
 {
     if (!vf__engine_ok(e))
@@ -216,6 +227,7 @@ static int set_state(vf_engine *e, const char *who, int from, int to)
                         from == VF__PROF_ON ? "running" : "paused");
     if (from < 0)
         atomic_store(&e->prof.state, to);
+    update_hooks(e);
     return 0;
 }
 
@@ -230,6 +242,7 @@ VF_API int vf_profile_start(vf_engine *e)
     atomic_store_explicit(&p->t0, vf__now_ns(), memory_order_relaxed);
     atomic_store_explicit(&p->next_id, 0, memory_order_relaxed);
     atomic_store(&p->state, VF__PROF_ON);
+    update_hooks(e);
     pthread_mutex_unlock(&p->lock);
     return 0;
 }

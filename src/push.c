@@ -55,8 +55,11 @@ int vf__engine_enqueue(vf_engine *e, vf__op *op, const char *who)
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     atomic_store_explicit(&op->wait, n + 1, memory_order_relaxed);
     op->engine = e;
-    if (def->kind == VF__OP_USER && vf__prof_on(&e->prof))
-        vf__prof_push(&e->prof, op);
+    if (def->kind == VF__OP_USER) {
+        op->hooks = atomic_load_explicit(&e->hooks, memory_order_relaxed);
+        if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF))
+            vf__prof_push(&e->prof, op);
+    }
 
     for (int i = 0; i < n; i++)
         vf__spin_lock(&vars[i].var->lock);
@@ -101,7 +104,7 @@ int vf__engine_enqueue(vf_engine *e, vf__op *op, const char *who)
         VF__ASSERT(vf__op_release(op, n + 1));
     } else if (vf__op_release(op, nready + 1)) {
         atomic_fetch_add(&e->counts, VF__COUNT_ACTIVE);
-        if (VF__UNLIKELY(op->prof.id != 0))
+        if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF))
             op->prof.ready = vf__prof_now(&e->prof);
     } else {
         return 0; /* a var will release it */

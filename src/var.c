@@ -54,8 +54,8 @@ bool vf__var_append_write(vf__var *v, vf__op *op, vf__qblock **spare)
  * collect the op when that was the last thing it waited for. */
 static void make_ready(vf__op *op, const vf__op *from, vf__readylist *ready)
 {
-    bool recorded = VF__UNLIKELY(op->prof.id != 0);
-    if (recorded && from->prof.id != 0)
+    bool recorded = VF__UNLIKELY(op->hooks & VF__HOOK_PROF);
+    if (recorded && (from->hooks & VF__HOOK_PROF))
         vf__prof_edge(op, from);
     if (vf__op_release(op, 1)) {
         if (recorded)
