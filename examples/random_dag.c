@@ -262,6 +262,19 @@ static uint64_t fingerprint(const double *vals, int nvars) {
     return h;
 }
 
+/* The 1-minute load average (Linux /proc/loadavg), or -1 where unknown:
+ * other programs busy on the cores slow the parallel runs, not the serial. */
+static double load_average(void) {
+    double load = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f != NULL) {
+        if (fscanf(f, "%lf", &load) != 1)
+            load = -1;
+        fclose(f);
+    }
+    return load;
+}
+
 /* Says which var first differs from the serial result, with the seed. */
 static void print_first_difference(const char *engine, const double *vals, const double *ref,
                                    int nvars, uint64_t seed) {
@@ -325,6 +338,9 @@ int main(int argc, char **argv) {
     printf("work per op: %.0f us = %ld logistic-map steps (calibrated)\n", work_us, d.iters);
     printf("critical path: %d ops, so at most %.1fx parallel; %ld cores online\n", path,
            path > 0 ? (double)d.nops / path : 0.0, cores);
+    double load = load_average();
+    if (load >= 0)
+        printf("load average before the runs: %.2f (speedups need idle cores)\n", load);
     printf("times: best of %d runs each, first push to end of vf_wait_all\n\n", reps);
 
     /* Row 0 is the serial loop, then one row per engine kind. The repeats
