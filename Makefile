@@ -116,4 +116,4 @@ bench-quick:
 bench-callgrind:
 	cmake -S bench -B build-bench $(GENERATOR) -DCMAKE_BUILD_TYPE=Release
 	cmake --build build-bench -j $(JOBS)
-	python3 bench/callgrind.py --build build-bench --docs
+	python3 bench/callgrind.py --build build-bench --repeat 3 --docs

@@ -92,6 +92,13 @@ def main():
         return 1
     n = opts.n
     rows = []
+    # Engines that run everything on the pushing thread need no per-thread run.
+    single = set()
+    listing = subprocess.run([binary, "--list"], capture_output=True, text=True).stdout
+    for line in listing.splitlines():
+        e = json.loads(line)
+        if not e["threaded"]:
+            single.add(e["engine"])
     tmp = tempfile.mkdtemp(prefix="vfcg.")
     os.makedirs(os.path.join(tmp, "refs"))
     engines = opts.engines.split(",")
@@ -105,13 +112,14 @@ def main():
                 sys.stderr.write("[%d/%d] callgrind: %s %s (N=%d and %d ops)\n"
                                  % (step, total, engine, key, n, 2 * n))
                 per = {}
-                for separate in (False, True):
+                for separate in ((False,) if engine in single else (False, True)):
                     vals = []
                     for _ in range(opts.repeat):
                         a = count(binary, engine, opts.threads, key, n, separate, tmp)
                         b = count(binary, engine, opts.threads, key, 2 * n, separate, tmp)
                         vals.append((b - a) / n)
                     per[separate] = statistics.median(vals)
+                per.setdefault(True, per[False])  # one thread: main is all
                 row = {"engine": engine, "key": key, "per_op": per[False],
                        "per_op_main": per[True],
                        "per_op_workers": max(per[False] - per[True], 0.0)}

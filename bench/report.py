@@ -163,10 +163,13 @@ def callgrind_section(cg):
         "`vf_wait_all`, all threads together; `main` is the pushing thread alone, "
         "`workers` the rest (dispatch, completion, and any spinning while idle: "
         "that part depends on scheduling and varies between runs). "
-        "The serial row is the loop itself (the op's kernel, the floor).")
+        "The serial row is the loop itself (the op's kernel, the floor). "
+        "`vf-pooled-opr` pushes the same ops through reusable operators "
+        "(`vf_operator_push`), whose var lists are checked once, not per push.")
     lines.append("")
-    lines.append("Run: %s, N = %s, worker threads: %s, %s." % (
-        cg.get("date", "?"), cg.get("n", "?"), cg.get("threads", "?"), cg.get("git", "?")))
+    lines.append("Run: %s, N = %s, worker threads: %s, median of %s runs, %s." % (
+        cg.get("date", "?"), cg.get("n", "?"), cg.get("threads", "?"),
+        cg.get("repeat", 1), cg.get("git", "?")))
     lines.append("")
     header = ["engine", "workload", "instr/op (all)", "main thread", "workers"]
     rows = []
