@@ -256,7 +256,8 @@ def main():
     L.append("**What is measured.** Every engine runs the same programs, built from "
              "one definition (`bench/workloads.c`). A cell is the time from the first "
              "push to the return of the wait for all ops, divided by the number of "
-             "ops: median of %d timed runs after %d warm-up, with min and max. Engine "
+             "ops: median of %d timed runs, with min and max (%d round%s over the whole "
+             "suite, each run of a cell after %d warm-up%s). Engine "
              "start-up is timed apart. Each op hashes the values of the vars it reads "
              "and writes, runs `work` iterations of a dependent multiply-add loop, "
              "and writes the result: work = 0 measures the engine alone; the loop is "
@@ -267,7 +268,12 @@ def main():
              "abandoned (*timeout*). **Every run's final state is compared "
              "with the serial run's** (a hash of all values; W6 factors bit for bit); "
              "a mismatch fails the suite and no table is reported."
-             % (doc["settings"]["reps"], doc["settings"]["warmup"],
+             % (doc["settings"]["reps"], doc["settings"].get("rounds", 1),
+                "" if doc["settings"].get("rounds", 1) == 1 else "s",
+                doc["settings"]["warmup"],
+                "" if doc["settings"].get("rounds", 1) == 1 else
+                ": the rounds interleave the engines, so a busy spell of the machine "
+                "falls on all of them alike",
                 doc["calibration"]["ns_per_iter"], doc["settings"]["budget_ms"],
                 doc["settings"].get("max_run_s", "-"),
                 doc["settings"].get("row_timeout_s", "-")))

@@ -46,12 +46,18 @@ MODES = {
     # budget_ms: with work > 0, ops are capped so one serial run takes ~this
     # max_run_s: a row whose run takes longer is not repeated (see driver.c)
     # row_timeout_s: a single run that takes longer is abandoned (driver.c)
-    "full": dict(scale=1.0, budget_ms=300, reps=5, warmup=1, chol_n=2048,
-                 works=[0, 10, 100], timeout=1800, max_run_s=10, row_timeout_s=60),
+    # rounds: the whole suite runs this many times, ceil(reps / rounds) runs a
+    #   cell each time, and the samples are pooled: a quiet or busy spell of a
+    #   shared machine then falls on every engine alike, not on whichever one
+    #   happened to be running.
+    "full": dict(scale=1.0, budget_ms=300, reps=6, warmup=1, chol_n=2048,
+                 works=[0, 10, 100], timeout=1800, max_run_s=10, row_timeout_s=60,
+                 rounds=2),
     "quick": dict(scale=0.05, budget_ms=25, reps=5, warmup=1, chol_n=512,
-                  works=[0, 10, 100], timeout=300, max_run_s=2, row_timeout_s=10),
+                  works=[0, 10, 100], timeout=300, max_run_s=2, row_timeout_s=10,
+                  rounds=1),
     "tiny": dict(scale=0.005, budget_ms=3, reps=5, warmup=0, chol_n=256,
-                 works=[0, 10], timeout=120, max_run_s=1, row_timeout_s=10),
+                 works=[0, 10], timeout=120, max_run_s=1, row_timeout_s=10, rounds=1),
 }
 
 
@@ -140,7 +146,8 @@ def fmt_secs(s):
     return "%d:%02d" % (s // 60, s % 60)
 
 
-def run_engine(binary, engine, threads, args, progress, index, nconfigs, timeout):
+def run_engine(binary, engine, threads, args, progress, index, nconfigs, timeout,
+               label_round=""):
     """Run one (engine, threads) process; returns (records, status, stderr tail)."""
     cmd = [binary, "--engine", engine, "--threads", str(threads), "--progress"] + args
     # The engines are configured by the adapters alone: a VF_* variable of
@@ -170,7 +177,7 @@ def run_engine(binary, engine, threads, args, progress, index, nconfigs, timeout
 
     timer = threading.Timer(timeout, kill)
     timer.start()
-    label = "%s T=%d (%d/%d)" % (engine, threads, index + 1, nconfigs)
+    label = "%s T=%d (%d/%d%s)" % (engine, threads, index + 1, nconfigs, label_round)
     try:
         for line in proc.stderr:
             line = line.rstrip("\n")
@@ -207,6 +214,9 @@ def main():
     ap.add_argument("--workloads", help="only these rows, e.g. W1,W5,W6-b64")
     ap.add_argument("--threads", help="worker counts (default 1 and all cores)")
     ap.add_argument("--reps", type=int, help="timed runs per cell (>= 5 for reports)")
+    ap.add_argument("--rounds", type=int,
+                    help="run the suite this many times, interleaving the engines, "
+                         "and pool the runs (mode default; more on a busy machine)")
     ap.add_argument("--row-timeout", type=float,
                     help="seconds after which one run is abandoned (mode default)")
     ap.add_argument("--docs", action="store_true",
@@ -217,6 +227,11 @@ def main():
         mode["reps"] = opts.reps
     if opts.row_timeout:
         mode["row_timeout_s"] = opts.row_timeout
+    if opts.rounds:
+        mode["rounds"] = max(1, opts.rounds)
+    rounds = mode["rounds"]
+    reps_per_round = -(-mode["reps"] // rounds)
+    mode["reps"] = reps_per_round * rounds
     build = os.path.abspath(opts.build)
     out = opts.out or os.path.join(build, "results-%s.json" % opts.mode)
     cores = os.cpu_count() or 1
@@ -268,7 +283,7 @@ def main():
             "--work-labels", ",".join(w["label"] for w in work_sizes),
             "--ns-per-iter", "%.6f" % ns_per_iter,
             "--budget-ms", str(mode["budget_ms"]), "--scale", str(mode["scale"]),
-            "--chol-n", str(mode["chol_n"]), "--reps", str(mode["reps"]),
+            "--chol-n", str(mode["chol_n"]), "--reps", str(reps_per_round),
             "--warmup", str(mode["warmup"]), "--max-run-s", str(mode["max_run_s"]),
             "--row-timeout-s", str(mode["row_timeout_s"]),
             "--ref-dir", ref_dir]
@@ -282,7 +297,7 @@ def main():
         "git": sh("git -C %s describe --always --dirty" % HERE),
         "machine": machine_info(),
         "settings": {k: mode[k] for k in ("scale", "budget_ms", "reps", "warmup", "chol_n",
-                                          "max_run_s", "row_timeout_s")},
+                                          "max_run_s", "row_timeout_s", "rounds")},
         "calibration": {"ns_per_iter": ns_per_iter},
         "work_sizes": work_sizes,
         "threads": threads,
@@ -297,46 +312,82 @@ def main():
              int(round(10000 / ns_per_iter)), doc["machine"]["loadavg_start"]),
           file=sys.stderr)
 
-    progress = Progress(len(configs))
+    progress = Progress(len(configs) * rounds)
     worst = 0
     mismatches = []
-    for i, (path, engine, family, t) in enumerate(configs):
-        recs, done = [], []
-        while True:
-            skip = ["--skip", ",".join(done)] if done else []
-            got, status, errors = run_engine(path, engine, t, args + skip, progress, i,
-                                             len(configs), mode["timeout"])
-            recs += got
-            done = ["%s@%s" % (r["key"], r["work_label"]) for r in recs
-                    if r["type"] in ("result", "skip", "timeout")]
-            if status != "timeout-row":
-                break
-            progress.message("bench: %s T=%d: a run took longer than %s s: %s"
-                             % (engine, t, mode["row_timeout_s"],
-                                "; ".join("%s work=%s" % (r["key"], r["work_label"])
-                                          for r in got if r["type"] == "timeout")))
-        einfo = {"engine": engine, "family": family, "threads": t, "status": status}
-        for r in recs:
-            if r["type"] == "result":
-                tables.enrich(r)
-                doc["results"].append(r)
-                if r["check"] != "ok":
-                    mismatches.append("%s T=%d %s work=%s: %s" % (
-                        engine, t, r["key"], r["work_label"], r["check"]))
-            elif r["type"] == "skip":
-                doc["skips"].append(r)
-            elif r["type"] == "timeout":
-                doc["timeouts"].append(r)
-            elif r["type"] == "engine":
-                einfo.update({k: r[k] for k in ("version", "startup_s", "shutdown_s")})
-            elif r["type"] == "unavailable":
-                skipped.append({"engine": engine, "reason": r["reason"]})
+    merged = {}     # (engine, threads, key, work_label) -> result record
+    engines = {}    # (engine, threads) -> engine record
+    finished = {}   # (engine, threads) -> rows not to run again (timed out, capped)
+    for rnd in range(rounds):
+        for i, (path, engine, family, t) in enumerate(configs):
+            index = rnd * len(configs) + i
+            recs = []
+            done = list(finished.get((engine, t), []))
+            while True:
+                skip = ["--skip", ",".join(done)] if done else []
+                label_round = " round %d/%d" % (rnd + 1, rounds) if rounds > 1 else ""
+                got, status, errors = run_engine(path, engine, t, args + skip, progress,
+                                                 index, len(configs) * rounds,
+                                                 mode["timeout"], label_round)
+                recs += got
+                done += ["%s@%s" % (r["key"], r["work_label"]) for r in got
+                         if r["type"] in ("result", "skip", "timeout")]
+                if status != "timeout-row":
+                    break
+                progress.message("bench: %s T=%d: a run took longer than %s s: %s"
+                                 % (engine, t, mode["row_timeout_s"],
+                                    "; ".join("%s work=%s" % (r["key"], r["work_label"])
+                                              for r in got if r["type"] == "timeout")))
+            einfo = engines.setdefault((engine, t), {"engine": engine, "family": family,
+                                                     "threads": t, "status": "ok",
+                                                     "startup_runs": [],
+                                                     "shutdown_runs": []})
+            for r in recs:
+                cell = (engine, t, r.get("key"), r.get("work_label"))
+                if r["type"] == "result":
+                    if r["check"] != "ok":
+                        mismatches.append("%s T=%d %s work=%s: %s" % (
+                            engine, t, r["key"], r["work_label"], r["check"]))
+                    if r.get("capped"):
+                        finished.setdefault((engine, t), []).append(
+                            "%s@%s" % (r["key"], r["work_label"]))
+                    if cell in merged:
+                        m = merged[cell]
+                        m["times_s"] += r["times_s"]
+                        m["capped"] = m.get("capped", False) or r.get("capped", False)
+                        if r["check"] != "ok":
+                            m["check"] = r["check"]
+                    else:
+                        merged[cell] = r
+                        doc["results"].append(r)
+                elif r["type"] == "skip":
+                    if rnd == 0:
+                        doc["skips"].append(r)
+                elif r["type"] == "timeout":
+                    doc["timeouts"].append(r)
+                    finished.setdefault((engine, t), []).append(
+                        "%s@%s" % (r["key"], r["work_label"]))
+                elif r["type"] == "engine":
+                    einfo["version"] = r["version"]
+                    einfo["startup_runs"].append(r["startup_s"])
+                    einfo["shutdown_runs"].append(r["shutdown_s"])
+                elif r["type"] == "unavailable" and rnd == 0:
+                    skipped.append({"engine": engine, "reason": r["reason"]})
+            if status != "ok":
+                einfo["status"] = status
+                progress.message("bench: %s T=%d: %s" % (engine, t, status))
+                for e in errors:
+                    progress.message("    " + e)
+                worst = max(worst, 3 if status == "mismatch" else 1)
+    for r in doc["results"]:
+        r.pop("us_per_op", None)
+        tables.enrich(r)
+    for (engine, t), einfo in sorted(engines.items(),
+                                     key=lambda x: (tables.engine_rank(x[0][0]), x[0][1])):
+        if einfo["startup_runs"]:
+            einfo["startup_s"] = sorted(einfo["startup_runs"])[len(einfo["startup_runs"]) // 2]
+            einfo["shutdown_s"] = sorted(einfo["shutdown_runs"])[len(einfo["shutdown_runs"]) // 2]
         doc["engines"].append(einfo)
-        if status != "ok":
-            progress.message("bench: %s T=%d: %s" % (engine, t, status))
-            for e in errors:
-                progress.message("    " + e)
-            worst = max(worst, 3 if status == "mismatch" else 1)
     progress.message("bench: done in %s" % fmt_secs(time.time() - progress.t0))
     doc["machine"]["loadavg_end"] = os.getloadavg()[0]
     doc["valid"] = not mismatches
@@ -360,9 +411,10 @@ def main():
     m = doc["machine"]
     print("varflow benchmarks (%s mode), %s, %s cores, %s; %s"
           % (opts.mode, m["cpu"], m["cores"], doc["date"], doc["git"]))
-    print("each cell: %d timed runs after %d warm-up; push-all + wait-all; "
-          "load average %.2f -> %.2f"
-          % (mode["reps"], mode["warmup"], m["loadavg_start"], m["loadavg_end"]))
+    print("each cell: %d timed runs (%d round%s, each after %d warm-up); push-all + "
+          "wait-all; load average %.2f -> %.2f"
+          % (mode["reps"], rounds, "" if rounds == 1 else "s interleaving the engines",
+             mode["warmup"], m["loadavg_start"], m["loadavg_end"]))
     print("(capped): fewer runs, one took longer than %s s; timeout: a run took longer "
           "than %s s and was abandoned; n/a: the engine cannot express the workload"
           % (mode["max_run_s"], mode["row_timeout_s"]))

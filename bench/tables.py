@@ -36,6 +36,7 @@ def enrich(rec):
                             "max": max(us)}
         rec["ops_per_s"] = ops / statistics.median(times)
         if rec.get("flops"):
+            rec.pop("gflops", None)
             g = [rec["flops"] / t * 1e-9 for t in times]
             rec["gflops"] = {"median": statistics.median(g), "min": min(g),
                              "max": max(g)}
