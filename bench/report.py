@@ -338,6 +338,9 @@ def main():
         for t in res.threads:
             L.append(md_table(tables.table_us(res, w, t, "–")))
             L.append("")
+        if w == "0":
+            L.append(md_table(tables.table_throughput(res, w)))
+            L.append("")
         L.append(md_table(tables.table_speedup(res, w)))
         L.append("")
         L.append(md_table(tables.table_vs_peer(res, w)))

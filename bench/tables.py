@@ -194,6 +194,26 @@ def table_us(res, work, threads, dash="-"):
     return title, header, rows
 
 
+def table_throughput(res, work):
+    """Millions of ops per second (from the median), every engine at every
+    worker count: the other unit WORKLOADS.md asks for."""
+    cols = res.all_columns()
+    header = ["workload"] + ["%s T=%d" % c for c in cols]
+    rows = []
+    for key in res.rows:
+        if key.startswith("W6"):
+            continue
+        line = [res.row_label(key)]
+        for e, t in cols:
+            r = res.get(e, t, key, work)
+            line.append("%.3g" % (r["ops_per_s"] / 1e6) if r and "ops_per_s" in r
+                        else res.note(e, t, key, work))
+        rows.append(line)
+    title = "throughput, millions of ops per second (median run), %s" % (
+        work_title(res.doc, work))
+    return title, header, rows
+
+
 def table_speedup(res, work):
     t = res.tmax
     cols = [c for c in res.columns(t) if c[1] == t]
@@ -330,6 +350,8 @@ def all_tables(res, dash="-"):
     for w in res.works:
         for t in res.threads:
             out.append(table_us(res, w, t, dash))
+        if w == "0":
+            out.append(table_throughput(res, w))
         out.append(table_speedup(res, w))
         out.append(table_vs_peer(res, w))
     if any(k.startswith("W6") for k in res.rows):
