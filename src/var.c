@@ -33,13 +33,19 @@ bool vf__var_append_read(vf__var *v, vf__op *op, vf__qblock **spare)
         v->nreaders++;
         return true;
     }
-    enqueue(v, op, false, spare); /* behind the pending write */
+    enqueue(v, op, false, spare); /* behind the newest write */
+    v->last_write->reads_after++;
     return false;
 }
 
 bool vf__var_append_write(vf__var *v, vf__op *op, vf__qblock **spare)
 {
     vf__qblock *blk = enqueue(v, op, true, spare);
+    blk->next_write = NULL;
+    blk->reads_after = 0;
+    if (v->last_write != NULL)
+        v->last_write->next_write = blk;
+    v->last_write = blk;
     if (v->pending_write == NULL) {
         v->pending_write = blk;
         if (v->nreaders == 0) {
@@ -96,15 +102,14 @@ void vf__var_complete_write(vf__var *v, const vf__op *from,
     vf__spin_lock(&v->lock);
     VF__ASSERT(v->nreaders == VF__WRITE_RUNNING && v->pending_write != NULL);
     vf__qblock *done = v->pending_write;
-    vf__qblock *end = done->next; /* first block after the read run */
-    int nreads = 0;
-    while (end != v->tail && !end->write) {
-        nreads++;
-        end = end->next;
-    }
+    /* The block after the run of reads behind `done`: the next write, or
+     * the sentinel. O(1) under the lock: nothing is walked here. */
+    int nreads = done->reads_after;
+    vf__qblock *end = done->next_write ? done->next_write : v->tail;
     vf__op *next_write = NULL;
     if (end == v->tail) {
         v->pending_write = NULL;
+        v->last_write = NULL;
         v->nreaders = nreads;
     } else {
         v->pending_write = end;
@@ -227,6 +232,7 @@ int vf__var_create(vf__var_table *t, vf_var *out)
     vf__spin_lock(&v->lock);
     v->nreaders = 0;
     v->pending_write = NULL;
+    v->last_write = NULL;
     v->tail = sentinel;
     v->state = VF__VAR_LIVE;
     atomic_store_explicit(&v->version, 0, memory_order_relaxed);

@@ -50,10 +50,15 @@
 #define VF__VAR_CHUNK (1u << VF__VAR_CHUNK_BITS)
 #define VF__VAR_MAX_CHUNKS (1u << (VF__VAR_INDEX_BITS - VF__VAR_CHUNK_BITS))
 
-/* A queue block: one waiting op (or the empty sentinel at the tail). */
+/* A queue block: one waiting op (or the empty sentinel at the tail). A
+ * write's block also knows the reads queued right behind it and the next
+ * write, so a finishing write finds what to release without walking the
+ * queue under the lock. */
 typedef struct vf__qblock {
     struct vf__qblock *next;
     vf__op *op;
+    struct vf__qblock *next_write; /* write blocks: the next write, or NULL */
+    int32_t reads_after;           /* write blocks: reads queued behind it */
     bool write;
 } vf__qblock;
 
@@ -67,6 +72,7 @@ struct vf__var {
     vf__spinlock lock;
     int32_t nreaders;          /* lock: running reads, or VF__WRITE_RUNNING */
     vf__qblock *pending_write; /* lock: queue head (a write) or NULL */
+    vf__qblock *last_write;    /* lock: newest queued write, or NULL */
     vf__qblock *tail;          /* lock: the sentinel */
     uint8_t state;             /* lock (and the table lock when freeing) */
     /* Written only by a write finishing (it holds the var exclusively);
