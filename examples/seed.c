@@ -25,14 +25,16 @@
 
 enum { WORK_MS = 30, MAX_STEPS = 8, BAR = 40 };
 
-static double now_ms(void) {
+static double now_ms(void)
+{
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
 /* Busy CPU work for `ms` milliseconds (not a sleep: it holds a core). */
-static void spin_ms(double ms) {
+static void spin_ms(double ms)
+{
     double until = now_ms() + ms;
     while (now_ms() < until) {
     }
@@ -40,47 +42,58 @@ static void spin_ms(double ms) {
 
 /* One statement of a seed program and what the engine did with it. */
 typedef struct step {
-    const char *text;         /* "B = A + 1" */
-    char kind;                /* '=' set, '+' add, '*' multiply */
-    int *out;                 /* the value the op writes */
-    const int *x, *y;         /* operands (y NULL: the constant k) */
-    int k;
-    double t0;                /* time of the first push */
-    int worker;               /* filled in by the op */
-    double start_ms, end_ms;  /* relative to t0 */
+    const char *text;        /* "B = A + 1" */
+    char kind;               /* '=' set, '+' add, '*' multiply */
+    int *out;                /* the value the op writes */
+    const int *x, *y;        /* operands (y NULL: the constant k) */
+    int k;                   /* the constant of "= k" and "+ k" */
+    double t0;               /* time of the first push */
+    int worker;              /* filled in by the op */
+    double start_ms, end_ms; /* relative to t0 */
 } step;
 
-static int run_step(vf_run *run, void *arg) {
+static int run_step(vf_run *run, void *arg)
+{
     step *s = arg;
     s->worker = vf_run_worker(run);
     s->start_ms = now_ms() - s->t0;
     spin_ms(WORK_MS);
     int y = s->y ? *s->y : s->k;
     switch (s->kind) {
-    case '=': *s->out = s->k; break;
-    case '+': *s->out = *s->x + y; break;
-    case '*': *s->out = *s->x * y; break;
-    default: vf_run_set_error(run, "unknown kind '%c'", s->kind); return -1;
+    case '=':
+        *s->out = s->k;
+        break;
+    case '+':
+        *s->out = *s->x + y;
+        break;
+    case '*':
+        *s->out = *s->x * y;
+        break;
+    default:
+        vf_run_set_error(run, "unknown kind '%c'", s->kind);
+        return -1;
     }
     s->end_ms = now_ms() - s->t0;
     return 0;
 }
 
+static int by_start(const void *x, const void *y)
+{
+    const step *a = *(const step *const *)x, *b = *(const step *const *)y;
+    return (a->start_ms > b->start_ms) - (a->start_ms < b->start_ms);
+}
+
 /* Prints the steps in start order with a timeline bar per op. */
-static void print_schedule(step *steps, int n, double span_ms) {
-    int order[MAX_STEPS];
+static void print_schedule(step *steps, int n, double span_ms)
+{
+    const step *order[MAX_STEPS];
     for (int i = 0; i < n; i++)
-        order[i] = i;
-    for (int i = 1; i < n; i++) /* insertion sort by start time */
-        for (int j = i; j > 0 && steps[order[j]].start_ms < steps[order[j - 1]].start_ms; j--) {
-            int t = order[j];
-            order[j] = order[j - 1];
-            order[j - 1] = t;
-        }
-    printf("  %-12s %6s %9s %9s  timeline (0 .. %.0f ms)\n", "op", "worker", "start ms",
-           "end ms", span_ms);
+        order[i] = &steps[i];
+    qsort(order, (size_t)n, sizeof order[0], by_start);
+    printf("  %-12s %6s %9s %9s  timeline (0 .. %.0f ms)\n", "op", "worker",
+           "start ms", "end ms", span_ms);
     for (int i = 0; i < n; i++) {
-        const step *s = &steps[order[i]];
+        const step *s = order[i];
         char bar[BAR + 1];
         int from = (int)(s->start_ms / span_ms * BAR + 0.5);
         int to = (int)(s->end_ms / span_ms * BAR + 0.5);
@@ -94,34 +107,45 @@ static void print_schedule(step *steps, int n, double span_ms) {
             snprintf(worker, sizeof worker, "%d", s->worker);
         else
             snprintf(worker, sizeof worker, "pusher");
-        printf("  %-12s %6s %9.1f %9.1f  |%s|\n", s->text, worker, s->start_ms, s->end_ms, bar);
+        printf("  %-12s %6s %9.1f %9.1f  |%s|\n", s->text, worker, s->start_ms,
+               s->end_ms, bar);
     }
 }
 
-static double overlap_ms(const step *a, const step *b) {
+static double overlap_ms(const step *a, const step *b)
+{
     double lo = a->start_ms > b->start_ms ? a->start_ms : b->start_ms;
     double hi = a->end_ms < b->end_ms ? a->end_ms : b->end_ms;
     return hi > lo ? hi - lo : 0;
 }
 
-static int check(int rc, const char *what) {
+static int check(int rc, const char *what)
+{
     if (rc != 0)
-        fprintf(stderr, "seed: %s: %s (%s)\n", what, vf_strerror(rc), vf_last_error_detail());
+        fprintf(stderr, "seed: %s: %s (%s)\n", what, vf_strerror(rc),
+                vf_last_error_detail());
     return rc;
 }
 
-static int push_step(vf_engine *e, step *s, vf_var_list reads, vf_var write) {
-    return check(vf_push(e, &(vf_op){.fn = run_step, .arg = s, .reads = reads,
-                                     .writes = VF_VARS(write), .name = s->text}),
+static int push_step(vf_engine *e, step *s, vf_var_list reads, vf_var write)
+{
+    return check(vf_push(e, &(vf_op){.fn = run_step,
+                                     .arg = s,
+                                     .reads = reads,
+                                     .writes = VF_VARS(write),
+                                     .name = s->text}),
                  s->text);
 }
 
 /* Program 1: A = 2; B = A + 1; C = A + 2; D = B * C. */
-static int program1(vf_engine *e) {
+static int program1(vf_engine *e)
+{
     int a = 0, b = 0, c = 0, d = 0;
     vf_var va, vb, vc, vd;
-    if (check(vf_var_new(e, &va), "vf_var_new") || check(vf_var_new(e, &vb), "vf_var_new") ||
-        check(vf_var_new(e, &vc), "vf_var_new") || check(vf_var_new(e, &vd), "vf_var_new"))
+    if (check(vf_var_new(e, &va), "vf_var_new") ||
+        check(vf_var_new(e, &vb), "vf_var_new") ||
+        check(vf_var_new(e, &vc), "vf_var_new") ||
+        check(vf_var_new(e, &vd), "vf_var_new"))
         return 1;
     step steps[] = {
         {.text = "A = 2", .kind = '=', .out = &a, .k = 2},
@@ -144,10 +168,12 @@ static int program1(vf_engine *e) {
     double span = now_ms() - t0;
 
     printf("program 1: A = 2; B = A + 1; C = A + 2; D = B * C\n");
-    printf("  all four ops pushed in %.3f ms; D ready after %.1f ms (serial: %d ms)\n", pushed_ms,
-           span, 4 * WORK_MS);
+    printf("  all four ops pushed in %.3f ms; D ready after %.1f ms (serial: "
+           "%d ms)\n",
+           pushed_ms, span, 4 * WORK_MS);
     print_schedule(steps, 4, span);
-    printf("  B and C overlapped for %.1f ms\n", overlap_ms(&steps[1], &steps[2]));
+    printf("  B and C overlapped for %.1f ms\n",
+           overlap_ms(&steps[1], &steps[2]));
     printf("  A = %d, B = %d, C = %d, D = %d\n\n", a, b, c, d);
     return (a == 2 && b == 3 && c == 4 && d == 12) ? 0 : 1;
 }
@@ -158,7 +184,8 @@ typedef struct freed {
     double t0, at_ms;
 } freed;
 
-static void free_a(void *arg) {
+static void free_a(void *arg)
+{
     freed *f = arg;
     f->at_ms = now_ms() - f->t0;
     free(f->a);
@@ -166,13 +193,15 @@ static void free_a(void *arg) {
 }
 
 /* Program 2: A = 2; B = 2; B = A + B; C = A + 2; delete A. */
-static int program2(vf_engine *e) {
+static int program2(vf_engine *e)
+{
     int *a = malloc(sizeof *a), b = 0, c = 0;
     vf_var va, vb, vc;
     if (a == NULL)
         return 1;
     *a = 0;
-    if (check(vf_var_new(e, &va), "vf_var_new") || check(vf_var_new(e, &vb), "vf_var_new") ||
+    if (check(vf_var_new(e, &va), "vf_var_new") ||
+        check(vf_var_new(e, &vb), "vf_var_new") ||
         check(vf_var_new(e, &vc), "vf_var_new")) {
         free(a);
         return 1;
@@ -202,7 +231,8 @@ static int program2(vf_engine *e) {
 
     printf("program 2: A = 2; B = 2; B = A + B; C = A + 2; delete A\n");
     print_schedule(steps, 4, span);
-    printf("  %-12s %6s %9.1f %9s  (after every op that uses A)\n", "delete A", "", f.at_ms, "");
+    printf("  %-12s %6s %9.1f %9s  (after every op that uses A)\n", "delete A",
+           "", f.at_ms, "");
     int later_use = vf_var_version(e, va, &(uint64_t){0});
     printf("  B = %d, C = %d; A's memory freed: %s; using A now: %s\n\n", b, c,
            f.a == NULL ? "yes" : "no", vf_err_name(later_use));
@@ -213,13 +243,16 @@ static int program2(vf_engine *e) {
     return ok ? 0 : 1;
 }
 
-int main(void) {
+int main(void)
+{
     vf_engine *e;
     if (check(vf_engine_create(&e, NULL), "vf_engine_create"))
         return 1;
-    printf("engine: %s, %d workers (set VF_ENGINE_TYPE, VF_CPU_WORKER_NTHREADS to change)\n",
+    printf("engine: %s, %d workers (set VF_ENGINE_TYPE, VF_CPU_WORKER_NTHREADS "
+           "to change)\n",
            vf_engine_type_name(vf_engine_kind(e)), vf_engine_num_workers(e));
-    printf("every op spins %d ms; worker = vf_run_worker(), times from the first push\n\n",
+    printf("every op spins %d ms; worker = vf_run_worker(), times from the "
+           "first push\n\n",
            WORK_MS);
     int rc = program1(e);
     rc |= program2(e);
