@@ -1,0 +1,100 @@
+/*
+ * test_fuzz_replay: the fuzz harness (fuzz/fuzz_engine.c) as a regular
+ * test, so `make test` covers it without clang or libFuzzer.
+ *
+ * It runs every input of the checked-in corpus (fuzz/corpus, found beside
+ * this file's source), then random inputs made from the run's seed (400 of
+ * up to 600 bytes; fewer under sanitizers: tu_scale()). Each input is a
+ * program checked against the harness's serial oracle (see the comment at
+ * the top of fuzz/fuzz_engine.c); a broken invariant prints what broke and
+ * aborts, after this test printed which input it was running (a random
+ * one is replayed with VF_TEST_SEED and VF_FUZZ_INPUT=<index>).
+ */
+#include "util.h"
+
+#include <dirent.h>
+
+#define VF_FUZZ_NO_MAIN 1
+#include "../fuzz/fuzz_engine.c"
+
+static void run_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        CHECK_REPORT_("cannot open %s", path);
+        return;
+    }
+    static uint8_t buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    fuzz_context = path;
+    LLVMFuzzerTestOneInput(buf, n);
+}
+
+static int corpus(void)
+{
+    /* __FILE__ is .../tests/test_fuzz_replay.c */
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", __FILE__);
+    char *slash = strrchr(dir, '/');
+    if (slash == NULL)
+        snprintf(dir, sizeof dir, "../fuzz/corpus");
+    else
+        snprintf(slash, sizeof dir - (size_t)(slash - dir), "/../fuzz/corpus");
+    DIR *d = opendir(dir);
+    if (d == NULL) {
+        CHECK_REPORT_("no corpus at %s", dir);
+        return 0;
+    }
+    int count = 0;
+    struct dirent *ent;
+    while ((ent = readdir(d)) != NULL) {
+        if (ent->d_name[0] == '.')
+            continue;
+        char path[8192];
+        snprintf(path, sizeof path, "%s/%s", dir, ent->d_name);
+        tu_phase_limit(path, 60);
+        run_file(path);
+        count++;
+    }
+    closedir(d);
+    return count;
+}
+
+static void random_input(int i, uint8_t *buf, size_t *n)
+{
+    tu_rng rng = tu_rng_make(1000 + (uint64_t)i);
+    *n = (size_t)tu_range(&rng, 2, 600);
+    for (size_t j = 0; j < *n; j++)
+        buf[j] = (uint8_t)tu_next(&rng);
+}
+
+int main(void)
+{
+    tu_init("test_fuzz_replay", 200);
+    const char *only = getenv("VF_FUZZ_INPUT");
+    int files = only ? 0 : corpus();
+    int nrandom = (int)tu_scaled(400, 40);
+#if defined(TU_ASAN)
+    nrandom = nrandom / 4 > 40 ? nrandom / 4 : 40;
+#endif
+    static uint8_t buf[600];
+    size_t n;
+    for (int i = 0; i < nrandom; i++) {
+        if (only && atoi(only) != i)
+            continue;
+        char phase[64];
+        snprintf(phase, sizeof phase, "random input %d", i);
+        tu_phase_limit(phase, 60);
+        random_input(i, buf, &n);
+        static char ctx[96];
+        snprintf(ctx, sizeof ctx, "random input %d (VF_TEST_SEED=%llu "
+                 "VF_FUZZ_INPUT=%d)", i, (unsigned long long)check_seed(), i);
+        fuzz_context = ctx;
+        LLVMFuzzerTestOneInput(buf, n);
+    }
+    printf("test_fuzz_replay: %d corpus inputs and %d random inputs "
+           "(seed %llu) agree with the serial oracle\n",
+           files, nrandom, (unsigned long long)check_seed());
+    return check_finish("test_fuzz_replay");
+}
