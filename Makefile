@@ -117,3 +117,25 @@ bench-callgrind:
 	cmake -S bench -B build-bench $(GENERATOR) -DCMAKE_BUILD_TYPE=Release
 	cmake --build build-bench -j $(JOBS)
 	python3 bench/callgrind.py --build build-bench --repeat 3 --docs
+
+# Reliability (owner: issue 4; see docs/RELIABILITY.md). `make soak` runs the
+# soak test for VF_SOAK_SECONDS (default 300) on $(BUILD) (after `make asan`
+# or `make tsan`, BUILD=build-asan / build-tsan soaks under a sanitizer);
+# `make fuzz` builds fuzz/fuzz_engine.c with clang's libFuzzer into
+# build-fuzz/ and fuzzes for FUZZ_SECONDS (default 60); `make model-check`
+# checks model/varflow.pml with spin (4 scenarios, safety and LTL, 5 mutants
+# that must be caught). Each ends with "N passed, N failed".
+VF_SOAK_SECONDS ?= 300
+FUZZ_SECONDS    ?= 60
+
+.PHONY: soak fuzz model-check
+
+soak: build
+	VF_SOAK_SECONDS=$(VF_SOAK_SECONDS) $(BUILD)/tests/test_soak && \
+	  echo "1 passed, 0 failed" || { echo "0 passed, 1 failed"; exit 1; }
+
+fuzz:
+	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/run-fuzz
+
+model-check:
+	scripts/model-check
