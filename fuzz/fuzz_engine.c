@@ -169,8 +169,8 @@ static const char *fuzz_context = "";
 
 static void fail_at(const char *what, long a, long b)
 {
-    fprintf(stderr, "fuzz_engine: invariant broken: %s (%ld, %ld)%s%s\n",
-            what, a, b, *fuzz_context ? " in " : "", fuzz_context);
+    fprintf(stderr, "fuzz_engine: invariant broken: %s (%ld, %ld)%s%s\n", what,
+            a, b, *fuzz_context ? " in " : "", fuzz_context);
     fflush(stderr);
     abort();
 }
@@ -235,8 +235,8 @@ static int body(vf_run *run, fop *o)
     }
     for (int i = 0; i < o->nw; i++) {
         cell *c = &P->cells[o->wr[i]];
-        ENSURE(!atomic_load(&c->freed), "op wrote a deleted var's data",
-               o->id, o->wr[i]);
+        ENSURE(!atomic_load(&c->freed), "op wrote a deleted var's data", o->id,
+               o->wr[i]);
         c->value = step(c->value, h, o->k);
     }
     for (int i = 0; i < o->nkids; i++) {
@@ -536,8 +536,8 @@ static void do_wait_all(prog *P)
             match = true;
     }
     if (any) {
-        ENSURE(rc == VF_EOPFAILED, "wait_all: expected VF_EOPFAILED, got",
-               rc, 0);
+        ENSURE(rc == VF_EOPFAILED, "wait_all: expected VF_EOPFAILED, got", rc,
+               0);
         ENSURE(match, "wait_all reported a failure nobody had left", err.code,
                0);
     } else {
@@ -584,8 +584,8 @@ static void do_stale(prog *P, uint8_t b)
                                     .reads = {&ok, 1},
                                     .writes = {&v, 1}});
     ENSURE(rc == want, "push with a bad handle (got, want)", rc, want);
-    ENSURE(vf_last_error_detail()[0] != 0, "no detail for a refused push",
-           rc, 0);
+    ENSURE(vf_last_error_detail()[0] != 0, "no detail for a refused push", rc,
+           0);
 }
 
 /* ------------------------------------------------------------ program */
@@ -615,8 +615,7 @@ static void run_program(const uint8_t *data, size_t size)
                                  : VF_ENGINE_PERDEVICE;
     int rc = vf_engine_create(&P->e, &cfg);
     ENSURE(rc == 0, "vf_engine_create failed", rc, 0);
-    rc = vf_engine_create(&P->other,
-                          &(vf_config){.type = VF_ENGINE_NAIVE});
+    rc = vf_engine_create(&P->other, &(vf_config){.type = VF_ENGINE_NAIVE});
     ENSURE(rc == 0, "vf_engine_create failed", rc, 0);
     rc = vf_var_new(P->other, &P->foreign);
     ENSURE(rc == 0, "vf_var_new failed", rc, 0);

@@ -149,21 +149,21 @@ static void config(void)
            "profile_max_records", "profile_max_records -7");
     refuse(&(vf_config){.type = VF_ENGINE_POOLED, .cpu_workers = 1 << 20},
            "cpu_workers", "cpu_workers 2^20");
-    refuse(&(vf_config){.type = VF_ENGINE_PERDEVICE, .cpu_workers = 1,
+    refuse(&(vf_config){.type = VF_ENGINE_PERDEVICE,
+                        .cpu_workers = 1,
                         .cpu_priority_workers = INT_MAX},
            "cpu_priority_workers", "cpu_priority_workers INT_MAX");
     refuse(&(vf_config){.type = (vf_engine_type)-1}, "type", "type -1");
 
-    static const char *bad_counts[] = {"0",   "-5",          "abc",
-                                       "12x", "3 ",          "99999999999",
-                                       "0x10", "1e3",        "+"};
+    static const char *bad_counts[] = {
+        "0", "-5", "abc", "12x", "3 ", "99999999999", "0x10", "1e3", "+"};
     for (size_t i = 0; i < sizeof bad_counts / sizeof *bad_counts; i++) {
         env_refused("VF_MAX_INFLIGHT", bad_counts[i], &pooled);
         env_refused("VF_CPU_WORKER_NTHREADS", bad_counts[i],
                     &(vf_config){.type = VF_ENGINE_POOLED});
-        env_refused("VF_CPU_PRIORITY_NTHREADS", bad_counts[i],
-                    &(vf_config){.type = VF_ENGINE_PERDEVICE,
-                                 .cpu_workers = 1});
+        env_refused(
+            "VF_CPU_PRIORITY_NTHREADS", bad_counts[i],
+            &(vf_config){.type = VF_ENGINE_PERDEVICE, .cpu_workers = 1});
         env_refused("VF_PROFILE_MAX_RECORDS", bad_counts[i], &pooled);
     }
     env_refused("VF_CPU_WORKER_NTHREADS", "1025",
@@ -189,7 +189,8 @@ static void config(void)
         REQUIRE(e != NULL);
         static vf_completion held_c[2];
         for (int i = 0; i < 2; i++)
-            CHECK_OK(vf_push(e, &(vf_op){.async_fn = keep, .arg = &held_c[i],
+            CHECK_OK(vf_push(e, &(vf_op){.async_fn = keep,
+                                         .arg = &held_c[i],
                                          .nonblocking = true}));
         CHECK_ERR(vf_push(e, &(vf_op){.fn = nop, .nonblocking = true}),
                   VF_EAGAIN);
@@ -201,7 +202,8 @@ static void config(void)
     CHECK_ERR(vf_engine_create(NULL, &pooled), VF_EINVAL);
 }
 
-/* ------------------------------------------------------------ pending delete */
+/* ------------------------------------------------------------ pending delete
+ */
 
 typedef struct held {
     tu_gate go, started;
@@ -242,10 +244,12 @@ static void pending_delete(const tu_kind *k)
     vf_operator *opr = NULL;
     expect_code(vf_var_delete(e, x, free_cb, NULL), VF_ESTALE,
                 "second delete while the first is pending");
-    expect_code(vf_push(e, &(vf_op){.fn = nop, .done = count_done,
-                                    .reads = VF_VARS(x)}),
-                VF_ESTALE, "push reading a var being deleted");
-    expect_code(vf_push(e, &(vf_op){.fn = nop, .done = count_done,
+    expect_code(
+        vf_push(e,
+                &(vf_op){.fn = nop, .done = count_done, .reads = VF_VARS(x)}),
+        VF_ESTALE, "push reading a var being deleted");
+    expect_code(vf_push(e, &(vf_op){.fn = nop,
+                                    .done = count_done,
                                     .reads = VF_VARS(y),
                                     .writes = VF_VARS(x)}),
                 VF_ESTALE, "push writing a var being deleted");
@@ -257,8 +261,7 @@ static void pending_delete(const tu_kind *k)
      * generation, not the var's DELETING state, so it accepts a var whose
      * delete is pending (its first push then gets VF_ESTALE). Counted, and
      * fatal only with VF_TEST_KNOWN_BUGS=1. */
-    int rc = vf_operator_new(e, &(vf_op){.fn = nop, .reads = VF_VARS(x)},
-                             &opr);
+    int rc = vf_operator_new(e, &(vf_op){.fn = nop, .reads = VF_VARS(x)}, &opr);
     if (rc == 0 && !known_bugs_fatal()) {
         known_bugs++;
         CHECK_ERR(vf_operator_push(e, opr, 0), VF_ESTALE);
@@ -293,30 +296,32 @@ static void huge_lists(const tu_kind *k)
     vf_var one[1] = {x}; /* far shorter than the counts claim */
     vf_operator *opr = NULL;
     int ran0 = atomic_load(&ran);
-    expect_code(vf_push(e, &(vf_op){.fn = nop, .done = count_done,
+    expect_code(vf_push(e, &(vf_op){.fn = nop,
+                                    .done = count_done,
                                     .reads = {one, INT_MAX}}),
                 VF_EINVAL, "reads.count INT_MAX");
-    expect_code(vf_push(e, &(vf_op){.fn = nop, .done = count_done,
+    expect_code(vf_push(e, &(vf_op){.fn = nop,
+                                    .done = count_done,
                                     .reads = {one, INT_MAX},
                                     .writes = {one, INT_MAX}}),
                 VF_EINVAL, "reads + writes overflowing int");
-    expect_code(vf_push(e, &(vf_op){.fn = nop, .done = count_done,
+    expect_code(vf_push(e, &(vf_op){.fn = nop,
+                                    .done = count_done,
                                     .writes = {one, INT_MIN}}),
                 VF_EINVAL, "writes.count INT_MIN");
-    expect_code(vf_operator_new(e, &(vf_op){.fn = nop,
-                                            .writes = {one, INT_MAX}},
-                                &opr),
-                VF_EINVAL, "operator writes.count INT_MAX");
-    expect_code(vf_operator_new(e, &(vf_op){.fn = nop, .reads = {one, -1}},
-                                &opr),
-                VF_EINVAL, "operator reads.count -1");
-    expect_code(vf_operator_new(e, &(vf_op){.fn = nop, .writes = {one, -3}},
-                                &opr),
-                VF_EINVAL, "operator writes.count -3");
-    expect_code(vf_operator_new(e, &(vf_op){.fn = nop,
-                                            .device = {VF_DEVICE_CUDA, 0}},
-                                &opr),
-                VF_ENODEV, "operator on a CUDA device");
+    expect_code(
+        vf_operator_new(e, &(vf_op){.fn = nop, .writes = {one, INT_MAX}}, &opr),
+        VF_EINVAL, "operator writes.count INT_MAX");
+    expect_code(
+        vf_operator_new(e, &(vf_op){.fn = nop, .reads = {one, -1}}, &opr),
+        VF_EINVAL, "operator reads.count -1");
+    expect_code(
+        vf_operator_new(e, &(vf_op){.fn = nop, .writes = {one, -3}}, &opr),
+        VF_EINVAL, "operator writes.count -3");
+    expect_code(
+        vf_operator_new(e, &(vf_op){.fn = nop, .device = {VF_DEVICE_CUDA, 0}},
+                        &opr),
+        VF_ENODEV, "operator on a CUDA device");
     CHECK(opr == NULL);
     CHECK_OK(vf_wait_all(e, NULL));
     CHECK_EQ(atomic_load(&ran), ran0);
@@ -334,8 +339,8 @@ static void operators(const tu_kind *k)
     expect_code(vf_operator_new(NULL, &(vf_op){.fn = nop}, &opr), VF_EINVAL,
                 "vf_operator_new(NULL engine)");
     CHECK(opr == NULL);
-    CHECK_OK(vf_operator_new(e, &(vf_op){.fn = nop, .writes = VF_VARS(x)},
-                             &opr));
+    CHECK_OK(
+        vf_operator_new(e, &(vf_op){.fn = nop, .writes = VF_VARS(x)}, &opr));
     REQUIRE(opr != NULL);
     expect_code(vf_operator_push(NULL, opr, 0), VF_EINVAL,
                 "vf_operator_push(NULL engine)");
@@ -347,8 +352,8 @@ static void operators(const tu_kind *k)
         held h;
         tu_gate_init(&h.go);
         tu_gate_init(&h.started);
-        CHECK_OK(vf_push(e, &(vf_op){.fn = hold, .arg = &h,
-                                     .writes = VF_VARS(x)}));
+        CHECK_OK(
+            vf_push(e, &(vf_op){.fn = hold, .arg = &h, .writes = VF_VARS(x)}));
         CHECK_OK(vf_operator_push(e, opr, 0)); /* queued behind hold */
         CHECK_OK(vf_operator_delete(e, opr));
         int ran0 = atomic_load(&ran);
@@ -366,8 +371,8 @@ static void operators(const tu_kind *k)
     }
     /* An operator whose var was deleted is refused at push. */
     vf_var y = tu_var(e);
-    CHECK_OK(vf_operator_new(e, &(vf_op){.fn = nop, .reads = VF_VARS(y)},
-                             &opr));
+    CHECK_OK(
+        vf_operator_new(e, &(vf_op){.fn = nop, .reads = VF_VARS(y)}, &opr));
     CHECK_OK(vf_var_delete(e, y, NULL, NULL));
     expect_code(vf_operator_push(e, opr, 0), VF_ESTALE,
                 "operator over a deleted var");
@@ -432,10 +437,10 @@ static void during_destroy(const tu_kind *k)
     d.e = tu_engine(k);
     d.x = tu_var(d.e);
     vf_var y = tu_var(d.e);
-    CHECK_OK(vf_operator_new(d.e, &(vf_op){.fn = nop, .reads = VF_VARS(y)},
-                             &d.opr));
-    CHECK_OK(vf_push(d.e, &(vf_op){.fn = long_op, .arg = &d,
-                                   .writes = VF_VARS(d.x)}));
+    CHECK_OK(
+        vf_operator_new(d.e, &(vf_op){.fn = nop, .reads = VF_VARS(y)}, &d.opr));
+    CHECK_OK(vf_push(
+        d.e, &(vf_op){.fn = long_op, .arg = &d, .writes = VF_VARS(d.x)}));
     CHECK(tu_gate_wait(&d.h.started, TU_TIMEOUT));
     pthread_t th = tu_thread_start(destroyer, &d);
     /* Until destroy has begun, a push is accepted (and will run). */
@@ -460,9 +465,10 @@ static void during_destroy(const tu_kind *k)
     CHECK(o2 == NULL);
     expect_code(vf_operator_push(d.e, d.opr, 0), VF_ESHUTDOWN,
                 "vf_operator_push during destroy");
-    expect_code(vf_push(d.e, &(vf_op){.fn = nop, .done = count_done,
-                                      .nonblocking = true}),
-                VF_ESHUTDOWN, "nonblocking push during destroy");
+    expect_code(
+        vf_push(d.e,
+                &(vf_op){.fn = nop, .done = count_done, .nonblocking = true}),
+        VF_ESHUTDOWN, "nonblocking push during destroy");
     CHECK_EQ(atomic_load(&done_calls), done0);
     tu_gate_open(&d.h.go);
     tu_thread_join(th);
@@ -492,8 +498,7 @@ static void accessors(void)
     expect_code(vf_profile_start(NULL), VF_EINVAL, "vf_profile_start(NULL)");
     expect_code(vf_profile_stop(NULL), VF_EINVAL, "vf_profile_stop(NULL)");
     expect_code(vf_profile_pause(NULL), VF_EINVAL, "vf_profile_pause(NULL)");
-    expect_code(vf_profile_resume(NULL), VF_EINVAL,
-                "vf_profile_resume(NULL)");
+    expect_code(vf_profile_resume(NULL), VF_EINVAL, "vf_profile_resume(NULL)");
     expect_code(vf_profile_take(NULL, &p), VF_EINVAL,
                 "vf_profile_take(NULL, &p)");
     vf_profile_free(NULL);
@@ -517,8 +522,7 @@ static void accessors(void)
     CHECK(q == NULL);
     vf_profile_row *rows = NULL;
     size_t nrows = 0;
-    expect_code(vf_profile_summary(NULL, VF_PROFILE_SORT_TOTAL, &rows,
-                                   &nrows),
+    expect_code(vf_profile_summary(NULL, VF_PROFILE_SORT_TOTAL, &rows, &nrows),
                 VF_EINVAL, "vf_profile_summary(NULL)");
     vf_profile_summary_free(NULL);
     vf_profile_path path;

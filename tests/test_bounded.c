@@ -176,11 +176,12 @@ static void gated_threaded(const tu_kind *k)
     int accepted = 0;
     /* Hold each worker (independent ops), then queue ops behind x. */
     for (int i = 0; i < k->workers; i++, accepted++)
-        CHECK_OK(vf_push(g.e, &(vf_op){.fn = hold, .arg = &g,
-                                       .nonblocking = true}));
+        CHECK_OK(
+            vf_push(g.e, &(vf_op){.fn = hold, .arg = &g, .nonblocking = true}));
     int rc = 0;
     while (accepted < 2 * MAX) {
-        rc = vf_push(g.e, &(vf_op){.fn = empty, .done = count_done,
+        rc = vf_push(g.e, &(vf_op){.fn = empty,
+                                   .done = count_done,
                                    .reads = VF_VARS(x),
                                    .nonblocking = true});
         if (rc != 0)
@@ -197,9 +198,9 @@ static void gated_threaded(const tu_kind *k)
     CHECK_EQ(st.pending, MAX);
     /* Operators obey the bound too. */
     vf_operator *opr = NULL;
-    CHECK_OK(vf_operator_new(g.e, &(vf_op){.fn = empty, .nonblocking = true,
-                                           .writes = VF_VARS(x)},
-                             &opr));
+    CHECK_OK(vf_operator_new(
+        g.e, &(vf_op){.fn = empty, .nonblocking = true, .writes = VF_VARS(x)},
+        &opr));
     CHECK_ERR(vf_operator_push(g.e, opr, 0), VF_EAGAIN);
     CHECK_OK(vf_operator_delete(g.e, opr));
 
@@ -245,13 +246,15 @@ static void gated_naive(void)
     for (int i = 0; i < MAX; i++)
         v[i] = tu_var(g.e);
     for (int i = 0; i < MAX; i++)
-        CHECK_OK(vf_push(g.e, &(vf_op){.async_fn = async_hold, .arg = &g,
+        CHECK_OK(vf_push(g.e, &(vf_op){.async_fn = async_hold,
+                                       .arg = &g,
                                        .writes = VF_VARS(v[i]),
                                        .nonblocking = true}));
     CHECK_EQ(atomic_load(&g.nheld), MAX);
-    CHECK_ERR(vf_push(g.e, &(vf_op){.fn = empty, .done = count_done,
-                                    .nonblocking = true}),
-              VF_EAGAIN);
+    CHECK_ERR(
+        vf_push(g.e,
+                &(vf_op){.fn = empty, .done = count_done, .nonblocking = true}),
+        VF_EAGAIN);
     CHECK_EQ(atomic_load(&done_calls), 0);
     pthread_t th = tu_thread_start(completer, &g);
     tu_gate_open(&g.gate);
@@ -397,8 +400,8 @@ static double bytes_per_pending_op(void)
     REQUIRE(vf_engine_create(&g.e, &(vf_config){.type = VF_ENGINE_POOLED,
                                                 .cpu_workers = 1}) == 0);
     vf_var x = tu_var(g.e);
-    CHECK_OK(vf_push(g.e, &(vf_op){.fn = hold, .arg = &g,
-                                   .writes = VF_VARS(x)}));
+    CHECK_OK(
+        vf_push(g.e, &(vf_op){.fn = hold, .arg = &g, .writes = VF_VARS(x)}));
     long before = rss_kib();
     for (long i = 0; i < n; i++)
         CHECK_OK(vf_push(g.e, &(vf_op){.fn = empty, .reads = VF_VARS(x)}));
@@ -480,12 +483,12 @@ static void several_pushers(void)
 /* ------------------------------------------------------------ nested */
 
 typedef struct nest {
-    vf_var x;     /* the outer op writes it */
-    long n;       /* ops to push from inside */
-    bool on_x;    /* push ops that write x (cannot run before we return) */
-    int push_rc;  /* first failing push */
-    int nb_rc;    /* the nonblocking push at the bound */
-    long next;    /* next sequence number expected (ops on x, in order) */
+    vf_var x;    /* the outer op writes it */
+    long n;      /* ops to push from inside */
+    bool on_x;   /* push ops that write x (cannot run before we return) */
+    int push_rc; /* first failing push */
+    int nb_rc;   /* the nonblocking push at the bound */
+    long next;   /* next sequence number expected (ops on x, in order) */
     long order_errors;
     atomic_long ran;
 } nest;
@@ -553,7 +556,8 @@ static void nested_one(const char *name, vf_config cfg, bool on_x,
     n.on_x = on_x;
     vf_var y = tu_var(e);
     tu_phase_limit(name, 60);
-    CHECK_OK(vf_push(e, &(vf_op){.fn = nest_parent, .arg = &n,
+    CHECK_OK(vf_push(e, &(vf_op){.fn = nest_parent,
+                                 .arg = &n,
                                  .writes = VF_VARS(n.x, y),
                                  .property = outer_prop}));
     CHECK_OK(vf_wait_all(e, NULL));
@@ -574,7 +578,8 @@ static void nested(void)
 {
     vf_config pooled1 = {.type = VF_ENGINE_POOLED, .cpu_workers = 1};
     vf_config naive = {.type = VF_ENGINE_NAIVE};
-    vf_config perdev = {.type = VF_ENGINE_PERDEVICE, .cpu_workers = 1,
+    vf_config perdev = {.type = VF_ENGINE_PERDEVICE,
+                        .cpu_workers = 1,
                         .cpu_priority_workers = 1};
     nested_one("nested pooled/1 independent", pooled1, false, 0);
     nested_one("nested pooled/1 on x", pooled1, true, 0);

@@ -33,16 +33,16 @@
 #include "util.h"
 
 enum {
-    NGEN = 10,           /* vars 0..9: general */
-    VF_ = 10,            /* the failing sync op writes it */
-    VG = 11,             /* its follower reads F and writes G (skipped) */
-    VH = 12,             /* the failing async op writes it */
-    VR = 13,             /* 150 async ops read it */
-    VNEST = 14,          /* written by an op pushed from inside an op */
-    VY = 15,             /* waited on from inside an op */
-    VDEL = 16,           /* 16..18 are deleted */
-    VUSE = 19,           /* the after-fault usability check */
-    VNEW = 20,           /* a var created after the deletes */
+    NGEN = 10,  /* vars 0..9: general */
+    VF_ = 10,   /* the failing sync op writes it */
+    VG = 11,    /* its follower reads F and writes G (skipped) */
+    VH = 12,    /* the failing async op writes it */
+    VR = 13,    /* 150 async ops read it */
+    VNEST = 14, /* written by an op pushed from inside an op */
+    VY = 15,    /* waited on from inside an op */
+    VDEL = 16,  /* 16..18 are deleted */
+    VUSE = 19,  /* the after-fault usability check */
+    VNEW = 20,  /* a var created after the deletes */
     NV = 21,
     NHOLD = 150,
     MAXOPS = 400
@@ -53,9 +53,9 @@ typedef struct wl wl;
 /* One pushed op (or operator): what `done` saw. */
 typedef struct opctx {
     wl *w;
-    int a, b;     /* writes val[a]; reads val[b] when b >= 0 */
+    int a, b; /* writes val[a]; reads val[b] when b >= 0 */
     int64_t k;
-    int expect;   /* expected `done` status */
+    int expect; /* expected `done` status */
     int expect_done;
     atomic_int done;
     atomic_int status;
@@ -81,9 +81,9 @@ struct wl {
     int64_t model[NV]; /* the serial program, main thread */
     opctx ops[MAXOPS];
     int nops;
-    atomic_int enomem;          /* calls that returned VF_ENOMEM */
-    atomic_int missing_detail;  /* ... without a detail */
-    atomic_int frees;           /* free callbacks run */
+    atomic_int enomem;         /* calls that returned VF_ENOMEM */
+    atomic_int missing_detail; /* ... without a detail */
+    atomic_int frees;          /* free callbacks run */
     atomic_int nested_errors;
     completer c;
     struct nestarg {
@@ -247,10 +247,12 @@ static int f_nested(vf_run *run, void *arg)
     wl *w = ((opctx *)arg)->w;
     vf_engine *e = vf_run_engine(run);
     int rc;
-    RETRY(w, rc, vf_push(e, &(vf_op){.fn = f_write, .arg = w->nest.child,
-                                     .done = on_done,
-                                     .writes = VF_VARS(w->v[VNEST]),
-                                     .name = "child"}));
+    RETRY(w, rc,
+          vf_push(e, &(vf_op){.fn = f_write,
+                              .arg = w->nest.child,
+                              .done = on_done,
+                              .writes = VF_VARS(w->v[VNEST]),
+                              .name = "child"}));
     if (rc != 0) {
         atomic_fetch_add(&w->nested_errors, 1);
         CHECK_OK(rc);
@@ -285,8 +287,11 @@ static void free_buf(void *arg)
 static void push_write(wl *w, int a, int b, int64_t k)
 {
     opctx *c = new_ctx(w, a, b, k, 0);
-    vf_op op = {.fn = f_write, .arg = c, .done = on_done,
-                .writes = VF_VARS(w->v[a]), .name = "write"};
+    vf_op op = {.fn = f_write,
+                .arg = c,
+                .done = on_done,
+                .writes = VF_VARS(w->v[a]),
+                .name = "write"};
     if (b >= 0)
         op.reads = (vf_var_list){&w->v[b], 1};
     MUST(w, vf_push(w->e, &op));
@@ -324,8 +329,8 @@ static void expect_failure(wl *w, int var, int code, const char *op_name,
         if (err.message[0] == 0 && code == 7)
             out->absorbed++; /* vf_run_set_error could not keep a copy */
         else
-            CHECK_REPORT_("failure message '%s', expected '%s'",
-                          err.message, message);
+            CHECK_REPORT_("failure message '%s', expected '%s'", err.message,
+                          message);
     }
 }
 
@@ -346,12 +351,14 @@ static void workload(wl *w, outcome *out)
     {
         opctx *c = new_ctx(w, 5, -1, 5, 0);
         vf_var *v = w->v;
-        MUST(w, vf_push(w->e,
-                        &(vf_op){.fn = f_big, .arg = c, .done = on_done,
-                                 .reads = VF_VARS(v[0], v[1], v[2], v[3], v[4]),
-                                 .writes = VF_VARS(v[5], v[6], v[7], v[8],
-                                                   v[9]),
-                                 .name = "big"}));
+        MUST(w,
+             vf_push(w->e,
+                     &(vf_op){.fn = f_big,
+                              .arg = c,
+                              .done = on_done,
+                              .reads = VF_VARS(v[0], v[1], v[2], v[3], v[4]),
+                              .writes = VF_VARS(v[5], v[6], v[7], v[8], v[9]),
+                              .name = "big"}));
         m_big(w, c);
     }
 
@@ -361,7 +368,8 @@ static void workload(wl *w, outcome *out)
         c->expect_done = 3;
         vf_operator *opr = NULL;
         MUST(w, vf_operator_new(w->e,
-                                &(vf_op){.fn = f_write, .arg = c,
+                                &(vf_op){.fn = f_write,
+                                         .arg = c,
                                          .done = on_done,
                                          .reads = VF_VARS(w->v[1]),
                                          .writes = VF_VARS(w->v[0]),
@@ -378,7 +386,8 @@ static void workload(wl *w, outcome *out)
      * free-list cache holds), then a write of R behind them. */
     for (int i = 0; i < NHOLD; i++) {
         opctx *c = new_ctx(w, VR, -1, 0, 0);
-        MUST(w, vf_push(w->e, &(vf_op){.async_fn = a_hold, .arg = c,
+        MUST(w, vf_push(w->e, &(vf_op){.async_fn = a_hold,
+                                       .arg = c,
                                        .done = on_done,
                                        .reads = VF_VARS(w->v[VR]),
                                        .name = "hold"}));
@@ -387,12 +396,14 @@ static void workload(wl *w, outcome *out)
 
     /* A failing sync op and a follower it makes skip. */
     opctx *failer = new_ctx(w, VF_, -1, 0, 42);
-    MUST(w, vf_push(w->e, &(vf_op){.fn = f_fail, .arg = failer,
+    MUST(w, vf_push(w->e, &(vf_op){.fn = f_fail,
+                                   .arg = failer,
                                    .done = on_done,
                                    .writes = VF_VARS(w->v[VF_]),
                                    .name = "failer"}));
     opctx *follower = new_ctx(w, VG, VF_, 1, VF_ESKIPPED);
-    MUST(w, vf_push(w->e, &(vf_op){.fn = f_write, .arg = follower,
+    MUST(w, vf_push(w->e, &(vf_op){.fn = f_write,
+                                   .arg = follower,
                                    .done = on_done,
                                    .reads = VF_VARS(w->v[VF_]),
                                    .writes = VF_VARS(w->v[VG]),
@@ -400,7 +411,8 @@ static void workload(wl *w, outcome *out)
 
     /* A failing async op (completed by the foreign thread). */
     opctx *afail = new_ctx(w, VH, -1, 0, 7);
-    MUST(w, vf_push(w->e, &(vf_op){.async_fn = a_fail, .arg = afail,
+    MUST(w, vf_push(w->e, &(vf_op){.async_fn = a_fail,
+                                   .arg = afail,
                                    .done = on_done,
                                    .writes = VF_VARS(w->v[VH]),
                                    .name = "afail"}));
@@ -410,8 +422,10 @@ static void workload(wl *w, outcome *out)
     w->nest.self = new_ctx(w, VNEST, -1, 0, 0);
     w->nest.child = new_ctx(w, VNEST, -1, 3, 0);
     w->nest.y_expected = w->model[VY];
-    MUST(w, vf_push(w->e, &(vf_op){.fn = f_nested, .arg = w->nest.self,
-                                   .done = on_done, .name = "nested"}));
+    MUST(w, vf_push(w->e, &(vf_op){.fn = f_nested,
+                                   .arg = w->nest.self,
+                                   .done = on_done,
+                                   .name = "nested"}));
     m_write(w, w->nest.child);
 
     /* Deletes: write each var, then delete it with a free callback; then a

@@ -88,8 +88,10 @@ int main(void)
         tu_phase_limit(phase, 60);
         random_input(i, buf, &n);
         static char ctx[96];
-        snprintf(ctx, sizeof ctx, "random input %d (VF_TEST_SEED=%llu "
-                 "VF_FUZZ_INPUT=%d)", i, (unsigned long long)check_seed(), i);
+        snprintf(ctx, sizeof ctx,
+                 "random input %d (VF_TEST_SEED=%llu "
+                 "VF_FUZZ_INPUT=%d)",
+                 i, (unsigned long long)check_seed(), i);
         fuzz_context = ctx;
         LLVMFuzzerTestOneInput(buf, n);
     }

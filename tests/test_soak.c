@@ -166,8 +166,8 @@ typedef struct pusher {
     vf_var P[NP];
     pcell *Pc[NP];
     int ncells;
-    uint64_t *log;   /* final value by cell id */
-    char *logged;    /* log written */
+    uint64_t *log; /* final value by cell id */
+    char *logged;  /* log written */
     int log_cap;
     /* the pure var (rule 9 model) and the counter var */
     vf_var X, Q;
@@ -178,10 +178,10 @@ typedef struct pusher {
     uint64_t pure_val; /* model value of X */
     /* per op */
     long nops;
-    _Atomic int *rec;  /* FIRED | status, by `done` */
-    int *expect;       /* pure ops: expected status; else NOT_EXPECTED */
+    _Atomic int *rec; /* FIRED | status, by `done` */
+    int *expect;      /* pure ops: expected status; else NOT_EXPECTED */
     long pure_waits, pure_wait_fail;
-    long pushed_async, shared_writes_ran_expected;
+    long pushed_async;
 } pusher;
 
 /* ------------------------------------------------------------ ops */
@@ -192,7 +192,7 @@ typedef struct sop {
     pusher *p;
     long idx;
     int kind;
-    int fail;   /* 0, or the code it fails with */
+    int fail; /* 0, or the code it fails with */
     int nw, nr, nsr, nsw;
     pcell *w[2], *r[NP];
     scell *sr[5], *sw[1];
@@ -276,8 +276,7 @@ static int body(vf_run *run, sop *o)
             atomic_fetch_add(&p->s->nested_errors, 1);
             CHECK_REPORT_("thread %d op %ld: nested wait returned %s, "
                           "counter %llu < %llu",
-                          p->t, o->idx, vf_err_name(rc),
-                          (unsigned long long)q,
+                          p->t, o->idx, vf_err_name(rc), (unsigned long long)q,
                           (unsigned long long)o->q_min);
         }
         return 0;
@@ -337,8 +336,16 @@ static void free_scell(void *arg)
 
 /* One generated step of a thread's program. The generator consumes the
  * random stream identically in the pusher and in the replay. */
-enum { G_MIXED, G_PURE, G_QWRITE, G_NESTED, G_WAIT_PURE, G_WAIT_OTHER,
-       G_DEL_PRIV, G_REPL_SHARED };
+enum {
+    G_MIXED,
+    G_PURE,
+    G_QWRITE,
+    G_NESTED,
+    G_WAIT_PURE,
+    G_WAIT_OTHER,
+    G_DEL_PRIV,
+    G_REPL_SHARED
+};
 
 typedef struct gen {
     int what;
@@ -466,8 +473,7 @@ static void wait_pure(pusher *p, const char *when)
     if (rc != want)
         CHECK_REPORT_("thread %d (%s, op %ld): wait on the pure var "
                       "returned %s, model %s",
-                      p->t, when, p->nops, vf_err_name(rc),
-                      vf_err_name(want));
+                      p->t, when, p->nops, vf_err_name(rc), vf_err_name(want));
     else if (rc == VF_EOPFAILED && err.code != p->pure_failed)
         CHECK_REPORT_("thread %d (%s): pure var failure code %d, model %d",
                       p->t, when, err.code, p->pure_failed);
@@ -475,8 +481,8 @@ static void wait_pure(pusher *p, const char *when)
         p->pure_wait_fail++;
     p->pure_failed = 0;
     if (p->Xc->value != p->pure_val)
-        CHECK_REPORT_("thread %d (%s): pure var %llu, model %llu", p->t,
-                      when, (unsigned long long)p->Xc->value,
+        CHECK_REPORT_("thread %d (%s): pure var %llu, model %llu", p->t, when,
+                      (unsigned long long)p->Xc->value,
                       (unsigned long long)p->pure_val);
 }
 
@@ -492,7 +498,8 @@ static void *pusher_main(void *arg)
     p->X = new_var(s->e);
     p->Q = new_var(s->e);
     p->Xc = new_pcell(p);
-    while (p->nops < s->cap && ((p->nops & 255) != 0 || tu_now() < s->deadline)) {
+    while (p->nops < s->cap &&
+           ((p->nops & 255) != 0 || tu_now() < s->deadline)) {
         gen g;
         generate(&rng, p->t, &g);
         if (g.what == G_WAIT_PURE) {
@@ -665,14 +672,13 @@ static void replay(pusher *p, long *ran, long *failed, long *skipped,
         if (!((st == 0) || (st == VF_ESKIPPED && may_skip) ||
               (st == code && may_fail))) {
             if (errors++ < 10)
-                CHECK_REPORT_("thread %d op %ld (kind %d%s%s): status %d",
-                              p->t, i, g.what, may_fail ? ", fails" : "",
+                CHECK_REPORT_("thread %d op %ld (kind %d%s%s): status %d", p->t,
+                              i, g.what, may_fail ? ", fails" : "",
                               may_skip ? "" : ", no-skip", st);
         }
-        if (p->expect[i] != NOT_EXPECTED && st != p->expect[i] &&
-            errors++ < 10)
-            CHECK_REPORT_("thread %d pure op %ld: status %d, model %d", p->t,
-                          i, st, p->expect[i]);
+        if (p->expect[i] != NOT_EXPECTED && st != p->expect[i] && errors++ < 10)
+            CHECK_REPORT_("thread %d pure op %ld: status %d, model %d", p->t, i,
+                          st, p->expect[i]);
         *ran += st == 0;
         *failed += st != 0 && st != VF_ESKIPPED;
         *skipped += st == VF_ESKIPPED;
@@ -714,18 +720,22 @@ typedef struct kindcfg {
 static const kindcfg kinds[] = {
     {"pooled/2", {.type = VF_ENGINE_POOLED, .cpu_workers = 2}},
     {"perdevice/2",
-     {.type = VF_ENGINE_PERDEVICE, .cpu_workers = 2, .cpu_priority_workers = 1}},
+     {.type = VF_ENGINE_PERDEVICE,
+      .cpu_workers = 2,
+      .cpu_priority_workers = 1}},
     {"naive", {.type = VF_ENGINE_NAIVE}},
     {"pooled/1 max_inflight=256",
      {.type = VF_ENGINE_POOLED, .cpu_workers = 1, .max_inflight = 256}},
     {"perdevice/1",
-     {.type = VF_ENGINE_PERDEVICE, .cpu_workers = 1, .cpu_priority_workers = 1}},
+     {.type = VF_ENGINE_PERDEVICE,
+      .cpu_workers = 1,
+      .cpu_priority_workers = 1}},
 };
 #define NKINDS ((int)(sizeof kinds / sizeof kinds[0]))
 
 typedef struct totals {
-    long ops, ran, failed, skipped, async, stale, nested, waits,
-        pure_waits, pure_wait_fail, rounds;
+    long ops, ran, failed, skipped, async, stale, nested, waits, pure_waits,
+        pure_wait_fail, rounds;
 } totals;
 
 static void round_run(int round, double secs, long cap, totals *tot)
