@@ -129,7 +129,7 @@ void vf__engine_drain(vf_engine *e);
 
 /* Push a prepared op: `op->def` set and its var set normalized. Appends it
  * to every var atomically, counts it, and dispatches it when ready.
- * `spares` holds nvars queue blocks (freed here). */
+ */
 int vf__engine_enqueue(vf_engine *e, vf__op *op, const char *who);
 
 #endif /* VF_ENGINE_H */

@@ -18,6 +18,15 @@
 #include "exec.h"
 #include "freelist.h"
 
+static void free_spares(vf__qblock *chain)
+{
+    while (chain) {
+        vf__qblock *next = chain->next;
+        vf__fl_free(VF__FL_QUEUE, chain);
+        chain = next;
+    }
+}
+
 /* Allocate `n` spare queue blocks as a chain (append may need one per var). */
 static vf__qblock *alloc_spares(int n)
 {
@@ -25,17 +34,22 @@ static vf__qblock *alloc_spares(int n)
     for (int i = 0; i < n; i++) {
         vf__qblock *b = vf__fl_alloc(VF__FL_QUEUE);
         if (b == NULL) {
-            while (chain) {
-                vf__qblock *next = chain->next;
-                vf__fl_free(VF__FL_QUEUE, chain);
-                chain = next;
-            }
+            free_spares(chain);
             return NULL;
         }
         b->next = chain;
         chain = b;
     }
     return chain;
+}
+
+/* Take `delta` off the engine's counts, waking whoever waits for the state
+ * that reaches. */
+static void uncount(vf_engine *e, uint64_t delta)
+{
+    uint64_t now = atomic_fetch_sub(&e->counts, delta) - delta;
+    if (vf__counts_notable(e, now))
+        vf__engine_counts_changed(e, now);
 }
 
 static void unlock_vars(const vf__varref *vars, int n)
@@ -61,16 +75,19 @@ int vf__engine_enqueue(vf_engine *e, vf__op *op, const char *who)
             vf__prof_push(&e->prof, op);
     }
 
+    /* The push counts as pending and active before any var can see the op:
+     * until its own last release it is progress in the making, so a nested
+     * waiter never sees active == 0 while the op is about to become ready
+     * (engine.h). The active count passes to the op if that release makes
+     * it ready; otherwise whoever releases it last counts it then. */
+    atomic_fetch_add(&e->counts, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
     for (int i = 0; i < n; i++)
         vf__spin_lock(&vars[i].var->lock);
     for (int i = 0; i < n; i++) {
         if (!vf__var_usable(vars[i].var, vars[i].gen)) {
             unlock_vars(vars, n);
-            while (spares) {
-                vf__qblock *next = spares->next;
-                vf__fl_free(VF__FL_QUEUE, spares);
-                spares = next;
-            }
+            free_spares(spares);
+            uncount(e, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
             return vf__fail(VF_ESTALE, "%s: a variable of op \"%s\" was "
                                        "deleted", who, def->name);
         }
@@ -88,27 +105,15 @@ int vf__engine_enqueue(vf_engine *e, vf__op *op, const char *who)
     }
     if (def->kind == VF__OP_DELETE)
         vars[0].var->state = VF__VAR_DELETING;
-    if (nready < n) {
-        /* Count it pending before any var can release it. */
-        atomic_fetch_add(&e->counts, VF__COUNT_PENDING);
-    }
     unlock_vars(vars, n);
-    while (spares) {
-        vf__qblock *next = spares->next;
-        vf__fl_free(VF__FL_QUEUE, spares);
-        spares = next;
-    }
+    free_spares(spares);
 
-    if (nready == n) {
-        atomic_fetch_add(&e->counts, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
-        VF__ASSERT(vf__op_release(op, n + 1));
-    } else if (vf__op_release(op, nready + 1)) {
-        atomic_fetch_add(&e->counts, VF__COUNT_ACTIVE);
-        if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF))
-            op->prof.ready = vf__prof_now(&e->prof);
-    } else {
-        return 0; /* a var will release it */
+    if (!vf__op_release(op, nready + 1)) {
+        uncount(e, VF__COUNT_ACTIVE); /* a var will release it */
+        return 0;
     }
+    if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF) && nready < n)
+        op->prof.ready = vf__prof_now(&e->prof);
     vf__dispatch_pushed(op);
     return 0;
 }
