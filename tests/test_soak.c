@@ -36,13 +36,11 @@
  *   (a plain counter and an atomic one, bumped by writers, must agree
  *   whenever a reader or the free callback looks), and the writes that ran
  *   add up;
- * - a wait from inside an op returns 0 and sees every counter write pushed
- *   before its op. Known engine bug (reported): now and then such a wait
- *   gets a false VF_EDEADLK (mostly under TSan or a loaded machine) when
- *   it checks the engine's `active` count while another thread's push is
- *   between unlocking its vars and counting its now-ready op active
- *   (src/push.c, vf__engine_enqueue). Counted and printed; fatal with
- *   VF_TEST_KNOWN_BUGS=1.
+ * - a wait from inside an op returns 0 (never VF_EDEADLK: it can always
+ *   finish) and sees every counter write pushed before its op. (This found
+ *   a false VF_EDEADLK under TSan: a push counted its op active only after
+ *   making it ready, so `active` could read 0 in between; fixed in
+ *   6fb54d1.)
  * ASan/LSan (make asan) finds no leak or use after free (a free callback
  * frees the var's cell: an op running after it would touch freed memory);
  * TSan (make tsan) reports no race: the engine's ordering is what makes the
@@ -56,12 +54,6 @@ enum {
     NS = 8,   /* shared vars */
     NCOMP = 2 /* completer threads */
 };
-
-static bool known_bugs_fatal(void)
-{
-    const char *s = getenv("VF_TEST_KNOWN_BUGS");
-    return s != NULL && atoi(s) != 0;
-}
 
 /* A status slot: FIRED once `done` ran, plus the status. */
 #define FIRED 0x40000000
@@ -160,7 +152,6 @@ typedef struct soak {
     atomic_long shared_counted; /* writes counted by freed shared cells */
     atomic_long stale_retries;
     atomic_long nested_waits;
-    atomic_long false_deadlocks; /* the known bug, see K_NESTED */
     atomic_long other_waits;
     atomic_long nested_errors;
     atomic_long double_done;
@@ -284,14 +275,7 @@ static int body(vf_run *run, sop *o)
         int rc = vf_wait_var(vf_run_engine(run), p->Q, NULL);
         atomic_fetch_add(&p->s->nested_waits, 1);
         uint64_t q = atomic_load_explicit(&p->qv, memory_order_relaxed);
-        if (rc == VF_EDEADLK && !known_bugs_fatal()) {
-            /* Known engine bug (reported): a push from outside the engine
-             * makes its op ready in its final vf__op_release but counts it
-             * active only afterwards (src/push.c, vf__engine_enqueue); a
-             * nested waiter that looks at `active` in between sees 0 and
-             * gives up although that op (here a counter write) can run. */
-            atomic_fetch_add(&p->s->false_deadlocks, 1);
-        } else if (rc != 0 || q < o->q_min) {
+        if (rc != 0 || q < o->q_min) {
             atomic_fetch_add(&p->s->nested_errors, 1);
             CHECK_REPORT_("thread %d op %ld: nested wait returned %s, "
                           "counter %llu < %llu",
@@ -753,8 +737,8 @@ static const kindcfg kinds[] = {
 #define NKINDS ((int)(sizeof kinds / sizeof kinds[0]))
 
 typedef struct totals {
-    long ops, ran, failed, skipped, async, stale, nested, waits, false_dl,
-        pure_waits, pure_wait_fail, rounds;
+    long ops, ran, failed, skipped, async, stale, nested, waits, pure_waits,
+        pure_wait_fail, rounds;
 } totals;
 
 static void round_run(int round, double secs, long cap, totals *tot)
@@ -857,7 +841,6 @@ static void round_run(int round, double secs, long cap, totals *tot)
     tot->stale += atomic_load(&s->stale_retries);
     tot->nested += atomic_load(&s->nested_waits);
     tot->waits += atomic_load(&s->other_waits);
-    tot->false_dl += atomic_load(&s->false_deadlocks);
     check_context_ = NULL;
 }
 
@@ -904,12 +887,6 @@ int main(void)
                    tu_now() - t0);
     }
     tu_phase("end");
-    if (tot.false_dl > 0)
-        printf("test_soak: KNOWN ENGINE BUG seen: %ld nested waits got a "
-               "false VF_EDEADLK (src/push.c vf__engine_enqueue counts a "
-               "pushed op active only after making it ready); "
-               "VF_TEST_KNOWN_BUGS=1 makes this fail\n",
-               tot.false_dl);
     printf("soak: %ld ops soaked in %d rounds, %.1f s: %ld ran, %ld failed, "
            "%ld skipped; %ld async, %ld nested waits, %ld other waits, %ld "
            "waits on pure vars (%ld reported a failure), %ld pushes retried "
