@@ -116,6 +116,9 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
     atomic_fetch_add(&live_engines, 1);
     e->kind = s.type;
     e->max_inflight = s.max_inflight;
+    /* Blocked pushers wake as soon as there is room (pending falls under
+     * the bound). Not later, at a low-water mark: ops held until the
+     * blocked push goes through would then never let it. */
     e->unblock_at = s.max_inflight ? s.max_inflight - 1 : UINT32_MAX;
     atomic_init(&e->nblocked, 0);
     atomic_init(&e->state, VF__RUNNING);

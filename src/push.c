@@ -195,6 +195,20 @@ VF_API int vf_operator_new(vf_engine *e, const vf_op *desc, vf_operator **out)
     }
     opr->def.nvars = rc;
     opr->def.vars = heap; /* NULL when the op has no vars */
+    for (int i = 0; i < opr->def.nvars; i++) {
+        /* A var whose delete is pending is refused now, as a push would. */
+        vf__var *v = opr->def.vars[i].var;
+        vf__spin_lock(&v->lock);
+        bool usable = vf__var_usable(v, opr->def.vars[i].gen);
+        vf__spin_unlock(&v->lock);
+        if (!usable) {
+            rc = vf__fail(VF_ESTALE, "%s: a variable of op \"%s\" was "
+                                     "deleted", who, opr->def.name);
+            free(opr->def.vars);
+            free(opr);
+            return rc;
+        }
+    }
     snprintf(opr->name, sizeof opr->name, "%s", opr->def.name);
     opr->def.name = opr->name;
     opr->magic = VF__OPERATOR_MAGIC;

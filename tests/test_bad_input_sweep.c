@@ -18,9 +18,7 @@
  * - a var whose delete is still pending (queued behind a held op): a
  *   second delete, pushes reading or writing it, wait_var, vf_var_version,
  *   vf_operator_new: VF_ESTALE at once; the pending delete still runs its
- *   free callback exactly once (vf_operator_new accepts such a var today:
- *   a known engine bug, counted and printed; VF_TEST_KNOWN_BUGS=1 makes it
- *   fail);
+ *   free callback exactly once;
  * - var lists with huge counts (INT_MAX; reads + writes overflowing int):
  *   VF_EINVAL without touching the (too short) arrays, for vf_push and
  *   vf_operator_new; negative counts for vf_operator_new;
@@ -42,13 +40,6 @@
 #include <limits.h>
 
 static atomic_int ran, done_calls;
-static int known_bugs;
-
-static bool known_bugs_fatal(void)
-{
-    const char *s = getenv("VF_TEST_KNOWN_BUGS");
-    return s != NULL && atoi(s) != 0;
-}
 
 static int nop(vf_run *run, void *arg)
 {
@@ -257,19 +248,10 @@ static void pending_delete(const tu_kind *k)
                 "wait on a var being deleted");
     expect_code(vf_var_version(e, x, &ver), VF_ESTALE,
                 "version of a var being deleted");
-    /* Known engine bug (reported): vf_operator_new only checks the handle's
-     * generation, not the var's DELETING state, so it accepts a var whose
-     * delete is pending (its first push then gets VF_ESTALE). Counted, and
-     * fatal only with VF_TEST_KNOWN_BUGS=1. */
+    /* An operator over a var whose delete is pending is refused at once,
+     * like a push (it once was accepted and refused at its first push). */
     int rc = vf_operator_new(e, &(vf_op){.fn = nop, .reads = VF_VARS(x)}, &opr);
-    if (rc == 0 && !known_bugs_fatal()) {
-        known_bugs++;
-        CHECK_ERR(vf_operator_push(e, opr, 0), VF_ESTALE);
-        CHECK_OK(vf_operator_delete(e, opr));
-        opr = NULL;
-    } else {
-        expect_code(rc, VF_ESTALE, "operator over a var being deleted");
-    }
+    expect_code(rc, VF_ESTALE, "operator over a var being deleted");
     CHECK(opr == NULL);
     CHECK_EQ(atomic_load(&freed), 0);
     tu_gate_open(&h.go);
@@ -595,10 +577,5 @@ int main(void)
         during_destroy(k);
     }
     check_context_ = NULL;
-    if (known_bugs > 0)
-        printf("test_bad_input_sweep: known engine bug seen %d time(s): "
-               "vf_operator_new accepts a var whose delete is pending "
-               "(src/push.c)\n",
-               known_bugs);
     return check_finish("test_bad_input_sweep");
 }
