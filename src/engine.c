@@ -75,6 +75,10 @@ static int start_pools(vf_engine *e, const vf__settings *s)
 
 static void free_engine(vf_engine *e)
 {
+    /* Join every pool's workers before freeing any pool: a worker of one
+     * pool may still be waking another pool it just submitted to. */
+    for (int i = 0; i < e->npools; i++)
+        vf__pool_stop(&e->pools[i]);
     for (int i = 0; i < e->npools; i++)
         vf__pool_destroy(&e->pools[i]);
     if (e->vars.tag != 0) {

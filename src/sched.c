@@ -304,17 +304,26 @@ int vf__pool_start(vf__pool *p)
     return 0;
 }
 
-void vf__pool_destroy(vf__pool *p)
+void vf__pool_stop(vf__pool *p)
 {
     if (p->workers == NULL)
         return;
     atomic_store(&p->stop, true);
     vf__pool_wake_all(p);
-    /* Join every worker before tearing down any queue: a worker still
-     * running may be stealing from a queue whose owner has exited. */
-    for (int i = 0; i < p->nworkers; i++)
+    for (int i = 0; i < p->nworkers; i++) {
         if (p->workers[i].started)
             pthread_join(p->workers[i].thread, NULL);
+        p->workers[i].started = false;
+    }
+}
+
+void vf__pool_destroy(vf__pool *p)
+{
+    if (p->workers == NULL)
+        return;
+    /* Every worker is joined before any queue is torn down: a worker still
+     * running may be stealing from a queue whose owner has exited. */
+    vf__pool_stop(p);
     for (int i = 0; i < p->nworkers; i++) {
         VF__ASSERT(p->workers[i].len == 0);
         pthread_mutex_destroy(&p->workers[i].qlock);

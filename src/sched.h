@@ -70,8 +70,13 @@ int vf__pool_init(vf__pool *p, vf_engine *e, const char *name, int n,
  * started are stopped again). */
 int vf__pool_start(vf__pool *p);
 
-/* Stop and join the workers (their queues must be empty) and free the pool's
- * memory. Safe on a pool that was only initialized. */
+/* Stop and join the workers (their queues must be empty). Safe to repeat,
+ * and on a pool that was only initialized. */
+void vf__pool_stop(vf__pool *p);
+
+/* Stop the pool (if not yet) and free its memory. Workers of other pools
+ * may submit to this one: an engine stops all its pools before destroying
+ * any. */
 void vf__pool_destroy(vf__pool *p);
 
 /* Place a ready op on the pool (from any thread). */
