@@ -313,13 +313,6 @@ static void *complete_from_thread(void *arg)
     return NULL;
 }
 
-static int nop(vf_run *run, void *arg)
-{
-    (void)run;
-    (void)arg;
-    return 0;
-}
-
 static void complete_twice(const tu_kind *k)
 {
     vf_engine *e = tu_engine(k);
@@ -351,7 +344,7 @@ static void complete_twice(const tu_kind *k)
     /* Much later, after many ops recycled the op's memory: still refused,
      * and it must not complete the async op that is pending now. */
     for (int i = 0; i < 2000; i++)
-        CHECK_OK(vf_push(e, &(vf_op){.fn = nop, .writes = VF_VARS(y)}));
+        CHECK_OK(vf_push(e, &(vf_op){.fn = tu_nop, .writes = VF_VARS(y)}));
     CHECK_OK(vf_wait_all(e, NULL));
     twice c;
     memset(&c, 0, sizeof c);
@@ -366,7 +359,7 @@ static void complete_twice(const tu_kind *k)
     CHECK_OK(vf_wait_all(e, NULL));
 
     /* Still usable. */
-    CHECK_OK(vf_push(e, &(vf_op){.fn = nop, .reads = VF_VARS(x),
+    CHECK_OK(vf_push(e, &(vf_op){.fn = tu_nop, .reads = VF_VARS(x),
                                  .writes = VF_VARS(y)}));
     CHECK_OK(vf_wait_var(e, y, NULL));
     uint64_t ver;

@@ -56,13 +56,6 @@ static void count_done(void *arg, int status)
     done_calls++;
 }
 
-static int nop(vf_run *run, void *arg)
-{
-    (void)run;
-    (void)arg;
-    return 0;
-}
-
 static int fail(vf_run *run, void *arg)
 {
     (void)run;
@@ -97,13 +90,13 @@ static void ordering(const tu_kind *k)
     /* The handle is refused at once. */
     uint64_t ver;
     done_calls = 0;
-    CHECK_ERR(vf_push(e, &(vf_op){.fn = nop, .done = count_done,
+    CHECK_ERR(vf_push(e, &(vf_op){.fn = tu_nop, .done = count_done,
                                   .reads = VF_VARS(v)}),
               VF_ESTALE);
-    CHECK_ERR(vf_push(e, &(vf_op){.fn = nop, .done = count_done,
+    CHECK_ERR(vf_push(e, &(vf_op){.fn = tu_nop, .done = count_done,
                                   .writes = VF_VARS(v)}),
               VF_ESTALE);
-    CHECK_ERR(vf_push(e, &(vf_op){.fn = nop, .done = count_done,
+    CHECK_ERR(vf_push(e, &(vf_op){.fn = tu_nop, .done = count_done,
                                   .reads = VF_VARS(other),
                                   .writes = VF_VARS(other, v)}),
               VF_ESTALE);
@@ -184,12 +177,12 @@ static void slot_reuse(const tu_kind *k)
     int stale_ok = 0;
     for (int i = 0; i < BATCH; i++) {
         if (vf_var_version(e, first[i], &ver) == VF_ESTALE &&
-            vf_push(e, &(vf_op){.fn = nop, .writes = VF_VARS(first[i])}) ==
+            vf_push(e, &(vf_op){.fn = tu_nop, .writes = VF_VARS(first[i])}) ==
                 VF_ESTALE &&
             vf_wait_var(e, first[i], NULL) == VF_ESTALE &&
             vf_var_delete(e, first[i], NULL, NULL) == VF_ESTALE)
             stale_ok++;
-        CHECK_OK(vf_push(e, &(vf_op){.fn = nop, .writes = VF_VARS(second[i])}));
+        CHECK_OK(vf_push(e, &(vf_op){.fn = tu_nop, .writes = VF_VARS(second[i])}));
     }
     CHECK_EQ(stale_ok, BATCH);
     CHECK_OK(vf_wait_all(e, NULL));

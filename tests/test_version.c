@@ -8,13 +8,6 @@
  */
 #include "util.h"
 
-static int nop(vf_run *run, void *arg)
-{
-    (void)run;
-    (void)arg;
-    return 0;
-}
-
 static int fail(vf_run *run, void *arg)
 {
     (void)run;
@@ -31,26 +24,26 @@ static void run_kind(const tu_kind *k)
     CHECK_OK(vf_var_version(e, v, &ver));
     CHECK_EQ(ver, 0);
     for (int i = 0; i < 10; i++)
-        CHECK_OK(vf_push(e, &(vf_op){.fn = nop, .reads = VF_VARS(v)}));
+        CHECK_OK(vf_push(e, &(vf_op){.fn = tu_nop, .reads = VF_VARS(v)}));
     CHECK_OK(vf_wait_all(e, NULL));
     CHECK_OK(vf_var_version(e, v, &ver));
     CHECK_EQ(ver, 0);
 
     for (int i = 0; i < 10; i++)
-        CHECK_OK(vf_push(e, &(vf_op){.fn = nop, .writes = VF_VARS(v)}));
+        CHECK_OK(vf_push(e, &(vf_op){.fn = tu_nop, .writes = VF_VARS(v)}));
     CHECK_OK(vf_wait_var(e, v, NULL));
     CHECK_OK(vf_var_version(e, v, &ver));
     CHECK_EQ(ver, 10);
 
     /* Read and written by one op: one write. */
-    CHECK_OK(vf_push(e, &(vf_op){.fn = nop, .reads = VF_VARS(v),
+    CHECK_OK(vf_push(e, &(vf_op){.fn = tu_nop, .reads = VF_VARS(v),
                                  .writes = VF_VARS(v)}));
     CHECK_OK(vf_wait_var(e, v, NULL));
     CHECK_OK(vf_var_version(e, v, &ver));
     CHECK_EQ(ver, 11);
 
     /* Reads of w around writes of another var do not touch w. */
-    CHECK_OK(vf_push(e, &(vf_op){.fn = nop, .reads = VF_VARS(w),
+    CHECK_OK(vf_push(e, &(vf_op){.fn = tu_nop, .reads = VF_VARS(w),
                                  .writes = VF_VARS(v)}));
     CHECK_OK(vf_wait_all(e, NULL));
     CHECK_OK(vf_var_version(e, w, &ver));
@@ -64,7 +57,7 @@ static void run_kind(const tu_kind *k)
                                  .name = "fail-reader"}));
     CHECK_OK(vf_push(e, &(vf_op){.fn = fail, .writes = VF_VARS(x),
                                  .name = "fail-x"}));
-    CHECK_OK(vf_push(e, &(vf_op){.fn = nop, .reads = VF_VARS(x),
+    CHECK_OK(vf_push(e, &(vf_op){.fn = tu_nop, .reads = VF_VARS(x),
                                  .writes = VF_VARS(w), .name = "skipped"}));
     CHECK_ERR(vf_wait_var(e, w, NULL), VF_EOPFAILED);
     CHECK_OK(vf_var_version(e, w, &ver));

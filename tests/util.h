@@ -397,6 +397,14 @@ typedef struct tu_kind {
     int workers;   /* workers that run normal ops */
 } tu_kind;
 
+/* An op that does nothing and succeeds. */
+static inline int tu_nop(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return 0;
+}
+
 /* Every engine kind, with 1 and 2 workers. */
 static const tu_kind tu_kinds[] = {
     {"naive", {.type = VF_ENGINE_NAIVE}, false, 0},
