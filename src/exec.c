@@ -276,7 +276,7 @@ static void run_inline_one(vf__op *op)
         vf__readylist ready;
         vf__readylist_init(&ready);
         finish(op, &ready);
-        vf__dispatch_list(e, &ready);
+        vf__dispatch_list(&ready);
     }
 }
 
@@ -380,9 +380,8 @@ bool vf__run_deferred(void)
     return true;
 }
 
-void vf__dispatch_list(vf_engine *e, vf__readylist *ready)
+void vf__dispatch_list(vf__readylist *ready)
 {
-    (void)e;
     vf__op *op;
     while ((op = vf__readylist_pop(ready)) != NULL) {
         if (op->def->inline_run)
@@ -397,7 +396,6 @@ vf__op *vf__worker_execute(vf__worker *w, vf__op *op)
     VF__ASSERT(!op->def->inline_run);
     bool done = run_body(op, w->index);
     VF__ASSERT(done);
-    vf_engine *e = op->engine;
     vf__readylist ready, mine;
     vf__readylist_init(&ready);
     vf__readylist_init(&mine);
@@ -412,7 +410,6 @@ vf__op *vf__worker_execute(vf__worker *w, vf__op *op)
         else
             vf__pool_submit(op->def->pool, op);
     }
-    (void)e;
     return vf__worker_place(w, &mine);
 }
 
@@ -440,7 +437,7 @@ VF_API int vf_complete(vf_completion done, int status, const char *message)
     vf__readylist ready;
     vf__readylist_init(&ready);
     finish(op, &ready);
-    vf__dispatch_list(e, &ready);
+    vf__dispatch_list(&ready);
     atomic_fetch_sub(&e->completers, 1); /* the last touch of the engine */
     return 0;
 }

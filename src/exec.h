@@ -25,7 +25,7 @@
 void vf__dispatch_pushed(vf__op *op);
 
 /* Dispatch ops made ready, whose `active` count is already taken. */
-void vf__dispatch_list(vf_engine *e, vf__readylist *ready);
+void vf__dispatch_list(vf__readylist *ready);
 
 /* Worker loop step: run `op` (from the worker's pool) and finish it, return
  * the op the same worker should run next (or NULL). */
