@@ -81,13 +81,13 @@ format-check:
 lint: configure
 	@echo "== clang-tidy (config: .clang-tidy, compile commands: $(BUILD))"
 	@if command -v $(CLANG_TIDY) >/dev/null 2>&1; then \
-	  ls src/*.c | xargs -P $(JOBS) -n 1 $(CLANG_TIDY) -p $(BUILD) --quiet 2>/dev/null || true; \
+	  ls src/*/*.c | xargs -P $(JOBS) -n 1 $(CLANG_TIDY) -p $(BUILD) --quiet 2>/dev/null || true; \
 	else echo "lint: $(CLANG_TIDY) not found"; fi
 	@echo "== cppcheck"
 	@if command -v $(CPPCHECK) >/dev/null 2>&1; then \
 	  $(CPPCHECK) --quiet --std=c11 --enable=warning,style,performance,portability \
 	    --inline-suppr --suppress=missingIncludeSystem -D_GNU_SOURCE -DVF_BUILDING \
-	    -I include src/ || true; \
+	    -I include -I src src/ || true; \
 	else echo "lint: $(CPPCHECK) not found"; fi
 
 clean:

@@ -6,21 +6,21 @@
  *
  *   var state (vlock, nreaders, pw, lastw, qtl, vstate) and queue blocks
  *   (qop, qw, nextw, rafter)
- *       struct vf__var / vf__qblock in src/var.h: `lock` (vf__spinlock),
+ *       struct vf__var / vf__qblock in src/core/var.h: `lock` (vf__spinlock),
  *       `nreaders` (-1 is VF__WRITE_RUNNING), `pending_write`, `last_write`,
  *       the sentinel `tail`, `state` (LIVE / DELETING / FREE); a block's
  *       `op`, `write`, and for write blocks `next_write` and
  *       `reads_after`. Blocks are slots of an array per var, in append
  *       order (the linked list's order), never reused.
  *   inline lock / unlock          vf__spin_lock / vf__spin_unlock
- *   inline append_read            vf__var_append_read (src/var.c)
+ *   inline append_read            vf__var_append_read (src/core/var.c)
  *   inline append_write           vf__var_append_write
  *   inline complete_read          vf__var_complete_read
  *   inline complete_write         vf__var_complete_write
- *   inline release                vf__op_release + make_ready (src/op.h,
- *                                 src/var.c): the fetch_sub on op->wait;
+ *   inline release                vf__op_release + make_ready (src/core/op.h,
+ *                                 src/core/var.c): the fetch_sub on op->wait;
  *                                 whoever takes it to zero dispatches
- *   inline push                   vf__engine_enqueue (src/push.c): wait =
+ *   inline push                   vf__engine_enqueue (src/core/push.c): wait =
  *                                 nvars + 1, lock every var in address
  *                                 order, check each is usable
  *                                 (vf__var_usable), append to every queue,
@@ -32,7 +32,7 @@
  *   proctype Op                   one op's life after its push: dispatched
  *                                 when wait reaches 0 (vf__dispatch_pushed /
  *                                 vf__dispatch_list, a worker picking it
- *                                 up), its body (run_body in src/exec.c),
+ *                                 up), its body (run_body in src/core/exec.c),
  *                                 then finish(): every var released in
  *                                 order (complete_read / complete_write),
  *                                 and for a delete op vf__var_free_slot
@@ -137,7 +137,7 @@
 
 #define WRITE_RUNNING (-1)
 
-/* --- var state (src/var.h) --- */
+/* --- var state (src/core/var.h) --- */
 #define NONE 255
 byte vlock[NV];
 short nreaders[NV];
@@ -150,7 +150,7 @@ byte nextw[NV * QS];    /*   write blocks: next_write, or NONE */
 byte rafter[NV * QS];   /*   write blocks: reads_after */
 byte vstate[NV];
 
-/* --- ops (src/op.h): var sets in normal form, sorted by address --- */
+/* --- ops (src/core/op.h): var sets in normal form, sorted by address --- */
 byte opn[NOPS];
 byte opv[NOPS * MAXVARS];
 bit opw[NOPS * MAXVARS];

@@ -1,6 +1,6 @@
 /*
  * json_mini.h: a small, strict JSON parser for tests, independent of the
- * library's own loader (src/profile_load.c), so that a test of a JSON
+ * library's own loader (src/profile/load.c), so that a test of a JSON
  * writer does not trust the code under test to read it back.
  *
  * jm_parse() turns a text into a tree of jm_value (objects keep their keys

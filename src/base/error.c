@@ -1,0 +1,56 @@
+/* error.c: error names and messages, call details, internal panics. */
+#include "base/error.h"
+
+#include <stdarg.h>
+
+static _Thread_local char detail[256];
+
+VF_API const char *vf_strerror(int code)
+{
+    switch (code) {
+    case 0:
+        return "success";
+#define VF_STRERROR_CASE_(name, value, message)                                \
+    case value:                                                                \
+        return message;
+        VF_ERRNO_MAP(VF_STRERROR_CASE_)
+#undef VF_STRERROR_CASE_
+    default:
+        return "unknown error";
+    }
+}
+
+VF_API const char *vf_err_name(int code)
+{
+    switch (code) {
+    case 0:
+        return "0";
+#define VF_ERRNAME_CASE_(name, value, message)                                 \
+    case value:                                                                \
+        return "VF_" #name;
+        VF_ERRNO_MAP(VF_ERRNAME_CASE_)
+#undef VF_ERRNAME_CASE_
+    default:
+        return "VF_UNKNOWN";
+    }
+}
+
+VF_API const char *vf_last_error_detail(void)
+{
+    return detail;
+}
+
+int vf__fail(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+_Noreturn void vf__panic(const char *file, int line, const char *what)
+{
+    fprintf(stderr, "varflow: internal error at %s:%d: %s\n", file, line, what);
+    abort();
+}

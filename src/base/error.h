@@ -1,0 +1,19 @@
+/*
+ * error.h: error codes for callers.
+ *
+ * A call that fails (bad argument, out of memory, ...) returns a negative
+ * VF_E* code, and vf__fail() also leaves a sentence for
+ * vf_last_error_detail() in a thread-local buffer (only on the error path,
+ * so it costs nothing otherwise). What an op's failure becomes is the
+ * core's business (core/failure.h).
+ */
+#ifndef VF_ERROR_H
+#define VF_ERROR_H
+
+#include "base/common.h"
+
+/* Record `code` and a printf-style detail for vf_last_error_detail();
+ * returns `code` so call sites read `return vf__fail(VF_EINVAL, ...)`. */
+int vf__fail(int code, const char *fmt, ...) VF_PRINTF_LIKE(2, 3);
+
+#endif /* VF_ERROR_H */

@@ -1,0 +1,122 @@
+/* config.c: settings from the config struct and VF_* variables. */
+#include "core/config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "base/error.h"
+
+static int online_cores(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > VF__MAX_WORKERS ? VF__MAX_WORKERS : (int)n;
+}
+
+/* A count in 1..max: the struct's when non-zero, else the variable's, else
+ * `fallback`. */
+static int count_setting(int field, const char *field_name, const char *var,
+                         int max, int fallback, int *out)
+{
+    if (field < 0 || field > max)
+        return vf__fail(VF_EINVAL, "vf_engine_create: config.%s = %d (must be "
+                                   "1..%d, or 0 for the default)",
+                        field_name, field, max);
+    if (field > 0) {
+        *out = field;
+        return 0;
+    }
+    const char *s = getenv(var);
+    if (s == NULL || *s == '\0') {
+        *out = fallback;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    long n = strtol(s, &end, 10);
+    if (errno != 0 || *end != '\0' || n < 1 || n > max)
+        return vf__fail(VF_EINVAL, "vf_engine_create: %s=\"%s\" (must be an "
+                                   "integer 1..%d)",
+                        var, s, max);
+    *out = (int)n;
+    return 0;
+}
+
+/* A boolean variable: unset, empty or 0 is false, 1 is true. */
+static int flag_setting(const char *var, bool *out)
+{
+    const char *s = getenv(var);
+    if (s == NULL || *s == '\0' || strcmp(s, "0") == 0) {
+        *out = false;
+        return 0;
+    }
+    if (strcmp(s, "1") == 0) {
+        *out = true;
+        return 0;
+    }
+    return vf__fail(VF_EINVAL, "vf_engine_create: %s=\"%s\" (must be 0 or 1)",
+                    var, s);
+}
+
+static int engine_type(vf_engine_type field, vf_engine_type *out)
+{
+    if (field < VF_ENGINE_DEFAULT || field > VF_ENGINE_PERDEVICE)
+        return vf__fail(VF_EINVAL, "vf_engine_create: config.type = %d is "
+                                   "not a vf_engine_type", (int)field);
+    if (field != VF_ENGINE_DEFAULT) {
+        *out = field;
+        return 0;
+    }
+    const char *s = getenv("VF_ENGINE_TYPE");
+    if (s == NULL || *s == '\0')
+        *out = VF_ENGINE_PERDEVICE;
+    else if (strcasecmp(s, "naive") == 0)
+        *out = VF_ENGINE_NAIVE;
+    else if (strcasecmp(s, "pooled") == 0)
+        *out = VF_ENGINE_POOLED;
+    else if (strcasecmp(s, "perdevice") == 0)
+        *out = VF_ENGINE_PERDEVICE;
+    else
+        return vf__fail(VF_EINVAL, "vf_engine_create: VF_ENGINE_TYPE=\"%s\" "
+                                   "(must be naive, pooled or perdevice)", s);
+    return 0;
+}
+
+int vf__settings_resolve(const vf_config *config, vf__settings *out)
+{
+    static const vf_config defaults;
+    if (config == NULL)
+        config = &defaults;
+    int cores = online_cores();
+    int rc = engine_type(config->type, &out->type);
+    if (rc == 0)
+        rc = count_setting(config->cpu_workers, "cpu_workers",
+                           "VF_CPU_WORKER_NTHREADS", VF__MAX_WORKERS, cores,
+                           &out->cpu_workers);
+    if (rc == 0)
+        rc = count_setting(config->cpu_priority_workers,
+                           "cpu_priority_workers", "VF_CPU_PRIORITY_NTHREADS",
+                           VF__MAX_WORKERS, cores < 4 ? cores : 4,
+                           &out->cpu_priority_workers);
+    int inflight = 0;
+    if (rc == 0)
+        rc = count_setting(config->max_inflight, "max_inflight",
+                           "VF_MAX_INFLIGHT", INT_MAX, 0, &inflight);
+    out->max_inflight = (uint32_t)inflight;
+    if (rc == 0)
+        rc = count_setting(config->profile_max_records,
+                           "profile_max_records", "VF_PROFILE_MAX_RECORDS",
+                           INT_MAX, 1 << 20, &out->profile_max_records);
+    out->profile_path = config->profile_path;
+    if (out->profile_path == NULL) {
+        const char *s = getenv("VF_PROFILE");
+        out->profile_path = s && *s ? s : NULL;
+    }
+    out->engine_info = config->engine_info;
+    if (rc == 0 && !out->engine_info)
+        rc = flag_setting("VF_ENGINE_INFO", &out->engine_info);
+    return rc;
+}

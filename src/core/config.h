@@ -1,0 +1,27 @@
+/*
+ * config.h: turning a vf_config (zero = default) and the VF_* environment
+ * into the settings an engine runs with. The struct wins over the
+ * environment; the environment wins over built-in defaults. A malformed
+ * environment value is an error (VF_EINVAL naming the variable), not
+ * silently ignored.
+ */
+#ifndef VF_CONFIG_H
+#define VF_CONFIG_H
+
+#include "base/common.h"
+
+#define VF__MAX_WORKERS 1024
+
+typedef struct vf__settings {
+    vf_engine_type type;
+    int cpu_workers;
+    int cpu_priority_workers;
+    uint32_t max_inflight; /* 0: unlimited */
+    const char *profile_path; /* NULL: none (points into config or env) */
+    int profile_max_records;
+    bool engine_info;
+} vf__settings;
+
+int vf__settings_resolve(const vf_config *config, vf__settings *out);
+
+#endif /* VF_CONFIG_H */

@@ -1,0 +1,338 @@
+/* engine.c: engine creation and destruction, counters, failure records. */
+#include "core/engine.h"
+
+#include <sched.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "core/config.h"
+#include "core/exec.h"
+#include "core/freelist.h"
+
+/* Engines alive in the process: the free-list depot is trimmed when the
+ * last one goes. Tags tell engines' var handles apart: no two live engines
+ * share one (a bitmap of the tags in use, under tags_lock). */
+static atomic_int live_engines;
+static pthread_mutex_t tags_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t tags_used[65536 / 64]; /* tags_lock */
+static uint16_t last_tag;              /* tags_lock */
+static pthread_once_t freelists_once = PTHREAD_ONCE_INIT;
+
+static void init_freelists(void)
+{
+    vf__fl_init(VF__FL_OP, sizeof(vf__op));
+    vf__fl_init(VF__FL_QUEUE, sizeof(vf__qblock));
+}
+
+/* A tag no live engine holds (0 when all 65535 are taken). Tags go round
+ * so a destroyed engine's stale handles do not name the next engine. */
+static uint16_t take_tag(void)
+{
+    uint16_t tag = 0;
+    pthread_mutex_lock(&tags_lock);
+    for (unsigned i = 1; i < 65536 && tag == 0; i++) {
+        uint16_t t = (uint16_t)(last_tag + i);
+        if (t != 0 && !(tags_used[t / 64] >> (t % 64) & 1))
+            tag = t;
+    }
+    if (tag != 0) {
+        tags_used[tag / 64] |= (uint64_t)1 << (tag % 64);
+        last_tag = tag;
+    }
+    pthread_mutex_unlock(&tags_lock);
+    return tag;
+}
+
+static void give_back_tag(uint16_t tag)
+{
+    pthread_mutex_lock(&tags_lock);
+    tags_used[tag / 64] &= ~((uint64_t)1 << (tag % 64));
+    pthread_mutex_unlock(&tags_lock);
+}
+
+static int start_pools(vf_engine *e, const vf__settings *s)
+{
+    int rc = 0;
+    if (s->type == VF_ENGINE_NAIVE)
+        return 0;
+    rc = vf__pool_init(&e->pools[0], e, "cpu", s->cpu_workers, 0);
+    if (rc != 0)
+        return rc;
+    e->npools = 1;
+    e->cpu_pool = &e->pools[0];
+    if (s->type == VF_ENGINE_PERDEVICE) {
+        rc = vf__pool_init(&e->pools[1], e, "prio", s->cpu_priority_workers,
+                           s->cpu_workers);
+        if (rc != 0)
+            return rc;
+        e->npools = 2;
+        e->priority_pool = &e->pools[1];
+    }
+    for (int i = 0; i < e->npools && rc == 0; i++)
+        rc = vf__pool_start(&e->pools[i]);
+    return rc;
+}
+
+static void free_engine(vf_engine *e)
+{
+    /* Join every pool's workers before freeing any pool: a worker of one
+     * pool may still be waking another pool it just submitted to. */
+    for (int i = 0; i < e->npools; i++)
+        vf__pool_stop(&e->pools[i]);
+    for (int i = 0; i < e->npools; i++)
+        vf__pool_destroy(&e->pools[i]);
+    if (e->vars.tag != 0) {
+        vf__var_table_destroy(&e->vars);
+        give_back_tag(e->vars.tag);
+    }
+    vf__prof_destroy(&e->prof);
+    free(e->profile_path);
+    vf__failure *f = e->fail_head;
+    while (f != NULL) {
+        vf__failure *next = f->next;
+        vf__failure_unref(f);
+        f = next;
+    }
+    vf__failure_reserve_destroy(&e->fail_reserve); /* after every unref */
+    pthread_mutex_destroy(&e->wait_lock);
+    pthread_cond_destroy(&e->wait_cond);
+    pthread_mutex_destroy(&e->fail_lock);
+    e->magic = 0;
+    free(e);
+    if (atomic_fetch_sub(&live_engines, 1) == 1)
+        vf__fl_trim();
+}
+
+VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
+{
+    if (out == NULL)
+        return vf__fail(VF_EINVAL, "vf_engine_create: out is NULL");
+    *out = NULL;
+    vf__settings s;
+    int rc = vf__settings_resolve(config, &s);
+    if (rc != 0)
+        return rc;
+    pthread_once(&freelists_once, init_freelists);
+
+    vf_engine *e = vf__calloc(1, sizeof *e);
+    if (e == NULL)
+        return vf__fail(VF_ENOMEM, "vf_engine_create: out of memory");
+    atomic_fetch_add(&live_engines, 1);
+    e->kind = s.type;
+    e->max_inflight = s.max_inflight;
+    /* Blocked pushers wake as soon as there is room (pending falls under
+     * the bound). Not later, at a low-water mark: ops held until the
+     * blocked push goes through would then never let it. */
+    e->unblock_at = s.max_inflight ? s.max_inflight - 1 : UINT32_MAX;
+    atomic_init(&e->nblocked, 0);
+    atomic_init(&e->state, VF__RUNNING);
+    atomic_init(&e->counts, 0);
+    atomic_init(&e->nwaiters, 0);
+    atomic_init(&e->nnested_waiters, 0);
+    atomic_init(&e->completers, 0);
+    atomic_init(&e->fail_epoch, 0);
+    atomic_init(&e->ran, 0);
+    atomic_init(&e->failed, 0);
+    atomic_init(&e->skipped, 0);
+    pthread_mutex_init(&e->wait_lock, NULL);
+    pthread_cond_init(&e->wait_cond, NULL);
+    pthread_mutex_init(&e->fail_lock, NULL);
+    e->engine_info = s.engine_info;
+    atomic_init(&e->hooks, s.engine_info ? VF__HOOK_INFO : 0);
+    if (vf__failure_reserve_init(&e->fail_reserve) != 0) {
+        free_engine(e);
+        return vf__fail(VF_ENOMEM, "vf_engine_create: out of memory");
+    }
+    if (vf__prof_init(&e->prof, (size_t)s.profile_max_records) != 0 ||
+        (s.profile_path && (e->profile_path = vf__strdup(s.profile_path)) ==
+                               NULL)) {
+        free_engine(e);
+        return vf__fail(VF_ENOMEM, "vf_engine_create: out of memory");
+    }
+    uint16_t tag = take_tag();
+    if (tag == 0) {
+        free_engine(e);
+        return vf__fail(VF_ENOMEM, "vf_engine_create: 65535 engines are "
+                                   "alive already");
+    }
+    if ((rc = vf__var_table_init(&e->vars, tag)) != 0) {
+        give_back_tag(tag);
+        free_engine(e);
+        return vf__fail(rc, "vf_engine_create: cannot make the var table");
+    }
+    e->magic = VF__ENGINE_MAGIC;
+    if ((rc = start_pools(e, &s)) != 0) {
+        free_engine(e);
+        return vf__fail(rc, "vf_engine_create: cannot start the workers");
+    }
+    if (e->profile_path != NULL)
+        vf_profile_start(e);
+    *out = e;
+    return 0;
+}
+
+/* VF_PROFILE / config.profile_path: the profile, written at destroy. A
+ * failure is reported (on stderr too: destroy's caller may not look). */
+static int write_profile(vf_engine *e)
+{
+    vf_profile *p;
+    int rc = vf_profile_take(e, &p);
+    if (rc == 0) {
+        rc = vf_profile_write(p, e->profile_path, VF_PROFILE_AUTO);
+        vf_profile_free(p);
+    }
+    if (rc != 0)
+        fprintf(stderr, "varflow: cannot write the profile to %s: %s\n",
+                e->profile_path, vf_last_error_detail());
+    return rc;
+}
+
+VF_API int vf_engine_destroy(vf_engine *e)
+{
+    if (!vf__engine_ok(e))
+        return vf__fail(VF_EINVAL, "vf_engine_destroy: not an engine");
+    if (vf__current_op_engine() == e)
+        return vf__fail(VF_EDEADLK, "vf_engine_destroy: called inside one of "
+                                    "the engine's own ops");
+    int expected = VF__RUNNING;
+    if (!atomic_compare_exchange_strong(&e->state, &expected, VF__DRAINING))
+        return vf__fail(VF_ESHUTDOWN, "vf_engine_destroy: already being "
+                                      "destroyed");
+    vf__engine_drain(e);
+    /* A foreign thread that finished the last op may still be on its way
+     * out of vf_complete: let it leave (rare and brief, so a yield loop). */
+    while (atomic_load(&e->completers) != 0)
+        sched_yield();
+    int rc = 0;
+    if (e->profile_path != NULL)
+        rc = write_profile(e);
+    free_engine(e);
+    return rc;
+}
+
+VF_API vf_engine_type vf_engine_kind(const vf_engine *e)
+{
+    return vf__engine_ok(e) ? e->kind : VF_ENGINE_DEFAULT;
+}
+
+VF_API const char *vf_engine_type_name(vf_engine_type type)
+{
+    switch (type) {
+    case VF_ENGINE_NAIVE:
+        return "naive";
+    case VF_ENGINE_POOLED:
+        return "pooled";
+    case VF_ENGINE_PERDEVICE:
+        return "perdevice";
+    case VF_ENGINE_DEFAULT:
+        return "default";
+    }
+    return "unknown";
+}
+
+VF_API int vf_engine_num_workers(const vf_engine *e)
+{
+    if (!vf__engine_ok(e))
+        return 0;
+    int n = 0;
+    for (int i = 0; i < e->npools; i++)
+        n += e->pools[i].nworkers;
+    return n;
+}
+
+VF_API int vf_engine_stats(vf_engine *e, vf_stats *out)
+{
+    if (!vf__engine_ok(e))
+        return vf__fail(VF_EINVAL, "vf_engine_stats: not an engine");
+    if (out == NULL)
+        return vf__fail(VF_EINVAL, "vf_engine_stats: out is NULL");
+    memset(out, 0, sizeof *out);
+    out->ran = atomic_load_explicit(&e->ran, memory_order_relaxed);
+    out->failed = atomic_load_explicit(&e->failed, memory_order_relaxed);
+    out->skipped = atomic_load_explicit(&e->skipped, memory_order_relaxed);
+    for (int p = 0; p < e->npools; p++) {
+        for (int i = 0; i < e->pools[p].nworkers; i++) {
+            vf__worker *w = &e->pools[p].workers[i];
+            out->ran += atomic_load_explicit(&w->ran, memory_order_relaxed);
+            out->failed += atomic_load_explicit(&w->failed,
+                                                memory_order_relaxed);
+            out->skipped += atomic_load_explicit(&w->skipped,
+                                                 memory_order_relaxed);
+        }
+    }
+    out->completed = out->ran + out->failed + out->skipped;
+    out->pending = atomic_load(&e->counts) >> 32;
+    return 0;
+}
+
+int vf__engine_admit(vf_engine *e, bool nonblocking, const char *who)
+{
+    if (e->max_inflight == 0 ||
+        (atomic_load(&e->counts) >> 32) < e->max_inflight)
+        return 0;
+    if (nonblocking)
+        return vf__fail(VF_EAGAIN, "%s: %u ops in flight (max_inflight)", who,
+                        e->max_inflight);
+    vf__op *cur = vf__current_op();
+    if (cur != NULL && cur->engine == e) {
+        /* Inside an op, blocking could wait for this very op: help run
+         * ready ops instead, and go over the bound when none is left. */
+        vf__worker *me = vf__this_worker();
+        if (me != NULL && me->pool->engine != e)
+            me = NULL;
+        while ((atomic_load(&e->counts) >> 32) >= e->max_inflight) {
+            if (vf__run_deferred())
+                continue;
+            vf__op *op = me ? vf__worker_take(me) : NULL;
+            if (op == NULL)
+                break;
+            while ((op = vf__worker_execute(me, op)) != NULL) {
+            }
+        }
+        return 0;
+    }
+    atomic_fetch_add(&e->nblocked, 1);
+    pthread_mutex_lock(&e->wait_lock);
+    while ((atomic_load(&e->counts) >> 32) >= e->max_inflight)
+        pthread_cond_wait(&e->wait_cond, &e->wait_lock);
+    pthread_mutex_unlock(&e->wait_lock);
+    atomic_fetch_sub(&e->nblocked, 1);
+    return 0;
+}
+
+vf__failure *vf__engine_record_failure(vf_engine *e, int code,
+                                       const char *op_name,
+                                       const char *message)
+{
+    pthread_mutex_lock(&e->fail_lock);
+    vf__failure *f = vf__failure_new(&e->fail_reserve, code, op_name, message,
+                                     atomic_load(&e->fail_epoch));
+    if (f != NULL) {
+        vf__failure_ref(f);
+        if (e->fail_tail)
+            e->fail_tail->next = f;
+        else
+            e->fail_head = f;
+        e->fail_tail = f;
+    } else if ((f = e->fail_tail) != NULL) {
+        vf__failure_ref(f);
+    }
+    pthread_mutex_unlock(&e->fail_lock);
+    return f;
+}
+
+void vf__engine_counts_changed(vf_engine *e, uint64_t now)
+{
+    bool idle = ((now >> 32) == 0 && atomic_load(&e->nwaiters) > 0) ||
+                ((now >> 32) == e->unblock_at &&
+                 atomic_load(&e->nblocked) > 0);
+    bool stuck = (uint32_t)now == 0 && atomic_load(&e->nnested_waiters) > 0;
+    if (idle || stuck) {
+        pthread_mutex_lock(&e->wait_lock);
+        pthread_cond_broadcast(&e->wait_cond);
+        pthread_mutex_unlock(&e->wait_lock);
+    }
+    if (stuck)
+        for (int i = 0; i < e->npools; i++)
+            vf__pool_wake_all(&e->pools[i]);
+}

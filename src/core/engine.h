@@ -1,0 +1,135 @@
+/*
+ * engine.h: the engine object and the counters every path shares.
+ *
+ * `counts` packs two numbers into one 64-bit atomic, so the hot path pays one
+ * read-modify-write per transition:
+ *   high 32 bits: pending, ops pushed and not finished (wait_all waits for 0);
+ *   low 32 bits:  active, ops ready, running, or in flight (async), and not
+ *                 blocked in a nested wait.
+ * An op finishing adds the ops it made ready to `active` before taking itself
+ * off, in the same atomic add, so active never drops to zero while progress
+ * is still possible. active == 0 with pending > 0 therefore means every
+ * unfinished op is either waiting for a var or blocked in a nested wait:
+ * nothing can ever move again, and a nested waiter turns that into
+ * VF_EDEADLK (wait.c). All accesses are seq_cst: they pair with the waiter
+ * counts in the Dekker-style sleep checks.
+ */
+#ifndef VF_ENGINE_H
+#define VF_ENGINE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "base/common.h"
+#include "core/failure.h"
+#include "core/op.h"
+#include "profile/hooks.h"
+#include "core/sched.h"
+#include "core/var.h"
+
+#define VF__ENGINE_MAGIC 0x7666656eu /* "vfen" */
+#define VF__OPERATOR_MAGIC 0x76666f70u /* "vfop" */
+#define VF__MAX_POOLS 2
+
+#define VF__COUNT_PENDING ((uint64_t)1 << 32)
+#define VF__COUNT_ACTIVE ((uint64_t)1)
+
+typedef enum vf__engine_state {
+    VF__RUNNING = 0,
+    VF__DRAINING /* vf_engine_destroy has begun */
+} vf__engine_state;
+
+struct vf_engine {
+    uint32_t magic;
+    vf_engine_type kind;
+    _Atomic int state; /* seq_cst */
+
+    _Atomic uint64_t counts; /* pending << 32 | active; see above */
+
+    vf__pool pools[VF__MAX_POOLS];
+    int npools;
+    vf__pool *cpu_pool;      /* normal ops (NULL: naive engine) */
+    vf__pool *priority_pool; /* CPU-prioritized ops */
+
+    /* Waiters outside ops (wait_var, wait_all, destroy) sleep here. */
+    pthread_mutex_t wait_lock;
+    pthread_cond_t wait_cond;
+    atomic_int nwaiters;        /* seq_cst: threads sleeping on wait_cond */
+    atomic_int nnested_waiters; /* seq_cst: ops blocked in a nested wait */
+
+    /* Failures since the last wait_all, oldest first. */
+    vf__failure_reserve fail_reserve;
+    pthread_mutex_t fail_lock;
+    vf__failure *fail_head, *fail_tail; /* fail_lock */
+    _Atomic uint32_t fail_epoch;        /* written under fail_lock */
+
+    /* The in-flight bound (0: none) and the pending count at which blocked
+     * pushers are woken (max_inflight - 1, or UINT32_MAX: never). Pushers
+     * blocked on the bound sleep on wait_cond, counted in nblocked
+     * (seq_cst, paired with `counts` like nwaiters). */
+    uint32_t max_inflight;
+    uint32_t unblock_at;
+    atomic_int nblocked;
+
+    /* Threads inside vf_complete (seq_cst). Such a foreign thread finishes
+     * an op and dispatches its successors, so it may still touch the engine
+     * after `pending` has reached zero; destroy waits for it to leave.
+     * (Workers need no such count: destroy joins them before freeing.) */
+    atomic_int completers;
+
+    vf__profiler prof;
+    char *profile_path; /* write the profile here at destroy, or NULL */
+    bool engine_info;   /* VF_ENGINE_INFO: log ops of waited-on vars */
+    /* VF__HOOK_* bits new user ops get: the profiler's state and
+     * engine_info folded into one relaxed load per push (updated when the
+     * profiler starts, stops, pauses or resumes). */
+    _Atomic uint8_t hooks;
+
+    /* Counters of ops that finished outside workers (relaxed). */
+    _Atomic uint64_t ran, failed, skipped;
+
+    vf__var_table vars; /* last: large */
+};
+
+/* Is this a live engine handle? (NULL-safe; catches a destroyed engine
+ * only until its memory is reused.) */
+static inline bool vf__engine_ok(const vf_engine *e)
+{
+    return e != NULL && e->magic == VF__ENGINE_MAGIC;
+}
+
+/* The running op's engine on this thread (inside an op), else NULL. */
+vf_engine *vf__current_op_engine(void);
+
+/* Add a new failure to the engine's list: returns the record (one reference
+ * for the caller). Under memory exhaustion beyond the reserve, the failure
+ * joins the newest one listed (reported with it; never dropped), or NULL
+ * when none is listed. */
+vf__failure *vf__engine_record_failure(vf_engine *e, int code,
+                                       const char *op_name,
+                                       const char *message);
+
+/* Whether `counts` reached a state someone may wait for (cheap; inline on
+ * the hot path): no op pending, no op active, or room under the bound. */
+static inline bool vf__counts_notable(const vf_engine *e, uint64_t now)
+{
+    return (now >> 32) == 0 || (uint32_t)now == 0 ||
+           (now >> 32) == e->unblock_at;
+}
+
+/* Wake whoever waits on a state of `counts` just reached (`now`). */
+void vf__engine_counts_changed(vf_engine *e, uint64_t now);
+
+/* Before a user push: wait for room under the in-flight bound (see vf_push).
+ * 0, or VF_EAGAIN when `nonblocking` and there is no room. */
+int vf__engine_admit(vf_engine *e, bool nonblocking, const char *who);
+
+/* Block until no op is pending (outside ops; used by destroy). */
+void vf__engine_drain(vf_engine *e);
+
+/* Push a prepared op: `op->def` set and its var set normalized. Appends it
+ * to every var atomically, counts it, and dispatches it when ready.
+ */
+int vf__engine_enqueue(vf_engine *e, vf__op *op, const char *who);
+
+#endif /* VF_ENGINE_H */

@@ -1,0 +1,485 @@
+/* exec.c: dispatching, running and finishing ops (see exec.h). */
+#include "core/exec.h"
+
+#include <limits.h>
+#include <stdarg.h>
+#include <string.h>
+
+#include "base/alloc.h"
+
+struct vf_run {
+    vf__op *op;
+    int worker;
+    char message[256];
+};
+
+typedef struct exec_tls {
+    vf__op *current;         /* innermost op running on this thread */
+    int inline_depth;        /* > 0 while an inline run is on the stack */
+    vf__readylist deferred;  /* ready inline ops waiting for the trampoline */
+    vf__waiter *loop_waiter; /* innermost nested wait loop on this thread */
+    vf__op *loop_op;         /* the op that loop runs right now, or NULL */
+} exec_tls;
+
+static _Thread_local exec_tls tls;
+
+vf__op *vf__current_op(void)
+{
+    return tls.current;
+}
+
+vf_engine *vf__current_op_engine(void)
+{
+    return tls.current ? tls.current->engine : NULL;
+}
+
+/* --- running ----------------------------------------------------------- */
+
+/* The first still-active failure on any var the op holds, or NULL. */
+static vf__failure *inherited_failure(const vf__op *op)
+{
+    const vf__opdef *def = op->def;
+    uint32_t epoch = atomic_load_explicit(&op->engine->fail_epoch,
+                                          memory_order_acquire);
+    for (int i = 0; i < def->nvars; i++) {
+        vf__failure *f = atomic_load_explicit(&def->vars[i].var->failure,
+                                              memory_order_acquire);
+        if (f != NULL && vf__failure_active(f, epoch))
+            return f;
+    }
+    return NULL;
+}
+
+/* The wait marker: hand the var's failure (if any) to the waiter and wake
+ * it, unless the waiter gave up. A nested waiter sitting in its loop is
+ * counted active again here, while this marker still counts as active
+ * itself, so active never touches zero while the waiter is about to run
+ * (engine.h); one whose thread is busy above the wait is counted when that
+ * op returns (vf__waiter). */
+static void signal_waiter(vf__op *op)
+{
+    vf_engine *e = op->engine;
+    vf__waiter *w = op->waiter;
+    int s = atomic_load(&w->state);
+    while ((s == VF__W_IDLE || s == VF__W_BUSY) &&
+           !atomic_compare_exchange_weak(&w->state, &s, VF__W_SIGNALING)) {
+    }
+    if (s == VF__W_IDLE || s == VF__W_BUSY) {
+        vf__var *v = op->def->vars[0].var;
+        vf__failure *f = atomic_load_explicit(&v->failure,
+                                              memory_order_acquire);
+        uint32_t epoch = atomic_load_explicit(&e->fail_epoch,
+                                              memory_order_acquire);
+        if (f != NULL && vf__failure_active(f, epoch) &&
+            vf__failure_claim(f)) {
+            vf__failure_ref(f);
+            w->claimed = f;
+        }
+        bool on_top = s == VF__W_IDLE;
+        if (w->nested && on_top)
+            atomic_fetch_add(&e->counts, VF__COUNT_ACTIVE);
+        vf__pool *pool = w->sleep_pool;
+        atomic_store(&w->state, on_top ? VF__W_DONE : VF__W_DONE_UNCOUNTED);
+        if (pool != NULL) {
+            vf__pool_wake_all(pool);
+        } else {
+            pthread_mutex_lock(&e->wait_lock);
+            pthread_cond_broadcast(&e->wait_cond);
+            pthread_mutex_unlock(&e->wait_lock);
+        }
+    }
+    op->waiter = NULL;
+    vf__waiter_unref(w);
+}
+
+/* VF_ENGINE_INFO: log an op's step when it touches a var someone waited
+ * on (MXNet's MXNET_ENGINE_INFO). */
+static void info(const vf__op *op, const char *step, int worker)
+{
+    const vf__opdef *def = op->def;
+    for (int i = 0; i < def->nvars; i++) {
+        if (atomic_load_explicit(&def->vars[i].var->watched,
+                                 memory_order_relaxed)) {
+            fprintf(stderr, "varflow: %s op \"%s\" on %s (worker %d, %d "
+                            "vars, status %d)\n",
+                    step, def->name, vf_engine_type_name(op->engine->kind),
+                    worker, def->nvars, op->status);
+            return;
+        }
+    }
+}
+
+/* The observers' part of an op's start (out of line: rarely on). */
+static void hooks_start(vf__op *op, int worker)
+{
+    if (op->hooks & VF__HOOK_PROF) {
+        op->prof.start = vf__prof_now(&op->engine->prof);
+        op->prof.worker = worker;
+    }
+    if (op->hooks & VF__HOOK_INFO)
+        info(op, "dispatch", worker);
+}
+
+/* The observers' part of an op's end: returns its end time (profiler). A
+ * skipped op did not run: its start is its end. */
+static uint64_t hooks_finish(vf__op *op)
+{
+    uint64_t end = 0;
+    if (op->hooks & VF__HOOK_PROF) {
+        end = vf__prof_now(&op->engine->prof);
+        if (op->status == VF_ESKIPPED)
+            op->prof.start = end;
+    }
+    if (op->hooks & VF__HOOK_INFO)
+        info(op, "complete",
+             vf__this_worker() ? vf__this_worker()->index : -1);
+    return end;
+}
+
+/* Run the op's body. True when the op is done now (ran, failed, skipped);
+ * false when an async op is in flight (the op may already be freed). */
+static bool run_body(vf__op *op, int worker)
+{
+    const vf__opdef *def = op->def;
+    op->status = 0;
+    if (VF__UNLIKELY(op->hooks))
+        hooks_start(op, worker);
+    if (def->kind == VF__OP_WAIT) {
+        signal_waiter(op);
+        return true;
+    }
+    if (def->kind == VF__OP_DELETE) {
+        /* Never skipped: the resource must be freed whatever happened. */
+        vf__op *outer = tls.current;
+        tls.current = op;
+        if (def->free_fn)
+            def->free_fn(def->arg);
+        tls.current = outer;
+        return true;
+    }
+    if (!def->no_skip) {
+        vf__failure *f = inherited_failure(op);
+        if (f != NULL) {
+            vf__failure_ref(f);
+            op->failure = f;
+            op->status = VF_ESKIPPED;
+            return true;
+        }
+    }
+    vf_run run; /* not zero-initialized: the message buffer is 256 bytes */
+    run.op = op;
+    run.worker = worker;
+    run.message[0] = '\0';
+    vf__op *outer = tls.current;
+    tls.current = op;
+    if (def->fn != NULL) {
+        int rc = def->fn(&run, def->arg);
+        tls.current = outer;
+        if (rc != 0) {
+            op->status = rc;
+            op->failure = vf__engine_record_failure(op->engine, rc, def->name,
+                                                    run.message);
+        }
+        return true;
+    }
+    uint64_t ticket = atomic_load_explicit(&op->ticket, memory_order_relaxed);
+    def->async_fn(&run, def->arg, (vf_completion){.op_ = op,
+                                                  .ticket_ = ticket});
+    tls.current = outer;
+    return false;
+}
+
+/* --- finishing --------------------------------------------------------- */
+
+static void count_outcome(vf_engine *e, const vf__op *op)
+{
+    if (op->def->kind != VF__OP_USER)
+        return;
+    vf__worker *w = vf__this_worker();
+    _Atomic uint64_t *slot;
+    if (op->status == 0)
+        slot = w && w->pool->engine == e ? &w->ran : &e->ran;
+    else if (op->status == VF_ESKIPPED)
+        slot = w && w->pool->engine == e ? &w->skipped : &e->skipped;
+    else
+        slot = w && w->pool->engine == e ? &w->failed : &e->failed;
+    atomic_fetch_add_explicit(slot, 1, memory_order_relaxed);
+}
+
+/* The op run by the innermost nested wait loop on this thread returns: its
+ * waiter is on top of the thread again. Returns what to add to `active` for
+ * the waiter: one when its marker fired meanwhile (DONE_UNCOUNTED). */
+static uint64_t loop_frame_returns(void)
+{
+    vf__waiter *w = tls.loop_waiter;
+    tls.loop_op = NULL;
+    for (;;) {
+        int s = atomic_load(&w->state);
+        if (s == VF__W_BUSY) {
+            if (atomic_compare_exchange_weak(&w->state, &s, VF__W_IDLE))
+                return 0;
+        } else if (s == VF__W_SIGNALING) {
+            vf__cpu_relax();
+        } else {
+            VF__ASSERT(s == VF__W_DONE_UNCOUNTED);
+            atomic_store(&w->state, VF__W_DONE);
+            return VF__COUNT_ACTIVE;
+        }
+    }
+}
+
+/* Finish a done op: callback, release its vars (ready ops go to `ready`,
+ * already counted active), count it out, free it. */
+static void finish(vf__op *op, vf__readylist *ready)
+{
+    vf_engine *e = op->engine;
+    const vf__opdef *def = op->def;
+    uint64_t end = VF__UNLIKELY(op->hooks) ? hooks_finish(op) : 0;
+    if (def->done != NULL)
+        def->done(def->arg, op->status);
+    count_outcome(e, op);
+
+    bool ran = op->status != VF_ESKIPPED;
+    int before = ready->count;
+    for (int i = 0; i < def->nvars; i++) {
+        if (def->vars[i].write)
+            vf__var_complete_write(def->vars[i].var, op, op->failure, ran,
+                                   ready);
+        else
+            vf__var_complete_read(def->vars[i].var, op, ready);
+    }
+    if (def->kind == VF__OP_DELETE)
+        vf__var_free_slot(&e->vars, def->vars[0].var);
+    if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF))
+        vf__prof_record(&e->prof, op, end); /* before the engine may go */
+
+    /* The newly ready ops become active in the same step as this one stops
+     * being pending and active (see engine.h). */
+    uint64_t delta = (uint64_t)(ready->count - before) * VF__COUNT_ACTIVE -
+                     (VF__COUNT_PENDING | VF__COUNT_ACTIVE);
+    if (VF__UNLIKELY(op == tls.loop_op))
+        delta += loop_frame_returns(); /* same step: no transient zero */
+    uint64_t now = atomic_fetch_add(&e->counts, delta) + delta;
+    vf__op_free(op);
+    if (VF__UNLIKELY(vf__counts_notable(e, now)))
+        vf__engine_counts_changed(e, now);
+}
+
+/* --- dispatching ------------------------------------------------------- */
+
+static void run_inline_one(vf__op *op)
+{
+    vf_engine *e = op->engine;
+    vf__worker *w = vf__this_worker();
+    int worker = w && w->pool->engine == e ? w->index : -1;
+    if (run_body(op, worker)) {
+        vf__readylist ready;
+        vf__readylist_init(&ready);
+        finish(op, &ready);
+        vf__dispatch_list(&ready);
+    }
+}
+
+static void run_inline(vf__op *op)
+{
+    if (tls.inline_depth > 0) {
+        vf__readylist_add(&tls.deferred, op);
+        return;
+    }
+    tls.inline_depth++;
+    do {
+        run_inline_one(op);
+    } while ((op = vf__readylist_pop(&tls.deferred)) != NULL);
+    tls.inline_depth--;
+}
+
+void vf__dispatch_pushed(vf__op *op)
+{
+    if (!op->def->inline_run) {
+        vf__pool_submit(op->def->pool, op);
+        return;
+    }
+    /* Ready at its push: run it now, even inside another inline op (the
+     * naive engine runs ops inside push). This nests only as deep as the
+     * program nests pushes; ops it makes ready go through the trampoline. */
+    bool outermost = tls.inline_depth == 0;
+    tls.inline_depth++;
+    run_inline_one(op);
+    if (outermost)
+        while ((op = vf__readylist_pop(&tls.deferred)) != NULL)
+            run_inline_one(op);
+    tls.inline_depth--;
+}
+
+void vf__loop_enter(vf__waiter *w, vf__loop_frame *saved)
+{
+    saved->waiter = tls.loop_waiter;
+    saved->op = tls.loop_op;
+    tls.loop_waiter = w;
+    tls.loop_op = NULL;
+}
+
+void vf__loop_leave(const vf__loop_frame *saved)
+{
+    tls.loop_waiter = saved->waiter;
+    tls.loop_op = saved->op;
+}
+
+/* Mark the loop's waiter BUSY before running `op` above it; false when its
+ * marker fired first (then the op must go back). */
+static bool loop_claim(vf__waiter *w)
+{
+    int s = VF__W_IDLE;
+    return atomic_compare_exchange_strong(&w->state, &s, VF__W_BUSY);
+}
+
+bool vf__loop_run_one(vf__waiter *w, vf__worker *me)
+{
+    vf__op *op = vf__readylist_pop(&tls.deferred);
+    if (op != NULL) {
+        if (!loop_claim(w)) {
+            vf__readylist_push_front(&tls.deferred, op);
+            return true;
+        }
+        tls.loop_op = op;
+        tls.inline_depth++;
+        run_inline_one(op);
+        tls.inline_depth--;
+        if (tls.loop_op == op) { /* async, still in flight: counted itself */
+            uint64_t extra = loop_frame_returns();
+            if (extra)
+                atomic_fetch_add(&op->engine->counts, extra);
+        }
+        return true;
+    }
+    if (me == NULL || (op = vf__worker_take(me)) == NULL)
+        return false;
+    if (!loop_claim(w)) {
+        vf__pool_submit(me->pool, op);
+        return true;
+    }
+    while (op != NULL) {
+        tls.loop_op = op;
+        op = vf__worker_execute(me, op); /* its finish makes w IDLE again */
+        if (op != NULL && !loop_claim(w)) {
+            vf__pool_submit(me->pool, op); /* w resumes first */
+            break;
+        }
+    }
+    return true;
+}
+
+bool vf__run_deferred(void)
+{
+    vf__op *op = vf__readylist_pop(&tls.deferred);
+    if (op == NULL)
+        return false;
+    tls.inline_depth++;
+    run_inline_one(op);
+    tls.inline_depth--;
+    return true;
+}
+
+void vf__dispatch_list(vf__readylist *ready)
+{
+    vf__op *op;
+    while ((op = vf__readylist_pop(ready)) != NULL) {
+        if (op->def->inline_run)
+            run_inline(op);
+        else
+            vf__pool_submit(op->def->pool, op);
+    }
+}
+
+vf__op *vf__worker_execute(vf__worker *w, vf__op *op)
+{
+    VF__ASSERT(!op->def->inline_run);
+    bool done = run_body(op, w->index);
+    VF__ASSERT(done);
+    vf__readylist ready, mine;
+    vf__readylist_init(&ready);
+    vf__readylist_init(&mine);
+    finish(op, &ready);
+    while ((op = vf__readylist_pop(&ready)) != NULL) {
+        if (!op->def->inline_run && op->def->pool == w->pool)
+            vf__readylist_add(&mine, op);
+        else if (op->def->inline_run && tls.loop_waiter != NULL)
+            vf__readylist_add(&tls.deferred, op); /* the wait loop runs it */
+        else if (op->def->inline_run)
+            run_inline(op);
+        else
+            vf__pool_submit(op->def->pool, op);
+    }
+    return vf__worker_place(w, &mine);
+}
+
+/* --- async completion and the run handle -------------------------------- */
+
+VF_API int vf_complete(vf_completion done, int status, const char *message)
+{
+    vf__op *op = done.op_;
+    if (op == NULL || (done.ticket_ & 1) != 0)
+        return vf__fail(VF_EINVAL, "vf_complete: not a completion handle");
+    uint64_t expected = done.ticket_;
+    if (!atomic_compare_exchange_strong_explicit(&op->ticket, &expected,
+                                                 done.ticket_ + 1,
+                                                 memory_order_acq_rel,
+                                                 memory_order_relaxed))
+        return vf__fail(VF_EALREADY, "vf_complete: this op was already "
+                                     "completed");
+    vf_engine *e = op->engine; /* alive: this op is still pending */
+    atomic_fetch_add(&e->completers, 1);
+    if (status != 0) {
+        op->status = status;
+        op->failure = vf__engine_record_failure(
+            e, status, op->def->name, message ? message : op->pending_message);
+    }
+    vf__readylist ready;
+    vf__readylist_init(&ready);
+    finish(op, &ready);
+    vf__dispatch_list(&ready);
+    atomic_fetch_sub(&e->completers, 1); /* the last touch of the engine */
+    return 0;
+}
+
+VF_API void vf_run_set_error(vf_run *run, const char *fmt, ...)
+{
+    if (run == NULL || fmt == NULL)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(run->message, sizeof run->message, fmt, ap);
+    va_end(ap);
+    if (run->op->def->async_fn != NULL) {
+        /* The run handle dies when async_fn returns; the completion may come
+         * later, so an async op keeps its message in the op. */
+        free(run->op->pending_message);
+        run->op->pending_message = vf__strdup(run->message);
+    }
+}
+
+VF_API vf_engine *vf_run_engine(const vf_run *run)
+{
+    return run ? run->op->engine : NULL;
+}
+
+VF_API int vf_run_worker(const vf_run *run)
+{
+    return run ? run->worker : -1;
+}
+
+VF_API vf_device vf_run_device(const vf_run *run)
+{
+    return run ? run->op->def->device : (vf_device){VF_DEVICE_CPU, 0};
+}
+
+VF_API void *vf_run_stream(const vf_run *run)
+{
+    (void)run;
+    return NULL; /* CPU ops have no stream */
+}
+
+VF_API const char *vf_run_name(const vf_run *run)
+{
+    return run ? run->op->def->name : "";
+}

@@ -1,0 +1,56 @@
+/*
+ * exec.h: running ops and finishing them.
+ *
+ * Dispatch: the thread that makes an op ready (its pusher, or whoever
+ * finished the op it waited for) dispatches it. Ops of a pool go to the
+ * pool's queues; async ops, wait markers and every op of the naive engine
+ * run inline on the dispatching thread. Inline runs can make more ops ready,
+ * which would recurse without bound (a chain of 10^6 async ops completing
+ * inline); instead, a thread already running an inline op defers the newly
+ * ready ones to a thread-local list that the outermost inline run drains in
+ * order (a trampoline), so the stack stays flat. An op ready at its own
+ * push is the exception: it runs inside the push call even then, which
+ * nests only as deep as the program nests pushes.
+ *
+ * Finish: the `done` callback, the op's vars released (each may make ops
+ * ready), statistics, the op counted out of `counts` together with the ops
+ * it made ready counted in, then the block freed.
+ */
+#ifndef VF_EXEC_H
+#define VF_EXEC_H
+
+#include "core/engine.h"
+
+/* Dispatch an op that was ready at its push (its `active` count taken). */
+void vf__dispatch_pushed(vf__op *op);
+
+/* Dispatch ops made ready, whose `active` count is already taken. */
+void vf__dispatch_list(vf__readylist *ready);
+
+/* Worker loop step: run `op` (from the worker's pool) and finish it, return
+ * the op the same worker should run next (or NULL). */
+vf__op *vf__worker_execute(vf__worker *w, vf__op *op);
+
+/* Run one op that an inline run on this thread deferred. True if one ran. */
+bool vf__run_deferred(void);
+
+/* A nested wait loop: entering makes `w` this thread's innermost loop
+ * waiter (saving the outer one), leaving restores it. */
+typedef struct vf__loop_frame {
+    vf__waiter *waiter;
+    vf__op *op;
+} vf__loop_frame;
+
+void vf__loop_enter(vf__waiter *w, vf__loop_frame *saved);
+void vf__loop_leave(const vf__loop_frame *saved);
+
+/* From a nested wait loop (w IDLE): run one deferred op, or one op of the
+ * worker's pool (`me` may be NULL) with its hand-off chain, above the wait,
+ * keeping w's state exact (vf__waiter). False when there was nothing to
+ * run. */
+bool vf__loop_run_one(vf__waiter *w, vf__worker *me);
+
+/* The op running on this thread (innermost), or NULL. */
+vf__op *vf__current_op(void);
+
+#endif /* VF_EXEC_H */

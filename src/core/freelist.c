@@ -1,0 +1,191 @@
+/* freelist.c: per-thread block caches over a process-wide depot. */
+#include "core/freelist.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "base/alloc.h"
+
+#define VF__FL_BATCH 64
+
+typedef struct free_block {
+    struct free_block *next;
+} free_block;
+
+/* A chain of VF__FL_BATCH blocks, seen through its first block: the first
+ * word is that block's own chain link, the second links the depot's batches,
+ * so a whole batch moves in O(1). */
+typedef struct batch {
+    free_block *chain;
+    struct batch *next_batch;
+} batch;
+
+typedef struct depot {
+    pthread_mutex_t lock;
+    size_t size;       /* block size; set once before use */
+    batch *batches;    /* lock */
+    free_block *loose; /* lock: blocks that did not make a whole batch */
+} depot;
+
+static depot depots[VF__FL_KINDS] = {
+    [VF__FL_OP] = {.lock = PTHREAD_MUTEX_INITIALIZER},
+    [VF__FL_QUEUE] = {.lock = PTHREAD_MUTEX_INITIALIZER},
+};
+
+typedef struct cache {
+    free_block *head;
+    unsigned count;
+} cache;
+
+static _Thread_local cache caches[VF__FL_KINDS];
+static _Thread_local bool cache_registered;
+
+static pthread_key_t exit_key;
+static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
+
+/* A batch header lives inside the first block of its chain: blocks are at
+ * least two pointers in size (checked in vf__fl_init). */
+static batch *as_batch(free_block *b)
+{
+    return (batch *)b;
+}
+
+static void depot_put_chain(depot *d, free_block *head, unsigned count)
+{
+    pthread_mutex_lock(&d->lock);
+    if (count == VF__FL_BATCH) {
+        batch *bt = as_batch(head);
+        /* head->next stays the chain link; next_batch is the second word */
+        bt->next_batch = d->batches;
+        d->batches = bt;
+    } else {
+        while (head != NULL) {
+            free_block *next = head->next;
+            head->next = d->loose;
+            d->loose = head;
+            head = next;
+        }
+    }
+    pthread_mutex_unlock(&d->lock);
+}
+
+static void flush_thread_caches(void *unused)
+{
+    (void)unused;
+    for (int k = 0; k < VF__FL_KINDS; k++) {
+        cache *c = &caches[k];
+        if (c->count > 0)
+            depot_put_chain(&depots[k], c->head, 0 /* as loose blocks */);
+        c->head = NULL;
+        c->count = 0;
+    }
+}
+
+static void make_exit_key(void)
+{
+    VF__ASSERT(pthread_key_create(&exit_key, flush_thread_caches) == 0);
+}
+
+/* Arrange for this thread's caches to return to the depot at thread exit. */
+static void register_thread(void)
+{
+    pthread_once(&exit_key_once, make_exit_key);
+    pthread_setspecific(exit_key, &cache_registered);
+    cache_registered = true;
+}
+
+void vf__fl_init(vf__fl_kind kind, size_t size)
+{
+    VF__ASSERT(size >= sizeof(batch));
+    depot *d = &depots[kind];
+    pthread_mutex_lock(&d->lock);
+    VF__ASSERT(d->size == 0 || d->size == size);
+    d->size = size;
+    pthread_mutex_unlock(&d->lock);
+}
+
+static bool refill(cache *c, depot *d)
+{
+    pthread_mutex_lock(&d->lock);
+    if (d->batches != NULL) {
+        batch *bt = d->batches;
+        d->batches = bt->next_batch;
+        c->head = (free_block *)bt;
+        c->count = VF__FL_BATCH;
+    } else {
+        while (d->loose != NULL && c->count < VF__FL_BATCH) {
+            free_block *b = d->loose;
+            d->loose = b->next;
+            b->next = c->head;
+            c->head = b;
+            c->count++;
+        }
+    }
+    pthread_mutex_unlock(&d->lock);
+    return c->count > 0;
+}
+
+void *vf__fl_alloc(vf__fl_kind kind)
+{
+    cache *c = &caches[kind];
+    if (VF__UNLIKELY(c->head == NULL)) {
+        if (!cache_registered)
+            register_thread();
+        if (!refill(c, &depots[kind]))
+            return vf__calloc(1, depots[kind].size);
+    }
+    free_block *b = c->head;
+    c->head = b->next;
+    c->count--;
+    return b;
+}
+
+void vf__fl_free(vf__fl_kind kind, void *block)
+{
+    cache *c = &caches[kind];
+    free_block *b = block;
+    /* A thread may only ever free (a worker finishing ops that another
+     * thread pushed): its cache must go back at exit all the same. */
+    if (VF__UNLIKELY(c->head == NULL) && !cache_registered)
+        register_thread();
+    b->next = c->head;
+    c->head = b;
+    if (VF__UNLIKELY(++c->count >= 2 * VF__FL_BATCH)) {
+        /* Hand the oldest-touched half back: cut after VF__FL_BATCH blocks. */
+        free_block *keep = c->head;
+        for (unsigned i = 1; i < VF__FL_BATCH; i++)
+            keep = keep->next;
+        free_block *give = keep->next;
+        keep->next = NULL;
+        c->count = VF__FL_BATCH;
+        depot_put_chain(&depots[kind], give, VF__FL_BATCH);
+    }
+}
+
+void vf__fl_trim(void)
+{
+    for (int k = 0; k < VF__FL_KINDS; k++) {
+        depot *d = &depots[k];
+        pthread_mutex_lock(&d->lock);
+        batch *bt = d->batches;
+        d->batches = NULL;
+        free_block *loose = d->loose;
+        d->loose = NULL;
+        pthread_mutex_unlock(&d->lock);
+        while (bt != NULL) {
+            batch *next_batch = bt->next_batch;
+            free_block *b = (free_block *)bt;
+            while (b != NULL) {
+                free_block *next = b->next;
+                free(b);
+                b = next;
+            }
+            bt = next_batch;
+        }
+        while (loose != NULL) {
+            free_block *next = loose->next;
+            free(loose);
+            loose = next;
+        }
+    }
+}

@@ -1,0 +1,205 @@
+/* op.c: op blocks, var sets in normal form, op definitions (see op.h). */
+#include "core/op.h"
+
+#include <string.h>
+
+#include "base/alloc.h"
+#include "core/engine.h"
+#include "core/freelist.h"
+#include "core/var.h"
+
+vf__op *vf__op_alloc(void)
+{
+    vf__op *op = vf__fl_alloc(VF__FL_OP);
+    if (op == NULL)
+        return NULL;
+    op->next = NULL;
+    op->priority = 0;
+    op->seq = 0;
+    op->def = NULL;
+    op->opr = NULL;
+    op->engine = NULL;
+    op->failure = NULL;
+    op->pending_message = NULL;
+    op->waiter = NULL;
+    op->own.vars = NULL;
+    op->hooks = 0;
+    /* `ticket` is deliberately kept: see op.h (a fresh block is zeroed). */
+    uint64_t t = atomic_load_explicit(&op->ticket, memory_order_relaxed);
+    atomic_store_explicit(&op->ticket, (t + 2) & ~(uint64_t)1,
+                          memory_order_relaxed);
+    return op;
+}
+
+void vf__op_free(vf__op *op)
+{
+    if (op->hooks & VF__HOOK_PROF)
+        vf__prof_forget(op);
+    vf__failure_unref(op->failure);
+    free(op->pending_message);
+    if (op->opr != NULL)
+        vf__operator_unref(op->opr);
+    else if (op->own.vars != op->inline_vars)
+        free(op->own.vars);
+    vf__fl_free(VF__FL_OP, op);
+}
+
+/* --- var sets ---------------------------------------------------------- */
+
+static int check_list(const char *who, const char *what, vf_var_list l)
+{
+    if (l.count < 0)
+        return vf__fail(VF_EINVAL, "%s: %s.count is negative (%d)", who, what,
+                        l.count);
+    if (l.count > 0 && l.vars == NULL)
+        return vf__fail(VF_EINVAL, "%s: %s.vars is NULL with count %d", who,
+                        what, l.count);
+    return 0;
+}
+
+static int resolve(vf_engine *e, const char *who, const char *what, int i,
+                   vf_var h, vf__varref *out)
+{
+    int rc = vf__var_lookup(&e->vars, h, &out->var);
+    if (rc == 0) {
+        out->gen = vf__var_handle_gen(h);
+        return 0;
+    }
+    const char *why = rc == VF_EXDEV    ? "belongs to another engine"
+                      : rc == VF_ESTALE ? "was deleted"
+                                        : "is not a variable handle";
+    return vf__fail(rc, "%s: %s[%d] (id %#llx) %s", who, what, i,
+                    (unsigned long long)h.id, why);
+}
+
+/* Insertion sort by var address (sets are small), merging duplicates. */
+static int normalize(vf__varref *v, int n)
+{
+    for (int i = 1; i < n; i++) {
+        vf__varref x = v[i];
+        int j = i - 1;
+        while (j >= 0 && (uintptr_t)v[j].var > (uintptr_t)x.var) {
+            v[j + 1] = v[j];
+            j--;
+        }
+        v[j + 1] = x;
+    }
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        if (m > 0 && v[m - 1].var == v[i].var)
+            v[m - 1].write |= v[i].write;
+        else
+            v[m++] = v[i];
+    }
+    return m;
+}
+
+int vf__varset_build(vf_engine *e, const char *who, vf_var_list reads,
+                     vf_var_list writes, vf__varref *out, int cap,
+                     vf__varref **heap)
+{
+    int rc;
+    *heap = NULL;
+    if ((rc = check_list(who, "reads", reads)) != 0 ||
+        (rc = check_list(who, "writes", writes)) != 0)
+        return rc;
+    long total = (long)reads.count + writes.count;
+    if (total > (1 << 20))
+        return vf__fail(VF_EINVAL, "%s: %ld variables in one op (limit %d)",
+                        who, total, 1 << 20);
+    vf__varref *v = out;
+    if (total > cap) {
+        v = vf__malloc((size_t)total * sizeof *v);
+        if (v == NULL)
+            return vf__fail(VF_ENOMEM, "%s: out of memory for %ld variables",
+                            who, total);
+        *heap = v;
+    }
+    int n = 0;
+    for (int i = 0; i < reads.count; i++, n++) {
+        if ((rc = resolve(e, who, "reads", i, reads.vars[i], &v[n])) != 0)
+            goto fail;
+        v[n].write = false;
+    }
+    for (int i = 0; i < writes.count; i++, n++) {
+        if ((rc = resolve(e, who, "writes", i, writes.vars[i], &v[n])) !=
+            0)
+            goto fail;
+        v[n].write = true;
+    }
+    return normalize(v, n);
+fail:
+    free(*heap);
+    *heap = NULL;
+    return rc;
+}
+
+/* --- definitions ------------------------------------------------------- */
+
+/* Which pool runs an op of this device and property; NULL: inline. */
+static int route(vf_engine *e, const char *who, const vf_op *op,
+                 vf__pool **pool)
+{
+    if (op->device.type != VF_DEVICE_CPU)
+        return vf__fail(VF_ENODEV, "%s: device type %d is not available "
+                                   "(only VF_DEVICE_CPU so far)",
+                        who, (int)op->device.type);
+    if (op->device.id != 0)
+        return vf__fail(VF_ENODEV, "%s: CPU device id %d (only 0 exists)",
+                        who, op->device.id);
+    switch (op->property) {
+    case VF_PROP_NORMAL:
+    case VF_PROP_DELETE_VAR:
+    case VF_PROP_DEVICE_PRIORITIZED: /* a CPU op: the device is the CPU */
+        *pool = e->cpu_pool;
+        return 0;
+    case VF_PROP_CPU_PRIORITIZED:
+        *pool = e->priority_pool ? e->priority_pool : e->cpu_pool;
+        return 0;
+    case VF_PROP_COPY_TO_DEVICE:
+    case VF_PROP_COPY_FROM_DEVICE:
+        return vf__fail(VF_ENODEV, "%s: device copies need a device pool "
+                                   "(not available yet)", who);
+    }
+    return vf__fail(VF_EINVAL, "%s: unknown property %d", who,
+                    (int)op->property);
+}
+
+int vf__opdef_fill(vf_engine *e, const char *who, const vf_op *op,
+                   vf__opdef *def)
+{
+    if (op == NULL)
+        return vf__fail(VF_EINVAL, "%s: op is NULL", who);
+    if ((op->fn == NULL) == (op->async_fn == NULL))
+        return vf__fail(VF_EINVAL, "%s: set exactly one of fn and async_fn "
+                                   "(op \"%s\")",
+                        who, op->name ? op->name : "");
+    vf__pool *pool = NULL;
+    int rc = route(e, who, op, &pool);
+    if (rc != 0)
+        return rc;
+    def->fn = op->fn;
+    def->async_fn = op->async_fn;
+    def->arg = op->arg;
+    def->done = op->done;
+    def->name = op->name ? op->name : "";
+    def->device = op->device;
+    def->property = op->property;
+    def->no_skip = op->no_skip;
+    def->nonblocking = op->nonblocking;
+    def->kind = VF__OP_USER;
+    def->pool = pool;
+    def->inline_run = pool == NULL || op->async_fn != NULL;
+    def->nvars = 0;
+    def->vars = NULL;
+    return 0;
+}
+
+void vf__operator_unref(vf_operator *opr)
+{
+    if (atomic_fetch_sub_explicit(&opr->refs, 1, memory_order_acq_rel) == 1) {
+        opr->magic = 0;
+        free(opr->def.vars);
+        free(opr);
+    }
+}

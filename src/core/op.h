@@ -1,0 +1,229 @@
+/*
+ * op.h: ops (one pushed run of a function) and operators (a function with
+ * its variable set, made once and pushed many times).
+ *
+ * An op's definition (vf__opdef) is what a push needs to know: the function,
+ * the routing, and the variable set in normal form: each var once, as a
+ * write if any use of it writes (a var both read and written would otherwise
+ * wait on itself; one only read twice stays a read, so x*x neither
+ * serializes with other readers nor bumps x's version), sorted by address
+ * so a push can lock all of them in one global order (two pushers can never
+ * hold each other's locks).
+ * A one-shot vf_push builds the definition inside the op block itself; a
+ * vf_operator owns one and each push points at it.
+ *
+ * Life cycle of an op block (vf__op):
+ *   push:      wait = nvars + 1, appended to every var's queue as one atomic
+ *              step (all var locks held); each var that is ready for it at
+ *              once takes one off; the push itself takes the last one off.
+ *   ready:     the thread that takes `wait` to zero dispatches it (to a
+ *              worker queue, or inline for async, wait and naive-engine ops).
+ *   run:       the function runs, or is skipped when an input has failed.
+ *   finish:    `done` callback, then every var is released (which may make
+ *              other ops ready), then the block returns to the free list.
+ * Blocks come from the per-thread free lists (freelist.h). A var set larger
+ * than VF__OP_INLINE_VARS is the one case that mallocs.
+ */
+#ifndef VF_OP_H
+#define VF_OP_H
+
+#include <stdbool.h>
+
+#include "base/common.h"
+#include "core/failure.h"
+#include "profile/hooks.h"
+
+#define VF__OP_INLINE_VARS 8
+
+#define VF__HOOK_PROF 1u /* recorded by the profiler */
+#define VF__HOOK_INFO 2u /* VF_ENGINE_INFO is on */
+
+typedef struct vf__var vf__var;
+typedef struct vf__pool vf__pool;
+typedef struct vf__op vf__op;
+
+typedef struct vf__varref {
+    vf__var *var;
+    uint32_t gen; /* the handle's generation: confirmed under the var lock */
+    bool write;
+} vf__varref;
+
+typedef enum vf__op_kind {
+    VF__OP_USER,   /* a vf_push / vf_operator_push */
+    VF__OP_WAIT,   /* wait_var's marker: reads the var, wakes the waiter */
+    VF__OP_DELETE  /* vf_var_delete: writes the var, then frees its slot */
+} vf__op_kind;
+
+typedef struct vf__opdef {
+    vf_sync_fn fn;
+    vf_async_fn async_fn;
+    void *arg;
+    vf_done_fn done;
+    void (*free_fn)(void *); /* VF__OP_DELETE: the var's free callback */
+    const char *name; /* never NULL */
+    vf_device device;
+    vf_property property;
+    bool no_skip;
+    bool nonblocking; /* at the in-flight bound: VF_EAGAIN */
+    vf__op_kind kind;
+    bool inline_run;  /* runs on the dispatching thread (async, wait, naive) */
+    vf__pool *pool;   /* where it runs when not inline */
+    int nvars;
+    vf__varref *vars; /* sorted by var address, each var once */
+} vf__opdef;
+
+/*
+ * What wait_var waits on. Shared by the waiting thread and the wait op, and
+ * freed by whichever lets go last (`refs`), because a nested waiter that
+ * gives up (VF_EDEADLK) leaves its wait op queued behind the ops it could not
+ * wait for.
+ *
+ * `state` (seq_cst) also keeps the engine's `active` count exact for a
+ * nested waiter, whose thread may be running other ops on top of the wait:
+ *   IDLE      the thread sits in the wait loop (the waiter is not counted);
+ *   BUSY      the thread runs an op above the wait (that op is counted);
+ *   SIGNALING the wait op is firing (transient);
+ *   DONE      fired; the waiter is counted active again and resumes;
+ *   DONE_UNCOUNTED  fired while BUSY: the waiter cannot resume before the
+ *             op above it returns, so it is not counted yet; that op's
+ *             finish counts it, in the same atomic step as it stops
+ *             counting itself (exec.c);
+ *   ABANDONED the waiter gave up (VF_EDEADLK) before the wait op fired; an
+ *             abandoned wait claims no failure, so none is lost to nobody.
+ * An outside waiter only ever goes IDLE -> SIGNALING -> DONE.
+ */
+typedef enum vf__waiter_state {
+    VF__W_IDLE = 0,
+    VF__W_BUSY,
+    VF__W_SIGNALING,
+    VF__W_DONE,
+    VF__W_DONE_UNCOUNTED,
+    VF__W_ABANDONED
+} vf__waiter_state;
+
+typedef struct vf__waiter {
+    atomic_int state;
+    atomic_int refs;
+    vf__failure *claimed; /* written in SIGNALING, read after DONE */
+    vf__pool *sleep_pool; /* where the waiter sleeps (NULL: engine cond) */
+    bool nested;          /* waits inside an op: counted out of `active` */
+} vf__waiter;
+
+/* Drop one reference; the last frees. */
+void vf__waiter_unref(vf__waiter *w);
+
+struct vf__op {
+    vf__op *next;  /* ready lists, queue siblings; first word (free lists) */
+    vf__op *child; /* ready queue (pairing heap) first child */
+    /* acq_rel: the decrement to zero must see every var's release. */
+    atomic_int wait;
+    int priority;
+    int status;   /* 0, the op's error code, or VF_ESKIPPED (for `done`) */
+    uint64_t seq; /* FIFO order among equal priorities (set by the queue) */
+    const vf__opdef *def;
+    vf_operator *opr;       /* owner of `def`, holding a reference; or NULL */
+    vf_engine *engine;
+    vf__failure *failure;   /* own or inherited failure (a reference) */
+    char *pending_message;  /* async: vf_run_set_error before vf_complete */
+    vf__waiter *waiter;     /* VF__OP_WAIT only */
+    /* Async completion ticket: even while the op may be completed, odd once
+     * it has been; bumped again when the block is reused, so a stale or
+     * second vf_complete fails its compare-and-swap (acq_rel). Kept across
+     * free-list reuse: op_alloc never resets it. */
+    _Atomic uint64_t ticket;
+    /* Observers of this op (VF__HOOK_*), fixed at push: the one byte the
+     * hot path tests, so an engine with nothing observing pays one test per
+     * hook site. */
+    uint8_t hooks;
+    vf__op_prof prof; /* valid when hooks & VF__HOOK_PROF */
+    vf__opdef own; /* the definition of a one-shot push */
+    vf__varref inline_vars[VF__OP_INLINE_VARS];
+};
+
+/* Operators: a definition plus a reference count (one for the handle, one
+ * per pushed run not finished yet). */
+struct vf_operator {
+    uint32_t magic;
+    vf_engine *engine;
+    atomic_int refs;   /* acq_rel: the last unref frees */
+    atomic_bool deleted; /* relaxed: only guards a second delete */
+    vf__opdef def;
+    char name[64];
+};
+
+/* Ops made ready by one step, in the order they became ready. */
+typedef struct vf__readylist {
+    vf__op *head, *tail;
+    int count;
+} vf__readylist;
+
+static inline void vf__readylist_init(vf__readylist *rl)
+{
+    rl->head = rl->tail = NULL;
+    rl->count = 0;
+}
+
+static inline void vf__readylist_add(vf__readylist *rl, vf__op *op)
+{
+    op->next = NULL;
+    if (rl->tail)
+        rl->tail->next = op;
+    else
+        rl->head = op;
+    rl->tail = op;
+    rl->count++;
+}
+
+static inline void vf__readylist_push_front(vf__readylist *rl, vf__op *op)
+{
+    op->next = rl->head;
+    rl->head = op;
+    if (rl->tail == NULL)
+        rl->tail = op;
+    rl->count++;
+}
+
+static inline vf__op *vf__readylist_pop(vf__readylist *rl)
+{
+    vf__op *op = rl->head;
+    if (op) {
+        rl->head = op->next;
+        if (rl->head == NULL)
+            rl->tail = NULL;
+        rl->count--;
+    }
+    return op;
+}
+
+/* Take `n` off the op's wait counter; true when that made it ready (the
+ * caller then owns dispatching it). */
+static inline bool vf__op_release(vf__op *op, int n)
+{
+    return atomic_fetch_sub_explicit(&op->wait, n, memory_order_acq_rel) == n;
+}
+
+/* A fresh op block (engine, def and counters unset), or NULL (no memory). */
+vf__op *vf__op_alloc(void);
+
+/* Drop the op's references (failure, operator, var array) and free it. */
+void vf__op_free(vf__op *op);
+
+/*
+ * Put reads + writes into normal form in `out` (capacity `cap`; when more
+ * are needed a new array is malloc'd and returned through *heap, which the
+ * caller frees). Resolves handles against the engine (VF_EINVAL, VF_EXDEV,
+ * VF_ESTALE with a detail naming `who` and the list position). Returns the
+ * var count (>= 0) or a negative code.
+ */
+int vf__varset_build(vf_engine *e, const char *who, vf_var_list reads,
+                     vf_var_list writes, vf__varref *out, int cap,
+                     vf__varref **heap);
+
+/* Check an op description's fields (not its vars) and fill a definition:
+ * routing included. Returns 0 or a VF_E* code with a detail. */
+int vf__opdef_fill(vf_engine *e, const char *who, const vf_op *op,
+                   vf__opdef *def);
+
+void vf__operator_unref(vf_operator *opr);
+
+#endif /* VF_OP_H */

@@ -1,0 +1,269 @@
+/*
+ * push.c: enqueueing an op on all its vars as one atomic step, and the
+ * public push calls (vf_push, operators).
+ *
+ * Atomicity. A push locks every var of the op (in address order, so two
+ * pushers can never each hold a lock the other wants), confirms each is still
+ * the live var its handle named, appends the op to every queue, and only then
+ * unlocks. So ops pushed from different threads are ordered the same way on
+ * every var they share, and no cycle can ever form between them (MXNet
+ * appends var by var, and two threads pushing A(read x, write y) and
+ * B(read y, write x) can deadlock it).
+ */
+#include <limits.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "core/engine.h"
+#include "core/exec.h"
+#include "core/freelist.h"
+
+static void free_spares(vf__qblock *chain)
+{
+    while (chain) {
+        vf__qblock *next = chain->next;
+        vf__fl_free(VF__FL_QUEUE, chain);
+        chain = next;
+    }
+}
+
+/* Allocate `n` spare queue blocks as a chain (append may need one per var). */
+static vf__qblock *alloc_spares(int n)
+{
+    vf__qblock *chain = NULL;
+    for (int i = 0; i < n; i++) {
+        vf__qblock *b = vf__fl_alloc(VF__FL_QUEUE);
+        if (b == NULL) {
+            free_spares(chain);
+            return NULL;
+        }
+        b->next = chain;
+        chain = b;
+    }
+    return chain;
+}
+
+/* Take `delta` off the engine's counts, waking whoever waits for the state
+ * that reaches. */
+static void uncount(vf_engine *e, uint64_t delta)
+{
+    uint64_t now = atomic_fetch_sub(&e->counts, delta) - delta;
+    if (vf__counts_notable(e, now))
+        vf__engine_counts_changed(e, now);
+}
+
+static void unlock_vars(const vf__varref *vars, int n)
+{
+    for (int i = 0; i < n; i++)
+        vf__spin_unlock(&vars[i].var->lock);
+}
+
+int vf__engine_enqueue(vf_engine *e, vf__op *op, const char *who)
+{
+    const vf__opdef *def = op->def;
+    const vf__varref *vars = def->vars;
+    int n = def->nvars;
+
+    vf__qblock *spares = NULL;
+    if (n > 0 && (spares = alloc_spares(n)) == NULL)
+        return vf__fail(VF_ENOMEM, "%s: out of memory", who);
+    atomic_store_explicit(&op->wait, n + 1, memory_order_relaxed);
+    op->engine = e;
+    if (def->kind == VF__OP_USER) {
+        op->hooks = atomic_load_explicit(&e->hooks, memory_order_relaxed);
+        if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF))
+            vf__prof_push(&e->prof, op);
+    }
+
+    /* The push counts as pending and active before any var can see the op:
+     * until its own last release it is progress in the making, so a nested
+     * waiter never sees active == 0 while the op is about to become ready
+     * (engine.h). The active count passes to the op if that release makes
+     * it ready; otherwise whoever releases it last counts it then. */
+    atomic_fetch_add(&e->counts, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
+    for (int i = 0; i < n; i++)
+        vf__spin_lock(&vars[i].var->lock);
+    for (int i = 0; i < n; i++) {
+        if (!vf__var_usable(vars[i].var, vars[i].gen)) {
+            unlock_vars(vars, n);
+            free_spares(spares);
+            uncount(e, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
+            return vf__fail(VF_ESTALE, "%s: a variable of op \"%s\" was "
+                                       "deleted", who, def->name);
+        }
+    }
+    int nready = 0;
+    for (int i = 0; i < n; i++) {
+        vf__qblock *next = spares->next;
+        vf__qblock *spare = spares;
+        bool ready = vars[i].write
+                         ? vf__var_append_write(vars[i].var, op, &spare)
+                         : vf__var_append_read(vars[i].var, op, &spare);
+        nready += ready;
+        if (spare == NULL)
+            spares = next;
+    }
+    if (def->kind == VF__OP_DELETE)
+        vars[0].var->state = VF__VAR_DELETING;
+    unlock_vars(vars, n);
+    free_spares(spares);
+
+    if (!vf__op_release(op, nready + 1)) {
+        uncount(e, VF__COUNT_ACTIVE); /* a var will release it */
+        return 0;
+    }
+    if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF) && nready < n)
+        op->prof.ready = vf__prof_now(&e->prof);
+    vf__dispatch_pushed(op);
+    return 0;
+}
+
+/* Delete-var ops jump to the front of the ready queue (free memory early). */
+static int push_priority(const vf__opdef *def, int priority)
+{
+    return def->property == VF_PROP_DELETE_VAR ? INT_MAX : priority;
+}
+
+/* Common checks of every push-like call: a live engine that accepts work
+ * from this caller. */
+static int check_engine(vf_engine *e, const char *who)
+{
+    if (!vf__engine_ok(e))
+        return vf__fail(VF_EINVAL, "%s: not an engine (NULL or destroyed)",
+                        who);
+    if (VF__UNLIKELY(atomic_load(&e->state) != VF__RUNNING) &&
+        vf__current_op_engine() != e)
+        return vf__fail(VF_ESHUTDOWN, "%s: the engine is being destroyed",
+                        who);
+    return 0;
+}
+
+VF_API int vf_push(vf_engine *e, const vf_op *desc)
+{
+    static const char who[] = "vf_push";
+    int rc = check_engine(e, who);
+    if (rc != 0)
+        return rc;
+    if (desc != NULL && (rc = vf__engine_admit(e, desc->nonblocking, who)))
+        return rc;
+    vf__op *op = vf__op_alloc();
+    if (op == NULL)
+        return vf__fail(VF_ENOMEM, "%s: out of memory", who);
+    vf__opdef *def = &op->own;
+    if ((rc = vf__opdef_fill(e, who, desc, def)) != 0)
+        goto fail;
+    vf__varref *heap;
+    rc = vf__varset_build(e, who, desc->reads, desc->writes, op->inline_vars,
+                          VF__OP_INLINE_VARS, &heap);
+    if (rc < 0)
+        goto fail;
+    def->nvars = rc;
+    def->vars = heap ? heap : op->inline_vars;
+    op->def = def;
+    op->priority = push_priority(def, desc->priority);
+    if ((rc = vf__engine_enqueue(e, op, who)) != 0)
+        goto fail;
+    return 0;
+fail:
+    vf__op_free(op);
+    return rc;
+}
+
+/* --- operators --------------------------------------------------------- */
+
+VF_API int vf_operator_new(vf_engine *e, const vf_op *desc, vf_operator **out)
+{
+    static const char who[] = "vf_operator_new";
+    int rc = check_engine(e, who);
+    if (rc != 0)
+        return rc;
+    if (out == NULL)
+        return vf__fail(VF_EINVAL, "%s: out is NULL", who);
+    vf_operator *opr = vf__calloc(1, sizeof *opr);
+    if (opr == NULL)
+        return vf__fail(VF_ENOMEM, "%s: out of memory", who);
+    if ((rc = vf__opdef_fill(e, who, desc, &opr->def)) != 0) {
+        free(opr);
+        return rc;
+    }
+    vf__varref *heap;
+    vf__varref none;
+    rc = vf__varset_build(e, who, desc->reads, desc->writes, &none, 0, &heap);
+    if (rc < 0) {
+        free(opr);
+        return rc;
+    }
+    opr->def.nvars = rc;
+    opr->def.vars = heap; /* NULL when the op has no vars */
+    for (int i = 0; i < opr->def.nvars; i++) {
+        /* A var whose delete is pending is refused now, as a push would. */
+        vf__var *v = opr->def.vars[i].var;
+        vf__spin_lock(&v->lock);
+        bool usable = vf__var_usable(v, opr->def.vars[i].gen);
+        vf__spin_unlock(&v->lock);
+        if (!usable) {
+            rc = vf__fail(VF_ESTALE, "%s: a variable of op \"%s\" was "
+                                     "deleted", who, opr->def.name);
+            free(opr->def.vars);
+            free(opr);
+            return rc;
+        }
+    }
+    snprintf(opr->name, sizeof opr->name, "%s", opr->def.name);
+    opr->def.name = opr->name;
+    opr->magic = VF__OPERATOR_MAGIC;
+    opr->engine = e;
+    atomic_init(&opr->refs, 1);
+    atomic_init(&opr->deleted, false);
+    *out = opr;
+    return 0;
+}
+
+static int check_operator(vf_engine *e, vf_operator *opr, const char *who)
+{
+    if (opr == NULL || opr->magic != VF__OPERATOR_MAGIC)
+        return vf__fail(VF_EINVAL, "%s: not an operator (NULL or deleted)",
+                        who);
+    if (opr->engine != e)
+        return vf__fail(VF_EXDEV, "%s: the operator belongs to another "
+                                  "engine", who);
+    if (atomic_load_explicit(&opr->deleted, memory_order_relaxed))
+        return vf__fail(VF_EINVAL, "%s: the operator was deleted", who);
+    return 0;
+}
+
+VF_API int vf_operator_push(vf_engine *e, vf_operator *opr, int priority)
+{
+    static const char who[] = "vf_operator_push";
+    int rc = check_engine(e, who);
+    if (rc != 0 || (rc = check_operator(e, opr, who)) != 0 ||
+        (rc = vf__engine_admit(e, opr->def.nonblocking, who)) != 0)
+        return rc;
+    vf__op *op = vf__op_alloc();
+    if (op == NULL)
+        return vf__fail(VF_ENOMEM, "%s: out of memory", who);
+    atomic_fetch_add_explicit(&opr->refs, 1, memory_order_relaxed);
+    op->opr = opr;
+    op->def = &opr->def;
+    op->priority = push_priority(&opr->def, priority);
+    if ((rc = vf__engine_enqueue(e, op, who)) != 0) {
+        vf__op_free(op);
+        return rc;
+    }
+    return 0;
+}
+
+VF_API int vf_operator_delete(vf_engine *e, vf_operator *opr)
+{
+    static const char who[] = "vf_operator_delete";
+    if (!vf__engine_ok(e))
+        return vf__fail(VF_EINVAL, "%s: not an engine", who);
+    int rc = check_operator(e, opr, who);
+    if (rc != 0)
+        return rc;
+    bool expected = false;
+    if (!atomic_compare_exchange_strong(&opr->deleted, &expected, true))
+        return vf__fail(VF_EINVAL, "%s: the operator was deleted", who);
+    vf__operator_unref(opr);
+    return 0;
+}

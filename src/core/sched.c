@@ -1,0 +1,335 @@
+/* sched.c: worker pools, ready queues, stealing and sleeping (see sched.h). */
+#include "core/sched.h"
+
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "core/engine.h"
+#include "core/exec.h"
+
+static _Thread_local vf__worker *this_worker;
+static _Thread_local unsigned round_robin;
+
+vf__worker *vf__this_worker(void)
+{
+    return this_worker;
+}
+
+/* --- the ready queue: an intrusive pairing heap ------------------------- */
+
+/* Whether a runs before b: higher priority, then earlier arrival. */
+static bool runs_before(const vf__op *a, const vf__op *b)
+{
+    return a->priority != b->priority ? a->priority > b->priority
+                                      : a->seq < b->seq;
+}
+
+static vf__op *meld(vf__op *a, vf__op *b)
+{
+    if (a == NULL)
+        return b;
+    if (b == NULL)
+        return a;
+    if (runs_before(b, a)) {
+        vf__op *t = a;
+        a = b;
+        b = t;
+    }
+    b->next = a->child;
+    a->child = b;
+    return a;
+}
+
+/* Two-pass pairing of a root's children, iterative (no recursion depth). */
+static vf__op *merge_children(vf__op *c)
+{
+    vf__op *pairs = NULL; /* melded pairs, in reverse order */
+    while (c != NULL) {
+        vf__op *a = c, *b = c->next;
+        if (b == NULL) {
+            a->next = pairs;
+            pairs = a;
+            break;
+        }
+        c = b->next;
+        a->next = b->next = NULL;
+        vf__op *m = meld(a, b);
+        m->next = pairs;
+        pairs = m;
+    }
+    vf__op *root = NULL;
+    while (pairs != NULL) {
+        vf__op *next = pairs->next;
+        pairs->next = NULL;
+        root = meld(root, pairs);
+        pairs = next;
+    }
+    return root;
+}
+
+/* Under w->qlock. */
+static void heap_push(vf__worker *w, vf__op *op)
+{
+    op->seq = w->next_seq++;
+    op->next = op->child = NULL;
+    w->root = meld(w->root, op);
+    w->len++;
+}
+
+/* Under w->qlock; the queue must not be empty. */
+static vf__op *heap_pop(vf__worker *w)
+{
+    vf__op *top = w->root;
+    w->root = merge_children(top->child);
+    top->child = top->next = NULL;
+    w->len--;
+    return top;
+}
+
+/* --- waking ------------------------------------------------------------ */
+
+static bool any_queued(const vf__pool *p)
+{
+    for (int i = 0; i < p->nworkers; i++)
+        if (atomic_load(&p->workers[i].qlen) > 0)
+            return true;
+    return false;
+}
+
+/* Work was queued: wake a sleeper unless a spinner will find it. */
+static void maybe_wake_one(vf__pool *p)
+{
+    if (atomic_load(&p->nspinning) == 0 && atomic_load(&p->nsleeping) > 0) {
+        pthread_mutex_lock(&p->sleep_lock);
+        pthread_cond_signal(&p->sleep_cond);
+        pthread_mutex_unlock(&p->sleep_lock);
+    }
+}
+
+void vf__pool_wake_all(vf__pool *p)
+{
+    pthread_mutex_lock(&p->sleep_lock);
+    pthread_cond_broadcast(&p->sleep_cond);
+    pthread_mutex_unlock(&p->sleep_lock);
+}
+
+/* --- placing and taking ------------------------------------------------ */
+
+void vf__pool_submit(vf__pool *p, vf__op *op)
+{
+    vf__worker *w = this_worker;
+    if (w == NULL || w->pool != p)
+        w = &p->workers[round_robin++ % (unsigned)p->nworkers];
+    pthread_mutex_lock(&w->qlock);
+    heap_push(w, op);
+    atomic_store(&w->qlen, w->len);
+    pthread_mutex_unlock(&w->qlock);
+    maybe_wake_one(p);
+}
+
+vf__op *vf__worker_place(vf__worker *w, vf__readylist *mine)
+{
+    if (mine->count == 0)
+        return NULL;
+    if (mine->count == 1 && atomic_load_explicit(&w->qlen,
+                                                 memory_order_relaxed) == 0)
+        return vf__readylist_pop(mine); /* hand-off: no queue round trip */
+    pthread_mutex_lock(&w->qlock);
+    vf__op *op;
+    while ((op = vf__readylist_pop(mine)) != NULL)
+        heap_push(w, op);
+    vf__op *best = heap_pop(w);
+    int left = w->len;
+    atomic_store(&w->qlen, left);
+    pthread_mutex_unlock(&w->qlock);
+    if (left > 0)
+        maybe_wake_one(w->pool);
+    return best;
+}
+
+static vf__op *try_take(vf__worker *w)
+{
+    if (atomic_load_explicit(&w->qlen, memory_order_relaxed) == 0)
+        return NULL;
+    vf__op *op = NULL;
+    pthread_mutex_lock(&w->qlock);
+    if (w->len > 0) {
+        op = heap_pop(w);
+        atomic_store(&w->qlen, w->len);
+    }
+    pthread_mutex_unlock(&w->qlock);
+    return op;
+}
+
+vf__op *vf__worker_take(vf__worker *w)
+{
+    vf__op *op = try_take(w);
+    if (op != NULL)
+        return op;
+    vf__pool *p = w->pool;
+    int self = (int)(w - p->workers);
+    for (int i = 1; i < p->nworkers; i++) {
+        op = try_take(&p->workers[(self + i) % p->nworkers]);
+        if (op != NULL)
+            return op;
+    }
+    return NULL;
+}
+
+/* --- idling ------------------------------------------------------------ */
+
+#define SPIN_ROUNDS 64
+#define YIELD_ROUNDS 8
+
+/* Spin a little for new work; true if some was seen. While this worker
+ * spins, placers skip waking sleepers; one that sees work and stops
+ * spinning passes the baton by waking a sleeper when it was the last
+ * spinner and more work is queued. */
+static bool spin_for_work(vf__pool *p)
+{
+    atomic_fetch_add(&p->nspinning, 1);
+    bool found = false;
+    for (int i = 0; i < SPIN_ROUNDS + YIELD_ROUNDS && !found; i++) {
+        found = any_queued(p) || atomic_load(&p->stop);
+        if (!found) {
+            if (i < SPIN_ROUNDS)
+                vf__cpu_relax();
+            else
+                sched_yield();
+        }
+    }
+    if (atomic_fetch_sub(&p->nspinning, 1) == 1 && found)
+        maybe_wake_one(p);
+    return found;
+}
+
+void vf__pool_idle_wait(vf__pool *p, bool (*wake_pred)(void *), void *arg)
+{
+    pthread_mutex_lock(&p->sleep_lock);
+    atomic_fetch_add(&p->nsleeping, 1);
+    if (!(wake_pred && wake_pred(arg)) && !any_queued(p) &&
+        !atomic_load(&p->stop))
+        pthread_cond_wait(&p->sleep_cond, &p->sleep_lock);
+    atomic_fetch_sub(&p->nsleeping, 1);
+    pthread_mutex_unlock(&p->sleep_lock);
+}
+
+/* A worker took queued work. If more is queued and nobody spins, wake a
+ * sleeper for it: otherwise a worker woken for one op of a burst would leave
+ * the rest to workers that sleep on (found by a 3-reader rendezvous on 3
+ * workers). The cheap nsleeping test comes first: with nobody asleep there
+ * is nothing to do. */
+static void pass_the_baton(vf__pool *p)
+{
+    if (atomic_load(&p->nsleeping) > 0 && atomic_load(&p->nspinning) == 0 &&
+        any_queued(p))
+        maybe_wake_one(p);
+}
+
+static void *worker_main(void *arg)
+{
+    vf__worker *w = arg;
+    vf__pool *p = w->pool;
+    this_worker = w;
+    char name[16];
+    snprintf(name, sizeof name, "vf-%s-%d", p->name, w->index);
+    pthread_setname_np(pthread_self(), name);
+
+    vf__op *next = NULL;
+    for (;;) {
+        /* Inline ops a nested wait left deferred on this thread. */
+        if (next == NULL && vf__run_deferred())
+            continue;
+        vf__op *op = next;
+        if (op == NULL && (op = vf__worker_take(w)) != NULL)
+            pass_the_baton(p);
+        if (op != NULL) {
+            next = vf__worker_execute(w, op);
+            continue;
+        }
+        if (atomic_load(&p->stop) && !any_queued(p))
+            break;
+        if (!spin_for_work(p))
+            vf__pool_idle_wait(p, NULL, NULL);
+    }
+    this_worker = NULL;
+    return NULL;
+}
+
+/* --- life cycle -------------------------------------------------------- */
+
+int vf__pool_init(vf__pool *p, vf_engine *e, const char *name, int n,
+                  int first_index)
+{
+    memset(p, 0, sizeof *p);
+    p->engine = e;
+    p->name = name;
+    atomic_init(&p->nspinning, 0);
+    atomic_init(&p->nsleeping, 0);
+    atomic_init(&p->stop, false);
+    p->workers = vf__aligned_calloc(VF__CACHELINE,
+                                    (size_t)n * sizeof *p->workers);
+    if (p->workers == NULL)
+        return VF_ENOMEM;
+    if (pthread_mutex_init(&p->sleep_lock, NULL) != 0 ||
+        pthread_cond_init(&p->sleep_cond, NULL) != 0) {
+        free(p->workers);
+        p->workers = NULL;
+        return VF_ESYSTEM;
+    }
+    for (int i = 0; i < n; i++) {
+        vf__worker *w = &p->workers[i];
+        pthread_mutex_init(&w->qlock, NULL);
+        atomic_init(&w->qlen, 0);
+        atomic_init(&w->ran, 0);
+        atomic_init(&w->failed, 0);
+        atomic_init(&w->skipped, 0);
+        w->pool = p;
+        w->index = first_index + i;
+    }
+    p->nworkers = n;
+    return 0;
+}
+
+int vf__pool_start(vf__pool *p)
+{
+    for (int i = 0; i < p->nworkers; i++) {
+        vf__worker *w = &p->workers[i];
+        if (pthread_create(&w->thread, NULL, worker_main, w) != 0)
+            return VF_ESYSTEM;
+        w->started = true;
+    }
+    return 0;
+}
+
+void vf__pool_stop(vf__pool *p)
+{
+    if (p->workers == NULL)
+        return;
+    atomic_store(&p->stop, true);
+    vf__pool_wake_all(p);
+    for (int i = 0; i < p->nworkers; i++) {
+        if (p->workers[i].started)
+            pthread_join(p->workers[i].thread, NULL);
+        p->workers[i].started = false;
+    }
+}
+
+void vf__pool_destroy(vf__pool *p)
+{
+    if (p->workers == NULL)
+        return;
+    /* Every worker is joined before any queue is torn down: a worker still
+     * running may be stealing from a queue whose owner has exited. */
+    vf__pool_stop(p);
+    for (int i = 0; i < p->nworkers; i++) {
+        VF__ASSERT(p->workers[i].len == 0);
+        pthread_mutex_destroy(&p->workers[i].qlock);
+    }
+    pthread_mutex_destroy(&p->sleep_lock);
+    pthread_cond_destroy(&p->sleep_cond);
+    free(p->workers);
+    p->workers = NULL;
+}

@@ -1,0 +1,106 @@
+/*
+ * sched.h: worker pools and their ready queues.
+ *
+ * A pool is a set of worker threads; each worker owns a ready queue, a
+ * pairing heap ordered by (priority desc, arrival asc) under the worker's own
+ * mutex. The heap is intrusive (links live in the op), so placing an op
+ * never allocates and cannot fail. A worker takes from its own queue first, then steals the best op of
+ * another worker's queue. Ready ops are placed:
+ *   - by a worker finishing an op: the first newly ready op of its own pool
+ *     runs next on the same worker with no queue round trip (when its own
+ *     queue holds nothing better); the others go to its own queue, where
+ *     idle workers steal them;
+ *   - by any other thread: round-robin over the pool's queues.
+ *
+ * Sleeping. A worker with nothing to do spins briefly, then sleeps on the
+ * pool's condition variable. Placing work wakes one sleeper only when no
+ * worker is spinning (a spinner will find it). The lost-wake-up race is
+ * closed Dekker-style with sequentially consistent atomics: a sleeper
+ * announces itself (nsleeping++) and then rescans every queue length; a
+ * placer publishes the queue length and then reads nsleeping. At least one
+ * of the two sees the other.
+ *
+ * Lock order: a worker's queue lock and the pool's sleep lock are leaves: no
+ * other lock is taken while holding them, and no user code runs under them.
+ */
+#ifndef VF_SCHED_H
+#define VF_SCHED_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "base/common.h"
+#include "core/op.h"
+
+typedef struct vf__worker vf__worker;
+
+struct vf__worker {
+    pthread_mutex_t qlock;
+    vf__op *root;   /* qlock: the heap's best op */
+    int len;        /* qlock */
+    uint64_t next_seq; /* qlock: FIFO tie-break */
+    /* seq_cst: mirrors `len` for sleepers and stealers (see above). */
+    atomic_int qlen;
+    vf__pool *pool;
+    int index;      /* unique across the engine */
+    pthread_t thread;
+    bool started;
+    /* Per-worker counters, written only by this worker (relaxed). */
+    _Atomic uint64_t ran, failed, skipped;
+} __attribute__((aligned(VF__CACHELINE)));
+
+struct vf__pool {
+    vf_engine *engine;
+    const char *name;
+    int nworkers;
+    vf__worker *workers;
+    atomic_int nspinning; /* seq_cst */
+    atomic_int nsleeping; /* seq_cst */
+    atomic_bool stop;     /* seq_cst */
+    pthread_mutex_t sleep_lock;
+    pthread_cond_t sleep_cond;
+};
+
+/* Make a pool of `n` workers numbered from `first_index`; threads are not
+ * started yet. */
+int vf__pool_init(vf__pool *p, vf_engine *e, const char *name, int n,
+                  int first_index);
+
+/* Start the pool's threads. VF_ESYSTEM when a thread cannot start (those
+ * started are stopped again). */
+int vf__pool_start(vf__pool *p);
+
+/* Stop and join the workers (their queues must be empty). Safe to repeat,
+ * and on a pool that was only initialized. */
+void vf__pool_stop(vf__pool *p);
+
+/* Stop the pool (if not yet) and free its memory. Workers of other pools
+ * may submit to this one: an engine stops all its pools before destroying
+ * any. */
+void vf__pool_destroy(vf__pool *p);
+
+/* Place a ready op on the pool (from any thread). */
+void vf__pool_submit(vf__pool *p, vf__op *op);
+
+/* The worker the calling thread is (of any engine); NULL otherwise. */
+vf__worker *vf__this_worker(void);
+
+/* Take the best op from the worker's own queue, else steal one. NULL when
+ * the pool has no queued op. Never blocks beyond a queue lock. */
+vf__op *vf__worker_take(vf__worker *w);
+
+/* A worker places the ops it made ready: returns the one it should run next
+ * itself (or NULL), queueing the rest on its own queue. */
+vf__op *vf__worker_place(vf__worker *w, vf__readylist *mine);
+
+/*
+ * Sleep as an idle member of `p` until `wake_pred(arg)` holds or work may be
+ * queued or the pool stops (spurious returns are allowed: callers loop).
+ * Wakers of `wake_pred` call vf__pool_wake_all.
+ */
+void vf__pool_idle_wait(vf__pool *p, bool (*wake_pred)(void *), void *arg);
+
+/* Wake every sleeper of the pool (rare paths: a nested waiter's condition). */
+void vf__pool_wake_all(vf__pool *p);
+
+#endif /* VF_SCHED_H */

@@ -1,0 +1,286 @@
+/* var.c: the var queue state machine and the handle table (see var.h). */
+#include "core/var.h"
+
+#include <string.h>
+
+#include "base/alloc.h"
+#include "core/engine.h"
+#include "core/freelist.h"
+
+/* --- queue ------------------------------------------------------------- */
+
+/* Queue the op at the tail: the sentinel becomes its block and the spare
+ * becomes the new sentinel (so appending never branches on emptiness). */
+static vf__qblock *enqueue(vf__var *v, vf__op *op, bool write,
+                           vf__qblock **spare)
+{
+    vf__qblock *blk = v->tail;
+    vf__qblock *sentinel = *spare;
+    *spare = NULL;
+    sentinel->next = NULL;
+    sentinel->op = NULL;
+    blk->next = sentinel;
+    blk->op = op;
+    blk->write = write;
+    v->tail = sentinel;
+    return blk;
+}
+
+bool vf__var_append_read(vf__var *v, vf__op *op, vf__qblock **spare)
+{
+    if (v->pending_write == NULL) {
+        VF__ASSERT(v->nreaders >= 0);
+        v->nreaders++;
+        return true;
+    }
+    enqueue(v, op, false, spare); /* behind the newest write */
+    v->last_write->reads_after++;
+    return false;
+}
+
+bool vf__var_append_write(vf__var *v, vf__op *op, vf__qblock **spare)
+{
+    vf__qblock *blk = enqueue(v, op, true, spare);
+    blk->next_write = NULL;
+    blk->reads_after = 0;
+    if (v->last_write != NULL)
+        v->last_write->next_write = blk;
+    v->last_write = blk;
+    if (v->pending_write == NULL) {
+        v->pending_write = blk;
+        if (v->nreaders == 0) {
+            v->nreaders = VF__WRITE_RUNNING;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* `from` released one of op's vars: record the edge when profiling, and
+ * collect the op when that was the last thing it waited for. */
+static void make_ready(vf__op *op, const vf__op *from, vf__readylist *ready)
+{
+    bool recorded = VF__UNLIKELY(op->hooks & VF__HOOK_PROF);
+    if (recorded && (from->hooks & VF__HOOK_PROF))
+        vf__prof_edge(op, from);
+    if (vf__op_release(op, 1)) {
+        if (recorded)
+            op->prof.ready = vf__prof_now(&op->engine->prof);
+        vf__readylist_add(ready, op);
+    }
+}
+
+void vf__var_complete_read(vf__var *v, const vf__op *from,
+                           vf__readylist *ready)
+{
+    vf__op *write_op = NULL;
+    vf__spin_lock(&v->lock);
+    VF__ASSERT(v->nreaders > 0);
+    if (--v->nreaders == 0 && v->pending_write != NULL) {
+        v->nreaders = VF__WRITE_RUNNING;
+        write_op = v->pending_write->op;
+    }
+    vf__spin_unlock(&v->lock);
+    if (write_op)
+        make_ready(write_op, from, ready);
+}
+
+void vf__var_complete_write(vf__var *v, const vf__op *from,
+                            vf__failure *failure, bool ran,
+                            vf__readylist *ready)
+{
+    if (failure != NULL) {
+        /* We hold the var exclusively: no op reads `failure` now. */
+        vf__failure_ref(failure);
+        vf__failure *old = atomic_exchange_explicit(&v->failure, failure,
+                                                    memory_order_acq_rel);
+        vf__failure_unref(old);
+    }
+    if (ran)
+        atomic_fetch_add_explicit(&v->version, 1, memory_order_relaxed);
+
+    vf__spin_lock(&v->lock);
+    VF__ASSERT(v->nreaders == VF__WRITE_RUNNING && v->pending_write != NULL);
+    vf__qblock *done = v->pending_write;
+    /* The block after the run of reads behind `done`: the next write, or
+     * the sentinel. O(1) under the lock: nothing is walked here. */
+    int nreads = done->reads_after;
+    vf__qblock *end = done->next_write ? done->next_write : v->tail;
+    vf__op *next_write = NULL;
+    if (end == v->tail) {
+        v->pending_write = NULL;
+        v->last_write = NULL;
+        v->nreaders = nreads;
+    } else {
+        v->pending_write = end;
+        if (nreads == 0) {
+            v->nreaders = VF__WRITE_RUNNING;
+            next_write = end->op;
+        } else {
+            v->nreaders = nreads;
+        }
+    }
+    vf__spin_unlock(&v->lock);
+
+    /* The blocks from `done` up to `end` left the queue under the lock: no
+     * other thread can reach them, so they are walked unlocked. `end` stays
+     * (it is the next write or the sentinel). */
+    vf__qblock *blk = done;
+    while (blk != end) {
+        vf__qblock *next = blk->next;
+        if (blk != done)
+            make_ready(blk->op, from, ready);
+        vf__fl_free(VF__FL_QUEUE, blk);
+        blk = next;
+    }
+    if (next_write)
+        make_ready(next_write, from, ready);
+}
+
+/* --- handle table ------------------------------------------------------ */
+
+static vf_var make_handle(const vf__var_table *t, const vf__var *v)
+{
+    uint64_t gen = atomic_load_explicit(&v->gen, memory_order_relaxed);
+    return (vf_var){.id = ((uint64_t)t->tag << (VF__VAR_INDEX_BITS +
+                                                VF__VAR_GEN_BITS)) |
+                          (gen << VF__VAR_INDEX_BITS) | v->index};
+}
+
+int vf__var_table_init(vf__var_table *t, uint16_t tag)
+{
+    VF__ASSERT(tag != 0);
+    if (pthread_mutex_init(&t->lock, NULL) != 0)
+        return VF_ESYSTEM;
+    t->tag = tag;
+    t->nslots = 0;
+    t->free_head = NULL;
+    for (unsigned i = 0; i < VF__VAR_MAX_CHUNKS; i++)
+        atomic_init(&t->chunks[i], NULL);
+    return 0;
+}
+
+void vf__var_table_destroy(vf__var_table *t)
+{
+    for (unsigned c = 0; c < VF__VAR_MAX_CHUNKS; c++) {
+        vf__var *chunk = atomic_load_explicit(&t->chunks[c],
+                                              memory_order_relaxed);
+        if (chunk == NULL)
+            break;
+        for (unsigned i = 0; i < VF__VAR_CHUNK; i++) {
+            vf__var *v = &chunk[i];
+            if (v->state != VF__VAR_FREE && v->tail != NULL) {
+                VF__ASSERT(v->pending_write == NULL);
+                vf__fl_free(VF__FL_QUEUE, v->tail);
+            }
+            vf__failure_unref(atomic_load_explicit(&v->failure,
+                                                   memory_order_relaxed));
+        }
+        free(chunk);
+    }
+    pthread_mutex_destroy(&t->lock);
+}
+
+int vf__var_create(vf__var_table *t, vf_var *out)
+{
+    vf__qblock *sentinel = vf__fl_alloc(VF__FL_QUEUE);
+    if (sentinel == NULL)
+        return vf__fail(VF_ENOMEM, "vf_var_new: out of memory");
+    sentinel->next = NULL;
+    sentinel->op = NULL;
+    sentinel->write = false;
+
+    pthread_mutex_lock(&t->lock);
+    vf__var *v = t->free_head;
+    if (v != NULL) {
+        t->free_head = v->next_free;
+    } else {
+        uint32_t index = t->nslots;
+        if (index >= (1u << VF__VAR_INDEX_BITS)) {
+            pthread_mutex_unlock(&t->lock);
+            vf__fl_free(VF__FL_QUEUE, sentinel);
+            return vf__fail(VF_ENOMEM, "vf_var_new: all %u variable slots "
+                                       "are in use", 1u << VF__VAR_INDEX_BITS);
+        }
+        unsigned c = index >> VF__VAR_CHUNK_BITS;
+        vf__var *chunk = atomic_load_explicit(&t->chunks[c],
+                                              memory_order_relaxed);
+        if (chunk == NULL) {
+            chunk = vf__aligned_calloc(VF__CACHELINE,
+                                       VF__VAR_CHUNK * sizeof *chunk);
+            if (chunk == NULL) {
+                pthread_mutex_unlock(&t->lock);
+                vf__fl_free(VF__FL_QUEUE, sentinel);
+                return vf__fail(VF_ENOMEM, "vf_var_new: out of memory");
+            }
+            for (unsigned i = 0; i < VF__VAR_CHUNK; i++) {
+                vf__spin_init(&chunk[i].lock);
+                chunk[i].index = (c << VF__VAR_CHUNK_BITS) | i;
+                atomic_init(&chunk[i].gen, 1);
+                atomic_init(&chunk[i].failure, NULL);
+                atomic_init(&chunk[i].version, 0);
+                atomic_init(&chunk[i].watched, false);
+            }
+            /* Release: lookups that see the chunk see it initialized. */
+            atomic_store_explicit(&t->chunks[c], chunk, memory_order_release);
+        }
+        v = &chunk[index & (VF__VAR_CHUNK - 1)];
+        t->nslots++;
+    }
+    pthread_mutex_unlock(&t->lock);
+
+    vf__spin_lock(&v->lock);
+    v->nreaders = 0;
+    v->pending_write = NULL;
+    v->last_write = NULL;
+    v->tail = sentinel;
+    v->state = VF__VAR_LIVE;
+    atomic_store_explicit(&v->version, 0, memory_order_relaxed);
+    vf__spin_unlock(&v->lock);
+    *out = make_handle(t, v);
+    return 0;
+}
+
+int vf__var_lookup(vf__var_table *t, vf_var h, vf__var **out)
+{
+    if (h.id == 0)
+        return VF_EINVAL;
+    uint16_t tag = (uint16_t)(h.id >> (VF__VAR_INDEX_BITS + VF__VAR_GEN_BITS));
+    if (tag != t->tag)
+        return VF_EXDEV;
+    uint32_t index = (uint32_t)h.id & ((1u << VF__VAR_INDEX_BITS) - 1);
+    vf__var *chunk = atomic_load_explicit(
+        &t->chunks[index >> VF__VAR_CHUNK_BITS], memory_order_acquire);
+    if (chunk == NULL)
+        return VF_EINVAL;
+    vf__var *v = &chunk[index & (VF__VAR_CHUNK - 1)];
+    if (atomic_load_explicit(&v->gen, memory_order_relaxed) !=
+        vf__var_handle_gen(h))
+        return VF_ESTALE;
+    *out = v;
+    return 0;
+}
+
+void vf__var_free_slot(vf__var_table *t, vf__var *v)
+{
+    vf__spin_lock(&v->lock);
+    VF__ASSERT(v->state == VF__VAR_DELETING && v->pending_write == NULL &&
+               v->nreaders == 0);
+    vf__qblock *sentinel = v->tail;
+    v->tail = NULL;
+    v->state = VF__VAR_FREE;
+    atomic_store_explicit(&v->watched, false, memory_order_relaxed);
+    uint32_t gen = atomic_load_explicit(&v->gen, memory_order_relaxed);
+    atomic_store_explicit(&v->gen, (gen + 1) & ((1u << VF__VAR_GEN_BITS) - 1),
+                          memory_order_relaxed);
+    vf__failure *f = atomic_exchange_explicit(&v->failure, NULL,
+                                              memory_order_acq_rel);
+    vf__spin_unlock(&v->lock);
+    vf__fl_free(VF__FL_QUEUE, sentinel);
+    vf__failure_unref(f);
+
+    pthread_mutex_lock(&t->lock);
+    v->next_free = t->free_head;
+    t->free_head = v;
+    pthread_mutex_unlock(&t->lock);
+}

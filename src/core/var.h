@@ -1,0 +1,153 @@
+/*
+ * var.h: a variable's dependency queue (the state machine at the heart of the
+ * engine) and the table that turns vf_var handles into var slots.
+ *
+ * The queue (MXNet's ThreadedVar). Each var keeps a FIFO of the ops waiting
+ * for it, as a singly-linked list of queue blocks ending in an empty
+ * sentinel (`tail`). Running reads are not in the queue: they are counted in
+ * `nreaders`. The oldest write still in the queue is `pending_write`, which
+ * is always the queue's head: a read only queues behind a write, so the
+ * queue is either empty or starts with a write. The rules:
+ *   append read:    no pending write -> ready now (nreaders++); else queue.
+ *   append write:   queue it; if it is the head and nreaders == 0, it is
+ *                   ready now (nreaders = VF__WRITE_RUNNING).
+ *   complete read:  nreaders--; the last reader releases the head write.
+ *   complete write: (the head) leaves; it releases every read up to the next
+ *                   write (nreaders = their count) or, if none is between,
+ *                   the next write itself.
+ * So reads pushed between two writes run after the first and before the
+ * second (neither reader- nor writer-preferring), conflicting ops run in push
+ * order, and reads with no write ahead of them run together.
+ *
+ * A var's fields are guarded by its spinlock, except `version` and
+ * `failure` (atomics, see below) and the handle fields owned by the table.
+ * A push holds the locks of all its vars at once (in address order); every
+ * other path holds at most one var lock and takes no other lock under it.
+ *
+ * Handles. A vf_var is 64 bits: engine tag (16) | generation (24) | slot
+ * index (24). Slots live in chunks that are never freed while the engine
+ * lives, so a stale handle can always be looked at safely: its generation no
+ * longer matches once the slot was freed (VF_ESTALE), and a handle of
+ * another engine has another tag (VF_EXDEV). A generation wraps after 16M
+ * reuses of one slot, the one case a stale handle could alias a new var.
+ */
+#ifndef VF_VAR_H
+#define VF_VAR_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "base/common.h"
+#include "core/failure.h"
+#include "core/op.h"
+#include "core/spinlock.h"
+
+#define VF__WRITE_RUNNING (-1)
+
+#define VF__VAR_INDEX_BITS 24
+#define VF__VAR_GEN_BITS 24
+#define VF__VAR_CHUNK_BITS 10
+#define VF__VAR_CHUNK (1u << VF__VAR_CHUNK_BITS)
+#define VF__VAR_MAX_CHUNKS (1u << (VF__VAR_INDEX_BITS - VF__VAR_CHUNK_BITS))
+
+/* A queue block: one waiting op (or the empty sentinel at the tail). A
+ * write's block also knows the reads queued right behind it and the next
+ * write, so a finishing write finds what to release without walking the
+ * queue under the lock. */
+typedef struct vf__qblock {
+    struct vf__qblock *next;
+    vf__op *op;
+    struct vf__qblock *next_write; /* write blocks: the next write, or NULL */
+    int32_t reads_after;           /* write blocks: reads queued behind it */
+    bool write;
+} vf__qblock;
+
+typedef enum vf__var_state {
+    VF__VAR_FREE = 0, /* slot unused */
+    VF__VAR_LIVE,     /* usable */
+    VF__VAR_DELETING  /* delete op pushed: refuses new ops */
+} vf__var_state;
+
+struct vf__var {
+    vf__spinlock lock;
+    int32_t nreaders;          /* lock: running reads, or VF__WRITE_RUNNING */
+    vf__qblock *pending_write; /* lock: queue head (a write) or NULL */
+    vf__qblock *last_write;    /* lock: newest queued write, or NULL */
+    vf__qblock *tail;          /* lock: the sentinel */
+    uint8_t state;             /* lock (and the table lock when freeing) */
+    /* Written only by a write finishing (it holds the var exclusively);
+     * read by ops that hold the var. Release/acquire so a reader sees the
+     * record's contents. */
+    _Atomic(vf__failure *) failure;
+    /* Bumped by a finishing write (relaxed: a counter for users, ordered for
+     * them by their own waits). */
+    _Atomic uint64_t version;
+    /* Handle generation: changed under the lock when the slot is freed;
+     * relaxed loads give a fast early VF_ESTALE, the authoritative check is
+     * made under the lock. */
+    _Atomic uint32_t gen;
+    /* VF_ENGINE_INFO: someone waited on it, so its ops are logged
+     * (relaxed: a debugging aid). */
+    atomic_bool watched;
+    uint32_t index;
+    struct vf__var *next_free; /* table lock */
+} __attribute__((aligned(VF__CACHELINE)));
+
+typedef struct vf__var_table {
+    pthread_mutex_t lock; /* guards nslots, free list, chunk creation */
+    uint16_t tag;
+    uint32_t nslots;                                 /* lock */
+    vf__var *free_head;                              /* lock */
+    _Atomic(vf__var *) chunks[VF__VAR_MAX_CHUNKS];   /* acquire/release */
+} vf__var_table;
+
+int vf__var_table_init(vf__var_table *t, uint16_t tag);
+
+/* Free every slot's leftovers (queue sentinel, failure) and the chunks. The
+ * engine must be idle. */
+void vf__var_table_destroy(vf__var_table *t);
+
+/* A new live var and its handle. VF_ENOMEM when out of memory or slots. */
+int vf__var_create(vf__var_table *t, vf_var *out);
+
+/* The slot a handle names: 0, VF_EINVAL (zero or malformed), VF_EXDEV, or
+ * VF_ESTALE. Lock-free; a live answer must be confirmed under the var lock
+ * (vf__var_usable) by a caller about to enqueue. */
+int vf__var_lookup(vf__var_table *t, vf_var h, vf__var **out);
+
+/* Under the var lock: is the slot still the handle's live var? */
+static inline bool vf__var_usable(const vf__var *v, uint32_t gen)
+{
+    return v->state == VF__VAR_LIVE &&
+           atomic_load_explicit(&v->gen, memory_order_relaxed) == gen;
+}
+
+static inline uint32_t vf__var_handle_gen(vf_var h)
+{
+    return (uint32_t)(h.id >> VF__VAR_INDEX_BITS) &
+           ((1u << VF__VAR_GEN_BITS) - 1);
+}
+
+/* Return a var's slot to the table once its delete op has finished. */
+void vf__var_free_slot(vf__var_table *t, vf__var *v);
+
+/*
+ * Queue operations. The append functions need the var's lock held and a
+ * spare queue block (`spare`; append_write always consumes it, append_read
+ * only when the read has to queue: *spare is set to NULL when consumed).
+ * They return true when the var is ready for the op at once; the caller
+ * then takes one off the op's wait counter.
+ */
+bool vf__var_append_read(vf__var *v, vf__op *op, vf__qblock **spare);
+bool vf__var_append_write(vf__var *v, vf__op *op, vf__qblock **spare);
+
+/* Release a read / the head write held by the finishing op `from` (take the
+ * lock themselves). Ops this makes ready are added to `ready`. A write passes on
+ * `failure` (may be NULL) to the var and, when `ran`, bumps its version. */
+void vf__var_complete_read(vf__var *v, const vf__op *from,
+                           vf__readylist *ready);
+void vf__var_complete_write(vf__var *v, const vf__op *from,
+                            vf__failure *failure, bool ran,
+                            vf__readylist *ready);
+
+#endif /* VF_VAR_H */

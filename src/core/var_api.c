@@ -1,0 +1,88 @@
+/* var_api.c: the public variable calls (new, delete, version). */
+#include <limits.h>
+#include <string.h>
+
+#include "core/engine.h"
+
+static int var_check_engine(vf_engine *e, const char *who)
+{
+    if (!vf__engine_ok(e))
+        return vf__fail(VF_EINVAL, "%s: not an engine (NULL or destroyed)",
+                        who);
+    if (atomic_load(&e->state) != VF__RUNNING && vf__current_op_engine() != e)
+        return vf__fail(VF_ESHUTDOWN, "%s: the engine is being destroyed",
+                        who);
+    return 0;
+}
+
+VF_API int vf_var_new(vf_engine *e, vf_var *out)
+{
+    int rc = var_check_engine(e, "vf_var_new");
+    if (rc != 0)
+        return rc;
+    if (out == NULL)
+        return vf__fail(VF_EINVAL, "vf_var_new: out is NULL");
+    return vf__var_create(&e->vars, out);
+}
+
+static int lookup(vf_engine *e, const char *who, vf_var h, vf__var **v)
+{
+    int rc = vf__var_lookup(&e->vars, h, v);
+    if (rc != 0)
+        return vf__fail(rc, "%s: variable (id %#llx): %s", who,
+                        (unsigned long long)h.id, vf_strerror(rc));
+    return 0;
+}
+
+VF_API int vf_var_delete(vf_engine *e, vf_var h, void (*free_fn)(void *),
+                         void *free_arg)
+{
+    static const char who[] = "vf_var_delete";
+    int rc = var_check_engine(e, who);
+    vf__var *v;
+    if (rc != 0 || (rc = lookup(e, who, h, &v)) != 0)
+        return rc;
+    vf__op *op = vf__op_alloc();
+    if (op == NULL)
+        return vf__fail(VF_ENOMEM, "%s: out of memory", who);
+    vf__opdef *def = &op->own;
+    memset(def, 0, sizeof *def);
+    def->kind = VF__OP_DELETE;
+    def->free_fn = free_fn;
+    def->arg = free_arg;
+    def->name = "vf_var_delete";
+    def->property = VF_PROP_DELETE_VAR;
+    def->pool = e->cpu_pool;
+    def->inline_run = e->cpu_pool == NULL;
+    def->nvars = 1;
+    def->vars = op->inline_vars;
+    op->inline_vars[0] = (vf__varref){
+        .var = v, .gen = vf__var_handle_gen(h), .write = true};
+    op->def = def;
+    op->priority = INT_MAX; /* jumps the ready queue: frees memory early */
+    if ((rc = vf__engine_enqueue(e, op, who)) != 0) {
+        vf__op_free(op);
+        return rc;
+    }
+    return 0;
+}
+
+VF_API int vf_var_version(vf_engine *e, vf_var h, uint64_t *out)
+{
+    static const char who[] = "vf_var_version";
+    if (!vf__engine_ok(e))
+        return vf__fail(VF_EINVAL, "%s: not an engine", who);
+    if (out == NULL)
+        return vf__fail(VF_EINVAL, "%s: out is NULL", who);
+    vf__var *v;
+    int rc = lookup(e, who, h, &v);
+    if (rc != 0)
+        return rc;
+    vf__spin_lock(&v->lock);
+    bool usable = vf__var_usable(v, vf__var_handle_gen(h));
+    *out = atomic_load_explicit(&v->version, memory_order_relaxed);
+    vf__spin_unlock(&v->lock);
+    if (!usable)
+        return vf__fail(VF_ESTALE, "%s: variable was deleted", who);
+    return 0;
+}

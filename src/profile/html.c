@@ -1,0 +1,236 @@
+/*
+ * html.c: the HTML report, one self-contained file.
+ *
+ * The page is the fixed style sheet, body and script of
+ * html_page.h around one JSON object (in a <script
+ * type="application/json"> element, its strings escaped so that no "<"
+ * can end the element early). The script draws the page from it offline:
+ * nothing is fetched. The object holds
+ * - engine, version, workers and the pool of each worker; records, dropped,
+ *   span and busy (the sum of run times), all in integer nanoseconds;
+ * - names: every distinct op name, and the other fields refer to names by
+ *   their index;
+ * - ops: [id, name, worker, start, end, ready, push, status, [deps]] for
+ *   the first VF__PROF_HTML_MAX ops by id (the timeline's rows; "shown"
+ *   says how many);
+ * - crit: the critical path's ids, length and elapsed time
+ *   (critical.c), or null;
+ * - levels: [t, running, ready] steps of the parallelism plot
+ *   (vf__prof_levels). Past LEVELS_MAX steps they are averaged over
+ *   LEVELS_BINS equal bins, each value weighted by how long it held;
+ * - summary: [name, count, skipped, failed, total, mean, min, max, queued]
+ *   per name, by total time.
+ * Names are found by an open-addressing table of the snapshot's name
+ * pointers' texts, so this is linear in the records (plus the sorts that
+ * the summary and levels do).
+ */
+#include <inttypes.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "profile/html_page.h"
+#include "profile/out.h"
+
+#define LEVELS_MAX 20000
+#define LEVELS_BINS 4000
+
+static void lines(FILE *f, const char *const *text)
+{
+    for (; *text != NULL; text++) {
+        fputs(*text, f);
+        fputc('\n', f);
+    }
+}
+
+/* Distinct names: the summary rows' names, found again by text. */
+typedef struct name_table {
+    const vf_profile_row *rows;
+    size_t nrows, cap;
+    size_t *slot; /* row index + 1, 0 empty */
+} name_table;
+
+static uint64_t hash(const char *s)
+{
+    uint64_t h = 1469598103934665603u;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211u;
+    return h;
+}
+
+static int names_init(name_table *t, const vf_profile_row *rows, size_t n)
+{
+    t->rows = rows;
+    t->nrows = n;
+    t->cap = 16;
+    while (t->cap < 2 * n)
+        t->cap *= 2;
+    t->slot = vf__calloc(t->cap, sizeof *t->slot);
+    if (t->slot == NULL)
+        return VF_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        size_t j = hash(rows[i].name) & (t->cap - 1);
+        while (t->slot[j] != 0)
+            j = (j + 1) & (t->cap - 1);
+        t->slot[j] = i + 1;
+    }
+    return 0;
+}
+
+static size_t name_of(const name_table *t, const vf_profile_record *r)
+{
+    const char *name = vf__prof_name(r);
+    size_t j = hash(name) & (t->cap - 1);
+    while (t->slot[j] != 0 && strcmp(t->rows[t->slot[j] - 1].name, name) != 0)
+        j = (j + 1) & (t->cap - 1);
+    return t->slot[j] != 0 ? t->slot[j] - 1 : 0;
+}
+
+static void write_levels(FILE *f, const vf_profile *p, const vf__prof_level *lv,
+                         size_t n)
+{
+    fprintf(f, ",\"levels\":[");
+    if (n <= LEVELS_MAX || p->span_ns == 0) {
+        for (size_t i = 0; i < n; i++)
+            fprintf(f, "%s[%" PRIu64 ",%u,%u]", i ? "," : "", lv[i].t,
+                    lv[i].running, lv[i].ready);
+        fprintf(f, "]");
+        return;
+    }
+    /* Time-weighted means over equal bins: level i holds over [t_i,
+     * t_{i+1}); each bin adds up value * overlap. */
+    double width = (double)p->span_ns / LEVELS_BINS;
+    size_t i = 0;
+    for (int b = 0; b < LEVELS_BINS; b++) {
+        double b0 = b * width, b1 = b0 + width, run = 0, ready = 0;
+        while (i + 1 < n && (double)lv[i + 1].t <= b0)
+            i++;
+        for (size_t k = i; k < n && (double)lv[k].t < b1; k++) {
+            double t0 = (double)lv[k].t > b0 ? (double)lv[k].t : b0;
+            double t1 = k + 1 < n && (double)lv[k + 1].t < b1
+                            ? (double)lv[k + 1].t
+                            : b1;
+            if (t1 > t0) {
+                run += lv[k].running * (t1 - t0);
+                ready += lv[k].ready * (t1 - t0);
+            }
+        }
+        fprintf(f, "%s[%.0f,%.3f,%.3f]", b ? "," : "", b0, run / width,
+                ready / width);
+    }
+    fprintf(f, "]");
+}
+
+static void write_ops(FILE *f, const vf_profile *p, const name_table *names)
+{
+    size_t shown = p->count < VF__PROF_HTML_MAX ? p->count : VF__PROF_HTML_MAX;
+    fprintf(f, ",\"shown\":%zu,\"ops\":[", shown);
+    for (size_t i = 0; i < shown; i++) {
+        const vf_profile_record *r = &p->records[i];
+        int worker = r->worker >= 0 && r->worker < p->nworkers ? r->worker : -1;
+        fprintf(f,
+                "%s\n[%" PRIu64 ",%zu,%d,%" PRIu64 ",%" PRIu64 ",%" PRIu64
+                ",%" PRIu64 ",%d,[",
+                i ? "," : "", r->id, name_of(names, r), worker, r->start_ns,
+                r->end_ns, r->ready_ns, r->push_ns, r->status);
+        int first = 1;
+        for (int k = 0; k < r->ndeps; k++) {
+            if (vf__prof_dep_repeats(r, k) || vf__prof_find(p, r->deps[k]) < 0)
+                continue;
+            fprintf(f, "%s%" PRIu64, first ? "" : ",", r->deps[k]);
+            first = 0;
+        }
+        fprintf(f, "]]");
+    }
+    fprintf(f, "]");
+}
+
+static void write_data(FILE *f, const vf_profile *p, const vf_profile_row *rows,
+                       size_t nrows, const name_table *names,
+                       const vf_profile_path *path, const vf__prof_level *lv,
+                       size_t nlv)
+{
+    uint64_t busy = 0;
+    for (size_t i = 0; i < p->count; i++)
+        busy += p->records[i].end_ns - p->records[i].start_ns;
+    fprintf(f,
+            "{\"version\":\"%d.%d.%d\",\"engine\":\"%s\",\"workers\":%d,"
+            "\"pools\":[",
+            VF_VERSION_MAJOR, VF_VERSION_MINOR, VF_VERSION_PATCH,
+            vf_engine_type_name(p->kind), p->nworkers);
+    for (int w = 0; w < p->nworkers; w++) {
+        fputs(w ? "," : "", f);
+        vf__prof_json_string(f, p->worker_pool[w] ? p->worker_pool[w] : "?", 1);
+    }
+    fprintf(f,
+            "],\"records\":%zu,\"dropped\":%" PRIu64 ",\"span\":%" PRIu64
+            ",\"busy\":%" PRIu64 ",\"names\":[",
+            p->count, p->dropped, p->span_ns, busy);
+    for (size_t i = 0; i < nrows; i++) {
+        fputs(i ? "," : "", f);
+        vf__prof_json_string(f, rows[i].name, 1);
+    }
+    fprintf(f, "]");
+    write_ops(f, p, names);
+    if (path != NULL) {
+        fprintf(f,
+                ",\"crit\":{\"length\":%" PRIu64 ",\"elapsed\":%" PRIu64
+                ",\"ids\":[",
+                path->length_ns, path->elapsed_ns);
+        for (size_t i = 0; i < path->count; i++)
+            fprintf(f, "%s%" PRIu64, i ? "," : "", path->ids[i]);
+        fprintf(f, "]}");
+    } else {
+        fprintf(f, ",\"crit\":null");
+    }
+    write_levels(f, p, lv, nlv);
+    fprintf(f, ",\"summary\":[");
+    for (size_t i = 0; i < nrows; i++) {
+        const vf_profile_row *r = &rows[i];
+        fprintf(f,
+                "%s\n[%zu,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64
+                ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 "]",
+                i ? "," : "", i, r->count, r->skipped, r->failed, r->total_ns,
+                r->mean_ns, r->min_ns, r->max_ns, r->queued_ns);
+    }
+    fprintf(f, "]}");
+}
+
+int vf__prof_write_html(const vf_profile *p, FILE *f)
+{
+    vf_profile_row *rows = NULL;
+    size_t nrows = 0, nlv = 0;
+    vf__prof_level *lv = NULL;
+    vf_profile_path path;
+    name_table names = {0};
+    int rc = vf_profile_summary(p, VF_PROFILE_SORT_TOTAL, &rows, &nrows);
+    int prc = rc == 0 ? vf_profile_critical_path(p, &path) : rc;
+    if (rc == 0 && prc == VF_ENOMEM)
+        rc = prc;
+    if (rc == 0)
+        rc = names_init(&names, rows, nrows);
+    if (rc == 0)
+        rc = vf__prof_levels(p, &lv, &nlv);
+    if (rc == 0) {
+        fprintf(f,
+                "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta "
+                "charset=\"utf-8\">\n<meta name=\"viewport\" "
+                "content=\"width=device-width, initial-scale=1\">\n"
+                "<title>varflow profile: %s engine, %zu ops</title>\n"
+                "<style>\n",
+                vf_engine_type_name(p->kind), p->count);
+        lines(f, vf__html_css);
+        fprintf(f, "</style>\n</head>\n<body>\n");
+        lines(f, vf__html_body);
+        fprintf(f, "<script id=\"vf-data\" type=\"application/json\">");
+        write_data(f, p, rows, nrows, &names, prc == 0 ? &path : NULL, lv, nlv);
+        fprintf(f, "</script>\n<script>\n");
+        lines(f, vf__html_js);
+        fprintf(f, "</script>\n</body>\n</html>\n");
+    }
+    if (prc == 0)
+        vf_profile_path_free(&path);
+    free(lv);
+    free(names.slot);
+    vf_profile_summary_free(rows);
+    return rc;
+}

@@ -1,0 +1,75 @@
+/*
+ * out.h: what the profiler's outputs share (write.c,
+ * summary.c, critical.c, dot.c, html.c,
+ * load.c).
+ *
+ * Every output is computed from an immutable snapshot (struct vf_profile,
+ * records sorted by id), so nothing here takes a lock or touches an
+ * engine. A record's `deps` are the ids of the ops whose finishing released
+ * it, as recorded: an id may appear twice (one op released two of its
+ * vars), and may name an op the snapshot does not hold (dropped, or
+ * recorded under an earlier session); outputs skip both. Writers return 0
+ * or VF_ENOMEM (the file is then partial); I/O errors are caught by the
+ * caller from the stream's error flag.
+ */
+#ifndef VF_PROFILE_OUT_H
+#define VF_PROFILE_OUT_H
+
+#include <stdio.h>
+
+#include "profile/snapshot.h"
+
+/* Ops a Graphviz file shows at most (the first ones by id). */
+#define VF__PROF_DOT_MAX 1000
+/* Ops the HTML timeline shows at most (the first ones by id); every other
+ * figure of the report covers all records. */
+#define VF__PROF_HTML_MAX 200000
+
+/* Index of the record with `id` (binary search), or -1. */
+ptrdiff_t vf__prof_find(const vf_profile *p, uint64_t id);
+
+/* A record's name for display: "(unnamed)" for "". */
+const char *vf__prof_name(const vf_profile_record *r);
+
+/* Whether dependency k of r repeats an earlier one of r's deps. */
+int vf__prof_dep_repeats(const vf_profile_record *r, int k);
+
+/* "ok", "skipped" or "failed". */
+const char *vf__prof_status_name(int status);
+
+/* The property's short name ("normal", "copy_to_device", ...), and back
+ * (-1 when unknown). */
+const char *vf__prof_property_name(vf_property prop);
+int vf__prof_property_parse(const char *name);
+
+/* A JSON string literal of `s`; with `html`, also <, > and & escaped, so
+ * that the text may sit inside a <script> element. */
+void vf__prof_json_string(FILE *f, const char *s, int html);
+
+/* `ns` as microseconds with exactly three decimals ("12.345"). */
+void vf__prof_print_us(FILE *f, uint64_t ns);
+
+/* `ns` for people: "850 ns", "12.35 us", "1.234 ms", "2.500 s" (3 to 6
+ * significant digits). */
+const char *vf__prof_human(char buf[32], uint64_t ns);
+
+/*
+ * Concurrency over time: at each time `t` where a count changes, the number
+ * of ops running (start <= t < end) and ready but not started (ready <= t
+ * < start) from then on. Sorted by t, one entry per distinct time, the last
+ * one back at zero. *out is malloc'd (NULL when n is 0).
+ */
+typedef struct vf__prof_level {
+    uint64_t t;
+    uint32_t running, ready;
+} vf__prof_level;
+int vf__prof_levels(const vf_profile *p, vf__prof_level **out, size_t *n);
+
+/* The writers, by format. */
+int vf__prof_write_chrome(const vf_profile *p, FILE *f);
+int vf__prof_write_summary(const vf_profile *p, FILE *f,
+                           vf_profile_format format, vf_profile_sort by);
+int vf__prof_write_dot(const vf_profile *p, FILE *f);
+int vf__prof_write_html(const vf_profile *p, FILE *f);
+
+#endif /* VF_PROFILE_OUT_H */

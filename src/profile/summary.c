@@ -1,0 +1,328 @@
+/*
+ * summary.c: aggregates of a snapshot: the summary per op name (as
+ * rows, text and JSON) and concurrency over time.
+ *
+ * Summary: the records are sorted by name (an index array, so the snapshot
+ * stays untouched), each run of equal names becomes a row, and the rows are
+ * sorted by the column asked for. Every count is exact (integers over all
+ * records); the timing columns (total, mean, min, max) cover the ops that
+ * ran, ok or failed: a skipped op never ran, and its near-zero span would
+ * only hide the real minimum. `queued` adds up start - ready, the time an
+ * op was ready and waited for a worker.
+ *
+ * Concurrency (vf__prof_levels): each record gives four steps, +1 ready at
+ * ready_ns, -1 ready and +1 running at start_ns, -1 running at end_ns; the
+ * steps sorted by time and summed give, at each distinct time, the ops
+ * running and the ops ready but not started. O(n log n).
+ */
+#include <inttypes.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/error.h"
+#include "profile/out.h"
+
+/* --- rows -------------------------------------------------------------- */
+
+static const char *const sort_names[] = {"total",   "name",   "count",
+                                         "skipped", "failed", "mean",
+                                         "min",     "max",    "queued"};
+#define NSORTS ((int)(sizeof sort_names / sizeof sort_names[0]))
+
+VF_API const char *vf_profile_sort_name(vf_profile_sort by)
+{
+    return (int)by >= 0 && (int)by < NSORTS ? sort_names[by] : NULL;
+}
+
+VF_API int vf_profile_sort_parse(const char *name, vf_profile_sort *out)
+{
+    for (int i = 0; name != NULL && out != NULL && i < NSORTS; i++) {
+        if (strcmp(name, sort_names[i]) == 0) {
+            *out = (vf_profile_sort)i;
+            return 0;
+        }
+    }
+    return vf__fail(VF_EINVAL, "vf_profile_sort_parse: unknown column \"%s\"",
+                    name ? name : "(null)");
+}
+
+/* The column's name, never NULL (callers checked `by`). */
+static const char *column_name(vf_profile_sort by)
+{
+    const char *name = vf_profile_sort_name(by);
+    return name != NULL ? name : "total";
+}
+
+/* qsort has no context argument: the snapshot being sorted, per thread. */
+static _Thread_local const vf_profile *sorting_;
+static _Thread_local vf_profile_sort sort_by_;
+
+static int by_name(const void *a, const void *b)
+{
+    const vf_profile_record *x = &sorting_->records[*(const size_t *)a];
+    const vf_profile_record *y = &sorting_->records[*(const size_t *)b];
+    int c = strcmp(vf__prof_name(x), vf__prof_name(y));
+    if (c != 0)
+        return c;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static uint64_t column(const vf_profile_row *r, vf_profile_sort by)
+{
+    switch (by) {
+    case VF_PROFILE_SORT_COUNT:
+        return r->count;
+    case VF_PROFILE_SORT_SKIPPED:
+        return r->skipped;
+    case VF_PROFILE_SORT_FAILED:
+        return r->failed;
+    case VF_PROFILE_SORT_MEAN:
+        return r->mean_ns;
+    case VF_PROFILE_SORT_MIN:
+        return r->min_ns;
+    case VF_PROFILE_SORT_MAX:
+        return r->max_ns;
+    case VF_PROFILE_SORT_QUEUED:
+        return r->queued_ns;
+    default:
+        return r->total_ns;
+    }
+}
+
+static int by_column(const void *a, const void *b)
+{
+    const vf_profile_row *x = a, *y = b;
+    if (sort_by_ != VF_PROFILE_SORT_NAME) {
+        uint64_t u = column(x, sort_by_), v = column(y, sort_by_);
+        if (u != v)
+            return u > v ? -1 : 1; /* largest first */
+    }
+    return strcmp(x->name, y->name);
+}
+
+VF_API int vf_profile_summary(const vf_profile *p, vf_profile_sort by,
+                              vf_profile_row **rows, size_t *nrows)
+{
+    static const char who[] = "vf_profile_summary";
+    if (p == NULL || rows == NULL || nrows == NULL)
+        return vf__fail(VF_EINVAL, "%s: NULL argument", who);
+    if ((int)by < 0 || (int)by >= NSORTS)
+        return vf__fail(VF_EINVAL, "%s: unknown sort key %d", who, (int)by);
+    *rows = NULL;
+    *nrows = 0;
+    if (p->count == 0)
+        return 0;
+    size_t *order = vf__malloc(p->count * sizeof *order);
+    vf_profile_row *out = vf__calloc(p->count, sizeof *out);
+    if (order == NULL || out == NULL) {
+        free(order);
+        free(out);
+        return vf__fail(VF_ENOMEM, "%s: out of memory", who);
+    }
+    for (size_t i = 0; i < p->count; i++)
+        order[i] = i;
+    sorting_ = p;
+    qsort(order, p->count, sizeof *order, by_name);
+    size_t n = 0;
+    for (size_t i = 0; i < p->count; i++) {
+        const vf_profile_record *r = &p->records[order[i]];
+        const char *name = vf__prof_name(r);
+        if (n == 0 || strcmp(out[n - 1].name, name) != 0)
+            out[n++].name = name;
+        vf_profile_row *row = &out[n - 1];
+        row->count++;
+        if (r->status == VF_ESKIPPED) {
+            row->skipped++;
+            continue;
+        }
+        if (r->status != 0)
+            row->failed++;
+        uint64_t d = r->end_ns - r->start_ns;
+        uint64_t ran = row->count - row->skipped;
+        row->total_ns += d;
+        row->min_ns = ran == 1 || d < row->min_ns ? d : row->min_ns;
+        row->max_ns = d > row->max_ns ? d : row->max_ns;
+        row->queued_ns += r->start_ns - r->ready_ns;
+    }
+    free(order);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t ran = out[i].count - out[i].skipped;
+        out[i].mean_ns = ran ? out[i].total_ns / ran : 0;
+    }
+    sort_by_ = by;
+    qsort(out, n, sizeof *out, by_column);
+    *rows = out;
+    *nrows = n;
+    return 0;
+}
+
+VF_API void vf_profile_summary_free(vf_profile_row *rows)
+{
+    free(rows);
+}
+
+/* --- text and JSON ----------------------------------------------------- */
+
+static uint64_t busy_ns(const vf_profile *p)
+{
+    uint64_t busy = 0;
+    for (size_t i = 0; i < p->count; i++)
+        busy += p->records[i].end_ns - p->records[i].start_ns;
+    return busy;
+}
+
+static void summary_text(const vf_profile *p, FILE *f,
+                         const vf_profile_row *rows, size_t n,
+                         const vf_profile_path *path, vf_profile_sort by)
+{
+    char a[32], b[32], c[32];
+    uint64_t busy = busy_ns(p);
+    fprintf(f,
+            "varflow profile: %s engine, %d workers, %zu ops recorded, "
+            "%" PRIu64 " dropped\n",
+            vf_engine_type_name(p->kind), p->nworkers, p->count, p->dropped);
+    fprintf(f, "span %s, busy %s (average parallelism %.2f)\n",
+            vf__prof_human(a, p->span_ns), vf__prof_human(b, busy),
+            p->span_ns ? (double)busy / (double)p->span_ns : 0.0);
+    if (path != NULL && path->count > 0)
+        fprintf(f,
+                "critical path %s over %zu ops = %.1f%% of the span "
+                "(%s from its first start to its last end)\n",
+                vf__prof_human(a, path->length_ns), path->count,
+                p->span_ns
+                    ? 100.0 * (double)path->length_ns / (double)p->span_ns
+                    : 0.0,
+                vf__prof_human(c, path->elapsed_ns));
+    int w = 4;
+    for (size_t i = 0; i < n; i++) {
+        int len = (int)strlen(rows[i].name);
+        w = len > w ? len : w;
+    }
+    w = w > 40 ? 40 : w;
+    fprintf(f, "\nsorted by %s\n%-*s %8s %8s %7s %12s %12s %12s %12s %12s\n",
+            column_name(by), w, "name", "count", "skipped", "failed", "total",
+            "mean", "min", "max", "queued");
+    for (size_t i = 0; i < n; i++) {
+        const vf_profile_row *r = &rows[i];
+        char t[32], mean[32], mn[32], mx[32], q[32];
+        fprintf(f,
+                "%-*.*s %8" PRIu64 " %8" PRIu64 " %7" PRIu64
+                " %12s %12s %12s %12s %12s\n",
+                w, w, r->name, r->count, r->skipped, r->failed,
+                vf__prof_human(t, r->total_ns),
+                vf__prof_human(mean, r->mean_ns), vf__prof_human(mn, r->min_ns),
+                vf__prof_human(mx, r->max_ns), vf__prof_human(q, r->queued_ns));
+    }
+}
+
+static void summary_json(const vf_profile *p, FILE *f,
+                         const vf_profile_row *rows, size_t n,
+                         const vf_profile_path *path, vf_profile_sort by)
+{
+    fprintf(f,
+            "{\"engine\":\"%s\",\"workers\":%d,\"records\":%zu,"
+            "\"dropped\":%" PRIu64 ",\"span_ns\":%" PRIu64
+            ",\"busy_ns\":%" PRIu64 ",\"sort\":\"%s\",\"critical_path\":",
+            vf_engine_type_name(p->kind), p->nworkers, p->count, p->dropped,
+            p->span_ns, busy_ns(p), column_name(by));
+    if (path == NULL) {
+        fprintf(f, "null");
+    } else {
+        fprintf(f,
+                "{\"length_ns\":%" PRIu64 ",\"elapsed_ns\":%" PRIu64
+                ",\"ops\":%zu,\"ids\":[",
+                path->length_ns, path->elapsed_ns, path->count);
+        for (size_t i = 0; i < path->count; i++)
+            fprintf(f, "%s%" PRIu64, i ? "," : "", path->ids[i]);
+        fprintf(f, "]}");
+    }
+    fprintf(f, ",\"rows\":[");
+    for (size_t i = 0; i < n; i++) {
+        const vf_profile_row *r = &rows[i];
+        fprintf(f, "%s\n{\"name\":", i ? "," : "");
+        vf__prof_json_string(f, r->name, 0);
+        fprintf(f,
+                ",\"count\":%" PRIu64 ",\"skipped\":%" PRIu64
+                ",\"failed\":%" PRIu64 ",\"total_ns\":%" PRIu64
+                ",\"mean_ns\":%" PRIu64 ",\"min_ns\":%" PRIu64
+                ",\"max_ns\":%" PRIu64 ",\"queued_ns\":%" PRIu64 "}",
+                r->count, r->skipped, r->failed, r->total_ns, r->mean_ns,
+                r->min_ns, r->max_ns, r->queued_ns);
+    }
+    fprintf(f, "\n]}\n");
+}
+
+int vf__prof_write_summary(const vf_profile *p, FILE *f,
+                           vf_profile_format format, vf_profile_sort by)
+{
+    vf_profile_row *rows;
+    size_t n;
+    int rc = vf_profile_summary(p, by, &rows, &n);
+    if (rc != 0)
+        return rc;
+    vf_profile_path path;
+    int prc = vf_profile_critical_path(p, &path);
+    if (prc == VF_ENOMEM) {
+        vf_profile_summary_free(rows);
+        return prc;
+    }
+    if (format == VF_PROFILE_SUMMARY_JSON)
+        summary_json(p, f, rows, n, prc == 0 ? &path : NULL, by);
+    else
+        summary_text(p, f, rows, n, prc == 0 ? &path : NULL, by);
+    if (prc == 0)
+        vf_profile_path_free(&path);
+    vf_profile_summary_free(rows);
+    return 0;
+}
+
+/* --- concurrency over time --------------------------------------------- */
+
+typedef struct step {
+    uint64_t t;
+    int8_t running, ready;
+} step;
+
+static int by_time(const void *a, const void *b)
+{
+    uint64_t x = ((const step *)a)->t, y = ((const step *)b)->t;
+    return x < y ? -1 : x > y;
+}
+
+int vf__prof_levels(const vf_profile *p, vf__prof_level **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (p->count == 0)
+        return 0;
+    step *s = vf__malloc(4 * p->count * sizeof *s);
+    vf__prof_level *lv = vf__malloc(4 * p->count * sizeof *lv);
+    if (s == NULL || lv == NULL) {
+        free(s);
+        free(lv);
+        return VF_ENOMEM;
+    }
+    for (size_t i = 0; i < p->count; i++) {
+        const vf_profile_record *r = &p->records[i];
+        s[4 * i] = (step){r->ready_ns, 0, 1};
+        s[4 * i + 1] = (step){r->start_ns, 0, -1};
+        s[4 * i + 2] = (step){r->start_ns, 1, 0};
+        s[4 * i + 3] = (step){r->end_ns, -1, 0};
+    }
+    qsort(s, 4 * p->count, sizeof *s, by_time);
+    int64_t running = 0, ready = 0;
+    size_t k = 0;
+    for (size_t i = 0; i < 4 * p->count;) {
+        uint64_t t = s[i].t;
+        for (; i < 4 * p->count && s[i].t == t; i++) {
+            running += s[i].running;
+            ready += s[i].ready;
+        }
+        lv[k++] = (vf__prof_level){t, running > 0 ? (uint32_t)running : 0,
+                                   ready > 0 ? (uint32_t)ready : 0};
+    }
+    free(s);
+    *out = lv;
+    *n = k;
+    return 0;
+}
