@@ -255,6 +255,13 @@ typedef struct vf_device {
     int id;
 } vf_device;
 
+/*
+ * Work for a device stream (vf_run_submit): runs on the device, after every
+ * piece of work submitted to the same stream before it. Non-zero fails the
+ * op that submitted it (its error code; see vf_run_submit).
+ */
+typedef int (*vf_device_fn)(void *arg);
+
 /* Where an op runs and how it is scheduled (MXNet's FnProperty). */
 typedef enum vf_property {
     VF_PROP_NORMAL = 0,

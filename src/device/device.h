@@ -1,0 +1,111 @@
+/*
+ * device.h: the device interface, the one door between the core and the
+ * devices.
+ *
+ * A device kind (the emulated stream device, CUDA) is one file of this
+ * folder that fills a vf__device_class; the core sees streams and events
+ * only through it, and this folder is the only place in src/ with device
+ * #ifdefs. Adding a device means adding one file that fills the class and
+ * one line in device.c's table.
+ *
+ * The model is CUDA's:
+ * - a stream runs the work submitted to it in submission order,
+ *   asynchronously to the host thread that submitted it;
+ * - an event marks a point of a stream: it completes when all the work
+ *   submitted to that stream before it was recorded has completed (an event
+ *   recorded on an idle stream completes at once);
+ * - a stream can wait for an event on the device: work submitted to it
+ *   after the wait does not start before the event completes, and the host
+ *   does not block;
+ * - the host can wait for an event, query it, or synchronize a stream.
+ *
+ * Errors. Work can fail (a failed CUDA call, an emulated submission whose
+ * function returns non-zero). The stretch of a stream between two records
+ * is a *segment*: the first failure in a segment fails it, later work of
+ * the same segment is skipped, and the event that closes the segment
+ * carries the failure (code, message, and whether it was inherited). A
+ * stream that waits for a failed event inherits its failure into the
+ * segment where the wait stands, so a failure follows the data on the
+ * device as rule 9 wants it to on the host. The next segment starts clean.
+ * (CUDA's errors are sticky for a whole context; there a failure is
+ * reported by every later event of that context.)
+ *
+ * Threads: every function may be called from any thread. A stream is used
+ * by one worker at a time (the worker that owns it), but events are shared:
+ * any thread may wait for, query, retain or release them.
+ */
+#ifndef VF_DEVICE_H
+#define VF_DEVICE_H
+
+#include <stdbool.h>
+
+#include "base/common.h"
+
+typedef struct vf__stream vf__stream; /* opaque: each class has its own */
+typedef struct vf__event vf__event;   /* opaque; reference counted */
+
+/* How an emulated device slows itself down, so tests see real overlap. */
+typedef struct vf__device_params {
+    uint64_t latency_ns;      /* every submission takes at least this long */
+    uint64_t bytes_per_sec;   /* copy bandwidth for submissions with bytes
+                                 (0: unlimited) */
+} vf__device_params;
+
+/* An event's outcome, once complete. */
+typedef struct vf__event_status {
+    int code;           /* 0, or the first failure of its segment */
+    bool inherited;     /* the failure came through a stream wait */
+    char message[128];  /* what the failing work said ("" when nothing) */
+} vf__event_status;
+
+typedef struct vf__device_class {
+    vf_device_type type;
+    const char *name; /* "emulated", "cuda" */
+
+    /* Devices of this kind usable now (0 when none: no GPU, no driver). On
+     * 0, vf__fail has left a detail saying why. */
+    int (*count)(void);
+
+    /* A new stream on device `id`. VF_ENODEV (with a detail), VF_ENOMEM,
+     * VF_ESYSTEM. */
+    int (*stream_create)(int id, const vf__device_params *params,
+                         vf__stream **out);
+    /* Waits for the stream's work, then frees it. */
+    void (*stream_destroy)(vf__stream *s);
+    /* What an op's function gets from vf_run_stream(): the cudaStream_t
+     * for CUDA, the stream itself for the emulated device. */
+    void *(*stream_handle)(vf__stream *s);
+
+    /* Queue fn(arg) on the stream, after all earlier work. `bytes` > 0
+     * marks a copy of that many bytes (the emulated device charges its
+     * bandwidth). A non-zero return of fn fails the segment. Returns 0,
+     * VF_ENOMEM, or an error of the device. */
+    int (*submit)(vf__stream *s, vf_device_fn fn, void *arg, size_t bytes);
+
+    /* A new event (one reference) closing the current segment. */
+    int (*record)(vf__stream *s, vf__event **out);
+    /* Work submitted to `s` from now on starts after `ev` completes
+     * (device side; the host does not block). */
+    int (*stream_wait)(vf__stream *s, vf__event *ev);
+    /* Block the host until `ev` completes; fills *st (may be NULL).
+     * Returns 0, or st->code. */
+    int (*event_wait)(vf__event *ev, vf__event_status *st);
+    /* 0 when complete without failure, VF_EAGAIN while not complete, else
+     * the failure's code. Never blocks. */
+    int (*event_query)(vf__event *ev);
+    /* CLOCK_MONOTONIC ns at which a complete event completed (0 when the
+     * device cannot tell): the profiler's device-side spans. */
+    uint64_t (*event_time_ns)(vf__event *ev);
+    void (*event_retain)(vf__event *ev);
+    void (*event_release)(vf__event *ev);
+
+    /* Block until all work submitted so far has completed: 0 or the first
+     * failure not yet reported by an event. */
+    int (*stream_sync)(vf__stream *s);
+} vf__device_class;
+
+/* The class of a device type, or NULL: VF_DEVICE_CPU, or CUDA in a build
+ * without the toolkit (vf__fail has then left a detail saying why). */
+const vf__device_class *vf__device_class_of(vf_device_type type);
+
+#endif /* VF_DEVICE_H */
