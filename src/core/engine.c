@@ -85,8 +85,8 @@ static void free_engine(vf_engine *e)
         vf__var_table_destroy(&e->vars);
         give_back_tag(e->vars.tag);
     }
-    vf__prof_destroy(&e->prof);
-    free(e->profile_path);
+    if (e->prof != NULL) /* creation failed: nothing to write */
+        vf__prof_destroy(e->prof, NULL);
     vf__failure *f = e->fail_head;
     while (f != NULL) {
         vf__failure *next = f->next;
@@ -143,11 +143,10 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
         free_engine(e);
         return vf__fail(VF_ENOMEM, "vf_engine_create: out of memory");
     }
-    if (vf__prof_init(&e->prof, (size_t)s.profile_max_records) != 0 ||
-        (s.profile_path && (e->profile_path = vf__strdup(s.profile_path)) ==
-                               NULL)) {
+    if ((rc = vf__prof_create(&e->prof, (size_t)s.profile_max_records,
+                              s.profile_path)) != 0) {
         free_engine(e);
-        return vf__fail(VF_ENOMEM, "vf_engine_create: out of memory");
+        return vf__fail(rc, "vf_engine_create: cannot make the profiler");
     }
     uint16_t tag = take_tag();
     if (tag == 0) {
@@ -165,26 +164,9 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
         free_engine(e);
         return vf__fail(rc, "vf_engine_create: cannot start the workers");
     }
-    if (e->profile_path != NULL)
-        vf_profile_start(e);
+    vf__engine_update_hooks(e); /* recording from here with a path */
     *out = e;
     return 0;
-}
-
-/* VF_PROFILE / config.profile_path: the profile, written at destroy. A
- * failure is reported (on stderr too: destroy's caller may not look). */
-static int write_profile(vf_engine *e)
-{
-    vf_profile *p;
-    int rc = vf_profile_take(e, &p);
-    if (rc == 0) {
-        rc = vf_profile_write(p, e->profile_path, VF_PROFILE_AUTO);
-        vf_profile_free(p);
-    }
-    if (rc != 0)
-        fprintf(stderr, "varflow: cannot write the profile to %s: %s\n",
-                e->profile_path, vf_last_error_detail());
-    return rc;
 }
 
 VF_API int vf_engine_destroy(vf_engine *e)
@@ -203,9 +185,12 @@ VF_API int vf_engine_destroy(vf_engine *e)
      * out of vf_complete: let it leave (rare and brief, so a yield loop). */
     while (atomic_load(&e->completers) != 0)
         sched_yield();
-    int rc = 0;
-    if (e->profile_path != NULL)
-        rc = write_profile(e);
+    /* VF_PROFILE / config.profile_path: the profiler writes the profile
+     * as it goes (it reports a failure on stderr too). */
+    vf__prof_engine_desc d;
+    vf__engine_describe(e, &d);
+    int rc = vf__prof_destroy(e->prof, &d);
+    e->prof = NULL;
     free_engine(e);
     return rc;
 }

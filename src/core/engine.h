@@ -30,6 +30,8 @@
 #define VF__ENGINE_MAGIC 0x7666656eu /* "vfen" */
 #define VF__OPERATOR_MAGIC 0x76666f70u /* "vfop" */
 #define VF__MAX_POOLS 2
+_Static_assert(VF__MAX_POOLS <= VF__PROF_MAX_POOLS,
+               "the profiler describes every pool");
 
 #define VF__COUNT_PENDING ((uint64_t)1 << 32)
 #define VF__COUNT_ACTIVE ((uint64_t)1)
@@ -77,8 +79,7 @@ struct vf_engine {
      * (Workers need no such count: destroy joins them before freeing.) */
     atomic_int completers;
 
-    vf__profiler prof;
-    char *profile_path; /* write the profile here at destroy, or NULL */
+    vf__profiler *prof; /* behind the door (profile/hooks.h) */
     bool engine_info;   /* VF_ENGINE_INFO: log ops of waited-on vars */
     /* VF__HOOK_* bits new user ops get: the profiler's state and
      * engine_info folded into one relaxed load per push (updated when the
@@ -126,6 +127,13 @@ int vf__engine_admit(vf_engine *e, bool nonblocking, const char *who);
 
 /* Block until no op is pending (outside ops; used by destroy). */
 void vf__engine_drain(vf_engine *e);
+
+/* Mirror the profiler's state and engine_info into `hooks` (after the
+ * profiler starts, stops, pauses or resumes). */
+void vf__engine_update_hooks(vf_engine *e);
+
+/* What the profiler needs to know of the engine for a snapshot. */
+void vf__engine_describe(const vf_engine *e, vf__prof_engine_desc *d);
 
 /* Push a prepared op: `op->def` set and its var set normalized. Appends it
  * to every var atomically, counts it, and dispatches it when ready.

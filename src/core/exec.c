@@ -112,28 +112,38 @@ static void info(const vf__op *op, const char *step, int worker)
 /* The observers' part of an op's start (out of line: rarely on). */
 static void hooks_start(vf__op *op, int worker)
 {
-    if (op->hooks & VF__HOOK_PROF) {
-        op->prof.start = vf__prof_now(&op->engine->prof);
-        op->prof.worker = worker;
-    }
+    if (op->hooks & VF__HOOK_PROF)
+        vf__prof_op_started(op->engine->prof, &op->prof, worker);
     if (op->hooks & VF__HOOK_INFO)
         info(op, "dispatch", worker);
 }
 
-/* The observers' part of an op's end: returns its end time (profiler). A
- * skipped op did not run: its start is its end. */
-static uint64_t hooks_finish(vf__op *op)
+/* The observers' part of an op's end (before its done callback). */
+static void hooks_end(vf__op *op)
 {
-    uint64_t end = 0;
-    if (op->hooks & VF__HOOK_PROF) {
-        end = vf__prof_now(&op->engine->prof);
-        if (op->status == VF_ESKIPPED)
-            op->prof.start = end;
-    }
+    if (op->hooks & VF__HOOK_PROF)
+        vf__prof_op_ended(op->engine->prof, &op->prof,
+                          op->status == VF_ESKIPPED);
     if (op->hooks & VF__HOOK_INFO)
         info(op, "complete",
              vf__this_worker() ? vf__this_worker()->index : -1);
-    return end;
+}
+
+/* The profiler's record of a finished op (out of line: rarely on). */
+static void hooks_record(vf__op *op)
+{
+    const vf__opdef *def = op->def;
+    vf_engine *e = op->engine;
+    vf__prof_op_finished(
+        e->prof, &op->prof,
+        &(vf__prof_op_desc){.name = def->name,
+                            .pool = def->pool ? (int)(def->pool - e->pools)
+                                              : -1,
+                            .device = def->device,
+                            .property = def->property,
+                            .async = def->async_fn != NULL,
+                            .status = op->status});
+    op->hooks &= (uint8_t)~VF__HOOK_PROF;
 }
 
 /* Run the op's body. True when the op is done now (ran, failed, skipped);
@@ -234,7 +244,8 @@ static void finish(vf__op *op, vf__readylist *ready)
 {
     vf_engine *e = op->engine;
     const vf__opdef *def = op->def;
-    uint64_t end = VF__UNLIKELY(op->hooks) ? hooks_finish(op) : 0;
+    if (VF__UNLIKELY(op->hooks))
+        hooks_end(op);
     if (def->done != NULL)
         def->done(def->arg, op->status);
     count_outcome(e, op);
@@ -251,7 +262,7 @@ static void finish(vf__op *op, vf__readylist *ready)
     if (def->kind == VF__OP_DELETE)
         vf__var_free_slot(&e->vars, def->vars[0].var);
     if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF))
-        vf__prof_record(&e->prof, op, end); /* before the engine may go */
+        hooks_record(op); /* before the engine may go */
 
     /* The newly ready ops become active in the same step as this one stops
      * being pending and active (see engine.h). */

@@ -34,7 +34,7 @@ vf__op *vf__op_alloc(void)
 void vf__op_free(vf__op *op)
 {
     if (op->hooks & VF__HOOK_PROF)
-        vf__prof_forget(op);
+        vf__prof_op_dropped(&op->prof);
     vf__failure_unref(op->failure);
     free(op->pending_message);
     if (op->opr != NULL)

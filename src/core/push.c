@@ -71,8 +71,9 @@ int vf__engine_enqueue(vf_engine *e, vf__op *op, const char *who)
     op->engine = e;
     if (def->kind == VF__OP_USER) {
         op->hooks = atomic_load_explicit(&e->hooks, memory_order_relaxed);
-        if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF))
-            vf__prof_push(&e->prof, op);
+        if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF) &&
+            !vf__prof_op_pushed(e->prof, &op->prof, def->nvars))
+            op->hooks &= (uint8_t)~VF__HOOK_PROF;
     }
 
     /* The push counts as pending and active before any var can see the op:
@@ -113,7 +114,7 @@ int vf__engine_enqueue(vf_engine *e, vf__op *op, const char *who)
         return 0;
     }
     if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF) && nready < n)
-        op->prof.ready = vf__prof_now(&e->prof);
+        vf__prof_op_ready(e->prof, &op->prof);
     vf__dispatch_pushed(op);
     return 0;
 }

@@ -62,10 +62,10 @@ static void make_ready(vf__op *op, const vf__op *from, vf__readylist *ready)
 {
     bool recorded = VF__UNLIKELY(op->hooks & VF__HOOK_PROF);
     if (recorded && (from->hooks & VF__HOOK_PROF))
-        vf__prof_edge(op, from);
+        vf__prof_op_edge(&op->prof, &from->prof);
     if (vf__op_release(op, 1)) {
         if (recorded)
-            op->prof.ready = vf__prof_now(&op->engine->prof);
+            vf__prof_op_ready(op->engine->prof, &op->prof);
         vf__readylist_add(ready, op);
     }
 }

@@ -1,39 +1,41 @@
 /*
- * hooks.h: recording what every op did, for the profiler's outputs.
+ * hooks.h: the door between the core and the profiler. The core includes
+ * this one header of profile/ and nothing else of it; nothing in profile/
+ * includes a core header. What crosses the door: the per-op record space
+ * the core keeps in each op block (vf__op_prof), what the core knows about
+ * an op when it ends (vf__prof_op_desc) and about itself when a snapshot is
+ * taken (vf__prof_engine_desc), and the calls below.
  *
- * Off (the default), the engine pays one relaxed load per push and a test
- * of `op->prof.id` (zero) at each hook. On, each user op gets an id at its
- * push and its times are stamped in the op block as it goes (push, ready,
- * start, end); every op that releases one of its vars adds its id to the
- * op's dependency list (the edges it actually had: an op ready at push has
- * none). At its end the op is appended to the profile under the profile's
- * mutex, once per op, together with its edges; names are interned there.
- * Records live in chunks of VF__PROF_CHUNK, up to max_records; later ops
- * are counted as dropped. A restart begins a new session: ops pushed under
- * an older one are not recorded.
+ * Off (the default), the core pays one relaxed load per push (its hooks
+ * byte) and one predictable branch per hook site, and calls nothing. On,
+ * each user op gets an id at its push and its times are stamped in its
+ * record space as it goes (push, ready, start, end); every op that
+ * releases one of its vars adds its id to the op's dependency list (the
+ * edges it actually had: an op ready at push has none). At its end the op
+ * is appended to the profile under the profile's mutex, once per op,
+ * together with its edges; names are interned there. Records live in
+ * chunks of VF__PROF_CHUNK, up to max_records; later ops are counted as
+ * dropped. A restart begins a new session: ops pushed under an older one
+ * are not recorded.
  *
  * Lock order: the profile mutex is a leaf (taken under no other lock, and
  * nothing is taken under it).
  */
-#ifndef VF_PROFILE_H
-#define VF_PROFILE_H
+#ifndef VF_PROFILE_HOOKS_H
+#define VF_PROFILE_HOOKS_H
 
-#include <pthread.h>
 #include <stdbool.h>
-#include <time.h>
 
 #include "base/common.h"
 
 #define VF__PROF_INLINE_DEPS 8
 
-typedef struct vf__op vf__op;
-
-/* What an op block carries while it is recorded (id 0: not recorded). */
+/* What an op block carries while it is recorded. */
 typedef struct vf__op_prof {
     uint64_t id;
     uint32_t session;
     int worker;
-    uint64_t push, ready, start; /* ns since the profile started */
+    uint64_t push, ready, start, end; /* ns since the profile started */
     /* Ops released it so far; relaxed index claims, the op's acq_rel wait
      * counter orders the writes before the op runs. */
     atomic_int ndeps;
@@ -41,63 +43,77 @@ typedef struct vf__op_prof {
     uint64_t *more_deps; /* nvars - inline entries, when nvars exceeds them */
 } vf__op_prof;
 
-typedef enum vf__prof_state {
-    VF__PROF_OFF = 0,
-    VF__PROF_ON,
-    VF__PROF_PAUSED
-} vf__prof_state;
+/* What the core says of an op when it is recorded at its end. */
+typedef struct vf__prof_op_desc {
+    const char *name; /* never NULL */
+    int pool;         /* index of the pool that ran it; -1: inline */
+    vf_device device;
+    vf_property property;
+    bool async;
+    int status; /* 0, the op's error code, or VF_ESKIPPED */
+} vf__prof_op_desc;
 
-typedef struct vf__prof_entry vf__prof_entry;
+/* What the core says of itself when a snapshot is taken: its kind and its
+ * pools, each a name (a string literal: it outlives the engine) and a
+ * range of worker indexes. */
+#define VF__PROF_MAX_POOLS 64
+typedef struct vf__prof_pool_desc {
+    const char *name;
+    int first_worker, nworkers;
+} vf__prof_pool_desc;
+typedef struct vf__prof_engine_desc {
+    vf_engine_type kind;
+    int npools;
+    vf__prof_pool_desc pools[VF__PROF_MAX_POOLS];
+} vf__prof_engine_desc;
 
-typedef struct vf__profiler {
-    _Atomic int state;        /* relaxed: read on every push */
-    pthread_mutex_t lock;     /* everything below unless marked */
-    /* Written under the lock at start, read unlocked (relaxed) by stamps:
-     * a stamp made with an older value belongs to an older session, whose
-     * ops are not recorded. */
-    _Atomic uint32_t session;
-    _Atomic uint64_t t0;      /* CLOCK_MONOTONIC ns at start */
-    _Atomic uint64_t next_id; /* relaxed: ids in push order */
-    size_t max_records;
-    size_t count;             /* lock */
-    uint64_t dropped;         /* lock */
-    vf__prof_entry **chunks;  /* lock */
-    size_t nchunks;           /* lock */
-    char **names;             /* lock: interned names (open addressing) */
-    size_t names_cap, names_len;
-} vf__profiler;
+typedef struct vf__profiler vf__profiler; /* opaque to the core */
 
-int vf__prof_init(vf__profiler *p, size_t max_records);
-void vf__prof_destroy(vf__profiler *p);
+/* --- the engine created and destroyed ------------------------------------ */
 
-static inline uint64_t vf__now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+/* A profiler keeping up to `max_records` records; with a `path`, it records
+ * from now on and vf__prof_destroy writes the profile there (format by
+ * extension). VF_ENOMEM, VF_ESYSTEM. */
+int vf__prof_create(vf__profiler **out, size_t max_records, const char *path);
 
-static inline bool vf__prof_on(vf__profiler *p)
-{
-    return VF__UNLIKELY(atomic_load_explicit(&p->state,
-                                             memory_order_relaxed) ==
-                        VF__PROF_ON);
-}
+/* Write the profile when created with a path and `engine` is given (a
+ * failure is reported on stderr too: destroy's caller may not look), then
+ * free everything. NULL `engine`: discard (the engine never ran). No op may
+ * be recording any more. Returns 0 or the write's error. */
+int vf__prof_destroy(vf__profiler *p, const vf__prof_engine_desc *engine);
 
-/* At push, profiling on: give the op an id and its push time. May fail to
- * allocate the extra dependency slots: then the op is simply not recorded. */
-void vf__prof_push(vf__profiler *p, vf__op *op);
+/* --- control (the public vf_profile_* calls, forwarded by the core) ------ */
 
-/* `from` (recorded) released one of `to`'s vars. */
-void vf__prof_edge(vf__op *to, const vf__op *from);
+int vf__prof_start(vf__profiler *p);
+/* Move from state `from` (VF__PROF_ON, VF__PROF_PAUSED; -1: any) to `to`;
+ * VF_EINVAL with a detail naming `who` when not in `from`. */
+int vf__prof_set_state(vf__profiler *p, const char *who, int from, int to);
+/* Whether new ops are to be recorded (the core mirrors it in its hooks
+ * byte). */
+bool vf__prof_recording(vf__profiler *p);
+int vf__prof_take(vf__profiler *p, const vf__prof_engine_desc *engine,
+                  vf_profile **out);
 
-/* Time stamps, relative to the profile's start. */
-uint64_t vf__prof_now(vf__profiler *p);
+enum { VF__PROF_OFF = 0, VF__PROF_ON, VF__PROF_PAUSED };
 
-/* At the op's end: append its record (and free its extra dep slots). */
-void vf__prof_record(vf__profiler *p, vf__op *op, uint64_t end);
+/* --- an op's life (called only for ops whose hooks say "recorded") ------- */
 
-/* Drop an op's profiling state without recording (failed push). */
-void vf__prof_forget(vf__op *op);
+/* Pushed: give it an id and its push time. False when it cannot be
+ * recorded (no memory for its edges): the op itself is unaffected. */
+bool vf__prof_op_pushed(vf__profiler *p, vf__op_prof *r, int nvars);
+/* An op recorded as `from` released one of its vars. */
+void vf__prof_op_edge(vf__op_prof *r, const vf__op_prof *from);
+/* Its last dependency was released. */
+void vf__prof_op_ready(vf__profiler *p, vf__op_prof *r);
+/* Its function starts on `worker` (-1: not a worker). */
+void vf__prof_op_started(vf__profiler *p, vf__op_prof *r, int worker);
+/* Its function returned, or it was skipped (then its start is its end). */
+void vf__prof_op_ended(vf__profiler *p, vf__op_prof *r, bool skipped);
+/* Finished: append its record (once; frees its extra edge slots). */
+void vf__prof_op_finished(vf__profiler *p, vf__op_prof *r,
+                          const vf__prof_op_desc *op);
+/* Dropped without a record (a push that failed, or a block freed before
+ * its finish was recorded). */
+void vf__prof_op_dropped(vf__op_prof *r);
 
-#endif /* VF_PROFILE_H */
+#endif /* VF_PROFILE_HOOKS_H */

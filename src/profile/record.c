@@ -1,30 +1,70 @@
 /* record.c: recording ops and taking snapshots (see hooks.h). */
 #include "profile/hooks.h"
-#include "profile/snapshot.h"
 
+#include <pthread.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/alloc.h"
-#include "core/engine.h"
 #include "base/error.h"
+#include "profile/snapshot.h"
 
 #define VF__PROF_CHUNK 4096
 
-struct vf__prof_entry {
+typedef struct vf__prof_entry {
     vf_profile_record rec; /* name: interned; deps: fixed up by snapshots */
     uint64_t deps[VF__PROF_INLINE_DEPS];
     uint64_t *more_deps;
+} vf__prof_entry;
+
+struct vf__profiler {
+    _Atomic int state;        /* relaxed: read when the core's hooks change */
+    pthread_mutex_t lock;     /* everything below unless marked */
+    /* Written under the lock at start, read unlocked (relaxed) by stamps:
+     * a stamp made with an older value belongs to an older session, whose
+     * ops are not recorded. */
+    _Atomic uint32_t session;
+    _Atomic uint64_t t0;      /* CLOCK_MONOTONIC ns at start */
+    _Atomic uint64_t next_id; /* relaxed: ids in push order */
+    size_t max_records;
+    char *path;               /* written at destroy, or NULL (immutable) */
+    size_t count;             /* lock */
+    uint64_t dropped;         /* lock */
+    vf__prof_entry **chunks;  /* lock */
+    size_t nchunks;           /* lock */
+    char **names;             /* lock: interned names (open addressing) */
+    size_t names_cap, names_len;
 };
 
-int vf__prof_init(vf__profiler *p, size_t max_records)
+static uint64_t now_ns(void)
 {
-    memset(p, 0, sizeof *p);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+
+int vf__prof_create(vf__profiler **out, size_t max_records, const char *path)
+{
+    vf__profiler *p = vf__calloc(1, sizeof *p);
+    if (p == NULL || (path != NULL && (p->path = vf__strdup(path)) == NULL)) {
+        free(p);
+        return VF_ENOMEM;
+    }
     atomic_init(&p->state, VF__PROF_OFF);
     atomic_init(&p->session, 0);
     atomic_init(&p->t0, 0);
     atomic_init(&p->next_id, 0);
     p->max_records = max_records;
-    return pthread_mutex_init(&p->lock, NULL) == 0 ? 0 : VF_ESYSTEM;
+    if (pthread_mutex_init(&p->lock, NULL) != 0) {
+        free(p->path);
+        free(p);
+        return VF_ESYSTEM;
+    }
+    if (path != NULL)
+        vf__prof_start(p);
+    *out = p;
+    return 0;
 }
 
 /* Free the records and names (lock held, or the profiler unused). */
@@ -49,53 +89,82 @@ static void clear(vf__profiler *p)
     p->dropped = 0;
 }
 
-void vf__prof_destroy(vf__profiler *p)
+int vf__prof_destroy(vf__profiler *p, const vf__prof_engine_desc *engine)
 {
+    int rc = 0;
+    if (p->path != NULL && engine != NULL) {
+        vf_profile *snap;
+        rc = vf__prof_take(p, engine, &snap);
+        if (rc == 0) {
+            rc = vf_profile_write(snap, p->path, VF_PROFILE_AUTO);
+            vf_profile_free(snap);
+        }
+        if (rc != 0)
+            fprintf(stderr, "varflow: cannot write the profile to %s: %s\n",
+                    p->path, vf_last_error_detail());
+    }
     clear(p);
     pthread_mutex_destroy(&p->lock);
+    free(p->path);
+    free(p);
+    return rc;
 }
 
-uint64_t vf__prof_now(vf__profiler *p)
+/* Time stamps, relative to the profile's start. */
+static uint64_t stamp(vf__profiler *p)
 {
-    return vf__now_ns() - atomic_load_explicit(&p->t0, memory_order_relaxed);
+    return now_ns() - atomic_load_explicit(&p->t0, memory_order_relaxed);
 }
 
-void vf__prof_push(vf__profiler *p, vf__op *op)
+bool vf__prof_op_pushed(vf__profiler *p, vf__op_prof *r, int nvars)
 {
-    vf__op_prof *pr = &op->prof;
-    int nvars = op->def->nvars;
-    pr->more_deps = NULL;
+    r->more_deps = NULL;
     if (nvars > VF__PROF_INLINE_DEPS) {
-        pr->more_deps = vf__malloc((size_t)(nvars - VF__PROF_INLINE_DEPS) *
-                                   sizeof *pr->more_deps);
-        if (pr->more_deps == NULL) {
-            op->hooks &= (uint8_t)~VF__HOOK_PROF;
-            return; /* not recorded; the op itself is unaffected */
-        }
+        r->more_deps = vf__malloc((size_t)(nvars - VF__PROF_INLINE_DEPS) *
+                                  sizeof *r->more_deps);
+        if (r->more_deps == NULL)
+            return false; /* not recorded; the op itself is unaffected */
     }
-    atomic_store_explicit(&pr->ndeps, 0, memory_order_relaxed);
-    pr->session = atomic_load_explicit(&p->session, memory_order_relaxed);
-    pr->worker = -1;
-    pr->push = pr->ready = pr->start = vf__prof_now(p);
-    pr->id = atomic_fetch_add_explicit(&p->next_id, 1,
-                                       memory_order_relaxed) + 1;
+    atomic_store_explicit(&r->ndeps, 0, memory_order_relaxed);
+    r->session = atomic_load_explicit(&p->session, memory_order_relaxed);
+    r->worker = -1;
+    r->push = r->ready = r->start = r->end = stamp(p);
+    r->id = atomic_fetch_add_explicit(&p->next_id, 1,
+                                      memory_order_relaxed) + 1;
+    return true;
 }
 
-void vf__prof_edge(vf__op *to, const vf__op *from)
+void vf__prof_op_edge(vf__op_prof *r, const vf__op_prof *from)
 {
-    vf__op_prof *pr = &to->prof;
-    int i = atomic_fetch_add_explicit(&pr->ndeps, 1, memory_order_relaxed);
+    int i = atomic_fetch_add_explicit(&r->ndeps, 1, memory_order_relaxed);
     if (i < VF__PROF_INLINE_DEPS)
-        pr->deps[i] = from->prof.id;
+        r->deps[i] = from->id;
     else
-        pr->more_deps[i - VF__PROF_INLINE_DEPS] = from->prof.id;
+        r->more_deps[i - VF__PROF_INLINE_DEPS] = from->id;
 }
 
-void vf__prof_forget(vf__op *op)
+void vf__prof_op_ready(vf__profiler *p, vf__op_prof *r)
 {
-    free(op->prof.more_deps);
-    op->prof.more_deps = NULL;
-    op->hooks &= (uint8_t)~VF__HOOK_PROF;
+    r->ready = stamp(p);
+}
+
+void vf__prof_op_started(vf__profiler *p, vf__op_prof *r, int worker)
+{
+    r->start = stamp(p);
+    r->worker = worker;
+}
+
+void vf__prof_op_ended(vf__profiler *p, vf__op_prof *r, bool skipped)
+{
+    r->end = stamp(p);
+    if (skipped)
+        r->start = r->end;
+}
+
+void vf__prof_op_dropped(vf__op_prof *r)
+{
+    free(r->more_deps);
+    r->more_deps = NULL;
 }
 
 /* FNV-1a: names are short, and only hashed while profiling. */
@@ -165,33 +234,29 @@ static vf__prof_entry *next_slot(vf__profiler *p)
     return &p->chunks[c][p->count % VF__PROF_CHUNK];
 }
 
-void vf__prof_record(vf__profiler *p, vf__op *op, uint64_t end)
+void vf__prof_op_finished(vf__profiler *p, vf__op_prof *pr,
+                          const vf__prof_op_desc *op)
 {
-    vf__op_prof *pr = &op->prof;
-    vf_engine *e = op->engine;
-    const vf__opdef *def = op->def;
     pthread_mutex_lock(&p->lock);
     vf__prof_entry *slot = NULL;
     const char *name = NULL;
     if (pr->session == atomic_load_explicit(&p->session,
                                             memory_order_relaxed) &&
-        (name = intern(p, def->name)) != NULL &&
+        (name = intern(p, op->name)) != NULL &&
         (slot = next_slot(p)) != NULL) {
         vf_profile_record *r = &slot->rec;
         r->id = pr->id;
         r->name = name;
-        r->pool = def->pool == NULL             ? -1
-                  : def->pool == e->cpu_pool ? 0
-                                             : 1;
+        r->pool = op->pool;
         r->worker = pr->worker;
-        r->device = def->device;
-        r->property = def->property;
-        r->async = def->async_fn != NULL;
+        r->device = op->device;
+        r->property = op->property;
+        r->async = op->async;
         r->status = op->status;
         r->push_ns = pr->push;
         r->ready_ns = pr->ready;
         r->start_ns = pr->start;
-        r->end_ns = end;
+        r->end_ns = pr->end;
         r->ndeps = atomic_load_explicit(&pr->ndeps, memory_order_relaxed);
         r->deps = NULL;
         memcpy(slot->deps, pr->deps, sizeof slot->deps);
@@ -203,64 +268,37 @@ void vf__prof_record(vf__profiler *p, vf__op *op, uint64_t end)
         p->dropped++;
     }
     pthread_mutex_unlock(&p->lock);
-    vf__prof_forget(op);
+    vf__prof_op_dropped(pr);
 }
 
-/* --- public calls ------------------------------------------------------ */
+/* --- control ----------------------------------------------------------- */
 
-/* Mirror the profiler's state into the hooks new ops get. */
-static void update_hooks(vf_engine *e)
+bool vf__prof_recording(vf__profiler *p)
 {
-    uint8_t h = e->engine_info ? VF__HOOK_INFO : 0;
-    if (atomic_load(&e->prof.state) == VF__PROF_ON)
-        h |= VF__HOOK_PROF;
-    atomic_store_explicit(&e->hooks, h, memory_order_relaxed);
+    return atomic_load(&p->state) == VF__PROF_ON;
 }
 
-static int set_state(vf_engine *e, const char *who, int from, int to)
+int vf__prof_set_state(vf__profiler *p, const char *who, int from, int to)
 {
-    if (!vf__engine_ok(e))
-        return vf__fail(VF_EINVAL, "%s: not an engine", who);
     int expected = from;
-    if (from >= 0 &&
-        !atomic_compare_exchange_strong(&e->prof.state, &expected, to))
+    if (from < 0)
+        atomic_store(&p->state, to);
+    else if (!atomic_compare_exchange_strong(&p->state, &expected, to))
         return vf__fail(VF_EINVAL, "%s: the profiler is not %s", who,
                         from == VF__PROF_ON ? "running" : "paused");
-    if (from < 0)
-        atomic_store(&e->prof.state, to);
-    update_hooks(e);
     return 0;
 }
 
-VF_API int vf_profile_start(vf_engine *e)
+int vf__prof_start(vf__profiler *p)
 {
-    if (!vf__engine_ok(e))
-        return vf__fail(VF_EINVAL, "vf_profile_start: not an engine");
-    vf__profiler *p = &e->prof;
     pthread_mutex_lock(&p->lock);
     clear(p);
     atomic_fetch_add_explicit(&p->session, 1, memory_order_relaxed);
-    atomic_store_explicit(&p->t0, vf__now_ns(), memory_order_relaxed);
+    atomic_store_explicit(&p->t0, now_ns(), memory_order_relaxed);
     atomic_store_explicit(&p->next_id, 0, memory_order_relaxed);
     atomic_store(&p->state, VF__PROF_ON);
-    update_hooks(e);
     pthread_mutex_unlock(&p->lock);
     return 0;
-}
-
-VF_API int vf_profile_stop(vf_engine *e)
-{
-    return set_state(e, "vf_profile_stop", -1, VF__PROF_OFF);
-}
-
-VF_API int vf_profile_pause(vf_engine *e)
-{
-    return set_state(e, "vf_profile_pause", VF__PROF_ON, VF__PROF_PAUSED);
-}
-
-VF_API int vf_profile_resume(vf_engine *e)
-{
-    return set_state(e, "vf_profile_resume", VF__PROF_PAUSED, VF__PROF_ON);
 }
 
 static int by_id(const void *a, const void *b)
@@ -270,15 +308,16 @@ static int by_id(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-VF_API int vf_profile_take(vf_engine *e, vf_profile **out)
+int vf__prof_take(vf__profiler *p, const vf__prof_engine_desc *engine,
+                  vf_profile **out)
 {
     static const char who[] = "vf_profile_take";
-    if (!vf__engine_ok(e))
-        return vf__fail(VF_EINVAL, "%s: not an engine", who);
-    if (out == NULL)
-        return vf__fail(VF_EINVAL, "%s: out is NULL", who);
-    vf__profiler *p = &e->prof;
-    int nworkers = vf_engine_num_workers(e);
+    int nworkers = 0;
+    for (int i = 0; i < engine->npools; i++)
+        if (engine->pools[i].first_worker + engine->pools[i].nworkers >
+            nworkers)
+            nworkers = engine->pools[i].first_worker +
+                       engine->pools[i].nworkers;
     pthread_mutex_lock(&p->lock);
     size_t ndeps = 0, names_size = 0;
     for (size_t i = 0; i < p->count; i++)
@@ -353,11 +392,12 @@ VF_API int vf_profile_take(vf_engine *e, vf_profile **out)
     for (size_t i = 0; i < s->count; i++)
         s->records[i].deps = s->deps + (uintptr_t)s->records[i].deps;
 
-    s->kind = e->kind;
+    s->kind = engine->kind;
     s->nworkers = nworkers;
-    for (int pi = 0; pi < e->npools; pi++)
-        for (int w = 0; w < e->pools[pi].nworkers; w++)
-            s->worker_pool[e->pools[pi].workers[w].index] = e->pools[pi].name;
+    for (int i = 0; i < engine->npools; i++)
+        for (int w = 0; w < engine->pools[i].nworkers; w++)
+            s->worker_pool[engine->pools[i].first_worker + w] =
+                engine->pools[i].name;
     *out = s;
     return 0;
 }

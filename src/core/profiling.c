@@ -1,0 +1,72 @@
+/*
+ * profiling.c: the engine's side of the profiler: the public vf_profile_*
+ * calls that take an engine, forwarded through the door (profile/hooks.h)
+ * with what only the engine knows (its kind and its workers' pools), and
+ * the hooks byte that new ops copy at push.
+ */
+#include "core/engine.h"
+
+void vf__engine_update_hooks(vf_engine *e)
+{
+    uint8_t h = e->engine_info ? VF__HOOK_INFO : 0;
+    if (vf__prof_recording(e->prof))
+        h |= VF__HOOK_PROF;
+    atomic_store_explicit(&e->hooks, h, memory_order_relaxed);
+}
+
+void vf__engine_describe(const vf_engine *e, vf__prof_engine_desc *d)
+{
+    d->kind = e->kind;
+    d->npools = e->npools;
+    for (int i = 0; i < e->npools; i++)
+        d->pools[i] = (vf__prof_pool_desc){
+            .name = e->pools[i].name,
+            .first_worker = e->pools[i].nworkers > 0
+                                ? e->pools[i].workers[0].index
+                                : 0,
+            .nworkers = e->pools[i].nworkers};
+}
+
+VF_API int vf_profile_start(vf_engine *e)
+{
+    if (!vf__engine_ok(e))
+        return vf__fail(VF_EINVAL, "vf_profile_start: not an engine");
+    int rc = vf__prof_start(e->prof);
+    vf__engine_update_hooks(e);
+    return rc;
+}
+
+static int set_state(vf_engine *e, const char *who, int from, int to)
+{
+    if (!vf__engine_ok(e))
+        return vf__fail(VF_EINVAL, "%s: not an engine", who);
+    int rc = vf__prof_set_state(e->prof, who, from, to);
+    vf__engine_update_hooks(e);
+    return rc;
+}
+
+VF_API int vf_profile_stop(vf_engine *e)
+{
+    return set_state(e, "vf_profile_stop", -1, VF__PROF_OFF);
+}
+
+VF_API int vf_profile_pause(vf_engine *e)
+{
+    return set_state(e, "vf_profile_pause", VF__PROF_ON, VF__PROF_PAUSED);
+}
+
+VF_API int vf_profile_resume(vf_engine *e)
+{
+    return set_state(e, "vf_profile_resume", VF__PROF_PAUSED, VF__PROF_ON);
+}
+
+VF_API int vf_profile_take(vf_engine *e, vf_profile **out)
+{
+    if (!vf__engine_ok(e))
+        return vf__fail(VF_EINVAL, "vf_profile_take: not an engine");
+    if (out == NULL)
+        return vf__fail(VF_EINVAL, "vf_profile_take: out is NULL");
+    vf__prof_engine_desc d;
+    vf__engine_describe(e, &d);
+    return vf__prof_take(e->prof, &d, out);
+}
