@@ -1,10 +1,13 @@
 /*
  * html.c: the HTML report, one self-contained file.
  *
- * The page is the fixed style sheet, body and script of
- * html_page.h around one JSON object (in a <script
- * type="application/json"> element, its strings escaped so that no "<"
- * can end the element early). The script draws the page from it offline:
+ * The page is src/profile/report/report.html, embedded in the library with
+ * its style sheet and script (report_assets.h), written with each of its
+ * {{markers}} replaced: {{report.css}} and {{report.js}} by those files,
+ * {{engine}} and {{ops}} (the title) by the engine's name and the op count,
+ * and {{data}} by one JSON object. The object sits in a <script
+ * type="application/json"> element, its strings escaped so that no "<" can
+ * end the element early; the script draws the page from it offline:
  * nothing is fetched. The object holds
  * - engine, version, workers and the pool of each worker; records, dropped,
  *   span and busy (the sum of run times), all in integer nanoseconds;
@@ -28,18 +31,33 @@
 #include <string.h>
 
 #include "base/alloc.h"
-#include "profile/html_page.h"
 #include "profile/out.h"
+#include "profile/report_assets.h"
 
 #define LEVELS_MAX 20000
 #define LEVELS_BINS 4000
 
-static void lines(FILE *f, const char *const *text)
+/* Writes the page from *page up to its next {{marker}} and returns the
+ * marker's name (its length in *n), *page moved past the marker; NULL, the
+ * whole rest written, when there is none. */
+static const char *next_marker(FILE *f, const char **page, size_t *n)
 {
-    for (; *text != NULL; text++) {
-        fputs(*text, f);
-        fputc('\n', f);
+    const char *open = strstr(*page, "{{");
+    if (open == NULL) {
+        fputs(*page, f);
+        return NULL;
     }
+    const char *close = strstr(open, "}}");
+    VF__ASSERT(close != NULL); /* report.html is ours: a bug, if so */
+    fwrite(*page, 1, (size_t)(open - *page), f);
+    *page = close + 2;
+    *n = (size_t)(close - open - 2);
+    return open + 2;
+}
+
+static int is(const char *marker, size_t n, const char *name)
+{
+    return strlen(name) == n && memcmp(marker, name, n) == 0;
 }
 
 /* Distinct names: the summary rows' names, found again by text. */
@@ -211,21 +229,23 @@ int vf__prof_write_html(const vf_profile *p, FILE *f)
     if (rc == 0)
         rc = vf__prof_levels(p, &lv, &nlv);
     if (rc == 0) {
-        fprintf(f,
-                "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta "
-                "charset=\"utf-8\">\n<meta name=\"viewport\" "
-                "content=\"width=device-width, initial-scale=1\">\n"
-                "<title>varflow profile: %s engine, %zu ops</title>\n"
-                "<style>\n",
-                vf_engine_type_name(p->kind), p->count);
-        lines(f, vf__html_css);
-        fprintf(f, "</style>\n</head>\n<body>\n");
-        lines(f, vf__html_body);
-        fprintf(f, "<script id=\"vf-data\" type=\"application/json\">");
-        write_data(f, p, rows, nrows, &names, prc == 0 ? &path : NULL, lv, nlv);
-        fprintf(f, "</script>\n<script>\n");
-        lines(f, vf__html_js);
-        fprintf(f, "</script>\n</body>\n</html>\n");
+        const char *page = vf__report_html, *m;
+        size_t n = 0;
+        while ((m = next_marker(f, &page, &n)) != NULL) {
+            if (is(m, n, "report.css"))
+                fputs(vf__report_css, f);
+            else if (is(m, n, "report.js"))
+                fputs(vf__report_js, f);
+            else if (is(m, n, "engine"))
+                fputs(vf_engine_type_name(p->kind), f);
+            else if (is(m, n, "ops"))
+                fprintf(f, "%zu", p->count);
+            else if (is(m, n, "data"))
+                write_data(f, p, rows, nrows, &names, prc == 0 ? &path : NULL,
+                           lv, nlv);
+            else
+                vf__panic(__FILE__, __LINE__, "report.html: unknown marker");
+        }
     }
     if (prc == 0)
         vf_profile_path_free(&path);
