@@ -64,7 +64,8 @@ extern "C" {
     X(ENOTSUP, -10, "operation not supported by this engine")                  \
     X(EAGAIN, -11, "resource temporarily unavailable")                         \
     X(ESKIPPED, -12, "operation was skipped because an input had failed")      \
-    X(ESYSTEM, -13, "system call failed")
+    X(ESYSTEM, -13, "system call failed")                                      \
+    X(EDEVICE, -14, "device error")
 
 typedef enum vf_errno {
 #define VF_ERRNO_ENUM_(name, value, message) VF_##name = (value),
@@ -131,6 +132,24 @@ typedef struct vf_config {
                                  counted as dropped */
     bool engine_info;         /* VF_ENGINE_INFO=1: log to stderr when ops
                                  touching a waited-on var run and finish */
+    /* Devices (VF_DEVICE_CUDA, VF_DEVICE_EMULATED): each device gets its
+     * pools on first use, every worker owning a stream of its own. */
+    int gpu_workers;          /* VF_GPU_WORKER_NTHREADS, else 2: compute
+                                 workers per device */
+    int gpu_copy_workers;     /* VF_GPU_COPY_NTHREADS, else 2: workers per
+                                 device for VF_PROP_COPY_TO/FROM_DEVICE */
+    int gpu_priority_workers; /* VF_GPU_PRIORITY_NTHREADS, else 2: workers
+                                 per device for VF_PROP_DEVICE_PRIORITIZED */
+    bool device_sync;         /* VF_DEVICE_SYNC=1: the host waits for each
+                                 device op's work before its vars are
+                                 released (MXNet 1.x), instead of ordering
+                                 the streams with events */
+    int emulated_latency_us;  /* VF_EMULATED_LATENCY_US, else 0: every piece
+                                 of work on an emulated stream takes at
+                                 least this long */
+    int emulated_mb_per_s;    /* VF_EMULATED_MB_PER_S, else unlimited: copy
+                                 bandwidth of an emulated stream (bytes
+                                 given to vf_run_submit) */
 } vf_config;
 
 /*
@@ -165,6 +184,12 @@ typedef struct vf_stats {
     uint64_t skipped;   /* not run because an input had failed */
     uint64_t pending;   /* pushed and not yet finished (var deletes and the
                            markers of waits in progress included) */
+    /* Device ordering: a dependency on a device op's work was met by */
+    uint64_t host_syncs;   /* the host waiting for its event (a CPU op, a
+                              wait, a delete, or device_sync) */
+    uint64_t stream_waits; /* another stream waiting for its event on the
+                              device: a host synchronization avoided */
+    uint64_t same_stream;  /* nothing: both ops on one stream (avoided) */
 } vf_stats;
 
 /* A snapshot of the engine's counters (internal wait ops are not counted). */
@@ -246,8 +271,8 @@ typedef void (*vf_done_fn)(void *arg, int status);
 
 typedef enum vf_device_type {
     VF_DEVICE_CPU = 0,
-    VF_DEVICE_CUDA,     /* not yet available: push returns VF_ENODEV */
-    VF_DEVICE_EMULATED  /* not yet available: push returns VF_ENODEV */
+    VF_DEVICE_CUDA,     /* an NVIDIA GPU (built with CUDA), id = ordinal */
+    VF_DEVICE_EMULATED  /* streams emulated on CPU threads, ids 0..7 */
 } vf_device_type;
 
 typedef struct vf_device {
@@ -265,8 +290,8 @@ typedef int (*vf_device_fn)(void *arg);
 /* Where an op runs and how it is scheduled (MXNet's FnProperty). */
 typedef enum vf_property {
     VF_PROP_NORMAL = 0,
-    VF_PROP_COPY_TO_DEVICE,     /* device copy workers (not yet: VF_ENODEV) */
-    VF_PROP_COPY_FROM_DEVICE,   /* device copy workers (not yet: VF_ENODEV) */
+    VF_PROP_COPY_TO_DEVICE,     /* the device's copy workers */
+    VF_PROP_COPY_FROM_DEVICE,   /* the device's copy workers */
     VF_PROP_CPU_PRIORITIZED,    /* the per-device engine's CPU priority pool */
     VF_PROP_DEVICE_PRIORITIZED, /* the device's priority workers */
     VF_PROP_DELETE_VAR          /* jumps to the front of the ready queue */
@@ -327,8 +352,28 @@ VF_API int vf_run_worker(const vf_run *run);
 /* The device the op was pushed for. */
 VF_API vf_device vf_run_device(const vf_run *run);
 
-/* The worker's device stream (NULL on CPU). */
+/* The worker's device stream: a cudaStream_t for VF_DEVICE_CUDA, an
+ * emulated stream for VF_DEVICE_EMULATED (use it with vf_run_submit); NULL
+ * for a CPU op. Work the op puts on it is ordered with every other op by
+ * events: the op's function returns at once, and ops that depend on it wait
+ * for its work on their own stream, or on the host when they run there. */
 VF_API void *vf_run_stream(const vf_run *run);
+
+/*
+ * Put `fn(arg)` on the op's stream, after the work already there: it runs
+ * on the device (for CUDA, as a host function of the stream), not in this
+ * call. `bytes` > 0 marks a copy of that many bytes (the emulated device
+ * charges its bandwidth for it). A non-zero return of fn fails the op (its
+ * code; the ops that depend on it are skipped, on the device too).
+ * VF_EINVAL outside a device op, VF_ENOMEM, VF_EDEVICE.
+ */
+VF_API int vf_run_submit(vf_run *run, vf_device_fn fn, void *arg,
+                         size_t bytes);
+
+/* Devices of a type usable now: 1 for VF_DEVICE_CPU, the emulated device's
+ * count, the GPUs CUDA sees (0 when varflow was built without CUDA, or no
+ * GPU or driver is there; vf_last_error_detail() then says why). */
+VF_API int vf_device_count(vf_device_type type);
 
 /* The op's name (never NULL: "" when unnamed). */
 VF_API const char *vf_run_name(const vf_run *run);
@@ -408,7 +453,11 @@ typedef struct vf_profile_record {
     uint64_t push_ns;       /* vf_push called */
     uint64_t ready_ns;      /* its last dependency was released */
     uint64_t start_ns;      /* its function started (= end when skipped) */
-    uint64_t end_ns;        /* it finished (async: vf_complete called) */
+    uint64_t end_ns;        /* it finished (async: vf_complete called; a
+                               device op: its function returned) */
+    uint64_t device_start_ns; /* a device op: its work began on its stream
+                                 (the worker's), as the device tells; */
+    uint64_t device_end_ns;   /* and ended; both 0 when unknown */
     int ndeps;              /* ops whose finishing released it */
     const uint64_t *deps;   /* their ids (ops recorded in this profile) */
 } vf_profile_record;

@@ -10,7 +10,8 @@
  * - a var of another engine: VF_EXDEV (push reads/writes, wait, version,
  *   delete); a deleted var: VF_ESTALE;
  * - an op with neither or both of fn/async_fn: VF_EINVAL; a non-CPU device
- *   or a device-copy property: VF_ENODEV; an unknown property: VF_EINVAL;
+ *   or device id: VF_ENODEV; a device copy on the CPU or an unknown
+ *   property: VF_EINVAL;
  * - a failed push never calls `done` and sets a non-empty detail;
  * - push from another thread while vf_engine_destroy drains a long op:
  *   VF_ESHUTDOWN (pushes from inside the draining op still work);
@@ -130,15 +131,17 @@ static void bad_args(const tu_kind *k)
                     VF_EINVAL, "both fns");
 
     /* Devices and properties. */
-    expect_push_err(e, (vf_op){.fn = nop, .device = {VF_DEVICE_CUDA, 0}},
-                    VF_ENODEV, "CUDA device");
-    expect_push_err(e, (vf_op){.fn = nop, .device = {VF_DEVICE_EMULATED, 0}},
-                    VF_ENODEV, "emulated device");
+    expect_push_err(e, (vf_op){.fn = nop, .device = {VF_DEVICE_CUDA, 99}},
+                    VF_ENODEV, "CUDA device 99");
+    expect_push_err(e, (vf_op){.fn = nop, .device = {VF_DEVICE_EMULATED, 8}},
+                    VF_ENODEV, "emulated device 8");
+    expect_push_err(e, (vf_op){.fn = nop, .device = {VF_DEVICE_EMULATED, -1}},
+                    VF_ENODEV, "emulated device -1");
     expect_push_err(e, (vf_op){.fn = nop, .property = VF_PROP_COPY_TO_DEVICE},
-                    VF_ENODEV, "copy to device");
+                    VF_EINVAL, "copy to device, on the CPU");
     expect_push_err(e, (vf_op){.fn = nop,
                                .property = VF_PROP_COPY_FROM_DEVICE},
-                    VF_ENODEV, "copy from device");
+                    VF_EINVAL, "copy from device, on the CPU");
     {
         vf_op op = {.fn = nop, .done = count_done,
                     .property = (vf_property)77};
@@ -317,7 +320,7 @@ static void strings(void)
     } while (0);
     VF_ERRNO_MAP(CHECK_CODE)
 #undef CHECK_CODE
-    int unknown[] = {-14, -999, 1, 12345, -2147483647 - 1, 2147483647};
+    int unknown[] = {-15, -999, 1, 12345, -2147483647 - 1, 2147483647};
     for (int i = 0; i < 6; i++) {
         CHECK(strcmp(vf_strerror(unknown[i]), "unknown error") == 0);
         CHECK(strcmp(vf_err_name(unknown[i]), "VF_UNKNOWN") == 0);

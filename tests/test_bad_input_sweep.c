@@ -301,9 +301,9 @@ static void huge_lists(const tu_kind *k)
         vf_operator_new(e, &(vf_op){.fn = nop, .writes = {one, -3}}, &opr),
         VF_EINVAL, "operator writes.count -3");
     expect_code(
-        vf_operator_new(e, &(vf_op){.fn = nop, .device = {VF_DEVICE_CUDA, 0}},
+        vf_operator_new(e, &(vf_op){.fn = nop, .device = {VF_DEVICE_CUDA, 99}},
                         &opr),
-        VF_ENODEV, "operator on a CUDA device");
+        VF_ENODEV, "operator on CUDA device 99");
     CHECK(opr == NULL);
     CHECK_OK(vf_wait_all(e, NULL));
     CHECK_EQ(atomic_load(&ran), ran0);

@@ -118,5 +118,32 @@ int vf__settings_resolve(const vf_config *config, vf__settings *out)
     out->engine_info = config->engine_info;
     if (rc == 0 && !out->engine_info)
         rc = flag_setting("VF_ENGINE_INFO", &out->engine_info);
+    if (rc == 0)
+        rc = count_setting(config->gpu_workers, "gpu_workers",
+                           "VF_GPU_WORKER_NTHREADS", VF__MAX_WORKERS, 2,
+                           &out->gpu_workers);
+    if (rc == 0)
+        rc = count_setting(config->gpu_copy_workers, "gpu_copy_workers",
+                           "VF_GPU_COPY_NTHREADS", VF__MAX_WORKERS, 2,
+                           &out->gpu_copy_workers);
+    if (rc == 0)
+        rc = count_setting(config->gpu_priority_workers,
+                           "gpu_priority_workers", "VF_GPU_PRIORITY_NTHREADS",
+                           VF__MAX_WORKERS, 2, &out->gpu_priority_workers);
+    out->device_sync = config->device_sync;
+    if (rc == 0 && !out->device_sync)
+        rc = flag_setting("VF_DEVICE_SYNC", &out->device_sync);
+    /* The emulated device's slowness: 0 is a valid setting here (none),
+     * so "unset" is the only default. */
+    int latency_us = 0, mb_per_s = 0;
+    if (rc == 0)
+        rc = count_setting(config->emulated_latency_us, "emulated_latency_us",
+                           "VF_EMULATED_LATENCY_US", 10000000, 0,
+                           &latency_us);
+    if (rc == 0)
+        rc = count_setting(config->emulated_mb_per_s, "emulated_mb_per_s",
+                           "VF_EMULATED_MB_PER_S", 1000000000, 0, &mb_per_s);
+    out->emulated_latency_ns = (uint64_t)latency_us * 1000u;
+    out->emulated_bytes_per_sec = (uint64_t)mb_per_s * 1000000u;
     return rc;
 }

@@ -20,6 +20,10 @@ typedef struct vf__settings {
     const char *profile_path; /* NULL: none (points into config or env) */
     int profile_max_records;
     bool engine_info;
+    int gpu_workers, gpu_copy_workers, gpu_priority_workers;
+    bool device_sync;
+    uint64_t emulated_latency_ns;
+    uint64_t emulated_bytes_per_sec; /* 0: unlimited */
 } vf__settings;
 
 int vf__settings_resolve(const vf_config *config, vf__settings *out);

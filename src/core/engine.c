@@ -70,6 +70,7 @@ static int start_pools(vf_engine *e, const vf__settings *s)
     }
     for (int i = 0; i < e->npools && rc == 0; i++)
         rc = vf__pool_start(&e->pools[i]);
+    e->next_worker_index = vf_engine_num_workers(e);
     return rc;
 }
 
@@ -79,6 +80,7 @@ static void free_engine(vf_engine *e)
      * pool may still be waking another pool it just submitted to. */
     for (int i = 0; i < e->npools; i++)
         vf__pool_stop(&e->pools[i]);
+    vf__devices_destroy(e); /* streams, after their workers */
     for (int i = 0; i < e->npools; i++)
         vf__pool_destroy(&e->pools[i]);
     if (e->vars.tag != 0) {
@@ -97,6 +99,7 @@ static void free_engine(vf_engine *e)
     pthread_mutex_destroy(&e->wait_lock);
     pthread_cond_destroy(&e->wait_cond);
     pthread_mutex_destroy(&e->fail_lock);
+    pthread_mutex_destroy(&e->dev_lock);
     e->magic = 0;
     free(e);
     if (atomic_fetch_sub(&live_engines, 1) == 1)
@@ -137,6 +140,14 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
     pthread_mutex_init(&e->wait_lock, NULL);
     pthread_cond_init(&e->wait_cond, NULL);
     pthread_mutex_init(&e->fail_lock, NULL);
+    pthread_mutex_init(&e->dev_lock, NULL);
+    e->device_params = (vf__device_params){
+        .latency_ns = s.emulated_latency_ns,
+        .bytes_per_sec = s.emulated_bytes_per_sec};
+    e->device_sync = s.device_sync;
+    e->gpu_workers = s.gpu_workers;
+    e->gpu_copy_workers = s.gpu_copy_workers;
+    e->gpu_priority_workers = s.gpu_priority_workers;
     e->engine_info = s.engine_info;
     atomic_init(&e->hooks, s.engine_info ? VF__HOOK_INFO : 0);
     if (vf__failure_reserve_init(&e->fail_reserve) != 0) {
@@ -246,6 +257,12 @@ VF_API int vf_engine_stats(vf_engine *e, vf_stats *out)
         }
     }
     out->completed = out->ran + out->failed + out->skipped;
+    out->host_syncs = atomic_load_explicit(&e->host_syncs,
+                                           memory_order_relaxed);
+    out->stream_waits = atomic_load_explicit(&e->stream_waits,
+                                             memory_order_relaxed);
+    out->same_stream = atomic_load_explicit(&e->same_stream,
+                                            memory_order_relaxed);
     out->pending = atomic_load(&e->counts) >> 32;
     return 0;
 }

@@ -22,6 +22,7 @@
 
 #include "base/common.h"
 #include "core/failure.h"
+#include "core/device_ops.h"
 #include "core/op.h"
 #include "profile/hooks.h"
 #include "core/sched.h"
@@ -29,7 +30,8 @@
 
 #define VF__ENGINE_MAGIC 0x7666656eu /* "vfen" */
 #define VF__OPERATOR_MAGIC 0x76666f70u /* "vfop" */
-#define VF__MAX_POOLS 2
+/* The CPU pools, then three per device in use. */
+#define VF__MAX_POOLS (2 + 3 * 2 * VF__MAX_DEVICE_IDS)
 _Static_assert(VF__MAX_POOLS <= VF__PROF_MAX_POOLS,
                "the profiler describes every pool");
 
@@ -49,7 +51,9 @@ struct vf_engine {
     _Atomic uint64_t counts; /* pending << 32 | active; see above */
 
     vf__pool pools[VF__MAX_POOLS];
-    int npools;
+    /* Pools made so far: fixed after creation but for device pools, which
+     * are added under dev_lock and published with a release store. */
+    _Atomic int npools;
     vf__pool *cpu_pool;      /* normal ops (NULL: naive engine) */
     vf__pool *priority_pool; /* CPU-prioritized ops */
 
@@ -80,6 +84,21 @@ struct vf_engine {
     atomic_int completers;
 
     vf__profiler *prof; /* behind the door (profile/hooks.h) */
+
+    /* Devices (device_ops.h), made on first use under dev_lock and
+     * published with a release store; index: type - 1, id. */
+    pthread_mutex_t dev_lock;
+    _Atomic(vf__devctx *) devices[2][VF__MAX_DEVICE_IDS];
+    /* Set once the first device is made (relaxed: only ops pushed for a
+     * device after that can leave fences, and their push orders them). */
+    atomic_bool has_devices;
+    vf__completer completer;
+    vf__device_params device_params;
+    bool device_sync;
+    int gpu_workers, gpu_copy_workers, gpu_priority_workers;
+    int next_worker_index; /* dev_lock: the next device worker's index */
+    /* How dependencies on device work were met (relaxed counters). */
+    _Atomic uint64_t host_syncs, stream_waits, same_stream;
     bool engine_info;   /* VF_ENGINE_INFO: log ops of waited-on vars */
     /* VF__HOOK_* bits new user ops get: the profiler's state and
      * engine_info folded into one relaxed load per push (updated when the

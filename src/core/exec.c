@@ -10,6 +10,8 @@
 struct vf_run {
     vf__op *op;
     int worker;
+    const vf__device_class *cls; /* a device op's stream, or NULL */
+    vf__stream *stream;
     char message[256];
 };
 
@@ -56,7 +58,7 @@ static vf__failure *inherited_failure(const vf__op *op)
  * itself, so active never touches zero while the waiter is about to run
  * (engine.h); one whose thread is busy above the wait is counted when that
  * op returns (vf__waiter). */
-static void signal_waiter(vf__op *op)
+static void signal_waiter(vf__op *op, vf__failure *fenced)
 {
     vf_engine *e = op->engine;
     vf__waiter *w = op->waiter;
@@ -70,6 +72,8 @@ static void signal_waiter(vf__op *op)
                                               memory_order_acquire);
         uint32_t epoch = atomic_load_explicit(&e->fail_epoch,
                                               memory_order_acquire);
+        if (f == NULL || !vf__failure_active(f, epoch))
+            f = fenced; /* the last device write's work failed */
         if (f != NULL && vf__failure_active(f, epoch) &&
             vf__failure_claim(f)) {
             vf__failure_ref(f);
@@ -146,16 +150,70 @@ static void hooks_record(vf__op *op)
     op->hooks &= (uint8_t)~VF__HOOK_PROF;
 }
 
+/* Call the op's sync function; a non-zero return fails the op. */
+static void call_fn(vf__op *op, vf_run *run)
+{
+    const vf__opdef *def = op->def;
+    run->message[0] = '\0';
+    vf__op *outer = tls.current;
+    tls.current = op;
+    int rc = def->fn(run, def->arg);
+    tls.current = outer;
+    if (rc != 0) {
+        op->status = rc;
+        op->failure = vf__engine_record_failure(op->engine, rc, def->name,
+                                                run->message);
+    }
+}
+
+/* A device op's body on its stream: the worker's, or in the naive engine
+ * the device's one stream (device_ops.h). True when done now, false when
+ * its work is in flight. */
+static bool run_device(vf__op *op, int worker)
+{
+    const vf__opdef *def = op->def;
+    vf__devctx *d = def->devctx;
+    vf__stream *s = NULL;
+    int rc = def->pool != NULL
+                 ? (s = vf__this_worker()->stream, 0)
+                 : vf__device_thread_stream(op->engine, d, &s);
+    if (rc == 0)
+        rc = vf__device_op_begin(op, d->cls, s);
+    bool in_flight = false;
+    if (rc != 0) {
+        op->status = rc;
+        op->failure = vf__engine_record_failure(op->engine, rc, def->name,
+                                                vf_last_error_detail());
+    } else {
+        vf_run run; /* not zero-initialized: the message is 256 bytes */
+        run.op = op;
+        run.worker = worker;
+        run.cls = d->cls;
+        run.stream = s;
+        call_fn(op, &run);
+        in_flight = vf__device_op_end(op, d->cls, s);
+    }
+    return !in_flight;
+}
+
 /* Run the op's body. True when the op is done now (ran, failed, skipped);
- * false when an async op is in flight (the op may already be freed). */
+ * false when an async op or a device op's work is in flight (the op may
+ * already be freed). */
 static bool run_body(vf__op *op, int worker)
 {
     const vf__opdef *def = op->def;
     op->status = 0;
     if (VF__UNLIKELY(op->hooks))
         hooks_start(op, worker);
+    /* An engine with devices: a host-side op first meets the device work
+     * its vars wait for (device_ops.h). */
+    vf__failure *fenced = NULL;
+    if (VF__UNLIKELY(atomic_load_explicit(&op->engine->has_devices,
+                                          memory_order_relaxed)))
+        fenced = def->devctx == NULL ? vf__fences_host_wait(op)
+                                     : vf__fences_failed(op);
     if (def->kind == VF__OP_WAIT) {
-        signal_waiter(op);
+        signal_waiter(op, fenced);
         return true;
     }
     if (def->kind == VF__OP_DELETE) {
@@ -169,6 +227,8 @@ static bool run_body(vf__op *op, int worker)
     }
     if (!def->no_skip) {
         vf__failure *f = inherited_failure(op);
+        if (f == NULL)
+            f = fenced;
         if (f != NULL) {
             vf__failure_ref(f);
             op->failure = f;
@@ -176,22 +236,20 @@ static bool run_body(vf__op *op, int worker)
             return true;
         }
     }
+    if (VF__UNLIKELY(def->devctx != NULL))
+        return run_device(op, worker);
     vf_run run; /* not zero-initialized: the message buffer is 256 bytes */
     run.op = op;
     run.worker = worker;
+    run.cls = NULL;
+    run.stream = NULL;
+    if (def->fn != NULL) {
+        call_fn(op, &run);
+        return true;
+    }
     run.message[0] = '\0';
     vf__op *outer = tls.current;
     tls.current = op;
-    if (def->fn != NULL) {
-        int rc = def->fn(&run, def->arg);
-        tls.current = outer;
-        if (rc != 0) {
-            op->status = rc;
-            op->failure = vf__engine_record_failure(op->engine, rc, def->name,
-                                                    run.message);
-        }
-        return true;
-    }
     uint64_t ticket = atomic_load_explicit(&op->ticket, memory_order_relaxed);
     def->async_fn(&run, def->arg, (vf_completion){.op_ = op,
                                                   .ticket_ = ticket});
@@ -251,6 +309,10 @@ static void finish(vf__op *op, vf__readylist *ready)
     count_outcome(e, op);
 
     bool ran = op->status != VF_ESKIPPED;
+    if (VF__UNLIKELY(atomic_load_explicit(&e->has_devices,
+                                          memory_order_relaxed)) &&
+        def->devctx == NULL)
+        vf__fences_clear_written(op); /* it waited for them all */
     int before = ready->count;
     for (int i = 0; i < def->nvars; i++) {
         if (def->vars[i].write)
@@ -402,15 +464,70 @@ void vf__dispatch_list(vf__readylist *ready)
     }
 }
 
+/* The last of a device op's two owners (the worker that released its vars,
+ * the completer that finished it) counts it out and frees it. */
+static void device_op_drop(vf__op *op)
+{
+    if (atomic_fetch_sub_explicit(&op->wait, 1, memory_order_acq_rel) != 1)
+        return;
+    vf_engine *e = op->engine;
+    if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF))
+        hooks_record(op);
+    uint64_t delta = -(VF__COUNT_PENDING | VF__COUNT_ACTIVE);
+    uint64_t now = atomic_fetch_add(&e->counts, delta) + delta;
+    vf__op_free(op);
+    if (VF__UNLIKELY(vf__counts_notable(e, now)))
+        vf__engine_counts_changed(e, now);
+}
+
+/* A device op whose work is in flight: hand it to the completer, then
+ * release its vars now (device_ops.h); the ops that made ready are counted
+ * active, the op itself stays pending and active until it completes. */
+static void release_in_flight(vf__op *op, vf__readylist *ready)
+{
+    vf_engine *e = op->engine;
+    const vf__opdef *def = op->def;
+    vf__failure *failure = op->failure; /* before the completer may see */
+    if (VF__UNLIKELY(op->hooks))
+        hooks_end(op);
+    atomic_store_explicit(&op->wait, 2, memory_order_relaxed);
+    vf__completer_add(e, op);
+    int before = ready->count;
+    for (int i = 0; i < def->nvars; i++) {
+        if (def->vars[i].write)
+            vf__var_complete_write(def->vars[i].var, op, failure, true,
+                                   ready);
+        else
+            vf__var_complete_read(def->vars[i].var, op, ready);
+    }
+    uint64_t delta = (uint64_t)(ready->count - before) * VF__COUNT_ACTIVE;
+    if (VF__UNLIKELY(op == tls.loop_op))
+        delta += loop_frame_returns();
+    if (delta != 0)
+        atomic_fetch_add(&e->counts, delta);
+    device_op_drop(op);
+}
+
+void vf__device_op_complete(vf__op *op)
+{
+    const vf__opdef *def = op->def;
+    if (def->done != NULL)
+        def->done(def->arg, op->status);
+    count_outcome(op->engine, op);
+    device_op_drop(op);
+}
+
 vf__op *vf__worker_execute(vf__worker *w, vf__op *op)
 {
     VF__ASSERT(!op->def->inline_run);
     bool done = run_body(op, w->index);
-    VF__ASSERT(done);
     vf__readylist ready, mine;
     vf__readylist_init(&ready);
     vf__readylist_init(&mine);
-    finish(op, &ready);
+    if (VF__LIKELY(done))
+        finish(op, &ready);
+    else
+        release_in_flight(op, &ready);
     while ((op = vf__readylist_pop(&ready)) != NULL) {
         if (!op->def->inline_run && op->def->pool == w->pool)
             vf__readylist_add(&mine, op);
@@ -486,8 +603,20 @@ VF_API vf_device vf_run_device(const vf_run *run)
 
 VF_API void *vf_run_stream(const vf_run *run)
 {
-    (void)run;
-    return NULL; /* CPU ops have no stream */
+    return run && run->stream ? run->cls->stream_handle(run->stream) : NULL;
+}
+
+VF_API int vf_run_submit(vf_run *run, vf_device_fn fn, void *arg,
+                         size_t bytes)
+{
+    if (run == NULL || fn == NULL)
+        return vf__fail(VF_EINVAL, "vf_run_submit: %s is NULL",
+                        run ? "fn" : "run");
+    if (run->stream == NULL)
+        return vf__fail(VF_EINVAL, "vf_run_submit: op \"%s\" is not a "
+                                   "device op (it has no stream)",
+                        run->op->def->name);
+    return run->cls->submit(run->stream, fn, arg, bytes);
 }
 
 VF_API const char *vf_run_name(const vf_run *run)

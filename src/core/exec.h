@@ -31,6 +31,11 @@ void vf__dispatch_list(vf__readylist *ready);
  * the op the same worker should run next (or NULL). */
 vf__op *vf__worker_execute(vf__worker *w, vf__op *op);
 
+/* The completer's part of a device op whose work completed (op->status
+ * and op->failure resolved): `done`, statistics; the op is freed by
+ * whichever of this and the release of its vars comes last. */
+void vf__device_op_complete(vf__op *op);
+
 /* Run one op that an inline run on this thread deferred. True if one ran. */
 bool vf__run_deferred(void);
 

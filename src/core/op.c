@@ -22,6 +22,7 @@ vf__op *vf__op_alloc(void)
     op->failure = NULL;
     op->pending_message = NULL;
     op->waiter = NULL;
+    op->dev = NULL;
     op->own.vars = NULL;
     op->hooks = 0;
     /* `ticket` is deliberately kept: see op.h (a fresh block is zeroed). */
@@ -37,6 +38,8 @@ void vf__op_free(vf__op *op)
         vf__prof_op_dropped(&op->prof);
     vf__failure_unref(op->failure);
     free(op->pending_message);
+    if (op->dev != NULL)
+        vf__devrun_free(op->dev);
     if (op->opr != NULL)
         vf__operator_unref(op->opr);
     else if (op->own.vars != op->inline_vars)
@@ -140,10 +143,14 @@ fail:
 static int route(vf_engine *e, const char *who, const vf_op *op,
                  vf__pool **pool)
 {
-    if (op->device.type != VF_DEVICE_CPU)
-        return vf__fail(VF_ENODEV, "%s: device type %d is not available "
-                                   "(only VF_DEVICE_CPU so far)",
-                        who, (int)op->device.type);
+    if (op->device.type != VF_DEVICE_CPU) {
+        if (op->async_fn != NULL)
+            return vf__fail(VF_ENOTSUP, "%s: op \"%s\" on a device must "
+                                        "be a sync fn (it puts its work on "
+                                        "its stream: vf_run_submit)",
+                            who, op->name ? op->name : "");
+        return vf__device_route(e, who, op->device, op->property, pool);
+    }
     if (op->device.id != 0)
         return vf__fail(VF_ENODEV, "%s: CPU device id %d (only 0 exists)",
                         who, op->device.id);
@@ -158,8 +165,9 @@ static int route(vf_engine *e, const char *who, const vf_op *op,
         return 0;
     case VF_PROP_COPY_TO_DEVICE:
     case VF_PROP_COPY_FROM_DEVICE:
-        return vf__fail(VF_ENODEV, "%s: device copies need a device pool "
-                                   "(not available yet)", who);
+        return vf__fail(VF_EINVAL, "%s: a copy to or from a device names "
+                                   "that device in op.device (not the CPU)",
+                        who);
     }
     return vf__fail(VF_EINVAL, "%s: unknown property %d", who,
                     (int)op->property);
@@ -189,6 +197,9 @@ int vf__opdef_fill(vf_engine *e, const char *who, const vf_op *op,
     def->nonblocking = op->nonblocking;
     def->kind = VF__OP_USER;
     def->pool = pool;
+    def->devctx = op->device.type == VF_DEVICE_CPU
+                      ? NULL
+                      : vf__device_of(e, op->device);
     def->inline_run = pool == NULL || op->async_fn != NULL;
     def->nvars = 0;
     def->vars = NULL;

@@ -41,6 +41,7 @@
 typedef struct vf__var vf__var;
 typedef struct vf__pool vf__pool;
 typedef struct vf__op vf__op;
+typedef struct vf__devrun vf__devrun;
 
 typedef struct vf__varref {
     vf__var *var;
@@ -68,6 +69,7 @@ typedef struct vf__opdef {
     vf__op_kind kind;
     bool inline_run;  /* runs on the dispatching thread (async, wait, naive) */
     vf__pool *pool;   /* where it runs when not inline */
+    struct vf__devctx *devctx; /* a device op's device; NULL: the CPU */
     int nvars;
     vf__varref *vars; /* sorted by var address, each var once */
 } vf__opdef;
@@ -126,6 +128,7 @@ struct vf__op {
     vf__failure *failure;   /* own or inherited failure (a reference) */
     char *pending_message;  /* async: vf_run_set_error before vf_complete */
     vf__waiter *waiter;     /* VF__OP_WAIT only */
+    vf__devrun *dev;        /* a device op, from its start; or NULL */
     /* Async completion ticket: even while the op may be completed, odd once
      * it has been; bumped again when the block is reused, so a stale or
      * second vf_complete fails its compare-and-swap (acq_rel). Kept across

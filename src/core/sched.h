@@ -31,6 +31,7 @@
 
 #include "base/common.h"
 #include "core/op.h"
+#include "device/device.h"
 
 typedef struct vf__worker vf__worker;
 
@@ -45,6 +46,9 @@ struct vf__worker {
     int index;      /* unique across the engine */
     pthread_t thread;
     bool started;
+    /* A device pool's worker owns a stream (NULL in CPU pools). */
+    const vf__device_class *dev_cls;
+    vf__stream *stream;
     /* Per-worker counters, written only by this worker (relaxed). */
     _Atomic uint64_t ran, failed, skipped;
 } __attribute__((aligned(VF__CACHELINE)));

@@ -38,6 +38,7 @@
 #include <stdbool.h>
 
 #include "base/common.h"
+#include "core/device_ops.h"
 #include "core/failure.h"
 #include "core/op.h"
 #include "core/spinlock.h"
@@ -91,6 +92,12 @@ struct vf__var {
     atomic_bool watched;
     uint32_t index;
     struct vf__var *next_free; /* table lock */
+    /* Device work in flight on this var (device_ops.h): the last device
+     * write's fence and the fences of device reads since. Under `lock`;
+     * the write fence changes only while an op holds the var exclusively. */
+    vf__fence *wfence;
+    vf__fence *rfences[VF__VAR_READ_FENCES];
+    uint8_t nrfences;
 } __attribute__((aligned(VF__CACHELINE)));
 
 typedef struct vf__var_table {
@@ -106,6 +113,9 @@ int vf__var_table_init(vf__var_table *t, uint16_t tag);
 /* Free every slot's leftovers (queue sentinel, failure) and the chunks. The
  * engine must be idle. */
 void vf__var_table_destroy(vf__var_table *t);
+
+/* Drop every var's fences (device_ops.h), before the engine's streams go. */
+void vf__var_table_drop_fences(vf__var_table *t);
 
 /* A new live var and its handle. VF_ENOMEM when out of memory or slots. */
 int vf__var_create(vf__var_table *t, vf_var *out);

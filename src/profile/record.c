@@ -129,6 +129,7 @@ bool vf__prof_op_pushed(vf__profiler *p, vf__op_prof *r, int nvars)
     r->session = atomic_load_explicit(&p->session, memory_order_relaxed);
     r->worker = -1;
     r->push = r->ready = r->start = r->end = stamp(p);
+    r->device_start = r->device_end = 0;
     r->id = atomic_fetch_add_explicit(&p->next_id, 1,
                                       memory_order_relaxed) + 1;
     return true;
@@ -152,6 +153,16 @@ void vf__prof_op_started(vf__profiler *p, vf__op_prof *r, int worker)
 {
     r->start = stamp(p);
     r->worker = worker;
+}
+
+void vf__prof_op_device_span(vf__profiler *p, vf__op_prof *r,
+                             uint64_t start_ns, uint64_t end_ns)
+{
+    uint64_t t0 = atomic_load_explicit(&p->t0, memory_order_relaxed);
+    if (start_ns < t0 || end_ns < start_ns)
+        return; /* not from this profile's clock: unknown */
+    r->device_start = start_ns - t0;
+    r->device_end = end_ns - t0;
 }
 
 void vf__prof_op_ended(vf__profiler *p, vf__op_prof *r, bool skipped)
@@ -257,6 +268,8 @@ void vf__prof_op_finished(vf__profiler *p, vf__op_prof *pr,
         r->ready_ns = pr->ready;
         r->start_ns = pr->start;
         r->end_ns = pr->end;
+        r->device_start_ns = pr->device_start;
+        r->device_end_ns = pr->device_end;
         r->ndeps = atomic_load_explicit(&pr->ndeps, memory_order_relaxed);
         r->deps = NULL;
         memcpy(slot->deps, pr->deps, sizeof slot->deps);

@@ -1,0 +1,581 @@
+/*
+ * test_device_engine: the per-device engine on the emulated stream device.
+ *
+ * - Routing: every (device, property) pair runs on the pool MXNet's table
+ *   names (read back from the profile: pool name and device of each op),
+ *   printed as a table; each worker owns one stream, distinct from every
+ *   other worker's; CPU ops have no stream.
+ * - Cross-stream ordering: random programs over the CPU and two emulated
+ *   devices (compute, copy and priority pools, so many streams), whose
+ *   device ops do their work on the stream (vf_run_submit) with emulated
+ *   latency, so the host runs far ahead of the devices; the final values,
+ *   and the values seen by waits in the middle, equal the serial program's
+ *   bit for bit. Run with event ordering (stream waits must happen), with
+ *   device_sync, on the naive and the pooled engine, for several seeds.
+ * - Failures (rule 9) across streams: work failing on a device fails its
+ *   op; ops depending on it on another stream, on the same device and on
+ *   the CPU are skipped and their work never runs; independent ops run;
+ *   vf_wait_var and vf_wait_all report the first failure with its op name
+ *   and message; every done callback runs once.
+ * - A delete waits for the device work on its var; bad input is refused
+ *   with the right code (a device op outside a stream, an async device
+ *   op, a device id that is not there).
+ */
+#include "util.h"
+
+#include <string.h>
+
+#define NV 16
+#define MAXR 3
+#define MAXW 2
+
+/* --- routing ------------------------------------------------------------ */
+
+typedef struct route_probe {
+    atomic_int worker;
+    _Atomic(void *) stream;
+} route_probe;
+
+static int probe_fn(vf_run *run, void *arg)
+{
+    route_probe *p = arg;
+    atomic_store(&p->worker, vf_run_worker(run));
+    atomic_store(&p->stream, vf_run_stream(run));
+    return 0;
+}
+
+static void test_routing(void)
+{
+    static const struct {
+        vf_device dev;
+        vf_property prop;
+        const char *pool; /* expected pool name */
+    } table[] = {
+        {{VF_DEVICE_CPU, 0}, VF_PROP_NORMAL, "cpu"},
+        {{VF_DEVICE_CPU, 0}, VF_PROP_CPU_PRIORITIZED, "prio"},
+        {{VF_DEVICE_CPU, 0}, VF_PROP_DEVICE_PRIORITIZED, "cpu"},
+        {{VF_DEVICE_EMULATED, 0}, VF_PROP_NORMAL, "emu"},
+        {{VF_DEVICE_EMULATED, 0}, VF_PROP_COPY_TO_DEVICE, "emu-copy"},
+        {{VF_DEVICE_EMULATED, 0}, VF_PROP_COPY_FROM_DEVICE, "emu-copy"},
+        {{VF_DEVICE_EMULATED, 0}, VF_PROP_DEVICE_PRIORITIZED, "emu-prio"},
+        {{VF_DEVICE_EMULATED, 0}, VF_PROP_CPU_PRIORITIZED, "emu"},
+        {{VF_DEVICE_EMULATED, 1}, VF_PROP_NORMAL, "emu"},
+        {{VF_DEVICE_EMULATED, 1}, VF_PROP_COPY_TO_DEVICE, "emu-copy"},
+        {{VF_DEVICE_EMULATED, 1}, VF_PROP_DEVICE_PRIORITIZED, "emu-prio"},
+    };
+    enum { N = sizeof table / sizeof table[0], REPS = 40 };
+    vf_engine *e;
+    CHECK_OK(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_PERDEVICE,
+                                               .cpu_workers = 2,
+                                               .cpu_priority_workers = 1,
+                                               .gpu_workers = 2,
+                                               .gpu_copy_workers = 2,
+                                               .gpu_priority_workers = 1}));
+    CHECK_OK(vf_profile_start(e));
+    static route_probe probes[N * REPS];
+    for (int r = 0; r < REPS; r++)
+        for (int i = 0; i < N; i++)
+            CHECK_OK(vf_push(e, &(vf_op){.fn = probe_fn,
+                                         .arg = &probes[r * N + i],
+                                         .device = table[i].dev,
+                                         .property = table[i].prop,
+                                         .name = "probe"}));
+    CHECK_OK(vf_wait_all(e, NULL));
+    vf_profile *p;
+    CHECK_OK(vf_profile_take(e, &p));
+    REQUIRE(vf_profile_count(p) == N * REPS);
+
+    /* Records are in push order: record k is probe k. */
+    printf("routing (device, property -> pool, workers seen):\n");
+    void *stream_of[64] = {0};
+    for (int i = 0; i < N; i++) {
+        unsigned seen = 0;
+        for (int r = 0; r < REPS; r++) {
+            const vf_profile_record *rec = vf_profile_at(p, r * N + i);
+            route_probe *pr = &probes[r * N + i];
+            int w = atomic_load(&pr->worker);
+            void *s = atomic_load(&pr->stream);
+            const char *pool = vf_profile_worker_pool(p, rec->worker);
+            CHECK(rec->worker == w);
+            if (pool == NULL || strcmp(pool, table[i].pool) != 0)
+                CHECK_REPORT_("op %d (device %d:%d, property %d) ran on "
+                              "pool %s, expected %s",
+                              i, (int)table[i].dev.type, table[i].dev.id,
+                              (int)table[i].prop, pool ? pool : "(none)",
+                              table[i].pool);
+            CHECK(rec->device.type == table[i].dev.type &&
+                  rec->device.id == table[i].dev.id);
+            /* A stream for device ops only; one stream per worker. */
+            CHECK((s != NULL) == (table[i].dev.type != VF_DEVICE_CPU));
+            REQUIRE(w >= 0 && w < 64);
+            if (s != NULL) {
+                if (stream_of[w] == NULL)
+                    stream_of[w] = s;
+                CHECK(stream_of[w] == s);
+            }
+            seen |= 1u << (w & 31);
+        }
+        printf("  %-9s %d  %-22s -> %-9s workers %#x\n",
+               table[i].dev.type == VF_DEVICE_CPU ? "cpu" : "emulated",
+               table[i].dev.id,
+               table[i].prop == VF_PROP_NORMAL               ? "normal"
+               : table[i].prop == VF_PROP_COPY_TO_DEVICE     ? "copy_to_device"
+               : table[i].prop == VF_PROP_COPY_FROM_DEVICE   ? "copy_from_device"
+               : table[i].prop == VF_PROP_CPU_PRIORITIZED    ? "cpu_prioritized"
+               : table[i].prop == VF_PROP_DEVICE_PRIORITIZED ? "device_prioritized"
+                                                             : "?",
+               table[i].pool, seen);
+    }
+    for (int a = 0; a < 64; a++)
+        for (int b = a + 1; b < 64; b++)
+            if (stream_of[a] != NULL && stream_of[a] == stream_of[b])
+                CHECK_REPORT_("workers %d and %d share a stream", a, b);
+    vf_profile_free(p);
+    CHECK_OK(vf_engine_destroy(e));
+}
+
+/* --- random programs over streams --------------------------------------- */
+
+typedef struct rop {
+    vf_device dev;
+    vf_property prop;
+    int nr, nw;
+    int r[MAXR], w[MAXW];
+    int split; /* device work in two submissions */
+    uint64_t scratch; /* between the two submissions */
+    uint64_t *val;    /* the program's values */
+    int g;
+    atomic_int done_calls;
+    atomic_int done_status;
+} rop;
+
+static uint64_t rop_hash(const rop *o)
+{
+    uint64_t h = tu_mix(0x5eed, (uint64_t)o->g);
+    for (int k = 0; k < o->nr; k++)
+        h = tu_mix(h, o->val[o->r[k]]);
+    for (int k = 0; k < o->nw; k++)
+        h = tu_mix(h, o->val[o->w[k]]); /* writes read-modify-write */
+    return h;
+}
+
+static void rop_store(rop *o, uint64_t h)
+{
+    for (int k = 0; k < o->nw; k++)
+        o->val[o->w[k]] = tu_mix(h, (uint64_t)o->w[k]);
+}
+
+static int dev_whole(void *arg)
+{
+    rop *o = arg;
+    rop_store(o, rop_hash(o));
+    return 0;
+}
+
+static int dev_first(void *arg)
+{
+    rop *o = arg;
+    o->scratch = rop_hash(o);
+    return 0;
+}
+
+static int dev_second(void *arg)
+{
+    rop *o = arg;
+    rop_store(o, o->scratch);
+    return 0;
+}
+
+static int rop_fn(vf_run *run, void *arg)
+{
+    rop *o = arg;
+    if (o->dev.type == VF_DEVICE_CPU) {
+        if (vf_run_stream(run) != NULL)
+            return 91;
+        rop_store(o, rop_hash(o));
+        return 0;
+    }
+    if (vf_run_stream(run) == NULL)
+        return 92;
+    size_t bytes = o->prop == VF_PROP_COPY_TO_DEVICE ||
+                           o->prop == VF_PROP_COPY_FROM_DEVICE
+                       ? 4096
+                       : 0;
+    if (!o->split)
+        return vf_run_submit(run, dev_whole, o, bytes);
+    int rc = vf_run_submit(run, dev_first, o, 0);
+    return rc ? rc : vf_run_submit(run, dev_second, o, bytes);
+}
+
+static void rop_done(void *arg, int status)
+{
+    rop *o = arg;
+    atomic_store(&o->done_status, status);
+    atomic_fetch_add(&o->done_calls, 1);
+}
+
+static void pick_distinct(tu_rng *rng, int *out, int n, const int *avoid,
+                          int navoid)
+{
+    for (int k = 0; k < n; k++) {
+        int v, clash;
+        do {
+            v = tu_below(rng, NV);
+            clash = 0;
+            for (int j = 0; j < k; j++)
+                clash |= out[j] == v;
+            for (int j = 0; j < navoid; j++)
+                clash |= avoid[j] == v;
+        } while (clash);
+        out[k] = v;
+    }
+}
+
+static void make_program(tu_rng *rng, rop *ops, int n, int ndev)
+{
+    static const vf_property props[] = {
+        VF_PROP_NORMAL, VF_PROP_COPY_TO_DEVICE, VF_PROP_COPY_FROM_DEVICE,
+        VF_PROP_DEVICE_PRIORITIZED, VF_PROP_CPU_PRIORITIZED};
+    for (int g = 0; g < n; g++) {
+        rop *o = &ops[g];
+        memset(o, 0, sizeof *o);
+        o->g = g;
+        int d = tu_below(rng, ndev + 1); /* 0: CPU */
+        o->dev = d == 0 ? (vf_device){VF_DEVICE_CPU, 0}
+                        : (vf_device){VF_DEVICE_EMULATED, d - 1};
+        o->prop = d == 0 ? (tu_below(rng, 4) == 0 ? VF_PROP_CPU_PRIORITIZED
+                                                  : VF_PROP_NORMAL)
+                         : props[tu_below(rng, 5)];
+        o->nr = tu_below(rng, MAXR + 1);
+        o->nw = 1 + tu_below(rng, MAXW);
+        pick_distinct(rng, o->w, o->nw, NULL, 0);
+        pick_distinct(rng, o->r, o->nr, o->w, o->nw);
+        o->split = tu_below(rng, 3) == 0;
+    }
+}
+
+typedef struct run_cfg {
+    const char *name;
+    vf_config cfg;
+    bool expect_stream_waits;
+} run_cfg;
+
+/* Run one random program under `rc`; compare with the serial run. */
+static void run_program(const run_cfg *rc, uint64_t seed, int n)
+{
+    tu_rng rng = tu_rng_make(seed);
+    rop *ops = calloc((size_t)n, sizeof *ops);
+    uint64_t *serial_at = calloc((size_t)n * NV, sizeof *serial_at);
+    REQUIRE(ops && serial_at);
+    make_program(&rng, ops, n, 2);
+    /* The serial program, with the values after every op. */
+    uint64_t sval[NV];
+    for (int v = 0; v < NV; v++)
+        sval[v] = (uint64_t)v * 0x9e3779b97f4a7c15u;
+    for (int g = 0; g < n; g++) {
+        ops[g].val = sval;
+        rop_store(&ops[g], rop_hash(&ops[g]));
+        memcpy(serial_at + (size_t)g * NV, sval, sizeof sval);
+    }
+
+    uint64_t val[NV];
+    for (int v = 0; v < NV; v++)
+        val[v] = (uint64_t)v * 0x9e3779b97f4a7c15u;
+    vf_engine *e;
+    int crc = vf_engine_create(&e, &rc->cfg);
+    if (crc != 0)
+        CHECK_REPORT_("create %s: %s (%s)", rc->name, vf_err_name(crc),
+                      vf_last_error_detail());
+    REQUIRE(crc == 0);
+    vf_var vars[NV];
+    for (int v = 0; v < NV; v++)
+        vars[v] = tu_var(e);
+    for (int g = 0; g < n; g++) {
+        rop *o = &ops[g];
+        o->val = val;
+        vf_var rv[MAXR], wv[MAXW];
+        for (int k = 0; k < o->nr; k++)
+            rv[k] = vars[o->r[k]];
+        for (int k = 0; k < o->nw; k++)
+            wv[k] = vars[o->w[k]];
+        CHECK_OK(vf_push(e, &(vf_op){.fn = rop_fn,
+                                     .arg = o,
+                                     .done = rop_done,
+                                     .reads = tu_list(rv, o->nr),
+                                     .writes = tu_list(wv, o->nw),
+                                     .device = o->dev,
+                                     .property = o->prop,
+                                     .name = "rop"}));
+        if (tu_below(&rng, 50) == 0) { /* a wait in the middle */
+            int v = o->w[0];
+            CHECK_OK(vf_wait_var(e, vars[v], NULL));
+            if (val[v] != serial_at[(size_t)g * NV + v])
+                CHECK_REPORT_("%s: after op %d var %d = %#llx, serial %#llx",
+                              rc->name, g, v, (unsigned long long)val[v],
+                              (unsigned long long)
+                                  serial_at[(size_t)g * NV + v]);
+        }
+    }
+    CHECK_OK(vf_wait_all(e, NULL));
+    for (int v = 0; v < NV; v++)
+        if (val[v] != sval[v])
+            CHECK_REPORT_("%s: var %d = %#llx, serial %#llx", rc->name, v,
+                          (unsigned long long)val[v],
+                          (unsigned long long)sval[v]);
+    for (int g = 0; g < n; g++) {
+        CHECK_EQ(atomic_load(&ops[g].done_calls), 1);
+        CHECK_EQ(atomic_load(&ops[g].done_status), 0);
+    }
+    vf_stats st;
+    CHECK_OK(vf_engine_stats(e, &st));
+    CHECK_EQ(st.ran, (uint64_t)n);
+    CHECK_EQ(st.failed + st.skipped, 0);
+    if (rc->expect_stream_waits)
+        CHECK(st.stream_waits > 0);
+    else
+        CHECK_EQ(st.stream_waits, 0);
+    static int printed;
+    if (printed++ < 8)
+        printf("  %-22s seed %#llx: %d ops, host syncs %llu, stream waits "
+               "%llu, same stream %llu: identical to serial\n",
+               rc->name, (unsigned long long)seed, n,
+               (unsigned long long)st.host_syncs,
+               (unsigned long long)st.stream_waits,
+               (unsigned long long)st.same_stream);
+    CHECK_OK(vf_engine_destroy(e));
+    free(ops);
+    free(serial_at);
+}
+
+static void test_random_serial(void)
+{
+    const run_cfg cfgs[] = {
+        {"perdevice/events",
+         {.type = VF_ENGINE_PERDEVICE, .cpu_workers = 2,
+          .cpu_priority_workers = 1, .gpu_workers = 2, .gpu_copy_workers = 2,
+          .gpu_priority_workers = 1, .emulated_latency_us = 30,
+          .emulated_mb_per_s = 1000},
+         true},
+        {"perdevice/1-worker",
+         {.type = VF_ENGINE_PERDEVICE, .cpu_workers = 1,
+          .cpu_priority_workers = 1, .gpu_workers = 1, .gpu_copy_workers = 1,
+          .gpu_priority_workers = 1, .emulated_latency_us = 10},
+         true},
+        {"perdevice/device_sync",
+         {.type = VF_ENGINE_PERDEVICE, .cpu_workers = 2,
+          .gpu_workers = 2, .device_sync = true, .emulated_latency_us = 10},
+         false},
+        {"pooled/events",
+         {.type = VF_ENGINE_POOLED, .cpu_workers = 2,
+          .emulated_latency_us = 20},
+         true},
+        {"naive",
+         {.type = VF_ENGINE_NAIVE, .emulated_latency_us = 5},
+         false},
+    };
+    int rounds = (int)tu_scaled(6, 2);
+    printf("random programs over the CPU and two emulated devices:\n");
+    for (int round = 0; round < rounds; round++)
+        for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++)
+            run_program(&cfgs[c], tu_mix(check_seed(), (uint64_t)round * 31 + c),
+                        (int)tu_scaled(400, 100));
+}
+
+/* --- failures across streams -------------------------------------------- */
+
+typedef struct fop {
+    int fail_on_device; /* the device work returns this (0: succeeds) */
+    atomic_int work_ran;
+    atomic_int fn_ran;
+    atomic_int done_calls;
+    atomic_int done_status;
+} fop;
+
+static int fwork(void *arg)
+{
+    fop *o = arg;
+    atomic_fetch_add(&o->work_ran, 1);
+    return o->fail_on_device;
+}
+
+static int ffn(vf_run *run, void *arg)
+{
+    fop *o = arg;
+    atomic_fetch_add(&o->fn_ran, 1);
+    if (vf_run_stream(run) == NULL)
+        return 0;
+    if (o->fail_on_device)
+        vf_run_set_error(run, "unused"); /* the device's message wins */
+    return vf_run_submit(run, fwork, o, 0);
+}
+
+static void fdone(void *arg, int status)
+{
+    fop *o = arg;
+    atomic_store(&o->done_status, status);
+    atomic_fetch_add(&o->done_calls, 1);
+}
+
+static void push_f(vf_engine *e, fop *o, vf_device dev, vf_var_list reads,
+                   vf_var_list writes, const char *name)
+{
+    CHECK_OK(vf_push(e, &(vf_op){.fn = ffn, .arg = o, .done = fdone,
+                                 .reads = reads, .writes = writes,
+                                 .device = dev, .name = name}));
+}
+
+static void test_failures(const char *name, const vf_config *cfg)
+{
+    check_context_ = name;
+    vf_engine *e;
+    CHECK_OK(vf_engine_create(&e, cfg));
+    vf_var x = tu_var(e), y = tu_var(e), z = tu_var(e), w = tu_var(e),
+           u = tu_var(e);
+    const vf_device emu0 = {VF_DEVICE_EMULATED, 0},
+                    emu1 = {VF_DEVICE_EMULATED, 1},
+                    cpu = {VF_DEVICE_CPU, 0};
+    fop a = {.fail_on_device = 77}, b = {0}, c = {0}, d = {0}, f = {0},
+        g = {0};
+    push_f(e, &a, emu0, VF_VARS(u), VF_VARS(x), "A"); /* fails on emu0 */
+    push_f(e, &b, emu1, VF_VARS(x), VF_VARS(y), "B"); /* other device */
+    push_f(e, &c, cpu, VF_VARS(y), VF_VARS(z), "C");  /* on the host */
+    push_f(e, &d, emu0, VF_VARS(x), VF_VARS(u), "D"); /* same device */
+    push_f(e, &f, emu1, VF_VARS(u), VF_VARS(w), "F"); /* after D: skipped */
+    push_f(e, &g, emu1, (vf_var_list){0}, VF_VARS(tu_var(e)), "G");
+    vf_error err;
+    CHECK_ERR(vf_wait_var(e, z, &err), VF_EOPFAILED);
+    CHECK_EQ(err.code, 77);
+    CHECK(strcmp(err.op_name, "A") == 0);
+    CHECK_OK(vf_wait_all(e, NULL)); /* the failure was reported already */
+    CHECK_EQ(atomic_load(&a.work_ran), 1);
+    CHECK_EQ(atomic_load(&a.done_status), 77);
+    CHECK_EQ(atomic_load(&b.work_ran), 0); /* skipped on the device */
+    CHECK_EQ(atomic_load(&b.done_status), VF_ESKIPPED);
+    CHECK_EQ(atomic_load(&c.fn_ran), 0); /* skipped on the host */
+    CHECK_EQ(atomic_load(&c.done_status), VF_ESKIPPED);
+    CHECK_EQ(atomic_load(&d.work_ran), 0);
+    CHECK_EQ(atomic_load(&d.done_status), VF_ESKIPPED);
+    CHECK_EQ(atomic_load(&f.done_status), VF_ESKIPPED);
+    CHECK_EQ(atomic_load(&g.work_ran), 1); /* independent: runs */
+    CHECK_EQ(atomic_load(&g.done_status), 0);
+    fop *all[] = {&a, &b, &c, &d, &f, &g};
+    for (int i = 0; i < 6; i++)
+        CHECK_EQ(atomic_load(&all[i]->done_calls), 1);
+    vf_stats st;
+    CHECK_OK(vf_engine_stats(e, &st));
+    CHECK_EQ(st.failed, 1);
+    CHECK_EQ(st.skipped, 4);
+
+    /* wait_all reports a device failure nobody waited for. */
+    fop h = {.fail_on_device = 5};
+    push_f(e, &h, emu1, (vf_var_list){0}, VF_VARS(y), "H");
+    CHECK_ERR(vf_wait_all(e, &err), VF_EOPFAILED);
+    CHECK_EQ(err.code, 5);
+    CHECK(strcmp(err.op_name, "H") == 0);
+    /* After the report, the var is usable again. */
+    fop k = {0};
+    push_f(e, &k, emu0, VF_VARS(y), VF_VARS(x), "K");
+    CHECK_OK(vf_wait_var(e, x, NULL));
+    CHECK_EQ(atomic_load(&k.work_ran), 1);
+    CHECK_OK(vf_engine_destroy(e));
+    check_context_ = NULL;
+}
+
+/* --- deletes and bad input ---------------------------------------------- */
+
+static atomic_int slow_done;
+
+static int slow_work(void *arg)
+{
+    (void)arg;
+    tu_spin_us(2000);
+    atomic_store(&slow_done, 1);
+    return 0;
+}
+
+static int slow_fn(vf_run *run, void *arg)
+{
+    return vf_run_submit(run, slow_work, arg, 0);
+}
+
+static atomic_int freed_after_work;
+
+static void free_cb(void *arg)
+{
+    (void)arg;
+    atomic_store(&freed_after_work, atomic_load(&slow_done) ? 1 : -1);
+}
+
+static int submit_outside(vf_run *run, void *arg)
+{
+    (void)arg;
+    return vf_run_submit(run, slow_work, NULL, 0) == VF_EINVAL ? 0 : 1;
+}
+
+static void async_nop(vf_run *run, void *arg, vf_completion c)
+{
+    (void)run;
+    (void)arg;
+    vf_complete(c, 0, NULL);
+}
+
+static void test_delete_and_bad_input(void)
+{
+    vf_engine *e;
+    CHECK_OK(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_PERDEVICE,
+                                               .cpu_workers = 1}));
+    vf_var v = tu_var(e);
+    CHECK_OK(vf_push(e, &(vf_op){.fn = slow_fn, .writes = VF_VARS(v),
+                                 .device = {VF_DEVICE_EMULATED, 0}}));
+    CHECK_OK(vf_var_delete(e, v, free_cb, NULL));
+    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_EQ(atomic_load(&freed_after_work), 1);
+
+    /* vf_run_submit from a CPU op: VF_EINVAL (the op checks it). */
+    vf_var t = tu_var(e);
+    CHECK_OK(vf_push(e, &(vf_op){.fn = submit_outside, .writes = VF_VARS(t)}));
+    CHECK_OK(vf_wait_var(e, t, NULL));
+    CHECK_ERR(vf_run_submit(NULL, slow_work, NULL, 0), VF_EINVAL);
+    CHECK_ERR(vf_push(e, &(vf_op){.async_fn = async_nop,
+                                  .device = {VF_DEVICE_EMULATED, 0}}),
+              VF_ENOTSUP);
+    CHECK_ERR(vf_push(e, &(vf_op){.fn = tu_nop,
+                                  .device = {VF_DEVICE_EMULATED, 99}}),
+              VF_ENODEV);
+    CHECK(strstr(vf_last_error_detail(), "99") != NULL);
+    CHECK_ERR(vf_push(e, &(vf_op){.fn = tu_nop,
+                                  .property = VF_PROP_COPY_TO_DEVICE}),
+              VF_EINVAL);
+    if (vf_device_count(VF_DEVICE_CUDA) == 0) {
+        CHECK_ERR(vf_push(e, &(vf_op){.fn = tu_nop,
+                                      .device = {VF_DEVICE_CUDA, 0}}),
+                  VF_ENODEV);
+        printf("CUDA refused as expected: %s\n", vf_last_error_detail());
+    }
+    CHECK_EQ(vf_device_count(VF_DEVICE_CPU), 1);
+    CHECK(vf_device_count(VF_DEVICE_EMULATED) >= 2);
+    CHECK_OK(vf_engine_destroy(e));
+}
+
+int main(void)
+{
+    tu_init("test_device_engine", 240);
+    tu_phase("routing");
+    test_routing();
+    tu_phase("random programs");
+    test_random_serial();
+    tu_phase("failures");
+    test_failures("perdevice",
+                  &(vf_config){.type = VF_ENGINE_PERDEVICE, .cpu_workers = 2,
+                               .emulated_latency_us = 200});
+    test_failures("pooled", &(vf_config){.type = VF_ENGINE_POOLED,
+                                         .cpu_workers = 1,
+                                         .emulated_latency_us = 50});
+    test_failures("device_sync",
+                  &(vf_config){.type = VF_ENGINE_PERDEVICE,
+                               .device_sync = true});
+    test_failures("naive", &(vf_config){.type = VF_ENGINE_NAIVE});
+    tu_phase("delete and bad input");
+    test_delete_and_bad_input();
+    return check_finish("test_device_engine");
+}
