@@ -18,6 +18,9 @@
  *
  * Usage: device_pipeline [batches [kib]]   (default 48 batches of 256 KiB)
  */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -231,6 +231,10 @@ static void pick_distinct(tu_rng *rng, int *out, int n, const int *avoid,
     }
 }
 
+/* The devices random programs use besides the CPU. */
+static vf_device devices[2] = {{VF_DEVICE_EMULATED, 0},
+                               {VF_DEVICE_EMULATED, 1}};
+
 static void make_program(tu_rng *rng, rop *ops, int n, int ndev)
 {
     static const vf_property props[] = {
@@ -241,8 +245,7 @@ static void make_program(tu_rng *rng, rop *ops, int n, int ndev)
         memset(o, 0, sizeof *o);
         o->g = g;
         int d = tu_below(rng, ndev + 1); /* 0: CPU */
-        o->dev = d == 0 ? (vf_device){VF_DEVICE_CPU, 0}
-                        : (vf_device){VF_DEVICE_EMULATED, d - 1};
+        o->dev = d == 0 ? (vf_device){VF_DEVICE_CPU, 0} : devices[d - 1];
         o->prop = d == 0 ? (tu_below(rng, 4) == 0 ? VF_PROP_CPU_PRIORITIZED
                                                   : VF_PROP_NORMAL)
                          : props[tu_below(rng, 5)];
@@ -431,8 +434,7 @@ static void test_failures(const char *name, const vf_config *cfg)
     CHECK_OK(vf_engine_create(&e, cfg));
     vf_var x = tu_var(e), y = tu_var(e), z = tu_var(e), w = tu_var(e),
            u = tu_var(e);
-    const vf_device emu0 = {VF_DEVICE_EMULATED, 0},
-                    emu1 = {VF_DEVICE_EMULATED, 1},
+    const vf_device emu0 = devices[0], emu1 = devices[1],
                     cpu = {VF_DEVICE_CPU, 0};
     fop a = {.fail_on_device = 77}, b = {0}, c = {0}, d = {0}, f = {0},
         g = {0};
@@ -442,8 +444,13 @@ static void test_failures(const char *name, const vf_config *cfg)
     push_f(e, &d, emu0, VF_VARS(x), VF_VARS(u), "D"); /* same device */
     push_f(e, &f, emu1, VF_VARS(u), VF_VARS(w), "F"); /* after D: skipped */
     push_f(e, &g, emu1, (vf_var_list){0}, VF_VARS(tu_var(e)), "G");
+    /* X depends on all of them, so every skip is decided before the wait
+     * on its output claims the failure (after a claim, ops run again). */
+    fop x_op = {0};
+    vf_var out = tu_var(e);
+    push_f(e, &x_op, cpu, VF_VARS(z, u, w), VF_VARS(out), "X");
     vf_error err;
-    CHECK_ERR(vf_wait_var(e, z, &err), VF_EOPFAILED);
+    CHECK_ERR(vf_wait_var(e, out, &err), VF_EOPFAILED);
     CHECK_EQ(err.code, 77);
     CHECK(strcmp(err.op_name, "A") == 0);
     CHECK_OK(vf_wait_all(e, NULL)); /* the failure was reported already */
@@ -458,13 +465,14 @@ static void test_failures(const char *name, const vf_config *cfg)
     CHECK_EQ(atomic_load(&f.done_status), VF_ESKIPPED);
     CHECK_EQ(atomic_load(&g.work_ran), 1); /* independent: runs */
     CHECK_EQ(atomic_load(&g.done_status), 0);
-    fop *all[] = {&a, &b, &c, &d, &f, &g};
-    for (int i = 0; i < 6; i++)
+    CHECK_EQ(atomic_load(&x_op.done_status), VF_ESKIPPED);
+    fop *all[] = {&a, &b, &c, &d, &f, &g, &x_op};
+    for (int i = 0; i < 7; i++)
         CHECK_EQ(atomic_load(&all[i]->done_calls), 1);
     vf_stats st;
     CHECK_OK(vf_engine_stats(e, &st));
     CHECK_EQ(st.failed, 1);
-    CHECK_EQ(st.skipped, 4);
+    CHECK_EQ(st.skipped, 5);
 
     /* wait_all reports a device failure nobody waited for. */
     fop h = {.fail_on_device = 5};
@@ -557,9 +565,42 @@ static void test_delete_and_bad_input(void)
     CHECK_OK(vf_engine_destroy(e));
 }
 
-int main(void)
+/* --cuda: the random programs on CUDA device 0 and emulated device 0 (the
+ * CUDA test; exits 77, CTest's skip code, without a GPU). */
+static int main_cuda(void)
+{
+    if (vf_device_count(VF_DEVICE_CUDA) == 0) {
+        printf("test_device_engine --cuda: skipped: %s\n",
+               vf_last_error_detail());
+        return 77;
+    }
+    devices[0] = (vf_device){VF_DEVICE_CUDA, 0};
+    const run_cfg cfgs[] = {
+        {"cuda+emu/events",
+         {.type = VF_ENGINE_PERDEVICE, .cpu_workers = 2,
+          .emulated_latency_us = 20},
+         true},
+        {"cuda+emu/device_sync",
+         {.type = VF_ENGINE_PERDEVICE, .cpu_workers = 2, .device_sync = true},
+         false},
+        {"cuda+emu/naive", {.type = VF_ENGINE_NAIVE}, false},
+    };
+    printf("random programs over the CPU, CUDA device 0 and an emulated "
+           "device:\n");
+    for (int round = 0; round < 4; round++)
+        for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++)
+            run_program(&cfgs[c], tu_mix(check_seed(), (uint64_t)round * 31 + c),
+                        400);
+    devices[1] = (vf_device){VF_DEVICE_CUDA, 0};
+    test_failures("cuda", &(vf_config){.type = VF_ENGINE_PERDEVICE});
+    return check_finish("test_device_engine --cuda");
+}
+
+int main(int argc, char **argv)
 {
     tu_init("test_device_engine", 240);
+    if (argc > 1 && strcmp(argv[1], "--cuda") == 0)
+        return main_cuda();
     tu_phase("routing");
     test_routing();
     tu_phase("random programs");

@@ -120,6 +120,10 @@ vf__failure *vf__fences_failed(const vf__op *op)
 void vf__var_drop_fences(vf__var *v)
 {
     vf__spin_lock(&v->lock);
+    if (v->wfence == NULL && v->nrfences == 0) {
+        vf__spin_unlock(&v->lock);
+        return;
+    }
     vf__fence *w = v->wfence;
     vf__fence *r[VF__VAR_READ_FENCES];
     int n = v->nrfences;
@@ -135,11 +139,9 @@ void vf__var_drop_fences(vf__var *v)
 void vf__fences_clear_written(const vf__op *op)
 {
     const vf__opdef *def = op->def;
-    for (int i = 0; i < def->nvars; i++) {
-        vf__var *v = def->vars[i].var;
-        if (def->vars[i].write && (v->wfence != NULL || v->nrfences != 0))
-            vf__var_drop_fences(v);
-    }
+    for (int i = 0; i < def->nvars; i++)
+        if (def->vars[i].write)
+            vf__var_drop_fences(def->vars[i].var);
 }
 
 /* --- running a device op ------------------------------------------------ */
@@ -167,6 +169,10 @@ int vf__device_op_begin(vf__op *op, const vf__device_class *cls,
                                  d->inputs + d->ninputs);
     for (int k = 0; k < d->ninputs; k++) {
         vf__fence *f = d->inputs[k];
+        /* A resolved fence's work is complete: nothing to order, and a
+         * failure it still carries made the op skip before it started. */
+        if (atomic_load_explicit(&f->resolved, memory_order_acquire))
+            continue;
         if (f->cls != cls) { /* another kind of device: the host orders */
             fence_host_wait(e, f);
             continue;
@@ -426,6 +432,7 @@ static int make_pool(vf_engine *e, vf__devctx *d, int kind, int n,
     vf__pool *p = &e->pools[slot];
     int rc = vf__pool_init(p, e, pool_name(d->dev.type, kind), n,
                            e->next_worker_index);
+    p->spread = true;
     for (int i = 0; i < n && rc == 0; i++) {
         p->workers[i].dev_cls = d->cls;
         rc = d->cls->stream_create(d->dev.id, &e->device_params,

@@ -92,6 +92,8 @@ static vf__op *heap_pop(vf__worker *w)
 
 static bool any_queued(const vf__pool *p)
 {
+    if (p->spread && this_worker != NULL && this_worker->pool == p)
+        return atomic_load(&this_worker->qlen) > 0; /* only its own */
     for (int i = 0; i < p->nworkers; i++)
         if (atomic_load(&p->workers[i].qlen) > 0)
             return true;
@@ -120,12 +122,17 @@ void vf__pool_wake_all(vf__pool *p)
 void vf__pool_submit(vf__pool *p, vf__op *op)
 {
     vf__worker *w = this_worker;
-    if (w == NULL || w->pool != p)
+    if (w == NULL || w->pool != p || p->spread)
         w = &p->workers[round_robin++ % (unsigned)p->nworkers];
     pthread_mutex_lock(&w->qlock);
     heap_push(w, op);
     atomic_store(&w->qlen, w->len);
     pthread_mutex_unlock(&w->qlock);
+    if (VF__UNLIKELY(p->spread)) {
+        if (atomic_load(&p->nsleeping) > 0) /* its owner may be one */
+            vf__pool_wake_all(p);
+        return;
+    }
     maybe_wake_one(p);
 }
 
@@ -133,6 +140,12 @@ vf__op *vf__worker_place(vf__worker *w, vf__readylist *mine)
 {
     if (mine->count == 0)
         return NULL;
+    if (VF__UNLIKELY(w->pool->spread)) {
+        vf__op *op;
+        while ((op = vf__readylist_pop(mine)) != NULL)
+            vf__pool_submit(w->pool, op);
+        return NULL;
+    }
     if (mine->count == 1 && atomic_load_explicit(&w->qlen,
                                                  memory_order_relaxed) == 0)
         return vf__readylist_pop(mine); /* hand-off: no queue round trip */
@@ -166,7 +179,7 @@ static vf__op *try_take(vf__worker *w)
 vf__op *vf__worker_take(vf__worker *w)
 {
     vf__op *op = try_take(w);
-    if (op != NULL)
+    if (op != NULL || w->pool->spread)
         return op;
     vf__pool *p = w->pool;
     int self = (int)(w - p->workers);

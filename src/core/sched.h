@@ -12,6 +12,9 @@
  *     idle workers steal them;
  *   - by any other thread: round-robin over the pool's queues.
  *
+ * Device pools (`spread`) place every op round-robin and a worker takes
+ * only from its own queue (see vf__pool); placing wakes every sleeper.
+ *
  * Sleeping. A worker with nothing to do spins briefly, then sleeps on the
  * pool's condition variable. Placing work wakes one sleeper only when no
  * worker is spinning (a spinner will find it). The lost-wake-up race is
@@ -61,6 +64,11 @@ struct vf__pool {
     atomic_int nspinning; /* seq_cst */
     atomic_int nsleeping; /* seq_cst */
     atomic_bool stop;     /* seq_cst */
+    /* Device pools spread their ops round-robin over the workers' queues
+     * and neither hand off nor steal: a device op's function only queues
+     * work, so one worker would otherwise take every op and put all the
+     * work on its one stream. Set before the pool starts. */
+    bool spread;
     pthread_mutex_t sleep_lock;
     pthread_cond_t sleep_cond;
 };

@@ -1,0 +1,379 @@
+/*
+ * emulated.c: the emulated stream device (VF_DEVICE_EMULATED), always
+ * built, so every device path of the engine is tested on every machine.
+ *
+ * A stream is a thread with a FIFO of items: work (fn, arg, bytes), event
+ * records and event waits. The thread takes them in order:
+ *   work    runs fn(arg) unless the current segment has failed, then makes
+ *           the item last at least latency_ns plus bytes / bytes_per_sec
+ *           (sleeping, not spinning: the host's cores are for the host);
+ *           a non-zero return fails the segment;
+ *   record  completes the event with the segment's status and a time
+ *           stamp, and starts a clean segment;
+ *   wait    blocks the stream thread (never the host) until the event
+ *           completes; a failed event fails the segment, as inherited.
+ * An event recorded on an idle stream therefore completes as soon as the
+ * stream thread reaches it, which is at once; a stream waiting on an event
+ * runs no later item before that event completes, as CUDA's do.
+ *
+ * Events are reference counted: the recorder gets one reference, the
+ * stream's queue holds another until it completes the event.
+ *
+ * Lock order: a stream's lock and an event's lock are leaves, never held
+ * together (the stream thread drops its lock before waiting on an event),
+ * and no user code runs under either.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/alloc.h"
+#include "base/error.h"
+#include "device/device.h"
+
+#define EMULATED_DEVICES 8 /* ids 0..7 */
+
+struct vf__event {
+    atomic_int refs; /* acq_rel: the last release frees */
+    pthread_mutex_t lock;
+    pthread_cond_t done_cond;
+    bool done;             /* lock */
+    vf__event_status st;   /* lock; fixed once done */
+    uint64_t done_ns;      /* lock; fixed once done */
+};
+
+typedef enum item_kind { ITEM_WORK, ITEM_RECORD, ITEM_WAIT } item_kind;
+
+typedef struct item {
+    struct item *next;
+    item_kind kind;
+    vf_device_fn fn;
+    void *arg;
+    size_t bytes;
+    vf__event *ev; /* RECORD, WAIT: a reference, dropped when done */
+} item;
+
+struct vf__stream {
+    pthread_mutex_t lock;
+    pthread_cond_t work_cond; /* items queued, or stop */
+    pthread_cond_t idle_cond; /* the queue drained */
+    item *head, *tail;        /* lock */
+    bool busy;                /* lock: an item is being processed */
+    bool stop;                /* lock */
+    pthread_t thread;
+    vf__device_params params;
+    vf__event_status segment; /* the stream thread's own */
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* --- events ------------------------------------------------------------- */
+
+static int event_new(vf__event **out)
+{
+    vf__event *ev = vf__calloc(1, sizeof *ev);
+    if (ev == NULL)
+        return vf__fail(VF_ENOMEM, "emulated device: out of memory");
+    if (pthread_mutex_init(&ev->lock, NULL) != 0) {
+        free(ev);
+        return vf__fail(VF_ESYSTEM, "emulated device: pthread_mutex_init");
+    }
+    if (pthread_cond_init(&ev->done_cond, NULL) != 0) {
+        pthread_mutex_destroy(&ev->lock);
+        free(ev);
+        return vf__fail(VF_ESYSTEM, "emulated device: pthread_cond_init");
+    }
+    atomic_init(&ev->refs, 1);
+    *out = ev;
+    return 0;
+}
+
+static void event_retain(vf__event *ev)
+{
+    atomic_fetch_add_explicit(&ev->refs, 1, memory_order_relaxed);
+}
+
+static void event_release(vf__event *ev)
+{
+    if (ev == NULL ||
+        atomic_fetch_sub_explicit(&ev->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    pthread_cond_destroy(&ev->done_cond);
+    pthread_mutex_destroy(&ev->lock);
+    free(ev);
+}
+
+static void event_complete(vf__event *ev, const vf__event_status *st)
+{
+    pthread_mutex_lock(&ev->lock);
+    ev->st = *st;
+    ev->done_ns = now_ns();
+    ev->done = true;
+    pthread_cond_broadcast(&ev->done_cond);
+    pthread_mutex_unlock(&ev->lock);
+}
+
+static int event_wait(vf__event *ev, vf__event_status *st)
+{
+    pthread_mutex_lock(&ev->lock);
+    while (!ev->done)
+        pthread_cond_wait(&ev->done_cond, &ev->lock);
+    vf__event_status s = ev->st;
+    pthread_mutex_unlock(&ev->lock);
+    if (st != NULL)
+        *st = s;
+    return s.code;
+}
+
+static int event_query(vf__event *ev)
+{
+    pthread_mutex_lock(&ev->lock);
+    int rc = ev->done ? ev->st.code : VF_EAGAIN;
+    pthread_mutex_unlock(&ev->lock);
+    return rc;
+}
+
+static uint64_t event_time_ns(vf__event *ev)
+{
+    pthread_mutex_lock(&ev->lock);
+    uint64_t t = ev->done ? ev->done_ns : 0;
+    pthread_mutex_unlock(&ev->lock);
+    return t;
+}
+
+/* --- the stream thread --------------------------------------------------- */
+
+/* Sleep until `deadline` (CLOCK_MONOTONIC ns). */
+static void sleep_until(uint64_t deadline)
+{
+    struct timespec ts = {.tv_sec = (time_t)(deadline / 1000000000u),
+                          .tv_nsec = (long)(deadline % 1000000000u)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) ==
+           EINTR) {
+    }
+}
+
+static void run_work(vf__stream *s, const item *it)
+{
+    if (s->segment.code != 0)
+        return; /* the segment failed: later work is skipped */
+    uint64_t t0 = now_ns();
+    int rc = it->fn(it->arg);
+    if (rc != 0) {
+        s->segment.code = rc;
+        s->segment.inherited = false;
+        snprintf(s->segment.message, sizeof s->segment.message,
+                 "emulated device work failed with %d", rc);
+    }
+    uint64_t cost = s->params.latency_ns;
+    if (it->bytes > 0 && s->params.bytes_per_sec > 0)
+        cost += (uint64_t)((double)it->bytes * 1e9 /
+                           (double)s->params.bytes_per_sec);
+    if (cost > 0 && now_ns() - t0 < cost)
+        sleep_until(t0 + cost);
+}
+
+static void run_item(vf__stream *s, item *it)
+{
+    switch (it->kind) {
+    case ITEM_WORK:
+        run_work(s, it);
+        break;
+    case ITEM_RECORD:
+        event_complete(it->ev, &s->segment);
+        memset(&s->segment, 0, sizeof s->segment); /* a clean segment */
+        break;
+    case ITEM_WAIT: {
+        vf__event_status st;
+        if (event_wait(it->ev, &st) != 0 && s->segment.code == 0) {
+            s->segment = st;
+            s->segment.inherited = true;
+        }
+        break;
+    }
+    }
+    event_release(it->ev);
+    free(it);
+}
+
+static void *stream_main(void *arg)
+{
+    vf__stream *s = arg;
+    pthread_setname_np(pthread_self(), "vf-emu-stream");
+    pthread_mutex_lock(&s->lock);
+    for (;;) {
+        item *it = s->head;
+        if (it == NULL) {
+            s->busy = false;
+            pthread_cond_broadcast(&s->idle_cond);
+            if (s->stop)
+                break;
+            pthread_cond_wait(&s->work_cond, &s->lock);
+            continue;
+        }
+        s->head = it->next;
+        if (s->head == NULL)
+            s->tail = NULL;
+        s->busy = true;
+        pthread_mutex_unlock(&s->lock);
+        run_item(s, it);
+        pthread_mutex_lock(&s->lock);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+/* Queue an item (never fails: the item is made by the caller). */
+static void enqueue(vf__stream *s, item *it)
+{
+    it->next = NULL;
+    pthread_mutex_lock(&s->lock);
+    if (s->tail != NULL)
+        s->tail->next = it;
+    else
+        s->head = it;
+    s->tail = it;
+    s->busy = true;
+    pthread_cond_signal(&s->work_cond);
+    pthread_mutex_unlock(&s->lock);
+}
+
+static item *item_new(item_kind kind)
+{
+    item *it = vf__calloc(1, sizeof *it);
+    if (it == NULL)
+        vf__fail(VF_ENOMEM, "emulated device: out of memory");
+    else
+        it->kind = kind;
+    return it;
+}
+
+/* --- the class ---------------------------------------------------------- */
+
+static int count(void)
+{
+    return EMULATED_DEVICES;
+}
+
+static int stream_create(int id, const vf__device_params *params,
+                         vf__stream **out)
+{
+    if (id < 0 || id >= EMULATED_DEVICES)
+        return vf__fail(VF_ENODEV, "no emulated device %d (ids 0..%d)", id,
+                        EMULATED_DEVICES - 1);
+    vf__stream *s = vf__calloc(1, sizeof *s);
+    if (s == NULL)
+        return vf__fail(VF_ENOMEM, "emulated device: out of memory");
+    s->params = *params;
+    int made = 0;
+    if (pthread_mutex_init(&s->lock, NULL) == 0 && ++made &&
+        pthread_cond_init(&s->work_cond, NULL) == 0 && ++made &&
+        pthread_cond_init(&s->idle_cond, NULL) == 0 && ++made &&
+        pthread_create(&s->thread, NULL, stream_main, s) == 0) {
+        *out = s;
+        return 0;
+    }
+    if (made > 2)
+        pthread_cond_destroy(&s->idle_cond);
+    if (made > 1)
+        pthread_cond_destroy(&s->work_cond);
+    if (made > 0)
+        pthread_mutex_destroy(&s->lock);
+    free(s);
+    return vf__fail(VF_ESYSTEM, "emulated device: cannot start a stream "
+                                "thread");
+}
+
+static void stream_destroy(vf__stream *s)
+{
+    pthread_mutex_lock(&s->lock);
+    s->stop = true; /* the thread drains the queue first */
+    pthread_cond_signal(&s->work_cond);
+    pthread_mutex_unlock(&s->lock);
+    pthread_join(s->thread, NULL);
+    pthread_cond_destroy(&s->idle_cond);
+    pthread_cond_destroy(&s->work_cond);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
+static void *stream_handle(vf__stream *s)
+{
+    return s;
+}
+
+static int submit(vf__stream *s, vf_device_fn fn, void *arg, size_t bytes)
+{
+    item *it = item_new(ITEM_WORK);
+    if (it == NULL)
+        return VF_ENOMEM;
+    it->fn = fn;
+    it->arg = arg;
+    it->bytes = bytes;
+    enqueue(s, it);
+    return 0;
+}
+
+static int record(vf__stream *s, vf__event **out)
+{
+    vf__event *ev = NULL;
+    int rc = event_new(&ev);
+    if (rc != 0)
+        return rc;
+    item *it = item_new(ITEM_RECORD);
+    if (it == NULL) {
+        event_release(ev);
+        return VF_ENOMEM;
+    }
+    event_retain(ev); /* the queue's reference */
+    it->ev = ev;
+    enqueue(s, it);
+    *out = ev;
+    return 0;
+}
+
+static int stream_wait(vf__stream *s, vf__event *ev)
+{
+    item *it = item_new(ITEM_WAIT);
+    if (it == NULL)
+        return VF_ENOMEM;
+    event_retain(ev);
+    it->ev = ev;
+    enqueue(s, it);
+    return 0;
+}
+
+static int stream_sync(vf__stream *s)
+{
+    pthread_mutex_lock(&s->lock);
+    while (s->busy)
+        pthread_cond_wait(&s->idle_cond, &s->lock);
+    /* Idle: the thread wrote `segment` before it took the lock last. */
+    int rc = s->segment.code;
+    pthread_mutex_unlock(&s->lock);
+    return rc; /* the open segment's failure, not yet in an event */
+}
+
+const vf__device_class vf__emulated_class = {
+    .type = VF_DEVICE_EMULATED,
+    .name = "emulated",
+    .count = count,
+    .stream_create = stream_create,
+    .stream_destroy = stream_destroy,
+    .stream_handle = stream_handle,
+    .submit = submit,
+    .record = record,
+    .stream_wait = stream_wait,
+    .event_wait = event_wait,
+    .event_query = event_query,
+    .event_time_ns = event_time_ns,
+    .event_retain = event_retain,
+    .event_release = event_release,
+    .stream_sync = stream_sync,
+};
