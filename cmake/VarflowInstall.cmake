@@ -41,6 +41,9 @@ endforeach()
 # What a static link needs besides libvarflow.a (mirror the PUBLIC/PRIVATE
 # link libraries of the library targets here when they grow).
 set(VF_PC_LIBS_PRIVATE "-pthread")
+if(VF_HAVE_CUDA)
+  string(APPEND VF_PC_LIBS_PRIVATE " -L${CUDAToolkit_LIBRARY_DIR} -lcudart")
+endif()
 set(VF_PC_PREFIX "@VF_PC_PREFIX@") # filled in at install time
 if(IS_ABSOLUTE "${VF_PC_DIR}")
   set(vf_pc_dest "${VF_PC_DIR}")

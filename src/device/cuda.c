@@ -1,0 +1,429 @@
+/*
+ * cuda.c: the CUDA device class (VF_DEVICE_CUDA), built when CMake finds
+ * the CUDA toolkit (-DVF_WITH_CUDA=AUTO|ON|OFF); the device's ordinal is
+ * vf_device.id.
+ *
+ * A stream is a cudaStream_t (non-blocking: it never waits on the legacy
+ * default stream); an event is a cudaEvent_t in a reference-counted
+ * wrapper; stream_wait is cudaStreamWaitEvent, so ordering between streams
+ * and devices happens on the GPU, and event_wait is cudaEventSynchronize.
+ *
+ * Work submitted through the interface (vf_run_submit) runs as a host
+ * function of the stream (cudaLaunchHostFunc). A host function cannot
+ * report an error to CUDA, so the stream keeps the segment's status
+ * itself (device.h): the host function skips its fn once the segment has
+ * failed and records a failure; a record closes the segment with one more
+ * host function that copies the status into the event's wrapper before
+ * the event completes; a stream_wait on an event whose segment had host
+ * work adds a host function that inherits its failure. Streams that only
+ * ever carry kernels and copies pay none of this: their errors are CUDA's
+ * own, sticky for the context, and reported by cudaEventSynchronize.
+ *
+ * Time stamps: each stream records a reference event at creation, whose
+ * host time is taken once it completed; an event's time is that plus
+ * cudaEventElapsedTime from the reference.
+ *
+ * Host functions may make no CUDA call, so what they share with an event
+ * is a small status block of its own (reference counted, plain memory):
+ * the last reference to a cudaEvent_t is never dropped inside one.
+ *
+ * Lock order: the stream's status lock and a status block's lock are
+ * leaves; no user code runs under them. CUDA's own calls are made with no
+ * varflow lock held.
+ */
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda_runtime_api.h>
+
+#include "base/alloc.h"
+#include "base/error.h"
+#include "device/device.h"
+
+/* A closed segment's status, filled by a host function before the event
+ * that closes the segment completes. */
+typedef struct seg_status {
+    atomic_int refs; /* acq_rel: the last release frees */
+    pthread_mutex_t lock;
+    vf__event_status st; /* lock */
+} seg_status;
+
+struct vf__event {
+    atomic_int refs; /* acq_rel: the last release destroys */
+    cudaEvent_t ev;
+    int device;
+    uint64_t ref_host_ns; /* the recording stream's reference */
+    cudaEvent_t ref_ev;   /* (owned by the stream; valid while it lives) */
+    seg_status *status;   /* NULL: the segment had no host work */
+};
+
+struct vf__stream {
+    cudaStream_t st;
+    int device;
+    cudaEvent_t ref_ev;
+    uint64_t ref_host_ns;
+    pthread_mutex_t lock;     /* segment, host_work */
+    vf__event_status segment; /* lock */
+    bool host_work;           /* the open segment had host functions */
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A CUDA error as a varflow one: VF_EDEVICE with CUDA's words. */
+static int cuda_fail(cudaError_t err, const char *what)
+{
+    return vf__fail(VF_EDEVICE, "CUDA: %s: %s (%s)", what,
+                    cudaGetErrorName(err), cudaGetErrorString(err));
+}
+
+/* --- status blocks and events -------------------------------------------- */
+
+static seg_status *status_new(void)
+{
+    seg_status *b = vf__calloc(1, sizeof *b);
+    if (b != NULL && pthread_mutex_init(&b->lock, NULL) != 0) {
+        free(b);
+        b = NULL;
+    }
+    if (b == NULL) {
+        vf__fail(VF_ENOMEM, "CUDA device: out of memory");
+        return NULL;
+    }
+    atomic_init(&b->refs, 1);
+    return b;
+}
+
+static seg_status *status_retain(seg_status *b)
+{
+    atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
+    return b;
+}
+
+static void status_release(seg_status *b)
+{
+    if (b == NULL ||
+        atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    pthread_mutex_destroy(&b->lock);
+    free(b);
+}
+
+static vf__event_status status_get(seg_status *b)
+{
+    vf__event_status st = {0};
+    if (b != NULL) {
+        pthread_mutex_lock(&b->lock);
+        st = b->st;
+        pthread_mutex_unlock(&b->lock);
+    }
+    return st;
+}
+
+static void event_retain(vf__event *e)
+{
+    atomic_fetch_add_explicit(&e->refs, 1, memory_order_relaxed);
+}
+
+static void event_release(vf__event *e)
+{
+    if (e == NULL ||
+        atomic_fetch_sub_explicit(&e->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    cudaSetDevice(e->device);
+    cudaEventDestroy(e->ev);
+    status_release(e->status);
+    free(e);
+}
+
+static int event_wait(vf__event *e, vf__event_status *st)
+{
+    vf__event_status s = {0};
+    cudaError_t err = cudaEventSynchronize(e->ev);
+    if (err != cudaSuccess) {
+        s.code = cuda_fail(err, "cudaEventSynchronize");
+        snprintf(s.message, sizeof s.message, "%s", vf_last_error_detail());
+    } else {
+        s = status_get(e->status);
+    }
+    if (st != NULL)
+        *st = s;
+    return s.code;
+}
+
+static int event_query(vf__event *e)
+{
+    cudaError_t err = cudaEventQuery(e->ev);
+    if (err == cudaErrorNotReady)
+        return VF_EAGAIN;
+    if (err != cudaSuccess)
+        return cuda_fail(err, "cudaEventQuery");
+    return status_get(e->status).code;
+}
+
+static uint64_t event_time_ns(vf__event *e)
+{
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, e->ref_ev, e->ev) != cudaSuccess)
+        return 0; /* not complete, or no timing */
+    return e->ref_host_ns + (uint64_t)((double)ms * 1e6);
+}
+
+/* --- host functions ------------------------------------------------------ */
+
+typedef struct host_call {
+    vf__stream *s;
+    vf_device_fn fn;
+    void *arg;
+    seg_status *status; /* close: to fill; wait: the waited event's */
+} host_call;
+
+static void CUDART_CB run_host_work(void *p)
+{
+    host_call *c = p;
+    vf__stream *s = c->s;
+    pthread_mutex_lock(&s->lock);
+    bool failed = s->segment.code != 0;
+    pthread_mutex_unlock(&s->lock);
+    int rc = failed ? 0 : c->fn(c->arg); /* a failed segment skips it */
+    if (rc != 0) {
+        pthread_mutex_lock(&s->lock);
+        if (s->segment.code == 0) {
+            s->segment.code = rc;
+            s->segment.inherited = false;
+            snprintf(s->segment.message, sizeof s->segment.message,
+                     "CUDA host work failed with %d", rc);
+        }
+        pthread_mutex_unlock(&s->lock);
+    }
+    free(c);
+}
+
+static void CUDART_CB close_segment(void *p)
+{
+    host_call *c = p;
+    vf__stream *s = c->s;
+    pthread_mutex_lock(&s->lock);
+    vf__event_status st = s->segment;
+    memset(&s->segment, 0, sizeof s->segment);
+    pthread_mutex_unlock(&s->lock);
+    pthread_mutex_lock(&c->status->lock);
+    c->status->st = st;
+    pthread_mutex_unlock(&c->status->lock);
+    status_release(c->status);
+    free(c);
+}
+
+static void CUDART_CB inherit_failure(void *p)
+{
+    host_call *c = p;
+    /* Complete: the stream waited for its event. */
+    vf__event_status st = status_get(c->status);
+    if (st.code != 0) {
+        pthread_mutex_lock(&c->s->lock);
+        if (c->s->segment.code == 0) {
+            c->s->segment = st;
+            c->s->segment.inherited = true;
+        }
+        pthread_mutex_unlock(&c->s->lock);
+    }
+    status_release(c->status);
+    free(c);
+}
+
+static int launch(vf__stream *s, cudaHostFn_t fn, host_call *c)
+{
+    cudaError_t err = cudaLaunchHostFunc(s->st, fn, c);
+    if (err != cudaSuccess) {
+        free(c);
+        return cuda_fail(err, "cudaLaunchHostFunc");
+    }
+    return 0;
+}
+
+/* --- the class ------------------------------------------------------------ */
+
+static int count(void)
+{
+    int n = 0;
+    cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess) {
+        vf__fail(VF_ENODEV, "no CUDA device: cudaGetDeviceCount: %s",
+                 cudaGetErrorString(err));
+        return 0;
+    }
+    if (n == 0)
+        vf__fail(VF_ENODEV, "no CUDA device: the driver sees none");
+    return n;
+}
+
+static int stream_create(int id, const vf__device_params *params,
+                         vf__stream **out)
+{
+    (void)params; /* a real device needs no slowing down */
+    vf__stream *s = vf__calloc(1, sizeof *s);
+    if (s == NULL)
+        return vf__fail(VF_ENOMEM, "CUDA device: out of memory");
+    if (pthread_mutex_init(&s->lock, NULL) != 0) {
+        free(s);
+        return vf__fail(VF_ESYSTEM, "CUDA device: pthread_mutex_init");
+    }
+    s->device = id;
+    cudaError_t err = cudaSetDevice(id);
+    const char *what = "cudaSetDevice";
+    if (err == cudaSuccess) {
+        what = "cudaStreamCreateWithFlags";
+        err = cudaStreamCreateWithFlags(&s->st, cudaStreamNonBlocking);
+    }
+    if (err == cudaSuccess) {
+        what = "cudaEventCreate";
+        err = cudaEventCreate(&s->ref_ev);
+        if (err != cudaSuccess)
+            cudaStreamDestroy(s->st);
+    }
+    if (err == cudaSuccess) {
+        what = "cudaEventRecord";
+        err = cudaEventRecord(s->ref_ev, s->st);
+        if (err == cudaSuccess)
+            err = cudaEventSynchronize(s->ref_ev);
+        s->ref_host_ns = now_ns();
+        if (err != cudaSuccess) {
+            cudaEventDestroy(s->ref_ev);
+            cudaStreamDestroy(s->st);
+        }
+    }
+    if (err != cudaSuccess) {
+        pthread_mutex_destroy(&s->lock);
+        free(s);
+        return cuda_fail(err, what);
+    }
+    *out = s;
+    return 0;
+}
+
+static void stream_destroy(vf__stream *s)
+{
+    cudaSetDevice(s->device);
+    cudaStreamSynchronize(s->st);
+    cudaEventDestroy(s->ref_ev);
+    cudaStreamDestroy(s->st);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
+static void *stream_handle(vf__stream *s)
+{
+    return (void *)s->st;
+}
+
+static int submit(vf__stream *s, vf_device_fn fn, void *arg, size_t bytes)
+{
+    (void)bytes;
+    host_call *c = vf__calloc(1, sizeof *c);
+    if (c == NULL)
+        return vf__fail(VF_ENOMEM, "CUDA device: out of memory");
+    *c = (host_call){.s = s, .fn = fn, .arg = arg};
+    pthread_mutex_lock(&s->lock);
+    s->host_work = true;
+    pthread_mutex_unlock(&s->lock);
+    return launch(s, run_host_work, c);
+}
+
+static int record(vf__stream *s, vf__event **out)
+{
+    vf__event *e = vf__calloc(1, sizeof *e);
+    if (e == NULL)
+        return vf__fail(VF_ENOMEM, "CUDA device: out of memory");
+    atomic_init(&e->refs, 1);
+    e->device = s->device;
+    e->ref_ev = s->ref_ev;
+    e->ref_host_ns = s->ref_host_ns;
+    cudaError_t err = cudaSetDevice(s->device);
+    if (err == cudaSuccess)
+        err = cudaEventCreate(&e->ev);
+    if (err != cudaSuccess) {
+        free(e);
+        return cuda_fail(err, "cudaEventCreate");
+    }
+    pthread_mutex_lock(&s->lock);
+    bool host_work = s->host_work;
+    s->host_work = false;
+    pthread_mutex_unlock(&s->lock);
+    int rc = 0;
+    if (host_work) { /* close the segment in stream order */
+        host_call *c = vf__calloc(1, sizeof *c);
+        e->status = status_new();
+        if (c == NULL || e->status == NULL) {
+            free(c);
+            rc = vf__fail(VF_ENOMEM, "CUDA device: out of memory");
+        } else {
+            *c = (host_call){.s = s, .status = status_retain(e->status)};
+            rc = launch(s, close_segment, c);
+            if (rc != 0)
+                status_release(e->status);
+        }
+    }
+    if (rc == 0 && (err = cudaEventRecord(e->ev, s->st)) != cudaSuccess)
+        rc = cuda_fail(err, "cudaEventRecord");
+    if (rc != 0) {
+        event_release(e);
+        return rc;
+    }
+    *out = e;
+    return 0;
+}
+
+static int stream_wait(vf__stream *s, vf__event *e)
+{
+    cudaError_t err = cudaStreamWaitEvent(s->st, e->ev, 0);
+    if (err != cudaSuccess)
+        return cuda_fail(err, "cudaStreamWaitEvent");
+    if (e->status == NULL)
+        return 0; /* its failures are CUDA's own, sticky */
+    host_call *c = vf__calloc(1, sizeof *c);
+    if (c == NULL)
+        return vf__fail(VF_ENOMEM, "CUDA device: out of memory");
+    seg_status *b = status_retain(e->status);
+    *c = (host_call){.s = s, .status = b};
+    pthread_mutex_lock(&s->lock);
+    s->host_work = true; /* the segment's status matters now */
+    pthread_mutex_unlock(&s->lock);
+    int rc = launch(s, inherit_failure, c); /* frees c on failure */
+    if (rc != 0)
+        status_release(b);
+    return rc;
+}
+
+static int stream_sync(vf__stream *s)
+{
+    cudaError_t err = cudaStreamSynchronize(s->st);
+    if (err != cudaSuccess)
+        return cuda_fail(err, "cudaStreamSynchronize");
+    pthread_mutex_lock(&s->lock);
+    int rc = s->segment.code;
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+const vf__device_class vf__cuda_class = {
+    .type = VF_DEVICE_CUDA,
+    .name = "cuda",
+    .count = count,
+    .stream_create = stream_create,
+    .stream_destroy = stream_destroy,
+    .stream_handle = stream_handle,
+    .submit = submit,
+    .record = record,
+    .stream_wait = stream_wait,
+    .event_wait = event_wait,
+    .event_query = event_query,
+    .event_time_ns = event_time_ns,
+    .event_retain = event_retain,
+    .event_release = event_release,
+    .stream_sync = stream_sync,
+};
