@@ -180,7 +180,8 @@ static double run_pipeline(pipe *pp, const vf_config *cfg, const char *what,
                                  .property = p == 0 ? VF_PROP_NORMAL
                                                     : VF_PROP_COPY_TO_DEVICE});
     vf_wait_all(e, NULL);
-    vf_profile_start(e);
+    if (getenv("VF_PIPELINE_NO_PROFILE") == NULL)
+        vf_profile_start(e);
     double t0 = now_ms();
     for (int i = 0; i < pp->nbatches && rc == 0; i++) {
         batch *b = &pp->b[i];

@@ -44,8 +44,7 @@ static vf__failure *fence_failure(vf__fence *f)
                : NULL;
 }
 
-/* Wait on the host until `f` completed and the completer resolved it. */
-static vf__failure *fence_host_wait(vf_engine *e, vf__fence *f)
+vf__failure *vf__fence_host_wait(vf_engine *e, vf__fence *f)
 {
     if (!atomic_load_explicit(&f->resolved, memory_order_acquire)) {
         f->cls->event_wait(f->ev, NULL);
@@ -89,7 +88,7 @@ vf__failure *vf__fences_host_wait(vf__op *op)
     for (int i = 0; i < def->nvars; i++) {
         int n = var_fences(def->vars[i].var, def->vars[i].write, fs);
         for (int k = 0; k < n; k++) {
-            vf__failure *f = fence_host_wait(e, fs[k]);
+            vf__failure *f = vf__fence_host_wait(e, fs[k]);
             if (found == NULL && f != NULL && vf__failure_active(f, epoch))
                 found = f; /* kept alive by the var's fence */
             vf__fence_unref(fs[k]);
@@ -174,7 +173,7 @@ int vf__device_op_begin(vf__op *op, const vf__device_class *cls,
         if (atomic_load_explicit(&f->resolved, memory_order_acquire))
             continue;
         if (f->cls != cls) { /* another kind of device: the host orders */
-            fence_host_wait(e, f);
+            vf__fence_host_wait(e, f);
             continue;
         }
         /* On the same stream the order is there already; the wait only
@@ -226,7 +225,7 @@ static void leave_fence(vf__op *op, vf__fence *f)
             /* A read fence pushed out by a full var, from another stream,
              * must still be met by the next writer: meet it now. */
             if (!def->vars[i].write && drop[k]->stream != f->stream)
-                fence_host_wait(op->engine, drop[k]);
+                vf__fence_host_wait(op->engine, drop[k]);
             vf__fence_unref(drop[k]);
         }
     }
@@ -344,15 +343,19 @@ static void *completer_main(void *arg)
         if (op == NULL) {
             if (c->stop)
                 break;
+            c->sleeping = true;
             pthread_cond_wait(&c->cond, &c->lock);
+            c->sleeping = false;
             continue;
         }
-        c->head = op->next;
-        if (c->head == NULL)
-            c->tail = NULL;
+        c->head = c->tail = NULL; /* take them all: one lock per batch */
         pthread_mutex_unlock(&c->lock);
-        resolve(op);
-        vf__device_op_complete(op);
+        while (op != NULL) {
+            vf__op *next = op->next; /* op may be freed by its completion */
+            resolve(op);
+            vf__device_op_complete(op);
+            op = next;
+        }
         pthread_mutex_lock(&c->lock);
     }
     pthread_mutex_unlock(&c->lock);
@@ -369,7 +372,8 @@ void vf__completer_add(vf_engine *e, vf__op *op)
     else
         c->head = op;
     c->tail = op;
-    pthread_cond_signal(&c->cond);
+    if (c->sleeping)
+        pthread_cond_signal(&c->cond);
     pthread_mutex_unlock(&c->lock);
 }
 

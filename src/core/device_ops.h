@@ -81,6 +81,11 @@ typedef struct vf__fence {
 void vf__fence_ref(vf__fence *f);
 void vf__fence_unref(vf__fence *f);
 
+/* Wait on the host until f's work completed and the completer resolved
+ * it; returns the failure it carries (no reference: the caller holds f),
+ * or NULL. */
+vf__failure *vf__fence_host_wait(vf_engine *e, vf__fence *f);
+
 /* The naive engine runs a device op inside push, on a stream of the
  * pushing thread's own (a nested push reuses it; no lock is held while the
  * op runs). */
@@ -122,6 +127,7 @@ typedef struct vf__completer {
     pthread_cond_t cond;
     vf__op *head, *tail; /* lock; linked through op->next */
     bool stop;           /* lock */
+    bool sleeping;       /* lock: waiting on cond (only then signalled) */
     bool started;
     pthread_t thread;
 } vf__completer;

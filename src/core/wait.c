@@ -164,14 +164,31 @@ VF_API int vf_wait_var(vf_engine *e, vf_var h, vf_error *err)
         return vf__fail(VF_ESTALE, "%s: variable was deleted", who);
     }
     if (v->pending_write == NULL && v->nreaders != VF__WRITE_RUNNING) {
+        /* No write queued or running; a device write's work may still be
+         * in flight (its fence): the host waits for it. */
+        vf__fence *fence = v->wfence;
+        if (fence != NULL)
+            vf__fence_ref(fence);
         vf__failure *f = atomic_load_explicit(&v->failure,
                                               memory_order_acquire);
-        bool claimed = f != NULL &&
-                       vf__failure_active(f, atomic_load(&e->fail_epoch)) &&
+        if (f != NULL)
+            vf__failure_ref(f);
+        vf__spin_unlock(&v->lock);
+        uint32_t epoch = atomic_load(&e->fail_epoch);
+        if (fence != NULL) {
+            vf__failure *ff = vf__fence_host_wait(e, fence);
+            if (ff != NULL && (f == NULL || !vf__failure_active(f, epoch))) {
+                vf__failure_ref(ff);
+                vf__failure_unref(f);
+                f = ff;
+            }
+            vf__fence_unref(fence);
+        }
+        bool claimed = f != NULL && vf__failure_active(f, epoch) &&
                        vf__failure_claim(f);
         if (claimed)
-            report(f, err); /* the var holds its reference: still alive */
-        vf__spin_unlock(&v->lock);
+            report(f, err);
+        vf__failure_unref(f);
         return claimed ? VF_EOPFAILED : 0;
     }
     vf__spin_unlock(&v->lock);

@@ -19,6 +19,10 @@
  * ever carry kernels and copies pay none of this: their errors are CUDA's
  * own, sticky for the context, and reported by cudaEventSynchronize.
  *
+ * cudaEvent_t objects are reused: a released one goes back to its
+ * device's pool (creating and destroying one per op costs more than the
+ * op's own record and wait).
+ *
  * Time stamps: each stream records a reference event at creation, whose
  * host time is taken once it completed; an event's time is that plus
  * cudaEventElapsedTime from the reference.
@@ -82,6 +86,58 @@ static int cuda_fail(cudaError_t err, const char *what)
                     cudaGetErrorName(err), cudaGetErrorString(err));
 }
 
+/* --- the pool of cudaEvent_t, per device --------------------------------- */
+
+#define POOLED_DEVICES 64
+#define POOL_CAP 4096 /* per device; beyond it, released events are freed */
+
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static cudaEvent_t *pool[POOLED_DEVICES]; /* pool_lock */
+static int pool_len[POOLED_DEVICES], pool_cap[POOLED_DEVICES];
+
+/* A cudaEvent_t of `device` (the calling thread's current device). */
+static cudaError_t pooled_event(int device, cudaEvent_t *out)
+{
+    if (device >= 0 && device < POOLED_DEVICES) {
+        pthread_mutex_lock(&pool_lock);
+        bool have = pool_len[device] > 0;
+        if (have)
+            *out = pool[device][--pool_len[device]];
+        pthread_mutex_unlock(&pool_lock);
+        if (have)
+            return cudaSuccess;
+    }
+    return cudaEventCreate(out);
+}
+
+static void unpooled_event(int device, cudaEvent_t ev)
+{
+    if (device >= 0 && device < POOLED_DEVICES) {
+        pthread_mutex_lock(&pool_lock);
+        if (pool_len[device] == pool_cap[device] &&
+            pool_cap[device] < POOL_CAP) {
+            int cap = pool_cap[device] ? 2 * pool_cap[device] : 64;
+            cudaEvent_t *t = vf__malloc((size_t)cap * sizeof *t);
+            if (t != NULL) {
+                if (pool_len[device] > 0)
+                    memcpy(t, pool[device],
+                           (size_t)pool_len[device] * sizeof *t);
+                free(pool[device]);
+                pool[device] = t;
+                pool_cap[device] = cap;
+            }
+        }
+        bool kept = pool_len[device] < pool_cap[device];
+        if (kept)
+            pool[device][pool_len[device]++] = ev;
+        pthread_mutex_unlock(&pool_lock);
+        if (kept)
+            return;
+    }
+    cudaSetDevice(device);
+    cudaEventDestroy(ev);
+}
+
 /* --- status blocks and events -------------------------------------------- */
 
 static seg_status *status_new(void)
@@ -135,8 +191,7 @@ static void event_release(vf__event *e)
     if (e == NULL ||
         atomic_fetch_sub_explicit(&e->refs, 1, memory_order_acq_rel) != 1)
         return;
-    cudaSetDevice(e->device);
-    cudaEventDestroy(e->ev);
+    unpooled_event(e->device, e->ev);
     status_release(e->status);
     free(e);
 }
@@ -345,7 +400,7 @@ static int record(vf__stream *s, vf__event **out)
     e->ref_host_ns = s->ref_host_ns;
     cudaError_t err = cudaSetDevice(s->device);
     if (err == cudaSuccess)
-        err = cudaEventCreate(&e->ev);
+        err = pooled_event(s->device, &e->ev);
     if (err != cudaSuccess) {
         free(e);
         return cuda_fail(err, "cudaEventCreate");
