@@ -332,6 +332,28 @@ static void resolve(vf__op *op)
     atomic_store_explicit(&f->resolved, true, memory_order_release);
 }
 
+/* Events of one stream complete in order: wait for the newest of each
+ * stream in a batch first, so that the device can answer for the older
+ * ones without asking the hardware again (device.h's event_wait). */
+static void wait_newest_per_stream(vf__op *batch)
+{
+    enum { MAX_STREAMS = 32 };
+    vf__fence *newest[MAX_STREAMS];
+    int n = 0;
+    for (vf__op *op = batch; op != NULL; op = op->next) {
+        vf__fence *f = op->dev->fence;
+        int k = 0;
+        while (k < n && newest[k]->stream != f->stream)
+            k++;
+        if (k < n)
+            newest[k] = f;
+        else if (n < MAX_STREAMS)
+            newest[n++] = f;
+    }
+    for (int k = n - 1; k >= 0; k--)
+        newest[k]->cls->event_wait(newest[k]->ev, NULL);
+}
+
 static void *completer_main(void *arg)
 {
     vf_engine *e = arg;
@@ -350,6 +372,7 @@ static void *completer_main(void *arg)
         }
         c->head = c->tail = NULL; /* take them all: one lock per batch */
         pthread_mutex_unlock(&c->lock);
+        wait_newest_per_stream(op);
         while (op != NULL) {
             vf__op *next = op->next; /* op may be freed by its completion */
             resolve(op);

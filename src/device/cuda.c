@@ -23,6 +23,10 @@
  * device's pool (creating and destroying one per op costs more than the
  * op's own record and wait).
  *
+ * Events of one stream complete in order: each carries its place in its
+ * stream, and the stream's shared progress block remembers the latest one
+ * seen complete, so waiting for an earlier one costs no CUDA call.
+ *
  * Time stamps: each stream records a reference event at creation, whose
  * host time is taken once it completed; an event's time is that plus
  * cudaEventElapsedTime from the reference.
@@ -53,8 +57,17 @@ typedef struct seg_status {
     vf__event_status st; /* lock */
 } seg_status;
 
+/* How far a stream's events are known complete (shared by the stream and
+ * its events, which may outlive it). */
+typedef struct progress {
+    atomic_int refs;           /* acq_rel: the last release frees */
+    _Atomic uint64_t done_seq; /* relaxed max; ordered by CUDA's own sync */
+} progress;
+
 struct vf__event {
     atomic_int refs; /* acq_rel: the last release destroys */
+    progress *prog;  /* its stream's */
+    uint64_t seq;    /* its place in its stream (1, 2, ...) */
     cudaEvent_t ev;
     int device;
     uint64_t ref_host_ns; /* the recording stream's reference */
@@ -64,6 +77,8 @@ struct vf__event {
 
 struct vf__stream {
     cudaStream_t st;
+    progress *prog;
+    uint64_t next_seq; /* the stream's owner only */
     int device;
     cudaEvent_t ref_ev;
     uint64_t ref_host_ns;
@@ -181,6 +196,32 @@ static vf__event_status status_get(seg_status *b)
     return st;
 }
 
+static void progress_release(progress *p)
+{
+    if (p != NULL &&
+        atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) == 1)
+        free(p);
+}
+
+/* Whether `e` is known complete; else remember when it is seen so. */
+static bool known_done(const vf__event *e)
+{
+    return atomic_load_explicit(&e->prog->done_seq, memory_order_acquire) >=
+           e->seq;
+}
+
+static void seen_done(vf__event *e)
+{
+    uint64_t d = atomic_load_explicit(&e->prog->done_seq,
+                                      memory_order_relaxed);
+    while (d < e->seq &&
+           !atomic_compare_exchange_weak_explicit(&e->prog->done_seq, &d,
+                                                  e->seq,
+                                                  memory_order_release,
+                                                  memory_order_relaxed)) {
+    }
+}
+
 static void event_retain(vf__event *e)
 {
     atomic_fetch_add_explicit(&e->refs, 1, memory_order_relaxed);
@@ -193,13 +234,16 @@ static void event_release(vf__event *e)
         return;
     unpooled_event(e->device, e->ev);
     status_release(e->status);
+    progress_release(e->prog);
     free(e);
 }
 
 static int event_wait(vf__event *e, vf__event_status *st)
 {
     vf__event_status s = {0};
-    cudaError_t err = cudaEventSynchronize(e->ev);
+    cudaError_t err = known_done(e) ? cudaSuccess : cudaEventSynchronize(e->ev);
+    if (err == cudaSuccess)
+        seen_done(e);
     if (err != cudaSuccess) {
         s.code = cuda_fail(err, "cudaEventSynchronize");
         snprintf(s.message, sizeof s.message, "%s", vf_last_error_detail());
@@ -213,7 +257,9 @@ static int event_wait(vf__event *e, vf__event_status *st)
 
 static int event_query(vf__event *e)
 {
-    cudaError_t err = cudaEventQuery(e->ev);
+    cudaError_t err = known_done(e) ? cudaSuccess : cudaEventQuery(e->ev);
+    if (err == cudaSuccess)
+        seen_done(e);
     if (err == cudaErrorNotReady)
         return VF_EAGAIN;
     if (err != cudaSuccess)
@@ -329,6 +375,13 @@ static int stream_create(int id, const vf__device_params *params,
         return vf__fail(VF_ESYSTEM, "CUDA device: pthread_mutex_init");
     }
     s->device = id;
+    s->prog = vf__calloc(1, sizeof *s->prog);
+    if (s->prog == NULL) {
+        pthread_mutex_destroy(&s->lock);
+        free(s);
+        return vf__fail(VF_ENOMEM, "CUDA device: out of memory");
+    }
+    atomic_init(&s->prog->refs, 1);
     cudaError_t err = cudaSetDevice(id);
     const char *what = "cudaSetDevice";
     if (err == cudaSuccess) {
@@ -353,6 +406,7 @@ static int stream_create(int id, const vf__device_params *params,
         }
     }
     if (err != cudaSuccess) {
+        progress_release(s->prog);
         pthread_mutex_destroy(&s->lock);
         free(s);
         return cuda_fail(err, what);
@@ -367,6 +421,7 @@ static void stream_destroy(vf__stream *s)
     cudaStreamSynchronize(s->st);
     cudaEventDestroy(s->ref_ev);
     cudaStreamDestroy(s->st);
+    progress_release(s->prog);
     pthread_mutex_destroy(&s->lock);
     free(s);
 }
@@ -395,6 +450,9 @@ static int record(vf__stream *s, vf__event **out)
     if (e == NULL)
         return vf__fail(VF_ENOMEM, "CUDA device: out of memory");
     atomic_init(&e->refs, 1);
+    atomic_fetch_add_explicit(&s->prog->refs, 1, memory_order_relaxed);
+    e->prog = s->prog;
+    e->seq = ++s->next_seq;
     e->device = s->device;
     e->ref_ev = s->ref_ev;
     e->ref_host_ns = s->ref_host_ns;
@@ -402,6 +460,7 @@ static int record(vf__stream *s, vf__event **out)
     if (err == cudaSuccess)
         err = pooled_event(s->device, &e->ev);
     if (err != cudaSuccess) {
+        progress_release(e->prog);
         free(e);
         return cuda_fail(err, "cudaEventCreate");
     }
