@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "json_mini.h"
+#include "trace_load.h"
 
 #define NLEAF 20
 #define NOPS (NLEAF + 5)
