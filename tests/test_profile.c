@@ -22,9 +22,10 @@
  * column. Then: the profiler off records nothing and changes no result;
  * stop, pause and resume; the dropped count when max_records is small;
  * config.profile_path and VF_PROFILE write at destroy; 20000 distinct
- * names (each record keeps its own, quickly); errors of write and load;
- * every allocation of the outputs failing in turn gives VF_ENOMEM, never a
- * crash or leak.
+ * names (each record keeps its own, quickly); errors of write and load,
+ * and the largest numbers a load keeps exact; every allocation of the
+ * outputs and of a load failing in turn gives VF_ENOMEM, never a crash or
+ * leak.
  */
 #include "util.h"
 
@@ -646,6 +647,57 @@ static void write_file(const char *path, const char *text)
     fclose(f);
 }
 
+/* A trace whose second event is an op with these ts, id and worker. */
+static void write_late(const char *path, const char *ts, const char *id,
+                       const char *worker)
+{
+    char text[512];
+    snprintf(text, sizeof text,
+             "{\"traceEvents\":[{\"ph\":\"M\",\"name\":\"x\"},{\"ph\":\"X\","
+             "\"name\":\"late\",\"ts\":%s,\"dur\":0.001,\"args\":{\"id\":%s,"
+             "\"push_us\":4503599626780.737,\"ready_us\":4503599626780.737,"
+             "\"worker\":%s}}],\"otherData\":{\"varflow\":1,\"workers\":1,"
+             "\"worker_pools\":[\"cpu\"]}}",
+             ts, id, worker);
+    write_file(path, text);
+}
+
+/* Times under 2^43 us and ids under 2^53 come back exactly (the push time
+ * would be 1 ns off if read as us * 1000 in doubles); larger ones, and
+ * negative times, are refused, naming the event. */
+static void large_numbers(const char *path)
+{
+    vf_profile *q = NULL;
+    write_late(path, "8796093022207.998", "9007199254740991", "0");
+    CHECK_OK(vf_profile_load(path, &q));
+    REQUIRE(q != NULL && vf_profile_count(q) == 1);
+    const vf_profile_record *r = vf_profile_at(q, 0);
+    CHECK_EQ(r->id, 9007199254740991u);
+    CHECK_EQ(r->start_ns, 8796093022207998u);
+    CHECK_EQ(r->end_ns, 8796093022207999u);
+    CHECK_EQ(r->push_ns, 4503599626780737u);
+    CHECK_EQ(r->ready_ns, 4503599626780737u);
+    vf_profile_free(q);
+    /* ts, id, worker, and what the detail must say */
+    static const char late[] = "8796093022207.998";
+    static const char *const refused[][4] = {
+        {"8796093022208", "1", "0", "traceEvents[1]"},     /* 2^43 us */
+        {"-1", "1", "0", "traceEvents[1]"},                /* negative */
+        {"4503599626780.736", "1", "0", "traceEvents[1]"}, /* before ready */
+        {late, "9007199254740992", "0", "traceEvents[1]"}, /* 2^53 */
+        {late, "1.5", "0", "traceEvents[1]"},              /* not an integer */
+        {late, "1", "1", "no worker 1"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        write_late(path, refused[i][0], refused[i][1], refused[i][2]);
+        q = NULL;
+        CHECK_ERR(vf_profile_load(path, &q), VF_EINVAL);
+        CHECK(q == NULL);
+        if (strstr(vf_last_error_detail(), refused[i][3]) == NULL)
+            CHECK_REPORT_("case %zu: %s", i, vf_last_error_detail());
+    }
+}
+
 static void errors(void)
 {
     tu_phase_limit("errors", 30);
@@ -690,6 +742,7 @@ static void errors(void)
     vf_profile_free(q);
     q = NULL;
     CHECK(q == NULL);
+    large_numbers(bad);
 
     /* Every allocation of every output failing in turn: VF_ENOMEM or
      * success, never a crash or a leak (ASan checks the leaks). */
@@ -725,18 +778,21 @@ static void errors(void)
         vf_profile_free(q);
     }
     free(whole);
-    for (uint64_t n = 1; n < 200; n++) {
+    /* Every allocation of a load failing in turn, cJSON's included, until
+     * the load needs no more than were let through. */
+    bool loaded = false;
+    for (uint64_t n = 1; n < 100000 && !loaded; n++) {
         vf_debug_fail_alloc(n);
         int rc = vf_profile_load(path_in_dir("ok.json"), &q);
         vf_debug_fail_alloc(0);
         if (rc != 0 && rc != VF_ENOMEM)
             CHECK_REPORT_("load, allocation %" PRIu64 " failing: %s (%s)", n,
                           vf_err_name(rc), vf_last_error_detail());
-        if (rc == 0) {
+        loaded = rc == 0;
+        if (loaded)
             vf_profile_free(q);
-            break;
-        }
     }
+    CHECK(loaded);
     vf_profile_free(p);
     tu_finish_engine(e);
 }
