@@ -15,11 +15,15 @@
 #   make clean
 #
 # CMAKE_ARGS reach CMake: `make test CMAKE_ARGS=-DVF_WERROR=ON` (an existing
-# tree is re-configured with them).
+# tree is re-configured with them). Before CMake configures a tree,
+# scripts/install-deps installs what the build lacks (cJSON for the tools and
+# tests, cmake, a compiler; with apt-get, when root or sudo -n allows);
+# `make INSTALL_DEPS=` skips it.
 BUILD        ?= build
 PREFIX       ?= /usr/local
 JOBS         ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS   ?=
+INSTALL_DEPS ?= scripts/install-deps
 CLANG_FORMAT ?= clang-format
 CLANG_TIDY   ?= clang-tidy
 CPPCHECK     ?= cppcheck
@@ -34,12 +38,17 @@ FORMAT_FILES  = $(shell find src include tests examples \
 all: build
 
 # Configure a fresh tree (with Ninja when there is one); re-configure an
-# existing one only when CMAKE_ARGS asks for something.
+# existing one only when CMAKE_ARGS asks for something. Either way the
+# dependencies come first (a failed install leaves CMake to say what lacks).
+DEPS_STEP = $(if $(INSTALL_DEPS),$(INSTALL_DEPS) || \
+              echo "make: $(INSTALL_DEPS) failed; configuring anyway";)
 configure:
 	@if [ ! -f $(BUILD)/CMakeCache.txt ]; then \
+	  $(DEPS_STEP) \
 	  echo "cmake -S . -B $(BUILD) $(GENERATOR) $(CMAKE_ARGS)"; \
 	  cmake -S . -B $(BUILD) $(GENERATOR) $(CMAKE_ARGS); \
 	elif [ -n "$(strip $(CMAKE_ARGS))" ]; then \
+	  $(DEPS_STEP) \
 	  echo "cmake -S . -B $(BUILD) $(CMAKE_ARGS)"; \
 	  cmake -S . -B $(BUILD) $(CMAKE_ARGS); \
 	fi

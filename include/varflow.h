@@ -499,7 +499,7 @@ typedef enum vf_profile_format {
     VF_PROFILE_CHROME_JSON,  /* Chrome trace (Perfetto, chrome://tracing): a
                                 track per worker, a slice per op, flow arrows
                                 for dependency edges, counters of ready and
-                                running ops; vf_profile_load reads it back */
+                                running ops; varflow-report reads it back */
     VF_PROFILE_SUMMARY_TEXT, /* the per-name table (vf_profile_summary),
                                 sorted by total time, as aligned text */
     VF_PROFILE_SUMMARY_JSON, /* the same table as JSON */
@@ -516,15 +516,6 @@ typedef enum vf_profile_format {
  * VF_ENOTSUP for an unknown format, VF_ENOMEM. */
 VF_API int vf_profile_write(const vf_profile *p, const char *path,
                             vf_profile_format format);
-
-/*
- * Read back a Chrome trace JSON that vf_profile_write wrote (any varflow
- * version with the same "varflow" field in otherData): the snapshot is the
- * one that was written, to the nanosecond. Free with vf_profile_free.
- * VF_ESYSTEM when the file cannot be read, VF_EINVAL when it is not such a
- * trace (the detail says where it went wrong), VF_ENOMEM.
- */
-VF_API int vf_profile_load(const char *path, vf_profile **out);
 
 /*
  * Summary per op name. Timing columns count the ops that ran (ok or

@@ -39,6 +39,8 @@
 
 #include <limits.h>
 
+#include "trace_load.h"
+
 static atomic_int ran, done_calls;
 
 static int nop(vf_run *run, void *arg)

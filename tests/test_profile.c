@@ -13,24 +13,28 @@
  *
  * Checked: ids in push order, each record's worker is the one the op saw
  * (vf_run_worker), times in order along every edge, the exact edge sets;
- * the Chrome JSON parses (tests/json_mini.h, not the library's loader) and
+ * the Chrome JSON parses (with cJSON directly, not with the loader) and
  * has a slice per op on its worker's track with the right category, a flow
  * per edge whose ends lie in the two ops' slices, counters that never
  * exceed the workers and end at zero, thread names for every worker;
- * vf_profile_load reads the trace back field for field; the summary counts
- * are exact and every sort key orders its column. Then: the profiler off
- * records nothing and changes no result; stop, pause and resume; the
- * dropped count when max_records is small; config.profile_path and
- * VF_PROFILE write at destroy; 20000 distinct names (each record keeps its
- * own, quickly); errors of write and load; every allocation
- * of the outputs failing in turn gives VF_ENOMEM, never a crash or leak.
+ * vf_profile_load (tools/trace_load.h) reads the trace back field for
+ * field; the summary counts are exact and every sort key orders its
+ * column. Then: the profiler off records nothing and changes no result;
+ * stop, pause and resume; the dropped count when max_records is small;
+ * config.profile_path and VF_PROFILE write at destroy; 20000 distinct
+ * names (each record keeps its own, quickly); errors of write and load,
+ * and the largest numbers a load keeps exact; every allocation of the
+ * outputs and of a load failing in turn gives VF_ENOMEM, never a crash or
+ * leak.
  */
 #include "util.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "json_mini.h"
+#include <cjson/cJSON.h>
+
+#include "trace_load.h"
 
 #define NLEAF 20
 #define NOPS (NLEAF + 5)
@@ -175,18 +179,49 @@ static void check_records(const vf_profile *p, const op_arg *args,
     }
 }
 
-/* The slice of (pid, tid) containing time ts (us), as an op id; 0 if none. */
-static uint64_t slice_at(const jm_value *events, double pid, double tid,
-                         double ts)
+/* A whole JSON document (nothing may follow it), or NULL with a report. */
+static cJSON *parse_json(const char *text, const char *what)
 {
-    for (int i = 0; i < events->n; i++) {
-        const jm_value *ev = events->items[i];
-        if (strcmp(jm_str(ev, "ph"), "X") != 0 || jm_num(ev, "pid") != pid ||
-            jm_num(ev, "tid") != tid)
+    const char *end = text;
+    cJSON *doc = cJSON_ParseWithOpts(text, &end, 1);
+    if (doc == NULL)
+        CHECK_REPORT_("%s: invalid JSON at byte %zu", what,
+                      (size_t)(end - text));
+    return doc;
+}
+
+/* The value at `key` of object o, or NULL. */
+static const cJSON *jget(const cJSON *o, const char *key)
+{
+    return cJSON_GetObjectItemCaseSensitive(o, key);
+}
+
+/* The string at `key` of object o, or "" when absent or not a string. */
+static const char *jstr(const cJSON *o, const char *key)
+{
+    const char *s = cJSON_GetStringValue(jget(o, key));
+    return s != NULL ? s : "";
+}
+
+/* The number at `key` of object o, or -1e300 when absent or not a number. */
+static double jnum(const cJSON *o, const char *key)
+{
+    const cJSON *v = jget(o, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : -1e300;
+}
+
+/* The slice of (pid, tid) containing time ts (us), as an op id; 0 if none. */
+static uint64_t slice_at(const cJSON *events, double pid, double tid, double ts)
+{
+    const cJSON *ev;
+    cJSON_ArrayForEach(ev, events)
+    {
+        if (strcmp(jstr(ev, "ph"), "X") != 0 || jnum(ev, "pid") != pid ||
+            jnum(ev, "tid") != tid)
             continue;
-        double t0 = jm_num(ev, "ts"), t1 = t0 + jm_num(ev, "dur");
+        double t0 = jnum(ev, "ts"), t1 = t0 + jnum(ev, "dur");
         if (t0 - 1e-4 <= ts && ts <= t1 + 1e-4)
-            return (uint64_t)jm_num(jm_get(ev, "args"), "id");
+            return (uint64_t)jnum(jget(ev, "args"), "id");
     }
     return 0;
 }
@@ -194,37 +229,34 @@ static uint64_t slice_at(const jm_value *events, double pid, double tid,
 static void check_chrome(const vf_profile *p, const char *path, int nworkers,
                          bool threaded)
 {
-    char *text = jm_read_file(path);
+    char *text = tu_read_file(path);
     REQUIRE(text != NULL);
-    jm_value *doc = jm_parse(text);
-    if (doc == NULL)
-        CHECK_REPORT_("%s: invalid JSON at byte %zu: %s", path, jm_error_at,
-                      jm_error);
+    cJSON *doc = parse_json(text, path);
     REQUIRE(doc != NULL);
     free(text);
-    const jm_value *events = jm_get(doc, "traceEvents");
-    REQUIRE(events != NULL && events->type == JM_ARR);
+    const cJSON *events = jget(doc, "traceEvents"), *ev, *fe;
+    REQUIRE(cJSON_IsArray(events));
     int nx = 0, ns = 0, nf = 0, nthreads = 0, nedges = 0;
     double max_running = 0, last_running = -1, last_ready = -1;
-    for (int i = 0; i < events->n; i++) {
-        const jm_value *ev = events->items[i];
-        const char *ph = jm_str(ev, "ph");
+    cJSON_ArrayForEach(ev, events)
+    {
+        const char *ph = jstr(ev, "ph");
         if (strcmp(ph, "X") == 0) {
             nx++;
-            const jm_value *args = jm_get(ev, "args");
-            uint64_t id = (uint64_t)jm_num(args, "id");
+            const cJSON *args = jget(ev, "args");
+            uint64_t id = (uint64_t)jnum(args, "id");
             const vf_profile_record *r = vf_profile_at(p, id - 1);
             REQUIRE(r != NULL && r->id == id);
-            CHECK(strcmp(jm_str(ev, "name"), r->name) == 0);
-            CHECK_EQ(jm_num(ev, "tid"), r->worker + 1);
-            CHECK_EQ(jm_num(args, "worker"), r->worker);
-            CHECK_EQ((long long)(jm_num(ev, "ts") * 1000 + 0.5), r->start_ns);
-            const char *cat = jm_str(ev, "cat");
+            CHECK(strcmp(jstr(ev, "name"), r->name) == 0);
+            CHECK_EQ(jnum(ev, "tid"), r->worker + 1);
+            CHECK_EQ(jnum(args, "worker"), r->worker);
+            CHECK_EQ((long long)(jnum(ev, "ts") * 1000 + 0.5), r->start_ns);
+            const char *cat = jstr(ev, "cat");
             CHECK(strcmp(cat, r->status == 0             ? "op"
                               : r->status == VF_ESKIPPED ? "skipped"
                                                          : "failed") == 0);
-            const jm_value *deps = jm_get(args, "deps");
-            CHECK(deps && deps->type == JM_ARR && deps->n == r->ndeps);
+            const cJSON *deps = jget(args, "deps");
+            CHECK(cJSON_IsArray(deps) && cJSON_GetArraySize(deps) == r->ndeps);
         } else if (strcmp(ph, "s") == 0 || strcmp(ph, "f") == 0) {
             bool start = ph[0] == 's';
             ns += start;
@@ -232,16 +264,16 @@ static void check_chrome(const vf_profile *p, const char *path, int nworkers,
             if (!start)
                 continue;
             /* Find its "f" (same id) and the slices both ends lie in. */
-            for (int k = 0; k < events->n; k++) {
-                const jm_value *fe = events->items[k];
-                if (strcmp(jm_str(fe, "ph"), "f") != 0 ||
-                    jm_num(fe, "id") != jm_num(ev, "id"))
+            cJSON_ArrayForEach(fe, events)
+            {
+                if (strcmp(jstr(fe, "ph"), "f") != 0 ||
+                    jnum(fe, "id") != jnum(ev, "id"))
                     continue;
-                CHECK(strcmp(jm_str(fe, "bp"), "e") == 0);
-                uint64_t from = slice_at(events, jm_num(ev, "pid"),
-                                         jm_num(ev, "tid"), jm_num(ev, "ts"));
-                uint64_t to = slice_at(events, jm_num(fe, "pid"),
-                                       jm_num(fe, "tid"), jm_num(fe, "ts"));
+                CHECK(strcmp(jstr(fe, "bp"), "e") == 0);
+                uint64_t from = slice_at(events, jnum(ev, "pid"),
+                                         jnum(ev, "tid"), jnum(ev, "ts"));
+                uint64_t to = slice_at(events, jnum(fe, "pid"), jnum(fe, "tid"),
+                                       jnum(fe, "ts"));
                 uint64_t want[NLEAF];
                 int n = to ? expected_deps(to, want) : 0;
                 bool found = false;
@@ -250,21 +282,21 @@ static void check_chrome(const vf_profile *p, const char *path, int nworkers,
                 if (!found)
                     CHECK_REPORT_("flow %g: %" PRIu64 " -> %" PRIu64
                                   " is not an edge",
-                                  jm_num(ev, "id"), from, to);
+                                  jnum(ev, "id"), from, to);
                 nedges++;
             }
         } else if (strcmp(ph, "C") == 0) {
-            const jm_value *args = jm_get(ev, "args");
-            if (strcmp(jm_str(ev, "name"), "running ops") == 0) {
-                last_running = jm_num(args, "running");
+            const cJSON *args = jget(ev, "args");
+            if (strcmp(jstr(ev, "name"), "running ops") == 0) {
+                last_running = jnum(args, "running");
                 max_running = last_running > max_running ? last_running
                                                          : max_running;
-            } else if (strcmp(jm_str(ev, "name"), "ready ops") == 0) {
-                last_ready = jm_num(args, "ready");
+            } else if (strcmp(jstr(ev, "name"), "ready ops") == 0) {
+                last_ready = jnum(args, "ready");
             }
         } else if (strcmp(ph, "M") == 0 &&
-                   strcmp(jm_str(ev, "name"), "thread_name") == 0 &&
-                   jm_num(ev, "tid") >= 1) {
+                   strcmp(jstr(ev, "name"), "thread_name") == 0 &&
+                   jnum(ev, "tid") >= 1) {
             nthreads++;
         }
     }
@@ -277,11 +309,11 @@ static void check_chrome(const vf_profile *p, const char *path, int nworkers,
     CHECK(max_running >= 1 && max_running <= (threaded ? nworkers : 1));
     CHECK_EQ(last_running, 0);
     CHECK_EQ(last_ready, 0);
-    const jm_value *other = jm_get(doc, "otherData");
-    CHECK_EQ(jm_num(other, "records"), NOPS);
-    CHECK_EQ(jm_num(other, "workers"), nworkers);
-    CHECK_EQ(jm_num(other, "varflow"), 1);
-    jm_free(doc);
+    const cJSON *other = jget(doc, "otherData");
+    CHECK_EQ(jnum(other, "records"), NOPS);
+    CHECK_EQ(jnum(other, "workers"), nworkers);
+    CHECK_EQ(jnum(other, "varflow"), 1);
+    cJSON_Delete(doc);
 }
 
 /* vf_profile_load gives back exactly the snapshot that was written. */
@@ -399,21 +431,21 @@ static void check_summary(const vf_profile *p)
     const char *path = path_in_dir("summary.json");
     CHECK_OK(vf_profile_write_summary(p, path, VF_PROFILE_SUMMARY_JSON,
                                       VF_PROFILE_SORT_COUNT));
-    char *text = jm_read_file(path);
-    jm_value *doc = text ? jm_parse(text) : NULL;
+    char *text = tu_read_file(path);
+    cJSON *doc = text ? parse_json(text, path) : NULL;
     free(text);
     REQUIRE(doc != NULL);
-    const jm_value *jr = jm_get(doc, "rows");
-    REQUIRE(jr != NULL && jr->n == 6);
-    CHECK(strcmp(jm_str(jr->items[0], "name"), "leaf") == 0);
-    CHECK_EQ(jm_num(jr->items[0], "count"), NLEAF);
-    CHECK(strcmp(jm_str(doc, "sort"), "count") == 0);
-    CHECK_EQ(jm_num(doc, "records"), NOPS);
-    jm_free(doc);
+    const cJSON *jr = jget(doc, "rows");
+    REQUIRE(cJSON_IsArray(jr) && cJSON_GetArraySize(jr) == 6);
+    CHECK(strcmp(jstr(jr->child, "name"), "leaf") == 0);
+    CHECK_EQ(jnum(jr->child, "count"), NLEAF);
+    CHECK(strcmp(jstr(doc, "sort"), "count") == 0);
+    CHECK_EQ(jnum(doc, "records"), NOPS);
+    cJSON_Delete(doc);
     /* The text summary names every op. */
     path = path_in_dir("summary.txt");
     CHECK_OK(vf_profile_write(p, path, VF_PROFILE_AUTO));
-    text = jm_read_file(path);
+    text = tu_read_file(path);
     REQUIRE(text != NULL);
     for (int i = 0; i < 6; i++)
         CHECK(strstr(text, names[i]) != NULL);
@@ -566,7 +598,7 @@ static void at_destroy(void)
     v = tu_var(e);
     push_n(e, v, 7, "from env");
     CHECK_OK(vf_engine_destroy(e));
-    char *text = jm_read_file(txt);
+    char *text = tu_read_file(txt);
     REQUIRE(text != NULL);
     CHECK(strstr(text, "from env") != NULL);
     CHECK(strstr(text, "naive engine") != NULL);
@@ -615,6 +647,57 @@ static void write_file(const char *path, const char *text)
     fclose(f);
 }
 
+/* A trace whose second event is an op with these ts, id and worker. */
+static void write_late(const char *path, const char *ts, const char *id,
+                       const char *worker)
+{
+    char text[512];
+    snprintf(text, sizeof text,
+             "{\"traceEvents\":[{\"ph\":\"M\",\"name\":\"x\"},{\"ph\":\"X\","
+             "\"name\":\"late\",\"ts\":%s,\"dur\":0.001,\"args\":{\"id\":%s,"
+             "\"push_us\":4503599626780.737,\"ready_us\":4503599626780.737,"
+             "\"worker\":%s}}],\"otherData\":{\"varflow\":1,\"workers\":1,"
+             "\"worker_pools\":[\"cpu\"]}}",
+             ts, id, worker);
+    write_file(path, text);
+}
+
+/* Times under 2^43 us and ids under 2^53 come back exactly (the push time
+ * would be 1 ns off if read as us * 1000 in doubles); larger ones, and
+ * negative times, are refused, naming the event. */
+static void large_numbers(const char *path)
+{
+    vf_profile *q = NULL;
+    write_late(path, "8796093022207.998", "9007199254740991", "0");
+    CHECK_OK(vf_profile_load(path, &q));
+    REQUIRE(q != NULL && vf_profile_count(q) == 1);
+    const vf_profile_record *r = vf_profile_at(q, 0);
+    CHECK_EQ(r->id, 9007199254740991u);
+    CHECK_EQ(r->start_ns, 8796093022207998u);
+    CHECK_EQ(r->end_ns, 8796093022207999u);
+    CHECK_EQ(r->push_ns, 4503599626780737u);
+    CHECK_EQ(r->ready_ns, 4503599626780737u);
+    vf_profile_free(q);
+    /* ts, id, worker, and what the detail must say */
+    static const char late[] = "8796093022207.998";
+    static const char *const refused[][4] = {
+        {"8796093022208", "1", "0", "traceEvents[1]"},     /* 2^43 us */
+        {"-1", "1", "0", "traceEvents[1]"},                /* negative */
+        {"4503599626780.736", "1", "0", "traceEvents[1]"}, /* before ready */
+        {late, "9007199254740992", "0", "traceEvents[1]"}, /* 2^53 */
+        {late, "1.5", "0", "traceEvents[1]"},              /* not an integer */
+        {late, "1", "1", "no worker 1"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        write_late(path, refused[i][0], refused[i][1], refused[i][2]);
+        q = NULL;
+        CHECK_ERR(vf_profile_load(path, &q), VF_EINVAL);
+        CHECK(q == NULL);
+        if (strstr(vf_last_error_detail(), refused[i][3]) == NULL)
+            CHECK_REPORT_("case %zu: %s", i, vf_last_error_detail());
+    }
+}
+
 static void errors(void)
 {
     tu_phase_limit("errors", 30);
@@ -659,6 +742,7 @@ static void errors(void)
     vf_profile_free(q);
     q = NULL;
     CHECK(q == NULL);
+    large_numbers(bad);
 
     /* Every allocation of every output failing in turn: VF_ENOMEM or
      * success, never a crash or a leak (ASan checks the leaks). */
@@ -678,7 +762,7 @@ static void errors(void)
     }
     CHECK_OK(vf_profile_write(p, path_in_dir("ok.json"), VF_PROFILE_AUTO));
     /* Every prefix of a valid trace is refused, never a crash. */
-    char *whole = jm_read_file(path_in_dir("ok.json"));
+    char *whole = tu_read_file(path_in_dir("ok.json"));
     REQUIRE(whole != NULL);
     size_t len = strlen(whole);
     for (size_t cut = 0; cut + 2 < len; cut += 1 + cut / 50) {
@@ -694,18 +778,21 @@ static void errors(void)
         vf_profile_free(q);
     }
     free(whole);
-    for (uint64_t n = 1; n < 200; n++) {
+    /* Every allocation of a load failing in turn, cJSON's included, until
+     * the load needs no more than were let through. */
+    bool loaded = false;
+    for (uint64_t n = 1; n < 100000 && !loaded; n++) {
         vf_debug_fail_alloc(n);
         int rc = vf_profile_load(path_in_dir("ok.json"), &q);
         vf_debug_fail_alloc(0);
         if (rc != 0 && rc != VF_ENOMEM)
             CHECK_REPORT_("load, allocation %" PRIu64 " failing: %s (%s)", n,
                           vf_err_name(rc), vf_last_error_detail());
-        if (rc == 0) {
+        loaded = rc == 0;
+        if (loaded)
             vf_profile_free(q);
-            break;
-        }
     }
+    CHECK(loaded);
     vf_profile_free(p);
     tu_finish_engine(e);
 }

@@ -22,6 +22,8 @@
 
 #include <unistd.h>
 
+#include "trace_load.h"
+
 static char dir[64];
 
 typedef struct synth {

@@ -9,7 +9,7 @@
  *
  * Checked without a browser: the file refers to nothing outside itself
  * (no http:, https:, src= or <link), its embedded data parses as JSON
- * (tests/json_mini.h) with the right counts, and a name holding "</script>"
+ * (cJSON) with the right counts, and a name holding "</script>"
  * cannot end the data element early.
  *
  * Then headless Chromium (VF_CHROMIUM, else chromium, chromium-browser or
@@ -27,7 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "json_mini.h"
+#include <cjson/cJSON.h>
 
 static char dir[64];
 
@@ -91,7 +91,7 @@ static vf_profile *known_run(int *nworkers)
 
 static char *read_all(const char *path)
 {
-    char *text = jm_read_file(path);
+    char *text = tu_read_file(path);
     if (text == NULL)
         CHECK_REPORT_("cannot read %s", path);
     return text;
@@ -103,6 +103,13 @@ static int count(const char *text, const char *what)
     for (const char *s = text; (s = strstr(s, what)) != NULL; s++)
         n++;
     return n;
+}
+
+/* The number at `key` of object o, or -1e300 when absent or not a number. */
+static double number(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : -1e300;
 }
 
 /* Checks that need no browser. */
@@ -121,21 +128,26 @@ static void check_file(const char *path, const vf_profile *p)
     char *end = strstr(data, "</script>");
     REQUIRE(end != NULL);
     *end = '\0';
-    jm_value *doc = jm_parse(data);
+    const char *stop = data;
+    cJSON *doc = cJSON_ParseWithOpts(data, &stop, 1);
     if (doc == NULL)
-        CHECK_REPORT_("embedded data: invalid JSON at byte %zu: %s",
-                      jm_error_at, jm_error);
+        CHECK_REPORT_("embedded data: invalid JSON at byte %zu",
+                      (size_t)(stop - data));
     REQUIRE(doc != NULL);
-    const jm_value *ops = jm_get(doc, "ops");
-    CHECK(ops && ops->type == JM_ARR && ops->n == (int)vf_profile_count(p));
-    CHECK_EQ(jm_num(doc, "records"), vf_profile_count(p));
-    CHECK_EQ(jm_num(doc, "shown"), vf_profile_count(p));
-    CHECK_EQ(jm_num(doc, "workers"), vf_profile_num_workers(p));
-    const jm_value *sum = jm_get(doc, "summary");
-    CHECK(sum && sum->n == 6); /* big small prio fails skipped async */
-    const jm_value *crit = jm_get(doc, "crit");
-    CHECK(crit && crit->type == JM_OBJ && jm_get(crit, "ids")->n >= 1);
-    jm_free(doc);
+    const cJSON *ops = cJSON_GetObjectItemCaseSensitive(doc, "ops");
+    CHECK(cJSON_IsArray(ops) &&
+          cJSON_GetArraySize(ops) == (int)vf_profile_count(p));
+    CHECK_EQ(number(doc, "records"), vf_profile_count(p));
+    CHECK_EQ(number(doc, "shown"), vf_profile_count(p));
+    CHECK_EQ(number(doc, "workers"), vf_profile_num_workers(p));
+    /* big small prio fails skipped async */
+    const cJSON *sum = cJSON_GetObjectItemCaseSensitive(doc, "summary");
+    CHECK(cJSON_IsArray(sum) && cJSON_GetArraySize(sum) == 6);
+    const cJSON *crit = cJSON_GetObjectItemCaseSensitive(doc, "crit");
+    CHECK(cJSON_IsObject(crit) &&
+          cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(crit, "ids")) >=
+              1);
+    cJSON_Delete(doc);
     free(html);
 }
 

@@ -14,6 +14,7 @@
  * - tu_spin_us(): busy work from a calibrated loop (not a sleep);
  * - tu_stamp(): a global atomic sequence number to record the order of
  *   events (an op's start and end) across threads;
+ * - tu_read_file(): a whole file as a string;
  * - the list of engine configurations every test runs on (tu_kinds).
  */
 #ifndef VF_TEST_UTIL_H
@@ -386,6 +387,32 @@ static inline pthread_t tu_thread_start(void *(*fn)(void *), void *arg)
 static inline void tu_thread_join(pthread_t t)
 {
     pthread_join(t, NULL);
+}
+
+/* ---------------------------------------------------------------- files */
+
+/* A whole file as a NUL-terminated string (NULL when it cannot be read);
+ * free() it. */
+static inline char *tu_read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return NULL;
+    size_t cap = 1 << 16, n = 0, got;
+    char *buf = malloc(cap);
+    while (buf != NULL && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (n + 1 == cap) {
+            char *more = realloc(buf, cap *= 2);
+            if (more == NULL)
+                free(buf);
+            buf = more;
+        }
+    }
+    fclose(f);
+    if (buf != NULL)
+        buf[n] = '\0';
+    return buf;
 }
 
 /* ---------------------------------------------------------------- engines */

@@ -5,21 +5,23 @@
  *   varflow-report TRACE.json [-o OUT] [-f FORMAT] [-s COLUMN] [-c]
  *
  * TRACE.json is what VF_PROFILE=trace.json (or vf_profile_write) wrote; it
- * is read back exactly by vf_profile_load. The output goes to OUT ("-" is
- * standard output; default: TRACE with ".html" in place of ".json") in
- * FORMAT: html (the self-contained report), dot (Graphviz), summary (the
- * per-name table as text), summary-json, or chrome (the trace again);
- * default: by OUT's extension, as vf_profile_write decides. -s sorts the
- * summary by a column (total, name, count, skipped, failed, mean, min, max,
- * queued). -c also prints the critical path, one op a line, on standard
- * output. Exit status 0, 1 on an error (the message names the file), 2 on
- * bad usage.
+ * is read back exactly by vf_profile_load (trace_load.h, on cJSON). The
+ * output goes to OUT ("-" is standard output; default: TRACE with ".html"
+ * in place of ".json") in FORMAT: html (the self-contained report), dot
+ * (Graphviz), summary (the per-name table as text), summary-json, or chrome
+ * (the trace again); default: by OUT's extension, as vf_profile_write
+ * decides. -s sorts the summary by a column (total, name, count, skipped,
+ * failed, mean, min, max, queued). -c also prints the critical path, one op
+ * a line, on standard output. Exit status 0, 1 on an error (the message
+ * names the file), 2 on bad usage.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <varflow.h>
+
+#include "trace_load.h"
 
 static void usage(FILE *f)
 {

@@ -11,9 +11,9 @@
  * - a complete event ("X") per op, at its start, lasting until its end;
  *   category "op", "failed" or "skipped"; args hold everything else the
  *   record has (id, status, push and ready times, worker, pool, device,
- *   property, async, deps), so that vf_profile_load can read the snapshot
- *   back exactly; times are microseconds with three decimals, i.e. exact
- *   nanoseconds;
+ *   property, async, deps), so that the trace loader (tools/trace_load.c)
+ *   can read the snapshot back exactly; times are microseconds with three
+ *   decimals, i.e. exact nanoseconds;
  * - a flow (a "s" event inside the releasing op's slice, a "f" event with
  *   binding point "e" inside the released op's slice, one id per edge) for
  *   each dependency edge, once per pair of ops;
