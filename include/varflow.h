@@ -235,8 +235,9 @@ VF_API int vf_var_delete(vf_engine *e, vf_var v, void (*free_fn)(void *), void *
 
 /*
  * The variable's version: the number of writes to it that have run (a write
- * skipped because of an earlier failure does not count). Reads never change
- * it. VF_ESTALE once the delete op has been pushed.
+ * skipped because of an earlier failure does not count; a device op's write
+ * counts when its function returns, its work may still be on the stream).
+ * Reads never change it. VF_ESTALE once the delete op has been pushed.
  */
 VF_API int vf_var_version(vf_engine *e, vf_var v, uint64_t *out);
 
@@ -265,7 +266,9 @@ typedef void (*vf_async_fn)(vf_run *run, void *arg, vf_completion done);
 /*
  * Called exactly once for every op, after it ran or was skipped and before
  * its variables are released: status 0 (ran ok), the op's error code (ran
- * and failed) or VF_ESKIPPED. For freeing `arg`, whatever happened.
+ * and failed) or VF_ESKIPPED. For freeing `arg`, whatever happened. A device
+ * op's `done` comes once its work on the stream completed (with that
+ * work's outcome), which may be after its variables were released.
  */
 typedef void (*vf_done_fn)(void *arg, int status);
 
