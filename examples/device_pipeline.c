@@ -16,7 +16,10 @@
  * a kernel, examples/device_pipeline_cuda.cu). The results of every run
  * are checked against a serial loop.
  *
- * Usage: device_pipeline [batches [kib]]   (default 48 batches of 256 KiB)
+ * Both devices run with one compute and one copy worker, so one compute
+ * stream and one copy stream, as a CUDA program usually has.
+ *
+ * Usage: device_pipeline [batches [kib]]   (default 64 batches of 16 KiB)
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -318,8 +321,8 @@ static void free_batches(batch *b, int nbatches, vf_device dev)
 
 int main(int argc, char **argv)
 {
-    int nbatches = argc > 1 ? atoi(argv[1]) : 48;
-    int kib = argc > 2 ? atoi(argv[2]) : 256;
+    int nbatches = argc > 1 ? atoi(argv[1]) : 64;
+    int kib = argc > 2 ? atoi(argv[2]) : 16;
     if (nbatches < 1 || kib < 1) {
         fprintf(stderr, "usage: device_pipeline [batches [kib]]\n");
         return 2;
@@ -332,6 +335,8 @@ int main(int argc, char **argv)
     pp.b = make_batches(nbatches, n, pp.device);
     int failed = run_on(&pp, "emulated device (150 us/submission, 2 GB/s)",
                         (vf_config){.type = VF_ENGINE_PERDEVICE,
+                                    .gpu_workers = 1,
+                                    .gpu_copy_workers = 1,
                                     .emulated_latency_us = 150,
                                     .emulated_mb_per_s = 2000},
                         getenv("VF_PIPELINE_PROFILE"));
@@ -342,7 +347,10 @@ int main(int argc, char **argv)
         pipe pc = {.nbatches = nbatches, .device = {VF_DEVICE_CUDA, 0}};
         pc.b = make_batches(nbatches, n, pc.device);
         failed |= run_on(&pc, "CUDA device 0",
-                         (vf_config){.type = VF_ENGINE_PERDEVICE}, NULL);
+                         (vf_config){.type = VF_ENGINE_PERDEVICE,
+                                     .gpu_workers = 1,
+                                     .gpu_copy_workers = 1},
+                         NULL);
         free_batches(pc.b, nbatches, pc.device);
 #else
         printf("CUDA: a GPU is there, but this example was built without "

@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #include "base/alloc.h"
@@ -206,6 +207,9 @@ static void *stream_main(void *arg)
 {
     vf__stream *s = arg;
     pthread_setname_np(pthread_self(), "vf-emu-stream");
+    /* Latencies are emulated with sleeps: Linux's default timer slack
+     * (50 us) would add its own to every one. */
+    prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
     pthread_mutex_lock(&s->lock);
     for (;;) {
         item *it = s->head;
