@@ -65,7 +65,8 @@ extern "C" {
     X(EAGAIN, -11, "resource temporarily unavailable")                         \
     X(ESKIPPED, -12, "operation was skipped because an input had failed")      \
     X(ESYSTEM, -13, "system call failed")                                      \
-    X(EDEVICE, -14, "device error")
+    X(EDEVICE, -14, "device error")                                            \
+    X(ESTOPPED, -15, "engine is stopped")
 
 typedef enum vf_errno {
 #define VF_ERRNO_ENUM_(name, value, message) VF_##name = (value),
@@ -150,6 +151,9 @@ typedef struct vf_config {
     int emulated_mb_per_s;    /* VF_EMULATED_MB_PER_S, else unlimited: copy
                                  bandwidth of an emulated stream (bytes
                                  given to vf_run_submit) */
+    int fork_child_workers;   /* VF_FORK_CHILD_NTHREADS, else 1: workers
+                                 per CPU pool of the engine in a forked
+                                 child (which gets no device pools) */
 } vf_config;
 
 /*
@@ -166,6 +170,30 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config);
  * of this engine (VF_EDEADLK). Errors not yet reported are dropped.
  */
 VF_API int vf_engine_destroy(vf_engine *e);
+
+/*
+ * Stop: complete every pushed op (and the ops they push), then join every
+ * worker thread (CPU and device pools); the engine then runs no thread.
+ * Pushes while stopped are accepted and held, in order, until
+ * vf_engine_start, which starts the threads again and runs them. While ops
+ * are held, vf_wait_var and vf_wait_all return VF_ESTOPPED at once (they
+ * could never finish). Stopping a stopped engine and starting a running
+ * one do nothing. Both block; both refuse with VF_EDEADLK when called from
+ * one of the engine's own ops, and with VF_ESHUTDOWN once destroy began.
+ * Destroying a stopped engine starts it first. Fork needs none of this:
+ * varflow stops and restarts every engine around fork() itself.
+ */
+VF_API int vf_engine_stop(vf_engine *e);
+VF_API int vf_engine_start(vf_engine *e);
+
+/*
+ * The shutdown notice: pushes from outside the engine's ops fail with
+ * VF_ESHUTDOWN from now on, and every op that has not started yet skips
+ * its function (its `done` gets VF_ESKIPPED; a delete still frees), while
+ * dependencies are released as usual, so the engine drains fast. Then
+ * vf_engine_destroy. Returns at once.
+ */
+VF_API int vf_engine_shutdown(vf_engine *e);
 
 /* The kind of engine actually running (never VF_ENGINE_DEFAULT). */
 VF_API vf_engine_type vf_engine_kind(const vf_engine *e);

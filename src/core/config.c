@@ -143,6 +143,10 @@ int vf__settings_resolve(const vf_config *config, vf__settings *out)
     if (rc == 0)
         rc = count_setting(config->emulated_mb_per_s, "emulated_mb_per_s",
                            "VF_EMULATED_MB_PER_S", 1000000000, 0, &mb_per_s);
+    if (rc == 0)
+        rc = count_setting(config->fork_child_workers, "fork_child_workers",
+                           "VF_FORK_CHILD_NTHREADS", VF__MAX_WORKERS, 1,
+                           &out->fork_child_workers);
     out->emulated_latency_ns = (uint64_t)latency_us * 1000u;
     out->emulated_bytes_per_sec = (uint64_t)mb_per_s * 1000000u;
     return rc;

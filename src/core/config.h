@@ -24,6 +24,7 @@ typedef struct vf__settings {
     bool device_sync;
     uint64_t emulated_latency_ns;
     uint64_t emulated_bytes_per_sec; /* 0: unlimited */
+    int fork_child_workers;
 } vf__settings;
 
 int vf__settings_resolve(const vf_config *config, vf__settings *out);

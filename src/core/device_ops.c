@@ -439,6 +439,76 @@ static void completer_stop(vf_engine *e)
     c->started = false;
 }
 
+void vf__devices_stop(vf_engine *e)
+{
+    completer_stop(e);
+}
+
+int vf__devices_start(vf_engine *e)
+{
+    bool any = false;
+    for (int t = 0; t < 2 && !any; t++)
+        for (int id = 0; id < VF__MAX_DEVICE_IDS && !any; id++)
+            any = atomic_load_explicit(&e->devices[t][id],
+                                       memory_order_relaxed) != NULL;
+    return any && e->cpu_pool != NULL ? completer_start(e) : 0;
+}
+
+/* In the child: a device pool anew, same place, one worker, with a stream
+ * of its own when the device can be used here. */
+static void rebuild_pool(vf_engine *e, vf__devctx *d, vf__pool *p)
+{
+    const char *name = p->name;
+    for (int w = 0; w < p->nworkers; w++)
+        p->workers[w].stream = NULL; /* the parent's: not ours to destroy */
+    vf__pool_destroy(p);
+    if (vf__pool_init(p, e, name, 1, e->next_worker_index) != 0) {
+        d->forked_away = true;
+        return;
+    }
+    e->next_worker_index += 1;
+    p->spread = true;
+    p->workers[0].dev_cls = d->cls;
+    if (d->forked_away ||
+        d->cls->stream_create(d->dev.id, &e->device_params,
+                              &p->workers[0].stream) != 0)
+        d->forked_away = true;
+}
+
+void vf__devices_rebuild_for_child(vf_engine *e)
+{
+    e->completer.started = false; /* its thread is the parent's */
+    e->completer.head = e->completer.tail = NULL;
+    /* Fences: forgotten, not released (their events are the parent's;
+     * everything they mark completed before the fork). */
+    for (unsigned c = 0; c < VF__VAR_MAX_CHUNKS; c++) {
+        vf__var *chunk = atomic_load_explicit(&e->vars.chunks[c],
+                                              memory_order_relaxed);
+        if (chunk == NULL)
+            break;
+        for (unsigned i = 0; i < VF__VAR_CHUNK; i++) {
+            chunk[i].wfence = NULL;
+            chunk[i].nrfences = 0;
+        }
+    }
+    for (int t = 0; t < 2; t++) {
+        for (int id = 0; id < VF__MAX_DEVICE_IDS; id++) {
+            vf__devctx *d = atomic_load_explicit(&e->devices[t][id],
+                                                 memory_order_relaxed);
+            if (d == NULL)
+                continue;
+            /* CUDA cannot be used after fork; the emulated device can. */
+            d->forked_away = d->cls->type != VF_DEVICE_EMULATED;
+            d->inline_streams = NULL; /* the parent's threads' */
+            pthread_mutex_init(&d->inline_lock, NULL);
+            vf__pool *pools[] = {d->normal, d->copy, d->prio};
+            for (int k = 0; k < 3; k++)
+                if (pools[k] != NULL)
+                    rebuild_pool(e, d, pools[k]);
+        }
+    }
+}
+
 /* --- devices and their pools -------------------------------------------- */
 
 static const char *pool_name(vf_device_type t, int kind)
@@ -465,7 +535,7 @@ static int make_pool(vf_engine *e, vf__devctx *d, int kind, int n,
         rc = d->cls->stream_create(d->dev.id, &e->device_params,
                                    &p->workers[i].stream);
     }
-    if (rc == 0)
+    if (rc == 0 && !e->threads_down) /* stopped: start runs them */
         rc = vf__pool_start(p);
     if (rc != 0) {
         vf__pool_stop(p);
@@ -496,7 +566,7 @@ static int make_device(vf_engine *e, const vf__device_class *cls,
         return rc;
     }
     if (e->cpu_pool != NULL) {
-        rc = completer_start(e);
+        rc = e->threads_down ? 0 : completer_start(e);
         if (rc == 0)
             rc = make_pool(e, d, 0, e->gpu_workers, &d->normal);
         if (rc == 0)
@@ -511,7 +581,7 @@ static int make_device(vf_engine *e, const vf__device_class *cls,
         free(d);
         return rc;
     }
-    atomic_store_explicit(&e->has_devices, true, memory_order_relaxed);
+    atomic_fetch_or_explicit(&e->slow, VF__SLOW_DEVICES, memory_order_relaxed);
     *out = d;
     return rc;
 }
@@ -567,6 +637,10 @@ int vf__device_route(vf_engine *e, const char *who, vf_device dev,
         return vf__fail(VF_ENODEV, "%s: %s device id %d (ids are 0..%d)",
                         who, cls->name, dev.id, VF__MAX_DEVICE_IDS - 1);
     vf__devctx *d = vf__device_of(e, dev);
+    if (d != NULL && d->forked_away)
+        return vf__fail(VF_ENODEV, "%s: %s device %d cannot be used in this "
+                                   "forked child",
+                        who, cls->name, dev.id);
     if (d == NULL) {
         int n = cls->count();
         snprintf(why, sizeof why, "%s", n ? "" : vf_last_error_detail());

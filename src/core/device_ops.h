@@ -102,6 +102,7 @@ typedef struct vf__devctx {
     vf__pool *normal, *copy, *prio; /* NULL in the naive engine */
     pthread_mutex_t inline_lock;
     vf__thread_stream *inline_streams; /* inline_lock */
+    bool forked_away; /* in a forked child, a device it cannot use */
 } vf__devctx;
 
 /* Naive engine: the calling thread's stream on device d, made on first
@@ -141,6 +142,19 @@ int vf__device_route(vf_engine *e, const char *who, vf_device dev,
 
 /* The device context of a device op's definition. */
 vf__devctx *vf__device_of(vf_engine *e, vf_device dev);
+
+/* Stop and start the completer with the engine (lifecycle.c; dev_lock
+ * held); nothing may be pending. */
+void vf__devices_stop(vf_engine *e);
+int vf__devices_start(vf_engine *e);
+
+/* In a forked child (no thread of the parent's here): every device pool is
+ * made anew in place (ops and operators keep pointing at it) with one
+ * worker and a new stream when the device can be used after fork (the
+ * emulated one); CUDA cannot: its device is marked forked_away, and its
+ * ops are refused (VF_ENODEV) or fail. Nothing of the parent's streams and
+ * events is called; vars forget their fences. Not started. */
+void vf__devices_rebuild_for_child(vf_engine *e);
 
 /* Stop the completer and free every device (after every op finished and
  * every pool's workers were joined; before the pools are freed). */

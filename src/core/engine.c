@@ -8,6 +8,7 @@
 #include "core/config.h"
 #include "core/exec.h"
 #include "core/freelist.h"
+#include "core/lifecycle.h"
 
 /* Engines alive in the process: the free-list depot is trimmed when the
  * last one goes. Tags tell engines' var handles apart: no two live engines
@@ -50,28 +51,61 @@ static void give_back_tag(uint16_t tag)
     pthread_mutex_unlock(&tags_lock);
 }
 
-static int start_pools(vf_engine *e, const vf__settings *s)
+void vf__engine_tags_lock(bool lock)
 {
-    int rc = 0;
-    if (s->type == VF_ENGINE_NAIVE)
+    if (lock)
+        pthread_mutex_lock(&tags_lock);
+    else
+        pthread_mutex_unlock(&tags_lock);
+}
+
+/* Make the CPU pools (not started): `workers` and `prio_workers` threads. */
+static int make_cpu_pools(vf_engine *e, int workers, int prio_workers)
+{
+    if (e->kind == VF_ENGINE_NAIVE)
         return 0;
-    rc = vf__pool_init(&e->pools[0], e, "cpu", s->cpu_workers, 0);
+    int rc = vf__pool_init(&e->pools[0], e, "cpu", workers, 0);
     if (rc != 0)
         return rc;
     e->npools = 1;
     e->cpu_pool = &e->pools[0];
-    if (s->type == VF_ENGINE_PERDEVICE) {
-        rc = vf__pool_init(&e->pools[1], e, "prio", s->cpu_priority_workers,
-                           s->cpu_workers);
+    if (e->kind == VF_ENGINE_PERDEVICE) {
+        rc = vf__pool_init(&e->pools[1], e, "prio", prio_workers, workers);
         if (rc != 0)
             return rc;
         e->npools = 2;
         e->priority_pool = &e->pools[1];
     }
+    e->next_worker_index = vf_engine_num_workers(e);
+    return 0;
+}
+
+static int start_pools(vf_engine *e, const vf__settings *s)
+{
+    int rc = make_cpu_pools(e, s->cpu_workers, s->cpu_priority_workers);
     for (int i = 0; i < e->npools && rc == 0; i++)
         rc = vf__pool_start(&e->pools[i]);
-    e->next_worker_index = vf_engine_num_workers(e);
     return rc;
+}
+
+void vf__engine_rebuild_for_child(vf_engine *e)
+{
+    /* The parent's threads do not exist here: the CPU pools are made anew
+     * in place (ops point at them) with fork_child_workers each, then the
+     * device pools after them. */
+    int npools = e->npools;
+    int cpu = e->priority_pool ? 2 : e->cpu_pool ? 1 : 0;
+    for (int i = 0; i < cpu; i++)
+        vf__pool_destroy(&e->pools[i]);
+    int n = e->fork_child_workers;
+    if (make_cpu_pools(e, n, n) != 0) {
+        /* No memory for pools in the child: the engine cannot run. */
+        e->fork_dead = true;
+        atomic_store(&e->state, VF__DRAINING);
+        return;
+    }
+    e->npools = npools;
+    vf__devices_rebuild_for_child(e);
 }
 
 static void free_engine(vf_engine *e)
@@ -100,6 +134,8 @@ static void free_engine(vf_engine *e)
     pthread_cond_destroy(&e->wait_cond);
     pthread_mutex_destroy(&e->fail_lock);
     pthread_mutex_destroy(&e->dev_lock);
+    pthread_mutex_destroy(&e->life_lock);
+    pthread_mutex_destroy(&e->life_op_lock);
     e->magic = 0;
     free(e);
     if (atomic_fetch_sub(&live_engines, 1) == 1)
@@ -141,6 +177,11 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
     pthread_cond_init(&e->wait_cond, NULL);
     pthread_mutex_init(&e->fail_lock, NULL);
     pthread_mutex_init(&e->dev_lock, NULL);
+    pthread_mutex_init(&e->life_lock, NULL);
+    pthread_mutex_init(&e->life_op_lock, NULL);
+    atomic_init(&e->holding, false);
+    atomic_init(&e->slow, 0);
+    e->fork_child_workers = s.fork_child_workers;
     e->device_params = (vf__device_params){
         .latency_ns = s.emulated_latency_ns,
         .bytes_per_sec = s.emulated_bytes_per_sec};
@@ -176,6 +217,7 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
         return vf__fail(rc, "vf_engine_create: cannot start the workers");
     }
     vf__engine_update_hooks(e); /* recording from here with a path */
+    vf__engine_register(e);     /* fork handlers stop and restart it */
     *out = e;
     return 0;
 }
@@ -187,10 +229,14 @@ VF_API int vf_engine_destroy(vf_engine *e)
     if (vf__current_op_engine() == e)
         return vf__fail(VF_EDEADLK, "vf_engine_destroy: called inside one of "
                                     "the engine's own ops");
-    int expected = VF__RUNNING;
-    if (!atomic_compare_exchange_strong(&e->state, &expected, VF__DRAINING))
-        return vf__fail(VF_ESHUTDOWN, "vf_engine_destroy: already being "
-                                      "destroyed");
+    int state = atomic_load(&e->state);
+    do {
+        if (state == VF__DRAINING)
+            return vf__fail(VF_ESHUTDOWN, "vf_engine_destroy: already being "
+                                          "destroyed");
+    } while (!atomic_compare_exchange_weak(&e->state, &state, VF__DRAINING));
+    vf__engine_unregister(e); /* no fork handler touches it from now on */
+    vf__engine_unstop(e);     /* a stopped engine runs its held ops */
     vf__engine_drain(e);
     /* A foreign thread that finished the last op may still be on its way
      * out of vf_complete: let it leave (rare and brief, so a yield loop). */

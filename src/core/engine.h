@@ -40,8 +40,13 @@ _Static_assert(VF__MAX_POOLS <= VF__PROF_MAX_POOLS,
 
 typedef enum vf__engine_state {
     VF__RUNNING = 0,
-    VF__DRAINING /* vf_engine_destroy has begun */
+    VF__SHUTDOWN, /* vf_engine_shutdown: pushes refused, ops skipped */
+    VF__DRAINING  /* vf_engine_destroy has begun */
 } vf__engine_state;
+
+/* Bits of vf_engine.slow: what sends an op down the slow path. */
+#define VF__SLOW_DEVICES 1u  /* a device exists: vars may carry fences */
+#define VF__SLOW_SHUTDOWN 2u /* the shutdown notice: user ops skip */
 
 struct vf_engine {
     uint32_t magic;
@@ -89,14 +94,18 @@ struct vf_engine {
      * published with a release store; index: type - 1, id. */
     pthread_mutex_t dev_lock;
     _Atomic(vf__devctx *) devices[2][VF__MAX_DEVICE_IDS];
-    /* Set once the first device is made (relaxed: only ops pushed for a
-     * device after that can leave fences, and their push orders them). */
-    atomic_bool has_devices;
+    /* VF__SLOW_* bits, one relaxed load per op: DEVICES is set once the
+     * first device is made (only ops pushed for a device after that can
+     * leave fences, and their push orders them); SHUTDOWN by the notice. */
+    _Atomic uint8_t slow;
     vf__completer completer;
     vf__device_params device_params;
     bool device_sync;
     int gpu_workers, gpu_copy_workers, gpu_priority_workers;
     int next_worker_index; /* dev_lock: the next device worker's index */
+    /* dev_lock: the engine is stopped (lifecycle.c): a device made now
+     * gets its pools and completer started by vf_engine_start. */
+    bool threads_down;
     /* How dependencies on device work were met (relaxed counters). */
     _Atomic uint64_t host_syncs, stream_waits, same_stream;
     bool engine_info;   /* VF_ENGINE_INFO: log ops of waited-on vars */
@@ -107,6 +116,18 @@ struct vf_engine {
 
     /* Counters of ops that finished outside workers (relaxed). */
     _Atomic uint64_t ran, failed, skipped;
+
+    /* Stop, start and fork (lifecycle.h). */
+    pthread_mutex_t life_op_lock; /* held through a whole stop or start */
+    pthread_mutex_t life_lock;    /* the held ops and `stopped` */
+    atomic_bool holding;          /* seq_cst: pushes from outside are held */
+    bool stopped;                 /* life_lock: workers joined */
+    vf__op *held_head, *held_tail; /* life_lock: held pushes, in order */
+    uint64_t nheld;               /* life_lock */
+    int fork_child_workers;
+    /* Fork handlers only (under the registry lock). */
+    bool fork_restart, fork_inside, fork_dead;
+    vf_engine *next_live;
 
     vf__var_table vars; /* last: large */
 };
@@ -153,6 +174,13 @@ void vf__engine_update_hooks(vf_engine *e);
 
 /* What the profiler needs to know of the engine for a snapshot. */
 void vf__engine_describe(const vf_engine *e, vf__prof_engine_desc *d);
+
+/* Lock or unlock the process-wide table of engine tags (fork). */
+void vf__engine_tags_lock(bool lock);
+
+/* In a forked child: the CPU pools anew with fork_child_workers threads
+ * each, the device pools with one (device_ops.h); not started. */
+void vf__engine_rebuild_for_child(vf_engine *e);
 
 /* Push a prepared op: `op->def` set and its var set normalized. Appends it
  * to every var atomically, counts it, and dispatches it when ready.

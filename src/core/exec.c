@@ -177,6 +177,10 @@ static bool run_device(vf__op *op, int worker)
     int rc = def->pool != NULL
                  ? (s = vf__this_worker()->stream, 0)
                  : vf__device_thread_stream(op->engine, d, &s);
+    if (rc == 0 && s == NULL) /* in a forked child, a device it lost */
+        rc = vf__fail(VF_ENODEV, "device op \"%s\": %s device %d cannot be "
+                                 "used in this forked child",
+                      def->name, d->cls->name, d->dev.id);
     if (rc == 0)
         rc = vf__device_op_begin(op, d->cls, s);
     bool in_flight = false;
@@ -208,10 +212,19 @@ static bool run_body(vf__op *op, int worker)
     /* An engine with devices: a host-side op first meets the device work
      * its vars wait for (device_ops.h). */
     vf__failure *fenced = NULL;
-    if (VF__UNLIKELY(atomic_load_explicit(&op->engine->has_devices,
-                                          memory_order_relaxed)))
-        fenced = def->devctx == NULL ? vf__fences_host_wait(op)
-                                     : vf__fences_failed(op);
+    uint8_t slow = atomic_load_explicit(&op->engine->slow,
+                                        memory_order_relaxed);
+    if (VF__UNLIKELY(slow)) {
+        if (slow & VF__SLOW_DEVICES)
+            fenced = def->devctx == NULL ? vf__fences_host_wait(op)
+                                         : vf__fences_failed(op);
+        /* The shutdown notice: user ops skip their function (lifecycle.h),
+         * with no failure to pass on. */
+        if ((slow & VF__SLOW_SHUTDOWN) && def->kind == VF__OP_USER) {
+            op->status = VF_ESKIPPED;
+            return true;
+        }
+    }
     if (def->kind == VF__OP_WAIT) {
         signal_waiter(op, fenced);
         return true;
@@ -309,8 +322,8 @@ static void finish(vf__op *op, vf__readylist *ready)
     count_outcome(e, op);
 
     bool ran = op->status != VF_ESKIPPED;
-    if (VF__UNLIKELY(atomic_load_explicit(&e->has_devices,
-                                          memory_order_relaxed)) &&
+    if (VF__UNLIKELY(atomic_load_explicit(&e->slow, memory_order_relaxed) &
+                     VF__SLOW_DEVICES) &&
         def->devctx == NULL)
         vf__fences_clear_written(op); /* it waited for them all */
     int before = ready->count;

@@ -162,6 +162,16 @@ void vf__fl_free(vf__fl_kind kind, void *block)
     }
 }
 
+void vf__fl_fork_lock(bool lock)
+{
+    for (int k = 0; k < VF__FL_KINDS; k++) {
+        if (lock)
+            pthread_mutex_lock(&depots[k].lock);
+        else
+            pthread_mutex_unlock(&depots[VF__FL_KINDS - 1 - k].lock);
+    }
+}
+
 void vf__fl_trim(void)
 {
     for (int k = 0; k < VF__FL_KINDS; k++) {

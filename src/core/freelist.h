@@ -19,6 +19,8 @@
 #ifndef VF_FREELIST_H
 #define VF_FREELIST_H
 
+#include <stdbool.h>
+
 #include "base/common.h"
 
 typedef enum vf__fl_kind {
@@ -38,6 +40,10 @@ void *vf__fl_alloc(vf__fl_kind kind);
 
 /* Give a block back (from any thread). */
 void vf__fl_free(vf__fl_kind kind, void *block);
+
+/* Lock (before a fork) or unlock (after it, in parent and child) every
+ * depot, so no thread holds one across the fork. */
+void vf__fl_fork_lock(bool lock);
 
 /* Free every block in the depot (blocks in live threads' caches stay). */
 void vf__fl_trim(void);

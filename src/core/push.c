@@ -17,6 +17,7 @@
 #include "core/engine.h"
 #include "core/exec.h"
 #include "core/freelist.h"
+#include "core/lifecycle.h"
 
 static void free_spares(vf__qblock *chain)
 {
@@ -82,6 +83,17 @@ int vf__engine_enqueue(vf_engine *e, vf__op *op, const char *who)
      * (engine.h). The active count passes to the op if that release makes
      * it ready; otherwise whoever releases it last counts it then. */
     atomic_fetch_add(&e->counts, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
+    /* Stopped or stopping: a push from outside the engine's ops is held
+     * (lifecycle.h). Tested after counting pending, so a stopper's drain
+     * either sees this push or this push sees the stop (both seq_cst). */
+    if (VF__UNLIKELY(atomic_load(&e->holding)) && def->kind != VF__OP_WAIT &&
+        vf__current_op_engine() != e && !vf__engine_releasing_held(e)) {
+        free_spares(spares);
+        uncount(e, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
+        if (vf__engine_hold(e, op) == 0)
+            return 0;
+        return vf__engine_enqueue(e, op, who); /* started meanwhile */
+    }
     for (int i = 0; i < n; i++)
         vf__spin_lock(&vars[i].var->lock);
     for (int i = 0; i < n; i++) {
@@ -132,10 +144,14 @@ static int check_engine(vf_engine *e, const char *who)
     if (!vf__engine_ok(e))
         return vf__fail(VF_EINVAL, "%s: not an engine (NULL or destroyed)",
                         who);
-    if (VF__UNLIKELY(atomic_load(&e->state) != VF__RUNNING) &&
-        vf__current_op_engine() != e)
-        return vf__fail(VF_ESHUTDOWN, "%s: the engine is being destroyed",
-                        who);
+    int state = atomic_load(&e->state);
+    if (VF__UNLIKELY(state != VF__RUNNING) &&
+        (vf__current_op_engine() != e || e->fork_dead))
+        return vf__fail(VF_ESHUTDOWN, "%s: the engine %s", who,
+                        e->fork_dead ? "cannot run in this forked child (the "
+                                       "fork came from inside one of its ops)"
+                        : state == VF__SHUTDOWN ? "was told to shut down"
+                                                : "is being destroyed");
     return 0;
 }
 

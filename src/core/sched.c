@@ -308,6 +308,7 @@ int vf__pool_init(vf__pool *p, vf_engine *e, const char *name, int n,
 
 int vf__pool_start(vf__pool *p)
 {
+    atomic_store(&p->stop, false); /* started again after a stop */
     for (int i = 0; i < p->nworkers; i++) {
         vf__worker *w = &p->workers[i];
         if (pthread_create(&w->thread, NULL, worker_main, w) != 0)

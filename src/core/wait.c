@@ -22,6 +22,7 @@
 #include "base/alloc.h"
 #include "core/engine.h"
 #include "core/exec.h"
+#include "core/lifecycle.h"
 
 void vf__waiter_unref(vf__waiter *w)
 {
@@ -154,6 +155,8 @@ VF_API int vf_wait_var(vf_engine *e, vf_var h, vf_error *err)
     if (nested && op_writes(cur, v))
         return vf__fail(VF_EDEADLK, "%s: op \"%s\" waits on a variable it "
                                     "writes itself", who, cur->def->name);
+    if (!nested && (rc = vf__engine_check_waitable(e, who)) != 0)
+        return rc;
 
     /* Fast path: no write queued or running, so all earlier writes are done
      * and the failure (if any) is final. */
@@ -273,6 +276,9 @@ VF_API int vf_wait_all(vf_engine *e, vf_error *err)
         return vf__fail(VF_EDEADLK, "%s: called inside op \"%s\", which "
                                     "would wait for itself", who,
                         cur->def->name);
+    int held = vf__engine_check_waitable(e, who);
+    if (held != 0)
+        return held;
     wait_idle(e);
 
     /* Report the oldest failure nobody reported yet, then clear them all:

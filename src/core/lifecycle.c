@@ -1,0 +1,320 @@
+/* lifecycle.c: stop, start, the shutdown notice, fork (see lifecycle.h). */
+#include "core/lifecycle.h"
+
+#include <string.h>
+
+#include "base/alloc.h"
+#include "core/exec.h"
+#include "core/freelist.h"
+
+static _Thread_local const vf_engine *releasing_held;
+
+bool vf__engine_releasing_held(const vf_engine *e)
+{
+    return releasing_held == e;
+}
+
+int vf__engine_hold(vf_engine *e, vf__op *op)
+{
+    pthread_mutex_lock(&e->life_lock);
+    if (!atomic_load(&e->holding)) {
+        pthread_mutex_unlock(&e->life_lock);
+        return 1; /* started meanwhile: enqueue it */
+    }
+    op->next = NULL;
+    if (e->held_tail != NULL)
+        e->held_tail->next = op;
+    else
+        e->held_head = op;
+    e->held_tail = op;
+    e->nheld++;
+    pthread_mutex_unlock(&e->life_lock);
+    return 0;
+}
+
+int vf__engine_check_waitable(vf_engine *e, const char *who)
+{
+    if (!atomic_load(&e->holding))
+        return 0;
+    pthread_mutex_lock(&e->life_lock);
+    uint64_t n = e->nheld;
+    pthread_mutex_unlock(&e->life_lock);
+    if (n == 0)
+        return 0;
+    return vf__fail(VF_ESTOPPED, "%s: the engine is stopped and %llu pushed "
+                                 "ops wait for vf_engine_start",
+                    who, (unsigned long long)n);
+}
+
+/* --- threads ------------------------------------------------------------- */
+
+/* Join every worker of every pool, and the completer (nothing pending).
+ * Under dev_lock, so that a device made meanwhile (a push for it is held,
+ * but its pools are made at push) waits for start to run its threads. */
+static void join_threads(vf_engine *e)
+{
+    pthread_mutex_lock(&e->dev_lock);
+    for (int i = 0; i < e->npools; i++)
+        vf__pool_stop(&e->pools[i]);
+    vf__devices_stop(e);
+    e->threads_down = true;
+    pthread_mutex_unlock(&e->dev_lock);
+}
+
+static int start_threads(vf_engine *e)
+{
+    pthread_mutex_lock(&e->dev_lock);
+    int rc = vf__devices_start(e);
+    for (int i = 0; i < e->npools && rc == 0; i++)
+        rc = vf__pool_start(&e->pools[i]);
+    if (rc == 0)
+        e->threads_down = false;
+    pthread_mutex_unlock(&e->dev_lock);
+    if (rc != 0)
+        join_threads(e);
+    return rc;
+}
+
+/* Drain and join (life_op_lock held). */
+static void stop_locked(vf_engine *e)
+{
+    pthread_mutex_lock(&e->life_lock);
+    bool already = e->stopped;
+    atomic_store(&e->holding, true);
+    pthread_mutex_unlock(&e->life_lock);
+    if (already)
+        return;
+    vf__engine_drain(e);
+    /* A foreign thread that finished the last op may still be in
+     * vf_complete, dispatching: let it leave before the workers go. */
+    while (atomic_load(&e->completers) != 0)
+        sched_yield();
+    join_threads(e);
+    pthread_mutex_lock(&e->life_lock);
+    e->stopped = true;
+    pthread_mutex_unlock(&e->life_lock);
+}
+
+/* A held op that can no longer be pushed (a var deleted by a held delete
+ * before it): reported as skipped, as nothing pushed may be lost. */
+static void drop_held(vf_engine *e, vf__op *op)
+{
+    const vf__opdef *def = op->def;
+    if (def->done != NULL)
+        def->done(def->arg, VF_ESKIPPED);
+    atomic_fetch_add_explicit(&e->skipped, 1, memory_order_relaxed);
+    vf__op_free(op);
+}
+
+/* Start the threads and push the held ops (life_op_lock held). */
+static int start_locked(vf_engine *e)
+{
+    pthread_mutex_lock(&e->life_lock);
+    bool stopped = e->stopped;
+    pthread_mutex_unlock(&e->life_lock);
+    if (stopped) {
+        int rc = start_threads(e);
+        if (rc != 0) /* as it was: stopped */
+            return vf__fail(rc, "vf_engine_start: cannot start the workers");
+    }
+    const vf_engine *outer = releasing_held;
+    releasing_held = e;
+    for (;;) {
+        pthread_mutex_lock(&e->life_lock);
+        vf__op *op = e->held_head;
+        e->held_head = e->held_tail = NULL;
+        e->nheld = 0;
+        if (op == NULL) {
+            e->stopped = false;
+            atomic_store(&e->holding, false);
+            pthread_mutex_unlock(&e->life_lock);
+            break;
+        }
+        pthread_mutex_unlock(&e->life_lock);
+        while (op != NULL) {
+            vf__op *next = op->next;
+            if (vf__engine_enqueue(e, op, "vf_engine_start") != 0)
+                drop_held(e, op);
+            op = next;
+        }
+    }
+    releasing_held = outer;
+    return 0;
+}
+
+static int check_outside(vf_engine *e, const char *who)
+{
+    if (!vf__engine_ok(e))
+        return vf__fail(VF_EINVAL, "%s: not an engine", who);
+    if (vf__current_op_engine() == e)
+        return vf__fail(VF_EDEADLK, "%s: called inside one of the engine's "
+                                    "own ops, which could never finish",
+                        who);
+    if (atomic_load(&e->state) == VF__DRAINING)
+        return vf__fail(VF_ESHUTDOWN, "%s: the engine is being destroyed",
+                        who);
+    return 0;
+}
+
+VF_API int vf_engine_stop(vf_engine *e)
+{
+    int rc = check_outside(e, "vf_engine_stop");
+    if (rc != 0)
+        return rc;
+    pthread_mutex_lock(&e->life_op_lock);
+    stop_locked(e);
+    pthread_mutex_unlock(&e->life_op_lock);
+    return 0;
+}
+
+VF_API int vf_engine_start(vf_engine *e)
+{
+    int rc = check_outside(e, "vf_engine_start");
+    if (rc != 0)
+        return rc;
+    pthread_mutex_lock(&e->life_op_lock);
+    rc = start_locked(e);
+    pthread_mutex_unlock(&e->life_op_lock);
+    return rc;
+}
+
+void vf__engine_unstop(vf_engine *e)
+{
+    pthread_mutex_lock(&e->life_op_lock);
+    start_locked(e); /* a failure leaves it stopped: destroy then hangs no
+                        thread, the held ops are dropped as skipped */
+    pthread_mutex_lock(&e->life_lock);
+    vf__op *op = e->held_head;
+    e->held_head = e->held_tail = NULL;
+    e->nheld = 0;
+    pthread_mutex_unlock(&e->life_lock);
+    while (op != NULL) {
+        vf__op *next = op->next;
+        drop_held(e, op);
+        op = next;
+    }
+    pthread_mutex_unlock(&e->life_op_lock);
+}
+
+VF_API int vf_engine_shutdown(vf_engine *e)
+{
+    if (!vf__engine_ok(e))
+        return vf__fail(VF_EINVAL, "vf_engine_shutdown: not an engine");
+    int expected = VF__RUNNING;
+    if (!atomic_compare_exchange_strong(&e->state, &expected, VF__SHUTDOWN) &&
+        expected == VF__DRAINING)
+        return vf__fail(VF_ESHUTDOWN, "vf_engine_shutdown: the engine is "
+                                      "being destroyed");
+    atomic_fetch_or(&e->slow, VF__SLOW_SHUTDOWN);
+    return 0;
+}
+
+/* --- fork ------------------------------------------------------------------ */
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static vf_engine *live; /* registry_lock: the live engines */
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void fork_prepare(void);
+static void fork_parent(void);
+static void fork_child(void);
+
+static void register_atfork(void)
+{
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+void vf__engine_register(vf_engine *e)
+{
+    pthread_once(&atfork_once, register_atfork);
+    pthread_mutex_lock(&registry_lock);
+    e->next_live = live;
+    live = e;
+    pthread_mutex_unlock(&registry_lock);
+}
+
+void vf__engine_unregister(vf_engine *e)
+{
+    pthread_mutex_lock(&registry_lock);
+    vf_engine **p = &live;
+    while (*p != NULL && *p != e)
+        p = &(*p)->next_live;
+    if (*p == e)
+        *p = e->next_live;
+    pthread_mutex_unlock(&registry_lock);
+}
+
+/* The locks another thread could hold inside an engine at the fork, in
+ * the order lifecycle.h gives. */
+static void engine_locks(vf_engine *e, bool lock)
+{
+    pthread_mutex_t *m[] = {&e->life_lock, &e->vars.lock, &e->fail_lock,
+                            &e->wait_lock, &e->dev_lock};
+    int n = (int)(sizeof m / sizeof m[0]);
+    for (int i = 0; i < n; i++) {
+        if (lock)
+            pthread_mutex_lock(m[i]);
+        else
+            pthread_mutex_unlock(m[n - 1 - i]);
+    }
+}
+
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&registry_lock);
+    for (vf_engine *e = live; e != NULL; e = e->next_live) {
+        e->fork_inside = vf__current_op_engine() == e;
+        e->fork_restart = false;
+        if (e->fork_inside)
+            continue; /* cannot drain under our own feet */
+        pthread_mutex_lock(&e->life_op_lock);
+        pthread_mutex_lock(&e->life_lock);
+        e->fork_restart = !e->stopped;
+        pthread_mutex_unlock(&e->life_lock);
+        stop_locked(e);
+        /* life_op_lock stays held until after the fork */
+    }
+    vf__fl_fork_lock(true);
+    vf__engine_tags_lock(true);
+    for (vf_engine *e = live; e != NULL; e = e->next_live)
+        engine_locks(e, true);
+}
+
+static void release_fork_locks(void)
+{
+    for (vf_engine *e = live; e != NULL; e = e->next_live)
+        engine_locks(e, false);
+    vf__engine_tags_lock(false);
+    vf__fl_fork_lock(false);
+}
+
+static void fork_parent(void)
+{
+    release_fork_locks();
+    for (vf_engine *e = live; e != NULL; e = e->next_live) {
+        if (e->fork_inside)
+            continue;
+        if (e->fork_restart)
+            start_locked(e);
+        pthread_mutex_unlock(&e->life_op_lock);
+    }
+    pthread_mutex_unlock(&registry_lock);
+}
+
+static void fork_child(void)
+{
+    release_fork_locks();
+    for (vf_engine *e = live; e != NULL; e = e->next_live) {
+        if (e->fork_inside) {
+            /* Its op runs on in the parent only: nothing can finish it. */
+            e->fork_dead = true;
+            atomic_store(&e->state, VF__DRAINING);
+            continue;
+        }
+        vf__engine_rebuild_for_child(e);
+        if (e->fork_restart)
+            start_locked(e);
+        pthread_mutex_unlock(&e->life_op_lock);
+    }
+    pthread_mutex_unlock(&registry_lock);
+}

@@ -1,0 +1,68 @@
+/*
+ * lifecycle.h: stopping and starting an engine, the shutdown notice, and
+ * fork (rule 14).
+ *
+ * Stop. vf_engine_stop sets `holding`: from then on a push from outside
+ * the engine's ops is *held* (appended to a FIFO of held ops, counted
+ * nowhere else) instead of being enqueued on its vars, while ops already
+ * pushed, and the ops they push, run to the end. Once nothing is pending,
+ * every worker (CPU and device pools) and the completer are joined: the
+ * engine runs no thread. vf_engine_start starts them again, then enqueues
+ * the held ops in push order (a push racing with that is held behind them)
+ * and only then lets pushes through. The hold test in vf__engine_enqueue
+ * follows the push's own count of `pending`, Dekker-style with the stopper
+ * (both seq_cst): either the stopper's drain sees the push pending, or the
+ * push sees `holding` and holds itself; no push slips past a stop.
+ *
+ * A wait cannot finish while ops it would wait for are held: vf_wait_var
+ * and vf_wait_all on a stopped engine with held ops return VF_ESTOPPED at
+ * once; with nothing held they behave as usual. Stop and start from inside
+ * one of the engine's ops are refused (VF_EDEADLK): the op could never
+ * finish. Both are idempotent and serialized by life_op_lock.
+ *
+ * Shutdown notice. vf_engine_shutdown refuses further pushes from outside
+ * ops (VF_ESHUTDOWN), and every user op that starts from then on skips its
+ * function (done gets VF_ESKIPPED) while its vars are still released, so
+ * the engine drains fast; deletes still run their free callbacks.
+ *
+ * Fork. pthread_atfork handlers (registered once): before a fork every
+ * live engine is stopped (drained and joined) unless the forking thread is
+ * inside one of its ops, and the locks another thread could hold inside the
+ * engine are taken (free-list depots, the tag table, each engine's
+ * life_lock, var table lock, fail lock, wait lock and dev_lock, in that
+ * order). The parent releases them and starts again what it stopped. The
+ * child releases them and rebuilds each stopped engine with
+ * fork_child_workers workers per CPU pool and no device (the parent's
+ * streams and CUDA contexts cannot be used there: a device op pushed in
+ * the child makes a new emulated device; CUDA refuses after fork); an
+ * engine the fork came from inside is left unusable in the child (its
+ * calls return VF_ESHUTDOWN).
+ */
+#ifndef VF_LIFECYCLE_H
+#define VF_LIFECYCLE_H
+
+#include "core/engine.h"
+
+/* Called by vf__engine_enqueue when `holding` was seen set: hold the op
+ * (returns 0), or return 1 when the engine stopped holding meanwhile (the
+ * caller enqueues it then). */
+int vf__engine_hold(vf_engine *e, vf__op *op);
+
+/* Whether this thread is the one enqueuing e's held ops (vf_engine_start):
+ * its enqueues are not held again. */
+bool vf__engine_releasing_held(const vf_engine *e);
+
+/* VF_ESTOPPED (with a detail naming `who`) when waits cannot finish
+ * because ops are held; else 0. */
+int vf__engine_check_waitable(vf_engine *e, const char *who);
+
+/* Add a new engine to the registry fork handlers walk (and register the
+ * handlers, once), or take it off. */
+void vf__engine_register(vf_engine *e);
+void vf__engine_unregister(vf_engine *e);
+
+/* Before destroy drains: a stopped engine is started again (its held ops
+ * must run). */
+void vf__engine_unstop(vf_engine *e);
+
+#endif /* VF_LIFECYCLE_H */

@@ -1,0 +1,265 @@
+/*
+ * test_lifecycle_fork: fork() with live engines (rule 14).
+ *
+ * - Fork while busy: a pusher thread keeps several engines (pooled,
+ *   per-device with an emulated device, naive) full of chained ops with a
+ *   little work each, and the main thread forks in the middle, several
+ *   times. In each child, every engine has drained what was pushed before
+ *   the fork (its chain values equal the serial values for the number of
+ *   ops that ran), and takes a fresh workload, on CPU and on a new emulated
+ *   device, whose results equal the serial ones; the child reports through
+ *   its exit status. In the parent, every op pushed runs exactly once and
+ *   the chains end at the serial values.
+ * - Fork from inside an op: the child finds that engine unusable (its push
+ *   fails with VF_ESHUTDOWN) while another engine works; the parent goes on.
+ */
+#include "util.h"
+
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#if defined(TU_TSAN)
+/* The child starts worker threads of its own, which TSan forbids after a
+ * fork of a multithreaded process unless told otherwise. */
+const char *__tsan_default_options(void);
+const char *__tsan_default_options(void)
+{
+    return "die_after_fork=0";
+}
+#endif
+
+#define NENGINES 3
+#define OPS 4000
+
+typedef struct chain {
+    uint64_t value;
+    atomic_int runs;
+} chain;
+
+static int step(vf_run *run, void *arg)
+{
+    (void)run;
+    chain *c = arg;
+    c->value = c->value * 31 + 7;
+    atomic_fetch_add(&c->runs, 1);
+    tu_spin_us(5);
+    return 0;
+}
+
+static int dev_step(void *arg)
+{
+    chain *c = arg;
+    c->value = c->value * 31 + 7;
+    atomic_fetch_add(&c->runs, 1);
+    return 0;
+}
+
+static int step_on_device(vf_run *run, void *arg)
+{
+    return vf_run_submit(run, dev_step, arg, 0);
+}
+
+static uint64_t serial_steps(uint64_t v, int n)
+{
+    while (n-- > 0)
+        v = v * 31 + 7;
+    return v;
+}
+
+typedef struct rig {
+    vf_engine *e;
+    vf_var v;
+    chain c;
+    bool device; /* every third op on an emulated device */
+    atomic_int pushed;
+} rig;
+
+static rig rigs[NENGINES];
+static atomic_bool stop_pushing;
+
+static int push_step(rig *r, int i)
+{
+    bool dev = r->device && i % 3 == 0;
+    return vf_push(r->e, &(vf_op){.fn = dev ? step_on_device : step,
+                                  .arg = &r->c,
+                                  .writes = VF_VARS(r->v),
+                                  .device = dev ? (vf_device){
+                                                      VF_DEVICE_EMULATED, 0}
+                                                : (vf_device){
+                                                      VF_DEVICE_CPU, 0}});
+}
+
+static void *pusher(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < OPS && !atomic_load(&stop_pushing); i++)
+        for (int k = 0; k < NENGINES; k++)
+            if (push_step(&rigs[k], i) == 0)
+                atomic_fetch_add(&rigs[k].pushed, 1);
+    return NULL;
+}
+
+/* A failed check in the child: said on stderr, counted. */
+#define CHILD_CHECK(cond)                                                      \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            fprintf(stderr, "child, engine %d: check failed: %s (line %d)\n", \
+                    k, #cond, __LINE__);                                       \
+            bad++;                                                             \
+        }                                                                      \
+    } while (0)
+
+/* In the child: the state at the fork is consistent, and a new workload
+ * runs. Returns the number of failed checks. */
+static int child_checks(void)
+{
+    int bad = 0;
+    for (int k = 0; k < NENGINES; k++) {
+        rig *r = &rigs[k];
+        /* Everything pushed before the fork ran before it. */
+        int runs = atomic_load(&r->c.runs);
+        CHILD_CHECK(r->c.value == serial_steps(1, runs));
+        /* VF_FORK_CHILD_NTHREADS (default 1) workers for its CPU pool. */
+        if (vf_engine_kind(r->e) == VF_ENGINE_POOLED)
+            CHILD_CHECK(vf_engine_num_workers(r->e) == 1);
+        vf_var fresh;
+        int rc = vf_var_new(r->e, &fresh);
+        CHILD_CHECK(rc == 0);
+        if (rc != 0)
+            continue;
+        chain c = {.value = 5};
+        for (int i = 0; i < 300; i++) {
+            bool dev = i % 2 == 0;
+            rc = vf_push(r->e, &(vf_op){.fn = dev ? step_on_device : step,
+                                        .arg = &c, .writes = VF_VARS(fresh),
+                                        .device = dev ? (vf_device){
+                                                            VF_DEVICE_EMULATED,
+                                                            1}
+                                                      : (vf_device){
+                                                            VF_DEVICE_CPU,
+                                                            0}});
+            CHILD_CHECK(rc == 0);
+        }
+        CHILD_CHECK(vf_wait_var(r->e, fresh, NULL) == 0);
+        CHILD_CHECK(vf_wait_all(r->e, NULL) == 0);
+        CHILD_CHECK(atomic_load(&c.runs) == 300);
+        CHILD_CHECK(c.value == serial_steps(5, 300));
+        CHILD_CHECK(vf_engine_destroy(r->e) == 0);
+    }
+    return bad;
+}
+
+static void test_fork_while_busy(void)
+{
+    const vf_config cfgs[NENGINES] = {
+        {.type = VF_ENGINE_POOLED, .cpu_workers = 2},
+        {.type = VF_ENGINE_PERDEVICE, .cpu_workers = 2,
+         .emulated_latency_us = 20},
+        {.type = VF_ENGINE_NAIVE},
+    };
+    for (int k = 0; k < NENGINES; k++) {
+        memset(&rigs[k], 0, sizeof rigs[k]);
+        CHECK_OK(vf_engine_create(&rigs[k].e, &cfgs[k]));
+        rigs[k].v = tu_var(rigs[k].e);
+        rigs[k].c.value = 1;
+        rigs[k].device = k == 1;
+    }
+    atomic_store(&stop_pushing, false);
+    pthread_t t = tu_thread_start(pusher, NULL);
+    int forks = (int)tu_scaled(4, 2);
+    for (int f = 0; f < forks; f++) {
+        tu_spin_us(3000);
+        fflush(NULL);
+        pid_t pid = fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0)
+            _exit(child_checks() == 0 ? 0 : 1);
+        int status = 0;
+        REQUIRE(waitpid(pid, &status, 0) == pid);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            CHECK_REPORT_("fork %d: the child failed (status %#x)", f, status);
+    }
+    atomic_store(&stop_pushing, true);
+    tu_thread_join(t);
+    for (int k = 0; k < NENGINES; k++) {
+        rig *r = &rigs[k];
+        CHECK_OK(vf_wait_all(r->e, NULL));
+        int pushed = atomic_load(&r->pushed);
+        CHECK_EQ(atomic_load(&r->c.runs), pushed);
+        CHECK(r->c.value == serial_steps(1, pushed));
+        CHECK_OK(vf_engine_destroy(r->e));
+    }
+    printf("  %d forks while busy: children and parent correct\n", forks);
+}
+
+/* --- fork from inside an op ------------------------------------------------ */
+
+static vf_engine *other;
+
+static int forking_op(vf_run *run, void *arg)
+{
+    (void)arg;
+    vf_engine *e = vf_run_engine(run);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        return 1;
+    if (pid == 0) {
+        /* This engine's op never finishes here: the engine is unusable. */
+        int rc = vf_push(e, &(vf_op){.fn = tu_nop});
+        int ok = rc == VF_ESHUTDOWN;
+        /* Another engine works. */
+        vf_var v;
+        chain c = {.value = 3};
+        ok &= vf_var_new(other, &v) == 0;
+        for (int i = 0; i < 50; i++)
+            ok &= vf_push(other, &(vf_op){.fn = step, .arg = &c,
+                                          .writes = VF_VARS(v)}) == 0;
+        ok &= vf_wait_all(other, NULL) == 0;
+        ok &= c.value == serial_steps(3, 50);
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+        WEXITSTATUS(status) != 0) {
+        vf_run_set_error(run, "child status %#x", status);
+        return 2;
+    }
+    return 0;
+}
+
+static void test_fork_inside_op(void)
+{
+    vf_engine *e;
+    CHECK_OK(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
+                                               .cpu_workers = 2}));
+    CHECK_OK(vf_engine_create(&other, &(vf_config){.type = VF_ENGINE_POOLED,
+                                                   .cpu_workers = 1}));
+    vf_var v = tu_var(e);
+    CHECK_OK(vf_push(e, &(vf_op){.fn = forking_op, .writes = VF_VARS(v),
+                                 .name = "forking_op"}));
+    vf_error err;
+    int rc = vf_wait_var(e, v, &err);
+    if (rc != 0)
+        CHECK_REPORT_("the forking op failed: %s", err.message);
+    /* The parent's engines go on. */
+    chain c = {.value = 9};
+    for (int i = 0; i < 20; i++)
+        CHECK_OK(vf_push(e, &(vf_op){.fn = step, .arg = &c,
+                                     .writes = VF_VARS(v)}));
+    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK(c.value == serial_steps(9, 20));
+    CHECK_OK(vf_engine_destroy(e));
+    CHECK_OK(vf_engine_destroy(other));
+}
+
+int main(void)
+{
+    tu_init("test_lifecycle_fork", 200);
+    tu_phase("fork while busy");
+    test_fork_while_busy();
+    tu_phase("fork inside an op");
+    test_fork_inside_op();
+    return check_finish("test_lifecycle_fork");
+}
