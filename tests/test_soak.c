@@ -696,6 +696,18 @@ static void replay(pusher *p, long *ran, long *failed, long *skipped,
             *shared_writes += g.nsw;
         }
     }
+    /* The pusher tests its deadline before every step, so it may stop
+     * after steps that push no op: replay the var replacements among them
+     * (a replaced private var's cell keeps its last value). */
+    while (ncells < p->ncells) {
+        gen g;
+        generate(&rng, p->t, &g);
+        if (g.what == G_DEL_PRIV)
+            cell[g.slot] = ncells++;
+        else if (g.what != G_WAIT_PURE && g.what != G_WAIT_OTHER &&
+                 g.what != G_REPL_SHARED)
+            break; /* an op: the pusher did not get this far */
+    }
     for (int c = 0; c < ncells; c++) {
         if (c == NP)
             continue; /* the pure var: checked by wait_pure */

@@ -439,9 +439,42 @@ static void completer_stop(vf_engine *e)
     c->started = false;
 }
 
+/* Stop (or start) the host threads of every stream of the engine. */
+static int streams_stop_start(vf_engine *e, bool stop)
+{
+    int rc = 0;
+    for (int i = 0; i < e->npools; i++) {
+        vf__pool *p = &e->pools[i];
+        for (int w = 0; p->workers != NULL && w < p->nworkers; w++) {
+            vf__worker *wk = &p->workers[w];
+            if (wk->stream == NULL)
+                continue;
+            if (stop)
+                wk->dev_cls->stream_stop(wk->stream);
+            else if (rc == 0)
+                rc = wk->dev_cls->stream_start(wk->stream);
+        }
+    }
+    for (int t = 0; t < 2; t++) {
+        for (int id = 0; id < VF__MAX_DEVICE_IDS; id++) {
+            vf__devctx *d = atomic_load_explicit(&e->devices[t][id],
+                                                 memory_order_relaxed);
+            for (vf__thread_stream *ts = d ? d->inline_streams : NULL;
+                 ts != NULL; ts = ts->next) {
+                if (stop)
+                    d->cls->stream_stop(ts->stream);
+                else if (rc == 0)
+                    rc = d->cls->stream_start(ts->stream);
+            }
+        }
+    }
+    return rc;
+}
+
 void vf__devices_stop(vf_engine *e)
 {
     completer_stop(e);
+    streams_stop_start(e, true);
 }
 
 int vf__devices_start(vf_engine *e)
@@ -451,7 +484,10 @@ int vf__devices_start(vf_engine *e)
         for (int id = 0; id < VF__MAX_DEVICE_IDS && !any; id++)
             any = atomic_load_explicit(&e->devices[t][id],
                                        memory_order_relaxed) != NULL;
-    return any && e->cpu_pool != NULL ? completer_start(e) : 0;
+    int rc = streams_stop_start(e, false);
+    if (rc == 0 && any && e->cpu_pool != NULL)
+        rc = completer_start(e);
+    return rc;
 }
 
 /* In the child: a device pool anew, same place, one worker, with a stream
@@ -473,6 +509,8 @@ static void rebuild_pool(vf_engine *e, vf__devctx *d, vf__pool *p)
         d->cls->stream_create(d->dev.id, &e->device_params,
                               &p->workers[0].stream) != 0)
         d->forked_away = true;
+    else
+        d->cls->stream_stop(p->workers[0].stream); /* start runs it */
 }
 
 void vf__devices_rebuild_for_child(vf_engine *e)
@@ -534,6 +572,8 @@ static int make_pool(vf_engine *e, vf__devctx *d, int kind, int n,
         p->workers[i].dev_cls = d->cls;
         rc = d->cls->stream_create(d->dev.id, &e->device_params,
                                    &p->workers[i].stream);
+        if (rc == 0 && e->threads_down) /* stopped: start runs it */
+            d->cls->stream_stop(p->workers[i].stream);
     }
     if (rc == 0 && !e->threads_down) /* stopped: start runs them */
         rc = vf__pool_start(p);

@@ -524,6 +524,18 @@ static int stream_sync(vf__stream *s)
     return rc;
 }
 
+/* A CUDA stream runs no thread of ours. */
+static void stream_stop(vf__stream *s)
+{
+    (void)s;
+}
+
+static int stream_start(vf__stream *s)
+{
+    (void)s;
+    return 0;
+}
+
 const vf__device_class vf__cuda_class = {
     .type = VF_DEVICE_CUDA,
     .name = "cuda",
@@ -540,4 +552,6 @@ const vf__device_class vf__cuda_class = {
     .event_retain = event_retain,
     .event_release = event_release,
     .stream_sync = stream_sync,
+    .stream_stop = stream_stop,
+    .stream_start = stream_start,
 };

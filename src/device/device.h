@@ -102,6 +102,13 @@ typedef struct vf__device_class {
     /* Block until all work submitted so far has completed: 0 or the first
      * failure not yet reported by an event. */
     int (*stream_sync)(vf__stream *s);
+
+    /* Stop the threads a stream runs on the host, after its work (the
+     * engine's stop, and before a fork), and start them again; the stream
+     * keeps its identity and its events. No-ops for a device without such
+     * threads. stream_start: 0 or VF_ESYSTEM. */
+    void (*stream_stop)(vf__stream *s);
+    int (*stream_start)(vf__stream *s);
 } vf__device_class;
 
 /* The class of a device type, or NULL: VF_DEVICE_CPU, or CUDA in a build

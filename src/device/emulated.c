@@ -294,17 +294,34 @@ static int stream_create(int id, const vf__device_params *params,
                                 "thread");
 }
 
+static void stream_stop(vf__stream *s);
+
 static void stream_destroy(vf__stream *s)
+{
+    if (!s->stop) /* a stopped stream has no thread to join */
+        stream_stop(s);
+    pthread_cond_destroy(&s->idle_cond);
+    pthread_cond_destroy(&s->work_cond);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
+static void stream_stop(vf__stream *s)
 {
     pthread_mutex_lock(&s->lock);
     s->stop = true; /* the thread drains the queue first */
     pthread_cond_signal(&s->work_cond);
     pthread_mutex_unlock(&s->lock);
     pthread_join(s->thread, NULL);
-    pthread_cond_destroy(&s->idle_cond);
-    pthread_cond_destroy(&s->work_cond);
-    pthread_mutex_destroy(&s->lock);
-    free(s);
+}
+
+static int stream_start(vf__stream *s)
+{
+    s->stop = false; /* no thread runs: no lock needed */
+    if (pthread_create(&s->thread, NULL, stream_main, s) != 0)
+        return vf__fail(VF_ESYSTEM, "emulated device: cannot start a stream "
+                                    "thread");
+    return 0;
 }
 
 static void *stream_handle(vf__stream *s)
@@ -380,4 +397,6 @@ const vf__device_class vf__emulated_class = {
     .event_retain = event_retain,
     .event_release = event_release,
     .stream_sync = stream_sync,
+    .stream_stop = stream_stop,
+    .stream_start = stream_start,
 };
