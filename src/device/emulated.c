@@ -12,16 +12,17 @@
  *           stamp, and starts a clean segment;
  *   wait    blocks the stream thread (never the host) until the event
  *           completes; a failed event fails the segment, as inherited.
- * An event recorded on an idle stream therefore completes as soon as the
- * stream thread reaches it, which is at once; a stream waiting on an event
+ * An event recorded on an idle stream completes in the record call itself
+ * (the thread is parked and touches nothing); a stream waiting on an event
  * runs no later item before that event completes, as CUDA's do.
  *
  * Events are reference counted: the recorder gets one reference, the
  * stream's queue holds another until it completes the event.
  *
- * Lock order: a stream's lock and an event's lock are leaves, never held
- * together (the stream thread drops its lock before waiting on an event),
- * and no user code runs under either.
+ * Lock order: a stream's lock, then an event's lock (a record on an idle
+ * stream completes its event under the stream's lock); never the reverse
+ * (the stream thread drops its lock before waiting on an event), and no
+ * user code runs under either.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -268,13 +269,15 @@ static int count(void)
 static int stream_create(int id, const vf__device_params *params,
                          vf__stream **out)
 {
+    *out = NULL;
     if (id < 0 || id >= EMULATED_DEVICES)
         return vf__fail(VF_ENODEV, "no emulated device %d (ids 0..%d)", id,
                         EMULATED_DEVICES - 1);
     vf__stream *s = vf__calloc(1, sizeof *s);
     if (s == NULL)
         return vf__fail(VF_ENOMEM, "emulated device: out of memory");
-    s->params = *params;
+    if (params != NULL) /* NULL: no slowness */
+        s->params = *params;
     int made = 0;
     if (pthread_mutex_init(&s->lock, NULL) == 0 && ++made &&
         pthread_cond_init(&s->work_cond, NULL) == 0 && ++made &&
@@ -347,6 +350,17 @@ static int record(vf__stream *s, vf__event **out)
     int rc = event_new(&ev);
     if (rc != 0)
         return rc;
+    /* On an idle stream the thread touches nothing: complete it here, at
+     * once, as CUDA's event on an idle stream is. */
+    pthread_mutex_lock(&s->lock);
+    if (!s->busy && s->head == NULL) {
+        event_complete(ev, &s->segment);
+        memset(&s->segment, 0, sizeof s->segment);
+        pthread_mutex_unlock(&s->lock);
+        *out = ev;
+        return 0;
+    }
+    pthread_mutex_unlock(&s->lock);
     item *it = item_new(ITEM_RECORD);
     if (it == NULL) {
         event_release(ev);
