@@ -62,6 +62,9 @@ typedef struct seg_status {
 typedef struct progress {
     atomic_int refs;           /* acq_rel: the last release frees */
     _Atomic uint64_t done_seq; /* relaxed max; ordered by CUDA's own sync */
+    int device;
+    cudaEvent_t ref_ev;   /* the time reference (destroyed with the block) */
+    uint64_t ref_host_ns; /* its host time */
 } progress;
 
 struct vf__event {
@@ -70,8 +73,6 @@ struct vf__event {
     uint64_t seq;    /* its place in its stream (1, 2, ...) */
     cudaEvent_t ev;
     int device;
-    uint64_t ref_host_ns; /* the recording stream's reference */
-    cudaEvent_t ref_ev;   /* (owned by the stream; valid while it lives) */
     seg_status *status;   /* NULL: the segment had no host work */
 };
 
@@ -80,8 +81,6 @@ struct vf__stream {
     progress *prog;
     uint64_t next_seq; /* the stream's owner only */
     int device;
-    cudaEvent_t ref_ev;
-    uint64_t ref_host_ns;
     pthread_mutex_t lock;     /* segment, host_work */
     vf__event_status segment; /* lock */
     bool host_work;           /* the open segment had host functions */
@@ -196,11 +195,17 @@ static vf__event_status status_get(seg_status *b)
     return st;
 }
 
+/* Never from a host function (it calls CUDA): events and streams only. */
 static void progress_release(progress *p)
 {
-    if (p != NULL &&
-        atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) == 1)
-        free(p);
+    if (p == NULL ||
+        atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    if (p->ref_ev != NULL) {
+        cudaSetDevice(p->device);
+        cudaEventDestroy(p->ref_ev);
+    }
+    free(p);
 }
 
 /* Whether `e` is known complete; else remember when it is seen so. */
@@ -270,9 +275,9 @@ static int event_query(vf__event *e)
 static uint64_t event_time_ns(vf__event *e)
 {
     float ms = 0;
-    if (cudaEventElapsedTime(&ms, e->ref_ev, e->ev) != cudaSuccess)
+    if (cudaEventElapsedTime(&ms, e->prog->ref_ev, e->ev) != cudaSuccess)
         return 0; /* not complete, or no timing */
-    return e->ref_host_ns + (uint64_t)((double)ms * 1e6);
+    return e->prog->ref_host_ns + (uint64_t)((double)ms * 1e6);
 }
 
 /* --- host functions ------------------------------------------------------ */
@@ -367,6 +372,10 @@ static int stream_create(int id, const vf__device_params *params,
                          vf__stream **out)
 {
     (void)params; /* a real device needs no slowing down */
+    *out = NULL;
+    int n = count();
+    if (id < 0 || id >= n)
+        return vf__fail(VF_ENODEV, "no CUDA device %d (%d found)", id, n);
     vf__stream *s = vf__calloc(1, sizeof *s);
     if (s == NULL)
         return vf__fail(VF_ENOMEM, "CUDA device: out of memory");
@@ -382,6 +391,7 @@ static int stream_create(int id, const vf__device_params *params,
         return vf__fail(VF_ENOMEM, "CUDA device: out of memory");
     }
     atomic_init(&s->prog->refs, 1);
+    s->prog->device = id;
     cudaError_t err = cudaSetDevice(id);
     const char *what = "cudaSetDevice";
     if (err == cudaSuccess) {
@@ -390,20 +400,18 @@ static int stream_create(int id, const vf__device_params *params,
     }
     if (err == cudaSuccess) {
         what = "cudaEventCreate";
-        err = cudaEventCreate(&s->ref_ev);
+        err = cudaEventCreate(&s->prog->ref_ev);
         if (err != cudaSuccess)
             cudaStreamDestroy(s->st);
     }
     if (err == cudaSuccess) {
         what = "cudaEventRecord";
-        err = cudaEventRecord(s->ref_ev, s->st);
+        err = cudaEventRecord(s->prog->ref_ev, s->st);
         if (err == cudaSuccess)
-            err = cudaEventSynchronize(s->ref_ev);
-        s->ref_host_ns = now_ns();
-        if (err != cudaSuccess) {
-            cudaEventDestroy(s->ref_ev);
-            cudaStreamDestroy(s->st);
-        }
+            err = cudaEventSynchronize(s->prog->ref_ev);
+        s->prog->ref_host_ns = now_ns();
+        if (err != cudaSuccess)
+            cudaStreamDestroy(s->st); /* the block destroys the event */
     }
     if (err != cudaSuccess) {
         progress_release(s->prog);
@@ -419,7 +427,6 @@ static void stream_destroy(vf__stream *s)
 {
     cudaSetDevice(s->device);
     cudaStreamSynchronize(s->st);
-    cudaEventDestroy(s->ref_ev);
     cudaStreamDestroy(s->st);
     progress_release(s->prog);
     pthread_mutex_destroy(&s->lock);
@@ -454,8 +461,6 @@ static int record(vf__stream *s, vf__event **out)
     e->prog = s->prog;
     e->seq = ++s->next_seq;
     e->device = s->device;
-    e->ref_ev = s->ref_ev;
-    e->ref_host_ns = s->ref_host_ns;
     cudaError_t err = cudaSetDevice(s->device);
     if (err == cudaSuccess)
         err = pooled_event(s->device, &e->ev);
@@ -465,8 +470,7 @@ static int record(vf__stream *s, vf__event **out)
         return cuda_fail(err, "cudaEventCreate");
     }
     pthread_mutex_lock(&s->lock);
-    bool host_work = s->host_work;
-    s->host_work = false;
+    bool host_work = s->host_work; /* cleared once the record succeeded */
     pthread_mutex_unlock(&s->lock);
     int rc = 0;
     if (host_work) { /* close the segment in stream order */
@@ -487,6 +491,11 @@ static int record(vf__stream *s, vf__event **out)
     if (rc != 0) {
         event_release(e);
         return rc;
+    }
+    if (host_work) {
+        pthread_mutex_lock(&s->lock);
+        s->host_work = false;
+        pthread_mutex_unlock(&s->lock);
     }
     *out = e;
     return 0;
