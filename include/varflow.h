@@ -519,7 +519,8 @@ VF_API vf_engine_type vf_profile_engine_kind(const vf_profile *p);
 VF_API int vf_profile_num_workers(const vf_profile *p);
 /* Name of the pool a worker index belongs to ("cpu", "prio"), or NULL. */
 VF_API const char *vf_profile_worker_pool(const vf_profile *p, int worker);
-/* Wall time the profile covers (start to the latest end), in ns. */
+/* Wall time the profile covers (start to the latest end, a device op's
+ * device_end_ns included), in ns. */
 VF_API uint64_t vf_profile_span_ns(const vf_profile *p);
 
 typedef enum vf_profile_format {

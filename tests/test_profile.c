@@ -21,6 +21,10 @@
  * field; the summary counts are exact and every sort key orders its
  * column. Then: the profiler off records nothing and changes no result;
  * stop, pause and resume; the dropped count when max_records is small;
+ * device ops on the emulated device (copies in, compute, copies out): each
+ * has a device span, and the trace a "device" slice over exactly it on
+ * its device's process (after the pools') and its stream's thread, which a
+ * load does not take for a record;
  * config.profile_path and VF_PROFILE write at destroy; 20000 distinct
  * names (each record keeps its own, quickly); errors of write and load,
  * and the largest numbers a load keeps exact; every allocation of the
@@ -484,6 +488,155 @@ static void known_program(const tu_kind *k)
     check_context_ = NULL;
 }
 
+/* --- device ops: the device-side tracks of the trace ------------------ */
+
+#define NBATCH 4
+
+static int device_work(void *arg) /* the stream's latency is its time */
+{
+    (void)arg;
+    return 0;
+}
+
+static int device_op(vf_run *run, void *arg)
+{
+    return vf_run_submit(run, device_work, arg, 0);
+}
+
+/* The name of process `pid` (thread `tid`; -1: the process's). */
+static const char *meta_name(const cJSON *events, double pid, double tid)
+{
+    const cJSON *ev;
+    cJSON_ArrayForEach(ev, events)
+    {
+        if (strcmp(jstr(ev, "ph"), "M") == 0 && jnum(ev, "pid") == pid &&
+            (tid < 0 ? strcmp(jstr(ev, "name"), "process_name") == 0
+                     : strcmp(jstr(ev, "name"), "thread_name") == 0 &&
+                           jnum(ev, "tid") == tid))
+            return jstr(jget(ev, "args"), "name");
+    }
+    return "";
+}
+
+static void check_device_chrome(const vf_profile *p, const char *path)
+{
+    char *text = tu_read_file(path);
+    REQUIRE(text != NULL);
+    cJSON *doc = parse_json(text, path);
+    REQUIRE(doc != NULL);
+    free(text);
+    const cJSON *events = jget(doc, "traceEvents"), *ev;
+    double max_pool_pid = 0; /* the pools' processes come first */
+    cJSON_ArrayForEach(ev, events)
+    {
+        if (strcmp(jstr(ev, "name"), "process_name") == 0 &&
+            strstr(jstr(jget(ev, "args"), "name"), " pool (") != NULL &&
+            jnum(ev, "pid") > max_pool_pid)
+            max_pool_pid = jnum(ev, "pid");
+    }
+    int ndevice = 0, nhost = 0;
+    cJSON_ArrayForEach(ev, events)
+    {
+        if (strcmp(jstr(ev, "ph"), "X") != 0)
+            continue;
+        const cJSON *args = jget(ev, "args");
+        bool device = strcmp(jstr(ev, "cat"), "device") == 0;
+        double id = device ? jnum(args, "op") : jnum(args, "id");
+        const vf_profile_record *r = vf_profile_at(p, (size_t)id - 1);
+        REQUIRE(id >= 1 && r != NULL && r->id == (uint64_t)id);
+        CHECK(strcmp(jstr(ev, "name"), r->name) == 0);
+        if (!device) { /* the host side carries the span for a load */
+            nhost++;
+            CHECK_EQ((long long)(jnum(args, "device_start_us") * 1000 + 0.5),
+                     r->device_start_ns);
+            CHECK_EQ((long long)(jnum(args, "device_end_us") * 1000 + 0.5),
+                     r->device_end_ns);
+            continue;
+        }
+        ndevice++;
+        CHECK(jget(args, "id") == NULL); /* no record to a loader */
+        CHECK_EQ((long long)(jnum(ev, "ts") * 1000 + 0.5), r->device_start_ns);
+        CHECK_EQ((long long)(jnum(ev, "dur") * 1000 + 0.5),
+                 r->device_end_ns - r->device_start_ns);
+        CHECK_EQ(jnum(ev, "pid"), max_pool_pid + 1); /* one device */
+        CHECK_EQ(jnum(ev, "tid"), r->worker + 1);
+        CHECK(strcmp(meta_name(events, jnum(ev, "pid"), -1),
+                     "emulated 0 (device)") == 0);
+        char want[96];
+        snprintf(want, sizeof want, "stream of worker %d (%s)", r->worker,
+                 vf_profile_worker_pool(p, r->worker));
+        const char *got = meta_name(events, jnum(ev, "pid"), jnum(ev, "tid"));
+        if (strcmp(got, want) != 0)
+            CHECK_REPORT_("op %g: stream thread \"%s\", want \"%s\"", id, got,
+                          want);
+    }
+    CHECK_EQ(ndevice, 3 * NBATCH);
+    CHECK_EQ(nhost, 3 * NBATCH);
+    CHECK_EQ(jnum(jget(doc, "otherData"), "varflow"), 1);
+    cJSON_Delete(doc);
+}
+
+/* Copies in, compute and copies out on the emulated device, a batch each. */
+static void device_program(void)
+{
+    tu_phase_limit("device program", 30);
+    vf_engine *e = NULL;
+    CHECK_OK(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_PERDEVICE,
+                                               .cpu_workers = 1,
+                                               .gpu_workers = 1,
+                                               .gpu_copy_workers = 2,
+                                               .emulated_latency_us = 200}));
+    REQUIRE(e != NULL);
+    vf_device emu = {VF_DEVICE_EMULATED, 0};
+    static const vf_property props[] = {VF_PROP_COPY_TO_DEVICE, VF_PROP_NORMAL,
+                                        VF_PROP_COPY_FROM_DEVICE};
+    static const char *const names[] = {"copy in", "compute", "copy out"};
+    CHECK_OK(vf_profile_start(e));
+    for (int b = 0; b < NBATCH; b++) {
+        vf_var buf = tu_var(e);
+        for (int k = 0; k < 3; k++)
+            CHECK_OK(vf_push(e, &(vf_op){.fn = device_op,
+                                         .writes = VF_VARS(buf),
+                                         .device = emu,
+                                         .property = props[k],
+                                         .name = names[k]}));
+    }
+    CHECK_OK(vf_wait_all(e, NULL));
+    vf_profile *p = NULL;
+    CHECK_OK(vf_profile_take(e, &p));
+    REQUIRE(p != NULL && vf_profile_count(p) == 3 * NBATCH);
+    for (size_t i = 0; i < vf_profile_count(p); i++) {
+        const vf_profile_record *r = vf_profile_at(p, i);
+        const char *pool = vf_profile_worker_pool(p, r->worker);
+        CHECK(r->device.type == VF_DEVICE_EMULATED && r->device.id == 0);
+        CHECK(pool != NULL &&
+              strcmp(pool, i % 3 == 1 ? "emu" : "emu-copy") == 0);
+        CHECK(r->start_ns <= r->device_start_ns &&
+              r->device_start_ns + 200000 <= r->device_end_ns &&
+              r->device_end_ns <= vf_profile_span_ns(p));
+    }
+    const char *trace = path_in_dir("device.json");
+    CHECK_OK(vf_profile_write(p, trace, VF_PROFILE_AUTO));
+    check_device_chrome(p, trace);
+    /* The device slices are no records: a load gives the host ones. */
+    check_round_trip(p, trace);
+    /* Each allocation of the device tracks failing: VF_ENOMEM, no leak. */
+    for (int html = 0; html < 2; html++) {
+        for (uint64_t n = 1; n < 200; n++) {
+            vf_debug_fail_alloc(n);
+            int rc = vf_profile_write(p, path_in_dir("enomem.out"),
+                                      html ? VF_PROFILE_HTML
+                                           : VF_PROFILE_CHROME_JSON);
+            vf_debug_fail_alloc(0);
+            CHECK(rc == 0 || rc == VF_ENOMEM);
+            if (rc == 0)
+                break;
+        }
+    }
+    vf_profile_free(p);
+    tu_finish_engine(e);
+}
+
 static atomic_int counted;
 
 static int count_fn(vf_run *run, void *arg)
@@ -806,6 +959,7 @@ int main(void)
     for (int k = 0; k < TU_NKINDS; k++)
         known_program(&tu_kinds[k]);
     switches();
+    device_program();
     dropped();
     at_destroy();
     many_names();

@@ -4,19 +4,24 @@
  *
  * A known run on the per-device engine with 2 + 2 workers: ops on the CPU
  * pool, one on the priority pool, a failed op and the op it makes skip,
- * and an async op that runs inline (ready at its push from this thread),
- * so the timeline has one row per worker plus an "inline" row.
+ * an async op that runs inline (ready at its push from this thread), so
+ * the timeline has one row per worker plus an "inline" row, and device ops
+ * on the emulated device (copies in, compute, copies out, a batch each,
+ * 300 us of emulated latency a piece), whose work the device timed on the
+ * streams of their workers.
  *
  * Checked without a browser: the file refers to nothing outside itself
  * (no http:, https:, src= or <link), its embedded data parses as JSON
- * (cJSON) with the right counts, and a name holding "</script>"
- * cannot end the data element early.
+ * (cJSON) with the right counts (the device ops with their device and
+ * span), and a name holding "</script>" cannot end the data element early.
  *
  * Then headless Chromium (VF_CHROMIUM, else chromium, chromium-browser or
  * google-chrome on PATH) loads the file: --dump-dom must show the marker
  * the report's script sets once it has drawn everything without an error
- * (data-vf-rendered="ok", #vf-rendered "N rows, M ops"), one .vf-row per
- * worker plus the inline one, and no #vf-error; --screenshot writes
+ * (data-vf-rendered="ok", #vf-rendered "N rows, M ops, K streams"), one
+ * .vf-row per worker plus the inline one, one device group holding a
+ * .vf-stream lane per device worker that ran device work (K of them), and
+ * no #vf-error; --screenshot writes
  * profile-report.png in the working directory (printed) for a person to
  * look at. Without Chromium the test is skipped (exit 77) with a message
  * saying how to install it (apt-get install chromium; .ci/run does).
@@ -28,6 +33,8 @@
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
+
+#define NBATCH 6 /* device batches */
 
 static char dir[64];
 
@@ -45,6 +52,17 @@ static int failing_fn(vf_run *run, void *arg)
     return 3;
 }
 
+static int device_work(void *arg) /* the stream's latency is its time */
+{
+    (void)arg;
+    return 0;
+}
+
+static int device_fn(vf_run *run, void *arg)
+{
+    return vf_run_submit(run, device_work, arg, 0);
+}
+
 static void async_fn(vf_run *run, void *arg, vf_completion done)
 {
     (void)run;
@@ -53,12 +71,25 @@ static void async_fn(vf_run *run, void *arg, vf_completion done)
 }
 
 /* Runs the known program; returns its snapshot. */
-static vf_profile *known_run(int *nworkers)
+static vf_profile *known_run(void)
 {
-    vf_engine *e = tu_engine(&tu_kinds[4]); /* perdevice, 2 + 2 */
-    *nworkers = vf_engine_num_workers(e);
+    tu_kind kind = tu_kinds[4];         /* perdevice, 2 + 2 */
+    kind.cfg.emulated_latency_us = 300; /* device work sleeps, a pipeline */
+    vf_engine *e = tu_engine(&kind);
     vf_var a = tu_var(e), b = tu_var(e), c = tu_var(e), d = tu_var(e);
     CHECK_OK(vf_profile_start(e));
+    static const vf_property props[] = {VF_PROP_COPY_TO_DEVICE, VF_PROP_NORMAL,
+                                        VF_PROP_COPY_FROM_DEVICE};
+    static const char *const dev_names[] = {"copy in", "compute", "copy out"};
+    for (int i = 0; i < NBATCH; i++) {
+        vf_var buf = tu_var(e);
+        for (int k = 0; k < 3; k++)
+            CHECK_OK(vf_push(e, &(vf_op){.fn = device_fn,
+                                         .writes = VF_VARS(buf),
+                                         .device = {VF_DEVICE_EMULATED, 0},
+                                         .property = props[k],
+                                         .name = dev_names[k]}));
+    }
     for (int i = 0; i < 40; i++) {
         vf_var w = i % 3 == 0 ? a : i % 3 == 1 ? b : c;
         CHECK_OK(vf_push(e, &(vf_op){.fn = work_fn,
@@ -140,9 +171,32 @@ static void check_file(const char *path, const vf_profile *p)
     CHECK_EQ(number(doc, "records"), vf_profile_count(p));
     CHECK_EQ(number(doc, "shown"), vf_profile_count(p));
     CHECK_EQ(number(doc, "workers"), vf_profile_num_workers(p));
-    /* big small prio fails skipped async */
+    /* big small prio fails skipped async, copy in, compute, copy out */
     const cJSON *sum = cJSON_GetObjectItemCaseSensitive(doc, "summary");
-    CHECK(cJSON_IsArray(sum) && cJSON_GetArraySize(sum) == 6);
+    CHECK(cJSON_IsArray(sum) && cJSON_GetArraySize(sum) == 9);
+    /* Device ops: three more, device 0 ("emulated 0"), its start and end. */
+    const cJSON *devs = cJSON_GetObjectItemCaseSensitive(doc, "devices");
+    CHECK(cJSON_IsArray(devs) && cJSON_GetArraySize(devs) == 1 &&
+          cJSON_IsString(devs->child) &&
+          strcmp(devs->child->valuestring, "emulated 0") == 0);
+    int ndevice = 0;
+    const cJSON *op;
+    cJSON_ArrayForEach(op, ops)
+    {
+        int n = cJSON_GetArraySize(op);
+        CHECK(n == 9 || n == 12);
+        const vf_profile_record *r = vf_profile_at(
+            p, (size_t)cJSON_GetArrayItem(op, 0)->valuedouble - 1);
+        REQUIRE(r != NULL);
+        CHECK_EQ(n == 12, r->device_end_ns > 0);
+        if (n != 12)
+            continue;
+        ndevice++;
+        CHECK_EQ(cJSON_GetArrayItem(op, 9)->valuedouble, 0);
+        CHECK_EQ(cJSON_GetArrayItem(op, 10)->valuedouble, r->device_start_ns);
+        CHECK_EQ(cJSON_GetArrayItem(op, 11)->valuedouble, r->device_end_ns);
+    }
+    CHECK_EQ(ndevice, 3 * NBATCH);
     const cJSON *crit = cJSON_GetObjectItemCaseSensitive(doc, "crit");
     CHECK(cJSON_IsObject(crit) &&
           cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(crit, "ids")) >=
@@ -191,9 +245,28 @@ static int browse(const char *chromium, const char *what, const char *url,
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
 }
 
-static void check_browser(const char *chromium, const char *path,
-                          int expected_rows, size_t nops)
+/* The workers that ran device work (their streams), in *out; how many. */
+static int streams_of(const vf_profile *p, int *out, int max)
 {
+    int n = 0;
+    for (size_t i = 0; i < vf_profile_count(p); i++) {
+        const vf_profile_record *r = vf_profile_at(p, i);
+        int k = 0;
+        while (k < n && out[k] != r->worker)
+            k++;
+        if (r->device_end_ns > 0 && k == n && n < max)
+            out[n++] = r->worker;
+    }
+    return n;
+}
+
+static void check_browser(const char *chromium, const char *path,
+                          int expected_rows, const vf_profile *p)
+{
+    size_t nops = vf_profile_count(p);
+    int streams[64];
+    int nstreams = streams_of(p, streams, 64);
+    CHECK(nstreams >= 2); /* a copy stream and a compute stream at least */
     char url[600], dom[160], shot[600], cwd[400];
     snprintf(url, sizeof url, "file://%s", path);
     snprintf(dom, sizeof dom, "%s/dom.html", dir);
@@ -205,8 +278,8 @@ static void check_browser(const char *chromium, const char *path,
     char marker[96];
     snprintf(marker, sizeof marker,
              "id=\"vf-rendered\" hidden=\"\">%d rows, "
-             "%zu ops<",
-             expected_rows, nops);
+             "%zu ops, %d streams<",
+             expected_rows, nops, nstreams);
     if (strstr(text, "data-vf-rendered=\"ok\"") == NULL ||
         strstr(text, marker) == NULL) {
         const char *err = strstr(text, "id=\"vf-error\"");
@@ -219,6 +292,18 @@ static void check_browser(const char *chromium, const char *path,
         char row[64];
         snprintf(row, sizeof row, "class=\"vf-row\" data-track=\"%d\"", w);
         CHECK(strstr(text, row) != NULL);
+    }
+    /* Under the device's label, a lane per stream that ran device work. */
+    CHECK_EQ(count(text, "class=\"vf-group\" data-device=\"emulated 0\""), 1);
+    CHECK_EQ(count(text, "class=\"vf-row vf-stream\""), nstreams);
+    for (int k = 0; k < nstreams; k++) {
+        char lane[96];
+        snprintf(lane, sizeof lane,
+                 "class=\"vf-row vf-stream\" data-stream=\"%d\" "
+                 "data-device=\"emulated 0\"",
+                 streams[k]);
+        if (strstr(text, lane) == NULL)
+            CHECK_REPORT_("no lane for the stream of worker %d", streams[k]);
     }
     CHECK(strstr(text, "<b>x</b>") == NULL); /* the name stayed text */
     free(text);
@@ -240,8 +325,8 @@ int main(void)
     snprintf(dir, sizeof dir, "%s/vf-html-XXXXXX",
              getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     REQUIRE(mkdtemp(dir) != NULL);
-    int nworkers = 0;
-    vf_profile *p = known_run(&nworkers);
+    vf_profile *p = known_run();
+    int nworkers = vf_profile_num_workers(p); /* device pools' included */
     int inline_ops = 0;
     for (size_t i = 0; i < vf_profile_count(p); i++)
         inline_ops += vf_profile_at(p, i)->worker < 0;
@@ -258,8 +343,7 @@ int main(void)
                "(apt-get install chromium, or set VF_CHROMIUM)\n");
         status = 77;
     } else {
-        check_browser(chromium, path, nworkers + (inline_ops > 0),
-                      vf_profile_count(p));
+        check_browser(chromium, path, nworkers + (inline_ops > 0), p);
     }
     vf_profile_free(p);
     char cmd[128];

@@ -13,9 +13,13 @@
  *   span and busy (the sum of run times), all in integer nanoseconds;
  * - names: every distinct op name, and the other fields refer to names by
  *   their index;
+ * - devices: the devices whose streams ran recorded work, as "emulated 0"
+ *   or "cuda 1", in type then id order (vf__prof_devices);
  * - ops: [id, name, worker, start, end, ready, push, status, [deps]] for
  *   the first VF__PROF_HTML_MAX ops by id (the timeline's rows; "shown"
- *   says how many);
+ *   says how many); an op with a device span has three more: its device
+ *   (an index into devices), device start and device end; the page draws
+ *   that span on the lane of its worker's stream under its device;
  * - crit: the critical path's ids, length and elapsed time
  *   (critical.c), or null;
  * - levels: [t, running, ready] steps of the parallelism plot
@@ -138,7 +142,8 @@ static void write_levels(FILE *f, const vf_profile *p, const vf__prof_level *lv,
     fprintf(f, "]");
 }
 
-static void write_ops(FILE *f, const vf_profile *p, const name_table *names)
+static void write_ops(FILE *f, const vf_profile *p, const name_table *names,
+                      const vf_device *devs, size_t ndevs)
 {
     size_t shown = p->count < VF__PROF_HTML_MAX ? p->count : VF__PROF_HTML_MAX;
     fprintf(f, ",\"shown\":%zu,\"ops\":[", shown);
@@ -157,7 +162,13 @@ static void write_ops(FILE *f, const vf_profile *p, const name_table *names)
             fprintf(f, "%s%" PRIu64, first ? "" : ",", r->deps[k]);
             first = 0;
         }
-        fprintf(f, "]]");
+        fputc(']', f);
+        if (vf__prof_has_device_span(r))
+            fprintf(f, ",%td,%" PRIu64 ",%" PRIu64,
+                    vf__prof_device_index(devs, ndevs, r->device),
+                    r->device_start_ns,
+                    r->device_start_ns + vf__prof_device_dur(r));
+        fputc(']', f);
     }
     fprintf(f, "]");
 }
@@ -165,7 +176,7 @@ static void write_ops(FILE *f, const vf_profile *p, const name_table *names)
 static void write_data(FILE *f, const vf_profile *p, const vf_profile_row *rows,
                        size_t nrows, const name_table *names,
                        const vf_profile_path *path, const vf__prof_level *lv,
-                       size_t nlv)
+                       size_t nlv, const vf_device *devs, size_t ndevs)
 {
     uint64_t busy = 0;
     for (size_t i = 0; i < p->count; i++)
@@ -187,8 +198,12 @@ static void write_data(FILE *f, const vf_profile *p, const vf_profile_row *rows,
         fputs(i ? "," : "", f);
         vf__prof_json_string(f, rows[i].name, 1);
     }
+    fprintf(f, "],\"devices\":[");
+    for (size_t i = 0; i < ndevs; i++)
+        fprintf(f, "%s\"%s %d\"", i ? "," : "", vf__prof_device_name(devs[i]),
+                devs[i].id);
     fprintf(f, "]");
-    write_ops(f, p, names);
+    write_ops(f, p, names, devs, ndevs);
     if (path != NULL) {
         fprintf(f,
                 ",\"crit\":{\"length\":%" PRIu64 ",\"elapsed\":%" PRIu64
@@ -218,6 +233,8 @@ int vf__prof_write_html(const vf_profile *p, FILE *f)
     vf_profile_row *rows = NULL;
     size_t nrows = 0, nlv = 0;
     vf__prof_level *lv = NULL;
+    vf_device *devs = NULL;
+    size_t ndevs = 0;
     vf_profile_path path;
     name_table names = {0};
     int rc = vf_profile_summary(p, VF_PROFILE_SORT_TOTAL, &rows, &nrows);
@@ -228,6 +245,8 @@ int vf__prof_write_html(const vf_profile *p, FILE *f)
         rc = names_init(&names, rows, nrows);
     if (rc == 0)
         rc = vf__prof_levels(p, &lv, &nlv);
+    if (rc == 0)
+        rc = vf__prof_devices(p, &devs, &ndevs);
     if (rc == 0) {
         const char *page = vf__report_html, *m;
         size_t n = 0;
@@ -242,13 +261,14 @@ int vf__prof_write_html(const vf_profile *p, FILE *f)
                 fprintf(f, "%zu", p->count);
             else if (is(m, n, "data"))
                 write_data(f, p, rows, nrows, &names, prc == 0 ? &path : NULL,
-                           lv, nlv);
+                           lv, nlv, devs, ndevs);
             else
                 vf__panic(__FILE__, __LINE__, "report.html: unknown marker");
         }
     }
     if (prc == 0)
         vf_profile_path_free(&path);
+    free(devs);
     free(lv);
     free(names.slot);
     vf_profile_summary_free(rows);

@@ -46,6 +46,30 @@ int vf__prof_property_parse(const char *name);
  * that the text may sit inside a <script> element. */
 void vf__prof_json_string(FILE *f, const char *s, int html);
 
+/* "cpu", "cuda" or "emulated". */
+const char *vf__prof_device_name(vf_device d);
+
+/* Whether the device told when r's work ran on its stream (a device op;
+ * see vf_profile_record.device_start_ns). */
+static inline int vf__prof_has_device_span(const vf_profile_record *r)
+{
+    return r->device_end_ns > 0;
+}
+
+/* r's device span's length (0 when it has none, or is out of order). */
+static inline uint64_t vf__prof_device_dur(const vf_profile_record *r)
+{
+    return r->device_end_ns > r->device_start_ns
+               ? r->device_end_ns - r->device_start_ns
+               : 0;
+}
+
+/* The devices of the records with a device span, each once, sorted by
+ * type then id, into *out (malloc'd, NULL when *n is 0); and a device's
+ * index among them (-1: not there). 0 or VF_ENOMEM. */
+int vf__prof_devices(const vf_profile *p, vf_device **out, size_t *n);
+ptrdiff_t vf__prof_device_index(const vf_device *devs, size_t n, vf_device d);
+
 /* `ns` as microseconds with exactly three decimals ("12.345"). */
 void vf__prof_print_us(FILE *f, uint64_t ns);
 

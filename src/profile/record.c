@@ -389,6 +389,8 @@ int vf__prof_take(vf__profiler *p, const vf__prof_engine_desc *engine,
         d += (size_t)r->ndeps; /* r->deps is fixed up after sorting */
         if (r->end_ns > s->span_ns)
             s->span_ns = r->end_ns;
+        if (r->device_end_ns > s->span_ns) /* device work ends later */
+            s->span_ns = r->device_end_ns;
     }
     s->count = p->count;
     s->dropped = p->dropped;

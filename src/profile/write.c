@@ -11,9 +11,19 @@
  * - a complete event ("X") per op, at its start, lasting until its end;
  *   category "op", "failed" or "skipped"; args hold everything else the
  *   record has (id, status, push and ready times, worker, pool, device,
- *   property, async, deps), so that the trace loader (tools/trace_load.c)
- *   can read the snapshot back exactly; times are microseconds with three
- *   decimals, i.e. exact nanoseconds;
+ *   property, async, deps, and for a device op its device span as
+ *   device_start_us and device_end_us), so that the trace loader
+ *   (tools/trace_load.c) can read the snapshot back exactly; times are
+ *   microseconds with three decimals, i.e. exact nanoseconds;
+ * - the device side, after the pools: a process per device that ran
+ *   recorded work ("emulated 0 (device)", pids in device type then id
+ *   order) with a thread per stream, tid = its worker's + 1 ("stream of
+ *   worker 5 (emu-copy)"; tid 0: the streams of ops run inline), and on
+ *   it a second complete event per device op, category "device", over
+ *   the span its work ran on the stream as the device told, args {"op":
+ *   id}. Having no "id" in its args, it is no record to a loader: copies
+ *   are seen overlapping compute, next to each op's host-side slice (its
+ *   function, which only queued the work);
  * - a flow (a "s" event inside the releasing op's slice, a "f" event with
  *   binding point "e" inside the released op's slice, one id per edge) for
  *   each dependency edge, once per pair of ops;
@@ -85,6 +95,63 @@ int vf__prof_property_parse(const char *name)
     return -1;
 }
 
+const char *vf__prof_device_name(vf_device d)
+{
+    return d.type == VF_DEVICE_CPU    ? "cpu"
+           : d.type == VF_DEVICE_CUDA ? "cuda"
+                                      : "emulated";
+}
+
+static int device_cmp(vf_device a, vf_device b)
+{
+    if (a.type != b.type)
+        return (int)a.type < (int)b.type ? -1 : 1;
+    return a.id < b.id ? -1 : a.id > b.id;
+}
+
+ptrdiff_t vf__prof_device_index(const vf_device *devs, size_t n, vf_device d)
+{
+    for (size_t i = 0; i < n; i++)
+        if (device_cmp(devs[i], d) == 0)
+            return (ptrdiff_t)i;
+    return -1;
+}
+
+/* A handful of devices at most: a linear insertion per new one. */
+int vf__prof_devices(const vf_profile *p, vf_device **out, size_t *n)
+{
+    vf_device *devs = NULL;
+    size_t count = 0, cap = 0;
+    for (size_t i = 0; i < p->count; i++) {
+        const vf_profile_record *r = &p->records[i];
+        if (!vf__prof_has_device_span(r) ||
+            vf__prof_device_index(devs, count, r->device) >= 0)
+            continue;
+        if (count == cap) {
+            cap = cap ? 2 * cap : 4;
+            vf_device *t = vf__malloc(cap * sizeof *t);
+            if (t == NULL) {
+                free(devs);
+                return VF_ENOMEM;
+            }
+            if (count > 0)
+                memcpy(t, devs, count * sizeof *t);
+            free(devs);
+            devs = t;
+        }
+        size_t at = count;
+        while (at > 0 && device_cmp(devs[at - 1], r->device) > 0) {
+            devs[at] = devs[at - 1];
+            at--;
+        }
+        devs[at] = r->device;
+        count++;
+    }
+    *out = devs;
+    *n = count;
+    return 0;
+}
+
 void vf__prof_json_string(FILE *f, const char *s, int html)
 {
     fputc('"', f);
@@ -121,11 +188,16 @@ const char *vf__prof_human(char buf[32], uint64_t ns)
 /* --- Chrome trace ------------------------------------------------------ */
 
 /* Where a record's slice goes: its pool's process and its worker's thread,
- * or the engine's inline thread. */
+ * or the engine's inline thread. Where its device span goes: its device's
+ * process (pid npools + 1 + the device's index), on the thread of its
+ * worker's stream (the worker's tid; 0 for the streams of inline ops). */
 typedef struct chrome_tracks {
     int npools;
     const char *pool_name[8]; /* pid - 1 */
     int *worker_pid;          /* per worker index */
+    vf_device *devices;       /* vf__prof_devices */
+    size_t ndevices;
+    unsigned char *streams; /* [device index][tid]: a span is there */
 } chrome_tracks;
 
 static int record_pid(const chrome_tracks *t, const vf_profile *p,
@@ -138,6 +210,13 @@ static int record_pid(const chrome_tracks *t, const vf_profile *p,
 static int record_tid(const vf_profile *p, const vf_profile_record *r)
 {
     return r->worker >= 0 && r->worker < p->nworkers ? r->worker + 1 : 0;
+}
+
+/* The process that holds a device's streams. */
+static int device_pid(const chrome_tracks *t, vf_device d)
+{
+    return t->npools + 1 +
+           (int)vf__prof_device_index(t->devices, t->ndevices, d);
 }
 
 static void chrome_meta(FILE *f, int pid, int tid, const char *what,
@@ -164,11 +243,44 @@ static vf_device pool_device(const chrome_tracks *t, const vf_profile *p,
     return (vf_device){VF_DEVICE_CPU, 0};
 }
 
-static const char *device_name(vf_device d)
+static void chrome_process(FILE *f, int pid, const char *name)
 {
-    return d.type == VF_DEVICE_CPU    ? "cpu"
-           : d.type == VF_DEVICE_CUDA ? "cuda"
-                                      : "emulated";
+    fprintf(f,
+            ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":"
+            "\"process_name\",\"args\":{\"name\":",
+            pid);
+    vf__prof_json_string(f, name, 0);
+    fprintf(f,
+            "}},\n{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":"
+            "\"process_sort_index\",\"args\":{\"sort_index\":%d}}",
+            pid, pid);
+}
+
+/* A process per device after the pools', a thread per stream that ran
+ * work of a recorded op, named after the stream's worker and its pool. */
+static void chrome_device_meta(FILE *f, const vf_profile *p,
+                               const chrome_tracks *t)
+{
+    char name[128];
+    size_t width = (size_t)p->nworkers + 1;
+    for (size_t d = 0; d < t->ndevices; d++) {
+        int pid = t->npools + 1 + (int)d;
+        snprintf(name, sizeof name, "%s %d (device)",
+                 vf__prof_device_name(t->devices[d]), t->devices[d].id);
+        chrome_process(f, pid, name);
+        for (size_t tid = 0; tid < width; tid++) {
+            if (!t->streams[d * width + tid])
+                continue;
+            int w = (int)tid - 1;
+            if (w < 0)
+                snprintf(name, sizeof name,
+                         "streams of inline ops (not a worker)");
+            else
+                snprintf(name, sizeof name, "stream of worker %d (%s)", w,
+                         p->worker_pool[w] ? p->worker_pool[w] : "?");
+            chrome_meta(f, pid, (int)tid, "thread", name, (int)tid);
+        }
+    }
 }
 
 static void chrome_tracks_meta(FILE *f, const vf_profile *p,
@@ -186,22 +298,15 @@ static void chrome_tracks_meta(FILE *f, const vf_profile *p,
     for (int pid = 1; pid <= t->npools; pid++) {
         vf_device d = pool_device(t, p, pid);
         snprintf(name, sizeof name, "%s pool (%s:%d)", t->pool_name[pid - 1],
-                 device_name(d), d.id);
-        fprintf(f,
-                ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":"
-                "\"process_name\",\"args\":{\"name\":",
-                pid);
-        vf__prof_json_string(f, name, 0);
-        fprintf(f,
-                "}},\n{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":"
-                "\"process_sort_index\",\"args\":{\"sort_index\":%d}}",
-                pid, pid);
+                 vf__prof_device_name(d), d.id);
+        chrome_process(f, pid, name);
     }
     for (int w = 0; w < p->nworkers; w++) {
         snprintf(name, sizeof name, "%s worker %d",
                  t->pool_name[t->worker_pid[w] - 1], w);
         chrome_meta(f, t->worker_pid[w], w + 1, "thread", name, w + 1);
     }
+    chrome_device_meta(f, p, t);
 }
 
 static void chrome_slice(FILE *f, const chrome_tracks *t, const vf_profile *p,
@@ -232,11 +337,36 @@ static void chrome_slice(FILE *f, const chrome_tracks *t, const vf_profile *p,
     fprintf(f,
             ",\"worker\":%d,\"pool\":%d,\"device\":\"%s:%d\","
             "\"property\":\"%s\",\"async\":%s,\"deps\":[",
-            r->worker, r->pool, device_name(r->device), r->device.id,
+            r->worker, r->pool, vf__prof_device_name(r->device), r->device.id,
             vf__prof_property_name(r->property), r->async ? "true" : "false");
     for (int k = 0; k < r->ndeps; k++)
         fprintf(f, "%s%" PRIu64, k ? "," : "", r->deps[k]);
-    fprintf(f, "]}}");
+    fputc(']', f);
+    if (r->device_start_ns != 0 || r->device_end_ns != 0) {
+        fprintf(f, ",\"device_start_us\":");
+        vf__prof_print_us(f, r->device_start_ns);
+        fprintf(f, ",\"device_end_us\":");
+        vf__prof_print_us(f, r->device_end_ns);
+    }
+    fprintf(f, "}}");
+}
+
+/* The op's work on its stream, as the device told: a slice on the stream's
+ * thread, under its device's process. */
+static void chrome_device_slice(FILE *f, const chrome_tracks *t,
+                                const vf_profile *p, const vf_profile_record *r)
+{
+    fprintf(f, ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"name\":",
+            device_pid(t, r->device), record_tid(p, r));
+    vf__prof_json_string(f, vf__prof_name(r), 0);
+    fprintf(f, ",\"cat\":\"device\",");
+    if (r->status != 0 && r->status != VF_ESKIPPED)
+        fprintf(f, "\"cname\":\"terrible\",");
+    fprintf(f, "\"ts\":");
+    vf__prof_print_us(f, r->device_start_ns);
+    fprintf(f, ",\"dur\":");
+    vf__prof_print_us(f, vf__prof_device_dur(r));
+    fprintf(f, ",\"args\":{\"op\":%" PRIu64 "}}", r->id);
 }
 
 /* A point inside a slice, at most 1 us (and half its length) in from
@@ -303,6 +433,28 @@ static int chrome_counters(FILE *f, const vf_profile *p)
     return 0;
 }
 
+/* The device-side tracks of `t`: its devices, and which of their streams
+ * ran work of a recorded op. */
+static int chrome_streams(chrome_tracks *t, const vf_profile *p)
+{
+    if (vf__prof_devices(p, &t->devices, &t->ndevices) != 0)
+        return VF_ENOMEM;
+    if (t->ndevices == 0)
+        return 0;
+    size_t width = (size_t)p->nworkers + 1;
+    t->streams = vf__calloc(t->ndevices * width, 1);
+    if (t->streams == NULL)
+        return VF_ENOMEM;
+    for (size_t i = 0; i < p->count; i++) {
+        const vf_profile_record *r = &p->records[i];
+        if (vf__prof_has_device_span(r))
+            t->streams[(size_t)(device_pid(t, r->device) - t->npools - 1) *
+                           width +
+                       (size_t)record_tid(p, r)] = 1;
+    }
+    return 0;
+}
+
 int vf__prof_write_chrome(const vf_profile *p, FILE *f)
 {
     chrome_tracks t = {0};
@@ -321,12 +473,22 @@ int vf__prof_write_chrome(const vf_profile *p, FILE *f)
         }
         t.worker_pid[w] = pid ? pid : t.npools;
     }
+    if (chrome_streams(&t, p) != 0) {
+        free(t.devices);
+        free(t.worker_pid);
+        return VF_ENOMEM;
+    }
     fprintf(f, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
     chrome_tracks_meta(f, p, &t);
-    for (size_t i = 0; i < p->count; i++)
+    for (size_t i = 0; i < p->count; i++) {
         chrome_slice(f, &t, p, &p->records[i]);
+        if (vf__prof_has_device_span(&p->records[i]))
+            chrome_device_slice(f, &t, p, &p->records[i]);
+    }
     chrome_flows(f, &t, p);
     int rc = chrome_counters(f, p);
+    free(t.streams);
+    free(t.devices);
     free(t.worker_pid);
     fprintf(f,
             "\n],\"otherData\":{\"varflow\":1,\"version\":\"%d.%d.%d\","

@@ -31,11 +31,15 @@
   window.addEventListener('error', function (e) { fail(e.message); });
 
   var D = JSON.parse($('vf-data').textContent);
-  var W = D.workers, span = Math.max(D.span, 1);
+  var DEVS = D.devices || [];
   var ops = D.ops.map(function (o) {
+    /* A device op the device timed has three more: device, its start, its end. */
     return { id: o[0], name: o[1], worker: o[2], start: o[3], end: o[4], ready: o[5],
-      push: o[6], status: o[7], deps: o[8], succ: [] };
+      push: o[6], status: o[7], deps: o[8], succ: [],
+      dev: o.length > 11 && DEVS[o[9]] !== undefined ? o[9] : -1, dstart: o[10], dend: o[11] };
   });
+  var W = D.workers, span = Math.max(D.span, 1);
+  ops.forEach(function (o) { if (o.dev >= 0) span = Math.max(span, o.dend); });
   var byId = new Map();
   ops.forEach(function (o) { byId.set(o.id, o); });
   ops.forEach(function (o) {
@@ -65,6 +69,56 @@
     t.busy = t.ops.reduce(function (s, o) { return s + o.end - o.start; }, 0);
   });
 
+  /* ---- device streams: under each device a lane per stream (each device
+   * worker owns one), holding a slice per op over the time its work ran
+   * there as the device told; the op's own slice on its worker is only its
+   * function, which queued the work ---- */
+  var devices = DEVS.map(function (n) { return { name: n, lanes: [] }; }), lanes = [];
+  ops.forEach(function (o) {
+    if (o.dev < 0) return;
+    var dv = devices[o.dev], lane = null;
+    for (var i = 0; i < dv.lanes.length && !lane; i++) if (dv.lanes[i].worker === o.worker) lane = dv.lanes[i];
+    if (!lane) {
+      var pool = o.worker >= 0 ? D.pools[o.worker] : 'inline';
+      lane = { device: dv, worker: o.worker, pool: pool, copy: /copy/.test(pool), ops: [],
+        label: o.worker >= 0 ? pool + ' ' + o.worker : 'inline',
+        sub: (o.worker >= 0 ? 'stream of worker ' + o.worker + ' (' + pool + ')' : 'streams of inline ops') + ' on ' + dv.name };
+      dv.lanes.push(lane);
+    }
+    o.lane = lane;
+    o.slice = { op: o, id: o.id, name: o.name, status: o.status, start: o.dstart, end: o.dend, track: lane };
+    lane.ops.push(o.slice);
+  });
+  devices.forEach(function (dv) {
+    dv.lanes.sort(function (a, b) { return a.worker - b.worker; });
+    dv.lanes.forEach(function (l) { lanes.push(l); });
+  });
+  lanes.forEach(function (t) {
+    t.ops.sort(function (a, b) { return a.start - b.start || a.id - b.id; });
+    t.busy = t.ops.reduce(function (s, o) { return s + o.end - o.start; }, 0);
+  });
+  /* Time with work on copy streams and on compute streams at once. */
+  function union(list) {
+    var iv = [];
+    list.forEach(function (t) { t.ops.forEach(function (o) { if (o.end > o.start) iv.push([o.start, o.end]); }); });
+    iv.sort(function (a, b) { return a[0] - b[0]; });
+    var out = [];
+    iv.forEach(function (v) {
+      var last = out[out.length - 1];
+      if (last && v[0] <= last[1]) last[1] = Math.max(last[1], v[1]); else out.push([v[0], v[1]]);
+    });
+    return out;
+  }
+  function measure(iv) { return iv.reduce(function (s, v) { return s + v[1] - v[0]; }, 0); }
+  function overlap(a, b) {
+    var t = 0, i = 0, j = 0;
+    while (i < a.length && j < b.length) {
+      t += Math.max(0, Math.min(a[i][1], b[j][1]) - Math.max(a[i][0], b[j][0]));
+      if (a[i][1] < b[j][1]) i++; else j++;
+    }
+    return t;
+  }
+
   /* ---- header, figures, verdict ---- */
   $('vf-sub').textContent = D.engine + ' engine \u00b7 ' + W + ' worker' + (W === 1 ? '' : 's') +
     ' \u00b7 ' + num(D.records) + ' ops \u00b7 varflow ' + D.version;
@@ -81,6 +135,16 @@
     ['Parallelism', par.toFixed(2) + (W ? ' / ' + Weff : ''), 'average ops running' + (W ? ' on ' + Weff + ' worker' + (Weff > 1 ? 's' : '') + ' that ran ops' : '') + '; the DAG allows ' + dagPar.toFixed(1), ''],
     ['Ops', num(D.records), nskip + ' skipped \u00b7 ' + nfail + ' failed \u00b7 ' + num(D.dropped) + ' dropped', ''],
     ['Queued', fmt(queued), 'ready, waiting for a worker (sum)', '']];
+  if (lanes.length) {
+    var dwork = lanes.reduce(function (s, t) { return s + t.busy; }, 0);
+    var copyIv = union(lanes.filter(function (t) { return t.copy; }));
+    var compIv = union(lanes.filter(function (t) { return !t.copy; }));
+    var both = overlap(copyIv, compIv), copyTime = measure(copyIv);
+    var ndev = devices.filter(function (d) { return d.lanes.length; }).length;
+    cards.push(['Device work', fmt(dwork), lanes.length + ' stream' + (lanes.length > 1 ? 's' : '') + ' on ' +
+      ndev + ' device' + (ndev > 1 ? 's' : '') +
+      (copyIv.length && compIv.length ? ' \u00b7 copies overlapped compute for ' + fmt(both) + ' (' + pct(both, copyTime) + ' of copy time)' : ''), '']);
+  }
   cards.forEach(function (c) {
     var d = el('div', 'card ' + c[3]);
     d.appendChild(el('div', 'k', c[0])); d.appendChild(el('div', 'v', c[1])); d.appendChild(el('div', 'd', c[2]));
@@ -100,22 +164,41 @@
   $('vf-verdict').innerHTML = verdict;
   function note(t) { $('vf-notes').appendChild(el('div', 'note', t)); }
   if (D.dropped > 0) note(num(D.dropped) + ' ops were not recorded (profile_max_records): every figure covers the recorded ops only.');
+  if (lanes.length) note('Device ops: an op\u2019s slice on its worker is its function, which only queues work on its stream (run time, work, ' +
+    'parallelism and the critical path count that); the lanes under each device show when the work ran there.');
   if (D.shown < D.records) note('The timeline shows the first ' + num(D.shown) + ' of ' + num(D.records) + ' ops; the other figures cover all of them.');
 
   /* ---- timeline ---- */
   var view = { t0: 0, t1: span };
   var rowsEl = $('vf-rows'), canvases = [];
-  tracks.forEach(function (t) {
-    var row = el('div', 'vf-row'), lab = el('div', 'vf-label', t.label);
-    row.setAttribute('data-track', String(t.index));
+  function addRow(t, cls) {
+    var row = el('div', cls), lab = el('div', 'vf-label', t.label);
     lab.appendChild(el('small', null, pct(t.busy, span)));
     lab.title = t.sub + ': busy ' + fmt(t.busy) + ' (' + pct(t.busy, span) + ' of the span), ' + t.ops.length + ' ops';
     var c = el('canvas');
     c.track = t;
     row.appendChild(lab); row.appendChild(c); rowsEl.appendChild(row);
+    t.row = row;
     t.canvas = c;
     canvases.push(c);
+    return row;
+  }
+  tracks.forEach(function (t) { addRow(t, 'vf-row').setAttribute('data-track', String(t.index)); });
+  devices.forEach(function (dv) {
+    if (!dv.lanes.length) return;
+    var g = el('div', 'vf-group');
+    g.setAttribute('data-device', dv.name);
+    g.appendChild(el('div', 'vf-label', dv.name));
+    g.appendChild(el('div', 'vf-gtext', 'device \u00b7 a lane per stream: when each op\u2019s work ran on it'));
+    rowsEl.appendChild(g);
+    dv.lanes.forEach(function (t) {
+      var row = addRow(t, 'vf-row vf-stream');
+      row.setAttribute('data-stream', String(t.worker));
+      row.setAttribute('data-device', dv.name);
+    });
   });
+  if (lanes.length) $('vf-tl-help').appendChild(document.createTextNode(
+    ' Under each device, a lane per stream: when each op\u2019s work ran there, so copies (copy streams) are seen overlapping compute.'));
   var legend = $('vf-legend');
   [['critical path', CRIT, true], ['skipped', '#d0d5dd'], ['failed', '#fca5a5']].forEach(function (l) {
     var s = el('span'), sw = el('i', 'sw');
@@ -163,7 +246,7 @@
         ctx.fillStyle = 'rgba(17,24,39,.85)'; ctx.fillText(D.names[o.name], x0 + 4, y + h / 2 + 0.5);
         ctx.restore();
       }
-      if (critSet.has(o) && $('vf-showcrit').checked) marks.push([x0, w]);
+      if (critSet.has(o.op || o) && $('vf-showcrit').checked) marks.push([x0, w]);
     }
     /* The critical path: a red band under each of its ops, and a red
      * outline around those wide enough to keep their colour inside. */
@@ -182,13 +265,18 @@
     ctx.bezierCurveTo(mx, y0, mx, y1, x1, y1); ctx.stroke(); ctx.setLineDash([]);
     ctx.beginPath(); ctx.moveTo(x1, y1); ctx.lineTo(x1 - 6, y1 - 3.5); ctx.lineTo(x1 - 6, y1 + 3.5); ctx.fill();
   }
-  function rowMid(o) { return o.track.index * ROW_H + ROW_H / 2 + 1; }
+  function rowMid(o) { return o.track.y + ROW_H / 2 + 1; }
+  function outline(ctx, t, a, b, w) {
+    var x0 = X(a, w);
+    ctx.strokeRect(x0 - 1.5, t.y + 3, Math.max(1, X(b, w) - x0) + 3, ROW_H - 4);
+  }
   function drawOverlay() {
     var ov = $('vf-overlay'), c0 = canvases[0];
     if (!c0) return;
     ov.style.top = rowsEl.offsetTop + 'px';
     ov.style.width = c0.clientWidth + 'px';
-    var g = fit(ov, tracks.length * ROW_H + 2), ctx = g.ctx;
+    tracks.concat(lanes).forEach(function (t) { t.y = t.row.offsetTop - rowsEl.offsetTop; });
+    var g = fit(ov, rowsEl.offsetHeight + 2), ctx = g.ctx;
     ctx.clearRect(0, 0, g.w, g.h);
     if ($('vf-showcrit').checked)
       for (var i = 1; i < crit.length; i++) {
@@ -202,9 +290,11 @@
         if (p) arrow(ctx, X(p.end, g.w), rowMid(p), X(hover.start, g.w), rowMid(hover), DEP, false);
       });
       hover.succ.forEach(function (s) { arrow(ctx, X(hover.end, g.w), rowMid(hover), X(s.start, g.w), rowMid(s), DEP, true); });
+      if (hover.lane) /* from its function to its work on the stream */
+        arrow(ctx, X(hover.start, g.w), rowMid(hover), X(hover.dstart, g.w), rowMid(hover.slice), '#667085', true);
       ctx.strokeStyle = '#111827'; ctx.lineWidth = 1.5;
-      var x0 = X(hover.start, g.w);
-      ctx.strokeRect(x0 - 1.5, hover.track.index * ROW_H + 3, Math.max(1, X(hover.end, g.w) - x0) + 3, ROW_H - 4);
+      outline(ctx, hover.track, hover.start, hover.end, g.w);
+      if (hover.lane) outline(ctx, hover.lane, hover.dstart, hover.dend, g.w);
     }
   }
 
@@ -262,6 +352,7 @@
   function drawAll() {
     drawAxis();
     tracks.forEach(drawRow);
+    lanes.forEach(drawRow);
     drawOverlay();
     drawPar();
     $('vf-range').textContent = fmt(view.t0) + ' \u2013 ' + fmt(view.t1) + ' (' + fmt(view.t1 - view.t0) + ' shown)';
@@ -303,6 +394,7 @@
       var o = list[i];
       if (o.end + tol >= t && (!best || o.start > best.start)) best = o;
     }
+    if (best && best.op) best = best.op; /* a device slice: its op */
     if (best !== hover) { hover = best; drawOverlay(); }
     if (!best) { tip.style.display = 'none'; return; }
     var rows = [['id', '#' + best.id], ['worker', best.track.label], ['start', fmt(best.start)],
@@ -310,6 +402,9 @@
       ['queued (ready \u2192 start)', fmt(best.start - best.ready)],
       ['status', best.status === 0 ? 'ok' : best.status === -12 ? 'skipped' : 'failed (' + best.status + ')'],
       ['deps \u2192 this \u2192 succ', best.deps.length + ' \u2192 \u00b7 \u2192 ' + best.succ.length]];
+    if (best.lane) rows.splice(4, 0, ['stream', best.lane.sub], ['device start', fmt(best.dstart)],
+      ['device run time', fmt(best.dend - best.dstart)], ['queued on the stream', fmt(best.dstart - best.start)]);
+    if (best.lane) rows[3][0] = 'run time (queuing it)';
     tip.innerHTML = '';
     tip.appendChild(el('b', null, D.names[best.name]));
     if (critSet.has(best)) { var cp = el('div', null, 'on the critical path'); cp.style.color = '#fca5a5'; tip.appendChild(cp); }
@@ -382,7 +477,7 @@
     'no number of workers can finish this DAG sooner. Waiting is not part of its length. Generated by varflow ' + D.version + '.';
 
   drawAll();
-  var done = el('div', null, tracks.length + ' rows, ' + ops.length + ' ops');
+  var done = el('div', null, tracks.length + ' rows, ' + ops.length + ' ops, ' + lanes.length + ' streams');
   done.id = 'vf-rendered'; done.hidden = true;
   document.body.appendChild(done);
   document.body.setAttribute('data-vf-rendered', 'ok');
