@@ -13,8 +13,10 @@
  *
  * "otherData" gives the engine, its workers and their pools, the dropped
  * count and the span, and must say "varflow": 1. A complete event ("X")
- * whose args hold an "id" is a record; every event is checked the same
- * way, and only records are kept. Fields come in any order and unknown
+ * whose args hold an "id" is a record (a device op's args may add
+ * "device_start_us" and "device_end_us", its device span); every event is
+ * checked the same way, and only records are kept (a device op's slice on
+ * its stream's track, category "device", holds "op", not "id": skipped). Fields come in any order and unknown
  * ones are ignored; a key given twice is read twice (the last value
  * counts). The records, their deps and their names are gathered in growing
  * arrays that become the snapshot's (a record's name and deps hold
@@ -212,6 +214,10 @@ static int args(loader *ld, const cJSON *o, vf_profile_record *r,
             rc = micros(ld, f, &r->push_ns);
         } else if (strcmp(k, "ready_us") == 0) {
             rc = micros(ld, f, &r->ready_ns);
+        } else if (strcmp(k, "device_start_us") == 0) {
+            rc = micros(ld, f, &r->device_start_ns);
+        } else if (strcmp(k, "device_end_us") == 0) {
+            rc = micros(ld, f, &r->device_end_ns);
         } else if (strcmp(k, "device") == 0) {
             rc = device(ld, f, &r->device);
         } else if (strcmp(k, "property") == 0) {
@@ -279,6 +285,8 @@ static int event(loader *ld, const cJSON *ev)
     r.end_ns = ts + dur;
     if (r.push_ns > r.ready_ns || r.ready_ns > r.start_ns)
         return bad(ld, "", "push, ready and start times out of order");
+    if (r.device_start_ns > r.device_end_ns)
+        return bad(ld, "", "device start after device end");
     size_t off;
     r.ndeps = cJSON_GetArraySize(deps);
     if (add_name(ld, name, &off) != 0 ||
@@ -513,6 +521,7 @@ static int assemble(loader *ld, vf_profile **out)
         r->name = ld->names + (uintptr_t)r->name;
         r->deps = ld->deps + (uintptr_t)r->deps;
         span = r->end_ns > span ? r->end_ns : span;
+        span = r->device_end_ns > span ? r->device_end_ns : span;
         if (i > 0 && r->id == r[-1].id) {
             snprintf(ld->buf, sizeof ld->buf, "op id %" PRIu64 " appears twice",
                      r->id);
