@@ -133,12 +133,14 @@ typedef struct gated {
     int rc;
     vf_completion held[64];
     atomic_int nheld;
+    atomic_int holders; /* hold ops running (each blocks one worker) */
 } gated;
 
 static int hold(vf_run *run, void *arg)
 {
     (void)run;
     gated *g = arg;
+    atomic_fetch_add(&g->holders, 1);
     CHECK(tu_gate_wait(&g->gate, TU_TIMEOUT));
     return 0;
 }
@@ -174,10 +176,14 @@ static void gated_threaded(const tu_kind *k)
     REQUIRE(vf_engine_create(&g.e, &cfg) == 0);
     vf_var x = tu_var(g.e);
     int accepted = 0;
-    /* Hold each worker (independent ops), then queue ops behind x. */
+    /* Hold each worker (independent ops), then queue ops behind x. The
+     * holds must be running first: a worker that stole the other's hold
+     * would otherwise leave its own queue's ops to a free worker, and ops
+     * would finish under the bound (seen under TSan on a loaded machine). */
     for (int i = 0; i < k->workers; i++, accepted++)
         CHECK_OK(
             vf_push(g.e, &(vf_op){.fn = hold, .arg = &g, .nonblocking = true}));
+    REQUIRE(tu_wait_flag(&g.holders, k->workers, TU_TIMEOUT));
     int rc = 0;
     while (accepted < 2 * MAX) {
         rc = vf_push(g.e, &(vf_op){.fn = empty,
