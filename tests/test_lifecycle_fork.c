@@ -13,7 +13,7 @@
  * - Fork from inside an op: the child finds that engine unusable (its push
  *   fails with VF_ESHUTDOWN) while another engine works; the parent goes on.
  */
-#include "util.h"
+#include "chain.h"
 
 #include <string.h>
 #include <sys/wait.h>
@@ -23,39 +23,13 @@
 #define NENGINES 3
 #define OPS 4000
 
-typedef struct chain {
-    uint64_t value;
-    atomic_int runs;
-} chain;
-
+/* A host step with a little work, so ops are running at the fork. */
 static int step(vf_run *run, void *arg)
 {
     (void)run;
-    chain *c = arg;
-    c->value = c->value * 31 + 7;
-    atomic_fetch_add(&c->runs, 1);
+    chain_apply(arg);
     tu_spin_us(5);
     return 0;
-}
-
-static int dev_step(void *arg)
-{
-    chain *c = arg;
-    c->value = c->value * 31 + 7;
-    atomic_fetch_add(&c->runs, 1);
-    return 0;
-}
-
-static int step_on_device(vf_run *run, void *arg)
-{
-    return vf_run_submit(run, dev_step, arg, 0);
-}
-
-static uint64_t serial_steps(uint64_t v, int n)
-{
-    while (n-- > 0)
-        v = v * 31 + 7;
-    return v;
 }
 
 typedef struct rig {
@@ -72,7 +46,7 @@ static atomic_bool stop_pushing;
 static int push_step(rig *r, int i)
 {
     bool dev = r->device && i % 3 == 0;
-    return vf_push(r->e, &(vf_op){.fn = dev ? step_on_device : step,
+    return vf_push(r->e, &(vf_op){.fn = dev ? chain_step_on_device : step,
                                   .arg = &r->c,
                                   .writes = VF_VARS(r->v),
                                   .device = dev ? (vf_device){
@@ -122,7 +96,7 @@ static int child_checks(void)
         chain c = {.value = 5};
         for (int i = 0; i < 300; i++) {
             bool dev = i % 2 == 0;
-            rc = vf_push(r->e, &(vf_op){.fn = dev ? step_on_device : step,
+            rc = vf_push(r->e, &(vf_op){.fn = dev ? chain_step_on_device : step,
                                         .arg = &c, .writes = VF_VARS(fresh),
                                         .device = dev ? (vf_device){
                                                             VF_DEVICE_EMULATED,

@@ -20,30 +20,9 @@
  *   dependencies are released (everything drains), pushes from outside are
  *   refused with VF_ESHUTDOWN, and the stats count the skips.
  */
-#include "util.h"
+#include "chain.h"
 
 #include <string.h>
-
-typedef struct chain {
-    uint64_t value;
-    atomic_int runs;
-} chain;
-
-static int step(vf_run *run, void *arg)
-{
-    (void)run;
-    chain *c = arg;
-    c->value = c->value * 31 + 7;
-    atomic_fetch_add(&c->runs, 1);
-    return 0;
-}
-
-static uint64_t serial_steps(uint64_t v, int n)
-{
-    while (n-- > 0)
-        v = v * 31 + 7;
-    return v;
-}
 
 static int call_stop(vf_run *run, void *arg)
 {
@@ -62,7 +41,7 @@ static void test_basic(const tu_kind *k)
     vf_var v = tu_var(e);
     chain c = {.value = 1};
     for (int i = 0; i < 50; i++)
-        CHECK_OK(vf_push(e, &(vf_op){.fn = step, .arg = &c,
+        CHECK_OK(vf_push(e, &(vf_op){.fn = chain_step, .arg = &c,
                                      .writes = VF_VARS(v)}));
     CHECK_OK(vf_engine_stop(e));
     CHECK_EQ(atomic_load(&c.runs), 50); /* drained */
@@ -73,7 +52,7 @@ static void test_basic(const tu_kind *k)
 
     /* Held while stopped, in order. */
     for (int i = 0; i < 30; i++)
-        CHECK_OK(vf_push(e, &(vf_op){.fn = step, .arg = &c,
+        CHECK_OK(vf_push(e, &(vf_op){.fn = chain_step, .arg = &c,
                                      .writes = VF_VARS(v)}));
     tu_spin_us(2000);
     CHECK_EQ(atomic_load(&c.runs), 50); /* nothing ran */
@@ -94,7 +73,7 @@ static void test_basic(const tu_kind *k)
     /* Stopped with held ops, then destroyed: the held ops run. */
     CHECK_OK(vf_engine_stop(e));
     for (int i = 0; i < 10; i++)
-        CHECK_OK(vf_push(e, &(vf_op){.fn = step, .arg = &c,
+        CHECK_OK(vf_push(e, &(vf_op){.fn = chain_step, .arg = &c,
                                      .writes = VF_VARS(v)}));
     CHECK_OK(vf_engine_destroy(e));
     CHECK_EQ(atomic_load(&c.runs), 90);
@@ -130,19 +109,6 @@ static int add_shared(vf_run *run, void *arg)
     return 0;
 }
 
-static int dev_step(void *arg)
-{
-    chain *c = arg;
-    c->value = c->value * 31 + 7;
-    atomic_fetch_add(&c->runs, 1);
-    return 0;
-}
-
-static int step_on_device(vf_run *run, void *arg)
-{
-    return vf_run_submit(run, dev_step, arg, 0);
-}
-
 static void *push_loop(void *arg)
 {
     pusher *p = arg;
@@ -156,11 +122,11 @@ static void *push_loop(void *arg)
                                         .reads = VF_VARS(p->own),
                                         .writes = VF_VARS(p->shared)});
         } else if (p->device && i % 3 == 0) {
-            rc = vf_push(p->e, &(vf_op){.fn = step_on_device, .arg = &p->c,
+            rc = vf_push(p->e, &(vf_op){.fn = chain_step_on_device, .arg = &p->c,
                                         .writes = VF_VARS(p->own),
                                         .device = {VF_DEVICE_EMULATED, 0}});
         } else {
-            rc = vf_push(p->e, &(vf_op){.fn = step, .arg = &p->c,
+            rc = vf_push(p->e, &(vf_op){.fn = chain_step, .arg = &p->c,
                                         .writes = VF_VARS(p->own)});
         }
         if (rc != 0)

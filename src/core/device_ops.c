@@ -439,6 +439,16 @@ static void completer_stop(vf_engine *e)
     c->started = false;
 }
 
+/* Device slot k of the engine (k < VF__DEVICE_SLOTS: every type and id),
+ * or NULL when that device was never used. */
+#define VF__DEVICE_SLOTS (2 * VF__MAX_DEVICE_IDS)
+static vf__devctx *device_at(vf_engine *e, int k)
+{
+    return atomic_load_explicit(
+        &e->devices[k / VF__MAX_DEVICE_IDS][k % VF__MAX_DEVICE_IDS],
+        memory_order_relaxed);
+}
+
 /* Stop (or start) the host threads of every stream of the engine. */
 static int streams_stop_start(vf_engine *e, bool stop)
 {
@@ -455,17 +465,14 @@ static int streams_stop_start(vf_engine *e, bool stop)
                 rc = wk->dev_cls->stream_start(wk->stream);
         }
     }
-    for (int t = 0; t < 2; t++) {
-        for (int id = 0; id < VF__MAX_DEVICE_IDS; id++) {
-            vf__devctx *d = atomic_load_explicit(&e->devices[t][id],
-                                                 memory_order_relaxed);
-            for (vf__thread_stream *ts = d ? d->inline_streams : NULL;
-                 ts != NULL; ts = ts->next) {
-                if (stop)
-                    d->cls->stream_stop(ts->stream);
-                else if (rc == 0)
-                    rc = d->cls->stream_start(ts->stream);
-            }
+    for (int k = 0; k < VF__DEVICE_SLOTS; k++) {
+        vf__devctx *d = device_at(e, k);
+        for (vf__thread_stream *ts = d ? d->inline_streams : NULL; ts != NULL;
+             ts = ts->next) {
+            if (stop)
+                d->cls->stream_stop(ts->stream);
+            else if (rc == 0)
+                rc = d->cls->stream_start(ts->stream);
         }
     }
     return rc;
@@ -480,10 +487,8 @@ void vf__devices_stop(vf_engine *e)
 int vf__devices_start(vf_engine *e)
 {
     bool any = false;
-    for (int t = 0; t < 2 && !any; t++)
-        for (int id = 0; id < VF__MAX_DEVICE_IDS && !any; id++)
-            any = atomic_load_explicit(&e->devices[t][id],
-                                       memory_order_relaxed) != NULL;
+    for (int k = 0; k < VF__DEVICE_SLOTS && !any; k++)
+        any = device_at(e, k) != NULL;
     int rc = streams_stop_start(e, false);
     if (rc == 0 && any && e->cpu_pool != NULL)
         rc = completer_start(e);
@@ -519,31 +524,19 @@ void vf__devices_rebuild_for_child(vf_engine *e)
     e->completer.head = e->completer.tail = NULL;
     /* Fences: forgotten, not released (their events are the parent's;
      * everything they mark completed before the fork). */
-    for (unsigned c = 0; c < VF__VAR_MAX_CHUNKS; c++) {
-        vf__var *chunk = atomic_load_explicit(&e->vars.chunks[c],
-                                              memory_order_relaxed);
-        if (chunk == NULL)
-            break;
-        for (unsigned i = 0; i < VF__VAR_CHUNK; i++) {
-            chunk[i].wfence = NULL;
-            chunk[i].nrfences = 0;
-        }
-    }
-    for (int t = 0; t < 2; t++) {
-        for (int id = 0; id < VF__MAX_DEVICE_IDS; id++) {
-            vf__devctx *d = atomic_load_explicit(&e->devices[t][id],
-                                                 memory_order_relaxed);
-            if (d == NULL)
-                continue;
-            /* CUDA cannot be used after fork; the emulated device can. */
-            d->forked_away = d->cls->type != VF_DEVICE_EMULATED;
-            d->inline_streams = NULL; /* the parent's threads' */
-            pthread_mutex_init(&d->inline_lock, NULL);
-            vf__pool *pools[] = {d->normal, d->copy, d->prio};
-            for (int k = 0; k < 3; k++)
-                if (pools[k] != NULL)
-                    rebuild_pool(e, d, pools[k]);
-        }
+    vf__var_table_drop_fences(&e->vars, false);
+    for (int k = 0; k < VF__DEVICE_SLOTS; k++) {
+        vf__devctx *d = device_at(e, k);
+        if (d == NULL)
+            continue;
+        /* CUDA cannot be used after fork; the emulated device can. */
+        d->forked_away = d->cls->type != VF_DEVICE_EMULATED;
+        d->inline_streams = NULL; /* the parent's threads' */
+        pthread_mutex_init(&d->inline_lock, NULL);
+        vf__pool *pools[] = {d->normal, d->copy, d->prio};
+        for (int i = 0; i < 3; i++)
+            if (pools[i] != NULL)
+                rebuild_pool(e, d, pools[i]);
     }
 }
 
@@ -730,7 +723,7 @@ void vf__devices_destroy(vf_engine *e)
 {
     completer_stop(e);
     /* Vars' fences hold events of the streams: gone first. */
-    vf__var_table_drop_fences(&e->vars);
+    vf__var_table_drop_fences(&e->vars, true);
     for (int i = 0; i < e->npools; i++) {
         vf__pool *p = &e->pools[i];
         for (int w = 0; p->workers != NULL && w < p->nworkers; w++) {
@@ -739,23 +732,21 @@ void vf__devices_destroy(vf_engine *e)
             p->workers[w].stream = NULL;
         }
     }
-    for (int t = 0; t < 2; t++) {
-        for (int id = 0; id < VF__MAX_DEVICE_IDS; id++) {
-            vf__devctx *d = atomic_load_explicit(&e->devices[t][id],
-                                                 memory_order_relaxed);
-            if (d == NULL)
-                continue;
-            while (d->inline_streams != NULL) {
-                vf__thread_stream *ts = d->inline_streams;
-                d->inline_streams = ts->next;
-                d->cls->stream_destroy(ts->stream);
-                free(ts);
-            }
-            pthread_mutex_destroy(&d->inline_lock);
-            free(d);
-            atomic_store_explicit(&e->devices[t][id], NULL,
-                                  memory_order_relaxed);
+    for (int k = 0; k < VF__DEVICE_SLOTS; k++) {
+        vf__devctx *d = device_at(e, k);
+        if (d == NULL)
+            continue;
+        while (d->inline_streams != NULL) {
+            vf__thread_stream *ts = d->inline_streams;
+            d->inline_streams = ts->next;
+            d->cls->stream_destroy(ts->stream);
+            free(ts);
         }
+        pthread_mutex_destroy(&d->inline_lock);
+        free(d);
+        atomic_store_explicit(&e->devices[k / VF__MAX_DEVICE_IDS]
+                                         [k % VF__MAX_DEVICE_IDS],
+                              NULL, memory_order_relaxed);
     }
 }
 

@@ -160,16 +160,21 @@ int vf__var_table_init(vf__var_table *t, uint16_t tag)
     return 0;
 }
 
-void vf__var_table_drop_fences(vf__var_table *t)
+void vf__var_table_drop_fences(vf__var_table *t, bool release)
 {
     for (unsigned c = 0; c < VF__VAR_MAX_CHUNKS; c++) {
         vf__var *chunk = atomic_load_explicit(&t->chunks[c],
                                               memory_order_relaxed);
         if (chunk == NULL)
             break;
-        for (unsigned i = 0; i < VF__VAR_CHUNK; i++)
-            if (chunk[i].wfence != NULL || chunk[i].nrfences != 0)
+        for (unsigned i = 0; i < VF__VAR_CHUNK; i++) {
+            if (release) {
                 vf__var_drop_fences(&chunk[i]);
+            } else {
+                chunk[i].wfence = NULL;
+                chunk[i].nrfences = 0;
+            }
+        }
     }
 }
 

@@ -114,8 +114,10 @@ int vf__var_table_init(vf__var_table *t, uint16_t tag);
  * engine must be idle. */
 void vf__var_table_destroy(vf__var_table *t);
 
-/* Drop every var's fences (device_ops.h), before the engine's streams go. */
-void vf__var_table_drop_fences(vf__var_table *t);
+/* Drop every var's fences (device_ops.h), before the engine's streams go;
+ * with `release` false, only forget them (a forked child: their events are
+ * the parent's). No op may be running. */
+void vf__var_table_drop_fences(vf__var_table *t, bool release);
 
 /* A new live var and its handle. VF_ENOMEM when out of memory or slots. */
 int vf__var_create(vf__var_table *t, vf_var *out);
