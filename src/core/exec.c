@@ -166,9 +166,9 @@ static void call_fn(vf__op *op, vf_run *run)
     }
 }
 
-/* A device op's body on its stream: the worker's, or in the naive engine
- * the device's one stream (device_ops.h). True when done now, false when
- * its work is in flight. */
+/* A device op's body on its stream: its worker's, or in the naive engine
+ * the pushing thread's stream of that device (device_ops.h). True when
+ * done now, false when its work is in flight. */
 static bool run_device(vf__op *op, int worker)
 {
     const vf__opdef *def = op->def;
