@@ -166,8 +166,9 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config);
 /*
  * Complete every pushed op (including ops those ops push), then stop the
  * workers and free the engine. Pushes from outside the engine's ops fail with
- * VF_ESHUTDOWN once destroy has begun. Must not be called from inside an op
- * of this engine (VF_EDEADLK). Errors not yet reported are dropped.
+ * VF_ESHUTDOWN once destroy has begun. Must not be called from the engine's
+ * own code: one of its ops, a done callback, a worker (VF_EDEADLK). A
+ * stopped engine is started first. Errors not yet reported are dropped.
  */
 VF_API int vf_engine_destroy(vf_engine *e);
 
@@ -177,9 +178,12 @@ VF_API int vf_engine_destroy(vf_engine *e);
  * Pushes while stopped are accepted and held, in order, until
  * vf_engine_start, which starts the threads again and runs them. While ops
  * are held, vf_wait_var and vf_wait_all return VF_ESTOPPED at once (they
- * could never finish). Stopping a stopped engine and starting a running
- * one do nothing. Both block; both refuse with VF_EDEADLK when called from
- * one of the engine's own ops, and with VF_ESHUTDOWN once destroy began.
+ * could never finish); during the start that pushes them they wait for it.
+ * A held op that cannot be pushed at start fails with that push's code.
+ * Stopping a stopped engine and starting a running one do nothing. Both
+ * block; both (and destroy) refuse with VF_EDEADLK when called from the
+ * engine's own code (an op, a done callback, a worker), and with
+ * VF_ESHUTDOWN once destroy began.
  * Destroying a stopped engine starts it first. Fork needs none of this:
  * varflow stops and restarts every engine around fork() itself.
  */

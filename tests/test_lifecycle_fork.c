@@ -10,8 +10,9 @@
  *   device, whose results equal the serial ones; the child reports through
  *   its exit status. In the parent, every op pushed runs exactly once and
  *   the chains end at the serial values.
- * - Fork from inside an op: the child finds that engine unusable (its push
- *   fails with VF_ESHUTDOWN) while another engine works; the parent goes on.
+ * - Fork from inside an op, and from a done callback: the child finds that
+ *   engine unusable (its push fails with VF_ESHUTDOWN) while another engine
+ *   works; the parent goes on.
  */
 #include "chain.h"
 
@@ -194,6 +195,28 @@ static int forking_op(vf_run *run, void *arg)
     return 0;
 }
 
+/* A fork from a done callback (on a worker): that engine is engine code
+ * the fork cannot drain, so the child finds it unusable. */
+static atomic_int done_fork_status = -1;
+static vf_engine *done_engine;
+
+static void forking_done(void *arg, int status)
+{
+    (void)arg;
+    (void)status;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        return;
+    if (pid == 0)
+        _exit(vf_push(done_engine, &(vf_op){.fn = tu_nop}) == VF_ESHUTDOWN
+                  ? 0
+                  : 1);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    atomic_store(&done_fork_status, st);
+}
+
 static void test_fork_inside_op(void)
 {
     vf_engine *e;
@@ -215,6 +238,14 @@ static void test_fork_inside_op(void)
                                      .writes = VF_VARS(v)}));
     CHECK_OK(vf_wait_all(e, NULL));
     CHECK(c.value == serial_steps(9, 20));
+    /* From a done callback. */
+    done_engine = e;
+    CHECK_OK(vf_push(e, &(vf_op){.fn = tu_nop, .done = forking_done,
+                                 .writes = VF_VARS(v)}));
+    CHECK_OK(vf_wait_all(e, NULL));
+    int st = atomic_load(&done_fork_status);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        CHECK_REPORT_("fork from a done callback: child status %#x", st);
     CHECK_OK(vf_engine_destroy(e));
     CHECK_OK(vf_engine_destroy(other));
 }

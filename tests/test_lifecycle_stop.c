@@ -13,7 +13,10 @@
  *   over: every op runs exactly once and every var ends at the serial
  *   value of its own sequence (the shared var sees an order-independent
  *   sum).
- * - Stop and start from inside an op: VF_EDEADLK; both are idempotent;
+ * - A wait racing the start that pushes held ops returns 0 only once all
+ *   of them ran (VF_ESTOPPED before the start).
+ * - Stop, start and destroy from inside an op or a done callback:
+ *   VF_EDEADLK; stop and start are idempotent;
  *   destroying a stopped engine runs the held ops first.
  * - Shutdown notice: the ops not started yet skip their functions (done
  *   gets VF_ESKIPPED exactly once), deletes still run their free callback,
@@ -23,6 +26,56 @@
 #include "chain.h"
 
 #include <string.h>
+
+/* From a done callback (on a worker, or the pushing thread of a naive
+ * engine), stop, start and destroy would wait for themselves. */
+static atomic_int done_refusals;
+
+static void stop_in_done(void *arg, int status)
+{
+    vf_engine *e = arg;
+    (void)status;
+    if (vf_engine_stop(e) == VF_EDEADLK && vf_engine_start(e) == VF_EDEADLK &&
+        vf_engine_destroy(e) == VF_EDEADLK)
+        atomic_fetch_add(&done_refusals, 1);
+}
+
+typedef struct starter {
+    vf_engine *e;
+    int rc;
+} starter;
+
+static void *start_thread(void *arg)
+{
+    starter *s = arg;
+    s->rc = vf_engine_start(s->e);
+    return NULL;
+}
+
+/* A wait racing a start that pushes held ops: it returns VF_ESTOPPED
+ * before the start, and once it returns 0 every held op ran. */
+static void test_wait_during_start(const tu_kind *k)
+{
+    enum { N = 2000 };
+    vf_engine *e = tu_engine(k);
+    vf_var v = tu_var(e);
+    chain c = {.value = 1};
+    CHECK_OK(vf_engine_stop(e));
+    for (int i = 0; i < N; i++)
+        CHECK_OK(vf_push(e, &(vf_op){.fn = chain_step, .arg = &c,
+                                     .writes = VF_VARS(v)}));
+    starter s = {.e = e};
+    pthread_t t = tu_thread_start(start_thread, &s);
+    int rc;
+    while ((rc = vf_wait_var(e, v, NULL)) == VF_ESTOPPED)
+        sched_yield();
+    CHECK_OK(rc);
+    CHECK_EQ(atomic_load(&c.runs), N);
+    CHECK(c.value == serial_steps(1, N));
+    tu_thread_join(t);
+    CHECK_OK(s.rc);
+    CHECK_OK(vf_engine_destroy(e));
+}
 
 static int call_stop(vf_run *run, void *arg)
 {
@@ -65,10 +118,15 @@ static void test_basic(const tu_kind *k)
     CHECK_EQ(atomic_load(&c.runs), 80);
     CHECK_EQ(c.value, serial_steps(1, 80));
 
-    /* Refused from inside an op. */
+    /* Refused from inside an op, and from a done callback. */
     vf_var t = tu_var(e);
     CHECK_OK(vf_push(e, &(vf_op){.fn = call_stop, .writes = VF_VARS(t)}));
     CHECK_OK(vf_wait_var(e, t, NULL));
+    atomic_store(&done_refusals, 0);
+    CHECK_OK(vf_push(e, &(vf_op){.fn = tu_nop, .done = stop_in_done,
+                                 .arg = e, .writes = VF_VARS(t)}));
+    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_EQ(atomic_load(&done_refusals), 1);
 
     /* Stopped with held ops, then destroyed: the held ops run. */
     CHECK_OK(vf_engine_stop(e));
@@ -265,6 +323,8 @@ int main(void)
         test_concurrent(&tu_kinds[i], false);
         tu_phase("shutdown");
         test_shutdown(&tu_kinds[i]);
+        tu_phase("a wait racing a start");
+        test_wait_during_start(&tu_kinds[i]);
     }
     tu_phase("with an emulated device");
     test_concurrent(&tu_kinds[4], true);

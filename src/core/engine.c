@@ -97,6 +97,18 @@ void vf__engine_rebuild_for_child(vf_engine *e)
     int cpu = e->priority_pool ? 2 : e->cpu_pool ? 1 : 0;
     for (int i = 0; i < cpu; i++)
         vf__pool_destroy(&e->pools[i]);
+    /* Other threads of the parent are gone: whatever they were counted for
+     * (a push caught half way, a waiter, a blocked pusher, a foreign
+     * completer) and whatever var lock one held are gone with them; the
+     * wait condition forgets its waiters. Nothing was pending: the engine
+     * was drained before the fork. */
+    atomic_store(&e->counts, 0);
+    atomic_store(&e->nwaiters, 0);
+    atomic_store(&e->nnested_waiters, 0);
+    atomic_store(&e->nblocked, 0);
+    atomic_store(&e->completers, 0);
+    pthread_cond_init(&e->wait_cond, NULL);
+    vf__var_table_after_fork(&e->vars);
     int n = e->fork_child_workers;
     if (make_cpu_pools(e, n, n) != 0) {
         /* No memory for pools in the child: the engine cannot run. */
@@ -226,9 +238,10 @@ VF_API int vf_engine_destroy(vf_engine *e)
 {
     if (!vf__engine_ok(e))
         return vf__fail(VF_EINVAL, "vf_engine_destroy: not an engine");
-    if (vf__current_op_engine() == e)
-        return vf__fail(VF_EDEADLK, "vf_engine_destroy: called inside one of "
-                                    "the engine's own ops");
+    if (vf__thread_in_engine(e) || vf__engine_releasing_held(e))
+        return vf__fail(VF_EDEADLK, "vf_engine_destroy: called from the "
+                                    "engine's own code (an op, a done "
+                                    "callback, a worker)");
     int state = atomic_load(&e->state);
     do {
         if (state == VF__DRAINING)

@@ -122,6 +122,7 @@ struct vf_engine {
     pthread_mutex_t life_lock;    /* the held ops and `stopped` */
     atomic_bool holding;          /* seq_cst: pushes from outside are held */
     bool stopped;                 /* life_lock: workers joined */
+    bool starting;                /* life_lock: a start pushes held ops */
     vf__op *held_head, *held_tail; /* life_lock: held pushes, in order */
     uint64_t nheld;               /* life_lock */
     int fork_child_workers;
@@ -141,6 +142,12 @@ static inline bool vf__engine_ok(const vf_engine *e)
 
 /* The running op's engine on this thread (inside an op), else NULL. */
 vf_engine *vf__current_op_engine(void);
+
+/* Whether this thread runs code of engine `e` that a drain of `e` would
+ * wait for: one of its ops (the innermost), one of its `done` callbacks,
+ * or any code on one of its workers (lifecycle: stop, start, destroy and
+ * fork must not wait for themselves). */
+bool vf__thread_in_engine(const vf_engine *e);
 
 /* Add a new failure to the engine's list: returns the record (one reference
  * for the caller). Under memory exhaustion beyond the reserve, the failure

@@ -21,6 +21,7 @@ typedef struct exec_tls {
     vf__readylist deferred;  /* ready inline ops waiting for the trampoline */
     vf__waiter *loop_waiter; /* innermost nested wait loop on this thread */
     vf__op *loop_op;         /* the op that loop runs right now, or NULL */
+    const vf_engine *done_engine; /* whose `done` callback runs, or NULL */
 } exec_tls;
 
 static _Thread_local exec_tls tls;
@@ -33,6 +34,25 @@ vf__op *vf__current_op(void)
 vf_engine *vf__current_op_engine(void)
 {
     return tls.current ? tls.current->engine : NULL;
+}
+
+bool vf__thread_in_engine(const vf_engine *e)
+{
+    if ((tls.current != NULL && tls.current->engine == e) ||
+        tls.done_engine == e)
+        return true;
+    vf__worker *w = vf__this_worker();
+    return w != NULL && w->pool->engine == e;
+}
+
+/* Call an op's `done`, marking the thread as in the engine's code. */
+static void call_done(vf__op *op)
+{
+    const vf__opdef *def = op->def;
+    const vf_engine *outer = tls.done_engine;
+    tls.done_engine = op->engine;
+    def->done(def->arg, op->status);
+    tls.done_engine = outer;
 }
 
 /* --- running ----------------------------------------------------------- */
@@ -318,7 +338,7 @@ static void finish(vf__op *op, vf__readylist *ready)
     if (VF__UNLIKELY(op->hooks))
         hooks_end(op);
     if (def->done != NULL)
-        def->done(def->arg, op->status);
+        call_done(op);
     count_outcome(e, op);
 
     bool ran = op->status != VF_ESKIPPED;
@@ -525,7 +545,7 @@ void vf__device_op_complete(vf__op *op)
 {
     const vf__opdef *def = op->def;
     if (def->done != NULL)
-        def->done(def->arg, op->status);
+        call_done(op);
     count_outcome(op->engine, op);
     device_op_drop(op);
 }

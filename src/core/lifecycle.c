@@ -38,7 +38,15 @@ int vf__engine_check_waitable(vf_engine *e, const char *who)
         return 0;
     pthread_mutex_lock(&e->life_lock);
     uint64_t n = e->nheld;
+    bool starting = e->starting;
     pthread_mutex_unlock(&e->life_lock);
+    if (starting && !vf__engine_releasing_held(e)) {
+        /* A start is pushing the held ops (maybe this caller's): wait until
+         * they are all pushed, then wait as usual. */
+        pthread_mutex_lock(&e->life_op_lock);
+        pthread_mutex_unlock(&e->life_op_lock);
+        return vf__engine_check_waitable(e, who);
+    }
     if (n == 0)
         return 0;
     return vf__fail(VF_ESTOPPED, "%s: the engine is stopped and %llu pushed "
@@ -95,14 +103,21 @@ static void stop_locked(vf_engine *e)
     pthread_mutex_unlock(&e->life_lock);
 }
 
-/* A held op that can no longer be pushed (a var deleted by a held delete
- * before it): reported as skipped, as nothing pushed may be lost. */
-static void drop_held(vf_engine *e, vf__op *op)
+/* A held op that cannot be pushed at start (`rc`: out of memory, a var
+ * deleted by a held delete before it, workers that cannot start): it
+ * fails with that code like an op whose function failed, so `done` and
+ * the waits report it; nothing pushed is lost silently. */
+static void drop_held(vf_engine *e, vf__op *op, int rc)
 {
     const vf__opdef *def = op->def;
+    if (def->kind == VF__OP_DELETE && def->free_fn != NULL)
+        def->free_fn(def->arg); /* a delete's free always runs */
+    vf__failure_unref(vf__engine_record_failure(
+        e, rc, def->name, "held while the engine was stopped, and could "
+                          "not be pushed at start"));
     if (def->done != NULL)
-        def->done(def->arg, VF_ESKIPPED);
-    atomic_fetch_add_explicit(&e->skipped, 1, memory_order_relaxed);
+        def->done(def->arg, rc);
+    atomic_fetch_add_explicit(&e->failed, 1, memory_order_relaxed);
     vf__op_free(op);
 }
 
@@ -111,11 +126,16 @@ static int start_locked(vf_engine *e)
 {
     pthread_mutex_lock(&e->life_lock);
     bool stopped = e->stopped;
+    e->starting = atomic_load(&e->holding); /* waits block till it ends */
     pthread_mutex_unlock(&e->life_lock);
     if (stopped) {
         int rc = start_threads(e);
-        if (rc != 0) /* as it was: stopped */
+        if (rc != 0) { /* as it was: stopped */
+            pthread_mutex_lock(&e->life_lock);
+            e->starting = false;
+            pthread_mutex_unlock(&e->life_lock);
             return vf__fail(rc, "vf_engine_start: cannot start the workers");
+        }
     }
     const vf_engine *outer = releasing_held;
     releasing_held = e;
@@ -125,6 +145,7 @@ static int start_locked(vf_engine *e)
         e->held_head = e->held_tail = NULL;
         e->nheld = 0;
         if (op == NULL) {
+            e->starting = false;
             e->stopped = false;
             atomic_store(&e->holding, false);
             pthread_mutex_unlock(&e->life_lock);
@@ -133,8 +154,9 @@ static int start_locked(vf_engine *e)
         pthread_mutex_unlock(&e->life_lock);
         while (op != NULL) {
             vf__op *next = op->next;
-            if (vf__engine_enqueue(e, op, "vf_engine_start") != 0)
-                drop_held(e, op);
+            int rc = vf__engine_enqueue(e, op, "vf_engine_start");
+            if (rc != 0)
+                drop_held(e, op, rc);
             op = next;
         }
     }
@@ -146,9 +168,11 @@ static int check_outside(vf_engine *e, const char *who)
 {
     if (!vf__engine_ok(e))
         return vf__fail(VF_EINVAL, "%s: not an engine", who);
-    if (vf__current_op_engine() == e)
-        return vf__fail(VF_EDEADLK, "%s: called inside one of the engine's "
-                                    "own ops, which could never finish",
+    if (vf__thread_in_engine(e) || vf__engine_releasing_held(e))
+        return vf__fail(VF_EDEADLK, "%s: called from the engine's own code "
+                                    "(an op, a done callback, a worker, or "
+                                    "a start running held ops), which a "
+                                    "drain would wait for",
                         who);
     if (atomic_load(&e->state) == VF__DRAINING)
         return vf__fail(VF_ESHUTDOWN, "%s: the engine is being destroyed",
@@ -182,7 +206,7 @@ void vf__engine_unstop(vf_engine *e)
 {
     pthread_mutex_lock(&e->life_op_lock);
     start_locked(e); /* a failure leaves it stopped: destroy then hangs no
-                        thread, the held ops are dropped as skipped */
+                        thread, and the held ops fail (VF_ESYSTEM) */
     pthread_mutex_lock(&e->life_lock);
     vf__op *op = e->held_head;
     e->held_head = e->held_tail = NULL;
@@ -190,7 +214,7 @@ void vf__engine_unstop(vf_engine *e)
     pthread_mutex_unlock(&e->life_lock);
     while (op != NULL) {
         vf__op *next = op->next;
-        drop_held(e, op);
+        drop_held(e, op, VF_ESYSTEM);
         op = next;
     }
     pthread_mutex_unlock(&e->life_op_lock);
@@ -248,22 +272,27 @@ void vf__engine_unregister(vf_engine *e)
  * the order lifecycle.h gives. */
 static void engine_locks(vf_engine *e, bool lock)
 {
-    pthread_mutex_t *m[] = {&e->life_lock, &e->vars.lock, &e->fail_lock,
-                            &e->wait_lock, &e->dev_lock};
+    pthread_mutex_t *m[] = {&e->life_lock,         &e->vars.lock,
+                            &e->fail_lock,         &e->fail_reserve.lock,
+                            &e->wait_lock,         &e->dev_lock};
     int n = (int)(sizeof m / sizeof m[0]);
+    if (!lock)
+        vf__prof_fork_lock(e->prof, false);
     for (int i = 0; i < n; i++) {
         if (lock)
             pthread_mutex_lock(m[i]);
         else
             pthread_mutex_unlock(m[n - 1 - i]);
     }
+    if (lock)
+        vf__prof_fork_lock(e->prof, true); /* a leaf: last */
 }
 
 static void fork_prepare(void)
 {
     pthread_mutex_lock(&registry_lock);
     for (vf_engine *e = live; e != NULL; e = e->next_live) {
-        e->fork_inside = vf__current_op_engine() == e;
+        e->fork_inside = vf__thread_in_engine(e);
         e->fork_restart = false;
         if (e->fork_inside)
             continue; /* cannot drain under our own feet */

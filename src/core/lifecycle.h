@@ -16,9 +16,14 @@
  *
  * A wait cannot finish while ops it would wait for are held: vf_wait_var
  * and vf_wait_all on a stopped engine with held ops return VF_ESTOPPED at
- * once; with nothing held they behave as usual. Stop and start from inside
- * one of the engine's ops are refused (VF_EDEADLK): the op could never
- * finish. Both are idempotent and serialized by life_op_lock.
+ * once; while a start is pushing them (`starting`) they wait for it to end
+ * first, so a wait that returns 0 saw every held op pushed; with nothing
+ * held they behave as usual. A held op that cannot be pushed at start
+ * fails with the push's code (reported by done and the waits). Stop, start
+ * and destroy from the engine's own code (an op, a done callback, a
+ * worker, or a start running held ops) are refused (VF_EDEADLK): a drain
+ * would wait for itself. Stop and start are idempotent and serialized by
+ * life_op_lock.
  *
  * Shutdown notice. vf_engine_shutdown refuses further pushes from outside
  * ops (VF_ESHUTDOWN), and every user op that starts from then on skips its
@@ -26,11 +31,14 @@
  * the engine drains fast; deletes still run their free callbacks.
  *
  * Fork. pthread_atfork handlers (registered once): before a fork every
- * live engine is stopped (drained and joined) unless the forking thread is
- * inside one of its ops, and the locks another thread could hold inside the
- * engine are taken (free-list depots, the tag table, each engine's
- * life_lock, var table lock, fail lock, wait lock and dev_lock, in that
- * order). The parent releases them and starts again what it stopped. The
+ * live engine is stopped (drained and joined) unless the forking thread
+ * runs its code (vf__thread_in_engine), and the locks another thread could
+ * hold inside the engine are taken (free-list depots, the tag table, each
+ * engine's life_lock, var table lock, fail lock, failure reserve lock, wait
+ * lock, dev_lock and the profiler's lock, in that order). In the child the
+ * counters of threads that are gone (pending pushes caught half way,
+ * waiters, blocked pushers, foreign completers) go back to zero, every var
+ * lock is free and the wait condition forgets its waiters. The parent releases them and starts again what it stopped. The
  * child releases them and rebuilds each stopped engine with
  * fork_child_workers workers per CPU pool and no device (the parent's
  * streams and CUDA contexts cannot be used there: a device op pushed in

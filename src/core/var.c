@@ -160,6 +160,18 @@ int vf__var_table_init(vf__var_table *t, uint16_t tag)
     return 0;
 }
 
+void vf__var_table_after_fork(vf__var_table *t)
+{
+    for (unsigned c = 0; c < VF__VAR_MAX_CHUNKS; c++) {
+        vf__var *chunk = atomic_load_explicit(&t->chunks[c],
+                                              memory_order_relaxed);
+        if (chunk == NULL)
+            break;
+        for (unsigned i = 0; i < VF__VAR_CHUNK; i++)
+            vf__spin_init(&chunk[i].lock);
+    }
+}
+
 void vf__var_table_drop_fences(vf__var_table *t, bool release)
 {
     for (unsigned c = 0; c < VF__VAR_MAX_CHUNKS; c++) {

@@ -97,6 +97,10 @@ int vf__prof_take(vf__profiler *p, const vf__prof_engine_desc *engine,
 
 enum { VF__PROF_OFF = 0, VF__PROF_ON, VF__PROF_PAUSED };
 
+/* Take (before a fork) or release (after it, in parent and child) the
+ * profile's mutex, so no other thread holds it across the fork. */
+void vf__prof_fork_lock(vf__profiler *p, bool lock);
+
 /* --- an op's life (called only for ops whose hooks say "recorded") ------- */
 
 /* Pushed: give it an id and its push time. False when it cannot be

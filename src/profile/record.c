@@ -286,6 +286,14 @@ void vf__prof_op_finished(vf__profiler *p, vf__op_prof *pr,
 
 /* --- control ----------------------------------------------------------- */
 
+void vf__prof_fork_lock(vf__profiler *p, bool lock)
+{
+    if (lock)
+        pthread_mutex_lock(&p->lock);
+    else
+        pthread_mutex_unlock(&p->lock);
+}
+
 bool vf__prof_recording(vf__profiler *p)
 {
     return atomic_load(&p->state) == VF__PROF_ON;
