@@ -17,6 +17,7 @@
  *   the CPU are skipped and their work never runs; independent ops run;
  *   vf_wait_var and vf_wait_all report the first failure with its op name
  *   and message; every done callback runs once.
+ * - Device writes bump their var's version (rule 8).
  * - A delete waits for the device work on its var; bad input is refused
  *   with the right code (a device op outside a stream, an async device
  *   op, a device id that is not there).
@@ -538,6 +539,17 @@ static void test_delete_and_bad_input(void)
     CHECK_OK(vf_var_delete(e, v, free_cb, NULL));
     CHECK_OK(vf_wait_all(e, NULL));
     CHECK_EQ(atomic_load(&freed_after_work), 1);
+
+    /* Rule 8: every device write that ran bumps the version (when its
+     * function returns); the wait sees them all. */
+    vf_var w = tu_var(e);
+    for (int i = 0; i < 3; i++)
+        CHECK_OK(vf_push(e, &(vf_op){.fn = slow_fn, .writes = VF_VARS(w),
+                                     .device = {VF_DEVICE_EMULATED, 1}}));
+    CHECK_OK(vf_wait_var(e, w, NULL));
+    uint64_t version = 0;
+    CHECK_OK(vf_var_version(e, w, &version));
+    CHECK_EQ(version, 3);
 
     /* vf_run_submit from a CPU op: VF_EINVAL (the op checks it). */
     vf_var t = tu_var(e);

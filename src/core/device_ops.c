@@ -522,9 +522,6 @@ void vf__devices_rebuild_for_child(vf_engine *e)
 {
     e->completer.started = false; /* its thread is the parent's */
     e->completer.head = e->completer.tail = NULL;
-    /* Fences: forgotten, not released (their events are the parent's;
-     * everything they mark completed before the fork). */
-    vf__var_table_drop_fences(&e->vars, false);
     for (int k = 0; k < VF__DEVICE_SLOTS; k++) {
         vf__devctx *d = device_at(e, k);
         if (d == NULL)
@@ -723,7 +720,7 @@ void vf__devices_destroy(vf_engine *e)
 {
     completer_stop(e);
     /* Vars' fences hold events of the streams: gone first. */
-    vf__var_table_drop_fences(&e->vars, true);
+    vf__var_table_drop_fences(&e->vars);
     for (int i = 0; i < e->npools; i++) {
         vf__pool *p = &e->pools[i];
         for (int w = 0; p->workers != NULL && w < p->nworkers; w++) {

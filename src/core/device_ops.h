@@ -153,7 +153,8 @@ int vf__devices_start(vf_engine *e);
  * worker and a new stream when the device can be used after fork (the
  * emulated one); CUDA cannot: its device is marked forked_away, and its
  * ops are refused (VF_ENODEV) or fail. Nothing of the parent's streams and
- * events is called; vars forget their fences. Not started. */
+ * events is called (vf__var_table_after_fork forgets the vars' fences).
+ * Not started. */
 void vf__devices_rebuild_for_child(vf_engine *e);
 
 /* Stop the completer and free every device (after every op finished and

@@ -160,43 +160,39 @@ int vf__var_table_init(vf__var_table *t, uint16_t tag)
     return 0;
 }
 
-void vf__var_table_after_fork(vf__var_table *t)
+/* Chunk c of the table, or NULL past the last one made (walks of the
+ * whole table run with no op in flight: relaxed). */
+static vf__var *chunk_at(vf__var_table *t, unsigned c)
 {
-    for (unsigned c = 0; c < VF__VAR_MAX_CHUNKS; c++) {
-        vf__var *chunk = atomic_load_explicit(&t->chunks[c],
-                                              memory_order_relaxed);
-        if (chunk == NULL)
-            break;
-        for (unsigned i = 0; i < VF__VAR_CHUNK; i++)
-            vf__spin_init(&chunk[i].lock);
-    }
+    return c < VF__VAR_MAX_CHUNKS
+               ? atomic_load_explicit(&t->chunks[c], memory_order_relaxed)
+               : NULL;
 }
 
-void vf__var_table_drop_fences(vf__var_table *t, bool release)
+void vf__var_table_after_fork(vf__var_table *t)
 {
-    for (unsigned c = 0; c < VF__VAR_MAX_CHUNKS; c++) {
-        vf__var *chunk = atomic_load_explicit(&t->chunks[c],
-                                              memory_order_relaxed);
-        if (chunk == NULL)
-            break;
+    vf__var *chunk;
+    for (unsigned c = 0; (chunk = chunk_at(t, c)) != NULL; c++) {
         for (unsigned i = 0; i < VF__VAR_CHUNK; i++) {
-            if (release) {
-                vf__var_drop_fences(&chunk[i]);
-            } else {
-                chunk[i].wfence = NULL;
-                chunk[i].nrfences = 0;
-            }
+            vf__spin_init(&chunk[i].lock);
+            chunk[i].wfence = NULL; /* the parent's events: forgotten */
+            chunk[i].nrfences = 0;
         }
     }
 }
 
+void vf__var_table_drop_fences(vf__var_table *t)
+{
+    vf__var *chunk;
+    for (unsigned c = 0; (chunk = chunk_at(t, c)) != NULL; c++)
+        for (unsigned i = 0; i < VF__VAR_CHUNK; i++)
+            vf__var_drop_fences(&chunk[i]);
+}
+
 void vf__var_table_destroy(vf__var_table *t)
 {
-    for (unsigned c = 0; c < VF__VAR_MAX_CHUNKS; c++) {
-        vf__var *chunk = atomic_load_explicit(&t->chunks[c],
-                                              memory_order_relaxed);
-        if (chunk == NULL)
-            break;
+    vf__var *chunk;
+    for (unsigned c = 0; (chunk = chunk_at(t, c)) != NULL; c++) {
         for (unsigned i = 0; i < VF__VAR_CHUNK; i++) {
             vf__var *v = &chunk[i];
             if (v->state != VF__VAR_FREE && v->tail != NULL) {

@@ -114,14 +114,15 @@ int vf__var_table_init(vf__var_table *t, uint16_t tag);
  * engine must be idle. */
 void vf__var_table_destroy(vf__var_table *t);
 
-/* In a forked child (one thread): every var lock free again; a thread of
- * the parent may have held one at the fork (a wait's quick look). */
+/* In a forked child (one thread): every var lock free again (a thread of
+ * the parent may have held one at the fork: a wait's quick look), and
+ * every fence forgotten, not released (its events are the parent's; all
+ * of them completed before the fork). */
 void vf__var_table_after_fork(vf__var_table *t);
 
-/* Drop every var's fences (device_ops.h), before the engine's streams go;
- * with `release` false, only forget them (a forked child: their events are
- * the parent's). No op may be running. */
-void vf__var_table_drop_fences(vf__var_table *t, bool release);
+/* Drop every var's fences (device_ops.h), before the engine's streams go.
+ * No op may be running. */
+void vf__var_table_drop_fences(vf__var_table *t);
 
 /* A new live var and its handle. VF_ENOMEM when out of memory or slots. */
 int vf__var_create(vf__var_table *t, vf_var *out);
