@@ -154,6 +154,9 @@ typedef struct vf_config {
     int fork_child_workers;   /* VF_FORK_CHILD_NTHREADS, else 1: workers
                                  per CPU pool of the engine in a forked
                                  child (which gets no device pools) */
+    int bulk_size;            /* VF_BULK_SIZE, else 0 (off): the bulk size
+                                 each pushing thread starts with (see
+                                 vf_set_bulk_size); at most 4096 */
 } vf_config;
 
 /*
@@ -222,6 +225,9 @@ typedef struct vf_stats {
     uint64_t stream_waits; /* another stream waiting for its event on the
                               device: a host synchronization avoided */
     uint64_t same_stream;  /* nothing: both ops on one stream (avoided) */
+    /* Bulk execution (vf_set_bulk_size) */
+    uint64_t bulks;  /* fused ops pushed */
+    uint64_t bulked; /* pushes that went into them */
 } vf_stats;
 
 /* A snapshot of the engine's counters (internal wait ops are not counted). */
@@ -438,6 +444,42 @@ VF_API int vf_operator_push(vf_engine *e, vf_operator *op, int priority);
  * another engine.
  */
 VF_API int vf_operator_delete(vf_engine *e, vf_operator *op);
+
+/* ------------------------------------------------------------------------ */
+/* Bulk execution                                                            */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Set the calling thread's bulk size for engine `e` (0 turns bulking off;
+ * at most 4096) and return the previous one (>= 0), or a negative code.
+ * Threads start with config.bulk_size (VF_BULK_SIZE), 0 by default.
+ *
+ * With a bulk size n > 0, consecutive pushes from this thread of sync CPU
+ * ops of normal property and equal priority (vf_push or vf_operator_push,
+ * not nonblocking) are collected, up to n, and pushed as one fused op whose
+ * variable set is the union of theirs (a variable both read and written
+ * counts as written). The fused op runs their functions in push order on
+ * one worker, so n ops cost about one op's overhead, at the price of no
+ * parallelism among them. Each op still fails, is skipped and calls its
+ * done callback as it would alone, and the version of a variable is bumped
+ * per write. The naive engine ignores the bulk size.
+ *
+ * A batch is pushed when it is full; before a push from this thread that
+ * cannot join it; when this thread's bulk size changes; by vf_bulk_flush;
+ * and, every thread's batch, by any wait (vf_wait_var, vf_wait_all),
+ * vf_var_delete, stop, shutdown, destroy and fork. Until then its ops are
+ * this thread's alone: another thread's push that must come after them
+ * needs a flush first. A batch that cannot be pushed (a variable deleted
+ * meanwhile) falls back to pushing its ops one by one; one that still
+ * fails is reported like a failed op (done callback and the waits). An op
+ * that waits, inside itself, for a variable another op of its batch
+ * writes gets VF_EDEADLK: do not bulk such ops. vf_engine_stats counts the
+ * fused ops (bulks) and the pushes in them (bulked).
+ */
+VF_API int vf_set_bulk_size(vf_engine *e, int size);
+
+/* Push the calling thread's open batch now (0, or VF_EINVAL). */
+VF_API int vf_bulk_flush(vf_engine *e);
 
 /* ------------------------------------------------------------------------ */
 /* Waiting                                                                   */

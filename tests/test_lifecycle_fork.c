@@ -13,6 +13,9 @@
  * - Fork from inside an op, and from a done callback: the child finds that
  *   engine unusable (its push fails with VF_ESHUTDOWN) while another engine
  *   works; the parent goes on.
+ * - Fork with open bulk batches (rule 13), the forking thread's and
+ *   another thread's: the fork pushes and drains them first, so parent and
+ *   child both see their ops done exactly once, and both bulk on after.
  */
 #include "chain.h"
 
@@ -250,6 +253,72 @@ static void test_fork_inside_op(void)
     CHECK_OK(vf_engine_destroy(other));
 }
 
+static int add_one(vf_run *run, void *arg)
+{
+    (void)run;
+    ++*(long *)arg;
+    return 0;
+}
+
+static void push_adds(vf_engine *e, vf_var v, long *value, int n)
+{
+    for (int i = 0; i < n; i++)
+        CHECK_OK(vf_push(e, &(vf_op){.fn = add_one, .arg = value,
+                                     .writes = VF_VARS(v), .name = "add"}));
+}
+
+typedef struct batch_thread {
+    vf_engine *e;
+    vf_var v;
+    long value;
+} batch_thread;
+
+static void *open_batch(void *arg)
+{
+    batch_thread *b = arg;
+    CHECK_EQ(vf_set_bulk_size(b->e, 100), 0);
+    push_adds(b->e, b->v, &b->value, 7); /* left open: the thread ends */
+    return NULL;
+}
+
+static void test_fork_open_batches(void)
+{
+    vf_engine *e = tu_engine(&(tu_kind){
+        .name = "pooled", .cfg = {.type = VF_ENGINE_POOLED, .cpu_workers = 2}});
+    batch_thread side = {.e = e, .v = tu_var(e)};
+    tu_thread_join(tu_thread_start(open_batch, &side));
+    vf_var v = tu_var(e);
+    long value = 0;
+    CHECK_EQ(vf_set_bulk_size(e, 100), 0);
+    push_adds(e, v, &value, 10);
+    fflush(NULL);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        int bad = value != 10 || side.value != 7;
+        push_adds(e, v, &value, 5);
+        bad |= vf_wait_all(e, NULL) != 0 || value != 15;
+        vf_stats st;
+        bad |= vf_engine_stats(e, &st) != 0 || st.bulked < 5;
+        bad |= vf_engine_destroy(e) != 0;
+        _exit(bad);
+    }
+    CHECK_EQ(value, 10);
+    CHECK_EQ(side.value, 7);
+    push_adds(e, v, &value, 5);
+    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_EQ(value, 15);
+    int st = 0;
+    CHECK_EQ(waitpid(pid, &st, 0), pid);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        CHECK_REPORT_("fork with open batches: child status %#x", st);
+    vf_stats stats;
+    CHECK_OK(vf_engine_stats(e, &stats));
+    CHECK_EQ(stats.bulked, 22);
+    CHECK_EQ(stats.ran, 22);
+    CHECK_OK(vf_engine_destroy(e));
+}
+
 int main(void)
 {
 #if defined(TU_TSAN)
@@ -267,5 +336,7 @@ int main(void)
     test_fork_while_busy();
     tu_phase("fork inside an op");
     test_fork_inside_op();
+    tu_phase("fork with open bulk batches");
+    test_fork_open_batches();
     return check_finish("test_lifecycle_fork");
 }

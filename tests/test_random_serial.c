@@ -13,6 +13,13 @@
  * a var and checks it holds the serial value at that point of the program.
  * At the end every op's result slot, every var and every private var must
  * equal the serial program's, and every op ran exactly once.
+ *
+ * Bulk rounds (rule 13) run the same kind of program with bulking on:
+ * once set by the main thread alone (vf_set_bulk_size), once for every
+ * pushing thread through config.bulk_size (the children pushed from inside
+ * ops sit in their workers' batches until a wait flushes them). Most of
+ * their ops get priority 0, so batches grow; the rest, and async ops,
+ * break them.
  */
 #include "util.h"
 
@@ -126,7 +133,7 @@ static void async_fn(vf_run *run, void *arg, vf_completion done)
     CHECK_OK(vf_complete(done, 0, NULL));
 }
 
-static void generate(prog *p, tu_rng *r)
+static void generate(prog *p, tu_rng *r, bool bulk)
 {
     p->npriv = 0;
     for (int g = 0; g < p->n; g++) {
@@ -138,7 +145,7 @@ static void generate(prog *p, tu_rng *r)
             d->r[i] = tu_below(r, NV);
         for (int i = 0; i < d->nw; i++)
             d->w[i] = tu_below(r, NV);
-        d->priority = tu_range(r, -3, 3);
+        d->priority = bulk && tu_below(r, 8) != 0 ? 0 : tu_range(r, -3, 3);
         d->spin = tu_below(r, 4) == 0 ? tu_range(r, 1, 3) : 0;
         d->async = tu_below(r, 10) == 0;
         d->kids = tu_below(r, 10) == 0 ? tu_range(r, 1, MAXKIDS) : 0;
@@ -169,7 +176,8 @@ static void serial(prog *p, uint64_t *out, uint64_t *val, uint64_t *pval)
     }
 }
 
-static void run_program(const tu_kind *k, int round)
+/* bulk: 0 off; > 0 the main thread's bulk size; < 0 config.bulk_size. */
+static void run_program(const tu_kind *k, int round, int bulk)
 {
     prog p;
     memset(&p, 0, sizeof p);
@@ -179,7 +187,7 @@ static void run_program(const tu_kind *k, int round)
     p.out = calloc((size_t)p.n, sizeof *p.out);
     REQUIRE(p.ops && p.out);
     tu_rng r = tu_rng_make(1000 + (uint64_t)round);
-    generate(&p, &r);
+    generate(&p, &r, bulk != 0);
     p.pval = calloc((size_t)p.npriv + 1, sizeof *p.pval);
     p.pvars = calloc((size_t)p.npriv + 1, sizeof *p.pvars);
     uint64_t *s_out = calloc((size_t)p.n, sizeof *s_out);
@@ -188,7 +196,12 @@ static void run_program(const tu_kind *k, int round)
     REQUIRE(p.pval && p.pvars && s_out && s_pval);
     serial(&p, s_out, s_val, s_pval);
 
-    p.e = tu_engine(k);
+    tu_kind kb = *k;
+    if (bulk < 0)
+        kb.cfg.bulk_size = -bulk;
+    p.e = tu_engine(&kb);
+    if (bulk > 0)
+        CHECK_EQ(vf_set_bulk_size(p.e, bulk), 0);
     vf_var vars[NV];
     for (int i = 0; i < NV; i++) {
         vars[i] = tu_var(p.e);
@@ -249,6 +262,10 @@ static void run_program(const tu_kind *k, int round)
     CHECK_OK(vf_engine_stats(p.e, &st));
     CHECK_EQ(st.ran, p.n + nkids);
     CHECK_EQ(st.pending, 0);
+    if (bulk != 0 && k->threaded) /* the naive engine ignores bulking */
+        CHECK(st.bulks > 0 && st.bulked > st.bulks);
+    else
+        CHECK_EQ(st.bulks, 0);
     tu_finish_engine(p.e);
     free(p.ops);
     free(p.out);
@@ -267,7 +284,9 @@ int main(void)
         check_context_ = k->name;
         tu_phase(k->name);
         for (int round = 0; round < 4; round++)
-            run_program(k, round);
+            run_program(k, round, 0);
+        run_program(k, 4, 8);
+        run_program(k, 5, -5);
     }
     check_context_ = NULL;
     return check_finish("test_random_serial");

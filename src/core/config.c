@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "core/bulk.h"
 
 static int online_cores(void)
 {
@@ -147,6 +148,13 @@ int vf__settings_resolve(const vf_config *config, vf__settings *out)
         rc = count_setting(config->fork_child_workers, "fork_child_workers",
                            "VF_FORK_CHILD_NTHREADS", VF__MAX_WORKERS, 1,
                            &out->fork_child_workers);
+    /* Bulking: VF_BULK_SIZE=0 says "off" in so many words. */
+    const char *bulk_env = getenv("VF_BULK_SIZE");
+    out->bulk_size = 0;
+    if (rc == 0 && (config->bulk_size != 0 || bulk_env == NULL ||
+                    strcmp(bulk_env, "0") != 0))
+        rc = count_setting(config->bulk_size, "bulk_size", "VF_BULK_SIZE",
+                           VF__BULK_MAX, 0, &out->bulk_size);
     out->emulated_latency_ns = (uint64_t)latency_us * 1000u;
     out->emulated_bytes_per_sec = (uint64_t)mb_per_s * 1000000u;
     return rc;

@@ -25,6 +25,7 @@ typedef struct vf__settings {
     uint64_t emulated_latency_ns;
     uint64_t emulated_bytes_per_sec; /* 0: unlimited */
     int fork_child_workers;
+    int bulk_size; /* 0: off */
 } vf__settings;
 
 int vf__settings_resolve(const vf_config *config, vf__settings *out);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "core/bulk.h"
 #include "core/config.h"
 #include "core/exec.h"
 #include "core/freelist.h"
@@ -148,6 +149,7 @@ static void free_engine(vf_engine *e)
     pthread_mutex_destroy(&e->dev_lock);
     pthread_mutex_destroy(&e->life_lock);
     pthread_mutex_destroy(&e->life_op_lock);
+    vf__bulk_engine_destroy(e);
     e->magic = 0;
     free(e);
     if (atomic_fetch_sub(&live_engines, 1) == 1)
@@ -169,7 +171,9 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
     if (e == NULL)
         return vf__fail(VF_ENOMEM, "vf_engine_create: out of memory");
     atomic_fetch_add(&live_engines, 1);
+    vf__bulk_engine_init(e);
     e->kind = s.type;
+    e->bulk_default = s.bulk_size;
     e->max_inflight = s.max_inflight;
     /* Blocked pushers wake as soon as there is room (pending falls under
      * the bound). Not later, at a low-water mark: ops held until the
@@ -323,6 +327,8 @@ VF_API int vf_engine_stats(vf_engine *e, vf_stats *out)
     out->same_stream = atomic_load_explicit(&e->same_stream,
                                             memory_order_relaxed);
     out->pending = atomic_load(&e->counts) >> 32;
+    out->bulks = atomic_load_explicit(&e->bulks, memory_order_relaxed);
+    out->bulked = atomic_load_explicit(&e->bulked, memory_order_relaxed);
     return 0;
 }
 

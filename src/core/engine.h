@@ -114,6 +114,17 @@ struct vf_engine {
      * profiler starts, stops, pauses or resumes). */
     _Atomic uint8_t hooks;
 
+    /* Bulk execution (bulk.h): the size threads start with, and every
+     * thread's state (bulk_lock; nbulk_states mirrors the list's length,
+     * relaxed, so waits skip the lock when nobody bulks). `serial` tells
+     * this engine apart from any other made at the same address. */
+    int bulk_default;
+    pthread_mutex_t bulk_lock;
+    struct vf__bulk *bulk_list;
+    _Atomic int nbulk_states;
+    uint64_t serial;
+    _Atomic uint64_t bulks, bulked; /* fused ops pushed, ops in them */
+
     /* Counters of ops that finished outside workers (relaxed). */
     _Atomic uint64_t ran, failed, skipped;
 

@@ -6,9 +6,11 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "core/bulk.h"
 
 struct vf_run {
     vf__op *op;
+    const char *name; /* the op's, or in a bulk the running one's */
     int worker;
     const vf__device_class *cls; /* a device op's stream, or NULL */
     vf__stream *stream;
@@ -211,6 +213,7 @@ static bool run_device(vf__op *op, int worker)
     } else {
         vf_run run; /* not zero-initialized: the message is 256 bytes */
         run.op = op;
+        run.name = def->name;
         run.worker = worker;
         run.cls = d->cls;
         run.stream = s;
@@ -218,6 +221,84 @@ static bool run_device(vf__op *op, int worker)
         in_flight = vf__device_op_end(op, d->cls, s);
     }
     return !in_flight;
+}
+
+static void count_outcome(vf_engine *e, const vf__op *op);
+static void count_status(vf_engine *e, int status);
+
+/* A fused op's body (bulk.h): each op of the batch in push order, as if
+ * alone. The fused op holds every var of the batch, writes exclusively,
+ * so an op's failure and version bump go straight onto the vars it
+ * writes, where the later ops of the batch find them. `fenced` (a device
+ * write's failed work) skips every op that may be skipped; `shutdown`
+ * skips them all. */
+static void run_bulk(vf__op *op, int worker, vf__failure *fenced,
+                     bool shutdown)
+{
+    vf_engine *e = op->engine;
+    const vf__opdef *def = op->def;
+    vf__bulk_batch *b = def->arg;
+    uint32_t epoch = atomic_load_explicit(&e->fail_epoch,
+                                          memory_order_acquire);
+    vf_run run; /* not zero-initialized: the message buffer is 256 bytes */
+    run.op = op;
+    run.worker = worker;
+    run.cls = NULL;
+    run.stream = NULL;
+    for (int i = 0; i < b->nitems; i++) {
+        const vf__bulk_item *it = &b->items[i];
+        const uint32_t *refs = &b->refs[it->first];
+        int status = shutdown ? VF_ESKIPPED : 0;
+        vf__failure *f = NULL;
+        if (status == 0 && !it->no_skip) {
+            for (int r = 0; r < it->nrefs && f == NULL; r++) {
+                vf__failure *g = atomic_load_explicit(
+                    &def->vars[refs[r] >> 1].var->failure,
+                    memory_order_acquire);
+                if (g != NULL && vf__failure_active(g, epoch))
+                    f = g;
+            }
+            if (f == NULL)
+                f = fenced;
+            if (f != NULL) {
+                vf__failure_ref(f);
+                status = VF_ESKIPPED;
+            }
+        }
+        if (status == 0) {
+            run.name = it->name;
+            run.message[0] = '\0';
+            vf__op *outer = tls.current;
+            tls.current = op;
+            int rc = it->fn(&run, it->arg);
+            tls.current = outer;
+            if (rc != 0) {
+                status = rc;
+                f = vf__engine_record_failure(e, rc, it->name, run.message);
+            }
+        }
+        for (int r = 0; r < it->nrefs; r++) {
+            if (!(refs[r] & 1u))
+                continue;
+            vf__var *v = def->vars[refs[r] >> 1].var;
+            if (f != NULL) {
+                vf__failure_ref(f);
+                vf__failure_unref(atomic_exchange_explicit(
+                    &v->failure, f, memory_order_acq_rel));
+            }
+            if (status != VF_ESKIPPED)
+                atomic_fetch_add_explicit(&v->version, 1,
+                                          memory_order_relaxed);
+        }
+        vf__failure_unref(f);
+        if (it->done != NULL) {
+            const vf_engine *outer = tls.done_engine;
+            tls.done_engine = e;
+            it->done(it->arg, status);
+            tls.done_engine = outer;
+        }
+        count_status(e, status);
+    }
 }
 
 /* Run the op's body. True when the op is done now (ran, failed, skipped);
@@ -249,6 +330,10 @@ static bool run_body(vf__op *op, int worker)
         signal_waiter(op, fenced);
         return true;
     }
+    if (def->kind == VF__OP_BULK) {
+        run_bulk(op, worker, fenced, slow & VF__SLOW_SHUTDOWN);
+        return true;
+    }
     if (def->kind == VF__OP_DELETE) {
         /* Never skipped: the resource must be freed whatever happened. */
         vf__op *outer = tls.current;
@@ -273,6 +358,7 @@ static bool run_body(vf__op *op, int worker)
         return run_device(op, worker);
     vf_run run; /* not zero-initialized: the message buffer is 256 bytes */
     run.op = op;
+    run.name = def->name;
     run.worker = worker;
     run.cls = NULL;
     run.stream = NULL;
@@ -292,19 +378,26 @@ static bool run_body(vf__op *op, int worker)
 
 /* --- finishing --------------------------------------------------------- */
 
+/* Count a user op's outcome: in the worker's counters when it is one of
+ * the engine's, else in the engine's. */
+static void count_status(vf_engine *e, int status)
+{
+    vf__worker *w = vf__this_worker();
+    bool mine = w && w->pool->engine == e;
+    _Atomic uint64_t *slot;
+    if (status == 0)
+        slot = mine ? &w->ran : &e->ran;
+    else if (status == VF_ESKIPPED)
+        slot = mine ? &w->skipped : &e->skipped;
+    else
+        slot = mine ? &w->failed : &e->failed;
+    atomic_fetch_add_explicit(slot, 1, memory_order_relaxed);
+}
+
 static void count_outcome(vf_engine *e, const vf__op *op)
 {
-    if (op->def->kind != VF__OP_USER)
-        return;
-    vf__worker *w = vf__this_worker();
-    _Atomic uint64_t *slot;
-    if (op->status == 0)
-        slot = w && w->pool->engine == e ? &w->ran : &e->ran;
-    else if (op->status == VF_ESKIPPED)
-        slot = w && w->pool->engine == e ? &w->skipped : &e->skipped;
-    else
-        slot = w && w->pool->engine == e ? &w->failed : &e->failed;
-    atomic_fetch_add_explicit(slot, 1, memory_order_relaxed);
+    if (op->def->kind == VF__OP_USER)
+        count_status(e, op->status);
 }
 
 /* The op run by the innermost nested wait loop on this thread returns: its
@@ -341,7 +434,8 @@ static void finish(vf__op *op, vf__readylist *ready)
         call_done(op);
     count_outcome(e, op);
 
-    bool ran = op->status != VF_ESKIPPED;
+    /* A fused op bumped its vars' versions per write already. */
+    bool ran = op->status != VF_ESKIPPED && def->kind != VF__OP_BULK;
     if (VF__UNLIKELY(atomic_load_explicit(&e->slow, memory_order_relaxed) &
                      VF__SLOW_DEVICES) &&
         def->devctx == NULL)
@@ -648,11 +742,11 @@ VF_API int vf_run_submit(vf_run *run, vf_device_fn fn, void *arg,
     if (run->stream == NULL)
         return vf__fail(VF_EINVAL, "vf_run_submit: op \"%s\" is not a "
                                    "device op (it has no stream)",
-                        run->op->def->name);
+                        run->name);
     return run->cls->submit(run->stream, fn, arg, bytes);
 }
 
 VF_API const char *vf_run_name(const vf_run *run)
 {
-    return run ? run->op->def->name : "";
+    return run ? run->name : "";
 }

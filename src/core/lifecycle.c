@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "core/bulk.h"
 #include "core/exec.h"
 #include "core/freelist.h"
 
@@ -86,6 +87,7 @@ static int start_threads(vf_engine *e)
 /* Drain and join (life_op_lock held). */
 static void stop_locked(vf_engine *e)
 {
+    vf__bulk_flush_all(e); /* batched ops were pushed before the stop */
     pthread_mutex_lock(&e->life_lock);
     bool already = e->stopped;
     atomic_store(&e->holding, true);
@@ -110,6 +112,13 @@ static void stop_locked(vf_engine *e)
 static void drop_held(vf_engine *e, vf__op *op, int rc)
 {
     const vf__opdef *def = op->def;
+    if (def->kind == VF__OP_BULK) { /* each op in it fails alone */
+        vf__bulk_fail_items(e, def->arg, rc, "held while the engine was "
+                                             "stopped, and could not be "
+                                             "pushed at start");
+        vf__op_free(op);
+        return;
+    }
     if (def->kind == VF__OP_DELETE && def->free_fn != NULL)
         def->free_fn(def->arg); /* a delete's free always runs */
     vf__failure_unref(vf__engine_record_failure(
@@ -230,6 +239,7 @@ VF_API int vf_engine_shutdown(vf_engine *e)
         return vf__fail(VF_ESHUTDOWN, "vf_engine_shutdown: the engine is "
                                       "being destroyed");
     atomic_fetch_or(&e->slow, VF__SLOW_SHUTDOWN);
+    vf__bulk_flush_all(e); /* batched ops are skipped, not lost */
     return 0;
 }
 
@@ -303,6 +313,10 @@ static void fork_prepare(void)
         stop_locked(e);
         /* life_op_lock stays held until after the fork */
     }
+    /* The bulk locks come first: a flush holds them while it pushes,
+     * which takes the others (free lists included). */
+    for (vf_engine *e = live; e != NULL; e = e->next_live)
+        vf__bulk_fork_lock(e, true);
     vf__fl_fork_lock(true);
     vf__engine_tags_lock(true);
     for (vf_engine *e = live; e != NULL; e = e->next_live)
@@ -315,6 +329,8 @@ static void release_fork_locks(void)
         engine_locks(e, false);
     vf__engine_tags_lock(false);
     vf__fl_fork_lock(false);
+    for (vf_engine *e = live; e != NULL; e = e->next_live)
+        vf__bulk_fork_lock(e, false);
 }
 
 static void fork_parent(void)

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "core/bulk.h"
 #include "core/engine.h"
 #include "core/freelist.h"
 #include "core/var.h"
@@ -42,6 +43,8 @@ void vf__op_free(vf__op *op)
         vf__devrun_free(op->dev);
     if (op->opr != NULL)
         vf__operator_unref(op->opr);
+    else if (op->def == &op->own && op->own.kind == VF__OP_BULK)
+        vf__bulk_batch_free(op->own.arg); /* it owns the var set */
     else if (op->own.vars != op->inline_vars)
         free(op->own.vars);
     vf__fl_free(VF__FL_OP, op);

@@ -52,7 +52,8 @@ typedef struct vf__varref {
 typedef enum vf__op_kind {
     VF__OP_USER,   /* a vf_push / vf_operator_push */
     VF__OP_WAIT,   /* wait_var's marker: reads the var, wakes the waiter */
-    VF__OP_DELETE  /* vf_var_delete: writes the var, then frees its slot */
+    VF__OP_DELETE, /* vf_var_delete: writes the var, then frees its slot */
+    VF__OP_BULK    /* a batch of user ops fused into one (bulk.h) */
 } vf__op_kind;
 
 typedef struct vf__opdef {

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "core/bulk.h"
 #include "core/engine.h"
 #include "core/exec.h"
 #include "core/freelist.h"
@@ -70,7 +71,7 @@ int vf__engine_enqueue(vf_engine *e, vf__op *op, const char *who)
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     atomic_store_explicit(&op->wait, n + 1, memory_order_relaxed);
     op->engine = e;
-    if (def->kind == VF__OP_USER) {
+    if (def->kind == VF__OP_USER || def->kind == VF__OP_BULK) {
         op->hooks = atomic_load_explicit(&e->hooks, memory_order_relaxed);
         if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF) &&
             !vf__prof_op_pushed(e->prof, &op->prof, def->nvars))
@@ -163,6 +164,9 @@ VF_API int vf_push(vf_engine *e, const vf_op *desc)
         return rc;
     if (desc != NULL && (rc = vf__engine_admit(e, desc->nonblocking, who)))
         return rc;
+    if (VF__UNLIKELY(vf__bulk_maybe(e->bulk_default)) &&
+        (rc = vf__bulk_push(e, who, desc, NULL, 0)) != 0)
+        return rc < 0 ? rc : 0;
     vf__op *op = vf__op_alloc();
     if (op == NULL)
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
@@ -256,6 +260,9 @@ VF_API int vf_operator_push(vf_engine *e, vf_operator *opr, int priority)
     if (rc != 0 || (rc = check_operator(e, opr, who)) != 0 ||
         (rc = vf__engine_admit(e, opr->def.nonblocking, who)) != 0)
         return rc;
+    if (VF__UNLIKELY(vf__bulk_maybe(e->bulk_default)) &&
+        (rc = vf__bulk_push(e, who, NULL, opr, priority)) != 0)
+        return rc < 0 ? rc : 0;
     vf__op *op = vf__op_alloc();
     if (op == NULL)
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);

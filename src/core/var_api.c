@@ -2,6 +2,7 @@
 #include <limits.h>
 #include <string.h>
 
+#include "core/bulk.h"
 #include "core/engine.h"
 
 static int var_check_engine(vf_engine *e, const char *who)
@@ -42,6 +43,7 @@ VF_API int vf_var_delete(vf_engine *e, vf_var h, void (*free_fn)(void *),
     vf__var *v;
     if (rc != 0 || (rc = lookup(e, who, h, &v)) != 0)
         return rc;
+    vf__bulk_flush_all(e); /* a batch may name the var (bulk.h) */
     vf__op *op = vf__op_alloc();
     if (op == NULL)
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "core/bulk.h"
 #include "core/engine.h"
 #include "core/exec.h"
 #include "core/lifecycle.h"
@@ -150,6 +151,7 @@ VF_API int vf_wait_var(vf_engine *e, vf_var h, vf_error *err)
         fprintf(stderr, "varflow: wait on var %#llx\n",
                 (unsigned long long)h.id);
     }
+    vf__bulk_flush_all(e); /* the ops it waits for may sit in a batch */
     vf__op *cur = vf__current_op();
     bool nested = cur != NULL && cur->engine == e;
     if (nested && op_writes(cur, v))
@@ -249,15 +251,20 @@ VF_API int vf_wait_var(vf_engine *e, vf_var h, vf_error *err)
     return rc;
 }
 
-/* Block until no op is pending (outside ops only). */
+/* Block until no op is pending and no batch is open (outside ops only):
+ * ops running meanwhile may push into their threads' batches, so the
+ * batches are flushed again until none is left. */
 static void wait_idle(vf_engine *e)
 {
-    atomic_fetch_add(&e->nwaiters, 1);
-    pthread_mutex_lock(&e->wait_lock);
-    while ((atomic_load(&e->counts) >> 32) != 0)
-        pthread_cond_wait(&e->wait_cond, &e->wait_lock);
-    pthread_mutex_unlock(&e->wait_lock);
-    atomic_fetch_sub(&e->nwaiters, 1);
+    do {
+        vf__bulk_flush_all(e);
+        atomic_fetch_add(&e->nwaiters, 1);
+        pthread_mutex_lock(&e->wait_lock);
+        while ((atomic_load(&e->counts) >> 32) != 0)
+            pthread_cond_wait(&e->wait_cond, &e->wait_lock);
+        pthread_mutex_unlock(&e->wait_lock);
+        atomic_fetch_sub(&e->nwaiters, 1);
+    } while (vf__bulk_any_open(e));
 }
 
 void vf__engine_drain(vf_engine *e)

@@ -1,0 +1,575 @@
+/* bulk.c: collecting pushes into batches and pushing them as fused ops
+ * (see bulk.h; the fused op runs in exec.c). */
+#include "core/bulk.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "core/engine.h"
+#include "core/exec.h"
+
+/* A thread's bulk state for one engine. */
+struct vf__bulk {
+    vf__bulk *next;   /* the engine's list (bulk_lock) */
+    uint64_t owner;   /* the thread (thread_id()) */
+    pthread_mutex_t mutex;
+    int size;               /* mutex: 0 = off */
+    vf__bulk_batch *batch;  /* mutex: the open batch, or NULL */
+};
+
+/* The calling thread's bulk states, most recently found first. A slot is
+ * valid while its engine lives: `serial` tells a new engine made at a dead
+ * one's address apart. */
+#define CACHE_SLOTS 4
+typedef struct cache_slot {
+    const vf_engine *engine;
+    uint64_t serial;
+    vf__bulk *bulk;
+} cache_slot;
+
+static _Thread_local cache_slot cache[CACHE_SLOTS];
+_Thread_local int vf__bulk_thread_slots; /* slots in use */
+static _Thread_local uint64_t my_thread_id;
+static atomic_uint_fast64_t next_thread_id = 1;
+
+static uint64_t thread_id(void)
+{
+    if (my_thread_id == 0)
+        my_thread_id = atomic_fetch_add_explicit(&next_thread_id, 1,
+                                                 memory_order_relaxed);
+    return my_thread_id;
+}
+
+/* --- batches ----------------------------------------------------------- */
+
+void vf__bulk_batch_free(vf__bulk_batch *b)
+{
+    if (b == NULL)
+        return;
+    for (int i = 0; i < b->nitems; i++)
+        if (b->items[i].opr != NULL)
+            vf__operator_unref(b->items[i].opr);
+    free(b->items);
+    free(b->refs);
+    free(b->vars);
+    free(b->slots);
+    free(b);
+}
+
+static vf__bulk_batch *batch_new(int size, int priority, vf__pool *pool)
+{
+    vf__bulk_batch *b = vf__calloc(1, sizeof *b);
+    if (b == NULL)
+        return NULL;
+    b->cap_items = size;
+    b->cap_refs = b->cap_vars = 2 * size < 8 ? 8 : 2 * size;
+    b->mask = 1;
+    while (b->mask + 1 < 2u * (uint32_t)b->cap_vars)
+        b->mask = 2 * b->mask + 1;
+    b->items = vf__malloc((size_t)b->cap_items * sizeof *b->items);
+    b->refs = vf__malloc((size_t)b->cap_refs * sizeof *b->refs);
+    b->vars = vf__malloc((size_t)b->cap_vars * sizeof *b->vars);
+    b->slots = vf__calloc((size_t)b->mask + 1, sizeof *b->slots);
+    b->priority = priority;
+    b->pool = pool;
+    if (!b->items || !b->refs || !b->vars || !b->slots) {
+        vf__bulk_batch_free(b);
+        return NULL;
+    }
+    return b;
+}
+
+static uint32_t hash_var(const vf__var *v)
+{
+    /* Vars are cache-line aligned: the low bits say nothing. */
+    uint64_t x = (uint64_t)(uintptr_t)v >> 6;
+    return (uint32_t)((x * 0x9e3779b97f4a7c15ull) >> 32);
+}
+
+/* Double the var capacity and rehash. */
+static bool grow_vars(vf__bulk_batch *b)
+{
+    int cap = 2 * b->cap_vars;
+    uint32_t mask = 2 * b->mask + 1;
+    vf__varref *vars = realloc(b->vars, (size_t)cap * sizeof *vars);
+    if (vars == NULL)
+        return false;
+    b->vars = vars;
+    struct vf__bulk_slot *slots = vf__calloc((size_t)mask + 1,
+                                             sizeof *slots);
+    if (slots == NULL)
+        return false;
+    for (int i = 0; i < b->nvars; i++) {
+        uint32_t h = hash_var(vars[i].var) & mask;
+        while (slots[h].var != NULL)
+            h = (h + 1) & mask;
+        slots[h] = (struct vf__bulk_slot){vars[i].var, i};
+    }
+    free(b->slots);
+    b->slots = slots;
+    b->mask = mask;
+    b->cap_vars = cap;
+    return true;
+}
+
+/* The index of `r`'s var in the union, adding it (a write wins). -1: out
+ * of memory. */
+static int union_index(vf__bulk_batch *b, const vf__varref *r)
+{
+    uint32_t h = hash_var(r->var) & b->mask;
+    while (b->slots[h].var != NULL) {
+        if (b->slots[h].var == r->var) {
+            int i = b->slots[h].index;
+            b->vars[i].write |= r->write;
+            return i;
+        }
+        h = (h + 1) & b->mask;
+    }
+    if (b->nvars == b->cap_vars) {
+        if (!grow_vars(b))
+            return -1;
+        return union_index(b, r);
+    }
+    int i = b->nvars++;
+    b->vars[i] = *r;
+    b->slots[h] = (struct vf__bulk_slot){r->var, i};
+    return i;
+}
+
+/* Add one op (its var set in normal form) to the batch. */
+static int batch_add(vf__bulk_batch *b, const vf__bulk_item *item,
+                     const vf__varref *vars, int nvars)
+{
+    if (b->nrefs + nvars > b->cap_refs) {
+        int cap = b->cap_refs;
+        while (cap < b->nrefs + nvars)
+            cap *= 2;
+        uint32_t *refs = realloc(b->refs, (size_t)cap * sizeof *refs);
+        if (refs == NULL)
+            return VF_ENOMEM;
+        b->refs = refs;
+        b->cap_refs = cap;
+    }
+    vf__bulk_item *it = &b->items[b->nitems];
+    *it = *item;
+    it->first = b->nrefs;
+    it->nrefs = nvars;
+    for (int i = 0; i < nvars; i++) {
+        int x = union_index(b, &vars[i]);
+        if (x < 0)
+            return VF_ENOMEM;
+        b->refs[b->nrefs++] = (uint32_t)x << 1 | (vars[i].write ? 1u : 0u);
+    }
+    b->nitems++;
+    return 0;
+}
+
+typedef struct sort_entry {
+    uintptr_t addr;
+    int index;
+} sort_entry;
+
+static int by_address(const void *a, const void *b)
+{
+    uintptr_t x = ((const sort_entry *)a)->addr;
+    uintptr_t y = ((const sort_entry *)b)->addr;
+    return (x > y) - (x < y);
+}
+
+/* Put the union in normal form (sorted by address, so the push locks the
+ * vars in the global order) and renumber the items' refs. */
+static int batch_seal(vf__bulk_batch *b)
+{
+    int n = b->nvars;
+    /* One block: the entries, the sorted copy, then the ints (alignment). */
+    sort_entry *e = vf__malloc((size_t)n * (sizeof *e + sizeof(vf__varref) +
+                                            sizeof(int)));
+    if (e == NULL)
+        return VF_ENOMEM;
+    vf__varref *sorted = (vf__varref *)(e + n);
+    int *moved_to = (int *)(sorted + n);
+    for (int i = 0; i < n; i++)
+        e[i] = (sort_entry){(uintptr_t)b->vars[i].var, i};
+    qsort(e, (size_t)n, sizeof *e, by_address);
+    for (int i = 0; i < n; i++) {
+        moved_to[e[i].index] = i;
+        sorted[i] = b->vars[e[i].index];
+    }
+    memcpy(b->vars, sorted, (size_t)n * sizeof *sorted);
+    for (int i = 0; i < b->nrefs; i++)
+        b->refs[i] = (uint32_t)moved_to[b->refs[i] >> 1] << 1 |
+                     (b->refs[i] & 1u);
+    free(e);
+    free(b->slots); /* only needed while collecting */
+    b->slots = NULL;
+    return 0;
+}
+
+void vf__bulk_fail_items(vf_engine *e, vf__bulk_batch *b, int rc,
+                         const char *why)
+{
+    for (int i = 0; i < b->nitems; i++) {
+        const vf__bulk_item *it = &b->items[i];
+        vf__failure_unref(vf__engine_record_failure(e, rc, it->name, why));
+        if (it->done != NULL)
+            it->done(it->arg, rc);
+        atomic_fetch_add_explicit(&e->failed, 1, memory_order_relaxed);
+    }
+}
+
+/* Push one item of a batch that could not be pushed whole, as the lone op
+ * it was. 0, or the push's code. On success an operator reference passes
+ * to the op. */
+static int push_alone(vf_engine *e, const vf__bulk_batch *b,
+                      vf__bulk_item *it)
+{
+    vf__op *op = vf__op_alloc();
+    if (op == NULL)
+        return VF_ENOMEM;
+    if (it->opr != NULL) {
+        op->opr = it->opr;
+        op->def = &it->opr->def;
+    } else {
+        vf__opdef *def = &op->own;
+        memset(def, 0, sizeof *def);
+        def->fn = it->fn;
+        def->arg = it->arg;
+        def->done = it->done;
+        def->name = it->name;
+        def->no_skip = it->no_skip;
+        def->kind = VF__OP_USER;
+        def->pool = b->pool;
+        vf__varref *vars = op->inline_vars;
+        if (it->nrefs > VF__OP_INLINE_VARS &&
+            (vars = vf__malloc((size_t)it->nrefs * sizeof *vars)) == NULL) {
+            vf__op_free(op);
+            return VF_ENOMEM;
+        }
+        /* The union is sorted, so the item's vars, renumbered into it,
+         * come out in normal form again once put in the union's order. */
+        for (int i = 0; i < it->nrefs; i++) {
+            uint32_t r = b->refs[it->first + i];
+            vars[i] = b->vars[r >> 1];
+            vars[i].write = r & 1u;
+        }
+        for (int i = 1; i < it->nrefs; i++) { /* insertion sort: few */
+            vf__varref x = vars[i];
+            int j = i - 1;
+            for (; j >= 0 && (uintptr_t)vars[j].var > (uintptr_t)x.var; j--)
+                vars[j + 1] = vars[j];
+            vars[j + 1] = x;
+        }
+        def->vars = vars;
+        def->nvars = it->nrefs;
+        op->def = def;
+    }
+    op->priority = b->priority;
+    int rc = vf__engine_enqueue(e, op, "vf_push (a bulk, op by op)");
+    if (rc == 0) {
+        it->opr = NULL; /* the op holds the reference now */
+        return 0;
+    }
+    op->opr = NULL; /* the item keeps it (freed with the batch) */
+    vf__op_free(op);
+    return rc;
+}
+
+/*
+ * Push a sealed batch as one fused op. Should that fail (a var deleted
+ * meanwhile, memory), each op is pushed alone, so only those that cannot be
+ * pushed fail, each reported like a failed op (nothing is lost).
+ */
+static void batch_push(vf_engine *e, vf__bulk_batch *b)
+{
+    int rc = batch_seal(b);
+    vf__op *op = rc == 0 ? vf__op_alloc() : NULL;
+    if (op != NULL) {
+        vf__opdef *def = &op->own;
+        memset(def, 0, sizeof *def);
+        def->kind = VF__OP_BULK;
+        def->arg = b;
+        def->name = "bulk";
+        def->no_skip = true; /* each op in it decides (exec.c) */
+        def->pool = b->pool;
+        def->nvars = b->nvars;
+        def->vars = b->vars;
+        op->def = def;
+        op->priority = b->priority;
+        /* Counted first: once pushed, the batch may run and be freed, and
+         * a waiter woken by it must see it counted. */
+        uint64_t nitems = (uint64_t)b->nitems;
+        atomic_fetch_add_explicit(&e->bulks, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&e->bulked, nitems, memory_order_relaxed);
+        if (vf__engine_enqueue(e, op, "vf_push (bulk)") == 0)
+            return;
+        atomic_fetch_sub_explicit(&e->bulks, 1, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&e->bulked, nitems, memory_order_relaxed);
+        def->kind = VF__OP_USER; /* the batch is freed below, not with it */
+        def->vars = NULL;
+        vf__op_free(op);
+    }
+    for (int i = 0; i < b->nitems; i++) {
+        vf__bulk_item *it = &b->items[i];
+        if (b->slots != NULL) /* not sealed: out of memory */
+            rc = vf__fail(VF_ENOMEM, "vf_push: out of memory pushing a "
+                                     "bulk");
+        else if ((rc = push_alone(e, b, it)) == 0)
+            continue;
+        vf__bulk_batch one = *b;
+        one.items = it;
+        one.nitems = 1;
+        vf__bulk_fail_items(e, &one, rc, vf_last_error_detail());
+    }
+    vf__bulk_batch_free(b);
+}
+
+/* Push the state's open batch (mutex held). */
+static void flush_locked(vf_engine *e, vf__bulk *s)
+{
+    vf__bulk_batch *b = s->batch;
+    if (b == NULL)
+        return;
+    s->batch = NULL;
+    batch_push(e, b);
+}
+
+/* --- finding a thread's state ---------------------------------------- */
+
+/* The calling thread's state for `e`; made when `create` (NULL when out of
+ * memory, or none and !create). A slot may remember "none". */
+static vf__bulk *find(vf_engine *e, bool create)
+{
+    int n = vf__bulk_thread_slots;
+    for (int i = 0; i < n; i++) {
+        if (cache[i].engine == e && cache[i].serial == e->serial) {
+            cache_slot hit = cache[i];
+            if (hit.bulk == NULL && create) { /* none then: make it now */
+                memmove(&cache[i], &cache[i + 1],
+                        (size_t)(n - i - 1) * sizeof *cache);
+                vf__bulk_thread_slots = --n;
+                break;
+            }
+            memmove(&cache[1], &cache[0], (size_t)i * sizeof *cache);
+            cache[0] = hit;
+            return hit.bulk;
+        }
+    }
+    uint64_t me = thread_id();
+    pthread_mutex_lock(&e->bulk_lock);
+    vf__bulk *s = e->bulk_list;
+    while (s != NULL && s->owner != me)
+        s = s->next;
+    if (s == NULL && create && (s = vf__calloc(1, sizeof *s)) != NULL) {
+        s->owner = me;
+        s->size = e->bulk_default;
+        pthread_mutex_init(&s->mutex, NULL);
+        s->next = e->bulk_list;
+        e->bulk_list = s;
+        atomic_fetch_add_explicit(&e->nbulk_states, 1, memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&e->bulk_lock);
+    /* Remembered either way: a thread that pushes to `e` without bulking
+     * takes the engine's lock once, not at every push. */
+    n = n < CACHE_SLOTS ? n + 1 : CACHE_SLOTS;
+    memmove(&cache[1], &cache[0], (size_t)(n - 1) * sizeof *cache);
+    cache[0] = (cache_slot){e, e->serial, s};
+    vf__bulk_thread_slots = n;
+    return s;
+}
+
+/* --- pushing ------------------------------------------------------------ */
+
+/* Whether a push with this definition may join a batch. */
+static bool bulkable(const vf_engine *e, const vf__opdef *def)
+{
+    return e->kind != VF_ENGINE_NAIVE && def->fn != NULL &&
+           def->property == VF_PROP_NORMAL &&
+           def->device.type == VF_DEVICE_CPU && !def->nonblocking &&
+           atomic_load_explicit(&e->state, memory_order_relaxed) ==
+               VF__RUNNING;
+}
+
+int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
+                  vf_operator *opr, int priority)
+{
+    vf__bulk *s = find(e, e->bulk_default > 0);
+    if (s == NULL)
+        return 0;
+    /* Check and normalize the op first: a bad one is refused at its push,
+     * as it would be alone. */
+    vf__opdef local;
+    const vf__opdef *def = opr ? &opr->def : &local;
+    vf__varref inline_vars[VF__OP_INLINE_VARS];
+    vf__varref *heap = NULL;
+    const vf__varref *vars;
+    int nvars;
+    int rc;
+    if (opr == NULL) {
+        if ((rc = vf__opdef_fill(e, who, desc, &local)) != 0)
+            return rc;
+        priority = desc->priority;
+    }
+    pthread_mutex_lock(&s->mutex);
+    if (s->size == 0 || !bulkable(e, def)) {
+        flush_locked(e, s);
+        pthread_mutex_unlock(&s->mutex);
+        return 0;
+    }
+    if (opr == NULL) {
+        rc = vf__varset_build(e, who, desc->reads, desc->writes, inline_vars,
+                              VF__OP_INLINE_VARS, &heap);
+        if (rc < 0) {
+            pthread_mutex_unlock(&s->mutex);
+            return rc;
+        }
+        vars = heap ? heap : inline_vars;
+        nvars = rc;
+    } else {
+        vars = opr->def.vars;
+        nvars = opr->def.nvars;
+    }
+    vf__bulk_batch *b = s->batch;
+    if (b != NULL && (b->priority != priority || b->pool != def->pool)) {
+        flush_locked(e, s);
+        b = NULL;
+    }
+    if (b == NULL && (b = batch_new(s->size, priority, def->pool)) == NULL) {
+        pthread_mutex_unlock(&s->mutex);
+        free(heap);
+        return vf__fail(VF_ENOMEM, "%s: out of memory", who);
+    }
+    s->batch = b;
+    vf__bulk_item item = {.fn = def->fn,
+                          .arg = def->arg,
+                          .done = def->done,
+                          .name = def->name,
+                          .opr = opr,
+                          .no_skip = def->no_skip};
+    if ((rc = batch_add(b, &item, vars, nvars)) != 0) {
+        /* The batch holds its earlier ops whole (at worst a var too many
+         * in the union, which only orders more): push them, refuse this. */
+        flush_locked(e, s);
+        pthread_mutex_unlock(&s->mutex);
+        free(heap);
+        return vf__fail(VF_ENOMEM, "%s: out of memory", who);
+    }
+    if (opr != NULL)
+        atomic_fetch_add_explicit(&opr->refs, 1, memory_order_relaxed);
+    if (b->nitems == b->cap_items)
+        flush_locked(e, s);
+    pthread_mutex_unlock(&s->mutex);
+    free(heap);
+    return 1;
+}
+
+/* --- public calls ------------------------------------------------------- */
+
+VF_API int vf_set_bulk_size(vf_engine *e, int size)
+{
+    static const char who[] = "vf_set_bulk_size";
+    if (!vf__engine_ok(e))
+        return vf__fail(VF_EINVAL, "%s: not an engine (NULL or destroyed)",
+                        who);
+    if (size < 0 || size > VF__BULK_MAX)
+        return vf__fail(VF_EINVAL, "%s: size %d (must be 0..%d; 0 turns "
+                                   "bulking off)", who, size, VF__BULK_MAX);
+    vf__bulk *s = find(e, size > 0);
+    if (s == NULL) {
+        if (size > 0)
+            return vf__fail(VF_ENOMEM, "%s: out of memory", who);
+        return e->bulk_default; /* off before, off now: nothing to keep */
+    }
+    pthread_mutex_lock(&s->mutex);
+    int previous = s->size;
+    s->size = size;
+    if (s->batch != NULL && (size == 0 || s->batch->nitems >= size ||
+                             s->batch->cap_items != size))
+        flush_locked(e, s);
+    pthread_mutex_unlock(&s->mutex);
+    return previous;
+}
+
+VF_API int vf_bulk_flush(vf_engine *e)
+{
+    if (!vf__engine_ok(e))
+        return vf__fail(VF_EINVAL, "vf_bulk_flush: not an engine (NULL or "
+                                   "destroyed)");
+    vf__bulk *s = find(e, false);
+    if (s != NULL) {
+        pthread_mutex_lock(&s->mutex);
+        flush_locked(e, s);
+        pthread_mutex_unlock(&s->mutex);
+    }
+    return 0;
+}
+
+/* --- every thread's batches ------------------------------------------- */
+
+void vf__bulk_flush_all(vf_engine *e)
+{
+    if (atomic_load_explicit(&e->nbulk_states, memory_order_relaxed) == 0)
+        return;
+    pthread_mutex_lock(&e->bulk_lock);
+    for (vf__bulk *s = e->bulk_list; s != NULL; s = s->next) {
+        pthread_mutex_lock(&s->mutex);
+        flush_locked(e, s);
+        pthread_mutex_unlock(&s->mutex);
+    }
+    pthread_mutex_unlock(&e->bulk_lock);
+}
+
+bool vf__bulk_any_open(vf_engine *e)
+{
+    if (atomic_load_explicit(&e->nbulk_states, memory_order_relaxed) == 0)
+        return false;
+    bool open = false;
+    pthread_mutex_lock(&e->bulk_lock);
+    for (vf__bulk *s = e->bulk_list; s != NULL && !open; s = s->next) {
+        pthread_mutex_lock(&s->mutex);
+        open = s->batch != NULL;
+        pthread_mutex_unlock(&s->mutex);
+    }
+    pthread_mutex_unlock(&e->bulk_lock);
+    return open;
+}
+
+void vf__bulk_engine_init(vf_engine *e)
+{
+    pthread_mutex_init(&e->bulk_lock, NULL);
+    e->bulk_list = NULL;
+    atomic_init(&e->nbulk_states, 0);
+    atomic_init(&e->bulks, 0);
+    atomic_init(&e->bulked, 0);
+    static atomic_uint_fast64_t next_serial = 1;
+    e->serial = atomic_fetch_add_explicit(&next_serial, 1,
+                                          memory_order_relaxed);
+}
+
+void vf__bulk_engine_destroy(vf_engine *e)
+{
+    vf__bulk *s = e->bulk_list;
+    while (s != NULL) {
+        vf__bulk *next = s->next;
+        VF__ASSERT(s->batch == NULL);
+        vf__bulk_batch_free(s->batch);
+        pthread_mutex_destroy(&s->mutex);
+        free(s);
+        s = next;
+    }
+    e->bulk_list = NULL;
+    pthread_mutex_destroy(&e->bulk_lock);
+}
+
+void vf__bulk_fork_lock(vf_engine *e, bool lock)
+{
+    if (lock) {
+        pthread_mutex_lock(&e->bulk_lock);
+        for (vf__bulk *s = e->bulk_list; s != NULL; s = s->next)
+            pthread_mutex_lock(&s->mutex);
+    } else {
+        for (vf__bulk *s = e->bulk_list; s != NULL; s = s->next)
+            pthread_mutex_unlock(&s->mutex);
+        pthread_mutex_unlock(&e->bulk_lock);
+    }
+}

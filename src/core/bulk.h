@@ -1,0 +1,117 @@
+/*
+ * bulk.h: bulk execution (rule 13 of DESIGN.md, MXNet's set_bulk_size).
+ *
+ * A pushing thread with a bulk size n > 0 does not enqueue each sync CPU op
+ * of normal property on its own: it collects consecutive ones into a batch
+ * and pushes the batch as one fused op (kind VF__OP_BULK) whose var set is
+ * the union of theirs in normal form (each var once, a write if any of
+ * them writes it). The fused op runs their functions in push order. So n
+ * ops pay one enqueue, one dispatch and one release of each var instead of
+ * n of each.
+ *
+ * A batch is pushed (flushed) when it holds n ops; before a push from the
+ * same thread that cannot join it (async, another property, device or
+ * priority, nonblocking, an op of the naive engine); when the thread's bulk
+ * size changes; on vf_bulk_flush; and, for every thread's batch of the
+ * engine, on any wait (wait_var, wait_all, stop, shutdown, destroy, fork)
+ * and on vf_var_delete (a batch may name the var). Until then its ops are
+ * the pushing thread's alone: a push from another thread that must come
+ * after them needs a flush first (as in MXNet).
+ *
+ * Failures inside a batch behave as if each op had been pushed alone: an op
+ * whose function fails records its failure on the vars it writes, at once,
+ * so the later ops of the batch that touch them are skipped (unless
+ * no-skip) and the others run; each op's done callback gets its own status,
+ * and versions are bumped per write. The fused op itself never fails.
+ *
+ * State. Each (thread, engine) pair with bulking on has a vf__bulk, owned
+ * by the engine (freed at destroy) and found through a small thread-local
+ * cache. Its mutex orders the owner's pushes against flushes from other
+ * threads (a waiter flushing every batch); it is held across a flush's
+ * enqueue, so a batch taken out can never be overtaken by the next one.
+ * Lock order: the engine's bulk_lock, then a vf__bulk's mutex, then what an
+ * enqueue takes (var locks, queue locks). No user code runs under either.
+ */
+#ifndef VF_BULK_H
+#define VF_BULK_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "base/common.h"
+#include "core/op.h"
+
+#define VF__BULK_MAX 4096 /* the largest bulk size accepted */
+
+/* One op of a batch: what running it and reporting it needs. */
+typedef struct vf__bulk_item {
+    vf_sync_fn fn;
+    void *arg;
+    vf_done_fn done;
+    const char *name;
+    vf_operator *opr; /* an operator push holds a reference; or NULL */
+    bool no_skip;
+    int first, nrefs; /* its vars: refs[first .. first + nrefs) */
+} vf__bulk_item;
+
+/* A fused op's payload (the fused op's `arg`), freed with the op. */
+typedef struct vf__bulk_batch {
+    int nitems, cap_items;
+    vf__bulk_item *items;
+    /* Per item var: index into `vars` << 1 | write. */
+    uint32_t *refs;
+    int nrefs, cap_refs;
+    /* The union, in normal form once flushed (sorted by address). */
+    vf__varref *vars;
+    int nvars, cap_vars;
+    /* While collecting: var -> index in `vars` (open addressing). */
+    struct vf__bulk_slot {
+        vf__var *var;
+        int index;
+    } *slots;
+    uint32_t mask;
+    int priority;
+    vf__pool *pool;
+} vf__bulk_batch;
+
+typedef struct vf__bulk vf__bulk;
+
+/* Whether a push to `e` from this thread may have to go through bulk.c (a
+ * cheap test for the hot path). */
+extern _Thread_local int vf__bulk_thread_slots;
+static inline bool vf__bulk_maybe(int engine_default)
+{
+    return engine_default > 0 || vf__bulk_thread_slots > 0;
+}
+
+/*
+ * Offer a push to the calling thread's batch: a one-shot op (`desc`) or an
+ * operator push (`opr`, `priority`). Returns 1 when the op joined a batch
+ * (it will run or be reported), 0 when the caller must push it as usual
+ * (the thread's batch, if any, was flushed first), or a negative VF_E* code
+ * (a bad description, out of memory).
+ */
+int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
+                  vf_operator *opr, int priority);
+
+/* Push every open batch of the engine, every thread's. */
+void vf__bulk_flush_all(vf_engine *e);
+
+/* Whether any batch of the engine holds ops (a drain loops until not). */
+bool vf__bulk_any_open(vf_engine *e);
+
+/* Engine life cycle: set up, free every vf__bulk (no batch open), and the
+ * fork handlers' locking of every bulk lock. */
+void vf__bulk_engine_init(vf_engine *e);
+void vf__bulk_engine_destroy(vf_engine *e);
+void vf__bulk_fork_lock(vf_engine *e, bool lock);
+
+/* Free a batch (the fused op's payload; operator references dropped). */
+void vf__bulk_batch_free(vf__bulk_batch *b);
+
+/* A fused op that can never run (`rc`): every op in it fails with that
+ * code (failure recorded, done called, counted), as a lone op would. */
+void vf__bulk_fail_items(vf_engine *e, vf__bulk_batch *b, int rc,
+                         const char *why);
+
+#endif /* VF_BULK_H */

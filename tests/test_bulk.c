@@ -1,0 +1,480 @@
+/*
+ * test_bulk: bulk execution (rule 13 of DESIGN.md, vf_set_bulk_size).
+ *
+ * Consecutive sync pushes from one thread are fused into one op; the
+ * program must not be able to tell, except through vf_engine_stats: the
+ * values are the serial ones, every op's done runs once with its own
+ * status, a failing op skips exactly the later ops that depend on it (in
+ * its batch and after it), versions count every write, and no batched op
+ * is lost to a wait, a delete, a stop, a shutdown or a destroy. Random
+ * programs with bulking on are compared with serial execution in
+ * test_random_serial.
+ */
+#include "util.h"
+
+static const vf_config pooled = {.type = VF_ENGINE_POOLED, .cpu_workers = 2};
+#define NONE ((vf_var_list){NULL, 0})
+
+typedef struct arith {
+    long *x;
+    char op; /* '=', '*', '+' */
+    long k;
+} arith;
+
+static int arith_fn(vf_run *run, void *arg)
+{
+    (void)run;
+    arith *a = arg;
+    if (a->op == '=')
+        *a->x = a->k;
+    else if (a->op == '*')
+        *a->x *= a->k;
+    else
+        *a->x += a->k;
+    return 0;
+}
+
+static void push_arith(vf_engine *e, vf_var v, arith *a)
+{
+    CHECK_OK(vf_push(e, &(vf_op){.fn = arith_fn, .arg = a,
+                                 .writes = VF_VARS(v), .name = "arith"}));
+}
+
+/* MXNet's bulk test: x = 1; x *= 2; x += 1; wait (3); x += 1 gives 4;
+ * then 100 x (x += 1) gives 104, in fused ops the stats count. */
+static void test_arithmetic(void)
+{
+    tu_phase("arithmetic");
+    vf_engine *e = tu_engine(&(tu_kind){.name = "pooled", .cfg = pooled});
+    CHECK_EQ(vf_set_bulk_size(e, 10), 0);
+    CHECK_EQ(vf_set_bulk_size(e, 10), 10); /* returns the previous one */
+    vf_var x = tu_var(e);
+    long value = 0;
+    arith set = {&value, '=', 1}, mul = {&value, '*', 2}, add = {&value, '+',
+                                                                 1};
+    push_arith(e, x, &set);
+    push_arith(e, x, &mul);
+    push_arith(e, x, &add);
+    vf_stats st;
+    CHECK_OK(vf_engine_stats(e, &st));
+    CHECK_EQ(st.bulks, 0); /* still in this thread's batch */
+    CHECK_OK(vf_wait_var(e, x, NULL));
+    CHECK_EQ(value, 3);
+    CHECK_OK(vf_engine_stats(e, &st));
+    CHECK_EQ(st.bulks, 1);
+    CHECK_EQ(st.bulked, 3);
+    push_arith(e, x, &add);
+    CHECK_OK(vf_wait_var(e, x, NULL));
+    CHECK_EQ(value, 4);
+    for (int i = 0; i < 100; i++)
+        push_arith(e, x, &add);
+    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_EQ(value, 104);
+    CHECK_OK(vf_engine_stats(e, &st));
+    CHECK_EQ(st.bulks, 12); /* 1 + 1 + 100 / 10 */
+    CHECK_EQ(st.bulked, 104);
+    CHECK_EQ(st.ran, 104);
+    uint64_t version = 0;
+    CHECK_OK(vf_var_version(e, x, &version));
+    CHECK_EQ(version, 104); /* every write counts */
+    tu_finish_engine(e);
+}
+
+/* An op that fails or records what it saw, and its done callback. */
+typedef struct step {
+    int fail;          /* return this when non-zero */
+    atomic_int ran;    /* times the function ran */
+    atomic_int dones;  /* times done was called */
+    atomic_int status; /* done's status */
+} step;
+
+static int step_fn(vf_run *run, void *arg)
+{
+    step *s = arg;
+    atomic_fetch_add(&s->ran, 1);
+    if (s->fail)
+        vf_run_set_error(run, "step %s fails", vf_run_name(run));
+    return s->fail;
+}
+
+static void step_done(void *arg, int status)
+{
+    step *s = arg;
+    atomic_store(&s->status, status);
+    atomic_fetch_add(&s->dones, 1);
+}
+
+static void push_step(vf_engine *e, step *s, const char *name,
+                      vf_var_list reads, vf_var_list writes, bool no_skip)
+{
+    CHECK_OK(vf_push(e, &(vf_op){.fn = step_fn, .arg = s, .done = step_done,
+                                 .reads = reads, .writes = writes,
+                                 .name = name, .no_skip = no_skip}));
+}
+
+/* A failing op inside a batch fails like an op on its own. */
+static void test_failure(void)
+{
+    tu_phase("failure");
+    vf_engine *e = tu_engine(&(tu_kind){.name = "pooled", .cfg = pooled});
+    CHECK_EQ(vf_set_bulk_size(e, 16), 0);
+    vf_var a = tu_var(e), b = tu_var(e), c = tu_var(e);
+    step s[7];
+    memset(s, 0, sizeof s);
+    s[1].fail = -42;
+    push_step(e, &s[0], "s0", NONE, VF_VARS(a), false);
+    push_step(e, &s[1], "fails", VF_VARS(a), VF_VARS(b), false);
+    push_step(e, &s[2], "reads b", VF_VARS(b), VF_VARS(c), false); /* skip */
+    push_step(e, &s[3], "reads a", VF_VARS(a), NONE, false);  /* runs */
+    push_step(e, &s[4], "writes c", NONE, VF_VARS(c), false); /* skip:
+                                                    c inherited the failure */
+    push_step(e, &s[5], "no skip", VF_VARS(b), NONE, true);   /* runs */
+    push_step(e, &s[6], "other", NONE, VF_VARS(a), false);    /* runs */
+    vf_error err;
+    CHECK_ERR(vf_wait_var(e, c, &err), VF_EOPFAILED);
+    CHECK_EQ(err.code, -42);
+    CHECK(strcmp(err.op_name, "fails") == 0);
+    CHECK(strstr(err.message, "step fails fails") != NULL);
+    int want_ran[7] = {1, 1, 0, 1, 0, 1, 1};
+    int want_status[7] = {0, -42, VF_ESKIPPED, 0, VF_ESKIPPED, 0, 0};
+    for (int i = 0; i < 7; i++) {
+        CHECK_EQ(atomic_load(&s[i].ran), want_ran[i]);
+        CHECK_EQ(atomic_load(&s[i].dones), 1);
+        CHECK_EQ(atomic_load(&s[i].status), want_status[i]);
+    }
+    CHECK_OK(vf_wait_var(e, a, NULL)); /* a never failed */
+    vf_stats st;
+    CHECK_OK(vf_engine_stats(e, &st));
+    CHECK_EQ(st.ran, 4);
+    CHECK_EQ(st.failed, 1);
+    CHECK_EQ(st.skipped, 2);
+    CHECK_EQ(st.bulks, 1);
+    /* The failure was reported at wait_var; wait_all clears the rest. */
+    vf_wait_all(e, NULL);
+    uint64_t vb = 9, vc = 9;
+    CHECK_OK(vf_var_version(e, b, &vb));
+    CHECK_OK(vf_var_version(e, c, &vc));
+    CHECK_EQ(vb, 1); /* the failing op ran: its write counts */
+    CHECK_EQ(vc, 0); /* both writers of c were skipped */
+    tu_finish_engine(e);
+}
+
+/* Operators join batches; a push that cannot (async, another priority,
+ * another property) flushes first, so order is kept. */
+typedef struct logger {
+    int log[64];
+    int n;
+} logger;
+
+typedef struct entry {
+    logger *l;
+    int id;
+} entry;
+
+static int log_fn(vf_run *run, void *arg)
+{
+    (void)run;
+    entry *en = arg;
+    en->l->log[en->l->n++] = en->id;
+    return 0;
+}
+
+static void log_async(vf_run *run, void *arg, vf_completion done)
+{
+    log_fn(run, arg);
+    vf_complete(done, 0, NULL);
+}
+
+static void test_mixed(void)
+{
+    tu_phase("mixed");
+    vf_engine *e = tu_engine(&(tu_kind){.name = "pooled", .cfg = pooled});
+    CHECK_EQ(vf_set_bulk_size(e, 64), 0);
+    vf_var x = tu_var(e);
+    logger l;
+    memset(&l, 0, sizeof l);
+    entry en[12];
+    for (int i = 0; i < 12; i++)
+        en[i] = (entry){&l, i};
+    vf_operator *opr;
+    CHECK_OK(vf_operator_new(e, &(vf_op){.fn = log_fn, .arg = &en[2],
+                                         .writes = VF_VARS(x),
+                                         .name = "opr"},
+                             &opr));
+    vf_op base = {.fn = log_fn, .writes = VF_VARS(x), .name = "log"};
+    vf_op o = base;
+    o.arg = &en[0];
+    CHECK_OK(vf_push(e, &o));
+    o.arg = &en[1];
+    CHECK_OK(vf_push(e, &o));
+    CHECK_OK(vf_operator_push(e, opr, 0));
+    o = base; /* async: not bulkable */
+    o.fn = NULL;
+    o.async_fn = log_async;
+    o.arg = &en[3];
+    CHECK_OK(vf_push(e, &o));
+    o = base;
+    o.arg = &en[4];
+    o.priority = 5; /* another priority: a new batch */
+    CHECK_OK(vf_push(e, &o));
+    o.arg = &en[5];
+    o.priority = 0;
+    CHECK_OK(vf_push(e, &o));
+    o.arg = &en[6];
+    o.property = VF_PROP_CPU_PRIORITIZED; /* not normal: alone */
+    CHECK_OK(vf_push(e, &o));
+    o = base;
+    o.arg = &en[7];
+    o.nonblocking = true; /* not bulkable either */
+    CHECK_OK(vf_push(e, &o));
+    o = base;
+    o.arg = &en[8];
+    CHECK_OK(vf_push(e, &o));
+    CHECK_OK(vf_bulk_flush(e));
+    o.arg = &en[9];
+    CHECK_OK(vf_push(e, &o));
+    CHECK_EQ(vf_set_bulk_size(e, 0), 64); /* turning it off flushes */
+    o.arg = &en[10];
+    CHECK_OK(vf_push(e, &o));
+    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_EQ(l.n, 11);
+    for (int i = 0; i < l.n; i++)
+        CHECK_EQ(l.log[i], i);
+    vf_stats st;
+    CHECK_OK(vf_engine_stats(e, &st));
+    /* Batches: {0,1,opr}, {4}, {5}, {8}, {9}. */
+    CHECK_EQ(st.bulks, 5);
+    CHECK_EQ(st.bulked, 7);
+    CHECK_OK(vf_operator_delete(e, opr));
+    tu_finish_engine(e);
+}
+
+/* Another thread's open batch: a wait flushes it; a delete of a var it
+ * names flushes it first; destroy runs what is left. */
+typedef struct pusher_arg {
+    vf_engine *e;
+    vf_var v;
+    long *value;
+    arith add;
+    tu_gate pushed, done;
+} pusher_arg;
+
+static void *pusher(void *p)
+{
+    pusher_arg *a = p;
+    CHECK_EQ(vf_set_bulk_size(a->e, 1000), 0);
+    for (int i = 0; i < 10; i++)
+        push_arith(a->e, a->v, &a->add);
+    tu_gate_open(&a->pushed);
+    tu_gate_wait(&a->done, 60);
+    return NULL;
+}
+
+static void test_other_threads(void)
+{
+    tu_phase("other threads");
+    vf_engine *e = tu_engine(&(tu_kind){.name = "pooled", .cfg = pooled});
+    long value = 0;
+    pusher_arg a = {.e = e, .v = tu_var(e), .value = &value};
+    a.add = (arith){&value, '+', 1};
+    tu_gate_init(&a.pushed);
+    tu_gate_init(&a.done);
+    pthread_t t = tu_thread_start(pusher, &a);
+    CHECK(tu_gate_wait(&a.pushed, 60));
+    CHECK_OK(vf_wait_var(e, a.v, NULL)); /* flushes the pusher's batch */
+    CHECK_EQ(value, 10);
+    tu_gate_open(&a.done);
+    tu_thread_join(t);
+    tu_gate_destroy(&a.pushed);
+    tu_gate_destroy(&a.done);
+
+    /* A batch left open by a thread that has exited runs at destroy. */
+    a.e = e;
+    tu_gate_init(&a.pushed);
+    tu_gate_init(&a.done);
+    tu_gate_open(&a.done);
+    t = tu_thread_start(pusher, &a);
+    tu_thread_join(t);
+    vf_stats st;
+    CHECK_OK(vf_engine_stats(e, &st));
+    CHECK_EQ(st.ran, 10); /* the second 10 are still in the batch */
+    CHECK_OK(vf_engine_destroy(e));
+    CHECK_EQ(value, 20);
+    tu_gate_destroy(&a.pushed);
+    tu_gate_destroy(&a.done);
+}
+
+/* A var deleted while another thread's batch names it: the delete pushes
+ * that batch first, so the batch runs before it; a later batched push on
+ * the var is refused at its push, or, when it slipped into a batch after
+ * the delete, fails alone (reported) while the rest of its batch runs. */
+static void free_flag(void *arg)
+{
+    atomic_store((atomic_int *)arg, 1);
+}
+
+static void test_delete(void)
+{
+    tu_phase("delete");
+    vf_engine *e = tu_engine(&(tu_kind){.name = "pooled", .cfg = pooled});
+    CHECK_EQ(vf_set_bulk_size(e, 8), 0);
+    vf_var v = tu_var(e), w = tu_var(e);
+    step s[4];
+    memset(s, 0, sizeof s);
+    push_step(e, &s[0], "on v", NONE, VF_VARS(v), false);
+    atomic_int freed = 0;
+    CHECK_OK(vf_var_delete(e, v, free_flag, &freed));
+    /* The delete is pending or done: v's handle may still resolve until
+     * the delete runs, so this push may join a batch. */
+    step late;
+    memset(&late, 0, sizeof late);
+    int rc = vf_push(e, &(vf_op){.fn = step_fn, .arg = &late,
+                                 .done = step_done, .writes = VF_VARS(v),
+                                 .name = "late"});
+    push_step(e, &s[1], "on w", NONE, VF_VARS(w), false);
+    vf_error err;
+    int wrc = vf_wait_all(e, &err);
+    CHECK_EQ(atomic_load(&s[0].ran), 1);
+    CHECK_EQ(atomic_load(&s[1].ran), 1); /* its batch ran without `late` */
+    CHECK_EQ(atomic_load(&freed), 1);
+    CHECK_EQ(atomic_load(&late.ran), 0);
+    if (rc == 0) { /* accepted into a batch: reported as failed */
+        CHECK_EQ(atomic_load(&late.dones), 1);
+        CHECK_EQ(atomic_load(&late.status), VF_ESTALE);
+        CHECK_EQ(wrc, VF_EOPFAILED);
+        CHECK_EQ(err.code, VF_ESTALE);
+    } else {
+        CHECK_EQ(rc, VF_ESTALE);
+        CHECK_EQ(atomic_load(&late.dones), 0);
+        CHECK_EQ(wrc, 0);
+    }
+    tu_finish_engine(e);
+}
+
+/* Stop, shutdown and nested pushes. */
+static void test_lifecycle(void)
+{
+    tu_phase("stop and shutdown");
+    vf_engine *e = tu_engine(&(tu_kind){.name = "pooled", .cfg = pooled});
+    CHECK_EQ(vf_set_bulk_size(e, 50), 0);
+    vf_var x = tu_var(e);
+    long value = 0;
+    arith add = {&value, '+', 1};
+    for (int i = 0; i < 7; i++)
+        push_arith(e, x, &add);
+    CHECK_OK(vf_engine_stop(e)); /* runs the open batch first */
+    CHECK_EQ(value, 7);
+    CHECK_OK(vf_engine_start(e));
+    step s[3];
+    memset(s, 0, sizeof s);
+    for (int i = 0; i < 3; i++)
+        push_step(e, &s[i], "doomed", NONE, VF_VARS(x), false);
+    CHECK_OK(vf_engine_shutdown(e)); /* skipped, not lost */
+    CHECK_OK(vf_engine_destroy(e));
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ(atomic_load(&s[i].ran), 0);
+        CHECK_EQ(atomic_load(&s[i].dones), 1);
+        CHECK_EQ(atomic_load(&s[i].status), VF_ESKIPPED);
+    }
+}
+
+/* config.bulk_size applies to every pushing thread, workers included: ops
+ * pushed from inside ops sit in their worker's batch until a wait. */
+typedef struct parent_arg {
+    vf_engine *e;
+    vf_var v;
+    long *value;
+    arith add;
+} parent_arg;
+
+static int parent_fn(vf_run *run, void *arg)
+{
+    (void)run;
+    parent_arg *p = arg;
+    for (int i = 0; i < 5; i++)
+        push_arith(p->e, p->v, &p->add);
+    return 0;
+}
+
+static void test_nested(void)
+{
+    tu_phase("nested, config");
+    vf_config cfg = pooled;
+    cfg.bulk_size = 4;
+    vf_engine *e = tu_engine(&(tu_kind){.name = "pooled", .cfg = cfg});
+    long value = 0;
+    vf_var parent_var = tu_var(e);
+    parent_arg p = {e, tu_var(e), &value, {&value, '+', 1}};
+    for (int i = 0; i < 3; i++)
+        CHECK_OK(vf_push(e, &(vf_op){.fn = parent_fn, .arg = &p,
+                                     .writes = VF_VARS(parent_var),
+                                     .name = "parent"}));
+    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_EQ(value, 15);
+    vf_stats st;
+    CHECK_OK(vf_engine_stats(e, &st));
+    CHECK_EQ(st.ran, 18);
+    CHECK(st.bulks >= 4); /* the parents' batch, the children's batches */
+    CHECK_EQ(st.bulked, 18);
+    tu_finish_engine(e);
+}
+
+/* Bad sizes, the environment, the naive engine. */
+static void test_settings(void)
+{
+    tu_phase("settings");
+    vf_engine *e = tu_engine(&(tu_kind){.name = "pooled", .cfg = pooled});
+    CHECK_ERR(vf_set_bulk_size(e, -1), VF_EINVAL);
+    CHECK_ERR(vf_set_bulk_size(e, 4097), VF_EINVAL);
+    CHECK_ERR(vf_set_bulk_size(NULL, 4), VF_EINVAL);
+    CHECK_ERR(vf_bulk_flush(NULL), VF_EINVAL);
+    CHECK_OK(vf_bulk_flush(e)); /* nothing open: fine */
+    CHECK_EQ(vf_set_bulk_size(e, 0), 0);
+    CHECK_EQ(vf_set_bulk_size(e, 4096), 0);
+    CHECK_EQ(vf_set_bulk_size(e, 3), 4096);
+    tu_finish_engine(e);
+
+    vf_engine *bad = NULL;
+    CHECK_ERR(vf_engine_create(&bad, &(vf_config){.bulk_size = 5000}),
+              VF_EINVAL);
+    setenv("VF_BULK_SIZE", "x", 1);
+    CHECK_ERR(vf_engine_create(&bad, &pooled), VF_EINVAL);
+    CHECK(strstr(vf_last_error_detail(), "VF_BULK_SIZE") != NULL);
+    setenv("VF_BULK_SIZE", "0", 1); /* off, said so */
+    e = tu_engine(&(tu_kind){.name = "pooled", .cfg = pooled});
+    CHECK_EQ(vf_set_bulk_size(e, 2), 0);
+    tu_finish_engine(e);
+    setenv("VF_BULK_SIZE", "6", 1);
+    e = tu_engine(&(tu_kind){.name = "pooled", .cfg = pooled});
+    CHECK_EQ(vf_set_bulk_size(e, 2), 6); /* the environment's */
+    tu_finish_engine(e);
+    unsetenv("VF_BULK_SIZE");
+
+    /* The naive engine runs each op inside its push: no batches. */
+    e = tu_engine(&(tu_kind){.name = "naive",
+                             .cfg = {.type = VF_ENGINE_NAIVE}});
+    CHECK_EQ(vf_set_bulk_size(e, 8), 0);
+    vf_var x = tu_var(e);
+    long value = 0;
+    arith set = {&value, '=', 3};
+    push_arith(e, x, &set);
+    CHECK_EQ(value, 3); /* ran inside the push */
+    vf_stats st;
+    CHECK_OK(vf_engine_stats(e, &st));
+    CHECK_EQ(st.bulks, 0);
+    tu_finish_engine(e);
+}
+
+int main(void)
+{
+    tu_init("test_bulk", 120);
+    test_arithmetic();
+    test_failure();
+    test_mixed();
+    test_other_threads();
+    test_delete();
+    test_lifecycle();
+    test_nested();
+    test_settings();
+    return check_finish("test_bulk");
+}
