@@ -55,7 +55,7 @@ extern const bench_adapter bench_serial;
 #endif
 #ifdef BENCH_WITH_VARFLOW
 extern const bench_adapter bench_vf_naive, bench_vf_pooled, bench_vf_perdevice,
-    bench_vf_pooled_opr;
+    bench_vf_bulk64, bench_vf_pooled_opr;
 #endif
 #ifdef BENCH_WITH_OPENMP
 extern const bench_adapter bench_omp;
@@ -72,6 +72,7 @@ const bench_adapter *const bench_adapters[] = {
     &bench_vf_naive,
     &bench_vf_pooled,
     &bench_vf_perdevice,
+    &bench_vf_bulk64,
     &bench_vf_pooled_opr,
 #endif
 #ifdef BENCH_WITH_OPENMP

@@ -285,6 +285,9 @@ def main():
     L.append("")
     L.append("**Engines (columns).** `serial`: the plain loop. `vf-naive`, `vf-pooled`, "
              "`vf-perdev`: varflow's engines (`vf_push` per op, `vf_wait_all`). "
+             "`vf-bulk64`: `vf-perdev` with bulk execution on (`bulk_size` 64: up to 64 "
+             "consecutive pushes fused into one op, rule 13), on W1 and W2 only, the rows "
+             "that measure overhead alone. "
              "`omp-gcc` / `omp-clang`: one thread of an OpenMP team creates a task per "
              "op with `depend(in:)` / `depend(inout:)` (GCC libgomp; clang with LLVM "
              "libomp). `spu-eager` / `spu-lws`: StarPU, `starpu_task_insert` with "

@@ -17,6 +17,7 @@ COLORS = {
     "vf-naive": "#9ecae1",
     "vf-pooled": "#2171b5",
     "vf-perdev": "#08306b",
+    "vf-bulk64": "#6a51a3",
     "omp-gcc": "#e6550d",
     "omp-clang": "#fdae6b",
     "spu-eager": "#31a354",

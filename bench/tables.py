@@ -10,7 +10,7 @@ the docs always agree.
 import statistics
 
 # Column order of the tables: the floor, varflow's engines, then the peers.
-ENGINE_ORDER = ["serial", "vf-naive", "vf-pooled", "vf-perdev", "vf-pooled-opr",
+ENGINE_ORDER = ["serial", "vf-naive", "vf-pooled", "vf-perdev", "vf-bulk64", "vf-pooled-opr",
                 "omp-gcc", "omp-clang", "spu-eager", "spu-lws"]
 PEER_FAMILIES = ("openmp", "starpu")
 

@@ -8,14 +8,24 @@
 #include "base/alloc.h"
 #include "core/engine.h"
 #include "core/exec.h"
+#include "core/spinlock.h"
 
 /* A thread's bulk state for one engine. */
 struct vf__bulk {
     vf__bulk *next;   /* the engine's list (bulk_lock) */
     uint64_t owner;   /* the thread (thread_id()) */
-    pthread_mutex_t mutex;
-    int size;               /* mutex: 0 = off */
-    vf__bulk_batch *batch;  /* mutex: the open batch, or NULL */
+    /* Guards the rest. A spinlock: the owner takes it at every push, and
+     * others only to flush (it yields when held long, see spinlock.h). */
+    vf__spinlock lock;
+    int size;               /* lock: 0 = off */
+    vf__bulk_batch *batch;  /* lock: the open batch, or NULL */
+    /* lock: var -> index in the open batch's union (open addressing),
+     * kept from batch to batch: a flush empties only the slots it used. */
+    struct slot {
+        vf__var *var;
+        int index;
+    } *slots;
+    uint32_t mask;
 };
 
 /* The calling thread's bulk states, most recently found first. A slot is
@@ -53,7 +63,6 @@ void vf__bulk_batch_free(vf__bulk_batch *b)
     free(b->items);
     free(b->refs);
     free(b->vars);
-    free(b->slots);
     free(b);
 }
 
@@ -64,16 +73,12 @@ static vf__bulk_batch *batch_new(int size, int priority, vf__pool *pool)
         return NULL;
     b->cap_items = size;
     b->cap_refs = b->cap_vars = 2 * size < 8 ? 8 : 2 * size;
-    b->mask = 1;
-    while (b->mask + 1 < 2u * (uint32_t)b->cap_vars)
-        b->mask = 2 * b->mask + 1;
     b->items = vf__malloc((size_t)b->cap_items * sizeof *b->items);
     b->refs = vf__malloc((size_t)b->cap_refs * sizeof *b->refs);
     b->vars = vf__malloc((size_t)b->cap_vars * sizeof *b->vars);
-    b->slots = vf__calloc((size_t)b->mask + 1, sizeof *b->slots);
     b->priority = priority;
     b->pool = pool;
-    if (!b->items || !b->refs || !b->vars || !b->slots) {
+    if (!b->items || !b->refs || !b->vars) {
         vf__bulk_batch_free(b);
         return NULL;
     }
@@ -87,59 +92,89 @@ static uint32_t hash_var(const vf__var *v)
     return (uint32_t)((x * 0x9e3779b97f4a7c15ull) >> 32);
 }
 
-/* Double the var capacity and rehash. */
-static bool grow_vars(vf__bulk_batch *b)
+static void slots_clear(vf__bulk *s, const vf__bulk_batch *b);
+
+/* Make the slot table hold at least 2 * `nvars` entries (empty). */
+static bool slots_reserve(vf__bulk *s, int nvars)
+{
+    uint32_t want = 2u * (uint32_t)nvars;
+    if (s->slots != NULL && s->mask + 1 >= want)
+        return true;
+    uint32_t mask = 15;
+    while (mask + 1 < want)
+        mask = 2 * mask + 1;
+    struct slot *slots = vf__calloc((size_t)mask + 1, sizeof *slots);
+    if (slots == NULL)
+        return false;
+    free(s->slots);
+    s->slots = slots;
+    s->mask = mask;
+    return true;
+}
+
+/* Grow the union and the slot table (rehashing the union into it). */
+static bool grow_vars(vf__bulk *s, vf__bulk_batch *b)
 {
     int cap = 2 * b->cap_vars;
-    uint32_t mask = 2 * b->mask + 1;
     vf__varref *vars = realloc(b->vars, (size_t)cap * sizeof *vars);
     if (vars == NULL)
         return false;
     b->vars = vars;
-    struct vf__bulk_slot *slots = vf__calloc((size_t)mask + 1,
-                                             sizeof *slots);
-    if (slots == NULL)
-        return false;
-    for (int i = 0; i < b->nvars; i++) {
-        uint32_t h = hash_var(vars[i].var) & mask;
-        while (slots[h].var != NULL)
-            h = (h + 1) & mask;
-        slots[h] = (struct vf__bulk_slot){vars[i].var, i};
-    }
-    free(b->slots);
-    b->slots = slots;
-    b->mask = mask;
     b->cap_vars = cap;
-    return true;
+    slots_clear(s, b);
+    /* Out of memory: the union goes back into the old table (half full),
+     * so the batch stays whole. */
+    bool grown = slots_reserve(s, cap);
+    for (int i = 0; i < b->nvars; i++) {
+        uint32_t h = hash_var(vars[i].var) & s->mask;
+        while (s->slots[h].var != NULL)
+            h = (h + 1) & s->mask;
+        s->slots[h] = (struct slot){vars[i].var, i};
+    }
+    return grown;
 }
 
 /* The index of `r`'s var in the union, adding it (a write wins). -1: out
  * of memory. */
-static int union_index(vf__bulk_batch *b, const vf__varref *r)
+static int union_index(vf__bulk *s, vf__bulk_batch *b, const vf__varref *r)
 {
-    uint32_t h = hash_var(r->var) & b->mask;
-    while (b->slots[h].var != NULL) {
-        if (b->slots[h].var == r->var) {
-            int i = b->slots[h].index;
+    uint32_t h = hash_var(r->var) & s->mask;
+    while (s->slots[h].var != NULL) {
+        if (s->slots[h].var == r->var) {
+            int i = s->slots[h].index;
             b->vars[i].write |= r->write;
             return i;
         }
-        h = (h + 1) & b->mask;
+        h = (h + 1) & s->mask;
     }
     if (b->nvars == b->cap_vars) {
-        if (!grow_vars(b))
+        if (!grow_vars(s, b))
             return -1;
-        return union_index(b, r);
+        return union_index(s, b, r);
     }
     int i = b->nvars++;
     b->vars[i] = *r;
-    b->slots[h] = (struct vf__bulk_slot){r->var, i};
+    s->slots[h] = (struct slot){r->var, i};
     return i;
 }
 
+/* Empty the slots the open batch's union used (before it is flushed).
+ * Every entry of the table is one of the union's, so a search that steps
+ * over slots already emptied still finds each one. */
+static void slots_clear(vf__bulk *s, const vf__bulk_batch *b)
+{
+    for (int i = 0; i < b->nvars; i++) {
+        uint32_t h = hash_var(b->vars[i].var) & s->mask;
+        while (s->slots[h].var != b->vars[i].var)
+            h = (h + 1) & s->mask;
+        s->slots[h].var = NULL;
+    }
+}
+
 /* Add one op (its var set in normal form) to the batch. */
-static int batch_add(vf__bulk_batch *b, const vf__bulk_item *item,
-                     const vf__varref *vars, int nvars)
+static int batch_add(vf__bulk *s, vf__bulk_batch *b,
+                     const vf__bulk_item *item, const vf__varref *vars,
+                     int nvars)
 {
     if (b->nrefs + nvars > b->cap_refs) {
         int cap = b->cap_refs;
@@ -156,7 +191,7 @@ static int batch_add(vf__bulk_batch *b, const vf__bulk_item *item,
     it->first = b->nrefs;
     it->nrefs = nvars;
     for (int i = 0; i < nvars; i++) {
-        int x = union_index(b, &vars[i]);
+        int x = union_index(s, b, &vars[i]);
         if (x < 0)
             return VF_ENOMEM;
         b->refs[b->nrefs++] = (uint32_t)x << 1 | (vars[i].write ? 1u : 0u);
@@ -182,6 +217,12 @@ static int by_address(const void *a, const void *b)
 static int batch_seal(vf__bulk_batch *b)
 {
     int n = b->nvars;
+    int sorted_already = 1; /* common: vars made in order, pushed in order */
+    for (int i = 1; i < n && sorted_already; i++)
+        sorted_already = (uintptr_t)b->vars[i - 1].var <
+                         (uintptr_t)b->vars[i].var;
+    if (sorted_already)
+        return 0;
     /* One block: the entries, the sorted copy, then the ints (alignment). */
     sort_entry *e = vf__malloc((size_t)n * (sizeof *e + sizeof(vf__varref) +
                                             sizeof(int)));
@@ -201,8 +242,6 @@ static int batch_seal(vf__bulk_batch *b)
         b->refs[i] = (uint32_t)moved_to[b->refs[i] >> 1] << 1 |
                      (b->refs[i] & 1u);
     free(e);
-    free(b->slots); /* only needed while collecting */
-    b->slots = NULL;
     return 0;
 }
 
@@ -283,7 +322,8 @@ static int push_alone(vf_engine *e, const vf__bulk_batch *b,
 static void batch_push(vf_engine *e, vf__bulk_batch *b)
 {
     int rc = batch_seal(b);
-    vf__op *op = rc == 0 ? vf__op_alloc() : NULL;
+    bool sealed = rc == 0;
+    vf__op *op = sealed ? vf__op_alloc() : NULL;
     if (op != NULL) {
         vf__opdef *def = &op->own;
         memset(def, 0, sizeof *def);
@@ -311,7 +351,7 @@ static void batch_push(vf_engine *e, vf__bulk_batch *b)
     }
     for (int i = 0; i < b->nitems; i++) {
         vf__bulk_item *it = &b->items[i];
-        if (b->slots != NULL) /* not sealed: out of memory */
+        if (!sealed) /* out of memory */
             rc = vf__fail(VF_ENOMEM, "vf_push: out of memory pushing a "
                                      "bulk");
         else if ((rc = push_alone(e, b, it)) == 0)
@@ -324,13 +364,14 @@ static void batch_push(vf_engine *e, vf__bulk_batch *b)
     vf__bulk_batch_free(b);
 }
 
-/* Push the state's open batch (mutex held). */
+/* Push the state's open batch (lock held). */
 static void flush_locked(vf_engine *e, vf__bulk *s)
 {
     vf__bulk_batch *b = s->batch;
     if (b == NULL)
         return;
     s->batch = NULL;
+    slots_clear(s, b);
     batch_push(e, b);
 }
 
@@ -341,6 +382,10 @@ static void flush_locked(vf_engine *e, vf__bulk *s)
 static vf__bulk *find(vf_engine *e, bool create)
 {
     int n = vf__bulk_thread_slots;
+    if (VF__LIKELY(n > 0 && cache[0].engine == e &&
+                   cache[0].serial == e->serial &&
+                   (cache[0].bulk != NULL || !create)))
+        return cache[0].bulk; /* the same engine as last time */
     for (int i = 0; i < n; i++) {
         if (cache[i].engine == e && cache[i].serial == e->serial) {
             cache_slot hit = cache[i];
@@ -363,7 +408,7 @@ static vf__bulk *find(vf_engine *e, bool create)
     if (s == NULL && create && (s = vf__calloc(1, sizeof *s)) != NULL) {
         s->owner = me;
         s->size = e->bulk_default;
-        pthread_mutex_init(&s->mutex, NULL);
+        vf__spin_init(&s->lock);
         s->next = e->bulk_list;
         e->bulk_list = s;
         atomic_fetch_add_explicit(&e->nbulk_states, 1, memory_order_relaxed);
@@ -410,17 +455,17 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
             return rc;
         priority = desc->priority;
     }
-    pthread_mutex_lock(&s->mutex);
+    vf__spin_lock(&s->lock);
     if (s->size == 0 || !bulkable(e, def)) {
         flush_locked(e, s);
-        pthread_mutex_unlock(&s->mutex);
+        vf__spin_unlock(&s->lock);
         return 0;
     }
     if (opr == NULL) {
         rc = vf__varset_build(e, who, desc->reads, desc->writes, inline_vars,
                               VF__OP_INLINE_VARS, &heap);
         if (rc < 0) {
-            pthread_mutex_unlock(&s->mutex);
+            vf__spin_unlock(&s->lock);
             return rc;
         }
         vars = heap ? heap : inline_vars;
@@ -434,8 +479,9 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
         flush_locked(e, s);
         b = NULL;
     }
-    if (b == NULL && (b = batch_new(s->size, priority, def->pool)) == NULL) {
-        pthread_mutex_unlock(&s->mutex);
+    if (b == NULL && (!slots_reserve(s, 2 * s->size) ||
+                      (b = batch_new(s->size, priority, def->pool)) == NULL)) {
+        vf__spin_unlock(&s->lock);
         free(heap);
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     }
@@ -446,11 +492,11 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
                           .name = def->name,
                           .opr = opr,
                           .no_skip = def->no_skip};
-    if ((rc = batch_add(b, &item, vars, nvars)) != 0) {
+    if ((rc = batch_add(s, b, &item, vars, nvars)) != 0) {
         /* The batch holds its earlier ops whole (at worst a var too many
          * in the union, which only orders more): push them, refuse this. */
         flush_locked(e, s);
-        pthread_mutex_unlock(&s->mutex);
+        vf__spin_unlock(&s->lock);
         free(heap);
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     }
@@ -458,7 +504,7 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
         atomic_fetch_add_explicit(&opr->refs, 1, memory_order_relaxed);
     if (b->nitems == b->cap_items)
         flush_locked(e, s);
-    pthread_mutex_unlock(&s->mutex);
+    vf__spin_unlock(&s->lock);
     free(heap);
     return 1;
 }
@@ -480,13 +526,13 @@ VF_API int vf_set_bulk_size(vf_engine *e, int size)
             return vf__fail(VF_ENOMEM, "%s: out of memory", who);
         return e->bulk_default; /* off before, off now: nothing to keep */
     }
-    pthread_mutex_lock(&s->mutex);
+    vf__spin_lock(&s->lock);
     int previous = s->size;
     s->size = size;
     if (s->batch != NULL && (size == 0 || s->batch->nitems >= size ||
                              s->batch->cap_items != size))
         flush_locked(e, s);
-    pthread_mutex_unlock(&s->mutex);
+    vf__spin_unlock(&s->lock);
     return previous;
 }
 
@@ -497,9 +543,9 @@ VF_API int vf_bulk_flush(vf_engine *e)
                                    "destroyed)");
     vf__bulk *s = find(e, false);
     if (s != NULL) {
-        pthread_mutex_lock(&s->mutex);
+        vf__spin_lock(&s->lock);
         flush_locked(e, s);
-        pthread_mutex_unlock(&s->mutex);
+        vf__spin_unlock(&s->lock);
     }
     return 0;
 }
@@ -512,9 +558,9 @@ void vf__bulk_flush_all(vf_engine *e)
         return;
     pthread_mutex_lock(&e->bulk_lock);
     for (vf__bulk *s = e->bulk_list; s != NULL; s = s->next) {
-        pthread_mutex_lock(&s->mutex);
+        vf__spin_lock(&s->lock);
         flush_locked(e, s);
-        pthread_mutex_unlock(&s->mutex);
+        vf__spin_unlock(&s->lock);
     }
     pthread_mutex_unlock(&e->bulk_lock);
 }
@@ -526,9 +572,9 @@ bool vf__bulk_any_open(vf_engine *e)
     bool open = false;
     pthread_mutex_lock(&e->bulk_lock);
     for (vf__bulk *s = e->bulk_list; s != NULL && !open; s = s->next) {
-        pthread_mutex_lock(&s->mutex);
+        vf__spin_lock(&s->lock);
         open = s->batch != NULL;
-        pthread_mutex_unlock(&s->mutex);
+        vf__spin_unlock(&s->lock);
     }
     pthread_mutex_unlock(&e->bulk_lock);
     return open;
@@ -553,7 +599,7 @@ void vf__bulk_engine_destroy(vf_engine *e)
         vf__bulk *next = s->next;
         VF__ASSERT(s->batch == NULL);
         vf__bulk_batch_free(s->batch);
-        pthread_mutex_destroy(&s->mutex);
+        free(s->slots);
         free(s);
         s = next;
     }
@@ -566,10 +612,10 @@ void vf__bulk_fork_lock(vf_engine *e, bool lock)
     if (lock) {
         pthread_mutex_lock(&e->bulk_lock);
         for (vf__bulk *s = e->bulk_list; s != NULL; s = s->next)
-            pthread_mutex_lock(&s->mutex);
+            vf__spin_lock(&s->lock);
     } else {
         for (vf__bulk *s = e->bulk_list; s != NULL; s = s->next)
-            pthread_mutex_unlock(&s->mutex);
+            vf__spin_unlock(&s->lock);
         pthread_mutex_unlock(&e->bulk_lock);
     }
 }

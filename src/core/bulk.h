@@ -26,10 +26,10 @@
  *
  * State. Each (thread, engine) pair with bulking on has a vf__bulk, owned
  * by the engine (freed at destroy) and found through a small thread-local
- * cache. Its mutex orders the owner's pushes against flushes from other
+ * cache. Its spinlock orders the owner's pushes against flushes from other
  * threads (a waiter flushing every batch); it is held across a flush's
  * enqueue, so a batch taken out can never be overtaken by the next one.
- * Lock order: the engine's bulk_lock, then a vf__bulk's mutex, then what an
+ * Lock order: the engine's bulk_lock, then a vf__bulk's lock, then what an
  * enqueue takes (var locks, queue locks). No user code runs under either.
  */
 #ifndef VF_BULK_H
@@ -64,12 +64,6 @@ typedef struct vf__bulk_batch {
     /* The union, in normal form once flushed (sorted by address). */
     vf__varref *vars;
     int nvars, cap_vars;
-    /* While collecting: var -> index in `vars` (open addressing). */
-    struct vf__bulk_slot {
-        vf__var *var;
-        int index;
-    } *slots;
-    uint32_t mask;
     int priority;
     vf__pool *pool;
 } vf__bulk_batch;
