@@ -17,7 +17,7 @@ vf__worker *vf__this_worker(void)
     return this_worker;
 }
 
-/* --- the ready queue: an intrusive pairing heap ------------------------- */
+/* --- the ready queue: a FIFO lane and an intrusive pairing heap ---------- */
 
 /* Whether a runs before b: higher priority, then earlier arrival. */
 static bool runs_before(const vf__op *a, const vf__op *b)
@@ -69,22 +69,41 @@ static vf__op *merge_children(vf__op *c)
     return root;
 }
 
-/* Under w->qlock. */
-static void heap_push(vf__worker *w, vf__op *op)
+/* Under w->qlock. Priority 0, nearly every op, goes to the FIFO lane in
+ * O(1); other priorities to the heap. */
+static void queue_push(vf__worker *w, vf__op *op)
 {
-    op->seq = w->next_seq++;
     op->next = op->child = NULL;
-    w->root = meld(w->root, op);
     w->len++;
+    if (op->priority == 0) {
+        if (w->fifo_tail != NULL)
+            w->fifo_tail->next = op;
+        else
+            w->fifo_head = op;
+        w->fifo_tail = op;
+        return;
+    }
+    op->seq = w->next_seq++;
+    w->root = meld(w->root, op);
 }
 
-/* Under w->qlock; the queue must not be empty. */
-static vf__op *heap_pop(vf__worker *w)
+/* Under w->qlock; the queue must not be empty. The lane's head runs unless
+ * the heap holds a higher priority (positive); negative ones wait for the
+ * lane to empty. */
+static vf__op *queue_pop(vf__worker *w)
 {
-    vf__op *top = w->root;
+    vf__op *top = w->fifo_head;
+    w->len--;
+    if (top != NULL && (w->root == NULL || w->root->priority < 0)) {
+        w->fifo_head = top->next;
+        if (w->fifo_head == NULL)
+            w->fifo_tail = NULL;
+        top->next = NULL;
+        return top;
+    }
+    top = w->root;
     w->root = merge_children(top->child);
     top->child = top->next = NULL;
-    w->len--;
     return top;
 }
 
@@ -125,7 +144,7 @@ void vf__pool_submit(vf__pool *p, vf__op *op)
     if (w == NULL || w->pool != p || p->spread)
         w = &p->workers[round_robin++ % (unsigned)p->nworkers];
     pthread_mutex_lock(&w->qlock);
-    heap_push(w, op);
+    queue_push(w, op);
     atomic_store(&w->qlen, w->len);
     pthread_mutex_unlock(&w->qlock);
     if (VF__UNLIKELY(p->spread)) {
@@ -152,8 +171,8 @@ vf__op *vf__worker_place(vf__worker *w, vf__readylist *mine)
     pthread_mutex_lock(&w->qlock);
     vf__op *op;
     while ((op = vf__readylist_pop(mine)) != NULL)
-        heap_push(w, op);
-    vf__op *best = heap_pop(w);
+        queue_push(w, op);
+    vf__op *best = queue_pop(w);
     int left = w->len;
     atomic_store(&w->qlen, left);
     pthread_mutex_unlock(&w->qlock);
@@ -169,7 +188,7 @@ static vf__op *try_take(vf__worker *w)
     vf__op *op = NULL;
     pthread_mutex_lock(&w->qlock);
     if (w->len > 0) {
-        op = heap_pop(w);
+        op = queue_pop(w);
         atomic_store(&w->qlen, w->len);
     }
     pthread_mutex_unlock(&w->qlock);

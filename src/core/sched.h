@@ -1,9 +1,10 @@
 /*
  * sched.h: worker pools and their ready queues.
  *
- * A pool is a set of worker threads; each worker owns a ready queue, a
- * pairing heap ordered by (priority desc, arrival asc) under the worker's own
- * mutex. The heap is intrusive (links live in the op), so placing an op
+ * A pool is a set of worker threads; each worker owns a ready queue ordered
+ * by (priority desc, arrival asc) under the worker's own mutex: a FIFO lane
+ * for priority 0 (nearly every op: O(1) in and out) and a pairing heap for
+ * the others. Both are intrusive (links live in the op), so placing an op
  * never allocates and cannot fail. A worker takes from its own queue first, then steals the best op of
  * another worker's queue. Ready ops are placed:
  *   - by a worker finishing an op: the first newly ready op of its own pool
@@ -40,8 +41,9 @@ typedef struct vf__worker vf__worker;
 
 struct vf__worker {
     pthread_mutex_t qlock;
-    vf__op *root;   /* qlock: the heap's best op */
-    int len;        /* qlock */
+    vf__op *fifo_head, *fifo_tail; /* qlock: priority-0 ops, in arrival */
+    vf__op *root;   /* qlock: the heap's best op (other priorities) */
+    int len;        /* qlock: lane and heap */
     uint64_t next_seq; /* qlock: FIFO tie-break */
     /* seq_cst: mirrors `len` for sleepers and stealers (see above). */
     atomic_int qlen;
