@@ -337,7 +337,7 @@ def _geomean(xs):
 
 def table_glance(res):
     """One line per engine: geometric means over the rows every engine ran
-    (W1-W5; W7 is left out since OpenMP cannot run it)."""
+    (W1-W5; W7 is left out since OpenMP and tbb-flow do not run it)."""
     rows_common = [k for k in res.rows if not k.startswith("W6") and k != "W7"]
     works = [w for w in res.works]
     tmax = res.tmax
