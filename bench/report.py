@@ -161,7 +161,7 @@ def pending_section(doc, res):
         "yet (`bench/pending.h`). Shape: vars A, B0, B1; a gate op writes all three "
         "and blocks until the pushing thread opens it; then N ops, op i reading A "
         "and writing B[i %% 2], so each waits on exactly two dependencies (A on the "
-        "gate's write, B[i %% 2] on op i - 2's) and all N are pending at once. The "
+        "gate's write, B[i %% 2] on op i - 2's, the gate's for ops 1 and 2) and all N are pending at once. The "
         "resident set (`/proc/self/statm`) is read just before the first of the N "
         "pushes and just after the last: bytes per pending op = (after - before) / N. "
         "Then the gate opens and the engine drains. Each engine runs this row in a "
@@ -281,7 +281,9 @@ def main():
         "each engine at 1 worker and at every core in a process of its own, prints "
         "the tables below, writes `build-bench/results-full.json`, and regenerates "
         "this page and its charts from it. A peer whose package is missing is "
-        "skipped with a note. Options: `bench/run.py --help`.")
+        "skipped with a note. Options: `bench/run.py --help`. `bench/merge.py` adds "
+        "the engines and the pending-ops row of a later run to the results this page "
+        "is made from, and says so in a note under the machine.")
     L.append("")
     L.append("**What is measured.** Every engine runs the same programs, built from "
              "one definition (`bench/workloads.c`). A cell is the time from the first "
