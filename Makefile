@@ -104,7 +104,8 @@ clean:
 
 # Benchmarks (owner: bench/). bench/ is a CMake project of its own in
 # build-bench/, so `make test` never needs OpenMP, StarPU or BLAS. `make bench`
-# runs the full suite (minutes) and regenerates docs/BENCHMARKS.md;
+# runs the full suite (minutes; its pending-ops row holds 10M ops, which
+# takes ~6 GiB of memory with varflow today) and regenerates docs/BENCHMARKS.md;
 # `make bench-quick` runs reduced sizes in under 2 minutes; `make
 # bench-callgrind` counts instructions per op. BENCH_ARGS is passed to
 # bench/run.py (e.g. BENCH_ARGS="--engines vf-pooled,omp-gcc").

@@ -17,6 +17,11 @@
  * (MXNet's engine with bulk 64 runs an empty W2 at 0.04-0.06 us/op); a
  * fused op runs its ops one after the other, so where ops carry work it
  * trades parallelism for overhead and is not a fair column.
+ *
+ * The pending-ops row (pending.h) is measured for vf-pooled and vf-perdev
+ * with the engine's in-flight limit off (vf_config.max_inflight left 0, and
+ * no VF_MAX_INFLIGHT in the environment): the row holds every op at once.
+ * vf-naive runs each op inside its push, so it cannot hold any.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -286,7 +291,70 @@ static int run(void *run_, double *seconds)
     return rc;
 }
 
-#define VF_ADAPTER_ONLY(var, label, threads_, extra_, start_fn, unsupported_)          \
+/* ---- the pending-ops row ----------------------------------------------------- */
+
+static int gate_fn(vf_run *run, void *arg)
+{
+    (void)run;
+    bench_gate_wait(arg);
+    return 0;
+}
+
+static int noop_fn(vf_run *run, void *arg)
+{
+    (void)run, (void)arg;
+    return 0;
+}
+
+static int pending(void *engine, size_t n, bench_pending *out)
+{
+    vf_bench_engine *be = engine;
+    vf_var v[3] = {{0}}; /* A, B0, B1 */
+    bench_gate gate;
+    int rc = 0;
+    if (getenv("VF_MAX_INFLIGHT")) {
+        /* With a limit the pushes would wait for room behind the gate. */
+        fprintf(stderr, "bench: varflow: unset VF_MAX_INFLIGHT for the pending row\n");
+        return -1;
+    }
+    for (int k = 0; k < 3 && rc == 0; k++)
+        rc = vf_var_new(be->e, &v[k]);
+    if (rc != 0) {
+        report("vf_var_new", rc);
+        for (int k = 0; k < 3; k++)
+            if (v[k].id != 0)
+                vf_var_delete(be->e, v[k], NULL, NULL);
+        return -1;
+    }
+    bench_gate_init(&gate);
+    vf_op gate_op = {.fn = gate_fn, .arg = &gate, .writes = {v, 3}};
+    rc = vf_push(be->e, &gate_op);
+    if (rc != 0)
+        report("vf_push", rc);
+    out->rss_before = bench_rss_bytes();
+    double t0 = bench_now();
+    for (size_t i = 1; i <= n && rc == 0; i++) {
+        vf_op op = {.fn = noop_fn, .reads = {&v[0], 1}, .writes = {&v[1 + i % 2], 1}};
+        rc = vf_push(be->e, &op);
+        if (rc != 0)
+            report("vf_push", rc);
+    }
+    out->push_s = bench_now() - t0;
+    out->rss_after = bench_rss_bytes();
+    t0 = bench_now();
+    bench_gate_open(&gate);
+    int wrc = vf_wait_all(be->e, NULL);
+    out->drain_s = bench_now() - t0;
+    for (int k = 0; k < 3; k++)
+        vf_var_delete(be->e, v[k], NULL, NULL);
+    vf_wait_all(be->e, NULL); /* the deletes */
+    bench_gate_destroy(&gate);
+    if (wrc != 0)
+        report("vf_wait_all", wrc);
+    return rc || wrc ? -1 : 0;
+}
+
+#define VF_ADAPTER_ONLY(var, label, threads_, extra_, start_fn, pending_fn, unsupported_) \
     const bench_adapter var = {                                                        \
         .name = label,                                                                 \
         .family = "varflow",                                                           \
@@ -298,13 +366,14 @@ static int run(void *run_, double *seconds)
         .prepare = prepare,                                                            \
         .run = run,                                                                    \
         .release = release,                                                            \
+        .pending = pending_fn,                                                         \
     }
 
-#define VF_ADAPTER(var, label, threads_, extra_, start_fn)                             \
-    VF_ADAPTER_ONLY(var, label, threads_, extra_, start_fn, NULL)
+#define VF_ADAPTER(var, label, threads_, extra_, start_fn, pending_fn)                 \
+    VF_ADAPTER_ONLY(var, label, threads_, extra_, start_fn, pending_fn, NULL)
 
-VF_ADAPTER(bench_vf_naive, "vf-naive", 0, 0, start_naive);
-VF_ADAPTER(bench_vf_pooled, "vf-pooled", 1, 0, start_pooled);
-VF_ADAPTER(bench_vf_perdevice, "vf-perdev", 1, 0, start_perdevice);
-VF_ADAPTER(bench_vf_pooled_opr, "vf-pooled-opr", 1, 1, start_pooled_opr);
-VF_ADAPTER_ONLY(bench_vf_bulk64, "vf-bulk64", 1, 0, start_bulk64, bulk_unsupported);
+VF_ADAPTER(bench_vf_naive, "vf-naive", 0, 0, start_naive, NULL);
+VF_ADAPTER(bench_vf_pooled, "vf-pooled", 1, 0, start_pooled, pending);
+VF_ADAPTER(bench_vf_perdevice, "vf-perdev", 1, 0, start_perdevice, pending);
+VF_ADAPTER(bench_vf_pooled_opr, "vf-pooled-opr", 1, 1, start_pooled_opr, NULL);
+VF_ADAPTER_ONLY(bench_vf_bulk64, "vf-bulk64", 1, 0, start_bulk64, NULL, bulk_unsupported);

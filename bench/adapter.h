@@ -11,17 +11,20 @@
  *       run() x reps         push every op, wait for all; timed inside
  *       release()
  *   stop()                   engine shutdown, timed and reported apart
+ * or, for the pending-ops row (pending.h), in a process of its own:
+ *   start(threads); pending(n); stop()
  */
 #ifndef VF_BENCH_ADAPTER_H
 #define VF_BENCH_ADAPTER_H
 
 #include <stddef.h>
 
+#include "pending.h"
 #include "workloads.h"
 
 typedef struct bench_adapter {
     const char *name;   /* column name, e.g. "vf-pooled" */
-    const char *family; /* "varflow", "serial", "openmp", "starpu" */
+    const char *family; /* "varflow", "serial", "openmp", "starpu", "tbb" */
     int threaded;       /* 0: the worker count means nothing (run at T=1) */
     int extra;          /* 1: not in the default suite (bench/run.py
                            --engines names it; bench/callgrind.py runs it) */
@@ -47,6 +50,11 @@ typedef struct bench_adapter {
     int (*run)(void *run, double *seconds);
 
     void (*release)(void *run);
+
+    /* The pending-ops row (NULL: not measured for this engine): push the
+     * gate and the n ops of pending.h's shape, read the resident set before
+     * and after the n, open the gate, wait for all. Returns 0 or -1. */
+    int (*pending)(void *engine, size_t n, bench_pending *out);
 } bench_adapter;
 
 /*

@@ -3,7 +3,8 @@
  * workloads and work sizes, checks every run against the serial reference,
  * and prints one JSON record per line on stdout (bench/run.py collects them
  * into tables and results JSON). Each binary (vfbench-varflow, vfbench-omp-*,
- * vfbench-starpu) is this file plus its adapters; see adapter.h.
+ * vfbench-starpu, vfbench-tbb) is this file plus its adapters; see
+ * adapter.h.
  *
  *   vfbench-X --list
  *   vfbench-X --calibrate
@@ -12,6 +13,11 @@
  *             [--ns-per-iter X] [--budget-ms B] [--scale S] [--chol-n N]
  *             [--reps R] [--warmup W] [--max-run-s S] [--row-timeout-s S]
  *             [--skip KEY@WORK,...] [--ref-dir DIR] [--progress] [--callgrind]
+ *   vfbench-X --engine NAME [--threads T] --pending N
+ *
+ * --pending N runs the pending-ops row instead of the workloads (pending.h):
+ * N ops held behind a gate, the resident set before and after, the peak;
+ * one "pending" record. Run it in a process of its own so the peak is its.
  *
  * --max-run-s bounds the suite: once one run of a row has taken longer than
  * S seconds, the row is not repeated (if that was the warm-up, it counts as
@@ -63,6 +69,9 @@ extern const bench_adapter bench_omp;
 #ifdef BENCH_WITH_STARPU
 extern const bench_adapter bench_starpu_eager, bench_starpu_lws;
 #endif
+#ifdef BENCH_WITH_TBB
+extern const bench_adapter bench_tbb_flow;
+#endif
 
 const bench_adapter *const bench_adapters[] = {
 #ifdef BENCH_WITH_SERIAL
@@ -81,6 +90,9 @@ const bench_adapter *const bench_adapters[] = {
 #ifdef BENCH_WITH_STARPU
     &bench_starpu_eager,
     &bench_starpu_lws,
+#endif
+#ifdef BENCH_WITH_TBB
+    &bench_tbb_flow,
 #endif
     NULL,
 };
@@ -214,6 +226,7 @@ typedef struct options {
     double row_timeout_s; /* give up on a run this long: exit 4 (0: never) */
     const char *skip[MAX_LIST * 4]; /* rows "KEY@WORKLABEL" not to run */
     int nskip;
+    size_t pending; /* > 0: run the pending-ops row with this many ops */
 } options;
 
 static void usage(void)
@@ -224,7 +237,8 @@ static void usage(void)
             "       [--work I1,I2,... --work-labels L1,L2,...] [--ns-per-iter X]\n"
             "       [--budget-ms B] [--scale S] [--chol-n N] [--reps R]\n"
             "       [--warmup W] [--max-run-s S] [--row-timeout-s S]\n"
-            "       [--skip KEY@WORK,...] [--ref-dir DIR] [--progress] [--callgrind]\n");
+            "       [--skip KEY@WORK,...] [--ref-dir DIR] [--progress] [--callgrind]\n"
+            "       --engine NAME [--threads T] --pending N\n");
     exit(1);
 }
 
@@ -283,6 +297,8 @@ static void parse(int argc, char **argv, options *o)
                  tok = strtok(NULL, ","))
                 o->skip[o->nskip++] = tok;
         }
+        else if (ARG("--pending"))
+            o->pending = (size_t)strtoull(v, NULL, 10);
         else if (ARG("--ref-dir"))
             o->ref_dir = v;
         else if (strcmp(a, "--progress") == 0)
@@ -484,6 +500,35 @@ static int run_row(const options *o, const bench_adapter *ad, void *engine,
     return status;
 }
 
+/* The pending-ops row (pending.h): one record, then the engine stops.
+ * Returns the exit status. */
+static int run_pending(const options *o, const bench_adapter *ad, void *engine)
+{
+    bench_pending m = {0};
+    int rc = -1;
+    if (!ad->pending)
+        fprintf(stderr, "bench: %s: the pending-ops row is not measured for it\n", ad->name);
+    else
+        rc = ad->pending(engine, o->pending, &m);
+    long long peak = bench_peak_rss_bytes();
+    if (ad->stop(engine) != 0)
+        rc = -1;
+    if (rc != 0)
+        return 1;
+    printf("{\"type\":\"pending\",\"engine\":");
+    json_str(ad->name);
+    printf(",\"family\":");
+    json_str(ad->family);
+    printf(",\"threads\":%d,\"n\":%zu,\"deps_per_op\":2,\"rss_before\":%lld,"
+           "\"rss_after\":%lld,\"bytes_per_op\":%.1f,\"peak_rss\":%lld,\"push_s\":%.6f,"
+           "\"drain_s\":%.6f}\n",
+           o->threads, o->pending, m.rss_before, m.rss_after,
+           (double)(m.rss_after - m.rss_before) / (double)o->pending, peak, m.push_s,
+           m.drain_s);
+    fflush(stdout);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     options o;
@@ -501,8 +546,8 @@ int main(int argc, char **argv)
             json_str(ad->name);
             printf(",\"family\":");
             json_str(ad->family);
-            printf(",\"threaded\":%d,\"extra\":%d,\"unavailable\":", ad->threaded,
-                   ad->extra);
+            printf(",\"threaded\":%d,\"extra\":%d,\"pending\":%d,\"unavailable\":",
+                   ad->threaded, ad->extra, ad->pending != NULL);
             if (why)
                 json_str(why);
             else
@@ -539,6 +584,8 @@ int main(int argc, char **argv)
         return 1;
     }
     double startup = bench_now() - t0;
+    if (o.pending > 0)
+        return run_pending(&o, ad, engine);
     if (o.row_timeout_s > 0) {
         static double limit;
         pthread_t tid;

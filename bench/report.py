@@ -153,6 +153,35 @@ def behind(res):
     return head + lines
 
 
+def pending_section(doc, res):
+    """The pending-ops row: memory per op held, and the peak."""
+    lines = ["## Memory per pending op", ""]
+    lines.append(
+        "How much memory an engine holds for each op that was pushed and cannot run "
+        "yet (`bench/pending.h`). Shape: vars A, B0, B1; a gate op writes all three "
+        "and blocks until the pushing thread opens it; then N ops, op i reading A "
+        "and writing B[i %% 2], so each waits on exactly two dependencies (A on the "
+        "gate's write, B[i %% 2] on op i - 2's, the gate's for ops 1 and 2) and all N are pending at once. The "
+        "resident set (`/proc/self/statm`) is read just before the first of the N "
+        "pushes and just after the last: bytes per pending op = (after - before) / N. "
+        "Then the gate opens and the engine drains. Each engine runs this row in a "
+        "process of its own at one worker, so the peak (`ru_maxrss`) is the row's: "
+        "the binary, the engine, and the N ops. varflow's engines run with no "
+        "in-flight limit (`vf_config.max_inflight` 0, no `VF_MAX_INFLIGHT`); "
+        "vf-naive runs each op inside its push and cannot hold one. For tbb-flow the "
+        "N ops are the graph built and not yet started (its nodes, edges, and the "
+        "deque that owns the nodes); starting it is opening the gate. "
+        "N = %s in this run (full mode 10,000,000; quick 1,000,000)."
+        % "{:,}".format(doc["settings"].get("pending", 0)))
+    lines.append("")
+    if doc.get("pending"):
+        lines.append(md_table(tables.table_pending(res)))
+    else:
+        lines.append("Not measured in this run.")
+    lines.append("")
+    return lines
+
+
 def callgrind_section(cg):
     lines = ["## Instructions per op (callgrind)", ""]
     lines.append(
@@ -230,15 +259,16 @@ def main():
              "Do not edit: run `make bench` (or `python3 bench/report.py`). -->"
              % (" and docs/bench/callgrind.json" if cg else ""))
     L.append("")
-    L.append("What varflow costs per op, and how close it gets to the ideal speedup, "
-             "side by side with the serial loop, OpenMP tasks and StarPU on the same "
-             "workloads in one run.")
+    L.append("What varflow costs per op, how close it gets to the ideal speedup, and "
+             "how much memory an op holds while it waits, side by side with the serial "
+             "loop, OpenMP tasks, StarPU and oneTBB's flow graph on the same workloads "
+             "in one run.")
     L.append("")
     L.append("## How to run")
     L.append("")
     L.append("```sh\n"
              "sudo bench/install-peers   # once: libstarpu-dev, libomp-dev, clang, "
-             "OpenBLAS, valgrind\n"
+             "libtbb-dev, OpenBLAS, valgrind\n"
              "make bench                 # full suite (minutes); updates this page\n"
              "make bench-quick           # reduced sizes, under 2 minutes\n"
              "make bench-callgrind       # instructions per op, stable on a noisy machine\n"
@@ -251,7 +281,9 @@ def main():
         "each engine at 1 worker and at every core in a process of its own, prints "
         "the tables below, writes `build-bench/results-full.json`, and regenerates "
         "this page and its charts from it. A peer whose package is missing is "
-        "skipped with a note. Options: `bench/run.py --help`.")
+        "skipped with a note. Options: `bench/run.py --help`. `bench/merge.py` adds "
+        "the engines and the pending-ops row of a later run to the results this page "
+        "is made from, and says so in a note under the machine.")
     L.append("")
     L.append("**What is measured.** Every engine runs the same programs, built from "
              "one definition (`bench/workloads.c`). A cell is the time from the first "
@@ -292,9 +324,19 @@ def main():
              "op with `depend(in:)` / `depend(inout:)` (GCC libgomp; clang with LLVM "
              "libomp). `spu-eager` / `spu-lws`: StarPU, `starpu_task_insert` with "
              "`STARPU_R` / `STARPU_RW` on registered handles, eager and lws schedulers. "
+             "`tbb-flow`: oneTBB's flow graph, a `continue_node` per op and an edge from "
+             "each op it must wait for; a flow graph takes the whole DAG before it runs, "
+             "so **tbb-flow's time includes deriving the edges from the ops' read/write "
+             "sets (varflow's rules: the last writer of each var read or written, and "
+             "for a write every read since it; linear time) and building the graph "
+             "(node creation and `make_edge`)**, then starting the roots and "
+             "`wait_for_all`; only freeing the graph is not timed. "
              "varflow and StarPU have T workers besides the pushing thread; OpenMP's "
-             "team of T includes it. OpenMP cannot run W7: `depend` orders sibling "
-             "tasks only, and tasks created by two threads are not siblings.")
+             "team of T and TBB's T threads (`global_control` "
+             "`max_allowed_parallelism`) include it. OpenMP cannot run W7: `depend` "
+             "orders sibling tasks only, and tasks created by two threads are not "
+             "siblings. tbb-flow does not run W7 either: its graph is built by one "
+             "thread, and W7 measures two threads pushing at once.")
     L.append("")
     L.append("## The machine")
     L.append("")
@@ -302,7 +344,7 @@ def main():
     L.append("|---|---|")
     for k, label in (("cpu", "CPU"), ("cores", "cores"), ("memory", "memory"),
                      ("os", "OS"), ("kernel", "kernel"), ("gcc", "GCC"),
-                     ("clang", "clang"), ("starpu", "StarPU")):
+                     ("clang", "clang"), ("starpu", "StarPU"), ("tbb", "oneTBB")):
         L.append("| %s | %s |" % (label, m.get(k, "") or "-"))
     L.append("| virtual machine | %s |" % ("yes" if m.get("virtualized") else "no"))
     L.append("| load average | %.2f at start, %.2f at end |"
@@ -320,7 +362,7 @@ def main():
     L.append("")
     if rem:
         L.append("Rows where a varflow engine's median time is more than 10 % above the "
-                 "best peer's (OpenMP or StarPU) at the same worker count, with the ratio "
+                 "best peer's (OpenMP, StarPU or TBB) at the same worker count, with the ratio "
                  "and that peer (computed from the tables below):")
         L.append("")
         L.extend(rem)
@@ -364,6 +406,7 @@ def main():
     L.append("")
     L.append(md_table(tables.table_startup(res)))
     L.append("")
+    L.extend(pending_section(doc, res))
     if cg:
         L.extend(callgrind_section(cg))
     out = os.path.join(opts.docs, "BENCHMARKS.md")

@@ -1,17 +1,20 @@
 #!/usr/bin/env python3
 """Run the benchmark suite: every engine at 1 worker and at every core, over
 every workload (W1-W7) and work size (0, ~10 us, ~100 us per op), each
-checked against the serial run; print the tables; write the results JSON.
+checked against the serial run; then the pending-ops row (memory per op
+held, bench/pending.h); print the tables; write the results JSON.
 
     bench/run.py [--build build-bench] [--mode full|quick|tiny]
-                 [--out FILE] [--engines a,b] [--workloads W1,W5]
-                 [--threads 1,2] [--reps N] [--docs]
+                 [--out FILE] [--engines a,b] [--workloads W1,W5,pending]
+                 [--threads 1,2] [--reps N] [--pending N] [--docs]
 
 Each engine family is its own binary (vfbench-varflow, vfbench-omp-gcc,
-vfbench-omp-clang, vfbench-starpu); each (engine, worker count) runs in its
-own process, so one engine's threads never disturb another's, and StarPU can
-be started with each configuration. A binary that was not built (its peer's
-package is missing) is skipped with a note.
+vfbench-omp-clang, vfbench-starpu, vfbench-tbb); each (engine, worker count)
+runs in its own process, so one engine's threads never disturb another's, and
+StarPU can be started with each configuration. A binary that was not built
+(its peer's package is missing) is skipped with a note. The pending-ops row
+runs each engine that measures it in a process of its own too, so the peak
+resident set is that row's alone; `--workloads` names it `pending`.
 
 Exit status: 0; 1 when an engine failed, crashed or timed out; 3 when any
 run's final state differed from the serial run (then no tables are printed:
@@ -39,7 +42,11 @@ BINARIES = [
     ("vfbench-omp-clang", "OpenMP tasks, clang + LLVM libomp",
      "install clang and libomp-dev (bench/install-peers)"),
     ("vfbench-starpu", "StarPU 1.3", "install libstarpu-dev (bench/install-peers)"),
+    ("vfbench-tbb", "oneTBB flow graph",
+     "install libtbb-dev and a C++ compiler (bench/install-peers)"),
 ]
+
+PENDING_KEY = "pending"  # the pending-ops row's name in --workloads
 
 MODES = {
     # scale: fraction of WORKLOADS.md's op counts at work = 0
@@ -50,14 +57,16 @@ MODES = {
     #   cell each time, and the samples are pooled: a quiet or busy spell of a
     #   shared machine then falls on every engine alike, not on whichever one
     #   happened to be running.
+    # pending: ops held at once in the pending-ops row (bench/pending.h)
     "full": dict(scale=1.0, budget_ms=300, reps=6, warmup=1, chol_n=2048,
                  works=[0, 10, 100], timeout=1800, max_run_s=10, row_timeout_s=60,
-                 rounds=2),
+                 rounds=2, pending=10000000),
     "quick": dict(scale=0.05, budget_ms=25, reps=5, warmup=1, chol_n=512,
                   works=[0, 10, 100], timeout=300, max_run_s=2, row_timeout_s=10,
-                  rounds=1),
+                  rounds=1, pending=1000000),
     "tiny": dict(scale=0.005, budget_ms=3, reps=5, warmup=0, chol_n=256,
-                 works=[0, 10], timeout=120, max_run_s=1, row_timeout_s=10, rounds=1),
+                 works=[0, 10], timeout=120, max_run_s=1, row_timeout_s=10, rounds=1,
+                 pending=100000),
 }
 
 
@@ -104,6 +113,7 @@ def machine_info():
         "gcc": sh("gcc --version | head -1"),
         "clang": sh("clang --version | head -1"),
         "starpu": sh("pkg-config --modversion starpu-1.3"),
+        "tbb": sh("pkg-config --modversion tbb"),
         "loadavg_start": os.getloadavg()[0],
     }
 
@@ -146,16 +156,39 @@ def fmt_secs(s):
     return "%d:%02d" % (s // 60, s % 60)
 
 
-def run_engine(binary, engine, threads, args, progress, index, nconfigs, timeout,
-               label_round=""):
-    """Run one (engine, threads) process; returns (records, status, stderr tail)."""
-    cmd = [binary, "--engine", engine, "--threads", str(threads), "--progress"] + args
+def engine_env():
     # The engines are configured by the adapters alone: a VF_* variable of
     # the caller's shell (VF_PROFILE, VF_MAX_INFLIGHT, ...) must not leak in.
     env = {k: v for k, v in os.environ.items() if not k.startswith("VF_")}
     env.update(OPENBLAS_NUM_THREADS="1", STARPU_SILENT="1")
+    return env
+
+
+def run_pending(binary, engine, n, timeout):
+    """The pending-ops row of one engine, in a process of its own, at one
+    worker (the count does not change what a held op costs). Returns (the
+    record or None, status)."""
+    cmd = [binary, "--engine", engine, "--threads", "1", "--pending", str(n)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=engine_env(),
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, "timeout after %d s" % timeout
+    for line in proc.stdout.splitlines():
+        if line.startswith("{"):
+            rec = json.loads(line)
+            if rec.get("type") == "pending" and proc.returncode == 0:
+                return rec, "ok"
+    tail = "; ".join(proc.stderr.strip().splitlines()[-3:])
+    return None, "failed (exit %d): %s" % (proc.returncode, tail)
+
+
+def run_engine(binary, engine, threads, args, progress, index, nconfigs, timeout,
+               label_round=""):
+    """Run one (engine, threads) process; returns (records, status, stderr tail)."""
+    cmd = [binary, "--engine", engine, "--threads", str(threads), "--progress"] + args
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env)
+                            text=True, env=engine_env())
     records, errors = [], []
 
     def read_stdout():
@@ -211,7 +244,7 @@ def main():
     ap.add_argument("--mode", choices=sorted(MODES), default="full")
     ap.add_argument("--out", help="results JSON (default BUILD/results-MODE.json)")
     ap.add_argument("--engines", help="only these engines (comma list)")
-    ap.add_argument("--workloads", help="only these rows, e.g. W1,W5,W6-b64")
+    ap.add_argument("--workloads", help="only these rows, e.g. W1,W5,W6-b64,pending")
     ap.add_argument("--threads", help="worker counts (default 1 and all cores)")
     ap.add_argument("--reps", type=int, help="timed runs per cell (>= 5 for reports)")
     ap.add_argument("--rounds", type=int,
@@ -219,6 +252,8 @@ def main():
                          "and pool the runs (mode default; more on a busy machine)")
     ap.add_argument("--row-timeout", type=float,
                     help="seconds after which one run is abandoned (mode default)")
+    ap.add_argument("--pending", type=int,
+                    help="ops held in the pending-ops row (mode default; 0: skip it)")
     ap.add_argument("--docs", action="store_true",
                     help="then regenerate docs/BENCHMARKS.md from the results")
     opts = ap.parse_args()
@@ -229,6 +264,13 @@ def main():
         mode["row_timeout_s"] = opts.row_timeout
     if opts.rounds:
         mode["rounds"] = max(1, opts.rounds)
+    if opts.pending is not None:
+        mode["pending"] = max(0, opts.pending)
+    rows = opts.workloads.split(",") if opts.workloads else None
+    suite_rows = [r for r in rows if r != PENDING_KEY] if rows else None
+    if rows and PENDING_KEY not in rows:
+        mode["pending"] = 0
+    run_suite = suite_rows is None or bool(suite_rows)
     rounds = mode["rounds"]
     reps_per_round = -(-mode["reps"] // rounds)
     mode["reps"] = reps_per_round * rounds
@@ -240,7 +282,7 @@ def main():
     want = set(opts.engines.split(",")) if opts.engines else None
 
     # Which binaries and engines exist.
-    notes, skipped, configs = [], [], []
+    notes, skipped, configs, pending_configs = [], [], [], []
     calibrator = None
     for name, what, howto in BINARIES:
         path = os.path.join(build, name)
@@ -261,9 +303,13 @@ def main():
                 skipped.append({"engine": e["engine"], "reason": e["unavailable"]})
                 notes.append("skipped %s: %s" % (e["engine"], e["unavailable"]))
                 continue
+            if e.get("pending") and mode["pending"]:
+                pending_configs.append((path, e["engine"]))
+            if not run_suite:
+                continue
             for t in (threads if e["threaded"] else [1]):
                 configs.append((path, e["engine"], e["family"], t))
-    if not configs:
+    if not configs and not pending_configs:
         print("bench: nothing to run (build with: make bench)", file=sys.stderr)
         return 1
     configs.sort(key=lambda c: (tables.engine_rank(c[1]), c[3]))
@@ -287,8 +333,8 @@ def main():
             "--warmup", str(mode["warmup"]), "--max-run-s", str(mode["max_run_s"]),
             "--row-timeout-s", str(mode["row_timeout_s"]),
             "--ref-dir", ref_dir]
-    if opts.workloads:
-        args += ["--workloads", opts.workloads]
+    if suite_rows:
+        args += ["--workloads", ",".join(suite_rows)]
 
     doc = {
         "schema": "varflow-bench/1",
@@ -297,12 +343,13 @@ def main():
         "git": sh("git -C %s describe --always --dirty" % HERE),
         "machine": machine_info(),
         "settings": {k: mode[k] for k in ("scale", "budget_ms", "reps", "warmup", "chol_n",
-                                          "max_run_s", "row_timeout_s", "rounds")},
+                                          "max_run_s", "row_timeout_s", "rounds",
+                                          "pending")},
         "calibration": {"ns_per_iter": ns_per_iter},
         "work_sizes": work_sizes,
         "threads": threads,
         "engines": [], "results": [], "skips": [], "timeouts": [], "skipped": skipped,
-        "notes": notes,
+        "notes": notes, "pending": [],
     }
     for n in notes:
         print("bench: " + n, file=sys.stderr)
@@ -388,6 +435,15 @@ def main():
             einfo["startup_s"] = sorted(einfo["startup_runs"])[len(einfo["startup_runs"]) // 2]
             einfo["shutdown_s"] = sorted(einfo["shutdown_runs"])[len(einfo["shutdown_runs"]) // 2]
         doc["engines"].append(einfo)
+    pending_configs.sort(key=lambda c: tables.engine_rank(c[1]))
+    for path, engine in pending_configs:
+        progress.message("bench: pending-ops row: %s, %d ops held" % (engine, mode["pending"]))
+        rec, status = run_pending(path, engine, mode["pending"], mode["timeout"])
+        if rec:
+            doc["pending"].append(rec)
+        else:
+            progress.message("bench: %s pending-ops row: %s" % (engine, status))
+            worst = max(worst, 1)
     progress.message("bench: done in %s" % fmt_secs(time.time() - progress.t0))
     doc["machine"]["loadavg_end"] = os.getloadavg()[0]
     doc["valid"] = not mismatches
@@ -420,8 +476,8 @@ def main():
           % (mode["max_run_s"], mode["row_timeout_s"]))
     for n in notes:
         print("note: " + n)
-    for title, header, rows in tables.all_tables(res):
-        print(tables.render_text(title, header, rows))
+    for title, header, trows in tables.all_tables(res):
+        print(tables.render_text(title, header, trows))
     print("\nresults: %s" % out)
 
     if opts.docs:

@@ -22,6 +22,7 @@ COLORS = {
     "omp-clang": "#fdae6b",
     "spu-eager": "#31a354",
     "spu-lws": "#a1d99b",
+    "tbb-flow": "#756bb1",
 }
 FONT = 'font-family="Helvetica, Arial, sans-serif"'
 

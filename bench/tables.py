@@ -11,8 +11,15 @@ import statistics
 
 # Column order of the tables: the floor, varflow's engines, then the peers.
 ENGINE_ORDER = ["serial", "vf-naive", "vf-pooled", "vf-perdev", "vf-bulk64", "vf-pooled-opr",
-                "omp-gcc", "omp-clang", "spu-eager", "spu-lws"]
-PEER_FAMILIES = ("openmp", "starpu")
+                "omp-gcc", "omp-clang", "spu-eager", "spu-lws", "tbb-flow"]
+PEER_FAMILIES = ("openmp", "starpu", "tbb")
+
+# The pending-ops row's targets: bytes a held op may cost, and the peak
+# resident set of holding PENDING_TARGET_OPS of them.
+PENDING_TARGET_BASE = 128
+PENDING_TARGET_PER_DEP = 16
+PENDING_TARGET_OPS = 10000000
+PENDING_TARGET_PEAK = 2 << 30
 
 ROW_ORDER = ["W1", "W2", "W3-K16", "W3-K64", "W4-G100", "W4-G300", "W5", "W7",
              "W6-b64", "W6-b128"]
@@ -293,6 +300,33 @@ def table_startup(res):
     return "engine start-up and shutdown (not in the timings above)", header, rows
 
 
+def table_pending(res):
+    """The pending-ops row (bench/pending.h): memory per op held behind a
+    gate, and the peak resident set, one line per engine."""
+    recs = sorted(res.doc.get("pending", []), key=lambda r: engine_rank(r["engine"]))
+    header = ["engine", "ops held", "deps/op", "bytes/pending op", "RSS before MiB",
+              "RSS after MiB", "peak RSS MiB", "push us/op", "drain us/op",
+              "within targets"]
+    mib = 1024.0 * 1024.0
+    rows = []
+    for r in recs:
+        budget = PENDING_TARGET_BASE + PENDING_TARGET_PER_DEP * r["deps_per_op"]
+        verdict = ["bytes/op %s %d" % ("<=" if r["bytes_per_op"] <= budget else ">", budget)]
+        if r["n"] >= PENDING_TARGET_OPS:
+            verdict.append("peak %s 2 GiB" % ("<" if r["peak_rss"] < PENDING_TARGET_PEAK
+                                              else ">="))
+        rows.append([r["engine"], "{:,}".format(r["n"]), str(r["deps_per_op"]),
+                     "%.0f" % r["bytes_per_op"], "%.0f" % (r["rss_before"] / mib),
+                     "%.0f" % (r["rss_after"] / mib), "%.0f" % (r["peak_rss"] / mib),
+                     "%.3f" % (r["push_s"] * 1e6 / r["n"]),
+                     "%.3f" % (r["drain_s"] * 1e6 / r["n"]), ", ".join(verdict)])
+    title = ("memory per pending op: ops held behind a gate, each waiting on 2 "
+             "dependencies (targets: <= %d + %d bytes per dependency; %s ops under "
+             "2 GiB peak RSS)" % (PENDING_TARGET_BASE, PENDING_TARGET_PER_DEP,
+                                  "{:,}".format(PENDING_TARGET_OPS)))
+    return title, header, rows
+
+
 def _geomean(xs):
     xs = [x for x in xs if x and x > 0]
     if not xs:
@@ -303,7 +337,7 @@ def _geomean(xs):
 
 def table_glance(res):
     """One line per engine: geometric means over the rows every engine ran
-    (W1-W5; W7 is left out since OpenMP cannot run it)."""
+    (W1-W5; W7 is left out since OpenMP and tbb-flow do not run it)."""
     rows_common = [k for k in res.rows if not k.startswith("W6") and k != "W7"]
     works = [w for w in res.works]
     tmax = res.tmax
@@ -347,6 +381,8 @@ def table_glance(res):
 def all_tables(res, dash="-"):
     """Every table in print order."""
     out = []
+    if not res.recs:
+        return [table_pending(res)] if res.doc.get("pending") else []
     for w in res.works:
         for t in res.threads:
             out.append(table_us(res, w, t, dash))
@@ -361,6 +397,8 @@ def all_tables(res, dash="-"):
         out.append(table_vs_peer(res, "tiles"))
     out.append(table_startup(res))
     out.append(table_glance(res))
+    if res.doc.get("pending"):
+        out.append(table_pending(res))
     return out
 
 
