@@ -157,6 +157,12 @@ typedef struct vf_config {
     int bulk_size;            /* VF_BULK_SIZE, else 0 (off): the bulk size
                                  each pushing thread starts with (see
                                  vf_set_bulk_size); at most 4096 */
+    bool help_on_wait;        /* VF_HELP_ON_WAIT=1: a thread in vf_wait_all
+                                 runs queued CPU ops itself while there are
+                                 any, instead of sleeping (as OpenMP's and
+                                 TBB's waiting threads do); such an op sees
+                                 vf_run_worker -1. Off by default: with it a
+                                 pool of n workers may run n + 1 ops at once */
 } vf_config;
 
 /*
@@ -387,7 +393,7 @@ VF_API vf_engine *vf_run_engine(const vf_run *run);
 
 /* Index of the worker running the op, unique across the engine's pools;
  * -1 when it runs on a thread that is not a worker (naive engine, async op
- * dispatched by a pusher). */
+ * dispatched by a pusher, an op run by a waiting thread: help_on_wait). */
 VF_API int vf_run_worker(const vf_run *run);
 
 /* The device the op was pushed for. */

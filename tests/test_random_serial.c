@@ -19,7 +19,8 @@
  * pushing thread through config.bulk_size (the children pushed from inside
  * ops sit in their workers' batches until a wait flushes them). Most of
  * their ops get priority 0, so batches grow; the rest, and async ops,
- * break them.
+ * break them. A last round turns help_on_wait on: the main thread runs
+ * queued ops at its waits too.
  */
 #include "util.h"
 
@@ -176,8 +177,9 @@ static void serial(prog *p, uint64_t *out, uint64_t *val, uint64_t *pval)
     }
 }
 
-/* bulk: 0 off; > 0 the main thread's bulk size; < 0 config.bulk_size. */
-static void run_program(const tu_kind *k, int round, int bulk)
+/* bulk: 0 off; > 0 the main thread's bulk size; < 0 config.bulk_size.
+ * help: config.help_on_wait. */
+static void run_program(const tu_kind *k, int round, int bulk, bool help)
 {
     prog p;
     memset(&p, 0, sizeof p);
@@ -199,6 +201,7 @@ static void run_program(const tu_kind *k, int round, int bulk)
     tu_kind kb = *k;
     if (bulk < 0)
         kb.cfg.bulk_size = -bulk;
+    kb.cfg.help_on_wait = help;
     p.e = tu_engine(&kb);
     if (bulk > 0)
         CHECK_EQ(vf_set_bulk_size(p.e, bulk), 0);
@@ -284,9 +287,10 @@ int main(void)
         check_context_ = k->name;
         tu_phase(k->name);
         for (int round = 0; round < 4; round++)
-            run_program(k, round, 0);
-        run_program(k, 4, 8);
-        run_program(k, 5, -5);
+            run_program(k, round, 0, false);
+        run_program(k, 4, 8, false);
+        run_program(k, 5, -5, false);
+        run_program(k, 6, 0, true);
     }
     check_context_ = NULL;
     return check_finish("test_random_serial");

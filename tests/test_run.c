@@ -8,6 +8,8 @@
  *   thread) and a valid index (0 <= w < vf_engine_num_workers) on the
  *   others, for sync ops; an async op dispatched by the pushing thread
  *   (ready at push, pushed from the main thread) gets -1;
+ * - with help_on_wait, ops the thread in vf_wait_all runs itself (the one
+ *   worker is blocked) get -1, and the wait returns once all have run;
  * - every vf_run getter is NULL-safe;
  * - vf_engine_kind and vf_engine_num_workers match the configuration.
  */
@@ -102,6 +104,70 @@ static void run_kind(const tu_kind *k)
     tu_finish_engine(e);
 }
 
+/* help_on_wait: the pool's one worker is held by a gate op; the main
+ * thread's vf_wait_all runs the queued ops itself, the last of which opens
+ * the gate. */
+typedef struct helped {
+    tu_gate started, gate;
+    atomic_int on_helper, ran;
+} helped;
+
+static int gate_op(vf_run *run, void *arg)
+{
+    (void)run;
+    helped *h = arg;
+    tu_gate_open(&h->started);
+    tu_gate_wait(&h->gate, 60);
+    return 0;
+}
+
+static int counted_op(vf_run *run, void *arg)
+{
+    helped *h = arg;
+    if (vf_run_worker(run) == -1)
+        atomic_fetch_add(&h->on_helper, 1);
+    atomic_fetch_add(&h->ran, 1);
+    return 0;
+}
+
+static int opener_op(vf_run *run, void *arg)
+{
+    counted_op(run, arg);
+    tu_gate_open(&((helped *)arg)->gate);
+    return 0;
+}
+
+static void test_help_on_wait(void)
+{
+    tu_phase("help_on_wait");
+    vf_engine *e = tu_engine(&(tu_kind){
+        .name = "pooled",
+        .cfg = {.type = VF_ENGINE_POOLED, .cpu_workers = 1,
+                .help_on_wait = true}});
+    helped h;
+    memset(&h, 0, sizeof h);
+    tu_gate_init(&h.started);
+    tu_gate_init(&h.gate);
+    vf_var g = tu_var(e);
+    CHECK_OK(vf_push(e, &(vf_op){.fn = gate_op, .arg = &h,
+                                 .writes = VF_VARS(g), .name = "gate"}));
+    CHECK(tu_gate_wait(&h.started, 60)); /* the worker is held */
+    enum { N = 50 };
+    vf_var v[N];
+    for (int i = 0; i < N; i++) {
+        v[i] = tu_var(e);
+        CHECK_OK(vf_push(e, &(vf_op){.fn = i == N - 1 ? opener_op : counted_op,
+                                     .arg = &h, .writes = VF_VARS(v[i]),
+                                     .name = "helped"}));
+    }
+    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_EQ(atomic_load(&h.ran), N);
+    CHECK_EQ(atomic_load(&h.on_helper), N);
+    tu_finish_engine(e);
+    tu_gate_destroy(&h.started);
+    tu_gate_destroy(&h.gate);
+}
+
 int main(void)
 {
     tu_init("test_run", 60);
@@ -117,5 +183,6 @@ int main(void)
         run_kind(&tu_kinds[i]);
     }
     check_context_ = NULL;
+    test_help_on_wait();
     return check_finish("test_run");
 }

@@ -148,6 +148,9 @@ int vf__settings_resolve(const vf_config *config, vf__settings *out)
         rc = count_setting(config->fork_child_workers, "fork_child_workers",
                            "VF_FORK_CHILD_NTHREADS", VF__MAX_WORKERS, 1,
                            &out->fork_child_workers);
+    out->help_on_wait = config->help_on_wait;
+    if (rc == 0 && !out->help_on_wait)
+        rc = flag_setting("VF_HELP_ON_WAIT", &out->help_on_wait);
     /* Bulking: VF_BULK_SIZE=0 says "off" in so many words. */
     const char *bulk_env = getenv("VF_BULK_SIZE");
     out->bulk_size = 0;

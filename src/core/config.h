@@ -26,6 +26,7 @@ typedef struct vf__settings {
     uint64_t emulated_bytes_per_sec; /* 0: unlimited */
     int fork_child_workers;
     int bulk_size; /* 0: off */
+    bool help_on_wait;
 } vf__settings;
 
 int vf__settings_resolve(const vf_config *config, vf__settings *out);

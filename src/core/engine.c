@@ -206,6 +206,7 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
     e->gpu_copy_workers = s.gpu_copy_workers;
     e->gpu_priority_workers = s.gpu_priority_workers;
     e->engine_info = s.engine_info;
+    e->help_on_wait = s.help_on_wait;
     atomic_init(&e->hooks, s.engine_info ? VF__HOOK_INFO : 0);
     if (vf__failure_reserve_init(&e->fail_reserve) != 0) {
         free_engine(e);

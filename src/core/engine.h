@@ -109,6 +109,7 @@ struct vf_engine {
     /* How dependencies on device work were met (relaxed counters). */
     _Atomic uint64_t host_syncs, stream_waits, same_stream;
     bool engine_info;   /* VF_ENGINE_INFO: log ops of waited-on vars */
+    bool help_on_wait;  /* vf_wait_all runs queued CPU ops (wait.c) */
     /* VF__HOOK_* bits new user ops get: the profiler's state and
      * engine_info folded into one relaxed load per push (updated when the
      * profiler starts, stops, pauses or resumes). */

@@ -569,6 +569,37 @@ bool vf__loop_run_one(vf__waiter *w, vf__worker *me)
     return true;
 }
 
+bool vf__help_run(vf_engine *e)
+{
+    vf__pool *p = e->cpu_pool;
+    if (p == NULL || tls.current != NULL || tls.inline_depth > 0)
+        return false;
+    vf__op *op = vf__pool_take(p);
+    if (op == NULL)
+        return false;
+    vf__worker *w = vf__this_worker();
+    int worker = w && w->pool->engine == e ? w->index : -1;
+    while (op != NULL) {
+        /* The CPU pool holds CPU ops that are not inline (routing). */
+        VF__ASSERT(op->def->devctx == NULL && !op->def->inline_run);
+        vf__readylist ready, rest;
+        vf__readylist_init(&ready);
+        vf__readylist_init(&rest);
+        if (run_body(op, worker))
+            finish(op, &ready);
+        vf__op *next = NULL, *r;
+        while ((r = vf__readylist_pop(&ready)) != NULL) {
+            if (next == NULL && r->def->pool == p && !r->def->inline_run)
+                next = r;
+            else
+                vf__readylist_add(&rest, r);
+        }
+        vf__dispatch_list(&rest);
+        op = next;
+    }
+    return true;
+}
+
 bool vf__run_deferred(void)
 {
     vf__op *op = vf__readylist_pop(&tls.deferred);

@@ -39,6 +39,12 @@ void vf__device_op_complete(vf__op *op);
 /* Run one op that an inline run on this thread deferred. True if one ran. */
 bool vf__run_deferred(void);
 
+/* A thread outside the engine's ops waiting for it (vf_wait_all) runs a
+ * queued op of the CPU pool itself, and then each op that one makes ready
+ * on that pool, first of its list (a chain stays on this thread), instead
+ * of sleeping beside busy workers. False when there was none to take. */
+bool vf__help_run(vf_engine *e);
+
 /* A nested wait loop: entering makes `w` this thread's innermost loop
  * waiter (saving the outer one), leaving restores it. */
 typedef struct vf__loop_frame {

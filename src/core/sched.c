@@ -109,12 +109,17 @@ static vf__op *queue_pop(vf__worker *w)
 
 /* --- waking ------------------------------------------------------------ */
 
+static bool has_work(const vf__worker *w)
+{
+    return atomic_load(&w->qlen) > 0 || atomic_load(&w->inbox) != NULL;
+}
+
 static bool any_queued(const vf__pool *p)
 {
     if (p->spread && this_worker != NULL && this_worker->pool == p)
-        return atomic_load(&this_worker->qlen) > 0; /* only its own */
+        return has_work(this_worker); /* only its own */
     for (int i = 0; i < p->nworkers; i++)
-        if (atomic_load(&p->workers[i].qlen) > 0)
+        if (has_work(&p->workers[i]))
             return true;
     return false;
 }
@@ -138,15 +143,40 @@ void vf__pool_wake_all(vf__pool *p)
 
 /* --- placing and taking ------------------------------------------------ */
 
+/* Under w->qlock: move the inbox into the queue, oldest first. */
+static void drain_inbox(vf__worker *w)
+{
+    vf__op *stack = atomic_exchange_explicit(&w->inbox, NULL,
+                                             memory_order_acquire);
+    vf__op *fifo = NULL;
+    while (stack != NULL) { /* newest first: reverse */
+        vf__op *next = stack->next;
+        stack->next = fifo;
+        fifo = stack;
+        stack = next;
+    }
+    while (fifo != NULL) {
+        vf__op *next = fifo->next;
+        queue_push(w, fifo);
+        fifo = next;
+    }
+}
+
 void vf__pool_submit(vf__pool *p, vf__op *op)
 {
     vf__worker *w = this_worker;
-    if (w == NULL || w->pool != p || p->spread)
+    if (w != NULL && w->pool == p && !p->spread) {
+        pthread_mutex_lock(&w->qlock); /* its own queue: no one else's */
+        queue_push(w, op);
+        atomic_store(&w->qlen, w->len);
+        pthread_mutex_unlock(&w->qlock);
+    } else {
         w = &p->workers[round_robin++ % (unsigned)p->nworkers];
-    pthread_mutex_lock(&w->qlock);
-    queue_push(w, op);
-    atomic_store(&w->qlen, w->len);
-    pthread_mutex_unlock(&w->qlock);
+        vf__op *head = atomic_load_explicit(&w->inbox, memory_order_relaxed);
+        do {
+            op->next = head;
+        } while (!atomic_compare_exchange_weak(&w->inbox, &head, op));
+    }
     if (VF__UNLIKELY(p->spread)) {
         if (atomic_load(&p->nsleeping) > 0) /* its owner may be one */
             vf__pool_wake_all(p);
@@ -165,10 +195,13 @@ vf__op *vf__worker_place(vf__worker *w, vf__readylist *mine)
             vf__pool_submit(w->pool, op);
         return NULL;
     }
-    if (mine->count == 1 && atomic_load_explicit(&w->qlen,
-                                                 memory_order_relaxed) == 0)
+    if (mine->count == 1 &&
+        atomic_load_explicit(&w->qlen, memory_order_relaxed) == 0 &&
+        atomic_load_explicit(&w->inbox, memory_order_relaxed) == NULL)
         return vf__readylist_pop(mine); /* hand-off: no queue round trip */
     pthread_mutex_lock(&w->qlock);
+    if (atomic_load_explicit(&w->inbox, memory_order_relaxed) != NULL)
+        drain_inbox(w); /* older than `mine`: they queue first */
     vf__op *op;
     while ((op = vf__readylist_pop(mine)) != NULL)
         queue_push(w, op);
@@ -183,10 +216,13 @@ vf__op *vf__worker_place(vf__worker *w, vf__readylist *mine)
 
 static vf__op *try_take(vf__worker *w)
 {
-    if (atomic_load_explicit(&w->qlen, memory_order_relaxed) == 0)
+    if (atomic_load_explicit(&w->qlen, memory_order_relaxed) == 0 &&
+        atomic_load_explicit(&w->inbox, memory_order_relaxed) == NULL)
         return NULL;
     vf__op *op = NULL;
     pthread_mutex_lock(&w->qlock);
+    if (atomic_load_explicit(&w->inbox, memory_order_relaxed) != NULL)
+        drain_inbox(w);
     if (w->len > 0) {
         op = queue_pop(w);
         atomic_store(&w->qlen, w->len);
@@ -204,6 +240,17 @@ vf__op *vf__worker_take(vf__worker *w)
     int self = (int)(w - p->workers);
     for (int i = 1; i < p->nworkers; i++) {
         op = try_take(&p->workers[(self + i) % p->nworkers]);
+        if (op != NULL)
+            return op;
+    }
+    return NULL;
+}
+
+vf__op *vf__pool_take(vf__pool *p)
+{
+    for (int i = 0; i < p->nworkers; i++) {
+        vf__op *op = try_take(&p->workers[(round_robin + (unsigned)i) %
+                                          (unsigned)p->nworkers]);
         if (op != NULL)
             return op;
     }
@@ -315,6 +362,7 @@ int vf__pool_init(vf__pool *p, vf_engine *e, const char *name, int n,
         vf__worker *w = &p->workers[i];
         pthread_mutex_init(&w->qlock, NULL);
         atomic_init(&w->qlen, 0);
+        atomic_init(&w->inbox, NULL);
         atomic_init(&w->ran, 0);
         atomic_init(&w->failed, 0);
         atomic_init(&w->skipped, 0);
@@ -358,7 +406,8 @@ void vf__pool_destroy(vf__pool *p)
      * running may be stealing from a queue whose owner has exited. */
     vf__pool_stop(p);
     for (int i = 0; i < p->nworkers; i++) {
-        VF__ASSERT(p->workers[i].len == 0);
+        VF__ASSERT(p->workers[i].len == 0 &&
+                   atomic_load(&p->workers[i].inbox) == NULL);
         pthread_mutex_destroy(&p->workers[i].qlock);
     }
     pthread_mutex_destroy(&p->sleep_lock);

@@ -11,7 +11,9 @@
  *     runs next on the same worker with no queue round trip (when its own
  *     queue holds nothing better); the others go to its own queue, where
  *     idle workers steal them;
- *   - by any other thread: round-robin over the pool's queues.
+ *   - by any other thread: round-robin over the pool's workers, onto the
+ *     worker's inbox (a lock-free stack), which the next take from that
+ *     worker moves into its queue.
  *
  * Device pools (`spread`) place every op round-robin and a worker takes
  * only from its own queue (see vf__pool); placing wakes every sleeper.
@@ -20,9 +22,9 @@
  * pool's condition variable. Placing work wakes one sleeper only when no
  * worker is spinning (a spinner will find it). The lost-wake-up race is
  * closed Dekker-style with sequentially consistent atomics: a sleeper
- * announces itself (nsleeping++) and then rescans every queue length; a
- * placer publishes the queue length and then reads nsleeping. At least one
- * of the two sees the other.
+ * announces itself (nsleeping++) and then rescans every queue length and
+ * inbox; a placer publishes the queue length (or its inbox push) and then
+ * reads nsleeping. At least one of the two sees the other.
  *
  * Lock order: a worker's queue lock and the pool's sleep lock are leaves: no
  * other lock is taken while holding them, and no user code runs under them.
@@ -47,6 +49,11 @@ struct vf__worker {
     uint64_t next_seq; /* qlock: FIFO tie-break */
     /* seq_cst: mirrors `len` for sleepers and stealers (see above). */
     atomic_int qlen;
+    /* Ops placed by threads other than this worker (a pusher, another
+     * pool's worker): a lock-free stack (seq_cst pushes), moved into the
+     * queue, in arrival order, by whoever takes from this worker next. A
+     * pusher so pays one compare-and-swap per op, not a lock round trip. */
+    _Atomic(vf__op *) inbox;
     vf__pool *pool;
     int index;      /* unique across the engine */
     pthread_t thread;
@@ -102,6 +109,10 @@ vf__worker *vf__this_worker(void);
 /* Take the best op from the worker's own queue, else steal one. NULL when
  * the pool has no queued op. Never blocks beyond a queue lock. */
 vf__op *vf__worker_take(vf__worker *w);
+
+/* Take a queued op of the pool from any worker (a thread that is not one of
+ * its workers helping out). NULL when none is queued. */
+vf__op *vf__pool_take(vf__pool *p);
 
 /* A worker places the ops it made ready: returns the one it should run next
  * itself (or NULL), queueing the rest on its own queue. */

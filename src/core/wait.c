@@ -253,11 +253,17 @@ VF_API int vf_wait_var(vf_engine *e, vf_var h, vf_error *err)
 
 /* Block until no op is pending and no batch is open (outside ops only):
  * ops running meanwhile may push into their threads' batches, so the
- * batches are flushed again until none is left. */
-static void wait_idle(vf_engine *e)
+ * batches are flushed again until none is left. With `help`, the thread
+ * runs queued ops of the CPU pool itself while there are any, and sleeps
+ * only when there are none (every pending op then runs or waits
+ * elsewhere); a pending op it wakes for later is still the workers'. */
+static void wait_idle(vf_engine *e, bool help)
 {
     do {
         vf__bulk_flush_all(e);
+        while (help && (atomic_load(&e->counts) >> 32) != 0 &&
+               vf__help_run(e)) {
+        }
         atomic_fetch_add(&e->nwaiters, 1);
         pthread_mutex_lock(&e->wait_lock);
         while ((atomic_load(&e->counts) >> 32) != 0)
@@ -267,9 +273,11 @@ static void wait_idle(vf_engine *e)
     } while (vf__bulk_any_open(e));
 }
 
+/* Stop, destroy and fork drain without helping: a fork handler, above all,
+ * must not run user code. */
 void vf__engine_drain(vf_engine *e)
 {
-    wait_idle(e);
+    wait_idle(e, false);
 }
 
 VF_API int vf_wait_all(vf_engine *e, vf_error *err)
@@ -286,7 +294,7 @@ VF_API int vf_wait_all(vf_engine *e, vf_error *err)
     int held = vf__engine_check_waitable(e, who);
     if (held != 0)
         return held;
-    wait_idle(e);
+    wait_idle(e, e->help_on_wait);
 
     /* Report the oldest failure nobody reported yet, then clear them all:
      * the new epoch makes every older record inert. */
