@@ -10,6 +10,10 @@
  * the clock starts, then vf_operator_push per op: the hot path of a program
  * that pushes the same ops again and again (no var list to check, sort and
  * de-duplicate per push).
+ *
+ * "vf-naive-cxx", "vf-pooled-cxx" and "vf-pooled-cxx-heap" (extras, built
+ * when the bench has a C++ compiler) run the same timed loop through
+ * include/varflow.hpp (adapt_varflow_cxx.cpp): its cost over vf_push.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -18,19 +22,15 @@
 
 #include <varflow.h>
 
+#include "adapt_varflow.h"
 #include "adapter.h"
 
 typedef struct vf_bench_engine {
     vf_engine *e;
     vf_engine_type type;
     bool operators; /* push through vf_operator (vf-pooled-opr) */
+    int cxx;        /* 0, or how varflow.hpp pushes (vf_bench_cxx_kind) */
 } vf_bench_engine;
-
-/* What one op's function gets. */
-typedef struct vf_bench_task {
-    bench_state *s;
-    size_t i;
-} vf_bench_task;
 
 typedef struct vf_bench_run {
     vf_engine *e;
@@ -39,6 +39,7 @@ typedef struct vf_bench_run {
     vf_var *refs;        /* the handles of each op's var list, in order */
     vf_bench_task *tasks;
     vf_operator **oprs;  /* vf-pooled-opr: one operator per op */
+    int cxx;             /* as vf_bench_engine's */
 } vf_bench_run;
 
 static void report(const char *what, int rc)
@@ -101,6 +102,36 @@ static int start_pooled_opr(void **engine, int threads, char *version, size_t le
     return rc;
 }
 
+#ifdef BENCH_WITH_VARFLOW_CXX
+static int start_cxx(vf_engine_type type, vf_bench_cxx_kind kind, void **engine,
+                     int threads, char *version, size_t len)
+{
+    int rc = start(type, engine, threads, version, len);
+    if (rc == 0) {
+        ((vf_bench_engine *)*engine)->cxx = kind;
+        size_t used = strlen(version);
+        snprintf(version + used, len - used, ", varflow.hpp (%s callable)",
+                 kind == VF_BENCH_CXX_INLINE ? "inline" : "heap");
+    }
+    return rc;
+}
+
+static int start_naive_cxx(void **engine, int threads, char *version, size_t len)
+{
+    return start_cxx(VF_ENGINE_NAIVE, VF_BENCH_CXX_INLINE, engine, threads, version, len);
+}
+
+static int start_pooled_cxx(void **engine, int threads, char *version, size_t len)
+{
+    return start_cxx(VF_ENGINE_POOLED, VF_BENCH_CXX_INLINE, engine, threads, version, len);
+}
+
+static int start_pooled_cxx_heap(void **engine, int threads, char *version, size_t len)
+{
+    return start_cxx(VF_ENGINE_POOLED, VF_BENCH_CXX_HEAP, engine, threads, version, len);
+}
+#endif
+
 static int stop(void *engine)
 {
     vf_bench_engine *be = engine;
@@ -156,6 +187,7 @@ static int prepare(void *engine, bench_state *s, void **run)
         return -1;
     r->e = be->e;
     r->s = s;
+    r->cxx = be->cxx;
     r->vars = calloc((size_t)p->nvars, sizeof *r->vars);
     r->refs = malloc((p->nvarrefs ? p->nvarrefs : 1) * sizeof *r->refs);
     r->tasks = malloc(p->nops * sizeof *r->tasks);
@@ -202,6 +234,11 @@ static int push_range(void *ctx, int pusher, size_t begin, size_t end)
     (void)pusher;
     vf_bench_run *r = ctx;
     const bench_op *ops = r->s->prog->ops;
+#ifdef BENCH_WITH_VARFLOW_CXX
+    if (r->cxx)
+        return vf_bench_cxx_push_range(r->e, ops, r->refs, r->tasks, begin, end,
+                                       (vf_bench_cxx_kind)r->cxx);
+#endif
     if (r->oprs) {
         for (size_t i = begin; i < end; i++) {
             int rc = vf_operator_push(r->e, r->oprs[i], 0);
@@ -271,3 +308,8 @@ VF_ADAPTER(bench_vf_naive, "vf-naive", 0, 0, start_naive);
 VF_ADAPTER(bench_vf_pooled, "vf-pooled", 1, 0, start_pooled);
 VF_ADAPTER(bench_vf_perdevice, "vf-perdev", 1, 0, start_perdevice);
 VF_ADAPTER(bench_vf_pooled_opr, "vf-pooled-opr", 1, 1, start_pooled_opr);
+#ifdef BENCH_WITH_VARFLOW_CXX
+VF_ADAPTER(bench_vf_naive_cxx, "vf-naive-cxx", 0, 1, start_naive_cxx);
+VF_ADAPTER(bench_vf_pooled_cxx, "vf-pooled-cxx", 1, 1, start_pooled_cxx);
+VF_ADAPTER(bench_vf_pooled_cxx_heap, "vf-pooled-cxx-heap", 1, 1, start_pooled_cxx_heap);
+#endif
