@@ -33,7 +33,6 @@
 enum { BENCH_OP_MIX = 0, BENCH_OP_CHOL = 1 };
 enum { BENCH_MAX_PUSHERS = 2 };
 
-
 typedef struct bench_prog {
     char key[16];    /* row key, stable across sizes: "W3-K16" */
     char id[4];      /* "W3" */
