@@ -28,9 +28,10 @@ CLANG_FORMAT ?= clang-format
 CLANG_TIDY   ?= clang-tidy
 CPPCHECK     ?= cppcheck
 GENERATOR    := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
-# C sources and headers formatting and lint look at (build trees excluded).
+# C and C++ sources and headers formatting looks at (build trees excluded).
 FORMAT_FILES  = $(shell find src include tests examples \
-                  \( -name '*.c' -o -name '*.h' \) -type f 2>/dev/null | sort)
+                  \( -name '*.c' -o -name '*.h' -o -name '*.cpp' -o -name '*.hpp' \) \
+                  -type f 2>/dev/null | sort)
 
 .PHONY: all build configure test demo install check-install asan tsan \
         format format-check lint clean
@@ -107,11 +108,12 @@ clean:
 # runs the full suite (minutes; its pending-ops row holds 10M ops, which
 # takes ~6 GiB of memory with varflow today) and regenerates docs/BENCHMARKS.md;
 # `make bench-quick` runs reduced sizes in under 2 minutes; `make
-# bench-callgrind` counts instructions per op. BENCH_ARGS is passed to
+# bench-callgrind` counts instructions per op; `make bench-cxx` measures
+# varflow.hpp against the C API (docs/CXX.md). BENCH_ARGS is passed to
 # bench/run.py (e.g. BENCH_ARGS="--engines vf-pooled,omp-gcc").
 BENCH_ARGS ?=
 
-.PHONY: bench bench-quick bench-callgrind
+.PHONY: bench bench-quick bench-callgrind bench-cxx
 
 bench:
 	cmake -S bench -B build-bench $(GENERATOR) -DCMAKE_BUILD_TYPE=Release
@@ -127,6 +129,17 @@ bench-callgrind:
 	cmake -S bench -B build-bench $(GENERATOR) -DCMAKE_BUILD_TYPE=Release
 	cmake --build build-bench -j $(JOBS)
 	python3 bench/callgrind.py --build build-bench --repeat 3 --docs
+
+# varflow.hpp against the C API (the figures of docs/CXX.md): instructions
+# per op of W1/W2 through both (callgrind), then time per op, the engines
+# interleaved round by round.
+bench-cxx:
+	cmake -S bench -B build-bench $(GENERATOR) -DCMAKE_BUILD_TYPE=Release
+	cmake --build build-bench -j $(JOBS)
+	python3 bench/callgrind.py --build build-bench --repeat 5 --workloads W1,W2 \
+	  --engines vf-naive,vf-naive-cxx,vf-pooled,vf-pooled-cxx,vf-pooled-cxx-heap \
+	  --out build-bench/callgrind-cxx.json
+	python3 bench/cxx_overhead.py --build build-bench --threads 2 --rounds 15
 
 # Reliability (owner: issue 4; see docs/RELIABILITY.md). `make soak` runs the
 # soak test for VF_SOAK_SECONDS (default 300) on $(BUILD) (after `make asan`

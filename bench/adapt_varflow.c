@@ -22,6 +22,10 @@
  * with the engine's in-flight limit off (vf_config.max_inflight left 0, and
  * no VF_MAX_INFLIGHT in the environment): the row holds every op at once.
  * vf-naive runs each op inside its push, so it cannot hold any.
+ *
+ * "vf-naive-cxx", "vf-pooled-cxx" and "vf-pooled-cxx-heap" (extras, built
+ * when the bench has a C++ compiler) run the same timed loop through
+ * include/varflow.hpp (adapt_varflow_cxx.cpp): its cost over vf_push.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -30,6 +34,7 @@
 
 #include <varflow.h>
 
+#include "adapt_varflow.h"
 #include "adapter.h"
 
 typedef struct vf_bench_engine {
@@ -37,13 +42,8 @@ typedef struct vf_bench_engine {
     vf_engine_type type;
     bool operators; /* push through vf_operator (vf-pooled-opr) */
     int bulk_size;  /* config.bulk_size (vf-bulk64) */
+    int cxx;        /* 0, or how varflow.hpp pushes (vf_bench_cxx_kind) */
 } vf_bench_engine;
-
-/* What one op's function gets. */
-typedef struct vf_bench_task {
-    bench_state *s;
-    size_t i;
-} vf_bench_task;
 
 typedef struct vf_bench_run {
     vf_engine *e;
@@ -52,6 +52,7 @@ typedef struct vf_bench_run {
     vf_var *refs;        /* the handles of each op's var list, in order */
     vf_bench_task *tasks;
     vf_operator **oprs;  /* vf-pooled-opr: one operator per op */
+    int cxx;             /* as vf_bench_engine's */
 } vf_bench_run;
 
 static void report(const char *what, int rc)
@@ -138,6 +139,36 @@ static int start_pooled_opr(void **engine, int threads, char *version, size_t le
     return rc;
 }
 
+#ifdef BENCH_WITH_VARFLOW_CXX
+static int start_cxx(vf_engine_type type, vf_bench_cxx_kind kind, void **engine,
+                     int threads, char *version, size_t len)
+{
+    int rc = start(type, engine, threads, version, len);
+    if (rc == 0) {
+        ((vf_bench_engine *)*engine)->cxx = kind;
+        size_t used = strlen(version);
+        snprintf(version + used, len - used, ", varflow.hpp (%s callable)",
+                 kind == VF_BENCH_CXX_INLINE ? "inline" : "heap");
+    }
+    return rc;
+}
+
+static int start_naive_cxx(void **engine, int threads, char *version, size_t len)
+{
+    return start_cxx(VF_ENGINE_NAIVE, VF_BENCH_CXX_INLINE, engine, threads, version, len);
+}
+
+static int start_pooled_cxx(void **engine, int threads, char *version, size_t len)
+{
+    return start_cxx(VF_ENGINE_POOLED, VF_BENCH_CXX_INLINE, engine, threads, version, len);
+}
+
+static int start_pooled_cxx_heap(void **engine, int threads, char *version, size_t len)
+{
+    return start_cxx(VF_ENGINE_POOLED, VF_BENCH_CXX_HEAP, engine, threads, version, len);
+}
+#endif
+
 static int stop(void *engine)
 {
     vf_bench_engine *be = engine;
@@ -193,6 +224,7 @@ static int prepare(void *engine, bench_state *s, void **run)
         return -1;
     r->e = be->e;
     r->s = s;
+    r->cxx = be->cxx;
     r->vars = calloc((size_t)p->nvars, sizeof *r->vars);
     r->refs = malloc((p->nvarrefs ? p->nvarrefs : 1) * sizeof *r->refs);
     r->tasks = malloc(p->nops * sizeof *r->tasks);
@@ -239,6 +271,11 @@ static int push_range(void *ctx, int pusher, size_t begin, size_t end)
     (void)pusher;
     vf_bench_run *r = ctx;
     const bench_op *ops = r->s->prog->ops;
+#ifdef BENCH_WITH_VARFLOW_CXX
+    if (r->cxx)
+        return vf_bench_cxx_push_range(r->e, ops, r->refs, r->tasks, begin, end,
+                                       (vf_bench_cxx_kind)r->cxx);
+#endif
     if (r->oprs) {
         for (size_t i = begin; i < end; i++) {
             int rc = vf_operator_push(r->e, r->oprs[i], 0);
@@ -377,3 +414,8 @@ VF_ADAPTER(bench_vf_pooled, "vf-pooled", 1, 0, start_pooled, pending);
 VF_ADAPTER(bench_vf_perdevice, "vf-perdev", 1, 0, start_perdevice, pending);
 VF_ADAPTER(bench_vf_pooled_opr, "vf-pooled-opr", 1, 1, start_pooled_opr, NULL);
 VF_ADAPTER_ONLY(bench_vf_bulk64, "vf-bulk64", 1, 0, start_bulk64, NULL, bulk_unsupported);
+#ifdef BENCH_WITH_VARFLOW_CXX
+VF_ADAPTER(bench_vf_naive_cxx, "vf-naive-cxx", 0, 1, start_naive_cxx, NULL);
+VF_ADAPTER(bench_vf_pooled_cxx, "vf-pooled-cxx", 1, 1, start_pooled_cxx, NULL);
+VF_ADAPTER(bench_vf_pooled_cxx_heap, "vf-pooled-cxx-heap", 1, 1, start_pooled_cxx_heap, NULL);
+#endif

@@ -63,6 +63,10 @@ extern const bench_adapter bench_serial;
 extern const bench_adapter bench_vf_naive, bench_vf_pooled, bench_vf_perdevice,
     bench_vf_bulk64, bench_vf_pooled_opr;
 #endif
+#ifdef BENCH_WITH_VARFLOW_CXX
+extern const bench_adapter bench_vf_naive_cxx, bench_vf_pooled_cxx,
+    bench_vf_pooled_cxx_heap;
+#endif
 #ifdef BENCH_WITH_OPENMP
 extern const bench_adapter bench_omp;
 #endif
@@ -83,6 +87,11 @@ const bench_adapter *const bench_adapters[] = {
     &bench_vf_perdevice,
     &bench_vf_bulk64,
     &bench_vf_pooled_opr,
+#endif
+#ifdef BENCH_WITH_VARFLOW_CXX
+    &bench_vf_naive_cxx,
+    &bench_vf_pooled_cxx,
+    &bench_vf_pooled_cxx_heap,
 #endif
 #ifdef BENCH_WITH_OPENMP
     &bench_omp,

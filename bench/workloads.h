@@ -27,23 +27,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bench_op.h"
 #include "cholesky_tiles.h"
 
 enum { BENCH_OP_MIX = 0, BENCH_OP_CHOL = 1 };
 enum { BENCH_MAX_PUSHERS = 2 };
-
-/* One op of a program. Its vars are prog->vars[first .. first + nreads +
- * nwrites + naccs - 1]: reads, then writes, then accumulations; all
- * distinct. */
-typedef struct bench_op {
-    uint8_t kind;    /* BENCH_OP_MIX or BENCH_OP_CHOL */
-    uint8_t pusher;  /* which pushing thread pushes it (W7), else 0 */
-    uint16_t nreads;
-    uint16_t nwrites;
-    uint16_t naccs;
-    uint32_t first;
-    int32_t chol;    /* BENCH_OP_CHOL: index into prog->chol */
-} bench_op;
 
 typedef struct bench_prog {
     char key[16];    /* row key, stable across sizes: "W3-K16" */

@@ -1,7 +1,7 @@
 # VarflowInstall.cmake: install rules, included by the top CMakeLists.txt.
 #
 # Installs (GNUInstallDirs layout, relative to the install prefix):
-#   include/varflow.h
+#   include/varflow.h, include/varflow.hpp (the C++ layer, header-only)
 #   lib/libvarflow.a, lib/libvarflow.so{,.MAJOR,.MAJOR.MINOR.PATCH}
 #   lib/pkgconfig/varflow.pc                       (pkg-config)
 #   lib/cmake/varflow/varflow{Config,ConfigVersion,Targets*}.cmake
@@ -16,9 +16,10 @@ set(VF_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/varflow)
 set(VF_PC_DIR ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
 install(FILES ${PROJECT_SOURCE_DIR}/include/varflow.h
+              ${PROJECT_SOURCE_DIR}/include/varflow.hpp
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT Development)
 
-install(TARGETS varflow_shared varflow_static EXPORT varflowTargets
+install(TARGETS varflow_shared varflow_static varflow_cxx EXPORT varflowTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT Runtime
           NAMELINK_COMPONENT Development
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT Development

@@ -1,0 +1,45 @@
+/*
+ * adapt_varflow.c's timed loop through include/varflow.hpp: each op is a
+ * lambda pushed with engine_ref::push, reading and writing the same var
+ * lists, running the same kernel. VF_BENCH_CXX_INLINE captures one pointer
+ * (the op's task, as the C loop passes it in `arg`), so the callable rides
+ * in the op and nothing is allocated; VF_BENCH_CXX_HEAP captures the state
+ * and the index, 16 bytes, which varflow.hpp moves into one `new` per push
+ * (and deletes in the op's done callback): the cost of a callable that does
+ * not fit.
+ */
+#include <cstdio>
+
+#include <varflow.hpp>
+
+#include "adapt_varflow.h"
+
+int vf_bench_cxx_push_range(vf_engine *e, const bench_op *ops,
+                            const vf_var *refs, vf_bench_task *tasks,
+                            size_t begin, size_t end, vf_bench_cxx_kind kind)
+{
+    varflow::engine_ref eng(e);
+    try {
+        for (size_t i = begin; i < end; i++) {
+            const bench_op *o = &ops[i];
+            const vf_var *v = refs + o->first;
+            varflow::var_list reads(v, o->nreads);
+            varflow::var_list writes(v + o->nreads, o->nwrites + o->naccs);
+            if (kind == VF_BENCH_CXX_INLINE) {
+                vf_bench_task *t = &tasks[i];
+                eng.push(reads, writes,
+                         [t] { return bench_op_run(t->s, t->i); });
+            } else {
+                eng.push(reads, writes,
+                         [s = tasks[i].s, i] { return bench_op_run(s, i); });
+            }
+        }
+    } catch (const varflow::error &err) {
+        std::fprintf(stderr, "bench: varflow.hpp: push: %s\n", err.what());
+        return -1;
+    } catch (const std::bad_alloc &) {
+        std::fprintf(stderr, "bench: varflow.hpp: push: out of memory\n");
+        return -1;
+    }
+    return 0;
+}

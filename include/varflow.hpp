@@ -1,0 +1,1148 @@
+/*
+ * varflow.hpp: a thin, header-only C++17 layer over varflow.h.
+ *
+ * The C API takes a function pointer, a void * and a done callback for
+ * every op; here an op is any callable, and handles clean up after
+ * themselves:
+ *
+ *     varflow::engine eng;                        // vf_engine_create
+ *     varflow::var a = eng.new_var(), b = eng.new_var();
+ *     eng.push({a}, {b}, [&] { y = f(x); });      // reads a, writes b
+ *     eng.wait(b);                                // throws on an op failure
+ *                                                 // ~var: vf_var_delete,
+ *                                                 // ~engine: vf_engine_destroy
+ *
+ * What it promises:
+ * - Errors: a failing call throws varflow::error (the VF_E* code, its name,
+ *   vf_last_error_detail()); a wait that reports an op's failure throws
+ *   varflow::op_failed, or returns it when called with std::nothrow.
+ * - A callable that throws fails its op with the exception's message (the
+ *   code is a varflow::error's own code, VF_ENOMEM for std::bad_alloc,
+ *   else VF_EOPFAILED). No exception ever crosses a C frame: every entry
+ *   point the engine calls is noexcept and catches everything.
+ * - A pushed callable is moved (or copied) into the op and destroyed
+ *   exactly once, whether the op ran, failed or was skipped; if the push
+ *   itself fails, it is destroyed before the exception leaves push.
+ * - Cost: a callable that is trivially copyable and fits in a pointer (a
+ *   lambda capturing nothing, one reference or one pointer; a function
+ *   pointer) travels in the op's `arg` itself: the push allocates nothing
+ *   beyond what vf_push does and sets no done callback. Any other callable
+ *   is moved into one `new` per push, deleted by the op's done callback:
+ *   that is the callable's own storage. A reusable_op allocates once, when
+ *   it is made, and nothing per push. docs/CXX.md has the measured cost.
+ *
+ * Handles (engine, var, reusable_op) are movable, not copyable, and must
+ * not outlive the engine they came from (their destructors call it).
+ * engine_ref and run are non-owning views, cheap to copy into lambdas.
+ */
+#ifndef VARFLOW_HPP
+#define VARFLOW_HPP
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <initializer_list>
+#include <memory>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <varflow.h>
+
+namespace varflow
+{
+
+class engine_ref;
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A varflow call failed: code() is the VF_E* code, name() its symbolic name
+ * ("VF_ESTALE"), detail() what vf_last_error_detail() said on the failing
+ * thread. what() is "NAME: detail". Copying never throws (the strings are
+ * held by std::runtime_error's shared buffer).
+ */
+class error : public std::runtime_error
+{
+  public:
+    error(int code, const std::string &detail)
+        : std::runtime_error(describe(code, detail)), code_(code),
+          detail_(detail)
+    {
+    }
+    int code() const noexcept
+    {
+        return code_;
+    }
+    const char *name() const noexcept
+    {
+        return vf_err_name(code_);
+    }
+    const char *detail() const noexcept
+    {
+        return detail_.what();
+    }
+
+  private:
+    static std::string describe(int code, const std::string &detail)
+    {
+        return std::string(vf_err_name(code)) + ": " +
+               (detail.empty() ? vf_strerror(code) : detail);
+    }
+    int code_;
+    std::runtime_error detail_;
+};
+
+/*
+ * A wait saw an op's failure (VF_EOPFAILED): op_code() is what the op
+ * returned or threw, op_name() the op that failed first in the chain,
+ * op_message() what it said.
+ */
+class op_failed : public error
+{
+  public:
+    explicit op_failed(const vf_error &err)
+        : error(VF_EOPFAILED, describe(err)), err_(err)
+    {
+    }
+    int op_code() const noexcept
+    {
+        return err_.code;
+    }
+    const char *op_name() const noexcept
+    {
+        return err_.op_name;
+    }
+    const char *op_message() const noexcept
+    {
+        return err_.message;
+    }
+
+  private:
+    static std::string describe(const vf_error &err)
+    {
+        const char *code = vf_err_name(err.code);
+        std::string s = std::string("op \"") + err.op_name + "\" failed (" +
+                        (std::strcmp(code, "VF_UNKNOWN") == 0
+                             ? std::to_string(err.code)
+                             : std::string(code)) +
+                        ")";
+        if (err.message[0] != '\0')
+            s += std::string(": ") + err.message;
+        return s;
+    }
+    vf_error err_;
+};
+
+namespace detail
+{
+
+/* Throw the error of the call that just failed on this thread. */
+[[noreturn]] inline void throw_error(int rc)
+{
+    throw error(rc, vf_last_error_detail());
+}
+
+inline void check(int rc)
+{
+    if (rc != 0)
+        throw_error(rc);
+}
+
+/*
+ * Turn the exception being handled into an op failure: call
+ * report(code, message) with the code and message it maps to. Only from
+ * inside a catch block.
+ */
+template <class Report> void report_current(Report &&report) noexcept
+{
+    try {
+        throw;
+    } catch (const error &e) {
+        report(e.code() != 0 ? e.code() : VF_EOPFAILED, e.what());
+    } catch (const std::bad_alloc &e) {
+        report(VF_ENOMEM, e.what());
+    } catch (const std::exception &e) {
+        report(VF_EOPFAILED, e.what());
+    } catch (...) {
+        report(VF_EOPFAILED, "unknown exception (not a std::exception)");
+    }
+}
+
+} // namespace detail
+
+/*
+ * What a wait called with std::nothrow returns: ok(), or code() (
+ * VF_EOPFAILED when an op's failure reached the wait, or the wait's own
+ * error) and, for an op failure, the op's code, name and message. For the
+ * wait's own errors message() is vf_last_error_detail(). No allocation.
+ */
+class wait_result
+{
+  public:
+    wait_result() noexcept = default;
+    wait_result(int code, const vf_error &err) noexcept : code_(code), err_(err)
+    {
+    }
+    bool ok() const noexcept
+    {
+        return code_ == 0;
+    }
+    int code() const noexcept
+    {
+        return code_;
+    }
+    const char *name() const noexcept
+    {
+        return vf_err_name(code_);
+    }
+    int op_code() const noexcept
+    {
+        return err_.code;
+    }
+    const char *op_name() const noexcept
+    {
+        return err_.op_name;
+    }
+    const char *message() const noexcept
+    {
+        return err_.message;
+    }
+    /* Throw what the throwing wait would have thrown (nothing when ok). */
+    void throw_if_failed() const
+    {
+        if (code_ == VF_EOPFAILED)
+            throw op_failed(err_);
+        if (code_ != 0)
+            throw error(code_, err_.message);
+    }
+
+  private:
+    int code_ = 0;
+    vf_error err_{};
+};
+
+/* ------------------------------------------------------------------------ */
+/* Var lists and op options                                                  */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * The vars an op reads or writes: a view, valid for the push it is given
+ * to (vf_push copies it). From a braced list of vars ({a, b}: varflow::var
+ * or vf_var), a std::vector<vf_var>, an array, or a pointer and a count.
+ */
+class var_list
+{
+  public:
+    var_list() noexcept = default;
+    var_list(std::initializer_list<vf_var> vars) noexcept
+        : list_{vars.size() ? vars.begin() : nullptr, int(vars.size())}
+    {
+    }
+    var_list(const vf_var *vars, std::size_t count) noexcept
+        : list_{count ? vars : nullptr, int(count)}
+    {
+    }
+    template <std::size_t N>
+    var_list(const vf_var (&vars)[N]) noexcept : list_{vars, int(N)}
+    {
+    }
+    var_list(const std::vector<vf_var> &vars) noexcept
+        : var_list(vars.data(), vars.size())
+    {
+    }
+    const vf_var_list &get() const noexcept
+    {
+        return list_;
+    }
+
+  private:
+    vf_var_list list_{nullptr, 0};
+};
+
+/*
+ * How an op is scheduled (vf_op's fields other than the function and the
+ * vars). An aggregate: with C++20, eng.push(r, w, fn, {.name = "add",
+ * .priority = 2}); with C++17, the setters chain:
+ * varflow::options{}.set_name("add").set_priority(2). `name` must stay
+ * valid until the op has finished (a string literal, typically).
+ */
+struct options {
+    const char *name = nullptr;
+    int priority = 0;
+    vf_property property = VF_PROP_NORMAL;
+    vf_device device = {VF_DEVICE_CPU, 0};
+    bool no_skip = false;     /* run even when an input has failed */
+    bool nonblocking = false; /* at the in-flight limit: VF_EAGAIN */
+
+    options &set_name(const char *n) noexcept
+    {
+        name = n;
+        return *this;
+    }
+    options &set_priority(int p) noexcept
+    {
+        priority = p;
+        return *this;
+    }
+    options &set_property(vf_property p) noexcept
+    {
+        property = p;
+        return *this;
+    }
+    options &set_device(vf_device d) noexcept
+    {
+        device = d;
+        return *this;
+    }
+    options &set_no_skip(bool on = true) noexcept
+    {
+        no_skip = on;
+        return *this;
+    }
+    options &set_nonblocking(bool on = true) noexcept
+    {
+        nonblocking = on;
+        return *this;
+    }
+
+    /* The vf_op these options describe, with no function yet. */
+    vf_op to_op(const var_list &reads, const var_list &writes) const noexcept
+    {
+        vf_op op{};
+        op.reads = reads.get();
+        op.writes = writes.get();
+        op.device = device;
+        op.property = property;
+        op.priority = priority;
+        op.no_skip = no_skip;
+        op.nonblocking = nonblocking;
+        op.name = name;
+        return op;
+    }
+};
+
+/* ------------------------------------------------------------------------ */
+/* What a running op sees                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* The running op's context (vf_run): valid only during the call. */
+class run
+{
+  public:
+    explicit run(vf_run *r) noexcept : r_(r)
+    {
+    }
+    vf_run *get() const noexcept
+    {
+        return r_;
+    }
+    /* The engine running the op, for nested pushes and waits. */
+    engine_ref engine() const noexcept;
+    int worker() const noexcept
+    {
+        return vf_run_worker(r_);
+    }
+    vf_device device() const noexcept
+    {
+        return vf_run_device(r_);
+    }
+    void *stream() const noexcept
+    {
+        return vf_run_stream(r_);
+    }
+    const char *name() const noexcept
+    {
+        return vf_run_name(r_);
+    }
+    /* The message a failing op reports (return non-zero, or throw). */
+    void set_error(const char *message) const noexcept
+    {
+        vf_run_set_error(r_, "%s", message);
+    }
+    void set_error(const std::string &message) const noexcept
+    {
+        set_error(message.c_str());
+    }
+    /* vf_run_submit: put fn(arg) on the op's device stream. */
+    void submit(vf_device_fn fn, void *arg, std::size_t bytes = 0) const
+    {
+        detail::check(vf_run_submit(r_, fn, arg, bytes));
+    }
+
+  private:
+    vf_run *r_;
+};
+
+namespace detail
+{
+
+/* An async op's callable being called on this thread (see completion). */
+struct async_frame {
+    vf_completion done;
+    bool dropped; /* its completion was destroyed by an exception */
+    async_frame *outer;
+};
+inline thread_local async_frame *current_async_frame = nullptr;
+
+inline bool same_completion(vf_completion a, vf_completion b) noexcept
+{
+    return a.op_ == b.op_ && a.ticket_ == b.ticket_;
+}
+
+inline const char dropped_message[] =
+    "varflow::completion destroyed before it was called";
+
+} // namespace detail
+
+/*
+ * What an async op's callable gets: call it (complete(), or fail()) exactly
+ * once, from any thread; the op's vars stay held until then. Move-only.
+ * Destroyed uncalled, it fails the op ("varflow::completion destroyed
+ * before it was called"), so a forgotten completion cannot hang a wait;
+ * destroyed by an exception the callable threw, the op fails with that
+ * exception's message instead.
+ */
+class completion
+{
+  public:
+    completion() noexcept = default;
+    explicit completion(vf_completion done) noexcept
+        : done_(done), pending_(true)
+    {
+    }
+    completion(completion &&o) noexcept
+        : done_(o.done_), pending_(std::exchange(o.pending_, false))
+    {
+    }
+    completion &operator=(completion &&o) noexcept
+    {
+        if (this != &o) {
+            drop();
+            done_ = o.done_;
+            pending_ = std::exchange(o.pending_, false);
+        }
+        return *this;
+    }
+    completion(const completion &) = delete;
+    completion &operator=(const completion &) = delete;
+    ~completion()
+    {
+        drop();
+    }
+
+    /* Finish the op: success. VF_EALREADY (thrown) if already used. */
+    void complete()
+    {
+        finish(0, nullptr);
+    }
+    void operator()()
+    {
+        complete();
+    }
+    /* Finish the op: failed with `code` (VF_EOPFAILED if 0) and message. */
+    void fail(int code, const char *message)
+    {
+        finish(code != 0 ? code : VF_EOPFAILED, message);
+    }
+    void fail(const std::string &message)
+    {
+        fail(VF_EOPFAILED, message.c_str());
+    }
+    bool pending() const noexcept
+    {
+        return pending_;
+    }
+    /* Give up ownership: the caller must call vf_complete on it. */
+    vf_completion release() noexcept
+    {
+        pending_ = false;
+        return done_;
+    }
+
+  private:
+    void finish(int status, const char *message)
+    {
+        if (!pending_)
+            throw error(VF_EALREADY,
+                        "varflow::completion: already used, or empty");
+        pending_ = false;
+        detail::check(vf_complete(done_, status, message));
+    }
+    void drop() noexcept
+    {
+        if (!pending_)
+            return;
+        pending_ = false;
+        // Unwound by the exception of the callable it was given to: leave
+        // it to that callable's entry point, which has the message.
+        detail::async_frame *f = detail::current_async_frame;
+        if (f != nullptr && detail::same_completion(f->done, done_) &&
+            std::uncaught_exceptions() > 0) {
+            f->dropped = true;
+            return;
+        }
+        vf_complete(done_, VF_EOPFAILED, detail::dropped_message);
+    }
+
+    vf_completion done_{};
+    bool pending_ = false;
+};
+
+/* ------------------------------------------------------------------------ */
+/* Callables inside ops: storage and entry points                            */
+/* ------------------------------------------------------------------------ */
+
+namespace detail
+{
+
+/* Callables that travel in the op's void *arg itself (no allocation). */
+template <class Fn>
+inline constexpr bool fits_inline =
+    sizeof(Fn) <= sizeof(void *) &&
+    alignof(Fn) <= alignof(void *) && std::is_trivially_copyable_v<Fn>;
+
+/* The arg of an op running callable Fn: its bytes, or a new Fn. */
+template <class Fn> class stored
+{
+  public:
+    template <class F> explicit stored(F &&f)
+    {
+        if constexpr (fits_inline<Fn>) {
+            Fn tmp(std::forward<F>(f));
+            std::memcpy(&arg_, &tmp, sizeof(Fn));
+        } else {
+            arg_ = new Fn(std::forward<F>(f));
+        }
+    }
+    ~stored()
+    {
+        if constexpr (!fits_inline<Fn>)
+            delete static_cast<Fn *>(arg_);
+    }
+    stored(const stored &) = delete;
+    stored &operator=(const stored &) = delete;
+
+    void *arg() const noexcept
+    {
+        return arg_;
+    }
+    /* The op owns it now (the push succeeded). */
+    void release() noexcept
+    {
+        arg_ = nullptr;
+    }
+    /* Calls fn(callable) on the callable stored in arg; an inline one is
+     * copied out of the pointer's bytes first. */
+    template <class Call> static decltype(auto) with(void *arg, Call &&fn)
+    {
+        if constexpr (fits_inline<Fn>) {
+            alignas(Fn) unsigned char bytes[sizeof(Fn)];
+            std::memcpy(bytes, &arg, sizeof(Fn));
+            return fn(*std::launder(reinterpret_cast<Fn *>(bytes)));
+        } else {
+            return fn(*static_cast<Fn *>(arg));
+        }
+    }
+    /* The op's done callback: deletes a heap callable; none for inline. */
+    static void destroy(void *arg, int status) noexcept
+    {
+        (void)status;
+        delete static_cast<Fn *>(arg);
+    }
+    static constexpr vf_done_fn done = fits_inline<Fn> ? nullptr : &destroy;
+
+  private:
+    void *arg_ = nullptr; // an inline callable may not fill every byte
+};
+
+template <class> inline constexpr bool always_false = false;
+
+/* An int status from what a sync callable returned: void is success. */
+template <class R, class Call> int status_of(Call &&call)
+{
+    if constexpr (std::is_void_v<R>) {
+        call();
+        return 0;
+    } else {
+        static_assert(std::is_same_v<R, int>,
+                      "an op's callable returns void or int (non-zero "
+                      "fails the op)");
+        return call();
+    }
+}
+
+/* Call a sync op's callable, with the run context when it takes one. */
+template <class Fn> int call_sync(Fn &f, vf_run *r)
+{
+    if constexpr (std::is_invocable_v<Fn &, run &>) {
+        run ctx(r);
+        return status_of<std::invoke_result_t<Fn &, run &>>(
+            [&]() -> decltype(auto) { return f(ctx); });
+    } else if constexpr (std::is_invocable_v<Fn &>) {
+        return status_of<std::invoke_result_t<Fn &>>(
+            [&]() -> decltype(auto) { return f(); });
+    } else {
+        static_assert(always_false<Fn>,
+                      "an op's callable takes () or (varflow::run &); an "
+                      "async op's goes to push_async");
+        return VF_EINVAL;
+    }
+}
+
+template <class Fn>
+inline constexpr bool is_async_callable =
+    std::is_invocable_v<Fn &, run &, completion &&> ||
+    std::is_invocable_v<Fn &, completion &&>;
+
+/* Run a sync op's callable; what it throws fails the op. */
+template <class Fn> int run_sync(Fn &f, vf_run *r) noexcept
+{
+    try {
+        return call_sync(f, r);
+    } catch (...) {
+        int code = VF_EOPFAILED;
+        report_current([&](int c, const char *message) {
+            vf_run_set_error(r, "%s", message);
+            code = c;
+        });
+        return code;
+    }
+}
+
+/*
+ * Run an async op's callable, handing it the completion. An exception it
+ * throws fails the op with its message, provided the completion was not
+ * called yet (still here, or destroyed by the exception: see
+ * completion::drop); once called, the op's outcome is what it said.
+ */
+template <class Fn>
+void run_async(Fn &f, vf_run *r, vf_completion done) noexcept
+{
+    async_frame frame{done, false, current_async_frame};
+    current_async_frame = &frame;
+    completion c(done);
+    try {
+        if constexpr (std::is_invocable_v<Fn &, run &, completion &&>) {
+            run ctx(r);
+            f(ctx, std::move(c));
+        } else {
+            f(std::move(c));
+        }
+        if (frame.dropped) // unwound by an exception the callable caught
+            vf_complete(done, VF_EOPFAILED, dropped_message);
+    } catch (...) {
+        if (frame.dropped || c.pending()) {
+            c.release();
+            report_current([&](int code, const char *message) {
+                vf_complete(done, code, message);
+            });
+        }
+    }
+    current_async_frame = frame.outer;
+    // A completion the callable took by reference and left: c's destructor
+    // fails the op now.
+}
+
+/* The C entry points of an op whose callable is stored as stored<Fn>. */
+template <class Fn> int sync_entry(vf_run *r, void *arg) noexcept
+{
+    return stored<Fn>::with(arg, [r](Fn &f) { return run_sync(f, r); });
+}
+
+template <class Fn>
+void async_entry(vf_run *r, void *arg, vf_completion done) noexcept
+{
+    stored<Fn>::with(arg, [r, done](Fn &f) { run_async(f, r, done); });
+}
+
+/* A var's free callback: called once, then destroyed. A throwing free
+ * callable is a bug like a throwing destructor: std::terminate. */
+template <class Fn> void free_entry(void *arg) noexcept
+{
+    stored<Fn>::with(arg, [](Fn &f) { f(); });
+    if constexpr (!fits_inline<Fn>)
+        delete static_cast<Fn *>(arg);
+}
+
+/*
+ * A reusable op's callable: one heap block shared by the reusable_op
+ * handle and its runs in flight (each push takes a reference, its done
+ * callback gives it back), so the callable lives until the handle is gone
+ * and the last run has finished: the C API frees the operator then but
+ * tells no one.
+ */
+struct op_block {
+    std::atomic<long> refs{1};
+    void (*destroy)(op_block *) noexcept;
+
+    void ref() noexcept
+    {
+        refs.fetch_add(1, std::memory_order_relaxed); // a holder exists
+    }
+    void unref() noexcept
+    {
+        // acq_rel: the last one out sees every run's writes to the callable.
+        if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1)
+            destroy(this);
+    }
+    static void done(void *arg, int status) noexcept
+    {
+        (void)status;
+        static_cast<op_block *>(arg)->unref();
+    }
+};
+
+template <class Fn> struct op_block_of : op_block {
+    Fn fn;
+
+    template <class F> explicit op_block_of(F &&f) : fn(std::forward<F>(f))
+    {
+        destroy = [](op_block *b) noexcept {
+            delete static_cast<op_block_of *>(b);
+        };
+    }
+    static Fn &of(void *arg) noexcept
+    {
+        return static_cast<op_block_of *>(static_cast<op_block *>(arg))->fn;
+    }
+    static int sync_entry(vf_run *r, void *arg) noexcept
+    {
+        return run_sync(of(arg), r);
+    }
+    static void async_entry(vf_run *r, void *arg, vf_completion done) noexcept
+    {
+        run_async(of(arg), r, done);
+    }
+};
+
+} // namespace detail
+
+/* ------------------------------------------------------------------------ */
+/* Vars                                                                      */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * An owned variable: deleted (vf_var_delete, no free callback) by its
+ * destructor, after every op already pushed on it; or explicitly with
+ * remove(). Converts to vf_var, so it goes straight into a var_list.
+ * Destructor errors (a var already deleted through its vf_var, an engine
+ * shutting down) are ignored.
+ */
+class var
+{
+  public:
+    var() noexcept = default;
+    /* Adopt a handle made with vf_var_new. */
+    var(vf_engine *e, vf_var v) noexcept : e_(e), v_(v)
+    {
+    }
+    var(var &&o) noexcept : e_(std::exchange(o.e_, nullptr)), v_(o.v_)
+    {
+    }
+    var &operator=(var &&o) noexcept
+    {
+        if (this != &o) {
+            reset();
+            e_ = std::exchange(o.e_, nullptr);
+            v_ = o.v_;
+        }
+        return *this;
+    }
+    var(const var &) = delete;
+    var &operator=(const var &) = delete;
+    ~var()
+    {
+        reset();
+    }
+
+    vf_var handle() const noexcept
+    {
+        return v_;
+    }
+    operator vf_var() const noexcept
+    {
+        return v_;
+    }
+    explicit operator bool() const noexcept
+    {
+        return e_ != nullptr;
+    }
+    /* Writes to it that have run (vf_var_version). */
+    std::uint64_t version() const
+    {
+        std::uint64_t v = 0;
+        detail::check(vf_var_version(e_, v_, &v));
+        return v;
+    }
+    /* Delete it now (an op after every op pushed on it); the handle is
+     * then empty. Throws, keeping the handle, when the delete fails. */
+    void remove()
+    {
+        detail::check(vf_var_delete(e_, v_, nullptr, nullptr));
+        e_ = nullptr;
+    }
+    /*
+     * Delete it, calling free_fn() as the delete op's body: once, after
+     * every op already pushed on it. free_fn must not throw. When the
+     * delete fails, free_fn is destroyed uncalled and the error thrown.
+     */
+    template <class F> void remove(F &&free_fn)
+    {
+        using Fn = std::decay_t<F>;
+        static_assert(std::is_invocable_v<Fn &>,
+                      "a free callback takes no argument");
+        detail::stored<Fn> s(std::forward<F>(free_fn));
+        detail::check(vf_var_delete(e_, v_, &detail::free_entry<Fn>, s.arg()));
+        s.release();
+        e_ = nullptr;
+    }
+    /* Stop owning it: the caller deletes it (or not). */
+    vf_var release() noexcept
+    {
+        e_ = nullptr;
+        return v_;
+    }
+
+  private:
+    void reset() noexcept
+    {
+        if (e_ != nullptr)
+            vf_var_delete(std::exchange(e_, nullptr), v_, nullptr, nullptr);
+    }
+
+    vf_engine *e_ = nullptr;
+    vf_var v_{};
+};
+
+/* ------------------------------------------------------------------------ */
+/* Reusable ops                                                              */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * An op made once and pushed many times (vf_operator): the var sets are
+ * checked once and a push allocates nothing. The callable is allocated
+ * once, at make_op, and destroyed after the handle is gone and its last
+ * run has finished. Runs of an op that writes no var may run at the same
+ * time, so such a callable must be safe to call concurrently.
+ */
+class reusable_op
+{
+  public:
+    reusable_op() noexcept = default;
+    reusable_op(reusable_op &&o) noexcept
+        : e_(o.e_), op_(std::exchange(o.op_, nullptr)),
+          block_(std::exchange(o.block_, nullptr))
+    {
+    }
+    reusable_op &operator=(reusable_op &&o) noexcept
+    {
+        if (this != &o) {
+            reset();
+            e_ = o.e_;
+            op_ = std::exchange(o.op_, nullptr);
+            block_ = std::exchange(o.block_, nullptr);
+        }
+        return *this;
+    }
+    reusable_op(const reusable_op &) = delete;
+    reusable_op &operator=(const reusable_op &) = delete;
+    ~reusable_op()
+    {
+        reset();
+    }
+
+    /* Push one run (vf_operator_push). */
+    void push(int priority = 0) const
+    {
+        block_->ref(); // given back by this run's done callback
+        int rc = vf_operator_push(e_, op_, priority);
+        if (rc != 0) {
+            error err(rc, vf_last_error_detail());
+            block_->unref();
+            throw err;
+        }
+    }
+    vf_operator *get() const noexcept
+    {
+        return op_;
+    }
+    explicit operator bool() const noexcept
+    {
+        return op_ != nullptr;
+    }
+
+  private:
+    friend class engine_ref;
+    reusable_op(vf_engine *e, vf_operator *op, detail::op_block *b) noexcept
+        : e_(e), op_(op), block_(b)
+    {
+    }
+    void reset() noexcept
+    {
+        if (op_ == nullptr)
+            return;
+        vf_operator_delete(e_, std::exchange(op_, nullptr));
+        std::exchange(block_, nullptr)->unref();
+    }
+
+    vf_engine *e_ = nullptr;
+    vf_operator *op_ = nullptr;
+    detail::op_block *block_ = nullptr;
+};
+
+/* ------------------------------------------------------------------------ */
+/* Engines                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A non-owning handle to an engine: every operation of the engine, none of
+ * its lifetime. Copy it freely (into an op's lambda, for a nested push).
+ */
+class engine_ref
+{
+  public:
+    engine_ref() noexcept = default;
+    explicit engine_ref(vf_engine *e) noexcept : e_(e)
+    {
+    }
+    vf_engine *get() const noexcept
+    {
+        return e_;
+    }
+    explicit operator bool() const noexcept
+    {
+        return e_ != nullptr;
+    }
+
+    /* A new variable, deleted when the returned var is destroyed. */
+    var new_var() const
+    {
+        vf_var v;
+        detail::check(vf_var_new(e_, &v));
+        return var(e_, v);
+    }
+
+    /*
+     * Push an op that reads `reads`, writes `writes` and runs fn() or
+     * fn(varflow::run &). fn returns void (success) or int (non-zero fails
+     * the op, like a C op); a throw fails the op with its message. fn is
+     * moved or copied into the op and destroyed exactly once: after the op
+     * ran, failed or was skipped, or before push throws.
+     */
+    template <class F>
+    void push(var_list reads, var_list writes, F &&fn,
+              const options &opts = {}) const
+    {
+        using Fn = std::decay_t<F>;
+        vf_op op = opts.to_op(reads, writes);
+        detail::stored<Fn> s(std::forward<F>(fn));
+        op.fn = &detail::sync_entry<Fn>;
+        op.arg = s.arg();
+        op.done = detail::stored<Fn>::done;
+        detail::check(vf_push(e_, &op));
+        s.release();
+    }
+
+    /*
+     * Push an async op: fn(varflow::completion) or fn(varflow::run &,
+     * varflow::completion) starts the work and returns; the op finishes
+     * when the completion is called (from any thread). Runs inline on the
+     * thread that dispatches it. Storage and errors as push().
+     */
+    template <class F>
+    void push_async(var_list reads, var_list writes, F &&fn,
+                    const options &opts = {}) const
+    {
+        using Fn = std::decay_t<F>;
+        static_assert(detail::is_async_callable<Fn>,
+                      "an async op's callable takes (varflow::completion) "
+                      "or (varflow::run &, varflow::completion)");
+        vf_op op = opts.to_op(reads, writes);
+        detail::stored<Fn> s(std::forward<F>(fn));
+        op.async_fn = &detail::async_entry<Fn>;
+        op.arg = s.arg();
+        op.done = detail::stored<Fn>::done;
+        detail::check(vf_push(e_, &op));
+        s.release();
+    }
+
+    /* A reusable op running fn like push() does (opts.priority unused:
+     * each push gives its own). */
+    template <class F>
+    reusable_op make_op(var_list reads, var_list writes, F &&fn,
+                        const options &opts = {}) const
+    {
+        using Block = detail::op_block_of<std::decay_t<F>>;
+        vf_op def = opts.to_op(reads, writes);
+        def.fn = &Block::sync_entry;
+        return make_op_from<Block>(def, std::forward<F>(fn));
+    }
+
+    /* A reusable async op (the callable as push_async's). */
+    template <class F>
+    reusable_op make_async_op(var_list reads, var_list writes, F &&fn,
+                              const options &opts = {}) const
+    {
+        using Block = detail::op_block_of<std::decay_t<F>>;
+        static_assert(detail::is_async_callable<std::decay_t<F>>,
+                      "an async op's callable takes (varflow::completion) "
+                      "or (varflow::run &, varflow::completion)");
+        vf_op def = opts.to_op(reads, writes);
+        def.async_fn = &Block::async_entry;
+        return make_op_from<Block>(def, std::forward<F>(fn));
+    }
+
+    /* Wait for every op pushed before that writes v. Throws op_failed when
+     * an op's failure reached v (clearing it), error for anything else. */
+    void wait(vf_var v) const
+    {
+        vf_error err{};
+        throw_wait(vf_wait_var(e_, v, &err), err);
+    }
+    /* The same, returning what happened instead of throwing. */
+    wait_result wait(vf_var v, const std::nothrow_t &) const noexcept
+    {
+        vf_error err{};
+        return wait_result_of(vf_wait_var(e_, v, &err), err);
+    }
+    /* Wait for every pushed op (vf_wait_all); errors as wait(). */
+    void wait_all() const
+    {
+        vf_error err{};
+        throw_wait(vf_wait_all(e_, &err), err);
+    }
+    wait_result wait_all(const std::nothrow_t &) const noexcept
+    {
+        vf_error err{};
+        return wait_result_of(vf_wait_all(e_, &err), err);
+    }
+
+    void stop() const
+    {
+        detail::check(vf_engine_stop(e_));
+    }
+    void start() const
+    {
+        detail::check(vf_engine_start(e_));
+    }
+    void shutdown() const
+    {
+        detail::check(vf_engine_shutdown(e_));
+    }
+    vf_engine_type kind() const noexcept
+    {
+        return vf_engine_kind(e_);
+    }
+    int num_workers() const noexcept
+    {
+        return vf_engine_num_workers(e_);
+    }
+    vf_stats stats() const
+    {
+        vf_stats s{};
+        detail::check(vf_engine_stats(e_, &s));
+        return s;
+    }
+
+  protected:
+    vf_engine *e_ = nullptr;
+
+  private:
+    template <class Block, class F>
+    reusable_op make_op_from(vf_op &def, F &&fn) const
+    {
+        std::unique_ptr<Block> b(new Block(std::forward<F>(fn)));
+        def.arg = static_cast<detail::op_block *>(b.get());
+        def.done = &detail::op_block::done;
+        vf_operator *op = nullptr;
+        detail::check(vf_operator_new(e_, &def, &op));
+        return reusable_op(e_, op, b.release());
+    }
+    static void throw_wait(int rc, const vf_error &err)
+    {
+        if (rc == VF_EOPFAILED)
+            throw op_failed(err);
+        detail::check(rc);
+    }
+    static wait_result wait_result_of(int rc, vf_error &err) noexcept
+    {
+        if (rc != 0 && rc != VF_EOPFAILED) {
+            err = vf_error{};
+            err.code = rc;
+            std::snprintf(err.message, sizeof err.message, "%s",
+                          vf_last_error_detail());
+        }
+        return wait_result(rc, err);
+    }
+};
+
+/*
+ * An engine: created by the constructor (config as vf_engine_create: zero
+ * fields are defaults, from VF_* environment variables when set), destroyed
+ * by the destructor after every pushed op has completed (errors not yet
+ * reported are dropped, as vf_engine_destroy does). Movable, not copyable.
+ * Destroy an engine only after every var and reusable_op made from it.
+ */
+class engine : public engine_ref
+{
+  public:
+    explicit engine(const vf_config &config = vf_config{})
+    {
+        detail::check(vf_engine_create(&e_, &config));
+    }
+    /* Adopt an engine made with vf_engine_create. */
+    explicit engine(vf_engine *e) noexcept : engine_ref(e)
+    {
+    }
+    engine(engine &&o) noexcept : engine_ref(std::exchange(o.e_, nullptr))
+    {
+    }
+    engine &operator=(engine &&o) noexcept
+    {
+        if (this != &o) {
+            if (e_ != nullptr)
+                vf_engine_destroy(e_);
+            e_ = std::exchange(o.e_, nullptr);
+        }
+        return *this;
+    }
+    engine(const engine &) = delete;
+    engine &operator=(const engine &) = delete;
+    ~engine()
+    {
+        if (e_ != nullptr)
+            vf_engine_destroy(e_);
+    }
+
+    /* Destroy it now, throwing what vf_engine_destroy returns. */
+    void destroy()
+    {
+        if (e_ == nullptr)
+            return;
+        detail::check(vf_engine_destroy(e_)); // refused: still ours
+        e_ = nullptr;
+    }
+    /* Stop owning it: the caller destroys it. */
+    vf_engine *release() noexcept
+    {
+        return std::exchange(e_, nullptr);
+    }
+};
+
+inline engine_ref run::engine() const noexcept
+{
+    return engine_ref(vf_run_engine(r_));
+}
+
+} // namespace varflow
+
+#endif /* VARFLOW_HPP */

@@ -1,0 +1,263 @@
+/*
+ * test_cxx_exceptions: errors through varflow.hpp, on every engine kind.
+ *
+ * - A callable that throws fails its op: a std::exception with
+ *   VF_EOPFAILED and its what() as the message, a varflow::error with its
+ *   own code, std::bad_alloc with VF_ENOMEM, anything else with
+ *   "unknown exception"; the ops that depend on it are skipped; the wait
+ *   throws op_failed (op name, code, message), or returns the same with
+ *   std::nothrow; reporting clears the failure. The exception never leaves
+ *   push (the naive engine runs ops inside it), nor any C frame.
+ * - An int-returning callable fails with its return value and the message
+ *   it set on the run.
+ * - Async: a callable that throws before completing (completion taken by
+ *   value, or by rvalue reference and left) fails with the exception's
+ *   message; a dropped completion fails the op ("destroyed before it was
+ *   called"); a completion used twice throws VF_EALREADY; one completed
+ *   from another thread decides the outcome even if the callable throws
+ *   after handing it over.
+ * - API errors throw varflow::error with the code, its name and the
+ *   detail: a bad config, a deleted var; wait(std::nothrow) returns them.
+ */
+#include <atomic>
+#include <cstring>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "cxx_check.hpp"
+
+namespace
+{
+
+bool contains(const char *haystack, const char *needle)
+{
+    return std::strstr(haystack, needle) != nullptr;
+}
+
+/* Push `thrower` (writing a), an op that reads a (must be skipped), and
+ * check what the wait on the reader's var reports. */
+template <class F>
+void expect_failure(varflow::engine &eng, F &&thrower, int code,
+                    const char *message)
+{
+    varflow::var a = eng.new_var(), b = eng.new_var();
+    bool dependent_ran = false;
+    eng.push({}, {a}, std::forward<F>(thrower),
+             varflow::options{}.set_name("thrower"));
+    eng.push({a}, {b}, [&] { dependent_ran = true; });
+    try {
+        eng.wait(b);
+        CHECK(!"wait(b) did not throw");
+    } catch (const varflow::op_failed &e) {
+        CHECK_EQ(e.code(), VF_EOPFAILED);
+        CHECK_STR(e.name(), "VF_EOPFAILED");
+        CHECK_EQ(e.op_code(), code);
+        CHECK_STR(e.op_name(), "thrower");
+        if (!contains(e.what(), message))
+            cxx_test::fail(__FILE__, __LINE__,
+                           std::string("\"") + message + "\" not in \"" +
+                               e.what() + "\"");
+        CHECK(contains(e.op_message(), message));
+        CHECK(contains(e.what(), "thrower"));
+    }
+    CHECK(!dependent_ran);
+    // Reported once: a wait on a finds it already cleared... by the wait on
+    // b (the same failure chain), so it returns ok.
+    CHECK(eng.wait(a, std::nothrow).ok());
+    CHECK(eng.wait_all(std::nothrow).ok());
+}
+
+void sync_throws(const cxx_test::kind &k)
+{
+    varflow::engine eng(k.cfg);
+    expect_failure(
+        eng, [] { throw std::runtime_error("boom"); }, VF_EOPFAILED, "boom");
+    expect_failure(
+        eng, [] { throw varflow::error(VF_ENODEV, "no such device"); },
+        VF_ENODEV, "no such device");
+    expect_failure(
+        eng, [] { throw std::bad_alloc(); }, VF_ENOMEM, "bad_alloc");
+    expect_failure(
+        eng, [] { throw 42; }, VF_EOPFAILED, "unknown exception");
+    expect_failure(
+        eng,
+        [](varflow::run &r) {
+            r.set_error("returned 5");
+            return 5;
+        },
+        5, "returned 5");
+    // A nested call that throws inside an op: its error, its code.
+    varflow::var gone = eng.new_var();
+    vf_var stale = gone.release();
+    vf_var_delete(eng.get(), stale, nullptr, nullptr);
+    expect_failure(
+        eng, [stale](varflow::run &r) { r.engine().push({stale}, {}, [] {}); },
+        VF_ESTALE, "was deleted");
+
+    // wait(std::nothrow) returns what wait() throws.
+    varflow::var c = eng.new_var();
+    eng.push(
+        {}, {c}, [] { throw std::logic_error("quiet"); },
+        varflow::options{}.set_name("quiet"));
+    varflow::wait_result r = eng.wait(c, std::nothrow);
+    CHECK(!r.ok());
+    CHECK_EQ(r.code(), VF_EOPFAILED);
+    CHECK_EQ(r.op_code(), VF_EOPFAILED);
+    CHECK_STR(r.op_name(), "quiet");
+    CHECK_STR(r.message(), "quiet");
+    CHECK(eng.wait(c, std::nothrow).ok()); // cleared by the report
+    // ... and throw_if_failed() turns it into the exception.
+    CHECK_THROWS(r.throw_if_failed(), varflow::op_failed, VF_EOPFAILED,
+                 CHECK_STR(e.op_name(), "quiet"));
+
+    // wait_all reports it too.
+    eng.push({}, {c}, [] { throw std::runtime_error("to wait_all"); });
+    CHECK_THROWS(eng.wait_all(), varflow::op_failed, VF_EOPFAILED,
+                 CHECK(contains(e.op_message(), "to wait_all")));
+}
+
+template <class F>
+void push_async_expect(const cxx_test::kind &k, F &&fn, int code,
+                       const char *message)
+{
+    varflow::engine eng(k.cfg);
+    varflow::var a = eng.new_var();
+    eng.push_async({}, {a}, std::forward<F>(fn),
+                   varflow::options{}.set_name("async"));
+    varflow::wait_result r = eng.wait(a, std::nothrow);
+    CHECK_EQ(r.code(), code);
+    if (code != 0) {
+        CHECK_EQ(r.op_code(), VF_EOPFAILED);
+        CHECK(contains(r.message(), message));
+        CHECK_STR(r.op_name(), "async");
+    }
+    eng.wait_all(std::nothrow);
+}
+
+void async_ops(const cxx_test::kind &k)
+{
+    // Thrown with the completion taken by value: destroyed by the unwind.
+    push_async_expect(
+        k,
+        [](varflow::completion done) {
+            (void)done;
+            throw std::runtime_error("by value");
+        },
+        VF_EOPFAILED, "by value");
+    // Taken by rvalue reference and left where it was.
+    push_async_expect(
+        k,
+        [](varflow::completion &&done) {
+            (void)done;
+            throw std::runtime_error("by reference");
+        },
+        VF_EOPFAILED, "by reference");
+    // With the run context.
+    push_async_expect(
+        k,
+        [](varflow::run &r, varflow::completion done) {
+            CHECK_STR(r.name(), "async");
+            done.fail(std::string("failed by ") + r.name());
+        },
+        VF_EOPFAILED, "failed by async");
+    // Dropped without a call: fails, never hangs.
+    push_async_expect(
+        k, [](varflow::completion done) { (void)done; }, VF_EOPFAILED,
+        "destroyed before it was called");
+    push_async_expect(
+        k, [](varflow::completion &&done) { (void)done; }, VF_EOPFAILED,
+        "destroyed before it was called");
+    // Destroyed by an exception the callable caught itself.
+    push_async_expect(
+        k,
+        [](varflow::completion done) {
+            try {
+                varflow::completion inner = std::move(done);
+                throw 1;
+            } catch (int) {
+            }
+        },
+        VF_EOPFAILED, "destroyed before it was called");
+    // Used twice: the second throws VF_EALREADY (inside the op: caught
+    // here, so the op's outcome is the first call's).
+    push_async_expect(
+        k,
+        [](varflow::completion done) {
+            done.complete();
+            CHECK_THROWS(done.complete(), varflow::error, VF_EALREADY, (void)e);
+        },
+        0, "");
+    // Completed from another thread; the callable then throws: too late
+    // to matter, the completion decides.
+    std::thread worker;
+    push_async_expect(
+        k,
+        [&worker](varflow::completion done) {
+            worker = std::thread([d = std::move(done)]() mutable { d(); });
+            throw std::runtime_error("after handing over");
+        },
+        0, "");
+    worker.join();
+    // A reusable async op, pushed three times.
+    varflow::engine eng(k.cfg);
+    varflow::var a = eng.new_var();
+    std::atomic<int> runs{0};
+    varflow::reusable_op op = eng.make_async_op(
+        {}, {a}, [&runs](varflow::completion done) {
+            runs++;
+            done();
+        });
+    op.push();
+    op.push();
+    op.push();
+    eng.wait(a);
+    CHECK_EQ(runs.load(), 3);
+}
+
+void api_errors(const cxx_test::kind &k)
+{
+    vf_config bad = k.cfg;
+    bad.cpu_workers = -1;
+    CHECK_THROWS(varflow::engine eng(bad), varflow::error, VF_EINVAL, {
+        CHECK_STR(e.name(), "VF_EINVAL");
+        CHECK(contains(e.what(), "VF_EINVAL: "));
+        CHECK(contains(e.detail(), "cpu_workers"));
+    });
+    varflow::engine eng(k.cfg);
+    varflow::var a = eng.new_var();
+    vf_var stale = a.release();
+    vf_var_delete(eng.get(), stale, nullptr, nullptr);
+    CHECK_THROWS(eng.wait(stale), varflow::error, VF_ESTALE,
+                 CHECK_STR(e.name(), "VF_ESTALE"));
+    varflow::wait_result r = eng.wait(stale, std::nothrow);
+    CHECK_EQ(r.code(), VF_ESTALE);
+    CHECK(contains(r.message(), "vf_wait_var"));
+    CHECK_THROWS(r.throw_if_failed(), varflow::error, VF_ESTALE, (void)e);
+    // A wait from inside an op on a var the op writes: VF_EDEADLK, thrown
+    // in the op, which then fails with that code.
+    varflow::var b = eng.new_var();
+    vf_var bh = b;
+    eng.push(
+        {}, {b}, [bh](varflow::run &run) { run.engine().wait(bh); },
+        varflow::options{}.set_name("self-wait"));
+    CHECK_THROWS(eng.wait(b), varflow::op_failed, VF_EOPFAILED,
+                 CHECK_EQ(e.op_code(), VF_EDEADLK));
+}
+
+} // namespace
+
+int main()
+{
+    try {
+        cxx_test::for_each_kind([](const cxx_test::kind &k) {
+            sync_throws(k);
+            async_ops(k);
+            api_errors(k);
+        });
+    } catch (const std::exception &e) {
+        cxx_test::fail(__FILE__, __LINE__, e.what());
+    }
+    return cxx_test::finish("test_cxx_exceptions");
+}
