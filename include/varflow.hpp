@@ -1052,6 +1052,18 @@ class engine_ref
         detail::check(vf_engine_stats(e_, &s));
         return s;
     }
+    /* Bulk execution for the calling thread (vf_set_bulk_size): returns the
+     * previous size. */
+    int set_bulk_size(int size) const
+    {
+        int previous = vf_set_bulk_size(e_, size);
+        detail::check(previous < 0 ? previous : 0);
+        return previous;
+    }
+    void bulk_flush() const
+    {
+        detail::check(vf_bulk_flush(e_));
+    }
 
   protected:
     vf_engine *e_ = nullptr;

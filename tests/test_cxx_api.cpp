@@ -129,6 +129,28 @@ void stop_start(const cxx_test::kind &k)
     CHECK_EQ(ran, 1);
 }
 
+// Bulk execution through the C++ layer: MXNet's bulk test.
+void bulk(const cxx_test::kind &k)
+{
+    varflow::engine eng(k.cfg);
+    varflow::var x = eng.new_var();
+    CHECK_EQ(eng.set_bulk_size(10), 0);
+    long value = 0;
+    eng.push({}, {x}, [&value] { value = 1; });
+    eng.push({}, {x}, [&value] { value *= 2; });
+    eng.push({}, {x}, [&value] { value += 1; });
+    eng.wait(x);
+    CHECK_EQ(value, 3);
+    for (int i = 0; i < 101; i++)
+        eng.push({}, {x}, [&value] { value += 1; });
+    eng.bulk_flush();
+    eng.wait_all();
+    CHECK_EQ(value, 104);
+    CHECK_EQ(eng.stats().bulks > 0, k.threaded);
+    CHECK_EQ(eng.set_bulk_size(0), 10);
+    CHECK_THROWS(eng.set_bulk_size(-1), varflow::error, VF_EINVAL, (void)e);
+}
+
 } // namespace
 
 int main()
@@ -139,6 +161,7 @@ int main()
             lists_and_options(k);
             nested(k);
             stop_start(k);
+            bulk(k);
         });
     } catch (const std::exception &e) {
         cxx_test::fail(__FILE__, __LINE__, e.what());
