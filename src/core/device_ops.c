@@ -313,7 +313,7 @@ void vf__device_op_span(vf__op *op, vf__event *end_ev)
     }
     uint64_t end = cls->event_time_ns(end_ev);
     if (start != 0 && end != 0)
-        vf__prof_op_device_span(op->engine->prof, &op->prof, start, end);
+        vf__prof_op_device_span(op->engine->prof, op->prof, start, end);
 }
 
 /* --- the completer ------------------------------------------------------ */

@@ -139,7 +139,7 @@ static void info(const vf__op *op, const char *step, int worker)
 static void hooks_start(vf__op *op, int worker)
 {
     if (op->hooks & VF__HOOK_PROF)
-        vf__prof_op_started(op->engine->prof, &op->prof, worker);
+        vf__prof_op_started(op->engine->prof, op->prof, worker);
     if (op->hooks & VF__HOOK_INFO)
         info(op, "dispatch", worker);
 }
@@ -148,7 +148,7 @@ static void hooks_start(vf__op *op, int worker)
 static void hooks_end(vf__op *op)
 {
     if (op->hooks & VF__HOOK_PROF)
-        vf__prof_op_ended(op->engine->prof, &op->prof,
+        vf__prof_op_ended(op->engine->prof, op->prof,
                           op->status == VF_ESKIPPED);
     if (op->hooks & VF__HOOK_INFO)
         info(op, "complete",
@@ -161,7 +161,7 @@ static void hooks_record(vf__op *op)
     const vf__opdef *def = op->def;
     vf_engine *e = op->engine;
     vf__prof_op_finished(
-        e->prof, &op->prof,
+        e->prof, op->prof,
         &(vf__prof_op_desc){.name = def->name,
                             .pool = def->pool ? (int)(def->pool - e->pools)
                                               : -1,
@@ -170,6 +170,7 @@ static void hooks_record(vf__op *op)
                             .async = def->async_fn != NULL,
                             .status = op->status});
     op->hooks &= (uint8_t)~VF__HOOK_PROF;
+    op->prof = NULL; /* freed by the profiler */
 }
 
 /* Call the op's sync function; a non-zero return fails the op. */

@@ -139,7 +139,7 @@ struct vf__op {
      * hot path tests, so an engine with nothing observing pays one test per
      * hook site. */
     uint8_t hooks;
-    vf__op_prof prof; /* valid when hooks & VF__HOOK_PROF */
+    vf__op_prof *prof; /* the profiler's record, when hooks & VF__HOOK_PROF */
     vf__opdef own; /* the definition of a one-shot push */
     vf__varref inline_vars[VF__OP_INLINE_VARS];
 };

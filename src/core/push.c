@@ -74,7 +74,7 @@ int vf__engine_enqueue(vf_engine *e, vf__op *op, const char *who)
     if (def->kind == VF__OP_USER || def->kind == VF__OP_BULK) {
         op->hooks = atomic_load_explicit(&e->hooks, memory_order_relaxed);
         if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF) &&
-            !vf__prof_op_pushed(e->prof, &op->prof, def->nvars))
+            (op->prof = vf__prof_op_pushed(e->prof, def->nvars)) == NULL)
             op->hooks &= (uint8_t)~VF__HOOK_PROF;
     }
 
@@ -127,7 +127,7 @@ int vf__engine_enqueue(vf_engine *e, vf__op *op, const char *who)
         return 0;
     }
     if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF) && nready < n)
-        vf__prof_op_ready(e->prof, &op->prof);
+        vf__prof_op_ready(e->prof, op->prof);
     vf__dispatch_pushed(op);
     return 0;
 }

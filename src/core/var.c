@@ -62,10 +62,10 @@ static void make_ready(vf__op *op, const vf__op *from, vf__readylist *ready)
 {
     bool recorded = VF__UNLIKELY(op->hooks & VF__HOOK_PROF);
     if (recorded && (from->hooks & VF__HOOK_PROF))
-        vf__prof_op_edge(&op->prof, &from->prof);
+        vf__prof_op_edge(op->prof, from->prof);
     if (vf__op_release(op, 1)) {
         if (recorded)
-            vf__prof_op_ready(op->engine->prof, &op->prof);
+            vf__prof_op_ready(op->engine->prof, op->prof);
         vf__readylist_add(ready, op);
     }
 }

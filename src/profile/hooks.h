@@ -103,9 +103,10 @@ void vf__prof_fork_lock(vf__profiler *p, bool lock);
 
 /* --- an op's life (called only for ops whose hooks say "recorded") ------- */
 
-/* Pushed: give it an id and its push time. False when it cannot be
- * recorded (no memory for its edges): the op itself is unaffected. */
-bool vf__prof_op_pushed(vf__profiler *p, vf__op_prof *r, int nvars);
+/* Pushed: a new record for it (kept out of the op block, so an op nobody
+ * records costs nothing for it), with an id and its push time. NULL when
+ * it cannot be recorded (no memory): the op itself is unaffected. */
+vf__op_prof *vf__prof_op_pushed(vf__profiler *p, int nvars);
 /* An op recorded as `from` released one of its vars. */
 void vf__prof_op_edge(vf__op_prof *r, const vf__op_prof *from);
 /* Its last dependency was released. */
@@ -118,11 +119,11 @@ void vf__prof_op_device_span(vf__profiler *p, vf__op_prof *r,
                              uint64_t start_ns, uint64_t end_ns);
 /* Its function returned, or it was skipped (then its start is its end). */
 void vf__prof_op_ended(vf__profiler *p, vf__op_prof *r, bool skipped);
-/* Finished: append its record (once; frees its extra edge slots). */
+/* Finished: append its record (once; frees `r`). */
 void vf__prof_op_finished(vf__profiler *p, vf__op_prof *r,
                           const vf__prof_op_desc *op);
 /* Dropped without a record (a push that failed, or a block freed before
- * its finish was recorded). */
+ * its finish was recorded): frees `r`. */
 void vf__prof_op_dropped(vf__op_prof *r);
 
 #endif /* VF_PROFILE_HOOKS_H */

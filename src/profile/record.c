@@ -116,14 +116,19 @@ static uint64_t stamp(vf__profiler *p)
     return now_ns() - atomic_load_explicit(&p->t0, memory_order_relaxed);
 }
 
-bool vf__prof_op_pushed(vf__profiler *p, vf__op_prof *r, int nvars)
+vf__op_prof *vf__prof_op_pushed(vf__profiler *p, int nvars)
 {
+    vf__op_prof *r = vf__malloc(sizeof *r);
+    if (r == NULL)
+        return NULL; /* not recorded; the op itself is unaffected */
     r->more_deps = NULL;
     if (nvars > VF__PROF_INLINE_DEPS) {
         r->more_deps = vf__malloc((size_t)(nvars - VF__PROF_INLINE_DEPS) *
                                   sizeof *r->more_deps);
-        if (r->more_deps == NULL)
-            return false; /* not recorded; the op itself is unaffected */
+        if (r->more_deps == NULL) {
+            free(r);
+            return NULL;
+        }
     }
     atomic_store_explicit(&r->ndeps, 0, memory_order_relaxed);
     r->session = atomic_load_explicit(&p->session, memory_order_relaxed);
@@ -132,7 +137,7 @@ bool vf__prof_op_pushed(vf__profiler *p, vf__op_prof *r, int nvars)
     r->device_start = r->device_end = 0;
     r->id = atomic_fetch_add_explicit(&p->next_id, 1,
                                       memory_order_relaxed) + 1;
-    return true;
+    return r;
 }
 
 void vf__prof_op_edge(vf__op_prof *r, const vf__op_prof *from)
@@ -175,7 +180,7 @@ void vf__prof_op_ended(vf__profiler *p, vf__op_prof *r, bool skipped)
 void vf__prof_op_dropped(vf__op_prof *r)
 {
     free(r->more_deps);
-    r->more_deps = NULL;
+    free(r);
 }
 
 /* FNV-1a: names are short, and only hashed while profiling. */
