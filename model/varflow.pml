@@ -8,7 +8,7 @@
  *   (qop, qw, nextw, rafter)
  *       struct vf__var / vf__qblock in src/core/var.h: `lock` (vf__spinlock),
  *       `nreaders` (-1 is VF__WRITE_RUNNING), `pending_write`, `last_write`,
- *       the sentinel `tail`, `state` (LIVE / DELETING / FREE); a block's
+ *       `tail`, `state` (LIVE / DELETING / FREE); a block's
  *       `op`, `write`, and for write blocks `next_write` and
  *       `reads_after`. Blocks are slots of an array per var, in append
  *       order (the linked list's order), never reused.
@@ -92,8 +92,7 @@
  *     consistent (the C code's acquire/release orders, see docs/design.md,
  *     are not modeled);
  *   - the queue is an array of slots in append order rather than a list of
- *     blocks with a sentinel and spare blocks (the free list's recycling of
- *     blocks is not modeled); a var-side transition (lock, change, unlock)
+ *     places each op brings with it (where they live is not modeled); a var-side transition (lock, change, unlock)
  *     is one atomic step, and so is a push's check-append-unlock once it
  *     holds all its locks (nothing else can touch those vars meanwhile);
  *     taking each lock is a step of its own, as are the releases of the
@@ -143,7 +142,7 @@ byte vlock[NV];
 short nreaders[NV];
 byte pw[NV];            /* pending_write: the head write's slot, or NONE */
 byte lastw[NV];         /* last_write: the newest queued write, or NONE */
-byte qtl[NV];           /* tail: the sentinel's slot (next one to use) */
+byte qtl[NV];           /* tail: the next slot to use */
 byte qop[NV * QS];      /* per queue block: op */
 bit qw[NV * QS];        /*   write */
 byte nextw[NV * QS];    /*   write blocks: next_write, or NONE */

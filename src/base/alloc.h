@@ -4,7 +4,7 @@
  * that needed it returns VF_ENOMEM and leaves the engine usable and
  * leak-free. Memory is freed with plain free().
  *
- * The hot path does not come here: op and queue blocks come from the free
+ * The hot path does not come here: op blocks come from the free
  * lists (freelist.h), which call vf__calloc only when they run dry.
  */
 #ifndef VF_ALLOC_H

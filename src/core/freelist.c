@@ -29,7 +29,6 @@ typedef struct depot {
 
 static depot depots[VF__FL_KINDS] = {
     [VF__FL_OP] = {.lock = PTHREAD_MUTEX_INITIALIZER},
-    [VF__FL_QUEUE] = {.lock = PTHREAD_MUTEX_INITIALIZER},
 };
 
 typedef struct cache {

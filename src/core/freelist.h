@@ -1,6 +1,6 @@
 /*
- * freelist.h: per-thread free lists of fixed-size blocks (op blocks and var
- * queue blocks), so the hot path never calls malloc.
+ * freelist.h: per-thread free lists of fixed-size blocks (op blocks, with
+ * their places in var queues), so the hot path never calls malloc.
  *
  * Each thread keeps a private stack of free blocks per kind (no atomics, no
  * locks). Blocks are usually freed by a different thread than allocated them
@@ -24,8 +24,7 @@
 #include "base/common.h"
 
 typedef enum vf__fl_kind {
-    VF__FL_OP,    /* struct vf__op */
-    VF__FL_QUEUE, /* struct vf__qblock */
+    VF__FL_OP, /* struct vf__op (its queue places included: op.h) */
     VF__FL_KINDS
 } vf__fl_kind;
 

@@ -27,6 +27,7 @@ vf__op *vf__op_alloc(void)
     op->own.vars = NULL;
     op->hooks = 0;
     op->prof = NULL;
+    op->q = op->inline_q;
     /* `ticket` is deliberately kept: see op.h (a fresh block is zeroed). */
     uint64_t t = atomic_load_explicit(&op->ticket, memory_order_relaxed);
     atomic_store_explicit(&op->ticket, (t + 2) & ~(uint64_t)1,
@@ -38,6 +39,8 @@ void vf__op_free(vf__op *op)
 {
     if (op->prof != NULL)
         vf__prof_op_dropped(op->prof);
+    if (op->q != op->inline_q)
+        free(op->q);
     vf__failure_unref(op->failure);
     free(op->pending_message);
     if (op->dev != NULL)

@@ -16,13 +16,17 @@
  *   push:      wait = nvars + 1, appended to every var's queue as one atomic
  *              step (all var locks held); each var that is ready for it at
  *              once takes one off; the push itself takes the last one off.
+ *              Its place in each var's queue is a vf__qblock of its own
+ *              (one per var, in the block or beside it), so a push
+ *              allocates nothing per var.
  *   ready:     the thread that takes `wait` to zero dispatches it (to a
  *              worker queue, or inline for async, wait and naive-engine ops).
  *   run:       the function runs, or is skipped when an input has failed.
  *   finish:    `done` callback, then every var is released (which may make
  *              other ops ready), then the block returns to the free list.
  * Blocks come from the per-thread free lists (freelist.h). A var set larger
- * than VF__OP_INLINE_VARS is the one case that mallocs.
+ * than VF__OP_INLINE_VARS is the one case that mallocs (its var refs and
+ * its queue places).
  */
 #ifndef VF_OP_H
 #define VF_OP_H
@@ -33,7 +37,7 @@
 #include "core/failure.h"
 #include "profile/hooks.h"
 
-#define VF__OP_INLINE_VARS 8
+#define VF__OP_INLINE_VARS 4
 
 #define VF__HOOK_PROF 1u /* recorded by the profiler */
 #define VF__HOOK_INFO 2u /* VF_ENGINE_INFO is on */
@@ -42,6 +46,17 @@ typedef struct vf__var vf__var;
 typedef struct vf__pool vf__pool;
 typedef struct vf__op vf__op;
 typedef struct vf__devrun vf__devrun;
+
+/* An op's place in one var's queue (var.h), while it waits there. A write's
+ * place also knows the reads queued right behind it and the next write, so
+ * a finishing write finds what to release without searching. */
+typedef struct vf__qblock {
+    struct vf__qblock *next; /* the next place in the var's queue, or NULL */
+    vf__op *op;
+    struct vf__qblock *next_write; /* a write: the next write, or NULL */
+    int32_t reads_after;           /* a write: reads queued behind it */
+    bool write;
+} vf__qblock;
 
 typedef struct vf__varref {
     vf__var *var;
@@ -142,6 +157,10 @@ struct vf__op {
     vf__op_prof *prof; /* the profiler's record, when hooks & VF__HOOK_PROF */
     vf__opdef own; /* the definition of a one-shot push */
     vf__varref inline_vars[VF__OP_INLINE_VARS];
+    /* Its places in the queues of def->vars, index for index: inline_q,
+     * or a malloc'd array for a larger var set (made by the push). */
+    vf__qblock *q;
+    vf__qblock inline_q[VF__OP_INLINE_VARS];
 };
 
 /* Operators: a definition plus a reference count (one for the handle, one

@@ -20,31 +20,6 @@
 #include "core/freelist.h"
 #include "core/lifecycle.h"
 
-static void free_spares(vf__qblock *chain)
-{
-    while (chain) {
-        vf__qblock *next = chain->next;
-        vf__fl_free(VF__FL_QUEUE, chain);
-        chain = next;
-    }
-}
-
-/* Allocate `n` spare queue blocks as a chain (append may need one per var). */
-static vf__qblock *alloc_spares(int n)
-{
-    vf__qblock *chain = NULL;
-    for (int i = 0; i < n; i++) {
-        vf__qblock *b = vf__fl_alloc(VF__FL_QUEUE);
-        if (b == NULL) {
-            free_spares(chain);
-            return NULL;
-        }
-        b->next = chain;
-        chain = b;
-    }
-    return chain;
-}
-
 /* Take `delta` off the engine's counts, waking whoever waits for the state
  * that reaches. */
 static void uncount(vf_engine *e, uint64_t delta)
@@ -66,9 +41,11 @@ int vf__engine_enqueue(vf_engine *e, vf__op *op, const char *who)
     const vf__varref *vars = def->vars;
     int n = def->nvars;
 
-    vf__qblock *spares = NULL;
-    if (n > 0 && (spares = alloc_spares(n)) == NULL)
+    if (VF__UNLIKELY(n > VF__OP_INLINE_VARS) && op->q == op->inline_q &&
+        (op->q = vf__malloc((size_t)n * sizeof *op->q)) == NULL) {
+        op->q = op->inline_q;
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
+    }
     atomic_store_explicit(&op->wait, n + 1, memory_order_relaxed);
     op->engine = e;
     if (def->kind == VF__OP_USER || def->kind == VF__OP_BULK) {
@@ -89,7 +66,6 @@ int vf__engine_enqueue(vf_engine *e, vf__op *op, const char *who)
      * either sees this push or this push sees the stop (both seq_cst). */
     if (VF__UNLIKELY(atomic_load(&e->holding)) && def->kind != VF__OP_WAIT &&
         vf__current_op_engine() != e && !vf__engine_releasing_held(e)) {
-        free_spares(spares);
         uncount(e, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
         if (vf__engine_hold(e, op) == 0)
             return 0;
@@ -100,27 +76,19 @@ int vf__engine_enqueue(vf_engine *e, vf__op *op, const char *who)
     for (int i = 0; i < n; i++) {
         if (!vf__var_usable(vars[i].var, vars[i].gen)) {
             unlock_vars(vars, n);
-            free_spares(spares);
             uncount(e, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
             return vf__fail(VF_ESTALE, "%s: a variable of op \"%s\" was "
                                        "deleted", who, def->name);
         }
     }
     int nready = 0;
-    for (int i = 0; i < n; i++) {
-        vf__qblock *next = spares->next;
-        vf__qblock *spare = spares;
-        bool ready = vars[i].write
-                         ? vf__var_append_write(vars[i].var, op, &spare)
-                         : vf__var_append_read(vars[i].var, op, &spare);
-        nready += ready;
-        if (spare == NULL)
-            spares = next;
-    }
+    vf__qblock *q = op->q;
+    for (int i = 0; i < n; i++)
+        nready += vars[i].write ? vf__var_append_write(vars[i].var, op, &q[i])
+                                : vf__var_append_read(vars[i].var, op, &q[i]);
     if (def->kind == VF__OP_DELETE)
         vars[0].var->state = VF__VAR_DELETING;
     unlock_vars(vars, n);
-    free_spares(spares);
 
     if (!vf__op_release(op, nready + 1)) {
         uncount(e, VF__COUNT_ACTIVE); /* a var will release it */

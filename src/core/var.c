@@ -9,45 +9,39 @@
 
 /* --- queue ------------------------------------------------------------- */
 
-/* Queue the op at the tail: the sentinel becomes its block and the spare
- * becomes the new sentinel (so appending never branches on emptiness). */
-static vf__qblock *enqueue(vf__var *v, vf__op *op, bool write,
-                           vf__qblock **spare)
+/* Queue the op's place at the tail. */
+static void enqueue(vf__var *v, vf__op *op, bool write, vf__qblock *blk)
 {
-    vf__qblock *blk = v->tail;
-    vf__qblock *sentinel = *spare;
-    *spare = NULL;
-    sentinel->next = NULL;
-    sentinel->op = NULL;
-    blk->next = sentinel;
+    blk->next = NULL;
     blk->op = op;
     blk->write = write;
-    v->tail = sentinel;
-    return blk;
+    if (v->tail != NULL)
+        v->tail->next = blk;
+    v->tail = blk;
 }
 
-bool vf__var_append_read(vf__var *v, vf__op *op, vf__qblock **spare)
+bool vf__var_append_read(vf__var *v, vf__op *op, vf__qblock *place)
 {
     if (v->pending_write == NULL) {
         VF__ASSERT(v->nreaders >= 0);
         v->nreaders++;
         return true;
     }
-    enqueue(v, op, false, spare); /* behind the newest write */
+    enqueue(v, op, false, place); /* behind the newest write */
     v->last_write->reads_after++;
     return false;
 }
 
-bool vf__var_append_write(vf__var *v, vf__op *op, vf__qblock **spare)
+bool vf__var_append_write(vf__var *v, vf__op *op, vf__qblock *place)
 {
-    vf__qblock *blk = enqueue(v, op, true, spare);
-    blk->next_write = NULL;
-    blk->reads_after = 0;
+    enqueue(v, op, true, place);
+    place->next_write = NULL;
+    place->reads_after = 0;
     if (v->last_write != NULL)
-        v->last_write->next_write = blk;
-    v->last_write = blk;
+        v->last_write->next_write = place;
+    v->last_write = place;
     if (v->pending_write == NULL) {
-        v->pending_write = blk;
+        v->pending_write = place;
         if (v->nreaders == 0) {
             v->nreaders = VF__WRITE_RUNNING;
             return true;
@@ -102,14 +96,16 @@ void vf__var_complete_write(vf__var *v, const vf__op *from,
     vf__spin_lock(&v->lock);
     VF__ASSERT(v->nreaders == VF__WRITE_RUNNING && v->pending_write != NULL);
     vf__qblock *done = v->pending_write;
-    /* The block after the run of reads behind `done`: the next write, or
-     * the sentinel. O(1) under the lock: nothing is walked here. */
+    /* The reads right behind `done`, then the next write (or nothing).
+     * O(1) under the lock: nothing is walked here. */
     int nreads = done->reads_after;
-    vf__qblock *end = done->next_write ? done->next_write : v->tail;
+    vf__qblock *end = done->next_write;
+    vf__qblock *first_read = done->next;
     vf__op *next_write = NULL;
-    if (end == v->tail) {
+    if (end == NULL) {
         v->pending_write = NULL;
         v->last_write = NULL;
+        v->tail = NULL;
         v->nreaders = nreads;
     } else {
         v->pending_write = end;
@@ -122,15 +118,14 @@ void vf__var_complete_write(vf__var *v, const vf__op *from,
     }
     vf__spin_unlock(&v->lock);
 
-    /* The blocks from `done` up to `end` left the queue under the lock: no
-     * other thread can reach them, so they are walked unlocked. `end` stays
-     * (it is the next write or the sentinel). */
-    vf__qblock *blk = done;
-    while (blk != end) {
+    /* The reads' places left the queue under the lock: no other thread
+     * reaches them now, so they are walked unlocked. Each `next` is read
+     * before its op is released: once ready, the op (and its place) may
+     * run, finish and be freed on another thread. */
+    vf__qblock *blk = first_read;
+    for (int i = 0; i < nreads; i++) {
         vf__qblock *next = blk->next;
-        if (blk != done)
-            make_ready(blk->op, from, ready);
-        vf__fl_free(VF__FL_QUEUE, blk);
+        make_ready(blk->op, from, ready);
         blk = next;
     }
     if (next_write)
@@ -195,10 +190,7 @@ void vf__var_table_destroy(vf__var_table *t)
     for (unsigned c = 0; (chunk = chunk_at(t, c)) != NULL; c++) {
         for (unsigned i = 0; i < VF__VAR_CHUNK; i++) {
             vf__var *v = &chunk[i];
-            if (v->state != VF__VAR_FREE && v->tail != NULL) {
-                VF__ASSERT(v->pending_write == NULL);
-                vf__fl_free(VF__FL_QUEUE, v->tail);
-            }
+            VF__ASSERT(v->state == VF__VAR_FREE || v->pending_write == NULL);
             vf__failure_unref(atomic_load_explicit(&v->failure,
                                                    memory_order_relaxed));
         }
@@ -209,13 +201,6 @@ void vf__var_table_destroy(vf__var_table *t)
 
 int vf__var_create(vf__var_table *t, vf_var *out)
 {
-    vf__qblock *sentinel = vf__fl_alloc(VF__FL_QUEUE);
-    if (sentinel == NULL)
-        return vf__fail(VF_ENOMEM, "vf_var_new: out of memory");
-    sentinel->next = NULL;
-    sentinel->op = NULL;
-    sentinel->write = false;
-
     pthread_mutex_lock(&t->lock);
     vf__var *v = t->free_head;
     if (v != NULL) {
@@ -224,7 +209,6 @@ int vf__var_create(vf__var_table *t, vf_var *out)
         uint32_t index = t->nslots;
         if (index >= (1u << VF__VAR_INDEX_BITS)) {
             pthread_mutex_unlock(&t->lock);
-            vf__fl_free(VF__FL_QUEUE, sentinel);
             return vf__fail(VF_ENOMEM, "vf_var_new: all %u variable slots "
                                        "are in use", 1u << VF__VAR_INDEX_BITS);
         }
@@ -236,7 +220,6 @@ int vf__var_create(vf__var_table *t, vf_var *out)
                                        VF__VAR_CHUNK * sizeof *chunk);
             if (chunk == NULL) {
                 pthread_mutex_unlock(&t->lock);
-                vf__fl_free(VF__FL_QUEUE, sentinel);
                 return vf__fail(VF_ENOMEM, "vf_var_new: out of memory");
             }
             for (unsigned i = 0; i < VF__VAR_CHUNK; i++) {
@@ -259,7 +242,7 @@ int vf__var_create(vf__var_table *t, vf_var *out)
     v->nreaders = 0;
     v->pending_write = NULL;
     v->last_write = NULL;
-    v->tail = sentinel;
+    v->tail = NULL;
     v->state = VF__VAR_LIVE;
     atomic_store_explicit(&v->version, 0, memory_order_relaxed);
     vf__spin_unlock(&v->lock);
@@ -292,8 +275,6 @@ void vf__var_free_slot(vf__var_table *t, vf__var *v)
     vf__spin_lock(&v->lock);
     VF__ASSERT(v->state == VF__VAR_DELETING && v->pending_write == NULL &&
                v->nreaders == 0);
-    vf__qblock *sentinel = v->tail;
-    v->tail = NULL;
     v->state = VF__VAR_FREE;
     atomic_store_explicit(&v->watched, false, memory_order_relaxed);
     uint32_t gen = atomic_load_explicit(&v->gen, memory_order_relaxed);
@@ -302,7 +283,6 @@ void vf__var_free_slot(vf__var_table *t, vf__var *v)
     vf__failure *f = atomic_exchange_explicit(&v->failure, NULL,
                                               memory_order_acq_rel);
     vf__spin_unlock(&v->lock);
-    vf__fl_free(VF__FL_QUEUE, sentinel);
     vf__failure_unref(f);
 
     pthread_mutex_lock(&t->lock);

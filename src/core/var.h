@@ -3,8 +3,9 @@
  * engine) and the table that turns vf_var handles into var slots.
  *
  * The queue (MXNet's ThreadedVar). Each var keeps a FIFO of the ops waiting
- * for it, as a singly-linked list of queue blocks ending in an empty
- * sentinel (`tail`). Running reads are not in the queue: they are counted in
+ * for it, as a singly-linked list of their places (vf__qblock, op.h: each
+ * op brings its own, so queueing allocates nothing), from `pending_write`
+ * to `tail`. Running reads are not in the queue: they are counted in
  * `nreaders`. The oldest write still in the queue is `pending_write`, which
  * is always the queue's head: a read only queues behind a write, so the
  * queue is either empty or starts with a write. The rules:
@@ -51,18 +52,6 @@
 #define VF__VAR_CHUNK (1u << VF__VAR_CHUNK_BITS)
 #define VF__VAR_MAX_CHUNKS (1u << (VF__VAR_INDEX_BITS - VF__VAR_CHUNK_BITS))
 
-/* A queue block: one waiting op (or the empty sentinel at the tail). A
- * write's block also knows the reads queued right behind it and the next
- * write, so a finishing write finds what to release without walking the
- * queue under the lock. */
-typedef struct vf__qblock {
-    struct vf__qblock *next;
-    vf__op *op;
-    struct vf__qblock *next_write; /* write blocks: the next write, or NULL */
-    int32_t reads_after;           /* write blocks: reads queued behind it */
-    bool write;
-} vf__qblock;
-
 typedef enum vf__var_state {
     VF__VAR_FREE = 0, /* slot unused */
     VF__VAR_LIVE,     /* usable */
@@ -74,7 +63,7 @@ struct vf__var {
     int32_t nreaders;          /* lock: running reads, or VF__WRITE_RUNNING */
     vf__qblock *pending_write; /* lock: queue head (a write) or NULL */
     vf__qblock *last_write;    /* lock: newest queued write, or NULL */
-    vf__qblock *tail;          /* lock: the sentinel */
+    vf__qblock *tail;          /* lock: the newest place queued, or NULL */
     uint8_t state;             /* lock (and the table lock when freeing) */
     /* Written only by a write finishing (it holds the var exclusively);
      * read by ops that hold the var. Release/acquire so a reader sees the
@@ -110,7 +99,7 @@ typedef struct vf__var_table {
 
 int vf__var_table_init(vf__var_table *t, uint16_t tag);
 
-/* Free every slot's leftovers (queue sentinel, failure) and the chunks. The
+/* Free every slot's leftovers (its failure) and the chunks. The
  * engine must be idle. */
 void vf__var_table_destroy(vf__var_table *t);
 
@@ -149,14 +138,13 @@ static inline uint32_t vf__var_handle_gen(vf_var h)
 void vf__var_free_slot(vf__var_table *t, vf__var *v);
 
 /*
- * Queue operations. The append functions need the var's lock held and a
- * spare queue block (`spare`; append_write always consumes it, append_read
- * only when the read has to queue: *spare is set to NULL when consumed).
- * They return true when the var is ready for the op at once; the caller
- * then takes one off the op's wait counter.
+ * Queue operations. The append functions need the var's lock held and the
+ * op's place for this var (`place`, used when the op has to queue). They
+ * return true when the var is ready for the op at once; the caller then
+ * takes one off the op's wait counter.
  */
-bool vf__var_append_read(vf__var *v, vf__op *op, vf__qblock **spare);
-bool vf__var_append_write(vf__var *v, vf__op *op, vf__qblock **spare);
+bool vf__var_append_read(vf__var *v, vf__op *op, vf__qblock *place);
+bool vf__var_append_write(vf__var *v, vf__op *op, vf__qblock *place);
 
 /* Release a read / the head write held by the finishing op `from` (take the
  * lock themselves). Ops this makes ready are added to `ready`. A write passes on
