@@ -332,10 +332,9 @@ VF_API int vf_engine_stats(vf_engine *e, vf_stats *out)
     return 0;
 }
 
-int vf__engine_admit(vf_engine *e, bool nonblocking, const char *who)
+int vf__engine_admit_slow(vf_engine *e, bool nonblocking, const char *who)
 {
-    if (e->max_inflight == 0 ||
-        (atomic_load(&e->counts) >> 32) < e->max_inflight)
+    if ((atomic_load(&e->counts) >> 32) < e->max_inflight)
         return 0;
     if (nonblocking)
         return vf__fail(VF_EAGAIN, "%s: %u ops in flight (max_inflight)", who,

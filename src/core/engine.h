@@ -182,7 +182,13 @@ void vf__engine_counts_changed(vf_engine *e, uint64_t now);
 
 /* Before a user push: wait for room under the in-flight bound (see vf_push).
  * 0, or VF_EAGAIN when `nonblocking` and there is no room. */
-int vf__engine_admit(vf_engine *e, bool nonblocking, const char *who);
+int vf__engine_admit_slow(vf_engine *e, bool nonblocking, const char *who);
+static inline int vf__engine_admit(vf_engine *e, bool nonblocking,
+                                   const char *who)
+{
+    return e->max_inflight == 0 ? 0 /* no bound: nothing to check */
+                                : vf__engine_admit_slow(e, nonblocking, who);
+}
 
 /* Block until no op is pending (outside ops; used by destroy). */
 void vf__engine_drain(vf_engine *e);

@@ -41,8 +41,10 @@ void vf__op_free(vf__op *op)
         vf__prof_op_dropped(op->prof);
     if (op->q != op->inline_q)
         free(op->q);
-    vf__failure_unref(op->failure);
-    free(op->pending_message);
+    if (op->failure != NULL)
+        vf__failure_unref(op->failure);
+    if (op->pending_message != NULL)
+        free(op->pending_message);
     if (op->dev != NULL)
         vf__devrun_free(op->dev);
     if (op->opr != NULL)
@@ -67,19 +69,27 @@ static int check_list(const char *who, const char *what, vf_var_list l)
     return 0;
 }
 
-static int resolve(vf_engine *e, const char *who, const char *what, int i,
-                   vf_var h, vf__varref *out)
+/* A handle that did not resolve: the call's detail (out of line, so the
+ * hot path does not pay for choosing the words). */
+static __attribute__((noinline, cold)) int bad_handle(int rc, const char *who,
+                                                      const char *what, int i,
+                                                      vf_var h)
 {
-    int rc = vf__var_lookup(&e->vars, h, &out->var);
-    if (rc == 0) {
-        out->gen = vf__var_handle_gen(h);
-        return 0;
-    }
     const char *why = rc == VF_EXDEV    ? "belongs to another engine"
                       : rc == VF_ESTALE ? "was deleted"
                                         : "is not a variable handle";
     return vf__fail(rc, "%s: %s[%d] (id %#llx) %s", who, what, i,
                     (unsigned long long)h.id, why);
+}
+
+static int resolve(vf_engine *e, const char *who, const char *what, int i,
+                   vf_var h, vf__varref *out)
+{
+    int rc = vf__var_lookup(&e->vars, h, &out->var);
+    if (VF__UNLIKELY(rc != 0))
+        return bad_handle(rc, who, what, i, h);
+    out->gen = vf__var_handle_gen(h);
+    return 0;
 }
 
 /* Insertion sort by var address (sets are small), merging duplicates. */

@@ -9,13 +9,10 @@
 #include "core/engine.h"
 #include "core/exec.h"
 
-static _Thread_local vf__worker *this_worker;
+_Thread_local vf__worker *vf__this_worker_;
+#define this_worker vf__this_worker_
 static _Thread_local unsigned round_robin;
 
-vf__worker *vf__this_worker(void)
-{
-    return this_worker;
-}
 
 /* --- the ready queue: a FIFO lane and an intrusive pairing heap ---------- */
 

@@ -103,8 +103,13 @@ void vf__pool_destroy(vf__pool *p);
 /* Place a ready op on the pool (from any thread). */
 void vf__pool_submit(vf__pool *p, vf__op *op);
 
-/* The worker the calling thread is (of any engine); NULL otherwise. */
-vf__worker *vf__this_worker(void);
+/* The worker the calling thread is (of any engine); NULL otherwise. Read
+ * on every run and finish: inline. */
+extern _Thread_local vf__worker *vf__this_worker_;
+static inline vf__worker *vf__this_worker(void)
+{
+    return vf__this_worker_;
+}
 
 /* Take the best op from the worker's own queue, else steal one. NULL when
  * the pool has no queued op. Never blocks beyond a queue lock. */
