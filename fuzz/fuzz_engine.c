@@ -8,7 +8,8 @@
  * Input format (every byte string is a valid program; decoding stops at the
  * end of the input or after MAXOPS instructions):
  *   byte 0     engine: kind = b % 3 (naive, pooled, per-device),
- *              workers = 1 + (b / 3) % 2
+ *              workers = 1 + (b / 3) % 2, the main thread's bulk size
+ *              (rule 13) = {0, 4, 64}[(b / 6) % 3]
  *   byte 1     main vars: 1 + b % MAXV
  *   then instructions, opcode = b % 8:
  *     0,1,2 push:    flags, counts (reads = c & 3, writes = (c >> 2) & 3),
@@ -284,6 +285,9 @@ static int push_fop(vf_engine *e, fop *o)
 /* Wait until every pushed op has called `done`. */
 static void quiesce(prog *P)
 {
+    /* Ops in the main thread's open batch run once it is pushed. */
+    int rc = vf_bulk_flush(P->e);
+    ENSURE(rc == 0, "vf_bulk_flush failed", rc, 0);
     struct timespec t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     while (atomic_load(&P->outstanding) != 0) {
@@ -615,6 +619,9 @@ static void run_program(const uint8_t *data, size_t size)
                                  : VF_ENGINE_PERDEVICE;
     int rc = vf_engine_create(&P->e, &cfg);
     ENSURE(rc == 0, "vf_engine_create failed", rc, 0);
+    static const int bulk_sizes[3] = {0, 4, 64};
+    rc = vf_set_bulk_size(P->e, bulk_sizes[(kind_b / 6) % 3]);
+    ENSURE(rc == 0, "vf_set_bulk_size failed", rc, 0);
     rc = vf_engine_create(&P->other, &(vf_config){.type = VF_ENGINE_NAIVE});
     ENSURE(rc == 0, "vf_engine_create failed", rc, 0);
     rc = vf_var_new(P->other, &P->foreign);

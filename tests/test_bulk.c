@@ -304,10 +304,9 @@ static void test_other_threads(void)
     tu_gate_destroy(&a.done);
 }
 
-/* A var deleted while another thread's batch names it: the delete pushes
- * that batch first, so the batch runs before it; a later batched push on
- * the var is refused at its push, or, when it slipped into a batch after
- * the delete, fails alone (reported) while the rest of its batch runs. */
+/* A var whose delete was pushed: a later batched push on it is refused at
+ * its push (VF_ESTALE), as a lone push is; the delete pushed the batch
+ * that named the var first, so that batch ran before it. */
 static void free_flag(void *arg)
 {
     atomic_store((atomic_int *)arg, 1);
@@ -319,35 +318,74 @@ static void test_delete(void)
     vf_engine *e = tu_engine(&(tu_kind){.name = "pooled", .cfg = pooled});
     CHECK_EQ(vf_set_bulk_size(e, 8), 0);
     vf_var v = tu_var(e), w = tu_var(e);
-    step s[4];
+    step s[2];
     memset(s, 0, sizeof s);
     push_step(e, &s[0], "on v", NONE, VF_VARS(v), false);
     atomic_int freed = 0;
     CHECK_OK(vf_var_delete(e, v, free_flag, &freed));
-    /* The delete is pending or done: v's handle may still resolve until
-     * the delete runs, so this push may join a batch. */
     step late;
     memset(&late, 0, sizeof late);
-    int rc = vf_push(e, &(vf_op){.fn = step_fn, .arg = &late,
-                                 .done = step_done, .writes = VF_VARS(v),
-                                 .name = "late"});
+    CHECK_ERR(vf_push(e, &(vf_op){.fn = step_fn, .arg = &late,
+                                  .done = step_done, .writes = VF_VARS(v),
+                                  .name = "late"}),
+              VF_ESTALE);
     push_step(e, &s[1], "on w", NONE, VF_VARS(w), false);
-    vf_error err;
-    int wrc = vf_wait_all(e, &err);
+    CHECK_OK(vf_wait_all(e, NULL));
     CHECK_EQ(atomic_load(&s[0].ran), 1);
-    CHECK_EQ(atomic_load(&s[1].ran), 1); /* its batch ran without `late` */
+    CHECK_EQ(atomic_load(&s[1].ran), 1);
     CHECK_EQ(atomic_load(&freed), 1);
     CHECK_EQ(atomic_load(&late.ran), 0);
-    if (rc == 0) { /* accepted into a batch: reported as failed */
-        CHECK_EQ(atomic_load(&late.dones), 1);
-        CHECK_EQ(atomic_load(&late.status), VF_ESTALE);
-        CHECK_EQ(wrc, VF_EOPFAILED);
-        CHECK_EQ(err.code, VF_ESTALE);
-    } else {
-        CHECK_EQ(rc, VF_ESTALE);
-        CHECK_EQ(atomic_load(&late.dones), 0);
-        CHECK_EQ(wrc, 0);
+    CHECK_EQ(atomic_load(&late.dones), 0);
+    tu_finish_engine(e);
+}
+
+/* A batch that cannot be pushed whole. Its fused op needs memory for its
+ * queue places (a union of more than 4 vars): with that allocation failing,
+ * each op is pushed alone and runs. A union out of address order needs
+ * memory to be sorted: with that failing, every op of the batch fails with
+ * VF_ENOMEM, each reported as a failed op. */
+static void test_fallback(void)
+{
+    tu_phase("fallback");
+    vf_engine *e = tu_engine(&(tu_kind){.name = "pooled", .cfg = pooled});
+    enum { N = 6 };
+    vf_var v[N];
+    for (int i = 0; i < N; i++)
+        v[i] = tu_var(e);
+    step s[N];
+    memset(s, 0, sizeof s);
+    CHECK_EQ(vf_set_bulk_size(e, 64), 0);
+    for (int i = 0; i < N; i++) /* creation order: the union is sorted */
+        push_step(e, &s[i], "alone", NONE, VF_VARS(v[i]), false);
+    vf_debug_fail_alloc(1);
+    CHECK_OK(vf_bulk_flush(e));
+    vf_debug_fail_alloc(0);
+    CHECK_OK(vf_wait_all(e, NULL));
+    vf_stats st;
+    CHECK_OK(vf_engine_stats(e, &st));
+    CHECK_EQ(st.bulks, 0); /* no fused op went in */
+    CHECK_EQ(st.ran, N);
+    for (int i = 0; i < N; i++) {
+        CHECK_EQ(atomic_load(&s[i].ran), 1);
+        CHECK_EQ(atomic_load(&s[i].status), 0);
     }
+
+    memset(s, 0, sizeof s);
+    for (int i = N - 1; i >= 0; i--) /* reverse order: sorting allocates */
+        push_step(e, &s[i], "unsorted", NONE, VF_VARS(v[i]), false);
+    vf_debug_fail_alloc(1);
+    CHECK_OK(vf_bulk_flush(e));
+    vf_debug_fail_alloc(0);
+    vf_error err;
+    CHECK_ERR(vf_wait_all(e, &err), VF_EOPFAILED);
+    CHECK_EQ(err.code, VF_ENOMEM);
+    for (int i = 0; i < N; i++) {
+        CHECK_EQ(atomic_load(&s[i].ran), 0);
+        CHECK_EQ(atomic_load(&s[i].dones), 1);
+        CHECK_EQ(atomic_load(&s[i].status), VF_ENOMEM);
+    }
+    CHECK_OK(vf_engine_stats(e, &st));
+    CHECK_EQ(st.failed, N);
     tu_finish_engine(e);
 }
 
@@ -473,6 +511,7 @@ int main(void)
     test_mixed();
     test_other_threads();
     test_delete();
+    test_fallback();
     test_lifecycle();
     test_nested();
     test_settings();

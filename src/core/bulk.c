@@ -474,6 +474,21 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
         vars = opr->def.vars;
         nvars = opr->def.nvars;
     }
+    /* A var whose delete was pushed is refused now, as a lone push would
+     * be (the batch is pushed later; a delete pushed meanwhile by another
+     * thread is met by batch_push's op-by-op fallback). */
+    for (int i = 0; i < nvars; i++) {
+        vf__var *v = vars[i].var;
+        vf__spin_lock(&v->lock);
+        bool usable = vf__var_usable(v, vars[i].gen);
+        vf__spin_unlock(&v->lock);
+        if (!usable) {
+            vf__spin_unlock(&s->lock);
+            free(heap);
+            return vf__fail(VF_ESTALE, "%s: a variable of op \"%s\" was "
+                                       "deleted", who, def->name);
+        }
+    }
     vf__bulk_batch *b = s->batch;
     if (b != NULL && (b->priority != priority || b->pool != def->pool)) {
         flush_locked(e, s);
