@@ -74,12 +74,17 @@ void lists_and_options(const cxx_test::kind &k)
 #endif
 
     // Priority: with one worker held, the higher-priority op of two ready
-    // ones runs first.
+    // ones runs first. The two are pushed once the holding op has started
+    // (before that, the worker could take one of them first).
     if (k.threaded && k.workers == 1) {
-        cxx_test::gate g;
+        cxx_test::gate started, g;
         std::vector<int> order;
         varflow::var x = eng.new_var(), y = eng.new_var(), z = eng.new_var();
-        eng.push({}, {x}, [&] { CHECK(g.wait()); });
+        eng.push({}, {x}, [&] {
+            started.open();
+            CHECK(g.wait());
+        });
+        CHECK(started.wait());
         eng.push(
             {}, {y}, [&] { order.push_back(1); },
             varflow::options{}.set_priority(1));
