@@ -25,7 +25,9 @@ for c in "$@"; do
   grep -q "VF_BUILD_TOOLS OFF" "$d/bench/CMakeLists.txt" ||
     sed -i 's/set(VF_BUILD_EXAMPLES OFF)/set(VF_BUILD_EXAMPLES OFF)\nset(VF_BUILD_TOOLS OFF)/' \
       "$d/bench/CMakeLists.txt"
-  if ! { cmake -S "$d/bench" -B "$d/build-bench" -DCMAKE_BUILD_TYPE=Release >/dev/null 2>&1 &&
+  # No CUDA: the figures are the CPU engines', and the probe links plainly.
+  if ! { cmake -S "$d/bench" -B "$d/build-bench" -DCMAKE_BUILD_TYPE=Release \
+           -DVF_WITH_CUDA=OFF >/dev/null 2>&1 &&
          cmake --build "$d/build-bench" --target vfbench-varflow varflow_static >/dev/null 2>&1; }; then
     echo "$c: build failed"
     continue
@@ -33,6 +35,7 @@ for c in "$@"; do
   python3 "$here/callgrind.py" --build "$d/build-bench" --engines vf-naive,vf-pooled \
     --workloads W1,W2,W5 --repeat 3 --out "$out/$c.json" > "$out/$c.txt" 2>&1
   cc -O2 -I"$d/include" "$here/history_pending.c" "$d/build-bench/varflow/libvarflow.a" \
-    -lpthread -o "$out/pending-$c" && "$out/pending-$c" 1000000 > "$out/$c.pending"
+    -lpthread -o "$out/pending-$c" 2>"$out/$c.cc.log" &&
+    "$out/pending-$c" 1000000 > "$out/$c.pending"
   echo "$c: $(grep -E '^vf-(naive|pooled) ' "$out/$c.txt" | tr -s ' ' | tr '\n' ';') $(cat "$out/$c.pending")"
 done
