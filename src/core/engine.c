@@ -23,6 +23,7 @@ static pthread_once_t freelists_once = PTHREAD_ONCE_INIT;
 static void init_freelists(void)
 {
     vf__fl_init(VF__FL_OP, sizeof(vf__op));
+    vf__fl_init(VF__FL_OP_EXT, sizeof(vf__op_ext));
 }
 
 /* A tag no live engine holds (0 when all 65535 are taken). Tags go round

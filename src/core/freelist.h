@@ -24,7 +24,8 @@
 #include "base/common.h"
 
 typedef enum vf__fl_kind {
-    VF__FL_OP, /* struct vf__op (its queue places included: op.h) */
+    VF__FL_OP,     /* struct vf__op (its queue places included: op.h) */
+    VF__FL_OP_EXT, /* struct vf__op_ext: the vars of an op with 5 to 8 */
     VF__FL_KINDS
 } vf__fl_kind;
 

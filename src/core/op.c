@@ -28,6 +28,7 @@ vf__op *vf__op_alloc(void)
     op->hooks = 0;
     op->prof = NULL;
     op->q = op->inline_q;
+    op->ext = NULL;
     /* `ticket` is deliberately kept: see op.h (a fresh block is zeroed). */
     uint64_t t = atomic_load_explicit(&op->ticket, memory_order_relaxed);
     atomic_store_explicit(&op->ticket, (t + 2) & ~(uint64_t)1,
@@ -35,11 +36,23 @@ vf__op *vf__op_alloc(void)
     return op;
 }
 
+vf__varref *vf__op_reserve_ext(vf__op *op, long n, int *cap)
+{
+    if (n > VF__OP_INLINE_VARS && n <= VF__OP_EXT_VARS &&
+        (op->ext != NULL || (op->ext = vf__fl_alloc(VF__FL_OP_EXT)) != NULL)) {
+        op->q = op->ext->q;
+        *cap = VF__OP_EXT_VARS;
+        return op->ext->vars;
+    }
+    *cap = VF__OP_INLINE_VARS;
+    return op->inline_vars;
+}
+
 void vf__op_free(vf__op *op)
 {
     if (op->prof != NULL)
         vf__prof_op_dropped(op->prof);
-    if (op->q != op->inline_q)
+    if (op->q != op->inline_q && (op->ext == NULL || op->q != op->ext->q))
         free(op->q);
     if (op->failure != NULL)
         vf__failure_unref(op->failure);
@@ -51,8 +64,11 @@ void vf__op_free(vf__op *op)
         vf__operator_unref(op->opr);
     else if (op->def == &op->own && op->own.kind == VF__OP_BULK)
         vf__bulk_batch_free(op->own.arg); /* it owns the var set */
-    else if (op->own.vars != op->inline_vars)
+    else if (op->own.vars != op->inline_vars &&
+             (op->ext == NULL || op->own.vars != op->ext->vars))
         free(op->own.vars);
+    if (op->ext != NULL)
+        vf__fl_free(VF__FL_OP_EXT, op->ext);
     vf__fl_free(VF__FL_OP, op);
 }
 

@@ -25,8 +25,9 @@
  *   finish:    `done` callback, then every var is released (which may make
  *              other ops ready), then the block returns to the free list.
  * Blocks come from the per-thread free lists (freelist.h). A var set larger
- * than VF__OP_INLINE_VARS is the one case that mallocs (its var refs and
- * its queue places).
+ * than VF__OP_INLINE_VARS takes a second block from them (vf__op_ext) for
+ * up to VF__OP_EXT_VARS vars; one larger still is the one case that
+ * mallocs (its var refs and its queue places).
  */
 #ifndef VF_OP_H
 #define VF_OP_H
@@ -38,6 +39,7 @@
 #include "profile/hooks.h"
 
 #define VF__OP_INLINE_VARS 4
+#define VF__OP_EXT_VARS 8
 
 #define VF__HOOK_PROF 1u /* recorded by the profiler */
 #define VF__HOOK_INFO 2u /* VF_ENGINE_INFO is on */
@@ -130,6 +132,15 @@ typedef struct vf__waiter {
 /* Drop one reference; the last frees. */
 void vf__waiter_unref(vf__waiter *w);
 
+/* The var refs and queue places of an op with 5 to 8 vars, beside the op
+ * block and from the free lists too: most ops have few vars, so the block
+ * stays small, and a larger op still allocates nothing on the hot path (a
+ * malloc here, freed on another thread, cost W5 a quarter of its time). */
+typedef struct vf__op_ext {
+    vf__varref vars[VF__OP_EXT_VARS];
+    vf__qblock q[VF__OP_EXT_VARS];
+} vf__op_ext;
+
 struct vf__op {
     vf__op *next;  /* ready lists, queue siblings; first word (free lists) */
     vf__op *child; /* ready queue (pairing heap) first child */
@@ -158,8 +169,9 @@ struct vf__op {
     vf__opdef own; /* the definition of a one-shot push */
     vf__varref inline_vars[VF__OP_INLINE_VARS];
     /* Its places in the queues of def->vars, index for index: inline_q,
-     * or a malloc'd array for a larger var set (made by the push). */
+     * ext->q, or a malloc'd array for a larger var set (made by the push). */
     vf__qblock *q;
+    vf__op_ext *ext; /* 5 to 8 vars: their refs and places; or NULL */
     vf__qblock inline_q[VF__OP_INLINE_VARS];
 };
 
@@ -227,6 +239,20 @@ static inline bool vf__op_release(vf__op *op, int n)
 
 /* A fresh op block (engine, def and counters unset), or NULL (no memory). */
 vf__op *vf__op_alloc(void);
+
+/* Room beside the op for `n` vars (refs and queue places) when they do not
+ * fit in the block and fit in an ext block; sets op->q. Returns where the
+ * var refs go (op->inline_vars, or ext->vars) and their capacity; without
+ * memory for an ext block, the inline ones (the push then mallocs). */
+vf__varref *vf__op_reserve_ext(vf__op *op, long n, int *cap);
+static inline vf__varref *vf__op_reserve_vars(vf__op *op, long n, int *cap)
+{
+    if (VF__LIKELY(n <= VF__OP_INLINE_VARS)) { /* nearly always: inline */
+        *cap = VF__OP_INLINE_VARS;
+        return op->inline_vars;
+    }
+    return vf__op_reserve_ext(op, n, cap);
+}
 
 /* Drop the op's references (failure, operator, var array) and free it. */
 void vf__op_free(vf__op *op);

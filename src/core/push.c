@@ -142,12 +142,14 @@ VF_API int vf_push(vf_engine *e, const vf_op *desc)
     if ((rc = vf__opdef_fill(e, who, desc, def)) != 0)
         goto fail;
     vf__varref *heap;
-    rc = vf__varset_build(e, who, desc->reads, desc->writes, op->inline_vars,
-                          VF__OP_INLINE_VARS, &heap);
+    int cap;
+    vf__varref *out = vf__op_reserve_vars(
+        op, (long)desc->reads.count + desc->writes.count, &cap);
+    rc = vf__varset_build(e, who, desc->reads, desc->writes, out, cap, &heap);
     if (rc < 0)
         goto fail;
     def->nvars = rc;
-    def->vars = heap ? heap : op->inline_vars;
+    def->vars = heap ? heap : out;
     op->def = def;
     op->priority = push_priority(def, desc->priority);
     if ((rc = vf__engine_enqueue(e, op, who)) != 0)
@@ -234,6 +236,8 @@ VF_API int vf_operator_push(vf_engine *e, vf_operator *opr, int priority)
     vf__op *op = vf__op_alloc();
     if (op == NULL)
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
+    int cap;
+    vf__op_reserve_vars(op, opr->def.nvars, &cap); /* its queue places */
     atomic_fetch_add_explicit(&opr->refs, 1, memory_order_relaxed);
     op->opr = opr;
     op->def = &opr->def;
