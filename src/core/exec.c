@@ -224,7 +224,6 @@ static bool run_device(vf__op *op, int worker)
     return !in_flight;
 }
 
-static void count_outcome(vf_engine *e, const vf__op *op);
 static void count_status(vf_engine *e, int status);
 
 /* A fused op's body (bulk.h): each op of the batch in push order, as if

@@ -9,10 +9,9 @@
 #include "core/engine.h"
 #include "core/exec.h"
 
+/* The worker this thread is (sched.h reads it inline), or NULL. */
 _Thread_local vf__worker *vf__this_worker_;
-#define this_worker vf__this_worker_
 static _Thread_local unsigned round_robin;
-
 
 /* --- the ready queue: a FIFO lane and an intrusive pairing heap ---------- */
 
@@ -113,8 +112,8 @@ static bool has_work(const vf__worker *w)
 
 static bool any_queued(const vf__pool *p)
 {
-    if (p->spread && this_worker != NULL && this_worker->pool == p)
-        return has_work(this_worker); /* only its own */
+    if (p->spread && vf__this_worker_ != NULL && vf__this_worker_->pool == p)
+        return has_work(vf__this_worker_); /* only its own */
     for (int i = 0; i < p->nworkers; i++)
         if (has_work(&p->workers[i]))
             return true;
@@ -161,7 +160,7 @@ static void drain_inbox(vf__worker *w)
 
 void vf__pool_submit(vf__pool *p, vf__op *op)
 {
-    vf__worker *w = this_worker;
+    vf__worker *w = vf__this_worker_;
     if (w != NULL && w->pool == p && !p->spread) {
         pthread_mutex_lock(&w->qlock); /* its own queue: no one else's */
         queue_push(w, op);
@@ -308,7 +307,7 @@ static void *worker_main(void *arg)
 {
     vf__worker *w = arg;
     vf__pool *p = w->pool;
-    this_worker = w;
+    vf__this_worker_ = w;
     char name[16];
     snprintf(name, sizeof name, "vf-%s-%d", p->name, w->index);
     pthread_setname_np(pthread_self(), name);
@@ -330,7 +329,7 @@ static void *worker_main(void *arg)
         if (!spin_for_work(p))
             vf__pool_idle_wait(p, NULL, NULL);
     }
-    this_worker = NULL;
+    vf__this_worker_ = NULL;
     return NULL;
 }
 
