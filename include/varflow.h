@@ -475,9 +475,12 @@ VF_API int vf_operator_delete(vf_engine *e, vf_operator *op);
  * and, every thread's batch, by any wait (vf_wait_var, vf_wait_all),
  * vf_var_delete, stop, shutdown, destroy and fork. Until then its ops are
  * this thread's alone: another thread's push that must come after them
- * needs a flush first. A batch that cannot be pushed (a variable deleted
- * meanwhile) falls back to pushing its ops one by one; one that still
- * fails is reported like a failed op (done callback and the waits). An op
+ * needs a flush first. Each push is checked as a lone push would be (its
+ * errors, VF_ESTALE for a variable whose delete was pushed, are returned
+ * by the push). A batch that cannot be pushed whole (another thread
+ * deleted a variable of it meanwhile, no memory) falls back to pushing its
+ * ops one by one; one that still fails is reported like a failed op (done
+ * callback and the waits). An op
  * that waits, inside itself, for a variable another op of its batch
  * writes gets VF_EDEADLK: do not bulk such ops. vf_engine_stats counts the
  * fused ops (bulks) and the pushes in them (bulked).
