@@ -285,19 +285,12 @@ static int push_alone(vf_engine *e, const vf__bulk_batch *b,
             vf__op_free(op);
             return VF_ENOMEM;
         }
-        /* The union is sorted, so the item's vars, renumbered into it,
-         * come out in normal form again once put in the union's order. */
+        /* The item's refs were added in its own normal form (address
+         * order) and keep that order through the union's renumbering. */
         for (int i = 0; i < it->nrefs; i++) {
             uint32_t r = b->refs[it->first + i];
             vars[i] = b->vars[r >> 1];
             vars[i].write = r & 1u;
-        }
-        for (int i = 1; i < it->nrefs; i++) { /* insertion sort: few */
-            vf__varref x = vars[i];
-            int j = i - 1;
-            for (; j >= 0 && (uintptr_t)vars[j].var > (uintptr_t)x.var; j--)
-                vars[j + 1] = vars[j];
-            vars[j + 1] = x;
         }
         def->vars = vars;
         def->nvars = it->nrefs;

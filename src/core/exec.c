@@ -48,27 +48,39 @@ bool vf__thread_in_engine(const vf_engine *e)
 }
 
 /* Call an op's `done`, marking the thread as in the engine's code. */
+static void call_done_fn(const vf_engine *e, vf_done_fn done, void *arg,
+                         int status)
+{
+    const vf_engine *outer = tls.done_engine;
+    tls.done_engine = e;
+    done(arg, status);
+    tls.done_engine = outer;
+}
+
 static void call_done(vf__op *op)
 {
-    const vf__opdef *def = op->def;
-    const vf_engine *outer = tls.done_engine;
-    tls.done_engine = op->engine;
-    def->done(def->arg, op->status);
-    tls.done_engine = outer;
+    call_done_fn(op->engine, op->def->done, op->def->arg, op->status);
 }
 
 /* --- running ----------------------------------------------------------- */
 
 /* The first still-active failure on any var the op holds, or NULL. */
+/* The var's failure if it is still active (epoch: the engine's), or NULL.
+ * Read by an op that holds the var, so no write of it races. */
+static vf__failure *active_failure(const vf__var *v, uint32_t epoch)
+{
+    vf__failure *f = atomic_load_explicit(&v->failure, memory_order_acquire);
+    return f != NULL && vf__failure_active(f, epoch) ? f : NULL;
+}
+
 static vf__failure *inherited_failure(const vf__op *op)
 {
     const vf__opdef *def = op->def;
     uint32_t epoch = atomic_load_explicit(&op->engine->fail_epoch,
                                           memory_order_acquire);
     for (int i = 0; i < def->nvars; i++) {
-        vf__failure *f = atomic_load_explicit(&def->vars[i].var->failure,
-                                              memory_order_acquire);
-        if (f != NULL && vf__failure_active(f, epoch))
+        vf__failure *f = active_failure(def->vars[i].var, epoch);
+        if (f != NULL)
             return f;
     }
     return NULL;
@@ -251,13 +263,8 @@ static void run_bulk(vf__op *op, int worker, vf__failure *fenced,
         int status = shutdown ? VF_ESKIPPED : 0;
         vf__failure *f = NULL;
         if (status == 0 && !it->no_skip) {
-            for (int r = 0; r < it->nrefs && f == NULL; r++) {
-                vf__failure *g = atomic_load_explicit(
-                    &def->vars[refs[r] >> 1].var->failure,
-                    memory_order_acquire);
-                if (g != NULL && vf__failure_active(g, epoch))
-                    f = g;
-            }
+            for (int r = 0; r < it->nrefs && f == NULL; r++)
+                f = active_failure(def->vars[refs[r] >> 1].var, epoch);
             if (f == NULL)
                 f = fenced;
             if (f != NULL) {
@@ -291,12 +298,8 @@ static void run_bulk(vf__op *op, int worker, vf__failure *fenced,
                                           memory_order_relaxed);
         }
         vf__failure_unref(f);
-        if (it->done != NULL) {
-            const vf_engine *outer = tls.done_engine;
-            tls.done_engine = e;
-            it->done(it->arg, status);
-            tls.done_engine = outer;
-        }
+        if (it->done != NULL)
+            call_done_fn(e, it->done, it->arg, status);
         count_status(e, status);
     }
 }
