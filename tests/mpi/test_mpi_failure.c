@@ -1,0 +1,242 @@
+/*
+ * test_mpi_failure: a failure travels with the data across ranks, and bad
+ * input is refused alike on every rank.
+ *
+ * A chain of ops hops from rank to rank, each reading the previous one's
+ * variable and writing its own; one of them fails. The ops after it are
+ * skipped wherever they run (their done gets VF_ESKIPPED), every rank's
+ * vf_mpi_wait_all returns VF_EOPFAILED naming the op that failed, and the
+ * next round, after the wait cleared the failure, runs normally. A value
+ * that carries a failure reaches vf_mpi_get as VF_EOPFAILED too.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mpi_test.h"
+
+typedef struct hop {
+    vf_var in, out;
+    bool fail;
+    int *skipped, *ran;
+} hop;
+
+static int hop_fn(vf_run *run, void *arg)
+{
+    hop *h = arg;
+    vf_engine *e = vf_run_engine(run);
+    int64_t *out = vf_mpi_data(e, h->out);
+    const int64_t *in = h->in.id ? vf_mpi_data(e, h->in) : NULL;
+    if (out == NULL || (h->in.id && in == NULL))
+        return VF_EINVAL;
+    if (h->fail) {
+        vf_run_set_error(run, "hop failed on purpose");
+        return -42;
+    }
+    *out = (in ? *in : 0) + 1;
+    return 0;
+}
+
+static void hop_done(void *arg, int status)
+{
+    hop *h = arg;
+    if (status == VF_ESKIPPED)
+        __atomic_fetch_add(h->skipped, 1, __ATOMIC_RELAXED);
+    else if (status == 0)
+        __atomic_fetch_add(h->ran, 1, __ATOMIC_RELAXED);
+    free(h);
+}
+
+/* A chain of `n` hops, hop i on rank i % size writing v[i]; hop `bad` (or
+ * none when -1) fails. Returns after vf_mpi_wait_all, whose result it
+ * checks; counts skipped and ran hops of this rank. */
+static void chain(vf_engine *e, vf_var *v, int n, int bad, int *skipped,
+                  int *ran)
+{
+    for (int i = 0; i < n; i++) {
+        hop *h = malloc(sizeof *h);
+        REQUIRE(h);
+        *h = (hop){.in = i ? v[i - 1] : (vf_var){0},
+                   .out = v[i],
+                   .fail = i == bad,
+                   .skipped = skipped,
+                   .ran = ran};
+        vf_op op = {.fn = hop_fn,
+                    .arg = h,
+                    .done = hop_done,
+                    .reads = {i ? &v[i - 1] : NULL, i ? 1 : 0},
+                    .writes = {&v[i], 1},
+                    .name = i == bad ? "bad hop" : "hop"};
+        CHECK_OK(vf_mpi_push(e, &op, VF_MPI_OWNER));
+    }
+}
+
+static void failure_travels(int kind)
+{
+    enum { N = 12 };
+    int64_t vals[N] = {0};
+    vf_var v[N];
+    vf_engine *e = mpi_test_engine(kind);
+    CHECK_OK(vf_mpi_init(e, MPI_COMM_WORLD));
+    for (int i = 0; i < N; i++)
+        CHECK_OK(vf_mpi_var_new(e, &v[i],
+                                i % test_size_ == test_rank_ ? &vals[i] : NULL,
+                                sizeof(int64_t), i % test_size_));
+    /* Round 1: hop 3 fails; hops 4.. are skipped on whatever rank. */
+    int skipped = 0, ran = 0, bad = 3;
+    chain(e, v, N, bad, &skipped, &ran);
+    vf_error err;
+    memset(&err, 0, sizeof err);
+    CHECK_ERR(vf_mpi_wait_all(e, &err), VF_EOPFAILED);
+    CHECK_EQ(err.code, -42);
+    CHECK(strcmp(err.op_name, "bad hop") == 0);
+    CHECK(strcmp(err.message, "hop failed on purpose") == 0);
+    int mine_skipped = 0, mine_ran = 0;
+    for (int i = 0; i < N; i++) {
+        if (i % test_size_ != test_rank_)
+            continue;
+        mine_skipped += i > bad;
+        mine_ran += i < bad;
+    }
+    CHECK_EQ(skipped, mine_skipped);
+    CHECK_EQ(ran, mine_ran);
+    CHECK_EQ(mpi_test_sum((uint64_t)skipped), N - bad - 1);
+    vf_mpi_stats st;
+    CHECK_OK(vf_mpi_stats_get(e, &st));
+    /* With more than one rank the failed value left its rank: the hop
+     * after the bad one, on the next rank, got it with the failure. */
+    CHECK_EQ(mpi_test_sum(st.failures_sent), test_size_ > 1 ? N - bad - 1 : 0);
+
+    /* Round 2: the wait cleared the failures; everything runs. */
+    skipped = ran = 0;
+    chain(e, v, N, -1, &skipped, &ran);
+    CHECK_OK(vf_mpi_wait_all(e, &err));
+    CHECK_EQ(skipped, 0);
+    for (int i = 0; i < N; i++)
+        if (i % test_size_ == test_rank_)
+            CHECK_EQ(vals[i], i + 1);
+
+    /* Round 3: the failure reaches vf_mpi_get on every rank, with the
+     * failing op's own name and code. */
+    skipped = ran = 0;
+    chain(e, v, 2, 1, &skipped, &ran);
+    memset(&err, 0, sizeof err);
+    CHECK_ERR(vf_mpi_get(e, v[1], VF_MPI_ALL, &err), VF_EOPFAILED);
+    CHECK(strcmp(err.op_name, "bad hop") == 0);
+    CHECK_EQ(err.code, -42);
+    /* That wait reported it on every rank: nothing is left to report. */
+    CHECK_OK(vf_mpi_wait_all(e, &err));
+
+    CHECK_OK(vf_mpi_finalize(e, &err));
+    CHECK_OK(vf_engine_destroy(e));
+}
+
+static int nop(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return 0;
+}
+
+static void nop_async(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    (void)arg;
+    vf_complete(done, 0, NULL);
+}
+
+static void bad_input(void)
+{
+    vf_engine *e = mpi_test_engine(0);
+    vf_var local, d;
+    int64_t x = 0;
+    /* Not attached yet. */
+    CHECK_ERR(vf_mpi_var_new(e, &d, &x, sizeof x, 0), VF_EINVAL);
+    CHECK(strstr(vf_last_error_detail(), "vf_mpi_init") != NULL);
+    CHECK_ERR(vf_mpi_init(NULL, MPI_COMM_WORLD), VF_EINVAL);
+    CHECK_ERR(vf_mpi_init(e, MPI_COMM_NULL), VF_EINVAL);
+    CHECK_OK(vf_mpi_init(e, MPI_COMM_WORLD));
+    CHECK_ERR(vf_mpi_init(e, MPI_COMM_WORLD), VF_EINVAL);
+    CHECK_EQ(vf_mpi_rank(e), test_rank_);
+    CHECK_EQ(vf_mpi_size(e), test_size_);
+
+    CHECK_ERR(vf_mpi_var_new(e, &d, &x, 0, 0), VF_EINVAL);
+    CHECK_ERR(vf_mpi_var_new(e, &d, &x, sizeof x, test_size_), VF_EINVAL);
+    CHECK_ERR(vf_mpi_var_new(e, &d, &x, sizeof x, -1), VF_EINVAL);
+    CHECK_ERR(vf_mpi_var_new(e, &d, NULL, sizeof x, test_rank_), VF_EINVAL);
+    CHECK(strstr(vf_last_error_detail(), "NULL on its owner") != NULL);
+    CHECK_OK(vf_mpi_var_new(e, &d, test_rank_ == 0 ? &x : NULL, sizeof x, 0));
+    CHECK_EQ(vf_mpi_var_owner(e, d), 0);
+
+    /* A plain var in a distributed push is refused on every rank. */
+    CHECK_OK(vf_var_new(e, &local));
+    vf_op op = {.fn = nop, .reads = VF_VARS(d), .writes = VF_VARS(local)};
+    CHECK_ERR(vf_mpi_push(e, &op, VF_MPI_OWNER), VF_EINVAL);
+    CHECK(strstr(vf_last_error_detail(), "writes[0] is not a distributed") !=
+          NULL);
+    CHECK_ERR(vf_mpi_var_owner(e, local), VF_EINVAL);
+    CHECK(vf_mpi_data(e, local) == NULL);
+    vf_op two = {.fn = nop, .async_fn = nop_async, .writes = VF_VARS(d)};
+    CHECK_ERR(vf_mpi_push(e, &two, VF_MPI_OWNER), VF_EINVAL);
+    vf_op ok = {.fn = nop, .writes = VF_VARS(d)};
+    CHECK_ERR(vf_mpi_push(e, &ok, test_size_), VF_EINVAL);
+    CHECK_ERR(vf_mpi_push(e, &ok, -7), VF_EINVAL);
+    CHECK_ERR(vf_mpi_push(e, NULL, VF_MPI_OWNER), VF_EINVAL);
+    CHECK_ERR(vf_mpi_get(e, local, VF_MPI_ALL, NULL), VF_EINVAL);
+    CHECK_ERR(vf_mpi_get(e, d, test_size_, NULL), VF_EINVAL);
+    /* None of that pushed anything: the flow is intact. */
+    CHECK_OK(vf_mpi_push(e, &ok, VF_MPI_OWNER));
+    CHECK_OK(vf_mpi_get(e, d, VF_MPI_ALL, NULL));
+    CHECK(vf_mpi_data(e, d) != NULL);
+    CHECK_OK(vf_mpi_var_delete(e, d));
+    CHECK_ERR(vf_mpi_var_delete(e, d), VF_EINVAL);
+    CHECK_OK(vf_mpi_wait_all(e, NULL));
+    CHECK_OK(vf_mpi_finalize(e, NULL));
+    CHECK_ERR(vf_mpi_finalize(e, NULL), VF_EINVAL);
+    CHECK_OK(vf_var_delete(e, local, NULL, NULL));
+    CHECK_OK(vf_engine_destroy(e));
+
+    /* The naive engine runs ops inside the push: it cannot wait there for
+     * another rank, so it is refused. */
+    vf_config c = {.type = VF_ENGINE_NAIVE};
+    CHECK_OK(vf_engine_create(&e, &c));
+    CHECK_ERR(vf_mpi_init(e, MPI_COMM_WORLD), VF_ENOTSUP);
+    CHECK_OK(vf_engine_destroy(e));
+
+    CHECK_EQ(vf_mpi_owner_2d(4, 3, 1), 3); /* grid 2 x 2 */
+    CHECK_EQ(vf_mpi_owner_2d(6, 1, 4), 4); /* grid 2 x 3: 1*3 + 4%3 */
+    CHECK_ERR(vf_mpi_owner_2d(0, 0, 0), VF_EINVAL);
+}
+
+/* Ranks that disagree on a variable's size: the receiving op fails with a
+ * message saying so, and the wait reports it on every rank. */
+static void size_mismatch(void)
+{
+    if (test_size_ < 2)
+        return;
+    vf_engine *e = mpi_test_engine(1);
+    CHECK_OK(vf_mpi_init(e, MPI_COMM_WORLD));
+    int64_t x[2] = {1, 2}, y = 0;
+    vf_var d, out;
+    size_t size = test_rank_ == 0 ? sizeof x : sizeof x[0];
+    CHECK_OK(vf_mpi_var_new(e, &d, test_rank_ == 0 ? x : NULL, size, 0));
+    CHECK_OK(vf_mpi_var_new(e, &out, test_rank_ == 1 ? &y : NULL, sizeof y, 1));
+    vf_op op = {.fn = nop, .reads = VF_VARS(d), .writes = VF_VARS(out)};
+    CHECK_OK(vf_mpi_push(e, &op, VF_MPI_OWNER));
+    vf_error err;
+    memset(&err, 0, sizeof err);
+    CHECK_ERR(vf_mpi_wait_all(e, &err), VF_EOPFAILED);
+    CHECK(strstr(err.message, "variable 0") != NULL);
+    CHECK(strstr(err.op_name, "mpi recv v0 from 0") != NULL);
+    vf_mpi_finalize(e, &err);
+    CHECK_OK(vf_engine_destroy(e));
+}
+
+int main(int argc, char **argv)
+{
+    mpi_test_begin(&argc, &argv);
+    failure_travels(0);
+    failure_travels(1);
+    bad_input();
+    size_mismatch();
+    return mpi_test_end("test_mpi_failure");
+}
