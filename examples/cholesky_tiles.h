@@ -239,23 +239,24 @@ static inline void chol_gemm(const double *a, const double *bt, double *c, int b
 #endif
 }
 
-/* Run one tile op on m. Returns 0, or non-zero when POTRF finds the tile not
- * positive definite. */
-static inline int chol_run(const chol_matrix *m, const chol_task *t)
+/* Run one tile op on tiles given by address: `reads` are the tiles it
+ * reads, in the order chol_task_tiles lists them, `w` the tile it writes
+ * (how an engine with its own buffers per tile, varflow-mpi's, runs it).
+ * Returns 0, or non-zero when POTRF finds the tile not positive definite. */
+static inline int chol_run_tiles(const chol_task *t, const double *const *reads,
+                                 double *w, int b)
 {
-    int b = m->b;
     switch (t->kind) {
     case CHOL_POTRF:
-        return chol_potrf(chol_tile(m, t->k, t->k), b);
+        return chol_potrf(w, b);
     case CHOL_TRSM:
-        chol_trsm(chol_tile(m, t->k, t->k), chol_tile(m, t->i, t->k), b);
+        chol_trsm(reads[0], w, b);
         return 0;
     case CHOL_SYRK:
-        chol_syrk(chol_tile(m, t->i, t->k), chol_tile(m, t->i, t->i), b);
+        chol_syrk(reads[0], w, b);
         return 0;
     case CHOL_GEMM:
-        chol_gemm(chol_tile(m, t->i, t->k), chol_tile(m, t->j, t->k),
-                  chol_tile(m, t->i, t->j), b);
+        chol_gemm(reads[0], reads[1], w, b);
         return 0;
     }
     return -1;
@@ -327,6 +328,18 @@ static inline void chol_task_tiles(const chol_task *t, int reads[2][2], int *nre
         *wj = t->j;
         break;
     }
+}
+
+/* Run one tile op on m. Returns 0, or non-zero when POTRF finds the tile not
+ * positive definite. */
+static inline int chol_run(const chol_matrix *m, const chol_task *t)
+{
+    int reads[2][2], nreads, wi, wj;
+    chol_task_tiles(t, reads, &nreads, &wi, &wj);
+    const double *r[2] = {NULL, NULL};
+    for (int i = 0; i < nreads; i++)
+        r[i] = chol_tile(m, reads[i][0], reads[i][1]);
+    return chol_run_tiles(t, r, chol_tile(m, wi, wj), m->b);
 }
 
 /*

@@ -16,7 +16,9 @@
  * is the owner's); at vf_mpi_wait_all each owner that lacks the final
  * version of what it owns needs one; vf_mpi_get(VF_MPI_ALL) one per rank
  * lacking it. The sum over ranks of the library's sends and receives must
- * both equal it.
+ * both equal it. A small program whose messages are counted by hand, per
+ * sender, checks the rule itself (cache reuse, a value written away going
+ * home when its owner needs it, and at the wait).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -310,10 +312,76 @@ static void wavefront(void)
     run_program(1, prog, n, G * G, owner, "W4 wavefront");
 }
 
+/* A program small enough to count its messages by hand, on ranks 0 and 1
+ * (a is rank 0's, b rank 1's): each step is w = w * mul + add (+ r). */
+typedef struct step {
+    vf_var w, r;
+    bool reads;
+    int rank; /* where it runs: VF_MPI_OWNER or a rank */
+    int64_t add, mul;
+    int from0, from1; /* the messages it costs, by sender */
+} step;
+
+static int step_fn(vf_run *run, void *arg)
+{
+    const step *s = arg;
+    vf_engine *e = vf_run_engine(run);
+    int64_t *w = vf_mpi_data(e, s->w);
+    const int64_t *r = s->reads ? vf_mpi_data(e, s->r) : NULL;
+    if (w == NULL || (s->reads && r == NULL))
+        return VF_EINVAL;
+    *w = *w * s->mul + s->add + (r ? *r : 0);
+    return 0;
+}
+
+static void counted_by_hand(void)
+{
+    if (test_size_ < 2)
+        return;
+    vf_engine *e = mpi_test_engine(0);
+    CHECK_OK(vf_mpi_init(e, MPI_COMM_WORLD));
+    int64_t a0 = 0, b0 = 0;
+    vf_var a, b;
+    CHECK_OK(vf_mpi_var_new(e, &a, test_rank_ == 0 ? &a0 : NULL, sizeof a0, 0));
+    CHECK_OK(vf_mpi_var_new(e, &b, test_rank_ == 1 ? &b0 : NULL, sizeof b0, 1));
+    const step prog[] = {
+        {b, a, true, VF_MPI_OWNER, 0, 1, 1, 0},   /* b += a: a 0 -> 1 */
+        {b, a, true, VF_MPI_OWNER, 0, 1, 0, 0},   /* a is cached on 1 */
+        {a, a, false, VF_MPI_OWNER, 10, 1, 0, 0}, /* a = 10 on 0 */
+        {b, a, true, VF_MPI_OWNER, 0, 1, 1, 0},   /* b += a: a 0 -> 1 */
+        {a, a, false, 1, 1, 1, 0, 0},             /* a = 11 on 1, which has a */
+        {a, a, false, VF_MPI_OWNER, 0, 2, 0, 1},  /* a = 22 on 0: a 1 -> 0 */
+        {a, a, false, 1, 3, 1, 1, 0},             /* a = 25 on 1: a 0 -> 1 */
+    };
+    int from0 = 0, from1 = 1; /* vf_mpi_wait_all brings a home: 1 -> 0 */
+    for (size_t i = 0; i < sizeof prog / sizeof prog[0]; i++) {
+        from0 += prog[i].from0;
+        from1 += prog[i].from1;
+        vf_op op = {.fn = step_fn,
+                    .arg = (void *)&prog[i],
+                    .writes = {&prog[i].w, 1},
+                    .reads = {&prog[i].r, prog[i].reads ? 1 : 0}};
+        CHECK_OK(vf_mpi_push(e, &op, prog[i].rank));
+    }
+    CHECK_OK(vf_mpi_wait_all(e, NULL));
+    vf_mpi_stats st;
+    CHECK_OK(vf_mpi_stats_get(e, &st));
+    CHECK_EQ(st.sends, test_rank_ == 0 ? from0 : test_rank_ == 1 ? from1 : 0);
+    CHECK_EQ(st.recvs, test_rank_ == 0 ? from1 : test_rank_ == 1 ? from0 : 0);
+    CHECK_EQ(mpi_test_sum(st.sends), 5);
+    if (test_rank_ == 0)
+        CHECK_EQ(a0, 25);
+    if (test_rank_ == 1)
+        CHECK_EQ(b0, 10);
+    CHECK_OK(vf_mpi_finalize(e, NULL));
+    CHECK_OK(vf_engine_destroy(e));
+}
+
 int main(int argc, char **argv)
 {
     mpi_test_begin(&argc, &argv);
     rng_state = check_seed_;
+    counted_by_hand();
     random_programs();
     wavefront();
     return mpi_test_end("test_mpi_random");
