@@ -4,6 +4,7 @@
 #   make [all|build]         configure (once) and build into $(BUILD)
 #   make test                build, run every test; ends "N passed, N failed"
 #   make demo                build and run the examples (scripts/run-demo)
+#   make demo-mpi [NP=2]     the tiled Cholesky on NP MPI ranks (libvarflow-mpi)
 #   make install PREFIX=DIR  install header, libraries, varflow.pc, CMake package
 #   make check-install       install into a temp prefix and build a consumer
 #                            through pkg-config and find_package(varflow)
@@ -33,7 +34,7 @@ FORMAT_FILES  = $(shell find src include tests examples \
                   \( -name '*.c' -o -name '*.h' -o -name '*.cpp' -o -name '*.hpp' \) \
                   -type f 2>/dev/null | sort)
 
-.PHONY: all build configure test demo install check-install asan tsan \
+.PHONY: all build configure test demo demo-mpi install check-install asan tsan \
         format format-check lint clean
 
 all: build
@@ -65,6 +66,14 @@ test:
 
 demo: build
 	scripts/run-demo $(BUILD)
+
+# The distributed example (docs/DISTRIBUTED.md): needs MPI at configure time
+# (scripts/install-deps installs Open MPI).
+NP ?= 2
+demo-mpi: build
+	@if [ ! -x $(BUILD)/examples/mpi_cholesky ]; then \
+	  echo "demo-mpi: $(BUILD)/examples/mpi_cholesky was not built (no MPI found; Debian: apt-get install libopenmpi-dev openmpi-bin, then make demo-mpi)"; exit 1; fi
+	scripts/mpirun-local $(NP) $(BUILD)/examples/mpi_cholesky
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)

@@ -199,6 +199,10 @@ typedef struct vf_mpi_stats {
 
 VF_API int vf_mpi_stats_get(vf_engine *e, vf_mpi_stats *out);
 
+/* The same counts summed over every rank (collective, in sequence):
+ * sends and recvs are then both the messages the program moved. */
+VF_API int vf_mpi_stats_total(vf_engine *e, vf_mpi_stats *out);
+
 #ifdef __cplusplus
 }
 #endif

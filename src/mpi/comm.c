@@ -16,9 +16,10 @@
  * POLL_MAX_US), which a new post cuts short. With nothing in flight it
  * sleeps until a post comes.
  *
- * The collective of vf_mpi_wait_all (which rank failed first, then that
- * failure to everyone) runs here too, with nonblocking collectives, so
- * that no thread blocks inside MPI while holding the process-wide lock.
+ * The collectives (vf_mpi_wait_all's agreement on which rank failed
+ * first, then that failure to everyone; vf_mpi_stats_total's sum) run here
+ * too, as nonblocking collectives, so that no thread blocks inside MPI
+ * while holding the process-wide lock.
  */
 #include <sched.h>
 #include <stdio.h>
@@ -272,6 +273,16 @@ static bool agree_step(vf__mpi *ctx, agreement *g)
     int flag = 0, rc;
     switch (g->stage) {
     case 0:
+        if (a->kind == VF__MPI_AGREE_SUM) {
+            rc = MPI_Iallreduce(a->sum_in, a->sum_out, a->count, MPI_UINT64_T,
+                                MPI_SUM, ctx->comm, &g->req);
+            if (rc != MPI_SUCCESS) {
+                agree_fail(g, rc, "MPI_Iallreduce");
+                return true;
+            }
+            g->stage = 2; /* then only the test */
+            return false;
+        }
         rc = MPI_Iallreduce(&a->failed_rank, &g->lowest, 1, MPI_INT, MPI_MIN,
                             ctx->comm, &g->req);
         if (rc != MPI_SUCCESS) {
@@ -302,7 +313,9 @@ static bool agree_step(vf__mpi *ctx, agreement *g)
     default:
         rc = MPI_Test(&g->req, &flag, MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS) {
-            agree_fail(g, rc, "MPI_Ibcast");
+            agree_fail(g, rc,
+                       a->kind == VF__MPI_AGREE_SUM ? "MPI_Iallreduce"
+                                                    : "MPI_Ibcast");
             return true;
         }
         return flag != 0;

@@ -264,3 +264,30 @@ VF_API int vf_mpi_stats_get(vf_engine *e, vf_mpi_stats *out)
     pthread_mutex_unlock(&ctx->data_lock);
     return 0;
 }
+
+VF_API int vf_mpi_stats_total(vf_engine *e, vf_mpi_stats *out)
+{
+    vf__mpi *ctx = vf__mpi_of(e, "vf_mpi_stats_total");
+    if (ctx == NULL)
+        return VF_EINVAL;
+    if (out == NULL)
+        return vf__mpi_error(VF_EINVAL, "vf_mpi_stats_total: out is NULL");
+    enum { N = sizeof(vf_mpi_stats) / sizeof(uint64_t) };
+    _Static_assert(sizeof(vf_mpi_stats) == N * sizeof(uint64_t),
+                   "vf_mpi_stats holds uint64_t counts only");
+    uint64_t mine[N], all[N];
+    pthread_mutex_lock(&ctx->data_lock);
+    memcpy(mine, &ctx->stats, sizeof mine);
+    pthread_mutex_unlock(&ctx->data_lock);
+    vf__mpi_agree a;
+    memset(&a, 0, sizeof a);
+    a.kind = VF__MPI_AGREE_SUM;
+    a.sum_in = mine;
+    a.sum_out = all;
+    a.count = N;
+    vf__mpi_comm_agree(ctx, &a);
+    if (a.rc != 0)
+        return vf__mpi_error(a.rc, "vf_mpi_stats_total: %s", a.detail);
+    memcpy(out, all, sizeof all);
+    return 0;
+}

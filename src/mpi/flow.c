@@ -368,6 +368,7 @@ VF_API int vf_mpi_wait_all(vf_engine *e, vf_error *err)
         return rc; /* called from an op, or stopped: no rank can agree */
     vf__mpi_agree a;
     memset(&a, 0, sizeof a);
+    a.kind = VF__MPI_AGREE_FAILURE;
     a.failed_rank = rc == VF_EOPFAILED ? ctx->rank : ctx->size;
     a.err = mine;
     vf__mpi_comm_agree(ctx, &a);

@@ -74,11 +74,21 @@ typedef struct vf__mpi_xfer {
     char name[48]; /* the op's name, e.g. "mpi send v12 to 1" */
 } vf__mpi_xfer;
 
-/* A request for the communication thread to run a collective. */
+/* A collective for the communication thread to run: the failure agreement
+ * of vf_mpi_wait_all, or the sum of vf_mpi_stats_total. */
+typedef enum vf__mpi_agree_kind {
+    VF__MPI_AGREE_FAILURE,
+    VF__MPI_AGREE_SUM
+} vf__mpi_agree_kind;
+
 typedef struct vf__mpi_agree {
-    int failed_rank; /* in: this rank if it has a failure, else size */
-    vf_error err;    /* in: this rank's failure; out: the agreed one */
-    int rc;          /* out: 0 or VF_ESYSTEM */
+    vf__mpi_agree_kind kind;
+    int failed_rank;        /* in: this rank if it has a failure, else size */
+    vf_error err;           /* in: this rank's failure; out: the agreed one */
+    const uint64_t *sum_in; /* VF__MPI_AGREE_SUM: `count` numbers */
+    uint64_t *sum_out;
+    int count;
+    int rc; /* out: 0 or VF_ESYSTEM */
     bool done;
     char detail[200];
 } vf__mpi_agree;
@@ -148,7 +158,7 @@ int vf__mpi_write_back(vf__mpi *ctx);
 int vf__mpi_comm_start(vf__mpi *ctx);
 void vf__mpi_comm_stop(vf__mpi *ctx);
 void vf__mpi_comm_post(vf__mpi *ctx, vf__mpi_xfer *x);
-/* Run the failure agreement of vf_mpi_wait_all on the thread; blocks. */
+/* Run a collective on the thread; blocks until it ended on this rank. */
 void vf__mpi_comm_agree(vf__mpi *ctx, vf__mpi_agree *a);
 
 #endif /* VF_MPI_INTERNAL_H */

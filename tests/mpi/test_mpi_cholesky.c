@@ -62,6 +62,13 @@ static void factor(int ntiles, int b, int engine_kind)
     CHECK_EQ(mpi_test_sum(st.recvs), expected);
     CHECK_EQ(mpi_test_sum(st.bytes_sent), expected * tile_bytes);
     CHECK_EQ(mpi_test_sum(st.ops_here), chol_tasks(ntiles, NULL));
+    vf_mpi_stats total; /* the library's own sum over the ranks */
+    CHECK_OK(vf_mpi_stats_total(e, &total));
+    CHECK_EQ(total.sends, sends);
+    CHECK_EQ(total.bytes_received, expected * tile_bytes);
+    CHECK_EQ(total.ops_here, chol_tasks(ntiles, NULL));
+    CHECK_EQ(total.ops_elsewhere,
+             (uint64_t)(test_size_ - 1) * chol_tasks(ntiles, NULL));
     if (test_rank_ == 0)
         printf("cholesky %d x %d tiles of %d on %d ranks: %llu messages "
                "(the minimum is %llu)\n",
