@@ -148,7 +148,9 @@ VF_API void *vf_mpi_data(vf_engine *e, vf_var v);
 /*
  * Delete a distributed variable on every rank (in sequence): a delete op
  * pushed after everything pushed on it; the cached copy varflow allocated
- * is freed then. The owner's buffer is the caller's.
+ * is freed then. The owner's buffer is the caller's. Ops pushed before
+ * still find their buffers (vf_mpi_data); later calls in sequence refuse
+ * the variable with VF_ESTALE, a second delete with VF_EINVAL.
  */
 VF_API int vf_mpi_var_delete(vf_engine *e, vf_var v);
 
@@ -158,8 +160,9 @@ VF_API int vf_mpi_var_delete(vf_engine *e, vf_var v);
  * push the transfers first. On the running rank the op is pushed as with
  * vf_push; on the others it is not run, and its `done` is called before
  * this returns, with status VF_MPI_ELSEWHERE. Errors: those of vf_push,
- * VF_EINVAL for a variable that is not distributed or a bad rank (nothing
- * is pushed on any rank then, provided every rank got the same op).
+ * VF_EINVAL for a variable that is not distributed or a bad rank,
+ * VF_ESTALE for a deleted one (nothing is pushed on any rank then,
+ * provided every rank got the same op).
  */
 VF_API int vf_mpi_push(vf_engine *e, const vf_op *op, int rank);
 

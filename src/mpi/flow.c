@@ -179,6 +179,13 @@ static int resolve(vf__mpi *ctx, const vf_op *op, const char *caller,
         vf_var_list l = w ? op->writes : op->reads;
         for (int i = 0; i < l.count; i++) {
             vf__mpi_var *mv = vf__mpi_var_find(ctx, l.vars[i]);
+            if (mv != NULL && mv->deleted) {
+                if (u != buf)
+                    free(u);
+                return vf__mpi_error(
+                    VF_ESTALE, "%s: %s[%d]: variable %llu was deleted", caller,
+                    w ? "writes" : "reads", i, (unsigned long long)mv->index);
+            }
             if (mv == NULL) {
                 if (u != buf)
                     free(u);
@@ -332,6 +339,9 @@ VF_API int vf_mpi_get(vf_engine *e, vf_var v, int rank, vf_error *err)
     if (rc == 0 && mv == NULL)
         rc = vf__mpi_error(VF_EINVAL, "vf_mpi_get: not a distributed "
                                       "variable of this engine");
+    else if (rc == 0 && mv->deleted)
+        rc = vf__mpi_error(VF_ESTALE, "vf_mpi_get: variable %llu was deleted",
+                           (unsigned long long)mv->index);
     if (rc == 0 && rank != VF_MPI_ALL && (rank < 0 || rank >= ctx->size))
         rc = vf__mpi_error(VF_EINVAL,
                            "vf_mpi_get: rank %d (0 to %d, or "

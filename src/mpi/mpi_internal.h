@@ -47,10 +47,14 @@ typedef struct vf__mpi_var {
     uint64_t index; /* creation order: the same on every rank */
     size_t size;
     int owner;
-    int holder;      /* the rank whose op wrote the current value */
-    void *buf;       /* this rank's buffer: the caller's, or `cache` */
-    void *cache;     /* allocated here when the value first came */
-    bool away;       /* written away from its owner, owner not current */
+    int holder;   /* the rank whose op wrote the current value */
+    void *buf;    /* this rank's buffer: the caller's, or `cache` */
+    void *cache;  /* allocated here when the value first came */
+    bool away;    /* written away from its owner, owner not current */
+    bool deleted; /* vf_mpi_var_delete was called: refused by the calls
+                     in sequence; the record stays, for the ops pushed
+                     before, until the engine's delete op frees it */
+    struct vf__mpi *ctx;
     uint64_t *valid; /* bitset of the ranks holding the current value */
     uint64_t valid_inline;
 } vf__mpi_var;

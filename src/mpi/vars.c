@@ -150,6 +150,7 @@ static int var_make(vf__mpi *ctx, void *ptr, size_t size, int owner,
         var_record_free(mv);
         return rc;
     }
+    mv->ctx = ctx;
     mv->size = size;
     mv->owner = owner;
     mv->holder = owner;
@@ -255,9 +256,17 @@ VF_API int vf_mpi_var_new(vf_engine *e, vf_var *out, void *ptr, size_t size,
     return vf_mpi_vars_new(e, out, 1, &ptr, size, single_owner, &owner);
 }
 
-static void free_cache(void *cache)
+/* The body of the engine's delete op: every op pushed on the variable has
+ * finished, so nothing looks its record up any more. */
+static void record_delete(void *arg)
 {
-    free(cache);
+    vf__mpi_var *mv = arg;
+    vf__mpi *ctx = mv->ctx;
+    pthread_mutex_lock(&ctx->data_lock);
+    table_remove(ctx, mv);
+    pthread_mutex_unlock(&ctx->data_lock);
+    free(mv->cache);
+    var_record_free(mv);
 }
 
 VF_API int vf_mpi_var_delete(vf_engine *e, vf_var v)
@@ -268,27 +277,23 @@ VF_API int vf_mpi_var_delete(vf_engine *e, vf_var v)
     pthread_mutex_lock(&ctx->lock);
     vf__mpi_var *mv = vf__mpi_var_find(ctx, v);
     int rc = 0;
-    if (mv == NULL) {
-        rc = vf__mpi_error(VF_EINVAL, "vf_mpi_var_delete: not a distributed "
-                                      "variable of this engine");
-    } else {
-        rc = vf_var_delete(e, mv->var, mv->cache ? free_cache : NULL,
-                           mv->cache);
-        if (rc == 0) {
-            pthread_mutex_lock(&ctx->data_lock);
-            table_remove(ctx, mv);
-            pthread_mutex_unlock(&ctx->data_lock);
-            if (mv->away) {
-                for (size_t i = 0; i < ctx->naway; i++) {
-                    if (ctx->away[i] == mv) {
-                        memmove(&ctx->away[i], &ctx->away[i + 1],
-                                (ctx->naway - i - 1) * sizeof *ctx->away);
-                        ctx->naway--;
-                        break;
-                    }
+    if (mv == NULL || mv->deleted) {
+        rc = vf__mpi_error(VF_EINVAL,
+                           mv ? "vf_mpi_var_delete: the variable was deleted"
+                              : "vf_mpi_var_delete: not a distributed "
+                                "variable of this engine");
+    } else if ((rc = vf_var_delete(e, mv->var, record_delete, mv)) == 0) {
+        mv->deleted = true;
+        if (mv->away) {
+            for (size_t i = 0; i < ctx->naway; i++) {
+                if (ctx->away[i] == mv) {
+                    memmove(&ctx->away[i], &ctx->away[i + 1],
+                            (ctx->naway - i - 1) * sizeof *ctx->away);
+                    ctx->naway--;
+                    break;
                 }
             }
-            var_record_free(mv);
+            mv->away = false;
         }
     }
     pthread_mutex_unlock(&ctx->lock);
