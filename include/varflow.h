@@ -88,6 +88,13 @@ VF_API const char *vf_err_name(int code);
 VF_API const char *vf_last_error_detail(void);
 
 /*
+ * For libraries built on varflow (libvarflow-mpi, language bindings): set
+ * the calling thread's detail, as varflow's own failing calls do, so one
+ * vf_last_error_detail() serves the whole stack. Returns `code`.
+ */
+VF_API int vf_set_error_detail(int code, const char *fmt, ...) VF_PRINTF_LIKE(2, 3);
+
+/*
  * What an operation's failure left behind. wait_var/wait_all fill it when
  * they return VF_EOPFAILED: `code` is what the failing op returned (sync) or
  * passed to vf_complete (async), `op_name` names the op that failed first in
@@ -384,6 +391,25 @@ VF_API int vf_push(vf_engine *e, const vf_op *op);
  * NULL). VF_EALREADY if this completion was already used.
  */
 VF_API int vf_complete(vf_completion done, int status, const char *message);
+
+/*
+ * Finish an async op whose result is a failure that happened elsewhere (in
+ * another process, say): the op counts as skipped (its `done` gets
+ * VF_ESKIPPED), the ops that depend on it are skipped, and the waits report
+ * `cause` (its code, op name and message) as if that op had failed here.
+ * VF_EINVAL when `cause` is NULL or its code is 0; VF_EALREADY as
+ * vf_complete.
+ */
+VF_API int vf_complete_failed(vf_completion done, const vf_error *cause);
+
+/*
+ * For an op pushed with no_skip: 1 when one of its variables carries a
+ * failure that would have skipped it (an earlier op that writes it failed
+ * and no wait has reported it yet), and then `*out` (if not NULL) is that
+ * failure as a wait would report it; 0 when none does. Call it while the op
+ * runs. VF_EINVAL for a NULL run.
+ */
+VF_API int vf_run_input_failure(const vf_run *run, vf_error *out);
 
 /* Record why the op is failing; the message reaches vf_error.message. */
 VF_API void vf_run_set_error(vf_run *run, const char *fmt, ...) VF_PRINTF_LIKE(2, 3);

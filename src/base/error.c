@@ -49,6 +49,17 @@ int vf__fail(int code, const char *fmt, ...)
     return code;
 }
 
+VF_API int vf_set_error_detail(int code, const char *fmt, ...)
+{
+    if (fmt == NULL)
+        fmt = "";
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
 _Noreturn void vf__panic(const char *file, int line, const char *what)
 {
     fprintf(stderr, "varflow: internal error at %s:%d: %s\n", file, line, what);

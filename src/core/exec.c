@@ -14,6 +14,10 @@ struct vf_run {
     int worker;
     const vf__device_class *cls; /* a device op's stream, or NULL */
     vf__stream *stream;
+    /* In a fused op, the running item's vars (bulk.h refs into the fused
+     * op's vars); NULL for a lone op, whose vars are all its own. */
+    const uint32_t *item_refs;
+    int item_nrefs;
     char message[256];
 };
 
@@ -230,6 +234,7 @@ static bool run_device(vf__op *op, int worker)
         run.worker = worker;
         run.cls = d->cls;
         run.stream = s;
+        run.item_refs = NULL;
         call_fn(op, &run);
         in_flight = vf__device_op_end(op, d->cls, s);
     }
@@ -274,6 +279,8 @@ static void run_bulk(vf__op *op, int worker, vf__failure *fenced,
         }
         if (status == 0) {
             run.name = it->name;
+            run.item_refs = refs;
+            run.item_nrefs = it->nrefs;
             run.message[0] = '\0';
             vf__op *outer = tls.current;
             tls.current = op;
@@ -365,6 +372,7 @@ static bool run_body(vf__op *op, int worker)
     run.worker = worker;
     run.cls = NULL;
     run.stream = NULL;
+    run.item_refs = NULL;
     if (def->fn != NULL) {
         call_fn(op, &run);
         return true;
@@ -704,31 +712,90 @@ vf__op *vf__worker_execute(vf__worker *w, vf__op *op)
 
 /* --- async completion and the run handle -------------------------------- */
 
-VF_API int vf_complete(vf_completion done, int status, const char *message)
+/* Claim the completion handle for `*out`: 0, or VF_EINVAL when it is not
+ * one, VF_EALREADY when it was used already. */
+static int claim_completion(vf_completion done, const char *caller,
+                            vf__op **out)
 {
     vf__op *op = done.op_;
     if (op == NULL || (done.ticket_ & 1) != 0)
-        return vf__fail(VF_EINVAL, "vf_complete: not a completion handle");
+        return vf__fail(VF_EINVAL, "%s: not a completion handle", caller);
     uint64_t expected = done.ticket_;
     if (!atomic_compare_exchange_strong_explicit(&op->ticket, &expected,
                                                  done.ticket_ + 1,
                                                  memory_order_acq_rel,
                                                  memory_order_relaxed))
-        return vf__fail(VF_EALREADY, "vf_complete: this op was already "
-                                     "completed");
+        return vf__fail(VF_EALREADY, "%s: this op was already completed",
+                        caller);
+    *out = op;
+    return 0;
+}
+
+/* Finish a claimed async op whose status and failure are set. */
+static void complete_claimed(vf__op *op)
+{
     vf_engine *e = op->engine; /* alive: this op is still pending */
     atomic_fetch_add(&e->completers, 1);
-    if (status != 0) {
-        op->status = status;
-        op->failure = vf__engine_record_failure(
-            e, status, op->def->name, message ? message : op->pending_message);
-    }
     vf__readylist ready;
     vf__readylist_init(&ready);
     finish(op, &ready);
     vf__dispatch_list(&ready);
     atomic_fetch_sub(&e->completers, 1); /* the last touch of the engine */
+}
+
+VF_API int vf_complete(vf_completion done, int status, const char *message)
+{
+    vf__op *op = NULL;
+    int rc = claim_completion(done, "vf_complete", &op);
+    if (rc != 0)
+        return rc;
+    if (status != 0) {
+        op->status = status;
+        op->failure = vf__engine_record_failure(
+            op->engine, status, op->def->name,
+            message ? message : op->pending_message);
+    }
+    complete_claimed(op);
     return 0;
+}
+
+VF_API int vf_complete_failed(vf_completion done, const vf_error *cause)
+{
+    if (cause == NULL || cause->code == 0)
+        return vf__fail(VF_EINVAL, "vf_complete_failed: %s",
+                        cause == NULL ? "cause is NULL"
+                                      : "cause->code is 0 (not a failure)");
+    vf__op *op = NULL;
+    int rc = claim_completion(done, "vf_complete_failed", &op);
+    if (rc != 0)
+        return rc;
+    op->status = VF_ESKIPPED;
+    op->failure = vf__engine_record_failure(op->engine, cause->code,
+                                            cause->op_name, cause->message);
+    complete_claimed(op);
+    return 0;
+}
+
+VF_API int vf_run_input_failure(const vf_run *run, vf_error *out)
+{
+    if (run == NULL)
+        return vf__fail(VF_EINVAL, "vf_run_input_failure: run is NULL");
+    const vf__op *op = run->op;
+    vf__failure *f = NULL;
+    if (run->item_refs == NULL) {
+        f = inherited_failure(op);
+    } else {
+        uint32_t epoch = atomic_load_explicit(&op->engine->fail_epoch,
+                                              memory_order_acquire);
+        for (int r = 0; r < run->item_nrefs && f == NULL; r++)
+            f = active_failure(op->def->vars[run->item_refs[r] >> 1].var,
+                               epoch);
+    }
+    if (f == NULL)
+        return 0;
+    if (out != NULL)
+        *out = f->info; /* the var holds a reference while the op runs */
+    return 1;
 }
 
 VF_API void vf_run_set_error(vf_run *run, const char *fmt, ...)

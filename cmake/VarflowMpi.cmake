@@ -1,0 +1,59 @@
+# VarflowMpi.cmake: libvarflow-mpi (include/varflow_mpi.h, src/mpi/), the
+# companion library that runs one varflow program on many MPI ranks
+# (docs/DISTRIBUTED.md). Included by the top CMakeLists.txt.
+#
+# VF_WITH_MPI=AUTO builds it when find_package(MPI) finds MPI for C, ON
+# requires it, OFF never builds it. It stands on varflow's public API only,
+# and links libvarflow: the static library with the static one, the shared
+# with the shared (so one process has one engine core). Targets:
+#   varflow_mpi_static, varflow_mpi_shared   (OUTPUT_NAME varflow-mpi)
+#   varflow::mpi          in-tree: the static one; installed: the shared one
+#   varflow::mpi_static   installed: the static one
+# Sets VF_HAVE_MPI for the tests, examples and install rules.
+
+set(VF_HAVE_MPI OFF)
+if(NOT VF_WITH_MPI STREQUAL "OFF")
+  find_package(MPI COMPONENTS C QUIET)
+  if(MPI_C_FOUND)
+    set(VF_HAVE_MPI ON)
+    message(STATUS "varflow: libvarflow-mpi on (MPI ${MPI_C_VERSION}, ${MPIEXEC_EXECUTABLE})")
+  elseif(VF_WITH_MPI STREQUAL "ON")
+    message(FATAL_ERROR "varflow: VF_WITH_MPI=ON but no MPI was found (Debian: apt-get install libopenmpi-dev openmpi-bin)")
+  else()
+    message(STATUS "varflow: libvarflow-mpi off (no MPI found; Debian: libopenmpi-dev openmpi-bin)")
+  endif()
+endif()
+
+if(VF_HAVE_MPI)
+  file(GLOB VF_MPI_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/mpi/*.c)
+  add_library(varflow_mpi_objects OBJECT ${VF_MPI_SOURCES})
+  set_target_properties(varflow_mpi_objects PROPERTIES
+    POSITION_INDEPENDENT_CODE ON C_VISIBILITY_PRESET hidden)
+  target_include_directories(varflow_mpi_objects PUBLIC
+    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>)
+  target_include_directories(varflow_mpi_objects PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_compile_definitions(varflow_mpi_objects PRIVATE _GNU_SOURCE VF_BUILDING)
+  target_link_libraries(varflow_mpi_objects PRIVATE vf_build_flags MPI::MPI_C
+                        Threads::Threads)
+
+  add_library(varflow_mpi_static STATIC $<TARGET_OBJECTS:varflow_mpi_objects>)
+  add_library(varflow_mpi_shared SHARED $<TARGET_OBJECTS:varflow_mpi_objects>)
+  target_link_libraries(varflow_mpi_static PUBLIC varflow_static MPI::MPI_C)
+  target_link_libraries(varflow_mpi_shared PUBLIC varflow_shared MPI::MPI_C)
+  foreach(t varflow_mpi_static varflow_mpi_shared)
+    set_target_properties(${t} PROPERTIES OUTPUT_NAME varflow-mpi)
+    target_include_directories(${t} PUBLIC
+      $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
+      $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+    target_link_libraries(${t} PUBLIC Threads::Threads)
+  endforeach()
+  set_target_properties(varflow_mpi_shared PROPERTIES VERSION ${PROJECT_VERSION}
+                        SOVERSION ${PROJECT_VERSION_MAJOR} EXPORT_NAME mpi)
+  set_target_properties(varflow_mpi_static PROPERTIES EXPORT_NAME mpi_static)
+  if(VF_HAVE_VERSION_SCRIPT)
+    target_link_options(varflow_mpi_shared PRIVATE "-Wl,--version-script=${VF_EXPORT_MAP}")
+  endif()
+  add_library(varflow::mpi ALIAS varflow_mpi_static)
+  add_library(varflow::mpi_static ALIAS varflow_mpi_static)
+  add_library(varflow::mpi_shared ALIAS varflow_mpi_shared)
+endif()

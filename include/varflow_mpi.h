@@ -1,0 +1,206 @@
+/*
+ * varflow_mpi: one varflow program on many MPI processes (libvarflow-mpi).
+ *
+ * The model is StarPU-MPI's. Every rank runs the same program: it creates
+ * the same distributed variables in the same order and pushes the same ops
+ * in the same order. Each distributed variable has an owner rank, which
+ * holds its buffer. An op runs on one rank only: the owner of the first
+ * variable it writes, unless the push names another. Because every rank
+ * sees every push, every rank knows where each op runs and which rank holds
+ * the current value of each variable, so the data flow is agreed without a
+ * message about it: when the rank that runs an op lacks the current value
+ * of a variable the op reads or writes, the rank that has it sends it
+ * (an async op that reads the variable there) and the running rank receives
+ * it into a cached copy (an async op that writes the variable here). Both
+ * are ordered by the variables' queues like any other op, so the user
+ * writes no send, no receive and no synchronisation. A cached copy is used
+ * until some rank writes the variable again; a value written away from its
+ * owner goes back to the owner when the owner next needs it (an op there,
+ * vf_mpi_get, or vf_mpi_wait_all, after which every owner's buffer holds
+ * the current value of what it owns). Exactly one message moves a value to
+ * a rank that lacks it, and none moves otherwise (vf_mpi_stats counts them).
+ *
+ * An op that writes a variable may read it too (varflow's writes are
+ * read-modify-write), so the running rank needs the current value of every
+ * variable the op names.
+ *
+ * MPI calls are made by one communication thread per engine (so MPI need
+ * only provide MPI_THREAD_SERIALIZED), with nonblocking sends and receives
+ * that complete their async ops when MPI reports them done. A failure
+ * travels with the data: a value whose producing op failed is sent with
+ * that failure instead, the receiving op completes as failed (see
+ * vf_complete_failed), the ops that need it are skipped there too, and the
+ * failure reaches vf_mpi_wait_all on every rank.
+ *
+ * Rules of use:
+ * - vf_mpi_init, vf_mpi_var_new(s), vf_mpi_var_delete, vf_mpi_push,
+ *   vf_mpi_get, vf_mpi_wait_all and vf_mpi_finalize are called by every
+ *   rank of the communicator, in the same order, with the same arguments
+ *   (the buffers excepted), from one thread at a time, and never from
+ *   inside an op.
+ * - Ops pushed with vf_mpi_push name distributed variables only (made by
+ *   vf_mpi_var_new); plain vf_push stays available for ops on rank-local
+ *   variables, which never cross ranks.
+ * - While an engine is attached, its communication thread makes MPI calls:
+ *   the program's own MPI calls then need MPI_THREAD_MULTIPLE (or wait
+ *   until vf_mpi_finalize).
+ * - An op finds its data with vf_mpi_data (the owner's buffer on the owner,
+ *   the cached copy elsewhere), not through pointers of its own.
+ * - No fork() while attached (MPI does not support it).
+ *
+ * Every call returns 0 (or a count) or a negative VF_E* code, and sets
+ * vf_last_error_detail() as the core does.
+ */
+#ifndef VARFLOW_MPI_H
+#define VARFLOW_MPI_H
+
+#include <mpi.h>
+
+#include <varflow.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define VF_MPI_VERSION_MAJOR VF_VERSION_MAJOR
+#define VF_MPI_VERSION_MINOR VF_VERSION_MINOR
+
+/* vf_mpi_push: run the op where the default rule puts it (the owner of its
+ * first written variable; with no written variable, of its first read one;
+ * with no variable at all, rank 0). */
+#define VF_MPI_OWNER (-1)
+
+/* vf_mpi_get: bring the value to every rank. */
+#define VF_MPI_ALL (-2)
+
+/* The status `done` gets on the ranks that do not run the op (there it is
+ * called inside vf_mpi_push, so `arg` can be freed on every rank alike). */
+#define VF_MPI_ELSEWHERE (-2147483647 - 1)
+
+/*
+ * Attach engine `e` to the communicator `comm` (collective over it). The
+ * engine's transfers use a duplicate of `comm`, so they never mix with the
+ * program's messages. When MPI is not initialized yet, this initializes it
+ * (MPI_THREAD_SERIALIZED) and vf_mpi_finalize finalizes it. VF_ENOTSUP
+ * when MPI provides less than MPI_THREAD_SERIALIZED, VF_EINVAL when `e`
+ * is attached already or `comm` is MPI_COMM_NULL, VF_ESYSTEM when an MPI
+ * call or the thread start fails, VF_ENOMEM.
+ */
+VF_API int vf_mpi_init(vf_engine *e, MPI_Comm comm);
+
+/*
+ * Detach (collective): vf_mpi_wait_all, then stop the communication thread
+ * and free the cached copies; returns what that wait returned (`err` as
+ * there). The distributed variables stay plain variables of the engine
+ * (delete them with vf_var_delete), and each owner's buffer holds the
+ * current value of what it owns.
+ * Finalizes MPI when vf_mpi_init initialized it.
+ */
+VF_API int vf_mpi_finalize(vf_engine *e, vf_error *err);
+
+/* This rank and the number of ranks of the engine's communicator. */
+VF_API int vf_mpi_rank(vf_engine *e);
+VF_API int vf_mpi_size(vf_engine *e);
+
+/*
+ * Create a distributed variable of `size` bytes owned by rank `owner`.
+ * On the owner, `ptr` is its buffer (the caller's, never freed by varflow);
+ * on the other ranks `ptr` may be NULL, and a cached copy is allocated when
+ * the value first comes here (a non-NULL `ptr` is used as that copy).
+ * VF_EINVAL for a bad owner, a zero size or one above INT_MAX, or a NULL
+ * `ptr` on the owner.
+ */
+VF_API int vf_mpi_var_new(vf_engine *e, vf_var *out, void *ptr, size_t size,
+                          int owner);
+
+/* Who owns item `index` (0..count-1) of a set of variables. */
+typedef int (*vf_mpi_map_fn)(int index, void *map_arg);
+
+/*
+ * Create `count` distributed variables of `size` bytes each, variable i
+ * owned by map(i, map_arg), with buffer ptrs[i] (`ptrs` may be NULL, or
+ * its entries, on ranks that do not own them). All or nothing: on error no
+ * variable was created.
+ */
+VF_API int vf_mpi_vars_new(vf_engine *e, vf_var *out, int count,
+                           void *const *ptrs, size_t size, vf_mpi_map_fn map,
+                           void *map_arg);
+
+/*
+ * The 2D block-cyclic mapping of tile (i, j) onto a grid of p x q ranks,
+ * p * q = size, p <= q and as square as `size` allows (ScaLAPACK's
+ * distribution): rank (i % p) * q + (j % q). `vf_mpi_grid` says p and q.
+ */
+VF_API int vf_mpi_owner_2d(int size, int i, int j);
+VF_API void vf_mpi_grid(int size, int *p, int *q);
+
+/* The variable's owner rank (>= 0), or a negative code. */
+VF_API int vf_mpi_var_owner(vf_engine *e, vf_var v);
+
+/*
+ * This rank's buffer of `v`: the owner's `ptr` on the owner, the cached
+ * copy elsewhere. NULL when the value never came to this rank, or `v` is
+ * not a distributed variable (the detail says which). Meant for ops: when
+ * an op runs, the buffers of its variables hold the values it needs.
+ */
+VF_API void *vf_mpi_data(vf_engine *e, vf_var v);
+
+/*
+ * Delete a distributed variable on every rank (in sequence): a delete op
+ * pushed after everything pushed on it; the cached copy varflow allocated
+ * is freed then. The owner's buffer is the caller's.
+ */
+VF_API int vf_mpi_var_delete(vf_engine *e, vf_var v);
+
+/*
+ * Push `op` (in sequence on every rank) to run on rank `rank`, or on the
+ * default rank with VF_MPI_OWNER. The ranks that must move a value for it
+ * push the transfers first. On the running rank the op is pushed as with
+ * vf_push; on the others it is not run, and its `done` is called before
+ * this returns, with status VF_MPI_ELSEWHERE. Errors: those of vf_push,
+ * VF_EINVAL for a variable that is not distributed or a bad rank (nothing
+ * is pushed on any rank then, provided every rank got the same op).
+ */
+VF_API int vf_mpi_push(vf_engine *e, const vf_op *op, int rank);
+
+/* The rank vf_mpi_push(e, op, rank) would run `op` on (>= 0). */
+VF_API int vf_mpi_runs_on(vf_engine *e, const vf_op *op, int rank);
+
+/*
+ * Bring the current value of `v` to rank `rank`, or to every rank with
+ * VF_MPI_ALL (in sequence on every rank). A receiving rank returns once
+ * the value is in its buffer (vf_mpi_data), with VF_EOPFAILED and `err`
+ * as vf_wait_var when the value's op failed; the others return once their
+ * part is pushed.
+ */
+VF_API int vf_mpi_get(vf_engine *e, vf_var v, int rank, vf_error *err);
+
+/*
+ * Collective wait: every value written away from its owner goes back to it,
+ * then every rank waits for all its ops, then the ranks agree on the
+ * outcome. Returns 0 on every rank, or VF_EOPFAILED on every rank when an
+ * op failed on any of them; `err` is then the failure of the lowest rank
+ * that had one, the same on every rank. VF_ESYSTEM when an MPI call fails.
+ */
+VF_API int vf_mpi_wait_all(vf_engine *e, vf_error *err);
+
+/* What this rank's side of the data flow did. */
+typedef struct vf_mpi_stats {
+    uint64_t ops_here;      /* ops pushed that run on this rank */
+    uint64_t ops_elsewhere; /* ops pushed that run on another rank */
+    uint64_t sends;         /* messages this rank sent (values) */
+    uint64_t recvs;         /* messages this rank received */
+    uint64_t bytes_sent;    /* payload bytes of those messages */
+    uint64_t bytes_received;
+    uint64_t reuses;        /* values an op here needed and the cached copy
+                               (or the owner's buffer) already held */
+    uint64_t failures_sent; /* of the sends, values that carried a failure */
+} vf_mpi_stats;
+
+VF_API int vf_mpi_stats_get(vf_engine *e, vf_mpi_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* VARFLOW_MPI_H */

@@ -1,0 +1,416 @@
+/*
+ * comm.c: the communication thread, the only thread of an attached engine
+ * that calls MPI (so MPI_THREAD_SERIALIZED is enough).
+ *
+ * The async bodies of transfer ops post their transfer here and return;
+ * the thread starts each one with MPI_Isend / MPI_Irecv, using a derived
+ * datatype that joins the header and the value's own buffer (one message,
+ * no copy), and polls the requests in flight with MPI_Testsome. A finished
+ * transfer completes its op with vf_complete, or with vf_complete_failed
+ * when the value came with a failure, and that release may make more
+ * transfers ready, posted the same way.
+ *
+ * MPI has no way to wait on requests and on a condition variable at once,
+ * so while requests are in flight the thread polls: yielding at first,
+ * then sleeping on its condition variable with a growing timeout (up to
+ * POLL_MAX_US), which a new post cuts short. With nothing in flight it
+ * sleeps until a post comes.
+ *
+ * The collective of vf_mpi_wait_all (which rank failed first, then that
+ * failure to everyone) runs here too, with nonblocking collectives, so
+ * that no thread blocks inside MPI while holding the process-wide lock.
+ */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "mpi/mpi_internal.h"
+
+#define POLL_SPINS 64   /* idle rounds that only yield */
+#define POLL_MAX_US 200 /* the longest sleep with requests in flight */
+
+/* The requests in flight and their transfers, side by side. */
+typedef struct inflight {
+    MPI_Request *reqs;
+    vf__mpi_xfer **xs;
+    int *idx;
+    MPI_Status *st;
+    int n, cap;
+} inflight;
+
+/* The agreement in progress. */
+typedef struct agreement {
+    vf__mpi_agree *a;
+    int stage; /* 0 to post, 1 reducing, 2 broadcasting */
+    int lowest;
+    MPI_Request req;
+} agreement;
+
+void vf__mpi_comm_post(vf__mpi *ctx, vf__mpi_xfer *x)
+{
+    pthread_mutex_lock(&ctx->qlock);
+    x->next = ctx->posted;
+    ctx->posted = x;
+    pthread_cond_signal(&ctx->qcond);
+    pthread_mutex_unlock(&ctx->qlock);
+}
+
+void vf__mpi_comm_agree(vf__mpi *ctx, vf__mpi_agree *a)
+{
+    pthread_mutex_lock(&ctx->qlock);
+    while (ctx->agree != NULL) /* another thread's wait_all: after it */
+        pthread_cond_wait(&ctx->agreed, &ctx->qlock);
+    ctx->agree = a;
+    pthread_cond_signal(&ctx->qcond);
+    while (!a->done)
+        pthread_cond_wait(&ctx->agreed, &ctx->qlock);
+    pthread_mutex_unlock(&ctx->qlock);
+}
+
+static int inflight_reserve(inflight *f)
+{
+    if (f->n < f->cap)
+        return 0;
+    int cap = f->cap ? f->cap * 2 : 64;
+    MPI_Request *reqs = realloc(f->reqs, sizeof *reqs * (size_t)cap);
+    if (reqs != NULL)
+        f->reqs = reqs;
+    vf__mpi_xfer **xs = realloc(f->xs, sizeof *xs * (size_t)cap);
+    if (xs != NULL)
+        f->xs = xs;
+    int *idx = realloc(f->idx, sizeof *idx * (size_t)cap);
+    if (idx != NULL)
+        f->idx = idx;
+    MPI_Status *st = realloc(f->st, sizeof *st * (size_t)cap);
+    if (st != NULL)
+        f->st = st;
+    if (reqs == NULL || xs == NULL || idx == NULL || st == NULL)
+        return VF_ENOMEM;
+    f->cap = cap;
+    return 0;
+}
+
+/* A finished (or never started) transfer, to complete once the global
+ * lock is let go: `status` 0 or a VF_E* code with `text`. */
+typedef struct finished {
+    vf__mpi_xfer *x;
+    int status;
+    char text[200];
+} finished;
+
+typedef struct finished_list {
+    finished *items;
+    int n, cap;
+} finished_list;
+
+static void finished_add(finished_list *l, vf__mpi_xfer *x, int status,
+                         const char *text)
+{
+    if (l->n == l->cap) {
+        int cap = l->cap ? l->cap * 2 : 64;
+        finished *items = realloc(l->items, sizeof *items * (size_t)cap);
+        if (items == NULL) {
+            /* Complete it at once rather than lose it (we hold the global
+             * lock, but vf_complete makes no MPI call: posts only queue). */
+            vf_complete(x->done, status ? status : 0, text);
+            return;
+        }
+        l->items = items;
+        l->cap = cap;
+    }
+    finished *f = &l->items[l->n++];
+    f->x = x;
+    f->status = status;
+    snprintf(f->text, sizeof f->text, "%s", text ? text : "");
+}
+
+/* Start one transfer (global lock held). */
+static void start(vf__mpi *ctx, inflight *f, vf__mpi_xfer *x,
+                  finished_list *done)
+{
+    char text[160];
+    int rc = inflight_reserve(f);
+    if (rc != 0) {
+        finished_add(done, x, VF_ENOMEM, "varflow-mpi: out of memory");
+        return;
+    }
+    MPI_Aint disp[2];
+    int len[2] = {(int)sizeof x->hdr, (int)x->size};
+    MPI_Datatype types[2] = {MPI_BYTE, MPI_BYTE};
+    MPI_Get_address(&x->hdr, &disp[0]);
+    MPI_Get_address(x->buf, &disp[1]);
+    int mrc = MPI_Type_create_struct(2, len, disp, types, &x->type);
+    if (mrc == MPI_SUCCESS)
+        mrc = MPI_Type_commit(&x->type);
+    MPI_Request req = MPI_REQUEST_NULL;
+    if (mrc == MPI_SUCCESS && x->dir == VF__MPI_SEND)
+        mrc = MPI_Isend(MPI_BOTTOM, 1, x->type, x->peer, x->tag, ctx->comm,
+                        &req);
+    else if (mrc == MPI_SUCCESS)
+        mrc = MPI_Irecv(MPI_BOTTOM, 1, x->type, x->peer, x->tag, ctx->comm,
+                        &req);
+    if (mrc != MPI_SUCCESS) {
+        vf__mpi_error_text(mrc, text, sizeof text);
+        if (x->type != MPI_DATATYPE_NULL)
+            MPI_Type_free(&x->type);
+        char msg[200];
+        snprintf(msg, sizeof msg, "%s of variable %llu: %s",
+                 x->dir == VF__MPI_SEND ? "MPI_Isend" : "MPI_Irecv",
+                 (unsigned long long)x->index, text);
+        finished_add(done, x, VF_ESYSTEM, msg);
+        return;
+    }
+    f->reqs[f->n] = req;
+    f->xs[f->n] = x;
+    f->n++;
+}
+
+/* What a finished request means for its op (global lock held). */
+static void conclude(vf__mpi_xfer *x, const MPI_Status *st, int mpi_error,
+                     finished_list *done)
+{
+    char text[160], msg[200];
+    MPI_Type_free(&x->type);
+    if (mpi_error != MPI_SUCCESS) {
+        vf__mpi_error_text(mpi_error, text, sizeof text);
+        snprintf(msg, sizeof msg, "%s variable %llu %s rank %d: %s",
+                 x->dir == VF__MPI_SEND ? "sending" : "receiving",
+                 (unsigned long long)x->index,
+                 x->dir == VF__MPI_SEND ? "to" : "from", x->peer, text);
+        finished_add(done, x, VF_ESYSTEM, msg);
+        return;
+    }
+    if (x->dir == VF__MPI_RECV) {
+        int count = 0;
+        MPI_Get_count(st, MPI_BYTE, &count);
+        if ((size_t)count != sizeof x->hdr + x->size ||
+            x->hdr.size != x->size) {
+            snprintf(msg, sizeof msg,
+                     "variable %llu: rank %d sent %llu bytes, this rank "
+                     "made it %zu bytes (every rank must create the same "
+                     "variables)",
+                     (unsigned long long)x->index, x->peer,
+                     (unsigned long long)x->hdr.size, x->size);
+            finished_add(done, x, VF_EINVAL, msg);
+            return;
+        }
+    }
+    finished_add(done, x, 0, NULL);
+}
+
+/* Complete the finished transfers' ops (no lock held: vf_complete may run
+ * ready async bodies, which post). */
+static void complete_all(finished_list *l)
+{
+    for (int i = 0; i < l->n; i++) {
+        finished *f = &l->items[i];
+        vf__mpi_xfer *x = f->x;
+        if (f->status != 0) {
+            vf_complete(x->done, f->status, f->text);
+        } else if (x->dir == VF__MPI_RECV && x->hdr.code != 0) {
+            vf_error cause;
+            memset(&cause, 0, sizeof cause);
+            cause.code = x->hdr.code;
+            memcpy(cause.op_name, x->hdr.op_name, sizeof cause.op_name);
+            memcpy(cause.message, x->hdr.message, sizeof cause.message);
+            cause.op_name[sizeof cause.op_name - 1] = '\0';
+            cause.message[sizeof cause.message - 1] = '\0';
+            vf_complete_failed(x->done, &cause);
+        } else {
+            if (x->dir == VF__MPI_SEND && x->hdr.code != 0) {
+                pthread_mutex_lock(&x->ctx->data_lock);
+                x->ctx->stats.failures_sent++;
+                pthread_mutex_unlock(&x->ctx->data_lock);
+            }
+            vf_complete(x->done, 0, NULL); /* frees x (its done) */
+        }
+    }
+    l->n = 0;
+}
+
+/* Poll the requests in flight (global lock held). True if any finished. */
+static bool poll_inflight(inflight *f, finished_list *done)
+{
+    if (f->n == 0)
+        return false;
+    int outcount = 0;
+    int rc = MPI_Testsome(f->n, f->reqs, &outcount, f->idx, f->st);
+    if (outcount == MPI_UNDEFINED || outcount == 0)
+        return false;
+    for (int k = 0; k < outcount; k++) {
+        int i = f->idx[k];
+        int err = rc == MPI_ERR_IN_STATUS ? f->st[k].MPI_ERROR : MPI_SUCCESS;
+        conclude(f->xs[i], &f->st[k], err, done);
+        f->xs[i] = NULL;
+    }
+    int kept = 0; /* compact: the finished requests are MPI_REQUEST_NULL */
+    for (int i = 0; i < f->n; i++) {
+        if (f->xs[i] != NULL) {
+            f->reqs[kept] = f->reqs[i];
+            f->xs[kept] = f->xs[i];
+            kept++;
+        }
+    }
+    f->n = kept;
+    return true;
+}
+
+static void agree_fail(agreement *g, int mpi_rc, const char *what)
+{
+    char text[160];
+    vf__mpi_error_text(mpi_rc, text, sizeof text);
+    snprintf(g->a->detail, sizeof g->a->detail, "%s: %s", what, text);
+    g->a->rc = VF_ESYSTEM;
+}
+
+/* Move the agreement on (global lock held). True when it has ended. */
+static bool agree_step(vf__mpi *ctx, agreement *g)
+{
+    vf__mpi_agree *a = g->a;
+    int flag = 0, rc;
+    switch (g->stage) {
+    case 0:
+        rc = MPI_Iallreduce(&a->failed_rank, &g->lowest, 1, MPI_INT, MPI_MIN,
+                            ctx->comm, &g->req);
+        if (rc != MPI_SUCCESS) {
+            agree_fail(g, rc, "MPI_Iallreduce");
+            return true;
+        }
+        g->stage = 1;
+        return false;
+    case 1:
+        rc = MPI_Test(&g->req, &flag, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) {
+            agree_fail(g, rc, "MPI_Iallreduce");
+            return true;
+        }
+        if (!flag)
+            return false;
+        a->failed_rank = g->lowest;
+        if (g->lowest >= ctx->size)
+            return true; /* no rank failed */
+        rc = MPI_Ibcast(&a->err, (int)sizeof a->err, MPI_BYTE, g->lowest,
+                        ctx->comm, &g->req);
+        if (rc != MPI_SUCCESS) {
+            agree_fail(g, rc, "MPI_Ibcast");
+            return true;
+        }
+        g->stage = 2;
+        return false;
+    default:
+        rc = MPI_Test(&g->req, &flag, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) {
+            agree_fail(g, rc, "MPI_Ibcast");
+            return true;
+        }
+        return flag != 0;
+    }
+}
+
+static void sleep_on(vf__mpi *ctx, unsigned us)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    t.tv_nsec += (long)us * 1000;
+    if (t.tv_nsec >= 1000000000L) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&ctx->qlock);
+    if (ctx->posted == NULL && (ctx->agree == NULL || ctx->agree->done))
+        pthread_cond_timedwait(&ctx->qcond, &ctx->qlock, &t);
+    pthread_mutex_unlock(&ctx->qlock);
+}
+
+static void *comm_main(void *arg)
+{
+    vf__mpi *ctx = arg;
+    inflight f = {0};
+    finished_list done = {0};
+    agreement g = {0};
+    unsigned idle = 0;
+    for (;;) {
+        pthread_mutex_lock(&ctx->qlock);
+        while (ctx->posted == NULL && f.n == 0 && g.a == NULL &&
+               (ctx->agree == NULL || ctx->agree->done) && !ctx->stop)
+            pthread_cond_wait(&ctx->qcond, &ctx->qlock);
+        if (ctx->stop && ctx->posted == NULL && f.n == 0 && g.a == NULL) {
+            pthread_mutex_unlock(&ctx->qlock);
+            break;
+        }
+        vf__mpi_xfer *posted = NULL;
+        while (ctx->posted != NULL) { /* newest first: reverse */
+            vf__mpi_xfer *x = ctx->posted;
+            ctx->posted = x->next;
+            x->next = posted;
+            posted = x;
+        }
+        if (g.a == NULL && ctx->agree != NULL && !ctx->agree->done) {
+            g.a = ctx->agree;
+            g.stage = 0;
+        }
+        pthread_mutex_unlock(&ctx->qlock);
+
+        bool progress = posted != NULL;
+        bool agreed = false;
+        vf__mpi_lock_global();
+        for (vf__mpi_xfer *x = posted, *next; x != NULL; x = next) {
+            next = x->next;
+            start(ctx, &f, x, &done);
+        }
+        progress |= poll_inflight(&f, &done);
+        if (g.a != NULL) {
+            int stage = g.stage;
+            agreed = agree_step(ctx, &g);
+            progress |= agreed || g.stage != stage;
+        }
+        vf__mpi_unlock_global();
+
+        complete_all(&done);
+        if (agreed) {
+            pthread_mutex_lock(&ctx->qlock);
+            g.a->done = true;
+            ctx->agree = NULL;
+            pthread_cond_broadcast(&ctx->agreed);
+            pthread_mutex_unlock(&ctx->qlock);
+            g.a = NULL;
+        }
+        if (progress) {
+            idle = 0;
+        } else if (++idle < POLL_SPINS) {
+            sched_yield();
+        } else {
+            unsigned us = 1u
+                          << ((idle - POLL_SPINS) < 8 ? idle - POLL_SPINS : 8);
+            sleep_on(ctx, us < POLL_MAX_US ? us : POLL_MAX_US);
+        }
+    }
+    free(f.reqs);
+    free(f.xs);
+    free(f.idx);
+    free(f.st);
+    free(done.items);
+    return NULL;
+}
+
+int vf__mpi_comm_start(vf__mpi *ctx)
+{
+    int rc = pthread_create(&ctx->thread, NULL, comm_main, ctx);
+    if (rc != 0)
+        return vf__mpi_error(VF_ESYSTEM,
+                             "vf_mpi_init: cannot start the communication "
+                             "thread: %s",
+                             strerror(rc));
+    return 0;
+}
+
+void vf__mpi_comm_stop(vf__mpi *ctx)
+{
+    pthread_mutex_lock(&ctx->qlock);
+    ctx->stop = true;
+    pthread_cond_signal(&ctx->qcond);
+    pthread_mutex_unlock(&ctx->qlock);
+    pthread_join(ctx->thread, NULL);
+}

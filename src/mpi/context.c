@@ -1,0 +1,266 @@
+/*
+ * context.c: which engine is attached to which communicator.
+ *
+ * The public calls take the engine, as the core's do, so the library finds
+ * its context in a small process-wide registry (a handful of engines at
+ * most; a mutex and a linear scan). vf_mpi_init makes the context and
+ * starts the communication thread; vf_mpi_finalize drains, stops it and
+ * frees everything.
+ *
+ * MPI calls from varflow's threads go through one process-wide lock, so
+ * that two attached engines (two communication threads) still make their
+ * calls one at a time, as MPI_THREAD_SERIALIZED requires.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mpi/mpi_internal.h"
+
+#define MAX_ENGINES 64
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static vf__mpi *registry[MAX_ENGINES];
+static pthread_mutex_t mpi_lock = PTHREAD_MUTEX_INITIALIZER;
+/* vf_mpi_init initialized MPI: the last vf_mpi_finalize finalizes it. */
+static bool mpi_is_ours;
+
+void vf__mpi_lock_global(void)
+{
+    pthread_mutex_lock(&mpi_lock);
+}
+
+void vf__mpi_unlock_global(void)
+{
+    pthread_mutex_unlock(&mpi_lock);
+}
+
+int vf__mpi_error(int code, const char *fmt, ...)
+{
+    char text[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    return vf_set_error_detail(code, "%s", text);
+}
+
+void vf__mpi_error_text(int mpi_rc, char *out, size_t size)
+{
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(mpi_rc, text, &len) != MPI_SUCCESS)
+        snprintf(text, sizeof text, "MPI error %d", mpi_rc);
+    snprintf(out, size, "%s", text);
+}
+
+vf__mpi *vf__mpi_of(vf_engine *e, const char *caller)
+{
+    if (e == NULL) {
+        vf__mpi_error(VF_EINVAL, "%s: engine is NULL", caller);
+        return NULL;
+    }
+    vf__mpi *found = NULL;
+    pthread_mutex_lock(&registry_lock);
+    for (int i = 0; i < MAX_ENGINES && found == NULL; i++)
+        if (registry[i] != NULL && registry[i]->engine == e)
+            found = registry[i];
+    pthread_mutex_unlock(&registry_lock);
+    if (found == NULL)
+        vf__mpi_error(VF_EINVAL,
+                      "%s: the engine is not attached to MPI (vf_mpi_init)",
+                      caller);
+    return found;
+}
+
+static int registry_add(vf__mpi *ctx)
+{
+    int rc = VF_EINVAL;
+    pthread_mutex_lock(&registry_lock);
+    for (int i = 0; i < MAX_ENGINES; i++)
+        if (registry[i] != NULL && registry[i]->engine == ctx->engine)
+            goto out; /* attached already */
+    rc = VF_ENOMEM;
+    for (int i = 0; i < MAX_ENGINES; i++) {
+        if (registry[i] == NULL) {
+            registry[i] = ctx;
+            rc = 0;
+            break;
+        }
+    }
+out:
+    pthread_mutex_unlock(&registry_lock);
+    if (rc == VF_EINVAL)
+        return vf__mpi_error(rc, "vf_mpi_init: the engine is attached "
+                                 "already");
+    if (rc == VF_ENOMEM)
+        return vf__mpi_error(rc,
+                             "vf_mpi_init: more than %d engines "
+                             "attached",
+                             MAX_ENGINES);
+    return 0;
+}
+
+/* Returns how many engines stay attached. */
+static int registry_remove(vf__mpi *ctx)
+{
+    int left = 0;
+    pthread_mutex_lock(&registry_lock);
+    for (int i = 0; i < MAX_ENGINES; i++) {
+        if (registry[i] == ctx)
+            registry[i] = NULL;
+        else if (registry[i] != NULL)
+            left++;
+    }
+    pthread_mutex_unlock(&registry_lock);
+    return left;
+}
+
+/* Initialize MPI if nobody did, and check it can serve a second thread. */
+static int mpi_ready(void)
+{
+    int initialized = 0, finalized = 0, provided = MPI_THREAD_SINGLE;
+    MPI_Finalized(&finalized);
+    if (finalized)
+        return vf__mpi_error(VF_ENOTSUP, "vf_mpi_init: MPI was finalized "
+                                         "already");
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) !=
+            MPI_SUCCESS)
+            return vf__mpi_error(VF_ESYSTEM, "vf_mpi_init: MPI_Init_thread "
+                                             "failed");
+        mpi_is_ours = true;
+    } else {
+        MPI_Query_thread(&provided);
+    }
+    if (provided < MPI_THREAD_SERIALIZED)
+        return vf__mpi_error(
+            VF_ENOTSUP,
+            "vf_mpi_init: MPI provides thread level %d; varflow's "
+            "communication thread needs MPI_THREAD_SERIALIZED (initialize "
+            "MPI with MPI_Init_thread, or let vf_mpi_init do it)",
+            provided);
+    return 0;
+}
+
+static void ctx_free(vf__mpi *ctx)
+{
+    vf__mpi_vars_free(ctx);
+    free(ctx->away);
+    free(ctx->send_seq);
+    free(ctx->recv_seq);
+    pthread_mutex_destroy(&ctx->lock);
+    pthread_mutex_destroy(&ctx->data_lock);
+    pthread_mutex_destroy(&ctx->qlock);
+    pthread_cond_destroy(&ctx->qcond);
+    pthread_cond_destroy(&ctx->agreed);
+    free(ctx);
+}
+
+VF_API int vf_mpi_init(vf_engine *e, MPI_Comm comm)
+{
+    if (e == NULL)
+        return vf__mpi_error(VF_EINVAL, "vf_mpi_init: engine is NULL");
+    if (comm == MPI_COMM_NULL)
+        return vf__mpi_error(VF_EINVAL, "vf_mpi_init: comm is "
+                                        "MPI_COMM_NULL");
+    if (vf_engine_kind(e) == VF_ENGINE_NAIVE)
+        return vf__mpi_error(VF_ENOTSUP,
+                             "vf_mpi_init: the naive engine runs each op "
+                             "inside its push, so it cannot wait for a "
+                             "value from another rank; use the pooled or "
+                             "per-device engine");
+    vf__mpi *ctx = calloc(1, sizeof *ctx);
+    if (ctx == NULL)
+        return vf__mpi_error(VF_ENOMEM, "vf_mpi_init: out of memory");
+    ctx->engine = e;
+    ctx->comm = MPI_COMM_NULL;
+    pthread_mutex_init(&ctx->lock, NULL);
+    pthread_mutex_init(&ctx->data_lock, NULL);
+    pthread_mutex_init(&ctx->qlock, NULL);
+    pthread_cond_init(&ctx->qcond, NULL);
+    pthread_cond_init(&ctx->agreed, NULL);
+    int rc = registry_add(ctx);
+    if (rc != 0) {
+        ctx_free(ctx);
+        return rc;
+    }
+    vf__mpi_lock_global();
+    rc = mpi_ready();
+    if (rc == 0 && MPI_Comm_dup(comm, &ctx->comm) != MPI_SUCCESS)
+        rc = vf__mpi_error(VF_ESYSTEM, "vf_mpi_init: MPI_Comm_dup failed");
+    if (rc == 0) {
+        MPI_Comm_set_errhandler(ctx->comm, MPI_ERRORS_RETURN);
+        MPI_Comm_rank(ctx->comm, &ctx->rank);
+        MPI_Comm_size(ctx->comm, &ctx->size);
+        int *ub = NULL, flag = 0;
+        MPI_Comm_get_attr(ctx->comm, MPI_TAG_UB, &ub, &flag);
+        ctx->tag_ub = flag && ub != NULL ? *ub : 32767;
+    }
+    vf__mpi_unlock_global();
+    if (rc == 0) {
+        ctx->words = (ctx->size + 63) / 64;
+        ctx->send_seq = calloc((size_t)ctx->size, sizeof *ctx->send_seq);
+        ctx->recv_seq = calloc((size_t)ctx->size, sizeof *ctx->recv_seq);
+        if (ctx->send_seq == NULL || ctx->recv_seq == NULL)
+            rc = vf__mpi_error(VF_ENOMEM, "vf_mpi_init: out of memory");
+    }
+    if (rc == 0)
+        rc = vf__mpi_comm_start(ctx);
+    if (rc != 0) {
+        registry_remove(ctx);
+        if (ctx->comm != MPI_COMM_NULL) {
+            vf__mpi_lock_global();
+            MPI_Comm_free(&ctx->comm);
+            vf__mpi_unlock_global();
+        }
+        ctx_free(ctx);
+    }
+    return rc;
+}
+
+VF_API int vf_mpi_finalize(vf_engine *e, vf_error *err)
+{
+    vf__mpi *ctx = vf__mpi_of(e, "vf_mpi_finalize");
+    if (ctx == NULL)
+        return VF_EINVAL;
+    int rc = vf_mpi_wait_all(e, err);
+    vf__mpi_comm_stop(ctx);
+    bool last = registry_remove(ctx) == 0;
+    vf__mpi_lock_global();
+    MPI_Comm_free(&ctx->comm);
+    if (last && mpi_is_ours) {
+        MPI_Finalize();
+        mpi_is_ours = false;
+    }
+    vf__mpi_unlock_global();
+    ctx_free(ctx);
+    return rc;
+}
+
+VF_API int vf_mpi_rank(vf_engine *e)
+{
+    vf__mpi *ctx = vf__mpi_of(e, "vf_mpi_rank");
+    return ctx ? ctx->rank : VF_EINVAL;
+}
+
+VF_API int vf_mpi_size(vf_engine *e)
+{
+    vf__mpi *ctx = vf__mpi_of(e, "vf_mpi_size");
+    return ctx ? ctx->size : VF_EINVAL;
+}
+
+VF_API int vf_mpi_stats_get(vf_engine *e, vf_mpi_stats *out)
+{
+    vf__mpi *ctx = vf__mpi_of(e, "vf_mpi_stats_get");
+    if (ctx == NULL)
+        return VF_EINVAL;
+    if (out == NULL)
+        return vf__mpi_error(VF_EINVAL, "vf_mpi_stats_get: out is NULL");
+    pthread_mutex_lock(&ctx->data_lock);
+    *out = ctx->stats;
+    pthread_mutex_unlock(&ctx->data_lock);
+    return 0;
+}

@@ -1,0 +1,384 @@
+/*
+ * flow.c: where each op runs and which values must move for it.
+ *
+ * Every rank makes the same decisions from the same pushes: the op runs on
+ * rank X (the owner of its first written variable, unless the push says);
+ * for each variable it names, if X does not hold the current value, the
+ * rank that does (the owner when it is current, else the rank that wrote
+ * it last) sends it and X receives it. Only those two ranks push anything
+ * for the transfer; every rank records that X now holds the value. After
+ * the op, the variables it writes are current on X alone.
+ *
+ * Each transfer between a pair of ranks gets the next number of that pair
+ * as its MPI tag, which both ends count alike, so a send matches its
+ * receive whatever order the two ranks' ops start in.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mpi/mpi_internal.h"
+
+/* A variable an op names, once, as a write if any use writes. */
+typedef struct vf__mpi_use {
+    vf__mpi_var *mv;
+    bool write;
+} vf__mpi_use;
+
+static void xfer_done(void *arg, int status)
+{
+    (void)status;
+    free(arg);
+}
+
+/* The async body of a send: note the failure the value carries, if any
+ * (the op is no_skip, so it runs and sends even then), and hand the
+ * transfer to the communication thread. */
+static void send_fn(vf_run *run, void *arg, vf_completion done)
+{
+    vf__mpi_xfer *x = arg;
+    vf_error cause;
+    if (vf_run_input_failure(run, &cause) == 1) {
+        x->hdr.code = cause.code;
+        memcpy(x->hdr.op_name, cause.op_name, sizeof x->hdr.op_name);
+        memcpy(x->hdr.message, cause.message, sizeof x->hdr.message);
+    }
+    x->done = done;
+    vf__mpi_comm_post(x->ctx, x);
+}
+
+static void recv_fn(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    vf__mpi_xfer *x = arg;
+    x->done = done;
+    vf__mpi_comm_post(x->ctx, x);
+}
+
+/* Push this rank's half of a transfer of `mv` with `peer`. */
+static int push_half(vf__mpi *ctx, vf__mpi_var *mv, vf__mpi_dir dir, int peer)
+{
+    vf__mpi_xfer *x = calloc(1, sizeof *x);
+    if (x == NULL)
+        return VF_ENOMEM;
+    if (dir == VF__MPI_RECV) {
+        int rc = vf__mpi_var_buffer(ctx, mv);
+        if (rc != 0) {
+            free(x);
+            return rc;
+        }
+    }
+    uint32_t *seq = dir == VF__MPI_SEND ? ctx->send_seq : ctx->recv_seq;
+    x->ctx = ctx;
+    x->dir = dir;
+    x->peer = peer;
+    x->tag = (int)(seq[peer] % (uint32_t)ctx->tag_ub);
+    x->index = mv->index;
+    x->buf = mv->buf;
+    x->size = mv->size;
+    x->type = MPI_DATATYPE_NULL;
+    x->hdr.size = mv->size;
+    x->hdr.index_lo = (uint32_t)mv->index;
+    snprintf(x->name, sizeof x->name, "mpi %s v%llu %s %d",
+             dir == VF__MPI_SEND ? "send" : "recv",
+             (unsigned long long)mv->index, dir == VF__MPI_SEND ? "to" : "from",
+             peer);
+    vf_op op = {.async_fn = dir == VF__MPI_SEND ? send_fn : recv_fn,
+                .arg = x,
+                .done = xfer_done,
+                .no_skip = true,
+                .name = x->name};
+    if (dir == VF__MPI_SEND)
+        op.reads = (vf_var_list){&mv->var, 1};
+    else
+        op.writes = (vf_var_list){&mv->var, 1};
+    int rc = vf_push(ctx->engine, &op);
+    if (rc != 0) {
+        free(x);
+        return rc;
+    }
+    seq[peer]++;
+    pthread_mutex_lock(&ctx->data_lock);
+    if (dir == VF__MPI_SEND) {
+        ctx->stats.sends++;
+        ctx->stats.bytes_sent += mv->size;
+    } else {
+        ctx->stats.recvs++;
+        ctx->stats.bytes_received += mv->size;
+    }
+    pthread_mutex_unlock(&ctx->data_lock);
+    return 0;
+}
+
+/* Move the current value of `mv` to rank `to`, which lacks it (called
+ * alike on every rank). A rank that cannot push its half has cut the
+ * flow: its peer would wait forever, so every later call here fails. */
+static int transfer(vf__mpi *ctx, vf__mpi_var *mv, int to, const char *caller)
+{
+    int from = vf__mpi_valid_at(mv, mv->owner) ? mv->owner : mv->holder;
+    int rc = 0;
+    if (ctx->rank == from)
+        rc = push_half(ctx, mv, VF__MPI_SEND, to);
+    else if (ctx->rank == to)
+        rc = push_half(ctx, mv, VF__MPI_RECV, from);
+    vf__mpi_valid_add(mv, to);
+    if (rc != 0) {
+        ctx->broken = rc;
+        return vf__mpi_error(rc,
+                             "%s: the transfer of variable %llu from rank %d "
+                             "to rank %d could not be pushed here (%s); the "
+                             "data flow is cut on rank %d",
+                             caller, (unsigned long long)mv->index, from, to,
+                             vf_strerror(rc), ctx->rank);
+    }
+    return 0;
+}
+
+static int check_broken(const vf__mpi *ctx, const char *caller)
+{
+    if (ctx->broken == 0)
+        return 0;
+    return vf__mpi_error(VF_ESYSTEM,
+                         "%s: an earlier transfer could not be pushed on "
+                         "rank %d (%s): its data flow is cut",
+                         caller, ctx->rank, vf_strerror(ctx->broken));
+}
+
+static int check_list(vf_var_list l, const char *caller, const char *what)
+{
+    if (l.count < 0 || (l.count > 0 && l.vars == NULL))
+        return vf__mpi_error(VF_EINVAL, "%s: op->%s: %s", caller, what,
+                             l.count < 0 ? "negative count" : "vars is NULL");
+    return 0;
+}
+
+/* The op's variables as records, each once (`*uses`: `buf` when they fit,
+ * else malloc'd). Fails, alike on every rank, on a variable that is not
+ * distributed. */
+static int resolve(vf__mpi *ctx, const vf_op *op, const char *caller,
+                   vf__mpi_use *buf, int cap, vf__mpi_use **uses, int *n)
+{
+    if (op == NULL)
+        return vf__mpi_error(VF_EINVAL, "%s: op is NULL", caller);
+    if ((op->fn == NULL) == (op->async_fn == NULL))
+        return vf__mpi_error(VF_EINVAL,
+                             "%s: exactly one of fn and "
+                             "async_fn must be set",
+                             caller);
+    int rc = check_list(op->reads, caller, "reads");
+    if (rc == 0)
+        rc = check_list(op->writes, caller, "writes");
+    if (rc != 0)
+        return rc;
+    int total = op->reads.count + op->writes.count;
+    vf__mpi_use *u = buf;
+    if (total > cap && (u = malloc(sizeof *u * (size_t)total)) == NULL)
+        return vf__mpi_error(VF_ENOMEM, "%s: out of memory", caller);
+    int count = 0;
+    for (int w = 0; w < 2; w++) {
+        vf_var_list l = w ? op->writes : op->reads;
+        for (int i = 0; i < l.count; i++) {
+            vf__mpi_var *mv = vf__mpi_var_find(ctx, l.vars[i]);
+            if (mv == NULL) {
+                if (u != buf)
+                    free(u);
+                return vf__mpi_error(
+                    VF_EINVAL,
+                    "%s: %s[%d] is not a distributed variable of this "
+                    "engine (make it with vf_mpi_var_new)",
+                    caller, w ? "writes" : "reads", i);
+            }
+            int k = 0;
+            while (k < count && u[k].mv != mv)
+                k++;
+            if (k == count)
+                u[count++] = (vf__mpi_use){mv, false};
+            u[k].write |= w;
+        }
+    }
+    *uses = u;
+    *n = count;
+    return 0;
+}
+
+static int runs_on(const vf__mpi *ctx, const vf_op *op, int rank,
+                   const char *caller)
+{
+    if (rank != VF_MPI_OWNER) {
+        if (rank < 0 || rank >= ctx->size)
+            return vf__mpi_error(VF_EINVAL,
+                                 "%s: rank %d (0 to %d, or "
+                                 "VF_MPI_OWNER)",
+                                 caller, rank, ctx->size - 1);
+        return rank;
+    }
+    vf_var_list first = op->writes.count > 0 ? op->writes : op->reads;
+    if (first.count == 0)
+        return 0;
+    return vf__mpi_var_find((vf__mpi *)ctx, first.vars[0])->owner;
+}
+
+VF_API int vf_mpi_runs_on(vf_engine *e, const vf_op *op, int rank)
+{
+    vf__mpi *ctx = vf__mpi_of(e, "vf_mpi_runs_on");
+    if (ctx == NULL)
+        return VF_EINVAL;
+    vf__mpi_use local[16], *uses;
+    int n;
+    pthread_mutex_lock(&ctx->lock);
+    int rc = resolve(ctx, op, "vf_mpi_runs_on", local, 16, &uses, &n);
+    if (rc == 0) {
+        rc = runs_on(ctx, op, rank, "vf_mpi_runs_on");
+        if (uses != local)
+            free(uses);
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    return rc;
+}
+
+VF_API int vf_mpi_push(vf_engine *e, const vf_op *op, int rank)
+{
+    vf__mpi *ctx = vf__mpi_of(e, "vf_mpi_push");
+    if (ctx == NULL)
+        return VF_EINVAL;
+    vf__mpi_use local[16], *uses = NULL;
+    int n = 0;
+    pthread_mutex_lock(&ctx->lock);
+    int rc = check_broken(ctx, "vf_mpi_push");
+    if (rc == 0)
+        rc = resolve(ctx, op, "vf_mpi_push", local, 16, &uses, &n);
+    int x = rc == 0 ? runs_on(ctx, op, rank, "vf_mpi_push") : rc;
+    if (x < 0) {
+        rc = x;
+        goto out;
+    }
+    int reused = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        if (!vf__mpi_valid_at(uses[i].mv, x))
+            rc = transfer(ctx, uses[i].mv, x, "vf_mpi_push");
+        else if (x == ctx->rank)
+            reused++;
+    }
+    if (rc != 0)
+        goto out;
+    for (int i = 0; i < n; i++) {
+        vf__mpi_var *mv = uses[i].mv;
+        if (!uses[i].write)
+            continue;
+        vf__mpi_valid_only(ctx, mv, x);
+        if (x != mv->owner && !mv->away) {
+            if (ctx->naway == ctx->away_cap) {
+                size_t cap = ctx->away_cap ? ctx->away_cap * 2 : 64;
+                vf__mpi_var **a = realloc(ctx->away, cap * sizeof *a);
+                if (a == NULL) {
+                    ctx->broken = VF_ENOMEM;
+                    rc = vf__mpi_error(VF_ENOMEM, "vf_mpi_push: out of "
+                                                  "memory");
+                    goto out;
+                }
+                ctx->away = a;
+                ctx->away_cap = cap;
+            }
+            ctx->away[ctx->naway++] = mv;
+            mv->away = true;
+        }
+    }
+    bool elsewhere = x != ctx->rank;
+    if (!elsewhere)
+        rc = vf_push(e, op);
+    pthread_mutex_lock(&ctx->data_lock);
+    if (x == ctx->rank) {
+        ctx->stats.ops_here += rc == 0;
+        ctx->stats.reuses += (uint64_t)reused;
+    } else {
+        ctx->stats.ops_elsewhere++;
+    }
+    pthread_mutex_unlock(&ctx->data_lock);
+    pthread_mutex_unlock(&ctx->lock);
+    if (uses != local)
+        free(uses);
+    /* Unlocked: done may push (with vf_push) or free what it likes. */
+    if (elsewhere && op->done != NULL)
+        op->done(op->arg, VF_MPI_ELSEWHERE);
+    return rc;
+out:
+    pthread_mutex_unlock(&ctx->lock);
+    if (uses != NULL && uses != local)
+        free(uses);
+    return rc;
+}
+
+int vf__mpi_write_back(vf__mpi *ctx)
+{
+    int rc = 0;
+    for (size_t i = 0; i < ctx->naway && rc == 0; i++) {
+        vf__mpi_var *mv = ctx->away[i];
+        mv->away = false;
+        if (!vf__mpi_valid_at(mv, mv->owner))
+            rc = transfer(ctx, mv, mv->owner, "vf_mpi_wait_all");
+    }
+    ctx->naway = 0;
+    return rc;
+}
+
+VF_API int vf_mpi_get(vf_engine *e, vf_var v, int rank, vf_error *err)
+{
+    vf__mpi *ctx = vf__mpi_of(e, "vf_mpi_get");
+    if (ctx == NULL)
+        return VF_EINVAL;
+    pthread_mutex_lock(&ctx->lock);
+    int rc = check_broken(ctx, "vf_mpi_get");
+    vf__mpi_var *mv = vf__mpi_var_find(ctx, v);
+    if (rc == 0 && mv == NULL)
+        rc = vf__mpi_error(VF_EINVAL, "vf_mpi_get: not a distributed "
+                                      "variable of this engine");
+    if (rc == 0 && rank != VF_MPI_ALL && (rank < 0 || rank >= ctx->size))
+        rc = vf__mpi_error(VF_EINVAL,
+                           "vf_mpi_get: rank %d (0 to %d, or "
+                           "VF_MPI_ALL)",
+                           rank, ctx->size - 1);
+    int first = rank == VF_MPI_ALL ? 0 : rank;
+    int last = rank == VF_MPI_ALL ? ctx->size - 1 : rank;
+    for (int to = first; rc == 0 && to <= last; to++)
+        if (!vf__mpi_valid_at(mv, to))
+            rc = transfer(ctx, mv, to, "vf_mpi_get");
+    vf_var local = mv ? mv->var : v;
+    pthread_mutex_unlock(&ctx->lock);
+    if (rc == 0 && ctx->rank >= first && ctx->rank <= last)
+        rc = vf_wait_var(e, local, err);
+    return rc;
+}
+
+VF_API int vf_mpi_wait_all(vf_engine *e, vf_error *err)
+{
+    vf__mpi *ctx = vf__mpi_of(e, "vf_mpi_wait_all");
+    if (ctx == NULL)
+        return VF_EINVAL;
+    pthread_mutex_lock(&ctx->lock);
+    int rc = check_broken(ctx, "vf_mpi_wait_all");
+    if (rc == 0)
+        rc = vf__mpi_write_back(ctx);
+    pthread_mutex_unlock(&ctx->lock);
+    if (rc != 0)
+        return rc;
+    vf_error mine;
+    memset(&mine, 0, sizeof mine);
+    rc = vf_wait_all(e, &mine);
+    if (rc != 0 && rc != VF_EOPFAILED)
+        return rc; /* called from an op, or stopped: no rank can agree */
+    vf__mpi_agree a;
+    memset(&a, 0, sizeof a);
+    a.failed_rank = rc == VF_EOPFAILED ? ctx->rank : ctx->size;
+    a.err = mine;
+    vf__mpi_comm_agree(ctx, &a);
+    if (a.rc != 0)
+        return vf__mpi_error(a.rc, "vf_mpi_wait_all: %s", a.detail);
+    if (a.failed_rank >= ctx->size)
+        return 0;
+    if (err != NULL)
+        *err = a.err;
+    return vf__mpi_error(VF_EOPFAILED,
+                         "vf_mpi_wait_all: op '%s' failed (reported on "
+                         "rank %d): %s",
+                         a.err.op_name, a.failed_rank, a.err.message);
+}

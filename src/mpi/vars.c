@@ -1,0 +1,371 @@
+/*
+ * vars.c: the records of distributed variables.
+ *
+ * A record is found from the engine's handle through an open-addressing
+ * hash table on the handle's id (linear probing, at most half full,
+ * deletion by backward shift), all under the context's lock: the pushing
+ * thread adds and removes records while ops, on the workers, look up their
+ * buffers. Records themselves never move, so a buffer pointer read once
+ * stays good until the variable is deleted.
+ *
+ * Which ranks hold a variable's current value is a bitset of `words`
+ * 64-bit words, inline for up to 64 ranks.
+ */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mpi/mpi_internal.h"
+
+static size_t slot_of(uint64_t id, size_t cap)
+{
+    /* Fibonacci hashing: the ids' low bits are a slot number. */
+    return (size_t)((id * 0x9E3779B97F4A7C15ull) >> 17) & (cap - 1);
+}
+
+vf__mpi_var *vf__mpi_var_find(vf__mpi *ctx, vf_var v)
+{
+    if (ctx->table_cap == 0)
+        return NULL;
+    for (size_t i = slot_of(v.id, ctx->table_cap);;
+         i = (i + 1) & (ctx->table_cap - 1)) {
+        vf__mpi_var *mv = ctx->table[i];
+        if (mv == NULL)
+            return NULL;
+        if (mv->var.id == v.id)
+            return mv;
+    }
+}
+
+static int table_grow(vf__mpi *ctx)
+{
+    size_t cap = ctx->table_cap ? ctx->table_cap * 2 : 64;
+    vf__mpi_var **t = calloc(cap, sizeof *t);
+    if (t == NULL)
+        return VF_ENOMEM;
+    for (size_t i = 0; i < ctx->table_cap; i++) {
+        vf__mpi_var *mv = ctx->table[i];
+        if (mv == NULL)
+            continue;
+        size_t j = slot_of(mv->var.id, cap);
+        while (t[j] != NULL)
+            j = (j + 1) & (cap - 1);
+        t[j] = mv;
+    }
+    free(ctx->table);
+    ctx->table = t;
+    ctx->table_cap = cap;
+    return 0;
+}
+
+static int table_add(vf__mpi *ctx, vf__mpi_var *mv)
+{
+    if ((ctx->nvars + 1) * 2 > ctx->table_cap && table_grow(ctx) != 0)
+        return VF_ENOMEM;
+    size_t i = slot_of(mv->var.id, ctx->table_cap);
+    while (ctx->table[i] != NULL)
+        i = (i + 1) & (ctx->table_cap - 1);
+    ctx->table[i] = mv;
+    ctx->nvars++;
+    return 0;
+}
+
+static void table_remove(vf__mpi *ctx, vf__mpi_var *mv)
+{
+    size_t mask = ctx->table_cap - 1;
+    size_t i = slot_of(mv->var.id, ctx->table_cap);
+    while (ctx->table[i] != mv)
+        i = (i + 1) & mask;
+    ctx->table[i] = NULL;
+    /* Backward shift: pull later members of the run into the hole when
+     * their home slot is not between the hole and them. */
+    for (size_t j = (i + 1) & mask; ctx->table[j] != NULL; j = (j + 1) & mask) {
+        size_t home = slot_of(ctx->table[j]->var.id, ctx->table_cap);
+        bool stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);
+        if (!stays) {
+            ctx->table[i] = ctx->table[j];
+            ctx->table[j] = NULL;
+            i = j;
+        }
+    }
+    ctx->nvars--;
+}
+
+bool vf__mpi_valid_at(const vf__mpi_var *mv, int rank)
+{
+    return (mv->valid[rank / 64] >> (rank % 64)) & 1u;
+}
+
+void vf__mpi_valid_add(vf__mpi_var *mv, int rank)
+{
+    mv->valid[rank / 64] |= 1ull << (rank % 64);
+}
+
+void vf__mpi_valid_only(const vf__mpi *ctx, vf__mpi_var *mv, int rank)
+{
+    memset(mv->valid, 0, sizeof *mv->valid * (size_t)ctx->words);
+    vf__mpi_valid_add(mv, rank);
+    mv->holder = rank;
+}
+
+static void var_record_free(vf__mpi_var *mv)
+{
+    if (mv->valid != &mv->valid_inline)
+        free(mv->valid);
+    free(mv);
+}
+
+int vf__mpi_var_buffer(vf__mpi *ctx, vf__mpi_var *mv)
+{
+    if (mv->buf != NULL)
+        return 0;
+    void *cache = malloc(mv->size);
+    if (cache == NULL)
+        return vf__mpi_error(VF_ENOMEM,
+                             "varflow-mpi: no memory for a copy of "
+                             "variable %llu (%zu bytes)",
+                             (unsigned long long)mv->index, mv->size);
+    pthread_mutex_lock(&ctx->data_lock);
+    mv->cache = cache;
+    mv->buf = cache;
+    pthread_mutex_unlock(&ctx->data_lock);
+    return 0;
+}
+
+/* Make one record and its engine variable; the caller adds it. */
+static int var_make(vf__mpi *ctx, void *ptr, size_t size, int owner,
+                    vf__mpi_var **out)
+{
+    vf__mpi_var *mv = calloc(1, sizeof *mv);
+    if (mv == NULL)
+        return VF_ENOMEM;
+    mv->valid = &mv->valid_inline;
+    if (ctx->words > 1 &&
+        (mv->valid = calloc((size_t)ctx->words, sizeof *mv->valid)) == NULL) {
+        free(mv);
+        return VF_ENOMEM;
+    }
+    int rc = vf_var_new(ctx->engine, &mv->var);
+    if (rc != 0) {
+        var_record_free(mv);
+        return rc;
+    }
+    mv->size = size;
+    mv->owner = owner;
+    mv->holder = owner;
+    mv->buf = ptr;
+    vf__mpi_valid_add(mv, owner);
+    *out = mv;
+    return 0;
+}
+
+static int check_new(const vf__mpi *ctx, const char *caller, size_t size,
+                     int owner, const void *ptr, int index)
+{
+    if (size == 0 || size > INT_MAX - sizeof(vf__mpi_header))
+        return vf__mpi_error(VF_EINVAL,
+                             "%s: size %zu (must be 1 to %zu bytes: one MPI "
+                             "message)",
+                             caller, size,
+                             (size_t)INT_MAX - sizeof(vf__mpi_header));
+    if (owner < 0 || owner >= ctx->size)
+        return vf__mpi_error(VF_EINVAL,
+                             "%s: owner %d of variable %d is not "
+                             "a rank (0 to %d)",
+                             caller, owner, index, ctx->size - 1);
+    if (owner == ctx->rank && ptr == NULL)
+        return vf__mpi_error(VF_EINVAL,
+                             "%s: ptr of variable %d is NULL on "
+                             "its owner",
+                             caller, index);
+    return 0;
+}
+
+VF_API int vf_mpi_vars_new(vf_engine *e, vf_var *out, int count,
+                           void *const *ptrs, size_t size, vf_mpi_map_fn map,
+                           void *map_arg)
+{
+    vf__mpi *ctx = vf__mpi_of(e, "vf_mpi_vars_new");
+    if (ctx == NULL)
+        return VF_EINVAL;
+    if (out == NULL || count < 0 || (count > 0 && map == NULL))
+        return vf__mpi_error(VF_EINVAL, "vf_mpi_vars_new: %s",
+                             out == NULL ? "out is NULL"
+                             : count < 0 ? "count is negative"
+                                         : "map is NULL");
+    int *owners = malloc(sizeof *owners * (size_t)(count ? count : 1));
+    vf__mpi_var **made = calloc((size_t)(count ? count : 1), sizeof *made);
+    int rc = owners && made ? 0
+                            : vf__mpi_error(VF_ENOMEM, "vf_mpi_vars_new: "
+                                                       "out of memory");
+    for (int i = 0; rc == 0 && i < count; i++) {
+        owners[i] = map(i, map_arg);
+        rc = check_new(ctx, "vf_mpi_vars_new", size, owners[i],
+                       ptrs ? ptrs[i] : NULL, i);
+    }
+    pthread_mutex_lock(&ctx->lock);
+    int n = 0; /* made and added */
+    for (; rc == 0 && n < count; n++) {
+        rc = var_make(ctx, ptrs ? ptrs[n] : NULL, size, owners[n], &made[n]);
+        if (rc == 0) {
+            pthread_mutex_lock(&ctx->data_lock);
+            rc = table_add(ctx, made[n]);
+            pthread_mutex_unlock(&ctx->data_lock);
+            if (rc != 0) {
+                vf_var_delete(e, made[n]->var, NULL, NULL);
+                var_record_free(made[n]);
+            }
+        }
+        if (rc != 0) {
+            rc = vf__mpi_error(rc, "vf_mpi_vars_new: variable %d: %s", n,
+                               vf_strerror(rc));
+            break;
+        }
+    }
+    if (rc != 0) {
+        pthread_mutex_lock(&ctx->data_lock);
+        for (int i = 0; i < n; i++)
+            table_remove(ctx, made[i]);
+        pthread_mutex_unlock(&ctx->data_lock);
+        for (int i = 0; i < n; i++) {
+            vf_var_delete(e, made[i]->var, NULL, NULL);
+            var_record_free(made[i]);
+        }
+    } else {
+        for (int i = 0; i < count; i++) {
+            made[i]->index = ctx->next_index++;
+            out[i] = made[i]->var;
+        }
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    free(owners);
+    free(made);
+    return rc;
+}
+
+static int single_owner(int index, void *arg)
+{
+    (void)index;
+    return *(const int *)arg;
+}
+
+VF_API int vf_mpi_var_new(vf_engine *e, vf_var *out, void *ptr, size_t size,
+                          int owner)
+{
+    return vf_mpi_vars_new(e, out, 1, &ptr, size, single_owner, &owner);
+}
+
+static void free_cache(void *cache)
+{
+    free(cache);
+}
+
+VF_API int vf_mpi_var_delete(vf_engine *e, vf_var v)
+{
+    vf__mpi *ctx = vf__mpi_of(e, "vf_mpi_var_delete");
+    if (ctx == NULL)
+        return VF_EINVAL;
+    pthread_mutex_lock(&ctx->lock);
+    vf__mpi_var *mv = vf__mpi_var_find(ctx, v);
+    int rc = 0;
+    if (mv == NULL) {
+        rc = vf__mpi_error(VF_EINVAL, "vf_mpi_var_delete: not a distributed "
+                                      "variable of this engine");
+    } else {
+        rc = vf_var_delete(e, mv->var, mv->cache ? free_cache : NULL,
+                           mv->cache);
+        if (rc == 0) {
+            pthread_mutex_lock(&ctx->data_lock);
+            table_remove(ctx, mv);
+            pthread_mutex_unlock(&ctx->data_lock);
+            if (mv->away) {
+                for (size_t i = 0; i < ctx->naway; i++) {
+                    if (ctx->away[i] == mv) {
+                        memmove(&ctx->away[i], &ctx->away[i + 1],
+                                (ctx->naway - i - 1) * sizeof *ctx->away);
+                        ctx->naway--;
+                        break;
+                    }
+                }
+            }
+            var_record_free(mv);
+        }
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    return rc;
+}
+
+VF_API void *vf_mpi_data(vf_engine *e, vf_var v)
+{
+    vf__mpi *ctx = vf__mpi_of(e, "vf_mpi_data");
+    if (ctx == NULL)
+        return NULL;
+    pthread_mutex_lock(&ctx->data_lock);
+    vf__mpi_var *mv = vf__mpi_var_find(ctx, v);
+    void *buf = mv ? mv->buf : NULL;
+    uint64_t index = mv ? mv->index : 0;
+    pthread_mutex_unlock(&ctx->data_lock);
+    if (mv == NULL)
+        vf__mpi_error(VF_EINVAL, "vf_mpi_data: not a distributed variable "
+                                 "of this engine");
+    else if (buf == NULL)
+        vf__mpi_error(VF_EINVAL,
+                      "vf_mpi_data: the value of variable %llu "
+                      "never came to rank %d",
+                      (unsigned long long)index, ctx->rank);
+    return buf;
+}
+
+VF_API int vf_mpi_var_owner(vf_engine *e, vf_var v)
+{
+    vf__mpi *ctx = vf__mpi_of(e, "vf_mpi_var_owner");
+    if (ctx == NULL)
+        return VF_EINVAL;
+    pthread_mutex_lock(&ctx->data_lock);
+    vf__mpi_var *mv = vf__mpi_var_find(ctx, v);
+    int owner = mv ? mv->owner : VF_EINVAL;
+    pthread_mutex_unlock(&ctx->data_lock);
+    if (mv == NULL)
+        vf__mpi_error(VF_EINVAL, "vf_mpi_var_owner: not a distributed "
+                                 "variable of this engine");
+    return owner;
+}
+
+void vf__mpi_vars_free(vf__mpi *ctx)
+{
+    for (size_t i = 0; i < ctx->table_cap; i++) {
+        vf__mpi_var *mv = ctx->table[i];
+        if (mv == NULL)
+            continue;
+        /* The engine variable stays (the caller's to delete); the copy
+         * we made goes now: vf_mpi_finalize waited for every op. */
+        free(mv->cache);
+        var_record_free(mv);
+    }
+    free(ctx->table);
+    ctx->table = NULL;
+    ctx->table_cap = 0;
+    ctx->nvars = 0;
+}
+
+VF_API void vf_mpi_grid(int size, int *p, int *q)
+{
+    int best = 1;
+    for (int d = 1; size > 0 && d * d <= size; d++)
+        if (size % d == 0)
+            best = d;
+    if (p != NULL)
+        *p = best;
+    if (q != NULL)
+        *q = size > 0 ? size / best : 1;
+}
+
+VF_API int vf_mpi_owner_2d(int size, int i, int j)
+{
+    if (size <= 0 || i < 0 || j < 0)
+        return vf_set_error_detail(
+            VF_EINVAL, "vf_mpi_owner_2d: size %d, tile (%d, %d)", size, i, j);
+    int p, q;
+    vf_mpi_grid(size, &p, &q);
+    return (i % p) * q + (j % q);
+}

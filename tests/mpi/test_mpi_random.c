@@ -1,0 +1,320 @@
+/*
+ * test_mpi_random: random programs and the W4 wavefront on many ranks give
+ * the serial result, bit for bit, with exactly the messages the data flow
+ * needs.
+ *
+ * Every rank draws the same random program (the seed is rank 0's): V
+ * distributed variables of L words with random owners, N ops reading and
+ * writing random sets, some pushed to a random rank instead of the owner's.
+ * Each op mixes what it reads into what it writes, with integer arithmetic,
+ * so any op run out of order or on a stale copy changes the result. Every
+ * rank also runs the program serially on plain arrays: the reference.
+ *
+ * The expected message count is worked out here from the program alone, a
+ * value being a (variable, version) pair: a rank needs one message for
+ * each version of a variable it uses and did not write itself (version 0
+ * is the owner's); at vf_mpi_wait_all each owner that lacks the final
+ * version of what it owns needs one; vf_mpi_get(VF_MPI_ALL) one per rank
+ * lacking it. The sum over ranks of the library's sends and receives must
+ * both equal it.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mpi_test.h"
+
+#define L 4 /* words per variable */
+
+static uint64_t rng_state;
+
+static uint64_t rnd(void)
+{
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+typedef struct prog_op {
+    int nr, nw;
+    int r[4], w[3];
+    int rank; /* VF_MPI_OWNER or a rank */
+    uint64_t salt;
+} prog_op;
+
+/* The op's effect on the values (serial and distributed alike). */
+static void apply(const prog_op *p, uint64_t *const *rv, uint64_t *const *wv)
+{
+    uint64_t acc[L];
+    for (int k = 0; k < L; k++) {
+        acc[k] = p->salt + (uint64_t)k;
+        for (int i = 0; i < p->nr; i++)
+            acc[k] = acc[k] * 31 + rv[i][k];
+    }
+    for (int i = 0; i < p->nw; i++)
+        for (int k = 0; k < L; k++)
+            wv[i][k] = (wv[i][k] ^ acc[k]) * 0x100000001B3ull + (uint64_t)i;
+}
+
+/* An op's arg: the program op, the engine's handles, and a count of its
+ * done calls. */
+typedef struct op_arg {
+    const prog_op *p;
+    const vf_var *vars;
+    int *dones_here, *dones_elsewhere;
+} op_arg;
+
+static int op_fn(vf_run *run, void *arg)
+{
+    op_arg *a = arg;
+    vf_engine *e = vf_run_engine(run);
+    uint64_t *rv[4], *wv[3];
+    for (int i = 0; i < a->p->nr; i++)
+        rv[i] = vf_mpi_data(e, a->vars[a->p->r[i]]);
+    for (int i = 0; i < a->p->nw; i++)
+        wv[i] = vf_mpi_data(e, a->vars[a->p->w[i]]);
+    for (int i = 0; i < a->p->nr; i++)
+        if (rv[i] == NULL)
+            return VF_EINVAL;
+    for (int i = 0; i < a->p->nw; i++)
+        if (wv[i] == NULL)
+            return VF_EINVAL;
+    apply(a->p, rv, wv);
+    return 0;
+}
+
+static void op_done(void *arg, int status)
+{
+    op_arg *a = arg;
+    if (status == VF_MPI_ELSEWHERE)
+        (*a->dones_elsewhere)++; /* on the pushing thread */
+    else
+        __atomic_fetch_add(a->dones_here, 1, __ATOMIC_RELAXED);
+    CHECK(status == 0 || status == VF_MPI_ELSEWHERE);
+    free(a);
+}
+
+/* The model: which ranks hold the current version of each variable. */
+typedef struct model {
+    int nvars, size;
+    const int *owner;
+    uint64_t *holds; /* bitset per variable (size <= 64 here) */
+    uint64_t messages;
+} model;
+
+static void model_use(model *m, int v, int rank)
+{
+    if (!(m->holds[v] >> rank & 1u)) {
+        m->messages++;
+        m->holds[v] |= 1ull << rank;
+    }
+}
+
+static int runs_on(const prog_op *p, const int *owner)
+{
+    if (p->rank != VF_MPI_OWNER)
+        return p->rank;
+    if (p->nw > 0)
+        return owner[p->w[0]];
+    return p->nr > 0 ? owner[p->r[0]] : 0;
+}
+
+static void model_op(model *m, const prog_op *p)
+{
+    int x = runs_on(p, m->owner);
+    for (int i = 0; i < p->nr; i++)
+        model_use(m, p->r[i], x);
+    for (int i = 0; i < p->nw; i++)
+        model_use(m, p->w[i], x);
+    for (int i = 0; i < p->nw; i++)
+        m->holds[p->w[i]] = 1ull << x; /* a new version, on x alone */
+}
+
+static void model_wait_all(model *m)
+{
+    for (int v = 0; v < m->nvars; v++)
+        model_use(m, v, m->owner[v]);
+}
+
+/*
+ * Run `nops` ops of `prog` on `nvars` variables owned by `owner`, then
+ * check: the owners' values after vf_mpi_wait_all, every rank's values
+ * after vf_mpi_get(VF_MPI_ALL), done calls, and the message counts.
+ */
+static void run_program(int engine_kind, const prog_op *prog, int nops,
+                        int nvars, const int *owner, const char *what)
+{
+    uint64_t *serial = calloc((size_t)nvars * L, sizeof *serial);
+    uint64_t *mine = calloc((size_t)nvars * L, sizeof *mine);
+    vf_var *vars = calloc((size_t)nvars, sizeof *vars);
+    REQUIRE(serial && mine && vars);
+    for (int v = 0; v < nvars; v++)
+        for (int k = 0; k < L; k++)
+            serial[v * L + k] = mine[v * L + k] = (uint64_t)(v * 7 + k + 1);
+
+    /* The serial reference. */
+    for (int i = 0; i < nops; i++) {
+        uint64_t *rv[4], *wv[3];
+        for (int j = 0; j < prog[i].nr; j++)
+            rv[j] = &serial[prog[i].r[j] * L];
+        for (int j = 0; j < prog[i].nw; j++)
+            wv[j] = &serial[prog[i].w[j] * L];
+        apply(&prog[i], rv, wv);
+    }
+
+    vf_engine *e = mpi_test_engine(engine_kind);
+    CHECK_OK(vf_mpi_init(e, MPI_COMM_WORLD));
+    for (int v = 0; v < nvars; v++)
+        CHECK_OK(vf_mpi_var_new(e, &vars[v],
+                                owner[v] == test_rank_ ? &mine[v * L] : NULL,
+                                L * sizeof(uint64_t), owner[v]));
+    int dones_here = 0, dones_elsewhere = 0, ran_here = 0;
+    model m = {.nvars = nvars, .size = test_size_, .owner = owner};
+    m.holds = calloc((size_t)nvars, sizeof *m.holds);
+    REQUIRE(m.holds);
+    for (int v = 0; v < nvars; v++)
+        m.holds[v] = 1ull << owner[v];
+    for (int i = 0; i < nops; i++) {
+        const prog_op *p = &prog[i];
+        vf_var r[4], w[3];
+        for (int j = 0; j < p->nr; j++)
+            r[j] = vars[p->r[j]];
+        for (int j = 0; j < p->nw; j++)
+            w[j] = vars[p->w[j]];
+        op_arg *a = malloc(sizeof *a);
+        REQUIRE(a);
+        *a = (op_arg){p, vars, &dones_here, &dones_elsewhere};
+        vf_op op = {.fn = op_fn,
+                    .arg = a,
+                    .done = op_done,
+                    .reads = {r, p->nr},
+                    .writes = {w, p->nw},
+                    .name = "random"};
+        int x = runs_on(p, owner);
+        CHECK_EQ(vf_mpi_runs_on(e, &op, p->rank), x);
+        ran_here += x == test_rank_;
+        CHECK_OK(vf_mpi_push(e, &op, p->rank));
+        model_op(&m, p);
+    }
+    vf_error err;
+    CHECK_OK(vf_mpi_wait_all(e, &err));
+    model_wait_all(&m);
+    CHECK_EQ(dones_here, ran_here);
+    CHECK_EQ(dones_elsewhere, nops - ran_here);
+
+    /* Each owner holds the serial value of what it owns. */
+    for (int v = 0; v < nvars; v++)
+        if (owner[v] == test_rank_ &&
+            memcmp(&mine[v * L], &serial[v * L], L * sizeof(uint64_t)) != 0)
+            CHECK_REPORT_("%s: variable %d differs from serial on its owner",
+                          what, v);
+
+    /* Every rank gets every value. */
+    for (int v = 0; v < nvars; v++) {
+        CHECK_OK(vf_mpi_get(e, vars[v], VF_MPI_ALL, &err));
+        for (int r = 0; r < test_size_; r++)
+            model_use(&m, v, r);
+        const uint64_t *got = vf_mpi_data(e, vars[v]);
+        REQUIRE(got != NULL);
+        if (memcmp(got, &serial[v * L], L * sizeof(uint64_t)) != 0)
+            CHECK_REPORT_("%s: variable %d differs from serial after "
+                          "vf_mpi_get",
+                          what, v);
+    }
+    vf_mpi_stats st;
+    CHECK_OK(vf_mpi_stats_get(e, &st));
+    CHECK_EQ(st.ops_here, (uint64_t)ran_here);
+    CHECK_EQ(st.ops_elsewhere, (uint64_t)(nops - ran_here));
+    uint64_t sends = mpi_test_sum(st.sends), recvs = mpi_test_sum(st.recvs);
+    uint64_t bytes = mpi_test_sum(st.bytes_sent);
+    CHECK_EQ(sends, m.messages);
+    CHECK_EQ(recvs, m.messages);
+    CHECK_EQ(bytes, m.messages * L * sizeof(uint64_t));
+    CHECK_EQ(mpi_test_sum(st.bytes_received), bytes);
+    if (test_rank_ == 0)
+        printf("%s: %d ops, %d vars, %d ranks: %llu messages (the minimum "
+               "is %llu)\n",
+               what, nops, nvars, test_size_, (unsigned long long)sends,
+               (unsigned long long)m.messages);
+
+    CHECK_OK(vf_mpi_finalize(e, &err));
+    for (int v = 0; v < nvars; v++)
+        CHECK_OK(vf_var_delete(e, vars[v], NULL, NULL));
+    CHECK_OK(vf_engine_destroy(e));
+    free(m.holds);
+    free(serial);
+    free(mine);
+    free(vars);
+}
+
+static void random_programs(void)
+{
+    for (int round = 0; round < 6; round++) {
+        int nvars = 4 + (int)(rnd() % 40);
+        int nops = 50 + (int)(rnd() % 400);
+        int *owner = malloc(sizeof *owner * (size_t)nvars);
+        prog_op *prog = calloc((size_t)nops, sizeof *prog);
+        REQUIRE(owner && prog);
+        for (int v = 0; v < nvars; v++)
+            owner[v] = (int)(rnd() % (uint64_t)test_size_);
+        for (int i = 0; i < nops; i++) {
+            prog_op *p = &prog[i];
+            p->nr = (int)(rnd() % 5);
+            p->nw = (int)(rnd() % 4);
+            if (p->nr + p->nw == 0)
+                p->nw = 1;
+            for (int j = 0; j < p->nr; j++)
+                p->r[j] = (int)(rnd() % (uint64_t)nvars);
+            for (int j = 0; j < p->nw; j++)
+                p->w[j] = (int)(rnd() % (uint64_t)nvars);
+            /* One op in five runs where the push says, not at the owner's:
+             * values written away from their owners go back at the end. */
+            p->rank = rnd() % 5 == 0 ? (int)(rnd() % (uint64_t)test_size_)
+                                     : VF_MPI_OWNER;
+            p->salt = rnd();
+        }
+        char what[64];
+        snprintf(what, sizeof what, "random program %d", round);
+        run_program(round, prog, nops, nvars, owner, what);
+        free(owner);
+        free(prog);
+    }
+}
+
+/* W4: a G x G grid, cell (i, j) = f(cell (i-1, j), cell (i, j-1)); rows
+ * in blocks over the ranks, so each rank boundary costs one message per
+ * column. */
+static void wavefront(void)
+{
+    enum { G = 24 };
+    int owner[G * G];
+    prog_op prog[G * G];
+    int n = 0;
+    for (int i = 0; i < G; i++)
+        for (int j = 0; j < G; j++)
+            owner[i * G + j] = i * test_size_ / G;
+    for (int i = 0; i < G; i++) {
+        for (int j = 0; j < G; j++) {
+            prog_op *p = &prog[n++];
+            memset(p, 0, sizeof *p);
+            p->rank = VF_MPI_OWNER;
+            p->salt = (uint64_t)(i * G + j);
+            p->nw = 1;
+            p->w[0] = i * G + j;
+            if (i > 0)
+                p->r[p->nr++] = (i - 1) * G + j;
+            if (j > 0)
+                p->r[p->nr++] = i * G + j - 1;
+        }
+    }
+    run_program(1, prog, n, G * G, owner, "W4 wavefront");
+}
+
+int main(int argc, char **argv)
+{
+    mpi_test_begin(&argc, &argv);
+    rng_state = check_seed_;
+    random_programs();
+    wavefront();
+    return mpi_test_end("test_mpi_random");
+}
