@@ -33,7 +33,10 @@
  * communication thread). */
 static _Atomic uint64_t sent_msgs, sent_bytes, sent_tile_msgs, sent_tile_bytes;
 static _Atomic uint64_t persistent_sends;
-static uint64_t tile_payload; /* bytes of one tile; 0 until mpib_init */
+/* Bytes of one tile; set by mpib_init before any runtime starts. A message
+ * of at least that many bytes carries a tile (varflow-mpi sends a header
+ * in the same message, StarPU-MPI an envelope in a message of its own). */
+static uint64_t tile_payload = UINT64_MAX;
 
 static void count_send(int count, MPI_Datatype type)
 {
@@ -42,7 +45,7 @@ static void count_send(int count, MPI_Datatype type)
     uint64_t bytes = (uint64_t)count * (uint64_t)size;
     atomic_fetch_add_explicit(&sent_msgs, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&sent_bytes, bytes, memory_order_relaxed);
-    if (bytes == tile_payload) {
+    if (bytes >= tile_payload) {
         atomic_fetch_add_explicit(&sent_tile_msgs, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&sent_tile_bytes, bytes,
                                   memory_order_relaxed);

@@ -26,8 +26,9 @@
  * msgs/bytes: every point-to-point message any rank sent during the timed
  * part, counted by the MPI profiling interface (the MPI_*send wrappers in
  * mpi_bench.c, so every runtime is counted the same way, envelopes and
- * control messages included); tile_msgs/tile_bytes: those whose payload is
- * exactly one tile (the data). rt_msgs/rt_bytes: what the runtime says it
+ * control messages included); tile_msgs/tile_bytes: those that carry a
+ * tile (at least one tile's bytes: the data, with whatever header the
+ * runtime puts in the same message). rt_msgs/rt_bytes: what the runtime says it
  * sent, summed over ranks (-1 where it does not say). The counters are
  * read before the start barrier and after the wait, so the benchmark's own
  * collectives (barrier, reductions) never count.
@@ -59,7 +60,7 @@ typedef struct mpib {
 /* Point-to-point traffic this process has sent so far (cumulative). */
 typedef struct mpib_counts {
     uint64_t msgs, bytes;           /* every message */
-    uint64_t tile_msgs, tile_bytes; /* payload of exactly one tile */
+    uint64_t tile_msgs, tile_bytes; /* messages that carry a tile */
 } mpib_counts;
 
 /* One rep in flight. */
