@@ -193,8 +193,11 @@ def summarize(cell):
         seconds=[r["seconds"] for r in reps],
         tile_msgs=sorted({r["tile_msgs"] for r in reps}),
         other_msgs=sorted({r["msgs"] - r["tile_msgs"] for r in reps}),
-        tile_mib=sorted({r["tile_bytes"] / mib for r in reps}),
         all_mib=sorted({r["bytes"] / mib for r in reps}),
+        # Bytes sent beyond the tiles themselves: headers in the tiles'
+        # messages and messages of their own (envelopes).
+        extra_kib=sorted({(r["bytes"] - r["tile_msgs"] * r["b"] * r["b"] * 8) / 1024.0
+                          for r in reps}),
         rt_msgs=sorted({r["rt_msgs"] for r in reps}),
         rt_mib=sorted({r["rt_bytes"] / mib if r["rt_bytes"] >= 0 else -1 for r in reps}),
         identical=all(r["tiles_differing"] == 0 for r in allreps),
@@ -214,7 +217,7 @@ def summarize(cell):
 def table(rows, minimum):
     header = ["engine", "ranks", "workers/rank", "GFLOP/s median [min-max]",
               "tile messages", "minimum", "other messages", "MiB moved",
-              "runtime's own count", "bit-identical"]
+              "KiB beyond the tiles", "runtime's own count", "bit-identical"]
     out = []
     for r in rows:
         if "gflops" not in r:
@@ -231,7 +234,8 @@ def table(rows, minimum):
         out.append([r["engine"], str(r["ranks"]), str(r["workers"]),
                     spread(r["gflops"], "%.2f"), one_or_range(r["tile_msgs"]),
                     str(minimum[r["ranks"]][0]), one_or_range(r["other_msgs"]),
-                    one_or_range(r["tile_mib"], "%.2f"), ", ".join(own) or "-", ident])
+                    one_or_range(r["all_mib"], "%.2f"), one_or_range(r["extra_kib"], "%.1f"),
+                    ", ".join(own) or "-", ident])
     return header, out
 
 
@@ -279,9 +283,12 @@ def docs_section(doc, header, trows):
         "profiling interface: the benchmark defines the `MPI_*send` calls, counts "
         "and forwards them to `PMPI_*` (`bench/mpi_bench.c`), so every point-to-point "
         "message of the timed part is seen, whichever library sends it. *tile "
-        "messages* carry exactly one tile (%d KiB); *other messages* are the rest "
-        "(StarPU-MPI sends an envelope before each tile); *MiB moved* is the tiles' "
-        "payload. *minimum* is computed by `bench/mpi_run.py` from the task list "
+        "messages* carry a tile (%d KiB, with whatever header the runtime puts in "
+        "the same message); *other messages* are the rest (StarPU-MPI sends an "
+        "envelope of its own before each tile); *MiB moved* is every message's "
+        "payload, and *KiB beyond the tiles* the part of it that is not tile data "
+        "(headers and envelopes). *minimum* is computed by `bench/mpi_run.py` from "
+        "the task list "
         "alone: one message per (tile version, rank) where a rank runs a task naming "
         "that version and neither wrote it nor owns it initially, plus one per tile "
         "whose final version is away from its owner (none: each tile is written "
