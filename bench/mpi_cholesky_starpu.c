@@ -136,9 +136,10 @@ int main(int argc, char **argv)
     starpu_get_version(&maj, &min, &rel);
     char runtime[160];
     snprintf(runtime, sizeof runtime,
-             "StarPU-MPI %d.%d.%d, lws scheduler, %u CPU workers per rank, "
+             "StarPU-MPI %d.%d.%d, lws scheduler, %u CPU worker%s per rank, "
              "MPI cache %s",
              maj, min, rel, starpu_cpu_worker_get_count(),
+             starpu_cpu_worker_get_count() == 1 ? "" : "s",
              starpu_mpi_cache_is_enabled() ? "on" : "off");
     mpib_info(&B, runtime,
               "bytes: starpu_mpi_comm_amounts_retrieve (STARPU_COMM_STATS=1) "

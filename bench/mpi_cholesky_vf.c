@@ -184,9 +184,10 @@ int main(int argc, char **argv)
     }
     char runtime[160];
     snprintf(runtime, sizeof runtime,
-             "libvarflow-mpi %d.%d, %s engine, %d CPU workers per rank",
+             "libvarflow-mpi %d.%d, %s engine, %d CPU worker%s per rank",
              VF_MPI_VERSION_MAJOR, VF_MPI_VERSION_MINOR,
-             vf_engine_type_name(vf_engine_kind(e)), B.workers);
+             vf_engine_type_name(vf_engine_kind(e)), B.workers,
+             B.workers == 1 ? "" : "s");
     mpib_info(&B, runtime,
               "vf_mpi_stats_get (sends, bytes_sent) before and after the rep, "
               "summed over ranks");

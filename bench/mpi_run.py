@@ -245,8 +245,10 @@ def docs_section(doc, header, trows):
     s = doc["settings"]
     m = doc["machine"]
     L = [SECTION, ""]
-    L.append("<!-- Written by bench/mpi_run.py --docs (`make bench-mpi`); "
-             "the rest of this page comes from bench/report.py. -->")
+    L.append("<!-- Written by bench/mpi_run.py --docs (`make bench-mpi`), which "
+             "replaces this section and nothing else. The rest of the page comes "
+             "from bench/report.py, which rewrites the whole file: after `make "
+             "bench`, run `make bench-mpi` again. -->")
     L.append("")
     L.append(
         "W6 (n = %d, b = %d: %d tiles, %d tasks) as one program run on every MPI "
@@ -300,12 +302,14 @@ def docs_section(doc, header, trows):
     L.append("")
     L.append("**%s**" % (NOTE_2CORES % (m["cores"], m["cores"])))
     L.append("")
+    command = "`%s`" % doc["command"]
+    if doc["command"] == "python3 bench/mpi_run.py --build build-bench --docs":
+        command = "`make bench-mpi` (%s)" % command
     L.append("Run: %s, commit %s; %s; %s cores (%s); %s; load average %.2f at start, "
-             "%.2f at end. Command: `%s`."
+             "%.2f at end. Command: %s."
              % (doc["date"], doc["git"], m.get("cpu") or "?", m["cores"],
                 "virtual machine" if doc.get("virtualized") else "bare metal or unknown",
-                m.get("mpi") or "?", m["loadavg_start"], m["loadavg_end"],
-                doc["command"]))
+                m.get("mpi") or "?", m["loadavg_start"], m["loadavg_end"], command))
     L.append("")
     L.append(tables.render_markdown("W6 across ranks, n = %d, b = %d" % (s["n"], s["b"]),
                                     header, trows))
@@ -344,7 +348,7 @@ def main():
     ap.add_argument("--ranks", default="1,2,4")
     ap.add_argument("--n", type=int, help="matrix order (default 2048, W6's)")
     ap.add_argument("--b", type=int, help="tile order (default 128)")
-    ap.add_argument("--rounds", type=int, help="default 3 (quick: 1)")
+    ap.add_argument("--rounds", type=int, help="default 5 (quick: 1)")
     ap.add_argument("--reps", type=int, help="timed reps per process (default 3; quick: 2)")
     ap.add_argument("--engines", default=",".join(e[0] for e in ENGINES))
     ap.add_argument("--timeout", type=int, default=600, help="seconds per mpirun")
@@ -354,7 +358,7 @@ def main():
     opts = ap.parse_args()
     n = opts.n or (1024 if opts.quick else 2048)
     b = opts.b or 128
-    rounds = opts.rounds or (1 if opts.quick else 3)
+    rounds = opts.rounds or (1 if opts.quick else 5)
     reps = opts.reps or (2 if opts.quick else 3)
     ranks_list = [int(x) for x in opts.ranks.split(",")]
     cores = os.cpu_count() or 1
