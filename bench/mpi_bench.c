@@ -133,20 +133,9 @@ int mpib_owner_2d(int size, int i, int j)
 
 int mpib_kernel(const chol_task *t, double *const *tiles, int b)
 {
-    switch (t->kind) {
-    case CHOL_POTRF:
-        return chol_potrf(tiles[0], b);
-    case CHOL_TRSM:
-        chol_trsm(tiles[0], tiles[1], b);
-        return 0;
-    case CHOL_SYRK:
-        chol_syrk(tiles[0], tiles[1], b);
-        return 0;
-    case CHOL_GEMM:
-        chol_gemm(tiles[0], tiles[1], tiles[2], b);
-        return 0;
-    }
-    return -1;
+    int reads[2][2], nreads, wi, wj;
+    chol_task_tiles(t, reads, &nreads, &wi, &wj);
+    return chol_run_tiles(t, (const double *const *)tiles, tiles[nreads], b);
 }
 
 static int parse_int(const char *s, int lo, int *out)

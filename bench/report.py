@@ -410,10 +410,34 @@ def main():
     if cg:
         L.extend(callgrind_section(cg))
     out = os.path.join(opts.docs, "BENCHMARKS.md")
+    L.extend(kept_sections(out))
     with open(out, "w") as f:
         f.write("\n".join(L))
     print("report: wrote %s and %d charts in %s" % (out, len(charts) + 1 + has_w6, data_dir))
     return 0
+
+
+# Sections of BENCHMARKS.md that another runner writes from results this
+# report does not have: kept as they are when the page is regenerated.
+KEPT_SECTIONS = ("## W6 across ranks (MPI)",)  # bench/mpi_run.py --docs
+
+
+def kept_sections(path):
+    if not os.path.exists(path):
+        return []
+    lines = open(path).read().split("\n")
+    kept = []
+    for title in KEPT_SECTIONS:
+        start = next((i for i, l in enumerate(lines) if l.strip() == title), None)
+        if start is None:
+            continue
+        end = next((i for i in range(start + 1, len(lines))
+                    if lines[i].startswith("## ")), len(lines))
+        section = lines[start:end]
+        while section and not section[-1].strip():
+            section.pop()
+        kept.extend([""] + section + [""])
+    return kept
 
 
 if __name__ == "__main__":

@@ -150,7 +150,7 @@ VF_API void *vf_mpi_data(vf_engine *e, vf_var v);
  * pushed after everything pushed on it; the cached copy varflow allocated
  * is freed then. The owner's buffer is the caller's. Ops pushed before
  * still find their buffers (vf_mpi_data); later calls in sequence refuse
- * the variable with VF_ESTALE, a second delete with VF_EINVAL.
+ * the variable with VF_ESTALE, a second delete too.
  */
 VF_API int vf_mpi_var_delete(vf_engine *e, vf_var v);
 
@@ -197,7 +197,9 @@ typedef struct vf_mpi_stats {
     uint64_t bytes_received;
     uint64_t reuses;        /* values an op here needed and the cached copy
                                (or the owner's buffer) already held */
-    uint64_t failures_sent; /* of the sends, values that carried a failure */
+    uint64_t failures_sent; /* of the sends, values that carried a failure
+                               (each followed by a second message, the
+                               failure's text) */
 } vf_mpi_stats;
 
 VF_API int vf_mpi_stats_get(vf_engine *e, vf_mpi_stats *out);

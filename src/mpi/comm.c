@@ -32,12 +32,14 @@
 #define POLL_SPINS 64   /* idle rounds that only yield */
 #define POLL_MAX_US 200 /* the longest sleep with requests in flight */
 
-/* The requests in flight and their transfers, side by side. */
+/* The requests in flight and their transfers, side by side, and room for
+ * what MPI_Testsome reports (indices, statuses, the finished transfers). */
 typedef struct inflight {
     MPI_Request *reqs;
     vf__mpi_xfer **xs;
     int *idx;
     MPI_Status *st;
+    vf__mpi_xfer **fin;
     int n, cap;
 } inflight;
 
@@ -87,7 +89,10 @@ static int inflight_reserve(inflight *f)
     MPI_Status *st = realloc(f->st, sizeof *st * (size_t)cap);
     if (st != NULL)
         f->st = st;
-    if (reqs == NULL || xs == NULL || idx == NULL || st == NULL)
+    vf__mpi_xfer **fin = realloc(f->fin, sizeof *fin * (size_t)cap);
+    if (fin != NULL)
+        f->fin = fin;
+    if (reqs == NULL || xs == NULL || idx == NULL || st == NULL || fin == NULL)
         return VF_ENOMEM;
     f->cap = cap;
     return 0;
@@ -127,13 +132,36 @@ static void finished_add(finished_list *l, vf__mpi_xfer *x, int status,
     snprintf(f->text, sizeof f->text, "%s", text ? text : "");
 }
 
-/* Start one transfer (global lock held). */
+static bool track(inflight *f, vf__mpi_xfer *x, MPI_Request req)
+{
+    if (inflight_reserve(f) != 0)
+        return false;
+    f->reqs[f->n] = req;
+    f->xs[f->n] = x;
+    f->n++;
+    x->parts++;
+    return true;
+}
+
+/* Fail a transfer none of whose requests is in flight. */
+static void fail_now(vf__mpi_xfer *x, int mpi_rc, const char *call,
+                     finished_list *done)
+{
+    char text[160], msg[200];
+    vf__mpi_error_text(mpi_rc, text, sizeof text);
+    snprintf(msg, sizeof msg, "%s of variable %llu: %s", call,
+             (unsigned long long)x->index, text);
+    if (x->type != MPI_DATATYPE_NULL)
+        MPI_Type_free(&x->type);
+    finished_add(done, x, VF_ESYSTEM, msg);
+}
+
+/* Start one transfer (global lock held): the header and the value as one
+ * message, and for a failed value the failure's text after it. */
 static void start(vf__mpi *ctx, inflight *f, vf__mpi_xfer *x,
                   finished_list *done)
 {
-    char text[160];
-    int rc = inflight_reserve(f);
-    if (rc != 0) {
+    if (inflight_reserve(f) != 0) {
         finished_add(done, x, VF_ENOMEM, "varflow-mpi: out of memory");
         return;
     }
@@ -146,44 +174,38 @@ static void start(vf__mpi *ctx, inflight *f, vf__mpi_xfer *x,
     if (mrc == MPI_SUCCESS)
         mrc = MPI_Type_commit(&x->type);
     MPI_Request req = MPI_REQUEST_NULL;
-    if (mrc == MPI_SUCCESS && x->dir == VF__MPI_SEND)
-        mrc = MPI_Isend(MPI_BOTTOM, 1, x->type, x->peer, x->tag, ctx->comm,
-                        &req);
-    else if (mrc == MPI_SUCCESS)
-        mrc = MPI_Irecv(MPI_BOTTOM, 1, x->type, x->peer, x->tag, ctx->comm,
-                        &req);
+    bool send = x->dir == VF__MPI_SEND;
+    if (mrc == MPI_SUCCESS)
+        mrc = send ? MPI_Isend(MPI_BOTTOM, 1, x->type, x->peer, x->tag,
+                               ctx->comm, &req)
+                   : MPI_Irecv(MPI_BOTTOM, 1, x->type, x->peer, x->tag,
+                               ctx->comm, &req);
     if (mrc != MPI_SUCCESS) {
-        vf__mpi_error_text(mrc, text, sizeof text);
-        if (x->type != MPI_DATATYPE_NULL)
-            MPI_Type_free(&x->type);
-        char msg[200];
-        snprintf(msg, sizeof msg, "%s of variable %llu: %s",
-                 x->dir == VF__MPI_SEND ? "MPI_Isend" : "MPI_Irecv",
-                 (unsigned long long)x->index, text);
-        finished_add(done, x, VF_ESYSTEM, msg);
+        fail_now(x, mrc, send ? "MPI_Isend" : "MPI_Irecv", done);
         return;
     }
-    f->reqs[f->n] = req;
-    f->xs[f->n] = x;
-    f->n++;
+    track(f, x, req); /* room was reserved */
+    if (send && x->hdr.code != 0) {
+        mrc = MPI_Isend(&x->text, (int)sizeof x->text, MPI_BYTE, x->peer,
+                        x->tag, ctx->comm, &req);
+        if (mrc != MPI_SUCCESS)
+            x->mpi_error = mrc; /* reported when the value's send ends */
+        else if (!track(f, x, req))
+            x->mpi_error = MPI_ERR_NO_MEM;
+    }
 }
 
-/* What a finished request means for its op (global lock held). */
-static void conclude(vf__mpi_xfer *x, const MPI_Status *st, int mpi_error,
-                     finished_list *done)
+/* One of a transfer's requests finished (global lock held); once none is
+ * left, what it means for its op. */
+static void conclude(vf__mpi *ctx, inflight *f, vf__mpi_xfer *x,
+                     const MPI_Status *st, int mpi_error, finished_list *done)
 {
     char text[160], msg[200];
-    MPI_Type_free(&x->type);
-    if (mpi_error != MPI_SUCCESS) {
-        vf__mpi_error_text(mpi_error, text, sizeof text);
-        snprintf(msg, sizeof msg, "%s variable %llu %s rank %d: %s",
-                 x->dir == VF__MPI_SEND ? "sending" : "receiving",
-                 (unsigned long long)x->index,
-                 x->dir == VF__MPI_SEND ? "to" : "from", x->peer, text);
-        finished_add(done, x, VF_ESYSTEM, msg);
-        return;
-    }
-    if (x->dir == VF__MPI_RECV) {
+    x->parts--;
+    if (mpi_error != MPI_SUCCESS && x->mpi_error == MPI_SUCCESS)
+        x->mpi_error = mpi_error;
+    bool value_part = x->dir == VF__MPI_RECV && !x->text_posted;
+    if (value_part && x->mpi_error == MPI_SUCCESS) {
         int count = 0;
         MPI_Get_count(st, MPI_BYTE, &count);
         if ((size_t)count != sizeof x->hdr + x->size ||
@@ -194,9 +216,31 @@ static void conclude(vf__mpi_xfer *x, const MPI_Status *st, int mpi_error,
                      "variables)",
                      (unsigned long long)x->index, x->peer,
                      (unsigned long long)x->hdr.size, x->size);
+            MPI_Type_free(&x->type);
             finished_add(done, x, VF_EINVAL, msg);
             return;
         }
+        if (x->hdr.code != 0) { /* the failure's text comes next */
+            MPI_Request req = MPI_REQUEST_NULL;
+            x->text_posted = true;
+            int mrc = MPI_Irecv(&x->text, (int)sizeof x->text, MPI_BYTE,
+                                x->peer, x->tag, ctx->comm, &req);
+            if (mrc == MPI_SUCCESS && track(f, x, req))
+                return;
+            x->mpi_error = mrc != MPI_SUCCESS ? mrc : MPI_ERR_NO_MEM;
+        }
+    }
+    if (x->parts > 0)
+        return;
+    MPI_Type_free(&x->type);
+    if (x->mpi_error != MPI_SUCCESS) {
+        vf__mpi_error_text(x->mpi_error, text, sizeof text);
+        snprintf(msg, sizeof msg, "%s variable %llu %s rank %d: %s",
+                 x->dir == VF__MPI_SEND ? "sending" : "receiving",
+                 (unsigned long long)x->index,
+                 x->dir == VF__MPI_SEND ? "to" : "from", x->peer, text);
+        finished_add(done, x, VF_ESYSTEM, msg);
+        return;
     }
     finished_add(done, x, 0, NULL);
 }
@@ -214,8 +258,8 @@ static void complete_all(finished_list *l)
             vf_error cause;
             memset(&cause, 0, sizeof cause);
             cause.code = x->hdr.code;
-            memcpy(cause.op_name, x->hdr.op_name, sizeof cause.op_name);
-            memcpy(cause.message, x->hdr.message, sizeof cause.message);
+            memcpy(cause.op_name, x->text.op_name, sizeof cause.op_name);
+            memcpy(cause.message, x->text.message, sizeof cause.message);
             cause.op_name[sizeof cause.op_name - 1] = '\0';
             cause.message[sizeof cause.message - 1] = '\0';
             vf_complete_failed(x->done, &cause);
@@ -232,7 +276,7 @@ static void complete_all(finished_list *l)
 }
 
 /* Poll the requests in flight (global lock held). True if any finished. */
-static bool poll_inflight(inflight *f, finished_list *done)
+static bool poll_inflight(vf__mpi *ctx, inflight *f, finished_list *done)
 {
     if (f->n == 0)
         return false;
@@ -240,13 +284,14 @@ static bool poll_inflight(inflight *f, finished_list *done)
     int rc = MPI_Testsome(f->n, f->reqs, &outcount, f->idx, f->st);
     if (outcount == MPI_UNDEFINED || outcount == 0)
         return false;
+    /* Take the finished ones out first (their requests are now
+     * MPI_REQUEST_NULL), then conclude them: a conclusion may append a
+     * request (a failure's text), which may move the arrays. */
     for (int k = 0; k < outcount; k++) {
-        int i = f->idx[k];
-        int err = rc == MPI_ERR_IN_STATUS ? f->st[k].MPI_ERROR : MPI_SUCCESS;
-        conclude(f->xs[i], &f->st[k], err, done);
-        f->xs[i] = NULL;
+        f->fin[k] = f->xs[f->idx[k]];
+        f->xs[f->idx[k]] = NULL;
     }
-    int kept = 0; /* compact: the finished requests are MPI_REQUEST_NULL */
+    int kept = 0;
     for (int i = 0; i < f->n; i++) {
         if (f->xs[i] != NULL) {
             f->reqs[kept] = f->reqs[i];
@@ -255,6 +300,11 @@ static bool poll_inflight(inflight *f, finished_list *done)
         }
     }
     f->n = kept;
+    for (int k = 0; k < outcount; k++) {
+        MPI_Status st = f->st[k];
+        int err = rc == MPI_ERR_IN_STATUS ? st.MPI_ERROR : MPI_SUCCESS;
+        conclude(ctx, f, f->fin[k], &st, err, done);
+    }
     return true;
 }
 
@@ -373,7 +423,7 @@ static void *comm_main(void *arg)
             next = x->next;
             start(ctx, &f, x, &done);
         }
-        progress |= poll_inflight(&f, &done);
+        progress |= poll_inflight(ctx, &f, &done);
         if (g.a != NULL) {
             int stage = g.stage;
             agreed = agree_step(ctx, &g);
@@ -404,6 +454,7 @@ static void *comm_main(void *arg)
     free(f.xs);
     free(f.idx);
     free(f.st);
+    free(f.fin);
     free(done.items);
     return NULL;
 }

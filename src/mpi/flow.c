@@ -40,8 +40,8 @@ static void send_fn(vf_run *run, void *arg, vf_completion done)
     vf_error cause;
     if (vf_run_input_failure(run, &cause) == 1) {
         x->hdr.code = cause.code;
-        memcpy(x->hdr.op_name, cause.op_name, sizeof x->hdr.op_name);
-        memcpy(x->hdr.message, cause.message, sizeof x->hdr.message);
+        memcpy(x->text.op_name, cause.op_name, sizeof x->text.op_name);
+        memcpy(x->text.message, cause.message, sizeof x->text.message);
     }
     x->done = done;
     vf__mpi_comm_post(x->ctx, x);
@@ -178,22 +178,14 @@ static int resolve(vf__mpi *ctx, const vf_op *op, const char *caller,
     for (int w = 0; w < 2; w++) {
         vf_var_list l = w ? op->writes : op->reads;
         for (int i = 0; i < l.count; i++) {
-            vf__mpi_var *mv = vf__mpi_var_find(ctx, l.vars[i]);
-            if (mv != NULL && mv->deleted) {
-                if (u != buf)
-                    free(u);
-                return vf__mpi_error(
-                    VF_ESTALE, "%s: %s[%d]: variable %llu was deleted", caller,
-                    w ? "writes" : "reads", i, (unsigned long long)mv->index);
-            }
+            char what[32];
+            snprintf(what, sizeof what, "%s[%d]", w ? "writes" : "reads", i);
+            vf__mpi_var *mv = vf__mpi_var_live(ctx, l.vars[i], caller, what,
+                                               &rc);
             if (mv == NULL) {
                 if (u != buf)
                     free(u);
-                return vf__mpi_error(
-                    VF_EINVAL,
-                    "%s: %s[%d] is not a distributed variable of this "
-                    "engine (make it with vf_mpi_var_new)",
-                    caller, w ? "writes" : "reads", i);
+                return rc;
             }
             int k = 0;
             while (k < count && u[k].mv != mv)
@@ -335,13 +327,9 @@ VF_API int vf_mpi_get(vf_engine *e, vf_var v, int rank, vf_error *err)
         return VF_EINVAL;
     pthread_mutex_lock(&ctx->lock);
     int rc = check_broken(ctx, "vf_mpi_get");
-    vf__mpi_var *mv = vf__mpi_var_find(ctx, v);
-    if (rc == 0 && mv == NULL)
-        rc = vf__mpi_error(VF_EINVAL, "vf_mpi_get: not a distributed "
-                                      "variable of this engine");
-    else if (rc == 0 && mv->deleted)
-        rc = vf__mpi_error(VF_ESTALE, "vf_mpi_get: variable %llu was deleted",
-                           (unsigned long long)mv->index);
+    vf__mpi_var *mv = NULL;
+    if (rc == 0)
+        mv = vf__mpi_var_live(ctx, v, "vf_mpi_get", "v", &rc);
     if (rc == 0 && rank != VF_MPI_ALL && (rank < 0 || rank >= ctx->size))
         rc = vf__mpi_error(VF_EINVAL,
                            "vf_mpi_get: rank %d (0 to %d, or "

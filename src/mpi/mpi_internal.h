@@ -30,15 +30,21 @@
 
 /* What travels in front of every value, in the same message (a derived
  * datatype joins the two buffers, so nothing is copied): the sender's
- * size, to catch ranks that disagree on it, and the failure the value
- * carries (code 0: none). */
+ * size, to catch ranks that disagree on it, and the code of the failure
+ * the value carries (0: none). A failed value is followed by a second
+ * message on the same tag, the failure's op name and message (MPI keeps
+ * the order of two messages of one sender with one tag), so a good value
+ * costs 16 bytes of header, not the 320 of the text. */
 typedef struct vf__mpi_header {
     int32_t code;
     uint32_t index_lo; /* the variable's creation index, for messages */
     uint64_t size;
+} vf__mpi_header;
+
+typedef struct vf__mpi_failure_text {
     char op_name[64];
     char message[256];
-} vf__mpi_header;
+} vf__mpi_failure_text;
 
 /* One distributed variable, as this rank knows it. Every field but `cache`
  * is the same on every rank after the same pushes (cache is this rank's). */
@@ -74,7 +80,11 @@ typedef struct vf__mpi_xfer {
     size_t size;
     vf_completion done;
     MPI_Datatype type;
+    int parts;        /* MPI requests of it in flight (a failed send: two) */
+    int mpi_error;    /* the first MPI error of its requests */
+    bool text_posted; /* a receive: the failure text's receive is posted */
     vf__mpi_header hdr;
+    vf__mpi_failure_text text;
     char name[48]; /* the op's name, e.g. "mpi send v12 to 1" */
 } vf__mpi_xfer;
 
@@ -147,6 +157,11 @@ void vf__mpi_error_text(int mpi_rc, char *out, size_t size);
 
 /* vars.c (ctx->lock held; find also under data_lock alone) */
 vf__mpi_var *vf__mpi_var_find(vf__mpi *ctx, vf_var v);
+/* The record for a call in sequence, or NULL with `*rc` and the detail
+ * set: VF_ESTALE for a deleted variable, VF_EINVAL for one that is not
+ * distributed (`what` names the argument). */
+vf__mpi_var *vf__mpi_var_live(vf__mpi *ctx, vf_var v, const char *caller,
+                              const char *what, int *rc);
 bool vf__mpi_valid_at(const vf__mpi_var *mv, int rank);
 void vf__mpi_valid_add(vf__mpi_var *mv, int rank);
 /* Only `rank` holds the current value now: it wrote it. */

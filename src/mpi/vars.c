@@ -37,6 +37,27 @@ vf__mpi_var *vf__mpi_var_find(vf__mpi *ctx, vf_var v)
     }
 }
 
+vf__mpi_var *vf__mpi_var_live(vf__mpi *ctx, vf_var v, const char *caller,
+                              const char *what, int *rc)
+{
+    vf__mpi_var *mv = vf__mpi_var_find(ctx, v);
+    uint64_t version;
+    /* A deleted variable's record goes when the engine's delete op has
+     * run, sooner on one rank than another; the handle stays stale. */
+    if ((mv != NULL && mv->deleted) ||
+        (mv == NULL && vf_var_version(ctx->engine, v, &version) == VF_ESTALE)) {
+        *rc = vf__mpi_error(VF_ESTALE, "%s: %s: the variable was deleted",
+                            caller, what);
+        return NULL;
+    }
+    if (mv == NULL)
+        *rc = vf__mpi_error(VF_EINVAL,
+                            "%s: %s is not a distributed variable of this "
+                            "engine (make it with vf_mpi_var_new)",
+                            caller, what);
+    return mv;
+}
+
 static int table_grow(vf__mpi *ctx)
 {
     size_t cap = ctx->table_cap ? ctx->table_cap * 2 : 64;
@@ -275,14 +296,10 @@ VF_API int vf_mpi_var_delete(vf_engine *e, vf_var v)
     if (ctx == NULL)
         return VF_EINVAL;
     pthread_mutex_lock(&ctx->lock);
-    vf__mpi_var *mv = vf__mpi_var_find(ctx, v);
     int rc = 0;
-    if (mv == NULL || mv->deleted) {
-        rc = vf__mpi_error(VF_EINVAL,
-                           mv ? "vf_mpi_var_delete: the variable was deleted"
-                              : "vf_mpi_var_delete: not a distributed "
-                                "variable of this engine");
-    } else if ((rc = vf_var_delete(e, mv->var, record_delete, mv)) == 0) {
+    vf__mpi_var *mv = vf__mpi_var_live(ctx, v, "vf_mpi_var_delete", "v", &rc);
+    if (mv != NULL &&
+        (rc = vf_var_delete(e, mv->var, record_delete, mv)) == 0) {
         mv->deleted = true;
         if (mv->away) {
             for (size_t i = 0; i < ctx->naway; i++) {

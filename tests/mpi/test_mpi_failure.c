@@ -188,7 +188,7 @@ static void bad_input(void)
     CHECK_OK(vf_mpi_get(e, d, VF_MPI_ALL, NULL));
     CHECK(vf_mpi_data(e, d) != NULL);
     CHECK_OK(vf_mpi_var_delete(e, d));
-    CHECK_ERR(vf_mpi_var_delete(e, d), VF_EINVAL);
+    CHECK_ERR(vf_mpi_var_delete(e, d), VF_ESTALE);
     CHECK_ERR(vf_mpi_push(e, &ok, VF_MPI_OWNER), VF_ESTALE);
     CHECK_ERR(vf_mpi_get(e, d, VF_MPI_ALL, NULL), VF_ESTALE);
     CHECK_OK(vf_mpi_wait_all(e, NULL));

@@ -96,6 +96,35 @@ static void op_done(void *arg, int status)
     free(a);
 }
 
+/* Push program op `p` (every rank alike); returns the rank it runs on, as
+ * vf_mpi_runs_on says, or a negative code. */
+static int push_op(vf_engine *e, const prog_op *p, const vf_var *vars,
+                   int *dones_here, int *dones_elsewhere)
+{
+    vf_var r[4], w[3];
+    for (int j = 0; j < p->nr; j++)
+        r[j] = vars[p->r[j]];
+    for (int j = 0; j < p->nw; j++)
+        w[j] = vars[p->w[j]];
+    op_arg *a = malloc(sizeof *a);
+    REQUIRE(a);
+    *a = (op_arg){p, vars, dones_here, dones_elsewhere};
+    vf_op op = {.fn = op_fn,
+                .arg = a,
+                .done = op_done,
+                .reads = {r, p->nr},
+                .writes = {w, p->nw},
+                .name = "random"};
+    int x = vf_mpi_runs_on(e, &op, p->rank);
+    int rc = vf_mpi_push(e, &op, p->rank);
+    if (rc != 0) {
+        CHECK_OK(rc);
+        free(a);
+        return rc;
+    }
+    return x;
+}
+
 /* The model: which ranks hold the current version of each variable. */
 typedef struct model {
     int nvars, size;
@@ -177,26 +206,10 @@ static void run_program(int engine_kind, const prog_op *prog, int nops,
     for (int v = 0; v < nvars; v++)
         m.holds[v] = 1ull << owner[v];
     for (int i = 0; i < nops; i++) {
-        const prog_op *p = &prog[i];
-        vf_var r[4], w[3];
-        for (int j = 0; j < p->nr; j++)
-            r[j] = vars[p->r[j]];
-        for (int j = 0; j < p->nw; j++)
-            w[j] = vars[p->w[j]];
-        op_arg *a = malloc(sizeof *a);
-        REQUIRE(a);
-        *a = (op_arg){p, vars, &dones_here, &dones_elsewhere};
-        vf_op op = {.fn = op_fn,
-                    .arg = a,
-                    .done = op_done,
-                    .reads = {r, p->nr},
-                    .writes = {w, p->nw},
-                    .name = "random"};
-        int x = runs_on(p, owner);
-        CHECK_EQ(vf_mpi_runs_on(e, &op, p->rank), x);
+        int x = runs_on(&prog[i], owner);
         ran_here += x == test_rank_;
-        CHECK_OK(vf_mpi_push(e, &op, p->rank));
-        model_op(&m, p);
+        CHECK_EQ(push_op(e, &prog[i], vars, &dones_here, &dones_elsewhere), x);
+        model_op(&m, &prog[i]);
     }
     vf_error err;
     CHECK_OK(vf_mpi_wait_all(e, &err));
@@ -241,24 +254,8 @@ static void run_program(int engine_kind, const prog_op *prog, int nops,
 
     /* Delete half the variables while ops that use them may still be
      * waiting to run (they still find their buffers), the rest after. */
-    for (int i = 0; i < nops / 4; i++) {
-        const prog_op *p = &prog[i];
-        vf_var r[4], w[3];
-        for (int j = 0; j < p->nr; j++)
-            r[j] = vars[p->r[j]];
-        for (int j = 0; j < p->nw; j++)
-            w[j] = vars[p->w[j]];
-        op_arg *a = malloc(sizeof *a);
-        REQUIRE(a);
-        *a = (op_arg){p, vars, &dones_here, &dones_elsewhere};
-        vf_op op = {.fn = op_fn,
-                    .arg = a,
-                    .done = op_done,
-                    .reads = {r, p->nr},
-                    .writes = {w, p->nw},
-                    .name = "random"};
-        CHECK_OK(vf_mpi_push(e, &op, p->rank));
-    }
+    for (int i = 0; i < nops / 4; i++)
+        push_op(e, &prog[i], vars, &dones_here, &dones_elsewhere);
     for (int v = 0; v < nvars; v += 2)
         CHECK_OK(vf_mpi_var_delete(e, vars[v]));
     CHECK_OK(vf_mpi_finalize(e, &err));
