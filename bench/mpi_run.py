@@ -247,8 +247,8 @@ def docs_section(doc, header, trows):
     L = [SECTION, ""]
     L.append("<!-- Written by bench/mpi_run.py --docs (`make bench-mpi`), which "
              "replaces this section and nothing else. The rest of the page comes "
-             "from bench/report.py, which rewrites the whole file: after `make "
-             "bench`, run `make bench-mpi` again. -->")
+             "from bench/report.py, which keeps this section as it is when it "
+             "rewrites the page (`make bench`). -->")
     L.append("")
     L.append(
         "W6 (n = %d, b = %d: %d tiles, %d tasks) as one program run on every MPI "

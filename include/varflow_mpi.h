@@ -107,8 +107,8 @@ VF_API int vf_mpi_size(vf_engine *e);
  * On the owner, `ptr` is its buffer (the caller's, never freed by varflow);
  * on the other ranks `ptr` may be NULL, and a cached copy is allocated when
  * the value first comes here (a non-NULL `ptr` is used as that copy).
- * VF_EINVAL for a bad owner, a zero size or one above INT_MAX, or a NULL
- * `ptr` on the owner.
+ * VF_EINVAL for a bad owner, a zero size or one above INT_MAX - 16 (one
+ * MPI message with its header), or a NULL `ptr` on the owner.
  */
 VF_API int vf_mpi_var_new(vf_engine *e, vf_var *out, void *ptr, size_t size,
                           int owner);
