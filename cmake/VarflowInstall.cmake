@@ -5,6 +5,11 @@
 #   lib/libvarflow.a, lib/libvarflow.so{,.MAJOR,.MAJOR.MINOR.PATCH}
 #   lib/pkgconfig/varflow.pc                       (pkg-config)
 #   lib/cmake/varflow/varflow{Config,ConfigVersion,Targets*}.cmake
+# and, when libvarflow-mpi is built (VF_HAVE_MPI, cmake/VarflowMpi.cmake):
+#   include/varflow_mpi.h
+#   lib/libvarflow-mpi.a, lib/libvarflow-mpi.so{,.MAJOR,.MAJOR.MINOR.PATCH}
+#   lib/pkgconfig/varflow-mpi.pc                   (Requires: varflow)
+#   varflow::mpi (shared) and varflow::mpi_static in the same CMake package
 # Components: Runtime (the .so.MAJOR files) and Development (the rest).
 # `cmake --install BUILD --prefix DIR` works whatever CMAKE_INSTALL_PREFIX
 # was at configure time (the CMake package is relocatable; varflow.pc is
@@ -60,6 +65,75 @@ install(CODE "
   file(INSTALL DESTINATION \"${vf_pc_dest}\"
        TYPE FILE FILES \"${PROJECT_BINARY_DIR}/pkgconfig/varflow.pc\")
 " COMPONENT Development)
+
+# libvarflow-mpi -----------------------------------------------------------------
+# Same layout and components as libvarflow, the same export set (so one
+# find_package(varflow) offers varflow::mpi and varflow::mpi_static), and a
+# pkg-config file of its own, written at install time like varflow.pc.
+if(VF_HAVE_MPI)
+  install(FILES ${PROJECT_SOURCE_DIR}/include/varflow_mpi.h
+          DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT Development)
+  install(TARGETS varflow_mpi_shared varflow_mpi_static EXPORT varflowTargets
+    LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT Runtime
+            NAMELINK_COMPONENT Development
+    ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT Development
+    RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT Runtime
+    INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+
+  # MPI's flags in varflow-mpi.pc (varflow_mpi.h includes mpi.h, and a
+  # program that calls vf_mpi_init passes MPI_COMM_WORLD, so they are public:
+  # Cflags and Libs, not .private). They are written out from what
+  # find_package(MPI) found, the MPI this library was compiled and linked
+  # against, rather than as `Requires: ompi-c`, even where pkg-config knows
+  # ompi-c: that module name is Open MPI's alone (MPICH's is mpich, vendor
+  # MPIs and compiler wrappers often ship none); the MPI pkg-config knows
+  # need not be the one FindMPI took from mpicc (with Open MPI and MPICH both
+  # installed, Debian's mpicc alternative may pick MPICH, and the two differ
+  # in ABI: MPI_Comm is a pointer in one and an int in the other); and a
+  # Requires on it fails the whole varflow-mpi module wherever MPI's .pc
+  # directory is not on PKG_CONFIG_PATH (an MPI under /opt, loaded as an
+  # environment module). The cost: the paths are those of the build machine,
+  # as in the library's own link; rebuild varflow when MPI moves.
+  set(VF_PC_MPI_CFLAGS "")
+  foreach(opt IN LISTS MPI_C_COMPILE_OPTIONS)
+    string(REGEX REPLACE "^SHELL:" "" opt "${opt}")
+    string(APPEND VF_PC_MPI_CFLAGS " ${opt}")
+  endforeach()
+  foreach(def IN LISTS MPI_C_COMPILE_DEFINITIONS)
+    string(APPEND VF_PC_MPI_CFLAGS " -D${def}")
+  endforeach()
+  foreach(dir IN LISTS MPI_C_INCLUDE_DIRS)
+    string(APPEND VF_PC_MPI_CFLAGS " -I${dir}")
+  endforeach()
+  set(VF_PC_MPI_LIBS "")
+  if(MPI_C_LINK_FLAGS)
+    string(APPEND VF_PC_MPI_LIBS " ${MPI_C_LINK_FLAGS}")
+  endif()
+  # A library found as a file (/dir/libmpi.so) becomes -L/dir -lmpi, as
+  # mpicc --showme:link writes it; anything else goes as it is.
+  foreach(lib IN LISTS MPI_C_LIBRARIES)
+    get_filename_component(lib_name "${lib}" NAME)
+    if(IS_ABSOLUTE "${lib}" AND lib_name MATCHES "^lib(.+)\\.(so|dylib)$")
+      get_filename_component(lib_dir "${lib}" DIRECTORY)
+      string(APPEND VF_PC_MPI_LIBS " -L${lib_dir} -l${CMAKE_MATCH_1}")
+    elseif(IS_ABSOLUTE "${lib}" OR lib MATCHES "^-")
+      string(APPEND VF_PC_MPI_LIBS " ${lib}")
+    else()
+      string(APPEND VF_PC_MPI_LIBS " -l${lib}")
+    endif()
+  endforeach()
+  configure_file(${PROJECT_SOURCE_DIR}/cmake/varflow-mpi.pc.in
+                 ${PROJECT_BINARY_DIR}/varflow-mpi.pc.in @ONLY)
+  install(CODE "
+    set(VF_PC_PREFIX \"\${CMAKE_INSTALL_PREFIX}\")
+    configure_file(\"${PROJECT_BINARY_DIR}/varflow-mpi.pc.in\"
+                   \"${PROJECT_BINARY_DIR}/pkgconfig/varflow-mpi.pc\" @ONLY)
+    file(INSTALL DESTINATION \"${vf_pc_dest}\"
+         TYPE FILE FILES \"${PROJECT_BINARY_DIR}/pkgconfig/varflow-mpi.pc\")
+  " COMPONENT Development)
+endif()
+# scripts/check-install reads this from the cache to check the MPI part.
+set(VF_HAVE_MPI ${VF_HAVE_MPI} CACHE INTERNAL "libvarflow-mpi is built and installed")
 
 # CMake package ----------------------------------------------------------------
 install(EXPORT varflowTargets NAMESPACE varflow::
