@@ -200,8 +200,7 @@ static int resolve(vf__mpi *ctx, const vf_op *op, const char *caller,
     return 0;
 }
 
-static int runs_on(const vf__mpi *ctx, const vf_op *op, int rank,
-                   const char *caller)
+static int runs_on(vf__mpi *ctx, const vf_op *op, int rank, const char *caller)
 {
     if (rank != VF_MPI_OWNER) {
         if (rank < 0 || rank >= ctx->size)
@@ -214,7 +213,10 @@ static int runs_on(const vf__mpi *ctx, const vf_op *op, int rank,
     vf_var_list first = op->writes.count > 0 ? op->writes : op->reads;
     if (first.count == 0)
         return 0;
-    return vf__mpi_var_find((vf__mpi *)ctx, first.vars[0])->owner;
+    pthread_mutex_lock(&ctx->data_lock);
+    int owner = vf__mpi_var_find(ctx, first.vars[0])->owner;
+    pthread_mutex_unlock(&ctx->data_lock);
+    return owner;
 }
 
 VF_API int vf_mpi_runs_on(vf_engine *e, const vf_op *op, int rank)

@@ -155,7 +155,8 @@ int vf__mpi_error(int code, const char *fmt, ...)
 /* The text of an MPI error code. */
 void vf__mpi_error_text(int mpi_rc, char *out, size_t size);
 
-/* vars.c (ctx->lock held; find also under data_lock alone) */
+/* vars.c (ctx->lock held; the table's find: data_lock held, as the
+ * engine's delete ops remove records on the workers) */
 vf__mpi_var *vf__mpi_var_find(vf__mpi *ctx, vf_var v);
 /* The record for a call in sequence, or NULL with `*rc` and the detail
  * set: VF_ESTALE for a deleted variable, VF_EINVAL for one that is not

@@ -40,11 +40,17 @@ vf__mpi_var *vf__mpi_var_find(vf__mpi *ctx, vf_var v)
 vf__mpi_var *vf__mpi_var_live(vf__mpi *ctx, vf_var v, const char *caller,
                               const char *what, int *rc)
 {
+    /* The engine's delete op frees a deleted variable's record on a
+     * worker, under data_lock: look and read `deleted` under it too. A
+     * record not deleted stays (only a delete frees it, and deletes are
+     * this thread's). The record goes sooner on one rank than another,
+     * but the handle stays stale, so every rank says the same. */
+    pthread_mutex_lock(&ctx->data_lock);
     vf__mpi_var *mv = vf__mpi_var_find(ctx, v);
+    bool deleted = mv != NULL && mv->deleted;
+    pthread_mutex_unlock(&ctx->data_lock);
     uint64_t version;
-    /* A deleted variable's record goes when the engine's delete op has
-     * run, sooner on one rank than another; the handle stays stale. */
-    if ((mv != NULL && mv->deleted) ||
+    if (deleted ||
         (mv == NULL && vf_var_version(ctx->engine, v, &version) == VF_ESTALE)) {
         *rc = vf__mpi_error(VF_ESTALE, "%s: %s: the variable was deleted",
                             caller, what);
@@ -278,7 +284,8 @@ VF_API int vf_mpi_var_new(vf_engine *e, vf_var *out, void *ptr, size_t size,
 }
 
 /* The body of the engine's delete op: every op pushed on the variable has
- * finished, so nothing looks its record up any more. */
+ * finished, so no op looks its record up any more, and the calls in
+ * sequence refuse it (deleted) or, once it is gone, see a stale handle. */
 static void record_delete(void *arg)
 {
     vf__mpi_var *mv = arg;
@@ -298,21 +305,33 @@ VF_API int vf_mpi_var_delete(vf_engine *e, vf_var v)
     pthread_mutex_lock(&ctx->lock);
     int rc = 0;
     vf__mpi_var *mv = vf__mpi_var_live(ctx, v, "vf_mpi_var_delete", "v", &rc);
-    if (mv != NULL &&
-        (rc = vf_var_delete(e, mv->var, record_delete, mv)) == 0) {
-        mv->deleted = true;
-        if (mv->away) {
-            for (size_t i = 0; i < ctx->naway; i++) {
-                if (ctx->away[i] == mv) {
-                    memmove(&ctx->away[i], &ctx->away[i + 1],
-                            (ctx->naway - i - 1) * sizeof *ctx->away);
-                    ctx->naway--;
-                    break;
-                }
-            }
-            mv->away = false;
+    if (mv == NULL)
+        goto out;
+    /* Out of the flow first: once vf_var_delete returned, the delete op
+     * may have run and freed the record. */
+    size_t away_at = ctx->naway;
+    if (mv->away) {
+        for (away_at = 0; ctx->away[away_at] != mv; away_at++)
+            continue;
+        memmove(&ctx->away[away_at], &ctx->away[away_at + 1],
+                (ctx->naway - away_at - 1) * sizeof *ctx->away);
+        ctx->naway--;
+    }
+    bool away = mv->away;
+    mv->away = false;
+    mv->deleted = true;
+    rc = vf_var_delete(e, mv->var, record_delete, mv);
+    if (rc != 0) { /* not pushed: as it was */
+        mv->deleted = false;
+        mv->away = away;
+        if (away) {
+            memmove(&ctx->away[away_at + 1], &ctx->away[away_at],
+                    (ctx->naway - away_at) * sizeof *ctx->away);
+            ctx->away[away_at] = mv;
+            ctx->naway++;
         }
     }
+out:
     pthread_mutex_unlock(&ctx->lock);
     return rc;
 }
