@@ -18,7 +18,8 @@
 # CMAKE_ARGS reach CMake: `make test CMAKE_ARGS=-DVF_WERROR=ON` (an existing
 # tree is re-configured with them). Before CMake configures a tree,
 # scripts/install-deps installs what the build lacks (cJSON for the tools and
-# tests, cmake, a compiler; with apt-get, when root or sudo -n allows);
+# tests, cmake, a compiler; Open MPI for libvarflow-mpi, best effort; with
+# apt-get, when root or sudo -n allows);
 # `make INSTALL_DEPS=` skips it.
 BUILD        ?= build
 PREFIX       ?= /usr/local

@@ -47,8 +47,11 @@ if(VF_HAVE_MPI)
       $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
     target_link_libraries(${t} PUBLIC Threads::Threads)
   endforeach()
+  # Installed beside libvarflow.so: $ORIGIN finds it there even when the
+  # program does not link libvarflow itself or the prefix is not a system one.
   set_target_properties(varflow_mpi_shared PROPERTIES VERSION ${PROJECT_VERSION}
-                        SOVERSION ${PROJECT_VERSION_MAJOR} EXPORT_NAME mpi)
+                        SOVERSION ${PROJECT_VERSION_MAJOR} EXPORT_NAME mpi
+                        INSTALL_RPATH "$ORIGIN")
   set_target_properties(varflow_mpi_static PROPERTIES EXPORT_NAME mpi_static)
   if(VF_HAVE_VERSION_SCRIPT)
     target_link_options(varflow_mpi_shared PRIVATE "-Wl,--version-script=${VF_EXPORT_MAP}")
