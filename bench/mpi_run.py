@@ -469,6 +469,11 @@ def main():
                   file=sys.stderr)
         else:
             print("wrote %s" % write_docs(docs_section(doc, header, trows)))
+            # Kept beside the suite's results.json, so the figures in the
+            # page have their raw data in the tree.
+            kept = os.path.join(ROOT, "docs", "bench", "mpi-results.json")
+            shutil.copyfile(out, kept)
+            print("wrote %s" % kept)
     return status
 
 
