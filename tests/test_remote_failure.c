@@ -390,10 +390,14 @@ static void complete_failed_inline(const tu_kind *k)
     vf_error cause;
     memset(&cause, 0, sizeof cause);
     cause.code = 31337;
-    for (size_t i = 0; i + 1 < sizeof cause.op_name; i++)
+    /* Full arrays, no terminator: the engine must stop at their ends. */
+    for (size_t i = 0; i < sizeof cause.op_name; i++)
         cause.op_name[i] = (char)('A' + i % 26);
-    for (size_t i = 0; i + 1 < sizeof cause.message; i++)
+    for (size_t i = 0; i < sizeof cause.message; i++)
         cause.message[i] = (char)('a' + (i * 7) % 26);
+    vf_error want = cause; /* what a wait reports: the longest prefixes */
+    want.op_name[sizeof want.op_name - 1] = '\0';
+    want.message[sizeof want.message - 1] = '\0';
     remote r;
     remote_init(&r, act_fail_then_reuse, true, NULL, &cause);
     push_remote(e, &r, NONE, VF_VARS(x), "recv-inline");
@@ -403,7 +407,7 @@ static void complete_failed_inline(const tu_kind *k)
     vf_error err;
     memset(&err, 0x5a, sizeof err);
     CHECK_ERR(vf_wait_all(e, &err), VF_EOPFAILED);
-    check_error_is(&err, &cause);
+    check_error_is(&err, &want);
     CHECK_EQ(strnlen(err.op_name, sizeof err.op_name), 63);
     CHECK_EQ(strnlen(err.message, sizeof err.message), 255);
     CHECK_OK(vf_wait_all(e, NULL));

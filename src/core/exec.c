@@ -769,9 +769,15 @@ VF_API int vf_complete_failed(vf_completion done, const vf_error *cause)
     int rc = claim_completion(done, "vf_complete_failed", &op);
     if (rc != 0)
         return rc;
+    /* The caller's strings may fill their arrays without a terminator. */
+    char name[sizeof cause->op_name], message[sizeof cause->message];
+    memcpy(name, cause->op_name, sizeof name);
+    memcpy(message, cause->message, sizeof message);
+    name[sizeof name - 1] = '\0';
+    message[sizeof message - 1] = '\0';
     op->status = VF_ESKIPPED;
-    op->failure = vf__engine_record_failure(op->engine, cause->code,
-                                            cause->op_name, cause->message);
+    op->failure = vf__engine_record_failure(op->engine, cause->code, name,
+                                            message);
     complete_claimed(op);
     return 0;
 }
