@@ -93,8 +93,10 @@ VF_API int vf_mpi_init(vf_engine *e, MPI_Comm comm);
  * and free the cached copies; returns what that wait returned (`err` as
  * there). The distributed variables stay plain variables of the engine
  * (delete them with vf_var_delete), and each owner's buffer holds the
- * current value of what it owns.
- * Finalizes MPI when vf_mpi_init initialized it.
+ * current value of what it owns. Finalizes MPI when vf_mpi_init
+ * initialized it (the last engine attached to go). When a rank could not
+ * wait (see vf_mpi_wait_all), every rank stays attached and returns that
+ * code.
  */
 VF_API int vf_mpi_finalize(vf_engine *e, vf_error *err);
 
@@ -183,7 +185,11 @@ VF_API int vf_mpi_get(vf_engine *e, vf_var v, int rank, vf_error *err);
  * then every rank waits for all its ops, then the ranks agree on the
  * outcome. Returns 0 on every rank, or VF_EOPFAILED on every rank when an
  * op failed on any of them; `err` is then the failure of the lowest rank
- * that had one, the same on every rank. VF_ESYSTEM when an MPI call fails.
+ * that had one, the same on every rank. When a rank could not wait (its
+ * engine is stopped with ops held: VF_ESTOPPED; called from inside an op:
+ * VF_EDEADLK; its data flow was cut by an earlier error: VF_ESYSTEM),
+ * every rank returns that rank's code, and the detail names it.
+ * VF_ESYSTEM when an MPI call fails.
  */
 VF_API int vf_mpi_wait_all(vf_engine *e, vf_error *err);
 

@@ -46,8 +46,9 @@ typedef struct inflight {
 /* The agreement in progress. */
 typedef struct agreement {
     vf__mpi_agree *a;
-    int stage; /* 0 to post, 1 reducing, 2 broadcasting */
-    int lowest;
+    int stage;     /* 0 to post, 1 reducing, 2 broadcasting */
+    int ranks[2];  /* in: this rank's refused and failed ranks */
+    int lowest[2]; /* out: the lowest over all ranks */
     MPI_Request req;
 } agreement;
 
@@ -333,8 +334,10 @@ static bool agree_step(vf__mpi *ctx, agreement *g)
             g->stage = 2; /* then only the test */
             return false;
         }
-        rc = MPI_Iallreduce(&a->failed_rank, &g->lowest, 1, MPI_INT, MPI_MIN,
-                            ctx->comm, &g->req);
+        g->ranks[0] = a->refused_rank;
+        g->ranks[1] = a->failed_rank;
+        rc = MPI_Iallreduce(g->ranks, g->lowest, 2, MPI_INT, MPI_MIN, ctx->comm,
+                            &g->req);
         if (rc != MPI_SUCCESS) {
             agree_fail(g, rc, "MPI_Iallreduce");
             return true;
@@ -349,11 +352,16 @@ static bool agree_step(vf__mpi *ctx, agreement *g)
         }
         if (!flag)
             return false;
-        a->failed_rank = g->lowest;
-        if (g->lowest >= ctx->size)
-            return true; /* no rank failed */
-        rc = MPI_Ibcast(&a->err, (int)sizeof a->err, MPI_BYTE, g->lowest,
-                        ctx->comm, &g->req);
+        a->refused_rank = g->lowest[0];
+        a->failed_rank = g->lowest[1];
+        if (a->refused_rank >= ctx->size && a->failed_rank >= ctx->size)
+            return true; /* every rank waited, none failed */
+        /* A refusal says more than a failure: it is what every rank
+         * reports then. */
+        int root = a->refused_rank < ctx->size ? a->refused_rank
+                                               : a->failed_rank;
+        rc = MPI_Ibcast(&a->err, (int)sizeof a->err, MPI_BYTE, root, ctx->comm,
+                        &g->req);
         if (rc != MPI_SUCCESS) {
             agree_fail(g, rc, "MPI_Ibcast");
             return true;

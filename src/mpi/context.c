@@ -226,7 +226,17 @@ VF_API int vf_mpi_finalize(vf_engine *e, vf_error *err)
     vf__mpi *ctx = vf__mpi_of(e, "vf_mpi_finalize");
     if (ctx == NULL)
         return VF_EINVAL;
-    int rc = vf_mpi_wait_all(e, err);
+    bool refused;
+    int rc = vf__mpi_wait(ctx, err, &refused);
+    /* Some rank could not wait (from inside an op, a stopped engine, a
+     * cut data flow): its ops may still need the communication thread
+     * and the records, and the ranks must stay in step, so every rank
+     * stays attached (they all know: the wait agreed on it). */
+    if (refused)
+        return vf__mpi_error(rc,
+                             "vf_mpi_finalize: %s; the engine stays "
+                             "attached",
+                             vf_last_error_detail());
     vf__mpi_comm_stop(ctx);
     bool last = registry_remove(ctx) == 0;
     vf__mpi_lock_global();

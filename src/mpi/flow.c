@@ -349,31 +349,47 @@ VF_API int vf_mpi_get(vf_engine *e, vf_var v, int rank, vf_error *err)
     return rc;
 }
 
-VF_API int vf_mpi_wait_all(vf_engine *e, vf_error *err)
+int vf__mpi_wait(vf__mpi *ctx, vf_error *err, bool *refused)
 {
-    vf__mpi *ctx = vf__mpi_of(e, "vf_mpi_wait_all");
-    if (ctx == NULL)
-        return VF_EINVAL;
+    *refused = false;
     pthread_mutex_lock(&ctx->lock);
     int rc = check_broken(ctx, "vf_mpi_wait_all");
     if (rc == 0)
         rc = vf__mpi_write_back(ctx);
     pthread_mutex_unlock(&ctx->lock);
-    if (rc != 0)
-        return rc;
     vf_error mine;
     memset(&mine, 0, sizeof mine);
-    rc = vf_wait_all(e, &mine);
-    if (rc != 0 && rc != VF_EOPFAILED)
-        return rc; /* called from an op, or stopped: no rank can agree */
+    if (rc == 0)
+        rc = vf_wait_all(ctx->engine, &mine);
+    /* A rank that could not wait (a cut data flow, a stopped engine, a
+     * call from inside an op) still joins the agreement, or the others
+     * would wait for it forever; every rank then returns its code. */
     vf__mpi_agree a;
     memset(&a, 0, sizeof a);
     a.kind = VF__MPI_AGREE_FAILURE;
-    a.failed_rank = rc == VF_EOPFAILED ? ctx->rank : ctx->size;
-    a.err = mine;
+    a.refused_rank = ctx->size;
+    a.failed_rank = ctx->size;
+    if (rc == VF_EOPFAILED) {
+        a.failed_rank = ctx->rank;
+        a.err = mine;
+    } else if (rc != 0) {
+        a.refused_rank = ctx->rank;
+        a.err.code = rc;
+        snprintf(a.err.op_name, sizeof a.err.op_name, "vf_mpi_wait_all");
+        snprintf(a.err.message, sizeof a.err.message, "%s",
+                 vf_last_error_detail());
+    }
     vf__mpi_comm_agree(ctx, &a);
     if (a.rc != 0)
         return vf__mpi_error(a.rc, "vf_mpi_wait_all: %s", a.detail);
+    if (a.refused_rank < ctx->size) {
+        *refused = true;
+        return vf__mpi_error(a.err.code,
+                             "vf_mpi_wait_all: rank %d could not wait (%s): "
+                             "%s",
+                             a.refused_rank, vf_strerror(a.err.code),
+                             a.err.message);
+    }
     if (a.failed_rank >= ctx->size)
         return 0;
     if (err != NULL)
@@ -382,4 +398,13 @@ VF_API int vf_mpi_wait_all(vf_engine *e, vf_error *err)
                          "vf_mpi_wait_all: op '%s' failed (reported on "
                          "rank %d): %s",
                          a.err.op_name, a.failed_rank, a.err.message);
+}
+
+VF_API int vf_mpi_wait_all(vf_engine *e, vf_error *err)
+{
+    vf__mpi *ctx = vf__mpi_of(e, "vf_mpi_wait_all");
+    if (ctx == NULL)
+        return VF_EINVAL;
+    bool refused;
+    return vf__mpi_wait(ctx, err, &refused);
 }

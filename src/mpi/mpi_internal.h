@@ -97,8 +97,12 @@ typedef enum vf__mpi_agree_kind {
 
 typedef struct vf__mpi_agree {
     vf__mpi_agree_kind kind;
-    int failed_rank;        /* in: this rank if it has a failure, else size */
-    vf_error err;           /* in: this rank's failure; out: the agreed one */
+    /* VF__MPI_AGREE_FAILURE: in, this rank if it could not wait (refused)
+     * or had a failure, else size; out, the lowest such rank over all */
+    int refused_rank;
+    int failed_rank;
+    vf_error err; /* in: this rank's refusal or failure; out: the lowest
+                     refusing rank's, else the lowest failing rank's */
     const uint64_t *sum_in; /* VF__MPI_AGREE_SUM: `count` numbers */
     uint64_t *sum_out;
     int count;
@@ -173,6 +177,9 @@ void vf__mpi_vars_free(vf__mpi *ctx);
 
 /* flow.c */
 int vf__mpi_write_back(vf__mpi *ctx);
+/* The collective wait; `*refused` when some rank could not wait (its ops
+ * may still be pending: no rank may detach then). */
+int vf__mpi_wait(vf__mpi *ctx, vf_error *err, bool *refused);
 
 /* comm.c */
 int vf__mpi_comm_start(vf__mpi *ctx);

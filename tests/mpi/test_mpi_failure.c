@@ -233,6 +233,33 @@ static void size_mismatch(void)
     CHECK_OK(vf_engine_destroy(e));
 }
 
+/* A rank that cannot wait (its engine is stopped with an op held) does
+ * not leave the others waiting for it: every rank's collective wait
+ * returns its code, and every rank stays attached until it can. */
+static void stopped_rank(void)
+{
+    vf_engine *e = mpi_test_engine(0);
+    CHECK_OK(vf_mpi_init(e, MPI_COMM_WORLD));
+    int64_t x = 0;
+    vf_var d;
+    CHECK_OK(vf_mpi_var_new(e, &d, test_rank_ == 0 ? &x : NULL, sizeof x, 0));
+    if (test_rank_ == 0)
+        CHECK_OK(vf_engine_stop(e));
+    vf_op op = {.fn = nop, .writes = VF_VARS(d)};
+    CHECK_OK(vf_mpi_push(e, &op, VF_MPI_OWNER)); /* held on rank 0 */
+    CHECK_ERR(vf_mpi_wait_all(e, NULL), VF_ESTOPPED);
+    CHECK(strstr(vf_last_error_detail(), "rank 0 could not wait") != NULL);
+    CHECK_ERR(vf_mpi_finalize(e, NULL), VF_ESTOPPED);
+    CHECK(strstr(vf_last_error_detail(), "stays attached") != NULL);
+    CHECK_EQ(vf_mpi_rank(e), test_rank_); /* still attached */
+    if (test_rank_ == 0)
+        CHECK_OK(vf_engine_start(e));
+    CHECK_OK(vf_mpi_wait_all(e, NULL));
+    CHECK_OK(vf_mpi_finalize(e, NULL));
+    CHECK_ERR(vf_mpi_rank(e), VF_EINVAL); /* detached */
+    CHECK_OK(vf_engine_destroy(e));
+}
+
 int main(int argc, char **argv)
 {
     mpi_test_begin(&argc, &argv);
@@ -240,5 +267,6 @@ int main(int argc, char **argv)
     failure_travels(1);
     bad_input();
     size_mismatch();
+    stopped_rank();
     return mpi_test_end("test_mpi_failure");
 }
