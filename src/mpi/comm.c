@@ -112,6 +112,34 @@ typedef struct finished_list {
     int n, cap;
 } finished_list;
 
+/* Complete a finished transfer's op: with `status` and `text` when the
+ * transfer itself failed, as failed elsewhere when the value came with a
+ * failure, else as done. Then free it: its op has finished (the profiler
+ * read its name in there), and nothing else holds it. */
+static void complete_xfer(vf__mpi_xfer *x, int status, const char *text)
+{
+    if (status != 0) {
+        vf_complete(x->done, status, text);
+    } else if (x->dir == VF__MPI_RECV && x->hdr.code != 0) {
+        vf_error cause;
+        memset(&cause, 0, sizeof cause);
+        cause.code = x->hdr.code;
+        memcpy(cause.op_name, x->text.op_name, sizeof cause.op_name);
+        memcpy(cause.message, x->text.message, sizeof cause.message);
+        cause.op_name[sizeof cause.op_name - 1] = '\0';
+        cause.message[sizeof cause.message - 1] = '\0';
+        vf_complete_failed(x->done, &cause);
+    } else {
+        if (x->dir == VF__MPI_SEND && x->hdr.code != 0) {
+            pthread_mutex_lock(&x->ctx->data_lock);
+            x->ctx->stats.failures_sent++;
+            pthread_mutex_unlock(&x->ctx->data_lock);
+        }
+        vf_complete(x->done, 0, NULL);
+    }
+    free(x);
+}
+
 static void finished_add(finished_list *l, vf__mpi_xfer *x, int status,
                          const char *text)
 {
@@ -119,9 +147,9 @@ static void finished_add(finished_list *l, vf__mpi_xfer *x, int status,
         int cap = l->cap ? l->cap * 2 : 64;
         finished *items = realloc(l->items, sizeof *items * (size_t)cap);
         if (items == NULL) {
-            /* Complete it at once rather than lose it (we hold the global
-             * lock, but vf_complete makes no MPI call: posts only queue). */
-            vf_complete(x->done, status ? status : 0, text);
+            /* Complete it at once rather than lose it (under the global
+             * lock, but completing makes no MPI call: posts only queue). */
+            complete_xfer(x, status, text);
             return;
         }
         l->items = items;
@@ -250,29 +278,8 @@ static void conclude(vf__mpi *ctx, inflight *f, vf__mpi_xfer *x,
  * ready async bodies, which post). */
 static void complete_all(finished_list *l)
 {
-    for (int i = 0; i < l->n; i++) {
-        finished *f = &l->items[i];
-        vf__mpi_xfer *x = f->x;
-        if (f->status != 0) {
-            vf_complete(x->done, f->status, f->text);
-        } else if (x->dir == VF__MPI_RECV && x->hdr.code != 0) {
-            vf_error cause;
-            memset(&cause, 0, sizeof cause);
-            cause.code = x->hdr.code;
-            memcpy(cause.op_name, x->text.op_name, sizeof cause.op_name);
-            memcpy(cause.message, x->text.message, sizeof cause.message);
-            cause.op_name[sizeof cause.op_name - 1] = '\0';
-            cause.message[sizeof cause.message - 1] = '\0';
-            vf_complete_failed(x->done, &cause);
-        } else {
-            if (x->dir == VF__MPI_SEND && x->hdr.code != 0) {
-                pthread_mutex_lock(&x->ctx->data_lock);
-                x->ctx->stats.failures_sent++;
-                pthread_mutex_unlock(&x->ctx->data_lock);
-            }
-            vf_complete(x->done, 0, NULL); /* frees x (its done) */
-        }
-    }
+    for (int i = 0; i < l->n; i++)
+        complete_xfer(l->items[i].x, l->items[i].status, l->items[i].text);
     l->n = 0;
 }
 

@@ -147,6 +147,11 @@ static int mpi_ready(void)
 
 static void ctx_free(vf__mpi *ctx)
 {
+    while (ctx->orphans != NULL) {
+        vf__mpi_xfer *x = ctx->orphans;
+        ctx->orphans = x->next;
+        free(x);
+    }
     vf__mpi_vars_free(ctx);
     free(ctx->away);
     free(ctx->send_seq);

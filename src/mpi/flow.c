@@ -25,10 +25,20 @@ typedef struct vf__mpi_use {
     bool write;
 } vf__mpi_use;
 
+/* A transfer op's done. One that ran is freed by the communication
+ * thread once vf_complete returned (the engine reads the op's name, which
+ * lives in it, after done). One that never ran (the shutdown notice skips
+ * it) never reached that thread: it waits in `orphans` for finalize. */
 static void xfer_done(void *arg, int status)
 {
     (void)status;
-    free(arg);
+    vf__mpi_xfer *x = arg;
+    if (x->started)
+        return;
+    pthread_mutex_lock(&x->ctx->qlock);
+    x->next = x->ctx->orphans;
+    x->ctx->orphans = x;
+    pthread_mutex_unlock(&x->ctx->qlock);
 }
 
 /* The async body of a send: note the failure the value carries, if any
@@ -44,6 +54,7 @@ static void send_fn(vf_run *run, void *arg, vf_completion done)
         memcpy(x->text.message, cause.message, sizeof x->text.message);
     }
     x->done = done;
+    x->started = true;
     vf__mpi_comm_post(x->ctx, x);
 }
 
@@ -52,6 +63,7 @@ static void recv_fn(vf_run *run, void *arg, vf_completion done)
     (void)run;
     vf__mpi_xfer *x = arg;
     x->done = done;
+    x->started = true;
     vf__mpi_comm_post(x->ctx, x);
 }
 
@@ -165,6 +177,12 @@ static int resolve(vf__mpi *ctx, const vf_op *op, const char *caller,
                              "%s: exactly one of fn and "
                              "async_fn must be set",
                              caller);
+    if (op->nonblocking)
+        return vf__mpi_error(VF_EINVAL,
+                             "%s: op->nonblocking: VF_EAGAIN would come on "
+                             "the running rank alone, and the ranks must "
+                             "push alike",
+                             caller);
     int rc = check_list(op->reads, caller, "reads");
     if (rc == 0)
         rc = check_list(op->writes, caller, "writes");
@@ -237,6 +255,60 @@ VF_API int vf_mpi_runs_on(vf_engine *e, const vf_op *op, int rank)
     return rc;
 }
 
+/* What a stand-in op fails with. */
+typedef struct stand_in {
+    int code;
+    char message[256];
+} stand_in;
+
+static int stand_in_fn(vf_run *run, void *arg)
+{
+    const stand_in *s = arg;
+    vf_run_set_error(run, "%s", s->message);
+    return s->code;
+}
+
+static void stand_in_done(void *arg, int status)
+{
+    (void)status;
+    free(arg);
+}
+
+/*
+ * The running rank could not push the op (an error only it met: no memory,
+ * its device, the engine shutting down, a property its vf_push refused),
+ * while every other rank counts on the op's writes. Push in its place an
+ * op on the same variables that fails with that error, so the failure
+ * travels with the data and the waits report it on every rank. When even
+ * that cannot be pushed, the flow is cut here.
+ */
+static void push_stand_in(vf__mpi *ctx, const vf_op *op, int code)
+{
+    char detail[256]; /* the push's: returned to the caller as it was */
+    snprintf(detail, sizeof detail, "%s", vf_last_error_detail());
+    stand_in *s = malloc(sizeof *s);
+    int rc = VF_ENOMEM;
+    if (s != NULL) {
+        s->code = code;
+        snprintf(s->message, sizeof s->message,
+                 "vf_mpi_push could not push it on rank %d: %.200s", ctx->rank,
+                 detail);
+        vf_op in = {.fn = stand_in_fn,
+                    .arg = s,
+                    .done = stand_in_done,
+                    .reads = op->reads,
+                    .writes = op->writes,
+                    .no_skip = true,
+                    .name = op->name};
+        rc = vf_push(ctx->engine, &in);
+        if (rc != 0)
+            free(s);
+    }
+    if (rc != 0)
+        ctx->broken = rc;
+    vf_set_error_detail(code, "%s", detail);
+}
+
 VF_API int vf_mpi_push(vf_engine *e, const vf_op *op, int rank)
 {
     vf__mpi *ctx = vf__mpi_of(e, "vf_mpi_push");
@@ -285,8 +357,8 @@ VF_API int vf_mpi_push(vf_engine *e, const vf_op *op, int rank)
         }
     }
     bool elsewhere = x != ctx->rank;
-    if (!elsewhere)
-        rc = vf_push(e, op);
+    if (!elsewhere && (rc = vf_push(e, op)) != 0)
+        push_stand_in(ctx, op, rc);
     pthread_mutex_lock(&ctx->data_lock);
     if (x == ctx->rank) {
         ctx->stats.ops_here += rc == 0;

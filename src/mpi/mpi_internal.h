@@ -68,7 +68,7 @@ typedef struct vf__mpi_var {
 typedef enum vf__mpi_dir { VF__MPI_SEND, VF__MPI_RECV } vf__mpi_dir;
 
 /* A transfer's half on this rank: the arg of its async op, then a request
- * of the communication thread. Freed by the op's done callback. */
+ * of the communication thread, which frees it once its op finished. */
 typedef struct vf__mpi_xfer {
     struct vf__mpi_xfer *next; /* the communication thread's queue */
     struct vf__mpi *ctx;
@@ -83,6 +83,7 @@ typedef struct vf__mpi_xfer {
     int parts;        /* MPI requests of it in flight (a failed send: two) */
     int mpi_error;    /* the first MPI error of its requests */
     bool text_posted; /* a receive: the failure text's receive is posted */
+    bool started;     /* its async body ran: the communication thread has it */
     vf__mpi_header hdr;
     vf__mpi_failure_text text;
     char name[48]; /* the op's name, e.g. "mpi send v12 to 1" */
@@ -147,6 +148,8 @@ typedef struct vf__mpi {
     pthread_cond_t agreed; /* an agreement finished */
     vf__mpi_xfer *posted;  /* new transfers, newest first */
     vf__mpi_agree *agree;  /* a collective to run, or NULL */
+    vf__mpi_xfer *orphans; /* transfers whose op never ran (freed at
+                              finalize) */
     bool stop;
 } vf__mpi;
 

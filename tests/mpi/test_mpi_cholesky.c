@@ -36,6 +36,9 @@ static void factor(int ntiles, int b, int engine_kind)
     vf_engine *e = mpi_test_engine(engine_kind);
     CHECK_OK(vf_mpi_init(e, MPI_COMM_WORLD));
     CHECK_OK(chol_mpi_vars(e, &dist, vars));
+    bool profiled = engine_kind == 1; /* transfer ops recorded too */
+    if (profiled)
+        CHECK_OK(vf_profile_start(e));
     CHECK_OK(chol_mpi_push_all(e, vars, ntiles, b));
     vf_error err;
     CHECK_OK(vf_mpi_wait_all(e, &err));
@@ -69,6 +72,21 @@ static void factor(int ntiles, int b, int engine_kind)
     CHECK_EQ(total.ops_here, chol_tasks(ntiles, NULL));
     CHECK_EQ(total.ops_elsewhere,
              (uint64_t)(test_size_ - 1) * chol_tasks(ntiles, NULL));
+    if (profiled) {
+        /* The profiler recorded every transfer op by its name. */
+        vf_profile *p = NULL;
+        CHECK_OK(vf_profile_take(e, &p));
+        uint64_t sends_seen = 0, recvs_seen = 0;
+        for (size_t i = 0; p != NULL && i < vf_profile_count(p); i++) {
+            const char *name = vf_profile_at(p, i)->name;
+            sends_seen += strncmp(name, "mpi send v", 10) == 0;
+            recvs_seen += strncmp(name, "mpi recv v", 10) == 0;
+        }
+        CHECK_EQ(sends_seen, st.sends);
+        CHECK_EQ(recvs_seen, st.recvs);
+        vf_profile_free(p);
+        CHECK_OK(vf_profile_stop(e));
+    }
     if (test_rank_ == 0)
         printf("cholesky %d x %d tiles of %d on %d ranks: %llu messages "
                "(the minimum is %llu)\n",

@@ -233,6 +233,57 @@ static void size_mismatch(void)
     CHECK_OK(vf_engine_destroy(e));
 }
 
+/* An op only its running rank refuses (here a property vf_push rejects
+ * there; the same path serves no memory, no such device there): the other
+ * ranks have already counted on its writes, so its failure travels with
+ * the data and every rank's wait reports it. A nonblocking push is refused
+ * on every rank alike. */
+static void refused_on_runner(void)
+{
+    vf_engine *e = mpi_test_engine(1);
+    CHECK_OK(vf_mpi_init(e, MPI_COMM_WORLD));
+    int64_t x = 0, y = 0;
+    int last = test_size_ - 1;
+    vf_var dx, dy;
+    CHECK_OK(vf_mpi_var_new(e, &dx, test_rank_ == 0 ? &x : NULL, sizeof x, 0));
+    CHECK_OK(
+        vf_mpi_var_new(e, &dy, test_rank_ == last ? &y : NULL, sizeof y, last));
+    vf_op bad = {.fn = nop,
+                 .writes = VF_VARS(dx),
+                 .property = 42,
+                 .name = "bad property"};
+    CHECK_ERR(vf_mpi_push(e, &bad, VF_MPI_OWNER),
+              test_rank_ == 0 ? VF_EINVAL : 0);
+    /* The next op needs dx on the last rank: it is skipped there. */
+    int skipped = 0, ran = 0;
+    hop *h = malloc(sizeof *h);
+    REQUIRE(h);
+    *h = (hop){.in = dx, .out = dy, .skipped = &skipped, .ran = &ran};
+    vf_op next = {.fn = hop_fn,
+                  .arg = h,
+                  .done = hop_done,
+                  .reads = VF_VARS(dx),
+                  .writes = VF_VARS(dy),
+                  .name = "next"};
+    CHECK_OK(vf_mpi_push(e, &next, VF_MPI_OWNER));
+    vf_error err;
+    memset(&err, 0, sizeof err);
+    CHECK_ERR(vf_mpi_wait_all(e, &err), VF_EOPFAILED);
+    CHECK_EQ(err.code, VF_EINVAL);
+    CHECK(strcmp(err.op_name, "bad property") == 0);
+    CHECK(strstr(err.message, "could not push it on rank 0") != NULL);
+    CHECK(strstr(err.message, "property 42") != NULL);
+    CHECK_EQ(skipped, test_rank_ == last ? 1 : 0);
+    CHECK_EQ(ran, 0);
+
+    vf_op nb = {.fn = nop, .writes = VF_VARS(dx), .nonblocking = true};
+    CHECK_ERR(vf_mpi_push(e, &nb, VF_MPI_OWNER), VF_EINVAL);
+    CHECK(strstr(vf_last_error_detail(), "nonblocking") != NULL);
+    CHECK_OK(vf_mpi_wait_all(e, NULL));
+    CHECK_OK(vf_mpi_finalize(e, NULL));
+    CHECK_OK(vf_engine_destroy(e));
+}
+
 /* A rank that cannot wait (its engine is stopped with an op held) does
  * not leave the others waiting for it: every rank's collective wait
  * returns its code, and every rank stays attached until it can. */
@@ -267,6 +318,7 @@ int main(int argc, char **argv)
     failure_travels(1);
     bad_input();
     size_mismatch();
+    refused_on_runner();
     stopped_rank();
     return mpi_test_end("test_mpi_failure");
 }
