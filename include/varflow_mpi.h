@@ -84,7 +84,9 @@ extern "C" {
  * (MPI_THREAD_SERIALIZED) and vf_mpi_finalize finalizes it. VF_ENOTSUP
  * when MPI provides less than MPI_THREAD_SERIALIZED, VF_EINVAL when `e`
  * is attached already or `comm` is MPI_COMM_NULL, VF_ESYSTEM when an MPI
- * call or the thread start fails, VF_ENOMEM.
+ * call or the thread start fails, VF_ENOMEM. MPI initialized by a call
+ * that then failed stays initialized (a later vf_mpi_init may succeed, and
+ * its vf_mpi_finalize finalizes it).
  */
 VF_API int vf_mpi_init(vf_engine *e, MPI_Comm comm);
 

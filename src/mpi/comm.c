@@ -387,7 +387,9 @@ static bool agree_step(vf__mpi *ctx, agreement *g)
     }
 }
 
-static void sleep_on(vf__mpi *ctx, unsigned us)
+/* Sleep up to `us`, unless work came that this thread has not taken yet:
+ * a post, or an agreement other than `current` (the one it runs). */
+static void sleep_on(vf__mpi *ctx, unsigned us, const vf__mpi_agree *current)
 {
     struct timespec t;
     clock_gettime(CLOCK_REALTIME, &t);
@@ -397,7 +399,9 @@ static void sleep_on(vf__mpi *ctx, unsigned us)
         t.tv_nsec -= 1000000000L;
     }
     pthread_mutex_lock(&ctx->qlock);
-    if (ctx->posted == NULL && (ctx->agree == NULL || ctx->agree->done))
+    bool untaken = ctx->agree != NULL && !ctx->agree->done &&
+                   ctx->agree != current;
+    if (ctx->posted == NULL && !untaken)
         pthread_cond_timedwait(&ctx->qcond, &ctx->qlock, &t);
     pthread_mutex_unlock(&ctx->qlock);
 }
@@ -462,7 +466,7 @@ static void *comm_main(void *arg)
         } else {
             unsigned us = 1u
                           << ((idle - POLL_SPINS) < 8 ? idle - POLL_SPINS : 8);
-            sleep_on(ctx, us < POLL_MAX_US ? us : POLL_MAX_US);
+            sleep_on(ctx, us < POLL_MAX_US ? us : POLL_MAX_US, g.a);
         }
     }
     free(f.reqs);

@@ -11,6 +11,7 @@
  * that two attached engines (two communication threads) still make their
  * calls one at a time, as MPI_THREAD_SERIALIZED requires.
  */
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,7 +53,7 @@ void vf__mpi_error_text(int mpi_rc, char *out, size_t size)
     int len = 0;
     if (MPI_Error_string(mpi_rc, text, &len) != MPI_SUCCESS)
         snprintf(text, sizeof text, "MPI error %d", mpi_rc);
-    snprintf(out, size, "%s", text);
+    snprintf(out, size, "%.*s", (int)(size > 0 ? size - 1 : 0), text);
 }
 
 vf__mpi *vf__mpi_of(vf_engine *e, const char *caller)
@@ -145,6 +146,35 @@ static int mpi_ready(void)
     return 0;
 }
 
+/*
+ * Duplicate `comm` (collective). Nonblocking, the process-wide lock taken
+ * for each call only: another attached engine's communication thread may
+ * hold a transfer that a peer needs before it reaches its own dup, and it
+ * must be able to start it meanwhile.
+ */
+static int comm_dup(MPI_Comm comm, MPI_Comm *out)
+{
+    MPI_Request req = MPI_REQUEST_NULL;
+    vf__mpi_lock_global();
+    int mrc = MPI_Comm_idup(comm, out, &req);
+    vf__mpi_unlock_global();
+    for (int done = 0; mrc == MPI_SUCCESS && !done;) {
+        vf__mpi_lock_global();
+        mrc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        vf__mpi_unlock_global();
+        if (mrc == MPI_SUCCESS && !done)
+            sched_yield();
+    }
+    if (mrc != MPI_SUCCESS) {
+        char text[160];
+        vf__mpi_error_text(mrc, text, sizeof text);
+        *out = MPI_COMM_NULL;
+        return vf__mpi_error(VF_ESYSTEM, "vf_mpi_init: MPI_Comm_idup: %s",
+                             text);
+    }
+    return 0;
+}
+
 static void ctx_free(vf__mpi *ctx)
 {
     while (ctx->orphans != NULL) {
@@ -194,8 +224,10 @@ VF_API int vf_mpi_init(vf_engine *e, MPI_Comm comm)
     }
     vf__mpi_lock_global();
     rc = mpi_ready();
-    if (rc == 0 && MPI_Comm_dup(comm, &ctx->comm) != MPI_SUCCESS)
-        rc = vf__mpi_error(VF_ESYSTEM, "vf_mpi_init: MPI_Comm_dup failed");
+    vf__mpi_unlock_global();
+    if (rc == 0)
+        rc = comm_dup(comm, &ctx->comm);
+    vf__mpi_lock_global();
     if (rc == 0) {
         MPI_Comm_set_errhandler(ctx->comm, MPI_ERRORS_RETURN);
         MPI_Comm_rank(ctx->comm, &ctx->rank);
@@ -216,11 +248,10 @@ VF_API int vf_mpi_init(vf_engine *e, MPI_Comm comm)
         rc = vf__mpi_comm_start(ctx);
     if (rc != 0) {
         registry_remove(ctx);
-        if (ctx->comm != MPI_COMM_NULL) {
-            vf__mpi_lock_global();
+        vf__mpi_lock_global();
+        if (ctx->comm != MPI_COMM_NULL)
             MPI_Comm_free(&ctx->comm);
-            vf__mpi_unlock_global();
-        }
+        vf__mpi_unlock_global();
         ctx_free(ctx);
     }
     return rc;

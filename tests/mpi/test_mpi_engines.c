@@ -1,0 +1,122 @@
+/*
+ * test_mpi_engines: two engines attached at once, each with its own
+ * communicator duplicate and communication thread, their MPI calls
+ * serialized by the process-wide lock.
+ *
+ * The second engine is attached (a collective, MPI_Comm_idup) while the
+ * first has a transfer that a peer waits for and that can only start after
+ * a slow op: attaching must not hold the lock the first engine's thread
+ * needs to start it (it did, with a blocking MPI_Comm_dup: a deadlock).
+ * Then both engines run flows at the same time, and each result is right.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <string.h>
+#include <time.h>
+
+#include "mpi_test.h"
+
+static int slow_write(vf_run *run, void *arg)
+{
+    int64_t *v = vf_mpi_data(vf_run_engine(run), *(const vf_var *)arg);
+    if (v == NULL)
+        return VF_EINVAL;
+    struct timespec t = {0, 200 * 1000 * 1000};
+    nanosleep(&t, NULL);
+    *v = 42;
+    return 0;
+}
+
+typedef struct add_arg {
+    vf_var in, out;
+    int64_t k;
+} add_arg;
+
+static int add(vf_run *run, void *arg)
+{
+    const add_arg *a = arg;
+    vf_engine *e = vf_run_engine(run);
+    const int64_t *in = vf_mpi_data(e, a->in);
+    int64_t *out = vf_mpi_data(e, a->out);
+    if (in == NULL || out == NULL)
+        return VF_EINVAL;
+    *out += *in + a->k;
+    return 0;
+}
+
+/* A ring of `n` values over the ranks, each added into the next. */
+static void ring(vf_engine *e, int64_t *vals, vf_var *vars, add_arg *args,
+                 int n, int64_t k)
+{
+    for (int i = 0; i < n; i++) {
+        args[i] = (add_arg){vars[i], vars[(i + 1) % n], k};
+        vf_op op = {.fn = add,
+                    .arg = &args[i],
+                    .reads = {&vars[i], 1},
+                    .writes = {&vars[(i + 1) % n], 1}};
+        CHECK_OK(vf_mpi_push(e, &op, VF_MPI_OWNER));
+    }
+    (void)vals;
+}
+
+int main(int argc, char **argv)
+{
+    mpi_test_begin(&argc, &argv);
+    vf_engine *a = mpi_test_engine(0), *b = mpi_test_engine(1);
+    CHECK_OK(vf_mpi_init(a, MPI_COMM_WORLD));
+
+    /* Rank 0's value of v comes out of a slow op; rank 1 (the last rank)
+     * gets it while rank 0 goes on to attach b. */
+    int64_t v0 = 0;
+    vf_var v;
+    CHECK_OK(vf_mpi_var_new(a, &v, test_rank_ == 0 ? &v0 : NULL, sizeof v0, 0));
+    vf_op slow = {.fn = slow_write, .arg = &v, .writes = VF_VARS(v)};
+    CHECK_OK(vf_mpi_push(a, &slow, VF_MPI_OWNER));
+    int last = test_size_ - 1;
+    vf_error err;
+    CHECK_OK(vf_mpi_get(a, v, last, &err));
+    if (test_rank_ == last)
+        CHECK_EQ(*(int64_t *)vf_mpi_data(a, v), 42);
+    CHECK_OK(vf_mpi_init(b, MPI_COMM_WORLD));
+
+    /* Both engines at once: a ring on each, with different constants. */
+    enum { N = 12 };
+    int64_t va[N], vb[N];
+    vf_var xa[N], xb[N];
+    add_arg aa[N], ab[N];
+    for (int i = 0; i < N; i++) {
+        va[i] = vb[i] = i;
+        int owner = i % test_size_;
+        CHECK_OK(vf_mpi_var_new(a, &xa[i], owner == test_rank_ ? &va[i] : NULL,
+                                sizeof va[i], owner));
+        CHECK_OK(vf_mpi_var_new(b, &xb[i], owner == test_rank_ ? &vb[i] : NULL,
+                                sizeof vb[i], owner));
+    }
+    for (int round = 0; round < 20; round++) {
+        ring(a, va, xa, aa, N, 1);
+        ring(b, vb, xb, ab, N, 1000);
+    }
+    CHECK_OK(vf_mpi_wait_all(a, &err));
+    CHECK_OK(vf_mpi_wait_all(b, &err));
+
+    /* The same rings, serially. */
+    int64_t sa[N], sb[N];
+    for (int i = 0; i < N; i++)
+        sa[i] = sb[i] = i;
+    for (int round = 0; round < 20; round++) {
+        for (int i = 0; i < N; i++) {
+            sa[(i + 1) % N] += sa[i] + 1;
+            sb[(i + 1) % N] += sb[i] + 1000;
+        }
+    }
+    for (int i = 0; i < N; i++) {
+        if (i % test_size_ != test_rank_)
+            continue;
+        CHECK_EQ(va[i], sa[i]);
+        CHECK_EQ(vb[i], sb[i]);
+    }
+    CHECK_OK(vf_mpi_finalize(b, &err));
+    CHECK_OK(vf_mpi_finalize(a, &err));
+    CHECK_OK(vf_engine_destroy(b));
+    CHECK_OK(vf_engine_destroy(a));
+    return mpi_test_end("test_mpi_engines");
+}
