@@ -178,7 +178,9 @@ VF_API int vf_mpi_runs_on(vf_engine *e, const vf_op *op, int rank);
  * VF_MPI_ALL (in sequence on every rank). A receiving rank returns once
  * the value is in its buffer (vf_mpi_data), with VF_EOPFAILED and `err`
  * as vf_wait_var when the value's op failed; the others return once their
- * part is pushed.
+ * part is pushed. Each rank reports its own copy of a failure: the rank
+ * where the op failed reports it too, here when it is among the receivers
+ * (VF_MPI_ALL), else at its next wait.
  */
 VF_API int vf_mpi_get(vf_engine *e, vf_var v, int rank, vf_error *err);
 
@@ -189,9 +191,12 @@ VF_API int vf_mpi_get(vf_engine *e, vf_var v, int rank, vf_error *err);
  * op failed on any of them; `err` is then the failure of the lowest rank
  * that had one, the same on every rank. When a rank could not wait (its
  * engine is stopped with ops held: VF_ESTOPPED; called from inside an op:
- * VF_EDEADLK; its data flow was cut by an earlier error: VF_ESYSTEM),
- * every rank returns that rank's code, and the detail names it.
- * VF_ESYSTEM when an MPI call fails.
+ * VF_EDEADLK; its data flow was cut by an earlier error: VF_ESYSTEM), it
+ * still joins the agreement, and every rank returns that rank's code (the
+ * detail names it), provided no other rank waits for a value it was to
+ * send: such a rank waits until it is sent. The failures the other ranks'
+ * local waits cleared meanwhile are not reported again. VF_ESYSTEM when an
+ * MPI call fails.
  */
 VF_API int vf_mpi_wait_all(vf_engine *e, vf_error *err);
 

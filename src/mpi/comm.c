@@ -73,11 +73,14 @@ void vf__mpi_comm_agree(vf__mpi *ctx, vf__mpi_agree *a)
     pthread_mutex_unlock(&ctx->qlock);
 }
 
-static int inflight_reserve(inflight *f)
+/* Room for `need` more requests. */
+static int inflight_reserve(inflight *f, int need)
 {
-    if (f->n < f->cap)
+    if (f->n + need <= f->cap)
         return 0;
     int cap = f->cap ? f->cap * 2 : 64;
+    if (cap < f->n + need)
+        cap = f->n + need;
     MPI_Request *reqs = realloc(f->reqs, sizeof *reqs * (size_t)cap);
     if (reqs != NULL)
         f->reqs = reqs;
@@ -161,15 +164,14 @@ static void finished_add(finished_list *l, vf__mpi_xfer *x, int status,
     snprintf(f->text, sizeof f->text, "%s", text ? text : "");
 }
 
-static bool track(inflight *f, vf__mpi_xfer *x, MPI_Request req)
+/* Add a request of `x` to those in flight (room was reserved before it was
+ * posted, so a posted request is never lost). */
+static void track(inflight *f, vf__mpi_xfer *x, MPI_Request req)
 {
-    if (inflight_reserve(f) != 0)
-        return false;
     f->reqs[f->n] = req;
     f->xs[f->n] = x;
     f->n++;
     x->parts++;
-    return true;
 }
 
 /* Fail a transfer none of whose requests is in flight. */
@@ -190,7 +192,7 @@ static void fail_now(vf__mpi_xfer *x, int mpi_rc, const char *call,
 static void start(vf__mpi *ctx, inflight *f, vf__mpi_xfer *x,
                   finished_list *done)
 {
-    if (inflight_reserve(f) != 0) {
+    if (inflight_reserve(f, 2) != 0) { /* the value, a failure's text */
         finished_add(done, x, VF_ENOMEM, "varflow-mpi: out of memory");
         return;
     }
@@ -213,14 +215,14 @@ static void start(vf__mpi *ctx, inflight *f, vf__mpi_xfer *x,
         fail_now(x, mrc, send ? "MPI_Isend" : "MPI_Irecv", done);
         return;
     }
-    track(f, x, req); /* room was reserved */
+    track(f, x, req);
     if (send && x->hdr.code != 0) {
         mrc = MPI_Isend(&x->text, (int)sizeof x->text, MPI_BYTE, x->peer,
                         x->tag, ctx->comm, &req);
-        if (mrc != MPI_SUCCESS)
+        if (mrc == MPI_SUCCESS)
+            track(f, x, req);
+        else
             x->mpi_error = mrc; /* reported when the value's send ends */
-        else if (!track(f, x, req))
-            x->mpi_error = MPI_ERR_NO_MEM;
     }
 }
 
@@ -234,17 +236,31 @@ static void conclude(vf__mpi *ctx, inflight *f, vf__mpi_xfer *x,
     if (mpi_error != MPI_SUCCESS && x->mpi_error == MPI_SUCCESS)
         x->mpi_error = mpi_error;
     bool value_part = x->dir == VF__MPI_RECV && !x->text_posted;
-    if (value_part && x->mpi_error == MPI_SUCCESS) {
+    int err_class = MPI_SUCCESS;
+    if (x->mpi_error != MPI_SUCCESS)
+        MPI_Error_class(x->mpi_error, &err_class);
+    /* Ranks that made the variable with different sizes: a longer value
+     * than this rank's is truncated by MPI, a shorter one caught by its
+     * count and header. Either way, say so. */
+    bool too_long = value_part && err_class == MPI_ERR_TRUNCATE;
+    if (value_part && (x->mpi_error == MPI_SUCCESS || too_long)) {
         int count = 0;
         MPI_Get_count(st, MPI_BYTE, &count);
-        if ((size_t)count != sizeof x->hdr + x->size ||
+        if (too_long || (size_t)count != sizeof x->hdr + x->size ||
             x->hdr.size != x->size) {
-            snprintf(msg, sizeof msg,
-                     "variable %llu: rank %d sent %llu bytes, this rank "
-                     "made it %zu bytes (every rank must create the same "
-                     "variables)",
-                     (unsigned long long)x->index, x->peer,
-                     (unsigned long long)x->hdr.size, x->size);
+            if (too_long)
+                snprintf(msg, sizeof msg,
+                         "variable %llu: rank %d sent more than the %zu "
+                         "bytes this rank made it (every rank must create "
+                         "the same variables)",
+                         (unsigned long long)x->index, x->peer, x->size);
+            else
+                snprintf(msg, sizeof msg,
+                         "variable %llu: rank %d sent %llu bytes, this rank "
+                         "made it %zu bytes (every rank must create the "
+                         "same variables)",
+                         (unsigned long long)x->index, x->peer,
+                         (unsigned long long)x->hdr.size, x->size);
             MPI_Type_free(&x->type);
             finished_add(done, x, VF_EINVAL, msg);
             return;
@@ -252,11 +268,15 @@ static void conclude(vf__mpi *ctx, inflight *f, vf__mpi_xfer *x,
         if (x->hdr.code != 0) { /* the failure's text comes next */
             MPI_Request req = MPI_REQUEST_NULL;
             x->text_posted = true;
-            int mrc = MPI_Irecv(&x->text, (int)sizeof x->text, MPI_BYTE,
-                                x->peer, x->tag, ctx->comm, &req);
-            if (mrc == MPI_SUCCESS && track(f, x, req))
+            int mrc = inflight_reserve(f, 1) != 0
+                          ? MPI_ERR_NO_MEM
+                          : MPI_Irecv(&x->text, (int)sizeof x->text, MPI_BYTE,
+                                      x->peer, x->tag, ctx->comm, &req);
+            if (mrc == MPI_SUCCESS) {
+                track(f, x, req);
                 return;
-            x->mpi_error = mrc != MPI_SUCCESS ? mrc : MPI_ERR_NO_MEM;
+            }
+            x->mpi_error = mrc;
         }
     }
     if (x->parts > 0)
@@ -290,6 +310,23 @@ static bool poll_inflight(vf__mpi *ctx, inflight *f, finished_list *done)
         return false;
     int outcount = 0;
     int rc = MPI_Testsome(f->n, f->reqs, &outcount, f->idx, f->st);
+    if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) {
+        /* MPI itself failed: no request can be trusted to finish. Fail
+         * every op in flight, so no rank hangs on them silently; their
+         * transfers stay allocated, as MPI may still touch their buffers. */
+        char text[160], msg[200];
+        vf__mpi_error_text(rc, text, sizeof text);
+        snprintf(msg, sizeof msg, "MPI_Testsome: %s", text);
+        for (int i = 0; i < f->n; i++) {
+            vf__mpi_xfer *x = f->xs[i];
+            if (x != NULL && x->parts > 0) {
+                x->parts = 0; /* a two-part send appears twice */
+                vf_complete(x->done, VF_ESYSTEM, msg);
+            }
+        }
+        f->n = 0;
+        return true;
+    }
     if (outcount == MPI_UNDEFINED || outcount == 0)
         return false;
     /* Take the finished ones out first (their requests are now

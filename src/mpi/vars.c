@@ -319,10 +319,14 @@ VF_API int vf_mpi_var_delete(vf_engine *e, vf_var v)
     }
     bool away = mv->away;
     mv->away = false;
+    pthread_mutex_lock(&ctx->data_lock); /* any thread reads it there */
     mv->deleted = true;
+    pthread_mutex_unlock(&ctx->data_lock);
     rc = vf_var_delete(e, mv->var, record_delete, mv);
     if (rc != 0) { /* not pushed: as it was */
+        pthread_mutex_lock(&ctx->data_lock);
         mv->deleted = false;
+        pthread_mutex_unlock(&ctx->data_lock);
         mv->away = away;
         if (away) {
             memmove(&ctx->away[away_at + 1], &ctx->away[away_at],
@@ -346,7 +350,10 @@ VF_API void *vf_mpi_data(vf_engine *e, vf_var v)
     void *buf = mv ? mv->buf : NULL;
     uint64_t index = mv ? mv->index : 0;
     pthread_mutex_unlock(&ctx->data_lock);
-    if (mv == NULL)
+    uint64_t version;
+    if (mv == NULL && vf_var_version(e, v, &version) == VF_ESTALE)
+        vf__mpi_error(VF_ESTALE, "vf_mpi_data: the variable was deleted");
+    else if (mv == NULL)
         vf__mpi_error(VF_EINVAL, "vf_mpi_data: not a distributed variable "
                                  "of this engine");
     else if (buf == NULL)
@@ -362,14 +369,19 @@ VF_API int vf_mpi_var_owner(vf_engine *e, vf_var v)
     vf__mpi *ctx = vf__mpi_of(e, "vf_mpi_var_owner");
     if (ctx == NULL)
         return VF_EINVAL;
+    /* Any thread may ask, while the record may go: read it under the
+     * lock, then say why there is none. */
     pthread_mutex_lock(&ctx->data_lock);
     vf__mpi_var *mv = vf__mpi_var_find(ctx, v);
-    int owner = mv ? mv->owner : VF_EINVAL;
+    int owner = mv != NULL && !mv->deleted ? mv->owner : -1;
     pthread_mutex_unlock(&ctx->data_lock);
-    if (mv == NULL)
-        vf__mpi_error(VF_EINVAL, "vf_mpi_var_owner: not a distributed "
-                                 "variable of this engine");
-    return owner;
+    if (owner >= 0)
+        return owner;
+    int rc = 0;
+    vf__mpi_var_live(ctx, v, "vf_mpi_var_owner", "v", &rc);
+    return rc != 0 ? rc
+                   : vf__mpi_error(VF_ESTALE, "vf_mpi_var_owner: the variable "
+                                              "was deleted");
 }
 
 void vf__mpi_vars_free(vf__mpi *ctx)

@@ -189,9 +189,12 @@ static void bad_input(void)
     CHECK(vf_mpi_data(e, d) != NULL);
     CHECK_OK(vf_mpi_var_delete(e, d));
     CHECK_ERR(vf_mpi_var_delete(e, d), VF_ESTALE);
+    CHECK_ERR(vf_mpi_var_owner(e, d), VF_ESTALE);
     CHECK_ERR(vf_mpi_push(e, &ok, VF_MPI_OWNER), VF_ESTALE);
     CHECK_ERR(vf_mpi_get(e, d, VF_MPI_ALL, NULL), VF_ESTALE);
     CHECK_OK(vf_mpi_wait_all(e, NULL));
+    CHECK(vf_mpi_data(e, d) == NULL); /* its delete op ran */
+    CHECK(strstr(vf_last_error_detail(), "was deleted") != NULL);
     CHECK_OK(vf_mpi_finalize(e, NULL));
     CHECK_ERR(vf_mpi_finalize(e, NULL), VF_EINVAL);
     CHECK_OK(vf_var_delete(e, local, NULL, NULL));
@@ -209,9 +212,10 @@ static void bad_input(void)
     CHECK_ERR(vf_mpi_owner_2d(0, 0, 0), VF_EINVAL);
 }
 
-/* Ranks that disagree on a variable's size: the receiving op fails with a
- * message saying so, and the wait reports it on every rank. */
-static void size_mismatch(void)
+/* Ranks that disagree on a variable's size, either way round: the
+ * receiving op fails with VF_EINVAL and a message saying so, and the wait
+ * reports it on every rank. */
+static void size_mismatch(bool owner_larger)
 {
     if (test_size_ < 2)
         return;
@@ -219,7 +223,7 @@ static void size_mismatch(void)
     CHECK_OK(vf_mpi_init(e, MPI_COMM_WORLD));
     int64_t x[2] = {1, 2}, y = 0;
     vf_var d, out;
-    size_t size = test_rank_ == 0 ? sizeof x : sizeof x[0];
+    size_t size = (test_rank_ == 0) == owner_larger ? sizeof x : sizeof x[0];
     CHECK_OK(vf_mpi_var_new(e, &d, test_rank_ == 0 ? x : NULL, size, 0));
     CHECK_OK(vf_mpi_var_new(e, &out, test_rank_ == 1 ? &y : NULL, sizeof y, 1));
     vf_op op = {.fn = nop, .reads = VF_VARS(d), .writes = VF_VARS(out)};
@@ -227,9 +231,41 @@ static void size_mismatch(void)
     vf_error err;
     memset(&err, 0, sizeof err);
     CHECK_ERR(vf_mpi_wait_all(e, &err), VF_EOPFAILED);
-    CHECK(strstr(err.message, "variable 0") != NULL);
+    CHECK_EQ(err.code, VF_EINVAL);
+    CHECK(strstr(err.message, "variable 0: rank 0 sent") != NULL);
+    CHECK(strstr(err.message, owner_larger ? "more than the 8 bytes"
+                                           : "sent 8 bytes, this rank made "
+                                             "it 16") != NULL);
     CHECK(strstr(err.op_name, "mpi recv v0 from 0") != NULL);
     vf_mpi_finalize(e, &err);
+    CHECK_OK(vf_engine_destroy(e));
+}
+
+/* vf_mpi_get to one rank reports a failed value there; the rank where the
+ * op failed still holds its own report, which the collective wait then
+ * gives every rank. */
+static void get_one_failed(void)
+{
+    vf_engine *e = mpi_test_engine(0);
+    CHECK_OK(vf_mpi_init(e, MPI_COMM_WORLD));
+    int64_t x = 0;
+    vf_var d;
+    CHECK_OK(vf_mpi_var_new(e, &d, test_rank_ == 0 ? &x : NULL, sizeof x, 0));
+    int skipped = 0, ran = 0;
+    chain(e, &d, 1, 0, &skipped, &ran); /* the op writing d fails */
+    int last = test_size_ - 1;
+    vf_error err;
+    memset(&err, 0, sizeof err);
+    CHECK_ERR(vf_mpi_get(e, d, last, &err),
+              test_rank_ == last ? VF_EOPFAILED : 0);
+    if (test_rank_ == last)
+        CHECK(strcmp(err.op_name, "bad hop") == 0);
+    memset(&err, 0, sizeof err);
+    CHECK_ERR(vf_mpi_wait_all(e, &err),
+              test_size_ > 1 ? VF_EOPFAILED : 0); /* one rank: reported */
+    if (test_size_ > 1)
+        CHECK(strcmp(err.op_name, "bad hop") == 0);
+    CHECK_OK(vf_mpi_finalize(e, &err));
     CHECK_OK(vf_engine_destroy(e));
 }
 
@@ -317,7 +353,9 @@ int main(int argc, char **argv)
     failure_travels(0);
     failure_travels(1);
     bad_input();
-    size_mismatch();
+    size_mismatch(true);
+    size_mismatch(false);
+    get_one_failed();
     refused_on_runner();
     stopped_rank();
     return mpi_test_end("test_mpi_failure");
