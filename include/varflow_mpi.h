@@ -163,10 +163,15 @@ VF_API int vf_mpi_var_delete(vf_engine *e, vf_var v);
  * default rank with VF_MPI_OWNER. The ranks that must move a value for it
  * push the transfers first. On the running rank the op is pushed as with
  * vf_push; on the others it is not run, and its `done` is called before
- * this returns, with status VF_MPI_ELSEWHERE. Errors: those of vf_push,
- * VF_EINVAL for a variable that is not distributed or a bad rank,
- * VF_ESTALE for a deleted one (nothing is pushed on any rank then,
- * provided every rank got the same op).
+ * this returns, with status VF_MPI_ELSEWHERE. Refused alike on every rank,
+ * before anything is pushed: VF_EINVAL for no or two functions, a bad
+ * list, a variable that is not distributed, a bad rank, a nonblocking op
+ * (VF_EAGAIN would come on one rank only); VF_ESTALE for a deleted
+ * variable. An error only the running rank meets in vf_push (no memory,
+ * its device, a property it refuses, the shutdown notice) is returned
+ * there, and the op is replaced there by one that fails with that error
+ * on the same variables, so the failure travels with the data and the
+ * waits report it on every rank.
  */
 VF_API int vf_mpi_push(vf_engine *e, const vf_op *op, int rank);
 

@@ -17,7 +17,7 @@
 
 static int slow_write(vf_run *run, void *arg)
 {
-    int64_t *v = vf_mpi_data(vf_run_engine(run), *(const vf_var *)arg);
+    uint64_t *v = vf_mpi_data(vf_run_engine(run), *(const vf_var *)arg);
     if (v == NULL)
         return VF_EINVAL;
     struct timespec t = {0, 200 * 1000 * 1000};
@@ -28,24 +28,24 @@ static int slow_write(vf_run *run, void *arg)
 
 typedef struct add_arg {
     vf_var in, out;
-    int64_t k;
+    uint64_t k;
 } add_arg;
 
 static int add(vf_run *run, void *arg)
 {
     const add_arg *a = arg;
     vf_engine *e = vf_run_engine(run);
-    const int64_t *in = vf_mpi_data(e, a->in);
-    int64_t *out = vf_mpi_data(e, a->out);
+    const uint64_t *in = vf_mpi_data(e, a->in);
+    uint64_t *out = vf_mpi_data(e, a->out);
     if (in == NULL || out == NULL)
         return VF_EINVAL;
     *out += *in + a->k;
     return 0;
 }
 
-/* A ring of `n` values over the ranks, each added into the next. */
-static void ring(vf_engine *e, int64_t *vals, vf_var *vars, add_arg *args,
-                 int n, int64_t k)
+/* A ring of `n` values over the ranks, each added into the next (`args`:
+ * this round's, alive until the ops have run). */
+static void ring(vf_engine *e, vf_var *vars, add_arg *args, int n, uint64_t k)
 {
     for (int i = 0; i < n; i++) {
         args[i] = (add_arg){vars[i], vars[(i + 1) % n], k};
@@ -55,7 +55,6 @@ static void ring(vf_engine *e, int64_t *vals, vf_var *vars, add_arg *args,
                     .writes = {&vars[(i + 1) % n], 1}};
         CHECK_OK(vf_mpi_push(e, &op, VF_MPI_OWNER));
     }
-    (void)vals;
 }
 
 int main(int argc, char **argv)
@@ -66,7 +65,7 @@ int main(int argc, char **argv)
 
     /* Rank 0's value of v comes out of a slow op; rank 1 (the last rank)
      * gets it while rank 0 goes on to attach b. */
-    int64_t v0 = 0;
+    uint64_t v0 = 0;
     vf_var v;
     CHECK_OK(vf_mpi_var_new(a, &v, test_rank_ == 0 ? &v0 : NULL, sizeof v0, 0));
     vf_op slow = {.fn = slow_write, .arg = &v, .writes = VF_VARS(v)};
@@ -75,14 +74,14 @@ int main(int argc, char **argv)
     vf_error err;
     CHECK_OK(vf_mpi_get(a, v, last, &err));
     if (test_rank_ == last)
-        CHECK_EQ(*(int64_t *)vf_mpi_data(a, v), 42);
+        CHECK_EQ(*(uint64_t *)vf_mpi_data(a, v), 42);
     CHECK_OK(vf_mpi_init(b, MPI_COMM_WORLD));
 
     /* Both engines at once: a ring on each, with different constants. */
-    enum { N = 12 };
-    int64_t va[N], vb[N];
+    enum { N = 12, ROUNDS = 20 };
+    uint64_t va[N], vb[N];
     vf_var xa[N], xb[N];
-    add_arg aa[N], ab[N];
+    static add_arg aa[ROUNDS][N], ab[ROUNDS][N];
     for (int i = 0; i < N; i++) {
         va[i] = vb[i] = i;
         int owner = i % test_size_;
@@ -91,18 +90,18 @@ int main(int argc, char **argv)
         CHECK_OK(vf_mpi_var_new(b, &xb[i], owner == test_rank_ ? &vb[i] : NULL,
                                 sizeof vb[i], owner));
     }
-    for (int round = 0; round < 20; round++) {
-        ring(a, va, xa, aa, N, 1);
-        ring(b, vb, xb, ab, N, 1000);
+    for (int round = 0; round < ROUNDS; round++) {
+        ring(a, xa, aa[round], N, 1);
+        ring(b, xb, ab[round], N, 1000);
     }
     CHECK_OK(vf_mpi_wait_all(a, &err));
     CHECK_OK(vf_mpi_wait_all(b, &err));
 
     /* The same rings, serially. */
-    int64_t sa[N], sb[N];
+    uint64_t sa[N], sb[N];
     for (int i = 0; i < N; i++)
         sa[i] = sb[i] = i;
-    for (int round = 0; round < 20; round++) {
+    for (int round = 0; round < ROUNDS; round++) {
         for (int i = 0; i < N; i++) {
             sa[(i + 1) % N] += sa[i] + 1;
             sb[(i + 1) % N] += sb[i] + 1000;
