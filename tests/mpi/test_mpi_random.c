@@ -171,9 +171,11 @@ static void model_wait_all(model *m)
  * Run `nops` ops of `prog` on `nvars` variables owned by `owner`, then
  * check: the owners' values after vf_mpi_wait_all, every rank's values
  * after vf_mpi_get(VF_MPI_ALL), done calls, and the message counts.
+ * Returns the messages of the program itself (over all ranks, the gets
+ * left out).
  */
-static void run_program(int engine_kind, const prog_op *prog, int nops,
-                        int nvars, const int *owner, const char *what)
+static uint64_t run_program(int engine_kind, const prog_op *prog, int nops,
+                            int nvars, const int *owner, const char *what)
 {
     uint64_t *serial = calloc((size_t)nvars * L, sizeof *serial);
     uint64_t *mine = calloc((size_t)nvars * L, sizeof *mine);
@@ -214,6 +216,12 @@ static void run_program(int engine_kind, const prog_op *prog, int nops,
     vf_error err;
     CHECK_OK(vf_mpi_wait_all(e, &err));
     model_wait_all(&m);
+    /* The program's own messages, before the gets below add theirs. */
+    uint64_t program_minimum = m.messages;
+    vf_mpi_stats before;
+    CHECK_OK(vf_mpi_stats_get(e, &before));
+    uint64_t program_sends = mpi_test_sum(before.sends);
+    CHECK_EQ(program_sends, program_minimum);
     CHECK_EQ(dones_here, ran_here);
     CHECK_EQ(dones_elsewhere, nops - ran_here);
 
@@ -248,9 +256,12 @@ static void run_program(int engine_kind, const prog_op *prog, int nops,
     CHECK_EQ(mpi_test_sum(st.bytes_received), bytes);
     if (test_rank_ == 0)
         printf("%s: %d ops, %d vars, %d ranks: %llu messages (the minimum "
-               "is %llu)\n",
-               what, nops, nvars, test_size_, (unsigned long long)sends,
-               (unsigned long long)m.messages);
+               "is %llu), then %llu for every value to every rank (the "
+               "minimum is %llu)\n",
+               what, nops, nvars, test_size_, (unsigned long long)program_sends,
+               (unsigned long long)program_minimum,
+               (unsigned long long)(sends - program_sends),
+               (unsigned long long)(m.messages - program_minimum));
 
     /* Delete half the variables while ops that use them may still be
      * waiting to run (they still find their buffers), the rest after. */
@@ -266,6 +277,7 @@ static void run_program(int engine_kind, const prog_op *prog, int nops,
     free(serial);
     free(mine);
     free(vars);
+    return program_sends;
 }
 
 static void random_programs(void)
@@ -328,7 +340,10 @@ static void wavefront(void)
                 p->r[p->nr++] = i * G + j - 1;
         }
     }
-    run_program(1, prog, n, G * G, owner, "W4 wavefront");
+    uint64_t sends = run_program(1, prog, n, G * G, owner, "W4 wavefront");
+    /* Each rank boundary between two blocks of rows: one message per
+     * column, the row above's last value. */
+    CHECK_EQ(sends, (uint64_t)G * (uint64_t)(test_size_ - 1));
 }
 
 /* A program small enough to count its messages by hand, on ranks 0 and 1
