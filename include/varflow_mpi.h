@@ -34,10 +34,14 @@
  *
  * Rules of use:
  * - vf_mpi_init, vf_mpi_var_new(s), vf_mpi_var_delete, vf_mpi_push,
- *   vf_mpi_get, vf_mpi_wait_all and vf_mpi_finalize are called by every
- *   rank of the communicator, in the same order, with the same arguments
- *   (the buffers excepted), from one thread at a time, and never from
- *   inside an op.
+ *   vf_mpi_get, vf_mpi_wait_all, vf_mpi_stats_total and vf_mpi_finalize
+ *   (the calls in sequence) are called by every rank of the communicator,
+ *   in the same order, with the same arguments (the buffers excepted),
+ *   from one thread at a time, and never from inside an op: an op runs on
+ *   one rank, so what it calls is seen by that rank alone. Where such a
+ *   call cannot work at all (from an async op that runs inside another of
+ *   these calls on the same thread, or that the communication thread
+ *   runs), it returns VF_EDEADLK at once instead of deadlocking.
  * - Ops pushed with vf_mpi_push name distributed variables only (made by
  *   vf_mpi_var_new); plain vf_push stays available for ops on rank-local
  *   variables, which never cross ranks.

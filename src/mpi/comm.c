@@ -261,6 +261,8 @@ static void conclude(vf__mpi *ctx, inflight *f, vf__mpi_xfer *x,
                          "same variables)",
                          (unsigned long long)x->index, x->peer,
                          (unsigned long long)x->hdr.size, x->size);
+            /* (A failed value's text, sent after it, is left unreceived:
+             * the value is refused whatever it carried.) */
             MPI_Type_free(&x->type);
             finished_add(done, x, VF_EINVAL, msg);
             return;
@@ -310,7 +312,10 @@ static bool poll_inflight(vf__mpi *ctx, inflight *f, finished_list *done)
         return false;
     int outcount = 0;
     int rc = MPI_Testsome(f->n, f->reqs, &outcount, f->idx, f->st);
-    if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) {
+    int rc_class = MPI_SUCCESS; /* an MPI may return codes, not classes */
+    if (rc != MPI_SUCCESS)
+        MPI_Error_class(rc, &rc_class);
+    if (rc != MPI_SUCCESS && rc_class != MPI_ERR_IN_STATUS) {
         /* MPI itself failed: no request can be trusted to finish. Fail
          * every op in flight, so no rank hangs on them silently; their
          * transfers stay allocated, as MPI may still touch their buffers. */
@@ -347,7 +352,7 @@ static bool poll_inflight(vf__mpi *ctx, inflight *f, finished_list *done)
     f->n = kept;
     for (int k = 0; k < outcount; k++) {
         MPI_Status st = f->st[k];
-        int err = rc == MPI_ERR_IN_STATUS ? st.MPI_ERROR : MPI_SUCCESS;
+        int err = rc_class == MPI_ERR_IN_STATUS ? st.MPI_ERROR : MPI_SUCCESS;
         conclude(ctx, f, f->fin[k], &st, err, done);
     }
     return true;

@@ -56,6 +56,43 @@ void vf__mpi_error_text(int mpi_rc, char *out, size_t size)
     snprintf(out, size, "%.*s", (int)(size > 0 ? size - 1 : 0), text);
 }
 
+/* The context whose lock this thread holds, inside a call in sequence. */
+static _Thread_local const vf__mpi *lock_held;
+
+int vf__mpi_check_thread(const vf__mpi *ctx, const char *caller)
+{
+    if (lock_held == ctx)
+        return vf__mpi_error(VF_EDEADLK,
+                             "%s: called from an op that runs inside "
+                             "another varflow-mpi call on this thread "
+                             "(the calls in sequence are the program's, "
+                             "never an op's)",
+                             caller);
+    if (pthread_equal(pthread_self(), ctx->thread))
+        return vf__mpi_error(VF_EDEADLK,
+                             "%s: called from an op that the communication "
+                             "thread runs (the calls in sequence are the "
+                             "program's, never an op's)",
+                             caller);
+    return 0;
+}
+
+int vf__mpi_enter(vf__mpi *ctx, const char *caller)
+{
+    int rc = vf__mpi_check_thread(ctx, caller);
+    if (rc != 0)
+        return rc;
+    pthread_mutex_lock(&ctx->lock);
+    lock_held = ctx;
+    return 0;
+}
+
+void vf__mpi_leave(vf__mpi *ctx)
+{
+    lock_held = NULL;
+    pthread_mutex_unlock(&ctx->lock);
+}
+
 vf__mpi *vf__mpi_of(vf_engine *e, const char *caller)
 {
     if (e == NULL) {
@@ -262,8 +299,11 @@ VF_API int vf_mpi_finalize(vf_engine *e, vf_error *err)
     vf__mpi *ctx = vf__mpi_of(e, "vf_mpi_finalize");
     if (ctx == NULL)
         return VF_EINVAL;
+    int rc = vf__mpi_check_thread(ctx, "vf_mpi_finalize");
+    if (rc != 0)
+        return rc; /* it would wait for, or join, its own thread */
     bool refused;
-    int rc = vf__mpi_wait(ctx, err, &refused);
+    rc = vf__mpi_wait(ctx, err, &refused);
     /* Some rank could not wait (from inside an op, a stopped engine, a
      * cut data flow): its ops may still need the communication thread
      * and the records, and the ranks must stay in step, so every rank
@@ -318,6 +358,9 @@ VF_API int vf_mpi_stats_total(vf_engine *e, vf_mpi_stats *out)
         return VF_EINVAL;
     if (out == NULL)
         return vf__mpi_error(VF_EINVAL, "vf_mpi_stats_total: out is NULL");
+    int rc = vf__mpi_check_thread(ctx, "vf_mpi_stats_total");
+    if (rc != 0)
+        return rc;
     enum { N = sizeof(vf_mpi_stats) / sizeof(uint64_t) };
     _Static_assert(sizeof(vf_mpi_stats) == N * sizeof(uint64_t),
                    "vf_mpi_stats holds uint64_t counts only");

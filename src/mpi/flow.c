@@ -244,20 +244,22 @@ VF_API int vf_mpi_runs_on(vf_engine *e, const vf_op *op, int rank)
         return VF_EINVAL;
     vf__mpi_use local[16], *uses;
     int n;
-    pthread_mutex_lock(&ctx->lock);
+    /* A query, not a call in sequence: owners never change, and the
+     * records are read under data_lock (resolve). */
     int rc = resolve(ctx, op, "vf_mpi_runs_on", local, 16, &uses, &n);
     if (rc == 0) {
         rc = runs_on(ctx, op, rank, "vf_mpi_runs_on");
         if (uses != local)
             free(uses);
     }
-    pthread_mutex_unlock(&ctx->lock);
     return rc;
 }
 
 /* What a stand-in op fails with. */
 typedef struct stand_in {
     int code;
+    char name[64]; /* the op's: the caller may free its own once the push
+                      returned an error */
     char message[256];
 } stand_in;
 
@@ -290,6 +292,7 @@ static void push_stand_in(vf__mpi *ctx, const vf_op *op, int code)
     int rc = VF_ENOMEM;
     if (s != NULL) {
         s->code = code;
+        snprintf(s->name, sizeof s->name, "%s", op->name ? op->name : "");
         snprintf(s->message, sizeof s->message,
                  "vf_mpi_push could not push it on rank %d: %.200s", ctx->rank,
                  detail);
@@ -299,7 +302,7 @@ static void push_stand_in(vf__mpi *ctx, const vf_op *op, int code)
                     .reads = op->reads,
                     .writes = op->writes,
                     .no_skip = true,
-                    .name = op->name};
+                    .name = s->name};
         rc = vf_push(ctx->engine, &in);
         if (rc != 0)
             free(s);
@@ -316,8 +319,10 @@ VF_API int vf_mpi_push(vf_engine *e, const vf_op *op, int rank)
         return VF_EINVAL;
     vf__mpi_use local[16], *uses = NULL;
     int n = 0;
-    pthread_mutex_lock(&ctx->lock);
-    int rc = check_broken(ctx, "vf_mpi_push");
+    int rc = vf__mpi_enter(ctx, "vf_mpi_push");
+    if (rc != 0)
+        return rc;
+    rc = check_broken(ctx, "vf_mpi_push");
     if (rc == 0)
         rc = resolve(ctx, op, "vf_mpi_push", local, 16, &uses, &n);
     int x = rc == 0 ? runs_on(ctx, op, rank, "vf_mpi_push") : rc;
@@ -367,7 +372,7 @@ VF_API int vf_mpi_push(vf_engine *e, const vf_op *op, int rank)
         ctx->stats.ops_elsewhere++;
     }
     pthread_mutex_unlock(&ctx->data_lock);
-    pthread_mutex_unlock(&ctx->lock);
+    vf__mpi_leave(ctx);
     if (uses != local)
         free(uses);
     /* Unlocked: done may push (with vf_push) or free what it likes. */
@@ -375,7 +380,7 @@ VF_API int vf_mpi_push(vf_engine *e, const vf_op *op, int rank)
         op->done(op->arg, VF_MPI_ELSEWHERE);
     return rc;
 out:
-    pthread_mutex_unlock(&ctx->lock);
+    vf__mpi_leave(ctx);
     if (uses != NULL && uses != local)
         free(uses);
     return rc;
@@ -399,8 +404,10 @@ VF_API int vf_mpi_get(vf_engine *e, vf_var v, int rank, vf_error *err)
     vf__mpi *ctx = vf__mpi_of(e, "vf_mpi_get");
     if (ctx == NULL)
         return VF_EINVAL;
-    pthread_mutex_lock(&ctx->lock);
-    int rc = check_broken(ctx, "vf_mpi_get");
+    int rc = vf__mpi_enter(ctx, "vf_mpi_get");
+    if (rc != 0)
+        return rc;
+    rc = check_broken(ctx, "vf_mpi_get");
     vf__mpi_var *mv = NULL;
     if (rc == 0)
         mv = vf__mpi_var_live(ctx, v, "vf_mpi_get", "v", &rc);
@@ -415,7 +422,7 @@ VF_API int vf_mpi_get(vf_engine *e, vf_var v, int rank, vf_error *err)
         if (!vf__mpi_valid_at(mv, to))
             rc = transfer(ctx, mv, to, "vf_mpi_get");
     vf_var local = mv ? mv->var : v;
-    pthread_mutex_unlock(&ctx->lock);
+    vf__mpi_leave(ctx);
     if (rc == 0 && ctx->rank >= first && ctx->rank <= last)
         rc = vf_wait_var(e, local, err);
     return rc;
@@ -424,11 +431,16 @@ VF_API int vf_mpi_get(vf_engine *e, vf_var v, int rank, vf_error *err)
 int vf__mpi_wait(vf__mpi *ctx, vf_error *err, bool *refused)
 {
     *refused = false;
-    pthread_mutex_lock(&ctx->lock);
-    int rc = check_broken(ctx, "vf_mpi_wait_all");
+    /* From an op on the communication thread, or inside another call of
+     * ours on this thread, this rank cannot even join the agreement: say
+     * so at once (the other ranks are not told; see varflow_mpi.h). */
+    int rc = vf__mpi_enter(ctx, "vf_mpi_wait_all");
+    if (rc != 0)
+        return rc;
+    rc = check_broken(ctx, "vf_mpi_wait_all");
     if (rc == 0)
         rc = vf__mpi_write_back(ctx);
-    pthread_mutex_unlock(&ctx->lock);
+    vf__mpi_leave(ctx);
     vf_error mine;
     memset(&mine, 0, sizeof mine);
     if (rc == 0)

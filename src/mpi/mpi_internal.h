@@ -155,6 +155,13 @@ typedef struct vf__mpi {
 
 /* context.c */
 vf__mpi *vf__mpi_of(vf_engine *e, const char *caller);
+/* A call in sequence made where it cannot work (from an op the
+ * communication thread runs, or inside another call of ours on this
+ * thread): VF_EDEADLK, else 0. */
+int vf__mpi_check_thread(const vf__mpi *ctx, const char *caller);
+/* Take ctx->lock for a call in sequence (after that check). */
+int vf__mpi_enter(vf__mpi *ctx, const char *caller);
+void vf__mpi_leave(vf__mpi *ctx);
 void vf__mpi_lock_global(void);
 void vf__mpi_unlock_global(void);
 int vf__mpi_error(int code, const char *fmt, ...)

@@ -231,7 +231,7 @@ VF_API int vf_mpi_vars_new(vf_engine *e, vf_var *out, int count,
         rc = check_new(ctx, "vf_mpi_vars_new", size, owners[i],
                        ptrs ? ptrs[i] : NULL, i);
     }
-    pthread_mutex_lock(&ctx->lock);
+    bool entered = rc == 0 && (rc = vf__mpi_enter(ctx, "vf_mpi_vars_new")) == 0;
     int n = 0; /* made and added */
     for (; rc == 0 && n < count; n++) {
         rc = var_make(ctx, ptrs ? ptrs[n] : NULL, size, owners[n], &made[n]);
@@ -265,7 +265,8 @@ VF_API int vf_mpi_vars_new(vf_engine *e, vf_var *out, int count,
             out[i] = made[i]->var;
         }
     }
-    pthread_mutex_unlock(&ctx->lock);
+    if (entered)
+        vf__mpi_leave(ctx);
     free(owners);
     free(made);
     return rc;
@@ -302,8 +303,9 @@ VF_API int vf_mpi_var_delete(vf_engine *e, vf_var v)
     vf__mpi *ctx = vf__mpi_of(e, "vf_mpi_var_delete");
     if (ctx == NULL)
         return VF_EINVAL;
-    pthread_mutex_lock(&ctx->lock);
-    int rc = 0;
+    int rc = vf__mpi_enter(ctx, "vf_mpi_var_delete");
+    if (rc != 0)
+        return rc;
     vf__mpi_var *mv = vf__mpi_var_live(ctx, v, "vf_mpi_var_delete", "v", &rc);
     if (mv == NULL)
         goto out;
@@ -336,7 +338,7 @@ VF_API int vf_mpi_var_delete(vf_engine *e, vf_var v)
         }
     }
 out:
-    pthread_mutex_unlock(&ctx->lock);
+    vf__mpi_leave(ctx);
     return rc;
 }
 
@@ -378,10 +380,14 @@ VF_API int vf_mpi_var_owner(vf_engine *e, vf_var v)
     if (owner >= 0)
         return owner;
     int rc = 0;
-    vf__mpi_var_live(ctx, v, "vf_mpi_var_owner", "v", &rc);
-    return rc != 0 ? rc
-                   : vf__mpi_error(VF_ESTALE, "vf_mpi_var_owner: the variable "
-                                              "was deleted");
+    vf__mpi_var *live = vf__mpi_var_live(ctx, v, "vf_mpi_var_owner", "v", &rc);
+    if (live == NULL)
+        return rc;
+    /* A delete that failed cleared `deleted` meanwhile: it is there. */
+    pthread_mutex_lock(&ctx->data_lock);
+    owner = live->owner; /* not deleted: only this rank's pusher deletes */
+    pthread_mutex_unlock(&ctx->data_lock);
+    return owner;
 }
 
 void vf__mpi_vars_free(vf__mpi *ctx)

@@ -320,6 +320,66 @@ static void refused_on_runner(void)
     CHECK_OK(vf_engine_destroy(e));
 }
 
+/* Calls in sequence made from ops, where they cannot work, are refused
+ * with VF_EDEADLK instead of deadlocking: from an async op that runs
+ * inline inside vf_mpi_push (its vars free), and from one that the
+ * communication thread runs (made ready by a value that came). */
+typedef struct nested {
+    vf_var v;
+    int rc;
+    char detail[256];
+} nested;
+
+static void nested_call(vf_run *run, void *arg, vf_completion done)
+{
+    nested *n = arg;
+    vf_engine *e = vf_run_engine(run);
+    vf_op inner = {.fn = nop, .writes = {&n->v, 1}};
+    n->rc = vf_mpi_push(e, &inner, VF_MPI_OWNER);
+    snprintf(n->detail, sizeof n->detail, "%s", vf_last_error_detail());
+    vf_complete(done, 0, NULL);
+}
+
+static void calls_from_ops(void)
+{
+    vf_engine *e = mpi_test_engine(0);
+    CHECK_OK(vf_mpi_init(e, MPI_COMM_WORLD));
+    int64_t x = 0, y = 0;
+    int last = test_size_ - 1;
+    vf_var dx, dy;
+    CHECK_OK(vf_mpi_var_new(e, &dx, test_rank_ == 0 ? &x : NULL, sizeof x, 0));
+    CHECK_OK(
+        vf_mpi_var_new(e, &dy, test_rank_ == last ? &y : NULL, sizeof y, last));
+    /* Ready at once on rank 0: runs inside vf_mpi_push's own vf_push. */
+    nested inline_op = {.v = dx, .rc = 1};
+    vf_op a = {
+        .async_fn = nested_call, .arg = &inline_op, .writes = VF_VARS(dx)};
+    CHECK_OK(vf_mpi_push(e, &a, VF_MPI_OWNER));
+    /* On the last rank, ready when dx comes: the communication thread
+     * runs it (with one rank, dx is there: it runs inline as above). */
+    nested comm_op = {.v = dy, .rc = 1};
+    vf_op b = {.async_fn = nested_call,
+               .arg = &comm_op,
+               .reads = VF_VARS(dx),
+               .writes = VF_VARS(dy)};
+    CHECK_OK(vf_mpi_push(e, &b, VF_MPI_OWNER));
+    CHECK_OK(vf_mpi_wait_all(e, NULL));
+    if (test_rank_ == 0) {
+        CHECK_EQ(inline_op.rc, VF_EDEADLK);
+        CHECK(strstr(inline_op.detail, "inside another varflow-mpi call") !=
+              NULL);
+    }
+    if (test_rank_ == last) {
+        CHECK_EQ(comm_op.rc, VF_EDEADLK);
+        CHECK(strstr(comm_op.detail, test_size_ > 1
+                                         ? "the communication thread runs"
+                                         : "inside another varflow-mpi "
+                                           "call") != NULL);
+    }
+    CHECK_OK(vf_mpi_finalize(e, NULL));
+    CHECK_OK(vf_engine_destroy(e));
+}
+
 /* A rank that cannot wait (its engine is stopped with an op held) does
  * not leave the others waiting for it: every rank's collective wait
  * returns its code, and every rank stays attached until it can. */
@@ -357,6 +417,7 @@ int main(int argc, char **argv)
     size_mismatch(false);
     get_one_failed();
     refused_on_runner();
+    calls_from_ops();
     stopped_rank();
     return mpi_test_end("test_mpi_failure");
 }
