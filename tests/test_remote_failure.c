@@ -40,6 +40,8 @@
  */
 #include "util.h"
 
+#include "rec.h"
+
 #define NONE ((vf_var_list){NULL, 0})
 
 /* The wait must report exactly `want` (code, op name, message). */
@@ -66,49 +68,7 @@ static vf_error make_error(int code, const char *op_name, const char *message)
 
 /* ------------------------------------------------------------ ops */
 
-/* A sync op that fails with `ret` (message `msg`) or succeeds. */
-typedef struct rec {
-    int ret;
-    const char *msg;
-    atomic_int ran, done, status;
-} rec;
-
-static int rec_fn(vf_run *run, void *arg)
-{
-    rec *r = arg;
-    atomic_fetch_add(&r->ran, 1);
-    if (r->ret && r->msg)
-        vf_run_set_error(run, "%s", r->msg);
-    return r->ret;
-}
-
-static void rec_done(void *arg, int status)
-{
-    rec *r = arg;
-    atomic_store(&r->status, status);
-    atomic_fetch_add(&r->done, 1);
-}
-
-static void rec_init(rec *r, int ret, const char *msg)
-{
-    r->ret = ret;
-    r->msg = msg;
-    atomic_init(&r->ran, 0);
-    atomic_init(&r->done, 0);
-    atomic_init(&r->status, 12345);
-}
-
-static void push_rec(vf_engine *e, rec *r, vf_var_list reads,
-                     vf_var_list writes, const char *name)
-{
-    CHECK_OK(vf_push(e, &(vf_op){.fn = rec_fn,
-                                 .arg = r,
-                                 .done = rec_done,
-                                 .reads = reads,
-                                 .writes = writes,
-                                 .name = name}));
-}
-
+/* A rec op (rec.h) ran once with `status`, or was skipped. */
 static void expect_ran(rec *r, int status)
 {
     CHECK_EQ(atomic_load(&r->ran), 1);
@@ -313,7 +273,7 @@ static void complete_failed_later(const tu_kind *k)
     push_remote(e, &r, NONE, VF_VARS(x), "recv");
     rec s;
     rec_init(&s, 0, NULL);
-    push_rec(e, &s, VF_VARS(x), VF_VARS(y), "S");
+    push_rec(e, &s, VF_VARS(x), VF_VARS(y), "S", false);
     probe n;
     probe_init(&n);
     n.gate = &gate;
@@ -374,7 +334,7 @@ static void complete_failed_later(const tu_kind *k)
     /* Reported: x is usable again. */
     rec again;
     rec_init(&again, 0, NULL);
-    push_rec(e, &again, NONE, VF_VARS(x), "again");
+    push_rec(e, &again, NONE, VF_VARS(x), "again", false);
     CHECK_OK(vf_wait_var(e, x, NULL));
     expect_ran(&again, 0);
     tu_finish_engine(e);
@@ -403,7 +363,7 @@ static void complete_failed_inline(const tu_kind *k)
     push_remote(e, &r, NONE, VF_VARS(x), "recv-inline");
     rec s;
     rec_init(&s, 0, NULL);
-    push_rec(e, &s, VF_VARS(x), VF_VARS(y), "S");
+    push_rec(e, &s, VF_VARS(x), VF_VARS(y), "S", false);
     vf_error err;
     memset(&err, 0x5a, sizeof err);
     CHECK_ERR(vf_wait_all(e, &err), VF_EOPFAILED);
@@ -437,7 +397,7 @@ static void complete_failed_einval(const tu_kind *k, bool inline_act)
     push_remote(e, &r, NONE, VF_VARS(x), "recv");
     rec s;
     rec_init(&s, 0, NULL);
-    push_rec(e, &s, VF_VARS(x), VF_VARS(y), "S");
+    push_rec(e, &s, VF_VARS(x), VF_VARS(y), "S", false);
     CHECK_OK(vf_wait_var(e, y, NULL));
     CHECK_OK(vf_wait_all(e, NULL));
     REQUIRE(tu_wait_flag(&r.acted, 1, TU_TIMEOUT));
@@ -475,8 +435,9 @@ static void input_failure(const tu_kind *k)
     rec f, s;
     rec_init(&f, 5, "bad input 17");
     rec_init(&s, 0, NULL);
-    push_rec(e, &f, NONE, VF_VARS(v), "F");
-    push_rec(e, &s, VF_VARS(v), VF_VARS(w), "S"); /* skipped: w gets it */
+    push_rec(e, &f, NONE, VF_VARS(v), "F", false);
+    push_rec(e, &s, VF_VARS(v), VF_VARS(w), "S",
+             false); /* skipped: w gets it */
     probe on_v, on_v_null, on_w, on_u, plain, async_v, async_u;
     probe_init(&on_v);
     probe_init(&on_v_null);
@@ -520,7 +481,7 @@ static void input_failure(const tu_kind *k)
     /* Reported by wait_var: likewise. */
     rec g;
     rec_init(&g, -9, "second");
-    push_rec(e, &g, NONE, VF_VARS(v), "G");
+    push_rec(e, &g, NONE, VF_VARS(v), "G", false);
     probe before;
     probe_init(&before);
     push_probe(e, &before, VF_VARS(v), NONE, true, false);
@@ -565,7 +526,7 @@ static void input_failure_bulk(void)
     probe_init(&on_a_null);
     on_a_null.null_out = true;
     probe_init(&on_b_plain);
-    push_rec(e, &f, NONE, VF_VARS(a), "fails in batch");
+    push_rec(e, &f, NONE, VF_VARS(a), "fails in batch", false);
     push_probe(e, &on_b, VF_VARS(b), VF_VARS(c), true, false);
     push_probe(e, &on_a, VF_VARS(a), NONE, true, false);
     push_probe(e, &on_a_null, VF_VARS(a), NONE, true, false);
@@ -588,7 +549,7 @@ static void input_failure_bulk(void)
     CHECK_EQ(vf_set_bulk_size(e, 0), 8);
     rec g;
     rec_init(&g, 6, "before the batch");
-    push_rec(e, &g, NONE, VF_VARS(a), "G");
+    push_rec(e, &g, NONE, VF_VARS(a), "G", false);
     const vf_error want_g = make_error(6, "G", "before the batch");
     CHECK_EQ(vf_set_bulk_size(e, 8), 0);
     probe b1, a1, b2;
