@@ -55,6 +55,25 @@ static inline vf_engine *mpi_test_engine(int i)
     return e;
 }
 
+/* mpi_test_engine(i), attached to MPI_COMM_WORLD. */
+static inline vf_engine *mpi_test_attached(int i)
+{
+    vf_engine *e = mpi_test_engine(i);
+    CHECK_OK(vf_mpi_init(e, MPI_COMM_WORLD));
+    return e;
+}
+
+/* A distributed var of `size` bytes owned by `owner`, whose buffer there
+ * is `buf` (this rank's own, unused elsewhere). */
+static inline vf_var mpi_test_var(vf_engine *e, void *buf, size_t size,
+                                  int owner)
+{
+    vf_var v = {0};
+    CHECK_OK(
+        vf_mpi_var_new(e, &v, test_rank_ == owner ? buf : NULL, size, owner));
+    return v;
+}
+
 /* Sum a count over the ranks. */
 static inline uint64_t mpi_test_sum(uint64_t mine)
 {

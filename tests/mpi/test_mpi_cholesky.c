@@ -33,8 +33,7 @@ static void factor(int ntiles, int b, int engine_kind)
     size_t ntile = chol_num_tiles(ntiles);
     vf_var *vars = malloc(sizeof *vars * ntile);
     REQUIRE(vars);
-    vf_engine *e = mpi_test_engine(engine_kind);
-    CHECK_OK(vf_mpi_init(e, MPI_COMM_WORLD));
+    vf_engine *e = mpi_test_attached(engine_kind);
     CHECK_OK(chol_mpi_vars(e, &dist, vars));
     bool profiled = engine_kind == 1; /* transfer ops recorded too */
     if (profiled)

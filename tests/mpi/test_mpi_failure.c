@@ -78,8 +78,7 @@ static void failure_travels(int kind)
     enum { N = 12 };
     int64_t vals[N] = {0};
     vf_var v[N];
-    vf_engine *e = mpi_test_engine(kind);
-    CHECK_OK(vf_mpi_init(e, MPI_COMM_WORLD));
+    vf_engine *e = mpi_test_attached(kind);
     for (int i = 0; i < N; i++)
         CHECK_OK(vf_mpi_var_new(e, &v[i],
                                 i % test_size_ == test_rank_ ? &vals[i] : NULL,
@@ -231,13 +230,11 @@ static void size_mismatch(bool owner_larger)
 {
     if (test_size_ < 2)
         return;
-    vf_engine *e = mpi_test_engine(1);
-    CHECK_OK(vf_mpi_init(e, MPI_COMM_WORLD));
+    vf_engine *e = mpi_test_attached(1);
     int64_t x[2] = {1, 2}, y = 0;
-    vf_var d, out;
     size_t size = (test_rank_ == 0) == owner_larger ? sizeof x : sizeof x[0];
-    CHECK_OK(vf_mpi_var_new(e, &d, test_rank_ == 0 ? x : NULL, size, 0));
-    CHECK_OK(vf_mpi_var_new(e, &out, test_rank_ == 1 ? &y : NULL, sizeof y, 1));
+    vf_var d = mpi_test_var(e, x, size, 0);
+    vf_var out = mpi_test_var(e, &y, sizeof y, 1);
     vf_op op = {.fn = nop, .reads = VF_VARS(d), .writes = VF_VARS(out)};
     CHECK_OK(vf_mpi_push(e, &op, VF_MPI_OWNER));
     vf_error err;
@@ -258,11 +255,9 @@ static void size_mismatch(bool owner_larger)
  * gives every rank. */
 static void get_one_failed(void)
 {
-    vf_engine *e = mpi_test_engine(0);
-    CHECK_OK(vf_mpi_init(e, MPI_COMM_WORLD));
+    vf_engine *e = mpi_test_attached(0);
     int64_t x = 0;
-    vf_var d;
-    CHECK_OK(vf_mpi_var_new(e, &d, test_rank_ == 0 ? &x : NULL, sizeof x, 0));
+    vf_var d = mpi_test_var(e, &x, sizeof x, 0);
     int skipped = 0, ran = 0;
     chain(e, &d, 1, 0, &skipped, &ran); /* the op writing d fails */
     int last = test_size_ - 1;
@@ -288,14 +283,11 @@ static void get_one_failed(void)
  * on every rank alike. */
 static void refused_on_runner(void)
 {
-    vf_engine *e = mpi_test_engine(1);
-    CHECK_OK(vf_mpi_init(e, MPI_COMM_WORLD));
+    vf_engine *e = mpi_test_attached(1);
     int64_t x = 0, y = 0;
     int last = test_size_ - 1;
-    vf_var dx, dy;
-    CHECK_OK(vf_mpi_var_new(e, &dx, test_rank_ == 0 ? &x : NULL, sizeof x, 0));
-    CHECK_OK(
-        vf_mpi_var_new(e, &dy, test_rank_ == last ? &y : NULL, sizeof y, last));
+    vf_var dx = mpi_test_var(e, &x, sizeof x, 0);
+    vf_var dy = mpi_test_var(e, &y, sizeof y, last);
     /* A slow op first, so the stand-in runs after the caller freed the
      * name it gave (a failed push hands nothing over). */
     vf_op slow = {.fn = slow_nop, .writes = VF_VARS(dx)};
@@ -373,14 +365,11 @@ static void nested_call(vf_run *run, void *arg, vf_completion done)
 
 static void calls_from_ops(void)
 {
-    vf_engine *e = mpi_test_engine(0);
-    CHECK_OK(vf_mpi_init(e, MPI_COMM_WORLD));
+    vf_engine *e = mpi_test_attached(0);
     int64_t x = 0, y = 0;
     int last = test_size_ - 1;
-    vf_var dx, dy;
-    CHECK_OK(vf_mpi_var_new(e, &dx, test_rank_ == 0 ? &x : NULL, sizeof x, 0));
-    CHECK_OK(
-        vf_mpi_var_new(e, &dy, test_rank_ == last ? &y : NULL, sizeof y, last));
+    vf_var dx = mpi_test_var(e, &x, sizeof x, 0);
+    vf_var dy = mpi_test_var(e, &y, sizeof y, last);
     /* Ready at once on rank 0: runs inside vf_mpi_push's own vf_push. */
     nested inline_op = {.v = dx, .rc = 1};
     vf_op a = {
@@ -419,11 +408,9 @@ static void calls_from_ops(void)
  * returns its code, and every rank stays attached until it can. */
 static void stopped_rank(void)
 {
-    vf_engine *e = mpi_test_engine(0);
-    CHECK_OK(vf_mpi_init(e, MPI_COMM_WORLD));
+    vf_engine *e = mpi_test_attached(0);
     int64_t x = 0;
-    vf_var d;
-    CHECK_OK(vf_mpi_var_new(e, &d, test_rank_ == 0 ? &x : NULL, sizeof x, 0));
+    vf_var d = mpi_test_var(e, &x, sizeof x, 0);
     if (test_rank_ == 0)
         CHECK_OK(vf_engine_stop(e));
     vf_op op = {.fn = nop, .writes = VF_VARS(d)};

@@ -195,8 +195,7 @@ static uint64_t run_program(int engine_kind, const prog_op *prog, int nops,
         apply(&prog[i], rv, wv);
     }
 
-    vf_engine *e = mpi_test_engine(engine_kind);
-    CHECK_OK(vf_mpi_init(e, MPI_COMM_WORLD));
+    vf_engine *e = mpi_test_attached(engine_kind);
     for (int v = 0; v < nvars; v++)
         CHECK_OK(vf_mpi_var_new(e, &vars[v],
                                 owner[v] == test_rank_ ? &mine[v * L] : NULL,
@@ -372,8 +371,7 @@ static void counted_by_hand(void)
 {
     if (test_size_ < 2)
         return;
-    vf_engine *e = mpi_test_engine(0);
-    CHECK_OK(vf_mpi_init(e, MPI_COMM_WORLD));
+    vf_engine *e = mpi_test_attached(0);
     int64_t a0 = 0, b0 = 0;
     vf_var a, b;
     CHECK_OK(vf_mpi_var_new(e, &a, test_rank_ == 0 ? &a0 : NULL, sizeof a0, 0));
