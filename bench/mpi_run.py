@@ -35,6 +35,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+import run  # noqa: E402  (its machine description and sh)
 import tables  # noqa: E402
 
 ENGINES = [
@@ -152,19 +153,14 @@ def run_one(binary, ranks, cores, args, timeout):
 
 
 def machine_info():
-    def sh(cmd):
-        try:
-            return subprocess.run(cmd, shell=True, capture_output=True, text=True,
-                                  timeout=20).stdout.strip()
-        except Exception:
-            return ""
-    return {
-        "cpu": sh("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2").strip(),
-        "cores": os.cpu_count(),
-        "mpi": sh("mpirun --version 2>/dev/null | head -1"),
-        "starpu": sh("pkg-config --modversion starpumpi-1.3"),
-        "loadavg_start": os.getloadavg()[0],
-    }
+    """The suite's machine description (bench/run.py), with the MPI and
+    StarPU-MPI versions in place of the shared-memory peers'."""
+    info = run.machine_info()
+    for key in ("gcc", "clang", "tbb"):
+        info.pop(key, None)
+    info["mpi"] = run.sh("mpirun --version 2>/dev/null | head -1")
+    info["starpu"] = run.sh("pkg-config --modversion starpumpi-1.3")
+    return info
 
 
 # ---- summary -----------------------------------------------------------------------
