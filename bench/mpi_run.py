@@ -304,7 +304,7 @@ def docs_section(doc, header, trows):
     L.append("Run: %s, commit %s; %s; %s cores (%s); %s; load average %.2f at start, "
              "%.2f at end. Command: %s."
              % (doc["date"], doc["git"], m.get("cpu") or "?", m["cores"],
-                "virtual machine" if doc.get("virtualized") else "bare metal or unknown",
+                "virtual machine" if m.get("virtualized") else "bare metal or unknown",
                 m.get("mpi") or "?", m["loadavg_start"], m["loadavg_end"], command))
     L.append("")
     L.append(tables.render_markdown("W6 across ranks, n = %d, b = %d" % (s["n"], s["b"]),
@@ -444,7 +444,6 @@ def main():
                               capture_output=True, text=True).stdout.strip(),
         "command": cmd.strip(),
         "machine": machine,
-        "virtualized": subprocess.run("grep -q hypervisor /proc/cpuinfo", shell=True).returncode == 0,
         "settings": {"n": n, "b": b, "rounds": rounds, "reps": reps, "ranks": ranks_list},
         "tiles": info.get("tiles"), "tasks": info.get("tasks"),
         "kernels": info.get("kernels"),
