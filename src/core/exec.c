@@ -68,7 +68,6 @@ static void call_done(vf__op *op)
 
 /* --- running ----------------------------------------------------------- */
 
-/* The first still-active failure on any var the op holds, or NULL. */
 /* The var's failure if it is still active (epoch: the engine's), or NULL.
  * Read by an op that holds the var, so no write of it races. */
 static vf__failure *active_failure(const vf__var *v, uint32_t epoch)
@@ -77,17 +76,23 @@ static vf__failure *active_failure(const vf__var *v, uint32_t epoch)
     return f != NULL && vf__failure_active(f, epoch) ? f : NULL;
 }
 
-static vf__failure *inherited_failure(const vf__op *op)
+/* The first still-active failure on the vars the op holds, or, when
+ * `refs` is not NULL, on those of them a fused op's item names (bulk.h);
+ * NULL when there is none. */
+static vf__failure *inherited_failure(const vf__op *op, const uint32_t *refs,
+                                      int nrefs)
 {
     const vf__opdef *def = op->def;
     uint32_t epoch = atomic_load_explicit(&op->engine->fail_epoch,
                                           memory_order_acquire);
-    for (int i = 0; i < def->nvars; i++) {
-        vf__failure *f = active_failure(def->vars[i].var, epoch);
-        if (f != NULL)
-            return f;
-    }
-    return NULL;
+    vf__failure *f = NULL;
+    if (refs == NULL)
+        for (int i = 0; i < def->nvars && f == NULL; i++)
+            f = active_failure(def->vars[i].var, epoch);
+    else
+        for (int r = 0; r < nrefs && f == NULL; r++)
+            f = active_failure(def->vars[refs[r] >> 1].var, epoch);
+    return f;
 }
 
 /* The wait marker: hand the var's failure (if any) to the waiter and wake
@@ -255,8 +260,6 @@ static void run_bulk(vf__op *op, int worker, vf__failure *fenced,
     vf_engine *e = op->engine;
     const vf__opdef *def = op->def;
     vf__bulk_batch *b = def->arg;
-    uint32_t epoch = atomic_load_explicit(&e->fail_epoch,
-                                          memory_order_acquire);
     vf_run run; /* not zero-initialized: the message buffer is 256 bytes */
     run.op = op;
     run.worker = worker;
@@ -268,8 +271,7 @@ static void run_bulk(vf__op *op, int worker, vf__failure *fenced,
         int status = shutdown ? VF_ESKIPPED : 0;
         vf__failure *f = NULL;
         if (status == 0 && !it->no_skip) {
-            for (int r = 0; r < it->nrefs && f == NULL; r++)
-                f = active_failure(def->vars[refs[r] >> 1].var, epoch);
+            f = inherited_failure(op, refs, it->nrefs);
             if (f == NULL)
                 f = fenced;
             if (f != NULL) {
@@ -354,7 +356,7 @@ static bool run_body(vf__op *op, int worker)
         return true;
     }
     if (!def->no_skip) {
-        vf__failure *f = inherited_failure(op);
+        vf__failure *f = inherited_failure(op, NULL, 0);
         if (f == NULL)
             f = fenced;
         if (f != NULL) {
@@ -786,17 +788,8 @@ VF_API int vf_run_input_failure(const vf_run *run, vf_error *out)
 {
     if (run == NULL)
         return vf__fail(VF_EINVAL, "vf_run_input_failure: run is NULL");
-    const vf__op *op = run->op;
-    vf__failure *f = NULL;
-    if (run->item_refs == NULL) {
-        f = inherited_failure(op);
-    } else {
-        uint32_t epoch = atomic_load_explicit(&op->engine->fail_epoch,
-                                              memory_order_acquire);
-        for (int r = 0; r < run->item_nrefs && f == NULL; r++)
-            f = active_failure(op->def->vars[run->item_refs[r] >> 1].var,
-                               epoch);
-    }
+    vf__failure *f = inherited_failure(run->op, run->item_refs,
+                                       run->item_nrefs);
     if (f == NULL)
         return 0;
     if (out != NULL)
