@@ -90,7 +90,6 @@ static int push_half(vf__mpi *ctx, vf__mpi_var *mv, vf__mpi_dir dir, int peer)
     x->size = mv->size;
     x->type = MPI_DATATYPE_NULL;
     x->hdr.size = mv->size;
-    x->hdr.index_lo = (uint32_t)mv->index;
     snprintf(x->name, sizeof x->name, "mpi %s v%llu %s %d",
              dir == VF__MPI_SEND ? "send" : "recv",
              (unsigned long long)mv->index, dir == VF__MPI_SEND ? "to" : "from",
@@ -168,7 +167,8 @@ static int check_list(vf_var_list l, const char *caller, const char *what)
  * else malloc'd). Fails, alike on every rank, on a variable that is not
  * distributed. */
 static int resolve(vf__mpi *ctx, const vf_op *op, const char *caller,
-                   vf__mpi_use *buf, int cap, vf__mpi_use **uses, int *n)
+                   vf__mpi_use *buf, int cap, vf__mpi_use **uses, int *n,
+                   int *first_owner)
 {
     if (op == NULL)
         return vf__mpi_error(VF_EINVAL, "%s: op is NULL", caller);
@@ -193,6 +193,7 @@ static int resolve(vf__mpi *ctx, const vf_op *op, const char *caller,
     if (total > cap && (u = malloc(sizeof *u * (size_t)total)) == NULL)
         return vf__mpi_error(VF_ENOMEM, "%s: out of memory", caller);
     int count = 0;
+    *first_owner = 0; /* an op with no variable runs on rank 0 */
     for (int w = 0; w < 2; w++) {
         vf_var_list l = w ? op->writes : op->reads;
         for (int i = 0; i < l.count; i++) {
@@ -205,6 +206,10 @@ static int resolve(vf__mpi *ctx, const vf_op *op, const char *caller,
                     free(u);
                 return rc;
             }
+            /* The default rank: the owner of the first written variable,
+             * else of the first read one. */
+            if (i == 0 && (w == 1 || op->writes.count == 0))
+                *first_owner = mv->owner;
             int k = 0;
             while (k < count && u[k].mv != mv)
                 k++;
@@ -218,23 +223,19 @@ static int resolve(vf__mpi *ctx, const vf_op *op, const char *caller,
     return 0;
 }
 
-static int runs_on(vf__mpi *ctx, const vf_op *op, int rank, const char *caller)
+/* Where the op runs: `rank`, or with VF_MPI_OWNER the default rank that
+ * resolve() found. */
+static int runs_on(const vf__mpi *ctx, int rank, int first_owner,
+                   const char *caller)
 {
-    if (rank != VF_MPI_OWNER) {
-        if (rank < 0 || rank >= ctx->size)
-            return vf__mpi_error(VF_EINVAL,
-                                 "%s: rank %d (0 to %d, or "
-                                 "VF_MPI_OWNER)",
-                                 caller, rank, ctx->size - 1);
-        return rank;
-    }
-    vf_var_list first = op->writes.count > 0 ? op->writes : op->reads;
-    if (first.count == 0)
-        return 0;
-    pthread_mutex_lock(&ctx->data_lock);
-    int owner = vf__mpi_var_find(ctx, first.vars[0])->owner;
-    pthread_mutex_unlock(&ctx->data_lock);
-    return owner;
+    if (rank == VF_MPI_OWNER)
+        return first_owner;
+    if (rank < 0 || rank >= ctx->size)
+        return vf__mpi_error(VF_EINVAL,
+                             "%s: rank %d (0 to %d, or "
+                             "VF_MPI_OWNER)",
+                             caller, rank, ctx->size - 1);
+    return rank;
 }
 
 VF_API int vf_mpi_runs_on(vf_engine *e, const vf_op *op, int rank)
@@ -246,9 +247,11 @@ VF_API int vf_mpi_runs_on(vf_engine *e, const vf_op *op, int rank)
     int n;
     /* A query, not a call in sequence: owners never change, and the
      * records are read under data_lock (resolve). */
-    int rc = resolve(ctx, op, "vf_mpi_runs_on", local, 16, &uses, &n);
+    int first_owner;
+    int rc = resolve(ctx, op, "vf_mpi_runs_on", local, 16, &uses, &n,
+                     &first_owner);
     if (rc == 0) {
-        rc = runs_on(ctx, op, rank, "vf_mpi_runs_on");
+        rc = runs_on(ctx, rank, first_owner, "vf_mpi_runs_on");
         if (uses != local)
             free(uses);
     }
@@ -318,14 +321,15 @@ VF_API int vf_mpi_push(vf_engine *e, const vf_op *op, int rank)
     if (ctx == NULL)
         return VF_EINVAL;
     vf__mpi_use local[16], *uses = NULL;
-    int n = 0;
+    int n = 0, first_owner = 0;
     int rc = vf__mpi_enter(ctx, "vf_mpi_push");
     if (rc != 0)
         return rc;
     rc = check_broken(ctx, "vf_mpi_push");
     if (rc == 0)
-        rc = resolve(ctx, op, "vf_mpi_push", local, 16, &uses, &n);
-    int x = rc == 0 ? runs_on(ctx, op, rank, "vf_mpi_push") : rc;
+        rc = resolve(ctx, op, "vf_mpi_push", local, 16, &uses, &n,
+                     &first_owner);
+    int x = rc == 0 ? runs_on(ctx, rank, first_owner, "vf_mpi_push") : rc;
     if (x < 0) {
         rc = x;
         goto out;

@@ -37,7 +37,6 @@
  * costs 16 bytes of header, not the 320 of the text. */
 typedef struct vf__mpi_header {
     int32_t code;
-    uint32_t index_lo; /* the variable's creation index, for messages */
     uint64_t size;
 } vf__mpi_header;
 
