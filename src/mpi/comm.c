@@ -46,9 +46,10 @@ typedef struct inflight {
 /* The agreement in progress. */
 typedef struct agreement {
     vf__mpi_agree *a;
-    int stage;     /* 0 to post, 1 reducing, 2 broadcasting */
-    int ranks[2];  /* in: this rank's refused and failed ranks */
-    int lowest[2]; /* out: the lowest over all ranks */
+    int stage;        /* 0 to post, 1 reducing, 2 broadcasting */
+    int ranks[2];     /* in: this rank's refused and failed ranks */
+    int lowest[2];    /* out: the lowest over all ranks */
+    const char *what; /* the nonblocking call stage 2 tests */
     MPI_Request req;
 } agreement;
 
@@ -358,47 +359,51 @@ static bool poll_inflight(vf__mpi *ctx, inflight *f, finished_list *done)
     return true;
 }
 
-static void agree_fail(agreement *g, int mpi_rc, const char *what)
+/* An MPI call of the agreement returned `rc`: true, and the agreement
+ * ended with VF_ESYSTEM, when it failed. */
+static bool agree_failed(agreement *g, int rc, const char *what)
 {
+    if (rc == MPI_SUCCESS)
+        return false;
     char text[160];
-    vf__mpi_error_text(mpi_rc, text, sizeof text);
+    vf__mpi_error_text(rc, text, sizeof text);
     snprintf(g->a->detail, sizeof g->a->detail, "%s: %s", what, text);
     g->a->rc = VF_ESYSTEM;
+    return true;
 }
 
-/* Move the agreement on (global lock held). True when it has ended. */
+/*
+ * Move the agreement on (global lock held). True when it has ended.
+ * A sum is one all-reduce (stage 0, then 2). The failure agreement reduces
+ * the lowest refusing and the lowest failing rank (stage 0, 1), then, when
+ * there is one, broadcasts that rank's error (stage 2).
+ */
 static bool agree_step(vf__mpi *ctx, agreement *g)
 {
     vf__mpi_agree *a = g->a;
-    int flag = 0, rc;
+    int flag = 0;
     switch (g->stage) {
     case 0:
         if (a->kind == VF__MPI_AGREE_SUM) {
-            rc = MPI_Iallreduce(a->sum_in, a->sum_out, a->count, MPI_UINT64_T,
-                                MPI_SUM, ctx->comm, &g->req);
-            if (rc != MPI_SUCCESS) {
-                agree_fail(g, rc, "MPI_Iallreduce");
-                return true;
-            }
+            g->what = "MPI_Iallreduce";
             g->stage = 2; /* then only the test */
-            return false;
+            return agree_failed(g,
+                                MPI_Iallreduce(a->sum_in, a->sum_out, a->count,
+                                               MPI_UINT64_T, MPI_SUM, ctx->comm,
+                                               &g->req),
+                                g->what);
         }
         g->ranks[0] = a->refused_rank;
         g->ranks[1] = a->failed_rank;
-        rc = MPI_Iallreduce(g->ranks, g->lowest, 2, MPI_INT, MPI_MIN, ctx->comm,
-                            &g->req);
-        if (rc != MPI_SUCCESS) {
-            agree_fail(g, rc, "MPI_Iallreduce");
-            return true;
-        }
         g->stage = 1;
-        return false;
+        return agree_failed(g,
+                            MPI_Iallreduce(g->ranks, g->lowest, 2, MPI_INT,
+                                           MPI_MIN, ctx->comm, &g->req),
+                            "MPI_Iallreduce");
     case 1:
-        rc = MPI_Test(&g->req, &flag, MPI_STATUS_IGNORE);
-        if (rc != MPI_SUCCESS) {
-            agree_fail(g, rc, "MPI_Iallreduce");
+        if (agree_failed(g, MPI_Test(&g->req, &flag, MPI_STATUS_IGNORE),
+                         "MPI_Iallreduce"))
             return true;
-        }
         if (!flag)
             return false;
         a->refused_rank = g->lowest[0];
@@ -409,22 +414,16 @@ static bool agree_step(vf__mpi *ctx, agreement *g)
          * reports then. */
         int root = a->refused_rank < ctx->size ? a->refused_rank
                                                : a->failed_rank;
-        rc = MPI_Ibcast(&a->err, (int)sizeof a->err, MPI_BYTE, root, ctx->comm,
-                        &g->req);
-        if (rc != MPI_SUCCESS) {
-            agree_fail(g, rc, "MPI_Ibcast");
-            return true;
-        }
+        g->what = "MPI_Ibcast";
         g->stage = 2;
-        return false;
+        return agree_failed(g,
+                            MPI_Ibcast(&a->err, (int)sizeof a->err, MPI_BYTE,
+                                       root, ctx->comm, &g->req),
+                            g->what);
     default:
-        rc = MPI_Test(&g->req, &flag, MPI_STATUS_IGNORE);
-        if (rc != MPI_SUCCESS) {
-            agree_fail(g, rc,
-                       a->kind == VF__MPI_AGREE_SUM ? "MPI_Iallreduce"
-                                                    : "MPI_Ibcast");
+        if (agree_failed(g, MPI_Test(&g->req, &flag, MPI_STATUS_IGNORE),
+                         g->what))
             return true;
-        }
         return flag != 0;
     }
 }
