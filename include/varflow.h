@@ -66,7 +66,8 @@ extern "C" {
     X(ESKIPPED, -12, "operation was skipped because an input had failed")      \
     X(ESYSTEM, -13, "system call failed")                                      \
     X(EDEVICE, -14, "device error")                                            \
-    X(ESTOPPED, -15, "engine is stopped")
+    X(ESTOPPED, -15, "engine is stopped")                                      \
+    X(ETIMEDOUT, -16, "wait timed out")
 
 typedef enum vf_errno {
 #define VF_ERRNO_ENUM_(name, value, message) VF_##name = (value),
@@ -241,6 +242,10 @@ typedef struct vf_stats {
     /* Bulk execution (vf_set_bulk_size) */
     uint64_t bulks;  /* fused ops pushed */
     uint64_t bulked; /* pushes that went into them */
+    /* Async ops whose function was called and that nobody completed yet
+     * (vf_complete): the ops a wait that never ends may be waiting for;
+     * the timed waits name them. */
+    uint64_t async_in_flight;
 } vf_stats;
 
 /* A snapshot of the engine's counters (internal wait ops are not counted). */
@@ -521,10 +526,30 @@ VF_API int vf_bulk_flush(vf_engine *e);
 /* ------------------------------------------------------------------------ */
 
 /*
+ * Waits and failures (docs/design.md, rule 9). A failure belongs to the
+ * program's push order, like everything else: an op that fails marks the
+ * vars it writes; an op that reads or writes a failed var is skipped (its
+ * `done` gets VF_ESKIPPED) and passes the same failure on to what it
+ * writes, unless it is no_skip; an op that runs and succeeds leaves its
+ * vars' failures as they were. A wait reports a failure as of its own
+ * place in push order: every op pushed before the wait still sees it, even
+ * one that runs after the wait returned, and every op pushed after it does
+ * not. One failure is reported once, by the first wait (in push order)
+ * that meets it, on whatever var; from then on it skips no op pushed
+ * later. So which ops run, fail or are skipped, and what each wait
+ * returns, are the same on every engine and in every run.
+ *
+ * An op pushed from inside a running op takes its place when it is pushed,
+ * and its failure is ordered with the top-level op it descends from.
+ *
+ * A wait from a `done` callback of one of the engine's own ops returns
+ * VF_EDEADLK at once (the op whose callback runs has not finished).
+ */
+
+/*
  * Block until every op pushed before this call that writes `v` has finished.
- * Returns 0, or VF_EOPFAILED when a failure reached `v` (then `err`, if not
- * NULL, says which op failed and why). Reporting clears the failure: each
- * failure chain is reported once, by whichever wait sees it first.
+ * Returns 0, or VF_EOPFAILED when a failure no earlier wait reported reached
+ * `v` (then `err`, if not NULL, says which op failed first and why).
  * From inside an op, the calling worker runs other ready ops while it waits.
  * A wait that can never finish returns VF_EDEADLK: at once when the op
  * writes `v` itself; otherwise (the ops it waits for wait, directly or not,
@@ -535,11 +560,22 @@ VF_API int vf_wait_var(vf_engine *e, vf_var v, vf_error *err);
 
 /*
  * Block until every pushed op has finished. Returns 0, or VF_EOPFAILED with
- * the first failure since the last wait_all that no wait has reported yet;
- * then every failure recorded so far is cleared (later ops run normally).
- * VF_EDEADLK from inside an op (it would wait for itself).
+ * the failure first in push order among those since the last wait_all that
+ * no wait reported; then every one of them is cleared (ops pushed later run
+ * normally). VF_EDEADLK from inside an op (it would wait for itself).
  */
 VF_API int vf_wait_all(vf_engine *e, vf_error *err);
+
+/*
+ * vf_wait_var and vf_wait_all giving up after `timeout_ms` milliseconds
+ * (negative: never; 0: only look) with VF_ETIMEDOUT, whose detail
+ * (vf_last_error_detail) names the async ops started and never completed,
+ * the usual reason a wait never ends. A wait that timed out reports and
+ * clears nothing: the failure stays for a later wait.
+ */
+VF_API int vf_wait_var_timed(vf_engine *e, vf_var v, int64_t timeout_ms,
+                             vf_error *err);
+VF_API int vf_wait_all_timed(vf_engine *e, int64_t timeout_ms, vf_error *err);
 
 /* ------------------------------------------------------------------------ */
 /* Profiling                                                                 */

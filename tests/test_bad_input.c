@@ -320,7 +320,7 @@ static void strings(void)
     } while (0);
     VF_ERRNO_MAP(CHECK_CODE)
 #undef CHECK_CODE
-    int unknown[] = {-16, -999, 1, 12345, -2147483647 - 1, 2147483647};
+    int unknown[] = {-17, -999, 1, 12345, -2147483647 - 1, 2147483647};
     for (int i = 0; i < 6; i++) {
         CHECK(strcmp(vf_strerror(unknown[i]), "unknown error") == 0);
         CHECK(strcmp(vf_err_name(unknown[i]), "VF_UNKNOWN") == 0);

@@ -250,7 +250,8 @@ void vf__bulk_fail_items(vf_engine *e, vf__bulk_batch *b, int rc,
 {
     for (int i = 0; i < b->nitems; i++) {
         const vf__bulk_item *it = &b->items[i];
-        vf__failure_unref(vf__engine_record_failure(e, rc, it->name, why));
+        vf__failure_unref(vf__engine_record_failure(
+            e, rc, it->name, why, b->place + (uint64_t)i, b->root));
         if (it->done != NULL)
             it->done(it->arg, rc);
         atomic_fetch_add_explicit(&e->failed, 1, memory_order_relaxed);
@@ -297,6 +298,8 @@ static int push_alone(vf_engine *e, const vf__bulk_batch *b,
         op->def = def;
     }
     op->priority = b->priority;
+    op->place = b->place + (uint64_t)(it - b->items);
+    op->root = b->root;
     int rc = vf__engine_enqueue(e, op, "vf_push (a bulk, op by op)");
     if (rc == 0) {
         it->opr = NULL; /* the op holds the reference now */
@@ -314,6 +317,8 @@ static int push_alone(vf_engine *e, const vf__bulk_batch *b,
  */
 static void batch_push(vf_engine *e, vf__bulk_batch *b)
 {
+    b->place = vf__engine_take_places(e, (uint64_t)b->nitems);
+    b->root = vf__engine_root_of(e, b->place);
     int rc = batch_seal(b);
     bool sealed = rc == 0;
     vf__op *op = sealed ? vf__op_alloc() : NULL;
@@ -329,6 +334,8 @@ static void batch_push(vf_engine *e, vf__bulk_batch *b)
         def->vars = b->vars;
         op->def = def;
         op->priority = b->priority;
+        op->place = b->place;
+        op->root = b->root;
         /* Counted first: once pushed, the batch may run and be freed, and
          * a waiter woken by it must see it counted. */
         uint64_t nitems = (uint64_t)b->nitems;
@@ -352,6 +359,7 @@ static void batch_push(vf_engine *e, vf__bulk_batch *b)
         vf__bulk_batch one = *b;
         one.items = it;
         one.nitems = 1;
+        one.place = b->place + (uint64_t)i;
         vf__bulk_fail_items(e, &one, rc, vf_last_error_detail());
     }
     vf__bulk_batch_free(b);

@@ -66,6 +66,9 @@ typedef struct vf__bulk_batch {
     int nvars, cap_vars;
     int priority;
     vf__pool *pool;
+    /* Set when it is pushed: the first op's place in push order (the op
+     * i of the batch has place + i) and their root (failure.h). */
+    uint64_t place, root;
 } vf__bulk_batch;
 
 typedef struct vf__bulk vf__bulk;

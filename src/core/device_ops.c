@@ -77,19 +77,25 @@ static int var_fences(vf__var *v, bool write, vf__fence **out)
     return n;
 }
 
+/* Whether `f` is live for the op and before what it found so far. */
+static bool earlier_live(const vf__failure *f, const vf__failure *found,
+                         uint64_t place)
+{
+    return f != NULL && vf__failure_live_for(f, place) &&
+           vf__failure_before(f, found);
+}
+
 vf__failure *vf__fences_host_wait(vf__op *op)
 {
     const vf__opdef *def = op->def;
     vf_engine *e = op->engine;
-    uint32_t epoch = atomic_load_explicit(&e->fail_epoch,
-                                          memory_order_acquire);
     vf__failure *found = NULL;
     vf__fence *fs[1 + VF__VAR_READ_FENCES];
     for (int i = 0; i < def->nvars; i++) {
         int n = var_fences(def->vars[i].var, def->vars[i].write, fs);
         for (int k = 0; k < n; k++) {
             vf__failure *f = vf__fence_host_wait(e, fs[k]);
-            if (found == NULL && f != NULL && vf__failure_active(f, epoch))
+            if (earlier_live(f, found, op->place))
                 found = f; /* kept alive by the var's fence */
             vf__fence_unref(fs[k]);
         }
@@ -100,15 +106,13 @@ vf__failure *vf__fences_host_wait(vf__op *op)
 vf__failure *vf__fences_failed(const vf__op *op)
 {
     const vf__opdef *def = op->def;
-    uint32_t epoch = atomic_load_explicit(&op->engine->fail_epoch,
-                                          memory_order_acquire);
     vf__fence *fs[1 + VF__VAR_READ_FENCES];
     vf__failure *found = NULL;
     for (int i = 0; i < def->nvars; i++) {
         int n = var_fences(def->vars[i].var, def->vars[i].write, fs);
         for (int k = 0; k < n; k++) {
             vf__failure *f = fence_failure(fs[k]);
-            if (found == NULL && f != NULL && vf__failure_active(f, epoch))
+            if (earlier_live(f, found, op->place))
                 found = f;
             vf__fence_unref(fs[k]);
         }
@@ -240,16 +244,21 @@ static void device_outcome(vf__op *op, const vf__event_status *st)
         return;
     vf__devrun *d = op->dev;
     vf__failure *fail = NULL;
-    for (int k = 0; st->inherited && k < d->ninputs && fail == NULL; k++)
-        fail = fence_failure(d->inputs[k]);
+    for (int k = 0; st->inherited && k < d->ninputs; k++) {
+        vf__failure *f = fence_failure(d->inputs[k]);
+        if (earlier_live(f, fail, op->place))
+            fail = f;
+    }
     if (fail != NULL) {
         vf__failure_ref(fail);
         op->failure = fail;
         op->status = VF_ESKIPPED;
+        op->skipped = true;
         return;
     }
     op->failure = vf__engine_record_failure(op->engine, st->code,
-                                            op->def->name, st->message);
+                                            op->def->name, st->message,
+                                            op->place, op->root);
     op->status = st->code;
 }
 

@@ -164,12 +164,13 @@ void vf__devices_destroy(vf_engine *e);
 /* --- running ------------------------------------------------------------ */
 
 /* Before a host-side op runs (engine with devices): wait on the host for
- * the fences of its vars that it depends on. Returns the first active
- * failure they carry (no reference), or NULL. */
+ * the fences of its vars that it depends on. Returns the failure they
+ * carry that is live for the op and first in push order (failure.h; no
+ * reference), or NULL. */
 vf__failure *vf__fences_host_wait(vf__op *op);
 
-/* A resolved, active failure on the fences an op depends on, without
- * waiting (NULL when none is known yet). */
+/* The same of the fences resolved already, without waiting (NULL when
+ * none is known yet). */
 vf__failure *vf__fences_failed(const vf__op *op);
 
 /* After a host-side op that wrote vars finished (engine with devices):

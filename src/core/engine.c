@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/deadline.h"
 #include "core/bulk.h"
 #include "core/config.h"
 #include "core/exec.h"
@@ -108,7 +109,7 @@ void vf__engine_rebuild_for_child(vf_engine *e)
     atomic_store(&e->nnested_waiters, 0);
     atomic_store(&e->nblocked, 0);
     atomic_store(&e->completers, 0);
-    pthread_cond_init(&e->wait_cond, NULL);
+    vf__cond_init_monotonic(&e->wait_cond); /* timed waits */
     vf__var_table_after_fork(&e->vars);
     int n = e->fork_child_workers;
     if (make_cpu_pools(e, n, n) != 0) {
@@ -136,16 +137,10 @@ static void free_engine(vf_engine *e)
     }
     if (e->prof != NULL) /* creation failed: nothing to write */
         vf__prof_destroy(e->prof, NULL);
-    vf__failure *f = e->fail_head;
-    while (f != NULL) {
-        vf__failure *next = f->next;
-        vf__failure_unref(f);
-        f = next;
-    }
-    vf__failure_reserve_destroy(&e->fail_reserve); /* after every unref */
+    vf__failure_log_destroy(&e->failures); /* after every var's unref */
+    vf__async_destroy(&e->async);
     pthread_mutex_destroy(&e->wait_lock);
     pthread_cond_destroy(&e->wait_cond);
-    pthread_mutex_destroy(&e->fail_lock);
     pthread_mutex_destroy(&e->dev_lock);
     pthread_mutex_destroy(&e->life_lock);
     pthread_mutex_destroy(&e->life_op_lock);
@@ -185,13 +180,12 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
     atomic_init(&e->nwaiters, 0);
     atomic_init(&e->nnested_waiters, 0);
     atomic_init(&e->completers, 0);
-    atomic_init(&e->fail_epoch, 0);
+    atomic_init(&e->pushed, 0);
     atomic_init(&e->ran, 0);
     atomic_init(&e->failed, 0);
     atomic_init(&e->skipped, 0);
     pthread_mutex_init(&e->wait_lock, NULL);
-    pthread_cond_init(&e->wait_cond, NULL);
-    pthread_mutex_init(&e->fail_lock, NULL);
+    vf__cond_init_monotonic(&e->wait_cond); /* timed waits */
     pthread_mutex_init(&e->dev_lock, NULL);
     pthread_mutex_init(&e->life_lock, NULL);
     pthread_mutex_init(&e->life_op_lock, NULL);
@@ -208,7 +202,8 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
     e->engine_info = s.engine_info;
     e->help_on_wait = s.help_on_wait;
     atomic_init(&e->hooks, s.engine_info ? VF__HOOK_INFO : 0);
-    if (vf__failure_reserve_init(&e->fail_reserve) != 0) {
+    if (vf__failure_log_init(&e->failures) != 0 ||
+        vf__async_init(&e->async) != 0) {
         free_engine(e);
         return vf__fail(VF_ENOMEM, "vf_engine_create: out of memory");
     }
@@ -330,6 +325,7 @@ VF_API int vf_engine_stats(vf_engine *e, vf_stats *out)
     out->pending = atomic_load(&e->counts) >> 32;
     out->bulks = atomic_load_explicit(&e->bulks, memory_order_relaxed);
     out->bulked = atomic_load_explicit(&e->bulked, memory_order_relaxed);
+    out->async_in_flight = vf__async_count(&e->async);
     return 0;
 }
 
@@ -365,27 +361,6 @@ int vf__engine_admit_slow(vf_engine *e, bool nonblocking, const char *who)
     pthread_mutex_unlock(&e->wait_lock);
     atomic_fetch_sub(&e->nblocked, 1);
     return 0;
-}
-
-vf__failure *vf__engine_record_failure(vf_engine *e, int code,
-                                       const char *op_name,
-                                       const char *message)
-{
-    pthread_mutex_lock(&e->fail_lock);
-    vf__failure *f = vf__failure_new(&e->fail_reserve, code, op_name, message,
-                                     atomic_load(&e->fail_epoch));
-    if (f != NULL) {
-        vf__failure_ref(f);
-        if (e->fail_tail)
-            e->fail_tail->next = f;
-        else
-            e->fail_head = f;
-        e->fail_tail = f;
-    } else if ((f = e->fail_tail) != NULL) {
-        vf__failure_ref(f);
-    }
-    pthread_mutex_unlock(&e->fail_lock);
-    return f;
 }
 
 void vf__engine_counts_changed(vf_engine *e, uint64_t now)

@@ -21,6 +21,7 @@
 #include <stdbool.h>
 
 #include "base/common.h"
+#include "core/async.h"
 #include "core/failure.h"
 #include "core/device_ops.h"
 #include "core/op.h"
@@ -54,6 +55,11 @@ struct vf_engine {
     _Atomic int state; /* seq_cst */
 
     _Atomic uint64_t counts; /* pending << 32 | active; see above */
+    /* The push counter: the place in push order of the last op pushed
+     * (failure.h). Advanced (relaxed) by each push under its vars' locks,
+     * so places agree with every var's queue order; beside `counts`,
+     * whose line every push writes anyway. */
+    _Atomic uint64_t pushed;
 
     vf__pool pools[VF__MAX_POOLS];
     /* Pools made so far: fixed after creation but for device pools, which
@@ -68,11 +74,8 @@ struct vf_engine {
     atomic_int nwaiters;        /* seq_cst: threads sleeping on wait_cond */
     atomic_int nnested_waiters; /* seq_cst: ops blocked in a nested wait */
 
-    /* Failures since the last wait_all, oldest first. */
-    vf__failure_reserve fail_reserve;
-    pthread_mutex_t fail_lock;
-    vf__failure *fail_head, *fail_tail; /* fail_lock */
-    _Atomic uint32_t fail_epoch;        /* written under fail_lock */
+    vf__failure_log failures; /* since the last wait_all (failure.h) */
+    vf__async_ops async;      /* async ops in flight (async.h) */
 
     /* The in-flight bound (0: none) and the pending count at which blocked
      * pushers are woken (max_inflight - 1, or UINT32_MAX: never). Pushers
@@ -152,6 +155,10 @@ static inline bool vf__engine_ok(const vf_engine *e)
     return e != NULL && e->magic == VF__ENGINE_MAGIC;
 }
 
+/* Whether this thread runs a `done` callback of an op of `e` (a wait
+ * there would wait for that op, which is still finishing). */
+bool vf__thread_in_done(const vf_engine *e);
+
 /* The running op's engine on this thread (inside an op), else NULL. */
 vf_engine *vf__current_op_engine(void);
 
@@ -161,13 +168,49 @@ vf_engine *vf__current_op_engine(void);
  * fork must not wait for themselves). */
 bool vf__thread_in_engine(const vf_engine *e);
 
-/* Add a new failure to the engine's list: returns the record (one reference
- * for the caller). Under memory exhaustion beyond the reserve, the failure
- * joins the newest one listed (reported with it; never dropped), or NULL
- * when none is listed. */
-vf__failure *vf__engine_record_failure(vf_engine *e, int code,
-                                       const char *op_name,
-                                       const char *message);
+/* Record a failure in the engine's log (vf__failure_log_record): one
+ * reference for the caller. */
+static inline vf__failure *vf__engine_record_failure(vf_engine *e, int code,
+                                                     const char *name,
+                                                     const char *message,
+                                                     uint64_t place,
+                                                     uint64_t root)
+{
+    return vf__failure_log_record(&e->failures, code, name, message, place,
+                                  root);
+}
+
+/* Take `n` places in push order for ops that get no push of their own (a
+ * batch's items, ops dropped unpushed): returns the first. */
+static inline uint64_t vf__engine_take_places(vf_engine *e, uint64_t n)
+{
+    return atomic_fetch_add_explicit(&e->pushed, n, memory_order_relaxed) +
+           1;
+}
+
+/* Give an op the program pushes (a user op, or a fused one) its place in
+ * push order: the next `n` numbers (a fused op takes one per op in
+ * it), and its root: its parent's when it is pushed from inside a running
+ * op of this engine, else its own place (failure.h). */
+static inline uint64_t vf__engine_root_of(vf_engine *e, uint64_t place)
+{
+    vf__op *parent = vf__current_op();
+    return VF__LIKELY(parent == NULL) || parent->engine != e ? place
+                                                              : parent->root;
+}
+
+static inline void vf__engine_place_op(vf_engine *e, vf__op *op, uint64_t n)
+{
+    op->place = vf__engine_take_places(e, n);
+    op->root = vf__engine_root_of(e, op->place);
+}
+
+/* The place of a wait (or a var delete) pushed now: the last op's before
+ * it (an op that never fails needs no number of its own). */
+static inline uint64_t vf__engine_wait_place(vf_engine *e)
+{
+    return atomic_load_explicit(&e->pushed, memory_order_relaxed);
+}
 
 /* Whether `counts` reached a state someone may wait for (cheap; inline on
  * the hot path): no op pending, no op active, or room under the bound. */
@@ -207,7 +250,8 @@ void vf__engine_tags_lock(bool lock);
  * each, the device pools with one (device_ops.h); not started. */
 void vf__engine_rebuild_for_child(vf_engine *e);
 
-/* Push a prepared op: `op->def` set and its var set normalized. Appends it
+/* Push a prepared op: `op->def` set, its var set normalized and its place
+ * given (vf__engine_place_op; a wait marker's is its wait's). Appends it
  * to every var atomically, counts it, and dispatches it when ready.
  */
 int vf__engine_enqueue(vf_engine *e, vf__op *op, const char *who);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "core/async.h"
 #include "core/bulk.h"
 
 struct vf_run {
@@ -18,11 +19,11 @@ struct vf_run {
      * op's vars); NULL for a lone op, whose vars are all its own. */
     const uint32_t *item_refs;
     int item_nrefs;
+    uint64_t place; /* the running op's place in push order (failure.h) */
     char message[256];
 };
 
 typedef struct exec_tls {
-    vf__op *current;         /* innermost op running on this thread */
     int inline_depth;        /* > 0 while an inline run is on the stack */
     vf__readylist deferred;  /* ready inline ops waiting for the trampoline */
     vf__waiter *loop_waiter; /* innermost nested wait loop on this thread */
@@ -32,19 +33,21 @@ typedef struct exec_tls {
 
 static _Thread_local exec_tls tls;
 
-vf__op *vf__current_op(void)
-{
-    return tls.current;
-}
+_Thread_local vf__op *vf__running_op;
 
 vf_engine *vf__current_op_engine(void)
 {
-    return tls.current ? tls.current->engine : NULL;
+    return vf__running_op ? vf__running_op->engine : NULL;
+}
+
+bool vf__thread_in_done(const vf_engine *e)
+{
+    return tls.done_engine == e;
 }
 
 bool vf__thread_in_engine(const vf_engine *e)
 {
-    if ((tls.current != NULL && tls.current->engine == e) ||
+    if ((vf__running_op != NULL && vf__running_op->engine == e) ||
         tls.done_engine == e)
         return true;
     vf__worker *w = vf__this_worker();
@@ -68,30 +71,33 @@ static void call_done(vf__op *op)
 
 /* --- running ----------------------------------------------------------- */
 
-/* The var's failure if it is still active (epoch: the engine's), or NULL.
- * Read by an op that holds the var, so no write of it races. */
-static vf__failure *active_failure(const vf__var *v, uint32_t epoch)
+/* Of `best` and the failure on var v, the one the op at `place` inherits:
+ * live for it, and first in push order (failure.h). Read by an op that
+ * holds the var, so no write of it races. */
+static vf__failure *earlier_live(vf__failure *best, const vf__var *v,
+                                 uint64_t place)
 {
     vf__failure *f = atomic_load_explicit(&v->failure, memory_order_acquire);
-    return f != NULL && vf__failure_active(f, epoch) ? f : NULL;
+    if (VF__LIKELY(f == NULL) || !vf__failure_live_for(f, place))
+        return best;
+    return vf__failure_before(f, best) ? f : best;
 }
 
-/* The first still-active failure on the vars the op holds, or, when
- * `refs` is not NULL, on those of them a fused op's item names (bulk.h);
- * NULL when there is none. */
+/* The failure the op at `place` inherits from the vars it holds, or, when
+ * `refs` is not NULL, from those of them a fused op's item names
+ * (bulk.h): of the live ones, the first in push order, as in the serial
+ * program; NULL when there is none. */
 static vf__failure *inherited_failure(const vf__op *op, const uint32_t *refs,
-                                      int nrefs)
+                                      int nrefs, uint64_t place)
 {
     const vf__opdef *def = op->def;
-    uint32_t epoch = atomic_load_explicit(&op->engine->fail_epoch,
-                                          memory_order_acquire);
     vf__failure *f = NULL;
     if (refs == NULL)
-        for (int i = 0; i < def->nvars && f == NULL; i++)
-            f = active_failure(def->vars[i].var, epoch);
+        for (int i = 0; i < def->nvars; i++)
+            f = earlier_live(f, def->vars[i].var, place);
     else
-        for (int r = 0; r < nrefs && f == NULL; r++)
-            f = active_failure(def->vars[refs[r] >> 1].var, epoch);
+        for (int r = 0; r < nrefs; r++)
+            f = earlier_live(f, def->vars[refs[r] >> 1].var, place);
     return f;
 }
 
@@ -110,15 +116,14 @@ static void signal_waiter(vf__op *op, vf__failure *fenced)
            !atomic_compare_exchange_weak(&w->state, &s, VF__W_SIGNALING)) {
     }
     if (s == VF__W_IDLE || s == VF__W_BUSY) {
+        /* Every write pushed before the wait has finished: the var's
+         * failure (or its last device write's) is the one at the wait's
+         * place, and reporting it clears it from there on (failure.h). */
         vf__var *v = op->def->vars[0].var;
-        vf__failure *f = atomic_load_explicit(&v->failure,
-                                              memory_order_acquire);
-        uint32_t epoch = atomic_load_explicit(&e->fail_epoch,
-                                              memory_order_acquire);
-        if (f == NULL || !vf__failure_active(f, epoch))
-            f = fenced; /* the last device write's work failed */
-        if (f != NULL && vf__failure_active(f, epoch) &&
-            vf__failure_claim(f)) {
+        vf__failure *f = vf__wait_report(
+            atomic_load_explicit(&v->failure, memory_order_acquire), fenced,
+            op->place);
+        if (f != NULL) {
             vf__failure_ref(f);
             w->claimed = f;
         }
@@ -169,8 +174,7 @@ static void hooks_start(vf__op *op, int worker)
 static void hooks_end(vf__op *op)
 {
     if (op->hooks & VF__HOOK_PROF)
-        vf__prof_op_ended(op->engine->prof, op->prof,
-                          op->status == VF_ESKIPPED);
+        vf__prof_op_ended(op->engine->prof, op->prof, op->skipped);
     if (op->hooks & VF__HOOK_INFO)
         info(op, "complete",
              vf__this_worker() ? vf__this_worker()->index : -1);
@@ -194,20 +198,37 @@ static void hooks_record(vf__op *op)
     op->prof = NULL; /* freed by the profiler */
 }
 
+/* The op failed with `code` (its function's return, or its completion's):
+ * a new failure record at its place. */
+static void op_failed(vf__op *op, int code, const char *message)
+{
+    op->status = code;
+    op->failure = vf__engine_record_failure(op->engine, code, op->def->name,
+                                            message, op->place, op->root);
+}
+
+/* The engine skips the op: `done` gets VF_ESKIPPED, and `f` (a reference
+ * the op takes; NULL: none) goes on to the vars it writes. */
+static void op_skipped(vf__op *op, vf__failure *f)
+{
+    if (f != NULL)
+        vf__failure_ref(f);
+    op->failure = f;
+    op->status = VF_ESKIPPED;
+    op->skipped = true;
+}
+
 /* Call the op's sync function; a non-zero return fails the op. */
 static void call_fn(vf__op *op, vf_run *run)
 {
     const vf__opdef *def = op->def;
     run->message[0] = '\0';
-    vf__op *outer = tls.current;
-    tls.current = op;
+    vf__op *outer = vf__running_op;
+    vf__running_op = op;
     int rc = def->fn(run, def->arg);
-    tls.current = outer;
-    if (rc != 0) {
-        op->status = rc;
-        op->failure = vf__engine_record_failure(op->engine, rc, def->name,
-                                                run->message);
-    }
+    vf__running_op = outer;
+    if (rc != 0)
+        op_failed(op, rc, run->message);
 }
 
 /* A device op's body on its stream: its worker's, or in the naive engine
@@ -229,9 +250,7 @@ static bool run_device(vf__op *op, int worker)
         rc = vf__device_op_begin(op, d->cls, s);
     bool in_flight = false;
     if (rc != 0) {
-        op->status = rc;
-        op->failure = vf__engine_record_failure(op->engine, rc, def->name,
-                                                vf_last_error_detail());
+        op_failed(op, rc, vf_last_error_detail());
     } else {
         vf_run run; /* not zero-initialized: the message is 256 bytes */
         run.op = op;
@@ -240,13 +259,20 @@ static bool run_device(vf__op *op, int worker)
         run.cls = d->cls;
         run.stream = s;
         run.item_refs = NULL;
+        run.place = op->place;
         call_fn(op, &run);
         in_flight = vf__device_op_end(op, d->cls, s);
     }
     return !in_flight;
 }
 
-static void count_status(vf_engine *e, int status);
+static void count_outcome(vf_engine *e, int status, bool skipped);
+
+/* Of two failures (either may be NULL), the first in push order. */
+static vf__failure *first_failure(vf__failure *a, vf__failure *b)
+{
+    return vf__failure_before(b, a) ? b : a;
+}
 
 /* A fused op's body (bulk.h): each op of the batch in push order, as if
  * alone. The fused op holds every var of the batch, writes exclusively,
@@ -268,29 +294,33 @@ static void run_bulk(vf__op *op, int worker, vf__failure *fenced,
     for (int i = 0; i < b->nitems; i++) {
         const vf__bulk_item *it = &b->items[i];
         const uint32_t *refs = &b->refs[it->first];
+        uint64_t place = op->place + (uint64_t)i; /* the item's own */
+        bool skipped = shutdown;
         int status = shutdown ? VF_ESKIPPED : 0;
         vf__failure *f = NULL;
-        if (status == 0 && !it->no_skip) {
-            f = inherited_failure(op, refs, it->nrefs);
-            if (f == NULL)
-                f = fenced;
+        if (!skipped && !it->no_skip) {
+            f = first_failure(inherited_failure(op, refs, it->nrefs, place),
+                              fenced);
             if (f != NULL) {
                 vf__failure_ref(f);
+                skipped = true;
                 status = VF_ESKIPPED;
             }
         }
-        if (status == 0) {
+        if (!skipped) {
             run.name = it->name;
             run.item_refs = refs;
             run.item_nrefs = it->nrefs;
+            run.place = place;
             run.message[0] = '\0';
-            vf__op *outer = tls.current;
-            tls.current = op;
+            vf__op *outer = vf__running_op;
+            vf__running_op = op;
             int rc = it->fn(&run, it->arg);
-            tls.current = outer;
+            vf__running_op = outer;
             if (rc != 0) {
                 status = rc;
-                f = vf__engine_record_failure(e, rc, it->name, run.message);
+                f = vf__engine_record_failure(e, rc, it->name, run.message,
+                                              place, op->root);
             }
         }
         for (int r = 0; r < it->nrefs; r++) {
@@ -302,14 +332,14 @@ static void run_bulk(vf__op *op, int worker, vf__failure *fenced,
                 vf__failure_unref(atomic_exchange_explicit(
                     &v->failure, f, memory_order_acq_rel));
             }
-            if (status != VF_ESKIPPED)
+            if (!skipped)
                 atomic_fetch_add_explicit(&v->version, 1,
                                           memory_order_relaxed);
         }
         vf__failure_unref(f);
         if (it->done != NULL)
             call_done_fn(e, it->done, it->arg, status);
-        count_status(e, status);
+        count_outcome(e, status, skipped);
     }
 }
 
@@ -334,7 +364,7 @@ static bool run_body(vf__op *op, int worker)
         /* The shutdown notice: user ops skip their function (lifecycle.h),
          * with no failure to pass on. */
         if ((slow & VF__SLOW_SHUTDOWN) && def->kind == VF__OP_USER) {
-            op->status = VF_ESKIPPED;
+            op_skipped(op, NULL);
             return true;
         }
     }
@@ -348,21 +378,19 @@ static bool run_body(vf__op *op, int worker)
     }
     if (def->kind == VF__OP_DELETE) {
         /* Never skipped: the resource must be freed whatever happened. */
-        vf__op *outer = tls.current;
-        tls.current = op;
+        vf__op *outer = vf__running_op;
+        vf__running_op = op;
         if (def->free_fn)
             def->free_fn(def->arg);
-        tls.current = outer;
+        vf__running_op = outer;
         return true;
     }
     if (!def->no_skip) {
-        vf__failure *f = inherited_failure(op, NULL, 0);
-        if (f == NULL)
-            f = fenced;
-        if (f != NULL) {
-            vf__failure_ref(f);
-            op->failure = f;
-            op->status = VF_ESKIPPED;
+        vf__failure *f = inherited_failure(op, NULL, 0, op->place);
+        if (VF__UNLIKELY(fenced != NULL))
+            f = first_failure(f, fenced);
+        if (VF__UNLIKELY(f != NULL)) {
+            op_skipped(op, f);
             return true;
         }
     }
@@ -375,42 +403,45 @@ static bool run_body(vf__op *op, int worker)
     run.cls = NULL;
     run.stream = NULL;
     run.item_refs = NULL;
+    run.place = op->place;
     if (def->fn != NULL) {
         call_fn(op, &run);
         return true;
     }
     run.message[0] = '\0';
-    vf__op *outer = tls.current;
-    tls.current = op;
+    vf__async_started(&op->engine->async, op); /* until vf_complete */
+    vf__op *outer = vf__running_op;
+    vf__running_op = op;
     uint64_t ticket = atomic_load_explicit(&op->ticket, memory_order_relaxed);
     def->async_fn(&run, def->arg, (vf_completion){.op_ = op,
                                                   .ticket_ = ticket});
-    tls.current = outer;
+    vf__running_op = outer;
     return false;
 }
 
 /* --- finishing --------------------------------------------------------- */
 
-/* Count a user op's outcome: in the worker's counters when it is one of
- * the engine's, else in the engine's. */
-static void count_status(vf_engine *e, int status)
+/* Count a user op's outcome (ran, failed, or skipped by the engine: an
+ * op whose function returned VF_ESKIPPED ran and failed): in the worker's
+ * counters when it is one of the engine's, else in the engine's. */
+static void count_outcome(vf_engine *e, int status, bool skipped)
 {
     vf__worker *w = vf__this_worker();
     bool mine = w && w->pool->engine == e;
     _Atomic uint64_t *slot;
-    if (status == 0)
-        slot = mine ? &w->ran : &e->ran;
-    else if (status == VF_ESKIPPED)
+    if (skipped)
         slot = mine ? &w->skipped : &e->skipped;
+    else if (status == 0)
+        slot = mine ? &w->ran : &e->ran;
     else
         slot = mine ? &w->failed : &e->failed;
     atomic_fetch_add_explicit(slot, 1, memory_order_relaxed);
 }
 
-static void count_outcome(vf_engine *e, const vf__op *op)
+static void count_op(vf_engine *e, const vf__op *op)
 {
     if (op->def->kind == VF__OP_USER)
-        count_status(e, op->status);
+        count_outcome(e, op->status, op->skipped);
 }
 
 /* The op run by the innermost nested wait loop on this thread returns: its
@@ -445,10 +476,10 @@ static void finish(vf__op *op, vf__readylist *ready)
         hooks_end(op);
     if (def->done != NULL)
         call_done(op);
-    count_outcome(e, op);
+    count_op(e, op);
 
     /* A fused op bumped its vars' versions per write already. */
-    bool ran = op->status != VF_ESKIPPED && def->kind != VF__OP_BULK;
+    bool ran = !op->skipped && def->kind != VF__OP_BULK;
     if (VF__UNLIKELY(atomic_load_explicit(&e->slow, memory_order_relaxed) &
                      VF__SLOW_DEVICES) &&
         def->devctx == NULL)
@@ -585,7 +616,7 @@ bool vf__loop_run_one(vf__waiter *w, vf__worker *me)
 bool vf__help_run(vf_engine *e)
 {
     vf__pool *p = e->cpu_pool;
-    if (p == NULL || tls.current != NULL || tls.inline_depth > 0)
+    if (p == NULL || vf__running_op != NULL || tls.inline_depth > 0)
         return false;
     vf__op *op = vf__pool_take(p);
     if (op == NULL)
@@ -684,7 +715,7 @@ void vf__device_op_complete(vf__op *op)
     const vf__opdef *def = op->def;
     if (def->done != NULL)
         call_done(op);
-    count_outcome(op->engine, op);
+    count_op(op->engine, op);
     device_op_drop(op);
 }
 
@@ -729,6 +760,7 @@ static int claim_completion(vf_completion done, const char *caller,
                                                  memory_order_relaxed))
         return vf__fail(VF_EALREADY, "%s: this op was already completed",
                         caller);
+    vf__async_completed(&op->engine->async, op);
     *out = op;
     return 0;
 }
@@ -751,12 +783,8 @@ VF_API int vf_complete(vf_completion done, int status, const char *message)
     int rc = claim_completion(done, "vf_complete", &op);
     if (rc != 0)
         return rc;
-    if (status != 0) {
-        op->status = status;
-        op->failure = vf__engine_record_failure(
-            op->engine, status, op->def->name,
-            message ? message : op->pending_message);
-    }
+    if (status != 0)
+        op_failed(op, status, message ? message : op->pending_message);
     complete_claimed(op);
     return 0;
 }
@@ -778,8 +806,9 @@ VF_API int vf_complete_failed(vf_completion done, const vf_error *cause)
     name[sizeof name - 1] = '\0';
     message[sizeof message - 1] = '\0';
     op->status = VF_ESKIPPED;
+    op->skipped = true;
     op->failure = vf__engine_record_failure(op->engine, cause->code, name,
-                                            message);
+                                            message, op->place, op->root);
     complete_claimed(op);
     return 0;
 }
@@ -789,7 +818,7 @@ VF_API int vf_run_input_failure(const vf_run *run, vf_error *out)
     if (run == NULL)
         return vf__fail(VF_EINVAL, "vf_run_input_failure: run is NULL");
     vf__failure *f = inherited_failure(run->op, run->item_refs,
-                                       run->item_nrefs);
+                                       run->item_nrefs, run->place);
     if (f == NULL)
         return 0;
     if (out != NULL)

@@ -61,7 +61,6 @@ void vf__loop_leave(const vf__loop_frame *saved);
  * run. */
 bool vf__loop_run_one(vf__waiter *w, vf__worker *me);
 
-/* The op running on this thread (innermost), or NULL. */
-vf__op *vf__current_op(void);
+
 
 #endif /* VF_EXEC_H */

@@ -1,11 +1,15 @@
-/* failure.c: failure records and their reserve (see failure.h). */
+/* failure.c: failure records, their reserve and the engine's log (see
+ * failure.h). */
 #include "core/failure.h"
 
+#include <inttypes.h>
 #include <string.h>
 
 #include "base/alloc.h"
 
-int vf__failure_reserve_init(vf__failure_reserve *r)
+/* --- the reserve --------------------------------------------------------- */
+
+static int reserve_init(vf__failure_reserve *r)
 {
     if (pthread_mutex_init(&r->lock, NULL) != 0)
         return VF_ESYSTEM;
@@ -22,7 +26,7 @@ int vf__failure_reserve_init(vf__failure_reserve *r)
     return 0;
 }
 
-void vf__failure_reserve_destroy(vf__failure_reserve *r)
+static void reserve_destroy(vf__failure_reserve *r)
 {
     while (r->head != NULL) {
         vf__failure *next = r->head->next;
@@ -32,32 +36,19 @@ void vf__failure_reserve_destroy(vf__failure_reserve *r)
     pthread_mutex_destroy(&r->lock);
 }
 
-vf__failure *vf__failure_new(vf__failure_reserve *r, int code,
-                             const char *op_name, const char *message,
-                             uint32_t epoch)
+/* A record from malloc, else from the reserve; NULL when both fail. */
+static vf__failure *reserve_take(vf__failure_reserve *r)
 {
     vf__failure *f = vf__malloc(sizeof *f);
-    if (f == NULL) {
-        pthread_mutex_lock(&r->lock);
-        f = r->head;
-        if (f != NULL) {
-            r->head = f->next;
-            r->count--;
-        }
-        pthread_mutex_unlock(&r->lock);
-        if (f == NULL)
-            return NULL;
+    if (f != NULL)
+        return f;
+    pthread_mutex_lock(&r->lock);
+    f = r->head;
+    if (f != NULL) {
+        r->head = f->next;
+        r->count--;
     }
-    atomic_init(&f->refs, 1);
-    atomic_init(&f->reported, false);
-    f->epoch = epoch;
-    f->next = NULL;
-    f->reserve = r;
-    f->info.code = code;
-    snprintf(f->info.op_name, sizeof f->info.op_name, "%s",
-             op_name ? op_name : "");
-    snprintf(f->info.message, sizeof f->info.message, "%s",
-             message ? message : "");
+    pthread_mutex_unlock(&r->lock);
     return f;
 }
 
@@ -82,4 +73,104 @@ void vf__failure_unref(vf__failure *f)
     pthread_mutex_unlock(&r->lock);
     if (!keep)
         free(f);
+}
+
+/* --- the log ------------------------------------------------------------- */
+
+int vf__failure_log_init(vf__failure_log *log)
+{
+    log->head = log->tail = NULL;
+    if (pthread_mutex_init(&log->lock, NULL) != 0)
+        return VF_ESYSTEM;
+    return reserve_init(&log->reserve);
+}
+
+void vf__failure_log_destroy(vf__failure_log *log)
+{
+    vf__failure *f = log->head;
+    while (f != NULL) {
+        vf__failure *next = f->next;
+        vf__failure_unref(f);
+        f = next;
+    }
+    log->head = log->tail = NULL;
+    reserve_destroy(&log->reserve); /* after every unref */
+    pthread_mutex_destroy(&log->lock);
+}
+
+vf__failure *vf__failure_log_record(vf__failure_log *log, int code,
+                                    const char *op_name, const char *message,
+                                    uint64_t place, uint64_t root)
+{
+    vf__failure *f = reserve_take(&log->reserve);
+    pthread_mutex_lock(&log->lock);
+    if (f == NULL) {
+        /* Out of memory and of reserve: join the newest failure listed. */
+        if ((f = log->tail) != NULL)
+            vf__failure_ref(f);
+        pthread_mutex_unlock(&log->lock);
+        return f;
+    }
+    atomic_init(&f->refs, 2); /* the caller's and the log's */
+    atomic_init(&f->cleared_at, VF__NEVER);
+    f->root = root;
+    f->place = place;
+    f->next = NULL;
+    f->reserve = &log->reserve;
+    f->info.code = code;
+    if (op_name != NULL && op_name[0] != '\0')
+        snprintf(f->info.op_name, sizeof f->info.op_name, "%s", op_name);
+    else
+        snprintf(f->info.op_name, sizeof f->info.op_name, "op #%" PRIu64,
+                 place);
+    snprintf(f->info.message, sizeof f->info.message, "%s",
+             message ? message : "");
+    if (log->tail)
+        log->tail->next = f;
+    else
+        log->head = f;
+    log->tail = f;
+    pthread_mutex_unlock(&log->lock);
+    return f;
+}
+
+bool vf__failure_log_report(vf__failure_log *log, uint64_t place,
+                            vf_error *err)
+{
+    /* Unlink the records up to `place` under the lock; report and clear
+     * them outside it (unref takes the reserve's lock). */
+    vf__failure *mine = NULL, **tail = &mine;
+    pthread_mutex_lock(&log->lock);
+    vf__failure **link = &log->head;
+    log->tail = NULL;
+    while (*link != NULL) {
+        vf__failure *f = *link;
+        if (f->place <= place) {
+            *link = f->next;
+            f->next = NULL;
+            *tail = f;
+            tail = &f->next;
+        } else {
+            log->tail = f;
+            link = &f->next;
+        }
+    }
+    pthread_mutex_unlock(&log->lock);
+
+    vf__failure *first = NULL;
+    for (vf__failure *f = mine; f != NULL; f = f->next)
+        if (atomic_load_explicit(&f->cleared_at, memory_order_acquire) ==
+                VF__NEVER &&
+            vf__failure_before(f, first))
+            first = f;
+    bool reported = first != NULL && vf__failure_claim(first, place);
+    if (reported && err != NULL)
+        *err = first->info;
+    while (mine != NULL) {
+        vf__failure *next = mine->next;
+        vf__failure_claim(mine, place); /* no-op when reported already */
+        vf__failure_unref(mine);
+        mine = next;
+    }
+    return reported;
 }

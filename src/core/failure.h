@@ -1,15 +1,37 @@
 /*
- * failure.h: failure records for ops.
+ * failure.h: failure records, and the engine's log of them.
  *
- * An op fails when its function returns non-zero (or completes with an
- * error): a vf__failure record is made, stored on every var the op writes,
- * and passed on by skipped ops to the vars they write. One record is one
- * failure chain, so it is reported once: the first wait that sees it claims
- * it (`reported`), and from then on it is inert wherever it is still
- * stored. wait_all clears the rest by moving the engine to a new epoch: a
- * record of an older epoch is inert too.
+ * The problem. A failure is part of the serial result (docs/design.md, rule
+ * 9): which ops are skipped, and what each wait reports, must be what the
+ * serial program gives, on every engine and in every run. Ops run in
+ * parallel and finish in any order, so nothing here may depend on *when*
+ * something happened, only on *where in push order* it was pushed.
  *
- * A failure must not be lost for want of memory: each engine keeps a small
+ * Places. Every op the program pushes to run a function (vf_push, an
+ * operator push, each op of a fused batch) takes the next number of the
+ * engine's push counter (engine.h): its place, 1, 2, 3, ... in push order.
+ * A wait, and a var delete (which never fails), take the counter's value
+ * as it stands (the place of the last op pushed before them) without
+ * advancing it. An op pushed from inside a
+ * running op also remembers its root: the place of the top-level op it
+ * descends from, so failures order as in the serial program, where the
+ * nested op runs within its parent (key = root, then place).
+ *
+ * A record is one failure chain: the op that failed makes it, it is stored
+ * on every var the op writes, and skipped ops pass the same record on.
+ * Reporting it is a position in push order, not a moment: the first wait
+ * that reports it stores its own place in `cleared_at` (a compare-and-swap
+ * from VF__NEVER, so exactly one wait reports a chain). From then on the
+ * record is inert for every op whose place is after that wait, on every
+ * var, while an op pushed before the wait that runs only later still sees
+ * it, as it would have in the serial program. The wait's thread blocks
+ * until it has reported, so every op it pushes afterwards has a later place.
+ * wait_all reports and clears through the log below in the same way.
+ *
+ * Nothing of this is on the hot path of an op that meets no failure: it
+ * loads each var's `failure` pointer, as before, and finds NULL.
+ *
+ * A failure must not be lost for want of memory: the log keeps a small
  * reserve of records made in advance, used when malloc fails and refilled
  * by records that are let go (vf__failure_unref).
  */
@@ -21,15 +43,20 @@
 
 #include "base/error.h"
 
+#define VF__NEVER UINT64_MAX /* cleared_at of a record nobody reported */
+
 typedef struct vf__failure vf__failure;
 typedef struct vf__failure_reserve vf__failure_reserve;
 
 struct vf__failure {
-    atomic_int refs;              /* acq_rel: the last unref frees */
-    atomic_bool reported;         /* acq_rel CAS: exactly one wait claims it */
-    uint32_t epoch;               /* engine error epoch it was raised in */
-    vf__failure *next;            /* engine's list (engine fail_lock), or the
-                                     reserve's free list (reserve lock) */
+    atomic_int refs; /* acq_rel: the last unref frees */
+    /* The place of the wait that reported it, or VF__NEVER. Set once, by
+     * compare-and-swap (acq_rel); ops load it with acquire. */
+    _Atomic uint64_t cleared_at;
+    uint64_t root;                /* key: the failing op's root, */
+    uint64_t place;               /* then its own place */
+    vf__failure *next;            /* the log (log lock), or the reserve's
+                                     free list (reserve lock) */
     vf__failure_reserve *reserve; /* where it goes back when let go */
     vf_error info;
 };
@@ -42,36 +69,85 @@ struct vf__failure_reserve {
     int count;         /* lock */
 };
 
-/* Fill a reserve (VF_ENOMEM when its records cannot be made). */
-int vf__failure_reserve_init(vf__failure_reserve *r);
-/* Free it; every record made from it must have been let go. */
-void vf__failure_reserve_destroy(vf__failure_reserve *r);
-
-/*
- * A new record with one reference: from malloc, else from the reserve;
- * NULL only when both are exhausted. `message` may be NULL.
- */
-vf__failure *vf__failure_new(vf__failure_reserve *r, int code,
-                             const char *op_name, const char *message,
-                             uint32_t epoch);
-
 void vf__failure_ref(vf__failure *f);
 void vf__failure_unref(vf__failure *f);
 
-/* True once, for the first caller: that caller reports the failure. */
-static inline bool vf__failure_claim(vf__failure *f)
+/* Whether `a` failed before `b` in push order (NULL is after everything). */
+static inline bool vf__failure_before(const vf__failure *a,
+                                      const vf__failure *b)
 {
-    bool expected = false;
-    return atomic_compare_exchange_strong_explicit(&f->reported, &expected,
-                                                   true, memory_order_acq_rel,
+    if (b == NULL)
+        return a != NULL;
+    if (a == NULL)
+        return false;
+    return a->root != b->root ? a->root < b->root : a->place < b->place;
+}
+
+/* Whether the record still makes the op at `place` skip: no wait before
+ * that place reported it. */
+static inline bool vf__failure_live_for(const vf__failure *f, uint64_t place)
+{
+    return place <= atomic_load_explicit(&f->cleared_at,
+                                          memory_order_acquire);
+}
+
+/* Report the record for a wait at `place`: true once, for the first wait
+ * (that wait returns it); every op after `place` then finds it inert. */
+static inline bool vf__failure_claim(vf__failure *f, uint64_t place)
+{
+    uint64_t expected = VF__NEVER;
+    return atomic_compare_exchange_strong_explicit(&f->cleared_at, &expected,
+                                                   place, memory_order_acq_rel,
                                                    memory_order_acquire);
 }
 
-/* Whether the record still makes ops skip: unreported and of the epoch. */
-static inline bool vf__failure_active(const vf__failure *f, uint32_t epoch)
+/* What a wait at `place` reports, claimed (NULL: nothing): the failure the
+ * var holds (`stored`), or, when its last write was device work that failed
+ * after the op released the var, that work's (`fenced`, device_ops.h). */
+static inline vf__failure *vf__wait_report(vf__failure *stored,
+                                           vf__failure *fenced,
+                                           uint64_t place)
 {
-    return f->epoch == epoch &&
-           !atomic_load_explicit(&f->reported, memory_order_acquire);
+    vf__failure *f = fenced != NULL ? fenced : stored;
+    return f != NULL && vf__failure_claim(f, place) ? f : NULL;
 }
+
+/*
+ * The engine's failures since the last wait_all, in the order they were
+ * made (not push order: wait_all picks the first in push order).
+ */
+typedef struct vf__failure_log {
+    vf__failure_reserve reserve;
+    pthread_mutex_t lock;
+    vf__failure *head, *tail; /* lock */
+} vf__failure_log;
+
+/* VF_ENOMEM (or VF_ESYSTEM) when its reserve or lock cannot be made. */
+int vf__failure_log_init(vf__failure_log *log);
+/* Drop what is listed and free the reserve: every other record made from
+ * the log must have been let go. */
+void vf__failure_log_destroy(vf__failure_log *log);
+
+/*
+ * A new failure of the op at `place` (descending from `root`), listed in
+ * the log: returns the record with one reference for the caller. An empty
+ * or NULL `op_name` is shown as "op #<place>". Beyond malloc and the
+ * reserve, the failure joins the newest one listed (reported with it; never
+ * dropped), or NULL when none is listed. Takes the log lock (a leaf).
+ */
+vf__failure *vf__failure_log_record(vf__failure_log *log, int code,
+                                    const char *op_name, const char *message,
+                                    uint64_t place, uint64_t root);
+
+/*
+ * wait_all's report at `place` (every op up to it has finished): the
+ * record first in push order among those listed up to `place` that no
+ * wait reported yet is copied to `*err` (when not NULL) and the call
+ * returns true; then every record up to `place` is cleared at `place` and
+ * leaves the log. Records of ops after `place` (pushed by another thread
+ * meanwhile) stay listed for the next wait_all.
+ */
+bool vf__failure_log_report(vf__failure_log *log, uint64_t place,
+                            vf_error *err);
 
 #endif /* VF_FAILURE_H */

@@ -123,7 +123,8 @@ static void drop_held(vf_engine *e, vf__op *op, int rc)
         def->free_fn(def->arg); /* a delete's free always runs */
     vf__failure_unref(vf__engine_record_failure(
         e, rc, def->name, "held while the engine was stopped, and could "
-                          "not be pushed at start"));
+                          "not be pushed at start",
+        op->place, op->root));
     if (def->done != NULL)
         def->done(def->arg, rc);
     atomic_fetch_add_explicit(&e->failed, 1, memory_order_relaxed);
@@ -283,7 +284,7 @@ void vf__engine_unregister(vf_engine *e)
 static void engine_locks(vf_engine *e, bool lock)
 {
     pthread_mutex_t *m[] = {&e->life_lock,         &e->vars.lock,
-                            &e->fail_lock,         &e->fail_reserve.lock,
+                            &e->failures.lock,     &e->failures.reserve.lock,
                             &e->wait_lock,         &e->dev_lock};
     int n = (int)(sizeof m / sizeof m[0]);
     if (!lock)

@@ -34,7 +34,7 @@
  * live engine is stopped (drained and joined) unless the forking thread
  * runs its code (vf__thread_in_engine), and the locks another thread could
  * hold inside the engine are taken (every engine's bulk locks (bulk.h),
- * free-list depots, the tag table, each engine's life_lock, var table lock, fail lock, failure reserve lock, wait
+ * free-list depots, the tag table, each engine's life_lock, var table lock, the failure log's lock and its reserve's, wait
  * lock, dev_lock and the profiler's lock, in that order). In the child the
  * counters of threads that are gone (pending pushes caught half way,
  * waiters, blocked pushers, foreign completers) go back to zero, every var

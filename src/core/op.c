@@ -26,6 +26,7 @@ vf__op *vf__op_alloc(void)
     op->dev = NULL;
     op->own.vars = NULL;
     op->hooks = 0;
+    op->skipped = false;
     op->prof = NULL;
     op->q = op->inline_q;
     op->ext = NULL;

@@ -149,6 +149,9 @@ struct vf__op {
     int priority;
     int status;   /* 0, the op's error code, or VF_ESKIPPED (for `done`) */
     uint64_t seq; /* FIFO order among equal priorities (set by the queue) */
+    /* Its place in push order, and its root's (failure.h): set by the
+     * push; a fused op's items take place, place + 1, ... */
+    uint64_t place, root;
     const vf__opdef *def;
     vf_operator *opr;       /* owner of `def`, holding a reference; or NULL */
     vf_engine *engine;
@@ -165,6 +168,9 @@ struct vf__op {
      * hot path tests, so an engine with nothing observing pays one test per
      * hook site. */
     uint8_t hooks;
+    /* The engine skipped it (status VF_ESKIPPED): its function never ran.
+     * An op whose function returned VF_ESKIPPED itself failed. */
+    bool skipped;
     vf__op_prof *prof; /* the profiler's record, when hooks & VF__HOOK_PROF */
     vf__opdef own; /* the definition of a one-shot push */
     vf__varref inline_vars[VF__OP_INLINE_VARS];
@@ -235,6 +241,15 @@ static inline vf__op *vf__readylist_pop(vf__readylist *rl)
 static inline bool vf__op_release(vf__op *op, int n)
 {
     return atomic_fetch_sub_explicit(&op->wait, n, memory_order_acq_rel) == n;
+}
+
+/* The op running on this thread (innermost), or NULL (exec.c sets it):
+ * read by every push (a nested push keeps its parent's root, failure.h),
+ * so inline. */
+extern _Thread_local vf__op *vf__running_op;
+static inline vf__op *vf__current_op(void)
+{
+    return vf__running_op;
 }
 
 /* A fresh op block (engine, def and counters unset), or NULL (no memory). */

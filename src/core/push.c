@@ -152,6 +152,7 @@ VF_API int vf_push(vf_engine *e, const vf_op *desc)
     def->vars = heap ? heap : out;
     op->def = def;
     op->priority = push_priority(def, desc->priority);
+    vf__engine_place_op(e, op, 1);
     if ((rc = vf__engine_enqueue(e, op, who)) != 0)
         goto fail;
     return 0;
@@ -242,6 +243,7 @@ VF_API int vf_operator_push(vf_engine *e, vf_operator *opr, int priority)
     op->opr = opr;
     op->def = &opr->def;
     op->priority = push_priority(&opr->def, priority);
+    vf__engine_place_op(e, op, 1);
     if ((rc = vf__engine_enqueue(e, op, who)) != 0) {
         vf__op_free(op);
         return rc;

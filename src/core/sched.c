@@ -280,13 +280,14 @@ static bool spin_for_work(vf__pool *p)
     return found;
 }
 
-void vf__pool_idle_wait(vf__pool *p, bool (*wake_pred)(void *), void *arg)
+void vf__pool_idle_wait(vf__pool *p, bool (*wake_pred)(void *), void *arg,
+                        const vf__deadline *until)
 {
     pthread_mutex_lock(&p->sleep_lock);
     atomic_fetch_add(&p->nsleeping, 1);
     if (!(wake_pred && wake_pred(arg)) && !any_queued(p) &&
         !atomic_load(&p->stop))
-        pthread_cond_wait(&p->sleep_cond, &p->sleep_lock);
+        vf__cond_wait_until(&p->sleep_cond, &p->sleep_lock, until);
     atomic_fetch_sub(&p->nsleeping, 1);
     pthread_mutex_unlock(&p->sleep_lock);
 }
@@ -327,7 +328,7 @@ static void *worker_main(void *arg)
         if (atomic_load(&p->stop) && !any_queued(p))
             break;
         if (!spin_for_work(p))
-            vf__pool_idle_wait(p, NULL, NULL);
+            vf__pool_idle_wait(p, NULL, NULL, NULL);
     }
     vf__this_worker_ = NULL;
     return NULL;
@@ -349,7 +350,7 @@ int vf__pool_init(vf__pool *p, vf_engine *e, const char *name, int n,
     if (p->workers == NULL)
         return VF_ENOMEM;
     if (pthread_mutex_init(&p->sleep_lock, NULL) != 0 ||
-        pthread_cond_init(&p->sleep_cond, NULL) != 0) {
+        vf__cond_init_monotonic(&p->sleep_cond) != 0) {
         free(p->workers);
         p->workers = NULL;
         return VF_ESYSTEM;

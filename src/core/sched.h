@@ -36,6 +36,7 @@
 #include <stdbool.h>
 
 #include "base/common.h"
+#include "base/deadline.h"
 #include "core/op.h"
 #include "device/device.h"
 
@@ -125,10 +126,12 @@ vf__op *vf__worker_place(vf__worker *w, vf__readylist *mine);
 
 /*
  * Sleep as an idle member of `p` until `wake_pred(arg)` holds or work may be
- * queued or the pool stops (spurious returns are allowed: callers loop).
- * Wakers of `wake_pred` call vf__pool_wake_all.
+ * queued or the pool stops, or `until` passes (NULL: no deadline; spurious
+ * returns are allowed: callers loop). Wakers of `wake_pred` call
+ * vf__pool_wake_all.
  */
-void vf__pool_idle_wait(vf__pool *p, bool (*wake_pred)(void *), void *arg);
+void vf__pool_idle_wait(vf__pool *p, bool (*wake_pred)(void *), void *arg,
+                        const vf__deadline *until);
 
 /* Wake every sleeper of the pool (rare paths: a nested waiter's condition). */
 void vf__pool_wake_all(vf__pool *p);

@@ -62,6 +62,9 @@ VF_API int vf_var_delete(vf_engine *e, vf_var h, void (*free_fn)(void *),
         .var = v, .gen = vf__var_handle_gen(h), .write = true};
     op->def = def;
     op->priority = INT_MAX; /* jumps the ready queue: frees memory early */
+    /* It never fails nor skips: it needs no number of its own, only a
+     * place after the ops pushed before it (failure.h). */
+    op->place = op->root = vf__engine_wait_place(e);
     if ((rc = vf__engine_enqueue(e, op, who)) != 0) {
         vf__op_free(op);
         return rc;

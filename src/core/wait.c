@@ -15,7 +15,17 @@
  *   (whoever wins a compare-and-swap that makes itself active again) gives
  *   up with VF_EDEADLK; the others go on waiting, since the giver-up's op
  *   finishing may well unblock them.
- * Waiting on a var the running op itself writes is refused at once.
+ * Waiting on a var the running op itself writes is refused at once, and so
+ * is any wait from a `done` callback of the engine's own ops.
+ *
+ * What a wait reports is fixed by its place in push order (failure.h):
+ * the marker (or the quick answer) reports the failure the var holds once
+ * every earlier write has finished, and claiming it at the wait's place
+ * leaves it live for the ops pushed before the wait that have still to
+ * run. wait_all drains, then reports the first failure in push order.
+ *
+ * A timed wait that gives up abandons its marker (it fires later and
+ * claims nothing) and names the async ops nobody completed (async.h).
  */
 #include <string.h>
 
@@ -23,6 +33,7 @@
 #include "core/bulk.h"
 #include "core/engine.h"
 #include "core/exec.h"
+#include "core/async.h"
 #include "core/lifecycle.h"
 
 void vf__waiter_unref(vf__waiter *w)
@@ -62,23 +73,42 @@ static bool nested_should_wake(void *arg)
 }
 
 /* Sleep on the engine's condition until `w` is done or, when `nested`, until
- * active may be zero. Spurious returns are fine: callers loop. */
-static void sleep_on_engine(vf_engine *e, vf__waiter *w, bool nested)
+ * active may be zero, or until `until` passes. Spurious returns are fine:
+ * callers loop. */
+static void sleep_on_engine(vf_engine *e, vf__waiter *w, bool nested,
+                            const vf__deadline *until)
 {
     atomic_fetch_add(&e->nwaiters, 1);
     pthread_mutex_lock(&e->wait_lock);
-    if (!is_done(w) && !(nested && (uint32_t)atomic_load(&e->counts) == 0))
-        pthread_cond_wait(&e->wait_cond, &e->wait_lock);
+    if (!is_done(w) && !(nested && (uint32_t)atomic_load(&e->counts) == 0) &&
+        !vf__deadline_passed(until))
+        vf__cond_wait_until(&e->wait_cond, &e->wait_lock, until);
     pthread_mutex_unlock(&e->wait_lock);
     atomic_fetch_sub(&e->nwaiters, 1);
 }
 
+/* Take `w` back from its marker (a wait that gives up): true when that
+ * happened before the marker fired, which then reports nothing (an
+ * abandoned wait claims no failure); false when the marker fired first:
+ * it is DONE on return and its result stands. */
+static bool abandon(vf__waiter *w)
+{
+    int expected = VF__W_IDLE;
+    if (atomic_compare_exchange_strong(&w->state, &expected,
+                                       VF__W_ABANDONED))
+        return true;
+    while (atomic_load(&w->state) != VF__W_DONE)
+        vf__cpu_relax(); /* SIGNALING: the marker is finishing */
+    return false;
+}
+
 /* Run ready ops while waiting inside an op; see the file comment.
- * Returns 0 when the marker fired, VF_EDEADLK when this waiter gave up.
- * Either way the caller is counted active again on return: by the marker
- * (or the op that ran above the wait) when it fired, by the waiter's own
- * CAS when it gave up. */
-static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me)
+ * Returns 0 when the marker fired, VF_EDEADLK when this waiter gave up for
+ * a deadlock, VF_ETIMEDOUT when `until` passed first. Either way the caller
+ * is counted active again on return: by the marker (or the op that ran
+ * above the wait) when it fired, by the waiter itself when it gave up. */
+static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
+                       const vf__deadline *until)
 {
     atomic_fetch_add(&e->nnested_waiters, 1);
     uint64_t now = atomic_fetch_sub(&e->counts, VF__COUNT_ACTIVE) -
@@ -101,26 +131,29 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me)
         if (vf__loop_run_one(w, me))
             continue;
         uint64_t c = atomic_load(&e->counts);
-        if ((uint32_t)c == 0) {
-            if (!atomic_compare_exchange_strong(&e->counts, &c,
-                                                c + VF__COUNT_ACTIVE))
+        bool stuck = (uint32_t)c == 0;
+        if (stuck || vf__deadline_passed(until)) {
+            /* Count ourselves active again before giving up, so active
+             * never reads zero while we still might go on (engine.h). A
+             * deadlock is claimed by one waiter: whoever makes active
+             * non-zero again. */
+            if (!stuck)
+                atomic_fetch_add(&e->counts, VF__COUNT_ACTIVE);
+            else if (!atomic_compare_exchange_strong(&e->counts, &c,
+                                                     c + VF__COUNT_ACTIVE))
                 continue;
-            int expected = VF__W_IDLE;
-            if (atomic_compare_exchange_strong(&w->state, &expected,
-                                               VF__W_ABANDONED)) {
-                rc = VF_EDEADLK;
+            if (abandon(w)) {
+                rc = stuck ? VF_EDEADLK : VF_ETIMEDOUT;
                 break;
             }
-            /* A marker is active while it signals, so active == 0 means it
-             * already finished: it counted us back too, undo our own. */
-            VF__ASSERT(expected == VF__W_DONE);
+            /* The marker fired and counted us back too: undo our own. */
             atomic_fetch_sub(&e->counts, VF__COUNT_ACTIVE);
             break;
         }
         if (me != NULL)
-            vf__pool_idle_wait(me->pool, nested_should_wake, &pred);
+            vf__pool_idle_wait(me->pool, nested_should_wake, &pred, until);
         else
-            sleep_on_engine(e, w, true);
+            sleep_on_engine(e, w, true, until);
     }
     vf__loop_leave(&saved);
     atomic_fetch_sub(&e->nnested_waiters, 1);
@@ -135,9 +168,59 @@ static bool op_writes(const vf__op *op, const vf__var *v)
     return false;
 }
 
-VF_API int vf_wait_var(vf_engine *e, vf_var h, vf_error *err)
+/* A wait from a `done` callback of this engine would wait for the op whose
+ * callback runs (it has not released its vars) or, in the naive engine,
+ * for the push that is running it: refused, as stop does. */
+static int refuse_in_done(const char *who)
 {
-    static const char who[] = "vf_wait_var";
+    return vf__fail(VF_EDEADLK, "%s: called from a done callback of this "
+                                "engine, which would wait for its own op "
+                                "(wait after the push, or push a follow-up "
+                                "op instead)", who);
+}
+
+/* VF_ETIMEDOUT, with the async ops nobody completed (the usual reason). */
+static int timed_out(vf_engine *e, const char *who, int64_t ms)
+{
+    char ops[200];
+    vf__async_describe(&e->async, ops, sizeof ops);
+    return vf__fail(VF_ETIMEDOUT, "%s: timed out after %lld ms; %s", who,
+                    (long long)ms, ops);
+}
+
+/* wait_var's answer when no write of v is queued or running: every write
+ * pushed before the wait has finished, so v's failure is final for the
+ * wait's place (readers pushed before it may still be to run: they still
+ * see it, failure.h). The host waits for a device write's work. Called
+ * with v's lock held; releases it. */
+static int wait_settled(vf_engine *e, vf__var *v, vf_error *err)
+{
+    vf__fence *fence = v->wfence;
+    if (fence != NULL)
+        vf__fence_ref(fence);
+    vf__failure *f = atomic_load_explicit(&v->failure, memory_order_acquire);
+    if (f != NULL)
+        vf__failure_ref(f);
+    vf__spin_unlock(&v->lock);
+    uint64_t place = vf__engine_wait_place(e);
+    vf__failure *fenced = NULL;
+    if (fence != NULL) {
+        fenced = vf__fence_host_wait(e, fence);
+        if (fenced != NULL)
+            vf__failure_ref(fenced);
+        vf__fence_unref(fence);
+    }
+    vf__failure *claimed = vf__wait_report(f, fenced, place);
+    if (claimed != NULL)
+        report(claimed, err);
+    vf__failure_unref(f);
+    vf__failure_unref(fenced);
+    return claimed != NULL ? VF_EOPFAILED : 0;
+}
+
+static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
+                    const char *who)
+{
     clear_error(err);
     if (!vf__engine_ok(e))
         return vf__fail(VF_EINVAL, "%s: not an engine", who);
@@ -146,6 +229,8 @@ VF_API int vf_wait_var(vf_engine *e, vf_var h, vf_error *err)
     if (rc != 0)
         return vf__fail(rc, "%s: variable (id %#llx) %s", who,
                         (unsigned long long)h.id, vf_strerror(rc));
+    if (vf__thread_in_done(e))
+        return refuse_in_done(who);
     if (VF__UNLIKELY(e->engine_info)) {
         atomic_store_explicit(&v->watched, true, memory_order_relaxed);
         fprintf(stderr, "varflow: wait on var %#llx\n",
@@ -160,42 +245,14 @@ VF_API int vf_wait_var(vf_engine *e, vf_var h, vf_error *err)
     if (!nested && (rc = vf__engine_check_waitable(e, who)) != 0)
         return rc;
 
-    /* Fast path: no write queued or running, so all earlier writes are done
-     * and the failure (if any) is final. */
     uint32_t gen = vf__var_handle_gen(h);
     vf__spin_lock(&v->lock);
     if (!vf__var_usable(v, gen)) {
         vf__spin_unlock(&v->lock);
         return vf__fail(VF_ESTALE, "%s: variable was deleted", who);
     }
-    if (v->pending_write == NULL && v->nreaders != VF__WRITE_RUNNING) {
-        /* No write queued or running; a device write's work may still be
-         * in flight (its fence): the host waits for it. */
-        vf__fence *fence = v->wfence;
-        if (fence != NULL)
-            vf__fence_ref(fence);
-        vf__failure *f = atomic_load_explicit(&v->failure,
-                                              memory_order_acquire);
-        if (f != NULL)
-            vf__failure_ref(f);
-        vf__spin_unlock(&v->lock);
-        uint32_t epoch = atomic_load(&e->fail_epoch);
-        if (fence != NULL) {
-            vf__failure *ff = vf__fence_host_wait(e, fence);
-            if (ff != NULL && (f == NULL || !vf__failure_active(f, epoch))) {
-                vf__failure_ref(ff);
-                vf__failure_unref(f);
-                f = ff;
-            }
-            vf__fence_unref(fence);
-        }
-        bool claimed = f != NULL && vf__failure_active(f, epoch) &&
-                       vf__failure_claim(f);
-        if (claimed)
-            report(f, err);
-        vf__failure_unref(f);
-        return claimed ? VF_EOPFAILED : 0;
-    }
+    if (v->pending_write == NULL && v->nreaders != VF__WRITE_RUNNING)
+        return wait_settled(e, v, err); /* unlocks */
     vf__spin_unlock(&v->lock);
 
     vf__waiter *w = vf__malloc(sizeof *w);
@@ -219,26 +276,35 @@ VF_API int vf_wait_var(vf_engine *e, vf_var h, vf_error *err)
     memset(def, 0, sizeof *def);
     def->kind = VF__OP_WAIT;
     def->inline_run = true;
-    def->name = "vf_wait_var";
+    def->name = who;
     def->nvars = 1;
     def->vars = op->inline_vars;
     op->inline_vars[0] = (vf__varref){.var = v, .gen = gen, .write = false};
     op->def = def;
     op->waiter = w;
+    /* Its place: after every op this thread pushed (failure.h). */
+    op->place = op->root = vf__engine_wait_place(e);
     if ((rc = vf__engine_enqueue(e, op, who)) != 0) {
         vf__op_free(op);
         free(w);
         return rc;
     }
 
+    vf__deadline until = vf__deadline_in_ms(timeout_ms);
     if (nested) {
-        rc = nested_wait(e, w, me);
+        rc = nested_wait(e, w, me, &until);
     } else {
         /* This thread may be running an inline op of another engine, whose
          * trampoline holds our marker: run it rather than sleep on it. */
-        while (!is_done(w))
-            if (!vf__run_deferred())
-                sleep_on_engine(e, w, false);
+        while (!is_done(w)) {
+            if (vf__run_deferred())
+                continue;
+            if (vf__deadline_passed(&until) && abandon(w)) {
+                rc = VF_ETIMEDOUT;
+                break;
+            }
+            sleep_on_engine(e, w, false, &until);
+        }
     }
     if (rc == 0 && w->claimed != NULL) {
         report(w->claimed, err);
@@ -246,9 +312,22 @@ VF_API int vf_wait_var(vf_engine *e, vf_var h, vf_error *err)
     } else if (rc == VF_EDEADLK) {
         vf__fail(rc, "%s: the wait can never finish (op \"%s\" would wait "
                      "for ops that wait for it)", who, cur->def->name);
+    } else if (rc == VF_ETIMEDOUT) {
+        timed_out(e, who, timeout_ms);
     }
     vf__waiter_unref(w);
     return rc;
+}
+
+VF_API int vf_wait_var(vf_engine *e, vf_var v, vf_error *err)
+{
+    return wait_var(e, v, -1, err, "vf_wait_var");
+}
+
+VF_API int vf_wait_var_timed(vf_engine *e, vf_var v, int64_t timeout_ms,
+                             vf_error *err)
+{
+    return wait_var(e, v, timeout_ms, err, "vf_wait_var_timed");
 }
 
 /* Block until no op is pending and no batch is open (outside ops only):
@@ -256,36 +335,44 @@ VF_API int vf_wait_var(vf_engine *e, vf_var h, vf_error *err)
  * batches are flushed again until none is left. With `help`, the thread
  * runs queued ops of the CPU pool itself while there are any, and sleeps
  * only when there are none (every pending op then runs or waits
- * elsewhere); a pending op it wakes for later is still the workers'. */
-static void wait_idle(vf_engine *e, bool help)
+ * elsewhere); a pending op it wakes for later is still the workers'.
+ * VF_ETIMEDOUT when `until` (NULL: none) passes first. */
+static int wait_idle(vf_engine *e, bool help, const vf__deadline *until)
 {
     do {
         vf__bulk_flush_all(e);
         while (help && (atomic_load(&e->counts) >> 32) != 0 &&
-               vf__help_run(e)) {
+               !vf__deadline_passed(until) && vf__help_run(e)) {
         }
+        bool late = false;
         atomic_fetch_add(&e->nwaiters, 1);
         pthread_mutex_lock(&e->wait_lock);
-        while ((atomic_load(&e->counts) >> 32) != 0)
-            pthread_cond_wait(&e->wait_cond, &e->wait_lock);
+        while ((atomic_load(&e->counts) >> 32) != 0 &&
+               !(late = vf__deadline_passed(until)))
+            vf__cond_wait_until(&e->wait_cond, &e->wait_lock, until);
         pthread_mutex_unlock(&e->wait_lock);
         atomic_fetch_sub(&e->nwaiters, 1);
+        if (late)
+            return VF_ETIMEDOUT;
     } while (vf__bulk_any_open(e));
+    return 0;
 }
 
 /* Stop, destroy and fork drain without helping: a fork handler, above all,
  * must not run user code. */
 void vf__engine_drain(vf_engine *e)
 {
-    wait_idle(e, false);
+    wait_idle(e, false, NULL);
 }
 
-VF_API int vf_wait_all(vf_engine *e, vf_error *err)
+static int wait_all(vf_engine *e, int64_t timeout_ms, vf_error *err,
+                    const char *who)
 {
-    static const char who[] = "vf_wait_all";
     clear_error(err);
     if (!vf__engine_ok(e))
         return vf__fail(VF_EINVAL, "%s: not an engine", who);
+    if (vf__thread_in_done(e))
+        return refuse_in_done(who);
     vf__op *cur = vf__current_op();
     if (cur != NULL && cur->engine == e)
         return vf__fail(VF_EDEADLK, "%s: called inside op \"%s\", which "
@@ -294,24 +381,24 @@ VF_API int vf_wait_all(vf_engine *e, vf_error *err)
     int held = vf__engine_check_waitable(e, who);
     if (held != 0)
         return held;
-    wait_idle(e, e->help_on_wait);
+    vf__deadline until = vf__deadline_in_ms(timeout_ms);
+    if (wait_idle(e, e->help_on_wait, &until) != 0)
+        return timed_out(e, who, timeout_ms); /* nothing reported, cleared */
 
-    /* Report the oldest failure nobody reported yet, then clear them all:
-     * the new epoch makes every older record inert. */
-    int rc = 0;
-    pthread_mutex_lock(&e->fail_lock);
-    vf__failure *f = e->fail_head;
-    e->fail_head = e->fail_tail = NULL;
-    atomic_fetch_add(&e->fail_epoch, 1);
-    pthread_mutex_unlock(&e->fail_lock);
-    while (f != NULL) {
-        vf__failure *next = f->next;
-        if (rc == 0 && vf__failure_claim(f)) {
-            report(f, err);
-            rc = VF_EOPFAILED;
-        }
-        vf__failure_unref(f);
-        f = next;
-    }
-    return rc;
+    /* Every op pushed so far has finished: report the first failure in
+     * push order that no wait reported, and clear them all from here on
+     * (failure.h). */
+    uint64_t place = vf__engine_wait_place(e);
+    return vf__failure_log_report(&e->failures, place, err) ? VF_EOPFAILED
+                                                              : 0;
+}
+
+VF_API int vf_wait_all(vf_engine *e, vf_error *err)
+{
+    return wait_all(e, -1, err, "vf_wait_all");
+}
+
+VF_API int vf_wait_all_timed(vf_engine *e, int64_t timeout_ms, vf_error *err)
+{
+    return wait_all(e, timeout_ms, err, "vf_wait_all_timed");
 }

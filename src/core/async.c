@@ -1,0 +1,97 @@
+/* async.c: the async ops in flight (see async.h). */
+#include "core/async.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <string.h>
+
+int vf__async_init(vf__async_ops *a)
+{
+    a->head = NULL;
+    a->count = 0;
+    return pthread_mutex_init(&a->lock, NULL) == 0 ? 0 : VF_ESYSTEM;
+}
+
+void vf__async_destroy(vf__async_ops *a)
+{
+    pthread_mutex_destroy(&a->lock);
+}
+
+void vf__async_started(vf__async_ops *a, vf__op *op)
+{
+    pthread_mutex_lock(&a->lock);
+    op->child = NULL; /* back link */
+    op->next = a->head;
+    if (a->head != NULL)
+        a->head->child = op;
+    a->head = op;
+    a->count++;
+    pthread_mutex_unlock(&a->lock);
+}
+
+void vf__async_completed(vf__async_ops *a, vf__op *op)
+{
+    pthread_mutex_lock(&a->lock);
+    if (op->child != NULL)
+        op->child->next = op->next;
+    else
+        a->head = op->next;
+    if (op->next != NULL)
+        op->next->child = op->child;
+    op->next = op->child = NULL;
+    a->count--;
+    pthread_mutex_unlock(&a->lock);
+}
+
+uint64_t vf__async_count(vf__async_ops *a)
+{
+    pthread_mutex_lock(&a->lock);
+    uint64_t n = a->count;
+    pthread_mutex_unlock(&a->lock);
+    return n;
+}
+
+/* Append to buf at *len, as snprintf (truncated, always terminated). */
+static void put(char *buf, size_t n, size_t *len, const char *fmt, ...)
+{
+    if (*len >= n)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(buf + *len, n - *len, fmt, ap);
+    va_end(ap);
+    if (w > 0)
+        *len += (size_t)w;
+}
+
+void vf__async_describe(vf__async_ops *a, char *buf, size_t n)
+{
+    enum { SHOWN = 4 };
+    if (n == 0)
+        return;
+    pthread_mutex_lock(&a->lock);
+    if (a->count == 0) {
+        pthread_mutex_unlock(&a->lock);
+        snprintf(buf, n, "no async op in flight");
+        return;
+    }
+    size_t len = 0;
+    put(buf, n, &len, "%" PRIu64 " async op%s started and never "
+                                   "completed:",
+                           a->count, a->count == 1 ? "" : "s");
+    /* The oldest are at the tail: they are the likeliest culprits. */
+    vf__op *op = a->head;
+    while (op != NULL && op->next != NULL)
+        op = op->next;
+    for (int k = 0; op != NULL && k < SHOWN; op = op->child, k++) {
+        const char *name = op->def->name;
+        if (name[0] != '\0')
+            put(buf, n, &len, "%s \"%s\" (op #%" PRIu64 ")", k ? "," : "",
+                name, op->place);
+        else
+            put(buf, n, &len, "%s op #%" PRIu64, k ? "," : "", op->place);
+    }
+    if (a->count > SHOWN)
+        put(buf, n, &len, " and %" PRIu64 " more", a->count - SHOWN);
+    pthread_mutex_unlock(&a->lock);
+}

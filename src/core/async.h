@@ -1,0 +1,46 @@
+/*
+ * async.h: the async ops in flight, started and not completed yet.
+ *
+ * An async op's function starts work and returns; the op finishes when
+ * somebody calls vf_complete on it, from any thread, at any time. If
+ * nobody ever does, every wait on what it writes would block forever, and
+ * the user needs to know which op is to blame: timed waits (wait.c) name
+ * the ops listed here, and vf_engine_stats counts them.
+ *
+ * While an async op is in flight, its `next` and `child` links (op.h: used
+ * only while it waits in a ready list or a queue) link it into this list,
+ * under the list's own lock (a leaf: nothing is taken under it). Sync ops
+ * never come here: the list costs only async ops a lock round trip at
+ * start and at completion.
+ */
+#ifndef VF_ASYNC_H
+#define VF_ASYNC_H
+
+#include <pthread.h>
+
+#include "core/op.h"
+
+typedef struct vf__async_ops {
+    pthread_mutex_t lock;
+    vf__op *head;   /* lock: the newest started; `child` points back */
+    uint64_t count; /* lock */
+} vf__async_ops;
+
+/* VF_ESYSTEM when the lock cannot be made. */
+int vf__async_init(vf__async_ops *a);
+/* The list must be empty, or the engine gone past caring (destroy). */
+void vf__async_destroy(vf__async_ops *a);
+
+/* The op's function is about to start / the op was completed. */
+void vf__async_started(vf__async_ops *a, vf__op *op);
+void vf__async_completed(vf__async_ops *a, vf__op *op);
+
+/* How many are in flight. */
+uint64_t vf__async_count(vf__async_ops *a);
+
+/* A sentence naming the ops in flight (the oldest first, at most a few),
+ * written to buf (size n, always terminated): "2 async ops started and
+ * never completed: \"fetch\", \"op #7\"", or "no async op in flight". */
+void vf__async_describe(vf__async_ops *a, char *buf, size_t n);
+
+#endif /* VF_ASYNC_H */

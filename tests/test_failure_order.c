@@ -1,0 +1,242 @@
+/*
+ * test_failure_order: failures are part of the serial result (rule 9 as
+ * docs/design.md states it), each case made certain with gates, not
+ * timings, on every engine kind:
+ * - a wait reports a failure as of its place in push order: an op pushed
+ *   before vf_wait_var(x) that runs only after the wait returned is still
+ *   skipped by x's failure (the issue's minimal case: it ran on the failed
+ *   input before), and one pushed after the wait runs;
+ * - vf_wait_all reports the first failure in push order, not the first to
+ *   happen (an async op pushed first fails last);
+ * - waits from a `done` callback return VF_EDEADLK at once (they hung);
+ * - timed waits: VF_ETIMEDOUT naming the async op nobody completed, also
+ *   from inside an op; vf_engine_stats counts it in flight; a wait that
+ *   timed out reports nothing, so a later wait still gets the failure;
+ * - an op that returns VF_ESKIPPED itself is counted as failed;
+ * - an unnamed failing op is reported as "op #N", N its place in push order.
+ */
+#include "util.h"
+
+#include "rec.h"
+
+#define NOVARS ((vf_var_list){NULL, 0})
+
+/* An async op that hands its completion to the test. */
+typedef struct held {
+    vf_completion done;
+    atomic_int started;
+} held;
+
+static void held_fn(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    held *h = arg;
+    h->done = done;
+    atomic_store(&h->started, 1);
+}
+
+/* The issue's minimal case: op0 writes y (async, completed only after the
+ * wait); op1 writes x and fails; op2 reads x and y, writes z;
+ * wait_var(x). op2 runs only after the wait returned, and must still be
+ * skipped. */
+static void wait_var_place(const tu_kind *k)
+{
+    vf_engine *e = tu_engine(k);
+    vf_var x, y, z, u;
+    CHECK_OK(vf_var_new(e, &x));
+    CHECK_OK(vf_var_new(e, &y));
+    CHECK_OK(vf_var_new(e, &z));
+    CHECK_OK(vf_var_new(e, &u));
+    held h = {.started = 0};
+    rec r1, r2, r3;
+    rec_init(&r1, -42, "x failed");
+    rec_init(&r2, 0, NULL);
+    rec_init(&r3, 0, NULL);
+    CHECK_OK(vf_push(e, &(vf_op){.async_fn = held_fn, .arg = &h,
+                                 .writes = VF_VARS(y), .name = "op0"}));
+    push_rec(e, &r1, NOVARS, VF_VARS(x), "op1", false);
+    push_rec(e, &r2, VF_VARS(x, y), VF_VARS(z), "op2", false);
+    vf_error err;
+    CHECK_ERR(vf_wait_var(e, x, &err), VF_EOPFAILED);
+    CHECK_EQ(err.code, -42);
+    CHECK(strcmp(err.op_name, "op1") == 0);
+    CHECK(tu_wait_flag(&h.started, 1, TU_TIMEOUT));
+    CHECK_OK(vf_complete(h.done, 0, NULL)); /* now op2 can run */
+    /* Pushed after the wait: the failure it reported no longer skips. */
+    push_rec(e, &r3, VF_VARS(x), VF_VARS(u), "op3", false);
+    CHECK_OK(vf_wait_var(e, z, &err)); /* the chain was reported once */
+    CHECK_OK(vf_wait_all(e, &err));
+    CHECK_EQ(atomic_load(&r2.ran), 0);
+    CHECK_EQ(atomic_load(&r2.status), VF_ESKIPPED);
+    CHECK_EQ(atomic_load(&r3.ran), 1);
+    vf_stats st;
+    CHECK_OK(vf_engine_stats(e, &st));
+    CHECK_EQ(st.skipped, 1);
+    CHECK_EQ(st.failed, 1);
+    CHECK_EQ(st.ran, 2);
+    CHECK_OK(vf_engine_destroy(e));
+}
+
+/* wait_all: A (async, pushed first) fails after B (pushed second) did. */
+static void wait_all_push_order(const tu_kind *k)
+{
+    vf_engine *e = tu_engine(k);
+    vf_var a, b;
+    CHECK_OK(vf_var_new(e, &a));
+    CHECK_OK(vf_var_new(e, &b));
+    held h = {.started = 0};
+    rec rb;
+    rec_init(&rb, -7, "b failed");
+    CHECK_OK(vf_push(e, &(vf_op){.async_fn = held_fn, .arg = &h,
+                                 .writes = VF_VARS(a), .name = "A"}));
+    push_rec(e, &rb, NOVARS, VF_VARS(b), "B", false);
+    CHECK(tu_wait_flag(&rb.done, 1, TU_TIMEOUT));
+    CHECK(tu_wait_flag(&h.started, 1, TU_TIMEOUT));
+    CHECK_OK(vf_complete(h.done, -5, "a failed later"));
+    vf_error err;
+    CHECK_ERR(vf_wait_all(e, &err), VF_EOPFAILED);
+    CHECK_EQ(err.code, -5);
+    CHECK(strcmp(err.op_name, "A") == 0);
+    CHECK_OK(vf_wait_all(e, &err)); /* both cleared */
+    CHECK_OK(vf_engine_destroy(e));
+}
+
+typedef struct done_probe {
+    vf_engine *e;
+    vf_var own, other;
+    atomic_int rc_all, rc_own, rc_other, rc_timed, calls;
+} done_probe;
+
+static void probing_done(void *arg, int status)
+{
+    done_probe *p = arg;
+    (void)status;
+    atomic_store(&p->rc_all, vf_wait_all(p->e, NULL));
+    atomic_store(&p->rc_own, vf_wait_var(p->e, p->own, NULL));
+    atomic_store(&p->rc_other, vf_wait_var(p->e, p->other, NULL));
+    atomic_store(&p->rc_timed, vf_wait_all_timed(p->e, 10, NULL));
+    atomic_fetch_add(&p->calls, 1);
+}
+
+/* Waits from a done callback are refused at once; the engine goes on. */
+static void waits_from_done(const tu_kind *k)
+{
+    vf_engine *e = tu_engine(k);
+    done_probe p = {.e = e};
+    CHECK_OK(vf_var_new(e, &p.own));
+    CHECK_OK(vf_var_new(e, &p.other));
+    CHECK_OK(vf_push(e, &(vf_op){.fn = tu_nop, .done = probing_done,
+                                 .arg = &p, .writes = VF_VARS(p.own),
+                                 .name = "probe"}));
+    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_EQ(atomic_load(&p.calls), 1);
+    CHECK_ERR(atomic_load(&p.rc_all), VF_EDEADLK);
+    CHECK_ERR(atomic_load(&p.rc_own), VF_EDEADLK);
+    CHECK_ERR(atomic_load(&p.rc_other), VF_EDEADLK);
+    CHECK_ERR(atomic_load(&p.rc_timed), VF_EDEADLK);
+    CHECK_OK(vf_wait_var(e, p.own, NULL));
+    CHECK_OK(vf_engine_destroy(e));
+}
+
+typedef struct nested_timed {
+    vf_var x;
+    atomic_int rc;
+    char detail[256];
+} nested_timed;
+
+static int nested_timed_fn(vf_run *run, void *arg)
+{
+    nested_timed *t = arg;
+    int rc = vf_wait_var_timed(vf_run_engine(run), t->x, 20, NULL);
+    snprintf(t->detail, sizeof t->detail, "%s", vf_last_error_detail());
+    atomic_store(&t->rc, rc);
+    return 0;
+}
+
+/* An async op nobody completes: timed waits give up and name it. */
+static void timed_waits(const tu_kind *k)
+{
+    vf_engine *e = tu_engine(k);
+    vf_var x, y;
+    CHECK_OK(vf_var_new(e, &x));
+    CHECK_OK(vf_var_new(e, &y));
+    held h = {.started = 0};
+    CHECK_OK(vf_push(e, &(vf_op){.async_fn = held_fn, .arg = &h,
+                                 .writes = VF_VARS(x), .name = "never-done"}));
+    CHECK(tu_wait_flag(&h.started, 1, TU_TIMEOUT));
+    vf_stats st;
+    CHECK_OK(vf_engine_stats(e, &st));
+    CHECK_EQ(st.async_in_flight, 1);
+    CHECK_ERR(vf_wait_var_timed(e, x, 30, NULL), VF_ETIMEDOUT);
+    CHECK(strstr(vf_last_error_detail(), "\"never-done\" (op #1)") != NULL);
+    CHECK_ERR(vf_wait_all_timed(e, 0, NULL), VF_ETIMEDOUT);
+    CHECK(strstr(vf_last_error_detail(), "1 async op started") != NULL);
+    nested_timed t = {.x = x, .rc = 1};
+    if (k->threaded) { /* inline, the naive engine would run it here */
+        CHECK_OK(vf_push(e, &(vf_op){.fn = nested_timed_fn, .arg = &t,
+                                     .writes = VF_VARS(y), .name = "nw"}));
+        CHECK_OK(vf_wait_var(e, y, NULL));
+        CHECK_ERR(atomic_load(&t.rc), VF_ETIMEDOUT);
+        CHECK(strstr(t.detail, "never-done") != NULL);
+    }
+    CHECK_OK(vf_complete(h.done, -3, "late"));
+    vf_error err;
+    CHECK_ERR(vf_wait_var_timed(e, x, -1, &err), VF_EOPFAILED);
+    CHECK_EQ(err.code, -3);
+    CHECK_OK(vf_engine_stats(e, &st));
+    CHECK_EQ(st.async_in_flight, 0);
+    CHECK_OK(vf_wait_all_timed(e, 1000, &err));
+    CHECK_OK(vf_engine_destroy(e));
+}
+
+static int return_skipped(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return VF_ESKIPPED;
+}
+
+/* An op returning VF_ESKIPPED ran and failed; unnamed ops get a name. */
+static void counting_and_names(const tu_kind *k)
+{
+    vf_engine *e = tu_engine(k);
+    vf_var a, b;
+    CHECK_OK(vf_var_new(e, &a));
+    CHECK_OK(vf_var_new(e, &b));
+    CHECK_OK(vf_push(e, &(vf_op){.fn = return_skipped,
+                                 .writes = VF_VARS(a), .name = "sk"}));
+    CHECK_OK(vf_push(e, &(vf_op){.fn = tu_nop, .writes = VF_VARS(b)}));
+    CHECK_OK(vf_push(e, &(vf_op){.fn = return_skipped,
+                                 .writes = VF_VARS(b)})); /* unnamed */
+    vf_error err;
+    CHECK_ERR(vf_wait_var(e, a, &err), VF_EOPFAILED);
+    CHECK_EQ(err.code, VF_ESKIPPED);
+    CHECK_ERR(vf_wait_var(e, b, &err), VF_EOPFAILED);
+    if (strcmp(err.op_name, "op #3") != 0)
+        CHECK_REPORT_("unnamed op reported as '%s', not 'op #3'",
+                      err.op_name);
+    vf_stats st;
+    CHECK_OK(vf_engine_stats(e, &st));
+    CHECK_EQ(st.failed, 2);
+    CHECK_EQ(st.skipped, 0);
+    CHECK_EQ(st.ran, 1);
+    CHECK_OK(vf_engine_destroy(e));
+}
+
+int main(void)
+{
+    tu_init("test_failure_order", 120);
+    int rounds = (int)tu_scaled(20, 3);
+    for (int i = 0; i < TU_NKINDS; i++) {
+        const tu_kind *k = &tu_kinds[i];
+        tu_phase(k->name);
+        for (int r = 0; r < rounds; r++) {
+            wait_var_place(k);
+            wait_all_push_order(k);
+        }
+        waits_from_done(k);
+        timed_waits(k);
+        counting_and_names(k);
+    }
+    return check_finish("test_failure_order");
+}
