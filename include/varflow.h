@@ -279,7 +279,8 @@ VF_API int vf_var_new(vf_engine *e, vf_var *out);
  * Delete a variable. Deletion is an op that writes the variable: it runs
  * after every op already pushed on it; `free_fn(free_arg)` (may be NULL) runs
  * as its body, so the resource is freed once nothing uses it. Once deleted,
- * the handle is refused (VF_ESTALE) by every call, including a second delete.
+ * the handle is refused (VF_ESTALE) by every call, including a second delete
+ * (its detail: "vf_var_delete: variable (id 0x...) was already deleted").
  * The delete op jumps to the front of its pool's ready queue.
  */
 VF_API int vf_var_delete(vf_engine *e, vf_var v, void (*free_fn)(void *), void *free_arg);
