@@ -113,7 +113,9 @@ typedef struct vf_error {
 typedef struct vf_engine vf_engine;
 
 typedef enum vf_engine_type {
-    VF_ENGINE_DEFAULT = 0, /* VF_ENGINE_TYPE, else VF_ENGINE_PERDEVICE */
+    VF_ENGINE_INVALID = -1, /* what vf_engine_kind says of a non-engine;
+                               refused as config.type */
+    VF_ENGINE_DEFAULT = 0,  /* VF_ENGINE_TYPE, else VF_ENGINE_PERDEVICE */
     VF_ENGINE_NAIVE,       /* runs each op inside push (for debugging) */
     VF_ENGINE_POOLED,      /* one shared pool of workers */
     VF_ENGINE_PERDEVICE    /* a pool per device and per kind of work */
@@ -215,10 +217,13 @@ VF_API int vf_engine_start(vf_engine *e);
  */
 VF_API int vf_engine_shutdown(vf_engine *e);
 
-/* The kind of engine actually running (never VF_ENGINE_DEFAULT). */
+/* The kind of engine actually running: VF_ENGINE_NAIVE, VF_ENGINE_POOLED
+ * or VF_ENGINE_PERDEVICE, never VF_ENGINE_DEFAULT. For NULL or a destroyed
+ * engine, VF_ENGINE_INVALID (and vf_last_error_detail() says so). */
 VF_API vf_engine_type vf_engine_kind(const vf_engine *e);
 
-/* "naive", "pooled" or "perdevice". */
+/* "naive", "pooled" or "perdevice"; "default" and "invalid" for those two
+ * values, "unknown" for any other. */
 VF_API const char *vf_engine_type_name(vf_engine_type type);
 
 /* Worker threads the engine runs in total (0 for the naive engine). */
@@ -597,6 +602,8 @@ VF_API void vf_profile_free(vf_profile *p);
 VF_API size_t vf_profile_count(const vf_profile *p);
 VF_API const vf_profile_record *vf_profile_at(const vf_profile *p, size_t i);
 VF_API uint64_t vf_profile_dropped(const vf_profile *p); /* ops not kept */
+/* The kind of the engine recorded (VF_ENGINE_INVALID for NULL, with a
+ * detail). */
 VF_API vf_engine_type vf_profile_engine_kind(const vf_profile *p);
 VF_API int vf_profile_num_workers(const vf_profile *p);
 /* Name of the pool a worker index belongs to ("cpu", "prio"), or NULL. */

@@ -30,8 +30,10 @@
  *   from outside ops vf_var_new, vf_var_delete, vf_operator_new and
  *   vf_operator_push get VF_ESHUTDOWN; from inside the draining op they
  *   work; nothing refused ever runs or calls `done`;
- * - accessors given NULL: vf_engine_kind, vf_engine_num_workers,
- *   vf_engine_type_name of a bad type, every vf_profile_* function
+ * - accessors given NULL: vf_engine_kind and vf_profile_engine_kind
+ *   (VF_ENGINE_INVALID, never VF_ENGINE_DEFAULT, with a detail),
+ *   vf_engine_num_workers, vf_engine_type_name of a bad type, every
+ *   vf_profile_* function
  *   (VF_EINVAL where a code is returned, NULL / 0 otherwise), out-of-range
  *   indexes of vf_profile_at and vf_profile_worker_pool, a bad sort key.
  */
@@ -146,7 +148,7 @@ static void config(void)
                         .cpu_workers = 1,
                         .cpu_priority_workers = INT_MAX},
            "cpu_priority_workers", "cpu_priority_workers INT_MAX");
-    refuse(&(vf_config){.type = (vf_engine_type)-1}, "type", "type -1");
+    refuse(&(vf_config){.type = VF_ENGINE_INVALID}, "type", "type -1");
 
     static const char *bad_counts[] = {
         "0", "-5", "abc", "12x", "3 ", "99999999999", "0x10", "1e3", "+"};
@@ -473,7 +475,11 @@ static void during_destroy(const tu_kind *k)
 
 static void accessors(void)
 {
-    (void)vf_engine_kind(NULL);
+    vf_set_error_detail(0, "%s", "");
+    CHECK_EQ(vf_engine_kind(NULL), VF_ENGINE_INVALID);
+    CHECK(strcmp(vf_last_error_detail(),
+                 "vf_engine_kind: not an engine (NULL or destroyed)") == 0);
+    CHECK(strcmp(vf_engine_type_name(VF_ENGINE_INVALID), "invalid") == 0);
     CHECK_EQ(vf_engine_num_workers(NULL), 0);
     CHECK(vf_engine_type_name((vf_engine_type)-5) != NULL);
     CHECK(vf_engine_type_name((vf_engine_type)1000) != NULL);
@@ -489,7 +495,10 @@ static void accessors(void)
     CHECK_EQ(vf_profile_count(NULL), 0);
     CHECK(vf_profile_at(NULL, 0) == NULL);
     CHECK_EQ(vf_profile_dropped(NULL), 0);
-    (void)vf_profile_engine_kind(NULL);
+    vf_set_error_detail(0, "%s", "");
+    CHECK_EQ(vf_profile_engine_kind(NULL), VF_ENGINE_INVALID);
+    CHECK(strcmp(vf_last_error_detail(),
+                 "vf_profile_engine_kind: the profile is NULL") == 0);
     CHECK_EQ(vf_profile_num_workers(NULL), 0);
     CHECK(vf_profile_worker_pool(NULL, 0) == NULL);
     CHECK_EQ(vf_profile_span_ns(NULL), 0);
