@@ -123,8 +123,12 @@ typedef enum vf_engine_type {
 
 /*
  * Engine configuration. Zero means default; a default is taken from the
- * environment variable named beside the field when it is set, otherwise from
- * the value given. The struct always wins over the environment.
+ * environment variable named beside the field when it is set (an empty one
+ * counts as unset), otherwise from the value given. The struct always wins
+ * over the environment. A count from the environment must be decimal digits
+ * only (no sign, space, suffix or base prefix) within the field's range, a
+ * flag 0 or 1; vf_engine_create refuses anything else (VF_EINVAL, the
+ * detail naming the variable and its value).
  */
 typedef struct vf_config {
     vf_engine_type type;      /* VF_ENGINE_TYPE=naive|pooled|perdevice */

@@ -1,7 +1,6 @@
 /* config.c: settings from the config struct and VF_* variables. */
 #include "core/config.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +14,24 @@ static int online_cores(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n < 1 ? 1 : n > VF__MAX_WORKERS ? VF__MAX_WORKERS : (int)n;
+}
+
+/* A count written in the environment: decimal digits only (no sign, space,
+ * suffix or base prefix, which strtol would let through), at most `max`;
+ * -1 when it is not one. */
+static long long parse_count(const char *s, int max)
+{
+    long long n = 0;
+    if (*s == '\0')
+        return -1;
+    for (; *s != '\0'; s++) {
+        if (*s < '0' || *s > '9')
+            return -1;
+        n = n * 10 + (*s - '0');
+        if (n > max) /* n stays below 10 * INT_MAX: no overflow */
+            return -1;
+    }
+    return n;
 }
 
 /* A count in 1..max: the struct's when non-zero, else the variable's, else
@@ -35,12 +52,10 @@ static int count_setting(int field, const char *field_name, const char *var,
         *out = fallback;
         return 0;
     }
-    char *end;
-    errno = 0;
-    long n = strtol(s, &end, 10);
-    if (errno != 0 || *end != '\0' || n < 1 || n > max)
-        return vf__fail(VF_EINVAL, "vf_engine_create: %s=\"%s\" (must be an "
-                                   "integer 1..%d)",
+    long long n = parse_count(s, max);
+    if (n < 1)
+        return vf__fail(VF_EINVAL, "vf_engine_create: %s=\"%s\" (must be "
+                                   "decimal digits only, 1..%d)",
                         var, s, max);
     *out = (int)n;
     return 0;
