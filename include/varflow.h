@@ -140,7 +140,11 @@ typedef struct vf_config {
                                  waits for room (see vf_push) */
     const char *profile_path; /* VF_PROFILE: record from creation and write
                                  the profile here at destroy (format by
-                                 extension, see vf_profile_write) */
+                                 extension, see vf_profile_write; "-" is
+                                 standard output). Checked at create:
+                                 "", a directory, or a file that could not
+                                 be written (its directory missing or not
+                                 writable) is refused (VF_EINVAL) */
     int profile_max_records;  /* VF_PROFILE_MAX_RECORDS, else 1048576: ops
                                  recorded per profile; later ones are
                                  counted as dropped */

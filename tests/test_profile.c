@@ -25,7 +25,11 @@
  * has a device span, and the trace a "device" slice over exactly it on
  * its device's process (after the pools') and its stream's thread, which a
  * load does not take for a record;
- * config.profile_path and VF_PROFILE write at destroy; 20000 distinct
+ * config.profile_path and VF_PROFILE write at destroy, and a path that
+ * could not be written there (empty; a directory that does not exist, is
+ * a file or cannot be written; a directory as the file) is refused by
+ * vf_engine_create (VF_EINVAL, the detail naming the setting and the path);
+ * 20000 distinct
  * names (each record keeps its own, quickly); errors of write and load,
  * and the largest numbers a load keeps exact; every allocation of the
  * outputs and of a load failing in turn gives VF_ENOMEM, never a crash or
@@ -760,6 +764,78 @@ static void at_destroy(void)
     free(text);
 }
 
+/* vf_engine_create must refuse the profile path with VF_EINVAL and a
+ * detail holding `needle`. */
+static void refuse_path(const vf_config *cfg, const char *needle)
+{
+    vf_engine *e = NULL;
+    int rc = vf_engine_create(&e, cfg);
+    if (rc != VF_EINVAL) {
+        CHECK_REPORT_("profile path %s: create returned %s, expected "
+                      "VF_EINVAL", needle, vf_err_name(rc));
+        if (rc == 0)
+            CHECK_OK(vf_engine_destroy(e));
+        return;
+    }
+    CHECK(e == NULL);
+    if (strstr(vf_last_error_detail(), needle) == NULL)
+        CHECK_REPORT_("profile path: detail '%s' does not name '%s'",
+                      vf_last_error_detail(), needle);
+}
+
+/* Paths the profile could not be written to at destroy are refused at
+ * create, from the struct and from VF_PROFILE. */
+static void bad_paths(void)
+{
+    tu_phase_limit("bad profile paths", 30);
+    vf_config cfg = {.type = VF_ENGINE_NAIVE, .profile_path = ""};
+    refuse_path(&cfg, "config.profile_path = \"\"");
+    char *missing = strdup(path_in_dir("no-such-dir/p.json"));
+    cfg.profile_path = missing;
+    refuse_path(&cfg, missing);
+    const char *file = path_in_dir("plain-file");
+    FILE *f = fopen(file, "w");
+    REQUIRE(f != NULL);
+    fclose(f);
+    char *under_file = strdup(path_in_dir("plain-file/p.json"));
+    cfg.profile_path = under_file;
+    refuse_path(&cfg, under_file);
+    char *a_dir = strdup(path_in_dir("a-dir"));
+    REQUIRE(mkdir(a_dir, 0700) == 0);
+    cfg.profile_path = a_dir;
+    refuse_path(&cfg, a_dir);
+    if (geteuid() != 0) { /* root may write anywhere */
+        char *locked = strdup(path_in_dir("locked"));
+        REQUIRE(mkdir(locked, 0500) == 0);
+        char *in_locked = strdup(path_in_dir("locked/p.json"));
+        cfg.profile_path = in_locked;
+        refuse_path(&cfg, in_locked);
+        free(in_locked);
+        free(locked);
+    }
+    /* The same from the environment; an empty VF_PROFILE is unset. */
+    setenv("VF_PROFILE", missing, 1);
+    char needle[600];
+    snprintf(needle, sizeof needle, "VF_PROFILE=\"%s\"", missing);
+    refuse_path(&(vf_config){.type = VF_ENGINE_POOLED, .cpu_workers = 1},
+                needle);
+    setenv("VF_PROFILE", "", 1);
+    vf_engine *e = NULL;
+    CHECK_OK(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_NAIVE}));
+    if (e != NULL)
+        CHECK_OK(vf_engine_destroy(e));
+    unsetenv("VF_PROFILE");
+    /* A new file in a directory that exists is fine. */
+    cfg.profile_path = path_in_dir("new.json");
+    e = NULL;
+    CHECK_OK(vf_engine_create(&e, &cfg));
+    if (e != NULL)
+        CHECK_OK(vf_engine_destroy(e));
+    free(a_dir);
+    free(under_file);
+    free(missing);
+}
+
 /* Many distinct names: each op keeps its own (snapshots find them by hash,
  * not by scanning every name), and the summary has a row per name. */
 static void many_names(void)
@@ -964,6 +1040,7 @@ int main(void)
     device_program();
     dropped();
     at_destroy();
+    bad_paths();
     many_names();
     errors();
     if (atomic_load(&check_failures_) == 0) {
