@@ -16,8 +16,8 @@
  * - Errors: a failing call throws varflow::error (the VF_E* code, its name,
  *   vf_last_error_detail()); a wait that reports an op's failure throws
  *   varflow::op_failed, or returns it when called with std::nothrow.
- * - A callable that throws fails its op with the exception's message (the
- *   code is a varflow::error's own code, VF_ENOMEM for std::bad_alloc,
+ * - A callable that throws fails its op with the exception's message (a
+ *   varflow::error: its code and its detail(); std::bad_alloc: VF_ENOMEM;
  *   else VF_EOPFAILED). No exception ever crosses a C frame: every entry
  *   point the engine calls is noexcept and catches everything.
  * - A pushed callable is moved (or copied) into the op and destroyed
@@ -104,7 +104,12 @@ class error : public std::runtime_error
 /*
  * A wait saw an op's failure (VF_EOPFAILED): op_code() is what the op
  * returned or threw, op_name() the op that failed first in the chain,
- * op_message() what it said.
+ * op_message() what it said. what() names each code once:
+ * "VF_EOPFAILED: op \"add\" failed: boom" when the op's code is
+ * VF_EOPFAILED itself, "VF_EOPFAILED: op \"add\" failed with VF_ENODEV:
+ * boom" for another VF_E* code, "... failed with code 5" for any other
+ * value, "... an unnamed op failed ..." when it has no name; ": message"
+ * only when there is one. detail() is the same without "VF_EOPFAILED: ".
  */
 class op_failed : public error
 {
@@ -129,12 +134,14 @@ class op_failed : public error
   private:
     static std::string describe(const vf_error &err)
     {
+        std::string s = err.op_name[0] != '\0'
+                            ? std::string("op \"") + err.op_name + "\" failed"
+                            : std::string("an unnamed op failed");
         const char *code = vf_err_name(err.code);
-        std::string s = std::string("op \"") + err.op_name + "\" failed (" +
-                        (std::strcmp(code, "VF_UNKNOWN") == 0
-                             ? std::to_string(err.code)
-                             : std::string(code)) +
-                        ")";
+        if (std::strcmp(code, "VF_UNKNOWN") == 0)
+            s += " with code " + std::to_string(err.code);
+        else if (err.code != VF_EOPFAILED) // what() starts with that one
+            s += std::string(" with ") + code;
         if (err.message[0] != '\0')
             s += std::string(": ") + err.message;
         return s;
@@ -167,7 +174,10 @@ template <class Report> void report_current(Report &&report) noexcept
     try {
         throw;
     } catch (const error &e) {
-        report(e.code() != 0 ? e.code() : VF_EOPFAILED, e.what());
+        // The detail alone: the code travels as the op's code (what()
+        // would name it twice in the wait's op_failed).
+        int code = e.code() != 0 ? e.code() : VF_EOPFAILED;
+        report(code, e.detail()[0] != '\0' ? e.detail() : vf_strerror(code));
     } catch (const std::bad_alloc &e) {
         report(VF_ENOMEM, e.what());
     } catch (const std::exception &e) {
