@@ -616,7 +616,10 @@ VF_API int vf_wait_all(vf_engine *e, vf_error *err);
 /* One op as recorded. Times are nanoseconds since the profile started. */
 typedef struct vf_profile_record {
     uint64_t id;            /* 1, 2, ... in push order within the profile */
-    const char *name;       /* "" when unnamed; owned by the snapshot */
+    const char *name;       /* "" when unnamed (the outputs show such an op
+                               as "op #<id>", and a summary adds them up
+                               in one "(unnamed)" row); owned by the
+                               snapshot */
     int pool;               /* 0 CPU pool, 1 CPU priority pool, -1 inline */
     int worker;             /* as vf_run_worker; -1 inline */
     vf_device device;
