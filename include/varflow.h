@@ -15,6 +15,11 @@
  *   thread, what exactly was wrong with the last failing call.
  * - Configuration structs are read with designated initializers: a zero field
  *   means "default" (taken from the environment when a VF_* variable is set).
+ * - C++ includes this header as it is (varflow.hpp is the C++ layer over
+ *   it): vf_config and vf_op fields start at zero there, so braces that
+ *   give some of them compile without missing-initializer warnings, and
+ *   VF_VARS works, with a shorter life (see VF_VARS and the end of this
+ *   file).
  * - User code (op functions, callbacks) never runs while the engine holds one
  *   of its locks.
  */
@@ -44,6 +49,17 @@ extern "C" {
 #define VF_PRINTF_LIKE(fmt, args) __attribute__((format(printf, fmt, args)))
 #else
 #define VF_PRINTF_LIKE(fmt, args)
+#endif
+
+/* After a field of vf_config and vf_op: in C++14 and later a default
+ * member initializer, zero, so `vf_config c{VF_ENGINE_POOLED, 2}` and
+ * C++20's `vf_op{.fn = f, .name = "f"}` leave the rest zero without
+ * -Wmissing-field-initializers warnings (the structs stay aggregates,
+ * standard-layout and trivially copyable); nothing in C. */
+#if defined(__cplusplus) && __cplusplus >= 201402L
+#define VF_ZERO_ = {}
+#else
+#define VF_ZERO_
 #endif
 
 /* ------------------------------------------------------------------------ */
@@ -114,7 +130,9 @@ typedef struct vf_error {
 typedef struct vf_engine vf_engine;
 
 typedef enum vf_engine_type {
-    VF_ENGINE_DEFAULT = 0, /* VF_ENGINE_TYPE, else VF_ENGINE_PERDEVICE */
+    VF_ENGINE_INVALID = -1, /* what vf_engine_kind says of a non-engine;
+                               refused as config.type */
+    VF_ENGINE_DEFAULT = 0,  /* VF_ENGINE_TYPE, else VF_ENGINE_PERDEVICE */
     VF_ENGINE_NAIVE,       /* runs each op inside push (for debugging) */
     VF_ENGINE_POOLED,      /* one shared pool of workers */
     VF_ENGINE_PERDEVICE    /* a pool per device and per kind of work */
@@ -122,55 +140,75 @@ typedef enum vf_engine_type {
 
 /*
  * Engine configuration. Zero means default; a default is taken from the
- * environment variable named beside the field when it is set, otherwise from
- * the value given. The struct always wins over the environment.
+ * environment variable named beside the field when it is set (an empty one
+ * counts as unset), otherwise from the value given. The struct always wins
+ * over the environment. A count from the environment must be decimal digits
+ * only (no sign, space, suffix or base prefix) within the field's range, a
+ * flag 0 or 1; vf_engine_create refuses anything else (VF_EINVAL, the
+ * detail naming the variable and its value).
  */
 typedef struct vf_config {
-    vf_engine_type type;      /* VF_ENGINE_TYPE=naive|pooled|perdevice */
-    int cpu_workers;          /* VF_CPU_WORKER_NTHREADS, else online cores */
-    int cpu_priority_workers; /* VF_CPU_PRIORITY_NTHREADS, else min(4, cores)
-                                 (per-device engine only) */
-    int max_inflight;         /* VF_MAX_INFLIGHT, else unlimited: most ops
-                                 pushed and not finished; a push beyond it
-                                 waits for room (see vf_push) */
-    const char *profile_path; /* VF_PROFILE: record from creation and write
-                                 the profile here at destroy (format by
-                                 extension, see vf_profile_write) */
-    int profile_max_records;  /* VF_PROFILE_MAX_RECORDS, else 1048576: ops
-                                 recorded per profile; later ones are
-                                 counted as dropped */
-    bool engine_info;         /* VF_ENGINE_INFO=1: log to stderr when ops
-                                 touching a waited-on var run and finish */
+    vf_engine_type type VF_ZERO_;      /* VF_ENGINE_TYPE=naive|pooled|
+                                          perdevice */
+    int cpu_workers VF_ZERO_;          /* VF_CPU_WORKER_NTHREADS, else online
+                                          cores */
+    int cpu_priority_workers VF_ZERO_; /* VF_CPU_PRIORITY_NTHREADS, else min(4,
+                                          cores) (per-device engine only) */
+    int max_inflight VF_ZERO_;         /* VF_MAX_INFLIGHT, else unlimited: most
+                                          ops pushed and not finished; a push
+                                          beyond it waits for room (see
+                                          vf_push) */
+    const char *profile_path VF_ZERO_; /* VF_PROFILE: record from creation and
+                                          write the profile here at destroy
+                                          (format by extension, see
+                                          vf_profile_write; "-" is standard
+                                          output). Checked at create: "", a
+                                          directory, or a file that could not
+                                          be written (its directory missing or
+                                          not writable) is refused
+                                          (VF_EINVAL) */
+    int profile_max_records VF_ZERO_;  /* VF_PROFILE_MAX_RECORDS, else 1048576:
+                                          ops recorded per profile; later ones
+                                          are counted as dropped */
+    bool engine_info VF_ZERO_;         /* VF_ENGINE_INFO=1: log to stderr when
+                                          ops touching a waited-on var run and
+                                          finish */
     /* Devices (VF_DEVICE_CUDA, VF_DEVICE_EMULATED): each device gets its
      * pools on first use, every worker owning a stream of its own. */
-    int gpu_workers;          /* VF_GPU_WORKER_NTHREADS, else 2: compute
-                                 workers per device */
-    int gpu_copy_workers;     /* VF_GPU_COPY_NTHREADS, else 2: workers per
-                                 device for VF_PROP_COPY_TO/FROM_DEVICE */
-    int gpu_priority_workers; /* VF_GPU_PRIORITY_NTHREADS, else 2: workers
-                                 per device for VF_PROP_DEVICE_PRIORITIZED */
-    bool device_sync;         /* VF_DEVICE_SYNC=1: the host waits for each
-                                 device op's work before its vars are
-                                 released (MXNet 1.x), instead of ordering
-                                 the streams with events */
-    int emulated_latency_us;  /* VF_EMULATED_LATENCY_US, else 0: every piece
-                                 of work on an emulated stream takes at
-                                 least this long */
-    int emulated_mb_per_s;    /* VF_EMULATED_MB_PER_S, else unlimited: copy
-                                 bandwidth of an emulated stream (bytes
-                                 given to vf_run_submit) */
-    int fork_child_workers;   /* VF_FORK_CHILD_NTHREADS, else 1: workers
-                                 per CPU pool of the engine in a forked
-                                 child (which gets no device pools) */
-    int bulk_size;            /* VF_BULK_SIZE, else 0 (off): the bulk size
-                                 each pushing thread starts with (see
-                                 vf_set_bulk_size); at most 4096 */
-    bool help_on_wait;        /* VF_HELP_ON_WAIT=1: a thread in vf_wait_all
-                                 runs queued CPU ops itself while there are
-                                 any, instead of sleeping (as OpenMP's and
-                                 TBB's waiting threads do); such an op sees
-                                 vf_run_worker -1. Off by default: with it a
-                                 pool of n workers may run n + 1 ops at once */
+    int gpu_workers VF_ZERO_;          /* VF_GPU_WORKER_NTHREADS, else 2:
+                                          compute workers per device */
+    int gpu_copy_workers VF_ZERO_;     /* VF_GPU_COPY_NTHREADS, else 2: workers
+                                          per device for
+                                          VF_PROP_COPY_TO/FROM_DEVICE */
+    int gpu_priority_workers VF_ZERO_; /* VF_GPU_PRIORITY_NTHREADS, else 2:
+                                          workers per device for
+                                          VF_PROP_DEVICE_PRIORITIZED */
+    bool device_sync VF_ZERO_;         /* VF_DEVICE_SYNC=1: the host waits for
+                                          each device op's work before its vars
+                                          are released (MXNet 1.x), instead of
+                                          ordering the streams with events */
+    int emulated_latency_us VF_ZERO_;  /* VF_EMULATED_LATENCY_US, else 0: every
+                                          piece of work on an emulated stream
+                                          takes at least this long */
+    int emulated_mb_per_s VF_ZERO_;    /* VF_EMULATED_MB_PER_S, else unlimited:
+                                          copy bandwidth of an emulated stream
+                                          (bytes given to vf_run_submit) */
+    int fork_child_workers VF_ZERO_;   /* VF_FORK_CHILD_NTHREADS, else 1:
+                                          workers per CPU pool of the engine in
+                                          a forked child (which gets no device
+                                          pools) */
+    int bulk_size VF_ZERO_;            /* VF_BULK_SIZE, else 0 (off): the bulk
+                                          size each pushing thread starts with
+                                          (see vf_set_bulk_size); at most
+                                          4096 */
+    bool help_on_wait VF_ZERO_;        /* VF_HELP_ON_WAIT=1: a thread in
+                                          vf_wait_all runs queued CPU ops
+                                          itself while there are any, instead
+                                          of sleeping (as OpenMP's and TBB's
+                                          waiting threads do); such an op sees
+                                          vf_run_worker -1. Off by default:
+                                          with it a pool of n workers may run
+                                          n + 1 ops at once */
 } vf_config;
 
 /*
@@ -216,10 +254,13 @@ VF_API int vf_engine_start(vf_engine *e);
  */
 VF_API int vf_engine_shutdown(vf_engine *e);
 
-/* The kind of engine actually running (never VF_ENGINE_DEFAULT). */
+/* The kind of engine actually running: VF_ENGINE_NAIVE, VF_ENGINE_POOLED
+ * or VF_ENGINE_PERDEVICE, never VF_ENGINE_DEFAULT. For NULL or a destroyed
+ * engine, VF_ENGINE_INVALID (and vf_last_error_detail() says so). */
 VF_API vf_engine_type vf_engine_kind(const vf_engine *e);
 
-/* "naive", "pooled" or "perdevice". */
+/* "naive", "pooled" or "perdevice"; "default" and "invalid" for those two
+ * values, "unknown" for any other. */
 VF_API const char *vf_engine_type_name(vf_engine_type type);
 
 /* Worker threads the engine runs in total (0 for the naive engine). */
@@ -271,11 +312,27 @@ typedef struct vf_var_list {
     int count;
 } vf_var_list;
 
-/* VF_VARS(a, b, c): a vf_var_list of the handles given, as a compound
- * literal (lives until the end of the enclosing block). */
+/*
+ * VF_VARS(a, b, c): a vf_var_list of the handles given.
+ * In C, a compound literal: it lives until the end of the enclosing block,
+ * so `op.reads = VF_VARS(a, b);` then `vf_push(e, &op);` is fine.
+ * In C++ (no compound literals), a list over a temporary array that lives
+ * only until the end of the full-expression it is in: use it inside the
+ * call that takes the op, vf_push(e, {...}) or vf_operator_new(e, {...},
+ * &out) (the C++ overloads at the end of this file), e.g. in C++20
+ *     vf_push(e, {.fn = add, .reads = VF_VARS(a, b), .writes = VF_VARS(c)});
+ * Kept in a vf_op variable it dangles once the statement ends: list a
+ * named array there, `op.reads = vf_var_list_of(arr);` (clang warns,
+ * -Wdangling, when VF_VARS initializes a variable, not when it is
+ * assigned; g++ does not).
+ */
+#ifndef __cplusplus
 #define VF_VARS(...)                                                           \
     ((vf_var_list){(const vf_var[]){__VA_ARGS__},                              \
                    (int)(sizeof((vf_var[]){__VA_ARGS__}) / sizeof(vf_var))})
+#else
+#define VF_VARS(...) vf_var_list_of({__VA_ARGS__})
+#endif
 
 /* Create a variable. VF_ENOMEM when out of memory or handles. */
 VF_API int vf_var_new(vf_engine *e, vf_var *out);
@@ -284,7 +341,8 @@ VF_API int vf_var_new(vf_engine *e, vf_var *out);
  * Delete a variable. Deletion is an op that writes the variable: it runs
  * after every op already pushed on it; `free_fn(free_arg)` (may be NULL) runs
  * as its body, so the resource is freed once nothing uses it. Once deleted,
- * the handle is refused (VF_ESTALE) by every call, including a second delete.
+ * the handle is refused (VF_ESTALE) by every call, including a second delete
+ * (its detail: "vf_var_delete: variable (id 0x...) was already deleted").
  * The delete op jumps to the front of its pool's ready queue.
  */
 VF_API int vf_var_delete(vf_engine *e, vf_var v, void (*free_fn)(void *), void *free_arg);
@@ -362,18 +420,21 @@ typedef enum vf_property {
  * it writes. `name` (may be NULL) must stay valid until the op has finished.
  */
 typedef struct vf_op {
-    vf_sync_fn fn;
-    vf_async_fn async_fn; /* async: runs inline on the dispatching thread */
-    void *arg;
-    vf_done_fn done; /* may be NULL */
-    vf_var_list reads;
-    vf_var_list writes;
-    vf_device device;     /* zero: CPU 0 */
-    vf_property property; /* zero: normal */
-    int priority;         /* higher runs first among ready ops of a pool */
-    bool no_skip;         /* run even when an input has failed */
-    bool nonblocking;     /* at the in-flight limit: VF_EAGAIN, not wait */
-    const char *name;
+    vf_sync_fn fn VF_ZERO_;
+    vf_async_fn async_fn VF_ZERO_; /* async: runs inline on the dispatching
+                                      thread */
+    void *arg VF_ZERO_;
+    vf_done_fn done VF_ZERO_;      /* may be NULL */
+    vf_var_list reads VF_ZERO_;
+    vf_var_list writes VF_ZERO_;
+    vf_device device VF_ZERO_;     /* zero: CPU 0 */
+    vf_property property VF_ZERO_; /* zero: normal */
+    int priority VF_ZERO_;         /* higher runs first among ready ops of a
+                                      pool */
+    bool no_skip VF_ZERO_;         /* run even when an input has failed */
+    bool nonblocking VF_ZERO_;     /* at the in-flight limit: VF_EAGAIN, not
+                                      wait */
+    const char *name VF_ZERO_;
 } vf_op;
 
 /*
@@ -591,7 +652,10 @@ VF_API int vf_wait_all_timed(vf_engine *e, int64_t timeout_ms, vf_error *err);
 /* One op as recorded. Times are nanoseconds since the profile started. */
 typedef struct vf_profile_record {
     uint64_t id;            /* 1, 2, ... in push order within the profile */
-    const char *name;       /* "" when unnamed; owned by the snapshot */
+    const char *name;       /* "" when unnamed (the outputs show such an op
+                               as "op #<id>", and a summary adds them up
+                               in one "(unnamed)" row); owned by the
+                               snapshot */
     int pool;               /* 0 CPU pool, 1 CPU priority pool, -1 inline */
     int worker;             /* as vf_run_worker; -1 inline */
     vf_device device;
@@ -632,6 +696,8 @@ VF_API void vf_profile_free(vf_profile *p);
 VF_API size_t vf_profile_count(const vf_profile *p);
 VF_API const vf_profile_record *vf_profile_at(const vf_profile *p, size_t i);
 VF_API uint64_t vf_profile_dropped(const vf_profile *p); /* ops not kept */
+/* The kind of the engine recorded (VF_ENGINE_INVALID for NULL, with a
+ * detail). */
 VF_API vf_engine_type vf_profile_engine_kind(const vf_profile *p);
 VF_API int vf_profile_num_workers(const vf_profile *p);
 /* Name of the pool a worker index belongs to ("cpu", "prio"), or NULL. */
@@ -758,6 +824,51 @@ VF_API uint64_t vf_debug_alloc_count(void);
 
 #ifdef __cplusplus
 }
+
+/* ------------------------------------------------------------------------ */
+/* C++ users of this header                                                  */
+/* ------------------------------------------------------------------------ */
+
+#include <initializer_list>
+
+#if defined(__has_cpp_attribute)
+#if __has_cpp_attribute(clang::lifetimebound)
+#define VF_LIFETIMEBOUND_ [[clang::lifetimebound]]
 #endif
+#endif
+#ifndef VF_LIFETIMEBOUND_
+#define VF_LIFETIMEBOUND_
+#endif
+
+/* What C++'s VF_VARS(a, b) is: a list over the braced list's temporary
+ * array, valid until the end of the full-expression that wrote it. */
+inline vf_var_list
+vf_var_list_of(std::initializer_list<vf_var> vars VF_LIFETIMEBOUND_) noexcept
+{
+    vf_var_list l = {vars.size() != 0 ? vars.begin() : nullptr,
+                     static_cast<int>(vars.size())};
+    return l;
+}
+
+/* A list of a named array: valid as long as the array. */
+template <int N>
+inline vf_var_list vf_var_list_of(const vf_var (&vars)[N]) noexcept
+{
+    vf_var_list l = {vars, N};
+    return l;
+}
+
+/* vf_push and vf_operator_new taking the op itself, so it can be written
+ * in the call, VF_VARS lists and all: vf_push(e, {.fn = f, ...}). */
+inline int vf_push(vf_engine *e, const vf_op &op)
+{
+    return vf_push(e, &op);
+}
+
+inline int vf_operator_new(vf_engine *e, const vf_op &def, vf_operator **out)
+{
+    return vf_operator_new(e, &def, out);
+}
+#endif /* __cplusplus */
 
 #endif /* VARFLOW_H */

@@ -16,8 +16,8 @@
  * - Errors: a failing call throws varflow::error (the VF_E* code, its name,
  *   vf_last_error_detail()); a wait that reports an op's failure throws
  *   varflow::op_failed, or returns it when called with std::nothrow.
- * - A callable that throws fails its op with the exception's message (the
- *   code is a varflow::error's own code, VF_ENOMEM for std::bad_alloc,
+ * - A callable that throws fails its op with the exception's message (a
+ *   varflow::error: its code and its detail(); std::bad_alloc: VF_ENOMEM;
  *   else VF_EOPFAILED). No exception ever crosses a C frame: every entry
  *   point the engine calls is noexcept and catches everything.
  * - A pushed callable is moved (or copied) into the op and destroyed
@@ -32,7 +32,10 @@
  *   it is made, and nothing per push. docs/CXX.md has the measured cost.
  *
  * Handles (engine, var, reusable_op) are movable, not copyable, and must
- * not outlive the engine they came from (their destructors call it).
+ * not outlive the engine they came from (their destructors call it). A
+ * handle moved from (like a completion) tests false, and using it throws
+ * varflow::error VF_EINVAL saying it was moved from: it never acts on the
+ * handle it was moved to.
  * engine_ref and run are non-owning views, cheap to copy into lambdas.
  */
 #ifndef VARFLOW_HPP
@@ -104,7 +107,12 @@ class error : public std::runtime_error
 /*
  * A wait saw an op's failure (VF_EOPFAILED): op_code() is what the op
  * returned or threw, op_name() the op that failed first in the chain,
- * op_message() what it said.
+ * op_message() what it said. what() names each code once:
+ * "VF_EOPFAILED: op \"add\" failed: boom" when the op's code is
+ * VF_EOPFAILED itself, "VF_EOPFAILED: op \"add\" failed with VF_ENODEV:
+ * boom" for another VF_E* code, "... failed with code 5" for any other
+ * value, "... an unnamed op failed ..." when it has no name; ": message"
+ * only when there is one. detail() is the same without "VF_EOPFAILED: ".
  */
 class op_failed : public error
 {
@@ -129,12 +137,14 @@ class op_failed : public error
   private:
     static std::string describe(const vf_error &err)
     {
+        std::string s = err.op_name[0] != '\0'
+                            ? std::string("op \"") + err.op_name + "\" failed"
+                            : std::string("an unnamed op failed");
         const char *code = vf_err_name(err.code);
-        std::string s = std::string("op \"") + err.op_name + "\" failed (" +
-                        (std::strcmp(code, "VF_UNKNOWN") == 0
-                             ? std::to_string(err.code)
-                             : std::string(code)) +
-                        ")";
+        if (std::strcmp(code, "VF_UNKNOWN") == 0)
+            s += " with code " + std::to_string(err.code);
+        else if (err.code != VF_EOPFAILED) // what() starts with that one
+            s += std::string(" with ") + code;
         if (err.message[0] != '\0')
             s += std::string(": ") + err.message;
         return s;
@@ -157,6 +167,11 @@ inline void check(int rc)
         throw_error(rc);
 }
 
+/* What a call on an engine_ref holding no engine throws (VF_EINVAL). */
+inline const char no_engine[] =
+    "varflow::engine: no engine (used after it was moved from, released "
+    "or destroyed; or a default engine_ref)";
+
 /*
  * Turn the exception being handled into an op failure: call
  * report(code, message) with the code and message it maps to. Only from
@@ -167,7 +182,10 @@ template <class Report> void report_current(Report &&report) noexcept
     try {
         throw;
     } catch (const error &e) {
-        report(e.code() != 0 ? e.code() : VF_EOPFAILED, e.what());
+        // The detail alone: the code travels as the op's code (what()
+        // would name it twice in the wait's op_failed).
+        int code = e.code() != 0 ? e.code() : VF_EOPFAILED;
+        report(code, e.detail()[0] != '\0' ? e.detail() : vf_strerror(code));
     } catch (const std::bad_alloc &e) {
         report(VF_ENOMEM, e.what());
     } catch (const std::exception &e) {
@@ -405,7 +423,8 @@ inline const char dropped_message[] =
 
 /*
  * What an async op's callable gets: call it (complete(), or fail()) exactly
- * once, from any thread; the op's vars stay held until then. Move-only.
+ * once, from any thread; the op's vars stay held until then. Move-only;
+ * calling one moved from throws VF_EINVAL.
  * Destroyed uncalled, it fails the op ("varflow::completion destroyed
  * before it was called"), so a forgotten completion cannot hang a wait;
  * destroyed by an exception the callable threw, the op fails with that
@@ -420,7 +439,8 @@ class completion
     {
     }
     completion(completion &&o) noexcept
-        : done_(o.done_), pending_(std::exchange(o.pending_, false))
+        : done_(o.done_), pending_(std::exchange(o.pending_, false)),
+          moved_from_(std::exchange(o.moved_from_, true))
     {
     }
     completion &operator=(completion &&o) noexcept
@@ -429,6 +449,7 @@ class completion
             drop();
             done_ = o.done_;
             pending_ = std::exchange(o.pending_, false);
+            moved_from_ = std::exchange(o.moved_from_, true);
         }
         return *this;
     }
@@ -439,7 +460,8 @@ class completion
         drop();
     }
 
-    /* Finish the op: success. VF_EALREADY (thrown) if already used. */
+    /* Finish the op: success. VF_EALREADY (thrown) if already used;
+     * VF_EINVAL on a completion moved from. */
     void complete()
     {
         finish(0, nullptr);
@@ -471,6 +493,9 @@ class completion
   private:
     void finish(int status, const char *message)
     {
+        if (!pending_ && moved_from_)
+            throw error(VF_EINVAL, "varflow::completion: used after it was "
+                                   "moved from");
         if (!pending_)
             throw error(VF_EALREADY,
                         "varflow::completion: already used, or empty");
@@ -495,6 +520,7 @@ class completion
 
     vf_completion done_{};
     bool pending_ = false;
+    bool moved_from_ = false;
 };
 
 /* ------------------------------------------------------------------------ */
@@ -736,16 +762,27 @@ template <class Fn> struct op_block_of : op_block {
  * remove(). Converts to vf_var, so it goes straight into a var_list.
  * Destructor errors (a var already deleted through its vf_var, an engine
  * shutting down) are ignored.
+ *
+ * A var that names no variable (moved from, released, or
+ * default-constructed) tests false, and every use of it (in a push's reads
+ * or writes, a wait, remove, version, handle, release) throws
+ * varflow::error VF_EINVAL saying which: "varflow::var: used after it was
+ * moved from". Assigning a var to it makes it usable again. A removed var
+ * tests false too, but still names its deleted variable, so the engine
+ * refuses it (VF_ESTALE).
  */
 class var
 {
   public:
     var() noexcept = default;
     /* Adopt a handle made with vf_var_new. */
-    var(vf_engine *e, vf_var v) noexcept : e_(e), v_(v)
+    var(vf_engine *e, vf_var v) noexcept
+        : e_(e), v_(v), state_(e != nullptr ? state::owned : state::empty)
     {
     }
-    var(var &&o) noexcept : e_(std::exchange(o.e_, nullptr)), v_(o.v_)
+    var(var &&o) noexcept
+        : e_(std::exchange(o.e_, nullptr)), v_(std::exchange(o.v_, vf_var{})),
+          state_(std::exchange(o.state_, state::moved_from))
     {
     }
     var &operator=(var &&o) noexcept
@@ -753,7 +790,8 @@ class var
         if (this != &o) {
             reset();
             e_ = std::exchange(o.e_, nullptr);
-            v_ = o.v_;
+            v_ = std::exchange(o.v_, vf_var{});
+            state_ = std::exchange(o.state_, state::moved_from);
         }
         return *this;
     }
@@ -764,31 +802,35 @@ class var
         reset();
     }
 
-    vf_var handle() const noexcept
+    /* The handle; throws when the var names none (see above). */
+    vf_var handle() const
     {
+        if (state_ != state::owned && state_ != state::removed)
+            throw_unusable();
         return v_;
     }
-    operator vf_var() const noexcept
+    operator vf_var() const
     {
-        return v_;
+        return handle();
     }
     explicit operator bool() const noexcept
     {
-        return e_ != nullptr;
+        return state_ == state::owned;
     }
     /* Writes to it that have run (vf_var_version). */
     std::uint64_t version() const
     {
+        vf_var h = handle();
         std::uint64_t v = 0;
-        detail::check(vf_var_version(e_, v_, &v));
+        detail::check(vf_var_version(e_, h, &v));
         return v;
     }
-    /* Delete it now (an op after every op pushed on it); the handle is
-     * then empty. Throws, keeping the handle, when the delete fails. */
+    /* Delete it now (an op after every op pushed on it); the var then
+     * tests false. Throws, keeping the handle, when the delete fails. */
     void remove()
     {
-        detail::check(vf_var_delete(e_, v_, nullptr, nullptr));
-        e_ = nullptr;
+        detail::check(vf_var_delete(e_, handle(), nullptr, nullptr));
+        state_ = state::removed;
     }
     /*
      * Delete it, calling free_fn() as the delete op's body: once, after
@@ -800,27 +842,53 @@ class var
         using Fn = std::decay_t<F>;
         static_assert(std::is_invocable_v<Fn &>,
                       "a free callback takes no argument");
+        vf_var h = handle();
         detail::stored<Fn> s(std::forward<F>(free_fn));
-        detail::check(vf_var_delete(e_, v_, &detail::free_entry<Fn>, s.arg()));
+        detail::check(vf_var_delete(e_, h, &detail::free_entry<Fn>, s.arg()));
         s.release();
-        e_ = nullptr;
+        state_ = state::removed;
     }
-    /* Stop owning it: the caller deletes it (or not). */
-    vf_var release() noexcept
+    /* Stop owning it: the caller deletes it (or not); the var then names
+     * nothing. */
+    vf_var release()
     {
+        vf_var h = handle();
         e_ = nullptr;
-        return v_;
+        v_ = vf_var{};
+        state_ = state::released;
+        return h;
     }
 
   private:
+    enum class state : unsigned char {
+        empty,      /* default-constructed */
+        owned,      /* deleted by the destructor */
+        removed,    /* remove() pushed its delete; e_ and v_ kept */
+        moved_from, /* its handle went to another var */
+        released    /* its handle went to the caller */
+    };
+    [[noreturn]] void throw_unusable() const
+    {
+        throw error(VF_EINVAL,
+                    state_ == state::moved_from
+                        ? "varflow::var: used after it was moved from"
+                    : state_ == state::released
+                        ? "varflow::var: used after release() gave its "
+                          "handle away"
+                        : "varflow::var: empty (default-constructed: it "
+                          "names no variable)");
+    }
     void reset() noexcept
     {
-        if (e_ != nullptr)
-            vf_var_delete(std::exchange(e_, nullptr), v_, nullptr, nullptr);
+        if (state_ == state::owned)
+            vf_var_delete(e_, v_, nullptr, nullptr);
+        e_ = nullptr;
+        state_ = state::empty;
     }
 
     vf_engine *e_ = nullptr;
     vf_var v_{};
+    state state_ = state::empty;
 };
 
 /* ------------------------------------------------------------------------ */
@@ -832,24 +900,28 @@ class var
  * checked once and a push allocates nothing. The callable is allocated
  * once, at make_op, and destroyed after the handle is gone and its last
  * run has finished. Runs of an op that writes no var may run at the same
- * time, so such a callable must be safe to call concurrently.
+ * time, so such a callable must be safe to call concurrently. push() on
+ * one moved from (or default-constructed) throws varflow::error VF_EINVAL
+ * ("varflow::reusable_op: used after it was moved from").
  */
 class reusable_op
 {
   public:
     reusable_op() noexcept = default;
     reusable_op(reusable_op &&o) noexcept
-        : e_(o.e_), op_(std::exchange(o.op_, nullptr)),
-          block_(std::exchange(o.block_, nullptr))
+        : e_(std::exchange(o.e_, nullptr)), op_(std::exchange(o.op_, nullptr)),
+          block_(std::exchange(o.block_, nullptr)),
+          moved_from_(std::exchange(o.moved_from_, true))
     {
     }
     reusable_op &operator=(reusable_op &&o) noexcept
     {
         if (this != &o) {
             reset();
-            e_ = o.e_;
+            e_ = std::exchange(o.e_, nullptr);
             op_ = std::exchange(o.op_, nullptr);
             block_ = std::exchange(o.block_, nullptr);
+            moved_from_ = std::exchange(o.moved_from_, true);
         }
         return *this;
     }
@@ -863,6 +935,12 @@ class reusable_op
     /* Push one run (vf_operator_push). */
     void push(int priority = 0) const
     {
+        if (op_ == nullptr)
+            throw error(VF_EINVAL,
+                        moved_from_ ? "varflow::reusable_op: used after it "
+                                      "was moved from"
+                                    : "varflow::reusable_op: empty "
+                                      "(default-constructed)");
         block_->ref(); // given back by this run's done callback
         int rc = vf_operator_push(e_, op_, priority);
         if (rc != 0) {
@@ -897,6 +975,7 @@ class reusable_op
     vf_engine *e_ = nullptr;
     vf_operator *op_ = nullptr;
     detail::op_block *block_ = nullptr;
+    bool moved_from_ = false;
 };
 
 /* ------------------------------------------------------------------------ */
@@ -906,6 +985,10 @@ class reusable_op
 /*
  * A non-owning handle to an engine: every operation of the engine, none of
  * its lifetime. Copy it freely (into an op's lambda, for a nested push).
+ * Every operation of one that holds no engine (an engine moved from,
+ * released or destroyed; a default engine_ref) throws varflow::error
+ * VF_EINVAL saying so (detail::no_engine); the check costs nothing until
+ * a call fails.
  */
 class engine_ref
 {
@@ -927,7 +1010,7 @@ class engine_ref
     var new_var() const
     {
         vf_var v;
-        detail::check(vf_var_new(e_, &v));
+        check(vf_var_new(e_, &v));
         return var(e_, v);
     }
 
@@ -948,7 +1031,7 @@ class engine_ref
         op.fn = &detail::sync_entry<Fn>;
         op.arg = s.arg();
         op.done = detail::stored<Fn>::done;
-        detail::check(vf_push(e_, &op));
+        check(vf_push(e_, &op));
         s.release();
     }
 
@@ -971,7 +1054,7 @@ class engine_ref
         op.async_fn = &detail::async_entry<Fn>;
         op.arg = s.arg();
         op.done = detail::stored<Fn>::done;
-        detail::check(vf_push(e_, &op));
+        check(vf_push(e_, &op));
         s.release();
     }
 
@@ -1028,28 +1111,32 @@ class engine_ref
 
     void stop() const
     {
-        detail::check(vf_engine_stop(e_));
+        check(vf_engine_stop(e_));
     }
     void start() const
     {
-        detail::check(vf_engine_start(e_));
+        check(vf_engine_start(e_));
     }
     void shutdown() const
     {
-        detail::check(vf_engine_shutdown(e_));
+        check(vf_engine_shutdown(e_));
     }
-    vf_engine_type kind() const noexcept
+    vf_engine_type kind() const
     {
+        if (e_ == nullptr)
+            throw error(VF_EINVAL, detail::no_engine);
         return vf_engine_kind(e_);
     }
-    int num_workers() const noexcept
+    int num_workers() const
     {
+        if (e_ == nullptr)
+            throw error(VF_EINVAL, detail::no_engine);
         return vf_engine_num_workers(e_);
     }
     vf_stats stats() const
     {
         vf_stats s{};
-        detail::check(vf_engine_stats(e_, &s));
+        check(vf_engine_stats(e_, &s));
         return s;
     }
     /* Bulk execution for the calling thread (vf_set_bulk_size): returns the
@@ -1057,16 +1144,28 @@ class engine_ref
     int set_bulk_size(int size) const
     {
         int previous = vf_set_bulk_size(e_, size);
-        detail::check(previous < 0 ? previous : 0);
+        check(previous < 0 ? previous : 0);
         return previous;
     }
     void bulk_flush() const
     {
-        detail::check(vf_bulk_flush(e_));
+        check(vf_bulk_flush(e_));
     }
 
   protected:
     vf_engine *e_ = nullptr;
+
+    /* Throw what the call that returned rc != 0 failed with; for a handle
+     * holding no engine, that it holds none (the C call said only "not an
+     * engine"). */
+    void check(int rc) const
+    {
+        if (rc == 0)
+            return;
+        if (e_ == nullptr)
+            throw error(VF_EINVAL, detail::no_engine);
+        detail::throw_error(rc);
+    }
 
   private:
     template <class Block, class F>
@@ -1076,22 +1175,23 @@ class engine_ref
         def.arg = static_cast<detail::op_block *>(b.get());
         def.done = &detail::op_block::done;
         vf_operator *op = nullptr;
-        detail::check(vf_operator_new(e_, &def, &op));
+        check(vf_operator_new(e_, &def, &op));
         return reusable_op(e_, op, b.release());
     }
-    static void throw_wait(int rc, const vf_error &err)
+    void throw_wait(int rc, const vf_error &err) const
     {
         if (rc == VF_EOPFAILED)
             throw op_failed(err);
-        detail::check(rc);
+        check(rc);
     }
-    static wait_result wait_result_of(int rc, vf_error &err) noexcept
+    wait_result wait_result_of(int rc, vf_error &err) const noexcept
     {
         if (rc != 0 && rc != VF_EOPFAILED) {
             err = vf_error{};
             err.code = rc;
             std::snprintf(err.message, sizeof err.message, "%s",
-                          vf_last_error_detail());
+                          e_ != nullptr ? vf_last_error_detail()
+                                        : detail::no_engine);
         }
         return wait_result(rc, err);
     }

@@ -30,8 +30,10 @@
  *   from outside ops vf_var_new, vf_var_delete, vf_operator_new and
  *   vf_operator_push get VF_ESHUTDOWN; from inside the draining op they
  *   work; nothing refused ever runs or calls `done`;
- * - accessors given NULL: vf_engine_kind, vf_engine_num_workers,
- *   vf_engine_type_name of a bad type, every vf_profile_* function
+ * - accessors given NULL: vf_engine_kind and vf_profile_engine_kind
+ *   (VF_ENGINE_INVALID, never VF_ENGINE_DEFAULT, with a detail),
+ *   vf_engine_num_workers, vf_engine_type_name of a bad type, every
+ *   vf_profile_* function
  *   (VF_EINVAL where a code is returned, NULL / 0 otherwise), out-of-range
  *   indexes of vf_profile_at and vf_profile_worker_pool, a bad sort key.
  */
@@ -77,6 +79,16 @@ static void expect_code(int rc, int code, const char *what)
 
 /* ------------------------------------------------------------ config */
 
+/* Every count read from the environment: each must be decimal digits
+ * only, in range. */
+static const char *const count_vars[] = {
+    "VF_CPU_WORKER_NTHREADS", "VF_CPU_PRIORITY_NTHREADS",
+    "VF_MAX_INFLIGHT",        "VF_PROFILE_MAX_RECORDS",
+    "VF_GPU_WORKER_NTHREADS", "VF_GPU_COPY_NTHREADS",
+    "VF_GPU_PRIORITY_NTHREADS", "VF_EMULATED_LATENCY_US",
+    "VF_EMULATED_MB_PER_S",   "VF_FORK_CHILD_NTHREADS",
+    "VF_BULK_SIZE"};
+
 static void clear_env(void)
 {
     unsetenv("VF_ENGINE_TYPE");
@@ -86,6 +98,8 @@ static void clear_env(void)
     unsetenv("VF_PROFILE_MAX_RECORDS");
     unsetenv("VF_ENGINE_INFO");
     unsetenv("VF_PROFILE");
+    for (size_t i = 0; i < sizeof count_vars / sizeof *count_vars; i++)
+        unsetenv(count_vars[i]);
 }
 
 /* vf_engine_create must refuse with VF_EINVAL, a detail mentioning
@@ -126,7 +140,7 @@ static void env_refused(const char *var, const char *value,
     char what[128];
     snprintf(what, sizeof what, "%s=\"%s\"", var, value);
     setenv(var, value, 1);
-    refuse(cfg, var, what);
+    refuse(cfg, what, what); /* the detail names the variable and value */
     unsetenv(var);
 }
 
@@ -146,21 +160,34 @@ static void config(void)
                         .cpu_workers = 1,
                         .cpu_priority_workers = INT_MAX},
            "cpu_priority_workers", "cpu_priority_workers INT_MAX");
-    refuse(&(vf_config){.type = (vf_engine_type)-1}, "type", "type -1");
+    refuse(&(vf_config){.type = VF_ENGINE_INVALID}, "type", "type -1");
 
+    /* Decimal digits only: no sign, space, suffix or base prefix. */
     static const char *bad_counts[] = {
-        "0", "-5", "abc", "12x", "3 ", "99999999999", "0x10", "1e3", "+"};
-    for (size_t i = 0; i < sizeof bad_counts / sizeof *bad_counts; i++) {
-        env_refused("VF_MAX_INFLIGHT", bad_counts[i], &pooled);
-        env_refused("VF_CPU_WORKER_NTHREADS", bad_counts[i],
-                    &(vf_config){.type = VF_ENGINE_POOLED});
-        env_refused(
-            "VF_CPU_PRIORITY_NTHREADS", bad_counts[i],
-            &(vf_config){.type = VF_ENGINE_PERDEVICE, .cpu_workers = 1});
-        env_refused("VF_PROFILE_MAX_RECORDS", bad_counts[i], &pooled);
-    }
+        "-5",  "abc", "12x", "3 ", "99999999999", "0x10", "1e3", "+",
+        " 3",  "+3",  "\t3", "3\n", "-0",         "1 2",  "3.0", "٣"};
+    for (size_t v = 0; v < sizeof count_vars / sizeof *count_vars; v++)
+        for (size_t i = 0; i < sizeof bad_counts / sizeof *bad_counts; i++)
+            env_refused(count_vars[v], bad_counts[i],
+                        &(vf_config){.type = VF_ENGINE_PERDEVICE});
+    /* 0 is out of range, but for VF_BULK_SIZE (off). */
+    for (size_t v = 0; v < sizeof count_vars / sizeof *count_vars; v++)
+        if (strcmp(count_vars[v], "VF_BULK_SIZE") != 0)
+            env_refused(count_vars[v], "0",
+                        &(vf_config){.type = VF_ENGINE_PERDEVICE});
     env_refused("VF_CPU_WORKER_NTHREADS", "1025",
                 &(vf_config){.type = VF_ENGINE_POOLED});
+    env_refused("VF_BULK_SIZE", "4097", &pooled);
+    /* Digits in range are taken, a leading zero included. */
+    setenv("VF_CPU_WORKER_NTHREADS", "03", 1);
+    {
+        vf_engine *e = NULL;
+        CHECK_OK(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED}));
+        REQUIRE(e != NULL);
+        CHECK_EQ(vf_engine_num_workers(e), 3);
+        CHECK_OK(vf_engine_destroy(e));
+    }
+    unsetenv("VF_CPU_WORKER_NTHREADS");
     env_refused("VF_ENGINE_INFO", "yes", &pooled);
     env_refused("VF_ENGINE_INFO", "2", &pooled);
     clear_env();
@@ -473,7 +500,11 @@ static void during_destroy(const tu_kind *k)
 
 static void accessors(void)
 {
-    (void)vf_engine_kind(NULL);
+    vf_set_error_detail(0, "%s", "");
+    CHECK_EQ(vf_engine_kind(NULL), VF_ENGINE_INVALID);
+    CHECK(strcmp(vf_last_error_detail(),
+                 "vf_engine_kind: not an engine (NULL or destroyed)") == 0);
+    CHECK(strcmp(vf_engine_type_name(VF_ENGINE_INVALID), "invalid") == 0);
     CHECK_EQ(vf_engine_num_workers(NULL), 0);
     CHECK(vf_engine_type_name((vf_engine_type)-5) != NULL);
     CHECK(vf_engine_type_name((vf_engine_type)1000) != NULL);
@@ -489,7 +520,10 @@ static void accessors(void)
     CHECK_EQ(vf_profile_count(NULL), 0);
     CHECK(vf_profile_at(NULL, 0) == NULL);
     CHECK_EQ(vf_profile_dropped(NULL), 0);
-    (void)vf_profile_engine_kind(NULL);
+    vf_set_error_detail(0, "%s", "");
+    CHECK_EQ(vf_profile_engine_kind(NULL), VF_ENGINE_INVALID);
+    CHECK(strcmp(vf_last_error_detail(),
+                 "vf_profile_engine_kind: the profile is NULL") == 0);
     CHECK_EQ(vf_profile_num_workers(NULL), 0);
     CHECK(vf_profile_worker_pool(NULL, 0) == NULL);
     CHECK_EQ(vf_profile_span_ns(NULL), 0);

@@ -8,9 +8,17 @@
  * - options reach the op: its name (vf_run_name), priority, no_skip; with
  *   C++20, designated initializers (options and vf_config);
  * - run: the op's context, and its engine for nested pushes and waits;
- * - stop/start, stats.
+ * - stop/start, stats;
+ * - handles moved from (and vars released or default-constructed) test
+ *   false and every use throws varflow::error VF_EINVAL saying so: a var
+ *   in a push's reads or writes, a wait on it, its delete, version,
+ *   handle, release; an engine's every call; a reusable op's push; a
+ *   completion's call. Nothing reaches the handle it was moved to: no op
+ *   pushed, no version bumped. A removed var tests false and the engine
+ *   refuses its handle (VF_ESTALE).
  */
 #include <atomic>
+#include <cstring>
 #include <vector>
 
 #include "cxx_check.hpp"
@@ -156,6 +164,146 @@ void bulk(const cxx_test::kind &k)
     CHECK_THROWS(eng.set_bulk_size(-1), varflow::error, VF_EINVAL, (void)e);
 }
 
+bool contains(const char *haystack, const char *needle)
+{
+    return std::strstr(haystack, needle) != nullptr;
+}
+
+#define CHECK_MISUSE(expr, words)                                              \
+    CHECK_THROWS(expr, varflow::error, VF_EINVAL, {                            \
+        if (!contains(e.what(), words))                                        \
+            cxx_test::fail(__FILE__, __LINE__,                                 \
+                           std::string(#expr ": \"") + e.what() +             \
+                               "\" does not say \"" + words + "\"");        \
+    })
+
+void moved_from_vars(const cxx_test::kind &k)
+{
+    varflow::engine eng(k.cfg);
+    varflow::var a = eng.new_var();
+    varflow::var b = std::move(a);
+    CHECK(!a);
+    CHECK(b);
+    std::atomic<int> ran{0};
+    const char *moved = "varflow::var: used after it was moved from";
+    CHECK_MISUSE(eng.push({a}, {}, [&] { ran++; }), moved);
+    CHECK_MISUSE(eng.push({}, {a}, [&] { ran++; }), moved);
+    CHECK_MISUSE(eng.push({b.handle()}, {a}, [&] { ran++; }), moved);
+    CHECK_MISUSE(
+        eng.push_async({a}, {}, [](varflow::completion c) { c(); }), moved);
+    CHECK_MISUSE(eng.make_op({}, {a}, [&] { ran++; }), moved);
+    CHECK_MISUSE(eng.wait(a), moved);
+    CHECK_MISUSE(eng.wait(a, std::nothrow), moved);
+    CHECK_MISUSE(a.version(), moved);
+    CHECK_MISUSE(a.remove(), moved);
+    CHECK_MISUSE(a.remove([&] { ran++; }), moved);
+    CHECK_MISUSE(a.handle(), moved);
+    CHECK_MISUSE((void)static_cast<vf_var>(a), moved);
+    CHECK_MISUSE(a.release(), moved);
+    // Moved on again: still moved from, at both ends.
+    varflow::var c = std::move(a);
+    CHECK_MISUSE(c.version(), moved);
+    CHECK_MISUSE(a.version(), moved);
+    varflow::var d;
+    d = std::move(b);
+    CHECK(!b);
+    CHECK_MISUSE(eng.push({}, {b}, [&] { ran++; }), moved);
+    eng.wait_all();
+    CHECK_EQ(ran.load(), 0);
+    CHECK_EQ(d.version(), 0); // nothing reached the var moved to
+    CHECK_EQ(eng.stats().completed, 0);
+    eng.push({}, {d}, [&] { ran++; });
+    eng.wait(d);
+    CHECK_EQ(d.version(), 1);
+    // Assigned to, a moved-from var is a var again.
+    a = eng.new_var();
+    CHECK(a);
+    eng.push({}, {a}, [&] { ran++; });
+    eng.wait(a);
+    CHECK_EQ(a.version(), 1);
+    CHECK_EQ(ran.load(), 2);
+
+    // Released: the handle is the caller's, the var names nothing.
+    varflow::var r = eng.new_var();
+    vf_var raw = r.release();
+    CHECK(!r);
+    const char *released = "varflow::var: used after release()";
+    CHECK_MISUSE(eng.push({}, {r}, [&] { ran++; }), released);
+    CHECK_MISUSE(r.version(), released);
+    CHECK_MISUSE(r.remove(), released);
+    CHECK(vf_var_delete(eng.get(), raw, nullptr, nullptr) == 0);
+    // Removed: tests false, but the engine knows the handle was deleted.
+    varflow::var rm = eng.new_var();
+    rm.remove();
+    CHECK(!rm);
+    CHECK_THROWS(rm.version(), varflow::error, VF_ESTALE, (void)e);
+    CHECK_THROWS(rm.remove(), varflow::error, VF_ESTALE,
+                 CHECK(contains(e.what(), "was already deleted")));
+    // Default-constructed: names nothing either.
+    varflow::var none;
+    CHECK_MISUSE(eng.wait(none), "varflow::var: empty");
+    CHECK_MISUSE(none.version(), "varflow::var: empty");
+    eng.wait_all();
+    CHECK_EQ(ran.load(), 2);
+}
+
+void moved_from_engine(const cxx_test::kind &k)
+{
+    varflow::engine eng(k.cfg);
+    varflow::engine other(std::move(eng));
+    CHECK(!eng);
+    const char *moved = "moved from";
+    int ran = 0;
+    CHECK_MISUSE(eng.push({}, {}, [&] { ran++; }), moved);
+    CHECK_MISUSE(eng.push_async({}, {}, [](varflow::completion c) { c(); }),
+                 moved);
+    CHECK_MISUSE(eng.make_op({}, {}, [&] { ran++; }), moved);
+    CHECK_MISUSE(eng.new_var(), moved);
+    CHECK_MISUSE(eng.wait_all(), moved);
+    CHECK_MISUSE(eng.stats(), moved);
+    CHECK_MISUSE(eng.kind(), moved);
+    CHECK_MISUSE(eng.num_workers(), moved);
+    CHECK_MISUSE(eng.stop(), moved);
+    CHECK_MISUSE(eng.start(), moved);
+    CHECK_MISUSE(eng.shutdown(), moved);
+    CHECK_MISUSE(eng.set_bulk_size(2), moved);
+    CHECK_MISUSE(eng.bulk_flush(), moved);
+    varflow::wait_result r = eng.wait_all(std::nothrow);
+    CHECK_EQ(r.code(), VF_EINVAL);
+    CHECK(contains(r.message(), moved));
+    eng.destroy(); // nothing to destroy: no throw
+    {
+        varflow::var v = other.new_var();
+        CHECK_MISUSE(eng.wait(v), moved);
+        other.push({}, {v}, [&] { ran++; });
+        other.wait(v);
+        CHECK_EQ(v.version(), 1);
+    }
+    CHECK_EQ(ran, 1);
+
+    // A reusable op moved from, or never made.
+    varflow::reusable_op op = other.make_op({}, {}, [&] { ran++; });
+    varflow::reusable_op op2 = std::move(op);
+    CHECK(!op);
+    CHECK_MISUSE(op.push(), "varflow::reusable_op: used after it was moved "
+                            "from");
+    varflow::reusable_op none;
+    CHECK_MISUSE(none.push(), "varflow::reusable_op: empty");
+    op2.push();
+    other.wait_all();
+    CHECK_EQ(ran, 2);
+
+    // A completion moved from.
+    other.push_async({}, {}, [](varflow::completion c) {
+        varflow::completion mine = std::move(c);
+        CHECK(!c.pending());
+        CHECK_MISUSE(c.complete(), "varflow::completion: used after it was "
+                                   "moved from");
+        mine.complete();
+    });
+    other.wait_all();
+}
+
 } // namespace
 
 int main()
@@ -167,6 +315,8 @@ int main()
             nested(k);
             stop_start(k);
             bulk(k);
+            moved_from_vars(k);
+            moved_from_engine(k);
         });
     } catch (const std::exception &e) {
         cxx_test::fail(__FILE__, __LINE__, e.what());

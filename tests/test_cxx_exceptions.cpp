@@ -18,8 +18,13 @@
  *   after handing it over.
  * - API errors throw varflow::error with the code, its name and the
  *   detail: a bad config, a deleted var; wait(std::nothrow) returns them.
+ * - what() of op_failed, exactly: each code once ("VF_EOPFAILED: op
+ *   \"add\" failed: boom", "... failed with VF_ENODEV: ...", "... failed
+ *   with code 5", an unnamed op), built from a vf_error and from real
+ *   failures, a varflow::error thrown in an op included.
  */
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <new>
 #include <stdexcept>
@@ -246,6 +251,63 @@ void api_errors(const cxx_test::kind &k)
                  CHECK_EQ(e.op_code(), VF_EDEADLK));
 }
 
+vf_error make_error(int code, const char *name, const char *message)
+{
+    vf_error err{};
+    err.code = code;
+    std::snprintf(err.op_name, sizeof err.op_name, "%s", name);
+    std::snprintf(err.message, sizeof err.message, "%s", message);
+    return err;
+}
+
+/* The text of what() of the op_failed the wait on a var written by an op
+ * named "add" running fn throws. */
+template <class F> std::string what_of(varflow::engine &eng, F &&fn)
+{
+    varflow::var a = eng.new_var();
+    eng.push({}, {a}, std::forward<F>(fn), varflow::options{}.set_name("add"));
+    try {
+        eng.wait(a);
+    } catch (const varflow::op_failed &e) {
+        return e.what();
+    }
+    return "(no exception)";
+}
+
+void what_texts(const cxx_test::kind &k)
+{
+    using varflow::op_failed;
+    CHECK_STR(op_failed(make_error(VF_EOPFAILED, "add", "boom")).what(),
+              "VF_EOPFAILED: op \"add\" failed: boom");
+    CHECK_STR(op_failed(make_error(VF_EOPFAILED, "add", "boom")).detail(),
+              "op \"add\" failed: boom");
+    CHECK_STR(op_failed(make_error(VF_EOPFAILED, "add", "")).what(),
+              "VF_EOPFAILED: op \"add\" failed");
+    CHECK_STR(op_failed(make_error(VF_ENODEV, "add", "no device")).what(),
+              "VF_EOPFAILED: op \"add\" failed with VF_ENODEV: no device");
+    CHECK_STR(op_failed(make_error(5, "add", "")).what(),
+              "VF_EOPFAILED: op \"add\" failed with code 5");
+    CHECK_STR(op_failed(make_error(-99, "add", "odd")).what(),
+              "VF_EOPFAILED: op \"add\" failed with code -99: odd");
+    CHECK_STR(op_failed(make_error(VF_EOPFAILED, "", "boom")).what(),
+              "VF_EOPFAILED: an unnamed op failed: boom");
+
+    varflow::engine eng(k.cfg);
+    CHECK_STR(what_of(eng, [] { throw std::runtime_error("boom"); }),
+              "VF_EOPFAILED: op \"add\" failed: boom");
+    CHECK_STR(what_of(eng,
+                      [] { throw varflow::error(VF_ENODEV, "no device"); }),
+              "VF_EOPFAILED: op \"add\" failed with VF_ENODEV: no device");
+    CHECK_STR(what_of(eng,
+                      [](varflow::run &r) {
+                          r.set_error("returned 5");
+                          return 5;
+                      }),
+              "VF_EOPFAILED: op \"add\" failed with code 5: returned 5");
+    CHECK_STR(what_of(eng, [] { return 7; }),
+              "VF_EOPFAILED: op \"add\" failed with code 7");
+}
+
 } // namespace
 
 int main()
@@ -255,6 +317,7 @@ int main()
             sync_throws(k);
             async_ops(k);
             api_errors(k);
+            what_texts(k);
         });
     } catch (const std::exception &e) {
         cxx_test::fail(__FILE__, __LINE__, e.what());

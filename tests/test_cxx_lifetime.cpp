@@ -46,18 +46,26 @@
 static thread_local long news_here = 0;
 
 #if CXX_COUNT_NEW
-void *operator new(std::size_t n)
+/* Not inlined: g++ 12 would then see std::malloc's memory reach operator
+ * delete, or a new-expression's reach std::free, and warn
+ * (-Wmismatched-new-delete), although the two are a matching pair. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define CXX_NOINLINE __attribute__((noinline))
+#else
+#define CXX_NOINLINE
+#endif
+CXX_NOINLINE void *operator new(std::size_t n)
 {
     news_here++;
     if (void *p = std::malloc(n ? n : 1))
         return p;
     throw std::bad_alloc();
 }
-void operator delete(void *p) noexcept
+CXX_NOINLINE void operator delete(void *p) noexcept
 {
     std::free(p);
 }
-void operator delete(void *p, std::size_t) noexcept
+CXX_NOINLINE void operator delete(void *p, std::size_t) noexcept
 {
     std::free(p);
 }

@@ -8,6 +8,9 @@
  * - after vf_var_delete returns, every call refuses the handle with
  *   VF_ESTALE: push (as read and as write, and `done` is not called), a
  *   second delete, wait_var, version;
+ * - a second delete says the variable was already deleted, naming its id
+ *   (while the first delete is queued behind a running op, and after it
+ *   ran), not that "a variable of op vf_var_delete" was;
  * - delete with a NULL free callback;
  * - a var whose last writer failed is still deleted and freed;
  * - many vars created and deleted: a reused slot never lets an old handle
@@ -149,6 +152,38 @@ static void delete_failed(const tu_kind *k)
     CHECK_OK(vf_engine_destroy(e));
 }
 
+/* The detail of a second delete: "vf_var_delete: variable (id 0x..) was
+ * already deleted", whether the first delete is still queued or has run. */
+static void check_second_delete(vf_engine *e, vf_var v)
+{
+    char want[96];
+    snprintf(want, sizeof want,
+             "vf_var_delete: variable (id %#llx) was already deleted",
+             (unsigned long long)v.id);
+    CHECK_ERR(vf_var_delete(e, v, NULL, NULL), VF_ESTALE);
+    if (strcmp(vf_last_error_detail(), want) != 0)
+        CHECK_REPORT_("second delete: detail \"%s\", expected \"%s\"",
+                      vf_last_error_detail(), want);
+}
+
+static void second_delete(const tu_kind *k)
+{
+    vf_engine *e = tu_engine(k);
+    vf_var v = tu_var(e);
+    tu_gate gate;
+    tu_gate_init(&gate);
+    user u = {k->threaded ? &gate : NULL, 0, 0, 0, 0};
+    CHECK_OK(vf_push(e, &(vf_op){.fn = user_fn, .arg = &u,
+                                 .writes = VF_VARS(v)}));
+    CHECK_OK(vf_var_delete(e, v, NULL, NULL)); /* queued behind u */
+    check_second_delete(e, v);
+    tu_gate_open(&gate);
+    CHECK_OK(vf_wait_all(e, NULL));
+    check_second_delete(e, v); /* the slot is free now */
+    CHECK_OK(vf_engine_destroy(e));
+    tu_gate_destroy(&gate);
+}
+
 /* Create and delete many vars: handles are never reused. */
 static void slot_reuse(const tu_kind *k)
 {
@@ -229,6 +264,8 @@ int main(void)
         check_context_ = k->name;
         tu_phase("ordering");
         ordering(k);
+        tu_phase("second_delete");
+        second_delete(k);
         tu_phase("delete_failed");
         delete_failed(k);
         tu_phase("slot_reuse");

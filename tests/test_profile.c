@@ -25,7 +25,15 @@
  * has a device span, and the trace a "device" slice over exactly it on
  * its device's process (after the pools') and its stream's thread, which a
  * load does not take for a record;
- * config.profile_path and VF_PROFILE write at destroy; 20000 distinct
+ * unnamed ops: the trace's slices and the dot file's nodes name each
+ * "op #<id>" (the trace's args mark it "unnamed", so a load gives back its
+ * empty name), the report's data says which name index is the unnamed
+ * group, and the summary counts them in one "(unnamed)" row;
+ * config.profile_path and VF_PROFILE write at destroy, and a path that
+ * could not be written there (empty; a directory that does not exist, is
+ * a file or cannot be written; a directory as the file) is refused by
+ * vf_engine_create (VF_EINVAL, the detail naming the setting and the path);
+ * 20000 distinct
  * names (each record keeps its own, quickly); errors of write and load,
  * and the largest numbers a load keeps exact; every allocation of the
  * outputs and of a load failing in turn gives VF_ENOMEM, never a crash or
@@ -760,6 +768,169 @@ static void at_destroy(void)
     free(text);
 }
 
+/* Ops 1, 3 and 4 unnamed, 2 named "named"; all write one var. */
+static void unnamed_ops(void)
+{
+    tu_phase_limit("unnamed ops", 30);
+    vf_engine *e = tu_engine(&tu_kinds[1]);
+    vf_var v = tu_var(e);
+    CHECK_OK(vf_profile_start(e));
+    const char *names[] = {NULL, "named", "", NULL};
+    for (int i = 0; i < 4; i++)
+        CHECK_OK(vf_push(e, &(vf_op){.fn = count_fn, .writes = VF_VARS(v),
+                                     .name = names[i]}));
+    CHECK_OK(vf_wait_all(e, NULL));
+    vf_profile *p = NULL;
+    CHECK_OK(vf_profile_take(e, &p));
+    tu_finish_engine(e);
+    REQUIRE(p != NULL && vf_profile_count(p) == 4);
+
+    /* The trace: "op #1", "named", "op #3", "op #4"; "unnamed": true. */
+    const char *trace = path_in_dir("unnamed.json");
+    CHECK_OK(vf_profile_write(p, trace, VF_PROFILE_CHROME_JSON));
+    char *text = tu_read_file(trace);
+    REQUIRE(text != NULL);
+    cJSON *doc = parse_json(text, trace);
+    REQUIRE(doc != NULL);
+    free(text);
+    const cJSON *ev;
+    int slices = 0;
+    cJSON_ArrayForEach(ev, jget(doc, "traceEvents"))
+    {
+        if (strcmp(jstr(ev, "ph"), "X") != 0)
+            continue;
+        const cJSON *args = jget(ev, "args");
+        int id = (int)jnum(args, "id");
+        REQUIRE(id >= 1 && id <= 4);
+        char want[32];
+        snprintf(want, sizeof want, "op #%d", id);
+        bool unnamed = id != 2;
+        if (strcmp(jstr(ev, "name"), unnamed ? want : "named") != 0)
+            CHECK_REPORT_("op %d's slice is named \"%s\"", id,
+                          jstr(ev, "name"));
+        CHECK(cJSON_IsTrue(jget(args, "unnamed")) == unnamed);
+        CHECK(unnamed || jget(args, "unnamed") == NULL);
+        slices++;
+    }
+    CHECK_EQ(slices, 4);
+    cJSON_Delete(doc);
+    vf_profile *q = NULL;
+    CHECK_OK(vf_profile_load(trace, &q));
+    REQUIRE(q != NULL && vf_profile_count(q) == 4);
+    for (size_t i = 0; i < 4; i++)
+        CHECK(strcmp(vf_profile_at(q, i)->name, i == 1 ? "named" : "") == 0);
+    vf_profile_free(q);
+
+    /* The dot file's nodes. */
+    const char *dot = path_in_dir("unnamed.dot");
+    CHECK_OK(vf_profile_write(p, dot, VF_PROFILE_AUTO));
+    text = tu_read_file(dot);
+    REQUIRE(text != NULL);
+    CHECK(strstr(text, "n3 [label=\"op #3\\n") != NULL);
+    CHECK(strstr(text, "n2 [label=\"named\\n#2 ") != NULL);
+    CHECK(strstr(text, "(unnamed)") == NULL);
+    free(text);
+
+    /* The summary: one row for the three. */
+    vf_profile_row *rows = NULL;
+    size_t nrows = 0;
+    CHECK_OK(vf_profile_summary(p, VF_PROFILE_SORT_NAME, &rows, &nrows));
+    REQUIRE(nrows == 2);
+    CHECK(strcmp(rows[0].name, "(unnamed)") == 0 && rows[0].count == 3);
+    CHECK(strcmp(rows[1].name, "named") == 0 && rows[1].count == 1);
+    vf_profile_summary_free(rows);
+
+    /* The report: the unnamed group's index (the page labels its ops
+     * "op #<id>"). Rows by total time: which one is first varies. */
+    const char *html = path_in_dir("unnamed.html");
+    CHECK_OK(vf_profile_write(p, html, VF_PROFILE_AUTO));
+    text = tu_read_file(html);
+    REQUIRE(text != NULL);
+    const char *names_at = strstr(text, "\"names\":[");
+    REQUIRE(names_at != NULL);
+    static const char first[] = "\"names\":[\"(unnamed)\"";
+    int unnamed_at = strncmp(names_at, first, strlen(first)) == 0 ? 0 : 1;
+    char want[32];
+    snprintf(want, sizeof want, "\"unnamed\":%d,", unnamed_at);
+    if (strstr(text, want) == NULL)
+        CHECK_REPORT_("the report's data lacks %s", want);
+    CHECK(strstr(text, "'op #' + o.id") != NULL);
+    free(text);
+    vf_profile_free(p);
+}
+
+/* vf_engine_create must refuse the profile path with VF_EINVAL and a
+ * detail holding `needle`. */
+static void refuse_path(const vf_config *cfg, const char *needle)
+{
+    vf_engine *e = NULL;
+    int rc = vf_engine_create(&e, cfg);
+    if (rc != VF_EINVAL) {
+        CHECK_REPORT_("profile path %s: create returned %s, expected "
+                      "VF_EINVAL", needle, vf_err_name(rc));
+        if (rc == 0)
+            CHECK_OK(vf_engine_destroy(e));
+        return;
+    }
+    CHECK(e == NULL);
+    if (strstr(vf_last_error_detail(), needle) == NULL)
+        CHECK_REPORT_("profile path: detail '%s' does not name '%s'",
+                      vf_last_error_detail(), needle);
+}
+
+/* Paths the profile could not be written to at destroy are refused at
+ * create, from the struct and from VF_PROFILE. */
+static void bad_paths(void)
+{
+    tu_phase_limit("bad profile paths", 30);
+    vf_config cfg = {.type = VF_ENGINE_NAIVE, .profile_path = ""};
+    refuse_path(&cfg, "config.profile_path = \"\"");
+    char *missing = strdup(path_in_dir("no-such-dir/p.json"));
+    cfg.profile_path = missing;
+    refuse_path(&cfg, missing);
+    const char *file = path_in_dir("plain-file");
+    FILE *f = fopen(file, "w");
+    REQUIRE(f != NULL);
+    fclose(f);
+    char *under_file = strdup(path_in_dir("plain-file/p.json"));
+    cfg.profile_path = under_file;
+    refuse_path(&cfg, under_file);
+    char *a_dir = strdup(path_in_dir("a-dir"));
+    REQUIRE(mkdir(a_dir, 0700) == 0);
+    cfg.profile_path = a_dir;
+    refuse_path(&cfg, a_dir);
+    if (geteuid() != 0) { /* root may write anywhere */
+        char *locked = strdup(path_in_dir("locked"));
+        REQUIRE(mkdir(locked, 0500) == 0);
+        char *in_locked = strdup(path_in_dir("locked/p.json"));
+        cfg.profile_path = in_locked;
+        refuse_path(&cfg, in_locked);
+        free(in_locked);
+        free(locked);
+    }
+    /* The same from the environment; an empty VF_PROFILE is unset. */
+    setenv("VF_PROFILE", missing, 1);
+    char needle[600];
+    snprintf(needle, sizeof needle, "VF_PROFILE=\"%s\"", missing);
+    refuse_path(&(vf_config){.type = VF_ENGINE_POOLED, .cpu_workers = 1},
+                needle);
+    setenv("VF_PROFILE", "", 1);
+    vf_engine *e = NULL;
+    CHECK_OK(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_NAIVE}));
+    if (e != NULL)
+        CHECK_OK(vf_engine_destroy(e));
+    unsetenv("VF_PROFILE");
+    /* A new file in a directory that exists is fine. */
+    cfg.profile_path = path_in_dir("new.json");
+    e = NULL;
+    CHECK_OK(vf_engine_create(&e, &cfg));
+    if (e != NULL)
+        CHECK_OK(vf_engine_destroy(e));
+    free(a_dir);
+    free(under_file);
+    free(missing);
+}
+
 /* Many distinct names: each op keeps its own (snapshots find them by hash,
  * not by scanning every name), and the summary has a row per name. */
 static void many_names(void)
@@ -964,6 +1135,8 @@ int main(void)
     device_program();
     dropped();
     at_destroy();
+    unnamed_ops();
+    bad_paths();
     many_names();
     errors();
     if (atomic_load(&check_failures_) == 0) {

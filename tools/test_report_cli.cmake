@@ -52,6 +52,23 @@ run_tool(0 ${WORK}/trace.json -f chrome -o ${WORK}/again.json)
 run_tool(0 ${WORK}/again.json -f summary -o -)
 expect("${out}" "3 ops recorded")
 
+# An op pushed without a name: "op #<id>" in the trace (args "unnamed"),
+# in the critical path and the dot file; one "(unnamed)" summary row.
+file(WRITE ${WORK}/unnamed.json [=[
+{"traceEvents":[
+{"ph":"X","pid":1,"tid":1,"name":"op #1","ts":0.000,"dur":10.000,"args":{"id":1,"unnamed":true,"code":0,"push_us":0.000,"ready_us":0.000,"worker":0,"pool":0,"device":"cpu:0","property":"normal","async":false,"deps":[]}},
+{"ph":"X","pid":1,"tid":1,"name":"op #2","ts":10.500,"dur":5.000,"args":{"id":2,"unnamed":true,"code":0,"push_us":0.100,"ready_us":10.200,"worker":0,"pool":0,"device":"cpu:0","property":"normal","async":false,"deps":[1]}}
+],"otherData":{"varflow":1,"engine":"pooled","workers":1,"worker_pools":["cpu"],"records":2,"dropped":0,"span_ns":15500}}
+]=])
+run_tool(0 ${WORK}/unnamed.json -c -f dot -o -)
+expect("${out}" "op #2                            worker 0")
+expect("${out}" "n2 [label=\"op #2\\n")
+run_tool(0 ${WORK}/unnamed.json -f summary -o -)
+expect("${out}" "(unnamed)")
+run_tool(0 ${WORK}/unnamed.json -f chrome -o -)
+expect("${out}" "\"name\":\"op #1\"")
+expect("${out}" "\"id\":1,\"unnamed\":true,")
+
 file(WRITE ${WORK}/bad.json "{\"traceEvents\":[]}")
 run_tool(1 ${WORK}/bad.json -o -)
 run_tool(1 ${WORK}/missing.json -o -)

@@ -185,9 +185,10 @@ static int device(loader *ld, const cJSON *v, vf_device *out)
     return bad(ld, v->string, "unknown device");
 }
 
-/* An event's args into *r; *deps is the "deps" array, if any. */
+/* An event's args into *r; *deps is the "deps" array, if any; *unnamed
+ * set when the op had no name (its slice says "op #<id>"). */
 static int args(loader *ld, const cJSON *o, vf_profile_record *r,
-                const cJSON **deps)
+                const cJSON **deps, int *unnamed)
 {
     if (!cJSON_IsObject(o))
         return bad(ld, o->string, "expected an object");
@@ -229,6 +230,10 @@ static int args(loader *ld, const cJSON *o, vf_profile_record *r,
             if (!cJSON_IsBool(f))
                 return bad(ld, k, "expected true or false");
             r->async = cJSON_IsTrue(f);
+        } else if (strcmp(k, "unnamed") == 0) {
+            if (!cJSON_IsBool(f))
+                return bad(ld, k, "expected true or false");
+            *unnamed = cJSON_IsTrue(f);
         } else if (strcmp(k, "deps") == 0) {
             if (!cJSON_IsArray(f))
                 return bad(ld, k, "expected an array");
@@ -254,7 +259,7 @@ static int event(loader *ld, const cJSON *ev)
     r.worker = r.pool = -1;
     if (!cJSON_IsObject(ev))
         return bad(ld, "", "expected an object");
-    int is_x = 0;
+    int is_x = 0, unnamed = 0;
     uint64_t ts = 0, dur = 0;
     const char *name = NULL;
     const cJSON *f, *deps = NULL;
@@ -272,7 +277,7 @@ static int event(loader *ld, const cJSON *ev)
         } else if (strcmp(k, "dur") == 0) {
             rc = micros(ld, f, &dur);
         } else if (strcmp(k, "args") == 0) {
-            rc = args(ld, f, &r, &deps);
+            rc = args(ld, f, &r, &deps, &unnamed);
         }
         if (rc != 0)
             return VF_EINVAL;
@@ -281,6 +286,8 @@ static int event(loader *ld, const cJSON *ev)
         return 0;
     if (name == NULL)
         return bad(ld, "", "an op without a name");
+    if (unnamed)
+        name = ""; /* the record's name; "op #<id>" was for the viewer */
     r.start_ns = ts;
     r.end_ns = ts + dur;
     if (r.push_ns > r.ready_ns || r.ready_ns > r.start_ns)

@@ -74,8 +74,10 @@ static void print_critical(const vf_profile *p)
         const vf_profile_record *r = vf_profile_at(p, k);
         if (r == NULL || r->id != path.ids[i])
             continue;
+        char label[32];
+        snprintf(label, sizeof label, "op #%llu", (unsigned long long)r->id);
         printf("  #%-8llu %-32s worker %-3d start %12.3f us  run %10.3f us\n",
-               (unsigned long long)r->id, r->name[0] ? r->name : "(unnamed)",
+               (unsigned long long)r->id, r->name[0] ? r->name : label,
                r->worker, r->start_ns / 1e3, (r->end_ns - r->start_ns) / 1e3);
     }
     vf_profile_path_free(&path);

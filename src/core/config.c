@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/error.h"
@@ -15,6 +16,24 @@ static int online_cores(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n < 1 ? 1 : n > VF__MAX_WORKERS ? VF__MAX_WORKERS : (int)n;
+}
+
+/* A count written in the environment: decimal digits only (no sign, space,
+ * suffix or base prefix, which strtol would let through), at most `max`;
+ * -1 when it is not one. */
+static long long parse_count(const char *s, int max)
+{
+    long long n = 0;
+    if (*s == '\0')
+        return -1;
+    for (; *s != '\0'; s++) {
+        if (*s < '0' || *s > '9')
+            return -1;
+        n = n * 10 + (*s - '0');
+        if (n > max) /* n stays below 10 * INT_MAX: no overflow */
+            return -1;
+    }
+    return n;
 }
 
 /* A count in 1..max: the struct's when non-zero, else the variable's, else
@@ -35,12 +54,10 @@ static int count_setting(int field, const char *field_name, const char *var,
         *out = fallback;
         return 0;
     }
-    char *end;
-    errno = 0;
-    long n = strtol(s, &end, 10);
-    if (errno != 0 || *end != '\0' || n < 1 || n > max)
-        return vf__fail(VF_EINVAL, "vf_engine_create: %s=\"%s\" (must be an "
-                                   "integer 1..%d)",
+    long long n = parse_count(s, max);
+    if (n < 1)
+        return vf__fail(VF_EINVAL, "vf_engine_create: %s=\"%s\" (must be "
+                                   "decimal digits only, 1..%d)",
                         var, s, max);
     *out = (int)n;
     return 0;
@@ -60,6 +77,54 @@ static int flag_setting(const char *var, bool *out)
     }
     return vf__fail(VF_EINVAL, "vf_engine_create: %s=\"%s\" (must be 0 or 1)",
                     var, s);
+}
+
+/*
+ * The profile is written at destroy with fopen(path, "w") (vf_profile_write;
+ * "-" is standard output): refuse now a path that could not be, so the
+ * mistake is not found only then. An existing file must be writable and
+ * not a directory; a new one needs a directory that exists and can be
+ * written to. `setting` names where the path came from.
+ */
+static int profile_path_check(const char *path, const char *setting)
+{
+    if (*path == '\0')
+        return vf__fail(VF_EINVAL, "vf_engine_create: %s\"\" (a file name, "
+                                   "\"-\" for standard output, or NULL for "
+                                   "no profile)", setting);
+    if (strcmp(path, "-") == 0)
+        return 0;
+    struct stat st;
+    const char *why = NULL, *what = path;
+    char dir[PATH_MAX];
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode))
+            why = "it is a directory";
+        else if (access(path, W_OK) != 0)
+            why = strerror(errno);
+    } else if (errno != ENOENT) {
+        why = strerror(errno);
+    } else { /* a new file: its directory, "." or "/" included */
+        const char *slash = strrchr(path, '/');
+        size_t n = slash == NULL || slash == path ? 1 : (size_t)(slash - path);
+        if (n >= sizeof dir)
+            return vf__fail(VF_EINVAL, "vf_engine_create: %s\"%s\": the "
+                                       "path is too long", setting, path);
+        memcpy(dir, slash == NULL ? "." : path, n);
+        dir[n] = '\0';
+        what = dir;
+        if (stat(dir, &st) != 0)
+            why = strerror(errno);
+        else if (!S_ISDIR(st.st_mode))
+            why = "not a directory";
+        else if (access(dir, W_OK | X_OK) != 0)
+            why = strerror(errno);
+    }
+    if (why == NULL)
+        return 0;
+    return vf__fail(VF_EINVAL, "vf_engine_create: %s\"%s\": the profile "
+                               "could not be written there (%s: %s)",
+                    setting, path, what, why);
 }
 
 static int engine_type(vf_engine_type field, vf_engine_type *out)
@@ -116,6 +181,11 @@ int vf__settings_resolve(const vf_config *config, vf__settings *out)
         const char *s = getenv("VF_PROFILE");
         out->profile_path = s && *s ? s : NULL;
     }
+    if (rc == 0 && out->profile_path != NULL)
+        rc = profile_path_check(out->profile_path,
+                                config->profile_path != NULL
+                                    ? "config.profile_path = "
+                                    : "VF_PROFILE=");
     out->engine_info = config->engine_info;
     if (rc == 0 && !out->engine_info)
         rc = flag_setting("VF_ENGINE_INFO", &out->engine_info);

@@ -267,7 +267,12 @@ VF_API int vf_engine_destroy(vf_engine *e)
 
 VF_API vf_engine_type vf_engine_kind(const vf_engine *e)
 {
-    return vf__engine_ok(e) ? e->kind : VF_ENGINE_DEFAULT;
+    if (!vf__engine_ok(e)) {
+        vf__fail(VF_EINVAL, "vf_engine_kind: not an engine (NULL or "
+                            "destroyed)");
+        return VF_ENGINE_INVALID;
+    }
+    return e->kind;
 }
 
 VF_API const char *vf_engine_type_name(vf_engine_type type)
@@ -281,6 +286,8 @@ VF_API const char *vf_engine_type_name(vf_engine_type type)
         return "perdevice";
     case VF_ENGINE_DEFAULT:
         return "default";
+    case VF_ENGINE_INVALID:
+        return "invalid";
     }
     return "unknown";
 }

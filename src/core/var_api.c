@@ -26,13 +26,24 @@ VF_API int vf_var_new(vf_engine *e, vf_var *out)
     return vf__var_create(&e->vars, out);
 }
 
+static int lookup_failed(const char *who, vf_var h, int rc)
+{
+    return vf__fail(rc, "%s: variable (id %#llx): %s", who,
+                    (unsigned long long)h.id, vf_strerror(rc));
+}
+
 static int lookup(vf_engine *e, const char *who, vf_var h, vf__var **v)
 {
     int rc = vf__var_lookup(&e->vars, h, v);
-    if (rc != 0)
-        return vf__fail(rc, "%s: variable (id %#llx): %s", who,
-                        (unsigned long long)h.id, vf_strerror(rc));
-    return 0;
+    return rc != 0 ? lookup_failed(who, h, rc) : 0;
+}
+
+/* A delete of a var whose delete was pushed before (VF_ESTALE): the slot
+ * is free again, or the push found the var deleting. */
+static int already_deleted(const char *who, vf_var h)
+{
+    return vf__fail(VF_ESTALE, "%s: variable (id %#llx) was already deleted",
+                    who, (unsigned long long)h.id);
 }
 
 VF_API int vf_var_delete(vf_engine *e, vf_var h, void (*free_fn)(void *),
@@ -41,8 +52,11 @@ VF_API int vf_var_delete(vf_engine *e, vf_var h, void (*free_fn)(void *),
     static const char who[] = "vf_var_delete";
     int rc = var_check_engine(e, who);
     vf__var *v;
-    if (rc != 0 || (rc = lookup(e, who, h, &v)) != 0)
+    if (rc != 0)
         return rc;
+    if ((rc = vf__var_lookup(&e->vars, h, &v)) != 0)
+        return rc == VF_ESTALE ? already_deleted(who, h)
+                               : lookup_failed(who, h, rc);
     vf__bulk_flush_all(e); /* a batch may name the var (bulk.h) */
     vf__op *op = vf__op_alloc();
     if (op == NULL)
@@ -67,7 +81,9 @@ VF_API int vf_var_delete(vf_engine *e, vf_var h, void (*free_fn)(void *),
     op->place = op->root = vf__engine_wait_place(e);
     if ((rc = vf__engine_enqueue(e, op, who)) != 0) {
         vf__op_free(op);
-        return rc;
+        /* The op names h alone: a delete of it was pushed first (before
+         * this call, or by another thread since the lookup). */
+        return rc == VF_ESTALE ? already_deleted(who, h) : rc;
     }
     return 0;
 }

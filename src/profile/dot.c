@@ -1,7 +1,8 @@
 /*
  * dot.c: the recorded DAG as a Graphviz dot file.
  *
- * A node per op (its name, id, worker and run time; skipped ops dashed and
+ * A node per op (its name and id, "op #<id>" alone for an unnamed one; its
+ * worker and run time; skipped ops dashed and
  * grey, failed ops orange), an edge per recorded dependency (once per pair
  * of ops), left to right in dependency order. The critical path
  * (critical.c) is drawn in red with thick edges, and the graph's
@@ -33,8 +34,12 @@ static void dot_node(FILE *f, const vf_profile_record *r, int critical)
 {
     char d[32];
     fprintf(f, "  n%" PRIu64 " [label=\"", r->id);
-    dot_string_body(f, vf__prof_name(r));
-    fprintf(f, "\\n#%" PRIu64 " ", r->id);
+    if (vf__prof_unnamed(r)) { /* "op #3": its id is its name */
+        fprintf(f, "op #%" PRIu64 "\\n", r->id);
+    } else {
+        dot_string_body(f, r->name);
+        fprintf(f, "\\n#%" PRIu64 " ", r->id);
+    }
     if (r->worker >= 0)
         fprintf(f, "w%d", r->worker);
     else

@@ -12,7 +12,9 @@
  * - engine, version, workers and the pool of each worker; records, dropped,
  *   span and busy (the sum of run times), all in integer nanoseconds;
  * - names: every distinct op name, and the other fields refer to names by
- *   their index;
+ *   their index; unnamed: the index of "(unnamed)", the group of the ops
+ *   pushed without a name (-1: none), which the page labels one by one
+ *   "op #<id>" (as the trace and dot do);
  * - devices: the devices whose streams ran recorded work, as "emulated 0"
  *   or "cuda 1", in type then id order (vf__prof_devices);
  * - ops: [id, name, worker, start, end, ready, push, status, [deps]] for
@@ -198,7 +200,11 @@ static void write_data(FILE *f, const vf_profile *p, const vf_profile_row *rows,
         fputs(i ? "," : "", f);
         vf__prof_json_string(f, rows[i].name, 1);
     }
-    fprintf(f, "],\"devices\":[");
+    long unnamed = -1;
+    for (size_t i = 0; i < p->count && unnamed < 0; i++)
+        if (vf__prof_unnamed(&p->records[i]))
+            unnamed = (long)name_of(names, &p->records[i]);
+    fprintf(f, "],\"unnamed\":%ld,\"devices\":[", unnamed);
     for (size_t i = 0; i < ndevs; i++)
         fprintf(f, "%s\"%s %d\"", i ? "," : "", vf__prof_device_name(devs[i]),
                 devs[i].id);

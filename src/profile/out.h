@@ -28,8 +28,23 @@
 /* Index of the record with `id` (binary search), or -1. */
 ptrdiff_t vf__prof_find(const vf_profile *p, uint64_t id);
 
-/* A record's name for display: "(unnamed)" for "". */
+/* The name a summary groups a record under: its own, or "(unnamed)" for
+ * every op pushed without one. */
 const char *vf__prof_name(const vf_profile_record *r);
+
+/* The name one op is shown by (a trace slice, a dot node): its own, or
+ * "op #<id>" (its place in push order within the profile, what the
+ * trace's args, the critical path and the report call it) written into
+ * buf. */
+#define VF__PROF_LABEL_MAX 32
+const char *vf__prof_label(const vf_profile_record *r,
+                           char buf[VF__PROF_LABEL_MAX]);
+
+/* Whether the op was pushed without a name. */
+static inline int vf__prof_unnamed(const vf_profile_record *r)
+{
+    return r->name == NULL || r->name[0] == '\0';
+}
 
 /* Whether dependency k of r repeats an earlier one of r's deps. */
 int vf__prof_dep_repeats(const vf_profile_record *r, int k);

@@ -458,7 +458,11 @@ VF_API uint64_t vf_profile_dropped(const vf_profile *p)
 
 VF_API vf_engine_type vf_profile_engine_kind(const vf_profile *p)
 {
-    return p ? p->kind : VF_ENGINE_DEFAULT;
+    if (p == NULL) {
+        vf__fail(VF_EINVAL, "vf_profile_engine_kind: the profile is NULL");
+        return VF_ENGINE_INVALID;
+    }
+    return p->kind;
 }
 
 VF_API int vf_profile_num_workers(const vf_profile *p)

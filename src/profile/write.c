@@ -60,7 +60,16 @@ ptrdiff_t vf__prof_find(const vf_profile *p, uint64_t id)
 
 const char *vf__prof_name(const vf_profile_record *r)
 {
-    return r->name != NULL && r->name[0] ? r->name : "(unnamed)";
+    return vf__prof_unnamed(r) ? "(unnamed)" : r->name;
+}
+
+const char *vf__prof_label(const vf_profile_record *r,
+                           char buf[VF__PROF_LABEL_MAX])
+{
+    if (!vf__prof_unnamed(r))
+        return r->name;
+    snprintf(buf, VF__PROF_LABEL_MAX, "op #%" PRIu64, r->id);
+    return buf;
 }
 
 int vf__prof_dep_repeats(const vf_profile_record *r, int k)
@@ -313,9 +322,10 @@ static void chrome_slice(FILE *f, const chrome_tracks *t, const vf_profile *p,
                          const vf_profile_record *r)
 {
     const char *status = vf__prof_status_name(r->status);
+    char label[VF__PROF_LABEL_MAX];
     fprintf(f, ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"name\":",
             record_pid(t, p, r), record_tid(p, r));
-    vf__prof_json_string(f, vf__prof_name(r), 0);
+    vf__prof_json_string(f, vf__prof_label(r, label), 0);
     fprintf(f, ",\"cat\":\"%s\",", r->status == 0 ? "op" : status);
     if (r->status == VF_ESKIPPED)
         fprintf(f, "\"cname\":\"grey\",");
@@ -326,9 +336,10 @@ static void chrome_slice(FILE *f, const chrome_tracks *t, const vf_profile *p,
     fprintf(f, ",\"dur\":");
     vf__prof_print_us(f, r->end_ns - r->start_ns);
     fprintf(f,
-            ",\"args\":{\"id\":%" PRIu64 ",\"status\":\"%s\",\"code\":%d,"
+            ",\"args\":{\"id\":%" PRIu64 ",%s\"status\":\"%s\",\"code\":%d,"
             "\"push_us\":",
-            r->id, status, r->status);
+            r->id, vf__prof_unnamed(r) ? "\"unnamed\":true," : "", status,
+            r->status);
     vf__prof_print_us(f, r->push_ns);
     fprintf(f, ",\"ready_us\":");
     vf__prof_print_us(f, r->ready_ns);
@@ -356,9 +367,10 @@ static void chrome_slice(FILE *f, const chrome_tracks *t, const vf_profile *p,
 static void chrome_device_slice(FILE *f, const chrome_tracks *t,
                                 const vf_profile *p, const vf_profile_record *r)
 {
+    char label[VF__PROF_LABEL_MAX];
     fprintf(f, ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"name\":",
             device_pid(t, r->device), record_tid(p, r));
-    vf__prof_json_string(f, vf__prof_name(r), 0);
+    vf__prof_json_string(f, vf__prof_label(r, label), 0);
     fprintf(f, ",\"cat\":\"device\",");
     if (r->status != 0 && r->status != VF_ESKIPPED)
         fprintf(f, "\"cname\":\"terrible\",");

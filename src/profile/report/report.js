@@ -48,6 +48,8 @@
   var rank = {};
   D.summary.forEach(function (r, i) { rank[r[0]] = i; });
   function color(nameIdx) { return PALETTE[rank[nameIdx] % PALETTE.length]; }
+  /* One op's name: an unnamed one is "op #<id>", as in the trace. */
+  function label(o) { return o.name === D.unnamed ? 'op #' + o.id : D.names[o.name]; }
   var crit = D.crit ? D.crit.ids.map(function (id) { return byId.get(id); }).filter(Boolean) : [];
   var critSet = new Set(crit);
   var busy = D.busy, critLen = D.crit ? D.crit.length : 0;
@@ -243,7 +245,7 @@
       if (o.status !== 0 && o.status !== -12) { ctx.strokeStyle = '#b91c1c'; ctx.strokeRect(x0 + 0.5, y + 0.5, w - 1, h - 1); }
       if (w > 44) {
         ctx.save(); ctx.beginPath(); ctx.rect(x0, y, w, h); ctx.clip();
-        ctx.fillStyle = 'rgba(17,24,39,.85)'; ctx.fillText(D.names[o.name], x0 + 4, y + h / 2 + 0.5);
+        ctx.fillStyle = 'rgba(17,24,39,.85)'; ctx.fillText(label(o), x0 + 4, y + h / 2 + 0.5);
         ctx.restore();
       }
       if (critSet.has(o.op || o) && $('vf-showcrit').checked) marks.push([x0, w]);
@@ -406,7 +408,7 @@
       ['device run time', fmt(best.dend - best.dstart)], ['queued on the stream', fmt(best.dstart - best.start)]);
     if (best.lane) rows[3][0] = 'run time (queuing it)';
     tip.innerHTML = '';
-    tip.appendChild(el('b', null, D.names[best.name]));
+    tip.appendChild(el('b', null, label(best)));
     if (critSet.has(best)) { var cp = el('div', null, 'on the critical path'); cp.style.color = '#fca5a5'; tip.appendChild(cp); }
     rows.forEach(function (r) { var d = el('div', 'r'); d.appendChild(el('span', null, r[0])); d.appendChild(el('span', null, r[1])); tip.appendChild(d); });
     tip.style.display = 'block';
