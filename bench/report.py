@@ -438,7 +438,10 @@ def main():
     if cg:
         L.extend(callgrind_section(cg))
     out = os.path.join(opts.docs, "BENCHMARKS.md")
-    L.extend(kept_sections(out))
+    kept = kept_sections(out)
+    if kept and L and not L[-1].strip():
+        kept = kept[1:]  # one blank line between sections, not two
+    L.extend(kept)
     with open(out, "w") as f:
         f.write("\n".join(L))
     print("report: wrote %s and %d charts in %s" % (out, len(charts) + 1 + has_w6, data_dir))
