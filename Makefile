@@ -116,7 +116,8 @@ clean:
 # Benchmarks (owner: bench/). bench/ is a CMake project of its own in
 # build-bench/, so `make test` never needs OpenMP, StarPU or BLAS. `make bench`
 # runs the full suite (minutes; its pending-ops row holds 10M ops, which
-# takes ~6 GiB of memory with varflow today) and regenerates docs/BENCHMARKS.md;
+# takes ~6 GiB of memory with varflow today; its wide-op row pushes one op
+# over 2^20 vars) and regenerates docs/BENCHMARKS.md;
 # `make bench-quick` runs reduced sizes in under 2 minutes; `make
 # bench-callgrind` counts instructions per op; `make bench-cxx` measures
 # varflow.hpp against the C API (docs/CXX.md). BENCH_ARGS is passed to

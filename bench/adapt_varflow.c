@@ -23,6 +23,9 @@
  * no VF_MAX_INFLIGHT in the environment): the row holds every op at once.
  * vf-naive runs each op inside its push, so it cannot hold any.
  *
+ * The wide-op row (adapter.h: one op over 2^20 vars) is measured for
+ * vf-naive, vf-pooled and vf-perdev.
+ *
  * "vf-naive-cxx", "vf-pooled-cxx" and "vf-pooled-cxx-heap" (extras, built
  * when the bench has a C++ compiler) run the same timed loop through
  * include/varflow.hpp (adapt_varflow_cxx.cpp): its cost over vf_push.
@@ -391,7 +394,75 @@ static int pending(void *engine, size_t n, bench_pending *out)
     return rc || wrc ? -1 : 0;
 }
 
-#define VF_ADAPTER_ONLY(var, label, threads_, extra_, start_fn, pending_fn, unsupported_) \
+/* ---- the wide-op row (adapter.h) ---------------------------------------------- */
+
+static int wide(void *engine, size_t n, int reps, bench_wide *out)
+{
+    vf_bench_engine *be = engine;
+    if (n > (size_t)VF_MAX_OP_VARS || reps < 1 || reps > BENCH_WIDE_MAX_REPS) {
+        fprintf(stderr, "bench: varflow: the wide-op row takes at most %d vars and "
+                        "1..%d reps\n", VF_MAX_OP_VARS, BENCH_WIDE_MAX_REPS);
+        return -1;
+    }
+    vf_var *v = calloc(n ? n : 1, sizeof *v);
+    if (v == NULL) {
+        fprintf(stderr, "bench: varflow: out of memory for %zu vars\n", n);
+        return -1;
+    }
+    int rc = 0;
+    size_t made = 0;
+    double t0 = bench_now();
+    for (; made < n && rc == 0; made++)
+        rc = vf_var_new(be->e, &v[made]);
+    out->new_s = bench_now() - t0;
+    if (rc != 0) {
+        report("vf_var_new", rc);
+        made--;
+    }
+    /* Named in a shuffled order (xorshift, a fixed seed): the sort's worst. */
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (size_t i = n; rc == 0 && i > 1; i--) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        size_t j = (size_t)(x % i);
+        vf_var t = v[i - 1];
+        v[i - 1] = v[j];
+        v[j] = t;
+    }
+    vf_op op = {.fn = noop_fn, .writes = {v, (int)n}, .name = "wide"};
+    for (int r = 0; r < reps && rc == 0; r++) {
+        t0 = bench_now();
+        rc = vf_push(be->e, &op);
+        double t1 = bench_now();
+        if (rc != 0) {
+            report("vf_push", rc);
+            break;
+        }
+        rc = vf_wait_all(be->e, NULL);
+        out->push_s[r] = t1 - t0;
+        out->run_s[r] = bench_now() - t1;
+        if (rc != 0)
+            report("vf_wait_all", rc);
+    }
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        uint64_t version = 0;
+        rc = vf_var_version(be->e, v[i], &version);
+        if (rc == 0 && version != (uint64_t)reps) {
+            fprintf(stderr, "bench: varflow: wide op: a var was written %llu times, "
+                            "not %d\n", (unsigned long long)version, reps);
+            rc = -1;
+        }
+    }
+    t0 = bench_now();
+    for (size_t i = 0; i < made; i++)
+        vf_var_delete(be->e, v[i], NULL, NULL);
+    int wrc = vf_wait_all(be->e, NULL); /* the deletes */
+    out->delete_s = bench_now() - t0;
+    free(v);
+    return rc || wrc ? -1 : 0;
+}
+
+#define VF_ADAPTER_ONLY(var, label, threads_, extra_, start_fn, pending_fn, wide_fn,     \
+                        unsupported_)                                                  \
     const bench_adapter var = {                                                        \
         .name = label,                                                                 \
         .family = "varflow",                                                           \
@@ -404,16 +475,17 @@ static int pending(void *engine, size_t n, bench_pending *out)
         .run = run,                                                                    \
         .release = release,                                                            \
         .pending = pending_fn,                                                         \
+        .wide = wide_fn,                                                               \
     }
 
 #define VF_ADAPTER(var, label, threads_, extra_, start_fn, pending_fn)                 \
-    VF_ADAPTER_ONLY(var, label, threads_, extra_, start_fn, pending_fn, NULL)
+    VF_ADAPTER_ONLY(var, label, threads_, extra_, start_fn, pending_fn, NULL, NULL)
 
-VF_ADAPTER(bench_vf_naive, "vf-naive", 0, 0, start_naive, NULL);
-VF_ADAPTER(bench_vf_pooled, "vf-pooled", 1, 0, start_pooled, pending);
-VF_ADAPTER(bench_vf_perdevice, "vf-perdev", 1, 0, start_perdevice, pending);
+VF_ADAPTER_ONLY(bench_vf_naive, "vf-naive", 0, 0, start_naive, NULL, wide, NULL);
+VF_ADAPTER_ONLY(bench_vf_pooled, "vf-pooled", 1, 0, start_pooled, pending, wide, NULL);
+VF_ADAPTER_ONLY(bench_vf_perdevice, "vf-perdev", 1, 0, start_perdevice, pending, wide, NULL);
 VF_ADAPTER(bench_vf_pooled_opr, "vf-pooled-opr", 1, 1, start_pooled_opr, NULL);
-VF_ADAPTER_ONLY(bench_vf_bulk64, "vf-bulk64", 1, 0, start_bulk64, NULL, bulk_unsupported);
+VF_ADAPTER_ONLY(bench_vf_bulk64, "vf-bulk64", 1, 0, start_bulk64, NULL, NULL, bulk_unsupported);
 #ifdef BENCH_WITH_VARFLOW_CXX
 VF_ADAPTER(bench_vf_naive_cxx, "vf-naive-cxx", 0, 1, start_naive_cxx, NULL);
 VF_ADAPTER(bench_vf_pooled_cxx, "vf-pooled-cxx", 1, 1, start_pooled_cxx, NULL);

@@ -13,6 +13,8 @@
  *   stop()                   engine shutdown, timed and reported apart
  * or, for the pending-ops row (pending.h), in a process of its own:
  *   start(threads); pending(n); stop()
+ * or, for the wide-op row (bench_wide below), in a process of its own:
+ *   start(threads); wide(n, reps); stop()
  */
 #ifndef VF_BENCH_ADAPTER_H
 #define VF_BENCH_ADAPTER_H
@@ -21,6 +23,21 @@
 
 #include "pending.h"
 #include "workloads.h"
+
+/*
+ * The wide-op row: one op that writes n distinct vars (varflow's limit,
+ * 2^20, in the suite), named in a shuffled order (a fixed seed), pushed and
+ * run `reps` times over the same vars: the cost of an op's var set in
+ * normal form (sorted, each var once) and of holding and releasing every
+ * var, which must grow as n log n at most, not n^2.
+ */
+#define BENCH_WIDE_MAX_REPS 32
+typedef struct bench_wide {
+    double new_s;                        /* the n vars made (not in the row) */
+    double push_s[BENCH_WIDE_MAX_REPS];  /* each rep's push */
+    double run_s[BENCH_WIDE_MAX_REPS];   /* and its wait for all: the op run */
+    double delete_s;                     /* the n vars deleted, waited for */
+} bench_wide;
 
 typedef struct bench_adapter {
     const char *name;   /* column name, e.g. "vf-pooled" */
@@ -55,6 +72,12 @@ typedef struct bench_adapter {
      * gate and the n ops of pending.h's shape, read the resident set before
      * and after the n, open the gate, wait for all. Returns 0 or -1. */
     int (*pending)(void *engine, size_t n, bench_pending *out);
+
+    /* The wide-op row (NULL: not measured for this engine): make n vars,
+     * push the op over all of them and wait for all `reps` times (reps <=
+     * BENCH_WIDE_MAX_REPS), check every var was written `reps` times,
+     * delete the vars. Returns 0 or -1 (a message on stderr). */
+    int (*wide)(void *engine, size_t n, int reps, bench_wide *out);
 } bench_adapter;
 
 /*

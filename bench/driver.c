@@ -14,10 +14,14 @@
  *             [--reps R] [--warmup W] [--max-run-s S] [--row-timeout-s S]
  *             [--skip KEY@WORK,...] [--ref-dir DIR] [--progress] [--callgrind]
  *   vfbench-X --engine NAME [--threads T] --pending N
+ *   vfbench-X --engine NAME [--threads T] [--reps R] --wide N
  *
  * --pending N runs the pending-ops row instead of the workloads (pending.h):
  * N ops held behind a gate, the resident set before and after, the peak;
  * one "pending" record. Run it in a process of its own so the peak is its.
+ *
+ * --wide N runs the wide-op row instead (adapter.h): one op that writes N
+ * distinct vars, pushed and run R times; one "wide" record.
  *
  * --max-run-s bounds the suite: once one run of a row has taken longer than
  * S seconds, the row is not repeated (if that was the warm-up, it counts as
@@ -236,6 +240,7 @@ typedef struct options {
     const char *skip[MAX_LIST * 4]; /* rows "KEY@WORKLABEL" not to run */
     int nskip;
     size_t pending; /* > 0: run the pending-ops row with this many ops */
+    size_t wide;    /* > 0: run the wide-op row with this many vars */
 } options;
 
 static void usage(void)
@@ -247,7 +252,8 @@ static void usage(void)
             "       [--budget-ms B] [--scale S] [--chol-n N] [--reps R]\n"
             "       [--warmup W] [--max-run-s S] [--row-timeout-s S]\n"
             "       [--skip KEY@WORK,...] [--ref-dir DIR] [--progress] [--callgrind]\n"
-            "       --engine NAME [--threads T] --pending N\n");
+            "       --engine NAME [--threads T] --pending N\n"
+            "       --engine NAME [--threads T] [--reps R] --wide N\n");
     exit(1);
 }
 
@@ -308,6 +314,8 @@ static void parse(int argc, char **argv, options *o)
         }
         else if (ARG("--pending"))
             o->pending = (size_t)strtoull(v, NULL, 10);
+        else if (ARG("--wide"))
+            o->wide = (size_t)strtoull(v, NULL, 10);
         else if (ARG("--ref-dir"))
             o->ref_dir = v;
         else if (strcmp(a, "--progress") == 0)
@@ -538,6 +546,41 @@ static int run_pending(const options *o, const bench_adapter *ad, void *engine)
     return 0;
 }
 
+/* The wide-op row (adapter.h): one record, then the engine stops. Returns
+ * the exit status. */
+static int run_wide(const options *o, const bench_adapter *ad, void *engine)
+{
+    static bench_wide m;
+    int reps = o->reps < BENCH_WIDE_MAX_REPS ? o->reps : BENCH_WIDE_MAX_REPS;
+    int rc = -1;
+    if (!ad->wide)
+        fprintf(stderr, "bench: %s: the wide-op row is not measured for it\n", ad->name);
+    else
+        rc = ad->wide(engine, o->wide, reps, &m);
+    if (ad->stop(engine) != 0)
+        rc = -1;
+    if (rc != 0)
+        return 1;
+    printf("{\"type\":\"wide\",\"engine\":");
+    json_str(ad->name);
+    printf(",\"family\":");
+    json_str(ad->family);
+    printf(",\"threads\":%d,\"n\":%zu,\"order\":\"shuffled\",\"new_s\":%.6f,"
+           "\"delete_s\":%.6f",
+           o->threads, o->wide, m.new_s, m.delete_s);
+    const char *names[3] = {"times_s", "push_s", "run_s"};
+    for (int k = 0; k < 3; k++) {
+        printf(",\"%s\":[", names[k]);
+        for (int r = 0; r < reps; r++)
+            printf("%s%.6f", r ? "," : "",
+                   k == 0 ? m.push_s[r] + m.run_s[r] : k == 1 ? m.push_s[r] : m.run_s[r]);
+        printf("]");
+    }
+    printf("}\n");
+    fflush(stdout);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     options o;
@@ -555,8 +598,9 @@ int main(int argc, char **argv)
             json_str(ad->name);
             printf(",\"family\":");
             json_str(ad->family);
-            printf(",\"threaded\":%d,\"extra\":%d,\"pending\":%d,\"unavailable\":",
-                   ad->threaded, ad->extra, ad->pending != NULL);
+            printf(",\"threaded\":%d,\"extra\":%d,\"pending\":%d,\"wide\":%d,"
+                   "\"unavailable\":",
+                   ad->threaded, ad->extra, ad->pending != NULL, ad->wide != NULL);
             if (why)
                 json_str(why);
             else
@@ -595,6 +639,8 @@ int main(int argc, char **argv)
     double startup = bench_now() - t0;
     if (o.pending > 0)
         return run_pending(&o, ad, engine);
+    if (o.wide > 0)
+        return run_wide(&o, ad, engine);
     if (o.row_timeout_s > 0) {
         static double limit;
         pthread_t tid;

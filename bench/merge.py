@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""Add to a results JSON of bench/run.py the engines and the pending-ops row
-of a later run, for a peer or a row that arrived after the last full
-`make bench`, without running the whole suite again.
+"""Add to a results JSON of bench/run.py the engines, the pending-ops row and
+the wide-op row of a later run, for a peer or a row that arrived after the
+last full `make bench`, without running the whole suite again.
 
     bench/merge.py BASE.json ADD.json [-o OUT.json]   (default: BASE, in place)
 
 From ADD: the records (results, skips, timeouts, engine start-up) of every
-(engine, worker count) BASE does not have, and its pending-ops records,
-which replace BASE's. BASE keeps everything else. A note, which
+(engine, worker count) BASE does not have, and its pending-ops and wide-op
+records, which replace BASE's. BASE keeps everything else. A note, which
 docs/BENCHMARKS.md prints under the machine, names the run each came from
 (date, commit, load average, calibration): figures of two runs on a shared
 machine are not as comparable as those of one. Both runs must be in the same
@@ -43,9 +43,10 @@ def main():
     for field in ("results", "skips", "timeouts", "engines"):
         base.setdefault(field, []).extend(
             r for r in add.get(field, []) if (r["engine"], r["threads"]) in added)
-    if add.get("pending"):
-        base["pending"] = add["pending"]
-        base.setdefault("settings", {})["pending"] = add["settings"].get("pending")
+    for row in ("pending", "wide"):
+        if add.get(row):
+            base[row] = add[row]
+            base.setdefault("settings", {})[row] = add["settings"].get(row)
     for k in ("tbb",):
         if add.get("machine", {}).get(k) and not base["machine"].get(k):
             base["machine"][k] = add["machine"][k]
@@ -55,6 +56,8 @@ def main():
         what.append(", ".join("%s T=%d" % a for a in added))
     if add.get("pending"):
         what.append("the pending-ops row")
+    if add.get("wide"):
+        what.append("the wide-op row")
     if not what:
         print("merge: %s adds nothing to %s" % (opts.add, opts.base), file=sys.stderr)
         return 0

@@ -182,6 +182,33 @@ def pending_section(doc, res):
     return lines
 
 
+def wide_section(doc, res):
+    """The wide-op row: one op over 2^20 vars, pushed and run."""
+    lines = ["## One op over many vars", ""]
+    lines.append(
+        "What one op that names very many vars costs (`bench/adapter.h`, "
+        "`bench_wide`): N vars are made, then one op that writes all of them, its "
+        "list in a shuffled order (a fixed seed), is pushed and waited for "
+        "(`vf_push`, `vf_wait_all`) %s times over the same vars; each run's time is "
+        "push + run, and every var must have been written once per run. The push "
+        "puts the list in normal form (each var once, a write if any use of it "
+        "writes, sorted by address: O(N log N)), resolves every handle and queues "
+        "the op on every var; the run is the op and the release of its vars. Making "
+        "the N vars and deleting them (one `vf_var_delete` each, then a wait) are "
+        "timed apart. Each engine runs this row in a process of its own at one "
+        "worker. N = %s in this run: varflow's limit on the handles one op names "
+        "(`VF_MAX_OP_VARS`, 2^20; full and quick mode); the target is under 1 s."
+        % (len(doc["wide"][0]["times_s"]) if doc.get("wide") else "R",
+           "{:,}".format(doc["settings"].get("wide", 0))))
+    lines.append("")
+    if doc.get("wide"):
+        lines.append(md_table(tables.table_wide(res)))
+    else:
+        lines.append("Not measured in this run.")
+    lines.append("")
+    return lines
+
+
 def callgrind_section(cg):
     lines = ["## Instructions per op (callgrind)", ""]
     lines.append(
@@ -282,8 +309,8 @@ def main():
         "the tables below, writes `build-bench/results-full.json`, and regenerates "
         "this page and its charts from it. A peer whose package is missing is "
         "skipped with a note. Options: `bench/run.py --help`. `bench/merge.py` adds "
-        "the engines and the pending-ops row of a later run to the results this page "
-        "is made from, and says so in a note under the machine.")
+        "the engines, the pending-ops row and the wide-op row of a later run to the "
+        "results this page is made from, and says so in a note under the machine.")
     L.append("")
     L.append("**What is measured.** Every engine runs the same programs, built from "
              "one definition (`bench/workloads.c`). A cell is the time from the first "
@@ -407,10 +434,14 @@ def main():
     L.append(md_table(tables.table_startup(res)))
     L.append("")
     L.extend(pending_section(doc, res))
+    L.extend(wide_section(doc, res))
     if cg:
         L.extend(callgrind_section(cg))
     out = os.path.join(opts.docs, "BENCHMARKS.md")
-    L.extend(kept_sections(out))
+    kept = kept_sections(out)
+    if kept and L and not L[-1].strip():
+        kept = kept[1:]  # one blank line between sections, not two
+    L.extend(kept)
     with open(out, "w") as f:
         f.write("\n".join(L))
     print("report: wrote %s and %d charts in %s" % (out, len(charts) + 1 + has_w6, data_dir))

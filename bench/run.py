@@ -2,11 +2,12 @@
 """Run the benchmark suite: every engine at 1 worker and at every core, over
 every workload (W1-W7) and work size (0, ~10 us, ~100 us per op), each
 checked against the serial run; then the pending-ops row (memory per op
-held, bench/pending.h); print the tables; write the results JSON.
+held, bench/pending.h) and the wide-op row (one op over 2^20 vars,
+bench/adapter.h); print the tables; write the results JSON.
 
     bench/run.py [--build build-bench] [--mode full|quick|tiny]
-                 [--out FILE] [--engines a,b] [--workloads W1,W5,pending]
-                 [--threads 1,2] [--reps N] [--pending N] [--docs]
+                 [--out FILE] [--engines a,b] [--workloads W1,W5,pending,wide]
+                 [--threads 1,2] [--reps N] [--pending N] [--wide N] [--docs]
 
 Each engine family is its own binary (vfbench-varflow, vfbench-omp-gcc,
 vfbench-omp-clang, vfbench-starpu, vfbench-tbb); each (engine, worker count)
@@ -14,7 +15,9 @@ runs in its own process, so one engine's threads never disturb another's, and
 StarPU can be started with each configuration. A binary that was not built
 (its peer's package is missing) is skipped with a note. The pending-ops row
 runs each engine that measures it in a process of its own too, so the peak
-resident set is that row's alone; `--workloads` names it `pending`.
+resident set is that row's alone; `--workloads` names it `pending`. The
+wide-op row runs in a process of its own per engine as well; `--workloads`
+names it `wide`.
 
 Exit status: 0; 1 when an engine failed, crashed or timed out; 3 when any
 run's final state differed from the serial run (then no tables are printed:
@@ -47,6 +50,7 @@ BINARIES = [
 ]
 
 PENDING_KEY = "pending"  # the pending-ops row's name in --workloads
+WIDE_KEY = "wide"        # the wide-op row's name in --workloads
 
 MODES = {
     # scale: fraction of WORKLOADS.md's op counts at work = 0
@@ -58,15 +62,17 @@ MODES = {
     #   shared machine then falls on every engine alike, not on whichever one
     #   happened to be running.
     # pending: ops held at once in the pending-ops row (bench/pending.h)
+    # wide: vars of the one op of the wide-op row (bench/adapter.h; 2^20 is
+    #   varflow's limit, VF_MAX_OP_VARS), pushed and run `reps` times
     "full": dict(scale=1.0, budget_ms=300, reps=6, warmup=1, chol_n=2048,
                  works=[0, 10, 100], timeout=1800, max_run_s=10, row_timeout_s=60,
-                 rounds=2, pending=10000000),
+                 rounds=2, pending=10000000, wide=1 << 20),
     "quick": dict(scale=0.05, budget_ms=25, reps=5, warmup=1, chol_n=512,
                   works=[0, 10, 100], timeout=300, max_run_s=2, row_timeout_s=10,
-                  rounds=1, pending=1000000),
+                  rounds=1, pending=1000000, wide=1 << 20),
     "tiny": dict(scale=0.005, budget_ms=3, reps=5, warmup=0, chol_n=256,
                  works=[0, 10], timeout=120, max_run_s=1, row_timeout_s=10, rounds=1,
-                 pending=100000),
+                 pending=100000, wide=1 << 16),
 }
 
 
@@ -183,6 +189,26 @@ def run_pending(binary, engine, n, timeout):
     return None, "failed (exit %d): %s" % (proc.returncode, tail)
 
 
+def run_wide(binary, engine, n, reps, timeout):
+    """The wide-op row of one engine, in a process of its own, at one worker
+    (a single op: more workers would only wait). Returns (the record or
+    None, status)."""
+    cmd = [binary, "--engine", engine, "--threads", "1", "--reps", str(reps),
+           "--wide", str(n)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=engine_env(),
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, "timeout after %d s" % timeout
+    for line in proc.stdout.splitlines():
+        if line.startswith("{"):
+            rec = json.loads(line)
+            if rec.get("type") == "wide" and proc.returncode == 0:
+                return rec, "ok"
+    tail = "; ".join(proc.stderr.strip().splitlines()[-3:])
+    return None, "failed (exit %d): %s" % (proc.returncode, tail)
+
+
 def run_engine(binary, engine, threads, args, progress, index, nconfigs, timeout,
                label_round=""):
     """Run one (engine, threads) process; returns (records, status, stderr tail)."""
@@ -244,7 +270,7 @@ def main():
     ap.add_argument("--mode", choices=sorted(MODES), default="full")
     ap.add_argument("--out", help="results JSON (default BUILD/results-MODE.json)")
     ap.add_argument("--engines", help="only these engines (comma list)")
-    ap.add_argument("--workloads", help="only these rows, e.g. W1,W5,W6-b64,pending")
+    ap.add_argument("--workloads", help="only these rows, e.g. W1,W5,W6-b64,pending,wide")
     ap.add_argument("--threads", help="worker counts (default 1 and all cores)")
     ap.add_argument("--reps", type=int, help="timed runs per cell (>= 5 for reports)")
     ap.add_argument("--rounds", type=int,
@@ -254,6 +280,8 @@ def main():
                     help="seconds after which one run is abandoned (mode default)")
     ap.add_argument("--pending", type=int,
                     help="ops held in the pending-ops row (mode default; 0: skip it)")
+    ap.add_argument("--wide", type=int,
+                    help="vars of the wide-op row's op (mode default; 0: skip it)")
     ap.add_argument("--docs", action="store_true",
                     help="then regenerate docs/BENCHMARKS.md from the results")
     opts = ap.parse_args()
@@ -266,10 +294,14 @@ def main():
         mode["rounds"] = max(1, opts.rounds)
     if opts.pending is not None:
         mode["pending"] = max(0, opts.pending)
+    if opts.wide is not None:
+        mode["wide"] = max(0, opts.wide)
     rows = opts.workloads.split(",") if opts.workloads else None
-    suite_rows = [r for r in rows if r != PENDING_KEY] if rows else None
+    suite_rows = [r for r in rows if r not in (PENDING_KEY, WIDE_KEY)] if rows else None
     if rows and PENDING_KEY not in rows:
         mode["pending"] = 0
+    if rows and WIDE_KEY not in rows:
+        mode["wide"] = 0
     run_suite = suite_rows is None or bool(suite_rows)
     rounds = mode["rounds"]
     reps_per_round = -(-mode["reps"] // rounds)
@@ -282,7 +314,7 @@ def main():
     want = set(opts.engines.split(",")) if opts.engines else None
 
     # Which binaries and engines exist.
-    notes, skipped, configs, pending_configs = [], [], [], []
+    notes, skipped, configs, pending_configs, wide_configs = [], [], [], [], []
     calibrator = None
     for name, what, howto in BINARIES:
         path = os.path.join(build, name)
@@ -305,11 +337,13 @@ def main():
                 continue
             if e.get("pending") and mode["pending"]:
                 pending_configs.append((path, e["engine"]))
+            if e.get("wide") and mode["wide"]:
+                wide_configs.append((path, e["engine"]))
             if not run_suite:
                 continue
             for t in (threads if e["threaded"] else [1]):
                 configs.append((path, e["engine"], e["family"], t))
-    if not configs and not pending_configs:
+    if not configs and not pending_configs and not wide_configs:
         print("bench: nothing to run (build with: make bench)", file=sys.stderr)
         return 1
     configs.sort(key=lambda c: (tables.engine_rank(c[1]), c[3]))
@@ -344,12 +378,12 @@ def main():
         "machine": machine_info(),
         "settings": {k: mode[k] for k in ("scale", "budget_ms", "reps", "warmup", "chol_n",
                                           "max_run_s", "row_timeout_s", "rounds",
-                                          "pending")},
+                                          "pending", "wide")},
         "calibration": {"ns_per_iter": ns_per_iter},
         "work_sizes": work_sizes,
         "threads": threads,
         "engines": [], "results": [], "skips": [], "timeouts": [], "skipped": skipped,
-        "notes": notes, "pending": [],
+        "notes": notes, "pending": [], "wide": [],
     }
     for n in notes:
         print("bench: " + n, file=sys.stderr)
@@ -443,6 +477,16 @@ def main():
             doc["pending"].append(rec)
         else:
             progress.message("bench: %s pending-ops row: %s" % (engine, status))
+            worst = max(worst, 1)
+    wide_configs.sort(key=lambda c: tables.engine_rank(c[1]))
+    for path, engine in wide_configs:
+        progress.message("bench: wide-op row: %s, one op over %d vars, %d runs"
+                         % (engine, mode["wide"], mode["reps"]))
+        rec, status = run_wide(path, engine, mode["wide"], mode["reps"], mode["timeout"])
+        if rec:
+            doc["wide"].append(rec)
+        else:
+            progress.message("bench: %s wide-op row: %s" % (engine, status))
             worst = max(worst, 1)
     progress.message("bench: done in %s" % fmt_secs(time.time() - progress.t0))
     doc["machine"]["loadavg_end"] = os.getloadavg()[0]

@@ -417,8 +417,13 @@ typedef enum vf_property {
 /*
  * An op to push. Exactly one of `fn` and `async_fn` is set. Reads and writes
  * may overlap or repeat: each variable counts once, as a write if any use of
- * it writes. `name` (may be NULL) must stay valid until the op has finished.
+ * it writes. The two lists together hold at most VF_MAX_OP_VARS handles,
+ * repeats included (more: VF_EINVAL); putting them in order takes
+ * O(n log n). `name` (may be NULL) must stay valid until the op has
+ * finished.
  */
+#define VF_MAX_OP_VARS (1 << 20) /* 1,048,576: reads.count + writes.count */
+
 typedef struct vf_op {
     vf_sync_fn fn VF_ZERO_;
     vf_async_fn async_fn VF_ZERO_; /* async: runs inline on the dispatching
@@ -445,7 +450,8 @@ typedef struct vf_op {
  * first waits for room; with op->nonblocking it fails with VF_EAGAIN
  * instead; from inside an op it runs ready ops meanwhile and, when none is
  * left to run there, goes over the limit rather than deadlock.
- * Errors: VF_EINVAL (no or two functions, bad list), VF_ESTALE / VF_EXDEV (a
+ * Errors: VF_EINVAL (no or two functions, bad list, more than
+ * VF_MAX_OP_VARS handles in the lists), VF_ESTALE / VF_EXDEV (a
  * variable), VF_ENODEV (device), VF_ESHUTDOWN, VF_ENOMEM, VF_EAGAIN. On
  * error nothing was pushed and `done` is not called.
  */
