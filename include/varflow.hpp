@@ -42,6 +42,7 @@
 #define VARFLOW_HPP
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -1108,6 +1109,39 @@ class engine_ref
         vf_error err{};
         return wait_result_of(vf_wait_all(e_, &err), err);
     }
+    /* wait() and wait_all() giving up after `timeout` (vf_wait_var_timed,
+     * vf_wait_all_timed; rounded up to whole milliseconds): they throw
+     * varflow::error VF_ETIMEDOUT, whose detail names the async ops nobody
+     * completed, or return it with std::nothrow. A wait that timed out
+     * reports and clears no failure. */
+    template <class Rep, class Period>
+    void wait_for(vf_var v, std::chrono::duration<Rep, Period> timeout) const
+    {
+        vf_error err{};
+        throw_wait(vf_wait_var_timed(e_, v, timeout_ms(timeout), &err), err);
+    }
+    template <class Rep, class Period>
+    wait_result wait_for(vf_var v, std::chrono::duration<Rep, Period> timeout,
+                         const std::nothrow_t &) const noexcept
+    {
+        vf_error err{};
+        return wait_result_of(
+            vf_wait_var_timed(e_, v, timeout_ms(timeout), &err), err);
+    }
+    template <class Rep, class Period>
+    void wait_all_for(std::chrono::duration<Rep, Period> timeout) const
+    {
+        vf_error err{};
+        throw_wait(vf_wait_all_timed(e_, timeout_ms(timeout), &err), err);
+    }
+    template <class Rep, class Period>
+    wait_result wait_all_for(std::chrono::duration<Rep, Period> timeout,
+                             const std::nothrow_t &) const noexcept
+    {
+        vf_error err{};
+        return wait_result_of(vf_wait_all_timed(e_, timeout_ms(timeout), &err),
+                              err);
+    }
 
     void stop() const
     {
@@ -1177,6 +1211,16 @@ class engine_ref
         vf_operator *op = nullptr;
         check(vf_operator_new(e_, &def, &op));
         return reusable_op(e_, op, b.release());
+    }
+    /* A timeout in whole milliseconds, rounded up (a positive timeout never
+     * becomes 0, "only look"); a negative one waits forever. */
+    template <class Rep, class Period>
+    static int64_t timeout_ms(std::chrono::duration<Rep, Period> t) noexcept
+    {
+        if (t < t.zero())
+            return -1;
+        return static_cast<int64_t>(
+            std::chrono::ceil<std::chrono::milliseconds>(t).count());
     }
     void throw_wait(int rc, const vf_error &err) const
     {

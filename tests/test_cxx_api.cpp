@@ -16,9 +16,15 @@
  *   completion's call. Nothing reaches the handle it was moved to: no op
  *   pushed, no version bumped. A removed var tests false and the engine
  *   refuses its handle (VF_ESTALE).
+ * - wait_for / wait_all_for: an async op nobody completes makes them throw
+ *   varflow::error VF_ETIMEDOUT naming it (or return it with nothrow);
+ *   completed later, the failure is still there for a wait.
  */
 #include <atomic>
+#include <chrono>
 #include <cstring>
+#include <memory>
+#include <thread>
 #include <vector>
 
 #include "cxx_check.hpp"
@@ -304,6 +310,30 @@ void moved_from_engine(const cxx_test::kind &k)
     other.wait_all();
 }
 
+void timed_waits(const cxx_test::kind &k)
+{
+    using namespace std::chrono_literals;
+    varflow::engine eng(k.cfg);
+    varflow::var x = eng.new_var();
+    auto held = std::make_shared<varflow::completion>();
+    std::atomic<bool> started{false};
+    eng.push_async({}, {x},
+                   [held, &started](varflow::completion c) {
+                       *held = std::move(c);
+                       started = true;
+                   },
+                   varflow::options().set_name("held"));
+    while (!started)
+        std::this_thread::yield();
+    CHECK_THROWS(eng.wait_for(x, 20ms), varflow::error, VF_ETIMEDOUT,
+                 CHECK(std::strstr(e.what(), "\"held\"") != nullptr));
+    CHECK_EQ(eng.wait_all_for(500us, std::nothrow).code(), VF_ETIMEDOUT);
+    held->fail(-4, "late");
+    CHECK_THROWS(eng.wait_for(x, 10s), varflow::op_failed, VF_EOPFAILED,
+                 CHECK_EQ(e.op_code(), -4));
+    CHECK(eng.wait_all_for(-1ms, std::nothrow).ok());
+}
+
 } // namespace
 
 int main()
@@ -317,6 +347,7 @@ int main()
             bulk(k);
             moved_from_vars(k);
             moved_from_engine(k);
+            timed_waits(k);
         });
     } catch (const std::exception &e) {
         cxx_test::fail(__FILE__, __LINE__, e.what());
