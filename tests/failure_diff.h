@@ -27,9 +27,15 @@ typedef enum fr_dkind {
 } fr_dkind;
 
 static const char *const fr_dkind_names[FR_NDKINDS] = {
-    "op outcome",      "wait code",     "wait reported another failure",
-    "wait op name",    "value/version after a wait", "final value",
-    "final version",   "stats",         "API call"};
+    "op outcome",
+    "wait code",
+    "wait reported another failure",
+    "wait op name",
+    "value/version after a wait",
+    "final value",
+    "final version",
+    "stats",
+    "API call"};
 
 #define FR_MAXLINES 16
 
@@ -83,17 +89,16 @@ static inline void fr_cmp_ops(const fo_prog *p, const fo_result *want,
 {
     for (int i = 0; i < p->nops; i++) {
         const fo_xop *a = &want->ops[i], *b = &got->ops[i];
-        if (a->done == b->done && a->status == b->status &&
-            a->body == b->body)
+        if (a->done == b->done && a->status == b->status && a->body == b->body)
             continue;
         char wa[64], ga[64];
         fr_outcome(a, wa, sizeof wa);
         fr_outcome(b, ga, sizeof ga);
         const fo_op *o = &p->ops[i];
-        fr_diff(d, FR_D_OP, "op %d '%s' (%s%s%s%s): %s; serial: %s", i,
-                o->name, fr_how_name(o->how), o->no_skip ? ", no_skip" : "",
-                o->parent >= 0 ? ", child" : "", o->nkids ? ", parent" : "",
-                ga, wa);
+        fr_diff(d, FR_D_OP, "op %d '%s' (%s%s%s%s): %s; serial: %s", i, o->name,
+                fr_how_name(o->how), o->no_skip ? ", no_skip" : "",
+                o->parent >= 0 ? ", child" : "", o->nkids ? ", parent" : "", ga,
+                wa);
     }
 }
 
@@ -102,8 +107,8 @@ static inline void fr_wait_where(const fo_prog *p, int w, char *buf, size_t n)
 {
     for (int s = 0; s < p->nsteps; s++) {
         const fo_step *st = &p->steps[s];
-        if (st->wait != w || (st->kind != FO_WAIT_VAR &&
-                              st->kind != FO_WAIT_ALL))
+        if (st->wait != w ||
+            (st->kind != FO_WAIT_VAR && st->kind != FO_WAIT_ALL))
             continue;
         if (st->kind == FO_WAIT_ALL)
             snprintf(buf, n, "wait_all at step %d", s);
@@ -168,8 +173,7 @@ static inline void fr_cmp_vars(const fo_prog *p, const fo_result *want,
         if (a->deleted != b->deleted || a->value != b->value)
             fr_diff(d, FR_D_VALUE, "var %d%s: %#llx; serial: %#llx", v,
                     a->deleted ? " (at its delete)" : "",
-                    (unsigned long long)b->value,
-                    (unsigned long long)a->value);
+                    (unsigned long long)b->value, (unsigned long long)a->value);
         else if (!a->deleted && a->version != b->version)
             fr_diff(d, FR_D_VERSION, "var %d: version %llu; serial: %llu", v,
                     (unsigned long long)b->version,
@@ -196,8 +200,7 @@ static inline void fr_compare(const fo_prog *p, const fo_result *want,
                 "stats ran/failed/skipped %llu/%llu/%llu; serial: "
                 "%llu/%llu/%llu",
                 (unsigned long long)got->ran, (unsigned long long)got->failed,
-                (unsigned long long)got->skipped,
-                (unsigned long long)want->ran,
+                (unsigned long long)got->skipped, (unsigned long long)want->ran,
                 (unsigned long long)want->failed,
                 (unsigned long long)want->skipped);
 }
@@ -209,20 +212,22 @@ static inline void fr_dump_op(FILE *f, const fo_prog *p, const fo_result *x,
     char out[64];
     fr_outcome(&x->ops[i], out, sizeof out);
     fprintf(f, "%*sop %d '%s' %s r[", depth * 2 + 4, "", i, o->name,
-           fr_how_name(o->how));
+            fr_how_name(o->how));
     for (int k = 0; k < o->nr; k++)
         fprintf(f, k ? ",%d" : "%d", o->r[k]);
     fprintf(f, "] w[");
     for (int k = 0; k < o->nw; k++)
         fprintf(f, k ? ",%d" : "%d", o->w[k]);
-    fprintf(f, "]%s code %d%s prop %d prio %d -> %s\n", o->no_skip ? " no_skip" : "",
-           o->code, o->cause ? " cause" : "", o->property, o->priority, out);
+    fprintf(f, "]%s code %d%s prop %d prio %d -> %s\n",
+            o->no_skip ? " no_skip" : "", o->code, o->cause ? " cause" : "",
+            o->property, o->priority, out);
     for (int j = 0; j < o->nkids; j++)
         fr_dump_op(f, p, x, o->kid0 + j, depth + 1);
     for (int k = 0; k < o->nwait; k++) {
         char t[400];
         fr_err_text(&x->waits[o->wait0 + k], t, sizeof t);
-        fprintf(f, "%*snested wait v%d -> %s\n", depth * 2 + 6, "", o->wvar[k], t);
+        fprintf(f, "%*snested wait v%d -> %s\n", depth * 2 + 6, "", o->wvar[k],
+                t);
     }
 }
 
@@ -230,15 +235,15 @@ static inline void fr_dump_op(FILE *f, const fo_prog *p, const fo_result *x,
 static inline void fr_dump_program(FILE *f, const fo_prog *p,
                                    const fo_result *x)
 {
-    static const char *const kinds[] = {"push", "delete", "wait_var",
-                                        "wait_all", "fork", "join", "stale"};
+    static const char *const kinds[] = {
+        "push", "delete", "wait_var", "wait_all", "fork", "join", "stale"};
     for (int s = 0; s < p->nsteps; s++) {
         const fo_step *st = &p->steps[s];
         char t[400] = "";
         if (st->kind == FO_WAIT_VAR || st->kind == FO_WAIT_ALL)
             fr_err_text(&x->waits[st->wait], t, sizeof t);
-        fprintf(f, "s%d [%d] %s %d %s\n", s, st->thread, kinds[st->kind], st->arg,
-               t);
+        fprintf(f, "s%d [%d] %s %d %s\n", s, st->thread, kinds[st->kind],
+                st->arg, t);
         if (st->kind == FO_PUSH)
             fr_dump_op(f, p, x, st->arg, 0);
     }

@@ -45,10 +45,10 @@
 
 #include <varflow.h>
 
-#define FO_MAXR 6       /* read list entries of an op */
-#define FO_MAXW 4       /* write list entries */
-#define FO_MAXKIDS 3    /* children of a parent */
-#define FO_MAXSCR 2     /* scratch vars of a parent */
+#define FO_MAXR 6    /* read list entries of an op */
+#define FO_MAXW 4    /* write list entries */
+#define FO_MAXKIDS 3 /* children of a parent */
+#define FO_MAXSCR 2  /* scratch vars of a parent */
 #define FO_MAXVARS 256
 #define FO_MAXOPS 2048
 #define FO_MAXSTEPS 768
@@ -69,7 +69,7 @@ typedef enum fo_kind {
     FO_WAIT_ALL, /* wait: its entry */
     FO_FORK,     /* steps marked thread 1 up to the JOIN: a second thread */
     FO_JOIN,
-    FO_STALE     /* arg: a deleted var (-1: another engine's); refused */
+    FO_STALE /* arg: a deleted var (-1: another engine's); refused */
 } fo_kind;
 
 typedef struct fo_op {
@@ -80,16 +80,16 @@ typedef struct fo_op {
     int property; /* a vf_property */
     int priority;
     bool no_skip;
-    bool cause;   /* ends with vf_complete_failed (cause code = code) */
-    bool message; /* its failure carries a message */
-    int code;     /* 0, or the code it fails with */
+    bool cause;    /* ends with vf_complete_failed (cause code = code) */
+    bool message;  /* its failure carries a message */
+    int code;      /* 0, or the code it fails with */
     char name[24]; /* "" unnamed */
-    int parent;   /* -1, or the op that pushes it */
-    int nkids;    /* children: ops kid0 .. kid0 + nkids - 1 */
+    int parent;    /* -1, or the op that pushes it */
+    int nkids;     /* children: ops kid0 .. kid0 + nkids - 1 */
     int kid0;
-    int nwait;    /* nested waits after the children, in order */
+    int nwait; /* nested waits after the children, in order */
     int wvar[FO_MAXSCR];
-    int wait0;    /* their entries: wait0 .. wait0 + nwait - 1 */
+    int wait0; /* their entries: wait0 .. wait0 + nwait - 1 */
 } fo_op;
 
 typedef struct fo_step {
@@ -116,7 +116,7 @@ typedef struct fo_xop {
 typedef struct fo_xwait {
     int happened;
     int rc;
-    vf_error err; /* when rc is VF_EOPFAILED */
+    vf_error err;            /* when rc is VF_EOPFAILED */
     uint64_t value, version; /* wait_var: the var after the wait */
 } fo_xwait;
 
@@ -173,8 +173,7 @@ static inline bool fo_stores(const fo_op *o, int code)
     return code == 0 || (o->how != FO_DEVICE && !o->cause);
 }
 
-static inline void fo_store(const fo_op *o, uint64_t h, int code,
-                            uint64_t *val)
+static inline void fo_store(const fo_op *o, uint64_t h, int code, uint64_t *val)
 {
     if (!fo_stores(o, code))
         return;
@@ -394,8 +393,7 @@ static inline void fo_run_op(fo_interp *it, int i, uint64_t down)
     fo_store(o, h, o->cause ? o->code : code, it->val);
 }
 
-static inline void fo_interp_init(fo_interp *it, const fo_prog *p,
-                                  fo_result *x)
+static inline void fo_interp_init(fo_interp *it, const fo_prog *p, fo_result *x)
 {
     memset(it, 0, sizeof *it);
     memset(x, 0, sizeof *x);

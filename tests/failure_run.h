@@ -262,7 +262,9 @@ static inline int fr_push(fr_run *R, vf_engine *e, int i)
                 .property = (vf_property)o->property,
                 .priority = o->priority,
                 .no_skip = o->no_skip,
-                .name = o->name[0] ? o->name : (i & 1) ? "" : NULL};
+                .name = o->name[0] ? o->name
+                        : (i & 1)  ? ""
+                                   : NULL};
     if (o->how == FO_SYNC) {
         op.fn = fr_sync;
     } else if (o->how == FO_ASYNC_INLINE) {
@@ -303,11 +305,13 @@ static inline void fr_stale(fr_run *R, int v)
 {
     vf_var bad = v < 0 ? R->foreign : R->vars[v];
     int want = v < 0 ? VF_EXDEV : VF_ESTALE;
-    int rc = vf_push(R->e, &(vf_op){.fn = fr_never, .arg = R,
-                                    .writes = {&bad, 1}, .name = "stale"});
+    int rc = vf_push(R->e, &(vf_op){.fn = fr_never,
+                                    .arg = R,
+                                    .writes = {&bad, 1},
+                                    .name = "stale"});
     if (rc != want)
-        fr_api_error(R, "push with a bad handle (var %d): %s, expected %s",
-                     v, vf_err_name(rc), vf_err_name(want));
+        fr_api_error(R, "push with a bad handle (var %d): %s, expected %s", v,
+                     vf_err_name(rc), vf_err_name(want));
 }
 
 /* Settle (a debugging aid): every op this thread pushed finishes before
@@ -463,8 +467,7 @@ static inline bool fr_start(fr_run *R, const vf_config *cfg)
     for (int v = 0; v < R->p->nvars && rc == 0; v++)
         rc = vf_var_new(R->e, &R->vars[v]);
     if (rc == 0 && fr_needs_other(R->p)) {
-        rc = vf_engine_create(&R->other,
-                              &(vf_config){.type = VF_ENGINE_NAIVE});
+        rc = vf_engine_create(&R->other, &(vf_config){.type = VF_ENGINE_NAIVE});
         if (rc == 0)
             rc = vf_var_new(R->other, &R->foreign);
     }

@@ -87,9 +87,11 @@ static void gen_kind(gen *g, fo_op *o, bool can_fail, bool top)
     int roll = tu_below(r, 100);
     if (simple)
         roll = 0;
-    o->how = roll < 72 ? FO_SYNC : roll < 80 ? FO_ASYNC_INLINE
-             : roll < 88 && top ? FO_ASYNC_THREAD
-             : g->devices && top ? FO_DEVICE : FO_SYNC;
+    o->how = roll < 72           ? FO_SYNC
+             : roll < 80         ? FO_ASYNC_INLINE
+             : roll < 88 && top  ? FO_ASYNC_THREAD
+             : g->devices && top ? FO_DEVICE
+                                 : FO_SYNC;
     o->device = tu_below(r, 2);
     static const int dprops[] = {VF_PROP_NORMAL, VF_PROP_COPY_TO_DEVICE,
                                  VF_PROP_COPY_FROM_DEVICE,
@@ -187,7 +189,6 @@ static void gen_delete(gen *g)
     g->dead[g->ndead++] = v;
     add_step(g, FO_DELETE, 0, v);
 }
-
 
 /* Split the alive vars into two sides (side[v]) such that no unreported
  * failure is held on both (fo_components); false when a side would get
@@ -297,35 +298,55 @@ static const struct {
     {"pooled/1", {.type = VF_ENGINE_POOLED, .cpu_workers = 1, DEV}},
     {"pooled/2", {.type = VF_ENGINE_POOLED, .cpu_workers = 2, DEV}},
     {"perdevice/1",
-     {.type = VF_ENGINE_PERDEVICE, .cpu_workers = 1,
-      .cpu_priority_workers = 1, DEV}},
+     {.type = VF_ENGINE_PERDEVICE,
+      .cpu_workers = 1,
+      .cpu_priority_workers = 1,
+      DEV}},
     {"perdevice/2+latency",
-     {.type = VF_ENGINE_PERDEVICE, .cpu_workers = 2,
-      .cpu_priority_workers = 1, .emulated_latency_us = 20, DEV}},
+     {.type = VF_ENGINE_PERDEVICE,
+      .cpu_workers = 2,
+      .cpu_priority_workers = 1,
+      .emulated_latency_us = 20,
+      DEV}},
     {"pooled/2+bulk4",
      {.type = VF_ENGINE_POOLED, .cpu_workers = 2, .bulk_size = 4, DEV}},
     {"perdevice/2+bulk16",
-     {.type = VF_ENGINE_PERDEVICE, .cpu_workers = 2,
-      .cpu_priority_workers = 1, .bulk_size = 16, DEV}},
-    {"pooled/1+help",
-     {.type = VF_ENGINE_POOLED, .cpu_workers = 1, .help_on_wait = true,
+     {.type = VF_ENGINE_PERDEVICE,
+      .cpu_workers = 2,
+      .cpu_priority_workers = 1,
+      .bulk_size = 16,
       DEV}},
+    {"pooled/1+help",
+     {.type = VF_ENGINE_POOLED, .cpu_workers = 1, .help_on_wait = true, DEV}},
     {"perdevice/1+help+bulk4",
-     {.type = VF_ENGINE_PERDEVICE, .cpu_workers = 1,
-      .cpu_priority_workers = 1, .help_on_wait = true, .bulk_size = 4,
+     {.type = VF_ENGINE_PERDEVICE,
+      .cpu_workers = 1,
+      .cpu_priority_workers = 1,
+      .help_on_wait = true,
+      .bulk_size = 4,
       DEV}},
     {"pooled/2+inflight2",
      {.type = VF_ENGINE_POOLED, .cpu_workers = 2, .max_inflight = 2, DEV}},
     {"perdevice/2+inflight5+help",
-     {.type = VF_ENGINE_PERDEVICE, .cpu_workers = 2,
-      .cpu_priority_workers = 1, .max_inflight = 5, .help_on_wait = true,
+     {.type = VF_ENGINE_PERDEVICE,
+      .cpu_workers = 2,
+      .cpu_priority_workers = 1,
+      .max_inflight = 5,
+      .help_on_wait = true,
       DEV}},
     {"pooled/1+bulk16+inflight5",
-     {.type = VF_ENGINE_POOLED, .cpu_workers = 1, .bulk_size = 16,
-      .max_inflight = 5, DEV}},
+     {.type = VF_ENGINE_POOLED,
+      .cpu_workers = 1,
+      .bulk_size = 16,
+      .max_inflight = 5,
+      DEV}},
     {"perdevice/1+inflight2+bulk4",
-     {.type = VF_ENGINE_PERDEVICE, .cpu_workers = 1,
-      .cpu_priority_workers = 1, .max_inflight = 2, .bulk_size = 4, DEV}},
+     {.type = VF_ENGINE_PERDEVICE,
+      .cpu_workers = 1,
+      .cpu_priority_workers = 1,
+      .max_inflight = 2,
+      .bulk_size = 4,
+      DEV}},
 };
 #define NCONFIGS ((int)(sizeof configs / sizeof configs[0]))
 
@@ -403,8 +424,8 @@ static void print_summary(double secs)
 {
     printf("failure_diff: %ld programs x %ld configurations compared, %ld "
            "differences (%ld of %ld runs differ), %.1f s\n",
-           tot.programs, tot.configs, tot.diffs, tot.runs_differing,
-           tot.runs, secs);
+           tot.programs, tot.configs, tot.diffs, tot.runs_differing, tot.runs,
+           secs);
     printf("  programs held %ld ops (%ld failing, %ld skipped, of which %ld "
            "chose among failures; %ld device ops, %ld pushing children), "
            "%ld two-thread segments, %ld waits (%ld report a failure)\n",
