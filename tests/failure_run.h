@@ -314,14 +314,17 @@ static inline void fr_stale(fr_run *R, int v)
                      vf_err_name(rc), vf_err_name(want));
 }
 
-/* Settle (a debugging aid): every op this thread pushed finishes before
- * its wait, so the wait's time is its place in push order. */
+/* Settle (a debugging aid): before a wait of the main thread, every
+ * top-level op pushed so far finishes (the second thread's included);
+ * before one of the second thread, its own ops. A wait then runs at its
+ * place in push order (nested waits excepted). */
 static inline void fr_settle(fr_run *R, int thread)
 {
     (void)vf_bulk_flush(R->e);
     struct timespec t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    while (atomic_load(&R->pending[thread]) != 0) {
+    while (atomic_load(&R->pending[thread]) != 0 ||
+           (thread == 0 && atomic_load(&R->pending[1]) != 0)) {
         sched_yield();
         clock_gettime(CLOCK_MONOTONIC, &t);
         if (t.tv_sec - t0.tv_sec > 30) {

@@ -379,9 +379,10 @@ static void run_one(const fo_prog *p, const fo_result *want, fo_result *got,
         return;
     fprintf(stderr,
             "program %d on %s: %d difference(s) (VF_TEST_SEED=%llu "
-            "VF_DIFF_ONLY=%d VF_DIFF_CONFIG=%s), first:\n",
+            "VF_DIFF_ONLY=%d VF_DIFF_CONFIG=%s; %llu skip(s) chose among "
+            "failures), first:\n",
             k, configs[c].name, d.count, (unsigned long long)check_seed(), k,
-            configs[c].name);
+            configs[c].name, (unsigned long long)want->choices);
     for (int i = 0; i < d.nlines && (i < 4 || tot.verbose); i++)
         fprintf(stderr, "    %s\n", d.lines[i]);
 }
