@@ -442,12 +442,32 @@ static void print_summary(double secs)
             printf("  on %-31s %ld\n", configs[c].name, tot.by_config[c]);
 }
 
+/* tu_init, except that a long run (VF_DIFF_PROGRAMS) gets a whole-test
+ * limit in proportion, where tu_init's is capped below CTest's timeout;
+ * each run keeps its own limit (tu_phase_limit) either way. */
+static void start_watchdog(long nprog)
+{
+    if (getenv("VF_DIFF_PROGRAMS") == NULL) {
+        tu_init("test_failure_diff", 250);
+        return;
+    }
+    tu_test_name_ = "test_failure_diff";
+    (void)check_seed();
+#if defined(TU_TSAN) || defined(TU_ASAN)
+    tu_watchdog_scale_ = 2;
+#endif
+    double *secs = malloc(sizeof *secs);
+    REQUIRE(secs != NULL);
+    *secs = (250.0 + 2.0 * (double)nprog) * tu_watchdog_scale_;
+    pthread_detach(tu_thread_start(tu_watchdog_, secs));
+}
+
 int main(void)
 {
     if (getenv("VF_TEST_SEED") == NULL)
         check_seed_ = 17;
-    tu_init("test_failure_diff", 250);
     long nprog = programs_to_run();
+    start_watchdog(nprog);
     const char *only = getenv("VF_DIFF_ONLY");
     const char *only_cfg = getenv("VF_DIFF_CONFIG");
     tot.verbose = getenv("VF_DIFF_VERBOSE") != NULL;
