@@ -34,9 +34,10 @@
  *                         differences (default: 12 runs, 4 each)
  *   VF_DIFF_DUMP=1        print each program with the oracle's result
  * To tell bugs apart (they narrow the programs or the run, not the oracle):
- *   VF_DIFF_SIMPLE=1      sync and inline async ops of one thread only, no
- *                         devices, children or segments (on the naive
- *                         engine time order is then push order)
+ *   VF_DIFF_SIMPLE=1      sync ops of one thread only, every op named,
+ *                         none returning VF_ESKIPPED, no devices, children
+ *                         or segments (on the naive engine time order is
+ *                         then push order)
  *   VF_DIFF_NAMED=1       every op named, none returns VF_ESKIPPED
  *   VF_DIFF_SETTLE=1      before each wait, the thread's ops finish (so a
  *                         wait clearing failures when it runs, rather than
