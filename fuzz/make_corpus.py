@@ -2,7 +2,9 @@
 """Writes the seed corpus of fuzz/fuzz_engine.c into fuzz/corpus/seed-*.
 
 Each seed is a small hand-made program in the harness's input format (see
-the comment at the top of fuzz_engine.c), one per feature and engine kind,
+the comment at the top of fuzz_engine.c), one per feature and engine kind
+(failures, waits at their place in push order, push+ ops: async completed
+by another thread, device ops, unnamed ops, vf_complete_failed; forks),
 so the fuzzer (and tests/test_fuzz_replay.c) start from inputs that reach
 every instruction. Run it from anywhere; it rewrites only seed-* files
 (inputs libFuzzer adds to the corpus keep their hash names).
@@ -12,21 +14,38 @@ import os
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "corpus")
 
-PUSH, NESTED, WAIT, WAIT_ALL, DELETE, STALE = 0, 3, 4, 5, 6, 7
+PUSH, NESTED, WAIT, WAIT_ALL, DELETE, STALE, PUSHX, FORK = 0, 3, 4, 5, 6, 7, 8, 9
 ASYNC, FAIL, NOSKIP, PRIO = 1, 6, 8, 16
+# the push+ byte: how it runs, then modifiers
+SYNC, INLINE, THREAD, DEVICE = 0, 1, 2, 3
+DEVICE1, UNNAMED, SPECIAL, NOMSG = 4, 8, 16, 32
+SECOND = 16  # an instruction's thread bit: the second pusher, in a fork
 
 
-def push(reads, writes, flags=0, prio=3):
-    return [PUSH, flags | (prio << 5), len(reads) | (len(writes) << 2)] + reads + writes
+def push(reads, writes, flags=0, prio=3, thread=0):
+    return [PUSH | thread, flags | (prio << 5), len(reads) | (len(writes) << 2)] + reads + writes
 
 
-def nested(reads, writes, kids=2, kid_bits=0, flags=0):
-    return [NESTED, flags | (3 << 5), len(reads) | (len(writes) << 2)] + reads + writes + [
+def pushx(x, reads, writes, flags=0, prio=3, thread=0):
+    return [PUSHX | thread, x] + push(reads, writes, flags, prio)[1:]
+
+
+def nested(reads, writes, kids=2, kid_bits=0, flags=0, thread=0):
+    return [NESTED | thread, flags | (3 << 5), len(reads) | (len(writes) << 2)] + reads + writes + [
         (kids - 1) | (kid_bits << 2)]
 
 
-def header(kind, workers, nvars):
-    return [kind + 3 * (workers - 1), nvars - 1]
+def wait(var, thread=0):
+    return [WAIT | thread, var]
+
+
+def fork(length, failing_side=1, sides=0b10101010):
+    return [FORK, (length - 1) | (failing_side << 4), sides]
+
+
+def header(kind, workers, nvars, bulk=0, help=0, inflight=0, latency=0):
+    return [kind + 3 * (workers - 1) + 6 * bulk + 18 * help + 36 * inflight + 72 * latency,
+            nvars - 1]
 
 
 def programs():
@@ -63,6 +82,43 @@ def programs():
             body += push([0, 1, 2], [0, 0, 1]) + nested([3], [3], kids=1, flags=FAIL)
             body += [WAIT, 1, WAIT_ALL, WAIT, 0]
             p[f"nested-{tag}"] = h + body
+            # push+: async completed by another thread, device ops (their
+            # work fails), unnamed ops ("op #N"), vf_complete_failed, an op
+            # returning VF_ESKIPPED, failures without a message
+            body = pushx(THREAD, [], [0]) + pushx(THREAD, [0], [1], FAIL)
+            body += pushx(DEVICE, [0], [2]) + pushx(DEVICE | DEVICE1, [2], [3], FAIL)
+            body += pushx(SYNC | UNNAMED, [], [0], FAIL) + [WAIT, 0]
+            body += pushx(INLINE | SPECIAL, [3], [0], FAIL) + pushx(SYNC | SPECIAL, [], [2], FAIL)
+            body += pushx(THREAD | SPECIAL | NOMSG, [], [3], FAIL) + [WAIT, 1, WAIT_ALL]
+            body += pushx(DEVICE, [1], [0]) + [WAIT, 0, WAIT_ALL]
+            p[f"plus-{tag}"] = h + body
+            # waits clear at their place in push order: ops pushed before a
+            # wait still see the failure, ops after it do not; wait_all
+            # reports the first failure in push order, not in time
+            body = pushx(THREAD, [], [0], FAIL) + push([0], [1]) + push([0], [2])
+            body += [WAIT, 0] + push([0], [3]) + [WAIT, 1, WAIT, 2, WAIT, 3]
+            body += pushx(THREAD, [], [0], FAIL) + push([], [1], FAIL) + [WAIT_ALL]
+            body += push([0, 1], [2]) + [WAIT, 2, WAIT_ALL]
+            p[f"order-{tag}"] = h + body
+            # a second pusher over its own vars, one side failing, joined
+            body = push([], [0], FAIL) + push([], [3])
+            body += fork(8, failing_side=1, sides=0b0110)
+            body += push([0], [0]) + push([1], [1], FAIL, thread=SECOND)
+            body += wait(0) + push([1], [2], thread=SECOND) + wait(1, thread=SECOND)
+            body += nested([0], [0], kids=2) + nested([1], [1], kids=2, kid_bits=1, thread=SECOND)
+            body += push([0], [], NOSKIP)
+            body += [WAIT_ALL] + wait(2) + wait(0)
+            p[f"fork-{tag}"] = h + body
+    # the other engine settings: bulk, help_on_wait, max_inflight, latency
+    for kind, kname in ((1, "pooled"), (2, "perdevice")):
+        h = header(kind, 2, 6, bulk=1, help=1, inflight=1, latency=1)
+        body = []
+        for i in range(10):
+            body += push([i % 6], [(i + 1) % 6], FAIL if i % 4 == 3 else 0, prio=3)
+            body += pushx(DEVICE if i % 2 else THREAD, [(i + 2) % 6], [(i + 3) % 6])
+            body += nested([i % 6], [(i + 4) % 6], kids=3, kid_bits=i % 8)
+        body += [WAIT, 0, WAIT, 3, WAIT_ALL]
+        p[f"settings-{kname}"] = h + body
     # foreign handle before any delete; 8 vars, wide ops
     p["stale-foreign"] = header(1, 2, 2) + [STALE, 0] + push([0], [1])
     h = header(2, 2, 8)
