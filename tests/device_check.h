@@ -240,7 +240,7 @@ static inline void dc_cross(const dc_ctx *c, int epochs, bool random_latency)
             wr[i] = (dc_wr){&slot[i], i + 1};
             CHECK_OK(c->cls->submit(s[a], dc_fn_set, &wr[i], 0));
             vf__event *ev = dc_record(c, s[a]);
-            CHECK_OK(c->cls->stream_wait(s[b], ev));
+            CHECK_OK(c->cls->stream_wait(s[b], ev, true));
             c->cls->event_release(ev);
             CHECK_OK(c->cls->submit(s[b], dc_fn_read, &slot[i], 0));
         }
@@ -304,7 +304,8 @@ static inline void dc_segment(const dc_ctx *c)
  * segment where the wait stands (inherited, same code and message): work
  * queued before the wait still runs, work after it is skipped; its own
  * earlier failure wins over an inherited one; a clean event passes nothing
- * on; the following segment is clean. */
+ * on; the following segment is clean; a wait that only orders (carry
+ * false) passes no failure on. */
 static inline void dc_inherit(const dc_ctx *c)
 {
     tu_phase_limit("inherited failure", 60);
@@ -319,7 +320,7 @@ static inline void dc_inherit(const dc_ctx *c)
     CHECK_OK(c->cls->submit(a, dc_fn_fail, &seven, 0));
     vf__event *ea = dc_record(c, a);
     CHECK_OK(c->cls->submit(b, dc_fn_count, &ran, 0)); /* runs */
-    CHECK_OK(c->cls->stream_wait(b, ea));
+    CHECK_OK(c->cls->stream_wait(b, ea, true));
     CHECK_OK(c->cls->submit(b, dc_fn_count, &ran, 0)); /* skipped */
     vf__event *eb = dc_record(c, b);
     tu_gate_open(&gate);
@@ -338,13 +339,13 @@ static inline void dc_inherit(const dc_ctx *c)
     vf__event *eb2 = dc_record(c, b);
     CHECK_OK(c->cls->event_wait(eb2, NULL));
     CHECK_EQ(atomic_load(&ran), 2);
-    CHECK_OK(c->cls->stream_wait(b, ea));
+    CHECK_OK(c->cls->stream_wait(b, ea, true));
     vf__event *eb3 = dc_record(c, b);
     memset(&sb, 0, sizeof sb);
     CHECK_EQ(c->cls->event_wait(eb3, &sb), 7);
     CHECK(sb.inherited);
     CHECK_OK(c->cls->submit(b, dc_fn_fail, &nine, 0));
-    CHECK_OK(c->cls->stream_wait(b, ea));
+    CHECK_OK(c->cls->stream_wait(b, ea, true));
     vf__event *eb4 = dc_record(c, b);
     memset(&sb, 0, sizeof sb);
     CHECK_EQ(c->cls->event_wait(eb4, &sb), 9);
@@ -352,13 +353,20 @@ static inline void dc_inherit(const dc_ctx *c)
     /* A clean event passes nothing on. */
     CHECK_OK(c->cls->submit(a, dc_fn_count, &ran, 0));
     vf__event *ea2 = dc_record(c, a);
-    CHECK_OK(c->cls->stream_wait(b, ea2));
+    CHECK_OK(c->cls->stream_wait(b, ea2, true));
     CHECK_OK(c->cls->submit(b, dc_fn_count, &ran, 0));
     vf__event *eb5 = dc_record(c, b);
     CHECK_OK(c->cls->event_wait(eb5, NULL));
     CHECK_EQ(atomic_load(&ran), 4);
+    /* A wait that only orders (its work read what B overwrites) passes no
+     * failure on: B's work runs and its segment is clean. */
+    CHECK_OK(c->cls->stream_wait(b, ea, false));
+    CHECK_OK(c->cls->submit(b, dc_fn_count, &ran, 0));
+    vf__event *eb6 = dc_record(c, b);
+    CHECK_OK(c->cls->event_wait(eb6, NULL));
+    CHECK_EQ(atomic_load(&ran), 5);
 
-    vf__event *all[] = {ea, eb, eb2, eb3, eb4, ea2, eb5};
+    vf__event *all[] = {ea, eb, eb2, eb3, eb4, ea2, eb5, eb6};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         c->cls->event_release(all[i]);
     c->cls->stream_destroy(a);
@@ -436,7 +444,7 @@ static inline void dc_refs(const dc_ctx *c)
     vf__event *ev = dc_record(c, a);
     for (int i = 0; i < 3; i++)
         c->cls->event_retain(ev);
-    CHECK_OK(c->cls->stream_wait(b, ev));
+    CHECK_OK(c->cls->stream_wait(b, ev, true));
     for (int i = 0; i < 3; i++)
         c->cls->event_release(ev);
     CHECK_EQ(c->cls->event_query(ev), VF_EAGAIN);
@@ -491,7 +499,7 @@ static inline void dc_fault_injection(const dc_ctx *c)
         DC_TRY(c->cls->record(s[0], &ev[0]));
         DC_TRY(c->cls->submit(s[1], dc_fn_count, &ran, 0));
         if (ev[0] != NULL)
-            DC_TRY(c->cls->stream_wait(s[1], ev[0]));
+            DC_TRY(c->cls->stream_wait(s[1], ev[0], true));
         DC_TRY(c->cls->submit(s[1], dc_fn_count, &ran, 0)); /* skipped */
         DC_TRY(c->cls->record(s[1], &ev[1]));
         DC_TRY(c->cls->submit(s[1], dc_fn_count, &ran, 0));

@@ -30,7 +30,8 @@
  * - wait_var(v) reports err(v) if unreported; wait_all reports the
  *   unreported record with the smallest key, then marks every one
  *   reported; an unnamed op is reported as "op #N", N its place in push
- *   order (user ops and deletes, 1-based).
+ *   order (ops that run a function, 1-based; a var delete, which never
+ *   fails, takes no number).
  * Stats count ran, failed (an op returning VF_ESKIPPED included) and
  * skipped (vf_complete_failed included) user ops.
  */
@@ -412,8 +413,7 @@ static inline void fo_interp_step(fo_interp *it, int s)
     case FO_PUSH:
         fo_run_op(it, st->arg, 0);
         break;
-    case FO_DELETE:
-        it->pushes++;
+    case FO_DELETE: /* never fails: takes no number (engine.h) */
         it->x->vars[st->arg].deleted = true;
         it->x->vars[st->arg].value = it->val[st->arg];
         break;

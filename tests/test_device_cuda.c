@@ -54,7 +54,7 @@ static void check_device_memory(const dc_ctx *c)
         CHECK_OK(c->cls->submit(a, fn_slow, &slow_us, 0));
         CHECK(cudaMemsetAsync(dev, value, N, ca) == cudaSuccess);
         vf__event *ev = dc_record(c, a);
-        CHECK_OK(c->cls->stream_wait(b, ev));
+        CHECK_OK(c->cls->stream_wait(b, ev, true));
         CHECK(cudaMemcpyAsync(host, dev, N, cudaMemcpyDeviceToHost, cb) ==
               cudaSuccess);
         vf__event *eb = dc_record(c, b);

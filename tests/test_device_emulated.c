@@ -151,7 +151,7 @@ static void check_ring(const vf__device_class *cls)
     for (int i = 0; i < n; i++) {
         vf__stream *cur = s[i % ND];
         if (prev != NULL) {
-            CHECK_OK(cls->stream_wait(cur, prev));
+            CHECK_OK(cls->stream_wait(cur, prev, true));
             cls->event_release(prev);
         }
         adds[i] = (ring_add){&counter, &seen[i]};

@@ -318,7 +318,7 @@ static int push_alone(vf_engine *e, const vf__bulk_batch *b,
 static void batch_push(vf_engine *e, vf__bulk_batch *b)
 {
     b->place = vf__engine_take_places(e, (uint64_t)b->nitems);
-    b->root = vf__engine_root_of(e, b->place);
+    b->root = b->push_root != 0 ? b->push_root : b->place;
     int rc = batch_seal(b);
     bool sealed = rc == 0;
     vf__op *op = sealed ? vf__op_alloc() : NULL;
@@ -491,7 +491,9 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
         }
     }
     vf__bulk_batch *b = s->batch;
-    if (b != NULL && (b->priority != priority || b->pool != def->pool)) {
+    uint64_t push_root = vf__engine_push_root(e);
+    if (b != NULL && (b->priority != priority || b->pool != def->pool ||
+                      b->push_root != push_root)) {
         flush_locked(e, s);
         b = NULL;
     }
@@ -502,6 +504,7 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     }
     s->batch = b;
+    b->push_root = push_root;
     vf__bulk_item item = {.fn = def->fn,
                           .arg = def->arg,
                           .done = def->done,

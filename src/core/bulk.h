@@ -66,9 +66,12 @@ typedef struct vf__bulk_batch {
     int nvars, cap_vars;
     int priority;
     vf__pool *pool;
-    /* Set when it is pushed: the first op's place in push order (the op
-     * i of the batch has place + i) and their root (failure.h). */
-    uint64_t place, root;
+    /* The root its ops were pushed under (vf__engine_push_root, on the
+     * pushing thread: 0 at the top level); a push under another starts a
+     * new batch. Set when it is pushed (possibly by another thread): the
+     * first op's place in push order (op i of the batch has place + i) and
+     * their root (failure.h). */
+    uint64_t push_root, place, root;
 } vf__bulk_batch;
 
 typedef struct vf__bulk vf__bulk;

@@ -56,68 +56,62 @@ vf__failure *vf__fence_host_wait(vf_engine *e, vf__fence *f)
     return f->failure;
 }
 
-/* The fences an op depends on through var v: the write fence, and for a
- * write also the read fences. Copies them (with references) into out[],
- * under the var's lock; returns how many. */
-static int var_fences(vf__var *v, bool write, vf__fence **out)
+/* The fences an op depends on through var v, copied (with references)
+ * into out[] under the var's lock; returns how many. With `reads` false,
+ * the write fence: the work that wrote what the op uses, whose failure the
+ * op inherits. With `reads` true, for a var the op writes, the read fences:
+ * work that only read v, which the op must follow (it overwrites what they
+ * read) but whose failure is none of its business (rule 9 puts a failure
+ * on what the failing op writes only). */
+static int var_fences(vf__var *v, bool reads, vf__fence **out)
 {
     int n = 0;
     vf__spin_lock(&v->lock);
-    if (v->wfence != NULL) {
+    if (!reads && v->wfence != NULL) {
         vf__fence_ref(v->wfence);
         out[n++] = v->wfence;
     }
-    if (write) {
-        for (int i = 0; i < v->nrfences; i++) {
-            vf__fence_ref(v->rfences[i]);
-            out[n++] = v->rfences[i];
-        }
+    for (int i = 0; reads && i < v->nrfences; i++) {
+        vf__fence_ref(v->rfences[i]);
+        out[n++] = v->rfences[i];
     }
     vf__spin_unlock(&v->lock);
     return n;
 }
 
-/* Whether `f` is live for the op and before what it found so far. */
-static bool earlier_live(const vf__failure *f, const vf__failure *found,
-                         uint64_t place)
-{
-    return f != NULL && vf__failure_live_for(f, place) &&
-           vf__failure_before(f, found);
-}
-
-vf__failure *vf__fences_host_wait(vf__op *op)
+void vf__fences_host_wait(vf__op *op)
 {
     const vf__opdef *def = op->def;
     vf_engine *e = op->engine;
-    vf__failure *found = NULL;
-    vf__fence *fs[1 + VF__VAR_READ_FENCES];
+    vf__fence *fs[VF__VAR_READ_FENCES];
     for (int i = 0; i < def->nvars; i++) {
-        int n = var_fences(def->vars[i].var, def->vars[i].write, fs);
-        for (int k = 0; k < n; k++) {
-            vf__failure *f = vf__fence_host_wait(e, fs[k]);
-            if (earlier_live(f, found, op->place))
-                found = f; /* kept alive by the var's fence */
-            vf__fence_unref(fs[k]);
+        for (int reads = 0; reads <= (int)def->vars[i].write; reads++) {
+            int n = var_fences(def->vars[i].var, reads, fs);
+            for (int k = 0; k < n; k++) {
+                vf__fence_host_wait(e, fs[k]);
+                vf__fence_unref(fs[k]);
+            }
         }
     }
-    return found;
 }
 
-vf__failure *vf__fences_failed(const vf__op *op)
+vf__failure *vf__var_failure(vf_engine *e, vf__var *v, uint64_t place)
 {
-    const vf__opdef *def = op->def;
-    vf__fence *fs[1 + VF__VAR_READ_FENCES];
-    vf__failure *found = NULL;
-    for (int i = 0; i < def->nvars; i++) {
-        int n = var_fences(def->vars[i].var, def->vars[i].write, fs);
-        for (int k = 0; k < n; k++) {
-            vf__failure *f = fence_failure(fs[k]);
-            if (earlier_live(f, found, op->place))
-                found = f;
-            vf__fence_unref(fs[k]);
-        }
-    }
-    return found;
+    vf__failure *own = atomic_load_explicit(&v->failure,
+                                            memory_order_acquire);
+    vf__spin_lock(&v->lock);
+    vf__fence *w = v->wfence; /* stays: the caller holds v */
+    vf__spin_unlock(&v->lock);
+    if (w == NULL)
+        return own;
+    /* The last write's work still in flight decides between its own
+     * failure and v's, which it supersedes only by failing: the host
+     * waits for it, when v's is one that matters. */
+    if (!atomic_load_explicit(&w->resolved, memory_order_acquire) &&
+        own != NULL && vf__failure_live_for(own, place))
+        vf__fence_host_wait(e, w);
+    vf__failure *f = fence_failure(w);
+    return f != NULL ? f : own;
 }
 
 void vf__var_drop_fences(vf__var *v)
@@ -142,9 +136,23 @@ void vf__var_drop_fences(vf__var *v)
 void vf__fences_clear_written(const vf__op *op)
 {
     const vf__opdef *def = op->def;
-    for (int i = 0; i < def->nvars; i++)
-        if (def->vars[i].write)
-            vf__var_drop_fences(def->vars[i].var);
+    for (int i = 0; i < def->nvars; i++) {
+        if (!def->vars[i].write)
+            continue;
+        vf__var *v = def->vars[i].var;
+        /* The last device write's work failed after it released v: the
+         * failure is v's now (it sticks, rule 9), not the fence's, which
+         * goes. The op holds v exclusively: no reader races. */
+        vf__spin_lock(&v->lock);
+        vf__failure *f = v->wfence != NULL ? fence_failure(v->wfence) : NULL;
+        vf__spin_unlock(&v->lock);
+        if (f != NULL) {
+            vf__failure_ref(f);
+            vf__failure_unref(atomic_exchange_explicit(&v->failure, f,
+                                                       memory_order_acq_rel));
+        }
+        vf__var_drop_fences(v);
+    }
 }
 
 /* --- running a device op ------------------------------------------------ */
@@ -167,14 +175,28 @@ int vf__device_op_begin(vf__op *op, const vf__device_class *cls,
     if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF) &&
         cls->record(s, &d->start_ev) != 0)
         d->start_ev = NULL; /* no span: the op itself is unaffected */
+    /* The write fences first: they carry failures (d->ncarry of them);
+     * then the read fences of what the op writes, which only order. */
     for (int i = 0; i < def->nvars; i++)
-        d->ninputs += var_fences(def->vars[i].var, def->vars[i].write,
+        d->ninputs += var_fences(def->vars[i].var, false,
                                  d->inputs + d->ninputs);
+    d->ncarry = d->ninputs;
+    for (int i = 0; i < def->nvars; i++)
+        if (def->vars[i].write)
+            d->ninputs += var_fences(def->vars[i].var, true,
+                                     d->inputs + d->ninputs);
     for (int k = 0; k < d->ninputs; k++) {
         vf__fence *f = d->inputs[k];
-        /* A resolved fence's work is complete: nothing to order, and a
-         * failure it still carries made the op skip before it started. */
-        if (atomic_load_explicit(&f->resolved, memory_order_acquire))
+        /* A no_skip op runs whatever its inputs went through: its waits
+         * only order. */
+        bool carry = k < d->ncarry && !def->no_skip;
+        /* A resolved fence's work is complete: nothing to order. Unless it
+         * failed and the op must inherit that (live for it): it may have
+         * resolved after the op looked on the host (run_body), so the
+         * stream still waits for its event, which carries the failure. */
+        if (atomic_load_explicit(&f->resolved, memory_order_acquire) &&
+            !(carry && f->failure != NULL &&
+              vf__failure_live_for(f->failure, op->place)))
             continue;
         if (f->cls != cls) { /* another kind of device: the host orders */
             vf__fence_host_wait(e, f);
@@ -182,10 +204,15 @@ int vf__device_op_begin(vf__op *op, const vf__device_class *cls,
         }
         /* On the same stream the order is there already; the wait only
          * carries a failure into this op's segment (device.h). */
+        if (f->stream == s && !carry) {
+            atomic_fetch_add_explicit(&e->same_stream, 1,
+                                      memory_order_relaxed);
+            continue;
+        }
         atomic_fetch_add_explicit(f->stream == s ? &e->same_stream
                                                  : &e->stream_waits,
                                   1, memory_order_relaxed);
-        int rc = cls->stream_wait(s, f->ev);
+        int rc = cls->stream_wait(s, f->ev, carry);
         if (rc != 0)
             return rc;
     }
@@ -244,9 +271,10 @@ static void device_outcome(vf__op *op, const vf__event_status *st)
         return;
     vf__devrun *d = op->dev;
     vf__failure *fail = NULL;
-    for (int k = 0; st->inherited && k < d->ninputs; k++) {
+    for (int k = 0; st->inherited && k < d->ncarry; k++) {
         vf__failure *f = fence_failure(d->inputs[k]);
-        if (earlier_live(f, fail, op->place))
+        if (f != NULL && vf__failure_live_for(f, op->place) &&
+            vf__failure_before(f, fail))
             fail = f;
     }
     if (fail != NULL) {
@@ -335,6 +363,13 @@ static void resolve(vf__op *op)
     f->cls->event_wait(f->ev, &st);
     vf__device_op_span(op, f->ev);
     device_outcome(op, &st);
+    /* Its writes complete now (rule 8): bumped unless the stream skipped
+     * its work; before `resolved`, which whoever reads them next meets. */
+    const vf__opdef *def = op->def;
+    for (int i = 0; !op->skipped && i < def->nvars; i++)
+        if (def->vars[i].write)
+            atomic_fetch_add_explicit(&def->vars[i].var->version, 1,
+                                      memory_order_relaxed);
     if (op->failure != NULL)
         vf__failure_ref(op->failure);
     f->failure = op->failure;

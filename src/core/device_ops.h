@@ -117,6 +117,8 @@ typedef struct vf__devrun {
      * time (or a waited fence's, whichever is later) starts its span. */
     vf__event *start_ev;
     int ninputs;
+    int ncarry;          /* inputs[0..ncarry): write fences, which carry
+                            their failure; the rest (read fences) order */
     vf__fence *inputs[]; /* fences it waited for (references) */
 } vf__devrun;
 
@@ -164,17 +166,24 @@ void vf__devices_destroy(vf_engine *e);
 /* --- running ------------------------------------------------------------ */
 
 /* Before a host-side op runs (engine with devices): wait on the host for
- * the fences of its vars that it depends on. Returns the failure they
- * carry that is live for the op and first in push order (failure.h; no
- * reference), or NULL. */
-vf__failure *vf__fences_host_wait(vf__op *op);
+ * the fences of its vars that it depends on. */
+void vf__fences_host_wait(vf__op *op);
 
-/* The same of the fences resolved already, without waiting (NULL when
- * none is known yet). */
-vf__failure *vf__fences_failed(const vf__op *op);
+/* The failure var v holds (no reference; NULL: none), for the op at
+ * `place` that holds v: its last device write's, when that work failed
+ * after the op released v (its write fence, resolved), else v's own. The
+ * fence's is the newer: a host write turns it into v's own and drops the
+ * fence before it runs (vf__fences_clear_written), and a device write
+ * replaces the fence. A fence still in flight is waited for on the host
+ * only when v's own failure is live for the op (which of the two holds
+ * depends on that work); otherwise its failure is met on the device,
+ * where the stream that waits for it inherits it (device.h). */
+vf__failure *vf__var_failure(vf_engine *e, vf__var *v, uint64_t place);
 
-/* After a host-side op that wrote vars finished (engine with devices):
- * drop the fences of the vars it wrote. */
+/* A host-side op that met its fences (vf__fences_host_wait), before it
+ * runs: the vars it writes take their last device write's failure, if
+ * its work failed (rule 9: it sticks to the var), and drop their fences
+ * (the op holds them exclusively, and nothing of theirs is in flight). */
 void vf__fences_clear_written(const vf__op *op);
 
 /* Before a device op's function: make `s` wait on the device for the

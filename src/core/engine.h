@@ -192,17 +192,20 @@ static inline uint64_t vf__engine_take_places(vf_engine *e, uint64_t n)
  * push order: the next `n` numbers (a fused op takes one per op in
  * it), and its root: its parent's when it is pushed from inside a running
  * op of this engine, else its own place (failure.h). */
-static inline uint64_t vf__engine_root_of(vf_engine *e, uint64_t place)
+/* The root a push from this thread inherits: the running op's (of this
+ * engine), or 0 at the top level (the op is its own root). */
+static inline uint64_t vf__engine_push_root(vf_engine *e)
 {
     vf__op *parent = vf__current_op();
-    return VF__LIKELY(parent == NULL) || parent->engine != e ? place
+    return VF__LIKELY(parent == NULL) || parent->engine != e ? 0
                                                               : parent->root;
 }
 
 static inline void vf__engine_place_op(vf_engine *e, vf__op *op, uint64_t n)
 {
     op->place = vf__engine_take_places(e, n);
-    op->root = vf__engine_root_of(e, op->place);
+    uint64_t root = vf__engine_push_root(e);
+    op->root = root != 0 ? root : op->place;
 }
 
 /* The place of a wait (or a var delete) pushed now: the last op's before
@@ -250,8 +253,9 @@ void vf__engine_tags_lock(bool lock);
  * each, the device pools with one (device_ops.h); not started. */
 void vf__engine_rebuild_for_child(vf_engine *e);
 
-/* Push a prepared op: `op->def` set, its var set normalized and its place
- * given (vf__engine_place_op; a wait marker's is its wait's). Appends it
+/* Push a prepared op: `op->def` set, its var set normalized. A user op
+ * with no place yet takes the next number once the push can no longer
+ * fail; any other op comes with its place (failure.h). Appends it
  * to every var atomically, counts it, and dispatches it when ready.
  */
 int vf__engine_enqueue(vf_engine *e, vf__op *op, const char *who);

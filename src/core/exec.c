@@ -71,16 +71,27 @@ static void call_done(vf__op *op)
 
 /* --- running ----------------------------------------------------------- */
 
-/* Of `best` and the failure on var v, the one the op at `place` inherits:
- * live for it, and first in push order (failure.h). Read by an op that
- * holds the var, so no write of it races. */
-static vf__failure *earlier_live(vf__failure *best, const vf__var *v,
-                                 uint64_t place)
+/* Of `best` and the failure var v holds, the one the op at `place`
+ * inherits: live for it, and first in push order (failure.h). Read by an
+ * op that holds the var, so no write of it races. In an engine with
+ * `devices`, v's last device write may have failed after it released v
+ * (device_ops.h). */
+static vf__failure *earlier_live(vf_engine *e, vf__failure *best,
+                                 vf__var *v, uint64_t place, bool devices)
 {
-    vf__failure *f = atomic_load_explicit(&v->failure, memory_order_acquire);
+    vf__failure *f = VF__LIKELY(!devices)
+                         ? atomic_load_explicit(&v->failure,
+                                                memory_order_acquire)
+                         : vf__var_failure(e, v, place);
     if (VF__LIKELY(f == NULL) || !vf__failure_live_for(f, place))
         return best;
     return vf__failure_before(f, best) ? f : best;
+}
+
+static bool engine_has_devices(const vf_engine *e)
+{
+    return atomic_load_explicit(&e->slow, memory_order_relaxed) &
+           VF__SLOW_DEVICES;
 }
 
 /* The failure the op at `place` inherits from the vars it holds, or, when
@@ -91,13 +102,16 @@ static vf__failure *inherited_failure(const vf__op *op, const uint32_t *refs,
                                       int nrefs, uint64_t place)
 {
     const vf__opdef *def = op->def;
+    bool devices = engine_has_devices(op->engine);
     vf__failure *f = NULL;
     if (refs == NULL)
         for (int i = 0; i < def->nvars; i++)
-            f = earlier_live(f, def->vars[i].var, place);
+            f = earlier_live(op->engine, f, def->vars[i].var, place,
+                             devices);
     else
         for (int r = 0; r < nrefs; r++)
-            f = earlier_live(f, def->vars[refs[r] >> 1].var, place);
+            f = earlier_live(op->engine, f, def->vars[refs[r] >> 1].var,
+                             place, devices);
     return f;
 }
 
@@ -107,7 +121,7 @@ static vf__failure *inherited_failure(const vf__op *op, const uint32_t *refs,
  * itself, so active never touches zero while the waiter is about to run
  * (engine.h); one whose thread is busy above the wait is counted when that
  * op returns (vf__waiter). */
-static void signal_waiter(vf__op *op, vf__failure *fenced)
+static void signal_waiter(vf__op *op)
 {
     vf_engine *e = op->engine;
     vf__waiter *w = op->waiter;
@@ -120,9 +134,11 @@ static void signal_waiter(vf__op *op, vf__failure *fenced)
          * failure (or its last device write's) is the one at the wait's
          * place, and reporting it clears it from there on (failure.h). */
         vf__var *v = op->def->vars[0].var;
-        vf__failure *f = vf__wait_report(
-            atomic_load_explicit(&v->failure, memory_order_acquire), fenced,
-            op->place);
+        vf__failure *f = engine_has_devices(e)
+                             ? vf__var_failure(e, v, op->place)
+                             : atomic_load_explicit(&v->failure,
+                                                    memory_order_acquire);
+        f = f != NULL && vf__failure_claim(f, op->place) ? f : NULL;
         if (f != NULL) {
             vf__failure_ref(f);
             w->claimed = f;
@@ -268,20 +284,13 @@ static bool run_device(vf__op *op, int worker)
 
 static void count_outcome(vf_engine *e, int status, bool skipped);
 
-/* Of two failures (either may be NULL), the first in push order. */
-static vf__failure *first_failure(vf__failure *a, vf__failure *b)
-{
-    return vf__failure_before(b, a) ? b : a;
-}
 
 /* A fused op's body (bulk.h): each op of the batch in push order, as if
  * alone. The fused op holds every var of the batch, writes exclusively,
  * so an op's failure and version bump go straight onto the vars it
- * writes, where the later ops of the batch find them. `fenced` (a device
- * write's failed work) skips every op that may be skipped; `shutdown`
- * skips them all. */
-static void run_bulk(vf__op *op, int worker, vf__failure *fenced,
-                     bool shutdown)
+ * writes, where the later ops of the batch find them; `shutdown` skips
+ * them all. */
+static void run_bulk(vf__op *op, int worker, bool shutdown)
 {
     vf_engine *e = op->engine;
     const vf__opdef *def = op->def;
@@ -299,8 +308,7 @@ static void run_bulk(vf__op *op, int worker, vf__failure *fenced,
         int status = shutdown ? VF_ESKIPPED : 0;
         vf__failure *f = NULL;
         if (!skipped && !it->no_skip) {
-            f = first_failure(inherited_failure(op, refs, it->nrefs, place),
-                              fenced);
+            f = inherited_failure(op, refs, it->nrefs, place);
             if (f != NULL) {
                 vf__failure_ref(f);
                 skipped = true;
@@ -353,14 +361,20 @@ static bool run_body(vf__op *op, int worker)
     if (VF__UNLIKELY(op->hooks))
         hooks_start(op, worker);
     /* An engine with devices: a host-side op first meets the device work
-     * its vars wait for (device_ops.h). */
-    vf__failure *fenced = NULL;
+     * its vars wait for (device_ops.h); then the vars it writes take over
+     * their fences' failures, before anything of its own is written. */
     uint8_t slow = atomic_load_explicit(&op->engine->slow,
                                         memory_order_relaxed);
     if (VF__UNLIKELY(slow)) {
-        if (slow & VF__SLOW_DEVICES)
-            fenced = def->devctx == NULL ? vf__fences_host_wait(op)
-                                         : vf__fences_failed(op);
+        /* A no_skip device op, the one device op that runs over a failed
+         * input, meets its fences on the host too: a failure of the work
+         * before it then sticks to the vars it writes (rule 9) rather than
+         * leave with the fence its own work replaces. */
+        if ((slow & VF__SLOW_DEVICES) &&
+            (def->devctx == NULL || def->no_skip)) {
+            vf__fences_host_wait(op);
+            vf__fences_clear_written(op);
+        }
         /* The shutdown notice: user ops skip their function (lifecycle.h),
          * with no failure to pass on. */
         if ((slow & VF__SLOW_SHUTDOWN) && def->kind == VF__OP_USER) {
@@ -369,11 +383,11 @@ static bool run_body(vf__op *op, int worker)
         }
     }
     if (def->kind == VF__OP_WAIT) {
-        signal_waiter(op, fenced);
+        signal_waiter(op);
         return true;
     }
     if (def->kind == VF__OP_BULK) {
-        run_bulk(op, worker, fenced, slow & VF__SLOW_SHUTDOWN);
+        run_bulk(op, worker, slow & VF__SLOW_SHUTDOWN);
         return true;
     }
     if (def->kind == VF__OP_DELETE) {
@@ -387,9 +401,14 @@ static bool run_body(vf__op *op, int worker)
     }
     if (!def->no_skip) {
         vf__failure *f = inherited_failure(op, NULL, 0, op->place);
-        if (VF__UNLIKELY(fenced != NULL))
-            f = first_failure(f, fenced);
         if (VF__UNLIKELY(f != NULL)) {
+            if (def->devctx != NULL) {
+                /* A device op skipped before it starts writes its vars
+                 * (with f) on the host: the device work it would have
+                 * followed is met there, as a host op meets it. */
+                vf__fences_host_wait(op);
+                vf__fences_clear_written(op);
+            }
             op_skipped(op, f);
             return true;
         }
@@ -480,10 +499,6 @@ static void finish(vf__op *op, vf__readylist *ready)
 
     /* A fused op bumped its vars' versions per write already. */
     bool ran = !op->skipped && def->kind != VF__OP_BULK;
-    if (VF__UNLIKELY(atomic_load_explicit(&e->slow, memory_order_relaxed) &
-                     VF__SLOW_DEVICES) &&
-        def->devctx == NULL)
-        vf__fences_clear_written(op); /* it waited for them all */
     int before = ready->count;
     for (int i = 0; i < def->nvars; i++) {
         if (def->vars[i].write)
@@ -696,8 +711,8 @@ static void release_in_flight(vf__op *op, vf__readylist *ready)
     vf__completer_add(e, op);
     int before = ready->count;
     for (int i = 0; i < def->nvars; i++) {
-        if (def->vars[i].write)
-            vf__var_complete_write(def->vars[i].var, op, failure, true,
+        if (def->vars[i].write) /* its versions: when its work resolves */
+            vf__var_complete_write(def->vars[i].var, op, failure, false,
                                    ready);
         else
             vf__var_complete_read(def->vars[i].var, op, ready);

@@ -121,6 +121,8 @@ static void drop_held(vf_engine *e, vf__op *op, int rc)
     }
     if (def->kind == VF__OP_DELETE && def->free_fn != NULL)
         def->free_fn(def->arg); /* a delete's free always runs */
+    if (op->place == 0) /* never enqueued: its number now */
+        vf__engine_place_op(e, op, 1);
     vf__failure_unref(vf__engine_record_failure(
         e, rc, def->name, "held while the engine was stopped, and could "
                           "not be pushed at start",

@@ -27,6 +27,7 @@ vf__op *vf__op_alloc(void)
     op->own.vars = NULL;
     op->hooks = 0;
     op->skipped = false;
+    op->place = 0; /* none yet: the push gives it (push.c) */
     op->prof = NULL;
     op->q = op->inline_q;
     op->ext = NULL;

@@ -81,6 +81,11 @@ int vf__engine_enqueue(vf_engine *e, vf__op *op, const char *who)
                                        "deleted", who, def->name);
         }
     }
+    /* A user op's number, now that the push cannot fail any more (a
+     * refused push takes none); ops of other kinds come with their place
+     * (a fused op's, an op of a batch pushed alone, a wait's, a delete's). */
+    if (def->kind == VF__OP_USER && op->place == 0)
+        vf__engine_place_op(e, op, 1);
     int nready = 0;
     vf__qblock *q = op->q;
     for (int i = 0; i < n; i++)
@@ -152,7 +157,6 @@ VF_API int vf_push(vf_engine *e, const vf_op *desc)
     def->vars = heap ? heap : out;
     op->def = def;
     op->priority = push_priority(def, desc->priority);
-    vf__engine_place_op(e, op, 1);
     if ((rc = vf__engine_enqueue(e, op, who)) != 0)
         goto fail;
     return 0;
@@ -243,7 +247,6 @@ VF_API int vf_operator_push(vf_engine *e, vf_operator *opr, int priority)
     op->opr = opr;
     op->def = &opr->def;
     op->priority = push_priority(&opr->def, priority);
-    vf__engine_place_op(e, op, 1);
     if ((rc = vf__engine_enqueue(e, op, who)) != 0) {
         vf__op_free(op);
         return rc;

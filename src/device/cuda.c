@@ -501,13 +501,13 @@ static int record(vf__stream *s, vf__event **out)
     return 0;
 }
 
-static int stream_wait(vf__stream *s, vf__event *e)
+static int stream_wait(vf__stream *s, vf__event *e, bool carry)
 {
     cudaError_t err = cudaStreamWaitEvent(s->st, e->ev, 0);
     if (err != cudaSuccess)
         return cuda_fail(err, "cudaStreamWaitEvent");
-    if (e->status == NULL)
-        return 0; /* its failures are CUDA's own, sticky */
+    if (!carry || e->status == NULL)
+        return 0; /* order only, or its failures are CUDA's own (sticky) */
     host_call *c = vf__calloc(1, sizeof *c);
     if (c == NULL)
         return vf__fail(VF_ENOMEM, "CUDA device: out of memory");

@@ -85,8 +85,11 @@ typedef struct vf__device_class {
     /* A new event (one reference) closing the current segment. */
     int (*record)(vf__stream *s, vf__event **out);
     /* Work submitted to `s` from now on starts after `ev` completes
-     * (device side; the host does not block). */
-    int (*stream_wait)(vf__stream *s, vf__event *ev);
+     * (device side; the host does not block). With `carry`, the segment
+     * where the wait stands inherits `ev`'s failure (the work after it
+     * uses what `ev`'s work wrote); without, the wait only orders (that
+     * work only read what the work after it overwrites). */
+    int (*stream_wait)(vf__stream *s, vf__event *ev, bool carry);
     /* Block the host until `ev` completes; fills *st (may be NULL).
      * Returns 0, or st->code. */
     int (*event_wait)(vf__event *ev, vf__event_status *st);

@@ -54,6 +54,7 @@ typedef struct item {
     void *arg;
     size_t bytes;
     vf__event *ev; /* RECORD, WAIT: a reference, dropped when done */
+    bool carry;    /* WAIT: inherit the event's failure */
 } item;
 
 struct vf__stream {
@@ -193,7 +194,8 @@ static void run_item(vf__stream *s, item *it)
         break;
     case ITEM_WAIT: {
         vf__event_status st;
-        if (event_wait(it->ev, &st) != 0 && s->segment.code == 0) {
+        if (event_wait(it->ev, &st) != 0 && it->carry &&
+            s->segment.code == 0) {
             s->segment = st;
             s->segment.inherited = true;
         }
@@ -373,13 +375,14 @@ static int record(vf__stream *s, vf__event **out)
     return 0;
 }
 
-static int stream_wait(vf__stream *s, vf__event *ev)
+static int stream_wait(vf__stream *s, vf__event *ev, bool carry)
 {
     item *it = item_new(ITEM_WAIT);
     if (it == NULL)
         return VF_ENOMEM;
     event_retain(ev);
     it->ev = ev;
+    it->carry = carry;
     enqueue(s, it);
     return 0;
 }
