@@ -19,7 +19,7 @@ struct vf_run {
      * op's vars); NULL for a lone op, whose vars are all its own. */
     const uint32_t *item_refs;
     int item_nrefs;
-    uint64_t place; /* the running op's place in push order (failure.h) */
+    uint64_t place; /* a fused op's item: its place (failure.h) */
     char message[256];
 };
 
@@ -99,10 +99,10 @@ static bool engine_has_devices(const vf_engine *e)
  * (bulk.h): of the live ones, the first in push order, as in the serial
  * program; NULL when there is none. */
 static vf__failure *inherited_failure(const vf__op *op, const uint32_t *refs,
-                                      int nrefs, uint64_t place)
+                                      int nrefs, uint64_t place,
+                                      bool devices)
 {
     const vf__opdef *def = op->def;
-    bool devices = engine_has_devices(op->engine);
     vf__failure *f = NULL;
     if (refs == NULL)
         for (int i = 0; i < def->nvars; i++)
@@ -275,7 +275,6 @@ static bool run_device(vf__op *op, int worker)
         run.cls = d->cls;
         run.stream = s;
         run.item_refs = NULL;
-        run.place = op->place;
         call_fn(op, &run);
         in_flight = vf__device_op_end(op, d->cls, s);
     }
@@ -308,7 +307,8 @@ static void run_bulk(vf__op *op, int worker, bool shutdown)
         int status = shutdown ? VF_ESKIPPED : 0;
         vf__failure *f = NULL;
         if (!skipped && !it->no_skip) {
-            f = inherited_failure(op, refs, it->nrefs, place);
+            f = inherited_failure(op, refs, it->nrefs, place,
+                                  engine_has_devices(e));
             if (f != NULL) {
                 vf__failure_ref(f);
                 skipped = true;
@@ -400,7 +400,8 @@ static bool run_body(vf__op *op, int worker)
         return true;
     }
     if (!def->no_skip) {
-        vf__failure *f = inherited_failure(op, NULL, 0, op->place);
+        vf__failure *f = inherited_failure(op, NULL, 0, op->place,
+                                           slow & VF__SLOW_DEVICES);
         if (VF__UNLIKELY(f != NULL)) {
             if (def->devctx != NULL) {
                 /* A device op skipped before it starts writes its vars
@@ -422,7 +423,6 @@ static bool run_body(vf__op *op, int worker)
     run.cls = NULL;
     run.stream = NULL;
     run.item_refs = NULL;
-    run.place = op->place;
     if (def->fn != NULL) {
         call_fn(op, &run);
         return true;
@@ -832,8 +832,11 @@ VF_API int vf_run_input_failure(const vf_run *run, vf_error *out)
 {
     if (run == NULL)
         return vf__fail(VF_EINVAL, "vf_run_input_failure: run is NULL");
-    vf__failure *f = inherited_failure(run->op, run->item_refs,
-                                       run->item_nrefs, run->place);
+    /* A fused op's item has a place of its own (run_bulk sets it). */
+    vf__failure *f = inherited_failure(
+        run->op, run->item_refs, run->item_nrefs,
+        run->item_refs != NULL ? run->place : run->op->place,
+        engine_has_devices(run->op->engine));
     if (f == NULL)
         return 0;
     if (out != NULL)
