@@ -12,7 +12,7 @@
 
 /* A thread's bulk state for one engine. */
 struct vf__bulk {
-    vf__bulk *next;   /* the engine's list (bulk_lock) */
+    vf__bulk *next;   /* the engine's list (bulk.lock) */
     uint64_t owner;   /* the thread (thread_id()) */
     /* Guards the rest. A spinlock: the owner takes it at every push, and
      * others only to flush (it yields when held long, see spinlock.h). */
@@ -339,12 +339,12 @@ static void batch_push(vf_engine *e, vf__bulk_batch *b)
         /* Counted first: once pushed, the batch may run and be freed, and
          * a waiter woken by it must see it counted. */
         uint64_t nitems = (uint64_t)b->nitems;
-        atomic_fetch_add_explicit(&e->bulks, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&e->bulked, nitems, memory_order_relaxed);
+        atomic_fetch_add_explicit(&e->bulk.bulks, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&e->bulk.bulked, nitems, memory_order_relaxed);
         if (vf__engine_enqueue(e, op, "vf_push (bulk)") == 0)
             return;
-        atomic_fetch_sub_explicit(&e->bulks, 1, memory_order_relaxed);
-        atomic_fetch_sub_explicit(&e->bulked, nitems, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&e->bulk.bulks, 1, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&e->bulk.bulked, nitems, memory_order_relaxed);
         def->kind = VF__OP_USER; /* the batch is freed below, not with it */
         def->vars = NULL;
         vf__op_free(op);
@@ -384,11 +384,11 @@ static vf__bulk *find(vf_engine *e, bool create)
 {
     int n = vf__bulk_thread_slots;
     if (VF__LIKELY(n > 0 && cache[0].engine == e &&
-                   cache[0].serial == e->serial &&
+                   cache[0].serial == e->bulk.serial &&
                    (cache[0].bulk != NULL || !create)))
         return cache[0].bulk; /* the same engine as last time */
     for (int i = 0; i < n; i++) {
-        if (cache[i].engine == e && cache[i].serial == e->serial) {
+        if (cache[i].engine == e && cache[i].serial == e->bulk.serial) {
             cache_slot hit = cache[i];
             if (hit.bulk == NULL && create) { /* none then: make it now */
                 memmove(&cache[i], &cache[i + 1],
@@ -402,24 +402,24 @@ static vf__bulk *find(vf_engine *e, bool create)
         }
     }
     uint64_t me = thread_id();
-    pthread_mutex_lock(&e->bulk_lock);
-    vf__bulk *s = e->bulk_list;
+    pthread_mutex_lock(&e->bulk.lock);
+    vf__bulk *s = e->bulk.list;
     while (s != NULL && s->owner != me)
         s = s->next;
     if (s == NULL && create && (s = vf__calloc(1, sizeof *s)) != NULL) {
         s->owner = me;
-        s->size = e->bulk_default;
+        s->size = e->bulk.size;
         vf__spin_init(&s->lock);
-        s->next = e->bulk_list;
-        e->bulk_list = s;
-        atomic_fetch_add_explicit(&e->nbulk_states, 1, memory_order_relaxed);
+        s->next = e->bulk.list;
+        e->bulk.list = s;
+        atomic_fetch_add_explicit(&e->bulk.nstates, 1, memory_order_relaxed);
     }
-    pthread_mutex_unlock(&e->bulk_lock);
+    pthread_mutex_unlock(&e->bulk.lock);
     /* Remembered either way: a thread that pushes to `e` without bulking
      * takes the engine's lock once, not at every push. */
     n = n < CACHE_SLOTS ? n + 1 : CACHE_SLOTS;
     memmove(&cache[1], &cache[0], (size_t)(n - 1) * sizeof *cache);
-    cache[0] = (cache_slot){e, e->serial, s};
+    cache[0] = (cache_slot){e, e->bulk.serial, s};
     vf__bulk_thread_slots = n;
     return s;
 }
@@ -439,7 +439,7 @@ static bool bulkable(const vf_engine *e, const vf__opdef *def)
 int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
                   vf_operator *opr, int priority)
 {
-    vf__bulk *s = find(e, e->bulk_default > 0);
+    vf__bulk *s = find(e, e->bulk.size > 0);
     if (s == NULL)
         return 0;
     /* Check and normalize the op first: a bad one is refused at its push,
@@ -543,7 +543,7 @@ VF_API int vf_set_bulk_size(vf_engine *e, int size)
     if (s == NULL) {
         if (size > 0)
             return vf__fail(VF_ENOMEM, "%s: out of memory", who);
-        return e->bulk_default; /* off before, off now: nothing to keep */
+        return e->bulk.size; /* off before, off now: nothing to keep */
     }
     vf__spin_lock(&s->lock);
     int previous = s->size;
@@ -573,47 +573,47 @@ VF_API int vf_bulk_flush(vf_engine *e)
 
 void vf__bulk_flush_all(vf_engine *e)
 {
-    if (atomic_load_explicit(&e->nbulk_states, memory_order_relaxed) == 0)
+    if (atomic_load_explicit(&e->bulk.nstates, memory_order_relaxed) == 0)
         return;
-    pthread_mutex_lock(&e->bulk_lock);
-    for (vf__bulk *s = e->bulk_list; s != NULL; s = s->next) {
+    pthread_mutex_lock(&e->bulk.lock);
+    for (vf__bulk *s = e->bulk.list; s != NULL; s = s->next) {
         vf__spin_lock(&s->lock);
         flush_locked(e, s);
         vf__spin_unlock(&s->lock);
     }
-    pthread_mutex_unlock(&e->bulk_lock);
+    pthread_mutex_unlock(&e->bulk.lock);
 }
 
 bool vf__bulk_any_open(vf_engine *e)
 {
-    if (atomic_load_explicit(&e->nbulk_states, memory_order_relaxed) == 0)
+    if (atomic_load_explicit(&e->bulk.nstates, memory_order_relaxed) == 0)
         return false;
     bool open = false;
-    pthread_mutex_lock(&e->bulk_lock);
-    for (vf__bulk *s = e->bulk_list; s != NULL && !open; s = s->next) {
+    pthread_mutex_lock(&e->bulk.lock);
+    for (vf__bulk *s = e->bulk.list; s != NULL && !open; s = s->next) {
         vf__spin_lock(&s->lock);
         open = s->batch != NULL;
         vf__spin_unlock(&s->lock);
     }
-    pthread_mutex_unlock(&e->bulk_lock);
+    pthread_mutex_unlock(&e->bulk.lock);
     return open;
 }
 
 void vf__bulk_engine_init(vf_engine *e)
 {
-    pthread_mutex_init(&e->bulk_lock, NULL);
-    e->bulk_list = NULL;
-    atomic_init(&e->nbulk_states, 0);
-    atomic_init(&e->bulks, 0);
-    atomic_init(&e->bulked, 0);
+    pthread_mutex_init(&e->bulk.lock, NULL);
+    e->bulk.list = NULL;
+    atomic_init(&e->bulk.nstates, 0);
+    atomic_init(&e->bulk.bulks, 0);
+    atomic_init(&e->bulk.bulked, 0);
     static atomic_uint_fast64_t next_serial = 1;
-    e->serial = atomic_fetch_add_explicit(&next_serial, 1,
+    e->bulk.serial = atomic_fetch_add_explicit(&next_serial, 1,
                                           memory_order_relaxed);
 }
 
 void vf__bulk_engine_destroy(vf_engine *e)
 {
-    vf__bulk *s = e->bulk_list;
+    vf__bulk *s = e->bulk.list;
     while (s != NULL) {
         vf__bulk *next = s->next;
         VF__ASSERT(s->batch == NULL);
@@ -622,19 +622,19 @@ void vf__bulk_engine_destroy(vf_engine *e)
         free(s);
         s = next;
     }
-    e->bulk_list = NULL;
-    pthread_mutex_destroy(&e->bulk_lock);
+    e->bulk.list = NULL;
+    pthread_mutex_destroy(&e->bulk.lock);
 }
 
 void vf__bulk_fork_lock(vf_engine *e, bool lock)
 {
     if (lock) {
-        pthread_mutex_lock(&e->bulk_lock);
-        for (vf__bulk *s = e->bulk_list; s != NULL; s = s->next)
+        pthread_mutex_lock(&e->bulk.lock);
+        for (vf__bulk *s = e->bulk.list; s != NULL; s = s->next)
             vf__spin_lock(&s->lock);
     } else {
-        for (vf__bulk *s = e->bulk_list; s != NULL; s = s->next)
+        for (vf__bulk *s = e->bulk.list; s != NULL; s = s->next)
             vf__spin_unlock(&s->lock);
-        pthread_mutex_unlock(&e->bulk_lock);
+        pthread_mutex_unlock(&e->bulk.lock);
     }
 }

@@ -29,7 +29,7 @@
  * cache. Its spinlock orders the owner's pushes against flushes from other
  * threads (a waiter flushing every batch); it is held across a flush's
  * enqueue, so a batch taken out can never be overtaken by the next one.
- * Lock order: the engine's bulk_lock, then a vf__bulk's lock, then what an
+ * Lock order: the engine's bulk.lock, then a vf__bulk's lock, then what an
  * enqueue takes (var locks, queue locks). No user code runs under either.
  */
 #ifndef VF_BULK_H
@@ -75,6 +75,20 @@ typedef struct vf__bulk_batch {
 } vf__bulk_batch;
 
 typedef struct vf__bulk vf__bulk;
+
+/* An engine's bulk state (the engine's `bulk`): the size threads start
+ * with, and every thread's state (`lock`; `nstates` mirrors the list's
+ * length, relaxed, so waits skip the lock when nobody bulks). `serial`
+ * tells this engine apart from any other made at the same address. Lock
+ * order: `lock`, then a thread's spinlock, held across a batch's push. */
+typedef struct vf__bulk_engine {
+    int size;
+    pthread_mutex_t lock;
+    vf__bulk *list; /* lock */
+    _Atomic int nstates;
+    uint64_t serial;
+    _Atomic uint64_t bulks, bulked; /* fused ops pushed, ops in them */
+} vf__bulk_engine;
 
 /* Whether a push to `e` from this thread may have to go through bulk.c (a
  * cheap test for the hot path). */

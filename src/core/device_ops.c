@@ -48,7 +48,7 @@ vf__failure *vf__fence_host_wait(vf_engine *e, vf__fence *f)
 {
     if (!atomic_load_explicit(&f->resolved, memory_order_acquire)) {
         f->cls->event_wait(f->ev, NULL);
-        atomic_fetch_add_explicit(&e->host_syncs, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&e->dev.host_syncs, 1, memory_order_relaxed);
         /* Complete: the completer resolves it as soon as it reaches it. */
         while (!atomic_load_explicit(&f->resolved, memory_order_acquire))
             sched_yield();
@@ -205,12 +205,12 @@ int vf__device_op_begin(vf__op *op, const vf__device_class *cls,
         /* On the same stream the order is there already; the wait only
          * carries a failure into this op's segment (device.h). */
         if (f->stream == s && !carry) {
-            atomic_fetch_add_explicit(&e->same_stream, 1,
+            atomic_fetch_add_explicit(&e->dev.same_stream, 1,
                                       memory_order_relaxed);
             continue;
         }
-        atomic_fetch_add_explicit(f->stream == s ? &e->same_stream
-                                                 : &e->stream_waits,
+        atomic_fetch_add_explicit(f->stream == s ? &e->dev.same_stream
+                                                 : &e->dev.stream_waits,
                                   1, memory_order_relaxed);
         int rc = cls->stream_wait(s, f->ev, carry);
         if (rc != 0)
@@ -303,7 +303,7 @@ bool vf__device_op_end(vf__op *op, const vf__device_class *cls,
         rrc = vf__fail(VF_ENOMEM, "device op \"%s\": out of memory",
                        def->name);
     }
-    if (rrc != 0 || e->device_sync || def->pool == NULL) {
+    if (rrc != 0 || e->dev.sync || def->pool == NULL) {
         /* Synchronous: wait for the work here (or, when no event could be
          * recorded, for the whole stream) and finish like a CPU op. */
         vf__event_status st = {0};
@@ -319,7 +319,7 @@ bool vf__device_op_end(vf__op *op, const vf__device_class *cls,
             cls->event_release(ev);
             free(f);
         }
-        atomic_fetch_add_explicit(&e->host_syncs, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&e->dev.host_syncs, 1, memory_order_relaxed);
         device_outcome(op, &st);
         vf__fences_clear_written(op);
         return false;
@@ -401,7 +401,7 @@ static void wait_newest_per_stream(vf__op *batch)
 static void *completer_main(void *arg)
 {
     vf_engine *e = arg;
-    vf__completer *c = &e->completer;
+    vf__completer *c = &e->dev.completer;
     pthread_setname_np(pthread_self(), "vf-completer");
     pthread_mutex_lock(&c->lock);
     for (;;) {
@@ -431,7 +431,7 @@ static void *completer_main(void *arg)
 
 void vf__completer_add(vf_engine *e, vf__op *op)
 {
-    vf__completer *c = &e->completer;
+    vf__completer *c = &e->dev.completer;
     op->next = NULL;
     pthread_mutex_lock(&c->lock);
     if (c->tail != NULL)
@@ -444,10 +444,10 @@ void vf__completer_add(vf_engine *e, vf__op *op)
     pthread_mutex_unlock(&c->lock);
 }
 
-/* Start the completer (dev_lock held). */
+/* Start the completer (dev.lock held). */
 static int completer_start(vf_engine *e)
 {
-    vf__completer *c = &e->completer;
+    vf__completer *c = &e->dev.completer;
     if (c->started)
         return 0;
     c->head = c->tail = NULL;
@@ -469,7 +469,7 @@ static int completer_start(vf_engine *e)
 
 static void completer_stop(vf_engine *e)
 {
-    vf__completer *c = &e->completer;
+    vf__completer *c = &e->dev.completer;
     if (!c->started)
         return;
     pthread_mutex_lock(&c->lock);
@@ -489,7 +489,7 @@ static void completer_stop(vf_engine *e)
 static vf__devctx *device_at(vf_engine *e, int k)
 {
     return atomic_load_explicit(
-        &e->devices[k / VF__MAX_DEVICE_IDS][k % VF__MAX_DEVICE_IDS],
+        &e->dev.ctx[k / VF__MAX_DEVICE_IDS][k % VF__MAX_DEVICE_IDS],
         memory_order_relaxed);
 }
 
@@ -547,15 +547,15 @@ static void rebuild_pool(vf_engine *e, vf__devctx *d, vf__pool *p)
     for (int w = 0; w < p->nworkers; w++)
         p->workers[w].stream = NULL; /* the parent's: not ours to destroy */
     vf__pool_destroy(p);
-    if (vf__pool_init(p, e, name, 1, e->next_worker_index) != 0) {
+    if (vf__pool_init(p, e, name, 1, e->dev.next_worker_index) != 0) {
         d->forked_away = true;
         return;
     }
-    e->next_worker_index += 1;
+    e->dev.next_worker_index += 1;
     p->spread = true;
     p->workers[0].dev_cls = d->cls;
     if (d->forked_away ||
-        d->cls->stream_create(d->dev.id, &e->device_params,
+        d->cls->stream_create(d->dev.id, &e->dev.params,
                               &p->workers[0].stream) != 0)
         d->forked_away = true;
     else
@@ -564,8 +564,8 @@ static void rebuild_pool(vf_engine *e, vf__devctx *d, vf__pool *p)
 
 void vf__devices_rebuild_for_child(vf_engine *e)
 {
-    e->completer.started = false; /* its thread is the parent's */
-    e->completer.head = e->completer.tail = NULL;
+    e->dev.completer.started = false; /* its thread is the parent's */
+    e->dev.completer.head = e->dev.completer.tail = NULL;
     for (int k = 0; k < VF__DEVICE_SLOTS; k++) {
         vf__devctx *d = device_at(e, k);
         if (d == NULL)
@@ -591,7 +591,7 @@ static const char *pool_name(vf_device_type t, int kind)
     return names[t == VF_DEVICE_EMULATED][kind];
 }
 
-/* Make one pool of a device with a stream per worker (dev_lock held). */
+/* Make one pool of a device with a stream per worker (dev.lock held). */
 static int make_pool(vf_engine *e, vf__devctx *d, int kind, int n,
                      vf__pool **out)
 {
@@ -600,16 +600,16 @@ static int make_pool(vf_engine *e, vf__devctx *d, int kind, int n,
         return vf__fail(VF_ENOTSUP, "too many device pools");
     vf__pool *p = &e->pools[slot];
     int rc = vf__pool_init(p, e, pool_name(d->dev.type, kind), n,
-                           e->next_worker_index);
+                           e->dev.next_worker_index);
     p->spread = true;
     for (int i = 0; i < n && rc == 0; i++) {
         p->workers[i].dev_cls = d->cls;
-        rc = d->cls->stream_create(d->dev.id, &e->device_params,
+        rc = d->cls->stream_create(d->dev.id, &e->dev.params,
                                    &p->workers[i].stream);
-        if (rc == 0 && e->threads_down) /* stopped: start runs it */
+        if (rc == 0 && e->dev.threads_down) /* stopped: start runs it */
             d->cls->stream_stop(p->workers[i].stream);
     }
-    if (rc == 0 && !e->threads_down) /* stopped: start runs them */
+    if (rc == 0 && !e->dev.threads_down) /* stopped: start runs them */
         rc = vf__pool_start(p);
     if (rc != 0) {
         vf__pool_stop(p);
@@ -619,13 +619,13 @@ static int make_pool(vf_engine *e, vf__devctx *d, int kind, int n,
         vf__pool_destroy(p);
         return rc;
     }
-    e->next_worker_index += n;
+    e->dev.next_worker_index += n;
     atomic_store_explicit(&e->npools, slot + 1, memory_order_release);
     *out = p;
     return 0;
 }
 
-/* Make device `dev` of class `cls` (dev_lock held). */
+/* Make device `dev` of class `cls` (dev.lock held). */
 static int make_device(vf_engine *e, const vf__device_class *cls,
                        vf_device dev, vf__devctx **out)
 {
@@ -640,13 +640,13 @@ static int make_device(vf_engine *e, const vf__device_class *cls,
         return rc;
     }
     if (e->cpu_pool != NULL) {
-        rc = e->threads_down ? 0 : completer_start(e);
+        rc = e->dev.threads_down ? 0 : completer_start(e);
         if (rc == 0)
-            rc = make_pool(e, d, 0, e->gpu_workers, &d->normal);
+            rc = make_pool(e, d, 0, e->dev.workers, &d->normal);
         if (rc == 0)
-            rc = make_pool(e, d, 1, e->gpu_copy_workers, &d->copy);
+            rc = make_pool(e, d, 1, e->dev.copy_workers, &d->copy);
         if (rc == 0)
-            rc = make_pool(e, d, 2, e->gpu_priority_workers, &d->prio);
+            rc = make_pool(e, d, 2, e->dev.priority_workers, &d->prio);
         /* A pool made stays (the engine frees it): the device is kept with
          * what it has, and a later push tries the rest again. */
     }
@@ -675,7 +675,7 @@ int vf__device_thread_stream(vf_engine *e, vf__devctx *d, vf__stream **out)
     ts = vf__calloc(1, sizeof *ts);
     if (ts == NULL)
         return vf__fail(VF_ENOMEM, "out of memory");
-    int rc = d->cls->stream_create(d->dev.id, &e->device_params, &ts->stream);
+    int rc = d->cls->stream_create(d->dev.id, &e->dev.params, &ts->stream);
     if (rc != 0) {
         free(ts);
         return rc;
@@ -691,7 +691,7 @@ int vf__device_thread_stream(vf_engine *e, vf__devctx *d, vf__stream **out)
 
 vf__devctx *vf__device_of(vf_engine *e, vf_device dev)
 {
-    return atomic_load_explicit(&e->devices[dev.type - 1][dev.id],
+    return atomic_load_explicit(&e->dev.ctx[dev.type - 1][dev.id],
                                 memory_order_acquire);
 }
 
@@ -721,16 +721,16 @@ int vf__device_route(vf_engine *e, const char *who, vf_device dev,
         if (dev.id >= n)
             return vf__fail(VF_ENODEV, "%s: no %s device %d (%d found%s%s)",
                             who, cls->name, dev.id, n, n ? "" : ": ", why);
-        pthread_mutex_lock(&e->dev_lock);
+        pthread_mutex_lock(&e->dev.lock);
         d = vf__device_of(e, dev);
         int rc = 0;
         if (d == NULL) {
             rc = make_device(e, cls, dev, &d);
             if (d != NULL)
-                atomic_store_explicit(&e->devices[dev.type - 1][dev.id], d,
+                atomic_store_explicit(&e->dev.ctx[dev.type - 1][dev.id], d,
                                       memory_order_release);
         }
-        pthread_mutex_unlock(&e->dev_lock);
+        pthread_mutex_unlock(&e->dev.lock);
         if (rc != 0) {
             snprintf(why, sizeof why, "%s", vf_last_error_detail());
             return vf__fail(rc, "%s: cannot start %s device %d: %s", who,
@@ -785,7 +785,7 @@ void vf__devices_destroy(vf_engine *e)
         }
         pthread_mutex_destroy(&d->inline_lock);
         free(d);
-        atomic_store_explicit(&e->devices[k / VF__MAX_DEVICE_IDS]
+        atomic_store_explicit(&e->dev.ctx[k / VF__MAX_DEVICE_IDS]
                                          [k % VF__MAX_DEVICE_IDS],
                               NULL, memory_order_relaxed);
     }

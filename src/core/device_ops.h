@@ -43,7 +43,7 @@
  * has resolved it (it is already complete, so that is brief), then treats
  * the failure as it treats a var's (skip, pass on, report at waits).
  *
- * Locks: dev_lock (engine) guards device creation and is taken under no
+ * Locks: dev.lock (engine) guards device creation and is taken under no
  * other lock; the completer's lock is a leaf; a var's read fences are
  * guarded by the var's spinlock (its write fence is only changed by an op
  * holding the var exclusively, also under the spinlock so a host waiter may
@@ -135,6 +135,25 @@ typedef struct vf__completer {
     pthread_t thread;
 } vf__completer;
 
+/* An engine's devices (the engine's `dev`). Lock order: `lock` is taken
+ * under no other engine lock; under it, the device layer's own locks. */
+typedef struct vf__devices {
+    /* Device contexts, made on first use under `lock` and published with a
+     * release store; index: type - 1, id. */
+    pthread_mutex_t lock;
+    _Atomic(vf__devctx *) ctx[2][VF__MAX_DEVICE_IDS];
+    vf__completer completer;
+    vf__device_params params; /* the emulated device's costs */
+    bool sync;                /* device_sync: host waits after every op */
+    int workers, copy_workers, priority_workers; /* per device */
+    int next_worker_index; /* lock: the next device worker's index */
+    /* lock: the engine is stopped (lifecycle.c): a device made now gets
+     * its pools and completer started by vf_engine_start. */
+    bool threads_down;
+    /* How dependencies on device work were met (relaxed counters). */
+    _Atomic uint64_t host_syncs, stream_waits, same_stream;
+} vf__devices;
+
 /* The pool that runs an op of `dev` (not the CPU) and `prop`, creating the
  * device's pools on first use; NULL *pool: run inline (naive engine).
  * VF_ENODEV (no such device, with a detail), VF_ENOTSUP, VF_ENOMEM,
@@ -145,7 +164,7 @@ int vf__device_route(vf_engine *e, const char *who, vf_device dev,
 /* The device context of a device op's definition. */
 vf__devctx *vf__device_of(vf_engine *e, vf_device dev);
 
-/* Stop and start the completer with the engine (lifecycle.c; dev_lock
+/* Stop and start the completer with the engine (lifecycle.c; dev.lock
  * held); nothing may be pending. */
 void vf__devices_stop(vf_engine *e);
 int vf__devices_start(vf_engine *e);

@@ -78,7 +78,7 @@ static int make_cpu_pools(vf_engine *e, int workers, int prio_workers)
         e->npools = 2;
         e->priority_pool = &e->pools[1];
     }
-    e->next_worker_index = vf_engine_num_workers(e);
+    e->dev.next_worker_index = vf_engine_num_workers(e);
     return 0;
 }
 
@@ -105,16 +105,16 @@ void vf__engine_rebuild_for_child(vf_engine *e)
      * wait condition forgets its waiters. Nothing was pending: the engine
      * was drained before the fork. */
     atomic_store(&e->counts, 0);
-    atomic_store(&e->nwaiters, 0);
-    atomic_store(&e->nnested_waiters, 0);
+    atomic_store(&e->waits.nwaiters, 0);
+    atomic_store(&e->waits.nnested, 0);
     atomic_store(&e->nblocked, 0);
     atomic_store(&e->completers, 0);
-    vf__cond_init_monotonic(&e->wait_cond); /* timed waits */
+    vf__cond_init_monotonic(&e->waits.cond); /* timed waits */
     vf__var_table_after_fork(&e->vars);
-    int n = e->fork_child_workers;
+    int n = e->life.fork_child_workers;
     if (make_cpu_pools(e, n, n) != 0) {
         /* No memory for pools in the child: the engine cannot run. */
-        e->fork_dead = true;
+        e->life.fork_dead = true;
         atomic_store(&e->state, VF__DRAINING);
         return;
     }
@@ -139,11 +139,11 @@ static void free_engine(vf_engine *e)
         vf__prof_destroy(e->prof, NULL);
     vf__failure_log_destroy(&e->failures); /* after every var's unref */
     vf__async_destroy(&e->async);
-    pthread_mutex_destroy(&e->wait_lock);
-    pthread_cond_destroy(&e->wait_cond);
-    pthread_mutex_destroy(&e->dev_lock);
-    pthread_mutex_destroy(&e->life_lock);
-    pthread_mutex_destroy(&e->life_op_lock);
+    pthread_mutex_destroy(&e->waits.lock);
+    pthread_cond_destroy(&e->waits.cond);
+    pthread_mutex_destroy(&e->dev.lock);
+    pthread_mutex_destroy(&e->life.lock);
+    pthread_mutex_destroy(&e->life.op_lock);
     vf__bulk_engine_destroy(e);
     e->magic = 0;
     free(e);
@@ -168,7 +168,7 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
     atomic_fetch_add(&live_engines, 1);
     vf__bulk_engine_init(e);
     e->kind = s.type;
-    e->bulk_default = s.bulk_size;
+    e->bulk.size = s.bulk_size;
     e->max_inflight = s.max_inflight;
     /* Blocked pushers wake as soon as there is room (pending falls under
      * the bound). Not later, at a low-water mark: ops held until the
@@ -177,28 +177,28 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
     atomic_init(&e->nblocked, 0);
     atomic_init(&e->state, VF__RUNNING);
     atomic_init(&e->counts, 0);
-    atomic_init(&e->nwaiters, 0);
-    atomic_init(&e->nnested_waiters, 0);
+    atomic_init(&e->waits.nwaiters, 0);
+    atomic_init(&e->waits.nnested, 0);
     atomic_init(&e->completers, 0);
     atomic_init(&e->pushed, 0);
     atomic_init(&e->ran, 0);
     atomic_init(&e->failed, 0);
     atomic_init(&e->skipped, 0);
-    pthread_mutex_init(&e->wait_lock, NULL);
-    vf__cond_init_monotonic(&e->wait_cond); /* timed waits */
-    pthread_mutex_init(&e->dev_lock, NULL);
-    pthread_mutex_init(&e->life_lock, NULL);
-    pthread_mutex_init(&e->life_op_lock, NULL);
-    atomic_init(&e->holding, false);
+    pthread_mutex_init(&e->waits.lock, NULL);
+    vf__cond_init_monotonic(&e->waits.cond); /* timed waits */
+    pthread_mutex_init(&e->dev.lock, NULL);
+    pthread_mutex_init(&e->life.lock, NULL);
+    pthread_mutex_init(&e->life.op_lock, NULL);
+    atomic_init(&e->life.holding, false);
     atomic_init(&e->slow, 0);
-    e->fork_child_workers = s.fork_child_workers;
-    e->device_params = (vf__device_params){
+    e->life.fork_child_workers = s.fork_child_workers;
+    e->dev.params = (vf__device_params){
         .latency_ns = s.emulated_latency_ns,
         .bytes_per_sec = s.emulated_bytes_per_sec};
-    e->device_sync = s.device_sync;
-    e->gpu_workers = s.gpu_workers;
-    e->gpu_copy_workers = s.gpu_copy_workers;
-    e->gpu_priority_workers = s.gpu_priority_workers;
+    e->dev.sync = s.device_sync;
+    e->dev.workers = s.gpu_workers;
+    e->dev.copy_workers = s.gpu_copy_workers;
+    e->dev.priority_workers = s.gpu_priority_workers;
     e->engine_info = s.engine_info;
     e->help_on_wait = s.help_on_wait;
     atomic_init(&e->hooks, s.engine_info ? VF__HOOK_INFO : 0);
@@ -323,15 +323,15 @@ VF_API int vf_engine_stats(vf_engine *e, vf_stats *out)
         }
     }
     out->completed = out->ran + out->failed + out->skipped;
-    out->host_syncs = atomic_load_explicit(&e->host_syncs,
+    out->host_syncs = atomic_load_explicit(&e->dev.host_syncs,
                                            memory_order_relaxed);
-    out->stream_waits = atomic_load_explicit(&e->stream_waits,
+    out->stream_waits = atomic_load_explicit(&e->dev.stream_waits,
                                              memory_order_relaxed);
-    out->same_stream = atomic_load_explicit(&e->same_stream,
+    out->same_stream = atomic_load_explicit(&e->dev.same_stream,
                                             memory_order_relaxed);
     out->pending = atomic_load(&e->counts) >> 32;
-    out->bulks = atomic_load_explicit(&e->bulks, memory_order_relaxed);
-    out->bulked = atomic_load_explicit(&e->bulked, memory_order_relaxed);
+    out->bulks = atomic_load_explicit(&e->bulk.bulks, memory_order_relaxed);
+    out->bulked = atomic_load_explicit(&e->bulk.bulked, memory_order_relaxed);
     out->async_in_flight = vf__async_count(&e->async);
     return 0;
 }
@@ -362,24 +362,24 @@ int vf__engine_admit_slow(vf_engine *e, bool nonblocking, const char *who)
         return 0;
     }
     atomic_fetch_add(&e->nblocked, 1);
-    pthread_mutex_lock(&e->wait_lock);
+    pthread_mutex_lock(&e->waits.lock);
     while ((atomic_load(&e->counts) >> 32) >= e->max_inflight)
-        pthread_cond_wait(&e->wait_cond, &e->wait_lock);
-    pthread_mutex_unlock(&e->wait_lock);
+        pthread_cond_wait(&e->waits.cond, &e->waits.lock);
+    pthread_mutex_unlock(&e->waits.lock);
     atomic_fetch_sub(&e->nblocked, 1);
     return 0;
 }
 
 void vf__engine_counts_changed(vf_engine *e, uint64_t now)
 {
-    bool idle = ((now >> 32) == 0 && atomic_load(&e->nwaiters) > 0) ||
+    bool idle = ((now >> 32) == 0 && atomic_load(&e->waits.nwaiters) > 0) ||
                 ((now >> 32) == e->unblock_at &&
                  atomic_load(&e->nblocked) > 0);
-    bool stuck = (uint32_t)now == 0 && atomic_load(&e->nnested_waiters) > 0;
+    bool stuck = (uint32_t)now == 0 && atomic_load(&e->waits.nnested) > 0;
     if (idle || stuck) {
-        pthread_mutex_lock(&e->wait_lock);
-        pthread_cond_broadcast(&e->wait_cond);
-        pthread_mutex_unlock(&e->wait_lock);
+        pthread_mutex_lock(&e->waits.lock);
+        pthread_cond_broadcast(&e->waits.cond);
+        pthread_mutex_unlock(&e->waits.lock);
     }
     if (stuck)
         for (int i = 0; i < e->npools; i++)

@@ -22,6 +22,9 @@
 
 #include "base/common.h"
 #include "core/async.h"
+#include "core/bulk.h"
+#include "core/lifecycle.h"
+#include "core/wait.h"
 #include "core/failure.h"
 #include "core/device_ops.h"
 #include "core/op.h"
@@ -63,24 +66,20 @@ struct vf_engine {
 
     vf__pool pools[VF__MAX_POOLS];
     /* Pools made so far: fixed after creation but for device pools, which
-     * are added under dev_lock and published with a release store. */
+     * are added under dev.lock and published with a release store. */
     _Atomic int npools;
     vf__pool *cpu_pool;      /* normal ops (NULL: naive engine) */
     vf__pool *priority_pool; /* CPU-prioritized ops */
 
-    /* Waiters outside ops (wait_var, wait_all, destroy) sleep here. */
-    pthread_mutex_t wait_lock;
-    pthread_cond_t wait_cond;
-    atomic_int nwaiters;        /* seq_cst: threads sleeping on wait_cond */
-    atomic_int nnested_waiters; /* seq_cst: ops blocked in a nested wait */
+    vf__waits waits; /* waiters outside ops sleep here (wait.h) */
 
     vf__failure_log failures; /* since the last wait_all (failure.h) */
     vf__async_ops async;      /* async ops in flight (async.h) */
 
     /* The in-flight bound (0: none) and the pending count at which blocked
      * pushers are woken (max_inflight - 1, or UINT32_MAX: never). Pushers
-     * blocked on the bound sleep on wait_cond, counted in nblocked
-     * (seq_cst, paired with `counts` like nwaiters). */
+     * blocked on the bound sleep on waits.cond, counted in nblocked
+     * (seq_cst, paired with `counts` like waits.nwaiters). */
     uint32_t max_inflight;
     uint32_t unblock_at;
     atomic_int nblocked;
@@ -93,24 +92,11 @@ struct vf_engine {
 
     vf__profiler *prof; /* behind the door (profile/hooks.h) */
 
-    /* Devices (device_ops.h), made on first use under dev_lock and
-     * published with a release store; index: type - 1, id. */
-    pthread_mutex_t dev_lock;
-    _Atomic(vf__devctx *) devices[2][VF__MAX_DEVICE_IDS];
+    vf__devices dev; /* devices (device_ops.h) */
     /* VF__SLOW_* bits, one relaxed load per op: DEVICES is set once the
      * first device is made (only ops pushed for a device after that can
      * leave fences, and their push orders them); SHUTDOWN by the notice. */
     _Atomic uint8_t slow;
-    vf__completer completer;
-    vf__device_params device_params;
-    bool device_sync;
-    int gpu_workers, gpu_copy_workers, gpu_priority_workers;
-    int next_worker_index; /* dev_lock: the next device worker's index */
-    /* dev_lock: the engine is stopped (lifecycle.c): a device made now
-     * gets its pools and completer started by vf_engine_start. */
-    bool threads_down;
-    /* How dependencies on device work were met (relaxed counters). */
-    _Atomic uint64_t host_syncs, stream_waits, same_stream;
     bool engine_info;   /* VF_ENGINE_INFO: log ops of waited-on vars */
     bool help_on_wait;  /* vf_wait_all runs queued CPU ops (wait.c) */
     /* VF__HOOK_* bits new user ops get: the profiler's state and
@@ -118,32 +104,12 @@ struct vf_engine {
      * profiler starts, stops, pauses or resumes). */
     _Atomic uint8_t hooks;
 
-    /* Bulk execution (bulk.h): the size threads start with, and every
-     * thread's state (bulk_lock; nbulk_states mirrors the list's length,
-     * relaxed, so waits skip the lock when nobody bulks). `serial` tells
-     * this engine apart from any other made at the same address. */
-    int bulk_default;
-    pthread_mutex_t bulk_lock;
-    struct vf__bulk *bulk_list;
-    _Atomic int nbulk_states;
-    uint64_t serial;
-    _Atomic uint64_t bulks, bulked; /* fused ops pushed, ops in them */
+    vf__bulk_engine bulk; /* bulk execution (bulk.h) */
 
     /* Counters of ops that finished outside workers (relaxed). */
     _Atomic uint64_t ran, failed, skipped;
 
-    /* Stop, start and fork (lifecycle.h). */
-    pthread_mutex_t life_op_lock; /* held through a whole stop or start */
-    pthread_mutex_t life_lock;    /* the held ops and `stopped` */
-    atomic_bool holding;          /* seq_cst: pushes from outside are held */
-    bool stopped;                 /* life_lock: workers joined */
-    bool starting;                /* life_lock: a start pushes held ops */
-    vf__op *held_head, *held_tail; /* life_lock: held pushes, in order */
-    uint64_t nheld;               /* life_lock */
-    int fork_child_workers;
-    /* Fork handlers only (under the registry lock). */
-    bool fork_restart, fork_inside, fork_dead;
-    vf_engine *next_live;
+    vf__life life; /* stop, start and fork (lifecycle.h) */
 
     vf__var_table vars; /* last: large */
 };

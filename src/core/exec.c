@@ -151,9 +151,9 @@ static void signal_waiter(vf__op *op)
         if (pool != NULL) {
             vf__pool_wake_all(pool);
         } else {
-            pthread_mutex_lock(&e->wait_lock);
-            pthread_cond_broadcast(&e->wait_cond);
-            pthread_mutex_unlock(&e->wait_lock);
+            pthread_mutex_lock(&e->waits.lock);
+            pthread_cond_broadcast(&e->waits.cond);
+            pthread_mutex_unlock(&e->waits.lock);
         }
     }
     op->waiter = NULL;

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "core/engine.h"
 #include "core/bulk.h"
 #include "core/exec.h"
 #include "core/freelist.h"
@@ -17,35 +18,35 @@ bool vf__engine_releasing_held(const vf_engine *e)
 
 int vf__engine_hold(vf_engine *e, vf__op *op)
 {
-    pthread_mutex_lock(&e->life_lock);
-    if (!atomic_load(&e->holding)) {
-        pthread_mutex_unlock(&e->life_lock);
+    pthread_mutex_lock(&e->life.lock);
+    if (!atomic_load(&e->life.holding)) {
+        pthread_mutex_unlock(&e->life.lock);
         return 1; /* started meanwhile: enqueue it */
     }
     op->next = NULL;
-    if (e->held_tail != NULL)
-        e->held_tail->next = op;
+    if (e->life.held_tail != NULL)
+        e->life.held_tail->next = op;
     else
-        e->held_head = op;
-    e->held_tail = op;
-    e->nheld++;
-    pthread_mutex_unlock(&e->life_lock);
+        e->life.held_head = op;
+    e->life.held_tail = op;
+    e->life.nheld++;
+    pthread_mutex_unlock(&e->life.lock);
     return 0;
 }
 
 int vf__engine_check_waitable(vf_engine *e, const char *who)
 {
-    if (!atomic_load(&e->holding))
+    if (!atomic_load(&e->life.holding))
         return 0;
-    pthread_mutex_lock(&e->life_lock);
-    uint64_t n = e->nheld;
-    bool starting = e->starting;
-    pthread_mutex_unlock(&e->life_lock);
+    pthread_mutex_lock(&e->life.lock);
+    uint64_t n = e->life.nheld;
+    bool starting = e->life.starting;
+    pthread_mutex_unlock(&e->life.lock);
     if (starting && !vf__engine_releasing_held(e)) {
         /* A start is pushing the held ops (maybe this caller's): wait until
          * they are all pushed, then wait as usual. */
-        pthread_mutex_lock(&e->life_op_lock);
-        pthread_mutex_unlock(&e->life_op_lock);
+        pthread_mutex_lock(&e->life.op_lock);
+        pthread_mutex_unlock(&e->life.op_lock);
         return vf__engine_check_waitable(e, who);
     }
     if (n == 0)
@@ -58,40 +59,40 @@ int vf__engine_check_waitable(vf_engine *e, const char *who)
 /* --- threads ------------------------------------------------------------- */
 
 /* Join every worker of every pool, and the completer (nothing pending).
- * Under dev_lock, so that a device made meanwhile (a push for it is held,
+ * Under dev.lock, so that a device made meanwhile (a push for it is held,
  * but its pools are made at push) waits for start to run its threads. */
 static void join_threads(vf_engine *e)
 {
-    pthread_mutex_lock(&e->dev_lock);
+    pthread_mutex_lock(&e->dev.lock);
     for (int i = 0; i < e->npools; i++)
         vf__pool_stop(&e->pools[i]);
     vf__devices_stop(e);
-    e->threads_down = true;
-    pthread_mutex_unlock(&e->dev_lock);
+    e->dev.threads_down = true;
+    pthread_mutex_unlock(&e->dev.lock);
 }
 
 static int start_threads(vf_engine *e)
 {
-    pthread_mutex_lock(&e->dev_lock);
+    pthread_mutex_lock(&e->dev.lock);
     int rc = vf__devices_start(e);
     for (int i = 0; i < e->npools && rc == 0; i++)
         rc = vf__pool_start(&e->pools[i]);
     if (rc == 0)
-        e->threads_down = false;
-    pthread_mutex_unlock(&e->dev_lock);
+        e->dev.threads_down = false;
+    pthread_mutex_unlock(&e->dev.lock);
     if (rc != 0)
         join_threads(e);
     return rc;
 }
 
-/* Drain and join (life_op_lock held). */
+/* Drain and join (life.op_lock held). */
 static void stop_locked(vf_engine *e)
 {
     vf__bulk_flush_all(e); /* batched ops were pushed before the stop */
-    pthread_mutex_lock(&e->life_lock);
-    bool already = e->stopped;
-    atomic_store(&e->holding, true);
-    pthread_mutex_unlock(&e->life_lock);
+    pthread_mutex_lock(&e->life.lock);
+    bool already = e->life.stopped;
+    atomic_store(&e->life.holding, true);
+    pthread_mutex_unlock(&e->life.lock);
     if (already)
         return;
     vf__engine_drain(e);
@@ -100,9 +101,9 @@ static void stop_locked(vf_engine *e)
     while (atomic_load(&e->completers) != 0)
         sched_yield();
     join_threads(e);
-    pthread_mutex_lock(&e->life_lock);
-    e->stopped = true;
-    pthread_mutex_unlock(&e->life_lock);
+    pthread_mutex_lock(&e->life.lock);
+    e->life.stopped = true;
+    pthread_mutex_unlock(&e->life.lock);
 }
 
 /* A held op that cannot be pushed at start (`rc`: out of memory, a var
@@ -133,37 +134,37 @@ static void drop_held(vf_engine *e, vf__op *op, int rc)
     vf__op_free(op);
 }
 
-/* Start the threads and push the held ops (life_op_lock held). */
+/* Start the threads and push the held ops (life.op_lock held). */
 static int start_locked(vf_engine *e)
 {
-    pthread_mutex_lock(&e->life_lock);
-    bool stopped = e->stopped;
-    e->starting = atomic_load(&e->holding); /* waits block till it ends */
-    pthread_mutex_unlock(&e->life_lock);
+    pthread_mutex_lock(&e->life.lock);
+    bool stopped = e->life.stopped;
+    e->life.starting = atomic_load(&e->life.holding); /* waits block till it ends */
+    pthread_mutex_unlock(&e->life.lock);
     if (stopped) {
         int rc = start_threads(e);
         if (rc != 0) { /* as it was: stopped */
-            pthread_mutex_lock(&e->life_lock);
-            e->starting = false;
-            pthread_mutex_unlock(&e->life_lock);
+            pthread_mutex_lock(&e->life.lock);
+            e->life.starting = false;
+            pthread_mutex_unlock(&e->life.lock);
             return vf__fail(rc, "vf_engine_start: cannot start the workers");
         }
     }
     const vf_engine *outer = releasing_held;
     releasing_held = e;
     for (;;) {
-        pthread_mutex_lock(&e->life_lock);
-        vf__op *op = e->held_head;
-        e->held_head = e->held_tail = NULL;
-        e->nheld = 0;
+        pthread_mutex_lock(&e->life.lock);
+        vf__op *op = e->life.held_head;
+        e->life.held_head = e->life.held_tail = NULL;
+        e->life.nheld = 0;
         if (op == NULL) {
-            e->starting = false;
-            e->stopped = false;
-            atomic_store(&e->holding, false);
-            pthread_mutex_unlock(&e->life_lock);
+            e->life.starting = false;
+            e->life.stopped = false;
+            atomic_store(&e->life.holding, false);
+            pthread_mutex_unlock(&e->life.lock);
             break;
         }
-        pthread_mutex_unlock(&e->life_lock);
+        pthread_mutex_unlock(&e->life.lock);
         while (op != NULL) {
             vf__op *next = op->next;
             int rc = vf__engine_enqueue(e, op, "vf_engine_start");
@@ -197,9 +198,9 @@ VF_API int vf_engine_stop(vf_engine *e)
     int rc = check_outside(e, "vf_engine_stop");
     if (rc != 0)
         return rc;
-    pthread_mutex_lock(&e->life_op_lock);
+    pthread_mutex_lock(&e->life.op_lock);
     stop_locked(e);
-    pthread_mutex_unlock(&e->life_op_lock);
+    pthread_mutex_unlock(&e->life.op_lock);
     return 0;
 }
 
@@ -208,28 +209,28 @@ VF_API int vf_engine_start(vf_engine *e)
     int rc = check_outside(e, "vf_engine_start");
     if (rc != 0)
         return rc;
-    pthread_mutex_lock(&e->life_op_lock);
+    pthread_mutex_lock(&e->life.op_lock);
     rc = start_locked(e);
-    pthread_mutex_unlock(&e->life_op_lock);
+    pthread_mutex_unlock(&e->life.op_lock);
     return rc;
 }
 
 void vf__engine_unstop(vf_engine *e)
 {
-    pthread_mutex_lock(&e->life_op_lock);
+    pthread_mutex_lock(&e->life.op_lock);
     start_locked(e); /* a failure leaves it stopped: destroy then hangs no
                         thread, and the held ops fail (VF_ESYSTEM) */
-    pthread_mutex_lock(&e->life_lock);
-    vf__op *op = e->held_head;
-    e->held_head = e->held_tail = NULL;
-    e->nheld = 0;
-    pthread_mutex_unlock(&e->life_lock);
+    pthread_mutex_lock(&e->life.lock);
+    vf__op *op = e->life.held_head;
+    e->life.held_head = e->life.held_tail = NULL;
+    e->life.nheld = 0;
+    pthread_mutex_unlock(&e->life.lock);
     while (op != NULL) {
         vf__op *next = op->next;
         drop_held(e, op, VF_ESYSTEM);
         op = next;
     }
-    pthread_mutex_unlock(&e->life_op_lock);
+    pthread_mutex_unlock(&e->life.op_lock);
 }
 
 VF_API int vf_engine_shutdown(vf_engine *e)
@@ -265,7 +266,7 @@ void vf__engine_register(vf_engine *e)
 {
     pthread_once(&atfork_once, register_atfork);
     pthread_mutex_lock(&registry_lock);
-    e->next_live = live;
+    e->life.next_live = live;
     live = e;
     pthread_mutex_unlock(&registry_lock);
 }
@@ -275,9 +276,9 @@ void vf__engine_unregister(vf_engine *e)
     pthread_mutex_lock(&registry_lock);
     vf_engine **p = &live;
     while (*p != NULL && *p != e)
-        p = &(*p)->next_live;
+        p = &(*p)->life.next_live;
     if (*p == e)
-        *p = e->next_live;
+        *p = e->life.next_live;
     pthread_mutex_unlock(&registry_lock);
 }
 
@@ -285,9 +286,9 @@ void vf__engine_unregister(vf_engine *e)
  * the order lifecycle.h gives. */
 static void engine_locks(vf_engine *e, bool lock)
 {
-    pthread_mutex_t *m[] = {&e->life_lock,         &e->vars.lock,
+    pthread_mutex_t *m[] = {&e->life.lock,         &e->vars.lock,
                             &e->failures.lock,     &e->failures.reserve.lock,
-                            &e->wait_lock,         &e->dev_lock};
+                            &e->waits.lock,         &e->dev.lock};
     int n = (int)(sizeof m / sizeof m[0]);
     if (!lock)
         vf__prof_fork_lock(e->prof, false);
@@ -304,47 +305,47 @@ static void engine_locks(vf_engine *e, bool lock)
 static void fork_prepare(void)
 {
     pthread_mutex_lock(&registry_lock);
-    for (vf_engine *e = live; e != NULL; e = e->next_live) {
-        e->fork_inside = vf__thread_in_engine(e);
-        e->fork_restart = false;
-        if (e->fork_inside)
+    for (vf_engine *e = live; e != NULL; e = e->life.next_live) {
+        e->life.fork_inside = vf__thread_in_engine(e);
+        e->life.fork_restart = false;
+        if (e->life.fork_inside)
             continue; /* cannot drain under our own feet */
-        pthread_mutex_lock(&e->life_op_lock);
-        pthread_mutex_lock(&e->life_lock);
-        e->fork_restart = !e->stopped;
-        pthread_mutex_unlock(&e->life_lock);
+        pthread_mutex_lock(&e->life.op_lock);
+        pthread_mutex_lock(&e->life.lock);
+        e->life.fork_restart = !e->life.stopped;
+        pthread_mutex_unlock(&e->life.lock);
         stop_locked(e);
-        /* life_op_lock stays held until after the fork */
+        /* life.op_lock stays held until after the fork */
     }
     /* The bulk locks come first: a flush holds them while it pushes,
      * which takes the others (free lists included). */
-    for (vf_engine *e = live; e != NULL; e = e->next_live)
+    for (vf_engine *e = live; e != NULL; e = e->life.next_live)
         vf__bulk_fork_lock(e, true);
     vf__fl_fork_lock(true);
     vf__engine_tags_lock(true);
-    for (vf_engine *e = live; e != NULL; e = e->next_live)
+    for (vf_engine *e = live; e != NULL; e = e->life.next_live)
         engine_locks(e, true);
 }
 
 static void release_fork_locks(void)
 {
-    for (vf_engine *e = live; e != NULL; e = e->next_live)
+    for (vf_engine *e = live; e != NULL; e = e->life.next_live)
         engine_locks(e, false);
     vf__engine_tags_lock(false);
     vf__fl_fork_lock(false);
-    for (vf_engine *e = live; e != NULL; e = e->next_live)
+    for (vf_engine *e = live; e != NULL; e = e->life.next_live)
         vf__bulk_fork_lock(e, false);
 }
 
 static void fork_parent(void)
 {
     release_fork_locks();
-    for (vf_engine *e = live; e != NULL; e = e->next_live) {
-        if (e->fork_inside)
+    for (vf_engine *e = live; e != NULL; e = e->life.next_live) {
+        if (e->life.fork_inside)
             continue;
-        if (e->fork_restart)
+        if (e->life.fork_restart)
             start_locked(e);
-        pthread_mutex_unlock(&e->life_op_lock);
+        pthread_mutex_unlock(&e->life.op_lock);
     }
     pthread_mutex_unlock(&registry_lock);
 }
@@ -352,17 +353,17 @@ static void fork_parent(void)
 static void fork_child(void)
 {
     release_fork_locks();
-    for (vf_engine *e = live; e != NULL; e = e->next_live) {
-        if (e->fork_inside) {
+    for (vf_engine *e = live; e != NULL; e = e->life.next_live) {
+        if (e->life.fork_inside) {
             /* Its op runs on in the parent only: nothing can finish it. */
-            e->fork_dead = true;
+            e->life.fork_dead = true;
             atomic_store(&e->state, VF__DRAINING);
             continue;
         }
         vf__engine_rebuild_for_child(e);
-        if (e->fork_restart)
+        if (e->life.fork_restart)
             start_locked(e);
-        pthread_mutex_unlock(&e->life_op_lock);
+        pthread_mutex_unlock(&e->life.op_lock);
     }
     pthread_mutex_unlock(&registry_lock);
 }

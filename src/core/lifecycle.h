@@ -23,7 +23,7 @@
  * and destroy from the engine's own code (an op, a done callback, a
  * worker, or a start running held ops) are refused (VF_EDEADLK): a drain
  * would wait for itself. Stop and start are idempotent and serialized by
- * life_op_lock.
+ * life.op_lock.
  *
  * Shutdown notice. vf_engine_shutdown refuses further pushes from outside
  * ops (VF_ESHUTDOWN), and every user op that starts from then on skips its
@@ -34,8 +34,8 @@
  * live engine is stopped (drained and joined) unless the forking thread
  * runs its code (vf__thread_in_engine), and the locks another thread could
  * hold inside the engine are taken (every engine's bulk locks (bulk.h),
- * free-list depots, the tag table, each engine's life_lock, var table lock, the failure log's lock and its reserve's, wait
- * lock, dev_lock and the profiler's lock, in that order). In the child the
+ * free-list depots, the tag table, each engine's life.lock, var table lock, the failure log's lock and its reserve's, wait
+ * lock, dev.lock and the profiler's lock, in that order). In the child the
  * counters of threads that are gone (pending pushes caught half way,
  * waiters, blocked pushers, foreign completers) go back to zero, every var
  * lock is free and the wait condition forgets its waiters. The parent releases them and starts again what it stopped. The
@@ -49,7 +49,28 @@
 #ifndef VF_LIFECYCLE_H
 #define VF_LIFECYCLE_H
 
-#include "core/engine.h"
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "base/common.h"
+#include "core/op.h"
+
+/* An engine's stop, start and fork state (the engine's `life`). Lock
+ * order: `op_lock` (a whole stop or start), then the device lock and
+ * `lock`; fork takes every engine's locks in the order above. */
+typedef struct vf__life {
+    pthread_mutex_t op_lock; /* held through a whole stop or start */
+    pthread_mutex_t lock;    /* the held ops and `stopped` */
+    atomic_bool holding;     /* seq_cst: pushes from outside are held */
+    bool stopped;            /* lock: workers joined */
+    bool starting;           /* lock: a start pushes held ops */
+    vf__op *held_head, *held_tail; /* lock: held pushes, in order */
+    uint64_t nheld;                /* lock */
+    int fork_child_workers;
+    /* Fork handlers only (under the registry lock). */
+    bool fork_restart, fork_inside, fork_dead;
+    vf_engine *next_live;
+} vf__life;
 
 /* Called by vf__engine_enqueue when `holding` was seen set: hold the op
  * (returns 0), or return 1 when the engine stopped holding meanwhile (the

@@ -64,7 +64,7 @@ int vf__engine_enqueue(vf_engine *e, vf__op *op, const char *who)
     /* Stopped or stopping: a push from outside the engine's ops is held
      * (lifecycle.h). Tested after counting pending, so a stopper's drain
      * either sees this push or this push sees the stop (both seq_cst). */
-    if (VF__UNLIKELY(atomic_load(&e->holding)) && def->kind != VF__OP_WAIT &&
+    if (VF__UNLIKELY(atomic_load(&e->life.holding)) && def->kind != VF__OP_WAIT &&
         vf__current_op_engine() != e && !vf__engine_releasing_held(e)) {
         uncount(e, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
         if (vf__engine_hold(e, op) == 0)
@@ -120,9 +120,9 @@ static int check_engine(vf_engine *e, const char *who)
                         who);
     int state = atomic_load(&e->state);
     if (VF__UNLIKELY(state != VF__RUNNING) &&
-        (vf__current_op_engine() != e || e->fork_dead))
+        (vf__current_op_engine() != e || e->life.fork_dead))
         return vf__fail(VF_ESHUTDOWN, "%s: the engine %s", who,
-                        e->fork_dead ? "cannot run in this forked child (the "
+                        e->life.fork_dead ? "cannot run in this forked child (the "
                                        "fork came from inside one of its ops)"
                         : state == VF__SHUTDOWN ? "was told to shut down"
                                                 : "is being destroyed");
@@ -137,7 +137,7 @@ VF_API int vf_push(vf_engine *e, const vf_op *desc)
         return rc;
     if (desc != NULL && (rc = vf__engine_admit(e, desc->nonblocking, who)))
         return rc;
-    if (VF__UNLIKELY(vf__bulk_maybe(e->bulk_default)) &&
+    if (VF__UNLIKELY(vf__bulk_maybe(e->bulk.size)) &&
         (rc = vf__bulk_push(e, who, desc, NULL, 0)) != 0)
         return rc < 0 ? rc : 0;
     vf__op *op = vf__op_alloc();
@@ -235,7 +235,7 @@ VF_API int vf_operator_push(vf_engine *e, vf_operator *opr, int priority)
     if (rc != 0 || (rc = check_operator(e, opr, who)) != 0 ||
         (rc = vf__engine_admit(e, opr->def.nonblocking, who)) != 0)
         return rc;
-    if (VF__UNLIKELY(vf__bulk_maybe(e->bulk_default)) &&
+    if (VF__UNLIKELY(vf__bulk_maybe(e->bulk.size)) &&
         (rc = vf__bulk_push(e, who, NULL, opr, priority)) != 0)
         return rc < 0 ? rc : 0;
     vf__op *op = vf__op_alloc();

@@ -78,13 +78,13 @@ static bool nested_should_wake(void *arg)
 static void sleep_on_engine(vf_engine *e, vf__waiter *w, bool nested,
                             const vf__deadline *until)
 {
-    atomic_fetch_add(&e->nwaiters, 1);
-    pthread_mutex_lock(&e->wait_lock);
+    atomic_fetch_add(&e->waits.nwaiters, 1);
+    pthread_mutex_lock(&e->waits.lock);
     if (!is_done(w) && !(nested && (uint32_t)atomic_load(&e->counts) == 0) &&
         !vf__deadline_passed(until))
-        vf__cond_wait_until(&e->wait_cond, &e->wait_lock, until);
-    pthread_mutex_unlock(&e->wait_lock);
-    atomic_fetch_sub(&e->nwaiters, 1);
+        vf__cond_wait_until(&e->waits.cond, &e->waits.lock, until);
+    pthread_mutex_unlock(&e->waits.lock);
+    atomic_fetch_sub(&e->waits.nwaiters, 1);
 }
 
 /* Take `w` back from its marker (a wait that gives up): true when that
@@ -110,7 +110,7 @@ static bool abandon(vf__waiter *w)
 static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
                        const vf__deadline *until)
 {
-    atomic_fetch_add(&e->nnested_waiters, 1);
+    atomic_fetch_add(&e->waits.nnested, 1);
     uint64_t now = atomic_fetch_sub(&e->counts, VF__COUNT_ACTIVE) -
                    VF__COUNT_ACTIVE;
     if ((uint32_t)now == 0)
@@ -156,7 +156,7 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
             sleep_on_engine(e, w, true, until);
     }
     vf__loop_leave(&saved);
-    atomic_fetch_sub(&e->nnested_waiters, 1);
+    atomic_fetch_sub(&e->waits.nnested, 1);
     return rc;
 }
 
@@ -345,13 +345,13 @@ static int wait_idle(vf_engine *e, bool help, const vf__deadline *until)
                !vf__deadline_passed(until) && vf__help_run(e)) {
         }
         bool late = false;
-        atomic_fetch_add(&e->nwaiters, 1);
-        pthread_mutex_lock(&e->wait_lock);
+        atomic_fetch_add(&e->waits.nwaiters, 1);
+        pthread_mutex_lock(&e->waits.lock);
         while ((atomic_load(&e->counts) >> 32) != 0 &&
                !(late = vf__deadline_passed(until)))
-            vf__cond_wait_until(&e->wait_cond, &e->wait_lock, until);
-        pthread_mutex_unlock(&e->wait_lock);
-        atomic_fetch_sub(&e->nwaiters, 1);
+            vf__cond_wait_until(&e->waits.cond, &e->waits.lock, until);
+        pthread_mutex_unlock(&e->waits.lock);
+        atomic_fetch_sub(&e->waits.nwaiters, 1);
         if (late)
             return VF_ETIMEDOUT;
     } while (vf__bulk_any_open(e));
