@@ -114,6 +114,13 @@ struct vf_engine {
     vf__var_table vars; /* last: large */
 };
 
+/* Whether a device was made: vars may carry fences (device_ops.h). */
+static inline bool vf__engine_has_devices(const vf_engine *e)
+{
+    return atomic_load_explicit(&e->slow, memory_order_relaxed) &
+           VF__SLOW_DEVICES;
+}
+
 /* Is this a live engine handle? (NULL-safe; catches a destroyed engine
  * only until its memory is reused.) */
 static inline bool vf__engine_ok(const vf_engine *e)

@@ -8,6 +8,7 @@
 #include "base/alloc.h"
 #include "core/async.h"
 #include "core/bulk.h"
+#include "core/wait.h"
 
 struct vf_run {
     vf__op *op;
@@ -88,12 +89,6 @@ static vf__failure *earlier_live(vf_engine *e, vf__failure *best,
     return vf__failure_before(f, best) ? f : best;
 }
 
-static bool engine_has_devices(const vf_engine *e)
-{
-    return atomic_load_explicit(&e->slow, memory_order_relaxed) &
-           VF__SLOW_DEVICES;
-}
-
 /* The failure the op at `place` inherits from the vars it holds, or, when
  * `refs` is not NULL, from those of them a fused op's item names
  * (bulk.h): of the live ones, the first in push order, as in the serial
@@ -113,51 +108,6 @@ static vf__failure *inherited_failure(const vf__op *op, const uint32_t *refs,
             f = earlier_live(op->engine, f, def->vars[refs[r] >> 1].var,
                              place, devices);
     return f;
-}
-
-/* The wait marker: hand the var's failure (if any) to the waiter and wake
- * it, unless the waiter gave up. A nested waiter sitting in its loop is
- * counted active again here, while this marker still counts as active
- * itself, so active never touches zero while the waiter is about to run
- * (engine.h); one whose thread is busy above the wait is counted when that
- * op returns (vf__waiter). */
-static void signal_waiter(vf__op *op)
-{
-    vf_engine *e = op->engine;
-    vf__waiter *w = op->waiter;
-    int s = atomic_load(&w->state);
-    while ((s == VF__W_IDLE || s == VF__W_BUSY) &&
-           !atomic_compare_exchange_weak(&w->state, &s, VF__W_SIGNALING)) {
-    }
-    if (s == VF__W_IDLE || s == VF__W_BUSY) {
-        /* Every write pushed before the wait has finished: the var's
-         * failure (or its last device write's) is the one at the wait's
-         * place, and reporting it clears it from there on (failure.h). */
-        vf__var *v = op->def->vars[0].var;
-        vf__failure *f = engine_has_devices(e)
-                             ? vf__var_failure(e, v, op->place)
-                             : atomic_load_explicit(&v->failure,
-                                                    memory_order_acquire);
-        f = f != NULL && vf__failure_claim(f, op->place) ? f : NULL;
-        if (f != NULL) {
-            vf__failure_ref(f);
-            w->claimed = f;
-        }
-        bool on_top = s == VF__W_IDLE;
-        if (w->nested && on_top)
-            atomic_fetch_add(&e->counts, VF__COUNT_ACTIVE);
-        vf__pool *pool = w->sleep_pool;
-        atomic_store(&w->state, on_top ? VF__W_DONE : VF__W_DONE_UNCOUNTED);
-        if (pool != NULL) {
-            vf__pool_wake_all(pool);
-        } else {
-            pthread_mutex_lock(&e->waits.lock);
-            pthread_cond_broadcast(&e->waits.cond);
-            pthread_mutex_unlock(&e->waits.lock);
-        }
-    }
-    op->waiter = NULL;
-    vf__waiter_unref(w);
 }
 
 /* VF_ENGINE_INFO: log an op's step when it touches a var someone waited
@@ -308,7 +258,7 @@ static void run_bulk(vf__op *op, int worker, bool shutdown)
         vf__failure *f = NULL;
         if (!skipped && !it->no_skip) {
             f = inherited_failure(op, refs, it->nrefs, place,
-                                  engine_has_devices(e));
+                                  vf__engine_has_devices(e));
             if (f != NULL) {
                 vf__failure_ref(f);
                 skipped = true;
@@ -383,7 +333,7 @@ static bool run_body(vf__op *op, int worker)
         }
     }
     if (def->kind == VF__OP_WAIT) {
-        signal_waiter(op);
+        vf__wait_marker_fire(op);
         return true;
     }
     if (def->kind == VF__OP_BULK) {
@@ -836,7 +786,7 @@ VF_API int vf_run_input_failure(const vf_run *run, vf_error *out)
     vf__failure *f = inherited_failure(
         run->op, run->item_refs, run->item_nrefs,
         run->item_refs != NULL ? run->place : run->op->place,
-        engine_has_devices(run->op->engine));
+        vf__engine_has_devices(run->op->engine));
     if (f == NULL)
         return 0;
     if (out != NULL)

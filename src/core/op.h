@@ -48,6 +48,7 @@ typedef struct vf__var vf__var;
 typedef struct vf__pool vf__pool;
 typedef struct vf__op vf__op;
 typedef struct vf__devrun vf__devrun;
+typedef struct vf__waiter vf__waiter; /* wait.h */
 
 /* An op's place in one var's queue (var.h), while it waits there. A write's
  * place also knows the reads queued right behind it and the next write, so
@@ -92,46 +93,6 @@ typedef struct vf__opdef {
     vf__varref *vars; /* sorted by var address, each var once */
 } vf__opdef;
 
-/*
- * What wait_var waits on. Shared by the waiting thread and the wait op, and
- * freed by whichever lets go last (`refs`), because a nested waiter that
- * gives up (VF_EDEADLK) leaves its wait op queued behind the ops it could not
- * wait for.
- *
- * `state` (seq_cst) also keeps the engine's `active` count exact for a
- * nested waiter, whose thread may be running other ops on top of the wait:
- *   IDLE      the thread sits in the wait loop (the waiter is not counted);
- *   BUSY      the thread runs an op above the wait (that op is counted);
- *   SIGNALING the wait op is firing (transient);
- *   DONE      fired; the waiter is counted active again and resumes;
- *   DONE_UNCOUNTED  fired while BUSY: the waiter cannot resume before the
- *             op above it returns, so it is not counted yet; that op's
- *             finish counts it, in the same atomic step as it stops
- *             counting itself (exec.c);
- *   ABANDONED the waiter gave up (VF_EDEADLK) before the wait op fired; an
- *             abandoned wait claims no failure, so none is lost to nobody.
- * An outside waiter only ever goes IDLE -> SIGNALING -> DONE.
- */
-typedef enum vf__waiter_state {
-    VF__W_IDLE = 0,
-    VF__W_BUSY,
-    VF__W_SIGNALING,
-    VF__W_DONE,
-    VF__W_DONE_UNCOUNTED,
-    VF__W_ABANDONED
-} vf__waiter_state;
-
-typedef struct vf__waiter {
-    atomic_int state;
-    atomic_int refs;
-    vf__failure *claimed; /* written in SIGNALING, read after DONE */
-    vf__pool *sleep_pool; /* where the waiter sleeps (NULL: engine cond) */
-    bool nested;          /* waits inside an op: counted out of `active` */
-} vf__waiter;
-
-/* Drop one reference; the last frees. */
-void vf__waiter_unref(vf__waiter *w);
-
 /* The var refs and queue places of an op with 5 to 8 vars, beside the op
  * block and from the free lists too: most ops have few vars, so the block
  * stays small, and a larger op still allocates nothing on the hot path (a
@@ -157,7 +118,7 @@ struct vf__op {
     vf_engine *engine;
     vf__failure *failure;   /* own or inherited failure (a reference) */
     char *pending_message;  /* async: vf_run_set_error before vf_complete */
-    vf__waiter *waiter;     /* VF__OP_WAIT only */
+    vf__waiter *waiter;     /* VF__OP_WAIT only (wait.h) */
     vf__devrun *dev;        /* a device op, from its start; or NULL */
     /* Async completion ticket: even while the op may be completed, odd once
      * it has been; bumped again when the block is reused, so a stale or

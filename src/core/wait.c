@@ -35,6 +35,7 @@
 #include "core/exec.h"
 #include "core/async.h"
 #include "core/lifecycle.h"
+#include "core/wait.h"
 
 void vf__waiter_unref(vf__waiter *w)
 {
@@ -42,6 +43,51 @@ void vf__waiter_unref(vf__waiter *w)
         vf__failure_unref(w->claimed);
         free(w);
     }
+}
+
+/* The wait marker: hand the var's failure (if any) to the waiter and wake
+ * it, unless the waiter gave up. A nested waiter sitting in its loop is
+ * counted active again here, while this marker still counts as active
+ * itself, so active never touches zero while the waiter is about to run
+ * (engine.h); one whose thread is busy above the wait is counted when that
+ * op returns (vf__waiter). */
+void vf__wait_marker_fire(vf__op *op)
+{
+    vf_engine *e = op->engine;
+    vf__waiter *w = op->waiter;
+    int s = atomic_load(&w->state);
+    while ((s == VF__W_IDLE || s == VF__W_BUSY) &&
+           !atomic_compare_exchange_weak(&w->state, &s, VF__W_SIGNALING)) {
+    }
+    if (s == VF__W_IDLE || s == VF__W_BUSY) {
+        /* Every write pushed before the wait has finished: the var's
+         * failure (or its last device write's) is the one at the wait's
+         * place, and reporting it clears it from there on (failure.h). */
+        vf__var *v = op->def->vars[0].var;
+        vf__failure *f = vf__engine_has_devices(e)
+                             ? vf__var_failure(e, v, op->place)
+                             : atomic_load_explicit(&v->failure,
+                                                    memory_order_acquire);
+        f = f != NULL && vf__failure_claim(f, op->place) ? f : NULL;
+        if (f != NULL) {
+            vf__failure_ref(f);
+            w->claimed = f;
+        }
+        bool on_top = s == VF__W_IDLE;
+        if (w->nested && on_top)
+            atomic_fetch_add(&e->counts, VF__COUNT_ACTIVE);
+        vf__pool *pool = w->sleep_pool;
+        atomic_store(&w->state, on_top ? VF__W_DONE : VF__W_DONE_UNCOUNTED);
+        if (pool != NULL) {
+            vf__pool_wake_all(pool);
+        } else {
+            pthread_mutex_lock(&e->waits.lock);
+            pthread_cond_broadcast(&e->waits.cond);
+            pthread_mutex_unlock(&e->waits.lock);
+        }
+    }
+    op->waiter = NULL;
+    vf__waiter_unref(w);
 }
 
 static void report(vf__failure *f, vf_error *err)

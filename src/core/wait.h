@@ -15,6 +15,8 @@
 #include <pthread.h>
 
 #include "base/common.h"
+#include "core/failure.h"
+#include "core/op.h"
 
 typedef struct vf__waits {
     pthread_mutex_t lock;
@@ -22,5 +24,52 @@ typedef struct vf__waits {
     atomic_int nwaiters;  /* seq_cst: threads sleeping on cond */
     atomic_int nnested;   /* seq_cst: ops blocked in a nested wait */
 } vf__waits;
+
+typedef struct vf__pool vf__pool;
+
+/*
+ * What wait_var waits on. Shared by the waiting thread and the wait op, and
+ * freed by whichever lets go last (`refs`), because a nested waiter that
+ * gives up (VF_EDEADLK) leaves its wait op queued behind the ops it could not
+ * wait for.
+ *
+ * `state` (seq_cst) also keeps the engine's `active` count exact for a
+ * nested waiter, whose thread may be running other ops on top of the wait:
+ *   IDLE      the thread sits in the wait loop (the waiter is not counted);
+ *   BUSY      the thread runs an op above the wait (that op is counted);
+ *   SIGNALING the wait op is firing (transient);
+ *   DONE      fired; the waiter is counted active again and resumes;
+ *   DONE_UNCOUNTED  fired while BUSY: the waiter cannot resume before the
+ *             op above it returns, so it is not counted yet; that op's
+ *             finish counts it, in the same atomic step as it stops
+ *             counting itself (exec.c);
+ *   ABANDONED the waiter gave up (VF_EDEADLK) before the wait op fired; an
+ *             abandoned wait claims no failure, so none is lost to nobody.
+ * An outside waiter only ever goes IDLE -> SIGNALING -> DONE.
+ */
+typedef enum vf__waiter_state {
+    VF__W_IDLE = 0,
+    VF__W_BUSY,
+    VF__W_SIGNALING,
+    VF__W_DONE,
+    VF__W_DONE_UNCOUNTED,
+    VF__W_ABANDONED
+} vf__waiter_state;
+
+struct vf__waiter {
+    atomic_int state;
+    atomic_int refs;
+    vf__failure *claimed; /* written in SIGNALING, read after DONE */
+    vf__pool *sleep_pool; /* where the waiter sleeps (NULL: engine cond) */
+    bool nested;          /* waits inside an op: counted out of `active` */
+};
+
+/* Drop one reference; the last frees. */
+void vf__waiter_unref(vf__waiter *w);
+
+/* A wait marker fires (exec.c runs it inline once every write before it
+ * has finished): hand the var's failure at the marker's place to its
+ * waiter, claimed, and wake it, unless the waiter gave up. */
+void vf__wait_marker_fire(vf__op *op);
 
 #endif /* VF_WAIT_H */
