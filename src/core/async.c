@@ -5,6 +5,13 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "core/engine.h"
+#include "core/exec.h"
+#include <string.h>
+
+#include "core/engine.h"
+#include "core/exec.h"
+
 int vf__async_init(vf__async_ops *a)
 {
     a->head = NULL;
@@ -94,4 +101,62 @@ void vf__async_describe(vf__async_ops *a, char *buf, size_t n)
     if (a->count > SHOWN)
         put(buf, n, &len, " and %" PRIu64 " more", a->count - SHOWN);
     pthread_mutex_unlock(&a->lock);
+}
+
+/* --- completion ------------------------------------------------------------ */
+
+/* Claim the completion handle for `*out`: 0, or VF_EINVAL when it is not
+ * one, VF_EALREADY when it was used already. */
+static int claim_completion(vf_completion done, const char *caller,
+                            vf__op **out)
+{
+    vf__op *op = done.op_;
+    if (op == NULL || (done.ticket_ & 1) != 0)
+        return vf__fail(VF_EINVAL, "%s: not a completion handle", caller);
+    uint64_t expected = done.ticket_;
+    if (!atomic_compare_exchange_strong_explicit(&op->ticket, &expected,
+                                                 done.ticket_ + 1,
+                                                 memory_order_acq_rel,
+                                                 memory_order_relaxed))
+        return vf__fail(VF_EALREADY, "%s: this op was already completed",
+                        caller);
+    vf__async_completed(&op->engine->async, op);
+    *out = op;
+    return 0;
+}
+
+VF_API int vf_complete(vf_completion done, int status, const char *message)
+{
+    vf__op *op = NULL;
+    int rc = claim_completion(done, "vf_complete", &op);
+    if (rc != 0)
+        return rc;
+    if (status != 0)
+        vf__op_failed(op, status, message ? message : op->pending_message);
+    vf__finish_completed(op);
+    return 0;
+}
+
+VF_API int vf_complete_failed(vf_completion done, const vf_error *cause)
+{
+    if (cause == NULL || cause->code == 0)
+        return vf__fail(VF_EINVAL, "vf_complete_failed: %s",
+                        cause == NULL ? "cause is NULL"
+                                      : "cause->code is 0 (not a failure)");
+    vf__op *op = NULL;
+    int rc = claim_completion(done, "vf_complete_failed", &op);
+    if (rc != 0)
+        return rc;
+    /* The caller's strings may fill their arrays without a terminator. */
+    char name[sizeof cause->op_name], message[sizeof cause->message];
+    memcpy(name, cause->op_name, sizeof name);
+    memcpy(message, cause->message, sizeof message);
+    name[sizeof name - 1] = '\0';
+    message[sizeof message - 1] = '\0';
+    op->status = VF_ESKIPPED;
+    op->skipped = true;
+    op->failure = vf__engine_record_failure(op->engine, cause->code, name,
+                                            message, op->place, op->root);
+    vf__finish_completed(op);
+    return 0;
 }

@@ -8,6 +8,7 @@
 #include "base/alloc.h"
 #include "core/engine.h"
 #include "core/exec.h"
+#include "core/run.h"
 #include "core/spinlock.h"
 
 /* A thread's bulk state for one engine. */
@@ -636,5 +637,72 @@ void vf__bulk_fork_lock(vf_engine *e, bool lock)
         for (vf__bulk *s = e->bulk.list; s != NULL; s = s->next)
             vf__spin_unlock(&s->lock);
         pthread_mutex_unlock(&e->bulk.lock);
+    }
+}
+
+/* A fused op's body (bulk.h): each op of the batch in push order, as if
+ * alone. The fused op holds every var of the batch, writes exclusively,
+ * so an op's failure and version bump go straight onto the vars it
+ * writes, where the later ops of the batch find them; `shutdown` skips
+ * them all. */
+void vf__bulk_run(vf__op *op, int worker, bool shutdown)
+{
+    vf_engine *e = op->engine;
+    const vf__opdef *def = op->def;
+    vf__bulk_batch *b = def->arg;
+    vf_run run; /* not zero-initialized: the message buffer is 256 bytes */
+    run.op = op;
+    run.worker = worker;
+    run.cls = NULL;
+    run.stream = NULL;
+    for (int i = 0; i < b->nitems; i++) {
+        const vf__bulk_item *it = &b->items[i];
+        const uint32_t *refs = &b->refs[it->first];
+        uint64_t place = op->place + (uint64_t)i; /* the item's own */
+        bool skipped = shutdown;
+        int status = shutdown ? VF_ESKIPPED : 0;
+        vf__failure *f = NULL;
+        if (!skipped && !it->no_skip) {
+            f = vf__inherited_failure(op, refs, it->nrefs, place,
+                                  vf__engine_has_devices(e));
+            if (f != NULL) {
+                vf__failure_ref(f);
+                skipped = true;
+                status = VF_ESKIPPED;
+            }
+        }
+        if (!skipped) {
+            run.name = it->name;
+            run.item_refs = refs;
+            run.item_nrefs = it->nrefs;
+            run.place = place;
+            run.message[0] = '\0';
+            vf__op *outer = vf__running_op;
+            vf__running_op = op;
+            int rc = it->fn(&run, it->arg);
+            vf__running_op = outer;
+            if (rc != 0) {
+                status = rc;
+                f = vf__engine_record_failure(e, rc, it->name, run.message,
+                                              place, op->root);
+            }
+        }
+        for (int r = 0; r < it->nrefs; r++) {
+            if (!(refs[r] & 1u))
+                continue;
+            vf__var *v = def->vars[refs[r] >> 1].var;
+            if (f != NULL) {
+                vf__failure_ref(f);
+                vf__failure_unref(atomic_exchange_explicit(
+                    &v->failure, f, memory_order_acq_rel));
+            }
+            if (!skipped)
+                atomic_fetch_add_explicit(&v->version, 1,
+                                          memory_order_relaxed);
+        }
+        vf__failure_unref(f);
+        if (it->done != NULL)
+            vf__call_done(e, it->done, it->arg, status);
+        vf__count_outcome(e, status, skipped);
     }
 }

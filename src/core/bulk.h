@@ -120,6 +120,10 @@ void vf__bulk_engine_init(vf_engine *e);
 void vf__bulk_engine_destroy(vf_engine *e);
 void vf__bulk_fork_lock(vf_engine *e, bool lock);
 
+/* A fused op's body (exec.c calls it for an op of kind VF__OP_BULK): each
+ * op of the batch in push order, as if alone; `shutdown` skips them all. */
+void vf__bulk_run(vf__op *op, int worker, bool shutdown);
+
 /* Free a batch (the fused op's payload; operator references dropped). */
 void vf__bulk_batch_free(vf__bulk_batch *b);
 

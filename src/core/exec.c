@@ -8,21 +8,8 @@
 #include "base/alloc.h"
 #include "core/async.h"
 #include "core/bulk.h"
+#include "core/run.h"
 #include "core/wait.h"
-
-struct vf_run {
-    vf__op *op;
-    const char *name; /* the op's, or in a bulk the running one's */
-    int worker;
-    const vf__device_class *cls; /* a device op's stream, or NULL */
-    vf__stream *stream;
-    /* In a fused op, the running item's vars (bulk.h refs into the fused
-     * op's vars); NULL for a lone op, whose vars are all its own. */
-    const uint32_t *item_refs;
-    int item_nrefs;
-    uint64_t place; /* a fused op's item: its place (failure.h) */
-    char message[256];
-};
 
 typedef struct exec_tls {
     int inline_depth;        /* > 0 while an inline run is on the stack */
@@ -56,8 +43,8 @@ bool vf__thread_in_engine(const vf_engine *e)
 }
 
 /* Call an op's `done`, marking the thread as in the engine's code. */
-static void call_done_fn(const vf_engine *e, vf_done_fn done, void *arg,
-                         int status)
+void vf__call_done(const vf_engine *e, vf_done_fn done, void *arg,
+                   int status)
 {
     const vf_engine *outer = tls.done_engine;
     tls.done_engine = e;
@@ -67,7 +54,7 @@ static void call_done_fn(const vf_engine *e, vf_done_fn done, void *arg,
 
 static void call_done(vf__op *op)
 {
-    call_done_fn(op->engine, op->def->done, op->def->arg, op->status);
+    vf__call_done(op->engine, op->def->done, op->def->arg, op->status);
 }
 
 /* --- running ----------------------------------------------------------- */
@@ -93,9 +80,8 @@ static vf__failure *earlier_live(vf_engine *e, vf__failure *best,
  * `refs` is not NULL, from those of them a fused op's item names
  * (bulk.h): of the live ones, the first in push order, as in the serial
  * program; NULL when there is none. */
-static vf__failure *inherited_failure(const vf__op *op, const uint32_t *refs,
-                                      int nrefs, uint64_t place,
-                                      bool devices)
+vf__failure *vf__inherited_failure(const vf__op *op, const uint32_t *refs,
+                                   int nrefs, uint64_t place, bool devices)
 {
     const vf__opdef *def = op->def;
     vf__failure *f = NULL;
@@ -166,7 +152,7 @@ static void hooks_record(vf__op *op)
 
 /* The op failed with `code` (its function's return, or its completion's):
  * a new failure record at its place. */
-static void op_failed(vf__op *op, int code, const char *message)
+void vf__op_failed(vf__op *op, int code, const char *message)
 {
     op->status = code;
     op->failure = vf__engine_record_failure(op->engine, code, op->def->name,
@@ -194,7 +180,7 @@ static void call_fn(vf__op *op, vf_run *run)
     int rc = def->fn(run, def->arg);
     vf__running_op = outer;
     if (rc != 0)
-        op_failed(op, rc, run->message);
+        vf__op_failed(op, rc, run->message);
 }
 
 /* A device op's body on its stream: its worker's, or in the naive engine
@@ -216,7 +202,7 @@ static bool run_device(vf__op *op, int worker)
         rc = vf__device_op_begin(op, d->cls, s);
     bool in_flight = false;
     if (rc != 0) {
-        op_failed(op, rc, vf_last_error_detail());
+        vf__op_failed(op, rc, vf_last_error_detail());
     } else {
         vf_run run; /* not zero-initialized: the message is 256 bytes */
         run.op = op;
@@ -231,75 +217,7 @@ static bool run_device(vf__op *op, int worker)
     return !in_flight;
 }
 
-static void count_outcome(vf_engine *e, int status, bool skipped);
 
-
-/* A fused op's body (bulk.h): each op of the batch in push order, as if
- * alone. The fused op holds every var of the batch, writes exclusively,
- * so an op's failure and version bump go straight onto the vars it
- * writes, where the later ops of the batch find them; `shutdown` skips
- * them all. */
-static void run_bulk(vf__op *op, int worker, bool shutdown)
-{
-    vf_engine *e = op->engine;
-    const vf__opdef *def = op->def;
-    vf__bulk_batch *b = def->arg;
-    vf_run run; /* not zero-initialized: the message buffer is 256 bytes */
-    run.op = op;
-    run.worker = worker;
-    run.cls = NULL;
-    run.stream = NULL;
-    for (int i = 0; i < b->nitems; i++) {
-        const vf__bulk_item *it = &b->items[i];
-        const uint32_t *refs = &b->refs[it->first];
-        uint64_t place = op->place + (uint64_t)i; /* the item's own */
-        bool skipped = shutdown;
-        int status = shutdown ? VF_ESKIPPED : 0;
-        vf__failure *f = NULL;
-        if (!skipped && !it->no_skip) {
-            f = inherited_failure(op, refs, it->nrefs, place,
-                                  vf__engine_has_devices(e));
-            if (f != NULL) {
-                vf__failure_ref(f);
-                skipped = true;
-                status = VF_ESKIPPED;
-            }
-        }
-        if (!skipped) {
-            run.name = it->name;
-            run.item_refs = refs;
-            run.item_nrefs = it->nrefs;
-            run.place = place;
-            run.message[0] = '\0';
-            vf__op *outer = vf__running_op;
-            vf__running_op = op;
-            int rc = it->fn(&run, it->arg);
-            vf__running_op = outer;
-            if (rc != 0) {
-                status = rc;
-                f = vf__engine_record_failure(e, rc, it->name, run.message,
-                                              place, op->root);
-            }
-        }
-        for (int r = 0; r < it->nrefs; r++) {
-            if (!(refs[r] & 1u))
-                continue;
-            vf__var *v = def->vars[refs[r] >> 1].var;
-            if (f != NULL) {
-                vf__failure_ref(f);
-                vf__failure_unref(atomic_exchange_explicit(
-                    &v->failure, f, memory_order_acq_rel));
-            }
-            if (!skipped)
-                atomic_fetch_add_explicit(&v->version, 1,
-                                          memory_order_relaxed);
-        }
-        vf__failure_unref(f);
-        if (it->done != NULL)
-            call_done_fn(e, it->done, it->arg, status);
-        count_outcome(e, status, skipped);
-    }
-}
 
 /* Run the op's body. True when the op is done now (ran, failed, skipped);
  * false when an async op or a device op's work is in flight (the op may
@@ -337,7 +255,7 @@ static bool run_body(vf__op *op, int worker)
         return true;
     }
     if (def->kind == VF__OP_BULK) {
-        run_bulk(op, worker, slow & VF__SLOW_SHUTDOWN);
+        vf__bulk_run(op, worker, slow & VF__SLOW_SHUTDOWN);
         return true;
     }
     if (def->kind == VF__OP_DELETE) {
@@ -350,7 +268,7 @@ static bool run_body(vf__op *op, int worker)
         return true;
     }
     if (!def->no_skip) {
-        vf__failure *f = inherited_failure(op, NULL, 0, op->place,
+        vf__failure *f = vf__inherited_failure(op, NULL, 0, op->place,
                                            slow & VF__SLOW_DEVICES);
         if (VF__UNLIKELY(f != NULL)) {
             if (def->devctx != NULL) {
@@ -393,7 +311,7 @@ static bool run_body(vf__op *op, int worker)
 /* Count a user op's outcome (ran, failed, or skipped by the engine: an
  * op whose function returned VF_ESKIPPED ran and failed): in the worker's
  * counters when it is one of the engine's, else in the engine's. */
-static void count_outcome(vf_engine *e, int status, bool skipped)
+void vf__count_outcome(vf_engine *e, int status, bool skipped)
 {
     vf__worker *w = vf__this_worker();
     bool mine = w && w->pool->engine == e;
@@ -410,7 +328,7 @@ static void count_outcome(vf_engine *e, int status, bool skipped)
 static void count_op(vf_engine *e, const vf__op *op)
 {
     if (op->def->kind == VF__OP_USER)
-        count_outcome(e, op->status, op->skipped);
+        vf__count_outcome(e, op->status, op->skipped);
 }
 
 /* The op run by the innermost nested wait loop on this thread returns: its
@@ -708,30 +626,7 @@ vf__op *vf__worker_execute(vf__worker *w, vf__op *op)
     return vf__worker_place(w, &mine);
 }
 
-/* --- async completion and the run handle -------------------------------- */
-
-/* Claim the completion handle for `*out`: 0, or VF_EINVAL when it is not
- * one, VF_EALREADY when it was used already. */
-static int claim_completion(vf_completion done, const char *caller,
-                            vf__op **out)
-{
-    vf__op *op = done.op_;
-    if (op == NULL || (done.ticket_ & 1) != 0)
-        return vf__fail(VF_EINVAL, "%s: not a completion handle", caller);
-    uint64_t expected = done.ticket_;
-    if (!atomic_compare_exchange_strong_explicit(&op->ticket, &expected,
-                                                 done.ticket_ + 1,
-                                                 memory_order_acq_rel,
-                                                 memory_order_relaxed))
-        return vf__fail(VF_EALREADY, "%s: this op was already completed",
-                        caller);
-    vf__async_completed(&op->engine->async, op);
-    *out = op;
-    return 0;
-}
-
-/* Finish a claimed async op whose status and failure are set. */
-static void complete_claimed(vf__op *op)
+void vf__finish_completed(vf__op *op)
 {
     vf_engine *e = op->engine; /* alive: this op is still pending */
     atomic_fetch_add(&e->completers, 1);
@@ -740,110 +635,4 @@ static void complete_claimed(vf__op *op)
     finish(op, &ready);
     vf__dispatch_list(&ready);
     atomic_fetch_sub(&e->completers, 1); /* the last touch of the engine */
-}
-
-VF_API int vf_complete(vf_completion done, int status, const char *message)
-{
-    vf__op *op = NULL;
-    int rc = claim_completion(done, "vf_complete", &op);
-    if (rc != 0)
-        return rc;
-    if (status != 0)
-        op_failed(op, status, message ? message : op->pending_message);
-    complete_claimed(op);
-    return 0;
-}
-
-VF_API int vf_complete_failed(vf_completion done, const vf_error *cause)
-{
-    if (cause == NULL || cause->code == 0)
-        return vf__fail(VF_EINVAL, "vf_complete_failed: %s",
-                        cause == NULL ? "cause is NULL"
-                                      : "cause->code is 0 (not a failure)");
-    vf__op *op = NULL;
-    int rc = claim_completion(done, "vf_complete_failed", &op);
-    if (rc != 0)
-        return rc;
-    /* The caller's strings may fill their arrays without a terminator. */
-    char name[sizeof cause->op_name], message[sizeof cause->message];
-    memcpy(name, cause->op_name, sizeof name);
-    memcpy(message, cause->message, sizeof message);
-    name[sizeof name - 1] = '\0';
-    message[sizeof message - 1] = '\0';
-    op->status = VF_ESKIPPED;
-    op->skipped = true;
-    op->failure = vf__engine_record_failure(op->engine, cause->code, name,
-                                            message, op->place, op->root);
-    complete_claimed(op);
-    return 0;
-}
-
-VF_API int vf_run_input_failure(const vf_run *run, vf_error *out)
-{
-    if (run == NULL)
-        return vf__fail(VF_EINVAL, "vf_run_input_failure: run is NULL");
-    /* A fused op's item has a place of its own (run_bulk sets it). */
-    vf__failure *f = inherited_failure(
-        run->op, run->item_refs, run->item_nrefs,
-        run->item_refs != NULL ? run->place : run->op->place,
-        vf__engine_has_devices(run->op->engine));
-    if (f == NULL)
-        return 0;
-    if (out != NULL)
-        *out = f->info; /* the var holds a reference while the op runs */
-    return 1;
-}
-
-VF_API void vf_run_set_error(vf_run *run, const char *fmt, ...)
-{
-    if (run == NULL || fmt == NULL)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(run->message, sizeof run->message, fmt, ap);
-    va_end(ap);
-    if (run->op->def->async_fn != NULL) {
-        /* The run handle dies when async_fn returns; the completion may come
-         * later, so an async op keeps its message in the op. */
-        free(run->op->pending_message);
-        run->op->pending_message = vf__strdup(run->message);
-    }
-}
-
-VF_API vf_engine *vf_run_engine(const vf_run *run)
-{
-    return run ? run->op->engine : NULL;
-}
-
-VF_API int vf_run_worker(const vf_run *run)
-{
-    return run ? run->worker : -1;
-}
-
-VF_API vf_device vf_run_device(const vf_run *run)
-{
-    return run ? run->op->def->device : (vf_device){VF_DEVICE_CPU, 0};
-}
-
-VF_API void *vf_run_stream(const vf_run *run)
-{
-    return run && run->stream ? run->cls->stream_handle(run->stream) : NULL;
-}
-
-VF_API int vf_run_submit(vf_run *run, vf_device_fn fn, void *arg,
-                         size_t bytes)
-{
-    if (run == NULL || fn == NULL)
-        return vf__fail(VF_EINVAL, "vf_run_submit: %s is NULL",
-                        run ? "fn" : "run");
-    if (run->stream == NULL)
-        return vf__fail(VF_EINVAL, "vf_run_submit: op \"%s\" is not a "
-                                   "device op (it has no stream)",
-                        run->name);
-    return run->cls->submit(run->stream, fn, arg, bytes);
-}
-
-VF_API const char *vf_run_name(const vf_run *run)
-{
-    return run ? run->name : "";
 }

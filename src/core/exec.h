@@ -21,6 +21,29 @@
 
 #include "core/engine.h"
 
+/* The failure the op at `place` inherits from the vars it holds, or, when
+ * `refs` is not NULL, from those a fused op's item names (bulk.h): of the
+ * live ones, the first in push order (failure.h); NULL when none. With
+ * `devices`, a var's failed device write counts (device_ops.h). */
+vf__failure *vf__inherited_failure(const vf__op *op, const uint32_t *refs,
+                                   int nrefs, uint64_t place, bool devices);
+
+/* The op failed with `code` (its function's return, or its completion's):
+ * a new failure record at its place. */
+void vf__op_failed(vf__op *op, int code, const char *message);
+
+/* Call a `done` callback, marking the thread as in the engine's code (a
+ * wait there is refused, wait.c). */
+void vf__call_done(const vf_engine *e, vf_done_fn done, void *arg,
+                   int status);
+
+/* Count a user op's outcome (ran, failed, or skipped by the engine). */
+void vf__count_outcome(vf_engine *e, int status, bool skipped);
+
+/* Finish an async op whose completion was claimed (async.c), its status
+ * and failure set: done, its vars released, ready ops dispatched. */
+void vf__finish_completed(vf__op *op);
+
 /* Dispatch an op that was ready at its push (its `active` count taken). */
 void vf__dispatch_pushed(vf__op *op);
 

@@ -1,0 +1,79 @@
+/* run.c: the run handle's calls (see run.h). */
+#include "core/run.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "core/engine.h"
+#include "core/exec.h"
+
+VF_API int vf_run_input_failure(const vf_run *run, vf_error *out)
+{
+    if (run == NULL)
+        return vf__fail(VF_EINVAL, "vf_run_input_failure: run is NULL");
+    /* A fused op's item has a place of its own (run_bulk sets it). */
+    vf__failure *f = vf__inherited_failure(
+        run->op, run->item_refs, run->item_nrefs,
+        run->item_refs != NULL ? run->place : run->op->place,
+        vf__engine_has_devices(run->op->engine));
+    if (f == NULL)
+        return 0;
+    if (out != NULL)
+        *out = f->info; /* the var holds a reference while the op runs */
+    return 1;
+}
+
+VF_API void vf_run_set_error(vf_run *run, const char *fmt, ...)
+{
+    if (run == NULL || fmt == NULL)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(run->message, sizeof run->message, fmt, ap);
+    va_end(ap);
+    if (run->op->def->async_fn != NULL) {
+        /* The run handle dies when async_fn returns; the completion may come
+         * later, so an async op keeps its message in the op. */
+        free(run->op->pending_message);
+        run->op->pending_message = vf__strdup(run->message);
+    }
+}
+
+VF_API vf_engine *vf_run_engine(const vf_run *run)
+{
+    return run ? run->op->engine : NULL;
+}
+
+VF_API int vf_run_worker(const vf_run *run)
+{
+    return run ? run->worker : -1;
+}
+
+VF_API vf_device vf_run_device(const vf_run *run)
+{
+    return run ? run->op->def->device : (vf_device){VF_DEVICE_CPU, 0};
+}
+
+VF_API void *vf_run_stream(const vf_run *run)
+{
+    return run && run->stream ? run->cls->stream_handle(run->stream) : NULL;
+}
+
+VF_API int vf_run_submit(vf_run *run, vf_device_fn fn, void *arg,
+                         size_t bytes)
+{
+    if (run == NULL || fn == NULL)
+        return vf__fail(VF_EINVAL, "vf_run_submit: %s is NULL",
+                        run ? "fn" : "run");
+    if (run->stream == NULL)
+        return vf__fail(VF_EINVAL, "vf_run_submit: op \"%s\" is not a "
+                                   "device op (it has no stream)",
+                        run->name);
+    return run->cls->submit(run->stream, fn, arg, bytes);
+}
+
+VF_API const char *vf_run_name(const vf_run *run)
+{
+    return run ? run->name : "";
+}
