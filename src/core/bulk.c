@@ -279,7 +279,7 @@ static int push_alone(vf_engine *e, const vf__bulk_batch *b,
         def->done = it->done;
         def->name = it->name;
         def->no_skip = it->no_skip;
-        def->kind = VF__OP_USER;
+        def->kind = &vf__kind_user;
         def->pool = b->pool;
         vf__varref *vars = op->inline_vars;
         if (it->nrefs > VF__OP_INLINE_VARS &&
@@ -326,7 +326,7 @@ static void batch_push(vf_engine *e, vf__bulk_batch *b)
     if (op != NULL) {
         vf__opdef *def = &op->own;
         memset(def, 0, sizeof *def);
-        def->kind = VF__OP_BULK;
+        def->kind = &vf__kind_bulk;
         def->arg = b;
         def->name = "bulk";
         def->no_skip = true; /* each op in it decides (exec.c) */
@@ -346,7 +346,7 @@ static void batch_push(vf_engine *e, vf__bulk_batch *b)
             return;
         atomic_fetch_sub_explicit(&e->bulk.bulks, 1, memory_order_relaxed);
         atomic_fetch_sub_explicit(&e->bulk.bulked, nitems, memory_order_relaxed);
-        def->kind = VF__OP_USER; /* the batch is freed below, not with it */
+        def->kind = &vf__kind_user; /* the batch is freed below, not with it */
         def->vars = NULL;
         vf__op_free(op);
     }
@@ -706,3 +706,32 @@ void vf__bulk_run(vf__op *op, int worker, bool shutdown)
         vf__count_outcome(e, status, skipped);
     }
 }
+
+/* A batch held while stopped and never pushed: each op in it fails alone. */
+static void bulk_dropped(vf_engine *e, vf__op *op, int rc)
+{
+    vf__bulk_fail_items(e, op->def->arg, rc, "held while the engine was "
+                                             "stopped, and could not be "
+                                             "pushed at start");
+    vf__op_free(op);
+}
+
+static bool bulk_run(vf__op *op, int worker, bool shutdown)
+{
+    vf__bulk_run(op, worker, shutdown);
+    return true;
+}
+
+static void bulk_free_def(vf__opdef *def)
+{
+    vf__bulk_batch_free(def->arg);
+}
+
+/* A fused batch of user ops: observed as one op; each op in it is counted
+ * and bumps its versions as it runs (vf__bulk_run), not at finish. */
+const vf__op_kind vf__kind_bulk = {.name = "bulk",
+                                   .run = bulk_run,
+                                   .dropped = bulk_dropped,
+                                   .free_def = bulk_free_def,
+                                   .flags = VF__KIND_OBSERVED |
+                                            VF__KIND_HELD};

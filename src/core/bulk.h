@@ -3,7 +3,7 @@
  *
  * A pushing thread with a bulk size n > 0 does not enqueue each sync CPU op
  * of normal property on its own: it collects consecutive ones into a batch
- * and pushes the batch as one fused op (kind VF__OP_BULK) whose var set is
+ * and pushes the batch as one fused op (kind vf__kind_bulk) whose var set is
  * the union of theirs in normal form (each var once, a write if any of
  * them writes it). The fused op runs their functions in push order. So n
  * ops pay one enqueue, one dispatch and one release of each var instead of
@@ -120,7 +120,7 @@ void vf__bulk_engine_init(vf_engine *e);
 void vf__bulk_engine_destroy(vf_engine *e);
 void vf__bulk_fork_lock(vf_engine *e, bool lock);
 
-/* A fused op's body (exec.c calls it for an op of kind VF__OP_BULK): each
+/* A fused op's body (exec.c calls it for an op of kind vf__kind_bulk): each
  * op of the batch in push order, as if alone; `shutdown` skips them all. */
 void vf__bulk_run(vf__op *op, int worker, bool shutdown);
 

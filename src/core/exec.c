@@ -57,6 +57,12 @@ static void call_done(vf__op *op)
     vf__call_done(op->engine, op->def->done, op->def->arg, op->status);
 }
 
+/* A user op: vf_push or an operator push. Its body is run_body's own. */
+const vf__op_kind vf__kind_user = {
+    .name = "user",
+    .flags = VF__KIND_OBSERVED | VF__KIND_COUNTED | VF__KIND_NUMBERED |
+             VF__KIND_HELD | VF__KIND_BUMPS};
+
 /* --- running ----------------------------------------------------------- */
 
 /* Of `best` and the failure var v holds, the one the op at `place`
@@ -243,28 +249,14 @@ static bool run_body(vf__op *op, int worker)
             vf__fences_host_wait(op);
             vf__fences_clear_written(op);
         }
-        /* The shutdown notice: user ops skip their function (lifecycle.h),
-         * with no failure to pass on. */
-        if ((slow & VF__SLOW_SHUTDOWN) && def->kind == VF__OP_USER) {
-            op_skipped(op, NULL);
-            return true;
-        }
     }
-    if (def->kind == VF__OP_WAIT) {
-        vf__wait_marker_fire(op);
-        return true;
-    }
-    if (def->kind == VF__OP_BULK) {
-        vf__bulk_run(op, worker, slow & VF__SLOW_SHUTDOWN);
-        return true;
-    }
-    if (def->kind == VF__OP_DELETE) {
-        /* Never skipped: the resource must be freed whatever happened. */
-        vf__op *outer = vf__running_op;
-        vf__running_op = op;
-        if (def->free_fn)
-            def->free_fn(def->arg);
-        vf__running_op = outer;
+    /* The other kinds run their own bodies (op.h). */
+    if (VF__UNLIKELY(def->kind->run != NULL))
+        return def->kind->run(op, worker, slow & VF__SLOW_SHUTDOWN);
+    /* The shutdown notice: user ops skip their function (lifecycle.h),
+     * with no failure to pass on. */
+    if (VF__UNLIKELY(slow & VF__SLOW_SHUTDOWN)) {
+        op_skipped(op, NULL);
         return true;
     }
     if (!def->no_skip) {
@@ -327,7 +319,7 @@ void vf__count_outcome(vf_engine *e, int status, bool skipped)
 
 static void count_op(vf_engine *e, const vf__op *op)
 {
-    if (op->def->kind == VF__OP_USER)
+    if (op->def->kind->flags & VF__KIND_COUNTED)
         vf__count_outcome(e, op->status, op->skipped);
 }
 
@@ -365,8 +357,7 @@ static void finish(vf__op *op, vf__readylist *ready)
         call_done(op);
     count_op(e, op);
 
-    /* A fused op bumped its vars' versions per write already. */
-    bool ran = !op->skipped && def->kind != VF__OP_BULK;
+    bool ran = !op->skipped && (def->kind->flags & VF__KIND_BUMPS);
     int before = ready->count;
     for (int i = 0; i < def->nvars; i++) {
         if (def->vars[i].write)
@@ -375,8 +366,8 @@ static void finish(vf__op *op, vf__readylist *ready)
         else
             vf__var_complete_read(def->vars[i].var, op, ready);
     }
-    if (def->kind == VF__OP_DELETE)
-        vf__var_free_slot(&e->vars, def->vars[0].var);
+    if (VF__UNLIKELY(def->kind->finished != NULL))
+        def->kind->finished(op);
     if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF))
         hooks_record(op); /* before the engine may go */
 

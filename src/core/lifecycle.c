@@ -112,16 +112,15 @@ static void stop_locked(vf_engine *e)
  * the waits report it; nothing pushed is lost silently. */
 static void drop_held(vf_engine *e, vf__op *op, int rc)
 {
+    if (op->def->kind->dropped != NULL)
+        op->def->kind->dropped(e, op, rc);
+    else
+        vf__engine_drop_op(e, op, rc);
+}
+
+void vf__engine_drop_op(vf_engine *e, vf__op *op, int rc)
+{
     const vf__opdef *def = op->def;
-    if (def->kind == VF__OP_BULK) { /* each op in it fails alone */
-        vf__bulk_fail_items(e, def->arg, rc, "held while the engine was "
-                                             "stopped, and could not be "
-                                             "pushed at start");
-        vf__op_free(op);
-        return;
-    }
-    if (def->kind == VF__OP_DELETE && def->free_fn != NULL)
-        def->free_fn(def->arg); /* a delete's free always runs */
     if (op->place == 0) /* never enqueued: its number now */
         vf__engine_place_op(e, op, 1);
     vf__failure_unref(vf__engine_record_failure(

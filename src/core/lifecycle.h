@@ -72,6 +72,11 @@ typedef struct vf__life {
     vf_engine *next_live;
 } vf__life;
 
+/* An op held while stopped that cannot be pushed at start fails with
+ * `rc` (its record, `done`, counted failed) and is freed: what a user op
+ * does (op.h: vf__op_kind.dropped); other kinds add their part. */
+void vf__engine_drop_op(vf_engine *e, vf__op *op, int rc);
+
 /* Called by vf__engine_enqueue when `holding` was seen set: hold the op
  * (returns 0), or return 1 when the engine stopped holding meanwhile (the
  * caller enqueues it then). */

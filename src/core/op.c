@@ -64,11 +64,13 @@ void vf__op_free(vf__op *op)
         vf__devrun_free(op->dev);
     if (op->opr != NULL)
         vf__operator_unref(op->opr);
-    else if (op->def == &op->own && op->own.kind == VF__OP_BULK)
-        vf__bulk_batch_free(op->own.arg); /* it owns the var set */
     else if (op->own.vars != op->inline_vars &&
-             (op->ext == NULL || op->own.vars != op->ext->vars))
-        free(op->own.vars);
+             (op->ext == NULL || op->own.vars != op->ext->vars)) {
+        if (op->def == &op->own && op->own.kind->free_def != NULL)
+            op->own.kind->free_def(&op->own); /* a batch owns its vars */
+        else
+            free(op->own.vars);
+    }
     if (op->ext != NULL)
         vf__fl_free(VF__FL_OP_EXT, op->ext);
     vf__fl_free(VF__FL_OP, op);
@@ -296,7 +298,7 @@ int vf__opdef_fill(vf_engine *e, const char *who, const vf_op *op,
     def->property = op->property;
     def->no_skip = op->no_skip;
     def->nonblocking = op->nonblocking;
-    def->kind = VF__OP_USER;
+    def->kind = &vf__kind_user;
     def->pool = pool;
     def->devctx = op->device.type == VF_DEVICE_CPU
                       ? NULL

@@ -67,31 +67,61 @@ typedef struct vf__varref {
     bool write;
 } vf__varref;
 
-typedef enum vf__op_kind {
-    VF__OP_USER,   /* a vf_push / vf_operator_push */
-    VF__OP_WAIT,   /* wait_var's marker: reads the var, wakes the waiter */
-    VF__OP_DELETE, /* vf_var_delete: writes the var, then frees its slot */
-    VF__OP_BULK    /* a batch of user ops fused into one (bulk.h) */
+typedef struct vf__opdef vf__opdef;
+
+/*
+ * An op kind: what an op's trip needs to know of its kind, in a table
+ * beside the code that knows the kind, so the trip names no kind. A user
+ * op (vf_push, an operator push; exec.c) is the hot path: its body runs
+ * without an indirect call. The others: a wait marker (wait.c), a var
+ * delete (var_api.c) and a fused batch of user ops (bulk.c).
+ */
+typedef struct vf__op_kind {
+    const char *name;
+    /* The body of a ready op, which holds its vars (exec.c): true when it
+     * is done now. NULL: a user op's (exec.c). `shutdown`: the shutdown
+     * notice is on (lifecycle.h). */
+    bool (*run)(vf__op *op, int worker, bool shutdown);
+    /* After the finishing op released its vars (NULL: nothing). */
+    void (*finished)(vf__op *op);
+    /* The op was held while the engine was stopped and cannot be pushed
+     * (lifecycle.c): report it failed with `rc`, run what must run, free
+     * it. NULL: as a user op. */
+    void (*dropped)(vf_engine *e, vf__op *op, int rc);
+    /* Free what a one-shot definition of the kind owns (op.c). NULL: its
+     * var array, when it is not in the block. */
+    void (*free_def)(vf__opdef *def);
+    uint8_t flags; /* VF__KIND_*: one load where the trip asks several */
 } vf__op_kind;
 
-typedef struct vf__opdef {
+#define VF__KIND_OBSERVED 1u /* profiled and logged (VF__HOOK_*) */
+#define VF__KIND_COUNTED 2u  /* counted in vf_stats at finish (a user op) */
+#define VF__KIND_NUMBERED 4u /* takes its place in push order at enqueue */
+#define VF__KIND_HELD 8u     /* a push while stopped is held (lifecycle.h) */
+#define VF__KIND_BUMPS 16u   /* finish bumps the versions it wrote, if run */
+#define VF__KIND_DELETES 32u /* its var is gone once pushed */
+
+extern const vf__op_kind vf__kind_user, vf__kind_wait, vf__kind_delete,
+    vf__kind_bulk;
+
+struct vf__opdef {
     vf_sync_fn fn;
     vf_async_fn async_fn;
     void *arg;
     vf_done_fn done;
-    void (*free_fn)(void *); /* VF__OP_DELETE: the var's free callback */
+    void (*free_fn)(void *); /* a delete: the var's free callback */
     const char *name; /* never NULL */
     vf_device device;
     vf_property property;
     bool no_skip;
     bool nonblocking; /* at the in-flight bound: VF_EAGAIN */
-    vf__op_kind kind;
+    const vf__op_kind *kind;
     bool inline_run;  /* runs on the dispatching thread (async, wait, naive) */
     vf__pool *pool;   /* where it runs when not inline */
     struct vf__devctx *devctx; /* a device op's device; NULL: the CPU */
     int nvars;
     vf__varref *vars; /* sorted by var address, each var once */
-} vf__opdef;
+};
 
 /* The var refs and queue places of an op with 5 to 8 vars, beside the op
  * block and from the free lists too: most ops have few vars, so the block
@@ -118,7 +148,7 @@ struct vf__op {
     vf_engine *engine;
     vf__failure *failure;   /* own or inherited failure (a reference) */
     char *pending_message;  /* async: vf_run_set_error before vf_complete */
-    vf__waiter *waiter;     /* VF__OP_WAIT only (wait.h) */
+    vf__waiter *waiter;     /* a wait marker only (wait.h) */
     vf__devrun *dev;        /* a device op, from its start; or NULL */
     /* Async completion ticket: even while the op may be completed, odd once
      * it has been; bumped again when the block is reused, so a stale or

@@ -48,7 +48,7 @@ int vf__engine_enqueue(vf_engine *e, vf__op *op, const char *who)
     }
     atomic_store_explicit(&op->wait, n + 1, memory_order_relaxed);
     op->engine = e;
-    if (def->kind == VF__OP_USER || def->kind == VF__OP_BULK) {
+    if (def->kind->flags & VF__KIND_OBSERVED) {
         op->hooks = atomic_load_explicit(&e->hooks, memory_order_relaxed);
         if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF) &&
             (op->prof = vf__prof_op_pushed(e->prof, def->nvars)) == NULL)
@@ -64,7 +64,7 @@ int vf__engine_enqueue(vf_engine *e, vf__op *op, const char *who)
     /* Stopped or stopping: a push from outside the engine's ops is held
      * (lifecycle.h). Tested after counting pending, so a stopper's drain
      * either sees this push or this push sees the stop (both seq_cst). */
-    if (VF__UNLIKELY(atomic_load(&e->life.holding)) && def->kind != VF__OP_WAIT &&
+    if (VF__UNLIKELY(atomic_load(&e->life.holding)) && (def->kind->flags & VF__KIND_HELD) &&
         vf__current_op_engine() != e && !vf__engine_releasing_held(e)) {
         uncount(e, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
         if (vf__engine_hold(e, op) == 0)
@@ -84,14 +84,14 @@ int vf__engine_enqueue(vf_engine *e, vf__op *op, const char *who)
     /* A user op's number, now that the push cannot fail any more (a
      * refused push takes none); ops of other kinds come with their place
      * (a fused op's, an op of a batch pushed alone, a wait's, a delete's). */
-    if (def->kind == VF__OP_USER && op->place == 0)
+    if ((def->kind->flags & VF__KIND_NUMBERED) && op->place == 0)
         vf__engine_place_op(e, op, 1);
     int nready = 0;
     vf__qblock *q = op->q;
     for (int i = 0; i < n; i++)
         nready += vars[i].write ? vf__var_append_write(vars[i].var, op, &q[i])
                                 : vf__var_append_read(vars[i].var, op, &q[i]);
-    if (def->kind == VF__OP_DELETE)
+    if (def->kind->flags & VF__KIND_DELETES)
         vars[0].var->state = VF__VAR_DELETING;
     unlock_vars(vars, n);
 

@@ -46,6 +46,44 @@ static int already_deleted(const char *who, vf_var h)
                     who, (unsigned long long)h.id);
 }
 
+/* A delete's body: never skipped, the resource must be freed whatever
+ * happened. */
+static bool run_delete(vf__op *op, int worker, bool shutdown)
+{
+    (void)worker;
+    (void)shutdown; /* frees even then */
+    const vf__opdef *def = op->def;
+    vf__op *outer = vf__running_op;
+    vf__running_op = op;
+    if (def->free_fn)
+        def->free_fn(def->arg);
+    vf__running_op = outer;
+    return true;
+}
+
+/* Its var's slot goes back once every op before it has finished. */
+static void delete_finished(vf__op *op)
+{
+    vf__var_free_slot(&op->engine->vars, op->def->vars[0].var);
+}
+
+/* Held while stopped and never pushed: the free callback still runs. */
+static void delete_dropped(vf_engine *e, vf__op *op, int rc)
+{
+    if (op->def->free_fn != NULL)
+        op->def->free_fn(op->def->arg);
+    vf__engine_drop_op(e, op, rc);
+}
+
+/* vf_var_delete's op: writes the var, then frees its slot. */
+const vf__op_kind vf__kind_delete = {.name = "delete",
+                                     .run = run_delete,
+                                     .finished = delete_finished,
+                                     .dropped = delete_dropped,
+                                     .flags = VF__KIND_HELD |
+                                              VF__KIND_BUMPS |
+                                              VF__KIND_DELETES};
+
 VF_API int vf_var_delete(vf_engine *e, vf_var h, void (*free_fn)(void *),
                          void *free_arg)
 {
@@ -63,7 +101,7 @@ VF_API int vf_var_delete(vf_engine *e, vf_var h, void (*free_fn)(void *),
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     vf__opdef *def = &op->own;
     memset(def, 0, sizeof *def);
-    def->kind = VF__OP_DELETE;
+    def->kind = &vf__kind_delete;
     def->free_fn = free_fn;
     def->arg = free_arg;
     def->name = "vf_var_delete";

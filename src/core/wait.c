@@ -90,6 +90,21 @@ void vf__wait_marker_fire(vf__op *op)
     vf__waiter_unref(w);
 }
 
+static bool run_marker(vf__op *op, int worker, bool shutdown)
+{
+    (void)worker;
+    (void)shutdown; /* a wait still ends */
+    vf__wait_marker_fire(op);
+    return true;
+}
+
+/* wait_var's marker: reads the var; its body wakes the waiter. A push
+ * while stopped is not held (a wait on a stopped engine with held ops is
+ * refused before it pushes, lifecycle.h). */
+const vf__op_kind vf__kind_wait = {.name = "wait marker",
+                                   .run = run_marker,
+                                   .flags = VF__KIND_BUMPS};
+
 static void report(vf__failure *f, vf_error *err)
 {
     if (err != NULL)
@@ -320,7 +335,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
 
     vf__opdef *def = &op->own;
     memset(def, 0, sizeof *def);
-    def->kind = VF__OP_WAIT;
+    def->kind = &vf__kind_wait;
     def->inline_run = true;
     def->name = who;
     def->nvars = 1;
