@@ -33,9 +33,9 @@
 #ifndef VF_TEST_RUNNER_H
 #define VF_TEST_RUNNER_H
 
-#include <fnmatch.h>
+#include "util.h" /* first: it sets the feature macros */
 
-#include "util.h"
+#include <fnmatch.h>
 
 #define RUNNER_MAX_CASES 256
 
