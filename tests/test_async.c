@@ -13,7 +13,7 @@
  *   later ops, without completing one of those); the engine stays usable;
  * - the async fn runs exactly once and is given its name and engine.
  */
-#include "util.h"
+#include "runner.h"
 
 /* ------------------------------------------------------------ helper */
 
@@ -136,7 +136,7 @@ static int hold_reader(vf_run *run, void *arg)
     return 0;
 }
 
-static void holds_vars(const tu_kind *k)
+TEST_KIND_CASE(holds_vars, k)
 {
     tu_gate gate;
     tu_gate_init(&gate);
@@ -225,7 +225,7 @@ static void many_done(void *arg, int status)
         atomic_fetch_add(&a->m->done_ok, 1);
 }
 
-static void many_ops(const tu_kind *k)
+TEST_KIND_CASE(many_ops, k)
 {
     helper h;
     helper_start(&h, NULL, 2);
@@ -313,7 +313,7 @@ static void *complete_from_thread(void *arg)
     return NULL;
 }
 
-static void complete_twice(const tu_kind *k)
+TEST_KIND_CASE(complete_twice, k)
 {
     vf_engine *e = tu_engine(k);
     vf_var x = tu_var(e), y = tu_var(e);
@@ -370,19 +370,4 @@ static void complete_twice(const tu_kind *k)
     tu_finish_engine(e);
 }
 
-int main(void)
-{
-    tu_init("test_async", 120);
-    for (int i = 0; i < TU_NKINDS; i++) {
-        const tu_kind *k = &tu_kinds[i];
-        check_context_ = k->name;
-        tu_phase("holds_vars");
-        holds_vars(k);
-        tu_phase("many_ops");
-        many_ops(k);
-        tu_phase("complete_twice");
-        complete_twice(k);
-    }
-    check_context_ = NULL;
-    return check_finish("test_async");
-}
+TEST_MAIN("test_async", 120)

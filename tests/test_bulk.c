@@ -10,7 +10,7 @@
  * programs with bulking on are compared with serial execution in
  * test_random_serial.
  */
-#include "util.h"
+#include "runner.h"
 
 static const vf_config pooled = {.type = VF_ENGINE_POOLED, .cpu_workers = 2};
 #define NONE ((vf_var_list){NULL, 0})
@@ -42,7 +42,7 @@ static void push_arith(vf_engine *e, vf_var v, arith *a)
 
 /* MXNet's bulk test: x = 1; x *= 2; x += 1; wait (3); x += 1 gives 4;
  * then 100 x (x += 1) gives 104, in fused ops the stats count. */
-static void test_arithmetic(void)
+TEST_CASE(arithmetic)
 {
     tu_phase("arithmetic");
     vf_engine *e = tu_engine(&(tu_kind){.name = "pooled", .cfg = pooled});
@@ -113,7 +113,7 @@ static void push_step(vf_engine *e, step *s, const char *name,
 }
 
 /* A failing op inside a batch fails like an op on its own. */
-static void test_failure(void)
+TEST_CASE(failure)
 {
     tu_phase("failure");
     vf_engine *e = tu_engine(&(tu_kind){.name = "pooled", .cfg = pooled});
@@ -185,7 +185,7 @@ static void log_async(vf_run *run, void *arg, vf_completion done)
     vf_complete(done, 0, NULL);
 }
 
-static void test_mixed(void)
+TEST_CASE(mixed)
 {
     tu_phase("mixed");
     vf_engine *e = tu_engine(&(tu_kind){.name = "pooled", .cfg = pooled});
@@ -270,7 +270,7 @@ static void *pusher(void *p)
     return NULL;
 }
 
-static void test_other_threads(void)
+TEST_CASE(other_threads)
 {
     tu_phase("other threads");
     vf_engine *e = tu_engine(&(tu_kind){.name = "pooled", .cfg = pooled});
@@ -312,7 +312,7 @@ static void free_flag(void *arg)
     atomic_store((atomic_int *)arg, 1);
 }
 
-static void test_delete(void)
+TEST_CASE(delete)
 {
     tu_phase("delete");
     vf_engine *e = tu_engine(&(tu_kind){.name = "pooled", .cfg = pooled});
@@ -344,7 +344,7 @@ static void test_delete(void)
  * each op is pushed alone and runs. A union out of address order needs
  * memory to be sorted: with that failing, every op of the batch fails with
  * VF_ENOMEM, each reported as a failed op. */
-static void test_fallback(void)
+TEST_CASE(fallback)
 {
     tu_phase("fallback");
     vf_engine *e = tu_engine(&(tu_kind){.name = "pooled", .cfg = pooled});
@@ -390,7 +390,7 @@ static void test_fallback(void)
 }
 
 /* Stop, shutdown and nested pushes. */
-static void test_lifecycle(void)
+TEST_CASE(lifecycle)
 {
     tu_phase("stop and shutdown");
     vf_engine *e = tu_engine(&(tu_kind){.name = "pooled", .cfg = pooled});
@@ -434,7 +434,7 @@ static int parent_fn(vf_run *run, void *arg)
     return 0;
 }
 
-static void test_nested(void)
+TEST_CASE(nested)
 {
     tu_phase("nested, config");
     vf_config cfg = pooled;
@@ -458,7 +458,7 @@ static void test_nested(void)
 }
 
 /* Bad sizes, the environment, the naive engine. */
-static void test_settings(void)
+TEST_CASE(settings)
 {
     tu_phase("settings");
     vf_engine *e = tu_engine(&(tu_kind){.name = "pooled", .cfg = pooled});
@@ -503,17 +503,4 @@ static void test_settings(void)
     tu_finish_engine(e);
 }
 
-int main(void)
-{
-    tu_init("test_bulk", 120);
-    test_arithmetic();
-    test_failure();
-    test_mixed();
-    test_other_threads();
-    test_delete();
-    test_fallback();
-    test_lifecycle();
-    test_nested();
-    test_settings();
-    return check_finish("test_bulk");
-}
+TEST_MAIN("test_bulk", 120)

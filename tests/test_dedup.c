@@ -15,7 +15,7 @@
  *   engine's inline capacity full of repeats; an operator with repeats
  *   pushed many times.
  */
-#include "util.h"
+#include "runner.h"
 
 typedef struct stamp_op {
     double us;
@@ -83,8 +83,23 @@ static void as_write(const tu_kind *k, int form)
     tu_finish_engine(e);
 }
 
+TEST_KIND_CASE(writes_twice, k)
+{
+    as_write(k, 0);
+}
+
+TEST_KIND_CASE(read_and_write, k)
+{
+    as_write(k, 1);
+}
+
+TEST_KIND_CASE(reads_and_writes_repeated, k)
+{
+    as_write(k, 2);
+}
+
 /* D names x twice as a read: ordered as a read. */
-static void as_read(const tu_kind *k)
+TEST_KIND_CASE(as_read, k)
 {
     vf_engine *e = tu_engine(k);
     vf_var x = tu_var(e);
@@ -113,7 +128,7 @@ static void as_read(const tu_kind *k)
     tu_rv_destroy(&rv);
 }
 
-static void mixed(const tu_kind *k)
+TEST_KIND_CASE(mixed, k)
 {
     vf_engine *e = tu_engine(k);
     vf_var x = tu_var(e), y = tu_var(e), z = tu_var(e);
@@ -161,23 +176,4 @@ static void mixed(const tu_kind *k)
     tu_finish_engine(e);
 }
 
-int main(void)
-{
-    tu_init("test_dedup", 60);
-    for (int i = 0; i < TU_NKINDS; i++) {
-        const tu_kind *k = &tu_kinds[i];
-        check_context_ = k->name;
-        tu_phase("writes twice");
-        as_write(k, 0);
-        tu_phase("read and write");
-        as_write(k, 1);
-        tu_phase("reads and writes repeated");
-        as_write(k, 2);
-        tu_phase("reads twice");
-        as_read(k);
-        tu_phase("mixed");
-        mixed(k);
-    }
-    check_context_ = NULL;
-    return check_finish("test_dedup");
-}
+TEST_MAIN("test_dedup", 60)

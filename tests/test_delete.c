@@ -17,7 +17,7 @@
  *   reach the new var (the old handle stays VF_ESTALE, handles are never
  *   repeated).
  */
-#include "util.h"
+#include "runner.h"
 
 typedef struct user {
     tu_gate *gate; /* NULL: no gate */
@@ -66,7 +66,7 @@ static int fail(vf_run *run, void *arg)
     return 1;
 }
 
-static void ordering(const tu_kind *k)
+TEST_KIND_CASE(ordering, k)
 {
     vf_engine *e = tu_engine(k);
     vf_var v = tu_var(e), other = tu_var(e);
@@ -137,7 +137,7 @@ static void ordering(const tu_kind *k)
 }
 
 /* A var whose writer failed is still deleted: the free must run. */
-static void delete_failed(const tu_kind *k)
+TEST_KIND_CASE(delete_failed, k)
 {
     vf_engine *e = tu_engine(k);
     vf_var v = tu_var(e);
@@ -166,7 +166,7 @@ static void check_second_delete(vf_engine *e, vf_var v)
                       vf_last_error_detail(), want);
 }
 
-static void second_delete(const tu_kind *k)
+TEST_KIND_CASE(second_delete, k)
 {
     vf_engine *e = tu_engine(k);
     vf_var v = tu_var(e);
@@ -185,7 +185,7 @@ static void second_delete(const tu_kind *k)
 }
 
 /* Create and delete many vars: handles are never reused. */
-static void slot_reuse(const tu_kind *k)
+TEST_KIND_CASE(slot_reuse, k)
 {
     vf_engine *e = tu_engine(k);
     enum { BATCH = 1000 };
@@ -256,21 +256,4 @@ static void slot_reuse(const tu_kind *k)
     tu_finish_engine(e);
 }
 
-int main(void)
-{
-    tu_init("test_delete", 120);
-    for (int i = 0; i < TU_NKINDS; i++) {
-        const tu_kind *k = &tu_kinds[i];
-        check_context_ = k->name;
-        tu_phase("ordering");
-        ordering(k);
-        tu_phase("second_delete");
-        second_delete(k);
-        tu_phase("delete_failed");
-        delete_failed(k);
-        tu_phase("slot_reuse");
-        slot_reuse(k);
-    }
-    check_context_ = NULL;
-    return check_finish("test_delete");
-}
+TEST_MAIN("test_delete", 120)

@@ -14,7 +14,7 @@
  *    VF_ENOMEM or the op's own code) and still makes dependents skip: the
  *    first time, again the second time, and after a wait_all.
  */
-#include "util.h"
+#include "runner.h"
 
 /* ------------------------------------------------------------ sweep */
 
@@ -212,7 +212,7 @@ static bool sweep_one(const tu_kind *k, uint64_t n)
     return injected;
 }
 
-static void sweep(const tu_kind *k)
+TEST_KIND_CASE(sweep, k)
 {
     uint64_t n = 1;
     int limit = 2000;
@@ -288,7 +288,7 @@ static void lost_record(vf_engine *e, int round)
     tu_gate_destroy(&r.go);
 }
 
-static void records(const tu_kind *k)
+TEST_KIND_CASE(records, k)
 {
     if (!k->threaded)
         return; /* the op must run while this thread allocates nothing */
@@ -300,17 +300,4 @@ static void records(const tu_kind *k)
     tu_finish_engine(e);
 }
 
-int main(void)
-{
-    tu_init("test_enomem", 200);
-    for (int i = 0; i < TU_NKINDS; i++) {
-        const tu_kind *k = &tu_kinds[i];
-        check_context_ = k->name;
-        tu_phase("sweep");
-        sweep(k);
-        tu_phase("records");
-        records(k);
-    }
-    check_context_ = NULL;
-    return check_finish("test_enomem");
-}
+TEST_MAIN("test_enomem", 200)

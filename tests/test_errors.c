@@ -20,7 +20,7 @@
  * - async ops failing through vf_complete (from another thread, and inline)
  *   report their code and message; skipped async ops are never started.
  */
-#include "util.h"
+#include "runner.h"
 
 #include "rec.h"
 
@@ -61,7 +61,7 @@ static void expect_skipped(rec *r)
 
 /* Failure shows only on dependent vars; the vf_error fields; cleared once
  * reported. */
-static void only_dependent(const tu_kind *k)
+TEST_KIND_CASE(only_dependent, k)
 {
     vf_engine *e = tu_engine(k);
     vf_var x = tu_var(e), y = tu_var(e), r = tu_var(e);
@@ -106,7 +106,7 @@ static void only_dependent(const tu_kind *k)
 }
 
 /* Two failures in sequence, each reported once. */
-static void two_in_sequence(const tu_kind *k)
+TEST_KIND_CASE(two_in_sequence, k)
 {
     vf_engine *e = tu_engine(k);
     vf_var x = tu_var(e), y = tu_var(e);
@@ -135,7 +135,7 @@ static void two_in_sequence(const tu_kind *k)
 }
 
 /* One op, two outputs: one chain, reported once (either output first). */
-static void two_outputs(const tu_kind *k)
+TEST_KIND_CASE(two_outputs, k)
 {
     vf_engine *e = tu_engine(k);
     vf_var x = tu_var(e), y = tu_var(e);
@@ -156,7 +156,7 @@ static void two_outputs(const tu_kind *k)
 
 /* Writing to a failed var keeps it failed; skipped ops pass the failure on,
  * never run, and get VF_ESKIPPED; the error names the first op. */
-static void propagation(const tu_kind *k)
+TEST_KIND_CASE(propagation, k)
 {
     vf_engine *e = tu_engine(k);
     vf_var x = tu_var(e), y = tu_var(e), z = tu_var(e);
@@ -199,7 +199,7 @@ static void propagation(const tu_kind *k)
 }
 
 /* no_skip ops run even though an input failed. */
-static void no_skip(const tu_kind *k)
+TEST_KIND_CASE(no_skip, k)
 {
     vf_engine *e = tu_engine(k);
     vf_var x = tu_var(e), y = tu_var(e);
@@ -221,7 +221,7 @@ static void no_skip(const tu_kind *k)
 }
 
 /* wait_all: the first failure, then everything cleared. */
-static void wait_all_first(const tu_kind *k)
+TEST_KIND_CASE(wait_all_first, k)
 {
     vf_engine *e = tu_engine(k);
     vf_var x = tu_var(e), y = tu_var(e);
@@ -260,7 +260,7 @@ static void wait_all_first(const tu_kind *k)
 }
 
 /* Stats count exactly. */
-static void stats(const tu_kind *k)
+TEST_KIND_CASE(stats, k)
 {
     vf_engine *e = tu_engine(k);
     vf_var x = tu_var(e), y = tu_var(e), a = tu_var(e);
@@ -346,7 +346,7 @@ static void async_init(async_rec *a, int status, const char *msg, bool inl)
     atomic_init(&a->complete_rc, 12345);
 }
 
-static void async_failures(const tu_kind *k)
+TEST_KIND_CASE(async_failures, k)
 {
     vf_engine *e = tu_engine(k);
     vf_var x = tu_var(e), y = tu_var(e), z = tu_var(e);
@@ -399,29 +399,4 @@ static void async_failures(const tu_kind *k)
     tu_finish_engine(e);
 }
 
-int main(void)
-{
-    tu_init("test_errors", 120);
-    for (int i = 0; i < TU_NKINDS; i++) {
-        const tu_kind *k = &tu_kinds[i];
-        check_context_ = k->name;
-        tu_phase("only_dependent");
-        only_dependent(k);
-        tu_phase("two_in_sequence");
-        two_in_sequence(k);
-        tu_phase("two_outputs");
-        two_outputs(k);
-        tu_phase("propagation");
-        propagation(k);
-        tu_phase("no_skip");
-        no_skip(k);
-        tu_phase("wait_all_first");
-        wait_all_first(k);
-        tu_phase("stats");
-        stats(k);
-        tu_phase("async_failures");
-        async_failures(k);
-    }
-    check_context_ = NULL;
-    return check_finish("test_errors");
-}
+TEST_MAIN("test_errors", 120)

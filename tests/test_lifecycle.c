@@ -14,7 +14,7 @@
  *   values in the environment or the struct refused with VF_EINVAL and a
  *   detail message.
  */
-#include "util.h"
+#include "runner.h"
 
 #include <unistd.h>
 
@@ -56,7 +56,7 @@ static void on_done(void *arg, int status)
     atomic_fetch_add(&((counts *)arg)->done, 1);
 }
 
-static void cycles(const tu_kind *k)
+TEST_KIND_CASE(cycles, k)
 {
     long n = tu_scaled(1000, 100);
     counts c;
@@ -168,7 +168,7 @@ static void *completer(void *arg)
     return NULL;
 }
 
-static void destroy_drains(const tu_kind *k)
+TEST_KIND_CASE(destroy_drains, k)
 {
     drain d;
     memset(&d, 0, sizeof d);
@@ -247,7 +247,7 @@ static void *use_engine(void *arg)
     return NULL;
 }
 
-static void many_engines(void)
+TEST_CASE(many_engines)
 {
     multi m[TU_NKINDS];
     pthread_t th[TU_NKINDS];
@@ -325,7 +325,7 @@ static void expect_einval(const vf_config *cfg, const char *what)
         CHECK_REPORT_("%s: no detail message", what);
 }
 
-static void config(void)
+TEST_CASE(config)
 {
     clear_env();
     int n = cores();
@@ -411,21 +411,4 @@ static void config(void)
     (void)e;
 }
 
-int main(void)
-{
-    tu_init("test_lifecycle", 200);
-    tu_phase("config");
-    config();
-    for (int i = 0; i < TU_NKINDS; i++) {
-        const tu_kind *k = &tu_kinds[i];
-        check_context_ = k->name;
-        tu_phase("cycles");
-        cycles(k);
-        tu_phase("destroy_drains");
-        destroy_drains(k);
-    }
-    check_context_ = NULL;
-    tu_phase("many_engines");
-    many_engines();
-    return check_finish("test_lifecycle");
-}
+TEST_MAIN("test_lifecycle", 200)

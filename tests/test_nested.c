@@ -14,7 +14,7 @@
  * - a nested push of an independent op from inside an op on the naive
  *   engine runs to completion within the parent's push call.
  */
-#include "util.h"
+#include "runner.h"
 
 #define FANOUT 4
 #define DEPTH 6 /* 1 + 4 + ... + 4^6 = 5461 nodes */
@@ -69,7 +69,7 @@ static void push_node(vf_engine *e, tree *t, int id, int depth)
     }
 }
 
-static void fan_out(const tu_kind *k)
+TEST_KIND_CASE(fan_out, k)
 {
     vf_engine *e = tu_engine(k);
     tree t;
@@ -144,7 +144,7 @@ static int link_fn(vf_run *run, void *arg)
     return 0;
 }
 
-static void chain_test(const tu_kind *k)
+TEST_KIND_CASE(chain_test, k)
 {
     vf_engine *e = tu_engine(k);
     chain c;
@@ -241,21 +241,14 @@ static void ordering(const tu_kind *k, bool parent_writes)
     tu_finish_engine(e);
 }
 
-int main(void)
+TEST_KIND_CASE(ordering_parent_writes, k)
 {
-    tu_init("test_nested", 120);
-    for (int i = 0; i < TU_NKINDS; i++) {
-        const tu_kind *k = &tu_kinds[i];
-        check_context_ = k->name;
-        tu_phase("fan_out");
-        fan_out(k);
-        tu_phase("chain");
-        chain_test(k);
-        tu_phase("ordering (parent writes)");
-        ordering(k, true);
-        tu_phase("ordering (parent reads)");
-        ordering(k, false);
-    }
-    check_context_ = NULL;
-    return check_finish("test_nested");
+    ordering(k, true);
 }
+
+TEST_KIND_CASE(ordering_parent_reads, k)
+{
+    ordering(k, false);
+}
+
+TEST_MAIN("test_nested", 120)

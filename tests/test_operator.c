@@ -14,7 +14,7 @@
  *   of another engine: VF_EXDEV for push and delete; bad definitions are
  *   refused like vf_push.
  */
-#include "util.h"
+#include "runner.h"
 
 #define K 6364136223846793005ULL
 
@@ -53,7 +53,7 @@ static int op_r(vf_run *run, void *arg)
     return 0;
 }
 
-static void hot_loop(const tu_kind *k)
+TEST_KIND_CASE(hot_loop, k)
 {
     vf_engine *e = tu_engine(k);
     vf_var x = tu_var(e), y = tu_var(e);
@@ -117,7 +117,7 @@ static void hot_loop(const tu_kind *k)
 }
 
 /* Delete while runs are pending: they all still run. */
-static void delete_after_use(const tu_kind *k)
+TEST_KIND_CASE(delete_after_use, k)
 {
     vf_engine *e = tu_engine(k);
     vf_var x = tu_var(e), y = tu_var(e);
@@ -184,7 +184,7 @@ static int logged(vf_run *run, void *arg)
     return 0;
 }
 
-static void priority(const tu_kind *k)
+TEST_KIND_CASE(priority, k)
 {
     if (!k->threaded || k->workers != 1)
         return;
@@ -219,7 +219,7 @@ static void priority(const tu_kind *k)
 
 /* ------------------------------------------------------------ errors */
 
-static void misuse(const tu_kind *k)
+TEST_KIND_CASE(misuse, k)
 {
     vf_engine *e = tu_engine(k);
     vf_engine *e2 = tu_engine(k);
@@ -262,21 +262,4 @@ static void misuse(const tu_kind *k)
     tu_finish_engine(e2);
 }
 
-int main(void)
-{
-    tu_init("test_operator", 120);
-    for (int i = 0; i < TU_NKINDS; i++) {
-        const tu_kind *k = &tu_kinds[i];
-        check_context_ = k->name;
-        tu_phase("hot_loop");
-        hot_loop(k);
-        tu_phase("delete_after_use");
-        delete_after_use(k);
-        tu_phase("priority");
-        priority(k);
-        tu_phase("misuse");
-        misuse(k);
-    }
-    check_context_ = NULL;
-    return check_finish("test_operator");
-}
+TEST_MAIN("test_operator", 120)

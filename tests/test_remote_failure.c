@@ -38,7 +38,7 @@
  * format gives "", and the detail is per thread: two threads setting
  * theirs, interleaved, each read their own; a fresh thread reads "".
  */
-#include "util.h"
+#include "runner.h"
 
 #include "rec.h"
 
@@ -260,7 +260,7 @@ static void act_bad_then_ok(remote *r)
 
 /* Completed later by a foreign thread; dependents skipped; wait_var
  * reports the cause; stats; reuse refused. */
-static void complete_failed_later(const tu_kind *k)
+TEST_KIND_CASE(complete_failed_later, k)
 {
     vf_engine *e = tu_engine(k);
     vf_var x = tu_var(e), y = tu_var(e), z = tu_var(e);
@@ -343,7 +343,7 @@ static void complete_failed_later(const tu_kind *k)
 
 /* Completed inline with the longest name and message; wait_all reports
  * them byte for byte, once. */
-static void complete_failed_inline(const tu_kind *k)
+TEST_KIND_CASE(complete_failed_inline, k)
 {
     vf_engine *e = tu_engine(k);
     vf_var x = tu_var(e), y = tu_var(e);
@@ -425,9 +425,15 @@ static void complete_failed_einval(const tu_kind *k, bool inline_act)
     tu_finish_engine(e);
 }
 
+TEST_KIND_CASE(complete_failed_einval, k)
+{
+    complete_failed_einval(k, true);
+    complete_failed_einval(k, false);
+}
+
 /* ------------------------------------------------------------ input failure */
 
-static void input_failure(const tu_kind *k)
+TEST_KIND_CASE(input_failure, k)
 {
     vf_engine *e = tu_engine(k);
     vf_var v = tu_var(e), w = tu_var(e), u = tu_var(e), o = tu_var(e);
@@ -505,7 +511,7 @@ static void input_failure(const tu_kind *k)
 }
 
 /* In a bulk, only the item's own vars count. */
-static void input_failure_bulk(void)
+TEST_CASE(input_failure_bulk)
 {
     const tu_kind k = {.name = "pooled/2 bulk",
                        .cfg = {.type = VF_ENGINE_POOLED, .cpu_workers = 2},
@@ -603,7 +609,7 @@ static void *detail_thread(void *arg)
     return NULL;
 }
 
-static void error_detail(void)
+TEST_CASE(error_detail)
 {
     check_context_ = "vf_set_error_detail";
     CHECK_EQ(vf_set_error_detail(VF_EINVAL, "vf_mpi_push: %s %d of %s", "rank",
@@ -653,26 +659,4 @@ static void error_detail(void)
     check_context_ = NULL;
 }
 
-int main(void)
-{
-    tu_init("test_remote_failure", 120);
-    tu_phase("error_detail");
-    error_detail();
-    for (int i = 0; i < TU_NKINDS; i++) {
-        const tu_kind *k = &tu_kinds[i];
-        check_context_ = k->name;
-        tu_phase("complete_failed_later");
-        complete_failed_later(k);
-        tu_phase("complete_failed_inline");
-        complete_failed_inline(k);
-        tu_phase("complete_failed_einval");
-        complete_failed_einval(k, true);
-        complete_failed_einval(k, false);
-        tu_phase("input_failure");
-        input_failure(k);
-    }
-    check_context_ = NULL;
-    tu_phase("input_failure_bulk");
-    input_failure_bulk();
-    return check_finish("test_remote_failure");
-}
+TEST_MAIN("test_remote_failure", 120)

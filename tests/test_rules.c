@@ -25,7 +25,7 @@
  *   hold the last count could see its op dispatched twice; that race is
  *   narrow, so this part catches it by chance, not by construction).
  */
-#include "util.h"
+#include "runner.h"
 
 typedef struct st {
     double us;
@@ -68,7 +68,7 @@ static void push_st(vf_engine *e, st *s, vf_var_list r, vf_var_list w)
                           #a, (a).end, #b, (b).start);                         \
     } while (0)
 
-static void rule2_fifo(const tu_kind *k)
+TEST_KIND_CASE(rule2_fifo, k)
 {
     vf_engine *e = tu_engine(k);
     vf_var x = tu_var(e);
@@ -132,6 +132,19 @@ static void rule3_readers_meet(const tu_kind *k, int n)
     tu_rv_destroy(&rv2);
 }
 
+/* Rule 3 needs two workers that can meet. */
+TEST_KIND_CASE(rule3_two_readers_meet, k)
+{
+    if (k->threaded && k->workers == 2)
+        rule3_readers_meet(k, 2);
+}
+
+TEST_KIND_CASE(rule3_three_readers_meet, k)
+{
+    if (k->threaded && k->workers == 2)
+        rule3_readers_meet(k, 3);
+}
+
 /* ------------------------------------------------------------ rule 1 */
 
 #define NV 4
@@ -168,7 +181,7 @@ static int excl_fn(vf_run *run, void *arg)
     return 0;
 }
 
-static void rule1_exclusion(const tu_kind *k)
+TEST_KIND_CASE(rule1_exclusion, k)
 {
     vf_engine *e = tu_engine(k);
     vf_var v[NV];
@@ -201,7 +214,7 @@ static void rule1_exclusion(const tu_kind *k)
 
 /* ------------------------------------------------------------ rule 6 */
 
-static void rule6_wait(const tu_kind *k)
+TEST_KIND_CASE(rule6_wait, k)
 {
     vf_engine *e = tu_engine(k);
     vf_var x = tu_var(e), y = tu_var(e);
@@ -244,7 +257,7 @@ static int r4_fn(vf_run *run, void *arg)
     return 0;
 }
 
-static void rule4_push_counts(const tu_kind *k)
+TEST_KIND_CASE(rule4_push_counts, k)
 {
     vf_engine *e = tu_engine(k);
     r4_op *ops = calloc(R4_OPS, sizeof *ops);
@@ -270,27 +283,4 @@ static void rule4_push_counts(const tu_kind *k)
     tu_finish_engine(e);
 }
 
-int main(void)
-{
-    tu_init("test_rules", 120);
-    for (int i = 0; i < TU_NKINDS; i++) {
-        const tu_kind *k = &tu_kinds[i];
-        check_context_ = k->name;
-        tu_phase("rule 2");
-        rule2_fifo(k);
-        if (k->threaded && k->workers == 2) {
-            tu_phase("rule 3 (2 readers)");
-            rule3_readers_meet(k, 2);
-            tu_phase("rule 3 (3 readers)");
-            rule3_readers_meet(k, 3);
-        }
-        tu_phase("rule 1");
-        rule1_exclusion(k);
-        tu_phase("rule 6");
-        rule6_wait(k);
-        tu_phase("rule 4");
-        rule4_push_counts(k);
-    }
-    check_context_ = NULL;
-    return check_finish("test_rules");
-}
+TEST_MAIN("test_rules", 120)

@@ -10,7 +10,7 @@
  * A=2; the free callback runs exactly once, after every op that used A;
  * versions: A 1 before its delete (and VF_ESTALE after), B 2, C 1.
  */
-#include "util.h"
+#include "runner.h"
 
 /* ------------------------------------------------------------ program 1 */
 
@@ -57,7 +57,7 @@ static int p1_d(vf_run *run, void *arg)
     return 0;
 }
 
-static void program1(const tu_kind *k)
+TEST_KIND_CASE(program1, k)
 {
     prog1 p;
     memset(&p, 0, sizeof p);
@@ -166,7 +166,7 @@ static void p2_free_a(void *arg)
     p->freed.end = tu_stamp();
 }
 
-static void program2(const tu_kind *k)
+TEST_KIND_CASE(program2, k)
 {
     prog2 p;
     memset(&p, 0, sizeof p);
@@ -218,16 +218,4 @@ static void program2(const tu_kind *k)
     CHECK_OK(vf_engine_destroy(e));
 }
 
-int main(void)
-{
-    tu_init("test_seed", 120);
-    for (int i = 0; i < TU_NKINDS; i++) {
-        check_context_ = tu_kinds[i].name;
-        tu_phase("program 1");
-        program1(&tu_kinds[i]);
-        tu_phase("program 2");
-        program2(&tu_kinds[i]);
-    }
-    check_context_ = NULL;
-    return check_finish("test_seed");
-}
+TEST_MAIN("test_seed", 120)

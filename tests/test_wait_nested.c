@@ -26,7 +26,7 @@
  * - after all that the engine is fine: everything pushed ran once.
  * A hang is caught by the watchdog, which names the scenario.
  */
-#include "util.h"
+#include "runner.h"
 
 typedef struct ctx {
     vf_var a, b, c, v, s;
@@ -91,7 +91,7 @@ static int level1(vf_run *run, void *arg)
     return 0;
 }
 
-static void push_and_wait(const tu_kind *k)
+TEST_KIND_CASE(push_and_wait, k)
 {
     vf_engine *e = tu_engine(k);
     ctx c;
@@ -135,7 +135,7 @@ static int waits_behind_slow(vf_run *run, void *arg)
     return 0;
 }
 
-static void no_false_alarm(const tu_kind *k)
+TEST_KIND_CASE(no_false_alarm, k)
 {
     vf_engine *e = tu_engine(k);
     ctx c;
@@ -167,7 +167,7 @@ static int self_wait(vf_run *run, void *arg)
     return 0;
 }
 
-static void self_waits(const tu_kind *k)
+TEST_KIND_CASE(self_waits, k)
 {
     vf_engine *e = tu_engine(k);
     ctx c;
@@ -206,7 +206,7 @@ static int cycle_nested(vf_run *run, void *arg)
     return 0;
 }
 
-static void cycles_nested(const tu_kind *k)
+TEST_KIND_CASE(cycles_nested, k)
 {
     vf_engine *e = tu_engine(k);
     ctx c;
@@ -234,7 +234,7 @@ static int cycle_outer_a(vf_run *run, void *arg)
     return 0;
 }
 
-static void cycle_outer(const tu_kind *k)
+TEST_KIND_CASE(cycle_outer, k)
 {
     if (!k->threaded)
         return; /* A would run inside its push, before B exists */
@@ -277,7 +277,7 @@ static int op_q(vf_run *run, void *arg)
     return 0;
 }
 
-static void mutual_wait(const tu_kind *k)
+TEST_KIND_CASE(mutual_wait, k)
 {
     if (!k->threaded)
         return;
@@ -348,7 +348,7 @@ static int waits_for_async(vf_run *run, void *arg)
     return 0;
 }
 
-static void async_wait(const tu_kind *k)
+TEST_KIND_CASE(async_wait, k)
 {
     vf_engine *e = tu_engine(k);
     async_ctx c;
@@ -399,8 +399,14 @@ static int trap_b(vf_run *run, void *arg)
     return 0;
 }
 
-static void trapped(const tu_kind *k)
+TEST_KIND_CASE(trapped, k)
 {
+    if (!k->threaded || k->workers != 1)
+        return;
+    /* When the engine gets it wrong it hangs: the watchdog ends the
+     * program, naming this phase. */
+    tu_phase_limit("trapped waiter (B waits on A, stacked on A's worker)",
+                   30);
     vf_engine *e = tu_engine(k);
     trap t;
     memset(&t, 0, sizeof t);
@@ -426,38 +432,4 @@ static void trapped(const tu_kind *k)
     tu_gate_destroy(&t.b_pushed);
 }
 
-int main(void)
-{
-    tu_init("test_wait_nested", 120);
-    for (int i = 0; i < TU_NKINDS; i++) {
-        const tu_kind *k = &tu_kinds[i];
-        check_context_ = k->name;
-        tu_phase("push_and_wait");
-        push_and_wait(k);
-        tu_phase("no_false_alarm");
-        no_false_alarm(k);
-        tu_phase("self_waits");
-        self_waits(k);
-        tu_phase("cycles_nested");
-        cycles_nested(k);
-        tu_phase("cycle_outer");
-        cycle_outer(k);
-        tu_phase("mutual_wait");
-        mutual_wait(k);
-        tu_phase("async_wait");
-        async_wait(k);
-    }
-    /* Last: when the engine gets it wrong it hangs, and the watchdog ends
-     * the program. */
-    for (int i = 0; i < TU_NKINDS; i++) {
-        const tu_kind *k = &tu_kinds[i];
-        if (!k->threaded || k->workers != 1)
-            continue;
-        check_context_ = k->name;
-        tu_phase_limit("trapped waiter (B waits on A, stacked on A's worker)",
-                       30);
-        trapped(k);
-    }
-    check_context_ = NULL;
-    return check_finish("test_wait_nested");
-}
+TEST_MAIN("test_wait_nested", 120)

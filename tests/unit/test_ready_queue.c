@@ -1,0 +1,326 @@
+/*
+ * test_ready_queue: a pool's ready queues (src/core/sched.h), alone.
+ *
+ * A pool is made with vf__pool_init and never started: no worker thread
+ * runs, and the test places and takes hand-made ops itself, as a pusher
+ * (a thread that is no worker: the workers' inboxes) or as a worker
+ * (vf__this_worker_ set: its own queue). It checks the queue's order
+ * (higher priority first, arrival order among equal priorities, negative
+ * priorities after the priority-0 lane), a worker's hand-off
+ * (vf__worker_place), taking its own ops before stealing, device pools
+ * that never steal, and, with threads, that every op placed is taken
+ * exactly once.
+ */
+#include "runner.h"
+
+#include "core/sched.h"
+
+#define MAXOPS 64
+
+typedef struct ops {
+    vf__op op[MAXOPS];
+} ops;
+
+static ops *ops_new(const int *prio, int n)
+{
+    REQUIRE(n <= MAXOPS);
+    ops *o = calloc(1, sizeof *o);
+    REQUIRE(o != NULL);
+    for (int i = 0; i < n; i++)
+        o->op[i].priority = prio ? prio[i] : 0;
+    return o;
+}
+
+static int index_of(const ops *o, const vf__op *op)
+{
+    return op == NULL ? -1 : (int)(op - o->op);
+}
+
+static void pool_new(vf__pool *p, int nworkers)
+{
+    REQUIRE(vf__pool_init(p, NULL, "test", nworkers, 0) == 0);
+}
+
+/* Submit as a thread that is not a worker (a pusher: an inbox). */
+static void submit_outside(vf__pool *p, vf__op *op)
+{
+    vf__worker *saved = vf__this_worker_;
+    vf__this_worker_ = NULL;
+    vf__pool_submit(p, op);
+    vf__this_worker_ = saved;
+}
+
+/* Submit as worker w (its own queue). */
+static void submit_as(vf__worker *w, vf__op *op)
+{
+    vf__worker *saved = vf__this_worker_;
+    vf__this_worker_ = w;
+    vf__pool_submit(w->pool, op);
+    vf__this_worker_ = saved;
+}
+
+/* Take from w n times: the ops must come as want[] says (-1: none). */
+static void expect_takes(vf__worker *w, const ops *o, const int *want, int n)
+{
+    for (int i = 0; i < n; i++) {
+        int got = index_of(o, vf__worker_take(w));
+        if (got != want[i])
+            CHECK_REPORT_("take %d from worker %d: op %d, expected op %d", i,
+                          w->index, got, want[i]);
+    }
+}
+
+#define EXPECT_TAKES(w, o, ...)                                                \
+    expect_takes(w, o, (const int[]){__VA_ARGS__},                             \
+                 (int)(sizeof((const int[]){__VA_ARGS__}) / sizeof(int)))
+
+TEST_CASE(fifo_among_priority_zero)
+{
+    vf__pool p;
+    pool_new(&p, 1);
+    ops *o = ops_new(NULL, 6);
+    for (int i = 0; i < 3; i++)
+        submit_outside(&p, &o->op[i]);
+    CHECK_EQ(atomic_load(&p.workers[0].qlen), 0); /* still in the inbox */
+    EXPECT_TAKES(&p.workers[0], o, 0);
+    CHECK_EQ(atomic_load(&p.workers[0].qlen), 2); /* the inbox moved in */
+    for (int i = 3; i < 6; i++)
+        submit_as(&p.workers[0], &o->op[i]);
+    EXPECT_TAKES(&p.workers[0], o, 1, 2, 3, 4, 5, -1);
+    vf__pool_destroy(&p);
+    free(o);
+}
+
+TEST_CASE(priority_order)
+{
+    static const int prio[] = {0, 5, -3, 5, 2, 0, -3, 2, 1};
+    vf__pool p;
+    pool_new(&p, 1);
+    ops *o = ops_new(prio, 9);
+    for (int i = 0; i < 9; i++)
+        submit_outside(&p, &o->op[i]);
+    /* Higher first; equal ones in arrival order; negative ones only once
+     * the priority-0 lane is empty. */
+    EXPECT_TAKES(&p.workers[0], o, 1, 3, 4, 7, 8, 0, 5, 2, 6, -1);
+    vf__pool_destroy(&p);
+    free(o);
+}
+
+/* The heap keeps arrival order among equal priorities too (its tie-break),
+ * with ops arriving interleaved and taken while others arrive. */
+TEST_CASE(fifo_among_equal_priorities)
+{
+    int prio[40];
+    for (int i = 0; i < 40; i++)
+        prio[i] = i % 2 ? 7 : 3;
+    vf__pool p;
+    pool_new(&p, 1);
+    ops *o = ops_new(prio, 40);
+    vf__worker *w = &p.workers[0];
+    for (int i = 0; i < 20; i++)
+        submit_as(w, &o->op[i]);
+    EXPECT_TAKES(w, o, 1, 3, 5); /* the 7s first */
+    for (int i = 20; i < 40; i++)
+        submit_as(w, &o->op[i]);
+    for (int i = 7; i < 40; i += 2)
+        EXPECT_TAKES(w, o, i);
+    for (int i = 0; i < 40; i += 2)
+        EXPECT_TAKES(w, o, i);
+    EXPECT_TAKES(w, o, -1);
+    vf__pool_destroy(&p);
+    free(o);
+}
+
+/* A worker that made ops ready runs the first of them next itself when its
+ * queue holds nothing better (the hand-off), and queues the rest. */
+TEST_CASE(worker_place_hands_off)
+{
+    static const int prio[] = {0, 0, 0, 5, 0, 0};
+    vf__pool p;
+    pool_new(&p, 1);
+    vf__worker *w = &p.workers[0];
+    ops *o = ops_new(prio, 6);
+    vf__readylist mine;
+
+    vf__readylist_init(&mine); /* nothing: nothing to run */
+    CHECK(vf__worker_place(w, &mine) == NULL);
+
+    vf__readylist_init(&mine); /* one, queue empty: no queue round trip */
+    vf__readylist_add(&mine, &o->op[0]);
+    CHECK_EQ(index_of(o, vf__worker_place(w, &mine)), 0);
+    CHECK_EQ(atomic_load(&w->qlen), 0);
+
+    vf__readylist_init(&mine); /* two: the first runs, one is queued */
+    vf__readylist_add(&mine, &o->op[1]);
+    vf__readylist_add(&mine, &o->op[2]);
+    CHECK_EQ(index_of(o, vf__worker_place(w, &mine)), 1);
+    CHECK_EQ(atomic_load(&w->qlen), 1);
+    CHECK_EQ(mine.count, 0);
+
+    vf__readylist_init(&mine); /* the queue holds something better */
+    vf__readylist_add(&mine, &o->op[4]);
+    submit_as(w, &o->op[3]);
+    CHECK_EQ(index_of(o, vf__worker_place(w, &mine)), 3);
+    EXPECT_TAKES(w, o, 2, 4, -1);
+
+    vf__readylist_init(&mine); /* an inbox op is older: it goes first */
+    submit_outside(&p, &o->op[5]);
+    vf__readylist_add(&mine, &o->op[0]);
+    CHECK_EQ(index_of(o, vf__worker_place(w, &mine)), 5);
+    EXPECT_TAKES(w, o, 0, -1);
+    vf__pool_destroy(&p);
+    free(o);
+}
+
+/* A worker takes its own ops first, then steals another's, oldest first. */
+TEST_CASE(take_own_then_steal)
+{
+    vf__pool p;
+    pool_new(&p, 3);
+    ops *o = ops_new(NULL, 5);
+    vf__worker *w0 = &p.workers[0], *w1 = &p.workers[1];
+    submit_as(w1, &o->op[0]);
+    submit_as(w1, &o->op[1]);
+    submit_as(w0, &o->op[2]);
+    submit_as(w1, &o->op[3]);
+    EXPECT_TAKES(w0, o, 2, 0, 1); /* its own, then stolen in order */
+    submit_as(w0, &o->op[4]);
+    EXPECT_TAKES(w1, o, 3, 4, -1);
+    EXPECT_TAKES(w0, o, -1);
+    vf__pool_destroy(&p);
+    free(o);
+}
+
+/* A device pool ("spread") places round-robin and never steals: one
+ * worker's ops stay its own (each worker owns a stream). */
+TEST_CASE(spread_pool_does_not_steal)
+{
+    vf__pool p;
+    pool_new(&p, 2);
+    p.spread = true;
+    ops *o = ops_new(NULL, 4);
+    for (int i = 0; i < 4; i++)
+        submit_outside(&p, &o->op[i]);
+    vf__worker *w0 = &p.workers[0], *w1 = &p.workers[1];
+    vf__op *a = vf__worker_take(w0), *b = vf__worker_take(w0);
+    CHECK(a != NULL && b != NULL);
+    CHECK(vf__worker_take(w0) == NULL); /* the other two are w1's */
+    CHECK_EQ(index_of(o, b) - index_of(o, a), 2); /* every other one */
+    vf__op *c = vf__worker_take(w1), *d = vf__worker_take(w1);
+    CHECK(c != NULL && d != NULL && vf__worker_take(w1) == NULL);
+    CHECK(a != c && a != d && b != c && b != d);
+    vf__pool_destroy(&p);
+    free(o);
+}
+
+/* A thread that is no worker takes from any worker's queue. */
+TEST_CASE(pool_take_from_any_worker)
+{
+    vf__pool p;
+    pool_new(&p, 2);
+    ops *o = ops_new(NULL, 4);
+    submit_as(&p.workers[0], &o->op[0]);
+    submit_as(&p.workers[1], &o->op[1]);
+    submit_outside(&p, &o->op[2]);
+    submit_outside(&p, &o->op[3]);
+    bool seen[4] = {false};
+    for (int i = 0; i < 4; i++) {
+        int k = index_of(o, vf__pool_take(&p));
+        CHECK(k >= 0 && k < 4 && !seen[k]);
+        if (k >= 0 && k < 4)
+            seen[k] = true;
+    }
+    CHECK(vf__pool_take(&p) == NULL);
+    vf__pool_destroy(&p);
+    free(o);
+}
+
+/* Pushers place ops from several threads while workers take (their own,
+ * and stealing): every op is taken exactly once. */
+#define NPUSHERS 3
+#define NTAKERS 2
+
+typedef struct race {
+    vf__pool pool;
+    vf__op *ops;
+    long per_pusher;
+    atomic_long taken;
+    atomic_int *seen;
+    tu_rv start;
+} race;
+
+typedef struct race_arg {
+    race *r;
+    int index;
+} race_arg;
+
+static void *pusher(void *arg)
+{
+    race_arg *a = arg;
+    race *r = a->r;
+    (void)tu_rv_meet(&r->start, NPUSHERS + NTAKERS, TU_TIMEOUT);
+    for (long i = 0; i < r->per_pusher; i++)
+        vf__pool_submit(&r->pool, &r->ops[a->index * r->per_pusher + i]);
+    return NULL;
+}
+
+static void *taker(void *arg)
+{
+    race_arg *a = arg;
+    race *r = a->r;
+    vf__worker *w = &r->pool.workers[a->index];
+    vf__this_worker_ = w;
+    long total = NPUSHERS * r->per_pusher;
+    (void)tu_rv_meet(&r->start, NPUSHERS + NTAKERS, TU_TIMEOUT);
+    while (atomic_load(&r->taken) < total) {
+        vf__op *op = vf__worker_take(w);
+        if (op == NULL) {
+            sched_yield();
+            continue;
+        }
+        atomic_fetch_add(&r->seen[op - r->ops], 1);
+        atomic_fetch_add(&r->taken, 1);
+    }
+    vf__this_worker_ = NULL;
+    return NULL;
+}
+
+TEST_CASE(every_op_taken_once_under_contention)
+{
+    race *r = calloc(1, sizeof *r);
+    REQUIRE(r != NULL);
+    r->per_pusher = (long)tu_scaled(20000, 2000);
+    long total = NPUSHERS * r->per_pusher;
+    r->ops = calloc((size_t)total, sizeof *r->ops);
+    r->seen = calloc((size_t)total, sizeof *r->seen);
+    REQUIRE(r->ops != NULL && r->seen != NULL);
+    for (long i = 0; i < total; i++)
+        r->ops[i].priority = (int)(i % 3) - 1; /* lane and heap */
+    pool_new(&r->pool, NTAKERS);
+    tu_rv_init(&r->start);
+    pthread_t t[NPUSHERS + NTAKERS];
+    race_arg args[NPUSHERS + NTAKERS];
+    for (int i = 0; i < NPUSHERS; i++) {
+        args[i] = (race_arg){r, i};
+        t[i] = tu_thread_start(pusher, &args[i]);
+    }
+    for (int i = 0; i < NTAKERS; i++) {
+        args[NPUSHERS + i] = (race_arg){r, i};
+        t[NPUSHERS + i] = tu_thread_start(taker, &args[NPUSHERS + i]);
+    }
+    for (int i = 0; i < NPUSHERS + NTAKERS; i++)
+        tu_thread_join(t[i]);
+    CHECK_EQ(atomic_load(&r->taken), total);
+    long bad = 0;
+    for (long i = 0; i < total; i++)
+        if (atomic_load(&r->seen[i]) != 1 && bad++ < 5)
+            CHECK_REPORT_("op %ld taken %d times", i, atomic_load(&r->seen[i]));
+    CHECK_EQ(bad, 0);
+    vf__pool_destroy(&r->pool);
+    tu_rv_destroy(&r->start);
+    free(r->ops);
+    free(r->seen);
+    free(r);
+}
+
+TEST_MAIN("test_ready_queue", 120)

@@ -1,0 +1,376 @@
+/*
+ * test_var_queue: the var queue state machine (src/core/var.h), alone.
+ *
+ * Each case drives one vf__var through the four calls of var.h (append
+ * read, append write, complete read, complete write) with hand-made ops
+ * and checks what the contract says: which appends are ready at once, the
+ * ops each completion makes ready and in what order, and the queue's
+ * fields after each step (nreaders, pending_write, last_write, tail, each
+ * write's reads_after and next_write). Then the handle table: lookups of
+ * live, stale, foreign and malformed handles, and slot reuse.
+ */
+#include "runner.h"
+
+#include "core/var.h"
+
+/* An op that waits for one var (or `waits` vars): its own place. */
+typedef struct top {
+    vf__op op;
+    vf__qblock place;
+} top;
+
+static void var_init(vf__var *v)
+{
+    memset(v, 0, sizeof *v);
+    vf__spin_init(&v->lock);
+    atomic_init(&v->failure, NULL);
+    atomic_init(&v->version, 0);
+    atomic_init(&v->gen, 1);
+    atomic_init(&v->watched, false);
+    v->state = VF__VAR_LIVE;
+}
+
+static void op_init(top *t, int waits)
+{
+    memset(t, 0, sizeof *t);
+    atomic_init(&t->op.wait, waits);
+}
+
+/* The append calls, under the var's lock as var.h requires. */
+static bool append_read(vf__var *v, top *t)
+{
+    vf__spin_lock(&v->lock);
+    bool ready = vf__var_append_read(v, &t->op, &t->place);
+    vf__spin_unlock(&v->lock);
+    return ready;
+}
+
+static bool append_write(vf__var *v, top *t)
+{
+    vf__spin_lock(&v->lock);
+    bool ready = vf__var_append_write(v, &t->op, &t->place);
+    vf__spin_unlock(&v->lock);
+    return ready;
+}
+
+/* Check that a completion made exactly want[0..n) ready, in that order. */
+static void check_ready(vf__readylist *rl, top **want, int n, const char *what)
+{
+    CHECK_EQ(rl->count, n);
+    for (int i = 0; i < n; i++) {
+        vf__op *op = vf__readylist_pop(rl);
+        if (op != &want[i]->op)
+            CHECK_REPORT_("%s: ready op %d is not the expected one", what, i);
+        else
+            CHECK_EQ(atomic_load(&op->wait), 0);
+    }
+    CHECK(vf__readylist_pop(rl) == NULL);
+}
+
+/* COMPLETE_READ(v, t, ops..., NULL) / COMPLETE_WRITE: complete a read or
+ * a write of `t` (it ran, no failure) and check that it made exactly
+ * `ops` ready, in that order (NULL ends the list, and is not counted). */
+#define READY(...) ((top *[]){__VA_ARGS__})
+#define NREADY(...) ((int)(sizeof(READY(__VA_ARGS__)) / sizeof(top *)))
+
+#define COMPLETE_READ(v, t, ...)                                               \
+    do {                                                                       \
+        vf__readylist rl_;                                                     \
+        vf__readylist_init(&rl_);                                              \
+        vf__var_complete_read(v, &(t)->op, &rl_);                              \
+        check_ready(&rl_, READY(__VA_ARGS__), NREADY(__VA_ARGS__) - 1,        \
+                    "complete read of " #t);                                   \
+    } while (0)
+
+#define COMPLETE_WRITE(v, t, ...)                                              \
+    do {                                                                       \
+        vf__readylist rl_;                                                     \
+        vf__readylist_init(&rl_);                                              \
+        vf__var_complete_write(v, &(t)->op, NULL, true, &rl_);                 \
+        check_ready(&rl_, READY(__VA_ARGS__), NREADY(__VA_ARGS__) - 1,        \
+                    "complete write of " #t);                                  \
+    } while (0)
+
+static void check_idle(const vf__var *v, int nreaders)
+{
+    CHECK_EQ(v->nreaders, nreaders);
+    CHECK(v->pending_write == NULL);
+    CHECK(v->last_write == NULL);
+    CHECK(v->tail == NULL);
+}
+
+TEST_CASE(read_on_idle_var_is_ready_at_once)
+{
+    vf__var v;
+    top r1, r2;
+    var_init(&v);
+    op_init(&r1, 1);
+    op_init(&r2, 1);
+    CHECK(append_read(&v, &r1));
+    CHECK(append_read(&v, &r2));
+    check_idle(&v, 2); /* running reads are counted, not queued */
+    COMPLETE_READ(&v, &r1, NULL);
+    CHECK_EQ(v.nreaders, 1);
+    COMPLETE_READ(&v, &r2, NULL);
+    check_idle(&v, 0);
+    CHECK_EQ(atomic_load(&v.version), 0); /* reads leave it */
+}
+
+TEST_CASE(write_on_idle_var_is_ready_at_once)
+{
+    vf__var v;
+    top w;
+    var_init(&v);
+    op_init(&w, 1);
+    CHECK(append_write(&v, &w));
+    CHECK_EQ(v.nreaders, VF__WRITE_RUNNING);
+    CHECK(v.pending_write == &w.place);
+    CHECK(v.last_write == &w.place);
+    CHECK(v.tail == &w.place);
+    CHECK(w.place.write);
+    CHECK(w.place.next_write == NULL);
+    CHECK_EQ(w.place.reads_after, 0);
+    COMPLETE_WRITE(&v, &w, NULL);
+    check_idle(&v, 0);
+    CHECK_EQ(atomic_load(&v.version), 1);
+}
+
+TEST_CASE(write_waits_for_running_reads)
+{
+    vf__var v;
+    top r1, r2, w;
+    var_init(&v);
+    op_init(&r1, 1);
+    op_init(&r2, 1);
+    op_init(&w, 1);
+    CHECK(append_read(&v, &r1));
+    CHECK(append_read(&v, &r2));
+    CHECK(!append_write(&v, &w));
+    CHECK_EQ(v.nreaders, 2);
+    CHECK(v.pending_write == &w.place);
+    COMPLETE_READ(&v, &r1, NULL);
+    CHECK_EQ(v.nreaders, 1);
+    COMPLETE_READ(&v, &r2, &w, NULL); /* the last reader releases it */
+    CHECK_EQ(v.nreaders, VF__WRITE_RUNNING);
+    COMPLETE_WRITE(&v, &w, NULL);
+    check_idle(&v, 0);
+}
+
+TEST_CASE(reads_queue_behind_a_write)
+{
+    vf__var v;
+    top w, r1, r2;
+    var_init(&v);
+    op_init(&w, 1);
+    op_init(&r1, 1);
+    op_init(&r2, 1);
+    CHECK(append_write(&v, &w));
+    CHECK(!append_read(&v, &r1));
+    CHECK(!append_read(&v, &r2));
+    CHECK_EQ(w.place.reads_after, 2);
+    CHECK(!r1.place.write);
+    CHECK(v.tail == &r2.place);
+    CHECK(v.last_write == &w.place);
+    COMPLETE_WRITE(&v, &w, &r1, &r2, NULL); /* together, in push order */
+    check_idle(&v, 2);
+    COMPLETE_READ(&v, &r2, NULL);
+    COMPLETE_READ(&v, &r1, NULL);
+    check_idle(&v, 0);
+}
+
+/* Rule 2: reads pushed between two writes run after the first and before
+ * the second, all together. */
+TEST_CASE(reads_between_writes_are_released_together)
+{
+    vf__var v;
+    top w1, r1, r2, w2, r3, r4, w3;
+    var_init(&v);
+    top *all[] = {&w1, &r1, &r2, &w2, &r3, &r4, &w3};
+    for (int i = 0; i < 7; i++)
+        op_init(all[i], 1);
+    CHECK(append_write(&v, &w1));
+    CHECK(!append_read(&v, &r1));
+    CHECK(!append_read(&v, &r2));
+    CHECK(!append_write(&v, &w2));
+    CHECK(!append_read(&v, &r3));
+    CHECK(!append_read(&v, &r4));
+    CHECK(!append_write(&v, &w3));
+    CHECK_EQ(w1.place.reads_after, 2);
+    CHECK(w1.place.next_write == &w2.place);
+    CHECK_EQ(w2.place.reads_after, 2);
+    CHECK(w2.place.next_write == &w3.place);
+    CHECK_EQ(w3.place.reads_after, 0);
+    CHECK(w3.place.next_write == NULL);
+    CHECK(v.pending_write == &w1.place);
+    CHECK(v.last_write == &w3.place);
+    CHECK(v.tail == &w3.place);
+
+    COMPLETE_WRITE(&v, &w1, &r1, &r2, NULL); /* not w2, not r3 */
+    CHECK_EQ(v.nreaders, 2);
+    CHECK(v.pending_write == &w2.place);
+    COMPLETE_READ(&v, &r2, NULL); /* in any order */
+    COMPLETE_READ(&v, &r1, &w2, NULL);
+    CHECK_EQ(v.nreaders, VF__WRITE_RUNNING);
+    COMPLETE_WRITE(&v, &w2, &r3, &r4, NULL);
+    CHECK_EQ(v.nreaders, 2);
+    CHECK(v.pending_write == &w3.place);
+    CHECK(v.last_write == &w3.place);
+    COMPLETE_READ(&v, &r3, NULL);
+    COMPLETE_READ(&v, &r4, &w3, NULL);
+    COMPLETE_WRITE(&v, &w3, NULL);
+    check_idle(&v, 0);
+    CHECK_EQ(atomic_load(&v.version), 3);
+}
+
+TEST_CASE(writes_run_one_after_another)
+{
+    vf__var v;
+    top w1, w2, w3;
+    var_init(&v);
+    op_init(&w1, 1);
+    op_init(&w2, 1);
+    op_init(&w3, 1);
+    CHECK(append_write(&v, &w1));
+    CHECK(!append_write(&v, &w2));
+    CHECK(!append_write(&v, &w3));
+    CHECK(w1.place.next_write == &w2.place);
+    COMPLETE_WRITE(&v, &w1, &w2, NULL);
+    CHECK_EQ(v.nreaders, VF__WRITE_RUNNING);
+    CHECK(v.pending_write == &w2.place);
+    CHECK(v.last_write == &w3.place);
+    COMPLETE_WRITE(&v, &w2, &w3, NULL);
+    CHECK(v.pending_write == &w3.place);
+    COMPLETE_WRITE(&v, &w3, NULL);
+    check_idle(&v, 0);
+}
+
+/* A read pushed after a queued write waits for it, even while earlier
+ * reads run: no reader preference, so the write cannot starve. */
+TEST_CASE(read_does_not_overtake_a_queued_write)
+{
+    vf__var v;
+    top r1, w, r2;
+    var_init(&v);
+    op_init(&r1, 1);
+    op_init(&w, 1);
+    op_init(&r2, 1);
+    CHECK(append_read(&v, &r1));
+    CHECK(!append_write(&v, &w));
+    CHECK(!append_read(&v, &r2));
+    CHECK_EQ(v.nreaders, 1);
+    CHECK_EQ(w.place.reads_after, 1);
+    COMPLETE_READ(&v, &r1, &w, NULL);
+    COMPLETE_WRITE(&v, &w, &r2, NULL);
+    check_idle(&v, 1);
+    COMPLETE_READ(&v, &r2, NULL);
+    check_idle(&v, 0);
+}
+
+/* An op on two vars is ready only once both released it (its wait
+ * counter); the first release alone does not list it. */
+TEST_CASE(op_is_ready_after_its_last_var)
+{
+    vf__var a, b;
+    top wa, rb, x;
+    vf__qblock x_on_b;
+    var_init(&a);
+    var_init(&b);
+    op_init(&wa, 1);
+    op_init(&rb, 1);
+    op_init(&x, 2);
+    CHECK(append_write(&a, &wa));
+    CHECK(append_read(&b, &rb));
+    CHECK(!append_read(&a, &x)); /* x reads a, writes b */
+    vf__spin_lock(&b.lock);
+    CHECK(!vf__var_append_write(&b, &x.op, &x_on_b));
+    vf__spin_unlock(&b.lock);
+    COMPLETE_WRITE(&a, &wa, NULL);
+    CHECK_EQ(atomic_load(&x.op.wait), 1);
+    COMPLETE_READ(&b, &rb, &x, NULL);
+    CHECK_EQ(a.nreaders, 1);
+    CHECK_EQ(b.nreaders, VF__WRITE_RUNNING);
+}
+
+/* A finishing write bumps the version when it ran, and leaves the failure
+ * it carries on the var (one reference), replacing an older one. */
+TEST_CASE(write_sets_version_and_failure)
+{
+    vf__failure_log log;
+    REQUIRE(vf__failure_log_init(&log) == 0);
+    vf__failure *f = vf__failure_log_record(&log, VF_EDEVICE, "f", "m", 1, 1);
+    vf__failure *g = vf__failure_log_record(&log, VF_EDEVICE, "g", "m", 2, 2);
+    REQUIRE(f != NULL && g != NULL && f != g);
+    vf__var v;
+    top w1, w2, w3;
+    var_init(&v);
+    op_init(&w1, 1);
+    op_init(&w2, 1);
+    op_init(&w3, 1);
+    vf__readylist rl;
+    vf__readylist_init(&rl);
+
+    int f_refs = atomic_load(&f->refs);
+    CHECK(append_write(&v, &w1));
+    vf__var_complete_write(&v, &w1.op, f, true, &rl);
+    CHECK(atomic_load(&v.failure) == f);
+    CHECK_EQ(atomic_load(&f->refs), f_refs + 1);
+    CHECK_EQ(atomic_load(&v.version), 1);
+
+    CHECK(append_write(&v, &w2)); /* skipped: no bump, no new failure */
+    vf__var_complete_write(&v, &w2.op, NULL, false, &rl);
+    CHECK(atomic_load(&v.failure) == f);
+    CHECK_EQ(atomic_load(&v.version), 1);
+
+    int g_refs = atomic_load(&g->refs);
+    CHECK(append_write(&v, &w3));
+    vf__var_complete_write(&v, &w3.op, g, true, &rl);
+    CHECK(atomic_load(&v.failure) == g);
+    CHECK_EQ(atomic_load(&f->refs), f_refs); /* the var let f go */
+    CHECK_EQ(atomic_load(&g->refs), g_refs + 1);
+    CHECK_EQ(atomic_load(&v.version), 2);
+    CHECK_EQ(rl.count, 0);
+
+    vf__failure_unref(atomic_exchange(&v.failure, NULL));
+    vf__failure_unref(f);
+    vf__failure_unref(g);
+    vf__failure_log_destroy(&log);
+}
+
+/* Handles: a live one finds its slot; a freed slot's old handle is stale,
+ * also once the slot is reused; another engine's tag and a zero handle
+ * are refused. */
+TEST_CASE(handle_table)
+{
+    vf__var_table t;
+    REQUIRE(vf__var_table_init(&t, 7) == 0);
+    vf_var h1 = {0}, h2 = {0}, h3 = {0};
+    CHECK_OK(vf__var_create(&t, &h1));
+    CHECK_OK(vf__var_create(&t, &h2));
+    CHECK(h1.id != h2.id);
+    vf__var *v1 = NULL, *v2 = NULL, *v = NULL;
+    CHECK_OK(vf__var_lookup(&t, h1, &v1));
+    CHECK_OK(vf__var_lookup(&t, h2, &v2));
+    REQUIRE(v1 != NULL && v2 != NULL && v1 != v2);
+    CHECK(vf__var_usable(v1, vf__var_handle_gen(h1)));
+    check_idle(v1, 0);
+
+    CHECK_ERR(vf__var_lookup(&t, (vf_var){0}, &v), VF_EINVAL);
+    vf_var foreign = {h1.id ^ ((uint64_t)(7 ^ 8)
+                                << (VF__VAR_INDEX_BITS + VF__VAR_GEN_BITS))};
+    CHECK_ERR(vf__var_lookup(&t, foreign, &v), VF_EXDEV);
+
+    vf__spin_lock(&v1->lock);
+    v1->state = VF__VAR_DELETING; /* as a delete op leaves it */
+    vf__spin_unlock(&v1->lock);
+    vf__var_free_slot(&t, v1);
+    CHECK_ERR(vf__var_lookup(&t, h1, &v), VF_ESTALE);
+    CHECK_OK(vf__var_create(&t, &h3)); /* the freed slot, a new generation */
+    CHECK_OK(vf__var_lookup(&t, h3, &v));
+    CHECK(v == v1);
+    CHECK(h3.id != h1.id);
+    CHECK_ERR(vf__var_lookup(&t, h1, &v), VF_ESTALE);
+    CHECK(!vf__var_usable(v1, vf__var_handle_gen(h1)));
+    vf__var_table_destroy(&t);
+}
+
+TEST_MAIN("test_var_queue", 60)
