@@ -7,7 +7,8 @@
 #   make demo-mpi [NP=2]     the tiled Cholesky on NP MPI ranks (libvarflow-mpi)
 #   make install PREFIX=DIR  install header, libraries, varflow.pc, CMake package
 #   make check-install       install into a temp prefix and build a consumer
-#                            through pkg-config and find_package(varflow)
+#                            through pkg-config and find_package(varflow);
+#                            prove the core needs no CUDA (scripts/check-install)
 #   make asan / make tsan    the whole test suite under ASan+UBSan / TSan,
 #                            each in its own tree (build-asan, build-tsan)
 #   make format              clang-format -i over src include tests examples

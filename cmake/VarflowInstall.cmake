@@ -10,6 +10,11 @@
 #   lib/libvarflow-mpi.a, lib/libvarflow-mpi.so{,.MAJOR,.MAJOR.MINOR.PATCH}
 #   lib/pkgconfig/varflow-mpi.pc                   (Requires: varflow)
 #   varflow::mpi (shared) and varflow::mpi_static in the same CMake package
+# and, when libvarflow-cuda is built (VF_HAVE_CUDA, cmake/VarflowCuda.cmake):
+#   include/varflow_cuda.h
+#   lib/libvarflow-cuda.a, lib/libvarflow-cuda.so{,.MAJOR,.MAJOR.MINOR.PATCH}
+#   lib/pkgconfig/varflow-cuda.pc                  (Requires: varflow)
+#   varflow::cuda (shared) and varflow::cuda_static in the same CMake package
 # Components: Runtime (the .so.MAJOR files) and Development (the rest).
 # `cmake --install BUILD --prefix DIR` works whatever CMAKE_INSTALL_PREFIX
 # was at configure time (the CMake package is relocatable; varflow.pc is
@@ -45,11 +50,9 @@ foreach(kind LIBDIR INCLUDEDIR)
   endif()
 endforeach()
 # What a static link needs besides libvarflow.a (mirror the PUBLIC/PRIVATE
-# link libraries of the library targets here when they grow).
+# link libraries of the library targets here when they grow): pthreads
+# only, whatever this machine has (the CUDA runtime is libvarflow-cuda's).
 set(VF_PC_LIBS_PRIVATE "-pthread")
-if(VF_HAVE_CUDA)
-  string(APPEND VF_PC_LIBS_PRIVATE " -L${CUDAToolkit_LIBRARY_DIR} -lcudart")
-endif()
 set(VF_PC_PREFIX "@VF_PC_PREFIX@") # filled in at install time
 if(IS_ABSOLUTE "${VF_PC_DIR}")
   set(vf_pc_dest "${VF_PC_DIR}")
@@ -134,6 +137,36 @@ if(VF_HAVE_MPI)
 endif()
 # scripts/check-install reads this from the cache to check the MPI part.
 set(VF_HAVE_MPI ${VF_HAVE_MPI} CACHE INTERNAL "libvarflow-mpi is built and installed")
+
+# libvarflow-cuda ----------------------------------------------------------------
+# As libvarflow-mpi: same layout, components and export set (varflow::cuda
+# and varflow::cuda_static), and varflow-cuda.pc. varflow_cuda.h needs
+# nothing of CUDA, so Cflags are varflow's; the CUDA runtime the library was
+# linked with is Libs.private (a static link needs it; the shared library
+# records it in its NEEDED entries). The path is the build machine's, as in
+# the library's own link.
+if(VF_HAVE_CUDA)
+  install(FILES ${PROJECT_SOURCE_DIR}/include/varflow_cuda.h
+          DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT Development)
+  install(TARGETS varflow_cuda_shared varflow_cuda_static EXPORT varflowTargets
+    LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT Runtime
+            NAMELINK_COMPONENT Development
+    ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT Development
+    RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT Runtime
+    INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  set(VF_PC_CUDA_LIBS_PRIVATE "-L${CUDAToolkit_LIBRARY_DIR} -lcudart -pthread")
+  configure_file(${PROJECT_SOURCE_DIR}/cmake/varflow-cuda.pc.in
+                 ${PROJECT_BINARY_DIR}/varflow-cuda.pc.in @ONLY)
+  install(CODE "
+    set(VF_PC_PREFIX \"\${CMAKE_INSTALL_PREFIX}\")
+    configure_file(\"${PROJECT_BINARY_DIR}/varflow-cuda.pc.in\"
+                   \"${PROJECT_BINARY_DIR}/pkgconfig/varflow-cuda.pc\" @ONLY)
+    file(INSTALL DESTINATION \"${vf_pc_dest}\"
+         TYPE FILE FILES \"${PROJECT_BINARY_DIR}/pkgconfig/varflow-cuda.pc\")
+  " COMPONENT Development)
+endif()
+# scripts/check-install reads this from the cache to check the CUDA part.
+set(VF_HAVE_CUDA ${VF_HAVE_CUDA} CACHE INTERNAL "libvarflow-cuda is built and installed")
 
 # CMake package ----------------------------------------------------------------
 install(EXPORT varflowTargets NAMESPACE varflow::

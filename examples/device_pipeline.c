@@ -11,10 +11,13 @@
  * real): with event ordering (varflow's default) and with a full
  * synchronize after every op (device_sync, what MXNet 1.x did), and prints
  * both times, the host synchronizations each needed, and how long copies
- * and compute overlapped in the profile. On a machine with an NVIDIA GPU
- * and a CUDA build, it runs the same pipeline on CUDA too (real copies and
- * a kernel, examples/device_pipeline_cuda.cu). The results of every run
- * are checked against a serial loop.
+ * and compute overlapped in the profile. Built with libvarflow-cuda (and
+ * a CUDA compiler, VF_EXAMPLE_CUDA), it registers the CUDA device
+ * (vf_cuda_register, varflow_cuda.h) and, where a GPU is there, runs the
+ * same pipeline on CUDA too (real copies and a kernel,
+ * examples/device_pipeline_cuda.cu). Built without, it needs nothing of
+ * CUDA and runs anywhere. The results of every run are checked against a
+ * serial loop.
  *
  * Both devices run with one compute and one copy worker, so one compute
  * stream and one copy stream, as a CUDA program usually has.
@@ -32,6 +35,8 @@
 #include <varflow.h>
 
 #ifdef VF_EXAMPLE_CUDA
+#include <varflow_cuda.h>
+
 #include "device_pipeline_cuda.h"
 #endif
 
@@ -342,8 +347,13 @@ int main(int argc, char **argv)
                         getenv("VF_PIPELINE_PROFILE"));
     free_batches(pp.b, nbatches, pp.device);
 
-    if (vf_device_count(VF_DEVICE_CUDA) > 0) {
 #ifdef VF_EXAMPLE_CUDA
+    /* The CUDA device is libvarflow-cuda's: registered, it is used where a
+     * GPU is there. */
+    if (vf_cuda_register() != 0) {
+        printf("CUDA: vf_cuda_register: %s\n", vf_last_error_detail());
+        failed = 1;
+    } else if (vf_device_count(VF_DEVICE_CUDA) > 0) {
         pipe pc = {.nbatches = nbatches, .device = {VF_DEVICE_CUDA, 0}};
         pc.b = make_batches(nbatches, n, pc.device);
         failed |= run_on(&pc, "CUDA device 0",
@@ -352,12 +362,12 @@ int main(int argc, char **argv)
                                      .gpu_copy_workers = 1},
                          NULL);
         free_batches(pc.b, nbatches, pc.device);
-#else
-        printf("CUDA: a GPU is there, but this example was built without "
-               "CUDA\n");
-#endif
     } else {
         printf("CUDA: not run (%s)\n", vf_last_error_detail());
     }
+#else
+    printf("CUDA: not run (this example was built without libvarflow-cuda "
+           "or without a CUDA compiler)\n");
+#endif
     return failed;
 }

@@ -1,7 +1,7 @@
 /*
  * device_pipeline_cuda.h: the CUDA half of examples/device_pipeline.c (built
- * only when varflow is built with CUDA): real asynchronous copies and a
- * kernel, put on the stream varflow gives the op (vf_run_stream).
+ * only with libvarflow-cuda and a CUDA compiler): real asynchronous copies and
+ * a kernel, put on the stream varflow gives the op (vf_run_stream).
  */
 #ifndef DEVICE_PIPELINE_CUDA_H
 #define DEVICE_PIPELINE_CUDA_H

@@ -388,7 +388,8 @@ typedef void (*vf_done_fn)(void *arg, int status);
 
 typedef enum vf_device_type {
     VF_DEVICE_CPU = 0,
-    VF_DEVICE_CUDA,     /* an NVIDIA GPU (built with CUDA), id = ordinal */
+    VF_DEVICE_CUDA,     /* an NVIDIA GPU, id = ordinal (libvarflow-cuda:
+                           varflow_cuda.h, vf_cuda_register) */
     VF_DEVICE_EMULATED  /* streams emulated on CPU threads, ids 0..7 */
 } vf_device_type;
 
@@ -516,8 +517,9 @@ VF_API int vf_run_submit(vf_run *run, vf_device_fn fn, void *arg,
                          size_t bytes);
 
 /* Devices of a type usable now: 1 for VF_DEVICE_CPU, the emulated device's
- * count, the GPUs CUDA sees (0 when varflow was built without CUDA, or no
- * GPU or driver is there; vf_last_error_detail() then says why). */
+ * count, the GPUs CUDA sees (0 until libvarflow-cuda's vf_cuda_register()
+ * was called, or when no GPU or driver is there; vf_last_error_detail()
+ * then says why). */
 VF_API int vf_device_count(vf_device_type type);
 
 /* The op's name (never NULL: "" when unnamed). */

@@ -1,8 +1,9 @@
 /*
- * test_device_cuda: the CUDA stream device (src/device/cuda.c), through its
- * class in the table (device.h), without an engine. Built only with the
- * CUDA device; exits 77 (skipped), saying why, where count() is 0 (no GPU,
- * no driver).
+ * test_device_cuda: the CUDA stream device (src/device/cuda.c,
+ * libvarflow-cuda), through its class in the table (device.h), without an
+ * engine. Built only with libvarflow-cuda. It registers the class
+ * (vf_cuda_register: 0, idempotent, the class then in the table) and exits
+ * 77 (skipped), saying why, where count() is 0 (no GPU, no driver).
  *
  * It checks the essentials every device has (device_check.h): order within
  * a stream; asynchrony and host waits/queries from several threads; an
@@ -20,6 +21,7 @@
 #include "util.h"
 
 #include <cuda_runtime_api.h>
+#include <varflow_cuda.h>
 
 #include "device_check.h"
 
@@ -82,10 +84,19 @@ static void check_device_memory(const dc_ctx *c)
 
 int main(void)
 {
+    if (vf__device_class_of(VF_DEVICE_CUDA) != NULL ||
+        vf_cuda_register() != 0 || vf_cuda_register() != 0) {
+        printf("test_device_cuda: FAILED: registration: %s\n",
+               vf_last_error_detail());
+        return 1;
+    }
     const vf__device_class *cls = vf__device_class_of(VF_DEVICE_CUDA);
-    if (cls == NULL) {
-        printf("test_device_cuda: SKIPPED: %s\n", vf_last_error_detail());
-        return 77;
+    if (cls == NULL || cls->type != VF_DEVICE_CUDA ||
+        strcmp(cls->name, "cuda") != 0) {
+        printf("test_device_cuda: FAILED: no CUDA class after "
+               "vf_cuda_register: %s\n",
+               vf_last_error_detail());
+        return 1;
     }
     int n = cls->count();
     if (n == 0) {

@@ -13,18 +13,25 @@
  * through stream_wait (inherited = true); event times monotone along a
  * stream; destroy drains pending work; references; out of memory in every
  * allocation in turn is a clean VF_ENOMEM. Then what only this device has:
- * the class table (CPU none, CUDA present or a reason), ids 0..7 and
+ * the class table (CPU none, CUDA absent until a library registers it,
+ * with a detail saying what to link and call), ids 0..7 and
  * VF_ENODEV outside, the handle is the stream, the modeled cost of a
  * submission (latency, bytes / bandwidth) as a lower bound on event times
  * (a guarantee, not a speed), a ring of waits over all 8 devices, and
  * callers' mistakes (NULLs, an event of another class) as VF_EINVAL.
+ * Last, the registration door (vf__device_class_register) with a stand-in
+ * CUDA class: the refusals (NULLs, another build's stamp, a built-in type,
+ * a second class for a type), the core's allocation funnel handed back,
+ * idempotence, and the registered class reached through the table, by
+ * vf_device_count and by a push.
  */
 #include "util.h"
 
 #include "device_check.h"
 
-/* The table: CPU has no class, EMULATED is this one, CUDA is either built
- * or absent with a reason; an unknown type has none. */
+/* The table: CPU has no class, EMULATED is this one, CUDA is absent (this
+ * test does not link libvarflow-cuda) with a detail naming what to link and
+ * call; an unknown type has none. */
 static void check_table(void)
 {
     tu_phase("class table");
@@ -33,14 +40,14 @@ static void check_table(void)
     REQUIRE(emu != NULL);
     CHECK_EQ(emu->type, VF_DEVICE_EMULATED);
     CHECK(strcmp(emu->name, "emulated") == 0);
-    const vf__device_class *cuda = vf__device_class_of(VF_DEVICE_CUDA);
-    if (cuda != NULL) {
-        CHECK_EQ(cuda->type, VF_DEVICE_CUDA);
-        CHECK(strcmp(cuda->name, "cuda") == 0);
-    } else if (strstr(vf_last_error_detail(), "without CUDA") == NULL) {
-        CHECK_REPORT_("no CUDA class, and the detail '%s' says no reason",
+    CHECK(vf__device_class_of(VF_DEVICE_CUDA) == NULL);
+    if (strstr(vf_last_error_detail(), "libvarflow-cuda") == NULL ||
+        strstr(vf_last_error_detail(), "vf_cuda_register") == NULL)
+        CHECK_REPORT_("no CUDA class, and the detail '%s' does not say to "
+                      "link libvarflow-cuda and call vf_cuda_register",
                       vf_last_error_detail());
-    }
+    CHECK_EQ(vf_device_count(VF_DEVICE_CUDA), 0);
+    CHECK(strstr(vf_last_error_detail(), "vf_cuda_register") != NULL);
     CHECK(vf__device_class_of((vf_device_type)42) == NULL);
     CHECK(vf_last_error_detail()[0] != '\0');
 }
@@ -173,6 +180,69 @@ static void check_ring(const vf__device_class *cls)
     free(adds);
 }
 
+/* A stand-in for a device library's class: CUDA's type, no devices. */
+static int fake_count(void)
+{
+    return vf_set_error_detail(0, "fake class: no device");
+}
+
+static const vf__device_class fake_cuda = {
+    .type = VF_DEVICE_CUDA, .name = "fake-cuda", .count = fake_count};
+static const vf__device_class fake_cuda2 = {
+    .type = VF_DEVICE_CUDA, .name = "fake-cuda-2", .count = fake_count};
+
+/* The registration door, as libvarflow-cuda uses it (it must come last: a
+ * registered class stays for the life of the process). */
+static void check_register(void)
+{
+    tu_phase("registration");
+    const vf__device_host *host = NULL;
+    const uint64_t abi = VF__DEVICE_ABI;
+    CHECK_ERR(vf__device_class_register(NULL, abi, &host), VF_EINVAL);
+    CHECK_ERR(vf__device_class_register(&fake_cuda, abi, NULL), VF_EINVAL);
+    CHECK_ERR(vf__device_class_register(&fake_cuda, abi + 1, &host), VF_EINVAL);
+    CHECK(strstr(vf_last_error_detail(), "one build") != NULL);
+    CHECK_ERR(vf__device_class_register(&fake_cuda, abi ^ (1ull << 32), &host),
+              VF_EINVAL);
+    const vf__device_class *emu = vf__device_class_of(VF_DEVICE_EMULATED);
+    CHECK_ERR(vf__device_class_register(emu, abi, &host), VF_EINVAL);
+    vf__device_class other = fake_cuda;
+    other.type = VF_DEVICE_CPU;
+    CHECK_ERR(vf__device_class_register(&other, abi, &host), VF_EINVAL);
+    other.type = (vf_device_type)42;
+    CHECK_ERR(vf__device_class_register(&other, abi, &host), VF_EINVAL);
+    CHECK(vf__device_class_of(VF_DEVICE_CUDA) == NULL);
+    CHECK(host == NULL);
+
+    CHECK_OK(vf__device_class_register(&fake_cuda, abi, &host));
+    REQUIRE(host != NULL);
+    CHECK(vf__device_class_of(VF_DEVICE_CUDA) == &fake_cuda);
+    CHECK_OK(vf__device_class_register(&fake_cuda, abi, &host));
+    CHECK_ERR(vf__device_class_register(&fake_cuda2, abi, &host), VF_EINVAL);
+    CHECK(vf__device_class_of(VF_DEVICE_CUDA) == &fake_cuda);
+    CHECK(vf__device_class_of(VF_DEVICE_EMULATED) == emu);
+
+    /* The funnel handed back is the core's: fault injection reaches it. */
+    vf_debug_fail_alloc(1);
+    CHECK(host->malloc(16) == NULL);
+    CHECK_EQ(vf_debug_alloc_count(), 1);
+    void *p = host->calloc(2, 8);
+    CHECK(p != NULL);
+    vf_debug_fail_alloc(0);
+    free(p);
+
+    /* The engine reaches it through the table like a built-in class. */
+    CHECK_EQ(vf_device_count(VF_DEVICE_CUDA), 0);
+    CHECK(strstr(vf_last_error_detail(), "fake class") != NULL);
+    vf_engine *e = NULL;
+    CHECK_OK(vf_engine_create(
+        &e, &(vf_config){.type = VF_ENGINE_PERDEVICE, .cpu_workers = 1}));
+    CHECK_ERR(vf_push(e, &(vf_op){.fn = tu_nop, .device = {VF_DEVICE_CUDA, 0}}),
+              VF_ENODEV);
+    CHECK(strstr(vf_last_error_detail(), "no fake-cuda device 0") != NULL);
+    CHECK_OK(vf_engine_destroy(e));
+}
+
 int main(void)
 {
     tu_init("test_device_emulated", 240);
@@ -195,5 +265,6 @@ int main(void)
 
     check_cost(cls);
     check_ring(cls);
+    check_register();
     return check_finish("test_device_emulated");
 }

@@ -20,11 +20,19 @@
  * - Device writes bump their var's version (rule 8).
  * - A delete waits for the device work on its var; bad input is refused
  *   with the right code (a device op outside a stream, an async device
- *   op, a device id that is not there).
+ *   op, a device id that is not there, a CUDA op while no CUDA class is
+ *   registered: VF_ENODEV, the detail naming vf_cuda_register).
+ * With --cuda (built with libvarflow-cuda, VF_TEST_CUDA): registers the
+ * CUDA class, then runs the random programs and failures on CUDA device 0
+ * beside an emulated one; exits 77 (skipped) without a GPU.
  */
 #include "util.h"
 
 #include <string.h>
+
+#ifdef VF_TEST_CUDA
+#include <varflow_cuda.h>
+#endif
 
 #define NV 16
 #define MAXR 3
@@ -566,21 +574,25 @@ static void test_delete_and_bad_input(void)
     CHECK_ERR(vf_push(e, &(vf_op){.fn = tu_nop,
                                   .property = VF_PROP_COPY_TO_DEVICE}),
               VF_EINVAL);
-    if (vf_device_count(VF_DEVICE_CUDA) == 0) {
-        CHECK_ERR(vf_push(e, &(vf_op){.fn = tu_nop,
-                                      .device = {VF_DEVICE_CUDA, 0}}),
-                  VF_ENODEV);
-        printf("CUDA refused as expected: %s\n", vf_last_error_detail());
-    }
+    /* Nothing registered the CUDA class (only --cuda does). */
+    CHECK_EQ(vf_device_count(VF_DEVICE_CUDA), 0);
+    CHECK_ERR(vf_push(e, &(vf_op){.fn = tu_nop, .device = {VF_DEVICE_CUDA, 0}}),
+              VF_ENODEV);
+    CHECK(strstr(vf_last_error_detail(), "vf_cuda_register") != NULL);
+    printf("CUDA refused as expected: %s\n", vf_last_error_detail());
     CHECK_EQ(vf_device_count(VF_DEVICE_CPU), 1);
     CHECK(vf_device_count(VF_DEVICE_EMULATED) >= 2);
     CHECK_OK(vf_engine_destroy(e));
 }
 
 /* --cuda: the random programs on CUDA device 0 and emulated device 0 (the
- * CUDA test; exits 77, CTest's skip code, without a GPU). */
+ * CUDA test; exits 77, CTest's skip code, without a GPU, or when this
+ * program was built without libvarflow-cuda). */
 static int main_cuda(void)
 {
+#ifdef VF_TEST_CUDA
+    CHECK_OK(vf_cuda_register());
+#endif
     if (vf_device_count(VF_DEVICE_CUDA) == 0) {
         printf("test_device_engine --cuda: skipped: %s\n",
                vf_last_error_detail());

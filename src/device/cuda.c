@@ -1,7 +1,16 @@
 /*
- * cuda.c: the CUDA device class (VF_DEVICE_CUDA), built when CMake finds
- * the CUDA toolkit (-DVF_WITH_CUDA=AUTO|ON|OFF); the device's ordinal is
- * vf_device.id.
+ * cuda.c: the CUDA device class (VF_DEVICE_CUDA), and all of
+ * libvarflow-cuda (include/varflow_cuda.h), built when CMake finds the CUDA
+ * toolkit (-DVF_WITH_CUDA=AUTO|ON|OFF, cmake/VarflowCuda.cmake); the
+ * device's ordinal is vf_device.id.
+ *
+ * The library is apart from libvarflow so that the core links no CUDA
+ * runtime. vf_cuda_register() hands the class to the core through
+ * vf__device_class_register (device.h), the one internal name libvarflow
+ * exports; from then on the core reaches the class through its table like
+ * a built-in one. The core lends back its allocation funnel (host), which
+ * every allocation here goes through; details are set with the public
+ * vf_set_error_detail, the buffer the core's own vf__fail writes.
  *
  * A stream is a cudaStream_t (non-blocking: it never waits on the legacy
  * default stream); an event is a cudaEvent_t in a reference-counted
@@ -45,9 +54,24 @@
 
 #include <cuda_runtime_api.h>
 
-#include "base/alloc.h"
-#include "base/error.h"
+#include <varflow_cuda.h>
+
 #include "device/device.h"
+
+/* The core's services, set by the registration before the core can reach
+ * the class (its release publishes both): no function of the class runs
+ * before. */
+static const vf__device_host *host;
+
+static void *cuda_malloc(size_t size)
+{
+    return host->malloc(size);
+}
+
+static void *cuda_calloc(size_t count, size_t size)
+{
+    return host->calloc(count, size);
+}
 
 /* A closed segment's status, filled by a host function before the event
  * that closes the segment completes. */
@@ -96,8 +120,8 @@ static uint64_t now_ns(void)
 /* A CUDA error as a varflow one: VF_EDEVICE with CUDA's words. */
 static int cuda_fail(cudaError_t err, const char *what)
 {
-    return vf__fail(VF_EDEVICE, "CUDA: %s: %s (%s)", what,
-                    cudaGetErrorName(err), cudaGetErrorString(err));
+    return vf_set_error_detail(VF_EDEVICE, "CUDA: %s: %s (%s)", what,
+                               cudaGetErrorName(err), cudaGetErrorString(err));
 }
 
 /* --- the pool of cudaEvent_t, per device --------------------------------- */
@@ -131,7 +155,7 @@ static void unpooled_event(int device, cudaEvent_t ev)
         if (pool_len[device] == pool_cap[device] &&
             pool_cap[device] < POOL_CAP) {
             int cap = pool_cap[device] ? 2 * pool_cap[device] : 64;
-            cudaEvent_t *t = vf__malloc((size_t)cap * sizeof *t);
+            cudaEvent_t *t = cuda_malloc((size_t)cap * sizeof *t);
             if (t != NULL) {
                 if (pool_len[device] > 0)
                     memcpy(t, pool[device],
@@ -156,13 +180,13 @@ static void unpooled_event(int device, cudaEvent_t ev)
 
 static seg_status *status_new(void)
 {
-    seg_status *b = vf__calloc(1, sizeof *b);
+    seg_status *b = cuda_calloc(1, sizeof *b);
     if (b != NULL && pthread_mutex_init(&b->lock, NULL) != 0) {
         free(b);
         b = NULL;
     }
     if (b == NULL) {
-        vf__fail(VF_ENOMEM, "CUDA device: out of memory");
+        vf_set_error_detail(VF_ENOMEM, "CUDA device: out of memory");
         return NULL;
     }
     atomic_init(&b->refs, 1);
@@ -359,12 +383,12 @@ static int count(void)
     int n = 0;
     cudaError_t err = cudaGetDeviceCount(&n);
     if (err != cudaSuccess) {
-        vf__fail(VF_ENODEV, "no CUDA device: cudaGetDeviceCount: %s",
-                 cudaGetErrorString(err));
+        vf_set_error_detail(VF_ENODEV, "no CUDA device: cudaGetDeviceCount: %s",
+                            cudaGetErrorString(err));
         return 0;
     }
     if (n == 0)
-        vf__fail(VF_ENODEV, "no CUDA device: the driver sees none");
+        vf_set_error_detail(VF_ENODEV, "no CUDA device: the driver sees none");
     return n;
 }
 
@@ -375,20 +399,22 @@ static int stream_create(int id, const vf__device_params *params,
     *out = NULL;
     int n = count();
     if (id < 0 || id >= n)
-        return vf__fail(VF_ENODEV, "no CUDA device %d (%d found)", id, n);
-    vf__stream *s = vf__calloc(1, sizeof *s);
+        return vf_set_error_detail(VF_ENODEV, "no CUDA device %d (%d found)",
+                                   id, n);
+    vf__stream *s = cuda_calloc(1, sizeof *s);
     if (s == NULL)
-        return vf__fail(VF_ENOMEM, "CUDA device: out of memory");
+        return vf_set_error_detail(VF_ENOMEM, "CUDA device: out of memory");
     if (pthread_mutex_init(&s->lock, NULL) != 0) {
         free(s);
-        return vf__fail(VF_ESYSTEM, "CUDA device: pthread_mutex_init");
+        return vf_set_error_detail(VF_ESYSTEM,
+                                   "CUDA device: pthread_mutex_init");
     }
     s->device = id;
-    s->prog = vf__calloc(1, sizeof *s->prog);
+    s->prog = cuda_calloc(1, sizeof *s->prog);
     if (s->prog == NULL) {
         pthread_mutex_destroy(&s->lock);
         free(s);
-        return vf__fail(VF_ENOMEM, "CUDA device: out of memory");
+        return vf_set_error_detail(VF_ENOMEM, "CUDA device: out of memory");
     }
     atomic_init(&s->prog->refs, 1);
     s->prog->device = id;
@@ -441,9 +467,9 @@ static void *stream_handle(vf__stream *s)
 static int submit(vf__stream *s, vf_device_fn fn, void *arg, size_t bytes)
 {
     (void)bytes;
-    host_call *c = vf__calloc(1, sizeof *c);
+    host_call *c = cuda_calloc(1, sizeof *c);
     if (c == NULL)
-        return vf__fail(VF_ENOMEM, "CUDA device: out of memory");
+        return vf_set_error_detail(VF_ENOMEM, "CUDA device: out of memory");
     *c = (host_call){.s = s, .fn = fn, .arg = arg};
     pthread_mutex_lock(&s->lock);
     s->host_work = true;
@@ -453,9 +479,9 @@ static int submit(vf__stream *s, vf_device_fn fn, void *arg, size_t bytes)
 
 static int record(vf__stream *s, vf__event **out)
 {
-    vf__event *e = vf__calloc(1, sizeof *e);
+    vf__event *e = cuda_calloc(1, sizeof *e);
     if (e == NULL)
-        return vf__fail(VF_ENOMEM, "CUDA device: out of memory");
+        return vf_set_error_detail(VF_ENOMEM, "CUDA device: out of memory");
     atomic_init(&e->refs, 1);
     atomic_fetch_add_explicit(&s->prog->refs, 1, memory_order_relaxed);
     e->prog = s->prog;
@@ -474,11 +500,11 @@ static int record(vf__stream *s, vf__event **out)
     pthread_mutex_unlock(&s->lock);
     int rc = 0;
     if (host_work) { /* close the segment in stream order */
-        host_call *c = vf__calloc(1, sizeof *c);
+        host_call *c = cuda_calloc(1, sizeof *c);
         e->status = status_new();
         if (c == NULL || e->status == NULL) {
             free(c);
-            rc = vf__fail(VF_ENOMEM, "CUDA device: out of memory");
+            rc = vf_set_error_detail(VF_ENOMEM, "CUDA device: out of memory");
         } else {
             *c = (host_call){.s = s, .status = status_retain(e->status)};
             rc = launch(s, close_segment, c);
@@ -508,9 +534,9 @@ static int stream_wait(vf__stream *s, vf__event *e, bool carry)
         return cuda_fail(err, "cudaStreamWaitEvent");
     if (!carry || e->status == NULL)
         return 0; /* order only, or its failures are CUDA's own (sticky) */
-    host_call *c = vf__calloc(1, sizeof *c);
+    host_call *c = cuda_calloc(1, sizeof *c);
     if (c == NULL)
-        return vf__fail(VF_ENOMEM, "CUDA device: out of memory");
+        return vf_set_error_detail(VF_ENOMEM, "CUDA device: out of memory");
     seg_status *b = status_retain(e->status);
     *c = (host_call){.s = s, .status = b};
     pthread_mutex_lock(&s->lock);
@@ -545,7 +571,7 @@ static int stream_start(vf__stream *s)
     return 0;
 }
 
-const vf__device_class vf__cuda_class = {
+static const vf__device_class cuda_class = {
     .type = VF_DEVICE_CUDA,
     .name = "cuda",
     .count = count,
@@ -564,3 +590,28 @@ const vf__device_class vf__cuda_class = {
     .stream_stop = stream_stop,
     .stream_start = stream_start,
 };
+
+/* --- registration (varflow_cuda.h) --------------------------------------- */
+
+/* Once per process: the outcome (and its detail) is kept for later calls. */
+static pthread_once_t register_once = PTHREAD_ONCE_INIT;
+static int register_rc;
+static char register_detail[256];
+
+static void register_class(void)
+{
+    register_rc = vf__device_class_register(&cuda_class, VF__DEVICE_ABI, &host);
+    if (register_rc != 0)
+        snprintf(register_detail, sizeof register_detail, "%s",
+                 vf_last_error_detail());
+}
+
+VF_API int vf_cuda_register(void)
+{
+    if (pthread_once(&register_once, register_class) != 0)
+        return vf_set_error_detail(VF_ESYSTEM,
+                                   "vf_cuda_register: pthread_once failed");
+    if (register_rc != 0)
+        return vf_set_error_detail(register_rc, "%s", register_detail);
+    return 0;
+}

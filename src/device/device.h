@@ -5,8 +5,14 @@
  * A device kind (the emulated stream device, CUDA) is one file of this
  * folder that fills a vf__device_class; the core sees streams and events
  * only through it, and this folder is the only place in src/ with device
- * #ifdefs. Adding a device means adding one file that fills the class and
- * one line in device.c's table.
+ * #ifdefs. A class that needs nothing but libc and pthreads (the emulated
+ * device) is built into the core: one line in device.c's table. A class
+ * that needs a vendor runtime (CUDA) is a library of its own
+ * (libvarflow-cuda, src/device/cuda.c), so the core never links the
+ * runtime: it registers its class at run time through
+ * vf__device_class_register below, the one internal name libvarflow.so
+ * exports (cmake/varflow.map), and the core then reaches it through
+ * vf__device_class_of like a built-in one.
  *
  * The model is CUDA's:
  * - a stream runs the work submitted to it in submission order,
@@ -114,8 +120,44 @@ typedef struct vf__device_class {
     int (*stream_start)(vf__stream *s);
 } vf__device_class;
 
-/* The class of a device type, or NULL: VF_DEVICE_CPU, or CUDA in a build
- * without the toolkit (vf__fail has then left a detail saying why). */
+/* The class of a device type, or NULL: VF_DEVICE_CPU, an unknown type, or
+ * a type whose class lives in a library of its own that has not registered
+ * it (CUDA before vf_cuda_register); vf__fail has then left a detail
+ * saying why and what to link. Never blocks; any thread. */
 const vf__device_class *vf__device_class_of(vf_device_type type);
+
+/* --- registration: the door for a class in a library of its own ----------
+ *
+ * The class struct is internal, so a device library must be the one built
+ * with this libvarflow: it passes VF__DEVICE_ABI as it saw it, and the core
+ * refuses a library built for another version or another struct layout
+ * (VF_EINVAL, with both stamps in the detail) rather than call through a
+ * table it cannot read. */
+#define VF__DEVICE_ABI                                                         \
+    (((uint64_t)VF_VERSION_MAJOR << 48) | ((uint64_t)VF_VERSION_MINOR << 32) | \
+     ((uint64_t)VF_VERSION_PATCH << 16) | (uint64_t)sizeof(vf__device_class))
+
+/* What the core lends such a class: its allocation funnel (base/alloc.h),
+ * so vf_debug_fail_alloc reaches the class's allocations as it reaches the
+ * core's. (Details go through the public vf_set_error_detail, the buffer
+ * vf__fail writes.) */
+typedef struct vf__device_host {
+    void *(*malloc)(size_t size);
+    void *(*calloc)(size_t count, size_t size);
+} vf__device_host;
+
+/*
+ * Make `cls` the class of cls->type, for every engine of the process from
+ * now on (there is no unregistering: the class must live as long as the
+ * process, as a library's static table does). Before the class can be
+ * seen, *host is set to the core's services. Registering the class that
+ * is already registered is a no-op (0). VF_EINVAL (with a detail): `cls`
+ * or `host` NULL, a type that is not a vf_device_type or whose class is
+ * built in (CPU, emulated), another class already registered for the
+ * type, or `abi` other than this core's VF__DEVICE_ABI. Never blocks; any
+ * thread, concurrently with engines using devices.
+ */
+int vf__device_class_register(const vf__device_class *cls, uint64_t abi,
+                              const vf__device_host **host);
 
 #endif /* VF_DEVICE_H */
