@@ -9,10 +9,10 @@
  * reserves against a plain array, the table's invariant (no empty slot
  * between a key's home and the key) after each step; visits see every key
  * once; clear keeps a well-used table and frees one a rare big fill left
- * behind; out of memory at every allocation (the first table, growth,
- * reserve) is VF_ENOMEM with the map unchanged, and a put of a key that is
- * there never allocates; aligned pointers (bulk's keys) spread without
- * long runs.
+ * behind, and sparse says when removing the keys is cheaper; out of
+ * memory at every allocation (the first table, growth, reserve) is
+ * VF_ENOMEM with the map unchanged, and a put of a key that is there never
+ * allocates; aligned pointers (bulk's keys) spread without long runs.
  */
 #include "util.h"
 
@@ -256,6 +256,7 @@ static void check_clear(void)
     for (int round = 0; round < 5; round++) { /* refills allocate nothing */
         for (uint64_t k = 1; k <= 30; k++)
             CHECK_EQ(vf__hashmap_put(&m, k << 6, k, NULL), 0);
+        CHECK(!vf__hashmap_sparse(&m));
         vf__hashmap_clear(&m);
         CHECK_EQ(m.count, 0);
         CHECK(vf__hashmap_find(&m, 1 << 6) == NULL);
@@ -263,8 +264,10 @@ static void check_clear(void)
     }
     CHECK_EQ(callocs, 1);
     CHECK(m.slots == table);
-    /* A small fill of a big reserve keeps it too. */
+    /* A small fill of a big reserve keeps it too; it is sparse, so its
+     * keys may also go one by one. */
     CHECK_EQ(vf__hashmap_put(&m, 5, 5, NULL), 0);
+    CHECK(vf__hashmap_sparse(&m));
     vf__hashmap_clear(&m);
     CHECK(m.slots == table);
     /* One big fill grows the table; the next small fill's clear frees it,

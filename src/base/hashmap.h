@@ -80,6 +80,14 @@ void vf__hashmap_clear(vf__hashmap *m);
  * Never allocates. */
 bool vf__hashmap_remove(vf__hashmap *m, uint64_t key);
 
+/* Whether removing every key costs less than a clear: fewer keys than one
+ * slot in 16 (a caller that holds the list of its keys may then remove
+ * them one by one). */
+static inline bool vf__hashmap_sparse(const vf__hashmap *m)
+{
+    return m->count < (m->mask + 1) / 16;
+}
+
 /* Visits the map: the first entry at or after slot *pos into *key and
  * *value (either may be NULL), *pos past it; false at the end. Start with
  * *pos = 0; the map must not change during the visit. */
