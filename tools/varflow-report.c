@@ -25,7 +25,7 @@
 
 #include <varflow.h>
 
-#include "trace_load.h"
+#include "profile/trace_load.h"
 
 static void usage(FILE *f)
 {

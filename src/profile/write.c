@@ -13,7 +13,7 @@
  *   record has (id, status, push and ready times, worker, pool, device,
  *   property, async, deps, and for a device op its device span as
  *   device_start_us and device_end_us), so that the trace loader
- *   (tools/trace_load.c) can read the snapshot back exactly; times are
+ *   (trace_load.c) can read the snapshot back exactly; times are
  *   microseconds with three decimals, i.e. exact nanoseconds;
  * - the device side, after the pools: a process per device that ran
  *   recorded work ("emulated 0 (device)", pids in device type then id

@@ -30,7 +30,7 @@
  * from their neighbours. Times with more decimals are rounded to the
  * nanosecond.
  */
-#include "trace_load.h"
+#include "profile/trace_load.h"
 
 #include <errno.h>
 #include <inttypes.h>
