@@ -1,5 +1,5 @@
 /*
- * out.h: what the profiler's outputs share (write.c,
+ * out.h: what the profiler's outputs share (write.c, trace_write.c,
  * summary.c, critical.c, dot.c, html.c), and the trace loader
  * (trace_load.c, which parses property names with them).
  *
