@@ -2,12 +2,13 @@
  * trace_load.h: reading a Chrome trace that varflow wrote back into a
  * profile snapshot, for varflow-report and the tests.
  *
- * It sits beside the writer (write.c), but it is not part of the engine
- * library, which needs libc and pthreads only: reading JSON is cJSON's
- * job, so trace_load.c is built as the static library varflow_trace
- * (tools/CMakeLists.txt), on cJSON and on the static libvarflow (it makes
- * the library's struct vf_profile, freed with vf_profile_free, and leaves
- * its error detail for vf_last_error_detail).
+ * It sits beside the writer (trace_write.c), with which it shares the
+ * list of the trace's fields (trace_fields.h), but it is not part of the
+ * engine library, which needs libc and pthreads only: reading JSON is
+ * cJSON's job, so trace_load.c is built as the static library
+ * varflow_trace (tools/CMakeLists.txt), on cJSON and on the static
+ * libvarflow (it makes the library's struct vf_profile, freed with
+ * vf_profile_free, and leaves its error detail for vf_last_error_detail).
  */
 #ifndef VF_TRACE_LOAD_H
 #define VF_TRACE_LOAD_H

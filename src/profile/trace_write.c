@@ -1,18 +1,17 @@
 /*
  * trace_write.c: writing the Chrome trace (the JSON Object Format of the
  * Trace Event Format, read by Perfetto and chrome://tracing), which
- * trace_load.c reads back:
+ * trace_load.c reads back; the fields of a record and of otherData are
+ * the list in trace_fields.h, which both expand:
  * - a process per pool (pid 1, 2, ... in worker order, named after the pool
  *   and the device its ops ran for) with a thread per worker (tid = worker
  *   + 1); pid 0 is the engine: its thread 0 holds ops that ran inline (on a
  *   thread that is not a worker) and it carries the counters;
  * - a complete event ("X") per op, at its start, lasting until its end;
  *   category "op", "failed" or "skipped"; args hold everything else the
- *   record has (id, status, push and ready times, worker, pool, device,
- *   property, async, deps, and for a device op its device span as
- *   device_start_us and device_end_us), so that the trace loader
- *   (trace_load.c) can read the snapshot back exactly; times are
- *   microseconds with three decimals, i.e. exact nanoseconds;
+ *   record has (VF__TRACE_RECORD_ARGS), so that the loader can read the
+ *   snapshot back exactly; times are microseconds with three decimals,
+ *   i.e. exact nanoseconds;
  * - the device side, after the pools: a process per device that ran
  *   recorded work ("emulated 0 (device)", pids in device type then id
  *   order) with a thread per stream, tid = its worker's + 1 ("stream of
@@ -27,16 +26,16 @@
  *   each dependency edge, once per pair of ops;
  * - counters ("C") "running ops" and "ready ops" (ready, waiting for a
  *   worker), each emitted when its value changes (vf__prof_levels);
- * - otherData: engine kind, workers and their pools, records, dropped,
- *   span, and "varflow": 1, the format's version, which the loader checks.
+ * - otherData (VF__TRACE_META): engine kind, workers and their pools,
+ *   records, dropped, span, and "varflow": 1, the format's version, which
+ *   the loader checks.
  */
 #include <inttypes.h>
 #include <string.h>
 
 #include "base/alloc.h"
 #include "profile/out.h"
-
-/* --- Chrome trace ------------------------------------------------------ */
+#include "profile/trace_fields.h"
 
 /* Where a record's slice goes: its pool's process and its worker's thread,
  * or the engine's inline thread. Where its device span goes: its device's
@@ -160,6 +159,157 @@ static void chrome_tracks_meta(FILE *f, const vf_profile *p,
     chrome_device_meta(f, p, t);
 }
 
+/* --- the fields (trace_fields.h) ----------------------------------------- */
+
+/* Writing one object's fields: its stream, the record they come from, and
+ * what goes before the next key. */
+typedef struct field_out {
+    FILE *f;
+    const vf_profile_record *r;
+    const char *sep;
+} field_out;
+
+static void key(field_out *o, const char *name)
+{
+    fprintf(o->f, "%s\"%s\":", o->sep, name);
+    o->sep = ",";
+}
+
+/* A record's args, by kind (VF__TRACE_RECORD_ARGS). */
+static void put_op_id(field_out *o, const char *k, const uint64_t *id)
+{
+    key(o, k);
+    fprintf(o->f, "%" PRIu64, *id);
+}
+
+static void put_unnamed(field_out *o, const char *k, const char *const *name)
+{
+    (void)name;
+    if (vf__prof_unnamed(o->r)) {
+        key(o, k);
+        fputs("true", o->f);
+    }
+}
+
+static void put_status(field_out *o, const char *k, const int *status)
+{
+    key(o, k);
+    fprintf(o->f, "\"%s\"", vf__prof_status_name(*status));
+}
+
+static void put_integer(field_out *o, const char *k, const int *v)
+{
+    key(o, k);
+    fprintf(o->f, "%d", *v);
+}
+
+static void put_micros(field_out *o, const char *k, const uint64_t *ns)
+{
+    key(o, k);
+    vf__prof_print_us(o->f, *ns);
+}
+
+static void put_queued(field_out *o, const char *k, const uint64_t *start_ns)
+{
+    uint64_t queued = *start_ns - o->r->ready_ns;
+    put_micros(o, k, &queued);
+}
+
+static void put_device(field_out *o, const char *k, const vf_device *d)
+{
+    key(o, k);
+    fprintf(o->f, "\"%s:%d\"", vf__prof_device_name(*d), d->id);
+}
+
+static void put_property(field_out *o, const char *k, const vf_property *prop)
+{
+    key(o, k);
+    fprintf(o->f, "\"%s\"", vf__prof_property_name(*prop));
+}
+
+static void put_boolean(field_out *o, const char *k, const bool *b)
+{
+    key(o, k);
+    fputs(*b ? "true" : "false", o->f);
+}
+
+static void put_deps(field_out *o, const char *k, const uint64_t *const *deps)
+{
+    key(o, k);
+    fputc('[', o->f);
+    for (int i = 0; i < o->r->ndeps; i++)
+        fprintf(o->f, "%s%" PRIu64, i ? "," : "", (*deps)[i]);
+    fputc(']', o->f);
+}
+
+static void put_span(field_out *o, const char *k, const uint64_t *ns)
+{
+    if (o->r->device_start_ns != 0 || o->r->device_end_ns != 0)
+        put_micros(o, k, ns);
+}
+
+/* otherData, by field (VF__TRACE_META). */
+static void put_meta_format(field_out *o, const char *k, const vf_profile *p)
+{
+    (void)p;
+    key(o, k);
+    fprintf(o->f, "%d", VF__TRACE_FORMAT);
+}
+
+static void put_meta_version(field_out *o, const char *k, const vf_profile *p)
+{
+    (void)p;
+    key(o, k);
+    fprintf(o->f, "\"%d.%d.%d\"", VF_VERSION_MAJOR, VF_VERSION_MINOR,
+            VF_VERSION_PATCH);
+}
+
+static void put_meta_engine(field_out *o, const char *k, const vf_profile *p)
+{
+    key(o, k);
+    fprintf(o->f, "\"%s\"", vf_engine_type_name(p->kind));
+}
+
+static void put_meta_workers(field_out *o, const char *k, const vf_profile *p)
+{
+    key(o, k);
+    fprintf(o->f, "%d", p->nworkers);
+}
+
+static void put_meta_worker_pools(field_out *o, const char *k,
+                                  const vf_profile *p)
+{
+    key(o, k);
+    fputc('[', o->f);
+    for (int w = 0; w < p->nworkers; w++) {
+        fputs(w ? "," : "", o->f);
+        vf__prof_json_string(o->f, p->worker_pool[w] ? p->worker_pool[w] : "?",
+                             0);
+    }
+    fputc(']', o->f);
+}
+
+static void put_meta_records(field_out *o, const char *k, const vf_profile *p)
+{
+    key(o, k);
+    fprintf(o->f, "%zu", p->count);
+}
+
+static void put_meta_dropped(field_out *o, const char *k, const vf_profile *p)
+{
+    key(o, k);
+    fprintf(o->f, "%" PRIu64, p->dropped);
+}
+
+static void put_meta_span_ns(field_out *o, const char *k, const vf_profile *p)
+{
+    key(o, k);
+    fprintf(o->f, "%" PRIu64, p->span_ns);
+}
+
+/* --- the events -------------------------------------------------------------
+ */
+
 static void chrome_slice(FILE *f, const chrome_tracks *t, const vf_profile *p,
                          const vf_profile_record *r)
 {
@@ -177,30 +327,11 @@ static void chrome_slice(FILE *f, const chrome_tracks *t, const vf_profile *p,
     vf__prof_print_us(f, r->start_ns);
     fprintf(f, ",\"dur\":");
     vf__prof_print_us(f, r->end_ns - r->start_ns);
-    fprintf(f,
-            ",\"args\":{\"id\":%" PRIu64 ",%s\"status\":\"%s\",\"code\":%d,"
-            "\"push_us\":",
-            r->id, vf__prof_unnamed(r) ? "\"unnamed\":true," : "", status,
-            r->status);
-    vf__prof_print_us(f, r->push_ns);
-    fprintf(f, ",\"ready_us\":");
-    vf__prof_print_us(f, r->ready_ns);
-    fprintf(f, ",\"queued_us\":");
-    vf__prof_print_us(f, r->start_ns - r->ready_ns);
-    fprintf(f,
-            ",\"worker\":%d,\"pool\":%d,\"device\":\"%s:%d\","
-            "\"property\":\"%s\",\"async\":%s,\"deps\":[",
-            r->worker, r->pool, vf__prof_device_name(r->device), r->device.id,
-            vf__prof_property_name(r->property), r->async ? "true" : "false");
-    for (int k = 0; k < r->ndeps; k++)
-        fprintf(f, "%s%" PRIu64, k ? "," : "", r->deps[k]);
-    fputc(']', f);
-    if (r->device_start_ns != 0 || r->device_end_ns != 0) {
-        fprintf(f, ",\"device_start_us\":");
-        vf__prof_print_us(f, r->device_start_ns);
-        fprintf(f, ",\"device_end_us\":");
-        vf__prof_print_us(f, r->device_end_ns);
-    }
+    fprintf(f, ",\"args\":{");
+    field_out out = {f, r, ""};
+#define PUT_FIELD(key, kind, member) put_##kind(&out, key, &r->member);
+    VF__TRACE_RECORD_ARGS(PUT_FIELD)
+#undef PUT_FIELD
     fprintf(f, "}}");
 }
 
@@ -344,18 +475,11 @@ int vf__prof_write_chrome(const vf_profile *p, FILE *f)
     free(t.streams);
     free(t.devices);
     free(t.worker_pid);
-    fprintf(f,
-            "\n],\"otherData\":{\"varflow\":1,\"version\":\"%d.%d.%d\","
-            "\"engine\":\"%s\",\"workers\":%d,\"worker_pools\":[",
-            VF_VERSION_MAJOR, VF_VERSION_MINOR, VF_VERSION_PATCH,
-            vf_engine_type_name(p->kind), p->nworkers);
-    for (int w = 0; w < p->nworkers; w++) {
-        fputs(w ? "," : "", f);
-        vf__prof_json_string(f, p->worker_pool[w] ? p->worker_pool[w] : "?", 0);
-    }
-    fprintf(f,
-            "],\"records\":%zu,\"dropped\":%" PRIu64 ",\"span_ns\":%" PRIu64
-            "}}\n",
-            p->count, p->dropped, p->span_ns);
+    fprintf(f, "\n],\"otherData\":{");
+    field_out out = {f, NULL, ""};
+#define PUT_META(k, what) put_meta_##what(&out, k, p);
+    VF__TRACE_META(PUT_META)
+#undef PUT_META
+    fprintf(f, "}}\n");
     return rc;
 }
