@@ -195,7 +195,9 @@ static int get_unnamed(args_in *a, const cJSON *v, const char **name)
 
 static int get_status(args_in *a, const cJSON *v, int *status)
 {
-    (void)a, (void)v, (void)status; /* for people: "code" says it */
+    (void)a;
+    (void)v;
+    (void)status; /* for people: "code" says it */
     return 0;
 }
 
@@ -214,7 +216,9 @@ static int get_micros(args_in *a, const cJSON *v, uint64_t *ns)
 
 static int get_queued(args_in *a, const cJSON *v, uint64_t *start_ns)
 {
-    (void)a, (void)v, (void)start_ns; /* for people: ready and ts say it */
+    (void)a;
+    (void)v;
+    (void)start_ns; /* for people: ready and ts say it */
     return 0;
 }
 
@@ -363,7 +367,8 @@ static int get_meta_format(vf__trace_loader *ld, const cJSON *v)
 
 static int get_meta_version(vf__trace_loader *ld, const cJSON *v)
 {
-    (void)ld, (void)v; /* for people: the format is what counts */
+    (void)ld;
+    (void)v; /* for people: the format is what counts */
     return 0;
 }
 
@@ -410,7 +415,8 @@ static int get_meta_worker_pools(vf__trace_loader *ld, const cJSON *v)
 
 static int get_meta_records(vf__trace_loader *ld, const cJSON *v)
 {
-    (void)ld, (void)v; /* for people: the events are the records */
+    (void)ld;
+    (void)v; /* for people: the events are the records */
     return 0;
 }
 
