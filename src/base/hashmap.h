@@ -60,7 +60,8 @@ typedef struct vf__hashmap {
 void vf__hashmap_init(vf__hashmap *m, void *(*calloc_fn)(size_t, size_t));
 
 /* Frees the table; the map is empty (as after init, same calloc_fn) and
- * may be used again. The values are the caller's to free first. */
+ * may be used again. The values are the caller's to free first. Never
+ * fails. */
 void vf__hashmap_destroy(vf__hashmap *m);
 
 /* Makes room for `n` keys in all: until the map holds more than `n`, no
@@ -82,7 +83,7 @@ bool vf__hashmap_remove(vf__hashmap *m, uint64_t key);
 
 /* Whether removing every key costs less than a clear: fewer keys than one
  * slot in 16 (a caller that holds the list of its keys may then remove
- * them one by one). */
+ * them one by one). Reads the map only. */
 static inline bool vf__hashmap_sparse(const vf__hashmap *m)
 {
     return m->count < (m->mask + 1) / 16;
@@ -90,12 +91,12 @@ static inline bool vf__hashmap_sparse(const vf__hashmap *m)
 
 /* Visits the map: the first entry at or after slot *pos into *key and
  * *value (either may be NULL), *pos past it; false at the end. Start with
- * *pos = 0; the map must not change during the visit. */
+ * *pos = 0; the map must not change during the visit. Never allocates. */
 bool vf__hashmap_next(const vf__hashmap *m, size_t *pos, uint64_t *key,
                       uint64_t *value);
 
-/* put's slow path (hashmap.c): a full table (the shared empty one
- * included), or key 0. */
+/* put's slow path (hashmap.c), for a full table (the shared empty one
+ * included) or key 0: grows the table, then puts; as put. */
 int vf__hashmap_put_slow(vf__hashmap *m, uint64_t key, uint64_t value,
                          uint64_t *stored);
 
