@@ -15,6 +15,10 @@
  *             [--skip KEY@WORK,...] [--ref-dir DIR] [--progress] [--callgrind]
  *   vfbench-X --engine NAME [--threads T] --pending N
  *   vfbench-X --engine NAME [--threads T] [--reps R] --wide N
+ *   vfbench-X -h | --help
+ *
+ * Options are read by getopt_long (so --name=value works too, as does any
+ * unambiguous prefix of a name); a number must be whole and in range.
  *
  * --pending N runs the pending-ops row instead of the workloads (pending.h):
  * N ops held behind a gate, the resident set before and after, the peak;
@@ -35,11 +39,13 @@
  * engine again with --skip naming the rows already done. An engine that
  * hangs costs one timeout, not the suite.
  *
- * Exit status: 0; 1 on a usage or setup error; 3 when a run's final state
- * differed from the serial run (the loudest failure there is); 4 when a run
- * timed out (--row-timeout-s).
+ * Exit status: 0; 1 on a usage error (said on stderr, with the usage) or a
+ * setup error; 3 when a run's final state differed from the serial run (the
+ * loudest failure there is); 4 when a run timed out (--row-timeout-s).
  */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
@@ -243,9 +249,9 @@ typedef struct options {
     size_t wide;    /* > 0: run the wide-op row with this many vars */
 } options;
 
-static void usage(void)
+static void usage(FILE *f)
 {
-    fprintf(stderr,
+    fprintf(f,
             "usage: vfbench --list | --calibrate |\n"
             "       --engine NAME [--threads T] [--workloads W1,W5,...]\n"
             "       [--work I1,I2,... --work-labels L1,L2,...] [--ns-per-iter X]\n"
@@ -253,8 +259,54 @@ static void usage(void)
             "       [--warmup W] [--max-run-s S] [--row-timeout-s S]\n"
             "       [--skip KEY@WORK,...] [--ref-dir DIR] [--progress] [--callgrind]\n"
             "       --engine NAME [--threads T] --pending N\n"
-            "       --engine NAME [--threads T] [--reps R] --wide N\n");
+            "       --engine NAME [--threads T] [--reps R] --wide N\n"
+            "       -h, --help\n");
+}
+
+/* A usage error: what was wrong, then the usage; exit status 1. */
+static void bad_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+static void bad_usage(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("bench: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    usage(stderr);
     exit(1);
+}
+
+/* Numbers given to an option: the whole argument, in range. */
+static long long arg_int(const char *opt, const char *v, long long min, long long max)
+{
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (end == v || *end != '\0' || errno != 0 || x < min || x > max)
+        bad_usage("--%s: '%s' is not a whole number from %lld to %lld", opt, v, min, max);
+    return x;
+}
+
+static uint64_t arg_u64(const char *opt, const char *v)
+{
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (end == v || *end != '\0' || errno != 0 || v[0] == '-')
+        bad_usage("--%s: '%s' is not a whole number from 0", opt, v);
+    return x;
+}
+
+static double arg_double(const char *opt, const char *v, double min)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (end == v || *end != '\0' || errno != 0 || !(x >= min))
+        bad_usage("--%s: '%s' is not a number from %g", opt, v, min);
+    return x;
 }
 
 /* Split a comma list in place into out[]; returns the count. */
@@ -266,73 +318,141 @@ static int split(char *s, const char **out)
     return n;
 }
 
-static void parse(int argc, char **argv, options *o)
+/* What the command line asks for besides a run. */
+enum mode { RUN, LIST, CALIBRATE };
+
+/* The options (getopt_long): all long ones but -h, each returning its
+ * O_* value. */
+enum {
+    O_LIST = 256, O_CALIBRATE, O_ENGINE, O_THREADS, O_WORKLOADS, O_WORK,
+    O_WORK_LABELS, O_NS_PER_ITER, O_BUDGET_MS, O_SCALE, O_CHOL_N, O_REPS,
+    O_WARMUP, O_MAX_RUN_S, O_ROW_TIMEOUT_S, O_SKIP, O_PENDING, O_WIDE,
+    O_REF_DIR, O_PROGRESS, O_CALLGRIND,
+};
+
+static const struct option long_options[] = {
+    {"help", no_argument, NULL, 'h'},
+    {"list", no_argument, NULL, O_LIST},
+    {"calibrate", no_argument, NULL, O_CALIBRATE},
+    {"engine", required_argument, NULL, O_ENGINE},
+    {"threads", required_argument, NULL, O_THREADS},
+    {"workloads", required_argument, NULL, O_WORKLOADS},
+    {"work", required_argument, NULL, O_WORK},
+    {"work-labels", required_argument, NULL, O_WORK_LABELS},
+    {"ns-per-iter", required_argument, NULL, O_NS_PER_ITER},
+    {"budget-ms", required_argument, NULL, O_BUDGET_MS},
+    {"scale", required_argument, NULL, O_SCALE},
+    {"chol-n", required_argument, NULL, O_CHOL_N},
+    {"reps", required_argument, NULL, O_REPS},
+    {"warmup", required_argument, NULL, O_WARMUP},
+    {"max-run-s", required_argument, NULL, O_MAX_RUN_S},
+    {"row-timeout-s", required_argument, NULL, O_ROW_TIMEOUT_S},
+    {"skip", required_argument, NULL, O_SKIP},
+    {"pending", required_argument, NULL, O_PENDING},
+    {"wide", required_argument, NULL, O_WIDE},
+    {"ref-dir", required_argument, NULL, O_REF_DIR},
+    {"progress", no_argument, NULL, O_PROGRESS},
+    {"callgrind", no_argument, NULL, O_CALLGRIND},
+    {NULL, 0, NULL, 0},
+};
+
+static enum mode parse(int argc, char **argv, options *o)
 {
     static const char *no_labels[MAX_LIST];
     const char *works[MAX_LIST] = {"0"};
     int nlabels = 0;
+    enum mode mode = RUN;
     *o = (options){.threads = 1, .scale = 1.0, .reps = 5, .warmup = 1, .chol_n = 2048};
     o->work[0] = 0;
     o->work_labels[0] = "0";
     o->nwork = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define ARG(name) (strcmp(a, name) == 0 && v && (i++, 1))
-        if (ARG("--engine"))
-            o->engine = v;
-        else if (ARG("--threads"))
-            o->threads = atoi(v);
-        else if (ARG("--workloads"))
-            o->nworkloads = split(v, o->workloads);
-        else if (ARG("--work")) {
-            o->nwork = split(v, works);
+    int c, at;
+    while ((c = getopt_long(argc, argv, "h", long_options, &at)) != -1) {
+        const char *name = c >= O_LIST ? long_options[at].name : "h";
+        switch (c) {
+        case 'h':
+            usage(stdout);
+            exit(0);
+        case O_LIST:
+            mode = LIST;
+            break;
+        case O_CALIBRATE:
+            mode = CALIBRATE;
+            break;
+        case O_ENGINE:
+            o->engine = optarg;
+            break;
+        case O_THREADS:
+            o->threads = (int)arg_int(name, optarg, 1, 4096);
+            break;
+        case O_WORKLOADS:
+            o->nworkloads = split(optarg, o->workloads);
+            break;
+        case O_WORK:
+            o->nwork = split(optarg, works);
             for (int k = 0; k < o->nwork; k++)
-                o->work[k] = strtoull(works[k], NULL, 10);
-        } else if (ARG("--work-labels"))
-            nlabels = split(v, no_labels);
-        else if (ARG("--ns-per-iter"))
-            o->ns_per_iter = atof(v);
-        else if (ARG("--budget-ms"))
-            o->budget_ms = atof(v);
-        else if (ARG("--scale"))
-            o->scale = atof(v);
-        else if (ARG("--chol-n"))
-            o->chol_n = atoi(v);
-        else if (ARG("--reps"))
-            o->reps = atoi(v);
-        else if (ARG("--warmup"))
-            o->warmup = atoi(v);
-        else if (ARG("--max-run-s"))
-            o->max_run_s = atof(v);
-        else if (ARG("--row-timeout-s"))
-            o->row_timeout_s = atof(v);
-        else if (ARG("--skip")) {
-            for (char *tok = strtok(v, ","); tok && o->nskip < MAX_LIST * 4;
+                o->work[k] = arg_u64(name, works[k]);
+            break;
+        case O_WORK_LABELS:
+            nlabels = split(optarg, no_labels);
+            break;
+        case O_NS_PER_ITER:
+            o->ns_per_iter = arg_double(name, optarg, 0);
+            break;
+        case O_BUDGET_MS:
+            o->budget_ms = arg_double(name, optarg, 0);
+            break;
+        case O_SCALE:
+            o->scale = arg_double(name, optarg, 0);
+            break;
+        case O_CHOL_N:
+            o->chol_n = (int)arg_int(name, optarg, 0, 1 << 20);
+            break;
+        case O_REPS:
+            o->reps = (int)arg_int(name, optarg, 1, 1 << 20);
+            break;
+        case O_WARMUP:
+            o->warmup = (int)arg_int(name, optarg, 0, 1 << 20);
+            break;
+        case O_MAX_RUN_S:
+            o->max_run_s = arg_double(name, optarg, 0);
+            break;
+        case O_ROW_TIMEOUT_S:
+            o->row_timeout_s = arg_double(name, optarg, 0);
+            break;
+        case O_SKIP:
+            for (char *tok = strtok(optarg, ","); tok && o->nskip < MAX_LIST * 4;
                  tok = strtok(NULL, ","))
                 o->skip[o->nskip++] = tok;
-        }
-        else if (ARG("--pending"))
-            o->pending = (size_t)strtoull(v, NULL, 10);
-        else if (ARG("--wide"))
-            o->wide = (size_t)strtoull(v, NULL, 10);
-        else if (ARG("--ref-dir"))
-            o->ref_dir = v;
-        else if (strcmp(a, "--progress") == 0)
+            break;
+        case O_PENDING:
+            o->pending = (size_t)arg_u64(name, optarg);
+            break;
+        case O_WIDE:
+            o->wide = (size_t)arg_u64(name, optarg);
+            break;
+        case O_REF_DIR:
+            o->ref_dir = optarg;
+            break;
+        case O_PROGRESS:
             o->progress = 1;
-        else if (strcmp(a, "--callgrind") == 0)
+            break;
+        case O_CALLGRIND:
             o->callgrind = 1;
-        else
-            usage();
-#undef ARG
+            break;
+        default: /* getopt_long said what was wrong */
+            usage(stderr);
+            exit(1);
+        }
     }
+    if (optind < argc)
+        bad_usage("unexpected argument '%s'", argv[optind]);
     for (int k = 0; k < o->nwork; k++)
         o->work_labels[k] = k < nlabels ? no_labels[k] : works[k];
     if (o->nworkloads == 0)
         for (; bench_workload_keys[o->nworkloads]; o->nworkloads++)
             o->workloads[o->nworkloads] = bench_workload_keys[o->nworkloads];
-    if (o->threads < 1 || o->reps < 1 || o->warmup < 0)
-        usage();
+    return mode;
 }
 
 /* ---- output ---------------------------------------------------------------- */
@@ -585,12 +705,13 @@ int main(int argc, char **argv)
 {
     options o;
     setvbuf(stderr, NULL, _IOLBF, 0);
+    enum mode mode = parse(argc, argv, &o);
     chol_init();
-    if (argc == 2 && strcmp(argv[1], "--calibrate") == 0) {
+    if (mode == CALIBRATE) {
         calibrate();
         return 0;
     }
-    if (argc == 2 && strcmp(argv[1], "--list") == 0) {
+    if (mode == LIST) {
         for (int i = 0; bench_adapters[i]; i++) {
             const bench_adapter *ad = bench_adapters[i];
             const char *why = ad->unavailable ? ad->unavailable() : NULL;
@@ -609,7 +730,6 @@ int main(int argc, char **argv)
         }
         return 0;
     }
-    parse(argc, argv, &o);
     const bench_adapter *ad = NULL;
     for (int i = 0; bench_adapters[i]; i++)
         if (o.engine && strcmp(bench_adapters[i]->name, o.engine) == 0)

@@ -26,6 +26,11 @@ endif()
 
 if(VF_HAVE_MPI)
   file(GLOB VF_MPI_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/mpi/*.c)
+  # The record map (src/base/hashmap.c, libc only) is compiled in as well,
+  # hidden like the rest: libvarflow.so exports no vf__* symbol. Linked
+  # statically, the two archives hold the same object, and the linker takes
+  # one of them.
+  list(APPEND VF_MPI_SOURCES ${PROJECT_SOURCE_DIR}/src/base/hashmap.c)
   add_library(varflow_mpi_objects OBJECT ${VF_MPI_SOURCES})
   set_target_properties(varflow_mpi_objects PROPERTIES
     POSITION_INDEPENDENT_CODE ON C_VISIBILITY_PRESET hidden)

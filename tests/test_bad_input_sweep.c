@@ -41,7 +41,7 @@
 
 #include <limits.h>
 
-#include "trace_load.h"
+#include "profile/trace_load.h"
 
 static atomic_int ran, done_calls;
 

@@ -17,7 +17,7 @@
  * has a slice per op on its worker's track with the right category, a flow
  * per edge whose ends lie in the two ops' slices, counters that never
  * exceed the workers and end at zero, thread names for every worker;
- * vf_profile_load (tools/trace_load.h) reads the trace back field for
+ * vf_profile_load (src/profile/trace_load.h) reads the trace back field for
  * field; the summary counts are exact and every sort key orders its
  * column. Then: the profiler off records nothing and changes no result;
  * stop, pause and resume; the dropped count when max_records is small;
@@ -46,7 +46,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "trace_load.h"
+#include "profile/trace_load.h"
 
 #define NLEAF 20
 #define NOPS (NLEAF + 5)

@@ -22,7 +22,7 @@
 
 #include <unistd.h>
 
-#include "trace_load.h"
+#include "profile/trace_load.h"
 
 static char dir[64];
 

@@ -1,7 +1,8 @@
 # CTest script (cmake -P) for tools/varflow-report: TOOL is the program,
 # WORK a scratch directory. A trace of three ops (1 -> 2, 1 -> 3, op 3 the
 # longer) goes through every format; the outputs must hold what the trace
-# says, and bad input must give exit status 1 (bad file) or 2 (bad usage).
+# says, the long option names work as the short ones, --help exits 0, and
+# bad input must give exit status 1 (bad file) or 2 (bad usage).
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
 file(WRITE ${WORK}/trace.json [=[
@@ -69,10 +70,22 @@ run_tool(0 ${WORK}/unnamed.json -f chrome -o -)
 expect("${out}" "\"name\":\"op #1\"")
 expect("${out}" "\"id\":1,\"unnamed\":true,")
 
+# The long names, options after or before the trace, --name=value.
+run_tool(0 --format=summary --sort count --output - ${WORK}/trace.json)
+expect("${out}" "sorted by count")
+run_tool(0 ${WORK}/trace.json --critical-path --format dot -o -)
+expect("${out}" "critical path: 2 ops")
+run_tool(0 --help)
+expect("${out}" "usage: varflow-report")
+run_tool(0 -h)
+
 file(WRITE ${WORK}/bad.json "{\"traceEvents\":[]}")
 run_tool(1 ${WORK}/bad.json -o -)
 run_tool(1 ${WORK}/missing.json -o -)
 run_tool(2)
 run_tool(2 ${WORK}/trace.json -f nope)
 run_tool(2 ${WORK}/trace.json -s nope)
+run_tool(2 ${WORK}/trace.json --bogus)
+run_tool(2 ${WORK}/trace.json -o)
+run_tool(2 ${WORK}/trace.json ${WORK}/unnamed.json)
 message(STATUS "varflow-report: ok")

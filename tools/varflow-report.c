@@ -3,6 +3,7 @@
  * outputs, after the run, without the program that made it.
  *
  *   varflow-report TRACE.json [-o OUT] [-f FORMAT] [-s COLUMN] [-c]
+ *   varflow-report -h | --help
  *
  * TRACE.json is what VF_PROFILE=trace.json (or vf_profile_write) wrote; it
  * is read back exactly by vf_profile_load (trace_load.h, on cJSON). The
@@ -12,29 +13,34 @@
  * (the trace again); default: by OUT's extension, as vf_profile_write
  * decides. -s sorts the summary by a column (total, name, count, skipped,
  * failed, mean, min, max, queued). -c also prints the critical path, one op
- * a line, on standard output. Exit status 0, 1 on an error (the message
- * names the file), 2 on bad usage.
+ * a line, on standard output. Each option has a long name too (--output,
+ * --format, --sort, --critical-path; getopt_long), and options may come
+ * before or after TRACE.json. Exit status 0, 1 on an error (the message
+ * names the file), 2 on bad usage (said on stderr, with the usage).
  */
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <varflow.h>
 
-#include "trace_load.h"
+#include "profile/trace_load.h"
 
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: varflow-report TRACE.json [-o OUT] [-f FORMAT] [-s COLUMN] "
             "[-c]\n"
-            "  -o OUT     output file, '-' for standard output (default: "
-            "TRACE.html)\n"
-            "  -f FORMAT  html, dot, summary, summary-json or chrome "
-            "(default: by OUT's extension)\n"
-            "  -s COLUMN  sort the summary by total, name, count, skipped, "
-            "failed, mean, min, max or queued\n"
-            "  -c         print the critical path on standard output\n");
+            "  -o, --output OUT       output file, '-' for standard output "
+            "(default: TRACE.html)\n"
+            "  -f, --format FORMAT    html, dot, summary, summary-json or "
+            "chrome (default: by OUT's extension)\n"
+            "  -s, --sort COLUMN      sort the summary by total, name, count, "
+            "skipped, failed, mean, min, max or queued\n"
+            "  -c, --critical-path    print the critical path on standard "
+            "output\n"
+            "  -h, --help             print this and exit\n");
 }
 
 static int parse_format(const char *s, vf_profile_format *out)
@@ -85,38 +91,59 @@ static void print_critical(const vf_profile *p)
 
 int main(int argc, char **argv)
 {
+    static const struct option long_options[] = {
+        {"output", required_argument, NULL, 'o'},
+        {"format", required_argument, NULL, 'f'},
+        {"sort", required_argument, NULL, 's'},
+        {"critical-path", no_argument, NULL, 'c'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
     const char *in = NULL, *out = NULL;
     vf_profile_format format = VF_PROFILE_AUTO;
     vf_profile_sort sort = VF_PROFILE_SORT_TOTAL;
-    int critical = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(stdout);
-            return 0;
-        } else if (strcmp(a, "-c") == 0) {
-            critical = 1;
-        } else if ((strcmp(a, "-o") == 0 || strcmp(a, "-f") == 0 ||
-                    strcmp(a, "-s") == 0) &&
-                   i + 1 < argc) {
-            const char *v = argv[++i];
-            if (a[1] == 'o') {
-                out = v;
-            } else if (a[1] == 'f' && parse_format(v, &format) != 0) {
-                fprintf(stderr, "varflow-report: unknown format '%s'\n", v);
-                return 2;
-            } else if (a[1] == 's' && vf_profile_sort_parse(v, &sort) != 0) {
-                fprintf(stderr, "varflow-report: unknown column '%s'\n", v);
+    int critical = 0, c;
+    while ((c = getopt_long(argc, argv, "o:f:s:ch", long_options, NULL)) !=
+           -1) {
+        switch (c) {
+        case 'o':
+            out = optarg;
+            break;
+        case 'f':
+            if (parse_format(optarg, &format) != 0) {
+                fprintf(stderr, "varflow-report: unknown format '%s'\n",
+                        optarg);
                 return 2;
             }
-        } else if (a[0] != '-' && in == NULL) {
-            in = a;
-        } else {
+            break;
+        case 's':
+            if (vf_profile_sort_parse(optarg, &sort) != 0) {
+                fprintf(stderr, "varflow-report: unknown column '%s'\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 'c':
+            critical = 1;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default: /* getopt_long said what was wrong */
             usage(stderr);
             return 2;
         }
     }
-    if (in == NULL) {
+    if (optind < argc)
+        in = argv[optind++];
+    if (in == NULL || optind < argc) {
+        if (in == NULL)
+            fprintf(stderr, "varflow-report: no trace to read\n");
+        else
+            fprintf(stderr,
+                    "varflow-report: one trace at a time ('%s' is "
+                    "a second)\n",
+                    argv[optind]);
         usage(stderr);
         return 2;
     }

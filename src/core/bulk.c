@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/hashmap.h"
 #include "core/engine.h"
 #include "core/exec.h"
 #include "core/run.h"
@@ -20,13 +21,10 @@ struct vf__bulk {
     vf__spinlock lock;
     int size;               /* lock: 0 = off */
     vf__bulk_batch *batch;  /* lock: the open batch, or NULL */
-    /* lock: var -> index in the open batch's union (open addressing),
-     * kept from batch to batch: a flush empties only the slots it used. */
-    struct slot {
-        vf__var *var;
-        int index;
-    } *slots;
-    uint32_t mask;
+    /* lock: var -> index in the open batch's union (hashmap.h), reserved
+     * for 2 * size vars (so a batch of one var an op fills a quarter of
+     * it); cleared at each flush, its table kept for the next batch. */
+    vf__hashmap union_map;
 };
 
 /* The calling thread's bulk states, most recently found first. A slot is
@@ -86,35 +84,8 @@ static vf__bulk_batch *batch_new(int size, int priority, vf__pool *pool)
     return b;
 }
 
-static uint32_t hash_var(const vf__var *v)
-{
-    /* Vars are cache-line aligned: the low bits say nothing. */
-    uint64_t x = (uint64_t)(uintptr_t)v >> 6;
-    return (uint32_t)((x * 0x9e3779b97f4a7c15ull) >> 32);
-}
-
-static void slots_clear(vf__bulk *s, const vf__bulk_batch *b);
-
-/* Make the slot table hold at least 2 * `nvars` entries (empty). */
-static bool slots_reserve(vf__bulk *s, int nvars)
-{
-    uint32_t want = 2u * (uint32_t)nvars;
-    if (s->slots != NULL && s->mask + 1 >= want)
-        return true;
-    uint32_t mask = 15;
-    while (mask + 1 < want)
-        mask = 2 * mask + 1;
-    struct slot *slots = vf__calloc((size_t)mask + 1, sizeof *slots);
-    if (slots == NULL)
-        return false;
-    free(s->slots);
-    s->slots = slots;
-    s->mask = mask;
-    return true;
-}
-
-/* Grow the union and the slot table (rehashing the union into it). */
-static bool grow_vars(vf__bulk *s, vf__bulk_batch *b)
+/* Double the union (out of memory: false, the batch unchanged). */
+static bool grow_vars(vf__bulk_batch *b)
 {
     int cap = 2 * b->cap_vars;
     vf__varref *vars = realloc(b->vars, (size_t)cap * sizeof *vars);
@@ -122,54 +93,28 @@ static bool grow_vars(vf__bulk *s, vf__bulk_batch *b)
         return false;
     b->vars = vars;
     b->cap_vars = cap;
-    slots_clear(s, b);
-    /* Out of memory: the union goes back into the old table (half full),
-     * so the batch stays whole. */
-    bool grown = slots_reserve(s, cap);
-    for (int i = 0; i < b->nvars; i++) {
-        uint32_t h = hash_var(vars[i].var) & s->mask;
-        while (s->slots[h].var != NULL)
-            h = (h + 1) & s->mask;
-        s->slots[h] = (struct slot){vars[i].var, i};
-    }
-    return grown;
+    return true;
 }
 
 /* The index of `r`'s var in the union, adding it (a write wins). -1: out
- * of memory. */
+ * of memory (the union and the map unchanged). */
 static int union_index(vf__bulk *s, vf__bulk_batch *b, const vf__varref *r)
 {
-    uint32_t h = hash_var(r->var) & s->mask;
-    while (s->slots[h].var != NULL) {
-        if (s->slots[h].var == r->var) {
-            int i = s->slots[h].index;
-            b->vars[i].write |= r->write;
-            return i;
-        }
-        h = (h + 1) & s->mask;
+    uint64_t key = (uint64_t)(uintptr_t)r->var;
+    uint64_t index;
+    int rc = vf__hashmap_put(&s->union_map, key, (uint64_t)b->nvars, &index);
+    if (rc == 1) {
+        b->vars[index].write |= r->write;
+        return (int)index;
     }
-    if (b->nvars == b->cap_vars) {
-        if (!grow_vars(s, b))
-            return -1;
-        return union_index(s, b, r);
+    if (rc < 0)
+        return -1;
+    if (b->nvars == b->cap_vars && !grow_vars(b)) {
+        vf__hashmap_remove(&s->union_map, key);
+        return -1;
     }
-    int i = b->nvars++;
-    b->vars[i] = *r;
-    s->slots[h] = (struct slot){r->var, i};
-    return i;
-}
-
-/* Empty the slots the open batch's union used (before it is flushed).
- * Every entry of the table is one of the union's, so a search that steps
- * over slots already emptied still finds each one. */
-static void slots_clear(vf__bulk *s, const vf__bulk_batch *b)
-{
-    for (int i = 0; i < b->nvars; i++) {
-        uint32_t h = hash_var(b->vars[i].var) & s->mask;
-        while (s->slots[h].var != b->vars[i].var)
-            h = (h + 1) & s->mask;
-        s->slots[h].var = NULL;
-    }
+    b->vars[b->nvars] = *r;
+    return b->nvars++;
 }
 
 /* Add one op (its var set in normal form) to the batch. */
@@ -373,7 +318,11 @@ static void flush_locked(vf_engine *e, vf__bulk *s)
     if (b == NULL)
         return;
     s->batch = NULL;
-    slots_clear(s, b);
+    if (vf__hashmap_sparse(&s->union_map)) /* a few vars, say a chain */
+        for (int i = 0; i < b->nvars; i++)
+            vf__hashmap_remove(&s->union_map, (uintptr_t)b->vars[i].var);
+    else
+        vf__hashmap_clear(&s->union_map);
     batch_push(e, b);
 }
 
@@ -411,6 +360,7 @@ static vf__bulk *find(vf_engine *e, bool create)
         s->owner = me;
         s->size = e->bulk.size;
         vf__spin_init(&s->lock);
+        vf__hashmap_init(&s->union_map, vf__calloc);
         s->next = e->bulk.list;
         e->bulk.list = s;
         atomic_fetch_add_explicit(&e->bulk.nstates, 1, memory_order_relaxed);
@@ -498,8 +448,9 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
         flush_locked(e, s);
         b = NULL;
     }
-    if (b == NULL && (!slots_reserve(s, 2 * s->size) ||
-                      (b = batch_new(s->size, priority, def->pool)) == NULL)) {
+    if (b == NULL &&
+        (vf__hashmap_reserve(&s->union_map, 2 * (size_t)s->size) != 0 ||
+         (b = batch_new(s->size, priority, def->pool)) == NULL)) {
         vf__spin_unlock(&s->lock);
         free(heap);
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
@@ -619,7 +570,7 @@ void vf__bulk_engine_destroy(vf_engine *e)
         vf__bulk *next = s->next;
         VF__ASSERT(s->batch == NULL);
         vf__bulk_batch_free(s->batch);
-        free(s->slots);
+        vf__hashmap_destroy(&s->union_map);
         free(s);
         s = next;
     }

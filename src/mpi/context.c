@@ -249,6 +249,7 @@ VF_API int vf_mpi_init(vf_engine *e, MPI_Comm comm)
         return vf__mpi_error(VF_ENOMEM, "vf_mpi_init: out of memory");
     ctx->engine = e;
     ctx->comm = MPI_COMM_NULL;
+    vf__mpi_vars_init(ctx);
     pthread_mutex_init(&ctx->lock, NULL);
     pthread_mutex_init(&ctx->data_lock, NULL);
     pthread_mutex_init(&ctx->qlock, NULL);

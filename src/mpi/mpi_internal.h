@@ -12,7 +12,7 @@
  * The rooms:
  *   context.c  the engine -> context registry; init, finalize, rank, size,
  *              stats; the process-wide MPI lock
- *   vars.c     the variable records (a hash table on the handle), creation,
+ *   vars.c     the variable records (a hash map on the handle), creation,
  *              deletion, buffers, the 2D block-cyclic mapping
  *   flow.c     where an op runs and which transfers it needs; push, get and
  *              the collective wait
@@ -26,6 +26,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/hashmap.h"
 #include "varflow_mpi.h"
 
 /* What travels in front of every value, in the same message (a derived
@@ -135,9 +136,7 @@ typedef struct vf__mpi {
     /* The record table, the buffers and the stats, which ops read while
      * the pushing thread changes them (data_lock; changes hold both). */
     pthread_mutex_t data_lock;
-    vf__mpi_var **table; /* open addressing on the handle's id */
-    size_t table_cap;    /* a power of two */
-    size_t nvars;
+    vf__hashmap records; /* the handle's id -> its vf__mpi_var * */
     vf_mpi_stats stats;
 
     /* The communication thread (qlock). */
@@ -170,6 +169,9 @@ void vf__mpi_error_text(int mpi_rc, char *out, size_t size);
 
 /* vars.c (ctx->lock held; the table's find: data_lock held, as the
  * engine's delete ops remove records on the workers) */
+/* An empty record map, before anything can fail (vf__mpi_vars_free frees
+ * it). */
+void vf__mpi_vars_init(vf__mpi *ctx);
 vf__mpi_var *vf__mpi_var_find(vf__mpi *ctx, vf_var v);
 /* The record for a call in sequence, or NULL with `*rc` and the detail
  * set: VF_ESTALE for a deleted variable, VF_EINVAL for one that is not

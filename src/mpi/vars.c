@@ -1,12 +1,12 @@
 /*
  * vars.c: the records of distributed variables.
  *
- * A record is found from the engine's handle through an open-addressing
- * hash table on the handle's id (linear probing, at most half full,
- * deletion by backward shift), all under the context's lock: the pushing
- * thread adds and removes records while ops, on the workers, look up their
- * buffers. Records themselves never move, so a buffer pointer read once
- * stays good until the variable is deleted.
+ * A record is found from the engine's handle through a hash map on the
+ * handle's id (base/hashmap.h, compiled into this library too), under
+ * data_lock: the pushing thread adds records, the engine's delete ops
+ * remove them on the workers, and ops look up their buffers. Records
+ * themselves never move, so a buffer pointer read once stays good until
+ * the variable is deleted.
  *
  * Which ranks hold a variable's current value is a bitset of `words`
  * 64-bit words, inline for up to 64 ranks.
@@ -17,24 +17,15 @@
 
 #include "mpi/mpi_internal.h"
 
-static size_t slot_of(uint64_t id, size_t cap)
+void vf__mpi_vars_init(vf__mpi *ctx)
 {
-    /* Fibonacci hashing: the ids' low bits are a slot number. */
-    return (size_t)((id * 0x9E3779B97F4A7C15ull) >> 17) & (cap - 1);
+    vf__hashmap_init(&ctx->records, NULL);
 }
 
 vf__mpi_var *vf__mpi_var_find(vf__mpi *ctx, vf_var v)
 {
-    if (ctx->table_cap == 0)
-        return NULL;
-    for (size_t i = slot_of(v.id, ctx->table_cap);;
-         i = (i + 1) & (ctx->table_cap - 1)) {
-        vf__mpi_var *mv = ctx->table[i];
-        if (mv == NULL)
-            return NULL;
-        if (mv->var.id == v.id)
-            return mv;
-    }
+    uint64_t *mv = vf__hashmap_find(&ctx->records, v.id);
+    return mv != NULL ? (vf__mpi_var *)(uintptr_t)*mv : NULL;
 }
 
 vf__mpi_var *vf__mpi_var_live(vf__mpi *ctx, vf_var v, const char *caller,
@@ -64,58 +55,17 @@ vf__mpi_var *vf__mpi_var_live(vf__mpi *ctx, vf_var v, const char *caller,
     return mv;
 }
 
-static int table_grow(vf__mpi *ctx)
-{
-    size_t cap = ctx->table_cap ? ctx->table_cap * 2 : 64;
-    vf__mpi_var **t = calloc(cap, sizeof *t);
-    if (t == NULL)
-        return VF_ENOMEM;
-    for (size_t i = 0; i < ctx->table_cap; i++) {
-        vf__mpi_var *mv = ctx->table[i];
-        if (mv == NULL)
-            continue;
-        size_t j = slot_of(mv->var.id, cap);
-        while (t[j] != NULL)
-            j = (j + 1) & (cap - 1);
-        t[j] = mv;
-    }
-    free(ctx->table);
-    ctx->table = t;
-    ctx->table_cap = cap;
-    return 0;
-}
-
+/* Adds a new record to the map (data_lock held): 0 or VF_ENOMEM. */
 static int table_add(vf__mpi *ctx, vf__mpi_var *mv)
 {
-    if ((ctx->nvars + 1) * 2 > ctx->table_cap && table_grow(ctx) != 0)
-        return VF_ENOMEM;
-    size_t i = slot_of(mv->var.id, ctx->table_cap);
-    while (ctx->table[i] != NULL)
-        i = (i + 1) & (ctx->table_cap - 1);
-    ctx->table[i] = mv;
-    ctx->nvars++;
-    return 0;
+    int rc = vf__hashmap_put(&ctx->records, mv->var.id, (uint64_t)(uintptr_t)mv,
+                             NULL);
+    return rc < 0 ? rc : 0; /* 1 cannot be: the id is a new variable's */
 }
 
 static void table_remove(vf__mpi *ctx, vf__mpi_var *mv)
 {
-    size_t mask = ctx->table_cap - 1;
-    size_t i = slot_of(mv->var.id, ctx->table_cap);
-    while (ctx->table[i] != mv)
-        i = (i + 1) & mask;
-    ctx->table[i] = NULL;
-    /* Backward shift: pull later members of the run into the hole when
-     * their home slot is not between the hole and them. */
-    for (size_t j = (i + 1) & mask; ctx->table[j] != NULL; j = (j + 1) & mask) {
-        size_t home = slot_of(ctx->table[j]->var.id, ctx->table_cap);
-        bool stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);
-        if (!stays) {
-            ctx->table[i] = ctx->table[j];
-            ctx->table[j] = NULL;
-            i = j;
-        }
-    }
-    ctx->nvars--;
+    vf__hashmap_remove(&ctx->records, mv->var.id);
 }
 
 bool vf__mpi_valid_at(const vf__mpi_var *mv, int rank)
@@ -392,19 +342,15 @@ VF_API int vf_mpi_var_owner(vf_engine *e, vf_var v)
 
 void vf__mpi_vars_free(vf__mpi *ctx)
 {
-    for (size_t i = 0; i < ctx->table_cap; i++) {
-        vf__mpi_var *mv = ctx->table[i];
-        if (mv == NULL)
-            continue;
+    uint64_t value;
+    for (size_t pos = 0; vf__hashmap_next(&ctx->records, &pos, NULL, &value);) {
+        vf__mpi_var *mv = (vf__mpi_var *)(uintptr_t)value;
         /* The engine variable stays (the caller's to delete); the copy
          * we made goes now: vf_mpi_finalize waited for every op. */
         free(mv->cache);
         var_record_free(mv);
     }
-    free(ctx->table);
-    ctx->table = NULL;
-    ctx->table_cap = 0;
-    ctx->nvars = 0;
+    vf__hashmap_destroy(&ctx->records);
 }
 
 VF_API void vf_mpi_grid(int size, int *p, int *q)

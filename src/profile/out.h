@@ -1,7 +1,7 @@
 /*
- * out.h: what the profiler's outputs share (write.c,
+ * out.h: what the profiler's outputs share (write.c, trace_write.c,
  * summary.c, critical.c, dot.c, html.c), and the trace loader
- * (tools/trace_load.c, which parses property names with them).
+ * (trace_load.c, which parses property names with them).
  *
  * Every output is computed from an immutable snapshot (struct vf_profile,
  * records sorted by id), so nothing here takes a lock or touches an

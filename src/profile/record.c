@@ -7,12 +7,14 @@
 
 #include "base/alloc.h"
 #include "base/error.h"
+#include "base/hashmap.h"
 #include "profile/snapshot.h"
 
 #define VF__PROF_CHUNK 4096
 
 typedef struct vf__prof_entry {
     vf_profile_record rec; /* name: interned; deps: fixed up by snapshots */
+    size_t name;           /* rec.name's index in the profiler's names */
     uint64_t deps[VF__PROF_INLINE_DEPS];
     uint64_t *more_deps;
 } vf__prof_entry;
@@ -32,8 +34,12 @@ struct vf__profiler {
     uint64_t dropped;         /* lock */
     vf__prof_entry **chunks;  /* lock */
     size_t nchunks;           /* lock */
-    char **names;             /* lock: interned names (open addressing) */
-    size_t names_cap, names_len;
+    /* lock: the interned names, in the order first seen, and their
+     * index: a name's FNV-1a hash -> its place in names (a hash that
+     * another name holds already moves on by one, see intern) */
+    char **names;
+    size_t nnames, names_cap;
+    vf__hashmap name_index;
 };
 
 static uint64_t now_ns(void)
@@ -56,6 +62,7 @@ int vf__prof_create(vf__profiler **out, size_t max_records, const char *path)
     atomic_init(&p->t0, 0);
     atomic_init(&p->next_id, 0);
     p->max_records = max_records;
+    vf__hashmap_init(&p->name_index, vf__calloc);
     if (pthread_mutex_init(&p->lock, NULL) != 0) {
         free(p->path);
         free(p);
@@ -80,11 +87,12 @@ static void clear(vf__profiler *p)
     free(p->chunks);
     p->chunks = NULL;
     p->nchunks = 0;
-    for (size_t i = 0; i < p->names_cap; i++)
+    for (size_t i = 0; i < p->nnames; i++)
         free(p->names[i]);
     free(p->names);
     p->names = NULL;
-    p->names_cap = p->names_len = 0;
+    p->nnames = p->names_cap = 0;
+    vf__hashmap_destroy(&p->name_index);
     p->count = 0;
     p->dropped = 0;
 }
@@ -192,38 +200,50 @@ static uint64_t name_hash(const char *s)
     return h;
 }
 
-/* The interned copy of `name` (lock held); NULL when out of memory. */
-static const char *intern(vf__profiler *p, const char *name)
+/* Room for one more name in names (lock held); 0 or VF_ENOMEM. */
+static int names_room(vf__profiler *p)
 {
-    if (p->names_len * 2 >= p->names_cap) {
-        size_t cap = p->names_cap ? p->names_cap * 2 : 64;
-        char **t = vf__calloc(cap, sizeof *t);
-        if (t == NULL)
-            return NULL;
-        for (size_t i = 0; i < p->names_cap; i++) {
-            if (p->names[i] == NULL)
-                continue;
-            size_t j = name_hash(p->names[i]) & (cap - 1);
-            while (t[j] != NULL)
-                j = (j + 1) & (cap - 1);
-            t[j] = p->names[i];
+    if (p->nnames < p->names_cap)
+        return 0;
+    size_t cap = p->names_cap ? 2 * p->names_cap : 64;
+    char **t = vf__malloc(cap * sizeof *t);
+    if (t == NULL)
+        return VF_ENOMEM;
+    if (p->nnames > 0)
+        memcpy(t, p->names, p->nnames * sizeof *t);
+    free(p->names);
+    p->names = t;
+    p->names_cap = cap;
+    return 0;
+}
+
+/* The index in names of the interned copy of `name` (lock held), made on
+ * first sight; 0 or VF_ENOMEM. A name's key is its hash; when another name
+ * holds that key (two names, one 64-bit hash), the next key is tried, and
+ * so on: names are never removed one by one, so a name is always found
+ * by walking the keys from its hash to its own. */
+static int intern(vf__profiler *p, const char *name, size_t *index)
+{
+    for (uint64_t key = name_hash(name);; key++) {
+        if (key == 0)
+            continue; /* not a key */
+        uint64_t at;
+        int rc = vf__hashmap_put(&p->name_index, key, p->nnames, &at);
+        if (rc < 0)
+            return rc;
+        if (rc == 1 && strcmp(p->names[at], name) != 0)
+            continue; /* another name's key */
+        if (rc == 0) { /* a new name: at == nnames */
+            char *copy = NULL;
+            if (names_room(p) != 0 || (copy = vf__strdup(name)) == NULL) {
+                vf__hashmap_remove(&p->name_index, key);
+                return VF_ENOMEM;
+            }
+            p->names[p->nnames++] = copy;
         }
-        free(p->names);
-        p->names = t;
-        p->names_cap = cap;
+        *index = (size_t)at;
+        return 0;
     }
-    size_t j = name_hash(name) & (p->names_cap - 1);
-    while (p->names[j] != NULL) {
-        if (strcmp(p->names[j], name) == 0)
-            return p->names[j];
-        j = (j + 1) & (p->names_cap - 1);
-    }
-    char *copy = vf__strdup(name);
-    if (copy == NULL)
-        return NULL;
-    p->names[j] = copy;
-    p->names_len++;
-    return copy;
 }
 
 /* A slot for the next record (lock held), or NULL (full or no memory). */
@@ -255,14 +275,14 @@ void vf__prof_op_finished(vf__profiler *p, vf__op_prof *pr,
 {
     pthread_mutex_lock(&p->lock);
     vf__prof_entry *slot = NULL;
-    const char *name = NULL;
+    size_t name = 0;
     if (pr->session == atomic_load_explicit(&p->session,
                                             memory_order_relaxed) &&
-        (name = intern(p, op->name)) != NULL &&
-        (slot = next_slot(p)) != NULL) {
+        intern(p, op->name, &name) == 0 && (slot = next_slot(p)) != NULL) {
         vf_profile_record *r = &slot->rec;
         r->id = pr->id;
-        r->name = name;
+        r->name = p->names[name];
+        slot->name = name;
         r->pool = op->pool;
         r->worker = pr->worker;
         r->device = op->device;
@@ -349,9 +369,8 @@ int vf__prof_take(vf__profiler *p, const vf__prof_engine_desc *engine,
     for (size_t i = 0; i < p->count; i++)
         ndeps += (size_t)p->chunks[i / VF__PROF_CHUNK][i % VF__PROF_CHUNK]
                      .rec.ndeps;
-    for (size_t i = 0; i < p->names_cap; i++)
-        if (p->names[i])
-            names_size += strlen(p->names[i]) + 1;
+    for (size_t i = 0; i < p->nnames; i++)
+        names_size += strlen(p->names[i]) + 1;
     vf_profile *s = vf__calloc(1, sizeof *s);
     if (s != NULL) {
         s->records = vf__malloc((p->count + 1) * sizeof *s->records);
@@ -367,18 +386,15 @@ int vf__prof_take(vf__profiler *p, const vf__prof_engine_desc *engine,
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     }
     /* Names: copied into one block; records point into it. to[j] is the
-     * copy of the interned name in slot j, found again by hashing the
-     * record's name (O(1) a record, whatever the number of names). */
-    char **to = vf__malloc((p->names_cap + 1) * sizeof *to);
+     * copy of names[j], the name of each record whose entry says j. */
+    char **to = vf__malloc((p->nnames + 1) * sizeof *to);
     if (to == NULL) {
         pthread_mutex_unlock(&p->lock);
         vf_profile_free(s);
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     }
     size_t off = 0;
-    for (size_t i = 0; i < p->names_cap; i++) {
-        if (p->names[i] == NULL)
-            continue;
+    for (size_t i = 0; i < p->nnames; i++) {
         size_t len = strlen(p->names[i]) + 1;
         memcpy(s->names + off, p->names[i], len);
         to[i] = s->names + off;
@@ -390,10 +406,7 @@ int vf__prof_take(vf__profiler *p, const vf__prof_engine_desc *engine,
                                              [i % VF__PROF_CHUNK];
         vf_profile_record *r = &s->records[i];
         *r = en->rec;
-        size_t j = name_hash(en->rec.name) & (p->names_cap - 1);
-        while (p->names[j] != en->rec.name)
-            j = (j + 1) & (p->names_cap - 1);
-        r->name = to[j];
+        r->name = to[en->name];
         for (int k = 0; k < r->ndeps; k++)
             s->deps[d + (size_t)k] = k < VF__PROF_INLINE_DEPS
                                          ? en->deps[k]

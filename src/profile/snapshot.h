@@ -12,7 +12,7 @@
 /* A snapshot (vf_profile_take, or vf_profile_load from a file): records
  * sorted by id, names in `names`, deps in `deps`; worker_pool entries are
  * string literals or point into `names`. Defined here so that the trace
- * loader (tools/trace_load.c) can build one. */
+ * loader (trace_load.c) can build one. */
 struct vf_profile {
     vf_engine_type kind;
     int nworkers;

@@ -2,9 +2,11 @@
  * trace_load.h: reading a Chrome trace that varflow wrote back into a
  * profile snapshot, for varflow-report and the tests.
  *
- * Not part of the engine library, which needs libc and pthreads only:
- * reading JSON is cJSON's job, so the loader is the static library
- * varflow_trace (tools/CMakeLists.txt), built on cJSON and on the static
+ * It sits beside the writer (trace_write.c), with which it shares the
+ * list of the trace's fields (trace_fields.h), but it is not part of the
+ * engine library, which needs libc and pthreads only: reading JSON is
+ * cJSON's job, so trace_load.c is built as the static library
+ * varflow_trace (tools/CMakeLists.txt), on cJSON and on the static
  * libvarflow (it makes the library's struct vf_profile, freed with
  * vf_profile_free, and leaves its error detail for vf_last_error_detail).
  */
