@@ -83,9 +83,10 @@ void vf__async_describe(vf__async_ops *a, char *buf, size_t n)
         return;
     }
     size_t len = 0;
-    put(buf, n, &len, "%" PRIu64 " async op%s started and never "
-                                   "completed:",
-                           a->count, a->count == 1 ? "" : "s");
+    put(buf, n, &len,
+        "%" PRIu64 " async op%s started and never "
+        "completed:",
+        a->count, a->count == 1 ? "" : "s");
     /* The oldest are at the tail: they are the likeliest culprits. */
     vf__op *op = a->head;
     while (op != NULL && op->next != NULL)
@@ -93,8 +94,8 @@ void vf__async_describe(vf__async_ops *a, char *buf, size_t n)
     for (int k = 0; op != NULL && k < SHOWN; op = op->child, k++) {
         const char *name = op->def->name;
         if (name[0] != '\0')
-            put(buf, n, &len, "%s \"%s\" (op #%" PRIu64 ")", k ? "," : "",
-                name, op->place);
+            put(buf, n, &len, "%s \"%s\" (op #%" PRIu64 ")", k ? "," : "", name,
+                op->place);
         else
             put(buf, n, &len, "%s op #%" PRIu64, k ? "," : "", op->place);
     }
@@ -103,7 +104,7 @@ void vf__async_describe(vf__async_ops *a, char *buf, size_t n)
     pthread_mutex_unlock(&a->lock);
 }
 
-/* --- completion ------------------------------------------------------------ */
+/* --- completion -------------------------------------------------------- */
 
 /* Claim the completion handle for `*out`: 0, or VF_EINVAL when it is not
  * one, VF_EALREADY when it was used already. */
@@ -114,10 +115,9 @@ static int claim_completion(vf_completion done, const char *caller,
     if (op == NULL || (done.ticket_ & 1) != 0)
         return vf__fail(VF_EINVAL, "%s: not a completion handle", caller);
     uint64_t expected = done.ticket_;
-    if (!atomic_compare_exchange_strong_explicit(&op->ticket, &expected,
-                                                 done.ticket_ + 1,
-                                                 memory_order_acq_rel,
-                                                 memory_order_relaxed))
+    if (!atomic_compare_exchange_strong_explicit(
+            &op->ticket, &expected, done.ticket_ + 1, memory_order_acq_rel,
+            memory_order_relaxed))
         return vf__fail(VF_EALREADY, "%s: this op was already completed",
                         caller);
     vf__async_completed(&op->engine->async, op);

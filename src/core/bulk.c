@@ -286,11 +286,13 @@ static void batch_push(vf_engine *e, vf__bulk_batch *b)
          * a waiter woken by it must see it counted. */
         uint64_t nitems = (uint64_t)b->nitems;
         atomic_fetch_add_explicit(&e->bulk.bulks, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&e->bulk.bulked, nitems, memory_order_relaxed);
+        atomic_fetch_add_explicit(&e->bulk.bulked, nitems,
+                                  memory_order_relaxed);
         if (vf__engine_enqueue(e, op, "vf_push (bulk)") == 0)
             return;
         atomic_fetch_sub_explicit(&e->bulk.bulks, 1, memory_order_relaxed);
-        atomic_fetch_sub_explicit(&e->bulk.bulked, nitems, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&e->bulk.bulked, nitems,
+                                  memory_order_relaxed);
         def->kind = &vf__kind_user; /* the batch is freed below, not with it */
         def->vars = NULL;
         vf__op_free(op);
@@ -560,7 +562,7 @@ void vf__bulk_engine_init(vf_engine *e)
     atomic_init(&e->bulk.bulked, 0);
     static atomic_uint_fast64_t next_serial = 1;
     e->bulk.serial = atomic_fetch_add_explicit(&next_serial, 1,
-                                          memory_order_relaxed);
+                                               memory_order_relaxed);
 }
 
 void vf__bulk_engine_destroy(vf_engine *e)
@@ -615,7 +617,7 @@ void vf__bulk_run(vf__op *op, int worker, bool shutdown)
         vf__failure *f = NULL;
         if (!skipped && !it->no_skip) {
             f = vf__inherited_failure(op, refs, it->nrefs, place,
-                                  vf__engine_has_devices(e));
+                                      vf__engine_has_devices(e));
             if (f != NULL) {
                 vf__failure_ref(f);
                 skipped = true;
@@ -648,8 +650,7 @@ void vf__bulk_run(vf__op *op, int worker, bool shutdown)
                     &v->failure, f, memory_order_acq_rel));
             }
             if (!skipped)
-                atomic_fetch_add_explicit(&v->version, 1,
-                                          memory_order_relaxed);
+                atomic_fetch_add_explicit(&v->version, 1, memory_order_relaxed);
         }
         vf__failure_unref(f);
         if (it->done != NULL)
@@ -661,9 +662,10 @@ void vf__bulk_run(vf__op *op, int worker, bool shutdown)
 /* A batch held while stopped and never pushed: each op in it fails alone. */
 static void bulk_dropped(vf_engine *e, vf__op *op, int rc)
 {
-    vf__bulk_fail_items(e, op->def->arg, rc, "held while the engine was "
-                                             "stopped, and could not be "
-                                             "pushed at start");
+    vf__bulk_fail_items(e, op->def->arg, rc,
+                        "held while the engine was "
+                        "stopped, and could not be "
+                        "pushed at start");
     vf__op_free(op);
 }
 
@@ -684,5 +686,4 @@ const vf__op_kind vf__kind_bulk = {.name = "bulk",
                                    .run = bulk_run,
                                    .dropped = bulk_dropped,
                                    .free_def = bulk_free_def,
-                                   .flags = VF__KIND_OBSERVED |
-                                            VF__KIND_HELD};
+                                   .flags = VF__KIND_OBSERVED | VF__KIND_HELD};

@@ -56,8 +56,9 @@ static int count_setting(int field, const char *field_name, const char *var,
     }
     long long n = parse_count(s, max);
     if (n < 1)
-        return vf__fail(VF_EINVAL, "vf_engine_create: %s=\"%s\" (must be "
-                                   "decimal digits only, 1..%d)",
+        return vf__fail(VF_EINVAL,
+                        "vf_engine_create: %s=\"%s\" (must be "
+                        "decimal digits only, 1..%d)",
                         var, s, max);
     *out = (int)n;
     return 0;
@@ -89,9 +90,11 @@ static int flag_setting(const char *var, bool *out)
 static int profile_path_check(const char *path, const char *setting)
 {
     if (*path == '\0')
-        return vf__fail(VF_EINVAL, "vf_engine_create: %s\"\" (a file name, "
-                                   "\"-\" for standard output, or NULL for "
-                                   "no profile)", setting);
+        return vf__fail(VF_EINVAL,
+                        "vf_engine_create: %s\"\" (a file name, "
+                        "\"-\" for standard output, or NULL for "
+                        "no profile)",
+                        setting);
     if (strcmp(path, "-") == 0)
         return 0;
     struct stat st;
@@ -108,8 +111,10 @@ static int profile_path_check(const char *path, const char *setting)
         const char *slash = strrchr(path, '/');
         size_t n = slash == NULL || slash == path ? 1 : (size_t)(slash - path);
         if (n >= sizeof dir)
-            return vf__fail(VF_EINVAL, "vf_engine_create: %s\"%s\": the "
-                                       "path is too long", setting, path);
+            return vf__fail(VF_EINVAL,
+                            "vf_engine_create: %s\"%s\": the "
+                            "path is too long",
+                            setting, path);
         memcpy(dir, slash == NULL ? "." : path, n);
         dir[n] = '\0';
         what = dir;
@@ -122,8 +127,9 @@ static int profile_path_check(const char *path, const char *setting)
     }
     if (why == NULL)
         return 0;
-    return vf__fail(VF_EINVAL, "vf_engine_create: %s\"%s\": the profile "
-                               "could not be written there (%s: %s)",
+    return vf__fail(VF_EINVAL,
+                    "vf_engine_create: %s\"%s\": the profile "
+                    "could not be written there (%s: %s)",
                     setting, path, what, why);
 }
 

@@ -97,8 +97,7 @@ void vf__fences_host_wait(vf__op *op)
 
 vf__failure *vf__var_failure(vf_engine *e, vf__var *v, uint64_t place)
 {
-    vf__failure *own = atomic_load_explicit(&v->failure,
-                                            memory_order_acquire);
+    vf__failure *own = atomic_load_explicit(&v->failure, memory_order_acquire);
     vf__spin_lock(&v->lock);
     vf__fence *w = v->wfence; /* stays: the caller holds v */
     vf__spin_unlock(&v->lock);
@@ -148,8 +147,8 @@ void vf__fences_clear_written(const vf__op *op)
         vf__spin_unlock(&v->lock);
         if (f != NULL) {
             vf__failure_ref(f);
-            vf__failure_unref(atomic_exchange_explicit(&v->failure, f,
-                                                       memory_order_acq_rel));
+            vf__failure_unref(
+                atomic_exchange_explicit(&v->failure, f, memory_order_acq_rel));
         }
         vf__var_drop_fences(v);
     }
@@ -284,9 +283,8 @@ static void device_outcome(vf__op *op, const vf__event_status *st)
         op->skipped = true;
         return;
     }
-    op->failure = vf__engine_record_failure(op->engine, st->code,
-                                            op->def->name, st->message,
-                                            op->place, op->root);
+    op->failure = vf__engine_record_failure(op->engine, st->code, op->def->name,
+                                            st->message, op->place, op->root);
     op->status = st->code;
 }
 
@@ -554,9 +552,8 @@ static void rebuild_pool(vf_engine *e, vf__devctx *d, vf__pool *p)
     e->dev.next_worker_index += 1;
     p->spread = true;
     p->workers[0].dev_cls = d->cls;
-    if (d->forked_away ||
-        d->cls->stream_create(d->dev.id, &e->dev.params,
-                              &p->workers[0].stream) != 0)
+    if (d->forked_away || d->cls->stream_create(d->dev.id, &e->dev.params,
+                                                &p->workers[0].stream) != 0)
         d->forked_away = true;
     else
         d->cls->stream_stop(p->workers[0].stream); /* start runs it */
@@ -785,9 +782,9 @@ void vf__devices_destroy(vf_engine *e)
         }
         pthread_mutex_destroy(&d->inline_lock);
         free(d);
-        atomic_store_explicit(&e->dev.ctx[k / VF__MAX_DEVICE_IDS]
-                                         [k % VF__MAX_DEVICE_IDS],
-                              NULL, memory_order_relaxed);
+        atomic_store_explicit(
+            &e->dev.ctx[k / VF__MAX_DEVICE_IDS][k % VF__MAX_DEVICE_IDS], NULL,
+            memory_order_relaxed);
     }
 }
 

@@ -373,8 +373,7 @@ int vf__engine_admit_slow(vf_engine *e, bool nonblocking, const char *who)
 void vf__engine_counts_changed(vf_engine *e, uint64_t now)
 {
     bool idle = ((now >> 32) == 0 && atomic_load(&e->waits.nwaiters) > 0) ||
-                ((now >> 32) == e->unblock_at &&
-                 atomic_load(&e->nblocked) > 0);
+                ((now >> 32) == e->unblock_at && atomic_load(&e->nblocked) > 0);
     bool stuck = (uint32_t)now == 0 && atomic_load(&e->waits.nnested) > 0;
     if (idle || stuck) {
         pthread_mutex_lock(&e->waits.lock);

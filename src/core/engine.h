@@ -23,14 +23,14 @@
 #include "base/common.h"
 #include "core/async.h"
 #include "core/bulk.h"
-#include "core/lifecycle.h"
-#include "core/wait.h"
-#include "core/failure.h"
 #include "core/device_ops.h"
+#include "core/failure.h"
+#include "core/lifecycle.h"
 #include "core/op.h"
-#include "profile/hooks.h"
 #include "core/sched.h"
 #include "core/var.h"
+#include "core/wait.h"
+#include "profile/hooks.h"
 
 #define VF__ENGINE_MAGIC 0x7666656eu /* "vfen" */
 #define VF__OPERATOR_MAGIC 0x76666f70u /* "vfop" */
@@ -143,11 +143,9 @@ bool vf__thread_in_engine(const vf_engine *e);
 
 /* Record a failure in the engine's log (vf__failure_log_record): one
  * reference for the caller. */
-static inline vf__failure *vf__engine_record_failure(vf_engine *e, int code,
-                                                     const char *name,
-                                                     const char *message,
-                                                     uint64_t place,
-                                                     uint64_t root)
+static inline vf__failure *
+vf__engine_record_failure(vf_engine *e, int code, const char *name,
+                          const char *message, uint64_t place, uint64_t root)
 {
     return vf__failure_log_record(&e->failures, code, name, message, place,
                                   root);
@@ -157,8 +155,7 @@ static inline vf__failure *vf__engine_record_failure(vf_engine *e, int code,
  * batch's items, ops dropped unpushed): returns the first. */
 static inline uint64_t vf__engine_take_places(vf_engine *e, uint64_t n)
 {
-    return atomic_fetch_add_explicit(&e->pushed, n, memory_order_relaxed) +
-           1;
+    return atomic_fetch_add_explicit(&e->pushed, n, memory_order_relaxed) + 1;
 }
 
 /* Give an op the program pushes (a user op, or a fused one) its place in
@@ -170,8 +167,7 @@ static inline uint64_t vf__engine_take_places(vf_engine *e, uint64_t n)
 static inline uint64_t vf__engine_push_root(vf_engine *e)
 {
     vf__op *parent = vf__current_op();
-    return VF__LIKELY(parent == NULL) || parent->engine != e ? 0
-                                                              : parent->root;
+    return VF__LIKELY(parent == NULL) || parent->engine != e ? 0 : parent->root;
 }
 
 static inline void vf__engine_place_op(vf_engine *e, vf__op *op, uint64_t n)

@@ -43,8 +43,7 @@ bool vf__thread_in_engine(const vf_engine *e)
 }
 
 /* Call an op's `done`, marking the thread as in the engine's code. */
-void vf__call_done(const vf_engine *e, vf_done_fn done, void *arg,
-                   int status)
+void vf__call_done(const vf_engine *e, vf_done_fn done, void *arg, int status)
 {
     const vf_engine *outer = tls.done_engine;
     tls.done_engine = e;
@@ -70,8 +69,8 @@ const vf__op_kind vf__kind_user = {
  * op that holds the var, so no write of it races. In an engine with
  * `devices`, v's last device write may have failed after it released v
  * (device_ops.h). */
-static vf__failure *earlier_live(vf_engine *e, vf__failure *best,
-                                 vf__var *v, uint64_t place, bool devices)
+static vf__failure *earlier_live(vf_engine *e, vf__failure *best, vf__var *v,
+                                 uint64_t place, bool devices)
 {
     vf__failure *f = VF__LIKELY(!devices)
                          ? atomic_load_explicit(&v->failure,
@@ -93,12 +92,11 @@ vf__failure *vf__inherited_failure(const vf__op *op, const uint32_t *refs,
     vf__failure *f = NULL;
     if (refs == NULL)
         for (int i = 0; i < def->nvars; i++)
-            f = earlier_live(op->engine, f, def->vars[i].var, place,
-                             devices);
+            f = earlier_live(op->engine, f, def->vars[i].var, place, devices);
     else
         for (int r = 0; r < nrefs; r++)
-            f = earlier_live(op->engine, f, def->vars[refs[r] >> 1].var,
-                             place, devices);
+            f = earlier_live(op->engine, f, def->vars[refs[r] >> 1].var, place,
+                             devices);
     return f;
 }
 
@@ -223,8 +221,6 @@ static bool run_device(vf__op *op, int worker)
     return !in_flight;
 }
 
-
-
 /* Run the op's body. True when the op is done now (ran, failed, skipped);
  * false when an async op or a device op's work is in flight (the op may
  * already be freed). */
@@ -261,7 +257,7 @@ static bool run_body(vf__op *op, int worker)
     }
     if (!def->no_skip) {
         vf__failure *f = vf__inherited_failure(op, NULL, 0, op->place,
-                                           slow & VF__SLOW_DEVICES);
+                                               slow & VF__SLOW_DEVICES);
         if (VF__UNLIKELY(f != NULL)) {
             if (def->devctx != NULL) {
                 /* A device op skipped before it starts writes its vars
@@ -571,8 +567,7 @@ static void release_in_flight(vf__op *op, vf__readylist *ready)
     int before = ready->count;
     for (int i = 0; i < def->nvars; i++) {
         if (def->vars[i].write) /* its versions: when its work resolves */
-            vf__var_complete_write(def->vars[i].var, op, failure, false,
-                                   ready);
+            vf__var_complete_write(def->vars[i].var, op, failure, false, ready);
         else
             vf__var_complete_read(def->vars[i].var, op, ready);
     }

@@ -34,8 +34,7 @@ void vf__op_failed(vf__op *op, int code, const char *message);
 
 /* Call a `done` callback, marking the thread as in the engine's code (a
  * wait there is refused, wait.c). */
-void vf__call_done(const vf_engine *e, vf_done_fn done, void *arg,
-                   int status);
+void vf__call_done(const vf_engine *e, vf_done_fn done, void *arg, int status);
 
 /* Count a user op's outcome (ran, failed, or skipped by the engine). */
 void vf__count_outcome(vf_engine *e, int status, bool skipped);
@@ -83,7 +82,5 @@ void vf__loop_leave(const vf__loop_frame *saved);
  * keeping w's state exact (vf__waiter). False when there was nothing to
  * run. */
 bool vf__loop_run_one(vf__waiter *w, vf__worker *me);
-
-
 
 #endif /* VF_EXEC_H */

@@ -134,8 +134,7 @@ vf__failure *vf__failure_log_record(vf__failure_log *log, int code,
     return f;
 }
 
-bool vf__failure_log_report(vf__failure_log *log, uint64_t place,
-                            vf_error *err)
+bool vf__failure_log_report(vf__failure_log *log, uint64_t place, vf_error *err)
 {
     /* Unlink the records up to `place` under the lock; report and clear
      * them outside it (unref takes the reserve's lock). */

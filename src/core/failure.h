@@ -87,8 +87,7 @@ static inline bool vf__failure_before(const vf__failure *a,
  * that place reported it. */
 static inline bool vf__failure_live_for(const vf__failure *f, uint64_t place)
 {
-    return place <= atomic_load_explicit(&f->cleared_at,
-                                          memory_order_acquire);
+    return place <= atomic_load_explicit(&f->cleared_at, memory_order_acquire);
 }
 
 /* Report the record for a wait at `place`: true once, for the first wait
@@ -105,8 +104,7 @@ static inline bool vf__failure_claim(vf__failure *f, uint64_t place)
  * var holds (`stored`), or, when its last write was device work that failed
  * after the op released the var, that work's (`fenced`, device_ops.h). */
 static inline vf__failure *vf__wait_report(vf__failure *stored,
-                                           vf__failure *fenced,
-                                           uint64_t place)
+                                           vf__failure *fenced, uint64_t place)
 {
     vf__failure *f = fenced != NULL ? fenced : stored;
     return f != NULL && vf__failure_claim(f, place) ? f : NULL;

@@ -4,8 +4,8 @@
 #include <string.h>
 
 #include "base/alloc.h"
-#include "core/engine.h"
 #include "core/bulk.h"
+#include "core/engine.h"
 #include "core/exec.h"
 #include "core/freelist.h"
 
@@ -124,8 +124,9 @@ void vf__engine_drop_op(vf_engine *e, vf__op *op, int rc)
     if (op->place == 0) /* never enqueued: its number now */
         vf__engine_place_op(e, op, 1);
     vf__failure_unref(vf__engine_record_failure(
-        e, rc, def->name, "held while the engine was stopped, and could "
-                          "not be pushed at start",
+        e, rc, def->name,
+        "held while the engine was stopped, and could "
+        "not be pushed at start",
         op->place, op->root));
     if (def->done != NULL)
         def->done(def->arg, rc);
@@ -138,7 +139,8 @@ static int start_locked(vf_engine *e)
 {
     pthread_mutex_lock(&e->life.lock);
     bool stopped = e->life.stopped;
-    e->life.starting = atomic_load(&e->life.holding); /* waits block till it ends */
+    e->life.starting = atomic_load(
+        &e->life.holding); /* waits block till it ends */
     pthread_mutex_unlock(&e->life.lock);
     if (stopped) {
         int rc = start_threads(e);
@@ -285,9 +287,9 @@ void vf__engine_unregister(vf_engine *e)
  * the order lifecycle.h gives. */
 static void engine_locks(vf_engine *e, bool lock)
 {
-    pthread_mutex_t *m[] = {&e->life.lock,         &e->vars.lock,
-                            &e->failures.lock,     &e->failures.reserve.lock,
-                            &e->waits.lock,         &e->dev.lock};
+    pthread_mutex_t *m[] = {&e->life.lock,     &e->vars.lock,
+                            &e->failures.lock, &e->failures.reserve.lock,
+                            &e->waits.lock,    &e->dev.lock};
     int n = (int)(sizeof m / sizeof m[0]);
     if (!lock)
         vf__prof_fork_lock(e->prof, false);

@@ -34,12 +34,13 @@
  * live engine is stopped (drained and joined) unless the forking thread
  * runs its code (vf__thread_in_engine), and the locks another thread could
  * hold inside the engine are taken (every engine's bulk locks (bulk.h),
- * free-list depots, the tag table, each engine's life.lock, var table lock, the failure log's lock and its reserve's, wait
- * lock, dev.lock and the profiler's lock, in that order). In the child the
- * counters of threads that are gone (pending pushes caught half way,
- * waiters, blocked pushers, foreign completers) go back to zero, every var
- * lock is free and the wait condition forgets its waiters. The parent releases them and starts again what it stopped. The
- * child releases them and rebuilds each stopped engine with
+ * free-list depots, the tag table, each engine's life.lock, var table lock, the
+ * failure log's lock and its reserve's, wait lock, dev.lock and the profiler's
+ * lock, in that order). In the child the counters of threads that are gone
+ * (pending pushes caught half way, waiters, blocked pushers, foreign
+ * completers) go back to zero, every var lock is free and the wait condition
+ * forgets its waiters. The parent releases them and starts again what it
+ * stopped. The child releases them and rebuilds each stopped engine with
  * fork_child_workers workers per CPU pool and no device (the parent's
  * streams and CUDA contexts cannot be used there: a device op pushed in
  * the child makes a new emulated device; CUDA refuses after fork); an
@@ -59,11 +60,11 @@
  * order: `op_lock` (a whole stop or start), then the device lock and
  * `lock`; fork takes every engine's locks in the order above. */
 typedef struct vf__life {
-    pthread_mutex_t op_lock; /* held through a whole stop or start */
-    pthread_mutex_t lock;    /* the held ops and `stopped` */
-    atomic_bool holding;     /* seq_cst: pushes from outside are held */
-    bool stopped;            /* lock: workers joined */
-    bool starting;           /* lock: a start pushes held ops */
+    pthread_mutex_t op_lock;       /* held through a whole stop or start */
+    pthread_mutex_t lock;          /* the held ops and `stopped` */
+    atomic_bool holding;           /* seq_cst: pushes from outside are held */
+    bool stopped;                  /* lock: workers joined */
+    bool starting;                 /* lock: a start pushes held ops */
     vf__op *held_head, *held_tail; /* lock: held pushes, in order */
     uint64_t nheld;                /* lock */
     int fork_child_workers;

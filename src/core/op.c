@@ -206,11 +206,11 @@ int vf__varset_build(vf_engine *e, const char *who, vf_var_list reads,
         return rc;
     long total = (long)reads.count + writes.count;
     if (total > VF_MAX_OP_VARS)
-        return vf__fail(VF_EINVAL, "%s: %ld variables in one op (reads.count "
-                                   "%d + writes.count %d; the limit is "
-                                   "VF_MAX_OP_VARS, %d)",
-                        who, total, reads.count, writes.count,
-                        VF_MAX_OP_VARS);
+        return vf__fail(VF_EINVAL,
+                        "%s: %ld variables in one op (reads.count "
+                        "%d + writes.count %d; the limit is "
+                        "VF_MAX_OP_VARS, %d)",
+                        who, total, reads.count, writes.count, VF_MAX_OP_VARS);
     vf__varref *v = out;
     if (total > cap) {
         v = vf__malloc((size_t)total * sizeof *v);

@@ -64,8 +64,9 @@ int vf__engine_enqueue(vf_engine *e, vf__op *op, const char *who)
     /* Stopped or stopping: a push from outside the engine's ops is held
      * (lifecycle.h). Tested after counting pending, so a stopper's drain
      * either sees this push or this push sees the stop (both seq_cst). */
-    if (VF__UNLIKELY(atomic_load(&e->life.holding)) && (def->kind->flags & VF__KIND_HELD) &&
-        vf__current_op_engine() != e && !vf__engine_releasing_held(e)) {
+    if (VF__UNLIKELY(atomic_load(&e->life.holding)) &&
+        (def->kind->flags & VF__KIND_HELD) && vf__current_op_engine() != e &&
+        !vf__engine_releasing_held(e)) {
         uncount(e, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
         if (vf__engine_hold(e, op) == 0)
             return 0;
@@ -122,8 +123,9 @@ static int check_engine(vf_engine *e, const char *who)
     if (VF__UNLIKELY(state != VF__RUNNING) &&
         (vf__current_op_engine() != e || e->life.fork_dead))
         return vf__fail(VF_ESHUTDOWN, "%s: the engine %s", who,
-                        e->life.fork_dead ? "cannot run in this forked child (the "
-                                       "fork came from inside one of its ops)"
+                        e->life.fork_dead
+                            ? "cannot run in this forked child (the "
+                              "fork came from inside one of its ops)"
                         : state == VF__SHUTDOWN ? "was told to shut down"
                                                 : "is being destroyed");
     return 0;

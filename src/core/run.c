@@ -60,15 +60,15 @@ VF_API void *vf_run_stream(const vf_run *run)
     return run && run->stream ? run->cls->stream_handle(run->stream) : NULL;
 }
 
-VF_API int vf_run_submit(vf_run *run, vf_device_fn fn, void *arg,
-                         size_t bytes)
+VF_API int vf_run_submit(vf_run *run, vf_device_fn fn, void *arg, size_t bytes)
 {
     if (run == NULL || fn == NULL)
         return vf__fail(VF_EINVAL, "vf_run_submit: %s is NULL",
                         run ? "fn" : "run");
     if (run->stream == NULL)
-        return vf__fail(VF_EINVAL, "vf_run_submit: op \"%s\" is not a "
-                                   "device op (it has no stream)",
+        return vf__fail(VF_EINVAL,
+                        "vf_run_submit: op \"%s\" is not a "
+                        "device op (it has no stream)",
                         run->name);
     return run->cls->submit(run->stream, fn, arg, bytes);
 }

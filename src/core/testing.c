@@ -11,8 +11,7 @@
 #include "core/engine.h"
 #include "core/exec.h"
 
-int vf__testing_engine_create_stepped(vf_engine **out,
-                                      const vf_config *config)
+int vf__testing_engine_create_stepped(vf_engine **out, const vf_config *config)
 {
     static const char who[] = "vf__testing_engine_create_stepped";
     if (out == NULL)
@@ -20,15 +19,19 @@ int vf__testing_engine_create_stepped(vf_engine **out,
     *out = NULL;
     vf_config c = config != NULL ? *config : (vf_config){0};
     if (c.type != VF_ENGINE_DEFAULT && c.type != VF_ENGINE_POOLED)
-        return vf__fail(VF_EINVAL, "%s: config.type = %d (a stepped engine "
-                                   "is pooled)", who, (int)c.type);
+        return vf__fail(VF_EINVAL,
+                        "%s: config.type = %d (a stepped engine "
+                        "is pooled)",
+                        who, (int)c.type);
     if (c.cpu_workers != 0)
-        return vf__fail(VF_EINVAL, "%s: config.cpu_workers = %d (a stepped "
-                                   "engine runs no worker thread: 0)",
+        return vf__fail(VF_EINVAL,
+                        "%s: config.cpu_workers = %d (a stepped "
+                        "engine runs no worker thread: 0)",
                         who, c.cpu_workers);
     if (c.max_inflight != 0)
-        return vf__fail(VF_EINVAL, "%s: config.max_inflight = %d (a push "
-                                   "over the bound would wait for a step)",
+        return vf__fail(VF_EINVAL,
+                        "%s: config.max_inflight = %d (a push "
+                        "over the bound would wait for a step)",
                         who, c.max_inflight);
     c.type = VF_ENGINE_POOLED;
     c.cpu_workers = 1; /* one queue, so every ready op is in one order */
@@ -39,8 +42,10 @@ int vf__testing_engine_create_stepped(vf_engine **out,
         return rc;
     if (e->max_inflight != 0) {
         vf_engine_destroy(e);
-        return vf__fail(VF_EINVAL, "%s: VF_MAX_INFLIGHT is set (a push over "
-                                   "the bound would wait for a step)", who);
+        return vf__fail(VF_EINVAL,
+                        "%s: VF_MAX_INFLIGHT is set (a push over "
+                        "the bound would wait for a step)",
+                        who);
     }
     /* Nothing was pushed yet: the worker is idle, and joining it leaves
      * its queue to the steps. `stop` goes back to false, so that a nested
@@ -64,8 +69,10 @@ int vf__testing_run_one(vf_engine *e)
     if (!is_stepped(e))
         return vf__fail(VF_EINVAL, "%s: not a stepped engine", who);
     if (vf__thread_in_engine(e))
-        return vf__fail(VF_EDEADLK, "%s: called from the engine's own code "
-                                    "(an op or a done callback)", who);
+        return vf__fail(VF_EDEADLK,
+                        "%s: called from the engine's own code "
+                        "(an op or a done callback)",
+                        who);
     vf__bulk_flush_all(e);
     vf__worker *w = &e->cpu_pool->workers[0];
     vf__op *op = vf__worker_take(w);

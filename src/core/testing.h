@@ -52,8 +52,7 @@
  * Returns 0, VF_EINVAL (with a detail), or vf_engine_create's errors.
  * Destroy it with vf_engine_destroy, once nothing is pending.
  */
-int vf__testing_engine_create_stepped(vf_engine **out,
-                                      const vf_config *config);
+int vf__testing_engine_create_stepped(vf_engine **out, const vf_config *config);
 
 /*
  * Run one ready op of a stepped engine's CPU pool on the calling thread:

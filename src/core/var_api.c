@@ -80,8 +80,7 @@ const vf__op_kind vf__kind_delete = {.name = "delete",
                                      .run = run_delete,
                                      .finished = delete_finished,
                                      .dropped = delete_dropped,
-                                     .flags = VF__KIND_HELD |
-                                              VF__KIND_BUMPS |
+                                     .flags = VF__KIND_HELD | VF__KIND_BUMPS |
                                               VF__KIND_DELETES};
 
 VF_API int vf_var_delete(vf_engine *e, vf_var h, void (*free_fn)(void *),

@@ -30,10 +30,10 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "core/async.h"
 #include "core/bulk.h"
 #include "core/engine.h"
 #include "core/exec.h"
-#include "core/async.h"
 #include "core/lifecycle.h"
 #include "core/wait.h"
 
@@ -101,9 +101,8 @@ static bool run_marker(vf__op *op, int worker, bool shutdown)
 /* wait_var's marker: reads the var; its body wakes the waiter. A push
  * while stopped is not held (a wait on a stopped engine with held ops is
  * refused before it pushes, lifecycle.h). */
-const vf__op_kind vf__kind_wait = {.name = "wait marker",
-                                   .run = run_marker,
-                                   .flags = VF__KIND_BUMPS};
+const vf__op_kind vf__kind_wait = {
+    .name = "wait marker", .run = run_marker, .flags = VF__KIND_BUMPS};
 
 static void report(vf__failure *f, vf_error *err)
 {
@@ -155,8 +154,7 @@ static void sleep_on_engine(vf_engine *e, vf__waiter *w, bool nested,
 static bool abandon(vf__waiter *w)
 {
     int expected = VF__W_IDLE;
-    if (atomic_compare_exchange_strong(&w->state, &expected,
-                                       VF__W_ABANDONED))
+    if (atomic_compare_exchange_strong(&w->state, &expected, VF__W_ABANDONED))
         return true;
     while (atomic_load(&w->state) != VF__W_DONE)
         vf__cpu_relax(); /* SIGNALING: the marker is finishing */
@@ -234,10 +232,12 @@ static bool op_writes(const vf__op *op, const vf__var *v)
  * for the push that is running it: refused, as stop does. */
 static int refuse_in_done(const char *who)
 {
-    return vf__fail(VF_EDEADLK, "%s: called from a done callback of this "
-                                "engine, which would wait for its own op "
-                                "(wait after the push, or push a follow-up "
-                                "op instead)", who);
+    return vf__fail(VF_EDEADLK,
+                    "%s: called from a done callback of this "
+                    "engine, which would wait for its own op "
+                    "(wait after the push, or push a follow-up "
+                    "op instead)",
+                    who);
 }
 
 /* VF_ETIMEDOUT, with the async ops nobody completed (the usual reason). */
@@ -450,8 +450,7 @@ static int wait_all(vf_engine *e, int64_t timeout_ms, vf_error *err,
      * push order that no wait reported, and clear them all from here on
      * (failure.h). */
     uint64_t place = vf__engine_wait_place(e);
-    return vf__failure_log_report(&e->failures, place, err) ? VF_EOPFAILED
-                                                              : 0;
+    return vf__failure_log_report(&e->failures, place, err) ? VF_EOPFAILED : 0;
 }
 
 VF_API int vf_wait_all(vf_engine *e, vf_error *err)

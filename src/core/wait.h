@@ -20,9 +20,9 @@
 
 typedef struct vf__waits {
     pthread_mutex_t lock;
-    pthread_cond_t cond;  /* on CLOCK_MONOTONIC (timed waits) */
-    atomic_int nwaiters;  /* seq_cst: threads sleeping on cond */
-    atomic_int nnested;   /* seq_cst: ops blocked in a nested wait */
+    pthread_cond_t cond; /* on CLOCK_MONOTONIC (timed waits) */
+    atomic_int nwaiters; /* seq_cst: threads sleeping on cond */
+    atomic_int nnested;  /* seq_cst: ops blocked in a nested wait */
 } vf__waits;
 
 typedef struct vf__pool vf__pool;
