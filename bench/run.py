@@ -170,11 +170,9 @@ def engine_env():
     return env
 
 
-def run_pending(binary, engine, n, timeout):
-    """The pending-ops row of one engine, in a process of its own, at one
-    worker (the count does not change what a held op costs). Returns (the
-    record or None, status)."""
-    cmd = [binary, "--engine", engine, "--threads", "1", "--pending", str(n)]
+def run_one_record(cmd, kind, timeout):
+    """Run the driver once and return (its JSON record of type `kind` or
+    None, status)."""
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=engine_env(),
                               timeout=timeout)
@@ -183,10 +181,18 @@ def run_pending(binary, engine, n, timeout):
     for line in proc.stdout.splitlines():
         if line.startswith("{"):
             rec = json.loads(line)
-            if rec.get("type") == "pending" and proc.returncode == 0:
+            if rec.get("type") == kind and proc.returncode == 0:
                 return rec, "ok"
     tail = "; ".join(proc.stderr.strip().splitlines()[-3:])
     return None, "failed (exit %d): %s" % (proc.returncode, tail)
+
+
+def run_pending(binary, engine, n, timeout):
+    """The pending-ops row of one engine, in a process of its own, at one
+    worker (the count does not change what a held op costs). Returns (the
+    record or None, status)."""
+    cmd = [binary, "--engine", engine, "--threads", "1", "--pending", str(n)]
+    return run_one_record(cmd, "pending", timeout)
 
 
 def run_wide(binary, engine, n, reps, timeout):
@@ -195,18 +201,7 @@ def run_wide(binary, engine, n, reps, timeout):
     None, status)."""
     cmd = [binary, "--engine", engine, "--threads", "1", "--reps", str(reps),
            "--wide", str(n)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=engine_env(),
-                              timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return None, "timeout after %d s" % timeout
-    for line in proc.stdout.splitlines():
-        if line.startswith("{"):
-            rec = json.loads(line)
-            if rec.get("type") == "wide" and proc.returncode == 0:
-                return rec, "ok"
-    tail = "; ".join(proc.stderr.strip().splitlines()[-3:])
-    return None, "failed (exit %d): %s" % (proc.returncode, tail)
+    return run_one_record(cmd, "wide", timeout)
 
 
 def run_engine(binary, engine, threads, args, progress, index, nconfigs, timeout,
