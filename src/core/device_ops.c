@@ -57,17 +57,18 @@ vf__failure *vf__fence_host_wait(vf_engine *e, vf__fence *f)
 }
 
 /* The fences an op depends on through var v, copied (with references)
- * into out[] under the var's lock; returns how many. With `reads` false,
- * the write fence: the work that wrote what the op uses, whose failure the
- * op inherits. With `reads` true, for a var the op writes, the read fences:
- * work that only read v, which the op must follow (it overwrites what they
- * read) but whose failure is none of its business (rule 9 puts a failure
- * on what the failing op writes only). */
-static int var_fences(vf__var *v, bool reads, vf__fence **out)
+ * into out[] in one visit under the var's lock; returns how many. With
+ * `write_fence`, the write fence: the work that wrote what the op uses,
+ * whose failure the op inherits. With `reads`, for a var the op writes,
+ * the read fences: work that only read v, which the op must follow (it
+ * overwrites what they read) but whose failure is none of its business
+ * (rule 9 puts a failure on what the failing op writes only). */
+static int var_fences(vf__var *v, bool write_fence, bool reads,
+                      vf__fence **out)
 {
     int n = 0;
     vf__spin_lock(&v->lock);
-    if (!reads && v->wfence != NULL) {
+    if (write_fence && v->wfence != NULL) {
         vf__fence_ref(v->wfence);
         out[n++] = v->wfence;
     }
@@ -83,14 +84,12 @@ void vf__fences_host_wait(vf__op *op)
 {
     const vf__opdef *def = op->def;
     vf_engine *e = op->engine;
-    vf__fence *fs[VF__VAR_READ_FENCES];
+    vf__fence *fs[1 + VF__VAR_READ_FENCES];
     for (int i = 0; i < def->nvars; i++) {
-        for (int reads = 0; reads <= (int)def->vars[i].write; reads++) {
-            int n = var_fences(def->vars[i].var, reads, fs);
-            for (int k = 0; k < n; k++) {
-                vf__fence_host_wait(e, fs[k]);
-                vf__fence_unref(fs[k]);
-            }
+        int n = var_fences(def->vars[i].var, true, def->vars[i].write, fs);
+        for (int k = 0; k < n; k++) {
+            vf__fence_host_wait(e, fs[k]);
+            vf__fence_unref(fs[k]);
         }
     }
 }
@@ -98,9 +97,10 @@ void vf__fences_host_wait(vf__op *op)
 vf__failure *vf__var_failure(vf_engine *e, vf__var *v, uint64_t place)
 {
     vf__failure *own = atomic_load_explicit(&v->failure, memory_order_acquire);
-    vf__spin_lock(&v->lock);
-    vf__fence *w = v->wfence; /* stays: the caller holds v */
-    vf__spin_unlock(&v->lock);
+    /* No lock: the write fence changes only under an op that holds v
+     * exclusively, and the caller holds v (the queue's hand-off orders
+     * the last change before this read). */
+    vf__fence *w = v->wfence;
     if (w == NULL)
         return own;
     /* The last write's work still in flight decides between its own
@@ -127,6 +127,15 @@ void vf__var_drop_fences(vf__var *v)
     v->wfence = NULL;
     v->nrfences = 0;
     vf__spin_unlock(&v->lock);
+    /* The last device write's work failed after it released v: the
+     * failure is v's now (it sticks, rule 9), not the fence's, which goes.
+     * Whoever drops holds v exclusively (or no op runs): no reader races. */
+    vf__failure *f = w != NULL ? fence_failure(w) : NULL;
+    if (f != NULL) {
+        vf__failure_ref(f);
+        vf__failure_unref(
+            atomic_exchange_explicit(&v->failure, f, memory_order_acq_rel));
+    }
     vf__fence_unref(w);
     for (int i = 0; i < n; i++)
         vf__fence_unref(r[i]);
@@ -138,19 +147,7 @@ void vf__fences_clear_written(const vf__op *op)
     for (int i = 0; i < def->nvars; i++) {
         if (!def->vars[i].write)
             continue;
-        vf__var *v = def->vars[i].var;
-        /* The last device write's work failed after it released v: the
-         * failure is v's now (it sticks, rule 9), not the fence's, which
-         * goes. The op holds v exclusively: no reader races. */
-        vf__spin_lock(&v->lock);
-        vf__failure *f = v->wfence != NULL ? fence_failure(v->wfence) : NULL;
-        vf__spin_unlock(&v->lock);
-        if (f != NULL) {
-            vf__failure_ref(f);
-            vf__failure_unref(
-                atomic_exchange_explicit(&v->failure, f, memory_order_acq_rel));
-        }
-        vf__var_drop_fences(v);
+        vf__var_drop_fences(def->vars[i].var);
     }
 }
 
@@ -177,12 +174,12 @@ int vf__device_op_begin(vf__op *op, const vf__device_class *cls,
     /* The write fences first: they carry failures (d->ncarry of them);
      * then the read fences of what the op writes, which only order. */
     for (int i = 0; i < def->nvars; i++)
-        d->ninputs += var_fences(def->vars[i].var, false,
+        d->ninputs += var_fences(def->vars[i].var, true, false,
                                  d->inputs + d->ninputs);
     d->ncarry = d->ninputs;
     for (int i = 0; i < def->nvars; i++)
         if (def->vars[i].write)
-            d->ninputs += var_fences(def->vars[i].var, true,
+            d->ninputs += var_fences(def->vars[i].var, false, true,
                                      d->inputs + d->ninputs);
     for (int k = 0; k < d->ninputs; k++) {
         vf__fence *f = d->inputs[k];

@@ -229,8 +229,10 @@ void vf__device_op_span(vf__op *op, vf__event *end);
  * first. The op then has two owners (exec.c's vf__device_op_drop). */
 void vf__completer_add(vf_engine *e, vf__op *op);
 
-/* Drop everything a var remembers of device work (its slot is freed, or
- * the engine is destroyed). */
+/* Drop everything a var remembers of device work, by one that holds it
+ * exclusively or when no op runs (its slot is freed, the engine is
+ * destroyed): a failure its last device write's work left becomes the
+ * var's own. */
 void vf__var_drop_fences(vf__var *v);
 
 #endif /* VF_DEVICE_OPS_H */

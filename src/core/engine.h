@@ -59,9 +59,9 @@ struct vf_engine {
 
     _Atomic uint64_t counts; /* pending << 32 | active; see above */
     /* The push counter: the place in push order of the last op pushed
-     * (failure.h). Advanced (relaxed) by each push under its vars' locks,
-     * so places agree with every var's queue order; beside `counts`,
-     * whose line every push writes anyway. */
+     * (failure.h). Advanced (relaxed) by a user push under its vars' locks
+     * (so places agree with every var's queue order) and by a batch as it
+     * is pushed; beside `counts`, whose line every push writes anyway. */
     _Atomic uint64_t pushed;
 
     vf__pool pools[VF__MAX_POOLS];

@@ -265,6 +265,7 @@ TEST_CASE(var_failure_prefers_failed_device_write)
     vf__failure *own = record(&r, 1), *dev = record(&r, 2);
     vf__var v;
     var_init(&v);
+    vf__failure_ref(own); /* the var's reference, as a write gives it */
     atomic_store(&v.failure, own);
     CHECK(vf__var_failure(r.e, &v, 5) == own); /* no fence */
 
@@ -279,9 +280,12 @@ TEST_CASE(var_failure_prefers_failed_device_write)
     set_wfence(&v, failed);
     CHECK(vf__var_failure(r.e, &v, 5) == dev);
     vf__var_drop_fences(&v);
+    /* Dropped, the failed write's failure is the var's own now. */
+    CHECK(atomic_load(&v.failure) == dev);
+    CHECK(vf__var_failure(r.e, &v, 5) == dev);
     CHECK_EQ(host_syncs(&r), 0);
 
-    atomic_store(&v.failure, NULL);
+    vf__failure_unref(atomic_exchange(&v.failure, NULL));
     vf__fence_unref(ok);
     vf__fence_unref(failed);
     vf__failure_unref(own);
@@ -308,6 +312,7 @@ TEST_CASE(var_failure_waits_only_when_it_matters)
     CHECK(b.result == NULL);
     CHECK_EQ(host_syncs(&r), 0);
 
+    vf__failure_ref(own); /* the var's reference */
     atomic_store(&v.failure, own);
     bg_start(&b, bg_var_failure);
     CHECK(still_blocked(&b));
@@ -320,7 +325,8 @@ TEST_CASE(var_failure_waits_only_when_it_matters)
     CHECK_EQ(host_syncs(&r), 1);
 
     vf__var_drop_fences(&v);
-    atomic_store(&v.failure, NULL);
+    CHECK(atomic_load(&v.failure) == dev); /* dropped: the var's own now */
+    vf__failure_unref(atomic_exchange(&v.failure, NULL));
     vf__fence_unref(f);
     vf__failure_unref(own);
     vf__failure_unref(dev);
