@@ -1,11 +1,6 @@
 /* exec.c: dispatching, running and finishing ops (see exec.h). */
 #include "core/exec.h"
 
-#include <limits.h>
-#include <stdarg.h>
-#include <string.h>
-
-#include "base/alloc.h"
 #include "core/async.h"
 #include "core/bulk.h"
 #include "core/run.h"
