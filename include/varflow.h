@@ -595,7 +595,7 @@ VF_API int vf_bulk_flush(vf_engine *e);
 /* ------------------------------------------------------------------------ */
 
 /*
- * Waits and failures (docs/design.md, rule 9). A failure belongs to the
+ * Waits and failures (docs/DESIGN.md, rule 9). A failure belongs to the
  * program's push order, like everything else: an op that fails marks the
  * vars it writes; an op that reads or writes a failed var is skipped (its
  * `done` gets VF_ESKIPPED) and passes the same failure on to what it

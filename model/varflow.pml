@@ -89,7 +89,7 @@
  * Where the model differs from the code:
  *   - locks are Promela guards (`vlock[v] == 0 -> vlock[v] = 1` in one
  *     atomic step), not spinning test-and-set; memory is sequentially
- *     consistent (the C code's acquire/release orders, see docs/design.md,
+ *     consistent (the C code's acquire/release orders, see docs/DESIGN.md,
  *     are not modeled);
  *   - the queue is an array of slots in append order rather than a list of
  *     places each op brings with it (where they live is not modeled); a var-side transition (lock, change, unlock)

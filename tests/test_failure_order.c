@@ -1,6 +1,6 @@
 /*
  * test_failure_order: failures are part of the serial result (rule 9 as
- * docs/design.md states it), each case made certain with gates, not
+ * docs/DESIGN.md states it), each case made certain with gates, not
  * timings, on every engine kind:
  * - a wait reports a failure as of its place in push order: an op pushed
  *   before vf_wait_var(x) that runs only after the wait returned is still

@@ -1,7 +1,7 @@
 /*
  * failure.h: failure records, and the engine's log of them.
  *
- * The problem. A failure is part of the serial result (docs/design.md, rule
+ * The problem. A failure is part of the serial result (docs/DESIGN.md, rule
  * 9): which ops are skipped, and what each wait reports, must be what the
  * serial program gives, on every engine and in every run. Ops run in
  * parallel and finish in any order, so nothing here may depend on *when*
