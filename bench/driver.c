@@ -57,7 +57,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "adapter.h"
+#include "adapters/adapter.h"
 #include "workloads.h"
 
 #ifdef BENCH_HAVE_CALLGRIND_H

@@ -186,7 +186,7 @@ def wide_section(doc, res):
     """The wide-op row: one op over 2^20 vars, pushed and run."""
     lines = ["## One op over many vars", ""]
     lines.append(
-        "What one op that names very many vars costs (`bench/adapter.h`, "
+        "What one op that names very many vars costs (`bench/adapters/adapter.h`, "
         "`bench_wide`): N vars are made, then one op that writes all of them, its "
         "list in a shuffled order (a fixed seed), is pushed and waited for "
         "(`vf_push`, `vf_wait_all`) %s times over the same vars; each run's time is "

@@ -3,7 +3,7 @@
 every workload (W1-W7) and work size (0, ~10 us, ~100 us per op), each
 checked against the serial run; then the pending-ops row (memory per op
 held, bench/pending.h) and the wide-op row (one op over 2^20 vars,
-bench/adapter.h); print the tables; write the results JSON.
+bench/adapters/adapter.h); print the tables; write the results JSON.
 
     bench/run.py [--build build-bench] [--mode full|quick|tiny]
                  [--out FILE] [--engines a,b] [--workloads W1,W5,pending,wide]
@@ -62,8 +62,8 @@ MODES = {
     #   shared machine then falls on every engine alike, not on whichever one
     #   happened to be running.
     # pending: ops held at once in the pending-ops row (bench/pending.h)
-    # wide: vars of the one op of the wide-op row (bench/adapter.h; 2^20 is
-    #   varflow's limit, VF_MAX_OP_VARS), pushed and run `reps` times
+    # wide: vars of the one op of the wide-op row (bench/adapters/adapter.h;
+    #   2^20 is varflow's limit, VF_MAX_OP_VARS), pushed and run `reps` times
     "full": dict(scale=1.0, budget_ms=300, reps=6, warmup=1, chol_n=2048,
                  works=[0, 10, 100], timeout=1800, max_run_s=10, row_timeout_s=60,
                  rounds=2, pending=10000000, wide=1 << 20),

@@ -333,8 +333,9 @@ def table_pending(res):
 
 
 def table_wide(res):
-    """The wide-op row (bench/adapter.h): one op that writes n distinct vars,
-    named in a shuffled order, pushed and run; one line per engine."""
+    """The wide-op row (bench/adapters/adapter.h): one op that writes n
+    distinct vars, named in a shuffled order, pushed and run; one line per
+    engine."""
     recs = sorted(res.doc.get("wide", []), key=lambda r: engine_rank(r["engine"]))
     header = ["engine", "vars", "runs", "push + run s (median)", "min", "max",
               "push s", "run s", "vars made s", "vars deleted s", "within target"]
