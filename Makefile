@@ -180,7 +180,7 @@ model-check:
 # moved against the minimum, each factor checked bit for bit; writes the
 # section "W6 across ranks (MPI)" of docs/BENCHMARKS.md. Needs Open MPI
 # (libopenmpi-dev openmpi-bin); StarPU-MPI is skipped with a note where
-# starpumpi-1.3 is missing. MPI_BENCH_ARGS is passed to bench/mpi_run.py
+# starpumpi-1.3 is missing. MPI_BENCH_ARGS is passed to bench/mpi/mpi_run.py
 # (e.g. MPI_BENCH_ARGS="--rounds 5" or "--quick").
 MPI_BENCH_ARGS ?=
 
@@ -189,4 +189,4 @@ MPI_BENCH_ARGS ?=
 bench-mpi:
 	cmake -S bench -B build-bench $(GENERATOR) -DCMAKE_BUILD_TYPE=Release
 	cmake --build build-bench -j $(JOBS)
-	python3 bench/mpi_run.py --build build-bench --docs $(MPI_BENCH_ARGS)
+	python3 bench/mpi/mpi_run.py --build build-bench --docs $(MPI_BENCH_ARGS)

@@ -24,7 +24,7 @@
  * them out through starpu_mpi_comm_amounts_retrieve, read before and after
  * each rep; it counts no messages (rt_msgs is -1). With the variable set it
  * also prints the totals at shutdown, "[starpu_comm_stats][src:dst] ... B",
- * as floats (rounded beyond 2^24 bytes); bench/mpi_run.py reads those as a
+ * as floats (rounded beyond 2^24 bytes); bench/mpi/mpi_run.py reads those as a
  * cross-check.
  */
 #define _POSIX_C_SOURCE 200809L

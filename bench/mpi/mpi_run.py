@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """W6 (tiled Cholesky) across MPI ranks: varflow-mpi against StarPU-MPI.
 
-    bench/mpi_run.py [--build build-bench] [--quick] [--ranks 1,2,4]
-                     [--n N] [--b B] [--rounds R] [--reps N]
-                     [--engines vf-mpi,starpu-mpi] [--out FILE] [--docs]
+    bench/mpi/mpi_run.py [--build build-bench] [--quick] [--ranks 1,2,4]
+                         [--n N] [--b B] [--rounds R] [--reps N]
+                         [--engines vf-mpi,starpu-mpi] [--out FILE] [--docs]
 
 Runs vfbench-mpi-vf (libvarflow-mpi) and vfbench-mpi-starpu (StarPU-MPI)
-under mpirun on 1, 2 and 4 ranks (the benchmarks: bench/mpi_bench.h) with
+under mpirun on 1, 2 and 4 ranks (the benchmarks: bench/mpi/mpi_bench.h) with
 max(1, cores // ranks) worker threads per rank; more ranks than cores are
 started with --oversubscribe. Each round runs every (ranks, engine) pair once,
 the engines' order alternating from round to round, so a busy spell of the
@@ -32,10 +32,11 @@ import statistics
 import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-import run  # noqa: E402  (its machine description and sh)
+HERE = os.path.dirname(os.path.abspath(__file__))  # bench/mpi
+BENCH = os.path.dirname(HERE)
+ROOT = os.path.dirname(BENCH)
+sys.path.insert(0, BENCH)
+import run  # noqa: E402  (bench/run.py: its machine description and sh)
 import tables  # noqa: E402
 
 ENGINES = [
@@ -241,7 +242,7 @@ def docs_section(doc, header, trows):
     s = doc["settings"]
     m = doc["machine"]
     L = [SECTION, ""]
-    L.append("<!-- Written by bench/mpi_run.py --docs (`make bench-mpi`), which "
+    L.append("<!-- Written by bench/mpi/mpi_run.py --docs (`make bench-mpi`), which "
              "replaces this section and nothing else. The rest of the page comes "
              "from bench/report.py, which keeps this section as it is when it "
              "rewrites the page (`make bench`). -->")
@@ -279,13 +280,14 @@ def docs_section(doc, header, trows):
     L.append(
         "**Messages** are counted the same way for both runtimes, through MPI's "
         "profiling interface: the benchmark defines the `MPI_*send` calls, counts "
-        "and forwards them to `PMPI_*` (`bench/mpi_bench.c`), so every point-to-point "
-        "message of the timed part is seen, whichever library sends it. *tile "
+        "and forwards them to `PMPI_*` (`bench/mpi/mpi_bench.c`), so every "
+        "point-to-point message of the timed part is seen, whichever library "
+        "sends it. *tile "
         "messages* carry a tile (%d KiB, with whatever header the runtime puts in "
         "the same message); *other messages* are the rest (StarPU-MPI sends an "
         "envelope of its own before each tile); *MiB moved* is every message's "
         "payload, and *KiB beyond the tiles* the part of it that is not tile data "
-        "(headers and envelopes). *minimum* is computed by `bench/mpi_run.py` from "
+        "(headers and envelopes). *minimum* is computed by `bench/mpi/mpi_run.py` from "
         "the task list "
         "alone: one message per (tile version, rank) where a rank runs a task naming "
         "that version and neither wrote it nor owns it initially, plus one per tile "
@@ -299,7 +301,7 @@ def docs_section(doc, header, trows):
     L.append("**%s**" % (NOTE_2CORES % (m["cores"], m["cores"])))
     L.append("")
     command = "`%s`" % doc["command"]
-    if doc["command"] == "python3 bench/mpi_run.py --build build-bench --docs":
+    if doc["command"] == "python3 bench/mpi/mpi_run.py --build build-bench --docs":
         command = "`make bench-mpi` (%s)" % command
     L.append("Run: %s, commit %s; %s; %s cores (%s); %s; load average %.2f at start, "
              "%.2f at end. Command: %s."
@@ -436,7 +438,7 @@ def main():
         print("note: " + note)
 
     info = next((c["info"] for c in cells.values() if c["info"]), {}) or {}
-    cmd = "python3 bench/mpi_run.py " + " ".join(sys.argv[1:])
+    cmd = "python3 bench/mpi/mpi_run.py " + " ".join(sys.argv[1:])
     doc = {
         "schema": "varflow-mpi-bench/1",
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),

@@ -2,7 +2,7 @@
  * W6 across MPI ranks: what the two benchmarks share, so they differ only
  * in the runtime they drive. mpi_cholesky_vf.c runs the tiled Cholesky of
  * examples/cholesky_tiles.h on libvarflow-mpi (include/varflow_mpi.h),
- * mpi_cholesky_starpu.c the same program on StarPU-MPI; bench/mpi_run.py
+ * mpi_cholesky_starpu.c the same program on StarPU-MPI; bench/mpi/mpi_run.py
  * runs both and prints the table.
  *
  *   vfbench-mpi-X N B REPS WORKERS [WARMUP]
