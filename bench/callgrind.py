@@ -36,7 +36,8 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+REPORT = os.path.join(HERE, "report")  # tables.py, report.py
+sys.path.insert(0, REPORT)
 import tables  # noqa: E402
 
 
@@ -148,7 +149,7 @@ def main():
     if opts.docs:
         docs = os.path.join(os.path.dirname(HERE), "docs", "bench")
         if os.path.exists(os.path.join(docs, "results.json")):
-            return subprocess.call([sys.executable, os.path.join(HERE, "report.py"),
+            return subprocess.call([sys.executable, os.path.join(REPORT, "report.py"),
                                     "--callgrind", out])
         os.makedirs(docs, exist_ok=True)
         shutil.copyfile(out, os.path.join(docs, "callgrind.json"))

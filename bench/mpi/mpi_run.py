@@ -35,9 +35,9 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))  # bench/mpi
 BENCH = os.path.dirname(HERE)
 ROOT = os.path.dirname(BENCH)
-sys.path.insert(0, BENCH)
+sys.path[:0] = [BENCH, os.path.join(BENCH, "report")]
 import run  # noqa: E402  (bench/run.py: its machine description and sh)
-import tables  # noqa: E402
+import tables  # noqa: E402  (bench/report/tables.py)
 
 ENGINES = [
     ("vf-mpi", "vfbench-mpi-vf", "libvarflow-mpi",
@@ -244,7 +244,7 @@ def docs_section(doc, header, trows):
     L = [SECTION, ""]
     L.append("<!-- Written by bench/mpi/mpi_run.py --docs (`make bench-mpi`), which "
              "replaces this section and nothing else. The rest of the page comes "
-             "from bench/report.py, which keeps this section as it is when it "
+             "from bench/report/report.py, which keeps this section as it is when it "
              "rewrites the page (`make bench`). -->")
     L.append("")
     L.append(

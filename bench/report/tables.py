@@ -1,5 +1,6 @@
 """Statistics and tables of benchmark results, shared by bench/run.py (the
-console tables of `make bench`) and bench/report.py (docs/BENCHMARKS.md).
+console tables of `make bench`) and bench/report/report.py
+(docs/BENCHMARKS.md).
 
 A results document (the JSON that run.py writes) holds one record per
 (engine, threads, workload row, work size) with the raw run times; every

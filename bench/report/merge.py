@@ -3,7 +3,8 @@
 the wide-op row of a later run, for a peer or a row that arrived after the
 last full `make bench`, without running the whole suite again.
 
-    bench/merge.py BASE.json ADD.json [-o OUT.json]   (default: BASE, in place)
+    bench/report/merge.py BASE.json ADD.json [-o OUT.json]
+                          (default OUT: BASE, in place)
 
 From ADD: the records (results, skips, timeouts, engine start-up) of every
 (engine, worker count) BASE does not have, and its pending-ops and wide-op
@@ -64,8 +65,8 @@ def main():
     m = add.get("machine", {})
     base.setdefault("notes", []).append(
         "%s: from a later run (%s, %s mode, commit %s, load average %.2f at start, "
-        "%.2f at end, work loop %.3f ns/iteration), merged by bench/merge.py; the "
-        "rest from the run above" % (
+        "%.2f at end, work loop %.3f ns/iteration), merged by "
+        "bench/report/merge.py; the rest from the run above" % (
             " and ".join(what), add.get("date"), add.get("mode"), add.get("git"),
             m.get("loadavg_start", 0), m.get("loadavg_end", 0),
             add.get("calibration", {}).get("ns_per_iter", 0)))
