@@ -48,7 +48,9 @@ def md_table(t):
 
 
 def slug(label):
-    return label.replace(" ", "")
+    """A work label as part of a file name: docs/ names its assets in
+    lowercase-kebab ("10 us" -> "10us")."""
+    return label.replace(" ", "").lower()
 
 
 def chart_us(res, work, threads, path):
@@ -271,13 +273,13 @@ def main():
     charts = []
     for w in res.works:
         for t in res.threads:
-            name = "us_per_op_%s_T%d.svg" % (slug(w), t)
+            name = "us-per-op-%s-t%d.svg" % (slug(w), t)
             chart_us(res, w, t, os.path.join(data_dir, name))
             charts.append((w, t, name))
     chart_speedup(res, os.path.join(data_dir, "speedup.svg"))
     has_w6 = any(k.startswith("W6") for k in res.rows)
     if has_w6:
-        chart_gflops(res, os.path.join(data_dir, "cholesky_gflops.svg"))
+        chart_gflops(res, os.path.join(data_dir, "cholesky-gflops.svg"))
 
     L = []
     L.append("# Benchmarks")
@@ -421,7 +423,7 @@ def main():
     if has_w6:
         L.append("## W6: tiled Cholesky")
         L.append("")
-        L.append("![GFLOP/s](%s/cholesky_gflops.svg)" % rel)
+        L.append("![GFLOP/s](%s/cholesky-gflops.svg)" % rel)
         L.append("")
         for t in res.threads:
             L.append(md_table(tables.table_gflops(res, t, "–")))
