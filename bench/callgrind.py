@@ -84,7 +84,7 @@ def main():
                     help="then regenerate docs/BENCHMARKS.md with these counts")
     opts = ap.parse_args()
     if not shutil.which("valgrind"):
-        print("bench-callgrind: valgrind is not installed (bench/install-peers)",
+        print("bench-callgrind: valgrind is not installed (scripts/install-bench-peers)",
               file=sys.stderr)
         return 1
     binary = os.path.join(os.path.abspath(opts.build), "vfbench-varflow")

@@ -1,6 +1,6 @@
 /*
  * bench/history_pending.c: bytes per pending op (two dependencies each), for
- * bench/history.sh, which links it with the library of each commit it
+ * scripts/bench-history, which links it with the library of each commit it
  * measures (older commits have no pending row in their benchmark). The
  * shape of bench/pending.c: a gate op writes A, B0 and B1 and blocks; N ops
  * each read A and write B[i % 2]; the resident set is read before and after

@@ -44,10 +44,10 @@ BINARIES = [
     ("vfbench-varflow", "varflow and the serial loop", "the varflow library did not build"),
     ("vfbench-omp-gcc", "OpenMP tasks, GCC libgomp", "configure bench/ with GCC (OpenMP)"),
     ("vfbench-omp-clang", "OpenMP tasks, clang + LLVM libomp",
-     "install clang and libomp-dev (bench/install-peers)"),
-    ("vfbench-starpu", "StarPU 1.3", "install libstarpu-dev (bench/install-peers)"),
+     "install clang and libomp-dev (scripts/install-bench-peers)"),
+    ("vfbench-starpu", "StarPU 1.3", "install libstarpu-dev (scripts/install-bench-peers)"),
     ("vfbench-tbb", "oneTBB flow graph",
-     "install libtbb-dev and a C++ compiler (bench/install-peers)"),
+     "install libtbb-dev and a C++ compiler (scripts/install-bench-peers)"),
 ]
 
 PENDING_KEY = "pending"  # the pending-ops row's name in --workloads

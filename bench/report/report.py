@@ -296,11 +296,12 @@ def main():
     L.append("## How to run")
     L.append("")
     L.append("```sh\n"
-             "sudo bench/install-peers   # once: libstarpu-dev, libomp-dev, clang, "
-             "libtbb-dev, OpenBLAS, valgrind\n"
-             "make bench                 # full suite (minutes); updates this page\n"
-             "make bench-quick           # reduced sizes, under 2 minutes\n"
-             "make bench-callgrind       # instructions per op, stable on a noisy machine\n"
+             "sudo scripts/install-bench-peers  # once: libstarpu-dev, libomp-dev, "
+             "clang, libtbb-dev, OpenBLAS, valgrind\n"
+             "make bench                        # full suite (minutes); updates this page\n"
+             "make bench-quick                  # reduced sizes, under 2 minutes\n"
+             "make bench-callgrind              # instructions per op, stable on a noisy "
+             "machine\n"
              "```")
     L.append("")
     L.append(
