@@ -186,8 +186,8 @@ TEST_CASE(hostfn_latency_holds_the_stream)
  * value; the largest value (1 s) and 0 are accepted. */
 TEST_CASE(bad_values_refused)
 {
-    static const char *const bad[] = {"abc", " 3", "3 ", "-1", "0x10",
-                                      "1000000001", "99999999999999999999"};
+    static const char *const bad[] = {
+        "abc", " 3", "3 ", "-1", "0x10", "1000000001", "99999999999999999999"};
     const vf__device_class *cls = emu();
     for (int v = 0; v < NCOSTS; v++) {
         for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
@@ -223,9 +223,9 @@ TEST_CASE(bad_value_fails_the_push)
     setenv("VF_EMULATED_RECORD_NS", "fast", 1);
     vf_engine *e = NULL;
     CHECK_OK(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_PERDEVICE,
-                                                .gpu_workers = 1,
-                                                .gpu_copy_workers = 1,
-                                                .gpu_priority_workers = 1}));
+                                               .gpu_workers = 1,
+                                               .gpu_copy_workers = 1,
+                                               .gpu_priority_workers = 1}));
     REQUIRE(e != NULL);
     vf_var v = tu_var(e);
     int rc = vf_push(e, &(vf_op){.fn = tu_nop,
@@ -270,18 +270,18 @@ TEST_CASE(chain_ordered_with_costs)
     x = 1;
     vf_engine *e = NULL;
     CHECK_OK(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_PERDEVICE,
-                                                .gpu_workers = 1,
-                                                .gpu_copy_workers = 1}));
+                                               .gpu_workers = 1,
+                                               .gpu_copy_workers = 1}));
     REQUIRE(e != NULL);
     vf_var v = tu_var(e);
     for (int i = 0; i < N; i++) {
         steps[i] = (step){&x, (uint64_t)(i % 7)};
-        CHECK_OK(vf_push(e, &(vf_op){.fn = op_step, .arg = &steps[i],
+        CHECK_OK(vf_push(e, &(vf_op){.fn = op_step,
+                                     .arg = &steps[i],
                                      .writes = VF_VARS(v),
                                      .device = {VF_DEVICE_EMULATED, 4},
-                                     .property = i % 2
-                                                     ? VF_PROP_COPY_TO_DEVICE
-                                                     : VF_PROP_NORMAL}));
+                                     .property = i % 2 ? VF_PROP_COPY_TO_DEVICE
+                                                       : VF_PROP_NORMAL}));
     }
     CHECK_OK(vf_wait_var(e, v, NULL));
     uint64_t want = 1;

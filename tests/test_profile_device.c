@@ -31,23 +31,34 @@
 
 /* --- hand-made snapshots ------------------------------------------------ */
 
-static vf_profile_record rec(uint64_t id, uint64_t s, uint64_t e,
-                             uint64_t ds, uint64_t de, int worker)
+static vf_profile_record rec(uint64_t id, uint64_t s, uint64_t e, uint64_t ds,
+                             uint64_t de, int worker)
 {
     return (vf_profile_record){
-        .id = id, .name = "op", .pool = 0, .worker = worker,
+        .id = id,
+        .name = "op",
+        .pool = 0,
+        .worker = worker,
         .device = {de ? VF_DEVICE_EMULATED : VF_DEVICE_CPU, 0},
-        .push_ns = s, .ready_ns = s, .start_ns = s, .end_ns = e,
-        .device_start_ns = ds, .device_end_ns = de};
+        .push_ns = s,
+        .ready_ns = s,
+        .start_ns = s,
+        .end_ns = e,
+        .device_start_ns = ds,
+        .device_end_ns = de};
 }
 
 static const char *pools4[] = {"cpu", "cpu", "emu", "emu-copy"};
 
 static vf_profile snapshot(vf_profile_record *r, size_t n, uint64_t *deps)
 {
-    vf_profile p = {.kind = VF_ENGINE_PERDEVICE, .nworkers = 4,
-                    .worker_pool = pools4, .count = n, .records = r,
-                    .deps = deps, .names = NULL};
+    vf_profile p = {.kind = VF_ENGINE_PERDEVICE,
+                    .nworkers = 4,
+                    .worker_pool = pools4,
+                    .count = n,
+                    .records = r,
+                    .deps = deps,
+                    .names = NULL};
     for (size_t i = 0; i < n; i++) {
         if (r[i].end_ns > p.span_ns)
             p.span_ns = r[i].end_ns;
@@ -172,18 +183,19 @@ static int op_device(vf_run *run, void *arg)
 static vf_engine *device_engine(int latency_us)
 {
     vf_engine *e = NULL;
-    CHECK_OK(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_PERDEVICE,
-                                                .cpu_workers = 1,
-                                                .cpu_priority_workers = 1,
-                                                .gpu_workers = 1,
-                                                .gpu_copy_workers = 1,
-                                                .gpu_priority_workers = 1,
-                                                .emulated_latency_us =
-                                                    latency_us}));
+    CHECK_OK(
+        vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_PERDEVICE,
+                                          .cpu_workers = 1,
+                                          .cpu_priority_workers = 1,
+                                          .gpu_workers = 1,
+                                          .gpu_copy_workers = 1,
+                                          .gpu_priority_workers = 1,
+                                          .emulated_latency_us = latency_us}));
     REQUIRE(e != NULL);
     /* Start the device's pools before the profile does. */
     vf_var w = tu_var(e);
-    CHECK_OK(vf_push(e, &(vf_op){.fn = op_device, .writes = VF_VARS(w),
+    CHECK_OK(vf_push(e, &(vf_op){.fn = op_device,
+                                 .writes = VF_VARS(w),
                                  .device = {VF_DEVICE_EMULATED, 0}}));
     CHECK_OK(vf_wait_all(e, NULL));
     return e;
@@ -217,8 +229,7 @@ static void check_outputs(const vf_profile *p, const char *kind,
                           const char *title)
 {
     char path[64];
-    snprintf(path, sizeof path, "/tmp/vf_profile_device_%d.txt",
-             (int)getpid());
+    snprintf(path, sizeof path, "/tmp/vf_profile_device_%d.txt", (int)getpid());
     CHECK_OK(vf_profile_write(p, path, VF_PROFILE_SUMMARY_TEXT));
     char *text = tu_read_file(path);
     REQUIRE(text != NULL);
@@ -257,11 +268,11 @@ TEST_CASE(device_chain_is_dependency_bound)
     CHECK_OK(vf_push(e, &(vf_op){.fn = wait_gate, .writes = VF_VARS(x)}));
     CHECK_OK(vf_profile_start(e));
     for (int i = 0; i < N; i++)
-        CHECK_OK(vf_push(e, &(vf_op){.fn = op_device, .writes = VF_VARS(x),
+        CHECK_OK(vf_push(e, &(vf_op){.fn = op_device,
+                                     .writes = VF_VARS(x),
                                      .device = {VF_DEVICE_EMULATED, 0},
-                                     .property = i % 2
-                                                     ? VF_PROP_COPY_TO_DEVICE
-                                                     : VF_PROP_NORMAL,
+                                     .property = i % 2 ? VF_PROP_COPY_TO_DEVICE
+                                                       : VF_PROP_NORMAL,
                                      .name = "step"}));
     tu_gate_open(&gate);
     CHECK_OK(vf_wait_all(e, NULL));

@@ -73,19 +73,18 @@ int main(int argc, char **argv)
     }
     /* Zero latency: no modelled CUDA-call cost (the spins would count). */
     static const char *const costs[] = {
-        "VF_EMULATED_LAUNCH_NS", "VF_EMULATED_RECORD_NS",
-        "VF_EMULATED_WAIT_NS", "VF_EMULATED_QUERY_NS",
-        "VF_EMULATED_HOSTFN_NS"};
+        "VF_EMULATED_LAUNCH_NS", "VF_EMULATED_RECORD_NS", "VF_EMULATED_WAIT_NS",
+        "VF_EMULATED_QUERY_NS", "VF_EMULATED_HOSTFN_NS"};
     for (size_t i = 0; i < sizeof costs / sizeof costs[0]; i++)
         setenv(costs[i], "0", 1);
     vf_engine *e;
     int rc = vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_PERDEVICE,
-                                                .cpu_workers = 1,
-                                                .cpu_priority_workers = 1,
-                                                .gpu_workers = 1,
-                                                .gpu_copy_workers = 1,
-                                                .gpu_priority_workers = 1,
-                                                .device_sync = sync});
+                                               .cpu_workers = 1,
+                                               .cpu_priority_workers = 1,
+                                               .gpu_workers = 1,
+                                               .gpu_copy_workers = 1,
+                                               .gpu_priority_workers = 1,
+                                               .device_sync = sync});
     if (rc != 0) {
         fprintf(stderr, "vfbench-device-hostcost: %s\n",
                 vf_last_error_detail());
@@ -98,8 +97,9 @@ int main(int argc, char **argv)
         vf_var_new(e, &vars[i]);
     vf_device dev = {VF_DEVICE_EMULATED, 0};
     /* Warm-up: the device's pools, streams and completer start here. */
-    rc = vf_push(e, &(vf_op){.fn = op_launch, .writes = VF_VARS(vars[0]),
-                             .device = dev});
+    rc = vf_push(
+        e,
+        &(vf_op){.fn = op_launch, .writes = VF_VARS(vars[0]), .device = dev});
     rc = rc || vf_push(e, &(vf_op){.fn = op_launch,
                                    .writes = VF_VARS(vars[0]),
                                    .device = dev,
@@ -124,8 +124,7 @@ int main(int argc, char **argv)
            "completion, wall); host syncs %llu, stream waits %llu, same "
            "stream %llu\n",
            n, chain ? "chain" : "independent", sync ? "sync" : "events",
-           us / (double)n,
-           (unsigned long long)st.host_syncs,
+           us / (double)n, (unsigned long long)st.host_syncs,
            (unsigned long long)st.stream_waits,
            (unsigned long long)st.same_stream);
     vf_engine_destroy(e);

@@ -113,7 +113,8 @@ static int emu_copy_out(void *arg)
     return 0;
 }
 
-/* --- the ops ---------------------------------------------------------------- */
+/* --- the ops ----------------------------------------------------------------
+ */
 
 static int op_copy_in(vf_run *run, void *arg)
 {
@@ -156,19 +157,22 @@ static int push_all(vf_engine *e)
     int rc = 0;
     for (int i = 0; i < P.nbatches && rc == 0; i++) {
         batch *b = &P.b[i];
-        rc = vf_push(e, &(vf_op){.fn = op_copy_in, .arg = b,
+        rc = vf_push(e, &(vf_op){.fn = op_copy_in,
+                                 .arg = b,
                                  .reads = VF_VARS(b->vin),
                                  .writes = VF_VARS(b->vdev),
                                  .device = P.device,
                                  .property = VF_PROP_COPY_TO_DEVICE,
                                  .name = op_names[0]});
         if (rc == 0)
-            rc = vf_push(e, &(vf_op){.fn = op_kernel, .arg = b,
+            rc = vf_push(e, &(vf_op){.fn = op_kernel,
+                                     .arg = b,
                                      .writes = VF_VARS(b->vdev),
                                      .device = P.device,
                                      .name = op_names[1]});
         if (rc == 0)
-            rc = vf_push(e, &(vf_op){.fn = op_copy_out, .arg = b,
+            rc = vf_push(e, &(vf_op){.fn = op_copy_out,
+                                     .arg = b,
                                      .reads = VF_VARS(b->vdev),
                                      .writes = VF_VARS(b->vout),
                                      .device = P.device,
@@ -188,8 +192,10 @@ static int check(void)
             x[k] = dp_input(i, k);
         dp_serial(x, n, P.set->rounds);
         if (memcmp(x, b->out, n * sizeof *x) != 0) {
-            fprintf(stderr, "vfbench-device: batch %d differs from the "
-                            "serial loop\n", i);
+            fprintf(stderr,
+                    "vfbench-device: batch %d differs from the "
+                    "serial loop\n",
+                    i);
             return 1;
         }
         memset(b->out, 0, n * sizeof *x);
@@ -211,8 +217,8 @@ static double run_mode(const char *impl, const char *mode, vf_config cfg,
     vf_engine *e;
     int rc = vf_engine_create(&e, &cfg);
     if (rc != 0) {
-        fprintf(stderr, "vfbench-device: %s: %s (%s)\n", mode,
-                vf_strerror(rc), vf_last_error_detail());
+        fprintf(stderr, "vfbench-device: %s: %s (%s)\n", mode, vf_strerror(rc),
+                vf_last_error_detail());
         return -1;
     }
     for (int i = 0; i < P.nbatches; i++) {
@@ -302,8 +308,7 @@ static int make_batches(void)
 #endif
         {
             /* The emulated work touches the checked floats only. */
-            b->n = P.set->floats < CHECK_FLOATS ? P.set->floats
-                                                 : CHECK_FLOATS;
+            b->n = P.set->floats < CHECK_FLOATS ? P.set->floats : CHECK_FLOATS;
             b->in = calloc(b->n, sizeof(float));
             b->out = calloc(b->n, sizeof(float));
             b->dev = calloc(b->n, sizeof(float));
@@ -336,14 +341,13 @@ static void free_batches(void)
 
 static int usage(void)
 {
-    fprintf(stderr,
-            "usage: vfbench-device [--set large|tiny] [--batches N] "
-            "[--reps N]\n"
-            "         [--device auto|cuda|emulated] [--mode "
-            "both|events|sync]\n"
-            "         [--emu-kernel-us N] [--emu-mb-per-s N] "
-            "[--emu-latency-us N]\n"
-            "         [--profile PATH]\n");
+    fprintf(stderr, "usage: vfbench-device [--set large|tiny] [--batches N] "
+                    "[--reps N]\n"
+                    "         [--device auto|cuda|emulated] [--mode "
+                    "both|events|sync]\n"
+                    "         [--emu-kernel-us N] [--emu-mb-per-s N] "
+                    "[--emu-latency-us N]\n"
+                    "         [--profile PATH]\n");
     return 2;
 }
 

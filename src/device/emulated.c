@@ -81,13 +81,13 @@ static const struct cost_setting {
 #define MAX_COST_NS 1000000000u /* 1 s */
 
 struct vf__event {
-    atomic_int refs; /* acq_rel: the last release frees */
+    atomic_int refs;   /* acq_rel: the last release frees */
     uint64_t query_ns; /* its stream's query cost (fixed) */
     pthread_mutex_t lock;
     pthread_cond_t done_cond;
-    bool done;             /* lock */
-    vf__event_status st;   /* lock; fixed once done */
-    uint64_t done_ns;      /* lock; fixed once done */
+    bool done;           /* lock */
+    vf__event_status st; /* lock; fixed once done */
+    uint64_t done_ns;    /* lock; fixed once done */
 };
 
 typedef enum item_kind { ITEM_WORK, ITEM_RECORD, ITEM_WAIT } item_kind;
@@ -149,8 +149,9 @@ static int read_costs(emu_costs *out)
         for (; *p >= '0' && *p <= '9' && n <= MAX_COST_NS; p++)
             n = n * 10 + (uint64_t)(*p - '0');
         if (*p != '\0' || n > MAX_COST_NS)
-            return vf__fail(VF_EINVAL, "emulated device: %s=\"%s\" (must be "
-                                       "decimal digits only, 0..%u ns)",
+            return vf__fail(VF_EINVAL,
+                            "emulated device: %s=\"%s\" (must be "
+                            "decimal digits only, 0..%u ns)",
                             c->env, v, MAX_COST_NS);
         *slot = n;
     }
@@ -287,8 +288,7 @@ static void run_item(vf__stream *s, item *it)
         break;
     case ITEM_WAIT: {
         vf__event_status st;
-        if (wait_done(it->ev, &st) != 0 && it->carry &&
-            s->segment.code == 0) {
+        if (wait_done(it->ev, &st) != 0 && it->carry && s->segment.code == 0) {
             s->segment = st;
             s->segment.inherited = true;
         }

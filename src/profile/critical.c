@@ -301,8 +301,8 @@ int vf__prof_critical(const vf_profile *p, vf_profile_path *out,
             if (out->ids != NULL && stages != NULL) {
                 stages->weight = vf__calloc(count, sizeof *stages->weight);
                 stages->device = vf__calloc(count, sizeof *stages->device);
-                stages->device_ns =
-                    vf__calloc(count, sizeof *stages->device_ns);
+                stages->device_ns = vf__calloc(count,
+                                               sizeof *stages->device_ns);
             }
             if (out->ids == NULL ||
                 (stages != NULL &&
@@ -319,8 +319,7 @@ int vf__prof_critical(const vf_profile *p, vf_profile_path *out,
     out->count = count;
     out->length_ns = done_at(p, &g, last);
     const vf_profile_record *rl = &p->records[last];
-    const vf_profile_record *rf =
-        &p->records[vf__prof_find(p, out->ids[0])];
+    const vf_profile_record *rf = &p->records[vf__prof_find(p, out->ids[0])];
     uint64_t end = has_dev(rl) && rl->device_end_ns > rl->end_ns
                        ? rl->device_end_ns
                        : rl->end_ns;

@@ -131,16 +131,16 @@ typedef enum vf__prof_verdict_kind {
 
 typedef struct vf__prof_verdict {
     vf__prof_verdict_kind kind;
-    const char *key;       /* "empty", "one-worker", "dependency", ... */
-    const char *title;     /* "Dependency-bound." */
-    char text[768];        /* the rest of the sentence */
-    uint64_t host_ns;      /* run times (end - start) summed */
-    uint64_t device_ns;    /* device spans summed */
-    uint64_t critical_ns;  /* the critical path's length */
+    const char *key;             /* "empty", "one-worker", "dependency", ... */
+    const char *title;           /* "Dependency-bound." */
+    char text[768];              /* the rest of the sentence */
+    uint64_t host_ns;            /* run times (end - start) summed */
+    uint64_t device_ns;          /* device spans summed */
+    uint64_t critical_ns;        /* the critical path's length */
     uint64_t critical_device_ns; /* of it, device work */
-    int workers, streams;  /* that ran ops, device work */
+    int workers, streams;        /* that ran ops, device work */
     uint64_t busiest_stream_ns;
-    double parallelism;    /* (host_ns + device_ns) / span */
+    double parallelism; /* (host_ns + device_ns) / span */
 } vf__prof_verdict;
 struct vf__prof_crit_stages;
 int vf__prof_verdict_of(const vf_profile *p, const vf_profile_path *path,

@@ -356,8 +356,8 @@ int vf__prof_levels(const vf_profile *p, vf__prof_level **out, size_t *n)
         s[m++] = (step){r->end_ns, -1, 0, 0};
         if (vf__prof_has_device_span(r)) {
             s[m++] = (step){r->device_start_ns, 0, 0, 1};
-            s[m++] = (step){r->device_start_ns + vf__prof_device_dur(r), 0,
-                            0, -1};
+            s[m++] = (step){r->device_start_ns + vf__prof_device_dur(r), 0, 0,
+                            -1};
         }
     }
     qsort(s, ns, sizeof *s, by_time);

@@ -70,16 +70,18 @@ static void say_resources(vf__prof_verdict *out, const vf_profile *p,
 {
     int res = out->workers + out->streams;
     if (out->streams > 0)
-        say(out, "On average %.2f of %d workers and streams (%d worker%s, %d "
-                 "stream%s) were busy",
-            busy, res, out->workers, out->workers == 1 ? "" : "s",
-            out->streams, out->streams == 1 ? "" : "s");
+        say(out,
+            "On average %.2f of %d workers and streams (%d worker%s, %d "
+            "stream%s) were busy",
+            busy, res, out->workers, out->workers == 1 ? "" : "s", out->streams,
+            out->streams == 1 ? "" : "s");
     else
         say(out, "On average %.2f of %d workers were busy", busy,
             out->workers > 0 ? out->workers : 1);
     if (out->workers < p->nworkers)
-        say(out, " (%d of the %d workers ran no op: ops go only to the pool "
-                 "their property names)",
+        say(out,
+            " (%d of the %d workers ran no op: ops go only to the pool "
+            "their property names)",
             p->nworkers - out->workers, p->nworkers);
 }
 
@@ -127,8 +129,8 @@ int vf__prof_verdict_of(const vf_profile *p, const vf_profile_path *path,
     out->busiest_stream_ns = busiest.ns > span ? span : busiest.ns;
     if (path != NULL) {
         out->critical_ns = path->length_ns;
-        for (size_t i = 0; stages != NULL && stages->device_ns != NULL &&
-                           i < path->count;
+        for (size_t i = 0;
+             stages != NULL && stages->device_ns != NULL && i < path->count;
              i++)
             out->critical_device_ns += stages->device_ns[i];
     }
@@ -148,8 +150,9 @@ int vf__prof_verdict_of(const vf_profile *p, const vf_profile_path *path,
         out->kind = VF__VERDICT_ONE_WORKER;
         out->key = "one-worker";
         out->title = "One worker.";
-        say(out, "Ops ran one at a time; the DAG would allow a parallelism "
-                 "of %.1f.",
+        say(out,
+            "Ops ran one at a time; the DAG would allow a parallelism "
+            "of %.1f.",
             dag);
     } else if (crit >= BOUND_CRITICAL) {
         out->kind = VF__VERDICT_DEPENDENCY;
@@ -158,41 +161,42 @@ int vf__prof_verdict_of(const vf_profile *p, const vf_profile_path *path,
         say(out, "The critical path alone is %.1f%% of the span",
             share(out->critical_ns, span));
         if (out->critical_device_ns > 0)
-            say(out, " (%.1f%% of it work on device streams, the rest ops' "
-                     "functions on workers)",
+            say(out,
+                " (%.1f%% of it work on device streams, the rest ops' "
+                "functions on workers)",
                 share(out->critical_device_ns, out->critical_ns));
-        say(out, ", so more workers%s cannot make this run much faster: "
-                 "shorten or split the ops on it (red below).",
+        say(out,
+            ", so more workers%s cannot make this run much faster: "
+            "shorten or split the ops on it (red below).",
             out->streams > 0 ? " or streams" : "");
-    } else if ((double)out->busiest_stream_ns / (double)span >=
-               BOUND_STREAM) {
+    } else if ((double)out->busiest_stream_ns / (double)span >= BOUND_STREAM) {
         out->kind = VF__VERDICT_DEVICE;
         out->key = "device";
         out->title = "Device-bound.";
-        const char *pool =
-            busiest.worker >= 0 && busiest.worker < p->nworkers &&
-                    p->worker_pool[busiest.worker] != NULL
-                ? p->worker_pool[busiest.worker]
-                : "inline";
+        const char *pool = busiest.worker >= 0 &&
+                                   busiest.worker < p->nworkers &&
+                                   p->worker_pool[busiest.worker] != NULL
+                               ? p->worker_pool[busiest.worker]
+                               : "inline";
         char where[64];
         if (busiest.worker >= 0)
             snprintf(where, sizeof where, "%s %d", pool, busiest.worker);
         else
             snprintf(where, sizeof where, "inline ops");
         char dev_h[32], span_h[32];
-        say(out, "The busiest stream (%s, on %s %d) ran work %.1f%% of the "
-                 "span (the %d stream%s together ran %s of work in a %s "
-                 "span), while the critical path is %.1f%% of it: the "
-                 "device's work itself takes the time. Overlap more of it "
-                 "(more device workers, each with a stream; copies on copy "
-                 "streams beside compute), or shorten the device work of "
-                 "the ops on that stream.",
+        say(out,
+            "The busiest stream (%s, on %s %d) ran work %.1f%% of the "
+            "span (the %d stream%s together ran %s of work in a %s "
+            "span), while the critical path is %.1f%% of it: the "
+            "device's work itself takes the time. Overlap more of it "
+            "(more device workers, each with a stream; copies on copy "
+            "streams beside compute), or shorten the device work of "
+            "the ops on that stream.",
             where,
-            vf__prof_device_name((vf_device){(vf_device_type)busiest.type,
-                                             busiest.id}),
+            vf__prof_device_name(
+                (vf_device){(vf_device_type)busiest.type, busiest.id}),
             busiest.id, share(out->busiest_stream_ns, span), out->streams,
-            out->streams == 1 ? "" : "s",
-            vf__prof_human(dev_h, out->device_ns),
+            out->streams == 1 ? "" : "s", vf__prof_human(dev_h, out->device_ns),
             vf__prof_human(span_h, p->span_ns), 100.0 * crit);
     } else if (out->parallelism >= BOUND_BUSY * res) {
         out->kind = VF__VERDICT_WORKERS;
@@ -211,10 +215,11 @@ int vf__prof_verdict_of(const vf_profile *p, const vf_profile_path *path,
         out->title = out->streams > 0 ? "Workers and streams were idle."
                                       : "Workers were idle.";
         say_resources(out, p, out->parallelism);
-        say(out, " while the DAG allows %.1f and the critical path is only "
-                 "%.1f%% of the span: time went between ops (ops too small "
-                 "for the engine's overhead, a pusher slower than the "
-                 "workers, or waits%s).",
+        say(out,
+            " while the DAG allows %.1f and the critical path is only "
+            "%.1f%% of the span: time went between ops (ops too small "
+            "for the engine's overhead, a pusher slower than the "
+            "workers, or waits%s).",
             dag, 100.0 * crit,
             out->streams > 0 ? "; between device ops, the cost of "
                                "launching, recording and waiting for events"
