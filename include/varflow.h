@@ -795,6 +795,10 @@ VF_API int vf_profile_write_summary(const vf_profile *p, const char *path,
  * The critical path: the chain of recorded dependency edges (each op's
  * `deps`) whose ops' run times (end - start) add up to the most; no
  * schedule of the same DAG, on any number of workers, can finish sooner.
+ * A device op with a device span also counts its work on the stream: its
+ * work follows its own function and the work of the device ops it depends
+ * on (the stream wait), and a host op depending on it follows that work
+ * (docs/PROFILING.md, "Critical path").
  * Waiting is not counted in the length: the time the chain spent between
  * one op's end and the next one's start (release, queueing behind other
  * ready ops, dispatch) is `elapsed_ns - length_ns`. Ties go to the
@@ -804,8 +808,9 @@ VF_API int vf_profile_write_summary(const vf_profile *p, const char *path,
 typedef struct vf_profile_path {
     size_t count;        /* ops on the path */
     uint64_t *ids;       /* their ids, first to last (NULL when count 0) */
-    uint64_t length_ns;  /* sum of their run times */
-    uint64_t elapsed_ns; /* first op's start to last op's end */
+    uint64_t length_ns;  /* sum of their run times (and device work) */
+    uint64_t elapsed_ns; /* first op's start to last op's end (its
+                            device end when its work is on the path) */
     uint64_t span_ns;    /* the profile's span (vf_profile_span_ns) */
 } vf_profile_path;
 

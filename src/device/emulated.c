@@ -19,6 +19,23 @@
  * Events are reference counted: the recorder gets one reference, the
  * stream's queue holds another until it completes the event.
  *
+ * Costs. Besides the slowness the engine passes (vf__device_params: what
+ * the work itself takes), a stream charges what a CUDA runtime call costs
+ * the host thread that makes it, by spinning that thread (the driver's
+ * work is CPU work; a sleep would also overshoot a few microseconds):
+ *   launch   each submit (cudaLaunchKernel, cudaMemcpyAsync);
+ *   record   each record (cudaEventRecord);
+ *   wait     each stream_wait (cudaStreamWaitEvent);
+ *   query    each event_query, event_wait and stream_sync (the call
+ *            itself; a wait still lasts until the event completes);
+ * and, on the stream's side, a host-function latency: the stream holds
+ * each piece of work that long before it runs it (cudaLaunchHostFunc, what
+ * vf_run_submit is on CUDA), sleeping. Each stream reads them from the
+ * environment when it is made (VF_EMULATED_LAUNCH_NS, _RECORD_NS,
+ * _WAIT_NS, _QUERY_NS, _HOSTFN_NS: decimal nanoseconds, 0 turns one off);
+ * unset, the defaults below, from published figures (docs/PERFORMANCE.md
+ * says which): not calibrated on our GPU yet.
+ *
  * Lock order: a stream's lock, then an event's lock (a record on an idle
  * stream completes its event under the stream's lock); never the reverse
  * (the stream thread drops its lock before waiting on an event), and no
@@ -26,6 +43,8 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <time.h>
@@ -36,13 +55,39 @@
 
 #define EMULATED_DEVICES 8 /* ids 0..7 */
 
+/* What a CUDA call costs, in ns (see the top of the file). The defaults
+ * (docs/PERFORMANCE.md, "The emulated device's costs"): cuLaunchKernel
+ * 3.0 us (GB200, meta-pytorch/tritonbench#1017; ~3 us on an RTX 3080,
+ * facebookincubator/velox#6096); cudaEventRecord of a timing event 1.2 us,
+ * cudaStreamWaitEvent 0.12 us, cudaEventQuery 0.1 us (RTX 4090, CUDA 12.0,
+ * harrism/cuda_event_benchmark); host functions off (0): emulated work
+ * stands for kernels and copies unless a run says otherwise (~100 us a
+ * host callback on an RTX 3080, velox#6096). */
+typedef struct emu_costs {
+    uint64_t launch_ns, record_ns, wait_ns, query_ns, hostfn_ns;
+} emu_costs;
+
+static const struct cost_setting {
+    const char *env;
+    size_t offset;
+    uint64_t fallback;
+} cost_settings[] = {
+    {"VF_EMULATED_LAUNCH_NS", offsetof(emu_costs, launch_ns), 3000},
+    {"VF_EMULATED_RECORD_NS", offsetof(emu_costs, record_ns), 1200},
+    {"VF_EMULATED_WAIT_NS", offsetof(emu_costs, wait_ns), 120},
+    {"VF_EMULATED_QUERY_NS", offsetof(emu_costs, query_ns), 100},
+    {"VF_EMULATED_HOSTFN_NS", offsetof(emu_costs, hostfn_ns), 0},
+};
+#define MAX_COST_NS 1000000000u /* 1 s */
+
 struct vf__event {
-    atomic_int refs; /* acq_rel: the last release frees */
+    atomic_int refs;   /* acq_rel: the last release frees */
+    uint64_t query_ns; /* its stream's query cost (fixed) */
     pthread_mutex_t lock;
     pthread_cond_t done_cond;
-    bool done;             /* lock */
-    vf__event_status st;   /* lock; fixed once done */
-    uint64_t done_ns;      /* lock; fixed once done */
+    bool done;           /* lock */
+    vf__event_status st; /* lock; fixed once done */
+    uint64_t done_ns;    /* lock; fixed once done */
 };
 
 typedef enum item_kind { ITEM_WORK, ITEM_RECORD, ITEM_WAIT } item_kind;
@@ -66,6 +111,7 @@ struct vf__stream {
     bool stop;                /* lock */
     pthread_t thread;
     vf__device_params params;
+    emu_costs costs;          /* fixed when made */
     vf__event_status segment; /* the stream thread's own */
 };
 
@@ -74,6 +120,42 @@ static uint64_t now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Keep the calling thread busy for `ns` (a host-side cost). */
+static void spin_ns(uint64_t ns)
+{
+    if (ns == 0)
+        return;
+    uint64_t end = now_ns() + ns;
+    while (now_ns() < end) {
+    }
+}
+
+/* The costs from the environment (see cost_settings): 0, or VF_EINVAL
+ * naming the variable and its value. */
+static int read_costs(emu_costs *out)
+{
+    for (size_t i = 0; i < sizeof cost_settings / sizeof cost_settings[0];
+         i++) {
+        const struct cost_setting *c = &cost_settings[i];
+        uint64_t *slot = (uint64_t *)(void *)((char *)out + c->offset);
+        const char *v = getenv(c->env);
+        *slot = c->fallback;
+        if (v == NULL || *v == '\0')
+            continue; /* empty counts as unset, as the engine's do */
+        uint64_t n = 0;
+        const char *p = v;
+        for (; *p >= '0' && *p <= '9' && n <= MAX_COST_NS; p++)
+            n = n * 10 + (uint64_t)(*p - '0');
+        if (*p != '\0' || n > MAX_COST_NS)
+            return vf__fail(VF_EINVAL,
+                            "emulated device: %s=\"%s\" (must be "
+                            "decimal digits only, 0..%u ns)",
+                            c->env, v, MAX_COST_NS);
+        *slot = n;
+    }
+    return 0;
 }
 
 /* --- events ------------------------------------------------------------- */
@@ -122,7 +204,8 @@ static void event_complete(vf__event *ev, const vf__event_status *st)
     pthread_mutex_unlock(&ev->lock);
 }
 
-static int event_wait(vf__event *ev, vf__event_status *st)
+/* Block until ev completes (no cost: the stream thread's waits use it). */
+static int wait_done(vf__event *ev, vf__event_status *st)
 {
     pthread_mutex_lock(&ev->lock);
     while (!ev->done)
@@ -134,8 +217,15 @@ static int event_wait(vf__event *ev, vf__event_status *st)
     return s.code;
 }
 
+static int event_wait(vf__event *ev, vf__event_status *st)
+{
+    spin_ns(ev->query_ns);
+    return wait_done(ev, st);
+}
+
 static int event_query(vf__event *ev)
 {
+    spin_ns(ev->query_ns);
     pthread_mutex_lock(&ev->lock);
     int rc = ev->done ? ev->st.code : VF_EAGAIN;
     pthread_mutex_unlock(&ev->lock);
@@ -164,6 +254,10 @@ static void sleep_until(uint64_t deadline)
 
 static void run_work(vf__stream *s, const item *it)
 {
+    /* A host function's latency: the stream holds until the host runs it
+     * (even one that a failed segment then skips). */
+    if (s->costs.hostfn_ns > 0)
+        sleep_until(now_ns() + s->costs.hostfn_ns);
     if (s->segment.code != 0)
         return; /* the segment failed: later work is skipped */
     uint64_t t0 = now_ns();
@@ -194,8 +288,7 @@ static void run_item(vf__stream *s, item *it)
         break;
     case ITEM_WAIT: {
         vf__event_status st;
-        if (event_wait(it->ev, &st) != 0 && it->carry &&
-            s->segment.code == 0) {
+        if (wait_done(it->ev, &st) != 0 && it->carry && s->segment.code == 0) {
             s->segment = st;
             s->segment.inherited = true;
         }
@@ -280,6 +373,11 @@ static int stream_create(int id, const vf__device_params *params,
         return vf__fail(VF_ENOMEM, "emulated device: out of memory");
     if (params != NULL) /* NULL: no slowness */
         s->params = *params;
+    int rc = read_costs(&s->costs);
+    if (rc != 0) {
+        free(s);
+        return rc;
+    }
     int made = 0;
     if (pthread_mutex_init(&s->lock, NULL) == 0 && ++made &&
         pthread_cond_init(&s->work_cond, NULL) == 0 && ++made &&
@@ -336,6 +434,7 @@ static void *stream_handle(vf__stream *s)
 
 static int submit(vf__stream *s, vf_device_fn fn, void *arg, size_t bytes)
 {
+    spin_ns(s->costs.launch_ns);
     item *it = item_new(ITEM_WORK);
     if (it == NULL)
         return VF_ENOMEM;
@@ -348,10 +447,12 @@ static int submit(vf__stream *s, vf_device_fn fn, void *arg, size_t bytes)
 
 static int record(vf__stream *s, vf__event **out)
 {
+    spin_ns(s->costs.record_ns);
     vf__event *ev = NULL;
     int rc = event_new(&ev);
     if (rc != 0)
         return rc;
+    ev->query_ns = s->costs.query_ns;
     /* On an idle stream the thread touches nothing: complete it here, at
      * once, as CUDA's event on an idle stream is. */
     pthread_mutex_lock(&s->lock);
@@ -377,6 +478,7 @@ static int record(vf__stream *s, vf__event **out)
 
 static int stream_wait(vf__stream *s, vf__event *ev, bool carry)
 {
+    spin_ns(s->costs.wait_ns);
     item *it = item_new(ITEM_WAIT);
     if (it == NULL)
         return VF_ENOMEM;
@@ -389,6 +491,7 @@ static int stream_wait(vf__stream *s, vf__event *ev, bool carry)
 
 static int stream_sync(vf__stream *s)
 {
+    spin_ns(s->costs.query_ns);
     pthread_mutex_lock(&s->lock);
     while (s->busy)
         pthread_cond_wait(&s->idle_cond, &s->lock);

@@ -8,16 +8,40 @@
  * nodes are put in topological order by Kahn's algorithm rather than by id;
  * a cycle can only come from a corrupt file and is refused.
  *
- * In that order each node gets dist(v) = run(v) + max over its preds u of
- * dist(u), with run(v) = end - start: the most run time of any chain that
- * ends with v. The path ends at the node of largest dist and is walked back
- * through each node's chosen predecessor. All in integer nanoseconds, so
- * the result is exact; ties are broken the same way every time (the
- * predecessor, or the last node, that ended last, then the smaller id).
+ * Stages. An op has a host stage, its function on a worker (start .. end);
+ * a device op the device timed (vf__prof_has_device_span) also has a
+ * device stage, its work on its stream, which runs on after its function
+ * returned: the engine released its vars at its host end, so its
+ * dependents' functions may run while its work still does. So, in the
+ * best schedule (unlimited workers and streams, a free engine), with H(v)
+ * and D(v) the times v's stages end:
+ *   H(v) = h(v) + max over preds u of R(u, v), where u releases v at H(u)
+ *          when u is a device op and v too (its function only queues work
+ *          behind u's: a stream wait), and at u's done time otherwise (a
+ *          host op waits for u's work on the host);
+ *   D(v) = d(v) + max(H(v), D(u) over preds u that are device ops): v's
+ *          work starts once queued and once the work it waits for is done.
+ * A host op's done time is H, a device op's D. Weights, from the record:
+ * h(v) = end - start, less, for a host op, the part of it spent waiting on
+ * the host for a device pred's work (before that pred's device end: the
+ * engine meets those fences before the function runs); d(v) = the part of
+ * the device span after the host end (work a device op waited for inside
+ * its own function, with device_sync, is in h already). Without device
+ * spans, D is never used and H(v) = run(v) + max H(u): the heaviest chain
+ * of run times, as before.
+ *
+ * The path ends at the node of largest done time and is walked back
+ * through each stage's binding predecessor (the own host stage, or a
+ * pred's stage); the ops it passes, each with the stages it passed (its
+ * weight on the path), make the path. All in integer nanoseconds, so the
+ * result is exact; ties are broken the same way every time (the
+ * predecessor, or the last node, that ended last, then the smaller id; a
+ * device stage prefers waiting for a pred's work to its own host stage).
  * Waiting is deliberately not in the weights: the critical path says how
- * fast the DAG could go with unlimited workers and a free engine; the
- * chain's own waiting (elapsed - length) says how far the run was from it.
- * O(n log n + edges log n) (deps are looked up by binary search).
+ * fast the DAG could go with unlimited workers and streams and a free
+ * engine; the chain's own waiting (elapsed - length) says how far the run
+ * was from it. O(n log n + edges log n) (deps are looked up by binary
+ * search).
  */
 #include <string.h>
 
@@ -25,7 +49,7 @@
 #include "base/error.h"
 #include "profile/out.h"
 
-/* Whether record a should be preferred to record b at equal dist. */
+/* Whether record a should be preferred to record b at equal time. */
 static int better_tie(const vf_profile_record *a, const vf_profile_record *b)
 {
     if (a->end_ns != b->end_ns)
@@ -42,8 +66,11 @@ typedef struct dag {
     size_t *succ;
     size_t *indeg;
     size_t *queue;
-    uint64_t *dist;
-    ptrdiff_t *pred;
+    uint64_t *host, *dev; /* H and D (see the top) */
+    ptrdiff_t *pred_host; /* the pred binding H, or -1 */
+    bool *pred_host_dev;  /* ... through its device stage */
+    ptrdiff_t *pred_dev;  /* the pred binding D through its device stage,
+                             or -1: the op's own host stage */
 } dag;
 
 static void release(dag *g)
@@ -54,8 +81,11 @@ static void release(dag *g)
     free(g->succ);
     free(g->indeg);
     free(g->queue);
-    free(g->dist);
-    free(g->pred);
+    free(g->host);
+    free(g->dev);
+    free(g->pred_host);
+    free(g->pred_host_dev);
+    free(g->pred_dev);
 }
 
 static int build(const vf_profile *p, dag *g)
@@ -71,10 +101,14 @@ static int build(const vf_profile *p, dag *g)
     g->succ = vf__malloc((ndeps + 1) * sizeof *g->succ);
     g->indeg = vf__calloc(n + 1, sizeof *g->indeg);
     g->queue = vf__malloc((n + 1) * sizeof *g->queue);
-    g->dist = vf__malloc((n + 1) * sizeof *g->dist);
-    g->pred = vf__malloc((n + 1) * sizeof *g->pred);
+    g->host = vf__malloc((n + 1) * sizeof *g->host);
+    g->dev = vf__malloc((n + 1) * sizeof *g->dev);
+    g->pred_host = vf__malloc((n + 1) * sizeof *g->pred_host);
+    g->pred_host_dev = vf__malloc((n + 1) * sizeof *g->pred_host_dev);
+    g->pred_dev = vf__malloc((n + 1) * sizeof *g->pred_dev);
     if (!g->dep_index || !g->first_dep || !g->succ_start || !g->succ ||
-        !g->indeg || !g->queue || !g->dist || !g->pred)
+        !g->indeg || !g->queue || !g->host || !g->dev || !g->pred_host ||
+        !g->pred_host_dev || !g->pred_dev)
         return VF_ENOMEM;
     size_t slot = 0;
     for (size_t v = 0; v < n; v++) {
@@ -103,30 +137,96 @@ static int build(const vf_profile *p, dag *g)
     return 0;
 }
 
-/* dist and pred of v, once all its preds are done. */
+static bool has_dev(const vf_profile_record *r)
+{
+    return vf__prof_has_device_span(r);
+}
+
+/* The time u's stage that v waits for ends, and whether it is u's device
+ * stage (see the top: R(u, v)). */
+static uint64_t released_at(const dag *g, const vf_profile *p, size_t u,
+                            size_t v, bool *through_dev)
+{
+    *through_dev = has_dev(&p->records[u]) && !has_dev(&p->records[v]);
+    return *through_dev ? g->dev[u] : g->host[u];
+}
+
+/* The weights of v's stages (see the top). */
+static uint64_t host_weight(const vf_profile *p, const dag *g, size_t v)
+{
+    const vf_profile_record *r = &p->records[v];
+    uint64_t from = r->start_ns;
+    if (!has_dev(r)) /* the host waited for its device preds' work first */
+        for (size_t s = g->first_dep[v]; s < g->first_dep[v + 1]; s++) {
+            ptrdiff_t u = g->dep_index[s];
+            if (u >= 0 && has_dev(&p->records[u]) &&
+                p->records[u].device_end_ns > from)
+                from = p->records[u].device_end_ns;
+        }
+    return r->end_ns > from ? r->end_ns - from : 0;
+}
+
+static uint64_t dev_weight(const vf_profile_record *r)
+{
+    uint64_t from = r->device_start_ns > r->end_ns ? r->device_start_ns
+                                                   : r->end_ns;
+    return r->device_end_ns > from ? r->device_end_ns - from : 0;
+}
+
+/* H, D and their binding preds of v, once all its preds are done. */
 static void settle(const vf_profile *p, dag *g, size_t v)
 {
     const vf_profile_record *r = &p->records[v];
-    ptrdiff_t best = -1;
+    ptrdiff_t best = -1, best_dev = -1;
+    uint64_t at = 0;
+    bool through = false;
     for (size_t s = g->first_dep[v]; s < g->first_dep[v + 1]; s++) {
         ptrdiff_t u = g->dep_index[s];
         if (u < 0)
             continue;
-        if (best < 0 || g->dist[u] > g->dist[best] ||
-            (g->dist[u] == g->dist[best] &&
-             better_tie(&p->records[u], &p->records[best])))
+        bool t;
+        uint64_t x = released_at(g, p, (size_t)u, v, &t);
+        if (best < 0 || x > at ||
+            (x == at && better_tie(&p->records[u], &p->records[best]))) {
             best = u;
+            at = x;
+            through = t;
+        }
+        if (has_dev(r) && has_dev(&p->records[u]) &&
+            (best_dev < 0 || g->dev[u] > g->dev[best_dev] ||
+             (g->dev[u] == g->dev[best_dev] &&
+              better_tie(&p->records[u], &p->records[best_dev]))))
+            best_dev = u;
     }
-    g->pred[v] = best;
-    g->dist[v] = (r->end_ns - r->start_ns) + (best >= 0 ? g->dist[best] : 0);
+    g->pred_host[v] = best;
+    g->pred_host_dev[v] = through;
+    g->host[v] = host_weight(p, g, v) + at;
+    g->pred_dev[v] = -1;
+    g->dev[v] = g->host[v];
+    if (!has_dev(r))
+        return;
+    if (best_dev >= 0 && g->dev[best_dev] >= g->host[v]) {
+        g->pred_dev[v] = best_dev;
+        g->dev[v] = g->dev[best_dev];
+    }
+    g->dev[v] += dev_weight(r);
 }
 
-VF_API int vf_profile_critical_path(const vf_profile *p, vf_profile_path *out)
+/* The time v is done: its device stage's end when it has one. */
+static uint64_t done_at(const vf_profile *p, const dag *g, size_t v)
+{
+    return has_dev(&p->records[v]) ? g->dev[v] : g->host[v];
+}
+
+int vf__prof_critical(const vf_profile *p, vf_profile_path *out,
+                      vf__prof_crit_stages *stages)
 {
     static const char who[] = "vf_profile_critical_path";
     if (p == NULL || out == NULL)
         return vf__fail(VF_EINVAL, "%s: NULL argument", who);
     memset(out, 0, sizeof *out);
+    if (stages != NULL)
+        memset(stages, 0, sizeof *stages);
     out->span_ns = p->span_ns;
     if (p->count == 0)
         return 0;
@@ -155,30 +255,95 @@ VF_API int vf_profile_critical_path(const vf_profile *p, vf_profile_path *out)
     }
     size_t last = 0;
     for (size_t v = 1; v < g.n; v++)
-        if (g.dist[v] > g.dist[last] ||
-            (g.dist[v] == g.dist[last] &&
+        if (done_at(p, &g, v) > done_at(p, &g, last) ||
+            (done_at(p, &g, v) == done_at(p, &g, last) &&
              better_tie(&p->records[v], &p->records[last])))
             last = v;
+    /* Walk back through the binding stages, twice: count, then fill (in
+     * reverse). `dev`: the stage we are at is v's device stage. */
     size_t count = 0;
-    for (ptrdiff_t v = (ptrdiff_t)last; v >= 0; v = g.pred[v])
-        count++;
-    out->ids = vf__malloc(count * sizeof *out->ids);
-    if (out->ids == NULL) {
-        release(&g);
-        return vf__fail(VF_ENOMEM, "%s: out of memory", who);
-    }
-    size_t i = count;
-    ptrdiff_t first = (ptrdiff_t)last;
-    for (ptrdiff_t v = (ptrdiff_t)last; v >= 0; v = g.pred[v]) {
-        out->ids[--i] = p->records[v].id;
-        first = v;
+    for (int pass = 0; pass < 2; pass++) {
+        size_t i = count;
+        ptrdiff_t v = (ptrdiff_t)last, prev = -1;
+        bool dev = has_dev(&p->records[last]);
+        uint64_t w = 0;
+        while (v >= 0) {
+            const vf_profile_record *r = &p->records[v];
+            if (v != prev) { /* a new op on the path */
+                if (pass == 0)
+                    count++;
+                else {
+                    out->ids[--i] = r->id;
+                }
+                prev = v;
+            }
+            if (dev) {
+                w = dev_weight(r);
+                if (pass == 1 && stages != NULL) {
+                    stages->weight[i] += w;
+                    stages->device_ns[i] += w;
+                    stages->device[i] = 1;
+                }
+                if (g.pred_dev[v] >= 0)
+                    v = g.pred_dev[v]; /* still a device stage */
+                else
+                    dev = false; /* its own host stage */
+                continue;
+            }
+            w = host_weight(p, &g, (size_t)v);
+            if (pass == 1 && stages != NULL)
+                stages->weight[i] += w;
+            dev = g.pred_host_dev[v];
+            v = g.pred_host[v];
+        }
+        if (pass == 0) {
+            out->ids = vf__malloc(count * sizeof *out->ids);
+            if (out->ids != NULL && stages != NULL) {
+                stages->weight = vf__calloc(count, sizeof *stages->weight);
+                stages->device = vf__calloc(count, sizeof *stages->device);
+                stages->device_ns = vf__calloc(count,
+                                               sizeof *stages->device_ns);
+            }
+            if (out->ids == NULL ||
+                (stages != NULL &&
+                 (stages->weight == NULL || stages->device == NULL ||
+                  stages->device_ns == NULL))) {
+                free(out->ids);
+                out->ids = NULL;
+                vf__prof_crit_stages_free(stages);
+                release(&g);
+                return vf__fail(VF_ENOMEM, "%s: out of memory", who);
+            }
+        }
     }
     out->count = count;
-    out->length_ns = g.dist[last];
-    if (p->records[last].end_ns > p->records[first].start_ns)
-        out->elapsed_ns = p->records[last].end_ns - p->records[first].start_ns;
+    out->length_ns = done_at(p, &g, last);
+    const vf_profile_record *rl = &p->records[last];
+    const vf_profile_record *rf = &p->records[vf__prof_find(p, out->ids[0])];
+    uint64_t end = has_dev(rl) && rl->device_end_ns > rl->end_ns
+                       ? rl->device_end_ns
+                       : rl->end_ns;
+    if (end > rf->start_ns)
+        out->elapsed_ns = end - rf->start_ns;
     release(&g);
     return 0;
+}
+
+void vf__prof_crit_stages_free(vf__prof_crit_stages *stages)
+{
+    if (stages == NULL)
+        return;
+    free(stages->weight);
+    free(stages->device);
+    free(stages->device_ns);
+    stages->weight = NULL;
+    stages->device = NULL;
+    stages->device_ns = NULL;
+}
+
+VF_API int vf_profile_critical_path(const vf_profile *p, vf_profile_path *out)
+{
+    return vf__prof_critical(p, out, NULL);
 }
 
 VF_API void vf_profile_path_free(vf_profile_path *path)

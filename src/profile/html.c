@@ -10,7 +10,9 @@
  * end the element early; the script draws the page from it offline:
  * nothing is fetched. The object holds
  * - engine, version, workers and the pool of each worker; records, dropped,
- *   span and busy (the sum of run times), all in integer nanoseconds;
+ *   span, busy (the sum of run times) and device_busy (the sum of device
+ *   spans), all in integer nanoseconds;
+ * - verdict: {kind, title, text}, what limited the run (verdict.c);
  * - names: every distinct op name, and the other fields refer to names by
  *   their index; unnamed: the index of "(unnamed)", the group of the ops
  *   pushed without a name (-1: none), which the page labels one by one
@@ -22,9 +24,11 @@
  *   says how many); an op with a device span has three more: its device
  *   (an index into devices), device start and device end; the page draws
  *   that span on the lane of its worker's stream under its device;
- * - crit: the critical path's ids, length and elapsed time
- *   (critical.c), or null;
- * - levels: [t, running, ready] steps of the parallelism plot
+ * - crit: the critical path's ids, length and elapsed time (critical.c),
+ *   or null; with it, per op of the path, crit_w: the time it adds to the
+ *   length, crit_dev: whether its device stage is on the path (0, 1), and
+ *   crit_dn: that stage's part of crit_w;
+ * - levels: [t, running, ready, device] steps of the parallelism plot
  *   (vf__prof_levels). Past LEVELS_MAX steps they are averaged over
  *   LEVELS_BINS equal bins, each value weighted by how long it held;
  * - summary: [name, count, skipped, failed, total, mean, min, max, queued]
@@ -115,8 +119,8 @@ static void write_levels(FILE *f, const vf_profile *p, const vf__prof_level *lv,
     fprintf(f, ",\"levels\":[");
     if (n <= LEVELS_MAX || p->span_ns == 0) {
         for (size_t i = 0; i < n; i++)
-            fprintf(f, "%s[%" PRIu64 ",%u,%u]", i ? "," : "", lv[i].t,
-                    lv[i].running, lv[i].ready);
+            fprintf(f, "%s[%" PRIu64 ",%u,%u,%u]", i ? "," : "", lv[i].t,
+                    lv[i].running, lv[i].ready, lv[i].device);
         fprintf(f, "]");
         return;
     }
@@ -125,7 +129,7 @@ static void write_levels(FILE *f, const vf_profile *p, const vf__prof_level *lv,
     double width = (double)p->span_ns / LEVELS_BINS;
     size_t i = 0;
     for (int b = 0; b < LEVELS_BINS; b++) {
-        double b0 = b * width, b1 = b0 + width, run = 0, ready = 0;
+        double b0 = b * width, b1 = b0 + width, run = 0, ready = 0, dev = 0;
         while (i + 1 < n && (double)lv[i + 1].t <= b0)
             i++;
         for (size_t k = i; k < n && (double)lv[k].t < b1; k++) {
@@ -136,10 +140,11 @@ static void write_levels(FILE *f, const vf_profile *p, const vf__prof_level *lv,
             if (t1 > t0) {
                 run += lv[k].running * (t1 - t0);
                 ready += lv[k].ready * (t1 - t0);
+                dev += lv[k].device * (t1 - t0);
             }
         }
-        fprintf(f, "%s[%.0f,%.3f,%.3f]", b ? "," : "", b0, run / width,
-                ready / width);
+        fprintf(f, "%s[%.0f,%.3f,%.3f,%.3f]", b ? "," : "", b0, run / width,
+                ready / width, dev / width);
     }
     fprintf(f, "]");
 }
@@ -177,8 +182,11 @@ static void write_ops(FILE *f, const vf_profile *p, const name_table *names,
 
 static void write_data(FILE *f, const vf_profile *p, const vf_profile_row *rows,
                        size_t nrows, const name_table *names,
-                       const vf_profile_path *path, const vf__prof_level *lv,
-                       size_t nlv, const vf_device *devs, size_t ndevs)
+                       const vf_profile_path *path,
+                       const vf__prof_crit_stages *stages,
+                       const vf__prof_verdict *verdict,
+                       const vf__prof_level *lv, size_t nlv,
+                       const vf_device *devs, size_t ndevs)
 {
     uint64_t busy = 0;
     for (size_t i = 0; i < p->count; i++)
@@ -194,8 +202,14 @@ static void write_data(FILE *f, const vf_profile *p, const vf_profile_row *rows,
     }
     fprintf(f,
             "],\"records\":%zu,\"dropped\":%" PRIu64 ",\"span\":%" PRIu64
-            ",\"busy\":%" PRIu64 ",\"names\":[",
-            p->count, p->dropped, p->span_ns, busy);
+            ",\"busy\":%" PRIu64 ",\"device_busy\":%" PRIu64
+            ",\"verdict\":{\"kind\":\"%s\",\"title\":",
+            p->count, p->dropped, p->span_ns, busy, verdict->device_ns,
+            verdict->key);
+    vf__prof_json_string(f, verdict->title, 1);
+    fprintf(f, ",\"text\":");
+    vf__prof_json_string(f, verdict->text, 1);
+    fprintf(f, "},\"names\":[");
     for (size_t i = 0; i < nrows; i++) {
         fputs(i ? "," : "", f);
         vf__prof_json_string(f, rows[i].name, 1);
@@ -217,7 +231,16 @@ static void write_data(FILE *f, const vf_profile *p, const vf_profile_row *rows,
                 path->length_ns, path->elapsed_ns);
         for (size_t i = 0; i < path->count; i++)
             fprintf(f, "%s%" PRIu64, i ? "," : "", path->ids[i]);
-        fprintf(f, "]}");
+        fprintf(f, "]},\"crit_w\":[");
+        for (size_t i = 0; i < path->count; i++)
+            fprintf(f, "%s%" PRIu64, i ? "," : "", stages->weight[i]);
+        fprintf(f, "],\"crit_dev\":[");
+        for (size_t i = 0; i < path->count; i++)
+            fprintf(f, "%s%d", i ? "," : "", stages->device[i]);
+        fprintf(f, "],\"crit_dn\":[");
+        for (size_t i = 0; i < path->count; i++)
+            fprintf(f, "%s%" PRIu64, i ? "," : "", stages->device_ns[i]);
+        fprintf(f, "]");
     } else {
         fprintf(f, ",\"crit\":null");
     }
@@ -242,11 +265,17 @@ int vf__prof_write_html(const vf_profile *p, FILE *f)
     vf_device *devs = NULL;
     size_t ndevs = 0;
     vf_profile_path path;
+    vf__prof_crit_stages stages = {0};
+    vf__prof_verdict verdict;
     name_table names = {0};
     int rc = vf_profile_summary(p, VF_PROFILE_SORT_TOTAL, &rows, &nrows);
-    int prc = rc == 0 ? vf_profile_critical_path(p, &path) : rc;
+    int prc = rc == 0 ? vf__prof_critical(p, &path, &stages) : rc;
     if (rc == 0 && prc == VF_ENOMEM)
         rc = prc;
+    if (rc == 0)
+        rc = vf__prof_verdict_of(p, prc == 0 ? &path : NULL,
+                                 prc == 0 ? &stages : NULL,
+                                 nrows ? rows[0].name : NULL, &verdict);
     if (rc == 0)
         rc = names_init(&names, rows, nrows);
     if (rc == 0)
@@ -267,13 +296,14 @@ int vf__prof_write_html(const vf_profile *p, FILE *f)
                 fprintf(f, "%zu", p->count);
             else if (is(m, n, "data"))
                 write_data(f, p, rows, nrows, &names, prc == 0 ? &path : NULL,
-                           lv, nlv, devs, ndevs);
+                           &stages, &verdict, lv, nlv, devs, ndevs);
             else
                 vf__panic(__FILE__, __LINE__, "report.html: unknown marker");
         }
     }
     if (prc == 0)
         vf_profile_path_free(&path);
+    vf__prof_crit_stages_free(&stages);
     free(devs);
     free(lv);
     free(names.slot);

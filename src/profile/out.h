@@ -94,15 +94,72 @@ const char *vf__prof_human(char buf[32], uint64_t ns);
 
 /*
  * Concurrency over time: at each time `t` where a count changes, the number
- * of ops running (start <= t < end) and ready but not started (ready <= t
- * < start) from then on. Sorted by t, one entry per distinct time, the last
- * one back at zero. *out is malloc'd (NULL when n is 0).
+ * of ops running (start <= t < end), ready but not started (ready <= t <
+ * start), and device ops whose work runs on their streams (device_start
+ * <= t < device_end) from then on. Sorted by t, one entry per distinct
+ * time, the last one back at zero. *out is malloc'd (NULL when n is 0).
  */
 typedef struct vf__prof_level {
     uint64_t t;
-    uint32_t running, ready;
+    uint32_t running, ready, device;
 } vf__prof_level;
 int vf__prof_levels(const vf_profile *p, vf__prof_level **out, size_t *n);
+
+/*
+ * What limited a run, in one sentence (the report's verdict, the summary's
+ * last header line), from the snapshot and its critical path (`path`, and
+ * `stages` when known: the device work on the path; either may be NULL).
+ * Work counts both sides of a device op: its function on a worker and its
+ * work on a stream; the resources are the workers that ran ops and the
+ * streams that ran device work. In this order, the first that holds:
+ *   EMPTY       nothing recorded;
+ *   ONE_WORKER  one worker ran every op, and no device work;
+ *   DEPENDENCY  the critical path is >= 70% of the span;
+ *   DEVICE      one stream ran work >= 70% of the span;
+ *   WORKERS     on average >= 75% of the resources were busy;
+ *   IDLE        otherwise: time went between ops.
+ * `top` names the op with the most run time (NULL: none). 0 or VF_ENOMEM.
+ */
+typedef enum vf__prof_verdict_kind {
+    VF__VERDICT_EMPTY,
+    VF__VERDICT_ONE_WORKER,
+    VF__VERDICT_DEPENDENCY,
+    VF__VERDICT_DEVICE,
+    VF__VERDICT_WORKERS,
+    VF__VERDICT_IDLE
+} vf__prof_verdict_kind;
+
+typedef struct vf__prof_verdict {
+    vf__prof_verdict_kind kind;
+    const char *key;             /* "empty", "one-worker", "dependency", ... */
+    const char *title;           /* "Dependency-bound." */
+    char text[768];              /* the rest of the sentence */
+    uint64_t host_ns;            /* run times (end - start) summed */
+    uint64_t device_ns;          /* device spans summed */
+    uint64_t critical_ns;        /* the critical path's length */
+    uint64_t critical_device_ns; /* of it, device work */
+    int workers, streams;        /* that ran ops, device work */
+    uint64_t busiest_stream_ns;
+    double parallelism; /* (host_ns + device_ns) / span */
+} vf__prof_verdict;
+struct vf__prof_crit_stages;
+int vf__prof_verdict_of(const vf_profile *p, const vf_profile_path *path,
+                        const struct vf__prof_crit_stages *stages,
+                        const char *top, vf__prof_verdict *out);
+
+/* The critical path (vf_profile_critical_path; critical.c says how device
+ * ops count) and, when `stages` is not NULL, per op of the path: the time
+ * it adds to the path's length (its stages on the path), whether its
+ * device stage is on it, and that stage's part of the time. Free with
+ * vf__prof_crit_stages_free (also on an error, which leaves them NULL). */
+typedef struct vf__prof_crit_stages {
+    uint64_t *weight;
+    uint8_t *device;
+    uint64_t *device_ns;
+} vf__prof_crit_stages;
+int vf__prof_critical(const vf_profile *p, vf_profile_path *out,
+                      vf__prof_crit_stages *stages);
+void vf__prof_crit_stages_free(vf__prof_crit_stages *stages);
 
 /* The writers, by format. */
 int vf__prof_write_chrome(const vf_profile *p, FILE *f);

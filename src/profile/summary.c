@@ -11,9 +11,14 @@
  * op was ready and waited for a worker.
  *
  * Concurrency (vf__prof_levels): each record gives four steps, +1 ready at
- * ready_ns, -1 ready and +1 running at start_ns, -1 running at end_ns; the
- * steps sorted by time and summed give, at each distinct time, the ops
- * running and the ops ready but not started. O(n log n).
+ * ready_ns, -1 ready and +1 running at start_ns, -1 running at end_ns, and
+ * a device op two more, +1 device at device_start_ns and -1 at
+ * device_end_ns; the steps sorted by time and summed give, at each
+ * distinct time, the ops running, the ops ready but not started, and the
+ * device ops whose work runs on a stream. O(n log n).
+ *
+ * The text and JSON forms end their header with the verdict (verdict.c),
+ * and count device work beside the run times when there is any.
  */
 #include <inttypes.h>
 #include <string.h>
@@ -173,7 +178,8 @@ static uint64_t busy_ns(const vf_profile *p)
 
 static void summary_text(const vf_profile *p, FILE *f,
                          const vf_profile_row *rows, size_t n,
-                         const vf_profile_path *path, vf_profile_sort by)
+                         const vf_profile_path *path, vf_profile_sort by,
+                         const vf__prof_verdict *v)
 {
     char a[32], b[32], c[32];
     uint64_t busy = busy_ns(p);
@@ -181,18 +187,32 @@ static void summary_text(const vf_profile *p, FILE *f,
             "varflow profile: %s engine, %d workers, %zu ops recorded, "
             "%" PRIu64 " dropped\n",
             vf_engine_type_name(p->kind), p->nworkers, p->count, p->dropped);
-    fprintf(f, "span %s, busy %s (average parallelism %.2f)\n",
-            vf__prof_human(a, p->span_ns), vf__prof_human(b, busy),
-            p->span_ns ? (double)busy / (double)p->span_ns : 0.0);
-    if (path != NULL && path->count > 0)
+    if (v->device_ns > 0)
+        fprintf(f,
+                "span %s, busy %s on workers and %s on %d device stream%s "
+                "(average parallelism %.2f)\n",
+                vf__prof_human(a, p->span_ns), vf__prof_human(b, busy),
+                vf__prof_human(c, v->device_ns), v->streams,
+                v->streams == 1 ? "" : "s", v->parallelism);
+    else
+        fprintf(f, "span %s, busy %s (average parallelism %.2f)\n",
+                vf__prof_human(a, p->span_ns), vf__prof_human(b, busy),
+                p->span_ns ? (double)busy / (double)p->span_ns : 0.0);
+    if (path != NULL && path->count > 0) {
         fprintf(f,
                 "critical path %s over %zu ops = %.1f%% of the span "
-                "(%s from its first start to its last end)\n",
+                "(%s from its first start to its last end)",
                 vf__prof_human(a, path->length_ns), path->count,
                 p->span_ns
                     ? 100.0 * (double)path->length_ns / (double)p->span_ns
                     : 0.0,
                 vf__prof_human(c, path->elapsed_ns));
+        if (v->critical_device_ns > 0)
+            fprintf(f, ", %s of it device work",
+                    vf__prof_human(b, v->critical_device_ns));
+        fputc('\n', f);
+    }
+    fprintf(f, "verdict: %s %s\n", v->title, v->text);
     int w = 4;
     for (size_t i = 0; i < n; i++) {
         int len = (int)strlen(rows[i].name);
@@ -217,14 +237,20 @@ static void summary_text(const vf_profile *p, FILE *f,
 
 static void summary_json(const vf_profile *p, FILE *f,
                          const vf_profile_row *rows, size_t n,
-                         const vf_profile_path *path, vf_profile_sort by)
+                         const vf_profile_path *path, vf_profile_sort by,
+                         const vf__prof_verdict *v)
 {
     fprintf(f,
             "{\"engine\":\"%s\",\"workers\":%d,\"records\":%zu,"
             "\"dropped\":%" PRIu64 ",\"span_ns\":%" PRIu64
-            ",\"busy_ns\":%" PRIu64 ",\"sort\":\"%s\",\"critical_path\":",
+            ",\"busy_ns\":%" PRIu64 ",\"device_busy_ns\":%" PRIu64
+            ",\"streams\":%d,\"verdict\":{\"kind\":\"%s\",\"text\":",
             vf_engine_type_name(p->kind), p->nworkers, p->count, p->dropped,
-            p->span_ns, busy_ns(p), column_name(by));
+            p->span_ns, busy_ns(p), v->device_ns, v->streams, v->key);
+    char sentence[sizeof v->text + 64];
+    snprintf(sentence, sizeof sentence, "%s %s", v->title, v->text);
+    vf__prof_json_string(f, sentence, 0);
+    fprintf(f, "},\"sort\":\"%s\",\"critical_path\":", column_name(by));
     if (path == NULL) {
         fprintf(f, "null");
     } else {
@@ -261,17 +287,33 @@ int vf__prof_write_summary(const vf_profile *p, FILE *f,
     if (rc != 0)
         return rc;
     vf_profile_path path;
-    int prc = vf_profile_critical_path(p, &path);
-    if (prc == VF_ENOMEM) {
+    vf__prof_crit_stages stages;
+    int prc = vf__prof_critical(p, &path, &stages);
+    vf__prof_verdict v;
+    /* The top op by total time: the rows sorted by total, or found. */
+    const char *top = NULL;
+    uint64_t top_ns = 0;
+    for (size_t i = 0; i < n; i++)
+        if (top == NULL || rows[i].total_ns > top_ns) {
+            top = rows[i].name;
+            top_ns = rows[i].total_ns;
+        }
+    if (prc == VF_ENOMEM ||
+        vf__prof_verdict_of(p, prc == 0 ? &path : NULL,
+                            prc == 0 ? &stages : NULL, top, &v) != 0) {
+        if (prc == 0)
+            vf_profile_path_free(&path);
+        vf__prof_crit_stages_free(&stages);
         vf_profile_summary_free(rows);
-        return prc;
+        return VF_ENOMEM;
     }
     if (format == VF_PROFILE_SUMMARY_JSON)
-        summary_json(p, f, rows, n, prc == 0 ? &path : NULL, by);
+        summary_json(p, f, rows, n, prc == 0 ? &path : NULL, by, &v);
     else
-        summary_text(p, f, rows, n, prc == 0 ? &path : NULL, by);
+        summary_text(p, f, rows, n, prc == 0 ? &path : NULL, by, &v);
     if (prc == 0)
         vf_profile_path_free(&path);
+    vf__prof_crit_stages_free(&stages);
     vf_profile_summary_free(rows);
     return 0;
 }
@@ -280,7 +322,7 @@ int vf__prof_write_summary(const vf_profile *p, FILE *f,
 
 typedef struct step {
     uint64_t t;
-    int8_t running, ready;
+    int8_t running, ready, device;
 } step;
 
 static int by_time(const void *a, const void *b)
@@ -295,31 +337,42 @@ int vf__prof_levels(const vf_profile *p, vf__prof_level **out, size_t *n)
     *n = 0;
     if (p->count == 0)
         return 0;
-    step *s = vf__malloc(4 * p->count * sizeof *s);
-    vf__prof_level *lv = vf__malloc(4 * p->count * sizeof *lv);
+    size_t ns = 0;
+    for (size_t i = 0; i < p->count; i++)
+        ns += vf__prof_has_device_span(&p->records[i]) ? 6 : 4;
+    step *s = vf__malloc(ns * sizeof *s);
+    vf__prof_level *lv = vf__malloc(ns * sizeof *lv);
     if (s == NULL || lv == NULL) {
         free(s);
         free(lv);
         return VF_ENOMEM;
     }
+    size_t m = 0;
     for (size_t i = 0; i < p->count; i++) {
         const vf_profile_record *r = &p->records[i];
-        s[4 * i] = (step){r->ready_ns, 0, 1};
-        s[4 * i + 1] = (step){r->start_ns, 0, -1};
-        s[4 * i + 2] = (step){r->start_ns, 1, 0};
-        s[4 * i + 3] = (step){r->end_ns, -1, 0};
+        s[m++] = (step){r->ready_ns, 0, 1, 0};
+        s[m++] = (step){r->start_ns, 0, -1, 0};
+        s[m++] = (step){r->start_ns, 1, 0, 0};
+        s[m++] = (step){r->end_ns, -1, 0, 0};
+        if (vf__prof_has_device_span(r)) {
+            s[m++] = (step){r->device_start_ns, 0, 0, 1};
+            s[m++] = (step){r->device_start_ns + vf__prof_device_dur(r), 0, 0,
+                            -1};
+        }
     }
-    qsort(s, 4 * p->count, sizeof *s, by_time);
-    int64_t running = 0, ready = 0;
+    qsort(s, ns, sizeof *s, by_time);
+    int64_t running = 0, ready = 0, device = 0;
     size_t k = 0;
-    for (size_t i = 0; i < 4 * p->count;) {
+    for (size_t i = 0; i < ns;) {
         uint64_t t = s[i].t;
-        for (; i < 4 * p->count && s[i].t == t; i++) {
+        for (; i < ns && s[i].t == t; i++) {
             running += s[i].running;
             ready += s[i].ready;
+            device += s[i].device;
         }
         lv[k++] = (vf__prof_level){t, running > 0 ? (uint32_t)running : 0,
-                                   ready > 0 ? (uint32_t)ready : 0};
+                                   ready > 0 ? (uint32_t)ready : 0,
+                                   device > 0 ? (uint32_t)device : 0};
     }
     free(s);
     *out = lv;

@@ -50,9 +50,20 @@
   function color(nameIdx) { return PALETTE[rank[nameIdx] % PALETTE.length]; }
   /* One op's name: an unnamed one is "op #<id>", as in the trace. */
   function label(o) { return o.name === D.unnamed ? 'op #' + o.id : D.names[o.name]; }
-  var crit = D.crit ? D.crit.ids.map(function (id) { return byId.get(id); }).filter(Boolean) : [];
+  /* The critical path, and per op of it the time it adds (w) and whether
+   * its work on its stream is on the path (dev): device work and stream
+   * waits are part of it (src/profile/critical.c). */
+  var crit = [], critW = new Map(), critDev = new Set();
+  if (D.crit) D.crit.ids.forEach(function (id, i) {
+    var o = byId.get(id);
+    if (!o) return;
+    crit.push(o);
+    critW.set(o, D.crit_w ? D.crit_w[i] : o.end - o.start);
+    if (D.crit_dev && D.crit_dev[i]) critDev.add(o);
+  });
   var critSet = new Set(crit);
-  var busy = D.busy, critLen = D.crit ? D.crit.length : 0;
+  /* Work: ops' run times on workers plus their device work on streams. */
+  var busy = D.busy + (D.device_busy || 0), critLen = D.crit ? D.crit.length : 0;
 
   /* ---- tracks: one per worker, one for ops that ran inline ---- */
   var tracks = [];
@@ -128,13 +139,15 @@
   D.summary.forEach(function (r) { nskip += r[2]; nfail += r[3]; queued += r[8]; });
   var par = busy / span, dagPar = critLen > 0 ? busy / critLen : 0;
   var used = tracks.filter(function (t) { return t !== inline && t.ops.length > 0; }).length;
-  var idleNote = used < W ? ' (' + (W - used) + ' of the ' + W + ' ran no op: ops go only to the pool their property names)' : '';
-  var Weff = Math.max(used, 1);
+  var Weff = Math.max(used, 1), R = Weff + lanes.length;
+  var critDevTime = (D.crit_dn || []).reduce(function (s, v) { return s + v; }, 0);
   var cards = [
     ['Span', fmt(span), 'profile start to the last op\u2019s end', ''],
-    ['Critical path', fmt(critLen), pct(critLen, span) + ' of the span \u00b7 ' + crit.length + ' ops', 'crit'],
-    ['Work', fmt(busy), 'sum of all op run times', ''],
-    ['Parallelism', par.toFixed(2) + (W ? ' / ' + Weff : ''), 'average ops running' + (W ? ' on ' + Weff + ' worker' + (Weff > 1 ? 's' : '') + ' that ran ops' : '') + '; the DAG allows ' + dagPar.toFixed(1), ''],
+    ['Critical path', fmt(critLen), pct(critLen, span) + ' of the span \u00b7 ' + crit.length + ' ops' +
+      (critDevTime > 0 ? ' \u00b7 ' + fmt(critDevTime) + ' of it device work' : ''), 'crit'],
+    ['Work', fmt(busy), lanes.length ? 'op run times ' + fmt(D.busy) + ' + device work ' + fmt(D.device_busy) : 'sum of all op run times', ''],
+    ['Parallelism', par.toFixed(2) + (W ? ' / ' + R : ''), 'average ops running' + (W ? ' on ' + Weff + ' worker' + (Weff > 1 ? 's' : '') + ' that ran ops' : '') +
+      (lanes.length ? ' and work on ' + lanes.length + ' stream' + (lanes.length > 1 ? 's' : '') : '') + '; the DAG allows ' + dagPar.toFixed(1), ''],
     ['Ops', num(D.records), nskip + ' skipped \u00b7 ' + nfail + ' failed \u00b7 ' + num(D.dropped) + ' dropped', ''],
     ['Queued', fmt(queued), 'ready, waiting for a worker (sum)', '']];
   if (lanes.length) {
@@ -152,22 +165,17 @@
     d.appendChild(el('div', 'k', c[0])); d.appendChild(el('div', 'v', c[1])); d.appendChild(el('div', 'd', c[2]));
     $('vf-cards').appendChild(d);
   });
-  var topName = D.summary.length ? D.names[D.summary[0][0]] : '';
-  var critFrac = critLen / span, verdict;
-  if (D.records === 0) verdict = '<b>Nothing was recorded.</b> Start the profiler before pushing ops.';
-  else if (Weff <= 1) verdict = '<b>One worker.</b> Ops ran one at a time; the DAG would allow a parallelism of ' + dagPar.toFixed(1) + '.';
-  else if (critFrac >= 0.7) verdict = '<b>Dependency-bound.</b> The critical path alone is ' + pct(critLen, span) +
-    ' of the span, so more workers cannot make this run much faster: shorten or split the ops on it (red below).';
-  else if (par >= 0.75 * Weff) verdict = '<b>Worker-bound.</b> On average ' + par.toFixed(2) + ' of ' + Weff +
-    ' workers were busy' + idleNote + ' and the DAG allows ' + dagPar.toFixed(1) + ': more workers (or cheaper ops, starting with \u201c' + topName + '\u201d) would help.';
-  else verdict = '<b>Workers were idle.</b> On average ' + par.toFixed(2) + ' of ' + Weff + ' workers were busy' + idleNote + ' while the DAG allows ' +
-    dagPar.toFixed(1) + ' and the critical path is only ' + pct(critLen, span) + ' of the span: time went between ops ' +
-    '(ops too small for the engine\u2019s overhead, a pusher slower than the workers, or waits).';
-  $('vf-verdict').innerHTML = verdict;
+  /* The verdict is the library's (src/profile/verdict.c), so the text
+   * summary and this page say the same. */
+  var vbox = $('vf-verdict');
+  vbox.appendChild(el('b', null, D.verdict.title));
+  vbox.appendChild(document.createTextNode(' ' + D.verdict.text));
+  vbox.setAttribute('data-verdict', D.verdict.kind);
   function note(t) { $('vf-notes').appendChild(el('div', 'note', t)); }
   if (D.dropped > 0) note(num(D.dropped) + ' ops were not recorded (profile_max_records): every figure covers the recorded ops only.');
-  if (lanes.length) note('Device ops: an op\u2019s slice on its worker is its function, which only queues work on its stream (run time, work, ' +
-    'parallelism and the critical path count that); the lanes under each device show when the work ran there.');
+  if (lanes.length) note('Device ops: an op\u2019s slice on its worker is its function, which only queues work on its stream; the lanes under ' +
+    'each device show when the work ran there. Work, parallelism and the critical path count both, and the path runs through the device ' +
+    'work and the stream waits between ops.');
   if (D.shown < D.records) note('The timeline shows the first ' + num(D.shown) + ' of ' + num(D.records) + ' ops; the other figures cover all of them.');
 
   /* ---- timeline ---- */
@@ -282,9 +290,14 @@
     ctx.clearRect(0, 0, g.w, g.h);
     if ($('vf-showcrit').checked)
       for (var i = 1; i < crit.length; i++) {
+        /* From where the path leaves a (its work on its stream, when that
+         * is on the path) to where it enters b (its work, when a's work
+         * and b's are both on it: a stream wait). */
         var a = crit[i - 1], b = crit[i];
-        if (a.track === b.track && X(b.start, g.w) - X(a.end, g.w) < 12) continue;
-        arrow(ctx, X(a.end, g.w), rowMid(a), X(b.start, g.w), rowMid(b), CRIT, false);
+        var fa = critDev.has(a) && a.slice ? a.slice : a;
+        var tb = critDev.has(a) && critDev.has(b) && b.slice ? b.slice : b;
+        if (fa.track === tb.track && X(tb.start, g.w) - X(fa.end, g.w) < 12) continue;
+        arrow(ctx, X(fa.end, g.w), rowMid(fa), X(tb.start, g.w), rowMid(tb), CRIT, false);
       }
     if (hover && $('vf-showdeps').checked) {
       hover.deps.forEach(function (d) {
@@ -303,29 +316,31 @@
   /* ---- parallelism over time: running ops (against the workers), and
    * ready ops waiting for one; each pixel shows the time-weighted mean of
    * its slice of time, so short dips between ops do not turn into noise ---- */
+  /* Device work (ops whose work runs on a stream) is stacked on the ops
+   * running on workers, against workers plus streams. */
   var PAR_H = 200, RUN_H = 128, GAP = 22, maxRun = 0, maxReady = 0, L = D.levels;
-  L.forEach(function (l) { maxRun = Math.max(maxRun, l[1]); maxReady = Math.max(maxReady, l[2]); });
+  L.forEach(function (l) { maxRun = Math.max(maxRun, l[1] + (l[3] || 0)); maxReady = Math.max(maxReady, l[2]); });
   function perPixel(w) {
-    var run = new Float64Array(w), rdy = new Float64Array(w), len = view.t1 - view.t0;
+    var run = new Float64Array(w), rdy = new Float64Array(w), dev = new Float64Array(w), len = view.t1 - view.t0;
     var lo = 0, hi = L.length;
     while (lo < hi) { var mid = (lo + hi) >> 1; if (L[mid][0] <= view.t0) lo = mid + 1; else hi = mid; }
     var i = Math.max(0, lo - 1);
     for (var px = 0; px < w; px++) {
-      var a = view.t0 + px / w * len, b = view.t0 + (px + 1) / w * len, r = 0, q = 0;
+      var a = view.t0 + px / w * len, b = view.t0 + (px + 1) / w * len, r = 0, q = 0, d = 0;
       while (i + 1 < L.length && L[i + 1][0] <= a) i++;
       for (var k = i; k < L.length && L[k][0] < b; k++) {
         var s0 = Math.max(a, L[k][0]), s1 = Math.min(b, k + 1 < L.length ? L[k + 1][0] : Infinity);
-        if (s1 > s0 && L[k][0] <= b) { r += L[k][1] * (s1 - s0); q += L[k][2] * (s1 - s0); }
+        if (s1 > s0 && L[k][0] <= b) { r += L[k][1] * (s1 - s0); q += L[k][2] * (s1 - s0); d += (L[k][3] || 0) * (s1 - s0); }
       }
-      run[px] = r / (b - a); rdy[px] = q / (b - a);
+      run[px] = r / (b - a); rdy[px] = q / (b - a); dev[px] = d / (b - a);
     }
-    return [run, rdy];
+    return [run, rdy, dev];
   }
   function drawPar() {
     var g = fit($('vf-par'), PAR_H), ctx = g.ctx, pp = perPixel(Math.max(1, Math.round(g.w)));
     ctx.clearRect(0, 0, g.w, g.h);
     ctx.font = '11px system-ui, sans-serif';
-    function panel(y0, h, vals, vmax, fillCol, lineCol, title, ref) {
+    function panel(y0, h, vals, vmax, fillCol, lineCol, title, ref, under) {
       var bot = y0 + h;
       function Y(v) { return bot - v / vmax * (h - 4); }
       ctx.strokeStyle = '#eef0f3'; ctx.fillStyle = '#98a2b3'; ctx.lineWidth = 1;
@@ -334,6 +349,12 @@
         ctx.beginPath(); ctx.moveTo(0, Math.round(Y(v)) + 0.5); ctx.lineTo(g.w, Math.round(Y(v)) + 0.5); ctx.stroke();
         ctx.fillText(String(+v.toFixed(2)), 3, Y(v) - 2);
       }
+      if (under) { /* stacked: the device work above the ops running */
+        ctx.beginPath(); ctx.moveTo(0, bot);
+        for (var qx = 0; qx < vals.length; qx++) { var v2 = vals[qx] + under[qx]; ctx.lineTo(qx, Y(v2)); ctx.lineTo(qx + 1, Y(v2)); }
+        ctx.lineTo(vals.length, bot); ctx.closePath();
+        ctx.fillStyle = 'rgba(22,163,74,.25)'; ctx.fill(); ctx.strokeStyle = '#16a34a'; ctx.lineWidth = 1.2; ctx.stroke();
+      }
       ctx.beginPath(); ctx.moveTo(0, bot);
       for (var px = 0; px < vals.length; px++) { ctx.lineTo(px, Y(vals[px])); ctx.lineTo(px + 1, Y(vals[px])); }
       ctx.lineTo(vals.length, bot); ctx.closePath();
@@ -341,13 +362,16 @@
       if (ref > 0) {
         ctx.setLineDash([5, 4]); ctx.strokeStyle = '#475467'; ctx.lineWidth = 1;
         ctx.beginPath(); ctx.moveTo(0, Y(ref)); ctx.lineTo(g.w, Y(ref)); ctx.stroke(); ctx.setLineDash([]);
-        ctx.fillStyle = '#475467'; ctx.fillText(ref + ' worker' + (ref > 1 ? 's' : ''), g.w - 64, Y(ref) - 4);
+        var refText = lanes.length ? ref + ' workers + streams' : ref + ' worker' + (ref > 1 ? 's' : '');
+        ctx.fillStyle = '#475467'; ctx.fillText(refText, g.w - ctx.measureText(refText).width - 6, Y(ref) - 4);
       }
       ctx.strokeStyle = '#d0d5dd'; ctx.beginPath(); ctx.moveTo(0, bot + 0.5); ctx.lineTo(g.w, bot + 0.5); ctx.stroke();
       ctx.fillStyle = lineCol; ctx.font = '600 11px system-ui, sans-serif';
       ctx.fillText(title, 40, y0 + 10); ctx.font = '11px system-ui, sans-serif';
     }
-    panel(4, RUN_H, pp[0], Math.max(W, maxRun, 1) * 1.12, 'rgba(37,99,235,.25)', '#2563eb', 'running', W);
+    var refN = W + lanes.length;
+    panel(4, RUN_H, pp[0], Math.max(refN, maxRun, 1) * 1.12, 'rgba(37,99,235,.25)', '#2563eb',
+      lanes.length ? 'running: ops on workers (blue), work on device streams (green, above)' : 'running', refN, lanes.length ? pp[2] : null);
     panel(4 + RUN_H + GAP, PAR_H - RUN_H - GAP - 8, pp[1], Math.max(maxReady, 1) * 1.1, 'rgba(245,158,11,.25)', '#d97706', 'ready, waiting for a worker', 0);
   }
 
@@ -434,10 +458,11 @@
   var agg = {};
   crit.forEach(function (o) {
     var a = agg[o.name] || (agg[o.name] = { name: D.names[o.name], v: 0, n: 0, color: color(o.name) });
-    a.v += o.end - o.start; a.n++;
+    a.v += critW.get(o); a.n++;
   });
   var critAgg = Object.keys(agg).map(function (k) { return agg[k]; }).sort(function (a, b) { return b.v - a.v; }).slice(0, 12);
-  $('vf-crit-help').textContent = crit.length ? crit.length + ' ops, ' + fmt(critLen) + ' of run time = ' + pct(critLen, span) +
+  $('vf-crit-help').textContent = crit.length ? crit.length + ' ops, ' + fmt(critLen) + ' of run time' +
+    (critDevTime > 0 ? ' (' + fmt(critDevTime) + ' of it work on device streams)' : '') + ' = ' + pct(critLen, span) +
     ' of the span; from its first op\u2019s start to its last op\u2019s end it took ' + fmt(D.crit.elapsed) + ', so the chain waited ' +
     fmt(D.crit.elapsed - critLen) + ' between its ops. By op name:' : 'No ops recorded.';
   bars($('vf-crit'), critAgg, critAgg.length ? critAgg[0].v : 0, function (it) { return fmt(it.v) + ' \u00b7 ' + it.n + ' op' + (it.n > 1 ? 's' : ''); });
@@ -474,9 +499,10 @@
     table.appendChild(body);
   }
   drawTable();
-  $('vf-foot').textContent = 'Run time = end \u2212 start of an op. Work = sum of run times; parallelism = work / span. ' +
-    'The critical path is the chain of recorded dependencies (ops released by other ops\u2019 ends) with the most run time: ' +
-    'no number of workers can finish this DAG sooner. Waiting is not part of its length. Generated by varflow ' + D.version + '.';
+  $('vf-foot').textContent = 'Run time = end \u2212 start of an op. Work = sum of run times, plus device ops\u2019 work on their streams; ' +
+    'parallelism = work / span. The critical path is the chain of recorded dependencies (ops released by other ops\u2019 ends) with the most ' +
+    'run time, through device work and stream waits for device ops: no number of workers or streams can finish this DAG sooner. ' +
+    'Waiting is not part of its length. Generated by varflow ' + D.version + '.';
 
   drawAll();
   var done = el('div', null, tracks.length + ' rows, ' + ops.length + ' ops, ' + lanes.length + ' streams');

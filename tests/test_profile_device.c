@@ -1,0 +1,358 @@
+/*
+ * test_profile_device: the profile's figures count device work (issue 20):
+ * the critical path runs through device stages and stream waits
+ * (src/profile/critical.c), the verdict counts work on streams
+ * (src/profile/verdict.c), and the parallelism levels count device ops
+ * whose work runs (summary.c, vf__prof_levels).
+ *
+ * First on hand-made snapshots whose answers are worked out in the
+ * comments: a device chain ending in a host op that waited for it (exact
+ * length, ids, per-op weights, device flags, elapsed), a device op whose
+ * work ran inside its own function (device_sync: the device stage adds
+ * nothing), and a host op whose device pred finished before it started.
+ * Then on emulated runs whose right verdict is known:
+ *   - a chain of device ops over one var, each 4 ms of device work: the
+ *     critical path holds every op and covers their device time, the
+ *     verdict is "dependency" (never "idle": ops too small), and the text
+ *     summary, its JSON and the HTML report's data say so;
+ *   - independent device ops on one stream, each 3 ms: the verdict is
+ *     "device" (one stream busy the whole run), the path is one op;
+ *   - in both, the time-weighted integral of the device level equals the
+ *     sum of the device spans exactly, and the level ends at zero.
+ * The chain is pushed behind a gate op that is not recorded (pushed before
+ * the profile starts), so every edge between the chain's ops is recorded.
+ */
+#include "runner.h"
+
+#include <unistd.h>
+
+#include "profile/out.h"
+#include "profile/snapshot.h"
+
+/* --- hand-made snapshots ------------------------------------------------ */
+
+static vf_profile_record rec(uint64_t id, uint64_t s, uint64_t e, uint64_t ds,
+                             uint64_t de, int worker)
+{
+    return (vf_profile_record){
+        .id = id,
+        .name = "op",
+        .pool = 0,
+        .worker = worker,
+        .device = {de ? VF_DEVICE_EMULATED : VF_DEVICE_CPU, 0},
+        .push_ns = s,
+        .ready_ns = s,
+        .start_ns = s,
+        .end_ns = e,
+        .device_start_ns = ds,
+        .device_end_ns = de};
+}
+
+static const char *pools4[] = {"cpu", "cpu", "emu", "emu-copy"};
+
+static vf_profile snapshot(vf_profile_record *r, size_t n, uint64_t *deps)
+{
+    vf_profile p = {.kind = VF_ENGINE_PERDEVICE,
+                    .nworkers = 4,
+                    .worker_pool = pools4,
+                    .count = n,
+                    .records = r,
+                    .deps = deps,
+                    .names = NULL};
+    for (size_t i = 0; i < n; i++) {
+        if (r[i].end_ns > p.span_ns)
+            p.span_ns = r[i].end_ns;
+        if (r[i].device_end_ns > p.span_ns)
+            p.span_ns = r[i].device_end_ns;
+    }
+    return p;
+}
+
+/*
+ * A (device, worker 2): function 0..10, work 5..1000;
+ * B (device, worker 2, dep A): function 20..30, work 1000..2000 (it waited
+ *   on its stream for A's work);
+ * C (host, worker 0, dep B): 25..2100, of which 25..2000 waiting on the
+ *   host for B's work.
+ * H(A) = 10, D(A) = 10 + (1000 - 10) = 1000; H(B) = 10 + 10 = 20, D(B) =
+ * max(20, 1000) + 1000 = 2000; H(C) = D(B) + (2100 - 2000) = 2100.
+ * Path A, B, C; weights 1000 (host 10 + device 990), 1000 (device only),
+ * 100; device flags 1, 1, 0; elapsed 2100 - 0.
+ */
+TEST_CASE(hand_made_device_chain)
+{
+    vf_profile_record r[3] = {rec(1, 0, 10, 5, 1000, 2),
+                              rec(2, 20, 30, 1000, 2000, 2),
+                              rec(3, 25, 2100, 0, 0, 0)};
+    uint64_t deps[2] = {1, 2};
+    r[1].ndeps = 1;
+    r[1].deps = &deps[0];
+    r[2].ndeps = 1;
+    r[2].deps = &deps[1];
+    vf_profile p = snapshot(r, 3, deps);
+    vf_profile_path path;
+    vf__prof_crit_stages st;
+    CHECK_OK(vf__prof_critical(&p, &path, &st));
+    REQUIRE(path.count == 3);
+    CHECK_EQ(path.ids[0], 1);
+    CHECK_EQ(path.ids[1], 2);
+    CHECK_EQ(path.ids[2], 3);
+    CHECK_EQ(path.length_ns, 2100);
+    CHECK_EQ(path.elapsed_ns, 2100);
+    CHECK_EQ(st.weight[0], 1000);
+    CHECK_EQ(st.weight[1], 1000);
+    CHECK_EQ(st.weight[2], 100);
+    CHECK_EQ(st.device[0], 1);
+    CHECK_EQ(st.device[1], 1);
+    CHECK_EQ(st.device[2], 0);
+    CHECK_EQ(st.device_ns[0], 990);
+    CHECK_EQ(st.device_ns[1], 1000);
+    CHECK_EQ(st.device_ns[2], 0);
+    /* The public call gives the same path. */
+    vf_profile_path pub;
+    CHECK_OK(vf_profile_critical_path(&p, &pub));
+    CHECK_EQ(pub.length_ns, path.length_ns);
+    CHECK_EQ(pub.count, path.count);
+    /* 2100 of a 2100 span: dependency-bound, 1990 of it device work. */
+    vf__prof_verdict v;
+    CHECK_OK(vf__prof_verdict_of(&p, &path, &st, "op", &v));
+    CHECK_EQ(v.kind, VF__VERDICT_DEPENDENCY);
+    CHECK_EQ(v.critical_device_ns, 1990);
+    CHECK_EQ(v.streams, 1);
+    CHECK_EQ(v.workers, 2);
+    CHECK_EQ(v.device_ns, 995 + 1000);
+    vf_profile_path_free(&pub);
+    vf_profile_path_free(&path);
+    vf__prof_crit_stages_free(&st);
+}
+
+/* device_sync: the op's function waited for its own work (100..400 inside
+ * 0..500): the device stage adds nothing, the op weighs 500; its host
+ * successor (600..700) weighs 100. Without device spans the same DAG gives
+ * the same path: run times only. */
+TEST_CASE(hand_made_sync_and_host)
+{
+    vf_profile_record r[2] = {rec(1, 0, 500, 100, 400, 2),
+                              rec(2, 600, 700, 0, 0, 0)};
+    uint64_t deps[1] = {1};
+    r[1].ndeps = 1;
+    r[1].deps = deps;
+    vf_profile p = snapshot(r, 2, deps);
+    vf_profile_path path;
+    vf__prof_crit_stages st;
+    CHECK_OK(vf__prof_critical(&p, &path, &st));
+    REQUIRE(path.count == 2);
+    CHECK_EQ(path.length_ns, 600);
+    CHECK_EQ(st.weight[0], 500);
+    CHECK_EQ(st.weight[1], 100);
+    CHECK_EQ(st.device_ns[0], 0);
+    vf_profile_path_free(&path);
+    vf__prof_crit_stages_free(&st);
+    r[0].device_start_ns = r[0].device_end_ns = 0;
+    r[0].device.type = VF_DEVICE_CPU;
+    CHECK_OK(vf__prof_critical(&p, &path, &st));
+    CHECK_EQ(path.length_ns, 600);
+    CHECK_EQ(path.elapsed_ns, 700);
+    vf_profile_path_free(&path);
+    vf__prof_crit_stages_free(&st);
+}
+
+/* --- emulated runs -------------------------------------------------------- */
+
+static tu_gate gate;
+
+static int wait_gate(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return tu_gate_wait(&gate, 60) ? 0 : 1;
+}
+
+static int dev_nothing(void *arg)
+{
+    (void)arg;
+    return 0;
+}
+
+static int op_device(vf_run *run, void *arg)
+{
+    (void)arg;
+    return vf_run_submit(run, dev_nothing, NULL, 0);
+}
+
+static vf_engine *device_engine(int latency_us)
+{
+    vf_engine *e = NULL;
+    CHECK_OK(
+        vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_PERDEVICE,
+                                          .cpu_workers = 1,
+                                          .cpu_priority_workers = 1,
+                                          .gpu_workers = 1,
+                                          .gpu_copy_workers = 1,
+                                          .gpu_priority_workers = 1,
+                                          .emulated_latency_us = latency_us}));
+    REQUIRE(e != NULL);
+    /* Start the device's pools before the profile does. */
+    vf_var w = tu_var(e);
+    CHECK_OK(vf_push(e, &(vf_op){.fn = op_device,
+                                 .writes = VF_VARS(w),
+                                 .device = {VF_DEVICE_EMULATED, 0}}));
+    CHECK_OK(vf_wait_all(e, NULL));
+    return e;
+}
+
+/* The device level's integral over time equals the device spans' sum, and
+ * the last level is zero. */
+static void check_levels(const vf_profile *p)
+{
+    vf__prof_level *lv = NULL;
+    size_t n = 0;
+    CHECK_OK(vf__prof_levels(p, &lv, &n));
+    REQUIRE(n > 0);
+    uint64_t integral = 0, sum = 0;
+    for (size_t i = 0; i + 1 < n; i++)
+        integral += (uint64_t)lv[i].device * (lv[i + 1].t - lv[i].t);
+    for (size_t i = 0; i < p->count; i++)
+        sum += vf__prof_device_dur(&p->records[i]);
+    CHECK(sum > 0);
+    if (integral != sum)
+        CHECK_REPORT_("device level integral %llu ns, device spans %llu ns",
+                      (unsigned long long)integral, (unsigned long long)sum);
+    CHECK_EQ(lv[n - 1].device, 0);
+    CHECK_EQ(lv[n - 1].running, 0);
+    free(lv);
+}
+
+/* The outputs' words: the text summary's verdict line, the JSON summary's
+ * verdict kind, the report's data. */
+static void check_outputs(const vf_profile *p, const char *kind,
+                          const char *title)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/vf_profile_device_%d.txt", (int)getpid());
+    CHECK_OK(vf_profile_write(p, path, VF_PROFILE_SUMMARY_TEXT));
+    char *text = tu_read_file(path);
+    REQUIRE(text != NULL);
+    char want[96];
+    snprintf(want, sizeof want, "verdict: %s", title);
+    if (strstr(text, want) == NULL || strstr(text, "too small") != NULL)
+        CHECK_REPORT_("summary: no '%s', or an idle verdict, in:\n%s", want,
+                      text);
+    free(text);
+    CHECK_OK(vf_profile_write(p, path, VF_PROFILE_SUMMARY_JSON));
+    text = tu_read_file(path);
+    REQUIRE(text != NULL);
+    snprintf(want, sizeof want, "\"verdict\":{\"kind\":\"%s\"", kind);
+    if (strstr(text, want) == NULL)
+        CHECK_REPORT_("summary JSON: no '%s' in:\n%.600s", want, text);
+    free(text);
+    CHECK_OK(vf_profile_write(p, path, VF_PROFILE_HTML));
+    text = tu_read_file(path);
+    REQUIRE(text != NULL);
+    if (strstr(text, want) == NULL || strstr(text, "\"crit_w\":[") == NULL ||
+        strstr(text, "\"device_busy\":") == NULL)
+        CHECK_REPORT_("report: no '%s', crit_w or device_busy in its data",
+                      want);
+    free(text);
+    unlink(path);
+}
+
+/* A chain over one var: every op's device work waits for the previous
+ * one's (a stream wait, or the same stream's order). */
+TEST_CASE(device_chain_is_dependency_bound)
+{
+    enum { N = 6, LAT_US = 4000 };
+    vf_engine *e = device_engine(LAT_US);
+    vf_var x = tu_var(e);
+    tu_gate_init(&gate);
+    CHECK_OK(vf_push(e, &(vf_op){.fn = wait_gate, .writes = VF_VARS(x)}));
+    CHECK_OK(vf_profile_start(e));
+    for (int i = 0; i < N; i++)
+        CHECK_OK(vf_push(e, &(vf_op){.fn = op_device,
+                                     .writes = VF_VARS(x),
+                                     .device = {VF_DEVICE_EMULATED, 0},
+                                     .property = i % 2 ? VF_PROP_COPY_TO_DEVICE
+                                                       : VF_PROP_NORMAL,
+                                     .name = "step"}));
+    tu_gate_open(&gate);
+    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_profile_stop(e));
+    vf_profile *p = NULL;
+    CHECK_OK(vf_profile_take(e, &p));
+    REQUIRE(p != NULL);
+    CHECK_EQ(vf_profile_count(p), N);
+    vf_profile_path path;
+    vf__prof_crit_stages st;
+    CHECK_OK(vf__prof_critical(p, &path, &st));
+    uint64_t dev = 0;
+    for (size_t i = 0; i < path.count; i++)
+        dev += st.device_ns[i];
+    /* Every op, and (nearly) all of their device time: the first op's
+     * work may start while its function still returns. */
+    CHECK_EQ(path.count, N);
+    uint64_t want = (uint64_t)N * LAT_US * 1000 - LAT_US * 500;
+    if (dev < want || path.length_ns < dev)
+        CHECK_REPORT_("critical path %llu ns, %llu of it device work: at "
+                      "least %llu of device work expected",
+                      (unsigned long long)path.length_ns,
+                      (unsigned long long)dev, (unsigned long long)want);
+    vf__prof_verdict v;
+    CHECK_OK(vf__prof_verdict_of(p, &path, &st, "step", &v));
+    if (v.kind != VF__VERDICT_DEPENDENCY)
+        CHECK_REPORT_("verdict %s (%s %s), dependency expected: path %llu "
+                      "ns of a %llu ns span",
+                      v.key, v.title, v.text,
+                      (unsigned long long)path.length_ns,
+                      (unsigned long long)vf_profile_span_ns(p));
+    CHECK_EQ(v.streams, 2); /* compute and copy */
+    check_levels(p);
+    check_outputs(p, "dependency", "Dependency-bound.");
+    vf_profile_path_free(&path);
+    vf__prof_crit_stages_free(&st);
+    vf_profile_free(p);
+    tu_finish_engine(e);
+    tu_gate_destroy(&gate);
+}
+
+/* Independent ops on one stream: nothing to wait for but the stream. */
+TEST_CASE(one_busy_stream_is_device_bound)
+{
+    enum { N = 8, LAT_US = 3000 };
+    vf_engine *e = device_engine(LAT_US);
+    vf_var vars[N];
+    for (int i = 0; i < N; i++)
+        vars[i] = tu_var(e);
+    CHECK_OK(vf_profile_start(e));
+    for (int i = 0; i < N; i++)
+        CHECK_OK(vf_push(e, &(vf_op){.fn = op_device,
+                                     .writes = VF_VARS(vars[i]),
+                                     .device = {VF_DEVICE_EMULATED, 0},
+                                     .name = "kernel"}));
+    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_profile_stop(e));
+    vf_profile *p = NULL;
+    CHECK_OK(vf_profile_take(e, &p));
+    REQUIRE(p != NULL);
+    vf_profile_path path;
+    vf__prof_crit_stages st;
+    CHECK_OK(vf__prof_critical(p, &path, &st));
+    CHECK_EQ(path.count, 1);
+    CHECK(path.length_ns >= LAT_US * 500);
+    vf__prof_verdict v;
+    CHECK_OK(vf__prof_verdict_of(p, &path, &st, "kernel", &v));
+    if (v.kind != VF__VERDICT_DEVICE)
+        CHECK_REPORT_("verdict %s (%s %s), device expected: busiest stream "
+                      "%llu ns of a %llu ns span",
+                      v.key, v.title, v.text,
+                      (unsigned long long)v.busiest_stream_ns,
+                      (unsigned long long)vf_profile_span_ns(p));
+    CHECK_EQ(v.streams, 1);
+    check_levels(p);
+    check_outputs(p, "device", "Device-bound.");
+    vf_profile_path_free(&path);
+    vf__prof_crit_stages_free(&st);
+    vf_profile_free(p);
+    tu_finish_engine(e);
+}
+
+TEST_MAIN("test_profile_device", 120)
