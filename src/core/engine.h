@@ -23,7 +23,7 @@
 #include "base/common.h"
 #include "core/async.h"
 #include "core/bulk.h"
-#include "core/device_ops.h"
+#include "core/device_pools.h"
 #include "core/failure.h"
 #include "core/lifecycle.h"
 #include "core/op.h"
@@ -92,7 +92,7 @@ struct vf_engine {
 
     vf__profiler *prof; /* behind the door (profile/hooks.h) */
 
-    vf__devices dev; /* devices (device_ops.h) */
+    vf__devices dev; /* devices (device_pools.h) */
     /* VF__SLOW_* bits, one relaxed load per op: DEVICES is set once the
      * first device is made (only ops pushed for a device after that can
      * leave fences, and their push orders them); SHUTDOWN by the notice. */
@@ -114,7 +114,7 @@ struct vf_engine {
     vf__var_table vars; /* last: large */
 };
 
-/* Whether a device was made: vars may carry fences (device_ops.h). */
+/* Whether a device was made: vars may carry fences (fences.h). */
 static inline bool vf__engine_has_devices(const vf_engine *e)
 {
     return atomic_load_explicit(&e->slow, memory_order_relaxed) &
@@ -219,7 +219,7 @@ void vf__engine_describe(const vf_engine *e, vf__prof_engine_desc *d);
 void vf__engine_tags_lock(bool lock);
 
 /* In a forked child: the CPU pools anew with fork_child_workers threads
- * each, the device pools with one (device_ops.h); not started. */
+ * each, the device pools with one (device_pools.h); not started. */
 void vf__engine_rebuild_for_child(vf_engine *e);
 
 /* Push a prepared op: `op->def` set, its var set normalized. A user op

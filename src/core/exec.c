@@ -3,6 +3,7 @@
 
 #include "core/async.h"
 #include "core/bulk.h"
+#include "core/device_ops.h"
 #include "core/run.h"
 #include "core/wait.h"
 
@@ -558,7 +559,7 @@ static void release_in_flight(vf__op *op, vf__readylist *ready)
     if (VF__UNLIKELY(op->hooks))
         hooks_end(op);
     atomic_store_explicit(&op->wait, 2, memory_order_relaxed);
-    vf__completer_add(e, op);
+    vf__completer_add(&e->dev.completer, op);
     int before = ready->count;
     for (int i = 0; i < def->nvars; i++) {
         if (def->vars[i].write) /* its versions: when its work resolves */
