@@ -215,6 +215,15 @@ void vf__engine_update_hooks(vf_engine *e);
 /* What the profiler needs to know of the engine for a snapshot. */
 void vf__engine_describe(const vf_engine *e, vf__prof_engine_desc *d);
 
+/* An op whose hooks byte is set (profiling.c; out of line: rarely on)
+ * tells the observers when it starts on `worker` (-1: not a worker of its
+ * engine), when it ends (before its `done`), and, finished, hands the
+ * profiler its record (before the engine may go; the op keeps no hook of
+ * the profiler's then). */
+void vf__op_hooks_start(vf__op *op, int worker);
+void vf__op_hooks_end(vf__op *op);
+void vf__op_hooks_record(vf__op *op);
+
 /* Lock or unlock the process-wide table of engine tags (fork). */
 void vf__engine_tags_lock(bool lock);
 

@@ -96,60 +96,6 @@ vf__failure *vf__inherited_failure(const vf__op *op, const uint32_t *refs,
     return f;
 }
 
-/* VF_ENGINE_INFO: log an op's step when it touches a var someone waited
- * on (MXNet's MXNET_ENGINE_INFO). */
-static void info(const vf__op *op, const char *step, int worker)
-{
-    const vf__opdef *def = op->def;
-    for (int i = 0; i < def->nvars; i++) {
-        if (atomic_load_explicit(&def->vars[i].var->watched,
-                                 memory_order_relaxed)) {
-            fprintf(stderr, "varflow: %s op \"%s\" on %s (worker %d, %d "
-                            "vars, status %d)\n",
-                    step, def->name, vf_engine_type_name(op->engine->kind),
-                    worker, def->nvars, op->status);
-            return;
-        }
-    }
-}
-
-/* The observers' part of an op's start (out of line: rarely on). */
-static void hooks_start(vf__op *op, int worker)
-{
-    if (op->hooks & VF__HOOK_PROF)
-        vf__prof_op_started(op->engine->prof, op->prof, worker);
-    if (op->hooks & VF__HOOK_INFO)
-        info(op, "dispatch", worker);
-}
-
-/* The observers' part of an op's end (before its done callback). */
-static void hooks_end(vf__op *op)
-{
-    if (op->hooks & VF__HOOK_PROF)
-        vf__prof_op_ended(op->engine->prof, op->prof, op->skipped);
-    if (op->hooks & VF__HOOK_INFO)
-        info(op, "complete",
-             vf__this_worker() ? vf__this_worker()->index : -1);
-}
-
-/* The profiler's record of a finished op (out of line: rarely on). */
-static void hooks_record(vf__op *op)
-{
-    const vf__opdef *def = op->def;
-    vf_engine *e = op->engine;
-    vf__prof_op_finished(
-        e->prof, op->prof,
-        &(vf__prof_op_desc){.name = def->name,
-                            .pool = def->pool ? (int)(def->pool - e->pools)
-                                              : -1,
-                            .device = def->device,
-                            .property = def->property,
-                            .async = def->async_fn != NULL,
-                            .status = op->status});
-    op->hooks &= (uint8_t)~VF__HOOK_PROF;
-    op->prof = NULL; /* freed by the profiler */
-}
-
 /* The op failed with `code` (its function's return, or its completion's):
  * a new failure record at its place. */
 void vf__op_failed(vf__op *op, int code, const char *message)
@@ -225,7 +171,7 @@ static bool run_body(vf__op *op, int worker)
     const vf__opdef *def = op->def;
     op->status = 0;
     if (VF__UNLIKELY(op->hooks))
-        hooks_start(op, worker);
+        vf__op_hooks_start(op, worker);
     /* An engine with devices: a host-side op first meets the device work
      * its vars wait for (device_ops.h); then the vars it writes take over
      * their fences' failures, before anything of its own is written. */
@@ -344,7 +290,7 @@ static void finish(vf__op *op, vf__readylist *ready)
     vf_engine *e = op->engine;
     const vf__opdef *def = op->def;
     if (VF__UNLIKELY(op->hooks))
-        hooks_end(op);
+        vf__op_hooks_end(op);
     if (def->done != NULL)
         call_done(op);
     count_op(e, op);
@@ -361,7 +307,7 @@ static void finish(vf__op *op, vf__readylist *ready)
     if (VF__UNLIKELY(def->kind->finished != NULL))
         def->kind->finished(op);
     if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF))
-        hooks_record(op); /* before the engine may go */
+        vf__op_hooks_record(op); /* before the engine may go */
 
     /* The newly ready ops become active in the same step as this one stops
      * being pending and active (see engine.h). */
@@ -540,7 +486,7 @@ static void device_op_drop(vf__op *op)
         return;
     vf_engine *e = op->engine;
     if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF))
-        hooks_record(op);
+        vf__op_hooks_record(op);
     uint64_t delta = -(VF__COUNT_PENDING | VF__COUNT_ACTIVE);
     uint64_t now = atomic_fetch_add(&e->counts, delta) + delta;
     vf__op_free(op);
@@ -557,7 +503,7 @@ static void release_in_flight(vf__op *op, vf__readylist *ready)
     const vf__opdef *def = op->def;
     vf__failure *failure = op->failure; /* before the completer may see */
     if (VF__UNLIKELY(op->hooks))
-        hooks_end(op);
+        vf__op_hooks_end(op);
     atomic_store_explicit(&op->wait, 2, memory_order_relaxed);
     vf__completer_add(&e->dev.completer, op);
     int before = ready->count;
