@@ -22,8 +22,10 @@ void vf__devrun_free(vf__devrun *d)
 
 /* --- running a device op on its stream ---------------------------------- */
 
-int vf__device_op_begin(vf__op *op, const vf__device_class *cls,
-                        vf__stream *s)
+/* Before a device op's function: make `s` wait on the device for the
+ * fences of its vars, keeping them as the op's inputs. VF_ENOMEM. */
+static int device_op_begin(vf__op *op, const vf__device_class *cls,
+                           vf__stream *s)
 {
     const vf__opdef *def = op->def;
     vf_engine *e = op->engine;
@@ -132,8 +134,14 @@ static void device_outcome(vf__op *op, const vf__event_status *st)
     op->status = st->code;
 }
 
-bool vf__device_op_end(vf__op *op, const vf__device_class *cls,
-                       vf__stream *s)
+/* After its function returned (a failure it returned is already in
+ * op->failure): record its event and leave the fence on its vars (or, with
+ * device_sync or a naive engine, wait for it here). Returns true when the
+ * op is in flight (the completer will finish it: the caller releases its
+ * vars now, vf__device_op_release), false when it is done (op->status and
+ * op->failure set). */
+static bool device_op_end(vf__op *op, const vf__device_class *cls,
+                          vf__stream *s)
 {
     vf_engine *e = op->engine;
     const vf__opdef *def = op->def;
@@ -176,7 +184,77 @@ bool vf__device_op_end(vf__op *op, const vf__device_class *cls,
     return true;
 }
 
-/* --- completing it --------------------------------------------------- */
+bool vf__device_op_run(vf__op *op, int worker)
+{
+    const vf__opdef *def = op->def;
+    vf__devctx *d = def->devctx;
+    vf__stream *s = NULL;
+    int rc = def->pool != NULL
+                 ? (s = vf__this_worker()->stream, 0)
+                 : vf__device_thread_stream(op->engine, d, &s);
+    if (rc == 0 && s == NULL) /* in a forked child, a device it lost */
+        rc = vf__fail(VF_ENODEV, "device op \"%s\": %s device %d cannot be "
+                                 "used in this forked child",
+                      def->name, d->cls->name, d->dev.id);
+    if (rc == 0)
+        rc = device_op_begin(op, d->cls, s);
+    bool in_flight = false;
+    if (rc != 0) {
+        vf__op_failed(op, rc, vf_last_error_detail());
+    } else {
+        vf_run run; /* not zero-initialized: the message is 256 bytes */
+        run.op = op;
+        run.name = def->name;
+        run.worker = worker;
+        run.cls = d->cls;
+        run.stream = s;
+        run.item_refs = NULL;
+        vf__call_fn(op, &run);
+        in_flight = device_op_end(op, d->cls, s);
+    }
+    return !in_flight;
+}
+
+/* --- in flight: released, then completed -------------------------------- */
+
+/* The last of a device op's two owners (the worker that released its vars,
+ * the completer that finished it) counts it out and frees it. */
+static void device_op_drop(vf__op *op)
+{
+    if (atomic_fetch_sub_explicit(&op->wait, 1, memory_order_acq_rel) != 1)
+        return;
+    vf_engine *e = op->engine;
+    if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF))
+        vf__op_hooks_record(op);
+    uint64_t delta = -(VF__COUNT_PENDING | VF__COUNT_ACTIVE);
+    uint64_t now = atomic_fetch_add(&e->counts, delta) + delta;
+    vf__op_free(op);
+    if (VF__UNLIKELY(vf__counts_notable(e, now)))
+        vf__engine_counts_changed(e, now);
+}
+
+void vf__device_op_release(vf__op *op, vf__readylist *ready)
+{
+    vf_engine *e = op->engine;
+    const vf__opdef *def = op->def;
+    vf__failure *failure = op->failure; /* before the completer may see */
+    if (VF__UNLIKELY(op->hooks))
+        vf__op_hooks_end(op);
+    atomic_store_explicit(&op->wait, 2, memory_order_relaxed);
+    vf__completer_add(&e->dev.completer, op);
+    int before = ready->count;
+    for (int i = 0; i < def->nvars; i++) {
+        if (def->vars[i].write) /* its versions: when its work resolves */
+            vf__var_complete_write(def->vars[i].var, op, failure, false, ready);
+        else
+            vf__var_complete_read(def->vars[i].var, op, ready);
+    }
+    uint64_t delta = (uint64_t)(ready->count - before) * VF__COUNT_ACTIVE;
+    delta += vf__loop_op_released(op); /* in the same step */
+    if (delta != 0)
+        atomic_fetch_add(&e->counts, delta);
+    device_op_drop(op);
+}
 
 /* Resolve op's fence once its event completed (see device_ops.h). */
 static void resolve(vf__op *op)
@@ -202,5 +280,9 @@ static void resolve(vf__op *op)
 void vf__device_op_completed(vf__op *op)
 {
     resolve(op);
-    vf__device_op_complete(op);
+    const vf__opdef *def = op->def;
+    if (def->done != NULL)
+        vf__call_done(op->engine, def->done, def->arg, op->status);
+    vf__count_op(op->engine, op);
+    device_op_drop(op);
 }

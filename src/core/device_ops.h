@@ -59,9 +59,8 @@
 #include <stdbool.h>
 
 #include "core/fences.h"
+#include "core/op.h"
 #include "device/device.h"
-
-typedef struct vf__op vf__op;
 
 /* Per-op state of a device op (malloc'd at its start, freed with it). */
 typedef struct vf__devrun {
@@ -78,19 +77,18 @@ typedef struct vf__devrun {
 
 void vf__devrun_free(vf__devrun *d);
 
-/* Before a device op's function: make `s` wait on the device for the
- * fences of its vars, keeping them as the op's inputs. VF_ENOMEM. */
-int vf__device_op_begin(vf__op *op, const vf__device_class *cls,
-                        vf__stream *s);
+/* A device op's body (exec.c's run_body, once the op is to run): on its
+ * stream (its worker's, or in the naive engine the pushing thread's stream
+ * of its device), its function between the fences it waits for and the one
+ * it leaves. True when it is done now (op->status and op->failure set),
+ * false when its work is in flight: the caller then releases it
+ * (vf__device_op_release). */
+bool vf__device_op_run(vf__op *op, int worker);
 
-/* After its function returned (a failure it returned is already in
- * op->failure): record its event and leave the fence on its vars (or, with
- * device_sync or a naive engine, wait for it here). Returns true when the
- * op is in flight (the completer will finish it: the caller releases its
- * vars now, see exec.c), false when it is done (op->status and op->failure
- * set). */
-bool vf__device_op_end(vf__op *op, const vf__device_class *cls,
-                       vf__stream *s);
+/* A device op whose work is in flight: hand it to the completer, then
+ * release its vars now (ops they make ready go to `ready`, counted
+ * active); the op itself stays pending and active until it completes. */
+void vf__device_op_release(vf__op *op, vf__readylist *ready);
 
 /* The completer's part of an in-flight op whose event completed: its
  * outcome resolved onto its fence (the versions of what it wrote bumped
