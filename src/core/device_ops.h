@@ -48,10 +48,11 @@
  * the failure as it treats a var's (skip, pass on, report at waits).
  *
  * Locks (engine.h has the order): dev.lock (engine) guards device creation
- * and is taken under no other lock; the completer's lock is a leaf; a
- * var's read fences are guarded by the var's spinlock (its write fence is
- * only changed by an op holding the var exclusively, also under the
- * spinlock so a host waiter may read it).
+ * and is taken under no other lock but life.op_lock (a stop, a start) and,
+ * at fork, those taken before it; the completer's lock is a leaf; a var's
+ * read fences are guarded by the var's spinlock (its write fence is only
+ * changed by an op holding the var exclusively, also under the spinlock so
+ * a host waiter may read it).
  */
 #ifndef VF_DEVICE_OPS_H
 #define VF_DEVICE_OPS_H

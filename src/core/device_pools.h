@@ -10,8 +10,8 @@
  * release store; the pools array only grows, and `npools` is published
  * with a release store (engine.h). Stop and start (lifecycle.c) take the
  * same lock, so a device made while the engine is stopped waits for start
- * to run its threads. dev.lock is taken under no other engine lock; under
- * it, the device layer's own locks (engine.h's lock order).
+ * to run its threads. Under dev.lock, only the device layer's own locks
+ * are taken (engine.h's lock order says what it nests under).
  */
 #ifndef VF_DEVICE_POOLS_H
 #define VF_DEVICE_POOLS_H
@@ -45,8 +45,8 @@ typedef struct vf__devctx {
     bool forked_away; /* in a forked child, a device it cannot use */
 } vf__devctx;
 
-/* An engine's devices (the engine's `dev`). Lock order: `lock` is taken
- * under no other engine lock; under it, the device layer's own locks. */
+/* An engine's devices (the engine's `dev`). Under `lock`, only the device
+ * layer's own locks (engine.h's lock order). */
 typedef struct vf__devices {
     /* Device contexts, made on first use under `lock` and published with a
      * release store; index: type - 1, id. */

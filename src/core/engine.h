@@ -13,6 +13,39 @@
  * nothing can ever move again, and a nested waiter turns that into
  * VF_EDEADLK (wait.c). All accesses are seq_cst: they pair with the waiter
  * counts in the Dekker-style sleep checks.
+ *
+ * Lock order. The engine's locks live in this struct and in its modules'
+ * sub-structs; each module's header says what its locks guard, and this is
+ * the one list of how they nest (docs/design.md's "Lock order" repeats it
+ * for readers):
+ *   1. var spinlocks (var.h), in increasing address order: only a push
+ *      holds more than one; every other path holds at most one, and takes
+ *      no other lock under it;
+ *   2. the failure log's lock and its reserve's lock (failure.h) are never
+ *      held together (a record is taken from the reserve before the log
+ *      lock, and let go after it); the async list's lock (async.h) is a
+ *      leaf;
+ *   3. dev.lock (device_pools.h), a device being made: under it, the
+ *      device layer's own locks; it is taken under no other lock but
+ *      life.op_lock (a stop or a start) and, at fork, those before it in 4;
+ *   4. at fork only (lifecycle.h): the registry lock, then each engine's
+ *      life.op_lock, then every engine's bulk locks, the free-list depots,
+ *      the tag table and each engine's life.lock, var table lock, failure
+ *      log's lock, its reserve's lock, waits.lock, dev.lock and profiler
+ *      lock; life.op_lock is otherwise held only around a stop or a start,
+ *      which take dev.lock and life.lock under it;
+ *   5. bulk (bulk.h): bulk.lock, then a thread's bulk spinlock, held
+ *      across the push of a batch (so it is taken before everything a push
+ *      takes: var locks, queue locks, free-list depots, life.lock when the
+ *      engine holds pushes, the failure log's lock);
+ *   6. leaves, never held while taking another lock: a worker's queue
+ *      lock, a pool's sleep lock (sched.h), waits.lock, the failure
+ *      reserve's lock, the var table lock, a free-list depot lock, the
+ *      profiler's lock, the completer's lock (completer.h), a device's lock
+ *      of per-thread streams (device_pools.h), the locks inside a device's
+ *      streams and events.
+ * User code (op functions, `done`, free callbacks) never runs under any of
+ * them.
  */
 #ifndef VF_ENGINE_H
 #define VF_ENGINE_H
