@@ -141,7 +141,7 @@ void vf__bulk_batch_push(vf_engine *e, vf__bulk_batch *b)
         def->kind = &vf__kind_bulk;
         def->arg = b;
         def->name = "bulk";
-        def->no_skip = true; /* each op in it decides (exec.c) */
+        def->no_skip = true; /* each op in it decides (vf__bulk_run) */
         def->pool = b->pool;
         def->nvars = b->nvars;
         def->vars = b->vars;
