@@ -31,6 +31,10 @@
  * enqueue, so a batch taken out can never be overtaken by the next one.
  * Lock order: the engine's bulk.lock, then a vf__bulk's lock, then what an
  * enqueue takes (var locks, queue locks). No user code runs under either.
+ *
+ * Files: bulk.c keeps each thread's state and collects its pushes into its
+ * batch; bulk_op.c seals a batch and pushes it as the fused op, runs it,
+ * and reports its ops when it cannot be pushed or run.
  */
 #ifndef VF_BULK_H
 #define VF_BULK_H
@@ -98,6 +102,8 @@ static inline bool vf__bulk_maybe(int engine_default)
     return engine_default > 0 || vf__bulk_thread_slots > 0;
 }
 
+/* --- collecting (bulk.c) ------------------------------------------------ */
+
 /*
  * Offer a push to the calling thread's batch: a one-shot op (`desc`) or an
  * operator push (`opr`, `priority`). Returns 1 when the op joined a batch
@@ -120,12 +126,19 @@ void vf__bulk_engine_init(vf_engine *e);
 void vf__bulk_engine_destroy(vf_engine *e);
 void vf__bulk_fork_lock(vf_engine *e, bool lock);
 
-/* A fused op's body (exec.c calls it for an op of kind vf__kind_bulk): each
- * op of the batch in push order, as if alone; `shutdown` skips them all. */
-void vf__bulk_run(vf__op *op, int worker, bool shutdown);
-
 /* Free a batch (the fused op's payload; operator references dropped). */
 void vf__bulk_batch_free(vf__bulk_batch *b);
+
+/* --- the fused op (bulk_op.c) ------------------------------------------- */
+
+/* Push a batch taken out of its thread's state (that state's lock held,
+ * so the next batch cannot overtake it) as one fused op, or op by op when
+ * it cannot be; the batch goes with it (freed with the op, or here). */
+void vf__bulk_batch_push(vf_engine *e, vf__bulk_batch *b);
+
+/* A fused op's body (its kind's run, vf__kind_bulk): each op of the batch
+ * in push order, as if alone; `shutdown` skips them all. */
+void vf__bulk_run(vf__op *op, int worker, bool shutdown);
 
 /* A fused op that can never run (`rc`): every op in it fails with that
  * code (failure recorded, done called, counted), as a lone op would. */

@@ -13,6 +13,39 @@
  * nothing can ever move again, and a nested waiter turns that into
  * VF_EDEADLK (wait.c). All accesses are seq_cst: they pair with the waiter
  * counts in the Dekker-style sleep checks.
+ *
+ * Lock order. The engine's locks live in this struct and in its modules'
+ * sub-structs; each module's header says what its locks guard, and this is
+ * the one list of how they nest (docs/design.md's "Lock order" repeats it
+ * for readers):
+ *   1. var spinlocks (var.h), in increasing address order: only a push
+ *      holds more than one; every other path holds at most one, and takes
+ *      no other lock under it;
+ *   2. the failure log's lock and its reserve's lock (failure.h) are never
+ *      held together (a record is taken from the reserve before the log
+ *      lock, and let go after it); the async list's lock (async.h) is a
+ *      leaf;
+ *   3. dev.lock (device_pools.h), a device being made: under it, the
+ *      device layer's own locks; it is taken under no other lock but
+ *      life.op_lock (a stop or a start) and, at fork, those before it in 4;
+ *   4. at fork only (lifecycle.h): the registry lock, then each engine's
+ *      life.op_lock, then every engine's bulk locks, the free-list depots,
+ *      the tag table and each engine's life.lock, var table lock, failure
+ *      log's lock, its reserve's lock, waits.lock, dev.lock and profiler
+ *      lock; life.op_lock is otherwise held only around a stop or a start,
+ *      which take dev.lock and life.lock under it;
+ *   5. bulk (bulk.h): bulk.lock, then a thread's bulk spinlock, held
+ *      across the push of a batch (so it is taken before everything a push
+ *      takes: var locks, queue locks, free-list depots, life.lock when the
+ *      engine holds pushes, the failure log's lock);
+ *   6. leaves, never held while taking another lock: a worker's queue
+ *      lock, a pool's sleep lock (sched.h), waits.lock, the failure
+ *      reserve's lock, the var table lock, a free-list depot lock, the
+ *      profiler's lock, the completer's lock (completer.h), a device's lock
+ *      of per-thread streams (device_pools.h), the locks inside a device's
+ *      streams and events.
+ * User code (op functions, `done`, free callbacks) never runs under any of
+ * them.
  */
 #ifndef VF_ENGINE_H
 #define VF_ENGINE_H
@@ -23,7 +56,7 @@
 #include "base/common.h"
 #include "core/async.h"
 #include "core/bulk.h"
-#include "core/device_ops.h"
+#include "core/device_pools.h"
 #include "core/failure.h"
 #include "core/lifecycle.h"
 #include "core/op.h"
@@ -92,7 +125,7 @@ struct vf_engine {
 
     vf__profiler *prof; /* behind the door (profile/hooks.h) */
 
-    vf__devices dev; /* devices (device_ops.h) */
+    vf__devices dev; /* devices (device_pools.h) */
     /* VF__SLOW_* bits, one relaxed load per op: DEVICES is set once the
      * first device is made (only ops pushed for a device after that can
      * leave fences, and their push orders them); SHUTDOWN by the notice. */
@@ -114,7 +147,7 @@ struct vf_engine {
     vf__var_table vars; /* last: large */
 };
 
-/* Whether a device was made: vars may carry fences (device_ops.h). */
+/* Whether a device was made: vars may carry fences (fences.h). */
 static inline bool vf__engine_has_devices(const vf_engine *e)
 {
     return atomic_load_explicit(&e->slow, memory_order_relaxed) &
@@ -215,11 +248,20 @@ void vf__engine_update_hooks(vf_engine *e);
 /* What the profiler needs to know of the engine for a snapshot. */
 void vf__engine_describe(const vf_engine *e, vf__prof_engine_desc *d);
 
+/* An op whose hooks byte is set (profiling.c; out of line: rarely on)
+ * tells the observers when it starts on `worker` (-1: not a worker of its
+ * engine), when it ends (before its `done`), and, finished, hands the
+ * profiler its record (before the engine may go; the op keeps no hook of
+ * the profiler's then). */
+void vf__op_hooks_start(vf__op *op, int worker);
+void vf__op_hooks_end(vf__op *op);
+void vf__op_hooks_record(vf__op *op);
+
 /* Lock or unlock the process-wide table of engine tags (fork). */
 void vf__engine_tags_lock(bool lock);
 
 /* In a forked child: the CPU pools anew with fork_child_workers threads
- * each, the device pools with one (device_ops.h); not started. */
+ * each, the device pools with one (device_pools.h); not started. */
 void vf__engine_rebuild_for_child(vf_engine *e);
 
 /* Push a prepared op: `op->def` set, its var set normalized. A user op

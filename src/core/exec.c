@@ -3,6 +3,7 @@
 
 #include "core/async.h"
 #include "core/bulk.h"
+#include "core/device_ops.h"
 #include "core/run.h"
 #include "core/wait.h"
 
@@ -95,60 +96,6 @@ vf__failure *vf__inherited_failure(const vf__op *op, const uint32_t *refs,
     return f;
 }
 
-/* VF_ENGINE_INFO: log an op's step when it touches a var someone waited
- * on (MXNet's MXNET_ENGINE_INFO). */
-static void info(const vf__op *op, const char *step, int worker)
-{
-    const vf__opdef *def = op->def;
-    for (int i = 0; i < def->nvars; i++) {
-        if (atomic_load_explicit(&def->vars[i].var->watched,
-                                 memory_order_relaxed)) {
-            fprintf(stderr, "varflow: %s op \"%s\" on %s (worker %d, %d "
-                            "vars, status %d)\n",
-                    step, def->name, vf_engine_type_name(op->engine->kind),
-                    worker, def->nvars, op->status);
-            return;
-        }
-    }
-}
-
-/* The observers' part of an op's start (out of line: rarely on). */
-static void hooks_start(vf__op *op, int worker)
-{
-    if (op->hooks & VF__HOOK_PROF)
-        vf__prof_op_started(op->engine->prof, op->prof, worker);
-    if (op->hooks & VF__HOOK_INFO)
-        info(op, "dispatch", worker);
-}
-
-/* The observers' part of an op's end (before its done callback). */
-static void hooks_end(vf__op *op)
-{
-    if (op->hooks & VF__HOOK_PROF)
-        vf__prof_op_ended(op->engine->prof, op->prof, op->skipped);
-    if (op->hooks & VF__HOOK_INFO)
-        info(op, "complete",
-             vf__this_worker() ? vf__this_worker()->index : -1);
-}
-
-/* The profiler's record of a finished op (out of line: rarely on). */
-static void hooks_record(vf__op *op)
-{
-    const vf__opdef *def = op->def;
-    vf_engine *e = op->engine;
-    vf__prof_op_finished(
-        e->prof, op->prof,
-        &(vf__prof_op_desc){.name = def->name,
-                            .pool = def->pool ? (int)(def->pool - e->pools)
-                                              : -1,
-                            .device = def->device,
-                            .property = def->property,
-                            .async = def->async_fn != NULL,
-                            .status = op->status});
-    op->hooks &= (uint8_t)~VF__HOOK_PROF;
-    op->prof = NULL; /* freed by the profiler */
-}
-
 /* The op failed with `code` (its function's return, or its completion's):
  * a new failure record at its place. */
 void vf__op_failed(vf__op *op, int code, const char *message)
@@ -169,53 +116,6 @@ static void op_skipped(vf__op *op, vf__failure *f)
     op->skipped = true;
 }
 
-/* Call the op's sync function; a non-zero return fails the op. */
-static void call_fn(vf__op *op, vf_run *run)
-{
-    const vf__opdef *def = op->def;
-    run->message[0] = '\0';
-    vf__op *outer = vf__running_op;
-    vf__running_op = op;
-    int rc = def->fn(run, def->arg);
-    vf__running_op = outer;
-    if (rc != 0)
-        vf__op_failed(op, rc, run->message);
-}
-
-/* A device op's body on its stream: its worker's, or in the naive engine
- * the pushing thread's stream of that device (device_ops.h). True when
- * done now, false when its work is in flight. */
-static bool run_device(vf__op *op, int worker)
-{
-    const vf__opdef *def = op->def;
-    vf__devctx *d = def->devctx;
-    vf__stream *s = NULL;
-    int rc = def->pool != NULL
-                 ? (s = vf__this_worker()->stream, 0)
-                 : vf__device_thread_stream(op->engine, d, &s);
-    if (rc == 0 && s == NULL) /* in a forked child, a device it lost */
-        rc = vf__fail(VF_ENODEV, "device op \"%s\": %s device %d cannot be "
-                                 "used in this forked child",
-                      def->name, d->cls->name, d->dev.id);
-    if (rc == 0)
-        rc = vf__device_op_begin(op, d->cls, s);
-    bool in_flight = false;
-    if (rc != 0) {
-        vf__op_failed(op, rc, vf_last_error_detail());
-    } else {
-        vf_run run; /* not zero-initialized: the message is 256 bytes */
-        run.op = op;
-        run.name = def->name;
-        run.worker = worker;
-        run.cls = d->cls;
-        run.stream = s;
-        run.item_refs = NULL;
-        call_fn(op, &run);
-        in_flight = vf__device_op_end(op, d->cls, s);
-    }
-    return !in_flight;
-}
-
 /* Run the op's body. True when the op is done now (ran, failed, skipped);
  * false when an async op or a device op's work is in flight (the op may
  * already be freed). */
@@ -224,7 +124,7 @@ static bool run_body(vf__op *op, int worker)
     const vf__opdef *def = op->def;
     op->status = 0;
     if (VF__UNLIKELY(op->hooks))
-        hooks_start(op, worker);
+        vf__op_hooks_start(op, worker);
     /* An engine with devices: a host-side op first meets the device work
      * its vars wait for (device_ops.h); then the vars it writes take over
      * their fences' failures, before anything of its own is written. */
@@ -266,7 +166,7 @@ static bool run_body(vf__op *op, int worker)
         }
     }
     if (VF__UNLIKELY(def->devctx != NULL))
-        return run_device(op, worker);
+        return vf__device_op_run(op, worker);
     vf_run run; /* not zero-initialized: the message buffer is 256 bytes */
     run.op = op;
     run.name = def->name;
@@ -275,7 +175,7 @@ static bool run_body(vf__op *op, int worker)
     run.stream = NULL;
     run.item_refs = NULL;
     if (def->fn != NULL) {
-        call_fn(op, &run);
+        vf__call_fn(op, &run);
         return true;
     }
     run.message[0] = '\0';
@@ -308,12 +208,6 @@ void vf__count_outcome(vf_engine *e, int status, bool skipped)
     atomic_fetch_add_explicit(slot, 1, memory_order_relaxed);
 }
 
-static void count_op(vf_engine *e, const vf__op *op)
-{
-    if (op->def->kind->flags & VF__KIND_COUNTED)
-        vf__count_outcome(e, op->status, op->skipped);
-}
-
 /* The op run by the innermost nested wait loop on this thread returns: its
  * waiter is on top of the thread again. Returns what to add to `active` for
  * the waiter: one when its marker fired meanwhile (DONE_UNCOUNTED). */
@@ -336,6 +230,11 @@ static uint64_t loop_frame_returns(void)
     }
 }
 
+uint64_t vf__loop_op_released(const vf__op *op)
+{
+    return VF__UNLIKELY(op == tls.loop_op) ? loop_frame_returns() : 0;
+}
+
 /* Finish a done op: callback, release its vars (ready ops go to `ready`,
  * already counted active), count it out, free it. */
 static void finish(vf__op *op, vf__readylist *ready)
@@ -343,10 +242,10 @@ static void finish(vf__op *op, vf__readylist *ready)
     vf_engine *e = op->engine;
     const vf__opdef *def = op->def;
     if (VF__UNLIKELY(op->hooks))
-        hooks_end(op);
+        vf__op_hooks_end(op);
     if (def->done != NULL)
         call_done(op);
-    count_op(e, op);
+    vf__count_op(e, op);
 
     bool ran = !op->skipped && (def->kind->flags & VF__KIND_BUMPS);
     int before = ready->count;
@@ -360,7 +259,7 @@ static void finish(vf__op *op, vf__readylist *ready)
     if (VF__UNLIKELY(def->kind->finished != NULL))
         def->kind->finished(op);
     if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF))
-        hooks_record(op); /* before the engine may go */
+        vf__op_hooks_record(op); /* before the engine may go */
 
     /* The newly ready ops become active in the same step as this one stops
      * being pending and active (see engine.h). */
@@ -531,58 +430,6 @@ void vf__dispatch_list(vf__readylist *ready)
     }
 }
 
-/* The last of a device op's two owners (the worker that released its vars,
- * the completer that finished it) counts it out and frees it. */
-static void device_op_drop(vf__op *op)
-{
-    if (atomic_fetch_sub_explicit(&op->wait, 1, memory_order_acq_rel) != 1)
-        return;
-    vf_engine *e = op->engine;
-    if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF))
-        hooks_record(op);
-    uint64_t delta = -(VF__COUNT_PENDING | VF__COUNT_ACTIVE);
-    uint64_t now = atomic_fetch_add(&e->counts, delta) + delta;
-    vf__op_free(op);
-    if (VF__UNLIKELY(vf__counts_notable(e, now)))
-        vf__engine_counts_changed(e, now);
-}
-
-/* A device op whose work is in flight: hand it to the completer, then
- * release its vars now (device_ops.h); the ops that made ready are counted
- * active, the op itself stays pending and active until it completes. */
-static void release_in_flight(vf__op *op, vf__readylist *ready)
-{
-    vf_engine *e = op->engine;
-    const vf__opdef *def = op->def;
-    vf__failure *failure = op->failure; /* before the completer may see */
-    if (VF__UNLIKELY(op->hooks))
-        hooks_end(op);
-    atomic_store_explicit(&op->wait, 2, memory_order_relaxed);
-    vf__completer_add(e, op);
-    int before = ready->count;
-    for (int i = 0; i < def->nvars; i++) {
-        if (def->vars[i].write) /* its versions: when its work resolves */
-            vf__var_complete_write(def->vars[i].var, op, failure, false, ready);
-        else
-            vf__var_complete_read(def->vars[i].var, op, ready);
-    }
-    uint64_t delta = (uint64_t)(ready->count - before) * VF__COUNT_ACTIVE;
-    if (VF__UNLIKELY(op == tls.loop_op))
-        delta += loop_frame_returns();
-    if (delta != 0)
-        atomic_fetch_add(&e->counts, delta);
-    device_op_drop(op);
-}
-
-void vf__device_op_complete(vf__op *op)
-{
-    const vf__opdef *def = op->def;
-    if (def->done != NULL)
-        call_done(op);
-    count_op(op->engine, op);
-    device_op_drop(op);
-}
-
 vf__op *vf__worker_execute(vf__worker *w, vf__op *op)
 {
     VF__ASSERT(!op->def->inline_run);
@@ -593,7 +440,7 @@ vf__op *vf__worker_execute(vf__worker *w, vf__op *op)
     if (VF__LIKELY(done))
         finish(op, &ready);
     else
-        release_in_flight(op, &ready);
+        vf__device_op_release(op, &ready);
     while ((op = vf__readylist_pop(&ready)) != NULL) {
         if (!op->def->inline_run && op->def->pool == w->pool)
             vf__readylist_add(&mine, op);

@@ -14,12 +14,15 @@
  *
  * Finish: the `done` callback, the op's vars released (each may make ops
  * ready), statistics, the op counted out of `counts` together with the ops
- * it made ready counted in, then the block freed.
+ * it made ready counted in, then the block freed. A device op whose work
+ * is in flight is finished in two halves instead (device_ops.c): its vars
+ * released at once, the rest when the completer sees its work complete.
  */
 #ifndef VF_EXEC_H
 #define VF_EXEC_H
 
 #include "core/engine.h"
+#include "core/run.h"
 
 /* The failure the op at `place` inherits from the vars it holds, or, when
  * `refs` is not NULL, from those a fused op's item names (bulk.h): of the
@@ -32,12 +35,34 @@ vf__failure *vf__inherited_failure(const vf__op *op, const uint32_t *refs,
  * a new failure record at its place. */
 void vf__op_failed(vf__op *op, int code, const char *message);
 
+/* Call the op's sync function with `run`, as the op running on this
+ * thread; a non-zero return fails the op. Inline: every user op's body
+ * calls it (and a device op's, device_ops.c). */
+static inline void vf__call_fn(vf__op *op, vf_run *run)
+{
+    const vf__opdef *def = op->def;
+    run->message[0] = '\0';
+    vf__op *outer = vf__running_op;
+    vf__running_op = op;
+    int rc = def->fn(run, def->arg);
+    vf__running_op = outer;
+    if (rc != 0)
+        vf__op_failed(op, rc, run->message);
+}
+
 /* Call a `done` callback, marking the thread as in the engine's code (a
  * wait there is refused, wait.c). */
 void vf__call_done(const vf_engine *e, vf_done_fn done, void *arg, int status);
 
 /* Count a user op's outcome (ran, failed, or skipped by the engine). */
 void vf__count_outcome(vf_engine *e, int status, bool skipped);
+
+/* Count a finished op's outcome, when its kind is counted (op.h). */
+static inline void vf__count_op(vf_engine *e, const vf__op *op)
+{
+    if (op->def->kind->flags & VF__KIND_COUNTED)
+        vf__count_outcome(e, op->status, op->skipped);
+}
 
 /* Finish an async op whose completion was claimed (async.c), its status
  * and failure set: done, its vars released, ready ops dispatched. */
@@ -52,11 +77,6 @@ void vf__dispatch_list(vf__readylist *ready);
 /* Worker loop step: run `op` (from the worker's pool) and finish it, return
  * the op the same worker should run next (or NULL). */
 vf__op *vf__worker_execute(vf__worker *w, vf__op *op);
-
-/* The completer's part of a device op whose work completed (op->status
- * and op->failure resolved): `done`, statistics; the op is freed by
- * whichever of this and the release of its vars comes last. */
-void vf__device_op_complete(vf__op *op);
 
 /* Run one op that an inline run on this thread deferred. True if one ran. */
 bool vf__run_deferred(void);
@@ -76,6 +96,14 @@ typedef struct vf__loop_frame {
 
 void vf__loop_enter(vf__waiter *w, vf__loop_frame *saved);
 void vf__loop_leave(const vf__loop_frame *saved);
+
+/* An op lets go of its vars while its work is still in flight (a device
+ * op, device_ops.c): when the innermost nested wait loop on this thread
+ * runs it, its waiter is on top of the thread again. Returns what to add
+ * to `counts` for that waiter, in the same step as the ops the release
+ * made ready (VF__COUNT_ACTIVE when its marker fired meanwhile); 0 for
+ * any other op. */
+uint64_t vf__loop_op_released(const vf__op *op);
 
 /* From a nested wait loop (w IDLE): run one deferred op, or one op of the
  * worker's pool (`me` may be NULL) with its hand-off chain, above the wait,

@@ -5,6 +5,7 @@
 
 #include "base/alloc.h"
 #include "core/bulk.h"
+#include "core/device_ops.h"
 #include "core/engine.h"
 #include "core/freelist.h"
 #include "core/var.h"

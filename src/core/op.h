@@ -74,7 +74,7 @@ typedef struct vf__opdef vf__opdef;
  * beside the code that knows the kind, so the trip names no kind. A user
  * op (vf_push, an operator push; exec.c) is the hot path: its body runs
  * without an indirect call. The others: a wait marker (wait.c), a var
- * delete (var_api.c) and a fused batch of user ops (bulk.c).
+ * delete (var_api.c) and a fused batch of user ops (bulk_op.c).
  */
 typedef struct vf__op_kind {
     const char *name;

@@ -1,9 +1,13 @@
 /*
  * profiling.c: the engine's side of the profiler: the public vf_profile_*
  * calls that take an engine, forwarded through the door (profile/hooks.h)
- * with what only the engine knows (its kind and its workers' pools), and
- * the hooks byte that new ops copy at push.
+ * with what only the engine knows (its kind and its workers' pools), the
+ * hooks byte that new ops copy at push, and what an op whose byte is set
+ * tells the observers (the profiler, VF_ENGINE_INFO's log) as it starts,
+ * ends and is finished.
  */
+#include <stdio.h>
+
 #include "core/engine.h"
 
 void vf__engine_update_hooks(vf_engine *e)
@@ -69,4 +73,60 @@ VF_API int vf_profile_take(vf_engine *e, vf_profile **out)
     vf__prof_engine_desc d;
     vf__engine_describe(e, &d);
     return vf__prof_take(e->prof, &d, out);
+}
+
+/* --- an op's hooks ----------------------------------------------------- */
+
+/* VF_ENGINE_INFO: log an op's step when it touches a var someone waited
+ * on (MXNet's MXNET_ENGINE_INFO). */
+static void info(const vf__op *op, const char *step, int worker)
+{
+    const vf__opdef *def = op->def;
+    for (int i = 0; i < def->nvars; i++) {
+        if (atomic_load_explicit(&def->vars[i].var->watched,
+                                 memory_order_relaxed)) {
+            fprintf(stderr, "varflow: %s op \"%s\" on %s (worker %d, %d "
+                            "vars, status %d)\n",
+                    step, def->name, vf_engine_type_name(op->engine->kind),
+                    worker, def->nvars, op->status);
+            return;
+        }
+    }
+}
+
+/* The observers' part of an op's start (out of line: rarely on). */
+void vf__op_hooks_start(vf__op *op, int worker)
+{
+    if (op->hooks & VF__HOOK_PROF)
+        vf__prof_op_started(op->engine->prof, op->prof, worker);
+    if (op->hooks & VF__HOOK_INFO)
+        info(op, "dispatch", worker);
+}
+
+/* The observers' part of an op's end (before its done callback). */
+void vf__op_hooks_end(vf__op *op)
+{
+    if (op->hooks & VF__HOOK_PROF)
+        vf__prof_op_ended(op->engine->prof, op->prof, op->skipped);
+    if (op->hooks & VF__HOOK_INFO)
+        info(op, "complete",
+             vf__this_worker() ? vf__this_worker()->index : -1);
+}
+
+/* The profiler's record of a finished op (out of line: rarely on). */
+void vf__op_hooks_record(vf__op *op)
+{
+    const vf__opdef *def = op->def;
+    vf_engine *e = op->engine;
+    vf__prof_op_finished(
+        e->prof, op->prof,
+        &(vf__prof_op_desc){.name = def->name,
+                            .pool = def->pool ? (int)(def->pool - e->pools)
+                                              : -1,
+                            .device = def->device,
+                            .property = def->property,
+                            .async = def->async_fn != NULL,
+                            .status = op->status});
+    op->hooks &= (uint8_t)~VF__HOOK_PROF;
+    op->prof = NULL; /* freed by the profiler */
 }

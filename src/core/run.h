@@ -4,7 +4,8 @@
  * failure its inputs carry, an error message, device work to submit.
  *
  * A handle lives on the stack of whoever runs the op (exec.c for a lone
- * op, bulk.c for each op of a fused batch), for the duration of the call.
+ * op, device_ops.c for a device op, bulk_op.c for each op of a fused
+ * batch), for the duration of the call.
  */
 #ifndef VF_RUN_H
 #define VF_RUN_H

@@ -39,8 +39,8 @@
 #include <stdbool.h>
 
 #include "base/common.h"
-#include "core/device_ops.h"
 #include "core/failure.h"
+#include "core/fences.h"
 #include "core/op.h"
 #include "core/spinlock.h"
 
@@ -81,7 +81,7 @@ struct vf__var {
     atomic_bool watched;
     uint32_t index;
     struct vf__var *next_free; /* table lock */
-    /* Device work in flight on this var (device_ops.h): the last device
+    /* Device work in flight on this var (fences.h): the last device
      * write's fence and the fences of device reads since. Under `lock`;
      * the write fence changes only while an op holds the var exclusively. */
     vf__fence *wfence;
@@ -109,7 +109,7 @@ void vf__var_table_destroy(vf__var_table *t);
  * of them completed before the fork). */
 void vf__var_table_after_fork(vf__var_table *t);
 
-/* Drop every var's fences (device_ops.h), before the engine's streams go.
+/* Drop every var's fences (fences.h), before the engine's streams go.
  * No op may be running. */
 void vf__var_table_drop_fences(vf__var_table *t);
 

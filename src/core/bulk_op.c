@@ -1,0 +1,278 @@
+/* bulk_op.c: the fused op: a batch sealed and pushed as one op (or op by
+ * op when it cannot be), its body and its kind (see bulk.h; bulk.c
+ * collects the batch). */
+#include "core/bulk.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "core/engine.h"
+#include "core/exec.h"
+#include "core/run.h"
+
+/* --- pushing a batch ---------------------------------------------------- */
+
+typedef struct sort_entry {
+    uintptr_t addr;
+    int index;
+} sort_entry;
+
+static int by_address(const void *a, const void *b)
+{
+    uintptr_t x = ((const sort_entry *)a)->addr;
+    uintptr_t y = ((const sort_entry *)b)->addr;
+    return (x > y) - (x < y);
+}
+
+/* Put the union in normal form (sorted by address, so the push locks the
+ * vars in the global order) and renumber the items' refs. */
+static int batch_seal(vf__bulk_batch *b)
+{
+    int n = b->nvars;
+    int sorted_already = 1; /* common: vars made in order, pushed in order */
+    for (int i = 1; i < n && sorted_already; i++)
+        sorted_already = (uintptr_t)b->vars[i - 1].var <
+                         (uintptr_t)b->vars[i].var;
+    if (sorted_already)
+        return 0;
+    /* One block: the entries, the sorted copy, then the ints (alignment). */
+    sort_entry *e = vf__malloc((size_t)n * (sizeof *e + sizeof(vf__varref) +
+                                            sizeof(int)));
+    if (e == NULL)
+        return VF_ENOMEM;
+    vf__varref *sorted = (vf__varref *)(e + n);
+    int *moved_to = (int *)(sorted + n);
+    for (int i = 0; i < n; i++)
+        e[i] = (sort_entry){(uintptr_t)b->vars[i].var, i};
+    qsort(e, (size_t)n, sizeof *e, by_address);
+    for (int i = 0; i < n; i++) {
+        moved_to[e[i].index] = i;
+        sorted[i] = b->vars[e[i].index];
+    }
+    memcpy(b->vars, sorted, (size_t)n * sizeof *sorted);
+    for (int i = 0; i < b->nrefs; i++)
+        b->refs[i] = (uint32_t)moved_to[b->refs[i] >> 1] << 1 |
+                     (b->refs[i] & 1u);
+    free(e);
+    return 0;
+}
+
+void vf__bulk_fail_items(vf_engine *e, vf__bulk_batch *b, int rc,
+                         const char *why)
+{
+    for (int i = 0; i < b->nitems; i++) {
+        const vf__bulk_item *it = &b->items[i];
+        vf__failure_unref(vf__engine_record_failure(
+            e, rc, it->name, why, b->place + (uint64_t)i, b->root));
+        if (it->done != NULL)
+            it->done(it->arg, rc);
+        atomic_fetch_add_explicit(&e->failed, 1, memory_order_relaxed);
+    }
+}
+
+/* Push one item of a batch that could not be pushed whole, as the lone op
+ * it was. 0, or the push's code. On success an operator reference passes
+ * to the op. */
+static int push_alone(vf_engine *e, const vf__bulk_batch *b,
+                      vf__bulk_item *it)
+{
+    vf__op *op = vf__op_alloc();
+    if (op == NULL)
+        return VF_ENOMEM;
+    if (it->opr != NULL) {
+        op->opr = it->opr;
+        op->def = &it->opr->def;
+    } else {
+        vf__opdef *def = &op->own;
+        memset(def, 0, sizeof *def);
+        def->fn = it->fn;
+        def->arg = it->arg;
+        def->done = it->done;
+        def->name = it->name;
+        def->no_skip = it->no_skip;
+        def->kind = &vf__kind_user;
+        def->pool = b->pool;
+        vf__varref *vars = op->inline_vars;
+        if (it->nrefs > VF__OP_INLINE_VARS &&
+            (vars = vf__malloc((size_t)it->nrefs * sizeof *vars)) == NULL) {
+            vf__op_free(op);
+            return VF_ENOMEM;
+        }
+        /* The item's refs were added in its own normal form (address
+         * order) and keep that order through the union's renumbering. */
+        for (int i = 0; i < it->nrefs; i++) {
+            uint32_t r = b->refs[it->first + i];
+            vars[i] = b->vars[r >> 1];
+            vars[i].write = r & 1u;
+        }
+        def->vars = vars;
+        def->nvars = it->nrefs;
+        op->def = def;
+    }
+    op->priority = b->priority;
+    op->place = b->place + (uint64_t)(it - b->items);
+    op->root = b->root;
+    int rc = vf__engine_enqueue(e, op, "vf_push (a bulk, op by op)");
+    if (rc == 0) {
+        it->opr = NULL; /* the op holds the reference now */
+        return 0;
+    }
+    op->opr = NULL; /* the item keeps it (freed with the batch) */
+    vf__op_free(op);
+    return rc;
+}
+
+/*
+ * Seal the batch and push it as one fused op. Should that fail (a var
+ * deleted meanwhile, memory), each op is pushed alone, so only those that
+ * cannot be pushed fail, each reported like a failed op (nothing is lost).
+ */
+void vf__bulk_batch_push(vf_engine *e, vf__bulk_batch *b)
+{
+    b->place = vf__engine_take_places(e, (uint64_t)b->nitems);
+    b->root = b->push_root != 0 ? b->push_root : b->place;
+    int rc = batch_seal(b);
+    bool sealed = rc == 0;
+    vf__op *op = sealed ? vf__op_alloc() : NULL;
+    if (op != NULL) {
+        vf__opdef *def = &op->own;
+        memset(def, 0, sizeof *def);
+        def->kind = &vf__kind_bulk;
+        def->arg = b;
+        def->name = "bulk";
+        def->no_skip = true; /* each op in it decides (vf__bulk_run) */
+        def->pool = b->pool;
+        def->nvars = b->nvars;
+        def->vars = b->vars;
+        op->def = def;
+        op->priority = b->priority;
+        op->place = b->place;
+        op->root = b->root;
+        /* Counted first: once pushed, the batch may run and be freed, and
+         * a waiter woken by it must see it counted. */
+        uint64_t nitems = (uint64_t)b->nitems;
+        atomic_fetch_add_explicit(&e->bulk.bulks, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&e->bulk.bulked, nitems,
+                                  memory_order_relaxed);
+        if (vf__engine_enqueue(e, op, "vf_push (bulk)") == 0)
+            return;
+        atomic_fetch_sub_explicit(&e->bulk.bulks, 1, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&e->bulk.bulked, nitems,
+                                  memory_order_relaxed);
+        def->kind = &vf__kind_user; /* the batch is freed below, not with it */
+        def->vars = NULL;
+        vf__op_free(op);
+    }
+    for (int i = 0; i < b->nitems; i++) {
+        vf__bulk_item *it = &b->items[i];
+        if (!sealed) /* out of memory */
+            rc = vf__fail(VF_ENOMEM, "vf_push: out of memory pushing a "
+                                     "bulk");
+        else if ((rc = push_alone(e, b, it)) == 0)
+            continue;
+        vf__bulk_batch one = *b;
+        one.items = it;
+        one.nitems = 1;
+        one.place = b->place + (uint64_t)i;
+        vf__bulk_fail_items(e, &one, rc, vf_last_error_detail());
+    }
+    vf__bulk_batch_free(b);
+}
+
+/* --- running it --------------------------------------------------------- */
+
+/* A fused op's body (bulk.h): each op of the batch in push order, as if
+ * alone. The fused op holds every var of the batch, writes exclusively,
+ * so an op's failure and version bump go straight onto the vars it
+ * writes, where the later ops of the batch find them; `shutdown` skips
+ * them all. */
+void vf__bulk_run(vf__op *op, int worker, bool shutdown)
+{
+    vf_engine *e = op->engine;
+    const vf__opdef *def = op->def;
+    vf__bulk_batch *b = def->arg;
+    vf_run run; /* not zero-initialized: the message buffer is 256 bytes */
+    run.op = op;
+    run.worker = worker;
+    run.cls = NULL;
+    run.stream = NULL;
+    for (int i = 0; i < b->nitems; i++) {
+        const vf__bulk_item *it = &b->items[i];
+        const uint32_t *refs = &b->refs[it->first];
+        uint64_t place = op->place + (uint64_t)i; /* the item's own */
+        bool skipped = shutdown;
+        int status = shutdown ? VF_ESKIPPED : 0;
+        vf__failure *f = NULL;
+        if (!skipped && !it->no_skip) {
+            f = vf__inherited_failure(op, refs, it->nrefs, place,
+                                      vf__engine_has_devices(e));
+            if (f != NULL) {
+                vf__failure_ref(f);
+                skipped = true;
+                status = VF_ESKIPPED;
+            }
+        }
+        if (!skipped) {
+            run.name = it->name;
+            run.item_refs = refs;
+            run.item_nrefs = it->nrefs;
+            run.place = place;
+            run.message[0] = '\0';
+            vf__op *outer = vf__running_op;
+            vf__running_op = op;
+            int rc = it->fn(&run, it->arg);
+            vf__running_op = outer;
+            if (rc != 0) {
+                status = rc;
+                f = vf__engine_record_failure(e, rc, it->name, run.message,
+                                              place, op->root);
+            }
+        }
+        for (int r = 0; r < it->nrefs; r++) {
+            if (!(refs[r] & 1u))
+                continue;
+            vf__var *v = def->vars[refs[r] >> 1].var;
+            if (f != NULL) {
+                vf__failure_ref(f);
+                vf__failure_unref(atomic_exchange_explicit(
+                    &v->failure, f, memory_order_acq_rel));
+            }
+            if (!skipped)
+                atomic_fetch_add_explicit(&v->version, 1, memory_order_relaxed);
+        }
+        vf__failure_unref(f);
+        if (it->done != NULL)
+            vf__call_done(e, it->done, it->arg, status);
+        vf__count_outcome(e, status, skipped);
+    }
+}
+
+/* A batch held while stopped and never pushed: each op in it fails alone. */
+static void bulk_dropped(vf_engine *e, vf__op *op, int rc)
+{
+    vf__bulk_fail_items(e, op->def->arg, rc,
+                        "held while the engine was "
+                        "stopped, and could not be "
+                        "pushed at start");
+    vf__op_free(op);
+}
+
+static bool bulk_run(vf__op *op, int worker, bool shutdown)
+{
+    vf__bulk_run(op, worker, shutdown);
+    return true;
+}
+
+static void bulk_free_def(vf__opdef *def)
+{
+    vf__bulk_batch_free(def->arg);
+}
+
+/* A fused batch of user ops: observed as one op; each op in it is counted
+ * and bumps its versions as it runs (vf__bulk_run), not at finish. */
+const vf__op_kind vf__kind_bulk = {.name = "bulk",
+                                   .run = bulk_run,
+                                   .dropped = bulk_dropped,
+                                   .free_def = bulk_free_def,
+                                   .flags = VF__KIND_OBSERVED | VF__KIND_HELD};

@@ -1,0 +1,168 @@
+/* fences.c: the fences device ops leave on vars, and how the host meets
+ * them (see fences.h). */
+#include "core/fences.h"
+
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/engine.h"
+
+/* --- a fence ------------------------------------------------------------ */
+
+void vf__fence_ref(vf__fence *f)
+{
+    atomic_fetch_add_explicit(&f->refs, 1, memory_order_relaxed);
+}
+
+void vf__fence_unref(vf__fence *f)
+{
+    if (f == NULL ||
+        atomic_fetch_sub_explicit(&f->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    f->cls->event_release(f->ev);
+    vf__failure_unref(f->failure);
+    free(f);
+}
+
+vf__failure *vf__fence_host_wait(vf_engine *e, vf__fence *f)
+{
+    if (!atomic_load_explicit(&f->resolved, memory_order_acquire)) {
+        f->cls->event_wait(f->ev, NULL);
+        atomic_fetch_add_explicit(&e->dev.host_syncs, 1, memory_order_relaxed);
+        /* Complete: the completer resolves it as soon as it reaches it. */
+        while (!atomic_load_explicit(&f->resolved, memory_order_acquire))
+            sched_yield();
+    }
+    return f->failure;
+}
+
+/* --- a var's fences ---------------------------------------------------- */
+
+int vf__var_fences(vf__var *v, bool write_fence, bool reads, vf__fence **out)
+{
+    int n = 0;
+    vf__spin_lock(&v->lock);
+    if (write_fence && v->wfence != NULL) {
+        vf__fence_ref(v->wfence);
+        out[n++] = v->wfence;
+    }
+    for (int i = 0; reads && i < v->nrfences; i++) {
+        vf__fence_ref(v->rfences[i]);
+        out[n++] = v->rfences[i];
+    }
+    vf__spin_unlock(&v->lock);
+    return n;
+}
+
+void vf__fences_leave(vf__op *op, vf__fence *f)
+{
+    const vf__opdef *def = op->def;
+    for (int i = 0; i < def->nvars; i++) {
+        vf__var *v = def->vars[i].var;
+        vf__fence *drop[1 + VF__VAR_READ_FENCES];
+        int ndrop = 0;
+        vf__fence_ref(f);
+        vf__spin_lock(&v->lock);
+        if (def->vars[i].write) {
+            if (v->wfence != NULL)
+                drop[ndrop++] = v->wfence;
+            for (int k = 0; k < v->nrfences; k++)
+                drop[ndrop++] = v->rfences[k];
+            v->nrfences = 0;
+            v->wfence = f;
+        } else {
+            int k = 0; /* a newer read fence of the same stream replaces */
+            while (k < v->nrfences && v->rfences[k]->stream != f->stream)
+                k++;
+            if (k == v->nrfences && k == VF__VAR_READ_FENCES)
+                k = 0; /* full: the oldest goes (waited for below) */
+            if (k < v->nrfences)
+                drop[ndrop++] = v->rfences[k];
+            else
+                v->nrfences++;
+            v->rfences[k] = f;
+        }
+        vf__spin_unlock(&v->lock);
+        for (int k = 0; k < ndrop; k++) {
+            /* A read fence pushed out by a full var, from another stream,
+             * must still be met by the next writer: meet it now. */
+            if (!def->vars[i].write && drop[k]->stream != f->stream)
+                vf__fence_host_wait(op->engine, drop[k]);
+            vf__fence_unref(drop[k]);
+        }
+    }
+}
+
+/* --- meeting them on the host ------------------------------------------ */
+
+void vf__fences_host_wait(vf__op *op)
+{
+    const vf__opdef *def = op->def;
+    vf_engine *e = op->engine;
+    vf__fence *fs[1 + VF__VAR_READ_FENCES];
+    for (int i = 0; i < def->nvars; i++) {
+        int n = vf__var_fences(def->vars[i].var, true, def->vars[i].write, fs);
+        for (int k = 0; k < n; k++) {
+            vf__fence_host_wait(e, fs[k]);
+            vf__fence_unref(fs[k]);
+        }
+    }
+}
+
+vf__failure *vf__var_failure(vf_engine *e, vf__var *v, uint64_t place)
+{
+    vf__failure *own = atomic_load_explicit(&v->failure, memory_order_acquire);
+    /* No lock: the write fence changes only under an op that holds v
+     * exclusively, and the caller holds v (the queue's hand-off orders
+     * the last change before this read). */
+    vf__fence *w = v->wfence;
+    if (w == NULL)
+        return own;
+    /* The last write's work still in flight decides between its own
+     * failure and v's, which it supersedes only by failing: the host
+     * waits for it, when v's is one that matters. */
+    if (!atomic_load_explicit(&w->resolved, memory_order_acquire) &&
+        own != NULL && vf__failure_live_for(own, place))
+        vf__fence_host_wait(e, w);
+    vf__failure *f = vf__fence_failure(w);
+    return f != NULL ? f : own;
+}
+
+void vf__var_drop_fences(vf__var *v)
+{
+    vf__spin_lock(&v->lock);
+    if (v->wfence == NULL && v->nrfences == 0) {
+        vf__spin_unlock(&v->lock);
+        return;
+    }
+    vf__fence *w = v->wfence;
+    vf__fence *r[VF__VAR_READ_FENCES];
+    int n = v->nrfences;
+    memcpy(r, v->rfences, sizeof r);
+    v->wfence = NULL;
+    v->nrfences = 0;
+    vf__spin_unlock(&v->lock);
+    /* The last device write's work failed after it released v: the
+     * failure is v's now (it sticks, rule 9), not the fence's, which goes.
+     * Whoever drops holds v exclusively (or no op runs): no reader races. */
+    vf__failure *f = w != NULL ? vf__fence_failure(w) : NULL;
+    if (f != NULL) {
+        vf__failure_ref(f);
+        vf__failure_unref(
+            atomic_exchange_explicit(&v->failure, f, memory_order_acq_rel));
+    }
+    vf__fence_unref(w);
+    for (int i = 0; i < n; i++)
+        vf__fence_unref(r[i]);
+}
+
+void vf__fences_clear_written(const vf__op *op)
+{
+    const vf__opdef *def = op->def;
+    for (int i = 0; i < def->nvars; i++) {
+        if (!def->vars[i].write)
+            continue;
+        vf__var_drop_fences(def->vars[i].var);
+    }
+}
