@@ -7,7 +7,9 @@
  * - the engine kinds every test runs on (as tests/util.h's tu_kinds);
  * - a rendezvous with a timeout, so that concurrency is proven by two ops
  *   meeting, never by timings;
- * - a gate: ops wait on it until the test opens it.
+ * - a gate: ops wait on it until the test opens it;
+ * - named cases, each runnable alone, as tests/runner.h gives the C tests
+ *   (see "cases" below).
  */
 #ifndef VF_TEST_CXX_CHECK_HPP
 #define VF_TEST_CXX_CHECK_HPP
@@ -16,8 +18,13 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
 #include <mutex>
 #include <string>
+
+#include <fnmatch.h>
 
 #include <varflow.hpp>
 
@@ -106,15 +113,6 @@ inline const kind kinds[] = {
     {"perdevice/2", config_of(VF_ENGINE_PERDEVICE, 2), true, 2},
 };
 
-/* Run body(kind) on every kind, with the kind as the checks' context. */
-template <class Body> void for_each_kind(Body &&body)
-{
-    for (const kind &k : kinds) {
-        context = k.name;
-        body(k);
-    }
-    context = nullptr;
-}
 
 constexpr std::chrono::seconds timeout{10}; // generous: sanitizer builds
 
@@ -162,6 +160,122 @@ class gate
     std::condition_variable cv_;
     bool open_ = false;
 };
+
+/* ------------------------------------------------------------ cases
+ *
+ * A test program defines its cases once, and main runs them (the C++
+ * side of tests/runner.h):
+ *
+ *   TEST_KIND_CASE(engines, k) { ... }   a case run once per engine kind
+ *                                        (kinds above): `k` is the kind,
+ *                                        context its name
+ *   TEST_MAIN("test_cxx_api")            main
+ *
+ *   test_cxx_api                every case, in the order of the file
+ *   test_cxx_api NAME...        only the cases these name; a NAME may be a
+ *                               shell pattern ("moved_*", fnmatch)
+ *   VF_TEST_FILTER=NAME         the same as one NAME argument
+ *   test_cxx_api --list         the case names, one a line
+ *
+ * A NAME that matches no case is an error (exit 2). tests/CMakeLists.txt
+ * reads the TEST_KIND_CASE lines (each must start a line and name its
+ * case) and CTest runs each case as PROGRAM.CASE. An exception that
+ * escapes a case is a failed check; the next kind and case still run. The
+ * last line printed is finish()'s verdict.
+ */
+struct test_case {
+    const char *name;
+    void (*fn)(const kind &);
+};
+
+constexpr int max_cases = 64;
+inline test_case cases[max_cases];
+inline int ncases = 0;
+
+inline bool add_case(const char *name, void (*fn)(const kind &))
+{
+    if (ncases == max_cases) {
+        std::fprintf(stderr, "cxx_check.hpp: more than %d cases\n",
+                     max_cases);
+        std::abort();
+    }
+    cases[ncases++] = {name, fn};
+    return true;
+}
+
+/* A case registers itself from a namespace-scope initializer: before main,
+ * and in the order of the file (the order of a file's initializers). */
+#define TEST_KIND_CASE(name, k)                                                \
+    static void test_case_##name(const cxx_test::kind &k);                     \
+    [[maybe_unused]] static const bool test_registered_##name =                \
+        cxx_test::add_case(#name, test_case_##name);                           \
+    static void test_case_##name(const cxx_test::kind &k)
+
+/* The whole main of a test program: --list, or run the cases `argv` (and
+ * VF_TEST_FILTER) name, or all of them, on every kind. */
+inline int run_cases(int argc, char **argv, const char *test)
+{
+    if (argc == 2 && std::strcmp(argv[1], "--list") == 0) {
+        for (int i = 0; i < ncases; i++)
+            std::printf("%s\n", cases[i].name);
+        return 0;
+    }
+    const char *filters[64];
+    int nfilters = 0;
+    const char *env = std::getenv("VF_TEST_FILTER");
+    if (env != nullptr && *env != '\0')
+        filters[nfilters++] = env;
+    for (int i = 1; i < argc && nfilters < 64; i++) {
+        if (argv[i][0] == '-') {
+            std::fprintf(stderr,
+                         "usage: %s [--list] [CASE...] (a CASE may be a "
+                         "shell pattern)\n",
+                         test);
+            return 2;
+        }
+        filters[nfilters++] = argv[i];
+    }
+    bool selected[max_cases] = {};
+    for (int f = 0; f < nfilters; f++) {
+        bool any = false;
+        for (int i = 0; i < ncases; i++) {
+            if (fnmatch(filters[f], cases[i].name, 0) == 0) {
+                selected[i] = true;
+                any = true;
+            }
+        }
+        if (!any) {
+            std::fprintf(stderr, "%s: no case named \"%s\" (--list shows them)\n",
+                         test, filters[f]);
+            return 2;
+        }
+    }
+    int ran = 0;
+    for (int i = 0; i < ncases; i++) {
+        if (nfilters > 0 && !selected[i])
+            continue;
+        for (const kind &k : kinds) {
+            context = k.name;
+            try {
+                cases[i].fn(k);
+            } catch (const std::exception &e) {
+                fail(__FILE__, __LINE__,
+                     std::string(cases[i].name) + " threw: " + e.what());
+            }
+        }
+        context = nullptr;
+        ran++;
+    }
+    if (nfilters > 0)
+        std::printf("%s: ran %d of %d cases\n", test, ran, ncases);
+    return finish(test);
+}
+
+#define TEST_MAIN(test)                                                        \
+    int main(int argc, char **argv)                                            \
+    {                                                                          \
+        return cxx_test::run_cases(argc, argv, test);                          \
+    }
 
 } // namespace cxx_test
 

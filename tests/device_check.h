@@ -1,7 +1,9 @@
 /*
  * device_check.h: the behaviour every device class must have (device.h),
  * checked through the class table directly; test_device_emulated and
- * test_device_cuda run these on their class, then checks of their own.
+ * test_device_cuda run each dc_* check below as a case of its own
+ * (tests/runner.h), on their class, then checks of their own: a check
+ * added here is a case to add to both.
  *
  * Everything is proven by behaviour, never by speed: a gate holds a
  * stream's work back where a test needs work to be pending, and values
@@ -533,22 +535,6 @@ static inline void dc_fault_injection(const dc_ctx *c)
            faults, surfaced);
     CHECK(faults > 0);
     CHECK_EQ(surfaced, faults);
-}
-
-/* Every check above, in turn. */
-static inline void dc_run_all(const dc_ctx *c, int cross_epochs,
-                              bool random_latency)
-{
-    dc_order(c);
-    dc_async(c);
-    dc_idle_record(c);
-    dc_cross(c, cross_epochs, random_latency);
-    dc_segment(c);
-    dc_inherit(c);
-    dc_times(c);
-    dc_destroy_drains(c);
-    dc_refs(c);
-    dc_fault_injection(c);
 }
 
 #endif /* VF_TEST_DEVICE_CHECK_H */

@@ -7,7 +7,11 @@
  *   TEST_KIND_CASE(holds_vars, k) { ... }    a case run once per engine kind
  *                                            (tu_kinds, util.h): `k` is the
  *                                            kind, check_context_ its name
- *   TEST_MAIN("test_async", 120)             main (the watchdog's seconds)
+ *   TEST_MAIN("test_async", 120)             main (the watchdog's seconds;
+ *                                            0: none, the program starts
+ *                                            its own)
+ *   TEST_SKIP("no GPU: %s", why);            in a case: it cannot run here;
+ *                                            says why and returns from it
  *
  * Running it:
  *
@@ -20,8 +24,13 @@
  * A NAME that matches no case is an error (exit 2), so a stale name in a
  * script or in CTest fails loudly instead of running nothing.
  *
+ * Exit status: 1 when a check failed; else 77 when a case that ran was
+ * skipped (TEST_SKIP), so that CTest, which tests/CMakeLists.txt tells
+ * that 77 is a skip (SKIP_RETURN_CODE), reports it as skipped, never as
+ * passed; else 0.
+ *
  * CTest: tests/CMakeLists.txt reads the TEST_CASE / TEST_KIND_CASE lines
- * of a program's source at configure time (vf_add_test_program) and adds
+ * of a program's source at configure time (vf_add_cases) and adds
  * one CTest test per case, named PROGRAM.CASE and running `PROGRAM CASE`:
  * `ctest -R test_async` runs all of the program's cases, `ctest -R
  * 'test_async\.holds_vars$'` one. So each case line must start a line and
@@ -36,6 +45,7 @@
 #include "util.h" /* first: it sets the feature macros */
 
 #include <fnmatch.h>
+#include <stdarg.h>
 
 #define RUNNER_MAX_CASES 256
 
@@ -48,6 +58,8 @@ typedef struct runner_case_ {
 
 static runner_case_ runner_cases_[RUNNER_MAX_CASES];
 static int runner_ncases_;
+static const runner_case_ *runner_current_; /* the case running now */
+static int runner_skips_;                   /* TEST_SKIPs so far */
 
 static inline void runner_register_(const char *name, void (*fn)(void),
                                     void (*kind_fn)(const tu_kind *), int line)
@@ -81,8 +93,35 @@ static inline void runner_register_(const char *name, void (*fn)(void),
     }                                                                          \
     static void test_case_##name(const tu_kind *k)
 
+/* TEST_SKIP's message; the case returns after it. */
+__attribute__((format(printf, 1, 2))) static inline void
+runner_skip_(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    printf("%s: %s: SKIPPED: ", tu_test_name_,
+           runner_current_ != NULL ? runner_current_->name : "?");
+    vprintf(fmt, ap);
+    if (check_context_ != NULL)
+        printf(" [%s]", check_context_);
+    printf("\n");
+    fflush(stdout);
+    va_end(ap);
+    runner_skips_++;
+}
+
+/* In a case: it cannot run here (no device, a sanitizer's limit). Prints
+ * the reason, makes the program exit 77 (unless a check failed) and
+ * returns from the case's function: call it there, not in a helper. */
+#define TEST_SKIP(...)                                                         \
+    do {                                                                       \
+        runner_skip_(__VA_ARGS__);                                             \
+        return;                                                                \
+    } while (0)
+
 static inline void runner_run_case_(const runner_case_ *c)
 {
+    runner_current_ = c;
     if (c->fn != NULL) {
         tu_phase(c->name);
         c->fn();
@@ -99,8 +138,9 @@ static inline void runner_run_case_(const runner_case_ *c)
 /*
  * The whole main of a test program: --list, or run the cases `argv` (and
  * VF_TEST_FILTER) name, or all of them; `test` names the program in its
- * messages, `watchdog_s` bounds the whole run (tu_init). A program with
- * setup of its own calls it from its own main.
+ * messages, `watchdog_s` bounds the whole run (tu_init; 0: no watchdog,
+ * a case starts its own). A program with setup of its own calls it from
+ * its own main.
  */
 static inline int runner_main(int argc, char **argv, const char *test,
                               double watchdog_s)
@@ -139,15 +179,24 @@ static inline int runner_main(int argc, char **argv, const char *test,
         }
     }
     tu_init(test, watchdog_s);
-    int ran = 0;
+    int ran = 0, skipped = 0;
     for (int i = 0; i < runner_ncases_; i++) {
         if (nfilters > 0 && !selected[i])
             continue;
+        int skips = runner_skips_;
         runner_run_case_(&runner_cases_[i]);
         ran++;
+        skipped += runner_skips_ != skips; /* on one kind or more */
     }
+    runner_current_ = NULL;
     if (nfilters > 0)
         printf("%s: ran %d of %d cases\n", test, ran, runner_ncases_);
+    if (skipped > 0 && atomic_load(&check_failures_) == 0) {
+        printf("%s: skipped: %d of the %d case(s) run could not run here "
+               "(the rest passed)\n",
+               test, skipped, ran);
+        return 77;
+    }
     return check_finish(test);
 }
 

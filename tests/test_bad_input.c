@@ -20,7 +20,7 @@
  * - vf_last_error_detail: "" on a thread where nothing failed, non-empty
  *   after a failure.
  */
-#include "util.h"
+#include "runner.h"
 
 static atomic_int ran, done_calls;
 
@@ -81,7 +81,7 @@ static void usable(vf_engine *e)
     CHECK_OK(vf_var_delete(e, v, NULL, NULL));
 }
 
-static void bad_args(const tu_kind *k)
+TEST_KIND_CASE(bad_args, k)
 {
     vf_engine *e = tu_engine(k);
     vf_engine *other = tu_engine(k);
@@ -246,7 +246,7 @@ static int counted(vf_run *run, void *arg)
     return 0;
 }
 
-static void shutdown_push(const tu_kind *k)
+TEST_KIND_CASE(shutdown_push, k)
 {
     if (!k->threaded)
         return; /* the long op would run inside its own push */
@@ -293,7 +293,7 @@ static int destroy_inside(vf_run *run, void *arg)
     return 0;
 }
 
-static void destroy_from_op(const tu_kind *k)
+TEST_KIND_CASE(destroy_from_op, k)
 {
     vf_engine *e = tu_engine(k);
     int rc = 99;
@@ -306,7 +306,7 @@ static void destroy_from_op(const tu_kind *k)
 
 /* ------------------------------------------------------------ strings */
 
-static void strings(void)
+TEST_CASE(strings)
 {
 #define CHECK_CODE(name, value, message)                                       \
     do {                                                                       \
@@ -341,28 +341,10 @@ static void *detail_thread(void *arg)
     return NULL;
 }
 
-static void details(void)
+TEST_CASE(details)
 {
     pthread_t t = tu_thread_start(detail_thread, NULL);
     tu_thread_join(t);
 }
 
-int main(void)
-{
-    tu_init("test_bad_input", 120);
-    tu_phase("strings");
-    strings();
-    details();
-    for (int i = 0; i < TU_NKINDS; i++) {
-        const tu_kind *k = &tu_kinds[i];
-        check_context_ = k->name;
-        tu_phase("bad_args");
-        bad_args(k);
-        tu_phase("shutdown_push");
-        shutdown_push(k);
-        tu_phase("destroy_from_op");
-        destroy_from_op(k);
-    }
-    check_context_ = NULL;
-    return check_finish("test_bad_input");
-}
+TEST_MAIN("test_bad_input", 120)

@@ -37,7 +37,7 @@
  *   (VF_EINVAL where a code is returned, NULL / 0 otherwise), out-of-range
  *   indexes of vf_profile_at and vf_profile_worker_pool, a bad sort key.
  */
-#include "util.h"
+#include "runner.h"
 
 #include <limits.h>
 
@@ -144,7 +144,7 @@ static void env_refused(const char *var, const char *value,
     unsetenv(var);
 }
 
-static void config(void)
+TEST_CASE(config)
 {
     clear_env();
     const vf_config pooled = {.type = VF_ENGINE_POOLED, .cpu_workers = 1};
@@ -246,8 +246,9 @@ static void free_cb(void *arg)
     atomic_fetch_add(&freed, 1);
 }
 
-static void pending_delete(const tu_kind *k)
+TEST_KIND_CASE(pending_delete, k)
 {
+    tu_phase_limit("pending_delete", 30);
     if (!k->threaded)
         return; /* the holding op would run inside its own push */
     vf_engine *e = tu_engine(k);
@@ -300,8 +301,9 @@ static void pending_delete(const tu_kind *k)
 
 /* ------------------------------------------------------------ lists */
 
-static void huge_lists(const tu_kind *k)
+TEST_KIND_CASE(huge_lists, k)
 {
+    tu_phase_limit("huge_lists", 30);
     vf_engine *e = tu_engine(k);
     vf_var x = tu_var(e);
     vf_var one[1] = {x}; /* far shorter than the counts claim */
@@ -342,8 +344,9 @@ static void huge_lists(const tu_kind *k)
 
 /* ------------------------------------------------------------ operators */
 
-static void operators(const tu_kind *k)
+TEST_KIND_CASE(operators, k)
 {
+    tu_phase_limit("operators", 30);
     vf_engine *e = tu_engine(k);
     vf_var x = tu_var(e);
     vf_operator *opr = NULL;
@@ -393,7 +396,7 @@ static void operators(const tu_kind *k)
 
 /* ------------------------------------------------------------ completion */
 
-static void completions(void)
+TEST_CASE(completions)
 {
     int dummy;
     vf_completion odd = {&dummy, 1};
@@ -437,8 +440,9 @@ static void *destroyer(void *arg)
     return NULL;
 }
 
-static void during_destroy(const tu_kind *k)
+TEST_KIND_CASE(during_destroy, k)
 {
+    tu_phase_limit("during_destroy", 30);
     if (!k->threaded)
         return;
     drain d;
@@ -498,7 +502,7 @@ static void during_destroy(const tu_kind *k)
 
 /* ------------------------------------------------------------ accessors */
 
-static void accessors(void)
+TEST_CASE(accessors)
 {
     vf_set_error_detail(0, "%s", "");
     CHECK_EQ(vf_engine_kind(NULL), VF_ENGINE_INVALID);
@@ -591,27 +595,4 @@ static void accessors(void)
     tu_finish_engine(e);
 }
 
-int main(void)
-{
-    tu_init("test_bad_input_sweep", 120);
-    tu_phase("config");
-    config();
-    tu_phase("completions");
-    completions();
-    tu_phase("accessors");
-    accessors();
-    for (int i = 0; i < TU_NKINDS; i++) {
-        const tu_kind *k = &tu_kinds[i];
-        check_context_ = k->name;
-        tu_phase_limit("pending_delete", 30);
-        pending_delete(k);
-        tu_phase_limit("huge_lists", 30);
-        huge_lists(k);
-        tu_phase_limit("operators", 30);
-        operators(k);
-        tu_phase_limit("during_destroy", 30);
-        during_destroy(k);
-    }
-    check_context_ = NULL;
-    return check_finish("test_bad_input_sweep");
-}
+TEST_MAIN("test_bad_input_sweep", 120)

@@ -37,7 +37,7 @@
  * (VF_TEST_SCALE=0.01 for a quick run). The RSS budget is checked only when
  * the unbounded estimate is at least 4x the budget (so always, at scale 1).
  */
-#include "util.h"
+#include "runner.h"
 
 #include <sys/resource.h>
 
@@ -120,6 +120,36 @@ static void count_done(void *arg, int status)
     (void)arg;
     (void)status;
     atomic_fetch_add(&done_calls, 1);
+}
+
+/* ------------------------------------------------------------ first case */
+
+static void ten_million(long *n_out, long *growth_kib_out);
+static double bytes_per_pending_op(void);
+
+/* The first case (cases run in the order of the file): ten_million runs
+ * before anything fills the free lists or the heap, or raises the peak RSS
+ * it measures. The memory check last: holding ops unbounded fills the free
+ * lists. */
+TEST_CASE(ten_million)
+{
+    printf("test_bounded: seed %llu, scale %.3g\n",
+           (unsigned long long)check_seed(), tu_scale());
+    long n = 0, growth_kib = 0;
+    ten_million(&n, &growth_kib);
+
+    tu_phase("bytes_per_pending_op");
+    double per_op = bytes_per_pending_op();
+    const double budget_kib = 32 * 1024;
+    double unbounded_kib = per_op * (double)n / 1024.0;
+    printf("memory: peak RSS grew %ld KiB with the bound; unbounded, %ld "
+           "pending ops would need about %.0f KiB; budget %.0f KiB\n",
+           growth_kib, n, unbounded_kib, budget_kib);
+    CHECK(per_op > 0);
+    if (unbounded_kib >= 4 * budget_kib && (double)growth_kib > budget_kib)
+        CHECK_REPORT_("peak RSS grew %ld KiB (budget %.0f KiB) pushing %ld "
+                      "ops with a bound",
+                      growth_kib, budget_kib, n);
 }
 
 /* ------------------------------------------------------------ gated */
@@ -274,6 +304,21 @@ static void gated_naive(void)
     tu_finish_engine(g.e);
     tu_gate_destroy(&g.gate);
     atomic_store(&done_calls, 0);
+}
+
+/* ------------------------------------------------------------ gated: all */
+
+TEST_CASE(gated)
+{
+    double t = tu_now();
+    for (int i = 1; i < TU_NKINDS; i++) {
+        check_context_ = tu_kinds[i].name;
+        gated_threaded(&tu_kinds[i]);
+    }
+    check_context_ = "naive";
+    gated_naive();
+    check_context_ = NULL;
+    printf("gated: %.2f s\n", tu_now() - t);
 }
 
 /* ------------------------------------------------------------ ten million */
@@ -444,9 +489,10 @@ static void *pusher(void *arg)
     return NULL;
 }
 
-static void several_pushers(void)
+TEST_CASE(several_pushers)
 {
     enum { MAX = 16, PUSHERS = 4 };
+    double t = tu_now();
     atomic_store(&peak_pending, 0);
     vf_engine *e = NULL;
     REQUIRE(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
@@ -484,6 +530,7 @@ static void several_pushers(void)
            PUSHERS, n, MAX, (unsigned long long)peak,
            peak > MAX ? " (over the bound: admission race)" : "");
     CHECK_OK(vf_engine_destroy(e));
+    printf("several_pushers: %.2f s\n", tu_now() - t);
 }
 
 /* ------------------------------------------------------------ nested */
@@ -580,8 +627,9 @@ static void nested_one(const char *name, vf_config cfg, bool on_x,
     check_context_ = NULL;
 }
 
-static void nested(void)
+TEST_CASE(nested)
 {
+    double t = tu_now();
     vf_config pooled1 = {.type = VF_ENGINE_POOLED, .cpu_workers = 1};
     vf_config naive = {.type = VF_ENGINE_NAIVE};
     vf_config perdev = {.type = VF_ENGINE_PERDEVICE,
@@ -595,53 +643,7 @@ static void nested(void)
                VF_PROP_CPU_PRIORITIZED);
     nested_one("nested perdevice prio->cpu on x", perdev, true,
                VF_PROP_CPU_PRIORITIZED);
-}
-
-/* ------------------------------------------------------------ main */
-
-int main(void)
-{
-    tu_init("test_bounded", 240);
-    printf("test_bounded: seed %llu, scale %.3g\n",
-           (unsigned long long)check_seed(), tu_scale());
-
-    /* First, before anything fills the free lists or the heap. */
-    tu_phase("ten_million");
-    long n = 0, growth_kib = 0;
-    ten_million(&n, &growth_kib);
-
-    double t = tu_now();
-    tu_phase("gated");
-    for (int i = 1; i < TU_NKINDS; i++) {
-        check_context_ = tu_kinds[i].name;
-        gated_threaded(&tu_kinds[i]);
-    }
-    check_context_ = "naive";
-    gated_naive();
-    check_context_ = NULL;
-    printf("gated: %.2f s\n", tu_now() - t);
-
-    t = tu_now();
-    tu_phase("several_pushers");
-    several_pushers();
-    printf("several_pushers: %.2f s\n", tu_now() - t);
-    t = tu_now();
-    tu_phase("nested");
-    nested();
     printf("nested: %.2f s\n", tu_now() - t);
-
-    /* The memory check last: holding ops unbounded fills the free lists. */
-    tu_phase("bytes_per_pending_op");
-    double per_op = bytes_per_pending_op();
-    const double budget_kib = 32 * 1024;
-    double unbounded_kib = per_op * (double)n / 1024.0;
-    printf("memory: peak RSS grew %ld KiB with the bound; unbounded, %ld "
-           "pending ops would need about %.0f KiB; budget %.0f KiB\n",
-           growth_kib, n, unbounded_kib, budget_kib);
-    CHECK(per_op > 0);
-    if (unbounded_kib >= 4 * budget_kib && (double)growth_kib > budget_kib)
-        CHECK_REPORT_("peak RSS grew %ld KiB (budget %.0f KiB) pushing %ld "
-                      "ops with a bound",
-                      growth_kib, budget_kib, n);
-    return check_finish("test_bounded");
 }
+
+TEST_MAIN("test_bounded", 240)

@@ -17,7 +17,7 @@
  *    the same time: it must finish (the watchdog aborts a hang), with every
  *    op run once.
  */
-#include "util.h"
+#include "runner.h"
 
 #define NTHREADS 4
 #define NV 16
@@ -178,8 +178,9 @@ static long unplaced(void)
     return n - tail;
 }
 
-static void random_overlap(const tu_kind *k, int round)
+TEST_KIND_CASE(random_overlap, k)
 {
+    int round = (int)(k - tu_kinds); /* its own workload per kind */
     memset(&W, 0, sizeof W);
     W.per = tu_scaled(4000, 400);
     long n = NTHREADS * W.per;
@@ -284,7 +285,7 @@ static void *cyc_pusher(void *arg)
     return NULL;
 }
 
-static void cycle(const tu_kind *k)
+TEST_KIND_CASE(cycle, k)
 {
     cyc c;
     memset(&c, 0, sizeof c);
@@ -305,17 +306,4 @@ static void cycle(const tu_kind *k)
     tu_rv_destroy(&c.start);
 }
 
-int main(void)
-{
-    tu_init("test_concurrent_push", 200);
-    for (int i = 0; i < TU_NKINDS; i++) {
-        const tu_kind *k = &tu_kinds[i];
-        check_context_ = k->name;
-        tu_phase("random_overlap");
-        random_overlap(k, i);
-        tu_phase("cycle");
-        cycle(k);
-    }
-    check_context_ = NULL;
-    return check_finish("test_concurrent_push");
-}
+TEST_MAIN("test_concurrent_push", 200)

@@ -11,7 +11,7 @@
  *
  * VF_TEST_SCALE shrinks the op count (default 1; 0.2 under TSan).
  */
-#include "util.h"
+#include "runner.h"
 
 #define NVARS 100
 #define REPEATS 5
@@ -58,9 +58,9 @@ static void init_data(double *d, tu_rng *r)
         d[i] = (double)(tu_next(r) % 1000000) / 1000.0;
 }
 
-int main(void)
+/* Every repeat on every engine kind, against the serial program. */
+TEST_CASE(mxnet_workload)
 {
-    tu_init("test_conformance", 240);
     const long nops = tu_scaled(10000, 500);
     work *wl = calloc((size_t)nops, sizeof *wl);
     op_arg *args = calloc((size_t)nops, sizeof *args);
@@ -139,5 +139,6 @@ int main(void)
     free(init);
     free(serial);
     free(data);
-    return check_finish("test_conformance");
 }
+
+TEST_MAIN("test_conformance", 240)

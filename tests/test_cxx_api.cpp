@@ -32,7 +32,7 @@
 namespace
 {
 
-void engines(const cxx_test::kind &k)
+TEST_KIND_CASE(engines, k)
 {
     varflow::engine eng(k.cfg);
     CHECK(eng);
@@ -53,7 +53,7 @@ void engines(const cxx_test::kind &k)
     CHECK(!adopted);
 }
 
-void lists_and_options(const cxx_test::kind &k)
+TEST_KIND_CASE(lists_and_options, k)
 {
     varflow::engine eng(k.cfg);
     varflow::var a = eng.new_var(), b = eng.new_var(), c = eng.new_var();
@@ -111,7 +111,7 @@ void lists_and_options(const cxx_test::kind &k)
     }
 }
 
-void nested(const cxx_test::kind &k)
+TEST_KIND_CASE(nested, k)
 {
     varflow::engine eng(k.cfg);
     varflow::var a = eng.new_var(), b = eng.new_var();
@@ -135,7 +135,7 @@ void nested(const cxx_test::kind &k)
     CHECK_EQ(s.failed + s.skipped, 0);
 }
 
-void stop_start(const cxx_test::kind &k)
+TEST_KIND_CASE(stop_start, k)
 {
     varflow::engine eng(k.cfg);
     varflow::var a = eng.new_var();
@@ -149,7 +149,7 @@ void stop_start(const cxx_test::kind &k)
 }
 
 // Bulk execution through the C++ layer: MXNet's bulk test.
-void bulk(const cxx_test::kind &k)
+TEST_KIND_CASE(bulk, k)
 {
     varflow::engine eng(k.cfg);
     varflow::var x = eng.new_var();
@@ -183,7 +183,7 @@ bool contains(const char *haystack, const char *needle)
                                "\" does not say \"" + words + "\"");        \
     })
 
-void moved_from_vars(const cxx_test::kind &k)
+TEST_KIND_CASE(moved_from_vars, k)
 {
     varflow::engine eng(k.cfg);
     varflow::var a = eng.new_var();
@@ -253,7 +253,7 @@ void moved_from_vars(const cxx_test::kind &k)
     CHECK_EQ(ran.load(), 2);
 }
 
-void moved_from_engine(const cxx_test::kind &k)
+TEST_KIND_CASE(moved_from_engine, k)
 {
     varflow::engine eng(k.cfg);
     varflow::engine other(std::move(eng));
@@ -310,7 +310,7 @@ void moved_from_engine(const cxx_test::kind &k)
     other.wait_all();
 }
 
-void timed_waits(const cxx_test::kind &k)
+TEST_KIND_CASE(timed_waits, k)
 {
     using namespace std::chrono_literals;
     varflow::engine eng(k.cfg);
@@ -336,21 +336,4 @@ void timed_waits(const cxx_test::kind &k)
 
 } // namespace
 
-int main()
-{
-    try {
-        cxx_test::for_each_kind([](const cxx_test::kind &k) {
-            engines(k);
-            lists_and_options(k);
-            nested(k);
-            stop_start(k);
-            bulk(k);
-            moved_from_vars(k);
-            moved_from_engine(k);
-            timed_waits(k);
-        });
-    } catch (const std::exception &e) {
-        cxx_test::fail(__FILE__, __LINE__, e.what());
-    }
-    return cxx_test::finish("test_cxx_api");
-}
+TEST_MAIN("test_cxx_api")

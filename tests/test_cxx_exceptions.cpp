@@ -74,7 +74,7 @@ void expect_failure(varflow::engine &eng, F &&thrower, int code,
     CHECK(eng.wait_all(std::nothrow).ok());
 }
 
-void sync_throws(const cxx_test::kind &k)
+TEST_KIND_CASE(sync_throws, k)
 {
     varflow::engine eng(k.cfg);
     expect_failure(
@@ -141,7 +141,7 @@ void push_async_expect(const cxx_test::kind &k, F &&fn, int code,
     eng.wait_all(std::nothrow);
 }
 
-void async_ops(const cxx_test::kind &k)
+TEST_KIND_CASE(async_ops, k)
 {
     // Thrown with the completion taken by value: destroyed by the unwind.
     push_async_expect(
@@ -221,7 +221,7 @@ void async_ops(const cxx_test::kind &k)
     CHECK_EQ(runs.load(), 3);
 }
 
-void api_errors(const cxx_test::kind &k)
+TEST_KIND_CASE(api_errors, k)
 {
     vf_config bad = k.cfg;
     bad.cpu_workers = -1;
@@ -274,7 +274,7 @@ template <class F> std::string what_of(varflow::engine &eng, F &&fn)
     return "(no exception)";
 }
 
-void what_texts(const cxx_test::kind &k)
+TEST_KIND_CASE(what_texts, k)
 {
     using varflow::op_failed;
     CHECK_STR(op_failed(make_error(VF_EOPFAILED, "add", "boom")).what(),
@@ -310,17 +310,4 @@ void what_texts(const cxx_test::kind &k)
 
 } // namespace
 
-int main()
-{
-    try {
-        cxx_test::for_each_kind([](const cxx_test::kind &k) {
-            sync_throws(k);
-            async_ops(k);
-            api_errors(k);
-            what_texts(k);
-        });
-    } catch (const std::exception &e) {
-        cxx_test::fail(__FILE__, __LINE__, e.what());
-    }
-    return cxx_test::finish("test_cxx_exceptions");
-}
+TEST_MAIN("test_cxx_exceptions")

@@ -109,7 +109,7 @@ struct counted {
     }
 };
 
-void ran_failed_skipped(const cxx_test::kind &k)
+TEST_KIND_CASE(ran_failed_skipped, k)
 {
     varflow::engine eng(k.cfg);
     varflow::var a = eng.new_var(), b = eng.new_var();
@@ -133,7 +133,7 @@ void ran_failed_skipped(const cxx_test::kind &k)
     CHECK(nonskipped.balanced());
 }
 
-void push_throws(const cxx_test::kind &k)
+TEST_KIND_CASE(push_throws, k)
 {
     varflow::engine eng(k.cfg);
     varflow::var a = eng.new_var();
@@ -152,7 +152,7 @@ void push_throws(const cxx_test::kind &k)
     CHECK(owned == nullptr); // moved into the op, freed with it
 }
 
-void shutdown_skips(const cxx_test::kind &k)
+TEST_KIND_CASE(shutdown_skips, k)
 {
     tally t;
     {
@@ -167,7 +167,7 @@ void shutdown_skips(const cxx_test::kind &k)
     CHECK(t.balanced());
 }
 
-void move_only(const cxx_test::kind &k)
+TEST_KIND_CASE(move_only, k)
 {
     varflow::engine eng(k.cfg);
     varflow::var a = eng.new_var(), b = eng.new_var();
@@ -197,7 +197,7 @@ void plain_function()
     plain_function_calls++;
 }
 
-void allocations(const cxx_test::kind &k)
+TEST_KIND_CASE(allocations, k)
 {
     if (!CXX_COUNT_NEW) {
         if (&k == &cxx_test::kinds[0])
@@ -261,7 +261,7 @@ void allocations(const cxx_test::kind &k)
     CHECK_EQ(plain_function_calls.load(), calls_before + 1);
 }
 
-void reusable(const cxx_test::kind &k)
+TEST_KIND_CASE(reusable, k)
 {
     varflow::engine eng(k.cfg);
     varflow::var a = eng.new_var();
@@ -294,7 +294,7 @@ void reusable(const cxx_test::kind &k)
     eng.wait(a);
 }
 
-void vars(const cxx_test::kind &k)
+TEST_KIND_CASE(vars, k)
 {
     varflow::engine eng(k.cfg);
     vf_var handle;
@@ -343,20 +343,4 @@ void vars(const cxx_test::kind &k)
 
 } // namespace
 
-int main()
-{
-    try {
-        cxx_test::for_each_kind([](const cxx_test::kind &k) {
-            ran_failed_skipped(k);
-            push_throws(k);
-            shutdown_skips(k);
-            move_only(k);
-            allocations(k);
-            reusable(k);
-            vars(k);
-        });
-    } catch (const std::exception &e) {
-        cxx_test::fail(__FILE__, __LINE__, e.what());
-    }
-    return cxx_test::finish("test_cxx_lifetime");
-}
+TEST_MAIN("test_cxx_lifetime")

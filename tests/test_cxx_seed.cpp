@@ -28,7 +28,7 @@ unsigned long stamp()
     return ++clock_;
 }
 
-void program1(const cxx_test::kind &k)
+TEST_KIND_CASE(program1, k)
 {
     varflow::engine eng(k.cfg);
     double a = 0, b = 0, c = 0, d = 0;
@@ -76,7 +76,7 @@ struct stamps {
     unsigned long start = 0, end = 0;
 };
 
-void program2(const cxx_test::kind &k)
+TEST_KIND_CASE(program2, k)
 {
     varflow::engine eng(k.cfg);
     double a = 0, b = 0, c = 0;
@@ -152,15 +152,4 @@ void program2(const cxx_test::kind &k)
 
 } // namespace
 
-int main()
-{
-    try {
-        cxx_test::for_each_kind([](const cxx_test::kind &k) {
-            program1(k);
-            program2(k);
-        });
-    } catch (const std::exception &e) {
-        cxx_test::fail(__FILE__, __LINE__, e.what());
-    }
-    return cxx_test::finish("test_cxx_seed");
-}
+TEST_MAIN("test_cxx_seed")

@@ -2,8 +2,9 @@
  * test_device_cuda: the CUDA stream device (src/device/cuda.c,
  * libvarflow-cuda), through its class in the table (device.h), without an
  * engine. Built only with libvarflow-cuda. It registers the class
- * (vf_cuda_register: 0, idempotent, the class then in the table) and exits
- * 77 (skipped), saying why, where count() is 0 (no GPU, no driver).
+ * (vf_cuda_register: 0, idempotent, the class then in the table: the case
+ * `registration`, which needs no GPU); every other case skips (exit 77),
+ * saying why, where count() is 0 (no GPU, no driver).
  *
  * It checks the essentials every device has (device_check.h): order within
  * a stream; asynchrony and host waits/queries from several threads; an
@@ -18,12 +19,159 @@
  * A's event and copies the memory back; B must see A's value, every round.
  * Device ids outside 0..count-1 are VF_ENODEV.
  */
-#include "util.h"
+#include "runner.h"
 
 #include <cuda_runtime_api.h>
 #include <varflow_cuda.h>
 
 #include "device_check.h"
+
+/* ------------------------------------------------------------ setup */
+
+/* The CUDA class, registered: the first call in the process checks that
+ * it is absent before vf_cuda_register, that the call returns 0 twice
+ * (idempotent) and that the table then holds it as "cuda". Nothing can run
+ * without it: a failure stops the test. */
+static const vf__device_class *cuda_class(void)
+{
+    static const vf__device_class *cls;
+    if (cls != NULL)
+        return cls;
+    if (vf__device_class_of(VF_DEVICE_CUDA) != NULL ||
+        vf_cuda_register() != 0 || vf_cuda_register() != 0) {
+        CHECK_REPORT_("registration: %s", vf_last_error_detail());
+        exit(1);
+    }
+    const vf__device_class *c = vf__device_class_of(VF_DEVICE_CUDA);
+    if (c == NULL || c->type != VF_DEVICE_CUDA ||
+        strcmp(c->name, "cuda") != 0) {
+        CHECK_REPORT_("no CUDA class after vf_cuda_register: %s",
+                      vf_last_error_detail());
+        exit(1);
+    }
+    return cls = c;
+}
+
+static char no_gpu[256]; /* why there is none, for TEST_SKIP */
+
+/* The context of the checks: device 0, and device 1 for a second stream
+ * where there are two. False where there is no CUDA device (no_gpu says
+ * why). */
+static bool gpu(dc_ctx *c)
+{
+    static int n = -1;
+    const vf__device_class *cls = cuda_class();
+    if (n < 0) {
+        n = cls->count();
+        if (n == 0)
+            snprintf(no_gpu, sizeof no_gpu, "%s", vf_last_error_detail());
+        else
+            printf("test_device_cuda: %d CUDA device(s)\n", n);
+    }
+    *c = (dc_ctx){.cls = cls,
+                  .id = 0,
+                  .id2 = n > 1 ? 1 : 0,
+                  .idle_complete_at_once = false};
+    return n > 0;
+}
+
+TEST_CASE(registration)
+{
+    (void)cuda_class();
+}
+
+/* Device ids outside 0..count-1 are VF_ENODEV, and no stream. */
+TEST_CASE(ids)
+{
+    dc_ctx c;
+    if (!gpu(&c))
+        TEST_SKIP("%s", no_gpu);
+    int n = c.cls->count();
+    vf__stream *s = (vf__stream *)&s;
+    CHECK_ERR(c.cls->stream_create(-1, NULL, &s), VF_ENODEV);
+    CHECK(s == NULL);
+    CHECK_ERR(c.cls->stream_create(n, NULL, &s), VF_ENODEV);
+}
+
+/* ------------------------------------------------------------ contract */
+
+/* What every device must do (device_check.h), one case per check: runs
+ * `check` on device 0 (and 1); false, having run nothing, without a GPU. */
+static bool on_gpu(void (*check)(const dc_ctx *))
+{
+    dc_ctx c;
+    if (!gpu(&c))
+        return false;
+    check(&c);
+    return true;
+}
+
+TEST_CASE(order)
+{
+    if (!on_gpu(dc_order))
+        TEST_SKIP("%s", no_gpu);
+}
+
+TEST_CASE(async)
+{
+    if (!on_gpu(dc_async))
+        TEST_SKIP("%s", no_gpu);
+}
+
+TEST_CASE(idle_record)
+{
+    if (!on_gpu(dc_idle_record))
+        TEST_SKIP("%s", no_gpu);
+}
+
+static void cross(const dc_ctx *c)
+{
+    dc_cross(c, 3, false);
+}
+
+TEST_CASE(cross)
+{
+    if (!on_gpu(cross))
+        TEST_SKIP("%s", no_gpu);
+}
+
+TEST_CASE(segment)
+{
+    if (!on_gpu(dc_segment))
+        TEST_SKIP("%s", no_gpu);
+}
+
+TEST_CASE(inherit)
+{
+    if (!on_gpu(dc_inherit))
+        TEST_SKIP("%s", no_gpu);
+}
+
+TEST_CASE(times)
+{
+    if (!on_gpu(dc_times))
+        TEST_SKIP("%s", no_gpu);
+}
+
+TEST_CASE(destroy_drains)
+{
+    if (!on_gpu(dc_destroy_drains))
+        TEST_SKIP("%s", no_gpu);
+}
+
+TEST_CASE(refs)
+{
+    if (!on_gpu(dc_refs))
+        TEST_SKIP("%s", no_gpu);
+}
+
+TEST_CASE(fault_injection)
+{
+    if (!on_gpu(dc_fault_injection))
+        TEST_SKIP("%s", no_gpu);
+}
+
+/* ------------------------------------------------------------ this device */
 
 /* Host work that holds a stream for a while (a plain spin: host functions
  * must not call CUDA). */
@@ -82,39 +230,10 @@ static void check_device_memory(const dc_ctx *c)
     c->cls->stream_destroy(b);
 }
 
-int main(void)
+TEST_CASE(device_memory)
 {
-    if (vf__device_class_of(VF_DEVICE_CUDA) != NULL ||
-        vf_cuda_register() != 0 || vf_cuda_register() != 0) {
-        printf("test_device_cuda: FAILED: registration: %s\n",
-               vf_last_error_detail());
-        return 1;
-    }
-    const vf__device_class *cls = vf__device_class_of(VF_DEVICE_CUDA);
-    if (cls == NULL || cls->type != VF_DEVICE_CUDA ||
-        strcmp(cls->name, "cuda") != 0) {
-        printf("test_device_cuda: FAILED: no CUDA class after "
-               "vf_cuda_register: %s\n",
-               vf_last_error_detail());
-        return 1;
-    }
-    int n = cls->count();
-    if (n == 0) {
-        printf("test_device_cuda: SKIPPED: %s\n", vf_last_error_detail());
-        return 77;
-    }
-    tu_init("test_device_cuda", 240);
-    printf("test_device_cuda: %d CUDA device(s)\n", n);
-    vf__stream *s = (vf__stream *)&s;
-    CHECK_ERR(cls->stream_create(-1, NULL, &s), VF_ENODEV);
-    CHECK(s == NULL);
-    CHECK_ERR(cls->stream_create(n, NULL, &s), VF_ENODEV);
-
-    dc_ctx c = {.cls = cls,
-                .id = 0,
-                .id2 = n > 1 ? 1 : 0,
-                .idle_complete_at_once = false};
-    dc_run_all(&c, 3, false);
-    check_device_memory(&c);
-    return check_finish("test_device_cuda");
+    if (!on_gpu(check_device_memory))
+        TEST_SKIP("%s", no_gpu);
 }
+
+TEST_MAIN("test_device_cuda", 240)

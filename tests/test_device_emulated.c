@@ -25,14 +25,14 @@
  * idempotence, and the registered class reached through the table, by
  * vf_device_count and by a push.
  */
-#include "util.h"
+#include "runner.h"
 
 #include "device_check.h"
 
 /* The table: CPU has no class, EMULATED is this one, CUDA is absent (this
  * test does not link libvarflow-cuda) with a detail naming what to link and
  * call; an unknown type has none. */
-static void check_table(void)
+TEST_CASE(table)
 {
     tu_phase("class table");
     CHECK(vf__device_class_of(VF_DEVICE_CPU) == NULL);
@@ -52,13 +52,22 @@ static void check_table(void)
     CHECK(vf_last_error_detail()[0] != '\0');
 }
 
+/* The class: the table must give one. */
+static const vf__device_class *emulated(void)
+{
+    const vf__device_class *cls = vf__device_class_of(VF_DEVICE_EMULATED);
+    REQUIRE(cls != NULL);
+    return cls;
+}
+
 /* Ids 0..7 exist, others are VF_ENODEV with a detail (and no stream);
  * NULL params mean no slowness; the handle is the stream itself. (The
  * class is an internal interface: the engine never passes it NULLs, and
  * its contracts are not re-checked at run time.) */
-static void check_ids(const vf__device_class *cls)
+TEST_CASE(ids)
 {
     tu_phase("ids");
+    const vf__device_class *cls = emulated();
     CHECK_EQ(cls->count(), 8);
     vf__stream *s = (vf__stream *)&s;
     CHECK_ERR(cls->stream_create(-1, NULL, &s), VF_ENODEV);
@@ -71,12 +80,94 @@ static void check_ids(const vf__device_class *cls)
     cls->stream_destroy(s);
 }
 
+/* ------------------------------------------------------------ contract */
+
+/* What every device must do (device_check.h), one case per check, each
+ * with no slowness and again with latency 20 us and 1 GB/s on every
+ * stream (and more epochs, with random latencies, of cross-stream waits). */
+static const dc_ctx plain = {
+    .id = 0, .id2 = 3, .idle_complete_at_once = true};
+static const vf__device_params slow = {.latency_ns = 20000,
+                                       .bytes_per_sec = 1000000000};
+
+static void both(void (*check)(const dc_ctx *))
+{
+    dc_ctx c = plain;
+    c.cls = emulated();
+    check_context_ = "no slowness";
+    check(&c);
+    c.params = slow;
+    check_context_ = "latency 20 us, 1 GB/s";
+    check(&c);
+    check_context_ = NULL;
+}
+
+TEST_CASE(order)
+{
+    both(dc_order);
+}
+
+TEST_CASE(async)
+{
+    both(dc_async);
+}
+
+TEST_CASE(idle_record)
+{
+    both(dc_idle_record);
+}
+
+TEST_CASE(cross)
+{
+    dc_ctx c = plain;
+    c.cls = emulated();
+    check_context_ = "no slowness";
+    dc_cross(&c, 3, false);
+    c.params = slow;
+    check_context_ = "latency 20 us, 1 GB/s";
+    dc_cross(&c, 5, true);
+    check_context_ = NULL;
+}
+
+TEST_CASE(segment)
+{
+    both(dc_segment);
+}
+
+TEST_CASE(inherit)
+{
+    both(dc_inherit);
+}
+
+TEST_CASE(times)
+{
+    both(dc_times);
+}
+
+TEST_CASE(destroy_drains)
+{
+    both(dc_destroy_drains);
+}
+
+TEST_CASE(refs)
+{
+    both(dc_refs);
+}
+
+TEST_CASE(fault_injection)
+{
+    both(dc_fault_injection);
+}
+
+/* ------------------------------------------------------------ this device */
+
 /* One submission costs at least latency + bytes / bandwidth: the events
  * around it are at least that far apart. Copies and plain work interleave
  * in order. */
-static void check_cost(const vf__device_class *cls)
+TEST_CASE(cost)
 {
     tu_phase_limit("latency and bandwidth", 60);
+    const vf__device_class *cls = emulated();
     const uint64_t lat = 2000000;  /* 2 ms */
     const uint64_t bw = 100000000; /* 100 MB/s */
     const size_t bytes = 300000;   /* 3 ms at bw */
@@ -135,9 +226,10 @@ static int fn_ring_add(void *arg)
     return 0;
 }
 
-static void check_ring(const vf__device_class *cls)
+TEST_CASE(ring)
 {
     tu_phase_limit("ring over 8 devices", 120);
+    const vf__device_class *cls = emulated();
     enum { ND = 8 };
     int rounds = (int)tu_scaled(50, 10);
     vf__stream *s[ND];
@@ -191,9 +283,9 @@ static const vf__device_class fake_cuda = {
 static const vf__device_class fake_cuda2 = {
     .type = VF_DEVICE_CUDA, .name = "fake-cuda-2", .count = fake_count};
 
-/* The registration door, as libvarflow-cuda uses it (it must come last: a
- * registered class stays for the life of the process). */
-static void check_register(void)
+/* The registration door, as libvarflow-cuda uses it (it must be the last
+ * case: a registered class stays for the life of the process). */
+TEST_CASE(registration)
 {
     tu_phase("registration");
     const vf__device_host *host = NULL;
@@ -243,28 +335,4 @@ static void check_register(void)
     CHECK_OK(vf_engine_destroy(e));
 }
 
-int main(void)
-{
-    tu_init("test_device_emulated", 240);
-    check_table();
-    const vf__device_class *cls = vf__device_class_of(VF_DEVICE_EMULATED);
-    REQUIRE(cls != NULL);
-    check_ids(cls);
-
-    dc_ctx plain = {
-        .cls = cls, .id = 0, .id2 = 3, .idle_complete_at_once = true};
-    check_context_ = "no slowness";
-    dc_run_all(&plain, 3, false);
-
-    dc_ctx slow = plain;
-    slow.params = (vf__device_params){.latency_ns = 20000,
-                                      .bytes_per_sec = 1000000000};
-    check_context_ = "latency 20 us, 1 GB/s";
-    dc_run_all(&slow, 5, true);
-    check_context_ = NULL;
-
-    check_cost(cls);
-    check_ring(cls);
-    check_register();
-    return check_finish("test_device_emulated");
-}
+TEST_MAIN("test_device_emulated", 240)

@@ -22,11 +22,12 @@
  *   with the right code (a device op outside a stream, an async device
  *   op, a device id that is not there, a CUDA op while no CUDA class is
  *   registered: VF_ENODEV, the detail naming vf_cuda_register).
- * With --cuda (built with libvarflow-cuda, VF_TEST_CUDA): registers the
- * CUDA class, then runs the random programs and failures on CUDA device 0
- * beside an emulated one; exits 77 (skipped) without a GPU.
+ * The last two cases, cuda_random_programs and cuda_failures (built with
+ * libvarflow-cuda, VF_TEST_CUDA), register the CUDA class, then run the
+ * random programs and failures on CUDA device 0 beside an emulated one;
+ * they skip (exit 77) without a GPU, or without libvarflow-cuda.
  */
-#include "util.h"
+#include "runner.h"
 
 #include <string.h>
 
@@ -53,7 +54,7 @@ static int probe_fn(vf_run *run, void *arg)
     return 0;
 }
 
-static void test_routing(void)
+TEST_CASE(routing)
 {
     static const struct {
         vf_device dev;
@@ -359,7 +360,7 @@ static void run_program(const run_cfg *rc, uint64_t seed, int n)
     free(serial_at);
 }
 
-static void test_random_serial(void)
+TEST_CASE(random_programs)
 {
     const run_cfg cfgs[] = {
         {"perdevice/events",
@@ -498,6 +499,20 @@ static void test_failures(const char *name, const vf_config *cfg)
     check_context_ = NULL;
 }
 
+TEST_CASE(failures)
+{
+    test_failures("perdevice",
+                  &(vf_config){.type = VF_ENGINE_PERDEVICE, .cpu_workers = 2,
+                               .emulated_latency_us = 200});
+    test_failures("pooled", &(vf_config){.type = VF_ENGINE_POOLED,
+                                         .cpu_workers = 1,
+                                         .emulated_latency_us = 50});
+    test_failures("device_sync",
+                  &(vf_config){.type = VF_ENGINE_PERDEVICE,
+                               .device_sync = true});
+    test_failures("naive", &(vf_config){.type = VF_ENGINE_NAIVE});
+}
+
 /* --- deletes and bad input ---------------------------------------------- */
 
 static atomic_int slow_done;
@@ -536,7 +551,7 @@ static void async_nop(vf_run *run, void *arg, vf_completion c)
     vf_complete(c, 0, NULL);
 }
 
-static void test_delete_and_bad_input(void)
+TEST_CASE(delete_and_bad_input)
 {
     vf_engine *e;
     CHECK_OK(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_PERDEVICE,
@@ -574,7 +589,8 @@ static void test_delete_and_bad_input(void)
     CHECK_ERR(vf_push(e, &(vf_op){.fn = tu_nop,
                                   .property = VF_PROP_COPY_TO_DEVICE}),
               VF_EINVAL);
-    /* Nothing registered the CUDA class (only --cuda does). */
+    /* Nothing registered the CUDA class (only the cuda_* cases do, and
+     * they come last). */
     CHECK_EQ(vf_device_count(VF_DEVICE_CUDA), 0);
     CHECK_ERR(vf_push(e, &(vf_op){.fn = tu_nop, .device = {VF_DEVICE_CUDA, 0}}),
               VF_ENODEV);
@@ -585,19 +601,29 @@ static void test_delete_and_bad_input(void)
     CHECK_OK(vf_engine_destroy(e));
 }
 
-/* --cuda: the random programs on CUDA device 0 and emulated device 0 (the
- * CUDA test; exits 77, CTest's skip code, without a GPU, or when this
- * program was built without libvarflow-cuda). */
-static int main_cuda(void)
+/* --- CUDA -------------------------------------------------------------- */
+
+/* The CUDA class registered (it stays for the life of the process: these
+ * cases come last), or false, with the reason in `why`: no GPU, no
+ * driver, or a build without libvarflow-cuda. */
+static bool cuda(char *why, size_t size)
 {
 #ifdef VF_TEST_CUDA
     CHECK_OK(vf_cuda_register());
 #endif
-    if (vf_device_count(VF_DEVICE_CUDA) == 0) {
-        printf("test_device_engine --cuda: skipped: %s\n",
-               vf_last_error_detail());
-        return 77;
-    }
+    if (vf_device_count(VF_DEVICE_CUDA) > 0)
+        return true;
+    snprintf(why, size, "%s", vf_last_error_detail());
+    return false;
+}
+
+/* The random programs on CUDA device 0 and emulated device 1. */
+TEST_CASE(cuda_random_programs)
+{
+    char why[256];
+    if (!cuda(why, sizeof why))
+        TEST_SKIP("%s", why);
+    const vf_device saved = devices[0];
     devices[0] = (vf_device){VF_DEVICE_CUDA, 0};
     const run_cfg cfgs[] = {
         {"cuda+emu/events",
@@ -615,32 +641,20 @@ static int main_cuda(void)
         for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++)
             run_program(&cfgs[c], tu_mix(check_seed(), (uint64_t)round * 31 + c),
                         400);
-    devices[1] = (vf_device){VF_DEVICE_CUDA, 0};
-    test_failures("cuda", &(vf_config){.type = VF_ENGINE_PERDEVICE});
-    return check_finish("test_device_engine --cuda");
+    devices[0] = saved;
 }
 
-int main(int argc, char **argv)
+/* The failures across streams, every device op on CUDA device 0. */
+TEST_CASE(cuda_failures)
 {
-    tu_init("test_device_engine", 240);
-    if (argc > 1 && strcmp(argv[1], "--cuda") == 0)
-        return main_cuda();
-    tu_phase("routing");
-    test_routing();
-    tu_phase("random programs");
-    test_random_serial();
-    tu_phase("failures");
-    test_failures("perdevice",
-                  &(vf_config){.type = VF_ENGINE_PERDEVICE, .cpu_workers = 2,
-                               .emulated_latency_us = 200});
-    test_failures("pooled", &(vf_config){.type = VF_ENGINE_POOLED,
-                                         .cpu_workers = 1,
-                                         .emulated_latency_us = 50});
-    test_failures("device_sync",
-                  &(vf_config){.type = VF_ENGINE_PERDEVICE,
-                               .device_sync = true});
-    test_failures("naive", &(vf_config){.type = VF_ENGINE_NAIVE});
-    tu_phase("delete and bad input");
-    test_delete_and_bad_input();
-    return check_finish("test_device_engine");
+    char why[256];
+    if (!cuda(why, sizeof why))
+        TEST_SKIP("%s", why);
+    const vf_device saved[2] = {devices[0], devices[1]};
+    devices[0] = devices[1] = (vf_device){VF_DEVICE_CUDA, 0};
+    test_failures("cuda", &(vf_config){.type = VF_ENGINE_PERDEVICE});
+    devices[0] = saved[0];
+    devices[1] = saved[1];
 }
+
+TEST_MAIN("test_device_engine", 240)

@@ -43,7 +43,7 @@
  *                         wait clearing failures when it runs, rather than
  *                         at its place in push order, no longer shows)
  */
-#include "util.h"
+#include "runner.h"
 
 #include "failure_run.h"
 
@@ -443,30 +443,22 @@ static void print_summary(double secs)
             printf("  on %-31s %ld\n", configs[c].name, tot.by_config[c]);
 }
 
-/* tu_init, except that a long run (VF_DIFF_PROGRAMS) gets a whole-test
- * limit in proportion, where tu_init's is capped below CTest's timeout;
+/* A long run (VF_DIFF_PROGRAMS) gets a whole-test limit in proportion,
+ * where tu_init's is capped below CTest's timeout (main then starts none);
  * each run keeps its own limit (tu_phase_limit) either way. */
 static void start_watchdog(long nprog)
 {
-    if (getenv("VF_DIFF_PROGRAMS") == NULL) {
-        tu_init("test_failure_diff", 250);
-        return;
-    }
-    tu_test_name_ = "test_failure_diff";
-    (void)check_seed();
-#if defined(TU_TSAN) || defined(TU_ASAN)
-    tu_watchdog_scale_ = 2;
-#endif
+    if (getenv("VF_DIFF_PROGRAMS") == NULL)
+        return; /* tu_init's */
     double *secs = malloc(sizeof *secs);
     REQUIRE(secs != NULL);
     *secs = (250.0 + 2.0 * (double)nprog) * tu_watchdog_scale_;
     pthread_detach(tu_thread_start(tu_watchdog_, secs));
 }
 
-int main(void)
+/* The programs on every configuration, against the oracle. */
+TEST_CASE(programs)
 {
-    if (getenv("VF_TEST_SEED") == NULL)
-        check_seed_ = 17;
     long nprog = programs_to_run();
     start_watchdog(nprog);
     const char *only = getenv("VF_DIFF_ONLY");
@@ -504,5 +496,12 @@ int main(void)
     free(want);
     free(got);
     free(scratch);
-    return check_finish("test_failure_diff");
+}
+
+int main(int argc, char **argv)
+{
+    if (getenv("VF_TEST_SEED") == NULL)
+        check_seed_ = 17;
+    return runner_main(argc, argv, "test_failure_diff",
+                       getenv("VF_DIFF_PROGRAMS") == NULL ? 250 : 0);
 }

@@ -15,11 +15,18 @@
  * - an op that returns VF_ESKIPPED itself is counted as failed;
  * - an unnamed failing op is reported as "op #N", N its place in push order.
  */
-#include "util.h"
+#include "runner.h"
 
 #include "rec.h"
 
 #define NOVARS ((vf_var_list){NULL, 0})
+
+/* How many times the first two cases run on each kind: 20, scaled by
+ * tu_scale() (at least 3). */
+static int rounds(void)
+{
+    return (int)tu_scaled(20, 3);
+}
 
 /* An async op that hands its completion to the test. */
 typedef struct held {
@@ -39,7 +46,7 @@ static void held_fn(vf_run *run, void *arg, vf_completion done)
  * wait); op1 writes x and fails; op2 reads x and y, writes z;
  * wait_var(x). op2 runs only after the wait returned, and must still be
  * skipped. */
-static void wait_var_place(const tu_kind *k)
+static void wait_var_place_once(const tu_kind *k)
 {
     vf_engine *e = tu_engine(k);
     vf_var x, y, z, u;
@@ -77,8 +84,14 @@ static void wait_var_place(const tu_kind *k)
     CHECK_OK(vf_engine_destroy(e));
 }
 
+TEST_KIND_CASE(wait_var_place, k)
+{
+    for (int r = 0; r < rounds(); r++)
+        wait_var_place_once(k);
+}
+
 /* wait_all: A (async, pushed first) fails after B (pushed second) did. */
-static void wait_all_push_order(const tu_kind *k)
+static void wait_all_push_order_once(const tu_kind *k)
 {
     vf_engine *e = tu_engine(k);
     vf_var a, b;
@@ -101,6 +114,12 @@ static void wait_all_push_order(const tu_kind *k)
     CHECK_OK(vf_engine_destroy(e));
 }
 
+TEST_KIND_CASE(wait_all_push_order, k)
+{
+    for (int r = 0; r < rounds(); r++)
+        wait_all_push_order_once(k);
+}
+
 typedef struct done_probe {
     vf_engine *e;
     vf_var own, other;
@@ -119,7 +138,7 @@ static void probing_done(void *arg, int status)
 }
 
 /* Waits from a done callback are refused at once; the engine goes on. */
-static void waits_from_done(const tu_kind *k)
+TEST_KIND_CASE(waits_from_done, k)
 {
     vf_engine *e = tu_engine(k);
     done_probe p = {.e = e};
@@ -154,7 +173,7 @@ static int nested_timed_fn(vf_run *run, void *arg)
 }
 
 /* An async op nobody completes: timed waits give up and name it. */
-static void timed_waits(const tu_kind *k)
+TEST_KIND_CASE(timed_waits, k)
 {
     vf_engine *e = tu_engine(k);
     vf_var x, y;
@@ -197,7 +216,7 @@ static int return_skipped(vf_run *run, void *arg)
 }
 
 /* An op returning VF_ESKIPPED ran and failed; unnamed ops get a name. */
-static void counting_and_names(const tu_kind *k)
+TEST_KIND_CASE(counting_and_names, k)
 {
     vf_engine *e = tu_engine(k);
     vf_var a, b;
@@ -223,20 +242,4 @@ static void counting_and_names(const tu_kind *k)
     CHECK_OK(vf_engine_destroy(e));
 }
 
-int main(void)
-{
-    tu_init("test_failure_order", 120);
-    int rounds = (int)tu_scaled(20, 3);
-    for (int i = 0; i < TU_NKINDS; i++) {
-        const tu_kind *k = &tu_kinds[i];
-        tu_phase(k->name);
-        for (int r = 0; r < rounds; r++) {
-            wait_var_place(k);
-            wait_all_push_order(k);
-        }
-        waits_from_done(k);
-        timed_waits(k);
-        counting_and_names(k);
-    }
-    return check_finish("test_failure_order");
-}
+TEST_MAIN("test_failure_order", 120)

@@ -30,7 +30,7 @@
  * engine keeps a reserve of records, and this test would catch a lost
  * failure again: tests/test_enomem.c is the focused check.)
  */
-#include "util.h"
+#include "runner.h"
 
 enum {
     NGEN = 10,  /* vars 0..9: general */
@@ -554,9 +554,9 @@ static bool run_one(const tu_kind *k, uint64_t n, totals *t)
     return fired;
 }
 
-int main(void)
+/* The workload with a fault at each allocation in turn, on every kind. */
+TEST_CASE(every_allocation)
 {
-    tu_init("test_fault_injection", 240);
     totals all = {0, 0, 0, 0};
     for (int i = 0; i < TU_NKINDS; i++) {
         const tu_kind *k = &tu_kinds[i];
@@ -581,5 +581,6 @@ int main(void)
            "VF_ENOMEM, %d absorbed (no call needed to fail: a failure "
            "record from the reserve, an async op's message dropped)\n",
            all.fired, all.runs, all.enomem, all.absorbed);
-    return check_finish("test_fault_injection");
 }
+
+TEST_MAIN("test_fault_injection", 240)

@@ -3,8 +3,9 @@
  * test, so `make test` covers it without clang or libFuzzer.
  *
  * It runs every input of the checked-in corpus (fuzz/corpus, found beside
- * this file's source), then random inputs made from the run's seed (400 of
- * up to 600 bytes; fewer under sanitizers: tu_scale()). Each input is a
+ * this file's source: the case corpus), then random inputs made from the
+ * run's seed (400 of up to 600 bytes; fewer under sanitizers: tu_scale();
+ * the case random_inputs). Each input is a
  * program checked against the serial oracle of issue 17's failure
  * semantics (tests/failure_oracle.h; see the comment at the top of
  * fuzz/fuzz_engine.c). Unlike the fuzzer, which aborts at the first input
@@ -12,7 +13,7 @@
  * first few (naming the input: a random one is replayed with VF_TEST_SEED
  * and VF_FUZZ_INPUT=<index>) and fails with the count.
  */
-#include "util.h"
+#include "runner.h"
 
 #include <dirent.h>
 
@@ -33,8 +34,15 @@ static void run_file(const char *path)
     LLVMFuzzerTestOneInput(buf, n);
 }
 
-static int corpus(void)
+/* Every input of the checked-in corpus (none with VF_FUZZ_INPUT, which
+ * names one random input). */
+TEST_CASE(corpus)
 {
+    if (getenv("VF_FUZZ_INPUT") != NULL) {
+        printf("test_fuzz_replay: VF_FUZZ_INPUT is set: no corpus input\n");
+        return;
+    }
+    long differing = fuzz_differing;
     /* __FILE__ is .../tests/test_fuzz_replay.c */
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", __FILE__);
@@ -46,7 +54,7 @@ static int corpus(void)
     DIR *d = opendir(dir);
     if (d == NULL) {
         CHECK_REPORT_("no corpus at %s", dir);
-        return 0;
+        return;
     }
     int count = 0;
     struct dirent *ent;
@@ -60,7 +68,10 @@ static int corpus(void)
         count++;
     }
     closedir(d);
-    return count;
+    printf("test_fuzz_replay: %d corpus inputs: %ld differ from the serial "
+           "oracle\n",
+           count, fuzz_differing - differing);
+    CHECK_EQ(fuzz_differing - differing, 0);
 }
 
 static void random_input(int i, uint8_t *buf, size_t *n)
@@ -71,15 +82,11 @@ static void random_input(int i, uint8_t *buf, size_t *n)
         buf[j] = (uint8_t)tu_next(&rng);
 }
 
-int main(void)
+/* Random inputs made from the run's seed. */
+TEST_CASE(random_inputs)
 {
-    tu_init("test_fuzz_replay", 200);
-    fuzz_keep_going = true;
-    fuzz_dump = getenv("VF_FUZZ_DUMP") != NULL; /* programs, as decoded */
-    if (getenv("VF_FUZZ_PRINT")) /* how many differing inputs to show */
-        fuzz_print = atol(getenv("VF_FUZZ_PRINT"));
+    long differing = fuzz_differing;
     const char *only = getenv("VF_FUZZ_INPUT");
-    int files = only ? 0 : corpus();
     int nrandom = (int)tu_scaled(400, 40);
 #if defined(TU_ASAN)
     nrandom = nrandom / 4 > 40 ? nrandom / 4 : 40;
@@ -101,9 +108,19 @@ int main(void)
         fuzz_context = ctx;
         LLVMFuzzerTestOneInput(buf, n);
     }
-    printf("test_fuzz_replay: %d corpus inputs and %d random inputs "
-           "(seed %llu): %ld differ from the serial oracle\n",
-           files, nrandom, (unsigned long long)check_seed(), fuzz_differing);
-    CHECK_EQ(fuzz_differing, 0);
-    return check_finish("test_fuzz_replay");
+    printf("test_fuzz_replay: %d random inputs (seed %llu): %ld differ from "
+           "the serial oracle\n",
+           nrandom, (unsigned long long)check_seed(),
+           fuzz_differing - differing);
+    CHECK_EQ(fuzz_differing - differing, 0);
+}
+
+/* The harness's settings, then the cases. */
+int main(int argc, char **argv)
+{
+    fuzz_keep_going = true;
+    fuzz_dump = getenv("VF_FUZZ_DUMP") != NULL; /* programs, as decoded */
+    if (getenv("VF_FUZZ_PRINT")) /* how many differing inputs to show */
+        fuzz_print = atol(getenv("VF_FUZZ_PRINT"));
+    return runner_main(argc, argv, "test_fuzz_replay", 200);
 }

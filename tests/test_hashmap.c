@@ -14,7 +14,7 @@
  * VF_ENOMEM with the map unchanged, and a put of a key that is there never
  * allocates; aligned pointers (bulk's keys) spread without long runs.
  */
-#include "util.h"
+#include "runner.h"
 
 #include "base/hashmap.h"
 
@@ -75,7 +75,7 @@ static void keys_with_home(uint64_t *out, int n, unsigned bits, size_t home)
 
 /* --------------------------------------------------------------- cases */
 
-static void check_empty(void)
+TEST_CASE(empty)
 {
     tu_phase("empty map");
     vf__hashmap m;
@@ -96,7 +96,7 @@ static void check_empty(void)
     CHECK(vf__hashmap_find(&m, 1) == NULL);
 }
 
-static void check_put_find(void)
+TEST_CASE(put_find)
 {
     tu_phase("put and find");
     vf__hashmap m;
@@ -134,7 +134,7 @@ static void check_put_find(void)
 /* Runs that wrap: keys whose home is the last slot of a 16-slot table
  * fill it and spill into slots 0, 1, ...; removing any of them shifts the
  * rest back across the end. */
-static void check_wrap(void)
+TEST_CASE(wrap)
 {
     tu_phase("backward shift across the table's end");
     uint64_t last[4], first[2];
@@ -165,7 +165,7 @@ static void check_wrap(void)
 }
 
 /* Random steps against a plain array of the same keys. */
-static void check_random(void)
+TEST_CASE(random)
 {
     tu_phase("random steps against a model");
     enum { UNIVERSE = 600, STEPS = 60000 };
@@ -217,7 +217,7 @@ static void check_random(void)
     vf__hashmap_destroy(&m);
 }
 
-static void check_visit(void)
+TEST_CASE(visit)
 {
     tu_phase("visits");
     vf__hashmap m;
@@ -244,7 +244,7 @@ static void check_visit(void)
     vf__hashmap_destroy(&m);
 }
 
-static void check_clear(void)
+TEST_CASE(clear)
 {
     tu_phase("clear");
     vf__hashmap m;
@@ -287,7 +287,7 @@ static void check_clear(void)
     vf__hashmap_destroy(&m);
 }
 
-static void check_enomem(void)
+TEST_CASE(enomem)
 {
     tu_phase("out of memory");
     vf__hashmap m;
@@ -328,7 +328,7 @@ static void check_enomem(void)
 
 /* Bulk's keys are vars, 64-byte aligned, often made one after another:
  * they must not pile up in long runs. */
-static void check_spread(void)
+TEST_CASE(spread)
 {
     tu_phase("aligned keys spread");
     vf__hashmap m;
@@ -347,16 +347,4 @@ static void check_spread(void)
     vf__hashmap_destroy(&m);
 }
 
-int main(void)
-{
-    tu_init("test_hashmap", 120);
-    check_empty();
-    check_put_find();
-    check_wrap();
-    check_random();
-    check_visit();
-    check_clear();
-    check_enomem();
-    check_spread();
-    return check_finish("test_hashmap");
-}
+TEST_MAIN("test_hashmap", 120)

@@ -17,12 +17,27 @@
  *   another thread's: the fork pushes and drains them first, so parent and
  *   child both see their ops done exactly once, and both bulk on after.
  */
+#include "runner.h"
+
 #include "chain.h"
 
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* Every case skips under TSan. glibc hands the stacks of the parent's
+ * other threads (the test's watchdog and pusher) to new threads in the
+ * child, and GCC 12's TSan runtime still counts those threads alive there:
+ * it aborts with "dup thread with used id" as soon as the child starts a
+ * worker. A limit of the sanitizer, not of varflow: the plain and ASan
+ * builds run it. */
+#if defined(TU_TSAN)
+#define SKIP_UNDER_TSAN()                                                      \
+    TEST_SKIP("under TSan (its runtime cannot follow threads started in a "   \
+              "forked child)")
+#else
+#define SKIP_UNDER_TSAN() ((void)0)
+#endif
 
 #define NENGINES 3
 #define OPS 4000
@@ -119,8 +134,9 @@ static int child_checks(void)
     return bad;
 }
 
-static void test_fork_while_busy(void)
+TEST_CASE(fork_while_busy)
 {
+    SKIP_UNDER_TSAN();
     const vf_config cfgs[NENGINES] = {
         {.type = VF_ENGINE_POOLED, .cpu_workers = 2},
         {.type = VF_ENGINE_PERDEVICE, .cpu_workers = 2,
@@ -220,8 +236,9 @@ static void forking_done(void *arg, int status)
     atomic_store(&done_fork_status, st);
 }
 
-static void test_fork_inside_op(void)
+TEST_CASE(fork_inside_op)
 {
+    SKIP_UNDER_TSAN();
     vf_engine *e;
     CHECK_OK(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
                                                .cpu_workers = 2}));
@@ -281,8 +298,9 @@ static void *open_batch(void *arg)
     return NULL;
 }
 
-static void test_fork_open_batches(void)
+TEST_CASE(fork_open_batches)
 {
+    SKIP_UNDER_TSAN();
     vf_engine *e = tu_engine(&(tu_kind){
         .name = "pooled", .cfg = {.type = VF_ENGINE_POOLED, .cpu_workers = 2}});
     batch_thread side = {.e = e, .v = tu_var(e)};
@@ -319,24 +337,4 @@ static void test_fork_open_batches(void)
     CHECK_OK(vf_engine_destroy(e));
 }
 
-int main(void)
-{
-#if defined(TU_TSAN)
-    /* glibc hands the stacks of the parent's other threads (the test's
-     * watchdog and pusher) to new threads in the child, and GCC 12's TSan
-     * runtime still counts those threads alive there: it aborts with "dup
-     * thread with used id" as soon as the child starts a worker. A limit of
-     * the sanitizer, not of varflow: the plain and ASan builds run it. */
-    printf("test_lifecycle_fork: skipped under TSan (its runtime cannot "
-           "follow threads started in a forked child)\n");
-    return 77;
-#endif
-    tu_init("test_lifecycle_fork", 200);
-    tu_phase("fork while busy");
-    test_fork_while_busy();
-    tu_phase("fork inside an op");
-    test_fork_inside_op();
-    tu_phase("fork with open bulk batches");
-    test_fork_open_batches();
-    return check_finish("test_lifecycle_fork");
-}
+TEST_MAIN("test_lifecycle_fork", 200)

@@ -23,6 +23,8 @@
  *   dependencies are released (everything drains), pushes from outside are
  *   refused with VF_ESHUTDOWN, and the stats count the skips.
  */
+#include "runner.h"
+
 #include "chain.h"
 
 #include <string.h>
@@ -54,7 +56,7 @@ static void *start_thread(void *arg)
 
 /* A wait racing a start that pushes held ops: it returns VF_ESTOPPED
  * before the start, and once it returns 0 every held op ran. */
-static void test_wait_during_start(const tu_kind *k)
+TEST_KIND_CASE(wait_during_start, k)
 {
     enum { N = 2000 };
     vf_engine *e = tu_engine(k);
@@ -87,7 +89,7 @@ static int call_stop(vf_run *run, void *arg)
                : 1;
 }
 
-static void test_basic(const tu_kind *k)
+TEST_KIND_CASE(basic, k)
 {
     check_context_ = k->name;
     vf_engine *e = tu_engine(k);
@@ -243,6 +245,18 @@ static void test_concurrent(const tu_kind *k, bool device)
     check_context_ = NULL;
 }
 
+TEST_KIND_CASE(concurrent_pushers, k)
+{
+    test_concurrent(k, false);
+}
+
+/* The same with an emulated device: per-device and pooled, 2 workers. */
+TEST_CASE(concurrent_pushers_device)
+{
+    test_concurrent(&tu_kinds[4], true);
+    test_concurrent(&tu_kinds[2], true);
+}
+
 /* --- the shutdown notice ------------------------------------------------- */
 
 typedef struct counted {
@@ -273,7 +287,7 @@ static void free_cb(void *arg)
     atomic_fetch_add(&freed, 1);
 }
 
-static void test_shutdown(const tu_kind *k)
+TEST_KIND_CASE(shutdown, k)
 {
     enum { N = 200 };
     check_context_ = k->name;
@@ -313,21 +327,4 @@ static void test_shutdown(const tu_kind *k)
     check_context_ = NULL;
 }
 
-int main(void)
-{
-    tu_init("test_lifecycle_stop", 200);
-    for (int i = 0; i < TU_NKINDS; i++) {
-        tu_phase("basic");
-        test_basic(&tu_kinds[i]);
-        tu_phase("concurrent pushers");
-        test_concurrent(&tu_kinds[i], false);
-        tu_phase("shutdown");
-        test_shutdown(&tu_kinds[i]);
-        tu_phase("a wait racing a start");
-        test_wait_during_start(&tu_kinds[i]);
-    }
-    tu_phase("with an emulated device");
-    test_concurrent(&tu_kinds[4], true);
-    test_concurrent(&tu_kinds[2], true);
-    return check_finish("test_lifecycle_stop");
-}
+TEST_MAIN("test_lifecycle_stop", 200)

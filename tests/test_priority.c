@@ -15,7 +15,7 @@
  * a CPU-prioritized op completes while every normal worker is blocked. The
  * pooled and naive engines accept the property and run the op.
  */
-#include "util.h"
+#include "runner.h"
 
 #define MAXLOG 64
 
@@ -84,8 +84,18 @@ static void print_order(const prio *p, int n)
     fprintf(stderr, "\n");
 }
 
-static void priority_order(const tu_kind *k)
+/* The ordering cases run on the 1-worker pools only (pooled/1 and
+ * perdevice/1; see the top of the file), and return at once on the other
+ * kinds. */
+static bool one_worker(const tu_kind *k)
 {
+    return k->threaded && k->workers == 1;
+}
+
+TEST_KIND_CASE(priority_order, k)
+{
+    if (!one_worker(k))
+        return;
     vf_engine *e = tu_engine(k);
     prio p;
     prio_init(&p);
@@ -126,8 +136,10 @@ static void priority_order(const tu_kind *k)
     prio_destroy(&p);
 }
 
-static void delete_jumps(const tu_kind *k)
+TEST_KIND_CASE(delete_jumps, k)
 {
+    if (!one_worker(k))
+        return;
     vf_engine *e = tu_engine(k);
     prio p;
     prio_init(&p);
@@ -161,8 +173,10 @@ static int blocker_w(vf_run *run, void *arg)
     return blocker(run, arg);
 }
 
-static void ready_by_finish(const tu_kind *k)
+TEST_KIND_CASE(ready_by_finish, k)
 {
+    if (!one_worker(k))
+        return;
     vf_engine *e = tu_engine(k);
     prio p;
     prio_init(&p);
@@ -243,7 +257,7 @@ static int prio_op(vf_run *run, void *arg)
     return 0;
 }
 
-static void cpu_prioritized(const tu_kind *k)
+static void check_cpu_prioritized(const tu_kind *k)
 {
     vf_engine *e = tu_engine(k);
     pool p;
@@ -284,31 +298,21 @@ static void cpu_prioritized(const tu_kind *k)
     tu_gate_destroy(&p.release);
 }
 
-int main(void)
+TEST_KIND_CASE(cpu_prioritized, k)
 {
-    tu_init("test_priority", 120);
-    for (int i = 0; i < TU_NKINDS; i++) {
-        const tu_kind *k = &tu_kinds[i];
-        check_context_ = k->name;
-        if (k->threaded && k->workers == 1) {
-            tu_phase("priority_order");
-            priority_order(k);
-            tu_phase("delete_jumps");
-            delete_jumps(k);
-            tu_phase("ready_by_finish");
-            ready_by_finish(k);
-        }
-        tu_phase("cpu_prioritized");
-        cpu_prioritized(k);
-    }
-    /* A perdevice engine with more priority workers than normal ones. */
+    check_cpu_prioritized(k);
+}
+
+/* A perdevice engine with more priority workers than normal ones. */
+TEST_CASE(cpu_prioritized_1_plus_3)
+{
     tu_kind big = {"perdevice/1+3",
                    {.type = VF_ENGINE_PERDEVICE, .cpu_workers = 1,
                     .cpu_priority_workers = 3},
                    true, 1};
     check_context_ = big.name;
-    tu_phase("cpu_prioritized 1+3");
-    cpu_prioritized(&big);
+    check_cpu_prioritized(&big);
     check_context_ = NULL;
-    return check_finish("test_priority");
 }
+
+TEST_MAIN("test_priority", 120)

@@ -39,7 +39,7 @@
  * outputs and of a load failing in turn gives VF_ENOMEM, never a crash or
  * leak.
  */
-#include "util.h"
+#include "runner.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -467,7 +467,7 @@ static void check_summary(const vf_profile *p)
     free(text);
 }
 
-static void known_program(const tu_kind *k)
+TEST_KIND_CASE(known_program, k)
 {
     check_context_ = k->name;
     tu_phase_limit(k->name, 60);
@@ -587,7 +587,7 @@ static void check_device_chrome(const vf_profile *p, const char *path)
 }
 
 /* Copies in, compute and copies out on the emulated device, a batch each. */
-static void device_program(void)
+TEST_CASE(device_program)
 {
     tu_phase_limit("device program", 30);
     vf_engine *e = NULL;
@@ -677,7 +677,7 @@ static size_t recorded(vf_engine *e, const char *name)
 }
 
 /* Off by default (nothing recorded, every op runs); stop; pause/resume. */
-static void switches(void)
+TEST_CASE(switches)
 {
     tu_phase_limit("switches", 30);
     vf_engine *e = tu_engine(&tu_kinds[2]);
@@ -708,7 +708,7 @@ static void switches(void)
 }
 
 /* max_records bounds memory; the rest is counted as dropped. */
-static void dropped(void)
+TEST_CASE(dropped)
 {
     tu_phase_limit("dropped", 30);
     vf_engine *e = NULL;
@@ -736,7 +736,7 @@ static void dropped(void)
 
 /* config.profile_path and VF_PROFILE: the profile is written at destroy,
  * in the format its extension names. */
-static void at_destroy(void)
+TEST_CASE(at_destroy)
 {
     tu_phase_limit("at destroy", 30);
     const char *json = path_in_dir("at_destroy.json");
@@ -769,7 +769,7 @@ static void at_destroy(void)
 }
 
 /* Ops 1, 3 and 4 unnamed, 2 named "named"; all write one var. */
-static void unnamed_ops(void)
+TEST_CASE(unnamed_ops)
 {
     tu_phase_limit("unnamed ops", 30);
     vf_engine *e = tu_engine(&tu_kinds[1]);
@@ -880,7 +880,7 @@ static void refuse_path(const vf_config *cfg, const char *needle)
 
 /* Paths the profile could not be written to at destroy are refused at
  * create, from the struct and from VF_PROFILE. */
-static void bad_paths(void)
+TEST_CASE(bad_paths)
 {
     tu_phase_limit("bad profile paths", 30);
     vf_config cfg = {.type = VF_ENGINE_NAIVE, .profile_path = ""};
@@ -933,7 +933,7 @@ static void bad_paths(void)
 
 /* Many distinct names: each op keeps its own (snapshots find them by hash,
  * not by scanning every name), and the summary has a row per name. */
-static void many_names(void)
+TEST_CASE(many_names)
 {
     tu_phase_limit("many names", 30);
     enum { N = 20000 };
@@ -1024,7 +1024,7 @@ static void large_numbers(const char *path)
     }
 }
 
-static void errors(void)
+TEST_CASE(errors)
 {
     tu_phase_limit("errors", 30);
     vf_engine *e = tu_engine(&tu_kinds[0]);
@@ -1123,22 +1123,14 @@ static void errors(void)
     tu_finish_engine(e);
 }
 
-int main(void)
+/* The cases write their files into one temporary directory, removed
+ * after a run where no check failed. */
+int main(int argc, char **argv)
 {
-    tu_init("test_profile", 120);
     snprintf(dir, sizeof dir, "%s/vf-profile-XXXXXX",
              getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     REQUIRE(mkdtemp(dir) != NULL);
-    for (int k = 0; k < TU_NKINDS; k++)
-        known_program(&tu_kinds[k]);
-    switches();
-    device_program();
-    dropped();
-    at_destroy();
-    unnamed_ops();
-    bad_paths();
-    many_names();
-    errors();
+    int rc = runner_main(argc, argv, "test_profile", 120);
     if (atomic_load(&check_failures_) == 0) {
         char cmd[128];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
@@ -1147,5 +1139,5 @@ int main(void)
     } else {
         fprintf(stderr, "test_profile: files kept in %s\n", dir);
     }
-    return check_finish("test_profile");
+    return rc;
 }

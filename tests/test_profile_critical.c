@@ -18,7 +18,7 @@
  * - Graphviz: a node per op, an edge per distinct dependency, the path's
  *   edges in red; past 1000 ops only the first 1000 and a note.
  */
-#include "util.h"
+#include "runner.h"
 
 #include <unistd.h>
 
@@ -94,7 +94,7 @@ static void expect_path(const vf_profile *p, const uint64_t *ids, size_t n,
     check_context_ = NULL;
 }
 
-static void synthetic(void)
+TEST_CASE(synthetic)
 {
     tu_phase_limit("synthetic", 20);
     /* 1 -> {2, 3}; {2, 3} -> 4; 3 -> 5; {4, 5} -> 6; 7 alone, the longest
@@ -219,7 +219,7 @@ static bool has_edge(const vf_profile *p, uint64_t from, uint64_t to)
     return false;
 }
 
-static void random_runs(void)
+TEST_CASE(random_runs)
 {
     tu_rng rng = {check_seed()};
     int rounds = (int)tu_scaled(15, 4);
@@ -311,7 +311,7 @@ static char *read_all(const char *path)
     return buf;
 }
 
-static void graphviz(void)
+TEST_CASE(graphviz)
 {
     tu_phase_limit("graphviz", 30);
     const synth a[] = {
@@ -357,18 +357,17 @@ static void graphviz(void)
     tu_finish_engine(e);
 }
 
-int main(void)
+/* The cases write their files into one temporary directory, removed
+ * after a run where no check failed. */
+int main(int argc, char **argv)
 {
-    tu_init("test_profile_critical", 120);
     snprintf(dir, sizeof dir, "%s/vf-critical-XXXXXX",
              getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     REQUIRE(mkdtemp(dir) != NULL);
-    synthetic();
-    random_runs();
-    graphviz();
+    int rc = runner_main(argc, argv, "test_profile_critical", 120);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (atomic_load(&check_failures_) == 0 && system(cmd) != 0)
         fprintf(stderr, "could not remove %s\n", dir);
-    return check_finish("test_profile_critical");
+    return rc;
 }

@@ -23,10 +23,11 @@
  * .vf-stream lane per device worker that ran device work (K of them), and
  * no #vf-error; --screenshot writes
  * profile-report.png in the working directory (printed) for a person to
- * look at. Without Chromium the test is skipped (exit 77) with a message
- * saying how to install it (apt-get install chromium; .ci/run does).
+ * look at. Without Chromium that case (browser) is skipped (exit 77) with
+ * a message saying how to install it (apt-get install chromium; .ci/run
+ * does); the case report_file checks the file without a browser.
  */
-#include "util.h"
+#include "runner.h"
 
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -319,39 +320,59 @@ static void check_browser(const char *chromium, const char *path,
            shot + strlen("--screenshot="));
 }
 
-int main(void)
+/* The known run, written as an HTML report into `path`. */
+static vf_profile *written_report(char *path, size_t size)
 {
-    tu_init("test_profile_html", 240);
+    vf_profile *p = known_run();
+    snprintf(path, size, "%s/report.html", dir);
+    CHECK_OK(vf_profile_write(p, path, VF_PROFILE_AUTO));
+    return p;
+}
+
+/* Ops this thread dispatched itself (worker -1: the "inline" row). */
+static int inline_ops(const vf_profile *p)
+{
+    int n = 0;
+    for (size_t i = 0; i < vf_profile_count(p); i++)
+        n += vf_profile_at(p, i)->worker < 0;
+    return n;
+}
+
+TEST_CASE(report_file)
+{
+    char path[128];
+    vf_profile *p = written_report(path, sizeof path);
+    CHECK(inline_ops(p) >= 1); /* the async op, dispatched by this thread */
+    check_file(path, p);
+    vf_profile_free(p);
+}
+
+TEST_CASE(browser)
+{
+    const char *chromium = find_chromium();
+    if (chromium == NULL)
+        TEST_SKIP("no Chromium (apt-get install chromium, or set "
+                  "VF_CHROMIUM)");
+    char path[128];
+    vf_profile *p = written_report(path, sizeof path);
+    int nworkers = vf_profile_num_workers(p); /* device pools' included */
+    check_browser(chromium, path, nworkers + (inline_ops(p) > 0), p);
+    vf_profile_free(p);
+}
+
+/* The cases write their files into one temporary directory, removed
+ * after a run where no check failed. */
+int main(int argc, char **argv)
+{
     snprintf(dir, sizeof dir, "%s/vf-html-XXXXXX",
              getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     REQUIRE(mkdtemp(dir) != NULL);
-    vf_profile *p = known_run();
-    int nworkers = vf_profile_num_workers(p); /* device pools' included */
-    int inline_ops = 0;
-    for (size_t i = 0; i < vf_profile_count(p); i++)
-        inline_ops += vf_profile_at(p, i)->worker < 0;
-    CHECK(inline_ops >= 1); /* the async op, dispatched by this thread */
-    char path[128];
-    snprintf(path, sizeof path, "%s/report.html", dir);
-    CHECK_OK(vf_profile_write(p, path, VF_PROFILE_AUTO));
-    check_file(path, p);
-
-    int status = 0;
-    const char *chromium = find_chromium();
-    if (chromium == NULL) {
-        printf("test_profile_html: SKIPPED the browser check: no Chromium "
-               "(apt-get install chromium, or set VF_CHROMIUM)\n");
-        status = 77;
-    } else {
-        check_browser(chromium, path, nworkers + (inline_ops > 0), p);
-    }
-    vf_profile_free(p);
+    int rc = runner_main(argc, argv, "test_profile_html", 240);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (atomic_load(&check_failures_) == 0 && system(cmd) != 0)
         fprintf(stderr, "could not remove %s\n", dir);
     else if (atomic_load(&check_failures_) != 0)
         fprintf(stderr, "test_profile_html: files kept in %s\n", dir);
-    int rc = check_finish("test_profile_html");
-    return rc != 0 ? rc : status;
+    return rc;
 }

@@ -22,7 +22,7 @@
  * break them. A last round turns help_on_wait on: the main thread runs
  * queued ops at its waits too.
  */
-#include "util.h"
+#include "runner.h"
 
 #define NV 24
 #define MAXR 5
@@ -279,19 +279,29 @@ static void run_program(const tu_kind *k, int round, int bulk, bool help)
     P = NULL;
 }
 
-int main(void)
+/* Rounds 0-3: the programs as they come. */
+TEST_KIND_CASE(programs, k)
 {
-    tu_init("test_random_serial", 200);
-    for (int i = 0; i < TU_NKINDS; i++) {
-        const tu_kind *k = &tu_kinds[i];
-        check_context_ = k->name;
-        tu_phase(k->name);
-        for (int round = 0; round < 4; round++)
-            run_program(k, round, 0, false);
-        run_program(k, 4, 8, false);
-        run_program(k, 5, -5, false);
-        run_program(k, 6, 0, true);
-    }
-    check_context_ = NULL;
-    return check_finish("test_random_serial");
+    for (int round = 0; round < 4; round++)
+        run_program(k, round, 0, false);
 }
+
+/* Round 4: bulking set by the main thread alone (vf_set_bulk_size 8). */
+TEST_KIND_CASE(bulk_main_thread, k)
+{
+    run_program(k, 4, 8, false);
+}
+
+/* Round 5: bulking for every pushing thread (config.bulk_size 5). */
+TEST_KIND_CASE(bulk_every_thread, k)
+{
+    run_program(k, 5, -5, false);
+}
+
+/* Round 6: help_on_wait. */
+TEST_KIND_CASE(help_on_wait, k)
+{
+    run_program(k, 6, 0, true);
+}
+
+TEST_MAIN("test_random_serial", 200)

@@ -13,7 +13,7 @@
  * - every vf_run getter is NULL-safe;
  * - vf_engine_kind and vf_engine_num_workers match the configuration.
  */
-#include "util.h"
+#include "runner.h"
 
 typedef struct seen {
     vf_engine *engine;
@@ -46,7 +46,18 @@ static void async_fn(vf_run *run, void *arg, vf_completion done)
     CHECK_OK(vf_complete(done, 0, NULL));
 }
 
-static void run_kind(const tu_kind *k)
+/* Every vf_run getter is NULL-safe. */
+TEST_CASE(null_run)
+{
+    CHECK(vf_run_engine(NULL) == NULL);
+    CHECK_EQ(vf_run_worker(NULL), -1);
+    CHECK(vf_run_stream(NULL) == NULL);
+    CHECK(vf_run_name(NULL) != NULL);
+    CHECK_EQ(vf_run_device(NULL).type, VF_DEVICE_CPU);
+    vf_run_set_error(NULL, "ignored");
+}
+
+TEST_KIND_CASE(what_ops_see, k)
 {
     vf_engine *e = tu_engine(k);
     CHECK_EQ(vf_engine_kind(e), k->cfg.type);
@@ -137,7 +148,7 @@ static int opener_op(vf_run *run, void *arg)
     return 0;
 }
 
-static void test_help_on_wait(void)
+TEST_CASE(help_on_wait)
 {
     tu_phase("help_on_wait");
     vf_engine *e = tu_engine(&(tu_kind){
@@ -168,21 +179,4 @@ static void test_help_on_wait(void)
     tu_gate_destroy(&h.gate);
 }
 
-int main(void)
-{
-    tu_init("test_run", 60);
-    CHECK(vf_run_engine(NULL) == NULL);
-    CHECK_EQ(vf_run_worker(NULL), -1);
-    CHECK(vf_run_stream(NULL) == NULL);
-    CHECK(vf_run_name(NULL) != NULL);
-    CHECK_EQ(vf_run_device(NULL).type, VF_DEVICE_CPU);
-    vf_run_set_error(NULL, "ignored");
-    for (int i = 0; i < TU_NKINDS; i++) {
-        check_context_ = tu_kinds[i].name;
-        tu_phase(tu_kinds[i].name);
-        run_kind(&tu_kinds[i]);
-    }
-    check_context_ = NULL;
-    test_help_on_wait();
-    return check_finish("test_run");
-}
+TEST_MAIN("test_run", 60)

@@ -46,7 +46,7 @@
  * TSan (make tsan) reports no race: the engine's ordering is what makes the
  * plain accesses to cells safe. It prints the ops soaked.
  */
-#include "util.h"
+#include "runner.h"
 
 enum {
     NT = 4,   /* pushing threads */
@@ -856,7 +856,8 @@ static void round_run(int round, double secs, long cap, totals *tot)
     check_context_ = NULL;
 }
 
-int main(void)
+/* The whole soak: its rounds, and their totals. */
+TEST_CASE(soak)
 {
     const char *env = getenv("VF_SOAK_SECONDS");
     double total = env && *env ? atof(env) : 3.0;
@@ -868,13 +869,8 @@ int main(void)
     double secs = total / rounds;
     long cap = long_run ? 4000000 : tu_scaled(400000, 20000);
 
-    /* tu_init's watchdog stops at 280 s; a long soak sets its own. */
-    tu_test_name_ = "test_soak";
-#if defined(TU_TSAN) || defined(TU_ASAN)
-    tu_watchdog_scale_ = 2;
-#endif
-    (void)check_seed();
-    tu_calibrate();
+    /* tu_init's watchdog stops at 280 s; the soak sets its own (main
+     * starts none). */
     double *wd = malloc(sizeof *wd);
     REQUIRE(wd != NULL);
     *wd = total * 2 + 120;
@@ -906,5 +902,6 @@ int main(void)
            tot.ops, (int)tot.rounds, tu_now() - t0, tot.ran, tot.failed,
            tot.skipped, tot.async, tot.nested, tot.waits, tot.pure_waits,
            tot.pure_wait_fail, tot.stale);
-    return check_finish("test_soak");
 }
+
+TEST_MAIN("test_soak", 0)

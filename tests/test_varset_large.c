@@ -21,7 +21,7 @@
  *   vf_operator_new and a push that would join a bulk; nothing runs,
  *   `done` is not called, no version moves.
  */
-#include "util.h" /* first: it sets _GNU_SOURCE */
+#include "runner.h" /* first: it sets _GNU_SOURCE */
 
 #include <string.h>
 
@@ -208,11 +208,41 @@ static void large_set(const tu_kind *k, int n, int order)
     tu_finish_engine(e);
 }
 
+/* N vars: 100000, scaled by tu_scale() (at least 20000). */
+static int large_n(void)
+{
+    return (int)tu_scaled(100000, 20000);
+}
+
+TEST_KIND_CASE(large_set_as_made, k)
+{
+    large_set(k, large_n(), 0);
+}
+
+TEST_KIND_CASE(large_set_reversed, k)
+{
+    large_set(k, large_n(), 1);
+}
+
+TEST_KIND_CASE(large_set_shuffled, k)
+{
+    large_set(k, large_n(), 2);
+}
+
 /* --- the limit ---------------------------------------------------------- */
 
-/* VF_MAX_OP_VARS distinct vars, half read, half written, shuffled. */
-static void at_limit_distinct(const tu_kind *k)
+/* The limit is what the header documents. */
+TEST_CASE(documented_limit)
 {
+    CHECK_EQ(VF_MAX_OP_VARS, 1048576);
+}
+
+/* VF_MAX_OP_VARS distinct vars, half read, half written, shuffled: on the
+ * naive and pooled engines (the first three kinds). */
+TEST_KIND_CASE(at_limit_distinct, k)
+{
+    if (k - tu_kinds > 2)
+        return;
     enum { M = VF_MAX_OP_VARS, H = VF_MAX_OP_VARS / 2 };
     tu_rng rng = tu_rng_make(check_seed() * 7 + 1);
     vf_engine *e = tu_engine(k);
@@ -253,7 +283,7 @@ static vf_var *cycle(const vf_var *v, int nv, int n)
 }
 
 /* Exactly VF_MAX_OP_VARS handles over a few vars, then one more. */
-static void limit_with_repeats(const tu_kind *k)
+TEST_KIND_CASE(limit_with_repeats, k)
 {
     enum { NV = 1000, M = VF_MAX_OP_VARS, H = VF_MAX_OP_VARS / 2 };
     vf_engine *e = tu_engine(k);
@@ -308,27 +338,4 @@ static void limit_with_repeats(const tu_kind *k)
     tu_finish_engine(e);
 }
 
-int main(void)
-{
-    tu_init("test_varset_large", 240);
-    CHECK_EQ(VF_MAX_OP_VARS, 1048576); /* what the header documents */
-    int n = (int)tu_scaled(100000, 20000);
-    for (int i = 0; i < TU_NKINDS; i++) {
-        const tu_kind *k = &tu_kinds[i];
-        check_context_ = k->name;
-        tu_phase("large set, as made");
-        large_set(k, n, 0);
-        tu_phase("large set, reversed");
-        large_set(k, n, 1);
-        tu_phase("large set, shuffled");
-        large_set(k, n, 2);
-        tu_phase("limit with repeats");
-        limit_with_repeats(k);
-        if (i <= 2) { /* naive, pooled/1, pooled/2 */
-            tu_phase("limit, all distinct");
-            at_limit_distinct(k);
-        }
-    }
-    check_context_ = NULL;
-    return check_finish("test_varset_large");
-}
+TEST_MAIN("test_varset_large", 240)

@@ -6,7 +6,7 @@
  * an input failed does not count; a read-only op that fails does not bump
  * it; after vf_var_delete the version call returns VF_ESTALE.
  */
-#include "util.h"
+#include "runner.h"
 
 static int fail(vf_run *run, void *arg)
 {
@@ -15,7 +15,7 @@ static int fail(vf_run *run, void *arg)
     return 3;
 }
 
-static void run_kind(const tu_kind *k)
+TEST_KIND_CASE(version_counter, k)
 {
     vf_engine *e = tu_engine(k);
     vf_var v = tu_var(e), w = tu_var(e), x = tu_var(e);
@@ -71,14 +71,4 @@ static void run_kind(const tu_kind *k)
     CHECK_OK(vf_engine_destroy(e));
 }
 
-int main(void)
-{
-    tu_init("test_version", 60);
-    for (int i = 0; i < TU_NKINDS; i++) {
-        check_context_ = tu_kinds[i].name;
-        tu_phase(tu_kinds[i].name);
-        run_kind(&tu_kinds[i]);
-    }
-    check_context_ = NULL;
-    return check_finish("test_version");
-}
+TEST_MAIN("test_version", 60)

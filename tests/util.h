@@ -352,7 +352,9 @@ static void *tu_watchdog_(void *arg)
 }
 
 /* Start-of-main setup: seed, spin calibration, watchdog of `watchdog_s`
- * seconds for the whole test (scaled up under sanitizers). */
+ * seconds for the whole test (scaled up under sanitizers). A `watchdog_s`
+ * of 0 starts none: the test starts its own (tu_watchdog_), for a run
+ * longer than CTest's timeout. */
 static inline void tu_init(const char *test_name, double watchdog_s)
 {
     tu_test_name_ = test_name;
@@ -361,6 +363,8 @@ static inline void tu_init(const char *test_name, double watchdog_s)
 #if defined(TU_TSAN) || defined(TU_ASAN)
     tu_watchdog_scale_ = 2;
 #endif
+    if (watchdog_s <= 0)
+        return;
     watchdog_s *= tu_watchdog_scale_;
     if (watchdog_s > 280)
         watchdog_s = 280; /* fire before CTest's 300 s timeout */
