@@ -16,7 +16,7 @@
  *
  * Lock order. The engine's locks live in this struct and in its modules'
  * sub-structs; each module's header says what its locks guard, and this is
- * the one list of how they nest (docs/design.md's "Lock order" repeats it
+ * the one list of how they nest (docs/DESIGN.md's "Lock order" summarises it
  * for readers):
  *   1. var spinlocks (var.h), in increasing address order: only a push
  *      holds more than one; every other path holds at most one, and takes
