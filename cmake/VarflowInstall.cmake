@@ -1,7 +1,8 @@
 # VarflowInstall.cmake: install rules, included by the top CMakeLists.txt.
 #
 # Installs (GNUInstallDirs layout, relative to the install prefix):
-#   include/varflow.h, include/varflow.hpp (the C++ layer, header-only)
+#   include/varflow.h, include/varflow_profile.h (the profiler and its
+#   analysis), include/varflow.hpp (the C++ layer, header-only)
 #   lib/libvarflow.a, lib/libvarflow.so{,.MAJOR,.MAJOR.MINOR.PATCH}
 #   lib/pkgconfig/varflow.pc                       (pkg-config)
 #   lib/cmake/varflow/varflow{Config,ConfigVersion,Targets*}.cmake
@@ -26,6 +27,7 @@ set(VF_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/varflow)
 set(VF_PC_DIR ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
 install(FILES ${PROJECT_SOURCE_DIR}/include/varflow.h
+              ${PROJECT_SOURCE_DIR}/include/varflow_profile.h
               ${PROJECT_SOURCE_DIR}/include/varflow.hpp
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT Development)
 

@@ -33,6 +33,7 @@
 #include <time.h>
 
 #include <varflow.h>
+#include <varflow_profile.h>
 
 #ifdef VF_EXAMPLE_CUDA
 #include <varflow_cuda.h>

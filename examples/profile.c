@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include <varflow.h>
+#include <varflow_profile.h>
 
 #include "cholesky_tiles.h"
 

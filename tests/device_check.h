@@ -16,6 +16,7 @@
 #define VF_TEST_DEVICE_CHECK_H
 
 #include "device/device.h"
+#include "base/alloc.h" /* vf_debug_fail_alloc: fault injection */
 
 /* Which class to check, and how. */
 typedef struct dc_ctx {

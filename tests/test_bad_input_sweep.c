@@ -42,6 +42,7 @@
 #include <limits.h>
 
 #include "profile/trace_load.h"
+#include <varflow_profile.h>
 
 static atomic_int ran, done_calls;
 

@@ -11,6 +11,7 @@
  * test_random_serial.
  */
 #include "runner.h"
+#include "base/alloc.h" /* vf_debug_fail_alloc: fault injection */
 
 static const vf_config pooled = {.type = VF_ENGINE_POOLED, .cpu_workers = 2};
 #define NONE ((vf_var_list){NULL, 0})

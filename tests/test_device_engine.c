@@ -33,6 +33,7 @@
 
 #ifdef VF_TEST_CUDA
 #include <varflow_cuda.h>
+#include <varflow_profile.h>
 #endif
 
 #define NV 16

@@ -15,6 +15,7 @@
  *    first time, again the second time, and after a wait_all.
  */
 #include "runner.h"
+#include "base/alloc.h" /* vf_debug_fail_alloc: fault injection */
 
 /* ------------------------------------------------------------ sweep */
 

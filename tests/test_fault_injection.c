@@ -31,6 +31,7 @@
  * failure again: tests/test_enomem.c is the focused check.)
  */
 #include "runner.h"
+#include "base/alloc.h" /* vf_debug_fail_alloc: fault injection */
 
 enum {
     NGEN = 10,  /* vars 0..9: general */

@@ -40,6 +40,7 @@
  * leak.
  */
 #include "runner.h"
+#include "base/alloc.h" /* vf_debug_fail_alloc: fault injection */
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -47,6 +48,7 @@
 #include <cjson/cJSON.h>
 
 #include "profile/trace_load.h"
+#include <varflow_profile.h>
 
 #define NLEAF 20
 #define NOPS (NLEAF + 5)

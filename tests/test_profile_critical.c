@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "profile/trace_load.h"
+#include <varflow_profile.h>
 
 static char dir[64];
 

@@ -28,6 +28,7 @@
 
 #include "profile/out.h"
 #include "profile/snapshot.h"
+#include <varflow_profile.h>
 
 /* --- hand-made snapshots ------------------------------------------------ */
 

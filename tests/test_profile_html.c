@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
+#include <varflow_profile.h>
 
 #define NBATCH 6 /* device batches */
 

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include <varflow.h>
+#include <varflow_profile.h>
 
 #include "profile/trace_load.h"
 

@@ -52,6 +52,7 @@
 #include <time.h>
 
 #include <varflow.h>
+#include <varflow_profile.h>
 
 #include "sets.h"
 

@@ -11,6 +11,7 @@
 
 #include "base/error.h"
 #include "core/bulk.h"
+#include "varflow_profile.h"
 
 static int online_cores(void)
 {

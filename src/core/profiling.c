@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "core/engine.h"
+#include "varflow_profile.h"
 
 void vf__engine_update_hooks(vf_engine *e)
 {

@@ -48,6 +48,7 @@
 #include "base/alloc.h"
 #include "base/error.h"
 #include "profile/out.h"
+#include "varflow_profile.h"
 
 /* Whether record a should be preferred to record b at equal time. */
 static int better_tie(const vf_profile_record *a, const vf_profile_record *b)

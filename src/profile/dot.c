@@ -16,6 +16,7 @@
 
 #include "base/alloc.h"
 #include "profile/out.h"
+#include "varflow_profile.h"
 
 #define CRIT_COLOR "#d62728"
 

@@ -27,6 +27,7 @@
 #include <stdbool.h>
 
 #include "base/common.h"
+#include "varflow_profile.h"
 
 #define VF__PROF_INLINE_DEPS 8
 

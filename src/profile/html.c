@@ -43,6 +43,7 @@
 #include "base/alloc.h"
 #include "profile/out.h"
 #include "profile/report_assets.h"
+#include "varflow_profile.h"
 
 #define LEVELS_MAX 20000
 #define LEVELS_BINS 4000

@@ -18,6 +18,7 @@
 #include <stdio.h>
 
 #include "profile/snapshot.h"
+#include "varflow_profile.h"
 
 /* Ops a Graphviz file shows at most (the first ones by id). */
 #define VF__PROF_DOT_MAX 1000

@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "base/hashmap.h"
 #include "profile/snapshot.h"
+#include "varflow_profile.h"
 
 #define VF__PROF_CHUNK 4096
 

@@ -8,6 +8,7 @@
 #define VF_SNAPSHOT_H
 
 #include "base/common.h"
+#include "varflow_profile.h"
 
 /* A snapshot (vf_profile_take, or vf_profile_load from a file): records
  * sorted by id, names in `names`, deps in `deps`; worker_pool entries are

@@ -26,6 +26,7 @@
 #include "base/alloc.h"
 #include "base/error.h"
 #include "profile/out.h"
+#include "varflow_profile.h"
 
 /* --- rows -------------------------------------------------------------- */
 

@@ -25,6 +25,7 @@
 #include "base/error.h"
 #include "profile/snapshot.h"
 #include "profile/trace_read.h"
+#include "varflow_profile.h"
 
 /* ---------------------------------------------------------- the walk */
 

@@ -14,6 +14,7 @@
 #define VF_TRACE_LOAD_H
 
 #include <varflow.h>
+#include <varflow_profile.h>
 
 /*
  * Read back a Chrome trace JSON that vf_profile_write wrote (any varflow

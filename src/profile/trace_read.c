@@ -32,6 +32,7 @@
 #include "base/alloc.h"
 #include "profile/out.h"
 #include "profile/trace_fields.h"
+#include "varflow_profile.h"
 
 /* 2^53: every integer below it is a double exactly. */
 #define INTEGER_MAX 9007199254740992.0

@@ -14,6 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include <varflow.h>
+#include <varflow_profile.h>
 
 /* One load: the file, the first error, and what has been gathered. */
 typedef struct vf__trace_loader {

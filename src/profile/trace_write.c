@@ -36,6 +36,7 @@
 #include "base/alloc.h"
 #include "profile/out.h"
 #include "profile/trace_fields.h"
+#include "varflow_profile.h"
 
 /* Where a record's slice goes: its pool's process and its worker's thread,
  * or the engine's inline thread. Where its device span goes: its device's

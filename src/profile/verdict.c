@@ -24,6 +24,7 @@
 #include "base/alloc.h"
 #include "base/error.h"
 #include "profile/out.h"
+#include "varflow_profile.h"
 
 #define BOUND_CRITICAL 0.7 /* critical path / span: dependency-bound */
 #define BOUND_STREAM 0.7   /* busiest stream / span: device-bound */

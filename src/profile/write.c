@@ -9,6 +9,7 @@
 #include "base/alloc.h"
 #include "base/error.h"
 #include "profile/out.h"
+#include "varflow_profile.h"
 
 /* --- shared helpers ---------------------------------------------------- */
 

@@ -7,13 +7,15 @@
  *
  * It checks that the installed header and library work together: it runs
  * the seed program A=2; B=A+1; C=A+2; D=B*C on a two-worker pooled engine
- * and expects D == 12, with D's version at 1 (one write ran). It is built
+ * and expects D == 12, with D's version at 1 (one write ran), profiled
+ * through the installed varflow_profile.h: four ops recorded. It is built
  * with -std=c11 -Wall -Wextra -Wpedantic -Werror, so a public header that
  * is not warning-clean for users fails here too.
  */
 #include <stdio.h>
 
 #include <varflow.h>
+#include <varflow_profile.h>
 
 /* One op: out = in1 + in2, out = in1 * in2 or out = k (no inputs). */
 typedef struct cell {
@@ -62,6 +64,8 @@ int main(void)
     if (rc != 0)
         return fail("vf_engine_create", rc);
 
+    if ((rc = vf_profile_start(e)) != 0)
+        return fail("vf_profile_start", rc);
     vf_var a, b, c, d;
     if ((rc = vf_var_new(e, &a)) != 0 || (rc = vf_var_new(e, &b)) != 0 ||
         (rc = vf_var_new(e, &c)) != 0 || (rc = vf_var_new(e, &d)) != 0)
@@ -103,12 +107,19 @@ int main(void)
     if ((rc = vf_wait_all(e, &err)) != 0)
         return fail("vf_wait_all", rc);
 
-    int ok = vd == 12 && version == 1;
+    vf_profile *prof = NULL;
+    if ((rc = vf_profile_stop(e)) != 0 || (rc = vf_profile_take(e, &prof)) != 0)
+        return fail("vf_profile_take", rc);
+    size_t recorded = vf_profile_count(prof);
+    vf_profile_free(prof);
+
+    int ok = vd == 12 && version == 1 && recorded == 4;
     printf("consumer: varflow %d.%d.%d, %s engine, %d workers: D = %d "
-           "(want 12), version %llu (want 1): %s\n",
+           "(want 12), version %llu (want 1), %zu ops profiled (want 4): "
+           "%s\n",
            VF_VERSION_MAJOR, VF_VERSION_MINOR, VF_VERSION_PATCH,
            vf_engine_type_name(vf_engine_kind(e)), vf_engine_num_workers(e), vd,
-           (unsigned long long)version, ok ? "ok" : "FAILED");
+           (unsigned long long)version, recorded, ok ? "ok" : "FAILED");
 
     const vf_var all[] = {a, b, c, d};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)

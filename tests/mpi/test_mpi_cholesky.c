@@ -14,6 +14,7 @@
 
 #include "cholesky_mpi.h"
 #include "mpi_test.h"
+#include <varflow_profile.h>
 
 static void factor(int ntiles, int b, int engine_kind)
 {

@@ -15,6 +15,7 @@
  */
 #include "runner.h"
 
+#include "base/alloc.h"
 #include "core/freelist.h"
 #include "core/op.h"
 
