@@ -10,7 +10,7 @@ and per-device engines, and the pooled engine fed through reusable operators,
 vf-pooled-opr) and each workload (empty ops), the driver runs the
 program once to warm up, then once more between CALLGRIND_ZERO_STATS and
 CALLGRIND_DUMP_STATS, i.e. from the first push to the return of
-vf_wait_all. That is done at N and at 2N ops and the difference divided by
+vf_engine_wait_all. That is done at N and at 2N ops and the difference divided by
 N, so everything that does not grow with the op count (engine start, the
 first wake-up, the final wait) cancels out:
 

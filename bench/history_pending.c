@@ -57,22 +57,22 @@ int main(int argc, char **argv)
         return 1;
     vf_var v[3];
     for (int k = 0; k < 3; k++)
-        if (vf_var_new(e, &v[k]) != 0)
+        if (vf_var_create(e, &v[k]) != 0)
             return 1;
-    if (vf_push(e, &(vf_op){.fn = gate, .writes = {v, 3}}) != 0)
+    if (vf_engine_push(e, &(vf_op){.fn = gate, .writes = {v, 3}}) != 0)
         return 1;
     long before = resident_bytes();
     for (long i = 1; i <= n; i++)
-        if (vf_push(e, &(vf_op){.fn = noop,
-                                .reads = {&v[0], 1},
-                                .writes = {&v[1 + i % 2], 1}}) != 0)
+        if (vf_engine_push(e, &(vf_op){.fn = noop,
+                                       .reads = {&v[0], 1},
+                                       .writes = {&v[1 + i % 2], 1}}) != 0)
             return 1;
     long after = resident_bytes();
     pthread_mutex_lock(&gate_lock);
     gate_open = 1;
     pthread_cond_broadcast(&gate_cond);
     pthread_mutex_unlock(&gate_lock);
-    if (vf_wait_all(e, NULL) != 0 || vf_engine_destroy(e) != 0)
+    if (vf_engine_wait_all(e, NULL) != 0 || vf_engine_destroy(e) != 0)
         return 1;
     printf("%.1f bytes per pending op (N=%ld)\n", (double)(after - before) / n,
            n);

@@ -86,7 +86,7 @@ if(VF_HAVE_MPI)
     INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 
   # MPI's flags in varflow-mpi.pc (varflow_mpi.h includes mpi.h, and a
-  # program that calls vf_mpi_init passes MPI_COMM_WORLD, so they are public:
+  # program that calls vf_mpi_create passes MPI_COMM_WORLD, so they are public:
   # Cflags and Libs, not .private). They are written out from what
   # find_package(MPI) found, the MPI this library was compiled and linked
   # against, rather than as `Requires: ompi-c`, even where pkg-config knows

@@ -42,7 +42,7 @@ typedef struct tile_op {
 
 /* The op function: run one tile kernel. A POTRF that meets a tile that is
  * not positive definite fails the op; varflow then skips every op that
- * depends on it and vf_wait_all reports the failure. */
+ * depends on it and vf_engine_wait_all reports the failure. */
 static int run_tile_op(vf_run *run, void *arg)
 {
     tile_op *op = arg;
@@ -71,7 +71,7 @@ static int factor_varflow(vf_engine *e, const chol_matrix *m, const chol_task *t
     int rc = 0;
     size_t created = 0;
     for (; created < ntiles && rc == 0; created++)
-        rc = vf_var_new(e, &tile_var[created]);
+        rc = vf_var_create(e, &tile_var[created]);
     if (rc != 0)
         created--;
 
@@ -83,27 +83,29 @@ static int factor_varflow(vf_engine *e, const chol_matrix *m, const chol_task *t
         for (int k = 0; k < nreads; k++)
             r[k] = tile_var[chol_tile_index(nt, reads[k][0], reads[k][1])];
         ops[t] = (tile_op){m, tasks[t]};
-        rc = vf_push(e, &(vf_op){
-                            .fn = run_tile_op,
-                            .arg = &ops[t],
-                            .reads = {nreads ? r : NULL, nreads},
-                            .writes = VF_VARS(tile_var[chol_tile_index(nt, wi, wj)]),
-                            .name = kind_name(tasks[t].kind),
-                        });
+        rc = vf_engine_push(
+            e, &(vf_op){
+                   .fn = run_tile_op,
+                   .arg = &ops[t],
+                   .reads = {nreads ? r : NULL, nreads},
+                   .writes = VF_VARS(tile_var[chol_tile_index(nt, wi, wj)]),
+                   .name = kind_name(tasks[t].kind),
+               });
         if (rc != 0)
-            fprintf(stderr, "cholesky: vf_push: %s\n", vf_last_error_detail());
+            fprintf(stderr, "cholesky: vf_engine_push: %s\n",
+                    vf_error_detail());
     }
 
     vf_error err;
-    int wrc = vf_wait_all(e, &err);
+    int wrc = vf_engine_wait_all(e, &err);
     if (wrc != 0) {
-        fprintf(stderr, "cholesky: %s: op '%s' failed: %s\n", vf_strerror(wrc), err.op_name,
-                err.message);
+        fprintf(stderr, "cholesky: %s: op '%s' failed: %s\n",
+                vf_error_string(wrc), err.op_name, err.message);
         if (rc == 0)
             rc = wrc;
     }
     for (size_t v = 0; v < created; v++)
-        vf_var_delete(e, tile_var[v], NULL, NULL);
+        vf_var_destroy(e, tile_var[v], NULL, NULL);
     free(tile_var);
     return rc;
 }
@@ -152,16 +154,17 @@ int main(int argc, char **argv)
     int rc = vf_engine_create(&e, NULL); /* defaults, or VF_* environment */
     double startup = now() - t0;
     if (rc != 0) {
-        fprintf(stderr, "cholesky: vf_engine_create: %s (%s)\n", vf_strerror(rc),
-                vf_last_error_detail());
+        fprintf(stderr, "cholesky: vf_engine_create: %s (%s)\n",
+                vf_error_string(rc), vf_error_detail());
         return 1;
     }
     t0 = now();
     rc = factor_varflow(e, &lv, tasks, ntasks, ops);
     double par = now() - t0;
-    printf("  varflow     %8.3f s  %7.2f GFLOP/s  (%s engine, %d workers, started in %.1f "
+    printf("  varflow     %8.3f s  %7.2f GFLOP/s  (%s engine, %d workers, "
+           "started in %.1f "
            "ms)  speedup %.2fx\n",
-           par, gflop / par, vf_engine_type_name(vf_engine_kind(e)),
+           par, gflop / par, vf_engine_type_name(vf_engine_type_of(e)),
            vf_engine_num_workers(e), startup * 1e3, serial / par);
     vf_engine_destroy(e);
 

@@ -53,8 +53,8 @@ static inline int chol_mpi_vars(vf_engine *e, const chol_matrix *m,
                                                       : NULL;
     }
     size_t bytes = (size_t)m->b * (size_t)m->b * sizeof(double);
-    int rc = vf_mpi_vars_new(e, vars, count, ptrs, bytes, chol_mpi_owner,
-                             &size);
+    int rc = vf_mpi_vars_create(e, vars, count, ptrs, bytes, chol_mpi_owner,
+                                &size);
     free(ptrs);
     return rc;
 }

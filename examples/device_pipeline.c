@@ -170,55 +170,61 @@ static double run_pipeline(pipe *pp, const vf_config *cfg, const char *what,
     int rc = vf_engine_create(&e, cfg);
     if (rc != 0) {
         fprintf(stderr, "device_pipeline: %s: %s (%s)\n", what,
-                vf_strerror(rc), vf_last_error_detail());
+                vf_error_string(rc), vf_error_detail());
         return -1;
     }
     for (int i = 0; i < pp->nbatches; i++) {
         batch *b = &pp->b[i];
         for (size_t k = 0; k < b->n; k++)
             b->in[k] = (float)(i + k % 97), b->out[k] = 0;
-        vf_var_new(e, &b->vin);
-        vf_var_new(e, &b->vdev);
-        vf_var_new(e, &b->vout);
+        vf_var_create(e, &b->vin);
+        vf_var_create(e, &b->vdev);
+        vf_var_create(e, &b->vout);
     }
     /* Warm up: the device's pools and streams start on first use. */
     for (int p = 0; p < 3 && rc == 0; p++)
-        rc = vf_push(e, &(vf_op){.fn = op_compute, .arg = &pp->b[0],
-                                 .writes = VF_VARS(pp->b[0].vdev),
-                                 .device = pp->device,
-                                 .property = p == 0 ? VF_PROP_NORMAL
-                                                    : VF_PROP_COPY_TO_DEVICE});
-    vf_wait_all(e, NULL);
+        rc = vf_engine_push(
+            e, &(vf_op){.fn = op_compute,
+                        .arg = &pp->b[0],
+                        .writes = VF_VARS(pp->b[0].vdev),
+                        .device = pp->device,
+                        .property = p == 0 ? VF_PROP_NORMAL
+                                           : VF_PROP_COPY_TO_DEVICE});
+    vf_engine_wait_all(e, NULL);
     if (getenv("VF_PIPELINE_NO_PROFILE") == NULL)
         vf_profile_start(e);
     double t0 = now_ms();
     for (int i = 0; i < pp->nbatches && rc == 0; i++) {
         batch *b = &pp->b[i];
-        rc = vf_push(e, &(vf_op){.fn = op_copy_in, .arg = b,
-                                 .reads = VF_VARS(b->vin),
-                                 .writes = VF_VARS(b->vdev),
-                                 .device = pp->device,
-                                 .property = VF_PROP_COPY_TO_DEVICE,
-                                 .name = "copy in"});
+        rc = vf_engine_push(e, &(vf_op){.fn = op_copy_in,
+                                        .arg = b,
+                                        .reads = VF_VARS(b->vin),
+                                        .writes = VF_VARS(b->vdev),
+                                        .device = pp->device,
+                                        .property = VF_PROP_COPY_TO_DEVICE,
+                                        .name = "copy in"});
         if (rc == 0)
-            rc = vf_push(e, &(vf_op){.fn = op_compute, .arg = b,
-                                     .writes = VF_VARS(b->vdev),
-                                     .device = pp->device,
-                                     .name = "compute"});
+            rc = vf_engine_push(e, &(vf_op){.fn = op_compute,
+                                            .arg = b,
+                                            .writes = VF_VARS(b->vdev),
+                                            .device = pp->device,
+                                            .name = "compute"});
         if (rc == 0)
-            rc = vf_push(e, &(vf_op){.fn = op_copy_out, .arg = b,
-                                     .reads = VF_VARS(b->vdev),
-                                     .writes = VF_VARS(b->vout),
-                                     .device = pp->device,
-                                     .property = VF_PROP_COPY_FROM_DEVICE,
-                                     .name = "copy out"});
+            rc = vf_engine_push(e,
+                                &(vf_op){.fn = op_copy_out,
+                                         .arg = b,
+                                         .reads = VF_VARS(b->vdev),
+                                         .writes = VF_VARS(b->vout),
+                                         .device = pp->device,
+                                         .property = VF_PROP_COPY_FROM_DEVICE,
+                                         .name = "copy out"});
     }
     vf_error err;
-    int wrc = vf_wait_all(e, &err);
+    int wrc = vf_engine_wait_all(e, &err);
     double ms = now_ms() - t0;
     if (rc != 0 || wrc != 0) {
         fprintf(stderr, "device_pipeline: %s: %s\n", what,
-                rc ? vf_last_error_detail() : err.message);
+                rc ? vf_error_detail() : err.message);
         vf_engine_destroy(e);
         return -1;
     }
@@ -230,7 +236,7 @@ static double run_pipeline(pipe *pp, const vf_config *cfg, const char *what,
         overlap = overlap_ms(prof);
         if (profile_path)
             vf_profile_write(prof, profile_path, VF_PROFILE_AUTO);
-        vf_profile_free(prof);
+        vf_profile_destroy(prof);
     }
     printf("  %-34s %8.2f ms   host syncs %5llu   stream waits %5llu   "
            "copy/compute overlap %7.2f ms\n",
@@ -352,7 +358,7 @@ int main(int argc, char **argv)
     /* The CUDA device is libvarflow-cuda's: registered, it is used where a
      * GPU is there. */
     if (vf_cuda_register() != 0) {
-        printf("CUDA: vf_cuda_register: %s\n", vf_last_error_detail());
+        printf("CUDA: vf_cuda_register: %s\n", vf_error_detail());
         failed = 1;
     } else if (vf_device_count(VF_DEVICE_CUDA) > 0) {
         pipe pc = {.nbatches = nbatches, .device = {VF_DEVICE_CUDA, 0}};
@@ -364,7 +370,7 @@ int main(int argc, char **argv)
                          NULL);
         free_batches(pc.b, nbatches, pc.device);
     } else {
-        printf("CUDA: not run (%s)\n", vf_last_error_detail());
+        printf("CUDA: not run (%s)\n", vf_error_detail());
     }
 #else
     printf("CUDA: not run (this example was built without libvarflow-cuda "

@@ -18,19 +18,19 @@ int main(void)
     vf_var va, vb, vc, vd;               /* tags for a, b, c and d */
     if (vf_engine_create(&e, NULL) != 0) /* NULL: defaults and VF_* env vars */
         return 1;
-    vf_var_new(e, &va);
-    vf_var_new(e, &vb);
-    vf_var_new(e, &vc);
-    vf_var_new(e, &vd);
-    vf_push(e, &(vf_op){.fn = add,
-                        .arg = c_args,
-                        .reads = VF_VARS(va, vb),
-                        .writes = VF_VARS(vc)});
-    vf_push(e, &(vf_op){.fn = add, /* reads c: runs after the op above */
-                        .arg = d_args,
-                        .reads = VF_VARS(va, vc),
-                        .writes = VF_VARS(vd)});
-    int err = vf_wait_var(e, vd, NULL); /* 0, or VF_EOPFAILED if an op failed */
-    printf("d = %g (%s)\n", d, err ? vf_strerror(err) : "ok");
+    vf_var_create(e, &va);
+    vf_var_create(e, &vb);
+    vf_var_create(e, &vc);
+    vf_var_create(e, &vd);
+    vf_engine_push(e, &(vf_op){.fn = add,
+                               .arg = c_args,
+                               .reads = VF_VARS(va, vb),
+                               .writes = VF_VARS(vc)});
+    vf_engine_push(e, &(vf_op){.fn = add, /* reads c: runs after the op above */
+                               .arg = d_args,
+                               .reads = VF_VARS(va, vc),
+                               .writes = VF_VARS(vd)});
+    int err = vf_var_wait(e, vd, NULL); /* 0, or VF_EOPFAILED if an op failed */
+    printf("d = %g (%s)\n", d, err ? vf_error_string(err) : "ok");
     return vf_engine_destroy(e) != 0 || err != 0;
 }

@@ -37,7 +37,7 @@ static double now(void)
         int rc_ = (call);                                                      \
         if (rc_ != 0) {                                                        \
             fprintf(stderr, "mpi_cholesky: %s: %s (%s)\n", #call,              \
-                    vf_strerror(rc_), vf_last_error_detail());                 \
+                    vf_error_string(rc_), vf_error_detail());                  \
             exit(1);                                                           \
         }                                                                      \
     } while (0)
@@ -54,11 +54,11 @@ int main(int argc, char **argv)
     chol_init();
 
     /* One engine per rank (its workers: VF_CPU_WORKER_NTHREADS, else the
-     * cores), attached to MPI_COMM_WORLD: vf_mpi_init initializes MPI
+     * cores), attached to MPI_COMM_WORLD: vf_mpi_create initializes MPI
      * itself here. */
     vf_engine *e;
     TRY(vf_engine_create(&e, NULL));
-    TRY(vf_mpi_init(e, MPI_COMM_WORLD));
+    TRY(vf_mpi_create(e, MPI_COMM_WORLD));
     int rank = vf_mpi_rank(e), size = vf_mpi_size(e);
 
     /* Every rank fills the same matrix; each keeps the tiles it owns. */
@@ -85,7 +85,7 @@ int main(int argc, char **argv)
         return 1;
     }
     vf_mpi_stats st;
-    TRY(vf_mpi_stats_get(e, &st));
+    TRY(vf_mpi_stats_local(e, &st));
     printf("rank %d: ran %llu of the tile ops, sent %llu tiles (%.1f MiB), "
            "received %llu\n",
            rank, (unsigned long long)st.ops_here, (unsigned long long)st.sends,
@@ -142,9 +142,9 @@ int main(int argc, char **argv)
         free(tasks);
         chol_matrix_free(&serial);
     }
-    TRY(vf_mpi_finalize(e, &err));
+    TRY(vf_mpi_destroy(e, &err));
     for (size_t t = 0; t < ntile; t++)
-        TRY(vf_var_delete(e, tiles[t], NULL, NULL));
+        TRY(vf_var_destroy(e, tiles[t], NULL, NULL));
     TRY(vf_engine_destroy(e));
     free(tiles);
     chol_matrix_free(&a);

@@ -59,7 +59,7 @@ static int push_factorization(vf_engine *e, const chol_matrix *m,
         for (int k = 0; k < nreads; k++)
             r[k] = tile_var[chol_tile_index(nt, reads[k][0], reads[k][1])];
         ops[t] = (tile_op){m, tasks[t]};
-        int rc = vf_push(
+        int rc = vf_engine_push(
             e, &(vf_op){
                    .fn = run_tile_op,
                    .arg = &ops[t],
@@ -70,7 +70,7 @@ static int push_factorization(vf_engine *e, const chol_matrix *m,
         if (rc != 0)
             return rc;
     }
-    return vf_wait_all(e, NULL);
+    return vf_engine_wait_all(e, NULL);
 }
 
 /* Write one output and say where it went. */
@@ -81,7 +81,7 @@ static int write_one(const vf_profile *p, const char *dir, const char *file,
     snprintf(path, sizeof path, "%s/%s", dir, file);
     int rc = vf_profile_write(p, path, VF_PROFILE_AUTO);
     if (rc != 0)
-        fprintf(stderr, "profile: %s\n", vf_last_error_detail());
+        fprintf(stderr, "profile: %s\n", vf_error_detail());
     else
         printf("  %-11s %s\n", what, path);
     return rc;
@@ -112,12 +112,12 @@ int main(int argc, char **argv)
 
     vf_engine *e;
     if (vf_engine_create(&e, NULL) != 0) {
-        fprintf(stderr, "profile: %s\n", vf_last_error_detail());
+        fprintf(stderr, "profile: %s\n", vf_error_detail());
         return 1;
     }
     int rc = 0;
     for (size_t v = 0; v < ntiles && rc == 0; v++)
-        rc = vf_var_new(e, &tile_var[v]);
+        rc = vf_var_create(e, &tile_var[v]);
 
     /* Record only the factorization. */
     vf_profile_start(e);
@@ -128,11 +128,11 @@ int main(int argc, char **argv)
     if (rc == 0)
         rc = vf_profile_take(e, &p);
     if (rc != 0)
-        fprintf(stderr, "profile: %s (%s)\n", vf_strerror(rc),
-                vf_last_error_detail());
+        fprintf(stderr, "profile: %s (%s)\n", vf_error_string(rc),
+                vf_error_detail());
     printf("tiled Cholesky, %d x %d tiles of %d x %d: %zu ops on the %s "
            "engine with %d workers\n",
-           nt, nt, b, b, ntasks, vf_engine_type_name(vf_engine_kind(e)),
+           nt, nt, b, b, ntasks, vf_engine_type_name(vf_engine_type_of(e)),
            vf_engine_num_workers(e));
     vf_engine_destroy(e);
 
@@ -143,10 +143,10 @@ int main(int argc, char **argv)
                    "(%.0f%%)\n",
                    path.count, path.length_ns / 1e6, path.span_ns / 1e6,
                    path.span_ns ? 100.0 * path.length_ns / path.span_ns : 0);
-            vf_profile_path_free(&path);
+            vf_profile_path_destroy(&path);
         }
         printf("\n");
-        vf_profile_write_summary(p, "-", VF_PROFILE_SUMMARY_TEXT,
+        vf_profile_summary_write(p, "-", VF_PROFILE_SUMMARY_TEXT,
                                  VF_PROFILE_SORT_TOTAL);
         printf("\nwrote:\n");
         rc |= write_one(p, dir, "profile-trace.json", "trace");
@@ -154,7 +154,7 @@ int main(int argc, char **argv)
         rc |= write_one(p, dir, "profile-summary.txt", "summary");
         rc |= write_one(p, dir, "profile-dag.dot", "graphviz");
     }
-    vf_profile_free(p);
+    vf_profile_destroy(p);
     chol_matrix_free(&m);
     free(tasks);
     free(ops);

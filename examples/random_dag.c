@@ -15,7 +15,7 @@
  *
  * Usage: random_dag [-n ops] [-v vars] [-u work_us] [-s seed] [-r repeats]
  * Each timing is the best of `repeats` runs, from the first push to the
- * return of vf_wait_all (engine start-up and shut-down are not counted).
+ * return of vf_engine_wait_all (engine start-up and shut-down are not counted).
  * Worker counts follow VF_CPU_WORKER_NTHREADS etc. when set, else all cores.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -211,8 +211,8 @@ static double run_serial(const dag *d, double *vals)
 static int report(int rc, const char *what)
 {
     if (rc != 0)
-        fprintf(stderr, "random_dag: %s: %s (%s)\n", what, vf_strerror(rc),
-                vf_last_error_detail());
+        fprintf(stderr, "random_dag: %s: %s (%s)\n", what, vf_error_string(rc),
+                vf_error_detail());
     return rc;
 }
 
@@ -233,7 +233,7 @@ static int run_engine(const dag *d, vf_engine_type type, double *vals,
         return VF_ENOMEM;
     }
     for (int v = 0; v < d->nvars && rc == 0; v++)
-        rc = report(vf_var_new(e, &vars[v]), "vf_var_new");
+        rc = report(vf_var_create(e, &vars[v]), "vf_var_create");
     init_values(vals, d->nvars);
     for (int k = 0; k < d->nops; k++)
         jobs[k] = (job){.op = &d->ops[k], .vals = vals, .iters = d->iters};
@@ -246,19 +246,20 @@ static int run_engine(const dag *d, vf_engine_type type, double *vals,
             r[i] = vars[op->reads[i]];
         for (int i = 0; i < op->nwrites; i++)
             w[i] = vars[op->writes[i]];
-        rc = report(vf_push(e, &(vf_op){.fn = run_job,
-                                        .arg = &jobs[k],
-                                        .reads = {r, op->nreads},
-                                        .writes = {w, op->nwrites},
-                                        .name = "dag op"}),
-                    "vf_push");
+        rc = report(vf_engine_push(e, &(vf_op){.fn = run_job,
+                                               .arg = &jobs[k],
+                                               .reads = {r, op->nreads},
+                                               .writes = {w, op->nwrites},
+                                               .name = "dag op"}),
+                    "vf_engine_push");
     }
     vf_error err;
-    int wrc = vf_wait_all(e, &err);
+    int wrc = vf_engine_wait_all(e, &err);
     *us = now_us() - t;
     if (wrc != 0 && rc == 0) {
-        fprintf(stderr, "random_dag: vf_wait_all: %s: op '%s' failed: %s\n",
-                vf_strerror(wrc), err.op_name, err.message);
+        fprintf(stderr,
+                "random_dag: vf_engine_wait_all: %s: op '%s' failed: %s\n",
+                vf_error_string(wrc), err.op_name, err.message);
         rc = wrc;
     }
     vf_stats st;
@@ -405,7 +406,7 @@ static int print_table(const row *rows, int nrows, const double *ref, int nvars)
         if (!r->same || r->rc != 0) {
             printf("  %-10s %7d %10s %8s  %s%s\n", name, r->workers, "-", "-",
                    r->same ? "FAILED: " : "DIFFERENT from serial",
-                   r->same ? vf_err_name(r->rc) : "");
+                   r->same ? vf_error_name(r->rc) : "");
             failed = 1;
             continue;
         }
@@ -448,8 +449,9 @@ int main(int argc, char **argv)
     double load = load_average();
     if (load >= 0)
         printf(", load average %.2f (speedups need idle cores)", load);
-    printf("\ntimes: best of %d runs, first push to end of vf_wait_all\n\n",
-           reps);
+    printf(
+        "\ntimes: best of %d runs, first push to end of vf_engine_wait_all\n\n",
+        reps);
 
     row rows[] = {
         {.type = VF_ENGINE_DEFAULT, .workers = 1, .same = true},
@@ -461,7 +463,8 @@ int main(int argc, char **argv)
     measure(&d, rows, nrows, reps, ref, vals, jobs, seed);
     int failed = print_table(rows, nrows, ref, d.nvars);
 
-    printf("\nnaive runs each op inside vf_push (no workers: serial speed);\n"
+    printf("\nnaive runs each op inside vf_engine_push (no workers: serial "
+           "speed);\n"
            "perdevice's workers include its CPU priority pool, which normal\n"
            "ops do not use.\n");
     printf("%s\n", failed ? "random_dag: FAILED"

@@ -122,18 +122,18 @@ static double overlap_ms(const step *a, const step *b)
 static int check(int rc, const char *what)
 {
     if (rc != 0)
-        fprintf(stderr, "seed: %s: %s (%s)\n", what, vf_strerror(rc),
-                vf_last_error_detail());
+        fprintf(stderr, "seed: %s: %s (%s)\n", what, vf_error_string(rc),
+                vf_error_detail());
     return rc;
 }
 
 static int push_step(vf_engine *e, step *s, vf_var_list reads, vf_var write)
 {
-    return check(vf_push(e, &(vf_op){.fn = run_step,
-                                     .arg = s,
-                                     .reads = reads,
-                                     .writes = VF_VARS(write),
-                                     .name = s->text}),
+    return check(vf_engine_push(e, &(vf_op){.fn = run_step,
+                                            .arg = s,
+                                            .reads = reads,
+                                            .writes = VF_VARS(write),
+                                            .name = s->text}),
                  s->text);
 }
 
@@ -142,10 +142,10 @@ static int program1(vf_engine *e)
 {
     int a = 0, b = 0, c = 0, d = 0;
     vf_var va, vb, vc, vd;
-    if (check(vf_var_new(e, &va), "vf_var_new") ||
-        check(vf_var_new(e, &vb), "vf_var_new") ||
-        check(vf_var_new(e, &vc), "vf_var_new") ||
-        check(vf_var_new(e, &vd), "vf_var_new"))
+    if (check(vf_var_create(e, &va), "vf_var_create") ||
+        check(vf_var_create(e, &vb), "vf_var_create") ||
+        check(vf_var_create(e, &vc), "vf_var_create") ||
+        check(vf_var_create(e, &vd), "vf_var_create"))
         return 1;
     step steps[] = {
         {.text = "A = 2", .kind = '=', .out = &a, .k = 2},
@@ -163,7 +163,7 @@ static int program1(vf_engine *e)
         return 1;
     double pushed_ms = now_ms() - t0;
     vf_error err;
-    if (check(vf_wait_var(e, vd, &err), "vf_wait_var(D)"))
+    if (check(vf_var_wait(e, vd, &err), "vf_var_wait(D)"))
         return 1;
     double span = now_ms() - t0;
 
@@ -200,9 +200,9 @@ static int program2(vf_engine *e)
     if (a == NULL)
         return 1;
     *a = 0;
-    if (check(vf_var_new(e, &va), "vf_var_new") ||
-        check(vf_var_new(e, &vb), "vf_var_new") ||
-        check(vf_var_new(e, &vc), "vf_var_new")) {
+    if (check(vf_var_create(e, &va), "vf_var_create") ||
+        check(vf_var_create(e, &vb), "vf_var_create") ||
+        check(vf_var_create(e, &vc), "vf_var_create")) {
         free(a);
         return 1;
     }
@@ -222,10 +222,10 @@ static int program2(vf_engine *e)
         push_step(e, &steps[1], (vf_var_list){0}, vb) ||
         push_step(e, &steps[2], VF_VARS(va, vb), vb) ||
         push_step(e, &steps[3], VF_VARS(va), vc) ||
-        check(vf_var_delete(e, va, free_a, &f), "vf_var_delete(A)"))
+        check(vf_var_destroy(e, va, free_a, &f), "vf_var_destroy(A)"))
         return 1;
     vf_error err;
-    if (check(vf_wait_all(e, &err), "vf_wait_all"))
+    if (check(vf_engine_wait_all(e, &err), "vf_engine_wait_all"))
         return 1;
     double span = now_ms() - t0;
 
@@ -235,7 +235,7 @@ static int program2(vf_engine *e)
            "", f.at_ms, "");
     int later_use = vf_var_version(e, va, &(uint64_t){0});
     printf("  B = %d, C = %d; A's memory freed: %s; using A now: %s\n\n", b, c,
-           f.a == NULL ? "yes" : "no", vf_err_name(later_use));
+           f.a == NULL ? "yes" : "no", vf_error_name(later_use));
 
     int ok = b == 4 && c == 4 && f.a == NULL && later_use == VF_ESTALE;
     for (int i = 2; i < 4; i++) /* the delete ran after both readers of A */
@@ -250,7 +250,7 @@ int main(void)
         return 1;
     printf("engine: %s, %d workers (set VF_ENGINE_TYPE, VF_CPU_WORKER_NTHREADS "
            "to change)\n",
-           vf_engine_type_name(vf_engine_kind(e)), vf_engine_num_workers(e));
+           vf_engine_type_name(vf_engine_type_of(e)), vf_engine_num_workers(e));
     printf("every op spins %d ms; worker = vf_run_worker(), times from the "
            "first push\n\n",
            WORK_MS);

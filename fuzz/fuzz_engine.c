@@ -37,9 +37,9 @@
  *                    they are async if bit 6 is; then the op waits on the
  *                    scratch var (a nested wait) and fails (4242) when the
  *                    wait reports a failure.
- *     4 wait:        var byte: vf_wait_var.
+ *     4 wait:        var byte: vf_var_wait.
  *     5 wait_all.
- *     6 delete:      var byte: vf_var_delete; a new var takes its place.
+ *     6 delete:      var byte: vf_var_destroy; a new var takes its place.
  *     7 stale:       a push with a handle deleted earlier: VF_ESTALE (before
  *                    any delete: a handle of another engine, VF_EXDEV).
  *     8 push+:       one byte x, then as push: x & 3 = how it runs (sync,
@@ -49,7 +49,7 @@
  *                    unnamed (reported as "op #N"; only before the first
  *                    nested push or fork); 16: when it fails, a sync op
  *                    returns VF_ESKIPPED and an async one ends with
- *                    vf_complete_failed; 32: no message.
+ *                    vf_completion_fail; 32: no message.
  *     9 fork:        bytes n, m: the next 1 + n % 16 instructions form a
  *                    segment in which a second thread pushes the ones whose
  *                    thread bit is set, over vars of its own, while the main

@@ -4,7 +4,7 @@
 Each seed is a small hand-made program in the harness's input format (see
 the comment at the top of fuzz_engine.c), one per feature and engine kind
 (failures, waits at their place in push order, push+ ops: async completed
-by another thread, device ops, unnamed ops, vf_complete_failed; forks),
+by another thread, device ops, unnamed ops, vf_completion_fail; forks),
 so the fuzzer (and tests/test_fuzz_replay.c) start from inputs that reach
 every instruction. Run it from anywhere; it rewrites only seed-* files
 (inputs libFuzzer adds to the corpus keep their hash names).
@@ -83,7 +83,7 @@ def programs():
             body += [WAIT, 1, WAIT_ALL, WAIT, 0]
             p[f"nested-{tag}"] = h + body
             # push+: async completed by another thread, device ops (their
-            # work fails), unnamed ops ("op #N"), vf_complete_failed, an op
+            # work fails), unnamed ops ("op #N"), vf_completion_fail, an op
             # returning VF_ESKIPPED, failures without a message
             body = pushx(THREAD, [], [0]) + pushx(THREAD, [0], [1], FAIL)
             body += pushx(DEVICE, [0], [2]) + pushx(DEVICE | DEVICE1, [2], [3], FAIL)

@@ -7,11 +7,22 @@
  * the result is exactly what the serial program would have computed.
  *
  * Conventions of this header:
+ * - One naming rule: vf_<object>_<verb>, the object a call acts on, then
+ *   what it does: vf_engine_push, vf_var_wait, vf_engine_wait_all,
+ *   vf_bulk_flush, vf_run_set_error, vf_error_set_detail. A call that
+ *   only answers a question is named by its answer: vf_engine_stats,
+ *   vf_var_version, vf_run_worker, vf_engine_type_of. One lifetime pair:
+ *   what a call gives you to own (engine, var, operator, profile snapshot,
+ *   summary, path) ends with its type's _destroy; a handle is made by
+ *   _create, or by the query that returns it (vf_profile_take). Types are
+ *   vf_<noun>, constants VF_<NOUN>; internal names have two underscores
+ *   (vf__*) and are in no installed header. Every rename since 0.1.0 is
+ *   listed in CHANGELOG.md.
  * - Every handle is opaque. Variables are small value handles (vf_var) that
  *   the engine can check: a deleted variable or one from another engine is
  *   reported as an error, never dereferenced.
  * - Every call that can fail returns 0 or a negative VF_E* code;
- *   vf_strerror() names it and vf_last_error_detail() says, for the calling
+ *   vf_error_string() names it and vf_error_detail() says, for the calling
  *   thread, what exactly was wrong with the last failing call.
  * - Configuration structs are read with designated initializers: a zero field
  *   means "default" (taken from the environment when a VF_* variable is set).
@@ -92,30 +103,32 @@ typedef enum vf_errno {
 } vf_errno;
 
 /* Human-readable message for a VF_E* code (or "unknown error"). Never NULL. */
-VF_API const char *vf_strerror(int code);
+VF_API const char *vf_error_string(int code);
 
 /* The code's symbolic name, e.g. "VF_EINVAL" (or "VF_UNKNOWN"). Never NULL. */
-VF_API const char *vf_err_name(int code);
+VF_API const char *vf_error_name(int code);
 
 /*
  * Detail of the last call that failed on the calling thread, e.g.
- * "vf_push: reads[1]: variable was deleted". Empty string when no call has
- * failed on this thread. Valid until the next failing call on this thread.
+ * "vf_engine_push: reads[1]: variable was deleted". Empty string when no call
+ * has failed on this thread. Valid until the next failing call on this thread.
  */
-VF_API const char *vf_last_error_detail(void);
+VF_API const char *vf_error_detail(void);
 
 /*
  * For libraries built on varflow (libvarflow-mpi, language bindings): set
  * the calling thread's detail, as varflow's own failing calls do, so one
- * vf_last_error_detail() serves the whole stack. Returns `code`.
+ * vf_error_detail() serves the whole stack. Returns `code`.
  */
-VF_API int vf_set_error_detail(int code, const char *fmt, ...) VF_PRINTF_LIKE(2, 3);
+VF_API int vf_error_set_detail(int code, const char *fmt, ...)
+    VF_PRINTF_LIKE(2, 3);
 
 /*
  * What an operation's failure left behind. wait_var/wait_all fill it when
  * they return VF_EOPFAILED: `code` is what the failing op returned (sync) or
- * passed to vf_complete (async), `op_name` names the op that failed first in
- * the chain, `message` is what it set with vf_run_set_error / vf_complete.
+ * passed to vf_completion_finish (async), `op_name` names the op that failed
+ * first in the chain, `message` is what it set with vf_run_set_error /
+ * vf_completion_finish.
  */
 typedef struct vf_error {
     int code;
@@ -130,12 +143,12 @@ typedef struct vf_error {
 typedef struct vf_engine vf_engine;
 
 typedef enum vf_engine_type {
-    VF_ENGINE_INVALID = -1, /* what vf_engine_kind says of a non-engine;
+    VF_ENGINE_INVALID = -1, /* what vf_engine_type_of says of a non-engine;
                                refused as config.type */
     VF_ENGINE_DEFAULT = 0,  /* VF_ENGINE_TYPE, else VF_ENGINE_PERDEVICE */
-    VF_ENGINE_NAIVE,       /* runs each op inside push (for debugging) */
-    VF_ENGINE_POOLED,      /* one shared pool of workers */
-    VF_ENGINE_PERDEVICE    /* a pool per device and per kind of work */
+    VF_ENGINE_NAIVE,        /* runs each op inside push (for debugging) */
+    VF_ENGINE_POOLED,       /* one shared pool of workers */
+    VF_ENGINE_PERDEVICE     /* a pool per device and per kind of work */
 } vf_engine_type;
 
 /*
@@ -157,7 +170,7 @@ typedef struct vf_config {
     int max_inflight VF_ZERO_;         /* VF_MAX_INFLIGHT, else unlimited: most
                                           ops pushed and not finished; a push
                                           beyond it waits for room (see
-                                          vf_push) */
+                                          vf_engine_push) */
     const char *profile_path VF_ZERO_; /* VF_PROFILE: record from creation and
                                           write the profile here at destroy
                                           (format by extension, see
@@ -199,10 +212,10 @@ typedef struct vf_config {
                                           pools) */
     int bulk_size VF_ZERO_;            /* VF_BULK_SIZE, else 0 (off): the bulk
                                           size each pushing thread starts with
-                                          (see vf_set_bulk_size); at most
+                                          (see vf_bulk_set_size); at most
                                           4096 */
     bool help_on_wait VF_ZERO_;        /* VF_HELP_ON_WAIT=1: a thread in
-                                          vf_wait_all runs queued CPU ops
+                                          vf_engine_wait_all runs queued CPU ops
                                           itself while there are any, instead
                                           of sleeping (as OpenMP's and TBB's
                                           waiting threads do); such an op sees
@@ -232,7 +245,7 @@ VF_API int vf_engine_destroy(vf_engine *e);
  * worker thread (CPU and device pools); the engine then runs no thread.
  * Pushes while stopped are accepted and held, in order, until
  * vf_engine_start, which starts the threads again and runs them. While ops
- * are held, vf_wait_var and vf_wait_all return VF_ESTOPPED at once (they
+ * are held, vf_var_wait and vf_engine_wait_all return VF_ESTOPPED at once (they
  * could never finish); during the start that pushes them they wait for it.
  * A held op that cannot be pushed at start fails with that push's code.
  * Stopping a stopped engine and starting a running one do nothing. Both
@@ -256,8 +269,8 @@ VF_API int vf_engine_shutdown(vf_engine *e);
 
 /* The kind of engine actually running: VF_ENGINE_NAIVE, VF_ENGINE_POOLED
  * or VF_ENGINE_PERDEVICE, never VF_ENGINE_DEFAULT. For NULL or a destroyed
- * engine, VF_ENGINE_INVALID (and vf_last_error_detail() says so). */
-VF_API vf_engine_type vf_engine_kind(const vf_engine *e);
+ * engine, VF_ENGINE_INVALID (and vf_error_detail() says so). */
+VF_API vf_engine_type vf_engine_type_of(const vf_engine *e);
 
 /* "naive", "pooled" or "perdevice"; "default" and "invalid" for those two
  * values, "unknown" for any other. */
@@ -280,12 +293,12 @@ typedef struct vf_stats {
     uint64_t stream_waits; /* another stream waiting for its event on the
                               device: a host synchronization avoided */
     uint64_t same_stream;  /* nothing: both ops on one stream (avoided) */
-    /* Bulk execution (vf_set_bulk_size) */
+    /* Bulk execution (vf_bulk_set_size) */
     uint64_t bulks;  /* fused ops pushed */
     uint64_t bulked; /* pushes that went into them */
     /* Async ops whose function was called and that nobody completed yet
-     * (vf_complete): the ops a wait that never ends may be waiting for;
-     * the timed waits name them. */
+     * (vf_completion_finish): the ops a wait that never ends may be waiting
+     * for; the timed waits name them. */
     uint64_t async_in_flight;
 } vf_stats;
 
@@ -315,14 +328,14 @@ typedef struct vf_var_list {
 /*
  * VF_VARS(a, b, c): a vf_var_list of the handles given.
  * In C, a compound literal: it lives until the end of the enclosing block,
- * so `op.reads = VF_VARS(a, b);` then `vf_push(e, &op);` is fine.
+ * so `op.reads = VF_VARS(a, b);` then `vf_engine_push(e, &op);` is fine.
  * In C++ (no compound literals), a list over a temporary array that lives
  * only until the end of the full-expression it is in: use it inside the
- * call that takes the op, vf_push(e, {...}) or vf_operator_new(e, {...},
- * &out) (the C++ overloads at the end of this file), e.g. in C++20
- *     vf_push(e, {.fn = add, .reads = VF_VARS(a, b), .writes = VF_VARS(c)});
- * Kept in a vf_op variable it dangles once the statement ends: list a
- * named array there, `op.reads = vf_var_list_of(arr);` (clang warns,
+ * call that takes the op, vf_engine_push(e, {...}) or vf_operator_create(e,
+ * {...}, &out) (the C++ overloads at the end of this file), e.g. in C++20
+ *     vf_engine_push(e, {.fn = add, .reads = VF_VARS(a, b), .writes =
+ * VF_VARS(c)}); Kept in a vf_op variable it dangles once the statement ends:
+ * list a named array there, `op.reads = vf_var_list_of(arr);` (clang warns,
  * -Wdangling, when VF_VARS initializes a variable, not when it is
  * assigned; g++ does not).
  */
@@ -335,17 +348,18 @@ typedef struct vf_var_list {
 #endif
 
 /* Create a variable. VF_ENOMEM when out of memory or handles. */
-VF_API int vf_var_new(vf_engine *e, vf_var *out);
+VF_API int vf_var_create(vf_engine *e, vf_var *out);
 
 /*
  * Delete a variable. Deletion is an op that writes the variable: it runs
  * after every op already pushed on it; `free_fn(free_arg)` (may be NULL) runs
  * as its body, so the resource is freed once nothing uses it. Once deleted,
  * the handle is refused (VF_ESTALE) by every call, including a second delete
- * (its detail: "vf_var_delete: variable (id 0x...) was already deleted").
+ * (its detail: "vf_var_destroy: variable (id 0x...) was already deleted").
  * The delete op jumps to the front of its pool's ready queue.
  */
-VF_API int vf_var_delete(vf_engine *e, vf_var v, void (*free_fn)(void *), void *free_arg);
+VF_API int vf_var_destroy(vf_engine *e, vf_var v, void (*free_fn)(void *),
+                          void *free_arg);
 
 /*
  * The variable's version: the number of writes to it that have run (a write
@@ -372,8 +386,9 @@ typedef struct vf_completion {
 typedef int (*vf_sync_fn)(vf_run *run, void *arg);
 
 /*
- * An async op: start the work and return; call vf_complete(done, ...) later,
- * from any thread, exactly once. The op's variables stay held until then.
+ * An async op: start the work and return; call vf_completion_finish(done, ...)
+ * later, from any thread, exactly once. The op's variables stay held until
+ * then.
  */
 typedef void (*vf_async_fn)(vf_run *run, void *arg, vf_completion done);
 
@@ -456,14 +471,15 @@ typedef struct vf_op {
  * variable), VF_ENODEV (device), VF_ESHUTDOWN, VF_ENOMEM, VF_EAGAIN. On
  * error nothing was pushed and `done` is not called.
  */
-VF_API int vf_push(vf_engine *e, const vf_op *op);
+VF_API int vf_engine_push(vf_engine *e, const vf_op *op);
 
 /*
  * Finish an async op. `status` 0 means success; any other value fails the op
  * (recorded like a sync function's return value) with `message` (may be
  * NULL). VF_EALREADY if this completion was already used.
  */
-VF_API int vf_complete(vf_completion done, int status, const char *message);
+VF_API int vf_completion_finish(vf_completion done, int status,
+                                const char *message);
 
 /*
  * Finish an async op whose result is a failure that happened elsewhere (in
@@ -471,9 +487,9 @@ VF_API int vf_complete(vf_completion done, int status, const char *message);
  * VF_ESKIPPED), the ops that depend on it are skipped, and the waits report
  * `cause` (its code, op name and message) as if that op had failed here.
  * VF_EINVAL when `cause` is NULL or its code is 0; VF_EALREADY as
- * vf_complete.
+ * vf_completion_finish.
  */
-VF_API int vf_complete_failed(vf_completion done, const vf_error *cause);
+VF_API int vf_completion_fail(vf_completion done, const vf_error *cause);
 
 /*
  * For an op pushed with no_skip: 1 when one of its variables carries a
@@ -518,7 +534,7 @@ VF_API int vf_run_submit(vf_run *run, vf_device_fn fn, void *arg,
 
 /* Devices of a type usable now: 1 for VF_DEVICE_CPU, the emulated device's
  * count, the GPUs CUDA sees (0 until libvarflow-cuda's vf_cuda_register()
- * was called, or when no GPU or driver is there; vf_last_error_detail()
+ * was called, or when no GPU or driver is there; vf_error_detail()
  * then says why). */
 VF_API int vf_device_count(vf_device_type type);
 
@@ -537,11 +553,13 @@ typedef struct vf_operator vf_operator;
 
 /* Create an operator from an op description (its `priority` field is not
  * used: each push gives one). The name is copied; `done` runs once per
- * pushed run. Errors as vf_push. */
-VF_API int vf_operator_new(vf_engine *e, const vf_op *def, vf_operator **out);
+ * pushed run. Errors as vf_engine_push. */
+VF_API int vf_operator_create(vf_engine *e, const vf_op *def,
+                              vf_operator **out);
 
-/* Push one run of the operator, with the given priority. Errors as vf_push
- * (VF_ESTALE when one of its variables has been deleted since). */
+/* Push one run of the operator, with the given priority. Errors as
+ * vf_engine_push (VF_ESTALE when one of its variables has been deleted since).
+ */
 VF_API int vf_operator_push(vf_engine *e, vf_operator *op, int priority);
 
 /*
@@ -549,7 +567,7 @@ VF_API int vf_operator_push(vf_engine *e, vf_operator *op, int priority);
  * freed once its last pushed run has finished. VF_EXDEV for an operator of
  * another engine.
  */
-VF_API int vf_operator_delete(vf_engine *e, vf_operator *op);
+VF_API int vf_operator_destroy(vf_engine *e, vf_operator *op);
 
 /* ------------------------------------------------------------------------ */
 /* Bulk execution                                                            */
@@ -561,19 +579,19 @@ VF_API int vf_operator_delete(vf_engine *e, vf_operator *op);
  * Threads start with config.bulk_size (VF_BULK_SIZE), 0 by default.
  *
  * With a bulk size n > 0, consecutive pushes from this thread of sync CPU
- * ops of normal property and equal priority (vf_push or vf_operator_push,
- * not nonblocking) are collected, up to n, and pushed as one fused op whose
- * variable set is the union of theirs (a variable both read and written
- * counts as written). The fused op runs their functions in push order on
- * one worker, so n ops cost about one op's overhead, at the price of no
+ * ops of normal property and equal priority (vf_engine_push or
+ * vf_operator_push, not nonblocking) are collected, up to n, and pushed as one
+ * fused op whose variable set is the union of theirs (a variable both read and
+ * written counts as written). The fused op runs their functions in push order
+ * on one worker, so n ops cost about one op's overhead, at the price of no
  * parallelism among them. Each op still fails, is skipped and calls its
  * done callback as it would alone, and the version of a variable is bumped
  * per write. The naive engine ignores the bulk size.
  *
  * A batch is pushed when it is full; before a push from this thread that
  * cannot join it; when this thread's bulk size changes; by vf_bulk_flush;
- * and, every thread's batch, by any wait (vf_wait_var, vf_wait_all),
- * vf_var_delete, stop, shutdown, destroy and fork. Until then its ops are
+ * and, every thread's batch, by any wait (vf_var_wait, vf_engine_wait_all),
+ * vf_var_destroy, stop, shutdown, destroy and fork. Until then its ops are
  * this thread's alone: another thread's push that must come after them
  * needs a flush first. Each push is checked as a lone push would be (its
  * errors, VF_ESTALE for a variable whose delete was pushed, are returned
@@ -585,7 +603,7 @@ VF_API int vf_operator_delete(vf_engine *e, vf_operator *op);
  * writes gets VF_EDEADLK: do not bulk such ops. vf_engine_stats counts the
  * fused ops (bulks) and the pushes in them (bulked).
  */
-VF_API int vf_set_bulk_size(vf_engine *e, int size);
+VF_API int vf_bulk_set_size(vf_engine *e, int size);
 
 /* Push the calling thread's open batch now (0, or VF_EINVAL). */
 VF_API int vf_bulk_flush(vf_engine *e);
@@ -625,7 +643,7 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * on it) as soon as no op of the engine can run any more, so an unrelated
  * long op delays the answer until it ends.
  */
-VF_API int vf_wait_var(vf_engine *e, vf_var v, vf_error *err);
+VF_API int vf_var_wait(vf_engine *e, vf_var v, vf_error *err);
 
 /*
  * Block until every pushed op has finished. Returns 0, or VF_EOPFAILED with
@@ -633,18 +651,19 @@ VF_API int vf_wait_var(vf_engine *e, vf_var v, vf_error *err);
  * no wait reported; then every one of them is cleared (ops pushed later run
  * normally). VF_EDEADLK from inside an op (it would wait for itself).
  */
-VF_API int vf_wait_all(vf_engine *e, vf_error *err);
+VF_API int vf_engine_wait_all(vf_engine *e, vf_error *err);
 
 /*
- * vf_wait_var and vf_wait_all giving up after `timeout_ms` milliseconds
+ * vf_var_wait and vf_engine_wait_all giving up after `timeout_ms` milliseconds
  * (negative: never; 0: only look) with VF_ETIMEDOUT, whose detail
- * (vf_last_error_detail) names the async ops started and never completed,
+ * (vf_error_detail) names the async ops started and never completed,
  * the usual reason a wait never ends. A wait that timed out reports and
  * clears nothing: the failure stays for a later wait.
  */
-VF_API int vf_wait_var_timed(vf_engine *e, vf_var v, int64_t timeout_ms,
+VF_API int vf_var_wait_timed(vf_engine *e, vf_var v, int64_t timeout_ms,
                              vf_error *err);
-VF_API int vf_wait_all_timed(vf_engine *e, int64_t timeout_ms, vf_error *err);
+VF_API int vf_engine_wait_all_timed(vf_engine *e, int64_t timeout_ms,
+                                    vf_error *err);
 
 #ifdef __cplusplus
 }
@@ -682,16 +701,17 @@ inline vf_var_list vf_var_list_of(const vf_var (&vars)[N]) noexcept
     return l;
 }
 
-/* vf_push and vf_operator_new taking the op itself, so it can be written
- * in the call, VF_VARS lists and all: vf_push(e, {.fn = f, ...}). */
-inline int vf_push(vf_engine *e, const vf_op &op)
+/* vf_engine_push and vf_operator_create taking the op itself, so it can be
+ * written in the call, VF_VARS lists and all: vf_engine_push(e, {.fn = f,
+ * ...}). */
+inline int vf_engine_push(vf_engine *e, const vf_op &op)
 {
-    return vf_push(e, &op);
+    return vf_engine_push(e, &op);
 }
 
-inline int vf_operator_new(vf_engine *e, const vf_op &def, vf_operator **out)
+inline int vf_operator_create(vf_engine *e, const vf_op &def, vf_operator **out)
 {
-    return vf_operator_new(e, &def, out);
+    return vf_operator_create(e, &def, out);
 }
 #endif /* __cplusplus */
 

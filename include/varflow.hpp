@@ -9,12 +9,12 @@
  *     varflow::var a = eng.new_var(), b = eng.new_var();
  *     eng.push({a}, {b}, [&] { y = f(x); });      // reads a, writes b
  *     eng.wait(b);                                // throws on an op failure
- *                                                 // ~var: vf_var_delete,
+ *                                                 // ~var: vf_var_destroy,
  *                                                 // ~engine: vf_engine_destroy
  *
  * What it promises:
  * - Errors: a failing call throws varflow::error (the VF_E* code, its name,
- *   vf_last_error_detail()); a wait that reports an op's failure throws
+ *   vf_error_detail()); a wait that reports an op's failure throws
  *   varflow::op_failed, or returns it when called with std::nothrow.
  * - A callable that throws fails its op with the exception's message (a
  *   varflow::error: its code and its detail(); std::bad_alloc: VF_ENOMEM;
@@ -26,8 +26,8 @@
  * - Cost: a callable that is trivially copyable and fits in a pointer (a
  *   lambda capturing nothing, one reference or one pointer; a function
  *   pointer) travels in the op's `arg` itself: the push allocates nothing
- *   beyond what vf_push does and sets no done callback. Any other callable
- *   is moved into one `new` per push, deleted by the op's done callback:
+ *   beyond what vf_engine_push does and sets no done callback. Any other
+ * callable is moved into one `new` per push, deleted by the op's done callback:
  *   that is the callable's own storage. A reusable_op allocates once, when
  *   it is made, and nothing per push. docs/CXX.md has the measured cost.
  *
@@ -70,7 +70,7 @@ class engine_ref;
 
 /*
  * A varflow call failed: code() is the VF_E* code, name() its symbolic name
- * ("VF_ESTALE"), detail() what vf_last_error_detail() said on the failing
+ * ("VF_ESTALE"), detail() what vf_error_detail() said on the failing
  * thread. what() is "NAME: detail". Copying never throws (the strings are
  * held by std::runtime_error's shared buffer).
  */
@@ -88,7 +88,7 @@ class error : public std::runtime_error
     }
     const char *name() const noexcept
     {
-        return vf_err_name(code_);
+        return vf_error_name(code_);
     }
     const char *detail() const noexcept
     {
@@ -98,8 +98,8 @@ class error : public std::runtime_error
   private:
     static std::string describe(int code, const std::string &detail)
     {
-        return std::string(vf_err_name(code)) + ": " +
-               (detail.empty() ? vf_strerror(code) : detail);
+        return std::string(vf_error_name(code)) + ": " +
+               (detail.empty() ? vf_error_string(code) : detail);
     }
     int code_;
     std::runtime_error detail_;
@@ -141,7 +141,7 @@ class op_failed : public error
         std::string s = err.op_name[0] != '\0'
                             ? std::string("op \"") + err.op_name + "\" failed"
                             : std::string("an unnamed op failed");
-        const char *code = vf_err_name(err.code);
+        const char *code = vf_error_name(err.code);
         if (std::strcmp(code, "VF_UNKNOWN") == 0)
             s += " with code " + std::to_string(err.code);
         else if (err.code != VF_EOPFAILED) // what() starts with that one
@@ -159,7 +159,7 @@ namespace detail
 /* Throw the error of the call that just failed on this thread. */
 [[noreturn]] inline void throw_error(int rc)
 {
-    throw error(rc, vf_last_error_detail());
+    throw error(rc, vf_error_detail());
 }
 
 inline void check(int rc)
@@ -186,7 +186,8 @@ template <class Report> void report_current(Report &&report) noexcept
         // The detail alone: the code travels as the op's code (what()
         // would name it twice in the wait's op_failed).
         int code = e.code() != 0 ? e.code() : VF_EOPFAILED;
-        report(code, e.detail()[0] != '\0' ? e.detail() : vf_strerror(code));
+        report(code,
+               e.detail()[0] != '\0' ? e.detail() : vf_error_string(code));
     } catch (const std::bad_alloc &e) {
         report(VF_ENOMEM, e.what());
     } catch (const std::exception &e) {
@@ -202,7 +203,7 @@ template <class Report> void report_current(Report &&report) noexcept
  * What a wait called with std::nothrow returns: ok(), or code() (
  * VF_EOPFAILED when an op's failure reached the wait, or the wait's own
  * error) and, for an op failure, the op's code, name and message. For the
- * wait's own errors message() is vf_last_error_detail(). No allocation.
+ * wait's own errors message() is vf_error_detail(). No allocation.
  */
 class wait_result
 {
@@ -221,7 +222,7 @@ class wait_result
     }
     const char *name() const noexcept
     {
-        return vf_err_name(code_);
+        return vf_error_name(code_);
     }
     int op_code() const noexcept
     {
@@ -255,8 +256,9 @@ class wait_result
 
 /*
  * The vars an op reads or writes: a view, valid for the push it is given
- * to (vf_push copies it). From a braced list of vars ({a, b}: varflow::var
- * or vf_var), a std::vector<vf_var>, an array, or a pointer and a count.
+ * to (vf_engine_push copies it). From a braced list of vars ({a, b}:
+ * varflow::var or vf_var), a std::vector<vf_var>, an array, or a pointer and a
+ * count.
  */
 class var_list
 {
@@ -484,7 +486,7 @@ class completion
     {
         return pending_;
     }
-    /* Give up ownership: the caller must call vf_complete on it. */
+    /* Give up ownership: the caller must call vf_completion_finish on it. */
     vf_completion release() noexcept
     {
         pending_ = false;
@@ -501,7 +503,7 @@ class completion
             throw error(VF_EALREADY,
                         "varflow::completion: already used, or empty");
         pending_ = false;
-        detail::check(vf_complete(done_, status, message));
+        detail::check(vf_completion_finish(done_, status, message));
     }
     void drop() noexcept
     {
@@ -516,7 +518,7 @@ class completion
             f->dropped = true;
             return;
         }
-        vf_complete(done_, VF_EOPFAILED, detail::dropped_message);
+        vf_completion_finish(done_, VF_EOPFAILED, detail::dropped_message);
     }
 
     vf_completion done_{};
@@ -665,12 +667,12 @@ void run_async(Fn &f, vf_run *r, vf_completion done) noexcept
             f(std::move(c));
         }
         if (frame.dropped) // unwound by an exception the callable caught
-            vf_complete(done, VF_EOPFAILED, dropped_message);
+            vf_completion_finish(done, VF_EOPFAILED, dropped_message);
     } catch (...) {
         if (frame.dropped || c.pending()) {
             c.release();
             report_current([&](int code, const char *message) {
-                vf_complete(done, code, message);
+                vf_completion_finish(done, code, message);
             });
         }
     }
@@ -758,7 +760,7 @@ template <class Fn> struct op_block_of : op_block {
 /* ------------------------------------------------------------------------ */
 
 /*
- * An owned variable: deleted (vf_var_delete, no free callback) by its
+ * An owned variable: deleted (vf_var_destroy, no free callback) by its
  * destructor, after every op already pushed on it; or explicitly with
  * remove(). Converts to vf_var, so it goes straight into a var_list.
  * Destructor errors (a var already deleted through its vf_var, an engine
@@ -776,7 +778,7 @@ class var
 {
   public:
     var() noexcept = default;
-    /* Adopt a handle made with vf_var_new. */
+    /* Adopt a handle made with vf_var_create. */
     var(vf_engine *e, vf_var v) noexcept
         : e_(e), v_(v), state_(e != nullptr ? state::owned : state::empty)
     {
@@ -830,7 +832,7 @@ class var
      * tests false. Throws, keeping the handle, when the delete fails. */
     void remove()
     {
-        detail::check(vf_var_delete(e_, handle(), nullptr, nullptr));
+        detail::check(vf_var_destroy(e_, handle(), nullptr, nullptr));
         state_ = state::removed;
     }
     /*
@@ -845,7 +847,7 @@ class var
                       "a free callback takes no argument");
         vf_var h = handle();
         detail::stored<Fn> s(std::forward<F>(free_fn));
-        detail::check(vf_var_delete(e_, h, &detail::free_entry<Fn>, s.arg()));
+        detail::check(vf_var_destroy(e_, h, &detail::free_entry<Fn>, s.arg()));
         s.release();
         state_ = state::removed;
     }
@@ -882,7 +884,7 @@ class var
     void reset() noexcept
     {
         if (state_ == state::owned)
-            vf_var_delete(e_, v_, nullptr, nullptr);
+            vf_var_destroy(e_, v_, nullptr, nullptr);
         e_ = nullptr;
         state_ = state::empty;
     }
@@ -945,7 +947,7 @@ class reusable_op
         block_->ref(); // given back by this run's done callback
         int rc = vf_operator_push(e_, op_, priority);
         if (rc != 0) {
-            error err(rc, vf_last_error_detail());
+            error err(rc, vf_error_detail());
             block_->unref();
             throw err;
         }
@@ -969,7 +971,7 @@ class reusable_op
     {
         if (op_ == nullptr)
             return;
-        vf_operator_delete(e_, std::exchange(op_, nullptr));
+        vf_operator_destroy(e_, std::exchange(op_, nullptr));
         std::exchange(block_, nullptr)->unref();
     }
 
@@ -1011,7 +1013,7 @@ class engine_ref
     var new_var() const
     {
         vf_var v;
-        check(vf_var_new(e_, &v));
+        check(vf_var_create(e_, &v));
         return var(e_, v);
     }
 
@@ -1032,7 +1034,7 @@ class engine_ref
         op.fn = &detail::sync_entry<Fn>;
         op.arg = s.arg();
         op.done = detail::stored<Fn>::done;
-        check(vf_push(e_, &op));
+        check(vf_engine_push(e_, &op));
         s.release();
     }
 
@@ -1055,7 +1057,7 @@ class engine_ref
         op.async_fn = &detail::async_entry<Fn>;
         op.arg = s.arg();
         op.done = detail::stored<Fn>::done;
-        check(vf_push(e_, &op));
+        check(vf_engine_push(e_, &op));
         s.release();
     }
 
@@ -1090,27 +1092,27 @@ class engine_ref
     void wait(vf_var v) const
     {
         vf_error err{};
-        throw_wait(vf_wait_var(e_, v, &err), err);
+        throw_wait(vf_var_wait(e_, v, &err), err);
     }
     /* The same, returning what happened instead of throwing. */
     wait_result wait(vf_var v, const std::nothrow_t &) const noexcept
     {
         vf_error err{};
-        return wait_result_of(vf_wait_var(e_, v, &err), err);
+        return wait_result_of(vf_var_wait(e_, v, &err), err);
     }
-    /* Wait for every pushed op (vf_wait_all); errors as wait(). */
+    /* Wait for every pushed op (vf_engine_wait_all); errors as wait(). */
     void wait_all() const
     {
         vf_error err{};
-        throw_wait(vf_wait_all(e_, &err), err);
+        throw_wait(vf_engine_wait_all(e_, &err), err);
     }
     wait_result wait_all(const std::nothrow_t &) const noexcept
     {
         vf_error err{};
-        return wait_result_of(vf_wait_all(e_, &err), err);
+        return wait_result_of(vf_engine_wait_all(e_, &err), err);
     }
-    /* wait() and wait_all() giving up after `timeout` (vf_wait_var_timed,
-     * vf_wait_all_timed; rounded up to whole milliseconds): they throw
+    /* wait() and wait_all() giving up after `timeout` (vf_var_wait_timed,
+     * vf_engine_wait_all_timed; rounded up to whole milliseconds): they throw
      * varflow::error VF_ETIMEDOUT, whose detail names the async ops nobody
      * completed, or return it with std::nothrow. A wait that timed out
      * reports and clears no failure. */
@@ -1118,7 +1120,7 @@ class engine_ref
     void wait_for(vf_var v, std::chrono::duration<Rep, Period> timeout) const
     {
         vf_error err{};
-        throw_wait(vf_wait_var_timed(e_, v, timeout_ms(timeout), &err), err);
+        throw_wait(vf_var_wait_timed(e_, v, timeout_ms(timeout), &err), err);
     }
     template <class Rep, class Period>
     wait_result wait_for(vf_var v, std::chrono::duration<Rep, Period> timeout,
@@ -1126,21 +1128,22 @@ class engine_ref
     {
         vf_error err{};
         return wait_result_of(
-            vf_wait_var_timed(e_, v, timeout_ms(timeout), &err), err);
+            vf_var_wait_timed(e_, v, timeout_ms(timeout), &err), err);
     }
     template <class Rep, class Period>
     void wait_all_for(std::chrono::duration<Rep, Period> timeout) const
     {
         vf_error err{};
-        throw_wait(vf_wait_all_timed(e_, timeout_ms(timeout), &err), err);
+        throw_wait(vf_engine_wait_all_timed(e_, timeout_ms(timeout), &err),
+                   err);
     }
     template <class Rep, class Period>
     wait_result wait_all_for(std::chrono::duration<Rep, Period> timeout,
                              const std::nothrow_t &) const noexcept
     {
         vf_error err{};
-        return wait_result_of(vf_wait_all_timed(e_, timeout_ms(timeout), &err),
-                              err);
+        return wait_result_of(
+            vf_engine_wait_all_timed(e_, timeout_ms(timeout), &err), err);
     }
 
     void stop() const
@@ -1159,7 +1162,7 @@ class engine_ref
     {
         if (e_ == nullptr)
             throw error(VF_EINVAL, detail::no_engine);
-        return vf_engine_kind(e_);
+        return vf_engine_type_of(e_);
     }
     int num_workers() const
     {
@@ -1173,11 +1176,11 @@ class engine_ref
         check(vf_engine_stats(e_, &s));
         return s;
     }
-    /* Bulk execution for the calling thread (vf_set_bulk_size): returns the
+    /* Bulk execution for the calling thread (vf_bulk_set_size): returns the
      * previous size. */
     int set_bulk_size(int size) const
     {
-        int previous = vf_set_bulk_size(e_, size);
+        int previous = vf_bulk_set_size(e_, size);
         check(previous < 0 ? previous : 0);
         return previous;
     }
@@ -1209,7 +1212,7 @@ class engine_ref
         def.arg = static_cast<detail::op_block *>(b.get());
         def.done = &detail::op_block::done;
         vf_operator *op = nullptr;
-        check(vf_operator_new(e_, &def, &op));
+        check(vf_operator_create(e_, &def, &op));
         return reusable_op(e_, op, b.release());
     }
     /* A timeout in whole milliseconds, rounded up (a positive timeout never
@@ -1234,7 +1237,7 @@ class engine_ref
             err = vf_error{};
             err.code = rc;
             std::snprintf(err.message, sizeof err.message, "%s",
-                          e_ != nullptr ? vf_last_error_detail()
+                          e_ != nullptr ? vf_error_detail()
                                         : detail::no_engine);
         }
         return wait_result(rc, err);

@@ -13,7 +13,7 @@
  *
  * Without the registration, VF_DEVICE_CUDA is refused as a device that is
  * not there: vf_device_count(VF_DEVICE_CUDA) is 0 and a push for it returns
- * VF_ENODEV, vf_last_error_detail() saying to link libvarflow-cuda and call
+ * VF_ENODEV, vf_error_detail() saying to link libvarflow-cuda and call
  * vf_cuda_register. The registration is an explicit call, not a
  * constructor of the library: a static link (and a shared one with
  * --as-needed) drops a library that nothing calls.

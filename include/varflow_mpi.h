@@ -29,12 +29,12 @@
  * that complete their async ops when MPI reports them done. A failure
  * travels with the data: a value whose producing op failed is sent with
  * that failure instead, the receiving op completes as failed (see
- * vf_complete_failed), the ops that need it are skipped there too, and the
+ * vf_completion_fail), the ops that need it are skipped there too, and the
  * failure reaches vf_mpi_wait_all on every rank.
  *
  * Rules of use:
- * - vf_mpi_init, vf_mpi_var_new(s), vf_mpi_var_delete, vf_mpi_push,
- *   vf_mpi_get, vf_mpi_wait_all, vf_mpi_stats_total and vf_mpi_finalize
+ * - vf_mpi_create, vf_mpi_var_create(s), vf_mpi_var_destroy, vf_mpi_push,
+ *   vf_mpi_get, vf_mpi_wait_all, vf_mpi_stats_total and vf_mpi_destroy
  *   (the calls in sequence) are called by every rank of the communicator,
  *   in the same order, with the same arguments (the buffers excepted),
  *   from one thread at a time, and never from inside an op: an op runs on
@@ -43,17 +43,17 @@
  *   these calls on the same thread, or that the communication thread
  *   runs), it returns VF_EDEADLK at once instead of deadlocking.
  * - Ops pushed with vf_mpi_push name distributed variables only (made by
- *   vf_mpi_var_new); plain vf_push stays available for ops on rank-local
- *   variables, which never cross ranks.
+ *   vf_mpi_var_create); plain vf_engine_push stays available for ops on
+ * rank-local variables, which never cross ranks.
  * - While an engine is attached, its communication thread makes MPI calls:
  *   the program's own MPI calls then need MPI_THREAD_MULTIPLE (or wait
- *   until vf_mpi_finalize).
+ *   until vf_mpi_destroy).
  * - An op finds its data with vf_mpi_data (the owner's buffer on the owner,
  *   the cached copy elsewhere), not through pointers of its own.
  * - No fork() while attached (MPI does not support it).
  *
  * Every call returns 0 (or a count) or a negative VF_E* code, and sets
- * vf_last_error_detail() as the core does.
+ * vf_error_detail() as the core does.
  */
 #ifndef VARFLOW_MPI_H
 #define VARFLOW_MPI_H
@@ -85,26 +85,26 @@ extern "C" {
  * Attach engine `e` to the communicator `comm` (collective over it). The
  * engine's transfers use a duplicate of `comm`, so they never mix with the
  * program's messages. When MPI is not initialized yet, this initializes it
- * (MPI_THREAD_SERIALIZED) and vf_mpi_finalize finalizes it. VF_ENOTSUP
+ * (MPI_THREAD_SERIALIZED) and vf_mpi_destroy finalizes it. VF_ENOTSUP
  * when MPI provides less than MPI_THREAD_SERIALIZED, VF_EINVAL when `e`
  * is attached already or `comm` is MPI_COMM_NULL, VF_ESYSTEM when an MPI
  * call or the thread start fails, VF_ENOMEM. MPI initialized by a call
- * that then failed stays initialized (a later vf_mpi_init may succeed, and
- * its vf_mpi_finalize finalizes it).
+ * that then failed stays initialized (a later vf_mpi_create may succeed, and
+ * its vf_mpi_destroy finalizes it).
  */
-VF_API int vf_mpi_init(vf_engine *e, MPI_Comm comm);
+VF_API int vf_mpi_create(vf_engine *e, MPI_Comm comm);
 
 /*
  * Detach (collective): vf_mpi_wait_all, then stop the communication thread
  * and free the cached copies; returns what that wait returned (`err` as
  * there). The distributed variables stay plain variables of the engine
- * (delete them with vf_var_delete), and each owner's buffer holds the
- * current value of what it owns. Finalizes MPI when vf_mpi_init
+ * (delete them with vf_var_destroy), and each owner's buffer holds the
+ * current value of what it owns. Finalizes MPI when vf_mpi_create
  * initialized it (the last engine attached to go). When a rank could not
  * wait (see vf_mpi_wait_all), every rank stays attached and returns that
  * code.
  */
-VF_API int vf_mpi_finalize(vf_engine *e, vf_error *err);
+VF_API int vf_mpi_destroy(vf_engine *e, vf_error *err);
 
 /* This rank and the number of ranks of the engine's communicator. */
 VF_API int vf_mpi_rank(vf_engine *e);
@@ -118,8 +118,8 @@ VF_API int vf_mpi_size(vf_engine *e);
  * VF_EINVAL for a bad owner, a zero size or one above INT_MAX - 16 (one
  * MPI message with its header), or a NULL `ptr` on the owner.
  */
-VF_API int vf_mpi_var_new(vf_engine *e, vf_var *out, void *ptr, size_t size,
-                          int owner);
+VF_API int vf_mpi_var_create(vf_engine *e, vf_var *out, void *ptr, size_t size,
+                             int owner);
 
 /* Who owns item `index` (0..count-1) of a set of variables. */
 typedef int (*vf_mpi_map_fn)(int index, void *map_arg);
@@ -130,9 +130,9 @@ typedef int (*vf_mpi_map_fn)(int index, void *map_arg);
  * its entries, on ranks that do not own them). All or nothing: on error no
  * variable was created.
  */
-VF_API int vf_mpi_vars_new(vf_engine *e, vf_var *out, int count,
-                           void *const *ptrs, size_t size, vf_mpi_map_fn map,
-                           void *map_arg);
+VF_API int vf_mpi_vars_create(vf_engine *e, vf_var *out, int count,
+                              void *const *ptrs, size_t size, vf_mpi_map_fn map,
+                              void *map_arg);
 
 /*
  * The 2D block-cyclic mapping of tile (i, j) onto a grid of p x q ranks,
@@ -160,18 +160,18 @@ VF_API void *vf_mpi_data(vf_engine *e, vf_var v);
  * still find their buffers (vf_mpi_data); later calls in sequence refuse
  * the variable with VF_ESTALE, a second delete too.
  */
-VF_API int vf_mpi_var_delete(vf_engine *e, vf_var v);
+VF_API int vf_mpi_var_destroy(vf_engine *e, vf_var v);
 
 /*
  * Push `op` (in sequence on every rank) to run on rank `rank`, or on the
  * default rank with VF_MPI_OWNER. The ranks that must move a value for it
  * push the transfers first. On the running rank the op is pushed as with
- * vf_push; on the others it is not run, and its `done` is called before
+ * vf_engine_push; on the others it is not run, and its `done` is called before
  * this returns, with status VF_MPI_ELSEWHERE. Refused alike on every rank,
  * before anything is pushed: VF_EINVAL for no or two functions, a bad
  * list, a variable that is not distributed, a bad rank, a nonblocking op
  * (VF_EAGAIN would come on one rank only); VF_ESTALE for a deleted
- * variable. An error only the running rank meets in vf_push (no memory,
+ * variable. An error only the running rank meets in vf_engine_push (no memory,
  * its device, a property it refuses, the shutdown notice) is returned
  * there, and the op is replaced there by one that fails with that error
  * on the same variables, so the failure travels with the data and the
@@ -186,7 +186,7 @@ VF_API int vf_mpi_runs_on(vf_engine *e, const vf_op *op, int rank);
  * Bring the current value of `v` to rank `rank`, or to every rank with
  * VF_MPI_ALL (in sequence on every rank). A receiving rank returns once
  * the value is in its buffer (vf_mpi_data), with VF_EOPFAILED and `err`
- * as vf_wait_var when the value's op failed; the others return once their
+ * as vf_var_wait when the value's op failed; the others return once their
  * part is pushed. Each rank reports its own copy of a failure: the rank
  * where the op failed reports it too, here when it is among the receivers
  * (VF_MPI_ALL), else at its next wait.
@@ -224,7 +224,7 @@ typedef struct vf_mpi_stats {
                                failure's text) */
 } vf_mpi_stats;
 
-VF_API int vf_mpi_stats_get(vf_engine *e, vf_mpi_stats *out);
+VF_API int vf_mpi_stats_local(vf_engine *e, vf_mpi_stats *out);
 
 /* The same counts summed over every rank (collective, in sequence):
  * sends and recvs are then both the messages the program moved. */

@@ -40,11 +40,11 @@ typedef struct vf_profile_record {
     vf_property property;
     bool async;
     int status;             /* 0, the op's error code, or VF_ESKIPPED */
-    uint64_t push_ns;       /* vf_push called */
+    uint64_t push_ns;       /* vf_engine_push called */
     uint64_t ready_ns;      /* its last dependency was released */
     uint64_t start_ns;      /* its function started (= end when skipped) */
-    uint64_t end_ns;        /* it finished (async: vf_complete called; a
-                               device op: its function returned) */
+    uint64_t end_ns; /* it finished (async: vf_completion_finish called; a
+                        device op: its function returned) */
     uint64_t device_start_ns; /* a device op: its work began on its stream
                                  (the worker's), as the device tells; */
     uint64_t device_end_ns;   /* and ended; both 0 when unknown */
@@ -66,9 +66,9 @@ VF_API int vf_profile_pause(vf_engine *e);
 VF_API int vf_profile_resume(vf_engine *e);
 
 /* Copy what has been recorded so far (ops that have finished), sorted by
- * id. Free with vf_profile_free. */
+ * id. Free with vf_profile_destroy. */
 VF_API int vf_profile_take(vf_engine *e, vf_profile **out);
-VF_API void vf_profile_free(vf_profile *p);
+VF_API void vf_profile_destroy(vf_profile *p);
 
 /* The snapshot's records, and what it knows of the engine. */
 VF_API size_t vf_profile_count(const vf_profile *p);
@@ -76,7 +76,7 @@ VF_API const vf_profile_record *vf_profile_at(const vf_profile *p, size_t i);
 VF_API uint64_t vf_profile_dropped(const vf_profile *p); /* ops not kept */
 /* The kind of the engine recorded (VF_ENGINE_INVALID for NULL, with a
  * detail). */
-VF_API vf_engine_type vf_profile_engine_kind(const vf_profile *p);
+VF_API vf_engine_type vf_profile_engine_type(const vf_profile *p);
 VF_API int vf_profile_num_workers(const vf_profile *p);
 /* Name of the pool a worker index belongs to ("cpu", "prio"), or NULL. */
 VF_API const char *vf_profile_worker_pool(const vf_profile *p, int worker);
@@ -148,16 +148,16 @@ VF_API const char *vf_profile_sort_name(vf_profile_sort by);
 VF_API int vf_profile_sort_parse(const char *name, vf_profile_sort *out);
 
 /* One row per distinct op name, sorted `by`. `*rows` (NULL when there are
- * none) is freed with vf_profile_summary_free; its names stay valid while
+ * none) is freed with vf_profile_summary_destroy; its names stay valid while
  * the snapshot lives. VF_EINVAL for a bad argument, VF_ENOMEM. */
 VF_API int vf_profile_summary(const vf_profile *p, vf_profile_sort by,
                               vf_profile_row **rows, size_t *nrows);
-VF_API void vf_profile_summary_free(vf_profile_row *rows);
+VF_API void vf_profile_summary_destroy(vf_profile_row *rows);
 
 /* Write the summary sorted `by` to `path` ("-": standard output) as
  * VF_PROFILE_SUMMARY_TEXT or VF_PROFILE_SUMMARY_JSON (VF_ENOTSUP for any
  * other format). Errors as vf_profile_write. */
-VF_API int vf_profile_write_summary(const vf_profile *p, const char *path,
+VF_API int vf_profile_summary_write(const vf_profile *p, const char *path,
                                     vf_profile_format format,
                                     vf_profile_sort by);
 
@@ -184,11 +184,11 @@ typedef struct vf_profile_path {
     uint64_t span_ns;    /* the profile's span (vf_profile_span_ns) */
 } vf_profile_path;
 
-/* Compute the critical path into `*out` (free with vf_profile_path_free).
+/* Compute the critical path into `*out` (free with vf_profile_path_destroy).
  * An empty snapshot gives an empty path. VF_EINVAL for a bad argument or
  * edges that form a cycle (a corrupt file), VF_ENOMEM. */
 VF_API int vf_profile_critical_path(const vf_profile *p, vf_profile_path *out);
-VF_API void vf_profile_path_free(vf_profile_path *path);
+VF_API void vf_profile_path_destroy(vf_profile_path *path);
 
 #ifdef __cplusplus
 }

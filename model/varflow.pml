@@ -26,7 +26,7 @@
  *                                 (vf__var_usable), append to every queue,
  *                                 mark a deleted var DELETING, unlock, then
  *                                 the push takes the last one off itself
- *   proctype Pusher               a thread calling vf_push / vf_var_delete
+ *   proctype Pusher               a thread calling vf_engine_push / vf_var_destroy
  *                                 for its ops in program order (two run at
  *                                 once)
  *   proctype Op                   one op's life after its push: dispatched

@@ -66,8 +66,8 @@ static inline uint64_t check_seed(void)
     do {                                                                       \
         int rc_ = (expr);                                                      \
         if (rc_ != 0)                                                          \
-            CHECK_REPORT_("%s returned %s (%s)", #expr, vf_err_name(rc_),      \
-                          vf_last_error_detail());                             \
+            CHECK_REPORT_("%s returned %s (%s)", #expr, vf_error_name(rc_),    \
+                          vf_error_detail());                                  \
     } while (0)
 
 /* The call must return exactly the VF_E* code `code`. */
@@ -76,7 +76,7 @@ static inline uint64_t check_seed(void)
         int rc_ = (expr);                                                      \
         if (rc_ != (code))                                                     \
             CHECK_REPORT_("%s returned %s, expected %s", #expr,                \
-                          vf_err_name(rc_), vf_err_name(code));                \
+                          vf_error_name(rc_), vf_error_name(code));            \
     } while (0)
 
 /* Stop the test at once (a later step cannot run without this one). */

@@ -15,8 +15,8 @@
 #ifndef VF_TEST_DEVICE_CHECK_H
 #define VF_TEST_DEVICE_CHECK_H
 
+#include "base/alloc.h" /* vf__testing_fail_alloc: fault injection */
 #include "device/device.h"
-#include "base/alloc.h" /* vf_debug_fail_alloc: fault injection */
 
 /* Which class to check, and how. */
 typedef struct dc_ctx {
@@ -36,7 +36,7 @@ static inline vf__stream *dc_stream(const dc_ctx *c, int id)
     int rc = c->cls->stream_create(id, &c->params, &s);
     if (rc != 0)
         CHECK_REPORT_("%s stream_create(%d): %s (%s)", c->cls->name, id,
-                      vf_err_name(rc), vf_last_error_detail());
+                      vf_error_name(rc), vf_error_detail());
     REQUIRE(rc == 0 && s != NULL);
     return s;
 }
@@ -462,7 +462,7 @@ static inline void dc_refs(const dc_ctx *c)
     tu_gate_destroy(&gate);
 }
 
-/* Out of memory in any call (vf_debug_fail_alloc(n) for n = 1, 2, ...
+/* Out of memory in any call (vf__testing_fail_alloc(n) for n = 1, 2, ...
  * until a run needs fewer than n allocations) is VF_ENOMEM with a detail
  * and no other effect: retried, the call succeeds and the program's
  * results are whole; ASan's leak check sees nothing left. */
@@ -476,21 +476,21 @@ static inline void dc_fault_injection(const dc_ctx *c)
         int rc;
         vf__stream *s[2] = {NULL, NULL};
         vf__event *ev[3] = {NULL, NULL, NULL};
-        vf_debug_fail_alloc(n);
+        vf__testing_fail_alloc(n);
 #define DC_TRY(call)                                                           \
     do {                                                                       \
         rc = (call);                                                           \
         if (rc == VF_ENOMEM) {                                                 \
             surfaced++;                                                        \
-            if (vf_last_error_detail()[0] == '\0')                             \
+            if (vf_error_detail()[0] == '\0')                                  \
                 CHECK_REPORT_("n=%llu: %s: VF_ENOMEM without a detail",        \
                               (unsigned long long)n, #call);                   \
             rc = (call);                                                       \
         }                                                                      \
         if (rc != 0)                                                           \
             CHECK_REPORT_("n=%llu: %s returned %s (%s)",                       \
-                          (unsigned long long)n, #call, vf_err_name(rc),       \
-                          vf_last_error_detail());                             \
+                          (unsigned long long)n, #call, vf_error_name(rc),     \
+                          vf_error_detail());                                  \
     } while (0)
         for (int k = 0; k < 2; k++)
             DC_TRY(
@@ -508,8 +508,8 @@ static inline void dc_fault_injection(const dc_ctx *c)
         DC_TRY(c->cls->submit(s[1], dc_fn_count, &ran, 0));
         DC_TRY(c->cls->record(s[1], &ev[2]));
 #undef DC_TRY
-        bool reached = vf_debug_alloc_count() >= n;
-        vf_debug_fail_alloc(0);
+        bool reached = vf__testing_alloc_count() >= n;
+        vf__testing_fail_alloc(0);
         if (reached)
             faults++;
         vf__event_status st = {0};

@@ -136,7 +136,7 @@ static inline void fr_err_text(const fo_xwait *x, char *buf, size_t n)
         snprintf(buf, n, "VF_EOPFAILED {%d, '%.63s', '%.100s'}", x->err.code,
                  x->err.op_name, x->err.message);
     else
-        snprintf(buf, n, "%s", x->rc ? vf_err_name(x->rc) : "0");
+        snprintf(buf, n, "%s", x->rc ? vf_error_name(x->rc) : "0");
 }
 
 static inline void fr_cmp_wait(const fo_prog *p, int w, const fo_xwait *a,

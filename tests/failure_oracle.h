@@ -13,7 +13,7 @@
  * the vars it reads and writes (in list order) and writes hash + k to the
  * k-th var of its write list (repeats: the last one wins); a failing op
  * writes ~hash + k instead, unless its failure comes from the device's
- * work or from vf_complete_failed (then it writes nothing); a skipped op
+ * work or from vf_completion_fail (then it writes nothing); a skipped op
  * writes nothing.
  *
  * The oracle is the failure semantics of issue 17, run in push order:
@@ -25,7 +25,7 @@
  *   no_skip) and passes on the one with the smallest key to its writes;
  *   otherwise it runs: a failure (code != 0) makes a new record on its
  *   writes; a success leaves err() of its writes as it was (sticky);
- *   vf_complete_failed makes a new record and counts as skipped; writes
+ *   vf_completion_fail makes a new record and counts as skipped; writes
  *   of ops that ran (failed or not) bump versions;
  * - wait_var(v) reports err(v) if unreported; wait_all reports the
  *   unreported record with the smallest key, then marks every one
@@ -33,7 +33,7 @@
  *   order (ops that run a function, 1-based; a var delete, which never
  *   fails, takes no number).
  * Stats count ran, failed (an op returning VF_ESKIPPED included) and
- * skipped (vf_complete_failed included) user ops.
+ * skipped (vf_completion_fail included) user ops.
  */
 #ifndef VF_TEST_FAILURE_ORACLE_H
 #define VF_TEST_FAILURE_ORACLE_H
@@ -81,7 +81,7 @@ typedef struct fo_op {
     int property; /* a vf_property */
     int priority;
     bool no_skip;
-    bool cause;    /* ends with vf_complete_failed (cause code = code) */
+    bool cause;    /* ends with vf_completion_fail (cause code = code) */
     bool message;  /* its failure carries a message */
     int code;      /* 0, or the code it fails with */
     char name[24]; /* "" unnamed */
@@ -194,7 +194,7 @@ static inline void fo_message(const fo_prog *p, int i, char *msg)
         msg[0] = '\0';
 }
 
-/* The cause a vf_complete_failed op passes. */
+/* The cause a vf_completion_fail op passes. */
 static inline vf_error fo_cause(const fo_prog *p, int i)
 {
     vf_error c;

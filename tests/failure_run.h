@@ -8,8 +8,8 @@
  * - FO_SYNC: fn computes and stores the values, pushes its children and
  *   waits on its scratch vars (nested waits), and returns its code (with
  *   vf_run_set_error when it has a message);
- * - FO_ASYNC_INLINE: the same, then vf_complete (or vf_complete_failed)
- *   before async_fn returns;
+ * - FO_ASYNC_INLINE: the same, then vf_completion_finish (or
+ * vf_completion_fail) before async_fn returns;
  * - FO_ASYNC_THREAD: async_fn hands the op to a completer thread, which
  *   computes, stores and completes it later;
  * - FO_DEVICE: fn submits the work to the emulated device's stream, where
@@ -103,7 +103,7 @@ static inline void fr_wait_var(fr_run *R, vf_engine *e, int v, int wait)
 {
     fo_xwait *w = &R->got->waits[wait];
     w->happened++;
-    w->rc = vf_wait_var(e, R->vars[v], &w->err);
+    w->rc = vf_var_wait(e, R->vars[v], &w->err);
     if (w->rc != VF_EOPFAILED)
         memset(&w->err, 0, sizeof w->err);
     if (w->rc != 0 && w->rc != VF_EOPFAILED)
@@ -111,7 +111,7 @@ static inline void fr_wait_var(fr_run *R, vf_engine *e, int v, int wait)
     w->value = R->val[v];
     int rc = vf_var_version(e, R->vars[v], &w->version);
     if (rc != 0)
-        fr_api_error(R, "vf_var_version(var %d): %s", v, vf_err_name(rc));
+        fr_api_error(R, "vf_var_version(var %d): %s", v, vf_error_name(rc));
 }
 
 /* A parent's children and nested waits (see fo_run_kids). */
@@ -152,12 +152,12 @@ static inline void fr_complete(fr_opctx *c, vf_completion done, int code,
     int rc;
     if (c->R->p->ops[c->i].cause) {
         vf_error cause = fo_cause(c->R->p, c->i);
-        rc = vf_complete_failed(done, &cause);
+        rc = vf_completion_fail(done, &cause);
     } else {
-        rc = vf_complete(done, code, code && msg[0] ? msg : NULL);
+        rc = vf_completion_finish(done, code, code && msg[0] ? msg : NULL);
     }
     if (rc != 0)
-        fr_api_error(c->R, "completing op %d: %s", c->i, vf_err_name(rc));
+        fr_api_error(c->R, "completing op %d: %s", c->i, vf_error_name(rc));
 }
 
 static inline int fr_sync(vf_run *run, void *arg)
@@ -277,10 +277,10 @@ static inline int fr_push(fr_run *R, vf_engine *e, int i)
     }
     if (o->parent < 0)
         atomic_fetch_add(&R->pending[R->ops[i].thread], 1);
-    int rc = vf_push(e, &op);
+    int rc = vf_engine_push(e, &op);
     if (rc != 0) {
-        fr_api_error(R, "push of op %d: %s (%s)", i, vf_err_name(rc),
-                     vf_last_error_detail());
+        fr_api_error(R, "push of op %d: %s (%s)", i, vf_error_name(rc),
+                     vf_error_detail());
         if (o->parent < 0)
             atomic_fetch_sub(&R->pending[R->ops[i].thread], 1);
     }
@@ -305,13 +305,13 @@ static inline void fr_stale(fr_run *R, int v)
 {
     vf_var bad = v < 0 ? R->foreign : R->vars[v];
     int want = v < 0 ? VF_EXDEV : VF_ESTALE;
-    int rc = vf_push(R->e, &(vf_op){.fn = fr_never,
-                                    .arg = R,
-                                    .writes = {&bad, 1},
-                                    .name = "stale"});
+    int rc = vf_engine_push(R->e, &(vf_op){.fn = fr_never,
+                                           .arg = R,
+                                           .writes = {&bad, 1},
+                                           .name = "stale"});
     if (rc != want)
         fr_api_error(R, "push with a bad handle (var %d): %s, expected %s", v,
-                     vf_err_name(rc), vf_err_name(want));
+                     vf_error_name(rc), vf_error_name(want));
 }
 
 /* Settle (a debugging aid): before a wait of the main thread, every
@@ -347,17 +347,17 @@ static inline void fr_step(fr_run *R, int s)
         (void)fr_push(R, R->e, st->arg);
         break;
     case FO_DELETE:
-        rc = vf_var_delete(R->e, R->vars[st->arg], fr_free,
-                           &R->varctx[st->arg]);
+        rc = vf_var_destroy(R->e, R->vars[st->arg], fr_free,
+                            &R->varctx[st->arg]);
         if (rc != 0)
-            fr_api_error(R, "delete of var %d: %s", st->arg, vf_err_name(rc));
+            fr_api_error(R, "delete of var %d: %s", st->arg, vf_error_name(rc));
         break;
     case FO_WAIT_VAR:
         fr_wait_var(R, R->e, st->arg, st->wait);
         break;
     case FO_WAIT_ALL:
         w->happened++;
-        w->rc = vf_wait_all(R->e, &w->err);
+        w->rc = vf_engine_wait_all(R->e, &w->err);
         if (w->rc != VF_EOPFAILED)
             memset(&w->err, 0, sizeof w->err);
         break;
@@ -383,7 +383,7 @@ static inline void *fr_second(void *arg)
             fr_step(g->R, s);
     int rc = vf_bulk_flush(g->R->e);
     if (rc != 0)
-        fr_api_error(g->R, "vf_bulk_flush: %s", vf_err_name(rc));
+        fr_api_error(g->R, "vf_bulk_flush: %s", vf_error_name(rc));
     return NULL;
 }
 
@@ -463,19 +463,19 @@ static inline bool fr_start(fr_run *R, const vf_config *cfg)
     int rc = vf_engine_create(&R->e, cfg);
     if (rc != 0) {
         R->e = NULL;
-        fr_api_error(R, "vf_engine_create: %s (%s)", vf_err_name(rc),
-                     vf_last_error_detail());
+        fr_api_error(R, "vf_engine_create: %s (%s)", vf_error_name(rc),
+                     vf_error_detail());
         return false;
     }
     for (int v = 0; v < R->p->nvars && rc == 0; v++)
-        rc = vf_var_new(R->e, &R->vars[v]);
+        rc = vf_var_create(R->e, &R->vars[v]);
     if (rc == 0 && fr_needs_other(R->p)) {
         rc = vf_engine_create(&R->other, &(vf_config){.type = VF_ENGINE_NAIVE});
         if (rc == 0)
-            rc = vf_var_new(R->other, &R->foreign);
+            rc = vf_var_create(R->other, &R->foreign);
     }
     if (rc != 0)
-        fr_api_error(R, "making vars: %s", vf_err_name(rc));
+        fr_api_error(R, "making vars: %s", vf_error_name(rc));
     return rc == 0;
 }
 
@@ -486,7 +486,7 @@ static inline void fr_finish(fr_run *R)
     vf_stats st;
     int rc = vf_engine_stats(R->e, &st);
     if (rc != 0 || st.pending != 0)
-        fr_api_error(R, "stats: %s, pending %llu", vf_err_name(rc),
+        fr_api_error(R, "stats: %s, pending %llu", vf_error_name(rc),
                      (unsigned long long)st.pending);
     got->ran = st.ran;
     got->failed = st.failed;

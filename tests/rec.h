@@ -50,7 +50,7 @@ static void push_rec(vf_engine *e, rec *r, vf_var_list reads,
                 .writes = writes,
                 .name = name,
                 .no_skip = no_skip};
-    CHECK_OK(vf_push(e, &op));
+    CHECK_OK(vf_engine_push(e, &op));
 }
 
 #endif /* VF_TEST_REC_H */

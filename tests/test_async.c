@@ -2,15 +2,15 @@
  * test_async: async ops (rule 12), on every engine kind.
  *
  * - an async op completed later by a foreign thread holds its vars until
- *   vf_complete: a reader pushed after it runs only after the completion
- *   (it sees the value the helper wrote just before completing, and the
- *   helper is held on a gate while the reader has every chance to run);
+ *   vf_completion_finish: a reader pushed after it runs only after the
+ * completion (it sees the value the helper wrote just before completing, and
+ * the helper is held on a gate while the reader has every chance to run);
  * - many async ops, completed by a helper thread in batches and out of
  *   order, interleaved with sync ops on shared vars: results equal the
  *   serial program, every op ran once, every `done` got 0;
- * - vf_complete called twice: the second call returns VF_EALREADY (inline,
- *   from a foreign thread, and after the op's memory was surely recycled by
- *   later ops, without completing one of those); the engine stays usable;
+ * - vf_completion_finish called twice: the second call returns VF_EALREADY
+ * (inline, from a foreign thread, and after the op's memory was surely recycled
+ * by later ops, without completing one of those); the engine stays usable;
  * - the async fn runs exactly once and is given its name and engine.
  */
 #include "runner.h"
@@ -53,7 +53,7 @@ static void *helper_main(void *arg)
         pthread_mutex_unlock(&h->mu);
         if (flag)
             *flag = 1;
-        int rc = vf_complete(c, 0, NULL);
+        int rc = vf_completion_finish(c, 0, NULL);
         if (rc != 0) {
             atomic_fetch_add(&h->errors, 1);
             CHECK_OK(rc);
@@ -102,7 +102,7 @@ static void helper_stop(helper *h)
 typedef struct hold {
     helper *h;
     vf_engine *e;
-    int written; /* set to 1 by the helper just before vf_complete */
+    int written; /* set to 1 by the helper just before vf_completion_finish */
     int reader_saw;
     atomic_int started, reader_ran, done_calls, done_status;
     tu_gate *gate;
@@ -149,11 +149,15 @@ TEST_KIND_CASE(holds_vars, k)
     o.h = &h;
     o.e = e;
     o.gate = &gate;
-    CHECK_OK(vf_push(e, &(vf_op){.async_fn = hold_start, .arg = &o,
-                                 .done = hold_done, .writes = VF_VARS(x),
-                                 .name = "async-writer"}));
-    CHECK_OK(vf_push(e, &(vf_op){.fn = hold_reader, .arg = &o,
-                                 .reads = VF_VARS(x), .name = "reader"}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = hold_start,
+                                        .arg = &o,
+                                        .done = hold_done,
+                                        .writes = VF_VARS(x),
+                                        .name = "async-writer"}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = hold_reader,
+                                        .arg = &o,
+                                        .reads = VF_VARS(x),
+                                        .name = "reader"}));
     /* Give a broken engine every chance to run the reader early. */
     for (int i = 0; i < 100; i++) {
         sched_yield();
@@ -161,7 +165,7 @@ TEST_KIND_CASE(holds_vars, k)
     }
     CHECK_EQ(atomic_load(&o.reader_ran), 0);
     tu_gate_open(&gate);
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(atomic_load(&o.started), 1);
     CHECK_EQ(atomic_load(&o.reader_ran), 1);
     CHECK_EQ(o.reader_saw, 1);
@@ -260,11 +264,11 @@ TEST_KIND_CASE(many_ops, k)
             op.async_fn = many_async;
         else
             op.fn = many_sync;
-        CHECK_OK(vf_push(e, &op));
+        CHECK_OK(vf_engine_push(e, &op));
         if (i % 500 == 499) /* waits interleaved with async completions */
-            CHECK_OK(vf_wait_var(e, vars[a->w], NULL));
+            CHECK_OK(vf_var_wait(e, vars[a->w], NULL));
     }
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     for (int i = 0; i < NV; i++)
         if (m.val[i] != serial[i])
             CHECK_REPORT_("var %d: %" PRIu64 " != serial %" PRIu64, i,
@@ -299,8 +303,8 @@ static void twice_fn(vf_run *run, void *arg, vf_completion done)
     twice *t = arg;
     t->c = done;
     if (t->inline_twice) {
-        t->first_rc = vf_complete(done, 0, NULL);
-        t->second_rc = vf_complete(done, 0, NULL);
+        t->first_rc = vf_completion_finish(done, 0, NULL);
+        t->second_rc = vf_completion_finish(done, 0, NULL);
     }
     atomic_fetch_add(&t->started, 1); /* publishes t->c */
 }
@@ -308,8 +312,8 @@ static void twice_fn(vf_run *run, void *arg, vf_completion done)
 static void *complete_from_thread(void *arg)
 {
     twice *t = arg;
-    t->first_rc = vf_complete(t->c, 0, NULL);
-    t->second_rc = vf_complete(t->c, 3, "late");
+    t->first_rc = vf_completion_finish(t->c, 0, NULL);
+    t->second_rc = vf_completion_finish(t->c, 3, "late");
     return NULL;
 }
 
@@ -322,46 +326,47 @@ TEST_KIND_CASE(complete_twice, k)
     twice a;
     memset(&a, 0, sizeof a);
     a.inline_twice = true;
-    CHECK_OK(vf_push(e, &(vf_op){.async_fn = twice_fn, .arg = &a,
-                                 .writes = VF_VARS(x)}));
-    CHECK_OK(vf_wait_var(e, x, NULL));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.async_fn = twice_fn, .arg = &a, .writes = VF_VARS(x)}));
+    CHECK_OK(vf_var_wait(e, x, NULL));
     CHECK_EQ(a.first_rc, 0);
     CHECK_EQ(a.second_rc, VF_EALREADY);
 
     /* From a foreign thread, twice (the second with an error: ignored). */
     twice b;
     memset(&b, 0, sizeof b);
-    CHECK_OK(vf_push(e, &(vf_op){.async_fn = twice_fn, .arg = &b,
-                                 .writes = VF_VARS(x)}));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.async_fn = twice_fn, .arg = &b, .writes = VF_VARS(x)}));
     /* The naive engine started it inside push; others soon. */
     REQUIRE(tu_wait_flag(&b.started, 1, TU_TIMEOUT));
     pthread_t th = tu_thread_start(complete_from_thread, &b);
     tu_thread_join(th);
     CHECK_EQ(b.first_rc, 0);
     CHECK_EQ(b.second_rc, VF_EALREADY);
-    CHECK_OK(vf_wait_var(e, x, NULL));
+    CHECK_OK(vf_var_wait(e, x, NULL));
 
     /* Much later, after many ops recycled the op's memory: still refused,
      * and it must not complete the async op that is pending now. */
     for (int i = 0; i < 2000; i++)
-        CHECK_OK(vf_push(e, &(vf_op){.fn = tu_nop, .writes = VF_VARS(y)}));
-    CHECK_OK(vf_wait_all(e, NULL));
+        CHECK_OK(
+            vf_engine_push(e, &(vf_op){.fn = tu_nop, .writes = VF_VARS(y)}));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     twice c;
     memset(&c, 0, sizeof c);
-    CHECK_OK(vf_push(e, &(vf_op){.async_fn = twice_fn, .arg = &c,
-                                 .writes = VF_VARS(y)}));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.async_fn = twice_fn, .arg = &c, .writes = VF_VARS(y)}));
     REQUIRE(tu_wait_flag(&c.started, 1, TU_TIMEOUT));
-    CHECK_ERR(vf_complete(a.c, 0, NULL), VF_EALREADY);
-    CHECK_ERR(vf_complete(b.c, 0, NULL), VF_EALREADY);
+    CHECK_ERR(vf_completion_finish(a.c, 0, NULL), VF_EALREADY);
+    CHECK_ERR(vf_completion_finish(b.c, 0, NULL), VF_EALREADY);
     /* c is still pending: its own completion works (exactly once). */
-    CHECK_OK(vf_complete(c.c, 0, NULL));
-    CHECK_ERR(vf_complete(c.c, 0, NULL), VF_EALREADY);
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_completion_finish(c.c, 0, NULL));
+    CHECK_ERR(vf_completion_finish(c.c, 0, NULL), VF_EALREADY);
+    CHECK_OK(vf_engine_wait_all(e, NULL));
 
     /* Still usable. */
-    CHECK_OK(vf_push(e, &(vf_op){.fn = tu_nop, .reads = VF_VARS(x),
-                                 .writes = VF_VARS(y)}));
-    CHECK_OK(vf_wait_var(e, y, NULL));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = tu_nop, .reads = VF_VARS(x), .writes = VF_VARS(y)}));
+    CHECK_OK(vf_var_wait(e, y, NULL));
     uint64_t ver;
     CHECK_OK(vf_var_version(e, x, &ver));
     CHECK_EQ(ver, 2);

@@ -16,8 +16,8 @@
  * - push from another thread while vf_engine_destroy drains a long op:
  *   VF_ESHUTDOWN (pushes from inside the draining op still work);
  *   vf_engine_destroy from inside an op: VF_EDEADLK;
- * - vf_strerror / vf_err_name for every code and for unknown ones;
- * - vf_last_error_detail: "" on a thread where nothing failed, non-empty
+ * - vf_error_string / vf_error_name for every code and for unknown ones;
+ * - vf_error_detail: "" on a thread where nothing failed, non-empty
  *   after a failure.
  */
 #include "runner.h"
@@ -37,7 +37,7 @@ static void anop(vf_run *run, void *arg, vf_completion done)
     (void)run;
     (void)arg;
     atomic_fetch_add(&ran, 1);
-    vf_complete(done, 0, NULL);
+    vf_completion_finish(done, 0, NULL);
 }
 
 static void count_done(void *arg, int status)
@@ -52,14 +52,14 @@ static void expect_push_err(vf_engine *e, vf_op op, int code, const char *what)
 {
     op.done = count_done;
     int before = atomic_load(&done_calls), ran_before = atomic_load(&ran);
-    int rc = vf_push(e, &op);
+    int rc = vf_engine_push(e, &op);
     if (rc != code)
-        CHECK_REPORT_("%s: vf_push returned %s, expected %s", what,
-                      vf_err_name(rc), vf_err_name(code));
-    else if (*vf_last_error_detail() == 0)
+        CHECK_REPORT_("%s: vf_engine_push returned %s, expected %s", what,
+                      vf_error_name(rc), vf_error_name(code));
+    else if (*vf_error_detail() == 0)
         CHECK_REPORT_("%s: no detail message", what);
     if (rc == 0)
-        (void)vf_wait_all(e, NULL);
+        (void)vf_engine_wait_all(e, NULL);
     if (atomic_load(&done_calls) != before || atomic_load(&ran) != ran_before)
         CHECK_REPORT_("%s: a refused op ran or called done", what);
 }
@@ -74,11 +74,12 @@ static void usable(vf_engine *e)
 {
     vf_var v = tu_var(e);
     int before = atomic_load(&ran);
-    CHECK_OK(vf_push(e, &(vf_op){.fn = nop, .writes = VF_VARS(v)}));
-    CHECK_OK(vf_push(e, &(vf_op){.async_fn = anop, .reads = VF_VARS(v)}));
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = nop, .writes = VF_VARS(v)}));
+    CHECK_OK(
+        vf_engine_push(e, &(vf_op){.async_fn = anop, .reads = VF_VARS(v)}));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(atomic_load(&ran), before + 2);
-    CHECK_OK(vf_var_delete(e, v, NULL, NULL));
+    CHECK_OK(vf_var_destroy(e, v, NULL, NULL));
 }
 
 TEST_KIND_CASE(bad_args, k)
@@ -90,25 +91,25 @@ TEST_KIND_CASE(bad_args, k)
     vf_var zero = {0};
     vf_var made_up = {0xdeadbeefcafef00dULL};
     vf_var near = {x.id + 1000003};
-    CHECK_OK(vf_var_delete(e, dead, NULL, NULL));
+    CHECK_OK(vf_var_destroy(e, dead, NULL, NULL));
     uint64_t ver;
     vf_stats st;
     vf_error err;
 
     /* NULL engine / out pointers. */
     CHECK_ERR(vf_engine_destroy(NULL), VF_EINVAL);
-    CHECK_ERR(vf_var_new(NULL, &x), VF_EINVAL);
-    CHECK_ERR(vf_var_new(e, NULL), VF_EINVAL);
-    CHECK_ERR(vf_var_delete(NULL, x, NULL, NULL), VF_EINVAL);
+    CHECK_ERR(vf_var_create(NULL, &x), VF_EINVAL);
+    CHECK_ERR(vf_var_create(e, NULL), VF_EINVAL);
+    CHECK_ERR(vf_var_destroy(NULL, x, NULL, NULL), VF_EINVAL);
     CHECK_ERR(vf_var_version(NULL, x, &ver), VF_EINVAL);
     CHECK_ERR(vf_var_version(e, x, NULL), VF_EINVAL);
-    CHECK_ERR(vf_push(NULL, &(vf_op){.fn = nop}), VF_EINVAL);
-    CHECK_ERR(vf_push(e, NULL), VF_EINVAL);
-    CHECK_ERR(vf_wait_var(NULL, x, &err), VF_EINVAL);
-    CHECK_ERR(vf_wait_all(NULL, &err), VF_EINVAL);
+    CHECK_ERR(vf_engine_push(NULL, &(vf_op){.fn = nop}), VF_EINVAL);
+    CHECK_ERR(vf_engine_push(e, NULL), VF_EINVAL);
+    CHECK_ERR(vf_var_wait(NULL, x, &err), VF_EINVAL);
+    CHECK_ERR(vf_engine_wait_all(NULL, &err), VF_EINVAL);
     CHECK_ERR(vf_engine_stats(NULL, &st), VF_EINVAL);
     CHECK_ERR(vf_engine_stats(e, NULL), VF_EINVAL);
-    CHECK(*vf_last_error_detail() != 0);
+    CHECK(*vf_error_detail() != 0);
 
     /* Bad lists. */
     expect_push_err(e, (vf_op){.fn = nop, .reads = {NULL, 2}}, VF_EINVAL,
@@ -120,9 +121,9 @@ TEST_KIND_CASE(bad_args, k)
     expect_push_err(e, (vf_op){.fn = nop, .writes = {&x, -5}}, VF_EINVAL,
                     "writes count -5");
     /* A NULL list with count 0 is fine. */
-    CHECK_OK(vf_push(e, &(vf_op){.fn = nop, .reads = {NULL, 0},
-                                 .writes = {NULL, 0}}));
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = nop, .reads = {NULL, 0}, .writes = {NULL, 0}}));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
 
     /* Functions. */
     expect_push_err(e, (vf_op){.writes = VF_VARS(x)}, VF_EINVAL, "no fn");
@@ -145,11 +146,11 @@ TEST_KIND_CASE(bad_args, k)
     {
         vf_op op = {.fn = nop, .done = count_done,
                     .property = (vf_property)77};
-        int rc = vf_push(e, &op);
+        int rc = vf_engine_push(e, &op);
         CHECK(rc == VF_EINVAL || rc == VF_ENODEV);
         vf_op op2 = {.fn = nop, .done = count_done,
                      .device = {(vf_device_type)55, 0}};
-        rc = vf_push(e, &op2);
+        rc = vf_engine_push(e, &op2);
         CHECK(rc == VF_EINVAL || rc == VF_ENODEV);
     }
 
@@ -158,13 +159,13 @@ TEST_KIND_CASE(bad_args, k)
     for (int i = 0; i < 3; i++) {
         vf_var b = bad[i];
         int rc;
-        CHECK(refused(rc = vf_push(e, &(vf_op){.fn = nop,
-                                               .reads = VF_VARS(x, b)})));
-        CHECK(refused(rc = vf_push(e, &(vf_op){.fn = nop,
-                                               .writes = VF_VARS(b)})));
-        CHECK(refused(rc = vf_wait_var(e, b, &err)));
+        CHECK(refused(rc = vf_engine_push(
+                          e, &(vf_op){.fn = nop, .reads = VF_VARS(x, b)})));
+        CHECK(refused(
+            rc = vf_engine_push(e, &(vf_op){.fn = nop, .writes = VF_VARS(b)})));
+        CHECK(refused(rc = vf_var_wait(e, b, &err)));
         CHECK(refused(rc = vf_var_version(e, b, &ver)));
-        CHECK(refused(rc = vf_var_delete(e, b, NULL, NULL)));
+        CHECK(refused(rc = vf_var_destroy(e, b, NULL, NULL)));
         (void)rc;
     }
     expect_push_err(e, (vf_op){.fn = nop, .reads = VF_VARS(foreign)},
@@ -172,25 +173,26 @@ TEST_KIND_CASE(bad_args, k)
     expect_push_err(e, (vf_op){.fn = nop, .reads = VF_VARS(x),
                                .writes = VF_VARS(y, foreign)},
                     VF_EXDEV, "foreign write");
-    CHECK_ERR(vf_wait_var(e, foreign, &err), VF_EXDEV);
+    CHECK_ERR(vf_var_wait(e, foreign, &err), VF_EXDEV);
     CHECK_ERR(vf_var_version(e, foreign, &ver), VF_EXDEV);
-    CHECK_ERR(vf_var_delete(e, foreign, NULL, NULL), VF_EXDEV);
+    CHECK_ERR(vf_var_destroy(e, foreign, NULL, NULL), VF_EXDEV);
     expect_push_err(e, (vf_op){.fn = nop, .reads = VF_VARS(dead)}, VF_ESTALE,
                     "deleted read");
     expect_push_err(e, (vf_op){.fn = nop, .writes = VF_VARS(x, dead)},
                     VF_ESTALE, "deleted write");
-    CHECK_ERR(vf_wait_var(e, dead, &err), VF_ESTALE);
+    CHECK_ERR(vf_var_wait(e, dead, &err), VF_ESTALE);
     CHECK_ERR(vf_var_version(e, dead, &ver), VF_ESTALE);
-    CHECK_ERR(vf_var_delete(e, dead, NULL, NULL), VF_ESTALE);
+    CHECK_ERR(vf_var_destroy(e, dead, NULL, NULL), VF_ESTALE);
     /* The foreign var is untouched and its engine fine. */
-    CHECK_OK(vf_push(other, &(vf_op){.fn = nop, .writes = VF_VARS(foreign)}));
-    CHECK_OK(vf_wait_var(other, foreign, NULL));
+    CHECK_OK(
+        vf_engine_push(other, &(vf_op){.fn = nop, .writes = VF_VARS(foreign)}));
+    CHECK_OK(vf_var_wait(other, foreign, NULL));
     CHECK_OK(vf_var_version(other, foreign, &ver));
     CHECK_EQ(ver, 1);
 
     /* Completions that were never handed out. */
     vf_completion none = {NULL, 0};
-    int rc = vf_complete(none, 0, NULL);
+    int rc = vf_completion_finish(none, 0, NULL);
     CHECK(rc == VF_EINVAL || rc == VF_EALREADY);
 
     CHECK_EQ(atomic_load(&done_calls), 0);
@@ -226,8 +228,8 @@ static int long_op(vf_run *run, void *arg)
     tu_gate_open(&s->long_started);
     CHECK(tu_gate_wait(&s->release, TU_TIMEOUT));
     /* Destroy has begun; a push from inside an op still works. */
-    s->nested_rc = vf_push(vf_run_engine(run),
-                           &(vf_op){.fn = nested_op, .arg = s});
+    s->nested_rc = vf_engine_push(vf_run_engine(run),
+                                  &(vf_op){.fn = nested_op, .arg = s});
     return 0;
 }
 
@@ -256,15 +258,15 @@ TEST_KIND_CASE(shutdown_push, k)
     tu_gate_init(&s.release);
     s.e = tu_engine(k);
     vf_var x = tu_var(s.e);
-    CHECK_OK(vf_push(s.e, &(vf_op){.fn = long_op, .arg = &s,
-                                   .writes = VF_VARS(x)}));
+    CHECK_OK(vf_engine_push(
+        s.e, &(vf_op){.fn = long_op, .arg = &s, .writes = VF_VARS(x)}));
     CHECK(tu_gate_wait(&s.long_started, TU_TIMEOUT));
     pthread_t th = tu_thread_start(destroyer, &s);
     /* Push until destroy has begun (the long op keeps it draining). */
     double end = tu_now() + TU_TIMEOUT;
     int rc = 0, refusals = 0;
     while (tu_now() < end) {
-        rc = vf_push(s.e, &(vf_op){.fn = counted, .reads = VF_VARS(x)});
+        rc = vf_engine_push(s.e, &(vf_op){.fn = counted, .reads = VF_VARS(x)});
         if (rc == 0) {
             atomic_fetch_add(&s.pushed_ok, 1);
         } else {
@@ -275,7 +277,7 @@ TEST_KIND_CASE(shutdown_push, k)
     }
     CHECK_ERR(rc, VF_ESHUTDOWN);
     if (rc == VF_ESHUTDOWN)
-        CHECK(*vf_last_error_detail() != 0);
+        CHECK(*vf_error_detail() != 0);
     tu_gate_open(&s.release);
     tu_thread_join(th);
     CHECK_OK(s.destroy_rc);
@@ -297,8 +299,8 @@ TEST_KIND_CASE(destroy_from_op, k)
 {
     vf_engine *e = tu_engine(k);
     int rc = 99;
-    CHECK_OK(vf_push(e, &(vf_op){.fn = destroy_inside, .arg = &rc}));
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = destroy_inside, .arg = &rc}));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_ERR(rc, VF_EDEADLK);
     usable(e);
     tu_finish_engine(e);
@@ -311,33 +313,33 @@ TEST_CASE(strings)
 #define CHECK_CODE(name, value, message)                                       \
     do {                                                                       \
         CHECK_EQ(VF_##name, value);                                            \
-        if (strcmp(vf_err_name(value), "VF_" #name) != 0)                      \
-            CHECK_REPORT_("vf_err_name(%d) = '%s'", value,                     \
-                          vf_err_name(value));                                 \
-        if (strcmp(vf_strerror(value), message) != 0)                          \
-            CHECK_REPORT_("vf_strerror(%d) = '%s'", value,                     \
-                          vf_strerror(value));                                 \
+        if (strcmp(vf_error_name(value), "VF_" #name) != 0)                    \
+            CHECK_REPORT_("vf_error_name(%d) = '%s'", value,                   \
+                          vf_error_name(value));                               \
+        if (strcmp(vf_error_string(value), message) != 0)                      \
+            CHECK_REPORT_("vf_error_string(%d) = '%s'", value,                 \
+                          vf_error_string(value));                             \
     } while (0);
     VF_ERRNO_MAP(CHECK_CODE)
 #undef CHECK_CODE
     int unknown[] = {-17, -999, 1, 12345, -2147483647 - 1, 2147483647};
     for (int i = 0; i < 6; i++) {
-        CHECK(strcmp(vf_strerror(unknown[i]), "unknown error") == 0);
-        CHECK(strcmp(vf_err_name(unknown[i]), "VF_UNKNOWN") == 0);
+        CHECK(strcmp(vf_error_string(unknown[i]), "unknown error") == 0);
+        CHECK(strcmp(vf_error_name(unknown[i]), "VF_UNKNOWN") == 0);
     }
-    CHECK(vf_strerror(0) != NULL);
-    CHECK(vf_err_name(0) != NULL);
+    CHECK(vf_error_string(0) != NULL);
+    CHECK(vf_error_name(0) != NULL);
 }
 
 static void *detail_thread(void *arg)
 {
     (void)arg;
     /* Nothing failed on this thread yet. */
-    CHECK(vf_last_error_detail() != NULL);
-    CHECK(strcmp(vf_last_error_detail(), "") == 0);
+    CHECK(vf_error_detail() != NULL);
+    CHECK(strcmp(vf_error_detail(), "") == 0);
     vf_var v;
-    CHECK_ERR(vf_var_new(NULL, &v), VF_EINVAL);
-    CHECK(strlen(vf_last_error_detail()) > 0);
+    CHECK_ERR(vf_var_create(NULL, &v), VF_EINVAL);
+    CHECK(strlen(vf_error_detail()) > 0);
     return NULL;
 }
 

@@ -5,7 +5,7 @@
  * Together with test_bad_input.c (NULL engine and out pointers, bad lists,
  * bad functions, devices, properties, made-up / foreign / deleted handles,
  * push during destroy, destroy inside an op), test_operator.c (foreign and
- * bad operators), test_async.c (vf_complete twice), test_wait_nested.c
+ * bad operators), test_async.c (vf_completion_finish twice), test_wait_nested.c
  * (waits that would deadlock), test_lifecycle.c (bad type and worker
  * fields and variables) and test_profile.c (profile files and formats),
  * every public function meets each kind of bad input. Here:
@@ -17,20 +17,20 @@
  *   the field or variable, and *out left NULL. Empty variables mean unset.
  * - a var whose delete is still pending (queued behind a held op): a
  *   second delete, pushes reading or writing it, wait_var, vf_var_version,
- *   vf_operator_new: VF_ESTALE at once; the pending delete still runs its
+ *   vf_operator_create: VF_ESTALE at once; the pending delete still runs its
  *   free callback exactly once;
  * - var lists with huge counts (INT_MAX; reads + writes overflowing int):
- *   VF_EINVAL without touching the (too short) arrays, for vf_push and
- *   vf_operator_new; negative counts for vf_operator_new;
+ *   VF_EINVAL without touching the (too short) arrays, for vf_engine_push and
+ *   vf_operator_create; negative counts for vf_operator_create;
  * - operators: NULL engine for new/push/delete (VF_EINVAL); a deleted
  *   operator that still has a run in flight: push and a second delete get
  *   VF_EINVAL; a bad device (VF_ENODEV); a deleted var (VF_ESTALE);
  * - a completion handle with an odd ticket (never handed out): VF_EINVAL;
  * - destroy: a second destroy while the first drains gets VF_ESHUTDOWN;
- *   from outside ops vf_var_new, vf_var_delete, vf_operator_new and
+ *   from outside ops vf_var_create, vf_var_destroy, vf_operator_create and
  *   vf_operator_push get VF_ESHUTDOWN; from inside the draining op they
  *   work; nothing refused ever runs or calls `done`;
- * - accessors given NULL: vf_engine_kind and vf_profile_engine_kind
+ * - accessors given NULL: vf_engine_type_of and vf_profile_engine_type
  *   (VF_ENGINE_INVALID, never VF_ENGINE_DEFAULT, with a detail),
  *   vf_engine_num_workers, vf_engine_type_name of a bad type, every
  *   vf_profile_* function
@@ -72,10 +72,10 @@ static void count_done(void *arg, int status)
 static void expect_code(int rc, int code, const char *what)
 {
     if (rc != code)
-        CHECK_REPORT_("%s: returned %s, expected %s", what, vf_err_name(rc),
-                      vf_err_name(code));
-    else if (code != 0 && vf_last_error_detail()[0] == 0)
-        CHECK_REPORT_("%s: %s without a detail", what, vf_err_name(code));
+        CHECK_REPORT_("%s: returned %s, expected %s", what, vf_error_name(rc),
+                      vf_error_name(code));
+    else if (code != 0 && vf_error_detail()[0] == 0)
+        CHECK_REPORT_("%s: %s without a detail", what, vf_error_name(code));
 }
 
 /* ------------------------------------------------------------ config */
@@ -111,16 +111,16 @@ static void refuse(const vf_config *cfg, const char *needle, const char *what)
     int rc = vf_engine_create(&e, cfg);
     if (rc != VF_EINVAL) {
         CHECK_REPORT_("%s: create returned %s, expected VF_EINVAL", what,
-                      vf_err_name(rc));
+                      vf_error_name(rc));
         if (rc == 0 && e != NULL)
             CHECK_OK(vf_engine_destroy(e));
         return;
     }
     if (e != NULL)
         CHECK_REPORT_("%s: *out not NULL after a failed create", what);
-    if (strstr(vf_last_error_detail(), needle) == NULL)
+    if (strstr(vf_error_detail(), needle) == NULL)
         CHECK_REPORT_("%s: detail '%s' does not name '%s'", what,
-                      vf_last_error_detail(), needle);
+                      vf_error_detail(), needle);
 }
 
 static void accept(const vf_config *cfg, const char *what)
@@ -128,8 +128,8 @@ static void accept(const vf_config *cfg, const char *what)
     vf_engine *e = NULL;
     int rc = vf_engine_create(&e, cfg);
     if (rc != 0) {
-        CHECK_REPORT_("%s: create returned %s (%s)", what, vf_err_name(rc),
-                      vf_last_error_detail());
+        CHECK_REPORT_("%s: create returned %s (%s)", what, vf_error_name(rc),
+                      vf_error_detail());
         return;
     }
     CHECK_OK(vf_engine_destroy(e));
@@ -210,13 +210,13 @@ TEST_CASE(config)
         REQUIRE(e != NULL);
         static vf_completion held_c[2];
         for (int i = 0; i < 2; i++)
-            CHECK_OK(vf_push(e, &(vf_op){.async_fn = keep,
-                                         .arg = &held_c[i],
-                                         .nonblocking = true}));
-        CHECK_ERR(vf_push(e, &(vf_op){.fn = nop, .nonblocking = true}),
+            CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = keep,
+                                                .arg = &held_c[i],
+                                                .nonblocking = true}));
+        CHECK_ERR(vf_engine_push(e, &(vf_op){.fn = nop, .nonblocking = true}),
                   VF_EAGAIN);
         for (int i = 0; i < 2; i++)
-            CHECK_OK(vf_complete(held_c[i], 0, NULL));
+            CHECK_OK(vf_completion_finish(held_c[i], 0, NULL));
         CHECK_OK(vf_engine_destroy(e));
     }
     clear_env();
@@ -258,42 +258,44 @@ TEST_KIND_CASE(pending_delete, k)
     tu_gate_init(&h.go);
     tu_gate_init(&h.started);
     atomic_store(&freed, 0);
-    CHECK_OK(vf_push(e, &(vf_op){.fn = hold, .arg = &h, .reads = VF_VARS(x)}));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = hold, .arg = &h, .reads = VF_VARS(x)}));
     CHECK(tu_gate_wait(&h.started, TU_TIMEOUT));
-    CHECK_OK(vf_var_delete(e, x, free_cb, NULL)); /* queued behind hold */
+    CHECK_OK(vf_var_destroy(e, x, free_cb, NULL)); /* queued behind hold */
     int ran0 = atomic_load(&ran), done0 = atomic_load(&done_calls);
     uint64_t ver;
     vf_operator *opr = NULL;
-    expect_code(vf_var_delete(e, x, free_cb, NULL), VF_ESTALE,
+    expect_code(vf_var_destroy(e, x, free_cb, NULL), VF_ESTALE,
                 "second delete while the first is pending");
     expect_code(
-        vf_push(e,
-                &(vf_op){.fn = nop, .done = count_done, .reads = VF_VARS(x)}),
+        vf_engine_push(
+            e, &(vf_op){.fn = nop, .done = count_done, .reads = VF_VARS(x)}),
         VF_ESTALE, "push reading a var being deleted");
-    expect_code(vf_push(e, &(vf_op){.fn = nop,
-                                    .done = count_done,
-                                    .reads = VF_VARS(y),
-                                    .writes = VF_VARS(x)}),
+    expect_code(vf_engine_push(e, &(vf_op){.fn = nop,
+                                           .done = count_done,
+                                           .reads = VF_VARS(y),
+                                           .writes = VF_VARS(x)}),
                 VF_ESTALE, "push writing a var being deleted");
-    expect_code(vf_wait_var(e, x, NULL), VF_ESTALE,
+    expect_code(vf_var_wait(e, x, NULL), VF_ESTALE,
                 "wait on a var being deleted");
     expect_code(vf_var_version(e, x, &ver), VF_ESTALE,
                 "version of a var being deleted");
     /* An operator over a var whose delete is pending is refused at once,
      * like a push (it once was accepted and refused at its first push). */
-    int rc = vf_operator_new(e, &(vf_op){.fn = nop, .reads = VF_VARS(x)}, &opr);
+    int rc = vf_operator_create(e, &(vf_op){.fn = nop, .reads = VF_VARS(x)},
+                                &opr);
     expect_code(rc, VF_ESTALE, "operator over a var being deleted");
     CHECK(opr == NULL);
     CHECK_EQ(atomic_load(&freed), 0);
     tu_gate_open(&h.go);
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(atomic_load(&freed), 1);
     CHECK_EQ(atomic_load(&ran), ran0);
     CHECK_EQ(atomic_load(&done_calls), done0);
     /* And after it ran: still refused, the callback not run again. */
-    expect_code(vf_var_delete(e, x, free_cb, NULL), VF_ESTALE,
+    expect_code(vf_var_destroy(e, x, free_cb, NULL), VF_ESTALE,
                 "delete after the delete ran");
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(atomic_load(&freed), 1);
     tu_finish_engine(e);
     tu_gate_destroy(&h.go);
@@ -310,34 +312,34 @@ TEST_KIND_CASE(huge_lists, k)
     vf_var one[1] = {x}; /* far shorter than the counts claim */
     vf_operator *opr = NULL;
     int ran0 = atomic_load(&ran);
-    expect_code(vf_push(e, &(vf_op){.fn = nop,
-                                    .done = count_done,
-                                    .reads = {one, INT_MAX}}),
+    expect_code(vf_engine_push(e, &(vf_op){.fn = nop,
+                                           .done = count_done,
+                                           .reads = {one, INT_MAX}}),
                 VF_EINVAL, "reads.count INT_MAX");
-    expect_code(vf_push(e, &(vf_op){.fn = nop,
-                                    .done = count_done,
-                                    .reads = {one, INT_MAX},
-                                    .writes = {one, INT_MAX}}),
+    expect_code(vf_engine_push(e, &(vf_op){.fn = nop,
+                                           .done = count_done,
+                                           .reads = {one, INT_MAX},
+                                           .writes = {one, INT_MAX}}),
                 VF_EINVAL, "reads + writes overflowing int");
-    expect_code(vf_push(e, &(vf_op){.fn = nop,
-                                    .done = count_done,
-                                    .writes = {one, INT_MIN}}),
+    expect_code(vf_engine_push(e, &(vf_op){.fn = nop,
+                                           .done = count_done,
+                                           .writes = {one, INT_MIN}}),
                 VF_EINVAL, "writes.count INT_MIN");
+    expect_code(vf_operator_create(
+                    e, &(vf_op){.fn = nop, .writes = {one, INT_MAX}}, &opr),
+                VF_EINVAL, "operator writes.count INT_MAX");
     expect_code(
-        vf_operator_new(e, &(vf_op){.fn = nop, .writes = {one, INT_MAX}}, &opr),
-        VF_EINVAL, "operator writes.count INT_MAX");
-    expect_code(
-        vf_operator_new(e, &(vf_op){.fn = nop, .reads = {one, -1}}, &opr),
+        vf_operator_create(e, &(vf_op){.fn = nop, .reads = {one, -1}}, &opr),
         VF_EINVAL, "operator reads.count -1");
     expect_code(
-        vf_operator_new(e, &(vf_op){.fn = nop, .writes = {one, -3}}, &opr),
+        vf_operator_create(e, &(vf_op){.fn = nop, .writes = {one, -3}}, &opr),
         VF_EINVAL, "operator writes.count -3");
     expect_code(
-        vf_operator_new(e, &(vf_op){.fn = nop, .device = {VF_DEVICE_CUDA, 99}},
-                        &opr),
+        vf_operator_create(
+            e, &(vf_op){.fn = nop, .device = {VF_DEVICE_CUDA, 99}}, &opr),
         VF_ENODEV, "operator on CUDA device 99");
     CHECK(opr == NULL);
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(atomic_load(&ran), ran0);
     CHECK_EQ(atomic_load(&done_calls), 0);
     tu_finish_engine(e);
@@ -351,47 +353,47 @@ TEST_KIND_CASE(operators, k)
     vf_engine *e = tu_engine(k);
     vf_var x = tu_var(e);
     vf_operator *opr = NULL;
-    expect_code(vf_operator_new(NULL, &(vf_op){.fn = nop}, &opr), VF_EINVAL,
-                "vf_operator_new(NULL engine)");
+    expect_code(vf_operator_create(NULL, &(vf_op){.fn = nop}, &opr), VF_EINVAL,
+                "vf_operator_create(NULL engine)");
     CHECK(opr == NULL);
     CHECK_OK(
-        vf_operator_new(e, &(vf_op){.fn = nop, .writes = VF_VARS(x)}, &opr));
+        vf_operator_create(e, &(vf_op){.fn = nop, .writes = VF_VARS(x)}, &opr));
     REQUIRE(opr != NULL);
     expect_code(vf_operator_push(NULL, opr, 0), VF_EINVAL,
                 "vf_operator_push(NULL engine)");
-    expect_code(vf_operator_delete(NULL, opr), VF_EINVAL,
-                "vf_operator_delete(NULL engine)");
+    expect_code(vf_operator_destroy(NULL, opr), VF_EINVAL,
+                "vf_operator_destroy(NULL engine)");
     if (k->threaded) {
         /* A run held in flight keeps the deleted operator's memory alive,
          * so using the handle again is defined: it is refused. */
         held h;
         tu_gate_init(&h.go);
         tu_gate_init(&h.started);
-        CHECK_OK(
-            vf_push(e, &(vf_op){.fn = hold, .arg = &h, .writes = VF_VARS(x)}));
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = hold, .arg = &h, .writes = VF_VARS(x)}));
         CHECK_OK(vf_operator_push(e, opr, 0)); /* queued behind hold */
-        CHECK_OK(vf_operator_delete(e, opr));
+        CHECK_OK(vf_operator_destroy(e, opr));
         int ran0 = atomic_load(&ran);
         expect_code(vf_operator_push(e, opr, 0), VF_EINVAL,
                     "push of a deleted operator");
-        expect_code(vf_operator_delete(e, opr), VF_EINVAL,
+        expect_code(vf_operator_destroy(e, opr), VF_EINVAL,
                     "second delete of an operator");
         tu_gate_open(&h.go);
-        CHECK_OK(vf_wait_all(e, NULL));
+        CHECK_OK(vf_engine_wait_all(e, NULL));
         CHECK_EQ(atomic_load(&ran), ran0 + 1); /* only the queued run */
         tu_gate_destroy(&h.go);
         tu_gate_destroy(&h.started);
     } else {
-        CHECK_OK(vf_operator_delete(e, opr));
+        CHECK_OK(vf_operator_destroy(e, opr));
     }
     /* An operator whose var was deleted is refused at push. */
     vf_var y = tu_var(e);
     CHECK_OK(
-        vf_operator_new(e, &(vf_op){.fn = nop, .reads = VF_VARS(y)}, &opr));
-    CHECK_OK(vf_var_delete(e, y, NULL, NULL));
+        vf_operator_create(e, &(vf_op){.fn = nop, .reads = VF_VARS(y)}, &opr));
+    CHECK_OK(vf_var_destroy(e, y, NULL, NULL));
     expect_code(vf_operator_push(e, opr, 0), VF_ESTALE,
                 "operator over a deleted var");
-    CHECK_OK(vf_operator_delete(e, opr));
+    CHECK_OK(vf_operator_destroy(e, opr));
     tu_finish_engine(e);
 }
 
@@ -401,10 +403,10 @@ TEST_CASE(completions)
 {
     int dummy;
     vf_completion odd = {&dummy, 1};
-    expect_code(vf_complete(odd, 0, NULL), VF_EINVAL,
+    expect_code(vf_completion_finish(odd, 0, NULL), VF_EINVAL,
                 "completion with an odd ticket");
     vf_completion odd2 = {&dummy, 12345};
-    expect_code(vf_complete(odd2, 3, "x"), VF_EINVAL,
+    expect_code(vf_completion_finish(odd2, 3, "x"), VF_EINVAL,
                 "completion with an odd ticket and a failure");
 }
 
@@ -427,10 +429,11 @@ static int long_op(vf_run *run, void *arg)
     /* Destroy has begun: from inside an op these still work. */
     vf_engine *e = vf_run_engine(run);
     vf_var v = {0};
-    d->inside_var_rc = vf_var_new(e, &v);
-    d->inside_push_rc = vf_push(e, &(vf_op){.fn = nop, .writes = VF_VARS(v)});
+    d->inside_var_rc = vf_var_create(e, &v);
+    d->inside_push_rc = vf_engine_push(
+        e, &(vf_op){.fn = nop, .writes = VF_VARS(v)});
     d->inside_opr_rc = vf_operator_push(e, d->opr, 0);
-    d->inside_opr_del_rc = vf_operator_delete(e, d->opr);
+    d->inside_opr_del_rc = vf_operator_destroy(e, d->opr);
     return 0;
 }
 
@@ -453,9 +456,9 @@ TEST_KIND_CASE(during_destroy, k)
     d.e = tu_engine(k);
     d.x = tu_var(d.e);
     vf_var y = tu_var(d.e);
-    CHECK_OK(
-        vf_operator_new(d.e, &(vf_op){.fn = nop, .reads = VF_VARS(y)}, &d.opr));
-    CHECK_OK(vf_push(
+    CHECK_OK(vf_operator_create(d.e, &(vf_op){.fn = nop, .reads = VF_VARS(y)},
+                                &d.opr));
+    CHECK_OK(vf_engine_push(
         d.e, &(vf_op){.fn = long_op, .arg = &d, .writes = VF_VARS(d.x)}));
     CHECK(tu_gate_wait(&d.h.started, TU_TIMEOUT));
     pthread_t th = tu_thread_start(destroyer, &d);
@@ -463,7 +466,8 @@ TEST_KIND_CASE(during_destroy, k)
     int ran_start = atomic_load(&ran), accepted = 0;
     double end = tu_now() + TU_TIMEOUT;
     int rc;
-    while ((rc = vf_push(d.e, &(vf_op){.fn = nop})) == 0 && tu_now() < end) {
+    while ((rc = vf_engine_push(d.e, &(vf_op){.fn = nop})) == 0 &&
+           tu_now() < end) {
         accepted++;
         sched_yield();
     }
@@ -473,17 +477,18 @@ TEST_KIND_CASE(during_destroy, k)
     vf_operator *o2 = NULL;
     expect_code(vf_engine_destroy(d.e), VF_ESHUTDOWN,
                 "second destroy while the first drains");
-    expect_code(vf_var_new(d.e, &v), VF_ESHUTDOWN, "vf_var_new during destroy");
-    expect_code(vf_var_delete(d.e, y, free_cb, NULL), VF_ESHUTDOWN,
-                "vf_var_delete during destroy");
-    expect_code(vf_operator_new(d.e, &(vf_op){.fn = nop}, &o2), VF_ESHUTDOWN,
-                "vf_operator_new during destroy");
+    expect_code(vf_var_create(d.e, &v), VF_ESHUTDOWN,
+                "vf_var_create during destroy");
+    expect_code(vf_var_destroy(d.e, y, free_cb, NULL), VF_ESHUTDOWN,
+                "vf_var_destroy during destroy");
+    expect_code(vf_operator_create(d.e, &(vf_op){.fn = nop}, &o2), VF_ESHUTDOWN,
+                "vf_operator_create during destroy");
     CHECK(o2 == NULL);
     expect_code(vf_operator_push(d.e, d.opr, 0), VF_ESHUTDOWN,
                 "vf_operator_push during destroy");
     expect_code(
-        vf_push(d.e,
-                &(vf_op){.fn = nop, .done = count_done, .nonblocking = true}),
+        vf_engine_push(
+            d.e, &(vf_op){.fn = nop, .done = count_done, .nonblocking = true}),
         VF_ESHUTDOWN, "nonblocking push during destroy");
     CHECK_EQ(atomic_load(&done_calls), done0);
     tu_gate_open(&d.h.go);
@@ -505,10 +510,10 @@ TEST_KIND_CASE(during_destroy, k)
 
 TEST_CASE(accessors)
 {
-    vf_set_error_detail(0, "%s", "");
-    CHECK_EQ(vf_engine_kind(NULL), VF_ENGINE_INVALID);
-    CHECK(strcmp(vf_last_error_detail(),
-                 "vf_engine_kind: not an engine (NULL or destroyed)") == 0);
+    vf_error_set_detail(0, "%s", "");
+    CHECK_EQ(vf_engine_type_of(NULL), VF_ENGINE_INVALID);
+    CHECK(strcmp(vf_error_detail(),
+                 "vf_engine_type_of: not an engine (NULL or destroyed)") == 0);
     CHECK(strcmp(vf_engine_type_name(VF_ENGINE_INVALID), "invalid") == 0);
     CHECK_EQ(vf_engine_num_workers(NULL), 0);
     CHECK(vf_engine_type_name((vf_engine_type)-5) != NULL);
@@ -521,22 +526,22 @@ TEST_CASE(accessors)
     expect_code(vf_profile_resume(NULL), VF_EINVAL, "vf_profile_resume(NULL)");
     expect_code(vf_profile_take(NULL, &p), VF_EINVAL,
                 "vf_profile_take(NULL, &p)");
-    vf_profile_free(NULL);
+    vf_profile_destroy(NULL);
     CHECK_EQ(vf_profile_count(NULL), 0);
     CHECK(vf_profile_at(NULL, 0) == NULL);
     CHECK_EQ(vf_profile_dropped(NULL), 0);
-    vf_set_error_detail(0, "%s", "");
-    CHECK_EQ(vf_profile_engine_kind(NULL), VF_ENGINE_INVALID);
-    CHECK(strcmp(vf_last_error_detail(),
-                 "vf_profile_engine_kind: the profile is NULL") == 0);
+    vf_error_set_detail(0, "%s", "");
+    CHECK_EQ(vf_profile_engine_type(NULL), VF_ENGINE_INVALID);
+    CHECK(strcmp(vf_error_detail(),
+                 "vf_profile_engine_type: the profile is NULL") == 0);
     CHECK_EQ(vf_profile_num_workers(NULL), 0);
     CHECK(vf_profile_worker_pool(NULL, 0) == NULL);
     CHECK_EQ(vf_profile_span_ns(NULL), 0);
     expect_code(vf_profile_write(NULL, "-", VF_PROFILE_AUTO), VF_EINVAL,
                 "vf_profile_write(NULL)");
-    expect_code(vf_profile_write_summary(NULL, "-", VF_PROFILE_SUMMARY_TEXT,
+    expect_code(vf_profile_summary_write(NULL, "-", VF_PROFILE_SUMMARY_TEXT,
                                          VF_PROFILE_SORT_TOTAL),
-                VF_EINVAL, "vf_profile_write_summary(NULL)");
+                VF_EINVAL, "vf_profile_summary_write(NULL)");
     vf_profile *q = NULL;
     expect_code(vf_profile_load(NULL, &q), VF_EINVAL,
                 "vf_profile_load(NULL, &q)");
@@ -547,11 +552,11 @@ TEST_CASE(accessors)
     size_t nrows = 0;
     expect_code(vf_profile_summary(NULL, VF_PROFILE_SORT_TOTAL, &rows, &nrows),
                 VF_EINVAL, "vf_profile_summary(NULL)");
-    vf_profile_summary_free(NULL);
+    vf_profile_summary_destroy(NULL);
     vf_profile_path path;
     expect_code(vf_profile_critical_path(NULL, &path), VF_EINVAL,
                 "vf_profile_critical_path(NULL)");
-    vf_profile_path_free(NULL);
+    vf_profile_path_destroy(NULL);
     CHECK(vf_profile_sort_name((vf_profile_sort)-1) == NULL);
     CHECK(vf_profile_sort_name((vf_profile_sort)1000) == NULL);
     vf_profile_sort by;
@@ -565,7 +570,7 @@ TEST_CASE(accessors)
     /* A real snapshot: NULL outputs and indexes out of range. */
     vf_engine *e = tu_engine(&tu_kinds[0]);
     CHECK_OK(vf_profile_start(e));
-    CHECK_OK(vf_push(e, &(vf_op){.fn = nop, .name = "one"}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = nop, .name = "one"}));
     expect_code(vf_profile_take(e, NULL), VF_EINVAL,
                 "vf_profile_take(e, NULL)");
     p = NULL;
@@ -577,9 +582,9 @@ TEST_CASE(accessors)
     CHECK(vf_profile_worker_pool(p, 1 << 20) == NULL);
     expect_code(vf_profile_write(p, NULL, VF_PROFILE_AUTO), VF_EINVAL,
                 "vf_profile_write(p, NULL path)");
-    expect_code(vf_profile_write_summary(p, NULL, VF_PROFILE_SUMMARY_TEXT,
+    expect_code(vf_profile_summary_write(p, NULL, VF_PROFILE_SUMMARY_TEXT,
                                          VF_PROFILE_SORT_TOTAL),
-                VF_EINVAL, "vf_profile_write_summary(p, NULL path)");
+                VF_EINVAL, "vf_profile_summary_write(p, NULL path)");
     expect_code(vf_profile_summary(p, VF_PROFILE_SORT_TOTAL, NULL, &nrows),
                 VF_EINVAL, "vf_profile_summary(p, NULL rows)");
     expect_code(vf_profile_summary(p, VF_PROFILE_SORT_TOTAL, &rows, NULL),
@@ -588,10 +593,10 @@ TEST_CASE(accessors)
                 VF_EINVAL, "vf_profile_summary(p, sort -1)");
     expect_code(vf_profile_critical_path(p, NULL), VF_EINVAL,
                 "vf_profile_critical_path(p, NULL)");
-    expect_code(vf_profile_write_summary(p, "-", VF_PROFILE_SUMMARY_TEXT,
+    expect_code(vf_profile_summary_write(p, "-", VF_PROFILE_SUMMARY_TEXT,
                                          (vf_profile_sort)77),
-                VF_EINVAL, "vf_profile_write_summary(p, sort 77)");
-    vf_profile_free(p);
+                VF_EINVAL, "vf_profile_summary_write(p, sort 77)");
+    vf_profile_destroy(p);
     CHECK_OK(vf_profile_stop(e));
     tu_finish_engine(e);
 }

@@ -8,7 +8,7 @@
  *   another thread returns only after room was made (nothing can finish
  *   before the gate opens, so returning earlier would break the bound). On
  *   the naive engine the same with async ops left in flight, and a blocked
- *   pusher is released by vf_complete from a foreign thread.
+ *   pusher is released by vf_completion_finish from a foreign thread.
  * - ten_million: one thread pushes 10 million empty ops (half independent,
  *   half reading or writing one of four shared vars) into a pooled engine
  *   with max_inflight = 1024, each push nonblocking first: on VF_EAGAIN it
@@ -187,7 +187,7 @@ static void async_hold(vf_run *run, void *arg, vf_completion done)
 static void *blocked_pusher(void *arg)
 {
     gated *g = arg;
-    g->rc = vf_push(g->e, &(vf_op){.fn = empty, .name = "blocked"});
+    g->rc = vf_engine_push(g->e, &(vf_op){.fn = empty, .name = "blocked"});
     g->opened_at_return = atomic_load(&g->opened);
     atomic_store(&g->returned, 1);
     return NULL;
@@ -211,21 +211,21 @@ static void gated_threaded(const tu_kind *k)
      * would otherwise leave its own queue's ops to a free worker, and ops
      * would finish under the bound (seen under TSan on a loaded machine). */
     for (int i = 0; i < k->workers; i++, accepted++)
-        CHECK_OK(
-            vf_push(g.e, &(vf_op){.fn = hold, .arg = &g, .nonblocking = true}));
+        CHECK_OK(vf_engine_push(
+            g.e, &(vf_op){.fn = hold, .arg = &g, .nonblocking = true}));
     REQUIRE(tu_wait_flag(&g.holders, k->workers, TU_TIMEOUT));
     int rc = 0;
     while (accepted < 2 * MAX) {
-        rc = vf_push(g.e, &(vf_op){.fn = empty,
-                                   .done = count_done,
-                                   .reads = VF_VARS(x),
-                                   .nonblocking = true});
+        rc = vf_engine_push(g.e, &(vf_op){.fn = empty,
+                                          .done = count_done,
+                                          .reads = VF_VARS(x),
+                                          .nonblocking = true});
         if (rc != 0)
             break;
         accepted++;
     }
     CHECK_ERR(rc, VF_EAGAIN);
-    CHECK(*vf_last_error_detail() != 0);
+    CHECK(*vf_error_detail() != 0);
     if (accepted != MAX)
         CHECK_REPORT_("accepted %d ops before VF_EAGAIN, bound %d", accepted,
                       MAX);
@@ -234,11 +234,11 @@ static void gated_threaded(const tu_kind *k)
     CHECK_EQ(st.pending, MAX);
     /* Operators obey the bound too. */
     vf_operator *opr = NULL;
-    CHECK_OK(vf_operator_new(
+    CHECK_OK(vf_operator_create(
         g.e, &(vf_op){.fn = empty, .nonblocking = true, .writes = VF_VARS(x)},
         &opr));
     CHECK_ERR(vf_operator_push(g.e, opr, 0), VF_EAGAIN);
-    CHECK_OK(vf_operator_delete(g.e, opr));
+    CHECK_OK(vf_operator_destroy(g.e, opr));
 
     pthread_t th = tu_thread_start(blocked_pusher, &g);
     for (int i = 0; i < 100; i++)
@@ -249,7 +249,7 @@ static void gated_threaded(const tu_kind *k)
     tu_thread_join(th);
     CHECK_OK(g.rc);
     CHECK_EQ(g.opened_at_return, 1);
-    CHECK_OK(vf_wait_all(g.e, NULL));
+    CHECK_OK(vf_engine_wait_all(g.e, NULL));
     CHECK_EQ(atomic_load(&done_calls), MAX - k->workers);
     CHECK_OK(vf_engine_stats(g.e, &st));
     CHECK_EQ(st.ran, MAX + 1);
@@ -264,12 +264,13 @@ static void *completer(void *arg)
     gated *g = arg;
     CHECK(tu_gate_wait(&g->gate, TU_TIMEOUT));
     atomic_store(&g->opened, 1);
-    CHECK_OK(vf_complete(g->held[0], 0, NULL));
+    CHECK_OK(vf_completion_finish(g->held[0], 0, NULL));
     return NULL;
 }
 
 /* Naive engine: only async ops in flight can hold the count up. A blocked
- * pusher (the main thread here) is released by a foreign vf_complete. */
+ * pusher (the main thread here) is released by a foreign vf_completion_finish.
+ */
 static void gated_naive(void)
 {
     enum { MAX = 8 };
@@ -282,25 +283,25 @@ static void gated_naive(void)
     for (int i = 0; i < MAX; i++)
         v[i] = tu_var(g.e);
     for (int i = 0; i < MAX; i++)
-        CHECK_OK(vf_push(g.e, &(vf_op){.async_fn = async_hold,
-                                       .arg = &g,
-                                       .writes = VF_VARS(v[i]),
-                                       .nonblocking = true}));
+        CHECK_OK(vf_engine_push(g.e, &(vf_op){.async_fn = async_hold,
+                                              .arg = &g,
+                                              .writes = VF_VARS(v[i]),
+                                              .nonblocking = true}));
     CHECK_EQ(atomic_load(&g.nheld), MAX);
-    CHECK_ERR(
-        vf_push(g.e,
-                &(vf_op){.fn = empty, .done = count_done, .nonblocking = true}),
-        VF_EAGAIN);
+    CHECK_ERR(vf_engine_push(g.e, &(vf_op){.fn = empty,
+                                           .done = count_done,
+                                           .nonblocking = true}),
+              VF_EAGAIN);
     CHECK_EQ(atomic_load(&done_calls), 0);
     pthread_t th = tu_thread_start(completer, &g);
     tu_gate_open(&g.gate);
     /* Blocks until the completer makes room. */
-    CHECK_OK(vf_push(g.e, &(vf_op){.fn = empty, .done = count_done}));
+    CHECK_OK(vf_engine_push(g.e, &(vf_op){.fn = empty, .done = count_done}));
     CHECK_EQ(atomic_load(&g.opened), 1);
     CHECK_EQ(atomic_load(&done_calls), 1);
     tu_thread_join(th);
     for (int i = 1; i < MAX; i++)
-        CHECK_OK(vf_complete(g.held[i], 0, NULL));
+        CHECK_OK(vf_completion_finish(g.held[i], 0, NULL));
     tu_finish_engine(g.e);
     tu_gate_destroy(&g.gate);
     atomic_store(&done_calls, 0);
@@ -384,7 +385,7 @@ static void ten_million(long *n_out, long *growth_kib_out)
                 s->eagains = &eagains;
                 s->seen = atomic_load(&eagains);
                 s->timeouts = &timeouts;
-                CHECK_OK(vf_push(e, &(vf_op){.fn = stall_fn, .arg = s}));
+                CHECK_OK(vf_engine_push(e, &(vf_op){.fn = stall_fn, .arg = s}));
                 pushed++;
             }
         }
@@ -401,7 +402,7 @@ static void ten_million(long *n_out, long *growth_kib_out)
         /* At the bound: yield and retry, and every 8th time block in the
          * push (a blocked pusher is woken per finished op: slower). */
         int rc, tries = 0;
-        while ((rc = vf_push(e, &op)) == VF_EAGAIN) {
+        while ((rc = vf_engine_push(e, &op)) == VF_EAGAIN) {
             atomic_fetch_add(&eagains, 1);
             if (++tries % 8 == 0)
                 op.nonblocking = false;
@@ -412,7 +413,7 @@ static void ten_million(long *n_out, long *growth_kib_out)
             CHECK_OK(rc);
         pushed += rc == 0;
     }
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     double secs = tu_now() - t0;
     long peak_after = peak_rss_kib();
     vf_stats st;
@@ -451,11 +452,12 @@ static double bytes_per_pending_op(void)
     REQUIRE(vf_engine_create(&g.e, &(vf_config){.type = VF_ENGINE_POOLED,
                                                 .cpu_workers = 1}) == 0);
     vf_var x = tu_var(g.e);
-    CHECK_OK(
-        vf_push(g.e, &(vf_op){.fn = hold, .arg = &g, .writes = VF_VARS(x)}));
+    CHECK_OK(vf_engine_push(
+        g.e, &(vf_op){.fn = hold, .arg = &g, .writes = VF_VARS(x)}));
     long before = rss_kib();
     for (long i = 0; i < n; i++)
-        CHECK_OK(vf_push(g.e, &(vf_op){.fn = empty, .reads = VF_VARS(x)}));
+        CHECK_OK(
+            vf_engine_push(g.e, &(vf_op){.fn = empty, .reads = VF_VARS(x)}));
     long after = rss_kib();
     tu_gate_open(&g.gate);
     tu_finish_engine(g.e);
@@ -484,7 +486,7 @@ static void *pusher(void *arg)
         vf_op op = {.fn = (i % 64 == 0) ? sampler : empty};
         if (tu_below(&rng, 2))
             op.writes = (vf_var_list){&p->shared[tu_below(&rng, 4)], 1};
-        CHECK_OK(vf_push(p->e, &op));
+        CHECK_OK(vf_engine_push(p->e, &op));
     }
     return NULL;
 }
@@ -510,7 +512,7 @@ TEST_CASE(several_pushers)
     }
     for (int i = 0; i < PUSHERS; i++)
         tu_thread_join(th[i]);
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     vf_stats st;
     CHECK_OK(vf_engine_stats(e, &st));
     CHECK_EQ(st.ran, (uint64_t)n * PUSHERS);
@@ -583,7 +585,7 @@ static int nest_parent(vf_run *run, void *arg)
         vf_op op = {.fn = nest_child, .arg = it, .done = free_item};
         if (n->on_x)
             op.writes = (vf_var_list){&n->x, 1};
-        int rc = vf_push(e, &op);
+        int rc = vf_engine_push(e, &op);
         if (rc != 0) {
             free(it);
             if (n->push_rc == 0)
@@ -591,7 +593,7 @@ static int nest_parent(vf_run *run, void *arg)
         }
     }
     /* At the bound (the outer op alone would do: max is 1 below). */
-    n->nb_rc = vf_push(e, &(vf_op){.fn = empty, .nonblocking = true});
+    n->nb_rc = vf_engine_push(e, &(vf_op){.fn = empty, .nonblocking = true});
     return 0;
 }
 
@@ -609,11 +611,11 @@ static void nested_one(const char *name, vf_config cfg, bool on_x,
     n.on_x = on_x;
     vf_var y = tu_var(e);
     tu_phase_limit(name, 60);
-    CHECK_OK(vf_push(e, &(vf_op){.fn = nest_parent,
-                                 .arg = &n,
-                                 .writes = VF_VARS(n.x, y),
-                                 .property = outer_prop}));
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = nest_parent,
+                                        .arg = &n,
+                                        .writes = VF_VARS(n.x, y),
+                                        .property = outer_prop}));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     tu_phase("nested");
     CHECK_OK(n.push_rc);
     CHECK_EQ(atomic_load(&n.ran), n.n);

@@ -1,5 +1,5 @@
 /*
- * test_bulk: bulk execution (rule 13 of DESIGN.md, vf_set_bulk_size).
+ * test_bulk: bulk execution (rule 13 of DESIGN.md, vf_bulk_set_size).
  *
  * Consecutive sync pushes from one thread are fused into one op; the
  * program must not be able to tell, except through vf_engine_stats: the
@@ -11,7 +11,9 @@
  * test_random_serial.
  */
 #include "runner.h"
-#include "base/alloc.h" /* vf_debug_fail_alloc: fault injection */
+
+/* the testing aid vf__testing_fail_alloc (fault injection) */
+#include "base/alloc.h"
 
 static const vf_config pooled = {.type = VF_ENGINE_POOLED, .cpu_workers = 2};
 #define NONE ((vf_var_list){NULL, 0})
@@ -37,8 +39,10 @@ static int arith_fn(vf_run *run, void *arg)
 
 static void push_arith(vf_engine *e, vf_var v, arith *a)
 {
-    CHECK_OK(vf_push(e, &(vf_op){.fn = arith_fn, .arg = a,
-                                 .writes = VF_VARS(v), .name = "arith"}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = arith_fn,
+                                        .arg = a,
+                                        .writes = VF_VARS(v),
+                                        .name = "arith"}));
 }
 
 /* MXNet's bulk test: x = 1; x *= 2; x += 1; wait (3); x += 1 gives 4;
@@ -47,8 +51,8 @@ TEST_CASE(arithmetic)
 {
     tu_phase("arithmetic");
     vf_engine *e = tu_engine(&(tu_kind){.name = "pooled", .cfg = pooled});
-    CHECK_EQ(vf_set_bulk_size(e, 10), 0);
-    CHECK_EQ(vf_set_bulk_size(e, 10), 10); /* returns the previous one */
+    CHECK_EQ(vf_bulk_set_size(e, 10), 0);
+    CHECK_EQ(vf_bulk_set_size(e, 10), 10); /* returns the previous one */
     vf_var x = tu_var(e);
     long value = 0;
     arith set = {&value, '=', 1}, mul = {&value, '*', 2}, add = {&value, '+',
@@ -59,17 +63,17 @@ TEST_CASE(arithmetic)
     vf_stats st;
     CHECK_OK(vf_engine_stats(e, &st));
     CHECK_EQ(st.bulks, 0); /* still in this thread's batch */
-    CHECK_OK(vf_wait_var(e, x, NULL));
+    CHECK_OK(vf_var_wait(e, x, NULL));
     CHECK_EQ(value, 3);
     CHECK_OK(vf_engine_stats(e, &st));
     CHECK_EQ(st.bulks, 1);
     CHECK_EQ(st.bulked, 3);
     push_arith(e, x, &add);
-    CHECK_OK(vf_wait_var(e, x, NULL));
+    CHECK_OK(vf_var_wait(e, x, NULL));
     CHECK_EQ(value, 4);
     for (int i = 0; i < 100; i++)
         push_arith(e, x, &add);
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(value, 104);
     CHECK_OK(vf_engine_stats(e, &st));
     CHECK_EQ(st.bulks, 12); /* 1 + 1 + 100 / 10 */
@@ -108,9 +112,13 @@ static void step_done(void *arg, int status)
 static void push_step(vf_engine *e, step *s, const char *name,
                       vf_var_list reads, vf_var_list writes, bool no_skip)
 {
-    CHECK_OK(vf_push(e, &(vf_op){.fn = step_fn, .arg = s, .done = step_done,
-                                 .reads = reads, .writes = writes,
-                                 .name = name, .no_skip = no_skip}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = step_fn,
+                                        .arg = s,
+                                        .done = step_done,
+                                        .reads = reads,
+                                        .writes = writes,
+                                        .name = name,
+                                        .no_skip = no_skip}));
 }
 
 /* A failing op inside a batch fails like an op on its own. */
@@ -118,7 +126,7 @@ TEST_CASE(failure)
 {
     tu_phase("failure");
     vf_engine *e = tu_engine(&(tu_kind){.name = "pooled", .cfg = pooled});
-    CHECK_EQ(vf_set_bulk_size(e, 16), 0);
+    CHECK_EQ(vf_bulk_set_size(e, 16), 0);
     vf_var a = tu_var(e), b = tu_var(e), c = tu_var(e);
     step s[7];
     memset(s, 0, sizeof s);
@@ -132,7 +140,7 @@ TEST_CASE(failure)
     push_step(e, &s[5], "no skip", VF_VARS(b), NONE, true);   /* runs */
     push_step(e, &s[6], "other", NONE, VF_VARS(a), false);    /* runs */
     vf_error err;
-    CHECK_ERR(vf_wait_var(e, c, &err), VF_EOPFAILED);
+    CHECK_ERR(vf_var_wait(e, c, &err), VF_EOPFAILED);
     CHECK_EQ(err.code, -42);
     CHECK(strcmp(err.op_name, "fails") == 0);
     CHECK(strstr(err.message, "step fails fails") != NULL);
@@ -143,7 +151,7 @@ TEST_CASE(failure)
         CHECK_EQ(atomic_load(&s[i].dones), 1);
         CHECK_EQ(atomic_load(&s[i].status), want_status[i]);
     }
-    CHECK_OK(vf_wait_var(e, a, NULL)); /* a never failed */
+    CHECK_OK(vf_var_wait(e, a, NULL)); /* a never failed */
     vf_stats st;
     CHECK_OK(vf_engine_stats(e, &st));
     CHECK_EQ(st.ran, 4);
@@ -151,7 +159,7 @@ TEST_CASE(failure)
     CHECK_EQ(st.skipped, 2);
     CHECK_EQ(st.bulks, 1);
     /* The failure was reported at wait_var; wait_all clears the rest. */
-    vf_wait_all(e, NULL);
+    vf_engine_wait_all(e, NULL);
     uint64_t vb = 9, vc = 9;
     CHECK_OK(vf_var_version(e, b, &vb));
     CHECK_OK(vf_var_version(e, c, &vc));
@@ -183,14 +191,14 @@ static int log_fn(vf_run *run, void *arg)
 static void log_async(vf_run *run, void *arg, vf_completion done)
 {
     log_fn(run, arg);
-    vf_complete(done, 0, NULL);
+    vf_completion_finish(done, 0, NULL);
 }
 
 TEST_CASE(mixed)
 {
     tu_phase("mixed");
     vf_engine *e = tu_engine(&(tu_kind){.name = "pooled", .cfg = pooled});
-    CHECK_EQ(vf_set_bulk_size(e, 64), 0);
+    CHECK_EQ(vf_bulk_set_size(e, 64), 0);
     vf_var x = tu_var(e);
     logger l;
     memset(&l, 0, sizeof l);
@@ -198,46 +206,47 @@ TEST_CASE(mixed)
     for (int i = 0; i < 12; i++)
         en[i] = (entry){&l, i};
     vf_operator *opr;
-    CHECK_OK(vf_operator_new(e, &(vf_op){.fn = log_fn, .arg = &en[2],
-                                         .writes = VF_VARS(x),
-                                         .name = "opr"},
-                             &opr));
+    CHECK_OK(vf_operator_create(
+        e,
+        &(vf_op){
+            .fn = log_fn, .arg = &en[2], .writes = VF_VARS(x), .name = "opr"},
+        &opr));
     vf_op base = {.fn = log_fn, .writes = VF_VARS(x), .name = "log"};
     vf_op o = base;
     o.arg = &en[0];
-    CHECK_OK(vf_push(e, &o));
+    CHECK_OK(vf_engine_push(e, &o));
     o.arg = &en[1];
-    CHECK_OK(vf_push(e, &o));
+    CHECK_OK(vf_engine_push(e, &o));
     CHECK_OK(vf_operator_push(e, opr, 0));
     o = base; /* async: not bulkable */
     o.fn = NULL;
     o.async_fn = log_async;
     o.arg = &en[3];
-    CHECK_OK(vf_push(e, &o));
+    CHECK_OK(vf_engine_push(e, &o));
     o = base;
     o.arg = &en[4];
     o.priority = 5; /* another priority: a new batch */
-    CHECK_OK(vf_push(e, &o));
+    CHECK_OK(vf_engine_push(e, &o));
     o.arg = &en[5];
     o.priority = 0;
-    CHECK_OK(vf_push(e, &o));
+    CHECK_OK(vf_engine_push(e, &o));
     o.arg = &en[6];
     o.property = VF_PROP_CPU_PRIORITIZED; /* not normal: alone */
-    CHECK_OK(vf_push(e, &o));
+    CHECK_OK(vf_engine_push(e, &o));
     o = base;
     o.arg = &en[7];
     o.nonblocking = true; /* not bulkable either */
-    CHECK_OK(vf_push(e, &o));
+    CHECK_OK(vf_engine_push(e, &o));
     o = base;
     o.arg = &en[8];
-    CHECK_OK(vf_push(e, &o));
+    CHECK_OK(vf_engine_push(e, &o));
     CHECK_OK(vf_bulk_flush(e));
     o.arg = &en[9];
-    CHECK_OK(vf_push(e, &o));
-    CHECK_EQ(vf_set_bulk_size(e, 0), 64); /* turning it off flushes */
+    CHECK_OK(vf_engine_push(e, &o));
+    CHECK_EQ(vf_bulk_set_size(e, 0), 64); /* turning it off flushes */
     o.arg = &en[10];
-    CHECK_OK(vf_push(e, &o));
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_push(e, &o));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(l.n, 11);
     for (int i = 0; i < l.n; i++)
         CHECK_EQ(l.log[i], i);
@@ -246,7 +255,7 @@ TEST_CASE(mixed)
     /* Batches: {0,1,opr}, {4}, {5}, {8}, {9}. */
     CHECK_EQ(st.bulks, 5);
     CHECK_EQ(st.bulked, 7);
-    CHECK_OK(vf_operator_delete(e, opr));
+    CHECK_OK(vf_operator_destroy(e, opr));
     tu_finish_engine(e);
 }
 
@@ -263,7 +272,7 @@ typedef struct pusher_arg {
 static void *pusher(void *p)
 {
     pusher_arg *a = p;
-    CHECK_EQ(vf_set_bulk_size(a->e, 1000), 0);
+    CHECK_EQ(vf_bulk_set_size(a->e, 1000), 0);
     for (int i = 0; i < 10; i++)
         push_arith(a->e, a->v, &a->add);
     tu_gate_open(&a->pushed);
@@ -282,7 +291,7 @@ TEST_CASE(other_threads)
     tu_gate_init(&a.done);
     pthread_t t = tu_thread_start(pusher, &a);
     CHECK(tu_gate_wait(&a.pushed, 60));
-    CHECK_OK(vf_wait_var(e, a.v, NULL)); /* flushes the pusher's batch */
+    CHECK_OK(vf_var_wait(e, a.v, NULL)); /* flushes the pusher's batch */
     CHECK_EQ(value, 10);
     tu_gate_open(&a.done);
     tu_thread_join(t);
@@ -317,21 +326,23 @@ TEST_CASE(delete)
 {
     tu_phase("delete");
     vf_engine *e = tu_engine(&(tu_kind){.name = "pooled", .cfg = pooled});
-    CHECK_EQ(vf_set_bulk_size(e, 8), 0);
+    CHECK_EQ(vf_bulk_set_size(e, 8), 0);
     vf_var v = tu_var(e), w = tu_var(e);
     step s[2];
     memset(s, 0, sizeof s);
     push_step(e, &s[0], "on v", NONE, VF_VARS(v), false);
     atomic_int freed = 0;
-    CHECK_OK(vf_var_delete(e, v, free_flag, &freed));
+    CHECK_OK(vf_var_destroy(e, v, free_flag, &freed));
     step late;
     memset(&late, 0, sizeof late);
-    CHECK_ERR(vf_push(e, &(vf_op){.fn = step_fn, .arg = &late,
-                                  .done = step_done, .writes = VF_VARS(v),
-                                  .name = "late"}),
+    CHECK_ERR(vf_engine_push(e, &(vf_op){.fn = step_fn,
+                                         .arg = &late,
+                                         .done = step_done,
+                                         .writes = VF_VARS(v),
+                                         .name = "late"}),
               VF_ESTALE);
     push_step(e, &s[1], "on w", NONE, VF_VARS(w), false);
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(atomic_load(&s[0].ran), 1);
     CHECK_EQ(atomic_load(&s[1].ran), 1);
     CHECK_EQ(atomic_load(&freed), 1);
@@ -355,13 +366,13 @@ TEST_CASE(fallback)
         v[i] = tu_var(e);
     step s[N];
     memset(s, 0, sizeof s);
-    CHECK_EQ(vf_set_bulk_size(e, 64), 0);
+    CHECK_EQ(vf_bulk_set_size(e, 64), 0);
     for (int i = 0; i < N; i++) /* creation order: the union is sorted */
         push_step(e, &s[i], "alone", NONE, VF_VARS(v[i]), false);
-    vf_debug_fail_alloc(1);
+    vf__testing_fail_alloc(1);
     CHECK_OK(vf_bulk_flush(e));
-    vf_debug_fail_alloc(0);
-    CHECK_OK(vf_wait_all(e, NULL));
+    vf__testing_fail_alloc(0);
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     vf_stats st;
     CHECK_OK(vf_engine_stats(e, &st));
     CHECK_EQ(st.bulks, 0); /* no fused op went in */
@@ -374,11 +385,11 @@ TEST_CASE(fallback)
     memset(s, 0, sizeof s);
     for (int i = N - 1; i >= 0; i--) /* reverse order: sorting allocates */
         push_step(e, &s[i], "unsorted", NONE, VF_VARS(v[i]), false);
-    vf_debug_fail_alloc(1);
+    vf__testing_fail_alloc(1);
     CHECK_OK(vf_bulk_flush(e));
-    vf_debug_fail_alloc(0);
+    vf__testing_fail_alloc(0);
     vf_error err;
-    CHECK_ERR(vf_wait_all(e, &err), VF_EOPFAILED);
+    CHECK_ERR(vf_engine_wait_all(e, &err), VF_EOPFAILED);
     CHECK_EQ(err.code, VF_ENOMEM);
     for (int i = 0; i < N; i++) {
         CHECK_EQ(atomic_load(&s[i].ran), 0);
@@ -395,7 +406,7 @@ TEST_CASE(lifecycle)
 {
     tu_phase("stop and shutdown");
     vf_engine *e = tu_engine(&(tu_kind){.name = "pooled", .cfg = pooled});
-    CHECK_EQ(vf_set_bulk_size(e, 50), 0);
+    CHECK_EQ(vf_bulk_set_size(e, 50), 0);
     vf_var x = tu_var(e);
     long value = 0;
     arith add = {&value, '+', 1};
@@ -445,10 +456,11 @@ TEST_CASE(nested)
     vf_var parent_var = tu_var(e);
     parent_arg p = {e, tu_var(e), &value, {&value, '+', 1}};
     for (int i = 0; i < 3; i++)
-        CHECK_OK(vf_push(e, &(vf_op){.fn = parent_fn, .arg = &p,
-                                     .writes = VF_VARS(parent_var),
-                                     .name = "parent"}));
-    CHECK_OK(vf_wait_all(e, NULL));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = parent_fn,
+                                            .arg = &p,
+                                            .writes = VF_VARS(parent_var),
+                                            .name = "parent"}));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(value, 15);
     vf_stats st;
     CHECK_OK(vf_engine_stats(e, &st));
@@ -463,14 +475,14 @@ TEST_CASE(settings)
 {
     tu_phase("settings");
     vf_engine *e = tu_engine(&(tu_kind){.name = "pooled", .cfg = pooled});
-    CHECK_ERR(vf_set_bulk_size(e, -1), VF_EINVAL);
-    CHECK_ERR(vf_set_bulk_size(e, 4097), VF_EINVAL);
-    CHECK_ERR(vf_set_bulk_size(NULL, 4), VF_EINVAL);
+    CHECK_ERR(vf_bulk_set_size(e, -1), VF_EINVAL);
+    CHECK_ERR(vf_bulk_set_size(e, 4097), VF_EINVAL);
+    CHECK_ERR(vf_bulk_set_size(NULL, 4), VF_EINVAL);
     CHECK_ERR(vf_bulk_flush(NULL), VF_EINVAL);
     CHECK_OK(vf_bulk_flush(e)); /* nothing open: fine */
-    CHECK_EQ(vf_set_bulk_size(e, 0), 0);
-    CHECK_EQ(vf_set_bulk_size(e, 4096), 0);
-    CHECK_EQ(vf_set_bulk_size(e, 3), 4096);
+    CHECK_EQ(vf_bulk_set_size(e, 0), 0);
+    CHECK_EQ(vf_bulk_set_size(e, 4096), 0);
+    CHECK_EQ(vf_bulk_set_size(e, 3), 4096);
     tu_finish_engine(e);
 
     vf_engine *bad = NULL;
@@ -478,21 +490,21 @@ TEST_CASE(settings)
               VF_EINVAL);
     setenv("VF_BULK_SIZE", "x", 1);
     CHECK_ERR(vf_engine_create(&bad, &pooled), VF_EINVAL);
-    CHECK(strstr(vf_last_error_detail(), "VF_BULK_SIZE") != NULL);
+    CHECK(strstr(vf_error_detail(), "VF_BULK_SIZE") != NULL);
     setenv("VF_BULK_SIZE", "0", 1); /* off, said so */
     e = tu_engine(&(tu_kind){.name = "pooled", .cfg = pooled});
-    CHECK_EQ(vf_set_bulk_size(e, 2), 0);
+    CHECK_EQ(vf_bulk_set_size(e, 2), 0);
     tu_finish_engine(e);
     setenv("VF_BULK_SIZE", "6", 1);
     e = tu_engine(&(tu_kind){.name = "pooled", .cfg = pooled});
-    CHECK_EQ(vf_set_bulk_size(e, 2), 6); /* the environment's */
+    CHECK_EQ(vf_bulk_set_size(e, 2), 6); /* the environment's */
     tu_finish_engine(e);
     unsetenv("VF_BULK_SIZE");
 
     /* The naive engine runs each op inside its push: no batches. */
     e = tu_engine(&(tu_kind){.name = "naive",
                              .cfg = {.type = VF_ENGINE_NAIVE}});
-    CHECK_EQ(vf_set_bulk_size(e, 8), 0);
+    CHECK_EQ(vf_bulk_set_size(e, 8), 0);
     vf_var x = tu_var(e);
     long value = 0;
     arith set = {&value, '=', 3};

@@ -105,7 +105,7 @@ static void *pusher(void *arg)
             d->vw[j] = W.vars[d->w[j]];
         vf_op op = {.fn = op_fn, .arg = d, .reads = tu_list(d->vr, d->nr),
                     .writes = tu_list(d->vw, d->nw), .name = "random"};
-        if (vf_push(W.e, &op) != 0)
+        if (vf_engine_push(W.e, &op) != 0)
             atomic_fetch_add(&W.push_errors, 1);
     }
     return NULL;
@@ -203,7 +203,7 @@ TEST_KIND_CASE(random_overlap, k)
         th[t] = tu_thread_start(pusher, (void *)(intptr_t)t);
     for (int t = 0; t < NTHREADS; t++)
         tu_thread_join(th[t]);
-    CHECK_OK(vf_wait_all(W.e, NULL));
+    CHECK_OK(vf_engine_wait_all(W.e, NULL));
     CHECK_EQ(atomic_load(&W.push_errors), 0);
 
     long bad = 0, writes = 0;
@@ -279,7 +279,7 @@ static void *cyc_pusher(void *arg)
             op.reads = tu_list(&c->x, 1);
             op.writes = tu_list(&c->y, 1);
         }
-        if (vf_push(c->e, &op) != 0)
+        if (vf_engine_push(c->e, &op) != 0)
             atomic_fetch_add(&c->push_errors, 1);
     }
     return NULL;
@@ -298,7 +298,7 @@ TEST_KIND_CASE(cycle, k)
     pthread_t b = tu_thread_start(cyc_pusher, &c);
     tu_thread_join(a);
     tu_thread_join(b);
-    CHECK_OK(vf_wait_all(c.e, NULL));
+    CHECK_OK(vf_engine_wait_all(c.e, NULL));
     CHECK_EQ(atomic_load(&c.push_errors), 0);
     CHECK_EQ(atomic_load(&c.ran_a), c.n);
     CHECK_EQ(atomic_load(&c.ran_b), c.n);

@@ -106,12 +106,12 @@ TEST_CASE(mxnet_workload)
                             .reads = tu_list(w->vreads, w->nreads),
                             .writes = tu_list(&vars[w->write], 1),
                             .name = "conformance"};
-                int rc = vf_push(e, &op);
+                int rc = vf_engine_push(e, &op);
                 if (rc != 0 && push_errors++ == 0)
                     CHECK_OK(rc);
             }
             CHECK_EQ(push_errors, 0);
-            CHECK_OK(vf_wait_all(e, NULL));
+            CHECK_OK(vf_engine_wait_all(e, NULL));
             CHECK_EQ(atomic_load(&st.ran), nops);
             int bad = 0;
             for (int i = 0; i < NVARS; i++) {
@@ -129,7 +129,7 @@ TEST_CASE(mxnet_workload)
             CHECK_EQ(s.completed, nops);
             CHECK_EQ(s.pending, 0);
             for (int i = 0; i < NVARS; i++)
-                CHECK_OK(vf_var_delete(e, vars[i], NULL, NULL));
+                CHECK_OK(vf_var_destroy(e, vars[i], NULL, NULL));
             CHECK_OK(vf_engine_destroy(e));
         }
     }

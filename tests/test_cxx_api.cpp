@@ -237,7 +237,7 @@ TEST_KIND_CASE(moved_from_vars, k)
     CHECK_MISUSE(eng.push({}, {r}, [&] { ran++; }), released);
     CHECK_MISUSE(r.version(), released);
     CHECK_MISUSE(r.remove(), released);
-    CHECK(vf_var_delete(eng.get(), raw, nullptr, nullptr) == 0);
+    CHECK(vf_var_destroy(eng.get(), raw, nullptr, nullptr) == 0);
     // Removed: tests false, but the engine knows the handle was deleted.
     varflow::var rm = eng.new_var();
     rm.remove();

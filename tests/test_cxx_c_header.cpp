@@ -10,10 +10,10 @@
  *   warnings, and the fields not given are zero;
  * - VF_VARS(a, b, ...) makes a vf_var_list in C++ (no compound literals
  *   there), alive to the end of the full-expression: the seed program
- *   A=2; B=A+1; C=A+2; D=B*C pushed as vf_push(e, {..., VF_VARS(...)})
+ *   A=2; B=A+1; C=A+2; D=B*C pushed as vf_engine_push(e, {..., VF_VARS(...)})
  *   gives D == 12, each var written once;
  * - vf_var_list_of(array) lists a named array, for an op kept in a
- *   variable; vf_operator_new takes an op the same way as vf_push.
+ *   variable; vf_operator_create takes an op the same way as vf_engine_push.
  */
 #include <cstdint>
 #include <cstdio>
@@ -41,8 +41,8 @@ const char *context = "-";
         int rc_ = (expr);                                                      \
         if (rc_ != 0) {                                                        \
             std::fprintf(stderr, "%s:%d: %s returned %s (%s) [%s]\n",          \
-                         __FILE__, __LINE__, #expr, vf_err_name(rc_),          \
-                         vf_last_error_detail(), context);                     \
+                         __FILE__, __LINE__, #expr, vf_error_name(rc_),        \
+                         vf_error_detail(), context);                          \
             failures++;                                                        \
         }                                                                      \
     } while (0)
@@ -98,7 +98,7 @@ void zeroed_structs()
 vf_var new_var(vf_engine *e)
 {
     vf_var v{};
-    CHECK_OK(vf_var_new(e, &v));
+    CHECK_OK(vf_var_create(e, &v));
     return v;
 }
 
@@ -114,19 +114,20 @@ void seed_program(const vf_config &cfg)
     cell one{1, nullptr, nullptr, '='}, two{2, nullptr, nullptr, '='};
     B.y = &one;
     C.y = &two;
-    // Each list lives until the end of its vf_push statement: enough.
-    CHECK_OK(vf_push(e, {compute, nullptr, &A, nullptr, {}, VF_VARS(a)}));
-    CHECK_OK(vf_push(e, {compute, nullptr, &B, nullptr, VF_VARS(a),
-                         VF_VARS(b)}));
+    // Each list lives until the end of its vf_engine_push statement: enough.
+    CHECK_OK(
+        vf_engine_push(e, {compute, nullptr, &A, nullptr, {}, VF_VARS(a)}));
+    CHECK_OK(vf_engine_push(
+        e, {compute, nullptr, &B, nullptr, VF_VARS(a), VF_VARS(b)}));
 #if __cplusplus >= 202002L
-    CHECK_OK(vf_push(e, {.fn = compute,
-                         .arg = &C,
-                         .reads = VF_VARS(a),
-                         .writes = VF_VARS(c),
-                         .name = "C"}));
+    CHECK_OK(vf_engine_push(e, {.fn = compute,
+                                .arg = &C,
+                                .reads = VF_VARS(a),
+                                .writes = VF_VARS(c),
+                                .name = "C"}));
 #else
-    CHECK_OK(vf_push(e, {compute, nullptr, &C, nullptr, VF_VARS(a),
-                         VF_VARS(c)}));
+    CHECK_OK(vf_engine_push(
+        e, {compute, nullptr, &C, nullptr, VF_VARS(a), VF_VARS(c)}));
 #endif
     // An op kept in a variable lists a named array.
     const vf_var bc[] = {b, c, b};
@@ -136,8 +137,8 @@ void seed_program(const vf_config &cfg)
     op.reads = vf_var_list_of(bc);
     op.writes = {&d, 1};
     CHECK(op.reads.count == 3 && op.reads.vars == bc);
-    CHECK_OK(vf_push(e, &op));
-    CHECK_OK(vf_wait_var(e, d, nullptr));
+    CHECK_OK(vf_engine_push(e, &op));
+    CHECK_OK(vf_var_wait(e, d, nullptr));
     CHECK(D.value == 12);
     vf_var all[] = {a, b, c, d};
     for (vf_var v : all) {
@@ -147,15 +148,15 @@ void seed_program(const vf_config &cfg)
     }
     // A reusable operator from an op in braces, VF_VARS of five vars.
     vf_operator *opr = nullptr;
-    CHECK_OK(vf_operator_new(
+    CHECK_OK(vf_operator_create(
         e, {compute, nullptr, &A, nullptr, VF_VARS(a, b, c, d, a), {}}, &opr));
     if (opr != nullptr) {
         CHECK_OK(vf_operator_push(e, opr, 0));
-        CHECK_OK(vf_operator_delete(e, opr));
+        CHECK_OK(vf_operator_destroy(e, opr));
     }
-    CHECK_OK(vf_wait_all(e, nullptr));
+    CHECK_OK(vf_engine_wait_all(e, nullptr));
     for (vf_var v : all)
-        CHECK_OK(vf_var_delete(e, v, nullptr, nullptr));
+        CHECK_OK(vf_var_destroy(e, v, nullptr, nullptr));
     CHECK_OK(vf_engine_destroy(e));
 }
 

@@ -96,7 +96,7 @@ TEST_KIND_CASE(sync_throws, k)
     // A nested call that throws inside an op: its error, its code.
     varflow::var gone = eng.new_var();
     vf_var stale = gone.release();
-    vf_var_delete(eng.get(), stale, nullptr, nullptr);
+    vf_var_destroy(eng.get(), stale, nullptr, nullptr);
     expect_failure(
         eng, [stale](varflow::run &r) { r.engine().push({stale}, {}, [] {}); },
         VF_ESTALE, "was deleted");
@@ -233,12 +233,12 @@ TEST_KIND_CASE(api_errors, k)
     varflow::engine eng(k.cfg);
     varflow::var a = eng.new_var();
     vf_var stale = a.release();
-    vf_var_delete(eng.get(), stale, nullptr, nullptr);
+    vf_var_destroy(eng.get(), stale, nullptr, nullptr);
     CHECK_THROWS(eng.wait(stale), varflow::error, VF_ESTALE,
                  CHECK_STR(e.name(), "VF_ESTALE"));
     varflow::wait_result r = eng.wait(stale, std::nothrow);
     CHECK_EQ(r.code(), VF_ESTALE);
-    CHECK(contains(r.message(), "vf_wait_var"));
+    CHECK(contains(r.message(), "vf_var_wait"));
     CHECK_THROWS(r.throw_if_failed(), varflow::error, VF_ESTALE, (void)e);
     // A wait from inside an op on a var the op writes: VF_EDEADLK, thrown
     // in the op, which then fails with that code.

@@ -138,11 +138,11 @@ TEST_KIND_CASE(push_throws, k)
     varflow::engine eng(k.cfg);
     varflow::var a = eng.new_var();
     vf_var stale = a.release();
-    vf_var_delete(eng.get(), stale, nullptr, nullptr);
+    vf_var_destroy(eng.get(), stale, nullptr, nullptr);
     tally t;
-    CHECK_THROWS(
-        eng.push({stale}, {}, counted(&t)), varflow::error, VF_ESTALE,
-        CHECK(std::string(e.detail()).find("vf_push") != std::string::npos));
+    CHECK_THROWS(eng.push({stale}, {}, counted(&t)), varflow::error, VF_ESTALE,
+                 CHECK(std::string(e.detail()).find("vf_engine_push") !=
+                       std::string::npos));
     CHECK_EQ(t.calls.load(), 0);
     CHECK(t.balanced());
     // A move-only callable, on the same path.

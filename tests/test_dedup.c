@@ -40,8 +40,8 @@ static int stamp_fn(vf_run *run, void *arg)
 
 static void push_stamp(vf_engine *e, stamp_op *s, vf_var_list r, vf_var_list w)
 {
-    CHECK_OK(vf_push(e, &(vf_op){.fn = stamp_fn, .arg = s, .reads = r,
-                                 .writes = w}));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = stamp_fn, .arg = s, .reads = r, .writes = w}));
 }
 
 #define NONE ((vf_var_list){NULL, 0})
@@ -75,7 +75,7 @@ static void as_write(const tu_kind *k, int form)
     else
         push_stamp(e, &d, VF_VARS(x, x, x), VF_VARS(x, x));
     push_stamp(e, &r2, VF_VARS(x), NONE);
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(atomic_load(&d.ran), 1);
     CHECK_BEFORE(r1, d);
     CHECK_BEFORE(d, r2);
@@ -114,7 +114,7 @@ TEST_KIND_CASE(as_read, k)
     push_stamp(e, &d, VF_VARS(x, x), NONE);
     push_stamp(e, &r, VF_VARS(x), NONE);
     push_stamp(e, &w2, NONE, VF_VARS(x));
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(atomic_load(&d.ran), 1);
     CHECK_BEFORE(w1, d);
     CHECK_BEFORE(d, w2);
@@ -136,7 +136,7 @@ TEST_KIND_CASE(mixed, k)
     push_stamp(e, &ry, VF_VARS(y), NONE);
     push_stamp(e, &d, VF_VARS(x, y, x), VF_VARS(y, z, z));
     push_stamp(e, &after, VF_VARS(z, y), NONE);
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(atomic_load(&d.ran), 1);
     CHECK_BEFORE(ry, d);
     CHECK_BEFORE(d, after);
@@ -152,7 +152,7 @@ TEST_KIND_CASE(mixed, k)
         wl[i] = (i % 2) ? y : z;
     stamp_op big = {.us = 0};
     push_stamp(e, &big, tu_list(rl, 40), tu_list(wl, 24));
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(atomic_load(&big.ran), 1);
     CHECK_EQ(version(e, x), 0);
     CHECK_EQ(version(e, y), 2);
@@ -161,15 +161,17 @@ TEST_KIND_CASE(mixed, k)
     /* An operator with repeats, pushed many times. */
     stamp_op rep = {.us = 0};
     vf_operator *o = NULL;
-    CHECK_OK(vf_operator_new(e, &(vf_op){.fn = stamp_fn, .arg = &rep,
+    CHECK_OK(vf_operator_create(e,
+                                &(vf_op){.fn = stamp_fn,
+                                         .arg = &rep,
                                          .reads = VF_VARS(x, z, x),
                                          .writes = VF_VARS(z, z)},
-                             &o));
+                                &o));
     REQUIRE(o);
     for (int i = 0; i < 1000; i++)
         CHECK_OK(vf_operator_push(e, o, 0));
-    CHECK_OK(vf_operator_delete(e, o));
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_operator_destroy(e, o));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(atomic_load(&rep.ran), 1000);
     CHECK_EQ(version(e, z), 1002);
     CHECK_EQ(version(e, x), 0);

@@ -5,12 +5,12 @@
  *   writer pushed on the var before the delete, even slow ones (on threaded
  *   engines the users are held on a gate while the delete is pushed, and the
  *   free must not have run until they are released);
- * - after vf_var_delete returns, every call refuses the handle with
+ * - after vf_var_destroy returns, every call refuses the handle with
  *   VF_ESTALE: push (as read and as write, and `done` is not called), a
  *   second delete, wait_var, version;
  * - a second delete says the variable was already deleted, naming its id
  *   (while the first delete is queued behind a running op, and after it
- *   ran), not that "a variable of op vf_var_delete" was;
+ *   ran), not that "a variable of op vf_var_destroy" was;
  * - delete with a NULL free callback;
  * - a var whose last writer failed is still deleted and freed;
  * - many vars created and deleted: a reused slot never lets an old handle
@@ -77,36 +77,41 @@ TEST_KIND_CASE(ordering, k)
     user w1 = {NULL, 200, 0, 0, 0}, r1 = {g, 2000, 0, 0, 0},
          r2 = {g, 1000, 0, 0, 0}, w2 = {NULL, 500, 0, 0, 0},
          r3 = {NULL, 3000, 0, 0, 0}, u = {NULL, 0, 0, 0, 0};
-    CHECK_OK(vf_push(e, &(vf_op){.fn = user_fn, .arg = &w1,
-                                 .writes = VF_VARS(v)}));
-    CHECK_OK(vf_push(e, &(vf_op){.fn = user_fn, .arg = &r1,
-                                 .reads = VF_VARS(v)}));
-    CHECK_OK(vf_push(e, &(vf_op){.fn = user_fn, .arg = &r2,
-                                 .reads = VF_VARS(v, other)}));
-    CHECK_OK(vf_push(e, &(vf_op){.fn = user_fn, .arg = &w2,
-                                 .writes = VF_VARS(v)}));
-    CHECK_OK(vf_push(e, &(vf_op){.fn = user_fn, .arg = &r3,
-                                 .reads = VF_VARS(v), .writes = VF_VARS(other)}));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = user_fn, .arg = &w1, .writes = VF_VARS(v)}));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = user_fn, .arg = &r1, .reads = VF_VARS(v)}));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = user_fn, .arg = &r2, .reads = VF_VARS(v, other)}));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = user_fn, .arg = &w2, .writes = VF_VARS(v)}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = user_fn,
+                                        .arg = &r3,
+                                        .reads = VF_VARS(v),
+                                        .writes = VF_VARS(other)}));
     freed f = {0, 0};
-    CHECK_OK(vf_var_delete(e, v, free_cb, &f));
+    CHECK_OK(vf_var_destroy(e, v, free_cb, &f));
 
     /* The handle is refused at once. */
     uint64_t ver;
     done_calls = 0;
-    CHECK_ERR(vf_push(e, &(vf_op){.fn = tu_nop, .done = count_done,
-                                  .reads = VF_VARS(v)}),
+    CHECK_ERR(
+        vf_engine_push(
+            e, &(vf_op){.fn = tu_nop, .done = count_done, .reads = VF_VARS(v)}),
+        VF_ESTALE);
+    CHECK_ERR(vf_engine_push(e, &(vf_op){.fn = tu_nop,
+                                         .done = count_done,
+                                         .writes = VF_VARS(v)}),
               VF_ESTALE);
-    CHECK_ERR(vf_push(e, &(vf_op){.fn = tu_nop, .done = count_done,
-                                  .writes = VF_VARS(v)}),
+    CHECK_ERR(vf_engine_push(e, &(vf_op){.fn = tu_nop,
+                                         .done = count_done,
+                                         .reads = VF_VARS(other),
+                                         .writes = VF_VARS(other, v)}),
               VF_ESTALE);
-    CHECK_ERR(vf_push(e, &(vf_op){.fn = tu_nop, .done = count_done,
-                                  .reads = VF_VARS(other),
-                                  .writes = VF_VARS(other, v)}),
-              VF_ESTALE);
-    CHECK(*vf_last_error_detail() != 0);
-    CHECK_ERR(vf_var_delete(e, v, free_cb, &f), VF_ESTALE);
-    CHECK_ERR(vf_var_delete(e, v, NULL, NULL), VF_ESTALE);
-    CHECK_ERR(vf_wait_var(e, v, NULL), VF_ESTALE);
+    CHECK(*vf_error_detail() != 0);
+    CHECK_ERR(vf_var_destroy(e, v, free_cb, &f), VF_ESTALE);
+    CHECK_ERR(vf_var_destroy(e, v, NULL, NULL), VF_ESTALE);
+    CHECK_ERR(vf_var_wait(e, v, NULL), VF_ESTALE);
     CHECK_ERR(vf_var_version(e, v, &ver), VF_ESTALE);
 
     if (g) {
@@ -116,9 +121,9 @@ TEST_KIND_CASE(ordering, k)
         tu_gate_open(g);
     }
     /* Still usable: other is fine. */
-    CHECK_OK(vf_push(e, &(vf_op){.fn = user_fn, .arg = &u,
-                                 .writes = VF_VARS(other)}));
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = user_fn, .arg = &u, .writes = VF_VARS(other)}));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(done_calls, 0);
     CHECK_EQ(atomic_load(&f.calls), 1);
     user *all[] = {&w1, &r1, &r2, &w2, &r3};
@@ -142,28 +147,28 @@ TEST_KIND_CASE(delete_failed, k)
     vf_engine *e = tu_engine(k);
     vf_var v = tu_var(e);
     freed f = {0, 0};
-    CHECK_OK(vf_push(e, &(vf_op){.fn = fail, .writes = VF_VARS(v),
-                                 .name = "fail"}));
-    CHECK_OK(vf_var_delete(e, v, free_cb, &f));
-    int rc = vf_wait_all(e, NULL); /* 0 or VF_EOPFAILED: not specified */
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = fail, .writes = VF_VARS(v), .name = "fail"}));
+    CHECK_OK(vf_var_destroy(e, v, free_cb, &f));
+    int rc = vf_engine_wait_all(e, NULL); /* 0 or VF_EOPFAILED: not specified */
     CHECK(rc == 0 || rc == VF_EOPFAILED);
     CHECK_EQ(atomic_load(&f.calls), 1);
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_OK(vf_engine_destroy(e));
 }
 
-/* The detail of a second delete: "vf_var_delete: variable (id 0x..) was
+/* The detail of a second delete: "vf_var_destroy: variable (id 0x..) was
  * already deleted", whether the first delete is still queued or has run. */
 static void check_second_delete(vf_engine *e, vf_var v)
 {
     char want[96];
     snprintf(want, sizeof want,
-             "vf_var_delete: variable (id %#llx) was already deleted",
+             "vf_var_destroy: variable (id %#llx) was already deleted",
              (unsigned long long)v.id);
-    CHECK_ERR(vf_var_delete(e, v, NULL, NULL), VF_ESTALE);
-    if (strcmp(vf_last_error_detail(), want) != 0)
+    CHECK_ERR(vf_var_destroy(e, v, NULL, NULL), VF_ESTALE);
+    if (strcmp(vf_error_detail(), want) != 0)
         CHECK_REPORT_("second delete: detail \"%s\", expected \"%s\"",
-                      vf_last_error_detail(), want);
+                      vf_error_detail(), want);
 }
 
 TEST_KIND_CASE(second_delete, k)
@@ -173,12 +178,12 @@ TEST_KIND_CASE(second_delete, k)
     tu_gate gate;
     tu_gate_init(&gate);
     user u = {k->threaded ? &gate : NULL, 0, 0, 0, 0};
-    CHECK_OK(vf_push(e, &(vf_op){.fn = user_fn, .arg = &u,
-                                 .writes = VF_VARS(v)}));
-    CHECK_OK(vf_var_delete(e, v, NULL, NULL)); /* queued behind u */
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = user_fn, .arg = &u, .writes = VF_VARS(v)}));
+    CHECK_OK(vf_var_destroy(e, v, NULL, NULL)); /* queued behind u */
     check_second_delete(e, v);
     tu_gate_open(&gate);
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     check_second_delete(e, v); /* the slot is free now */
     CHECK_OK(vf_engine_destroy(e));
     tu_gate_destroy(&gate);
@@ -193,8 +198,8 @@ TEST_KIND_CASE(slot_reuse, k)
     for (int i = 0; i < BATCH; i++)
         first[i] = tu_var(e);
     for (int i = 0; i < BATCH; i++)
-        CHECK_OK(vf_var_delete(e, first[i], NULL, NULL));
-    CHECK_OK(vf_wait_all(e, NULL));
+        CHECK_OK(vf_var_destroy(e, first[i], NULL, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
 
     vf_var second[BATCH];
     for (int i = 0; i < BATCH; i++) {
@@ -212,15 +217,17 @@ TEST_KIND_CASE(slot_reuse, k)
     int stale_ok = 0;
     for (int i = 0; i < BATCH; i++) {
         if (vf_var_version(e, first[i], &ver) == VF_ESTALE &&
-            vf_push(e, &(vf_op){.fn = tu_nop, .writes = VF_VARS(first[i])}) ==
+            vf_engine_push(
+                e, &(vf_op){.fn = tu_nop, .writes = VF_VARS(first[i])}) ==
                 VF_ESTALE &&
-            vf_wait_var(e, first[i], NULL) == VF_ESTALE &&
-            vf_var_delete(e, first[i], NULL, NULL) == VF_ESTALE)
+            vf_var_wait(e, first[i], NULL) == VF_ESTALE &&
+            vf_var_destroy(e, first[i], NULL, NULL) == VF_ESTALE)
             stale_ok++;
-        CHECK_OK(vf_push(e, &(vf_op){.fn = tu_nop, .writes = VF_VARS(second[i])}));
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = tu_nop, .writes = VF_VARS(second[i])}));
     }
     CHECK_EQ(stale_ok, BATCH);
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     for (int i = 0; i < BATCH; i++) {
         CHECK_OK(vf_var_version(e, second[i], &ver));
         CHECK_EQ(ver, 1);
@@ -228,22 +235,22 @@ TEST_KIND_CASE(slot_reuse, k)
 
     /* One slot recycled many times: the first handle never comes back. */
     vf_var old = second[0];
-    CHECK_OK(vf_var_delete(e, old, NULL, NULL));
+    CHECK_OK(vf_var_destroy(e, old, NULL, NULL));
     long cycles = tu_scaled(100000, 5000);
     int bad = 0;
     vf_var prev = old;
     for (long i = 0; i < cycles; i++) {
         vf_var v;
-        if (vf_var_new(e, &v) != 0) {
-            CHECK_OK(vf_var_new(e, &v));
+        if (vf_var_create(e, &v) != 0) {
+            CHECK_OK(vf_var_create(e, &v));
             break;
         }
         if (v.id == old.id || v.id == prev.id || v.id == 0)
             bad++;
-        CHECK_OK(vf_var_delete(e, v, NULL, NULL));
+        CHECK_OK(vf_var_destroy(e, v, NULL, NULL));
         prev = v;
         if (i % 1000 == 999) {
-            CHECK_OK(vf_wait_all(e, NULL));
+            CHECK_OK(vf_engine_wait_all(e, NULL));
             if (vf_var_version(e, old, &ver) != VF_ESTALE)
                 bad++;
         }
@@ -252,7 +259,7 @@ TEST_KIND_CASE(slot_reuse, k)
     CHECK_ERR(vf_var_version(e, old, &ver), VF_ESTALE);
     CHECK_ERR(vf_var_version(e, prev, &ver), VF_ESTALE);
     for (int i = 1; i < BATCH; i++)
-        CHECK_OK(vf_var_delete(e, second[i], NULL, NULL));
+        CHECK_OK(vf_var_destroy(e, second[i], NULL, NULL));
     tu_finish_engine(e);
 }
 

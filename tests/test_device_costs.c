@@ -196,7 +196,7 @@ TEST_CASE(bad_values_refused)
             vf__stream *s = (vf__stream *)&s;
             CHECK_ERR(cls->stream_create(0, NULL, &s), VF_EINVAL);
             CHECK(s == NULL);
-            const char *d = vf_last_error_detail();
+            const char *d = vf_error_detail();
             if (strstr(d, cost_vars[v]) == NULL || strstr(d, bad[b]) == NULL)
                 CHECK_REPORT_("%s=\"%s\": the detail '%s' does not name both",
                               cost_vars[v], bad[b], d);
@@ -228,14 +228,14 @@ TEST_CASE(bad_value_fails_the_push)
                                                .gpu_priority_workers = 1}));
     REQUIRE(e != NULL);
     vf_var v = tu_var(e);
-    int rc = vf_push(e, &(vf_op){.fn = tu_nop,
-                                 .writes = VF_VARS(v),
-                                 .device = {VF_DEVICE_EMULATED, 3}});
+    int rc = vf_engine_push(e, &(vf_op){.fn = tu_nop,
+                                        .writes = VF_VARS(v),
+                                        .device = {VF_DEVICE_EMULATED, 3}});
     CHECK(rc != 0);
-    if (strstr(vf_last_error_detail(), "VF_EMULATED_RECORD_NS") == NULL)
+    if (strstr(vf_error_detail(), "VF_EMULATED_RECORD_NS") == NULL)
         CHECK_REPORT_("push returned %s, detail '%s' does not name the "
                       "variable",
-                      vf_err_name(rc), vf_last_error_detail());
+                      vf_error_name(rc), vf_error_detail());
     unset_costs();
     tu_finish_engine(e);
 }
@@ -276,14 +276,15 @@ TEST_CASE(chain_ordered_with_costs)
     vf_var v = tu_var(e);
     for (int i = 0; i < N; i++) {
         steps[i] = (step){&x, (uint64_t)(i % 7)};
-        CHECK_OK(vf_push(e, &(vf_op){.fn = op_step,
-                                     .arg = &steps[i],
-                                     .writes = VF_VARS(v),
-                                     .device = {VF_DEVICE_EMULATED, 4},
-                                     .property = i % 2 ? VF_PROP_COPY_TO_DEVICE
-                                                       : VF_PROP_NORMAL}));
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = op_step,
+                        .arg = &steps[i],
+                        .writes = VF_VARS(v),
+                        .device = {VF_DEVICE_EMULATED, 4},
+                        .property = i % 2 ? VF_PROP_COPY_TO_DEVICE
+                                          : VF_PROP_NORMAL}));
     }
-    CHECK_OK(vf_wait_var(e, v, NULL));
+    CHECK_OK(vf_var_wait(e, v, NULL));
     uint64_t want = 1;
     for (int i = 0; i < N; i++)
         want = want * 3 + (uint64_t)(i % 7);

@@ -39,14 +39,14 @@ static const vf__device_class *cuda_class(void)
         return cls;
     if (vf__device_class_of(VF_DEVICE_CUDA) != NULL ||
         vf_cuda_register() != 0 || vf_cuda_register() != 0) {
-        CHECK_REPORT_("registration: %s", vf_last_error_detail());
+        CHECK_REPORT_("registration: %s", vf_error_detail());
         exit(1);
     }
     const vf__device_class *c = vf__device_class_of(VF_DEVICE_CUDA);
     if (c == NULL || c->type != VF_DEVICE_CUDA ||
         strcmp(c->name, "cuda") != 0) {
         CHECK_REPORT_("no CUDA class after vf_cuda_register: %s",
-                      vf_last_error_detail());
+                      vf_error_detail());
         exit(1);
     }
     return cls = c;
@@ -64,7 +64,7 @@ static bool gpu(dc_ctx *c)
     if (n < 0) {
         n = cls->count();
         if (n == 0)
-            snprintf(no_gpu, sizeof no_gpu, "%s", vf_last_error_detail());
+            snprintf(no_gpu, sizeof no_gpu, "%s", vf_error_detail());
         else
             printf("test_device_cuda: %d CUDA device(s)\n", n);
     }

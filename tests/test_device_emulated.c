@@ -41,15 +41,15 @@ TEST_CASE(table)
     CHECK_EQ(emu->type, VF_DEVICE_EMULATED);
     CHECK(strcmp(emu->name, "emulated") == 0);
     CHECK(vf__device_class_of(VF_DEVICE_CUDA) == NULL);
-    if (strstr(vf_last_error_detail(), "libvarflow-cuda") == NULL ||
-        strstr(vf_last_error_detail(), "vf_cuda_register") == NULL)
+    if (strstr(vf_error_detail(), "libvarflow-cuda") == NULL ||
+        strstr(vf_error_detail(), "vf_cuda_register") == NULL)
         CHECK_REPORT_("no CUDA class, and the detail '%s' does not say to "
                       "link libvarflow-cuda and call vf_cuda_register",
-                      vf_last_error_detail());
+                      vf_error_detail());
     CHECK_EQ(vf_device_count(VF_DEVICE_CUDA), 0);
-    CHECK(strstr(vf_last_error_detail(), "vf_cuda_register") != NULL);
+    CHECK(strstr(vf_error_detail(), "vf_cuda_register") != NULL);
     CHECK(vf__device_class_of((vf_device_type)42) == NULL);
-    CHECK(vf_last_error_detail()[0] != '\0');
+    CHECK(vf_error_detail()[0] != '\0');
 }
 
 /* The class: the table must give one. */
@@ -72,7 +72,7 @@ TEST_CASE(ids)
     vf__stream *s = (vf__stream *)&s;
     CHECK_ERR(cls->stream_create(-1, NULL, &s), VF_ENODEV);
     CHECK(s == NULL);
-    CHECK(strstr(vf_last_error_detail(), "-1") != NULL);
+    CHECK(strstr(vf_error_detail(), "-1") != NULL);
     CHECK_ERR(cls->stream_create(8, NULL, &s), VF_ENODEV);
     CHECK_OK(cls->stream_create(7, NULL, &s)); /* NULL params: no slowness */
     REQUIRE(s != NULL);
@@ -275,7 +275,7 @@ TEST_CASE(ring)
 /* A stand-in for a device library's class: CUDA's type, no devices. */
 static int fake_count(void)
 {
-    return vf_set_error_detail(0, "fake class: no device");
+    return vf_error_set_detail(0, "fake class: no device");
 }
 
 static const vf__device_class fake_cuda = {
@@ -293,7 +293,7 @@ TEST_CASE(registration)
     CHECK_ERR(vf__device_class_register(NULL, abi, &host), VF_EINVAL);
     CHECK_ERR(vf__device_class_register(&fake_cuda, abi, NULL), VF_EINVAL);
     CHECK_ERR(vf__device_class_register(&fake_cuda, abi + 1, &host), VF_EINVAL);
-    CHECK(strstr(vf_last_error_detail(), "one build") != NULL);
+    CHECK(strstr(vf_error_detail(), "one build") != NULL);
     CHECK_ERR(vf__device_class_register(&fake_cuda, abi ^ (1ull << 32), &host),
               VF_EINVAL);
     const vf__device_class *emu = vf__device_class_of(VF_DEVICE_EMULATED);
@@ -315,23 +315,24 @@ TEST_CASE(registration)
     CHECK(vf__device_class_of(VF_DEVICE_EMULATED) == emu);
 
     /* The funnel handed back is the core's: fault injection reaches it. */
-    vf_debug_fail_alloc(1);
+    vf__testing_fail_alloc(1);
     CHECK(host->malloc(16) == NULL);
-    CHECK_EQ(vf_debug_alloc_count(), 1);
+    CHECK_EQ(vf__testing_alloc_count(), 1);
     void *p = host->calloc(2, 8);
     CHECK(p != NULL);
-    vf_debug_fail_alloc(0);
+    vf__testing_fail_alloc(0);
     free(p);
 
     /* The engine reaches it through the table like a built-in class. */
     CHECK_EQ(vf_device_count(VF_DEVICE_CUDA), 0);
-    CHECK(strstr(vf_last_error_detail(), "fake class") != NULL);
+    CHECK(strstr(vf_error_detail(), "fake class") != NULL);
     vf_engine *e = NULL;
     CHECK_OK(vf_engine_create(
         &e, &(vf_config){.type = VF_ENGINE_PERDEVICE, .cpu_workers = 1}));
-    CHECK_ERR(vf_push(e, &(vf_op){.fn = tu_nop, .device = {VF_DEVICE_CUDA, 0}}),
+    CHECK_ERR(vf_engine_push(
+                  e, &(vf_op){.fn = tu_nop, .device = {VF_DEVICE_CUDA, 0}}),
               VF_ENODEV);
-    CHECK(strstr(vf_last_error_detail(), "no fake-cuda device 0") != NULL);
+    CHECK(strstr(vf_error_detail(), "no fake-cuda device 0") != NULL);
     CHECK_OK(vf_engine_destroy(e));
 }
 

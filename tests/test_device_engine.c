@@ -15,8 +15,8 @@
  * - Failures (rule 9) across streams: work failing on a device fails its
  *   op; ops depending on it on another stream, on the same device and on
  *   the CPU are skipped and their work never runs; independent ops run;
- *   vf_wait_var and vf_wait_all report the first failure with its op name
- *   and message; every done callback runs once.
+ *   vf_var_wait and vf_engine_wait_all report the first failure with its op
+ * name and message; every done callback runs once.
  * - Device writes bump their var's version (rule 8).
  * - A delete waits for the device work on its var; bad input is refused
  *   with the right code (a device op outside a stream, an async device
@@ -86,12 +86,12 @@ TEST_CASE(routing)
     static route_probe probes[N * REPS];
     for (int r = 0; r < REPS; r++)
         for (int i = 0; i < N; i++)
-            CHECK_OK(vf_push(e, &(vf_op){.fn = probe_fn,
-                                         .arg = &probes[r * N + i],
-                                         .device = table[i].dev,
-                                         .property = table[i].prop,
-                                         .name = "probe"}));
-    CHECK_OK(vf_wait_all(e, NULL));
+            CHECK_OK(vf_engine_push(e, &(vf_op){.fn = probe_fn,
+                                                .arg = &probes[r * N + i],
+                                                .device = table[i].dev,
+                                                .property = table[i].prop,
+                                                .name = "probe"}));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     vf_profile *p;
     CHECK_OK(vf_profile_take(e, &p));
     REQUIRE(vf_profile_count(p) == N * REPS);
@@ -141,7 +141,7 @@ TEST_CASE(routing)
         for (int b = a + 1; b < 64; b++)
             if (stream_of[a] != NULL && stream_of[a] == stream_of[b])
                 CHECK_REPORT_("workers %d and %d share a stream", a, b);
-    vf_profile_free(p);
+    vf_profile_destroy(p);
     CHECK_OK(vf_engine_destroy(e));
 }
 
@@ -298,8 +298,8 @@ static void run_program(const run_cfg *rc, uint64_t seed, int n)
     vf_engine *e;
     int crc = vf_engine_create(&e, &rc->cfg);
     if (crc != 0)
-        CHECK_REPORT_("create %s: %s (%s)", rc->name, vf_err_name(crc),
-                      vf_last_error_detail());
+        CHECK_REPORT_("create %s: %s (%s)", rc->name, vf_error_name(crc),
+                      vf_error_detail());
     REQUIRE(crc == 0);
     vf_var vars[NV];
     for (int v = 0; v < NV; v++)
@@ -312,17 +312,17 @@ static void run_program(const run_cfg *rc, uint64_t seed, int n)
             rv[k] = vars[o->r[k]];
         for (int k = 0; k < o->nw; k++)
             wv[k] = vars[o->w[k]];
-        CHECK_OK(vf_push(e, &(vf_op){.fn = rop_fn,
-                                     .arg = o,
-                                     .done = rop_done,
-                                     .reads = tu_list(rv, o->nr),
-                                     .writes = tu_list(wv, o->nw),
-                                     .device = o->dev,
-                                     .property = o->prop,
-                                     .name = "rop"}));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = rop_fn,
+                                            .arg = o,
+                                            .done = rop_done,
+                                            .reads = tu_list(rv, o->nr),
+                                            .writes = tu_list(wv, o->nw),
+                                            .device = o->dev,
+                                            .property = o->prop,
+                                            .name = "rop"}));
         if (tu_below(&rng, 50) == 0) { /* a wait in the middle */
             int v = o->w[0];
-            CHECK_OK(vf_wait_var(e, vars[v], NULL));
+            CHECK_OK(vf_var_wait(e, vars[v], NULL));
             if (val[v] != serial_at[(size_t)g * NV + v])
                 CHECK_REPORT_("%s: after op %d var %d = %#llx, serial %#llx",
                               rc->name, g, v, (unsigned long long)val[v],
@@ -330,7 +330,7 @@ static void run_program(const run_cfg *rc, uint64_t seed, int n)
                                   serial_at[(size_t)g * NV + v]);
         }
     }
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     for (int v = 0; v < NV; v++)
         if (val[v] != sval[v])
             CHECK_REPORT_("%s: var %d = %#llx, serial %#llx", rc->name, v,
@@ -433,9 +433,13 @@ static void fdone(void *arg, int status)
 static void push_f(vf_engine *e, fop *o, vf_device dev, vf_var_list reads,
                    vf_var_list writes, const char *name)
 {
-    CHECK_OK(vf_push(e, &(vf_op){.fn = ffn, .arg = o, .done = fdone,
-                                 .reads = reads, .writes = writes,
-                                 .device = dev, .name = name}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = ffn,
+                                        .arg = o,
+                                        .done = fdone,
+                                        .reads = reads,
+                                        .writes = writes,
+                                        .device = dev,
+                                        .name = name}));
 }
 
 static void test_failures(const char *name, const vf_config *cfg)
@@ -461,10 +465,11 @@ static void test_failures(const char *name, const vf_config *cfg)
     vf_var out = tu_var(e);
     push_f(e, &x_op, cpu, VF_VARS(z, u, w), VF_VARS(out), "X");
     vf_error err;
-    CHECK_ERR(vf_wait_var(e, out, &err), VF_EOPFAILED);
+    CHECK_ERR(vf_var_wait(e, out, &err), VF_EOPFAILED);
     CHECK_EQ(err.code, 77);
     CHECK(strcmp(err.op_name, "A") == 0);
-    CHECK_OK(vf_wait_all(e, NULL)); /* the failure was reported already */
+    CHECK_OK(
+        vf_engine_wait_all(e, NULL)); /* the failure was reported already */
     CHECK_EQ(atomic_load(&a.work_ran), 1);
     CHECK_EQ(atomic_load(&a.done_status), 77);
     CHECK_EQ(atomic_load(&b.work_ran), 0); /* skipped on the device */
@@ -488,13 +493,13 @@ static void test_failures(const char *name, const vf_config *cfg)
     /* wait_all reports a device failure nobody waited for. */
     fop h = {.fail_on_device = 5};
     push_f(e, &h, emu1, (vf_var_list){0}, VF_VARS(y), "H");
-    CHECK_ERR(vf_wait_all(e, &err), VF_EOPFAILED);
+    CHECK_ERR(vf_engine_wait_all(e, &err), VF_EOPFAILED);
     CHECK_EQ(err.code, 5);
     CHECK(strcmp(err.op_name, "H") == 0);
     /* After the report, the var is usable again. */
     fop k = {0};
     push_f(e, &k, emu0, VF_VARS(y), VF_VARS(x), "K");
-    CHECK_OK(vf_wait_var(e, x, NULL));
+    CHECK_OK(vf_var_wait(e, x, NULL));
     CHECK_EQ(atomic_load(&k.work_ran), 1);
     CHECK_OK(vf_engine_destroy(e));
     check_context_ = NULL;
@@ -549,7 +554,7 @@ static void async_nop(vf_run *run, void *arg, vf_completion c)
 {
     (void)run;
     (void)arg;
-    vf_complete(c, 0, NULL);
+    vf_completion_finish(c, 0, NULL);
 }
 
 TEST_CASE(delete_and_bad_input)
@@ -558,45 +563,50 @@ TEST_CASE(delete_and_bad_input)
     CHECK_OK(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_PERDEVICE,
                                                .cpu_workers = 1}));
     vf_var v = tu_var(e);
-    CHECK_OK(vf_push(e, &(vf_op){.fn = slow_fn, .writes = VF_VARS(v),
-                                 .device = {VF_DEVICE_EMULATED, 0}}));
-    CHECK_OK(vf_var_delete(e, v, free_cb, NULL));
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = slow_fn,
+                                        .writes = VF_VARS(v),
+                                        .device = {VF_DEVICE_EMULATED, 0}}));
+    CHECK_OK(vf_var_destroy(e, v, free_cb, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(atomic_load(&freed_after_work), 1);
 
     /* Rule 8: every device write that ran bumps the version (when its
      * function returns); the wait sees them all. */
     vf_var w = tu_var(e);
     for (int i = 0; i < 3; i++)
-        CHECK_OK(vf_push(e, &(vf_op){.fn = slow_fn, .writes = VF_VARS(w),
-                                     .device = {VF_DEVICE_EMULATED, 1}}));
-    CHECK_OK(vf_wait_var(e, w, NULL));
+        CHECK_OK(
+            vf_engine_push(e, &(vf_op){.fn = slow_fn,
+                                       .writes = VF_VARS(w),
+                                       .device = {VF_DEVICE_EMULATED, 1}}));
+    CHECK_OK(vf_var_wait(e, w, NULL));
     uint64_t version = 0;
     CHECK_OK(vf_var_version(e, w, &version));
     CHECK_EQ(version, 3);
 
     /* vf_run_submit from a CPU op: VF_EINVAL (the op checks it). */
     vf_var t = tu_var(e);
-    CHECK_OK(vf_push(e, &(vf_op){.fn = submit_outside, .writes = VF_VARS(t)}));
-    CHECK_OK(vf_wait_var(e, t, NULL));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = submit_outside, .writes = VF_VARS(t)}));
+    CHECK_OK(vf_var_wait(e, t, NULL));
     CHECK_ERR(vf_run_submit(NULL, slow_work, NULL, 0), VF_EINVAL);
-    CHECK_ERR(vf_push(e, &(vf_op){.async_fn = async_nop,
-                                  .device = {VF_DEVICE_EMULATED, 0}}),
+    CHECK_ERR(vf_engine_push(e, &(vf_op){.async_fn = async_nop,
+                                         .device = {VF_DEVICE_EMULATED, 0}}),
               VF_ENOTSUP);
-    CHECK_ERR(vf_push(e, &(vf_op){.fn = tu_nop,
-                                  .device = {VF_DEVICE_EMULATED, 99}}),
+    CHECK_ERR(vf_engine_push(e, &(vf_op){.fn = tu_nop,
+                                         .device = {VF_DEVICE_EMULATED, 99}}),
               VF_ENODEV);
-    CHECK(strstr(vf_last_error_detail(), "99") != NULL);
-    CHECK_ERR(vf_push(e, &(vf_op){.fn = tu_nop,
-                                  .property = VF_PROP_COPY_TO_DEVICE}),
+    CHECK(strstr(vf_error_detail(), "99") != NULL);
+    CHECK_ERR(vf_engine_push(e, &(vf_op){.fn = tu_nop,
+                                         .property = VF_PROP_COPY_TO_DEVICE}),
               VF_EINVAL);
     /* Nothing registered the CUDA class (only the cuda_* cases do, and
      * they come last). */
     CHECK_EQ(vf_device_count(VF_DEVICE_CUDA), 0);
-    CHECK_ERR(vf_push(e, &(vf_op){.fn = tu_nop, .device = {VF_DEVICE_CUDA, 0}}),
+    CHECK_ERR(vf_engine_push(
+                  e, &(vf_op){.fn = tu_nop, .device = {VF_DEVICE_CUDA, 0}}),
               VF_ENODEV);
-    CHECK(strstr(vf_last_error_detail(), "vf_cuda_register") != NULL);
-    printf("CUDA refused as expected: %s\n", vf_last_error_detail());
+    CHECK(strstr(vf_error_detail(), "vf_cuda_register") != NULL);
+    printf("CUDA refused as expected: %s\n", vf_error_detail());
     CHECK_EQ(vf_device_count(VF_DEVICE_CPU), 1);
     CHECK(vf_device_count(VF_DEVICE_EMULATED) >= 2);
     CHECK_OK(vf_engine_destroy(e));
@@ -614,7 +624,7 @@ static bool cuda(char *why, size_t size)
 #endif
     if (vf_device_count(VF_DEVICE_CUDA) > 0)
         return true;
-    snprintf(why, size, "%s", vf_last_error_detail());
+    snprintf(why, size, "%s", vf_error_detail());
     return false;
 }
 

@@ -1,6 +1,6 @@
 /*
  * test_enomem: out of memory never crashes, leaks or loses work
- * (vf_debug_fail_alloc), on every engine kind.
+ * (vf__testing_fail_alloc), on every engine kind.
  *
  * 1. A sweep: for n = 1, 2, ... the n-th allocation of a small program
  *    fails (engine create, vars, pushes with small and large var sets,
@@ -15,7 +15,9 @@
  *    first time, again the second time, and after a wait_all.
  */
 #include "runner.h"
-#include "base/alloc.h" /* vf_debug_fail_alloc: fault injection */
+
+/* the testing aid vf__testing_fail_alloc (fault injection) */
+#include "base/alloc.h"
 
 /* ------------------------------------------------------------ sweep */
 
@@ -59,9 +61,9 @@ static prog *P;
 static int nesting_fn(vf_run *run, void *arg)
 {
     atomic_fetch_add(&((opstat *)arg)->ran, 1);
-    int rc = vf_push(vf_run_engine(run),
-                     &(vf_op){.fn = ok_fn, .arg = &P->ops[NOPS - 1],
-                              .done = on_done});
+    int rc = vf_engine_push(
+        vf_run_engine(run),
+        &(vf_op){.fn = ok_fn, .arg = &P->ops[NOPS - 1], .done = on_done});
     atomic_store(&P->nested_rc, rc);
     return 0;
 }
@@ -71,7 +73,7 @@ static int nesting_fn(vf_run *run, void *arg)
     do {                                                                       \
         int r_ = (rc);                                                         \
         if (r_ != 0 && r_ != (alt)) {                                          \
-            CHECK_REPORT_("%s returned %s (n = %llu)", #rc, vf_err_name(r_),  \
+            CHECK_REPORT_("%s returned %s (n = %llu)", #rc, vf_error_name(r_), \
                           (unsigned long long)fail_n);                         \
             P->bad_rc++;                                                       \
         }                                                                      \
@@ -82,8 +84,12 @@ static uint64_t fail_n;
 static void push_op(vf_engine *e, int i, vf_sync_fn fn, vf_var_list r,
                     vf_var_list w)
 {
-    int rc = vf_push(e, &(vf_op){.fn = fn, .arg = &P->ops[i], .done = on_done,
-                                 .reads = r, .writes = w, .name = "op"});
+    int rc = vf_engine_push(e, &(vf_op){.fn = fn,
+                                        .arg = &P->ops[i],
+                                        .done = on_done,
+                                        .reads = r,
+                                        .writes = w,
+                                        .name = "op"});
     EXPECT(rc, VF_ENOMEM);
     P->pushed[i] = rc == 0;
 }
@@ -97,21 +103,21 @@ static bool sweep_one(const tu_kind *k, uint64_t n)
     P = &p;
     fail_n = n;
     atomic_store(&p.nested_rc, 12345);
-    vf_debug_fail_alloc(n);
+    vf__testing_fail_alloc(n);
 
     vf_engine *e = NULL;
     int rc = vf_engine_create(&e, &k->cfg);
     EXPECT(rc, VF_ENOMEM);
     if (rc != 0) {
         CHECK(e == NULL);
-        vf_debug_fail_alloc(0);
+        vf__testing_fail_alloc(0);
         return true;
     }
     enum { NV = 12 };
     vf_var v[NV];
     bool have[NV];
     for (int i = 0; i < NV; i++) {
-        rc = vf_var_new(e, &v[i]);
+        rc = vf_var_create(e, &v[i]);
         EXPECT(rc, VF_ENOMEM);
         have[i] = rc == 0;
     }
@@ -131,10 +137,12 @@ static bool sweep_one(const tu_kind *k, uint64_t n)
     }
     vf_operator *o = NULL;
     if (have[6]) {
-        rc = vf_operator_new(e, &(vf_op){.fn = ok_fn, .arg = &p.ops[5],
+        rc = vf_operator_create(e,
+                                &(vf_op){.fn = ok_fn,
+                                         .arg = &p.ops[5],
                                          .reads = tu_list(&v[6], 1),
                                          .name = "operator"},
-                             &o);
+                                &o);
         EXPECT(rc, VF_ENOMEM);
         int pushed = 0;
         for (int i = 0; o && i < 3; i++) {
@@ -143,34 +151,34 @@ static bool sweep_one(const tu_kind *k, uint64_t n)
             pushed += rc == 0;
         }
         if (o) {
-            CHECK_OK(vf_operator_delete(e, o));
+            CHECK_OK(vf_operator_destroy(e, o));
             p.opr_pushed = pushed;
         }
     }
     if (have[1]) {
-        rc = vf_wait_var(e, v[1], NULL);
+        rc = vf_var_wait(e, v[1], NULL);
         if (rc != 0 && rc != VF_EOPFAILED && rc != VF_ENOMEM)
-            CHECK_REPORT_("wait_var returned %s (n = %llu)", vf_err_name(rc),
+            CHECK_REPORT_("wait_var returned %s (n = %llu)", vf_error_name(rc),
                           (unsigned long long)n);
     }
     if (have[7]) {
-        rc = vf_var_delete(e, v[7], NULL, NULL);
+        rc = vf_var_destroy(e, v[7], NULL, NULL);
         EXPECT(rc, VF_ENOMEM);
         have[7] = rc != 0; /* deleted: no longer ours */
     }
     /* Waits may fail for memory (wait_var's marker) or report F. */
     if (have[2]) {
-        rc = vf_wait_var(e, v[2], NULL);
+        rc = vf_var_wait(e, v[2], NULL);
         if (rc != 0 && rc != VF_EOPFAILED && rc != VF_ENOMEM)
-            CHECK_REPORT_("wait_var returned %s (n = %llu)", vf_err_name(rc),
+            CHECK_REPORT_("wait_var returned %s (n = %llu)", vf_error_name(rc),
                           (unsigned long long)n);
     }
-    rc = vf_wait_all(e, NULL);
+    rc = vf_engine_wait_all(e, NULL);
     if (rc != 0 && rc != VF_EOPFAILED)
-        CHECK_REPORT_("wait_all returned %s (n = %llu)", vf_err_name(rc),
+        CHECK_REPORT_("wait_all returned %s (n = %llu)", vf_error_name(rc),
                       (unsigned long long)n);
-    bool injected = vf_debug_alloc_count() >= n;
-    vf_debug_fail_alloc(0);
+    bool injected = vf__testing_alloc_count() >= n;
+    vf__testing_fail_alloc(0);
 
     /* Every pushed op finished once; the others never ran. */
     for (int i = 0; i < 5; i++) {
@@ -200,14 +208,16 @@ static bool sweep_one(const tu_kind *k, uint64_t n)
 
     /* The engine works. */
     vf_var fresh;
-    CHECK_OK(vf_var_new(e, &fresh));
+    CHECK_OK(vf_var_create(e, &fresh));
     opstat last;
     memset(&last, 0, sizeof last);
-    CHECK_OK(vf_push(e, &(vf_op){.fn = ok_fn, .arg = &last, .done = on_done,
-                                 .writes = VF_VARS(fresh)}));
-    CHECK_OK(vf_wait_var(e, fresh, NULL));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = ok_fn,
+                                        .arg = &last,
+                                        .done = on_done,
+                                        .writes = VF_VARS(fresh)}));
+    CHECK_OK(vf_var_wait(e, fresh, NULL));
     CHECK_EQ(atomic_load(&last.ran), 1);
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_OK(vf_engine_destroy(e));
     P = NULL;
     return injected;
@@ -259,33 +269,37 @@ static void lost_record(vf_engine *e, int round)
     memset(&r, 0, sizeof r);
     tu_gate_init(&r.go);
     atomic_int dep_ran = 0;
-    CHECK_OK(vf_push(e, &(vf_op){.fn = fail_after_gate, .arg = &r,
-                                 .done = rec_done, .writes = VF_VARS(x),
-                                 .name = "F"}));
-    CHECK_OK(vf_push(e, &(vf_op){.fn = dependent, .arg = &dep_ran,
-                                 .reads = VF_VARS(x), .writes = VF_VARS(y)}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = fail_after_gate,
+                                        .arg = &r,
+                                        .done = rec_done,
+                                        .writes = VF_VARS(x),
+                                        .name = "F"}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = dependent,
+                                        .arg = &dep_ran,
+                                        .reads = VF_VARS(x),
+                                        .writes = VF_VARS(y)}));
     /* The next allocation anywhere is the failure record (this thread
      * allocates nothing until F is done). */
-    vf_debug_fail_alloc(1);
+    vf__testing_fail_alloc(1);
     tu_gate_open(&r.go);
     CHECK(tu_wait_flag(&r.done, 1, TU_TIMEOUT));
-    bool hit = vf_debug_alloc_count() >= 1;
-    vf_debug_fail_alloc(0);
+    bool hit = vf__testing_alloc_count() >= 1;
+    vf__testing_fail_alloc(0);
     vf_error err;
     memset(&err, 0, sizeof err);
-    int rc = vf_wait_var(e, y, &err);
+    int rc = vf_var_wait(e, y, &err);
     if (rc != VF_EOPFAILED)
         CHECK_REPORT_("round %d (record allocation %s): wait_var returned %s; "
                       "the failure was lost",
                       round, hit ? "failed" : "did not fail",
-                      vf_err_name(rc));
+                      vf_error_name(rc));
     else
         CHECK(err.code == 7 || err.code == VF_ENOMEM);
     CHECK_EQ(atomic_load(&dep_ran), 0);
-    (void)vf_wait_all(e, NULL);
-    CHECK_OK(vf_var_delete(e, x, NULL, NULL));
-    CHECK_OK(vf_var_delete(e, y, NULL, NULL));
-    CHECK_OK(vf_wait_all(e, NULL));
+    (void)vf_engine_wait_all(e, NULL);
+    CHECK_OK(vf_var_destroy(e, x, NULL, NULL));
+    CHECK_OK(vf_var_destroy(e, y, NULL, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     tu_gate_destroy(&r.go);
 }
 
@@ -296,7 +310,7 @@ TEST_KIND_CASE(records, k)
     vf_engine *e = tu_engine(k);
     lost_record(e, 1); /* before any wait_all */
     lost_record(e, 2); /* the same again: still reported */
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     lost_record(e, 3); /* after a wait_all */
     tu_finish_engine(e);
 }

@@ -17,8 +17,8 @@
  * - wait_all returns the first failure, then clears all: a second wait_all
  *   returns 0, and later ops on the failed vars run normally;
  * - vf_engine_stats counts ran / failed / skipped exactly;
- * - async ops failing through vf_complete (from another thread, and inline)
- *   report their code and message; skipped async ops are never started.
+ * - async ops failing through vf_completion_finish (from another thread, and
+ * inline) report their code and message; skipped async ops are never started.
  */
 #include "runner.h"
 
@@ -70,13 +70,13 @@ TEST_KIND_CASE(only_dependent, k)
     rec_init(&o, 0, NULL);
     push_rec(e, &f, VF_VARS(r), VF_VARS(x), "F", false);
     push_rec(e, &o, NOVARS, VF_VARS(y), "O", false);
-    CHECK_OK(vf_wait_var(e, y, NULL));
-    CHECK_OK(vf_wait_var(e, r, NULL));
-    CHECK_FAILURE(vf_wait_var(e, x, ERR), "F", 5, "boom 42");
+    CHECK_OK(vf_var_wait(e, y, NULL));
+    CHECK_OK(vf_var_wait(e, r, NULL));
+    CHECK_FAILURE(vf_var_wait(e, x, ERR), "F", 5, "boom 42");
     expect_ran(&f, 5);
     expect_ran(&o, 0);
-    CHECK_OK(vf_wait_var(e, x, NULL));
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_var_wait(e, x, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
 
     /* Formatted, over-long message and name: truncated and terminated. */
     char longmsg[600], longname[200];
@@ -89,7 +89,7 @@ TEST_KIND_CASE(only_dependent, k)
     push_rec(e, &g, NOVARS, VF_VARS(x), longname, false);
     vf_error err;
     memset(&err, 0x5a, sizeof err);
-    CHECK_ERR(vf_wait_var(e, x, &err), VF_EOPFAILED);
+    CHECK_ERR(vf_var_wait(e, x, &err), VF_EOPFAILED);
     CHECK_EQ(err.code, -77);
     CHECK(memchr(err.op_name, 0, sizeof err.op_name) != NULL);
     CHECK(memchr(err.message, 0, sizeof err.message) != NULL);
@@ -100,8 +100,8 @@ TEST_KIND_CASE(only_dependent, k)
     rec h;
     rec_init(&h, 9, NULL);
     push_rec(e, &h, NOVARS, VF_VARS(y), "H", false);
-    CHECK_ERR(vf_wait_var(e, y, NULL), VF_EOPFAILED);
-    CHECK_OK(vf_wait_var(e, y, NULL));
+    CHECK_ERR(vf_var_wait(e, y, NULL), VF_EOPFAILED);
+    CHECK_OK(vf_var_wait(e, y, NULL));
     tu_finish_engine(e);
 }
 
@@ -114,23 +114,23 @@ TEST_KIND_CASE(two_in_sequence, k)
     rec_init(&f1, 5, "first");
     rec_init(&f2, 6, "second");
     push_rec(e, &f1, NOVARS, VF_VARS(x), "F1", false);
-    CHECK_FAILURE(vf_wait_var(e, x, ERR), "F1", 5, "first");
+    CHECK_FAILURE(vf_var_wait(e, x, ERR), "F1", 5, "first");
     push_rec(e, &f2, NOVARS, VF_VARS(x), "F2", false);
-    CHECK_FAILURE(vf_wait_var(e, x, ERR), "F2", 6, "second");
+    CHECK_FAILURE(vf_var_wait(e, x, ERR), "F2", 6, "second");
     expect_ran(&f2, 6);
-    CHECK_OK(vf_wait_var(e, x, NULL));
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_var_wait(e, x, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
 
     /* Two independent failures, no wait between them. */
     rec_init(&f3, 7, "third");
     rec_init(&f4, 8, "fourth");
     push_rec(e, &f3, NOVARS, VF_VARS(x), "F3", false);
     push_rec(e, &f4, NOVARS, VF_VARS(y), "F4", false);
-    CHECK_FAILURE(vf_wait_var(e, y, ERR), "F4", 8, "fourth");
-    CHECK_FAILURE(vf_wait_var(e, x, ERR), "F3", 7, "third");
-    CHECK_OK(vf_wait_var(e, x, NULL));
-    CHECK_OK(vf_wait_var(e, y, NULL));
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_FAILURE(vf_var_wait(e, y, ERR), "F4", 8, "fourth");
+    CHECK_FAILURE(vf_var_wait(e, x, ERR), "F3", 7, "third");
+    CHECK_OK(vf_var_wait(e, x, NULL));
+    CHECK_OK(vf_var_wait(e, y, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     tu_finish_engine(e);
 }
 
@@ -142,15 +142,15 @@ TEST_KIND_CASE(two_outputs, k)
     rec f, g;
     rec_init(&f, 5, "two");
     push_rec(e, &f, NOVARS, VF_VARS(x, y), "F", false);
-    CHECK_FAILURE(vf_wait_var(e, x, ERR), "F", 5, "two");
-    CHECK_OK(vf_wait_var(e, y, NULL));
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_FAILURE(vf_var_wait(e, x, ERR), "F", 5, "two");
+    CHECK_OK(vf_var_wait(e, y, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
 
     rec_init(&g, 6, "two again");
     push_rec(e, &g, NOVARS, VF_VARS(x, y), "G", false);
-    CHECK_FAILURE(vf_wait_var(e, y, ERR), "G", 6, "two again");
-    CHECK_OK(vf_wait_var(e, x, NULL));
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_FAILURE(vf_var_wait(e, y, ERR), "G", 6, "two again");
+    CHECK_OK(vf_var_wait(e, x, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     tu_finish_engine(e);
 }
 
@@ -167,11 +167,11 @@ TEST_KIND_CASE(propagation, k)
     push_rec(e, &f, NOVARS, VF_VARS(x), "F", false);
     push_rec(e, &g, NOVARS, VF_VARS(x), "G-overwrite", false);
     push_rec(e, &g2, VF_VARS(x), VF_VARS(x), "G-readwrite", false);
-    CHECK_FAILURE(vf_wait_var(e, x, ERR), "F", 5, "root cause");
+    CHECK_FAILURE(vf_var_wait(e, x, ERR), "F", 5, "root cause");
     expect_ran(&f, 5);
     expect_skipped(&g);
     expect_skipped(&g2);
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
 
     /* Chain x -> y -> z. */
     rec_init(&f, 5, "root cause");
@@ -180,20 +180,20 @@ TEST_KIND_CASE(propagation, k)
     push_rec(e, &f, NOVARS, VF_VARS(x), "F", false);
     push_rec(e, &g, VF_VARS(x), VF_VARS(y), "G", false);
     push_rec(e, &h, VF_VARS(y), VF_VARS(z), "H", false);
-    CHECK_FAILURE(vf_wait_var(e, z, ERR), "F", 5, "root cause");
+    CHECK_FAILURE(vf_var_wait(e, z, ERR), "F", 5, "root cause");
     expect_ran(&f, 5);
     expect_skipped(&g);
     expect_skipped(&h);
     /* One chain, reported once. */
-    CHECK_OK(vf_wait_var(e, x, NULL));
-    CHECK_OK(vf_wait_var(e, y, NULL));
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_var_wait(e, x, NULL));
+    CHECK_OK(vf_var_wait(e, y, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
 
     /* Once reported, the vars are usable again. */
     rec ok;
     rec_init(&ok, 0, NULL);
     push_rec(e, &ok, VF_VARS(x, y), VF_VARS(z), "OK", false);
-    CHECK_OK(vf_wait_var(e, z, NULL));
+    CHECK_OK(vf_var_wait(e, z, NULL));
     expect_ran(&ok, 0);
     tu_finish_engine(e);
 }
@@ -210,13 +210,13 @@ TEST_KIND_CASE(no_skip, k)
     push_rec(e, &f, NOVARS, VF_VARS(x), "F", false);
     push_rec(e, &n1, VF_VARS(x), VF_VARS(y), "N1", true);
     push_rec(e, &n2, NOVARS, VF_VARS(x), "N2", true);
-    CHECK_FAILURE(vf_wait_var(e, x, ERR), "F", 5, "fail");
+    CHECK_FAILURE(vf_var_wait(e, x, ERR), "F", 5, "fail");
     /* Whether N1 passed the failure on to y is not specified; the chain was
      * reported through x either way. */
-    (void)vf_wait_var(e, y, NULL);
+    (void)vf_var_wait(e, y, NULL);
     expect_ran(&n1, 0);
     expect_ran(&n2, 0);
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     tu_finish_engine(e);
 }
 
@@ -232,7 +232,7 @@ TEST_KIND_CASE(wait_all_first, k)
     push_rec(e, &f2, NOVARS, VF_VARS(y), "F2", false);
     vf_error err;
     memset(&err, 0, sizeof err);
-    CHECK_ERR(vf_wait_all(e, &err), VF_EOPFAILED);
+    CHECK_ERR(vf_engine_wait_all(e, &err), VF_EOPFAILED);
     bool is1 = err.code == 5 && strcmp(err.op_name, "F1") == 0 &&
                strcmp(err.message, "one") == 0;
     bool is2 = err.code == 6 && strcmp(err.op_name, "F2") == 0 &&
@@ -243,19 +243,19 @@ TEST_KIND_CASE(wait_all_first, k)
                       err.code, err.op_name, err.message);
     if (!k->threaded) /* naive: F1 failed first for sure */
         CHECK(is1);
-    CHECK_OK(vf_wait_all(e, NULL));
-    CHECK_OK(vf_wait_var(e, x, NULL));
-    CHECK_OK(vf_wait_var(e, y, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_OK(vf_var_wait(e, x, NULL));
+    CHECK_OK(vf_var_wait(e, y, NULL));
     rec_init(&o, 0, NULL);
     push_rec(e, &o, VF_VARS(y), VF_VARS(x), "O", false);
-    CHECK_OK(vf_wait_var(e, x, NULL));
+    CHECK_OK(vf_var_wait(e, x, NULL));
     expect_ran(&o, 0);
 
     /* A failure reported by wait_var is not reported again by wait_all. */
     rec_init(&f1, 5, "one");
     push_rec(e, &f1, NOVARS, VF_VARS(x), "F1", false);
-    CHECK_FAILURE(vf_wait_var(e, x, ERR), "F1", 5, "one");
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_FAILURE(vf_var_wait(e, x, ERR), "F1", 5, "one");
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     tu_finish_engine(e);
 }
 
@@ -278,7 +278,7 @@ TEST_KIND_CASE(stats, k)
     push_rec(e, &s2, VF_VARS(y), NOVARS, "S2", false);
     push_rec(e, &n, VF_VARS(x), NOVARS, "N", true);
     vf_error err;
-    CHECK_ERR(vf_wait_all(e, &err), VF_EOPFAILED);
+    CHECK_ERR(vf_engine_wait_all(e, &err), VF_EOPFAILED);
     CHECK(strcmp(err.op_name, "F") == 0);
     vf_stats st;
     memset(&st, 0xff, sizeof st);
@@ -313,7 +313,8 @@ static void *async_helper(void *arg)
 {
     async_rec *a = arg;
     tu_spin_us(500);
-    atomic_store(&a->complete_rc, vf_complete(a->done, a->status, a->msg));
+    atomic_store(&a->complete_rc,
+                 vf_completion_finish(a->done, a->status, a->msg));
     return NULL;
 }
 
@@ -325,7 +326,8 @@ static void async_start(vf_run *run, void *arg, vf_completion done)
     if (a->set_error)
         vf_run_set_error(run, "%s", a->set_error);
     if (a->inline_complete)
-        atomic_store(&a->complete_rc, vf_complete(done, a->status, a->msg));
+        atomic_store(&a->complete_rc,
+                     vf_completion_finish(done, a->status, a->msg));
     else
         a->helper = tu_thread_start(async_helper, a);
 }
@@ -352,18 +354,23 @@ TEST_KIND_CASE(async_failures, k)
     vf_var x = tu_var(e), y = tu_var(e), z = tu_var(e);
     async_rec a, b, s;
     async_init(&a, 7, "async boom", false);
-    CHECK_OK(vf_push(e, &(vf_op){.async_fn = async_start, .arg = &a,
-                                 .done = async_done, .writes = VF_VARS(x),
-                                 .name = "async-op"}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = async_start,
+                                        .arg = &a,
+                                        .done = async_done,
+                                        .writes = VF_VARS(x),
+                                        .name = "async-op"}));
     /* Skipped: never started, done gets VF_ESKIPPED. */
     async_init(&s, 0, NULL, true);
-    CHECK_OK(vf_push(e, &(vf_op){.async_fn = async_start, .arg = &s,
-                                 .done = async_done, .reads = VF_VARS(x),
-                                 .writes = VF_VARS(z), .name = "skipped"}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = async_start,
+                                        .arg = &s,
+                                        .done = async_done,
+                                        .reads = VF_VARS(x),
+                                        .writes = VF_VARS(z),
+                                        .name = "skipped"}));
     /* z gets the failure through the skipped op; x's is the same chain,
      * so it is reported once. */
-    CHECK_FAILURE(vf_wait_var(e, z, ERR), "async-op", 7, "async boom");
-    CHECK_OK(vf_wait_var(e, x, NULL));
+    CHECK_FAILURE(vf_var_wait(e, z, ERR), "async-op", 7, "async boom");
+    CHECK_OK(vf_var_wait(e, x, NULL));
     CHECK_EQ(atomic_load(&a.started), 1);
     CHECK_EQ(atomic_load(&a.done_calls), 1);
     CHECK_EQ(atomic_load(&a.done_status), 7);
@@ -376,26 +383,30 @@ TEST_KIND_CASE(async_failures, k)
 
     /* Completed inline, with a NULL message. */
     async_init(&b, 8, NULL, true);
-    CHECK_OK(vf_push(e, &(vf_op){.async_fn = async_start, .arg = &b,
-                                 .done = async_done, .writes = VF_VARS(y),
-                                 .name = "async-inline"}));
-    CHECK_FAILURE(vf_wait_var(e, y, ERR), "async-inline", 8, NULL);
+    CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = async_start,
+                                        .arg = &b,
+                                        .done = async_done,
+                                        .writes = VF_VARS(y),
+                                        .name = "async-inline"}));
+    CHECK_FAILURE(vf_var_wait(e, y, ERR), "async-inline", 8, NULL);
     CHECK_EQ(atomic_load(&b.complete_rc), 0);
     CHECK_EQ(atomic_load(&b.done_status), 8);
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
 
     /* The message set in the async fn, completed later with none. */
     async_rec c;
     async_init(&c, 9, NULL, false);
     c.set_error = "set in async fn";
-    CHECK_OK(vf_push(e, &(vf_op){.async_fn = async_start, .arg = &c,
-                                 .done = async_done, .writes = VF_VARS(y),
-                                 .name = "async-set-error"}));
-    CHECK_FAILURE(vf_wait_var(e, y, ERR), "async-set-error", 9,
+    CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = async_start,
+                                        .arg = &c,
+                                        .done = async_done,
+                                        .writes = VF_VARS(y),
+                                        .name = "async-set-error"}));
+    CHECK_FAILURE(vf_var_wait(e, y, ERR), "async-set-error", 9,
                   "set in async fn");
     if (atomic_load(&c.started))
         tu_thread_join(c.helper);
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     tu_finish_engine(e);
 }
 

@@ -12,7 +12,7 @@
  * The programs (8-24 vars, 50-400 steps): ops with random read and write
  * lists (repeats, vars both read and written), some no_skip, some failing
  * (a code and a message, or VF_ESKIPPED itself), sync, async completed
- * inline or by another thread (with a code, or vf_complete_failed), on
+ * inline or by another thread (with a code, or vf_completion_fail), on
  * the CPU priority pool now and then, with priorities; device ops on two
  * emulated devices in half the programs (their work fails or not);
  * wait_var and wait_all at random points; deletes and pushes with a

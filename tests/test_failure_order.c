@@ -3,11 +3,11 @@
  * docs/DESIGN.md states it), each case made certain with gates, not
  * timings, on every engine kind:
  * - a wait reports a failure as of its place in push order: an op pushed
- *   before vf_wait_var(x) that runs only after the wait returned is still
+ *   before vf_var_wait(x) that runs only after the wait returned is still
  *   skipped by x's failure (the issue's minimal case: it ran on the failed
  *   input before), and one pushed after the wait runs;
- * - vf_wait_all reports the first failure in push order, not the first to
- *   happen (an async op pushed first fails last);
+ * - vf_engine_wait_all reports the first failure in push order, not the first
+ * to happen (an async op pushed first fails last);
  * - waits from a `done` callback return VF_EDEADLK at once (they hung);
  * - timed waits: VF_ETIMEDOUT naming the async op nobody completed, also
  *   from inside an op; vf_engine_stats counts it in flight; a wait that
@@ -50,29 +50,31 @@ static void wait_var_place_once(const tu_kind *k)
 {
     vf_engine *e = tu_engine(k);
     vf_var x, y, z, u;
-    CHECK_OK(vf_var_new(e, &x));
-    CHECK_OK(vf_var_new(e, &y));
-    CHECK_OK(vf_var_new(e, &z));
-    CHECK_OK(vf_var_new(e, &u));
+    CHECK_OK(vf_var_create(e, &x));
+    CHECK_OK(vf_var_create(e, &y));
+    CHECK_OK(vf_var_create(e, &z));
+    CHECK_OK(vf_var_create(e, &u));
     held h = {.started = 0};
     rec r1, r2, r3;
     rec_init(&r1, -42, "x failed");
     rec_init(&r2, 0, NULL);
     rec_init(&r3, 0, NULL);
-    CHECK_OK(vf_push(e, &(vf_op){.async_fn = held_fn, .arg = &h,
-                                 .writes = VF_VARS(y), .name = "op0"}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = held_fn,
+                                        .arg = &h,
+                                        .writes = VF_VARS(y),
+                                        .name = "op0"}));
     push_rec(e, &r1, NOVARS, VF_VARS(x), "op1", false);
     push_rec(e, &r2, VF_VARS(x, y), VF_VARS(z), "op2", false);
     vf_error err;
-    CHECK_ERR(vf_wait_var(e, x, &err), VF_EOPFAILED);
+    CHECK_ERR(vf_var_wait(e, x, &err), VF_EOPFAILED);
     CHECK_EQ(err.code, -42);
     CHECK(strcmp(err.op_name, "op1") == 0);
     CHECK(tu_wait_flag(&h.started, 1, TU_TIMEOUT));
-    CHECK_OK(vf_complete(h.done, 0, NULL)); /* now op2 can run */
+    CHECK_OK(vf_completion_finish(h.done, 0, NULL)); /* now op2 can run */
     /* Pushed after the wait: the failure it reported no longer skips. */
     push_rec(e, &r3, VF_VARS(x), VF_VARS(u), "op3", false);
-    CHECK_OK(vf_wait_var(e, z, &err)); /* the chain was reported once */
-    CHECK_OK(vf_wait_all(e, &err));
+    CHECK_OK(vf_var_wait(e, z, &err)); /* the chain was reported once */
+    CHECK_OK(vf_engine_wait_all(e, &err));
     CHECK_EQ(atomic_load(&r2.ran), 0);
     CHECK_EQ(atomic_load(&r2.status), VF_ESKIPPED);
     CHECK_EQ(atomic_load(&r3.ran), 1);
@@ -95,22 +97,24 @@ static void wait_all_push_order_once(const tu_kind *k)
 {
     vf_engine *e = tu_engine(k);
     vf_var a, b;
-    CHECK_OK(vf_var_new(e, &a));
-    CHECK_OK(vf_var_new(e, &b));
+    CHECK_OK(vf_var_create(e, &a));
+    CHECK_OK(vf_var_create(e, &b));
     held h = {.started = 0};
     rec rb;
     rec_init(&rb, -7, "b failed");
-    CHECK_OK(vf_push(e, &(vf_op){.async_fn = held_fn, .arg = &h,
-                                 .writes = VF_VARS(a), .name = "A"}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = held_fn,
+                                        .arg = &h,
+                                        .writes = VF_VARS(a),
+                                        .name = "A"}));
     push_rec(e, &rb, NOVARS, VF_VARS(b), "B", false);
     CHECK(tu_wait_flag(&rb.done, 1, TU_TIMEOUT));
     CHECK(tu_wait_flag(&h.started, 1, TU_TIMEOUT));
-    CHECK_OK(vf_complete(h.done, -5, "a failed later"));
+    CHECK_OK(vf_completion_finish(h.done, -5, "a failed later"));
     vf_error err;
-    CHECK_ERR(vf_wait_all(e, &err), VF_EOPFAILED);
+    CHECK_ERR(vf_engine_wait_all(e, &err), VF_EOPFAILED);
     CHECK_EQ(err.code, -5);
     CHECK(strcmp(err.op_name, "A") == 0);
-    CHECK_OK(vf_wait_all(e, &err)); /* both cleared */
+    CHECK_OK(vf_engine_wait_all(e, &err)); /* both cleared */
     CHECK_OK(vf_engine_destroy(e));
 }
 
@@ -130,10 +134,10 @@ static void probing_done(void *arg, int status)
 {
     done_probe *p = arg;
     (void)status;
-    atomic_store(&p->rc_all, vf_wait_all(p->e, NULL));
-    atomic_store(&p->rc_own, vf_wait_var(p->e, p->own, NULL));
-    atomic_store(&p->rc_other, vf_wait_var(p->e, p->other, NULL));
-    atomic_store(&p->rc_timed, vf_wait_all_timed(p->e, 10, NULL));
+    atomic_store(&p->rc_all, vf_engine_wait_all(p->e, NULL));
+    atomic_store(&p->rc_own, vf_var_wait(p->e, p->own, NULL));
+    atomic_store(&p->rc_other, vf_var_wait(p->e, p->other, NULL));
+    atomic_store(&p->rc_timed, vf_engine_wait_all_timed(p->e, 10, NULL));
     atomic_fetch_add(&p->calls, 1);
 }
 
@@ -142,18 +146,20 @@ TEST_KIND_CASE(waits_from_done, k)
 {
     vf_engine *e = tu_engine(k);
     done_probe p = {.e = e};
-    CHECK_OK(vf_var_new(e, &p.own));
-    CHECK_OK(vf_var_new(e, &p.other));
-    CHECK_OK(vf_push(e, &(vf_op){.fn = tu_nop, .done = probing_done,
-                                 .arg = &p, .writes = VF_VARS(p.own),
-                                 .name = "probe"}));
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_var_create(e, &p.own));
+    CHECK_OK(vf_var_create(e, &p.other));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = tu_nop,
+                                        .done = probing_done,
+                                        .arg = &p,
+                                        .writes = VF_VARS(p.own),
+                                        .name = "probe"}));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(atomic_load(&p.calls), 1);
     CHECK_ERR(atomic_load(&p.rc_all), VF_EDEADLK);
     CHECK_ERR(atomic_load(&p.rc_own), VF_EDEADLK);
     CHECK_ERR(atomic_load(&p.rc_other), VF_EDEADLK);
     CHECK_ERR(atomic_load(&p.rc_timed), VF_EDEADLK);
-    CHECK_OK(vf_wait_var(e, p.own, NULL));
+    CHECK_OK(vf_var_wait(e, p.own, NULL));
     CHECK_OK(vf_engine_destroy(e));
 }
 
@@ -166,8 +172,8 @@ typedef struct nested_timed {
 static int nested_timed_fn(vf_run *run, void *arg)
 {
     nested_timed *t = arg;
-    int rc = vf_wait_var_timed(vf_run_engine(run), t->x, 20, NULL);
-    snprintf(t->detail, sizeof t->detail, "%s", vf_last_error_detail());
+    int rc = vf_var_wait_timed(vf_run_engine(run), t->x, 20, NULL);
+    snprintf(t->detail, sizeof t->detail, "%s", vf_error_detail());
     atomic_store(&t->rc, rc);
     return 0;
 }
@@ -177,34 +183,38 @@ TEST_KIND_CASE(timed_waits, k)
 {
     vf_engine *e = tu_engine(k);
     vf_var x, y;
-    CHECK_OK(vf_var_new(e, &x));
-    CHECK_OK(vf_var_new(e, &y));
+    CHECK_OK(vf_var_create(e, &x));
+    CHECK_OK(vf_var_create(e, &y));
     held h = {.started = 0};
-    CHECK_OK(vf_push(e, &(vf_op){.async_fn = held_fn, .arg = &h,
-                                 .writes = VF_VARS(x), .name = "never-done"}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = held_fn,
+                                        .arg = &h,
+                                        .writes = VF_VARS(x),
+                                        .name = "never-done"}));
     CHECK(tu_wait_flag(&h.started, 1, TU_TIMEOUT));
     vf_stats st;
     CHECK_OK(vf_engine_stats(e, &st));
     CHECK_EQ(st.async_in_flight, 1);
-    CHECK_ERR(vf_wait_var_timed(e, x, 30, NULL), VF_ETIMEDOUT);
-    CHECK(strstr(vf_last_error_detail(), "\"never-done\" (op #1)") != NULL);
-    CHECK_ERR(vf_wait_all_timed(e, 0, NULL), VF_ETIMEDOUT);
-    CHECK(strstr(vf_last_error_detail(), "1 async op started") != NULL);
+    CHECK_ERR(vf_var_wait_timed(e, x, 30, NULL), VF_ETIMEDOUT);
+    CHECK(strstr(vf_error_detail(), "\"never-done\" (op #1)") != NULL);
+    CHECK_ERR(vf_engine_wait_all_timed(e, 0, NULL), VF_ETIMEDOUT);
+    CHECK(strstr(vf_error_detail(), "1 async op started") != NULL);
     nested_timed t = {.x = x, .rc = 1};
     if (k->threaded) { /* inline, the naive engine would run it here */
-        CHECK_OK(vf_push(e, &(vf_op){.fn = nested_timed_fn, .arg = &t,
-                                     .writes = VF_VARS(y), .name = "nw"}));
-        CHECK_OK(vf_wait_var(e, y, NULL));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = nested_timed_fn,
+                                            .arg = &t,
+                                            .writes = VF_VARS(y),
+                                            .name = "nw"}));
+        CHECK_OK(vf_var_wait(e, y, NULL));
         CHECK_ERR(atomic_load(&t.rc), VF_ETIMEDOUT);
         CHECK(strstr(t.detail, "never-done") != NULL);
     }
-    CHECK_OK(vf_complete(h.done, -3, "late"));
+    CHECK_OK(vf_completion_finish(h.done, -3, "late"));
     vf_error err;
-    CHECK_ERR(vf_wait_var_timed(e, x, -1, &err), VF_EOPFAILED);
+    CHECK_ERR(vf_var_wait_timed(e, x, -1, &err), VF_EOPFAILED);
     CHECK_EQ(err.code, -3);
     CHECK_OK(vf_engine_stats(e, &st));
     CHECK_EQ(st.async_in_flight, 0);
-    CHECK_OK(vf_wait_all_timed(e, 1000, &err));
+    CHECK_OK(vf_engine_wait_all_timed(e, 1000, &err));
     CHECK_OK(vf_engine_destroy(e));
 }
 
@@ -220,17 +230,17 @@ TEST_KIND_CASE(counting_and_names, k)
 {
     vf_engine *e = tu_engine(k);
     vf_var a, b;
-    CHECK_OK(vf_var_new(e, &a));
-    CHECK_OK(vf_var_new(e, &b));
-    CHECK_OK(vf_push(e, &(vf_op){.fn = return_skipped,
-                                 .writes = VF_VARS(a), .name = "sk"}));
-    CHECK_OK(vf_push(e, &(vf_op){.fn = tu_nop, .writes = VF_VARS(b)}));
-    CHECK_OK(vf_push(e, &(vf_op){.fn = return_skipped,
-                                 .writes = VF_VARS(b)})); /* unnamed */
+    CHECK_OK(vf_var_create(e, &a));
+    CHECK_OK(vf_var_create(e, &b));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = return_skipped, .writes = VF_VARS(a), .name = "sk"}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = tu_nop, .writes = VF_VARS(b)}));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = return_skipped, .writes = VF_VARS(b)})); /* unnamed */
     vf_error err;
-    CHECK_ERR(vf_wait_var(e, a, &err), VF_EOPFAILED);
+    CHECK_ERR(vf_var_wait(e, a, &err), VF_EOPFAILED);
     CHECK_EQ(err.code, VF_ESKIPPED);
-    CHECK_ERR(vf_wait_var(e, b, &err), VF_EOPFAILED);
+    CHECK_ERR(vf_var_wait(e, b, &err), VF_EOPFAILED);
     if (strcmp(err.op_name, "op #3") != 0)
         CHECK_REPORT_("unnamed op reported as '%s', not 'op #3'",
                       err.op_name);

@@ -7,11 +7,11 @@
  * inside ops, nested pushes, deletes with free callbacks and var re-creation,
  * sync and async failing ops, 150 async ops held in flight so op blocks run
  * out of the free lists, completions from a foreign thread, wait_all,
- * destroy) runs with vf_debug_fail_alloc(N), for N = 1, 2, ... until a run
+ * destroy) runs with vf__testing_fail_alloc(N), for N = 1, 2, ... until a run
  * completes without reaching its N-th allocation; on every engine kind.
  * Each run checks:
  * - at most one call returned VF_ENOMEM, only when the fault fired, with a
- *   non-empty vf_last_error_detail(); the call is then retried (it must
+ *   non-empty vf_error_detail(); the call is then retried (it must
  *   succeed: the fault is one-shot), so every run pushes the same program;
  * - every other call behaved: each op's `done` fired exactly once with its
  *   expected status (0, the failing op's code, VF_ESKIPPED), the values
@@ -31,7 +31,9 @@
  * failure again: tests/test_enomem.c is the focused check.)
  */
 #include "runner.h"
-#include "base/alloc.h" /* vf_debug_fail_alloc: fault injection */
+
+/* the testing aid vf__testing_fail_alloc (fault injection) */
+#include "base/alloc.h"
 
 enum {
     NGEN = 10,  /* vars 0..9: general */
@@ -98,7 +100,7 @@ struct wl {
 static void note_enomem(wl *w, const char *what)
 {
     atomic_fetch_add(&w->enomem, 1);
-    if (vf_last_error_detail()[0] == 0) {
+    if (vf_error_detail()[0] == 0) {
         atomic_fetch_add(&w->missing_detail, 1);
         CHECK_REPORT_("%s: VF_ENOMEM without a detail", what);
     }
@@ -123,8 +125,8 @@ static void note_enomem(wl *w, const char *what)
         int m_;                                                                \
         RETRY(w, m_, call);                                                    \
         if (m_ != 0)                                                           \
-            CHECK_REPORT_("%s returned %s (%s)", #call, vf_err_name(m_),       \
-                          vf_last_error_detail());                             \
+            CHECK_REPORT_("%s returned %s (%s)", #call, vf_error_name(m_),     \
+                          vf_error_detail());                                  \
     } while (0)
 
 /* ------------------------------------------------------------ ops */
@@ -219,7 +221,7 @@ static void *completer_main(void *arg)
         int status = c->status[c->head];
         c->head++;
         pthread_mutex_unlock(&c->mu);
-        CHECK_OK(vf_complete(d, status, NULL));
+        CHECK_OK(vf_completion_finish(d, status, NULL));
         pthread_mutex_lock(&c->mu);
     }
     pthread_mutex_unlock(&c->mu);
@@ -249,16 +251,16 @@ static int f_nested(vf_run *run, void *arg)
     vf_engine *e = vf_run_engine(run);
     int rc;
     RETRY(w, rc,
-          vf_push(e, &(vf_op){.fn = f_write,
-                              .arg = w->nest.child,
-                              .done = on_done,
-                              .writes = VF_VARS(w->v[VNEST]),
-                              .name = "child"}));
+          vf_engine_push(e, &(vf_op){.fn = f_write,
+                                     .arg = w->nest.child,
+                                     .done = on_done,
+                                     .writes = VF_VARS(w->v[VNEST]),
+                                     .name = "child"}));
     if (rc != 0) {
         atomic_fetch_add(&w->nested_errors, 1);
         CHECK_OK(rc);
     }
-    RETRY(w, rc, vf_wait_var(e, w->v[VY], NULL));
+    RETRY(w, rc, vf_var_wait(e, w->v[VY], NULL));
     if (rc != 0) {
         atomic_fetch_add(&w->nested_errors, 1);
         CHECK_OK(rc);
@@ -295,7 +297,7 @@ static void push_write(wl *w, int a, int b, int64_t k)
                 .name = "write"};
     if (b >= 0)
         op.reads = (vf_var_list){&w->v[b], 1};
-    MUST(w, vf_push(w->e, &op));
+    MUST(w, vf_engine_push(w->e, &op));
     m_write(w, c);
 }
 
@@ -312,7 +314,7 @@ static void expect_failure(wl *w, int var, int code, const char *op_name,
 {
     vf_error err;
     int rc;
-    RETRY(w, rc, vf_wait_var(w->e, w->v[var], &err));
+    RETRY(w, rc, vf_var_wait(w->e, w->v[var], &err));
     if (rc == 0) {
         out->lost++;
         return;
@@ -341,7 +343,7 @@ static void workload(wl *w, outcome *out)
     MUST(w, vf_engine_create(&w->e, &w->k->cfg));
     REQUIRE(w->e != NULL);
     for (int i = 0; i < NV - 1; i++)
-        MUST(w, vf_var_new(w->e, &w->v[i]));
+        MUST(w, vf_var_create(w->e, &w->v[i]));
 
     /* Chains over the general vars, with reads across them. */
     for (int r = 0; r < 3; r++)
@@ -353,13 +355,13 @@ static void workload(wl *w, outcome *out)
         opctx *c = new_ctx(w, 5, -1, 5, 0);
         vf_var *v = w->v;
         MUST(w,
-             vf_push(w->e,
-                     &(vf_op){.fn = f_big,
-                              .arg = c,
-                              .done = on_done,
-                              .reads = VF_VARS(v[0], v[1], v[2], v[3], v[4]),
-                              .writes = VF_VARS(v[5], v[6], v[7], v[8], v[9]),
-                              .name = "big"}));
+             vf_engine_push(
+                 w->e, &(vf_op){.fn = f_big,
+                                .arg = c,
+                                .done = on_done,
+                                .reads = VF_VARS(v[0], v[1], v[2], v[3], v[4]),
+                                .writes = VF_VARS(v[5], v[6], v[7], v[8], v[9]),
+                                .name = "big"}));
         m_big(w, c);
     }
 
@@ -368,65 +370,65 @@ static void workload(wl *w, outcome *out)
         opctx *c = new_ctx(w, 0, 1, 9, 0);
         c->expect_done = 3;
         vf_operator *opr = NULL;
-        MUST(w, vf_operator_new(w->e,
-                                &(vf_op){.fn = f_write,
-                                         .arg = c,
-                                         .done = on_done,
-                                         .reads = VF_VARS(w->v[1]),
-                                         .writes = VF_VARS(w->v[0]),
-                                         .name = "operator"},
-                                &opr));
+        MUST(w, vf_operator_create(w->e,
+                                   &(vf_op){.fn = f_write,
+                                            .arg = c,
+                                            .done = on_done,
+                                            .reads = VF_VARS(w->v[1]),
+                                            .writes = VF_VARS(w->v[0]),
+                                            .name = "operator"},
+                                   &opr));
         for (int i = 0; i < 3; i++) {
             MUST(w, vf_operator_push(w->e, opr, i));
             m_write(w, c);
         }
-        MUST(w, vf_operator_delete(w->e, opr));
+        MUST(w, vf_operator_destroy(w->e, opr));
     }
 
     /* 150 async reads of R held in flight (more op blocks than a thread's
      * free-list cache holds), then a write of R behind them. */
     for (int i = 0; i < NHOLD; i++) {
         opctx *c = new_ctx(w, VR, -1, 0, 0);
-        MUST(w, vf_push(w->e, &(vf_op){.async_fn = a_hold,
-                                       .arg = c,
-                                       .done = on_done,
-                                       .reads = VF_VARS(w->v[VR]),
-                                       .name = "hold"}));
+        MUST(w, vf_engine_push(w->e, &(vf_op){.async_fn = a_hold,
+                                              .arg = c,
+                                              .done = on_done,
+                                              .reads = VF_VARS(w->v[VR]),
+                                              .name = "hold"}));
     }
     push_write(w, VR, -1, 77);
 
     /* A failing sync op and a follower it makes skip. */
     opctx *failer = new_ctx(w, VF_, -1, 0, 42);
-    MUST(w, vf_push(w->e, &(vf_op){.fn = f_fail,
-                                   .arg = failer,
-                                   .done = on_done,
-                                   .writes = VF_VARS(w->v[VF_]),
-                                   .name = "failer"}));
+    MUST(w, vf_engine_push(w->e, &(vf_op){.fn = f_fail,
+                                          .arg = failer,
+                                          .done = on_done,
+                                          .writes = VF_VARS(w->v[VF_]),
+                                          .name = "failer"}));
     opctx *follower = new_ctx(w, VG, VF_, 1, VF_ESKIPPED);
-    MUST(w, vf_push(w->e, &(vf_op){.fn = f_write,
-                                   .arg = follower,
-                                   .done = on_done,
-                                   .reads = VF_VARS(w->v[VF_]),
-                                   .writes = VF_VARS(w->v[VG]),
-                                   .name = "follower"}));
+    MUST(w, vf_engine_push(w->e, &(vf_op){.fn = f_write,
+                                          .arg = follower,
+                                          .done = on_done,
+                                          .reads = VF_VARS(w->v[VF_]),
+                                          .writes = VF_VARS(w->v[VG]),
+                                          .name = "follower"}));
 
     /* A failing async op (completed by the foreign thread). */
     opctx *afail = new_ctx(w, VH, -1, 0, 7);
-    MUST(w, vf_push(w->e, &(vf_op){.async_fn = a_fail,
-                                   .arg = afail,
-                                   .done = on_done,
-                                   .writes = VF_VARS(w->v[VH]),
-                                   .name = "afail"}));
+    MUST(w, vf_engine_push(w->e, &(vf_op){.async_fn = a_fail,
+                                          .arg = afail,
+                                          .done = on_done,
+                                          .writes = VF_VARS(w->v[VH]),
+                                          .name = "afail"}));
 
     /* Nested: an op pushes a child and waits on Y from inside. */
     push_write(w, VY, -1, 5);
     w->nest.self = new_ctx(w, VNEST, -1, 0, 0);
     w->nest.child = new_ctx(w, VNEST, -1, 3, 0);
     w->nest.y_expected = w->model[VY];
-    MUST(w, vf_push(w->e, &(vf_op){.fn = f_nested,
-                                   .arg = w->nest.self,
-                                   .done = on_done,
-                                   .name = "nested"}));
+    MUST(w, vf_engine_push(w->e, &(vf_op){.fn = f_nested,
+                                          .arg = w->nest.self,
+                                          .done = on_done,
+                                          .name = "nested"}));
     m_write(w, w->nest.child);
 
     /* Deletes: write each var, then delete it with a free callback; then a
@@ -436,16 +438,16 @@ static void workload(wl *w, outcome *out)
         freebuf *b = calloc(1, sizeof *b);
         REQUIRE(b != NULL);
         b->w = w;
-        MUST(w, vf_var_delete(w->e, w->v[i], free_buf, b));
+        MUST(w, vf_var_destroy(w->e, w->v[i], free_buf, b));
     }
-    MUST(w, vf_var_new(w->e, &w->v[VNEW]));
+    MUST(w, vf_var_create(w->e, &w->v[VNEW]));
     push_write(w, VNEW, -1, 11);
 
     /* Release the async ops; wait by var; failures are reported. */
     tu_gate_open(&w->c.gate);
     int waited[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, VR, VY, VNEST, VNEW};
     for (int i = 0; i < (int)(sizeof waited / sizeof waited[0]); i++)
-        MUST(w, vf_wait_var(w->e, w->v[waited[i]], NULL));
+        MUST(w, vf_var_wait(w->e, w->v[waited[i]], NULL));
     int lost_before = out->lost;
     expect_failure(w, VG, 42, "failer", "sync boom 42", out);
     if (out->lost > lost_before) {
@@ -453,15 +455,15 @@ static void workload(wl *w, outcome *out)
         m_write(w, follower);
         follower->expect = 0;
     }
-    MUST(w, vf_wait_var(w->e, w->v[VF_], NULL)); /* same chain: reported */
+    MUST(w, vf_var_wait(w->e, w->v[VF_], NULL)); /* same chain: reported */
     expect_failure(w, VH, 7, "afail", "async boom", out);
-    MUST(w, vf_wait_all(w->e, NULL));
+    MUST(w, vf_engine_wait_all(w->e, NULL));
 
     /* Usable after the fault. */
     for (int i = 0; i < 5; i++)
         push_write(w, VUSE, -1, 100 + i);
-    MUST(w, vf_wait_var(w->e, w->v[VUSE], NULL));
-    MUST(w, vf_wait_all(w->e, NULL));
+    MUST(w, vf_var_wait(w->e, w->v[VUSE], NULL));
+    MUST(w, vf_engine_wait_all(w->e, NULL));
 }
 
 /* ------------------------------------------------------------ one run */
@@ -483,10 +485,10 @@ static bool run_one(const tu_kind *k, uint64_t n, totals *t)
     w->c.th = tu_thread_start(completer_main, &w->c);
     outcome out = {0, 0};
 
-    vf_debug_fail_alloc(n);
+    vf__testing_fail_alloc(n);
     workload(w, &out);
-    bool fired = vf_debug_alloc_count() >= n;
-    vf_debug_fail_alloc(0);
+    bool fired = vf__testing_alloc_count() >= n;
+    vf__testing_fail_alloc(0);
 
     /* Values equal the serial program's (deleted vars excepted). */
     for (int i = 0; i < NV; i++) {
@@ -513,8 +515,8 @@ static bool run_one(const tu_kind *k, uint64_t n, totals *t)
         else if (atomic_load(&c->status) != c->expect)
             CHECK_REPORT_("N=%llu: op %d: done status %s, expected %s",
                           (unsigned long long)n, i,
-                          vf_err_name(atomic_load(&c->status)),
-                          vf_err_name(c->expect));
+                          vf_error_name(atomic_load(&c->status)),
+                          vf_error_name(c->expect));
     }
     CHECK_EQ(st.completed, total);
     CHECK_EQ(st.failed, failed);

@@ -40,8 +40,8 @@ static int pusher(vf_run *run, void *arg)
 {
     counts *c = arg;
     atomic_fetch_add(&c->ran, 1);
-    CHECK_OK(vf_push(vf_run_engine(run),
-                     &(vf_op){.fn = inc_nested, .arg = c}));
+    CHECK_OK(vf_engine_push(vf_run_engine(run),
+                            &(vf_op){.fn = inc_nested, .arg = c}));
     return 0;
 }
 
@@ -64,19 +64,27 @@ TEST_KIND_CASE(cycles, k)
     for (long i = 0; i < n; i++) {
         vf_engine *e = tu_engine(k);
         vf_var a = tu_var(e), b = tu_var(e), d = tu_var(e);
-        CHECK_OK(vf_push(e, &(vf_op){.fn = inc, .arg = &c, .done = on_done,
-                                     .writes = VF_VARS(a)}));
-        CHECK_OK(vf_push(e, &(vf_op){.fn = inc, .arg = &c, .done = on_done,
-                                     .reads = VF_VARS(a),
-                                     .writes = VF_VARS(b)}));
-        CHECK_OK(vf_push(e, &(vf_op){.fn = pusher, .arg = &c,
-                                     .done = on_done, .reads = VF_VARS(a, b),
-                                     .writes = VF_VARS(d)}));
-        CHECK_OK(vf_push(e, &(vf_op){.fn = inc, .arg = &c, .done = on_done,
-                                     .reads = VF_VARS(d)}));
-        CHECK_OK(vf_var_delete(e, a, on_free, &c));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = inc,
+                                            .arg = &c,
+                                            .done = on_done,
+                                            .writes = VF_VARS(a)}));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = inc,
+                                            .arg = &c,
+                                            .done = on_done,
+                                            .reads = VF_VARS(a),
+                                            .writes = VF_VARS(b)}));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = pusher,
+                                            .arg = &c,
+                                            .done = on_done,
+                                            .reads = VF_VARS(a, b),
+                                            .writes = VF_VARS(d)}));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = inc,
+                                            .arg = &c,
+                                            .done = on_done,
+                                            .reads = VF_VARS(d)}));
+        CHECK_OK(vf_var_destroy(e, a, on_free, &c));
         if (i % 2)
-            CHECK_OK(vf_wait_var(e, b, NULL));
+            CHECK_OK(vf_var_wait(e, b, NULL));
         CHECK_OK(vf_engine_destroy(e));
     }
     CHECK_EQ(atomic_load(&c.ran), 4 * n);
@@ -127,9 +135,9 @@ static int tree(vf_run *run, void *arg)
             REQUIRE(c);
             c->d = t->d;
             c->depth = t->depth + 1;
-            int rc = vf_push(vf_run_engine(run),
-                             &(vf_op){.fn = tree, .arg = c,
-                                      .done = free_done});
+            int rc = vf_engine_push(
+                vf_run_engine(run),
+                &(vf_op){.fn = tree, .arg = c, .done = free_done});
             CHECK_OK(rc);
             if (rc)
                 free(c);
@@ -160,7 +168,7 @@ static void *completer(void *arg)
     CHECK(tu_wait_flag(&d->npending, NASYNC, TU_TIMEOUT));
     for (int i = 0; i < NASYNC; i++) {
         tu_spin_us(200); /* destroy is well under way */
-        int rc = vf_complete(d->pending[i], 0, NULL);
+        int rc = vf_completion_finish(d->pending[i], 0, NULL);
         if (rc)
             atomic_fetch_add(&d->complete_errors, 1);
         atomic_fetch_add(&d->completed, 1);
@@ -178,29 +186,33 @@ TEST_KIND_CASE(destroy_drains, k)
     for (int i = 0; i < 4; i++)
         v[i] = tu_var(e);
     for (int i = 0; i < 200; i++)
-        CHECK_OK(vf_push(e, &(vf_op){.fn = slow, .arg = &d,
-                                     .reads = tu_list(&v[i % 4], 1),
-                                     .writes = tu_list(&v[(i + 1) % 4], 1)}));
+        CHECK_OK(
+            vf_engine_push(e, &(vf_op){.fn = slow,
+                                       .arg = &d,
+                                       .reads = tu_list(&v[i % 4], 1),
+                                       .writes = tu_list(&v[(i + 1) % 4], 1)}));
     tree_arg *root = malloc(sizeof *root);
     REQUIRE(root);
     root->d = &d;
     root->depth = 0;
-    CHECK_OK(vf_push(e, &(vf_op){.fn = tree, .arg = root,
-                                 .done = free_done,
-                                 .writes = tu_list(&v[0], 1)}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = tree,
+                                        .arg = root,
+                                        .done = free_done,
+                                        .writes = tu_list(&v[0], 1)}));
     /* Async ops on their own vars (so the naive engine starts them all
      * inside push), completed only once destroy has begun. */
     vf_var av[NASYNC];
     for (int i = 0; i < NASYNC; i++) {
         av[i] = tu_var(e);
-        CHECK_OK(vf_push(e, &(vf_op){.async_fn = async_start, .arg = &d,
-                                     .done = async_done,
-                                     .writes = tu_list(&av[i], 1)}));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = async_start,
+                                            .arg = &d,
+                                            .done = async_done,
+                                            .writes = tu_list(&av[i], 1)}));
     }
     /* Readers of the async ops' vars wait for their completion. */
     for (int i = 0; i < NASYNC; i++)
-        CHECK_OK(vf_push(e, &(vf_op){.fn = slow, .arg = &d,
-                                     .reads = tu_list(&av[i], 1)}));
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = slow, .arg = &d, .reads = tu_list(&av[i], 1)}));
     pthread_t th = tu_thread_start(completer, &d);
     tu_gate_open(&d.destroying);
     CHECK_OK(vf_engine_destroy(e));
@@ -237,11 +249,11 @@ static void *use_engine(void *arg)
     m->val = 1;
     m->want = 1;
     for (int i = 0; i < 2000; i++) {
-        CHECK_OK(vf_push(e, &(vf_op){.fn = mul, .arg = m,
-                                     .writes = VF_VARS(x)}));
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = mul, .arg = m, .writes = VF_VARS(x)}));
         m->want = m->want * 5 + 1;
     }
-    CHECK_OK(vf_wait_var(e, x, NULL));
+    CHECK_OK(vf_var_wait(e, x, NULL));
     CHECK(m->val == m->want);
     CHECK_OK(vf_engine_destroy(e));
     return NULL;
@@ -289,13 +301,13 @@ static void expect_engine(const vf_config *cfg, vf_engine_type kind,
     vf_engine *e = NULL;
     int rc = vf_engine_create(&e, cfg);
     if (rc != 0) {
-        CHECK_REPORT_("%s: create returned %s (%s)", what, vf_err_name(rc),
-                      vf_last_error_detail());
+        CHECK_REPORT_("%s: create returned %s (%s)", what, vf_error_name(rc),
+                      vf_error_detail());
         return;
     }
-    if (vf_engine_kind(e) != kind)
+    if (vf_engine_type_of(e) != kind)
         CHECK_REPORT_("%s: kind %s, expected %s", what,
-                      vf_engine_type_name(vf_engine_kind(e)),
+                      vf_engine_type_name(vf_engine_type_of(e)),
                       vf_engine_type_name(kind));
     if (workers >= 0 && vf_engine_num_workers(e) != workers)
         CHECK_REPORT_("%s: %d workers, expected %d", what,
@@ -304,8 +316,9 @@ static void expect_engine(const vf_config *cfg, vf_engine_type kind,
     vf_var x = tu_var(e);
     counts c;
     memset(&c, 0, sizeof c);
-    CHECK_OK(vf_push(e, &(vf_op){.fn = inc, .arg = &c, .writes = VF_VARS(x)}));
-    CHECK_OK(vf_wait_var(e, x, NULL));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = inc, .arg = &c, .writes = VF_VARS(x)}));
+    CHECK_OK(vf_var_wait(e, x, NULL));
     CHECK_EQ(atomic_load(&c.ran), 1);
     CHECK_OK(vf_engine_destroy(e));
 }
@@ -316,12 +329,12 @@ static void expect_einval(const vf_config *cfg, const char *what)
     int rc = vf_engine_create(&e, cfg);
     if (rc != VF_EINVAL) {
         CHECK_REPORT_("%s: create returned %s, expected VF_EINVAL", what,
-                      vf_err_name(rc));
+                      vf_error_name(rc));
         if (rc == 0)
             CHECK_OK(vf_engine_destroy(e));
         return;
     }
-    if (*vf_last_error_detail() == 0)
+    if (*vf_error_detail() == 0)
         CHECK_REPORT_("%s: no detail message", what);
 }
 
@@ -335,7 +348,7 @@ TEST_CASE(config)
         vf_engine *e = NULL;
         CHECK_OK(vf_engine_create(&e, NULL));
         REQUIRE(e);
-        CHECK_EQ(vf_engine_kind(e), VF_ENGINE_PERDEVICE);
+        CHECK_EQ(vf_engine_type_of(e), VF_ENGINE_PERDEVICE);
         int w = vf_engine_num_workers(e);
         int want1 = n + (n < 4 ? n : 4), want2 = na + (na < 4 ? na : 4);
         if (w != want1 && w != want2)
@@ -346,7 +359,7 @@ TEST_CASE(config)
         memset(&zero, 0, sizeof zero);
         CHECK_OK(vf_engine_create(&e, &zero));
         REQUIRE(e);
-        CHECK_EQ(vf_engine_kind(e), VF_ENGINE_PERDEVICE);
+        CHECK_EQ(vf_engine_type_of(e), VF_ENGINE_PERDEVICE);
         CHECK_OK(vf_engine_destroy(e));
     }
     CHECK(strcmp(vf_engine_type_name(VF_ENGINE_NAIVE), "naive") == 0);

@@ -65,13 +65,12 @@ static atomic_bool stop_pushing;
 static int push_step(rig *r, int i)
 {
     bool dev = r->device && i % 3 == 0;
-    return vf_push(r->e, &(vf_op){.fn = dev ? chain_step_on_device : step,
-                                  .arg = &r->c,
-                                  .writes = VF_VARS(r->v),
-                                  .device = dev ? (vf_device){
-                                                      VF_DEVICE_EMULATED, 0}
-                                                : (vf_device){
-                                                      VF_DEVICE_CPU, 0}});
+    return vf_engine_push(
+        r->e, &(vf_op){.fn = dev ? chain_step_on_device : step,
+                       .arg = &r->c,
+                       .writes = VF_VARS(r->v),
+                       .device = dev ? (vf_device){VF_DEVICE_EMULATED, 0}
+                                     : (vf_device){VF_DEVICE_CPU, 0}});
 }
 
 static void *pusher(void *arg)
@@ -105,28 +104,27 @@ static int child_checks(void)
         int runs = atomic_load(&r->c.runs);
         CHILD_CHECK(r->c.value == serial_steps(1, runs));
         /* VF_FORK_CHILD_NTHREADS (default 1) workers for its CPU pool. */
-        if (vf_engine_kind(r->e) == VF_ENGINE_POOLED)
+        if (vf_engine_type_of(r->e) == VF_ENGINE_POOLED)
             CHILD_CHECK(vf_engine_num_workers(r->e) == 1);
         vf_var fresh;
-        int rc = vf_var_new(r->e, &fresh);
+        int rc = vf_var_create(r->e, &fresh);
         CHILD_CHECK(rc == 0);
         if (rc != 0)
             continue;
         chain c = {.value = 5};
         for (int i = 0; i < 300; i++) {
             bool dev = i % 2 == 0;
-            rc = vf_push(r->e, &(vf_op){.fn = dev ? chain_step_on_device : step,
-                                        .arg = &c, .writes = VF_VARS(fresh),
-                                        .device = dev ? (vf_device){
-                                                            VF_DEVICE_EMULATED,
-                                                            1}
-                                                      : (vf_device){
-                                                            VF_DEVICE_CPU,
-                                                            0}});
+            rc = vf_engine_push(
+                r->e,
+                &(vf_op){.fn = dev ? chain_step_on_device : step,
+                         .arg = &c,
+                         .writes = VF_VARS(fresh),
+                         .device = dev ? (vf_device){VF_DEVICE_EMULATED, 1}
+                                       : (vf_device){VF_DEVICE_CPU, 0}});
             CHILD_CHECK(rc == 0);
         }
-        CHILD_CHECK(vf_wait_var(r->e, fresh, NULL) == 0);
-        CHILD_CHECK(vf_wait_all(r->e, NULL) == 0);
+        CHILD_CHECK(vf_var_wait(r->e, fresh, NULL) == 0);
+        CHILD_CHECK(vf_engine_wait_all(r->e, NULL) == 0);
         CHILD_CHECK(atomic_load(&c.runs) == 300);
         CHILD_CHECK(c.value == serial_steps(5, 300));
         CHILD_CHECK(vf_engine_destroy(r->e) == 0);
@@ -169,7 +167,7 @@ TEST_CASE(fork_while_busy)
     tu_thread_join(t);
     for (int k = 0; k < NENGINES; k++) {
         rig *r = &rigs[k];
-        CHECK_OK(vf_wait_all(r->e, NULL));
+        CHECK_OK(vf_engine_wait_all(r->e, NULL));
         int pushed = atomic_load(&r->pushed);
         CHECK_EQ(atomic_load(&r->c.runs), pushed);
         CHECK(r->c.value == serial_steps(1, pushed));
@@ -192,16 +190,17 @@ static int forking_op(vf_run *run, void *arg)
         return 1;
     if (pid == 0) {
         /* This engine's op never finishes here: the engine is unusable. */
-        int rc = vf_push(e, &(vf_op){.fn = tu_nop});
+        int rc = vf_engine_push(e, &(vf_op){.fn = tu_nop});
         int ok = rc == VF_ESHUTDOWN;
         /* Another engine works. */
         vf_var v;
         chain c = {.value = 3};
-        ok &= vf_var_new(other, &v) == 0;
+        ok &= vf_var_create(other, &v) == 0;
         for (int i = 0; i < 50; i++)
-            ok &= vf_push(other, &(vf_op){.fn = step, .arg = &c,
-                                          .writes = VF_VARS(v)}) == 0;
-        ok &= vf_wait_all(other, NULL) == 0;
+            ok &= vf_engine_push(other, &(vf_op){.fn = step,
+                                                 .arg = &c,
+                                                 .writes = VF_VARS(v)}) == 0;
+        ok &= vf_engine_wait_all(other, NULL) == 0;
         ok &= c.value == serial_steps(3, 50);
         _exit(ok ? 0 : 1);
     }
@@ -228,7 +227,8 @@ static void forking_done(void *arg, int status)
     if (pid < 0)
         return;
     if (pid == 0)
-        _exit(vf_push(done_engine, &(vf_op){.fn = tu_nop}) == VF_ESHUTDOWN
+        _exit(vf_engine_push(done_engine, &(vf_op){.fn = tu_nop}) ==
+                      VF_ESHUTDOWN
                   ? 0
                   : 1);
     int st = 0;
@@ -245,24 +245,25 @@ TEST_CASE(fork_inside_op)
     CHECK_OK(vf_engine_create(&other, &(vf_config){.type = VF_ENGINE_POOLED,
                                                    .cpu_workers = 1}));
     vf_var v = tu_var(e);
-    CHECK_OK(vf_push(e, &(vf_op){.fn = forking_op, .writes = VF_VARS(v),
-                                 .name = "forking_op"}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = forking_op,
+                                        .writes = VF_VARS(v),
+                                        .name = "forking_op"}));
     vf_error err;
-    int rc = vf_wait_var(e, v, &err);
+    int rc = vf_var_wait(e, v, &err);
     if (rc != 0)
         CHECK_REPORT_("the forking op failed: %s", err.message);
     /* The parent's engines go on. */
     chain c = {.value = 9};
     for (int i = 0; i < 20; i++)
-        CHECK_OK(vf_push(e, &(vf_op){.fn = step, .arg = &c,
-                                     .writes = VF_VARS(v)}));
-    CHECK_OK(vf_wait_all(e, NULL));
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = step, .arg = &c, .writes = VF_VARS(v)}));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK(c.value == serial_steps(9, 20));
     /* From a done callback. */
     done_engine = e;
-    CHECK_OK(vf_push(e, &(vf_op){.fn = tu_nop, .done = forking_done,
-                                 .writes = VF_VARS(v)}));
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = tu_nop, .done = forking_done, .writes = VF_VARS(v)}));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     int st = atomic_load(&done_fork_status);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
         CHECK_REPORT_("fork from a done callback: child status %#x", st);
@@ -280,8 +281,10 @@ static int add_one(vf_run *run, void *arg)
 static void push_adds(vf_engine *e, vf_var v, long *value, int n)
 {
     for (int i = 0; i < n; i++)
-        CHECK_OK(vf_push(e, &(vf_op){.fn = add_one, .arg = value,
-                                     .writes = VF_VARS(v), .name = "add"}));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = add_one,
+                                            .arg = value,
+                                            .writes = VF_VARS(v),
+                                            .name = "add"}));
 }
 
 typedef struct batch_thread {
@@ -293,7 +296,7 @@ typedef struct batch_thread {
 static void *open_batch(void *arg)
 {
     batch_thread *b = arg;
-    CHECK_EQ(vf_set_bulk_size(b->e, 100), 0);
+    CHECK_EQ(vf_bulk_set_size(b->e, 100), 0);
     push_adds(b->e, b->v, &b->value, 7); /* left open: the thread ends */
     return NULL;
 }
@@ -307,7 +310,7 @@ TEST_CASE(fork_open_batches)
     tu_thread_join(tu_thread_start(open_batch, &side));
     vf_var v = tu_var(e);
     long value = 0;
-    CHECK_EQ(vf_set_bulk_size(e, 100), 0);
+    CHECK_EQ(vf_bulk_set_size(e, 100), 0);
     push_adds(e, v, &value, 10);
     fflush(NULL);
     pid_t pid = fork();
@@ -315,7 +318,7 @@ TEST_CASE(fork_open_batches)
     if (pid == 0) {
         int bad = value != 10 || side.value != 7;
         push_adds(e, v, &value, 5);
-        bad |= vf_wait_all(e, NULL) != 0 || value != 15;
+        bad |= vf_engine_wait_all(e, NULL) != 0 || value != 15;
         vf_stats st;
         bad |= vf_engine_stats(e, &st) != 0 || st.bulked < 5;
         bad |= vf_engine_destroy(e) != 0;
@@ -324,7 +327,7 @@ TEST_CASE(fork_open_batches)
     CHECK_EQ(value, 10);
     CHECK_EQ(side.value, 7);
     push_adds(e, v, &value, 5);
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(value, 15);
     int st = 0;
     CHECK_EQ(waitpid(pid, &st, 0), pid);

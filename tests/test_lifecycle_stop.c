@@ -64,12 +64,12 @@ TEST_KIND_CASE(wait_during_start, k)
     chain c = {.value = 1};
     CHECK_OK(vf_engine_stop(e));
     for (int i = 0; i < N; i++)
-        CHECK_OK(vf_push(e, &(vf_op){.fn = chain_step, .arg = &c,
-                                     .writes = VF_VARS(v)}));
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = chain_step, .arg = &c, .writes = VF_VARS(v)}));
     starter s = {.e = e};
     pthread_t t = tu_thread_start(start_thread, &s);
     int rc;
-    while ((rc = vf_wait_var(e, v, NULL)) == VF_ESTOPPED)
+    while ((rc = vf_var_wait(e, v, NULL)) == VF_ESTOPPED)
         sched_yield();
     CHECK_OK(rc);
     CHECK_EQ(atomic_load(&c.runs), N);
@@ -96,8 +96,8 @@ TEST_KIND_CASE(basic, k)
     vf_var v = tu_var(e);
     chain c = {.value = 1};
     for (int i = 0; i < 50; i++)
-        CHECK_OK(vf_push(e, &(vf_op){.fn = chain_step, .arg = &c,
-                                     .writes = VF_VARS(v)}));
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = chain_step, .arg = &c, .writes = VF_VARS(v)}));
     CHECK_OK(vf_engine_stop(e));
     CHECK_EQ(atomic_load(&c.runs), 50); /* drained */
     CHECK_OK(vf_engine_stop(e));        /* idempotent */
@@ -107,34 +107,37 @@ TEST_KIND_CASE(basic, k)
 
     /* Held while stopped, in order. */
     for (int i = 0; i < 30; i++)
-        CHECK_OK(vf_push(e, &(vf_op){.fn = chain_step, .arg = &c,
-                                     .writes = VF_VARS(v)}));
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = chain_step, .arg = &c, .writes = VF_VARS(v)}));
     tu_spin_us(2000);
     CHECK_EQ(atomic_load(&c.runs), 50); /* nothing ran */
-    CHECK_ERR(vf_wait_var(e, v, NULL), VF_ESTOPPED);
-    CHECK_ERR(vf_wait_all(e, NULL), VF_ESTOPPED);
-    CHECK(strstr(vf_last_error_detail(), "30") != NULL);
+    CHECK_ERR(vf_var_wait(e, v, NULL), VF_ESTOPPED);
+    CHECK_ERR(vf_engine_wait_all(e, NULL), VF_ESTOPPED);
+    CHECK(strstr(vf_error_detail(), "30") != NULL);
     CHECK_OK(vf_engine_start(e));
     CHECK_OK(vf_engine_start(e)); /* idempotent */
-    CHECK_OK(vf_wait_var(e, v, NULL));
+    CHECK_OK(vf_var_wait(e, v, NULL));
     CHECK_EQ(atomic_load(&c.runs), 80);
     CHECK_EQ(c.value, serial_steps(1, 80));
 
     /* Refused from inside an op, and from a done callback. */
     vf_var t = tu_var(e);
-    CHECK_OK(vf_push(e, &(vf_op){.fn = call_stop, .writes = VF_VARS(t)}));
-    CHECK_OK(vf_wait_var(e, t, NULL));
+    CHECK_OK(
+        vf_engine_push(e, &(vf_op){.fn = call_stop, .writes = VF_VARS(t)}));
+    CHECK_OK(vf_var_wait(e, t, NULL));
     atomic_store(&done_refusals, 0);
-    CHECK_OK(vf_push(e, &(vf_op){.fn = tu_nop, .done = stop_in_done,
-                                 .arg = e, .writes = VF_VARS(t)}));
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = tu_nop,
+                                        .done = stop_in_done,
+                                        .arg = e,
+                                        .writes = VF_VARS(t)}));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(atomic_load(&done_refusals), 1);
 
     /* Stopped with held ops, then destroyed: the held ops run. */
     CHECK_OK(vf_engine_stop(e));
     for (int i = 0; i < 10; i++)
-        CHECK_OK(vf_push(e, &(vf_op){.fn = chain_step, .arg = &c,
-                                     .writes = VF_VARS(v)}));
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = chain_step, .arg = &c, .writes = VF_VARS(v)}));
     CHECK_OK(vf_engine_destroy(e));
     CHECK_EQ(atomic_load(&c.runs), 90);
     CHECK_EQ(c.value, serial_steps(1, 90));
@@ -178,16 +181,20 @@ static void *push_loop(void *arg)
             add_arg *a = malloc(sizeof *a);
             REQUIRE(a);
             *a = (add_arg){p->sum, (uint64_t)i};
-            rc = vf_push(p->e, &(vf_op){.fn = add_shared, .arg = a,
-                                        .reads = VF_VARS(p->own),
-                                        .writes = VF_VARS(p->shared)});
+            rc = vf_engine_push(p->e, &(vf_op){.fn = add_shared,
+                                               .arg = a,
+                                               .reads = VF_VARS(p->own),
+                                               .writes = VF_VARS(p->shared)});
         } else if (p->device && i % 3 == 0) {
-            rc = vf_push(p->e, &(vf_op){.fn = chain_step_on_device, .arg = &p->c,
-                                        .writes = VF_VARS(p->own),
-                                        .device = {VF_DEVICE_EMULATED, 0}});
+            rc = vf_engine_push(p->e,
+                                &(vf_op){.fn = chain_step_on_device,
+                                         .arg = &p->c,
+                                         .writes = VF_VARS(p->own),
+                                         .device = {VF_DEVICE_EMULATED, 0}});
         } else {
-            rc = vf_push(p->e, &(vf_op){.fn = chain_step, .arg = &p->c,
-                                        .writes = VF_VARS(p->own)});
+            rc = vf_engine_push(p->e, &(vf_op){.fn = chain_step,
+                                               .arg = &p->c,
+                                               .writes = VF_VARS(p->own)});
         }
         if (rc != 0)
             p->failures++;
@@ -226,7 +233,7 @@ static void test_concurrent(const tu_kind *k, bool device)
     }
     for (int i = 0; i < PUSHERS; i++)
         tu_thread_join(t[i]);
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     uint64_t want_sum = 0;
     for (int i = 9; i < PER_PUSHER; i += 10)
         want_sum += (uint64_t)i;
@@ -297,14 +304,15 @@ TEST_KIND_CASE(shutdown, k)
     memset(ops, 0, sizeof ops);
     atomic_store(&freed, 0);
     for (int i = 0; i < N; i++)
-        CHECK_OK(vf_push(e, &(vf_op){.fn = counted_fn, .arg = &ops[i],
-                                     .done = counted_done,
-                                     .writes = VF_VARS(v)}));
-    CHECK_OK(vf_var_delete(e, d, free_cb, NULL));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = counted_fn,
+                                            .arg = &ops[i],
+                                            .done = counted_done,
+                                            .writes = VF_VARS(v)}));
+    CHECK_OK(vf_var_destroy(e, d, free_cb, NULL));
     CHECK_OK(vf_engine_shutdown(e));
-    CHECK_ERR(vf_push(e, &(vf_op){.fn = tu_nop, .writes = VF_VARS(v)}),
+    CHECK_ERR(vf_engine_push(e, &(vf_op){.fn = tu_nop, .writes = VF_VARS(v)}),
               VF_ESHUTDOWN);
-    CHECK_OK(vf_wait_all(e, NULL)); /* drains: dependencies released */
+    CHECK_OK(vf_engine_wait_all(e, NULL)); /* drains: dependencies released */
     int ran = 0, skipped = 0;
     for (int i = 0; i < N; i++) {
         CHECK_EQ(atomic_load(&ops[i].done_calls), 1);

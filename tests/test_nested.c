@@ -62,7 +62,7 @@ static void push_node(vf_engine *e, tree *t, int id, int depth)
     a->depth = depth;
     vf_op op = {.fn = node_fn, .arg = a, .done = node_done,
                 .writes = tu_list(&t->acc[depth], 1), .name = "node"};
-    int rc = vf_push(e, &op);
+    int rc = vf_engine_push(e, &op);
     if (rc != 0) {
         atomic_fetch_add(&t->push_errors, 1);
         free(a);
@@ -82,7 +82,7 @@ TEST_KIND_CASE(fan_out, k)
     for (int d = 0; d <= DEPTH; d++)
         t.acc[d] = tu_var(e);
     push_node(e, &t, 0, 0);
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(atomic_load(&t.push_errors), 0);
     int bad = 0;
     for (int i = 0; i < t.nnodes; i++)
@@ -128,7 +128,7 @@ static void push_link(vf_engine *e, chain *c, link_arg *args, int i)
 {
     vf_op op = {.fn = link_fn, .arg = &args[i], .reads = tu_list(&c->x, 1),
                 .writes = tu_list(&c->x, 1), .name = "link"};
-    if (vf_push(e, &op) != 0)
+    if (vf_engine_push(e, &op) != 0)
         atomic_fetch_add(&c->push_errors, 1);
 }
 
@@ -159,7 +159,7 @@ TEST_KIND_CASE(chain_test, k)
         args[i].i = i;
     }
     push_link(e, &c, args, 0);
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     uint64_t want = 1;
     for (int i = 0; i < c.n; i++)
         want = want * 3 + (uint64_t)i;
@@ -202,12 +202,14 @@ static int parent_fn(vf_run *run, void *arg)
 {
     order *o = arg;
     vf_engine *e = vf_run_engine(run);
-    CHECK_OK(vf_push(e, &(vf_op){.fn = child_fn, .arg = o,
-                                 .writes = tu_list(&o->x, 1),
-                                 .name = "child"}));
-    CHECK_OK(vf_push(e, &(vf_op){.fn = indep_fn, .arg = o,
-                                 .writes = tu_list(&o->y, 1),
-                                 .name = "independent"}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = child_fn,
+                                        .arg = o,
+                                        .writes = tu_list(&o->x, 1),
+                                        .name = "child"}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = indep_fn,
+                                        .arg = o,
+                                        .writes = tu_list(&o->y, 1),
+                                        .name = "independent"}));
     o->indep_ran_in_push = atomic_load(&o->indep_ran);
     tu_spin_us(500);
     /* The child has not run: it waits for this op to end. */
@@ -231,8 +233,8 @@ static void ordering(const tu_kind *k, bool parent_writes)
         p.writes = tu_list(&o.x, 1);
     else
         p.reads = tu_list(&o.x, 1);
-    CHECK_OK(vf_push(e, &p));
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_push(e, &p));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(atomic_load(&o.child_ran), 1);
     CHECK_EQ(atomic_load(&o.indep_ran), 1);
     CHECK_EQ(o.child_saw, 1);

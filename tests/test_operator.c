@@ -6,13 +6,13 @@
  *   operator that writes y: the final values equal the serial program's and
  *   each operator ran exactly as often as it was pushed;
  * - a read-only operator pushed many times runs that many times;
- * - vf_operator_delete right after the pushes (some held on a gate): every
+ * - vf_operator_destroy right after the pushes (some held on a gate): every
  *   pushed run still runs, and the operator's memory stays valid (ASan);
  * - the priority given to vf_operator_push reaches the scheduler: on a
  *   1-worker pool with the worker blocked, runs go highest priority first;
  * - an operator whose var was deleted: push returns VF_ESTALE; an operator
  *   of another engine: VF_EXDEV for push and delete; bad definitions are
- *   refused like vf_push.
+ *   refused like vf_engine_push.
  */
 #include "runner.h"
 
@@ -62,19 +62,22 @@ TEST_KIND_CASE(hot_loop, k)
     s.x = 1;
     s.y = 2;
     vf_operator *ox = NULL, *oy = NULL, *orr = NULL;
-    CHECK_OK(vf_operator_new(e, &(vf_op){.fn = op_x, .arg = &s,
+    CHECK_OK(vf_operator_create(e,
+                                &(vf_op){.fn = op_x,
+                                         .arg = &s,
                                          .reads = VF_VARS(y),
                                          .writes = VF_VARS(x),
                                          .name = "x=x*K+y"},
-                             &ox));
-    CHECK_OK(vf_operator_new(e, &(vf_op){.fn = op_y, .arg = &s,
-                                         .writes = VF_VARS(y),
-                                         .name = "y=3y+1"},
-                             &oy));
-    CHECK_OK(vf_operator_new(e, &(vf_op){.fn = op_r, .arg = &s,
-                                         .reads = VF_VARS(y, y),
-                                         .name = "read y"},
-                             &orr));
+                                &ox));
+    CHECK_OK(vf_operator_create(
+        e,
+        &(vf_op){.fn = op_y, .arg = &s, .writes = VF_VARS(y), .name = "y=3y+1"},
+        &oy));
+    CHECK_OK(vf_operator_create(
+        e,
+        &(vf_op){
+            .fn = op_r, .arg = &s, .reads = VF_VARS(y, y), .name = "read y"},
+        &orr));
     REQUIRE(ox && oy && orr);
 
     long n = tu_scaled(100000, 5000);
@@ -101,7 +104,7 @@ TEST_KIND_CASE(hot_loop, k)
             CHECK_OK(vf_operator_push(e, o, 0));
     }
     CHECK_EQ(push_errors, 0);
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK(s.x == sx);
     CHECK(s.y == sy);
     CHECK_EQ(atomic_load(&s.runs_x), nx);
@@ -110,9 +113,9 @@ TEST_KIND_CASE(hot_loop, k)
     uint64_t ver;
     CHECK_OK(vf_var_version(e, x, &ver));
     CHECK_EQ(ver, nx);
-    CHECK_OK(vf_operator_delete(e, ox));
-    CHECK_OK(vf_operator_delete(e, oy));
-    CHECK_OK(vf_operator_delete(e, orr));
+    CHECK_OK(vf_operator_destroy(e, ox));
+    CHECK_OK(vf_operator_destroy(e, oy));
+    CHECK_OK(vf_operator_destroy(e, orr));
     tu_finish_engine(e);
 }
 
@@ -131,10 +134,13 @@ TEST_KIND_CASE(delete_after_use, k)
     char name[32];
     snprintf(name, sizeof name, "op-%d", 42);
     vf_operator *ox = NULL;
-    CHECK_OK(vf_operator_new(e, &(vf_op){.fn = op_x, .arg = &s,
+    CHECK_OK(vf_operator_create(e,
+                                &(vf_op){.fn = op_x,
+                                         .arg = &s,
                                          .reads = VF_VARS(y),
-                                         .writes = VF_VARS(x), .name = name},
-                             &ox));
+                                         .writes = VF_VARS(x),
+                                         .name = name},
+                                &ox));
     REQUIRE(ox);
     memset(name, 'X', sizeof name - 1);
     uint64_t sx = 1;
@@ -142,10 +148,10 @@ TEST_KIND_CASE(delete_after_use, k)
         CHECK_OK(vf_operator_push(e, ox, i % 7));
         sx = sx * K;
     }
-    CHECK_OK(vf_operator_delete(e, ox));
+    CHECK_OK(vf_operator_destroy(e, ox));
     if (s.gate)
         tu_gate_open(&gate);
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(atomic_load(&s.runs_x), 1000);
     CHECK(s.x == sx);
     tu_finish_engine(e);
@@ -193,25 +199,26 @@ TEST_KIND_CASE(priority, k)
     memset(&l, 0, sizeof l);
     tu_gate_init(&l.started);
     tu_gate_init(&l.release);
-    CHECK_OK(vf_push(e, &(vf_op){.fn = blocker, .arg = &l, .name = "block"}));
+    CHECK_OK(
+        vf_engine_push(e, &(vf_op){.fn = blocker, .arg = &l, .name = "block"}));
     CHECK(tu_gate_wait(&l.started, TU_TIMEOUT));
     /* Three operators, pushed with priorities 1, 3, 2 (the def's is 0). */
     prio_arg a[3] = {{&l, 0}, {&l, 1}, {&l, 2}};
     vf_operator *o[3];
     for (int i = 0; i < 3; i++)
-        CHECK_OK(vf_operator_new(e, &(vf_op){.fn = logged, .arg = &a[i]},
-                                 &o[i]));
+        CHECK_OK(
+            vf_operator_create(e, &(vf_op){.fn = logged, .arg = &a[i]}, &o[i]));
     CHECK_OK(vf_operator_push(e, o[0], 1));
     CHECK_OK(vf_operator_push(e, o[1], 3));
     CHECK_OK(vf_operator_push(e, o[2], 2));
     tu_gate_open(&l.release);
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(atomic_load(&l.n), 3);
     CHECK_EQ(l.order[0], 1);
     CHECK_EQ(l.order[1], 2);
     CHECK_EQ(l.order[2], 0);
     for (int i = 0; i < 3; i++)
-        CHECK_OK(vf_operator_delete(e, o[i]));
+        CHECK_OK(vf_operator_destroy(e, o[i]));
     tu_finish_engine(e);
     tu_gate_destroy(&l.started);
     tu_gate_destroy(&l.release);
@@ -227,36 +234,35 @@ TEST_KIND_CASE(misuse, k)
     state s;
     memset(&s, 0, sizeof s);
     vf_operator *o = NULL, *bad = NULL;
-    CHECK_OK(vf_operator_new(e, &(vf_op){.fn = op_y, .arg = &s,
-                                         .reads = VF_VARS(x),
-                                         .writes = VF_VARS(y)},
-                             &o));
+    CHECK_OK(vf_operator_create(
+        e,
+        &(vf_op){
+            .fn = op_y, .arg = &s, .reads = VF_VARS(x), .writes = VF_VARS(y)},
+        &o));
     REQUIRE(o);
     /* Another engine's operator. */
     CHECK_ERR(vf_operator_push(e2, o, 0), VF_EXDEV);
-    CHECK_ERR(vf_operator_delete(e2, o), VF_EXDEV);
+    CHECK_ERR(vf_operator_destroy(e2, o), VF_EXDEV);
     /* Bad definitions. */
-    CHECK_ERR(vf_operator_new(e, &(vf_op){.arg = &s}, &bad), VF_EINVAL);
-    CHECK_ERR(vf_operator_new(e, &(vf_op){.fn = op_y,
-                                          .writes = VF_VARS(z2)},
-                              &bad),
+    CHECK_ERR(vf_operator_create(e, &(vf_op){.arg = &s}, &bad), VF_EINVAL);
+    CHECK_ERR(vf_operator_create(e, &(vf_op){.fn = op_y, .writes = VF_VARS(z2)},
+                                 &bad),
               VF_EXDEV);
-    CHECK_ERR(vf_operator_new(e, &(vf_op){.fn = op_y,
-                                          .reads = {NULL, 2}},
-                              &bad),
-              VF_EINVAL);
-    CHECK_ERR(vf_operator_new(e, NULL, &bad), VF_EINVAL);
-    CHECK_ERR(vf_operator_new(e, &(vf_op){.fn = op_y}, NULL), VF_EINVAL);
+    CHECK_ERR(
+        vf_operator_create(e, &(vf_op){.fn = op_y, .reads = {NULL, 2}}, &bad),
+        VF_EINVAL);
+    CHECK_ERR(vf_operator_create(e, NULL, &bad), VF_EINVAL);
+    CHECK_ERR(vf_operator_create(e, &(vf_op){.fn = op_y}, NULL), VF_EINVAL);
     CHECK_ERR(vf_operator_push(e, NULL, 0), VF_EINVAL);
-    CHECK_ERR(vf_operator_delete(e, NULL), VF_EINVAL);
+    CHECK_ERR(vf_operator_destroy(e, NULL), VF_EINVAL);
     /* Still works; then its var is deleted: VF_ESTALE. */
     CHECK_OK(vf_operator_push(e, o, 0));
-    CHECK_OK(vf_wait_var(e, y, NULL));
+    CHECK_OK(vf_var_wait(e, y, NULL));
     CHECK_EQ(atomic_load(&s.runs_y), 1);
-    CHECK_OK(vf_var_delete(e, x, NULL, NULL));
+    CHECK_OK(vf_var_destroy(e, x, NULL, NULL));
     CHECK_ERR(vf_operator_push(e, o, 0), VF_ESTALE);
-    CHECK_OK(vf_operator_delete(e, o));
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_operator_destroy(e, o));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(atomic_load(&s.runs_y), 1);
     tu_finish_engine(e);
     tu_finish_engine(e2);

@@ -72,7 +72,8 @@ static void prio_destroy(prio *p)
 
 static void block_worker(vf_engine *e, prio *p)
 {
-    CHECK_OK(vf_push(e, &(vf_op){.fn = blocker, .arg = p, .name = "block"}));
+    CHECK_OK(
+        vf_engine_push(e, &(vf_op){.fn = blocker, .arg = p, .name = "block"}));
     CHECK(tu_gate_wait(&p->started, TU_TIMEOUT));
 }
 
@@ -107,11 +108,11 @@ TEST_KIND_CASE(priority_order, k)
     for (int i = 0; i < N; i++) {
         items[i].p = &p;
         items[i].id = i;
-        CHECK_OK(vf_push(e, &(vf_op){.fn = logged, .arg = &items[i],
-                                     .priority = prios[i]}));
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = logged, .arg = &items[i], .priority = prios[i]}));
     }
     tu_gate_open(&p.release);
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(atomic_load(&p.n), N);
     /* Expected: stable sort by priority, descending. */
     int want[N];
@@ -149,14 +150,14 @@ TEST_KIND_CASE(delete_jumps, k)
     for (int i = 0; i < 5; i++) {
         items[i].p = &p;
         items[i].id = i;
-        CHECK_OK(vf_push(e, &(vf_op){.fn = logged, .arg = &items[i],
-                                     .priority = 10 * i}));
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = logged, .arg = &items[i], .priority = 10 * i}));
     }
     items[5].p = &p;
     items[5].id = 99;
-    CHECK_OK(vf_var_delete(e, v, log_free, &items[5]));
+    CHECK_OK(vf_var_destroy(e, v, log_free, &items[5]));
     tu_gate_open(&p.release);
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(atomic_load(&p.n), 6);
     CHECK_EQ(p.order[0], 99);
     if (p.order[0] != 99)
@@ -181,21 +182,25 @@ TEST_KIND_CASE(ready_by_finish, k)
     prio p;
     prio_init(&p);
     vf_var v = tu_var(e);
-    CHECK_OK(vf_push(e, &(vf_op){.fn = blocker_w, .arg = &p,
-                                 .writes = VF_VARS(v), .name = "block"}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = blocker_w,
+                                        .arg = &p,
+                                        .writes = VF_VARS(v),
+                                        .name = "block"}));
     CHECK(tu_gate_wait(&p.started, TU_TIMEOUT));
     item items[4] = {{&p, 0}, {&p, 1}, {&p, 2}, {&p, 3}};
     /* 0: waits for the blocker's var, priority 1; 1..3 ready now. */
-    CHECK_OK(vf_push(e, &(vf_op){.fn = logged, .arg = &items[0],
-                                 .reads = VF_VARS(v), .priority = 1}));
-    CHECK_OK(vf_push(e, &(vf_op){.fn = logged, .arg = &items[1],
-                                 .priority = 5}));
-    CHECK_OK(vf_push(e, &(vf_op){.fn = logged, .arg = &items[2],
-                                 .priority = -5}));
-    CHECK_OK(vf_push(e, &(vf_op){.fn = logged, .arg = &items[3],
-                                 .priority = 2}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = logged,
+                                        .arg = &items[0],
+                                        .reads = VF_VARS(v),
+                                        .priority = 1}));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = logged, .arg = &items[1], .priority = 5}));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = logged, .arg = &items[2], .priority = -5}));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = logged, .arg = &items[3], .priority = 2}));
     tu_gate_open(&p.release);
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(atomic_load(&p.n), 4);
     static const int want[4] = {1, 3, 0, 2};
     int bad = 0;
@@ -268,17 +273,20 @@ static void check_cpu_prioritized(const tu_kind *k)
         CHECK_EQ(vf_engine_num_workers(e), nw + k->cfg.cpu_priority_workers);
         /* Block every normal worker. */
         for (int i = 0; i < nw; i++)
-            CHECK_OK(vf_push(e, &(vf_op){.fn = normal_block, .arg = &p}));
+            CHECK_OK(
+                vf_engine_push(e, &(vf_op){.fn = normal_block, .arg = &p}));
         CHECK(tu_wait_flag(&p.normal_in, nw, TU_TIMEOUT));
         /* The priority pool still runs prioritized ops. */
         for (int i = 0; i < 20; i++)
-            CHECK_OK(vf_push(e, &(vf_op){.fn = prio_op, .arg = &p,
-                                         .property = VF_PROP_CPU_PRIORITIZED}));
+            CHECK_OK(vf_engine_push(
+                e, &(vf_op){.fn = prio_op,
+                            .arg = &p,
+                            .property = VF_PROP_CPU_PRIORITIZED}));
         CHECK(tu_wait_flag(&p.prio_ran, 20, TU_TIMEOUT));
         tu_gate_open(&p.release);
         for (int i = 0; i < 50; i++)
-            CHECK_OK(vf_push(e, &(vf_op){.fn = normal_op, .arg = &p}));
-        CHECK_OK(vf_wait_all(e, NULL));
+            CHECK_OK(vf_engine_push(e, &(vf_op){.fn = normal_op, .arg = &p}));
+        CHECK_OK(vf_engine_wait_all(e, NULL));
         CHECK_EQ(atomic_load(&p.bad_worker), 0);
         for (int w = 0; w < 64; w++)
             if (atomic_load(&p.worker_normal[w]) &&
@@ -289,9 +297,11 @@ static void check_cpu_prioritized(const tu_kind *k)
     } else {
         tu_gate_open(&p.release);
         for (int i = 0; i < 20; i++)
-            CHECK_OK(vf_push(e, &(vf_op){.fn = prio_op, .arg = &p,
-                                         .property = VF_PROP_CPU_PRIORITIZED}));
-        CHECK_OK(vf_wait_all(e, NULL));
+            CHECK_OK(vf_engine_push(
+                e, &(vf_op){.fn = prio_op,
+                            .arg = &p,
+                            .property = VF_PROP_CPU_PRIORITIZED}));
+        CHECK_OK(vf_engine_wait_all(e, NULL));
         CHECK_EQ(atomic_load(&p.prio_ran), 20);
     }
     tu_finish_engine(e);

@@ -40,7 +40,9 @@
  * leak.
  */
 #include "runner.h"
-#include "base/alloc.h" /* vf_debug_fail_alloc: fault injection */
+
+/* the testing aid vf__testing_fail_alloc (fault injection) */
+#include "base/alloc.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -89,38 +91,38 @@ static void push_program(vf_engine *e, op_arg *args, tu_gate *gate)
         l[i] = tu_var(e);
     int k = 0;
     args[k].gate = gate;
-    CHECK_OK(vf_push(e, &(vf_op){.fn = op_fn,
-                                 .arg = &args[k++],
-                                 .writes = VF_VARS(x),
-                                 .name = "start"}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = op_fn,
+                                        .arg = &args[k++],
+                                        .writes = VF_VARS(x),
+                                        .name = "start"}));
     for (int i = 0; i < NLEAF; i++)
-        CHECK_OK(vf_push(e, &(vf_op){.fn = op_fn,
-                                     .arg = &args[k++],
-                                     .reads = VF_VARS(x),
-                                     .writes = VF_VARS(l[i]),
-                                     .name = "leaf"}));
-    CHECK_OK(vf_push(e, &(vf_op){.fn = op_fn,
-                                 .arg = &args[k++],
-                                 .reads = tu_list(l, NLEAF),
-                                 .writes = VF_VARS(j),
-                                 .name = "join"}));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = op_fn,
+                                            .arg = &args[k++],
+                                            .reads = VF_VARS(x),
+                                            .writes = VF_VARS(l[i]),
+                                            .name = "leaf"}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = op_fn,
+                                        .arg = &args[k++],
+                                        .reads = tu_list(l, NLEAF),
+                                        .writes = VF_VARS(j),
+                                        .name = "join"}));
     args[k].fail = 7;
-    CHECK_OK(vf_push(e, &(vf_op){.fn = op_fn,
-                                 .arg = &args[k++],
-                                 .reads = VF_VARS(x),
-                                 .writes = VF_VARS(f),
-                                 .name = "fail"}));
-    CHECK_OK(vf_push(e, &(vf_op){.fn = op_fn,
-                                 .arg = &args[k++],
-                                 .reads = VF_VARS(f),
-                                 .writes = VF_VARS(g),
-                                 .name = "after_fail"}));
-    CHECK_OK(vf_push(e, &(vf_op){.fn = op_fn,
-                                 .arg = &args[k++],
-                                 .reads = VF_VARS(x),
-                                 .writes = VF_VARS(p),
-                                 .property = VF_PROP_CPU_PRIORITIZED,
-                                 .name = "prio"}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = op_fn,
+                                        .arg = &args[k++],
+                                        .reads = VF_VARS(x),
+                                        .writes = VF_VARS(f),
+                                        .name = "fail"}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = op_fn,
+                                        .arg = &args[k++],
+                                        .reads = VF_VARS(f),
+                                        .writes = VF_VARS(g),
+                                        .name = "after_fail"}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = op_fn,
+                                        .arg = &args[k++],
+                                        .reads = VF_VARS(x),
+                                        .writes = VF_VARS(p),
+                                        .property = VF_PROP_CPU_PRIORITIZED,
+                                        .name = "prio"}));
     REQUIRE(k == NOPS);
 }
 
@@ -171,7 +173,7 @@ static void check_records(const vf_profile *p, const op_arg *args,
             CHECK_EQ(r->worker, args[i].worker);
         CHECK_EQ(r->pool, !threaded ? -1
                           : (id == NOPS &&
-                             vf_profile_engine_kind(p) == VF_ENGINE_PERDEVICE)
+                             vf_profile_engine_type(p) == VF_ENGINE_PERDEVICE)
                               ? 1
                               : 0);
         CHECK_EQ(r->property,
@@ -339,7 +341,7 @@ static void check_round_trip(const vf_profile *p, const char *path)
     CHECK_EQ(vf_profile_count(q), vf_profile_count(p));
     CHECK_EQ(vf_profile_dropped(q), vf_profile_dropped(p));
     CHECK_EQ(vf_profile_span_ns(q), vf_profile_span_ns(p));
-    CHECK_EQ(vf_profile_engine_kind(q), vf_profile_engine_kind(p));
+    CHECK_EQ(vf_profile_engine_type(q), vf_profile_engine_type(p));
     CHECK_EQ(vf_profile_num_workers(q), vf_profile_num_workers(p));
     for (int w = 0; w < vf_profile_num_workers(p); w++)
         CHECK(strcmp(vf_profile_worker_pool(q, w),
@@ -361,7 +363,7 @@ static void check_round_trip(const vf_profile *p, const char *path)
               memcmp(a->deps, b->deps, (size_t)a->ndeps * sizeof *a->deps) ==
                   0);
     }
-    vf_profile_free(q);
+    vf_profile_destroy(q);
 }
 
 static void check_summary(const vf_profile *p)
@@ -397,7 +399,7 @@ static void check_summary(const vf_profile *p)
         CHECK_EQ(rows[i].max_ns, mx);
         CHECK_EQ(rows[i].mean_ns, ran ? total / ran : 0);
     }
-    vf_profile_summary_free(rows);
+    vf_profile_summary_destroy(rows);
     for (int by = VF_PROFILE_SORT_TOTAL; by <= VF_PROFILE_SORT_QUEUED; by++) {
         vf_profile_sort back;
         CHECK_OK(vf_profile_sort_parse(vf_profile_sort_name(by), &back));
@@ -437,7 +439,7 @@ static void check_summary(const vf_profile *p)
             }
             CHECK(u > v || (u == v && strcmp(a->name, b->name) < 0));
         }
-        vf_profile_summary_free(rows);
+        vf_profile_summary_destroy(rows);
     }
     vf_profile_sort bad;
     CHECK_ERR(vf_profile_sort_parse("nope", &bad), VF_EINVAL);
@@ -445,7 +447,7 @@ static void check_summary(const vf_profile *p)
 
     /* The JSON summary parses and has the same counts. */
     const char *path = path_in_dir("summary.json");
-    CHECK_OK(vf_profile_write_summary(p, path, VF_PROFILE_SUMMARY_JSON,
+    CHECK_OK(vf_profile_summary_write(p, path, VF_PROFILE_SUMMARY_JSON,
                                       VF_PROFILE_SORT_COUNT));
     char *text = tu_read_file(path);
     cJSON *doc = text ? parse_json(text, path) : NULL;
@@ -482,7 +484,7 @@ TEST_KIND_CASE(known_program, k)
     push_program(e, args, k->threaded ? &gate : NULL);
     tu_gate_open(&gate);
     vf_error err;
-    CHECK_ERR(vf_wait_all(e, &err), VF_EOPFAILED);
+    CHECK_ERR(vf_engine_wait_all(e, &err), VF_EOPFAILED);
     CHECK_OK(vf_profile_stop(e));
     vf_profile *p = NULL;
     CHECK_OK(vf_profile_take(e, &p));
@@ -495,7 +497,7 @@ TEST_KIND_CASE(known_program, k)
     check_chrome(p, trace, nw, k->threaded);
     check_round_trip(p, trace);
     check_summary(p);
-    vf_profile_free(p);
+    vf_profile_destroy(p);
     tu_gate_destroy(&gate);
     check_context_ = NULL;
 }
@@ -607,13 +609,13 @@ TEST_CASE(device_program)
     for (int b = 0; b < NBATCH; b++) {
         vf_var buf = tu_var(e);
         for (int k = 0; k < 3; k++)
-            CHECK_OK(vf_push(e, &(vf_op){.fn = device_op,
-                                         .writes = VF_VARS(buf),
-                                         .device = emu,
-                                         .property = props[k],
-                                         .name = names[k]}));
+            CHECK_OK(vf_engine_push(e, &(vf_op){.fn = device_op,
+                                                .writes = VF_VARS(buf),
+                                                .device = emu,
+                                                .property = props[k],
+                                                .name = names[k]}));
     }
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     vf_profile *p = NULL;
     CHECK_OK(vf_profile_take(e, &p));
     REQUIRE(p != NULL && vf_profile_count(p) == 3 * NBATCH);
@@ -635,17 +637,17 @@ TEST_CASE(device_program)
     /* Each allocation of the device tracks failing: VF_ENOMEM, no leak. */
     for (int html = 0; html < 2; html++) {
         for (uint64_t n = 1; n < 200; n++) {
-            vf_debug_fail_alloc(n);
+            vf__testing_fail_alloc(n);
             int rc = vf_profile_write(p, path_in_dir("enomem.out"),
                                       html ? VF_PROFILE_HTML
                                            : VF_PROFILE_CHROME_JSON);
-            vf_debug_fail_alloc(0);
+            vf__testing_fail_alloc(0);
             CHECK(rc == 0 || rc == VF_ENOMEM);
             if (rc == 0)
                 break;
         }
     }
-    vf_profile_free(p);
+    vf_profile_destroy(p);
     tu_finish_engine(e);
 }
 
@@ -662,19 +664,19 @@ static int count_fn(vf_run *run, void *arg)
 static void push_n(vf_engine *e, vf_var v, int n, const char *name)
 {
     for (int i = 0; i < n; i++)
-        CHECK_OK(vf_push(
+        CHECK_OK(vf_engine_push(
             e, &(vf_op){.fn = count_fn, .writes = VF_VARS(v), .name = name}));
 }
 
 static size_t recorded(vf_engine *e, const char *name)
 {
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     vf_profile *p = NULL;
     CHECK_OK(vf_profile_take(e, &p));
     size_t n = 0;
     for (size_t i = 0; i < vf_profile_count(p); i++)
         n += name == NULL || strcmp(vf_profile_at(p, i)->name, name) == 0;
-    vf_profile_free(p);
+    vf_profile_destroy(p);
     return n;
 }
 
@@ -721,7 +723,7 @@ TEST_CASE(dropped)
     vf_var v = tu_var(e);
     CHECK_OK(vf_profile_start(e));
     push_n(e, v, 25, "op");
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     vf_profile *p = NULL;
     CHECK_OK(vf_profile_take(e, &p));
     CHECK_EQ(vf_profile_count(p), 10);
@@ -731,8 +733,8 @@ TEST_CASE(dropped)
     vf_profile *q = NULL;
     CHECK_OK(vf_profile_load(path, &q));
     CHECK_EQ(vf_profile_dropped(q), 15);
-    vf_profile_free(q);
-    vf_profile_free(p);
+    vf_profile_destroy(q);
+    vf_profile_destroy(p);
     tu_finish_engine(e);
 }
 
@@ -752,7 +754,7 @@ TEST_CASE(at_destroy)
     vf_profile *p = NULL;
     CHECK_OK(vf_profile_load(json, &p));
     CHECK_EQ(vf_profile_count(p), 12);
-    vf_profile_free(p);
+    vf_profile_destroy(p);
 
     const char *txt = path_in_dir("env.txt");
     setenv("VF_PROFILE", txt, 1);
@@ -779,9 +781,10 @@ TEST_CASE(unnamed_ops)
     CHECK_OK(vf_profile_start(e));
     const char *names[] = {NULL, "named", "", NULL};
     for (int i = 0; i < 4; i++)
-        CHECK_OK(vf_push(e, &(vf_op){.fn = count_fn, .writes = VF_VARS(v),
-                                     .name = names[i]}));
-    CHECK_OK(vf_wait_all(e, NULL));
+        CHECK_OK(vf_engine_push(
+            e,
+            &(vf_op){.fn = count_fn, .writes = VF_VARS(v), .name = names[i]}));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     vf_profile *p = NULL;
     CHECK_OK(vf_profile_take(e, &p));
     tu_finish_engine(e);
@@ -821,7 +824,7 @@ TEST_CASE(unnamed_ops)
     REQUIRE(q != NULL && vf_profile_count(q) == 4);
     for (size_t i = 0; i < 4; i++)
         CHECK(strcmp(vf_profile_at(q, i)->name, i == 1 ? "named" : "") == 0);
-    vf_profile_free(q);
+    vf_profile_destroy(q);
 
     /* The dot file's nodes. */
     const char *dot = path_in_dir("unnamed.dot");
@@ -840,7 +843,7 @@ TEST_CASE(unnamed_ops)
     REQUIRE(nrows == 2);
     CHECK(strcmp(rows[0].name, "(unnamed)") == 0 && rows[0].count == 3);
     CHECK(strcmp(rows[1].name, "named") == 0 && rows[1].count == 1);
-    vf_profile_summary_free(rows);
+    vf_profile_summary_destroy(rows);
 
     /* The report: the unnamed group's index (the page labels its ops
      * "op #<id>"). Rows by total time: which one is first varies. */
@@ -858,7 +861,7 @@ TEST_CASE(unnamed_ops)
         CHECK_REPORT_("the report's data lacks %s", want);
     CHECK(strstr(text, "'op #' + o.id") != NULL);
     free(text);
-    vf_profile_free(p);
+    vf_profile_destroy(p);
 }
 
 /* vf_engine_create must refuse the profile path with VF_EINVAL and a
@@ -869,15 +872,16 @@ static void refuse_path(const vf_config *cfg, const char *needle)
     int rc = vf_engine_create(&e, cfg);
     if (rc != VF_EINVAL) {
         CHECK_REPORT_("profile path %s: create returned %s, expected "
-                      "VF_EINVAL", needle, vf_err_name(rc));
+                      "VF_EINVAL",
+                      needle, vf_error_name(rc));
         if (rc == 0)
             CHECK_OK(vf_engine_destroy(e));
         return;
     }
     CHECK(e == NULL);
-    if (strstr(vf_last_error_detail(), needle) == NULL)
+    if (strstr(vf_error_detail(), needle) == NULL)
         CHECK_REPORT_("profile path: detail '%s' does not name '%s'",
-                      vf_last_error_detail(), needle);
+                      vf_error_detail(), needle);
 }
 
 /* Paths the profile could not be written to at destroy are refused at
@@ -945,7 +949,7 @@ TEST_CASE(many_names)
     CHECK_OK(vf_profile_start(e));
     for (int i = 0; i < N; i++) {
         snprintf(names[i], sizeof names[i], "op %d", i);
-        CHECK_OK(vf_push(
+        CHECK_OK(vf_engine_push(
             e,
             &(vf_op){.fn = count_fn, .writes = VF_VARS(v), .name = names[i]}));
     }
@@ -962,8 +966,8 @@ TEST_CASE(many_names)
     size_t n = 0;
     CHECK_OK(vf_profile_summary(p, VF_PROFILE_SORT_COUNT, &rows, &n));
     CHECK_EQ(n, N);
-    vf_profile_summary_free(rows);
-    vf_profile_free(p);
+    vf_profile_summary_destroy(rows);
+    vf_profile_destroy(p);
     tu_finish_engine(e);
 }
 
@@ -1005,7 +1009,7 @@ static void large_numbers(const char *path)
     CHECK_EQ(r->end_ns, 8796093022207999u);
     CHECK_EQ(r->push_ns, 4503599626780737u);
     CHECK_EQ(r->ready_ns, 4503599626780737u);
-    vf_profile_free(q);
+    vf_profile_destroy(q);
     /* ts, id, worker, and what the detail must say */
     static const char late[] = "8796093022207.998";
     static const char *const refused[][4] = {
@@ -1021,8 +1025,8 @@ static void large_numbers(const char *path)
         q = NULL;
         CHECK_ERR(vf_profile_load(path, &q), VF_EINVAL);
         CHECK(q == NULL);
-        if (strstr(vf_last_error_detail(), refused[i][3]) == NULL)
-            CHECK_REPORT_("case %zu: %s", i, vf_last_error_detail());
+        if (strstr(vf_error_detail(), refused[i][3]) == NULL)
+            CHECK_REPORT_("case %zu: %s", i, vf_error_detail());
     }
 }
 
@@ -1039,7 +1043,7 @@ TEST_CASE(errors)
               VF_ESYSTEM);
     CHECK_ERR(vf_profile_write(p, path_in_dir("x"), (vf_profile_format)42),
               VF_ENOTSUP);
-    CHECK_ERR(vf_profile_write_summary(p, path_in_dir("x"),
+    CHECK_ERR(vf_profile_summary_write(p, path_in_dir("x"),
                                        VF_PROFILE_CHROME_JSON,
                                        VF_PROFILE_SORT_TOTAL),
               VF_ENOTSUP);
@@ -1052,7 +1056,7 @@ TEST_CASE(errors)
     CHECK_ERR(vf_profile_load(bad, &q), VF_EINVAL); /* not varflow's */
     write_file(bad, "{\"traceEvents\":[{\"ph\":\"X\",}],\"otherData\":{}}");
     CHECK_ERR(vf_profile_load(bad, &q), VF_EINVAL); /* not JSON */
-    CHECK(strstr(vf_last_error_detail(), "at byte") != NULL);
+    CHECK(strstr(vf_error_detail(), "at byte") != NULL);
     write_file(bad, "{\"traceEvents\":[],\"otherData\":{\"varflow\":1,"
                     "\"workers\":0,\"worker_pools\":[]}} x");
     CHECK_ERR(vf_profile_load(bad, &q), VF_EINVAL); /* text after it */
@@ -1067,7 +1071,7 @@ TEST_CASE(errors)
     CHECK_EQ(vf_profile_at(q, 0)->start_ns, 1500);
     CHECK_EQ(vf_profile_at(q, 0)->end_ns, 3500);
     CHECK_EQ(vf_profile_at(q, 0)->worker, -1);
-    vf_profile_free(q);
+    vf_profile_destroy(q);
     q = NULL;
     CHECK(q == NULL);
     large_numbers(bad);
@@ -1080,9 +1084,9 @@ TEST_CASE(errors)
     const char *out = path_in_dir("enomem.out");
     for (int fi = 0; fi < 5; fi++) {
         for (uint64_t n = 1; n < 200; n++) {
-            vf_debug_fail_alloc(n);
+            vf__testing_fail_alloc(n);
             int rc = vf_profile_write(p, out, formats[fi]);
-            vf_debug_fail_alloc(0);
+            vf__testing_fail_alloc(0);
             CHECK(rc == 0 || rc == VF_ENOMEM);
             if (rc == 0)
                 break;
@@ -1102,26 +1106,26 @@ TEST_CASE(errors)
         int rc = vf_profile_load(bad, &q);
         if (rc != VF_EINVAL)
             CHECK_REPORT_("a trace cut at byte %zu of %zu: %s", cut, len,
-                          vf_err_name(rc));
-        vf_profile_free(q);
+                          vf_error_name(rc));
+        vf_profile_destroy(q);
     }
     free(whole);
     /* Every allocation of a load failing in turn, cJSON's included, until
      * the load needs no more than were let through. */
     bool loaded = false;
     for (uint64_t n = 1; n < 100000 && !loaded; n++) {
-        vf_debug_fail_alloc(n);
+        vf__testing_fail_alloc(n);
         int rc = vf_profile_load(path_in_dir("ok.json"), &q);
-        vf_debug_fail_alloc(0);
+        vf__testing_fail_alloc(0);
         if (rc != 0 && rc != VF_ENOMEM)
             CHECK_REPORT_("load, allocation %" PRIu64 " failing: %s (%s)", n,
-                          vf_err_name(rc), vf_last_error_detail());
+                          vf_error_name(rc), vf_error_detail());
         loaded = rc == 0;
         if (loaded)
-            vf_profile_free(q);
+            vf_profile_destroy(q);
     }
     CHECK(loaded);
-    vf_profile_free(p);
+    vf_profile_destroy(p);
     tu_finish_engine(e);
 }
 

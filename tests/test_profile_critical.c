@@ -90,7 +90,7 @@ static void expect_path(const vf_profile *p, const uint64_t *ids, size_t n,
         if (path.ids[i] != ids[i])
             CHECK_REPORT_("path[%zu] = %" PRIu64 ", expected %" PRIu64, i,
                           path.ids[i], ids[i]);
-    vf_profile_path_free(&path);
+    vf_profile_path_destroy(&path);
     CHECK(path.ids == NULL && path.count == 0);
     check_context_ = NULL;
 }
@@ -112,7 +112,7 @@ TEST_CASE(synthetic)
     };
     vf_profile *p = load_synth(a, 7);
     expect_path(p, (const uint64_t[]){1, 3, 5, 6}, 4, 210, 225, "diamond");
-    vf_profile_free(p);
+    vf_profile_destroy(p);
 
     /* An edge from a larger id to a smaller one: 5 -> 3. */
     const synth b[] = {
@@ -122,7 +122,7 @@ TEST_CASE(synthetic)
     };
     p = load_synth(b, 3);
     expect_path(p, (const uint64_t[]){5, 3}, 2, 60, 60, "backward edge");
-    vf_profile_free(p);
+    vf_profile_destroy(p);
 
     /* Ties: equal weight and end -> smaller id; equal weight -> ended
      * last; deps repeated or not in the snapshot (99) are ignored. */
@@ -133,7 +133,7 @@ TEST_CASE(synthetic)
     };
     p = load_synth(c, 3);
     expect_path(p, (const uint64_t[]){1, 3}, 2, 20, 20, "tie by id");
-    vf_profile_free(p);
+    vf_profile_destroy(p);
     const synth d[] = {
         {1, 0, 0, 0, 10, 0, "p", 0, {0}},
         {2, 0, 0, 2, 12, 1, "q", 0, {0}},
@@ -141,7 +141,7 @@ TEST_CASE(synthetic)
     };
     p = load_synth(d, 3);
     expect_path(p, (const uint64_t[]){2, 3}, 2, 18, 18, "tie by end");
-    vf_profile_free(p);
+    vf_profile_destroy(p);
 
     /* Two end nodes of equal weight: the one that ended last. */
     const synth e[] = {
@@ -150,7 +150,7 @@ TEST_CASE(synthetic)
     };
     p = load_synth(e, 2);
     expect_path(p, (const uint64_t[]){2}, 1, 30, 30, "last end");
-    vf_profile_free(p);
+    vf_profile_destroy(p);
 
     /* A cycle can only come from a corrupt file. */
     const synth cyc[] = {
@@ -160,12 +160,12 @@ TEST_CASE(synthetic)
     p = load_synth(cyc, 2);
     vf_profile_path path;
     CHECK_ERR(vf_profile_critical_path(p, &path), VF_EINVAL);
-    vf_profile_free(p);
+    vf_profile_destroy(p);
 
     p = load_synth(NULL, 0);
     expect_path(p, NULL, 0, 0, 0, "empty");
     CHECK_ERR(vf_profile_critical_path(NULL, &path), VF_EINVAL);
-    vf_profile_free(p);
+    vf_profile_destroy(p);
 }
 
 /* --- real runs, against brute force ------------------------------------ */
@@ -235,10 +235,10 @@ TEST_CASE(random_runs)
         work w[NOPS + 1];
         CHECK_OK(vf_profile_start(e));
         w[0] = (work){&gate, 0};
-        CHECK_OK(vf_push(e, &(vf_op){.fn = work_fn,
-                                     .arg = &w[0],
-                                     .writes = tu_list(v, NV),
-                                     .name = "gate"}));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = work_fn,
+                                            .arg = &w[0],
+                                            .writes = tu_list(v, NV),
+                                            .name = "gate"}));
         for (int i = 1; i <= NOPS; i++) {
             vf_var rd[NV], wr[NV];
             int nr = 0, nw = 0;
@@ -250,14 +250,14 @@ TEST_CASE(random_runs)
                     wr[nw++] = v[k];
             }
             w[i] = (work){NULL, (double)tu_range(&rng, 0, 300)};
-            CHECK_OK(vf_push(e, &(vf_op){.fn = work_fn,
-                                         .arg = &w[i],
-                                         .reads = tu_list(rd, nr),
-                                         .writes = tu_list(wr, nw),
-                                         .name = "op"}));
+            CHECK_OK(vf_engine_push(e, &(vf_op){.fn = work_fn,
+                                                .arg = &w[i],
+                                                .reads = tu_list(rd, nr),
+                                                .writes = tu_list(wr, nw),
+                                                .name = "op"}));
         }
         tu_gate_open(&gate);
-        CHECK_OK(vf_wait_all(e, NULL));
+        CHECK_OK(vf_engine_wait_all(e, NULL));
         vf_profile *p = NULL;
         CHECK_OK(vf_profile_take(e, &p));
         REQUIRE(vf_profile_count(p) == NOPS + 1);
@@ -281,8 +281,8 @@ TEST_CASE(random_runs)
         CHECK(path.count >= 1);
         CHECK(path.elapsed_ns >= path.length_ns);
         CHECK(path.length_ns <= vf_profile_span_ns(p));
-        vf_profile_path_free(&path);
-        vf_profile_free(p);
+        vf_profile_path_destroy(&path);
+        vf_profile_destroy(p);
         tu_gate_destroy(&gate);
         tu_finish_engine(e);
     }
@@ -336,17 +336,17 @@ TEST_CASE(graphviz)
     CHECK(strstr(text, "b \\\"quoted\\\"") != NULL);
     CHECK(strstr(text, "truncated") == NULL);
     free(text);
-    vf_profile_free(p);
+    vf_profile_destroy(p);
 
     /* Past the limit: the first 1000 ops and a note. */
     vf_engine *e = tu_engine(&tu_kinds[0]);
     vf_var v = tu_var(e);
     CHECK_OK(vf_profile_start(e));
     for (int i = 0; i < 1005; i++)
-        CHECK_OK(vf_push(e, &(vf_op){.fn = work_fn,
-                                     .arg = &(work){NULL, 0},
-                                     .writes = VF_VARS(v),
-                                     .name = "many"}));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = work_fn,
+                                            .arg = &(work){NULL, 0},
+                                            .writes = VF_VARS(v),
+                                            .name = "many"}));
     CHECK_OK(vf_profile_take(e, &p));
     CHECK_OK(vf_profile_write(p, path, VF_PROFILE_DOT));
     text = read_all(path);
@@ -354,7 +354,7 @@ TEST_CASE(graphviz)
     CHECK(strstr(text, "truncated: showing the first 1000 of 1005 ops") !=
           NULL);
     free(text);
-    vf_profile_free(p);
+    vf_profile_destroy(p);
     tu_finish_engine(e);
 }
 

@@ -122,8 +122,8 @@ TEST_CASE(hand_made_device_chain)
     CHECK_EQ(v.streams, 1);
     CHECK_EQ(v.workers, 2);
     CHECK_EQ(v.device_ns, 995 + 1000);
-    vf_profile_path_free(&pub);
-    vf_profile_path_free(&path);
+    vf_profile_path_destroy(&pub);
+    vf_profile_path_destroy(&path);
     vf__prof_crit_stages_free(&st);
 }
 
@@ -147,14 +147,14 @@ TEST_CASE(hand_made_sync_and_host)
     CHECK_EQ(st.weight[0], 500);
     CHECK_EQ(st.weight[1], 100);
     CHECK_EQ(st.device_ns[0], 0);
-    vf_profile_path_free(&path);
+    vf_profile_path_destroy(&path);
     vf__prof_crit_stages_free(&st);
     r[0].device_start_ns = r[0].device_end_ns = 0;
     r[0].device.type = VF_DEVICE_CPU;
     CHECK_OK(vf__prof_critical(&p, &path, &st));
     CHECK_EQ(path.length_ns, 600);
     CHECK_EQ(path.elapsed_ns, 700);
-    vf_profile_path_free(&path);
+    vf_profile_path_destroy(&path);
     vf__prof_crit_stages_free(&st);
 }
 
@@ -195,10 +195,10 @@ static vf_engine *device_engine(int latency_us)
     REQUIRE(e != NULL);
     /* Start the device's pools before the profile does. */
     vf_var w = tu_var(e);
-    CHECK_OK(vf_push(e, &(vf_op){.fn = op_device,
-                                 .writes = VF_VARS(w),
-                                 .device = {VF_DEVICE_EMULATED, 0}}));
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = op_device,
+                                        .writes = VF_VARS(w),
+                                        .device = {VF_DEVICE_EMULATED, 0}}));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     return e;
 }
 
@@ -266,17 +266,19 @@ TEST_CASE(device_chain_is_dependency_bound)
     vf_engine *e = device_engine(LAT_US);
     vf_var x = tu_var(e);
     tu_gate_init(&gate);
-    CHECK_OK(vf_push(e, &(vf_op){.fn = wait_gate, .writes = VF_VARS(x)}));
+    CHECK_OK(
+        vf_engine_push(e, &(vf_op){.fn = wait_gate, .writes = VF_VARS(x)}));
     CHECK_OK(vf_profile_start(e));
     for (int i = 0; i < N; i++)
-        CHECK_OK(vf_push(e, &(vf_op){.fn = op_device,
-                                     .writes = VF_VARS(x),
-                                     .device = {VF_DEVICE_EMULATED, 0},
-                                     .property = i % 2 ? VF_PROP_COPY_TO_DEVICE
-                                                       : VF_PROP_NORMAL,
-                                     .name = "step"}));
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = op_device,
+                        .writes = VF_VARS(x),
+                        .device = {VF_DEVICE_EMULATED, 0},
+                        .property = i % 2 ? VF_PROP_COPY_TO_DEVICE
+                                          : VF_PROP_NORMAL,
+                        .name = "step"}));
     tu_gate_open(&gate);
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_OK(vf_profile_stop(e));
     vf_profile *p = NULL;
     CHECK_OK(vf_profile_take(e, &p));
@@ -308,9 +310,9 @@ TEST_CASE(device_chain_is_dependency_bound)
     CHECK_EQ(v.streams, 2); /* compute and copy */
     check_levels(p);
     check_outputs(p, "dependency", "Dependency-bound.");
-    vf_profile_path_free(&path);
+    vf_profile_path_destroy(&path);
     vf__prof_crit_stages_free(&st);
-    vf_profile_free(p);
+    vf_profile_destroy(p);
     tu_finish_engine(e);
     tu_gate_destroy(&gate);
 }
@@ -325,11 +327,11 @@ TEST_CASE(one_busy_stream_is_device_bound)
         vars[i] = tu_var(e);
     CHECK_OK(vf_profile_start(e));
     for (int i = 0; i < N; i++)
-        CHECK_OK(vf_push(e, &(vf_op){.fn = op_device,
-                                     .writes = VF_VARS(vars[i]),
-                                     .device = {VF_DEVICE_EMULATED, 0},
-                                     .name = "kernel"}));
-    CHECK_OK(vf_wait_all(e, NULL));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = op_device,
+                                            .writes = VF_VARS(vars[i]),
+                                            .device = {VF_DEVICE_EMULATED, 0},
+                                            .name = "kernel"}));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_OK(vf_profile_stop(e));
     vf_profile *p = NULL;
     CHECK_OK(vf_profile_take(e, &p));
@@ -350,9 +352,9 @@ TEST_CASE(one_busy_stream_is_device_bound)
     CHECK_EQ(v.streams, 1);
     check_levels(p);
     check_outputs(p, "device", "Device-bound.");
-    vf_profile_path_free(&path);
+    vf_profile_path_destroy(&path);
     vf__prof_crit_stages_free(&st);
-    vf_profile_free(p);
+    vf_profile_destroy(p);
     tu_finish_engine(e);
 }
 

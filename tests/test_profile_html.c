@@ -69,7 +69,7 @@ static void async_fn(vf_run *run, void *arg, vf_completion done)
 {
     (void)run;
     (void)arg;
-    CHECK_OK(vf_complete(done, 0, NULL));
+    CHECK_OK(vf_completion_finish(done, 0, NULL));
 }
 
 /* Runs the known program; returns its snapshot. */
@@ -86,35 +86,36 @@ static vf_profile *known_run(void)
     for (int i = 0; i < NBATCH; i++) {
         vf_var buf = tu_var(e);
         for (int k = 0; k < 3; k++)
-            CHECK_OK(vf_push(e, &(vf_op){.fn = device_fn,
-                                         .writes = VF_VARS(buf),
-                                         .device = {VF_DEVICE_EMULATED, 0},
-                                         .property = props[k],
-                                         .name = dev_names[k]}));
+            CHECK_OK(
+                vf_engine_push(e, &(vf_op){.fn = device_fn,
+                                           .writes = VF_VARS(buf),
+                                           .device = {VF_DEVICE_EMULATED, 0},
+                                           .property = props[k],
+                                           .name = dev_names[k]}));
     }
     for (int i = 0; i < 40; i++) {
         vf_var w = i % 3 == 0 ? a : i % 3 == 1 ? b : c;
-        CHECK_OK(vf_push(e, &(vf_op){.fn = work_fn,
-                                     .arg = i % 4 ? NULL : e,
-                                     .reads = VF_VARS(a),
-                                     .writes = VF_VARS(w),
-                                     .name = i % 4 ? "small" : "big"}));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = work_fn,
+                                            .arg = i % 4 ? NULL : e,
+                                            .reads = VF_VARS(a),
+                                            .writes = VF_VARS(w),
+                                            .name = i % 4 ? "small" : "big"}));
     }
-    CHECK_OK(vf_push(e, &(vf_op){.fn = work_fn,
-                                 .reads = VF_VARS(b),
-                                 .property = VF_PROP_CPU_PRIORITIZED,
-                                 .name = "prio </script><b>x</b>"}));
-    CHECK_OK(vf_push(
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = work_fn,
+                                        .reads = VF_VARS(b),
+                                        .property = VF_PROP_CPU_PRIORITIZED,
+                                        .name = "prio </script><b>x</b>"}));
+    CHECK_OK(vf_engine_push(
         e, &(vf_op){.fn = failing_fn, .writes = VF_VARS(d), .name = "fails"}));
-    CHECK_OK(vf_push(e, &(vf_op){.fn = work_fn,
-                                 .reads = VF_VARS(d),
-                                 .writes = VF_VARS(c),
-                                 .name = "skipped"}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = work_fn,
+                                        .reads = VF_VARS(d),
+                                        .writes = VF_VARS(c),
+                                        .name = "skipped"}));
     vf_var lone = tu_var(e);
-    CHECK_OK(vf_push(e, &(vf_op){.async_fn = async_fn,
-                                 .writes = VF_VARS(lone),
-                                 .name = "async"}));
-    CHECK_ERR(vf_wait_all(e, NULL), VF_EOPFAILED);
+    CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = async_fn,
+                                        .writes = VF_VARS(lone),
+                                        .name = "async"}));
+    CHECK_ERR(vf_engine_wait_all(e, NULL), VF_EOPFAILED);
     vf_profile *p = NULL;
     CHECK_OK(vf_profile_take(e, &p));
     REQUIRE(p != NULL);
@@ -345,7 +346,7 @@ TEST_CASE(report_file)
     vf_profile *p = written_report(path, sizeof path);
     CHECK(inline_ops(p) >= 1); /* the async op, dispatched by this thread */
     check_file(path, p);
-    vf_profile_free(p);
+    vf_profile_destroy(p);
 }
 
 TEST_CASE(browser)
@@ -358,7 +359,7 @@ TEST_CASE(browser)
     vf_profile *p = written_report(path, sizeof path);
     int nworkers = vf_profile_num_workers(p); /* device pools' included */
     check_browser(chromium, path, nworkers + (inline_ops(p) > 0), p);
-    vf_profile_free(p);
+    vf_profile_destroy(p);
 }
 
 /* The cases write their files into one temporary directory, removed

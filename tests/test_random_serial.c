@@ -15,7 +15,7 @@
  * equal the serial program's, and every op ran exactly once.
  *
  * Bulk rounds (rule 13) run the same kind of program with bulking on:
- * once set by the main thread alone (vf_set_bulk_size), once for every
+ * once set by the main thread alone (vf_bulk_set_size), once for every
  * pushing thread through config.bulk_size (the children pushed from inside
  * ops sit in their workers' batches until a wait flushes them). Most of
  * their ops get priority 0, so batches grow; the rest, and async ops,
@@ -115,7 +115,7 @@ static void run_desc(vf_run *run, desc *d)
         vf_op op = {.fn = kid_fn, .arg = k, .done = kid_free,
                     .writes = tu_list(&P->pvars[d->priv], 1),
                     .priority = d->priority, .name = "kid"};
-        if (vf_push(vf_run_engine(run), &op) != 0) {
+        if (vf_engine_push(vf_run_engine(run), &op) != 0) {
             atomic_fetch_add(&P->push_errors, 1);
             free(k);
         }
@@ -131,7 +131,7 @@ static int sync_fn(vf_run *run, void *arg)
 static void async_fn(vf_run *run, void *arg, vf_completion done)
 {
     run_desc(run, arg);
-    CHECK_OK(vf_complete(done, 0, NULL));
+    CHECK_OK(vf_completion_finish(done, 0, NULL));
 }
 
 static void generate(prog *p, tu_rng *r, bool bulk)
@@ -204,7 +204,7 @@ static void run_program(const tu_kind *k, int round, int bulk, bool help)
     kb.cfg.help_on_wait = help;
     p.e = tu_engine(&kb);
     if (bulk > 0)
-        CHECK_EQ(vf_set_bulk_size(p.e, bulk), 0);
+        CHECK_EQ(vf_bulk_set_size(p.e, bulk), 0);
     vf_var vars[NV];
     for (int i = 0; i < NV; i++) {
         vars[i] = tu_var(p.e);
@@ -229,10 +229,10 @@ static void run_program(const tu_kind *k, int round, int bulk, bool help)
             op.async_fn = async_fn;
         else
             op.fn = sync_fn;
-        if (vf_push(p.e, &op) != 0)
+        if (vf_engine_push(p.e, &op) != 0)
             atomic_fetch_add(&p.push_errors, 1);
         if (d->wait_on >= 0) {
-            CHECK_OK(vf_wait_var(p.e, vars[d->wait_on], NULL));
+            CHECK_OK(vf_var_wait(p.e, vars[d->wait_on], NULL));
             if (p.val[d->wait_on] != d->expect_wait && wait_bad++ < 3)
                 CHECK_REPORT_("round %d: after op %d, var %d = %" PRIu64
                               ", serial %" PRIu64,
@@ -240,7 +240,7 @@ static void run_program(const tu_kind *k, int round, int bulk, bool help)
                               d->expect_wait);
         }
     }
-    CHECK_OK(vf_wait_all(p.e, NULL));
+    CHECK_OK(vf_engine_wait_all(p.e, NULL));
     CHECK_EQ(atomic_load(&p.push_errors), 0);
     CHECK_EQ(wait_bad, 0);
     CHECK_EQ(atomic_load(&p.kids_ran), nkids);
@@ -286,7 +286,7 @@ TEST_KIND_CASE(programs, k)
         run_program(k, round, 0, false);
 }
 
-/* Round 4: bulking set by the main thread alone (vf_set_bulk_size 8). */
+/* Round 4: bulking set by the main thread alone (vf_bulk_set_size 8). */
 TEST_KIND_CASE(bulk_main_thread, k)
 {
     run_program(k, 4, 8, false);

@@ -2,38 +2,38 @@
  * test_remote_failure: the three calls libvarflow-mpi needs from the core,
  * each on its own terms.
  *
- * vf_complete_failed, on every engine kind:
+ * vf_completion_fail, on every engine kind:
  * - completed later by a foreign thread (held on a gate until the test has
  *   given a broken engine every chance to run a dependent op early): the
  *   async op's `done` gets VF_ESKIPPED, a dependent sync op and a
  *   dependent async op are skipped (never started, `done` VF_ESKIPPED), a
  *   dependent no_skip op runs after the completion and sees the cause
- *   through vf_run_input_failure, vf_wait_var reports the cause exactly
+ *   through vf_run_input_failure, vf_var_wait reports the cause exactly
  *   (code, op name, message; the caller's struct is copied, not kept) and
  *   the chain once; vf_engine_stats counts the op as skipped, not failed;
- *   the var's version is not bumped; a second vf_complete_failed or a
- *   vf_complete is refused with VF_EALREADY and changes nothing;
+ *   the var's version is not bumped; a second vf_completion_fail or a
+ *   vf_completion_finish is refused with VF_EALREADY and changes nothing;
  * - completed inline with a cause of the longest op name and message a
- *   vf_error holds: vf_wait_all reports it byte for byte;
+ *   vf_error holds: vf_engine_wait_all reports it byte for byte;
  * - a NULL cause or one whose code is 0 is refused with VF_EINVAL (the
  *   detail names the call) and leaves the completion usable: a later
- *   vf_complete(done, 0) finishes the op normally (inline and from another
- *   thread), after which vf_complete_failed gets VF_EALREADY.
+ *   vf_completion_finish(done, 0) finishes the op normally (inline and from
+ * another thread), after which vf_completion_fail gets VF_EALREADY.
  *
  * vf_run_input_failure, on every engine kind:
  * - a no_skip op reading a var a failed op wrote sees 1 and that op's code,
  *   name and message (out may be NULL); one reading a var the failure
  *   reached through a skipped op sees it too; one on an unrelated var, and
  *   a plain op on clean vars, see 0; an async no_skip op's body sees the
- *   same (1 on the failed var, 0 on an unrelated one); after vf_wait_all
- *   (and, for another failure, vf_wait_var) reported it, a new no_skip op
+ *   same (1 on the failed var, 0 on an unrelated one); after vf_engine_wait_all
+ *   (and, for another failure, vf_var_wait) reported it, a new no_skip op
  *   on the var sees 0; VF_EINVAL for NULL run;
  * - in a bulk (pooled engine, bulk size 8, the stats prove the ops were
  *   fused): a no_skip op batched with a failing op sees 0 when it touches
  *   another var and 1 when it reads the failed one, whether the failure
  *   came from an op of the batch or from before it.
  *
- * vf_set_error_detail: returns its code, vf_last_error_detail() reads the
+ * vf_error_set_detail: returns its code, vf_error_detail() reads the
  * formatted text (a long one cut to a prefix, NUL terminated), a NULL
  * format gives "", and the detail is per thread: two threads setting
  * theirs, interleaved, each read their own; a fresh thread reads "".
@@ -119,7 +119,7 @@ static int probe_fn(vf_run *run, void *arg)
 static void probe_async(vf_run *run, void *arg, vf_completion done)
 {
     probe_look(run, arg);
-    CHECK_OK(vf_complete(done, 0, NULL));
+    CHECK_OK(vf_completion_finish(done, 0, NULL));
 }
 
 static void probe_done(void *arg, int status)
@@ -142,7 +142,7 @@ static void push_probe(vf_engine *e, probe *p, vf_var_list reads,
         op.async_fn = probe_async;
     else
         op.fn = probe_fn;
-    CHECK_OK(vf_push(e, &op));
+    CHECK_OK(vf_engine_push(e, &op));
 }
 
 /* The probe ran once, ok, and saw `want_rc` (and, for 1, `want`). */
@@ -158,7 +158,7 @@ static void push_probe(vf_engine *e, probe *p, vf_var_list reads,
 
 /* ------------------------------------------------------------ remote op */
 
-/* An async op finished by vf_complete_failed (and friends): `act` runs in
+/* An async op finished by vf_completion_fail (and friends): `act` runs in
  * the async fn (inline) or on a thread of its own once `gate` opens. */
 typedef struct remote remote;
 typedef void (*remote_act)(remote *r);
@@ -223,12 +223,12 @@ static void remote_done(void *arg, int status)
 static void push_remote(vf_engine *e, remote *r, vf_var_list reads,
                         vf_var_list writes, const char *name)
 {
-    CHECK_OK(vf_push(e, &(vf_op){.async_fn = remote_start,
-                                 .arg = r,
-                                 .done = remote_done,
-                                 .reads = reads,
-                                 .writes = writes,
-                                 .name = name}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = remote_start,
+                                        .arg = r,
+                                        .done = remote_done,
+                                        .reads = reads,
+                                        .writes = writes,
+                                        .name = name}));
 }
 
 /* Fail with the cause, then try every way to use the completion again.
@@ -236,26 +236,26 @@ static void push_remote(vf_engine *e, remote *r, vf_var_list reads,
  * copied it. */
 static void act_fail_then_reuse(remote *r)
 {
-    r->rc[0] = vf_complete_failed(r->done, &r->cause);
+    r->rc[0] = vf_completion_fail(r->done, &r->cause);
     memset(&r->cause, 'X', sizeof r->cause);
     r->cause.code = 99;
     r->cause.op_name[sizeof r->cause.op_name - 1] = '\0';
     r->cause.message[sizeof r->cause.message - 1] = '\0';
-    r->rc[1] = vf_complete_failed(r->done, &r->cause);
-    r->rc[2] = vf_complete(r->done, 0, NULL);
-    r->rc[3] = vf_complete(r->done, 7, "late");
+    r->rc[1] = vf_completion_fail(r->done, &r->cause);
+    r->rc[2] = vf_completion_finish(r->done, 0, NULL);
+    r->rc[3] = vf_completion_finish(r->done, 7, "late");
 }
 
 /* Two bad causes (refused), then a normal completion, then a late one. */
 static void act_bad_then_ok(remote *r)
 {
-    r->rc[0] = vf_complete_failed(r->done, NULL);
-    snprintf(r->detail[0], sizeof r->detail[0], "%s", vf_last_error_detail());
+    r->rc[0] = vf_completion_fail(r->done, NULL);
+    snprintf(r->detail[0], sizeof r->detail[0], "%s", vf_error_detail());
     vf_error zero = make_error(0, "zero", "code 0 is no failure");
-    r->rc[1] = vf_complete_failed(r->done, &zero);
-    snprintf(r->detail[1], sizeof r->detail[1], "%s", vf_last_error_detail());
-    r->rc[2] = vf_complete(r->done, 0, NULL);
-    r->rc[3] = vf_complete_failed(r->done, &r->cause);
+    r->rc[1] = vf_completion_fail(r->done, &zero);
+    snprintf(r->detail[1], sizeof r->detail[1], "%s", vf_error_detail());
+    r->rc[2] = vf_completion_finish(r->done, 0, NULL);
+    r->rc[3] = vf_completion_fail(r->done, &r->cause);
 }
 
 /* Completed later by a foreign thread; dependents skipped; wait_var
@@ -298,12 +298,12 @@ TEST_KIND_CASE(complete_failed_later, k)
 
     vf_error err;
     memset(&err, 0x5a, sizeof err);
-    CHECK_ERR(vf_wait_var(e, z, &err), VF_EOPFAILED);
+    CHECK_ERR(vf_var_wait(e, z, &err), VF_EOPFAILED);
     check_error_is(&err, &cause);
     /* One chain, reported once. */
-    CHECK_OK(vf_wait_var(e, x, NULL));
-    CHECK_OK(vf_wait_var(e, y, NULL));
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_var_wait(e, x, NULL));
+    CHECK_OK(vf_var_wait(e, y, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     tu_thread_join(r.th);
     CHECK_EQ(atomic_load(&r.acted), 1);
     CHECK_EQ(r.rc[0], 0);
@@ -335,7 +335,7 @@ TEST_KIND_CASE(complete_failed_later, k)
     rec again;
     rec_init(&again, 0, NULL);
     push_rec(e, &again, NONE, VF_VARS(x), "again", false);
-    CHECK_OK(vf_wait_var(e, x, NULL));
+    CHECK_OK(vf_var_wait(e, x, NULL));
     expect_ran(&again, 0);
     tu_finish_engine(e);
     tu_gate_destroy(&gate);
@@ -366,12 +366,12 @@ TEST_KIND_CASE(complete_failed_inline, k)
     push_rec(e, &s, VF_VARS(x), VF_VARS(y), "S", false);
     vf_error err;
     memset(&err, 0x5a, sizeof err);
-    CHECK_ERR(vf_wait_all(e, &err), VF_EOPFAILED);
+    CHECK_ERR(vf_engine_wait_all(e, &err), VF_EOPFAILED);
     check_error_is(&err, &want);
     CHECK_EQ(strnlen(err.op_name, sizeof err.op_name), 63);
     CHECK_EQ(strnlen(err.message, sizeof err.message), 255);
-    CHECK_OK(vf_wait_all(e, NULL));
-    CHECK_OK(vf_wait_var(e, y, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_OK(vf_var_wait(e, y, NULL));
     /* The async fn may still be returning from its calls. */
     REQUIRE(tu_wait_flag(&r.acted, 1, TU_TIMEOUT));
     CHECK_EQ(r.rc[0], 0);
@@ -398,8 +398,8 @@ static void complete_failed_einval(const tu_kind *k, bool inline_act)
     rec s;
     rec_init(&s, 0, NULL);
     push_rec(e, &s, VF_VARS(x), VF_VARS(y), "S", false);
-    CHECK_OK(vf_wait_var(e, y, NULL));
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_var_wait(e, y, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     REQUIRE(tu_wait_flag(&r.acted, 1, TU_TIMEOUT));
     if (!inline_act)
         tu_thread_join(r.th);
@@ -408,8 +408,8 @@ static void complete_failed_einval(const tu_kind *k, bool inline_act)
     CHECK_EQ(r.rc[2], 0);
     CHECK_EQ(r.rc[3], VF_EALREADY);
     for (int i = 0; i < 2; i++)
-        if (strncmp(r.detail[i], "vf_complete_failed", 18) != 0)
-            CHECK_REPORT_("detail %d '%s' does not name vf_complete_failed", i,
+        if (strncmp(r.detail[i], "vf_completion_fail", 18) != 0)
+            CHECK_REPORT_("detail %d '%s' does not name vf_completion_fail", i,
                           r.detail[i]);
     CHECK_EQ(atomic_load(&r.done_calls), 1);
     CHECK_EQ(atomic_load(&r.done_status), 0);
@@ -462,7 +462,7 @@ TEST_KIND_CASE(input_failure, k)
     push_probe(e, &async_u, VF_VARS(u), NONE, true, true);
     vf_error err;
     memset(&err, 0x5a, sizeof err);
-    CHECK_ERR(vf_wait_all(e, &err), VF_EOPFAILED);
+    CHECK_ERR(vf_engine_wait_all(e, &err), VF_EOPFAILED);
     check_error_is(&err, &want);
     expect_ran(&f, 5);
     expect_skipped(&s);
@@ -480,7 +480,7 @@ TEST_KIND_CASE(input_failure, k)
     probe_init(&after_w);
     push_probe(e, &after_v, VF_VARS(v), NONE, true, false);
     push_probe(e, &after_w, VF_VARS(w), NONE, true, true);
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_PROBE(&after_v, 0, NULL);
     CHECK_PROBE(&after_w, 0, NULL);
 
@@ -495,14 +495,14 @@ TEST_KIND_CASE(input_failure, k)
     /* It only reads v: the wait would not wait for it. */
     REQUIRE(tu_wait_flag(&before.ran, 1, TU_TIMEOUT));
     memset(&err, 0x5a, sizeof err);
-    CHECK_ERR(vf_wait_var(e, v, &err), VF_EOPFAILED);
+    CHECK_ERR(vf_var_wait(e, v, &err), VF_EOPFAILED);
     check_error_is(&err, &want_g);
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_PROBE(&before, 1, &want_g);
     probe reported;
     probe_init(&reported);
     push_probe(e, &reported, VF_VARS(v), NONE, true, false);
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_PROBE(&reported, 0, NULL);
 
     CHECK_ERR(vf_run_input_failure(NULL, &err), VF_EINVAL);
@@ -523,7 +523,7 @@ TEST_CASE(input_failure_bulk)
     const vf_error want = make_error(-42, "fails in batch", "batched boom");
 
     /* The failing op is in the batch. */
-    CHECK_EQ(vf_set_bulk_size(e, 8), 0);
+    CHECK_EQ(vf_bulk_set_size(e, 8), 0);
     rec f;
     rec_init(&f, -42, "batched boom");
     probe on_b, on_a, on_a_null, on_b_plain;
@@ -539,7 +539,7 @@ TEST_CASE(input_failure_bulk)
     push_probe(e, &on_b_plain, VF_VARS(b), NONE, false, false);
     vf_error err;
     memset(&err, 0x5a, sizeof err);
-    CHECK_ERR(vf_wait_all(e, &err), VF_EOPFAILED);
+    CHECK_ERR(vf_engine_wait_all(e, &err), VF_EOPFAILED);
     check_error_is(&err, &want);
     vf_stats st;
     CHECK_OK(vf_engine_stats(e, &st));
@@ -552,12 +552,12 @@ TEST_CASE(input_failure_bulk)
     CHECK_PROBE(&on_b_plain, 0, NULL);
 
     /* The failure comes from before the batch (a lone op). */
-    CHECK_EQ(vf_set_bulk_size(e, 0), 8);
+    CHECK_EQ(vf_bulk_set_size(e, 0), 8);
     rec g;
     rec_init(&g, 6, "before the batch");
     push_rec(e, &g, NONE, VF_VARS(a), "G", false);
     const vf_error want_g = make_error(6, "G", "before the batch");
-    CHECK_EQ(vf_set_bulk_size(e, 8), 0);
+    CHECK_EQ(vf_bulk_set_size(e, 8), 0);
     probe b1, a1, b2;
     probe_init(&b1);
     probe_init(&a1);
@@ -566,7 +566,7 @@ TEST_CASE(input_failure_bulk)
     push_probe(e, &a1, VF_VARS(a), VF_VARS(c), true, false);
     push_probe(e, &b2, NONE, VF_VARS(b), true, false);
     memset(&err, 0x5a, sizeof err);
-    CHECK_ERR(vf_wait_all(e, &err), VF_EOPFAILED);
+    CHECK_ERR(vf_engine_wait_all(e, &err), VF_EOPFAILED);
     check_error_is(&err, &want_g);
     CHECK_OK(vf_engine_stats(e, &st));
     CHECK_EQ(st.bulks, 2);
@@ -580,7 +580,7 @@ TEST_CASE(input_failure_bulk)
     probe a2;
     probe_init(&a2);
     push_probe(e, &a2, VF_VARS(a), NONE, true, false);
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_PROBE(&a2, 0, NULL);
     CHECK_OK(vf_engine_stats(e, &st));
     CHECK_EQ(st.bulks, 3);
@@ -599,40 +599,40 @@ typedef struct detail_ctx {
 static void *detail_thread(void *arg)
 {
     detail_ctx *c = arg;
-    snprintf(c->initial, sizeof c->initial, "%s", vf_last_error_detail());
-    c->rc = vf_set_error_detail(VF_EAGAIN, "thread says %d", 2);
-    snprintf(c->mine, sizeof c->mine, "%s", vf_last_error_detail());
+    snprintf(c->initial, sizeof c->initial, "%s", vf_error_detail());
+    c->rc = vf_error_set_detail(VF_EAGAIN, "thread says %d", 2);
+    snprintf(c->mine, sizeof c->mine, "%s", vf_error_detail());
     tu_gate_open(&c->set);
     /* The main thread sets its own detail meanwhile. */
     CHECK(tu_gate_wait(&c->checked, TU_TIMEOUT));
-    snprintf(c->later, sizeof c->later, "%s", vf_last_error_detail());
+    snprintf(c->later, sizeof c->later, "%s", vf_error_detail());
     return NULL;
 }
 
 TEST_CASE(error_detail)
 {
-    check_context_ = "vf_set_error_detail";
-    CHECK_EQ(vf_set_error_detail(VF_EINVAL, "vf_mpi_push: %s %d of %s", "rank",
+    check_context_ = "vf_error_set_detail";
+    CHECK_EQ(vf_error_set_detail(VF_EINVAL, "vf_mpi_push: %s %d of %s", "rank",
                                  3, "4"),
              VF_EINVAL);
-    CHECK(strcmp(vf_last_error_detail(), "vf_mpi_push: rank 3 of 4") == 0);
-    CHECK_EQ(vf_set_error_detail(-1000, "%s", "any code"), -1000);
-    CHECK(strcmp(vf_last_error_detail(), "any code") == 0);
-    CHECK_EQ(vf_set_error_detail(0, "zero %c", 'z'), 0);
-    CHECK(strcmp(vf_last_error_detail(), "zero z") == 0);
+    CHECK(strcmp(vf_error_detail(), "vf_mpi_push: rank 3 of 4") == 0);
+    CHECK_EQ(vf_error_set_detail(-1000, "%s", "any code"), -1000);
+    CHECK(strcmp(vf_error_detail(), "any code") == 0);
+    CHECK_EQ(vf_error_set_detail(0, "zero %c", 'z'), 0);
+    CHECK(strcmp(vf_error_detail(), "zero z") == 0);
 
     /* NULL format: empty. */
     const char *volatile no_fmt = NULL;
-    CHECK_EQ(vf_set_error_detail(VF_ENOMEM, no_fmt), VF_ENOMEM);
-    CHECK(strcmp(vf_last_error_detail(), "") == 0);
+    CHECK_EQ(vf_error_set_detail(VF_ENOMEM, no_fmt), VF_ENOMEM);
+    CHECK(strcmp(vf_error_detail(), "") == 0);
 
     /* Longer than the buffer: a prefix, terminated. */
     char big[1000];
     for (size_t i = 0; i + 1 < sizeof big; i++)
         big[i] = (char)('0' + i % 10);
     big[sizeof big - 1] = '\0';
-    CHECK_EQ(vf_set_error_detail(VF_EINVAL, "%s", big), VF_EINVAL);
-    const char *d = vf_last_error_detail();
+    CHECK_EQ(vf_error_set_detail(VF_EINVAL, "%s", big), VF_EINVAL);
+    const char *d = vf_error_detail();
     size_t n = strlen(d);
     CHECK(n > 0 && n < sizeof big - 1);
     CHECK(strncmp(d, big, n) == 0);
@@ -642,14 +642,14 @@ TEST_CASE(error_detail)
     memset(&c, 0, sizeof c);
     tu_gate_init(&c.set);
     tu_gate_init(&c.checked);
-    CHECK_EQ(vf_set_error_detail(VF_ESTALE, "main says %d", 1), VF_ESTALE);
+    CHECK_EQ(vf_error_set_detail(VF_ESTALE, "main says %d", 1), VF_ESTALE);
     pthread_t t = tu_thread_start(detail_thread, &c);
     CHECK(tu_gate_wait(&c.set, TU_TIMEOUT));
-    CHECK(strcmp(vf_last_error_detail(), "main says 1") == 0);
-    CHECK_EQ(vf_set_error_detail(VF_ESTALE, "main says %d", 3), VF_ESTALE);
+    CHECK(strcmp(vf_error_detail(), "main says 1") == 0);
+    CHECK_EQ(vf_error_set_detail(VF_ESTALE, "main says %d", 3), VF_ESTALE);
     tu_gate_open(&c.checked);
     tu_thread_join(t);
-    CHECK(strcmp(vf_last_error_detail(), "main says 3") == 0);
+    CHECK(strcmp(vf_error_detail(), "main says 3") == 0);
     CHECK(strcmp(c.initial, "") == 0);
     CHECK_EQ(c.rc, VF_EAGAIN);
     CHECK(strcmp(c.mine, "thread says 2") == 0);

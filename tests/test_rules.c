@@ -56,8 +56,8 @@ static int st_fn(vf_run *run, void *arg)
 
 static void push_st(vf_engine *e, st *s, vf_var_list r, vf_var_list w)
 {
-    CHECK_OK(vf_push(e, &(vf_op){.fn = st_fn, .arg = s, .reads = r,
-                                 .writes = w}));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = st_fn, .arg = s, .reads = r, .writes = w}));
 }
 
 #define CHECK_BEFORE(a, b)                                                     \
@@ -85,7 +85,7 @@ TEST_KIND_CASE(rule2_fifo, k)
     push_st(e, &w2, NONE, VF_VARS(x));
     push_st(e, &r3, VF_VARS(x), NONE);
     tu_gate_open(&g);
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_BEFORE(w1, r1);
     CHECK_BEFORE(w1, r2);
     CHECK_BEFORE(r1, w2);
@@ -112,7 +112,7 @@ static void rule3_readers_meet(const tu_kind *k, int n)
         r[i].rv_n = n;
         push_st(e, &r[i], VF_VARS(x), NONE);
     }
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     for (int i = 0; i < n; i++) {
         if (!r[i].met)
             CHECK_REPORT_("reader %d of %d did not meet the others", i, n);
@@ -126,7 +126,7 @@ static void rule3_readers_meet(const tu_kind *k, int n)
     push_st(e, &a, VF_VARS(x), NONE);
     CHECK(tu_wait_flag(&a.ran, 1, TU_TIMEOUT));
     push_st(e, &b, VF_VARS(x), NONE);
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK(a.met && b.met);
     tu_finish_engine(e);
     tu_rv_destroy(&rv2);
@@ -204,9 +204,9 @@ TEST_KIND_CASE(rule1_exclusion, k)
             op.reads = tu_list(&v[ops[i].r], 1);
         if (ops[i].w >= 0)
             op.writes = tu_list(&v[ops[i].w], 1);
-        CHECK_OK(vf_push(e, &op));
+        CHECK_OK(vf_engine_push(e, &op));
     }
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(atomic_load(&x.violations), 0);
     tu_finish_engine(e);
     free(ops);
@@ -226,14 +226,14 @@ TEST_KIND_CASE(rule6_wait, k)
                         one worker it holds the only worker) */
     push_st(e, &w, NONE, VF_VARS(x));
     push_st(e, &r, VF_VARS(x), VF_VARS(y));
-    CHECK_OK(vf_wait_var(e, x, NULL));
+    CHECK_OK(vf_var_wait(e, x, NULL));
     /* The write is done and visible; the reader may still be running. */
     CHECK_EQ(atomic_load(&w.ran), 1);
     CHECK(w.end != 0);
     tu_gate_open(&g);
     /* wait_all waits for the reader too. */
     push_st(e, &w2, NONE, VF_VARS(x));
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(atomic_load(&r.ran), 1);
     CHECK(r.end != 0);
     CHECK(w2.end != 0);
@@ -272,9 +272,9 @@ TEST_KIND_CASE(rule4_push_counts, k)
             op.reads = tu_list(&v[i % 4], 1);
             op.writes = tu_list(&v[(i + 1) % 4], 1);
         }
-        CHECK_OK(vf_push(e, &op));
+        CHECK_OK(vf_engine_push(e, &op));
     }
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     int bad_runs = 0;
     for (int i = 0; i < R4_OPS; i++)
         bad_runs += atomic_load(&ops[i].runs) != 1;

@@ -8,10 +8,10 @@
  *   thread) and a valid index (0 <= w < vf_engine_num_workers) on the
  *   others, for sync ops; an async op dispatched by the pushing thread
  *   (ready at push, pushed from the main thread) gets -1;
- * - with help_on_wait, ops the thread in vf_wait_all runs itself (the one
- *   worker is blocked) get -1, and the wait returns once all have run;
+ * - with help_on_wait, ops the thread in vf_engine_wait_all runs itself (the
+ * one worker is blocked) get -1, and the wait returns once all have run;
  * - every vf_run getter is NULL-safe;
- * - vf_engine_kind and vf_engine_num_workers match the configuration.
+ * - vf_engine_type_of and vf_engine_num_workers match the configuration.
  */
 #include "runner.h"
 
@@ -43,7 +43,7 @@ static int sync_fn(vf_run *run, void *arg)
 static void async_fn(vf_run *run, void *arg, vf_completion done)
 {
     record(run, arg);
-    CHECK_OK(vf_complete(done, 0, NULL));
+    CHECK_OK(vf_completion_finish(done, 0, NULL));
 }
 
 /* Every vf_run getter is NULL-safe. */
@@ -60,7 +60,7 @@ TEST_CASE(null_run)
 TEST_KIND_CASE(what_ops_see, k)
 {
     vf_engine *e = tu_engine(k);
-    CHECK_EQ(vf_engine_kind(e), k->cfg.type);
+    CHECK_EQ(vf_engine_type_of(e), k->cfg.type);
     int nw = vf_engine_num_workers(e);
     if (k->cfg.type == VF_ENGINE_NAIVE)
         CHECK_EQ(nw, 0);
@@ -75,16 +75,21 @@ TEST_KIND_CASE(what_ops_see, k)
     memset(&unnamed, 0, sizeof unnamed);
     memset(&prio, 0, sizeof prio);
     memset(&as, 0, sizeof as);
-    CHECK_OK(vf_push(e, &(vf_op){.fn = sync_fn, .arg = &named,
-                                 .writes = VF_VARS(x), .name = "named op"}));
-    CHECK_OK(vf_push(e, &(vf_op){.fn = sync_fn, .arg = &unnamed,
-                                 .reads = VF_VARS(x)}));
-    CHECK_OK(vf_push(e, &(vf_op){.fn = sync_fn, .arg = &prio,
-                                 .property = VF_PROP_CPU_PRIORITIZED}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = sync_fn,
+                                        .arg = &named,
+                                        .writes = VF_VARS(x),
+                                        .name = "named op"}));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = sync_fn, .arg = &unnamed, .reads = VF_VARS(x)}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = sync_fn,
+                                        .arg = &prio,
+                                        .property = VF_PROP_CPU_PRIORITIZED}));
     vf_var y = tu_var(e);
-    CHECK_OK(vf_push(e, &(vf_op){.async_fn = async_fn, .arg = &as,
-                                 .writes = VF_VARS(y), .name = "async"}));
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = async_fn,
+                                        .arg = &as,
+                                        .writes = VF_VARS(y),
+                                        .name = "async"}));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
 
     seen *all[] = {&named, &unnamed, &prio, &as};
     for (int i = 0; i < 4; i++) {
@@ -116,8 +121,8 @@ TEST_KIND_CASE(what_ops_see, k)
 }
 
 /* help_on_wait: the pool's one worker is held by a gate op; the main
- * thread's vf_wait_all runs the queued ops itself, the last of which opens
- * the gate. */
+ * thread's vf_engine_wait_all runs the queued ops itself, the last of which
+ * opens the gate. */
 typedef struct helped {
     tu_gate started, gate;
     atomic_int on_helper, ran;
@@ -160,18 +165,22 @@ TEST_CASE(help_on_wait)
     tu_gate_init(&h.started);
     tu_gate_init(&h.gate);
     vf_var g = tu_var(e);
-    CHECK_OK(vf_push(e, &(vf_op){.fn = gate_op, .arg = &h,
-                                 .writes = VF_VARS(g), .name = "gate"}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = gate_op,
+                                        .arg = &h,
+                                        .writes = VF_VARS(g),
+                                        .name = "gate"}));
     CHECK(tu_gate_wait(&h.started, 60)); /* the worker is held */
     enum { N = 50 };
     vf_var v[N];
     for (int i = 0; i < N; i++) {
         v[i] = tu_var(e);
-        CHECK_OK(vf_push(e, &(vf_op){.fn = i == N - 1 ? opener_op : counted_op,
-                                     .arg = &h, .writes = VF_VARS(v[i]),
-                                     .name = "helped"}));
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = i == N - 1 ? opener_op : counted_op,
+                        .arg = &h,
+                        .writes = VF_VARS(v[i]),
+                        .name = "helped"}));
     }
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(atomic_load(&h.ran), N);
     CHECK_EQ(atomic_load(&h.on_helper), N);
     tu_finish_engine(e);

@@ -66,16 +66,26 @@ TEST_KIND_CASE(program1, k)
 
     vf_engine *e = tu_engine(k);
     vf_var A = tu_var(e), B = tu_var(e), C = tu_var(e), D = tu_var(e);
-    CHECK_OK(vf_push(e, &(vf_op){.fn = p1_set_a, .arg = &p,
-                                 .writes = VF_VARS(A), .name = "A=2"}));
-    CHECK_OK(vf_push(e, &(vf_op){.fn = p1_b, .arg = &p, .reads = VF_VARS(A),
-                                 .writes = VF_VARS(B), .name = "B=A+1"}));
-    CHECK_OK(vf_push(e, &(vf_op){.fn = p1_c, .arg = &p, .reads = VF_VARS(A),
-                                 .writes = VF_VARS(C), .name = "C=A+2"}));
-    CHECK_OK(vf_push(e, &(vf_op){.fn = p1_d, .arg = &p,
-                                 .reads = VF_VARS(B, C),
-                                 .writes = VF_VARS(D), .name = "D=B*C"}));
-    CHECK_OK(vf_wait_var(e, D, NULL));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = p1_set_a,
+                                        .arg = &p,
+                                        .writes = VF_VARS(A),
+                                        .name = "A=2"}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = p1_b,
+                                        .arg = &p,
+                                        .reads = VF_VARS(A),
+                                        .writes = VF_VARS(B),
+                                        .name = "B=A+1"}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = p1_c,
+                                        .arg = &p,
+                                        .reads = VF_VARS(A),
+                                        .writes = VF_VARS(C),
+                                        .name = "C=A+2"}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = p1_d,
+                                        .arg = &p,
+                                        .reads = VF_VARS(B, C),
+                                        .writes = VF_VARS(D),
+                                        .name = "D=B*C"}));
+    CHECK_OK(vf_var_wait(e, D, NULL));
     CHECK(p.d == 12.0);
     CHECK(p.b == 3.0 && p.c == 4.0);
     if (p.rendezvous) {
@@ -174,25 +184,33 @@ TEST_KIND_CASE(program2, k)
 
     vf_engine *e = tu_engine(k);
     vf_var A = tu_var(e), B = tu_var(e), C = tu_var(e);
-    CHECK_OK(vf_push(e, &(vf_op){.fn = p2_set_a, .arg = &p,
-                                 .writes = VF_VARS(A), .name = "A=2"}));
-    CHECK_OK(vf_push(e, &(vf_op){.fn = p2_set_b, .arg = &p,
-                                 .writes = VF_VARS(B), .name = "B=2"}));
-    CHECK_OK(vf_push(e, &(vf_op){.fn = p2_b_ab, .arg = &p,
-                                 .reads = VF_VARS(A, B),
-                                 .writes = VF_VARS(B), .name = "B=A+B"}));
-    CHECK_OK(vf_push(e, &(vf_op){.fn = p2_c_a2, .arg = &p,
-                                 .reads = VF_VARS(A), .writes = VF_VARS(C),
-                                 .name = "C=A+2"}));
-    CHECK_OK(vf_wait_var(e, A, NULL));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = p2_set_a,
+                                        .arg = &p,
+                                        .writes = VF_VARS(A),
+                                        .name = "A=2"}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = p2_set_b,
+                                        .arg = &p,
+                                        .writes = VF_VARS(B),
+                                        .name = "B=2"}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = p2_b_ab,
+                                        .arg = &p,
+                                        .reads = VF_VARS(A, B),
+                                        .writes = VF_VARS(B),
+                                        .name = "B=A+B"}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = p2_c_a2,
+                                        .arg = &p,
+                                        .reads = VF_VARS(A),
+                                        .writes = VF_VARS(C),
+                                        .name = "C=A+2"}));
+    CHECK_OK(vf_var_wait(e, A, NULL));
     uint64_t ver = 99;
     CHECK_OK(vf_var_version(e, A, &ver));
     CHECK_EQ(ver, 1);
-    CHECK_OK(vf_var_delete(e, A, p2_free_a, &p));
+    CHECK_OK(vf_var_destroy(e, A, p2_free_a, &p));
     CHECK_ERR(vf_var_version(e, A, &ver), VF_ESTALE);
 
-    CHECK_OK(vf_wait_var(e, B, NULL));
-    CHECK_OK(vf_wait_var(e, C, NULL));
+    CHECK_OK(vf_var_wait(e, B, NULL));
+    CHECK_OK(vf_var_wait(e, C, NULL));
     CHECK(p.b == 4.0);
     CHECK(p.c == 4.0);
     CHECK_OK(vf_var_version(e, B, &ver));
@@ -200,7 +218,7 @@ TEST_KIND_CASE(program2, k)
     CHECK_OK(vf_var_version(e, C, &ver));
     CHECK_EQ(ver, 1);
 
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(atomic_load(&p.free_calls), 1);
     /* B=A+B after A=2 and after B=2. */
     CHECK(p.set_a.end < p.b_ab.start);

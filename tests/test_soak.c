@@ -13,7 +13,7 @@
  *   3% no-skip, and 1% of all ops fail (sync return or async status);
  * - ops on a "pure" private var that nothing else touches, and waits on it
  *   from the pushing thread;
- * - ops that wait from inside (vf_wait_var on a counter var that only
+ * - ops that wait from inside (vf_var_wait on a counter var that only
  *   independent ops write, so the wait can always finish);
  * - private vars deleted (their cell freed by the delete's free callback)
  *   and recreated; thread 0 replaces shared vars the same way while the
@@ -132,7 +132,8 @@ static void *comp_main(void *arg)
             break;
         pending_c p = c->q[c->head++ % c->cap];
         pthread_mutex_unlock(&c->mu);
-        CHECK_OK(vf_complete(p.c, p.status, p.status ? "async failure" : NULL));
+        CHECK_OK(vf_completion_finish(p.c, p.status,
+                                      p.status ? "async failure" : NULL));
         atomic_fetch_add(&c->completed, 1);
         pthread_mutex_lock(&c->mu);
     }
@@ -272,15 +273,15 @@ static int body(vf_run *run, sop *o)
         atomic_fetch_add_explicit(&p->qv, 1, memory_order_relaxed);
         return 0;
     case K_NESTED: {
-        int rc = vf_wait_var(vf_run_engine(run), p->Q, NULL);
+        int rc = vf_var_wait(vf_run_engine(run), p->Q, NULL);
         atomic_fetch_add(&p->s->nested_waits, 1);
         uint64_t q = atomic_load_explicit(&p->qv, memory_order_relaxed);
         if (rc != 0 || q < o->q_min) {
             atomic_fetch_add(&p->s->nested_errors, 1);
             CHECK_REPORT_("thread %d op %ld: nested wait returned %s, "
                           "counter %llu < %llu",
-                          p->t, o->idx, vf_err_name(rc), (unsigned long long)q,
-                          (unsigned long long)o->q_min);
+                          p->t, o->idx, vf_error_name(rc),
+                          (unsigned long long)q, (unsigned long long)o->q_min);
         }
         return 0;
     }
@@ -424,10 +425,10 @@ static pcell *new_pcell(pusher *p)
 static vf_var new_var(vf_engine *e)
 {
     vf_var v = {0};
-    int rc = vf_var_new(e, &v);
+    int rc = vf_var_create(e, &v);
     if (rc != 0)
-        CHECK_REPORT_("vf_var_new returned %s (%s)", vf_err_name(rc),
-                      vf_last_error_detail());
+        CHECK_REPORT_("vf_var_create returned %s (%s)", vf_error_name(rc),
+                      vf_error_detail());
     REQUIRE(rc == 0);
     return v;
 }
@@ -451,7 +452,7 @@ static int push_op(pusher *p, const gen *g, sop *o, const vf_var *reads,
         op.fn = sync_fn;
     if (g->prio_prop)
         op.property = s->prio_prop;
-    return vf_push(s->e, &op);
+    return vf_engine_push(s->e, &op);
 }
 
 /* The pure var's model (rule 9), advanced by each pure op and wait. */
@@ -470,13 +471,14 @@ static int model_pure_op(pusher *p, const gen *g, int code)
 static void wait_pure(pusher *p, const char *when)
 {
     vf_error err;
-    int rc = vf_wait_var(p->s->e, p->X, &err);
+    int rc = vf_var_wait(p->s->e, p->X, &err);
     p->pure_waits++;
     int want = p->pure_failed ? VF_EOPFAILED : 0;
     if (rc != want)
         CHECK_REPORT_("thread %d (%s, op %ld): wait on the pure var "
                       "returned %s, model %s",
-                      p->t, when, p->nops, vf_err_name(rc), vf_err_name(want));
+                      p->t, when, p->nops, vf_error_name(rc),
+                      vf_error_name(want));
     else if (rc == VF_EOPFAILED && err.code != p->pure_failed)
         CHECK_REPORT_("thread %d (%s): pure var failure code %d, model %d",
                       p->t, when, err.code, p->pure_failed);
@@ -516,17 +518,17 @@ static void *pusher_main(void *arg)
                 v = s->S[g.slot - NP].h;
                 pthread_mutex_unlock(&s->smu);
             }
-            int rc = vf_wait_var(s->e, v, NULL);
+            int rc = vf_var_wait(s->e, v, NULL);
             /* (a shared var may have been replaced meanwhile: stale) */
             if (rc != 0 && rc != VF_EOPFAILED && rc != VF_ESTALE)
                 CHECK_REPORT_("thread %d: wait returned %s", p->t,
-                              vf_err_name(rc));
+                              vf_error_name(rc));
             atomic_fetch_add(&s->other_waits, 1);
             continue;
         }
         if (g.what == G_DEL_PRIV) {
             int j = g.slot;
-            CHECK_OK(vf_var_delete(s->e, p->P[j], free_pcell, p->Pc[j]));
+            CHECK_OK(vf_var_destroy(s->e, p->P[j], free_pcell, p->Pc[j]));
             p->P[j] = new_var(s->e);
             p->Pc[j] = new_pcell(p);
             continue;
@@ -540,7 +542,7 @@ static void *pusher_main(void *arg)
             sslot old = s->S[g.slot];
             s->S[g.slot] = (sslot){nv, c};
             pthread_mutex_unlock(&s->smu);
-            CHECK_OK(vf_var_delete(s->e, old.h, free_scell, old.cell));
+            CHECK_OK(vf_var_destroy(s->e, old.h, free_scell, old.cell));
             continue;
         }
         long idx = p->nops++;
@@ -611,8 +613,8 @@ static void *pusher_main(void *arg)
             atomic_fetch_add(&s->stale_retries, 1);
         }
         if (rc != 0) {
-            CHECK_REPORT_("thread %d op %ld: vf_push returned %s (%s)", p->t,
-                          idx, vf_err_name(rc), vf_last_error_detail());
+            CHECK_REPORT_("thread %d op %ld: vf_engine_push returned %s (%s)",
+                          p->t, idx, vf_error_name(rc), vf_error_detail());
             free(o);
             atomic_store(&p->rec[idx], FIRED | 0x3fffffff);
         }
@@ -623,7 +625,7 @@ static void *pusher_main(void *arg)
     /* Everything of this thread is done once these return. */
     wait_pure(p, "end");
     for (int i = 0; i < NP; i++) {
-        int rc = vf_wait_var(s->e, p->P[i], NULL);
+        int rc = vf_var_wait(s->e, p->P[i], NULL);
         CHECK(rc == 0 || rc == VF_EOPFAILED);
     }
     return NULL;
@@ -796,7 +798,7 @@ static void round_run(int round, double secs, long cap, totals *tot)
     }
     for (int t = 0; t < NT; t++)
         tu_thread_join(th[t]);
-    int rc = vf_wait_all(s->e, NULL);
+    int rc = vf_engine_wait_all(s->e, NULL);
     CHECK(rc == 0 || rc == VF_EOPFAILED);
     vf_stats st;
     CHECK_OK(vf_engine_stats(s->e, &st));

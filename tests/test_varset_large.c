@@ -17,8 +17,8 @@
  *   up to that count, in both lists and in reads alone (every kind):
  *   accepted, run once, versions as above;
  * - one handle more, over both lists or in one: refused with VF_EINVAL and
- *   a detail that names the count and the limit, by vf_push,
- *   vf_operator_new and a push that would join a bulk; nothing runs,
+ *   a detail that names the count and the limit, by vf_engine_push,
+ *   vf_operator_create and a push that would join a bulk; nothing runs,
  *   `done` is not called, no version moves.
  */
 #include "runner.h" /* first: it sets _GNU_SOURCE */
@@ -155,11 +155,11 @@ static void large_set(const tu_kind *k, int n, int order)
 
     /* A slow reader of a var the op also writes: the op waits for it. */
     big_op slow = {.us = 2000}, b = {0};
-    CHECK_OK(vf_push(
+    CHECK_OK(vf_engine_push(
         e, &(vf_op){.fn = big_fn, .arg = &slow, .reads = VF_VARS(v[both])}));
     vf_op d = big_desc(&b, tu_list(l.r, l.nr), tu_list(l.w, l.nw));
-    CHECK_OK(vf_push(e, &d));
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_push(e, &d));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(atomic_load(&b.ran), 1);
     CHECK_EQ(atomic_load(&b.done), 1);
     if (!(slow.end < b.start))
@@ -172,29 +172,29 @@ static void large_set(const tu_kind *k, int n, int order)
     big_op ob = {0};
     vf_operator *o = NULL;
     vf_op od = big_desc(&ob, tu_list(l.r, l.nr), tu_list(l.w, l.nw));
-    CHECK_OK(vf_operator_new(e, &od, &o));
+    CHECK_OK(vf_operator_create(e, &od, &o));
     REQUIRE(o != NULL);
     CHECK_OK(vf_operator_push(e, o, 0));
     CHECK_OK(vf_operator_push(e, o, 0));
-    CHECK_OK(vf_operator_delete(e, o));
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_operator_destroy(e, o));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(atomic_load(&ob.ran), 2);
     check_versions(e, v, cls, n, 3, -1);
 
     /* Through a bulk (a one-var op on each side joins it too). */
     if (k->threaded) {
         big_op bb = {0}, before = {0}, after = {0};
-        CHECK(vf_set_bulk_size(e, 8) >= 0);
-        CHECK_OK(vf_push(e, &(vf_op){.fn = big_fn,
-                                     .arg = &before,
-                                     .writes = VF_VARS(v[both])}));
+        CHECK(vf_bulk_set_size(e, 8) >= 0);
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = big_fn,
+                                            .arg = &before,
+                                            .writes = VF_VARS(v[both])}));
         vf_op bd = big_desc(&bb, tu_list(l.r, l.nr), tu_list(l.w, l.nw));
-        CHECK_OK(vf_push(e, &bd));
-        CHECK_OK(vf_push(
+        CHECK_OK(vf_engine_push(e, &bd));
+        CHECK_OK(vf_engine_push(
             e,
             &(vf_op){.fn = big_fn, .arg = &after, .writes = VF_VARS(v[both])}));
-        CHECK_OK(vf_wait_all(e, NULL));
-        CHECK(vf_set_bulk_size(e, 0) >= 0);
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        CHECK(vf_bulk_set_size(e, 0) >= 0);
         CHECK_EQ(atomic_load(&bb.ran), 1);
         CHECK_EQ(atomic_load(&before.ran) + atomic_load(&after.ran), 2);
         /* v[both]: 3 + before, the op, after; the rest 3 + the op. */
@@ -261,8 +261,8 @@ TEST_KIND_CASE(at_limit_distinct, k)
     shuffle(w, H, &rng);
     big_op b = {0};
     vf_op d = big_desc(&b, tu_list(r, H), tu_list(w, H));
-    CHECK_OK(vf_push(e, &d));
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_push(e, &d));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(atomic_load(&b.ran), 1);
     check_versions(e, v, cls, M, 1, -1);
     free(r);
@@ -296,11 +296,11 @@ TEST_KIND_CASE(limit_with_repeats, k)
 
     big_op b = {0};
     vf_op d = big_desc(&b, tu_list(r, H), tu_list(w, H));
-    CHECK_OK(vf_push(e, &d));
+    CHECK_OK(vf_engine_push(e, &d));
     d.reads = tu_list(r, M); /* all reads: no version moves */
     d.writes = NONE;
-    CHECK_OK(vf_push(e, &d));
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_push(e, &d));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(atomic_load(&b.ran), 2);
     CHECK_EQ(atomic_load(&b.done), 2);
     check_versions(e, v, cls, NV, 1, -1);
@@ -308,27 +308,28 @@ TEST_KIND_CASE(limit_with_repeats, k)
     /* One over: refused by every way in, with the limit in the detail. */
     big_op over = {0};
     vf_op od = big_desc(&over, tu_list(r, H + 1), tu_list(w, H));
-    CHECK_ERR(vf_push(e, &od), VF_EINVAL);
-    const char *detail = vf_last_error_detail();
+    CHECK_ERR(vf_engine_push(e, &od), VF_EINVAL);
+    const char *detail = vf_error_detail();
     if (strstr(detail, "1048577") == NULL ||
         strstr(detail, "1048576") == NULL ||
         strstr(detail, "VF_MAX_OP_VARS") == NULL)
-        CHECK_REPORT_("vf_push over the limit: detail \"%s\" does not name "
-                      "the count and VF_MAX_OP_VARS (1048576)",
-                      detail);
+        CHECK_REPORT_(
+            "vf_engine_push over the limit: detail \"%s\" does not name "
+            "the count and VF_MAX_OP_VARS (1048576)",
+            detail);
     vf_operator *o = NULL;
-    CHECK_ERR(vf_operator_new(e, &od, &o), VF_EINVAL);
+    CHECK_ERR(vf_operator_create(e, &od, &o), VF_EINVAL);
     CHECK(o == NULL);
-    CHECK(strstr(vf_last_error_detail(), "VF_MAX_OP_VARS") != NULL);
+    CHECK(strstr(vf_error_detail(), "VF_MAX_OP_VARS") != NULL);
     od.reads = NONE;
     od.writes = tu_list(r, M + 1); /* one list alone */
-    CHECK_ERR(vf_push(e, &od), VF_EINVAL);
+    CHECK_ERR(vf_engine_push(e, &od), VF_EINVAL);
     if (k->threaded) {
-        CHECK(vf_set_bulk_size(e, 8) >= 0);
-        CHECK_ERR(vf_push(e, &od), VF_EINVAL);
-        CHECK(vf_set_bulk_size(e, 0) >= 0);
+        CHECK(vf_bulk_set_size(e, 8) >= 0);
+        CHECK_ERR(vf_engine_push(e, &od), VF_EINVAL);
+        CHECK(vf_bulk_set_size(e, 0) >= 0);
     }
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(atomic_load(&over.ran), 0);
     CHECK_EQ(atomic_load(&over.done), 0);
     check_versions(e, v, cls, NV, 1, -1);

@@ -72,9 +72,9 @@ static int level2(vf_run *run, void *arg)
 {
     ctx *c = arg;
     vf_engine *e = vf_run_engine(run);
-    CHECK_OK(vf_push(e, &(vf_op){.fn = set_c, .arg = c,
-                                 .writes = tu_list(&c->c, 1)}));
-    c->rc2 = vf_wait_var(e, c->c, NULL);
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = set_c, .arg = c, .writes = tu_list(&c->c, 1)}));
+    c->rc2 = vf_var_wait(e, c->c, NULL);
     c->bval = c->cval + 1; /* C's effect must be visible */
     atomic_fetch_add(&c->ran_b, 1);
     return 0;
@@ -84,9 +84,9 @@ static int level1(vf_run *run, void *arg)
 {
     ctx *c = arg;
     vf_engine *e = vf_run_engine(run);
-    CHECK_OK(vf_push(e, &(vf_op){.fn = level2, .arg = c,
-                                 .writes = tu_list(&c->b, 1)}));
-    c->rc1 = vf_wait_var(e, c->b, NULL);
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = level2, .arg = c, .writes = tu_list(&c->b, 1)}));
+    c->rc1 = vf_var_wait(e, c->b, NULL);
     CHECK_EQ(c->bval, 2);
     return 0;
 }
@@ -100,9 +100,9 @@ TEST_KIND_CASE(push_and_wait, k)
     c.b = tu_var(e);
     c.c = tu_var(e);
     c.rc1 = c.rc2 = 99;
-    CHECK_OK(vf_push(e, &(vf_op){.fn = level1, .arg = &c,
-                                 .writes = tu_list(&c.a, 1)}));
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = level1, .arg = &c, .writes = tu_list(&c.a, 1)}));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(c.rc1, 0);
     CHECK_EQ(c.rc2, 0);
     CHECK_EQ(c.bval, 2);
@@ -119,18 +119,20 @@ static int waits_behind_slow(vf_run *run, void *arg)
     vf_engine *e = vf_run_engine(run);
     /* S (slow, writes s) then B (reads s, writes b): B waits for S, which
      * does not depend on this op: the wait must succeed. */
-    CHECK_OK(vf_push(e, &(vf_op){.fn = slow_s, .arg = c,
-                                 .writes = tu_list(&c->s, 1)}));
-    CHECK_OK(vf_push(e, &(vf_op){.fn = set_b, .arg = c,
-                                 .reads = tu_list(&c->s, 1),
-                                 .writes = tu_list(&c->b, 1)}));
-    c->rc1 = vf_wait_var(e, c->b, NULL);
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = slow_s, .arg = c, .writes = tu_list(&c->s, 1)}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = set_b,
+                                        .arg = c,
+                                        .reads = tu_list(&c->s, 1),
+                                        .writes = tu_list(&c->b, 1)}));
+    c->rc1 = vf_var_wait(e, c->b, NULL);
     CHECK_EQ(atomic_load(&c->ran_s), 1);
     /* C only reads a, which this op only reads: no conflict. */
-    CHECK_OK(vf_push(e, &(vf_op){.fn = set_c, .arg = c,
-                                 .reads = tu_list(&c->a, 1),
-                                 .writes = tu_list(&c->c, 1)}));
-    c->rc2 = vf_wait_var(e, c->c, NULL);
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = set_c,
+                                        .arg = c,
+                                        .reads = tu_list(&c->a, 1),
+                                        .writes = tu_list(&c->c, 1)}));
+    c->rc2 = vf_var_wait(e, c->c, NULL);
     CHECK_EQ(c->cval, 1);
     return 0;
 }
@@ -145,9 +147,10 @@ TEST_KIND_CASE(no_false_alarm, k)
     c.c = tu_var(e);
     c.s = tu_var(e);
     c.rc1 = c.rc2 = 99;
-    CHECK_OK(vf_push(e, &(vf_op){.fn = waits_behind_slow, .arg = &c,
-                                 .reads = tu_list(&c.a, 1)}));
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = waits_behind_slow,
+                                        .arg = &c,
+                                        .reads = tu_list(&c.a, 1)}));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(c.rc1, 0);
     CHECK_EQ(c.rc2, 0);
     CHECK_EQ(atomic_load(&c.ran_b), 1);
@@ -161,9 +164,9 @@ static int self_wait(vf_run *run, void *arg)
 {
     ctx *c = arg;
     vf_engine *e = vf_run_engine(run);
-    c->rc1 = vf_wait_var(e, c->a, NULL); /* writes a itself */
-    c->rc2 = vf_wait_all(e, NULL);
-    c->rc3 = vf_wait_var(e, c->b, NULL); /* reads and writes b */
+    c->rc1 = vf_var_wait(e, c->a, NULL); /* writes a itself */
+    c->rc2 = vf_engine_wait_all(e, NULL);
+    c->rc3 = vf_var_wait(e, c->b, NULL); /* reads and writes b */
     return 0;
 }
 
@@ -175,10 +178,11 @@ TEST_KIND_CASE(self_waits, k)
     c.a = tu_var(e);
     c.b = tu_var(e);
     c.rc1 = c.rc2 = c.rc3 = 99;
-    CHECK_OK(vf_push(e, &(vf_op){.fn = self_wait, .arg = &c,
-                                 .reads = tu_list(&c.b, 1),
-                                 .writes = VF_VARS(c.a, c.b)}));
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = self_wait,
+                                        .arg = &c,
+                                        .reads = tu_list(&c.b, 1),
+                                        .writes = VF_VARS(c.a, c.b)}));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_ERR(c.rc1, VF_EDEADLK);
     CHECK_ERR(c.rc2, VF_EDEADLK);
     CHECK_ERR(c.rc3, VF_EDEADLK);
@@ -192,15 +196,17 @@ static int cycle_nested(vf_run *run, void *arg)
     ctx *c = arg;
     vf_engine *e = vf_run_engine(run);
     /* B needs a, which this op holds: waiting on b can never finish. */
-    CHECK_OK(vf_push(e, &(vf_op){.fn = set_b, .arg = c,
-                                 .reads = tu_list(&c->a, 1),
-                                 .writes = tu_list(&c->b, 1)}));
-    c->rc1 = vf_wait_var(e, c->b, NULL);
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = set_b,
+                                        .arg = c,
+                                        .reads = tu_list(&c->a, 1),
+                                        .writes = tu_list(&c->b, 1)}));
+    c->rc1 = vf_var_wait(e, c->b, NULL);
     /* Longer: C needs b, B needs a. */
-    CHECK_OK(vf_push(e, &(vf_op){.fn = set_c, .arg = c,
-                                 .reads = tu_list(&c->b, 1),
-                                 .writes = tu_list(&c->c, 1)}));
-    c->rc2 = vf_wait_var(e, c->c, NULL);
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = set_c,
+                                        .arg = c,
+                                        .reads = tu_list(&c->b, 1),
+                                        .writes = tu_list(&c->c, 1)}));
+    c->rc2 = vf_var_wait(e, c->c, NULL);
     CHECK_EQ(atomic_load(&c->ran_b), 0);
     CHECK_EQ(atomic_load(&c->ran_c), 0);
     return 0;
@@ -215,9 +221,10 @@ TEST_KIND_CASE(cycles_nested, k)
     c.b = tu_var(e);
     c.c = tu_var(e);
     c.rc1 = c.rc2 = 99;
-    CHECK_OK(vf_push(e, &(vf_op){.fn = cycle_nested, .arg = &c,
-                                 .writes = tu_list(&c.a, 1)}));
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_push(
+        e,
+        &(vf_op){.fn = cycle_nested, .arg = &c, .writes = tu_list(&c.a, 1)}));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_ERR(c.rc1, VF_EDEADLK);
     CHECK_ERR(c.rc2, VF_EDEADLK);
     CHECK_EQ(atomic_load(&c.ran_b), 1);
@@ -230,7 +237,7 @@ static int cycle_outer_a(vf_run *run, void *arg)
 {
     ctx *c = arg;
     CHECK(tu_gate_wait(&c->go, TU_TIMEOUT));
-    c->rc1 = vf_wait_var(vf_run_engine(run), c->b, NULL);
+    c->rc1 = vf_var_wait(vf_run_engine(run), c->b, NULL);
     return 0;
 }
 
@@ -245,13 +252,15 @@ TEST_KIND_CASE(cycle_outer, k)
     c.a = tu_var(e);
     c.b = tu_var(e);
     c.rc1 = 99;
-    CHECK_OK(vf_push(e, &(vf_op){.fn = cycle_outer_a, .arg = &c,
-                                 .writes = tu_list(&c.a, 1)}));
-    CHECK_OK(vf_push(e, &(vf_op){.fn = set_b, .arg = &c,
-                                 .reads = tu_list(&c.a, 1),
-                                 .writes = tu_list(&c.b, 1)}));
+    CHECK_OK(vf_engine_push(
+        e,
+        &(vf_op){.fn = cycle_outer_a, .arg = &c, .writes = tu_list(&c.a, 1)}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = set_b,
+                                        .arg = &c,
+                                        .reads = tu_list(&c.a, 1),
+                                        .writes = tu_list(&c.b, 1)}));
     tu_gate_open(&c.go);
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_ERR(c.rc1, VF_EDEADLK);
     CHECK_EQ(atomic_load(&c.ran_b), 1);
     tu_finish_engine(e);
@@ -263,7 +272,7 @@ static int op_p(vf_run *run, void *arg)
 {
     ctx *c = arg;
     CHECK(tu_gate_wait(&c->go, TU_TIMEOUT));
-    atomic_store(&c->p_rc, vf_wait_var(vf_run_engine(run), c->b, NULL));
+    atomic_store(&c->p_rc, vf_var_wait(vf_run_engine(run), c->b, NULL));
     atomic_store(&c->p_done, 1);
     return 0;
 }
@@ -272,7 +281,7 @@ static int op_q(vf_run *run, void *arg)
 {
     ctx *c = arg;
     CHECK(tu_gate_wait(&c->go, TU_TIMEOUT));
-    atomic_store(&c->q_rc, vf_wait_var(vf_run_engine(run), c->a, NULL));
+    atomic_store(&c->q_rc, vf_var_wait(vf_run_engine(run), c->a, NULL));
     atomic_store(&c->q_done, 1);
     return 0;
 }
@@ -289,18 +298,22 @@ TEST_KIND_CASE(mutual_wait, k)
     c.b = tu_var(e);
     atomic_store(&c.p_rc, 99);
     atomic_store(&c.q_rc, 99);
-    CHECK_OK(vf_push(e, &(vf_op){.fn = op_p, .arg = &c,
-                                 .writes = tu_list(&c.a, 1), .name = "P"}));
-    CHECK_OK(vf_push(e, &(vf_op){.fn = op_q, .arg = &c,
-                                 .writes = tu_list(&c.b, 1), .name = "Q"}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = op_p,
+                                        .arg = &c,
+                                        .writes = tu_list(&c.a, 1),
+                                        .name = "P"}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = op_q,
+                                        .arg = &c,
+                                        .writes = tu_list(&c.b, 1),
+                                        .name = "Q"}));
     tu_gate_open(&c.go);
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     int p = atomic_load(&c.p_rc), q = atomic_load(&c.q_rc);
     CHECK(p == 0 || p == VF_EDEADLK);
     CHECK(q == 0 || q == VF_EDEADLK);
     if (p != VF_EDEADLK && q != VF_EDEADLK)
         CHECK_REPORT_("neither wait of the cycle was refused: P %s, Q %s",
-                      vf_err_name(p), vf_err_name(q));
+                      vf_error_name(p), vf_error_name(q));
     CHECK_EQ(atomic_load(&c.p_done), 1);
     CHECK_EQ(atomic_load(&c.q_done), 1);
     tu_finish_engine(e);
@@ -323,7 +336,7 @@ static void *complete_later(void *arg)
     async_ctx *c = arg;
     tu_spin_us(3000);
     c->xval = 42;
-    CHECK_OK(vf_complete(c->done, 0, NULL));
+    CHECK_OK(vf_completion_finish(c->done, 0, NULL));
     return NULL;
 }
 
@@ -340,10 +353,11 @@ static int waits_for_async(vf_run *run, void *arg)
 {
     async_ctx *c = arg;
     vf_engine *e = vf_run_engine(run);
-    CHECK_OK(vf_push(e, &(vf_op){.async_fn = async_x, .arg = c,
-                                 .writes = tu_list(&c->x, 1),
-                                 .name = "async"}));
-    c->rc = vf_wait_var(e, c->x, NULL);
+    CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = async_x,
+                                        .arg = c,
+                                        .writes = tu_list(&c->x, 1),
+                                        .name = "async"}));
+    c->rc = vf_var_wait(e, c->x, NULL);
     CHECK_EQ(c->xval, 42);
     return 0;
 }
@@ -356,9 +370,10 @@ TEST_KIND_CASE(async_wait, k)
     c.a = tu_var(e);
     c.x = tu_var(e);
     c.rc = 99;
-    CHECK_OK(vf_push(e, &(vf_op){.fn = waits_for_async, .arg = &c,
-                                 .writes = tu_list(&c.a, 1)}));
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = waits_for_async,
+                                        .arg = &c,
+                                        .writes = tu_list(&c.a, 1)}));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_ERR(c.rc, 0);
     if (atomic_load(&c.started))
         tu_thread_join(c.helper);
@@ -386,16 +401,18 @@ static int trap_a(vf_run *run, void *arg)
     vf_engine *e = vf_run_engine(run);
     tu_gate_open(&t->a_started);
     CHECK(tu_gate_wait(&t->b_pushed, TU_TIMEOUT));
-    CHECK_OK(vf_push(e, &(vf_op){.fn = trap_v, .arg = t,
-                                 .writes = tu_list(&t->v, 1), .name = "V"}));
-    atomic_store(&t->rc_a, vf_wait_var(e, t->v, NULL));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = trap_v,
+                                        .arg = t,
+                                        .writes = tu_list(&t->v, 1),
+                                        .name = "V"}));
+    atomic_store(&t->rc_a, vf_var_wait(e, t->v, NULL));
     return 0;
 }
 
 static int trap_b(vf_run *run, void *arg)
 {
     trap *t = arg;
-    atomic_store(&t->rc_b, vf_wait_var(vf_run_engine(run), t->a, NULL));
+    atomic_store(&t->rc_b, vf_var_wait(vf_run_engine(run), t->a, NULL));
     return 0;
 }
 
@@ -416,13 +433,15 @@ TEST_KIND_CASE(trapped, k)
     atomic_store(&t.rc_b, 99);
     t.a = tu_var(e);
     t.v = tu_var(e);
-    CHECK_OK(vf_push(e, &(vf_op){.fn = trap_a, .arg = &t,
-                                 .writes = tu_list(&t.a, 1), .name = "A"}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = trap_a,
+                                        .arg = &t,
+                                        .writes = tu_list(&t.a, 1),
+                                        .name = "A"}));
     CHECK(tu_gate_wait(&t.a_started, TU_TIMEOUT));
-    CHECK_OK(vf_push(e, &(vf_op){.fn = trap_b, .arg = &t, .priority = 10,
-                                 .name = "B"}));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = trap_b, .arg = &t, .priority = 10, .name = "B"}));
     tu_gate_open(&t.b_pushed);
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_ERR(atomic_load(&t.rc_a), 0);
     int b = atomic_load(&t.rc_b);
     CHECK(b == 0 || b == VF_EDEADLK);

@@ -457,7 +457,7 @@ static inline vf_engine *tu_engine(const tu_kind *k)
     int rc = vf_engine_create(&e, &k->cfg);
     if (rc != 0)
         CHECK_REPORT_("vf_engine_create(%s) returned %s (%s)", k->name,
-                      vf_err_name(rc), vf_last_error_detail());
+                      vf_error_name(rc), vf_error_detail());
     REQUIRE(rc == 0 && e != NULL);
     return e;
 }
@@ -465,10 +465,10 @@ static inline vf_engine *tu_engine(const tu_kind *k)
 static inline vf_var tu_var(vf_engine *e)
 {
     vf_var v = {0};
-    int rc = vf_var_new(e, &v);
+    int rc = vf_var_create(e, &v);
     if (rc != 0)
-        CHECK_REPORT_("vf_var_new returned %s (%s)", vf_err_name(rc),
-                      vf_last_error_detail());
+        CHECK_REPORT_("vf_var_create returned %s (%s)", vf_error_name(rc),
+                      vf_error_detail());
     REQUIRE(rc == 0);
     return v;
 }
@@ -476,7 +476,7 @@ static inline vf_var tu_var(vf_engine *e)
 /* Wait for everything and destroy the engine, checking both succeed. */
 static inline void tu_finish_engine(vf_engine *e)
 {
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_OK(vf_engine_destroy(e));
 }
 

@@ -66,7 +66,7 @@ static void print_critical(const vf_profile *p)
 {
     vf_profile_path path;
     if (vf_profile_critical_path(p, &path) != 0) {
-        fprintf(stderr, "varflow-report: %s\n", vf_last_error_detail());
+        fprintf(stderr, "varflow-report: %s\n", vf_error_detail());
         return;
     }
     printf("critical path: %zu ops, %.3f ms of run time in a %.3f ms span "
@@ -87,7 +87,7 @@ static void print_critical(const vf_profile *p)
                (unsigned long long)r->id, r->name[0] ? r->name : label,
                r->worker, r->start_ns / 1e3, (r->end_ns - r->start_ns) / 1e3);
     }
-    vf_profile_path_free(&path);
+    vf_profile_path_destroy(&path);
 }
 
 int main(int argc, char **argv)
@@ -167,12 +167,12 @@ int main(int argc, char **argv)
     if (rc == 0) {
         if (format == VF_PROFILE_SUMMARY_TEXT ||
             format == VF_PROFILE_SUMMARY_JSON)
-            rc = vf_profile_write_summary(p, out, format, sort);
+            rc = vf_profile_summary_write(p, out, format, sort);
         else
             rc = vf_profile_write(p, out, format);
     }
     if (rc != 0) {
-        fprintf(stderr, "varflow-report: %s\n", vf_last_error_detail());
+        fprintf(stderr, "varflow-report: %s\n", vf_error_detail());
     } else {
         if (strcmp(out, "-") != 0)
             fprintf(stderr, "varflow-report: wrote %s (%zu ops)\n", out,
@@ -180,7 +180,7 @@ int main(int argc, char **argv)
         if (critical)
             print_critical(p);
     }
-    vf_profile_free(p);
+    vf_profile_destroy(p);
     free(default_out);
     return rc == 0 ? 0 : 1;
 }

@@ -1,9 +1,9 @@
 /*
  * varflow's engines (naive, pooled, per-device) through the public API only:
- * one vf_var per program var, one vf_push per op with the op's reads as
- * `reads` and its writes and accumulations as `writes`, then vf_wait_all.
- * The var handle lists are laid out before the clock starts, so the timed
- * loop is exactly what a user's loop would be.
+ * one vf_var per program var, one vf_engine_push per op with the op's reads as
+ * `reads` and its writes and accumulations as `writes`, then
+ * vf_engine_wait_all. The var handle lists are laid out before the clock
+ * starts, so the timed loop is exactly what a user's loop would be.
  *
  * "vf-pooled-opr" (an extra, not in the default tables) pushes the same
  * program through reusable operators: one vf_operator per op, created before
@@ -28,7 +28,7 @@
  *
  * "vf-naive-cxx", "vf-pooled-cxx" and "vf-pooled-cxx-heap" (extras, built
  * when the bench has a C++ compiler) run the same timed loop through
- * include/varflow.hpp (adapt_varflow_cxx.cpp): its cost over vf_push.
+ * include/varflow.hpp (adapt_varflow_cxx.cpp): its cost over vf_engine_push.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -60,8 +60,8 @@ typedef struct vf_bench_run {
 
 static void report(const char *what, int rc)
 {
-    fprintf(stderr, "bench: varflow: %s: %s (%s)\n", what, vf_strerror(rc),
-            vf_last_error_detail());
+    fprintf(stderr, "bench: varflow: %s: %s (%s)\n", what, vf_error_string(rc),
+            vf_error_detail());
 }
 
 static int kernel(vf_run *run, void *arg)
@@ -86,9 +86,10 @@ static int start_bulk(vf_engine_type type, int bulk_size, void **engine, int thr
         free(be);
         return -1;
     }
-    snprintf(version, len, "varflow %d.%d.%d %s, %d worker threads", VF_VERSION_MAJOR,
-             VF_VERSION_MINOR, VF_VERSION_PATCH,
-             vf_engine_type_name(vf_engine_kind(be->e)), vf_engine_num_workers(be->e));
+    snprintf(version, len, "varflow %d.%d.%d %s, %d worker threads",
+             VF_VERSION_MAJOR, VF_VERSION_MINOR, VF_VERSION_PATCH,
+             vf_engine_type_name(vf_engine_type_of(be->e)),
+             vf_engine_num_workers(be->e));
     if (bulk_size > 0) {
         size_t used = strlen(version);
         snprintf(version + used, len - used, ", bulk size %d", bulk_size);
@@ -190,14 +191,14 @@ static void release(void *run_)
     if (r->oprs) {
         for (size_t i = 0; i < r->s->prog->nops; i++)
             if (r->oprs[i])
-                vf_operator_delete(r->e, r->oprs[i]);
+                vf_operator_destroy(r->e, r->oprs[i]);
         free(r->oprs);
     }
     if (r->vars) {
         for (int v = 0; v < r->s->prog->nvars; v++)
             if (r->vars[v].id != 0)
-                vf_var_delete(r->e, r->vars[v], NULL, NULL);
-        vf_wait_all(r->e, NULL);
+                vf_var_destroy(r->e, r->vars[v], NULL, NULL);
+        vf_engine_wait_all(r->e, NULL);
     }
     free(r->vars);
     free(r->refs);
@@ -236,9 +237,9 @@ static int prepare(void *engine, bench_state *s, void **run)
         return -1;
     }
     for (int v = 0; v < p->nvars; v++) {
-        int rc = vf_var_new(be->e, &r->vars[v]);
+        int rc = vf_var_create(be->e, &r->vars[v]);
         if (rc != 0) {
-            report("vf_var_new", rc);
+            report("vf_var_create", rc);
             release(r);
             return -1;
         }
@@ -256,9 +257,9 @@ static int prepare(void *engine, bench_state *s, void **run)
         for (size_t i = 0; i < p->nops; i++) {
             vf_op def;
             op_of(r, i, &def);
-            int rc = vf_operator_new(be->e, &def, &r->oprs[i]);
+            int rc = vf_operator_create(be->e, &def, &r->oprs[i]);
             if (rc != 0) {
-                report("vf_operator_new", rc);
+                report("vf_operator_create", rc);
                 release(r);
                 return -1;
             }
@@ -299,9 +300,9 @@ static int push_range(void *ctx, int pusher, size_t begin, size_t end)
             .writes = {v + o->nreads, o->nwrites + o->naccs},
         };
         /* (spelled out rather than op_of(): this is the timed loop) */
-        int rc = vf_push(r->e, &op);
+        int rc = vf_engine_push(r->e, &op);
         if (rc != 0) {
-            report("vf_push", rc);
+            report("vf_engine_push", rc);
             return -1;
         }
     }
@@ -321,11 +322,11 @@ static int run(void *run_, double *seconds)
         rc = bench_run_pushers(p, push_range, r, &t0);
     }
     vf_error err;
-    int wrc = vf_wait_all(r->e, &err);
+    int wrc = vf_engine_wait_all(r->e, &err);
     *seconds = bench_now() - t0;
     if (wrc != 0) {
-        fprintf(stderr, "bench: varflow: vf_wait_all: %s (op %s: %s)\n", vf_strerror(wrc),
-                err.op_name, err.message);
+        fprintf(stderr, "bench: varflow: vf_engine_wait_all: %s (op %s: %s)\n",
+                vf_error_string(wrc), err.op_name, err.message);
         return -1;
     }
     return rc;
@@ -358,39 +359,39 @@ static int pending(void *engine, size_t n, bench_pending *out)
         return -1;
     }
     for (int k = 0; k < 3 && rc == 0; k++)
-        rc = vf_var_new(be->e, &v[k]);
+        rc = vf_var_create(be->e, &v[k]);
     if (rc != 0) {
-        report("vf_var_new", rc);
+        report("vf_var_create", rc);
         for (int k = 0; k < 3; k++)
             if (v[k].id != 0)
-                vf_var_delete(be->e, v[k], NULL, NULL);
+                vf_var_destroy(be->e, v[k], NULL, NULL);
         return -1;
     }
     bench_gate_init(&gate);
     vf_op gate_op = {.fn = gate_fn, .arg = &gate, .writes = {v, 3}};
-    rc = vf_push(be->e, &gate_op);
+    rc = vf_engine_push(be->e, &gate_op);
     if (rc != 0)
-        report("vf_push", rc);
+        report("vf_engine_push", rc);
     out->rss_before = bench_rss_bytes();
     double t0 = bench_now();
     for (size_t i = 1; i <= n && rc == 0; i++) {
         vf_op op = {.fn = noop_fn, .reads = {&v[0], 1}, .writes = {&v[1 + i % 2], 1}};
-        rc = vf_push(be->e, &op);
+        rc = vf_engine_push(be->e, &op);
         if (rc != 0)
-            report("vf_push", rc);
+            report("vf_engine_push", rc);
     }
     out->push_s = bench_now() - t0;
     out->rss_after = bench_rss_bytes();
     t0 = bench_now();
     bench_gate_open(&gate);
-    int wrc = vf_wait_all(be->e, NULL);
+    int wrc = vf_engine_wait_all(be->e, NULL);
     out->drain_s = bench_now() - t0;
     for (int k = 0; k < 3; k++)
-        vf_var_delete(be->e, v[k], NULL, NULL);
-    vf_wait_all(be->e, NULL); /* the deletes */
+        vf_var_destroy(be->e, v[k], NULL, NULL);
+    vf_engine_wait_all(be->e, NULL); /* the deletes */
     bench_gate_destroy(&gate);
     if (wrc != 0)
-        report("vf_wait_all", wrc);
+        report("vf_engine_wait_all", wrc);
     return rc || wrc ? -1 : 0;
 }
 
@@ -413,10 +414,10 @@ static int wide(void *engine, size_t n, int reps, bench_wide *out)
     size_t made = 0;
     double t0 = bench_now();
     for (; made < n && rc == 0; made++)
-        rc = vf_var_new(be->e, &v[made]);
+        rc = vf_var_create(be->e, &v[made]);
     out->new_s = bench_now() - t0;
     if (rc != 0) {
-        report("vf_var_new", rc);
+        report("vf_var_create", rc);
         made--;
     }
     /* Named in a shuffled order (xorshift, a fixed seed): the sort's worst. */
@@ -431,17 +432,17 @@ static int wide(void *engine, size_t n, int reps, bench_wide *out)
     vf_op op = {.fn = noop_fn, .writes = {v, (int)n}, .name = "wide"};
     for (int r = 0; r < reps && rc == 0; r++) {
         t0 = bench_now();
-        rc = vf_push(be->e, &op);
+        rc = vf_engine_push(be->e, &op);
         double t1 = bench_now();
         if (rc != 0) {
-            report("vf_push", rc);
+            report("vf_engine_push", rc);
             break;
         }
-        rc = vf_wait_all(be->e, NULL);
+        rc = vf_engine_wait_all(be->e, NULL);
         out->push_s[r] = t1 - t0;
         out->run_s[r] = bench_now() - t1;
         if (rc != 0)
-            report("vf_wait_all", rc);
+            report("vf_engine_wait_all", rc);
     }
     for (size_t i = 0; i < n && rc == 0; i++) {
         uint64_t version = 0;
@@ -454,8 +455,8 @@ static int wide(void *engine, size_t n, int reps, bench_wide *out)
     }
     t0 = bench_now();
     for (size_t i = 0; i < made; i++)
-        vf_var_delete(be->e, v[i], NULL, NULL);
-    int wrc = vf_wait_all(be->e, NULL); /* the deletes */
+        vf_var_destroy(be->e, v[i], NULL, NULL);
+    int wrc = vf_engine_wait_all(be->e, NULL); /* the deletes */
     out->delete_s = bench_now() - t0;
     free(v);
     return rc || wrc ? -1 : 0;

@@ -2,7 +2,7 @@
  * What adapt_varflow.c shares with adapt_varflow_cxx.cpp, its C++ half:
  * the adapters "vf-naive-cxx", "vf-pooled-cxx" and "vf-pooled-cxx-heap"
  * (extras, for bench/callgrind.py and docs/CXX.md) push the same program
- * through include/varflow.hpp instead of vf_push, so the two can be
+ * through include/varflow.hpp instead of vf_engine_push, so the two can be
  * compared in one binary: same engine, same kernel, same var lists.
  */
 #ifndef VF_BENCH_ADAPT_VARFLOW_H
@@ -36,7 +36,7 @@ typedef enum vf_bench_cxx_kind {
 } vf_bench_cxx_kind;
 
 /* Push ops [begin, end) through varflow.hpp, as adapt_varflow.c's timed
- * loop does through vf_push. Returns 0, or -1 (a message on stderr). */
+ * loop does through vf_engine_push. Returns 0, or -1 (a message on stderr). */
 int vf_bench_cxx_push_range(vf_engine *e, const bench_op *ops,
                             const vf_var *refs, vf_bench_task *tasks,
                             size_t begin, size_t end, vf_bench_cxx_kind kind);

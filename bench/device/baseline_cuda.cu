@@ -15,7 +15,7 @@
 //                no overlap at all.
 // Each is run `reps` times after one warm-up; a run is timed on the host
 // from the first call to the return of cudaDeviceSynchronize (what
-// vf_wait_all covers in the varflow run). Then one more pass on one stream
+// vf_engine_wait_all covers in the varflow run). Then one more pass on one stream
 // with a timing event between every two ops gives each op's own device
 // time, and the two-stream run's issue loop, timed alone, gives the host
 // time the hand-written program spends per op (its API calls): the

@@ -13,7 +13,7 @@ between neighbouring columns differently: read the chain's columns as
 +-25%, its sums ("push to launch", "engine, all") as +-10%. Inclusive counts of the
 functions below (all threads) split an op's cost:
 
-  push        vf_push, on the pushing thread
+  push        vf_engine_push, on the pushing thread
   pickup      worker_main - vf__worker_execute: the device worker's loop
               (taking the op; its idle spinning under valgrind's serialized
               threads is counted too, so this one moves between runs)
@@ -55,7 +55,7 @@ import sys
 import tempfile
 
 FUNCS = {
-    "push": [("push.c", "vf_push")],
+    "push": [("push.c", "vf_engine_push")],
     "worker_main": [("sched.c", "worker_main")],
     "execute": [("exec.c", "vf__worker_execute")],
     "run_body": [("exec.c", "run_body")],

@@ -18,7 +18,7 @@
  * Modes: event ordering (default), or --sync (device_sync: the worker
  * waits for each op's work on the host before releasing its vars).
  *
- * The pushes and the final vf_wait_all are the measured part (its wall
+ * The pushes and the final vf_engine_wait_all are the measured part (its wall
  * time per op is printed: a rough figure, wake-ups included); the engine
  * is made and its device started before (one warm-up op), so that
  * callgrind_device.py's difference of two runs, N and 2N ops, divided by
@@ -86,35 +86,34 @@ int main(int argc, char **argv)
                                                .gpu_priority_workers = 1,
                                                .device_sync = sync});
     if (rc != 0) {
-        fprintf(stderr, "vfbench-device-hostcost: %s\n",
-                vf_last_error_detail());
+        fprintf(stderr, "vfbench-device-hostcost: %s\n", vf_error_detail());
         return 1;
     }
     vf_var *vars = calloc((size_t)n + 1, sizeof *vars);
     if (vars == NULL)
         return 1;
     for (long i = 0; i <= (chain ? 0 : n); i++)
-        vf_var_new(e, &vars[i]);
+        vf_var_create(e, &vars[i]);
     vf_device dev = {VF_DEVICE_EMULATED, 0};
     /* Warm-up: the device's pools, streams and completer start here. */
-    rc = vf_push(
+    rc = vf_engine_push(
         e,
         &(vf_op){.fn = op_launch, .writes = VF_VARS(vars[0]), .device = dev});
-    rc = rc || vf_push(e, &(vf_op){.fn = op_launch,
-                                   .writes = VF_VARS(vars[0]),
-                                   .device = dev,
-                                   .property = VF_PROP_COPY_TO_DEVICE});
-    rc = rc || vf_wait_all(e, NULL);
+    rc = rc || vf_engine_push(e, &(vf_op){.fn = op_launch,
+                                          .writes = VF_VARS(vars[0]),
+                                          .device = dev,
+                                          .property = VF_PROP_COPY_TO_DEVICE});
+    rc = rc || vf_engine_wait_all(e, NULL);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (long i = 0; i < n && rc == 0; i++)
-        rc = vf_push(e, &(vf_op){.fn = op_launch,
-                                 .writes = VF_VARS(vars[chain ? 0 : i + 1]),
-                                 .device = dev,
-                                 .property = chain && i % 2
-                                                 ? VF_PROP_COPY_TO_DEVICE
-                                                 : VF_PROP_NORMAL});
-    rc = rc || vf_wait_all(e, NULL);
+        rc = vf_engine_push(
+            e, &(vf_op){.fn = op_launch,
+                        .writes = VF_VARS(vars[chain ? 0 : i + 1]),
+                        .device = dev,
+                        .property = chain && i % 2 ? VF_PROP_COPY_TO_DEVICE
+                                                   : VF_PROP_NORMAL});
+    rc = rc || vf_engine_wait_all(e, NULL);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double us = (double)(t1.tv_sec - t0.tv_sec) * 1e6 +
                 (double)(t1.tv_nsec - t0.tv_nsec) / 1e3;

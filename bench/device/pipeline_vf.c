@@ -22,7 +22,7 @@
  * only those).
  *
  * Each mode runs --reps timed runs after a warm-up, from the first push to
- * the return of vf_wait_all (profiler off), then one profiled run, whose
+ * the return of vf_engine_wait_all (profiler off), then one profiled run, whose
  * device spans give each op's device time and whose function run times
  * give each op's host time on its worker (--profile PATH writes the events
  * mode's profile there: .html for the report).
@@ -158,27 +158,28 @@ static int push_all(vf_engine *e)
     int rc = 0;
     for (int i = 0; i < P.nbatches && rc == 0; i++) {
         batch *b = &P.b[i];
-        rc = vf_push(e, &(vf_op){.fn = op_copy_in,
-                                 .arg = b,
-                                 .reads = VF_VARS(b->vin),
-                                 .writes = VF_VARS(b->vdev),
-                                 .device = P.device,
-                                 .property = VF_PROP_COPY_TO_DEVICE,
-                                 .name = op_names[0]});
+        rc = vf_engine_push(e, &(vf_op){.fn = op_copy_in,
+                                        .arg = b,
+                                        .reads = VF_VARS(b->vin),
+                                        .writes = VF_VARS(b->vdev),
+                                        .device = P.device,
+                                        .property = VF_PROP_COPY_TO_DEVICE,
+                                        .name = op_names[0]});
         if (rc == 0)
-            rc = vf_push(e, &(vf_op){.fn = op_kernel,
-                                     .arg = b,
-                                     .writes = VF_VARS(b->vdev),
-                                     .device = P.device,
-                                     .name = op_names[1]});
+            rc = vf_engine_push(e, &(vf_op){.fn = op_kernel,
+                                            .arg = b,
+                                            .writes = VF_VARS(b->vdev),
+                                            .device = P.device,
+                                            .name = op_names[1]});
         if (rc == 0)
-            rc = vf_push(e, &(vf_op){.fn = op_copy_out,
-                                     .arg = b,
-                                     .reads = VF_VARS(b->vdev),
-                                     .writes = VF_VARS(b->vout),
-                                     .device = P.device,
-                                     .property = VF_PROP_COPY_FROM_DEVICE,
-                                     .name = op_names[2]});
+            rc = vf_engine_push(e,
+                                &(vf_op){.fn = op_copy_out,
+                                         .arg = b,
+                                         .reads = VF_VARS(b->vdev),
+                                         .writes = VF_VARS(b->vout),
+                                         .device = P.device,
+                                         .property = VF_PROP_COPY_FROM_DEVICE,
+                                         .name = op_names[2]});
     }
     return rc;
 }
@@ -218,23 +219,23 @@ static double run_mode(const char *impl, const char *mode, vf_config cfg,
     vf_engine *e;
     int rc = vf_engine_create(&e, &cfg);
     if (rc != 0) {
-        fprintf(stderr, "vfbench-device: %s: %s (%s)\n", mode, vf_strerror(rc),
-                vf_last_error_detail());
+        fprintf(stderr, "vfbench-device: %s: %s (%s)\n", mode,
+                vf_error_string(rc), vf_error_detail());
         return -1;
     }
     for (int i = 0; i < P.nbatches; i++) {
-        vf_var_new(e, &P.b[i].vin);
-        vf_var_new(e, &P.b[i].vdev);
-        vf_var_new(e, &P.b[i].vout);
+        vf_var_create(e, &P.b[i].vin);
+        vf_var_create(e, &P.b[i].vdev);
+        vf_var_create(e, &P.b[i].vout);
     }
     double *t = calloc((size_t)reps, sizeof *t);
-    rc = t == NULL || push_all(e) != 0 || vf_wait_all(e, NULL) != 0 ||
+    rc = t == NULL || push_all(e) != 0 || vf_engine_wait_all(e, NULL) != 0 ||
          check() != 0; /* the warm-up starts every pool and stream */
     vf_stats s0, s1;
     vf_engine_stats(e, &s0);
     for (int r = 0; r < reps && rc == 0; r++) {
         double t0 = now_us();
-        rc = push_all(e) != 0 || vf_wait_all(e, NULL) != 0;
+        rc = push_all(e) != 0 || vf_engine_wait_all(e, NULL) != 0;
         t[r] = now_us() - t0;
         rc = rc || check() != 0;
     }
@@ -242,7 +243,7 @@ static double run_mode(const char *impl, const char *mode, vf_config cfg,
     /* The profiled run: each op's device and host time. */
     vf_profile *prof = NULL;
     rc = rc || vf_profile_start(e) != 0 || push_all(e) != 0 ||
-         vf_wait_all(e, NULL) != 0 || vf_profile_stop(e) != 0 ||
+         vf_engine_wait_all(e, NULL) != 0 || vf_profile_stop(e) != 0 ||
          vf_profile_take(e, &prof) != 0 || check() != 0;
     double med = -1;
     if (rc == 0) {
@@ -280,12 +281,11 @@ static double run_mode(const char *impl, const char *mode, vf_config cfg,
         if (profile_path != NULL &&
             vf_profile_write(prof, profile_path, VF_PROFILE_AUTO) != 0)
             fprintf(stderr, "vfbench-device: %s: %s\n", profile_path,
-                    vf_last_error_detail());
+                    vf_error_detail());
     } else {
-        fprintf(stderr, "vfbench-device: %s: %s\n", mode,
-                vf_last_error_detail());
+        fprintf(stderr, "vfbench-device: %s: %s\n", mode, vf_error_detail());
     }
-    vf_profile_free(prof);
+    vf_profile_destroy(prof);
     free(t);
     vf_engine_destroy(e);
     return med;
@@ -411,7 +411,7 @@ int main(int argc, char **argv)
             impl = "varflow-cuda";
         } else if (strcmp(device, "cuda") == 0) {
             printf("vfbench-device: SKIPPED: no CUDA device (%s)\n",
-                   vf_last_error_detail());
+                   vf_error_detail());
             return 77;
         }
     }

@@ -5,8 +5,8 @@
  *   mpirun -np R vfbench-mpi-vf N B REPS WORKERS [WARMUP]
  *
  * One per-device engine per rank with WORKERS CPU workers, attached to
- * MPI_COMM_WORLD (vf_mpi_init). Each rep makes the tiles distributed
- * variables (vf_mpi_vars_new, owners from vf_mpi_owner_2d, the owner's
+ * MPI_COMM_WORLD (vf_mpi_create). Each rep makes the tiles distributed
+ * variables (vf_mpi_vars_create, owners from vf_mpi_owner_2d, the owner's
  * buffer its tile of the working matrix, the other ranks' NULL: varflow
  * allocates a cached copy when a value comes), pushes every task with
  * vf_mpi_push(VF_MPI_OWNER), in the order of chol_tasks, reading the tiles
@@ -52,7 +52,7 @@ static const char *kind_name(enum chol_kind k)
     return names[k];
 }
 
-/* vf_mpi_vars_new's map: the variables are made in chol_tile_index order,
+/* vf_mpi_vars_create's map: the variables are made in chol_tile_index order,
  * and B.owner holds vf_mpi_owner_2d of each tile (mpib_init). */
 static int tile_owner(int index, void *map_arg)
 {
@@ -62,7 +62,7 @@ static int tile_owner(int index, void *map_arg)
 static int report(const char *what, int rc)
 {
     fprintf(stderr, "mpi-vf: rank %d: %s: %s (%s)\n", B.rank, what,
-            vf_strerror(rc), vf_last_error_detail());
+            vf_error_string(rc), vf_error_detail());
     return -1;
 }
 
@@ -75,10 +75,10 @@ static int make_vars(vf_engine *e, vf_var *vars, void **ptrs, tile_op *ops)
             ptrs[chol_tile_index(B.ntiles, i, j)] =
                 mpib_owner(&B, i, j) == B.rank ? chol_tile(&B.mat, i, j) : NULL;
     size_t bytes = (size_t)B.b * (size_t)B.b * sizeof(double);
-    int rc = vf_mpi_vars_new(e, vars, (int)chol_num_tiles(B.ntiles), ptrs,
-                             bytes, tile_owner, &B);
+    int rc = vf_mpi_vars_create(e, vars, (int)chol_num_tiles(B.ntiles), ptrs,
+                                bytes, tile_owner, &B);
     if (rc != 0)
-        return report("vf_mpi_vars_new", rc);
+        return report("vf_mpi_vars_create", rc);
     for (size_t t = 0; t < B.ntasks; t++) {
         int reads[2][2], wi, wj;
         ops[t].task = &B.tasks[t];
@@ -127,18 +127,18 @@ static int rep(vf_engine *e, int index, vf_var *vars, void **ptrs, tile_op *ops)
     if (make_vars(e, vars, ptrs, ops) != 0)
         return 1;
     vf_mpi_stats s0, s1;
-    vf_mpi_stats_get(e, &s0);
+    vf_mpi_stats_local(e, &s0);
     mpib_rep r;
     mpib_rep_start(&r, index);
     int status = push_tasks(e, ops) == 0 ? 0 : 1;
     if (wait_all(e) != 0)
         status = 1;
     mpib_rep_stop(&r);
-    vf_mpi_stats_get(e, &s1);
+    vf_mpi_stats_local(e, &s1);
     /* Deleted and waited for, untimed, before the next rep's reset
      * writes into the owners' buffers. */
     for (size_t v = 0; v < chol_num_tiles(B.ntiles); v++)
-        vf_mpi_var_delete(e, vars[v]);
+        vf_mpi_var_destroy(e, vars[v]);
     if (wait_all(e) != 0)
         status = 1;
     if (mpib_rep_report(&B, &r, (int64_t)(s1.sends - s0.sends),
@@ -172,8 +172,8 @@ int main(int argc, char **argv)
     vf_engine *e = NULL;
     vf_config cfg = {.type = VF_ENGINE_PERDEVICE, .cpu_workers = B.workers};
     int rc = vf_engine_create(&e, &cfg);
-    if (rc == 0 && (rc = vf_mpi_init(e, MPI_COMM_WORLD)) != 0)
-        report("vf_mpi_init", rc);
+    if (rc == 0 && (rc = vf_mpi_create(e, MPI_COMM_WORLD)) != 0)
+        report("vf_mpi_create", rc);
     else if (rc != 0)
         report("vf_engine_create", rc);
     if (rc != 0) {
@@ -186,11 +186,12 @@ int main(int argc, char **argv)
     snprintf(runtime, sizeof runtime,
              "libvarflow-mpi %d.%d, %s engine, %d CPU worker%s per rank",
              VF_MPI_VERSION_MAJOR, VF_MPI_VERSION_MINOR,
-             vf_engine_type_name(vf_engine_kind(e)), B.workers,
+             vf_engine_type_name(vf_engine_type_of(e)), B.workers,
              B.workers == 1 ? "" : "s");
-    mpib_info(&B, runtime,
-              "vf_mpi_stats_get (sends, bytes_sent) before and after the rep, "
-              "summed over ranks");
+    mpib_info(
+        &B, runtime,
+        "vf_mpi_stats_local (sends, bytes_sent) before and after the rep, "
+        "summed over ranks");
 
     size_t ntiles = chol_num_tiles(B.ntiles);
     vf_var *vars = malloc(ntiles * sizeof *vars);
@@ -200,7 +201,7 @@ int main(int argc, char **argv)
     for (int k = 0; status == 0 && k < B.warmup + B.reps; k++)
         status = rep(e, k, vars, ptrs, ops);
     vf_error err;
-    if ((rc = vf_mpi_finalize(e, &err)) != 0 && status == 0)
+    if ((rc = vf_mpi_destroy(e, &err)) != 0 && status == 0)
         status = 1;
     vf_engine_destroy(e);
     free(vars);

@@ -254,7 +254,7 @@ def docs_section(doc, header, trows):
         "count allows), every rank pushes every task in the order of "
         "`examples/cholesky_tiles.h`, each task runs on the owner of the tile it "
         "writes, and the runtime moves the tiles a task reads to the rank that runs "
-        "it. `vf-mpi`: libvarflow-mpi (`include/varflow_mpi.h`: `vf_mpi_vars_new` "
+        "it. `vf-mpi`: libvarflow-mpi (`include/varflow_mpi.h`: `vf_mpi_vars_create` "
         "with `vf_mpi_owner_2d`, `vf_mpi_push` per task, `vf_mpi_wait_all`) on a "
         "per-device engine. `starpu-mpi`: StarPU-MPI %s (`starpu_mpi_data_register` "
         "on the same map, `starpu_mpi_task_insert` with `STARPU_R` / `STARPU_RW`, "

@@ -5,19 +5,19 @@
 
 #include "base/common.h"
 
-/* Allocations counted since vf_debug_fail_alloc, and which one fails (0:
+/* Allocations counted since vf__testing_fail_alloc, and which one fails (0:
  * none). Relaxed: only a counter; a test arms it from one thread before
  * the work it checks. */
 static _Atomic uint64_t alloc_count;
 static _Atomic uint64_t fail_at;
 
-VF_API void vf_debug_fail_alloc(uint64_t n)
+VF_API void vf__testing_fail_alloc(uint64_t n)
 {
     atomic_store_explicit(&alloc_count, 0, memory_order_relaxed);
     atomic_store_explicit(&fail_at, n, memory_order_relaxed);
 }
 
-VF_API uint64_t vf_debug_alloc_count(void)
+VF_API uint64_t vf__testing_alloc_count(void)
 {
     return atomic_load_explicit(&alloc_count, memory_order_relaxed);
 }

@@ -1,6 +1,6 @@
 /*
  * alloc.h: every allocation varflow makes goes through here, so a test can
- * make any one of them fail (vf_debug_fail_alloc) and check that the call
+ * make any one of them fail (vf__testing_fail_alloc) and check that the call
  * that needed it returns VF_ENOMEM and leaves the engine usable and
  * leak-free. Memory is freed with plain free().
  *
@@ -30,9 +30,9 @@ char *vf__strdup(const char *s);
  * so the tests can reach the real library's allocations, and no installed
  * header declares them (a test includes "base/alloc.h" from src/).
  */
-VF_API void vf_debug_fail_alloc(uint64_t n);
+VF_API void vf__testing_fail_alloc(uint64_t n);
 
-/* Allocations varflow made since the last vf_debug_fail_alloc. */
-VF_API uint64_t vf_debug_alloc_count(void);
+/* Allocations varflow made since the last vf__testing_fail_alloc. */
+VF_API uint64_t vf__testing_alloc_count(void);
 
 #endif /* VF_ALLOC_H */

@@ -5,7 +5,7 @@
 
 static _Thread_local char detail[256];
 
-VF_API const char *vf_strerror(int code)
+VF_API const char *vf_error_string(int code)
 {
     switch (code) {
     case 0:
@@ -20,7 +20,7 @@ VF_API const char *vf_strerror(int code)
     }
 }
 
-VF_API const char *vf_err_name(int code)
+VF_API const char *vf_error_name(int code)
 {
     switch (code) {
     case 0:
@@ -35,7 +35,7 @@ VF_API const char *vf_err_name(int code)
     }
 }
 
-VF_API const char *vf_last_error_detail(void)
+VF_API const char *vf_error_detail(void)
 {
     return detail;
 }
@@ -49,7 +49,7 @@ int vf__fail(int code, const char *fmt, ...)
     return code;
 }
 
-VF_API int vf_set_error_detail(int code, const char *fmt, ...)
+VF_API int vf_error_set_detail(int code, const char *fmt, ...)
 {
     if (fmt == NULL)
         fmt = "";

@@ -3,7 +3,7 @@
  *
  * A call that fails (bad argument, out of memory, ...) returns a negative
  * VF_E* code, and vf__fail() also leaves a sentence for
- * vf_last_error_detail() in a thread-local buffer (only on the error path,
+ * vf_error_detail() in a thread-local buffer (only on the error path,
  * so it costs nothing otherwise). What an op's failure becomes is the
  * core's business (core/failure.h).
  */
@@ -12,7 +12,7 @@
 
 #include "base/common.h"
 
-/* Record `code` and a printf-style detail for vf_last_error_detail();
+/* Record `code` and a printf-style detail for vf_error_detail();
  * returns `code` so call sites read `return vf__fail(VF_EINVAL, ...)`. */
 int vf__fail(int code, const char *fmt, ...) VF_PRINTF_LIKE(2, 3);
 

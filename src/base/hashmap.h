@@ -23,7 +23,7 @@
  * A map is not thread-safe: its user's lock guards it. Nothing here
  * aborts: a failed allocation is VF_ENOMEM and leaves the map as it was.
  * Memory comes from the map's `calloc_fn` (core and profile pass
- * vf__calloc, so that vf_debug_fail_alloc reaches it; NULL: calloc) and
+ * vf__calloc, so that vf__testing_fail_alloc reaches it; NULL: calloc) and
  * goes back with free().
  *
  * hashmap.c stands on libc alone: libvarflow-mpi compiles it into its own

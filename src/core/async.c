@@ -125,10 +125,11 @@ static int claim_completion(vf_completion done, const char *caller,
     return 0;
 }
 
-VF_API int vf_complete(vf_completion done, int status, const char *message)
+VF_API int vf_completion_finish(vf_completion done, int status,
+                                const char *message)
 {
     vf__op *op = NULL;
-    int rc = claim_completion(done, "vf_complete", &op);
+    int rc = claim_completion(done, "vf_completion_finish", &op);
     if (rc != 0)
         return rc;
     if (status != 0)
@@ -137,14 +138,14 @@ VF_API int vf_complete(vf_completion done, int status, const char *message)
     return 0;
 }
 
-VF_API int vf_complete_failed(vf_completion done, const vf_error *cause)
+VF_API int vf_completion_fail(vf_completion done, const vf_error *cause)
 {
     if (cause == NULL || cause->code == 0)
-        return vf__fail(VF_EINVAL, "vf_complete_failed: %s",
+        return vf__fail(VF_EINVAL, "vf_completion_fail: %s",
                         cause == NULL ? "cause is NULL"
                                       : "cause->code is 0 (not a failure)");
     vf__op *op = NULL;
-    int rc = claim_completion(done, "vf_complete_failed", &op);
+    int rc = claim_completion(done, "vf_completion_fail", &op);
     if (rc != 0)
         return rc;
     /* The caller's strings may fill their arrays without a terminator. */

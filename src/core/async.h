@@ -2,7 +2,7 @@
  * async.h: the async ops in flight, started and not completed yet.
  *
  * An async op's function starts work and returns; the op finishes when
- * somebody calls vf_complete on it, from any thread, at any time. If
+ * somebody calls vf_completion_finish on it, from any thread, at any time. If
  * nobody ever does, every wait on what it writes would block forever, and
  * the user needs to know which op is to blame: timed waits (wait.c) name
  * the ops listed here, and vf_engine_stats counts them.

@@ -316,9 +316,9 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
 
 /* --- public calls ------------------------------------------------------- */
 
-VF_API int vf_set_bulk_size(vf_engine *e, int size)
+VF_API int vf_bulk_set_size(vf_engine *e, int size)
 {
-    static const char who[] = "vf_set_bulk_size";
+    static const char who[] = "vf_bulk_set_size";
     if (!vf__engine_ok(e))
         return vf__fail(VF_EINVAL, "%s: not an engine (NULL or destroyed)",
                         who);

@@ -14,7 +14,7 @@
  * priority, nonblocking, an op of the naive engine); when the thread's bulk
  * size changes; on vf_bulk_flush; and, for every thread's batch of the
  * engine, on any wait (wait_var, wait_all, stop, shutdown, destroy, fork)
- * and on vf_var_delete (a batch may name the var). Until then its ops are
+ * and on vf_var_destroy (a batch may name the var). Until then its ops are
  * the pushing thread's alone: a push from another thread that must come
  * after them needs a flush first (as in MXNet).
  *

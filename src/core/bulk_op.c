@@ -113,7 +113,7 @@ static int push_alone(vf_engine *e, const vf__bulk_batch *b,
     op->priority = b->priority;
     op->place = b->place + (uint64_t)(it - b->items);
     op->root = b->root;
-    int rc = vf__engine_enqueue(e, op, "vf_push (a bulk, op by op)");
+    int rc = vf__engine_enqueue(e, op, "vf_engine_push (a bulk, op by op)");
     if (rc == 0) {
         it->opr = NULL; /* the op holds the reference now */
         return 0;
@@ -155,7 +155,7 @@ void vf__bulk_batch_push(vf_engine *e, vf__bulk_batch *b)
         atomic_fetch_add_explicit(&e->bulk.bulks, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&e->bulk.bulked, nitems,
                                   memory_order_relaxed);
-        if (vf__engine_enqueue(e, op, "vf_push (bulk)") == 0)
+        if (vf__engine_enqueue(e, op, "vf_engine_push (bulk)") == 0)
             return;
         atomic_fetch_sub_explicit(&e->bulk.bulks, 1, memory_order_relaxed);
         atomic_fetch_sub_explicit(&e->bulk.bulked, nitems,
@@ -167,7 +167,7 @@ void vf__bulk_batch_push(vf_engine *e, vf__bulk_batch *b)
     for (int i = 0; i < b->nitems; i++) {
         vf__bulk_item *it = &b->items[i];
         if (!sealed) /* out of memory */
-            rc = vf__fail(VF_ENOMEM, "vf_push: out of memory pushing a "
+            rc = vf__fail(VF_ENOMEM, "vf_engine_push: out of memory pushing a "
                                      "bulk");
         else if ((rc = push_alone(e, b, it)) == 0)
             continue;
@@ -175,7 +175,7 @@ void vf__bulk_batch_push(vf_engine *e, vf__bulk_batch *b)
         one.items = it;
         one.nitems = 1;
         one.place = b->place + (uint64_t)i;
-        vf__bulk_fail_items(e, &one, rc, vf_last_error_detail());
+        vf__bulk_fail_items(e, &one, rc, vf_error_detail());
     }
     vf__bulk_batch_free(b);
 }

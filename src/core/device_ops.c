@@ -161,8 +161,7 @@ static bool device_op_end(vf__op *op, const vf__device_class *cls,
             st.code = cls->stream_sync(s);
             if (st.code == 0)
                 st.code = rrc;
-            snprintf(st.message, sizeof st.message, "%s",
-                     vf_last_error_detail());
+            snprintf(st.message, sizeof st.message, "%s", vf_error_detail());
         } else {
             cls->event_wait(ev, &st);
             device_span(op, ev);
@@ -200,7 +199,7 @@ bool vf__device_op_run(vf__op *op, int worker)
         rc = device_op_begin(op, d->cls, s);
     bool in_flight = false;
     if (rc != 0) {
-        vf__op_failed(op, rc, vf_last_error_detail());
+        vf__op_failed(op, rc, vf_error_detail());
     } else {
         vf_run run; /* not zero-initialized: the message is 256 bytes */
         run.op = op;

@@ -128,7 +128,7 @@ int vf__device_route(vf_engine *e, const char *who, vf_device dev,
     char why[256]; /* a detail quoted in ours (vf__fail rewrites it) */
     const vf__device_class *cls = vf__device_class_of(dev.type);
     if (cls == NULL) {
-        snprintf(why, sizeof why, "%s", vf_last_error_detail());
+        snprintf(why, sizeof why, "%s", vf_error_detail());
         return vf__fail(VF_ENODEV, "%s: %s", who, why);
     }
     if (dev.id < 0 || dev.id >= VF__MAX_DEVICE_IDS)
@@ -141,7 +141,7 @@ int vf__device_route(vf_engine *e, const char *who, vf_device dev,
                         who, cls->name, dev.id);
     if (d == NULL) {
         int n = cls->count();
-        snprintf(why, sizeof why, "%s", n ? "" : vf_last_error_detail());
+        snprintf(why, sizeof why, "%s", n ? "" : vf_error_detail());
         if (dev.id >= n)
             return vf__fail(VF_ENODEV, "%s: no %s device %d (%d found%s%s)",
                             who, cls->name, dev.id, n, n ? "" : ": ", why);
@@ -156,7 +156,7 @@ int vf__device_route(vf_engine *e, const char *who, vf_device dev,
         }
         pthread_mutex_unlock(&e->dev.lock);
         if (rc != 0) {
-            snprintf(why, sizeof why, "%s", vf_last_error_detail());
+            snprintf(why, sizeof why, "%s", vf_error_detail());
             return vf__fail(rc, "%s: cannot start %s device %d: %s", who,
                             cls->name, dev.id, why);
         }

@@ -252,7 +252,8 @@ VF_API int vf_engine_destroy(vf_engine *e)
     vf__engine_unstop(e);     /* a stopped engine runs its held ops */
     vf__engine_drain(e);
     /* A foreign thread that finished the last op may still be on its way
-     * out of vf_complete: let it leave (rare and brief, so a yield loop). */
+     * out of vf_completion_finish: let it leave (rare and brief, so a yield
+     * loop). */
     while (atomic_load(&e->completers) != 0)
         sched_yield();
     /* VF_PROFILE / config.profile_path: the profiler writes the profile
@@ -265,10 +266,10 @@ VF_API int vf_engine_destroy(vf_engine *e)
     return rc;
 }
 
-VF_API vf_engine_type vf_engine_kind(const vf_engine *e)
+VF_API vf_engine_type vf_engine_type_of(const vf_engine *e)
 {
     if (!vf__engine_ok(e)) {
-        vf__fail(VF_EINVAL, "vf_engine_kind: not an engine (NULL or "
+        vf__fail(VF_EINVAL, "vf_engine_type_of: not an engine (NULL or "
                             "destroyed)");
         return VF_ENGINE_INVALID;
     }

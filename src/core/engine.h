@@ -117,9 +117,9 @@ struct vf_engine {
     uint32_t unblock_at;
     atomic_int nblocked;
 
-    /* Threads inside vf_complete (seq_cst). Such a foreign thread finishes
-     * an op and dispatches its successors, so it may still touch the engine
-     * after `pending` has reached zero; destroy waits for it to leave.
+    /* Threads inside vf_completion_finish (seq_cst). Such a foreign thread
+     * finishes an op and dispatches its successors, so it may still touch the
+     * engine after `pending` has reached zero; destroy waits for it to leave.
      * (Workers need no such count: destroy joins them before freeing.) */
     atomic_int completers;
 
@@ -131,7 +131,7 @@ struct vf_engine {
      * leave fences, and their push orders them); SHUTDOWN by the notice. */
     _Atomic uint8_t slow;
     bool engine_info;   /* VF_ENGINE_INFO: log ops of waited-on vars */
-    bool help_on_wait;  /* vf_wait_all runs queued CPU ops (wait.c) */
+    bool help_on_wait;  /* vf_engine_wait_all runs queued CPU ops (wait.c) */
     /* VF__HOOK_* bits new user ops get: the profiler's state and
      * engine_info folded into one relaxed load per push (updated when the
      * profiler starts, stops, pauses or resumes). */
@@ -228,8 +228,8 @@ static inline bool vf__counts_notable(const vf_engine *e, uint64_t now)
 /* Wake whoever waits on a state of `counts` just reached (`now`). */
 void vf__engine_counts_changed(vf_engine *e, uint64_t now);
 
-/* Before a user push: wait for room under the in-flight bound (see vf_push).
- * 0, or VF_EAGAIN when `nonblocking` and there is no room. */
+/* Before a user push: wait for room under the in-flight bound (see
+ * vf_engine_push). 0, or VF_EAGAIN when `nonblocking` and there is no room. */
 int vf__engine_admit_slow(vf_engine *e, bool nonblocking, const char *who);
 static inline int vf__engine_admit(vf_engine *e, bool nonblocking,
                                    const char *who)

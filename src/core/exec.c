@@ -52,7 +52,7 @@ static void call_done(vf__op *op)
     vf__call_done(op->engine, op->def->done, op->def->arg, op->status);
 }
 
-/* A user op: vf_push or an operator push. Its body is run_body's own. */
+/* A user op: vf_engine_push or an operator push. Its body is run_body's own. */
 const vf__op_kind vf__kind_user = {
     .name = "user",
     .flags = VF__KIND_OBSERVED | VF__KIND_COUNTED | VF__KIND_NUMBERED |
@@ -179,7 +179,7 @@ static bool run_body(vf__op *op, int worker)
         return true;
     }
     run.message[0] = '\0';
-    vf__async_started(&op->engine->async, op); /* until vf_complete */
+    vf__async_started(&op->engine->async, op); /* until vf_completion_finish */
     vf__op *outer = vf__running_op;
     vf__running_op = op;
     uint64_t ticket = atomic_load_explicit(&op->ticket, memory_order_relaxed);

@@ -81,7 +81,7 @@ vf__op *vf__worker_execute(vf__worker *w, vf__op *op);
 /* Run one op that an inline run on this thread deferred. True if one ran. */
 bool vf__run_deferred(void);
 
-/* A thread outside the engine's ops waiting for it (vf_wait_all) runs a
+/* A thread outside the engine's ops waiting for it (vf_engine_wait_all) runs a
  * queued op of the CPU pool itself, and then each op that one makes ready
  * on that pool, first of its list (a chain stays on this thread), instead
  * of sleeping beside busy workers. False when there was none to take. */

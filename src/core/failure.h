@@ -7,7 +7,7 @@
  * parallel and finish in any order, so nothing here may depend on *when*
  * something happened, only on *where in push order* it was pushed.
  *
- * Places. Every op the program pushes to run a function (vf_push, an
+ * Places. Every op the program pushes to run a function (vf_engine_push, an
  * operator push, each op of a fused batch) takes the next number of the
  * engine's push counter (engine.h): its place, 1, 2, 3, ... in push order.
  * A wait, and a var delete (which never fails), take the counter's value

@@ -97,7 +97,7 @@ static void stop_locked(vf_engine *e)
         return;
     vf__engine_drain(e);
     /* A foreign thread that finished the last op may still be in
-     * vf_complete, dispatching: let it leave before the workers go. */
+     * vf_completion_finish, dispatching: let it leave before the workers go. */
     while (atomic_load(&e->completers) != 0)
         sched_yield();
     join_threads(e);

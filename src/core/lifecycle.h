@@ -14,9 +14,9 @@
  * (both seq_cst): either the stopper's drain sees the push pending, or the
  * push sees `holding` and holds itself; no push slips past a stop.
  *
- * A wait cannot finish while ops it would wait for are held: vf_wait_var
- * and vf_wait_all on a stopped engine with held ops return VF_ESTOPPED at
- * once; while a start is pushing them (`starting`) they wait for it to end
+ * A wait cannot finish while ops it would wait for are held: vf_var_wait
+ * and vf_engine_wait_all on a stopped engine with held ops return VF_ESTOPPED
+ * at once; while a start is pushing them (`starting`) they wait for it to end
  * first, so a wait that returns 0 saw every held op pushed; with nothing
  * held they behave as usual. A held op that cannot be pushed at start
  * fails with the push's code (reported by done and the waits). Stop, start

@@ -9,7 +9,7 @@
  * serializes with other readers nor bumps x's version), sorted by address
  * so a push can lock all of them in one global order (two pushers can never
  * hold each other's locks).
- * A one-shot vf_push builds the definition inside the op block itself; a
+ * A one-shot vf_engine_push builds the definition inside the op block itself; a
  * vf_operator owns one and each push points at it.
  *
  * Life cycle of an op block (vf__op):
@@ -72,7 +72,7 @@ typedef struct vf__opdef vf__opdef;
 /*
  * An op kind: what an op's trip needs to know of its kind, in a table
  * beside the code that knows the kind, so the trip names no kind. A user
- * op (vf_push, an operator push; exec.c) is the hot path: its body runs
+ * op (vf_engine_push, an operator push; exec.c) is the hot path: its body runs
  * without an indirect call. The others: a wait marker (wait.c), a var
  * delete (var_api.c) and a fused batch of user ops (bulk_op.c).
  */
@@ -147,13 +147,14 @@ struct vf__op {
     vf_operator *opr;       /* owner of `def`, holding a reference; or NULL */
     vf_engine *engine;
     vf__failure *failure;   /* own or inherited failure (a reference) */
-    char *pending_message;  /* async: vf_run_set_error before vf_complete */
+    char *pending_message;  /* async: vf_run_set_error before
+                               vf_completion_finish */
     vf__waiter *waiter;     /* a wait marker only (wait.h) */
     vf__devrun *dev;        /* a device op, from its start; or NULL */
     /* Async completion ticket: even while the op may be completed, odd once
      * it has been; bumped again when the block is reused, so a stale or
-     * second vf_complete fails its compare-and-swap (acq_rel). Kept across
-     * free-list reuse: op_alloc never resets it. */
+     * second vf_completion_finish fails its compare-and-swap (acq_rel). Kept
+     * across free-list reuse: op_alloc never resets it. */
     _Atomic uint64_t ticket;
     /* Observers of this op (VF__HOOK_*), fixed at push: the one byte the
      * hot path tests, so an engine with nothing observing pays one test per

@@ -1,6 +1,6 @@
 /*
  * push.c: enqueueing an op on all its vars as one atomic step, and the
- * public push calls (vf_push, operators).
+ * public push calls (vf_engine_push, operators).
  *
  * Atomicity. A push locks every var of the op (in address order, so two
  * pushers can never each hold a lock the other wants), confirms each is still
@@ -131,9 +131,9 @@ static int check_engine(vf_engine *e, const char *who)
     return 0;
 }
 
-VF_API int vf_push(vf_engine *e, const vf_op *desc)
+VF_API int vf_engine_push(vf_engine *e, const vf_op *desc)
 {
-    static const char who[] = "vf_push";
+    static const char who[] = "vf_engine_push";
     int rc = check_engine(e, who);
     if (rc != 0)
         return rc;
@@ -169,9 +169,10 @@ fail:
 
 /* --- operators --------------------------------------------------------- */
 
-VF_API int vf_operator_new(vf_engine *e, const vf_op *desc, vf_operator **out)
+VF_API int vf_operator_create(vf_engine *e, const vf_op *desc,
+                              vf_operator **out)
 {
-    static const char who[] = "vf_operator_new";
+    static const char who[] = "vf_operator_create";
     int rc = check_engine(e, who);
     if (rc != 0)
         return rc;
@@ -256,9 +257,9 @@ VF_API int vf_operator_push(vf_engine *e, vf_operator *opr, int priority)
     return 0;
 }
 
-VF_API int vf_operator_delete(vf_engine *e, vf_operator *opr)
+VF_API int vf_operator_destroy(vf_engine *e, vf_operator *opr)
 {
-    static const char who[] = "vf_operator_delete";
+    static const char who[] = "vf_operator_destroy";
     if (!vf__engine_ok(e))
         return vf__fail(VF_EINVAL, "%s: not an engine", who);
     int rc = check_operator(e, opr, who);

@@ -26,13 +26,13 @@
  * Limits (it is a testing aid):
  * - ops of a device run on their device's own pools, with threads, as in a
  *   normal engine: stepping covers the CPU pool only;
- * - vf_wait_all helps (config.help_on_wait is set): it runs the queued ops
- *   on the calling thread until none is left, then sleeps; ops that another
+ * - vf_engine_wait_all helps (config.help_on_wait is set): it runs the queued
+ * ops on the calling thread until none is left, then sleeps; ops that another
  *   thread makes ready afterwards (an async op completed there, a device
  *   op finished) are left for the next step, so such a test steps rather
  *   than waits;
- * - vf_wait_var does not help: step until the var is ready instead;
- * - destroy drains without helping: run the ops first (vf_wait_all, or
+ * - vf_var_wait does not help: step until the var is ready instead;
+ * - destroy drains without helping: run the ops first (vf_engine_wait_all, or
  *   vf__testing_run_all);
  * - vf_engine_stop / vf_engine_start, and fork (whose handlers stop and
  *   start every engine), start the pool's thread again: the engine is no

@@ -16,20 +16,20 @@ static int var_check_engine(vf_engine *e, const char *who)
     return 0;
 }
 
-VF_API int vf_var_new(vf_engine *e, vf_var *out)
+VF_API int vf_var_create(vf_engine *e, vf_var *out)
 {
-    int rc = var_check_engine(e, "vf_var_new");
+    int rc = var_check_engine(e, "vf_var_create");
     if (rc != 0)
         return rc;
     if (out == NULL)
-        return vf__fail(VF_EINVAL, "vf_var_new: out is NULL");
+        return vf__fail(VF_EINVAL, "vf_var_create: out is NULL");
     return vf__var_create(&e->vars, out);
 }
 
 static int lookup_failed(const char *who, vf_var h, int rc)
 {
     return vf__fail(rc, "%s: variable (id %#llx): %s", who,
-                    (unsigned long long)h.id, vf_strerror(rc));
+                    (unsigned long long)h.id, vf_error_string(rc));
 }
 
 static int lookup(vf_engine *e, const char *who, vf_var h, vf__var **v)
@@ -75,7 +75,7 @@ static void delete_dropped(vf_engine *e, vf__op *op, int rc)
     vf__engine_drop_op(e, op, rc);
 }
 
-/* vf_var_delete's op: writes the var, then frees its slot. */
+/* vf_var_destroy's op: writes the var, then frees its slot. */
 const vf__op_kind vf__kind_delete = {.name = "delete",
                                      .run = run_delete,
                                      .finished = delete_finished,
@@ -83,10 +83,10 @@ const vf__op_kind vf__kind_delete = {.name = "delete",
                                      .flags = VF__KIND_HELD | VF__KIND_BUMPS |
                                               VF__KIND_DELETES};
 
-VF_API int vf_var_delete(vf_engine *e, vf_var h, void (*free_fn)(void *),
-                         void *free_arg)
+VF_API int vf_var_destroy(vf_engine *e, vf_var h, void (*free_fn)(void *),
+                          void *free_arg)
 {
-    static const char who[] = "vf_var_delete";
+    static const char who[] = "vf_var_destroy";
     int rc = var_check_engine(e, who);
     vf__var *v;
     if (rc != 0)
@@ -103,7 +103,7 @@ VF_API int vf_var_delete(vf_engine *e, vf_var h, void (*free_fn)(void *),
     def->kind = &vf__kind_delete;
     def->free_fn = free_fn;
     def->arg = free_arg;
-    def->name = "vf_var_delete";
+    def->name = "vf_var_destroy";
     def->property = VF_PROP_DELETE_VAR;
     def->pool = e->cpu_pool;
     def->inline_run = e->cpu_pool == NULL;

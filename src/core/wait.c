@@ -289,7 +289,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
     int rc = vf__var_lookup(&e->vars, h, &v);
     if (rc != 0)
         return vf__fail(rc, "%s: variable (id %#llx) %s", who,
-                        (unsigned long long)h.id, vf_strerror(rc));
+                        (unsigned long long)h.id, vf_error_string(rc));
     if (vf__thread_in_done(e))
         return refuse_in_done(who);
     if (VF__UNLIKELY(e->engine_info)) {
@@ -380,15 +380,15 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
     return rc;
 }
 
-VF_API int vf_wait_var(vf_engine *e, vf_var v, vf_error *err)
+VF_API int vf_var_wait(vf_engine *e, vf_var v, vf_error *err)
 {
-    return wait_var(e, v, -1, err, "vf_wait_var");
+    return wait_var(e, v, -1, err, "vf_var_wait");
 }
 
-VF_API int vf_wait_var_timed(vf_engine *e, vf_var v, int64_t timeout_ms,
+VF_API int vf_var_wait_timed(vf_engine *e, vf_var v, int64_t timeout_ms,
                              vf_error *err)
 {
-    return wait_var(e, v, timeout_ms, err, "vf_wait_var_timed");
+    return wait_var(e, v, timeout_ms, err, "vf_var_wait_timed");
 }
 
 /* Block until no op is pending and no batch is open (outside ops only):
@@ -453,12 +453,13 @@ static int wait_all(vf_engine *e, int64_t timeout_ms, vf_error *err,
     return vf__failure_log_report(&e->failures, place, err) ? VF_EOPFAILED : 0;
 }
 
-VF_API int vf_wait_all(vf_engine *e, vf_error *err)
+VF_API int vf_engine_wait_all(vf_engine *e, vf_error *err)
 {
-    return wait_all(e, -1, err, "vf_wait_all");
+    return wait_all(e, -1, err, "vf_engine_wait_all");
 }
 
-VF_API int vf_wait_all_timed(vf_engine *e, int64_t timeout_ms, vf_error *err)
+VF_API int vf_engine_wait_all_timed(vf_engine *e, int64_t timeout_ms,
+                                    vf_error *err)
 {
-    return wait_all(e, timeout_ms, err, "vf_wait_all_timed");
+    return wait_all(e, timeout_ms, err, "vf_engine_wait_all_timed");
 }

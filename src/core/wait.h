@@ -1,11 +1,11 @@
 /*
  * wait.h: where threads that wait for the engine sleep (wait.c).
  *
- * A thread outside the engine's ops that waits (vf_wait_var, vf_wait_all,
- * destroy's drain), and a nested waiter with no pool to sleep in, sleep on
- * the engine's `waits.cond`. Whoever changes `counts` to a state a waiter
- * may want (engine.h: vf__engine_counts_changed) broadcasts under `lock`
- * when the waiter counts say somebody sleeps: the counts and these
+ * A thread outside the engine's ops that waits (vf_var_wait,
+ * vf_engine_wait_all, destroy's drain), and a nested waiter with no pool to
+ * sleep in, sleep on the engine's `waits.cond`. Whoever changes `counts` to a
+ * state a waiter may want (engine.h: vf__engine_counts_changed) broadcasts
+ * under `lock` when the waiter counts say somebody sleeps: the counts and these
  * counters are seq_cst, a Dekker pair, so no wake-up is lost. `lock` is a
  * leaf: nothing else is taken under it.
  */

@@ -10,7 +10,7 @@
  * exports; from then on the core reaches the class through its table like
  * a built-in one. The core lends back its allocation funnel (host), which
  * every allocation here goes through; details are set with the public
- * vf_set_error_detail, the buffer the core's own vf__fail writes.
+ * vf_error_set_detail, the buffer the core's own vf__fail writes.
  *
  * A stream is a cudaStream_t (non-blocking: it never waits on the legacy
  * default stream); an event is a cudaEvent_t in a reference-counted
@@ -120,7 +120,7 @@ static uint64_t now_ns(void)
 /* A CUDA error as a varflow one: VF_EDEVICE with CUDA's words. */
 static int cuda_fail(cudaError_t err, const char *what)
 {
-    return vf_set_error_detail(VF_EDEVICE, "CUDA: %s: %s (%s)", what,
+    return vf_error_set_detail(VF_EDEVICE, "CUDA: %s: %s (%s)", what,
                                cudaGetErrorName(err), cudaGetErrorString(err));
 }
 
@@ -186,7 +186,7 @@ static seg_status *status_new(void)
         b = NULL;
     }
     if (b == NULL) {
-        vf_set_error_detail(VF_ENOMEM, "CUDA device: out of memory");
+        vf_error_set_detail(VF_ENOMEM, "CUDA device: out of memory");
         return NULL;
     }
     atomic_init(&b->refs, 1);
@@ -275,7 +275,7 @@ static int event_wait(vf__event *e, vf__event_status *st)
         seen_done(e);
     if (err != cudaSuccess) {
         s.code = cuda_fail(err, "cudaEventSynchronize");
-        snprintf(s.message, sizeof s.message, "%s", vf_last_error_detail());
+        snprintf(s.message, sizeof s.message, "%s", vf_error_detail());
     } else {
         s = status_get(e->status);
     }
@@ -383,12 +383,12 @@ static int count(void)
     int n = 0;
     cudaError_t err = cudaGetDeviceCount(&n);
     if (err != cudaSuccess) {
-        vf_set_error_detail(VF_ENODEV, "no CUDA device: cudaGetDeviceCount: %s",
+        vf_error_set_detail(VF_ENODEV, "no CUDA device: cudaGetDeviceCount: %s",
                             cudaGetErrorString(err));
         return 0;
     }
     if (n == 0)
-        vf_set_error_detail(VF_ENODEV, "no CUDA device: the driver sees none");
+        vf_error_set_detail(VF_ENODEV, "no CUDA device: the driver sees none");
     return n;
 }
 
@@ -399,14 +399,14 @@ static int stream_create(int id, const vf__device_params *params,
     *out = NULL;
     int n = count();
     if (id < 0 || id >= n)
-        return vf_set_error_detail(VF_ENODEV, "no CUDA device %d (%d found)",
+        return vf_error_set_detail(VF_ENODEV, "no CUDA device %d (%d found)",
                                    id, n);
     vf__stream *s = cuda_calloc(1, sizeof *s);
     if (s == NULL)
-        return vf_set_error_detail(VF_ENOMEM, "CUDA device: out of memory");
+        return vf_error_set_detail(VF_ENOMEM, "CUDA device: out of memory");
     if (pthread_mutex_init(&s->lock, NULL) != 0) {
         free(s);
-        return vf_set_error_detail(VF_ESYSTEM,
+        return vf_error_set_detail(VF_ESYSTEM,
                                    "CUDA device: pthread_mutex_init");
     }
     s->device = id;
@@ -414,7 +414,7 @@ static int stream_create(int id, const vf__device_params *params,
     if (s->prog == NULL) {
         pthread_mutex_destroy(&s->lock);
         free(s);
-        return vf_set_error_detail(VF_ENOMEM, "CUDA device: out of memory");
+        return vf_error_set_detail(VF_ENOMEM, "CUDA device: out of memory");
     }
     atomic_init(&s->prog->refs, 1);
     s->prog->device = id;
@@ -469,7 +469,7 @@ static int submit(vf__stream *s, vf_device_fn fn, void *arg, size_t bytes)
     (void)bytes;
     host_call *c = cuda_calloc(1, sizeof *c);
     if (c == NULL)
-        return vf_set_error_detail(VF_ENOMEM, "CUDA device: out of memory");
+        return vf_error_set_detail(VF_ENOMEM, "CUDA device: out of memory");
     *c = (host_call){.s = s, .fn = fn, .arg = arg};
     pthread_mutex_lock(&s->lock);
     s->host_work = true;
@@ -481,7 +481,7 @@ static int record(vf__stream *s, vf__event **out)
 {
     vf__event *e = cuda_calloc(1, sizeof *e);
     if (e == NULL)
-        return vf_set_error_detail(VF_ENOMEM, "CUDA device: out of memory");
+        return vf_error_set_detail(VF_ENOMEM, "CUDA device: out of memory");
     atomic_init(&e->refs, 1);
     atomic_fetch_add_explicit(&s->prog->refs, 1, memory_order_relaxed);
     e->prog = s->prog;
@@ -504,7 +504,7 @@ static int record(vf__stream *s, vf__event **out)
         e->status = status_new();
         if (c == NULL || e->status == NULL) {
             free(c);
-            rc = vf_set_error_detail(VF_ENOMEM, "CUDA device: out of memory");
+            rc = vf_error_set_detail(VF_ENOMEM, "CUDA device: out of memory");
         } else {
             *c = (host_call){.s = s, .status = status_retain(e->status)};
             rc = launch(s, close_segment, c);
@@ -536,7 +536,7 @@ static int stream_wait(vf__stream *s, vf__event *e, bool carry)
         return 0; /* order only, or its failures are CUDA's own (sticky) */
     host_call *c = cuda_calloc(1, sizeof *c);
     if (c == NULL)
-        return vf_set_error_detail(VF_ENOMEM, "CUDA device: out of memory");
+        return vf_error_set_detail(VF_ENOMEM, "CUDA device: out of memory");
     seg_status *b = status_retain(e->status);
     *c = (host_call){.s = s, .status = b};
     pthread_mutex_lock(&s->lock);
@@ -603,15 +603,15 @@ static void register_class(void)
     register_rc = vf__device_class_register(&cuda_class, VF__DEVICE_ABI, &host);
     if (register_rc != 0)
         snprintf(register_detail, sizeof register_detail, "%s",
-                 vf_last_error_detail());
+                 vf_error_detail());
 }
 
 VF_API int vf_cuda_register(void)
 {
     if (pthread_once(&register_once, register_class) != 0)
-        return vf_set_error_detail(VF_ESYSTEM,
+        return vf_error_set_detail(VF_ESYSTEM,
                                    "vf_cuda_register: pthread_once failed");
     if (register_rc != 0)
-        return vf_set_error_detail(register_rc, "%s", register_detail);
+        return vf_error_set_detail(register_rc, "%s", register_detail);
     return 0;
 }

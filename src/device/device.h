@@ -138,8 +138,8 @@ const vf__device_class *vf__device_class_of(vf_device_type type);
      ((uint64_t)VF_VERSION_PATCH << 16) | (uint64_t)sizeof(vf__device_class))
 
 /* What the core lends such a class: its allocation funnel (base/alloc.h),
- * so vf_debug_fail_alloc reaches the class's allocations as it reaches the
- * core's. (Details go through the public vf_set_error_detail, the buffer
+ * so vf__testing_fail_alloc reaches the class's allocations as it reaches the
+ * core's. (Details go through the public vf_error_set_detail, the buffer
  * vf__fail writes.) */
 typedef struct vf__device_host {
     void *(*malloc)(size_t size);

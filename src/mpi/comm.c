@@ -6,9 +6,9 @@
  * the thread starts each one with MPI_Isend / MPI_Irecv, using a derived
  * datatype that joins the header and the value's own buffer (one message,
  * no copy), and polls the requests in flight with MPI_Testsome. A finished
- * transfer completes its op with vf_complete, or with vf_complete_failed
- * when the value came with a failure, and that release may make more
- * transfers ready, posted the same way.
+ * transfer completes its op with vf_completion_finish, or with
+ * vf_completion_fail when the value came with a failure, and that release may
+ * make more transfers ready, posted the same way.
  *
  * MPI has no way to wait on requests and on a condition variable at once,
  * so while requests are in flight the thread polls: yielding at first,
@@ -123,7 +123,7 @@ typedef struct finished_list {
 static void complete_xfer(vf__mpi_xfer *x, int status, const char *text)
 {
     if (status != 0) {
-        vf_complete(x->done, status, text);
+        vf_completion_finish(x->done, status, text);
     } else if (x->dir == VF__MPI_RECV && x->hdr.code != 0) {
         vf_error cause;
         memset(&cause, 0, sizeof cause);
@@ -132,14 +132,14 @@ static void complete_xfer(vf__mpi_xfer *x, int status, const char *text)
         memcpy(cause.message, x->text.message, sizeof cause.message);
         cause.op_name[sizeof cause.op_name - 1] = '\0';
         cause.message[sizeof cause.message - 1] = '\0';
-        vf_complete_failed(x->done, &cause);
+        vf_completion_fail(x->done, &cause);
     } else {
         if (x->dir == VF__MPI_SEND && x->hdr.code != 0) {
             pthread_mutex_lock(&x->ctx->data_lock);
             x->ctx->stats.failures_sent++;
             pthread_mutex_unlock(&x->ctx->data_lock);
         }
-        vf_complete(x->done, 0, NULL);
+        vf_completion_finish(x->done, 0, NULL);
     }
     free(x);
 }
@@ -297,8 +297,8 @@ static void conclude(vf__mpi *ctx, inflight *f, vf__mpi_xfer *x,
     finished_add(done, x, 0, NULL);
 }
 
-/* Complete the finished transfers' ops (no lock held: vf_complete may run
- * ready async bodies, which post). */
+/* Complete the finished transfers' ops (no lock held: vf_completion_finish may
+ * run ready async bodies, which post). */
 static void complete_all(finished_list *l)
 {
     for (int i = 0; i < l->n; i++)
@@ -327,7 +327,7 @@ static bool poll_inflight(vf__mpi *ctx, inflight *f, finished_list *done)
             vf__mpi_xfer *x = f->xs[i];
             if (x != NULL && x->parts > 0) {
                 x->parts = 0; /* a two-part send appears twice */
-                vf_complete(x->done, VF_ESYSTEM, msg);
+                vf_completion_finish(x->done, VF_ESYSTEM, msg);
             }
         }
         f->n = 0;
@@ -524,7 +524,7 @@ int vf__mpi_comm_start(vf__mpi *ctx)
     int rc = pthread_create(&ctx->thread, NULL, comm_main, ctx);
     if (rc != 0)
         return vf__mpi_error(VF_ESYSTEM,
-                             "vf_mpi_init: cannot start the communication "
+                             "vf_mpi_create: cannot start the communication "
                              "thread: %s",
                              strerror(rc));
     return 0;

@@ -3,8 +3,8 @@
  *
  * The public calls take the engine, as the core's do, so the library finds
  * its context in a small process-wide registry (a handful of engines at
- * most; a mutex and a linear scan). vf_mpi_init makes the context and
- * starts the communication thread; vf_mpi_finalize drains, stops it and
+ * most; a mutex and a linear scan). vf_mpi_create makes the context and
+ * starts the communication thread; vf_mpi_destroy drains, stops it and
  * frees everything.
  *
  * MPI calls from varflow's threads go through one process-wide lock, so
@@ -24,7 +24,7 @@
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static vf__mpi *registry[MAX_ENGINES];
 static pthread_mutex_t mpi_lock = PTHREAD_MUTEX_INITIALIZER;
-/* vf_mpi_init initialized MPI: the last vf_mpi_finalize finalizes it. */
+/* vf_mpi_create initialized MPI: the last vf_mpi_destroy finalizes it. */
 static bool mpi_is_ours;
 
 void vf__mpi_lock_global(void)
@@ -44,7 +44,7 @@ int vf__mpi_error(int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    return vf_set_error_detail(code, "%s", text);
+    return vf_error_set_detail(code, "%s", text);
 }
 
 void vf__mpi_error_text(int mpi_rc, char *out, size_t size)
@@ -107,7 +107,7 @@ vf__mpi *vf__mpi_of(vf_engine *e, const char *caller)
     pthread_mutex_unlock(&registry_lock);
     if (found == NULL)
         vf__mpi_error(VF_EINVAL,
-                      "%s: the engine is not attached to MPI (vf_mpi_init)",
+                      "%s: the engine is not attached to MPI (vf_mpi_create)",
                       caller);
     return found;
 }
@@ -130,11 +130,11 @@ static int registry_add(vf__mpi *ctx)
 out:
     pthread_mutex_unlock(&registry_lock);
     if (rc == VF_EINVAL)
-        return vf__mpi_error(rc, "vf_mpi_init: the engine is attached "
+        return vf__mpi_error(rc, "vf_mpi_create: the engine is attached "
                                  "already");
     if (rc == VF_ENOMEM)
         return vf__mpi_error(rc,
-                             "vf_mpi_init: more than %d engines "
+                             "vf_mpi_create: more than %d engines "
                              "attached",
                              MAX_ENGINES);
     return 0;
@@ -161,13 +161,13 @@ static int mpi_ready(void)
     int initialized = 0, finalized = 0, provided = MPI_THREAD_SINGLE;
     MPI_Finalized(&finalized);
     if (finalized)
-        return vf__mpi_error(VF_ENOTSUP, "vf_mpi_init: MPI was finalized "
+        return vf__mpi_error(VF_ENOTSUP, "vf_mpi_create: MPI was finalized "
                                          "already");
     MPI_Initialized(&initialized);
     if (!initialized) {
         if (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) !=
             MPI_SUCCESS)
-            return vf__mpi_error(VF_ESYSTEM, "vf_mpi_init: MPI_Init_thread "
+            return vf__mpi_error(VF_ESYSTEM, "vf_mpi_create: MPI_Init_thread "
                                              "failed");
         mpi_is_ours = true;
     } else {
@@ -176,9 +176,9 @@ static int mpi_ready(void)
     if (provided < MPI_THREAD_SERIALIZED)
         return vf__mpi_error(
             VF_ENOTSUP,
-            "vf_mpi_init: MPI provides thread level %d; varflow's "
+            "vf_mpi_create: MPI provides thread level %d; varflow's "
             "communication thread needs MPI_THREAD_SERIALIZED (initialize "
-            "MPI with MPI_Init_thread, or let vf_mpi_init do it)",
+            "MPI with MPI_Init_thread, or let vf_mpi_create do it)",
             provided);
     return 0;
 }
@@ -206,7 +206,7 @@ static int comm_dup(MPI_Comm comm, MPI_Comm *out)
         char text[160];
         vf__mpi_error_text(mrc, text, sizeof text);
         *out = MPI_COMM_NULL;
-        return vf__mpi_error(VF_ESYSTEM, "vf_mpi_init: MPI_Comm_idup: %s",
+        return vf__mpi_error(VF_ESYSTEM, "vf_mpi_create: MPI_Comm_idup: %s",
                              text);
     }
     return 0;
@@ -231,22 +231,22 @@ static void ctx_free(vf__mpi *ctx)
     free(ctx);
 }
 
-VF_API int vf_mpi_init(vf_engine *e, MPI_Comm comm)
+VF_API int vf_mpi_create(vf_engine *e, MPI_Comm comm)
 {
     if (e == NULL)
-        return vf__mpi_error(VF_EINVAL, "vf_mpi_init: engine is NULL");
+        return vf__mpi_error(VF_EINVAL, "vf_mpi_create: engine is NULL");
     if (comm == MPI_COMM_NULL)
-        return vf__mpi_error(VF_EINVAL, "vf_mpi_init: comm is "
+        return vf__mpi_error(VF_EINVAL, "vf_mpi_create: comm is "
                                         "MPI_COMM_NULL");
-    if (vf_engine_kind(e) == VF_ENGINE_NAIVE)
+    if (vf_engine_type_of(e) == VF_ENGINE_NAIVE)
         return vf__mpi_error(VF_ENOTSUP,
-                             "vf_mpi_init: the naive engine runs each op "
+                             "vf_mpi_create: the naive engine runs each op "
                              "inside its push, so it cannot wait for a "
                              "value from another rank; use the pooled or "
                              "per-device engine");
     vf__mpi *ctx = calloc(1, sizeof *ctx);
     if (ctx == NULL)
-        return vf__mpi_error(VF_ENOMEM, "vf_mpi_init: out of memory");
+        return vf__mpi_error(VF_ENOMEM, "vf_mpi_create: out of memory");
     ctx->engine = e;
     ctx->comm = MPI_COMM_NULL;
     vf__mpi_vars_init(ctx);
@@ -280,7 +280,7 @@ VF_API int vf_mpi_init(vf_engine *e, MPI_Comm comm)
         ctx->send_seq = calloc((size_t)ctx->size, sizeof *ctx->send_seq);
         ctx->recv_seq = calloc((size_t)ctx->size, sizeof *ctx->recv_seq);
         if (ctx->send_seq == NULL || ctx->recv_seq == NULL)
-            rc = vf__mpi_error(VF_ENOMEM, "vf_mpi_init: out of memory");
+            rc = vf__mpi_error(VF_ENOMEM, "vf_mpi_create: out of memory");
     }
     if (rc == 0)
         rc = vf__mpi_comm_start(ctx);
@@ -295,12 +295,12 @@ VF_API int vf_mpi_init(vf_engine *e, MPI_Comm comm)
     return rc;
 }
 
-VF_API int vf_mpi_finalize(vf_engine *e, vf_error *err)
+VF_API int vf_mpi_destroy(vf_engine *e, vf_error *err)
 {
-    vf__mpi *ctx = vf__mpi_of(e, "vf_mpi_finalize");
+    vf__mpi *ctx = vf__mpi_of(e, "vf_mpi_destroy");
     if (ctx == NULL)
         return VF_EINVAL;
-    int rc = vf__mpi_check_thread(ctx, "vf_mpi_finalize");
+    int rc = vf__mpi_check_thread(ctx, "vf_mpi_destroy");
     if (rc != 0)
         return rc; /* it would wait for, or join, its own thread */
     bool refused;
@@ -311,9 +311,9 @@ VF_API int vf_mpi_finalize(vf_engine *e, vf_error *err)
      * stays attached (they all know: the wait agreed on it). */
     if (refused)
         return vf__mpi_error(rc,
-                             "vf_mpi_finalize: %s; the engine stays "
+                             "vf_mpi_destroy: %s; the engine stays "
                              "attached",
-                             vf_last_error_detail());
+                             vf_error_detail());
     vf__mpi_comm_stop(ctx);
     bool last = registry_remove(ctx) == 0;
     vf__mpi_lock_global();
@@ -339,13 +339,13 @@ VF_API int vf_mpi_size(vf_engine *e)
     return ctx ? ctx->size : VF_EINVAL;
 }
 
-VF_API int vf_mpi_stats_get(vf_engine *e, vf_mpi_stats *out)
+VF_API int vf_mpi_stats_local(vf_engine *e, vf_mpi_stats *out)
 {
-    vf__mpi *ctx = vf__mpi_of(e, "vf_mpi_stats_get");
+    vf__mpi *ctx = vf__mpi_of(e, "vf_mpi_stats_local");
     if (ctx == NULL)
         return VF_EINVAL;
     if (out == NULL)
-        return vf__mpi_error(VF_EINVAL, "vf_mpi_stats_get: out is NULL");
+        return vf__mpi_error(VF_EINVAL, "vf_mpi_stats_local: out is NULL");
     pthread_mutex_lock(&ctx->data_lock);
     *out = ctx->stats;
     pthread_mutex_unlock(&ctx->data_lock);

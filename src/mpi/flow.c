@@ -26,8 +26,8 @@ typedef struct vf__mpi_use {
 } vf__mpi_use;
 
 /* A transfer op's done. One that ran is freed by the communication
- * thread once vf_complete returned (the engine reads the op's name, which
- * lives in it, after done). One that never ran (the shutdown notice skips
+ * thread once vf_completion_finish returned (the engine reads the op's name,
+ * which lives in it, after done). One that never ran (the shutdown notice skips
  * it) never reached that thread: it waits in `orphans` for finalize. */
 static void xfer_done(void *arg, int status)
 {
@@ -103,7 +103,7 @@ static int push_half(vf__mpi *ctx, vf__mpi_var *mv, vf__mpi_dir dir, int peer)
         op.reads = (vf_var_list){&mv->var, 1};
     else
         op.writes = (vf_var_list){&mv->var, 1};
-    int rc = vf_push(ctx->engine, &op);
+    int rc = vf_engine_push(ctx->engine, &op);
     if (rc != 0) {
         free(x);
         return rc;
@@ -140,7 +140,7 @@ static int transfer(vf__mpi *ctx, vf__mpi_var *mv, int to, const char *caller)
                              "to rank %d could not be pushed here (%s); the "
                              "data flow is cut on rank %d",
                              caller, (unsigned long long)mv->index, from, to,
-                             vf_strerror(rc), ctx->rank);
+                             vf_error_string(rc), ctx->rank);
     }
     return 0;
 }
@@ -152,7 +152,7 @@ static int check_broken(const vf__mpi *ctx, const char *caller)
     return vf__mpi_error(VF_ESYSTEM,
                          "%s: an earlier transfer could not be pushed on "
                          "rank %d (%s): its data flow is cut",
-                         caller, ctx->rank, vf_strerror(ctx->broken));
+                         caller, ctx->rank, vf_error_string(ctx->broken));
 }
 
 static int check_list(vf_var_list l, const char *caller, const char *what)
@@ -281,7 +281,7 @@ static void stand_in_done(void *arg, int status)
 
 /*
  * The running rank could not push the op (an error only it met: no memory,
- * its device, the engine shutting down, a property its vf_push refused),
+ * its device, the engine shutting down, a property its vf_engine_push refused),
  * while every other rank counts on the op's writes. Push in its place an
  * op on the same variables that fails with that error, so the failure
  * travels with the data and the waits report it on every rank. When even
@@ -290,7 +290,7 @@ static void stand_in_done(void *arg, int status)
 static void push_stand_in(vf__mpi *ctx, const vf_op *op, int code)
 {
     char detail[256]; /* the push's: returned to the caller as it was */
-    snprintf(detail, sizeof detail, "%s", vf_last_error_detail());
+    snprintf(detail, sizeof detail, "%s", vf_error_detail());
     stand_in *s = malloc(sizeof *s);
     int rc = VF_ENOMEM;
     if (s != NULL) {
@@ -306,13 +306,13 @@ static void push_stand_in(vf__mpi *ctx, const vf_op *op, int code)
                     .writes = op->writes,
                     .no_skip = true,
                     .name = s->name};
-        rc = vf_push(ctx->engine, &in);
+        rc = vf_engine_push(ctx->engine, &in);
         if (rc != 0)
             free(s);
     }
     if (rc != 0)
         ctx->broken = rc;
-    vf_set_error_detail(code, "%s", detail);
+    vf_error_set_detail(code, "%s", detail);
 }
 
 VF_API int vf_mpi_push(vf_engine *e, const vf_op *op, int rank)
@@ -366,7 +366,7 @@ VF_API int vf_mpi_push(vf_engine *e, const vf_op *op, int rank)
         }
     }
     bool elsewhere = x != ctx->rank;
-    if (!elsewhere && (rc = vf_push(e, op)) != 0)
+    if (!elsewhere && (rc = vf_engine_push(e, op)) != 0)
         push_stand_in(ctx, op, rc);
     pthread_mutex_lock(&ctx->data_lock);
     if (x == ctx->rank) {
@@ -379,7 +379,7 @@ VF_API int vf_mpi_push(vf_engine *e, const vf_op *op, int rank)
     vf__mpi_leave(ctx);
     if (uses != local)
         free(uses);
-    /* Unlocked: done may push (with vf_push) or free what it likes. */
+    /* Unlocked: done may push (with vf_engine_push) or free what it likes. */
     if (elsewhere && op->done != NULL)
         op->done(op->arg, VF_MPI_ELSEWHERE);
     return rc;
@@ -428,7 +428,7 @@ VF_API int vf_mpi_get(vf_engine *e, vf_var v, int rank, vf_error *err)
     vf_var local = mv ? mv->var : v;
     vf__mpi_leave(ctx);
     if (rc == 0 && ctx->rank >= first && ctx->rank <= last)
-        rc = vf_wait_var(e, local, err);
+        rc = vf_var_wait(e, local, err);
     return rc;
 }
 
@@ -448,7 +448,7 @@ int vf__mpi_wait(vf__mpi *ctx, vf_error *err, bool *refused)
     vf_error mine;
     memset(&mine, 0, sizeof mine);
     if (rc == 0)
-        rc = vf_wait_all(ctx->engine, &mine);
+        rc = vf_engine_wait_all(ctx->engine, &mine);
     /* A rank that could not wait (a cut data flow, a stopped engine, a
      * call from inside an op) still joins the agreement, or the others
      * would wait for it forever; every rank then returns its code. */
@@ -464,8 +464,7 @@ int vf__mpi_wait(vf__mpi *ctx, vf_error *err, bool *refused)
         a.refused_rank = ctx->rank;
         a.err.code = rc;
         snprintf(a.err.op_name, sizeof a.err.op_name, "vf_mpi_wait_all");
-        snprintf(a.err.message, sizeof a.err.message, "%s",
-                 vf_last_error_detail());
+        snprintf(a.err.message, sizeof a.err.message, "%s", vf_error_detail());
     }
     vf__mpi_comm_agree(ctx, &a);
     if (a.rc != 0)
@@ -475,7 +474,7 @@ int vf__mpi_wait(vf__mpi *ctx, vf_error *err, bool *refused)
         return vf__mpi_error(a.err.code,
                              "vf_mpi_wait_all: rank %d could not wait (%s): "
                              "%s",
-                             a.refused_rank, vf_strerror(a.err.code),
+                             a.refused_rank, vf_error_string(a.err.code),
                              a.err.message);
     }
     if (a.failed_rank >= ctx->size)

@@ -57,7 +57,7 @@ typedef struct vf__mpi_var {
     void *buf;    /* this rank's buffer: the caller's, or `cache` */
     void *cache;  /* allocated here when the value first came */
     bool away;    /* written away from its owner, owner not current */
-    bool deleted; /* vf_mpi_var_delete was called: refused by the calls
+    bool deleted; /* vf_mpi_var_destroy was called: refused by the calls
                      in sequence; the record stays, for the ops pushed
                      before, until the engine's delete op frees it */
     struct vf__mpi *ctx;
@@ -123,7 +123,7 @@ typedef struct vf__mpi {
     /* The calls made in sequence on every rank (vf_mpi_push, get, wait,
      * var new and delete) one at a time: the flow state of the records
      * (holder, valid, away), the sequence numbers (lock). It is held
-     * across vf_push, which may block at the in-flight limit, so nothing
+     * across vf_engine_push, which may block at the in-flight limit, so nothing
      * an op calls may take it. */
     pthread_mutex_t lock;
     uint64_t next_index;

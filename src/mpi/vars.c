@@ -50,7 +50,7 @@ vf__mpi_var *vf__mpi_var_live(vf__mpi *ctx, vf_var v, const char *caller,
     if (mv == NULL)
         *rc = vf__mpi_error(VF_EINVAL,
                             "%s: %s is not a distributed variable of this "
-                            "engine (make it with vf_mpi_var_new)",
+                            "engine (make it with vf_mpi_var_create)",
                             caller, what);
     return mv;
 }
@@ -122,7 +122,7 @@ static int var_make(vf__mpi *ctx, void *ptr, size_t size, int owner,
         free(mv);
         return VF_ENOMEM;
     }
-    int rc = vf_var_new(ctx->engine, &mv->var);
+    int rc = vf_var_create(ctx->engine, &mv->var);
     if (rc != 0) {
         var_record_free(mv);
         return rc;
@@ -159,29 +159,30 @@ static int check_new(const vf__mpi *ctx, const char *caller, size_t size,
     return 0;
 }
 
-VF_API int vf_mpi_vars_new(vf_engine *e, vf_var *out, int count,
-                           void *const *ptrs, size_t size, vf_mpi_map_fn map,
-                           void *map_arg)
+VF_API int vf_mpi_vars_create(vf_engine *e, vf_var *out, int count,
+                              void *const *ptrs, size_t size, vf_mpi_map_fn map,
+                              void *map_arg)
 {
-    vf__mpi *ctx = vf__mpi_of(e, "vf_mpi_vars_new");
+    vf__mpi *ctx = vf__mpi_of(e, "vf_mpi_vars_create");
     if (ctx == NULL)
         return VF_EINVAL;
     if (out == NULL || count < 0 || (count > 0 && map == NULL))
-        return vf__mpi_error(VF_EINVAL, "vf_mpi_vars_new: %s",
+        return vf__mpi_error(VF_EINVAL, "vf_mpi_vars_create: %s",
                              out == NULL ? "out is NULL"
                              : count < 0 ? "count is negative"
                                          : "map is NULL");
     int *owners = malloc(sizeof *owners * (size_t)(count ? count : 1));
     vf__mpi_var **made = calloc((size_t)(count ? count : 1), sizeof *made);
     int rc = owners && made ? 0
-                            : vf__mpi_error(VF_ENOMEM, "vf_mpi_vars_new: "
+                            : vf__mpi_error(VF_ENOMEM, "vf_mpi_vars_create: "
                                                        "out of memory");
     for (int i = 0; rc == 0 && i < count; i++) {
         owners[i] = map(i, map_arg);
-        rc = check_new(ctx, "vf_mpi_vars_new", size, owners[i],
+        rc = check_new(ctx, "vf_mpi_vars_create", size, owners[i],
                        ptrs ? ptrs[i] : NULL, i);
     }
-    bool entered = rc == 0 && (rc = vf__mpi_enter(ctx, "vf_mpi_vars_new")) == 0;
+    bool entered = rc == 0 &&
+                   (rc = vf__mpi_enter(ctx, "vf_mpi_vars_create")) == 0;
     int n = 0; /* made and added */
     for (; rc == 0 && n < count; n++) {
         rc = var_make(ctx, ptrs ? ptrs[n] : NULL, size, owners[n], &made[n]);
@@ -190,13 +191,13 @@ VF_API int vf_mpi_vars_new(vf_engine *e, vf_var *out, int count,
             rc = table_add(ctx, made[n]);
             pthread_mutex_unlock(&ctx->data_lock);
             if (rc != 0) {
-                vf_var_delete(e, made[n]->var, NULL, NULL);
+                vf_var_destroy(e, made[n]->var, NULL, NULL);
                 var_record_free(made[n]);
             }
         }
         if (rc != 0) {
-            rc = vf__mpi_error(rc, "vf_mpi_vars_new: variable %d: %s", n,
-                               vf_strerror(rc));
+            rc = vf__mpi_error(rc, "vf_mpi_vars_create: variable %d: %s", n,
+                               vf_error_string(rc));
             break;
         }
     }
@@ -206,7 +207,7 @@ VF_API int vf_mpi_vars_new(vf_engine *e, vf_var *out, int count,
             table_remove(ctx, made[i]);
         pthread_mutex_unlock(&ctx->data_lock);
         for (int i = 0; i < n; i++) {
-            vf_var_delete(e, made[i]->var, NULL, NULL);
+            vf_var_destroy(e, made[i]->var, NULL, NULL);
             var_record_free(made[i]);
         }
     } else {
@@ -228,10 +229,10 @@ static int single_owner(int index, void *arg)
     return *(const int *)arg;
 }
 
-VF_API int vf_mpi_var_new(vf_engine *e, vf_var *out, void *ptr, size_t size,
-                          int owner)
+VF_API int vf_mpi_var_create(vf_engine *e, vf_var *out, void *ptr, size_t size,
+                             int owner)
 {
-    return vf_mpi_vars_new(e, out, 1, &ptr, size, single_owner, &owner);
+    return vf_mpi_vars_create(e, out, 1, &ptr, size, single_owner, &owner);
 }
 
 /* The body of the engine's delete op: every op pushed on the variable has
@@ -248,18 +249,18 @@ static void record_delete(void *arg)
     var_record_free(mv);
 }
 
-VF_API int vf_mpi_var_delete(vf_engine *e, vf_var v)
+VF_API int vf_mpi_var_destroy(vf_engine *e, vf_var v)
 {
-    vf__mpi *ctx = vf__mpi_of(e, "vf_mpi_var_delete");
+    vf__mpi *ctx = vf__mpi_of(e, "vf_mpi_var_destroy");
     if (ctx == NULL)
         return VF_EINVAL;
-    int rc = vf__mpi_enter(ctx, "vf_mpi_var_delete");
+    int rc = vf__mpi_enter(ctx, "vf_mpi_var_destroy");
     if (rc != 0)
         return rc;
-    vf__mpi_var *mv = vf__mpi_var_live(ctx, v, "vf_mpi_var_delete", "v", &rc);
+    vf__mpi_var *mv = vf__mpi_var_live(ctx, v, "vf_mpi_var_destroy", "v", &rc);
     if (mv == NULL)
         goto out;
-    /* Out of the flow first: once vf_var_delete returned, the delete op
+    /* Out of the flow first: once vf_var_destroy returned, the delete op
      * may have run and freed the record. */
     size_t away_at = ctx->naway;
     if (mv->away) {
@@ -274,7 +275,7 @@ VF_API int vf_mpi_var_delete(vf_engine *e, vf_var v)
     pthread_mutex_lock(&ctx->data_lock); /* any thread reads it there */
     mv->deleted = true;
     pthread_mutex_unlock(&ctx->data_lock);
-    rc = vf_var_delete(e, mv->var, record_delete, mv);
+    rc = vf_var_destroy(e, mv->var, record_delete, mv);
     if (rc != 0) { /* not pushed: as it was */
         pthread_mutex_lock(&ctx->data_lock);
         mv->deleted = false;
@@ -346,7 +347,7 @@ void vf__mpi_vars_free(vf__mpi *ctx)
     for (size_t pos = 0; vf__hashmap_next(&ctx->records, &pos, NULL, &value);) {
         vf__mpi_var *mv = (vf__mpi_var *)(uintptr_t)value;
         /* The engine variable stays (the caller's to delete); the copy
-         * we made goes now: vf_mpi_finalize waited for every op. */
+         * we made goes now: vf_mpi_destroy waited for every op. */
         free(mv->cache);
         var_record_free(mv);
     }
@@ -368,7 +369,7 @@ VF_API void vf_mpi_grid(int size, int *p, int *q)
 VF_API int vf_mpi_owner_2d(int size, int i, int j)
 {
     if (size <= 0 || i < 0 || j < 0)
-        return vf_set_error_detail(
+        return vf_error_set_detail(
             VF_EINVAL, "vf_mpi_owner_2d: size %d, tile (%d, %d)", size, i, j);
     int p, q;
     vf_mpi_grid(size, &p, &q);

@@ -347,7 +347,7 @@ VF_API int vf_profile_critical_path(const vf_profile *p, vf_profile_path *out)
     return vf__prof_critical(p, out, NULL);
 }
 
-VF_API void vf_profile_path_free(vf_profile_path *path)
+VF_API void vf_profile_path_destroy(vf_profile_path *path)
 {
     if (path == NULL)
         return;

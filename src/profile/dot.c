@@ -121,7 +121,7 @@ int vf__prof_write_dot(const vf_profile *p, FILE *f)
     }
     fprintf(f, "}\n");
     if (prc == 0)
-        vf_profile_path_free(&path);
+        vf_profile_path_destroy(&path);
     free(crit);
     return 0;
 }

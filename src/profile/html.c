@@ -303,11 +303,11 @@ int vf__prof_write_html(const vf_profile *p, FILE *f)
         }
     }
     if (prc == 0)
-        vf_profile_path_free(&path);
+        vf_profile_path_destroy(&path);
     vf__prof_crit_stages_free(&stages);
     free(devs);
     free(lv);
     free(names.slot);
-    vf_profile_summary_free(rows);
+    vf_profile_summary_destroy(rows);
     return rc;
 }

@@ -106,11 +106,11 @@ int vf__prof_destroy(vf__profiler *p, const vf__prof_engine_desc *engine)
         rc = vf__prof_take(p, engine, &snap);
         if (rc == 0) {
             rc = vf_profile_write(snap, p->path, VF_PROFILE_AUTO);
-            vf_profile_free(snap);
+            vf_profile_destroy(snap);
         }
         if (rc != 0)
             fprintf(stderr, "varflow: cannot write the profile to %s: %s\n",
-                    p->path, vf_last_error_detail());
+                    p->path, vf_error_detail());
     }
     clear(p);
     pthread_mutex_destroy(&p->lock);
@@ -383,7 +383,7 @@ int vf__prof_take(vf__profiler *p, const vf__prof_engine_desc *engine,
     if (s == NULL || s->records == NULL || s->deps == NULL ||
         s->names == NULL || s->worker_pool == NULL) {
         pthread_mutex_unlock(&p->lock);
-        vf_profile_free(s);
+        vf_profile_destroy(s);
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     }
     /* Names: copied into one block; records point into it. to[j] is the
@@ -391,7 +391,7 @@ int vf__prof_take(vf__profiler *p, const vf__prof_engine_desc *engine,
     char **to = vf__malloc((p->nnames + 1) * sizeof *to);
     if (to == NULL) {
         pthread_mutex_unlock(&p->lock);
-        vf_profile_free(s);
+        vf_profile_destroy(s);
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     }
     size_t off = 0;
@@ -444,7 +444,7 @@ int vf__prof_take(vf__profiler *p, const vf__prof_engine_desc *engine,
     return 0;
 }
 
-VF_API void vf_profile_free(vf_profile *p)
+VF_API void vf_profile_destroy(vf_profile *p)
 {
     if (p == NULL)
         return;
@@ -470,10 +470,10 @@ VF_API uint64_t vf_profile_dropped(const vf_profile *p)
     return p ? p->dropped : 0;
 }
 
-VF_API vf_engine_type vf_profile_engine_kind(const vf_profile *p)
+VF_API vf_engine_type vf_profile_engine_type(const vf_profile *p)
 {
     if (p == NULL) {
-        vf__fail(VF_EINVAL, "vf_profile_engine_kind: the profile is NULL");
+        vf__fail(VF_EINVAL, "vf_profile_engine_type: the profile is NULL");
         return VF_ENGINE_INVALID;
     }
     return p->kind;

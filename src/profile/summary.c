@@ -162,7 +162,7 @@ VF_API int vf_profile_summary(const vf_profile *p, vf_profile_sort by,
     return 0;
 }
 
-VF_API void vf_profile_summary_free(vf_profile_row *rows)
+VF_API void vf_profile_summary_destroy(vf_profile_row *rows)
 {
     free(rows);
 }
@@ -303,9 +303,9 @@ int vf__prof_write_summary(const vf_profile *p, FILE *f,
         vf__prof_verdict_of(p, prc == 0 ? &path : NULL,
                             prc == 0 ? &stages : NULL, top, &v) != 0) {
         if (prc == 0)
-            vf_profile_path_free(&path);
+            vf_profile_path_destroy(&path);
         vf__prof_crit_stages_free(&stages);
-        vf_profile_summary_free(rows);
+        vf_profile_summary_destroy(rows);
         return VF_ENOMEM;
     }
     if (format == VF_PROFILE_SUMMARY_JSON)
@@ -313,9 +313,9 @@ int vf__prof_write_summary(const vf_profile *p, FILE *f,
     else
         summary_text(p, f, rows, n, prc == 0 ? &path : NULL, by, &v);
     if (prc == 0)
-        vf_profile_path_free(&path);
+        vf_profile_path_destroy(&path);
     vf__prof_crit_stages_free(&stages);
-    vf_profile_summary_free(rows);
+    vf_profile_summary_destroy(rows);
     return 0;
 }
 

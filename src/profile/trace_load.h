@@ -8,7 +8,7 @@
  * cJSON's job, so trace_load.c is built as the static library
  * varflow_trace (tools/CMakeLists.txt), on cJSON and on the static
  * libvarflow (it makes the library's struct vf_profile, freed with
- * vf_profile_free, and leaves its error detail for vf_last_error_detail).
+ * vf_profile_destroy, and leaves its error detail for vf_error_detail).
  */
 #ifndef VF_TRACE_LOAD_H
 #define VF_TRACE_LOAD_H
@@ -20,13 +20,13 @@
  * Read back a Chrome trace JSON that vf_profile_write wrote (any varflow
  * version with the same "varflow" field in otherData): the snapshot is the
  * one that was written, to the nanosecond (times under 2^43 us, 101 days;
- * ids and counts under 2^53). Free with vf_profile_free. VF_ESYSTEM when
+ * ids and counts under 2^53). Free with vf_profile_destroy. VF_ESYSTEM when
  * the file cannot be read, VF_EINVAL when it is not such a trace
- * (vf_last_error_detail() says where it went wrong), VF_ENOMEM. *out is
+ * (vf_error_detail() says where it went wrong), VF_ENOMEM. *out is
  * NULL after a failure.
  *
  * The first call points cJSON's allocator at varflow's (cJSON_InitHooks,
- * once per process), so that vf_debug_fail_alloc reaches the parse too and
+ * once per process), so that vf__testing_fail_alloc reaches the parse too and
  * an allocation failing inside cJSON is VF_ENOMEM, not a bad file.
  */
 int vf_profile_load(const char *path, vf_profile **out);

@@ -242,14 +242,14 @@ VF_API int vf_profile_write(const vf_profile *p, const char *path,
     return emit("vf_profile_write", p, path, format, VF_PROFILE_SORT_TOTAL);
 }
 
-VF_API int vf_profile_write_summary(const vf_profile *p, const char *path,
+VF_API int vf_profile_summary_write(const vf_profile *p, const char *path,
                                     vf_profile_format format,
                                     vf_profile_sort by)
 {
     if (format != VF_PROFILE_SUMMARY_TEXT && format != VF_PROFILE_SUMMARY_JSON)
         return vf__fail(VF_ENOTSUP,
-                        "vf_profile_write_summary: format %d is "
+                        "vf_profile_summary_write: format %d is "
                         "not a summary",
                         (int)format);
-    return emit("vf_profile_write_summary", p, path, format, by);
+    return emit("vf_profile_summary_write", p, path, format, by);
 }

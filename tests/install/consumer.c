@@ -51,8 +51,8 @@ static int op_mul(vf_run *run, void *arg)
 
 static int fail(const char *what, int rc)
 {
-    fprintf(stderr, "consumer: %s: %s (%s) %s\n", what, vf_err_name(rc),
-            vf_strerror(rc), vf_last_error_detail());
+    fprintf(stderr, "consumer: %s: %s (%s) %s\n", what, vf_error_name(rc),
+            vf_error_string(rc), vf_error_detail());
     return 1;
 }
 
@@ -67,9 +67,9 @@ int main(void)
     if ((rc = vf_profile_start(e)) != 0)
         return fail("vf_profile_start", rc);
     vf_var a, b, c, d;
-    if ((rc = vf_var_new(e, &a)) != 0 || (rc = vf_var_new(e, &b)) != 0 ||
-        (rc = vf_var_new(e, &c)) != 0 || (rc = vf_var_new(e, &d)) != 0)
-        return fail("vf_var_new", rc);
+    if ((rc = vf_var_create(e, &a)) != 0 || (rc = vf_var_create(e, &b)) != 0 ||
+        (rc = vf_var_create(e, &c)) != 0 || (rc = vf_var_create(e, &d)) != 0)
+        return fail("vf_var_create", rc);
 
     int va = 0, vb = 0, vc = 0, vd = 0;
     cell ca = {.out = &va, .k = 2};
@@ -95,36 +95,36 @@ int main(void)
          .name = "D=B*C"},
     };
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
-        if ((rc = vf_push(e, &ops[i])) != 0)
+        if ((rc = vf_engine_push(e, &ops[i])) != 0)
             return fail(ops[i].name, rc);
 
     vf_error err = {0};
-    if ((rc = vf_wait_var(e, d, &err)) != 0)
-        return fail("vf_wait_var", rc);
+    if ((rc = vf_var_wait(e, d, &err)) != 0)
+        return fail("vf_var_wait", rc);
     uint64_t version = 0;
     if ((rc = vf_var_version(e, d, &version)) != 0)
         return fail("vf_var_version", rc);
-    if ((rc = vf_wait_all(e, &err)) != 0)
-        return fail("vf_wait_all", rc);
+    if ((rc = vf_engine_wait_all(e, &err)) != 0)
+        return fail("vf_engine_wait_all", rc);
 
     vf_profile *prof = NULL;
     if ((rc = vf_profile_stop(e)) != 0 || (rc = vf_profile_take(e, &prof)) != 0)
         return fail("vf_profile_take", rc);
     size_t recorded = vf_profile_count(prof);
-    vf_profile_free(prof);
+    vf_profile_destroy(prof);
 
     int ok = vd == 12 && version == 1 && recorded == 4;
     printf("consumer: varflow %d.%d.%d, %s engine, %d workers: D = %d "
            "(want 12), version %llu (want 1), %zu ops profiled (want 4): "
            "%s\n",
            VF_VERSION_MAJOR, VF_VERSION_MINOR, VF_VERSION_PATCH,
-           vf_engine_type_name(vf_engine_kind(e)), vf_engine_num_workers(e), vd,
-           (unsigned long long)version, recorded, ok ? "ok" : "FAILED");
+           vf_engine_type_name(vf_engine_type_of(e)), vf_engine_num_workers(e),
+           vd, (unsigned long long)version, recorded, ok ? "ok" : "FAILED");
 
     const vf_var all[] = {a, b, c, d};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        if ((rc = vf_var_delete(e, all[i], NULL, NULL)) != 0)
-            return fail("vf_var_delete", rc);
+        if ((rc = vf_var_destroy(e, all[i], NULL, NULL)) != 0)
+            return fail("vf_var_destroy", rc);
     if ((rc = vf_engine_destroy(e)) != 0)
         return fail("vf_engine_destroy", rc);
     return ok ? 0 : 1;

@@ -13,7 +13,7 @@
  * is 0 the reason is CUDA's (no device, no driver), not a missing
  * registration. Where a GPU is there, one op on CUDA device 0 gets a
  * stream and runs host work on it (vf_run_submit), and the value it wrote
- * is checked after vf_wait_var. It is built with -std=c11 -Wall -Wextra
+ * is checked after vf_var_wait. It is built with -std=c11 -Wall -Wextra
  * -Wpedantic -Werror, so varflow_cuda.h must be warning-clean for users.
  */
 #include <stdio.h>
@@ -23,8 +23,8 @@
 
 static int fail(const char *what, int rc)
 {
-    fprintf(stderr, "consumer_cuda: %s: %s (%s) %s\n", what, vf_err_name(rc),
-            vf_strerror(rc), vf_last_error_detail());
+    fprintf(stderr, "consumer_cuda: %s: %s (%s) %s\n", what, vf_error_name(rc),
+            vf_error_string(rc), vf_error_detail());
     return 1;
 }
 
@@ -53,18 +53,18 @@ static int run_on_gpu(void)
     if (rc != 0)
         return fail("vf_engine_create", rc);
     vf_var v;
-    if ((rc = vf_var_new(e, &v)) != 0)
-        return fail("vf_var_new", rc);
+    if ((rc = vf_var_create(e, &v)) != 0)
+        return fail("vf_var_create", rc);
     int value = 0;
     vf_op op = {.fn = on_stream,
                 .arg = &value,
                 .writes = VF_VARS(v),
                 .device = {VF_DEVICE_CUDA, 0},
                 .name = "on_stream"};
-    if ((rc = vf_push(e, &op)) != 0)
-        return fail("vf_push on CUDA device 0", rc);
-    if ((rc = vf_wait_var(e, v, NULL)) != 0)
-        return fail("vf_wait_var", rc);
+    if ((rc = vf_engine_push(e, &op)) != 0)
+        return fail("vf_engine_push on CUDA device 0", rc);
+    if ((rc = vf_var_wait(e, v, NULL)) != 0)
+        return fail("vf_var_wait", rc);
     if ((rc = vf_engine_destroy(e)) != 0)
         return fail("vf_engine_destroy", rc);
     printf("consumer_cuda: an op on CUDA device 0 wrote %d (want 42): %s\n",
@@ -76,11 +76,11 @@ int main(void)
 {
     /* Not registered yet: refused, and the detail says what to do. */
     if (vf_device_count(VF_DEVICE_CUDA) != 0 ||
-        strstr(vf_last_error_detail(), "vf_cuda_register") == NULL) {
+        strstr(vf_error_detail(), "vf_cuda_register") == NULL) {
         fprintf(stderr,
                 "consumer_cuda: before vf_cuda_register, CUDA is "
                 "not refused with a detail naming it: '%s'\n",
-                vf_last_error_detail());
+                vf_error_detail());
         return 1;
     }
     int rc = vf_cuda_register();
@@ -90,15 +90,15 @@ int main(void)
         return fail("vf_cuda_register (again)", rc);
     int n = vf_device_count(VF_DEVICE_CUDA);
     if (n == 0) {
-        if (strstr(vf_last_error_detail(), "vf_cuda_register") != NULL) {
+        if (strstr(vf_error_detail(), "vf_cuda_register") != NULL) {
             fprintf(stderr, "consumer_cuda: registered, yet: %s\n",
-                    vf_last_error_detail());
+                    vf_error_detail());
             return 1;
         }
         printf("consumer_cuda: varflow %d.%d.%d, CUDA class registered; no "
                "GPU here (%s): ok\n",
                VF_VERSION_MAJOR, VF_VERSION_MINOR, VF_VERSION_PATCH,
-               vf_last_error_detail());
+               vf_error_detail());
         return 0;
     }
     printf("consumer_cuda: varflow %d.%d.%d, CUDA class registered, %d "

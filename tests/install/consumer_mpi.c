@@ -42,15 +42,15 @@ static int op_add(vf_run *run, void *arg)
 
 static void fail(const char *what, int rc)
 {
-    fprintf(stderr, "consumer_mpi: %s: %s (%s) %s\n", what, vf_err_name(rc),
-            vf_strerror(rc), vf_last_error_detail());
+    fprintf(stderr, "consumer_mpi: %s: %s (%s) %s\n", what, vf_error_name(rc),
+            vf_error_string(rc), vf_error_detail());
     MPI_Abort(MPI_COMM_WORLD, 1);
     exit(1);
 }
 
 int main(int argc, char **argv)
 {
-    /* MPI started here: vf_mpi_init then leaves MPI_Finalize to us. */
+    /* MPI started here: vf_mpi_create then leaves MPI_Finalize to us. */
     int provided = 0;
     if (MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided) !=
         MPI_SUCCESS) {
@@ -65,8 +65,8 @@ int main(int argc, char **argv)
     int rc = vf_engine_create(&e, &cfg);
     if (rc != 0)
         fail("vf_engine_create", rc);
-    if ((rc = vf_mpi_init(e, MPI_COMM_WORLD)) != 0)
-        fail("vf_mpi_init", rc);
+    if ((rc = vf_mpi_create(e, MPI_COMM_WORLD)) != 0)
+        fail("vf_mpi_create", rc);
     int rank = vf_mpi_rank(e), size = vf_mpi_size(e);
 
     /* One var per rank, owned by it; the other ranks pass no buffer. */
@@ -75,9 +75,9 @@ int main(int argc, char **argv)
     if (x == NULL)
         fail("malloc", VF_ENOMEM);
     for (int r = 0; r < size; r++)
-        if ((rc = vf_mpi_var_new(e, &x[r], r == rank ? &mine : NULL,
-                                 sizeof(int), r)) != 0)
-            fail("vf_mpi_var_new", rc);
+        if ((rc = vf_mpi_var_create(e, &x[r], r == rank ? &mine : NULL,
+                                    sizeof(int), r)) != 0)
+            fail("vf_mpi_var_create", rc);
 
     /* Pushed by every rank alike; runs on rank 0, the owner of x[0]. */
     int other = 1 % size;
@@ -106,11 +106,11 @@ int main(int argc, char **argv)
         fail("vf_mpi_stats_total", rc);
     int got = x0 != NULL ? *x0 : -1;
 
-    if ((rc = vf_mpi_finalize(e, &err)) != 0)
-        fail("vf_mpi_finalize", rc);
+    if ((rc = vf_mpi_destroy(e, &err)) != 0)
+        fail("vf_mpi_destroy", rc);
     for (int r = 0; r < size; r++)
-        if ((rc = vf_var_delete(e, x[r], NULL, NULL)) != 0)
-            fail("vf_var_delete", rc);
+        if ((rc = vf_var_destroy(e, x[r], NULL, NULL)) != 0)
+            fail("vf_var_destroy", rc);
     if ((rc = vf_engine_destroy(e)) != 0)
         fail("vf_engine_destroy", rc);
     free(x);

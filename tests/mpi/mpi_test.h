@@ -49,7 +49,7 @@ static inline vf_engine *mpi_test_engine(int i)
     vf_engine *e = NULL;
     int rc = vf_engine_create(&e, &c);
     if (rc != 0) {
-        fprintf(stderr, "vf_engine_create: %s\n", vf_last_error_detail());
+        fprintf(stderr, "vf_engine_create: %s\n", vf_error_detail());
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     return e;
@@ -59,7 +59,7 @@ static inline vf_engine *mpi_test_engine(int i)
 static inline vf_engine *mpi_test_attached(int i)
 {
     vf_engine *e = mpi_test_engine(i);
-    CHECK_OK(vf_mpi_init(e, MPI_COMM_WORLD));
+    CHECK_OK(vf_mpi_create(e, MPI_COMM_WORLD));
     return e;
 }
 
@@ -69,8 +69,8 @@ static inline vf_var mpi_test_var(vf_engine *e, void *buf, size_t size,
                                   int owner)
 {
     vf_var v = {0};
-    CHECK_OK(
-        vf_mpi_var_new(e, &v, test_rank_ == owner ? buf : NULL, size, owner));
+    CHECK_OK(vf_mpi_var_create(e, &v, test_rank_ == owner ? buf : NULL, size,
+                               owner));
     return v;
 }
 

@@ -58,7 +58,7 @@ static void factor(int ntiles, int b, int engine_kind)
     CHECK_EQ(mpi_test_sum((uint64_t)owned), ntile);
 
     vf_mpi_stats st;
-    CHECK_OK(vf_mpi_stats_get(e, &st));
+    CHECK_OK(vf_mpi_stats_local(e, &st));
     uint64_t sends = mpi_test_sum(st.sends);
     uint64_t expected = chol_mpi_min_messages(ntiles, test_size_);
     CHECK_EQ(sends, expected);
@@ -84,7 +84,7 @@ static void factor(int ntiles, int b, int engine_kind)
         }
         CHECK_EQ(sends_seen, st.sends);
         CHECK_EQ(recvs_seen, st.recvs);
-        vf_profile_free(p);
+        vf_profile_destroy(p);
         CHECK_OK(vf_profile_stop(e));
     }
     if (test_rank_ == 0)
@@ -105,9 +105,9 @@ static void factor(int ntiles, int b, int engine_kind)
                 CHECK(memcmp(got, chol_tile(&serial, i, j), tile_bytes) == 0);
             }
     }
-    CHECK_OK(vf_mpi_finalize(e, &err));
+    CHECK_OK(vf_mpi_destroy(e, &err));
     for (size_t t = 0; t < ntile; t++)
-        CHECK_OK(vf_var_delete(e, vars[t], NULL, NULL));
+        CHECK_OK(vf_var_destroy(e, vars[t], NULL, NULL));
     CHECK_OK(vf_engine_destroy(e));
     free(vars);
     chol_matrix_free(&serial);

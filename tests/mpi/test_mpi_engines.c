@@ -61,13 +61,14 @@ int main(int argc, char **argv)
 {
     mpi_test_begin(&argc, &argv);
     vf_engine *a = mpi_test_engine(0), *b = mpi_test_engine(1);
-    CHECK_OK(vf_mpi_init(a, MPI_COMM_WORLD));
+    CHECK_OK(vf_mpi_create(a, MPI_COMM_WORLD));
 
     /* Rank 0's value of v comes out of a slow op; rank 1 (the last rank)
      * gets it while rank 0 goes on to attach b. */
     uint64_t v0 = 0;
     vf_var v;
-    CHECK_OK(vf_mpi_var_new(a, &v, test_rank_ == 0 ? &v0 : NULL, sizeof v0, 0));
+    CHECK_OK(
+        vf_mpi_var_create(a, &v, test_rank_ == 0 ? &v0 : NULL, sizeof v0, 0));
     vf_op slow = {.fn = slow_write, .arg = &v, .writes = VF_VARS(v)};
     CHECK_OK(vf_mpi_push(a, &slow, VF_MPI_OWNER));
     int last = test_size_ - 1;
@@ -75,7 +76,7 @@ int main(int argc, char **argv)
     CHECK_OK(vf_mpi_get(a, v, last, &err));
     if (test_rank_ == last)
         CHECK_EQ(*(uint64_t *)vf_mpi_data(a, v), 42);
-    CHECK_OK(vf_mpi_init(b, MPI_COMM_WORLD));
+    CHECK_OK(vf_mpi_create(b, MPI_COMM_WORLD));
 
     /* Both engines at once: a ring on each, with different constants. */
     enum { N = 12, ROUNDS = 20 };
@@ -85,10 +86,12 @@ int main(int argc, char **argv)
     for (int i = 0; i < N; i++) {
         va[i] = vb[i] = i;
         int owner = i % test_size_;
-        CHECK_OK(vf_mpi_var_new(a, &xa[i], owner == test_rank_ ? &va[i] : NULL,
-                                sizeof va[i], owner));
-        CHECK_OK(vf_mpi_var_new(b, &xb[i], owner == test_rank_ ? &vb[i] : NULL,
-                                sizeof vb[i], owner));
+        CHECK_OK(vf_mpi_var_create(a, &xa[i],
+                                   owner == test_rank_ ? &va[i] : NULL,
+                                   sizeof va[i], owner));
+        CHECK_OK(vf_mpi_var_create(b, &xb[i],
+                                   owner == test_rank_ ? &vb[i] : NULL,
+                                   sizeof vb[i], owner));
     }
     for (int round = 0; round < ROUNDS; round++) {
         ring(a, xa, aa[round], N, 1);
@@ -113,8 +116,8 @@ int main(int argc, char **argv)
         CHECK_EQ(va[i], sa[i]);
         CHECK_EQ(vb[i], sb[i]);
     }
-    CHECK_OK(vf_mpi_finalize(b, &err));
-    CHECK_OK(vf_mpi_finalize(a, &err));
+    CHECK_OK(vf_mpi_destroy(b, &err));
+    CHECK_OK(vf_mpi_destroy(a, &err));
     CHECK_OK(vf_engine_destroy(b));
     CHECK_OK(vf_engine_destroy(a));
     return mpi_test_end("test_mpi_engines");

@@ -80,9 +80,9 @@ static void failure_travels(int kind)
     vf_var v[N];
     vf_engine *e = mpi_test_attached(kind);
     for (int i = 0; i < N; i++)
-        CHECK_OK(vf_mpi_var_new(e, &v[i],
-                                i % test_size_ == test_rank_ ? &vals[i] : NULL,
-                                sizeof(int64_t), i % test_size_));
+        CHECK_OK(vf_mpi_var_create(
+            e, &v[i], i % test_size_ == test_rank_ ? &vals[i] : NULL,
+            sizeof(int64_t), i % test_size_));
     /* Round 1: hop 3 fails; hops 4.. are skipped on whatever rank. */
     int skipped = 0, ran = 0, bad = 3;
     chain(e, v, N, bad, &skipped, &ran);
@@ -103,7 +103,7 @@ static void failure_travels(int kind)
     CHECK_EQ(ran, mine_ran);
     CHECK_EQ(mpi_test_sum((uint64_t)skipped), N - bad - 1);
     vf_mpi_stats st;
-    CHECK_OK(vf_mpi_stats_get(e, &st));
+    CHECK_OK(vf_mpi_stats_local(e, &st));
     /* With more than one rank the failed value left its rank: the hop
      * after the bad one, on the next rank, got it with the failure. */
     CHECK_EQ(mpi_test_sum(st.failures_sent), test_size_ > 1 ? N - bad - 1 : 0);
@@ -128,7 +128,7 @@ static void failure_travels(int kind)
     /* That wait reported it on every rank: nothing is left to report. */
     CHECK_OK(vf_mpi_wait_all(e, &err));
 
-    CHECK_OK(vf_mpi_finalize(e, &err));
+    CHECK_OK(vf_mpi_destroy(e, &err));
     CHECK_OK(vf_engine_destroy(e));
 }
 
@@ -143,7 +143,7 @@ static void nop_async(vf_run *run, void *arg, vf_completion done)
 {
     (void)run;
     (void)arg;
-    vf_complete(done, 0, NULL);
+    vf_completion_finish(done, 0, NULL);
 }
 
 static int slow_nop(vf_run *run, void *arg)
@@ -161,29 +161,29 @@ static void bad_input(void)
     vf_var local, d;
     int64_t x = 0;
     /* Not attached yet. */
-    CHECK_ERR(vf_mpi_var_new(e, &d, &x, sizeof x, 0), VF_EINVAL);
-    CHECK(strstr(vf_last_error_detail(), "vf_mpi_init") != NULL);
-    CHECK_ERR(vf_mpi_init(NULL, MPI_COMM_WORLD), VF_EINVAL);
-    CHECK_ERR(vf_mpi_init(e, MPI_COMM_NULL), VF_EINVAL);
-    CHECK_OK(vf_mpi_init(e, MPI_COMM_WORLD));
-    CHECK_ERR(vf_mpi_init(e, MPI_COMM_WORLD), VF_EINVAL);
+    CHECK_ERR(vf_mpi_var_create(e, &d, &x, sizeof x, 0), VF_EINVAL);
+    CHECK(strstr(vf_error_detail(), "vf_mpi_create") != NULL);
+    CHECK_ERR(vf_mpi_create(NULL, MPI_COMM_WORLD), VF_EINVAL);
+    CHECK_ERR(vf_mpi_create(e, MPI_COMM_NULL), VF_EINVAL);
+    CHECK_OK(vf_mpi_create(e, MPI_COMM_WORLD));
+    CHECK_ERR(vf_mpi_create(e, MPI_COMM_WORLD), VF_EINVAL);
     CHECK_EQ(vf_mpi_rank(e), test_rank_);
     CHECK_EQ(vf_mpi_size(e), test_size_);
 
-    CHECK_ERR(vf_mpi_var_new(e, &d, &x, 0, 0), VF_EINVAL);
-    CHECK_ERR(vf_mpi_var_new(e, &d, &x, sizeof x, test_size_), VF_EINVAL);
-    CHECK_ERR(vf_mpi_var_new(e, &d, &x, sizeof x, -1), VF_EINVAL);
-    CHECK_ERR(vf_mpi_var_new(e, &d, NULL, sizeof x, test_rank_), VF_EINVAL);
-    CHECK(strstr(vf_last_error_detail(), "NULL on its owner") != NULL);
-    CHECK_OK(vf_mpi_var_new(e, &d, test_rank_ == 0 ? &x : NULL, sizeof x, 0));
+    CHECK_ERR(vf_mpi_var_create(e, &d, &x, 0, 0), VF_EINVAL);
+    CHECK_ERR(vf_mpi_var_create(e, &d, &x, sizeof x, test_size_), VF_EINVAL);
+    CHECK_ERR(vf_mpi_var_create(e, &d, &x, sizeof x, -1), VF_EINVAL);
+    CHECK_ERR(vf_mpi_var_create(e, &d, NULL, sizeof x, test_rank_), VF_EINVAL);
+    CHECK(strstr(vf_error_detail(), "NULL on its owner") != NULL);
+    CHECK_OK(
+        vf_mpi_var_create(e, &d, test_rank_ == 0 ? &x : NULL, sizeof x, 0));
     CHECK_EQ(vf_mpi_var_owner(e, d), 0);
 
     /* A plain var in a distributed push is refused on every rank. */
-    CHECK_OK(vf_var_new(e, &local));
+    CHECK_OK(vf_var_create(e, &local));
     vf_op op = {.fn = nop, .reads = VF_VARS(d), .writes = VF_VARS(local)};
     CHECK_ERR(vf_mpi_push(e, &op, VF_MPI_OWNER), VF_EINVAL);
-    CHECK(strstr(vf_last_error_detail(), "writes[0] is not a distributed") !=
-          NULL);
+    CHECK(strstr(vf_error_detail(), "writes[0] is not a distributed") != NULL);
     CHECK_ERR(vf_mpi_var_owner(e, local), VF_EINVAL);
     CHECK(vf_mpi_data(e, local) == NULL);
     vf_op two = {.fn = nop, .async_fn = nop_async, .writes = VF_VARS(d)};
@@ -198,24 +198,24 @@ static void bad_input(void)
     CHECK_OK(vf_mpi_push(e, &ok, VF_MPI_OWNER));
     CHECK_OK(vf_mpi_get(e, d, VF_MPI_ALL, NULL));
     CHECK(vf_mpi_data(e, d) != NULL);
-    CHECK_OK(vf_mpi_var_delete(e, d));
-    CHECK_ERR(vf_mpi_var_delete(e, d), VF_ESTALE);
+    CHECK_OK(vf_mpi_var_destroy(e, d));
+    CHECK_ERR(vf_mpi_var_destroy(e, d), VF_ESTALE);
     CHECK_ERR(vf_mpi_var_owner(e, d), VF_ESTALE);
     CHECK_ERR(vf_mpi_push(e, &ok, VF_MPI_OWNER), VF_ESTALE);
     CHECK_ERR(vf_mpi_get(e, d, VF_MPI_ALL, NULL), VF_ESTALE);
     CHECK_OK(vf_mpi_wait_all(e, NULL));
     CHECK(vf_mpi_data(e, d) == NULL); /* its delete op ran */
-    CHECK(strstr(vf_last_error_detail(), "was deleted") != NULL);
-    CHECK_OK(vf_mpi_finalize(e, NULL));
-    CHECK_ERR(vf_mpi_finalize(e, NULL), VF_EINVAL);
-    CHECK_OK(vf_var_delete(e, local, NULL, NULL));
+    CHECK(strstr(vf_error_detail(), "was deleted") != NULL);
+    CHECK_OK(vf_mpi_destroy(e, NULL));
+    CHECK_ERR(vf_mpi_destroy(e, NULL), VF_EINVAL);
+    CHECK_OK(vf_var_destroy(e, local, NULL, NULL));
     CHECK_OK(vf_engine_destroy(e));
 
     /* The naive engine runs ops inside the push: it cannot wait there for
      * another rank, so it is refused. */
     vf_config c = {.type = VF_ENGINE_NAIVE};
     CHECK_OK(vf_engine_create(&e, &c));
-    CHECK_ERR(vf_mpi_init(e, MPI_COMM_WORLD), VF_ENOTSUP);
+    CHECK_ERR(vf_mpi_create(e, MPI_COMM_WORLD), VF_ENOTSUP);
     CHECK_OK(vf_engine_destroy(e));
 
     CHECK_EQ(vf_mpi_owner_2d(4, 3, 1), 3); /* grid 2 x 2 */
@@ -246,7 +246,7 @@ static void size_mismatch(bool owner_larger)
                                            : "sent 8 bytes, this rank made "
                                              "it 16") != NULL);
     CHECK(strstr(err.op_name, "mpi recv v0 from 0") != NULL);
-    vf_mpi_finalize(e, &err);
+    vf_mpi_destroy(e, &err);
     CHECK_OK(vf_engine_destroy(e));
 }
 
@@ -272,11 +272,11 @@ static void get_one_failed(void)
               test_size_ > 1 ? VF_EOPFAILED : 0); /* one rank: reported */
     if (test_size_ > 1)
         CHECK(strcmp(err.op_name, "bad hop") == 0);
-    CHECK_OK(vf_mpi_finalize(e, &err));
+    CHECK_OK(vf_mpi_destroy(e, &err));
     CHECK_OK(vf_engine_destroy(e));
 }
 
-/* An op only its running rank refuses (here a property vf_push rejects
+/* An op only its running rank refuses (here a property vf_engine_push rejects
  * there; the same path serves no memory, no such device there): the other
  * ranks have already counted on its writes, so its failure travels with
  * the data and every rank's wait reports it. A nonblocking push is refused
@@ -324,9 +324,9 @@ static void refused_on_runner(void)
 
     vf_op nb = {.fn = nop, .writes = VF_VARS(dx), .nonblocking = true};
     CHECK_ERR(vf_mpi_push(e, &nb, VF_MPI_OWNER), VF_EINVAL);
-    CHECK(strstr(vf_last_error_detail(), "nonblocking") != NULL);
+    CHECK(strstr(vf_error_detail(), "nonblocking") != NULL);
     CHECK_OK(vf_mpi_wait_all(e, NULL));
-    CHECK_OK(vf_mpi_finalize(e, NULL));
+    CHECK_OK(vf_mpi_destroy(e, NULL));
     CHECK_OK(vf_engine_destroy(e));
 }
 
@@ -359,8 +359,8 @@ static void nested_call(vf_run *run, void *arg, vf_completion done)
     vf_engine *e = vf_run_engine(run);
     vf_op inner = {.fn = nop, .writes = {&n->v, 1}};
     n->rc = vf_mpi_push(e, &inner, VF_MPI_OWNER);
-    snprintf(n->detail, sizeof n->detail, "%s", vf_last_error_detail());
-    vf_complete(done, 0, NULL);
+    snprintf(n->detail, sizeof n->detail, "%s", vf_error_detail());
+    vf_completion_finish(done, 0, NULL);
 }
 
 static void calls_from_ops(void)
@@ -370,7 +370,7 @@ static void calls_from_ops(void)
     int last = test_size_ - 1;
     vf_var dx = mpi_test_var(e, &x, sizeof x, 0);
     vf_var dy = mpi_test_var(e, &y, sizeof y, last);
-    /* Ready at once on rank 0: runs inside vf_mpi_push's own vf_push. */
+    /* Ready at once on rank 0: runs inside vf_mpi_push's own vf_engine_push. */
     nested inline_op = {.v = dx, .rc = 1};
     vf_op a = {
         .async_fn = nested_call, .arg = &inline_op, .writes = VF_VARS(dx)};
@@ -399,7 +399,7 @@ static void calls_from_ops(void)
         CHECK_EQ(comm_op.rc, VF_EDEADLK);
         CHECK(strstr(comm_op.detail, "the communication thread runs") != NULL);
     }
-    CHECK_OK(vf_mpi_finalize(e, NULL));
+    CHECK_OK(vf_mpi_destroy(e, NULL));
     CHECK_OK(vf_engine_destroy(e));
 }
 
@@ -416,14 +416,14 @@ static void stopped_rank(void)
     vf_op op = {.fn = nop, .writes = VF_VARS(d)};
     CHECK_OK(vf_mpi_push(e, &op, VF_MPI_OWNER)); /* held on rank 0 */
     CHECK_ERR(vf_mpi_wait_all(e, NULL), VF_ESTOPPED);
-    CHECK(strstr(vf_last_error_detail(), "rank 0 could not wait") != NULL);
-    CHECK_ERR(vf_mpi_finalize(e, NULL), VF_ESTOPPED);
-    CHECK(strstr(vf_last_error_detail(), "stays attached") != NULL);
+    CHECK(strstr(vf_error_detail(), "rank 0 could not wait") != NULL);
+    CHECK_ERR(vf_mpi_destroy(e, NULL), VF_ESTOPPED);
+    CHECK(strstr(vf_error_detail(), "stays attached") != NULL);
     CHECK_EQ(vf_mpi_rank(e), test_rank_); /* still attached */
     if (test_rank_ == 0)
         CHECK_OK(vf_engine_start(e));
     CHECK_OK(vf_mpi_wait_all(e, NULL));
-    CHECK_OK(vf_mpi_finalize(e, NULL));
+    CHECK_OK(vf_mpi_destroy(e, NULL));
     CHECK_ERR(vf_mpi_rank(e), VF_EINVAL); /* detached */
     CHECK_OK(vf_engine_destroy(e));
 }

@@ -197,9 +197,9 @@ static uint64_t run_program(int engine_kind, const prog_op *prog, int nops,
 
     vf_engine *e = mpi_test_attached(engine_kind);
     for (int v = 0; v < nvars; v++)
-        CHECK_OK(vf_mpi_var_new(e, &vars[v],
-                                owner[v] == test_rank_ ? &mine[v * L] : NULL,
-                                L * sizeof(uint64_t), owner[v]));
+        CHECK_OK(vf_mpi_var_create(e, &vars[v],
+                                   owner[v] == test_rank_ ? &mine[v * L] : NULL,
+                                   L * sizeof(uint64_t), owner[v]));
     int dones_here = 0, dones_elsewhere = 0, ran_here = 0;
     model m = {.nvars = nvars, .size = test_size_, .owner = owner};
     m.holds = calloc((size_t)nvars, sizeof *m.holds);
@@ -218,7 +218,7 @@ static uint64_t run_program(int engine_kind, const prog_op *prog, int nops,
     /* The program's own messages, before the gets below add theirs. */
     uint64_t program_minimum = m.messages;
     vf_mpi_stats before;
-    CHECK_OK(vf_mpi_stats_get(e, &before));
+    CHECK_OK(vf_mpi_stats_local(e, &before));
     uint64_t program_sends = mpi_test_sum(before.sends);
     CHECK_EQ(program_sends, program_minimum);
     CHECK_EQ(dones_here, ran_here);
@@ -244,7 +244,7 @@ static uint64_t run_program(int engine_kind, const prog_op *prog, int nops,
                           what, v);
     }
     vf_mpi_stats st;
-    CHECK_OK(vf_mpi_stats_get(e, &st));
+    CHECK_OK(vf_mpi_stats_local(e, &st));
     CHECK_EQ(st.ops_here, (uint64_t)ran_here);
     CHECK_EQ(st.ops_elsewhere, (uint64_t)(nops - ran_here));
     uint64_t sends = mpi_test_sum(st.sends), recvs = mpi_test_sum(st.recvs);
@@ -267,10 +267,10 @@ static uint64_t run_program(int engine_kind, const prog_op *prog, int nops,
     for (int i = 0; i < nops / 4; i++)
         push_op(e, &prog[i], vars, &dones_here, &dones_elsewhere);
     for (int v = 0; v < nvars; v += 2)
-        CHECK_OK(vf_mpi_var_delete(e, vars[v]));
-    CHECK_OK(vf_mpi_finalize(e, &err));
+        CHECK_OK(vf_mpi_var_destroy(e, vars[v]));
+    CHECK_OK(vf_mpi_destroy(e, &err));
     for (int v = 1; v < nvars; v += 2)
-        CHECK_OK(vf_var_delete(e, vars[v], NULL, NULL));
+        CHECK_OK(vf_var_destroy(e, vars[v], NULL, NULL));
     CHECK_OK(vf_engine_destroy(e));
     free(m.holds);
     free(serial);
@@ -374,8 +374,10 @@ static void counted_by_hand(void)
     vf_engine *e = mpi_test_attached(0);
     int64_t a0 = 0, b0 = 0;
     vf_var a, b;
-    CHECK_OK(vf_mpi_var_new(e, &a, test_rank_ == 0 ? &a0 : NULL, sizeof a0, 0));
-    CHECK_OK(vf_mpi_var_new(e, &b, test_rank_ == 1 ? &b0 : NULL, sizeof b0, 1));
+    CHECK_OK(
+        vf_mpi_var_create(e, &a, test_rank_ == 0 ? &a0 : NULL, sizeof a0, 0));
+    CHECK_OK(
+        vf_mpi_var_create(e, &b, test_rank_ == 1 ? &b0 : NULL, sizeof b0, 1));
     const step prog[] = {
         {b, a, true, VF_MPI_OWNER, 0, 1, 1, 0},   /* b += a: a 0 -> 1 */
         {b, a, true, VF_MPI_OWNER, 0, 1, 0, 0},   /* a is cached on 1 */
@@ -397,7 +399,7 @@ static void counted_by_hand(void)
     }
     CHECK_OK(vf_mpi_wait_all(e, NULL));
     vf_mpi_stats st;
-    CHECK_OK(vf_mpi_stats_get(e, &st));
+    CHECK_OK(vf_mpi_stats_local(e, &st));
     CHECK_EQ(st.sends, test_rank_ == 0 ? from0 : test_rank_ == 1 ? from1 : 0);
     CHECK_EQ(st.recvs, test_rank_ == 0 ? from1 : test_rank_ == 1 ? from0 : 0);
     CHECK_EQ(mpi_test_sum(st.sends), 5);
@@ -405,7 +407,7 @@ static void counted_by_hand(void)
         CHECK_EQ(a0, 25);
     if (test_rank_ == 1)
         CHECK_EQ(b0, 10);
-    CHECK_OK(vf_mpi_finalize(e, NULL));
+    CHECK_OK(vf_mpi_destroy(e, NULL));
     CHECK_OK(vf_engine_destroy(e));
 }
 

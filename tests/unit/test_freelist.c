@@ -2,7 +2,7 @@
  * test_freelist: the per-thread free lists over the process-wide depot
  * (src/core/freelist.h), alone.
  *
- * Allocation is counted with vf_debug_alloc_count (every malloc varflow
+ * Allocation is counted with vf__testing_alloc_count (every malloc varflow
  * makes goes through base/alloc.h), so "no malloc" is checked exactly.
  * Each case empties the depot first (vf__fl_trim) and does its allocating
  * on threads of its own, whose caches start empty. It checks: a freed
@@ -48,18 +48,18 @@ static void run_in_thread(void *(*fn)(void *), void *arg)
 typedef struct blocks {
     int n;
     void *b[512];
-    uint64_t allocs; /* vf_debug_alloc_count() over the thread's work */
+    uint64_t allocs; /* vf__testing_alloc_count() over the thread's work */
 } blocks;
 
 static void *alloc_n(void *arg)
 {
     blocks *bl = arg;
-    vf_debug_fail_alloc(0); /* resets the count */
+    vf__testing_fail_alloc(0); /* resets the count */
     for (int i = 0; i < bl->n; i++) {
         bl->b[i] = vf__fl_alloc(VF__FL_OP);
         REQUIRE(bl->b[i] != NULL);
     }
-    bl->allocs = vf_debug_alloc_count();
+    bl->allocs = vf__testing_alloc_count();
     return NULL;
 }
 
@@ -82,17 +82,17 @@ static bool contains(const blocks *bl, const void *p)
 static void *reuse_on_one_thread(void *arg)
 {
     (void)arg;
-    vf_debug_fail_alloc(0);
+    vf__testing_fail_alloc(0);
     void *a = vf__fl_alloc(VF__FL_OP);
     REQUIRE(a != NULL);
-    CHECK_EQ(vf_debug_alloc_count(), 1); /* empty cache and depot: malloc */
+    CHECK_EQ(vf__testing_alloc_count(), 1); /* empty cache and depot: malloc */
     vf__fl_free(VF__FL_OP, a);
     void *b = vf__fl_alloc(VF__FL_OP);
     CHECK(b == a); /* the thread's own cache, last in first out */
-    CHECK_EQ(vf_debug_alloc_count(), 1);
+    CHECK_EQ(vf__testing_alloc_count(), 1);
     void *c = vf__fl_alloc(VF__FL_OP_EXT); /* kinds do not mix */
     CHECK(c != NULL && c != a);
-    CHECK_EQ(vf_debug_alloc_count(), 2);
+    CHECK_EQ(vf__testing_alloc_count(), 2);
     vf__fl_free(VF__FL_OP, b);
     vf__fl_free(VF__FL_OP_EXT, c);
     return NULL;
@@ -155,9 +155,9 @@ TEST_CASE(thread_exit_and_trim)
 static void *alloc_without_memory(void *arg)
 {
     (void)arg;
-    vf_debug_fail_alloc(1); /* the next allocation fails */
+    vf__testing_fail_alloc(1); /* the next allocation fails */
     CHECK(vf__fl_alloc(VF__FL_OP) == NULL);
-    vf_debug_fail_alloc(0);
+    vf__testing_fail_alloc(0);
     void *b = vf__fl_alloc(VF__FL_OP);
     CHECK(b != NULL);
     if (b != NULL)
@@ -242,7 +242,7 @@ TEST_CASE(pushers_allocate_workers_free)
     pthread_cond_init(&t->cv, NULL);
     t->per_producer = tu_scaled(100000, 10000);
     t->producers_left = NPRODUCERS;
-    vf_debug_fail_alloc(0);
+    vf__testing_fail_alloc(0);
     pthread_t th[NPRODUCERS + NCONSUMERS];
     for (int i = 0; i < NPRODUCERS; i++)
         th[i] = tu_thread_start(producer, t);
@@ -251,7 +251,7 @@ TEST_CASE(pushers_allocate_workers_free)
     for (int i = 0; i < NPRODUCERS + NCONSUMERS; i++)
         tu_thread_join(th[i]);
     long total = NPRODUCERS * t->per_producer;
-    uint64_t allocs = vf_debug_alloc_count();
+    uint64_t allocs = vf__testing_alloc_count();
     CHECK_EQ(atomic_load(&t->twice), 0);
     /* At most RING blocks are in use at once; the rest is reuse. */
     if (allocs * 10 > (uint64_t)total)

@@ -51,8 +51,8 @@ static vf_engine *stepped(void)
     vf_engine *e = NULL;
     int rc = vf__testing_engine_create_stepped(&e, NULL);
     if (rc != 0)
-        CHECK_REPORT_("create_stepped: %s (%s)", vf_err_name(rc),
-                      vf_last_error_detail());
+        CHECK_REPORT_("create_stepped: %s (%s)", vf_error_name(rc),
+                      vf_error_detail());
     REQUIRE(e != NULL);
     norder = 0;
     return e;
@@ -63,13 +63,13 @@ static void push(vf_engine *e, step_op *o, int id, int priority,
                  int nwrites)
 {
     o->id = id;
-    CHECK_OK(vf_push(e, &(vf_op){.fn = log_op,
-                                 .arg = o,
-                                 .done = log_done,
-                                 .reads = tu_list(reads, nreads),
-                                 .writes = tu_list(writes, nwrites),
-                                 .priority = priority,
-                                 .name = "step op"}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = log_op,
+                                        .arg = o,
+                                        .done = log_done,
+                                        .reads = tu_list(reads, nreads),
+                                        .writes = tu_list(writes, nwrites),
+                                        .priority = priority,
+                                        .name = "step op"}));
 }
 
 /* Step `n` times: each step must run one op, and the log must then read
@@ -210,7 +210,8 @@ TEST_CASE(ops_made_ready_in_a_step_join_the_queue)
     step_op a[3] = {{0}}, d = {0};
     a[0].id = 10;
     a[0].e = e;
-    CHECK_OK(vf_push(e, &(vf_op){.fn = push_two, .arg = a, .name = "a"}));
+    CHECK_OK(
+        vf_engine_push(e, &(vf_op){.fn = push_two, .arg = a, .name = "a"}));
     push(e, &d, 20, 0, NULL, 0, NULL, 0);
     EXPECT_STEPS(e, 10);
     CHECK(!a[1].ran && !a[2].ran);
@@ -233,7 +234,7 @@ TEST_CASE(failure_skips_dependents)
     CHECK(!reader.ran && reader.done);
     CHECK_EQ(reader.done_status, VF_ESKIPPED);
     CHECK_EQ(vf__testing_run_one(e), 0);
-    CHECK_ERR(vf_wait_all(e, NULL), VF_EOPFAILED);
+    CHECK_ERR(vf_engine_wait_all(e, NULL), VF_EOPFAILED);
     CHECK_OK(vf_engine_destroy(e));
 }
 
@@ -244,7 +245,7 @@ static int push_and_wait(vf_run *run, void *arg)
     step_op *o = arg;
     (void)run;
     push(o->e, &o[1], 2, 0, NULL, 0, &o->var, 1);
-    CHECK_OK(vf_wait_var(o->e, o->var, NULL));
+    CHECK_OK(vf_var_wait(o->e, o->var, NULL));
     CHECK(o[1].ran);
     CHECK_ERR(vf__testing_run_one(o->e), VF_EDEADLK); /* not from an op */
     if (norder < 64)
@@ -257,8 +258,8 @@ TEST_CASE(nested_wait_runs_within_the_step)
     vf_engine *e = stepped();
     step_op o[2] = {{.id = 1, .e = e}, {0}};
     o[0].var = tu_var(e);
-    CHECK_OK(vf_push(e, &(vf_op){.fn = push_and_wait, .arg = o,
-                                 .name = "waits"}));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = push_and_wait, .arg = o, .name = "waits"}));
     CHECK_EQ(vf__testing_run_one(e), 1);
     CHECK_EQ(norder, 2);
     CHECK_EQ(order[0], 2); /* the pushed op, inside the wait */
@@ -266,7 +267,7 @@ TEST_CASE(nested_wait_runs_within_the_step)
     finish(e);
 }
 
-/* vf_wait_all runs what is left on the calling thread. */
+/* vf_engine_wait_all runs what is left on the calling thread. */
 TEST_CASE(wait_all_runs_the_rest)
 {
     vf_engine *e = stepped();
@@ -276,7 +277,7 @@ TEST_CASE(wait_all_runs_the_rest)
         push(e, &o[i], i, i % 3, i % 2 ? &x : NULL, i % 2, i % 2 ? NULL : &x,
              i % 2 ? 0 : 1);
     EXPECT_STEPS(e, 0);
-    CHECK_OK(vf_wait_all(e, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(norder, 10);
     for (int i = 0; i < 10; i++)
         CHECK(o[i].ran && pthread_equal(o[i].thread, pthread_self()));
