@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "base/alloc.h"
-#include "core/bulk.h"
 #include "core/device_ops.h"
 #include "core/engine.h"
 #include "core/freelist.h"
