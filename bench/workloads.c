@@ -15,7 +15,7 @@
 
 const char *const bench_workload_keys[] = {
     "W1", "W2", "W3-K16", "W3-K64", "W4-G100", "W4-G300",
-    "W5", "W7", "W6-b64", "W6-b128", NULL,
+    "W5", "W7", "W6-b32", "W6-b64", "W6-b128", NULL,
 };
 
 static const struct {
@@ -28,6 +28,7 @@ static const struct {
     {"W4-G100", "wavefront G=100"},
     {"W4-G300", "wavefront G=300"},
     {"W5", "random DAG"},
+    {"W6-b32", "tiled Cholesky b=32"},
     {"W6-b64", "tiled Cholesky b=64"},
     {"W6-b128", "tiled Cholesky b=128"},
     {"W7", "many pushers"},
@@ -316,6 +317,8 @@ bench_prog *bench_prog_build(const char *key, const bench_sizing *sz)
         build_wavefront(&b, sz, 300);
     else if (strcmp(key, "W5") == 0)
         build_random(&b, sz);
+    else if (strcmp(key, "W6-b32") == 0)
+        build_cholesky(&b, sz, 32);
     else if (strcmp(key, "W6-b64") == 0)
         build_cholesky(&b, sz, 64);
     else if (strcmp(key, "W6-b128") == 0)

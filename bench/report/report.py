@@ -36,7 +36,7 @@ WORKLOADS = [
      "(i,j). G = 100 and 300."),
     ("W5", "random DAG", "1000 vars, 100000 ops, each reading 0-4 and writing 1-2 "
      "distinct vars (fixed seed)."),
-    ("W6", "tiled Cholesky", "n = 2048 in b x b tiles, b = 64 and 128; "
+    ("W6", "tiled Cholesky", "n = 2048 in b x b tiles, b = 32, 64 and 128; "
      "POTRF/TRSM/SYRK/GEMM tile kernels (examples/cholesky_tiles.h)."),
     ("W7", "many pushers", "W5 split over 2 pushing threads, each on its own "
      "500 vars, plus a shared var both accumulate into now and then."),

@@ -28,7 +28,7 @@ WIDE_TARGET_S = 1.0
 WIDE_TARGET_VARS = 1 << 20
 
 ROW_ORDER = ["W1", "W2", "W3-K16", "W3-K64", "W4-G100", "W4-G300", "W5", "W7",
-             "W6-b64", "W6-b128"]
+             "W6-b32", "W6-b64", "W6-b128"]
 
 
 def engine_rank(name):
