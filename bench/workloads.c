@@ -676,6 +676,10 @@ void bench_report_mismatch(const bench_state *s, const char *engine, int threads
         }
         fprintf(stderr, "!!! %d of %d vars differ\n", differing, p->nvars);
     }
+    if (differing == 0)
+        fprintf(stderr, "!!! (the serial run made here again agrees: the reference this run\n"
+                        "!!! was checked against was saved by another build in the\n"
+                        "!!! --ref-dir; after changing a kernel, empty that folder)\n");
     fprintf(stderr,
             "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n\n");
     bench_state_destroy(&ref);
