@@ -24,9 +24,13 @@
  * in the same order under every engine: the result is the serial one bit
  * for bit (each kernel is deterministic, and bench/CMakeLists.txt builds
  * this file with -ffp-contract=off so that every binary, GCC- or
- * clang-built, does the same arithmetic). The serial factor's residual is
- * checked too (LU_MAX_RESIDUAL), so that a wrong kernel, which would make
- * every engine's result and the serial one wrong alike, fails as well.
+ * clang-built, does the same arithmetic). An exact check is also the one
+ * that sees an ordering bug: with bmod's depend(inout:) on its block
+ * dropped, OpenMP's blocks differed from the serial ones in the last bits
+ * only, in most blocks, which a relative tolerance like BOTS's own check
+ * would have passed. The serial factor's residual is checked too
+ * (LU_MAX_RESIDUAL), so that a wrong kernel, which would make every
+ * engine's result and the serial one wrong alike, fails as well.
  *
  * The kernels are BOTS's loops as they are (lu0, fwd, bdiv, bmod), in
  * single precision as in BOTS. The pattern is WORKLOADS.md's: about half of

@@ -264,6 +264,9 @@ def tiled_section(res, wid, rel="bench", run_line=None):
         L += ["![GFLOP/s](%s/%s)" % (rel, TILED_CHARTS[wid][0]), ""]
     for t in res.threads:
         L += [md_table(tables.table_gflops(res, t, "–", wid)), ""]
+    if wid == "W8":
+        for t in res.threads:
+            L += [md_table(tables.table_seconds(res, t, "–", wid)), ""]
     if wid == tables.tiled_ids(res)[-1]:
         L += [md_table(tables.table_speedup(res, "tiles")), ""]
         L += [md_table(tables.table_vs_peer(res, "tiles")), ""]

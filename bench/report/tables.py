@@ -309,6 +309,31 @@ def table_gflops(res, threads, dash="-", wid="W6"):
     return title, header, rows
 
 
+def table_seconds(res, threads, dash="-", wid="W8"):
+    """Seconds per run of a tiled workload (WORKLOADS.md asks W8 for
+    seconds as well as GFLOP/s)."""
+    cols = res.columns(threads)
+    header = ["workload", "size"] + [
+        c[0] + ("" if c[1] == threads else " (T=%d)" % c[1]) for c in cols]
+    rows = []
+    for key in res.rows:
+        if key[:2] != wid:
+            continue
+        line = [res.row_label(key), res.row_size(key, "tiles")]
+        for e, t in cols:
+            r = res.get(e, t, key, "tiles")
+            if r and r.get("times_s"):
+                ts = r["times_s"]
+                stat = {"median": statistics.median(ts), "min": min(ts), "max": max(ts)}
+                line.append(fmt_range(stat, dash, r.get("capped", False)))
+            else:
+                line.append(res.note(e, t, key, "tiles"))
+        rows.append(line)
+    title = "%s - seconds per run, median [min%smax], T = %d worker%s" % (
+        TILED[wid], dash, threads, "" if threads == 1 else "s")
+    return title, header, rows
+
+
 def table_startup(res):
     header = ["engine", "T", "start-up ms", "shutdown ms", "what ran"]
     rows = []
@@ -443,6 +468,9 @@ def all_tables(res, dash="-"):
         for wid in tiled_ids(res):
             for t in res.threads:
                 out.append(table_gflops(res, t, dash, wid))
+            if wid == "W8":
+                for t in res.threads:
+                    out.append(table_seconds(res, t, dash, wid))
         out.append(table_speedup(res, "tiles"))
         out.append(table_vs_peer(res, "tiles"))
     out.append(table_startup(res))
