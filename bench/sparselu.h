@@ -23,8 +23,9 @@
  * the loop's order, so with blocks as vars each block sees the same updates
  * in the same order under every engine: the result is the serial one bit
  * for bit (each kernel is deterministic, and bench/CMakeLists.txt builds
- * this file with -ffp-contract=off so that every binary, GCC- or
- * clang-built, does the same arithmetic). An exact check is also the one
+ * this file once, with -ffp-contract=off, into a library that every binary
+ * links, the clang-built one too: every engine runs the same kernel code,
+ * so the columns differ by runtime only). An exact check is also the one
  * that sees an ordering bug: with bmod's depend(inout:) on its block
  * dropped, OpenMP's blocks differed from the serial ones in the last bits
  * only, in most blocks, which a relative tolerance like BOTS's own check
