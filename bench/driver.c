@@ -10,7 +10,7 @@
  *   vfbench-X --calibrate
  *   vfbench-X --engine NAME [--threads T] [--workloads W1,W5,...]
  *             [--work 0,1234,12345 --work-labels 0,10us,100us]
- *             [--ns-per-iter X] [--budget-ms B] [--scale S] [--chol-n N]
+ *             [--ns-per-iter X] [--budget-ms B] [--scale S] [--chol-n N] [--lu-n N]
  *             [--reps R] [--warmup W] [--max-run-s S] [--row-timeout-s S]
  *             [--skip KEY@WORK,...] [--ref-dir DIR] [--progress] [--callgrind]
  *   vfbench-X --engine NAME [--threads T] --pending N
@@ -237,6 +237,7 @@ typedef struct options {
     double budget_ms;
     double scale;
     int chol_n;
+    int lu_n;
     int reps, warmup;
     const char *ref_dir;
     int progress;
@@ -255,7 +256,7 @@ static void usage(FILE *f)
             "usage: vfbench --list | --calibrate |\n"
             "       --engine NAME [--threads T] [--workloads W1,W5,...]\n"
             "       [--work I1,I2,... --work-labels L1,L2,...] [--ns-per-iter X]\n"
-            "       [--budget-ms B] [--scale S] [--chol-n N] [--reps R]\n"
+            "       [--budget-ms B] [--scale S] [--chol-n N] [--lu-n N] [--reps R]\n"
             "       [--warmup W] [--max-run-s S] [--row-timeout-s S]\n"
             "       [--skip KEY@WORK,...] [--ref-dir DIR] [--progress] [--callgrind]\n"
             "       --engine NAME [--threads T] --pending N\n"
@@ -325,7 +326,7 @@ enum mode { RUN, LIST, CALIBRATE };
  * O_* value. */
 enum {
     O_LIST = 256, O_CALIBRATE, O_ENGINE, O_THREADS, O_WORKLOADS, O_WORK,
-    O_WORK_LABELS, O_NS_PER_ITER, O_BUDGET_MS, O_SCALE, O_CHOL_N, O_REPS,
+    O_WORK_LABELS, O_NS_PER_ITER, O_BUDGET_MS, O_SCALE, O_CHOL_N, O_LU_N, O_REPS,
     O_WARMUP, O_MAX_RUN_S, O_ROW_TIMEOUT_S, O_SKIP, O_PENDING, O_WIDE,
     O_REF_DIR, O_PROGRESS, O_CALLGRIND,
 };
@@ -343,6 +344,7 @@ static const struct option long_options[] = {
     {"budget-ms", required_argument, NULL, O_BUDGET_MS},
     {"scale", required_argument, NULL, O_SCALE},
     {"chol-n", required_argument, NULL, O_CHOL_N},
+    {"lu-n", required_argument, NULL, O_LU_N},
     {"reps", required_argument, NULL, O_REPS},
     {"warmup", required_argument, NULL, O_WARMUP},
     {"max-run-s", required_argument, NULL, O_MAX_RUN_S},
@@ -362,7 +364,8 @@ static enum mode parse(int argc, char **argv, options *o)
     const char *works[MAX_LIST] = {"0"};
     int nlabels = 0;
     enum mode mode = RUN;
-    *o = (options){.threads = 1, .scale = 1.0, .reps = 5, .warmup = 1, .chol_n = 2048};
+    *o = (options){.threads = 1, .scale = 1.0, .reps = 5, .warmup = 1, .chol_n = 2048,
+                   .lu_n = 2560};
     o->work[0] = 0;
     o->work_labels[0] = "0";
     o->nwork = 1;
@@ -407,6 +410,9 @@ static enum mode parse(int argc, char **argv, options *o)
             break;
         case O_CHOL_N:
             o->chol_n = (int)arg_int(name, optarg, 0, 1 << 20);
+            break;
+        case O_LU_N:
+            o->lu_n = (int)arg_int(name, optarg, 0, 1 << 16);
             break;
         case O_REPS:
             o->reps = (int)arg_int(name, optarg, 1, 1 << 20);
@@ -509,11 +515,6 @@ static double calibrate(void)
 
 /* ---- one row --------------------------------------------------------------- */
 
-static int is_cholesky(const char *key)
-{
-    return strncmp(key, "W6", 2) == 0;
-}
-
 /* Run one program `reps` times (after `warmup` untimed runs), check each
  * run, print the result record. Returns 0, 1 (setup error) or 3 (mismatch). */
 static int run_row(const options *o, const bench_adapter *ad, void *engine,
@@ -525,6 +526,7 @@ static int run_row(const options *o, const bench_adapter *ad, void *engine,
         .op_ns = (double)work * o->ns_per_iter,
         .budget_ns = o->budget_ms * 1e6,
         .chol_n = o->chol_n,
+        .lu_n = o->lu_n,
     };
     bench_prog *p = bench_prog_build(key, &sz);
     if (!p)
@@ -617,13 +619,13 @@ static int run_row(const options *o, const bench_adapter *ad, void *engine,
     json_str(p->size);
     printf(",\"ops\":%zu,\"work_label\":", p->nops);
     json_str(work_label);
-    printf(",\"work_iters\":%" PRIu64 ",\"times_s\":[", p->chol ? 0 : work);
+    printf(",\"work_iters\":%" PRIu64 ",\"times_s\":[", p->flops > 0 ? 0 : work);
     for (int k = 0; k < nt; k++)
         printf("%s%.9g", k ? "," : "", times[k]);
     printf("],\"check\":\"%s\"", status == 3 ? "MISMATCH" : status ? "FAILED" : "ok");
     if (capped)
         printf(",\"capped\":true");
-    if (p->chol)
+    if (p->flops > 0)
         printf(",\"flops\":%.6g,\"residual\":%.3g", p->flops, ref.residual);
     printf("}\n");
     fflush(stdout);
@@ -771,14 +773,15 @@ int main(int argc, char **argv)
 
     int nsteps = 0;
     for (int w = 0; w < o.nworkloads; w++)
-        nsteps += is_cholesky(o.workloads[w]) ? 1 : o.nwork;
+        nsteps += bench_workload_tiled(o.workloads[w]) ? 1 : o.nwork;
     int step = 0, status = 0;
     for (int k = 0; k < o.nwork && status != 1; k++) {
         for (int w = 0; w < o.nworkloads && status != 1; w++) {
             const char *key = o.workloads[w];
-            if (is_cholesky(key) && k > 0)
+            bool tiled = bench_workload_tiled(key); /* W6, W8: no work sizes */
+            if (tiled && k > 0)
                 continue;
-            const char *wl = is_cholesky(key) ? "tiles" : o.work_labels[k];
+            const char *wl = tiled ? "tiles" : o.work_labels[k];
             int skipped = 0;
             for (int i = 0; i < o.nskip; i++) {
                 size_t kl = strlen(key);
@@ -790,8 +793,7 @@ int main(int argc, char **argv)
                 step++;
                 continue;
             }
-            int rc = run_row(&o, ad, engine, key, is_cholesky(key) ? 0 : o.work[k],
-                             is_cholesky(key) ? "tiles" : o.work_labels[k], step++, nsteps);
+            int rc = run_row(&o, ad, engine, key, tiled ? 0 : o.work[k], wl, step++, nsteps);
             if (rc > status)
                 status = rc;
         }

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Run the benchmark suite: every engine at 1 worker and at every core, over
-every workload (W1-W7) and work size (0, ~10 us, ~100 us per op), each
+every workload (W1-W8) and work size (0, ~10 us, ~100 us per op; W6 and W8
+run their tile and block kernels once), each
 checked against the serial run; then the pending-ops row (memory per op
 held, bench/pending.h) and the wide-op row (one op over 2^20 vars,
 bench/adapters/adapter.h); print the tables; write the results JSON.
@@ -62,16 +63,17 @@ MODES = {
     #   cell each time, and the samples are pooled: a quiet or busy spell of a
     #   shared machine then falls on every engine alike, not on whichever one
     #   happened to be running.
+    # chol_n: W6's matrix order; lu_n: W8's (NB = lu_n / B blocks a side)
     # pending: ops held at once in the pending-ops row (bench/pending.h)
     # wide: vars of the one op of the wide-op row (bench/adapters/adapter.h;
     #   2^20 is varflow's limit, VF_MAX_OP_VARS), pushed and run `reps` times
-    "full": dict(scale=1.0, budget_ms=300, reps=6, warmup=1, chol_n=2048,
+    "full": dict(scale=1.0, budget_ms=300, reps=6, warmup=1, chol_n=2048, lu_n=2560,
                  works=[0, 10, 100], timeout=1800, max_run_s=10, row_timeout_s=60,
                  rounds=2, pending=10000000, wide=1 << 20),
-    "quick": dict(scale=0.05, budget_ms=25, reps=5, warmup=1, chol_n=512,
+    "quick": dict(scale=0.05, budget_ms=25, reps=5, warmup=1, chol_n=512, lu_n=640,
                   works=[0, 10, 100], timeout=300, max_run_s=2, row_timeout_s=10,
                   rounds=1, pending=1000000, wide=1 << 20),
-    "tiny": dict(scale=0.005, budget_ms=3, reps=5, warmup=0, chol_n=256,
+    "tiny": dict(scale=0.005, budget_ms=3, reps=5, warmup=0, chol_n=256, lu_n=256,
                  works=[0, 10], timeout=120, max_run_s=1, row_timeout_s=10, rounds=1,
                  pending=100000, wide=1 << 16),
 }
@@ -266,7 +268,8 @@ def main():
     ap.add_argument("--mode", choices=sorted(MODES), default="full")
     ap.add_argument("--out", help="results JSON (default BUILD/results-MODE.json)")
     ap.add_argument("--engines", help="only these engines (comma list)")
-    ap.add_argument("--workloads", help="only these rows, e.g. W1,W5,W6-b64,pending,wide")
+    ap.add_argument("--workloads",
+                    help="only these rows, e.g. W1,W5,W6-b64,W8-b16,pending,wide")
     ap.add_argument("--threads", help="worker counts (default 1 and all cores)")
     ap.add_argument("--reps", type=int, help="timed runs per cell (>= 5 for reports)")
     ap.add_argument("--rounds", type=int,
@@ -359,7 +362,8 @@ def main():
             "--work-labels", ",".join(w["label"] for w in work_sizes),
             "--ns-per-iter", "%.6f" % ns_per_iter,
             "--budget-ms", str(mode["budget_ms"]), "--scale", str(mode["scale"]),
-            "--chol-n", str(mode["chol_n"]), "--reps", str(reps_per_round),
+            "--chol-n", str(mode["chol_n"]), "--lu-n", str(mode["lu_n"]),
+            "--reps", str(reps_per_round),
             "--warmup", str(mode["warmup"]), "--max-run-s", str(mode["max_run_s"]),
             "--row-timeout-s", str(mode["row_timeout_s"]),
             "--ref-dir", ref_dir]
@@ -373,7 +377,7 @@ def main():
         "git": sh("git -C %s describe --always --dirty" % HERE),
         "machine": machine_info(),
         "settings": {k: mode[k] for k in ("scale", "budget_ms", "reps", "warmup", "chol_n",
-                                          "max_run_s", "row_timeout_s", "rounds",
+                                          "lu_n", "max_run_s", "row_timeout_s", "rounds",
                                           "pending", "wide")},
         "calibration": {"ns_per_iter": ns_per_iter},
         "work_sizes": work_sizes,

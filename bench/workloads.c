@@ -15,7 +15,7 @@
 
 const char *const bench_workload_keys[] = {
     "W1", "W2", "W3-K16", "W3-K64", "W4-G100", "W4-G300",
-    "W5", "W7", "W6-b64", "W6-b128", NULL,
+    "W5", "W7", "W6-b32", "W6-b64", "W6-b128", "W8-b16", "W8-b64", NULL,
 };
 
 static const struct {
@@ -28,9 +28,12 @@ static const struct {
     {"W4-G100", "wavefront G=100"},
     {"W4-G300", "wavefront G=300"},
     {"W5", "random DAG"},
+    {"W6-b32", "tiled Cholesky b=32"},
     {"W6-b64", "tiled Cholesky b=64"},
     {"W6-b128", "tiled Cholesky b=128"},
     {"W7", "many pushers"},
+    {"W8-b16", "blocked sparse LU B=16"},
+    {"W8-b64", "blocked sparse LU B=64"},
 };
 
 const char *bench_workload_name(const char *key)
@@ -39,6 +42,11 @@ const char *bench_workload_name(const char *key)
         if (strcmp(names[i].key, key) == 0)
             return names[i].name;
     return NULL;
+}
+
+bool bench_workload_tiled(const char *key)
+{
+    return strncmp(key, "W6", 2) == 0 || strncmp(key, "W8", 2) == 0;
 }
 
 double bench_now(void)
@@ -105,7 +113,7 @@ static bool builder_reserve(builder *b, size_t nrefs)
 
 /* Append an op; `vars` lists its reads, then writes, then accumulations. */
 static void add_op(builder *b, int kind, int pusher, const int32_t *vars, int nreads,
-                   int nwrites, int naccs, int32_t chol)
+                   int nwrites, int naccs, int32_t arg)
 {
     size_t n = (size_t)(nreads + nwrites + naccs);
     if (b->oom || !builder_reserve(b, n)) {
@@ -120,7 +128,7 @@ static void add_op(builder *b, int kind, int pusher, const int32_t *vars, int nr
         .nwrites = (uint16_t)nwrites,
         .naccs = (uint16_t)naccs,
         .first = (uint32_t)p->nvarrefs,
-        .chol = chol,
+        .arg = arg,
     };
     memcpy(p->vars + p->nvarrefs, vars, n * sizeof *vars);
     p->nvarrefs += n;
@@ -287,6 +295,68 @@ static void build_cholesky(builder *b, const bench_sizing *sz, int tb)
     snprintf(p->size, sizeof p->size, "n=%d b=%d", nt * tb, tb);
 }
 
+/* W8: the ops of BOTS's loop (sparselu.h) over the pattern, in its order,
+ * following the fill-in: a bmod on an absent block allocates it. */
+static void build_sparselu(builder *b, const bench_sizing *sz, int bs)
+{
+    bench_prog *p = b->p;
+    int n = sz->lu_n > 0 ? sz->lu_n : 2560;
+    int nb = n / bs < 2 ? 2 : n / bs;
+    size_t nblocks = (size_t)nb * (size_t)nb, at_start = 0;
+    uint8_t *now = malloc(nblocks);
+    p->lu_present = malloc(nblocks);
+    if (!now || !p->lu_present) {
+        free(now);
+        b->oom = true;
+        return;
+    }
+    lu_pattern(nb, p->lu_present);
+    memcpy(now, p->lu_present, nblocks);
+    for (size_t k = 0; k < nblocks; k++)
+        at_start += now[k];
+    p->lu_nb = nb;
+    p->lu_b = bs;
+    p->nvars = (int)nblocks;
+    size_t count[4] = {0};
+    for (int kk = 0; kk < nb; kk++) {
+        int32_t v[3] = {kk * nb + kk};
+        add_op(b, BENCH_OP_LU0, 0, v, 0, 1, 0, 0);
+        count[LU_LU0]++;
+        for (int jj = kk + 1; jj < nb; jj++)
+            if (now[kk * nb + jj]) {
+                v[1] = kk * nb + jj;
+                add_op(b, BENCH_OP_FWD, 0, v, 1, 1, 0, 0);
+                count[LU_FWD]++;
+            }
+        for (int ii = kk + 1; ii < nb; ii++)
+            if (now[ii * nb + kk]) {
+                v[1] = ii * nb + kk;
+                add_op(b, BENCH_OP_BDIV, 0, v, 1, 1, 0, 0);
+                count[LU_BDIV]++;
+            }
+        for (int ii = kk + 1; ii < nb; ii++) {
+            if (!now[ii * nb + kk])
+                continue;
+            for (int jj = kk + 1; jj < nb; jj++) {
+                if (!now[kk * nb + jj])
+                    continue;
+                int32_t m[3] = {ii * nb + kk, kk * nb + jj, ii * nb + jj};
+                int allocs = !now[ii * nb + jj];
+                now[ii * nb + jj] = 1;
+                add_op(b, BENCH_OP_BMOD, 0, m, 2, 1, 0, allocs ? BENCH_OP_ALLOCS : 0);
+                count[LU_BMOD]++;
+            }
+        }
+    }
+    free(now);
+    p->flops = (double)count[LU_LU0] * lu_flops_lu0(bs) +
+               (double)count[LU_FWD] * lu_flops_fwd(bs) +
+               (double)count[LU_BDIV] * lu_flops_bdiv(bs) +
+               (double)count[LU_BMOD] * lu_flops_bmod(bs);
+    snprintf(p->size, sizeof p->size, "NB=%d B=%d, %zu of %zu blocks at start", nb, bs,
+             at_start, nblocks);
+}
+
 bench_prog *bench_prog_build(const char *key, const bench_sizing *sz)
 {
     const char *name = bench_workload_name(key);
@@ -316,12 +386,18 @@ bench_prog *bench_prog_build(const char *key, const bench_sizing *sz)
         build_wavefront(&b, sz, 300);
     else if (strcmp(key, "W5") == 0)
         build_random(&b, sz);
+    else if (strcmp(key, "W6-b32") == 0)
+        build_cholesky(&b, sz, 32);
     else if (strcmp(key, "W6-b64") == 0)
         build_cholesky(&b, sz, 64);
     else if (strcmp(key, "W6-b128") == 0)
         build_cholesky(&b, sz, 128);
     else if (strcmp(key, "W7") == 0)
         build_pushers(&b, sz);
+    else if (strcmp(key, "W8-b16") == 0)
+        build_sparselu(&b, sz, 16);
+    else if (strcmp(key, "W8-b64") == 0)
+        build_sparselu(&b, sz, 64);
     if (b.oom) {
         fprintf(stderr, "bench: out of memory building %s\n", key);
         bench_prog_free(p);
@@ -341,6 +417,7 @@ void bench_prog_free(bench_prog *p)
     free(p->ops);
     free(p->vars);
     free(p->chol);
+    free(p->lu_present);
     free(p);
 }
 
@@ -365,6 +442,9 @@ int bench_state_init(bench_state *s, const bench_prog *p, uint64_t work)
             chol_matrix_alloc(&s->mat0, p->chol_ntiles, p->chol_b) != 0)
             goto oom;
         chol_matrix_fill_spd(&s->mat0, 0x5eed0006);
+    } else if (p->lu_nb) {
+        if (lu_grid_init(&s->lu, p->lu_nb, p->lu_b, p->lu_present) != 0)
+            goto oom;
     } else {
         s->vals = malloc((size_t)p->nvars * sizeof *s->vals);
         if (!s->vals)
@@ -383,6 +463,8 @@ void bench_state_destroy(bench_state *s)
     free(s->vals);
     chol_matrix_free(&s->mat);
     chol_matrix_free(&s->mat0);
+    if (s->lu.blk)
+        lu_grid_destroy(&s->lu);
     memset(s, 0, sizeof *s);
 }
 
@@ -392,6 +474,10 @@ void bench_state_reset(bench_state *s)
     s->failed = 0;
     if (p->chol) {
         memcpy(s->mat.data, s->mat0.data, chol_matrix_bytes(&s->mat0));
+        return;
+    }
+    if (p->lu_nb) {
+        lu_grid_reset(&s->lu);
         return;
     }
     for (int v = 0; v < p->nvars; v++)
@@ -404,16 +490,29 @@ static inline uint64_t mix(uint64_t h, uint64_t v)
     return h * 0xff51afd7ed558ccdULL;
 }
 
+/* A W8 op. Not inlined into bench_op_run, whose generic path would pay for
+ * it (callgrind: 2 more instructions per empty op, which would shift the
+ * counts that earlier commits are compared by). */
+static __attribute__((noinline)) void run_lu(bench_state *s, const bench_op *op,
+                                             const int32_t *v)
+{
+    lu_grid_run(&s->lu, (enum lu_kind)(op->kind - BENCH_OP_LU0), v);
+}
+
 int bench_op_run(bench_state *s, size_t i)
 {
     const bench_prog *p = s->prog;
     const bench_op *op = &p->ops[i];
     const int32_t *v = p->vars + op->first;
     if (op->kind == BENCH_OP_CHOL) {
-        if (chol_run(&s->mat, &p->chol[op->chol]) != 0) {
+        if (chol_run(&s->mat, &p->chol[op->arg]) != 0) {
             s->failed = 1;
             return -1;
         }
+        return 0;
+    }
+    if (op->kind >= BENCH_OP_LU0) {
+        run_lu(s, op, v);
         return 0;
     }
     uint64_t *vals = s->vals;
@@ -443,6 +542,20 @@ uint64_t bench_state_hash(const bench_state *s)
         }
         return h;
     }
+    if (p->lu_nb) {
+        /* Every block's presence, then its values' bits. */
+        size_t bb = (size_t)p->lu_b * (size_t)p->lu_b;
+        for (int k = 0; k < p->nvars; k++) {
+            const float *blk = s->lu.blk[k];
+            h = mix(h, blk != NULL);
+            for (size_t e = 0; blk && e < bb; e++) {
+                uint32_t w;
+                memcpy(&w, &blk[e], sizeof w);
+                h = mix(h, w);
+            }
+        }
+        return h;
+    }
     for (int k = 0; k < p->nvars; k++)
         h = mix(h, s->vals[k]);
     return h;
@@ -453,7 +566,7 @@ uint64_t bench_state_hash(const bench_state *s)
 static int run_serial(bench_state *s)
 {
     for (size_t i = 0; i < s->prog->nops; i++)
-        if (bench_op_run(s, i) != 0)
+        if (bench_op_alloc(s, i) == -2 || bench_op_run(s, i) != 0)
             return -1;
     return 0;
 }
@@ -472,7 +585,7 @@ static void ref_path(char *buf, size_t len, const char *dir, const bench_prog *p
         size[k] = keep ? c : '_';
     }
     size[k] = '\0';
-    uint64_t w = p->chol ? 0 : work; /* W6 ignores work */
+    uint64_t w = bench_workload_tiled(p->key) ? 0 : work; /* W6, W8 ignore work */
     snprintf(buf, len, "%s/%s_%s_w%" PRIu64 ".ref", dir, p->key, size, w);
 }
 
@@ -500,8 +613,19 @@ int bench_reference(const bench_prog *p, uint64_t work, const char *dir, bench_r
         return -1;
     }
     out->hash = bench_state_hash(&s);
-    out->residual = p->chol ? chol_residual(&s.mat0, &s.mat) : 0.0;
+    out->residual = p->chol     ? chol_residual(&s.mat0, &s.mat)
+                    : p->lu_nb ? lu_residual(s.lu.blk, p->lu_present, p->lu_nb, p->lu_b)
+                               : 0.0;
     bench_state_destroy(&s);
+    if (p->lu_nb && !(out->residual >= 0 && out->residual <= LU_MAX_RESIDUAL)) {
+        /* The serial run is the reference of every engine's: it must be an
+         * LU of the matrix, else a wrong kernel passes every check. */
+        fprintf(stderr, "!!! bench: %s: the serial factor's residual ||A - LU|| / ||A|| is "
+                        "%g (at most %g expected): a kernel is wrong%s\n",
+                p->key, out->residual, LU_MAX_RESIDUAL,
+                out->residual < 0 ? " (or out of memory)" : "");
+        return -1;
+    }
     if (dir) {
         char tmp[1100];
         snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -547,6 +671,9 @@ void bench_report_mismatch(const bench_state *s, const char *engine, int threads
             }
         }
         fprintf(stderr, "!!! %d tiles differ\n", differing);
+    } else if (p->lu_nb) {
+        differing = lu_grid_diff(&s->lu, &ref.lu, stderr, 8);
+        fprintf(stderr, "!!! %d of %d blocks differ\n", differing, p->nvars);
     } else {
         for (int v = 0; v < p->nvars; v++) {
             if (s->vals[v] == ref.vals[v])
@@ -558,6 +685,10 @@ void bench_report_mismatch(const bench_state *s, const char *engine, int threads
         }
         fprintf(stderr, "!!! %d of %d vars differ\n", differing, p->nvars);
     }
+    if (differing == 0)
+        fprintf(stderr, "!!! (the serial run made here again agrees: the reference this run\n"
+                        "!!! was checked against was saved by another build in the\n"
+                        "!!! --ref-dir; after changing a kernel, empty that folder)\n");
     fprintf(stderr,
             "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n\n");
     bench_state_destroy(&ref);

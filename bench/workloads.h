@@ -1,5 +1,5 @@
 /*
- * The benchmark workloads W1-W7 (shared/bench/WORKLOADS.md), defined once for
+ * The benchmark workloads W1-W8 (shared/bench/WORKLOADS.md), defined once for
  * every engine and peer.
  *
  * A workload is built into a program: a flat array of ops, each naming the
@@ -19,6 +19,14 @@
  * still never run two of them at the same time.
  *
  * W6 ops are the tile kernels of examples/cholesky_tiles.h, tiles as vars.
+ *
+ * W8 ops are the block kernels of BOTS's sparse LU (sparselu.h), blocks as
+ * vars: var ii * NB + jj is block (ii, jj). Blocks absent at the start have
+ * no storage until the op that first uses them (BENCH_OP_ALLOCS in its
+ * `arg`): the pushing thread allocates the block, zeroed, just before it
+ * pushes that op (bench_op_alloc), inside the timed run, as BOTS's
+ * task-creating thread does; an engine that needs a handle per block makes
+ * that one there too. W6 and W8 ignore `work`.
  */
 #ifndef VF_BENCH_WORKLOADS_H
 #define VF_BENCH_WORKLOADS_H
@@ -29,8 +37,17 @@
 
 #include "bench_op.h"
 #include "cholesky_tiles.h"
+#include "sparselu.h"
 
-enum { BENCH_OP_MIX = 0, BENCH_OP_CHOL = 1 };
+/* Op kinds: the W8 ones are BENCH_OP_LU0 + enum lu_kind. */
+enum {
+    BENCH_OP_MIX = 0,
+    BENCH_OP_CHOL = 1,
+    BENCH_OP_LU0 = 2,
+    BENCH_OP_FWD = BENCH_OP_LU0 + LU_FWD,
+    BENCH_OP_BDIV = BENCH_OP_LU0 + LU_BDIV,
+    BENCH_OP_BMOD = BENCH_OP_LU0 + LU_BMOD,
+};
 enum { BENCH_MAX_PUSHERS = 2 };
 
 typedef struct bench_prog {
@@ -50,7 +67,11 @@ typedef struct bench_prog {
     int chol_ntiles;
     int chol_b;
     chol_task *chol;
-    double flops; /* W6: n^3/3, else 0 */
+    /* W8 only (lu_nb > 0): an lu_nb x lu_nb grid of lu_b x lu_b blocks */
+    int lu_nb;
+    int lu_b;
+    uint8_t *lu_present; /* lu_nb^2: the blocks present at the start */
+    double flops; /* W6: n^3/3; W8: the sum of its ops' (sparselu.h); else 0 */
 } bench_prog;
 
 /* What the values of a program run live in. */
@@ -60,6 +81,7 @@ typedef struct bench_state {
     uint64_t *vals;    /* generic: nvars values */
     chol_matrix mat;   /* W6: the matrix being factored */
     chol_matrix mat0;  /* W6: the original matrix */
+    lu_grid lu;        /* W8: the blocks being factored */
     char *deps;        /* nvars distinct addresses (OpenMP depend items) */
     int failed;        /* set (racily, to 1) when a kernel failed */
 } bench_state;
@@ -71,6 +93,7 @@ typedef struct bench_sizing {
     double budget_ns;  /* with op_ns > 0: cap the ops so that one serial
                           run takes about this long */
     int chol_n;        /* W6 matrix order (2048 in WORKLOADS.md) */
+    int lu_n;          /* W8 matrix order NB x B (2560 in WORKLOADS.md) */
 } bench_sizing;
 
 /* The row keys in table order, NULL-terminated. */
@@ -96,13 +119,40 @@ void bench_state_reset(bench_state *s);
  * failed (a W6 tile not positive definite); also sets s->failed. */
 int bench_op_run(bench_state *s, size_t i);
 
+/* Whether a row ignores `work` and runs tile or block kernels (W6, W8):
+ * its work label is "tiles" and it reports GFLOP/s. */
+bool bench_workload_tiled(const char *key);
+
+/* Whether var v exists from the start. Every var does, but W8's blocks
+ * absent at the start: an engine makes their handles as the pusher goes. */
+static inline bool bench_var_at_start(const bench_prog *p, int v)
+{
+    return p->lu_present == NULL || p->lu_present[v] != 0;
+}
+
+/*
+ * What the pushing thread does before it pushes op i of a W8 program: when
+ * the op is the first to use its written block, allocate that block zeroed
+ * (sparselu.h). Returns the block's var (>= 0) when it allocated one, -1
+ * when the op allocates nothing, -2 when out of memory (said on stderr).
+ */
+static inline int bench_op_alloc(bench_state *s, size_t i)
+{
+    const bench_op *o = &s->prog->ops[i];
+    if (!(o->kind >= BENCH_OP_LU0 && (o->arg & BENCH_OP_ALLOCS)))
+        return -1;
+    int32_t v = s->prog->vars[o->first + o->nreads];
+    return lu_grid_alloc(&s->lu, v) ? v : -2;
+}
+
 /* A 64-bit hash of the whole final state (all values or all tiles). */
 uint64_t bench_state_hash(const bench_state *s);
 
 /* The serial reference of a program at a work size. */
 typedef struct bench_ref {
     uint64_t hash;
-    double residual; /* W6: ||A - L L^T|| / ||A||, else 0 */
+    double residual; /* W6: ||A - L L^T|| / ||A||; W8: ||A - L U|| / ||A||;
+                        else 0 */
 } bench_ref;
 
 /*

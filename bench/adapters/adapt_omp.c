@@ -11,6 +11,15 @@
  * W7 cannot be expressed: depend orders sibling tasks only, and tasks
  * created by two different threads are not siblings, so their accesses to
  * the shared var would race.
+ *
+ * W8 is written as a C user writes BOTS's SparseLU with OpenMP dependences
+ * (its omp-tasks-deps form, as in KASTORS): not from the program's op list
+ * but the loop itself over the block pointers, a NULL test for each absent
+ * block, allocate_clean_block in the creating thread, and one task per
+ * kernel naming its blocks by address, depend(in:) on the blocks it reads
+ * and depend(inout:) on the one it writes. It must make the same ops in
+ * the same order as the list (sparselu.h), and the check against the serial
+ * run says whether it did.
  */
 #include <omp.h>
 #include <stdio.h>
@@ -71,10 +80,66 @@ static int omp_prepare(void *engine, bench_state *s, void **run)
     return 0;
 }
 
+/* W8: BOTS's sparselu_par_call with depend clauses. Returns 0, or -1 when
+ * a block could not be allocated. */
+static int omp_sparselu(omp_bench *ob)
+{
+    lu_grid *g = &ob->s->lu;
+    float **a = g->blk;
+    int nb = g->nb, b = g->b, bb = b * b, oom = 0;
+#pragma omp parallel num_threads(ob->threads)
+#pragma omp single
+    {
+        for (int kk = 0; kk < nb && !oom; kk++) {
+            float *diag = a[kk * nb + kk];
+#pragma omp task firstprivate(diag) depend(inout : diag[0 : bb])
+            lu_lu0(diag, b);
+            for (int jj = kk + 1; jj < nb; jj++) {
+                float *col = a[kk * nb + jj];
+                if (col) {
+#pragma omp task firstprivate(diag, col) depend(in : diag[0 : bb]) depend(inout : col[0 : bb])
+                    lu_fwd(diag, col, b);
+                }
+            }
+            for (int ii = kk + 1; ii < nb; ii++) {
+                float *row = a[ii * nb + kk];
+                if (row) {
+#pragma omp task firstprivate(diag, row) depend(in : diag[0 : bb]) depend(inout : row[0 : bb])
+                    lu_bdiv(diag, row, b);
+                }
+            }
+            for (int ii = kk + 1; ii < nb && !oom; ii++) {
+                float *row = a[ii * nb + kk];
+                if (!row)
+                    continue;
+                for (int jj = kk + 1; jj < nb; jj++) {
+                    float *col = a[kk * nb + jj], *inner = a[ii * nb + jj];
+                    if (!col)
+                        continue;
+                    if (!inner && !(inner = lu_grid_alloc(g, ii * nb + jj))) {
+                        oom = 1;
+                        break;
+                    }
+#pragma omp task firstprivate(row, col, inner)                                         \
+    depend(in : row[0 : bb], col[0 : bb]) depend(inout : inner[0 : bb])
+                    lu_bmod(row, col, inner, b);
+                }
+            }
+        }
+    }
+    return oom ? -1 : 0;
+}
+
 static int omp_run(void *run, double *seconds)
 {
     omp_bench *b = run;
     bench_state *s = b->s;
+    if (s->prog->lu_nb) {
+        double t0 = bench_now();
+        int rc = omp_sparselu(b);
+        *seconds = bench_now() - t0;
+        return rc;
+    }
     const bench_prog *p = s->prog;
     const bench_op *ops = p->ops;
     const int32_t *vars = p->vars;

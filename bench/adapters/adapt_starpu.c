@@ -9,6 +9,13 @@
  *
  * The codelet's function ignores its buffers: with CPU workers only they
  * are the very values the shared kernel reads and writes.
+ *
+ * W8: a handle per block that exists. The blocks present at the start are
+ * registered before the clock starts; a block allocated on the way is
+ * registered by the inserting thread right after it allocates it, just
+ * before the task that first uses it (timed, as a user porting BOTS's loop
+ * would do it), and unregistered after the clock stops, before the next
+ * run allocates it again.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <starpu.h>
@@ -113,10 +120,22 @@ static int spu_prepare(void *engine, bench_state *s, void **run)
         return -1;
     }
     size_t tile_bytes = (size_t)p->chol_b * (size_t)p->chol_b * sizeof(double);
+    size_t block_bytes = (size_t)p->lu_b * (size_t)p->lu_b * sizeof(float);
     for (int v = 0; v < p->nvars; v++) {
-        uintptr_t ptr = p->chol ? (uintptr_t)(s->mat.data + (size_t)v * tile_bytes / sizeof(double))
-                                : (uintptr_t)&s->vals[v];
-        size_t bytes = p->chol ? tile_bytes : sizeof(uint64_t);
+        uintptr_t ptr;
+        size_t bytes;
+        if (p->chol) {
+            ptr = (uintptr_t)(s->mat.data + (size_t)v * tile_bytes / sizeof(double));
+            bytes = tile_bytes;
+        } else if (p->lu_nb) {
+            if (!bench_var_at_start(p, v))
+                continue; /* registered by the inserting thread as it goes */
+            ptr = (uintptr_t)s->lu.blk[v];
+            bytes = block_bytes;
+        } else {
+            ptr = (uintptr_t)&s->vals[v];
+            bytes = sizeof(uint64_t);
+        }
         starpu_variable_data_register(&r->handles[v], STARPU_MAIN_RAM, ptr, bytes);
     }
     for (size_t i = 0; i < p->nops; i++)
@@ -132,10 +151,19 @@ static int spu_push(void *ctx, int pusher, size_t begin, size_t end)
     spu_run *r = ctx;
     const bench_prog *p = r->s->prog;
     struct starpu_data_descr descr[72];
+    size_t block_bytes = (size_t)p->lu_b * (size_t)p->lu_b * sizeof(float);
     for (size_t i = begin; i < end; i++) {
         const bench_op *o = &p->ops[i];
         const int32_t *v = p->vars + o->first;
         int n = o->nreads + o->nwrites + o->naccs;
+        if (p->lu_nb) {
+            int made = bench_op_alloc(r->s, i);
+            if (made == -2)
+                return -1;
+            if (made >= 0)
+                starpu_variable_data_register(&r->handles[made], STARPU_MAIN_RAM,
+                                              (uintptr_t)r->s->lu.blk[made], block_bytes);
+        }
         if (n > (int)(sizeof descr / sizeof descr[0]))
             return -1;
         for (int k = 0; k < n; k++) {
@@ -167,6 +195,12 @@ static int spu_run_all(void *run_, double *seconds)
     }
     starpu_task_wait_for_all();
     *seconds = bench_now() - t0;
+    if (p->lu_nb)
+        for (int v = 0; v < p->nvars; v++)
+            if (!bench_var_at_start(p, v) && r->handles[v]) {
+                starpu_data_unregister(r->handles[v]);
+                r->handles[v] = NULL;
+            }
     return rc;
 }
 

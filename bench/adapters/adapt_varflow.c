@@ -5,6 +5,17 @@
  * vf_engine_wait_all. The var handle lists are laid out before the clock
  * starts, so the timed loop is exactly what a user's loop would be.
  *
+ * W8 (blocked sparse LU) has a var per block that exists: one per block
+ * present at the start, made before the clock starts, and one per block
+ * allocated on the way, made by the pushing thread with vf_var_create right
+ * after it allocates the block, just before the op that first uses it, in
+ * the timed loop (as a user porting BOTS's loop would). So that loop looks
+ * each op's handles up in the per-block table as it goes, instead of
+ * reading lists laid out beforehand. The vars made on the way are deleted
+ * after the clock stops, before the next run allocates the blocks again.
+ * vf-pooled-opr does not run W8: its operators are made before the clock
+ * from var lists that W8 only has as the pusher goes.
+ *
  * "vf-pooled-opr" (an extra, not in the default tables) pushes the same
  * program through reusable operators: one vf_operator per op, created before
  * the clock starts, then vf_operator_push per op: the hot path of a program
@@ -132,6 +143,13 @@ static int start_perdevice(void **engine, int threads, char *version, size_t len
     return start(VF_ENGINE_PERDEVICE, engine, threads, version, len);
 }
 
+static const char *opr_unsupported(const bench_prog *p)
+{
+    return p->lu_nb ? "operators are made before the clock from each op's var list; "
+                      "W8 makes its vars as the pusher goes"
+                    : NULL;
+}
+
 static int start_pooled_opr(void **engine, int threads, char *version, size_t len)
 {
     int rc = start(VF_ENGINE_POOLED, engine, threads, version, len);
@@ -237,6 +255,8 @@ static int prepare(void *engine, bench_state *s, void **run)
         return -1;
     }
     for (int v = 0; v < p->nvars; v++) {
+        if (!bench_var_at_start(p, v))
+            continue; /* W8: made by the pusher as it goes */
         int rc = vf_var_create(be->e, &r->vars[v]);
         if (rc != 0) {
             report("vf_var_create", rc);
@@ -267,6 +287,67 @@ static int prepare(void *engine, bench_state *s, void **run)
     }
     *run = r;
     return 0;
+}
+
+/* W8: push ops [begin, end), making each block's var when the block is
+ * allocated and looking each op's handles up in the per-block table. */
+static int push_range_lu(vf_bench_run *r, size_t begin, size_t end)
+{
+    const bench_prog *p = r->s->prog;
+    for (size_t i = begin; i < end; i++) {
+        const bench_op *o = &p->ops[i];
+        const int32_t *blocks = p->vars + o->first;
+        int made = bench_op_alloc(r->s, i);
+        if (made == -2)
+            return -1;
+        if (made >= 0) {
+            int rc = vf_var_create(r->e, &r->vars[made]);
+            if (rc != 0) {
+                report("vf_var_create", rc);
+                return -1;
+            }
+        }
+        for (int k = 0; k < o->nreads + o->nwrites; k++)
+            r->refs[o->first + k] = r->vars[blocks[k]];
+#ifdef BENCH_WITH_VARFLOW_CXX
+        if (r->cxx) {
+            if (vf_bench_cxx_push_range(r->e, p->ops, r->refs, r->tasks, i, i + 1,
+                                        (vf_bench_cxx_kind)r->cxx) != 0)
+                return -1;
+            continue;
+        }
+#endif
+        const vf_var *v = r->refs + o->first;
+        vf_op op = {
+            .fn = kernel,
+            .arg = &r->tasks[i],
+            .reads = {o->nreads ? v : NULL, o->nreads},
+            .writes = {v + o->nreads, o->nwrites},
+        };
+        int rc = vf_engine_push(r->e, &op);
+        if (rc != 0) {
+            report("vf_engine_push", rc);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* After a W8 run (not timed): delete the vars of the blocks made on the way,
+ * which the next run allocates again. */
+static int delete_made_vars(vf_bench_run *r)
+{
+    const bench_prog *p = r->s->prog;
+    for (int v = 0; v < p->nvars; v++) {
+        if (bench_var_at_start(p, v) || r->vars[v].id == 0)
+            continue;
+        vf_var_destroy(r->e, r->vars[v], NULL, NULL);
+        r->vars[v] = (vf_var){0};
+    }
+    int rc = vf_engine_wait_all(r->e, NULL);
+    if (rc != 0)
+        report("vf_engine_wait_all (deleting W8's vars)", rc);
+    return rc ? -1 : 0;
 }
 
 /* Push ops [begin, end). */
@@ -315,7 +396,10 @@ static int run(void *run_, double *seconds)
     const bench_prog *p = r->s->prog;
     double t0;
     int rc;
-    if (p->npushers == 1) {
+    if (p->lu_nb) {
+        t0 = bench_now();
+        rc = push_range_lu(r, 0, p->nops);
+    } else if (p->npushers == 1) {
         t0 = bench_now();
         rc = push_range(r, 0, 0, p->nops);
     } else {
@@ -329,6 +413,8 @@ static int run(void *run_, double *seconds)
                 vf_error_string(wrc), err.op_name, err.message);
         return -1;
     }
+    if (p->lu_nb && delete_made_vars(r) != 0)
+        return -1;
     return rc;
 }
 
@@ -485,7 +571,8 @@ static int wide(void *engine, size_t n, int reps, bench_wide *out)
 VF_ADAPTER_ONLY(bench_vf_naive, "vf-naive", 0, 0, start_naive, NULL, wide, NULL);
 VF_ADAPTER_ONLY(bench_vf_pooled, "vf-pooled", 1, 0, start_pooled, pending, wide, NULL);
 VF_ADAPTER_ONLY(bench_vf_perdevice, "vf-perdev", 1, 0, start_perdevice, pending, wide, NULL);
-VF_ADAPTER(bench_vf_pooled_opr, "vf-pooled-opr", 1, 1, start_pooled_opr, NULL);
+VF_ADAPTER_ONLY(bench_vf_pooled_opr, "vf-pooled-opr", 1, 1, start_pooled_opr, NULL, NULL,
+                opr_unsupported);
 VF_ADAPTER_ONLY(bench_vf_bulk64, "vf-bulk64", 1, 0, start_bulk64, NULL, NULL, bulk_unsupported);
 #ifdef BENCH_WITH_VARFLOW_CXX
 VF_ADAPTER(bench_vf_naive_cxx, "vf-naive-cxx", 0, 1, start_naive_cxx, NULL);

@@ -36,11 +36,46 @@ WORKLOADS = [
      "(i,j). G = 100 and 300."),
     ("W5", "random DAG", "1000 vars, 100000 ops, each reading 0-4 and writing 1-2 "
      "distinct vars (fixed seed)."),
-    ("W6", "tiled Cholesky", "n = 2048 in b x b tiles, b = 64 and 128; "
+    ("W6", "tiled Cholesky", "n = 2048 in b x b tiles, b = 32, 64 and 128; "
      "POTRF/TRSM/SYRK/GEMM tile kernels (examples/cholesky_tiles.h)."),
     ("W7", "many pushers", "W5 split over 2 pushing threads, each on its own "
      "500 vars, plus a shared var both accumulate into now and then."),
+    ("W8", "blocked sparse LU", "BOTS's SparseLU: n = 2560 as NB x NB blocks of B x B "
+     "floats, NB = 160, B = 16 and NB = 40, B = 64; about half the blocks present at "
+     "the start (fixed seed, the diagonal always), the others allocated zeroed by the "
+     "pushing thread when first needed; lu0/fwd/bdiv/bmod block kernels "
+     "(bench/sparselu.h)."),
 ]
+
+# Each tiled workload's chart (docs/bench/NAME) and chart title.
+TILED_CHARTS = {"W6": ("cholesky-gflops.svg", "W6 tiled Cholesky"),
+                "W8": ("sparselu-gflops.svg", "W8 blocked sparse LU")}
+
+# What the W8 section says before its tables (the W6 section has no such
+# text: the workload list says it all).
+W8_TEXT = (
+    "BOTS's SparseLU (`bench/sparselu.h`, `bench/workloads.c`): LU without pivoting "
+    "of an NB x NB grid of B x B single-precision blocks, each its own allocation, "
+    "about half present at the start (a fixed-seed pattern, the diagonal always); "
+    "for each k, lu0 on (k,k), fwd on the present (k,j), bdiv on the present (i,k), "
+    "and bmod on (i,j) for every present pair (i,k), (k,j), where the pushing thread "
+    "first allocates (i,j), zeroed, if it is absent (fill-in), inside the timed run, "
+    "as BOTS's task-creating thread does. The kernels are BOTS's loops, not BLAS. "
+    "**GFLOP/s** counts BOTS's nominal flops per kernel: lu0 2/3 B^3, fwd B^3, "
+    "bdiv B^3, bmod 2 B^3, summed over the ops the pattern gives. Every block of "
+    "every run is compared with the serial run bit for bit (each block's updates "
+    "come in the same order under every engine, since each op writes one block and "
+    "the ops writing a block are pushed in loop order), and the serial factor's "
+    "residual ||A - LU||_F / ||A||_F is shown (single precision; above 1e-6 the "
+    "suite fails: a kernel is wrong). A var per block "
+    "that exists: varflow makes the vars of the blocks present at the start before "
+    "the clock and `vf_var_create` for each block allocated on the way, in the pushing "
+    "loop; StarPU registers a handle likewise; OpenMP runs BOTS's loop as a C user "
+    "writes it, `depend(in:)` / `depend(inout:)` on the blocks' addresses "
+    "(`bench/adapters/adapt_omp.c`); tbb-flow builds the whole graph, allocations "
+    "included, before any kernel runs. Every engine runs the same kernel code: "
+    "`bench/sparselu.c` is built once, by the C compiler (GCC), and linked into every "
+    "binary, omp-clang's too.")
 
 
 def md_table(t):
@@ -58,7 +93,7 @@ def chart_us(res, work, threads, path):
     engines = [c[0] for c in cols]
     groups = []
     for key in res.rows:
-        if key.startswith("W6"):
+        if tables.is_tiled(key):
             continue
         g = {}
         for e, t in cols:
@@ -79,7 +114,7 @@ def chart_speedup(res, path):
     engines = [c[0] for c in res.columns(t) if c[1] == t and c[0] != "serial"]
     panels = []
     for key in res.rows:
-        if key.startswith("W6"):
+        if tables.is_tiled(key):
             continue
         p = {}
         for e in engines:
@@ -95,15 +130,16 @@ def chart_speedup(res, path):
                               [(1.0, "serial"), (float(t), "ideal")], "speedup"))
 
 
-def chart_gflops(res, path):
+def chart_gflops(res, path, wid="W6"):
     groups = []
     engines = []
     for t in res.threads:
         for e, tt in res.columns(t):
             if tt == t and e not in engines:
                 engines.append(e)
+    name = TILED_CHARTS[wid][1]
     for key in res.rows:
-        if not key.startswith("W6"):
+        if key[:2] != wid:
             continue
         for t in res.threads:
             g = {}
@@ -112,8 +148,9 @@ def chart_gflops(res, path):
                 if r and "gflops" in r and (e != "serial" or t == res.threads[0]):
                     u = r["gflops"]
                     g[e] = (u["median"], u["min"], u["max"])
-            groups.append(("%s T=%d" % (res.row_label(key).replace("tiled Cholesky ", ""), t), g))
-    title = "W6 tiled Cholesky, GFLOP/s (longer is better)"
+            label = res.row_label(key).replace(name[3:] + " ", "")
+            groups.append(("%s T=%d" % (label, t), g))
+    title = "%s, GFLOP/s (longer is better)" % name
     sub = "median of %d runs, whisker min-max" % res.doc["settings"]["reps"]
     with open(path, "w") as f:
         f.write(svg.bars_log(title, sub, groups, engines, "GFLOP/s"))
@@ -124,7 +161,8 @@ def behind(res):
     than 10 % at the same worker count. Returns markdown table lines."""
     vf = [e for e in res.engines if res.families.get(e) == "varflow"]
     lines = []
-    works = res.works + (["tiles"] if any(k.startswith("W6") for k in res.rows) else [])
+    ids = tables.tiled_ids(res)
+    works = res.works + (["tiles"] if ids else [])
     for w in works:
         for t in res.threads:
             cells = []
@@ -135,7 +173,7 @@ def behind(res):
                     cells.append("")
                     continue
                 for key in res.rows:
-                    if key.startswith("W6") != (w == "tiles"):
+                    if tables.is_tiled(key) != (w == "tiles"):
                         continue
                     r = res.get(e, t, key, w)
                     best = res.best_peer(t, key, w)
@@ -146,7 +184,8 @@ def behind(res):
                         items.append("%s %.2fx %s" % (key, ratio, best[0]))
                 cells.append(", ".join(items) if items else "none")
             if any(c and c != "none" for c in cells):
-                where = "W6 tiles" if w == "tiles" else ("empty" if w == "0" else "~" + w)
+                where = ("%s tiles" % "/".join(ids) if w == "tiles"
+                         else ("empty" if w == "0" else "~" + w))
                 lines.append("| %s | %d | %s |" % (where, t, " | ".join(cells)))
     if not lines:
         return []
@@ -209,6 +248,31 @@ def wide_section(doc, res):
         lines.append("Not measured in this run.")
     lines.append("")
     return lines
+
+
+def tiled_section(res, wid, rel="bench", run_line=None):
+    """The section of a tiled workload (W6, W8): its chart, its GFLOP/s
+    tables at each worker count, and for the last one present the speedup
+    and varflow / best peer tables of all tiled rows. `run_line`, when
+    given, says which run the figures come from (a section made from
+    another run than the page's)."""
+    title = {"W6": "W6: tiled Cholesky", "W8": "W8: blocked sparse LU"}[wid]
+    L = ["## %s" % title, ""]
+    if wid == "W8":
+        L += [W8_TEXT, ""]
+    if run_line:
+        L += [run_line, ""]
+    if rel:
+        L += ["![GFLOP/s](%s/%s)" % (rel, TILED_CHARTS[wid][0]), ""]
+    for t in res.threads:
+        L += [md_table(tables.table_gflops(res, t, "–", wid)), ""]
+    if wid == "W8":
+        for t in res.threads:
+            L += [md_table(tables.table_seconds(res, t, "–", wid)), ""]
+    if wid == tables.tiled_ids(res)[-1]:
+        L += [md_table(tables.table_speedup(res, "tiles")), ""]
+        L += [md_table(tables.table_vs_peer(res, "tiles")), ""]
+    return L
 
 
 def callgrind_section(cg):
@@ -277,9 +341,9 @@ def main():
             chart_us(res, w, t, os.path.join(data_dir, name))
             charts.append((w, t, name))
     chart_speedup(res, os.path.join(data_dir, "speedup.svg"))
-    has_w6 = any(k.startswith("W6") for k in res.rows)
-    if has_w6:
-        chart_gflops(res, os.path.join(data_dir, "cholesky-gflops.svg"))
+    tiled = tables.tiled_ids(res)
+    for wid in tiled:
+        chart_gflops(res, os.path.join(data_dir, TILED_CHARTS[wid][0]), wid)
 
     L = []
     L.append("# Benchmarks")
@@ -329,7 +393,8 @@ def main():
              "serial run takes about %d ms; a row whose run takes longer than %s s is not "
              "repeated (its cell says *capped*), and one that runs longer than %s s is "
              "abandoned (*timeout*). **Every run's final state is compared "
-             "with the serial run's** (a hash of all values; W6 factors bit for bit); "
+             "with the serial run's** (a hash of all values; W6 and W8 factors bit for "
+             "bit); "
              "a mismatch fails the suite and no table is reported."
              % (doc["settings"]["reps"], doc["settings"].get("rounds", 1),
                 "" if doc["settings"].get("rounds", 1) == 1 else "s",
@@ -421,18 +486,13 @@ def main():
         L.append("")
         L.append(md_table(tables.table_vs_peer(res, w)))
         L.append("")
-    if has_w6:
-        L.append("## W6: tiled Cholesky")
-        L.append("")
-        L.append("![GFLOP/s](%s/cholesky-gflops.svg)" % rel)
-        L.append("")
-        for t in res.threads:
-            L.append(md_table(tables.table_gflops(res, t, "–")))
-            L.append("")
-        L.append(md_table(tables.table_speedup(res, "tiles")))
-        L.append("")
-        L.append(md_table(tables.table_vs_peer(res, "tiles")))
-        L.append("")
+    out = os.path.join(opts.docs, "BENCHMARKS.md")
+    for wid in tiled:
+        L.extend(tiled_section(res, wid, rel))
+    if "W8" not in tiled:
+        # Figures of W8 from a run of its own (see tiled_section's
+        # run_line), kept until a run of the whole suite has W8.
+        L.extend(kept_sections(out, (W8_TITLE,))[1:])
     L.append("## Start-up")
     L.append("")
     L.append(md_table(tables.table_startup(res)))
@@ -441,28 +501,29 @@ def main():
     L.extend(wide_section(doc, res))
     if cg:
         L.extend(callgrind_section(cg))
-    out = os.path.join(opts.docs, "BENCHMARKS.md")
     kept = kept_sections(out)
     if kept and L and not L[-1].strip():
         kept = kept[1:]  # one blank line between sections, not two
     L.extend(kept)
     with open(out, "w") as f:
         f.write("\n".join(L))
-    print("report: wrote %s and %d charts in %s" % (out, len(charts) + 1 + has_w6, data_dir))
+    print("report: wrote %s and %d charts in %s" % (out, len(charts) + 1 + len(tiled),
+                                                      data_dir))
     return 0
 
 
 # Sections of BENCHMARKS.md that another runner writes from results this
 # report does not have: kept as they are when the page is regenerated.
 KEPT_SECTIONS = ("## W6 across ranks (MPI)",)  # bench/mpi/mpi_run.py --docs
+W8_TITLE = "## W8: blocked sparse LU"
 
 
-def kept_sections(path):
+def kept_sections(path, titles=KEPT_SECTIONS):
     if not os.path.exists(path):
         return []
     lines = open(path).read().split("\n")
     kept = []
-    for title in KEPT_SECTIONS:
+    for title in titles:
         start = next((i for i, l in enumerate(lines) if l.strip() == title), None)
         if start is None:
             continue

@@ -28,7 +28,25 @@ WIDE_TARGET_S = 1.0
 WIDE_TARGET_VARS = 1 << 20
 
 ROW_ORDER = ["W1", "W2", "W3-K16", "W3-K64", "W4-G100", "W4-G300", "W5", "W7",
-             "W6-b64", "W6-b128"]
+             "W6-b32", "W6-b64", "W6-b128", "W8-b16", "W8-b64"]
+
+# The rows that run tile or block kernels (work label "tiles"), reported in
+# GFLOP/s, by workload id, with their table titles.
+TILED = {"W6": "W6 tiled Cholesky", "W8": "W8 blocked sparse LU"}
+
+
+def is_tiled(key):
+    return key[:2] in TILED
+
+
+def tiled_ids(res):
+    """The tiled workload ids a results document has, in order."""
+    return [i for i in TILED if any(k[:2] == i for k in res.rows)]
+
+
+def tiles_title(res):
+    """What the "tiles" tables cover: "W6 tile kernels", "W6 and W8 ..."."""
+    return "%s tile kernels" % " and ".join(tiled_ids(res) or ["W6"])
 
 
 def engine_rank(name):
@@ -194,7 +212,7 @@ def table_us(res, work, threads, dash="-"):
                                       for c in cols]
     rows = []
     for key in res.rows:
-        if key.startswith("W6"):
+        if is_tiled(key):
             continue
         line = [res.row_label(key), res.row_size(key, work)]
         for e, t in cols:
@@ -214,7 +232,7 @@ def table_throughput(res, work):
     header = ["workload"] + ["%s T=%d" % c for c in cols]
     rows = []
     for key in res.rows:
-        if key.startswith("W6"):
+        if is_tiled(key):
             continue
         line = [res.row_label(key)]
         for e, t in cols:
@@ -233,9 +251,7 @@ def table_speedup(res, work):
     header = ["workload"] + [c[0] for c in cols]
     rows = []
     for key in res.rows:
-        if key.startswith("W6") and work != "tiles":
-            continue
-        if not key.startswith("W6") and work == "tiles":
+        if is_tiled(key) != (work == "tiles"):
             continue
         line = [res.row_label(key)]
         for e, t in cols:
@@ -244,7 +260,7 @@ def table_speedup(res, work):
         rows.append(line)
     title = ("speedup over the serial loop at T = %d workers (serial median / engine "
              "median; ideal %d), %s" % (t, t, work_title(res.doc, work) if work != "tiles"
-                                        else "W6 tile kernels"))
+                                        else tiles_title(res)))
     return title, header, rows
 
 
@@ -253,7 +269,7 @@ def table_vs_peer(res, work):
     header = ["workload"] + ["%s T=%d" % c for c in cols]
     rows = []
     for key in res.rows:
-        if key.startswith("W6") != (work == "tiles"):
+        if is_tiled(key) != (work == "tiles"):
             continue
         line = [res.row_label(key)]
         for e, t in cols:
@@ -266,17 +282,17 @@ def table_vs_peer(res, work):
         rows.append(line)
     title = ("varflow / best peer at the same T (median time ratio; < 1: varflow "
              "faster), %s" % (work_title(res.doc, work) if work != "tiles"
-                              else "W6 tile kernels"))
+                              else tiles_title(res)))
     return title, header, rows
 
 
-def table_gflops(res, threads, dash="-"):
+def table_gflops(res, threads, dash="-", wid="W6"):
     cols = res.columns(threads)
     header = ["workload", "size", "residual"] + [
         c[0] + ("" if c[1] == threads else " (T=%d)" % c[1]) for c in cols]
     rows = []
     for key in res.rows:
-        if not key.startswith("W6"):
+        if key[:2] != wid:
             continue
         resid = ""
         for (e, t, k, w), r in res.recs.items():
@@ -288,8 +304,33 @@ def table_gflops(res, threads, dash="-"):
             line.append(fmt_cell(r, "gflops", dash) if r and "gflops" in r
                         else res.note(e, t, key, "tiles"))
         rows.append(line)
-    title = "W6 tiled Cholesky - GFLOP/s, median [min%smax], T = %d worker%s" % (
-        dash, threads, "" if threads == 1 else "s")
+    title = "%s - GFLOP/s, median [min%smax], T = %d worker%s" % (
+        TILED[wid], dash, threads, "" if threads == 1 else "s")
+    return title, header, rows
+
+
+def table_seconds(res, threads, dash="-", wid="W8"):
+    """Seconds per run of a tiled workload (WORKLOADS.md asks W8 for
+    seconds as well as GFLOP/s)."""
+    cols = res.columns(threads)
+    header = ["workload", "size"] + [
+        c[0] + ("" if c[1] == threads else " (T=%d)" % c[1]) for c in cols]
+    rows = []
+    for key in res.rows:
+        if key[:2] != wid:
+            continue
+        line = [res.row_label(key), res.row_size(key, "tiles")]
+        for e, t in cols:
+            r = res.get(e, t, key, "tiles")
+            if r and r.get("times_s"):
+                ts = r["times_s"]
+                stat = {"median": statistics.median(ts), "min": min(ts), "max": max(ts)}
+                line.append(fmt_range(stat, dash, r.get("capped", False)))
+            else:
+                line.append(res.note(e, t, key, "tiles"))
+        rows.append(line)
+    title = "%s - seconds per run, median [min%smax], T = %d worker%s" % (
+        TILED[wid], dash, threads, "" if threads == 1 else "s")
     return title, header, rows
 
 
@@ -369,7 +410,7 @@ def _geomean(xs):
 def table_glance(res):
     """One line per engine: geometric means over the rows every engine ran
     (W1-W5; W7 is left out since OpenMP and tbb-flow do not run it)."""
-    rows_common = [k for k in res.rows if not k.startswith("W6") and k != "W7"]
+    rows_common = [k for k in res.rows if not is_tiled(k) and k != "W7"]
     works = [w for w in res.works]
     tmax = res.tmax
     header = ["engine"]
@@ -382,10 +423,10 @@ def table_glance(res):
     for w in works[1:]:
         header.append("speedup %s T=%d" % (w, tmax))
         spec.append(("speedup", w, tmax))
-    w6 = [k for k in res.rows if k.startswith("W6")]
-    if w6:
-        header.append("GFLOP/s %s T=%d" % (w6[-1].replace("W6-", "W6 "), tmax))
-        spec.append(("gflops", w6[-1], tmax))
+    for wid in tiled_ids(res):
+        last = [k for k in res.rows if k[:2] == wid][-1]
+        header.append("GFLOP/s %s T=%d" % (last.replace("-", " "), tmax))
+        spec.append(("gflops", last, tmax))
     rows = []
     for e in res.engines:
         line = [e]
@@ -415,16 +456,21 @@ def all_tables(res, dash="-"):
     if not res.recs:
         return (([table_pending(res)] if res.doc.get("pending") else []) +
                 ([table_wide(res)] if res.doc.get("wide") else []))
-    for w in res.works:
+    works = res.works if any(not is_tiled(k) for k in res.rows) else []
+    for w in works:
         for t in res.threads:
             out.append(table_us(res, w, t, dash))
         if w == "0":
             out.append(table_throughput(res, w))
         out.append(table_speedup(res, w))
         out.append(table_vs_peer(res, w))
-    if any(k.startswith("W6") for k in res.rows):
-        for t in res.threads:
-            out.append(table_gflops(res, t, dash))
+    if tiled_ids(res):
+        for wid in tiled_ids(res):
+            for t in res.threads:
+                out.append(table_gflops(res, t, dash, wid))
+            if wid == "W8":
+                for t in res.threads:
+                    out.append(table_seconds(res, t, dash, wid))
         out.append(table_speedup(res, "tiles"))
         out.append(table_vs_peer(res, "tiles"))
     out.append(table_startup(res))
