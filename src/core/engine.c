@@ -25,6 +25,8 @@ static void init_freelists(void)
 {
     vf__fl_init(VF__FL_OP, sizeof(vf__op));
     vf__fl_init(VF__FL_OP_EXT, sizeof(vf__op_ext));
+    /* calloc'd, so aligned to max_align_t as a copied argument must be */
+    vf__fl_init(VF__FL_ARG, VF_OP_ARG_INLINE);
 }
 
 /* A tag no live engine holds (0 when all 65535 are taken). Tags go round
