@@ -369,6 +369,24 @@ VF_API int vf_var_destroy(vf_engine *e, vf_var v, void (*free_fn)(void *),
  */
 VF_API int vf_var_version(vf_engine *e, vf_var v, uint64_t *out);
 
+/*
+ * The variable of an address, as OpenMP names a dependence by its address:
+ * the engine keeps a table from addresses to variables, and the first call
+ * with an address creates its variable (as vf_var_create), every later one
+ * returns the same handle. Thread-safe: any number of threads may call it
+ * at once (the table is striped: one hash lookup under one of 64 locks).
+ * The address is only a key: it is never dereferenced, and any non-NULL
+ * pointer will do. Lifetime: the variable lives until the engine is
+ * destroyed, or until vf_var_destroy on it, which also drops the entry, so
+ * the next vf_var_of of that address creates a new variable (a call racing
+ * with that destroy may return either). Memory freed and reused at the same
+ * address keeps the address's variable: ops on the new data come after
+ * those on the old (more order than needed, never a wrong result); destroy
+ * the variable to forget it. VF_EINVAL for a NULL engine, addr or out;
+ * VF_ENOMEM.
+ */
+VF_API int vf_var_of(vf_engine *e, const void *addr, vf_var *out);
+
 /* ------------------------------------------------------------------------ */
 /* Operations                                                                */
 /* ------------------------------------------------------------------------ */
