@@ -120,8 +120,9 @@ TEST_KIND_CASE(sizes_sync_and_async, k)
 {
     vf_engine *e = tu_engine(k);
     vf_var v = tu_var(e);
-    const size_t sizes[] = {1, sizeof(argbuf) + 1, VF_OP_ARG_INLINE,
-                            VF_OP_ARG_INLINE + 1, 4096, VF_MAX_OP_ARG_SIZE};
+    const size_t sizes[] = {
+        1,    sizeof(argbuf) + 1, VF_OP_ARG_INLINE, VF_OP_ARG_INLINE + 1,
+        4096, VF_MAX_OP_ARG_SIZE};
     for (int async = 0; async < 2; async++)
         for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
             push_sized(e, v, sizes[i], async);
@@ -180,13 +181,13 @@ TEST_CASE(device_op_gets_copy)
         argbuf *a = (argbuf *)(void *)buf;
         a->s = &s[i];
         fill(a->bytes, s[i].size - sizeof(argbuf), SALT);
-        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = check_fn,
-                                            .arg = a,
-                                            .arg_size = s[i].size,
-                                            .done = check_done,
-                                            .writes = VF_VARS(v),
-                                            .device = {VF_DEVICE_EMULATED,
-                                                       i}}));
+        CHECK_OK(
+            vf_engine_push(e, &(vf_op){.fn = check_fn,
+                                       .arg = a,
+                                       .arg_size = s[i].size,
+                                       .done = check_done,
+                                       .writes = VF_VARS(v),
+                                       .device = {VF_DEVICE_EMULATED, i}}));
         memset(buf, 0, sizeof buf);
     }
     CHECK_OK(vf_engine_wait_all(e, NULL));
@@ -261,8 +262,8 @@ static void push_arg_case(const tu_kind *k, int bulk)
     CHECK_OK(vf_engine_wait_all(e, NULL));
     for (long i = 0; i < N; i++)
         if (out[i] != i + 1) {
-            CHECK_REPORT_("bulk %d: run of index %ld was number %ld", bulk,
-                          i, out[i]);
+            CHECK_REPORT_("bulk %d: run of index %ld was number %ld", bulk, i,
+                          out[i]);
             break;
         }
     CHECK_EQ(atomic_load(&done_sum), want_sum);
@@ -356,15 +357,13 @@ TEST_KIND_CASE(bad_input, k)
                                               .arg_size = sizeof big,
                                               .writes = VF_VARS(v)},
                                      &o),
-                  "operator create, size over the limit",
-                  "VF_MAX_OP_ARG_SIZE");
+                  "operator create, size over the limit", "VF_MAX_OP_ARG_SIZE");
     CHECK(o == NULL);
-    expect_einval(vf_operator_create(e,
-                                     &(vf_op){.fn = count_fn,
-                                              .arg_size = 1,
-                                              .writes = VF_VARS(v)},
-                                     &o),
-                  "operator create, NULL arg with a size", "arg is NULL");
+    expect_einval(
+        vf_operator_create(
+            e, &(vf_op){.fn = count_fn, .arg_size = 1, .writes = VF_VARS(v)},
+            &o),
+        "operator create, NULL arg with a size", "arg is NULL");
     CHECK_OK(vf_operator_create(
         e, &(vf_op){.fn = count_fn, .writes = VF_VARS(v)}, &o));
     REQUIRE(o != NULL);
@@ -443,13 +442,12 @@ TEST_KIND_CASE(random_program_matches_serial, k)
                     o.r[i] = tu_below(&r, NV);
                     reads[i] = v[o.r[i]];
                 }
-                CHECK_OK(vf_engine_push(e, &(vf_op){.fn = rop_fn,
-                                                    .arg = &o,
-                                                    .arg_size = sizeof o,
-                                                    .reads = tu_list(reads,
-                                                                     o.nr),
-                                                    .writes =
-                                                        VF_VARS(v[o.w])}));
+                CHECK_OK(
+                    vf_engine_push(e, &(vf_op){.fn = rop_fn,
+                                               .arg = &o,
+                                               .arg_size = sizeof o,
+                                               .reads = tu_list(reads, o.nr),
+                                               .writes = VF_VARS(v[o.w])}));
             }
             o.x = ref;
             rop_apply(&o);

@@ -60,14 +60,13 @@ TEST_KIND_CASE(op_with_argument, k)
     varflow::var a = eng.new_var();
     std::vector<long> out(200, 0);
     long counter = 0;
-    auto op = eng.make_op_with<idx>({}, {a}, [](idx &x) {
-        x.out[x.i] = ++*x.counter;
-    });
-    auto op2 = eng.make_op_with<idx>(
-        {}, {a}, [](varflow::run &r, idx &x) -> int {
-            x.out[x.i] = ++*x.counter;
-            return r.engine() ? 0 : 1;
-        });
+    auto op = eng.make_op_with<idx>({}, {a},
+                                    [](idx &x) { x.out[x.i] = ++*x.counter; });
+    auto op2 = eng.make_op_with<idx>({}, {a},
+                                     [](varflow::run &r, idx &x) -> int {
+                                         x.out[x.i] = ++*x.counter;
+                                         return r.engine() ? 0 : 1;
+                                     });
     for (long i = 0; i < 200; i++)
         (i % 2 ? op2 : op).push(idx{i, out.data(), &counter});
     eng.wait(a);
@@ -137,8 +136,8 @@ TEST_KIND_CASE(random_program_matches_serial, k)
         x[i] = ref[i] = std::uint64_t(i) + 3;
     std::vector<varflow::reusable_arg_op<upd>> writers;
     for (int i = 0; i < N; i++)
-        writers.push_back(eng.make_op_with<upd>(
-            {}, {eng.var_of(&x[i])}, [](upd &u) { u.apply(); }));
+        writers.push_back(eng.make_op_with<upd>({}, {eng.var_of(&x[i])},
+                                                [](upd &u) { u.apply(); }));
     std::uint64_t s = 12345;
     auto next = [&s] {
         s = s * 6364136223846793005ull + 1442695040888963407ull;

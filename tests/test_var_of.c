@@ -21,8 +21,8 @@ static vf_var var_of(vf_engine *e, const void *addr)
     vf_var v = {0};
     int rc = vf_var_of(e, addr, &v);
     if (rc != 0)
-        CHECK_REPORT_("vf_var_of(%p) returned %s (%s)", addr,
-                      vf_error_name(rc), vf_error_detail());
+        CHECK_REPORT_("vf_var_of(%p) returned %s (%s)", addr, vf_error_name(rc),
+                      vf_error_detail());
     return v;
 }
 
@@ -131,12 +131,12 @@ TEST_KIND_CASE(random_program_matches_serial, k)
                 sr.r[i] = &ref[a];
                 reads[i] = var_of(e, &x[a]);
             }
-            CHECK_OK(vf_engine_push(e, &(vf_op){.fn = step_fn,
-                                                .arg = &s,
-                                                .arg_size = sizeof s,
-                                                .reads = tu_list(reads, s.nr),
-                                                .writes = VF_VARS(
-                                                    var_of(e, &x[w]))}));
+            CHECK_OK(vf_engine_push(
+                e, &(vf_op){.fn = step_fn,
+                            .arg = &s,
+                            .arg_size = sizeof s,
+                            .reads = tu_list(reads, s.nr),
+                            .writes = VF_VARS(var_of(e, &x[w]))}));
             step_apply(&sr);
         }
         CHECK_OK(vf_engine_wait_all(e, NULL));
@@ -196,11 +196,11 @@ static void *looker(void *p)
             /* An op on a private address of this thread, by address. */
             vf_var v;
             CHECK_OK(vf_var_of(s->e, &s->counter[a->t], &v));
-            CHECK_OK(vf_engine_push(
-                s->e, &(vf_op){.fn = incr_fn,
-                               .arg = &(incr){&s->counter[a->t]},
-                               .arg_size = sizeof(incr),
-                               .writes = VF_VARS(v)}));
+            CHECK_OK(
+                vf_engine_push(s->e, &(vf_op){.fn = incr_fn,
+                                              .arg = &(incr){&s->counter[a->t]},
+                                              .arg_size = sizeof(incr),
+                                              .writes = VF_VARS(v)}));
         }
     }
     return NULL;

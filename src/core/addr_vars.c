@@ -10,7 +10,7 @@
 #include "base/hashmap.h"
 #include "core/engine.h"
 
-#define VF__ADDR_STRIPES 64 /* a power of two */
+#define VF__ADDR_STRIPES 64 /* stripe_of takes the hash's top 6 bits */
 
 typedef struct stripe {
     pthread_mutex_t lock;
@@ -22,13 +22,13 @@ struct vf__addr_vars {
     stripe rev[VF__ADDR_STRIPES]; /* var id -> address */
 };
 
-/* A stripe by the key's hash: the top bits of Fibonacci hashing, the
- * hashmap uses the top bits of the same product for the home slot, so
- * take the bits below the stripe's for nothing in particular: any mix
- * will do, the map's own probing does not care which keys it holds. */
+/* A stripe by the key's hash. Not the top bits of the hashmap's own
+ * product (key * 2^64/phi): those pick the home slot inside the map, and
+ * keys that agreed on them would all crowd into one run of its table.
+ * Another odd multiplier's top bits are independent enough. */
 static stripe *stripe_of(stripe *s, uint64_t key)
 {
-    return &s[(key * 0x9E3779B97F4A7C15ull) >> 58 & (VF__ADDR_STRIPES - 1)];
+    return &s[(key * 0xC2B2AE3D27D4EB4Full) >> 58];
 }
 
 static vf__addr_vars *table_new(void)

@@ -11,8 +11,9 @@
 int vf__arg_check(const char *who, const void *arg, size_t size)
 {
     if (size > VF_MAX_OP_ARG_SIZE)
-        return vf__fail(VF_EINVAL, "%s: arg_size %zu is over "
-                                   "VF_MAX_OP_ARG_SIZE (%d)",
+        return vf__fail(VF_EINVAL,
+                        "%s: arg_size %zu is over "
+                        "VF_MAX_OP_ARG_SIZE (%d)",
                         who, size, VF_MAX_OP_ARG_SIZE);
     if (arg == NULL && size != 0)
         return vf__fail(VF_EINVAL, "%s: arg is NULL with arg_size %zu", who,
@@ -23,7 +24,7 @@ int vf__arg_check(const char *who, const void *arg, size_t size)
 void *vf__arg_copy(const void *arg, size_t size)
 {
     void *copy = size <= VF_OP_ARG_INLINE ? vf__fl_alloc(VF__FL_ARG)
-                                           : vf__malloc(size);
+                                          : vf__malloc(size);
     if (copy != NULL)
         memcpy(copy, arg, size);
     return copy;
