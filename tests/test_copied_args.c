@@ -15,9 +15,16 @@
  *   size are VF_EINVAL (with a detail) for the push, the operator's create
  *   and vf_operator_push_arg, and nothing runs;
  * - a random program of copied-argument ops, one-shot and operator pushes
- *   mixed, with and without bulking, computes the serial program's values.
+ *   mixed, with and without bulking, computes the serial program's values;
+ * - out of memory (vf__testing_fail_alloc, the n-th allocation failing,
+ *   for every n the program makes): copied pushes, operator runs with an
+ *   argument and vf_var_of return 0 or VF_ENOMEM, and each op whose push
+ *   succeeded runs and is done once (LSan, make asan, checks leaks).
  */
 #include "runner.h"
+
+/* the testing aid vf__testing_fail_alloc (fault injection) */
+#include "base/alloc.h"
 
 #include <stdalign.h>
 
@@ -467,6 +474,85 @@ TEST_KIND_CASE(random_program_matches_serial, k)
             CHECK_OK(vf_operator_destroy(e, wr[i]));
         tu_finish_engine(e);
     }
+}
+
+/* --- out of memory ------------------------------------------------------ */
+
+typedef struct counted {
+    atomic_int *runs, *dones;
+    char pad[8];
+} counted;
+
+static int counted_fn(vf_run *run, void *arg)
+{
+    (void)run;
+    atomic_fetch_add(((counted *)arg)->runs, 1);
+    return 0;
+}
+
+static void counted_done(void *arg, int status)
+{
+    (void)status;
+    atomic_fetch_add(((counted *)arg)->dones, 1);
+}
+
+static void expect_ok_or_enomem(int rc, const char *what, uint64_t n)
+{
+    if (rc != 0 && rc != VF_ENOMEM)
+        CHECK_REPORT_("fail_alloc(%llu): %s returned %s (%s)",
+                      (unsigned long long)n, what, vf_error_name(rc),
+                      vf_error_detail());
+}
+
+TEST_KIND_CASE(out_of_memory, k)
+{
+    static char big[4096];
+    uint64_t n;
+    for (n = 1;; n++) {
+        vf_engine *e = tu_engine(k);
+        vf_var v = tu_var(e);
+        vf_operator *o = NULL;
+        CHECK_OK(vf_operator_create(e,
+                                    &(vf_op){.fn = counted_fn,
+                                             .done = counted_done,
+                                             .writes = VF_VARS(v)},
+                                    &o));
+        atomic_int runs = 0, dones = 0;
+        int pushed = 0;
+        char addr[4];
+        vf__testing_fail_alloc(n);
+        for (int i = 0; i < 4; i++) {
+            size_t size = i % 2 ? sizeof big : sizeof(counted);
+            counted *c = (counted *)(void *)big;
+            c->runs = &runs;
+            c->dones = &dones;
+            int rc = vf_engine_push(e, &(vf_op){.fn = counted_fn,
+                                                .done = counted_done,
+                                                .arg = big,
+                                                .arg_size = size,
+                                                .writes = VF_VARS(v)});
+            expect_ok_or_enomem(rc, "vf_engine_push", n);
+            pushed += rc == 0;
+            rc = vf_operator_push_arg(e, o, 0, big, size);
+            expect_ok_or_enomem(rc, "vf_operator_push_arg", n);
+            pushed += rc == 0;
+            vf_var w;
+            expect_ok_or_enomem(vf_var_of(e, &addr[i], &w), "vf_var_of", n);
+        }
+        uint64_t made = vf__testing_alloc_count();
+        vf__testing_fail_alloc(0);
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        CHECK_EQ(atomic_load(&runs), pushed);
+        CHECK_EQ(atomic_load(&dones), pushed);
+        CHECK_OK(vf_operator_destroy(e, o));
+        tu_finish_engine(e);
+        if (made < n)
+            break; /* this run failed no allocation: all were tried */
+    }
+    /* 8 copies of 4096 bytes and the table of vf_var_of at least */
+    if (n <= 9)
+        CHECK_REPORT_("the sweep ended at %llu allocations",
+                      (unsigned long long)n);
 }
 
 TEST_MAIN("test_copied_args", 300)

@@ -27,7 +27,11 @@
  * Blocks come from the per-thread free lists (freelist.h). A var set larger
  * than VF__OP_INLINE_VARS takes a second block from them (vf__op_ext) for
  * up to VF__OP_EXT_VARS vars; one larger still is the one case that
- * mallocs (its var refs and its queue places).
+ * mallocs (its var refs and its queue places). An argument copied at push
+ * (arg.h) is a side block of its own (argcopy), which the definition's
+ * `arg` names; an operator run with an argument of its own
+ * (vf_operator_push_arg) copies the operator's definition into `own`
+ * with that argument, keeping the operator's var set and reference.
  */
 #ifndef VF_OP_H
 #define VF_OP_H
