@@ -10,11 +10,16 @@
  *   OpenMP way), every engine kind, computes the serial program's values;
  * - threads calling vf_var_of at once on overlapping addresses (run it
  *   under TSan: make tsan) all get one var per address, and pushes through
- *   them from every thread keep each address's ops in order.
+ *   them from every thread keep each address's ops in order;
+ * - a fork while another thread calls vf_var_of: the child can use the
+ *   table (no stripe lock was held across the fork); skipped under TSan,
+ *   as test_lifecycle_fork is.
  */
 #include "runner.h"
 
 #include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static vf_var var_of(vf_engine *e, const void *addr)
 {
@@ -241,6 +246,60 @@ TEST_KIND_CASE(concurrent_lookups, k)
     }
     tu_finish_engine(s.e);
     tu_rv_destroy(&s.start);
+}
+
+/* --- fork ----------------------------------------------------------------- */
+
+typedef struct forker {
+    vf_engine *e;
+    char addrs[64];
+    atomic_bool stop;
+} forker;
+
+static void *hammer(void *p)
+{
+    forker *f = p;
+    for (unsigned i = 0; !atomic_load(&f->stop); i++) {
+        vf_var v;
+        CHECK_OK(vf_var_of(f->e, &f->addrs[i % 64], &v));
+    }
+    return NULL;
+}
+
+TEST_CASE(fork_while_looking_up)
+{
+#if defined(TU_TSAN)
+    TEST_SKIP("under TSan (its runtime cannot follow threads started in a "
+              "forked child)");
+#endif
+    static forker f;
+    f.e = tu_engine(&tu_kinds[1]);
+    atomic_store(&f.stop, false);
+    pthread_t th;
+    REQUIRE(pthread_create(&th, NULL, hammer, &f) == 0);
+    for (int round = 0; round < 200; round++) {
+        pid_t pid = fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            int bad = 0;
+            for (int i = 0; i < 64; i++) {
+                vf_var v;
+                bad += vf_var_of(f.e, &f.addrs[i], &v) != 0;
+                bad += vf_engine_push(f.e, &(vf_op){.fn = tu_nop,
+                                                    .writes = VF_VARS(v)}) != 0;
+            }
+            bad += vf_engine_wait_all(f.e, NULL) != 0;
+            _exit(bad == 0 ? 0 : 1);
+        }
+        int status = 0;
+        REQUIRE(waitpid(pid, &status, 0) == pid);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            CHECK_REPORT_("round %d: the child ended with status %#x", round,
+                          status);
+    }
+    atomic_store(&f.stop, true);
+    pthread_join(th, NULL);
+    tu_finish_engine(f.e);
 }
 
 TEST_MAIN("test_var_of", 300)

@@ -126,6 +126,26 @@ VF_API int vf_var_of(vf_engine *e, const void *addr, vf_var *out)
     return rc;
 }
 
+void vf__addr_vars_fork_lock(vf_engine *e, bool lock)
+{
+    vf__addr_vars *t = atomic_load_explicit(&e->addr_vars,
+                                            memory_order_acquire);
+    if (t == NULL)
+        return;
+    for (int i = 0; i < 2 * VF__ADDR_STRIPES; i++) {
+        if (lock) {
+            stripe *s = i < VF__ADDR_STRIPES ? &t->fwd[i]
+                                             : &t->rev[i - VF__ADDR_STRIPES];
+            pthread_mutex_lock(&s->lock);
+        } else {
+            int j = 2 * VF__ADDR_STRIPES - 1 - i;
+            stripe *s = j < VF__ADDR_STRIPES ? &t->fwd[j]
+                                             : &t->rev[j - VF__ADDR_STRIPES];
+            pthread_mutex_unlock(&s->lock);
+        }
+    }
+}
+
 void vf__addr_vars_forget(vf_engine *e, vf_var v)
 {
     vf__addr_vars *t = atomic_load_explicit(&e->addr_vars,

@@ -33,6 +33,12 @@ typedef struct vf__addr_vars vf__addr_vars;
  * vf_var_of. */
 void vf__addr_vars_forget(vf_engine *e, vf_var v);
 
+/* Lock (before a fork) or unlock (after it, in parent and child) every
+ * stripe of the engine's table, forward ones first, so no thread holds one
+ * across the fork. Taken before the bulk locks (a stripe is held across
+ * vf_var_create, and, out of memory, vf_var_destroy). */
+void vf__addr_vars_fork_lock(vf_engine *e, bool lock);
+
 /* Free the table (engine destroy: no other thread uses the engine). */
 void vf__addr_vars_free(vf__addr_vars *t);
 
