@@ -369,6 +369,24 @@ VF_API int vf_var_destroy(vf_engine *e, vf_var v, void (*free_fn)(void *),
  */
 VF_API int vf_var_version(vf_engine *e, vf_var v, uint64_t *out);
 
+/*
+ * The variable of an address, as OpenMP names a dependence by its address:
+ * the engine keeps a table from addresses to variables, and the first call
+ * with an address creates its variable (as vf_var_create), every later one
+ * returns the same handle. Thread-safe: any number of threads may call it
+ * at once (the table is striped: one hash lookup under one of 64 locks).
+ * The address is only a key: it is never dereferenced, and any non-NULL
+ * pointer will do. Lifetime: the variable lives until the engine is
+ * destroyed, or until vf_var_destroy on it, which also drops the entry, so
+ * the next vf_var_of of that address creates a new variable (a call racing
+ * with that destroy may return either). Memory freed and reused at the same
+ * address keeps the address's variable: ops on the new data come after
+ * those on the old (more order than needed, never a wrong result); destroy
+ * the variable to forget it. VF_EINVAL for a NULL engine, addr or out;
+ * VF_ENOMEM.
+ */
+VF_API int vf_var_of(vf_engine *e, const void *addr, vf_var *out);
+
 /* ------------------------------------------------------------------------ */
 /* Operations                                                                */
 /* ------------------------------------------------------------------------ */
@@ -440,6 +458,13 @@ typedef enum vf_property {
  */
 #define VF_MAX_OP_VARS (1 << 20) /* 1,048,576: reads.count + writes.count */
 
+/* Copied arguments (vf_op.arg_size, vf_operator_push_arg): up to
+ * VF_OP_ARG_INLINE bytes the copy comes from the engine's per-thread free
+ * lists (no malloc); up to VF_MAX_OP_ARG_SIZE it is malloc'd; larger ones
+ * are refused (VF_EINVAL). */
+#define VF_OP_ARG_INLINE 128
+#define VF_MAX_OP_ARG_SIZE 65536
+
 typedef struct vf_op {
     vf_sync_fn fn VF_ZERO_;
     vf_async_fn async_fn VF_ZERO_; /* async: runs inline on the dispatching
@@ -456,6 +481,18 @@ typedef struct vf_op {
     bool nonblocking VF_ZERO_;     /* at the in-flight limit: VF_EAGAIN, not
                                       wait */
     const char *name VF_ZERO_;
+    size_t arg_size VF_ZERO_;      /* 0: `arg` is passed as it is, and must
+                                      outlive the op. Otherwise the push
+                                      copies arg_size bytes from `arg` into
+                                      the op (aligned to max_align_t), and
+                                      fn, async_fn and done get the copy,
+                                      freed once the op has finished (after
+                                      `done`): `arg` may go at once. No
+                                      allocation up to VF_OP_ARG_INLINE
+                                      bytes; at most VF_MAX_OP_ARG_SIZE
+                                      (VF_EINVAL beyond, or for a NULL arg
+                                      with a size). For vf_operator_create:
+                                      copied once, freed with the operator */
 } vf_op;
 
 /*
@@ -561,6 +598,19 @@ VF_API int vf_operator_create(vf_engine *e, const vf_op *def,
  * vf_engine_push (VF_ESTALE when one of its variables has been deleted since).
  */
 VF_API int vf_operator_push(vf_engine *e, vf_operator *op, int priority);
+
+/*
+ * Push one run of the operator with an argument of its own, in place of the
+ * operator's `arg`: the run's fn, async_fn and done get it. The var set,
+ * routing and checks are the operator's, made once at create, so a program
+ * whose ops differ only in an index pays no var-set check or sort per push.
+ * arg_size 0: `arg` is passed as it is (it must outlive the run); otherwise
+ * arg_size bytes of it are copied, as vf_op.arg_size says (no allocation up
+ * to VF_OP_ARG_INLINE bytes). Errors as vf_operator_push, and VF_EINVAL for
+ * arg_size over VF_MAX_OP_ARG_SIZE or a NULL arg with a size.
+ */
+VF_API int vf_operator_push_arg(vf_engine *e, vf_operator *op, int priority,
+                                void *arg, size_t arg_size);
 
 /*
  * Delete the operator: the handle must not be used again; the operator is

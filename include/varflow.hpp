@@ -26,10 +26,14 @@
  * - Cost: a callable that is trivially copyable and fits in a pointer (a
  *   lambda capturing nothing, one reference or one pointer; a function
  *   pointer) travels in the op's `arg` itself: the push allocates nothing
- *   beyond what vf_engine_push does and sets no done callback. Any other
- * callable is moved into one `new` per push, deleted by the op's done callback:
- *   that is the callable's own storage. A reusable_op allocates once, when
- *   it is made, and nothing per push. docs/CXX.md has the measured cost.
+ *   beyond what vf_engine_push does and sets no done callback. A larger
+ *   trivially copyable one, up to VF_OP_ARG_INLINE bytes, is copied into
+ *   the op by the engine (vf_op.arg_size): no allocation either. Any other
+ *   callable is moved into one `new` per push, deleted by the op's done
+ *   callback: that is the callable's own storage. A reusable_op allocates
+ *   once, when it is made, and nothing per push; a reusable_arg_op
+ *   (make_op_with) the same, each push copying its own argument.
+ *   docs/CXX.md has the measured cost.
  *
  * Handles (engine, var, reusable_op) are movable, not copyable, and must
  * not outlive the engine they came from (their destructors call it). A
@@ -539,7 +543,18 @@ inline constexpr bool fits_inline =
     sizeof(Fn) <= sizeof(void *) &&
     alignof(Fn) <= alignof(void *) && std::is_trivially_copyable_v<Fn>;
 
-/* The arg of an op running callable Fn: its bytes, or a new Fn. */
+/* Callables the engine copies into the op (vf_op.arg_size): trivially
+ * copyable (so trivially destructible too), larger than a pointer, up to
+ * VF_OP_ARG_INLINE bytes and max_align_t's alignment. No allocation and
+ * no done callback: the op's copy is the callable, called in place. */
+template <class Fn>
+inline constexpr bool fits_copied =
+    !fits_inline<Fn> && std::is_trivially_copyable_v<Fn> &&
+    sizeof(Fn) <= VF_OP_ARG_INLINE &&
+    alignof(Fn) <= alignof(std::max_align_t);
+
+/* The arg of an op running callable Fn: its bytes, or a new Fn (or, for
+ * push and push_async, the engine's copy: fits_copied). */
 template <class Fn> class stored
 {
   public:
@@ -730,6 +745,41 @@ struct op_block {
     }
 };
 
+/* One run of a reusable_arg_op: the copy vf_operator_push_arg makes is
+ * the block (given back by the run's done callback) and the argument. */
+template <class Arg> struct arg_run {
+    op_block *block;
+    Arg arg;
+};
+
+/* A reusable_arg_op's callable, called with each run's own argument. */
+template <class Fn, class Arg> struct arg_block_of : op_block {
+    Fn fn;
+
+    template <class F> explicit arg_block_of(F &&f) : fn(std::forward<F>(f))
+    {
+        destroy = [](op_block *b) noexcept {
+            delete static_cast<arg_block_of *>(b);
+        };
+    }
+    static int sync_entry(vf_run *r, void *arg) noexcept
+    {
+        auto *a = static_cast<arg_run<Arg> *>(arg);
+        Fn &f = static_cast<arg_block_of *>(a->block)->fn;
+        Arg &x = a->arg;
+        // fn(x) or fn(run &, x), as run_sync calls fn() or fn(run &).
+        auto bound = [&f, &x](auto &...ctx) -> decltype(f(ctx..., x)) {
+            return f(ctx..., x);
+        };
+        return run_sync(bound, r);
+    }
+    static void done(void *arg, int status) noexcept
+    {
+        (void)status;
+        static_cast<arg_run<Arg> *>(arg)->block->unref();
+    }
+};
+
 template <class Fn> struct op_block_of : op_block {
     Fn fn;
 
@@ -907,6 +957,8 @@ class var
  * one moved from (or default-constructed) throws varflow::error VF_EINVAL
  * ("varflow::reusable_op: used after it was moved from").
  */
+template <class Arg> class reusable_arg_op;
+
 class reusable_op
 {
   public:
@@ -963,6 +1015,14 @@ class reusable_op
 
   private:
     friend class engine_ref;
+    template <class Arg> friend class reusable_arg_op;
+    [[noreturn]] void throw_unusable() const
+    {
+        throw error(VF_EINVAL, moved_from_ ? "varflow::reusable_op: used "
+                                             "after it was moved from"
+                                           : "varflow::reusable_op: empty "
+                                             "(default-constructed)");
+    }
     reusable_op(vf_engine *e, vf_operator *op, detail::op_block *b) noexcept
         : e_(e), op_(op), block_(b)
     {
@@ -979,6 +1039,48 @@ class reusable_op
     vf_operator *op_ = nullptr;
     detail::op_block *block_ = nullptr;
     bool moved_from_ = false;
+};
+
+/*
+ * A reusable op whose runs each take an argument (engine_ref::make_op_with):
+ * push(arg, priority) is vf_operator_push_arg with a copy of `arg`. Moves,
+ * destruction and errors as reusable_op's.
+ */
+template <class Arg> class reusable_arg_op
+{
+  public:
+    reusable_arg_op() noexcept = default;
+
+    /* Push one run with its own copy of `arg`. */
+    void push(const Arg &arg, int priority = 0) const
+    {
+        if (op_.op_ == nullptr)
+            op_.throw_unusable();
+        detail::arg_run<Arg> r{op_.block_, arg};
+        op_.block_->ref(); // given back by this run's done callback
+        int rc = vf_operator_push_arg(op_.e_, op_.op_, priority, &r, sizeof r);
+        if (rc != 0) {
+            error err(rc, vf_error_detail());
+            op_.block_->unref();
+            throw err;
+        }
+    }
+    vf_operator *get() const noexcept
+    {
+        return op_.get();
+    }
+    explicit operator bool() const noexcept
+    {
+        return static_cast<bool>(op_);
+    }
+
+  private:
+    friend class engine_ref;
+    explicit reusable_arg_op(reusable_op op) noexcept : op_(std::move(op))
+    {
+    }
+
+    reusable_op op_;
 };
 
 /* ------------------------------------------------------------------------ */
@@ -1030,12 +1132,19 @@ class engine_ref
     {
         using Fn = std::decay_t<F>;
         vf_op op = opts.to_op(reads, writes);
-        detail::stored<Fn> s(std::forward<F>(fn));
         op.fn = &detail::sync_entry<Fn>;
-        op.arg = s.arg();
-        op.done = detail::stored<Fn>::done;
-        check(vf_engine_push(e_, &op));
-        s.release();
+        if constexpr (detail::fits_copied<Fn>) {
+            Fn f(std::forward<F>(fn)); // the engine copies it into the op
+            op.arg = static_cast<void *>(&f);
+            op.arg_size = sizeof(Fn);
+            check(vf_engine_push(e_, &op));
+        } else {
+            detail::stored<Fn> s(std::forward<F>(fn));
+            op.arg = s.arg();
+            op.done = detail::stored<Fn>::done;
+            check(vf_engine_push(e_, &op));
+            s.release();
+        }
     }
 
     /*
@@ -1053,12 +1162,19 @@ class engine_ref
                       "an async op's callable takes (varflow::completion) "
                       "or (varflow::run &, varflow::completion)");
         vf_op op = opts.to_op(reads, writes);
-        detail::stored<Fn> s(std::forward<F>(fn));
         op.async_fn = &detail::async_entry<Fn>;
-        op.arg = s.arg();
-        op.done = detail::stored<Fn>::done;
-        check(vf_engine_push(e_, &op));
-        s.release();
+        if constexpr (detail::fits_copied<Fn>) {
+            Fn f(std::forward<F>(fn)); // the engine copies it into the op
+            op.arg = static_cast<void *>(&f);
+            op.arg_size = sizeof(Fn);
+            check(vf_engine_push(e_, &op));
+        } else {
+            detail::stored<Fn> s(std::forward<F>(fn));
+            op.arg = s.arg();
+            op.done = detail::stored<Fn>::done;
+            check(vf_engine_push(e_, &op));
+            s.release();
+        }
     }
 
     /* A reusable op running fn like push() does (opts.priority unused:
@@ -1085,6 +1201,50 @@ class engine_ref
         vf_op def = opts.to_op(reads, writes);
         def.async_fn = &Block::async_entry;
         return make_op_from<Block>(def, std::forward<F>(fn));
+    }
+
+    /*
+     * A reusable op whose runs each take an argument of their own:
+     * fn(Arg &) or fn(varflow::run &, Arg &), returning void or int as
+     * push()'s; op.push(arg, priority) copies `arg` into the run
+     * (vf_operator_push_arg), so ops that differ only in an index share
+     * one var set checked once. Arg must be trivially copyable; up to
+     * VF_OP_ARG_INLINE bytes (less a pointer) a push allocates nothing.
+     */
+    template <class Arg, class F>
+    reusable_arg_op<Arg> make_op_with(var_list reads, var_list writes,
+                                      F &&fn, const options &opts = {}) const
+    {
+        static_assert(std::is_trivially_copyable_v<Arg>,
+                      "a run's argument is copied as bytes: it must be "
+                      "trivially copyable");
+        static_assert(sizeof(detail::arg_run<Arg>) <= VF_MAX_OP_ARG_SIZE &&
+                          alignof(Arg) <= alignof(std::max_align_t),
+                      "a run's argument is at most VF_MAX_OP_ARG_SIZE bytes "
+                      "(less a pointer), aligned at most as max_align_t");
+        using Block = detail::arg_block_of<std::decay_t<F>, Arg>;
+        vf_op def = opts.to_op(reads, writes);
+        def.fn = &Block::sync_entry;
+        std::unique_ptr<Block> b(new Block(std::forward<F>(fn)));
+        def.arg = static_cast<detail::op_block *>(b.get()); // unused: each
+        def.done = &Block::done;                             // run has its own
+        vf_operator *op = nullptr;
+        check(vf_operator_create(e_, &def, &op));
+        return reusable_arg_op<Arg>(reusable_op(e_, op, b.release()));
+    }
+
+    /*
+     * The variable of an address (vf_var_of): made on first use, owned by
+     * the engine (it lives until the engine is destroyed, or until
+     * vf_var_destroy on it); the same handle for the same address, from
+     * any thread. A plain vf_var, so it goes straight into a var_list:
+     * eng.push({eng.var_of(&a)}, {eng.var_of(&b)}, fn).
+     */
+    vf_var var_of(const void *addr) const
+    {
+        vf_var v;
+        check(vf_var_of(e_, addr, &v));
+        return v;
     }
 
     /* Wait for every op pushed before that writes v. Throws op_failed when

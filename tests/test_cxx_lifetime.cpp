@@ -10,9 +10,11 @@
  * - Move-only callables (a captured std::unique_ptr) can be pushed, and are
  *   freed on every path too.
  * - Allocation: pushing a trivially copyable callable that fits in a
- *   pointer (no capture, one reference, a function pointer), or pushing a
- *   reusable_op, calls operator new zero times; a larger callable exactly
- *   once (counted by replacing the global operator new).
+ *   pointer (no capture, one reference, a function pointer) or in
+ *   VF_OP_ARG_INLINE bytes (the engine copies it: two references), or
+ *   pushing a reusable_op, calls operator new zero times; any other
+ *   callable (one capturing a std::shared_ptr) exactly once (counted by
+ *   replacing the global operator new).
  * - reusable_op: its callable outlives the handle until the last run ends.
  * - var: the destructor deletes; remove(callable) calls it once, after the
  *   ops pushed on the var, and destroys it; the moved-from var owns nothing.
@@ -230,18 +232,28 @@ TEST_KIND_CASE(allocations, k)
                  eng.push_async({}, {a}, [](varflow::completion d) { d(); });
              }),
              0);
-    // Two pointers: no longer fits; the callable's own storage, once.
+    // Two pointers: no longer fits in one, but trivially copyable and
+    // small: the engine copies it into the op (vf_op.arg_size).
     CHECK_EQ(news([&] {
                  eng.push({}, {a}, [two] {
                      ++*two.p;
                      ++*two.q;
                  });
              }),
-             1);
+             0);
     CHECK_EQ(news([&] {
                  eng.push({}, {a}, [&x, &y] {
                      ++x;
                      ++y;
+                 });
+             }),
+             0);
+    // Not trivially copyable: the callable's own storage, once.
+    auto sp = std::make_shared<int>(0);
+    CHECK_EQ(news([&] {
+                 eng.push({}, {a}, [sp, &x] {
+                     ++*sp;
+                     ++x;
                  });
              }),
              1);
@@ -256,7 +268,7 @@ TEST_KIND_CASE(allocations, k)
              }),
              0);
     eng.wait(a);
-    CHECK_EQ(x, 1 + 1 + 1 + 1 + 1 + 10);
+    CHECK_EQ(x, 1 + 1 + 1 + 1 + 1 + 1 + 10);
     CHECK_EQ(y, 1 + 1 + 10);
     CHECK_EQ(plain_function_calls.load(), calls_before + 1);
 }

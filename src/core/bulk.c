@@ -8,6 +8,7 @@
 
 #include "base/alloc.h"
 #include "base/hashmap.h"
+#include "core/arg.h"
 #include "core/engine.h"
 #include "core/spinlock.h"
 
@@ -55,9 +56,11 @@ void vf__bulk_batch_free(vf__bulk_batch *b)
 {
     if (b == NULL)
         return;
-    for (int i = 0; i < b->nitems; i++)
+    for (int i = 0; i < b->nitems; i++) {
         if (b->items[i].opr != NULL)
             vf__operator_unref(b->items[i].opr);
+        vf__arg_free(b->items[i].argcopy, b->items[i].argsize);
+    }
     free(b->items);
     free(b->refs);
     free(b->vars);
@@ -222,7 +225,7 @@ static bool bulkable(const vf_engine *e, const vf__opdef *def)
 }
 
 int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
-                  vf_operator *opr, int priority)
+                  vf_operator *opr, int priority, void *arg, size_t arg_size)
 {
     vf__bulk *s = find(e, e->bulk.size > 0);
     if (s == NULL)
@@ -237,9 +240,12 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
     int nvars;
     int rc;
     if (opr == NULL) {
-        if ((rc = vf__opdef_fill(e, who, desc, &local)) != 0)
+        if ((rc = vf__opdef_fill(e, who, desc, &local)) != 0 ||
+            (rc = vf__arg_check(who, desc->arg, desc->arg_size)) != 0)
             return rc;
         priority = desc->priority;
+        arg = desc->arg;
+        arg_size = desc->arg_size;
     }
     vf__spin_lock(&s->lock);
     if (s->size == 0 || !bulkable(e, def)) {
@@ -292,12 +298,20 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
     s->batch = b;
     b->push_root = push_root;
     vf__bulk_item item = {.fn = def->fn,
-                          .arg = def->arg,
+                          .arg = arg,
                           .done = def->done,
                           .name = def->name,
                           .opr = opr,
                           .no_skip = def->no_skip};
+    if (arg_size != 0 &&
+        (item.arg = item.argcopy = vf__arg_copy(arg, arg_size)) == NULL) {
+        vf__spin_unlock(&s->lock);
+        free(heap);
+        return vf__fail(VF_ENOMEM, "%s: out of memory", who);
+    }
+    item.argsize = arg_size;
     if ((rc = batch_add(s, b, &item, vars, nvars)) != 0) {
+        vf__arg_free(item.argcopy, item.argsize);
         /* The batch holds its earlier ops whole (at worst a var too many
          * in the union, which only orders more): push them, refuse this. */
         flush_locked(e, s);

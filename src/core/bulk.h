@@ -54,6 +54,8 @@ typedef struct vf__bulk_item {
     vf_done_fn done;
     const char *name;
     vf_operator *opr; /* an operator push holds a reference; or NULL */
+    void *argcopy;    /* `arg` when it is a copy the item owns (arg.h) */
+    size_t argsize;   /* its size */
     bool no_skip;
     int first, nrefs; /* its vars: refs[first .. first + nrefs) */
 } vf__bulk_item;
@@ -106,13 +108,16 @@ static inline bool vf__bulk_maybe(int engine_default)
 
 /*
  * Offer a push to the calling thread's batch: a one-shot op (`desc`) or an
- * operator push (`opr`, `priority`). Returns 1 when the op joined a batch
+ * operator push (`opr`, `priority`, with `arg` and `arg_size` as
+ * vf_operator_push_arg's: the operator's own arg and 0 for a plain
+ * vf_operator_push; unused for `desc`, which has its own). An argument
+ * with a size is copied into the item. Returns 1 when the op joined a batch
  * (it will run or be reported), 0 when the caller must push it as usual
  * (the thread's batch, if any, was flushed first), or a negative VF_E* code
  * (a bad description, out of memory).
  */
 int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
-                  vf_operator *opr, int priority);
+                  vf_operator *opr, int priority, void *arg, size_t arg_size);
 
 /* Push every open batch of the engine, every thread's. */
 void vf__bulk_flush_all(vf_engine *e);

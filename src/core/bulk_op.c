@@ -83,6 +83,11 @@ static int push_alone(vf_engine *e, const vf__bulk_batch *b,
     if (it->opr != NULL) {
         op->opr = it->opr;
         op->def = &it->opr->def;
+        if (it->arg != it->opr->def.arg) { /* vf_operator_push_arg's */
+            op->own = it->opr->def;
+            op->own.arg = it->arg;
+            op->def = &op->own;
+        }
     } else {
         vf__opdef *def = &op->own;
         memset(def, 0, sizeof *def);
@@ -113,12 +118,18 @@ static int push_alone(vf_engine *e, const vf__bulk_batch *b,
     op->priority = b->priority;
     op->place = b->place + (uint64_t)(it - b->items);
     op->root = b->root;
+    op->argcopy = it->argcopy; /* the op's to free, once pushed */
+    op->argsize = it->argsize;
     int rc = vf__engine_enqueue(e, op, "vf_engine_push (a bulk, op by op)");
     if (rc == 0) {
         it->opr = NULL; /* the op holds the reference now */
+        it->argcopy = NULL;
         return 0;
     }
+    if (op->opr != NULL)
+        op->own.vars = NULL; /* the operator's, not the op's to free */
     op->opr = NULL; /* the item keeps it (freed with the batch) */
+    op->argcopy = NULL;
     vf__op_free(op);
     return rc;
 }

@@ -6,6 +6,7 @@
 
 #include "base/alloc.h"
 #include "base/deadline.h"
+#include "core/addr_vars.h"
 #include "core/bulk.h"
 #include "core/config.h"
 #include "core/exec.h"
@@ -25,6 +26,8 @@ static void init_freelists(void)
 {
     vf__fl_init(VF__FL_OP, sizeof(vf__op));
     vf__fl_init(VF__FL_OP_EXT, sizeof(vf__op_ext));
+    /* calloc'd, so aligned to max_align_t as a copied argument must be */
+    vf__fl_init(VF__FL_ARG, VF_OP_ARG_INLINE);
 }
 
 /* A tag no live engine holds (0 when all 65535 are taken). Tags go round
@@ -145,6 +148,7 @@ static void free_engine(vf_engine *e)
     pthread_mutex_destroy(&e->life.lock);
     pthread_mutex_destroy(&e->life.op_lock);
     vf__bulk_engine_destroy(e);
+    vf__addr_vars_free(atomic_load(&e->addr_vars));
     e->magic = 0;
     free(e);
     if (atomic_fetch_sub(&live_engines, 1) == 1)

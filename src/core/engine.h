@@ -138,6 +138,9 @@ struct vf_engine {
     _Atomic uint8_t hooks;
 
     vf__bulk_engine bulk; /* bulk execution (bulk.h) */
+    /* The table of vf_var_of (addr_vars.h), made on its first call:
+     * acquire/release, so a thread that sees it sees it initialised. */
+    _Atomic(struct vf__addr_vars *) addr_vars;
 
     /* Counters of ops that finished outside workers (relaxed). */
     _Atomic uint64_t ran, failed, skipped;

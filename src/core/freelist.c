@@ -30,6 +30,7 @@ typedef struct depot {
 static depot depots[VF__FL_KINDS] = {
     [VF__FL_OP] = {.lock = PTHREAD_MUTEX_INITIALIZER},
     [VF__FL_OP_EXT] = {.lock = PTHREAD_MUTEX_INITIALIZER},
+    [VF__FL_ARG] = {.lock = PTHREAD_MUTEX_INITIALIZER},
 };
 
 typedef struct cache {

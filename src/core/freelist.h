@@ -26,6 +26,7 @@
 typedef enum vf__fl_kind {
     VF__FL_OP,     /* struct vf__op (its queue places included: op.h) */
     VF__FL_OP_EXT, /* struct vf__op_ext: the vars of an op with 5 to 8 */
+    VF__FL_ARG,    /* VF_OP_ARG_INLINE bytes: a copied argument (arg.h) */
     VF__FL_KINDS
 } vf__fl_kind;
 

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "core/addr_vars.h"
 #include "core/bulk.h"
 #include "core/engine.h"
 #include "core/exec.h"
@@ -318,8 +319,11 @@ static void fork_prepare(void)
         stop_locked(e);
         /* life.op_lock stays held until after the fork */
     }
-    /* The bulk locks come first: a flush holds them while it pushes,
-     * which takes the others (free lists included). */
+    /* vf_var_of's stripes come first (one is held across vf_var_create),
+     * then the bulk locks: a flush holds them while it pushes, which takes
+     * the others (free lists included). */
+    for (vf_engine *e = live; e != NULL; e = e->life.next_live)
+        vf__addr_vars_fork_lock(e, true);
     for (vf_engine *e = live; e != NULL; e = e->life.next_live)
         vf__bulk_fork_lock(e, true);
     vf__fl_fork_lock(true);
@@ -336,6 +340,8 @@ static void release_fork_locks(void)
     vf__fl_fork_lock(false);
     for (vf_engine *e = live; e != NULL; e = e->life.next_live)
         vf__bulk_fork_lock(e, false);
+    for (vf_engine *e = live; e != NULL; e = e->life.next_live)
+        vf__addr_vars_fork_lock(e, false);
 }
 
 static void fork_parent(void)

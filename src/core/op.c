@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "core/arg.h"
 #include "core/device_ops.h"
 #include "core/engine.h"
 #include "core/freelist.h"
@@ -24,6 +25,7 @@ vf__op *vf__op_alloc(void)
     op->pending_message = NULL;
     op->waiter = NULL;
     op->dev = NULL;
+    op->argcopy = NULL;
     op->own.vars = NULL;
     op->hooks = 0;
     op->skipped = false;
@@ -50,6 +52,20 @@ vf__varref *vf__op_reserve_ext(vf__op *op, long n, int *cap)
     return op->inline_vars;
 }
 
+int vf__op_copy_arg(vf__op *op, const char *who, const void *arg,
+                    size_t size)
+{
+    int rc = vf__arg_check(who, arg, size);
+    if (rc != 0)
+        return rc;
+    if ((op->argcopy = vf__arg_copy(arg, size)) == NULL)
+        return vf__fail(VF_ENOMEM, "%s: out of memory for a %zu-byte "
+                                   "argument", who, size);
+    op->argsize = size;
+    op->own.arg = op->argcopy;
+    return 0;
+}
+
 void vf__op_free(vf__op *op)
 {
     if (op->prof != NULL)
@@ -60,8 +76,12 @@ void vf__op_free(vf__op *op)
         vf__failure_unref(op->failure);
     if (op->pending_message != NULL)
         free(op->pending_message);
-    if (op->dev != NULL)
-        vf__devrun_free(op->dev);
+    /* Two rare side blocks, one test on the hot path. */
+    if (VF__UNLIKELY(((uintptr_t)op->dev | (uintptr_t)op->argcopy) != 0)) {
+        if (op->dev != NULL)
+            vf__devrun_free(op->dev);
+        vf__arg_free(op->argcopy, op->argsize);
+    }
     if (op->opr != NULL)
         vf__operator_unref(op->opr);
     else if (op->own.vars != op->inline_vars &&
@@ -314,6 +334,7 @@ void vf__operator_unref(vf_operator *opr)
     if (atomic_fetch_sub_explicit(&opr->refs, 1, memory_order_acq_rel) == 1) {
         opr->magic = 0;
         free(opr->def.vars);
+        vf__arg_free(opr->argcopy, opr->argsize);
         free(opr);
     }
 }

@@ -27,7 +27,11 @@
  * Blocks come from the per-thread free lists (freelist.h). A var set larger
  * than VF__OP_INLINE_VARS takes a second block from them (vf__op_ext) for
  * up to VF__OP_EXT_VARS vars; one larger still is the one case that
- * mallocs (its var refs and its queue places).
+ * mallocs (its var refs and its queue places). An argument copied at push
+ * (arg.h) is a side block of its own (argcopy), which the definition's
+ * `arg` names; an operator run with an argument of its own
+ * (vf_operator_push_arg) copies the operator's definition into `own`
+ * with that argument, keeping the operator's var set and reference.
  */
 #ifndef VF_OP_H
 #define VF_OP_H
@@ -151,6 +155,9 @@ struct vf__op {
                                vf_completion_finish */
     vf__waiter *waiter;     /* a wait marker only (wait.h) */
     vf__devrun *dev;        /* a device op, from its start; or NULL */
+    void *argcopy;          /* its copied argument (arg.h), def->arg; or
+                               NULL */
+    size_t argsize;         /* the copy's size (set with argcopy) */
     /* Async completion ticket: even while the op may be completed, odd once
      * it has been; bumped again when the block is reused, so a stale or
      * second vf_completion_finish fails its compare-and-swap (acq_rel). Kept
@@ -181,6 +188,8 @@ struct vf_operator {
     atomic_int refs;   /* acq_rel: the last unref frees */
     atomic_bool deleted; /* relaxed: only guards a second delete */
     vf__opdef def;
+    void *argcopy;  /* the definition's copied argument (arg.h); or NULL */
+    size_t argsize; /* its size */
     char name[64];
 };
 
@@ -261,7 +270,14 @@ static inline vf__varref *vf__op_reserve_vars(vf__op *op, long n, int *cap)
     return vf__op_reserve_ext(op, n, cap);
 }
 
-/* Drop the op's references (failure, operator, var array) and free it. */
+/* Give a one-shot op (def == &op->own) a copy of `size` > 0 bytes of `arg`
+ * as its argument (checked: vf__arg_check). 0, VF_EINVAL or VF_ENOMEM
+ * with a detail naming `who`. */
+int vf__op_copy_arg(vf__op *op, const char *who, const void *arg,
+                    size_t size);
+
+/* Drop the op's references (failure, operator, var array, copied
+ * argument) and free it. */
 void vf__op_free(vf__op *op);
 
 /*
@@ -275,8 +291,9 @@ int vf__varset_build(vf_engine *e, const char *who, vf_var_list reads,
                      vf_var_list writes, vf__varref *out, int cap,
                      vf__varref **heap);
 
-/* Check an op description's fields (not its vars) and fill a definition:
- * routing included. Returns 0 or a VF_E* code with a detail. */
+/* Check an op description's fields (not its vars, nor its arg_size: the
+ * caller that copies the argument checks it, vf__arg_check) and fill a
+ * definition: routing included. Returns 0 or a VF_E* code with a detail. */
 int vf__opdef_fill(vf_engine *e, const char *who, const vf_op *op,
                    vf__opdef *def);
 

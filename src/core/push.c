@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "core/arg.h"
 #include "core/bulk.h"
 #include "core/engine.h"
 #include "core/exec.h"
@@ -140,13 +141,16 @@ VF_API int vf_engine_push(vf_engine *e, const vf_op *desc)
     if (desc != NULL && (rc = vf__engine_admit(e, desc->nonblocking, who)))
         return rc;
     if (VF__UNLIKELY(vf__bulk_maybe(e->bulk.size)) &&
-        (rc = vf__bulk_push(e, who, desc, NULL, 0)) != 0)
+        (rc = vf__bulk_push(e, who, desc, NULL, 0, NULL, 0)) != 0)
         return rc < 0 ? rc : 0;
     vf__op *op = vf__op_alloc();
     if (op == NULL)
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     vf__opdef *def = &op->own;
     if ((rc = vf__opdef_fill(e, who, desc, def)) != 0)
+        goto fail;
+    if (VF__UNLIKELY(desc->arg_size != 0) &&
+        (rc = vf__op_copy_arg(op, who, desc->arg, desc->arg_size)) != 0)
         goto fail;
     vf__varref *heap;
     int cap;
@@ -181,7 +185,8 @@ VF_API int vf_operator_create(vf_engine *e, const vf_op *desc,
     vf_operator *opr = vf__calloc(1, sizeof *opr);
     if (opr == NULL)
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
-    if ((rc = vf__opdef_fill(e, who, desc, &opr->def)) != 0) {
+    if ((rc = vf__opdef_fill(e, who, desc, &opr->def)) != 0 ||
+        (rc = vf__arg_check(who, desc->arg, desc->arg_size)) != 0) {
         free(opr);
         return rc;
     }
@@ -194,6 +199,17 @@ VF_API int vf_operator_create(vf_engine *e, const vf_op *desc,
     }
     opr->def.nvars = rc;
     opr->def.vars = heap; /* NULL when the op has no vars */
+    if (desc->arg_size != 0) {
+        /* The operator's own argument: copied once, freed with it. */
+        if ((opr->argcopy = vf__arg_copy(desc->arg, desc->arg_size)) ==
+            NULL) {
+            free(opr->def.vars);
+            free(opr);
+            return vf__fail(VF_ENOMEM, "%s: out of memory", who);
+        }
+        opr->argsize = desc->arg_size;
+        opr->def.arg = opr->argcopy;
+    }
     for (int i = 0; i < opr->def.nvars; i++) {
         /* A var whose delete is pending is refused now, as a push would. */
         vf__var *v = opr->def.vars[i].var;
@@ -204,6 +220,7 @@ VF_API int vf_operator_create(vf_engine *e, const vf_op *desc,
             rc = vf__fail(VF_ESTALE, "%s: a variable of op \"%s\" was "
                                      "deleted", who, opr->def.name);
             free(opr->def.vars);
+            vf__arg_free(opr->argcopy, opr->argsize);
             free(opr);
             return rc;
         }
@@ -239,7 +256,8 @@ VF_API int vf_operator_push(vf_engine *e, vf_operator *opr, int priority)
         (rc = vf__engine_admit(e, opr->def.nonblocking, who)) != 0)
         return rc;
     if (VF__UNLIKELY(vf__bulk_maybe(e->bulk.size)) &&
-        (rc = vf__bulk_push(e, who, NULL, opr, priority)) != 0)
+        (rc = vf__bulk_push(e, who, NULL, opr, priority, opr->def.arg, 0)) !=
+            0)
         return rc < 0 ? rc : 0;
     vf__op *op = vf__op_alloc();
     if (op == NULL)
@@ -249,6 +267,45 @@ VF_API int vf_operator_push(vf_engine *e, vf_operator *opr, int priority)
     atomic_fetch_add_explicit(&opr->refs, 1, memory_order_relaxed);
     op->opr = opr;
     op->def = &opr->def;
+    op->priority = push_priority(&opr->def, priority);
+    if ((rc = vf__engine_enqueue(e, op, who)) != 0) {
+        vf__op_free(op);
+        return rc;
+    }
+    return 0;
+}
+
+/* As vf_operator_push, with an argument of this run's own: the op's
+ * definition is the operator's, copied into the block with `arg` (or its
+ * copy) in place of the operator's; its var set stays the operator's. */
+VF_API int vf_operator_push_arg(vf_engine *e, vf_operator *opr, int priority,
+                                void *arg, size_t arg_size)
+{
+    static const char who[] = "vf_operator_push_arg";
+    int rc = check_engine(e, who);
+    if (rc != 0 || (rc = check_operator(e, opr, who)) != 0 ||
+        (rc = vf__arg_check(who, arg, arg_size)) != 0 ||
+        (rc = vf__engine_admit(e, opr->def.nonblocking, who)) != 0)
+        return rc;
+    if (VF__UNLIKELY(vf__bulk_maybe(e->bulk.size)) &&
+        (rc = vf__bulk_push(e, who, NULL, opr, priority, arg, arg_size)) != 0)
+        return rc < 0 ? rc : 0;
+    vf__op *op = vf__op_alloc();
+    if (op == NULL)
+        return vf__fail(VF_ENOMEM, "%s: out of memory", who);
+    int cap;
+    vf__op_reserve_vars(op, opr->def.nvars, &cap); /* its queue places */
+    op->own = opr->def;
+    op->own.arg = arg;
+    if (arg_size != 0 &&
+        (rc = vf__op_copy_arg(op, who, arg, arg_size)) != 0) {
+        op->own.vars = NULL; /* the operator's */
+        vf__op_free(op);
+        return rc;
+    }
+    atomic_fetch_add_explicit(&opr->refs, 1, memory_order_relaxed);
+    op->opr = opr;
+    op->def = &op->own;
     op->priority = push_priority(&opr->def, priority);
     if ((rc = vf__engine_enqueue(e, op, who)) != 0) {
         vf__op_free(op);

@@ -2,6 +2,7 @@
 #include <limits.h>
 #include <string.h>
 
+#include "core/addr_vars.h"
 #include "core/bulk.h"
 #include "core/engine.h"
 
@@ -122,6 +123,7 @@ VF_API int vf_var_destroy(vf_engine *e, vf_var h, void (*free_fn)(void *),
          * this call, or by another thread since the lookup). */
         return rc == VF_ESTALE ? already_deleted(who, h) : rc;
     }
+    vf__addr_vars_forget(e, h); /* made by vf_var_of: the next is new */
     return 0;
 }
 

@@ -1,0 +1,31 @@
+/*
+ * arg.h: arguments copied at push (vf_op.arg_size, vf_operator_push_arg).
+ *
+ * A push with arg_size > 0 copies that many bytes from `arg` into storage
+ * the op owns, and the op's function and `done` get the copy, so the
+ * caller's argument need not outlive the push (libgomp's GOMP_task does
+ * the same with its arg_size). Up to VF_OP_ARG_INLINE bytes the copy is a
+ * block from the per-thread free lists (freelist.h), so a push allocates
+ * nothing; a larger one, up to VF_MAX_OP_ARG_SIZE, is malloc'd. Either is
+ * aligned to max_align_t (blocks and malloc both are). The copy is freed
+ * with its owner: the op block (op.c), a bulk item (bulk.c), an operator
+ * (its create-time argument, push.c). arg_size 0 keeps `arg` a plain
+ * pointer, and costs the hot path one test at push and one at free.
+ */
+#ifndef VF_ARG_H
+#define VF_ARG_H
+
+#include "base/common.h"
+
+/* Check an argument: VF_EINVAL with a detail naming `who` for a NULL arg
+ * with a size, or a size over VF_MAX_OP_ARG_SIZE. */
+int vf__arg_check(const char *who, const void *arg, size_t size);
+
+/* A copy of `size` (1 .. VF_MAX_OP_ARG_SIZE, checked) bytes of `arg`, or
+ * NULL without memory. Never blocks but on the free lists' depot mutex. */
+void *vf__arg_copy(const void *arg, size_t size);
+
+/* Free a copy made by vf__arg_copy with the same `size` (NULL: nothing). */
+void vf__arg_free(void *copy, size_t size);
+
+#endif /* VF_ARG_H */

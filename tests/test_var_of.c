@@ -1,0 +1,305 @@
+/*
+ * test_var_of: the engine's table from addresses to vars (vf_var_of).
+ *
+ * - the first call with an address makes a var, later ones return it;
+ *   different addresses get different vars; each engine has its own table;
+ * - vf_var_destroy of such a var drops the entry: the next call makes a
+ *   new var, and the old handle stays refused (VF_ESTALE);
+ * - bad input: NULL engine, addr, out are VF_EINVAL with a detail;
+ * - a random program whose ops name their dependences by address (the
+ *   OpenMP way), every engine kind, computes the serial program's values;
+ * - threads calling vf_var_of at once on overlapping addresses (run it
+ *   under TSan: make tsan) all get one var per address, and pushes through
+ *   them from every thread keep each address's ops in order;
+ * - a fork while another thread calls vf_var_of: the child can use the
+ *   table (no stripe lock was held across the fork); skipped under TSan,
+ *   as test_lifecycle_fork is.
+ */
+#include "runner.h"
+
+#include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static vf_var var_of(vf_engine *e, const void *addr)
+{
+    vf_var v = {0};
+    int rc = vf_var_of(e, addr, &v);
+    if (rc != 0)
+        CHECK_REPORT_("vf_var_of(%p) returned %s (%s)", addr, vf_error_name(rc),
+                      vf_error_detail());
+    return v;
+}
+
+TEST_KIND_CASE(same_address_same_var, k)
+{
+    vf_engine *e = tu_engine(k);
+    static double data[100];
+    vf_var first[100];
+    for (int i = 0; i < 100; i++)
+        first[i] = var_of(e, &data[i]);
+    for (int i = 0; i < 100; i++) {
+        CHECK(var_of(e, &data[i]).id == first[i].id);
+        for (int j = 0; j < i; j++)
+            if (first[j].id == first[i].id)
+                CHECK_REPORT_("&data[%d] and &data[%d] share a var", i, j);
+    }
+    /* A var made by vf_var_create is not in the table. */
+    vf_var plain = tu_var(e);
+    for (int i = 0; i < 100; i++)
+        CHECK(first[i].id != plain.id);
+    /* Another engine has its own table. */
+    vf_engine *e2 = tu_engine(k);
+    vf_var other = var_of(e2, &data[0]);
+    CHECK(other.id != first[0].id);
+    CHECK_ERR(vf_var_version(e, other, &(uint64_t){0}), VF_EXDEV);
+    tu_finish_engine(e2);
+    tu_finish_engine(e);
+}
+
+TEST_KIND_CASE(destroy_drops_entry, k)
+{
+    vf_engine *e = tu_engine(k);
+    int x;
+    vf_var a = var_of(e, &x);
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = tu_nop, .writes = VF_VARS(a)}));
+    CHECK_OK(vf_var_destroy(e, a, NULL, NULL));
+    vf_var b = var_of(e, &x);
+    CHECK(b.id != a.id);
+    CHECK(var_of(e, &x).id == b.id);
+    CHECK_ERR(vf_engine_push(e, &(vf_op){.fn = tu_nop, .writes = VF_VARS(a)}),
+              VF_ESTALE);
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = tu_nop, .writes = VF_VARS(b)}));
+    CHECK_ERR(vf_var_destroy(e, a, NULL, NULL), VF_ESTALE);
+    CHECK(var_of(e, &x).id == b.id); /* a failed destroy drops nothing */
+    tu_finish_engine(e);
+}
+
+TEST_CASE(bad_input)
+{
+    vf_engine *e = tu_engine(&tu_kinds[1]);
+    int x;
+    vf_var v;
+    CHECK_ERR(vf_var_of(NULL, &x, &v), VF_EINVAL);
+    CHECK_ERR(vf_var_of(e, NULL, &v), VF_EINVAL);
+    CHECK(strstr(vf_error_detail(), "addr is NULL") != NULL);
+    CHECK_ERR(vf_var_of(e, &x, NULL), VF_EINVAL);
+    CHECK(strstr(vf_error_detail(), "out is NULL") != NULL);
+    tu_finish_engine(e);
+}
+
+/* --- a random program by address --------------------------------------- */
+
+#define NA 16
+
+typedef struct step {
+    uint64_t *w;
+    const uint64_t *r[2];
+    int nr;
+    uint64_t salt;
+} step;
+
+static void step_apply(const step *s)
+{
+    uint64_t h = *s->w * 31 + s->salt;
+    for (int i = 0; i < s->nr; i++)
+        h = tu_mix(h, *s->r[i]);
+    *s->w = h;
+}
+
+static int step_fn(vf_run *run, void *arg)
+{
+    (void)run;
+    step_apply(arg);
+    return 0;
+}
+
+TEST_KIND_CASE(random_program_matches_serial, k)
+{
+    for (int round = 0; round < 3; round++) {
+        uint64_t seed = 500 + (uint64_t)round;
+        tu_rng r = tu_rng_make(seed);
+        vf_engine *e = tu_engine(k);
+        uint64_t x[NA], ref[NA];
+        for (int i = 0; i < NA; i++)
+            x[i] = ref[i] = (uint64_t)i * 7 + 1;
+        long n = tu_scaled(20000, 2000);
+        for (long j = 0; j < n; j++) {
+            int w = tu_below(&r, NA);
+            step s = {.w = &x[w], .nr = tu_below(&r, 3), .salt = tu_next(&r)};
+            step sr = s;
+            sr.w = &ref[w];
+            vf_var reads[2];
+            for (int i = 0; i < s.nr; i++) {
+                int a = tu_below(&r, NA);
+                s.r[i] = &x[a];
+                sr.r[i] = &ref[a];
+                reads[i] = var_of(e, &x[a]);
+            }
+            CHECK_OK(vf_engine_push(
+                e, &(vf_op){.fn = step_fn,
+                            .arg = &s,
+                            .arg_size = sizeof s,
+                            .reads = tu_list(reads, s.nr),
+                            .writes = VF_VARS(var_of(e, &x[w]))}));
+            step_apply(&sr);
+        }
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        for (int i = 0; i < NA; i++)
+            if (x[i] != ref[i]) {
+                CHECK_REPORT_("seed %llu: x[%d] is %llx, serial %llx",
+                              (unsigned long long)seed, i,
+                              (unsigned long long)x[i],
+                              (unsigned long long)ref[i]);
+                break;
+            }
+        tu_finish_engine(e);
+    }
+}
+
+/* --- concurrent lookups ------------------------------------------------- */
+
+#define NT 4
+#define NADDR 512
+
+typedef struct shared {
+    vf_engine *e;
+    char addrs[NADDR];
+    vf_var got[NT][NADDR];
+    long counter[NT]; /* counter[t] is written only by thread t's ops */
+    tu_rv start;
+} shared;
+
+typedef struct tharg {
+    shared *s;
+    int t;
+} tharg;
+
+typedef struct incr {
+    long *c;
+} incr;
+
+static int incr_fn(vf_run *run, void *arg)
+{
+    (void)run;
+    incr *a = arg;
+    (*a->c)++;
+    return 0;
+}
+
+static void *looker(void *p)
+{
+    tharg *a = p;
+    shared *s = a->s;
+    CHECK(tu_rv_meet(&s->start, NT, TU_TIMEOUT));
+    tu_rng r = tu_rng_make(77 + (uint64_t)a->t);
+    /* Every thread visits every address, each in its own order. */
+    for (int j = 0; j < NADDR; j++) {
+        int i = (j * (2 * a->t + 1) + a->t * 97) % NADDR;
+        CHECK_OK(vf_var_of(s->e, &s->addrs[i], &s->got[a->t][i]));
+        if (tu_below(&r, 4) == 0) {
+            /* An op on a private address of this thread, by address. */
+            vf_var v;
+            CHECK_OK(vf_var_of(s->e, &s->counter[a->t], &v));
+            CHECK_OK(
+                vf_engine_push(s->e, &(vf_op){.fn = incr_fn,
+                                              .arg = &(incr){&s->counter[a->t]},
+                                              .arg_size = sizeof(incr),
+                                              .writes = VF_VARS(v)}));
+        }
+    }
+    return NULL;
+}
+
+TEST_KIND_CASE(concurrent_lookups, k)
+{
+    static shared s;
+    memset(&s, 0, sizeof s);
+    tu_rv_init(&s.start);
+    s.e = tu_engine(k);
+    pthread_t th[NT];
+    tharg args[NT];
+    for (int t = 0; t < NT; t++) {
+        args[t] = (tharg){&s, t};
+        REQUIRE(pthread_create(&th[t], NULL, looker, &args[t]) == 0);
+    }
+    for (int t = 0; t < NT; t++)
+        pthread_join(th[t], NULL);
+    CHECK_OK(vf_engine_wait_all(s.e, NULL));
+    for (int i = 0; i < NADDR; i++)
+        for (int t = 1; t < NT; t++)
+            if (s.got[t][i].id != s.got[0][i].id) {
+                CHECK_REPORT_("address %d: thread %d got %llx, thread 0 "
+                              "%llx",
+                              i, t, (unsigned long long)s.got[t][i].id,
+                              (unsigned long long)s.got[0][i].id);
+                i = NADDR;
+                break;
+            }
+    /* Each thread's counter: its pushes, in order, none lost. */
+    for (int t = 0; t < NT; t++) {
+        tu_rng r = tu_rng_make(77 + (uint64_t)t);
+        long want = 0;
+        for (int j = 0; j < NADDR; j++)
+            want += tu_below(&r, 4) == 0;
+        CHECK_EQ(s.counter[t], want);
+    }
+    tu_finish_engine(s.e);
+    tu_rv_destroy(&s.start);
+}
+
+/* --- fork ----------------------------------------------------------------- */
+
+typedef struct forker {
+    vf_engine *e;
+    char addrs[64];
+    atomic_bool stop;
+} forker;
+
+static void *hammer(void *p)
+{
+    forker *f = p;
+    for (unsigned i = 0; !atomic_load(&f->stop); i++) {
+        vf_var v;
+        CHECK_OK(vf_var_of(f->e, &f->addrs[i % 64], &v));
+    }
+    return NULL;
+}
+
+TEST_CASE(fork_while_looking_up)
+{
+#if defined(TU_TSAN)
+    TEST_SKIP("under TSan (its runtime cannot follow threads started in a "
+              "forked child)");
+#endif
+    static forker f;
+    f.e = tu_engine(&tu_kinds[1]);
+    atomic_store(&f.stop, false);
+    pthread_t th;
+    REQUIRE(pthread_create(&th, NULL, hammer, &f) == 0);
+    for (int round = 0; round < 200; round++) {
+        pid_t pid = fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            int bad = 0;
+            for (int i = 0; i < 64; i++) {
+                vf_var v;
+                bad += vf_var_of(f.e, &f.addrs[i], &v) != 0;
+                bad += vf_engine_push(f.e, &(vf_op){.fn = tu_nop,
+                                                    .writes = VF_VARS(v)}) != 0;
+            }
+            bad += vf_engine_wait_all(f.e, NULL) != 0;
+            _exit(bad == 0 ? 0 : 1);
+        }
+        int status = 0;
+        REQUIRE(waitpid(pid, &status, 0) == pid);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            CHECK_REPORT_("round %d: the child ended with status %#x", round,
+                          status);
+    }
+    atomic_store(&f.stop, true);
+    pthread_join(th, NULL);
+    tu_finish_engine(f.e);
+}
+
+TEST_MAIN("test_var_of", 300)
