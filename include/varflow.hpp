@@ -1133,18 +1133,7 @@ class engine_ref
         using Fn = std::decay_t<F>;
         vf_op op = opts.to_op(reads, writes);
         op.fn = &detail::sync_entry<Fn>;
-        if constexpr (detail::fits_copied<Fn>) {
-            Fn f(std::forward<F>(fn)); // the engine copies it into the op
-            op.arg = static_cast<void *>(&f);
-            op.arg_size = sizeof(Fn);
-            check(vf_engine_push(e_, &op));
-        } else {
-            detail::stored<Fn> s(std::forward<F>(fn));
-            op.arg = s.arg();
-            op.done = detail::stored<Fn>::done;
-            check(vf_engine_push(e_, &op));
-            s.release();
-        }
+        push_callable<Fn>(op, std::forward<F>(fn));
     }
 
     /*
@@ -1163,18 +1152,7 @@ class engine_ref
                       "or (varflow::run &, varflow::completion)");
         vf_op op = opts.to_op(reads, writes);
         op.async_fn = &detail::async_entry<Fn>;
-        if constexpr (detail::fits_copied<Fn>) {
-            Fn f(std::forward<F>(fn)); // the engine copies it into the op
-            op.arg = static_cast<void *>(&f);
-            op.arg_size = sizeof(Fn);
-            check(vf_engine_push(e_, &op));
-        } else {
-            detail::stored<Fn> s(std::forward<F>(fn));
-            op.arg = s.arg();
-            op.done = detail::stored<Fn>::done;
-            check(vf_engine_push(e_, &op));
-            s.release();
-        }
+        push_callable<Fn>(op, std::forward<F>(fn));
     }
 
     /* A reusable op running fn like push() does (opts.priority unused:
@@ -1365,6 +1343,26 @@ class engine_ref
     }
 
   private:
+    /* Push `op`, whose entry (fn or async_fn) runs a callable Fn, with fn
+     * as its argument: copied into the op by the engine when it fits
+     * (detail::fits_copied: no allocation, no done), else stored beside it
+     * and freed by its done. */
+    template <class Fn, class F> void push_callable(vf_op &op, F &&fn) const
+    {
+        if constexpr (detail::fits_copied<Fn>) {
+            Fn f(std::forward<F>(fn)); // the engine copies it into the op
+            op.arg = static_cast<void *>(&f);
+            op.arg_size = sizeof(Fn);
+            check(vf_engine_push(e_, &op));
+        } else {
+            detail::stored<Fn> s(std::forward<F>(fn));
+            op.arg = s.arg();
+            op.done = detail::stored<Fn>::done;
+            check(vf_engine_push(e_, &op));
+            s.release();
+        }
+    }
+
     template <class Block, class F>
     reusable_op make_op_from(vf_op &def, F &&fn) const
     {
