@@ -248,6 +248,35 @@ static int check_operator(vf_engine *e, vf_operator *opr, const char *who)
     return 0;
 }
 
+/* An op block for a run of the operator, with room for its queue places;
+ * NULL (VF_ENOMEM, with a detail naming `who`) without memory. */
+static inline vf__op *operator_op_alloc(const vf_operator *opr,
+                                        const char *who)
+{
+    vf__op *op = vf__op_alloc();
+    if (op == NULL) {
+        vf__fail(VF_ENOMEM, "%s: out of memory", who);
+        return NULL;
+    }
+    int cap;
+    vf__op_reserve_vars(op, opr->def.nvars, &cap); /* its queue places */
+    return op;
+}
+
+/* Push a run of the operator whose definition (op->def) is set: it holds
+ * a reference to the operator until it is freed. */
+static inline int operator_op_push(vf_engine *e, vf_operator *opr,
+                                   vf__op *op, int priority, const char *who)
+{
+    atomic_fetch_add_explicit(&opr->refs, 1, memory_order_relaxed);
+    op->opr = opr;
+    op->priority = push_priority(&opr->def, priority);
+    int rc = vf__engine_enqueue(e, op, who);
+    if (rc != 0)
+        vf__op_free(op);
+    return rc;
+}
+
 VF_API int vf_operator_push(vf_engine *e, vf_operator *opr, int priority)
 {
     static const char who[] = "vf_operator_push";
@@ -259,20 +288,11 @@ VF_API int vf_operator_push(vf_engine *e, vf_operator *opr, int priority)
         (rc = vf__bulk_push(e, who, NULL, opr, priority, opr->def.arg, 0)) !=
             0)
         return rc < 0 ? rc : 0;
-    vf__op *op = vf__op_alloc();
+    vf__op *op = operator_op_alloc(opr, who);
     if (op == NULL)
-        return vf__fail(VF_ENOMEM, "%s: out of memory", who);
-    int cap;
-    vf__op_reserve_vars(op, opr->def.nvars, &cap); /* its queue places */
-    atomic_fetch_add_explicit(&opr->refs, 1, memory_order_relaxed);
-    op->opr = opr;
+        return VF_ENOMEM;
     op->def = &opr->def;
-    op->priority = push_priority(&opr->def, priority);
-    if ((rc = vf__engine_enqueue(e, op, who)) != 0) {
-        vf__op_free(op);
-        return rc;
-    }
-    return 0;
+    return operator_op_push(e, opr, op, priority, who);
 }
 
 /* As vf_operator_push, with an argument of this run's own: the op's
@@ -290,11 +310,9 @@ VF_API int vf_operator_push_arg(vf_engine *e, vf_operator *opr, int priority,
     if (VF__UNLIKELY(vf__bulk_maybe(e->bulk.size)) &&
         (rc = vf__bulk_push(e, who, NULL, opr, priority, arg, arg_size)) != 0)
         return rc < 0 ? rc : 0;
-    vf__op *op = vf__op_alloc();
+    vf__op *op = operator_op_alloc(opr, who);
     if (op == NULL)
-        return vf__fail(VF_ENOMEM, "%s: out of memory", who);
-    int cap;
-    vf__op_reserve_vars(op, opr->def.nvars, &cap); /* its queue places */
+        return VF_ENOMEM;
     op->own = opr->def;
     op->own.arg = arg;
     if (arg_size != 0 &&
@@ -303,15 +321,8 @@ VF_API int vf_operator_push_arg(vf_engine *e, vf_operator *opr, int priority,
         vf__op_free(op);
         return rc;
     }
-    atomic_fetch_add_explicit(&opr->refs, 1, memory_order_relaxed);
-    op->opr = opr;
     op->def = &op->own;
-    op->priority = push_priority(&opr->def, priority);
-    if ((rc = vf__engine_enqueue(e, op, who)) != 0) {
-        vf__op_free(op);
-        return rc;
-    }
-    return 0;
+    return operator_op_push(e, opr, op, priority, who);
 }
 
 VF_API int vf_operator_destroy(vf_engine *e, vf_operator *opr)
