@@ -271,6 +271,14 @@ TEST_CASE(fork_while_looking_up)
 #if defined(TU_TSAN)
     TEST_SKIP("under TSan (its runtime cannot follow threads started in a "
               "forked child)");
+#elif defined(TU_ASAN)
+    /* GCC 12's ASan allocator takes no lock at fork: a child forked while
+     * another thread was inside malloc (here the hammering thread, or a
+     * worker) hangs in the first malloc of a thread it starts (seen in CI:
+     * the child's new worker blocked in SizeClassAllocator64's mutex). The
+     * plain build runs the case. */
+    TEST_SKIP("under ASan (its allocator is not fork-safe with threads "
+              "allocating at the fork)");
 #endif
     static forker f;
     f.e = tu_engine(&tu_kinds[1]);
