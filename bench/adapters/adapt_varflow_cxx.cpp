@@ -4,15 +4,32 @@
  * lists, running the same kernel. VF_BENCH_CXX_INLINE captures one pointer
  * (the op's task, as the C loop passes it in `arg`), so the callable rides
  * in the op and nothing is allocated; VF_BENCH_CXX_HEAP captures the state
- * and the index, 16 bytes, which varflow.hpp moves into one `new` per push
- * (and deletes in the op's done callback): the cost of a callable that does
- * not fit.
+ * and the index, 16 bytes, in a type that is not trivially copyable (a
+ * user-written copy constructor, as a capture of a std::string or a
+ * shared_ptr would have), which varflow.hpp moves into one `new` per push
+ * (and deletes in the op's done callback): the cost of a callable the
+ * engine cannot copy into the op (a trivially copyable one of 16 bytes
+ * would take vf_op.arg_size's copy instead).
  */
 #include <cstdio>
 
 #include <varflow.hpp>
 
 #include "adapt_varflow.h"
+
+namespace {
+/* The heap row's capture: 16 bytes that only a copy constructor may copy. */
+struct heap_capture {
+    bench_state *s;
+    size_t i;
+    heap_capture(bench_state *s_, size_t i_) : s(s_), i(i_)
+    {
+    }
+    heap_capture(const heap_capture &o) : s(o.s), i(o.i)
+    {
+    }
+};
+} // namespace
 
 int vf_bench_cxx_push_range(vf_engine *e, const bench_op *ops,
                             const vf_var *refs, vf_bench_task *tasks,
@@ -31,7 +48,9 @@ int vf_bench_cxx_push_range(vf_engine *e, const bench_op *ops,
                          [t] { return bench_op_run(t->s, t->i); });
             } else {
                 eng.push(reads, writes,
-                         [s = tasks[i].s, i] { return bench_op_run(s, i); });
+                         [c = heap_capture(tasks[i].s, i)] {
+                             return bench_op_run(c.s, c.i);
+                         });
             }
         }
     } catch (const varflow::error &err) {
