@@ -1,7 +1,9 @@
 /*
  * device_pipeline_cuda.h: the CUDA half of examples/device_pipeline.c (built
  * only with libvarflow-cuda and a CUDA compiler): real asynchronous copies and
- * a kernel, put on the stream varflow gives the op (vf_run_stream).
+ * a kernel, put on the stream varflow gives the op (vf_run_stream). The
+ * device pipeline benchmark (bench/device/) uses the same functions. A
+ * call that CUDA refused also says why on stderr.
  */
 #ifndef DEVICE_PIPELINE_CUDA_H
 #define DEVICE_PIPELINE_CUDA_H
@@ -25,9 +27,13 @@ int pipeline_cuda_copy(int device, void *stream, void *dst, const void *src,
                        size_t bytes);
 
 /* Queue `rounds` passes of x = x * 0.5 + 1 over n floats on `stream`,
- * rounded exactly as the serial C loop rounds (no fused multiply-add). */
+ * rounded exactly as the serial C loop rounds (no fused multiply-add);
+ * rounds 0: the empty kernel (one thread, no work). */
 int pipeline_cuda_compute(int device, void *stream, float *x, size_t n,
                           int rounds);
+
+/* The name of device `device`, or "" (no such device). */
+const char *pipeline_cuda_device_name(int device);
 
 #ifdef __cplusplus
 }

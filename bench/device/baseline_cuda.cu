@@ -15,9 +15,9 @@
 //                no overlap at all.
 // Each is run `reps` times after one warm-up; a run is timed on the host
 // from the first call to the return of cudaDeviceSynchronize (what
-// vf_engine_wait_all covers in the varflow run). Then one more pass on one stream
-// with a timing event between every two ops gives each op's own device
-// time, and the two-stream run's issue loop, timed alone, gives the host
+// vf_engine_wait_all covers in the varflow run). Then one more pass on one
+// stream with a timing event between every two ops gives each op's own
+// device time, and the two-stream run's issue loop, timed alone, gives the host
 // time the hand-written program spends per op (its API calls): the
 // figure the engine's own per-op cost is compared with.
 //
@@ -43,7 +43,7 @@
 
 #include <cuda_runtime.h>
 
-#include "kernels.h"
+#include "device_pipeline_cuda.h" /* examples/: the kernels and copies */
 #include "sets.h"
 
 #define CK(call)                                                               \
@@ -83,19 +83,20 @@ static void need(int rc)
 
 static void copy_in(Pipe &p, int i, cudaStream_t s)
 {
-    need(dpk_copy(p.device, s, p.b[i].dev, p.b[i].in,
-                  p.set->floats * sizeof(float)));
+    need(pipeline_cuda_copy(p.device, s, p.b[i].dev, p.b[i].in,
+                            p.set->floats * sizeof(float)));
 }
 
 static void kernel(Pipe &p, int i, cudaStream_t s)
 {
-    need(dpk_compute(p.device, s, p.b[i].dev, p.set->floats, p.set->rounds));
+    need(pipeline_cuda_compute(p.device, s, p.b[i].dev, p.set->floats,
+                               p.set->rounds));
 }
 
 static void copy_out(Pipe &p, int i, cudaStream_t s)
 {
-    need(dpk_copy(p.device, s, p.b[i].out, p.b[i].dev,
-                  p.set->floats * sizeof(float)));
+    need(pipeline_cuda_copy(p.device, s, p.b[i].out, p.b[i].dev,
+                            p.set->floats * sizeof(float)));
 }
 
 // Two streams and events, software-pipelined (see the top).
@@ -265,9 +266,9 @@ int main(int argc, char **argv)
     p.nbatches = batches ? batches : set->batches;
     p.b.resize((size_t)p.nbatches);
     for (auto &b : p.b) {
-        b.in = dpk_host_alloc(set->floats);
-        b.out = dpk_host_alloc(set->floats);
-        b.dev = dpk_device_alloc(device, set->floats);
+        b.in = pipeline_cuda_host_alloc(set->floats);
+        b.out = pipeline_cuda_host_alloc(set->floats);
+        b.dev = pipeline_cuda_device_alloc(device, set->floats);
         if (!b.in || !b.out || !b.dev) {
             std::fprintf(stderr, "vfbench-device-cuda: out of memory\n");
             return 1;
@@ -286,8 +287,8 @@ int main(int argc, char **argv)
     }
     std::printf("# device=\"%s\" set=%s batches=%d floats=%zu bytes=%zu "
                 "rounds=%d reps=%d\n",
-                dpk_device_name(device), set->name, p.nbatches, set->floats,
-                set->floats * sizeof(float), set->rounds, reps);
+                pipeline_cuda_device_name(device), set->name, p.nbatches,
+                set->floats, set->floats * sizeof(float), set->rounds, reps);
     bool ok = measure(p, "two-streams", two_streams, reps) &&
               measure(p, "one-stream", one_stream, reps);
     if (ok) {
@@ -297,9 +298,9 @@ int main(int argc, char **argv)
     for (int i = 0; i < p.nbatches; i++) {
         cudaEventDestroy(p.in_done[i]);
         cudaEventDestroy(p.k_done[i]);
-        dpk_host_free(p.b[i].in);
-        dpk_host_free(p.b[i].out);
-        dpk_device_free(p.b[i].dev);
+        pipeline_cuda_host_free(p.b[i].in);
+        pipeline_cuda_host_free(p.b[i].out);
+        pipeline_cuda_device_free(p.b[i].dev);
     }
     cudaStreamDestroy(p.copy);
     cudaStreamDestroy(p.comp);

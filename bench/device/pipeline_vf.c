@@ -12,13 +12,13 @@
  *           are released (a synchronize after every op, MXNet 1.x).
  * On a CUDA device (built with libvarflow-cuda and a CUDA compiler, and a
  * GPU there) the ops queue the baseline's own kernels and copies
- * (kernels.cu) on vf_run_stream; on the emulated device (no GPU, or
- * --device emulated) each op's work is modelled: a copy costs bytes /
- * --emu-mb-per-s, a kernel sleeps --emu-kernel-us on its stream, every
- * submission at least --emu-latency-us (defaults per set, sets.h), and
- * the emulated device charges its CUDA-call costs (VF_EMULATED_*_NS,
- * docs/PERFORMANCE.md). Results are checked on each batch's first
- * CHECK_FLOATS floats against the serial loop (the emulated work computes
+ * (examples/device_pipeline_cuda.cu) on vf_run_stream; on the emulated
+ * device (no GPU, or --device emulated) each op's work is modelled: a
+ * copy costs bytes / --emu-mb-per-s, a kernel sleeps --emu-kernel-us on
+ * its stream, every submission at least --emu-latency-us (defaults per set,
+ * sets.h), and the emulated device charges its CUDA-call costs
+ * (VF_EMULATED_*_NS, docs/PERFORMANCE.md). Results are checked on each batch's
+ * first CHECK_FLOATS floats against the serial loop (the emulated work computes
  * only those).
  *
  * Each mode runs --reps timed runs after a warm-up, from the first push to
@@ -59,7 +59,7 @@
 #ifdef VFB_CUDA
 #include <varflow_cuda.h>
 
-#include "kernels.h"
+#include "device_pipeline_cuda.h" /* examples/: the kernels and copies */
 #endif
 
 typedef struct batch {
@@ -123,7 +123,8 @@ static int op_copy_in(vf_run *run, void *arg)
 #ifdef VFB_CUDA
     vf_device d = vf_run_device(run);
     if (d.type == VF_DEVICE_CUDA)
-        return dpk_copy(d.id, vf_run_stream(run), b->dev, b->in, b->bytes);
+        return pipeline_cuda_copy(d.id, vf_run_stream(run), b->dev, b->in,
+                                  b->bytes);
 #endif
     return vf_run_submit(run, emu_copy_in, b, b->bytes);
 }
@@ -134,8 +135,8 @@ static int op_kernel(vf_run *run, void *arg)
 #ifdef VFB_CUDA
     vf_device d = vf_run_device(run);
     if (d.type == VF_DEVICE_CUDA)
-        return dpk_compute(d.id, vf_run_stream(run), b->dev, P.set->floats,
-                           P.set->rounds);
+        return pipeline_cuda_compute(d.id, vf_run_stream(run), b->dev,
+                                     P.set->floats, P.set->rounds);
 #endif
     return vf_run_submit(run, emu_kernel, b, 0);
 }
@@ -146,7 +147,8 @@ static int op_copy_out(vf_run *run, void *arg)
 #ifdef VFB_CUDA
     vf_device d = vf_run_device(run);
     if (d.type == VF_DEVICE_CUDA)
-        return dpk_copy(d.id, vf_run_stream(run), b->out, b->dev, b->bytes);
+        return pipeline_cuda_copy(d.id, vf_run_stream(run), b->out, b->dev,
+                                  b->bytes);
 #endif
     return vf_run_submit(run, emu_copy_out, b, b->bytes);
 }
@@ -302,9 +304,9 @@ static int make_batches(void)
 #ifdef VFB_CUDA
         if (P.device.type == VF_DEVICE_CUDA) {
             b->n = P.set->floats;
-            b->in = dpk_host_alloc(b->n);
-            b->out = dpk_host_alloc(b->n);
-            b->dev = dpk_device_alloc(P.device.id, b->n);
+            b->in = pipeline_cuda_host_alloc(b->n);
+            b->out = pipeline_cuda_host_alloc(b->n);
+            b->dev = pipeline_cuda_device_alloc(P.device.id, b->n);
         } else
 #endif
         {
@@ -327,9 +329,9 @@ static void free_batches(void)
     for (int i = 0; P.b && i < P.nbatches; i++) {
 #ifdef VFB_CUDA
         if (P.device.type == VF_DEVICE_CUDA) {
-            dpk_host_free(P.b[i].in);
-            dpk_host_free(P.b[i].out);
-            dpk_device_free(P.b[i].dev);
+            pipeline_cuda_host_free(P.b[i].in);
+            pipeline_cuda_host_free(P.b[i].out);
+            pipeline_cuda_device_free(P.b[i].dev);
             continue;
         }
 #endif
@@ -440,7 +442,7 @@ int main(int argc, char **argv)
     }
 #ifdef VFB_CUDA
     const char *devname = P.device.type == VF_DEVICE_CUDA
-                              ? dpk_device_name(P.device.id)
+                              ? pipeline_cuda_device_name(P.device.id)
                               : "emulated";
 #else
     const char *devname = "emulated";
