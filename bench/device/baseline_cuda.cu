@@ -17,8 +17,8 @@
 // from the first call to the return of cudaDeviceSynchronize (what
 // vf_engine_wait_all covers in the varflow run). Then one more pass on one
 // stream with a timing event between every two ops gives each op's own
-// device time, and the two-stream run's issue loop, timed alone, gives the host
-// time the hand-written program spends per op (its API calls): the
+// device time, and the two-stream run's issue loop, timed alone, gives the
+// host time the hand-written program spends per op (its API calls): the
 // figure the engine's own per-op cost is compared with.
 //
 // Output (one line each, key=value):
