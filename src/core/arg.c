@@ -21,21 +21,26 @@ int vf__arg_check(const char *who, const void *arg, size_t size)
     return 0;
 }
 
-void *vf__arg_copy(const void *arg, size_t size)
+bool vf__argcopy_make(vf__argcopy *c, const void *arg, size_t size)
 {
     void *copy = size <= VF_OP_ARG_INLINE ? vf__fl_alloc(VF__FL_ARG)
                                           : vf__malloc(size);
-    if (copy != NULL)
-        memcpy(copy, arg, size);
-    return copy;
+    if (copy == NULL) {
+        *c = (vf__argcopy){NULL, 0};
+        return false;
+    }
+    memcpy(copy, arg, size);
+    *c = (vf__argcopy){copy, size};
+    return true;
 }
 
-void vf__arg_free(void *copy, size_t size)
+void vf__argcopy_free(vf__argcopy *c)
 {
-    if (copy == NULL)
+    if (c->ptr == NULL)
         return;
-    if (size <= VF_OP_ARG_INLINE)
-        vf__fl_free(VF__FL_ARG, copy);
+    if (c->size <= VF_OP_ARG_INLINE)
+        vf__fl_free(VF__FL_ARG, c->ptr);
     else
-        free(copy);
+        free(c->ptr);
+    *c = (vf__argcopy){NULL, 0};
 }

@@ -21,11 +21,20 @@
  * with a size, or a size over VF_MAX_OP_ARG_SIZE. */
 int vf__arg_check(const char *who, const void *arg, size_t size);
 
-/* A copy of `size` (1 .. VF_MAX_OP_ARG_SIZE, checked) bytes of `arg`, or
- * NULL without memory. Never blocks but on the free lists' depot mutex. */
-void *vf__arg_copy(const void *arg, size_t size);
+/* A copied argument and its size, as its owner keeps it (an op, an
+ * operator, a bulk item); { NULL, 0 }: none. The size says where the copy
+ * came from (free list or malloc), so the two travel together. */
+typedef struct vf__argcopy {
+    void *ptr;
+    size_t size;
+} vf__argcopy;
 
-/* Free a copy made by vf__arg_copy with the same `size` (NULL: nothing). */
-void vf__arg_free(void *copy, size_t size);
+/* Make `c` a copy of `size` (1 .. VF_MAX_OP_ARG_SIZE, checked) bytes of
+ * `arg`: true, or false without memory (`c` then none). Never blocks but
+ * on the free lists' depot mutex. */
+bool vf__argcopy_make(vf__argcopy *c, const void *arg, size_t size);
+
+/* Free the copy, if any, and make `c` none. */
+void vf__argcopy_free(vf__argcopy *c);
 
 #endif /* VF_ARG_H */

@@ -59,7 +59,7 @@ void vf__bulk_batch_free(vf__bulk_batch *b)
     for (int i = 0; i < b->nitems; i++) {
         if (b->items[i].opr != NULL)
             vf__operator_unref(b->items[i].opr);
-        vf__arg_free(b->items[i].argcopy, b->items[i].argsize);
+        vf__argcopy_free(&b->items[i].argcopy);
     }
     free(b->items);
     free(b->refs);
@@ -303,15 +303,16 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
                           .name = def->name,
                           .opr = opr,
                           .no_skip = def->no_skip};
-    if (arg_size != 0 &&
-        (item.arg = item.argcopy = vf__arg_copy(arg, arg_size)) == NULL) {
-        vf__spin_unlock(&s->lock);
-        free(heap);
-        return vf__fail(VF_ENOMEM, "%s: out of memory", who);
+    if (arg_size != 0) {
+        if (!vf__argcopy_make(&item.argcopy, arg, arg_size)) {
+            vf__spin_unlock(&s->lock);
+            free(heap);
+            return vf__fail(VF_ENOMEM, "%s: out of memory", who);
+        }
+        item.arg = item.argcopy.ptr;
     }
-    item.argsize = arg_size;
     if ((rc = batch_add(s, b, &item, vars, nvars)) != 0) {
-        vf__arg_free(item.argcopy, item.argsize);
+        vf__argcopy_free(&item.argcopy);
         /* The batch holds its earlier ops whole (at worst a var too many
          * in the union, which only orders more): push them, refuse this. */
         flush_locked(e, s);

@@ -54,8 +54,7 @@ typedef struct vf__bulk_item {
     vf_done_fn done;
     const char *name;
     vf_operator *opr; /* an operator push holds a reference; or NULL */
-    void *argcopy;    /* `arg` when it is a copy the item owns (arg.h) */
-    size_t argsize;   /* its size */
+    vf__argcopy argcopy; /* `arg` when it is a copy the item owns (arg.h) */
     bool no_skip;
     int first, nrefs; /* its vars: refs[first .. first + nrefs) */
 } vf__bulk_item;

@@ -119,17 +119,16 @@ static int push_alone(vf_engine *e, const vf__bulk_batch *b,
     op->place = b->place + (uint64_t)(it - b->items);
     op->root = b->root;
     op->argcopy = it->argcopy; /* the op's to free, once pushed */
-    op->argsize = it->argsize;
     int rc = vf__engine_enqueue(e, op, "vf_engine_push (a bulk, op by op)");
     if (rc == 0) {
         it->opr = NULL; /* the op holds the reference now */
-        it->argcopy = NULL;
+        it->argcopy = (vf__argcopy){NULL, 0};
         return 0;
     }
     if (op->opr != NULL)
         op->own.vars = NULL; /* the operator's, not the op's to free */
     op->opr = NULL; /* the item keeps it (freed with the batch) */
-    op->argcopy = NULL;
+    op->argcopy = (vf__argcopy){NULL, 0}; /* still the item's */
     vf__op_free(op);
     return rc;
 }

@@ -25,7 +25,7 @@ vf__op *vf__op_alloc(void)
     op->pending_message = NULL;
     op->waiter = NULL;
     op->dev = NULL;
-    op->argcopy = NULL;
+    op->argcopy.ptr = NULL;
     op->own.vars = NULL;
     op->hooks = 0;
     op->skipped = false;
@@ -58,11 +58,10 @@ int vf__op_copy_arg(vf__op *op, const char *who, const void *arg,
     int rc = vf__arg_check(who, arg, size);
     if (rc != 0)
         return rc;
-    if ((op->argcopy = vf__arg_copy(arg, size)) == NULL)
+    if (!vf__argcopy_make(&op->argcopy, arg, size))
         return vf__fail(VF_ENOMEM, "%s: out of memory for a %zu-byte "
                                    "argument", who, size);
-    op->argsize = size;
-    op->own.arg = op->argcopy;
+    op->own.arg = op->argcopy.ptr;
     return 0;
 }
 
@@ -77,10 +76,10 @@ void vf__op_free(vf__op *op)
     if (op->pending_message != NULL)
         free(op->pending_message);
     /* Two rare side blocks, one test on the hot path. */
-    if (VF__UNLIKELY(((uintptr_t)op->dev | (uintptr_t)op->argcopy) != 0)) {
+    if (VF__UNLIKELY(((uintptr_t)op->dev | (uintptr_t)op->argcopy.ptr) != 0)) {
         if (op->dev != NULL)
             vf__devrun_free(op->dev);
-        vf__arg_free(op->argcopy, op->argsize);
+        vf__argcopy_free(&op->argcopy);
     }
     if (op->opr != NULL)
         vf__operator_unref(op->opr);
@@ -334,7 +333,7 @@ void vf__operator_unref(vf_operator *opr)
     if (atomic_fetch_sub_explicit(&opr->refs, 1, memory_order_acq_rel) == 1) {
         opr->magic = 0;
         free(opr->def.vars);
-        vf__arg_free(opr->argcopy, opr->argsize);
+        vf__argcopy_free(&opr->argcopy);
         free(opr);
     }
 }

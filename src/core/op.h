@@ -39,6 +39,7 @@
 #include <stdbool.h>
 
 #include "base/common.h"
+#include "core/arg.h"
 #include "core/failure.h"
 #include "profile/hooks.h"
 
@@ -155,9 +156,8 @@ struct vf__op {
                                vf_completion_finish */
     vf__waiter *waiter;     /* a wait marker only (wait.h) */
     vf__devrun *dev;        /* a device op, from its start; or NULL */
-    void *argcopy;          /* its copied argument (arg.h), def->arg; or
-                               NULL */
-    size_t argsize;         /* the copy's size (set with argcopy) */
+    vf__argcopy argcopy;    /* its copied argument (arg.h), def->arg; or
+                               none */
     /* Async completion ticket: even while the op may be completed, odd once
      * it has been; bumped again when the block is reused, so a stale or
      * second vf_completion_finish fails its compare-and-swap (acq_rel). Kept
@@ -188,8 +188,7 @@ struct vf_operator {
     atomic_int refs;   /* acq_rel: the last unref frees */
     atomic_bool deleted; /* relaxed: only guards a second delete */
     vf__opdef def;
-    void *argcopy;  /* the definition's copied argument (arg.h); or NULL */
-    size_t argsize; /* its size */
+    vf__argcopy argcopy; /* the definition's copied argument (arg.h) */
     char name[64];
 };
 

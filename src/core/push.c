@@ -201,14 +201,12 @@ VF_API int vf_operator_create(vf_engine *e, const vf_op *desc,
     opr->def.vars = heap; /* NULL when the op has no vars */
     if (desc->arg_size != 0) {
         /* The operator's own argument: copied once, freed with it. */
-        if ((opr->argcopy = vf__arg_copy(desc->arg, desc->arg_size)) ==
-            NULL) {
+        if (!vf__argcopy_make(&opr->argcopy, desc->arg, desc->arg_size)) {
             free(opr->def.vars);
             free(opr);
             return vf__fail(VF_ENOMEM, "%s: out of memory", who);
         }
-        opr->argsize = desc->arg_size;
-        opr->def.arg = opr->argcopy;
+        opr->def.arg = opr->argcopy.ptr;
     }
     for (int i = 0; i < opr->def.nvars; i++) {
         /* A var whose delete is pending is refused now, as a push would. */
@@ -220,7 +218,7 @@ VF_API int vf_operator_create(vf_engine *e, const vf_op *desc,
             rc = vf__fail(VF_ESTALE, "%s: a variable of op \"%s\" was "
                                      "deleted", who, opr->def.name);
             free(opr->def.vars);
-            vf__arg_free(opr->argcopy, opr->argsize);
+            vf__argcopy_free(&opr->argcopy);
             free(opr);
             return rc;
         }
