@@ -4,17 +4,17 @@
  *
  * What it models, and where each piece lives in the C code:
  *
- *   var state (vlock, nreaders, pw, lastw, qtl, vstate) and queue blocks
- *   (qop, qw, nextw, rafter)
- *       struct vf__var / vf__qblock in src/core/var.h: `lock` (vf__spinlock),
- *       `nreaders` (-1 is VF__WRITE_RUNNING), `pending_write`, `last_write`,
- *       `tail`, `state` (LIVE / DELETING / FREE); a block's
- *       `op`, `write`, and for write blocks `next_write` and
- *       `reads_after`. Blocks are slots of an array per var, in append
- *       order (the linked list's order), never reused.
+ *   var state (vlock, nreaders, pw, qtl, vstate) and queue places
+ *   (qop, qw)
+ *       struct vf__var in src/core/var.h and vf__dep in src/core/op.h:
+ *       `lock` (vf__spinlock), `nreaders` (-1 is VF__WRITE_RUNNING),
+ *       `head` (pw: the oldest write still to finish), `tail`, `state`
+ *       (LIVE / DELETING / FREE); a place's op (vf__dep_op) and `write`
+ *       bit. Places are slots of an array per var, in append order (the
+ *       linked list's order), never reused.
  *   inline lock / unlock          vf__spin_lock / vf__spin_unlock
- *   inline append_read            vf__var_append_read (src/core/var.c)
- *   inline append_write           vf__var_append_write
+ *   inline append_read            vf__var_append (src/core/var.c), a read
+ *   inline append_write           vf__var_append, a write
  *   inline complete_read          vf__var_complete_read
  *   inline complete_write         vf__var_complete_write
  *   inline release                vf__op_release + make_ready (src/core/op.h,
@@ -140,13 +140,10 @@
 #define NONE 255
 byte vlock[NV];
 short nreaders[NV];
-byte pw[NV];            /* pending_write: the head write's slot, or NONE */
-byte lastw[NV];         /* last_write: the newest queued write, or NONE */
+byte pw[NV];            /* head: the head write's slot, or NONE */
 byte qtl[NV];           /* tail: the next slot to use */
-byte qop[NV * QS];      /* per queue block: op */
+byte qop[NV * QS];      /* per queue place: op */
 bit qw[NV * QS];        /*   write */
-byte nextw[NV * QS];    /*   write blocks: next_write, or NONE */
-byte rafter[NV * QS];   /*   write blocks: reads_after */
 byte vstate[NV];
 
 /* --- ops (src/core/op.h): var sets in normal form, sorted by address --- */
@@ -219,8 +216,8 @@ inline note_append(v, o, i, w)
     nappend[v]++
 }
 
-/* vf__var_append_read: ready now when no write is queued, else queued
- * behind the newest write (which counts it). */
+/* vf__var_append of a read: ready now when no write is queued, else
+ * queued at the tail. */
 inline append_read(v, o, i)
 {
     note_append(v, o, i, 0);
@@ -237,13 +234,12 @@ inline append_read(v, o, i)
         assert(qtl[v] < QS);
         qop[v * QS + qtl[v]] = o;
         qw[v * QS + qtl[v]] = 0;
-        qtl[v]++;
-        rafter[v * QS + lastw[v]]++
+        qtl[v]++
     fi
 }
 
-/* vf__var_append_write: queued (linked from the previous write); ready now
- * when it is the head and no read runs. */
+/* vf__var_append of a write: queued at the tail; ready now when it is the
+ * head and no read runs. */
 inline append_write(v, o, i)
 {
     note_append(v, o, i, 1);
@@ -251,14 +247,7 @@ inline append_write(v, o, i)
     slot = qtl[v];
     qop[v * QS + slot] = o;
     qw[v * QS + slot] = 1;
-    nextw[v * QS + slot] = NONE;
-    rafter[v * QS + slot] = 0;
     qtl[v]++;
-    if
-    :: lastw[v] != NONE -> nextw[v * QS + lastw[v]] = slot
-    :: else -> skip
-    fi;
-    lastw[v] = slot;
     if
     :: pw[v] == NONE ->
         pw[v] = slot;
@@ -295,25 +284,26 @@ inline complete_read(v)
 }
 
 /* vf__var_complete_write: the head leaves; it releases the reads queued
- * behind it (reads_after, up to next_write) or, when there are none, the
- * next write. Under the lock only the counts and links are read; the
- * released blocks are walked after unlocking, as in the C code. */
+ * behind it, up to the next write, or, when there are none, the next
+ * write. Under the lock the reads are walked to find the next write and
+ * counted; the released places are walked again after unlocking, to
+ * release their ops, as in the C code. */
 inline complete_write(v)
 {
     atomic {
         vlock[v] == 0 -> /* lock, change, unlock: one step */
         assert(nreaders[v] == WRITE_RUNNING && pw[v] != NONE);
         k = pw[v]; /* done */
-        nrl = rafter[v * QS + k];
-        if
-        :: nextw[v * QS + k] != NONE -> slot = nextw[v * QS + k]
-        :: else -> slot = qtl[v]
-        fi; /* end */
+        slot = k + 1;
+        nrl = 0;
+        do
+        :: slot < qtl[v] && !qw[v * QS + slot] -> nrl++; slot++
+        :: else -> break
+        od; /* end: the next write, or qtl */
         hasrel = 0;
         if
         :: slot == qtl[v] ->
             pw[v] = NONE;
-            lastw[v] = NONE;
             nreaders[v] = nrl
         :: else ->
             pw[v] = slot;
@@ -581,7 +571,7 @@ init
     atomic {
         j = 0;
         do
-        :: j < NV -> vstate[j] = LIVE; pw[j] = NONE; lastw[j] = NONE; j++
+        :: j < NV -> vstate[j] = LIVE; pw[j] = NONE; j++
         :: else -> break
         od;
 #if SCENARIO == 1

@@ -12,6 +12,11 @@
  *   and it is ordered as a write after a slow reader of a var it reads and
  *   writes; the same through an operator pushed twice, and through a bulk
  *   (threaded engines), on every engine kind;
+ * - an op on N vars (N around the op block's runs of 32 and 31 entries,
+ *   and 1000) queued behind a write of every one of them, and a reader of
+ *   them all behind it: each var's release finds the op from its place in
+ *   the var's queue, so it runs once, after the write and before the
+ *   reader (threaded engines);
  * - exactly VF_MAX_OP_VARS (2^20) handles: all distinct, half read and half
  *   written, shuffled (naive and pooled engines); a thousand vars repeated
  *   up to that count, in both lists and in reads alone (every kind):
@@ -227,6 +232,49 @@ TEST_KIND_CASE(large_set_reversed, k)
 TEST_KIND_CASE(large_set_shuffled, k)
 {
     large_set(k, large_n(), 2);
+}
+
+/* Holds the vars until the gate opens: what follows queues on them all. */
+static int gate_fn(vf_run *run, void *arg)
+{
+    (void)run;
+    return tu_gate_wait(arg, TU_TIMEOUT) ? 0 : VF_EAGAIN;
+}
+
+TEST_KIND_CASE(wide_op_queues_on_every_var, k)
+{
+    if (!k->threaded)
+        return; /* the gate would block inside its own push */
+    static const int sizes[] = {1, 31, 32, 33, 62, 63, 64, 94, 95, 96, 1000};
+    vf_engine *e = tu_engine(k);
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        int n = sizes[s];
+        vf_var *v = new_vars(e, n);
+        int nr = n / 2, nw = n - nr; /* the wide op reads v[0, nr) */
+        tu_gate gate;
+        tu_gate_init(&gate);
+        big_op wide = {0}, reader = {0};
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = gate_fn, .arg = &gate, .writes = tu_list(v, n)}));
+        vf_op d = big_desc(&wide, tu_list(v, nr), tu_list(v + nr, nw));
+        CHECK_OK(vf_engine_push(e, &d));
+        vf_op rd = big_desc(&reader, tu_list(v, n), NONE);
+        CHECK_OK(vf_engine_push(e, &rd));
+        CHECK_EQ(atomic_load(&wide.ran), 0); /* behind the gate */
+        tu_gate_open(&gate);
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        CHECK_EQ(atomic_load(&wide.ran), 1);
+        CHECK_EQ(atomic_load(&reader.ran), 1);
+        if (nw > 0 && !(wide.end <= reader.start))
+            CHECK_REPORT_("%d vars: the reader started before the wide op "
+                          "that writes %d of them ended",
+                          n, nw);
+        for (int i = 0; i < n; i++)
+            CHECK_EQ(version(e, v[i]), i < nr ? 1u : 2u);
+        tu_gate_destroy(&gate);
+        free(v);
+    }
+    tu_finish_engine(e);
 }
 
 /* --- the limit ---------------------------------------------------------- */

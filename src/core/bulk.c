@@ -234,7 +234,7 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
      * as it would be alone. */
     vf__opdef local;
     const vf__opdef *def = opr ? &opr->def : &local;
-    vf__varref inline_vars[VF__OP_INLINE_VARS];
+    vf__varref small[8]; /* most ops name a few vars: no malloc */
     vf__varref *heap = NULL;
     const vf__varref *vars;
     int nvars;
@@ -254,17 +254,17 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
         return 0;
     }
     if (opr == NULL) {
-        rc = vf__varset_build(e, who, desc->reads, desc->writes, inline_vars,
-                              VF__OP_INLINE_VARS, &heap);
+        rc = vf__varset_build(e, who, desc->reads, desc->writes, small, 8,
+                              &heap);
         if (rc < 0) {
             vf__spin_unlock(&s->lock);
             return rc;
         }
-        vars = heap ? heap : inline_vars;
+        vars = heap ? heap : small;
         nvars = rc;
     } else {
-        vars = opr->def.vars;
-        nvars = opr->def.nvars;
+        vars = opr->vars;
+        nvars = opr->nvars;
     }
     /* A var whose delete was pushed is refused now, as a lone push would
      * be (the batch is pushed later; a delete pushed meanwhile by another

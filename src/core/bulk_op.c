@@ -77,10 +77,11 @@ void vf__bulk_fail_items(vf_engine *e, vf__bulk_batch *b, int rc,
 static int push_alone(vf_engine *e, const vf__bulk_batch *b,
                       vf__bulk_item *it)
 {
-    vf__op *op = vf__op_alloc();
+    vf__op *op = vf__op_alloc(it->opr != NULL ? it->opr->nvars : it->nrefs);
     if (op == NULL)
         return VF_ENOMEM;
     if (it->opr != NULL) {
+        vf__op_stage_vars(op, it->opr->vars);
         op->opr = it->opr;
         op->def = &it->opr->def;
         if (it->arg != it->opr->def.arg) { /* vf_operator_push_arg's */
@@ -98,21 +99,14 @@ static int push_alone(vf_engine *e, const vf__bulk_batch *b,
         def->no_skip = it->no_skip;
         def->kind = &vf__kind_user;
         def->pool = b->pool;
-        vf__varref *vars = op->inline_vars;
-        if (it->nrefs > VF__OP_INLINE_VARS &&
-            (vars = vf__malloc((size_t)it->nrefs * sizeof *vars)) == NULL) {
-            vf__op_free(op);
-            return VF_ENOMEM;
-        }
         /* The item's refs were added in its own normal form (address
          * order) and keep that order through the union's renumbering. */
         for (int i = 0; i < it->nrefs; i++) {
             uint32_t r = b->refs[it->first + i];
-            vars[i] = b->vars[r >> 1];
-            vars[i].write = r & 1u;
+            vf__varref ref = b->vars[r >> 1];
+            ref.write = r & 1u;
+            vf__op_stage_var(op, i, &ref);
         }
-        def->vars = vars;
-        def->nvars = it->nrefs;
         op->def = def;
     }
     op->priority = b->priority;
@@ -125,8 +119,6 @@ static int push_alone(vf_engine *e, const vf__bulk_batch *b,
         it->argcopy = (vf__argcopy){NULL, 0};
         return 0;
     }
-    if (op->opr != NULL)
-        op->own.vars = NULL; /* the operator's, not the op's to free */
     op->opr = NULL; /* the item keeps it (freed with the batch) */
     op->argcopy = (vf__argcopy){NULL, 0}; /* still the item's */
     vf__op_free(op);
@@ -144,8 +136,9 @@ void vf__bulk_batch_push(vf_engine *e, vf__bulk_batch *b)
     b->root = b->push_root != 0 ? b->push_root : b->place;
     int rc = batch_seal(b);
     bool sealed = rc == 0;
-    vf__op *op = sealed ? vf__op_alloc() : NULL;
+    vf__op *op = sealed ? vf__op_alloc(b->nvars) : NULL;
     if (op != NULL) {
+        vf__op_stage_vars(op, b->vars);
         vf__opdef *def = &op->own;
         memset(def, 0, sizeof *def);
         def->kind = &vf__kind_bulk;
@@ -153,8 +146,6 @@ void vf__bulk_batch_push(vf_engine *e, vf__bulk_batch *b)
         def->name = "bulk";
         def->no_skip = true; /* each op in it decides (vf__bulk_run) */
         def->pool = b->pool;
-        def->nvars = b->nvars;
-        def->vars = b->vars;
         op->def = def;
         op->priority = b->priority;
         op->place = b->place;
@@ -171,7 +162,6 @@ void vf__bulk_batch_push(vf_engine *e, vf__bulk_batch *b)
         atomic_fetch_sub_explicit(&e->bulk.bulked, nitems,
                                   memory_order_relaxed);
         def->kind = &vf__kind_user; /* the batch is freed below, not with it */
-        def->vars = NULL;
         vf__op_free(op);
     }
     for (int i = 0; i < b->nitems; i++) {
@@ -242,7 +232,7 @@ void vf__bulk_run(vf__op *op, int worker, bool shutdown)
         for (int r = 0; r < it->nrefs; r++) {
             if (!(refs[r] & 1u))
                 continue;
-            vf__var *v = def->vars[refs[r] >> 1].var;
+            vf__var *v = vf__dep_var(vf__op_dep(op, (int)(refs[r] >> 1)));
             if (f != NULL) {
                 vf__failure_ref(f);
                 vf__failure_unref(atomic_exchange_explicit(

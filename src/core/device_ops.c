@@ -29,7 +29,7 @@ static int device_op_begin(vf__op *op, const vf__device_class *cls,
 {
     const vf__opdef *def = op->def;
     vf_engine *e = op->engine;
-    int cap = def->nvars * (1 + VF__VAR_READ_FENCES);
+    int cap = op->nvars * (1 + VF__VAR_READ_FENCES);
     vf__devrun *d = vf__malloc(sizeof *d + (size_t)cap * sizeof d->inputs[0]);
     if (d == NULL)
         return vf__fail(VF_ENOMEM, "device op \"%s\": out of memory",
@@ -44,14 +44,16 @@ static int device_op_begin(vf__op *op, const vf__device_class *cls,
         d->start_ev = NULL; /* no span: the op itself is unaffected */
     /* The write fences first: they carry failures (d->ncarry of them);
      * then the read fences of what the op writes, which only order. */
-    for (int i = 0; i < def->nvars; i++)
-        d->ninputs += vf__var_fences(def->vars[i].var, true, false,
-                                     d->inputs + d->ninputs);
+    for (int i = 0; i < op->nvars; i++)
+        d->ninputs += vf__var_fences(vf__dep_var(vf__op_dep(op, i)), true,
+                                     false, d->inputs + d->ninputs);
     d->ncarry = d->ninputs;
-    for (int i = 0; i < def->nvars; i++)
-        if (def->vars[i].write)
-            d->ninputs += vf__var_fences(def->vars[i].var, false, true,
+    for (int i = 0; i < op->nvars; i++) {
+        const vf__dep *dep = vf__op_dep(op, i);
+        if (vf__dep_write(dep))
+            d->ninputs += vf__var_fences(vf__dep_var(dep), false, true,
                                          d->inputs + d->ninputs);
+    }
     for (int k = 0; k < d->ninputs; k++) {
         vf__fence *f = d->inputs[k];
         /* A no_skip op runs whatever its inputs went through: its waits
@@ -235,18 +237,18 @@ static void device_op_drop(vf__op *op)
 void vf__device_op_release(vf__op *op, vf__readylist *ready)
 {
     vf_engine *e = op->engine;
-    const vf__opdef *def = op->def;
     vf__failure *failure = op->failure; /* before the completer may see */
     if (VF__UNLIKELY(op->hooks))
         vf__op_hooks_end(op);
     atomic_store_explicit(&op->wait, 2, memory_order_relaxed);
     vf__completer_add(&e->dev.completer, op);
     int before = ready->count;
-    for (int i = 0; i < def->nvars; i++) {
-        if (def->vars[i].write) /* its versions: when its work resolves */
-            vf__var_complete_write(def->vars[i].var, op, failure, false, ready);
+    for (int i = 0; i < op->nvars; i++) {
+        const vf__dep *d = vf__op_dep(op, i);
+        if (vf__dep_write(d)) /* its versions: when its work resolves */
+            vf__var_complete_write(vf__dep_var(d), op, failure, false, ready);
         else
-            vf__var_complete_read(def->vars[i].var, op, ready);
+            vf__var_complete_read(vf__dep_var(d), op, ready);
     }
     uint64_t delta = (uint64_t)(ready->count - before) * VF__COUNT_ACTIVE;
     delta += vf__loop_op_released(op); /* in the same step */
@@ -265,11 +267,12 @@ static void resolve(vf__op *op)
     device_outcome(op, &st);
     /* Its writes complete now (rule 8): bumped unless the stream skipped
      * its work; before `resolved`, which whoever reads them next meets. */
-    const vf__opdef *def = op->def;
-    for (int i = 0; !op->skipped && i < def->nvars; i++)
-        if (def->vars[i].write)
-            atomic_fetch_add_explicit(&def->vars[i].var->version, 1,
+    for (int i = 0; !op->skipped && i < op->nvars; i++) {
+        const vf__dep *d = vf__op_dep(op, i);
+        if (vf__dep_write(d))
+            atomic_fetch_add_explicit(&vf__dep_var(d)->version, 1,
                                       memory_order_relaxed);
+    }
     if (op->failure != NULL)
         vf__failure_ref(op->failure);
     f->failure = op->failure;

@@ -24,8 +24,8 @@ static pthread_once_t freelists_once = PTHREAD_ONCE_INIT;
 
 static void init_freelists(void)
 {
-    vf__fl_init(VF__FL_OP, sizeof(vf__op));
-    vf__fl_init(VF__FL_OP_EXT, sizeof(vf__op_ext));
+    for (int n = 0; n <= VF__OP_LISTED_VARS; n++)
+        vf__fl_init(VF__FL_OP + n, vf__op_block_size(n));
     /* calloc'd, so aligned to max_align_t as a copied argument must be */
     vf__fl_init(VF__FL_ARG, VF_OP_ARG_INLINE);
 }

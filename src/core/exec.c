@@ -81,18 +81,19 @@ static vf__failure *earlier_live(vf_engine *e, vf__failure *best, vf__var *v,
  * `refs` is not NULL, from those of them a fused op's item names
  * (bulk.h): of the live ones, the first in push order, as in the serial
  * program; NULL when there is none. */
-vf__failure *vf__inherited_failure(const vf__op *op, const uint32_t *refs,
-                                   int nrefs, uint64_t place, bool devices)
+vf__failure *vf__inherited_failure(vf__op *op, const uint32_t *refs, int nrefs,
+                                   uint64_t place, bool devices)
 {
-    const vf__opdef *def = op->def;
     vf__failure *f = NULL;
     if (refs == NULL)
-        for (int i = 0; i < def->nvars; i++)
-            f = earlier_live(op->engine, f, def->vars[i].var, place, devices);
+        for (int i = 0; i < op->nvars; i++)
+            f = earlier_live(op->engine, f, vf__dep_var(vf__op_dep(op, i)),
+                             place, devices);
     else
         for (int r = 0; r < nrefs; r++)
-            f = earlier_live(op->engine, f, def->vars[refs[r] >> 1].var, place,
-                             devices);
+            f = earlier_live(op->engine, f,
+                             vf__dep_var(vf__op_dep(op, (int)(refs[r] >> 1))),
+                             place, devices);
     return f;
 }
 
@@ -249,12 +250,12 @@ static void finish(vf__op *op, vf__readylist *ready)
 
     bool ran = !op->skipped && (def->kind->flags & VF__KIND_BUMPS);
     int before = ready->count;
-    for (int i = 0; i < def->nvars; i++) {
-        if (def->vars[i].write)
-            vf__var_complete_write(def->vars[i].var, op, op->failure, ran,
-                                   ready);
+    for (int i = 0; i < op->nvars; i++) {
+        const vf__dep *d = vf__op_dep(op, i);
+        if (vf__dep_write(d))
+            vf__var_complete_write(vf__dep_var(d), op, op->failure, ran, ready);
         else
-            vf__var_complete_read(def->vars[i].var, op, ready);
+            vf__var_complete_read(vf__dep_var(d), op, ready);
     }
     if (VF__UNLIKELY(def->kind->finished != NULL))
         def->kind->finished(op);

@@ -28,8 +28,8 @@
  * `refs` is not NULL, from those a fused op's item names (bulk.h): of the
  * live ones, the first in push order (failure.h); NULL when none. With
  * `devices`, a var's failed device write counts (device_ops.h). */
-vf__failure *vf__inherited_failure(const vf__op *op, const uint32_t *refs,
-                                   int nrefs, uint64_t place, bool devices);
+vf__failure *vf__inherited_failure(vf__op *op, const uint32_t *refs, int nrefs,
+                                   uint64_t place, bool devices);
 
 /* The op failed with `code` (its function's return, or its completion's):
  * a new failure record at its place. */

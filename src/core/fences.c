@@ -57,14 +57,14 @@ int vf__var_fences(vf__var *v, bool write_fence, bool reads, vf__fence **out)
 
 void vf__fences_leave(vf__op *op, vf__fence *f)
 {
-    const vf__opdef *def = op->def;
-    for (int i = 0; i < def->nvars; i++) {
-        vf__var *v = def->vars[i].var;
+    for (int i = 0; i < op->nvars; i++) {
+        vf__var *v = vf__dep_var(vf__op_dep(op, i));
+        bool write = vf__dep_write(vf__op_dep(op, i));
         vf__fence *drop[1 + VF__VAR_READ_FENCES];
         int ndrop = 0;
         vf__fence_ref(f);
         vf__spin_lock(&v->lock);
-        if (def->vars[i].write) {
+        if (write) {
             if (v->wfence != NULL)
                 drop[ndrop++] = v->wfence;
             for (int k = 0; k < v->nrfences; k++)
@@ -87,7 +87,7 @@ void vf__fences_leave(vf__op *op, vf__fence *f)
         for (int k = 0; k < ndrop; k++) {
             /* A read fence pushed out by a full var, from another stream,
              * must still be met by the next writer: meet it now. */
-            if (!def->vars[i].write && drop[k]->stream != f->stream)
+            if (!write && drop[k]->stream != f->stream)
                 vf__fence_host_wait(op->engine, drop[k]);
             vf__fence_unref(drop[k]);
         }
@@ -98,11 +98,11 @@ void vf__fences_leave(vf__op *op, vf__fence *f)
 
 void vf__fences_host_wait(vf__op *op)
 {
-    const vf__opdef *def = op->def;
     vf_engine *e = op->engine;
     vf__fence *fs[1 + VF__VAR_READ_FENCES];
-    for (int i = 0; i < def->nvars; i++) {
-        int n = vf__var_fences(def->vars[i].var, true, def->vars[i].write, fs);
+    for (int i = 0; i < op->nvars; i++) {
+        const vf__dep *d = vf__op_dep(op, i);
+        int n = vf__var_fences(vf__dep_var(d), true, vf__dep_write(d), fs);
         for (int k = 0; k < n; k++) {
             vf__fence_host_wait(e, fs[k]);
             vf__fence_unref(fs[k]);
@@ -159,10 +159,9 @@ void vf__var_drop_fences(vf__var *v)
 
 void vf__fences_clear_written(const vf__op *op)
 {
-    const vf__opdef *def = op->def;
-    for (int i = 0; i < def->nvars; i++) {
-        if (!def->vars[i].write)
-            continue;
-        vf__var_drop_fences(def->vars[i].var);
+    for (int i = 0; i < op->nvars; i++) {
+        const vf__dep *d = vf__op_dep(op, i);
+        if (vf__dep_write(d))
+            vf__var_drop_fences(vf__dep_var(d));
     }
 }

@@ -27,11 +27,14 @@ typedef struct depot {
     free_block *loose; /* lock: blocks that did not make a whole batch */
 } depot;
 
-static depot depots[VF__FL_KINDS] = {
-    [VF__FL_OP] = {.lock = PTHREAD_MUTEX_INITIALIZER},
-    [VF__FL_OP_EXT] = {.lock = PTHREAD_MUTEX_INITIALIZER},
-    [VF__FL_ARG] = {.lock = PTHREAD_MUTEX_INITIALIZER},
-};
+#define DEPOT                                                                  \
+    {                                                                          \
+        .lock = PTHREAD_MUTEX_INITIALIZER                                      \
+    }
+static depot depots[VF__FL_KINDS] = {DEPOT, DEPOT, DEPOT, DEPOT, DEPOT,
+                                     DEPOT, DEPOT, DEPOT, DEPOT, DEPOT};
+_Static_assert(VF__FL_KINDS == 10, "a depot per kind");
+#undef DEPOT
 
 typedef struct cache {
     free_block *head;

@@ -24,9 +24,11 @@
 #include "base/common.h"
 
 typedef enum vf__fl_kind {
-    VF__FL_OP,     /* struct vf__op (its queue places included: op.h) */
-    VF__FL_OP_EXT, /* struct vf__op_ext: the vars of an op with 5 to 8 */
-    VF__FL_ARG,    /* VF_OP_ARG_INLINE bytes: a copied argument (arg.h) */
+    /* Op blocks, one kind per var count from 0 to VF__OP_LISTED_VARS
+     * (op.h): VF__FL_OP + n holds vf__op_block_size(n) bytes. */
+    VF__FL_OP,
+    VF__FL_OP_LAST = VF__FL_OP + 8, /* VF__OP_LISTED_VARS (op.h) */
+    VF__FL_ARG, /* VF_OP_ARG_INLINE bytes: a copied argument (arg.h) */
     VF__FL_KINDS
 } vf__fl_kind;
 

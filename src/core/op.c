@@ -10,11 +10,49 @@
 #include "core/freelist.h"
 #include "core/var.h"
 
-vf__op *vf__op_alloc(void)
+_Static_assert(VF__FL_OP_LAST == VF__FL_OP + VF__OP_LISTED_VARS,
+               "a free list per listed var count");
+
+/* Entry slots an op with n vars takes: the first run, then runs of
+ * VF__DEP_RUN - 1 entries after a back slot each (op.h). */
+static size_t dep_slots(int n)
 {
-    vf__op *op = vf__fl_alloc(VF__FL_OP);
+    if (n <= VF__DEP_RUN)
+        return (size_t)n;
+    size_t rest = (size_t)(n - VF__DEP_RUN);
+    size_t runs = rest / (VF__DEP_RUN - 1), left = rest % (VF__DEP_RUN - 1);
+    return VF__DEP_RUN + runs * VF__DEP_RUN + (left ? left + 1 : 0);
+}
+
+size_t vf__op_block_size(int nvars)
+{
+    return sizeof(vf__op) + dep_slots(nvars) * sizeof(vf__dep);
+}
+
+vf__dep *vf__op_dep_far(const vf__op *op, int i)
+{
+    int j = i - VF__DEP_RUN;
+    return (vf__dep *)&op
+        ->deps[VF__DEP_RUN + (j / (VF__DEP_RUN - 1)) * VF__DEP_RUN + 1 +
+               j % (VF__DEP_RUN - 1)];
+}
+
+vf__op *vf__dep_op_far(const vf__dep *d)
+{
+    const vf__dep *back = d - ((d->var_w >> 2) & (VF__DEP_RUN - 1));
+    return (vf__op *)back->var_w;
+}
+
+vf__op *vf__op_alloc(int nvars)
+{
+    vf__op *op = nvars <= VF__OP_LISTED_VARS
+                     ? vf__fl_alloc(VF__FL_OP + nvars)
+                     : vf__malloc(vf__op_block_size(nvars));
     if (op == NULL)
         return NULL;
+    if (nvars > VF__OP_LISTED_VARS)
+        atomic_init(&op->ticket, 0);
+    op->nvars = nvars;
     op->next = NULL;
     op->priority = 0;
     op->seq = 0;
@@ -26,13 +64,10 @@ vf__op *vf__op_alloc(void)
     op->waiter = NULL;
     op->dev = NULL;
     op->argcopy.ptr = NULL;
-    op->own.vars = NULL;
     op->hooks = 0;
     op->skipped = false;
     op->place = 0; /* none yet: the push gives it (push.c) */
     op->prof = NULL;
-    op->q = op->inline_q;
-    op->ext = NULL;
     /* `ticket` is deliberately kept: see op.h (a fresh block is zeroed). */
     uint64_t t = atomic_load_explicit(&op->ticket, memory_order_relaxed);
     atomic_store_explicit(&op->ticket, (t + 2) & ~(uint64_t)1,
@@ -40,16 +75,27 @@ vf__op *vf__op_alloc(void)
     return op;
 }
 
-vf__varref *vf__op_reserve_ext(vf__op *op, long n, int *cap)
+void vf__op_stage_var(vf__op *op, int i, const vf__varref *ref)
 {
-    if (n > VF__OP_INLINE_VARS && n <= VF__OP_EXT_VARS &&
-        (op->ext != NULL || (op->ext = vf__fl_alloc(VF__FL_OP_EXT)) != NULL)) {
-        op->q = op->ext->q;
-        *cap = VF__OP_EXT_VARS;
-        return op->ext->vars;
+    uintptr_t bits = ref->write ? VF__DEP_WRITE : 0;
+    vf__dep *d;
+    if (VF__LIKELY(i < VF__DEP_RUN)) {
+        d = &op->deps[i];
+        bits |= (uintptr_t)i << 2;
+    } else {
+        d = vf__op_dep_far(op, i);
+        uintptr_t index = (uintptr_t)(i - VF__DEP_RUN) % (VF__DEP_RUN - 1) + 1;
+        d[-(intptr_t)index].var_w = (uintptr_t)op; /* its run's back slot */
+        bits |= index << 2 | VF__DEP_FAR;
     }
-    *cap = VF__OP_INLINE_VARS;
-    return op->inline_vars;
+    d->var_w = (uintptr_t)ref->var | bits;
+    d->gen = ref->gen;
+}
+
+void vf__op_stage_vars(vf__op *op, const vf__varref *vars)
+{
+    for (int i = 0; i < op->nvars; i++)
+        vf__op_stage_var(op, i, &vars[i]);
 }
 
 int vf__op_copy_arg(vf__op *op, const char *who, const void *arg,
@@ -69,8 +115,6 @@ void vf__op_free(vf__op *op)
 {
     if (op->prof != NULL)
         vf__prof_op_dropped(op->prof);
-    if (op->q != op->inline_q && (op->ext == NULL || op->q != op->ext->q))
-        free(op->q);
     if (op->failure != NULL)
         vf__failure_unref(op->failure);
     if (op->pending_message != NULL)
@@ -83,16 +127,13 @@ void vf__op_free(vf__op *op)
     }
     if (op->opr != NULL)
         vf__operator_unref(op->opr);
-    else if (op->own.vars != op->inline_vars &&
-             (op->ext == NULL || op->own.vars != op->ext->vars)) {
-        if (op->def == &op->own && op->own.kind->free_def != NULL)
-            op->own.kind->free_def(&op->own); /* a batch owns its vars */
-        else
-            free(op->own.vars);
-    }
-    if (op->ext != NULL)
-        vf__fl_free(VF__FL_OP_EXT, op->ext);
-    vf__fl_free(VF__FL_OP, op);
+    else if (VF__UNLIKELY(op->def == &op->own && op->own.kind != NULL &&
+                          op->own.kind->free_def != NULL))
+        op->own.kind->free_def(&op->own); /* a batch */
+    if (op->nvars <= VF__OP_LISTED_VARS)
+        vf__fl_free(VF__FL_OP + op->nvars, op);
+    else
+        free(op);
 }
 
 /* --- var sets ---------------------------------------------------------- */
@@ -323,8 +364,6 @@ int vf__opdef_fill(vf_engine *e, const char *who, const vf_op *op,
                       ? NULL
                       : vf__device_of(e, op->device);
     def->inline_run = pool == NULL || op->async_fn != NULL;
-    def->nvars = 0;
-    def->vars = NULL;
     return 0;
 }
 
@@ -332,7 +371,7 @@ void vf__operator_unref(vf_operator *opr)
 {
     if (atomic_fetch_sub_explicit(&opr->refs, 1, memory_order_acq_rel) == 1) {
         opr->magic = 0;
-        free(opr->def.vars);
+        free(opr->vars);
         vf__argcopy_free(&opr->argcopy);
         free(opr);
     }

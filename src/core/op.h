@@ -2,32 +2,33 @@
  * op.h: ops (one pushed run of a function) and operators (a function with
  * its variable set, made once and pushed many times).
  *
- * An op's definition (vf__opdef) is what a push needs to know: the function,
- * the routing, and the variable set in normal form: each var once, as a
+ * An op's definition (vf__opdef) is what a push needs to know: the function
+ * and the routing. Its variable set is in normal form: each var once, as a
  * write if any use of it writes (a var both read and written would otherwise
  * wait on itself; one only read twice stays a read, so x*x neither
  * serializes with other readers nor bumps x's version), sorted by address
  * so a push can lock all of them in one global order (two pushers can never
- * hold each other's locks).
+ * hold each other's locks); the op block holds it as its entries (vf__dep).
  * A one-shot vf_engine_push builds the definition inside the op block itself; a
- * vf_operator owns one and each push points at it.
+ * vf_operator owns one and its var set, and each push points at the one
+ * and copies the other into its entries.
  *
  * Life cycle of an op block (vf__op):
  *   push:      wait = nvars + 1, appended to every var's queue as one atomic
  *              step (all var locks held); each var that is ready for it at
  *              once takes one off; the push itself takes the last one off.
- *              Its place in each var's queue is a vf__qblock of its own
- *              (one per var, in the block or beside it), so a push
- *              allocates nothing per var.
+ *              Its place in each var's queue is its entry for that var
+ *              (vf__dep, in the block), so a push allocates nothing per
+ *              var.
  *   ready:     the thread that takes `wait` to zero dispatches it (to a
  *              worker queue, or inline for async, wait and naive-engine ops).
  *   run:       the function runs, or is skipped when an input has failed.
  *   finish:    `done` callback, then every var is released (which may make
  *              other ops ready), then the block returns to the free list.
- * Blocks come from the per-thread free lists (freelist.h). A var set larger
- * than VF__OP_INLINE_VARS takes a second block from them (vf__op_ext) for
- * up to VF__OP_EXT_VARS vars; one larger still is the one case that
- * mallocs (its var refs and its queue places). An argument copied at push
+ * A block is the header (vf__op) and 16 bytes per var (vf__op_block_size).
+ * Blocks for up to VF__OP_LISTED_VARS vars come from the per-thread free
+ * lists (freelist.h), one list per var count; a larger one is the one
+ * case that mallocs. An argument copied at push
  * (arg.h) is a side block of its own (argcopy), which the definition's
  * `arg` names; an operator run with an argument of its own
  * (vf_operator_push_arg) copies the operator's definition into `own`
@@ -37,14 +38,16 @@
 #define VF_OP_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "base/common.h"
 #include "core/arg.h"
 #include "core/failure.h"
 #include "profile/hooks.h"
 
-#define VF__OP_INLINE_VARS 4
-#define VF__OP_EXT_VARS 8
+/* Op blocks for up to this many vars come from the free lists, one list
+ * per var count (freelist.h); larger ones are malloc'd. */
+#define VF__OP_LISTED_VARS 8
 
 #define VF__HOOK_PROF 1u /* recorded by the profiler */
 #define VF__HOOK_INFO 2u /* VF_ENGINE_INFO is on */
@@ -55,22 +58,58 @@ typedef struct vf__op vf__op;
 typedef struct vf__devrun vf__devrun;
 typedef struct vf__waiter vf__waiter; /* wait.h */
 
-/* An op's place in one var's queue (var.h), while it waits there. A write's
- * place also knows the reads queued right behind it and the next write, so
- * a finishing write finds what to release without searching. */
-typedef struct vf__qblock {
-    struct vf__qblock *next; /* the next place in the var's queue, or NULL */
-    vf__op *op;
-    struct vf__qblock *next_write; /* a write: the next write, or NULL */
-    int32_t reads_after;           /* a write: reads queued behind it */
-    bool write;
-} vf__qblock;
-
+/* A var of an op's var set as a push names it: resolved, with the
+ * handle's generation (confirmed under the var lock when the op is
+ * queued), in normal form (vf__varset_build). */
 typedef struct vf__varref {
     vf__var *var;
-    uint32_t gen; /* the handle's generation: confirmed under the var lock */
+    uint32_t gen;
     bool write;
 } vf__varref;
+
+/*
+ * An op's dependency: one 16-byte entry per var of its set, which is both
+ * the op's reference to the var and its place in the var's queue (var.h),
+ * so a push allocates nothing per var and the op block grows by 16 bytes
+ * per var, no more.
+ *
+ * `var_w` packs the var (vars are 128-byte aligned: var.h), whether the op
+ * writes it, and what a var needs to find the op from its place: the
+ * entry's index in its run and whether the run is the first. The first
+ * VF__DEP_RUN entries follow the op's header (vf__op.deps), so the op is
+ * `index` entries back and then one header back; an op with more vars
+ * has its later entries in runs of VF__DEP_RUN - 1, each after a slot that
+ * names the op (a back slot), so the op is `index` entries back (the index
+ * counts from the slot). Larger sets cost 16 bytes per 31 vars more.
+ *
+ * `next` is the next place in the var's queue while the op is queued
+ * there. Before that, from the var set's staging to its queueing
+ * (vf__op_stage_vars, vf__engine_enqueue), the same word keeps the
+ * handle's generation instead: a held op (lifecycle.h) is queued long
+ * after its push checked the handles.
+ */
+typedef struct vf__dep {
+    uintptr_t var_w; /* var | index << 2 | VF__DEP_FAR | VF__DEP_WRITE */
+    union {
+        struct vf__dep *next; /* queued: the next place, or NULL */
+        uintptr_t gen;        /* staged: the handle's generation */
+    };
+} vf__dep;
+
+#define VF__DEP_WRITE 1u
+#define VF__DEP_FAR 2u    /* in a later run: the op is in its back slot */
+#define VF__DEP_RUN 32    /* the index has 5 bits */
+#define VF__VAR_ALIGN 128 /* 7 low bits of a var's address are free */
+
+static inline vf__var *vf__dep_var(const vf__dep *d)
+{
+    return (vf__var *)(d->var_w & ~(uintptr_t)(VF__VAR_ALIGN - 1));
+}
+
+static inline bool vf__dep_write(const vf__dep *d)
+{
+    return d->var_w & VF__DEP_WRITE;
+}
 
 typedef struct vf__opdef vf__opdef;
 
@@ -93,8 +132,8 @@ typedef struct vf__op_kind {
      * (lifecycle.c): report it failed with `rc`, run what must run, free
      * it. NULL: as a user op. */
     void (*dropped)(vf_engine *e, vf__op *op, int rc);
-    /* Free what a one-shot definition of the kind owns (op.c). NULL: its
-     * var array, when it is not in the block. */
+    /* Free what a one-shot definition of the kind owns (op.c). NULL:
+     * nothing. */
     void (*free_def)(vf__opdef *def);
     uint8_t flags; /* VF__KIND_*: one load where the trip asks several */
 } vf__op_kind;
@@ -124,18 +163,7 @@ struct vf__opdef {
     bool inline_run;  /* runs on the dispatching thread (async, wait, naive) */
     vf__pool *pool;   /* where it runs when not inline */
     struct vf__devctx *devctx; /* a device op's device; NULL: the CPU */
-    int nvars;
-    vf__varref *vars; /* sorted by var address, each var once */
 };
-
-/* The var refs and queue places of an op with 5 to 8 vars, beside the op
- * block and from the free lists too: most ops have few vars, so the block
- * stays small, and a larger op still allocates nothing on the hot path (a
- * malloc here, freed on another thread, cost W5 a quarter of its time). */
-typedef struct vf__op_ext {
-    vf__varref vars[VF__OP_EXT_VARS];
-    vf__qblock q[VF__OP_EXT_VARS];
-} vf__op_ext;
 
 struct vf__op {
     vf__op *next;  /* ready lists, queue siblings; first word (free lists) */
@@ -172,12 +200,11 @@ struct vf__op {
     bool skipped;
     vf__op_prof *prof; /* the profiler's record, when hooks & VF__HOOK_PROF */
     vf__opdef own; /* the definition of a one-shot push */
-    vf__varref inline_vars[VF__OP_INLINE_VARS];
-    /* Its places in the queues of def->vars, index for index: inline_q,
-     * ext->q, or a malloc'd array for a larger var set (made by the push). */
-    vf__qblock *q;
-    vf__op_ext *ext; /* 5 to 8 vars: their refs and places; or NULL */
-    vf__qblock inline_q[VF__OP_INLINE_VARS];
+    int nvars;     /* its var set's size: fixed when the block is made */
+    /* Its var set in normal form (sorted by var address, each var once),
+     * as entries that are also its places in the vars' queues: see
+     * vf__dep; vf__op_dep finds entry i. */
+    vf__dep deps[];
 };
 
 /* Operators: a definition plus a reference count (one for the handle, one
@@ -188,6 +215,8 @@ struct vf_operator {
     atomic_int refs;   /* acq_rel: the last unref frees */
     atomic_bool deleted; /* relaxed: only guards a second delete */
     vf__opdef def;
+    int nvars;
+    vf__varref *vars;    /* its var set in normal form, or NULL */
     vf__argcopy argcopy; /* the definition's copied argument (arg.h) */
     char name[64];
 };
@@ -252,22 +281,38 @@ static inline vf__op *vf__current_op(void)
     return vf__running_op;
 }
 
-/* A fresh op block (engine, def and counters unset), or NULL (no memory). */
-vf__op *vf__op_alloc(void);
-
-/* Room beside the op for `n` vars (refs and queue places) when they do not
- * fit in the block and fit in an ext block; sets op->q. Returns where the
- * var refs go (op->inline_vars, or ext->vars) and their capacity; without
- * memory for an ext block, the inline ones (the push then mallocs). */
-vf__varref *vf__op_reserve_ext(vf__op *op, long n, int *cap);
-static inline vf__varref *vf__op_reserve_vars(vf__op *op, long n, int *cap)
+/* Entry i of the op's var set (vf__dep). Takes a const op, as strchr
+ * does, for readers that only look at the entry. */
+vf__dep *vf__op_dep_far(const vf__op *op, int i);
+static inline vf__dep *vf__op_dep(const vf__op *op, int i)
 {
-    if (VF__LIKELY(n <= VF__OP_INLINE_VARS)) { /* nearly always: inline */
-        *cap = VF__OP_INLINE_VARS;
-        return op->inline_vars;
-    }
-    return vf__op_reserve_ext(op, n, cap);
+    return VF__LIKELY(i < VF__DEP_RUN) ? (vf__dep *)&op->deps[i]
+                                       : vf__op_dep_far(op, i);
 }
+
+/* The op whose entry `d` is (under the lock of d's var, or once d left
+ * its queue). */
+vf__op *vf__dep_op_far(const vf__dep *d);
+static inline vf__op *vf__dep_op(const vf__dep *d)
+{
+    if (VF__LIKELY(!(d->var_w & VF__DEP_FAR))) {
+        const vf__dep *first = d - ((d->var_w >> 2) & (VF__DEP_RUN - 1));
+        return (vf__op *)((char *)first - offsetof(vf__op, deps));
+    }
+    return vf__dep_op_far(d);
+}
+
+/* The bytes of an op block with `nvars` var entries. */
+size_t vf__op_block_size(int nvars);
+
+/* A fresh op block with room for `nvars` var entries (engine, def and
+ * counters unset), or NULL (no memory). */
+vf__op *vf__op_alloc(int nvars);
+
+/* Stage the op's var set (op->nvars refs in normal form) in its entries,
+ * for vf__engine_enqueue: all of it, or entry i. */
+void vf__op_stage_vars(vf__op *op, const vf__varref *vars);
+void vf__op_stage_var(vf__op *op, int i, const vf__varref *ref);
 
 /* Give a one-shot op (def == &op->own) a copy of `size` > 0 bytes of `arg`
  * as its argument (checked: vf__arg_check). 0, VF_EINVAL or VF_ENOMEM
@@ -275,8 +320,8 @@ static inline vf__varref *vf__op_reserve_vars(vf__op *op, long n, int *cap)
 int vf__op_copy_arg(vf__op *op, const char *who, const void *arg,
                     size_t size);
 
-/* Drop the op's references (failure, operator, var array, copied
- * argument) and free it. */
+/* Drop the op's references (failure, operator, copied argument) and free
+ * it. */
 void vf__op_free(vf__op *op);
 
 /*

@@ -83,13 +83,14 @@ VF_API int vf_profile_take(vf_engine *e, vf_profile **out)
 static void info(const vf__op *op, const char *step, int worker)
 {
     const vf__opdef *def = op->def;
-    for (int i = 0; i < def->nvars; i++) {
-        if (atomic_load_explicit(&def->vars[i].var->watched,
+    for (int i = 0; i < op->nvars; i++) {
+        if (atomic_load_explicit(&vf__dep_var(vf__op_dep(op, i))->watched,
                                  memory_order_relaxed)) {
-            fprintf(stderr, "varflow: %s op \"%s\" on %s (worker %d, %d "
-                            "vars, status %d)\n",
+            fprintf(stderr,
+                    "varflow: %s op \"%s\" on %s (worker %d, %d "
+                    "vars, status %d)\n",
                     step, def->name, vf_engine_type_name(op->engine->kind),
-                    worker, def->nvars, op->status);
+                    worker, op->nvars, op->status);
             return;
         }
     }

@@ -30,29 +30,23 @@ static void uncount(vf_engine *e, uint64_t delta)
         vf__engine_counts_changed(e, now);
 }
 
-static void unlock_vars(const vf__varref *vars, int n)
+static void unlock_vars(vf__op *op, int n)
 {
     for (int i = 0; i < n; i++)
-        vf__spin_unlock(&vars[i].var->lock);
+        vf__spin_unlock(&vf__dep_var(vf__op_dep(op, i))->lock);
 }
 
 int vf__engine_enqueue(vf_engine *e, vf__op *op, const char *who)
 {
     const vf__opdef *def = op->def;
-    const vf__varref *vars = def->vars;
-    int n = def->nvars;
+    int n = op->nvars;
 
-    if (VF__UNLIKELY(n > VF__OP_INLINE_VARS) && op->q == op->inline_q &&
-        (op->q = vf__malloc((size_t)n * sizeof *op->q)) == NULL) {
-        op->q = op->inline_q;
-        return vf__fail(VF_ENOMEM, "%s: out of memory", who);
-    }
     atomic_store_explicit(&op->wait, n + 1, memory_order_relaxed);
     op->engine = e;
     if (def->kind->flags & VF__KIND_OBSERVED) {
         op->hooks = atomic_load_explicit(&e->hooks, memory_order_relaxed);
         if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF) &&
-            (op->prof = vf__prof_op_pushed(e->prof, def->nvars)) == NULL)
+            (op->prof = vf__prof_op_pushed(e->prof, n)) == NULL)
             op->hooks &= (uint8_t)~VF__HOOK_PROF;
     }
 
@@ -74,10 +68,11 @@ int vf__engine_enqueue(vf_engine *e, vf__op *op, const char *who)
         return vf__engine_enqueue(e, op, who); /* started meanwhile */
     }
     for (int i = 0; i < n; i++)
-        vf__spin_lock(&vars[i].var->lock);
+        vf__spin_lock(&vf__dep_var(vf__op_dep(op, i))->lock);
     for (int i = 0; i < n; i++) {
-        if (!vf__var_usable(vars[i].var, vars[i].gen)) {
-            unlock_vars(vars, n);
+        const vf__dep *d = vf__op_dep(op, i);
+        if (!vf__var_usable(vf__dep_var(d), (uint32_t)d->gen)) {
+            unlock_vars(op, n);
             uncount(e, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
             return vf__fail(VF_ESTALE, "%s: a variable of op \"%s\" was "
                                        "deleted", who, def->name);
@@ -89,13 +84,13 @@ int vf__engine_enqueue(vf_engine *e, vf__op *op, const char *who)
     if ((def->kind->flags & VF__KIND_NUMBERED) && op->place == 0)
         vf__engine_place_op(e, op, 1);
     int nready = 0;
-    vf__qblock *q = op->q;
-    for (int i = 0; i < n; i++)
-        nready += vars[i].write ? vf__var_append_write(vars[i].var, op, &q[i])
-                                : vf__var_append_read(vars[i].var, op, &q[i]);
+    for (int i = 0; i < n; i++) {
+        vf__dep *d = vf__op_dep(op, i);
+        nready += vf__var_append(vf__dep_var(d), d);
+    }
     if (def->kind->flags & VF__KIND_DELETES)
-        vars[0].var->state = VF__VAR_DELETING;
-    unlock_vars(vars, n);
+        vf__dep_var(&op->deps[0])->state = VF__VAR_DELETING;
+    unlock_vars(op, n);
 
     if (!vf__op_release(op, nready + 1)) {
         uncount(e, VF__COUNT_ACTIVE); /* a var will release it */
@@ -106,6 +101,9 @@ int vf__engine_enqueue(vf_engine *e, vf__op *op, const char *who)
     vf__dispatch_pushed(op);
     return 0;
 }
+
+/* A one-shot push builds its var set on the stack up to this size. */
+#define SMALL_VARSET 16
 
 /* Delete-var ops jump to the front of the ready queue (free memory early). */
 static int push_priority(const vf__opdef *def, int priority)
@@ -143,26 +141,29 @@ VF_API int vf_engine_push(vf_engine *e, const vf_op *desc)
     if (VF__UNLIKELY(vf__bulk_maybe(e->bulk.size)) &&
         (rc = vf__bulk_push(e, who, desc, NULL, 0, NULL, 0)) != 0)
         return rc < 0 ? rc : 0;
-    vf__op *op = vf__op_alloc();
-    if (op == NULL)
+    /* The definition and the var set first: the set's size is the op
+     * block's. */
+    vf__opdef def;
+    if ((rc = vf__opdef_fill(e, who, desc, &def)) != 0)
+        return rc;
+    vf__varref small[SMALL_VARSET], *heap;
+    rc = vf__varset_build(e, who, desc->reads, desc->writes, small,
+                          SMALL_VARSET, &heap);
+    if (rc < 0)
+        return rc;
+    vf__op *op = vf__op_alloc(rc);
+    if (op == NULL) {
+        free(heap);
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
-    vf__opdef *def = &op->own;
-    if ((rc = vf__opdef_fill(e, who, desc, def)) != 0)
-        goto fail;
+    }
+    vf__op_stage_vars(op, heap ? heap : small);
+    free(heap);
+    op->own = def;
+    op->def = &op->own;
+    op->priority = push_priority(&def, desc->priority);
     if (VF__UNLIKELY(desc->arg_size != 0) &&
         (rc = vf__op_copy_arg(op, who, desc->arg, desc->arg_size)) != 0)
         goto fail;
-    vf__varref *heap;
-    int cap;
-    vf__varref *out = vf__op_reserve_vars(
-        op, (long)desc->reads.count + desc->writes.count, &cap);
-    rc = vf__varset_build(e, who, desc->reads, desc->writes, out, cap, &heap);
-    if (rc < 0)
-        goto fail;
-    def->nvars = rc;
-    def->vars = heap ? heap : out;
-    op->def = def;
-    op->priority = push_priority(def, desc->priority);
     if ((rc = vf__engine_enqueue(e, op, who)) != 0)
         goto fail;
     return 0;
@@ -197,27 +198,27 @@ VF_API int vf_operator_create(vf_engine *e, const vf_op *desc,
         free(opr);
         return rc;
     }
-    opr->def.nvars = rc;
-    opr->def.vars = heap; /* NULL when the op has no vars */
+    opr->nvars = rc;
+    opr->vars = heap; /* NULL when the op has no vars */
     if (desc->arg_size != 0) {
         /* The operator's own argument: copied once, freed with it. */
         if (!vf__argcopy_make(&opr->argcopy, desc->arg, desc->arg_size)) {
-            free(opr->def.vars);
+            free(opr->vars);
             free(opr);
             return vf__fail(VF_ENOMEM, "%s: out of memory", who);
         }
         opr->def.arg = opr->argcopy.ptr;
     }
-    for (int i = 0; i < opr->def.nvars; i++) {
+    for (int i = 0; i < opr->nvars; i++) {
         /* A var whose delete is pending is refused now, as a push would. */
-        vf__var *v = opr->def.vars[i].var;
+        vf__var *v = opr->vars[i].var;
         vf__spin_lock(&v->lock);
-        bool usable = vf__var_usable(v, opr->def.vars[i].gen);
+        bool usable = vf__var_usable(v, opr->vars[i].gen);
         vf__spin_unlock(&v->lock);
         if (!usable) {
             rc = vf__fail(VF_ESTALE, "%s: a variable of op \"%s\" was "
                                      "deleted", who, opr->def.name);
-            free(opr->def.vars);
+            free(opr->vars);
             vf__argcopy_free(&opr->argcopy);
             free(opr);
             return rc;
@@ -246,18 +247,17 @@ static int check_operator(vf_engine *e, vf_operator *opr, const char *who)
     return 0;
 }
 
-/* An op block for a run of the operator, with room for its queue places;
- * NULL (VF_ENOMEM, with a detail naming `who`) without memory. */
+/* An op block for a run of the operator, its var set staged; NULL
+ * (VF_ENOMEM, with a detail naming `who`) without memory. */
 static inline vf__op *operator_op_alloc(const vf_operator *opr,
                                         const char *who)
 {
-    vf__op *op = vf__op_alloc();
+    vf__op *op = vf__op_alloc(opr->nvars);
     if (op == NULL) {
         vf__fail(VF_ENOMEM, "%s: out of memory", who);
         return NULL;
     }
-    int cap;
-    vf__op_reserve_vars(op, opr->def.nvars, &cap); /* its queue places */
+    vf__op_stage_vars(op, opr->vars);
     return op;
 }
 
@@ -313,9 +313,7 @@ VF_API int vf_operator_push_arg(vf_engine *e, vf_operator *opr, int priority,
         return VF_ENOMEM;
     op->own = opr->def;
     op->own.arg = arg;
-    if (arg_size != 0 &&
-        (rc = vf__op_copy_arg(op, who, arg, arg_size)) != 0) {
-        op->own.vars = NULL; /* the operator's */
+    if (arg_size != 0 && (rc = vf__op_copy_arg(op, who, arg, arg_size)) != 0) {
         vf__op_free(op);
         return rc;
     }

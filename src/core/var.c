@@ -9,45 +9,24 @@
 
 /* --- queue ------------------------------------------------------------- */
 
-/* Queue the op's place at the tail. */
-static void enqueue(vf__var *v, vf__op *op, bool write, vf__qblock *blk)
+bool vf__var_append(vf__var *v, vf__dep *d)
 {
-    blk->next = NULL;
-    blk->op = op;
-    blk->write = write;
-    if (v->tail != NULL)
-        v->tail->next = blk;
-    v->tail = blk;
-}
-
-bool vf__var_append_read(vf__var *v, vf__op *op, vf__qblock *place)
-{
-    if (v->pending_write == NULL) {
+    if (!vf__dep_write(d) && v->head == NULL) {
         VF__ASSERT(v->nreaders >= 0);
-        v->nreaders++;
+        v->nreaders++; /* no write ahead of it */
         return true;
     }
-    enqueue(v, op, false, place); /* behind the newest write */
-    v->last_write->reads_after++;
-    return false;
-}
-
-bool vf__var_append_write(vf__var *v, vf__op *op, vf__qblock *place)
-{
-    enqueue(v, op, true, place);
-    place->next_write = NULL;
-    place->reads_after = 0;
-    if (v->last_write != NULL)
-        v->last_write->next_write = place;
-    v->last_write = place;
-    if (v->pending_write == NULL) {
-        v->pending_write = place;
-        if (v->nreaders == 0) {
-            v->nreaders = VF__WRITE_RUNNING;
-            return true;
-        }
-    }
-    return false;
+    d->next = NULL;
+    if (v->tail != NULL)
+        v->tail->next = d;
+    v->tail = d;
+    if (v->head != NULL)
+        return false;
+    v->head = d; /* a write, at the head */
+    if (v->nreaders != 0)
+        return false; /* the running reads release it */
+    v->nreaders = VF__WRITE_RUNNING;
+    return true;
 }
 
 /* `from` released one of op's vars: record the edge when profiling, and
@@ -70,9 +49,9 @@ void vf__var_complete_read(vf__var *v, const vf__op *from,
     vf__op *write_op = NULL;
     vf__spin_lock(&v->lock);
     VF__ASSERT(v->nreaders > 0);
-    if (--v->nreaders == 0 && v->pending_write != NULL) {
+    if (--v->nreaders == 0 && v->head != NULL) {
         v->nreaders = VF__WRITE_RUNNING;
-        write_op = v->pending_write->op;
+        write_op = vf__dep_op(v->head);
     }
     vf__spin_unlock(&v->lock);
     if (write_op)
@@ -94,39 +73,36 @@ void vf__var_complete_write(vf__var *v, const vf__op *from,
         atomic_fetch_add_explicit(&v->version, 1, memory_order_relaxed);
 
     vf__spin_lock(&v->lock);
-    VF__ASSERT(v->nreaders == VF__WRITE_RUNNING && v->pending_write != NULL);
-    vf__qblock *done = v->pending_write;
-    /* The reads right behind `done`, then the next write (or nothing).
-     * O(1) under the lock: nothing is walked here. */
-    int nreads = done->reads_after;
-    vf__qblock *end = done->next_write;
-    vf__qblock *first_read = done->next;
-    vf__op *next_write = NULL;
-    if (end == NULL) {
-        v->pending_write = NULL;
-        v->last_write = NULL;
-        v->tail = NULL;
-        v->nreaders = nreads;
-    } else {
-        v->pending_write = end;
-        if (nreads == 0) {
-            v->nreaders = VF__WRITE_RUNNING;
-            next_write = end->op;
-        } else {
-            v->nreaders = nreads;
-        }
+    VF__ASSERT(v->nreaders == VF__WRITE_RUNNING && v->head != NULL);
+    /* The reads right behind the finishing write, then the next write (or
+     * nothing): the reads leave the queue together. */
+    vf__dep *first_read = v->head->next, *d = first_read;
+    int nreads = 0;
+    while (d != NULL && !vf__dep_write(d)) {
+        nreads++;
+        d = d->next;
     }
+    v->head = d;
+    if (d == NULL)
+        v->tail = NULL;
+    vf__op *next_write = NULL;
+    if (nreads > 0)
+        v->nreaders = nreads;
+    else if (d != NULL)
+        next_write = vf__dep_op(d); /* nreaders stays VF__WRITE_RUNNING */
+    else
+        v->nreaders = 0;
     vf__spin_unlock(&v->lock);
 
     /* The reads' places left the queue under the lock: no other thread
      * reaches them now, so they are walked unlocked. Each `next` is read
      * before its op is released: once ready, the op (and its place) may
      * run, finish and be freed on another thread. */
-    vf__qblock *blk = first_read;
+    d = first_read;
     for (int i = 0; i < nreads; i++) {
-        vf__qblock *next = blk->next;
-        make_ready(blk->op, from, ready);
-        blk = next;
+        vf__dep *next = d->next;
+        make_ready(vf__dep_op(d), from, ready);
+        d = next;
     }
     if (next_write)
         make_ready(next_write, from, ready);
@@ -190,7 +166,7 @@ void vf__var_table_destroy(vf__var_table *t)
     for (unsigned c = 0; (chunk = chunk_at(t, c)) != NULL; c++) {
         for (unsigned i = 0; i < VF__VAR_CHUNK; i++) {
             vf__var *v = &chunk[i];
-            VF__ASSERT(v->state == VF__VAR_FREE || v->pending_write == NULL);
+            VF__ASSERT(v->state == VF__VAR_FREE || v->head == NULL);
             vf__failure_unref(atomic_load_explicit(&v->failure,
                                                    memory_order_relaxed));
         }
@@ -218,7 +194,7 @@ int vf__var_create(vf__var_table *t, vf_var *out)
         vf__var *chunk = atomic_load_explicit(&t->chunks[c],
                                               memory_order_relaxed);
         if (chunk == NULL) {
-            chunk = vf__aligned_calloc(VF__CACHELINE,
+            chunk = vf__aligned_calloc(VF__VAR_ALIGN,
                                        VF__VAR_CHUNK * sizeof *chunk);
             if (chunk == NULL) {
                 pthread_mutex_unlock(&t->lock);
@@ -242,8 +218,7 @@ int vf__var_create(vf__var_table *t, vf_var *out)
 
     vf__spin_lock(&v->lock);
     v->nreaders = 0;
-    v->pending_write = NULL;
-    v->last_write = NULL;
+    v->head = NULL;
     v->tail = NULL;
     v->state = VF__VAR_LIVE;
     atomic_store_explicit(&v->version, 0, memory_order_relaxed);
@@ -275,7 +250,7 @@ int vf__var_lookup(vf__var_table *t, vf_var h, vf__var **out)
 void vf__var_free_slot(vf__var_table *t, vf__var *v)
 {
     vf__spin_lock(&v->lock);
-    VF__ASSERT(v->state == VF__VAR_DELETING && v->pending_write == NULL &&
+    VF__ASSERT(v->state == VF__VAR_DELETING && v->head == NULL &&
                v->nreaders == 0);
     v->state = VF__VAR_FREE;
     atomic_store_explicit(&v->watched, false, memory_order_relaxed);

@@ -3,13 +3,12 @@
  * engine) and the table that turns vf_var handles into var slots.
  *
  * The queue (MXNet's ThreadedVar). Each var keeps a FIFO of the ops waiting
- * for it, as a singly-linked list of their places (vf__qblock, op.h: each
- * op brings its own, so queueing allocates nothing), from `pending_write`
- * to `tail`. Running reads are not in the queue: they are counted in
- * `nreaders`. The oldest write still in the queue is `pending_write`, which
- * is always the queue's head: a read only queues behind a write, so the
- * queue is either empty or starts with a write. The rules:
- *   append read:    no pending write -> ready now (nreaders++); else queue.
+ * for it, as a singly-linked list of their places (vf__dep, op.h: each op
+ * brings its own, so queueing allocates nothing), from `head` to `tail`.
+ * Running reads are not in the queue: they are counted in `nreaders`. A
+ * read only queues behind a write, so the queue is either empty or starts
+ * with a write, the oldest one still to finish (running or not). The rules:
+ *   append read:    queue empty -> ready now (nreaders++); else queue.
  *   append write:   queue it; if it is the head and nreaders == 0, it is
  *                   ready now (nreaders = VF__WRITE_RUNNING).
  *   complete read:  nreaders--; the last reader releases the head write.
@@ -18,7 +17,10 @@
  *                   the next write itself.
  * So reads pushed between two writes run after the first and before the
  * second (neither reader- nor writer-preferring), conflicting ops run in push
- * order, and reads with no write ahead of them run together.
+ * order, and reads with no write ahead of them run together. A finishing
+ * write walks the reads it releases under the lock (as MXNet does): they
+ * are the work it hands over, and keeping no count beside each place keeps
+ * a place at 16 bytes.
  *
  * A var's fields are guarded by its spinlock, except `version` and
  * `failure` (atomics, see below) and the handle fields owned by the table.
@@ -60,10 +62,9 @@ typedef enum vf__var_state {
 
 struct vf__var {
     vf__spinlock lock;
-    int32_t nreaders;          /* lock: running reads, or VF__WRITE_RUNNING */
-    vf__qblock *pending_write; /* lock: queue head (a write) or NULL */
-    vf__qblock *last_write;    /* lock: newest queued write, or NULL */
-    vf__qblock *tail;          /* lock: the newest place queued, or NULL */
+    int32_t nreaders; /* lock: running reads, or VF__WRITE_RUNNING */
+    vf__dep *head;    /* lock: the oldest place queued (a write), or NULL */
+    vf__dep *tail;    /* lock: the newest place queued, or NULL */
     uint8_t state;             /* lock (and the table lock when freeing) */
     /* Written only by a write finishing (it holds the var exclusively);
      * read by ops that hold the var. Release/acquire so a reader sees the
@@ -87,7 +88,7 @@ struct vf__var {
     vf__fence *wfence;
     vf__fence *rfences[VF__VAR_READ_FENCES];
     uint8_t nrfences;
-} __attribute__((aligned(VF__CACHELINE)));
+} __attribute__((aligned(VF__VAR_ALIGN))); /* low bits free: vf__dep */
 
 typedef struct vf__var_table {
     pthread_mutex_t lock; /* guards nslots, free list, chunk creation */
@@ -138,13 +139,12 @@ static inline uint32_t vf__var_handle_gen(vf_var h)
 void vf__var_free_slot(vf__var_table *t, vf__var *v);
 
 /*
- * Queue operations. The append functions need the var's lock held and the
- * op's place for this var (`place`, used when the op has to queue). They
- * return true when the var is ready for the op at once; the caller then
- * takes one off the op's wait counter.
+ * Queue operations. Append needs the var's lock held and the op's place
+ * for this var (`d`, queued when the op has to wait; its `write` bit says
+ * which it is). It returns true when the var is ready for the op at once;
+ * the caller then takes one off the op's wait counter.
  */
-bool vf__var_append_read(vf__var *v, vf__op *op, vf__qblock *place);
-bool vf__var_append_write(vf__var *v, vf__op *op, vf__qblock *place);
+bool vf__var_append(vf__var *v, vf__dep *d);
 
 /* Release a read / the head write held by the finishing op `from` (take the
  * lock themselves). Ops this makes ready are added to `ready`. A write passes on

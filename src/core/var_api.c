@@ -65,7 +65,7 @@ static bool run_delete(vf__op *op, int worker, bool shutdown)
 /* Its var's slot goes back once every op before it has finished. */
 static void delete_finished(vf__op *op)
 {
-    vf__var_free_slot(&op->engine->vars, op->def->vars[0].var);
+    vf__var_free_slot(&op->engine->vars, vf__dep_var(&op->deps[0]));
 }
 
 /* Held while stopped and never pushed: the free callback still runs. */
@@ -96,9 +96,12 @@ VF_API int vf_var_destroy(vf_engine *e, vf_var h, void (*free_fn)(void *),
         return rc == VF_ESTALE ? already_deleted(who, h)
                                : lookup_failed(who, h, rc);
     vf__bulk_flush_all(e); /* a batch may name the var (bulk.h) */
-    vf__op *op = vf__op_alloc();
+    vf__op *op = vf__op_alloc(1);
     if (op == NULL)
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
+    vf__op_stage_vars(
+        op,
+        &(vf__varref){.var = v, .gen = vf__var_handle_gen(h), .write = true});
     vf__opdef *def = &op->own;
     memset(def, 0, sizeof *def);
     def->kind = &vf__kind_delete;
@@ -108,10 +111,6 @@ VF_API int vf_var_destroy(vf_engine *e, vf_var h, void (*free_fn)(void *),
     def->property = VF_PROP_DELETE_VAR;
     def->pool = e->cpu_pool;
     def->inline_run = e->cpu_pool == NULL;
-    def->nvars = 1;
-    def->vars = op->inline_vars;
-    op->inline_vars[0] = (vf__varref){
-        .var = v, .gen = vf__var_handle_gen(h), .write = true};
     op->def = def;
     op->priority = INT_MAX; /* jumps the ready queue: frees memory early */
     /* It never fails nor skips: it needs no number of its own, only a

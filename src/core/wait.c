@@ -63,7 +63,7 @@ void vf__wait_marker_fire(vf__op *op)
         /* Every write pushed before the wait has finished: the var's
          * failure (or its last device write's) is the one at the wait's
          * place, and reporting it clears it from there on (failure.h). */
-        vf__var *v = op->def->vars[0].var;
+        vf__var *v = vf__dep_var(&op->deps[0]);
         vf__failure *f = vf__engine_has_devices(e)
                              ? vf__var_failure(e, v, op->place)
                              : atomic_load_explicit(&v->failure,
@@ -221,9 +221,9 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
 
 static bool op_writes(const vf__op *op, const vf__var *v)
 {
-    for (int i = 0; i < op->def->nvars; i++)
-        if (op->def->vars[i].var == v)
-            return op->def->vars[i].write;
+    for (int i = 0; i < op->nvars; i++)
+        if (vf__dep_var(vf__op_dep(op, i)) == v)
+            return vf__dep_write(vf__op_dep(op, i));
     return false;
 }
 
@@ -312,12 +312,12 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
         vf__spin_unlock(&v->lock);
         return vf__fail(VF_ESTALE, "%s: variable was deleted", who);
     }
-    if (v->pending_write == NULL && v->nreaders != VF__WRITE_RUNNING)
+    if (v->head == NULL && v->nreaders != VF__WRITE_RUNNING)
         return wait_settled(e, v, err); /* unlocks */
     vf__spin_unlock(&v->lock);
 
     vf__waiter *w = vf__malloc(sizeof *w);
-    vf__op *op = vf__op_alloc();
+    vf__op *op = vf__op_alloc(1);
     if (w == NULL || op == NULL) {
         free(w);
         if (op)
@@ -338,9 +338,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
     def->kind = &vf__kind_wait;
     def->inline_run = true;
     def->name = who;
-    def->nvars = 1;
-    def->vars = op->inline_vars;
-    op->inline_vars[0] = (vf__varref){.var = v, .gen = gen, .write = false};
+    vf__op_stage_vars(op, &(vf__varref){.var = v, .gen = gen, .write = false});
     op->def = def;
     op->waiter = w;
     /* Its place: after every op this thread pushed (failure.h). */

@@ -124,20 +124,21 @@ static void add_rfence(vf__var *v, vf__fence *f)
 
 /* A host op of engine e on one var. */
 typedef struct hop {
-    vf__op op;
+    vf__op *op; /* in `block`, with its one var entry */
     vf__opdef def;
-    vf__varref ref;
+    _Alignas(vf__op) unsigned char block[sizeof(vf__op) + sizeof(vf__dep)];
 } hop;
 
 static void hop_init(hop *h, vf_engine *e, vf__var *v, bool write)
 {
     memset(h, 0, sizeof *h);
-    h->ref = (vf__varref){.var = v, .gen = 1, .write = write};
+    h->op = (vf__op *)h->block;
+    h->op->nvars = 1;
+    vf__op_stage_var(h->op, 0,
+                     &(vf__varref){.var = v, .gen = 1, .write = write});
     h->def.name = "host op";
-    h->def.nvars = 1;
-    h->def.vars = &h->ref;
-    h->op.def = &h->def;
-    h->op.engine = e;
+    h->op->def = &h->def;
+    h->op->engine = e;
 }
 
 /* Something a thread runs while the test checks whether it returned. */
@@ -171,7 +172,7 @@ static void *bg_var_failure(void *arg)
 static void *bg_fences_host_wait(void *arg)
 {
     bg *b = arg;
-    vf__fences_host_wait(&b->op->op);
+    vf__fences_host_wait(b->op->op);
     tu_gate_open(&b->returned);
     return NULL;
 }
@@ -394,12 +395,12 @@ TEST_CASE(host_write_takes_over_and_drops_fences)
     hop reader, writer;
     hop_init(&reader, r.e, &v, false);
     hop_init(&writer, r.e, &v, true);
-    vf__fences_clear_written(&reader.op);
+    vf__fences_clear_written(reader.op);
     CHECK(v.wfence == w && v.nrfences == 2);
     CHECK(atomic_load(&v.failure) == NULL);
 
     int dev_refs = atomic_load(&dev->refs);
-    vf__fences_clear_written(&writer.op);
+    vf__fences_clear_written(writer.op);
     CHECK(atomic_load(&v.failure) == dev);
     CHECK_EQ(atomic_load(&dev->refs), dev_refs + 1);
     CHECK(v.wfence == NULL);

@@ -35,8 +35,8 @@ static void fresh_depot(void)
 {
     _Static_assert(sizeof(vf__op) >= MARK_AT + sizeof(uint32_t),
                    "an op block holds the mark");
-    vf__fl_init(VF__FL_OP, sizeof(vf__op));
-    vf__fl_init(VF__FL_OP_EXT, sizeof(vf__op_ext));
+    for (int n = 0; n <= VF__OP_LISTED_VARS; n++)
+        vf__fl_init(VF__FL_OP + n, vf__op_block_size(n));
     vf__fl_trim();
 }
 
@@ -90,11 +90,11 @@ static void *reuse_on_one_thread(void *arg)
     void *b = vf__fl_alloc(VF__FL_OP);
     CHECK(b == a); /* the thread's own cache, last in first out */
     CHECK_EQ(vf__testing_alloc_count(), 1);
-    void *c = vf__fl_alloc(VF__FL_OP_EXT); /* kinds do not mix */
+    void *c = vf__fl_alloc(VF__FL_OP + 2); /* kinds do not mix */
     CHECK(c != NULL && c != a);
     CHECK_EQ(vf__testing_alloc_count(), 2);
     vf__fl_free(VF__FL_OP, b);
-    vf__fl_free(VF__FL_OP_EXT, c);
+    vf__fl_free(VF__FL_OP + 2, c);
     return NULL;
 }
 

@@ -17,9 +17,16 @@
 
 #define MAXOPS 64
 
+/* Op blocks with no var entries (a ready queue never looks at them). */
+typedef struct opblock {
+    _Alignas(vf__op) unsigned char bytes[sizeof(vf__op)];
+} opblock;
+
 typedef struct ops {
-    vf__op op[MAXOPS];
+    opblock op[MAXOPS];
 } ops;
+
+#define OP(o, i) ((vf__op *)&(o)->op[i])
 
 static ops *ops_new(const int *prio, int n)
 {
@@ -27,13 +34,13 @@ static ops *ops_new(const int *prio, int n)
     ops *o = calloc(1, sizeof *o);
     REQUIRE(o != NULL);
     for (int i = 0; i < n; i++)
-        o->op[i].priority = prio ? prio[i] : 0;
+        OP(o, i)->priority = prio ? prio[i] : 0;
     return o;
 }
 
 static int index_of(const ops *o, const vf__op *op)
 {
-    return op == NULL ? -1 : (int)(op - o->op);
+    return op == NULL ? -1 : (int)((const opblock *)op - o->op);
 }
 
 static void pool_new(vf__pool *p, int nworkers)
@@ -80,12 +87,12 @@ TEST_CASE(fifo_among_priority_zero)
     pool_new(&p, 1);
     ops *o = ops_new(NULL, 6);
     for (int i = 0; i < 3; i++)
-        submit_outside(&p, &o->op[i]);
+        submit_outside(&p, OP(o, i));
     CHECK_EQ(atomic_load(&p.workers[0].qlen), 0); /* still in the inbox */
     EXPECT_TAKES(&p.workers[0], o, 0);
     CHECK_EQ(atomic_load(&p.workers[0].qlen), 2); /* the inbox moved in */
     for (int i = 3; i < 6; i++)
-        submit_as(&p.workers[0], &o->op[i]);
+        submit_as(&p.workers[0], OP(o, i));
     EXPECT_TAKES(&p.workers[0], o, 1, 2, 3, 4, 5, -1);
     vf__pool_destroy(&p);
     free(o);
@@ -98,7 +105,7 @@ TEST_CASE(priority_order)
     pool_new(&p, 1);
     ops *o = ops_new(prio, 9);
     for (int i = 0; i < 9; i++)
-        submit_outside(&p, &o->op[i]);
+        submit_outside(&p, OP(o, i));
     /* Higher first; equal ones in arrival order; negative ones only once
      * the priority-0 lane is empty. */
     EXPECT_TAKES(&p.workers[0], o, 1, 3, 4, 7, 8, 0, 5, 2, 6, -1);
@@ -118,10 +125,10 @@ TEST_CASE(fifo_among_equal_priorities)
     ops *o = ops_new(prio, 40);
     vf__worker *w = &p.workers[0];
     for (int i = 0; i < 20; i++)
-        submit_as(w, &o->op[i]);
+        submit_as(w, OP(o, i));
     EXPECT_TAKES(w, o, 1, 3, 5); /* the 7s first */
     for (int i = 20; i < 40; i++)
-        submit_as(w, &o->op[i]);
+        submit_as(w, OP(o, i));
     for (int i = 7; i < 40; i += 2)
         EXPECT_TAKES(w, o, i);
     for (int i = 0; i < 40; i += 2)
@@ -146,26 +153,26 @@ TEST_CASE(worker_place_hands_off)
     CHECK(vf__worker_place(w, &mine) == NULL);
 
     vf__readylist_init(&mine); /* one, queue empty: no queue round trip */
-    vf__readylist_add(&mine, &o->op[0]);
+    vf__readylist_add(&mine, OP(o, 0));
     CHECK_EQ(index_of(o, vf__worker_place(w, &mine)), 0);
     CHECK_EQ(atomic_load(&w->qlen), 0);
 
     vf__readylist_init(&mine); /* two: the first runs, one is queued */
-    vf__readylist_add(&mine, &o->op[1]);
-    vf__readylist_add(&mine, &o->op[2]);
+    vf__readylist_add(&mine, OP(o, 1));
+    vf__readylist_add(&mine, OP(o, 2));
     CHECK_EQ(index_of(o, vf__worker_place(w, &mine)), 1);
     CHECK_EQ(atomic_load(&w->qlen), 1);
     CHECK_EQ(mine.count, 0);
 
     vf__readylist_init(&mine); /* the queue holds something better */
-    vf__readylist_add(&mine, &o->op[4]);
-    submit_as(w, &o->op[3]);
+    vf__readylist_add(&mine, OP(o, 4));
+    submit_as(w, OP(o, 3));
     CHECK_EQ(index_of(o, vf__worker_place(w, &mine)), 3);
     EXPECT_TAKES(w, o, 2, 4, -1);
 
     vf__readylist_init(&mine); /* an inbox op is older: it goes first */
-    submit_outside(&p, &o->op[5]);
-    vf__readylist_add(&mine, &o->op[0]);
+    submit_outside(&p, OP(o, 5));
+    vf__readylist_add(&mine, OP(o, 0));
     CHECK_EQ(index_of(o, vf__worker_place(w, &mine)), 5);
     EXPECT_TAKES(w, o, 0, -1);
     vf__pool_destroy(&p);
@@ -179,12 +186,12 @@ TEST_CASE(take_own_then_steal)
     pool_new(&p, 3);
     ops *o = ops_new(NULL, 5);
     vf__worker *w0 = &p.workers[0], *w1 = &p.workers[1];
-    submit_as(w1, &o->op[0]);
-    submit_as(w1, &o->op[1]);
-    submit_as(w0, &o->op[2]);
-    submit_as(w1, &o->op[3]);
+    submit_as(w1, OP(o, 0));
+    submit_as(w1, OP(o, 1));
+    submit_as(w0, OP(o, 2));
+    submit_as(w1, OP(o, 3));
     EXPECT_TAKES(w0, o, 2, 0, 1); /* its own, then stolen in order */
-    submit_as(w0, &o->op[4]);
+    submit_as(w0, OP(o, 4));
     EXPECT_TAKES(w1, o, 3, 4, -1);
     EXPECT_TAKES(w0, o, -1);
     vf__pool_destroy(&p);
@@ -200,7 +207,7 @@ TEST_CASE(spread_pool_does_not_steal)
     p.spread = true;
     ops *o = ops_new(NULL, 4);
     for (int i = 0; i < 4; i++)
-        submit_outside(&p, &o->op[i]);
+        submit_outside(&p, OP(o, i));
     vf__worker *w0 = &p.workers[0], *w1 = &p.workers[1];
     vf__op *a = vf__worker_take(w0), *b = vf__worker_take(w0);
     CHECK(a != NULL && b != NULL);
@@ -219,10 +226,10 @@ TEST_CASE(pool_take_from_any_worker)
     vf__pool p;
     pool_new(&p, 2);
     ops *o = ops_new(NULL, 4);
-    submit_as(&p.workers[0], &o->op[0]);
-    submit_as(&p.workers[1], &o->op[1]);
-    submit_outside(&p, &o->op[2]);
-    submit_outside(&p, &o->op[3]);
+    submit_as(&p.workers[0], OP(o, 0));
+    submit_as(&p.workers[1], OP(o, 1));
+    submit_outside(&p, OP(o, 2));
+    submit_outside(&p, OP(o, 3));
     bool seen[4] = {false};
     for (int i = 0; i < 4; i++) {
         int k = index_of(o, vf__pool_take(&p));

@@ -5,18 +5,20 @@
  * read, append write, complete read, complete write) with hand-made ops
  * and checks what the contract says: which appends are ready at once, the
  * ops each completion makes ready and in what order, and the queue's
- * fields after each step (nreaders, pending_write, last_write, tail, each
- * write's reads_after and next_write). Then the handle table: lookups of
+ * fields after each step (nreaders, head, tail, the queue's links through
+ * the ops' places). Then the handle table: lookups of
  * live, stale, foreign and malformed handles, and slot reuse.
  */
 #include "runner.h"
 
 #include "core/var.h"
 
-/* An op that waits for one var (or `waits` vars): its own place. */
+/* An op that waits for one var (or `waits` vars, up to two): its block,
+ * whose entries are its places (`place`: the first). */
 typedef struct top {
-    vf__op op;
-    vf__qblock place;
+    vf__op *op;
+    vf__dep *place;
+    _Alignas(vf__op) unsigned char block[sizeof(vf__op) + 2 * sizeof(vf__dep)];
 } top;
 
 static void var_init(vf__var *v)
@@ -33,24 +35,35 @@ static void var_init(vf__var *v)
 static void op_init(top *t, int waits)
 {
     memset(t, 0, sizeof *t);
-    atomic_init(&t->op.wait, waits);
+    t->op = (vf__op *)t->block;
+    t->op->nvars = waits;
+    t->place = &t->op->deps[0];
+    atomic_init(&t->op->wait, waits);
 }
 
-/* The append calls, under the var's lock as var.h requires. */
+/* The append call for the op's entry i, a read or a write of v, under the
+ * var's lock as var.h requires. */
+static bool append_at(vf__var *v, top *t, int i, bool write)
+{
+    vf__op_stage_var(t->op, i,
+                     &(vf__varref){.var = v, .gen = 1, .write = write});
+    vf__spin_lock(&v->lock);
+    bool ready = vf__var_append(v, &t->op->deps[i]);
+    vf__spin_unlock(&v->lock);
+    CHECK(vf__dep_op(&t->op->deps[i]) == t->op);
+    CHECK(vf__dep_var(&t->op->deps[i]) == v);
+    CHECK(vf__dep_write(&t->op->deps[i]) == write);
+    return ready;
+}
+
 static bool append_read(vf__var *v, top *t)
 {
-    vf__spin_lock(&v->lock);
-    bool ready = vf__var_append_read(v, &t->op, &t->place);
-    vf__spin_unlock(&v->lock);
-    return ready;
+    return append_at(v, t, 0, false);
 }
 
 static bool append_write(vf__var *v, top *t)
 {
-    vf__spin_lock(&v->lock);
-    bool ready = vf__var_append_write(v, &t->op, &t->place);
-    vf__spin_unlock(&v->lock);
-    return ready;
+    return append_at(v, t, 0, true);
 }
 
 /* Check that a completion made exactly want[0..n) ready, in that order. */
@@ -59,7 +72,7 @@ static void check_ready(vf__readylist *rl, top **want, int n, const char *what)
     CHECK_EQ(rl->count, n);
     for (int i = 0; i < n; i++) {
         vf__op *op = vf__readylist_pop(rl);
-        if (op != &want[i]->op)
+        if (op != want[i]->op)
             CHECK_REPORT_("%s: ready op %d is not the expected one", what, i);
         else
             CHECK_EQ(atomic_load(&op->wait), 0);
@@ -77,8 +90,8 @@ static void check_ready(vf__readylist *rl, top **want, int n, const char *what)
     do {                                                                       \
         vf__readylist rl_;                                                     \
         vf__readylist_init(&rl_);                                              \
-        vf__var_complete_read(v, &(t)->op, &rl_);                              \
-        check_ready(&rl_, READY(__VA_ARGS__), NREADY(__VA_ARGS__) - 1,        \
+        vf__var_complete_read(v, (t)->op, &rl_);                               \
+        check_ready(&rl_, READY(__VA_ARGS__), NREADY(__VA_ARGS__) - 1,         \
                     "complete read of " #t);                                   \
     } while (0)
 
@@ -86,16 +99,15 @@ static void check_ready(vf__readylist *rl, top **want, int n, const char *what)
     do {                                                                       \
         vf__readylist rl_;                                                     \
         vf__readylist_init(&rl_);                                              \
-        vf__var_complete_write(v, &(t)->op, NULL, true, &rl_);                 \
-        check_ready(&rl_, READY(__VA_ARGS__), NREADY(__VA_ARGS__) - 1,        \
+        vf__var_complete_write(v, (t)->op, NULL, true, &rl_);                  \
+        check_ready(&rl_, READY(__VA_ARGS__), NREADY(__VA_ARGS__) - 1,         \
                     "complete write of " #t);                                  \
     } while (0)
 
 static void check_idle(const vf__var *v, int nreaders)
 {
     CHECK_EQ(v->nreaders, nreaders);
-    CHECK(v->pending_write == NULL);
-    CHECK(v->last_write == NULL);
+    CHECK(v->head == NULL);
     CHECK(v->tail == NULL);
 }
 
@@ -124,12 +136,10 @@ TEST_CASE(write_on_idle_var_is_ready_at_once)
     op_init(&w, 1);
     CHECK(append_write(&v, &w));
     CHECK_EQ(v.nreaders, VF__WRITE_RUNNING);
-    CHECK(v.pending_write == &w.place);
-    CHECK(v.last_write == &w.place);
-    CHECK(v.tail == &w.place);
-    CHECK(w.place.write);
-    CHECK(w.place.next_write == NULL);
-    CHECK_EQ(w.place.reads_after, 0);
+    CHECK(v.head == w.place);
+    CHECK(v.tail == w.place);
+    CHECK(vf__dep_write(w.place));
+    CHECK(w.place->next == NULL);
     COMPLETE_WRITE(&v, &w, NULL);
     check_idle(&v, 0);
     CHECK_EQ(atomic_load(&v.version), 1);
@@ -147,7 +157,7 @@ TEST_CASE(write_waits_for_running_reads)
     CHECK(append_read(&v, &r2));
     CHECK(!append_write(&v, &w));
     CHECK_EQ(v.nreaders, 2);
-    CHECK(v.pending_write == &w.place);
+    CHECK(v.head == w.place);
     COMPLETE_READ(&v, &r1, NULL);
     CHECK_EQ(v.nreaders, 1);
     COMPLETE_READ(&v, &r2, &w, NULL); /* the last reader releases it */
@@ -167,10 +177,9 @@ TEST_CASE(reads_queue_behind_a_write)
     CHECK(append_write(&v, &w));
     CHECK(!append_read(&v, &r1));
     CHECK(!append_read(&v, &r2));
-    CHECK_EQ(w.place.reads_after, 2);
-    CHECK(!r1.place.write);
-    CHECK(v.tail == &r2.place);
-    CHECK(v.last_write == &w.place);
+    CHECK(w.place->next == r1.place && r1.place->next == r2.place);
+    CHECK(!vf__dep_write(r1.place));
+    CHECK(v.tail == r2.place);
     COMPLETE_WRITE(&v, &w, &r1, &r2, NULL); /* together, in push order */
     check_idle(&v, 2);
     COMPLETE_READ(&v, &r2, NULL);
@@ -195,26 +204,22 @@ TEST_CASE(reads_between_writes_are_released_together)
     CHECK(!append_read(&v, &r3));
     CHECK(!append_read(&v, &r4));
     CHECK(!append_write(&v, &w3));
-    CHECK_EQ(w1.place.reads_after, 2);
-    CHECK(w1.place.next_write == &w2.place);
-    CHECK_EQ(w2.place.reads_after, 2);
-    CHECK(w2.place.next_write == &w3.place);
-    CHECK_EQ(w3.place.reads_after, 0);
-    CHECK(w3.place.next_write == NULL);
-    CHECK(v.pending_write == &w1.place);
-    CHECK(v.last_write == &w3.place);
-    CHECK(v.tail == &w3.place);
+    /* One list in push order, through every op's place. */
+    for (int i = 0; i + 1 < 7; i++)
+        CHECK(all[i]->place->next == all[i + 1]->place);
+    CHECK(w3.place->next == NULL);
+    CHECK(v.head == w1.place);
+    CHECK(v.tail == w3.place);
 
     COMPLETE_WRITE(&v, &w1, &r1, &r2, NULL); /* not w2, not r3 */
     CHECK_EQ(v.nreaders, 2);
-    CHECK(v.pending_write == &w2.place);
+    CHECK(v.head == w2.place);
     COMPLETE_READ(&v, &r2, NULL); /* in any order */
     COMPLETE_READ(&v, &r1, &w2, NULL);
     CHECK_EQ(v.nreaders, VF__WRITE_RUNNING);
     COMPLETE_WRITE(&v, &w2, &r3, &r4, NULL);
     CHECK_EQ(v.nreaders, 2);
-    CHECK(v.pending_write == &w3.place);
-    CHECK(v.last_write == &w3.place);
+    CHECK(v.head == w3.place);
     COMPLETE_READ(&v, &r3, NULL);
     COMPLETE_READ(&v, &r4, &w3, NULL);
     COMPLETE_WRITE(&v, &w3, NULL);
@@ -233,13 +238,12 @@ TEST_CASE(writes_run_one_after_another)
     CHECK(append_write(&v, &w1));
     CHECK(!append_write(&v, &w2));
     CHECK(!append_write(&v, &w3));
-    CHECK(w1.place.next_write == &w2.place);
+    CHECK(w1.place->next == w2.place && w2.place->next == w3.place);
     COMPLETE_WRITE(&v, &w1, &w2, NULL);
     CHECK_EQ(v.nreaders, VF__WRITE_RUNNING);
-    CHECK(v.pending_write == &w2.place);
-    CHECK(v.last_write == &w3.place);
+    CHECK(v.head == w2.place);
     COMPLETE_WRITE(&v, &w2, &w3, NULL);
-    CHECK(v.pending_write == &w3.place);
+    CHECK(v.head == w3.place);
     COMPLETE_WRITE(&v, &w3, NULL);
     check_idle(&v, 0);
 }
@@ -258,7 +262,7 @@ TEST_CASE(read_does_not_overtake_a_queued_write)
     CHECK(!append_write(&v, &w));
     CHECK(!append_read(&v, &r2));
     CHECK_EQ(v.nreaders, 1);
-    CHECK_EQ(w.place.reads_after, 1);
+    CHECK(v.head == w.place && w.place->next == r2.place);
     COMPLETE_READ(&v, &r1, &w, NULL);
     COMPLETE_WRITE(&v, &w, &r2, NULL);
     check_idle(&v, 1);
@@ -272,7 +276,6 @@ TEST_CASE(op_is_ready_after_its_last_var)
 {
     vf__var a, b;
     top wa, rb, x;
-    vf__qblock x_on_b;
     var_init(&a);
     var_init(&b);
     op_init(&wa, 1);
@@ -281,11 +284,9 @@ TEST_CASE(op_is_ready_after_its_last_var)
     CHECK(append_write(&a, &wa));
     CHECK(append_read(&b, &rb));
     CHECK(!append_read(&a, &x)); /* x reads a, writes b */
-    vf__spin_lock(&b.lock);
-    CHECK(!vf__var_append_write(&b, &x.op, &x_on_b));
-    vf__spin_unlock(&b.lock);
+    CHECK(!append_at(&b, &x, 1, true));
     COMPLETE_WRITE(&a, &wa, NULL);
-    CHECK_EQ(atomic_load(&x.op.wait), 1);
+    CHECK_EQ(atomic_load(&x.op->wait), 1);
     COMPLETE_READ(&b, &rb, &x, NULL);
     CHECK_EQ(a.nreaders, 1);
     CHECK_EQ(b.nreaders, VF__WRITE_RUNNING);
@@ -311,19 +312,19 @@ TEST_CASE(write_sets_version_and_failure)
 
     int f_refs = atomic_load(&f->refs);
     CHECK(append_write(&v, &w1));
-    vf__var_complete_write(&v, &w1.op, f, true, &rl);
+    vf__var_complete_write(&v, w1.op, f, true, &rl);
     CHECK(atomic_load(&v.failure) == f);
     CHECK_EQ(atomic_load(&f->refs), f_refs + 1);
     CHECK_EQ(atomic_load(&v.version), 1);
 
     CHECK(append_write(&v, &w2)); /* skipped: no bump, no new failure */
-    vf__var_complete_write(&v, &w2.op, NULL, false, &rl);
+    vf__var_complete_write(&v, w2.op, NULL, false, &rl);
     CHECK(atomic_load(&v.failure) == f);
     CHECK_EQ(atomic_load(&v.version), 1);
 
     int g_refs = atomic_load(&g->refs);
     CHECK(append_write(&v, &w3));
-    vf__var_complete_write(&v, &w3.op, g, true, &rl);
+    vf__var_complete_write(&v, w3.op, g, true, &rl);
     CHECK(atomic_load(&v.failure) == g);
     CHECK_EQ(atomic_load(&f->refs), f_refs); /* the var let f go */
     CHECK_EQ(atomic_load(&g->refs), g_refs + 1);
@@ -374,3 +375,41 @@ TEST_CASE(handle_table)
 }
 
 TEST_MAIN("test_var_queue", 60)
+
+/* Every entry of an op finds its op, its var and its kind, whatever the
+ * var set's size: entries of the first run by their index, those of later
+ * runs through their run's back slot (op.h). Each lies inside the block
+ * vf__op_block_size reserves, and no two share a slot. */
+TEST_CASE(entries_find_their_op_at_every_size)
+{
+    for (int n = 0; n <= 200; n++) {
+        size_t size = vf__op_block_size(n);
+        CHECK(size >= sizeof(vf__op) + (size_t)n * sizeof(vf__dep));
+        if (n <= VF__DEP_RUN)
+            CHECK_EQ(size, sizeof(vf__op) + (size_t)n * sizeof(vf__dep));
+        vf__op *op = calloc(1, size);
+        REQUIRE(op != NULL);
+        op->nvars = n;
+        for (int i = 0; i < n; i++) {
+            /* vars are never looked at: aligned addresses stand in */
+            vf__varref ref = {
+                .var = (vf__var *)(uintptr_t)((i + 1) * VF__VAR_ALIGN),
+                .gen = 7,
+                .write = i % 3 == 0};
+            vf__op_stage_var(op, i, &ref);
+        }
+        const char *end = (const char *)op + size;
+        for (int i = 0; i < n; i++) {
+            vf__dep *d = vf__op_dep(op, i);
+            CHECK((const char *)d >= (const char *)op->deps &&
+                  (const char *)(d + 1) <= end);
+            CHECK(i == 0 || d != vf__op_dep(op, i - 1));
+            CHECK(vf__dep_op(d) == op);
+            CHECK(vf__dep_var(d) ==
+                  (vf__var *)(uintptr_t)((i + 1) * VF__VAR_ALIGN));
+            CHECK(vf__dep_write(d) == (i % 3 == 0));
+            CHECK_EQ(d->gen, 7);
+        }
+        free(op);
+    }
+}
