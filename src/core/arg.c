@@ -36,11 +36,14 @@ bool vf__argcopy_make(vf__argcopy *c, const void *arg, size_t size)
 
 void vf__argcopy_free(vf__argcopy *c)
 {
-    if (c->ptr == NULL)
-        return;
-    if (c->size <= VF_OP_ARG_INLINE)
-        vf__fl_free(VF__FL_ARG, c->ptr);
-    else
-        free(c->ptr);
+    vf__argcopy_free_origin(c->ptr, vf__argcopy_origin(c));
     *c = (vf__argcopy){NULL, 0};
+}
+
+void vf__argcopy_free_origin(void *ptr, uint8_t origin)
+{
+    if (origin == VF__ARG_LISTED)
+        vf__fl_free(VF__FL_ARG, ptr);
+    else if (origin == VF__ARG_HEAP)
+        free(ptr);
 }

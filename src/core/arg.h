@@ -37,4 +37,19 @@ bool vf__argcopy_make(vf__argcopy *c, const void *arg, size_t size);
 /* Free the copy, if any, and make `c` none. */
 void vf__argcopy_free(vf__argcopy *c);
 
+/* Where a copy came from, in the one byte an op block keeps of it (an op
+ * knows its copy as its `arg`). */
+#define VF__ARG_NONE 0   /* `arg` is the caller's pointer */
+#define VF__ARG_LISTED 1 /* a free-list block (size <= VF_OP_ARG_INLINE) */
+#define VF__ARG_HEAP 2   /* malloc'd */
+static inline uint8_t vf__argcopy_origin(const vf__argcopy *c)
+{
+    return c->ptr == NULL                ? VF__ARG_NONE
+           : c->size <= VF_OP_ARG_INLINE ? VF__ARG_LISTED
+                                         : VF__ARG_HEAP;
+}
+
+/* Free a copy known by its pointer and origin (VF__ARG_*). */
+void vf__argcopy_free_origin(void *ptr, uint8_t origin);
+
 #endif /* VF_ARG_H */

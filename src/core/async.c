@@ -92,7 +92,7 @@ void vf__async_describe(vf__async_ops *a, char *buf, size_t n)
     while (op != NULL && op->next != NULL)
         op = op->next;
     for (int k = 0; op != NULL && k < SHOWN; op = op->child, k++) {
-        const char *name = op->def->name;
+        const char *name = op->name;
         if (name[0] != '\0')
             put(buf, n, &len, "%s \"%s\" (op #%" PRIu64 ")", k ? "," : "", name,
                 op->place);
@@ -120,7 +120,7 @@ static int claim_completion(vf_completion done, const char *caller,
             memory_order_relaxed))
         return vf__fail(VF_EALREADY, "%s: this op was already completed",
                         caller);
-    vf__async_completed(&op->engine->async, op);
+    vf__async_completed(&vf__op_engine(op)->async, op);
     *out = op;
     return 0;
 }
@@ -156,8 +156,8 @@ VF_API int vf_completion_fail(vf_completion done, const vf_error *cause)
     message[sizeof message - 1] = '\0';
     op->status = VF_ESKIPPED;
     op->skipped = true;
-    op->failure = vf__engine_record_failure(op->engine, cause->code, name,
-                                            message, op->place, op->root);
+    op->failure = vf__engine_record_failure(vf__op_engine(op), cause->code,
+                                            name, message, op->place, op->root);
     vf__finish_completed(op);
     return 0;
 }

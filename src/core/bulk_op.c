@@ -77,28 +77,26 @@ void vf__bulk_fail_items(vf_engine *e, vf__bulk_batch *b, int rc,
 static int push_alone(vf_engine *e, const vf__bulk_batch *b,
                       vf__bulk_item *it)
 {
-    vf__op *op = vf__op_alloc(it->opr != NULL ? it->opr->nvars : it->nrefs);
+    const vf__opdef *def = it->opr != NULL
+                               ? &it->opr->def
+                               : vf__defs_share(
+                                     &e->defs,
+                                     &(vf__opdef){.engine = e,
+                                                  .kind = &vf__kind_user,
+                                                  .pool = b->pool,
+                                                  .no_skip = it->no_skip});
+    vf__op *op = def == NULL ? NULL
+                             : vf__op_alloc(it->opr != NULL ? it->opr->nvars
+                                                            : it->nrefs);
     if (op == NULL)
         return VF_ENOMEM;
+    op->fn = it->fn;
+    op->arg = it->arg; /* vf_operator_push_arg's, or the operator's */
+    op->done = it->done;
+    op->name = it->name;
     if (it->opr != NULL) {
         vf__op_stage_vars(op, it->opr->vars);
-        op->opr = it->opr;
-        op->def = &it->opr->def;
-        if (it->arg != it->opr->def.arg) { /* vf_operator_push_arg's */
-            op->own = it->opr->def;
-            op->own.arg = it->arg;
-            op->def = &op->own;
-        }
     } else {
-        vf__opdef *def = &op->own;
-        memset(def, 0, sizeof *def);
-        def->fn = it->fn;
-        def->arg = it->arg;
-        def->done = it->done;
-        def->name = it->name;
-        def->no_skip = it->no_skip;
-        def->kind = &vf__kind_user;
-        def->pool = b->pool;
         /* The item's refs were added in its own normal form (address
          * order) and keep that order through the union's renumbering. */
         for (int i = 0; i < it->nrefs; i++) {
@@ -107,20 +105,23 @@ static int push_alone(vf_engine *e, const vf__bulk_batch *b,
             ref.write = r & 1u;
             vf__op_stage_var(op, i, &ref);
         }
-        op->def = def;
     }
     op->priority = b->priority;
     op->place = b->place + (uint64_t)(it - b->items);
     op->root = b->root;
-    op->argcopy = it->argcopy; /* the op's to free, once pushed */
+    op->argcopy = vf__argcopy_origin(&it->argcopy); /* the op's, once
+                                                        pushed */
+    /* An operator's run holds a reference to it (op.c): the item's, once
+     * pushed. */
+    op->def = def;
     int rc = vf__engine_enqueue(e, op, "vf_engine_push (a bulk, op by op)");
     if (rc == 0) {
         it->opr = NULL; /* the op holds the reference now */
         it->argcopy = (vf__argcopy){NULL, 0};
         return 0;
     }
-    op->opr = NULL; /* the item keeps it (freed with the batch) */
-    op->argcopy = (vf__argcopy){NULL, 0}; /* still the item's */
+    op->def = NULL; /* the item keeps its reference (freed with the batch) */
+    op->argcopy = VF__ARG_NONE; /* still the item's */
     vf__op_free(op);
     return rc;
 }
@@ -136,17 +137,22 @@ void vf__bulk_batch_push(vf_engine *e, vf__bulk_batch *b)
     b->root = b->push_root != 0 ? b->push_root : b->place;
     int rc = batch_seal(b);
     bool sealed = rc == 0;
-    vf__op *op = sealed ? vf__op_alloc(b->nvars) : NULL;
+    /* Each op in it decides whether to skip (vf__bulk_run): no_skip. */
+    const vf__opdef *def = sealed ? vf__defs_share(
+                                        &e->defs,
+                                        &(vf__opdef){.engine = e,
+                                                     .kind = &vf__kind_bulk,
+                                                     .pool = b->pool,
+                                                     .no_skip = true})
+                                  : NULL;
+    vf__op *op = def != NULL ? vf__op_alloc(b->nvars) : NULL;
     if (op != NULL) {
         vf__op_stage_vars(op, b->vars);
-        vf__opdef *def = &op->own;
-        memset(def, 0, sizeof *def);
-        def->kind = &vf__kind_bulk;
-        def->arg = b;
-        def->name = "bulk";
-        def->no_skip = true; /* each op in it decides (vf__bulk_run) */
-        def->pool = b->pool;
         op->def = def;
+        op->fn = NULL;
+        op->arg = b;
+        op->done = NULL;
+        op->name = "bulk";
         op->priority = b->priority;
         op->place = b->place;
         op->root = b->root;
@@ -161,7 +167,7 @@ void vf__bulk_batch_push(vf_engine *e, vf__bulk_batch *b)
         atomic_fetch_sub_explicit(&e->bulk.bulks, 1, memory_order_relaxed);
         atomic_fetch_sub_explicit(&e->bulk.bulked, nitems,
                                   memory_order_relaxed);
-        def->kind = &vf__kind_user; /* the batch is freed below, not with it */
+        op->arg = NULL; /* the batch is freed below, not with the op */
         vf__op_free(op);
     }
     for (int i = 0; i < b->nitems; i++) {
@@ -189,9 +195,8 @@ void vf__bulk_batch_push(vf_engine *e, vf__bulk_batch *b)
  * them all. */
 void vf__bulk_run(vf__op *op, int worker, bool shutdown)
 {
-    vf_engine *e = op->engine;
-    const vf__opdef *def = op->def;
-    vf__bulk_batch *b = def->arg;
+    vf_engine *e = vf__op_engine(op);
+    vf__bulk_batch *b = op->arg;
     vf_run run; /* not zero-initialized: the message buffer is 256 bytes */
     run.op = op;
     run.worker = worker;
@@ -251,7 +256,7 @@ void vf__bulk_run(vf__op *op, int worker, bool shutdown)
 /* A batch held while stopped and never pushed: each op in it fails alone. */
 static void bulk_dropped(vf_engine *e, vf__op *op, int rc)
 {
-    vf__bulk_fail_items(e, op->def->arg, rc,
+    vf__bulk_fail_items(e, op->arg, rc,
                         "held while the engine was "
                         "stopped, and could not be "
                         "pushed at start");
@@ -264,9 +269,9 @@ static bool bulk_run(vf__op *op, int worker, bool shutdown)
     return true;
 }
 
-static void bulk_free_def(vf__opdef *def)
+static void bulk_free_arg(void *batch)
 {
-    vf__bulk_batch_free(def->arg);
+    vf__bulk_batch_free(batch);
 }
 
 /* A fused batch of user ops: observed as one op; each op in it is counted
@@ -274,5 +279,5 @@ static void bulk_free_def(vf__opdef *def)
 const vf__op_kind vf__kind_bulk = {.name = "bulk",
                                    .run = bulk_run,
                                    .dropped = bulk_dropped,
-                                   .free_def = bulk_free_def,
+                                   .free_arg = bulk_free_arg,
                                    .flags = VF__KIND_OBSERVED | VF__KIND_HELD};

@@ -28,12 +28,11 @@ static int device_op_begin(vf__op *op, const vf__device_class *cls,
                            vf__stream *s)
 {
     const vf__opdef *def = op->def;
-    vf_engine *e = op->engine;
+    vf_engine *e = vf__op_engine(op);
     int cap = op->nvars * (1 + VF__VAR_READ_FENCES);
     vf__devrun *d = vf__malloc(sizeof *d + (size_t)cap * sizeof d->inputs[0]);
     if (d == NULL)
-        return vf__fail(VF_ENOMEM, "device op \"%s\": out of memory",
-                        def->name);
+        return vf__fail(VF_ENOMEM, "device op \"%s\": out of memory", op->name);
     d->cls = cls;
     d->fence = NULL;
     d->start_ev = NULL;
@@ -106,7 +105,7 @@ static void device_span(vf__op *op, vf__event *end_ev)
     }
     uint64_t end = cls->event_time_ns(end_ev);
     if (start != 0 && end != 0)
-        vf__prof_op_device_span(op->engine->prof, op->prof, start, end);
+        vf__prof_op_device_span(vf__op_engine(op)->prof, op->prof, start, end);
 }
 
 /* The outcome of a device op whose work completed with `st` (its function
@@ -131,8 +130,9 @@ static void device_outcome(vf__op *op, const vf__event_status *st)
         op->skipped = true;
         return;
     }
-    op->failure = vf__engine_record_failure(op->engine, st->code, op->def->name,
-                                            st->message, op->place, op->root);
+    op->failure = vf__engine_record_failure(vf__op_engine(op), st->code,
+                                            op->name, st->message, op->place,
+                                            op->root);
     op->status = st->code;
 }
 
@@ -145,15 +145,14 @@ static void device_outcome(vf__op *op, const vf__event_status *st)
 static bool device_op_end(vf__op *op, const vf__device_class *cls,
                           vf__stream *s)
 {
-    vf_engine *e = op->engine;
+    vf_engine *e = vf__op_engine(op);
     const vf__opdef *def = op->def;
     vf__event *ev = NULL;
     vf__fence *f = NULL;
     int rrc = cls->record(s, &ev);
     if (rrc == 0 && (f = vf__calloc(1, sizeof *f)) == NULL) {
         cls->event_release(ev);
-        rrc = vf__fail(VF_ENOMEM, "device op \"%s\": out of memory",
-                       def->name);
+        rrc = vf__fail(VF_ENOMEM, "device op \"%s\": out of memory", op->name);
     }
     if (rrc != 0 || e->dev.sync || def->pool == NULL) {
         /* Synchronous: wait for the work here (or, when no event could be
@@ -192,11 +191,12 @@ bool vf__device_op_run(vf__op *op, int worker)
     vf__stream *s = NULL;
     int rc = def->pool != NULL
                  ? (s = vf__this_worker()->stream, 0)
-                 : vf__device_thread_stream(op->engine, d, &s);
+                 : vf__device_thread_stream(vf__op_engine(op), d, &s);
     if (rc == 0 && s == NULL) /* in a forked child, a device it lost */
-        rc = vf__fail(VF_ENODEV, "device op \"%s\": %s device %d cannot be "
-                                 "used in this forked child",
-                      def->name, d->cls->name, d->dev.id);
+        rc = vf__fail(VF_ENODEV,
+                      "device op \"%s\": %s device %d cannot be "
+                      "used in this forked child",
+                      op->name, d->cls->name, d->dev.id);
     if (rc == 0)
         rc = device_op_begin(op, d->cls, s);
     bool in_flight = false;
@@ -205,7 +205,7 @@ bool vf__device_op_run(vf__op *op, int worker)
     } else {
         vf_run run; /* not zero-initialized: the message is 256 bytes */
         run.op = op;
-        run.name = def->name;
+        run.name = op->name;
         run.worker = worker;
         run.cls = d->cls;
         run.stream = s;
@@ -224,7 +224,7 @@ static void device_op_drop(vf__op *op)
 {
     if (atomic_fetch_sub_explicit(&op->wait, 1, memory_order_acq_rel) != 1)
         return;
-    vf_engine *e = op->engine;
+    vf_engine *e = vf__op_engine(op);
     if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF))
         vf__op_hooks_record(op);
     uint64_t delta = -(VF__COUNT_PENDING | VF__COUNT_ACTIVE);
@@ -236,7 +236,7 @@ static void device_op_drop(vf__op *op)
 
 void vf__device_op_release(vf__op *op, vf__readylist *ready)
 {
-    vf_engine *e = op->engine;
+    vf_engine *e = vf__op_engine(op);
     vf__failure *failure = op->failure; /* before the completer may see */
     if (VF__UNLIKELY(op->hooks))
         vf__op_hooks_end(op);
@@ -282,9 +282,8 @@ static void resolve(vf__op *op)
 void vf__device_op_completed(vf__op *op)
 {
     resolve(op);
-    const vf__opdef *def = op->def;
-    if (def->done != NULL)
-        vf__call_done(op->engine, def->done, def->arg, op->status);
-    vf__count_op(op->engine, op);
+    if (op->done != NULL)
+        vf__call_done(vf__op_engine(op), op->done, op->arg, op->status);
+    vf__count_op(vf__op_engine(op), op);
     device_op_drop(op);
 }

@@ -141,6 +141,7 @@ static void free_engine(vf_engine *e)
     if (e->prof != NULL) /* creation failed: nothing to write */
         vf__prof_destroy(e->prof, NULL);
     vf__failure_log_destroy(&e->failures); /* after every var's unref */
+    vf__defs_destroy(&e->defs);            /* no op is left to point at one */
     vf__async_destroy(&e->async);
     pthread_mutex_destroy(&e->waits.lock);
     pthread_cond_destroy(&e->waits.cond);
@@ -206,7 +207,8 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
     e->engine_info = s.engine_info;
     e->help_on_wait = s.help_on_wait;
     atomic_init(&e->hooks, s.engine_info ? VF__HOOK_INFO : 0);
-    if (vf__failure_log_init(&e->failures) != 0 ||
+    if (vf__defs_init(&e->defs) != 0 ||
+        vf__failure_log_init(&e->failures) != 0 ||
         vf__async_init(&e->async) != 0) {
         free_engine(e);
         return vf__fail(VF_ENOMEM, "vf_engine_create: out of memory");
@@ -349,7 +351,7 @@ int vf__engine_admit_slow(vf_engine *e, bool nonblocking, const char *who)
         return vf__fail(VF_EAGAIN, "%s: %u ops in flight (max_inflight)", who,
                         e->max_inflight);
     vf__op *cur = vf__current_op();
-    if (cur != NULL && cur->engine == e) {
+    if (cur != NULL && vf__op_engine(cur) == e) {
         /* Inside an op, blocking could wait for this very op: help run
          * ready ops instead, and go over the bound when none is left. */
         vf__worker *me = vf__this_worker();

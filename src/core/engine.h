@@ -31,19 +31,19 @@
  *   4. at fork only (lifecycle.h): the registry lock, then each engine's
  *      life.op_lock, then every engine's bulk locks, the free-list depots,
  *      the tag table and each engine's life.lock, var table lock, failure
- *      log's lock, its reserve's lock, waits.lock, dev.lock and profiler
- *      lock; life.op_lock is otherwise held only around a stop or a start,
- *      which take dev.lock and life.lock under it;
+ *      log's lock, its reserve's lock, waits.lock, dev.lock, defs.lock
+ *      and profiler lock; life.op_lock is otherwise held only around a
+ *      stop or a start, which take dev.lock and life.lock under it;
  *   5. bulk (bulk.h): bulk.lock, then a thread's bulk spinlock, held
  *      across the push of a batch (so it is taken before everything a push
  *      takes: var locks, queue locks, free-list depots, life.lock when the
  *      engine holds pushes, the failure log's lock);
  *   6. leaves, never held while taking another lock: a worker's queue
- *      lock, a pool's sleep lock (sched.h), waits.lock, the failure
- *      reserve's lock, the var table lock, a free-list depot lock, the
- *      profiler's lock, the completer's lock (completer.h), a device's lock
- *      of per-thread streams (device_pools.h), the locks inside a device's
- *      streams and events.
+ *      lock, defs.lock (defs.h), a pool's sleep lock (sched.h),
+ *      waits.lock, the failure reserve's lock, the var table lock, a
+ *      free-list depot lock, the profiler's lock, the completer's lock
+ *      (completer.h), a device's lock of per-thread streams
+ *      (device_pools.h), the locks inside a device's streams and events.
  * User code (op functions, `done`, free callbacks) never runs under any of
  * them.
  */
@@ -56,6 +56,7 @@
 #include "base/common.h"
 #include "core/async.h"
 #include "core/bulk.h"
+#include "core/defs.h"
 #include "core/device_pools.h"
 #include "core/failure.h"
 #include "core/lifecycle.h"
@@ -138,6 +139,7 @@ struct vf_engine {
     _Atomic uint8_t hooks;
 
     vf__bulk_engine bulk; /* bulk execution (bulk.h) */
+    vf__defs defs;        /* the definitions its ops share (defs.h) */
     /* The table of vf_var_of (addr_vars.h), made on its first call:
      * acquire/release, so a thread that sees it sees it initialised. */
     _Atomic(struct vf__addr_vars *) addr_vars;
@@ -203,7 +205,9 @@ static inline uint64_t vf__engine_take_places(vf_engine *e, uint64_t n)
 static inline uint64_t vf__engine_push_root(vf_engine *e)
 {
     vf__op *parent = vf__current_op();
-    return VF__LIKELY(parent == NULL) || parent->engine != e ? 0 : parent->root;
+    return VF__LIKELY(parent == NULL) || vf__op_engine(parent) != e
+               ? 0
+               : parent->root;
 }
 
 static inline void vf__engine_place_op(vf_engine *e, vf__op *op, uint64_t n)

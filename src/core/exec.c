@@ -21,7 +21,7 @@ _Thread_local vf__op *vf__running_op;
 
 vf_engine *vf__current_op_engine(void)
 {
-    return vf__running_op ? vf__running_op->engine : NULL;
+    return vf__running_op ? vf__op_engine(vf__running_op) : NULL;
 }
 
 bool vf__thread_in_done(const vf_engine *e)
@@ -31,7 +31,7 @@ bool vf__thread_in_done(const vf_engine *e)
 
 bool vf__thread_in_engine(const vf_engine *e)
 {
-    if ((vf__running_op != NULL && vf__running_op->engine == e) ||
+    if ((vf__running_op != NULL && vf__op_engine(vf__running_op) == e) ||
         tls.done_engine == e)
         return true;
     vf__worker *w = vf__this_worker();
@@ -49,7 +49,7 @@ void vf__call_done(const vf_engine *e, vf_done_fn done, void *arg, int status)
 
 static void call_done(vf__op *op)
 {
-    vf__call_done(op->engine, op->def->done, op->def->arg, op->status);
+    vf__call_done(vf__op_engine(op), op->done, op->arg, op->status);
 }
 
 /* A user op: vf_engine_push or an operator push. Its body is run_body's own. */
@@ -87,11 +87,11 @@ vf__failure *vf__inherited_failure(vf__op *op, const uint32_t *refs, int nrefs,
     vf__failure *f = NULL;
     if (refs == NULL)
         for (int i = 0; i < op->nvars; i++)
-            f = earlier_live(op->engine, f, vf__dep_var(vf__op_dep(op, i)),
-                             place, devices);
+            f = earlier_live(vf__op_engine(op), f,
+                             vf__dep_var(vf__op_dep(op, i)), place, devices);
     else
         for (int r = 0; r < nrefs; r++)
-            f = earlier_live(op->engine, f,
+            f = earlier_live(vf__op_engine(op), f,
                              vf__dep_var(vf__op_dep(op, (int)(refs[r] >> 1))),
                              place, devices);
     return f;
@@ -102,7 +102,7 @@ vf__failure *vf__inherited_failure(vf__op *op, const uint32_t *refs, int nrefs,
 void vf__op_failed(vf__op *op, int code, const char *message)
 {
     op->status = code;
-    op->failure = vf__engine_record_failure(op->engine, code, op->def->name,
+    op->failure = vf__engine_record_failure(vf__op_engine(op), code, op->name,
                                             message, op->place, op->root);
 }
 
@@ -129,7 +129,7 @@ static bool run_body(vf__op *op, int worker)
     /* An engine with devices: a host-side op first meets the device work
      * its vars wait for (device_ops.h); then the vars it writes take over
      * their fences' failures, before anything of its own is written. */
-    uint8_t slow = atomic_load_explicit(&op->engine->slow,
+    uint8_t slow = atomic_load_explicit(&vf__op_engine(op)->slow,
                                         memory_order_relaxed);
     if (VF__UNLIKELY(slow)) {
         /* A no_skip device op, the one device op that runs over a failed
@@ -170,22 +170,22 @@ static bool run_body(vf__op *op, int worker)
         return vf__device_op_run(op, worker);
     vf_run run; /* not zero-initialized: the message buffer is 256 bytes */
     run.op = op;
-    run.name = def->name;
+    run.name = op->name;
     run.worker = worker;
     run.cls = NULL;
     run.stream = NULL;
     run.item_refs = NULL;
-    if (def->fn != NULL) {
+    if (!def->async) {
         vf__call_fn(op, &run);
         return true;
     }
     run.message[0] = '\0';
-    vf__async_started(&op->engine->async, op); /* until vf_completion_finish */
+    vf__async_started(&vf__op_engine(op)->async,
+                      op); /* until vf_completion_finish */
     vf__op *outer = vf__running_op;
     vf__running_op = op;
     uint64_t ticket = atomic_load_explicit(&op->ticket, memory_order_relaxed);
-    def->async_fn(&run, def->arg, (vf_completion){.op_ = op,
-                                                  .ticket_ = ticket});
+    op->async_fn(&run, op->arg, (vf_completion){.op_ = op, .ticket_ = ticket});
     vf__running_op = outer;
     return false;
 }
@@ -240,11 +240,11 @@ uint64_t vf__loop_op_released(const vf__op *op)
  * already counted active), count it out, free it. */
 static void finish(vf__op *op, vf__readylist *ready)
 {
-    vf_engine *e = op->engine;
+    vf_engine *e = vf__op_engine(op);
     const vf__opdef *def = op->def;
     if (VF__UNLIKELY(op->hooks))
         vf__op_hooks_end(op);
-    if (def->done != NULL)
+    if (op->done != NULL)
         call_done(op);
     vf__count_op(e, op);
 
@@ -278,7 +278,7 @@ static void finish(vf__op *op, vf__readylist *ready)
 
 static void run_inline_one(vf__op *op)
 {
-    vf_engine *e = op->engine;
+    vf_engine *e = vf__op_engine(op);
     vf__worker *w = vf__this_worker();
     int worker = w && w->pool->engine == e ? w->index : -1;
     if (run_body(op, worker)) {
@@ -357,7 +357,7 @@ bool vf__loop_run_one(vf__waiter *w, vf__worker *me)
         if (tls.loop_op == op) { /* async, still in flight: counted itself */
             uint64_t extra = loop_frame_returns();
             if (extra)
-                atomic_fetch_add(&op->engine->counts, extra);
+                atomic_fetch_add(&vf__op_engine(op)->counts, extra);
         }
         return true;
     }
@@ -457,7 +457,7 @@ vf__op *vf__worker_execute(vf__worker *w, vf__op *op)
 
 void vf__finish_completed(vf__op *op)
 {
-    vf_engine *e = op->engine; /* alive: this op is still pending */
+    vf_engine *e = vf__op_engine(op); /* alive: this op is still pending */
     atomic_fetch_add(&e->completers, 1);
     vf__readylist ready;
     vf__readylist_init(&ready);

@@ -40,11 +40,10 @@ void vf__op_failed(vf__op *op, int code, const char *message);
  * calls it (and a device op's, device_ops.c). */
 static inline void vf__call_fn(vf__op *op, vf_run *run)
 {
-    const vf__opdef *def = op->def;
     run->message[0] = '\0';
     vf__op *outer = vf__running_op;
     vf__running_op = op;
-    int rc = def->fn(run, def->arg);
+    int rc = op->fn(run, op->arg);
     vf__running_op = outer;
     if (rc != 0)
         vf__op_failed(op, rc, run->message);

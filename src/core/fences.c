@@ -88,7 +88,7 @@ void vf__fences_leave(vf__op *op, vf__fence *f)
             /* A read fence pushed out by a full var, from another stream,
              * must still be met by the next writer: meet it now. */
             if (!write && drop[k]->stream != f->stream)
-                vf__fence_host_wait(op->engine, drop[k]);
+                vf__fence_host_wait(vf__op_engine(op), drop[k]);
             vf__fence_unref(drop[k]);
         }
     }
@@ -98,7 +98,7 @@ void vf__fences_leave(vf__op *op, vf__fence *f)
 
 void vf__fences_host_wait(vf__op *op)
 {
-    vf_engine *e = op->engine;
+    vf_engine *e = vf__op_engine(op);
     vf__fence *fs[1 + VF__VAR_READ_FENCES];
     for (int i = 0; i < op->nvars; i++) {
         const vf__dep *d = vf__op_dep(op, i);

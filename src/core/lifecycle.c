@@ -121,16 +121,15 @@ static void drop_held(vf_engine *e, vf__op *op, int rc)
 
 void vf__engine_drop_op(vf_engine *e, vf__op *op, int rc)
 {
-    const vf__opdef *def = op->def;
     if (op->place == 0) /* never enqueued: its number now */
         vf__engine_place_op(e, op, 1);
     vf__failure_unref(vf__engine_record_failure(
-        e, rc, def->name,
+        e, rc, op->name,
         "held while the engine was stopped, and could "
         "not be pushed at start",
         op->place, op->root));
-    if (def->done != NULL)
-        def->done(def->arg, rc);
+    if (op->done != NULL)
+        op->done(op->arg, rc);
     atomic_fetch_add_explicit(&e->failed, 1, memory_order_relaxed);
     vf__op_free(op);
 }
@@ -290,7 +289,8 @@ static void engine_locks(vf_engine *e, bool lock)
 {
     pthread_mutex_t *m[] = {&e->life.lock,     &e->vars.lock,
                             &e->failures.lock, &e->failures.reserve.lock,
-                            &e->waits.lock,    &e->dev.lock};
+                            &e->waits.lock,    &e->dev.lock,
+                            &e->defs.lock};
     int n = (int)(sizeof m / sizeof m[0]);
     if (!lock)
         vf__prof_fork_lock(e->prof, false);

@@ -57,13 +57,9 @@ vf__op *vf__op_alloc(int nvars)
     op->priority = 0;
     op->seq = 0;
     op->def = NULL;
-    op->opr = NULL;
-    op->engine = NULL;
     op->failure = NULL;
-    op->pending_message = NULL;
-    op->waiter = NULL;
-    op->dev = NULL;
-    op->argcopy.ptr = NULL;
+    op->waiter = NULL; /* the side block's pointer: none */
+    op->argcopy = VF__ARG_NONE;
     op->hooks = 0;
     op->skipped = false;
     op->place = 0; /* none yet: the push gives it (push.c) */
@@ -104,10 +100,12 @@ int vf__op_copy_arg(vf__op *op, const char *who, const void *arg,
     int rc = vf__arg_check(who, arg, size);
     if (rc != 0)
         return rc;
-    if (!vf__argcopy_make(&op->argcopy, arg, size))
+    vf__argcopy c;
+    if (!vf__argcopy_make(&c, arg, size))
         return vf__fail(VF_ENOMEM, "%s: out of memory for a %zu-byte "
                                    "argument", who, size);
-    op->own.arg = op->argcopy.ptr;
+    op->arg = c.ptr;
+    op->argcopy = vf__argcopy_origin(&c);
     return 0;
 }
 
@@ -117,19 +115,22 @@ void vf__op_free(vf__op *op)
         vf__prof_op_dropped(op->prof);
     if (op->failure != NULL)
         vf__failure_unref(op->failure);
-    if (op->pending_message != NULL)
-        free(op->pending_message);
-    /* Two rare side blocks, one test on the hot path. */
-    if (VF__UNLIKELY(((uintptr_t)op->dev | (uintptr_t)op->argcopy.ptr) != 0)) {
-        if (op->dev != NULL)
+    const vf__opdef *def = op->def;
+    /* The rare cases, one test on the hot path: a side block (a device
+     * op's run, an async op's message; a waiter is its wait's to free),
+     * a copied argument, an argument that owns something (a batch). */
+    if (VF__UNLIKELY(((uintptr_t)op->waiter | op->argcopy) != 0 ||
+                     (def != NULL && def->kind->free_arg != NULL))) {
+        if (def != NULL && def->devctx != NULL && op->dev != NULL)
             vf__devrun_free(op->dev);
-        vf__argcopy_free(&op->argcopy);
+        else if (def != NULL && def->async && op->pending_message != NULL)
+            free(op->pending_message);
+        vf__argcopy_free_origin(op->arg, op->argcopy);
+        if (def != NULL && def->kind->free_arg != NULL && op->arg != NULL)
+            def->kind->free_arg(op->arg);
     }
-    if (op->opr != NULL)
-        vf__operator_unref(op->opr);
-    else if (VF__UNLIKELY(op->def == &op->own && op->own.kind != NULL &&
-                          op->own.kind->free_def != NULL))
-        op->own.kind->free_def(&op->own); /* a batch */
+    if (def != NULL && def->opr != NULL)
+        vf__operator_unref(def->opr);
     if (op->nvars <= VF__OP_LISTED_VARS)
         vf__fl_free(VF__FL_OP + op->nvars, op);
     else
@@ -349,11 +350,15 @@ int vf__opdef_fill(vf_engine *e, const char *who, const vf_op *op,
     int rc = route(e, who, op, &pool);
     if (rc != 0)
         return rc;
+    def->engine = e;
+    def->opr = NULL;
     def->fn = op->fn;
     def->async_fn = op->async_fn;
+    def->async = op->async_fn != NULL;
     def->arg = op->arg;
     def->done = op->done;
     def->name = op->name ? op->name : "";
+    def->next_shared = NULL;
     def->device = op->device;
     def->property = op->property;
     def->no_skip = op->no_skip;

@@ -9,9 +9,10 @@
  * serializes with other readers nor bumps x's version), sorted by address
  * so a push can lock all of them in one global order (two pushers can never
  * hold each other's locks); the op block holds it as its entries (vf__dep).
- * A one-shot vf_engine_push builds the definition inside the op block itself; a
- * vf_operator owns one and its var set, and each push points at the one
- * and copies the other into its entries.
+ * Ops share their definitions: a one-shot vf_engine_push the engine's for
+ * its kind, route and flags (defs.h), a run of a vf_operator the
+ * operator's; each push copies what differs from push to push (function,
+ * argument, done, name) into its block, and its var set into its entries.
  *
  * Life cycle of an op block (vf__op):
  *   push:      wait = nvars + 1, appended to every var's queue as one atomic
@@ -28,11 +29,9 @@
  * A block is the header (vf__op) and 16 bytes per var (vf__op_block_size).
  * Blocks for up to VF__OP_LISTED_VARS vars come from the per-thread free
  * lists (freelist.h), one list per var count; a larger one is the one
- * case that mallocs. An argument copied at push
- * (arg.h) is a side block of its own (argcopy), which the definition's
- * `arg` names; an operator run with an argument of its own
- * (vf_operator_push_arg) copies the operator's definition into `own`
- * with that argument, keeping the operator's var set and reference.
+ * case that mallocs. An argument copied at push (arg.h) is a side block
+ * of its own, which `arg` names; an operator run with an argument of its
+ * own (vf_operator_push_arg) takes that in place of the operator's.
  */
 #ifndef VF_OP_H
 #define VF_OP_H
@@ -132,9 +131,9 @@ typedef struct vf__op_kind {
      * (lifecycle.c): report it failed with `rc`, run what must run, free
      * it. NULL: as a user op. */
     void (*dropped)(vf_engine *e, vf__op *op, int rc);
-    /* Free what a one-shot definition of the kind owns (op.c). NULL:
-     * nothing. */
-    void (*free_def)(vf__opdef *def);
+    /* Free what the op's argument owns, if it is not NULL (op.c): a
+     * batch. NULL: nothing. */
+    void (*free_arg)(void *arg);
     uint8_t flags; /* VF__KIND_*: one load where the trip asks several */
 } vf__op_kind;
 
@@ -148,49 +147,76 @@ typedef struct vf__op_kind {
 extern const vf__op_kind vf__kind_user, vf__kind_wait, vf__kind_delete,
     vf__kind_bulk;
 
+/*
+ * A definition: what ops of one kind, route and flags share, by
+ * reference: the engine keeps one per combination in use (defs.h), an
+ * operator its own. An operator's also holds the function, argument,
+ * `done` and name that each of its runs copies into its op block; the
+ * engine's leave them unset (each push brings its own).
+ */
 struct vf__opdef {
-    vf_sync_fn fn;
-    vf_async_fn async_fn;
-    void *arg;
-    vf_done_fn done;
-    void (*free_fn)(void *); /* a delete: the var's free callback */
-    const char *name; /* never NULL */
+    vf_engine *engine;
+    vf_operator *opr; /* the operator it is part of, or NULL (defs.h) */
+    const vf__op_kind *kind;
+    vf__pool *pool;            /* where it runs when not inline */
+    struct vf__devctx *devctx; /* a device op's device; NULL: the CPU */
     vf_device device;
     vf_property property;
     bool no_skip;
     bool nonblocking; /* at the in-flight bound: VF_EAGAIN */
-    const vf__op_kind *kind;
     bool inline_run;  /* runs on the dispatching thread (async, wait, naive) */
-    vf__pool *pool;   /* where it runs when not inline */
-    struct vf__devctx *devctx; /* a device op's device; NULL: the CPU */
+    bool async;       /* its function is an async_fn */
+    /* An operator's run: its function (fn or async_fn), argument, done
+     * and name (never NULL). */
+    vf_sync_fn fn;
+    vf_async_fn async_fn;
+    void *arg;
+    vf_done_fn done;
+    const char *name;
+    struct vf__opdef *next_shared; /* the engine's list (defs.h) */
 };
 
+/*
+ * An op block: a 128-byte header and its var entries. What differs from
+ * one push to the next is in the header (function, argument, done, name);
+ * what ops share is behind `def`. The rare fields are pointers to side
+ * blocks made only when used: `side` (a waiter, a device op's run or an
+ * async op's message: one per kind) and `prof`.
+ */
 struct vf__op {
     vf__op *next;  /* ready lists, queue siblings; first word (free lists) */
     vf__op *child; /* ready queue (pairing heap) first child */
     /* acq_rel: the decrement to zero must see every var's release. */
     atomic_int wait;
     int priority;
-    int status;   /* 0, the op's error code, or VF_ESKIPPED (for `done`) */
-    uint64_t seq; /* FIFO order among equal priorities (set by the queue) */
+    int status; /* 0, the op's error code, or VF_ESKIPPED (for `done`) */
+    int nvars;  /* its var set's size: fixed when the block is made */
     /* Its place in push order, and its root's (failure.h): set by the
      * push; a fused op's items take place, place + 1, ... */
     uint64_t place, root;
-    const vf__opdef *def;
-    vf_operator *opr;       /* owner of `def`, holding a reference; or NULL */
-    vf_engine *engine;
-    vf__failure *failure;   /* own or inherited failure (a reference) */
-    char *pending_message;  /* async: vf_run_set_error before
-                               vf_completion_finish */
-    vf__waiter *waiter;     /* a wait marker only (wait.h) */
-    vf__devrun *dev;        /* a device op, from its start; or NULL */
-    vf__argcopy argcopy;    /* its copied argument (arg.h), def->arg; or
-                               none */
+    const vf__opdef *def; /* shared: the engine's or its operator's */
+    vf__failure *failure; /* own or inherited failure (a reference) */
+    union {               /* its function: def->async says which */
+        vf_sync_fn fn;
+        vf_async_fn async_fn;
+        void (*free_fn)(void *); /* a delete: the var's free callback */
+    };
+    void *arg; /* its argument: the push's, or its copy (argcopy) */
+    vf_done_fn done;
+    const char *name;          /* never NULL */
+    union {                    /* a side block of its kind's, or NULL */
+        vf__waiter *waiter;    /* a wait marker (wait.h) */
+        vf__devrun *dev;       /* a device op, from its start */
+        char *pending_message; /* async: vf_run_set_error before
+                                  vf_completion_finish */
+    };
+    vf__op_prof *prof; /* the profiler's record, when hooks & VF__HOOK_PROF */
     /* Async completion ticket: even while the op may be completed, odd once
      * it has been; bumped again when the block is reused, so a stale or
      * second vf_completion_finish fails its compare-and-swap (acq_rel). Kept
      * across free-list reuse: op_alloc never resets it. */
     _Atomic uint64_t ticket;
+    uint32_t seq; /* FIFO order among equal priorities (set by the queue) */
     /* Observers of this op (VF__HOOK_*), fixed at push: the one byte the
      * hot path tests, so an engine with nothing observing pays one test per
      * hook site. */
@@ -198,14 +224,20 @@ struct vf__op {
     /* The engine skipped it (status VF_ESKIPPED): its function never ran.
      * An op whose function returned VF_ESKIPPED itself failed. */
     bool skipped;
-    vf__op_prof *prof; /* the profiler's record, when hooks & VF__HOOK_PROF */
-    vf__opdef own; /* the definition of a one-shot push */
-    int nvars;     /* its var set's size: fixed when the block is made */
+    uint8_t argcopy; /* VF__ARG_*: whether `arg` is a copy it owns (arg.h) */
     /* Its var set in normal form (sorted by var address, each var once),
      * as entries that are also its places in the vars' queues: see
      * vf__dep; vf__op_dep finds entry i. */
     vf__dep deps[];
 };
+
+_Static_assert(sizeof(struct vf__op) <= 128, "an op header fits 128 bytes");
+
+/* The engine an op belongs to (its definition's). */
+static inline vf_engine *vf__op_engine(const vf__op *op)
+{
+    return op->def->engine;
+}
 
 /* Operators: a definition plus a reference count (one for the handle, one
  * per pushed run not finished yet). */
@@ -314,9 +346,9 @@ vf__op *vf__op_alloc(int nvars);
 void vf__op_stage_vars(vf__op *op, const vf__varref *vars);
 void vf__op_stage_var(vf__op *op, int i, const vf__varref *ref);
 
-/* Give a one-shot op (def == &op->own) a copy of `size` > 0 bytes of `arg`
- * as its argument (checked: vf__arg_check). 0, VF_EINVAL or VF_ENOMEM
- * with a detail naming `who`. */
+/* Give the op a copy of `size` > 0 bytes of `arg` as its argument
+ * (checked: vf__arg_check). 0, VF_EINVAL or VF_ENOMEM with a detail
+ * naming `who`. */
 int vf__op_copy_arg(vf__op *op, const char *who, const void *arg,
                     size_t size);
 
@@ -337,9 +369,23 @@ int vf__varset_build(vf_engine *e, const char *who, vf_var_list reads,
 
 /* Check an op description's fields (not its vars, nor its arg_size: the
  * caller that copies the argument checks it, vf__arg_check) and fill a
- * definition: routing included. Returns 0 or a VF_E* code with a detail. */
+ * definition: routing included, and the function, argument, done and
+ * name. Returns 0 or a VF_E* code with a detail. */
 int vf__opdef_fill(vf_engine *e, const char *who, const vf_op *op,
                    vf__opdef *def);
+
+/* Copy def's function, argument, done and name into the op (a run of an
+ * operator, or of a filled definition). */
+static inline void vf__op_take_run(vf__op *op, const vf__opdef *def)
+{
+    if (def->async)
+        op->async_fn = def->async_fn;
+    else
+        op->fn = def->fn;
+    op->arg = def->arg;
+    op->done = def->done;
+    op->name = def->name;
+}
 
 void vf__operator_unref(vf_operator *opr);
 

@@ -82,15 +82,15 @@ VF_API int vf_profile_take(vf_engine *e, vf_profile **out)
  * on (MXNet's MXNET_ENGINE_INFO). */
 static void info(const vf__op *op, const char *step, int worker)
 {
-    const vf__opdef *def = op->def;
     for (int i = 0; i < op->nvars; i++) {
         if (atomic_load_explicit(&vf__dep_var(vf__op_dep(op, i))->watched,
                                  memory_order_relaxed)) {
             fprintf(stderr,
                     "varflow: %s op \"%s\" on %s (worker %d, %d "
                     "vars, status %d)\n",
-                    step, def->name, vf_engine_type_name(op->engine->kind),
-                    worker, op->nvars, op->status);
+                    step, op->name,
+                    vf_engine_type_name(vf__op_engine(op)->kind), worker,
+                    op->nvars, op->status);
             return;
         }
     }
@@ -100,7 +100,7 @@ static void info(const vf__op *op, const char *step, int worker)
 void vf__op_hooks_start(vf__op *op, int worker)
 {
     if (op->hooks & VF__HOOK_PROF)
-        vf__prof_op_started(op->engine->prof, op->prof, worker);
+        vf__prof_op_started(vf__op_engine(op)->prof, op->prof, worker);
     if (op->hooks & VF__HOOK_INFO)
         info(op, "dispatch", worker);
 }
@@ -109,7 +109,7 @@ void vf__op_hooks_start(vf__op *op, int worker)
 void vf__op_hooks_end(vf__op *op)
 {
     if (op->hooks & VF__HOOK_PROF)
-        vf__prof_op_ended(op->engine->prof, op->prof, op->skipped);
+        vf__prof_op_ended(vf__op_engine(op)->prof, op->prof, op->skipped);
     if (op->hooks & VF__HOOK_INFO)
         info(op, "complete",
              vf__this_worker() ? vf__this_worker()->index : -1);
@@ -119,15 +119,15 @@ void vf__op_hooks_end(vf__op *op)
 void vf__op_hooks_record(vf__op *op)
 {
     const vf__opdef *def = op->def;
-    vf_engine *e = op->engine;
+    vf_engine *e = vf__op_engine(op);
     vf__prof_op_finished(
         e->prof, op->prof,
-        &(vf__prof_op_desc){.name = def->name,
+        &(vf__prof_op_desc){.name = op->name,
                             .pool = def->pool ? (int)(def->pool - e->pools)
                                               : -1,
                             .device = def->device,
                             .property = def->property,
-                            .async = def->async_fn != NULL,
+                            .async = def->async,
                             .status = op->status});
     op->hooks &= (uint8_t)~VF__HOOK_PROF;
     op->prof = NULL; /* freed by the profiler */

@@ -16,6 +16,7 @@
 #include "base/alloc.h"
 #include "core/arg.h"
 #include "core/bulk.h"
+#include "core/defs.h"
 #include "core/engine.h"
 #include "core/exec.h"
 #include "core/freelist.h"
@@ -42,7 +43,6 @@ int vf__engine_enqueue(vf_engine *e, vf__op *op, const char *who)
     int n = op->nvars;
 
     atomic_store_explicit(&op->wait, n + 1, memory_order_relaxed);
-    op->engine = e;
     if (def->kind->flags & VF__KIND_OBSERVED) {
         op->hooks = atomic_load_explicit(&e->hooks, memory_order_relaxed);
         if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF) &&
@@ -143,8 +143,8 @@ VF_API int vf_engine_push(vf_engine *e, const vf_op *desc)
         return rc < 0 ? rc : 0;
     /* The definition and the var set first: the set's size is the op
      * block's. */
-    vf__opdef def;
-    if ((rc = vf__opdef_fill(e, who, desc, &def)) != 0)
+    const vf__opdef *def;
+    if ((rc = vf__defs_for_push(e, who, desc, &def)) != 0)
         return rc;
     vf__varref small[SMALL_VARSET], *heap;
     rc = vf__varset_build(e, who, desc->reads, desc->writes, small,
@@ -158,9 +158,15 @@ VF_API int vf_engine_push(vf_engine *e, const vf_op *desc)
     }
     vf__op_stage_vars(op, heap ? heap : small);
     free(heap);
-    op->own = def;
-    op->def = &op->own;
-    op->priority = push_priority(&def, desc->priority);
+    op->def = def;
+    if (def->async)
+        op->async_fn = desc->async_fn;
+    else
+        op->fn = desc->fn;
+    op->arg = desc->arg;
+    op->done = desc->done;
+    op->name = desc->name ? desc->name : "";
+    op->priority = push_priority(def, desc->priority);
     if (VF__UNLIKELY(desc->arg_size != 0) &&
         (rc = vf__op_copy_arg(op, who, desc->arg, desc->arg_size)) != 0)
         goto fail;
@@ -226,6 +232,7 @@ VF_API int vf_operator_create(vf_engine *e, const vf_op *desc,
     }
     snprintf(opr->name, sizeof opr->name, "%s", opr->def.name);
     opr->def.name = opr->name;
+    opr->def.opr = opr; /* its runs hold a reference (op.c) */
     opr->magic = VF__OPERATOR_MAGIC;
     opr->engine = e;
     atomic_init(&opr->refs, 1);
@@ -267,7 +274,7 @@ static inline int operator_op_push(vf_engine *e, vf_operator *opr,
                                    vf__op *op, int priority, const char *who)
 {
     atomic_fetch_add_explicit(&opr->refs, 1, memory_order_relaxed);
-    op->opr = opr;
+    op->def = &opr->def; /* holds the reference: freed with the op */
     op->priority = push_priority(&opr->def, priority);
     int rc = vf__engine_enqueue(e, op, who);
     if (rc != 0)
@@ -289,13 +296,13 @@ VF_API int vf_operator_push(vf_engine *e, vf_operator *opr, int priority)
     vf__op *op = operator_op_alloc(opr, who);
     if (op == NULL)
         return VF_ENOMEM;
-    op->def = &opr->def;
+    vf__op_take_run(op, &opr->def);
     return operator_op_push(e, opr, op, priority, who);
 }
 
-/* As vf_operator_push, with an argument of this run's own: the op's
- * definition is the operator's, copied into the block with `arg` (or its
- * copy) in place of the operator's; its var set stays the operator's. */
+/* As vf_operator_push, with an argument of this run's own: the op shares
+ * the operator's definition and var set, and takes `arg` (or its copy)
+ * in place of the operator's argument. */
 VF_API int vf_operator_push_arg(vf_engine *e, vf_operator *opr, int priority,
                                 void *arg, size_t arg_size)
 {
@@ -311,13 +318,12 @@ VF_API int vf_operator_push_arg(vf_engine *e, vf_operator *opr, int priority,
     vf__op *op = operator_op_alloc(opr, who);
     if (op == NULL)
         return VF_ENOMEM;
-    op->own = opr->def;
-    op->own.arg = arg;
+    vf__op_take_run(op, &opr->def);
+    op->arg = arg;
     if (arg_size != 0 && (rc = vf__op_copy_arg(op, who, arg, arg_size)) != 0) {
-        vf__op_free(op);
+        vf__op_free(op); /* no reference taken yet: def is not set */
         return rc;
     }
-    op->def = &op->own;
     return operator_op_push(e, opr, op, priority, who);
 }
 

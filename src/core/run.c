@@ -16,7 +16,7 @@ VF_API int vf_run_input_failure(const vf_run *run, vf_error *out)
     vf__failure *f = vf__inherited_failure(
         run->op, run->item_refs, run->item_nrefs,
         run->item_refs != NULL ? run->place : run->op->place,
-        vf__engine_has_devices(run->op->engine));
+        vf__engine_has_devices(vf__op_engine(run->op)));
     if (f == NULL)
         return 0;
     if (out != NULL)
@@ -32,7 +32,7 @@ VF_API void vf_run_set_error(vf_run *run, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(run->message, sizeof run->message, fmt, ap);
     va_end(ap);
-    if (run->op->def->async_fn != NULL) {
+    if (run->op->def->async) {
         /* The run handle dies when async_fn returns; the completion may come
          * later, so an async op keeps its message in the op. */
         free(run->op->pending_message);
@@ -42,7 +42,7 @@ VF_API void vf_run_set_error(vf_run *run, const char *fmt, ...)
 
 VF_API vf_engine *vf_run_engine(const vf_run *run)
 {
-    return run ? run->op->engine : NULL;
+    return run ? vf__op_engine(run->op) : NULL;
 }
 
 VF_API int vf_run_worker(const vf_run *run)

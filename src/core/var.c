@@ -38,7 +38,7 @@ static void make_ready(vf__op *op, const vf__op *from, vf__readylist *ready)
         vf__prof_op_edge(op->prof, from->prof);
     if (vf__op_release(op, 1)) {
         if (recorded)
-            vf__prof_op_ready(op->engine->prof, op->prof);
+            vf__prof_op_ready(vf__op_engine(op)->prof, op->prof);
         vf__readylist_add(ready, op);
     }
 }

@@ -53,11 +53,10 @@ static bool run_delete(vf__op *op, int worker, bool shutdown)
 {
     (void)worker;
     (void)shutdown; /* frees even then */
-    const vf__opdef *def = op->def;
     vf__op *outer = vf__running_op;
     vf__running_op = op;
-    if (def->free_fn)
-        def->free_fn(def->arg);
+    if (op->free_fn)
+        op->free_fn(op->arg);
     vf__running_op = outer;
     return true;
 }
@@ -65,14 +64,14 @@ static bool run_delete(vf__op *op, int worker, bool shutdown)
 /* Its var's slot goes back once every op before it has finished. */
 static void delete_finished(vf__op *op)
 {
-    vf__var_free_slot(&op->engine->vars, vf__dep_var(&op->deps[0]));
+    vf__var_free_slot(&vf__op_engine(op)->vars, vf__dep_var(&op->deps[0]));
 }
 
 /* Held while stopped and never pushed: the free callback still runs. */
 static void delete_dropped(vf_engine *e, vf__op *op, int rc)
 {
-    if (op->def->free_fn != NULL)
-        op->def->free_fn(op->def->arg);
+    if (op->free_fn != NULL)
+        op->free_fn(op->arg);
     vf__engine_drop_op(e, op, rc);
 }
 
@@ -96,22 +95,23 @@ VF_API int vf_var_destroy(vf_engine *e, vf_var h, void (*free_fn)(void *),
         return rc == VF_ESTALE ? already_deleted(who, h)
                                : lookup_failed(who, h, rc);
     vf__bulk_flush_all(e); /* a batch may name the var (bulk.h) */
-    vf__op *op = vf__op_alloc(1);
+    const vf__opdef *def = vf__defs_share(
+        &e->defs, &(vf__opdef){.engine = e,
+                               .kind = &vf__kind_delete,
+                               .property = VF_PROP_DELETE_VAR,
+                               .pool = e->cpu_pool,
+                               .inline_run = e->cpu_pool == NULL});
+    vf__op *op = def != NULL ? vf__op_alloc(1) : NULL;
     if (op == NULL)
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     vf__op_stage_vars(
         op,
         &(vf__varref){.var = v, .gen = vf__var_handle_gen(h), .write = true});
-    vf__opdef *def = &op->own;
-    memset(def, 0, sizeof *def);
-    def->kind = &vf__kind_delete;
-    def->free_fn = free_fn;
-    def->arg = free_arg;
-    def->name = "vf_var_destroy";
-    def->property = VF_PROP_DELETE_VAR;
-    def->pool = e->cpu_pool;
-    def->inline_run = e->cpu_pool == NULL;
     op->def = def;
+    op->free_fn = free_fn;
+    op->arg = free_arg;
+    op->done = NULL;
+    op->name = "vf_var_destroy";
     op->priority = INT_MAX; /* jumps the ready queue: frees memory early */
     /* It never fails nor skips: it needs no number of its own, only a
      * place after the ops pushed before it (failure.h). */

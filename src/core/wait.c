@@ -53,7 +53,7 @@ void vf__waiter_unref(vf__waiter *w)
  * op returns (vf__waiter). */
 void vf__wait_marker_fire(vf__op *op)
 {
-    vf_engine *e = op->engine;
+    vf_engine *e = vf__op_engine(op);
     vf__waiter *w = op->waiter;
     int s = atomic_load(&w->state);
     while ((s == VF__W_IDLE || s == VF__W_BUSY) &&
@@ -299,10 +299,12 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
     }
     vf__bulk_flush_all(e); /* the ops it waits for may sit in a batch */
     vf__op *cur = vf__current_op();
-    bool nested = cur != NULL && cur->engine == e;
+    bool nested = cur != NULL && vf__op_engine(cur) == e;
     if (nested && op_writes(cur, v))
-        return vf__fail(VF_EDEADLK, "%s: op \"%s\" waits on a variable it "
-                                    "writes itself", who, cur->def->name);
+        return vf__fail(VF_EDEADLK,
+                        "%s: op \"%s\" waits on a variable it "
+                        "writes itself",
+                        who, cur->name);
     if (!nested && (rc = vf__engine_check_waitable(e, who)) != 0)
         return rc;
 
@@ -317,7 +319,10 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
     vf__spin_unlock(&v->lock);
 
     vf__waiter *w = vf__malloc(sizeof *w);
-    vf__op *op = vf__op_alloc(1);
+    const vf__opdef *def = vf__defs_share(
+        &e->defs,
+        &(vf__opdef){.engine = e, .kind = &vf__kind_wait, .inline_run = true});
+    vf__op *op = def != NULL ? vf__op_alloc(1) : NULL;
     if (w == NULL || op == NULL) {
         free(w);
         if (op)
@@ -333,11 +338,10 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
     w->sleep_pool = nested && me ? me->pool : NULL;
     w->nested = nested;
 
-    vf__opdef *def = &op->own;
-    memset(def, 0, sizeof *def);
-    def->kind = &vf__kind_wait;
-    def->inline_run = true;
-    def->name = who;
+    op->fn = NULL;
+    op->arg = NULL;
+    op->done = NULL;
+    op->name = who;
     vf__op_stage_vars(op, &(vf__varref){.var = v, .gen = gen, .write = false});
     op->def = def;
     op->waiter = w;
@@ -369,8 +373,10 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
         report(w->claimed, err);
         rc = VF_EOPFAILED;
     } else if (rc == VF_EDEADLK) {
-        vf__fail(rc, "%s: the wait can never finish (op \"%s\" would wait "
-                     "for ops that wait for it)", who, cur->def->name);
+        vf__fail(rc,
+                 "%s: the wait can never finish (op \"%s\" would wait "
+                 "for ops that wait for it)",
+                 who, cur->name);
     } else if (rc == VF_ETIMEDOUT) {
         timed_out(e, who, timeout_ms);
     }
@@ -433,10 +439,11 @@ static int wait_all(vf_engine *e, int64_t timeout_ms, vf_error *err,
     if (vf__thread_in_done(e))
         return refuse_in_done(who);
     vf__op *cur = vf__current_op();
-    if (cur != NULL && cur->engine == e)
-        return vf__fail(VF_EDEADLK, "%s: called inside op \"%s\", which "
-                                    "would wait for itself", who,
-                        cur->def->name);
+    if (cur != NULL && vf__op_engine(cur) == e)
+        return vf__fail(VF_EDEADLK,
+                        "%s: called inside op \"%s\", which "
+                        "would wait for itself",
+                        who, cur->name);
     int held = vf__engine_check_waitable(e, who);
     if (held != 0)
         return held;

@@ -136,9 +136,10 @@ static void hop_init(hop *h, vf_engine *e, vf__var *v, bool write)
     h->op->nvars = 1;
     vf__op_stage_var(h->op, 0,
                      &(vf__varref){.var = v, .gen = 1, .write = write});
-    h->def.name = "host op";
+    h->def.engine = e;
+    h->def.kind = &vf__kind_user;
+    h->op->name = "host op";
     h->op->def = &h->def;
-    h->op->engine = e;
 }
 
 /* Something a thread runs while the test checks whether it returned. */
