@@ -15,11 +15,13 @@ static _Thread_local unsigned round_robin;
 
 /* --- the ready queue: a FIFO lane and an intrusive pairing heap ---------- */
 
-/* Whether a runs before b: higher priority, then earlier arrival. */
+/* Whether a runs before b: higher priority, then earlier arrival (seq
+ * counts arrivals in 32 bits: compared as a difference, it stays right
+ * across a wrap while the heap's ops are fewer than 2^31 apart). */
 static bool runs_before(const vf__op *a, const vf__op *b)
 {
     return a->priority != b->priority ? a->priority > b->priority
-                                      : a->seq < b->seq;
+                                      : (int32_t)(a->seq - b->seq) < 0;
 }
 
 static vf__op *meld(vf__op *a, vf__op *b)

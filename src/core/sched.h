@@ -47,7 +47,7 @@ struct vf__worker {
     vf__op *fifo_head, *fifo_tail; /* qlock: priority-0 ops, in arrival */
     vf__op *root;   /* qlock: the heap's best op (other priorities) */
     int len;        /* qlock: lane and heap */
-    uint64_t next_seq; /* qlock: FIFO tie-break */
+    uint32_t next_seq; /* qlock: FIFO tie-break (wraps: sched.c) */
     /* seq_cst: mirrors `len` for sleepers and stealers (see above). */
     atomic_int qlen;
     /* Ops placed by threads other than this worker (a pusher, another
