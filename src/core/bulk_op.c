@@ -151,6 +151,7 @@ void vf__bulk_batch_push(vf_engine *e, vf__bulk_batch *b)
         op->def = def;
         op->fn = NULL;
         op->arg = b;
+        op->argcopy = VF__ARG_KIND; /* freed with the op (bulk_free_arg) */
         op->done = NULL;
         op->name = "bulk";
         op->priority = b->priority;
@@ -167,7 +168,7 @@ void vf__bulk_batch_push(vf_engine *e, vf__bulk_batch *b)
         atomic_fetch_sub_explicit(&e->bulk.bulks, 1, memory_order_relaxed);
         atomic_fetch_sub_explicit(&e->bulk.bulked, nitems,
                                   memory_order_relaxed);
-        op->arg = NULL; /* the batch is freed below, not with the op */
+        op->argcopy = VF__ARG_NONE; /* the batch is freed below */
         vf__op_free(op);
     }
     for (int i = 0; i < b->nitems; i++) {

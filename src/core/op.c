@@ -71,27 +71,14 @@ vf__op *vf__op_alloc(int nvars)
     return op;
 }
 
-void vf__op_stage_var(vf__op *op, int i, const vf__varref *ref)
+void vf__op_stage_var_far(vf__op *op, int i, const vf__varref *ref)
 {
-    uintptr_t bits = ref->write ? VF__DEP_WRITE : 0;
-    vf__dep *d;
-    if (VF__LIKELY(i < VF__DEP_RUN)) {
-        d = &op->deps[i];
-        bits |= (uintptr_t)i << 2;
-    } else {
-        d = vf__op_dep_far(op, i);
-        uintptr_t index = (uintptr_t)(i - VF__DEP_RUN) % (VF__DEP_RUN - 1) + 1;
-        d[-(intptr_t)index].var_w = (uintptr_t)op; /* its run's back slot */
-        bits |= index << 2 | VF__DEP_FAR;
-    }
-    d->var_w = (uintptr_t)ref->var | bits;
+    vf__dep *d = vf__op_dep_far(op, i);
+    uintptr_t index = (uintptr_t)(i - VF__DEP_RUN) % (VF__DEP_RUN - 1) + 1;
+    d[-(intptr_t)index].var_w = (uintptr_t)op; /* its run's back slot */
+    d->var_w = (uintptr_t)ref->var | index << 2 | VF__DEP_FAR |
+               (ref->write ? VF__DEP_WRITE : 0);
     d->gen = ref->gen;
-}
-
-void vf__op_stage_vars(vf__op *op, const vf__varref *vars)
-{
-    for (int i = 0; i < op->nvars; i++)
-        vf__op_stage_var(op, i, &vars[i]);
 }
 
 int vf__op_copy_arg(vf__op *op, const char *who, const void *arg,
@@ -118,16 +105,16 @@ void vf__op_free(vf__op *op)
     const vf__opdef *def = op->def;
     /* The rare cases, one test on the hot path: a side block (a device
      * op's run, an async op's message; a waiter is its wait's to free),
-     * a copied argument, an argument that owns something (a batch). */
-    if (VF__UNLIKELY(((uintptr_t)op->waiter | op->argcopy) != 0 ||
-                     (def != NULL && def->kind->free_arg != NULL))) {
+     * a copied argument, an argument its kind frees (a batch). */
+    if (VF__UNLIKELY(((uintptr_t)op->waiter | op->argcopy) != 0)) {
         if (def != NULL && def->devctx != NULL && op->dev != NULL)
             vf__devrun_free(op->dev);
         else if (def != NULL && def->async && op->pending_message != NULL)
             free(op->pending_message);
-        vf__argcopy_free_origin(op->arg, op->argcopy);
-        if (def != NULL && def->kind->free_arg != NULL && op->arg != NULL)
+        if (op->argcopy == VF__ARG_KIND)
             def->kind->free_arg(op->arg);
+        else
+            vf__argcopy_free_origin(op->arg, op->argcopy);
     }
     if (def != NULL && def->opr != NULL)
         vf__operator_unref(def->opr);

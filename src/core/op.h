@@ -131,8 +131,8 @@ typedef struct vf__op_kind {
      * (lifecycle.c): report it failed with `rc`, run what must run, free
      * it. NULL: as a user op. */
     void (*dropped)(vf_engine *e, vf__op *op, int rc);
-    /* Free what the op's argument owns, if it is not NULL (op.c): a
-     * batch. NULL: nothing. */
+    /* Free the op's argument when the op owns it as its kind's
+     * (argcopy VF__ARG_KIND, op.c): a batch. NULL: never. */
     void (*free_arg)(void *arg);
     uint8_t flags; /* VF__KIND_*: one load where the trip asks several */
 } vf__op_kind;
@@ -224,7 +224,8 @@ struct vf__op {
     /* The engine skipped it (status VF_ESKIPPED): its function never ran.
      * An op whose function returned VF_ESKIPPED itself failed. */
     bool skipped;
-    uint8_t argcopy; /* VF__ARG_*: whether `arg` is a copy it owns (arg.h) */
+    uint8_t argcopy; /* VF__ARG_*: whether `arg` is a copy it owns (arg.h),
+                        or VF__ARG_KIND: its kind's to free (free_arg) */
     /* Its var set in normal form (sorted by var address, each var once),
      * as entries that are also its places in the vars' queues: see
      * vf__dep; vf__op_dep finds entry i. */
@@ -232,6 +233,8 @@ struct vf__op {
 };
 
 _Static_assert(sizeof(struct vf__op) <= 128, "an op header fits 128 bytes");
+
+#define VF__ARG_KIND 3 /* beside arg.h's VF__ARG_*: the kind frees `arg` */
 
 /* The engine an op belongs to (its definition's). */
 static inline vf_engine *vf__op_engine(const vf__op *op)
@@ -343,8 +346,23 @@ vf__op *vf__op_alloc(int nvars);
 
 /* Stage the op's var set (op->nvars refs in normal form) in its entries,
  * for vf__engine_enqueue: all of it, or entry i. */
-void vf__op_stage_vars(vf__op *op, const vf__varref *vars);
-void vf__op_stage_var(vf__op *op, int i, const vf__varref *ref);
+void vf__op_stage_var_far(vf__op *op, int i, const vf__varref *ref);
+static inline void vf__op_stage_var(vf__op *op, int i, const vf__varref *ref)
+{
+    if (VF__UNLIKELY(i >= VF__DEP_RUN)) {
+        vf__op_stage_var_far(op, i, ref);
+        return;
+    }
+    op->deps[i].var_w = (uintptr_t)ref->var | (uintptr_t)i << 2 |
+                        (ref->write ? VF__DEP_WRITE : 0);
+    op->deps[i].gen = ref->gen;
+}
+
+static inline void vf__op_stage_vars(vf__op *op, const vf__varref *vars)
+{
+    for (int i = 0; i < op->nvars; i++)
+        vf__op_stage_var(op, i, &vars[i]);
+}
 
 /* Give the op a copy of `size` > 0 bytes of `arg` as its argument
  * (checked: vf__arg_check). 0, VF_EINVAL or VF_ENOMEM with a detail
