@@ -90,10 +90,9 @@ static int push_alone(vf_engine *e, const vf__bulk_batch *b,
                                                             : it->nrefs);
     if (op == NULL)
         return VF_ENOMEM;
-    op->fn = it->fn;
-    op->arg = it->arg; /* vf_operator_push_arg's, or the operator's */
-    op->done = it->done;
-    op->name = it->name;
+    /* A batch holds sync ops only; `arg` is vf_operator_push_arg's, or
+     * the operator's. */
+    vf__op_set_run(op, false, it->fn, NULL, it->arg, it->done, it->name);
     if (it->opr != NULL) {
         vf__op_stage_vars(op, it->opr->vars);
     } else {

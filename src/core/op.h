@@ -392,17 +392,26 @@ int vf__varset_build(vf_engine *e, const char *who, vf_var_list reads,
 int vf__opdef_fill(vf_engine *e, const char *who, const vf_op *op,
                    vf__opdef *def);
 
-/* Copy def's function, argument, done and name into the op (a run of an
- * operator, or of a filled definition). */
+/* Give the op what differs from push to push: its function (`fn`, or
+ * `async_fn` when `async`), argument, done and name (NULL: ""). */
+static inline void vf__op_set_run(vf__op *op, bool async, vf_sync_fn fn,
+                                  vf_async_fn async_fn, void *arg,
+                                  vf_done_fn done, const char *name)
+{
+    if (async)
+        op->async_fn = async_fn;
+    else
+        op->fn = fn;
+    op->arg = arg;
+    op->done = done;
+    op->name = name != NULL ? name : "";
+}
+
+/* The same from a definition that holds a run (an operator's). */
 static inline void vf__op_take_run(vf__op *op, const vf__opdef *def)
 {
-    if (def->async)
-        op->async_fn = def->async_fn;
-    else
-        op->fn = def->fn;
-    op->arg = def->arg;
-    op->done = def->done;
-    op->name = def->name;
+    vf__op_set_run(op, def->async, def->fn, def->async_fn, def->arg, def->done,
+                   def->name);
 }
 
 void vf__operator_unref(vf_operator *opr);

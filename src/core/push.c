@@ -159,13 +159,8 @@ VF_API int vf_engine_push(vf_engine *e, const vf_op *desc)
     vf__op_stage_vars(op, heap ? heap : small);
     free(heap);
     op->def = def;
-    if (def->async)
-        op->async_fn = desc->async_fn;
-    else
-        op->fn = desc->fn;
-    op->arg = desc->arg;
-    op->done = desc->done;
-    op->name = desc->name ? desc->name : "";
+    vf__op_set_run(op, def->async, desc->fn, desc->async_fn, desc->arg,
+                   desc->done, desc->name);
     op->priority = push_priority(def, desc->priority);
     if (VF__UNLIKELY(desc->arg_size != 0) &&
         (rc = vf__op_copy_arg(op, who, desc->arg, desc->arg_size)) != 0)
