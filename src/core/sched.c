@@ -120,21 +120,19 @@ static bool any_queued(const vf__pool *p)
     return false;
 }
 
-/* Work was queued: wake a sleeper unless a spinner will find it. */
+/* Work was queued: wake a sleeper unless a spinner will find it. With
+ * nobody asleep, the common case while workers are busy, this is one
+ * load. */
 static void maybe_wake_one(vf__pool *p)
 {
-    if (atomic_load(&p->nspinning) == 0 && atomic_load(&p->nsleeping) > 0) {
-        pthread_mutex_lock(&p->sleep_lock);
-        pthread_cond_signal(&p->sleep_cond);
-        pthread_mutex_unlock(&p->sleep_lock);
-    }
+    if (vf__ecount_waiters(&p->sleepers) > 0 && atomic_load(&p->nspinning) == 0)
+        vf__ecount_notify(&p->sleepers, false);
 }
 
 void vf__pool_wake_all(vf__pool *p)
 {
-    pthread_mutex_lock(&p->sleep_lock);
-    pthread_cond_broadcast(&p->sleep_cond);
-    pthread_mutex_unlock(&p->sleep_lock);
+    if (vf__ecount_waiters(&p->sleepers) > 0)
+        vf__ecount_notify(&p->sleepers, true);
 }
 
 /* --- placing and taking ------------------------------------------------ */
@@ -174,8 +172,7 @@ void vf__pool_submit(vf__pool *p, vf__op *op)
         } while (!atomic_compare_exchange_weak(&w->inbox, &head, op));
     }
     if (VF__UNLIKELY(p->spread)) {
-        if (atomic_load(&p->nsleeping) > 0) /* its owner may be one */
-            vf__pool_wake_all(p);
+        vf__pool_wake_all(p); /* its owner may be any sleeper */
         return;
     }
     maybe_wake_one(p);
@@ -283,25 +280,25 @@ static bool spin_for_work(vf__pool *p)
 void vf__pool_idle_wait(vf__pool *p, bool (*wake_pred)(void *), void *arg,
                         const vf__deadline *until)
 {
-    pthread_mutex_lock(&p->sleep_lock);
-    atomic_fetch_add(&p->nsleeping, 1);
-    if (!(wake_pred && wake_pred(arg)) && !any_queued(p) &&
-        !atomic_load(&p->stop))
-        vf__cond_wait_until(&p->sleep_cond, &p->sleep_lock, until);
-    atomic_fetch_sub(&p->nsleeping, 1);
-    pthread_mutex_unlock(&p->sleep_lock);
+    /* Counted in before the rescan, which sees anything placed before a
+     * placer could read the count as zero (sched.h). */
+    uint32_t key = vf__ecount_prepare(&p->sleepers);
+    if ((wake_pred && wake_pred(arg)) || any_queued(p) || atomic_load(&p->stop))
+        vf__ecount_cancel(&p->sleepers);
+    else
+        vf__ecount_wait(&p->sleepers, key, until);
 }
 
 /* A worker took queued work. If more is queued and nobody spins, wake a
  * sleeper for it: otherwise a worker woken for one op of a burst would leave
  * the rest to workers that sleep on (found by a 3-reader rendezvous on 3
- * workers). The cheap nsleeping test comes first: with nobody asleep there
- * is nothing to do. */
+ * workers). The cheap test of the waiter count comes first: with nobody
+ * asleep there is nothing to do. */
 static void pass_the_baton(vf__pool *p)
 {
-    if (atomic_load(&p->nsleeping) > 0 && atomic_load(&p->nspinning) == 0 &&
-        any_queued(p))
-        maybe_wake_one(p);
+    if (vf__ecount_waiters(&p->sleepers) > 0 &&
+        atomic_load(&p->nspinning) == 0 && any_queued(p))
+        vf__ecount_notify(&p->sleepers, false);
 }
 
 static void *worker_main(void *arg)
@@ -343,14 +340,12 @@ int vf__pool_init(vf__pool *p, vf_engine *e, const char *name, int n,
     p->engine = e;
     p->name = name;
     atomic_init(&p->nspinning, 0);
-    atomic_init(&p->nsleeping, 0);
     atomic_init(&p->stop, false);
     p->workers = vf__aligned_calloc(VF__CACHELINE,
                                     (size_t)n * sizeof *p->workers);
     if (p->workers == NULL)
         return VF_ENOMEM;
-    if (pthread_mutex_init(&p->sleep_lock, NULL) != 0 ||
-        vf__cond_init_monotonic(&p->sleep_cond) != 0) {
+    if (vf__ecount_init(&p->sleepers) != 0) {
         free(p->workers);
         p->workers = NULL;
         return VF_ESYSTEM;
@@ -407,8 +402,7 @@ void vf__pool_destroy(vf__pool *p)
                    atomic_load(&p->workers[i].inbox) == NULL);
         pthread_mutex_destroy(&p->workers[i].qlock);
     }
-    pthread_mutex_destroy(&p->sleep_lock);
-    pthread_cond_destroy(&p->sleep_cond);
+    vf__ecount_destroy(&p->sleepers);
     free(p->workers);
     p->workers = NULL;
 }
