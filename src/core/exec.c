@@ -275,6 +275,45 @@ static void finish(vf__op *op, vf__readylist *ready)
 
 /* --- dispatching ------------------------------------------------------- */
 
+/* Ready ops bound for pools, gathered per pool and handed over together
+ * (vf__pool_submit_list: one compare-and-swap and one wake check per pool,
+ * not per op), each pool's in arrival order. One finish nearly always
+ * readies ops of one pool, rarely of a few; a pool beyond BATCH_POOLS
+ * hands over those gathered so far first (a later batch of a pool follows
+ * its earlier one, so arrival order holds). */
+#define BATCH_POOLS 4
+
+typedef struct pool_batches {
+    int n;
+    vf__pool *pool[BATCH_POOLS];
+    vf__readylist ops[BATCH_POOLS];
+} pool_batches;
+
+static void batches_submit(pool_batches *b)
+{
+    for (int i = 0; i < b->n; i++)
+        vf__pool_submit_list(b->pool[i], &b->ops[i]);
+    b->n = 0;
+}
+
+static void batches_add(pool_batches *b, vf__op *op)
+{
+    vf__pool *p = op->def->pool;
+    int i = 0;
+    while (i < b->n && b->pool[i] != p)
+        i++;
+    if (i == b->n) {
+        if (i == BATCH_POOLS) {
+            batches_submit(b);
+            i = 0;
+        }
+        b->pool[i] = p;
+        vf__readylist_init(&b->ops[i]);
+        b->n = i + 1;
+    }
+    vf__readylist_add(&b->ops[i], op);
+}
+
 static void run_inline_one(vf__op *op)
 {
     vf_engine *e = op->engine;
@@ -419,15 +458,42 @@ bool vf__run_deferred(void)
     return true;
 }
 
-void vf__dispatch_list(vf__readylist *ready)
+/* Hand the gathered pool ops over, then run the inline ones: ready at
+ * once, the pool ops need not wait for them (ready ops are independent:
+ * any order of them is the serial program's). Inline: with nothing to do,
+ * the usual case on a worker, it costs two tests. */
+static inline void hand_over(pool_batches *b, vf__readylist *inl)
 {
+    if (b->n > 0)
+        batches_submit(b);
+    vf__op *op;
+    while ((op = vf__readylist_pop(inl)) != NULL)
+        run_inline(op);
+}
+
+static void dispatch_some(vf__readylist *ready)
+{
+    pool_batches batches;
+    batches.n = 0;
+    vf__readylist inl;
+    vf__readylist_init(&inl);
     vf__op *op;
     while ((op = vf__readylist_pop(ready)) != NULL) {
         if (op->def->inline_run)
-            run_inline(op);
+            vf__readylist_add(&inl, op);
         else
-            vf__pool_submit(op->def->pool, op);
+            batches_add(&batches, op);
     }
+    hand_over(&batches, &inl);
+}
+
+/* Small enough to inline where an op finishes: an empty list, the usual
+ * case in the naive engine (nothing is pushed yet to be made ready), costs
+ * a test. */
+void vf__dispatch_list(vf__readylist *ready)
+{
+    if (ready->head != NULL)
+        dispatch_some(ready);
 }
 
 vf__op *vf__worker_execute(vf__worker *w, vf__op *op)
@@ -441,16 +507,23 @@ vf__op *vf__worker_execute(vf__worker *w, vf__op *op)
         finish(op, &ready);
     else
         vf__device_op_release(op, &ready);
+    /* Other pools' ops and inline ones as vf__dispatch_list has them;
+     * then this pool's are placed. */
+    pool_batches others;
+    others.n = 0;
+    vf__readylist inl;
+    vf__readylist_init(&inl);
     while ((op = vf__readylist_pop(&ready)) != NULL) {
         if (!op->def->inline_run && op->def->pool == w->pool)
             vf__readylist_add(&mine, op);
         else if (op->def->inline_run && tls.loop_waiter != NULL)
             vf__readylist_add(&tls.deferred, op); /* the wait loop runs it */
         else if (op->def->inline_run)
-            run_inline(op);
+            vf__readylist_add(&inl, op);
         else
-            vf__pool_submit(op->def->pool, op);
+            batches_add(&others, op);
     }
+    hand_over(&others, &inl);
     return vf__worker_place(w, &mine);
 }
 

@@ -156,24 +156,60 @@ static void drain_inbox(vf__worker *w)
     }
 }
 
-void vf__pool_submit(vf__pool *p, vf__op *op)
+/* Put the chain `first`.. (linked by `next`, oldest first) on w's inbox
+ * with one compare-and-swap (seq_cst: sleepers rescan inboxes, see
+ * sched.h). The inbox is a stack, newest on top, that drain_inbox
+ * reverses: the chain goes on reversed, its oldest op deepest, so the
+ * drain gives the ops below it, then the chain's in arrival order. */
+static void inbox_push_chain(vf__worker *w, vf__op *first)
 {
+    vf__op *top = NULL, *op = first;
+    while (op != NULL) {
+        vf__op *next = op->next;
+        op->next = top;
+        top = op;
+        op = next;
+    }
+    vf__op *head = atomic_load_explicit(&w->inbox, memory_order_relaxed);
+    do {
+        first->next = head;
+    } while (!atomic_compare_exchange_weak(&w->inbox, &head, top));
+}
+
+/* A device pool: every op to the next worker's inbox in turn (each worker
+ * takes only its own: the ops spread over the streams), and the sleepers
+ * all woken, since the one whose inbox got an op may be any of them. */
+static void submit_spread(vf__pool *p, vf__readylist *ops)
+{
+    vf__op *op;
+    while ((op = vf__readylist_pop(ops)) != NULL) {
+        op->next = NULL;
+        inbox_push_chain(&p->workers[round_robin++ % (unsigned)p->nworkers],
+                         op);
+    }
+    vf__pool_wake_all(p);
+}
+
+void vf__pool_submit_list(vf__pool *p, vf__readylist *ops)
+{
+    if (ops->count == 0)
+        return;
+    if (VF__UNLIKELY(p->spread)) {
+        submit_spread(p, ops);
+        return;
+    }
     vf__worker *w = vf__this_worker_;
-    if (w != NULL && w->pool == p && !p->spread) {
+    if (w != NULL && w->pool == p) {
         pthread_mutex_lock(&w->qlock); /* its own queue: no one else's */
-        queue_push(w, op);
+        vf__op *op;
+        while ((op = vf__readylist_pop(ops)) != NULL)
+            queue_push(w, op);
         atomic_store(&w->qlen, w->len);
         pthread_mutex_unlock(&w->qlock);
     } else {
         w = &p->workers[round_robin++ % (unsigned)p->nworkers];
-        vf__op *head = atomic_load_explicit(&w->inbox, memory_order_relaxed);
-        do {
-            op->next = head;
-        } while (!atomic_compare_exchange_weak(&w->inbox, &head, op));
-    }
-    if (VF__UNLIKELY(p->spread)) {
-        vf__pool_wake_all(p); /* its owner may be any sleeper */
-        return;
+        inbox_push_chain(w, ops->head);
+        vf__readylist_init(ops);
     }
     maybe_wake_one(p);
 }
@@ -183,9 +219,7 @@ vf__op *vf__worker_place(vf__worker *w, vf__readylist *mine)
     if (mine->count == 0)
         return NULL;
     if (VF__UNLIKELY(w->pool->spread)) {
-        vf__op *op;
-        while ((op = vf__readylist_pop(mine)) != NULL)
-            vf__pool_submit(w->pool, op);
+        vf__pool_submit_list(w->pool, mine);
         return NULL;
     }
     if (mine->count == 1 &&

@@ -16,8 +16,15 @@
  *     worker's inbox (a lock-free stack), which the next take from that
  *     worker moves into its queue.
  *
- * Device pools (`spread`) place every op round-robin and a worker takes
- * only from its own queue (see vf__pool); placing wakes every sleeper.
+ * Ready ops go over in batches: a list of ops bound for one pool (the ops
+ * one finish made ready) is placed with one lock round trip on the
+ * worker's own queue, or one compare-and-swap on one inbox (the whole
+ * chain spliced on, so the reversal at drain keeps arrival order), and one
+ * wake check; round-robin moves on per batch.
+ *
+ * Device pools (`spread`) place every op round-robin, batch or not, and a
+ * worker takes only from its own queue (see vf__pool); placing wakes every
+ * sleeper.
  *
  * Sleeping. A worker with nothing to do spins briefly, then sleeps on the
  * pool's event count (base/ecount.h: a futex on Linux). Placing work wakes
@@ -114,8 +121,18 @@ void vf__pool_stop(vf__pool *p);
  * any. */
 void vf__pool_destroy(vf__pool *p);
 
-/* Place a ready op on the pool (from any thread). */
-void vf__pool_submit(vf__pool *p, vf__op *op);
+/* Place ready ops bound for the pool (from any thread), as one batch (see
+ * above); `ops` is left empty. Takes a worker's queue lock at most. */
+void vf__pool_submit_list(vf__pool *p, vf__readylist *ops);
+
+/* Place one ready op on the pool (from any thread): a batch of one. */
+static inline void vf__pool_submit(vf__pool *p, vf__op *op)
+{
+    vf__readylist one;
+    vf__readylist_init(&one);
+    vf__readylist_add(&one, op);
+    vf__pool_submit_list(p, &one);
+}
 
 /* The worker the calling thread is (of any engine); NULL otherwise. Read
  * on every run and finish: inline. */
