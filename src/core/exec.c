@@ -458,19 +458,9 @@ bool vf__run_deferred(void)
     return true;
 }
 
-/* Hand the gathered pool ops over, then run the inline ones: ready at
- * once, the pool ops need not wait for them (ready ops are independent:
- * any order of them is the serial program's). Inline: with nothing to do,
- * the usual case on a worker, it costs two tests. */
-static inline void hand_over(pool_batches *b, vf__readylist *inl)
-{
-    if (b->n > 0)
-        batches_submit(b);
-    vf__op *op;
-    while ((op = vf__readylist_pop(inl)) != NULL)
-        run_inline(op);
-}
-
+/* Pool ops are handed over, per pool, before the inline ones run: ready
+ * at once, they need not wait for them (ready ops are independent: any
+ * order of them is the serial program's). */
 static void dispatch_some(vf__readylist *ready)
 {
     pool_batches batches;
@@ -484,12 +474,14 @@ static void dispatch_some(vf__readylist *ready)
         else
             batches_add(&batches, op);
     }
-    hand_over(&batches, &inl);
+    batches_submit(&batches);
+    while ((op = vf__readylist_pop(&inl)) != NULL)
+        run_inline(op);
 }
 
 /* Small enough to inline where an op finishes: an empty list, the usual
- * case in the naive engine (nothing is pushed yet to be made ready), costs
- * a test. */
+ * case (the naive engine: nothing is pushed yet to be made ready; a
+ * worker: every op made ready is its own pool's), costs a test. */
 void vf__dispatch_list(vf__readylist *ready)
 {
     if (ready->head != NULL)
@@ -507,23 +499,17 @@ vf__op *vf__worker_execute(vf__worker *w, vf__op *op)
         finish(op, &ready);
     else
         vf__device_op_release(op, &ready);
-    /* Other pools' ops and inline ones as vf__dispatch_list has them;
-     * then this pool's are placed. */
-    pool_batches others;
-    others.n = 0;
-    vf__readylist inl;
-    vf__readylist_init(&inl);
+    vf__readylist rest; /* other pools' ops and inline ones */
+    vf__readylist_init(&rest);
     while ((op = vf__readylist_pop(&ready)) != NULL) {
         if (!op->def->inline_run && op->def->pool == w->pool)
             vf__readylist_add(&mine, op);
         else if (op->def->inline_run && tls.loop_waiter != NULL)
             vf__readylist_add(&tls.deferred, op); /* the wait loop runs it */
-        else if (op->def->inline_run)
-            vf__readylist_add(&inl, op);
         else
-            batches_add(&others, op);
+            vf__readylist_add(&rest, op);
     }
-    hand_over(&others, &inl);
+    vf__dispatch_list(&rest);
     return vf__worker_place(w, &mine);
 }
 

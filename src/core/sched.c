@@ -179,10 +179,11 @@ static void inbox_push_chain(vf__worker *w, vf__op *first)
 /* A device pool: every op to the next worker's inbox in turn (each worker
  * takes only its own: the ops spread over the streams), and the sleepers
  * all woken, since the one whose inbox got an op may be any of them. */
-static void submit_spread(vf__pool *p, vf__readylist *ops)
+static void place_spread(vf__pool *p, vf__op *first)
 {
-    vf__op *op;
-    while ((op = vf__readylist_pop(ops)) != NULL) {
+    while (first != NULL) {
+        vf__op *op = first;
+        first = op->next;
         op->next = NULL;
         inbox_push_chain(&p->workers[round_robin++ % (unsigned)p->nworkers],
                          op);
@@ -190,28 +191,43 @@ static void submit_spread(vf__pool *p, vf__readylist *ops)
     vf__pool_wake_all(p);
 }
 
-void vf__pool_submit_list(vf__pool *p, vf__readylist *ops)
+/* Place the chain `first`.. (linked by `next`, oldest first, not empty) as
+ * one batch (sched.h). */
+static void place_chain(vf__pool *p, vf__op *first)
 {
-    if (ops->count == 0)
-        return;
     if (VF__UNLIKELY(p->spread)) {
-        submit_spread(p, ops);
+        place_spread(p, first);
         return;
     }
     vf__worker *w = vf__this_worker_;
     if (w != NULL && w->pool == p) {
         pthread_mutex_lock(&w->qlock); /* its own queue: no one else's */
-        vf__op *op;
-        while ((op = vf__readylist_pop(ops)) != NULL)
+        while (first != NULL) {
+            vf__op *op = first;
+            first = op->next;
             queue_push(w, op);
+        }
         atomic_store(&w->qlen, w->len);
         pthread_mutex_unlock(&w->qlock);
     } else {
-        w = &p->workers[round_robin++ % (unsigned)p->nworkers];
-        inbox_push_chain(w, ops->head);
-        vf__readylist_init(ops);
+        inbox_push_chain(&p->workers[round_robin++ % (unsigned)p->nworkers],
+                         first);
     }
     maybe_wake_one(p);
+}
+
+void vf__pool_submit(vf__pool *p, vf__op *op)
+{
+    op->next = NULL;
+    place_chain(p, op);
+}
+
+void vf__pool_submit_list(vf__pool *p, vf__readylist *ops)
+{
+    if (ops->head == NULL)
+        return;
+    place_chain(p, ops->head);
+    vf__readylist_init(ops);
 }
 
 vf__op *vf__worker_place(vf__worker *w, vf__readylist *mine)

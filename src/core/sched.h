@@ -126,13 +126,7 @@ void vf__pool_destroy(vf__pool *p);
 void vf__pool_submit_list(vf__pool *p, vf__readylist *ops);
 
 /* Place one ready op on the pool (from any thread): a batch of one. */
-static inline void vf__pool_submit(vf__pool *p, vf__op *op)
-{
-    vf__readylist one;
-    vf__readylist_init(&one);
-    vf__readylist_add(&one, op);
-    vf__pool_submit_list(p, &one);
-}
+void vf__pool_submit(vf__pool *p, vf__op *op);
 
 /* The worker the calling thread is (of any engine); NULL otherwise. Read
  * on every run and finish: inline. */
