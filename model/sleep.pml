@@ -10,12 +10,18 @@
  *                   increment, a batch one increment by its size (one
  *                   compare-and-swap, vf__pool_submit_list)
  *   nspinning       vf__pool.nspinning
- *   waiters, epoch  vf__ecount.waiters and .epoch
+ *   waiters, owed,  vf__ecount.state's three parts: sleepers counted in,
+ *   epoch           the wakes notify-ones owe them, the epoch
  *   inkernel[w]     worker w blocked in FUTEX_WAIT (the kernel's queue):
  *                   vf__ecount_wait compares the epoch and queues itself
  *                   in one step, as the kernel does under its hash lock
- *   notify          vf__ecount_notify: bump the epoch, then FUTEX_WAKE one
- *                   (any one blocked) or all
+ *   prepare         count in and read the epoch: one step (one word)
+ *   notify          vf__ecount_notify: owe a wake (one more, none when
+ *                   every sleeper is owed one already; or all) and bump
+ *                   the epoch in one step, then FUTEX_WAKE one (any one
+ *                   blocked) or all
+ *   leave           a sleeper counted out (after its wait, or cancelling)
+ *                   pays off one owed wake, if any
  *   maybe_wake_one  sched.c's, pass_the_baton, spin_for_work's baton
  *   proctype Placer a thread placing K ops: one by one, or as one batch
  *   proctype Worker worker_main: take (then pass the baton), else spin
@@ -39,6 +45,9 @@
  *   1  a sleeper reads the epoch after its recheck, not before
  *   2  a placer reads the waiter count before it publishes the op
  *   3  vf__ecount_wait blocks without comparing the epoch
+ *   4  a leaving sleeper does not pay off an owed wake
+ *   5  prepare counts in and reads the epoch in two steps (the first
+ *      design of the owed wakes, which this model caught)
  *
  * Not modeled: deadlines (a timed wait only returns earlier), nested
  * waiters' wake predicates (woken by vf__pool_wake_all like the stop is),
@@ -56,28 +65,56 @@
 #define NW 2
 #define K 2
 
-byte queued, taken, nspinning, waiters, epoch;
+byte queued, taken, nspinning, waiters, owed, epoch;
 bool stop;
 bool inkernel[NW];
 
 inline notify(all)
 {
-    atomic {
-        epoch++;
+    atomic { /* owe: one compare-and-swap */
         if
-        :: all -> inkernel[0] = 0; inkernel[1] = 0
-        :: !all && inkernel[0] -> inkernel[0] = 0
-        :: !all && inkernel[1] -> inkernel[1] = 0
+        :: waiters > 0 && (all || owed < waiters) ->
+            if
+            :: all -> owed = waiters
+            :: else -> owed++
+            fi;
+            epoch++;
+            ok = 1
+        :: else -> ok = 0
+        fi
+    }
+    if
+    :: ok ->
+        atomic {
+            if
+            :: all -> inkernel[0] = 0; inkernel[1] = 0
+            :: !all && inkernel[0] -> inkernel[0] = 0
+            :: !all && inkernel[1] -> inkernel[1] = 0
+            :: else -> skip
+            fi
+        }
+    :: else -> skip
+    fi
+}
+
+inline leave()
+{
+    atomic {
+        waiters--;
+#if MUTANT != 4
+        if
+        :: owed > 0 -> owed--
         :: else -> skip
         fi
+#endif
     }
 }
 
-/* Wake one unless nobody sleeps or a spinner will find the work. */
+/* Wake one unless nobody is left to wake or a spinner will find the work. */
 inline maybe_wake_one()
 {
     if
-    :: waiters > 0 ->
+    :: waiters > owed ->
         if
         :: nspinning == 0 -> notify(false)
         :: else -> skip
@@ -90,7 +127,7 @@ inline place(n)
 {
 #if MUTANT == 2
     if
-    :: waiters > 0 -> queued = queued + n; notify(false)
+    :: waiters > owed -> queued = queued + n; notify(false)
     :: else -> queued = queued + n
     fi
 #else
@@ -101,6 +138,7 @@ inline place(n)
 
 proctype Placer()
 {
+    bool ok;
 #if SCENARIO == 1
     place(1);
     place(1)
@@ -111,7 +149,7 @@ proctype Placer()
 
 proctype Worker(byte me)
 {
-    bool took, found;
+    bool took, found, ok;
     byte key, last;
     do
     :: atomic { stop && queued == 0 -> break }
@@ -125,7 +163,7 @@ proctype Worker(byte me)
         if
         :: took -> /* pass_the_baton */
             if
-            :: waiters > 0 ->
+            :: waiters > owed ->
                 if
                 :: nspinning == 0 ->
                     if
@@ -146,16 +184,20 @@ proctype Worker(byte me)
             fi
             if
             :: !found -> /* vf__pool_idle_wait */
+#if MUTANT == 1 || MUTANT == 5
                 waiters++;
-#if MUTANT != 1
+#endif
+#if MUTANT == 5
                 key = epoch;
+#elif MUTANT != 1
+                atomic { waiters++; key = epoch }
 #endif
                 found = queued > 0 || stop;
 #if MUTANT == 1
                 key = epoch;
 #endif
                 if
-                :: found -> waiters-- /* cancel */
+                :: found -> leave() /* cancel */
                 :: else ->
                     atomic { /* FUTEX_WAIT: compare and queue, one step */
 #if MUTANT == 3
@@ -168,7 +210,7 @@ proctype Worker(byte me)
 #endif
                     }
                     !inkernel[me]; /* blocked until a notify takes it out */
-                    waiters--
+                    leave()
                 fi
             :: else -> skip
             fi
@@ -178,6 +220,7 @@ proctype Worker(byte me)
 
 proctype Stopper()
 {
+    bool ok;
     taken == K; /* every op was taken: vf__pool_stop */
     stop = 1;
     if

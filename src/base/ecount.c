@@ -5,26 +5,53 @@
 
 #include "base/common.h"
 
+/* Owe a wake and bump the epoch, in one step: one more wake (false when
+ * nobody sleeps, or every sleeper is owed one already: nothing to do), or
+ * one for every sleeper. */
+static bool owe(vf__ecount *ec, bool all)
+{
+    uint64_t s = atomic_load(&ec->state), n;
+    do {
+        uint32_t sleepers = vf__ecount_sleepers_(s);
+        uint32_t owed = vf__ecount_owed_(s);
+        if (sleepers == 0 || (!all && owed == sleepers))
+            return false;
+        n = s + VF__ECOUNT_EPOCH +
+            (all ? (uint64_t)(sleepers - owed) * VF__ECOUNT_OWED
+                 : VF__ECOUNT_OWED);
+    } while (!atomic_compare_exchange_weak(&ec->state, &s, n));
+    return true;
+}
+
 #if VF__ECOUNT_FUTEX
 
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-static void futex(_Atomic uint32_t *word, int op, uint32_t val,
+/* The epoch: the high half of `state`, a 32-bit word the kernel reads and
+ * compares. */
+static uint32_t *epoch_word(vf__ecount *ec)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    return (uint32_t *)(void *)&ec->state + 1;
+#else
+    return (uint32_t *)(void *)&ec->state;
+#endif
+}
+
+static void futex(vf__ecount *ec, int op, uint32_t val,
                   const struct timespec *at, uint32_t mask)
 {
-    /* An _Atomic uint32_t is a plain 32-bit word here, which the kernel
-     * reads and compares (EAGAIN: it changed, ETIMEDOUT, EINTR: all mean
-     * "return, the caller looks again"). */
-    (void)syscall(SYS_futex, (uint32_t *)word, op | FUTEX_PRIVATE_FLAG, val, at,
+    /* EAGAIN (the epoch moved), ETIMEDOUT, EINTR: all mean "return, the
+     * caller looks again". */
+    (void)syscall(SYS_futex, epoch_word(ec), op | FUTEX_PRIVATE_FLAG, val, at,
                   NULL, mask);
 }
 
 int vf__ecount_init(vf__ecount *ec)
 {
-    atomic_init(&ec->epoch, 0);
-    atomic_init(&ec->waiters, 0);
+    atomic_init(&ec->state, 0);
     return 0;
 }
 
@@ -37,24 +64,23 @@ void vf__ecount_wait(vf__ecount *ec, uint32_t key, const vf__deadline *until)
 {
     /* FUTEX_WAIT_BITSET's time is absolute on CLOCK_MONOTONIC, as a
      * vf__deadline's is; a deadline already passed returns at once. */
-    futex(&ec->epoch, FUTEX_WAIT_BITSET, key,
+    futex(ec, FUTEX_WAIT_BITSET, key,
           until == NULL || until->forever ? NULL : &until->at,
           FUTEX_BITSET_MATCH_ANY);
-    atomic_fetch_sub(&ec->waiters, 1);
+    vf__ecount_leave_(ec);
 }
 
 void vf__ecount_notify(vf__ecount *ec, bool all)
 {
-    atomic_fetch_add(&ec->epoch, 1);
-    futex(&ec->epoch, FUTEX_WAKE, all ? INT_MAX : 1, NULL, 0);
+    if (owe(ec, all))
+        futex(ec, FUTEX_WAKE, all ? INT_MAX : 1, NULL, 0);
 }
 
 #else /* the portable fallback */
 
 int vf__ecount_init(vf__ecount *ec)
 {
-    atomic_init(&ec->epoch, 0);
-    atomic_init(&ec->waiters, 0);
+    atomic_init(&ec->state, 0);
     if (pthread_mutex_init(&ec->lock, NULL) != 0)
         return VF_ESYSTEM;
     if (vf__cond_init_monotonic(&ec->cond) != 0) {
@@ -73,15 +99,16 @@ void vf__ecount_destroy(vf__ecount *ec)
 void vf__ecount_wait(vf__ecount *ec, uint32_t key, const vf__deadline *until)
 {
     pthread_mutex_lock(&ec->lock);
-    if (atomic_load(&ec->epoch) == key)
+    if (vf__ecount_epoch(ec) == key)
         vf__cond_wait_until(&ec->cond, &ec->lock, until);
     pthread_mutex_unlock(&ec->lock);
-    atomic_fetch_sub(&ec->waiters, 1);
+    vf__ecount_leave_(ec);
 }
 
 void vf__ecount_notify(vf__ecount *ec, bool all)
 {
-    atomic_fetch_add(&ec->epoch, 1);
+    if (!owe(ec, all))
+        return;
     /* Taken after the bump: a sleeper that compared the old epoch under
      * the lock is inside its wait by now, and a later one sees the bump. */
     pthread_mutex_lock(&ec->lock);

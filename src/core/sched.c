@@ -125,7 +125,7 @@ static bool any_queued(const vf__pool *p)
  * load. */
 static void maybe_wake_one(vf__pool *p)
 {
-    if (vf__ecount_waiters(&p->sleepers) > 0 && atomic_load(&p->nspinning) == 0)
+    if (vf__ecount_unwoken(&p->sleepers) > 0 && atomic_load(&p->nspinning) == 0)
         vf__ecount_notify(&p->sleepers, false);
 }
 
@@ -346,7 +346,7 @@ void vf__pool_idle_wait(vf__pool *p, bool (*wake_pred)(void *), void *arg,
  * asleep there is nothing to do. */
 static void pass_the_baton(vf__pool *p)
 {
-    if (vf__ecount_waiters(&p->sleepers) > 0 &&
+    if (vf__ecount_unwoken(&p->sleepers) > 0 &&
         atomic_load(&p->nspinning) == 0 && any_queued(p))
         vf__ecount_notify(&p->sleepers, false);
 }

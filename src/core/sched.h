@@ -30,14 +30,17 @@
  * pool's event count (base/ecount.h: a futex on Linux). Placing work wakes
  * one sleeper only when no worker is spinning (a spinner will find it).
  * The lost-wake-up race is closed Dekker-style with sequentially
- * consistent atomics: a sleeper counts itself in (prepare: waiters++,
- * then it reads the epoch) and then rescans every queue length and inbox
- * (and its wake predicate) before it blocks on that epoch; a placer
- * publishes the queue length (or its inbox push) and then reads the
- * waiter count. Either the placer sees the sleeper, and its notify bumps
- * the epoch, so the sleeper does not block or is woken; or the sleeper's
- * rescan sees the work. While workers are busy nobody sleeps: placing
- * costs one load of a line only sleepers write, and no system call.
+ * consistent atomics: a sleeper counts itself in and reads the epoch (one
+ * step: prepare) and then rescans every queue length and inbox (and its
+ * wake predicate) before it blocks on that epoch; a placer publishes the
+ * queue length (or its inbox push) and then reads how many sleepers are
+ * owed no wake yet. Either the placer sees such a sleeper, and its notify
+ * owes it a wake and bumps the epoch, so the sleeper does not block or is
+ * woken; or every sleeper it sees is owed a wake already, so one is awake
+ * or waking and rescans before it sleeps again; or the sleeper's rescan
+ * sees the work (model/sleep.pml checks this). While workers are busy
+ * nobody sleeps: placing costs one load of a line only sleepers and
+ * wakers write, and no system call; a burst wakes each sleeper once.
  *
  * Lock order: a worker's queue lock is a leaf: no other lock is taken
  * while holding it, and no user code runs under it. The event count takes

@@ -6,7 +6,9 @@
  *
  * It checks that a notify between prepare and wait is not lost (the wait
  * returns), that a wait with a deadline returns without any notify, that
- * waiters are counted in and out, that one notify-all releases every
+ * waiters are counted in and out, that a notify-one to sleepers all owed
+ * a wake already does nothing and a leaving sleeper pays one off, that
+ * one notify-all releases every
  * blocked sleeper, and, over many rounds with threads, that no wake-up is
  * lost between a publisher and sleepers that use the protocol of ecount.h
  * with no deadline: a lost one leaves a sleeper blocked for good, which
@@ -21,14 +23,14 @@ TEST_CASE(notify_before_wait_is_not_lost)
     vf__ecount ec;
     REQUIRE(vf__ecount_init(&ec) == 0);
     uint32_t key = vf__ecount_prepare(&ec);
-    CHECK_EQ(vf__ecount_waiters(&ec), 1);
+    CHECK_EQ(vf__ecount_waiters(&ec), 1u);
     vf__ecount_notify(&ec, false);
     vf__ecount_wait(&ec, key, NULL); /* would block for good if lost */
-    CHECK_EQ(vf__ecount_waiters(&ec), 0);
+    CHECK_EQ(vf__ecount_waiters(&ec), 0u);
     key = vf__ecount_prepare(&ec);
     vf__ecount_notify(&ec, true);
     vf__ecount_wait(&ec, key, NULL);
-    CHECK_EQ(vf__ecount_waiters(&ec), 0);
+    CHECK_EQ(vf__ecount_waiters(&ec), 0u);
     vf__ecount_destroy(&ec);
 }
 
@@ -38,10 +40,50 @@ TEST_CASE(cancel_counts_out)
     REQUIRE(vf__ecount_init(&ec) == 0);
     (void)vf__ecount_prepare(&ec);
     (void)vf__ecount_prepare(&ec);
-    CHECK_EQ(vf__ecount_waiters(&ec), 2);
+    CHECK_EQ(vf__ecount_waiters(&ec), 2u);
     vf__ecount_cancel(&ec);
     vf__ecount_cancel(&ec);
-    CHECK_EQ(vf__ecount_waiters(&ec), 0);
+    CHECK_EQ(vf__ecount_waiters(&ec), 0u);
+    vf__ecount_destroy(&ec);
+}
+
+/* A notify-one owes the sleeper a wake: a second one finds nobody unwoken
+ * and does nothing (the epoch moves once); leaving pays the wake off, and
+ * a notify with nobody counted does nothing either. */
+TEST_CASE(owed_wakes)
+{
+    vf__ecount ec;
+    REQUIRE(vf__ecount_init(&ec) == 0);
+    vf__ecount_notify(&ec, false);
+    vf__ecount_notify(&ec, true);
+    CHECK_EQ(vf__ecount_epoch(&ec), 0u); /* nobody to wake */
+    uint32_t k1 = vf__ecount_prepare(&ec);
+    uint32_t k2 = vf__ecount_prepare(&ec);
+    CHECK_EQ(vf__ecount_unwoken(&ec), 2u);
+    vf__ecount_notify(&ec, false);
+    CHECK_EQ(vf__ecount_unwoken(&ec), 1u);
+    vf__ecount_notify(&ec, false);
+    CHECK_EQ(vf__ecount_unwoken(&ec), 0u);
+    CHECK_EQ(vf__ecount_epoch(&ec), 2u);
+    vf__ecount_notify(&ec, false); /* both owed one: nothing */
+    CHECK_EQ(vf__ecount_epoch(&ec), 2u);
+    vf__ecount_wait(&ec, k1, NULL); /* returns: the epoch moved */
+    CHECK_EQ(vf__ecount_waiters(&ec), 1u);
+    CHECK_EQ(vf__ecount_unwoken(&ec), 0u); /* one paid off, one owed */
+    vf__ecount_cancel(&ec);
+    /* Epoch 2, nobody counted, nothing owed. */
+    CHECK_EQ(atomic_load(&ec.state), (uint64_t)2 << 32);
+    (void)k2;
+    /* A notify-all owes every sleeper a wake, owed one already or not. */
+    (void)vf__ecount_prepare(&ec);
+    vf__ecount_notify(&ec, false);
+    uint32_t k3 = vf__ecount_prepare(&ec);
+    vf__ecount_notify(&ec, true);
+    CHECK_EQ(vf__ecount_epoch(&ec), 4u);
+    CHECK_EQ(vf__ecount_unwoken(&ec), 0u);
+    vf__ecount_wait(&ec, k3, NULL);
+    vf__ecount_cancel(&ec);
+    CHECK_EQ(atomic_load(&ec.state), (uint64_t)4 << 32);
     vf__ecount_destroy(&ec);
 }
 
@@ -53,14 +95,14 @@ TEST_CASE(deadline_ends_a_wait)
     vf__deadline passed = vf__deadline_in_ms(0);
     uint32_t key = vf__ecount_prepare(&ec);
     vf__ecount_wait(&ec, key, &passed);
-    CHECK_EQ(vf__ecount_waiters(&ec), 0);
+    CHECK_EQ(vf__ecount_waiters(&ec), 0u);
     vf__deadline soon = vf__deadline_in_ms(5);
     while (!vf__deadline_passed(&soon)) { /* spurious returns: loop */
         key = vf__ecount_prepare(&ec);
         vf__ecount_wait(&ec, key, &soon);
     }
-    CHECK_EQ(vf__ecount_waiters(&ec), 0);
-    CHECK_EQ(atomic_load(&ec.epoch), 0u); /* nobody notified */
+    CHECK_EQ(vf__ecount_waiters(&ec), 0u);
+    CHECK_EQ(vf__ecount_epoch(&ec), 0u); /* nobody notified */
     vf__ecount_destroy(&ec);
 }
 
@@ -87,7 +129,7 @@ static void sleep_until(shared *s, int want)
 static void publish(shared *s, bool all)
 {
     atomic_fetch_add(&s->round, 1);
-    if (vf__ecount_waiters(&s->ec) > 0)
+    if (all ? vf__ecount_waiters(&s->ec) > 0 : vf__ecount_unwoken(&s->ec) > 0)
         vf__ecount_notify(&s->ec, all);
 }
 
@@ -115,7 +157,7 @@ TEST_CASE(notify_all_releases_every_sleeper)
         t[i] = tu_thread_start(all_sleeper, s);
     for (int r = 1; r <= s->rounds; r++) {
         if (r % 64 == 0) /* now and then, let them all block first */
-            while (vf__ecount_waiters(&s->ec) < NSLEEPERS)
+            while (vf__ecount_waiters(&s->ec) < (uint32_t)NSLEEPERS)
                 sched_yield();
         tu_phase("notify-all rounds");
         publish(s, true);
@@ -126,7 +168,7 @@ TEST_CASE(notify_all_releases_every_sleeper)
     for (int i = 0; i < NSLEEPERS; i++)
         tu_thread_join(t[i]);
     CHECK_EQ(atomic_load(&s->arrived), s->rounds * NSLEEPERS);
-    CHECK_EQ(vf__ecount_waiters(&s->ec), 0);
+    CHECK_EQ(vf__ecount_waiters(&s->ec), 0u);
     vf__ecount_destroy(&s->ec);
     free(s);
 }
@@ -156,7 +198,7 @@ TEST_CASE(ping_pong_loses_no_wake_up)
     }
     tu_thread_join(t);
     CHECK_EQ(atomic_load(&s->round), s->rounds);
-    CHECK_EQ(vf__ecount_waiters(&s->ec), 0);
+    CHECK_EQ(vf__ecount_waiters(&s->ec), 0u);
     vf__ecount_destroy(&s->ec);
     free(s);
 }

@@ -31,7 +31,7 @@
 /* Until `n` threads are counted asleep on the pool (or about to be). */
 static void until_asleep(vf__pool *p, int n)
 {
-    while (vf__ecount_waiters(&p->sleepers) < n)
+    while (vf__ecount_waiters(&p->sleepers) < (uint32_t)n)
         sched_yield();
 }
 
