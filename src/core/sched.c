@@ -6,8 +6,13 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "core/config.h"
 #include "core/engine.h"
 #include "core/exec.h"
+
+/* A pool's sleepers are its workers (a nested waiter is one of them). */
+_Static_assert(VF__MAX_WORKERS < 0xffff,
+               "a pool's sleepers fit the event count's 16 bits (ecount.h)");
 
 /* The worker this thread is (sched.h reads it inline), or NULL. */
 _Thread_local vf__worker *vf__this_worker_;
@@ -121,8 +126,8 @@ static bool any_queued(const vf__pool *p)
 }
 
 /* Work was queued: wake a sleeper unless a spinner will find it. With
- * nobody asleep, the common case while workers are busy, this is one
- * load. */
+ * nobody to wake (nobody asleep, the common case while workers are busy,
+ * or every sleeper already owed a wake), this is one load. */
 static void maybe_wake_one(vf__pool *p)
 {
     if (vf__ecount_unwoken(&p->sleepers) > 0 && atomic_load(&p->nspinning) == 0)
