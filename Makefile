@@ -159,7 +159,8 @@ bench-cxx:
 # `make fuzz` builds fuzz/fuzz_engine.c with clang's libFuzzer into
 # build-fuzz/ and fuzzes for FUZZ_SECONDS (default 60); `make model-check`
 # checks model/varflow.pml with spin (4 scenarios, safety and LTL, 5 mutants
-# that must be caught). Each ends with "N passed, N failed".
+# that must be caught) and model/sleep.pml (2 scenarios, safety, 5 mutants).
+# Each ends with "N passed, N failed".
 VF_SOAK_SECONDS ?= 300
 FUZZ_SECONDS    ?= 60
 

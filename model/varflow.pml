@@ -98,10 +98,11 @@
  *     taking each lock is a step of its own, as are the releases of the
  *     wait counters that follow an unlock;
  *   - every op has its own process, i.e. unboundedly many workers: no ready
- *     queues, priorities, stealing, inline trampolines or sleeping; the
- *     engine's pending/active counts, waits (a wait_var marker is a read op
- *     like any other), failures, async completion and the in-flight bound
- *     are not modeled;
+ *     queues, priorities, stealing, inline trampolines or sleeping (how
+ *     workers sleep and are woken is sleep.pml's); the engine's
+ *     pending/active counts, waits (a wait_var marker is a read op like
+ *     any other), failures, async completion and the in-flight bound are
+ *     not modeled;
  *   - var handles and generations are not modeled: a push names the var
  *     directly, and `vstate` stands for the usable check.
  */

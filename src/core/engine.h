@@ -39,7 +39,8 @@
  *      takes: var locks, queue locks, free-list depots, life.lock when the
  *      engine holds pushes, the failure log's lock);
  *   6. leaves, never held while taking another lock: a worker's queue
- *      lock, defs.lock (defs.h), a pool's sleep lock (sched.h),
+ *      lock, defs.lock (defs.h), a pool's event count's lock where it has
+ *      one (ecount.h),
  *      waits.lock, the failure reserve's lock, the var table lock, a
  *      free-list depot lock, the profiler's lock, the completer's lock
  *      (completer.h), a device's lock of per-thread streams

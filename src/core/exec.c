@@ -276,6 +276,45 @@ static void finish(vf__op *op, vf__readylist *ready)
 
 /* --- dispatching ------------------------------------------------------- */
 
+/* Ready ops bound for pools, gathered per pool and handed over together
+ * (vf__pool_submit_list: one compare-and-swap and one wake check per pool,
+ * not per op), each pool's in arrival order. One finish nearly always
+ * readies ops of one pool, rarely of a few; a pool beyond BATCH_POOLS
+ * hands over those gathered so far first (a later batch of a pool follows
+ * its earlier one, so arrival order holds). */
+#define BATCH_POOLS 4
+
+typedef struct pool_batches {
+    int n;
+    vf__pool *pool[BATCH_POOLS];
+    vf__readylist ops[BATCH_POOLS];
+} pool_batches;
+
+static void batches_submit(pool_batches *b)
+{
+    for (int i = 0; i < b->n; i++)
+        vf__pool_submit_list(b->pool[i], &b->ops[i]);
+    b->n = 0;
+}
+
+static void batches_add(pool_batches *b, vf__op *op)
+{
+    vf__pool *p = op->def->pool;
+    int i = 0;
+    while (i < b->n && b->pool[i] != p)
+        i++;
+    if (i == b->n) {
+        if (i == BATCH_POOLS) {
+            batches_submit(b);
+            i = 0;
+        }
+        b->pool[i] = p;
+        vf__readylist_init(&b->ops[i]);
+        b->n = i + 1;
+    }
+    vf__readylist_add(&b->ops[i], op);
+}
+
 static void run_inline_one(vf__op *op)
 {
     vf_engine *e = vf__op_engine(op);
@@ -420,15 +459,34 @@ bool vf__run_deferred(void)
     return true;
 }
 
-void vf__dispatch_list(vf__readylist *ready)
+/* Pool ops are handed over, per pool, before the inline ones run: ready
+ * at once, they need not wait for them (ready ops are independent: any
+ * order of them is the serial program's). */
+static void dispatch_some(vf__readylist *ready)
 {
+    pool_batches batches;
+    batches.n = 0;
+    vf__readylist inl;
+    vf__readylist_init(&inl);
     vf__op *op;
     while ((op = vf__readylist_pop(ready)) != NULL) {
         if (op->def->inline_run)
-            run_inline(op);
+            vf__readylist_add(&inl, op);
         else
-            vf__pool_submit(op->def->pool, op);
+            batches_add(&batches, op);
     }
+    batches_submit(&batches);
+    while ((op = vf__readylist_pop(&inl)) != NULL)
+        run_inline(op);
+}
+
+/* Small enough to inline where an op finishes: an empty list, the usual
+ * case (the naive engine: nothing is pushed yet to be made ready; a
+ * worker: every op made ready is its own pool's), costs a test. */
+void vf__dispatch_list(vf__readylist *ready)
+{
+    if (ready->head != NULL)
+        dispatch_some(ready);
 }
 
 vf__op *vf__worker_execute(vf__worker *w, vf__op *op)
@@ -442,16 +500,17 @@ vf__op *vf__worker_execute(vf__worker *w, vf__op *op)
         finish(op, &ready);
     else
         vf__device_op_release(op, &ready);
+    vf__readylist rest; /* other pools' ops and inline ones */
+    vf__readylist_init(&rest);
     while ((op = vf__readylist_pop(&ready)) != NULL) {
         if (!op->def->inline_run && op->def->pool == w->pool)
             vf__readylist_add(&mine, op);
         else if (op->def->inline_run && tls.loop_waiter != NULL)
             vf__readylist_add(&tls.deferred, op); /* the wait loop runs it */
-        else if (op->def->inline_run)
-            run_inline(op);
         else
-            vf__pool_submit(op->def->pool, op);
+            vf__readylist_add(&rest, op);
     }
+    vf__dispatch_list(&rest);
     return vf__worker_place(w, &mine);
 }
 

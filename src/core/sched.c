@@ -6,8 +6,13 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "core/config.h"
 #include "core/engine.h"
 #include "core/exec.h"
+
+/* A pool's sleepers are its workers (a nested waiter is one of them). */
+_Static_assert(VF__MAX_WORKERS < 0xffff,
+               "a pool's sleepers fit the event count's 16 bits (ecount.h)");
 
 /* The worker this thread is (sched.h reads it inline), or NULL. */
 _Thread_local vf__worker *vf__this_worker_;
@@ -122,21 +127,19 @@ static bool any_queued(const vf__pool *p)
     return false;
 }
 
-/* Work was queued: wake a sleeper unless a spinner will find it. */
+/* Work was queued: wake a sleeper unless a spinner will find it. With
+ * nobody to wake (nobody asleep, the common case while workers are busy,
+ * or every sleeper already owed a wake), this is one load. */
 static void maybe_wake_one(vf__pool *p)
 {
-    if (atomic_load(&p->nspinning) == 0 && atomic_load(&p->nsleeping) > 0) {
-        pthread_mutex_lock(&p->sleep_lock);
-        pthread_cond_signal(&p->sleep_cond);
-        pthread_mutex_unlock(&p->sleep_lock);
-    }
+    if (vf__ecount_unwoken(&p->sleepers) > 0 && atomic_load(&p->nspinning) == 0)
+        vf__ecount_notify(&p->sleepers, false);
 }
 
 void vf__pool_wake_all(vf__pool *p)
 {
-    pthread_mutex_lock(&p->sleep_lock);
-    pthread_cond_broadcast(&p->sleep_cond);
-    pthread_mutex_unlock(&p->sleep_lock);
+    if (vf__ecount_waiters(&p->sleepers) > 0)
+        vf__ecount_notify(&p->sleepers, true);
 }
 
 /* --- placing and taking ------------------------------------------------ */
@@ -160,27 +163,78 @@ static void drain_inbox(vf__worker *w)
     }
 }
 
-void vf__pool_submit(vf__pool *p, vf__op *op)
+/* Put the chain `first`.. (linked by `next`, oldest first) on w's inbox
+ * with one compare-and-swap (seq_cst: sleepers rescan inboxes, see
+ * sched.h). The inbox is a stack, newest on top, that drain_inbox
+ * reverses: the chain goes on reversed, its oldest op deepest, so the
+ * drain gives the ops below it, then the chain's in arrival order. */
+static void inbox_push_chain(vf__worker *w, vf__op *first)
 {
+    vf__op *top = NULL, *op = first;
+    while (op != NULL) {
+        vf__op *next = op->next;
+        op->next = top;
+        top = op;
+        op = next;
+    }
+    vf__op *head = atomic_load_explicit(&w->inbox, memory_order_relaxed);
+    do {
+        first->next = head;
+    } while (!atomic_compare_exchange_weak(&w->inbox, &head, top));
+}
+
+/* A device pool: every op to the next worker's inbox in turn (each worker
+ * takes only its own: the ops spread over the streams), and the sleepers
+ * all woken, since the one whose inbox got an op may be any of them. */
+static void place_spread(vf__pool *p, vf__op *first)
+{
+    while (first != NULL) {
+        vf__op *op = first;
+        first = op->next;
+        op->next = NULL;
+        inbox_push_chain(&p->workers[round_robin++ % (unsigned)p->nworkers],
+                         op);
+    }
+    vf__pool_wake_all(p);
+}
+
+/* Place the chain `first`.. (linked by `next`, oldest first, not empty) as
+ * one batch (sched.h). */
+static void place_chain(vf__pool *p, vf__op *first)
+{
+    if (VF__UNLIKELY(p->spread)) {
+        place_spread(p, first);
+        return;
+    }
     vf__worker *w = vf__this_worker_;
-    if (w != NULL && w->pool == p && !p->spread) {
+    if (w != NULL && w->pool == p) {
         pthread_mutex_lock(&w->qlock); /* its own queue: no one else's */
-        queue_push(w, op);
+        while (first != NULL) {
+            vf__op *op = first;
+            first = op->next;
+            queue_push(w, op);
+        }
         atomic_store(&w->qlen, w->len);
         pthread_mutex_unlock(&w->qlock);
     } else {
-        w = &p->workers[round_robin++ % (unsigned)p->nworkers];
-        vf__op *head = atomic_load_explicit(&w->inbox, memory_order_relaxed);
-        do {
-            op->next = head;
-        } while (!atomic_compare_exchange_weak(&w->inbox, &head, op));
-    }
-    if (VF__UNLIKELY(p->spread)) {
-        if (atomic_load(&p->nsleeping) > 0) /* its owner may be one */
-            vf__pool_wake_all(p);
-        return;
+        inbox_push_chain(&p->workers[round_robin++ % (unsigned)p->nworkers],
+                         first);
     }
     maybe_wake_one(p);
+}
+
+void vf__pool_submit(vf__pool *p, vf__op *op)
+{
+    op->next = NULL;
+    place_chain(p, op);
+}
+
+void vf__pool_submit_list(vf__pool *p, vf__readylist *ops)
+{
+    if (ops->head == NULL)
+        return;
+    place_chain(p, ops->head);
+    vf__readylist_init(ops);
 }
 
 vf__op *vf__worker_place(vf__worker *w, vf__readylist *mine)
@@ -188,9 +242,7 @@ vf__op *vf__worker_place(vf__worker *w, vf__readylist *mine)
     if (mine->count == 0)
         return NULL;
     if (VF__UNLIKELY(w->pool->spread)) {
-        vf__op *op;
-        while ((op = vf__readylist_pop(mine)) != NULL)
-            vf__pool_submit(w->pool, op);
+        vf__pool_submit_list(w->pool, mine);
         return NULL;
     }
     if (mine->count == 1 &&
@@ -285,25 +337,25 @@ static bool spin_for_work(vf__pool *p)
 void vf__pool_idle_wait(vf__pool *p, bool (*wake_pred)(void *), void *arg,
                         const vf__deadline *until)
 {
-    pthread_mutex_lock(&p->sleep_lock);
-    atomic_fetch_add(&p->nsleeping, 1);
-    if (!(wake_pred && wake_pred(arg)) && !any_queued(p) &&
-        !atomic_load(&p->stop))
-        vf__cond_wait_until(&p->sleep_cond, &p->sleep_lock, until);
-    atomic_fetch_sub(&p->nsleeping, 1);
-    pthread_mutex_unlock(&p->sleep_lock);
+    /* Counted in before the rescan, which sees anything placed before a
+     * placer could read the count as zero (sched.h). */
+    uint32_t key = vf__ecount_prepare(&p->sleepers);
+    if ((wake_pred && wake_pred(arg)) || any_queued(p) || atomic_load(&p->stop))
+        vf__ecount_cancel(&p->sleepers);
+    else
+        vf__ecount_wait(&p->sleepers, key, until);
 }
 
 /* A worker took queued work. If more is queued and nobody spins, wake a
  * sleeper for it: otherwise a worker woken for one op of a burst would leave
  * the rest to workers that sleep on (found by a 3-reader rendezvous on 3
- * workers). The cheap nsleeping test comes first: with nobody asleep there
- * is nothing to do. */
+ * workers). The cheap test of the waiter count comes first: with nobody
+ * asleep there is nothing to do. */
 static void pass_the_baton(vf__pool *p)
 {
-    if (atomic_load(&p->nsleeping) > 0 && atomic_load(&p->nspinning) == 0 &&
-        any_queued(p))
-        maybe_wake_one(p);
+    if (vf__ecount_unwoken(&p->sleepers) > 0 &&
+        atomic_load(&p->nspinning) == 0 && any_queued(p))
+        vf__ecount_notify(&p->sleepers, false);
 }
 
 static void *worker_main(void *arg)
@@ -345,14 +397,12 @@ int vf__pool_init(vf__pool *p, vf_engine *e, const char *name, int n,
     p->engine = e;
     p->name = name;
     atomic_init(&p->nspinning, 0);
-    atomic_init(&p->nsleeping, 0);
     atomic_init(&p->stop, false);
     p->workers = vf__aligned_calloc(VF__CACHELINE,
                                     (size_t)n * sizeof *p->workers);
     if (p->workers == NULL)
         return VF_ENOMEM;
-    if (pthread_mutex_init(&p->sleep_lock, NULL) != 0 ||
-        vf__cond_init_monotonic(&p->sleep_cond) != 0) {
+    if (vf__ecount_init(&p->sleepers) != 0) {
         free(p->workers);
         p->workers = NULL;
         return VF_ESYSTEM;
@@ -409,8 +459,7 @@ void vf__pool_destroy(vf__pool *p)
                    atomic_load(&p->workers[i].inbox) == NULL);
         pthread_mutex_destroy(&p->workers[i].qlock);
     }
-    pthread_mutex_destroy(&p->sleep_lock);
-    pthread_cond_destroy(&p->sleep_cond);
+    vf__ecount_destroy(&p->sleepers);
     free(p->workers);
     p->workers = NULL;
 }

@@ -5,8 +5,9 @@
  * by (priority desc, arrival asc) under the worker's own mutex: a FIFO lane
  * for priority 0 (nearly every op: O(1) in and out) and a pairing heap for
  * the others. Both are intrusive (links live in the op), so placing an op
- * never allocates and cannot fail. A worker takes from its own queue first, then steals the best op of
- * another worker's queue. Ready ops are placed:
+ * never allocates and cannot fail. A worker takes from its own queue
+ * first, then steals the best op of another worker's queue. Ready ops are
+ * placed:
  *   - by a worker finishing an op: the first newly ready op of its own pool
  *     runs next on the same worker with no queue round trip (when its own
  *     queue holds nothing better); the others go to its own queue, where
@@ -15,19 +16,35 @@
  *     worker's inbox (a lock-free stack), which the next take from that
  *     worker moves into its queue.
  *
- * Device pools (`spread`) place every op round-robin and a worker takes
- * only from its own queue (see vf__pool); placing wakes every sleeper.
+ * Ready ops go over in batches: a list of ops bound for one pool (the ops
+ * one finish made ready) is placed with one lock round trip on the
+ * worker's own queue, or one compare-and-swap on one inbox (the whole
+ * chain spliced on, so the reversal at drain keeps arrival order), and one
+ * wake check; round-robin moves on per batch.
+ *
+ * Device pools (`spread`) place every op round-robin, batch or not, and a
+ * worker takes only from its own queue (see vf__pool); placing wakes every
+ * sleeper.
  *
  * Sleeping. A worker with nothing to do spins briefly, then sleeps on the
- * pool's condition variable. Placing work wakes one sleeper only when no
- * worker is spinning (a spinner will find it). The lost-wake-up race is
- * closed Dekker-style with sequentially consistent atomics: a sleeper
- * announces itself (nsleeping++) and then rescans every queue length and
- * inbox; a placer publishes the queue length (or its inbox push) and then
- * reads nsleeping. At least one of the two sees the other.
+ * pool's event count (base/ecount.h: a futex on Linux). Placing work wakes
+ * one sleeper only when no worker is spinning (a spinner will find it).
+ * The lost-wake-up race is closed Dekker-style with sequentially
+ * consistent atomics: a sleeper counts itself in and reads the epoch (one
+ * step: prepare) and then rescans every queue length and inbox (and its
+ * wake predicate) before it blocks on that epoch; a placer publishes the
+ * queue length (or its inbox push) and then reads how many sleepers are
+ * owed no wake yet. Either the placer sees such a sleeper, and its notify
+ * owes it a wake and bumps the epoch, so the sleeper does not block or is
+ * woken; or every sleeper it sees is owed a wake already, so one is awake
+ * or waking and rescans before it sleeps again; or the sleeper's rescan
+ * sees the work (model/sleep.pml checks this). While workers are busy
+ * nobody sleeps: placing costs one load of a line only sleepers and
+ * wakers write, and no system call; a burst wakes each sleeper once.
  *
- * Lock order: a worker's queue lock and the pool's sleep lock are leaves: no
- * other lock is taken while holding them, and no user code runs under them.
+ * Lock order: a worker's queue lock is a leaf: no other lock is taken
+ * while holding it, and no user code runs under it. The event count takes
+ * no lock (its portable fallback's mutex is a leaf).
  */
 #ifndef VF_SCHED_H
 #define VF_SCHED_H
@@ -37,6 +54,7 @@
 
 #include "base/common.h"
 #include "base/deadline.h"
+#include "base/ecount.h"
 #include "core/op.h"
 #include "device/device.h"
 
@@ -71,16 +89,21 @@ struct vf__pool {
     const char *name;
     int nworkers;
     vf__worker *workers;
-    atomic_int nspinning; /* seq_cst */
-    atomic_int nsleeping; /* seq_cst */
-    atomic_bool stop;     /* seq_cst */
+    atomic_bool stop; /* seq_cst */
     /* Device pools spread their ops round-robin over the workers' queues
      * and neither hand off nor steal: a device op's function only queues
      * work, so one worker would otherwise take every op and put all the
      * work on its one stream. Set before the pool starts. */
     bool spread;
-    pthread_mutex_t sleep_lock;
-    pthread_cond_t sleep_cond;
+    /* The fields above are read by every placer and written almost never;
+     * the two below are written by idle workers only, each on a line of
+     * its own (padding: the engine that holds pools is not cache-line
+     * aligned), so a worker going idle does not evict what placers read. */
+    char pad_read_[VF__CACHELINE];
+    atomic_int nspinning; /* seq_cst: workers spinning for work */
+    char pad_spin_[VF__CACHELINE];
+    vf__ecount sleepers; /* idle workers and nested waiters (see above) */
+    char pad_sleep_[VF__CACHELINE];
 };
 
 /* Make a pool of `n` workers numbered from `first_index`; threads are not
@@ -101,7 +124,11 @@ void vf__pool_stop(vf__pool *p);
  * any. */
 void vf__pool_destroy(vf__pool *p);
 
-/* Place a ready op on the pool (from any thread). */
+/* Place ready ops bound for the pool (from any thread), as one batch (see
+ * above); `ops` is left empty. Takes a worker's queue lock at most. */
+void vf__pool_submit_list(vf__pool *p, vf__readylist *ops);
+
+/* Place one ready op on the pool (from any thread): a batch of one. */
 void vf__pool_submit(vf__pool *p, vf__op *op);
 
 /* The worker the calling thread is (of any engine); NULL otherwise. Read
@@ -127,13 +154,16 @@ vf__op *vf__worker_place(vf__worker *w, vf__readylist *mine);
 /*
  * Sleep as an idle member of `p` until `wake_pred(arg)` holds or work may be
  * queued or the pool stops, or `until` passes (NULL: no deadline; spurious
- * returns are allowed: callers loop). Wakers of `wake_pred` call
- * vf__pool_wake_all.
+ * returns are allowed: callers loop). Wakers of `wake_pred` make it true
+ * with a seq_cst write and then call vf__pool_wake_all. The caller holds
+ * no lock.
  */
 void vf__pool_idle_wait(vf__pool *p, bool (*wake_pred)(void *), void *arg,
                         const vf__deadline *until);
 
-/* Wake every sleeper of the pool (rare paths: a nested waiter's condition). */
+/* Wake every sleeper of the pool (rare paths: a nested waiter's condition,
+ * a stop). Call after publishing what they wait for (seq_cst): it wakes
+ * nobody when nobody sleeps. */
 void vf__pool_wake_all(vf__pool *p);
 
 #endif /* VF_SCHED_H */

@@ -8,8 +8,11 @@
  * (higher priority first, arrival order among equal priorities, negative
  * priorities after the priority-0 lane), a worker's hand-off
  * (vf__worker_place), taking its own ops before stealing, device pools
- * that never steal, and, with threads, that every op placed is taken
- * exactly once.
+ * that never steal, batches (vf__pool_submit_list: a batch lands whole on
+ * one worker, spliced onto its inbox in arrival order, priorities kept; a
+ * worker's own batch goes to its queue; a device pool's batch is spread
+ * op by op), and, with threads, that every op placed is taken exactly
+ * once, one at a time or in batches.
  */
 #include "runner.h"
 
@@ -64,6 +67,21 @@ static void submit_as(vf__worker *w, vf__op *op)
     vf__this_worker_ = w;
     vf__pool_submit(w->pool, op);
     vf__this_worker_ = saved;
+}
+
+/* Submit ops[from..to) of o as one batch, as a pusher or as worker `as`. */
+static void submit_batch(vf__pool *p, vf__worker *as, ops *o, int from, int to)
+{
+    vf__readylist l;
+    vf__readylist_init(&l);
+    for (int i = from; i < to; i++)
+        vf__readylist_add(&l, OP(o, i));
+    vf__worker *saved = vf__this_worker_;
+    vf__this_worker_ = as;
+    vf__pool_submit_list(p, &l);
+    vf__this_worker_ = saved;
+    CHECK_EQ(l.count, 0);
+    CHECK(l.head == NULL && l.tail == NULL);
 }
 
 /* Take from w n times: the ops must come as want[] says (-1: none). */
@@ -220,6 +238,112 @@ TEST_CASE(spread_pool_does_not_steal)
     free(o);
 }
 
+/* A batch from a pusher goes onto one inbox with the ops already there,
+ * and the drain gives all of them in arrival order: ops before the batch,
+ * the batch's, ops after it. An empty batch places nothing. */
+TEST_CASE(batch_keeps_arrival_order)
+{
+    vf__pool p;
+    pool_new(&p, 1);
+    ops *o = ops_new(NULL, 12);
+    vf__worker *w = &p.workers[0];
+    submit_batch(&p, NULL, o, 0, 0);
+    CHECK(atomic_load(&w->inbox) == NULL);
+    submit_outside(&p, OP(o, 0));
+    submit_batch(&p, NULL, o, 1, 5);
+    submit_outside(&p, OP(o, 5));
+    submit_batch(&p, NULL, o, 6, 7); /* a batch of one */
+    submit_batch(&p, NULL, o, 7, 10);
+    EXPECT_TAKES(w, o, 0, 1, 2);
+    submit_batch(&p, NULL, o, 10, 12); /* while the queue holds some */
+    EXPECT_TAKES(w, o, 3, 4, 5, 6, 7, 8, 9, 10, 11, -1);
+    vf__pool_destroy(&p);
+    free(o);
+}
+
+/* A batch's ops keep the queue's order once drained: priority first,
+ * arrival among equals, negative ones after the lane. */
+TEST_CASE(batch_keeps_priorities)
+{
+    static const int prio[] = {0, 3, 0, -1, 3, 9, 0};
+    vf__pool p;
+    pool_new(&p, 1);
+    ops *o = ops_new(prio, 7);
+    submit_batch(&p, NULL, o, 0, 4);
+    submit_batch(&p, NULL, o, 4, 7);
+    EXPECT_TAKES(&p.workers[0], o, 5, 1, 4, 0, 2, 6, 3, -1);
+    vf__pool_destroy(&p);
+    free(o);
+}
+
+/* Round-robin moves on per batch: each batch lands whole on one worker's
+ * inbox, the next batch on the next worker's; a worker takes its own batch
+ * in order, then steals the other's in order. */
+TEST_CASE(batch_lands_whole_on_one_worker)
+{
+    vf__pool p;
+    pool_new(&p, 2);
+    ops *o = ops_new(NULL, 10);
+    vf__worker *w0 = &p.workers[0], *w1 = &p.workers[1];
+    submit_batch(&p, NULL, o, 0, 5);
+    CHECK((atomic_load(&w0->inbox) == NULL) !=
+          (atomic_load(&w1->inbox) == NULL));
+    vf__worker *first = atomic_load(&w0->inbox) != NULL ? w0 : w1;
+    vf__worker *second = first == w0 ? w1 : w0;
+    submit_batch(&p, NULL, o, 5, 10);
+    CHECK(atomic_load(&second->inbox) != NULL);
+    EXPECT_TAKES(first, o, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, -1);
+    EXPECT_TAKES(second, o, -1);
+    vf__pool_destroy(&p);
+    free(o);
+}
+
+/* A worker's batch for its own pool goes to its own queue, in order, after
+ * what its inbox held. */
+TEST_CASE(batch_from_a_worker_goes_to_its_queue)
+{
+    vf__pool p;
+    pool_new(&p, 2);
+    ops *o = ops_new(NULL, 6);
+    vf__worker *w1 = &p.workers[1];
+    submit_batch(&p, w1, o, 0, 4);
+    CHECK_EQ(atomic_load(&w1->qlen), 4);
+    CHECK(atomic_load(&w1->inbox) == NULL);
+    CHECK_EQ(atomic_load(&p.workers[0].qlen), 0);
+    submit_batch(&p, w1, o, 4, 6);
+    EXPECT_TAKES(w1, o, 0, 1, 2, 3, 4, 5, -1);
+    vf__pool_destroy(&p);
+    free(o);
+}
+
+/* A device pool spreads a batch op by op, as it does single ops: each of
+ * its two workers gets every other op, and keeps its own. */
+TEST_CASE(spread_pool_spreads_a_batch)
+{
+    vf__pool p;
+    pool_new(&p, 2);
+    p.spread = true;
+    ops *o = ops_new(NULL, 6);
+    vf__worker *w0 = &p.workers[0], *w1 = &p.workers[1];
+    submit_batch(&p, NULL, o, 0, 6);
+    vf__op *a[3], *b[3];
+    for (int i = 0; i < 3; i++) {
+        a[i] = vf__worker_take(w0);
+        b[i] = vf__worker_take(w1);
+        CHECK(a[i] != NULL && b[i] != NULL);
+    }
+    CHECK(vf__worker_take(w0) == NULL && vf__worker_take(w1) == NULL);
+    for (int i = 0; i < 2; i++) { /* in order, every other op */
+        CHECK_EQ(index_of(o, a[i + 1]) - index_of(o, a[i]), 2);
+        CHECK_EQ(index_of(o, b[i + 1]) - index_of(o, b[i]), 2);
+    }
+    /* A worker of the device pool spreads its batch too. */
+    submit_batch(&p, w0, o, 0, 2);
+    CHECK(vf__worker_take(w0) != NULL && vf__worker_take(w1) != NULL);
+    vf__pool_destroy(&p);
+    free(o);
+}
+
 /* A thread that is no worker takes from any worker's queue. */
 TEST_CASE(pool_take_from_any_worker)
 {
@@ -242,8 +366,9 @@ TEST_CASE(pool_take_from_any_worker)
     free(o);
 }
 
-/* Pushers place ops from several threads while workers take (their own,
- * and stealing): every op is taken exactly once. */
+/* Pushers place ops from several threads, one at a time and in batches,
+ * while workers take (their own, and stealing): every op is taken exactly
+ * once. */
 #define NPUSHERS 3
 #define NTAKERS 2
 
@@ -261,13 +386,25 @@ typedef struct race_arg {
     int index;
 } race_arg;
 
+/* Pusher 0 places one op at a time, the others batches of 1 to 8. */
 static void *pusher(void *arg)
 {
     race_arg *a = arg;
     race *r = a->r;
+    vf__op *mine = &r->ops[a->index * r->per_pusher];
+    tu_rng rng = tu_rng_make((uint64_t)a->index + 1);
     (void)tu_rv_meet(&r->start, NPUSHERS + NTAKERS, TU_TIMEOUT);
-    for (long i = 0; i < r->per_pusher; i++)
-        vf__pool_submit(&r->pool, &r->ops[a->index * r->per_pusher + i]);
+    for (long i = 0; i < r->per_pusher;) {
+        if (a->index == 0) {
+            vf__pool_submit(&r->pool, &mine[i++]);
+            continue;
+        }
+        vf__readylist batch;
+        vf__readylist_init(&batch);
+        for (int n = tu_range(&rng, 1, 8); n > 0 && i < r->per_pusher; n--)
+            vf__readylist_add(&batch, &mine[i++]);
+        vf__pool_submit_list(&r->pool, &batch);
+    }
     return NULL;
 }
 

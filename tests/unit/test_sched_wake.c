@@ -1,0 +1,327 @@
+/*
+ * test_sched_wake: batches and wake-ups of the pools (src/core/sched.h)
+ * inside running engines, round after round with every worker asleep
+ * first (the test reads the pool's sleeper count, an internal, to know).
+ *
+ * - bursts: with all 3 workers asleep, a burst of ready ops arrives as
+ *   single pushes, as one batch a foreign thread's completion readies
+ *   (an inbox), or as a batch a worker's finish readies (its own queue);
+ *   every op must run, and wait_all (timed, help_on_wait off, so only the
+ *   workers run ops) must not time out: a lost wake-up leaves the burst
+ *   queued with everyone asleep;
+ * - order across pools (per-device engine, one CPU worker and one
+ *   priority worker, both asleep): a finish readies readers of one var
+ *   for both pools, on the pushing thread (a foreign completion) and on a
+ *   worker; each pool runs its batch in push order (one worker each), so a
+ *   batch that lost or reordered an op fails the comparison;
+ * - nested waits with deadlines: an op waits on a var an async op writes;
+ *   either the deadline passes first (VF_ETIMEDOUT, the sleep ended by its
+ *   deadline) or the async op is completed while the waiter sleeps on the
+ *   pool and the wait returns 0: a lost wake-up would make it time out
+ *   after a minute instead.
+ * A failing round prints its number; a hang is caught by the watchdog.
+ */
+#include "runner.h"
+
+#include "core/engine.h"
+
+#define BURST 24
+#define LONG_MS 60000 /* "never" for a wait that must not time out */
+
+/* Until `n` threads are counted asleep on the pool (or about to be). */
+static void until_asleep(vf__pool *p, int n)
+{
+    while (vf__ecount_waiters(&p->sleepers) < (uint32_t)n)
+        sched_yield();
+}
+
+typedef struct burst {
+    vf_var v;
+    atomic_int ran[BURST];
+    vf_completion gate_done;
+    tu_gate gate;
+    atomic_int gate_started;
+} burst;
+
+typedef struct slot {
+    burst *b;
+    int i;
+} slot;
+
+static int count_run(vf_run *run, void *arg)
+{
+    (void)run;
+    const slot *s = arg;
+    atomic_fetch_add(&s->b->ran[s->i], 1);
+    return 0;
+}
+
+static void keep_completion(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    ((burst *)arg)->gate_done = done;
+}
+
+static int wait_gate(vf_run *run, void *arg)
+{
+    (void)run;
+    burst *b = arg;
+    atomic_store(&b->gate_started, 1);
+    CHECK(tu_gate_wait(&b->gate, TU_TIMEOUT));
+    return 0;
+}
+
+static void push_readers(vf_engine *e, burst *b, slot *slots, vf_var *u)
+{
+    for (int i = 0; i < BURST; i++) {
+        slots[i] = (slot){b, i};
+        vf_var *reads = u != NULL ? &u[i] : &b->v;
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = count_run,
+                                            .arg = &slots[i],
+                                            .reads = tu_list(reads, 1)}));
+    }
+}
+
+TEST_CASE(bursts_with_every_worker_asleep)
+{
+    vf_engine *e = NULL;
+    REQUIRE(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
+                                              .cpu_workers = 3}) == 0);
+    REQUIRE(!e->help_on_wait);
+    burst *b = calloc(1, sizeof *b);
+    REQUIRE(b != NULL);
+    b->v = tu_var(e);
+    vf_var u[BURST];
+    for (int i = 0; i < BURST; i++)
+        u[i] = tu_var(e);
+    slot slots[BURST];
+    int rounds = (int)tu_scaled(300, 30);
+    for (int r = 0; r < rounds; r++) {
+        for (int i = 0; i < BURST; i++)
+            atomic_store(&b->ran[i], 0);
+        tu_gate_init(&b->gate);
+        until_asleep(e->cpu_pool, 3);
+        if (r % 3 == 0) { /* single pushes, each ready at once */
+            push_readers(e, b, slots, u);
+        } else if (r % 3 == 1) { /* a foreign completion readies a batch */
+            CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = keep_completion,
+                                                .arg = b,
+                                                .writes = tu_list(&b->v, 1)}));
+            push_readers(e, b, slots, NULL);
+            until_asleep(e->cpu_pool, 3);
+            CHECK_OK(vf_completion_finish(b->gate_done, 0, NULL));
+        } else { /* a worker's finish readies a batch */
+            atomic_store(&b->gate_started, 0);
+            CHECK_OK(vf_engine_push(e, &(vf_op){.fn = wait_gate,
+                                                .arg = b,
+                                                .writes = tu_list(&b->v, 1)}));
+            push_readers(e, b, slots, NULL);
+            REQUIRE(tu_wait_flag(&b->gate_started, 1, TU_TIMEOUT));
+            until_asleep(e->cpu_pool, 2); /* the other two */
+            tu_gate_open(&b->gate);
+        }
+        int rc = vf_engine_wait_all_timed(e, LONG_MS, NULL);
+        if (rc != 0)
+            CHECK_REPORT_("round %d: wait_all returned %s", r,
+                          vf_error_name(rc));
+        for (int i = 0; i < BURST; i++)
+            if (atomic_load(&b->ran[i]) != 1)
+                CHECK_REPORT_("round %d: op %d ran %d times", r, i,
+                              atomic_load(&b->ran[i]));
+        tu_gate_destroy(&b->gate);
+        if (rc != 0)
+            break;
+    }
+    tu_finish_engine(e);
+    free(b);
+}
+
+/* Readers log the order they run in, one log per pool. */
+typedef struct order {
+    vf_var v;
+    vf_completion gate_done;
+    tu_gate gate;
+    atomic_int n[2];
+    int log[2][BURST];
+} order;
+
+typedef struct reader {
+    order *o;
+    int pool; /* 0: CPU pool, 1: priority pool */
+    int index;
+} reader;
+
+static int log_run(vf_run *run, void *arg)
+{
+    (void)run;
+    const reader *rd = arg;
+    int at = atomic_fetch_add(&rd->o->n[rd->pool], 1);
+    if (at < BURST)
+        rd->o->log[rd->pool][at] = rd->index;
+    return 0;
+}
+
+static void keep_order_completion(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    ((order *)arg)->gate_done = done;
+}
+
+static int wait_order_gate(vf_run *run, void *arg)
+{
+    (void)run;
+    CHECK(tu_gate_wait(&((order *)arg)->gate, TU_TIMEOUT));
+    return 0;
+}
+
+TEST_CASE(batches_keep_push_order_across_pools)
+{
+    vf_engine *e = NULL;
+    REQUIRE(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_PERDEVICE,
+                                              .cpu_workers = 1,
+                                              .cpu_priority_workers = 1}) == 0);
+    REQUIRE(e->priority_pool != NULL && e->priority_pool->nworkers == 1);
+    order *o = calloc(1, sizeof *o);
+    REQUIRE(o != NULL);
+    o->v = tu_var(e);
+    reader rd[BURST];
+    int rounds = (int)tu_scaled(200, 20);
+    for (int r = 0; r < rounds; r++) {
+        atomic_store(&o->n[0], 0);
+        atomic_store(&o->n[1], 0);
+        tu_gate_init(&o->gate);
+        until_asleep(e->cpu_pool, 1);
+        until_asleep(e->priority_pool, 1);
+        bool foreign = r % 2 == 0;
+        if (foreign)
+            CHECK_OK(
+                vf_engine_push(e, &(vf_op){.async_fn = keep_order_completion,
+                                           .arg = o,
+                                           .writes = tu_list(&o->v, 1)}));
+        else
+            CHECK_OK(vf_engine_push(e, &(vf_op){.fn = wait_order_gate,
+                                                .arg = o,
+                                                .writes = tu_list(&o->v, 1)}));
+        /* Pools mixed in one ready list: 2 of 3 readers prioritized. */
+        int want[2][BURST], nwant[2] = {0, 0};
+        for (int i = 0; i < BURST; i++) {
+            int pool = i % 3 != 0;
+            rd[i] = (reader){o, pool, i};
+            want[pool][nwant[pool]++] = i;
+            CHECK_OK(vf_engine_push(
+                e, &(vf_op){.fn = log_run,
+                            .arg = &rd[i],
+                            .reads = tu_list(&o->v, 1),
+                            .property = pool ? VF_PROP_CPU_PRIORITIZED
+                                             : VF_PROP_NORMAL}));
+        }
+        until_asleep(e->priority_pool, 1);
+        if (foreign) {
+            until_asleep(e->cpu_pool, 1);
+            CHECK_OK(vf_completion_finish(o->gate_done, 0, NULL));
+        } else {
+            tu_gate_open(&o->gate);
+        }
+        int rc = vf_engine_wait_all_timed(e, LONG_MS, NULL);
+        if (rc != 0)
+            CHECK_REPORT_("round %d: wait_all returned %s", r,
+                          vf_error_name(rc));
+        for (int p = 0; p < 2; p++) {
+            CHECK_EQ(atomic_load(&o->n[p]), nwant[p]);
+            for (int k = 0; k < nwant[p] && k < atomic_load(&o->n[p]); k++)
+                if (o->log[p][k] != want[p][k]) {
+                    CHECK_REPORT_("round %d (%s), pool %d: run %d was "
+                                  "reader %d, expected %d",
+                                  r, foreign ? "foreign" : "worker", p, k,
+                                  o->log[p][k], want[p][k]);
+                    break;
+                }
+        }
+        tu_gate_destroy(&o->gate);
+        if (rc != 0)
+            break;
+    }
+    tu_finish_engine(e);
+    free(o);
+}
+
+/* An op that waits on `x` (written by an async op) with a timeout. */
+typedef struct nested {
+    vf_var a, x;
+    vf_completion x_done;
+    atomic_int have_done;
+    int64_t timeout_ms;
+    atomic_int started;
+    atomic_int rc;
+    atomic_int returned;
+} nested;
+
+static void keep_x(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    nested *n = arg;
+    n->x_done = done;
+    atomic_store(&n->have_done, 1);
+}
+
+static int waits_on_x(vf_run *run, void *arg)
+{
+    nested *n = arg;
+    atomic_store(&n->started, 1);
+    int rc = vf_var_wait_timed(vf_run_engine(run), n->x, n->timeout_ms, NULL);
+    atomic_store(&n->rc, rc);
+    atomic_store(&n->returned, 1);
+    return 0;
+}
+
+TEST_CASE(nested_waits_with_deadlines)
+{
+    vf_engine *e = NULL;
+    REQUIRE(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
+                                              .cpu_workers = 2}) == 0);
+    nested *n = calloc(1, sizeof *n);
+    REQUIRE(n != NULL);
+    n->a = tu_var(e);
+    n->x = tu_var(e);
+    int rounds = (int)tu_scaled(60, 10);
+    for (int r = 0; r < rounds; r++) {
+        bool expire = r % 2 == 0;
+        n->timeout_ms = expire ? 5 : LONG_MS;
+        atomic_store(&n->returned, 0);
+        atomic_store(&n->started, 0);
+        atomic_store(&n->have_done, 0);
+        atomic_store(&n->rc, 99);
+        until_asleep(e->cpu_pool, 2);
+        CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = keep_x,
+                                            .arg = n,
+                                            .writes = tu_list(&n->x, 1)}));
+        REQUIRE(atomic_load(&n->have_done));
+        CHECK_OK(vf_engine_push(
+            e,
+            &(vf_op){.fn = waits_on_x, .arg = n, .writes = tu_list(&n->a, 1)}));
+        if (expire) { /* the deadline ends the waiter's sleep */
+            REQUIRE(tu_wait_flag(&n->returned, 1, TU_TIMEOUT));
+            if (atomic_load(&n->rc) != VF_ETIMEDOUT)
+                CHECK_REPORT_("round %d: the wait returned %s, expected "
+                              "VF_ETIMEDOUT",
+                              r, vf_error_name(atomic_load(&n->rc)));
+            CHECK_OK(vf_completion_finish(n->x_done, 0, NULL));
+        } else { /* completed while the waiter sleeps on the pool */
+            REQUIRE(tu_wait_flag(&n->started, 1, TU_TIMEOUT));
+            until_asleep(e->cpu_pool, 2); /* the waiter and the other */
+            CHECK(!atomic_load(&n->returned));
+            CHECK_OK(vf_completion_finish(n->x_done, 0, NULL));
+        }
+        int rc = vf_engine_wait_all_timed(e, LONG_MS, NULL);
+        if (rc != 0 || atomic_load(&n->rc) != (expire ? VF_ETIMEDOUT : 0))
+            CHECK_REPORT_("round %d: wait_all %s, the nested wait %s", r,
+                          vf_error_name(rc),
+                          vf_error_name(atomic_load(&n->rc)));
+        if (rc != 0)
+            break;
+    }
+    tu_finish_engine(e);
+    free(n);
+}
+
+TEST_MAIN("test_sched_wake", 300)
