@@ -366,6 +366,7 @@ TEST_KIND_CASE(nested_no_false_alarm, k)
 
 /* --- fork_churn ----------------------------------------------------------- */
 
+#if !defined(TU_TSAN)
 static vf_engine *churn_engine;
 static atomic_bool churn_over;
 
@@ -392,6 +393,7 @@ static void *child_pusher(void *arg)
     *bad += vf_engine_wait_all(churn_engine, NULL) != 0;
     return NULL;
 }
+#endif
 
 TEST_CASE(fork_churn)
 {

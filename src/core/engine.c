@@ -338,7 +338,12 @@ VF_API int vf_engine_stats(vf_engine *e, vf_stats *out)
                                              memory_order_relaxed);
     out->same_stream = atomic_load_explicit(&e->dev.same_stream,
                                             memory_order_relaxed);
-    out->pending = vf__counts_pending(vf__engine_counts(e));
+    /* With a bound, its exact shared count; else the per-thread sum
+     * (counts.h: exact when still, an upper bound at one instant when
+     * not). */
+    out->pending = e->max_inflight != 0
+                       ? atomic_load(&e->counts.inflight)
+                       : vf__counts_pending(vf__engine_counts(e));
     out->bulks = atomic_load_explicit(&e->bulk.bulks, memory_order_relaxed);
     out->bulked = atomic_load_explicit(&e->bulk.bulked, memory_order_relaxed);
     out->async_in_flight = vf__async_count(&e->async);
