@@ -180,8 +180,8 @@ static bool run_body(vf__op *op, int worker)
         return true;
     }
     run.message[0] = '\0';
-    vf__async_started(&vf__op_engine(op)->async,
-                      op); /* until vf_completion_finish */
+    /* In flight until vf_completion_finish. */
+    vf__async_started(&vf__op_engine(op)->async, op);
     vf__op *outer = vf__running_op;
     vf__running_op = op;
     uint64_t ticket = atomic_load_explicit(&op->ticket, memory_order_relaxed);
@@ -315,6 +315,8 @@ static void batches_add(pool_batches *b, vf__op *op)
     vf__readylist_add(&b->ops[i], op);
 }
 
+static void dispatch_list(vf__readylist *ready);
+
 static void run_inline_one(vf__op *op)
 {
     vf_engine *e = vf__op_engine(op);
@@ -324,7 +326,7 @@ static void run_inline_one(vf__op *op)
         vf__readylist ready;
         vf__readylist_init(&ready);
         finish(op, &ready);
-        vf__dispatch_list(&ready);
+        dispatch_list(&ready);
     }
 }
 
@@ -442,7 +444,7 @@ bool vf__help_run(vf_engine *e)
             else
                 vf__readylist_add(&rest, r);
         }
-        vf__dispatch_list(&rest);
+        dispatch_list(&rest);
         op = next;
     }
     return true;
@@ -480,10 +482,11 @@ static void dispatch_some(vf__readylist *ready)
         run_inline(op);
 }
 
-/* Small enough to inline where an op finishes: an empty list, the usual
+/* Dispatch ops made ready, whose `active` count is already taken. Static,
+ * so it inlines where an op finishes: an empty list, the usual
  * case (the naive engine: nothing is pushed yet to be made ready; a
  * worker: every op made ready is its own pool's), costs a test. */
-void vf__dispatch_list(vf__readylist *ready)
+static inline void dispatch_list(vf__readylist *ready)
 {
     if (ready->head != NULL)
         dispatch_some(ready);
@@ -510,7 +513,7 @@ vf__op *vf__worker_execute(vf__worker *w, vf__op *op)
         else
             vf__readylist_add(&rest, op);
     }
-    vf__dispatch_list(&rest);
+    dispatch_list(&rest);
     return vf__worker_place(w, &mine);
 }
 
@@ -521,6 +524,6 @@ void vf__finish_completed(vf__op *op)
     vf__readylist ready;
     vf__readylist_init(&ready);
     finish(op, &ready);
-    vf__dispatch_list(&ready);
+    dispatch_list(&ready);
     atomic_fetch_sub(&e->completers, 1); /* the last touch of the engine */
 }

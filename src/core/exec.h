@@ -70,9 +70,6 @@ void vf__finish_completed(vf__op *op);
 /* Dispatch an op that was ready at its push (its `active` count taken). */
 void vf__dispatch_pushed(vf__op *op);
 
-/* Dispatch ops made ready, whose `active` count is already taken. */
-void vf__dispatch_list(vf__readylist *ready);
-
 /* Worker loop step: run `op` (from the worker's pool) and finish it, return
  * the op the same worker should run next (or NULL). */
 vf__op *vf__worker_execute(vf__worker *w, vf__op *op);
