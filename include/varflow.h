@@ -286,7 +286,11 @@ typedef struct vf_stats {
     uint64_t failed;    /* user function ran and failed */
     uint64_t skipped;   /* not run because an input had failed */
     uint64_t pending;   /* pushed and not yet finished (var deletes and the
-                           markers of waits in progress included) */
+                           markers of waits in progress included); exact
+                           with max_inflight set or when nothing moves,
+                           else between what was pending at one instant
+                           of the call and that plus what moved during
+                           it */
     /* Device ordering: a dependency on a device op's work was met by */
     uint64_t host_syncs;   /* the host waiting for its event (a CPU op, a
                               wait, a delete, or device_sync) */

@@ -227,11 +227,11 @@ static void device_op_drop(vf__op *op)
     vf_engine *e = vf__op_engine(op);
     if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF))
         vf__op_hooks_record(op);
-    uint64_t delta = -(VF__COUNT_PENDING | VF__COUNT_ACTIVE);
-    uint64_t now = atomic_fetch_add(&e->counts, delta) + delta;
+    unsigned wake = vf__engine_count_out(
+        e, VF__COUNT_PENDING | VF__COUNT_ACTIVE, true);
     vf__op_free(op);
-    if (VF__UNLIKELY(vf__counts_notable(e, now)))
-        vf__engine_counts_changed(e, now);
+    if (VF__UNLIKELY(wake != 0))
+        vf__engine_wake(e, wake);
 }
 
 void vf__device_op_release(vf__op *op, vf__readylist *ready)
@@ -253,7 +253,7 @@ void vf__device_op_release(vf__op *op, vf__readylist *ready)
     uint64_t delta = (uint64_t)(ready->count - before) * VF__COUNT_ACTIVE;
     delta += vf__loop_op_released(op); /* in the same step */
     if (delta != 0)
-        atomic_fetch_add(&e->counts, delta);
+        vf__engine_count_in(e, delta); /* before the drop lowers active */
     device_op_drop(op);
 }
 

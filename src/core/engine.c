@@ -107,8 +107,9 @@ void vf__engine_rebuild_for_child(vf_engine *e)
      * completer) and whatever var lock one held are gone with them; the
      * wait condition forgets its waiters. Nothing was pending: the engine
      * was drained before the fork. */
-    atomic_store(&e->counts, 0);
+    vf__counts_after_fork(&e->counts); /* the child's only thread */
     atomic_store(&e->waits.nwaiters, 0);
+    atomic_store(&e->waits.watchers, 0);
     atomic_store(&e->waits.nnested, 0);
     atomic_store(&e->nblocked, 0);
     atomic_store(&e->completers, 0);
@@ -142,6 +143,7 @@ static void free_engine(vf_engine *e)
         vf__prof_destroy(e->prof, NULL);
     vf__failure_log_destroy(&e->failures); /* after every var's unref */
     vf__defs_destroy(&e->defs);            /* no op is left to point at one */
+    vf__counts_destroy(&e->counts);
     vf__async_destroy(&e->async);
     pthread_mutex_destroy(&e->waits.lock);
     pthread_cond_destroy(&e->waits.cond);
@@ -181,8 +183,8 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
     e->unblock_at = s.max_inflight ? s.max_inflight - 1 : UINT32_MAX;
     atomic_init(&e->nblocked, 0);
     atomic_init(&e->state, VF__RUNNING);
-    atomic_init(&e->counts, 0);
     atomic_init(&e->waits.nwaiters, 0);
+    atomic_init(&e->waits.watchers, 0);
     atomic_init(&e->waits.nnested, 0);
     atomic_init(&e->completers, 0);
     atomic_init(&e->pushed, 0);
@@ -208,6 +210,8 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
     e->help_on_wait = s.help_on_wait;
     atomic_init(&e->hooks, s.engine_info ? VF__HOOK_INFO : 0);
     if (vf__defs_init(&e->defs) != 0 ||
+        vf__counts_init(&e->counts,
+                        s.cpu_workers + s.cpu_priority_workers) != 0 ||
         vf__failure_log_init(&e->failures) != 0 ||
         vf__async_init(&e->async) != 0) {
         free_engine(e);
@@ -336,7 +340,12 @@ VF_API int vf_engine_stats(vf_engine *e, vf_stats *out)
                                              memory_order_relaxed);
     out->same_stream = atomic_load_explicit(&e->dev.same_stream,
                                             memory_order_relaxed);
-    out->pending = atomic_load(&e->counts) >> 32;
+    /* With a bound, its exact shared count; else the per-thread sum
+     * (counts.h: exact when still, an upper bound at one instant when
+     * not). */
+    out->pending = e->max_inflight != 0
+                       ? atomic_load(&e->counts.inflight)
+                       : vf__counts_pending(vf__engine_counts(e));
     out->bulks = atomic_load_explicit(&e->bulk.bulks, memory_order_relaxed);
     out->bulked = atomic_load_explicit(&e->bulk.bulked, memory_order_relaxed);
     out->async_in_flight = vf__async_count(&e->async);
@@ -345,7 +354,7 @@ VF_API int vf_engine_stats(vf_engine *e, vf_stats *out)
 
 int vf__engine_admit_slow(vf_engine *e, bool nonblocking, const char *who)
 {
-    if ((atomic_load(&e->counts) >> 32) < e->max_inflight)
+    if (atomic_load(&e->counts.inflight) < e->max_inflight)
         return 0;
     if (nonblocking)
         return vf__fail(VF_EAGAIN, "%s: %u ops in flight (max_inflight)", who,
@@ -357,7 +366,7 @@ int vf__engine_admit_slow(vf_engine *e, bool nonblocking, const char *who)
         vf__worker *me = vf__this_worker();
         if (me != NULL && me->pool->engine != e)
             me = NULL;
-        while ((atomic_load(&e->counts) >> 32) >= e->max_inflight) {
+        while (atomic_load(&e->counts.inflight) >= e->max_inflight) {
             if (vf__run_deferred())
                 continue;
             vf__op *op = me ? vf__worker_take(me) : NULL;
@@ -370,18 +379,27 @@ int vf__engine_admit_slow(vf_engine *e, bool nonblocking, const char *who)
     }
     atomic_fetch_add(&e->nblocked, 1);
     pthread_mutex_lock(&e->waits.lock);
-    while ((atomic_load(&e->counts) >> 32) >= e->max_inflight)
+    while (atomic_load(&e->counts.inflight) >= e->max_inflight)
         pthread_cond_wait(&e->waits.cond, &e->waits.lock);
     pthread_mutex_unlock(&e->waits.lock);
     atomic_fetch_sub(&e->nblocked, 1);
     return 0;
 }
 
-void vf__engine_counts_changed(vf_engine *e, uint64_t now)
+void vf__engine_wake(vf_engine *e, unsigned wake)
 {
-    bool idle = ((now >> 32) == 0 && atomic_load(&e->waits.nwaiters) > 0) ||
-                ((now >> 32) == e->unblock_at && atomic_load(&e->nblocked) > 0);
-    bool stuck = (uint32_t)now == 0 && atomic_load(&e->waits.nnested) > 0;
+    bool idle = false, stuck = false;
+    if (wake & VF__WAKE_WATCHERS) {
+        /* After the caller's lowering (counts.h): a zero seen here is a
+         * state a watcher waits for. */
+        uint64_t now = vf__engine_counts(e);
+        idle = vf__counts_pending(now) == 0 &&
+               atomic_load(&e->waits.nwaiters) > 0;
+        stuck = vf__counts_active(now) == 0 &&
+                atomic_load(&e->waits.nnested) > 0;
+    }
+    if ((wake & VF__WAKE_BLOCKED) && atomic_load(&e->nblocked) > 0)
+        idle = true;
     if (idle || stuck) {
         pthread_mutex_lock(&e->waits.lock);
         pthread_cond_broadcast(&e->waits.cond);

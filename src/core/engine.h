@@ -1,18 +1,21 @@
 /*
  * engine.h: the engine object and the counters every path shares.
  *
- * `counts` packs two numbers into one 64-bit atomic, so the hot path pays one
- * read-modify-write per transition:
- *   high 32 bits: pending, ops pushed and not finished (wait_all waits for 0);
- *   low 32 bits:  active, ops ready, running, or in flight (async), and not
- *                 blocked in a nested wait.
- * An op finishing adds the ops it made ready to `active` before taking itself
- * off, in the same atomic add, so active never drops to zero while progress
- * is still possible. active == 0 with pending > 0 therefore means every
- * unfinished op is either waiting for a var or blocked in a nested wait:
- * nothing can ever move again, and a nested waiter turns that into
- * VF_EDEADLK (wait.c). All accesses are seq_cst: they pair with the waiter
- * counts in the Dekker-style sleep checks.
+ * `counts` (counts.h) are two numbers every path keeps:
+ *   pending: ops pushed and not finished (wait_all waits for 0);
+ *   active:  ops ready, running, or in flight (async), and not blocked in
+ *            a nested wait.
+ * Each thread counts in a slot of its own, and a reader sums the slots
+ * (vf__counts_sum): a sum with a zero component proves that count was zero
+ * at one instant. An op finishing adds the ops it made ready to `active`
+ * before taking itself off, in the same atomic add, so active never drops
+ * to zero while progress is still possible. active == 0 with pending > 0
+ * therefore means every unfinished op is either waiting for a var or
+ * blocked in a nested wait: nothing can ever move again, and a nested
+ * waiter turns that into VF_EDEADLK (wait.c). Every add and every read of
+ * a sum is seq_cst: they pair with waits.watchers in the Dekker-style sleep
+ * checks (counts.h). An engine with an in-flight bound also keeps an exact
+ * shared pending count for it (counts.inflight).
  *
  * Lock order. The engine's locks live in this struct and in its modules'
  * sub-structs; each module's header says what its locks guard, and this is
@@ -30,21 +33,24 @@
  *      life.op_lock (a stop or a start) and, at fork, those before it in 4;
  *   4. at fork only (lifecycle.h): the registry lock, then each engine's
  *      life.op_lock, then every engine's bulk locks, the free-list depots,
- *      the tag table and each engine's life.lock, var table lock, failure
- *      log's lock, its reserve's lock, waits.lock, dev.lock, defs.lock
- *      and profiler lock; life.op_lock is otherwise held only around a
- *      stop or a start, which take dev.lock and life.lock under it;
+ *      the tag table, the counts' slots lock (counts.h) and each engine's
+ *      life.lock, var table lock, failure log's lock, its reserve's lock,
+ *      waits.lock, dev.lock, defs.lock and profiler lock; life.op_lock
+ *      is otherwise held only around a stop or a start, which take
+ *      dev.lock and life.lock under it;
  *   5. bulk (bulk.h): bulk.lock, then a thread's bulk spinlock, held
  *      across the push of a batch (so it is taken before everything a push
  *      takes: var locks, queue locks, free-list depots, life.lock when the
  *      engine holds pushes, the failure log's lock);
  *   6. leaves, never held while taking another lock: a worker's queue
  *      lock, defs.lock (defs.h), a pool's event count's lock where it has
- *      one (ecount.h),
- *      waits.lock, the failure reserve's lock, the var table lock, a
- *      free-list depot lock, the profiler's lock, the completer's lock
- *      (completer.h), a device's lock of per-thread streams
- *      (device_pools.h), the locks inside a device's streams and events.
+ *      one (ecount.h), waits.lock, the process-wide slots lock of counts
+ *      (counts.h: taken by a thread's first count on an engine, maybe
+ *      under a bulk lock or life.op_lock), the failure reserve's lock,
+ *      the var table lock, a free-list depot lock, the profiler's lock,
+ *      the completer's lock (completer.h), a device's lock of per-thread
+ *      streams (device_pools.h), the locks inside a device's streams and
+ *      events.
  * User code (op functions, `done`, free callbacks) never runs under any of
  * them.
  */
@@ -58,6 +64,7 @@
 #include "core/async.h"
 #include "core/bulk.h"
 #include "core/defs.h"
+#include "core/counts.h"
 #include "core/device_pools.h"
 #include "core/failure.h"
 #include "core/lifecycle.h"
@@ -74,9 +81,6 @@
 _Static_assert(VF__MAX_POOLS <= VF__PROF_MAX_POOLS,
                "the profiler describes every pool");
 
-#define VF__COUNT_PENDING ((uint64_t)1 << 32)
-#define VF__COUNT_ACTIVE ((uint64_t)1)
-
 typedef enum vf__engine_state {
     VF__RUNNING = 0,
     VF__SHUTDOWN, /* vf_engine_shutdown: pushes refused, ops skipped */
@@ -92,12 +96,16 @@ struct vf_engine {
     vf_engine_type kind;
     _Atomic int state; /* seq_cst */
 
-    _Atomic uint64_t counts; /* pending << 32 | active; see above */
     /* The push counter: the place in push order of the last op pushed
      * (failure.h). Advanced (relaxed) by a user push under its vars' locks
      * (so places agree with every var's queue order) and by a batch as it
-     * is pushed; beside `counts`, whose line every push writes anyway. */
+     * is pushed. Padded onto a line of its own (the engine is not
+     * allocated aligned), so that pushes do not evict what workers read. */
+    char pushed_pad0_[VF__CACHELINE];
     _Atomic uint64_t pushed;
+    char pushed_pad1_[VF__CACHELINE];
+
+    vf__counts counts; /* pending and active, per thread (see above) */
 
     vf__pool pools[VF__MAX_POOLS];
     /* Pools made so far: fixed after creation but for device pools, which
@@ -114,7 +122,8 @@ struct vf_engine {
     /* The in-flight bound (0: none) and the pending count at which blocked
      * pushers are woken (max_inflight - 1, or UINT32_MAX: never). Pushers
      * blocked on the bound sleep on waits.cond, counted in nblocked
-     * (seq_cst, paired with `counts` like waits.nwaiters). */
+     * (seq_cst, paired with counts.inflight as waits.watchers is with the
+     * per-thread counts). */
     uint32_t max_inflight;
     uint32_t unblock_at;
     atomic_int nblocked;
@@ -225,16 +234,51 @@ static inline uint64_t vf__engine_wait_place(vf_engine *e)
     return atomic_load_explicit(&e->pushed, memory_order_relaxed);
 }
 
-/* Whether `counts` reached a state someone may wait for (cheap; inline on
- * the hot path): no op pending, no op active, or room under the bound. */
-static inline bool vf__counts_notable(const vf_engine *e, uint64_t now)
+/* What a lowering of the counts must wake (vf__engine_count_out). */
+#define VF__WAKE_BLOCKED 1u  /* pending fell to unblock_at: blocked pushers */
+#define VF__WAKE_WATCHERS 2u /* a watcher exists: sum and see (counts.h) */
+
+/* Raise the counts by `delta` (VF__COUNT_* multiples) in this thread's
+ * slot: a push (pending and active), ops made ready (active). */
+static inline void vf__engine_count_in(vf_engine *e, uint64_t delta)
 {
-    return (now >> 32) == 0 || (uint32_t)now == 0 ||
-           (now >> 32) == e->unblock_at;
+    vf__counts_raise(&e->counts, delta);
+    if (VF__UNLIKELY(e->max_inflight != 0) && delta >= VF__COUNT_PENDING)
+        atomic_fetch_add(&e->counts.inflight, (uint32_t)(delta >> 32));
 }
 
-/* Wake whoever waits on a state of `counts` just reached (`now`). */
-void vf__engine_counts_changed(vf_engine *e, uint64_t now);
+/* Lower the counts by `delta` in this thread's slot, and return what to
+ * wake (0 nearly always) for vf__engine_wake, which the caller calls once
+ * done with what it still touches. `may_zero`: this step may bring a count
+ * to zero; false when the caller made ops ready in the same finish (they
+ * keep pending and active above zero), which spares it the watcher check.
+ * The lowering, then the load of waits.watchers: the Dekker pair of
+ * counts.h. */
+static inline unsigned vf__engine_count_out(vf_engine *e, uint64_t delta,
+                                            bool may_zero)
+{
+    vf__counts_lower(&e->counts, delta);
+    unsigned wake = 0;
+    if (VF__UNLIKELY(e->max_inflight != 0) && delta >= VF__COUNT_PENDING) {
+        uint32_t n = (uint32_t)(delta >> 32);
+        if (atomic_fetch_sub(&e->counts.inflight, n) - n == e->unblock_at)
+            wake |= VF__WAKE_BLOCKED;
+    }
+    if (may_zero && VF__UNLIKELY(atomic_load(&e->waits.watchers) != 0))
+        wake |= VF__WAKE_WATCHERS;
+    return wake;
+}
+
+/* Wake whoever waits on a state of the counts that `wake` says may have
+ * been reached (nothing when 0). */
+void vf__engine_wake(vf_engine *e, unsigned wake);
+
+/* pending << 32 | active, summed (counts.h: a zero component was zero at
+ * one instant of the call). */
+static inline uint64_t vf__engine_counts(vf_engine *e)
+{
+    return vf__counts_sum(&e->counts);
+}
 
 /* Before a user push: wait for room under the in-flight bound (see
  * vf_engine_push). 0, or VF_EAGAIN when `nonblocking` and there is no room. */

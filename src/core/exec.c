@@ -263,15 +263,19 @@ static void finish(vf__op *op, vf__readylist *ready)
         vf__op_hooks_record(op); /* before the engine may go */
 
     /* The newly ready ops become active in the same step as this one stops
-     * being pending and active (see engine.h). */
-    uint64_t delta = (uint64_t)(ready->count - before) * VF__COUNT_ACTIVE -
-                     (VF__COUNT_PENDING | VF__COUNT_ACTIVE);
+     * being active (see engine.h): with k >= 1 of them, k - 1 more active;
+     * with none, one fewer. */
+    uint64_t act = (uint64_t)(ready->count - before) * VF__COUNT_ACTIVE;
     if (VF__UNLIKELY(op == tls.loop_op))
-        delta += loop_frame_returns(); /* same step: no transient zero */
-    uint64_t now = atomic_fetch_add(&e->counts, delta) + delta;
+        act += loop_frame_returns(); /* same step: no transient zero */
+    if (act > VF__COUNT_ACTIVE)
+        vf__engine_count_in(e, act - VF__COUNT_ACTIVE);
+    unsigned wake = vf__engine_count_out(
+        e, act != 0 ? VF__COUNT_PENDING : VF__COUNT_PENDING | VF__COUNT_ACTIVE,
+        act == 0);
     vf__op_free(op);
-    if (VF__UNLIKELY(vf__counts_notable(e, now)))
-        vf__engine_counts_changed(e, now);
+    if (VF__UNLIKELY(wake != 0))
+        vf__engine_wake(e, wake);
 }
 
 /* --- dispatching ------------------------------------------------------- */
@@ -398,7 +402,7 @@ bool vf__loop_run_one(vf__waiter *w, vf__worker *me)
         if (tls.loop_op == op) { /* async, still in flight: counted itself */
             uint64_t extra = loop_frame_returns();
             if (extra)
-                atomic_fetch_add(&vf__op_engine(op)->counts, extra);
+                vf__engine_count_in(vf__op_engine(op), extra);
         }
         return true;
     }

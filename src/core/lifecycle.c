@@ -328,6 +328,7 @@ static void fork_prepare(void)
         vf__bulk_fork_lock(e, true);
     vf__fl_fork_lock(true);
     vf__engine_tags_lock(true);
+    vf__counts_fork_lock(true); /* a thread's first count on an engine */
     for (vf_engine *e = live; e != NULL; e = e->life.next_live)
         engine_locks(e, true);
 }
@@ -336,6 +337,7 @@ static void release_fork_locks(void)
 {
     for (vf_engine *e = live; e != NULL; e = e->life.next_live)
         engine_locks(e, false);
+    vf__counts_fork_lock(false);
     vf__engine_tags_lock(false);
     vf__fl_fork_lock(false);
     for (vf_engine *e = live; e != NULL; e = e->life.next_live)

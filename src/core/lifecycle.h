@@ -34,12 +34,13 @@
  * live engine is stopped (drained and joined) unless the forking thread
  * runs its code (vf__thread_in_engine), and the locks another thread could
  * hold inside the engine are taken (every engine's bulk locks (bulk.h),
- * free-list depots, the tag table, each engine's life.lock, var table lock, the
- * failure log's lock and its reserve's, wait lock, dev.lock and the profiler's
- * lock, in that order). In the child the counters of threads that are gone
- * (pending pushes caught half way, waiters, blocked pushers, foreign
- * completers) go back to zero, every var lock is free and the wait condition
- * forgets its waiters. The parent releases them and starts again what it
+ * free-list depots, the tag table, the counts' slots lock (counts.h), each
+ * engine's life.lock, var table lock, the failure log's lock and its
+ * reserve's, wait lock, dev.lock and the profiler's lock, in that order). In
+ * the child the counters of threads that are gone (pending pushes caught
+ * half way, waiters, blocked pushers, foreign completers) go back to zero,
+ * the count slots they owned are free, every var lock is free and the wait
+ * condition forgets its waiters. The parent releases them and starts again what it
  * stopped. The child releases them and rebuilds each stopped engine with
  * fork_child_workers workers per CPU pool and no device (the parent's
  * streams and CUDA contexts cannot be used there: a device op pushed in

@@ -26,9 +26,9 @@
  * that reaches. */
 static void uncount(vf_engine *e, uint64_t delta)
 {
-    uint64_t now = atomic_fetch_sub(&e->counts, delta) - delta;
-    if (vf__counts_notable(e, now))
-        vf__engine_counts_changed(e, now);
+    unsigned wake = vf__engine_count_out(e, delta, true);
+    if (VF__UNLIKELY(wake != 0))
+        vf__engine_wake(e, wake);
 }
 
 static void unlock_vars(vf__op *op, int n)
@@ -55,7 +55,7 @@ int vf__engine_enqueue(vf_engine *e, vf__op *op, const char *who)
      * waiter never sees active == 0 while the op is about to become ready
      * (engine.h). The active count passes to the op if that release makes
      * it ready; otherwise whoever releases it last counts it then. */
-    atomic_fetch_add(&e->counts, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
+    vf__engine_count_in(e, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
     /* Stopped or stopping: a push from outside the engine's ops is held
      * (lifecycle.h). Tested after counting pending, so a stopper's drain
      * either sees this push or this push sees the stop (both seq_cst). */

@@ -75,7 +75,7 @@ void vf__wait_marker_fire(vf__op *op)
         }
         bool on_top = s == VF__W_IDLE;
         if (w->nested && on_top)
-            atomic_fetch_add(&e->counts, VF__COUNT_ACTIVE);
+            vf__engine_count_in(e, VF__COUNT_ACTIVE);
         vf__pool *pool = w->sleep_pool;
         atomic_store(&w->state, on_top ? VF__W_DONE : VF__W_DONE_UNCOUNTED);
         if (pool != NULL) {
@@ -129,22 +129,42 @@ struct nested_pred {
 static bool nested_should_wake(void *arg)
 {
     const struct nested_pred *p = arg;
-    return is_done(p->w) || (uint32_t)atomic_load(&p->e->counts) == 0;
+    return is_done(p->w) ||
+           vf__counts_active(vf__engine_counts(p->e)) == 0;
 }
 
 /* Sleep on the engine's condition until `w` is done or, when `nested`, until
  * active may be zero, or until `until` passes. Spurious returns are fine:
- * callers loop. */
+ * callers loop. A nested waiter is a watcher already (nested_wait); any
+ * other waiter here is woken by its marker alone. */
 static void sleep_on_engine(vf_engine *e, vf__waiter *w, bool nested,
                             const vf__deadline *until)
 {
-    atomic_fetch_add(&e->waits.nwaiters, 1);
     pthread_mutex_lock(&e->waits.lock);
-    if (!is_done(w) && !(nested && (uint32_t)atomic_load(&e->counts) == 0) &&
+    if (!is_done(w) &&
+        !(nested && vf__counts_active(vf__engine_counts(e)) == 0) &&
         !vf__deadline_passed(until))
         vf__cond_wait_until(&e->waits.cond, &e->waits.lock, until);
     pthread_mutex_unlock(&e->waits.lock);
-    atomic_fetch_sub(&e->waits.nwaiters, 1);
+}
+
+/* A nested waiter found active at zero: claim the deadlock, unless
+ * another waiter claimed it first. Claims are serialized by waits.lock and
+ * the sum is taken again under it: the first claimer counts itself active
+ * before it lets go, so a later one sees active at zero only if the engine
+ * got stuck again after that (every op the first one's giving up let run
+ * has stopped), as the compare-and-swap on the packed counter did. True
+ * when claimed: the caller is counted active again. */
+static bool claim_deadlock(vf_engine *e)
+{
+    /* The slot first: finding it may take the slots lock (counts.h). */
+    vf__count_slot *slot = vf__counts_slot(&e->counts);
+    pthread_mutex_lock(&e->waits.lock);
+    bool stuck = vf__counts_active(vf__engine_counts(e)) == 0;
+    if (stuck)
+        atomic_fetch_add(&slot->start, VF__COUNT_ACTIVE);
+    pthread_mutex_unlock(&e->waits.lock);
+    return stuck;
 }
 
 /* Take `w` back from its marker (a wait that gives up): true when that
@@ -169,11 +189,11 @@ static bool abandon(vf__waiter *w)
 static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
                        const vf__deadline *until)
 {
+    /* A watcher before it stops counting itself: its own lowering then
+     * wakes the others if it was the last active one (counts.h). */
     atomic_fetch_add(&e->waits.nnested, 1);
-    uint64_t now = atomic_fetch_sub(&e->counts, VF__COUNT_ACTIVE) -
-                   VF__COUNT_ACTIVE;
-    if ((uint32_t)now == 0)
-        vf__engine_counts_changed(e, now);
+    atomic_fetch_add(&e->waits.watchers, 1);
+    vf__engine_wake(e, vf__engine_count_out(e, VF__COUNT_ACTIVE, true));
     vf__loop_frame saved;
     vf__loop_enter(w, &saved);
     int rc = 0;
@@ -189,24 +209,23 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
         VF__ASSERT(s == VF__W_IDLE);
         if (vf__loop_run_one(w, me))
             continue;
-        uint64_t c = atomic_load(&e->counts);
-        bool stuck = (uint32_t)c == 0;
+        bool stuck = vf__counts_active(vf__engine_counts(e)) == 0;
         if (stuck || vf__deadline_passed(until)) {
             /* Count ourselves active again before giving up, so active
              * never reads zero while we still might go on (engine.h). A
              * deadlock is claimed by one waiter: whoever makes active
-             * non-zero again. */
+             * non-zero again (claim_deadlock). */
             if (!stuck)
-                atomic_fetch_add(&e->counts, VF__COUNT_ACTIVE);
-            else if (!atomic_compare_exchange_strong(&e->counts, &c,
-                                                     c + VF__COUNT_ACTIVE))
+                vf__engine_count_in(e, VF__COUNT_ACTIVE);
+            else if (!claim_deadlock(e))
                 continue;
             if (abandon(w)) {
                 rc = stuck ? VF_EDEADLK : VF_ETIMEDOUT;
                 break;
             }
-            /* The marker fired and counted us back too: undo our own. */
-            atomic_fetch_sub(&e->counts, VF__COUNT_ACTIVE);
+            /* The marker fired and counted us back too: undo our own (we
+             * stay counted once: no count reaches zero here). */
+            vf__engine_count_out(e, VF__COUNT_ACTIVE, false);
             break;
         }
         if (me != NULL)
@@ -215,6 +234,7 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
             sleep_on_engine(e, w, true, until);
     }
     vf__loop_leave(&saved);
+    atomic_fetch_sub(&e->waits.watchers, 1);
     atomic_fetch_sub(&e->waits.nnested, 1);
     return rc;
 }
@@ -406,16 +426,20 @@ static int wait_idle(vf_engine *e, bool help, const vf__deadline *until)
 {
     do {
         vf__bulk_flush_all(e);
-        while (help && (atomic_load(&e->counts) >> 32) != 0 &&
+        while (help && vf__counts_pending(vf__engine_counts(e)) != 0 &&
                !vf__deadline_passed(until) && vf__help_run(e)) {
         }
         bool late = false;
+        /* A watcher before the sums below: the finisher of the last op
+         * then sees it, or this sum sees that finish (counts.h). */
         atomic_fetch_add(&e->waits.nwaiters, 1);
+        atomic_fetch_add(&e->waits.watchers, 1);
         pthread_mutex_lock(&e->waits.lock);
-        while ((atomic_load(&e->counts) >> 32) != 0 &&
+        while (vf__counts_pending(vf__engine_counts(e)) != 0 &&
                !(late = vf__deadline_passed(until)))
             vf__cond_wait_until(&e->waits.cond, &e->waits.lock, until);
         pthread_mutex_unlock(&e->waits.lock);
+        atomic_fetch_sub(&e->waits.watchers, 1);
         atomic_fetch_sub(&e->waits.nwaiters, 1);
         if (late)
             return VF_ETIMEDOUT;

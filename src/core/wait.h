@@ -3,11 +3,16 @@
  *
  * A thread outside the engine's ops that waits (vf_var_wait,
  * vf_engine_wait_all, destroy's drain), and a nested waiter with no pool to
- * sleep in, sleep on the engine's `waits.cond`. Whoever changes `counts` to a
- * state a waiter may want (engine.h: vf__engine_counts_changed) broadcasts
- * under `lock` when the waiter counts say somebody sleeps: the counts and these
- * counters are seq_cst, a Dekker pair, so no wake-up is lost. `lock` is a
- * leaf: nothing else is taken under it.
+ * sleep in, sleep on the engine's `waits.cond`. A thread that waits for a
+ * state of the counts (pending 0: wait_all, destroy's drain; active 0: a
+ * nested waiter) adds itself to its own counter and then to `watchers`
+ * before it sums the counts; whoever lowers a count loads `watchers` after
+ * its add (engine.h: vf__engine_count_out) and, when it is not zero, sums
+ * and broadcasts under `lock` when the state is reached
+ * (vf__engine_wake). All seq_cst, a Dekker pair, so no wake-up is lost
+ * (counts.h). A wait_var outside ops is woken by its marker and counts in
+ * none of them. `lock` is a leaf: nothing else is taken under it; a nested
+ * waiter's claim of a deadlock sums under it (wait.c).
  */
 #ifndef VF_WAIT_H
 #define VF_WAIT_H
@@ -21,8 +26,11 @@
 typedef struct vf__waits {
     pthread_mutex_t lock;
     pthread_cond_t cond; /* on CLOCK_MONOTONIC (timed waits) */
-    atomic_int nwaiters; /* seq_cst: threads sleeping on cond */
+    atomic_int nwaiters; /* seq_cst: threads waiting for pending == 0 */
     atomic_int nnested;  /* seq_cst: ops blocked in a nested wait */
+    /* seq_cst: nwaiters + nnested, raised after them and lowered before
+     * them: the one load a count's lowerer pays (counts.h). */
+    atomic_int watchers;
 } vf__waits;
 
 typedef struct vf__pool vf__pool;

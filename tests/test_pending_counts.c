@@ -1,0 +1,444 @@
+/*
+ * test_pending_counts: the engine's pending and active counts, kept per thread
+ * (src/core/counts.h), seen through the API on every engine kind.
+ *
+ * - outside_pushers: 40 threads (more than the engine has spare count
+ *   slots, so some share one) push ops that all wait behind a gate op, and
+ *   exit while those ops are pending. Then vf_engine_stats says exactly how
+ *   many are pending (the engine is still: a sum is exact), the gate opens,
+ *   wait_all returns 0 with every op run once and nothing pending; a second
+ *   round of new threads (taking the slots given back) does the same;
+ * - last_finish: wait_all races the finish of the last op, thousands of
+ *   times: one op, or a few, pushed just before the wait; two threads
+ *   waiting at once; an async op completed by a foreign thread (the
+ *   completer finishes it: vf_completion_finish). A lost wake-up would leave
+ *   a wait hanging: each is timed (10 s) and must return 0;
+ * - deadlock_claimed_once: two ops each waiting inside on what the other
+ *   writes, 100 times: exactly one wait is refused (VF_EDEADLK) and the
+ *   other returns 0 once the refused op has finished; a second claim of the
+ *   same deadlock would refuse both. Every other round an async op in
+ *   flight keeps the engine active while both wait, and its finish (from
+ *   the main thread) makes both see active at zero at once;
+ * - nested_no_false_alarm: ops wait inside on chains of ops they pushed,
+ *   on every worker at once, many times: never VF_EDEADLK (active must not
+ *   touch zero while a chain moves);
+ * - fork_churn: threads come and go, each making its first push on the
+ *   engine (which takes a count slot under the process-wide slots lock,
+ *   and gives it back at exit), while the main thread forks: in each child
+ *   a new thread pushes and waits, and wait_all returns 0 with nothing
+ *   pending (a child stuck on a lock a parent thread held dies by alarm).
+ */
+#include "runner.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* --- outside_pushers ------------------------------------------------------ */
+
+#define PUSHERS 40
+
+typedef struct rig {
+    vf_engine *e;
+    vf_var shared;
+    vf_var own[PUSHERS];
+    int each;
+    atomic_int runs;
+    atomic_int push_errors;
+} rig;
+
+static int count_run(vf_run *run, void *arg)
+{
+    (void)run;
+    atomic_fetch_add(&((rig *)arg)->runs, 1);
+    return 0;
+}
+
+typedef struct pusher_arg {
+    rig *r;
+    int me;
+} pusher_arg;
+
+static void *pusher(void *arg)
+{
+    pusher_arg *a = arg;
+    rig *r = a->r;
+    for (int i = 0; i < r->each; i++) {
+        /* Every op reads the shared var (held by the gate op) and writes
+         * this thread's own: all wait for the gate. */
+        int rc = vf_engine_push(r->e, &(vf_op){.fn = count_run,
+                                               .arg = r,
+                                               .reads = VF_VARS(r->shared),
+                                               .writes = VF_VARS(a->r->own
+                                                                     [a->me]),
+                                               .name = "pushed"});
+        if (rc != 0)
+            atomic_fetch_add(&r->push_errors, 1);
+    }
+    return NULL; /* exits with its ops pending */
+}
+
+static int gate_op(vf_run *run, void *arg)
+{
+    (void)run;
+    CHECK(tu_gate_wait(arg, TU_TIMEOUT));
+    return 0;
+}
+
+static void pusher_round(const tu_kind *k, rig *r, int round)
+{
+    tu_gate gate;
+    tu_gate_init(&gate);
+    if (k->threaded)
+        CHECK_OK(vf_engine_push(r->e, &(vf_op){.fn = gate_op,
+                                               .arg = &gate,
+                                               .writes = VF_VARS(r->shared),
+                                               .name = "gate"}));
+    atomic_store(&r->runs, 0);
+    pthread_t t[PUSHERS];
+    pusher_arg args[PUSHERS];
+    for (int i = 0; i < PUSHERS; i++) {
+        args[i] = (pusher_arg){r, i};
+        t[i] = tu_thread_start(pusher, &args[i]);
+    }
+    for (int i = 0; i < PUSHERS; i++)
+        tu_thread_join(t[i]);
+    CHECK_EQ(atomic_load(&r->push_errors), 0);
+    vf_stats st;
+    CHECK_OK(vf_engine_stats(r->e, &st));
+    if (k->threaded) {
+        /* The gate op runs; everything else waits for it: still. */
+        CHECK_EQ(st.pending, (uint64_t)PUSHERS * r->each + 1);
+        CHECK_EQ(atomic_load(&r->runs), 0);
+        tu_gate_open(&gate);
+    } else {
+        CHECK_EQ(st.pending, 0); /* naive: ran inside the pushes */
+    }
+    CHECK_OK(vf_engine_wait_all(r->e, NULL));
+    CHECK_EQ(atomic_load(&r->runs), PUSHERS * r->each);
+    CHECK_OK(vf_engine_stats(r->e, &st));
+    CHECK_EQ(st.pending, 0);
+    (void)round;
+    tu_gate_destroy(&gate);
+}
+
+TEST_KIND_CASE(outside_pushers, k)
+{
+    rig r;
+    memset(&r, 0, sizeof r);
+    r.e = tu_engine(k);
+    r.shared = tu_var(r.e);
+    for (int i = 0; i < PUSHERS; i++)
+        r.own[i] = tu_var(r.e);
+    r.each = (int)tu_scaled(500, 20);
+    pusher_round(k, &r, 1);
+    pusher_round(k, &r, 2); /* new threads, slots given back */
+    tu_finish_engine(r.e);
+}
+
+/* --- last_finish ---------------------------------------------------------- */
+
+typedef struct racer {
+    vf_engine *e;
+    atomic_int go;  /* rounds the helper should wait in */
+    atomic_int bad; /* waits that did not return 0 */
+    atomic_bool over;
+} racer;
+
+static int wait_ok(vf_engine *e)
+{
+    return vf_engine_wait_all_timed(e, 10000, NULL);
+}
+
+/* A second waiter: waits whenever the main thread has pushed. */
+static void *second_waiter(void *arg)
+{
+    racer *r = arg;
+    int seen = 0;
+    while (!atomic_load(&r->over)) {
+        int g = atomic_load(&r->go);
+        if (g == seen) {
+            sched_yield();
+            continue;
+        }
+        seen = g;
+        if (wait_ok(r->e) != 0)
+            atomic_fetch_add(&r->bad, 1);
+    }
+    return NULL;
+}
+
+/* Async ops: the completion goes to a completer thread, which finishes
+ * it at once (the foreign finish races the main thread's wait). */
+static _Atomic(vf_completion *) handed;
+static atomic_bool completer_over;
+
+static void start_async(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    vf_completion *slot = arg;
+    *slot = done;
+    vf_completion *expected = NULL;
+    while (!atomic_compare_exchange_weak(&handed, &expected, slot))
+        expected = NULL;
+}
+
+static void *completer(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&completer_over)) {
+        vf_completion *c = atomic_exchange(&handed, NULL);
+        if (c == NULL) {
+            sched_yield();
+            continue;
+        }
+        CHECK_OK(vf_completion_finish(*c, 0, NULL));
+    }
+    return NULL;
+}
+
+TEST_KIND_CASE(last_finish, k)
+{
+    vf_engine *e = tu_engine(k);
+    vf_var v[3] = {tu_var(e), tu_var(e), tu_var(e)};
+    int rounds = (int)tu_scaled(3000, 100);
+    racer r = {.e = e};
+    pthread_t helper = tu_thread_start(second_waiter, &r);
+    int bad = 0;
+    for (int i = 0; i < rounds; i++) {
+        int n = 1 + i % 3;
+        for (int j = 0; j < n; j++)
+            CHECK_OK(vf_engine_push(
+                e, &(vf_op){.fn = tu_nop, .writes = VF_VARS(v[j])}));
+        if (i % 2 == 0)
+            atomic_fetch_add(&r.go, 1);
+        bad += wait_ok(e) != 0;
+    }
+    atomic_store(&r.over, true);
+    tu_thread_join(helper);
+    /* Async, finished on a foreign thread. */
+    atomic_store(&completer_over, false);
+    pthread_t comp = tu_thread_start(completer, NULL);
+    vf_completion slot;
+    for (int i = 0; i < rounds / 3; i++) {
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.async_fn = start_async, .arg = &slot,
+                        .writes = VF_VARS(v[0])}));
+        bad += wait_ok(e) != 0;
+    }
+    atomic_store(&completer_over, true);
+    tu_thread_join(comp);
+    bad += atomic_load(&r.bad);
+    if (bad != 0)
+        CHECK_REPORT_("%d waits did not return 0 (a lost wake-up)", bad);
+    vf_stats st;
+    CHECK_OK(vf_engine_stats(e, &st));
+    CHECK_EQ(st.pending, 0);
+    tu_finish_engine(e);
+}
+
+/* --- deadlock_claimed_once ------------------------------------------------ */
+
+typedef struct pair {
+    vf_var a, b;
+    tu_rv rv;
+    atomic_int p_rc, q_rc;
+    vf_completion held; /* an async op in flight: active until finished */
+} pair;
+
+/* P writes a and waits on b; Q writes b and waits on a. */
+static int op_p(vf_run *run, void *arg)
+{
+    pair *c = arg;
+    CHECK(tu_rv_meet(&c->rv, 3, TU_TIMEOUT));
+    atomic_store(&c->p_rc, vf_var_wait(vf_run_engine(run), c->b, NULL));
+    return 0;
+}
+
+static int op_q(vf_run *run, void *arg)
+{
+    pair *c = arg;
+    CHECK(tu_rv_meet(&c->rv, 3, TU_TIMEOUT));
+    atomic_store(&c->q_rc, vf_var_wait(vf_run_engine(run), c->a, NULL));
+    return 0;
+}
+
+static void hold_async(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    ((pair *)arg)->held = done;
+}
+
+TEST_KIND_CASE(deadlock_claimed_once, k)
+{
+    /* Both ops must run at once: two workers for normal ops. */
+    if (!k->threaded || k->workers < 2)
+        return;
+    vf_engine *e = tu_engine(k);
+    int rounds = (int)tu_scaled(100, 10);
+    int both = 0, none = 0;
+    for (int i = 0; i < rounds; i++) {
+        pair c;
+        memset(&c, 0, sizeof c);
+        tu_rv_init(&c.rv);
+        c.a = tu_var(e);
+        c.b = tu_var(e);
+        atomic_store(&c.p_rc, 99);
+        atomic_store(&c.q_rc, 99);
+        /* Odd rounds: an async op keeps active above zero while both wait,
+         * and its finish wakes both at once, to race for the claim. */
+        bool held = i % 2 == 1;
+        if (held)
+            CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = hold_async,
+                                                .arg = &c}));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = op_p, .arg = &c,
+                                            .writes = VF_VARS(c.a)}));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = op_q, .arg = &c,
+                                            .writes = VF_VARS(c.b)}));
+        CHECK(tu_rv_meet(&c.rv, 3, TU_TIMEOUT));
+        if (held) {
+            tu_spin_us(500); /* let both reach their waits (not needed) */
+            CHECK_OK(vf_completion_finish(c.held, 0, NULL));
+        }
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        int p = atomic_load(&c.p_rc), q = atomic_load(&c.q_rc);
+        CHECK(p == 0 || p == VF_EDEADLK);
+        CHECK(q == 0 || q == VF_EDEADLK);
+        both += p == VF_EDEADLK && q == VF_EDEADLK;
+        none += p != VF_EDEADLK && q != VF_EDEADLK;
+        CHECK_OK(vf_var_destroy(e, c.a, NULL, NULL));
+        CHECK_OK(vf_var_destroy(e, c.b, NULL, NULL));
+        tu_rv_destroy(&c.rv);
+    }
+    if (both != 0 || none != 0)
+        CHECK_REPORT_("of %d cycles, %d refused both waits, %d neither", rounds,
+                      both, none);
+    tu_finish_engine(e);
+}
+
+/* --- nested_no_false_alarm ------------------------------------------------ */
+
+typedef struct waiter_ctx {
+    vf_var v;
+    int len;
+    atomic_int deadlocks, other;
+} waiter_ctx;
+
+static int chain_waiter(vf_run *run, void *arg)
+{
+    waiter_ctx *c = arg;
+    vf_engine *e = vf_run_engine(run);
+    for (int i = 0; i < c->len; i++)
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = tu_nop,
+                                            .writes = VF_VARS(c->v)}));
+    int rc = vf_var_wait(e, c->v, NULL);
+    if (rc == VF_EDEADLK)
+        atomic_fetch_add(&c->deadlocks, 1);
+    else if (rc != 0)
+        atomic_fetch_add(&c->other, 1);
+    return 0;
+}
+
+TEST_KIND_CASE(nested_no_false_alarm, k)
+{
+    vf_engine *e = tu_engine(k);
+    enum { NW = 4 };
+    waiter_ctx c[NW];
+    memset(c, 0, sizeof c);
+    for (int j = 0; j < NW; j++) {
+        c[j].v = tu_var(e);
+        c[j].len = 1 + 7 * j;
+    }
+    int rounds = (int)tu_scaled(400, 20);
+    for (int i = 0; i < rounds; i++) {
+        /* A round at a time: a worker may stack waiters on its wait. */
+        for (int j = 0; j < NW; j++)
+            CHECK_OK(vf_engine_push(e, &(vf_op){.fn = chain_waiter,
+                                                .arg = &c[j]}));
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+    }
+    for (int j = 0; j < NW; j++) {
+        CHECK_EQ(atomic_load(&c[j].deadlocks), 0);
+        CHECK_EQ(atomic_load(&c[j].other), 0);
+    }
+    tu_finish_engine(e);
+}
+
+/* --- fork_churn ----------------------------------------------------------- */
+
+#if !defined(TU_TSAN)
+static vf_engine *churn_engine;
+static atomic_bool churn_over;
+
+static void *push_once(void *arg)
+{
+    (void)arg;
+    vf_engine_push(churn_engine, &(vf_op){.fn = tu_nop});
+    return NULL; /* gives its slot back */
+}
+
+static void *churn(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&churn_over))
+        tu_thread_join(tu_thread_start(push_once, NULL));
+    return NULL;
+}
+
+static void *child_pusher(void *arg)
+{
+    int *bad = arg;
+    for (int i = 0; i < 100; i++)
+        *bad += vf_engine_push(churn_engine, &(vf_op){.fn = tu_nop}) != 0;
+    *bad += vf_engine_wait_all(churn_engine, NULL) != 0;
+    return NULL;
+}
+#endif
+
+TEST_CASE(fork_churn)
+{
+#if defined(TU_TSAN)
+    TEST_SKIP("under TSan (its runtime cannot follow threads started in a "
+              "forked child; see test_lifecycle_fork)");
+#else
+    vf_config cfg = {.type = VF_ENGINE_POOLED, .cpu_workers = 2};
+    CHECK_OK(vf_engine_create(&churn_engine, &cfg));
+    atomic_store(&churn_over, false);
+    pthread_t t[2] = {tu_thread_start(churn, NULL),
+                      tu_thread_start(churn, NULL)};
+    int forks = (int)tu_scaled(20, 4);
+    for (int f = 0; f < forks; f++) {
+        tu_spin_us(2000);
+        fflush(NULL);
+        pid_t pid = fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            alarm(20); /* a lock left held by a parent thread: die */
+            int bad = 0;
+            pthread_t c;
+            if (pthread_create(&c, NULL, child_pusher, &bad) != 0)
+                _exit(3);
+            pthread_join(c, NULL);
+            bad += vf_engine_wait_all(churn_engine, NULL) != 0;
+            vf_stats st;
+            bad += vf_engine_stats(churn_engine, &st) != 0 || st.pending != 0;
+            bad += vf_engine_destroy(churn_engine) != 0;
+            _exit(bad == 0 ? 0 : 1);
+        }
+        int status = 0;
+        REQUIRE(waitpid(pid, &status, 0) == pid);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            CHECK_REPORT_("fork %d: the child failed (status %#x)", f, status);
+    }
+    atomic_store(&churn_over, true);
+    tu_thread_join(t[0]);
+    tu_thread_join(t[1]);
+    CHECK_OK(vf_engine_wait_all(churn_engine, NULL));
+    vf_stats st;
+    CHECK_OK(vf_engine_stats(churn_engine, &st));
+    CHECK_EQ(st.pending, 0);
+    CHECK_OK(vf_engine_destroy(churn_engine));
+#endif
+}
+
+TEST_MAIN("test_pending_counts", 200)
