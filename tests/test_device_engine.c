@@ -519,6 +519,91 @@ TEST_CASE(failures)
     test_failures("naive", &(vf_config){.type = VF_ENGINE_NAIVE});
 }
 
+/* A device write replaces the var's write fence; the failure the replaced
+ * write left must stay the var's (rule 9: a success keeps it). Found by the
+ * fuzzer: a var held a host op's failure A, then a device write's failure
+ * B (newer), reported by a wait; a later device write succeeded and
+ * dropped B's fence, and the var went back to A, unreported: the next
+ * reader was skipped where the serial program runs it. */
+static int host_fail(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return 10;
+}
+
+static void test_replaced_fence(const char *name, const vf_config *cfg)
+{
+    check_context_ = name;
+    vf_engine *e;
+    CHECK_OK(vf_engine_create(&e, cfg));
+    const vf_device emu0 = devices[0], emu1 = devices[1],
+                    cpu = {VF_DEVICE_CPU, 0};
+    vf_error err;
+
+    /* A (host) fails, then B (device, no_skip) fails: v holds B. */
+    vf_var v = tu_var(e);
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = host_fail, .writes = VF_VARS(v), .name = "A"}));
+    fop b = {.fail_on_device = 20}, c = {0}, d = {0};
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = ffn,
+                                        .arg = &b,
+                                        .done = fdone,
+                                        .writes = VF_VARS(v),
+                                        .device = emu0,
+                                        .no_skip = true,
+                                        .name = "B"}));
+    CHECK_ERR(vf_var_wait(e, v, &err), VF_EOPFAILED); /* claims B */
+    CHECK_EQ(err.code, 20);
+    push_f(e, &c, emu1, (vf_var_list){0}, VF_VARS(v), "C"); /* succeeds */
+    push_f(e, &d, cpu, VF_VARS(v), VF_VARS(tu_var(e)), "D");
+    CHECK_ERR(vf_engine_wait_all(e, &err), VF_EOPFAILED);
+    CHECK_EQ(err.code, 10); /* A: nobody reported it */
+    CHECK_EQ(atomic_load(&c.done_status), 0);
+    CHECK_EQ(atomic_load(&d.done_status), 0); /* B is v's, reported */
+    CHECK_EQ(atomic_load(&d.fn_ran), 1);
+
+    /* B2 fails on the device while C2, a no_skip write on the other
+     * device, replaces its fence (B2 may still be in flight: C2's waits
+     * only order): D2 inherits B2. */
+    vf_var v2 = tu_var(e);
+    fop b2 = {.fail_on_device = 30}, c2 = {0}, d2 = {0};
+    push_f(e, &b2, emu0, (vf_var_list){0}, VF_VARS(v2), "B2");
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = ffn,
+                                        .arg = &c2,
+                                        .done = fdone,
+                                        .writes = VF_VARS(v2),
+                                        .device = emu1,
+                                        .no_skip = true,
+                                        .name = "C2"}));
+    push_f(e, &d2, cpu, VF_VARS(v2), VF_VARS(tu_var(e)), "D2");
+    CHECK_ERR(vf_var_wait(e, v2, &err), VF_EOPFAILED);
+    CHECK_EQ(err.code, 30);
+    CHECK(strcmp(err.op_name, "B2") == 0);
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_EQ(atomic_load(&c2.done_status), 0);
+    CHECK_EQ(atomic_load(&d2.done_status), VF_ESKIPPED);
+    CHECK_EQ(atomic_load(&d2.fn_ran), 0);
+    CHECK_OK(vf_engine_destroy(e));
+    check_context_ = NULL;
+}
+
+TEST_CASE(replaced_write_fence)
+{
+    test_replaced_fence("perdevice", &(vf_config){.type = VF_ENGINE_PERDEVICE,
+                                                  .cpu_workers = 2,
+                                                  .emulated_latency_us = 200});
+    test_replaced_fence(
+        "perdevice, no latency",
+        &(vf_config){.type = VF_ENGINE_PERDEVICE, .cpu_workers = 2});
+    test_replaced_fence("pooled", &(vf_config){.type = VF_ENGINE_POOLED,
+                                               .cpu_workers = 1,
+                                               .emulated_latency_us = 50});
+    test_replaced_fence("device_sync", &(vf_config){.type = VF_ENGINE_PERDEVICE,
+                                                    .device_sync = true});
+    test_replaced_fence("naive", &(vf_config){.type = VF_ENGINE_NAIVE});
+}
+
 /* --- deletes and bad input ---------------------------------------------- */
 
 static atomic_int slow_done;

@@ -55,6 +55,27 @@ int vf__var_fences(vf__var *v, bool write_fence, bool reads, vf__fence **out)
     return n;
 }
 
+/* A device write replaces v's write fence `old` (the writer holds v
+ * exclusively): what old's work left must not go with it. A failure
+ * sticks to what it wrote until a newer one replaces it (rule 9), and a
+ * successful write keeps it; but vf__var_failure reads the newest fence's
+ * failure, else v's own, so old's would be lost and an older one of v's
+ * own come back. Old's failure becomes v's own here, under the new fence,
+ * which is newer. Old still in flight needs nothing: the writer's stream
+ * waited for it carrying its failure (device_op_begin; no wait before the
+ * writer has met it, so it is live), and the new fence carries it if it
+ * comes. A no_skip writer, whose waits only order, met its fences on the
+ * host before it ran (run_body) and found none. */
+static void keep_replaced_failure(vf__var *v, vf__fence *old)
+{
+    vf__failure *f = vf__fence_failure(old);
+    if (f == NULL)
+        return;
+    vf__failure_ref(f);
+    vf__failure_unref(
+        atomic_exchange_explicit(&v->failure, f, memory_order_acq_rel));
+}
+
 void vf__fences_leave(vf__op *op, vf__fence *f)
 {
     for (int i = 0; i < op->nvars; i++) {
@@ -62,11 +83,12 @@ void vf__fences_leave(vf__op *op, vf__fence *f)
         bool write = vf__dep_write(vf__op_dep(op, i));
         vf__fence *drop[1 + VF__VAR_READ_FENCES];
         int ndrop = 0;
+        vf__fence *old = NULL;
         vf__fence_ref(f);
         vf__spin_lock(&v->lock);
         if (write) {
             if (v->wfence != NULL)
-                drop[ndrop++] = v->wfence;
+                drop[ndrop++] = old = v->wfence;
             for (int k = 0; k < v->nrfences; k++)
                 drop[ndrop++] = v->rfences[k];
             v->nrfences = 0;
@@ -84,6 +106,8 @@ void vf__fences_leave(vf__op *op, vf__fence *f)
             v->rfences[k] = f;
         }
         vf__spin_unlock(&v->lock);
+        if (old != NULL)
+            keep_replaced_failure(v, old);
         for (int k = 0; k < ndrop; k++) {
             /* A read fence pushed out by a full var, from another stream,
              * must still be met by the next writer: meet it now. */

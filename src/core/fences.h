@@ -82,7 +82,8 @@ void vf__fences_host_wait(vf__op *op);
  * after the op released v (its write fence, resolved), else v's own. The
  * fence's is the newer: a host write turns it into v's own and drops the
  * fence before it runs (vf__fences_clear_written), and a device write
- * replaces the fence. A fence still in flight is waited for on the host
+ * replaces the fence, the replaced one's failure becoming v's own
+ * (vf__fences_leave). A fence still in flight is waited for on the host
  * only when v's own failure is live for the op (which of the two holds
  * depends on that work); otherwise its failure is met on the device,
  * where the stream that waits for it inherits it (device.h). */
