@@ -13,6 +13,9 @@
  *   waiting at once; an async op completed by a foreign thread (the
  *   completer finishes it: vf_completion_finish). A lost wake-up would leave
  *   a wait hanging: each is timed (10 s) and must return 0;
+ * - stats_after_wait: vf_engine_stats right after each of thousands of
+ *   wait_alls says nothing is pending, with and without an in-flight bound
+ *   (whose exact count stats reads instead of the sum);
  * - deadlock_claimed_once: two ops each waiting inside on what the other
  *   writes, 100 times: exactly one wait is refused (VF_EDEADLK) and the
  *   other returns 0 once the refused op has finished; a second claim of the
@@ -235,6 +238,53 @@ TEST_KIND_CASE(last_finish, k)
     CHECK_OK(vf_engine_stats(e, &st));
     CHECK_EQ(st.pending, 0);
     tu_finish_engine(e);
+}
+
+/* --- stats_after_wait ----------------------------------------------------- */
+
+/* wait_all returns once a sum of the per-thread counts proved pending at
+ * zero; vf_engine_stats right after must say 0 too, on an engine with an
+ * in-flight bound as well, where it reads the bound's own shared count
+ * (which a finisher must lower before its slot, engine.h). Thousands of
+ * rounds: the last op's finish races the wait each time. */
+TEST_KIND_CASE(stats_after_wait, k)
+{
+    for (int bounded = 0; bounded < 2; bounded++) {
+        vf_config cfg = k->cfg;
+        cfg.max_inflight = bounded ? 3 : 0;
+        vf_engine *e = NULL;
+        CHECK_OK(vf_engine_create(&e, &cfg));
+        vf_var v[2] = {tu_var(e), tu_var(e)};
+        int rounds = (int)tu_scaled(20000, 500), nonzero = 0;
+        uint64_t seen = 0;
+        for (int i = 0; i < rounds; i++) {
+            int n = 1 + i % 2;
+            for (int j = 0; j < n; j++)
+                CHECK_OK(vf_engine_push(
+                    e, &(vf_op){.fn = tu_nop, .writes = VF_VARS(v[j])}));
+            /* Polled (a zero timeout) on odd rounds: the wait then sees
+             * the zero the moment the finisher makes it, not when it
+             * wakes the waiter after. */
+            int rc;
+            while ((rc = vf_engine_wait_all_timed(e, i % 2 ? 0 : 10000,
+                                                  NULL)) == VF_ETIMEDOUT &&
+                   i % 2) {
+            }
+            CHECK_OK(rc);
+            vf_stats st;
+            CHECK_OK(vf_engine_stats(e, &st));
+            if (st.pending != 0) {
+                nonzero++;
+                seen = st.pending;
+            }
+        }
+        if (nonzero != 0)
+            CHECK_REPORT_("max_inflight %u: %d of %d stats after a wait_all "
+                          "said pending (last %llu)",
+                          cfg.max_inflight, nonzero, rounds,
+                          (unsigned long long)seen);
+        tu_finish_engine(e);
+    }
 }
 
 /* --- deadlock_claimed_once ------------------------------------------------ */

@@ -239,7 +239,11 @@ static inline uint64_t vf__engine_wait_place(vf_engine *e)
 #define VF__WAKE_WATCHERS 2u /* a watcher exists: sum and see (counts.h) */
 
 /* Raise the counts by `delta` (VF__COUNT_* multiples) in this thread's
- * slot: a push (pending and active), ops made ready (active). */
+ * slot: a push (pending and active), ops made ready (active). The bound's
+ * exact count `inflight` follows the slot's raise and leads its lowering
+ * (vf__engine_count_out), so it never exceeds the pending the sums prove:
+ * once a wait_all has seen pending at zero, vf_engine_stats, which reads
+ * `inflight` on such an engine, reads zero too. */
 static inline void vf__engine_count_in(vf_engine *e, uint64_t delta)
 {
     vf__counts_raise(&e->counts, delta);
@@ -257,13 +261,14 @@ static inline void vf__engine_count_in(vf_engine *e, uint64_t delta)
 static inline unsigned vf__engine_count_out(vf_engine *e, uint64_t delta,
                                             bool may_zero)
 {
-    vf__counts_lower(&e->counts, delta);
     unsigned wake = 0;
     if (VF__UNLIKELY(e->max_inflight != 0) && delta >= VF__COUNT_PENDING) {
+        /* Before the slot: see vf__engine_count_in. */
         uint32_t n = (uint32_t)(delta >> 32);
         if (atomic_fetch_sub(&e->counts.inflight, n) - n == e->unblock_at)
             wake |= VF__WAKE_BLOCKED;
     }
+    vf__counts_lower(&e->counts, delta);
     if (may_zero && VF__UNLIKELY(atomic_load(&e->waits.watchers) != 0))
         wake |= VF__WAKE_WATCHERS;
     return wake;
