@@ -416,7 +416,7 @@ TEST_KIND_CASE(nested_no_false_alarm, k)
 
 /* --- fork_churn ----------------------------------------------------------- */
 
-#if !defined(TU_TSAN)
+#if !defined(TU_TSAN) && !defined(TU_ASAN)
 static vf_engine *churn_engine;
 static atomic_bool churn_over;
 
@@ -450,6 +450,15 @@ TEST_CASE(fork_churn)
 #if defined(TU_TSAN)
     TEST_SKIP("under TSan (its runtime cannot follow threads started in a "
               "forked child; see test_lifecycle_fork)");
+#elif defined(TU_ASAN)
+    /* GCC 12's ASan runtime does not hold its allocator's locks across a
+     * fork (glibc's malloc does): a child whose parent had a thread in
+     * malloc at the fork hangs in SizeClassAllocator64::GetFromAllocator
+     * at its first calloc (seen: in 1 run of 4, every child thread there,
+     * none in varflow's locks). This case forks while two threads start
+     * threads and allocate without pause, so it runs in the plain build. */
+    TEST_SKIP("under ASan (its allocator is not fork-safe while other "
+              "threads allocate: the child can hang in ASan's own lock)");
 #else
     vf_config cfg = {.type = VF_ENGINE_POOLED, .cpu_workers = 2};
     CHECK_OK(vf_engine_create(&churn_engine, &cfg));
