@@ -115,12 +115,12 @@ TEST_CASE(defaults_charged)
 {
     unset_costs();
     per_call pc = measure(200);
-    at_least("submit (launch, default 3000)", pc.submit, 3000);
-    at_least("record (default 1200)", pc.record, 1200);
-    at_least("stream_wait (default 120)", pc.wait, 120);
-    at_least("event_query (default 100)", pc.query, 100);
-    at_least("event_wait (query, default 100)", pc.event_wait, 100);
-    at_least("stream_sync (query, default 100)", pc.sync, 100);
+    at_least("submit (launch, default 2650)", pc.submit, 2650);
+    at_least("record (default 1290)", pc.record, 1290);
+    at_least("stream_wait (default 200)", pc.wait, 200);
+    at_least("event_query (default 190)", pc.query, 190);
+    at_least("event_wait (query, default 190)", pc.event_wait, 190);
+    at_least("stream_sync (query, default 190)", pc.sync, 190);
 }
 
 /* Values from the environment are charged; "" is unset (the default). */
@@ -135,7 +135,7 @@ TEST_CASE(values_from_environment)
     at_least("submit", pc.submit, 20000);
     at_least("record", pc.record, 15000);
     at_least("stream_wait", pc.wait, 10000);
-    at_least("event_query (empty: default)", pc.query, 100);
+    at_least("event_query (empty: default)", pc.query, 190);
     setenv("VF_EMULATED_QUERY_NS", "25000", 1);
     pc = measure(50);
     at_least("event_query", pc.query, 25000);

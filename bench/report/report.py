@@ -514,7 +514,8 @@ def main():
 
 # Sections of BENCHMARKS.md that another runner writes from results this
 # report does not have: kept as they are when the page is regenerated.
-KEPT_SECTIONS = ("## W6 across ranks (MPI)",)  # bench/mpi/mpi_run.py --docs
+KEPT_SECTIONS = ("## W6 across ranks (MPI)",  # bench/mpi/mpi_run.py --docs
+                 "## Device pipeline on a GPU")  # scripts/gpu-check, by hand
 W8_TITLE = "## W8: blocked sparse LU"
 
 

@@ -33,8 +33,7 @@
  * vf_run_submit is on CUDA), sleeping. Each stream reads them from the
  * environment when it is made (VF_EMULATED_LAUNCH_NS, _RECORD_NS,
  * _WAIT_NS, _QUERY_NS, _HOSTFN_NS: decimal nanoseconds, 0 turns one off);
- * unset, the defaults below, from published figures (docs/PERFORMANCE.md
- * says which): not calibrated on our GPU yet.
+ * unset, the defaults below, measured on an H200 (docs/PERFORMANCE.md).
  *
  * Lock order: a stream's lock, then an event's lock (a record on an idle
  * stream completes its event under the stream's lock); never the reverse
@@ -56,13 +55,14 @@
 #define EMULATED_DEVICES 8 /* ids 0..7 */
 
 /* What a CUDA call costs, in ns (see the top of the file). The defaults
- * (docs/PERFORMANCE.md, "The emulated device's costs"): cuLaunchKernel
- * 3.0 us (GB200, meta-pytorch/tritonbench#1017; ~3 us on an RTX 3080,
- * facebookincubator/velox#6096); cudaEventRecord of a timing event 1.2 us,
- * cudaStreamWaitEvent 0.12 us, cudaEventQuery 0.1 us (RTX 4090, CUDA 12.0,
- * harrism/cuda_event_benchmark); host functions off (0): emulated work
- * stands for kernels and copies unless a run says otherwise (~100 us a
- * host callback on an RTX 3080, velox#6096). */
+ * are measured on an NVIDIA H200, CUDA 13.0, driver 580.159
+ * (bench/device/calls_cuda.cu, docs/PERFORMANCE.md, "The emulated
+ * device's costs"): a submit 2.65 us, the mean of an empty kernel's launch
+ * (3.9 us) and a 4 KiB cudaMemcpyAsync (1.4 us); cudaEventRecord of a
+ * timing event 1.29 us; cudaStreamWaitEvent 0.20 us; cudaEventQuery
+ * 0.19 us. Host functions off (0): emulated work stands for kernels and
+ * copies unless a run says otherwise (cudaLaunchHostFunc's latency on an
+ * idle stream was 11.4 us there). */
 typedef struct emu_costs {
     uint64_t launch_ns, record_ns, wait_ns, query_ns, hostfn_ns;
 } emu_costs;
@@ -72,10 +72,10 @@ static const struct cost_setting {
     size_t offset;
     uint64_t fallback;
 } cost_settings[] = {
-    {"VF_EMULATED_LAUNCH_NS", offsetof(emu_costs, launch_ns), 3000},
-    {"VF_EMULATED_RECORD_NS", offsetof(emu_costs, record_ns), 1200},
-    {"VF_EMULATED_WAIT_NS", offsetof(emu_costs, wait_ns), 120},
-    {"VF_EMULATED_QUERY_NS", offsetof(emu_costs, query_ns), 100},
+    {"VF_EMULATED_LAUNCH_NS", offsetof(emu_costs, launch_ns), 2650},
+    {"VF_EMULATED_RECORD_NS", offsetof(emu_costs, record_ns), 1290},
+    {"VF_EMULATED_WAIT_NS", offsetof(emu_costs, wait_ns), 200},
+    {"VF_EMULATED_QUERY_NS", offsetof(emu_costs, query_ns), 190},
     {"VF_EMULATED_HOSTFN_NS", offsetof(emu_costs, hostfn_ns), 0},
 };
 #define MAX_COST_NS 1000000000u /* 1 s */
