@@ -43,25 +43,11 @@
 
 #include <cuda_runtime.h>
 
+#include "cuda_check.h"
 #include "device_pipeline_cuda.h" /* examples/: the kernels and copies */
 #include "sets.h"
 
-#define CK(call)                                                               \
-    do {                                                                       \
-        cudaError_t err_ = (call);                                             \
-        if (err_ != cudaSuccess) {                                             \
-            std::fprintf(stderr, "vfbench-device-cuda: %s: %s\n", #call,      \
-                         cudaGetErrorString(err_));                            \
-            std::exit(1);                                                      \
-        }                                                                      \
-    } while (0)
-
-static double now_us()
-{
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
+static double now_us() { return now_ns() / 1e3; }
 
 struct Batch {
     float *in, *dev, *out;

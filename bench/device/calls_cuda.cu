@@ -40,22 +40,7 @@
 
 #include <cuda_runtime.h>
 
-#define CK(call)                                                               \
-    do {                                                                       \
-        cudaError_t err_ = (call);                                             \
-        if (err_ != cudaSuccess) {                                             \
-            std::fprintf(stderr, "vfbench-device-calls: %s: %s\n", #call,     \
-                         cudaGetErrorString(err_));                            \
-            std::exit(1);                                                      \
-        }                                                                      \
-    } while (0)
-
-static double now_ns()
-{
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
+#include "cuda_check.h"
 
 __global__ void empty_kernel() {}
 
