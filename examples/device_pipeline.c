@@ -258,8 +258,7 @@ static double run_pipeline(pipe *pp, const vf_config *cfg, const char *what,
     printf("  %-34s %8.2f ms   host syncs %5llu   stream waits %5llu   "
            "copy/compute overlap %7.2f ms\n",
            what, ms, (unsigned long long)(st.host_syncs - warm.host_syncs),
-           (unsigned long long)(st.stream_waits - warm.stream_waits),
-           overlap);
+           (unsigned long long)(st.stream_waits - warm.stream_waits), overlap);
     vf_engine_destroy(e);
     return ms;
 }
@@ -360,8 +359,7 @@ int main(int argc, char **argv)
     size_t n = (size_t)kib * 1024 / sizeof(float);
 
     /* The emulated device: 150 us a submission, 2 GB/s copies. */
-    pipe pp = {.nbatches = nbatches,
-               .device = {VF_DEVICE_EMULATED, 0}};
+    pipe pp = {.nbatches = nbatches, .device = {VF_DEVICE_EMULATED, 0}};
     pp.b = make_batches(nbatches, n, pp.device);
     int failed = run_on(&pp, "emulated device (150 us/submission, 2 GB/s)",
                         (vf_config){.type = VF_ENGINE_PERDEVICE,
