@@ -3,9 +3,11 @@
 // emulated device's costs (src/device/emulated.c, VF_EMULATED_*_NS;
 // docs/PERFORMANCE.md, "Device ops").
 //
-// Each figure is the median over `reps` rounds of the mean host time of one
-// call in a loop of `calls` (the loop timed alone: queued work is drained
-// between rounds, outside the timing), in nanoseconds:
+// Each figure is the median over rounds of the mean host time of one call
+// in a round's loop (the loop timed alone: queued work is drained between
+// rounds, outside the timing), in nanoseconds; `reps` rounds of `calls`
+// calls, except launches and copies, which go in rounds of at most 512
+// (as many calls in all) so that the launch queue never fills:
 //   launch       an empty kernel <<<1, 1, 0, stream>>>  (cudaLaunchKernel)
 //   copy         cudaMemcpyAsync of 4 KiB, pinned host to device
 //   record       cudaEventRecord of a timing event (cudaEventCreate: the
