@@ -222,6 +222,15 @@ typedef struct vf_config {
                                           vf_run_worker -1. Off by default:
                                           with it a pool of n workers may run
                                           n + 1 ops at once */
+    int worker_stack_kib VF_ZERO_;     /* VF_WORKER_STACK_KIB, else the
+                                          system's default for a thread
+                                          (RLIMIT_STACK: 8 MiB on most Linux):
+                                          each worker's stack, in KiB, at
+                                          least 128, at most 1 GiB. Besides
+                                          the program's own frames it bounds
+                                          how deep a worker waiting inside an
+                                          op stacks other ops above the wait
+                                          (see vf_var_wait) */
 } vf_config;
 
 /*
@@ -691,7 +700,13 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * Block until every op pushed before this call that writes `v` has finished.
  * Returns 0, or VF_EOPFAILED when a failure no earlier wait reported reached
  * `v` (then `err`, if not NULL, says which op failed first and why).
- * From inside an op, the calling worker runs other ready ops while it waits.
+ * From inside an op, the calling worker runs other ready ops while it waits,
+ * on top of the wait: first those nested deeper than the waiting op (the
+ * ops it pushed and their descendants, which a worker's own pushes put at
+ * the head of its queue), others only while most of its stack is free,
+ * and none once three quarters of it are used (config.worker_stack_kib),
+ * so a recursive program with a wait at every level (fib, quicksort, tree
+ * walks) runs at any count, its stack as deep as its own nesting.
  * A wait that can never finish returns VF_EDEADLK: at once when the op
  * writes `v` itself; otherwise (the ops it waits for wait, directly or not,
  * on it) as soon as no op of the engine can run any more, so an unrelated

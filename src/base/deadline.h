@@ -33,6 +33,24 @@ static inline vf__deadline vf__deadline_in_ms(int64_t ms)
     return d;
 }
 
+/* The earlier of `d` (NULL: never) and `us` microseconds from now. */
+static inline vf__deadline vf__deadline_within_us(const vf__deadline *d,
+                                                  int64_t us)
+{
+    vf__deadline soon = {.forever = false};
+    clock_gettime(CLOCK_MONOTONIC, &soon.at);
+    soon.at.tv_nsec += (long)us * 1000L;
+    while (soon.at.tv_nsec >= 1000000000L) {
+        soon.at.tv_sec++;
+        soon.at.tv_nsec -= 1000000000L;
+    }
+    if (d != NULL && !d->forever &&
+        (d->at.tv_sec < soon.at.tv_sec ||
+         (d->at.tv_sec == soon.at.tv_sec && d->at.tv_nsec < soon.at.tv_nsec)))
+        return *d;
+    return soon;
+}
+
 /* Whether the deadline has passed (NULL: never). */
 static inline bool vf__deadline_passed(const vf__deadline *d)
 {

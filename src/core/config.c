@@ -238,4 +238,18 @@ int vf__settings_resolve(const vf_config *config, vf__settings *out)
     out->emulated_latency_ns = (uint64_t)latency_us * 1000u;
     out->emulated_bytes_per_sec = (uint64_t)mb_per_s * 1000000u;
     return rc;
+    out->worker_stack_kib = 0;
+    if (rc == 0)
+        rc = count_setting(config->worker_stack_kib, "worker_stack_kib",
+                           "VF_WORKER_STACK_KIB", VF__MAX_WORKER_STACK_KIB, 0,
+                           &out->worker_stack_kib);
+    if (rc == 0 && out->worker_stack_kib != 0 &&
+        out->worker_stack_kib < VF__MIN_WORKER_STACK_KIB)
+        rc = vf__fail(VF_EINVAL,
+                      "vf_engine_create: %s%d KiB is below the %d KiB a "
+                      "worker's stack needs at least",
+                      config->worker_stack_kib != 0
+                          ? "config.worker_stack_kib = "
+                          : "VF_WORKER_STACK_KIB=",
+                      out->worker_stack_kib, VF__MIN_WORKER_STACK_KIB);
 }

@@ -11,6 +11,10 @@
 #include "base/common.h"
 
 #define VF__MAX_WORKERS 1024
+/* A worker's stack, when set (KiB): room for the engine's frames and the
+ * program's, up to 1 GiB. */
+#define VF__MIN_WORKER_STACK_KIB 128
+#define VF__MAX_WORKER_STACK_KIB (1 << 20)
 
 typedef struct vf__settings {
     vf_engine_type type;
@@ -27,6 +31,7 @@ typedef struct vf__settings {
     int fork_child_workers;
     int bulk_size; /* 0: off */
     bool help_on_wait;
+    int worker_stack_kib; /* 0: the system's default */
 } vf__settings;
 
 int vf__settings_resolve(const vf_config *config, vf__settings *out);

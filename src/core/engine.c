@@ -6,6 +6,7 @@
 
 #include "base/alloc.h"
 #include "base/deadline.h"
+#include "base/stack.h"
 #include "core/addr_vars.h"
 #include "core/bulk.h"
 #include "core/config.h"
@@ -208,6 +209,7 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
     e->dev.priority_workers = s.gpu_priority_workers;
     e->engine_info = s.engine_info;
     e->help_on_wait = s.help_on_wait;
+    e->worker_stack_size = (size_t)s.worker_stack_kib << 10;
     atomic_init(&e->hooks, s.engine_info ? VF__HOOK_INFO : 0);
     if (vf__defs_init(&e->defs) != 0 ||
         vf__counts_init(&e->counts,
@@ -369,7 +371,11 @@ int vf__engine_admit_slow(vf_engine *e, bool nonblocking, const char *who)
         while (atomic_load(&e->counts.inflight) >= e->max_inflight) {
             if (vf__run_deferred())
                 continue;
-            vf__op *op = me ? vf__worker_take(me) : NULL;
+            /* Each op runs on top of this push: only while the stack
+             * has room (exec.h), as a nested wait does. */
+            vf__op *op = me && vf__stack_below(VF__WAIT_ANY_EIGHTHS)
+                             ? vf__worker_take(me)
+                             : NULL;
             if (op == NULL)
                 break;
             while ((op = vf__worker_execute(me, op)) != NULL) {

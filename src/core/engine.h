@@ -63,8 +63,8 @@
 #include "base/common.h"
 #include "core/async.h"
 #include "core/bulk.h"
-#include "core/defs.h"
 #include "core/counts.h"
+#include "core/defs.h"
 #include "core/device_pools.h"
 #include "core/failure.h"
 #include "core/lifecycle.h"
@@ -141,8 +141,9 @@ struct vf_engine {
      * first device is made (only ops pushed for a device after that can
      * leave fences, and their push orders them); SHUTDOWN by the notice. */
     _Atomic uint8_t slow;
-    bool engine_info;   /* VF_ENGINE_INFO: log ops of waited-on vars */
-    bool help_on_wait;  /* vf_engine_wait_all runs queued CPU ops (wait.c) */
+    bool engine_info;  /* VF_ENGINE_INFO: log ops of waited-on vars */
+    bool help_on_wait; /* vf_engine_wait_all runs queued CPU ops (wait.c) */
+    size_t worker_stack_size; /* bytes; 0: the system's default (sched.c) */
     /* VF__HOOK_* bits new user ops get: the profiler's state and
      * engine_info folded into one relaxed load per push (updated when the
      * profiler starts, stops, pauses or resumes). */
@@ -206,10 +207,6 @@ static inline uint64_t vf__engine_take_places(vf_engine *e, uint64_t n)
     return atomic_fetch_add_explicit(&e->pushed, n, memory_order_relaxed) + 1;
 }
 
-/* Give an op the program pushes (a user op, or a fused one) its place in
- * push order: the next `n` numbers (a fused op takes one per op in
- * it), and its root: its parent's when it is pushed from inside a running
- * op of this engine, else its own place (failure.h). */
 /* The root a push from this thread inherits: the running op's (of this
  * engine), or 0 at the top level (the op is its own root). */
 static inline uint64_t vf__engine_push_root(vf_engine *e)
@@ -220,11 +217,30 @@ static inline uint64_t vf__engine_push_root(vf_engine *e)
                : parent->root;
 }
 
+/* The nest an op pushed now from this thread gets (op.h: vf__op.nest). */
+static inline uint8_t vf__engine_push_nest(vf_engine *e)
+{
+    vf__op *parent = vf__current_op();
+    if (VF__LIKELY(parent == NULL) || vf__op_engine(parent) != e)
+        return 0;
+    return (uint8_t)(parent->nest + (parent->nest < VF__NEST_MAX));
+}
+
+/* Give an op the program pushes (a user op, or a fused one) its place in
+ * push order: the next `n` numbers (a fused op takes one per op in
+ * it), its root: its parent's when it is pushed from inside a running
+ * op of this engine, else its own place (failure.h), and its nesting
+ * (op.h: vf__op.nest). */
 static inline void vf__engine_place_op(vf_engine *e, vf__op *op, uint64_t n)
 {
     op->place = vf__engine_take_places(e, n);
-    uint64_t root = vf__engine_push_root(e);
-    op->root = root != 0 ? root : op->place;
+    vf__op *parent = vf__current_op();
+    if (VF__LIKELY(parent == NULL) || vf__op_engine(parent) != e) {
+        op->root = op->place;
+        return; /* nest 0, from vf__op_alloc */
+    }
+    op->root = parent->root != 0 ? parent->root : op->place;
+    op->nest = (uint8_t)(parent->nest + (parent->nest < VF__NEST_MAX));
 }
 
 /* The place of a wait (or a var delete) pushed now: the last op's before

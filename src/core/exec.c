@@ -1,6 +1,7 @@
 /* exec.c: dispatching, running and finishing ops (see exec.h). */
 #include "core/exec.h"
 
+#include "base/stack.h"
 #include "core/async.h"
 #include "core/bulk.h"
 #include "core/device_ops.h"
@@ -198,7 +199,7 @@ static bool run_body(vf__op *op, int worker)
 void vf__count_outcome(vf_engine *e, int status, bool skipped)
 {
     vf__worker *w = vf__this_worker();
-    bool mine = w && w->pool->engine == e;
+    bool mine = w && w->pool->engine == e && !w->spare;
     _Atomic uint64_t *slot;
     if (skipped)
         slot = mine ? &w->skipped : &e->skipped;
@@ -350,13 +351,24 @@ static void run_inline(vf__op *op)
 void vf__dispatch_pushed(vf__op *op)
 {
     if (!op->def->inline_run) {
-        vf__pool_submit(op->def->pool, op);
+        if (op->nest != 0) /* pushed from inside an op: its children */
+            vf__pool_submit_nested(op->def->pool, op);
+        else
+            vf__pool_submit(op->def->pool, op);
         return;
     }
     /* Ready at its push: run it now, even inside another inline op (the
-     * naive engine runs ops inside push). This nests only as deep as the
-     * program nests pushes; ops it makes ready go through the trampoline. */
+     * naive engine runs ops inside push), while the stack has room. A
+     * chain of ops each pushing the next would otherwise nest a push per
+     * op without bound; past VF__INLINE_PUSH_EIGHTHS of the stack the op
+     * goes through the trampoline instead, which the outermost inline
+     * run (or a wait) drains once the frames above have returned. Ops it
+     * makes ready go through the trampoline too. */
     bool outermost = tls.inline_depth == 0;
+    if (!outermost && !vf__stack_below(VF__INLINE_PUSH_EIGHTHS)) {
+        vf__readylist_add(&tls.deferred, op);
+        return;
+    }
     tls.inline_depth++;
     run_inline_one(op);
     if (outermost)
@@ -387,6 +399,22 @@ static bool loop_claim(vf__waiter *w)
     return atomic_compare_exchange_strong(&w->state, &s, VF__W_BUSY);
 }
 
+/* A ready op of the waiter's pool that may run above the wait: one its
+ * op's nesting would run later anyway (nested deeper: its children and
+ * their descendants, whose frames stack only as deep as the program
+ * nests pushes), while the stack has room for it; any op while it has
+ * much more room; none when it has little (the waiter then sleeps, and
+ * the pool's other workers run it). */
+static vf__op *loop_take(const vf__waiter *w, vf__worker *me)
+{
+    if (!vf__stack_below(VF__WAIT_DEEPER_EIGHTHS))
+        return NULL;
+    vf__op *op = vf__worker_take_nested(me, (unsigned)w->nest + 1);
+    if (op == NULL && vf__stack_below(VF__WAIT_ANY_EIGHTHS))
+        op = vf__worker_take(me);
+    return op;
+}
+
 bool vf__loop_run_one(vf__waiter *w, vf__worker *me)
 {
     vf__op *op = vf__readylist_pop(&tls.deferred);
@@ -406,7 +434,7 @@ bool vf__loop_run_one(vf__waiter *w, vf__worker *me)
         }
         return true;
     }
-    if (me == NULL || (op = vf__worker_take(me)) == NULL)
+    if (me == NULL || (op = loop_take(w, me)) == NULL)
         return false;
     if (!loop_claim(w)) {
         vf__pool_submit(me->pool, op);

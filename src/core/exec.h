@@ -9,8 +9,15 @@
  * inline); instead, a thread already running an inline op defers the newly
  * ready ones to a thread-local list that the outermost inline run drains in
  * order (a trampoline), so the stack stays flat. An op ready at its own
- * push is the exception: it runs inside the push call even then, which
- * nests only as deep as the program nests pushes.
+ * push is the exception: it runs inside the push call even then, while
+ * the stack has room (VF__INLINE_PUSH_EIGHTHS), and through the
+ * trampoline beyond, so a chain of ops each pushing the next (10^6 deep)
+ * keeps the stack bounded too.
+ *
+ * Ops of a pool pushed from inside a running op (nest > 0, op.h) go to the
+ * front of the pushing worker's own lane: children run before older work,
+ * newest first, and a worker waiting inside an op finds its own children
+ * at the head of its queue.
  *
  * Finish: the `done` callback, the op's vars released (each may make ops
  * ready), statistics, the op counted out of `counts` together with the ops
@@ -23,6 +30,15 @@
 
 #include "core/engine.h"
 #include "core/run.h"
+
+/* How much of a thread's stack (in eighths, base/stack.h) frames the
+ * engine nests may fill: a push that runs its inline op inside itself
+ * (the naive engine), up to half; a nested wait running an op nested
+ * deeper than the waiting one, up to three quarters; any other ready op,
+ * up to three eighths. The rest is the program's own. */
+#define VF__INLINE_PUSH_EIGHTHS 4u
+#define VF__WAIT_DEEPER_EIGHTHS 6u
+#define VF__WAIT_ANY_EIGHTHS 3u
 
 /* The failure the op at `place` inherits from the vars it holds, or, when
  * `refs` is not NULL, from those a fused op's item names (bulk.h): of the
@@ -103,8 +119,9 @@ uint64_t vf__loop_op_released(const vf__op *op);
 
 /* From a nested wait loop (w IDLE): run one deferred op, or one op of the
  * worker's pool (`me` may be NULL) with its hand-off chain, above the wait,
- * keeping w's state exact (vf__waiter). False when there was nothing to
- * run. */
+ * keeping w's state exact (vf__waiter). A pool op runs there only while
+ * the stack has room, preferring ops nested deeper than the waiting op
+ * (VF__WAIT_*_EIGHTHS). False when there was nothing to run. */
 bool vf__loop_run_one(vf__waiter *w, vf__worker *me);
 
 #endif /* VF_EXEC_H */

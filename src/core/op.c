@@ -62,6 +62,7 @@ vf__op *vf__op_alloc(int nvars)
     op->argcopy = VF__ARG_NONE;
     op->hooks = 0;
     op->skipped = false;
+    op->nest = 0;
     op->place = 0; /* none yet: the push gives it (push.c) */
     op->prof = NULL;
     /* `ticket` is deliberately kept: see op.h (a fresh block is zeroed). */

@@ -226,6 +226,12 @@ struct vf__op {
     bool skipped;
     uint8_t argcopy; /* VF__ARG_*: whether `arg` is a copy it owns (arg.h),
                         or VF__ARG_KIND: its kind's to free (free_arg) */
+    /* How deep its push nests: 0 for an op pushed outside the engine's
+     * ops, its parent's + 1 (at most VF__NEST_MAX) for one pushed from
+     * inside a running op of the engine (engine.h). A thread waiting
+     * inside an op prefers ops nested deeper than that op (exec.c), so
+     * its stack grows only as deep as the program nests. */
+    uint8_t nest;
     /* Its var set in normal form (sorted by var address, each var once),
      * as entries that are also its places in the vars' queues: see
      * vf__dep; vf__op_dep finds entry i. */
@@ -233,6 +239,8 @@ struct vf__op {
 };
 
 _Static_assert(sizeof(struct vf__op) <= 128, "an op header fits 128 bytes");
+
+#define VF__NEST_MAX 255 /* vf__op.nest saturates here */
 
 #define VF__ARG_KIND 3 /* beside arg.h's VF__ARG_*: the kind frees `arg` */
 

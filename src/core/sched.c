@@ -90,24 +90,54 @@ static void queue_push(vf__worker *w, vf__op *op)
     w->root = meld(w->root, op);
 }
 
-/* Under w->qlock; the queue must not be empty. The lane's head runs unless
- * the heap holds a higher priority (positive); negative ones wait for the
- * lane to empty. */
-static vf__op *queue_pop(vf__worker *w)
+/* Under w->qlock: take the lane's head (there is one). */
+static vf__op *lane_pop(vf__worker *w)
 {
     vf__op *top = w->fifo_head;
     w->len--;
-    if (top != NULL && (w->root == NULL || w->root->priority < 0)) {
-        w->fifo_head = top->next;
-        if (w->fifo_head == NULL)
-            w->fifo_tail = NULL;
-        top->next = NULL;
-        return top;
-    }
-    top = w->root;
+    w->fifo_head = top->next;
+    if (w->fifo_head == NULL)
+        w->fifo_tail = NULL;
+    top->next = NULL;
+    return top;
+}
+
+/* Under w->qlock: take the heap's best op (there is one). */
+static vf__op *heap_pop(vf__worker *w)
+{
+    vf__op *top = w->root;
+    w->len--;
     w->root = merge_children(top->child);
     top->child = top->next = NULL;
     return top;
+}
+
+/* Under w->qlock: whether the lane's head runs before the heap's best:
+ * unless the heap holds a higher priority (positive); negative ones wait
+ * for the lane to empty. */
+static bool lane_first(const vf__worker *w)
+{
+    return w->fifo_head != NULL && (w->root == NULL || w->root->priority < 0);
+}
+
+/* Under w->qlock; the queue must not be empty. */
+static vf__op *queue_pop(vf__worker *w)
+{
+    return lane_first(w) ? lane_pop(w) : heap_pop(w);
+}
+
+/* Under w->qlock: for a nested waiter (exec.c), the best op nested at
+ * least `min_nest` deep of the two that queue_pop weighs (the lane's head
+ * and the heap's best), or NULL when neither is. Ops deeper in the lane
+ * are not looked at: a push from inside an op goes to the lane's front
+ * (vf__pool_submit_nested), so a waiter's own children are its head. */
+static vf__op *queue_pop_nested(vf__worker *w, unsigned min_nest)
+{
+    bool lane_ok = w->fifo_head != NULL && w->fifo_head->nest >= min_nest;
+    bool heap_ok = w->root != NULL && w->root->nest >= min_nest;
+    if (lane_ok && (lane_first(w) || !heap_ok))
+        return lane_pop(w);
+    return heap_ok ? heap_pop(w) : NULL;
 }
 
 /* --- waking ------------------------------------------------------------ */
@@ -207,7 +237,7 @@ static void place_chain(vf__pool *p, vf__op *first)
         return;
     }
     vf__worker *w = vf__this_worker_;
-    if (w != NULL && w->pool == p) {
+    if (w != NULL && w->pool == p && !w->spare) {
         pthread_mutex_lock(&w->qlock); /* its own queue: no one else's */
         while (first != NULL) {
             vf__op *op = first;
@@ -237,6 +267,26 @@ void vf__pool_submit_list(vf__pool *p, vf__readylist *ops)
     vf__readylist_init(ops);
 }
 
+void vf__pool_submit_nested(vf__pool *p, vf__op *op)
+{
+    vf__worker *w = vf__this_worker_;
+    if (w == NULL || w->pool != p || w->spare || p->spread ||
+        op->priority != 0) {
+        vf__pool_submit(p, op);
+        return;
+    }
+    pthread_mutex_lock(&w->qlock);
+    op->next = w->fifo_head;
+    op->child = NULL;
+    w->fifo_head = op;
+    if (w->fifo_tail == NULL)
+        w->fifo_tail = op;
+    w->len++;
+    atomic_store(&w->qlen, w->len);
+    pthread_mutex_unlock(&w->qlock);
+    maybe_wake_one(p);
+}
+
 vf__op *vf__worker_place(vf__worker *w, vf__readylist *mine)
 {
     if (mine->count == 0)
@@ -244,6 +294,11 @@ vf__op *vf__worker_place(vf__worker *w, vf__readylist *mine)
     if (VF__UNLIKELY(w->pool->spread)) {
         vf__pool_submit_list(w->pool, mine);
         return NULL;
+    }
+    if (VF__UNLIKELY(w->spare)) { /* no queue: run one, place the rest */
+        vf__op *first = vf__readylist_pop(mine);
+        vf__pool_submit_list(w->pool, mine);
+        return first;
     }
     if (mine->count == 1 &&
         atomic_load_explicit(&w->qlen, memory_order_relaxed) == 0 &&
@@ -281,14 +336,59 @@ static vf__op *try_take(vf__worker *w)
     return op;
 }
 
+/* try_take for a nested waiter: an op nested at least `min_nest` deep. */
+static vf__op *try_take_nested(vf__worker *w, unsigned min_nest)
+{
+    if (atomic_load_explicit(&w->qlen, memory_order_relaxed) == 0 &&
+        atomic_load_explicit(&w->inbox, memory_order_relaxed) == NULL)
+        return NULL;
+    pthread_mutex_lock(&w->qlock);
+    if (atomic_load_explicit(&w->inbox, memory_order_relaxed) != NULL)
+        drain_inbox(w);
+    vf__op *op = queue_pop_nested(w, min_nest);
+    atomic_store(&w->qlen, w->len); /* the inbox may have come in */
+    pthread_mutex_unlock(&w->qlock);
+    return op;
+}
+
+/* Where a thread of the pool starts stealing: after its own queue, or,
+ * for a spare (which has none), anywhere in turn. */
+static int steal_from(vf__worker *w, int *first)
+{
+    vf__pool *p = w->pool;
+    if (VF__UNLIKELY(w->spare)) {
+        *first = 0;
+        return (int)(round_robin++ % (unsigned)p->nworkers);
+    }
+    *first = 1;
+    return (int)(w - p->workers);
+}
+
+vf__op *vf__worker_take_nested(vf__worker *w, unsigned min_nest)
+{
+    vf__op *op = try_take_nested(w, min_nest);
+    if (op != NULL || w->pool->spread)
+        return op;
+    vf__pool *p = w->pool;
+    int first, self = steal_from(w, &first);
+    for (int i = first; i < p->nworkers && op == NULL; i++)
+        op = try_take_nested(&p->workers[(self + i) % p->nworkers], min_nest);
+    return op;
+}
+
+bool vf__pool_any_queued(const vf__pool *p)
+{
+    return any_queued(p);
+}
+
 vf__op *vf__worker_take(vf__worker *w)
 {
     vf__op *op = try_take(w);
     if (op != NULL || w->pool->spread)
         return op;
     vf__pool *p = w->pool;
-    int self = (int)(w - p->workers);
-    for (int i = 1; i < p->nworkers; i++) {
+    int first, self = steal_from(w, &first);
+    for (int i = first; i < p->nworkers; i++) {
         op = try_take(&p->workers[(self + i) % p->nworkers]);
         if (op != NULL)
             return op;
@@ -364,7 +464,10 @@ static void *worker_main(void *arg)
     vf__pool *p = w->pool;
     vf__this_worker_ = w;
     char name[16];
-    snprintf(name, sizeof name, "vf-%s-%d", p->name, w->index);
+    if (w->spare)
+        snprintf(name, sizeof name, "vf-%s-spare", p->name);
+    else
+        snprintf(name, sizeof name, "vf-%s-%d", p->name, w->index);
     pthread_setname_np(pthread_self(), name);
 
     vf__op *next = NULL;
@@ -388,6 +491,98 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+/* --- spares ------------------------------------------------------------ */
+
+static int start_thread(vf__pool *p, vf__worker *w)
+{
+    /* The stack a thread gets bounds how deep ops nest on it: a nested
+     * wait runs ops above itself only while the stack has room (exec.h). */
+    pthread_attr_t attr, *attrp = NULL;
+    size_t stack = p->engine->worker_stack_size;
+    if (stack != 0 && pthread_attr_init(&attr) == 0) {
+        attrp = &attr;
+        if (pthread_attr_setstacksize(&attr, stack) != 0) {
+            pthread_attr_destroy(&attr);
+            attrp = NULL;
+        }
+    }
+    int rc = pthread_create(&w->thread, attrp, worker_main, w);
+    if (attrp != NULL)
+        pthread_attr_destroy(attrp);
+    if (rc != 0)
+        return VF_ESYSTEM;
+    w->started = true;
+    return 0;
+}
+
+static void init_worker(vf__worker *w, vf__pool *p, int index)
+{
+    pthread_mutex_init(&w->qlock, NULL);
+    atomic_init(&w->qlen, 0);
+    atomic_init(&w->inbox, NULL);
+    atomic_init(&w->ran, 0);
+    atomic_init(&w->failed, 0);
+    atomic_init(&w->skipped, 0);
+    w->pool = p;
+    w->index = index;
+}
+
+/* Every thread of the pool stuck: none would run what is queued. */
+static bool all_stuck(vf__pool *p)
+{
+    return atomic_load(&p->nstuck) >= p->nworkers + atomic_load(&p->nspares);
+}
+
+void vf__pool_stuck_enter(vf__pool *p)
+{
+    atomic_fetch_add(&p->nstuck, 1);
+    if (p->spread || !all_stuck(p) || atomic_load(&p->stop) ||
+        atomic_load(&p->nspares) >= VF__MAX_SPARES)
+        return;
+    pthread_mutex_lock(&p->spare_lock);
+    if (all_stuck(p) && !atomic_load(&p->stop) &&
+        atomic_load(&p->nspares) < VF__MAX_SPARES) {
+        vf__worker *w = vf__aligned_calloc(VF__CACHELINE, sizeof *w);
+        if (w != NULL) {
+            init_worker(w, p, -1);
+            w->spare = true;
+            if (start_thread(p, w) == 0) {
+                w->next_spare = p->spares;
+                p->spares = w;
+                atomic_fetch_add(&p->nspares, 1);
+            } else {
+                /* No thread: the waiters poll on, and try again. */
+                pthread_mutex_destroy(&w->qlock);
+                free(w);
+            }
+        }
+    }
+    pthread_mutex_unlock(&p->spare_lock);
+}
+
+void vf__pool_stuck_leave(vf__pool *p)
+{
+    atomic_fetch_sub(&p->nstuck, 1);
+}
+
+/* Join and free the spares (the pool stops). */
+static void stop_spares(vf__pool *p)
+{
+    pthread_mutex_lock(&p->spare_lock);
+    vf__worker *w = p->spares;
+    p->spares = NULL;
+    atomic_store(&p->nspares, 0);
+    pthread_mutex_unlock(&p->spare_lock);
+    while (w != NULL) {
+        vf__worker *next = w->next_spare;
+        pthread_join(w->thread, NULL);
+        VF__ASSERT(w->len == 0 && atomic_load(&w->inbox) == NULL);
+        pthread_mutex_destroy(&w->qlock);
+        free(w);
+        w = next;
+    }
+}
+
 /* --- life cycle -------------------------------------------------------- */
 
 int vf__pool_init(vf__pool *p, vf_engine *e, const char *name, int n,
@@ -407,17 +602,11 @@ int vf__pool_init(vf__pool *p, vf_engine *e, const char *name, int n,
         p->workers = NULL;
         return VF_ESYSTEM;
     }
-    for (int i = 0; i < n; i++) {
-        vf__worker *w = &p->workers[i];
-        pthread_mutex_init(&w->qlock, NULL);
-        atomic_init(&w->qlen, 0);
-        atomic_init(&w->inbox, NULL);
-        atomic_init(&w->ran, 0);
-        atomic_init(&w->failed, 0);
-        atomic_init(&w->skipped, 0);
-        w->pool = p;
-        w->index = first_index + i;
-    }
+    for (int i = 0; i < n; i++)
+        init_worker(&p->workers[i], p, first_index + i);
+    pthread_mutex_init(&p->spare_lock, NULL);
+    atomic_init(&p->nspares, 0);
+    atomic_init(&p->nstuck, 0);
     p->nworkers = n;
     return 0;
 }
@@ -425,12 +614,9 @@ int vf__pool_init(vf__pool *p, vf_engine *e, const char *name, int n,
 int vf__pool_start(vf__pool *p)
 {
     atomic_store(&p->stop, false); /* started again after a stop */
-    for (int i = 0; i < p->nworkers; i++) {
-        vf__worker *w = &p->workers[i];
-        if (pthread_create(&w->thread, NULL, worker_main, w) != 0)
+    for (int i = 0; i < p->nworkers; i++)
+        if (start_thread(p, &p->workers[i]) != 0)
             return VF_ESYSTEM;
-        w->started = true;
-    }
     return 0;
 }
 
@@ -438,13 +624,17 @@ void vf__pool_stop(vf__pool *p)
 {
     if (p->workers == NULL)
         return;
+    /* Under spare_lock, so that no spare starts after the store. */
+    pthread_mutex_lock(&p->spare_lock);
     atomic_store(&p->stop, true);
+    pthread_mutex_unlock(&p->spare_lock);
     vf__pool_wake_all(p);
     for (int i = 0; i < p->nworkers; i++) {
         if (p->workers[i].started)
             pthread_join(p->workers[i].thread, NULL);
         p->workers[i].started = false;
     }
+    stop_spares(p);
 }
 
 void vf__pool_destroy(vf__pool *p)
@@ -460,6 +650,7 @@ void vf__pool_destroy(vf__pool *p)
         pthread_mutex_destroy(&p->workers[i].qlock);
     }
     vf__ecount_destroy(&p->sleepers);
+    pthread_mutex_destroy(&p->spare_lock);
     free(p->workers);
     p->workers = NULL;
 }

@@ -82,6 +82,12 @@ struct vf__worker {
     vf__stream *stream;
     /* Per-worker counters, written only by this worker (relaxed). */
     _Atomic uint64_t ran, failed, skipped;
+    /* A spare (see vf__pool_stuck_enter): a thread of the pool beyond its
+     * workers, with no queue of its own (it places and takes like a
+     * thread outside the pool, and counts in the engine's counters), and
+     * the next spare of its pool's list. */
+    bool spare;
+    vf__worker *next_spare;
 } __attribute__((aligned(VF__CACHELINE)));
 
 struct vf__pool {
@@ -104,7 +110,17 @@ struct vf__pool {
     char pad_spin_[VF__CACHELINE];
     vf__ecount sleepers; /* idle workers and nested waiters (see above) */
     char pad_sleep_[VF__CACHELINE];
+    /* Spare threads (vf__pool_stuck_enter). `spare_lock` (a leaf) guards
+     * the list and its growth; the counts are seq_cst. */
+    pthread_mutex_t spare_lock;
+    vf__worker *spares;
+    atomic_int nspares; /* spares started (they stay until the pool stops) */
+    atomic_int nstuck;  /* threads waiting inside an op beside queued ops
+                           they will not run (exec.c: vf__loop_run_one) */
 };
+
+/* Spare threads a pool may start at most. */
+#define VF__MAX_SPARES 64
 
 /* Make a pool of `n` workers numbered from `first_index`; threads are not
  * started yet. */
@@ -139,9 +155,37 @@ static inline vf__worker *vf__this_worker(void)
     return vf__this_worker_;
 }
 
+/* Place an op ready at its push from inside a running op (its nest > 0):
+ * on the calling worker's own lane, at the front, when the thread is a
+ * worker of `p` and the op has priority 0 (children run before older
+ * work, newest first, as Cilk's and TBB's do, and a waiter finds its own
+ * children at its queue's head); elsewhere as vf__pool_submit. */
+void vf__pool_submit_nested(vf__pool *p, vf__op *op);
+
 /* Take the best op from the worker's own queue, else steal one. NULL when
  * the pool has no queued op. Never blocks beyond a queue lock. */
 vf__op *vf__worker_take(vf__worker *w);
+
+/* vf__worker_take for a thread waiting inside an op: only an op whose nest
+ * is at least `min_nest` (op.h), looking at each queue's head and best
+ * (not deeper). NULL when no queue offers one. */
+vf__op *vf__worker_take_nested(vf__worker *w, unsigned min_nest);
+
+/* Whether any worker of the pool has ops queued (a snapshot). */
+bool vf__pool_any_queued(const vf__pool *p);
+
+/*
+ * A thread of the pool (a worker or a spare) that waits inside an op goes
+ * to sleep beside queued ops it will not run above its wait (exec.c), and
+ * comes back. When every thread of the pool is so stuck, nobody would run
+ * those ops, and the waits may need them: the pool starts a spare thread,
+ * which runs the pool's queued ops as a worker does (its ops see worker
+ * -1, as help_on_wait's), so the program goes on as the serial one would.
+ * At most VF__MAX_SPARES per pool; they stay until the pool stops. Not in
+ * device pools (`spread`). Takes spare_lock (a leaf) when it starts one.
+ */
+void vf__pool_stuck_enter(vf__pool *p);
+void vf__pool_stuck_leave(vf__pool *p);
 
 /* Take a queued op of the pool from any worker (a thread that is not one of
  * its workers helping out). NULL when none is queued. */

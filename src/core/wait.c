@@ -6,9 +6,17 @@
  * wakes the waiter (inline, on the thread that released it). When v has no
  * write queued or running, the wait returns at once without a push.
  *
- * A wait from inside an op must neither hang the pool nor hang forever:
+ * A wait from inside an op must neither hang the pool nor hang forever,
+ * nor grow the waiting thread's stack without bound (rule 10):
  * - the waiting worker keeps running ready ops of its pool (and a thread
  *   running inline ops runs its deferred ones) until its marker fires;
+ *   each runs on top of the wait, so it takes only ops nested deeper than
+ *   the waiting op (its children and their descendants first: a push
+ *   from inside an op goes to the front of the worker's lane), which
+ *   stack only as deep as the program nests pushes, while the stack has
+ *   room, and any op only while it has much more (exec.c:
+ *   vf__loop_run_one). Beside queued ops it will not run it sleeps on the
+ *   engine's cond, looking again every NESTED_POLL_US;
  * - it stops counting as active while it waits. If active reaches zero with
  *   its marker still pending, every unfinished op waits for a var or for a
  *   nested wait, so nothing can ever move (see engine.h). One such waiter
@@ -78,9 +86,11 @@ void vf__wait_marker_fire(vf__op *op)
             vf__engine_count_in(e, VF__COUNT_ACTIVE);
         vf__pool *pool = w->sleep_pool;
         atomic_store(&w->state, on_top ? VF__W_DONE : VF__W_DONE_UNCOUNTED);
-        if (pool != NULL) {
+        /* A waiter with a pool sleeps in it, or on the engine's cond while
+         * the pool holds only ops it would not run (nested_wait). */
+        if (pool != NULL)
             vf__pool_wake_all(pool);
-        } else {
+        if (pool == NULL || atomic_load(&w->on_cond)) {
             pthread_mutex_lock(&e->waits.lock);
             pthread_cond_broadcast(&e->waits.cond);
             pthread_mutex_unlock(&e->waits.lock);
@@ -180,6 +190,10 @@ static bool abandon(vf__waiter *w)
         vf__cpu_relax(); /* SIGNALING: the marker is finishing */
     return false;
 }
+/* How often a nested waiter that sleeps beside queued ops it would not run
+ * looks again for one it would. */
+#define NESTED_POLL_US 200
+
 
 /* Run ready ops while waiting inside an op; see the file comment.
  * Returns 0 when the marker fired, VF_EDEADLK when this waiter gave up for
@@ -228,9 +242,22 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
             vf__engine_count_out(e, VF__COUNT_ACTIVE, false);
             break;
         }
-        if (me != NULL)
+        if (me != NULL && !vf__pool_any_queued(me->pool)) {
             vf__pool_idle_wait(me->pool, nested_should_wake, &pred, until);
-        else
+        } else if (me != NULL) {
+            /* Queued ops this waiter would not run above its wait
+             * (vf__loop_run_one): other workers run them. Sleep where
+             * their placing does not wake it (it would take a wake-up an
+             * idle worker needs), looking again now and then for one it
+             * would run; its marker and a deadlock wake it at once. */
+            vf__deadline soon = vf__deadline_within_us(until, NESTED_POLL_US);
+            vf__pool_stuck_enter(me->pool); /* nobody else may run them */
+            atomic_store(&w->on_cond, true);
+            sleep_on_engine(e, w, true, &soon);
+            atomic_store(&w->on_cond, false);
+            vf__pool_stuck_leave(me->pool);
+        } else {
+        }
             sleep_on_engine(e, w, true, until);
     }
     vf__loop_leave(&saved);
@@ -356,6 +383,8 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
     atomic_init(&w->refs, 2); /* the waiter and the wait op */
     w->claimed = NULL;
     w->sleep_pool = nested && me ? me->pool : NULL;
+    w->nest = nested ? cur->nest : 0;
+    atomic_init(&w->on_cond, false);
     w->nested = nested;
 
     op->fn = NULL;

@@ -68,8 +68,14 @@ struct vf__waiter {
     atomic_int state;
     atomic_int refs;
     vf__failure *claimed; /* written in SIGNALING, read after DONE */
-    vf__pool *sleep_pool; /* where the waiter sleeps (NULL: engine cond) */
+    vf__pool *sleep_pool; /* where the waiter may sleep besides the
+                             engine's cond (NULL: there only) */
     bool nested;          /* waits inside an op: counted out of `active` */
+    uint8_t nest;         /* a nested waiter's op's (op.h: vf__op.nest) */
+    /* seq_cst: a nested waiter with a pool sleeps on the engine's cond
+     * (wait.c); set before it looks at `state` there, read by the marker
+     * after it stores DONE (a Dekker pair: one of them sees the other). */
+    atomic_bool on_cond;
 };
 
 /* Drop one reference; the last frees. */

@@ -193,8 +193,10 @@ TEST_CASE(priority_does_not_overtake_a_dependency)
 }
 
 /* Ops pushed inside a step join the queue; none runs in the same step
- * (no hand-off), and they take their place among older ready ops by
- * priority and arrival. */
+ * (no hand-off). They take their place among older ready ops by priority
+ * and, among equal priorities, ahead of them: an op's children run
+ * before older work, newest first (sched.h: vf__pool_submit_nested), as
+ * a worker waiting inside the op needs to find them. */
 static int push_two(vf_run *run, void *arg)
 {
     step_op *o = arg; /* o[0] is this op; o[1], o[2] are pushed here */
@@ -215,7 +217,7 @@ TEST_CASE(ops_made_ready_in_a_step_join_the_queue)
     push(e, &d, 20, 0, NULL, 0, NULL, 0);
     EXPECT_STEPS(e, 10);
     CHECK(!a[1].ran && !a[2].ran);
-    EXPECT_STEPS(e, 11, 20, 12);
+    EXPECT_STEPS(e, 11, 12, 20);
     finish(e);
 }
 

@@ -1,0 +1,38 @@
+/* stack.c: the calling thread's stack use (see stack.h). */
+#include "base/stack.h"
+
+#include <pthread.h>
+
+_Thread_local uintptr_t vf__stack_top_;
+_Thread_local uintptr_t vf__stack_eighth_;
+
+void vf__stack_find(void)
+{
+    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+    pthread_attr_t attr;
+    void *lo = NULL;
+    size_t size = 0;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+        if (pthread_attr_getstack(&attr, &lo, &size) != 0)
+            size = 0;
+        pthread_attr_destroy(&attr);
+    }
+    uintptr_t top = (uintptr_t)lo + size;
+    if (size == 0 || here < (uintptr_t)lo || here >= top) {
+        /* Unknown, or a stack the program switched to (a coroutine's):
+         * count from here, assuming little. */
+        top = here;
+        size = VF__STACK_ASSUMED;
+    }
+    vf__stack_eighth_ = size / 8;
+    vf__stack_top_ = top;
+}
+
+size_t vf__stack_used(size_t *size)
+{
+    if (vf__stack_top_ == 0)
+        vf__stack_find();
+    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+    *size = vf__stack_eighth_ * 8;
+    return here <= vf__stack_top_ ? vf__stack_top_ - here : *size;
+}

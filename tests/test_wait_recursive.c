@@ -1,0 +1,528 @@
+/*
+ * test_wait_recursive: recursive programs with a wait at every level, and
+ * continuation chains, at the sizes OpenMP and TBB users run (rule 10: a
+ * wait inside an op neither hangs the pool nor grows the waiting worker's
+ * stack without bound).
+ *
+ * On pooled and perdevice engines with 1, 2 and 8 workers:
+ * - flat: N top-level ops, each pushing one child and waiting for it
+ *   (1,000,000 in a plain build; a waiting worker that ran any queued op
+ *   on its stack overflowed it from about 100,000);
+ * - fib: fib(n) where each op pushes fib(n-1) and fib(n-2) and waits for
+ *   both (fib(30): about 2.7 million ops; it overflowed from fib(21));
+ * - quicksort: a parallel quicksort of 10 million ints, each op
+ *   partitioning its range, pushing both halves and waiting for them;
+ *   the result is checked against qsort;
+ * - small stacks: fib on workers with 256 KiB stacks (worker_stack_kib),
+ *   which the engine must not overflow whatever it stacks above waits;
+ * - cross: a child that needs a top-level op pushed before it, on one
+ *   worker, where the waiter must run that (shallower) op itself;
+ * and on every engine, naive included:
+ * - chain: an op pushing its successor from inside itself, 1,000,000 deep
+ *   (the naive engine ran each inside the parent's push and overflowed
+ *   from about 20,000).
+ * Each case checks the program's result against the serial one and that
+ * the deepest stack any op saw stays within what the engine promises (7/8
+ * of the worker's stack; the figure is printed). Sizes are smaller under
+ * the sanitizers.
+ */
+#include "runner.h"
+
+#include <stdint.h>
+
+#if defined(TU_TSAN) || defined(TU_ASAN)
+#define SANITIZED 1
+#else
+#define SANITIZED 0
+#endif
+
+#define FLAT_N (SANITIZED ? 20000 : 1000000)
+#define FIB_N (SANITIZED ? 17 : 30)
+#define QSORT_N (SANITIZED ? 200000 : 10000000)
+#define QSORT_CUTOFF 4096
+#define CHAIN_N (SANITIZED ? 100000 : 1000000)
+
+typedef struct config {
+    const char *name;
+    vf_config cfg;
+} config;
+
+static const config configs[] = {
+    {"pooled/1", {.type = VF_ENGINE_POOLED, .cpu_workers = 1}},
+    {"pooled/2", {.type = VF_ENGINE_POOLED, .cpu_workers = 2}},
+    {"pooled/8", {.type = VF_ENGINE_POOLED, .cpu_workers = 8}},
+    {"perdevice/1",
+     {.type = VF_ENGINE_PERDEVICE,
+      .cpu_workers = 1,
+      .cpu_priority_workers = 1}},
+    {"perdevice/2",
+     {.type = VF_ENGINE_PERDEVICE,
+      .cpu_workers = 2,
+      .cpu_priority_workers = 2}},
+    {"perdevice/8",
+     {.type = VF_ENGINE_PERDEVICE,
+      .cpu_workers = 8,
+      .cpu_priority_workers = 2}},
+};
+#define NCONFIGS ((int)(sizeof configs / sizeof configs[0]))
+
+static vf_engine *engine_of(const vf_config *cfg, const char *name)
+{
+    vf_engine *e = NULL;
+    int rc = vf_engine_create(&e, cfg);
+    if (rc != 0)
+        CHECK_REPORT_("vf_engine_create(%s): %s (%s)", name, vf_error_name(rc),
+                      vf_error_detail());
+    REQUIRE(rc == 0);
+    return e;
+}
+
+/* --- how deep the stacks went --------------------------------------- */
+
+/* The highest and lowest frame address an op saw on this thread, and the
+ * largest difference seen on any thread since the last reset. */
+static _Thread_local uintptr_t frame_hi, frame_lo;
+static _Thread_local unsigned frame_epoch;
+static atomic_uint depth_epoch = 1;
+static atomic_size_t depth_max;
+
+static void note_depth(void)
+{
+    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+    unsigned epoch = atomic_load_explicit(&depth_epoch, memory_order_relaxed);
+    if (frame_epoch != epoch) {
+        frame_epoch = epoch;
+        frame_hi = frame_lo = here;
+    }
+    if (here > frame_hi)
+        frame_hi = here;
+    if (here < frame_lo)
+        frame_lo = here;
+    size_t d = frame_hi - frame_lo, m = atomic_load(&depth_max);
+    while (d > m && !atomic_compare_exchange_weak(&depth_max, &m, d)) {
+    }
+}
+
+static void depth_reset(void)
+{
+    atomic_fetch_add(&depth_epoch, 1);
+    atomic_store(&depth_max, 0);
+}
+
+/* The deepest stack an op saw must stay within 7/8 of the workers' stack
+ * (`stack`: their size; 8 MiB when left to the system), which is what
+ * the engine promises to leave the program. */
+static void depth_check(const char *what, const char *cfg, size_t stack)
+{
+    size_t d = atomic_load(&depth_max);
+    printf("%s [%s]: largest worker stack depth seen %zu bytes\n", what, cfg,
+           d);
+    if (d >= stack / 8 * 7)
+        CHECK_REPORT_("%s [%s]: ops ran %zu bytes deep on a stack of %zu", what,
+                      cfg, d, stack);
+}
+
+static size_t default_stack(void)
+{
+    pthread_attr_t a;
+    size_t s = 0;
+    pthread_attr_init(&a);
+    pthread_attr_getstacksize(&a, &s);
+    pthread_attr_destroy(&a);
+    return s;
+}
+
+/* --- the programs --------------------------------------------------- */
+
+typedef struct fib_arg {
+    vf_engine *e;
+    int n;
+    long *out;
+} fib_arg;
+
+static atomic_int op_errors; /* a push or wait inside an op that failed */
+
+static void op_error(const char *what, int rc)
+{
+    if (atomic_fetch_add(&op_errors, 1) == 0)
+        CHECK_REPORT_("%s inside an op: %s (%s)", what, vf_error_name(rc),
+                      vf_error_detail());
+}
+
+static int fib_op(vf_run *run, void *arg)
+{
+    (void)run;
+    const fib_arg *a = arg;
+    note_depth();
+    if (a->n < 2) {
+        *a->out = a->n;
+        return 0;
+    }
+    long x = 0, y = 0;
+    vf_var vx, vy;
+    int rc;
+    if ((rc = vf_var_create(a->e, &vx)) != 0 ||
+        (rc = vf_var_create(a->e, &vy)) != 0) {
+        op_error("vf_var_create", rc);
+        return rc;
+    }
+    fib_arg ax = {a->e, a->n - 1, &x}, ay = {a->e, a->n - 2, &y};
+    if ((rc = vf_engine_push(a->e, &(vf_op){.fn = fib_op,
+                                            .arg = &ax,
+                                            .arg_size = sizeof ax,
+                                            .writes = VF_VARS(vx)})) != 0 ||
+        (rc = vf_engine_push(a->e, &(vf_op){.fn = fib_op,
+                                            .arg = &ay,
+                                            .arg_size = sizeof ay,
+                                            .writes = VF_VARS(vy)})) != 0) {
+        op_error("vf_engine_push", rc);
+        return rc;
+    }
+    if ((rc = vf_var_wait(a->e, vx, NULL)) != 0 ||
+        (rc = vf_var_wait(a->e, vy, NULL)) != 0) {
+        op_error("vf_var_wait", rc);
+        return rc;
+    }
+    vf_var_destroy(a->e, vx, NULL, NULL);
+    vf_var_destroy(a->e, vy, NULL, NULL);
+    *a->out = x + y;
+    return 0;
+}
+
+static long fib_serial(int n)
+{
+    long a = 0, b = 1;
+    for (int i = 0; i < n; i++) {
+        long t = a + b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+static void run_fib(vf_engine *e, int n, const char *name)
+{
+    long out = -1;
+    fib_arg a = {e, n, &out};
+    vf_var v = tu_var(e);
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = fib_op,
+                                        .arg = &a,
+                                        .arg_size = sizeof a,
+                                        .writes = VF_VARS(v)}));
+    CHECK_OK(vf_var_wait(e, v, NULL));
+    if (out != fib_serial(n))
+        CHECK_REPORT_("fib(%d) [%s] = %ld, serially %ld", n, name, out,
+                      fib_serial(n));
+}
+
+TEST_CASE(fib)
+{
+    for (int c = 0; c < NCONFIGS; c++) {
+        tu_phase_limit(configs[c].name, 120);
+        depth_reset();
+        vf_engine *e = engine_of(&configs[c].cfg, configs[c].name);
+        run_fib(e, FIB_N, configs[c].name);
+        tu_finish_engine(e);
+        depth_check("fib", configs[c].name, default_stack());
+    }
+    CHECK_EQ(atomic_load(&op_errors), 0);
+}
+
+/* Workers with small stacks: the engine keeps what it stacks above waits
+ * within them (a worker that ran any ready op above a wait overflowed 256
+ * KiB in a few hundred levels). */
+TEST_CASE(small_stacks)
+{
+    vf_engine *e = NULL;
+    vf_config bad = {.type = VF_ENGINE_POOLED, .worker_stack_kib = 100};
+    CHECK_ERR(vf_engine_create(&e, &bad), VF_EINVAL);
+    CHECK(strstr(vf_error_detail(), "worker_stack_kib") != NULL);
+    for (int c = 0; c < NCONFIGS; c++) {
+        tu_phase_limit(configs[c].name, 120);
+        depth_reset();
+        vf_config cfg = configs[c].cfg;
+        cfg.worker_stack_kib = 256;
+        e = engine_of(&cfg, configs[c].name);
+        run_fib(e, SANITIZED ? 15 : 22, configs[c].name);
+        tu_finish_engine(e);
+        depth_check("fib on 256 KiB stacks", configs[c].name, 256 << 10);
+    }
+    CHECK_EQ(atomic_load(&op_errors), 0);
+}
+
+/* The environment variable, and what it refuses. */
+TEST_CASE(stack_env)
+{
+    vf_engine *e = NULL;
+    vf_config cfg = {.type = VF_ENGINE_POOLED, .cpu_workers = 1};
+    setenv("VF_WORKER_STACK_KIB", "64", 1);
+    CHECK_ERR(vf_engine_create(&e, &cfg), VF_EINVAL);
+    CHECK(strstr(vf_error_detail(), "VF_WORKER_STACK_KIB") != NULL);
+    setenv("VF_WORKER_STACK_KIB", "12k", 1);
+    CHECK_ERR(vf_engine_create(&e, &cfg), VF_EINVAL);
+    setenv("VF_WORKER_STACK_KIB", "512", 1);
+    CHECK_OK(vf_engine_create(&e, &cfg));
+    unsetenv("VF_WORKER_STACK_KIB");
+    depth_reset();
+    run_fib(e, SANITIZED ? 15 : 20, "VF_WORKER_STACK_KIB=512");
+    tu_finish_engine(e);
+    depth_check("fib on 512 KiB stacks", "pooled/1", 512 << 10);
+}
+
+static atomic_long flat_done;
+
+static int flat_leaf(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    note_depth();
+    atomic_fetch_add_explicit(&flat_done, 1, memory_order_relaxed);
+    return 0;
+}
+
+static int flat_op(vf_run *run, void *arg)
+{
+    vf_engine *e = arg;
+    (void)run;
+    note_depth();
+    vf_var v;
+    int rc = vf_var_create(e, &v);
+    if (rc == 0)
+        rc = vf_engine_push(e, &(vf_op){.fn = flat_leaf, .writes = VF_VARS(v)});
+    if (rc == 0)
+        rc = vf_var_wait(e, v, NULL);
+    if (rc != 0) {
+        op_error("flat", rc);
+        return rc;
+    }
+    vf_var_destroy(e, v, NULL, NULL);
+    return 0;
+}
+
+TEST_CASE(flat)
+{
+    for (int c = 0; c < NCONFIGS; c++) {
+        tu_phase_limit(configs[c].name, 120);
+        depth_reset();
+        atomic_store(&flat_done, 0);
+        vf_engine *e = engine_of(&configs[c].cfg, configs[c].name);
+        for (int i = 0; i < FLAT_N; i++)
+            CHECK_OK(vf_engine_push(e, &(vf_op){.fn = flat_op, .arg = e}));
+        tu_finish_engine(e);
+        CHECK_EQ(atomic_load(&flat_done), FLAT_N);
+        depth_check("flat", configs[c].name, default_stack());
+    }
+    CHECK_EQ(atomic_load(&op_errors), 0);
+}
+
+typedef struct qs_arg {
+    vf_engine *e;
+    int *a;
+    long lo, hi; /* [lo, hi) */
+} qs_arg;
+
+static int cmp_int(const void *x, const void *y)
+{
+    int a = *(const int *)x, b = *(const int *)y;
+    return (a > b) - (a < b);
+}
+
+static int qs_op(vf_run *run, void *arg)
+{
+    (void)run;
+    const qs_arg *q = arg;
+    note_depth();
+    int *a = q->a;
+    long lo = q->lo, hi = q->hi;
+    if (hi - lo <= QSORT_CUTOFF) {
+        qsort(a + lo, (size_t)(hi - lo), sizeof *a, cmp_int);
+        return 0;
+    }
+    /* Hoare's partition around the median of three. */
+    long mid = lo + (hi - lo) / 2;
+    int x = a[lo], y = a[mid], z = a[hi - 1];
+    int pivot = x < y ? (y < z ? y : (x < z ? z : x))
+                      : (x < z ? x : (y < z ? z : y));
+    long i = lo - 1, j = hi;
+    for (;;) {
+        do
+            i++;
+        while (a[i] < pivot);
+        do
+            j--;
+        while (a[j] > pivot);
+        if (i >= j)
+            break;
+        int t = a[i];
+        a[i] = a[j];
+        a[j] = t;
+    }
+    vf_var vl, vr;
+    int rc;
+    if ((rc = vf_var_create(q->e, &vl)) != 0 ||
+        (rc = vf_var_create(q->e, &vr)) != 0) {
+        op_error("vf_var_create", rc);
+        return rc;
+    }
+    qs_arg l = {q->e, a, lo, j + 1}, r = {q->e, a, j + 1, hi};
+    if ((rc = vf_engine_push(q->e, &(vf_op){.fn = qs_op,
+                                            .arg = &l,
+                                            .arg_size = sizeof l,
+                                            .writes = VF_VARS(vl)})) != 0 ||
+        (rc = vf_engine_push(q->e, &(vf_op){.fn = qs_op,
+                                            .arg = &r,
+                                            .arg_size = sizeof r,
+                                            .writes = VF_VARS(vr)})) != 0 ||
+        (rc = vf_var_wait(q->e, vl, NULL)) != 0 ||
+        (rc = vf_var_wait(q->e, vr, NULL)) != 0) {
+        op_error("quicksort", rc);
+        return rc;
+    }
+    vf_var_destroy(q->e, vl, NULL, NULL);
+    vf_var_destroy(q->e, vr, NULL, NULL);
+    return 0;
+}
+
+TEST_CASE(quicksort)
+{
+    int *data = malloc(sizeof(int) * QSORT_N);
+    int *want = malloc(sizeof(int) * QSORT_N);
+    REQUIRE(data != NULL && want != NULL);
+    uint64_t s = check_seed();
+    for (long i = 0; i < QSORT_N; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        want[i] = (int)(s >> 33);
+    }
+    qsort(want, QSORT_N, sizeof *want, cmp_int);
+    for (int c = 0; c < NCONFIGS; c++) {
+        tu_phase_limit(configs[c].name, 120);
+        depth_reset();
+        s = check_seed();
+        for (long i = 0; i < QSORT_N; i++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            data[i] = (int)(s >> 33);
+        }
+        vf_engine *e = engine_of(&configs[c].cfg, configs[c].name);
+        qs_arg q = {e, data, 0, QSORT_N};
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = qs_op, .arg = &q, .arg_size = sizeof q}));
+        tu_finish_engine(e);
+        long bad = -1;
+        for (long i = 0; i < QSORT_N && bad < 0; i++)
+            if (data[i] != want[i])
+                bad = i;
+        if (bad >= 0)
+            CHECK_REPORT_("quicksort [%s]: element %ld is %d, serially %d",
+                          configs[c].name, bad, data[bad], want[bad]);
+        depth_check("quicksort", configs[c].name, default_stack());
+    }
+    free(data);
+    free(want);
+    CHECK_EQ(atomic_load(&op_errors), 0);
+}
+
+/* A: pushed first, waits for the main thread to push B (which writes x),
+ * then pushes C (reads x) and waits for C. On one worker C can only run
+ * after B, which is not A's descendant: the waiter must run it itself. */
+typedef struct cross {
+    vf_engine *e;
+    vf_var x, c;
+    tu_gate b_pushed;
+    atomic_int b_ran, c_saw;
+    atomic_int rc;
+} cross;
+
+static int cross_b(vf_run *run, void *arg)
+{
+    (void)run;
+    cross *t = arg;
+    atomic_store(&t->b_ran, 1);
+    return 0;
+}
+
+static int cross_c(vf_run *run, void *arg)
+{
+    (void)run;
+    cross *t = arg;
+    atomic_store(&t->c_saw, atomic_load(&t->b_ran));
+    return 0;
+}
+
+static int cross_a(vf_run *run, void *arg)
+{
+    (void)run;
+    cross *t = arg;
+    if (!tu_gate_wait(&t->b_pushed, TU_TIMEOUT))
+        return 1;
+    int rc = vf_engine_push(t->e, &(vf_op){.fn = cross_c,
+                                           .arg = t,
+                                           .reads = VF_VARS(t->x),
+                                           .writes = VF_VARS(t->c)});
+    if (rc == 0)
+        rc = vf_var_wait(t->e, t->c, NULL);
+    atomic_store(&t->rc, rc);
+    return 0;
+}
+
+TEST_CASE(cross)
+{
+    for (int c = 0; c < NCONFIGS; c++) {
+        if (configs[c].cfg.cpu_workers != 1)
+            continue;
+        tu_phase_limit(configs[c].name, 30);
+        cross t;
+        memset(&t, 0, sizeof t);
+        tu_gate_init(&t.b_pushed);
+        atomic_store(&t.rc, 99);
+        vf_engine *e = t.e = engine_of(&configs[c].cfg, configs[c].name);
+        t.x = tu_var(e);
+        t.c = tu_var(e);
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = cross_a, .arg = &t}));
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = cross_b, .arg = &t, .writes = VF_VARS(t.x)}));
+        tu_gate_open(&t.b_pushed);
+        tu_finish_engine(e);
+        CHECK_ERR(atomic_load(&t.rc), 0);
+        CHECK_EQ(atomic_load(&t.c_saw), 1);
+        tu_gate_destroy(&t.b_pushed);
+    }
+}
+
+typedef struct chain {
+    vf_engine *e;
+    atomic_long left;
+} chain;
+
+static int chain_op(vf_run *run, void *arg)
+{
+    (void)run;
+    chain *c = arg;
+    note_depth();
+    if (atomic_fetch_sub(&c->left, 1) > 1) {
+        int rc = vf_engine_push(c->e, &(vf_op){.fn = chain_op, .arg = c});
+        if (rc != 0) {
+            op_error("chain push", rc);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+TEST_CASE(chain)
+{
+    static const config naive = {"naive", {.type = VF_ENGINE_NAIVE}};
+    for (int c = -1; c < NCONFIGS; c++) {
+        const config *k = c < 0 ? &naive : &configs[c];
+        tu_phase_limit(k->name, 120);
+        depth_reset();
+        chain ch = {.e = engine_of(&k->cfg, k->name)};
+        atomic_store(&ch.left, CHAIN_N);
+        CHECK_OK(vf_engine_push(ch.e, &(vf_op){.fn = chain_op, .arg = &ch}));
+        tu_finish_engine(ch.e);
+        CHECK_EQ(atomic_load(&ch.left), 0);
+        depth_check("chain", k->name, default_stack());
+    }
+    CHECK_EQ(atomic_load(&op_errors), 0);
+}
+
+TEST_MAIN("test_wait_recursive", 280)
