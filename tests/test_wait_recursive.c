@@ -17,6 +17,9 @@
  *   which the engine must not overflow whatever it stacks above waits;
  * - cross: a child that needs a top-level op pushed before it, on one
  *   worker, where the waiter must run that (shallower) op itself;
+ * - spare_thread: on one worker, an op waits with its stack nearly full,
+ *   so it runs nothing above the wait: the pool must lend a spare thread
+ *   to run its child;
  * and on every engine, naive included:
  * - chain: an op pushing its successor from inside itself, 1,000,000 deep
  *   (the naive engine ran each inside the parent's push and overflowed
@@ -485,6 +488,74 @@ TEST_CASE(cross)
         CHECK_ERR(atomic_load(&t.rc), 0);
         CHECK_EQ(atomic_load(&t.c_saw), 1);
         tu_gate_destroy(&t.b_pushed);
+    }
+}
+
+/* A waiter whose stack is nearly full (more than 3/4 used) runs nothing
+ * above its wait; on one worker nothing else would run its child either,
+ * so the pool must start a spare thread for it (sched.h). Without one the
+ * wait hangs (the watchdog names the case). */
+typedef struct deep {
+    vf_engine *e;
+    vf_var v;
+    atomic_int child_ran, rc;
+    char *stack_lo; /* the worker's stack's lowest address */
+    size_t stack_size;
+} deep;
+
+static int deep_child(vf_run *run, void *arg)
+{
+    (void)run;
+    atomic_store(&((deep *)arg)->child_ran, 1);
+    return 0;
+}
+
+/* Recurse until more than 13/16 of the stack is used, then wait. */
+static __attribute__((noinline)) int deep_burn(deep *d, volatile char *prev)
+{
+    volatile char pad[1024];
+    pad[0] = prev != NULL ? prev[0] : 1;
+    char *here = (char *)__builtin_frame_address(0);
+    size_t free_below = (size_t)(here - d->stack_lo);
+    if (free_below > d->stack_size / 16 * 3)
+        return deep_burn(d, pad) + pad[0] * 0;
+    int rc = vf_engine_push(d->e, &(vf_op){.fn = deep_child,
+                                           .arg = d,
+                                           .writes = VF_VARS(d->v)});
+    if (rc == 0)
+        rc = vf_var_wait(d->e, d->v, NULL);
+    return rc;
+}
+
+static int deep_op(vf_run *run, void *arg)
+{
+    (void)run;
+    deep *d = arg;
+    pthread_attr_t a;
+    void *lo;
+    REQUIRE(pthread_getattr_np(pthread_self(), &a) == 0);
+    pthread_attr_getstack(&a, &lo, &d->stack_size);
+    pthread_attr_destroy(&a);
+    d->stack_lo = lo;
+    atomic_store(&d->rc, deep_burn(d, NULL));
+    return 0;
+}
+
+TEST_CASE(spare_thread)
+{
+    for (int c = 0; c < NCONFIGS; c++) {
+        if (configs[c].cfg.cpu_workers != 1)
+            continue;
+        tu_phase_limit(configs[c].name, 30);
+        vf_config cfg = configs[c].cfg;
+        cfg.worker_stack_kib = 512;
+        deep d = {.e = engine_of(&cfg, configs[c].name)};
+        atomic_store(&d.rc, 99);
+        d.v = tu_var(d.e);
+        CHECK_OK(vf_engine_push(d.e, &(vf_op){.fn = deep_op, .arg = &d}));
+        tu_finish_engine(d.e);
+        CHECK_ERR(atomic_load(&d.rc), 0);
+        CHECK_EQ(atomic_load(&d.child_ran), 1);
     }
 }
 
