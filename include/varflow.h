@@ -553,6 +553,17 @@ VF_API void vf_run_set_error(vf_run *run, const char *fmt, ...) VF_PRINTF_LIKE(2
 /* The engine running the op (for nested pushes and waits). */
 VF_API vf_engine *vf_run_engine(const vf_run *run);
 
+/*
+ * Whether the calling thread is inside engine `e`: running one of its ops
+ * (a function, an async op's start, a free callback, an op run by a
+ * waiting thread), one of its `done` callbacks, or any other code on one
+ * of its workers. False for NULL and from any other thread. Reads no
+ * engine state (any pointer will do). A library built on varflow uses it
+ * to refuse, at once and alike everywhere, a call that must not come from
+ * an op (libvarflow-mpi's calls in sequence: VF_EDEADLK).
+ */
+VF_API bool vf_engine_in_op(const vf_engine *e);
+
 /* Index of the worker running the op, unique across the engine's pools;
  * -1 when it runs on a thread that is not a worker (naive engine, async op
  * dispatched by a pusher, an op run by a waiting thread: help_on_wait). */
