@@ -110,12 +110,17 @@ void vf__var_complete_write(vf__var *v, const vf__op *from,
 
 /* --- handle table ------------------------------------------------------ */
 
-static vf_var make_handle(const vf__var_table *t, const vf__var *v)
+vf_var vf__var_handle(const vf__var_table *t, const vf__var *v, uint32_t gen)
 {
-    uint64_t gen = atomic_load_explicit(&v->gen, memory_order_relaxed);
     return (vf_var){.id = ((uint64_t)t->tag << (VF__VAR_INDEX_BITS +
                                                 VF__VAR_GEN_BITS)) |
-                          (gen << VF__VAR_INDEX_BITS) | v->index};
+                          ((uint64_t)gen << VF__VAR_INDEX_BITS) | v->index};
+}
+
+static vf_var make_handle(const vf__var_table *t, const vf__var *v)
+{
+    return vf__var_handle(
+        t, v, atomic_load_explicit(&v->gen, memory_order_relaxed));
 }
 
 int vf__var_table_init(vf__var_table *t, uint16_t tag)

@@ -122,6 +122,9 @@ int vf__var_create(vf__var_table *t, vf_var *out);
  * (vf__var_usable) by a caller about to enqueue. */
 int vf__var_lookup(vf__var_table *t, vf_var h, vf__var **out);
 
+/* The handle of slot `v` at generation `gen` (for details). */
+vf_var vf__var_handle(const vf__var_table *t, const vf__var *v, uint32_t gen);
+
 /* Under the var lock: is the slot still the handle's live var? */
 static inline bool vf__var_usable(const vf__var *v, uint32_t gen)
 {
