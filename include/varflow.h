@@ -158,8 +158,9 @@ typedef enum vf_engine_type {
  * counts as unset), otherwise from the value given. The struct always wins
  * over the environment. A count from the environment must be decimal digits
  * only (no sign, space, suffix or base prefix) within the field's range, a
- * flag 0 or 1; vf_engine_create refuses anything else (VF_EINVAL, the
- * detail naming the variable and its value).
+ * flag 0 or 1, an engine type one of the names beside `type` exactly (lower
+ * case: "POOLED" is refused); vf_engine_create refuses anything else
+ * (VF_EINVAL, the detail naming the variable and its value).
  */
 typedef struct vf_config {
     vf_engine_type type VF_ZERO_;      /* VF_ENGINE_TYPE=naive|pooled|
