@@ -356,20 +356,21 @@ TEST_KIND_CASE(deleted_var_detail, k)
     const char *step = k->threaded ? "op \"step\"" : NULL;
 
     snprintf(at, sizeof at, "reads[1] %s was deleted", id);
-    expect_detail(vf_engine_push(e, &(vf_op){.fn = nop, .reads = VF_VARS(y, x)}),
-                  unnamed, at, "unnamed push");
+    expect_detail(
+        vf_engine_push(e, &(vf_op){.fn = nop, .reads = VF_VARS(y, x)}), unnamed,
+        at, "unnamed push");
     snprintf(at, sizeof at, "writes[1] %s", id);
-    expect_detail(vf_engine_push(e, &(vf_op){.fn = nop, .name = "step",
-                                              .reads = VF_VARS(y),
-                                              .writes = VF_VARS(y, x)}),
+    expect_detail(vf_engine_push(e, &(vf_op){.fn = nop,
+                                             .name = "step",
+                                             .reads = VF_VARS(y),
+                                             .writes = VF_VARS(y, x)}),
                   step, at, "named push");
     snprintf(at, sizeof at, "reads[0] %s", id);
     vf_operator *late = NULL;
-    expect_detail(vf_operator_create(e,
-                                     &(vf_op){.fn = nop, .name = "step",
-                                              .reads = VF_VARS(x)},
-                                     &late),
-                  step, at, "operator create");
+    expect_detail(
+        vf_operator_create(
+            e, &(vf_op){.fn = nop, .name = "step", .reads = VF_VARS(x)}, &late),
+        step, at, "operator create");
     /* An operator's lists are gone once it is made: its var's id. */
     expect_detail(vf_operator_push(e, opr, 0),
                   k->threaded ? "op \"scale\"" : NULL, id, "operator push");

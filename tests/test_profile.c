@@ -306,8 +306,8 @@ static void check_chrome(const vf_profile *p, const char *path, int nworkers,
         } else if (strcmp(ph, "i") == 0) {
             /* A skipped op's mark: where its 0-us slice is, named. */
             nskip++;
-            const vf_profile_record *r =
-                vf_profile_at(p, (uint64_t)jnum(jget(ev, "args"), "op") - 1);
+            const vf_profile_record *r = vf_profile_at(
+                p, (uint64_t)jnum(jget(ev, "args"), "op") - 1);
             REQUIRE(r != NULL);
             CHECK_EQ(r->status, VF_ESKIPPED);
             CHECK(strcmp(jstr(ev, "s"), "t") == 0);

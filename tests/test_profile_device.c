@@ -229,16 +229,16 @@ TEST_CASE(verdict_between_in_outputs)
         {"\"verdict\":{\"kind\":\"between\",\"title\":\"Between "
          "dependency-bound and idle.\"",
          "\"between\":[\"dependency\",\"idle\"]}"}};
-    vf_profile_format fmt[] = {VF_PROFILE_SUMMARY_TEXT,
-                               VF_PROFILE_SUMMARY_JSON, VF_PROFILE_HTML};
+    vf_profile_format fmt[] = {VF_PROFILE_SUMMARY_TEXT, VF_PROFILE_SUMMARY_JSON,
+                               VF_PROFILE_HTML};
     for (int i = 0; i < 3; i++) {
         CHECK_OK(vf_profile_write(&p, path, fmt[i]));
         char *text = tu_read_file(path);
         REQUIRE(text != NULL);
         for (int j = 0; j < 2; j++)
             if (want[i][j] != NULL && strstr(text, want[i][j]) == NULL)
-                CHECK_REPORT_("format %d: no '%s' in:\n%.900s", i,
-                              want[i][j], text);
+                CHECK_REPORT_("format %d: no '%s' in:\n%.900s", i, want[i][j],
+                              text);
         free(text);
     }
     unlink(path);

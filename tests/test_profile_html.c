@@ -334,8 +334,7 @@ static void check_browser(const char *chromium, const char *path,
     /* The skipped op drawn as a mark of its own, on one row, and the
      * legend saying what the mark is. */
     CHECK_EQ(count(text, "data-skipped=\"1\""), 1);
-    CHECK_EQ(count(text, "data-skipped=\"0\""),
-             expected_rows + nstreams - 1);
+    CHECK_EQ(count(text, "data-skipped=\"0\""), expected_rows + nstreams - 1);
     CHECK(strstr(text, "data-legend=\"skipped\"><i class=\"sw sw-skip\"") !=
           NULL);
     free(text);
