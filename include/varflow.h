@@ -110,8 +110,9 @@ VF_API const char *vf_error_name(int code);
 
 /*
  * Detail of the last call that failed on the calling thread, e.g.
- * "vf_engine_push: reads[1]: variable was deleted". Empty string when no call
- * has failed on this thread. Valid until the next failing call on this thread.
+ * "vf_engine_push: reads[1] (id 0x3000002000005) was deleted". Empty string
+ * when no call has failed on this thread. Valid until the next failing call
+ * on this thread.
  */
 VF_API const char *vf_error_detail(void);
 
@@ -157,8 +158,9 @@ typedef enum vf_engine_type {
  * counts as unset), otherwise from the value given. The struct always wins
  * over the environment. A count from the environment must be decimal digits
  * only (no sign, space, suffix or base prefix) within the field's range, a
- * flag 0 or 1; vf_engine_create refuses anything else (VF_EINVAL, the
- * detail naming the variable and its value).
+ * flag 0 or 1, an engine type one of the names beside `type` exactly (lower
+ * case: "POOLED" is refused); vf_engine_create refuses anything else
+ * (VF_EINVAL, the detail naming the variable and its value).
  */
 typedef struct vf_config {
     vf_engine_type type VF_ZERO_;      /* VF_ENGINE_TYPE=naive|pooled|

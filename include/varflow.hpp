@@ -47,14 +47,17 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <initializer_list>
+#include <limits>
 #include <memory>
 #include <new>
+#include <ratio>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -170,6 +173,41 @@ inline void check(int rc)
 {
     if (rc != 0)
         throw_error(rc);
+}
+
+/*
+ * A std::chrono duration as the C calls' timeout: whole milliseconds,
+ * rounded up (a positive timeout never becomes 0, "only look"), and
+ * saturated at INT64_MAX (292 million years) where the product would
+ * overflow (hours::max(), a float's infinity); negative or NaN is -1,
+ * "never give up". Any Rep and Period.
+ */
+template <class Rep, class Period>
+inline int64_t timeout_ms(std::chrono::duration<Rep, Period> t) noexcept
+{
+    using to_ms = std::ratio_divide<Period, std::milli>; // ms = n * num / den
+    constexpr int64_t most = std::numeric_limits<int64_t>::max();
+    if (!(t.count() >= t.zero().count())) // NaN too (duration's >= is !<)
+        return -1;
+    // A first look in long double, which no count overflows: the
+    // integer arithmetic below runs only on what fits.
+    long double m = static_cast<long double>(t.count()) * to_ms::num /
+                    to_ms::den;
+    if (!(m < 0x1p63L))
+        return most;
+    if constexpr (std::is_integral<Rep>::value &&
+                  to_ms::num <= most / to_ms::den) {
+        // Exact: n = q * den + r, so ms = q * num + ceil(r * num / den),
+        // each term below 2^64 (unsigned, so never undefined).
+        using u = std::uintmax_t;
+        const u n = static_cast<u>(t.count()), num = to_ms::num,
+                den = to_ms::den;
+        const u ms = n / den * num + (n % den * num + den - 1) / den;
+        return ms > static_cast<u>(most) ? most : static_cast<int64_t>(ms);
+    } else {
+        const long double up = std::ceil(m);
+        return up >= 0x1p63L ? most : static_cast<int64_t>(up);
+    }
 }
 
 /* What a call on an engine_ref holding no engine throws (VF_EINVAL). */
@@ -1250,7 +1288,10 @@ class engine_ref
         return wait_result_of(vf_engine_wait_all(e_, &err), err);
     }
     /* wait() and wait_all() giving up after `timeout` (vf_var_wait_timed,
-     * vf_engine_wait_all_timed; rounded up to whole milliseconds): they throw
+     * vf_engine_wait_all_timed; rounded up to whole milliseconds, any
+     * duration: one too long for int64_t milliseconds, hours::max() or an
+     * infinity, waits as long as INT64_MAX ms, and a negative one or NaN
+     * never gives up): they throw
      * varflow::error VF_ETIMEDOUT, whose detail names the async ops nobody
      * completed, or return it with std::nothrow. A wait that timed out
      * reports and clears no failure. */
@@ -1258,7 +1299,8 @@ class engine_ref
     void wait_for(vf_var v, std::chrono::duration<Rep, Period> timeout) const
     {
         vf_error err{};
-        throw_wait(vf_var_wait_timed(e_, v, timeout_ms(timeout), &err), err);
+        throw_wait(vf_var_wait_timed(e_, v, detail::timeout_ms(timeout), &err),
+                   err);
     }
     template <class Rep, class Period>
     wait_result wait_for(vf_var v, std::chrono::duration<Rep, Period> timeout,
@@ -1266,14 +1308,15 @@ class engine_ref
     {
         vf_error err{};
         return wait_result_of(
-            vf_var_wait_timed(e_, v, timeout_ms(timeout), &err), err);
+            vf_var_wait_timed(e_, v, detail::timeout_ms(timeout), &err), err);
     }
     template <class Rep, class Period>
     void wait_all_for(std::chrono::duration<Rep, Period> timeout) const
     {
         vf_error err{};
-        throw_wait(vf_engine_wait_all_timed(e_, timeout_ms(timeout), &err),
-                   err);
+        throw_wait(
+            vf_engine_wait_all_timed(e_, detail::timeout_ms(timeout), &err),
+            err);
     }
     template <class Rep, class Period>
     wait_result wait_all_for(std::chrono::duration<Rep, Period> timeout,
@@ -1281,7 +1324,8 @@ class engine_ref
     {
         vf_error err{};
         return wait_result_of(
-            vf_engine_wait_all_timed(e_, timeout_ms(timeout), &err), err);
+            vf_engine_wait_all_timed(e_, detail::timeout_ms(timeout), &err),
+            err);
     }
 
     void stop() const
@@ -1372,16 +1416,6 @@ class engine_ref
         vf_operator *op = nullptr;
         check(vf_operator_create(e_, &def, &op));
         return reusable_op(e_, op, b.release());
-    }
-    /* A timeout in whole milliseconds, rounded up (a positive timeout never
-     * becomes 0, "only look"); a negative one waits forever. */
-    template <class Rep, class Period>
-    static int64_t timeout_ms(std::chrono::duration<Rep, Period> t) noexcept
-    {
-        if (t < t.zero())
-            return -1;
-        return static_cast<int64_t>(
-            std::chrono::ceil<std::chrono::milliseconds>(t).count());
     }
     void throw_wait(int rc, const vf_error &err) const
     {

@@ -18,11 +18,15 @@
  *   refuses its handle (VF_ESTALE).
  * - wait_for / wait_all_for: an async op nobody completes makes them throw
  *   varflow::error VF_ETIMEDOUT naming it (or return it with nothrow);
- *   completed later, the failure is still there for a wait.
+ *   completed later, the failure is still there for a wait; any
+ *   std::chrono duration converts to the C calls' milliseconds without
+ *   overflow (hours::max() overflowed a signed integer: UBSan), saturated
+ *   when too long, rounded up, negative or NaN meaning never.
  */
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -332,6 +336,56 @@ TEST_KIND_CASE(timed_waits, k)
     CHECK_THROWS(eng.wait_for(x, 10s), varflow::op_failed, VF_EOPFAILED,
                  CHECK_EQ(e.op_code(), -4));
     CHECK(eng.wait_all_for(-1ms, std::nothrow).ok());
+}
+
+TEST_KIND_CASE(timeout_conversion, k)
+{
+    using namespace std::chrono;
+    using varflow::detail::timeout_ms;
+    constexpr int64_t most = std::numeric_limits<int64_t>::max();
+    using fsec = duration<double>;
+    using thirds = duration<int64_t, std::ratio<1, 3>>;
+    using unano = duration<unsigned long long, std::nano>;
+    // Saturated where milliseconds overflow int64_t.
+    CHECK_EQ(timeout_ms(hours::max()), most);
+    CHECK_EQ(timeout_ms(minutes::max()), most);
+    CHECK_EQ(timeout_ms(seconds::max()), most);
+    CHECK_EQ(timeout_ms(milliseconds::max()), most);
+    CHECK_EQ(timeout_ms(thirds::max()), most);
+    CHECK_EQ(timeout_ms(fsec::max()), most);
+    CHECK_EQ(timeout_ms(fsec(std::numeric_limits<double>::infinity())), most);
+    // Exact below it, rounded up.
+    CHECK_EQ(timeout_ms(nanoseconds::max()), 9223372036855LL);
+    CHECK_EQ(timeout_ms(microseconds::max()), 9223372036854776LL);
+    CHECK_EQ(timeout_ms(unano::max()), 18446744073710LL);
+    CHECK_EQ(timeout_ms(seconds(most / 1000)), most / 1000 * 1000);
+    CHECK_EQ(timeout_ms(thirds(1)), 334);
+    CHECK_EQ(timeout_ms(thirds(3000)), 1000000);
+    CHECK_EQ(timeout_ms(nanoseconds(1)), 1);
+    CHECK_EQ(timeout_ms(microseconds(1500)), 2);
+    CHECK_EQ(timeout_ms(milliseconds(7)), 7);
+    CHECK_EQ(timeout_ms(fsec(0.0015)), 2);
+    CHECK_EQ(timeout_ms(fsec(1e-300)), 1);
+    CHECK_EQ(timeout_ms(hours(2)), 7200000);
+    CHECK_EQ(timeout_ms(nanoseconds(0)), 0);
+    CHECK_EQ(timeout_ms(fsec(-0.0)), 0);
+    // Negative, however large, or NaN: never give up.
+    CHECK_EQ(timeout_ms(nanoseconds(-1)), -1);
+    CHECK_EQ(timeout_ms(hours::min()), -1);
+    CHECK_EQ(timeout_ms(-hours::max()), -1);
+    CHECK_EQ(timeout_ms(fsec::min()), -1);
+    CHECK_EQ(timeout_ms(fsec(-std::numeric_limits<double>::infinity())), -1);
+    CHECK_EQ(timeout_ms(fsec(std::numeric_limits<double>::quiet_NaN())), -1);
+
+    // And the waits themselves take them.
+    varflow::engine eng(k.cfg);
+    varflow::var x = eng.new_var();
+    eng.push({}, {x}, [] {});
+    eng.wait_for(x, hours::max());
+    eng.wait_for(x, hours::min());
+    eng.wait_all_for(fsec(std::numeric_limits<double>::infinity()));
+    CHECK(eng.wait_for(x, minutes::max(), std::nothrow).ok());
+    CHECK(eng.wait_all_for(seconds::min(), std::nothrow).ok());
 }
 
 } // namespace

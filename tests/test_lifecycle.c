@@ -12,7 +12,7 @@
  *   VF_ENGINE_TYPE, VF_CPU_WORKER_NTHREADS, VF_CPU_PRIORITY_NTHREADS (set
  *   before create), the struct winning over the environment, and bad
  *   values in the environment or the struct refused with VF_EINVAL and a
- *   detail message.
+ *   detail message (VF_ENGINE_TYPE in another case than its names' too).
  */
 #include "runner.h"
 
@@ -395,6 +395,13 @@ TEST_CASE(config)
     clear_env();
     setenv("VF_ENGINE_TYPE", "bogus", 1);
     expect_einval(NULL, "VF_ENGINE_TYPE=bogus");
+    /* Exact names only, as every other value is exact (it took POOLED). */
+    const char *cased[] = {"POOLED", "Naive", "perDevice", " pooled"};
+    for (int i = 0; i < 4; i++) {
+        setenv("VF_ENGINE_TYPE", cased[i], 1);
+        expect_einval(NULL, cased[i]);
+        CHECK(strstr(vf_error_detail(), "lower case") != NULL);
+    }
     clear_env();
     setenv("VF_ENGINE_TYPE", "pooled", 1);
     setenv("VF_CPU_WORKER_NTHREADS", "abc", 1);

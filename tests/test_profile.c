@@ -15,7 +15,9 @@
  * (vf_run_worker), times in order along every edge, the exact edge sets;
  * the Chrome JSON parses (with cJSON directly, not with the loader) and
  * has a slice per op on its worker's track with the right category, a flow
- * per edge whose ends lie in the two ops' slices, counters that never
+ * per edge whose ends lie in the two ops' slices, the skipped op's
+ * instant mark on its slice (a viewer draws its 0-us slice as nothing),
+ * counters that never
  * exceed the workers and end at zero, thread names for every worker;
  * vf_profile_load (src/profile/trace_load.h) reads the trace back field for
  * field; the summary counts are exact and every sort key orders its
@@ -252,7 +254,7 @@ static void check_chrome(const vf_profile *p, const char *path, int nworkers,
     free(text);
     const cJSON *events = jget(doc, "traceEvents"), *ev, *fe;
     REQUIRE(cJSON_IsArray(events));
-    int nx = 0, ns = 0, nf = 0, nthreads = 0, nedges = 0;
+    int nx = 0, ns = 0, nf = 0, nthreads = 0, nedges = 0, nskip = 0;
     double max_running = 0, last_running = -1, last_ready = -1;
     cJSON_ArrayForEach(ev, events)
     {
@@ -301,6 +303,18 @@ static void check_chrome(const vf_profile *p, const char *path, int nworkers,
                                   jnum(ev, "id"), from, to);
                 nedges++;
             }
+        } else if (strcmp(ph, "i") == 0) {
+            /* A skipped op's mark: where its 0-us slice is, named. */
+            nskip++;
+            const vf_profile_record *r = vf_profile_at(
+                p, (uint64_t)jnum(jget(ev, "args"), "op") - 1);
+            REQUIRE(r != NULL);
+            CHECK_EQ(r->status, VF_ESKIPPED);
+            CHECK(strcmp(jstr(ev, "s"), "t") == 0);
+            CHECK(strcmp(jstr(ev, "cat"), "skipped") == 0);
+            CHECK(strcmp(jstr(ev, "name"), "skipped: after_fail") == 0);
+            CHECK_EQ(jnum(ev, "tid"), r->worker + 1);
+            CHECK_EQ((long long)(jnum(ev, "ts") * 1000 + 0.5), r->start_ns);
         } else if (strcmp(ph, "C") == 0) {
             const cJSON *args = jget(ev, "args");
             if (strcmp(jstr(ev, "name"), "running ops") == 0) {
@@ -318,6 +332,7 @@ static void check_chrome(const vf_profile *p, const char *path, int nworkers,
     }
     int edges = threaded ? 2 * NLEAF + 3 : 0; /* distinct pairs */
     CHECK_EQ(nx, NOPS);
+    CHECK_EQ(nskip, 1); /* after_fail */
     CHECK_EQ(ns, edges);
     CHECK_EQ(nf, edges);
     CHECK_EQ(nedges, edges);

@@ -10,6 +10,8 @@
  * length, ids, per-op weights, device flags, elapsed), a device op whose
  * work ran inside its own function (device_sync: the device stage adds
  * nothing), and a host op whose device pred finished before it started.
+ * A figure within 10 points of its threshold gives the verdict "between"
+ * (both verdicts, the figure, both sentences), in every output.
  * Then on emulated runs whose right verdict is known:
  *   - a chain of device ops over one var, each 4 ms of device work: the
  *     critical path holds every op and covers their device time, the
@@ -125,6 +127,121 @@ TEST_CASE(hand_made_device_chain)
     vf_profile_path_destroy(&pub);
     vf_profile_path_destroy(&path);
     vf__prof_crit_stages_free(&st);
+}
+
+/* The verdict of a CPU snapshot with workers 0 and 1 busy `w0` and `w1`
+ * ns of a 1000 ns span, and a critical path of `crit` ns. */
+static vf__prof_verdict verdict_at(uint64_t w0, uint64_t w1, uint64_t crit)
+{
+    vf_profile_record r[2] = {rec(1, 0, w0, 0, 0, 0), rec(2, 0, w1, 0, 0, 1)};
+    vf_profile p = snapshot(r, 2, NULL);
+    p.span_ns = 1000;
+    vf_profile_path path = {.length_ns = crit};
+    vf__prof_verdict v;
+    CHECK_OK(vf__prof_verdict_of(&p, &path, NULL, "op", &v));
+    return v;
+}
+
+static void expect_verdict(vf__prof_verdict v, const char *key,
+                           const char *title, const char *has)
+{
+    if (strcmp(v.key, key) != 0 || strcmp(v.title, title) != 0 ||
+        (has != NULL && strstr(v.text, has) == NULL))
+        CHECK_REPORT_("verdict %s \"%s %s\": %s \"%s\" with \"%s\" "
+                      "expected",
+                      v.key, v.title, v.text, key, title, has ? has : "");
+}
+
+/*
+ * A figure within 10 points of its threshold decides nothing: the two runs
+ * of issue 27 (critical path 79% and 62% of the span against 70%) get the
+ * same verdict, "between", naming both and the figure; 10 points past
+ * the line either way the verdict is plain again.
+ */
+TEST_CASE(verdict_near_a_line)
+{
+    const char *dep_idle = "Between dependency-bound and idle.";
+    vf__prof_verdict v = verdict_at(1000, 100, 790);
+    CHECK_EQ(v.kind, VF__VERDICT_BETWEEN);
+    expect_verdict(v, "between", dep_idle,
+                   "the critical path is 79.0% of the span "
+                   "(dependency-bound from 70%)");
+    CHECK_EQ(v.lo, VF__VERDICT_DEPENDENCY);
+    CHECK_EQ(v.hi, VF__VERDICT_IDLE);
+    CHECK(strcmp(v.lo_key, "dependency") == 0);
+    CHECK(strcmp(v.hi_key, "idle") == 0);
+    /* Both sentences, each whole. */
+    CHECK(strstr(v.text, "Dependency-bound. The critical path alone is "
+                         "79.0%") != NULL);
+    CHECK(strstr(v.text, "Workers were idle. On average") != NULL);
+    expect_verdict(verdict_at(1000, 100, 620), "between", dep_idle, "62.0%");
+    expect_verdict(verdict_at(1000, 100, 700), "between", dep_idle, "70.0%");
+    /* Clear of the band: one verdict. */
+    expect_verdict(verdict_at(1000, 100, 950), "dependency",
+                   "Dependency-bound.", "95.0%");
+    expect_verdict(verdict_at(1000, 100, 810), "dependency",
+                   "Dependency-bound.", NULL);
+    expect_verdict(verdict_at(1000, 100, 400), "idle", "Workers were idle.",
+                   NULL);
+    expect_verdict(verdict_at(1000, 100, 590), "idle", "Workers were idle.",
+                   NULL);
+    /* The workers' line (75% busy): 80% and 70% busy are between, 90%
+     * and 55% are not. */
+    const char *work_idle = "Between worker-bound and idle.";
+    expect_verdict(verdict_at(1000, 600, 100), "between", work_idle,
+                   "80.0% of the workers and streams were busy on average "
+                   "(worker-bound from 75%)");
+    expect_verdict(verdict_at(1000, 400, 100), "between", work_idle, "70.0%");
+    expect_verdict(verdict_at(1000, 800, 100), "workers", "Worker-bound.",
+                   NULL);
+    expect_verdict(verdict_at(1000, 100, 100), "idle", "Workers were idle.",
+                   NULL);
+    /* Both lines near: the path at 75% and 80% busy. The figures of
+     * both, and the ends of the chain as the two verdicts. */
+    v = verdict_at(1000, 600, 750);
+    expect_verdict(v, "between", dep_idle, "75.0% of the span");
+    CHECK(strstr(v.text, " and 80.0% of the workers") != NULL);
+    CHECK(strstr(v.text, "within 10 points of those lines") != NULL);
+}
+
+/* The outputs of a real snapshot near the line: A (worker 0) 0..400, B
+ * (worker 1, after A) 400..790, C (worker 0) 400..1000 alone. The path
+ * A, B is 79% of the span; 69.5% busy. The JSON summary and the report's
+ * data say "between" and name both kinds; the text summary both. */
+TEST_CASE(verdict_between_in_outputs)
+{
+    vf_profile_record r[3] = {rec(1, 0, 400, 0, 0, 0),
+                              rec(2, 400, 790, 0, 0, 1),
+                              rec(3, 400, 1000, 0, 0, 0)};
+    uint64_t deps[1] = {1};
+    r[1].ndeps = 1;
+    r[1].deps = &deps[0];
+    vf_profile p = snapshot(r, 3, deps);
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/vf_profile_between_%d", (int)getpid());
+    const char *want[][2] = {
+        {"verdict: Between dependency-bound and idle. Near the line: the "
+         "critical path is 79.0% of the span",
+         NULL},
+        {"\"verdict\":{\"kind\":\"between\",\"text\":\"Between "
+         "dependency-bound and idle.",
+         "\"between\":[\"dependency\",\"idle\"]}"},
+        {"\"verdict\":{\"kind\":\"between\",\"title\":\"Between "
+         "dependency-bound and idle.\"",
+         "\"between\":[\"dependency\",\"idle\"]}"}};
+    vf_profile_format fmt[] = {VF_PROFILE_SUMMARY_TEXT, VF_PROFILE_SUMMARY_JSON,
+                               VF_PROFILE_HTML};
+    for (int i = 0; i < 3; i++) {
+        CHECK_OK(vf_profile_write(&p, path, fmt[i]));
+        char *text = tu_read_file(path);
+        REQUIRE(text != NULL);
+        for (int j = 0; j < 2; j++)
+            if (want[i][j] != NULL && strstr(text, want[i][j]) == NULL)
+                CHECK_REPORT_("format %d: no '%s' in:\n%.900s", i, want[i][j],
+                              text);
+        free(text);
+    }
+    unlink(path);
 }
 
 /* device_sync: the op's function waited for its own work (100..400 inside

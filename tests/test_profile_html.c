@@ -13,15 +13,19 @@
  * Checked without a browser: the file refers to nothing outside itself
  * (no http:, https:, src= or <link), its embedded data parses as JSON
  * (cJSON) with the right counts (the device ops with their device and
- * span), and a name holding "</script>" cannot end the data element early.
+ * span, the skipped op an instant), the page holds the script that draws
+ * a skipped op as a hatched mark SKIP_W pixels wide and its legend, and a
+ * name holding "</script>" cannot end the data element early.
  *
  * Then headless Chromium (VF_CHROMIUM, else chromium, chromium-browser or
  * google-chrome on PATH) loads the file: --dump-dom must show the marker
  * the report's script sets once it has drawn everything without an error
  * (data-vf-rendered="ok", #vf-rendered "N rows, M ops, K streams"), one
  * .vf-row per worker plus the inline one, one device group holding a
- * .vf-stream lane per device worker that ran device work (K of them), and
- * no #vf-error; --screenshot writes
+ * .vf-stream lane per device worker that ran device work (K of them), the
+ * row of the skipped op saying it drew one skipped mark
+ * (data-skipped="1", every other row and lane "0"), the legend's hatched
+ * "skipped" swatch, and no #vf-error; --screenshot writes
  * profile-report.png in the working directory (printed) for a person to
  * look at. Without Chromium that case (browser) is skipped (exit 77) with
  * a message saying how to install it (apt-get install chromium; .ci/run
@@ -200,6 +204,24 @@ static void check_file(const char *path, const vf_profile *p)
         CHECK_EQ(cJSON_GetArrayItem(op, 11)->valuedouble, r->device_end_ns);
     }
     CHECK_EQ(ndevice, 3 * NBATCH);
+    /* The skipped op: an instant (start = end) with status VF_ESKIPPED,
+     * which the script draws SKIP_W pixels wide, hatched (the legend says
+     * so); the data and the script the page holds. */
+    int nskipped = 0;
+    cJSON_ArrayForEach(op, ops)
+    {
+        if (cJSON_GetArrayItem(op, 7)->valuedouble != VF_ESKIPPED)
+            continue;
+        nskipped++;
+        CHECK_EQ(cJSON_GetArrayItem(op, 3)->valuedouble,
+                 cJSON_GetArrayItem(op, 4)->valuedouble);
+    }
+    CHECK_EQ(nskipped, 1);
+    const char *script = end + strlen("</script>");
+    CHECK(strstr(script, "SKIPPED = -12, SKIP_W = 7") != NULL);
+    CHECK(strstr(script, "'skipped (never ran: a hatched mark '") != NULL);
+    CHECK(strstr(script, "drawSkipped(ctx, x0, x1, y, h, g.w)") != NULL);
+    CHECK(strstr(script, ".sw-skip") != NULL || strstr(html, ".sw-skip"));
     const cJSON *crit = cJSON_GetObjectItemCaseSensitive(doc, "crit");
     CHECK(cJSON_IsObject(crit) &&
           cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(crit, "ids")) >=
@@ -309,6 +331,12 @@ static void check_browser(const char *chromium, const char *path,
             CHECK_REPORT_("no lane for the stream of worker %d", streams[k]);
     }
     CHECK(strstr(text, "<b>x</b>") == NULL); /* the name stayed text */
+    /* The skipped op drawn as a mark of its own, on one row, and the
+     * legend saying what the mark is. */
+    CHECK_EQ(count(text, "data-skipped=\"1\""), 1);
+    CHECK_EQ(count(text, "data-skipped=\"0\""), expected_rows + nstreams - 1);
+    CHECK(strstr(text, "data-legend=\"skipped\"><i class=\"sw sw-skip\"") !=
+          NULL);
     free(text);
 
     tu_phase_limit("chromium --screenshot", 120);

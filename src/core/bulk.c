@@ -275,10 +275,13 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
         bool usable = vf__var_usable(v, vars[i].gen);
         vf__spin_unlock(&v->lock);
         if (!usable) {
+            uint32_t gen = vars[i].gen; /* vars may be heap's */
             vf__spin_unlock(&s->lock);
             free(heap);
-            return vf__fail(VF_ESTALE, "%s: a variable of op \"%s\" was "
-                                       "deleted", who, def->name);
+            if (opr != NULL)
+                return vf__fail_deleted(e, who, def->name, v, gen);
+            return vf__varset_deleted(e, who, desc->name, desc->reads,
+                                      desc->writes, v, gen);
         }
     }
     vf__bulk_batch *b = s->batch;

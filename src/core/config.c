@@ -5,7 +5,6 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -146,15 +145,16 @@ static int engine_type(vf_engine_type field, vf_engine_type *out)
     const char *s = getenv("VF_ENGINE_TYPE");
     if (s == NULL || *s == '\0')
         *out = VF_ENGINE_PERDEVICE;
-    else if (strcasecmp(s, "naive") == 0)
+    else if (strcmp(s, "naive") == 0) /* exact, as every VF_* value is */
         *out = VF_ENGINE_NAIVE;
-    else if (strcasecmp(s, "pooled") == 0)
+    else if (strcmp(s, "pooled") == 0)
         *out = VF_ENGINE_POOLED;
-    else if (strcasecmp(s, "perdevice") == 0)
+    else if (strcmp(s, "perdevice") == 0)
         *out = VF_ENGINE_PERDEVICE;
     else
         return vf__fail(VF_EINVAL, "vf_engine_create: VF_ENGINE_TYPE=\"%s\" "
-                                   "(must be naive, pooled or perdevice)", s);
+                                   "(must be naive, pooled or perdevice, in "
+                                   "lower case)", s);
     return 0;
 }
 

@@ -1,6 +1,7 @@
 /* op.c: op blocks, var sets in normal form, op definitions (see op.h). */
 #include "core/op.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -149,6 +150,64 @@ static __attribute__((noinline, cold)) int bad_handle(int rc, const char *who,
                                         : "is not a variable handle";
     return vf__fail(rc, "%s: %s[%d] (id %#llx) %s", who, what, i,
                     (unsigned long long)h.id, why);
+}
+
+/* How a detail names an op at push time: its name, or "an unnamed op"
+ * (the "op #<place>" of later messages has no place yet: a refused push
+ * takes none). `buf` holds the quoted form. */
+static const char *op_words(const char *name, char *buf, size_t size)
+{
+    if (name == NULL || *name == '\0')
+        return "an unnamed op";
+    snprintf(buf, size, "op \"%s\"", name);
+    return buf;
+}
+
+int vf__fail_deleted(vf_engine *e, const char *who, const char *name,
+                     const vf__var *v, uint32_t gen)
+{
+    char buf[96];
+    return vf__fail(VF_ESTALE,
+                    "%s: a variable (id %#llx) was deleted (its "
+                    "vf_var_destroy was pushed before this push of %s)",
+                    who,
+                    (unsigned long long)vf__var_handle(&e->vars, v, gen).id,
+                    op_words(name, buf, sizeof buf));
+}
+
+/* Is the var `h` names deleted, its delete pushed or run? */
+static bool deleted_now(vf_engine *e, vf_var h)
+{
+    vf__var *v;
+    int rc = vf__var_lookup(&e->vars, h, &v);
+    if (rc != 0)
+        return rc == VF_ESTALE;
+    vf__spin_lock(&v->lock);
+    bool usable = vf__var_usable(v, vf__var_handle_gen(h));
+    vf__spin_unlock(&v->lock);
+    return !usable;
+}
+
+int vf__varset_deleted(vf_engine *e, const char *who, const char *name,
+                       vf_var_list reads, vf_var_list writes, const vf__var *v,
+                       uint32_t gen)
+{
+    for (int w = 0; w < 2; w++) {
+        vf_var_list l = w ? writes : reads;
+        for (int i = 0; i < l.count; i++) {
+            if (deleted_now(e, l.vars[i])) {
+                char buf[96];
+                return vf__fail(VF_ESTALE,
+                                "%s: %s[%d] (id %#llx) was deleted (its "
+                                "vf_var_destroy was pushed before this "
+                                "push of %s)",
+                                who, w ? "writes" : "reads", i,
+                                (unsigned long long)l.vars[i].id,
+                                op_words(name, buf, sizeof buf));
+            }
+        }
+    }
+    return vf__fail_deleted(e, who, name, v, gen);
 }
 
 static int resolve(vf_engine *e, const char *who, const char *what, int i,

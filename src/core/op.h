@@ -393,6 +393,22 @@ int vf__varset_build(vf_engine *e, const char *who, vf_var_list reads,
                      vf_var_list writes, vf__varref *out, int cap,
                      vf__varref **heap);
 
+/*
+ * A push refused because a var of its op was deleted after its handle
+ * resolved (its delete was pushed, not yet run): VF_ESTALE with a detail
+ * that names the var as a bad handle's does and the op by its name ("an
+ * unnamed op" without one). vf__fail_deleted knows the var only (`v` with
+ * the handle's `gen`), so it gives its id; vf__varset_deleted finds it in
+ * the caller's lists again and gives its place there too (`v`, `gen`:
+ * what to say if none is deleted any more, which a delete never undoes).
+ * Cold paths; they take one var lock at a time, the caller holding none.
+ */
+int vf__fail_deleted(vf_engine *e, const char *who, const char *name,
+                     const vf__var *v, uint32_t gen);
+int vf__varset_deleted(vf_engine *e, const char *who, const char *name,
+                       vf_var_list reads, vf_var_list writes, const vf__var *v,
+                       uint32_t gen);
+
 /* Check an op description's fields (not its vars, nor its arg_size: the
  * caller that copies the argument checks it, vf__arg_check) and fill a
  * definition: routing included, and the function, argument, done and

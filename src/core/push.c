@@ -74,8 +74,8 @@ int vf__engine_enqueue(vf_engine *e, vf__op *op, const char *who)
         if (!vf__var_usable(vf__dep_var(d), (uint32_t)d->gen)) {
             unlock_vars(op, n);
             uncount(e, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
-            return vf__fail(VF_ESTALE, "%s: a variable of op \"%s\" was "
-                                       "deleted", who, def->name);
+            return vf__fail_deleted(e, who, op->name, vf__dep_var(d),
+                                    (uint32_t)d->gen);
         }
     }
     /* A user op's number, now that the push cannot fail any more (a
@@ -169,6 +169,10 @@ VF_API int vf_engine_push(vf_engine *e, const vf_op *desc)
         goto fail;
     return 0;
 fail:
+    if (rc == VF_ESTALE && op->nvars > 0) /* a delete came first: which? */
+        rc = vf__varset_deleted(e, who, desc->name, desc->reads, desc->writes,
+                                vf__dep_var(vf__op_dep(op, 0)),
+                                (uint32_t)vf__op_dep(op, 0)->gen);
     vf__op_free(op);
     return rc;
 }
@@ -217,8 +221,8 @@ VF_API int vf_operator_create(vf_engine *e, const vf_op *desc,
         bool usable = vf__var_usable(v, opr->vars[i].gen);
         vf__spin_unlock(&v->lock);
         if (!usable) {
-            rc = vf__fail(VF_ESTALE, "%s: a variable of op \"%s\" was "
-                                     "deleted", who, opr->def.name);
+            rc = vf__varset_deleted(e, who, opr->def.name, desc->reads,
+                                    desc->writes, v, opr->vars[i].gen);
             free(opr->vars);
             vf__argcopy_free(&opr->argcopy);
             free(opr);

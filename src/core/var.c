@@ -109,12 +109,17 @@ void vf__var_complete_write(vf__var *v, const vf__op *from,
 
 /* --- handle table ------------------------------------------------------ */
 
+vf_var vf__var_handle(const vf__var_table *t, const vf__var *v, uint32_t gen)
+{
+    return (vf_var){.id = ((uint64_t)t->tag << (VF__VAR_INDEX_BITS +
+                                                VF__VAR_GEN_BITS)) |
+                          ((uint64_t)gen << VF__VAR_INDEX_BITS) | v->index};
+}
+
 static vf_var make_handle(const vf__var_table *t, const vf__var *v)
 {
-    uint64_t gen = atomic_load_explicit(&v->gen, memory_order_relaxed);
-    return (vf_var){
-        .id = ((uint64_t)t->tag << (VF__VAR_INDEX_BITS + VF__VAR_GEN_BITS)) |
-              (gen << VF__VAR_INDEX_BITS) | v->index};
+    return vf__var_handle(
+        t, v, atomic_load_explicit(&v->gen, memory_order_relaxed));
 }
 
 int vf__var_table_init(vf__var_table *t, uint16_t tag)
@@ -250,13 +255,6 @@ static uint32_t next_gen(const vf__var *v)
 {
     uint32_t gen = atomic_load_explicit(&v->gen, memory_order_relaxed);
     return (gen + 1) & ((1u << VF__VAR_GEN_BITS) - 1);
-}
-
-vf_var vf__var_handle(const vf__var_table *t, const vf__var *v, uint32_t gen)
-{
-    return (vf_var){
-        .id = ((uint64_t)t->tag << (VF__VAR_INDEX_BITS + VF__VAR_GEN_BITS)) |
-              ((uint64_t)gen << VF__VAR_INDEX_BITS) | v->index};
 }
 
 bool vf__var_free_slot(vf__var_table *t, vf__var *v, uint32_t gen)

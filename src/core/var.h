@@ -122,6 +122,10 @@ int vf__var_create(vf__var_table *t, vf_var *out);
  * (vf__var_usable) by a caller about to enqueue. */
 int vf__var_lookup(vf__var_table *t, vf_var h, vf__var **out);
 
+/* The handle of slot `v` at generation `gen` (for details, and for
+ * vf_var_of reviving a slot, addr_vars.h). */
+vf_var vf__var_handle(const vf__var_table *t, const vf__var *v, uint32_t gen);
+
 /* Under the var lock: is the slot still the handle's live var? */
 static inline bool vf__var_usable(const vf__var *v, uint32_t gen)
 {
@@ -134,9 +138,6 @@ static inline uint32_t vf__var_handle_gen(vf_var h)
     return (uint32_t)(h.id >> VF__VAR_INDEX_BITS) &
            ((1u << VF__VAR_GEN_BITS) - 1);
 }
-
-/* The handle of slot `v` at generation `gen`. */
-vf_var vf__var_handle(const vf__var_table *t, const vf__var *v, uint32_t gen);
 
 /* Return a var's slot to the table once its delete op (pushed with the
  * handle generation `gen`) has finished: true when it went back. False

@@ -12,7 +12,8 @@
  * - engine, version, workers and the pool of each worker; records, dropped,
  *   span, busy (the sum of run times) and device_busy (the sum of device
  *   spans), all in integer nanoseconds;
- * - verdict: {kind, title, text}, what limited the run (verdict.c);
+ * - verdict: {kind, title, text}, what limited the run (verdict.c), and
+ *   between: [the two kinds] when the kind is "between";
  * - names: every distinct op name, and the other fields refer to names by
  *   their index; unnamed: the index of "(unnamed)", the group of the ops
  *   pushed without a name (-1: none), which the page labels one by one
@@ -210,6 +211,9 @@ static void write_data(FILE *f, const vf_profile *p, const vf_profile_row *rows,
     vf__prof_json_string(f, verdict->title, 1);
     fprintf(f, ",\"text\":");
     vf__prof_json_string(f, verdict->text, 1);
+    if (verdict->kind == VF__VERDICT_BETWEEN)
+        fprintf(f, ",\"between\":[\"%s\",\"%s\"]", verdict->lo_key,
+                verdict->hi_key);
     fprintf(f, "},\"names\":[");
     for (size_t i = 0; i < nrows; i++) {
         fputs(i ? "," : "", f);

@@ -119,6 +119,11 @@ int vf__prof_levels(const vf_profile *p, vf__prof_level **out, size_t *n);
  *   DEVICE      one stream ran work >= 70% of the span;
  *   WORKERS     on average >= 75% of the resources were busy;
  *   IDLE        otherwise: time went between ops.
+ * Those four are decided twice, each figure made to clear its threshold
+ * by 10 points, then let 10 points short count: when the two answers
+ * differ, the run is BETWEEN them (`lo` the first in this order, `hi` the
+ * other; the text names the figures and gives both sentences), so runs
+ * of one program that differ by noise do not flip from one to the other.
  * `top` names the op with the most run time (NULL: none). 0 or VF_ENOMEM.
  */
 typedef enum vf__prof_verdict_kind {
@@ -127,14 +132,18 @@ typedef enum vf__prof_verdict_kind {
     VF__VERDICT_DEPENDENCY,
     VF__VERDICT_DEVICE,
     VF__VERDICT_WORKERS,
-    VF__VERDICT_IDLE
+    VF__VERDICT_IDLE,
+    VF__VERDICT_BETWEEN
 } vf__prof_verdict_kind;
 
 typedef struct vf__prof_verdict {
     vf__prof_verdict_kind kind;
     const char *key;             /* "empty", "one-worker", "dependency", ... */
     const char *title;           /* "Dependency-bound." */
-    char text[768];              /* the rest of the sentence */
+    char text[2048];             /* the rest of the sentence */
+    /* BETWEEN: the two verdicts (DEPENDENCY..IDLE) and their keys. */
+    vf__prof_verdict_kind lo, hi;
+    const char *lo_key, *hi_key;
     uint64_t host_ns;            /* run times (end - start) summed */
     uint64_t device_ns;          /* device spans summed */
     uint64_t critical_ns;        /* the critical path's length */

@@ -251,6 +251,8 @@ static void summary_json(const vf_profile *p, FILE *f,
     char sentence[sizeof v->text + 64];
     snprintf(sentence, sizeof sentence, "%s %s", v->title, v->text);
     vf__prof_json_string(f, sentence, 0);
+    if (v->kind == VF__VERDICT_BETWEEN)
+        fprintf(f, ",\"between\":[\"%s\",\"%s\"]", v->lo_key, v->hi_key);
     fprintf(f, "},\"sort\":\"%s\",\"critical_path\":", column_name(by));
     if (path == NULL) {
         fprintf(f, "null");

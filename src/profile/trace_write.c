@@ -11,7 +11,8 @@
  *   category "op", "failed" or "skipped"; args hold everything else the
  *   record has (VF__TRACE_RECORD_ARGS), so that the loader can read the
  *   snapshot back exactly; times are microseconds with three decimals,
- *   i.e. exact nanoseconds;
+ *   i.e. exact nanoseconds; a skipped op, whose slice lasts 0, also gets
+ *   an instant event ("i") there, "skipped: <op>", so a viewer shows it;
  * - the device side, after the pools: a process per device that ran
  *   recorded work ("emulated 0 (device)", pids in device type then id
  *   order) with a thread per stream, tid = its worker's + 1 ("stream of
@@ -336,6 +337,23 @@ static void chrome_slice(FILE *f, const chrome_tracks *t, const vf_profile *p,
     fprintf(f, "}}");
 }
 
+/* A skipped op never ran: its slice lasts 0 us, which a viewer draws as
+ * a hairline or nothing. An instant event at the same place gives it a
+ * mark of its own at every zoom ("i", scope "t": on its worker's track),
+ * named "skipped: <op>". Its args have no "id": no record to a loader. */
+static void chrome_skip_mark(FILE *f, const chrome_tracks *t,
+                             const vf_profile *p, const vf_profile_record *r)
+{
+    char label[VF__PROF_LABEL_MAX], name[VF__PROF_LABEL_MAX + 16];
+    snprintf(name, sizeof name, "skipped: %s", vf__prof_label(r, label));
+    fprintf(f, ",\n{\"ph\":\"i\",\"s\":\"t\",\"pid\":%d,\"tid\":%d,\"name\":",
+            record_pid(t, p, r), record_tid(p, r));
+    vf__prof_json_string(f, name, 0);
+    fprintf(f, ",\"cat\":\"skipped\",\"cname\":\"grey\",\"ts\":");
+    vf__prof_print_us(f, r->start_ns);
+    fprintf(f, ",\"args\":{\"op\":%" PRIu64 "}}", r->id);
+}
+
 /* The op's work on its stream, as the device told: a slice on the stream's
  * thread, under its device's process. */
 static void chrome_device_slice(FILE *f, const chrome_tracks *t,
@@ -468,6 +486,8 @@ int vf__prof_write_chrome(const vf_profile *p, FILE *f)
     chrome_tracks_meta(f, p, &t);
     for (size_t i = 0; i < p->count; i++) {
         chrome_slice(f, &t, p, &p->records[i]);
+        if (p->records[i].status == VF_ESKIPPED)
+            chrome_skip_mark(f, &t, p, &p->records[i]);
         if (vf__prof_has_device_span(&p->records[i]))
             chrome_device_slice(f, &t, p, &p->records[i]);
     }

@@ -4,6 +4,10 @@
   var PALETTE = ['#4e79a7', '#f28e2b', '#59a14f', '#76b7b2', '#edc948', '#b07aa1',
     '#ff9da7', '#9c755f', '#8cd17d', '#86bcb6', '#a0cbe8', '#ffbe7d'];
   var CRIT = '#dc2626', DEP = '#1d4ed8';
+  /* A skipped op never ran: its start and end are one instant, which would
+   * be no box at all. It gets a mark this many pixels wide, centred on
+   * that instant, hatched grey with a dark outline (the legend says so). */
+  var SKIPPED = -12, SKIP_W = 7, SKIP_FILL = '#e4e7ec', SKIP_INK = '#475467';
 
   function $(id) { return document.getElementById(id); }
   function el(tag, cls, text) {
@@ -210,11 +214,28 @@
   if (lanes.length) $('vf-tl-help').appendChild(document.createTextNode(
     ' Under each device, a lane per stream: when each op\u2019s work ran there, so copies (copy streams) are seen overlapping compute.'));
   var legend = $('vf-legend');
-  [['critical path', CRIT, true], ['skipped', '#d0d5dd'], ['failed', '#fca5a5']].forEach(function (l) {
+  [['critical path', CRIT, true], ['skipped (never ran: a hatched mark ' + SKIP_W + ' px wide at its instant)', SKIP_FILL, 'skip'],
+    ['failed', '#fca5a5']].forEach(function (l) {
     var s = el('span'), sw = el('i', 'sw');
-    if (l[2]) { sw.style.border = '2px solid ' + l[1]; sw.style.background = '#fff'; } else sw.style.background = l[1];
+    if (l[2] === true) { sw.style.border = '2px solid ' + l[1]; sw.style.background = '#fff'; } else sw.style.background = l[1];
+    if (l[2] === 'skip') { sw.className = 'sw sw-skip'; s.setAttribute('data-legend', 'skipped'); }
     s.appendChild(sw); s.appendChild(document.createTextNode(l[0])); legend.appendChild(s);
   });
+  /* A skipped op's mark: hatched, outlined, never narrower than SKIP_W,
+   * kept whole inside the row's width `cw` (one at the span's end). */
+  function drawSkipped(ctx, x0, x1, y, h, cw) {
+    var w = Math.max(SKIP_W, x1 - x0), x = (x0 + x1) / 2 - w / 2;
+    if (x1 >= 0 && x0 <= cw) x = Math.max(0, Math.min(x, cw - w));
+    ctx.save();
+    ctx.fillStyle = SKIP_FILL; ctx.fillRect(x, y, w, h);
+    ctx.beginPath(); ctx.rect(x, y, w, h); ctx.clip();
+    ctx.beginPath(); ctx.strokeStyle = SKIP_INK; ctx.lineWidth = 1;
+    for (var k = -h; k < w; k += 4) { ctx.moveTo(x + k, y + h); ctx.lineTo(x + k + h, y); }
+    ctx.stroke();
+    ctx.restore();
+    ctx.strokeStyle = SKIP_INK; ctx.lineWidth = 1; ctx.strokeRect(x + 0.5, y + 0.5, w - 1, h - 1);
+    return [x, w];
+  }
   function fit(c, h) {
     var r = window.devicePixelRatio || 1, w = c.clientWidth || 800;
     c.width = Math.max(1, Math.round(w * r)); c.height = Math.round(h * r); c.style.height = h + 'px';
@@ -243,14 +264,19 @@
     t.w = g.w;
     ctx.clearRect(0, 0, g.w, g.h);
     ctx.font = '11px system-ui, sans-serif'; ctx.textBaseline = 'middle';
-    var marks = [];
+    var marks = [], skipped = 0;
     for (var i = 0; i < t.ops.length; i++) {
       var o = t.ops[i], x0 = X(o.start, g.w), x1 = X(o.end, g.w);
-      if (x1 < -1 || x0 > g.w + 1) continue;
+      if (x1 < -SKIP_W || x0 > g.w + SKIP_W) continue;
       var w = Math.max(1, x1 - x0);
-      ctx.fillStyle = o.status === 0 ? color(o.name) : o.status === -12 ? '#d0d5dd' : '#fca5a5';
-      ctx.fillRect(x0, y, w, h);
-      if (o.status !== 0 && o.status !== -12) { ctx.strokeStyle = '#b91c1c'; ctx.strokeRect(x0 + 0.5, y + 0.5, w - 1, h - 1); }
+      if (o.status === SKIPPED) {
+        var m = drawSkipped(ctx, x0, x1, y, h, g.w);
+        x0 = m[0]; w = m[1]; skipped++;
+      } else {
+        ctx.fillStyle = o.status === 0 ? color(o.name) : '#fca5a5';
+        ctx.fillRect(x0, y, w, h);
+        if (o.status !== 0) { ctx.strokeStyle = '#b91c1c'; ctx.strokeRect(x0 + 0.5, y + 0.5, w - 1, h - 1); }
+      }
       if (w > 44) {
         ctx.save(); ctx.beginPath(); ctx.rect(x0, y, w, h); ctx.clip();
         ctx.fillStyle = 'rgba(17,24,39,.85)'; ctx.fillText(label(o), x0 + 4, y + h / 2 + 0.5);
@@ -258,6 +284,8 @@
       }
       if (critSet.has(o.op || o) && $('vf-showcrit').checked) marks.push([x0, w]);
     }
+    /* What the page drew, for a test (and a person) to read. */
+    if (t.row) t.row.setAttribute('data-skipped', String(skipped));
     /* The critical path: a red band under each of its ops, and a red
      * outline around those wide enough to keep their colour inside. */
     ctx.strokeStyle = CRIT; ctx.lineWidth = 2; ctx.fillStyle = CRIT;
@@ -426,7 +454,7 @@
     var rows = [['id', '#' + best.id], ['worker', best.track.label], ['start', fmt(best.start)],
       ['run time', fmt(best.end - best.start)], ['waited for deps', fmt(best.ready - best.push)],
       ['queued (ready \u2192 start)', fmt(best.start - best.ready)],
-      ['status', best.status === 0 ? 'ok' : best.status === -12 ? 'skipped' : 'failed (' + best.status + ')'],
+      ['status', best.status === 0 ? 'ok' : best.status === SKIPPED ? 'skipped (never ran)' : 'failed (' + best.status + ')'],
       ['deps \u2192 this \u2192 succ', best.deps.length + ' \u2192 \u00b7 \u2192 ' + best.succ.length]];
     if (best.lane) rows.splice(4, 0, ['stream', best.lane.sub], ['device start', fmt(best.dstart)],
       ['device run time', fmt(best.dend - best.dstart)], ['queued on the stream', fmt(best.dstart - best.start)]);
