@@ -6,9 +6,10 @@
 _Thread_local uintptr_t vf__stack_top_;
 _Thread_local uintptr_t vf__stack_eighth_;
 
-void vf__stack_find(void)
+/* Record the stack's bounds: below `here`, or below the top the thread
+ * library reports when `from_here` is false. */
+static void find_bounds(uintptr_t here, bool from_here)
 {
-    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
     pthread_attr_t attr;
     void *lo = NULL;
     size_t size = 0;
@@ -18,7 +19,11 @@ void vf__stack_find(void)
         pthread_attr_destroy(&attr);
     }
     uintptr_t top = (uintptr_t)lo + size;
-    if (size == 0 || here < (uintptr_t)lo || here >= top) {
+    if (size != 0 && from_here && here > (uintptr_t)lo && here < top) {
+        top = here;
+        size = top - (uintptr_t)lo;
+    }
+    if (size == 0 || here < (uintptr_t)lo || here > top) {
         /* Unknown, or a stack the program switched to (a coroutine's):
          * count from here, assuming little. */
         top = here;
@@ -26,6 +31,16 @@ void vf__stack_find(void)
     }
     vf__stack_eighth_ = size / 8;
     vf__stack_top_ = top;
+}
+
+void vf__stack_find(void)
+{
+    find_bounds((uintptr_t)__builtin_frame_address(0), false);
+}
+
+void vf__stack_mark_top(void)
+{
+    find_bounds((uintptr_t)__builtin_frame_address(0), true);
 }
 
 size_t vf__stack_used(size_t *size)

@@ -11,6 +11,11 @@
  * A thread's stack bounds come from pthread_getattr_np on its first check
  * (the main thread's too: glibc reads its mapping and RLIMIT_STACK),
  * cached thread-locally; a check then costs a compare and a subtraction.
+ * The thread library puts a thread's static TLS at the top of its stack
+ * mapping, and reports it as stack: a few KiB, but the better part of a
+ * MiB under TSan. A worker marks its top itself as it starts
+ * (vf__stack_mark_top), so what is counted is frames only; on another
+ * thread the TLS counts as used, which errs toward "full".
  * Where the bounds cannot be had, or the first check runs on a stack the
  * program switched to, the stack is taken as VF__STACK_ASSUMED bytes from
  * that check's frame, which errs small.
@@ -34,6 +39,10 @@ extern _Thread_local uintptr_t vf__stack_eighth_;
 
 /* Find the calling thread's stack bounds (once per thread). */
 void vf__stack_find(void);
+
+/* The same, taking the caller's frame as the stack's top: a thread the
+ * engine starts calls it first thing. */
+void vf__stack_mark_top(void);
 
 /* Whether the calling thread uses less than `eighths`/8 of its stack. A
  * frame above the recorded top (a stack the program switched to after

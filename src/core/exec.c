@@ -405,23 +405,26 @@ static bool loop_claim(vf__waiter *w)
  * nests pushes), while the stack has room for it; any op while it has
  * much more room; none when it has little (the waiter then sleeps, and
  * the pool's other workers run it). */
-static vf__op *loop_take(const vf__waiter *w, vf__worker *me)
+static vf__op *loop_take(const vf__waiter *w, vf__worker *me, int *why)
 {
-    if (!vf__stack_below(VF__WAIT_DEEPER_EIGHTHS))
-        return NULL;
-    vf__op *op = vf__worker_take_nested(me, (unsigned)w->nest + 1);
-    if (op == NULL && vf__stack_below(VF__WAIT_ANY_EIGHTHS))
-        op = vf__worker_take(me);
+    vf__op *op = NULL;
+    if (vf__stack_below(VF__WAIT_DEEPER_EIGHTHS)) {
+        op = vf__worker_take_nested(me, (unsigned)w->nest + 1);
+        if (op == NULL && vf__stack_below(VF__WAIT_ANY_EIGHTHS))
+            return vf__worker_take(me); /* NULL: nothing is queued */
+    }
+    if (op == NULL && vf__pool_any_queued(me->pool))
+        *why = VF__LOOP_REFUSED;
     return op;
 }
 
-bool vf__loop_run_one(vf__waiter *w, vf__worker *me)
+int vf__loop_run_one(vf__waiter *w, vf__worker *me)
 {
     vf__op *op = vf__readylist_pop(&tls.deferred);
     if (op != NULL) {
         if (!loop_claim(w)) {
             vf__readylist_push_front(&tls.deferred, op);
-            return true;
+            return VF__LOOP_RAN;
         }
         tls.loop_op = op;
         tls.inline_depth++;
@@ -432,13 +435,14 @@ bool vf__loop_run_one(vf__waiter *w, vf__worker *me)
             if (extra)
                 vf__engine_count_in(vf__op_engine(op), extra);
         }
-        return true;
+        return VF__LOOP_RAN;
     }
-    if (me == NULL || (op = loop_take(w, me)) == NULL)
-        return false;
+    int why = VF__LOOP_NOTHING;
+    if (me == NULL || (op = loop_take(w, me, &why)) == NULL)
+        return why;
     if (!loop_claim(w)) {
         vf__pool_submit(me->pool, op);
-        return true;
+        return VF__LOOP_RAN;
     }
     while (op != NULL) {
         tls.loop_op = op;
@@ -448,7 +452,7 @@ bool vf__loop_run_one(vf__waiter *w, vf__worker *me)
             break;
         }
     }
-    return true;
+    return VF__LOOP_RAN;
 }
 
 bool vf__help_run(vf_engine *e)

@@ -121,7 +121,12 @@ uint64_t vf__loop_op_released(const vf__op *op);
  * worker's pool (`me` may be NULL) with its hand-off chain, above the wait,
  * keeping w's state exact (vf__waiter). A pool op runs there only while
  * the stack has room, preferring ops nested deeper than the waiting op
- * (VF__WAIT_*_EIGHTHS). False when there was nothing to run. */
-bool vf__loop_run_one(vf__waiter *w, vf__worker *me);
+ * (VF__WAIT_*_EIGHTHS). VF__LOOP_RAN, VF__LOOP_NOTHING, or
+ * VF__LOOP_REFUSED when the pool holds ops, but none this stack may take
+ * (the waiter then sleeps beside them, wait.c). */
+#define VF__LOOP_NOTHING 0 /* nothing to run */
+#define VF__LOOP_RAN 1     /* it ran one (or gave one back: look again) */
+#define VF__LOOP_REFUSED 2 /* the pool has queued ops it will not run */
+int vf__loop_run_one(vf__waiter *w, vf__worker *me);
 
 #endif /* VF_EXEC_H */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/stack.h"
 #include "core/config.h"
 #include "core/engine.h"
 #include "core/exec.h"
@@ -463,6 +464,7 @@ static void *worker_main(void *arg)
     vf__worker *w = arg;
     vf__pool *p = w->pool;
     vf__this_worker_ = w;
+    vf__stack_mark_top(); /* frames from here on count (base/stack.h) */
     char name[16];
     if (w->spare)
         snprintf(name, sizeof name, "vf-%s-spare", p->name);

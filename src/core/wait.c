@@ -210,7 +210,7 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
     vf__engine_wake(e, vf__engine_count_out(e, VF__COUNT_ACTIVE, true));
     vf__loop_frame saved;
     vf__loop_enter(w, &saved);
-    int rc = 0;
+    int rc = 0, refusals = 0;
     struct nested_pred pred = {e, w};
     for (;;) {
         int s = atomic_load(&w->state);
@@ -221,8 +221,11 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
             continue;
         }
         VF__ASSERT(s == VF__W_IDLE);
-        if (vf__loop_run_one(w, me))
+        int ran = vf__loop_run_one(w, me);
+        if (ran == VF__LOOP_RAN) {
+            refusals = 0;
             continue;
+        }
         bool stuck = vf__counts_active(vf__engine_counts(e)) == 0;
         if (stuck || vf__deadline_passed(until)) {
             /* Count ourselves active again before giving up, so active
@@ -242,20 +245,26 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
             vf__engine_count_out(e, VF__COUNT_ACTIVE, false);
             break;
         }
-        if (me != NULL && !vf__pool_any_queued(me->pool)) {
+        if (me != NULL && ran == VF__LOOP_NOTHING) {
+            refusals = 0;
             vf__pool_idle_wait(me->pool, nested_should_wake, &pred, until);
         } else if (me != NULL) {
-            /* Queued ops this waiter would not run above its wait
+            /* Queued ops this waiter will not run above its wait
              * (vf__loop_run_one): other workers run them. Sleep where
              * their placing does not wake it (it would take a wake-up an
              * idle worker needs), looking again now and then for one it
-             * would run; its marker and a deadlock wake it at once. */
+             * would run; its marker and a deadlock wake it at once. From
+             * its second refusal in a row on, it counts as stuck: when
+             * every thread of the pool is, a spare runs them (sched.h). */
             vf__deadline soon = vf__deadline_within_us(until, NESTED_POLL_US);
-            vf__pool_stuck_enter(me->pool); /* nobody else may run them */
+            bool counted = ++refusals > 1;
+            if (counted)
+                vf__pool_stuck_enter(me->pool);
             atomic_store(&w->on_cond, true);
             sleep_on_engine(e, w, true, &soon);
             atomic_store(&w->on_cond, false);
-            vf__pool_stuck_leave(me->pool);
+            if (counted)
+                vf__pool_stuck_leave(me->pool);
         } else {
             sleep_on_engine(e, w, true, until);
         }
