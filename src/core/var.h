@@ -62,10 +62,17 @@ typedef enum vf__var_state {
 
 struct vf__var {
     vf__spinlock lock;
+    uint8_t state;    /* lock (and the table lock when freeing) */
     int32_t nreaders; /* lock: running reads, or VF__WRITE_RUNNING */
     vf__dep *head;    /* lock: the oldest place queued (a write), or NULL */
     vf__dep *tail;    /* lock: the newest place queued, or NULL */
-    uint8_t state;             /* lock (and the table lock when freeing) */
+    /* The thread's bulk state (bulk.h) whose open batch may name this var:
+     * a hint, set by that thread under `lock` when its batch takes the var
+     * while it is NULL, cleared by whoever finds it stale (a
+     * compare-and-swap). A push of another thread that meets it has that
+     * batch pushed first (bulk.c). Relaxed: the program's own
+     * synchronization orders a claim before the pushes it must precede. */
+    _Atomic(struct vf__bulk *) bulk;
     /* Written only by a write finishing (it holds the var exclusively);
      * read by ops that hold the var. Release/acquire so a reader sees the
      * record's contents. */
@@ -93,9 +100,9 @@ struct vf__var {
 typedef struct vf__var_table {
     pthread_mutex_t lock; /* guards nslots, free list, chunk creation */
     uint16_t tag;
-    uint32_t nslots;                                 /* lock */
-    vf__var *free_head;                              /* lock */
-    _Atomic(vf__var *) chunks[VF__VAR_MAX_CHUNKS];   /* acquire/release */
+    uint32_t nslots;                               /* lock */
+    vf__var *free_head;                            /* lock */
+    _Atomic(vf__var *) chunks[VF__VAR_MAX_CHUNKS]; /* acquire/release */
 } vf__var_table;
 
 int vf__var_table_init(vf__var_table *t, uint16_t tag);
@@ -147,8 +154,8 @@ void vf__var_free_slot(vf__var_table *t, vf__var *v);
 bool vf__var_append(vf__var *v, vf__dep *d);
 
 /* Release a read / the head write held by the finishing op `from` (take the
- * lock themselves). Ops this makes ready are added to `ready`. A write passes on
- * `failure` (may be NULL) to the var and, when `ran`, bumps its version. */
+ * lock themselves). Ops this makes ready are added to `ready`. A write passes
+ * on `failure` (may be NULL) to the var and, when `ran`, bumps its version. */
 void vf__var_complete_read(vf__var *v, const vf__op *from,
                            vf__readylist *ready);
 void vf__var_complete_write(vf__var *v, const vf__op *from,
