@@ -121,9 +121,10 @@ static int union_index(vf__bulk *s, vf__bulk_batch *b, const vf__varref *r)
     return b->nvars++;
 }
 
-/* Add one op (its var set in normal form) to the batch. */
-static int batch_add(vf__bulk *s, vf__bulk_batch *b, const vf__bulk_item *item,
-                     const vf__varref *vars, int nvars)
+/* Add one op to the batch: its item, made in place (b->items[nitems]),
+ * and its var set in normal form. */
+static int batch_add(vf__bulk *s, vf__bulk_batch *b, const vf__varref *vars,
+                     int nvars)
 {
     if (b->nrefs + nvars > b->cap_refs) {
         int cap = b->cap_refs;
@@ -136,7 +137,6 @@ static int batch_add(vf__bulk *s, vf__bulk_batch *b, const vf__bulk_item *item,
         b->cap_refs = cap;
     }
     vf__bulk_item *it = &b->items[b->nitems];
-    *it = *item;
     it->first = b->nrefs;
     it->nrefs = nvars;
     for (int i = 0; i < nvars; i++) {
@@ -166,15 +166,10 @@ static void flush_locked(vf_engine *e, vf__bulk *s)
 
 /* --- finding a thread's state ---------------------------------------- */
 
-/* The calling thread's state for `e`; made when `create` (NULL when out of
- * memory, or none and !create). A slot may remember "none". */
-static vf__bulk *find(vf_engine *e, bool create)
+/* find's way when the first slot is not the answer. */
+static vf__bulk *find_slow(vf_engine *e, bool create)
 {
     int n = thread_slots;
-    if (VF__LIKELY(n > 0 && cache[0].engine == e &&
-                   cache[0].serial == e->bulk.serial &&
-                   (cache[0].bulk != NULL || !create)))
-        return cache[0].bulk; /* the same engine as last time */
     for (int i = 0; i < n; i++) {
         if (cache[i].engine == e && cache[i].serial == e->bulk.serial) {
             cache_slot hit = cache[i];
@@ -213,6 +208,18 @@ static vf__bulk *find(vf_engine *e, bool create)
     cache[0] = (cache_slot){e, e->bulk.serial, s};
     thread_slots = n;
     return s;
+}
+
+/* The calling thread's state for `e`; made when `create` (NULL when out of
+ * memory, or none and !create). A slot may remember "none". Inline: every
+ * bulk push asks. */
+static inline vf__bulk *find(vf_engine *e, bool create)
+{
+    if (VF__LIKELY(thread_slots > 0 && cache[0].engine == e &&
+                   cache[0].serial == e->bulk.serial &&
+                   (cache[0].bulk != NULL || !create)))
+        return cache[0].bulk; /* the same engine as last time */
+    return find_slow(e, create);
 }
 
 /* --- order across threads (bulk.h) -------------------------------------- */
@@ -266,37 +273,47 @@ static void after_other_batches(vf_engine *e, vf__bulk *me, const vf_op *desc,
     }
 }
 
-/* Under the calling thread's lock: whether each var of an op about to
- * join its batch is usable (VF_ESTALE otherwise, with a detail), and
- * claimed by this thread (claiming those nobody claims). 1 when a var is
- * claimed by another thread's state (*other, *at): the caller lets go of
- * its lock, settles that claim and tries again. */
-static int take_vars(vf__bulk *s, const char *who, const char *name,
-                     const vf__varref *vars, int nvars, vf__bulk **other,
-                     vf__var **at)
+/* Under the calling thread's lock: take the vars of an op about to join
+ * its batch, claiming those nobody claims. NULL when each is usable and
+ * this thread's; else the first that is not (deleted, or claimed by
+ * another thread's state: take_slow says which). */
+static inline vf__var *take_vars(vf__bulk *s, const vf__varref *vars, int nvars)
 {
     for (int i = 0; i < nvars; i++) {
         vf__var *v = vars[i].var;
         vf__spin_lock(&v->lock);
-        bool usable = vf__var_usable(v, vars[i].gen);
         vf__bulk *o = atomic_load_explicit(&v->bulk, memory_order_relaxed);
-        if (usable && o == NULL)
+        bool usable = vf__var_usable(v, vars[i].gen);
+        if (o == NULL && usable) {
             atomic_store_explicit(&v->bulk, s, memory_order_relaxed);
-        vf__spin_unlock(&v->lock);
-        /* A var whose delete was pushed is refused now, as a lone push
-         * would be (the batch is pushed later; a delete pushed meanwhile
-         * by another thread is met by batch_push's op-by-op fallback). */
-        if (!usable)
-            return vf__fail(VF_ESTALE,
-                            "%s: a variable of op \"%s\" was "
-                            "deleted",
-                            who, name);
-        if (o != NULL && o != s) {
-            *other = o;
-            *at = v;
-            return 1;
+            o = s;
         }
+        vf__spin_unlock(&v->lock);
+        if (VF__UNLIKELY(o != s || !usable))
+            return v;
     }
+    return NULL;
+}
+
+/* take_vars stopped at `v` (s's lock held): VF_ESTALE when v's delete
+ * was pushed (refused now, as a lone push would be: the batch is pushed
+ * later; a delete pushed meanwhile by another thread is met by
+ * batch_push's op-by-op fallback); else 0, after another thread's batch
+ * that holds `v` was pushed (its lock is taken without ours, bulk.h). */
+static int take_slow(vf_engine *e, vf__bulk *s, vf__var *v, uint32_t gen,
+                     const char *who, const char *name)
+{
+    vf__spin_lock(&v->lock);
+    bool usable = vf__var_usable(v, gen);
+    vf__spin_unlock(&v->lock);
+    if (!usable)
+        return vf__fail(VF_ESTALE,
+                        "%s: a variable of op \"%s\" was "
+                        "deleted",
+                        who, name);
+    vf__spin_unlock(&s->lock);
+    after_claim(e, s, v);
+    vf__spin_lock(&s->lock);
     return 0;
 }
 
@@ -356,20 +373,16 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
         vars = opr->vars;
         nvars = opr->nvars;
     }
-    vf__bulk *other = NULL;
-    vf__var *claimed = NULL;
-    while ((rc = take_vars(s, who, def->name, vars, nvars, &other, &claimed)) ==
-           1) {
-        /* Another thread's batch may hold a var of this op: it goes
-         * first (bulk.h); its lock is taken without ours. */
-        vf__spin_unlock(&s->lock);
-        settle_claim(e, other, claimed);
-        vf__spin_lock(&s->lock);
-    }
-    if (rc < 0) {
-        vf__spin_unlock(&s->lock);
-        free(heap);
-        return rc;
+    vf__var *v;
+    while (VF__UNLIKELY((v = take_vars(s, vars, nvars)) != NULL)) {
+        int i = 0;
+        while (vars[i].var != v)
+            i++;
+        if ((rc = take_slow(e, s, v, vars[i].gen, who, def->name)) != 0) {
+            vf__spin_unlock(&s->lock);
+            free(heap);
+            return rc;
+        }
     }
     vf__bulk_batch *b = s->batch;
     uint64_t push_root = vf__engine_push_root(e);
@@ -387,22 +400,24 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
     }
     s->batch = b;
     b->push_root = push_root;
-    vf__bulk_item item = {.fn = def->fn,
-                          .arg = arg,
-                          .done = def->done,
-                          .name = def->name,
-                          .opr = opr,
-                          .no_skip = def->no_skip};
+    /* Made in place; it joins the batch when batch_add counts it. */
+    vf__bulk_item *item = &b->items[b->nitems];
+    *item = (vf__bulk_item){.fn = def->fn,
+                            .arg = arg,
+                            .done = def->done,
+                            .name = def->name,
+                            .opr = opr,
+                            .no_skip = def->no_skip};
     if (arg_size != 0) {
-        if (!vf__argcopy_make(&item.argcopy, arg, arg_size)) {
+        if (!vf__argcopy_make(&item->argcopy, arg, arg_size)) {
             vf__spin_unlock(&s->lock);
             free(heap);
             return vf__fail(VF_ENOMEM, "%s: out of memory", who);
         }
-        item.arg = item.argcopy.ptr;
+        item->arg = item->argcopy.ptr;
     }
-    if ((rc = batch_add(s, b, &item, vars, nvars)) != 0) {
-        vf__argcopy_free(&item.argcopy);
+    if ((rc = batch_add(s, b, vars, nvars)) != 0) {
+        vf__argcopy_free(&item->argcopy);
         /* The batch holds its earlier ops whole (at worst a var too many
          * in the union, which only orders more): push them, refuse this. */
         flush_locked(e, s);
@@ -415,7 +430,8 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
     if (b->nitems == b->cap_items)
         flush_locked(e, s);
     vf__spin_unlock(&s->lock);
-    free(heap);
+    if (VF__UNLIKELY(heap != NULL)) /* most ops: none (small) */
+        free(heap);
     return 1;
 }
 
