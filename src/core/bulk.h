@@ -135,7 +135,8 @@ static inline bool vf__bulk_maybe(int engine_default)
  * vf_operator_push; unused for `desc`, which has its own). An argument
  * with a size is copied into the item. Returns 1 when the op joined a batch
  * (it will run or be reported), 0 when the caller must push it as usual
- * (the thread's batch, if any, was flushed first), or a negative VF_E* code
+ * (the thread's batch, if any, was flushed first, and so was every other
+ * thread's batch that holds one of its vars), or a negative VF_E* code
  * (a bad description, out of memory).
  */
 int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
