@@ -8,7 +8,10 @@
  * same, at any bulk size, whether the size comes from the config, from
  * VF_BULK_SIZE or from vf_bulk_set_size on one thread only, and whether
  * B's push joins a batch of its own or not (an operator, an async op).
- * Each program is checked against its serial result.
+ * Each program is checked against its serial result: a hand-off, a ring
+ * of threads with no wait until the end, a failure crossing threads. And
+ * a crowd of threads bulking over shared vars with no order at all, where
+ * claims move between batches all the time: nothing lost, nothing hangs.
  */
 #include "runner.h"
 
