@@ -254,8 +254,9 @@ static void after_other_batches(vf_engine *e, vf__bulk *me, const vf_op *desc,
                                 const vf_operator *opr)
 {
     if (atomic_load_explicit(&e->bulk.nstates, memory_order_relaxed) <=
-        (me != NULL ? 1 : 0))
-        return; /* no other thread has bulk state here */
+            (me != NULL ? 1 : 0) ||
+        e->kind == VF_ENGINE_NAIVE)
+        return; /* no other thread has bulk state here, or no batches */
     if (opr != NULL) {
         for (int i = 0; i < opr->nvars; i++)
             after_claim(e, me, opr->vars[i].var);
