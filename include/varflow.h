@@ -672,10 +672,18 @@ VF_API int vf_operator_destroy(vf_engine *e, vf_operator *op);
  *
  * A batch is pushed when it is full; before a push from this thread that
  * cannot join it; when this thread's bulk size changes; by vf_bulk_flush;
- * and, every thread's batch, by any wait (vf_var_wait, vf_engine_wait_all),
- * vf_var_destroy, stop, shutdown, destroy and fork. Until then its ops are
- * this thread's alone: another thread's push that must come after them
- * needs a flush first. Each push is checked as a lone push would be (its
+ * by a push from another thread that names one of its variables; and,
+ * every thread's batch, by any wait (vf_var_wait, vf_engine_wait_all),
+ * vf_var_destroy, stop, shutdown, destroy and fork. Bulking never changes
+ * what a program computes: an op pushed before another thread's push (the
+ * program's own synchronization, a mutex, a condition variable, a thread
+ * join, ordering the two) comes before it on every variable they share, as
+ * without bulking, whatever either thread's bulk size (set here, by
+ * config.bulk_size or by VF_BULK_SIZE), so no flush is needed for that.
+ * An op in a batch runs only once the batch is pushed: a thread that waits
+ * for it by its own means (a done callback it sleeps on) and not by a
+ * varflow wait must call vf_bulk_flush first. Each push is checked as a
+ * lone push would be (its
  * errors, VF_ESTALE for a variable whose delete was pushed, are returned
  * by the push). A batch that cannot be pushed whole (another thread
  * deleted a variable of it meanwhile, no memory) falls back to pushing its

@@ -14,13 +14,13 @@
 
 /* A thread's bulk state for one engine. */
 struct vf__bulk {
-    vf__bulk *next;   /* the engine's list (bulk.lock) */
-    uint64_t owner;   /* the thread (thread_id()) */
+    vf__bulk *next; /* the engine's list (bulk.lock) */
+    uint64_t owner; /* the thread (thread_id()) */
     /* Guards the rest. A spinlock: the owner takes it at every push, and
      * others only to flush (it yields when held long, see spinlock.h). */
     vf__spinlock lock;
-    int size;               /* lock: 0 = off */
-    vf__bulk_batch *batch;  /* lock: the open batch, or NULL */
+    int size;              /* lock: 0 = off */
+    vf__bulk_batch *batch; /* lock: the open batch, or NULL */
     /* lock: var -> index in the open batch's union (hashmap.h), reserved
      * for 2 * size vars (so a batch of one var an op fills a quarter of
      * it); cleared at each flush, its table kept for the next batch. */
@@ -38,7 +38,9 @@ typedef struct cache_slot {
 } cache_slot;
 
 static _Thread_local cache_slot cache[CACHE_SLOTS];
-_Thread_local int vf__bulk_thread_slots; /* slots in use */
+static _Thread_local int thread_slots; /* slots in use */
+/* Every engine's vf__bulk states, alive (vf__bulk_maybe). */
+_Atomic int vf__bulk_states_alive;
 static _Thread_local uint64_t my_thread_id;
 static atomic_uint_fast64_t next_thread_id = 1;
 
@@ -119,9 +121,9 @@ static int union_index(vf__bulk *s, vf__bulk_batch *b, const vf__varref *r)
     return b->nvars++;
 }
 
-/* Add one op (its var set in normal form) to the batch. */
-static int batch_add(vf__bulk *s, vf__bulk_batch *b,
-                     const vf__bulk_item *item, const vf__varref *vars,
+/* Add one op to the batch: its item, made in place (b->items[nitems]),
+ * and its var set in normal form. */
+static int batch_add(vf__bulk *s, vf__bulk_batch *b, const vf__varref *vars,
                      int nvars)
 {
     if (b->nrefs + nvars > b->cap_refs) {
@@ -135,7 +137,6 @@ static int batch_add(vf__bulk *s, vf__bulk_batch *b,
         b->cap_refs = cap;
     }
     vf__bulk_item *it = &b->items[b->nitems];
-    *it = *item;
     it->first = b->nrefs;
     it->nrefs = nvars;
     for (int i = 0; i < nvars; i++) {
@@ -165,22 +166,17 @@ static void flush_locked(vf_engine *e, vf__bulk *s)
 
 /* --- finding a thread's state ---------------------------------------- */
 
-/* The calling thread's state for `e`; made when `create` (NULL when out of
- * memory, or none and !create). A slot may remember "none". */
-static vf__bulk *find(vf_engine *e, bool create)
+/* find's way when the first slot is not the answer. */
+static vf__bulk *find_slow(vf_engine *e, bool create)
 {
-    int n = vf__bulk_thread_slots;
-    if (VF__LIKELY(n > 0 && cache[0].engine == e &&
-                   cache[0].serial == e->bulk.serial &&
-                   (cache[0].bulk != NULL || !create)))
-        return cache[0].bulk; /* the same engine as last time */
+    int n = thread_slots;
     for (int i = 0; i < n; i++) {
         if (cache[i].engine == e && cache[i].serial == e->bulk.serial) {
             cache_slot hit = cache[i];
             if (hit.bulk == NULL && create) { /* none then: make it now */
                 memmove(&cache[i], &cache[i + 1],
                         (size_t)(n - i - 1) * sizeof *cache);
-                vf__bulk_thread_slots = --n;
+                thread_slots = --n;
                 break;
             }
             memmove(&cache[1], &cache[0], (size_t)i * sizeof *cache);
@@ -201,6 +197,8 @@ static vf__bulk *find(vf_engine *e, bool create)
         s->next = e->bulk.list;
         e->bulk.list = s;
         atomic_fetch_add_explicit(&e->bulk.nstates, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&vf__bulk_states_alive, 1,
+                                  memory_order_relaxed);
     }
     pthread_mutex_unlock(&e->bulk.lock);
     /* Remembered either way: a thread that pushes to `e` without bulking
@@ -208,8 +206,116 @@ static vf__bulk *find(vf_engine *e, bool create)
     n = n < CACHE_SLOTS ? n + 1 : CACHE_SLOTS;
     memmove(&cache[1], &cache[0], (size_t)(n - 1) * sizeof *cache);
     cache[0] = (cache_slot){e, e->bulk.serial, s};
-    vf__bulk_thread_slots = n;
+    thread_slots = n;
     return s;
+}
+
+/* The calling thread's state for `e`; made when `create` (NULL when out of
+ * memory, or none and !create). A slot may remember "none". Inline: every
+ * bulk push asks. */
+static inline vf__bulk *find(vf_engine *e, bool create)
+{
+    if (VF__LIKELY(thread_slots > 0 && cache[0].engine == e &&
+                   cache[0].serial == e->bulk.serial &&
+                   (cache[0].bulk != NULL || !create)))
+        return cache[0].bulk; /* the same engine as last time */
+    return find_slow(e, create);
+}
+
+/* --- order across threads (bulk.h) -------------------------------------- */
+
+/* `v` is claimed by `o`, another thread's state: push o's batch if it
+ * holds `v`, and clear the claim (o's lock held, o cannot take `v` again
+ * meanwhile). Called holding no bulk lock. */
+static void settle_claim(vf_engine *e, vf__bulk *o, vf__var *v)
+{
+    vf__spin_lock(&o->lock);
+    if (o->batch != NULL &&
+        vf__hashmap_find(&o->union_map, (uint64_t)(uintptr_t)v) != NULL)
+        flush_locked(e, o);
+    vf__bulk *expected = o;
+    atomic_compare_exchange_strong_explicit(
+        &v->bulk, &expected, NULL, memory_order_relaxed, memory_order_relaxed);
+    vf__spin_unlock(&o->lock);
+}
+
+static inline void after_claim(vf_engine *e, vf__bulk *me, vf__var *v)
+{
+    vf__bulk *o = atomic_load_explicit(&v->bulk, memory_order_relaxed);
+    if (o != NULL && o != me)
+        settle_claim(e, o, v);
+}
+
+/* A push that joins no batch (`desc`, or `opr`'s run) comes after every
+ * other thread's batch that holds one of its vars: those are pushed first.
+ * `me`: the calling thread's state (its own batch was pushed), or NULL.
+ * A handle that does not resolve is left to the push to report. */
+static void after_other_batches(vf_engine *e, vf__bulk *me, const vf_op *desc,
+                                const vf_operator *opr)
+{
+    if (atomic_load_explicit(&e->bulk.nstates, memory_order_relaxed) <=
+            (me != NULL ? 1 : 0) ||
+        e->kind == VF_ENGINE_NAIVE)
+        return; /* no other thread has bulk state here, or no batches */
+    if (opr != NULL) {
+        for (int i = 0; i < opr->nvars; i++)
+            after_claim(e, me, opr->vars[i].var);
+        return;
+    }
+    if (desc == NULL)
+        return;
+    const vf_var_list lists[2] = {desc->reads, desc->writes};
+    for (int l = 0; l < 2; l++) {
+        for (int i = 0; i < lists[l].count && lists[l].vars != NULL; i++) {
+            vf__var *v;
+            if (vf__var_lookup(&e->vars, lists[l].vars[i], &v) == 0)
+                after_claim(e, me, v);
+        }
+    }
+}
+
+/* Under the calling thread's lock: take the vars of an op about to join
+ * its batch, claiming those nobody claims. NULL when each is usable and
+ * this thread's; else the first that is not (deleted, or claimed by
+ * another thread's state: take_slow says which). */
+static inline vf__var *take_vars(vf__bulk *s, const vf__varref *vars, int nvars)
+{
+    for (int i = 0; i < nvars; i++) {
+        vf__var *v = vars[i].var;
+        vf__spin_lock(&v->lock);
+        vf__bulk *o = atomic_load_explicit(&v->bulk, memory_order_relaxed);
+        bool usable = vf__var_usable(v, vars[i].gen);
+        if (o == NULL && usable) {
+            atomic_store_explicit(&v->bulk, s, memory_order_relaxed);
+            o = s;
+        }
+        vf__spin_unlock(&v->lock);
+        if (VF__UNLIKELY(o != s || !usable))
+            return v;
+    }
+    return NULL;
+}
+
+/* take_vars stopped at `v` (s's lock held): VF_ESTALE when v's delete
+ * was pushed (refused now, as a lone push would be: the batch is pushed
+ * later; a delete pushed meanwhile by another thread is met by
+ * batch_push's op-by-op fallback); else 0, after another thread's batch
+ * that holds `v` was pushed (its lock is taken without ours, bulk.h). */
+static int take_slow(vf_engine *e, vf__bulk *s, vf__var *v, uint32_t gen,
+                     const char *who, const vf_op *desc, vf_operator *opr)
+{
+    vf__spin_lock(&v->lock);
+    bool usable = vf__var_usable(v, gen);
+    vf__spin_unlock(&v->lock);
+    if (!usable) /* refused now, as a lone push would be */
+        return opr != NULL ? vf__fail_deleted(e, who, opr->def.name, v, gen)
+                           : vf__varset_deleted(e, who, desc->name,
+                                                desc->reads, desc->writes, v,
+                                                gen);
+    vf__spin_unlock(&s->lock);
+    after_claim(e, s, v);
+    vf__spin_lock(&s->lock);
+    return 0;
 }
 
 /* --- pushing ------------------------------------------------------------ */
@@ -220,16 +326,17 @@ static bool bulkable(const vf_engine *e, const vf__opdef *def)
     return e->kind != VF_ENGINE_NAIVE && def->fn != NULL &&
            def->property == VF_PROP_NORMAL &&
            def->device.type == VF_DEVICE_CPU && !def->nonblocking &&
-           atomic_load_explicit(&e->state, memory_order_relaxed) ==
-               VF__RUNNING;
+           atomic_load_explicit(&e->state, memory_order_relaxed) == VF__RUNNING;
 }
 
 int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
                   vf_operator *opr, int priority, void *arg, size_t arg_size)
 {
     vf__bulk *s = find(e, e->bulk.size > 0);
-    if (s == NULL)
+    if (s == NULL) {
+        after_other_batches(e, NULL, desc, opr);
         return 0;
+    }
     /* Check and normalize the op first: a bad one is refused at its push,
      * as it would be alone. */
     vf__opdef local;
@@ -251,6 +358,7 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
     if (s->size == 0 || !bulkable(e, def)) {
         flush_locked(e, s);
         vf__spin_unlock(&s->lock);
+        after_other_batches(e, s, desc, opr);
         return 0;
     }
     if (opr == NULL) {
@@ -266,22 +374,15 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
         vars = opr->vars;
         nvars = opr->nvars;
     }
-    /* A var whose delete was pushed is refused now, as a lone push would
-     * be (the batch is pushed later; a delete pushed meanwhile by another
-     * thread is met by batch_push's op-by-op fallback). */
-    for (int i = 0; i < nvars; i++) {
-        vf__var *v = vars[i].var;
-        vf__spin_lock(&v->lock);
-        bool usable = vf__var_usable(v, vars[i].gen);
-        vf__spin_unlock(&v->lock);
-        if (!usable) {
-            uint32_t gen = vars[i].gen; /* vars may be heap's */
+    vf__var *v;
+    while (VF__UNLIKELY((v = take_vars(s, vars, nvars)) != NULL)) {
+        int i = 0;
+        while (vars[i].var != v)
+            i++;
+        if ((rc = take_slow(e, s, v, vars[i].gen, who, desc, opr)) != 0) {
             vf__spin_unlock(&s->lock);
             free(heap);
-            if (opr != NULL)
-                return vf__fail_deleted(e, who, def->name, v, gen);
-            return vf__varset_deleted(e, who, desc->name, desc->reads,
-                                      desc->writes, v, gen);
+            return rc;
         }
     }
     vf__bulk_batch *b = s->batch;
@@ -300,22 +401,24 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
     }
     s->batch = b;
     b->push_root = push_root;
-    vf__bulk_item item = {.fn = def->fn,
-                          .arg = arg,
-                          .done = def->done,
-                          .name = def->name,
-                          .opr = opr,
-                          .no_skip = def->no_skip};
+    /* Made in place; it joins the batch when batch_add counts it. */
+    vf__bulk_item *item = &b->items[b->nitems];
+    *item = (vf__bulk_item){.fn = def->fn,
+                            .arg = arg,
+                            .done = def->done,
+                            .name = def->name,
+                            .opr = opr,
+                            .no_skip = def->no_skip};
     if (arg_size != 0) {
-        if (!vf__argcopy_make(&item.argcopy, arg, arg_size)) {
+        if (!vf__argcopy_make(&item->argcopy, arg, arg_size)) {
             vf__spin_unlock(&s->lock);
             free(heap);
             return vf__fail(VF_ENOMEM, "%s: out of memory", who);
         }
-        item.arg = item.argcopy.ptr;
+        item->arg = item->argcopy.ptr;
     }
-    if ((rc = batch_add(s, b, &item, vars, nvars)) != 0) {
-        vf__argcopy_free(&item.argcopy);
+    if ((rc = batch_add(s, b, vars, nvars)) != 0) {
+        vf__argcopy_free(&item->argcopy);
         /* The batch holds its earlier ops whole (at worst a var too many
          * in the union, which only orders more): push them, refuse this. */
         flush_locked(e, s);
@@ -328,7 +431,8 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
     if (b->nitems == b->cap_items)
         flush_locked(e, s);
     vf__spin_unlock(&s->lock);
-    free(heap);
+    if (VF__UNLIKELY(heap != NULL)) /* most ops: none (small) */
+        free(heap);
     return 1;
 }
 
@@ -341,8 +445,10 @@ VF_API int vf_bulk_set_size(vf_engine *e, int size)
         return vf__fail(VF_EINVAL, "%s: not an engine (NULL or destroyed)",
                         who);
     if (size < 0 || size > VF__BULK_MAX)
-        return vf__fail(VF_EINVAL, "%s: size %d (must be 0..%d; 0 turns "
-                                   "bulking off)", who, size, VF__BULK_MAX);
+        return vf__fail(VF_EINVAL,
+                        "%s: size %d (must be 0..%d; 0 turns "
+                        "bulking off)",
+                        who, size, VF__BULK_MAX);
     vf__bulk *s = find(e, size > 0);
     if (s == NULL) {
         if (size > 0)
@@ -352,8 +458,8 @@ VF_API int vf_bulk_set_size(vf_engine *e, int size)
     vf__spin_lock(&s->lock);
     int previous = s->size;
     s->size = size;
-    if (s->batch != NULL && (size == 0 || s->batch->nitems >= size ||
-                             s->batch->cap_items != size))
+    if (s->batch != NULL &&
+        (size == 0 || s->batch->nitems >= size || s->batch->cap_items != size))
         flush_locked(e, s);
     vf__spin_unlock(&s->lock);
     return previous;
@@ -420,6 +526,8 @@ void vf__bulk_engine_destroy(vf_engine *e)
     vf__bulk *s = e->bulk.list;
     while (s != NULL) {
         vf__bulk *next = s->next;
+        atomic_fetch_sub_explicit(&vf__bulk_states_alive, 1,
+                                  memory_order_relaxed);
         VF__ASSERT(s->batch == NULL);
         vf__bulk_batch_free(s->batch);
         vf__hashmap_destroy(&s->union_map);

@@ -12,11 +12,28 @@
  * A batch is pushed (flushed) when it holds n ops; before a push from the
  * same thread that cannot join it (async, another property, device or
  * priority, nonblocking, an op of the naive engine); when the thread's bulk
- * size changes; on vf_bulk_flush; and, for every thread's batch of the
+ * size changes; on vf_bulk_flush; for every thread's batch of the
  * engine, on any wait (wait_var, wait_all, stop, shutdown, destroy, fork)
- * and on vf_var_destroy (a batch may name the var). Until then its ops are
- * the pushing thread's alone: a push from another thread that must come
- * after them needs a flush first (as in MXNet).
+ * and on vf_var_destroy (a batch may name the var); and by a push of
+ * another thread that names a var of the batch (below).
+ *
+ * Order across threads (rule 13). A batch is pushed late, but an op the
+ * program pushed before another thread's push (ordered by any
+ * synchronization it used) must come first on every var they share, at
+ * any bulk size (MXNet leaves that to the program: a flush). So a batch
+ * claims each var it takes: the var's `bulk` (var.h) names the thread's
+ * state, set under the var's lock when it is NULL. A push that names a var
+ * claimed by another thread's state has that state's batch pushed first,
+ * if it holds the var (under the state's lock, the union tells), and
+ * clears the claim; a push that joins its own batch does this before it
+ * takes the var. The program's synchronization that orders A's push before
+ * B's also orders A's claim before B's look at it, so B never misses it;
+ * a claim is only ever set from NULL, under the var's lock, so two
+ * batches never hold one var at once. Any push that may meet a claim goes
+ * through bulk.c: vf__bulk_maybe holds while any thread has bulk state.
+ * A thread pushing alone meets only its own claims (one load and compare
+ * per var of an op); a var shared by two threads' batches moves from one
+ * to the other by a flush each time (read-only sharing included).
  *
  * Failures inside a batch behave as if each op had been pushed alone: an op
  * whose function fails records its failure on the vars it writes, at once,
@@ -27,10 +44,12 @@
  * State. Each (thread, engine) pair with bulking on has a vf__bulk, owned
  * by the engine (freed at destroy) and found through a small thread-local
  * cache. Its spinlock orders the owner's pushes against flushes from other
- * threads (a waiter flushing every batch); it is held across a flush's
- * enqueue, so a batch taken out can never be overtaken by the next one.
- * Lock order: the engine's bulk.lock, then a vf__bulk's lock, then what an
- * enqueue takes (var locks, queue locks). No user code runs under either.
+ * threads (a waiter flushing every batch, a push meeting a claim); it is
+ * held across a flush's enqueue, so a batch taken out can never be
+ * overtaken by the next one. Lock order: the engine's bulk.lock, then a
+ * vf__bulk's lock (one at a time: a push that meets another thread's claim
+ * lets its own go first), then what an enqueue takes (var locks, queue
+ * locks). No user code runs under either.
  *
  * Files: bulk.c keeps each thread's state and collects its pushes into its
  * batch; bulk_op.c seals a batch and pushes it as the fused op, runs it,
@@ -53,7 +72,7 @@ typedef struct vf__bulk_item {
     void *arg;
     vf_done_fn done;
     const char *name;
-    vf_operator *opr; /* an operator push holds a reference; or NULL */
+    vf_operator *opr;    /* an operator push holds a reference; or NULL */
     vf__argcopy argcopy; /* `arg` when it is a copy the item owns (arg.h) */
     bool no_skip;
     int first, nrefs; /* its vars: refs[first .. first + nrefs) */
@@ -95,12 +114,16 @@ typedef struct vf__bulk_engine {
     _Atomic uint64_t bulks, bulked; /* fused ops pushed, ops in them */
 } vf__bulk_engine;
 
-/* Whether a push to `e` from this thread may have to go through bulk.c (a
- * cheap test for the hot path). */
-extern _Thread_local int vf__bulk_thread_slots;
+/* Whether a push to `e` (whose default bulk size is `engine_default`)
+ * may have to go through bulk.c: when this thread may join a batch, or
+ * when some thread of the process has bulk state, whose open batch the
+ * push may have to come after (a cheap test for the hot path: the count
+ * changes only when a thread first bulks on an engine and at destroy). */
+extern _Atomic int vf__bulk_states_alive;
 static inline bool vf__bulk_maybe(int engine_default)
 {
-    return engine_default > 0 || vf__bulk_thread_slots > 0;
+    return engine_default > 0 || atomic_load_explicit(&vf__bulk_states_alive,
+                                                      memory_order_relaxed) > 0;
 }
 
 /* --- collecting (bulk.c) ------------------------------------------------ */
@@ -112,7 +135,8 @@ static inline bool vf__bulk_maybe(int engine_default)
  * vf_operator_push; unused for `desc`, which has its own). An argument
  * with a size is copied into the item. Returns 1 when the op joined a batch
  * (it will run or be reported), 0 when the caller must push it as usual
- * (the thread's batch, if any, was flushed first), or a negative VF_E* code
+ * (the thread's batch, if any, was flushed first, and so was every other
+ * thread's batch that holds one of its vars), or a negative VF_E* code
  * (a bad description, out of memory).
  */
 int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,

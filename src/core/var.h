@@ -62,10 +62,17 @@ typedef enum vf__var_state {
 
 struct vf__var {
     vf__spinlock lock;
+    uint8_t state;    /* lock (and the table lock when freeing) */
     int32_t nreaders; /* lock: running reads, or VF__WRITE_RUNNING */
     vf__dep *head;    /* lock: the oldest place queued (a write), or NULL */
     vf__dep *tail;    /* lock: the newest place queued, or NULL */
-    uint8_t state;    /* lock (and the table lock when freeing) */
+    /* The thread's bulk state (bulk.h) whose open batch may name this var:
+     * a hint, set by that thread under `lock` when its batch takes the var
+     * while it is NULL, cleared by whoever finds it stale (a
+     * compare-and-swap). A push of another thread that meets it has that
+     * batch pushed first (bulk.c). Relaxed: the program's own
+     * synchronization orders a claim before the pushes it must precede. */
+    _Atomic(struct vf__bulk *) bulk;
     /* Written only by a write finishing (it holds the var exclusively);
      * read by ops that hold the var. Release/acquire so a reader sees the
      * record's contents. */
