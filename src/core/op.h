@@ -36,6 +36,7 @@
 #ifndef VF_OP_H
 #define VF_OP_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -216,7 +217,9 @@ struct vf__op {
      * second vf_completion_finish fails its compare-and-swap (acq_rel). Kept
      * across free-list reuse: op_alloc never resets it. */
     _Atomic uint64_t ticket;
-    uint32_t seq; /* FIFO order among equal priorities (set by the queue) */
+    /* FIFO order among equal priorities (set by the queue); an async op in
+     * flight, never queued again, keeps its start there instead (async.h). */
+    uint32_t seq;
     /* Observers of this op (VF__HOOK_*), fixed at push: the one byte the
      * hot path tests, so an engine with nothing observing pays one test per
      * hook site. */
@@ -243,10 +246,12 @@ static inline vf_engine *vf__op_engine(const vf__op *op)
 }
 
 /* Operators: a definition plus a reference count (one for the handle, one
- * per pushed run not finished yet). */
+ * per pushed run not finished yet). Each is on its engine's list until it
+ * is freed, so that destroy frees those the program forgot. */
 struct vf_operator {
     uint32_t magic;
     vf_engine *engine;
+    vf_operator *prev_live, *next_live; /* engine's operators.lock */
     atomic_int refs;   /* acq_rel: the last unref frees */
     atomic_bool deleted; /* relaxed: only guards a second delete */
     vf__opdef def;
@@ -255,6 +260,18 @@ struct vf_operator {
     vf__argcopy argcopy; /* the definition's copied argument (arg.h) */
     char name[64];
 };
+
+/* An engine's operators not freed yet (a leaf lock). */
+typedef struct vf__operators {
+    pthread_mutex_t lock;
+    vf_operator *head; /* lock */
+} vf__operators;
+
+/* List a new operator on its engine (opr->engine set). */
+void vf__operator_list(vf_operator *opr);
+
+/* Free every operator still listed (destroy, no op left): how many. */
+uint64_t vf__operators_free_all(vf__operators *ops);
 
 /* Ops made ready by one step, in the order they became ready. */
 typedef struct vf__readylist {

@@ -303,8 +303,6 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
                     const char *who)
 {
     clear_error(err);
-    if (!vf__engine_ok(e))
-        return vf__fail(VF_EINVAL, "%s: not an engine", who);
     vf__var *v;
     int rc = vf__var_lookup(&e->vars, h, &v);
     if (rc != 0)
@@ -406,13 +404,13 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
 
 VF_API int vf_var_wait(vf_engine *e, vf_var v, vf_error *err)
 {
-    return wait_var(e, v, -1, err, "vf_var_wait");
+    return VF__GUARDED(e, "vf_var_wait", wait_var(e, v, -1, err, "vf_var_wait"));
 }
 
 VF_API int vf_var_wait_timed(vf_engine *e, vf_var v, int64_t timeout_ms,
                              vf_error *err)
 {
-    return wait_var(e, v, timeout_ms, err, "vf_var_wait_timed");
+    return VF__GUARDED(e, "vf_var_wait_timed", wait_var(e, v, timeout_ms, err, "vf_var_wait_timed"));
 }
 
 /* Block until no op is pending and no batch is open (outside ops only):
@@ -449,17 +447,15 @@ static int wait_idle(vf_engine *e, bool help, const vf__deadline *until)
 
 /* Stop, destroy and fork drain without helping: a fork handler, above all,
  * must not run user code. */
-void vf__engine_drain(vf_engine *e)
+int vf__engine_drain(vf_engine *e, const vf__deadline *until)
 {
-    wait_idle(e, false, NULL);
+    return wait_idle(e, false, until);
 }
 
 static int wait_all(vf_engine *e, int64_t timeout_ms, vf_error *err,
                     const char *who)
 {
     clear_error(err);
-    if (!vf__engine_ok(e))
-        return vf__fail(VF_EINVAL, "%s: not an engine", who);
     if (vf__thread_in_done(e))
         return refuse_in_done(who);
     vf__op *cur = vf__current_op();
@@ -484,11 +480,11 @@ static int wait_all(vf_engine *e, int64_t timeout_ms, vf_error *err,
 
 VF_API int vf_engine_wait_all(vf_engine *e, vf_error *err)
 {
-    return wait_all(e, -1, err, "vf_engine_wait_all");
+    return VF__GUARDED(e, "vf_engine_wait_all", wait_all(e, -1, err, "vf_engine_wait_all"));
 }
 
 VF_API int vf_engine_wait_all_timed(vf_engine *e, int64_t timeout_ms,
                                     vf_error *err)
 {
-    return wait_all(e, timeout_ms, err, "vf_engine_wait_all_timed");
+    return VF__GUARDED(e, "vf_engine_wait_all_timed", wait_all(e, timeout_ms, err, "vf_engine_wait_all_timed"));
 }
