@@ -101,8 +101,7 @@ static int insert(vf_engine *e, vf__addr_vars *t, stripe *f, uint64_t key,
     return 0;
 }
 
-static int var_of(vf_engine *e, const void *addr, vf_var *out,
-                  const char *who)
+static int var_of(vf_engine *e, const void *addr, vf_var *out, const char *who)
 {
     if (addr == NULL || out == NULL)
         return vf__fail(VF_EINVAL, "%s: %s is NULL", who,

@@ -82,19 +82,22 @@ static int pace(destroy_wait *w, const char *what)
     return 0;
 }
 
-/* Steps 2 and 5: until no thread is in a call on the engine, slot by
- * slot (guard.h). */
+/* Steps 2 and 5: until every call on the engine in progress when the
+ * scan reached its thread's slot has returned (guard.h). */
 static int await_calls(destroy_wait *w)
 {
-    for (unsigned spins = 0; vf__engine_calls_in_progress(w->e); spins++) {
-        if (spins < 64) {
-            sched_yield();
+    vf__call_scan sc;
+    vf__engine_scan_start(&sc);
+    for (unsigned spins = 0; vf__engine_scan_busy(&sc, w->e); spins++) {
+        if (spins < 256) { /* most calls return within microseconds */
+            if (spins >= 128)
+                sched_yield();
             continue;
         }
         int rc = pace(w, "calls in progress on other threads");
         if (rc != 0)
             return rc;
-        nanosleep(&(struct timespec){0, 200000}, NULL); /* 0.2 ms */
+        nanosleep(&(struct timespec){0, 100000}, NULL); /* 0.1 ms */
     }
     return 0;
 }
@@ -129,14 +132,15 @@ static int give_up(destroy_wait *w, int state)
                     w->who, w->timeout_ms, ops);
 }
 
-/* Step 1 (inside the guard `g`): the state it had, or a negative code. */
-static int begin(vf_engine *e, const vf__guard *g, const char *who)
+/* Step 1 (inside the call's guard): the state it had, or a negative
+ * code. */
+static int begin(vf_engine *e, const char *who)
 {
-    if (vf__thread_in_engine(e) || vf__engine_releasing_held(e) ||
-        g->prev == e)
-        return vf__fail(VF_EDEADLK, "%s: called from the engine's own code "
-                                    "(an op, a done callback, a worker) or "
-                                    "from inside another call on it",
+    if (vf__thread_in_engine(e) || vf__engine_releasing_held(e))
+        return vf__fail(VF_EDEADLK,
+                        "%s: called from the engine's own code "
+                        "(an op, a done callback, a worker) or "
+                        "from inside another call on it",
                         who);
     int state = atomic_load(&e->state);
     do {
@@ -177,11 +181,16 @@ static int finish(vf_engine *e, const destroy_wait *w)
 
 static int destroy(vf_engine *e, int64_t timeout_ms, const char *who)
 {
+    if (vf__engine_in_call(e)) /* reads nothing of e */
+        return vf__fail(VF_EDEADLK,
+                        "%s: called from inside another call "
+                        "on the engine (an op run inline)",
+                        who);
     vf__guard g;
     int rc = vf__engine_enter(e, &g, who);
     if (rc != 0)
         return rc;
-    int state = begin(e, &g, who);
+    int state = begin(e, who);
     vf__engine_leave(&g); /* ours now: no other destroy frees it */
     if (state < 0)
         return state;

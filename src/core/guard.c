@@ -8,7 +8,11 @@
 #include "base/alloc.h"
 #include "base/error.h"
 
-_Thread_local vf__guard_tls vf__guard_tls_;
+/* A thread's slot until its first call takes one: the fast path may store
+ * into it, then misses its cache (epoch 0) and takes a real slot. Never
+ * scanned. */
+static vf__call_slot no_slot;
+_Thread_local vf__guard_tls vf__guard_tls_ = {.slot = &no_slot};
 /* From 1: a thread's cache starts at epoch 0, never current. */
 _Atomic uint64_t vf__guard_epoch = 1;
 
@@ -19,7 +23,7 @@ static _Atomic(vf__call_slot *) slots;
 /* The set of listed engines: open addressing, linear probing, a power of
  * two (or 0) in size, at most half full. */
 static pthread_mutex_t set_lock = PTHREAD_MUTEX_INITIALIZER;
-static const vf_engine **set;  /* set_lock */
+static const vf_engine **set;   /* set_lock */
 static size_t set_cap, set_len; /* set_lock */
 
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
@@ -91,8 +95,7 @@ void vf__engine_unlist(const vf_engine *e)
          * when its home is not between the hole and itself. */
         size_t mask = set_cap - 1, hole = find(e);
         set[hole] = NULL;
-        for (size_t i = (hole + 1) & mask; set[i] != NULL;
-             i = (i + 1) & mask) {
+        for (size_t i = (hole + 1) & mask; set[i] != NULL; i = (i + 1) & mask) {
             size_t home = hash_of(set[i]) & mask;
             if (((i - home) & mask) >= ((i - hole) & mask)) {
                 set[hole] = set[i];
@@ -116,13 +119,54 @@ bool vf__engine_listed(const vf_engine *e)
     return listed;
 }
 
-bool vf__engine_calls_in_progress(const vf_engine *e)
+/* Whether slot `s` names `e` at any depth (seq_cst loads). */
+static bool names(vf__call_slot *s, const vf_engine *e)
 {
-    for (vf__call_slot *s = atomic_load_explicit(&slots, memory_order_acquire);
-         s != NULL; s = s->next)
-        if (atomic_load(&s->engine) == e)
+    for (int i = 0; i < VF__GUARD_DEPTH; i++)
+        if (atomic_load(&s->calls[i]) == e)
             return true;
     return false;
+}
+
+bool vf__engine_in_call(const vf_engine *e)
+{
+    vf__guard_tls *t = &vf__guard_tls_;
+    for (unsigned i = 0; i < t->depth; i++)
+        if (atomic_load_explicit(&t->slot->calls[i], memory_order_relaxed) == e)
+            return true;
+    return false;
+}
+
+void vf__engine_scan_start(vf__call_scan *sc)
+{
+    sc->next = atomic_load_explicit(&slots, memory_order_acquire);
+    sc->n = 0;
+}
+
+bool vf__engine_scan_busy(vf__call_scan *sc, const vf_engine *e)
+{
+    for (;;) {
+        /* Drop the calls seen that have returned: the slot names `e` no
+         * more, or `ended` moved (that call, or a later one, returned). */
+        int kept = 0;
+        for (int i = 0; i < sc->n; i++)
+            if (names(sc->busy[i].slot, e) &&
+                atomic_load(&sc->busy[i].slot->ended) == sc->busy[i].ended)
+                sc->busy[kept++] = sc->busy[i];
+        sc->n = kept;
+        if (sc->n > 0)
+            return true;
+        if (sc->next == NULL)
+            return false;
+        /* The next batch: `ended` read after the load that saw the call. */
+        for (; sc->next != NULL && sc->n < VF__SCAN_BATCH;
+             sc->next = sc->next->next) {
+            if (names(sc->next, e)) {
+                sc->busy[sc->n].slot = sc->next;
+                sc->busy[sc->n++].ended = atomic_load(&sc->next->ended);
+            }
+        }
+    }
 }
 
 void vf__guard_fork_lock(bool lock)
@@ -138,7 +182,8 @@ void vf__guard_after_fork(void)
     for (vf__call_slot *s = atomic_load(&slots); s != NULL; s = s->next) {
         if (s == vf__guard_tls_.slot)
             continue;
-        atomic_store(&s->engine, NULL);
+        for (int i = 0; i < VF__GUARD_DEPTH; i++)
+            atomic_store(&s->calls[i], NULL);
         atomic_store(&s->taken, false);
     }
 }
@@ -149,9 +194,12 @@ void vf__guard_after_fork(void)
 static void thread_exit(void *arg)
 {
     vf__call_slot *s = arg;
-    atomic_store_explicit(&s->engine, NULL, memory_order_release);
-    if (vf__guard_tls_.slot == s)
-        vf__guard_tls_.slot = NULL;
+    vf__guard_tls *t = &vf__guard_tls_;
+    if (t->slot == s) {
+        t->slot = &no_slot;
+        t->epoch = 0; /* a later call (another key's destructor) takes a
+                         slot again */
+    }
     atomic_store_explicit(&s->taken, false, memory_order_release);
 }
 
@@ -160,7 +208,7 @@ static void make_key(void)
     have_key = pthread_key_create(&exit_key, thread_exit) == 0;
 }
 
-/* This thread's slot: a free one taken, or a new one published; NULL
+/* A slot for this thread: a free one taken, or a new one published; NULL
  * without memory. */
 static vf__call_slot *take_slot(void)
 {
@@ -177,7 +225,6 @@ static vf__call_slot *take_slot(void)
         s = vf__calloc(1, sizeof *s);
         if (s == NULL)
             return NULL;
-        atomic_init(&s->engine, NULL);
         atomic_init(&s->taken, true);
         s->next = atomic_load_explicit(&slots, memory_order_relaxed);
         while (!atomic_compare_exchange_weak_explicit(
@@ -188,40 +235,32 @@ static vf__call_slot *take_slot(void)
         atomic_store(&s->taken, false);
         return NULL;
     }
-    vf__guard_tls_.slot = s;
     return s;
 }
 
-int vf__engine_enter_slow(const vf_engine *e, vf__guard *g, const char *who)
+/* The slot names `e` at g->depth already (seq_cst): is `e` listed? From
+ * this thread's cache beyond its first entry, else the set (refreshing
+ * the cache). */
+static bool listed_now(vf__guard_tls *t, const vf_engine *e)
 {
-    vf__guard_tls *t = &vf__guard_tls_;
-    vf__call_slot *s = t->slot;
-    if (s == NULL) {
-        if ((s = take_slot()) == NULL)
-            return vf__fail(VF_ENOMEM, "%s: out of memory", who);
-        g->prev = atomic_load_explicit(&s->engine, memory_order_relaxed);
-        atomic_store(&s->engine, e);
-    }
-    /* The slot names `e` already (seq_cst): any check from here on is the
-     * second half of the Dekker pair. */
-    if (e != NULL && t->epoch == atomic_load(&vf__guard_epoch)) {
+    uint64_t epoch = atomic_load(&vf__guard_epoch);
+    if (t->epoch == epoch && t->listed[0] == e)
+        return true;
+    if (e != NULL && t->epoch == epoch) {
         for (int i = 1; i < VF__GUARD_CACHE; i++) {
             if (t->listed[i] == e) {
                 t->listed[i] = t->listed[0];
                 t->listed[0] = e;
-                return 0;
+                return true;
             }
         }
     }
     pthread_mutex_lock(&set_lock);
     bool listed = is_listed(e);
-    uint64_t epoch = atomic_load(&vf__guard_epoch);
+    epoch = atomic_load(&vf__guard_epoch);
     pthread_mutex_unlock(&set_lock);
-    if (!listed) {
-        atomic_store_explicit(&s->engine, g->prev, memory_order_release);
-        return vf__fail(VF_EINVAL, "%s: not an engine (NULL or destroyed)",
-                        who);
-    }
+    if (!listed)
+        return false;
     if (t->epoch != epoch) { /* what it remembered may be gone */
         for (int i = 1; i < VF__GUARD_CACHE; i++)
             t->listed[i] = NULL;
@@ -231,5 +270,49 @@ int vf__engine_enter_slow(const vf_engine *e, vf__guard *g, const char *who)
             t->listed[i] = t->listed[i - 1];
     }
     t->listed[0] = e;
-    return 0;
+    return true;
+}
+
+/* Entering failed with `rc`: give the place back (nothing to leave). */
+static int refuse(vf__guard_tls *t, const vf__guard *g, int rc, const char *who)
+{
+    t->depth = (unsigned)g->depth;
+    atomic_store_explicit(&t->slot->calls[g->depth], NULL,
+                          memory_order_release);
+    if (rc == VF_ENOMEM)
+        return vf__fail(rc, "%s: out of memory", who);
+    return vf__fail(rc, "%s: not an engine (NULL or destroyed)", who);
+}
+
+int vf__engine_enter_slow(const vf_engine *e, vf__guard *g, const char *who)
+{
+    vf__guard_tls *t = &vf__guard_tls_;
+    if (t->slot == &no_slot) { /* this thread's first call */
+        vf__call_slot *s = take_slot();
+        if (s == NULL)
+            return refuse(t, g, VF_ENOMEM, who);
+        t->slot = s;
+        atomic_store(&s->calls[g->depth], e);
+    }
+    return listed_now(t, e) ? 0 : refuse(t, g, VF_EINVAL, who);
+}
+
+int vf__engine_enter_nested(const vf_engine *e, vf__guard *g, const char *who)
+{
+    vf__guard_tls *t = &vf__guard_tls_;
+    unsigned d = t->depth;
+    vf__call_slot *s = t->slot;
+    if (atomic_load_explicit(&s->calls[d - 1], memory_order_relaxed) == e) {
+        g->depth = -1; /* the call it is inside keeps `e` alive */
+        return 0;
+    }
+    if (d >= VF__GUARD_DEPTH)
+        return vf__fail(VF_ENOMEM,
+                        "%s: called from inside %d calls on other engines "
+                        "(ops run inline inside calls on other engines)",
+                        who, VF__GUARD_DEPTH);
+    atomic_store(&s->calls[d], e); /* then the check: the pair */
+    t->depth = d + 1;
+    g->depth = (int)d;
+    return listed_now(t, e) ? 0 : refuse(t, g, VF_EINVAL, who);
 }

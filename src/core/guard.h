@@ -13,23 +13,29 @@
  * The guard. Every public call that takes an engine enters a guard on it
  * first and leaves it when it returns. Entering publishes "this thread is
  * in a call on e" in the thread's call slot (one per thread, in a list
- * destroy can walk; a nested call saves the slot's value in its guard and
- * puts it back on leaving), then checks that e is listed. Destroy, before
- * it frees e, takes it off the list and then waits until no slot names e.
- * The slot store and the check on entry, and the unlisting and the scan in
- * destroy, are seq_cst: a Dekker pair. Either the scan sees the caller's
- * slot (and waits for it to leave), or the caller's check comes after the
- * unlisting and refuses the handle. Destroy does the same once before it
- * drains, with the state: a call either sees DRAINING (engine.h), or is
- * seen by that first scan and waited for, so no push can slip in after
- * the drain.
+ * destroy can walk), then checks that e is listed. A slot is a small stack:
+ * the engines of the thread's calls in progress, outermost first (a call
+ * made from inside another one, by an op run inline, names its engine one
+ * place up, unless it is the same engine as the call it is in, which
+ * covers it), and `ended`, a count of its outermost calls that returned.
+ * Destroy, before it frees e, takes it off the list and then waits, slot by
+ * slot, until the slot names e no more or `ended` moved: either way the
+ * call it saw has returned (`ended` tells so even when the thread is
+ * already in its next call, so a thread calling in a tight loop does not
+ * hold destroy up). The slot store and the check on entry, and the
+ * unlisting and the loads of the scan, are seq_cst: a Dekker pair. Either
+ * the scan sees the caller's call (and waits for it to return), or the
+ * caller's check comes after the unlisting and refuses the handle. Destroy
+ * does the same once before it drains, with the state: a call either sees
+ * DRAINING (engine.h), or is seen by that first scan and waited for, so no
+ * push can slip in after the drain.
  *
  * The hot path. A push must not pay a lock or a shared line written by
  * every op. The check is a one-entry thread-local cache of the engine last
  * found listed, valid while a process-wide epoch is unchanged; only an
  * unlisting bumps the epoch (a line read by all and written by destroys
  * only). So entering costs a few loads, a compare and one store to the
- * thread's own slot (seq_cst: on x86 an xchg), leaving one store. A miss
+ * thread's own slot (seq_cst: on x86 an xchg), leaving two. A miss
  * (the first call of a thread, another engine than the last, a destroy
  * anywhere since) looks a few more recent engines up, then the set under
  * its lock.
@@ -38,7 +44,9 @@
  * engine and are free (those threads do not exist there).
  *
  * Limits. A thread that cannot get a slot (no memory for its first one)
- * gets VF_ENOMEM. Slots are never freed: a thread that exits gives its
+ * gets VF_ENOMEM, and so does a call nested inside VF__GUARD_DEPTH calls
+ * on engines that alternate (an op of one engine run inline inside a call
+ * on another, and so on). Slots are never freed: a thread that exits gives its
  * slot back for the next thread (a pthread key's destructor).
  */
 #ifndef VF_GUARD_H
@@ -51,19 +59,26 @@
 
 /* Engines a thread remembers as listed (the first is checked inline). */
 #define VF__GUARD_CACHE 4
+/* Calls on different engines a thread can be inside at once. */
+#define VF__GUARD_DEPTH 8
 
-/* A thread's call slot: the engine of its innermost call in progress. */
+/* A thread's call slot. Written by its thread only; read by destroy's
+ * scans (seq_cst loads). */
 typedef struct vf__call_slot {
-    /* Written by its thread only (seq_cst on entering, release on
-     * leaving); read by destroy's scans (seq_cst). */
-    _Atomic(const vf_engine *) engine;
+    /* The engines of the calls in progress, outermost first; NULL above
+     * them. Stored seq_cst on entering (the Dekker pair), release (NULL)
+     * on leaving. */
+    _Atomic(const vf_engine *) calls[VF__GUARD_DEPTH];
+    _Atomic uint64_t ended;     /* outermost calls returned (release) */
     atomic_bool taken;          /* a thread owns it */
     struct vf__call_slot *next; /* the list of every slot: set once */
 } vf__call_slot;
 
-/* A thread's side: its slot and the engines it found listed at `epoch`. */
+/* A thread's side: its slot, how many of its places are in use, and the
+ * engines it found listed at `epoch`. */
 typedef struct vf__guard_tls {
-    vf__call_slot *slot; /* NULL until its first call */
+    vf__call_slot *slot; /* a dummy until its first call takes one */
+    unsigned depth;
     uint64_t epoch;
     const vf_engine *listed[VF__GUARD_CACHE];
 } vf__guard_tls;
@@ -72,13 +87,15 @@ extern _Thread_local vf__guard_tls vf__guard_tls_;
 /* Bumped (seq_cst) by each unlisting: a cache of an older epoch is void. */
 extern _Atomic uint64_t vf__guard_epoch;
 
-/* A call's guard, on its stack: what its slot held before. */
+/* A call's guard, on its stack: the place it took in its slot, or -1
+ * when a call it is inside covers it. */
 typedef struct vf__guard {
-    const vf_engine *prev;
+    int depth;
 } vf__guard;
 
-/* The slow side of vf__engine_enter (guard.c). */
+/* The slow sides of vf__engine_enter (guard.c). */
 int vf__engine_enter_slow(const vf_engine *e, vf__guard *g, const char *who);
+int vf__engine_enter_nested(const vf_engine *e, vf__guard *g, const char *who);
 
 /*
  * Enter a guard on `e` (any pointer, NULL included) for the public call
@@ -90,22 +107,32 @@ static inline int vf__engine_enter(const vf_engine *e, vf__guard *g,
                                    const char *who)
 {
     vf__guard_tls *t = &vf__guard_tls_;
-    vf__call_slot *s = t->slot;
-    if (VF__LIKELY(s != NULL)) {
-        g->prev = atomic_load_explicit(&s->engine, memory_order_relaxed);
-        atomic_store(&s->engine, e); /* then the check: the Dekker pair */
-        if (VF__LIKELY(t->listed[0] == e &&
-                       t->epoch == atomic_load(&vf__guard_epoch)))
-            return 0;
-    }
+    if (VF__UNLIKELY(t->depth != 0))
+        return vf__engine_enter_nested(e, g, who);
+    atomic_store(&t->slot->calls[0], e); /* then the check: the pair */
+    t->depth = 1;
+    g->depth = 0;
+    if (VF__LIKELY(t->listed[0] == e &&
+                   t->epoch == atomic_load(&vf__guard_epoch)))
+        return 0;
     return vf__engine_enter_slow(e, g, who);
 }
 
 /* Leave the guard (after the call's last touch of the engine). */
 static inline void vf__engine_leave(const vf__guard *g)
 {
-    atomic_store_explicit(&vf__guard_tls_.slot->engine, g->prev,
-                          memory_order_release);
+    vf__guard_tls *t = &vf__guard_tls_;
+    int d = g->depth;
+    if (d < 0)
+        return;
+    vf__call_slot *s = t->slot;
+    t->depth = (unsigned)d;
+    if (d == 0)
+        atomic_store_explicit(
+            &s->ended,
+            atomic_load_explicit(&s->ended, memory_order_relaxed) + 1,
+            memory_order_release);
+    atomic_store_explicit(&s->calls[d], NULL, memory_order_release);
 }
 
 /* Run `call` (an int expression using `e`) inside a guard on `e`: the
@@ -126,9 +153,29 @@ static inline void vf__engine_leave(const vf__guard *g)
 int vf__engine_list(const vf_engine *e);
 void vf__engine_unlist(const vf_engine *e);
 
-/* Whether a thread other than the caller is in a call on `e` now (a
- * seq_cst read of every slot). */
-bool vf__engine_calls_in_progress(const vf_engine *e);
+/* Whether the calling thread is inside a call on `e`. */
+bool vf__engine_in_call(const vf_engine *e);
+
+/* A scan of the calls in progress on an engine: the slots seen naming it
+ * (up to VF__SCAN_BATCH at a time, with their `ended` then), and where in
+ * the list of slots the next batch starts. */
+#define VF__SCAN_BATCH 64
+typedef struct vf__call_scan {
+    vf__call_slot *next;
+    int n;
+    struct {
+        vf__call_slot *slot;
+        uint64_t ended;
+    } busy[VF__SCAN_BATCH];
+} vf__call_scan;
+
+/* Start a scan (after what a call must see was stored: the state, the
+ * unlisting), and advance it: true while a thread is still in a call on
+ * `e` that was in progress when the scan saw its slot; false once every
+ * such call has returned. Does not block: the caller waits between calls
+ * (one batch at a time, so the wait is the longest call's, not the sum). */
+void vf__engine_scan_start(vf__call_scan *sc);
+bool vf__engine_scan_busy(vf__call_scan *sc, const vf_engine *e);
 
 /* Whether `e` is listed (takes the registry lock: not for hot paths). */
 bool vf__engine_listed(const vf_engine *e);

@@ -60,15 +60,13 @@ VF_API int vf_profile_stop(vf_engine *e)
 VF_API int vf_profile_pause(vf_engine *e)
 {
     static const char who[] = "vf_profile_pause";
-    return VF__GUARDED(e, who,
-                       set_state(e, who, VF__PROF_ON, VF__PROF_PAUSED));
+    return VF__GUARDED(e, who, set_state(e, who, VF__PROF_ON, VF__PROF_PAUSED));
 }
 
 VF_API int vf_profile_resume(vf_engine *e)
 {
     static const char who[] = "vf_profile_resume";
-    return VF__GUARDED(e, who,
-                       set_state(e, who, VF__PROF_PAUSED, VF__PROF_ON));
+    return VF__GUARDED(e, who, set_state(e, who, VF__PROF_PAUSED, VF__PROF_ON));
 }
 
 static int profile_take(vf_engine *e, vf_profile **out)

@@ -181,8 +181,8 @@ VF_API int vf_engine_push(vf_engine *e, const vf_op *desc)
 
 /* --- operators --------------------------------------------------------- */
 
-static int operator_create(vf_engine *e, const vf_op *desc,
-                           vf_operator **out, const char *who)
+static int operator_create(vf_engine *e, const vf_op *desc, vf_operator **out,
+                           const char *who)
 {
     int rc = check_engine(e, who);
     if (rc != 0)
@@ -345,8 +345,8 @@ VF_API int vf_operator_push_arg(vf_engine *e, vf_operator *opr, int priority,
                                 void *arg, size_t arg_size)
 {
     static const char who[] = "vf_operator_push_arg";
-    return VF__GUARDED(
-        e, who, operator_push_arg(e, opr, priority, arg, arg_size, who));
+    return VF__GUARDED(e, who,
+                       operator_push_arg(e, opr, priority, arg, arg_size, who));
 }
 
 static int operator_destroy(vf_engine *e, vf_operator *opr, const char *who)

@@ -404,13 +404,15 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
 
 VF_API int vf_var_wait(vf_engine *e, vf_var v, vf_error *err)
 {
-    return VF__GUARDED(e, "vf_var_wait", wait_var(e, v, -1, err, "vf_var_wait"));
+    return VF__GUARDED(e, "vf_var_wait",
+                       wait_var(e, v, -1, err, "vf_var_wait"));
 }
 
 VF_API int vf_var_wait_timed(vf_engine *e, vf_var v, int64_t timeout_ms,
                              vf_error *err)
 {
-    return VF__GUARDED(e, "vf_var_wait_timed", wait_var(e, v, timeout_ms, err, "vf_var_wait_timed"));
+    return VF__GUARDED(e, "vf_var_wait_timed",
+                       wait_var(e, v, timeout_ms, err, "vf_var_wait_timed"));
 }
 
 /* Block until no op is pending and no batch is open (outside ops only):
@@ -480,11 +482,14 @@ static int wait_all(vf_engine *e, int64_t timeout_ms, vf_error *err,
 
 VF_API int vf_engine_wait_all(vf_engine *e, vf_error *err)
 {
-    return VF__GUARDED(e, "vf_engine_wait_all", wait_all(e, -1, err, "vf_engine_wait_all"));
+    return VF__GUARDED(e, "vf_engine_wait_all",
+                       wait_all(e, -1, err, "vf_engine_wait_all"));
 }
 
 VF_API int vf_engine_wait_all_timed(vf_engine *e, int64_t timeout_ms,
                                     vf_error *err)
 {
-    return VF__GUARDED(e, "vf_engine_wait_all_timed", wait_all(e, timeout_ms, err, "vf_engine_wait_all_timed"));
+    return VF__GUARDED(
+        e, "vf_engine_wait_all_timed",
+        wait_all(e, timeout_ms, err, "vf_engine_wait_all_timed"));
 }
