@@ -237,8 +237,9 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config);
  * the program did not destroy (VF_ENGINE_INFO=1 logs how many on stderr).
  * Pushes, var creates and deletes, stop and start from outside the
  * engine's ops fail with VF_ESHUTDOWN once destroy has begun; every other
- * call racing it returns as usual; destroy returns after the last of them
- * has returned. Must not be called from the engine's own code: one of its
+ * call racing it returns as usual (a call that begins once destroy is
+ * freeing the engine, with nothing left pending, gets VF_EINVAL as after
+ * destroy); destroy returns after the last of them has returned. Must not be called from the engine's own code: one of its
  * ops, a done callback, a worker, or from inside another call on the
  * engine (VF_EDEADLK). A stopped engine is started first. Errors not yet
  * reported are dropped. A second destroy racing the first gets
