@@ -14,7 +14,7 @@
 static vf__call_slot no_slot;
 _Thread_local vf__guard_tls vf__guard_tls_ = {.slot = &no_slot};
 /* From 1: a thread's cache starts at epoch 0, never current. */
-_Atomic uint64_t vf__guard_epoch = 1;
+_Atomic uint64_t vf__guard_epoch = 1; /* hidden (guard.h) */
 
 /* Every slot ever made, newest first (release on publishing, acquire on
  * walking): a slot is never freed, only given back. */
@@ -147,23 +147,24 @@ bool vf__engine_scan_busy(vf__call_scan *sc, const vf_engine *e)
 {
     for (;;) {
         /* Drop the calls seen that have returned: the slot names `e` no
-         * more, or `ended` moved (that call, or a later one, returned). */
+         * more, or `started` moved (a later call began: that one ended). */
         int kept = 0;
         for (int i = 0; i < sc->n; i++)
             if (names(sc->busy[i].slot, e) &&
-                atomic_load(&sc->busy[i].slot->ended) == sc->busy[i].ended)
+                atomic_load(&sc->busy[i].slot->started) == sc->busy[i].started)
                 sc->busy[kept++] = sc->busy[i];
         sc->n = kept;
         if (sc->n > 0)
             return true;
         if (sc->next == NULL)
             return false;
-        /* The next batch: `ended` read after the load that saw the call. */
+        /* The next batch: `started` read after the load that saw the call
+         * (which the call raised before it published its engine). */
         for (; sc->next != NULL && sc->n < VF__SCAN_BATCH;
              sc->next = sc->next->next) {
             if (names(sc->next, e)) {
                 sc->busy[sc->n].slot = sc->next;
-                sc->busy[sc->n++].ended = atomic_load(&sc->next->ended);
+                sc->busy[sc->n++].started = atomic_load(&sc->next->started);
             }
         }
     }
@@ -292,6 +293,12 @@ int vf__engine_enter_slow(const vf_engine *e, vf__guard *g, const char *who)
         if (s == NULL)
             return refuse(t, g, VF_ENOMEM, who);
         t->slot = s;
+        atomic_store_explicit(/* as the fast path did on the dummy */
+                              &s->started,
+                              atomic_load_explicit(&s->started,
+                                                   memory_order_relaxed) +
+                                  1,
+                              memory_order_release);
         atomic_store(&s->calls[g->depth], e);
     }
     return listed_now(t, e) ? 0 : refuse(t, g, VF_EINVAL, who);

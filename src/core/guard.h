@@ -17,25 +17,26 @@
  * the engines of the thread's calls in progress, outermost first (a call
  * made from inside another one, by an op run inline, names its engine one
  * place up, unless it is the same engine as the call it is in, which
- * covers it), and `ended`, a count of its outermost calls that returned.
- * Destroy, before it frees e, takes it off the list and then waits, slot by
- * slot, until the slot names e no more or `ended` moved: either way the
- * call it saw has returned (`ended` tells so even when the thread is
- * already in its next call, so a thread calling in a tight loop does not
- * hold destroy up). The slot store and the check on entry, and the
- * unlisting and the loads of the scan, are seq_cst: a Dekker pair. Either
- * the scan sees the caller's call (and waits for it to return), or the
- * caller's check comes after the unlisting and refuses the handle. Destroy
- * does the same once before it drains, with the state: a call either sees
- * DRAINING (engine.h), or is seen by that first scan and waited for, so no
- * push can slip in after the drain.
+ * covers it), and `started`, a count of its outermost calls, raised before
+ * each publishes its engine. Destroy, before it frees e, takes it off the
+ * list and then waits, slot by slot, until the slot names e no more or
+ * `started` moved: either way the call it saw has returned (`started`
+ * tells so even when the thread is already in its next call, so a thread
+ * calling in a tight loop does not hold destroy up). The slot store and the
+ * check on entry, and the unlisting and the loads of the scan, are seq_cst: a
+ * Dekker pair. Either the scan sees the caller's call (and waits for it to
+ * return), or the caller's check comes after the unlisting and refuses the
+ * handle. Destroy does the same once before it drains, with the state: a call
+ * either sees DRAINING (engine.h), or is seen by that first scan and waited
+ * for, so no push can slip in after the drain.
  *
  * The hot path. A push must not pay a lock or a shared line written by
  * every op. The check is a one-entry thread-local cache of the engine last
  * found listed, valid while a process-wide epoch is unchanged; only an
  * unlisting bumps the epoch (a line read by all and written by destroys
  * only). So entering costs a few loads, a compare and one store to the
- * thread's own slot (seq_cst: on x86 an xchg), leaving two. A miss
+ * thread's own slot (seq_cst: on x86 an xchg) after raising its count,
+ * leaving one store. A miss
  * (the first call of a thread, another engine than the last, a destroy
  * anywhere since) looks a few more recent engines up, then the set under
  * its lock.
@@ -69,7 +70,9 @@ typedef struct vf__call_slot {
      * them. Stored seq_cst on entering (the Dekker pair), release (NULL)
      * on leaving. */
     _Atomic(const vf_engine *) calls[VF__GUARD_DEPTH];
-    _Atomic uint64_t ended;     /* outermost calls returned (release) */
+    /* Outermost calls begun, counted before each publishes its engine
+     * (release): it moves once the call in progress has returned. */
+    _Atomic uint64_t started;
     atomic_bool taken;          /* a thread owns it */
     struct vf__call_slot *next; /* the list of every slot: set once */
 } vf__call_slot;
@@ -84,8 +87,9 @@ typedef struct vf__guard_tls {
 } vf__guard_tls;
 
 extern _Thread_local vf__guard_tls vf__guard_tls_;
-/* Bumped (seq_cst) by each unlisting: a cache of an older epoch is void. */
-extern _Atomic uint64_t vf__guard_epoch;
+/* Bumped (seq_cst) by each unlisting: a cache of an older epoch is void.
+ * (Hidden: one load, no GOT, in the shared library.) */
+extern _Atomic uint64_t vf__guard_epoch __attribute__((visibility("hidden")));
 
 /* A call's guard, on its stack: the place it took in its slot, or -1
  * when a call it is inside covers it. */
@@ -109,7 +113,12 @@ static inline int vf__engine_enter(const vf_engine *e, vf__guard *g,
     vf__guard_tls *t = &vf__guard_tls_;
     if (VF__UNLIKELY(t->depth != 0))
         return vf__engine_enter_nested(e, g, who);
-    atomic_store(&t->slot->calls[0], e); /* then the check: the pair */
+    vf__call_slot *s = t->slot;
+    atomic_store_explicit(
+        &s->started,
+        atomic_load_explicit(&s->started, memory_order_relaxed) + 1,
+        memory_order_release);
+    atomic_store(&s->calls[0], e); /* then the check: the pair */
     t->depth = 1;
     g->depth = 0;
     if (VF__LIKELY(t->listed[0] == e &&
@@ -125,14 +134,8 @@ static inline void vf__engine_leave(const vf__guard *g)
     int d = g->depth;
     if (d < 0)
         return;
-    vf__call_slot *s = t->slot;
     t->depth = (unsigned)d;
-    if (d == 0)
-        atomic_store_explicit(
-            &s->ended,
-            atomic_load_explicit(&s->ended, memory_order_relaxed) + 1,
-            memory_order_release);
-    atomic_store_explicit(&s->calls[d], NULL, memory_order_release);
+    atomic_store_explicit(&t->slot->calls[d], NULL, memory_order_release);
 }
 
 /* Run `call` (an int expression using `e`) inside a guard on `e`: the
@@ -157,7 +160,7 @@ void vf__engine_unlist(const vf_engine *e);
 bool vf__engine_in_call(const vf_engine *e);
 
 /* A scan of the calls in progress on an engine: the slots seen naming it
- * (up to VF__SCAN_BATCH at a time, with their `ended` then), and where in
+ * (up to VF__SCAN_BATCH at a time, with their `started` then), and where in
  * the list of slots the next batch starts. */
 #define VF__SCAN_BATCH 64
 typedef struct vf__call_scan {
@@ -165,7 +168,7 @@ typedef struct vf__call_scan {
     int n;
     struct {
         vf__call_slot *slot;
-        uint64_t ended;
+        uint64_t started;
     } busy[VF__SCAN_BATCH];
 } vf__call_scan;
 

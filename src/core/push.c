@@ -131,7 +131,9 @@ static int check_engine(vf_engine *e, const char *who)
     return 0;
 }
 
-static inline int push(vf_engine *e, const vf_op *desc, const char *who)
+/* The body of vf_engine_push (inline in its guard: the hot path). */
+static inline __attribute__((always_inline)) int
+push(vf_engine *e, const vf_op *desc, const char *who)
 {
     int rc = check_engine(e, who);
     if (rc != 0)
@@ -290,8 +292,8 @@ static inline int operator_op_push(vf_engine *e, vf_operator *opr,
     return rc;
 }
 
-static inline int operator_push(vf_engine *e, vf_operator *opr, int priority,
-                                const char *who)
+static inline __attribute__((always_inline)) int
+operator_push(vf_engine *e, vf_operator *opr, int priority, const char *who)
 {
     int rc = check_engine(e, who);
     if (rc != 0 || (rc = check_operator(e, opr, who)) != 0 ||
@@ -317,9 +319,9 @@ VF_API int vf_operator_push(vf_engine *e, vf_operator *opr, int priority)
 /* As vf_operator_push, with an argument of this run's own: the op shares
  * the operator's definition and var set, and takes `arg` (or its copy)
  * in place of the operator's argument. */
-static inline int operator_push_arg(vf_engine *e, vf_operator *opr,
-                                    int priority, void *arg, size_t arg_size,
-                                    const char *who)
+static inline __attribute__((always_inline)) int
+operator_push_arg(vf_engine *e, vf_operator *opr, int priority, void *arg,
+                  size_t arg_size, const char *who)
 {
     int rc = check_engine(e, who);
     if (rc != 0 || (rc = check_operator(e, opr, who)) != 0 ||
