@@ -274,6 +274,7 @@ TEST_KIND_CASE(calls_racing_destroy, k)
 {
     int runs = race_runs();
     for (int run = 0; run < runs; run++) {
+        tu_phase_limit("calls_racing_destroy (one run)", 60);
         race r = {0};
         r.e = tu_engine(k);
         for (int i = 0; i < RACE_VARS; i++)
@@ -433,4 +434,20 @@ TEST_CASE(var_create_after_shutdown)
     CHECK_OK(vf_engine_destroy(e));
 }
 
-TEST_MAIN("test_engine_life", 240)
+/* With VF_TEST_LIFE_RUNS set (1,000 runs per kind by hand take longer
+ * than CTest's limit), no limit on the whole program: a watchdog of its
+ * own, and a limit on each run of the racing case instead. */
+int main(int argc, char **argv)
+{
+    const char *runs = getenv("VF_TEST_LIFE_RUNS");
+    bool long_run = runs != NULL && *runs != '\0';
+    if (long_run) {
+        double *secs = malloc(sizeof *secs);
+        REQUIRE(secs != NULL);
+        *secs = 1e9;
+        pthread_t t;
+        REQUIRE(pthread_create(&t, NULL, tu_watchdog_, secs) == 0);
+        pthread_detach(t);
+    }
+    return runner_main(argc, argv, "test_engine_life", long_run ? 0 : 240);
+}
