@@ -244,12 +244,39 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config);
 
 /*
  * Complete every pushed op (including ops those ops push), then stop the
- * workers and free the engine. Pushes from outside the engine's ops fail with
- * VF_ESHUTDOWN once destroy has begun. Must not be called from the engine's
- * own code: one of its ops, a done callback, a worker (VF_EDEADLK). A
- * stopped engine is started first. Errors not yet reported are dropped.
+ * workers and free the engine, with the operators (vf_operator) and vars
+ * the program did not destroy (VF_ENGINE_INFO=1 logs how many on stderr).
+ * Pushes, var creates and deletes, stop and start from outside the
+ * engine's ops fail with VF_ESHUTDOWN once destroy has begun; every other
+ * call racing it returns as usual (a call that begins once destroy is
+ * freeing the engine, with nothing left pending, gets VF_EINVAL as after
+ * destroy); destroy returns after the last of them has returned. Must not be called from the engine's own code: one of its
+ * ops, a done callback, a worker, or from inside another call on the
+ * engine (VF_EDEADLK). A stopped engine is started first. Errors not yet
+ * reported are dropped. A second destroy racing the first gets
+ * VF_ESHUTDOWN.
+ *
+ * After it returned, the handle is dead: every call that takes it (a
+ * second destroy included) returns VF_EINVAL, "not an engine (NULL or
+ * destroyed)" (vf_engine_type_of: VF_ENGINE_INVALID, vf_engine_num_workers:
+ * 0), and never reads the freed engine; until a new engine happens to get
+ * the same address, which the handle then names.
+ *
+ * An async op whose completion never comes makes destroy wait for ever:
+ * after 2 s, and every 10 s while it waits, destroy names on stderr the
+ * async ops started and never completed (name, place in push order, age).
  */
 VF_API int vf_engine_destroy(vf_engine *e);
+
+/*
+ * vf_engine_destroy giving up after `timeout_ms` milliseconds (negative:
+ * never; 0: only if nothing is pending or in a call now) with
+ * VF_ETIMEDOUT, whose detail names the async ops started and never
+ * completed. The engine is then usable as before the call (a stopped
+ * engine has been started), and may be destroyed again; calls other
+ * threads made meanwhile got what they get during a destroy.
+ */
+VF_API int vf_engine_destroy_timed(vf_engine *e, int64_t timeout_ms);
 
 /*
  * Stop: complete every pushed op (and the ops they push), then join every
@@ -362,7 +389,9 @@ typedef struct vf_var_list {
 #define VF_VARS(...) vf_var_list_of({__VA_ARGS__})
 #endif
 
-/* Create a variable. VF_ENOMEM when out of memory or handles. */
+/* Create a variable. VF_ENOMEM when out of memory or handles;
+ * VF_ESHUTDOWN from outside the engine's ops after vf_engine_shutdown or
+ * once destroy has begun. */
 VF_API int vf_var_create(vf_engine *e, vf_var *out);
 
 /*
@@ -727,12 +756,12 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * Block until every op pushed before this call that writes `v` has finished.
  * Returns 0, or VF_EOPFAILED when a failure no earlier wait reported reached
  * `v` (then `err`, if not NULL, says which op failed first and why).
- * From inside an op, the calling worker runs other ready ops while it waits,
- * on top of the wait: first those nested deeper than the waiting op (the
- * ops it pushed and their descendants, which a worker's own pushes put at
- * the head of its queue), others only while most of its stack is free,
- * and none once three quarters of it are used (config.worker_stack_kib),
- * so a recursive program with a wait at every level (fib, quicksort, tree
+ * From inside an op, the calling worker runs ready ops the waiting op
+ * pushed itself while it waits, on top of the wait (as OpenMP's taskwait
+ * runs the task's children), and none once three quarters of its stack
+ * are used (config.worker_stack_kib); other ops are the other workers'
+ * (and, when every worker of the pool waits so, a spare thread's). So a
+ * recursive program with a wait at every level (fib, quicksort, tree
  * walks) runs at any count, its stack as deep as its own nesting.
  * A wait that can never finish returns VF_EDEADLK: at once when the op
  * writes `v` itself; otherwise (the ops it waits for wait, directly or not,

@@ -195,7 +195,7 @@ TEST_KIND_CASE(timed_waits, k)
     CHECK_OK(vf_engine_stats(e, &st));
     CHECK_EQ(st.async_in_flight, 1);
     CHECK_ERR(vf_var_wait_timed(e, x, 30, NULL), VF_ETIMEDOUT);
-    CHECK(strstr(vf_error_detail(), "\"never-done\" (op #1)") != NULL);
+    CHECK(strstr(vf_error_detail(), "\"never-done\" (op #1, started") != NULL);
     CHECK_ERR(vf_engine_wait_all_timed(e, 0, NULL), VF_ETIMEDOUT);
     CHECK(strstr(vf_error_detail(), "1 async op started") != NULL);
     nested_timed t = {.x = x, .rc = 1};

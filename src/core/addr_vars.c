@@ -220,12 +220,8 @@ static int revive_held(vf_engine *e, vf__addr_vars *t, uint64_t key, vf_var h,
     return 0;
 }
 
-VF_API int vf_var_of(vf_engine *e, const void *addr, vf_var *out)
+static int var_of(vf_engine *e, const void *addr, vf_var *out, const char *who)
 {
-    static const char who[] = "vf_var_of";
-    if (!vf__engine_ok(e))
-        return vf__fail(VF_EINVAL, "%s: not an engine (NULL or destroyed)",
-                        who);
     if (addr == NULL || out == NULL)
         return vf__fail(VF_EINVAL, "%s: %s is NULL", who,
                         addr == NULL ? "addr" : "out");
@@ -256,6 +252,12 @@ VF_API int vf_var_of(vf_engine *e, const void *addr, vf_var *out)
             return rc;
         }
     }
+}
+
+VF_API int vf_var_of(vf_engine *e, const void *addr, vf_var *out)
+{
+    static const char who[] = "vf_var_of";
+    return VF__GUARDED(e, who, var_of(e, addr, out, who));
 }
 
 void vf__addr_vars_fork_lock(vf_engine *e, bool lock)

@@ -5,9 +5,7 @@
 #include <stdarg.h>
 #include <string.h>
 
-#include "core/engine.h"
-#include "core/exec.h"
-#include <string.h>
+#include <time.h>
 
 #include "core/engine.h"
 #include "core/exec.h"
@@ -24,8 +22,18 @@ void vf__async_destroy(vf__async_ops *a)
     pthread_mutex_destroy(&a->lock);
 }
 
+/* Milliseconds on the monotonic clock, modulo 2^32 (ages up to 49 days). */
+static uint32_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint32_t)((uint64_t)ts.tv_sec * 1000u +
+                      (uint64_t)ts.tv_nsec / 1000000u);
+}
+
 void vf__async_started(vf__async_ops *a, vf__op *op)
 {
+    op->seq = now_ms(); /* its start, for its age (op.h) */
     pthread_mutex_lock(&a->lock);
     op->child = NULL; /* back link */
     op->next = a->head;
@@ -91,13 +99,16 @@ void vf__async_describe(vf__async_ops *a, char *buf, size_t n)
     vf__op *op = a->head;
     while (op != NULL && op->next != NULL)
         op = op->next;
+    uint32_t now = now_ms();
     for (int k = 0; op != NULL && k < SHOWN; op = op->child, k++) {
         const char *name = op->name;
+        double age = (double)(uint32_t)(now - op->seq) / 1000.0;
         if (name[0] != '\0')
-            put(buf, n, &len, "%s \"%s\" (op #%" PRIu64 ")", k ? "," : "", name,
-                op->place);
+            put(buf, n, &len, "%s \"%s\" (op #%" PRIu64 ", started %.1f s ago)",
+                k ? "," : "", name, op->place, age);
         else
-            put(buf, n, &len, "%s op #%" PRIu64, k ? "," : "", op->place);
+            put(buf, n, &len, "%s op #%" PRIu64 " (started %.1f s ago)",
+                k ? "," : "", op->place, age);
     }
     if (a->count > SHOWN)
         put(buf, n, &len, " and %" PRIu64 " more", a->count - SHOWN);

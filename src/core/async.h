@@ -38,9 +38,11 @@ void vf__async_completed(vf__async_ops *a, vf__op *op);
 /* How many are in flight. */
 uint64_t vf__async_count(vf__async_ops *a);
 
-/* A sentence naming the ops in flight (the oldest first, at most a few),
- * written to buf (size n, always terminated): "2 async ops started and
- * never completed: \"fetch\", \"op #7\"", or "no async op in flight". */
+/* A sentence naming the ops in flight (the oldest first, at most a few:
+ * name, place in push order, age), written to buf (size n, always
+ * terminated): "2 async ops started and never completed: \"fetch\" (op
+ * #3, started 2.0 s ago), op #7 (started 0.5 s ago)", or "no async op in
+ * flight". An op's start is kept in its `seq` (op.h) while in flight. */
 void vf__async_describe(vf__async_ops *a, char *buf, size_t n);
 
 #endif /* VF_ASYNC_H */

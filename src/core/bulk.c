@@ -438,12 +438,8 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
 
 /* --- public calls ------------------------------------------------------- */
 
-VF_API int vf_bulk_set_size(vf_engine *e, int size)
+static int bulk_set_size(vf_engine *e, int size, const char *who)
 {
-    static const char who[] = "vf_bulk_set_size";
-    if (!vf__engine_ok(e))
-        return vf__fail(VF_EINVAL, "%s: not an engine (NULL or destroyed)",
-                        who);
     if (size < 0 || size > VF__BULK_MAX)
         return vf__fail(VF_EINVAL,
                         "%s: size %d (must be 0..%d; 0 turns "
@@ -465,11 +461,14 @@ VF_API int vf_bulk_set_size(vf_engine *e, int size)
     return previous;
 }
 
-VF_API int vf_bulk_flush(vf_engine *e)
+VF_API int vf_bulk_set_size(vf_engine *e, int size)
 {
-    if (!vf__engine_ok(e))
-        return vf__fail(VF_EINVAL, "vf_bulk_flush: not an engine (NULL or "
-                                   "destroyed)");
+    static const char who[] = "vf_bulk_set_size";
+    return VF__GUARDED(e, who, bulk_set_size(e, size, who));
+}
+
+static int bulk_flush(vf_engine *e)
+{
     vf__bulk *s = find(e, false);
     if (s != NULL) {
         vf__spin_lock(&s->lock);
@@ -477,6 +476,11 @@ VF_API int vf_bulk_flush(vf_engine *e)
         vf__spin_unlock(&s->lock);
     }
     return 0;
+}
+
+VF_API int vf_bulk_flush(vf_engine *e)
+{
+    return VF__GUARDED(e, "vf_bulk_flush", bulk_flush(e));
 }
 
 /* --- every thread's batches ------------------------------------------- */

@@ -82,7 +82,7 @@ static int make_cpu_pools(vf_engine *e, int workers, int prio_workers)
         e->npools = 2;
         e->priority_pool = &e->pools[1];
     }
-    e->dev.next_worker_index = vf_engine_num_workers(e);
+    e->dev.next_worker_index = vf__engine_count_workers(e);
     return 0;
 }
 
@@ -127,7 +127,7 @@ void vf__engine_rebuild_for_child(vf_engine *e)
     vf__devices_rebuild_for_child(e);
 }
 
-static void free_engine(vf_engine *e)
+void vf__engine_free(vf_engine *e, uint64_t *operators, uint64_t *vars)
 {
     /* Join every pool's workers before freeing any pool: a worker of one
      * pool may still be waking another pool it just submitted to. */
@@ -136,8 +136,11 @@ static void free_engine(vf_engine *e)
     vf__devices_destroy(e); /* streams, after their workers */
     for (int i = 0; i < e->npools; i++)
         vf__pool_destroy(&e->pools[i]);
+    /* No op is left to hold one: the operators the program forgot. */
+    uint64_t nopr = vf__operators_free_all(&e->operators);
+    uint64_t nvars = 0;
     if (e->vars.tag != 0) {
-        vf__var_table_destroy(&e->vars);
+        nvars = vf__var_table_destroy(&e->vars);
         give_back_tag(e->vars.tag);
     }
     if (e->prof != NULL) /* creation failed: nothing to write */
@@ -151,12 +154,22 @@ static void free_engine(vf_engine *e)
     pthread_mutex_destroy(&e->dev.lock);
     pthread_mutex_destroy(&e->life.lock);
     pthread_mutex_destroy(&e->life.op_lock);
+    pthread_mutex_destroy(&e->operators.lock);
     vf__bulk_engine_destroy(e);
     vf__addr_vars_free(atomic_load(&e->addr_vars));
     e->magic = 0;
     free(e);
     if (atomic_fetch_sub(&live_engines, 1) == 1)
         vf__fl_trim();
+    if (operators != NULL)
+        *operators = nopr;
+    if (vars != NULL)
+        *vars = nvars;
+}
+
+static void free_engine(vf_engine *e)
+{
+    vf__engine_free(e, NULL, NULL);
 }
 
 VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
@@ -197,6 +210,7 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
     pthread_mutex_init(&e->dev.lock, NULL);
     pthread_mutex_init(&e->life.lock, NULL);
     pthread_mutex_init(&e->life.op_lock, NULL);
+    pthread_mutex_init(&e->operators.lock, NULL);
     atomic_init(&e->life.holding, false);
     atomic_init(&e->slow, 0);
     e->life.fork_child_workers = s.fork_child_workers;
@@ -240,52 +254,24 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
         free_engine(e);
         return vf__fail(rc, "vf_engine_create: cannot start the workers");
     }
+    if (vf__engine_list(e) != 0) { /* its handle is good from here */
+        free_engine(e);
+        return vf__fail(VF_ENOMEM, "vf_engine_create: out of memory");
+    }
     vf__engine_update_hooks(e); /* recording from here with a path */
     vf__engine_register(e);     /* fork handlers stop and restart it */
     *out = e;
     return 0;
 }
 
-VF_API int vf_engine_destroy(vf_engine *e)
-{
-    if (!vf__engine_ok(e))
-        return vf__fail(VF_EINVAL, "vf_engine_destroy: not an engine");
-    if (vf__thread_in_engine(e) || vf__engine_releasing_held(e))
-        return vf__fail(VF_EDEADLK, "vf_engine_destroy: called from the "
-                                    "engine's own code (an op, a done "
-                                    "callback, a worker)");
-    int state = atomic_load(&e->state);
-    do {
-        if (state == VF__DRAINING)
-            return vf__fail(VF_ESHUTDOWN, "vf_engine_destroy: already being "
-                                          "destroyed");
-    } while (!atomic_compare_exchange_weak(&e->state, &state, VF__DRAINING));
-    vf__engine_unregister(e); /* no fork handler touches it from now on */
-    vf__engine_unstop(e);     /* a stopped engine runs its held ops */
-    vf__engine_drain(e);
-    /* A foreign thread that finished the last op may still be on its way
-     * out of vf_completion_finish: let it leave (rare and brief, so a yield
-     * loop). */
-    while (atomic_load(&e->completers) != 0)
-        sched_yield();
-    /* VF_PROFILE / config.profile_path: the profiler writes the profile
-     * as it goes (it reports a failure on stderr too). */
-    vf__prof_engine_desc d;
-    vf__engine_describe(e, &d);
-    int rc = vf__prof_destroy(e->prof, &d);
-    e->prof = NULL;
-    free_engine(e);
-    return rc;
-}
-
 VF_API vf_engine_type vf_engine_type_of(const vf_engine *e)
 {
-    if (!vf__engine_ok(e)) {
-        vf__fail(VF_EINVAL, "vf_engine_type_of: not an engine (NULL or "
-                            "destroyed)");
-        return VF_ENGINE_INVALID;
-    }
-    return e->kind;
+    vf__guard g;
+    if (vf__engine_enter(e, &g, "vf_engine_type_of") != 0)
+        return VF_ENGINE_INVALID; /* the detail says why */
+    vf_engine_type kind = e->kind;
+    vf__engine_leave(&g);
+    return kind;
 }
 
 VF_API const char *vf_engine_type_name(vf_engine_type type)
@@ -305,20 +291,26 @@ VF_API const char *vf_engine_type_name(vf_engine_type type)
     return "unknown";
 }
 
-VF_API int vf_engine_num_workers(const vf_engine *e)
+int vf__engine_count_workers(const vf_engine *e)
 {
-    if (!vf__engine_ok(e))
-        return 0;
     int n = 0;
     for (int i = 0; i < e->npools; i++)
         n += e->pools[i].nworkers;
     return n;
 }
 
-VF_API int vf_engine_stats(vf_engine *e, vf_stats *out)
+VF_API int vf_engine_num_workers(const vf_engine *e)
 {
-    if (!vf__engine_ok(e))
-        return vf__fail(VF_EINVAL, "vf_engine_stats: not an engine");
+    vf__guard g;
+    if (vf__engine_enter(e, &g, "vf_engine_num_workers") != 0)
+        return 0;
+    int n = vf__engine_count_workers(e);
+    vf__engine_leave(&g);
+    return n;
+}
+
+static int stats(vf_engine *e, vf_stats *out)
+{
     if (out == NULL)
         return vf__fail(VF_EINVAL, "vf_engine_stats: out is NULL");
     memset(out, 0, sizeof *out);
@@ -352,6 +344,11 @@ VF_API int vf_engine_stats(vf_engine *e, vf_stats *out)
     out->bulked = atomic_load_explicit(&e->bulk.bulked, memory_order_relaxed);
     out->async_in_flight = vf__async_count(&e->async);
     return 0;
+}
+
+VF_API int vf_engine_stats(vf_engine *e, vf_stats *out)
+{
+    return VF__GUARDED(e, "vf_engine_stats", stats(e, out));
 }
 
 int vf__engine_admit_slow(vf_engine *e, bool nonblocking, const char *who)

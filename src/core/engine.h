@@ -48,6 +48,10 @@
  *      (counts.h: taken by a thread's first count on an engine, maybe
  *      under a bulk lock or life.op_lock), the failure reserve's lock,
  *      the var table lock, a free-list depot lock, the profiler's lock,
+ *      operators.lock (op.h), the registry of live engines' lock
+ *      (guard.h: taken when a public call's check misses its cache, under
+ *      no engine lock but a vf_var_of stripe, whose insert calls
+ *      vf_var_create),
  *      the completer's lock (completer.h), a device's lock of per-thread
  *      streams (device_pools.h), the locks inside a device's streams and
  *      events.
@@ -67,6 +71,7 @@
 #include "core/defs.h"
 #include "core/device_pools.h"
 #include "core/failure.h"
+#include "core/guard.h"
 #include "core/lifecycle.h"
 #include "core/op.h"
 #include "core/sched.h"
@@ -151,6 +156,7 @@ struct vf_engine {
 
     vf__bulk_engine bulk; /* bulk execution (bulk.h) */
     vf__defs defs;        /* the definitions its ops share (defs.h) */
+    vf__operators operators; /* its operators not freed yet (op.h) */
     /* The table of vf_var_of (addr_vars.h), made on its first call:
      * acquire/release, so a thread that sees it sees it initialised. */
     _Atomic(struct vf__addr_vars *) addr_vars;
@@ -170,8 +176,9 @@ static inline bool vf__engine_has_devices(const vf_engine *e)
            VF__SLOW_DEVICES;
 }
 
-/* Is this a live engine handle? (NULL-safe; catches a destroyed engine
- * only until its memory is reused.) */
+/* Is this an engine's memory? Reads it: only for a handle the caller
+ * knows is live (a public call checks its handle by entering a guard,
+ * guard.h, which never reads a destroyed engine). */
 static inline bool vf__engine_ok(const vf_engine *e)
 {
     return e != NULL && e->magic == VF__ENGINE_MAGIC;
@@ -241,6 +248,7 @@ static inline void vf__engine_place_op(vf_engine *e, vf__op *op, uint64_t n)
     }
     op->root = parent->root != 0 ? parent->root : op->place;
     op->nest = (uint8_t)(parent->nest + (parent->nest < VF__NEST_MAX));
+    op->seq = (uint32_t)parent->place; /* its parent, for a wait (op.h) */
 }
 
 /* The place of a wait (or a var delete) pushed now: the last op's before
@@ -311,8 +319,22 @@ static inline int vf__engine_admit(vf_engine *e, bool nonblocking,
                                 : vf__engine_admit_slow(e, nonblocking, who);
 }
 
-/* Block until no op is pending (outside ops; used by destroy). */
-void vf__engine_drain(vf_engine *e);
+/* Block until no op is pending (outside ops; used by stop, destroy and
+ * fork): 0, or VF_ETIMEDOUT once `until` (NULL: never) has passed. */
+int vf__engine_drain(vf_engine *e, const vf__deadline *until);
+
+/* Worker threads of the CPU and device pools made so far. */
+int vf__engine_count_workers(const vf_engine *e);
+
+/* Free an engine that no thread uses any more (destroy, or a creation
+ * that failed): join its workers, free everything it holds. Returns the
+ * operators and vars the program left undestroyed, for the destroy's log. */
+void vf__engine_free(vf_engine *e, uint64_t *operators, uint64_t *vars);
+
+/* Destroy's report of what it waits for (destroy.c): first after
+ * `grace_ms`, then every `period_ms` (defaults 2000 and 10000; tests
+ * shorten them). */
+void vf__destroy_report_times(uint32_t grace_ms, uint32_t period_ms);
 
 /* Mirror the profiler's state and engine_info into `hooks` (after the
  * profiler starts, stops, pauses or resumes). */

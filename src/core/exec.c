@@ -399,20 +399,19 @@ static bool loop_claim(vf__waiter *w)
     return atomic_compare_exchange_strong(&w->state, &s, VF__W_BUSY);
 }
 
-/* A ready op of the waiter's pool that may run above the wait: one its
- * op's nesting would run later anyway (nested deeper: its children and
- * their descendants, whose frames stack only as deep as the program
- * nests pushes), while the stack has room for it; any op while it has
- * much more room; none when it has little (the waiter then sleeps, and
- * the pool's other workers run it). */
+/* A ready op of the waiter's pool that may run above the wait: one the
+ * waiting op pushed itself (OpenMP's scheduling constraint for tied
+ * tasks: a child runs on its parent's thread, whose waits run only its
+ * own children in turn, so the frames stack only as deep as the program
+ * nests pushes), while the stack has room for it. Never another: it
+ * could stack without bound, or trap the waiter under work that needs
+ * the waiting op to finish. Those are the pool's other threads' (a
+ * spare's, when all of them wait). */
 static vf__op *loop_take(const vf__waiter *w, vf__worker *me, int *why)
 {
     vf__op *op = NULL;
-    if (vf__stack_below(VF__WAIT_DEEPER_EIGHTHS)) {
-        op = vf__worker_take_nested(me, (unsigned)w->nest + 1);
-        if (op == NULL && vf__stack_below(VF__WAIT_ANY_EIGHTHS))
-            return vf__worker_take(me); /* NULL: nothing is queued */
-    }
+    if (vf__stack_below(VF__WAIT_DEEPER_EIGHTHS))
+        op = vf__worker_take_child(me, w->parent);
     if (op == NULL && vf__pool_any_queued(me->pool))
         *why = VF__LOOP_REFUSED;
     return op;

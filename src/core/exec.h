@@ -17,7 +17,7 @@
  * Ops of a pool pushed from inside a running op (nest > 0, op.h) go to the
  * front of the pushing worker's own lane: children run before older work,
  * newest first, and a worker waiting inside an op finds its own children
- * at the head of its queue.
+ * near the head of its queue (they name their parent: op.h, vf__op.seq).
  *
  * Finish: the `done` callback, the op's vars released (each may make ops
  * ready), statistics, the op counted out of `counts` together with the ops
@@ -33,9 +33,10 @@
 
 /* How much of a thread's stack (in eighths, base/stack.h) frames the
  * engine nests may fill: a push that runs its inline op inside itself
- * (the naive engine), up to half; a nested wait running an op nested
- * deeper than the waiting one, up to three quarters; any other ready op,
- * up to three eighths. The rest is the program's own. */
+ * (the naive engine), up to half; a nested wait running a child of the
+ * waiting op, up to three quarters (it runs no other); a push at the
+ * in-flight bound from inside an op running ready ops, up to three
+ * eighths. The rest is the program's own. */
 #define VF__INLINE_PUSH_EIGHTHS 4u
 #define VF__WAIT_DEEPER_EIGHTHS 6u
 #define VF__WAIT_ANY_EIGHTHS 3u
@@ -119,9 +120,9 @@ uint64_t vf__loop_op_released(const vf__op *op);
 
 /* From a nested wait loop (w IDLE): run one deferred op, or one op of the
  * worker's pool (`me` may be NULL) with its hand-off chain, above the wait,
- * keeping w's state exact (vf__waiter). A pool op runs there only while
- * the stack has room, preferring ops nested deeper than the waiting op
- * (VF__WAIT_*_EIGHTHS). VF__LOOP_RAN, VF__LOOP_NOTHING, or
+ * keeping w's state exact (vf__waiter). A pool op runs there only when
+ * the waiting op pushed it, and while the stack has room
+ * (VF__WAIT_DEEPER_EIGHTHS). VF__LOOP_RAN, VF__LOOP_NOTHING, or
  * VF__LOOP_REFUSED when the pool holds ops, but none this stack may take
  * (the waiter then sleeps beside them, wait.c). */
 #define VF__LOOP_NOTHING 0 /* nothing to run */

@@ -96,7 +96,7 @@ static void stop_locked(vf_engine *e)
     pthread_mutex_unlock(&e->life.lock);
     if (already)
         return;
-    vf__engine_drain(e);
+    vf__engine_drain(e, NULL);
     /* A foreign thread that finished the last op may still be in
      * vf_completion_finish, dispatching: let it leave before the workers go. */
     while (atomic_load(&e->completers) != 0)
@@ -178,10 +178,9 @@ static int start_locked(vf_engine *e)
     return 0;
 }
 
+/* Inside the call's guard (guard.h). */
 static int check_outside(vf_engine *e, const char *who)
 {
-    if (!vf__engine_ok(e))
-        return vf__fail(VF_EINVAL, "%s: not an engine", who);
     if (vf__thread_in_engine(e) || vf__engine_releasing_held(e))
         return vf__fail(VF_EDEADLK, "%s: called from the engine's own code "
                                     "(an op, a done callback, a worker, or "
@@ -194,7 +193,7 @@ static int check_outside(vf_engine *e, const char *who)
     return 0;
 }
 
-VF_API int vf_engine_stop(vf_engine *e)
+static int stop(vf_engine *e)
 {
     int rc = check_outside(e, "vf_engine_stop");
     if (rc != 0)
@@ -205,7 +204,12 @@ VF_API int vf_engine_stop(vf_engine *e)
     return 0;
 }
 
-VF_API int vf_engine_start(vf_engine *e)
+VF_API int vf_engine_stop(vf_engine *e)
+{
+    return VF__GUARDED(e, "vf_engine_stop", stop(e));
+}
+
+static int start(vf_engine *e)
 {
     int rc = check_outside(e, "vf_engine_start");
     if (rc != 0)
@@ -214,6 +218,11 @@ VF_API int vf_engine_start(vf_engine *e)
     rc = start_locked(e);
     pthread_mutex_unlock(&e->life.op_lock);
     return rc;
+}
+
+VF_API int vf_engine_start(vf_engine *e)
+{
+    return VF__GUARDED(e, "vf_engine_start", start(e));
 }
 
 void vf__engine_unstop(vf_engine *e)
@@ -234,10 +243,8 @@ void vf__engine_unstop(vf_engine *e)
     pthread_mutex_unlock(&e->life.op_lock);
 }
 
-VF_API int vf_engine_shutdown(vf_engine *e)
+static int shut_down(vf_engine *e)
 {
-    if (!vf__engine_ok(e))
-        return vf__fail(VF_EINVAL, "vf_engine_shutdown: not an engine");
     int expected = VF__RUNNING;
     if (!atomic_compare_exchange_strong(&e->state, &expected, VF__SHUTDOWN) &&
         expected == VF__DRAINING)
@@ -246,6 +253,11 @@ VF_API int vf_engine_shutdown(vf_engine *e)
     atomic_fetch_or(&e->slow, VF__SLOW_SHUTDOWN);
     vf__bulk_flush_all(e); /* batched ops are skipped, not lost */
     return 0;
+}
+
+VF_API int vf_engine_shutdown(vf_engine *e)
+{
+    return VF__GUARDED(e, "vf_engine_shutdown", shut_down(e));
 }
 
 /* --- fork ------------------------------------------------------------------ */
@@ -331,10 +343,12 @@ static void fork_prepare(void)
     vf__counts_fork_lock(true); /* a thread's first count on an engine */
     for (vf_engine *e = live; e != NULL; e = e->life.next_live)
         engine_locks(e, true);
+    vf__guard_fork_lock(true); /* a leaf: last */
 }
 
 static void release_fork_locks(void)
 {
+    vf__guard_fork_lock(false);
     for (vf_engine *e = live; e != NULL; e = e->life.next_live)
         engine_locks(e, false);
     vf__counts_fork_lock(false);
@@ -361,6 +375,7 @@ static void fork_parent(void)
 
 static void fork_child(void)
 {
+    vf__guard_after_fork(); /* other threads' calls are gone */
     release_fork_locks();
     for (vf_engine *e = live; e != NULL; e = e->life.next_live) {
         if (e->life.fork_inside) {

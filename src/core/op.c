@@ -419,12 +419,54 @@ int vf__opdef_fill(vf_engine *e, const char *who, const vf_op *op,
     return 0;
 }
 
+static void operator_free(vf_operator *opr)
+{
+    opr->magic = 0;
+    free(opr->vars);
+    vf__argcopy_free(&opr->argcopy);
+    free(opr);
+}
+
+void vf__operator_list(vf_operator *opr)
+{
+    vf__operators *ops = &opr->engine->operators;
+    pthread_mutex_lock(&ops->lock);
+    opr->prev_live = NULL;
+    opr->next_live = ops->head;
+    if (ops->head != NULL)
+        ops->head->prev_live = opr;
+    ops->head = opr;
+    pthread_mutex_unlock(&ops->lock);
+}
+
 void vf__operator_unref(vf_operator *opr)
 {
-    if (atomic_fetch_sub_explicit(&opr->refs, 1, memory_order_acq_rel) == 1) {
-        opr->magic = 0;
-        free(opr->vars);
-        vf__argcopy_free(&opr->argcopy);
-        free(opr);
+    if (atomic_fetch_sub_explicit(&opr->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    vf__operators *ops = &opr->engine->operators;
+    pthread_mutex_lock(&ops->lock);
+    if (opr->prev_live != NULL)
+        opr->prev_live->next_live = opr->next_live;
+    else
+        ops->head = opr->next_live;
+    if (opr->next_live != NULL)
+        opr->next_live->prev_live = opr->prev_live;
+    pthread_mutex_unlock(&ops->lock);
+    operator_free(opr);
+}
+
+uint64_t vf__operators_free_all(vf__operators *ops)
+{
+    uint64_t n = 0;
+    pthread_mutex_lock(&ops->lock);
+    vf_operator *opr = ops->head;
+    ops->head = NULL;
+    pthread_mutex_unlock(&ops->lock);
+    while (opr != NULL) {
+        vf_operator *next = opr->next_live;
+        operator_free(opr);
+        opr = next;
+        n++;
     }
+    return n;
 }

@@ -36,6 +36,7 @@
 #ifndef VF_OP_H
 #define VF_OP_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -216,7 +217,13 @@ struct vf__op {
      * second vf_completion_finish fails its compare-and-swap (acq_rel). Kept
      * across free-list reuse: op_alloc never resets it. */
     _Atomic uint64_t ticket;
-    uint32_t seq; /* FIFO order among equal priorities (set by the queue) */
+    /* FIFO order among equal priorities (set by the heap); an async op in
+     * flight, never queued again, keeps its start there instead (async.h).
+     * An op of priority 0 pushed from inside a running op (nest > 0) names
+     * its parent there until it runs: the low 32 bits of the parent's
+     * place (engine.h), which a wait inside the parent looks for (exec.c):
+     * the lane never sets it. */
+    uint32_t seq;
     /* Observers of this op (VF__HOOK_*), fixed at push: the one byte the
      * hot path tests, so an engine with nothing observing pays one test per
      * hook site. */
@@ -228,9 +235,8 @@ struct vf__op {
                         or VF__ARG_KIND: its kind's to free (free_arg) */
     /* How deep its push nests: 0 for an op pushed outside the engine's
      * ops, its parent's + 1 (at most VF__NEST_MAX) for one pushed from
-     * inside a running op of the engine (engine.h). A thread waiting
-     * inside an op prefers ops nested deeper than that op (exec.c), so
-     * its stack grows only as deep as the program nests. */
+     * inside a running op of the engine (engine.h); such an op goes to
+     * the front of its worker's lane (sched.h). */
     uint8_t nest;
     /* Its var set in normal form (sorted by var address, each var once),
      * as entries that are also its places in the vars' queues: see
@@ -251,10 +257,12 @@ static inline vf_engine *vf__op_engine(const vf__op *op)
 }
 
 /* Operators: a definition plus a reference count (one for the handle, one
- * per pushed run not finished yet). */
+ * per pushed run not finished yet). Each is on its engine's list until it
+ * is freed, so that destroy frees those the program forgot. */
 struct vf_operator {
     uint32_t magic;
     vf_engine *engine;
+    vf_operator *prev_live, *next_live; /* engine's operators.lock */
     atomic_int refs;   /* acq_rel: the last unref frees */
     atomic_bool deleted; /* relaxed: only guards a second delete */
     vf__opdef def;
@@ -263,6 +271,18 @@ struct vf_operator {
     vf__argcopy argcopy; /* the definition's copied argument (arg.h) */
     char name[64];
 };
+
+/* An engine's operators not freed yet (a leaf lock). */
+typedef struct vf__operators {
+    pthread_mutex_t lock;
+    vf_operator *head; /* lock */
+} vf__operators;
+
+/* List a new operator on its engine (opr->engine set). */
+void vf__operator_list(vf_operator *opr);
+
+/* Free every operator still listed (destroy, no op left): how many. */
+uint64_t vf__operators_free_all(vf__operators *ops);
 
 /* Ops made ready by one step, in the order they became ready. */
 typedef struct vf__readylist {

@@ -32,19 +32,20 @@ void vf__engine_describe(const vf_engine *e, vf__prof_engine_desc *d)
             .nworkers = e->pools[i].nworkers};
 }
 
-VF_API int vf_profile_start(vf_engine *e)
+static int profile_start(vf_engine *e)
 {
-    if (!vf__engine_ok(e))
-        return vf__fail(VF_EINVAL, "vf_profile_start: not an engine");
     int rc = vf__prof_start(e->prof);
     vf__engine_update_hooks(e);
     return rc;
 }
 
+VF_API int vf_profile_start(vf_engine *e)
+{
+    return VF__GUARDED(e, "vf_profile_start", profile_start(e));
+}
+
 static int set_state(vf_engine *e, const char *who, int from, int to)
 {
-    if (!vf__engine_ok(e))
-        return vf__fail(VF_EINVAL, "%s: not an engine", who);
     int rc = vf__prof_set_state(e->prof, who, from, to);
     vf__engine_update_hooks(e);
     return rc;
@@ -52,28 +53,34 @@ static int set_state(vf_engine *e, const char *who, int from, int to)
 
 VF_API int vf_profile_stop(vf_engine *e)
 {
-    return set_state(e, "vf_profile_stop", -1, VF__PROF_OFF);
+    static const char who[] = "vf_profile_stop";
+    return VF__GUARDED(e, who, set_state(e, who, -1, VF__PROF_OFF));
 }
 
 VF_API int vf_profile_pause(vf_engine *e)
 {
-    return set_state(e, "vf_profile_pause", VF__PROF_ON, VF__PROF_PAUSED);
+    static const char who[] = "vf_profile_pause";
+    return VF__GUARDED(e, who, set_state(e, who, VF__PROF_ON, VF__PROF_PAUSED));
 }
 
 VF_API int vf_profile_resume(vf_engine *e)
 {
-    return set_state(e, "vf_profile_resume", VF__PROF_PAUSED, VF__PROF_ON);
+    static const char who[] = "vf_profile_resume";
+    return VF__GUARDED(e, who, set_state(e, who, VF__PROF_PAUSED, VF__PROF_ON));
 }
 
-VF_API int vf_profile_take(vf_engine *e, vf_profile **out)
+static int profile_take(vf_engine *e, vf_profile **out)
 {
-    if (!vf__engine_ok(e))
-        return vf__fail(VF_EINVAL, "vf_profile_take: not an engine");
     if (out == NULL)
         return vf__fail(VF_EINVAL, "vf_profile_take: out is NULL");
     vf__prof_engine_desc d;
     vf__engine_describe(e, &d);
     return vf__prof_take(e->prof, &d, out);
+}
+
+VF_API int vf_profile_take(vf_engine *e, vf_profile **out)
+{
+    return VF__GUARDED(e, "vf_profile_take", profile_take(e, out));
 }
 
 /* --- an op's hooks ----------------------------------------------------- */

@@ -43,12 +43,6 @@ int vf__engine_enqueue(vf_engine *e, vf__op *op, const char *who)
     int n = op->nvars;
 
     atomic_store_explicit(&op->wait, n + 1, memory_order_relaxed);
-    if (def->kind->flags & VF__KIND_OBSERVED) {
-        op->hooks = atomic_load_explicit(&e->hooks, memory_order_relaxed);
-        if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF) &&
-            (op->prof = vf__prof_op_pushed(e->prof, n)) == NULL)
-            op->hooks &= (uint8_t)~VF__HOOK_PROF;
-    }
 
     /* The push counts as pending and active before any var can see the op:
      * until its own last release it is progress in the making, so a nested
@@ -66,6 +60,14 @@ int vf__engine_enqueue(vf_engine *e, vf__op *op, const char *who)
         if (vf__engine_hold(e, op) == 0)
             return 0;
         return vf__engine_enqueue(e, op, who); /* started meanwhile */
+    }
+    /* Observed from here: a held op gets its hooks (and its profile
+     * record) when start pushes it, not twice. */
+    if (def->kind->flags & VF__KIND_OBSERVED) {
+        op->hooks = atomic_load_explicit(&e->hooks, memory_order_relaxed);
+        if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF) &&
+            (op->prof = vf__prof_op_pushed(e->prof, n)) == NULL)
+            op->hooks &= (uint8_t)~VF__HOOK_PROF;
     }
     for (int i = 0; i < n; i++)
         vf__spin_lock(&vf__dep_var(vf__op_dep(op, i))->lock);
@@ -111,13 +113,12 @@ static int push_priority(const vf__opdef *def, int priority)
     return def->property == VF_PROP_DELETE_VAR ? INT_MAX : priority;
 }
 
-/* Common checks of every push-like call: a live engine that accepts work
- * from this caller. */
+/* Common checks of every push-like call, inside its guard (guard.h: the
+ * state is read after the guard's slot names the engine, so a destroy
+ * either sees this call or this call sees DRAINING): an engine that
+ * accepts work from this caller. */
 static int check_engine(vf_engine *e, const char *who)
 {
-    if (!vf__engine_ok(e))
-        return vf__fail(VF_EINVAL, "%s: not an engine (NULL or destroyed)",
-                        who);
     int state = atomic_load(&e->state);
     if (VF__UNLIKELY(state != VF__RUNNING) &&
         (vf__current_op_engine() != e || e->life.fork_dead))
@@ -130,9 +131,10 @@ static int check_engine(vf_engine *e, const char *who)
     return 0;
 }
 
-VF_API int vf_engine_push(vf_engine *e, const vf_op *desc)
+/* The body of vf_engine_push (inline in its guard: the hot path). */
+static inline __attribute__((always_inline)) int
+push(vf_engine *e, const vf_op *desc, const char *who)
 {
-    static const char who[] = "vf_engine_push";
     int rc = check_engine(e, who);
     if (rc != 0)
         return rc;
@@ -177,12 +179,17 @@ fail:
     return rc;
 }
 
+VF_API int vf_engine_push(vf_engine *e, const vf_op *desc)
+{
+    static const char who[] = "vf_engine_push";
+    return VF__GUARDED(e, who, push(e, desc, who));
+}
+
 /* --- operators --------------------------------------------------------- */
 
-VF_API int vf_operator_create(vf_engine *e, const vf_op *desc,
-                              vf_operator **out)
+static int operator_create(vf_engine *e, const vf_op *desc, vf_operator **out,
+                           const char *who)
 {
-    static const char who[] = "vf_operator_create";
     int rc = check_engine(e, who);
     if (rc != 0)
         return rc;
@@ -236,8 +243,16 @@ VF_API int vf_operator_create(vf_engine *e, const vf_op *desc,
     opr->engine = e;
     atomic_init(&opr->refs, 1);
     atomic_init(&opr->deleted, false);
+    vf__operator_list(opr); /* destroy frees it if the program does not */
     *out = opr;
     return 0;
+}
+
+VF_API int vf_operator_create(vf_engine *e, const vf_op *desc,
+                              vf_operator **out)
+{
+    static const char who[] = "vf_operator_create";
+    return VF__GUARDED(e, who, operator_create(e, desc, out, who));
 }
 
 static int check_operator(vf_engine *e, vf_operator *opr, const char *who)
@@ -281,9 +296,9 @@ static inline int operator_op_push(vf_engine *e, vf_operator *opr,
     return rc;
 }
 
-VF_API int vf_operator_push(vf_engine *e, vf_operator *opr, int priority)
+static inline __attribute__((always_inline)) int
+operator_push(vf_engine *e, vf_operator *opr, int priority, const char *who)
 {
-    static const char who[] = "vf_operator_push";
     int rc = check_engine(e, who);
     if (rc != 0 || (rc = check_operator(e, opr, who)) != 0 ||
         (rc = vf__engine_admit(e, opr->def.nonblocking, who)) != 0)
@@ -299,13 +314,19 @@ VF_API int vf_operator_push(vf_engine *e, vf_operator *opr, int priority)
     return operator_op_push(e, opr, op, priority, who);
 }
 
+VF_API int vf_operator_push(vf_engine *e, vf_operator *opr, int priority)
+{
+    static const char who[] = "vf_operator_push";
+    return VF__GUARDED(e, who, operator_push(e, opr, priority, who));
+}
+
 /* As vf_operator_push, with an argument of this run's own: the op shares
  * the operator's definition and var set, and takes `arg` (or its copy)
  * in place of the operator's argument. */
-VF_API int vf_operator_push_arg(vf_engine *e, vf_operator *opr, int priority,
-                                void *arg, size_t arg_size)
+static inline __attribute__((always_inline)) int
+operator_push_arg(vf_engine *e, vf_operator *opr, int priority, void *arg,
+                  size_t arg_size, const char *who)
 {
-    static const char who[] = "vf_operator_push_arg";
     int rc = check_engine(e, who);
     if (rc != 0 || (rc = check_operator(e, opr, who)) != 0 ||
         (rc = vf__arg_check(who, arg, arg_size)) != 0 ||
@@ -326,11 +347,16 @@ VF_API int vf_operator_push_arg(vf_engine *e, vf_operator *opr, int priority,
     return operator_op_push(e, opr, op, priority, who);
 }
 
-VF_API int vf_operator_destroy(vf_engine *e, vf_operator *opr)
+VF_API int vf_operator_push_arg(vf_engine *e, vf_operator *opr, int priority,
+                                void *arg, size_t arg_size)
 {
-    static const char who[] = "vf_operator_destroy";
-    if (!vf__engine_ok(e))
-        return vf__fail(VF_EINVAL, "%s: not an engine", who);
+    static const char who[] = "vf_operator_push_arg";
+    return VF__GUARDED(e, who,
+                       operator_push_arg(e, opr, priority, arg, arg_size, who));
+}
+
+static int operator_destroy(vf_engine *e, vf_operator *opr, const char *who)
+{
     int rc = check_operator(e, opr, who);
     if (rc != 0)
         return rc;
@@ -339,4 +365,10 @@ VF_API int vf_operator_destroy(vf_engine *e, vf_operator *opr)
         return vf__fail(VF_EINVAL, "%s: the operator was deleted", who);
     vf__operator_unref(opr);
     return 0;
+}
+
+VF_API int vf_operator_destroy(vf_engine *e, vf_operator *opr)
+{
+    static const char who[] = "vf_operator_destroy";
+    return VF__GUARDED(e, who, operator_destroy(e, opr, who));
 }

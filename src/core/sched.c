@@ -127,18 +127,31 @@ static vf__op *queue_pop(vf__worker *w)
     return lane_first(w) ? lane_pop(w) : heap_pop(w);
 }
 
-/* Under w->qlock: for a nested waiter (exec.c), the best op nested at
- * least `min_nest` deep of the two that queue_pop weighs (the lane's head
- * and the heap's best), or NULL when neither is. Ops deeper in the lane
- * are not looked at: a push from inside an op goes to the lane's front
- * (vf__pool_submit_nested), so a waiter's own children are its head. */
-static vf__op *queue_pop_nested(vf__worker *w, unsigned min_nest)
+/* How far into a lane a waiter looks for a child of its op. */
+#define CHILD_SCAN 32
+
+/* Under w->qlock: for a thread waiting inside the op at `parent` (its
+ * place, exec.c), the first of the lane's first CHILD_SCAN ops that the
+ * op pushed (op.h: vf__op.seq names a nested op's parent), taken out; or
+ * NULL. A push from inside an op goes to the lane's front
+ * (vf__pool_submit_nested), so a waiter's children are near its head. */
+static vf__op *lane_take_child(vf__worker *w, uint32_t parent)
 {
-    bool lane_ok = w->fifo_head != NULL && w->fifo_head->nest >= min_nest;
-    bool heap_ok = w->root != NULL && w->root->nest >= min_nest;
-    if (lane_ok && (lane_first(w) || !heap_ok))
-        return lane_pop(w);
-    return heap_ok ? heap_pop(w) : NULL;
+    vf__op *prev = NULL, *op = w->fifo_head;
+    for (int i = 0; op != NULL && i < CHILD_SCAN;
+         i++, prev = op, op = op->next) {
+        if (op->nest == 0 || op->seq != parent)
+            continue;
+        if (prev == NULL)
+            return lane_pop(w);
+        prev->next = op->next;
+        if (w->fifo_tail == op)
+            w->fifo_tail = prev;
+        op->next = NULL;
+        w->len--;
+        return op;
+    }
+    return NULL;
 }
 
 /* --- waking ------------------------------------------------------------ */
@@ -337,8 +350,8 @@ static vf__op *try_take(vf__worker *w)
     return op;
 }
 
-/* try_take for a nested waiter: an op nested at least `min_nest` deep. */
-static vf__op *try_take_nested(vf__worker *w, unsigned min_nest)
+/* try_take for a waiter: a child of the op at `parent`. */
+static vf__op *try_take_child(vf__worker *w, uint32_t parent)
 {
     if (atomic_load_explicit(&w->qlen, memory_order_relaxed) == 0 &&
         atomic_load_explicit(&w->inbox, memory_order_relaxed) == NULL)
@@ -346,7 +359,7 @@ static vf__op *try_take_nested(vf__worker *w, unsigned min_nest)
     pthread_mutex_lock(&w->qlock);
     if (atomic_load_explicit(&w->inbox, memory_order_relaxed) != NULL)
         drain_inbox(w);
-    vf__op *op = queue_pop_nested(w, min_nest);
+    vf__op *op = lane_take_child(w, parent);
     atomic_store(&w->qlen, w->len); /* the inbox may have come in */
     pthread_mutex_unlock(&w->qlock);
     return op;
@@ -365,15 +378,15 @@ static int steal_from(vf__worker *w, int *first)
     return (int)(w - p->workers);
 }
 
-vf__op *vf__worker_take_nested(vf__worker *w, unsigned min_nest)
+vf__op *vf__worker_take_child(vf__worker *w, uint32_t parent)
 {
-    vf__op *op = try_take_nested(w, min_nest);
+    vf__op *op = try_take_child(w, parent);
     if (op != NULL || w->pool->spread)
         return op;
     vf__pool *p = w->pool;
     int first, self = steal_from(w, &first);
     for (int i = first; i < p->nworkers && op == NULL; i++)
-        op = try_take_nested(&p->workers[(self + i) % p->nworkers], min_nest);
+        op = try_take_child(&p->workers[(self + i) % p->nworkers], parent);
     return op;
 }
 

@@ -166,10 +166,10 @@ void vf__pool_submit_nested(vf__pool *p, vf__op *op);
  * the pool has no queued op. Never blocks beyond a queue lock. */
 vf__op *vf__worker_take(vf__worker *w);
 
-/* vf__worker_take for a thread waiting inside an op: only an op whose nest
- * is at least `min_nest` (op.h), looking at each queue's head and best
- * (not deeper). NULL when no queue offers one. */
-vf__op *vf__worker_take_nested(vf__worker *w, unsigned min_nest);
+/* vf__worker_take for a thread waiting inside the op at place `parent`
+ * (its low 32 bits): only an op that op pushed (op.h: vf__op.seq), of
+ * priority 0, among the first few of each queue's lane. NULL when none. */
+vf__op *vf__worker_take_child(vf__worker *w, uint32_t parent);
 
 /* Whether any worker of the pool has ops queued (a snapshot). */
 bool vf__pool_any_queued(const vf__pool *p);

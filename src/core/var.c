@@ -164,19 +164,22 @@ void vf__var_table_drop_fences(vf__var_table *t)
             vf__var_drop_fences(&chunk[i]);
 }
 
-void vf__var_table_destroy(vf__var_table *t)
+uint64_t vf__var_table_destroy(vf__var_table *t)
 {
+    uint64_t live = 0;
     vf__var *chunk;
     for (unsigned c = 0; (chunk = chunk_at(t, c)) != NULL; c++) {
         for (unsigned i = 0; i < VF__VAR_CHUNK; i++) {
             vf__var *v = &chunk[i];
             VF__ASSERT(v->state == VF__VAR_FREE || v->head == NULL);
-            vf__failure_unref(
-                atomic_load_explicit(&v->failure, memory_order_relaxed));
+            live += v->state == VF__VAR_LIVE;
+            vf__failure_unref(atomic_load_explicit(&v->failure,
+                                                   memory_order_relaxed));
         }
         free(chunk);
     }
     pthread_mutex_destroy(&t->lock);
+    return live;
 }
 
 int vf__var_create(vf__var_table *t, vf_var *out)

@@ -108,8 +108,8 @@ typedef struct vf__var_table {
 int vf__var_table_init(vf__var_table *t, uint16_t tag);
 
 /* Free every slot's leftovers (its failure) and the chunks. The
- * engine must be idle. */
-void vf__var_table_destroy(vf__var_table *t);
+ * engine must be idle. Returns the vars that were never deleted. */
+uint64_t vf__var_table_destroy(vf__var_table *t);
 
 /* In a forked child (one thread): every var lock free again (a thread of
  * the parent may have held one at the fork: a wait's quick look), and

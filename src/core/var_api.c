@@ -6,17 +6,20 @@
 #include "core/bulk.h"
 #include "core/engine.h"
 
+/* Inside the call's guard (guard.h): an engine that takes new vars and
+ * deletes from this caller. */
 static int var_check_engine(vf_engine *e, const char *who)
 {
-    if (!vf__engine_ok(e))
-        return vf__fail(VF_EINVAL, "%s: not an engine (NULL or destroyed)",
-                        who);
-    if (atomic_load(&e->state) != VF__RUNNING && vf__current_op_engine() != e)
-        return vf__fail(VF_ESHUTDOWN, "%s: the engine is being destroyed", who);
+    int state = atomic_load(&e->state);
+    if (state != VF__RUNNING && vf__current_op_engine() != e)
+        return vf__fail(VF_ESHUTDOWN, "%s: the engine %s", who,
+                        state == VF__SHUTDOWN
+                            ? "was shut down (vf_engine_shutdown)"
+                            : "is being destroyed");
     return 0;
 }
 
-VF_API int vf_var_create(vf_engine *e, vf_var *out)
+static int var_create(vf_engine *e, vf_var *out)
 {
     int rc = var_check_engine(e, "vf_var_create");
     if (rc != 0)
@@ -24,6 +27,11 @@ VF_API int vf_var_create(vf_engine *e, vf_var *out)
     if (out == NULL)
         return vf__fail(VF_EINVAL, "vf_var_create: out is NULL");
     return vf__var_create(&e->vars, out);
+}
+
+VF_API int vf_var_create(vf_engine *e, vf_var *out)
+{
+    return VF__GUARDED(e, "vf_var_create", var_create(e, out));
 }
 
 static int lookup_failed(const char *who, vf_var h, int rc)
@@ -149,10 +157,9 @@ int vf__var_revive_held(vf_engine *e, vf__var *v, uint32_t gen)
     return 1;
 }
 
-VF_API int vf_var_destroy(vf_engine *e, vf_var h, void (*free_fn)(void *),
-                          void *free_arg)
+static int var_destroy(vf_engine *e, vf_var h, void (*free_fn)(void *),
+                       void *free_arg, const char *who)
 {
-    static const char who[] = "vf_var_destroy";
     int rc = var_check_engine(e, who);
     vf__var *v;
     if (rc != 0)
@@ -188,11 +195,15 @@ VF_API int vf_var_destroy(vf_engine *e, vf_var h, void (*free_fn)(void *),
     return 0;
 }
 
-VF_API int vf_var_version(vf_engine *e, vf_var h, uint64_t *out)
+VF_API int vf_var_destroy(vf_engine *e, vf_var h, void (*free_fn)(void *),
+                          void *free_arg)
 {
-    static const char who[] = "vf_var_version";
-    if (!vf__engine_ok(e))
-        return vf__fail(VF_EINVAL, "%s: not an engine", who);
+    static const char who[] = "vf_var_destroy";
+    return VF__GUARDED(e, who, var_destroy(e, h, free_fn, free_arg, who));
+}
+
+static int var_version(vf_engine *e, vf_var h, uint64_t *out, const char *who)
+{
     if (out == NULL)
         return vf__fail(VF_EINVAL, "%s: out is NULL", who);
     vf__var *v;
@@ -206,4 +217,10 @@ VF_API int vf_var_version(vf_engine *e, vf_var h, uint64_t *out)
     if (!usable)
         return vf__fail(VF_ESTALE, "%s: variable was deleted", who);
     return 0;
+}
+
+VF_API int vf_var_version(vf_engine *e, vf_var h, uint64_t *out)
+{
+    static const char who[] = "vf_var_version";
+    return VF__GUARDED(e, who, var_version(e, h, out, who));
 }

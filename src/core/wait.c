@@ -10,13 +10,14 @@
  * nor grow the waiting thread's stack without bound (rule 10):
  * - the waiting worker keeps running ready ops of its pool (and a thread
  *   running inline ops runs its deferred ones) until its marker fires;
- *   each runs on top of the wait, so it takes only ops nested deeper than
- *   the waiting op (its children and their descendants first: a push
- *   from inside an op goes to the front of the worker's lane), which
- *   stack only as deep as the program nests pushes, while the stack has
- *   room, and any op only while it has much more (exec.c:
- *   vf__loop_run_one). Beside queued ops it will not run it sleeps on the
- *   engine's cond, looking again every NESTED_POLL_US;
+ *   each runs on top of the wait, so it takes only ops the waiting op
+ *   pushed itself (OpenMP's constraint for tied tasks: the frames stack
+ *   only as deep as the program nests pushes; a push from inside an op
+ *   goes to the front of the worker's lane, where its waiter finds it),
+ *   and only while the stack has room (exec.c: vf__loop_run_one). Beside
+ *   queued ops it will not run it sleeps on the engine's cond, looking
+ *   again every NESTED_POLL_US; when every thread of the pool does, the
+ *   pool starts a spare thread to run them (sched.h);
  * - it stops counting as active while it waits. If active reaches zero with
  *   its marker still pending, every unfinished op waits for a var or for a
  *   nested wait, so nothing can ever move (see engine.h). One such waiter
@@ -339,8 +340,6 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
                     const char *who)
 {
     clear_error(err);
-    if (!vf__engine_ok(e))
-        return vf__fail(VF_EINVAL, "%s: not an engine", who);
     vf__var *v;
     int rc = vf__var_lookup(&e->vars, h, &v);
     if (rc != 0)
@@ -393,7 +392,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
     w->claimed = NULL;
     w->sleep_pool = nested && me ? me->pool : NULL;
     w->nested = nested;
-    w->nest = nested ? cur->nest : 0;
+    w->parent = nested ? (uint32_t)cur->place : 0;
     atomic_init(&w->on_cond, false);
 
     op->fn = NULL;
@@ -444,13 +443,15 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
 
 VF_API int vf_var_wait(vf_engine *e, vf_var v, vf_error *err)
 {
-    return wait_var(e, v, -1, err, "vf_var_wait");
+    return VF__GUARDED(e, "vf_var_wait",
+                       wait_var(e, v, -1, err, "vf_var_wait"));
 }
 
 VF_API int vf_var_wait_timed(vf_engine *e, vf_var v, int64_t timeout_ms,
                              vf_error *err)
 {
-    return wait_var(e, v, timeout_ms, err, "vf_var_wait_timed");
+    return VF__GUARDED(e, "vf_var_wait_timed",
+                       wait_var(e, v, timeout_ms, err, "vf_var_wait_timed"));
 }
 
 /* Block until no op is pending and no batch is open (outside ops only):
@@ -487,17 +488,15 @@ static int wait_idle(vf_engine *e, bool help, const vf__deadline *until)
 
 /* Stop, destroy and fork drain without helping: a fork handler, above all,
  * must not run user code. */
-void vf__engine_drain(vf_engine *e)
+int vf__engine_drain(vf_engine *e, const vf__deadline *until)
 {
-    wait_idle(e, false, NULL);
+    return wait_idle(e, false, until);
 }
 
 static int wait_all(vf_engine *e, int64_t timeout_ms, vf_error *err,
                     const char *who)
 {
     clear_error(err);
-    if (!vf__engine_ok(e))
-        return vf__fail(VF_EINVAL, "%s: not an engine", who);
     if (vf__thread_in_done(e))
         return refuse_in_done(who);
     vf__op *cur = vf__current_op();
@@ -522,11 +521,14 @@ static int wait_all(vf_engine *e, int64_t timeout_ms, vf_error *err,
 
 VF_API int vf_engine_wait_all(vf_engine *e, vf_error *err)
 {
-    return wait_all(e, -1, err, "vf_engine_wait_all");
+    return VF__GUARDED(e, "vf_engine_wait_all",
+                       wait_all(e, -1, err, "vf_engine_wait_all"));
 }
 
 VF_API int vf_engine_wait_all_timed(vf_engine *e, int64_t timeout_ms,
                                     vf_error *err)
 {
-    return wait_all(e, timeout_ms, err, "vf_engine_wait_all_timed");
+    return VF__GUARDED(
+        e, "vf_engine_wait_all_timed",
+        wait_all(e, timeout_ms, err, "vf_engine_wait_all_timed"));
 }

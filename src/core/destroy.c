@@ -1,0 +1,220 @@
+/*
+ * destroy.c: vf_engine_destroy and vf_engine_destroy_timed (rule 14).
+ *
+ * A destroy must finish every pushed op, let every call that raced it
+ * return, and free nothing a thread may still read. Its steps, in order:
+ *   1. Enter a guard on the handle (guard.h), so a destroyed engine is
+ *      VF_EINVAL; refuse a call from the engine's own code, or from inside
+ *      another call on it on this thread (VF_EDEADLK: it would wait for
+ *      itself), and a second destroy (VF_ESHUTDOWN); set the state to
+ *      DRAINING. From then on this thread owns the engine's end, and
+ *      leaves its guard.
+ *   2. Wait until no thread is in a call on the engine. A call that read
+ *      the state before DRAINING (a push about to enqueue) is seen here
+ *      and finishes; every later one sees DRAINING (guard.h's Dekker pair)
+ *      and refuses new work from outside the engine's ops. A slot seen not
+ *      naming the engine once is done with: its next call sees DRAINING.
+ *   3. Start a stopped engine (its held ops must run), then drain: every
+ *      pushed op, and every op those push, finishes.
+ *   4. Let a foreign thread finishing the last async op leave
+ *      vf_completion_finish.
+ *   5. Unlist the handle (a call from now on is VF_EINVAL), wait again
+ *      until no thread is in a call on it (calls that entered meanwhile
+ *      return without blocking: nothing is pending and nothing can be
+ *      pushed), then free it, and the operators the program forgot.
+ * Steps 2 and 3 can wait for ever on an async op nobody completes: after a
+ * grace period, and periodically while it waits, destroy names the async
+ * ops in flight on stderr (name, place in push order, age). A timed
+ * destroy gives up in step 2 or 3 with VF_ETIMEDOUT: the state goes back
+ * to what it was (RUNNING, or SHUTDOWN after vf_engine_shutdown), the
+ * fork handlers list it again, and the engine is usable (a stopped one
+ * was started in step 3).
+ */
+#include <inttypes.h>
+#include <sched.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "base/deadline.h"
+#include "core/engine.h"
+#include "core/exec.h"
+
+static _Atomic uint32_t report_grace_ms = 2000, report_period_ms = 10000;
+
+void vf__destroy_report_times(uint32_t grace_ms, uint32_t period_ms)
+{
+    atomic_store(&report_grace_ms, grace_ms);
+    atomic_store(&report_period_ms, period_ms > 0 ? period_ms : 1);
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A destroy's waiting: its limit and when it reports next. */
+typedef struct destroy_wait {
+    vf_engine *e;
+    const char *who;
+    int64_t timeout_ms; /* negative: none */
+    int64_t start_ms, next_report_ms;
+} destroy_wait;
+
+/* Report on stderr when it is time; VF_ETIMEDOUT once the caller's limit
+ * has passed. `what`: what it waits for. */
+static int pace(destroy_wait *w, const char *what)
+{
+    int64_t now = now_ms();
+    if (now >= w->next_report_ms) {
+        char ops[512];
+        vf__async_describe(&w->e->async, ops, sizeof ops);
+        fprintf(stderr,
+                "varflow: %s has waited %.1f s for %s (%" PRIu32
+                " ops pending); %s\n",
+                w->who, (double)(now - w->start_ms) / 1000.0, what,
+                vf__counts_pending(vf__engine_counts(w->e)), ops);
+        w->next_report_ms = now + atomic_load(&report_period_ms);
+    }
+    if (w->timeout_ms >= 0 && now - w->start_ms >= w->timeout_ms)
+        return VF_ETIMEDOUT;
+    return 0;
+}
+
+/* Steps 2 and 5: until every call on the engine in progress when the
+ * scan reached its thread's slot has returned (guard.h). */
+static int await_calls(destroy_wait *w)
+{
+    vf__call_scan sc;
+    vf__engine_scan_start(&sc);
+    for (unsigned spins = 0; vf__engine_scan_busy(&sc, w->e); spins++) {
+        if (spins < 256) { /* most calls return within microseconds */
+            if (spins >= 128)
+                sched_yield();
+            continue;
+        }
+        int rc = pace(w, "calls in progress on other threads");
+        if (rc != 0)
+            return rc;
+        nanosleep(&(struct timespec){0, 100000}, NULL); /* 0.1 ms */
+    }
+    return 0;
+}
+
+/* Step 3: drain, waking to report and to check the limit. */
+static int drain(destroy_wait *w)
+{
+    for (;;) {
+        int64_t now = now_ms(), until = w->next_report_ms;
+        if (w->timeout_ms >= 0 && w->start_ms + w->timeout_ms < until)
+            until = w->start_ms + w->timeout_ms;
+        vf__deadline step = vf__deadline_in_ms(until > now ? until - now : 0);
+        if (vf__engine_drain(w->e, &step) == 0)
+            return 0;
+        int rc = pace(w, "its pushed ops to finish");
+        if (rc != 0)
+            return rc;
+    }
+}
+
+/* A timed destroy gives up: the engine as it was (see the top). */
+static int give_up(destroy_wait *w, int state)
+{
+    vf_engine *e = w->e;
+    char ops[512];
+    vf__async_describe(&e->async, ops, sizeof ops);
+    atomic_store(&e->state, state);
+    vf__engine_register(e);
+    return vf__fail(VF_ETIMEDOUT,
+                    "%s: gave up after %" PRId64 " ms, the engine was left "
+                    "usable; %s",
+                    w->who, w->timeout_ms, ops);
+}
+
+/* Step 1 (inside the call's guard): the state it had, or a negative
+ * code. */
+static int begin(vf_engine *e, const char *who)
+{
+    if (vf__thread_in_engine(e) || vf__engine_releasing_held(e))
+        return vf__fail(VF_EDEADLK,
+                        "%s: called from the engine's own code "
+                        "(an op, a done callback, a worker) or "
+                        "from inside another call on it",
+                        who);
+    int state = atomic_load(&e->state);
+    do {
+        if (state == VF__DRAINING)
+            return vf__fail(VF_ESHUTDOWN, "%s: already being destroyed", who);
+    } while (!atomic_compare_exchange_weak(&e->state, &state, VF__DRAINING));
+    return state;
+}
+
+/* Steps 4 and 5. */
+static int finish(vf_engine *e, const destroy_wait *w)
+{
+    /* A foreign thread that finished the last op may still be on its way
+     * out of vf_completion_finish: let it leave (rare and brief). */
+    while (atomic_load(&e->completers) != 0)
+        sched_yield();
+    vf__engine_unlist(e);
+    destroy_wait late = *w;
+    late.timeout_ms = -1; /* nothing left to give up on */
+    await_calls(&late);
+    bool info = e->engine_info;
+    /* VF_PROFILE / config.profile_path: the profiler writes the profile
+     * as it goes (it reports a failure on stderr too). */
+    vf__prof_engine_desc d;
+    vf__engine_describe(e, &d);
+    int rc = vf__prof_destroy(e->prof, &d);
+    e->prof = NULL;
+    uint64_t operators, vars;
+    vf__engine_free(e, &operators, &vars);
+    if (info)
+        fprintf(stderr,
+                "varflow: %s freed %" PRIu64 " operator%s and %" PRIu64
+                " var%s the program did not destroy\n",
+                w->who, operators, operators == 1 ? "" : "s", vars,
+                vars == 1 ? "" : "s");
+    return rc;
+}
+
+static int destroy(vf_engine *e, int64_t timeout_ms, const char *who)
+{
+    if (vf__engine_in_call(e)) /* reads nothing of e */
+        return vf__fail(VF_EDEADLK,
+                        "%s: called from inside another call "
+                        "on the engine (an op run inline)",
+                        who);
+    vf__guard g;
+    int rc = vf__engine_enter(e, &g, who);
+    if (rc != 0)
+        return rc;
+    int state = begin(e, who);
+    vf__engine_leave(&g); /* ours now: no other destroy frees it */
+    if (state < 0)
+        return state;
+    vf__engine_unregister(e); /* no fork handler touches it from now on */
+    int64_t start = now_ms();
+    destroy_wait w = {.e = e,
+                      .who = who,
+                      .timeout_ms = timeout_ms,
+                      .start_ms = start,
+                      .next_report_ms = start + atomic_load(&report_grace_ms)};
+    if ((rc = await_calls(&w)) != 0)
+        return give_up(&w, state);
+    vf__engine_unstop(e); /* a stopped engine runs its held ops */
+    if ((rc = drain(&w)) != 0)
+        return give_up(&w, state);
+    return finish(e, &w);
+}
+
+VF_API int vf_engine_destroy(vf_engine *e)
+{
+    return destroy(e, -1, "vf_engine_destroy");
+}
+
+VF_API int vf_engine_destroy_timed(vf_engine *e, int64_t timeout_ms)
+{
+    return destroy(e, timeout_ms, "vf_engine_destroy_timed");
+}

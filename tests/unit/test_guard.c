@@ -1,0 +1,240 @@
+/*
+ * test_guard: core/guard.h, the registry of live engines and the calls in
+ * progress, and what destroy (core/destroy.c) says while it waits.
+ *
+ * - the registry: 1,000 made-up handles listed, half of them unlisted in
+ *   a scattered order (the set's deletion moves entries), each answered
+ *   right; a guard on an unlisted handle is refused and leaves nothing;
+ * - nesting: guards on alternating engines stack up, one on the engine
+ *   of the call it is inside is covered by it, vf__engine_in_call sees
+ *   every level, too deep is VF_ENOMEM;
+ * - a scan: busy while another thread holds a guard on the engine, done
+ *   once it leaves; done too while that thread keeps calling in a tight
+ *   loop (its count of calls ended moves);
+ * - destroy's reports on stderr (grace and period shortened): waiting for
+ *   an async op nobody completes, and for another thread's wait blocked
+ *   on it, each named with its place and age, more than once.
+ */
+#include "runner.h"
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include "core/engine.h"
+
+static char fake[4096]; /* made-up handles: never followed */
+#define FAKE(i) ((const vf_engine *)(const void *)&fake[(i)*4])
+
+TEST_CASE(registry)
+{
+    enum { N = 1000 };
+    for (int i = 0; i < N; i++)
+        CHECK_OK(vf__engine_list(FAKE(i)));
+    tu_rng rng = {7};
+    bool gone[N] = {false};
+    for (int k = 0; k < N / 2; k++) {
+        int i = (int)(tu_next(&rng) % N);
+        if (!gone[i]) {
+            vf__engine_unlist(FAKE(i));
+            gone[i] = true;
+        }
+    }
+    for (int i = 0; i < N; i++) {
+        CHECK_EQ(vf__engine_listed(FAKE(i)), !gone[i]);
+        vf__guard g;
+        int rc = vf__engine_enter(FAKE(i), &g, "test");
+        CHECK_EQ(rc, gone[i] ? VF_EINVAL : 0);
+        if (rc == 0)
+            vf__engine_leave(&g);
+        CHECK(!vf__engine_in_call(FAKE(i)));
+    }
+    for (int i = 0; i < N; i++)
+        if (!gone[i])
+            vf__engine_unlist(FAKE(i));
+    CHECK(!vf__engine_listed(NULL));
+}
+
+TEST_CASE(nesting)
+{
+    const vf_engine *a = FAKE(1), *b = FAKE(2);
+    CHECK_OK(vf__engine_list(a));
+    CHECK_OK(vf__engine_list(b));
+    vf__guard g[VF__GUARD_DEPTH + 2];
+    CHECK_OK(vf__engine_enter(a, &g[0], "test"));
+    CHECK_OK(vf__engine_enter(a, &g[1], "test")); /* covered by g[0] */
+    CHECK_EQ(g[1].depth, -1);
+    int n = 2;
+    for (; n < VF__GUARD_DEPTH + 1; n++) /* b, a, b, ...: one place each */
+        CHECK_OK(vf__engine_enter(n % 2 ? a : b, &g[n], "test"));
+    CHECK_ERR(vf__engine_enter(n % 2 ? a : b, &g[n], "test"), VF_ENOMEM);
+    CHECK(vf__engine_in_call(a) && vf__engine_in_call(b));
+    while (n-- > 0)
+        vf__engine_leave(&g[n]);
+    CHECK(!vf__engine_in_call(a) && !vf__engine_in_call(b));
+    vf__engine_unlist(a);
+    vf__engine_unlist(b);
+}
+
+typedef struct holder {
+    const vf_engine *e;
+    atomic_int phase; /* 1: in a call, 2: leave it, 3: loop calls, 4: stop */
+} holder;
+
+static void *hold(void *arg)
+{
+    holder *h = arg;
+    vf__guard g;
+    REQUIRE(vf__engine_enter(h->e, &g, "test") == 0);
+    atomic_store(&h->phase, 1);
+    while (atomic_load(&h->phase) == 1)
+        sched_yield();
+    vf__engine_leave(&g);
+    while (atomic_load(&h->phase) != 4) {
+        if (vf__engine_enter(h->e, &g, "test") == 0)
+            vf__engine_leave(&g);
+    }
+    return NULL;
+}
+
+TEST_CASE(scan)
+{
+    holder h = {.e = FAKE(3)};
+    CHECK_OK(vf__engine_list(h.e));
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, hold, &h) == 0);
+    while (atomic_load(&h.phase) != 1)
+        sched_yield();
+    vf__call_scan sc;
+    vf__engine_scan_start(&sc);
+    for (int i = 0; i < 100; i++)
+        CHECK(vf__engine_scan_busy(&sc, h.e));
+    atomic_store(&h.phase, 2); /* leaves, then calls in a tight loop */
+    double until = tu_now() + TU_TIMEOUT;
+    while (vf__engine_scan_busy(&sc, h.e) && tu_now() < until)
+        sched_yield();
+    CHECK(!vf__engine_scan_busy(&sc, h.e));
+    /* A new scan sees the loop's calls, and each of them ends. */
+    for (int round = 0; round < 50; round++) {
+        vf__engine_scan_start(&sc);
+        until = tu_now() + TU_TIMEOUT;
+        while (vf__engine_scan_busy(&sc, h.e) && tu_now() < until)
+            sched_yield();
+        CHECK(tu_now() < until);
+    }
+    atomic_store(&h.phase, 4);
+    pthread_join(t, NULL);
+    vf__engine_unlist(h.e);
+}
+
+/* --- destroy's reports ------------------------------------------------- */
+
+static vf_completion stuck;
+static atomic_bool started;
+
+static void stuck_start(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    (void)arg;
+    stuck = done;
+    atomic_store(&started, true);
+}
+
+typedef struct scene {
+    vf_engine *e;
+    vf_var v;
+    atomic_int waited; /* the waiter's result + 1000 once it returned */
+} scene;
+
+static void *destroyer(void *arg)
+{
+    scene *s = arg;
+    CHECK_OK(vf_engine_destroy(s->e));
+    return NULL;
+}
+
+static void *waiter(void *arg)
+{
+    scene *s = arg;
+    atomic_store(&s->waited, 1000 + vf_var_wait(s->e, s->v, NULL));
+    return NULL;
+}
+
+/* Destroy while an async op is never completed (and, with `wait`, while
+ * another thread waits for it); stderr captured; the op is completed after
+ * `ms`. Returns what destroy wrote. */
+static char *destroy_reports(bool with_waiter, int ms)
+{
+    scene s = {0};
+    CHECK_OK(vf_engine_create(
+        &s.e, &(vf_config){.type = VF_ENGINE_POOLED, .cpu_workers = 1}));
+    REQUIRE(s.e != NULL);
+    CHECK_OK(vf_var_create(s.e, &s.v));
+    atomic_store(&started, false);
+    CHECK_OK(vf_engine_push(s.e, &(vf_op){.async_fn = stuck_start,
+                                          .writes = VF_VARS(s.v),
+                                          .name = "stuck"}));
+    while (!atomic_load(&started))
+        sched_yield();
+    pthread_t w, d;
+    if (with_waiter) {
+        REQUIRE(pthread_create(&w, NULL, waiter, &s) == 0);
+        usleep(20000); /* in its wait */
+    }
+    fflush(stderr);
+    FILE *tmp = tmpfile();
+    REQUIRE(tmp != NULL);
+    int saved = dup(2);
+    REQUIRE(saved >= 0 && dup2(fileno(tmp), 2) >= 0);
+    REQUIRE(pthread_create(&d, NULL, destroyer, &s) == 0);
+    usleep((useconds_t)ms * 1000);
+    CHECK_OK(vf_completion_finish(stuck, 0, NULL));
+    pthread_join(d, NULL);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    if (with_waiter) {
+        pthread_join(w, NULL);
+        CHECK_EQ(atomic_load(&s.waited), 1000); /* returned 0 */
+    }
+    long n = ftell(tmp);
+    char *text = calloc(1, (size_t)n + 1);
+    REQUIRE(text != NULL);
+    rewind(tmp);
+    text[fread(text, 1, (size_t)n, tmp)] = '\0';
+    fclose(tmp);
+    return text;
+}
+
+static int count_of(const char *text, const char *what)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, what)) != NULL; p++)
+        n++;
+    return n;
+}
+
+TEST_CASE(destroy_reports_async)
+{
+    vf__destroy_report_times(50, 100);
+    char *log = destroy_reports(false, 400);
+    int n = count_of(log, "varflow: vf_engine_destroy has waited");
+    if (n < 2 || count_of(log, "\"stuck\" (op #1, started") < n ||
+        strstr(log, "its pushed ops to finish") == NULL)
+        CHECK_REPORT_("destroy's reports: \"%s\"", log);
+    free(log);
+    vf__destroy_report_times(2000, 10000);
+}
+
+TEST_CASE(destroy_reports_calls)
+{
+    vf__destroy_report_times(50, 100);
+    char *log = destroy_reports(true, 400);
+    int n = count_of(log, "varflow: vf_engine_destroy has waited");
+    if (n < 2 || count_of(log, "\"stuck\" (op #1, started") < n ||
+        strstr(log, "calls in progress on other threads") == NULL)
+        CHECK_REPORT_("destroy's reports: \"%s\"", log);
+    free(log);
+    vf__destroy_report_times(2000, 10000);
+}
+
+TEST_MAIN("test_guard", 120)
