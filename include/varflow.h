@@ -390,13 +390,19 @@ VF_API int vf_var_version(vf_engine *e, vf_var v, uint64_t *out);
  * at once (the table is striped: one hash lookup under one of 64 locks).
  * The address is only a key: it is never dereferenced, and any non-NULL
  * pointer will do. Lifetime: the variable lives until the engine is
- * destroyed, or until vf_var_destroy on it, which also drops the entry, so
- * the next vf_var_of of that address creates a new variable (a call racing
- * with that destroy may return either). Memory freed and reused at the same
- * address keeps the address's variable: ops on the new data come after
- * those on the old (more order than needed, never a wrong result); destroy
- * the variable to forget it. VF_EINVAL for a NULL engine, addr or out;
- * VF_ENOMEM.
+ * destroyed, or until vf_var_destroy on it; the entry goes once that
+ * delete has run. The address keeps the serial order across the destroy:
+ * the next vf_var_of of it returns a handle that is not the destroyed one
+ * (which stays refused, VF_ESTALE) and whose ops run after every op of
+ * the destroyed variable, its delete included, on every engine, running
+ * or stopped. It is a fresh variable to the program (version 0, no
+ * failure of the old one); until the delete has run it is the same queue
+ * under a new handle (on a stopped engine, the same handle). A call racing
+ * with that destroy from another thread may return the destroyed handle.
+ * Memory freed and reused at the same address keeps the address's
+ * variable: ops on the new data come after those on the old (more order
+ * than needed, never a wrong result); destroy the variable to forget it.
+ * VF_EINVAL for a NULL engine, addr or out; VF_ENOMEM.
  */
 VF_API int vf_var_of(vf_engine *e, const void *addr, vf_var *out);
 
@@ -555,6 +561,17 @@ VF_API void vf_run_set_error(vf_run *run, const char *fmt, ...) VF_PRINTF_LIKE(2
 
 /* The engine running the op (for nested pushes and waits). */
 VF_API vf_engine *vf_run_engine(const vf_run *run);
+
+/*
+ * Whether the calling thread is inside engine `e`: running one of its ops
+ * (a function, an async op's start, a free callback, an op run by a
+ * waiting thread), one of its `done` callbacks, or any other code on one
+ * of its workers. False for NULL and from any other thread. Reads no
+ * engine state (any pointer will do). A library built on varflow uses it
+ * to refuse, at once and alike everywhere, a call that must not come from
+ * an op (libvarflow-mpi's calls in sequence: VF_EDEADLK).
+ */
+VF_API bool vf_engine_in_op(const vf_engine *e);
 
 /* Index of the worker running the op, unique across the engine's pools;
  * -1 when it runs on a thread that is not a worker (naive engine, async op

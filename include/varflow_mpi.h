@@ -38,10 +38,12 @@
  *   (the calls in sequence) are called by every rank of the communicator,
  *   in the same order, with the same arguments (the buffers excepted),
  *   from one thread at a time, and never from inside an op: an op runs on
- *   one rank, so what it calls is seen by that rank alone. Where such a
- *   call cannot work at all (from an async op that runs inside another of
- *   these calls on the same thread, or that the communication thread
- *   runs), it returns VF_EDEADLK at once instead of deadlocking.
+ *   one rank, so what it calls is seen by that rank alone. Made from
+ *   inside an op of the engine anyway (vf_engine_in_op: its function, an
+ *   async op's start, a done callback, an op the communication thread
+ *   runs; vf_mpi_create included), each of them returns VF_EDEADLK at
+ *   once on the calling rank, having sent nothing and entered no
+ *   collective: the other ranks are not disturbed and never learn of it.
  * - Ops pushed with vf_mpi_push name distributed variables only (made by
  *   vf_mpi_var_create); plain vf_engine_push stays available for ops on
  * rank-local variables, which never cross ranks.
@@ -198,10 +200,11 @@ VF_API int vf_mpi_get(vf_engine *e, vf_var v, int rank, vf_error *err);
  * then every rank waits for all its ops, then the ranks agree on the
  * outcome. Returns 0 on every rank, or VF_EOPFAILED on every rank when an
  * op failed on any of them; `err` is then the failure of the lowest rank
- * that had one, the same on every rank. When a rank could not wait (its
- * engine is stopped with ops held: VF_ESTOPPED; called from inside an op:
- * VF_EDEADLK; its data flow was cut by an earlier error: VF_ESYSTEM), it
- * still joins the agreement, and every rank returns that rank's code (the
+ * that had one, the same on every rank. Called from inside an op:
+ * VF_EDEADLK at once on the calling rank, which joins no agreement (see
+ * "Rules of use"). When a rank could not wait (its engine is stopped with
+ * ops held: VF_ESTOPPED; its data flow was cut by an earlier error:
+ * VF_ESYSTEM), it still joins the agreement, and every rank returns that rank's code (the
  * detail names it), provided no other rank waits for a value it was to
  * send: such a rank waits until it is sent. The failures the other ranks'
  * local waits cleared meanwhile are not reported again. VF_ESYSTEM when an

@@ -11,7 +11,9 @@
  * - with help_on_wait, ops the thread in vf_engine_wait_all runs itself (the
  * one worker is blocked) get -1, and the wait returns once all have run;
  * - every vf_run getter is NULL-safe;
- * - vf_engine_type_of and vf_engine_num_workers match the configuration.
+ * - vf_engine_type_of and vf_engine_num_workers match the configuration;
+ * - vf_engine_in_op is true inside an op and its done callback, for that
+ *   engine only, and false outside them and for NULL.
  */
 #include "runner.h"
 
@@ -156,10 +158,10 @@ static int opener_op(vf_run *run, void *arg)
 TEST_CASE(help_on_wait)
 {
     tu_phase("help_on_wait");
-    vf_engine *e = tu_engine(&(tu_kind){
-        .name = "pooled",
-        .cfg = {.type = VF_ENGINE_POOLED, .cpu_workers = 1,
-                .help_on_wait = true}});
+    vf_engine *e = tu_engine(&(tu_kind){.name = "pooled",
+                                        .cfg = {.type = VF_ENGINE_POOLED,
+                                                .cpu_workers = 1,
+                                                .help_on_wait = true}});
     helped h;
     memset(&h, 0, sizeof h);
     tu_gate_init(&h.started);
@@ -186,6 +188,49 @@ TEST_CASE(help_on_wait)
     tu_finish_engine(e);
     tu_gate_destroy(&h.started);
     tu_gate_destroy(&h.gate);
+}
+
+typedef struct inside {
+    vf_engine *e, *other;
+    atomic_int in_fn, in_other, in_done;
+} inside;
+
+static int inside_fn(vf_run *run, void *arg)
+{
+    (void)run;
+    inside *in = arg;
+    atomic_store(&in->in_fn, vf_engine_in_op(in->e) ? 1 : 2);
+    atomic_store(&in->in_other, vf_engine_in_op(in->other) ? 1 : 2);
+    return 0;
+}
+
+static void inside_done(void *arg, int status)
+{
+    (void)status;
+    inside *in = arg;
+    atomic_store(&in->in_done, vf_engine_in_op(in->e) ? 1 : 2);
+}
+
+TEST_KIND_CASE(in_op, k)
+{
+    vf_engine *e = tu_engine(k), *other = tu_engine(k);
+    static inside in;
+    in.e = e;
+    in.other = other;
+    CHECK(!vf_engine_in_op(NULL));
+    CHECK(!vf_engine_in_op(e));
+    vf_var v = tu_var(e);
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = inside_fn,
+                                        .arg = &in,
+                                        .done = inside_done,
+                                        .writes = VF_VARS(v)}));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_EQ(atomic_load(&in.in_fn), 1);
+    CHECK_EQ(atomic_load(&in.in_other), 2);
+    CHECK_EQ(atomic_load(&in.in_done), 1);
+    CHECK(!vf_engine_in_op(e));
+    tu_finish_engine(other);
+    tu_finish_engine(e);
 }
 
 TEST_MAIN("test_run", 60)

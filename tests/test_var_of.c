@@ -5,6 +5,12 @@
  *   different addresses get different vars; each engine has its own table;
  * - vf_var_destroy of such a var drops the entry: the next call makes a
  *   new var, and the old handle stays refused (VF_ESTALE);
+ * - across vf_var_destroy an address keeps the serial order: a write
+ *   through the next vf_var_of runs after a slow write on the destroyed
+ *   var (it ran at the same time: 21 where the serial program gives 12),
+ *   with the engine running or stopped (the delete held), sees a fresh
+ *   var (no failure of the old one, version 0), and a random program that
+ *   destroys and looks up its addresses again computes the serial values;
  * - bad input: NULL engine, addr, out are VF_EINVAL with a detail;
  * - a random program whose ops name their dependences by address (the
  *   OpenMP way), every engine kind, computes the serial program's values;
@@ -146,6 +152,202 @@ TEST_KIND_CASE(random_program_matches_serial, k)
         }
         CHECK_OK(vf_engine_wait_all(e, NULL));
         for (int i = 0; i < NA; i++)
+            if (x[i] != ref[i]) {
+                CHECK_REPORT_("seed %llu: x[%d] is %llx, serial %llx",
+                              (unsigned long long)seed, i,
+                              (unsigned long long)x[i],
+                              (unsigned long long)ref[i]);
+                break;
+            }
+        tu_finish_engine(e);
+    }
+}
+
+/* --- order across destroy ------------------------------------------------ */
+
+/* cell = cell * 10 + d; the slow one first waits a little for `gate`,
+ * which the fast one opens: run at the same time, the fast digit lands
+ * first. */
+typedef struct digit {
+    long *cell;
+    int d;
+    tu_gate *gate;
+} digit;
+
+static int slow_digit(vf_run *run, void *arg)
+{
+    (void)run;
+    const digit *a = arg;
+    tu_gate_wait(a->gate, 0.001);
+    *a->cell = *a->cell * 10 + a->d;
+    return 0;
+}
+
+static int fast_digit(vf_run *run, void *arg)
+{
+    (void)run;
+    const digit *a = arg;
+    *a->cell = *a->cell * 10 + a->d;
+    tu_gate_open(a->gate);
+    return 0;
+}
+
+static int failing_digit(vf_run *run, void *arg)
+{
+    slow_digit(run, arg);
+    return VF_EINVAL;
+}
+
+static void push_digit(vf_engine *e, vf_var v, int (*fn)(vf_run *, void *),
+                       long *cell, int d, tu_gate *g)
+{
+    digit a = {cell, d, g};
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = fn,
+                                        .arg = &a,
+                                        .arg_size = sizeof a,
+                                        .writes = VF_VARS(v)}));
+}
+
+static void count_free(void *arg)
+{
+    (*(int *)arg)++;
+}
+
+static void check_version(vf_engine *e, vf_var v, uint64_t want)
+{
+    uint64_t got = ~(uint64_t)0;
+    CHECK_OK(vf_var_version(e, v, &got));
+    if (got != want)
+        CHECK_REPORT_("version %llu, a fresh var's would be %llu",
+                      (unsigned long long)got, (unsigned long long)want);
+}
+
+TEST_KIND_CASE(destroy_keeps_serial_order, k)
+{
+    vf_engine *e = tu_engine(k);
+    int x;
+    long cell;
+    tu_gate g;
+    long n = tu_scaled(150, 20);
+    for (long i = 0; i < n; i++) {
+        tu_gate_init(&g);
+        cell = 0;
+        vf_var a = var_of(e, &x);
+        push_digit(e, a, slow_digit, &cell, 1, &g);
+        CHECK_OK(vf_var_destroy(e, a, NULL, NULL));
+        vf_var b = var_of(e, &x);
+        CHECK(b.id != a.id); /* the old handle stays refused */
+        CHECK_ERR(vf_var_version(e, a, &(uint64_t){0}), VF_ESTALE);
+        push_digit(e, b, fast_digit, &cell, 2, &g);
+        CHECK_OK(vf_var_destroy(e, b, NULL, NULL));
+        vf_var c = var_of(e, &x);
+        push_digit(e, c, fast_digit, &cell, 3, &g);
+        CHECK_OK(vf_var_wait(e, c, NULL));
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        if (cell != 123) {
+            CHECK_REPORT_("round %ld: cell is %ld, the serial program's 123", i,
+                          cell);
+            break;
+        }
+        check_version(e, c, 1); /* one write since it was made */
+        tu_gate_destroy(&g);
+    }
+    tu_finish_engine(e);
+}
+
+TEST_KIND_CASE(destroy_leaves_no_failure, k)
+{
+    vf_engine *e = tu_engine(k);
+    int x;
+    long cell = 0;
+    tu_gate g;
+    tu_gate_init(&g);
+    vf_var a = var_of(e, &x);
+    push_digit(e, a, failing_digit, &cell, 1, &g);
+    CHECK_OK(vf_var_destroy(e, a, NULL, NULL));
+    vf_var b = var_of(e, &x);
+    push_digit(e, b, fast_digit, &cell, 2, &g);
+    CHECK_OK(vf_var_wait(e, b, NULL)); /* the old var's failure is gone */
+    CHECK_EQ(cell, 12);
+    check_version(e, b, 1);
+    CHECK_ERR(vf_engine_wait_all(e, NULL), VF_EOPFAILED); /* reported once */
+    tu_gate_destroy(&g);
+    tu_finish_engine(e);
+}
+
+TEST_KIND_CASE(destroy_while_stopped_keeps_order, k)
+{
+    vf_engine *e = tu_engine(k);
+    int x;
+    long cell = 0;
+    int freed = 0;
+    tu_gate g;
+    for (int round = 0; round < 20; round++) {
+        tu_gate_init(&g);
+        cell = 0;
+        CHECK_OK(vf_engine_stop(e));
+        vf_var a = var_of(e, &x);
+        push_digit(e, a, slow_digit, &cell, 1, &g);
+        CHECK_OK(vf_var_destroy(e, a, count_free, &freed));
+        vf_var b = var_of(e, &x); /* the delete is held */
+        push_digit(e, b, fast_digit, &cell, 2, &g);
+        CHECK_OK(vf_engine_start(e));
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        CHECK_EQ(cell, 12);
+        CHECK_EQ(freed, round + 1);
+        check_version(e, var_of(e, &x), 1);
+        CHECK_OK(vf_var_destroy(e, var_of(e, &x), NULL, NULL));
+        tu_gate_destroy(&g);
+    }
+    tu_finish_engine(e);
+}
+
+/* A random program by address that destroys its addresses' vars and looks
+ * them up again, some ops slow: the serial program's values. */
+static int slow_step_fn(vf_run *run, void *arg)
+{
+    tu_spin_us(20);
+    return step_fn(run, arg);
+}
+
+TEST_KIND_CASE(destroy_random_program_matches_serial, k)
+{
+    enum { N = 6 };
+    for (int round = 0; round < 3; round++) {
+        uint64_t seed = 900 + (uint64_t)round;
+        tu_rng r = tu_rng_make(seed);
+        vf_engine *e = tu_engine(k);
+        uint64_t x[N], ref[N];
+        for (int i = 0; i < N; i++)
+            x[i] = ref[i] = (uint64_t)i * 3 + 1;
+        long n = tu_scaled(4000, 400);
+        for (long j = 0; j < n; j++) {
+            int w = tu_below(&r, N);
+            if (tu_below(&r, 4) == 0) {
+                CHECK_OK(vf_var_destroy(e, var_of(e, &x[w]), NULL, NULL));
+                continue;
+            }
+            step s = {.w = &x[w], .nr = tu_below(&r, 3), .salt = tu_next(&r)};
+            step sr = s;
+            sr.w = &ref[w];
+            vf_var reads[2];
+            for (int i = 0; i < s.nr; i++) {
+                int a = tu_below(&r, N);
+                s.r[i] = &x[a];
+                sr.r[i] = &ref[a];
+                reads[i] = var_of(e, &x[a]);
+            }
+            bool slow = tu_below(&r, 8) == 0;
+            CHECK_OK(vf_engine_push(
+                e, &(vf_op){.fn = slow ? slow_step_fn : step_fn,
+                            .arg = &s,
+                            .arg_size = sizeof s,
+                            .reads = tu_list(reads, s.nr),
+                            .writes = VF_VARS(var_of(e, &x[w]))}));
+            step_apply(&sr);
+        }
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        for (int i = 0; i < N; i++)
             if (x[i] != ref[i]) {
                 CHECK_REPORT_("seed %llu: x[%d] is %llx, serial %llx",
                               (unsigned long long)seed, i,

@@ -76,6 +76,44 @@ static vf__addr_vars *table_of(vf_engine *e)
     return t;
 }
 
+/* An entry's value is its var's handle; vf_var_destroy marks it by
+ * zeroing the handle's engine-tag field (var.h), never 0 in a handle. */
+#define TAG_SHIFT (VF__VAR_INDEX_BITS + VF__VAR_GEN_BITS)
+
+static uint64_t marked(uint64_t id)
+{
+    return id & ((UINT64_C(1) << TAG_SHIFT) - 1);
+}
+
+static bool is_marked(uint64_t value)
+{
+    return (value >> TAG_SHIFT) == 0;
+}
+
+/* The address of var `id`, or 0 when vf_var_of did not make it. */
+static uint64_t key_of(vf__addr_vars *t, uint64_t id)
+{
+    stripe *r = stripe_of(t->rev, id);
+    pthread_mutex_lock(&r->lock);
+    const uint64_t *at = vf__hashmap_find(&r->map, id);
+    uint64_t key = at != NULL ? *at : 0;
+    pthread_mutex_unlock(&r->lock);
+    return key;
+}
+
+/* Drop `key`'s entry (var `id`, marked or not) and id's reverse entry;
+ * under the forward stripe `f`. */
+static void drop(vf__addr_vars *t, stripe *f, uint64_t key, uint64_t id)
+{
+    const uint64_t *at = vf__hashmap_find(&f->map, key);
+    if (at != NULL && (*at == id || *at == marked(id)))
+        vf__hashmap_remove(&f->map, key);
+    stripe *r = stripe_of(t->rev, id);
+    pthread_mutex_lock(&r->lock);
+    vf__hashmap_remove(&r->map, id);
+    pthread_mutex_unlock(&r->lock);
+}
+
 /* A new var for `key`, in both maps; under the forward stripe `f`. */
 static int insert(vf_engine *e, vf__addr_vars *t, stripe *f, uint64_t key,
                   vf_var *out)
@@ -101,6 +139,87 @@ static int insert(vf_engine *e, vf__addr_vars *t, stripe *f, uint64_t key,
     return 0;
 }
 
+/* Room in the reverse stripe of the handle slot `v` gets when revived. */
+static int reserve_revived(vf_engine *e, vf__addr_vars *t, vf__var *v,
+                           uint32_t gen)
+{
+    uint32_t next = (gen + 1) & ((1u << VF__VAR_GEN_BITS) - 1);
+    stripe *r = stripe_of(t->rev, vf__var_handle(&e->vars, v, next).id);
+    pthread_mutex_lock(&r->lock);
+    int rc = vf__hashmap_reserve(&r->map, r->map.count + 1);
+    pthread_mutex_unlock(&r->lock);
+    return rc != 0 ? vf__fail(VF_ENOMEM, "vf_var_of: out of memory") : 0;
+}
+
+/* The var `h`, destroyed, is back in use as `now`: its reverse entry
+ * follows (room reserved). */
+static void rekey(vf__addr_vars *t, uint64_t key, vf_var h, vf_var now)
+{
+    stripe *r = stripe_of(t->rev, h.id);
+    pthread_mutex_lock(&r->lock);
+    vf__hashmap_remove(&r->map, h.id);
+    pthread_mutex_unlock(&r->lock);
+    r = stripe_of(t->rev, now.id);
+    pthread_mutex_lock(&r->lock);
+    int rc = vf__hashmap_put(&r->map, now.id, key, NULL);
+    pthread_mutex_unlock(&r->lock);
+    VF__ASSERT(rc == 0);
+}
+
+/* What vf_var_of does under the forward stripe `f` with `key`'s entry
+ * marked (its var `h` destroyed): revive the slot when its delete is
+ * queued; VF__HELD when the delete is held (the caller goes on without
+ * the lock). */
+#define VF__HELD 1
+static int revive(vf_engine *e, vf__addr_vars *t, stripe *f, uint64_t key,
+                  vf_var h, vf_var *out)
+{
+    vf__var *v;
+    uint32_t gen = vf__var_handle_gen(h);
+    if (vf__var_lookup(&e->vars, h, &v) != 0) {
+        drop(t, f, key, h.id); /* cannot happen: the free drops it */
+        return insert(e, t, f, key, out);
+    }
+    int rc = reserve_revived(e, t, v, gen);
+    if (rc != 0)
+        return rc;
+    vf_var now;
+    rc = vf__var_revive(&e->vars, v, gen, &now);
+    if (rc == 1)
+        return VF__HELD;
+    if (rc != 0) {
+        drop(t, f, key, h.id);
+        return insert(e, t, f, key, out);
+    }
+    rekey(t, key, h, now);
+    *vf__hashmap_find(&f->map, key) = now.id; /* the entry is there */
+    *out = now;
+    return 0;
+}
+
+/* vf_var_of of a var whose delete a stopped engine holds: once the held
+ * delete keeps the var, the handle stays as it is (the caller holds no
+ * lock). */
+static int revive_held(vf_engine *e, vf__addr_vars *t, uint64_t key, vf_var h,
+                       bool last_try)
+{
+    vf__var *v;
+    if (vf__var_lookup(&e->vars, h, &v) != 0)
+        return 1; /* look again */
+    int rc = vf__var_revive_held(e, v, vf__var_handle_gen(h));
+    if (rc < 0 || (rc == 1 && !last_try))
+        return rc;
+    if (rc != 2) {
+        stripe *f = stripe_of(t->fwd, key);
+        pthread_mutex_lock(&f->lock);
+        uint64_t *at = vf__hashmap_find(&f->map, key);
+        if (at != NULL && *at == marked(h.id))
+            *at = h.id;
+        pthread_mutex_unlock(&f->lock);
+    }
+    return 0;
+}
+
 VF_API int vf_var_of(vf_engine *e, const void *addr, vf_var *out)
 {
     static const char who[] = "vf_var_of";
@@ -115,15 +234,28 @@ VF_API int vf_var_of(vf_engine *e, const void *addr, vf_var *out)
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     uint64_t key = (uint64_t)(uintptr_t)addr;
     stripe *f = stripe_of(t->fwd, key);
-    pthread_mutex_lock(&f->lock);
-    const uint64_t *id = vf__hashmap_find(&f->map, key);
-    int rc = 0;
-    if (VF__LIKELY(id != NULL))
-        out->id = *id;
-    else
-        rc = insert(e, t, f, key, out);
-    pthread_mutex_unlock(&f->lock);
-    return rc;
+    for (int tries = 0;; tries++) {
+        pthread_mutex_lock(&f->lock);
+        const uint64_t *id = vf__hashmap_find(&f->map, key);
+        int rc = 0;
+        vf_var h = {0};
+        if (VF__LIKELY(id != NULL && !is_marked(*id)))
+            out->id = *id;
+        else if (id == NULL)
+            rc = insert(e, t, f, key, out);
+        else {
+            h.id = *id | (uint64_t)e->vars.tag << TAG_SHIFT;
+            rc = revive(e, t, f, key, h, out);
+        }
+        pthread_mutex_unlock(&f->lock);
+        if (VF__LIKELY(rc != VF__HELD))
+            return rc;
+        if ((rc = revive_held(e, t, key, h, tries > 0)) <= 0) {
+            if (rc == 0)
+                *out = h;
+            return rc;
+        }
+    }
 }
 
 void vf__addr_vars_fork_lock(vf_engine *e, bool lock)
@@ -146,27 +278,38 @@ void vf__addr_vars_fork_lock(vf_engine *e, bool lock)
     }
 }
 
-void vf__addr_vars_forget(vf_engine *e, vf_var v)
+void vf__addr_vars_destroyed(vf_engine *e, vf_var v)
 {
     vf__addr_vars *t = atomic_load_explicit(&e->addr_vars,
                                             memory_order_acquire);
     if (t == NULL)
         return;
-    stripe *r = stripe_of(t->rev, v.id);
-    pthread_mutex_lock(&r->lock);
-    const uint64_t *at = vf__hashmap_find(&r->map, v.id);
-    uint64_t key = at != NULL ? *at : 0;
-    pthread_mutex_unlock(&r->lock);
+    uint64_t key = key_of(t, v.id);
     if (key == 0)
-        return; /* not made by vf_var_of */
-    /* Forward first (the lock order), then the reverse entry again. */
+        return; /* not made by vf_var_of, or its delete already ran */
     stripe *f = stripe_of(t->fwd, key);
     pthread_mutex_lock(&f->lock);
-    const uint64_t *id = vf__hashmap_find(&f->map, key);
-    if (id != NULL && *id == v.id)
-        vf__hashmap_remove(&f->map, key);
-    pthread_mutex_lock(&r->lock);
-    vf__hashmap_remove(&r->map, v.id);
-    pthread_mutex_unlock(&r->lock);
+    uint64_t *at = vf__hashmap_find(&f->map, key);
+    if (at != NULL && *at == v.id)
+        *at = marked(v.id);
     pthread_mutex_unlock(&f->lock);
+}
+
+bool vf__addr_vars_free_slot(vf_engine *e, vf__var *v, uint32_t gen)
+{
+    vf__addr_vars *t = atomic_load_explicit(&e->addr_vars,
+                                            memory_order_acquire);
+    if (t == NULL)
+        return false;
+    uint64_t id = vf__var_handle(&e->vars, v, gen).id;
+    uint64_t key = key_of(t, id);
+    if (key == 0)
+        return false;
+    /* Under the forward stripe, as vf_var_of's revival: one of the two. */
+    stripe *f = stripe_of(t->fwd, key);
+    pthread_mutex_lock(&f->lock);
+    if (vf__var_free_slot(&e->vars, v, gen))
+        drop(t, f, key, id);
+    pthread_mutex_unlock(&f->lock);
+    return true;
 }

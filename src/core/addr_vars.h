@@ -15,23 +15,52 @@
  * (never the other way round); vf_var_create runs under a forward stripe
  * (it takes the var table's lock: that one is never held while taking a
  * stripe). No user code runs under either.
- * Lifetime: an entry lives until the engine is destroyed or the var is
- * destroyed (vf_var_destroy; then the next vf_var_of of the address makes
- * a new var). An address whose memory is freed and used again for other
- * data keeps its var: ops on the new data are ordered after ops on the old
- * (extra order, never a wrong result), as with OpenMP's depend clauses.
+ * Lifetime: an entry lives until the engine is destroyed or the var's
+ * delete has run. Across vf_var_destroy the address keeps the serial
+ * order: vf_var_destroy marks the entry (the value's engine-tag field
+ * zeroed: a live handle's tag is never 0), and a vf_var_of that finds the
+ * mark revives the slot (vf__var_revive) under a new handle, live again,
+ * so that what is pushed with it queues on the same var behind the
+ * delete, after every op of the destroyed var. The delete then leaves the
+ * slot alone. A delete that finishes with no revival frees the slot and
+ * drops the entry, under the entry's forward stripe: revival and free are
+ * decided under that lock and the var's, so exactly one of them happens,
+ * and the next vf_var_of makes a fresh var only once nothing of the old
+ * one is pending. A delete held by a stopped engine is not queued yet:
+ * vf_var_of turns it into one that keeps the var (vf__var_revive_held)
+ * and returns the same handle.
+ * An address whose memory is freed and used again for other data keeps
+ * its var: ops on the new data are ordered after ops on the old (extra
+ * order, never a wrong result), as with OpenMP's depend clauses.
  */
 #ifndef VF_ADDR_VARS_H
 #define VF_ADDR_VARS_H
 
 #include "base/common.h"
+#include "core/var.h"
 
 typedef struct vf__addr_vars vf__addr_vars;
 
-/* Drop the var `id`'s entry, if vf_var_of made it (after its delete was
- * pushed). Takes stripe locks; a no-op for an engine that never called
+/* After vf_var_destroy(v) pushed (or held) v's delete: mark v's entry, if
+ * vf_var_of made v, so that the next vf_var_of of the address revives
+ * it. Takes stripe locks; a no-op for an engine that never called
  * vf_var_of. */
-void vf__addr_vars_forget(vf_engine *e, vf_var v);
+void vf__addr_vars_destroyed(vf_engine *e, vf_var v);
+
+/* The delete of slot `v` (pushed with generation `gen`) finished: when v
+ * is an address's var, free the slot (vf__var_free_slot) and drop the
+ * entry, unless vf_var_of revived it, and return true; false when v is
+ * not one of the table's vars at that generation (the caller frees it).
+ * Called on the finishing thread; takes stripe locks, holds nothing. */
+bool vf__addr_vars_free_slot(vf_engine *e, vf__var *v, uint32_t gen);
+
+/* var_api.c: vf_var_of found the mark on a var whose delete is held by a
+ * stopped engine (not queued): make the last held delete of `v` one that
+ * leaves the var live (0); or 1 when a start is pushing the held ops (it
+ * waited for the start to end: look again), 2 when the caller is inside
+ * that start (the delete is still to come: return the var as it is).
+ * VF_ENOMEM. The caller holds no stripe lock. */
+int vf__var_revive_held(vf_engine *e, vf__var *v, uint32_t gen);
 
 /* Lock (before a fork) or unlock (after it, in parent and child) every
  * stripe of the engine's table, forward ones first, so no thread holds one

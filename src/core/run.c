@@ -77,3 +77,8 @@ VF_API const char *vf_run_name(const vf_run *run)
 {
     return run ? run->name : "";
 }
+
+VF_API bool vf_engine_in_op(const vf_engine *e)
+{
+    return e != NULL && vf__thread_in_engine(e);
+}

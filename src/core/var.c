@@ -43,8 +43,7 @@ static void make_ready(vf__op *op, const vf__op *from, vf__readylist *ready)
     }
 }
 
-void vf__var_complete_read(vf__var *v, const vf__op *from,
-                           vf__readylist *ready)
+void vf__var_complete_read(vf__var *v, const vf__op *from, vf__readylist *ready)
 {
     vf__op *write_op = NULL;
     vf__spin_lock(&v->lock);
@@ -113,9 +112,9 @@ void vf__var_complete_write(vf__var *v, const vf__op *from,
 static vf_var make_handle(const vf__var_table *t, const vf__var *v)
 {
     uint64_t gen = atomic_load_explicit(&v->gen, memory_order_relaxed);
-    return (vf_var){.id = ((uint64_t)t->tag << (VF__VAR_INDEX_BITS +
-                                                VF__VAR_GEN_BITS)) |
-                          (gen << VF__VAR_INDEX_BITS) | v->index};
+    return (vf_var){
+        .id = ((uint64_t)t->tag << (VF__VAR_INDEX_BITS + VF__VAR_GEN_BITS)) |
+              (gen << VF__VAR_INDEX_BITS) | v->index};
 }
 
 int vf__var_table_init(vf__var_table *t, uint16_t tag)
@@ -167,8 +166,8 @@ void vf__var_table_destroy(vf__var_table *t)
         for (unsigned i = 0; i < VF__VAR_CHUNK; i++) {
             vf__var *v = &chunk[i];
             VF__ASSERT(v->state == VF__VAR_FREE || v->head == NULL);
-            vf__failure_unref(atomic_load_explicit(&v->failure,
-                                                   memory_order_relaxed));
+            vf__failure_unref(
+                atomic_load_explicit(&v->failure, memory_order_relaxed));
         }
         free(chunk);
     }
@@ -247,16 +246,32 @@ int vf__var_lookup(vf__var_table *t, vf_var h, vf__var **out)
     return 0;
 }
 
-void vf__var_free_slot(vf__var_table *t, vf__var *v)
+static uint32_t next_gen(const vf__var *v)
+{
+    uint32_t gen = atomic_load_explicit(&v->gen, memory_order_relaxed);
+    return (gen + 1) & ((1u << VF__VAR_GEN_BITS) - 1);
+}
+
+vf_var vf__var_handle(const vf__var_table *t, const vf__var *v, uint32_t gen)
+{
+    return (vf_var){
+        .id = ((uint64_t)t->tag << (VF__VAR_INDEX_BITS + VF__VAR_GEN_BITS)) |
+              ((uint64_t)gen << VF__VAR_INDEX_BITS) | v->index};
+}
+
+bool vf__var_free_slot(vf__var_table *t, vf__var *v, uint32_t gen)
 {
     vf__spin_lock(&v->lock);
-    VF__ASSERT(v->state == VF__VAR_DELETING && v->head == NULL &&
-               v->nreaders == 0);
+    if (v->state != VF__VAR_DELETING ||
+        atomic_load_explicit(&v->gen, memory_order_relaxed) != gen) {
+        vf__spin_unlock(&v->lock); /* revived, or deleted again since */
+        return false;
+    }
+    /* Nothing can queue behind the last delete of a generation. */
+    VF__ASSERT(v->head == NULL && v->nreaders == 0);
     v->state = VF__VAR_FREE;
     atomic_store_explicit(&v->watched, false, memory_order_relaxed);
-    uint32_t gen = atomic_load_explicit(&v->gen, memory_order_relaxed);
-    atomic_store_explicit(&v->gen, (gen + 1) & ((1u << VF__VAR_GEN_BITS) - 1),
-                          memory_order_relaxed);
+    atomic_store_explicit(&v->gen, next_gen(v), memory_order_relaxed);
     vf__failure *f = atomic_exchange_explicit(&v->failure, NULL,
                                               memory_order_acq_rel);
     vf__spin_unlock(&v->lock);
@@ -266,4 +281,25 @@ void vf__var_free_slot(vf__var_table *t, vf__var *v)
     v->next_free = t->free_head;
     t->free_head = v;
     pthread_mutex_unlock(&t->lock);
+    return true;
+}
+
+int vf__var_revive(vf__var_table *t, vf__var *v, uint32_t gen, vf_var *out)
+{
+    int rc = VF_ESTALE;
+    vf__spin_lock(&v->lock);
+    if (atomic_load_explicit(&v->gen, memory_order_relaxed) == gen) {
+        if (v->state == VF__VAR_LIVE) {
+            rc = 1; /* its delete is held, not queued yet */
+        } else if (v->state == VF__VAR_DELETING) {
+            /* A new generation: the old handle stays refused, and the
+             * delete (pushed with the old one) no longer frees the slot. */
+            atomic_store_explicit(&v->gen, next_gen(v), memory_order_relaxed);
+            v->state = VF__VAR_LIVE;
+            *out = make_handle(t, v);
+            rc = 0;
+        }
+    }
+    vf__spin_unlock(&v->lock);
+    return rc;
 }

@@ -65,7 +65,7 @@ struct vf__var {
     int32_t nreaders; /* lock: running reads, or VF__WRITE_RUNNING */
     vf__dep *head;    /* lock: the oldest place queued (a write), or NULL */
     vf__dep *tail;    /* lock: the newest place queued, or NULL */
-    uint8_t state;             /* lock (and the table lock when freeing) */
+    uint8_t state;    /* lock (and the table lock when freeing) */
     /* Written only by a write finishing (it holds the var exclusively);
      * read by ops that hold the var. Release/acquire so a reader sees the
      * record's contents. */
@@ -93,9 +93,9 @@ struct vf__var {
 typedef struct vf__var_table {
     pthread_mutex_t lock; /* guards nslots, free list, chunk creation */
     uint16_t tag;
-    uint32_t nslots;                                 /* lock */
-    vf__var *free_head;                              /* lock */
-    _Atomic(vf__var *) chunks[VF__VAR_MAX_CHUNKS];   /* acquire/release */
+    uint32_t nslots;                               /* lock */
+    vf__var *free_head;                            /* lock */
+    _Atomic(vf__var *) chunks[VF__VAR_MAX_CHUNKS]; /* acquire/release */
 } vf__var_table;
 
 int vf__var_table_init(vf__var_table *t, uint16_t tag);
@@ -135,8 +135,24 @@ static inline uint32_t vf__var_handle_gen(vf_var h)
            ((1u << VF__VAR_GEN_BITS) - 1);
 }
 
-/* Return a var's slot to the table once its delete op has finished. */
-void vf__var_free_slot(vf__var_table *t, vf__var *v);
+/* The handle of slot `v` at generation `gen`. */
+vf_var vf__var_handle(const vf__var_table *t, const vf__var *v, uint32_t gen);
+
+/* Return a var's slot to the table once its delete op (pushed with the
+ * handle generation `gen`) has finished: true when it went back. False
+ * when the slot is no longer that deleting var: vf_var_of revived it
+ * (vf__var_revive) for ops pushed after the delete, or another delete of
+ * it is still to finish (addr_vars.h). */
+bool vf__var_free_slot(vf__var_table *t, vf__var *v, uint32_t gen);
+
+/* vf_var_of of an address whose var `v` (handle generation `gen`) was
+ * destroyed: when its delete is queued (VF__VAR_DELETING), the slot lives
+ * on under a new generation, live again, and *out is its new handle (the
+ * old one stays refused): ops pushed with it queue after the delete, so
+ * after every op of the destroyed var. 0 then; 1 when the var is live
+ * with that generation (its delete is held by a stopped engine, not yet
+ * queued); VF_ESTALE when the slot is no longer that var. */
+int vf__var_revive(vf__var_table *t, vf__var *v, uint32_t gen, vf_var *out);
 
 /*
  * Queue operations. Append needs the var's lock held and the op's place
@@ -147,8 +163,8 @@ void vf__var_free_slot(vf__var_table *t, vf__var *v);
 bool vf__var_append(vf__var *v, vf__dep *d);
 
 /* Release a read / the head write held by the finishing op `from` (take the
- * lock themselves). Ops this makes ready are added to `ready`. A write passes on
- * `failure` (may be NULL) to the var and, when `ran`, bumps its version. */
+ * lock themselves). Ops this makes ready are added to `ready`. A write passes
+ * on `failure` (may be NULL) to the var and, when `ran`, bumps its version. */
 void vf__var_complete_read(vf__var *v, const vf__op *from,
                            vf__readylist *ready);
 void vf__var_complete_write(vf__var *v, const vf__op *from,

@@ -12,8 +12,7 @@ static int var_check_engine(vf_engine *e, const char *who)
         return vf__fail(VF_EINVAL, "%s: not an engine (NULL or destroyed)",
                         who);
     if (atomic_load(&e->state) != VF__RUNNING && vf__current_op_engine() != e)
-        return vf__fail(VF_ESHUTDOWN, "%s: the engine is being destroyed",
-                        who);
+        return vf__fail(VF_ESHUTDOWN, "%s: the engine is being destroyed", who);
     return 0;
 }
 
@@ -48,11 +47,18 @@ static int already_deleted(const char *who, vf_var h)
 }
 
 /* A delete's body: never skipped, the resource must be freed whatever
- * happened. */
+ * happened. It holds its var alone: what it leaves is a fresh var's (no
+ * failure, version 0), which is what ops see when vf_var_of revived the
+ * slot for them (addr_vars.h); a var whose slot goes back loses both
+ * anyway. */
 static bool run_delete(vf__op *op, int worker, bool shutdown)
 {
     (void)worker;
     (void)shutdown; /* frees even then */
+    vf__var *v = vf__dep_var(&op->deps[0]);
+    vf__failure_unref(
+        atomic_exchange_explicit(&v->failure, NULL, memory_order_acq_rel));
+    atomic_store_explicit(&v->version, 0, memory_order_relaxed);
     vf__op *outer = vf__running_op;
     vf__running_op = op;
     if (op->free_fn)
@@ -61,10 +67,15 @@ static bool run_delete(vf__op *op, int worker, bool shutdown)
     return true;
 }
 
-/* Its var's slot goes back once every op before it has finished. */
+/* Its var's slot goes back once every op before it has finished, unless
+ * vf_var_of revived it meanwhile (then the slot lives on). */
 static void delete_finished(vf__op *op)
 {
-    vf__var_free_slot(&vf__op_engine(op)->vars, vf__dep_var(&op->deps[0]));
+    vf_engine *e = vf__op_engine(op);
+    vf__var *v = vf__dep_var(&op->deps[0]);
+    uint32_t gen = (uint32_t)op->deps[0].gen;
+    if (!vf__addr_vars_free_slot(e, v, gen))
+        vf__var_free_slot(&e->vars, v, gen);
 }
 
 /* Held while stopped and never pushed: the free callback still runs. */
@@ -75,13 +86,68 @@ static void delete_dropped(vf_engine *e, vf__op *op, int rc)
     vf__engine_drop_op(e, op, rc);
 }
 
-/* vf_var_destroy's op: writes the var, then frees its slot. */
+/* vf_var_destroy's op: writes the var, then frees its slot. It sets no
+ * version: run_delete leaves the var at 0. */
 const vf__op_kind vf__kind_delete = {.name = "delete",
                                      .run = run_delete,
                                      .finished = delete_finished,
                                      .dropped = delete_dropped,
-                                     .flags = VF__KIND_HELD | VF__KIND_BUMPS |
-                                              VF__KIND_DELETES};
+                                     .flags = VF__KIND_HELD | VF__KIND_DELETES};
+
+/* A held delete that vf_var_of revived its var for, before the engine
+ * started again (vf__var_revive_held): it runs as a delete, but leaves the
+ * var live with its handle, for the ops held after it. */
+static const vf__op_kind kind_delete_kept = {.name = "delete",
+                                             .run = run_delete,
+                                             .dropped = delete_dropped,
+                                             .flags = VF__KIND_HELD};
+
+static const vf__opdef *delete_def(vf_engine *e, const vf__op_kind *kind)
+{
+    return vf__defs_share(&e->defs,
+                          &(vf__opdef){.engine = e,
+                                       .kind = kind,
+                                       .property = VF_PROP_DELETE_VAR,
+                                       .pool = e->cpu_pool,
+                                       .inline_run = e->cpu_pool == NULL});
+}
+
+/* The last held delete of `v` (generation `gen`), or NULL. Under
+ * life.lock: the held ops are lifecycle.c's, read here alone. */
+static vf__op *last_held_delete(vf_engine *e, const vf__var *v, uint32_t gen)
+{
+    vf__op *found = NULL;
+    for (vf__op *op = e->life.held_head; op != NULL; op = op->next) {
+        const vf__op_kind *k = op->def->kind;
+        if ((k == &vf__kind_delete || k == &kind_delete_kept) &&
+            vf__dep_var(&op->deps[0]) == v && (uint32_t)op->deps[0].gen == gen)
+            found = op;
+    }
+    return found;
+}
+
+int vf__var_revive_held(vf_engine *e, vf__var *v, uint32_t gen)
+{
+    const vf__opdef *kept = delete_def(e, &kind_delete_kept);
+    if (kept == NULL)
+        return vf__fail(VF_ENOMEM, "vf_var_of: out of memory");
+    pthread_mutex_lock(&e->life.lock);
+    vf__op *op = last_held_delete(e, v, gen);
+    if (op != NULL)
+        op->def = kept; /* not queued yet: no other thread reads it */
+    pthread_mutex_unlock(&e->life.lock);
+    if (op != NULL)
+        return 0;
+    /* A start took it off the held list and is pushing the held ops: from
+     * one of them (a naive engine runs them inline) the delete is still
+     * to come; from elsewhere, wait until the start is through (it holds
+     * op_lock while it pushes them). */
+    if (vf__engine_releasing_held(e) || vf__current_op_engine() == e)
+        return 2;
+    pthread_mutex_lock(&e->life.op_lock);
+    pthread_mutex_unlock(&e->life.op_lock);
+    return 1;
+}
 
 VF_API int vf_var_destroy(vf_engine *e, vf_var h, void (*free_fn)(void *),
                           void *free_arg)
@@ -95,12 +161,7 @@ VF_API int vf_var_destroy(vf_engine *e, vf_var h, void (*free_fn)(void *),
         return rc == VF_ESTALE ? already_deleted(who, h)
                                : lookup_failed(who, h, rc);
     vf__bulk_flush_all(e); /* a batch may name the var (bulk.h) */
-    const vf__opdef *def = vf__defs_share(
-        &e->defs, &(vf__opdef){.engine = e,
-                               .kind = &vf__kind_delete,
-                               .property = VF_PROP_DELETE_VAR,
-                               .pool = e->cpu_pool,
-                               .inline_run = e->cpu_pool == NULL});
+    const vf__opdef *def = delete_def(e, &vf__kind_delete);
     vf__op *op = def != NULL ? vf__op_alloc(1) : NULL;
     if (op == NULL)
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
@@ -123,7 +184,7 @@ VF_API int vf_var_destroy(vf_engine *e, vf_var h, void (*free_fn)(void *),
          * this call, or by another thread since the lookup). */
         return rc == VF_ESTALE ? already_deleted(who, h) : rc;
     }
-    vf__addr_vars_forget(e, h); /* made by vf_var_of: the next is new */
+    vf__addr_vars_destroyed(e, h); /* made by vf_var_of: see addr_vars.h */
     return 0;
 }
 

@@ -59,6 +59,21 @@ void vf__mpi_error_text(int mpi_rc, char *out, size_t size)
 /* The context whose lock this thread holds, inside a call in sequence. */
 static _Thread_local const vf__mpi *lock_held;
 
+/* From inside an op of `e`: an op runs on one rank, so no other rank
+ * makes the call; refused before anything is sent, locked or joined, so
+ * that the other ranks go on undisturbed. */
+static int in_op(vf_engine *e, const char *caller)
+{
+    if (!vf_engine_in_op(e))
+        return 0;
+    return vf__mpi_error(VF_EDEADLK,
+                         "%s: called from inside an op (an op runs on one "
+                         "rank, and the calls in sequence are every rank's "
+                         "program's, never an op's); nothing was done and "
+                         "no other rank was involved",
+                         caller);
+}
+
 int vf__mpi_check_thread(const vf__mpi *ctx, const char *caller)
 {
     if (lock_held == ctx)
@@ -74,7 +89,7 @@ int vf__mpi_check_thread(const vf__mpi *ctx, const char *caller)
                              "thread runs (the calls in sequence are the "
                              "program's, never an op's)",
                              caller);
-    return 0;
+    return in_op(ctx->engine, caller);
 }
 
 int vf__mpi_enter(vf__mpi *ctx, const char *caller)
@@ -238,6 +253,9 @@ VF_API int vf_mpi_create(vf_engine *e, MPI_Comm comm)
     if (comm == MPI_COMM_NULL)
         return vf__mpi_error(VF_EINVAL, "vf_mpi_create: comm is "
                                         "MPI_COMM_NULL");
+    int rc = in_op(e, "vf_mpi_create");
+    if (rc != 0)
+        return rc;
     if (vf_engine_type_of(e) == VF_ENGINE_NAIVE)
         return vf__mpi_error(VF_ENOTSUP,
                              "vf_mpi_create: the naive engine runs each op "
@@ -255,7 +273,7 @@ VF_API int vf_mpi_create(vf_engine *e, MPI_Comm comm)
     pthread_mutex_init(&ctx->qlock, NULL);
     pthread_cond_init(&ctx->qcond, NULL);
     pthread_cond_init(&ctx->agreed, NULL);
-    int rc = registry_add(ctx);
+    rc = registry_add(ctx);
     if (rc != 0) {
         ctx_free(ctx);
         return rc;
@@ -305,10 +323,10 @@ VF_API int vf_mpi_destroy(vf_engine *e, vf_error *err)
         return rc; /* it would wait for, or join, its own thread */
     bool refused;
     rc = vf__mpi_wait(ctx, err, &refused);
-    /* Some rank could not wait (from inside an op, a stopped engine, a
-     * cut data flow): its ops may still need the communication thread
-     * and the records, and the ranks must stay in step, so every rank
-     * stays attached (they all know: the wait agreed on it). */
+    /* Some rank could not wait (a stopped engine, a cut data flow): its ops may
+     * still need the communication thread and the records, and the ranks must
+     * stay in step, so every rank stays attached (they all know: the wait
+     * agreed on it). */
     if (refused)
         return vf__mpi_error(rc,
                              "vf_mpi_destroy: %s; the engine stays "

@@ -435,9 +435,10 @@ VF_API int vf_mpi_get(vf_engine *e, vf_var v, int rank, vf_error *err)
 int vf__mpi_wait(vf__mpi *ctx, vf_error *err, bool *refused)
 {
     *refused = false;
-    /* From an op on the communication thread, or inside another call of
-     * ours on this thread, this rank cannot even join the agreement: say
-     * so at once (the other ranks are not told; see varflow_mpi.h). */
+    /* From inside an op (on a worker, on the communication thread, or
+     * inside another call of ours on this thread): no other rank makes
+     * this call, so this rank joins no agreement; it says so at once and
+     * the other ranks are not disturbed (varflow_mpi.h). */
     int rc = vf__mpi_enter(ctx, "vf_mpi_wait_all");
     if (rc != 0)
         return rc;
@@ -449,9 +450,9 @@ int vf__mpi_wait(vf__mpi *ctx, vf_error *err, bool *refused)
     memset(&mine, 0, sizeof mine);
     if (rc == 0)
         rc = vf_engine_wait_all(ctx->engine, &mine);
-    /* A rank that could not wait (a cut data flow, a stopped engine, a
-     * call from inside an op) still joins the agreement, or the others
-     * would wait for it forever; every rank then returns its code. */
+    /* A rank that could not wait (a cut data flow, a stopped engine)
+     * still joins the agreement, or the others would wait for it forever;
+     * every rank then returns its code. */
     vf__mpi_agree a;
     memset(&a, 0, sizeof a);
     a.kind = VF__MPI_AGREE_FAILURE;

@@ -166,6 +166,11 @@ VF_API int vf_mpi_vars_create(vf_engine *e, vf_var *out, int count,
     vf__mpi *ctx = vf__mpi_of(e, "vf_mpi_vars_create");
     if (ctx == NULL)
         return VF_EINVAL;
+    /* From inside an op: refused before the arguments, which may differ
+     * (an op's ptr on one rank), so that the answer is the same anywhere. */
+    int rc = vf__mpi_check_thread(ctx, "vf_mpi_vars_create");
+    if (rc != 0)
+        return rc;
     if (out == NULL || count < 0 || (count > 0 && map == NULL))
         return vf__mpi_error(VF_EINVAL, "vf_mpi_vars_create: %s",
                              out == NULL ? "out is NULL"
@@ -173,9 +178,9 @@ VF_API int vf_mpi_vars_create(vf_engine *e, vf_var *out, int count,
                                          : "map is NULL");
     int *owners = malloc(sizeof *owners * (size_t)(count ? count : 1));
     vf__mpi_var **made = calloc((size_t)(count ? count : 1), sizeof *made);
-    int rc = owners && made ? 0
-                            : vf__mpi_error(VF_ENOMEM, "vf_mpi_vars_create: "
-                                                       "out of memory");
+    rc = owners && made ? 0
+                        : vf__mpi_error(VF_ENOMEM, "vf_mpi_vars_create: "
+                                                   "out of memory");
     for (int i = 0; rc == 0 && i < count; i++) {
         owners[i] = map(i, map_arg);
         rc = check_new(ctx, "vf_mpi_vars_create", size, owners[i],
@@ -232,6 +237,12 @@ static int single_owner(int index, void *arg)
 VF_API int vf_mpi_var_create(vf_engine *e, vf_var *out, void *ptr, size_t size,
                              int owner)
 {
+    vf__mpi *ctx = vf__mpi_of(e, "vf_mpi_var_create");
+    if (ctx == NULL)
+        return VF_EINVAL;
+    int rc = vf__mpi_check_thread(ctx, "vf_mpi_var_create");
+    if (rc != 0)
+        return rc; /* with this call's name */
     return vf_mpi_vars_create(e, out, 1, &ptr, size, single_owner, &owner);
 }
 

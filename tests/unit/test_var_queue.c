@@ -356,14 +356,15 @@ TEST_CASE(handle_table)
     check_idle(v1, 0);
 
     CHECK_ERR(vf__var_lookup(&t, (vf_var){0}, &v), VF_EINVAL);
-    vf_var foreign = {h1.id ^ ((uint64_t)(7 ^ 8)
-                                << (VF__VAR_INDEX_BITS + VF__VAR_GEN_BITS))};
+    vf_var foreign = {
+        h1.id ^ ((uint64_t)(7 ^ 8) << (VF__VAR_INDEX_BITS + VF__VAR_GEN_BITS))};
     CHECK_ERR(vf__var_lookup(&t, foreign, &v), VF_EXDEV);
 
     vf__spin_lock(&v1->lock);
     v1->state = VF__VAR_DELETING; /* as a delete op leaves it */
     vf__spin_unlock(&v1->lock);
-    vf__var_free_slot(&t, v1);
+    CHECK(vf__var_free_slot(&t, v1, vf__var_handle_gen(h1)));
+    CHECK(!vf__var_free_slot(&t, v1, vf__var_handle_gen(h1))); /* once */
     CHECK_ERR(vf__var_lookup(&t, h1, &v), VF_ESTALE);
     CHECK_OK(vf__var_create(&t, &h3)); /* the freed slot, a new generation */
     CHECK_OK(vf__var_lookup(&t, h3, &v));
@@ -371,6 +372,24 @@ TEST_CASE(handle_table)
     CHECK(h3.id != h1.id);
     CHECK_ERR(vf__var_lookup(&t, h1, &v), VF_ESTALE);
     CHECK(!vf__var_usable(v1, vf__var_handle_gen(h1)));
+
+    /* vf_var_of's revival (addr_vars.h): a live var is not revived; a
+     * deleting one lives on under a new handle, and its delete (pushed
+     * with the old one) no longer frees the slot. */
+    vf_var h4 = {0};
+    uint32_t g3 = vf__var_handle_gen(h3);
+    CHECK_EQ(vf__var_revive(&t, v1, g3, &h4), 1);
+    vf__spin_lock(&v1->lock);
+    v1->state = VF__VAR_DELETING;
+    vf__spin_unlock(&v1->lock);
+    CHECK_OK(vf__var_revive(&t, v1, g3, &h4));
+    CHECK(h4.id != h3.id);
+    CHECK_ERR(vf__var_lookup(&t, h3, &v), VF_ESTALE);
+    CHECK_OK(vf__var_lookup(&t, h4, &v));
+    CHECK(v == v1 && vf__var_usable(v1, vf__var_handle_gen(h4)));
+    CHECK(!vf__var_free_slot(&t, v1, g3));
+    CHECK_ERR(vf__var_revive(&t, v1, g3, &h4), VF_ESTALE);
+    CHECK(vf__var_usable(v1, vf__var_handle_gen(h4)));
     vf__var_table_destroy(&t);
 }
 

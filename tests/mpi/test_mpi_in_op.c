@@ -1,0 +1,199 @@
+/*
+ * test_mpi_in_op: libvarflow-mpi's calls in sequence made from inside an
+ * op are refused alike on every rank (varflow_mpi.h, "Rules of use").
+ *
+ * Every rank runs one op (vf_mpi_push to that rank) and one rank-local op
+ * (plain vf_engine_push) that make every call in sequence: vf_mpi_wait_all,
+ * vf_mpi_push, vf_mpi_get, vf_mpi_var_create, vf_mpi_vars_create,
+ * vf_mpi_var_destroy, vf_mpi_stats_total, vf_mpi_destroy and vf_mpi_create.
+ * Each must return VF_EDEADLK on the calling rank without entering a
+ * collective, while the other ranks are in the program's own
+ * vf_mpi_wait_all. Before issue 27, the in-op vf_mpi_wait_all joined the
+ * other ranks' agreement (they got VF_EDEADLK) and the job hung in
+ * vf_mpi_destroy, and an in-op vf_mpi_push returned 0 on one rank only
+ * and hung the job. Then every rank runs a normal program (a ring of adds
+ * over the ranks), checks its values, and detaches and destroys cleanly.
+ * Registered on 1, 2, 3 and 4 ranks; an alarm ends a hung rank (and so
+ * the job) instead of blocking CI.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mpi_test.h"
+
+enum { NCALLS = 9 };
+static const char *const call_names[NCALLS] = {
+    "vf_mpi_wait_all",    "vf_mpi_push",        "vf_mpi_get",
+    "vf_mpi_var_create",  "vf_mpi_vars_create", "vf_mpi_var_destroy",
+    "vf_mpi_stats_total", "vf_mpi_destroy",     "vf_mpi_create"};
+
+typedef struct misuse {
+    vf_var v;          /* a distributed var every rank knows */
+    int codes[NCALLS]; /* what each call returned here */
+    bool detail_ok[NCALLS];
+    bool ran;
+} misuse;
+
+static int nop(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return 0;
+}
+
+static int owner_zero(int index, void *arg)
+{
+    (void)index;
+    (void)arg;
+    return 0;
+}
+
+static void record(misuse *m, int i, int rc)
+{
+    m->codes[i] = rc;
+    m->detail_ok[i] = strstr(vf_error_detail(), call_names[i]) != NULL;
+}
+
+/* Every call in sequence, from inside an op. */
+static int misuse_fn(vf_run *run, void *arg)
+{
+    misuse *m = arg;
+    vf_engine *e = vf_run_engine(run);
+    uint64_t buf = 0;
+    void *ptrs[1] = {&buf};
+    vf_var made = {0};
+    vf_error err;
+    vf_mpi_stats st;
+    record(m, 0, vf_mpi_wait_all(e, &err));
+    record(m, 1,
+           vf_mpi_push(e, &(vf_op){.fn = nop, .writes = VF_VARS(m->v)},
+                       VF_MPI_OWNER));
+    record(m, 2, vf_mpi_get(e, m->v, VF_MPI_ALL, &err));
+    record(m, 3, vf_mpi_var_create(e, &made, &buf, sizeof buf, 0));
+    record(m, 4,
+           vf_mpi_vars_create(e, &made, 1, ptrs, sizeof buf, owner_zero, NULL));
+    record(m, 5, vf_mpi_var_destroy(e, m->v));
+    record(m, 6, vf_mpi_stats_total(e, &st));
+    record(m, 7, vf_mpi_destroy(e, &err));
+    record(m, 8, vf_mpi_create(e, MPI_COMM_WORLD));
+    m->ran = true;
+    return 0;
+}
+
+static void check_refused(const misuse *m, const char *where)
+{
+    if (!m->ran) {
+        CHECK_REPORT_("%s: the misusing op did not run", where);
+        return;
+    }
+    for (int i = 0; i < NCALLS; i++) {
+        if (m->codes[i] != VF_EDEADLK)
+            CHECK_REPORT_("%s: %s from inside an op returned %s, not "
+                          "VF_EDEADLK",
+                          where, call_names[i], vf_error_name(m->codes[i]));
+        else if (!m->detail_ok[i])
+            CHECK_REPORT_("%s: %s's detail does not name it", where,
+                          call_names[i]);
+    }
+}
+
+typedef struct add_arg {
+    vf_var in, out;
+} add_arg;
+
+static int add(vf_run *run, void *arg)
+{
+    const add_arg *a = arg;
+    vf_engine *e = vf_run_engine(run);
+    const uint64_t *in = vf_mpi_data(e, a->in);
+    uint64_t *out = vf_mpi_data(e, a->out);
+    if (in == NULL || out == NULL)
+        return VF_EINVAL;
+    *out += *in + 1;
+    return 0;
+}
+
+/* The program every rank then runs: value i starts at i; each value in
+ * turn is added (+1) into the next, around the ring twice. */
+static void normal_program(vf_engine *e)
+{
+    int n = test_size_ + 1;
+    uint64_t bufs[8], want[8];
+    vf_var vars[8];
+    add_arg args[16];
+    for (int i = 0; i < n; i++) {
+        bufs[i] = want[i] = (uint64_t)i;
+        vars[i] = mpi_test_var(e, &bufs[i], sizeof bufs[i], i % test_size_);
+    }
+    for (int k = 0; k < 2 * n; k++) {
+        int i = k % n, j = (k + 1) % n;
+        args[k] = (add_arg){vars[i], vars[j]};
+        want[j] += want[i] + 1;
+        CHECK_OK(vf_mpi_push(e,
+                             &(vf_op){.fn = add,
+                                      .arg = &args[k],
+                                      .reads = {&vars[i], 1},
+                                      .writes = {&vars[j], 1}},
+                             VF_MPI_OWNER));
+    }
+    vf_error err;
+    CHECK_OK(vf_mpi_wait_all(e, &err));
+    for (int i = 0; i < n; i++) {
+        CHECK_OK(vf_mpi_get(e, vars[i], VF_MPI_ALL, &err));
+        const uint64_t *got = vf_mpi_data(e, vars[i]);
+        if (got == NULL || *got != want[i])
+            CHECK_REPORT_("value %d is %llu, the serial program's %llu", i,
+                          got ? (unsigned long long)*got : 0ull,
+                          (unsigned long long)want[i]);
+    }
+    for (int i = 0; i < n; i++)
+        CHECK_OK(vf_mpi_var_destroy(e, vars[i]));
+}
+
+int main(int argc, char **argv)
+{
+    mpi_test_begin(&argc, &argv);
+    alarm(120); /* a hung job fails (SIGALRM ends this rank) */
+    for (int kind = 0; kind < 2; kind++) {
+        vf_engine *e = mpi_test_attached(kind);
+        uint64_t owned = 7;
+        static misuse distributed[4], local[4];
+        misuse *m = &distributed[kind], *l = &local[kind];
+        memset(m, 0, sizeof *m);
+        memset(l, 0, sizeof *l);
+        m->v = l->v = mpi_test_var(e, &owned, sizeof owned, 0);
+        /* One misusing op on each rank, pushed in sequence everywhere;
+         * and a rank-local one here. The program's own wait_all follows
+         * at once, so a misusing op may run while the other ranks are in
+         * its agreement. */
+        vf_var anchors[4];
+        uint64_t abuf[4] = {0};
+        for (int r = 0; r < test_size_ && r < 4; r++) {
+            anchors[r] = mpi_test_var(e, &abuf[r], sizeof abuf[r], r);
+            CHECK_OK(vf_mpi_push(
+                e,
+                &(vf_op){.fn = misuse_fn, .arg = m, .writes = {&anchors[r], 1}},
+                r));
+        }
+        vf_var lv;
+        CHECK_OK(vf_var_create(e, &lv));
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = misuse_fn, .arg = l, .writes = VF_VARS(lv)}));
+        vf_error err;
+        CHECK_OK(vf_mpi_wait_all(e, &err));
+        check_refused(m, "an op pushed with vf_mpi_push");
+        check_refused(l, "a rank-local op");
+        for (int r = 0; r < test_size_ && r < 4; r++)
+            CHECK_OK(vf_mpi_var_destroy(e, anchors[r]));
+        CHECK_OK(vf_mpi_var_destroy(e, m->v));
+        CHECK_OK(vf_var_destroy(e, lv, NULL, NULL));
+
+        normal_program(e);
+        CHECK_OK(vf_mpi_destroy(e, &err));
+        CHECK_OK(vf_engine_destroy(e));
+    }
+    alarm(0);
+    return mpi_test_end("test_mpi_in_op");
+}
