@@ -235,9 +235,6 @@ int vf__settings_resolve(const vf_config *config, vf__settings *out)
                     strcmp(bulk_env, "0") != 0))
         rc = count_setting(config->bulk_size, "bulk_size", "VF_BULK_SIZE",
                            VF__BULK_MAX, 0, &out->bulk_size);
-    out->emulated_latency_ns = (uint64_t)latency_us * 1000u;
-    out->emulated_bytes_per_sec = (uint64_t)mb_per_s * 1000000u;
-    return rc;
     out->worker_stack_kib = 0;
     if (rc == 0)
         rc = count_setting(config->worker_stack_kib, "worker_stack_kib",
@@ -252,4 +249,7 @@ int vf__settings_resolve(const vf_config *config, vf__settings *out)
                           ? "config.worker_stack_kib = "
                           : "VF_WORKER_STACK_KIB=",
                       out->worker_stack_kib, VF__MIN_WORKER_STACK_KIB);
+    out->emulated_latency_ns = (uint64_t)latency_us * 1000u;
+    out->emulated_bytes_per_sec = (uint64_t)mb_per_s * 1000000u;
+    return rc;
 }

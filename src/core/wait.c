@@ -257,8 +257,8 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
             atomic_store(&w->on_cond, false);
             vf__pool_stuck_leave(me->pool);
         } else {
-        }
             sleep_on_engine(e, w, true, until);
+        }
     }
     vf__loop_leave(&saved);
     atomic_fetch_sub(&e->waits.watchers, 1);
@@ -383,9 +383,9 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
     atomic_init(&w->refs, 2); /* the waiter and the wait op */
     w->claimed = NULL;
     w->sleep_pool = nested && me ? me->pool : NULL;
+    w->nested = nested;
     w->nest = nested ? cur->nest : 0;
     atomic_init(&w->on_cond, false);
-    w->nested = nested;
 
     op->fn = NULL;
     op->arg = NULL;
