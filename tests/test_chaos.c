@@ -37,7 +37,7 @@
  *   VF_TEST_SEED=n         seed (default 27); a difference prints it
  *   VF_CHAOS_MOVES=list    the moves on, comma separated (default: all):
  *                          threads,nest,addr,stop,bulk,destroy
- *   VF_CHAOS_PROGRAMS=n    programs per case (default 20; fewer under
+ *   VF_CHAOS_PROGRAMS=n    programs per case (default 40; fewer under
  *                          sanitizers)
  *   VF_CHAOS_ONLY=k        only program k; VF_CHAOS_CONFIG=name: one engine
  *   VF_CHAOS_DUMP=1        print each program with the oracle's result
@@ -292,7 +292,7 @@ static long programs_to_run(void)
     const char *s = getenv("VF_CHAOS_PROGRAMS");
     if (s && *s)
         return atol(s);
-    long n = tu_scaled(20, 4);
+    long n = tu_scaled(40, 4);
 #if defined(TU_ASAN)
     n /= 3;
 #endif
