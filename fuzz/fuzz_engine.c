@@ -83,8 +83,9 @@
  *                    destroy, the address's new var, on the same data
  *                    cell); without address vars, a push as before.
  * A move turned off by VF_CHAOS_MOVES (threads, nest, addr, stop, bulk)
- * reads its bytes and does nothing (one pusher, no bulk, no address vars,
- * one level, no stop).
+ * reads its bytes and does nothing (one pusher, no bulk: neither
+ * VF_BULK_SIZE nor the engine byte's, no address vars, one level, no
+ * stop).
  *
  * Build: `make fuzz` (clang -fsanitize=fuzzer,address,undefined). Compiled
  * with VF_FUZZ_NO_MAIN defined by tests/test_fuzz_replay.c, which replays
@@ -485,6 +486,8 @@ static void run_program(const uint8_t *data, size_t size)
     dec d = {.p = data, .n = size, .P = P, .scratch = scratch, .moves = moves};
     vf_config cfg;
     decode(&d, &cfg);
+    if (d.chaos && !(moves & FR_M_BULK))
+        cfg.bulk_size = 0;
     fo_interpret(P, want);
     if (fuzz_dump)
         fr_dump_program(stdout, P, want);
