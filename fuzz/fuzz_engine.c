@@ -62,6 +62,31 @@
  *                    instructions are read and dropped).
  *   The program ends with a wait_all.
  *
+ * The chaos moves (issue 27; tests/failure_chaos.h), when byte 0 is 144 or
+ * more: byte 0 - 144 is the engine byte above, then byte 1 as above, then
+ * byte 2, the chaos byte c: 1 + c % 4 handshake pushers (a token passes
+ * from step to step, so the steps run in program order whatever thread
+ * makes each), VF_BULK_SIZE = {unset, 1, 8, 64}[(c / 4) % 4] in the
+ * environment at engine creation, (c / 16) % 4 address vars (vf_var_of of
+ * a data cell's address), children nested 1 + (c / 64) % 4 levels deep.
+ * Then an instruction's thread is (b / 16) % the pushers, and:
+ *     3 nested push: as above; when more than one level is allowed, one
+ *                    more byte g after k: child j has children of its own
+ *                    (read the same way, recursively) when bit j of g is
+ *                    set and it is a sync op.
+ *     9 stop/start:  vf_engine_stop by thread 0 (no byte), or, when
+ *                    stopped, vf_engine_start; while stopped, waits (4, 5)
+ *                    are read and dropped. The program starts the engine
+ *                    before its last wait_all.
+ *     13 address:    one byte b: address b % n; with bit 2 and its var
+ *                    alive, vf_var_destroy of it; else a lookup (after a
+ *                    destroy, the address's new var, on the same data
+ *                    cell); without address vars, a push as before.
+ * A move turned off by VF_CHAOS_MOVES (threads, nest, addr, stop, bulk)
+ * reads its bytes and does nothing (one pusher, no bulk: neither
+ * VF_BULK_SIZE nor the engine byte's, no address vars, one level, no
+ * stop).
+ *
  * Build: `make fuzz` (clang -fsanitize=fuzzer,address,undefined). Compiled
  * with VF_FUZZ_NO_MAIN defined by tests/test_fuzz_replay.c, which replays
  * the checked-in corpus (fuzz/corpus) and random inputs as a regular test.
@@ -103,6 +128,11 @@ typedef struct dec {
     int seg_left; /* instructions left in the segment, 0 outside */
     int side[2][MAXV], nside[2];
     int fails; /* the side whose ops may fail */
+    /* the chaos moves (chaos: byte 0 >= 144) */
+    bool chaos, stopped;
+    int moves, depth, bulk_env;
+    int acur[4], naddr; /* an address's var; -(old var) - 2 once destroyed */
+    int cpool[FO_MAXVARS];
 } dec;
 
 static bool next(dec *d, uint8_t *out)
@@ -124,8 +154,17 @@ static void add_step(dec *d, int kind, int thread, int arg)
 }
 
 /* The vars an instruction of `thread` reaches, and how many. */
-static const int *reach(const dec *d, int thread, int *n)
+static const int *reach(dec *d, int thread, int *n)
 {
+    if (d->naddr > 0) { /* chaos: the slots and the address vars alive */
+        *n = 0;
+        for (int k = 0; k < d->nslots; k++)
+            d->cpool[(*n)++] = d->slot[k];
+        for (int a = 0; a < d->naddr; a++)
+            if (d->acur[a] >= 0)
+                d->cpool[(*n)++] = d->acur[a];
+        return d->cpool;
+    }
     if (d->seg_left == 0) {
         *n = d->nslots;
         return d->slot;
@@ -163,13 +202,16 @@ static void decode_kind(dec *d, fo_op *o, int i, uint8_t flags, int x,
         snprintf(o->name, sizeof o->name, "op%d", i);
 }
 
-/* The children of op i (a nested push) over a new scratch var. */
-static void decode_kids(dec *d, int i, bool can_fail)
+/* The children of op i (a nested push, at `level`: 1 for a top-level
+ * op's) over a new scratch var; in chaos, their children. */
+static void decode_kids(dec *d, int i, bool can_fail, int level)
 {
     fo_prog *P = d->P;
-    uint8_t b = 0;
+    uint8_t b = 0, g = 0;
     (void)next(d, &b);
-    if (P->nvars >= FO_MAXVARS)
+    if (level < d->depth)
+        (void)next(d, &g);
+    if (P->nvars >= FO_MAXVARS || P->nops + 3 >= FO_MAXOPS)
         return; /* no room for its scratch var: a plain push */
     d->prefix = false;
     fo_op *o = &P->ops[i];
@@ -189,6 +231,9 @@ static void decode_kids(dec *d, int i, bool can_fail)
         k->message = true;
         snprintf(k->name, sizeof k->name, "kid%d", c);
     }
+    for (int j = 0; j < o->nkids && level < d->depth; j++)
+        if ((g >> j) & 1 && P->ops[o->kid0 + j].how == FO_SYNC)
+            decode_kids(d, o->kid0 + j, can_fail, level + 1);
     o->nwait = 1;
     o->wvar[0] = scr;
     o->wait0 = P->nwaits++;
@@ -219,7 +264,7 @@ static bool decode_push(dec *d, int thread, bool nested, bool plus)
             o->w[o->nw++] = pool[b % n];
     }
     if (nested && o->how == FO_SYNC)
-        decode_kids(d, i, can_fail);
+        decode_kids(d, i, can_fail, 1);
     add_step(d, FO_PUSH, thread, i);
     return true;
 }
@@ -255,15 +300,70 @@ static void decode_fork(dec *d)
     add_step(d, FO_FORK, 0, 0);
 }
 
-static void decode_delete(dec *d, uint8_t b)
+static void decode_delete(dec *d, uint8_t b, int thread)
 {
     fo_prog *P = d->P;
     int k = b % d->nslots;
     if (P->nvars >= FO_MAXVARS)
         return;
-    add_step(d, FO_DELETE, 0, d->slot[k]);
+    add_step(d, FO_DELETE, thread, d->slot[k]);
     d->dead[d->ndead++] = d->slot[k];
     d->slot[k] = P->nvars++;
+}
+
+/* Opcode 13 in chaos with address vars: destroy or look up one. */
+static void decode_addr(dec *d, int thread)
+{
+    fo_prog *P = d->P;
+    uint8_t b = 0;
+    (void)next(d, &b);
+    int a = b % d->naddr, v = d->acur[a];
+    if (v >= 0 && (b & 4)) {
+        add_step(d, FO_DELETE, thread, v);
+        d->acur[a] = -v - 2;
+        return;
+    }
+    if (v < 0) {
+        if (P->nvars >= FO_MAXVARS)
+            return;
+        v = P->nvars++;
+        P->same[v] = fo_cell(P, -d->acur[a] - 2) + 1;
+        P->addr[v] = a + 1;
+        d->acur[a] = v;
+    }
+    add_step(d, FO_ADDR, thread, v);
+}
+
+/* One instruction in chaos; false at the end of the input. */
+static bool decode_chaos_insn(dec *d, uint8_t op)
+{
+    uint8_t b = 0;
+    int code = op % 16, thread = (op / 16) % d->P->nthreads;
+    if (code == 9) {
+        if (d->moves & FR_M_STOP)
+            add_step(d, d->stopped ? FO_START : FO_STOP, 0, 0);
+        d->stopped = (d->moves & FR_M_STOP) && !d->stopped;
+    } else if (code == 13 && d->naddr > 0) {
+        decode_addr(d, thread);
+    } else if (code == 4 || code == 5) {
+        int n;
+        const int *pool = reach(d, thread, &n);
+        if (code == 4)
+            (void)next(d, &b);
+        if (!d->stopped)
+            add_step(d, code == 4 ? FO_WAIT_VAR : FO_WAIT_ALL, thread,
+                     code == 4 ? pool[b % n] : 0);
+    } else if (code == 6 || code == 7) {
+        (void)next(d, &b);
+        if (code == 6)
+            decode_delete(d, b, thread);
+        else if (!d->stopped) /* held unchecked: see test_chaos.c */
+            add_step(d, FO_STALE, thread,
+                     d->ndead ? d->dead[b % d->ndead] : -1);
+    } else {
+        return decode_push(d, thread, code == 3, code == 8);
+    }
+    return true;
 }
 
 /* One instruction; false at the end of the input. */
@@ -272,6 +372,8 @@ static bool decode_insn(dec *d)
     uint8_t op, b = 0;
     if (!next(d, &op))
         return false;
+    if (d->chaos)
+        return decode_chaos_insn(d, op);
     int code = op % 16, thread = d->seg_left ? (op / 16) % 2 : 0;
     bool in_seg = d->seg_left > 0, ok = true;
     if (code == 3 || code == 8 || code < 3 || code >= 10) {
@@ -286,7 +388,7 @@ static bool decode_insn(dec *d)
     } else if (code == 6 || code == 7) {
         (void)next(d, &b);
         if (code == 6 && !in_seg)
-            decode_delete(d, b);
+            decode_delete(d, b, 0);
         else if (code == 7 && !in_seg)
             add_step(d, FO_STALE, 0, d->ndead ? d->dead[b % d->ndead] : -1);
     } else if (code == 9 && !in_seg) {
@@ -302,11 +404,34 @@ static bool decode_insn(dec *d)
 }
 
 /* The program the input describes, and the engine to run it on. */
+/* The chaos byte (see the file comment), after the vars were made. */
+static void decode_chaos(dec *d, uint8_t c)
+{
+    static const int bulk[4] = {0, 1, 8, 64};
+    fo_prog *P = d->P;
+    P->nthreads = d->moves & FR_M_THREADS ? 1 + c % 4 : 1;
+    d->bulk_env = d->moves & FR_M_BULK ? bulk[(c / 4) % 4] : 0;
+    d->naddr = d->moves & FR_M_ADDR ? (c / 16) % 4 : 0;
+    d->depth = d->moves & FR_M_NEST ? 1 + (c / 64) % 4 : 1;
+    for (int a = 0; a < d->naddr; a++) {
+        int v = P->nvars++;
+        P->addr[v] = a + 1;
+        d->acur[a] = v;
+        add_step(d, FO_ADDR, 0, v);
+    }
+}
+
 static void decode(dec *d, vf_config *cfg)
 {
-    uint8_t kind_b = 0, nv_b = 0;
+    uint8_t kind_b = 0, nv_b = 0, chaos_b = 0;
     (void)next(d, &kind_b);
     (void)next(d, &nv_b);
+    d->chaos = kind_b >= 144;
+    if (d->chaos) {
+        kind_b -= 144;
+        (void)next(d, &chaos_b);
+    }
+    d->depth = 1;
     static const int bulk_sizes[3] = {0, 4, 64};
     *cfg = (vf_config){.cpu_workers = 1 + (kind_b / 3) % 2,
                        .cpu_priority_workers = 1,
@@ -327,10 +452,14 @@ static void decode(dec *d, vf_config *cfg)
     for (int k = 0; k < d->nslots; k++)
         d->slot[k] = P->nvars++;
     d->prefix = true;
+    if (d->chaos)
+        decode_chaos(d, chaos_b);
     for (int n = 0; n < MAXINSNS && decode_insn(d); n++) {
     }
     if (d->seg_left > 0)
         add_step(d, FO_JOIN, 0, 0);
+    if (d->stopped)
+        add_step(d, FO_START, 0, 0);
     add_step(d, FO_WAIT_ALL, 0, 0);
 }
 
@@ -346,23 +475,50 @@ static void run_program(const uint8_t *data, size_t size)
         if (!P || !want || !got || !scratch)
             abort();
     }
-    dec d = {.p = data, .n = size, .P = P, .scratch = scratch};
+    static int moves = -2;
+    if (moves == -2 && (moves = fr_moves_from_env()) < 0) {
+        fprintf(stderr,
+                "fuzz_engine: VF_CHAOS_MOVES=%s names none of "
+                "threads, nest, addr, stop, bulk\n",
+                getenv("VF_CHAOS_MOVES"));
+        exit(2);
+    }
+    /* Bulk in a chaos program (several pushers, stops) still reports
+     * failures out of push order (tests/test_chaos.c: open_bulk_bugs):
+     * left out unless VF_CHAOS_MOVES names it or VF_CHAOS_OPEN=1. */
+    static bool bulk_checked;
+    if (!bulk_checked) {
+        bulk_checked = true;
+        if (getenv("VF_CHAOS_MOVES") == NULL && getenv("VF_CHAOS_OPEN") == NULL)
+            moves &= ~FR_M_BULK;
+    }
+    dec d = {.p = data, .n = size, .P = P, .scratch = scratch, .moves = moves};
     vf_config cfg;
     decode(&d, &cfg);
+    if (d.chaos && !(moves & FR_M_BULK))
+        cfg.bulk_size = 0;
     fo_interpret(P, want);
     if (fuzz_dump)
         fr_dump_program(stdout, P, want);
-    char why[256];
+    char why[256], bulk[16];
+    if (d.bulk_env > 0) { /* what a user's environment may say */
+        snprintf(bulk, sizeof bulk, "%d", d.bulk_env);
+        setenv("VF_BULK_SIZE", bulk, 1);
+    }
     int api = fr_run_program(P, &cfg, false, got, why);
+    if (d.bulk_env > 0)
+        unsetenv("VF_BULK_SIZE");
     fr_diffs diffs;
     fr_compare(P, want, got, api, why, &diffs);
     if (diffs.count == 0 || (fuzz_keep_going && fuzz_differing++ >= fuzz_print))
         return;
     fprintf(stderr,
             "fuzz_engine: invariant broken: %d difference(s) from the "
-            "serial program on the %s engine%s%s:\n",
-            diffs.count, vf_engine_type_name(cfg.type),
-            *fuzz_context ? " in " : "", fuzz_context);
+            "serial program on the %s engine (%d workers, bulk %d, "
+            "VF_BULK_SIZE %d, help %d, max_inflight %d, %d pushers)%s%s:\n",
+            diffs.count, vf_engine_type_name(cfg.type), cfg.cpu_workers,
+            cfg.bulk_size, d.bulk_env, cfg.help_on_wait, cfg.max_inflight,
+            P->nthreads, *fuzz_context ? " in " : "", fuzz_context);
     for (int i = 0; i < diffs.nlines; i++)
         fprintf(stderr, "    %s\n", diffs.lines[i]);
     fflush(stderr);

@@ -4,7 +4,9 @@
 Each seed is a small hand-made program in the harness's input format (see
 the comment at the top of fuzz_engine.c), one per feature and engine kind
 (failures, waits at their place in push order, push+ ops: async completed
-by another thread, device ops, unnamed ops, vf_completion_fail; forks),
+by another thread, device ops, unnamed ops, vf_completion_fail; forks; the
+chaos moves: handshake pushers, VF_BULK_SIZE, address vars, deep nesting,
+stop/start),
 so the fuzzer (and tests/test_fuzz_replay.c) start from inputs that reach
 every instruction. Run it from anywhere; it rewrites only seed-* files
 (inputs libFuzzer adds to the corpus keep their hash names).
@@ -15,6 +17,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "corpus")
 
 PUSH, NESTED, WAIT, WAIT_ALL, DELETE, STALE, PUSHX, FORK = 0, 3, 4, 5, 6, 7, 8, 9
+STOP, ADDR = 9, 13  # in chaos programs (first byte 144 or more)
 ASYNC, FAIL, NOSKIP, PRIO = 1, 6, 8, 16
 # the push+ byte: how it runs, then modifiers
 SYNC, INLINE, THREAD, DEVICE = 0, 1, 2, 3
@@ -127,7 +130,53 @@ def programs():
         body += push([i % 8, (i + 3) % 8, (i + 5) % 8], [(i + 1) % 8, (i + 2) % 8, (i + 1) % 8])
     body += [WAIT_ALL] + [WAIT, 7]
     p["wide-perdevice2"] = h + body
+    # the chaos moves (issue 27): handshake pushers, VF_BULK_SIZE, address
+    # vars destroyed and looked up again, deep nesting, stop/start
+    for kind, kname in ((0, "naive"), (1, "pooled"), (2, "perdevice")):
+        for bulk in (0, 2):  # VF_BULK_SIZE unset, 8
+            # a hand-off: thread t writes v, thread t+1 reads it (4 pushers)
+            h = chaos_header(kind, 2, 4, threads=4, env_bulk=bulk)
+            body = []
+            for i in range(12):
+                body += push([i % 4], [(i + 1) % 4], thread=(i % 4) << 4)
+            body += [WAIT | 0x10, 1, WAIT_ALL | 0x20]
+            p[f"chaos-handoff-{kname}-bulk{bulk}"] = h + body
+            # an address var: written, destroyed, looked up again, written
+            h = chaos_header(kind, 2, 3, threads=2, env_bulk=bulk, naddr=2)
+            body = push([0], [3], FAIL if bulk else 0) + [ADDR, 0] + [ADDR | 0x10, 4]
+            body += push([3], [1], thread=0x10) + [ADDR, 1, ADDR | 0x10, 5]
+            body += push([4], [3, 4]) + [WAIT, 3, WAIT | 0x10, 4]
+            p[f"chaos-addr-{kname}-bulk{bulk}"] = h + body
+            # stop, pushes of both pushers held, start, waits
+            h = chaos_header(kind, 1, 4, threads=2, env_bulk=bulk, naddr=1)
+            body = push([], [0]) + [STOP] + push([0], [1], thread=0x10)
+            body += [WAIT, 0] + [ADDR, 4] + push([1], [2]) + [DELETE | 0x10, 3]
+            body += [ADDR, 0] + push([2], [4], FAIL, thread=0x10) + [STOP]
+            body += [WAIT, 2, WAIT | 0x10, 4, WAIT_ALL]
+            p[f"chaos-stop-{kname}-bulk{bulk}"] = h + body
+        # children 4 levels deep, every child a parent
+        h = chaos_header(kind, 2, 3, threads=3, depth=4)
+        deep = kids_bytes(1, 4, fail_first=True)
+        body = push([], [0]) + [NESTED | 0x10, 3 << 5, 1 | (1 << 2), 0, 1] + deep
+        body += push([1], [2], thread=0x20) + [WAIT | 0x20, 1, WAIT_ALL]
+        p[f"chaos-deep-{kname}"] = h + body
     return p
+
+
+def kids_bytes(level, depth, fail_first=False):
+    """A nested push's kid bytes in chaos (depth-first): 3 sync children,
+    the first one failing if asked, each one a parent down to `depth`."""
+    out = [2 | ((1 << 2) if fail_first else 0)]
+    if level < depth:
+        out.append(7)
+        for _ in range(3):
+            out += kids_bytes(level + 1, depth)
+    return out
+
+
+def chaos_header(kind, workers, nvars, threads=1, env_bulk=0, naddr=0, depth=1):
+    return [144 + header(kind, workers, nvars)[0], nvars - 1,
+            (threads - 1) | (env_bulk << 2) | (naddr << 4) | ((depth - 1) << 6)]
 
 
 def main():

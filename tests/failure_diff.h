@@ -113,8 +113,8 @@ static inline void fr_wait_where(const fo_prog *p, int w, char *buf, size_t n)
         if (st->kind == FO_WAIT_ALL)
             snprintf(buf, n, "wait_all at step %d", s);
         else
-            snprintf(buf, n, "wait_var(v%d) at step %d%s", st->arg, s,
-                     st->thread ? " (second thread)" : "");
+            snprintf(buf, n, "wait_var(v%d) at step %d (thread %d)", st->arg, s,
+                     st->thread);
         return;
     }
     for (int i = 0; i < p->nops; i++) {
@@ -236,7 +236,8 @@ static inline void fr_dump_program(FILE *f, const fo_prog *p,
                                    const fo_result *x)
 {
     static const char *const kinds[] = {
-        "push", "delete", "wait_var", "wait_all", "fork", "join", "stale"};
+        "push", "delete", "wait_var", "wait_all", "fork",
+        "join", "stale",  "addr",     "stop",     "start"};
     for (int s = 0; s < p->nsteps; s++) {
         const fo_step *st = &p->steps[s];
         char t[400] = "";

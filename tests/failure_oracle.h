@@ -34,6 +34,24 @@
  *   fails, takes no number).
  * Stats count ran, failed (an op returning VF_ESKIPPED included) and
  * skipped (vf_completion_fail included) user ops.
+ *
+ * The chaos moves (issue 27; tests/test_chaos.c, fuzz/fuzz_engine.c):
+ * - several pushing threads in handshake order (nthreads > 1): step s is
+ *   made by thread steps[s].thread once step s - 1 has returned, so the
+ *   engine sees the steps in program order, whichever thread makes them,
+ *   and the oracle is the same serial program (FORK/JOIN not used then);
+ * - children may have children (any depth; a parent's subtree touches only
+ *   scratch vars of its own, so its effect has one serial order);
+ * - address vars: var v with addr[v] = k + 1 is vf_var_of of address k (the
+ *   address of its data cell); an FO_ADDR step looks it up (the first
+ *   lookup makes it; later ones must return the same handle); after its
+ *   delete, the next incarnation is a new var that shares the old one's
+ *   data cell (same[v] = cell + 1: fo_cell) and starts at version 0 with
+ *   no failure, as the header promises;
+ * - FO_STOP / FO_START (vf_engine_stop / start, by thread 0): steps between
+ *   them are held and run at the start, as if pushed then (no top-level
+ *   waits between them: they would return VF_ESTOPPED).
+ * None of them changes the semantics above; only fo_cell is new to it.
  */
 #ifndef VF_TEST_FAILURE_ORACLE_H
 #define VF_TEST_FAILURE_ORACLE_H
@@ -51,6 +69,8 @@
 #define FO_MAXKIDS 3 /* children of a parent */
 #define FO_MAXSCR 2  /* scratch vars of a parent */
 #define FO_MAXVARS 256
+#define FO_MAXTHREADS 4 /* handshake pushers */
+#define FO_MAXADDRS 8   /* addresses of address vars */
 #define FO_MAXOPS 2048
 #define FO_MAXSTEPS 768
 #define FO_MAXWAITS 1024
@@ -70,7 +90,10 @@ typedef enum fo_kind {
     FO_WAIT_ALL, /* wait: its entry */
     FO_FORK,     /* steps marked thread 1 up to the JOIN: a second thread */
     FO_JOIN,
-    FO_STALE /* arg: a deleted var (-1: another engine's); refused */
+    FO_STALE, /* arg: a deleted var (-1: another engine's); refused */
+    FO_ADDR,  /* arg: an address var: vf_var_of (the chaos moves) */
+    FO_STOP,  /* vf_engine_stop (thread 0) */
+    FO_START  /* vf_engine_start (thread 0) */
 } fo_kind;
 
 typedef struct fo_op {
@@ -95,7 +118,8 @@ typedef struct fo_op {
 
 typedef struct fo_step {
     int kind;   /* fo_kind */
-    int thread; /* 0 main, 1 the second pusher */
+    int thread; /* 0 main, 1 the second pusher; with nthreads > 1 the
+                   handshake pusher that makes the step */
     int arg;
     int wait;
 } fo_step;
@@ -103,6 +127,9 @@ typedef struct fo_step {
 typedef struct fo_prog {
     uint64_t seed; /* initial values */
     int nvars, nops, nsteps, nwaits;
+    int nthreads;         /* > 1: handshake pushers (the chaos moves) */
+    int same[FO_MAXVARS]; /* 0, or 1 + the var whose data cell v shares */
+    int addr[FO_MAXVARS]; /* 0, or 1 + the address v is the var of */
     fo_op ops[FO_MAXOPS];
     fo_step steps[FO_MAXSTEPS];
 } fo_prog;
@@ -144,6 +171,13 @@ static inline uint64_t fo_mix(uint64_t h, uint64_t v)
     return h ^ (h >> 33);
 }
 
+/* The data cell var v names (its own, or the one an earlier incarnation
+ * of its address had). */
+static inline int fo_cell(const fo_prog *p, int v)
+{
+    return p->same[v] ? p->same[v] - 1 : v;
+}
+
 static inline uint64_t fo_init_value(const fo_prog *p, int v)
 {
     return fo_mix(p->seed, (uint64_t)v + 1);
@@ -156,9 +190,9 @@ static inline uint64_t fo_hash(const fo_prog *p, int i, const uint64_t *val,
     const fo_op *o = &p->ops[i];
     uint64_t h = fo_mix(down, (uint64_t)i + 1);
     for (int k = 0; k < o->nr; k++)
-        h = fo_mix(h, val[o->r[k]]);
+        h = fo_mix(h, val[fo_cell(p, o->r[k])]);
     for (int k = 0; k < o->nw; k++)
-        h = fo_mix(h, val[o->w[k]]);
+        h = fo_mix(h, val[fo_cell(p, o->w[k])]);
     return h;
 }
 
@@ -174,12 +208,13 @@ static inline bool fo_stores(const fo_op *o, int code)
     return code == 0 || (o->how != FO_DEVICE && !o->cause);
 }
 
-static inline void fo_store(const fo_op *o, uint64_t h, int code, uint64_t *val)
+static inline void fo_store(const fo_prog *p, const fo_op *o, uint64_t h,
+                            int code, uint64_t *val)
 {
     if (!fo_stores(o, code))
         return;
     for (int k = 0; k < o->nw; k++)
-        val[o->w[k]] = (code ? ~h : h) + (uint64_t)k;
+        val[fo_cell(p, o->w[k])] = (code ? ~h : h) + (uint64_t)k;
 }
 
 /* The message op i fails with (its own code), into msg[256]. */
@@ -290,7 +325,7 @@ static inline void fo_wait_var(fo_interp *it, int v, int wait)
     w->happened = 1;
     if (fo_unreported(it, it->err[v]))
         fo_report(it, it->err[v], w);
-    w->value = it->val[v];
+    w->value = it->val[fo_cell(it->p, v)];
     w->version = it->ver[v];
 }
 
@@ -391,7 +426,7 @@ static inline void fo_run_op(fo_interp *it, int i, uint64_t down)
     if (o->nkids)
         fo_run_kids(it, i, h, &code, msg);
     fo_end_op(it, i, code, msg, key, place);
-    fo_store(o, h, o->cause ? o->code : code, it->val);
+    fo_store(it->p, o, h, o->cause ? o->code : code, it->val);
 }
 
 static inline void fo_interp_init(fo_interp *it, const fo_prog *p, fo_result *x)
@@ -415,7 +450,7 @@ static inline void fo_interp_step(fo_interp *it, int s)
         break;
     case FO_DELETE: /* never fails: takes no number (engine.h) */
         it->x->vars[st->arg].deleted = true;
-        it->x->vars[st->arg].value = it->val[st->arg];
+        it->x->vars[st->arg].value = it->val[fo_cell(it->p, st->arg)];
         break;
     case FO_WAIT_VAR:
         fo_wait_var(it, st->arg, st->wait);
@@ -423,7 +458,8 @@ static inline void fo_interp_step(fo_interp *it, int s)
     case FO_WAIT_ALL:
         fo_wait_all(it, st->wait);
         break;
-    default: /* FORK, JOIN, STALE: nothing happens to the program */
+    default: /* FORK, JOIN, STALE, ADDR, STOP, START: nothing happens to
+                the program */
         break;
     }
 }
@@ -433,7 +469,7 @@ static inline void fo_interp_finish(fo_interp *it)
     for (int v = 0; v < it->p->nvars; v++) {
         fo_xvar *x = &it->x->vars[v];
         if (!x->deleted) {
-            x->value = it->val[v];
+            x->value = it->val[fo_cell(it->p, v)];
             x->version = it->ver[v];
         }
     }

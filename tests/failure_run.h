@@ -20,6 +20,10 @@
  * version (a deleted var: the value its free callback saw); the stats.
  * A call that should not have failed (a push, a completion, a stale push
  * that was not refused) is counted as an API error.
+ *
+ * The chaos moves (failure_oracle.h) run here too: FO_ADDR (vf_var_of of
+ * the var's data cell), FO_STOP / FO_START, handshake pushers and a destroy
+ * racing pushes (failure_chaos.h, fr_run_opts).
  */
 #ifndef VF_TEST_FAILURE_RUN_H
 #define VF_TEST_FAILURE_RUN_H
@@ -73,7 +77,11 @@ struct fr_run {
     /* settle: before a wait, its thread's ops finish (pending: top-level
      * ops pushed and not done, per pushing thread) */
     bool settle;
-    atomic_int pending[2];
+    atomic_int pending[FO_MAXTHREADS];
+    /* handshake pushers: step `turn` may be made (tok_mu guards turn) */
+    pthread_mutex_t tok_mu;
+    pthread_cond_t tok_cv;
+    int turn;
     /* calls that failed and should not have (api_mu guards api_error) */
     atomic_int api_errors;
     pthread_mutex_t api_mu;
@@ -108,7 +116,7 @@ static inline void fr_wait_var(fr_run *R, vf_engine *e, int v, int wait)
         memset(&w->err, 0, sizeof w->err);
     if (w->rc != 0 && w->rc != VF_EOPFAILED)
         return; /* the var may still be written: leave it */
-    w->value = R->val[v];
+    w->value = R->val[fo_cell(R->p, v)];
     int rc = vf_var_version(e, R->vars[v], &w->version);
     if (rc != 0)
         fr_api_error(R, "vf_var_version(var %d): %s", v, vf_error_name(rc));
@@ -142,7 +150,7 @@ static inline int fr_body(vf_run *run, fr_opctx *c, char *msg)
     fo_message(R->p, c->i, msg);
     if (o->nkids)
         fr_kids(run, c, h, &code, msg);
-    fo_store(o, h, code, R->val);
+    fo_store(R->p, o, h, code, R->val);
     return code;
 }
 
@@ -222,7 +230,7 @@ static inline int fr_device_work(void *arg)
     uint64_t h = fo_hash(R->p, c->i, R->val, c->down);
     if (o->code != 0)
         return o->code;
-    fo_store(o, h, 0, R->val);
+    fo_store(R->p, o, h, 0, R->val);
     return 0;
 }
 
@@ -290,7 +298,7 @@ static inline int fr_push(fr_run *R, vf_engine *e, int i)
 static inline void fr_free(void *arg)
 {
     fr_varctx *c = arg;
-    c->R->freed_value[c->v] = c->R->val[c->v];
+    c->R->freed_value[c->v] = c->R->val[fo_cell(c->R->p, c->v)];
     atomic_fetch_add(&c->R->freed[c->v], 1);
 }
 
@@ -334,6 +342,28 @@ static inline void fr_settle(fr_run *R, int thread)
     }
 }
 
+/* FO_ADDR: the var of v's data cell's address; the first lookup of an
+ * incarnation makes its handle, a later one must return it again. */
+static inline void fr_addr(fr_run *R, int v)
+{
+    vf_var got = {0};
+    int rc = vf_var_of(R->e, &R->val[fo_cell(R->p, v)], &got);
+    if (rc != 0)
+        fr_api_error(R, "vf_var_of(var %d): %s (%s)", v, vf_error_name(rc),
+                     vf_error_detail());
+    else if (R->vars[v].id == 0)
+        R->vars[v] = got;
+    else if (got.id != R->vars[v].id)
+        fr_api_error(R, "vf_var_of(var %d) returned another handle", v);
+}
+
+static inline void fr_check(fr_run *R, const char *call, int rc)
+{
+    if (rc != 0)
+        fr_api_error(R, "%s: %s (%s)", call, vf_error_name(rc),
+                     vf_error_detail());
+}
+
 static inline void fr_step(fr_run *R, int s)
 {
     const fo_step *st = &R->p->steps[s];
@@ -363,6 +393,15 @@ static inline void fr_step(fr_run *R, int s)
         break;
     case FO_STALE:
         fr_stale(R, st->arg);
+        break;
+    case FO_ADDR:
+        fr_addr(R, st->arg);
+        break;
+    case FO_STOP:
+        fr_check(R, "vf_engine_stop", vf_engine_stop(R->e));
+        break;
+    case FO_START:
+        fr_check(R, "vf_engine_start", vf_engine_start(R->e));
         break;
     default:
         break;
@@ -429,6 +468,8 @@ static inline fr_run *fr_new(const fo_prog *p, fo_result *got)
     pthread_mutex_init(&R->mu, NULL);
     pthread_cond_init(&R->cv, NULL);
     pthread_mutex_init(&R->api_mu, NULL);
+    pthread_mutex_init(&R->tok_mu, NULL);
+    pthread_cond_init(&R->tok_cv, NULL);
     for (int i = 0; i < p->nops; i++)
         R->ops[i] = (fr_opctx){R, i, 0, 0};
     for (int v = 0; v < p->nvars; v++) {
@@ -468,7 +509,8 @@ static inline bool fr_start(fr_run *R, const vf_config *cfg)
         return false;
     }
     for (int v = 0; v < R->p->nvars && rc == 0; v++)
-        rc = vf_var_create(R->e, &R->vars[v]);
+        if (R->p->addr[v] == 0) /* address vars: their FO_ADDR steps */
+            rc = vf_var_create(R->e, &R->vars[v]);
     if (rc == 0 && fr_needs_other(R->p)) {
         rc = vf_engine_create(&R->other, &(vf_config){.type = VF_ENGINE_NAIVE});
         if (rc == 0)
@@ -497,7 +539,7 @@ static inline void fr_finish(fr_run *R)
         if (x->deleted) {
             x->value = R->freed_value[v];
         } else {
-            x->value = R->val[v];
+            x->value = R->val[fo_cell(R->p, v)];
             if (vf_var_version(R->e, R->vars[v], &x->version) != 0)
                 fr_api_error(R, "vf_var_version(var %d) failed", v);
         }
@@ -522,22 +564,38 @@ static inline void fr_collect(fr_run *R)
                          atomic_load(&R->freed[v]));
 }
 
+#include "failure_chaos.h"
+
+/* How to run a program: settle (see fr_settle); racers > 0: destroy the
+ * engine while that many threads push (fr_race_destroy; race, if not
+ * NULL, adds up what they did). */
+typedef struct fr_run_opts {
+    bool settle;
+    int racers;
+    fr_race_stats *race;
+} fr_run_opts;
+
 /*
  * Run `p` on an engine made from `cfg`; what happened goes to `got`.
- * `settle`: see fr_settle. Returns the number of API errors (the first
- * one's text in why[256]).
+ * Returns the number of API errors (the first one's text in why[256]).
  */
-static inline int fr_run_program(const fo_prog *p, const vf_config *cfg,
-                                 bool settle, fo_result *got, char *why)
+static inline int fr_run_program_opts(const fo_prog *p, const vf_config *cfg,
+                                      const fr_run_opts *o, fo_result *got,
+                                      char *why)
 {
     fr_run *R = fr_new(p, got);
-    R->settle = settle;
+    R->settle = o->settle;
     if (fr_start(R, cfg)) {
-        fr_steps(R);
+        if (p->nthreads > 1)
+            fr_hand_steps(R);
+        else
+            fr_steps(R);
         fr_finish(R);
     }
     fr_stop_completer(R);
-    if (R->e != NULL && vf_engine_destroy(R->e) != 0)
+    if (R->e != NULL && o->racers > 0)
+        fr_race_destroy(R, o->racers, o->race);
+    else if (R->e != NULL && vf_engine_destroy(R->e) != 0)
         fr_api_error(R, "vf_engine_destroy failed");
     if (R->other != NULL)
         (void)vf_engine_destroy(R->other);
@@ -547,8 +605,18 @@ static inline int fr_run_program(const fo_prog *p, const vf_config *cfg,
     pthread_mutex_destroy(&R->mu);
     pthread_cond_destroy(&R->cv);
     pthread_mutex_destroy(&R->api_mu);
+    pthread_mutex_destroy(&R->tok_mu);
+    pthread_cond_destroy(&R->tok_cv);
     free(R);
     return n;
+}
+
+/* The same with only `settle` (see fr_settle). */
+static inline int fr_run_program(const fo_prog *p, const vf_config *cfg,
+                                 bool settle, fo_result *got, char *why)
+{
+    fr_run_opts o = {.settle = settle};
+    return fr_run_program_opts(p, cfg, &o, got, why);
 }
 
 #include "failure_diff.h"

@@ -548,6 +548,11 @@ static bool all_stuck(vf__pool *p)
     return atomic_load(&p->nstuck) >= p->nworkers + atomic_load(&p->nspares);
 }
 
+void vf__pool_pass_on(vf__pool *p)
+{
+    pass_the_baton(p);
+}
+
 void vf__pool_stuck_enter(vf__pool *p)
 {
     atomic_fetch_add(&p->nstuck, 1);

@@ -185,6 +185,11 @@ bool vf__pool_any_queued(const vf__pool *p);
  * device pools (`spread`). Takes spare_lock (a leaf) when it starts one.
  */
 void vf__pool_stuck_enter(vf__pool *p);
+
+/* A sleeper of the pool woken for work it will not run (a nested waiter:
+ * the ops queued are not its op's) passes the wake-up on to another
+ * sleeper, if any, so that work does not wait for nobody. */
+void vf__pool_pass_on(vf__pool *p);
 void vf__pool_stuck_leave(vf__pool *p);
 
 /* Take a queued op of the pool from any worker (a thread that is not one of

@@ -258,6 +258,7 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
              * its second refusal in a row on, it counts as stuck: when
              * every thread of the pool is, a spare runs them (sched.h). */
             vf__deadline soon = vf__deadline_within_us(until, NESTED_POLL_US);
+            vf__pool_pass_on(me->pool); /* the wake may have been for them */
             bool counted = ++refusals > 1;
             if (counted)
                 vf__pool_stuck_enter(me->pool);
