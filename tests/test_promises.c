@@ -34,7 +34,12 @@
  *   engine (usable after vf_engine_destroy); an empty one's summary is
  *   NULL rows, 0 of them (vf_profile_summary);
  * - timed_wait_never_and_look: a negative timeout never gives up, 0 only
- *   looks (vf_var_wait_timed).
+ *   looks (vf_var_wait_timed);
+ * - held_op_fails_at_start: a held op that cannot be pushed at start fails
+ *   with that push's code (vf_engine_stop): in a child whose address space
+ *   cannot hold the workers' stacks, start returns VF_ESYSTEM and keeps
+ *   the ops held; destroy, which starts it first, fails each with
+ *   VF_ESYSTEM, once (not under sanitizers).
  */
 #include "runner.h"
 
@@ -386,6 +391,21 @@ TEST_KIND_CASE(stop_start_during_destroy, k)
 
 /* --------------------------------------------------- thread_start_fails */
 
+/* Limit the address space to what is mapped now plus `extra` bytes. */
+static bool limit_address_space(size_t extra)
+{
+    long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f == NULL)
+        return false;
+    bool ok = fscanf(f, "%ld", &pages) == 1;
+    fclose(f);
+    struct rlimit rl;
+    rl.rlim_cur = rl.rlim_max = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) +
+                                (rlim_t)extra;
+    return ok && setrlimit(RLIMIT_AS, &rl) == 0;
+}
+
 TEST_CASE(thread_start_fails)
 {
 #if defined(TU_ASAN) || defined(TU_TSAN)
@@ -399,16 +419,7 @@ TEST_CASE(thread_start_fails)
     if (pid == 0) {
         /* 64 MiB more than the child maps now: room for the engine, not
          * for a worker with a 256 MiB stack. */
-        struct rlimit rl;
-        long pages = 0;
-        FILE *f = fopen("/proc/self/statm", "r");
-        if (f == NULL || fscanf(f, "%ld", &pages) != 1)
-            _exit(3);
-        fclose(f);
-        rl.rlim_cur = rl.rlim_max = (rlim_t)pages *
-                                        (rlim_t)sysconf(_SC_PAGESIZE) +
-                                    (64u << 20);
-        if (setrlimit(RLIMIT_AS, &rl) != 0)
+        if (!limit_address_space(64u << 20))
             _exit(3);
         vf_engine *e = NULL;
         int rc = vf_engine_create(&e,
@@ -598,6 +609,80 @@ TEST_KIND_CASE(timed_wait_never_and_look, k)
     tu_gate_destroy(&h.go);
     tu_gate_destroy(&h.started);
     check_context_ = NULL;
+}
+
+/* ----------------------------------------------- held_op_fails_at_start */
+
+static atomic_int held_calls, held_esystem;
+
+static void held_done(void *arg, int status)
+{
+    (void)arg;
+    atomic_fetch_add(&held_calls, 1);
+    if (status == VF_ESYSTEM)
+        atomic_fetch_add(&held_esystem, 1);
+}
+
+/* The child's part: 0 when the promise held, 3 when the limit could not
+ * be set, 1 (saying why) otherwise. */
+static int held_child(void)
+{
+    enum { OPS = 5 };
+    vf_engine *e = NULL;
+    if (vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
+                                          .cpu_workers = 2,
+                                          .worker_stack_kib = 256 * 1024}) !=
+            0 ||
+        vf_engine_stop(e) != 0)
+        return 1;
+    vf_var v;
+    if (vf_var_create(e, &v) != 0)
+        return 1;
+    for (int i = 0; i < OPS; i++)
+        if (vf_engine_push(e, &(vf_op){.fn = tu_nop,
+                                       .done = held_done,
+                                       .writes = VF_VARS(v)}) != 0)
+            return 1;
+    if (!limit_address_space(64u << 20))
+        return 3;
+    int rc = vf_engine_start(e); /* no room for the workers' stacks */
+    if (rc != VF_ESYSTEM || atomic_load(&held_calls) != 0) {
+        fprintf(stderr, "vf_engine_start: %s, %d done calls\n",
+                vf_error_name(rc), atomic_load(&held_calls));
+        return 1;
+    }
+    /* Destroy starts it first and cannot either: every held op fails with
+     * that code, once, and destroy returns. */
+    rc = vf_engine_destroy(e);
+    if (rc != 0 || atomic_load(&held_calls) != OPS ||
+        atomic_load(&held_esystem) != OPS) {
+        fprintf(stderr, "vf_engine_destroy: %s, %d done calls, %d ESYSTEM\n",
+                vf_error_name(rc), atomic_load(&held_calls),
+                atomic_load(&held_esystem));
+        return 1;
+    }
+    return 0;
+}
+
+TEST_CASE(held_op_fails_at_start)
+{
+#if defined(TU_ASAN) || defined(TU_TSAN)
+    TEST_SKIP("a sanitizer's runtime needs more address space than the "
+              "limit this case sets");
+#else
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0)
+        _exit(held_child());
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    REQUIRE(WIFEXITED(status));
+    if (WEXITSTATUS(status) == 3)
+        TEST_SKIP("could not set RLIMIT_AS in the child");
+    CHECK_EQ(WEXITSTATUS(status), 0);
+#endif
 }
 
 TEST_MAIN("test_promises", 120)
