@@ -24,11 +24,18 @@
  *   when too long, rounded up, negative or NaN meaning never.
  */
 #include <atomic>
+#include <cstdio>
+#include <exception>
+#include <stdexcept>
+#include <type_traits>
+
 #include <chrono>
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <sys/wait.h>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 #include "cxx_check.hpp"
@@ -183,8 +190,8 @@ bool contains(const char *haystack, const char *needle)
     CHECK_THROWS(expr, varflow::error, VF_EINVAL, {                            \
         if (!contains(e.what(), words))                                        \
             cxx_test::fail(__FILE__, __LINE__,                                 \
-                           std::string(#expr ": \"") + e.what() +             \
-                               "\" does not say \"" + words + "\"");        \
+                           std::string(#expr ": \"") + e.what() +              \
+                               "\" does not say \"" + words + "\"");           \
     })
 
 TEST_KIND_CASE(moved_from_vars, k)
@@ -199,8 +206,8 @@ TEST_KIND_CASE(moved_from_vars, k)
     CHECK_MISUSE(eng.push({a}, {}, [&] { ran++; }), moved);
     CHECK_MISUSE(eng.push({}, {a}, [&] { ran++; }), moved);
     CHECK_MISUSE(eng.push({b.handle()}, {a}, [&] { ran++; }), moved);
-    CHECK_MISUSE(
-        eng.push_async({a}, {}, [](varflow::completion c) { c(); }), moved);
+    CHECK_MISUSE(eng.push_async({a}, {}, [](varflow::completion c) { c(); }),
+                 moved);
     CHECK_MISUSE(eng.make_op({}, {a}, [&] { ran++; }), moved);
     CHECK_MISUSE(eng.wait(a), moved);
     CHECK_MISUSE(eng.wait(a, std::nothrow), moved);
@@ -321,12 +328,13 @@ TEST_KIND_CASE(timed_waits, k)
     varflow::var x = eng.new_var();
     auto held = std::make_shared<varflow::completion>();
     std::atomic<bool> started{false};
-    eng.push_async({}, {x},
-                   [held, &started](varflow::completion c) {
-                       *held = std::move(c);
-                       started = true;
-                   },
-                   varflow::options().set_name("held"));
+    eng.push_async(
+        {}, {x},
+        [held, &started](varflow::completion c) {
+            *held = std::move(c);
+            started = true;
+        },
+        varflow::options().set_name("held"));
     while (!started)
         std::this_thread::yield();
     CHECK_THROWS(eng.wait_for(x, 20ms), varflow::error, VF_ETIMEDOUT,
@@ -386,6 +394,70 @@ TEST_KIND_CASE(timeout_conversion, k)
     eng.wait_all_for(fsec(std::numeric_limits<double>::infinity()));
     CHECK(eng.wait_for(x, minutes::max(), std::nothrow).ok());
     CHECK(eng.wait_all_for(seconds::min(), std::nothrow).ok());
+}
+
+// varflow::error and op_failed: "Copying never throws"; a wait with
+// std::nothrow returns what happened instead of throwing (noexcept).
+TEST_KIND_CASE(copies_and_nothrow_waits_never_throw, k)
+{
+    static_assert(std::is_nothrow_copy_constructible_v<varflow::error>);
+    static_assert(std::is_nothrow_copy_assignable_v<varflow::error>);
+    static_assert(std::is_nothrow_copy_constructible_v<varflow::op_failed>);
+    static_assert(std::is_nothrow_copy_assignable_v<varflow::op_failed>);
+    varflow::engine eng(k.cfg);
+    varflow::var x = eng.new_var();
+    vf_var h = x; // (a var's conversion throws when it names none)
+    static_assert(noexcept(eng.wait(h, std::nothrow)));
+    static_assert(noexcept(eng.wait_all(std::nothrow)));
+    const std::chrono::milliseconds ms(1);
+    static_assert(noexcept(eng.wait_for(h, ms, std::nothrow)));
+    static_assert(noexcept(eng.wait_all_for(ms, std::nothrow)));
+    eng.push({}, {x}, [] { throw std::runtime_error("boom"); });
+    varflow::wait_result r = eng.wait(x, std::nothrow);
+    CHECK(!r.ok());
+    CHECK_EQ(r.code(), VF_EOPFAILED);
+    try {
+        eng.push({x}, {}, [] {}); // reads x: fine, the failure was reported
+        eng.wait_all();
+        (void)eng.new_var().version(); // fine
+        varflow::var gone = eng.new_var();
+        vf_var g = gone.handle();
+        gone.remove();
+        eng.wait(g); // refused: VF_ESTALE
+        CHECK(false);
+    } catch (const varflow::error &e) {
+        varflow::error copy(e); // a copy of a thrown error, noexcept
+        CHECK_EQ(copy.code(), VF_ESTALE);
+        CHECK(std::strcmp(copy.what(), e.what()) == 0);
+    }
+}
+
+// A var's throwing free callable is a bug like a throwing destructor:
+// std::terminate (varflow.hpp, "A var's free callback"). In a child
+// process, on the naive engine (the delete runs inside remove(), and the
+// child starts no thread).
+TEST_KIND_CASE(throwing_free_terminates, k)
+{
+    if (k.threaded)
+        return;
+    std::fflush(stdout);
+    std::fflush(stderr);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid < 0)
+        return;
+    if (pid == 0) {
+        std::set_terminate([] { _exit(42); });
+        varflow::engine eng(k.cfg);
+        varflow::var v = eng.new_var();
+        v.remove([] { throw std::runtime_error("free failed"); });
+        eng.wait_all();
+        _exit(0);
+    }
+    int status = 0;
+    CHECK_EQ(waitpid(pid, &status, 0), pid);
+    CHECK(WIFEXITED(status));
+    CHECK_EQ(WEXITSTATUS(status), 42);
 }
 
 } // namespace

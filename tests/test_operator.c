@@ -202,12 +202,15 @@ TEST_KIND_CASE(priority, k)
     CHECK_OK(
         vf_engine_push(e, &(vf_op){.fn = blocker, .arg = &l, .name = "block"}));
     CHECK(tu_gate_wait(&l.started, TU_TIMEOUT));
-    /* Three operators, pushed with priorities 1, 3, 2 (the def's is 0). */
+    /* Three operators, pushed with priorities 1, 3, 2; the defs' own
+     * priorities (20, 10, 0) would give the opposite order, and must be
+     * ignored ("its `priority` field is not used"). */
     prio_arg a[3] = {{&l, 0}, {&l, 1}, {&l, 2}};
     vf_operator *o[3];
     for (int i = 0; i < 3; i++)
-        CHECK_OK(
-            vf_operator_create(e, &(vf_op){.fn = logged, .arg = &a[i]}, &o[i]));
+        CHECK_OK(vf_operator_create(
+            e, &(vf_op){.fn = logged, .arg = &a[i], .priority = 10 * (2 - i)},
+            &o[i]));
     CHECK_OK(vf_operator_push(e, o[0], 1));
     CHECK_OK(vf_operator_push(e, o[1], 3));
     CHECK_OK(vf_operator_push(e, o[2], 2));

@@ -155,6 +155,13 @@ static int slow_nop(vf_run *run, void *arg)
     return 0;
 }
 
+/* Rank 0 owns every item but item 2, whose owner is no rank. */
+static int bad_third(int index, void *arg)
+{
+    (void)arg;
+    return index == 2 ? -1 : 0;
+}
+
 static void bad_input(void)
 {
     vf_engine *e = mpi_test_engine(0);
@@ -178,6 +185,13 @@ static void bad_input(void)
     CHECK_OK(
         vf_mpi_var_create(e, &d, test_rank_ == 0 ? &x : NULL, sizeof x, 0));
     CHECK_EQ(vf_mpi_var_owner(e, d), 0);
+    /* vf_mpi_vars_create is all or nothing: a bad owner for item 2 of 4
+     * refuses the call, and none of the four exists afterwards. */
+    vf_var four[4] = {{0}};
+    CHECK_ERR(vf_mpi_vars_create(e, four, 4, NULL, sizeof x, bad_third, NULL),
+              VF_EINVAL);
+    for (int i = 0; i < 4; i++)
+        CHECK(vf_mpi_var_owner(e, four[i]) < 0);
 
     /* A plain var in a distributed push is refused on every rank. */
     CHECK_OK(vf_var_create(e, &local));
