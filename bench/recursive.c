@@ -234,6 +234,13 @@ int bench_rec_reference(const bench_prog *p, uint64_t *hash)
     return 0;
 }
 
+/* When the run agrees with what is recomputed here, the reference it was
+ * checked against came from the --ref-dir cache of another build. */
+#define STALE_REF                                                              \
+    "!!! (the result agrees with the reference made here again: the one\n"     \
+    "!!! this run was checked against was saved by another build in the\n"     \
+    "!!! --ref-dir)\n"
+
 void bench_rec_mismatch(const bench_state *s)
 {
     const bench_prog *p = s->prog;
@@ -242,6 +249,8 @@ void bench_rec_mismatch(const bench_state *s)
                 "!!! fib(%d) came out %" PRId64
                 ", the closed form says %" PRId64 "\n",
                 p->rec_n, s->fib, bench_fib_closed(p->rec_n));
+        if (s->fib == bench_fib_closed(p->rec_n))
+            fputs(STALE_REF, stderr);
         return;
     }
     size_t n = p->rec_len, unsorted = 0, differing = 0, first = n;
@@ -263,5 +272,7 @@ void bench_rec_mismatch(const bench_state *s)
         stderr,
         "!!! %zu descents, %zu of %zu ints differ from qsort(3)'s output%s\n",
         unsorted, differing, n, ref ? "" : " (out of memory for qsort's)");
+    if (ref && !unsorted && !differing)
+        fputs(STALE_REF, stderr);
     free(ref);
 }
