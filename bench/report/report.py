@@ -296,7 +296,10 @@ W10_TEXT = (
     "them (`bench/adapters/vf_recursive.c`). OpenMP: `#pragma omp task` per child and "
     "`#pragma omp taskwait`, the root in a `single` of a team of T. oneTBB (`tbb-tg`): "
     "a `tbb::task_group` per call, `run` per child, `wait`. serial: the plain "
-    "recursion. The partition and the serial leaf sort are built once by GCC and "
+    "recursion (GCC at -O3 folds most of fib's calls into loops, so its fib is no "
+    "per-task floor). varflow has T workers besides the program's thread, which "
+    "only waits for the root; OpenMP's team of T and TBB's T threads include it. "
+    "The partition and the serial leaf sort are built once by GCC and "
     "linked into every binary. Every run is checked: fib against the closed form, the "
     "sorted array against `qsort(3)`'s output of the same input.")
 

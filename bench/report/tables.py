@@ -549,7 +549,8 @@ def all_tables(res, dash="-"):
         out.append(table_rec_rate(res))
         out.append(table_vs_peer(res, "rec"))
     out.append(table_startup(res))
-    out.append(table_glance(res))
+    if works:
+        out.append(table_glance(res))
     if res.doc.get("pending"):
         out.append(table_pending(res))
     if res.doc.get("wide"):
