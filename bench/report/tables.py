@@ -294,6 +294,8 @@ def table_speedup(res, work):
 
 def table_vs_peer(res, work):
     cols = [c for c in res.all_columns() if res.families.get(c[0]) == "varflow"]
+    if work == "rec":
+        cols = rec_columns(res, cols)
     header = ["workload"] + ["%s T=%d" % c for c in cols]
     rows = []
     for key in res.rows:
@@ -361,10 +363,16 @@ def table_seconds(res, threads, dash="-", wid="W8"):
     return title, header, rows
 
 
+def rec_columns(res, cols):
+    """The columns that ran W10 (vf-bulk64 and tbb-flow, say, do not)."""
+    return [(e, t) for e, t in cols
+            if any(res.get(e, t, k, "rec") for k in res.rows if is_recursive(k))]
+
+
 def table_rec_seconds(res, threads, dash="-"):
     """W10: seconds per run (the root's push and wait), every engine at a
     worker count."""
-    cols = res.columns(threads)
+    cols = rec_columns(res, res.columns(threads))
     header = ["workload", "size"] + [
         c[0] + ("" if c[1] == threads else " (T=%d)" % c[1]) for c in cols]
     rows = []
@@ -389,7 +397,7 @@ def table_rec_seconds(res, threads, dash="-"):
 def table_rec_rate(res):
     """W10: millions of tasks (calls) per second, every engine at every
     worker count."""
-    cols = res.all_columns()
+    cols = rec_columns(res, res.all_columns())
     header = ["workload"] + ["%s T=%d" % c for c in cols]
     rows = []
     for key in res.rows:
