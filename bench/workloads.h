@@ -1,6 +1,6 @@
 /*
- * The benchmark workloads W1-W8 (shared/bench/WORKLOADS.md), defined once for
- * every engine and peer.
+ * The benchmark workloads W1-W8 and W10 (shared/bench/WORKLOADS.md),
+ * defined once for every engine and peer.
  *
  * A workload is built into a program: a flat array of ops, each naming the
  * variables it reads, writes and accumulates into (indices 0..nvars-1). The
