@@ -84,7 +84,7 @@ extern const bench_adapter bench_omp;
 extern const bench_adapter bench_starpu_eager, bench_starpu_lws;
 #endif
 #ifdef BENCH_WITH_TBB
-extern const bench_adapter bench_tbb_flow;
+extern const bench_adapter bench_tbb_flow, bench_tbb_tg;
 #endif
 
 const bench_adapter *const bench_adapters[] = {
@@ -112,6 +112,7 @@ const bench_adapter *const bench_adapters[] = {
 #endif
 #ifdef BENCH_WITH_TBB
     &bench_tbb_flow,
+    &bench_tbb_tg,
 #endif
     NULL,
 };
@@ -773,15 +774,16 @@ int main(int argc, char **argv)
 
     int nsteps = 0;
     for (int w = 0; w < o.nworkloads; w++)
-        nsteps += bench_workload_tiled(o.workloads[w]) ? 1 : o.nwork;
+        nsteps += bench_workload_fixed_label(o.workloads[w]) ? 1 : o.nwork;
     int step = 0, status = 0;
     for (int k = 0; k < o.nwork && status != 1; k++) {
         for (int w = 0; w < o.nworkloads && status != 1; w++) {
             const char *key = o.workloads[w];
-            bool tiled = bench_workload_tiled(key); /* W6, W8: no work sizes */
-            if (tiled && k > 0)
+            /* W6, W8 ("tiles") and W10 ("rec"): no work sizes, run once */
+            const char *fixed = bench_workload_fixed_label(key);
+            if (fixed && k > 0)
                 continue;
-            const char *wl = tiled ? "tiles" : o.work_labels[k];
+            const char *wl = fixed ? fixed : o.work_labels[k];
             int skipped = 0;
             for (int i = 0; i < o.nskip; i++) {
                 size_t kl = strlen(key);
@@ -793,7 +795,7 @@ int main(int argc, char **argv)
                 step++;
                 continue;
             }
-            int rc = run_row(&o, ad, engine, key, tiled ? 0 : o.work[k], wl, step++, nsteps);
+            int rc = run_row(&o, ad, engine, key, fixed ? 0 : o.work[k], wl, step++, nsteps);
             if (rc > status)
                 status = rc;
         }

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run the benchmark suite: every engine at 1 worker and at every core, over
-every workload (W1-W8) and work size (0, ~10 us, ~100 us per op; W6 and W8
-run their tile and block kernels once), each
+every workload (W1-W8, W10) and work size (0, ~10 us, ~100 us per op; W6
+and W8 run their tile and block kernels once, W10 its recursion), each
 checked against the serial run; then the pending-ops row (memory per op
 held, bench/pending.h) and the wide-op row (one op over 2^20 vars,
 bench/adapters/adapter.h); print the tables; write the results JSON.

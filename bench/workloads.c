@@ -15,7 +15,8 @@
 
 const char *const bench_workload_keys[] = {
     "W1", "W2", "W3-K16", "W3-K64", "W4-G100", "W4-G300",
-    "W5", "W7", "W6-b32", "W6-b64", "W6-b128", "W8-b16", "W8-b64", NULL,
+    "W5", "W7", "W6-b32", "W6-b64", "W6-b128", "W8-b16", "W8-b64",
+    "W10-fib25", "W10-fib30", "W10-qsort", NULL,
 };
 
 static const struct {
@@ -34,6 +35,9 @@ static const struct {
     {"W7", "many pushers"},
     {"W8-b16", "blocked sparse LU B=16"},
     {"W8-b64", "blocked sparse LU B=64"},
+    {"W10-fib25", "recursive fib(25)"},
+    {"W10-fib30", "recursive fib(30)"},
+    {"W10-qsort", "recursive quicksort"},
 };
 
 const char *bench_workload_name(const char *key)
@@ -47,6 +51,11 @@ const char *bench_workload_name(const char *key)
 bool bench_workload_tiled(const char *key)
 {
     return strncmp(key, "W6", 2) == 0 || strncmp(key, "W8", 2) == 0;
+}
+
+const char *bench_workload_fixed_label(const char *key)
+{
+    return bench_workload_tiled(key) ? "tiles" : bench_workload_recursive(key) ? "rec" : NULL;
 }
 
 double bench_now(void)
@@ -368,7 +377,7 @@ bench_prog *bench_prog_build(const char *key, const bench_sizing *sz)
     if (!p)
         return NULL;
     snprintf(p->key, sizeof p->key, "%s", key);
-    snprintf(p->id, sizeof p->id, "%.2s", key);
+    snprintf(p->id, sizeof p->id, "%.*s", (int)strcspn(key, "-"), key);
     snprintf(p->name, sizeof p->name, "%s", name);
     p->npushers = 1;
     builder b = {.p = p};
@@ -398,6 +407,8 @@ bench_prog *bench_prog_build(const char *key, const bench_sizing *sz)
         build_sparselu(&b, sz, 16);
     else if (strcmp(key, "W8-b64") == 0)
         build_sparselu(&b, sz, 64);
+    else if (bench_workload_recursive(key) && bench_rec_build(p, key, sz) != 0)
+        b.oom = true;
     if (b.oom) {
         fprintf(stderr, "bench: out of memory building %s\n", key);
         bench_prog_free(p);
@@ -418,6 +429,7 @@ void bench_prog_free(bench_prog *p)
     free(p->vars);
     free(p->chol);
     free(p->lu_present);
+    free(p->rec_input);
     free(p);
 }
 
@@ -434,7 +446,7 @@ int bench_state_init(bench_state *s, const bench_prog *p, uint64_t work)
     memset(s, 0, sizeof *s);
     s->prog = p;
     s->work = work;
-    s->deps = calloc((size_t)p->nvars, 1);
+    s->deps = calloc(p->nvars > 0 ? (size_t)p->nvars : 1, 1);
     if (!s->deps)
         goto oom;
     if (p->chol) {
@@ -444,6 +456,10 @@ int bench_state_init(bench_state *s, const bench_prog *p, uint64_t work)
         chol_matrix_fill_spd(&s->mat0, 0x5eed0006);
     } else if (p->lu_nb) {
         if (lu_grid_init(&s->lu, p->lu_nb, p->lu_b, p->lu_present) != 0)
+            goto oom;
+    } else if (p->rec_kind) {
+        s->arr = p->rec_len ? malloc(p->rec_len * sizeof *s->arr) : NULL;
+        if (p->rec_len && !s->arr)
             goto oom;
     } else {
         s->vals = malloc((size_t)p->nvars * sizeof *s->vals);
@@ -461,6 +477,7 @@ void bench_state_destroy(bench_state *s)
 {
     free(s->deps);
     free(s->vals);
+    free(s->arr);
     chol_matrix_free(&s->mat);
     chol_matrix_free(&s->mat0);
     if (s->lu.blk)
@@ -480,6 +497,9 @@ void bench_state_reset(bench_state *s)
         lu_grid_reset(&s->lu);
         return;
     }
+    s->fib = -1;
+    if (s->arr)
+        memcpy(s->arr, p->rec_input, p->rec_len * sizeof *s->arr);
     for (int v = 0; v < p->nvars; v++)
         s->vals[v] = initial_value(v);
 }
@@ -532,6 +552,8 @@ uint64_t bench_state_hash(const bench_state *s)
 {
     const bench_prog *p = s->prog;
     uint64_t h = 0xcbf29ce484222325ULL;
+    if (p->rec_kind)
+        return bench_rec_hash(s);
     if (p->chol) {
         size_t words = chol_matrix_bytes(&s->mat) / sizeof(uint64_t);
         const unsigned char *bytes = (const unsigned char *)s->mat.data;
@@ -603,6 +625,12 @@ int bench_reference(const bench_prog *p, uint64_t work, const char *dir, bench_r
         }
     }
     bench_state s;
+    if (p->rec_kind) { /* W10: the closed form or qsort(3) (recursive.h) */
+        out->residual = 0;
+        if (bench_rec_reference(p, &out->hash) != 0)
+            return -1;
+        goto save;
+    }
     if (bench_state_init(&s, p, work) != 0) {
         fprintf(stderr, "bench: out of memory for the reference of %s\n", p->key);
         return -1;
@@ -626,6 +654,7 @@ int bench_reference(const bench_prog *p, uint64_t work, const char *dir, bench_r
                 out->residual < 0 ? " (or out of memory)" : "");
         return -1;
     }
+save:
     if (dir) {
         char tmp[1100];
         snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -647,6 +676,12 @@ void bench_report_mismatch(const bench_state *s, const char *engine, int threads
             "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n"
             "!!! %s T=%d: %s %s (%s): final state differs from the serial run\n",
             engine, threads, p->key, p->name, p->size);
+    if (p->rec_kind) {
+        bench_rec_mismatch(s);
+        fprintf(stderr,
+                "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n\n");
+        return;
+    }
     bench_state ref;
     if (bench_state_init(&ref, p, s->work) != 0 || run_serial(&ref) != 0) {
         fprintf(stderr, "!!! (could not recompute the serial run to show where)\n");

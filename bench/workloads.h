@@ -1,6 +1,6 @@
 /*
- * The benchmark workloads W1-W8 (shared/bench/WORKLOADS.md), defined once for
- * every engine and peer.
+ * The benchmark workloads W1-W8 and W10 (shared/bench/WORKLOADS.md),
+ * defined once for every engine and peer.
  *
  * A workload is built into a program: a flat array of ops, each naming the
  * variables it reads, writes and accumulates into (indices 0..nvars-1). The
@@ -37,6 +37,7 @@
 
 #include "bench_op.h"
 #include "cholesky_tiles.h"
+#include "recursive.h"
 #include "sparselu.h"
 
 /* Op kinds: the W8 ones are BENCH_OP_LU0 + enum lu_kind. */
@@ -52,7 +53,7 @@ enum { BENCH_MAX_PUSHERS = 2 };
 
 typedef struct bench_prog {
     char key[16];    /* row key, stable across sizes: "W3-K16" */
-    char id[4];      /* "W3" */
+    char id[4];      /* "W3", "W10" */
     char name[48];   /* "fan-out/fan-in K=16" */
     char size[80];   /* the actual sizes: "R=5556 K=16" */
     int nvars;
@@ -72,6 +73,11 @@ typedef struct bench_prog {
     int lu_b;
     uint8_t *lu_present; /* lu_nb^2: the blocks present at the start */
     double flops; /* W6: n^3/3; W8: the sum of its ops' (sparselu.h); else 0 */
+    /* W10 only (rec_kind != BENCH_REC_NONE): no ops; nops counts its tasks */
+    int rec_kind;        /* enum bench_rec_kind */
+    int rec_n;           /* fib: n */
+    size_t rec_len;      /* quicksort: ints to sort */
+    int32_t *rec_input;  /* quicksort: the unsorted ints (a fixed seed) */
 } bench_prog;
 
 /* What the values of a program run live in. */
@@ -83,6 +89,8 @@ typedef struct bench_state {
     chol_matrix mat0;  /* W6: the original matrix */
     lu_grid lu;        /* W8: the blocks being factored */
     char *deps;        /* nvars distinct addresses (OpenMP depend items) */
+    int64_t fib;       /* W10 fib: the result */
+    int32_t *arr;      /* W10 quicksort: the ints being sorted */
     int failed;        /* set (racily, to 1) when a kernel failed */
 } bench_state;
 
@@ -122,6 +130,10 @@ int bench_op_run(bench_state *s, size_t i);
 /* Whether a row ignores `work` and runs tile or block kernels (W6, W8):
  * its work label is "tiles" and it reports GFLOP/s. */
 bool bench_workload_tiled(const char *key);
+
+/* The work label of a row that ignores `work` and runs once whatever the
+ * work sizes: "tiles" (W6, W8), "rec" (W10); NULL for the others. */
+const char *bench_workload_fixed_label(const char *key);
 
 /* Whether var v exists from the start. Every var does, but W8's blocks
  * absent at the start: an engine makes their handles as the pusher goes. */

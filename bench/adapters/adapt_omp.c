@@ -20,6 +20,11 @@
  * and depend(inout:) on the one it writes. It must make the same ops in
  * the same order as the list (sparselu.h), and the check against the serial
  * run says whether it did.
+ *
+ * W10 (recursive.h) is the recursion with `task` and `taskwait`, as BOTS's
+ * fib and a textbook parallel quicksort write it: one thread of the team
+ * makes the root call, each call makes a task per child and waits for
+ * both (tied tasks, the default).
  */
 #include <omp.h>
 #include <stdio.h>
@@ -61,7 +66,8 @@ static int omp_start(void **engine, int threads, char *version, size_t len)
 #pragma omp single
         team = omp_get_num_threads();
     }
-    snprintf(version, len, "%s, OpenMP %d, team of %d", OMP_RUNTIME, _OPENMP, team);
+    snprintf(version, len, "%s, OpenMP %d, team of %d", OMP_RUNTIME, _OPENMP,
+             team);
     *engine = b;
     return 0;
 }
@@ -92,19 +98,25 @@ static int omp_sparselu(omp_bench *ob)
     {
         for (int kk = 0; kk < nb && !oom; kk++) {
             float *diag = a[kk * nb + kk];
-#pragma omp task firstprivate(diag) depend(inout : diag[0 : bb])
+#pragma omp task firstprivate(diag) depend(inout : diag [0:bb])
             lu_lu0(diag, b);
             for (int jj = kk + 1; jj < nb; jj++) {
                 float *col = a[kk * nb + jj];
                 if (col) {
-#pragma omp task firstprivate(diag, col) depend(in : diag[0 : bb]) depend(inout : col[0 : bb])
+#pragma omp task firstprivate(diag, col) depend(in                             \
+                                                : diag [0:bb])                 \
+    depend(inout                                                               \
+           : col [0:bb])
                     lu_fwd(diag, col, b);
                 }
             }
             for (int ii = kk + 1; ii < nb; ii++) {
                 float *row = a[ii * nb + kk];
                 if (row) {
-#pragma omp task firstprivate(diag, row) depend(in : diag[0 : bb]) depend(inout : row[0 : bb])
+#pragma omp task firstprivate(diag, row) depend(in                             \
+                                                : diag [0:bb])                 \
+    depend(inout                                                               \
+           : row [0:bb])
                     lu_bdiv(diag, row, b);
                 }
             }
@@ -120,8 +132,10 @@ static int omp_sparselu(omp_bench *ob)
                         oom = 1;
                         break;
                     }
-#pragma omp task firstprivate(row, col, inner)                                         \
-    depend(in : row[0 : bb], col[0 : bb]) depend(inout : inner[0 : bb])
+#pragma omp task firstprivate(row, col, inner)                                 \
+    depend(in                                                                  \
+           : row [0:bb], col [0:bb]) depend(inout                              \
+                                            : inner [0:bb])
                     lu_bmod(row, col, inner, b);
                 }
             }
@@ -130,10 +144,58 @@ static int omp_sparselu(omp_bench *ob)
     return oom ? -1 : 0;
 }
 
+static int64_t omp_fib(int n)
+{
+    if (n < 2)
+        return n;
+    int64_t x, y;
+#pragma omp task shared(x) firstprivate(n)
+    x = omp_fib(n - 1);
+#pragma omp task shared(y) firstprivate(n)
+    y = omp_fib(n - 2);
+#pragma omp taskwait
+    return x + y;
+}
+
+static void omp_qsort(int32_t *a, size_t n)
+{
+    if (n <= BENCH_QSORT_CUTOFF) {
+        bench_qsort_leaf(a, n);
+        return;
+    }
+    size_t k = bench_qsort_partition(a, n);
+#pragma omp task firstprivate(a, k)
+    omp_qsort(a, k);
+#pragma omp task firstprivate(a, k, n)
+    omp_qsort(a + k, n - k);
+#pragma omp taskwait
+}
+
+/* W10: the root call in a region of the team. */
+static void omp_recursive(omp_bench *b, double *seconds)
+{
+    bench_state *s = b->s;
+    const bench_prog *p = s->prog;
+    double t0 = bench_now();
+#pragma omp parallel num_threads(b->threads)
+#pragma omp single
+    {
+        if (p->rec_kind == BENCH_REC_FIB)
+            s->fib = omp_fib(p->rec_n);
+        else
+            omp_qsort(s->arr, p->rec_len);
+    }
+    *seconds = bench_now() - t0;
+}
+
 static int omp_run(void *run, double *seconds)
 {
     omp_bench *b = run;
     bench_state *s = b->s;
+    if (s->prog->rec_kind) {
+        omp_recursive(b, seconds);
+        return 0;
+    }
     if (s->prog->lu_nb) {
         double t0 = bench_now();
         int rc = omp_sparselu(b);
@@ -153,8 +215,13 @@ static int omp_run(void *run, double *seconds)
             const int32_t *v = vars + ops[i].first;
             int nr = ops[i].nreads, nw = ops[i].nwrites + ops[i].naccs;
             (void)nw, (void)d; /* GCC does not see their use in the iterators */
-#pragma omp task firstprivate(i) depend(iterator(j = 0 : nr), in : d[v[j]])            \
-    depend(iterator(j = 0 : nw), inout : d[v[nr + j]])
+#pragma omp task firstprivate(i) depend(iterator(j = 0                         \
+                                                 : nr),                        \
+                                        in                                     \
+                                        : d[v[j]]) depend(iterator(j = 0       \
+                                                                   : nw),      \
+                                                          inout                \
+                                                          : d[v[nr + j]])
             bench_op_run(s, i);
         }
     }

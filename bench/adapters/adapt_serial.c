@@ -1,7 +1,8 @@
 /*
  * The serial loop: every op of the program in push order on the calling
  * thread, no engine at all. The floor every engine must beat once ops carry
- * work, and the baseline of the speedup tables.
+ * work, and the baseline of the speedup tables. W10: the plain recursion,
+ * no tasks (recursive.h).
  */
 #include "adapter.h"
 
@@ -30,7 +31,9 @@ static int serial_run(void *run, double *seconds)
     bench_state *s = run;
     size_t n = s->prog->nops;
     double t0 = bench_now();
-    if (s->prog->lu_nb) {
+    if (s->prog->rec_kind) {
+        bench_rec_run_serial(s);
+    } else if (s->prog->lu_nb) {
         /* W8: a block absent at the start is allocated just before its
          * first op, as the other engines' pushers do. */
         for (size_t i = 0; i < n; i++)

@@ -204,11 +204,17 @@ static int spu_run_all(void *run_, double *seconds)
     return rc;
 }
 
+static const char *spu_unsupported(const bench_prog *p)
+{
+    return p->rec_kind ? "W10 (recursive, nested waits) is not written for StarPU" : NULL;
+}
+
 #define SPU_ADAPTER(var, label, start_fn)                                              \
     const bench_adapter var = {                                                        \
         .name = label,                                                                 \
         .family = "starpu",                                                            \
         .threaded = 1,                                                                 \
+        .unsupported = spu_unsupported,                                                \
         .start = start_fn,                                                             \
         .stop = spu_stop,                                                              \
         .prepare = spu_prepare,                                                        \

@@ -30,6 +30,10 @@
  * pushing at once. Building both pushers' ops from one thread would give a
  * W5-like number that the tables would set beside the other engines' W7 as
  * if it were the same test.
+ *
+ * W10 (recursive.h) is not a graph: its tasks are made by its tasks. It
+ * runs on "tbb-tg", oneTBB's task_group (tbb_tasks.cpp), which runs only
+ * W10, under the same thread limit.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -59,8 +63,18 @@ typedef struct tbb_run {
 static const char *tbb_unsupported(const bench_prog *p)
 {
     if (p->npushers > 1)
-        return "a flow graph is built by one thread here; W7 measures concurrent pushers";
+        return "a flow graph is built by one thread here; W7 measures "
+               "concurrent pushers";
+    if (p->rec_kind)
+        return "W10's tasks are made by its tasks: see tbb-tg (task_group)";
     return NULL;
+}
+
+static const char *tg_unsupported(const bench_prog *p)
+{
+    return p->rec_kind
+               ? NULL
+               : "task_group runs the recursive W10 only (tbb-flow: W1-W8)";
 }
 
 static int tbb_start(void **engine, int threads, char *version, size_t len)
@@ -104,14 +118,16 @@ static int tbb_prepare(void *engine, bench_state *s, void **run)
     tbb_run *r = calloc(1, sizeof *r);
     if (!r)
         return -1;
-    size_t nvars = (size_t)p->nvars ? (size_t)p->nvars : 1, nops = p->nops ? p->nops : 1;
+    size_t nvars = (size_t)p->nvars ? (size_t)p->nvars : 1,
+           nops = p->nops ? p->nops : 1;
     r->s = s;
     r->last_writer = malloc(nvars * sizeof *r->last_writer);
     r->readers = malloc(nvars * sizeof *r->readers);
     r->reads = malloc((p->nvarrefs ? p->nvarrefs : 1) * sizeof *r->reads);
     r->edge_stamp = malloc(nops * sizeof *r->edge_stamp);
     r->roots = malloc(nops * sizeof *r->roots);
-    if (!r->last_writer || !r->readers || !r->reads || !r->edge_stamp || !r->roots) {
+    if (!r->last_writer || !r->readers || !r->reads || !r->edge_stamp ||
+        !r->roots) {
         tbb_release(r);
         return -1;
     }
@@ -125,7 +141,8 @@ static void run_op(void *arg, size_t i)
 }
 
 /* Make the edge pred -> op unless op already has it. *npreds counts op's. */
-static int edge_once(tbb_run *r, tbb_flow *g, uint32_t pred, uint32_t op, int *npreds)
+static int edge_once(tbb_run *r, tbb_flow *g, uint32_t pred, uint32_t op,
+                     int *npreds)
 {
     if (pred == NONE || r->edge_stamp[pred] == op + 1)
         return 0;
@@ -135,7 +152,8 @@ static int edge_once(tbb_run *r, tbb_flow *g, uint32_t pred, uint32_t op, int *n
 }
 
 /* Add op i's node and its edges; record it as a root when it has none. */
-static int add_op(tbb_run *r, tbb_flow *g, uint32_t i, size_t *nroots, size_t *nreads)
+static int add_op(tbb_run *r, tbb_flow *g, uint32_t i, size_t *nroots,
+                  size_t *nreads)
 {
     const bench_prog *p = r->s->prog;
     const bench_op *o = &p->ops[i];
@@ -198,7 +216,8 @@ static int tbb_run_all(void *run_, double *seconds)
     *seconds = bench_now() - t0;
     tbb_flow_free(g);
     if (rc != 0)
-        fprintf(stderr, "bench: tbb: could not build the graph (out of memory)\n");
+        fprintf(stderr,
+                "bench: tbb: could not build the graph (out of memory)\n");
     return rc;
 }
 
@@ -250,4 +269,42 @@ const bench_adapter bench_tbb_flow = {
     .run = tbb_run_all,
     .release = tbb_release,
     .pending = tbb_pending,
+};
+
+/* ---- tbb-tg: W10 with task_group -------------------------------------------
+ */
+
+static int tg_prepare(void *engine, bench_state *s, void **run)
+{
+    (void)engine;
+    *run = s;
+    return 0;
+}
+
+static int tg_run(void *run, double *seconds)
+{
+    bench_state *s = run;
+    const bench_prog *p = s->prog;
+    double t0 = bench_now();
+    int rc = p->rec_kind == BENCH_REC_FIB ? tbb_rec_fib(p->rec_n, &s->fib)
+                                          : tbb_rec_qsort(s->arr, p->rec_len);
+    *seconds = bench_now() - t0;
+    return rc;
+}
+
+static void tg_release(void *run)
+{
+    (void)run;
+}
+
+const bench_adapter bench_tbb_tg = {
+    .name = "tbb-tg",
+    .family = "tbb",
+    .threaded = 1,
+    .unsupported = tg_unsupported,
+    .start = tbb_start,
+    .stop = tbb_stop,
+    .prepare = tg_prepare,
+    .run = tg_run,
+    .release = tg_release,
 };

@@ -40,6 +40,10 @@
  * "vf-naive-cxx", "vf-pooled-cxx" and "vf-pooled-cxx-heap" (extras, built
  * when the bench has a C++ compiler) run the same timed loop through
  * include/varflow.hpp (adapt_varflow_cxx.cpp): its cost over vf_engine_push.
+ *
+ * W10 (recursive.h) has no op list: its ops push ops and wait for them
+ * (vf_recursive.c; the -cxx extras through varflow.hpp). vf-bulk64 and
+ * vf-pooled-opr do not run it.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -145,6 +149,8 @@ static int start_perdevice(void **engine, int threads, char *version, size_t len
 
 static const char *opr_unsupported(const bench_prog *p)
 {
+    if (p->rec_kind)
+        return "W10's ops are made by its ops, not before the clock";
     return p->lu_nb ? "operators are made before the clock from each op's var list; "
                       "W8 makes its vars as the pusher goes"
                     : NULL;
@@ -247,6 +253,10 @@ static int prepare(void *engine, bench_state *s, void **run)
     r->e = be->e;
     r->s = s;
     r->cxx = be->cxx;
+    if (p->rec_kind) { /* W10: no vars or ops before the clock */
+        *run = r;
+        return 0;
+    }
     r->vars = calloc((size_t)p->nvars, sizeof *r->vars);
     r->refs = malloc((p->nvarrefs ? p->nvarrefs : 1) * sizeof *r->refs);
     r->tasks = malloc(p->nops * sizeof *r->tasks);
@@ -396,6 +406,8 @@ static int run(void *run_, double *seconds)
     const bench_prog *p = r->s->prog;
     double t0;
     int rc;
+    if (p->rec_kind)
+        return vf_bench_rec_run(r->e, r->s, r->cxx, seconds);
     if (p->lu_nb) {
         t0 = bench_now();
         rc = push_range_lu(r, 0, p->nops);

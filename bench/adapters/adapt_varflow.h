@@ -9,6 +9,7 @@
 #define VF_BENCH_ADAPT_VARFLOW_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <varflow.h>
 
@@ -40,6 +41,20 @@ typedef enum vf_bench_cxx_kind {
 int vf_bench_cxx_push_range(vf_engine *e, const bench_op *ops,
                             const vf_var *refs, vf_bench_task *tasks,
                             size_t begin, size_t end, vf_bench_cxx_kind kind);
+
+/* W10 (recursive.h; vf_recursive.c): run the program's recursion, each
+ * call an op that pushes its children writing fresh vars and waits on
+ * them; through varflow.hpp when `cxx`. Puts the time of the root's push
+ * and wait in *seconds. Returns 0, or -1 (a message on stderr). */
+int vf_bench_rec_run(vf_engine *e, struct bench_state *s, int cxx,
+                     double *seconds);
+
+/* W10 through varflow.hpp (adapt_varflow_cxx.cpp): the same recursion, each
+ * call a lambda pushed with engine_ref::push writing a varflow::var made by
+ * new_var(), joined with engine_ref::wait. Return 0, or -1 (said on
+ * stderr). */
+int vf_bench_cxx_fib(vf_engine *e, int n, int64_t *out);
+int vf_bench_cxx_qsort(vf_engine *e, int32_t *a, size_t n);
 
 #ifdef __cplusplus
 }

@@ -16,8 +16,10 @@
 #include <varflow.hpp>
 
 #include "adapt_varflow.h"
+#include "recursive.h"
 
-namespace {
+namespace
+{
 /* The heap row's capture: 16 bytes that only a copy constructor may copy. */
 struct heap_capture {
     bench_state *s;
@@ -47,10 +49,9 @@ int vf_bench_cxx_push_range(vf_engine *e, const bench_op *ops,
                 eng.push(reads, writes,
                          [t] { return bench_op_run(t->s, t->i); });
             } else {
-                eng.push(reads, writes,
-                         [c = heap_capture(tasks[i].s, i)] {
-                             return bench_op_run(c.s, c.i);
-                         });
+                eng.push(reads, writes, [c = heap_capture(tasks[i].s, i)] {
+                    return bench_op_run(c.s, c.i);
+                });
             }
         }
     } catch (const varflow::error &err) {
@@ -61,4 +62,69 @@ int vf_bench_cxx_push_range(vf_engine *e, const bench_op *ops,
         return -1;
     }
     return 0;
+}
+
+/* ---- W10 through varflow.hpp (adapt_varflow.h) ----------------------------
+ */
+
+namespace
+{
+/* One call of the recursion: each child a lambda (24 bytes, trivially
+ * copyable: copied into the op) writing a var of its own, both joined with
+ * wait(); the vars are deleted when they go out of scope. */
+void fib_call(varflow::engine_ref eng, int n, int64_t *out)
+{
+    if (n < 2) {
+        *out = n;
+        return;
+    }
+    int64_t x = 0, y = 0;
+    varflow::var vx = eng.new_var(), vy = eng.new_var();
+    eng.push({}, {vx.handle()}, [eng, n, &x] { fib_call(eng, n - 1, &x); });
+    eng.push({}, {vy.handle()}, [eng, n, &y] { fib_call(eng, n - 2, &y); });
+    eng.wait(vx);
+    eng.wait(vy);
+    *out = x + y;
+}
+
+void qsort_call(varflow::engine_ref eng, int32_t *a, size_t n)
+{
+    if (n <= BENCH_QSORT_CUTOFF) {
+        bench_qsort_leaf(a, n);
+        return;
+    }
+    size_t k = bench_qsort_partition(a, n);
+    varflow::var v0 = eng.new_var(), v1 = eng.new_var();
+    eng.push({}, {v0.handle()}, [eng, a, k] { qsort_call(eng, a, k); });
+    eng.push({}, {v1.handle()},
+             [eng, a, k, n] { qsort_call(eng, a + k, n - k); });
+    eng.wait(v0);
+    eng.wait(v1);
+}
+
+/* The root call from the program's thread, pushed and joined the same way. */
+template <class F> int root(vf_engine *e, F &&fn)
+{
+    varflow::engine_ref eng(e);
+    try {
+        varflow::var v = eng.new_var();
+        eng.push({}, {v.handle()}, [eng, &fn] { fn(eng); });
+        eng.wait(v);
+    } catch (const varflow::error &err) {
+        std::fprintf(stderr, "bench: varflow.hpp W10: %s\n", err.what());
+        return -1;
+    }
+    return 0;
+}
+} // namespace
+
+int vf_bench_cxx_fib(vf_engine *e, int n, int64_t *out)
+{
+    return root(e,
+                [n, out](varflow::engine_ref eng) { fib_call(eng, n, out); });
+}
+
+int vf_bench_cxx_qsort(vf_engine *e, int32_t *a, size_t n)
+{
+    return root(e, [a, n](varflow::engine_ref eng) { qsort_call(eng, a, n); });
 }

@@ -16,6 +16,7 @@
 #define VF_BENCH_TBB_FLOW_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -59,6 +60,13 @@ void tbb_flow_wait(tbb_flow *g);
 
 /* Destroy a graph that is not running (never started, or waited for). */
 void tbb_flow_free(tbb_flow *g);
+
+/* W10 (recursive.h) with tbb::task_group (tbb_tasks.cpp): each call runs
+ * its children in a task_group of its own and waits for it. The calling
+ * thread makes the root call and works in every wait. Return 0, or -1 when
+ * TBB threw (said on stderr). */
+int tbb_rec_fib(int n, int64_t *out);
+int tbb_rec_qsort(int32_t *a, size_t n);
 
 #ifdef __cplusplus
 }

@@ -45,6 +45,10 @@ WORKLOADS = [
      "the start (fixed seed, the diagonal always), the others allocated zeroed by the "
      "pushing thread when first needed; lu0/fwd/bdiv/bmod block kernels "
      "(bench/sparselu.h)."),
+    ("W10", "recursive", "fib(n) with no cutoff, n = 25 and 30, each call a task that "
+     "spawns two and waits for both; a quicksort of 10M ints, each range over 1000 "
+     "partitioned into two tasks waited for, at or below sorted serially "
+     "(bench/recursive.h)."),
 ]
 
 # Each tiled workload's chart (docs/bench/NAME) and chart title.
@@ -93,7 +97,7 @@ def chart_us(res, work, threads, path):
     engines = [c[0] for c in cols]
     groups = []
     for key in res.rows:
-        if tables.is_tiled(key):
+        if not tables.in_table(key, "0"):
             continue
         g = {}
         for e, t in cols:
@@ -114,7 +118,7 @@ def chart_speedup(res, path):
     engines = [c[0] for c in res.columns(t) if c[1] == t and c[0] != "serial"]
     panels = []
     for key in res.rows:
-        if tables.is_tiled(key):
+        if not tables.in_table(key, "0"):
             continue
         p = {}
         for e in engines:
@@ -162,7 +166,8 @@ def behind(res):
     vf = [e for e in res.engines if res.families.get(e) == "varflow"]
     lines = []
     ids = tables.tiled_ids(res)
-    works = res.works + (["tiles"] if ids else [])
+    works = res.works + (["tiles"] if ids else []) + (
+        ["rec"] if any(tables.is_recursive(k) for k in res.rows) else [])
     for w in works:
         for t in res.threads:
             cells = []
@@ -173,7 +178,7 @@ def behind(res):
                     cells.append("")
                     continue
                 for key in res.rows:
-                    if tables.is_tiled(key) != (w == "tiles"):
+                    if not tables.in_table(key, w):
                         continue
                     r = res.get(e, t, key, w)
                     best = res.best_peer(t, key, w)
@@ -185,6 +190,7 @@ def behind(res):
                 cells.append(", ".join(items) if items else "none")
             if any(c and c != "none" for c in cells):
                 where = ("%s tiles" % "/".join(ids) if w == "tiles"
+                         else "W10 recursive" if w == "rec"
                          else ("empty" if w == "0" else "~" + w))
                 lines.append("| %s | %d | %s |" % (where, t, " | ".join(cells)))
     if not lines:
@@ -272,6 +278,42 @@ def tiled_section(res, wid, rel="bench", run_line=None):
     if wid == tables.tiled_ids(res)[-1]:
         L += [md_table(tables.table_speedup(res, "tiles")), ""]
         L += [md_table(tables.table_vs_peer(res, "tiles")), ""]
+    return L
+
+
+W10_TITLE = "## W10: recursive"
+W10_TEXT = (
+    "Task-parallel recursion with a wait at every level (`bench/recursive.h`): fib(n) "
+    "with no cutoff, each call a task that spawns fib(n-1) and fib(n-2) and waits for "
+    "both (n = 25: 242,785 tasks; n = 30: 2,692,537), and a quicksort of 10M ints "
+    "(a fixed seed) in which each range over 1000 ints is partitioned (median of "
+    "three, Hoare) into two tasks that the range's task waits for, and a range at or "
+    "below 1000 is sorted serially. A cell is the time of one run, the root call's "
+    "push and wait; tasks per second divide the task count (the calls) by the median. "
+    "varflow: each call is an op, its arguments copied into it (`arg_size`); a call "
+    "that recurses makes two vars (`vf_var_create`), pushes one op per child writing "
+    "one of them, waits on both with `vf_var_wait` from inside the op, then destroys "
+    "them (`bench/adapters/vf_recursive.c`). OpenMP: `#pragma omp task` per child and "
+    "`#pragma omp taskwait`, the root in a `single` of a team of T. oneTBB (`tbb-tg`): "
+    "a `tbb::task_group` per call, `run` per child, `wait`. serial: the plain "
+    "recursion (GCC at -O3 folds most of fib's calls into loops, so its fib is no "
+    "per-task floor). varflow has T workers besides the program's thread, which "
+    "only waits for the root; OpenMP's team of T and TBB's T threads include it. "
+    "The partition and the serial leaf sort are built once by GCC and "
+    "linked into every binary. Every run is checked: fib against the closed form, the "
+    "sorted array against `qsort(3)`'s output of the same input.")
+
+
+def rec_section(res, run_line=None):
+    """The W10 section: seconds per run at each worker count, tasks per
+    second, and varflow / best peer."""
+    L = [W10_TITLE, "", W10_TEXT, ""]
+    if run_line:
+        L += [run_line, ""]
+    for t in res.threads:
+        L += [md_table(tables.table_rec_seconds(res, t, "–")), ""]
+    L += [md_table(tables.table_rec_rate(res)), ""]
+    L += [md_table(tables.table_vs_peer(res, "rec")), ""]
     return L
 
 
@@ -493,6 +535,11 @@ def main():
         # Figures of W8 from a run of its own (see tiled_section's
         # run_line), kept until a run of the whole suite has W8.
         L.extend(kept_sections(out, (W8_TITLE,))[1:])
+    if any(tables.is_recursive(k) for k in res.rows):
+        L.extend(rec_section(res))
+    else:
+        # Figures of W10 from a run of its own, kept likewise.
+        L.extend(kept_sections(out, (W10_TITLE,))[1:])
     L.append("## Start-up")
     L.append("")
     L.append(md_table(tables.table_startup(res)))

@@ -12,7 +12,7 @@ import statistics
 
 # Column order of the tables: the floor, varflow's engines, then the peers.
 ENGINE_ORDER = ["serial", "vf-naive", "vf-pooled", "vf-perdev", "vf-bulk64", "vf-pooled-opr",
-                "omp-gcc", "omp-clang", "spu-eager", "spu-lws", "tbb-flow"]
+                "omp-gcc", "omp-clang", "spu-eager", "spu-lws", "tbb-flow", "tbb-tg"]
 PEER_FAMILIES = ("openmp", "starpu", "tbb")
 
 # The pending-ops row's targets: bytes a held op may cost, and the peak
@@ -28,7 +28,8 @@ WIDE_TARGET_S = 1.0
 WIDE_TARGET_VARS = 1 << 20
 
 ROW_ORDER = ["W1", "W2", "W3-K16", "W3-K64", "W4-G100", "W4-G300", "W5", "W7",
-             "W6-b32", "W6-b64", "W6-b128", "W8-b16", "W8-b64"]
+             "W6-b32", "W6-b64", "W6-b128", "W8-b16", "W8-b64",
+             "W10-fib25", "W10-fib30", "W10-qsort"]
 
 # The rows that run tile or block kernels (work label "tiles"), reported in
 # GFLOP/s, by workload id, with their table titles.
@@ -36,7 +37,23 @@ TILED = {"W6": "W6 tiled Cholesky", "W8": "W8 blocked sparse LU"}
 
 
 def is_tiled(key):
-    return key[:2] in TILED
+    return key[:2] in TILED and not is_recursive(key)
+
+
+def is_recursive(key):
+    """W10: a recursion, run once per process (work label "rec"), reported
+    in seconds per run and tasks per second."""
+    return key.startswith("W10")
+
+
+def in_table(key, work):
+    """Whether a row belongs in a table of a work label: the tile rows in
+    "tiles", W10 in "rec", the others in the work sizes."""
+    if work == "tiles":
+        return is_tiled(key)
+    if work == "rec":
+        return is_recursive(key)
+    return not is_tiled(key) and not is_recursive(key)
 
 
 def tiled_ids(res):
@@ -194,6 +211,18 @@ def fmt_cell(rec, field, dash="-"):
     return fmt_range(rec[field], dash, rec.get("capped", False))
 
 
+def fixed_title(res, work):
+    """The title part of a table of a work label."""
+    if work == "tiles":
+        return tiles_title(res)
+    if work == "rec":
+        return REC_TITLE
+    return work_title(res.doc, work)
+
+
+REC_TITLE = "W10 recursive (a task per call, each waiting for its two children)"
+
+
 def work_title(doc, label):
     for w in doc.get("work_sizes", []):
         if w["label"] == label:
@@ -212,7 +241,7 @@ def table_us(res, work, threads, dash="-"):
                                       for c in cols]
     rows = []
     for key in res.rows:
-        if is_tiled(key):
+        if not in_table(key, work):
             continue
         line = [res.row_label(key), res.row_size(key, work)]
         for e, t in cols:
@@ -232,7 +261,7 @@ def table_throughput(res, work):
     header = ["workload"] + ["%s T=%d" % c for c in cols]
     rows = []
     for key in res.rows:
-        if is_tiled(key):
+        if not in_table(key, work):
             continue
         line = [res.row_label(key)]
         for e, t in cols:
@@ -251,7 +280,7 @@ def table_speedup(res, work):
     header = ["workload"] + [c[0] for c in cols]
     rows = []
     for key in res.rows:
-        if is_tiled(key) != (work == "tiles"):
+        if not in_table(key, work):
             continue
         line = [res.row_label(key)]
         for e, t in cols:
@@ -259,17 +288,18 @@ def table_speedup(res, work):
             line.append("%.2f" % s if s is not None else res.note(e, t, key, work))
         rows.append(line)
     title = ("speedup over the serial loop at T = %d workers (serial median / engine "
-             "median; ideal %d), %s" % (t, t, work_title(res.doc, work) if work != "tiles"
-                                        else tiles_title(res)))
+             "median; ideal %d), %s" % (t, t, fixed_title(res, work)))
     return title, header, rows
 
 
 def table_vs_peer(res, work):
     cols = [c for c in res.all_columns() if res.families.get(c[0]) == "varflow"]
+    if work == "rec":
+        cols = rec_columns(res, cols)
     header = ["workload"] + ["%s T=%d" % c for c in cols]
     rows = []
     for key in res.rows:
-        if is_tiled(key) != (work == "tiles"):
+        if not in_table(key, work):
             continue
         line = [res.row_label(key)]
         for e, t in cols:
@@ -281,8 +311,7 @@ def table_vs_peer(res, work):
             line.append("%.2fx %s" % (r["us_per_op"]["median"] / best[1], best[0]))
         rows.append(line)
     title = ("varflow / best peer at the same T (median time ratio; < 1: varflow "
-             "faster), %s" % (work_title(res.doc, work) if work != "tiles"
-                              else tiles_title(res)))
+             "faster), %s" % fixed_title(res, work))
     return title, header, rows
 
 
@@ -332,6 +361,55 @@ def table_seconds(res, threads, dash="-", wid="W8"):
     title = "%s - seconds per run, median [min%smax], T = %d worker%s" % (
         TILED[wid], dash, threads, "" if threads == 1 else "s")
     return title, header, rows
+
+
+def rec_columns(res, cols):
+    """The columns that ran W10 (vf-bulk64 and tbb-flow, say, do not)."""
+    return [(e, t) for e, t in cols
+            if any(res.get(e, t, k, "rec") for k in res.rows if is_recursive(k))]
+
+
+def table_rec_seconds(res, threads, dash="-"):
+    """W10: seconds per run (the root's push and wait), every engine at a
+    worker count."""
+    cols = rec_columns(res, res.columns(threads))
+    header = ["workload", "size"] + [
+        c[0] + ("" if c[1] == threads else " (T=%d)" % c[1]) for c in cols]
+    rows = []
+    for key in res.rows:
+        if not is_recursive(key):
+            continue
+        line = [res.row_label(key), res.row_size(key, "rec")]
+        for e, t in cols:
+            r = res.get(e, t, key, "rec")
+            if r and r.get("times_s"):
+                ts = r["times_s"]
+                stat = {"median": statistics.median(ts), "min": min(ts), "max": max(ts)}
+                line.append(fmt_range(stat, dash, r.get("capped", False)))
+            else:
+                line.append(res.note(e, t, key, "rec"))
+        rows.append(line)
+    title = "%s - seconds per run, median [min%smax], T = %d worker%s" % (
+        REC_TITLE, dash, threads, "" if threads == 1 else "s")
+    return title, header, rows
+
+
+def table_rec_rate(res):
+    """W10: millions of tasks (calls) per second, every engine at every
+    worker count."""
+    cols = rec_columns(res, res.all_columns())
+    header = ["workload"] + ["%s T=%d" % c for c in cols]
+    rows = []
+    for key in res.rows:
+        if not is_recursive(key):
+            continue
+        line = [res.row_label(key)]
+        for e, t in cols:
+            r = res.get(e, t, key, "rec")
+            line.append("%.3g" % (r["ops_per_s"] / 1e6) if r and "ops_per_s" in r
+                        else res.note(e, t, key, "rec"))
+        rows.append(line)
+    return ("%s - millions of tasks per second (median run)" % REC_TITLE, header, rows)
 
 
 def table_startup(res):
@@ -410,7 +488,7 @@ def _geomean(xs):
 def table_glance(res):
     """One line per engine: geometric means over the rows every engine ran
     (W1-W5; W7 is left out since OpenMP and tbb-flow do not run it)."""
-    rows_common = [k for k in res.rows if not is_tiled(k) and k != "W7"]
+    rows_common = [k for k in res.rows if in_table(k, "0") and k != "W7"]
     works = [w for w in res.works]
     tmax = res.tmax
     header = ["engine"]
@@ -456,7 +534,7 @@ def all_tables(res, dash="-"):
     if not res.recs:
         return (([table_pending(res)] if res.doc.get("pending") else []) +
                 ([table_wide(res)] if res.doc.get("wide") else []))
-    works = res.works if any(not is_tiled(k) for k in res.rows) else []
+    works = res.works if any(in_table(k, "0") for k in res.rows) else []
     for w in works:
         for t in res.threads:
             out.append(table_us(res, w, t, dash))
@@ -473,8 +551,14 @@ def all_tables(res, dash="-"):
                     out.append(table_seconds(res, t, dash, wid))
         out.append(table_speedup(res, "tiles"))
         out.append(table_vs_peer(res, "tiles"))
+    if any(is_recursive(k) for k in res.rows):
+        for t in res.threads:
+            out.append(table_rec_seconds(res, t, dash))
+        out.append(table_rec_rate(res))
+        out.append(table_vs_peer(res, "rec"))
     out.append(table_startup(res))
-    out.append(table_glance(res))
+    if works:
+        out.append(table_glance(res))
     if res.doc.get("pending"):
         out.append(table_pending(res))
     if res.doc.get("wide"):
