@@ -483,8 +483,8 @@ static void run_program(const uint8_t *data, size_t size)
                 getenv("VF_CHAOS_MOVES"));
         exit(2);
     }
-    /* Bulk in a chaos program (several pushers, stops) still reports
-     * failures out of push order (tests/test_chaos.c: open_bulk_bugs):
+    /* Bulk in a chaos program (several pushers) can still report a
+     * failure out of push order (tests/test_chaos.c: open_bulk_bugs):
      * left out unless VF_CHAOS_MOVES names it or VF_CHAOS_OPEN=1. */
     static bool bulk_checked;
     if (!bulk_checked) {

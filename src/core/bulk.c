@@ -426,6 +426,8 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
         free(heap);
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     }
+    /* Its number now, as a lone push's once it can no longer fail. */
+    item->place = vf__engine_take_places(e, 1);
     if (opr != NULL)
         atomic_fetch_add_explicit(&opr->refs, 1, memory_order_relaxed);
     if (b->nitems == b->cap_items)

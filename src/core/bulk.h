@@ -76,6 +76,11 @@ typedef struct vf__bulk_item {
     vf__argcopy argcopy; /* `arg` when it is a copy the item owns (arg.h) */
     bool no_skip;
     int first, nrefs; /* its vars: refs[first .. first + nrefs) */
+    /* Its place in push order, taken at its own push, as a lone op's is:
+     * another thread's op pushed after it (and before the batch is) comes
+     * after it in push order too, so failures compare as in the serial
+     * program (failure.h). */
+    uint64_t place;
 } vf__bulk_item;
 
 /* A fused op's payload (the fused op's `arg`), freed with the op. */
@@ -93,10 +98,17 @@ typedef struct vf__bulk_batch {
     /* The root its ops were pushed under (vf__engine_push_root, on the
      * pushing thread: 0 at the top level); a push under another starts a
      * new batch. Set when it is pushed (possibly by another thread): the
-     * first op's place in push order (op i of the batch has place + i) and
-     * their root (failure.h). */
+     * first op's place in push order (each op has its own: items[i].place)
+     * and the fused op's root. */
     uint64_t push_root, place, root;
 } vf__bulk_batch;
+
+/* The root of op i of the batch (failure.h): the one it was pushed under,
+ * or, pushed at the top level, itself. */
+static inline uint64_t vf__bulk_item_root(const vf__bulk_batch *b, int i)
+{
+    return b->push_root != 0 ? b->push_root : b->items[i].place;
+}
 
 typedef struct vf__bulk vf__bulk;
 

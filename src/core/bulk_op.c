@@ -64,7 +64,7 @@ void vf__bulk_fail_items(vf_engine *e, vf__bulk_batch *b, int rc,
     for (int i = 0; i < b->nitems; i++) {
         const vf__bulk_item *it = &b->items[i];
         vf__failure_unref(vf__engine_record_failure(
-            e, rc, it->name, why, b->place + (uint64_t)i, b->root));
+            e, rc, it->name, why, it->place, vf__bulk_item_root(b, i)));
         if (it->done != NULL)
             it->done(it->arg, rc);
         atomic_fetch_add_explicit(&e->failed, 1, memory_order_relaxed);
@@ -106,8 +106,8 @@ static int push_alone(vf_engine *e, const vf__bulk_batch *b,
         }
     }
     op->priority = b->priority;
-    op->place = b->place + (uint64_t)(it - b->items);
-    op->root = b->root;
+    op->place = it->place;
+    op->root = vf__bulk_item_root(b, (int)(it - b->items));
     op->argcopy = vf__argcopy_origin(&it->argcopy); /* the op's, once
                                                         pushed */
     /* An operator's run holds a reference to it (op.c): the item's, once
@@ -132,8 +132,8 @@ static int push_alone(vf_engine *e, const vf__bulk_batch *b,
  */
 void vf__bulk_batch_push(vf_engine *e, vf__bulk_batch *b)
 {
-    b->place = vf__engine_take_places(e, (uint64_t)b->nitems);
-    b->root = b->push_root != 0 ? b->push_root : b->place;
+    b->place = b->items[0].place; /* each op has its own (bulk.h) */
+    b->root = vf__bulk_item_root(b, 0);
     int rc = batch_seal(b);
     bool sealed = rc == 0;
     /* Each op in it decides whether to skip (vf__bulk_run): no_skip. */
@@ -180,7 +180,7 @@ void vf__bulk_batch_push(vf_engine *e, vf__bulk_batch *b)
         vf__bulk_batch one = *b;
         one.items = it;
         one.nitems = 1;
-        one.place = b->place + (uint64_t)i;
+        one.place = it->place;
         vf__bulk_fail_items(e, &one, rc, vf_error_detail());
     }
     vf__bulk_batch_free(b);
@@ -205,7 +205,7 @@ void vf__bulk_run(vf__op *op, int worker, bool shutdown)
     for (int i = 0; i < b->nitems; i++) {
         const vf__bulk_item *it = &b->items[i];
         const uint32_t *refs = &b->refs[it->first];
-        uint64_t place = op->place + (uint64_t)i; /* the item's own */
+        uint64_t place = it->place; /* the item's own (bulk.h) */
         bool skipped = shutdown;
         int status = shutdown ? VF_ESKIPPED : 0;
         vf__failure *f = NULL;
@@ -231,7 +231,8 @@ void vf__bulk_run(vf__op *op, int worker, bool shutdown)
             if (rc != 0) {
                 status = rc;
                 f = vf__engine_record_failure(e, rc, it->name, run.message,
-                                              place, op->root);
+                                              place,
+                                              vf__bulk_item_root(b, i));
             }
         }
         for (int r = 0; r < it->nrefs; r++) {

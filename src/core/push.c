@@ -57,6 +57,10 @@ int vf__engine_enqueue(vf_engine *e, vf__op *op, const char *who)
         (def->kind->flags & VF__KIND_HELD) && vf__current_op_engine() != e &&
         !vf__engine_releasing_held(e)) {
         uncount(e, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
+        /* Its number now, at its push, not at the start that pushes it:
+         * the ops batched (bulk.h) and held after it come after it. */
+        if ((def->kind->flags & VF__KIND_NUMBERED) && op->place == 0)
+            vf__engine_place_op(e, op, 1);
         if (vf__engine_hold(e, op) == 0)
             return 0;
         return vf__engine_enqueue(e, op, who); /* started meanwhile */
