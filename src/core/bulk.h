@@ -79,7 +79,7 @@ typedef struct vf__bulk_item {
     /* Its place in push order, taken at its own push, as a lone op's is:
      * another thread's op pushed after it (and before the batch is) comes
      * after it in push order too, so failures compare as in the serial
-     * program (failure.h). */
+     * program (failure.h); its root is the batch's. */
     uint64_t place;
 } vf__bulk_item;
 
@@ -99,16 +99,11 @@ typedef struct vf__bulk_batch {
      * pushing thread: 0 at the top level); a push under another starts a
      * new batch. Set when it is pushed (possibly by another thread): the
      * first op's place in push order (each op has its own: items[i].place)
-     * and the fused op's root. */
+     * and their root (failure.h): the one they were pushed under, or the
+     * first op's place (a root per op at the top level made the chaos
+     * test's single-thread programs differ). */
     uint64_t push_root, place, root;
 } vf__bulk_batch;
-
-/* The root of op i of the batch (failure.h): the one it was pushed under,
- * or, pushed at the top level, itself. */
-static inline uint64_t vf__bulk_item_root(const vf__bulk_batch *b, int i)
-{
-    return b->push_root != 0 ? b->push_root : b->items[i].place;
-}
 
 typedef struct vf__bulk vf__bulk;
 

@@ -64,7 +64,7 @@ void vf__bulk_fail_items(vf_engine *e, vf__bulk_batch *b, int rc,
     for (int i = 0; i < b->nitems; i++) {
         const vf__bulk_item *it = &b->items[i];
         vf__failure_unref(vf__engine_record_failure(
-            e, rc, it->name, why, it->place, vf__bulk_item_root(b, i)));
+            e, rc, it->name, why, it->place, b->root));
         if (it->done != NULL)
             it->done(it->arg, rc);
         atomic_fetch_add_explicit(&e->failed, 1, memory_order_relaxed);
@@ -107,7 +107,7 @@ static int push_alone(vf_engine *e, const vf__bulk_batch *b,
     }
     op->priority = b->priority;
     op->place = it->place;
-    op->root = vf__bulk_item_root(b, (int)(it - b->items));
+    op->root = b->root;
     op->argcopy = vf__argcopy_origin(&it->argcopy); /* the op's, once
                                                         pushed */
     /* An operator's run holds a reference to it (op.c): the item's, once
@@ -133,7 +133,7 @@ static int push_alone(vf_engine *e, const vf__bulk_batch *b,
 void vf__bulk_batch_push(vf_engine *e, vf__bulk_batch *b)
 {
     b->place = b->items[0].place; /* each op has its own (bulk.h) */
-    b->root = vf__bulk_item_root(b, 0);
+    b->root = b->push_root != 0 ? b->push_root : b->place;
     int rc = batch_seal(b);
     bool sealed = rc == 0;
     /* Each op in it decides whether to skip (vf__bulk_run): no_skip. */
@@ -231,8 +231,7 @@ void vf__bulk_run(vf__op *op, int worker, bool shutdown)
             if (rc != 0) {
                 status = rc;
                 f = vf__engine_record_failure(e, rc, it->name, run.message,
-                                              place,
-                                              vf__bulk_item_root(b, i));
+                                              place, op->root);
             }
         }
         for (int r = 0; r < it->nrefs; r++) {

@@ -348,6 +348,20 @@ static void run_inline(vf__op *op)
     tls.inline_depth--;
 }
 
+/* An inline op ready at its push inside another inline run (a nested
+ * push of the naive engine): see vf__dispatch_pushed. Out of line: the
+ * top-level push does not pay for the stack check. */
+static __attribute__((noinline)) void dispatch_pushed_nested(vf__op *op)
+{
+    if (!vf__stack_below(VF__INLINE_PUSH_EIGHTHS)) {
+        vf__readylist_add(&tls.deferred, op);
+        return;
+    }
+    tls.inline_depth++;
+    run_inline_one(op);
+    tls.inline_depth--;
+}
+
 void vf__dispatch_pushed(vf__op *op)
 {
     if (!op->def->inline_run) {
@@ -364,16 +378,14 @@ void vf__dispatch_pushed(vf__op *op)
      * goes through the trampoline instead, which the outermost inline
      * run (or a wait) drains once the frames above have returned. Ops it
      * makes ready go through the trampoline too. */
-    bool outermost = tls.inline_depth == 0;
-    if (!outermost && !vf__stack_below(VF__INLINE_PUSH_EIGHTHS)) {
-        vf__readylist_add(&tls.deferred, op);
+    if (VF__UNLIKELY(tls.inline_depth != 0)) {
+        dispatch_pushed_nested(op);
         return;
     }
     tls.inline_depth++;
-    run_inline_one(op);
-    if (outermost)
-        while ((op = vf__readylist_pop(&tls.deferred)) != NULL)
-            run_inline_one(op);
+    do {
+        run_inline_one(op);
+    } while ((op = vf__readylist_pop(&tls.deferred)) != NULL);
     tls.inline_depth--;
 }
 
