@@ -42,12 +42,3 @@ void vf__stack_mark_top(void)
 {
     find_bounds((uintptr_t)__builtin_frame_address(0), true);
 }
-
-size_t vf__stack_used(size_t *size)
-{
-    if (vf__stack_top_ == 0)
-        vf__stack_find();
-    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
-    *size = vf__stack_eighth_ * 8;
-    return here <= vf__stack_top_ ? vf__stack_top_ - here : *size;
-}

@@ -56,7 +56,4 @@ static inline bool vf__stack_below(unsigned eighths)
            vf__stack_top_ - here < vf__stack_eighth_ * eighths;
 }
 
-/* Bytes of the calling thread's stack in use, and its size in `size`. */
-size_t vf__stack_used(size_t *size);
-
 #endif /* VF_STACK_H */

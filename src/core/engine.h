@@ -224,13 +224,19 @@ static inline uint64_t vf__engine_push_root(vf_engine *e)
                : parent->root;
 }
 
-/* The nest an op pushed now from this thread gets (op.h: vf__op.nest). */
+/* The nest of an op pushed from inside `parent` (op.h: vf__op.nest). */
+static inline uint8_t vf__nest_below(const vf__op *parent)
+{
+    return (uint8_t)(parent->nest + (parent->nest < VF__NEST_MAX));
+}
+
+/* The nest an op pushed now from this thread gets. */
 static inline uint8_t vf__engine_push_nest(vf_engine *e)
 {
     vf__op *parent = vf__current_op();
     if (VF__LIKELY(parent == NULL) || vf__op_engine(parent) != e)
         return 0;
-    return (uint8_t)(parent->nest + (parent->nest < VF__NEST_MAX));
+    return vf__nest_below(parent);
 }
 
 /* Give an op the program pushes (a user op, or a fused one) its place in
@@ -247,7 +253,7 @@ static inline void vf__engine_place_op(vf_engine *e, vf__op *op, uint64_t n)
         return; /* nest 0, from vf__op_alloc */
     }
     op->root = parent->root != 0 ? parent->root : op->place;
-    op->nest = (uint8_t)(parent->nest + (parent->nest < VF__NEST_MAX));
+    op->nest = vf__nest_below(parent);
     op->seq = (uint32_t)parent->place; /* its parent, for a wait (op.h) */
 }
 

@@ -422,7 +422,7 @@ static bool loop_claim(vf__waiter *w)
 static vf__op *loop_take(const vf__waiter *w, vf__worker *me, int *why)
 {
     vf__op *op = NULL;
-    if (vf__stack_below(VF__WAIT_DEEPER_EIGHTHS))
+    if (vf__stack_below(VF__WAIT_CHILD_EIGHTHS))
         op = vf__worker_take_child(me, w->parent);
     if (op == NULL && vf__pool_any_queued(me->pool))
         *why = VF__LOOP_REFUSED;

@@ -38,7 +38,7 @@
  * in-flight bound from inside an op running ready ops, up to three
  * eighths. The rest is the program's own. */
 #define VF__INLINE_PUSH_EIGHTHS 4u
-#define VF__WAIT_DEEPER_EIGHTHS 6u
+#define VF__WAIT_CHILD_EIGHTHS 6u
 #define VF__WAIT_ANY_EIGHTHS 3u
 
 /* The failure the op at `place` inherits from the vars it holds, or, when
@@ -122,7 +122,7 @@ uint64_t vf__loop_op_released(const vf__op *op);
  * worker's pool (`me` may be NULL) with its hand-off chain, above the wait,
  * keeping w's state exact (vf__waiter). A pool op runs there only when
  * the waiting op pushed it, and while the stack has room
- * (VF__WAIT_DEEPER_EIGHTHS). VF__LOOP_RAN, VF__LOOP_NOTHING, or
+ * (VF__WAIT_CHILD_EIGHTHS). VF__LOOP_RAN, VF__LOOP_NOTHING, or
  * VF__LOOP_REFUSED when the pool holds ops, but none this stack may take
  * (the waiter then sleeps beside them, wait.c). */
 #define VF__LOOP_NOTHING 0 /* nothing to run */
