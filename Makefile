@@ -31,10 +31,11 @@ CLANG_FORMAT ?= clang-format
 CLANG_TIDY   ?= clang-tidy
 CPPCHECK     ?= cppcheck
 GENERATOR    := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
-# C and C++ sources and headers formatting looks at (build trees excluded).
-FORMAT_FILES  = $(shell find src include tests examples \
-                  \( -name '*.c' -o -name '*.h' -o -name '*.cpp' -o -name '*.hpp' \) \
-                  -type f 2>/dev/null | sort)
+# Every C, C++ and CUDA source and header of the tree (build trees are not
+# under these folders).
+FORMAT_FILES  = $(shell find src include tests examples bench fuzz tools scripts \
+                  \( -name '*.c' -o -name '*.h' -o -name '*.cpp' -o -name '*.hpp' \
+                     -o -name '*.cu' \) -type f 2>/dev/null | sort)
 
 .PHONY: all build configure test demo demo-mpi install check-install asan tsan \
         format format-check lint clean

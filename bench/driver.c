@@ -10,7 +10,8 @@
  *   vfbench-X --calibrate
  *   vfbench-X --engine NAME [--threads T] [--workloads W1,W5,...]
  *             [--work 0,1234,12345 --work-labels 0,10us,100us]
- *             [--ns-per-iter X] [--budget-ms B] [--scale S] [--chol-n N] [--lu-n N]
+ *             [--ns-per-iter X] [--budget-ms B] [--scale S] [--chol-n N]
+ * [--lu-n N]
  *             [--reps R] [--warmup W] [--max-run-s S] [--row-timeout-s S]
  *             [--skip KEY@WORK,...] [--ref-dir DIR] [--progress] [--callgrind]
  *   vfbench-X --engine NAME [--threads T] --pending N
@@ -49,8 +50,8 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
-#include <stdatomic.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,7 +65,8 @@
 #include <valgrind/callgrind.h>
 #endif
 
-/* ---- the adapters of this binary ------------------------------------------ */
+/* ---- the adapters of this binary ------------------------------------------
+ */
 
 #ifdef BENCH_WITH_SERIAL
 extern const bench_adapter bench_serial;
@@ -117,7 +119,8 @@ const bench_adapter *const bench_adapters[] = {
     NULL,
 };
 
-/* ---- many pushers ----------------------------------------------------------- */
+/* ---- many pushers -----------------------------------------------------------
+ */
 
 typedef struct pusher_group {
     atomic_int ready; /* pushers waiting for the start */
@@ -146,7 +149,8 @@ static void *pusher_main(void *arg)
 }
 
 int bench_run_pushers(const bench_prog *p,
-                      int (*push)(void *ctx, int pusher, size_t begin, size_t end),
+                      int (*push)(void *ctx, int pusher, size_t begin,
+                                  size_t end),
                       void *ctx, double *t0)
 {
     pusher ps[BENCH_MAX_PUSHERS];
@@ -155,7 +159,8 @@ int bench_run_pushers(const bench_prog *p,
     atomic_init(&group.ready, 0);
     atomic_init(&group.go, 0);
     for (int i = 0; i < n; i++) {
-        ps[i] = (pusher){.p = p, .index = i, .push = push, .ctx = ctx, .group = &group};
+        ps[i] = (pusher){
+            .p = p, .index = i, .push = push, .ctx = ctx, .group = &group};
         if (pthread_create(&ps[i].thread, NULL, pusher_main, &ps[i]) != 0) {
             /* The started ones wait for `go` for good: give up. */
             fprintf(stderr, "bench: could not start pusher thread %d\n", i);
@@ -176,7 +181,8 @@ int bench_run_pushers(const bench_prog *p,
     return rc;
 }
 
-/* ---- the watchdog ------------------------------------------------------------- */
+/* ---- the watchdog
+ * ------------------------------------------------------------- */
 
 typedef struct watchdog {
     _Atomic double deadline; /* 0: no run in progress */
@@ -195,24 +201,28 @@ static void *watchdog_main(void *arg)
         double d = atomic_load(&dog.deadline);
         if (d > 0 && bench_now() > d) {
             pthread_mutex_lock(&dog.lock);
-            printf("{\"type\":\"timeout\",%s,\"limit_s\":%.1f}\n", dog.row, limit);
+            printf("{\"type\":\"timeout\",%s,\"limit_s\":%.1f}\n", dog.row,
+                   limit);
             fflush(stdout);
-            fprintf(stderr, "bench: a run took longer than %.1f s: giving up on it\n", limit);
+            fprintf(stderr,
+                    "bench: a run took longer than %.1f s: giving up on it\n",
+                    limit);
             _exit(4);
         }
     }
     return NULL;
 }
 
-static void watchdog_arm(double limit, const char *engine, int threads, const char *key,
-                         const char *work_label)
+static void watchdog_arm(double limit, const char *engine, int threads,
+                         const char *key, const char *work_label)
 {
     if (limit <= 0)
         return;
     pthread_mutex_lock(&dog.lock);
-    snprintf(dog.row, sizeof dog.row,
-             "\"engine\":\"%s\",\"threads\":%d,\"key\":\"%s\",\"work_label\":\"%s\"",
-             engine, threads, key, work_label);
+    snprintf(
+        dog.row, sizeof dog.row,
+        "\"engine\":\"%s\",\"threads\":%d,\"key\":\"%s\",\"work_label\":\"%s\"",
+        engine, threads, key, work_label);
     pthread_mutex_unlock(&dog.lock);
     atomic_store(&dog.deadline, bench_now() + limit);
 }
@@ -222,7 +232,8 @@ static void watchdog_disarm(void)
     atomic_store(&dog.deadline, 0.0);
 }
 
-/* ---- options ----------------------------------------------------------------- */
+/* ---- options
+ * ----------------------------------------------------------------- */
 
 enum { MAX_LIST = 32 };
 
@@ -243,7 +254,8 @@ typedef struct options {
     const char *ref_dir;
     int progress;
     int callgrind;
-    double max_run_s; /* stop repeating a row after a run this long (0: no cap) */
+    double
+        max_run_s; /* stop repeating a row after a run this long (0: no cap) */
     double row_timeout_s; /* give up on a run this long: exit 4 (0: never) */
     const char *skip[MAX_LIST * 4]; /* rows "KEY@WORKLABEL" not to run */
     int nskip;
@@ -253,20 +265,24 @@ typedef struct options {
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: vfbench --list | --calibrate |\n"
-            "       --engine NAME [--threads T] [--workloads W1,W5,...]\n"
-            "       [--work I1,I2,... --work-labels L1,L2,...] [--ns-per-iter X]\n"
-            "       [--budget-ms B] [--scale S] [--chol-n N] [--lu-n N] [--reps R]\n"
-            "       [--warmup W] [--max-run-s S] [--row-timeout-s S]\n"
-            "       [--skip KEY@WORK,...] [--ref-dir DIR] [--progress] [--callgrind]\n"
-            "       --engine NAME [--threads T] --pending N\n"
-            "       --engine NAME [--threads T] [--reps R] --wide N\n"
-            "       -h, --help\n");
+    fprintf(
+        f,
+        "usage: vfbench --list | --calibrate |\n"
+        "       --engine NAME [--threads T] [--workloads W1,W5,...]\n"
+        "       [--work I1,I2,... --work-labels L1,L2,...] [--ns-per-iter X]\n"
+        "       [--budget-ms B] [--scale S] [--chol-n N] [--lu-n N] [--reps "
+        "R]\n"
+        "       [--warmup W] [--max-run-s S] [--row-timeout-s S]\n"
+        "       [--skip KEY@WORK,...] [--ref-dir DIR] [--progress] "
+        "[--callgrind]\n"
+        "       --engine NAME [--threads T] --pending N\n"
+        "       --engine NAME [--threads T] [--reps R] --wide N\n"
+        "       -h, --help\n");
 }
 
 /* A usage error: what was wrong, then the usage; exit status 1. */
-static void bad_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void bad_usage(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2), noreturn));
 
 static void bad_usage(const char *fmt, ...)
 {
@@ -281,13 +297,15 @@ static void bad_usage(const char *fmt, ...)
 }
 
 /* Numbers given to an option: the whole argument, in range. */
-static long long arg_int(const char *opt, const char *v, long long min, long long max)
+static long long arg_int(const char *opt, const char *v, long long min,
+                         long long max)
 {
     char *end;
     errno = 0;
     long long x = strtoll(v, &end, 10);
     if (end == v || *end != '\0' || errno != 0 || x < min || x > max)
-        bad_usage("--%s: '%s' is not a whole number from %lld to %lld", opt, v, min, max);
+        bad_usage("--%s: '%s' is not a whole number from %lld to %lld", opt, v,
+                  min, max);
     return x;
 }
 
@@ -315,7 +333,8 @@ static double arg_double(const char *opt, const char *v, double min)
 static int split(char *s, const char **out)
 {
     int n = 0;
-    for (char *tok = strtok(s, ","); tok && n < MAX_LIST; tok = strtok(NULL, ","))
+    for (char *tok = strtok(s, ","); tok && n < MAX_LIST;
+         tok = strtok(NULL, ","))
         out[n++] = tok;
     return n;
 }
@@ -326,10 +345,28 @@ enum mode { RUN, LIST, CALIBRATE };
 /* The options (getopt_long): all long ones but -h, each returning its
  * O_* value. */
 enum {
-    O_LIST = 256, O_CALIBRATE, O_ENGINE, O_THREADS, O_WORKLOADS, O_WORK,
-    O_WORK_LABELS, O_NS_PER_ITER, O_BUDGET_MS, O_SCALE, O_CHOL_N, O_LU_N, O_REPS,
-    O_WARMUP, O_MAX_RUN_S, O_ROW_TIMEOUT_S, O_SKIP, O_PENDING, O_WIDE,
-    O_REF_DIR, O_PROGRESS, O_CALLGRIND,
+    O_LIST = 256,
+    O_CALIBRATE,
+    O_ENGINE,
+    O_THREADS,
+    O_WORKLOADS,
+    O_WORK,
+    O_WORK_LABELS,
+    O_NS_PER_ITER,
+    O_BUDGET_MS,
+    O_SCALE,
+    O_CHOL_N,
+    O_LU_N,
+    O_REPS,
+    O_WARMUP,
+    O_MAX_RUN_S,
+    O_ROW_TIMEOUT_S,
+    O_SKIP,
+    O_PENDING,
+    O_WIDE,
+    O_REF_DIR,
+    O_PROGRESS,
+    O_CALLGRIND,
 };
 
 static const struct option long_options[] = {
@@ -365,7 +402,11 @@ static enum mode parse(int argc, char **argv, options *o)
     const char *works[MAX_LIST] = {"0"};
     int nlabels = 0;
     enum mode mode = RUN;
-    *o = (options){.threads = 1, .scale = 1.0, .reps = 5, .warmup = 1, .chol_n = 2048,
+    *o = (options){.threads = 1,
+                   .scale = 1.0,
+                   .reps = 5,
+                   .warmup = 1,
+                   .chol_n = 2048,
                    .lu_n = 2560};
     o->work[0] = 0;
     o->work_labels[0] = "0";
@@ -428,8 +469,8 @@ static enum mode parse(int argc, char **argv, options *o)
             o->row_timeout_s = arg_double(name, optarg, 0);
             break;
         case O_SKIP:
-            for (char *tok = strtok(optarg, ","); tok && o->nskip < MAX_LIST * 4;
-                 tok = strtok(NULL, ","))
+            for (char *tok = strtok(optarg, ",");
+                 tok && o->nskip < MAX_LIST * 4; tok = strtok(NULL, ","))
                 o->skip[o->nskip++] = tok;
             break;
         case O_PENDING:
@@ -462,7 +503,8 @@ static enum mode parse(int argc, char **argv, options *o)
     return mode;
 }
 
-/* ---- output ---------------------------------------------------------------- */
+/* ---- output ----------------------------------------------------------------
+ */
 
 /* Print a JSON string (the names here are plain; quote and backslash are
  * escaped, control characters dropped). */
@@ -478,10 +520,11 @@ static void json_str(const char *s)
     putchar('"');
 }
 
-static void progress(const options *o, int step, int nsteps, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+static void progress(const options *o, int step, int nsteps, const char *fmt,
+                     ...) __attribute__((format(printf, 4, 5)));
 
-static void progress(const options *o, int step, int nsteps, const char *fmt, ...)
+static void progress(const options *o, int step, int nsteps, const char *fmt,
+                     ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -494,7 +537,8 @@ static void progress(const options *o, int step, int nsteps, const char *fmt, ..
     va_end(ap);
 }
 
-/* ---- calibration ---------------------------------------------------------- */
+/* ---- calibration ----------------------------------------------------------
+ */
 
 /* Nanoseconds per iteration of the work loop: the fastest of several timed
  * passes (the least disturbed by other processes). */
@@ -509,18 +553,20 @@ static double calibrate(void)
         if (dt < best)
             best = dt;
     }
-    printf("{\"type\":\"calibration\",\"ns_per_iter\":%.6f,\"sink\":%" PRIu64 "}\n",
+    printf("{\"type\":\"calibration\",\"ns_per_iter\":%.6f,\"sink\":%" PRIu64
+           "}\n",
            best * 1e9 / (double)iters, sink & 1);
     return best * 1e9 / (double)iters;
 }
 
-/* ---- one row --------------------------------------------------------------- */
+/* ---- one row ---------------------------------------------------------------
+ */
 
 /* Run one program `reps` times (after `warmup` untimed runs), check each
  * run, print the result record. Returns 0, 1 (setup error) or 3 (mismatch). */
 static int run_row(const options *o, const bench_adapter *ad, void *engine,
-                   const char *key, uint64_t work, const char *work_label, int step,
-                   int nsteps)
+                   const char *key, uint64_t work, const char *work_label,
+                   int step, int nsteps)
 {
     bench_sizing sz = {
         .scale = o->scale,
@@ -547,8 +593,8 @@ static int run_row(const options *o, const bench_adapter *ad, void *engine,
         bench_prog_free(p);
         return 0;
     }
-    progress(o, step, nsteps, "%s %s (%s) work=%s: serial reference", key, p->name,
-             p->size, work_label);
+    progress(o, step, nsteps, "%s %s (%s) work=%s: serial reference", key,
+             p->name, p->size, work_label);
     bench_ref ref;
     if (bench_reference(p, work, o->ref_dir, &ref) != 0) {
         bench_prog_free(p);
@@ -556,7 +602,8 @@ static int run_row(const options *o, const bench_adapter *ad, void *engine,
     }
     bench_state s;
     void *run = NULL;
-    if (bench_state_init(&s, p, work) != 0 || ad->prepare(engine, &s, &run) != 0) {
+    if (bench_state_init(&s, p, work) != 0 ||
+        ad->prepare(engine, &s, &run) != 0) {
         fprintf(stderr, "bench: %s: could not prepare %s\n", ad->name, key);
         bench_prog_free(p);
         return 1;
@@ -565,8 +612,9 @@ static int run_row(const options *o, const bench_adapter *ad, void *engine,
     double *times = calloc((size_t)o->reps + 1, sizeof *times);
     int nt = 0;
     for (int r = 0; r < total && times; r++) {
-        progress(o, step, nsteps, "%s %s (%s) work=%s: %s %d/%d", key, p->name, p->size,
-                 work_label, r < o->warmup ? "warm-up" : "run", r < o->warmup ? r + 1 : r - o->warmup + 1,
+        progress(o, step, nsteps, "%s %s (%s) work=%s: %s %d/%d", key, p->name,
+                 p->size, work_label, r < o->warmup ? "warm-up" : "run",
+                 r < o->warmup ? r + 1 : r - o->warmup + 1,
                  r < o->warmup ? o->warmup : o->reps);
         bench_state_reset(&s);
         double secs = 0;
@@ -585,7 +633,8 @@ static int run_row(const options *o, const bench_adapter *ad, void *engine,
         }
 #endif
         if (rc != 0 || s.failed) {
-            fprintf(stderr, "bench: %s T=%d: %s: the run failed\n", ad->name, o->threads, key);
+            fprintf(stderr, "bench: %s T=%d: %s: the run failed\n", ad->name,
+                    o->threads, key);
             status = 1;
             break;
         }
@@ -600,9 +649,10 @@ static int run_row(const options *o, const bench_adapter *ad, void *engine,
             if (nt == 0)
                 times[nt++] = secs; /* the warm-up is the only sample */
             capped = 1;
-            fprintf(stderr, "bench: %s T=%d %s work=%s: a run took %.1f s (> %.1f s): "
-                    "not repeated\n", ad->name, o->threads, key, work_label, secs,
-                    o->max_run_s);
+            fprintf(stderr,
+                    "bench: %s T=%d %s work=%s: a run took %.1f s (> %.1f s): "
+                    "not repeated\n",
+                    ad->name, o->threads, key, work_label, secs, o->max_run_s);
             break;
         }
     }
@@ -620,10 +670,13 @@ static int run_row(const options *o, const bench_adapter *ad, void *engine,
     json_str(p->size);
     printf(",\"ops\":%zu,\"work_label\":", p->nops);
     json_str(work_label);
-    printf(",\"work_iters\":%" PRIu64 ",\"times_s\":[", p->flops > 0 ? 0 : work);
+    printf(",\"work_iters\":%" PRIu64 ",\"times_s\":[",
+           p->flops > 0 ? 0 : work);
     for (int k = 0; k < nt; k++)
         printf("%s%.9g", k ? "," : "", times[k]);
-    printf("],\"check\":\"%s\"", status == 3 ? "MISMATCH" : status ? "FAILED" : "ok");
+    printf("],\"check\":\"%s\"", status == 3 ? "MISMATCH"
+                                 : status    ? "FAILED"
+                                             : "ok");
     if (capped)
         printf(",\"capped\":true");
     if (p->flops > 0)
@@ -631,8 +684,8 @@ static int run_row(const options *o, const bench_adapter *ad, void *engine,
     printf("}\n");
     fflush(stdout);
     if (mismatches)
-        fprintf(stderr, "!!! %s T=%d %s: %d of %d runs differed from serial\n", ad->name,
-                o->threads, key, mismatches, total);
+        fprintf(stderr, "!!! %s T=%d %s: %d of %d runs differed from serial\n",
+                ad->name, o->threads, key, mismatches, total);
     free(times);
     ad->release(run);
     bench_state_destroy(&s);
@@ -647,7 +700,9 @@ static int run_pending(const options *o, const bench_adapter *ad, void *engine)
     bench_pending m = {0};
     int rc = -1;
     if (!ad->pending)
-        fprintf(stderr, "bench: %s: the pending-ops row is not measured for it\n", ad->name);
+        fprintf(stderr,
+                "bench: %s: the pending-ops row is not measured for it\n",
+                ad->name);
     else
         rc = ad->pending(engine, o->pending, &m);
     long long peak = bench_peak_rss_bytes();
@@ -660,11 +715,12 @@ static int run_pending(const options *o, const bench_adapter *ad, void *engine)
     printf(",\"family\":");
     json_str(ad->family);
     printf(",\"threads\":%d,\"n\":%zu,\"deps_per_op\":2,\"rss_before\":%lld,"
-           "\"rss_after\":%lld,\"bytes_per_op\":%.1f,\"peak_rss\":%lld,\"push_s\":%.6f,"
+           "\"rss_after\":%lld,\"bytes_per_op\":%.1f,\"peak_rss\":%lld,\"push_"
+           "s\":%.6f,"
            "\"drain_s\":%.6f}\n",
            o->threads, o->pending, m.rss_before, m.rss_after,
-           (double)(m.rss_after - m.rss_before) / (double)o->pending, peak, m.push_s,
-           m.drain_s);
+           (double)(m.rss_after - m.rss_before) / (double)o->pending, peak,
+           m.push_s, m.drain_s);
     fflush(stdout);
     return 0;
 }
@@ -677,7 +733,8 @@ static int run_wide(const options *o, const bench_adapter *ad, void *engine)
     int reps = o->reps < BENCH_WIDE_MAX_REPS ? o->reps : BENCH_WIDE_MAX_REPS;
     int rc = -1;
     if (!ad->wide)
-        fprintf(stderr, "bench: %s: the wide-op row is not measured for it\n", ad->name);
+        fprintf(stderr, "bench: %s: the wide-op row is not measured for it\n",
+                ad->name);
     else
         rc = ad->wide(engine, o->wide, reps, &m);
     if (ad->stop(engine) != 0)
@@ -696,7 +753,9 @@ static int run_wide(const options *o, const bench_adapter *ad, void *engine)
         printf(",\"%s\":[", names[k]);
         for (int r = 0; r < reps; r++)
             printf("%s%.6f", r ? "," : "",
-                   k == 0 ? m.push_s[r] + m.run_s[r] : k == 1 ? m.push_s[r] : m.run_s[r]);
+                   k == 0   ? m.push_s[r] + m.run_s[r]
+                   : k == 1 ? m.push_s[r]
+                            : m.run_s[r]);
         printf("]");
     }
     printf("}\n");
@@ -724,7 +783,8 @@ int main(int argc, char **argv)
             json_str(ad->family);
             printf(",\"threaded\":%d,\"extra\":%d,\"pending\":%d,\"wide\":%d,"
                    "\"unavailable\":",
-                   ad->threaded, ad->extra, ad->pending != NULL, ad->wide != NULL);
+                   ad->threaded, ad->extra, ad->pending != NULL,
+                   ad->wide != NULL);
             if (why)
                 json_str(why);
             else
@@ -756,7 +816,8 @@ int main(int argc, char **argv)
     void *engine = NULL;
     double t0 = bench_now();
     if (ad->start(&engine, o.threads, version, sizeof version) != 0) {
-        fprintf(stderr, "bench: %s: could not start with %d workers\n", ad->name, o.threads);
+        fprintf(stderr, "bench: %s: could not start with %d workers\n",
+                ad->name, o.threads);
         return 1;
     }
     double startup = bench_now() - t0;
@@ -795,7 +856,8 @@ int main(int argc, char **argv)
                 step++;
                 continue;
             }
-            int rc = run_row(&o, ad, engine, key, fixed ? 0 : o.work[k], wl, step++, nsteps);
+            int rc = run_row(&o, ad, engine, key, fixed ? 0 : o.work[k], wl,
+                             step++, nsteps);
             if (rc > status)
                 status = rc;
         }

@@ -9,7 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- the kernels: BOTS's loops ---------------------------------------------- */
+/* ---- the kernels: BOTS's loops ----------------------------------------------
+ */
 
 /* Never inlined: lu_grid_run (the path of every engine but OpenMP, which
  * calls the kernels itself) would otherwise get copies of its own, which
@@ -24,7 +25,8 @@ KERNEL void lu_lu0(float *diag, int b)
         for (int i = k + 1; i < b; i++) {
             diag[i * b + k] = diag[i * b + k] / diag[k * b + k];
             for (int j = k + 1; j < b; j++)
-                diag[i * b + j] = diag[i * b + j] - diag[i * b + k] * diag[k * b + j];
+                diag[i * b + j] = diag[i * b + j] -
+                                  diag[i * b + k] * diag[k * b + j];
         }
 }
 
@@ -33,7 +35,8 @@ KERNEL void lu_fwd(const float *diag, float *col, int b)
     for (int j = 0; j < b; j++)
         for (int k = 0; k < b; k++)
             for (int i = k + 1; i < b; i++)
-                col[i * b + j] = col[i * b + j] - diag[i * b + k] * col[k * b + j];
+                col[i * b + j] = col[i * b + j] -
+                                 diag[i * b + k] * col[k * b + j];
 }
 
 KERNEL void lu_bdiv(const float *diag, float *row, int b)
@@ -42,7 +45,8 @@ KERNEL void lu_bdiv(const float *diag, float *row, int b)
         for (int k = 0; k < b; k++) {
             row[i * b + k] = row[i * b + k] / diag[k * b + k];
             for (int j = k + 1; j < b; j++)
-                row[i * b + j] = row[i * b + j] - row[i * b + k] * diag[k * b + j];
+                row[i * b + j] = row[i * b + j] -
+                                 row[i * b + k] * diag[k * b + j];
         }
 }
 
@@ -51,7 +55,8 @@ KERNEL void lu_bmod(const float *row, const float *col, float *inner, int b)
     for (int i = 0; i < b; i++)
         for (int j = 0; j < b; j++)
             for (int k = 0; k < b; k++)
-                inner[i * b + j] = inner[i * b + j] - row[i * b + k] * col[k * b + j];
+                inner[i * b + j] = inner[i * b + j] -
+                                   row[i * b + k] * col[k * b + j];
 }
 
 double lu_flops_lu0(int b)
@@ -74,7 +79,8 @@ double lu_flops_bmod(int b)
     return 2.0 * (double)b * b * b;
 }
 
-/* ---- pattern and values ------------------------------------------------------- */
+/* ---- pattern and values
+ * ------------------------------------------------------- */
 
 /* splitmix64, as workloads.c's generator. */
 static uint64_t next(uint64_t *s)
@@ -121,11 +127,13 @@ float *lu_alloc_block(int b)
     return blk;
 }
 
-/* ---- the grid ------------------------------------------------------------------ */
+/* ---- the grid
+ * ------------------------------------------------------------------ */
 
 int lu_grid_init(lu_grid *g, int nb, int b, const uint8_t *present)
 {
-    size_t nblocks = (size_t)nb * (size_t)nb, bb = (size_t)b * (size_t)b, npresent = 0;
+    size_t nblocks = (size_t)nb * (size_t)nb, bb = (size_t)b * (size_t)b,
+           npresent = 0;
     *g = (lu_grid){.nb = nb, .b = b, .present = present};
     for (size_t k = 0; k < nblocks; k++)
         npresent += present[k];
@@ -216,20 +224,22 @@ int lu_grid_diff(const lu_grid *a, const lu_grid *b, FILE *f, int show)
         if (differing++ >= show)
             continue;
         if (!x || !y) {
-            fprintf(f, "!!! block (%d,%d): %s here, %s in the serial run\n", k / a->nb,
-                    k % a->nb, x ? "present" : "absent", y ? "present" : "absent");
+            fprintf(f, "!!! block (%d,%d): %s here, %s in the serial run\n",
+                    k / a->nb, k % a->nb, x ? "present" : "absent",
+                    y ? "present" : "absent");
             continue;
         }
         size_t e = 0;
         while (e < bb && memcmp(&x[e], &y[e], sizeof *x) == 0)
             e++;
-        fprintf(f, "!!! block (%d,%d): element %zu is %.9g, serial %.9g\n", k / a->nb,
-                k % a->nb, e, (double)x[e], (double)y[e]);
+        fprintf(f, "!!! block (%d,%d): element %zu is %.9g, serial %.9g\n",
+                k / a->nb, k % a->nb, e, (double)x[e], (double)y[e]);
     }
     return differing;
 }
 
-/* ---- the residual ------------------------------------------------------------- */
+/* ---- the residual
+ * ------------------------------------------------------------- */
 
 /* Block (i, k) of L as doubles: the whole block below the diagonal; on it,
  * the strict lower part and ones on the diagonal. NULL block: zero. */

@@ -16,8 +16,8 @@
  *             bdiv(A[kk][kk], A[ii][kk])                     r kk,kk  rw ii,kk
  *         for ii > kk where A[ii][kk] present:
  *             for jj > kk where A[kk][jj] present:
- *                 if A[ii][jj] absent: allocate it zeroed    (the pushing thread)
- *                 bmod(A[ii][kk], A[kk][jj], A[ii][jj])      r ii,kk kk,jj  rw ii,jj
+ *                 if A[ii][jj] absent: allocate it zeroed    (the pushing
+ * thread) bmod(A[ii][kk], A[kk][jj], A[ii][jj])      r ii,kk kk,jj  rw ii,jj
  *
  * Every op writes one block, and the ops that write a block are pushed in
  * the loop's order, so with blocks as vars each block sees the same updates
@@ -54,10 +54,11 @@
 enum lu_kind { LU_LU0, LU_FWD, LU_BDIV, LU_BMOD };
 
 /* The kernels (BOTS's names), on B x B row-major blocks. */
-void lu_lu0(float *diag, int b);                                   /* diag = L U in place */
-void lu_fwd(const float *diag, float *col, int b);                 /* col = L^-1 col */
-void lu_bdiv(const float *diag, float *row, int b);                /* row = row U^-1 */
-void lu_bmod(const float *row, const float *col, float *inner, int b); /* inner -= row col */
+void lu_lu0(float *diag, int b);                    /* diag = L U in place */
+void lu_fwd(const float *diag, float *col, int b);  /* col = L^-1 col */
+void lu_bdiv(const float *diag, float *row, int b); /* row = row U^-1 */
+void lu_bmod(const float *row, const float *col, float *inner,
+             int b); /* inner -= row col */
 
 /*
  * Floating-point operations credited to each kernel, BOTS's nominal counts

@@ -14,9 +14,9 @@
 #include <time.h>
 
 const char *const bench_workload_keys[] = {
-    "W1", "W2", "W3-K16", "W3-K64", "W4-G100", "W4-G300",
-    "W5", "W7", "W6-b32", "W6-b64", "W6-b128", "W8-b16", "W8-b64",
-    "W10-fib25", "W10-fib30", "W10-qsort", NULL,
+    "W1",     "W2",        "W3-K16",    "W3-K64",    "W4-G100", "W4-G300",
+    "W5",     "W7",        "W6-b32",    "W6-b64",    "W6-b128", "W8-b16",
+    "W8-b64", "W10-fib25", "W10-fib30", "W10-qsort", NULL,
 };
 
 static const struct {
@@ -55,7 +55,9 @@ bool bench_workload_tiled(const char *key)
 
 const char *bench_workload_fixed_label(const char *key)
 {
-    return bench_workload_tiled(key) ? "tiles" : bench_workload_recursive(key) ? "rec" : NULL;
+    return bench_workload_tiled(key)       ? "tiles"
+           : bench_workload_recursive(key) ? "rec"
+                                           : NULL;
 }
 
 double bench_now(void)
@@ -75,7 +77,8 @@ uint64_t bench_work_loop(uint64_t h, uint64_t iters)
     return h;
 }
 
-/* ---- building programs ---------------------------------------------------- */
+/* ---- building programs ----------------------------------------------------
+ */
 
 /* splitmix64: the fixed-seed generator of the random workloads. */
 static uint64_t rng_next(uint64_t *s)
@@ -121,8 +124,8 @@ static bool builder_reserve(builder *b, size_t nrefs)
 }
 
 /* Append an op; `vars` lists its reads, then writes, then accumulations. */
-static void add_op(builder *b, int kind, int pusher, const int32_t *vars, int nreads,
-                   int nwrites, int naccs, int32_t arg)
+static void add_op(builder *b, int kind, int pusher, const int32_t *vars,
+                   int nreads, int nwrites, int naccs, int32_t arg)
 {
     size_t n = (size_t)(nreads + nwrites + naccs);
     if (b->oom || !builder_reserve(b, n)) {
@@ -225,8 +228,8 @@ static void build_wavefront(builder *b, const bench_sizing *sz, int g_spec)
 /* One random op over vars [base, base + count): r in 0..4 reads and w in
  * 1..2 writes, all distinct; with `shared` >= 0, sometimes an accumulation
  * into it as well. */
-static void add_random_op(builder *b, uint64_t *rng, int pusher, int base, int count,
-                          int32_t shared)
+static void add_random_op(builder *b, uint64_t *rng, int pusher, int base,
+                          int count, int32_t shared)
 {
     int nr = (int)rng_below(rng, 5);
     int nw = 1 + (int)rng_below(rng, 2);
@@ -352,7 +355,8 @@ static void build_sparselu(builder *b, const bench_sizing *sz, int bs)
                 int32_t m[3] = {ii * nb + kk, kk * nb + jj, ii * nb + jj};
                 int allocs = !now[ii * nb + jj];
                 now[ii * nb + jj] = 1;
-                add_op(b, BENCH_OP_BMOD, 0, m, 2, 1, 0, allocs ? BENCH_OP_ALLOCS : 0);
+                add_op(b, BENCH_OP_BMOD, 0, m, 2, 1, 0,
+                       allocs ? BENCH_OP_ALLOCS : 0);
                 count[LU_BMOD]++;
             }
         }
@@ -362,8 +366,8 @@ static void build_sparselu(builder *b, const bench_sizing *sz, int bs)
                (double)count[LU_FWD] * lu_flops_fwd(bs) +
                (double)count[LU_BDIV] * lu_flops_bdiv(bs) +
                (double)count[LU_BMOD] * lu_flops_bmod(bs);
-    snprintf(p->size, sizeof p->size, "NB=%d B=%d, %zu of %zu blocks at start", nb, bs,
-             at_start, nblocks);
+    snprintf(p->size, sizeof p->size, "NB=%d B=%d, %zu of %zu blocks at start",
+             nb, bs, at_start, nblocks);
 }
 
 bench_prog *bench_prog_build(const char *key, const bench_sizing *sz)
@@ -433,7 +437,8 @@ void bench_prog_free(bench_prog *p)
     free(p);
 }
 
-/* ---- state and kernel -------------------------------------------------------- */
+/* ---- state and kernel
+ * -------------------------------------------------------- */
 
 static uint64_t initial_value(int v)
 {
@@ -583,7 +588,8 @@ uint64_t bench_state_hash(const bench_state *s)
     return h;
 }
 
-/* ---- the serial reference ------------------------------------------------------ */
+/* ---- the serial reference
+ * ------------------------------------------------------ */
 
 static int run_serial(bench_state *s)
 {
@@ -595,8 +601,8 @@ static int run_serial(bench_state *s)
 
 /* The cache file of a reference: <dir>/<key>_<size>_w<work>.ref, with the
  * size's characters other than [A-Za-z0-9=] turned into '_'. */
-static void ref_path(char *buf, size_t len, const char *dir, const bench_prog *p,
-                     uint64_t work)
+static void ref_path(char *buf, size_t len, const char *dir,
+                     const bench_prog *p, uint64_t work)
 {
     char size[sizeof p->size];
     size_t k;
@@ -607,11 +613,13 @@ static void ref_path(char *buf, size_t len, const char *dir, const bench_prog *p
         size[k] = keep ? c : '_';
     }
     size[k] = '\0';
-    uint64_t w = bench_workload_tiled(p->key) ? 0 : work; /* W6, W8 ignore work */
+    uint64_t w = bench_workload_tiled(p->key) ? 0
+                                              : work; /* W6, W8 ignore work */
     snprintf(buf, len, "%s/%s_%s_w%" PRIu64 ".ref", dir, p->key, size, w);
 }
 
-int bench_reference(const bench_prog *p, uint64_t work, const char *dir, bench_ref *out)
+int bench_reference(const bench_prog *p, uint64_t work, const char *dir,
+                    bench_ref *out)
 {
     char path[1024];
     if (dir) {
@@ -632,26 +640,31 @@ int bench_reference(const bench_prog *p, uint64_t work, const char *dir, bench_r
         goto save;
     }
     if (bench_state_init(&s, p, work) != 0) {
-        fprintf(stderr, "bench: out of memory for the reference of %s\n", p->key);
+        fprintf(stderr, "bench: out of memory for the reference of %s\n",
+                p->key);
         return -1;
     }
     if (run_serial(&s) != 0) {
-        fprintf(stderr, "bench: %s: the serial run failed (matrix not SPD?)\n", p->key);
+        fprintf(stderr, "bench: %s: the serial run failed (matrix not SPD?)\n",
+                p->key);
         bench_state_destroy(&s);
         return -1;
     }
     out->hash = bench_state_hash(&s);
-    out->residual = p->chol     ? chol_residual(&s.mat0, &s.mat)
-                    : p->lu_nb ? lu_residual(s.lu.blk, p->lu_present, p->lu_nb, p->lu_b)
+    out->residual = p->chol    ? chol_residual(&s.mat0, &s.mat)
+                    : p->lu_nb ? lu_residual(s.lu.blk, p->lu_present, p->lu_nb,
+                                             p->lu_b)
                                : 0.0;
     bench_state_destroy(&s);
     if (p->lu_nb && !(out->residual >= 0 && out->residual <= LU_MAX_RESIDUAL)) {
         /* The serial run is the reference of every engine's: it must be an
          * LU of the matrix, else a wrong kernel passes every check. */
-        fprintf(stderr, "!!! bench: %s: the serial factor's residual ||A - LU|| / ||A|| is "
-                        "%g (at most %g expected): a kernel is wrong%s\n",
-                p->key, out->residual, LU_MAX_RESIDUAL,
-                out->residual < 0 ? " (or out of memory)" : "");
+        fprintf(
+            stderr,
+            "!!! bench: %s: the serial factor's residual ||A - LU|| / ||A|| is "
+            "%g (at most %g expected): a kernel is wrong%s\n",
+            p->key, out->residual, LU_MAX_RESIDUAL,
+            out->residual < 0 ? " (or out of memory)" : "");
         return -1;
     }
 save:
@@ -668,30 +681,35 @@ save:
     return 0;
 }
 
-void bench_report_mismatch(const bench_state *s, const char *engine, int threads)
+void bench_report_mismatch(const bench_state *s, const char *engine,
+                           int threads)
 {
     const bench_prog *p = s->prog;
-    fprintf(stderr,
-            "\n"
-            "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n"
-            "!!! %s T=%d: %s %s (%s): final state differs from the serial run\n",
-            engine, threads, p->key, p->name, p->size);
+    fprintf(
+        stderr,
+        "\n"
+        "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
+        "\n"
+        "!!! %s T=%d: %s %s (%s): final state differs from the serial run\n",
+        engine, threads, p->key, p->name, p->size);
     if (p->rec_kind) {
         bench_rec_mismatch(s);
-        fprintf(stderr,
-                "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n\n");
+        fprintf(stderr, "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
+                        "!!!!!!!!!!!!!!!!\n\n");
         return;
     }
     bench_state ref;
     if (bench_state_init(&ref, p, s->work) != 0 || run_serial(&ref) != 0) {
-        fprintf(stderr, "!!! (could not recompute the serial run to show where)\n");
+        fprintf(stderr,
+                "!!! (could not recompute the serial run to show where)\n");
         return;
     }
     int shown = 0, differing = 0;
     if (p->chol) {
         for (int i = 0; i < p->chol_ntiles; i++) {
             for (int j = 0; j <= i; j++) {
-                const double *a = chol_tile(&s->mat, i, j), *r = chol_tile(&ref.mat, i, j);
+                const double *a = chol_tile(&s->mat, i, j),
+                             *r = chol_tile(&ref.mat, i, j);
                 size_t bb = (size_t)p->chol_b * (size_t)p->chol_b;
                 if (memcmp(a, r, bb * sizeof *a) == 0)
                     continue;
@@ -700,7 +718,9 @@ void bench_report_mismatch(const bench_state *s, const char *engine, int threads
                     size_t e = 0;
                     while (e < bb && a[e] == r[e])
                         e++;
-                    fprintf(stderr, "!!! tile (%d,%d): element %zu is %.17g, serial %.17g\n",
+                    fprintf(stderr,
+                            "!!! tile (%d,%d): element %zu is %.17g, serial "
+                            "%.17g\n",
                             i, j, e, e < bb ? a[e] : 0.0, e < bb ? r[e] : 0.0);
                 }
             }
@@ -715,16 +735,19 @@ void bench_report_mismatch(const bench_state *s, const char *engine, int threads
                 continue;
             differing++;
             if (shown++ < 8)
-                fprintf(stderr, "!!! var %d is %016" PRIx64 ", serial %016" PRIx64 "\n", v,
-                        s->vals[v], ref.vals[v]);
+                fprintf(stderr,
+                        "!!! var %d is %016" PRIx64 ", serial %016" PRIx64 "\n",
+                        v, s->vals[v], ref.vals[v]);
         }
         fprintf(stderr, "!!! %d of %d vars differ\n", differing, p->nvars);
     }
     if (differing == 0)
-        fprintf(stderr, "!!! (the serial run made here again agrees: the reference this run\n"
-                        "!!! was checked against was saved by another build in the\n"
-                        "!!! --ref-dir; after changing a kernel, empty that folder)\n");
-    fprintf(stderr,
-            "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n\n");
+        fprintf(stderr,
+                "!!! (the serial run made here again agrees: the reference "
+                "this run\n"
+                "!!! was checked against was saved by another build in the\n"
+                "!!! --ref-dir; after changing a kernel, empty that folder)\n");
+    fprintf(stderr, "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
+                    "!!!!!!!!!!!!\n\n");
     bench_state_destroy(&ref);
 }

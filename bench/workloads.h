@@ -52,18 +52,18 @@ enum {
 enum { BENCH_MAX_PUSHERS = 2 };
 
 typedef struct bench_prog {
-    char key[16];    /* row key, stable across sizes: "W3-K16" */
-    char id[4];      /* "W3", "W10" */
-    char name[48];   /* "fan-out/fan-in K=16" */
-    char size[80];   /* the actual sizes: "R=5556 K=16" */
+    char key[16];  /* row key, stable across sizes: "W3-K16" */
+    char id[4];    /* "W3", "W10" */
+    char name[48]; /* "fan-out/fan-in K=16" */
+    char size[80]; /* the actual sizes: "R=5556 K=16" */
     int nvars;
     size_t nops;
     bench_op *ops;
     int32_t *vars;
     size_t nvarrefs;
-    int npushers;                          /* 1, or 2 for W7 */
-    size_t push_begin[BENCH_MAX_PUSHERS];  /* pusher p pushes ops */
-    size_t push_end[BENCH_MAX_PUSHERS];    /* [push_begin[p], push_end[p]) */
+    int npushers;                         /* 1, or 2 for W7 */
+    size_t push_begin[BENCH_MAX_PUSHERS]; /* pusher p pushes ops */
+    size_t push_end[BENCH_MAX_PUSHERS];   /* [push_begin[p], push_end[p]) */
     /* W6 only: var v is tile number v of the lower triangle */
     int chol_ntiles;
     int chol_b;
@@ -74,34 +74,34 @@ typedef struct bench_prog {
     uint8_t *lu_present; /* lu_nb^2: the blocks present at the start */
     double flops; /* W6: n^3/3; W8: the sum of its ops' (sparselu.h); else 0 */
     /* W10 only (rec_kind != BENCH_REC_NONE): no ops; nops counts its tasks */
-    int rec_kind;        /* enum bench_rec_kind */
-    int rec_n;           /* fib: n */
-    size_t rec_len;      /* quicksort: ints to sort */
-    int32_t *rec_input;  /* quicksort: the unsorted ints (a fixed seed) */
+    int rec_kind;       /* enum bench_rec_kind */
+    int rec_n;          /* fib: n */
+    size_t rec_len;     /* quicksort: ints to sort */
+    int32_t *rec_input; /* quicksort: the unsorted ints (a fixed seed) */
 } bench_prog;
 
 /* What the values of a program run live in. */
 typedef struct bench_state {
     const bench_prog *prog;
-    uint64_t work;     /* loop iterations per generic op */
-    uint64_t *vals;    /* generic: nvars values */
-    chol_matrix mat;   /* W6: the matrix being factored */
-    chol_matrix mat0;  /* W6: the original matrix */
-    lu_grid lu;        /* W8: the blocks being factored */
-    char *deps;        /* nvars distinct addresses (OpenMP depend items) */
-    int64_t fib;       /* W10 fib: the result */
-    int32_t *arr;      /* W10 quicksort: the ints being sorted */
-    int failed;        /* set (racily, to 1) when a kernel failed */
+    uint64_t work;    /* loop iterations per generic op */
+    uint64_t *vals;   /* generic: nvars values */
+    chol_matrix mat;  /* W6: the matrix being factored */
+    chol_matrix mat0; /* W6: the original matrix */
+    lu_grid lu;       /* W8: the blocks being factored */
+    char *deps;       /* nvars distinct addresses (OpenMP depend items) */
+    int64_t fib;      /* W10 fib: the result */
+    int32_t *arr;     /* W10 quicksort: the ints being sorted */
+    int failed;       /* set (racily, to 1) when a kernel failed */
 } bench_state;
 
 /* How big to make a program. */
 typedef struct bench_sizing {
-    double scale;      /* 1.0: the sizes of WORKLOADS.md; smaller: fewer ops */
-    double op_ns;      /* estimated time of one op's work, 0: empty ops */
-    double budget_ns;  /* with op_ns > 0: cap the ops so that one serial
-                          run takes about this long */
-    int chol_n;        /* W6 matrix order (2048 in WORKLOADS.md) */
-    int lu_n;          /* W8 matrix order NB x B (2560 in WORKLOADS.md) */
+    double scale;     /* 1.0: the sizes of WORKLOADS.md; smaller: fewer ops */
+    double op_ns;     /* estimated time of one op's work, 0: empty ops */
+    double budget_ns; /* with op_ns > 0: cap the ops so that one serial
+                         run takes about this long */
+    int chol_n;       /* W6 matrix order (2048 in WORKLOADS.md) */
+    int lu_n;         /* W8 matrix order NB x B (2560 in WORKLOADS.md) */
 } bench_sizing;
 
 /* The row keys in table order, NULL-terminated. */
@@ -172,13 +172,15 @@ typedef struct bench_ref {
  * previous process saved it, else run the program serially and save it.
  * Returns 0 or -1.
  */
-int bench_reference(const bench_prog *p, uint64_t work, const char *dir, bench_ref *out);
+int bench_reference(const bench_prog *p, uint64_t work, const char *dir,
+                    bench_ref *out);
 
 /*
  * Print to stderr, loudly, how `s` differs from the serial run (recomputed
  * here): the first differing values or tiles.
  */
-void bench_report_mismatch(const bench_state *s, const char *engine, int threads);
+void bench_report_mismatch(const bench_state *s, const char *engine,
+                           int threads);
 
 /* The loop every generic op runs: `iters` dependent multiply-adds on h. */
 uint64_t bench_work_loop(uint64_t h, uint64_t iters);

@@ -48,7 +48,8 @@ static int run_tile_op(vf_run *run, void *arg)
     tile_op *op = arg;
     int rc = chol_run(op->m, &op->task);
     if (rc != 0)
-        vf_run_set_error(run, "tile (%d,%d) is not positive definite (column %d)",
+        vf_run_set_error(run,
+                         "tile (%d,%d) is not positive definite (column %d)",
                          op->task.k, op->task.k, rc);
     return rc;
 }
@@ -60,8 +61,8 @@ static const char *kind_name(enum chol_kind k)
 }
 
 /* Factor m in place through varflow. Returns 0, or the error. */
-static int factor_varflow(vf_engine *e, const chol_matrix *m, const chol_task *tasks,
-                          size_t ntasks, tile_op *ops)
+static int factor_varflow(vf_engine *e, const chol_matrix *m,
+                          const chol_task *tasks, size_t ntasks, tile_op *ops)
 {
     int nt = m->ntiles;
     size_t ntiles = chol_num_tiles(nt);
@@ -123,8 +124,8 @@ int main(int argc, char **argv)
     chol_task *tasks = malloc(ntasks * sizeof *tasks);
     tile_op *ops = malloc(ntasks * sizeof *ops);
     chol_matrix a, ls, lv;
-    if (!tasks || !ops || chol_matrix_alloc(&a, nt, b) || chol_matrix_alloc(&ls, nt, b) ||
-        chol_matrix_alloc(&lv, nt, b)) {
+    if (!tasks || !ops || chol_matrix_alloc(&a, nt, b) ||
+        chol_matrix_alloc(&ls, nt, b) || chol_matrix_alloc(&lv, nt, b)) {
         fprintf(stderr, "cholesky: out of memory\n");
         return 1;
     }
@@ -134,7 +135,8 @@ int main(int argc, char **argv)
     memcpy(ls.data, a.data, chol_matrix_bytes(&a));
     memcpy(lv.data, a.data, chol_matrix_bytes(&a));
     double gflop = chol_flops(n) * 1e-9;
-    printf("tiled Cholesky: n = %d, %d x %d tiles of %d x %d, %zu tile ops, %.2f GFLOP\n",
+    printf("tiled Cholesky: n = %d, %d x %d tiles of %d x %d, %zu tile ops, "
+           "%.2f GFLOP\n",
            n, nt, nt, b, b, ntasks, gflop);
 
     /* Serial: the loop nest itself. */
@@ -170,7 +172,8 @@ int main(int argc, char **argv)
 
     int same = memcmp(ls.data, lv.data, chol_matrix_bytes(&ls)) == 0;
     double res = chol_residual(&a, &lv);
-    printf("  factors identical to serial: %s;  residual ||A - L L^T|| / ||A|| = %.2e\n",
+    printf("  factors identical to serial: %s;  residual ||A - L L^T|| / ||A|| "
+           "= %.2e\n",
            same ? "yes" : "NO", res);
     int ok = rc == 0 && same && res < 1e-12;
     printf("%s\n", ok ? "cholesky: ok" : "cholesky: FAILED");

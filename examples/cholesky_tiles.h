@@ -78,7 +78,8 @@ static inline size_t chol_tile_index(int ntiles, int i, int j)
 /* Address of tile (i, j), i >= j. */
 static inline double *chol_tile(const chol_matrix *m, int i, int j)
 {
-    return m->data + chol_tile_index(m->ntiles, i, j) * (size_t)m->b * (size_t)m->b;
+    return m->data +
+           chol_tile_index(m->ntiles, i, j) * (size_t)m->b * (size_t)m->b;
 }
 
 /* Number of tiles stored (the lower triangle, diagonal included). */
@@ -90,7 +91,8 @@ static inline size_t chol_num_tiles(int ntiles)
 /* Allocate the tiles (64-byte aligned). Returns 0 or -1 (out of memory). */
 static inline int chol_matrix_alloc(chol_matrix *m, int ntiles, int b)
 {
-    size_t bytes = chol_num_tiles(ntiles) * (size_t)b * (size_t)b * sizeof(double);
+    size_t bytes = chol_num_tiles(ntiles) * (size_t)b * (size_t)b *
+                   sizeof(double);
     bytes = (bytes + 63) / 64 * 64;
     m->ntiles = ntiles;
     m->b = b;
@@ -106,14 +108,16 @@ static inline void chol_matrix_free(chol_matrix *m)
 
 static inline size_t chol_matrix_bytes(const chol_matrix *m)
 {
-    return chol_num_tiles(m->ntiles) * (size_t)m->b * (size_t)m->b * sizeof(double);
+    return chol_num_tiles(m->ntiles) * (size_t)m->b * (size_t)m->b *
+           sizeof(double);
 }
 
 /* A(r, c) of the whole matrix, r >= c, in a tiled matrix. */
 static inline double *chol_at(const chol_matrix *m, int r, int c)
 {
     int b = m->b;
-    return chol_tile(m, r / b, c / b) + (size_t)(c % b) * (size_t)b + (size_t)(r % b);
+    return chol_tile(m, r / b, c / b) + (size_t)(c % b) * (size_t)b +
+           (size_t)(r % b);
 }
 
 /*
@@ -206,7 +210,8 @@ static inline void chol_trsm(const double *l, double *x, int b)
 static inline void chol_syrk(const double *a, double *c, int b)
 {
 #ifdef VF_CHOL_CBLAS
-    cblas_dsyrk(CblasColMajor, CblasLower, CblasNoTrans, b, b, -1.0, a, b, 1.0, c, b);
+    cblas_dsyrk(CblasColMajor, CblasLower, CblasNoTrans, b, b, -1.0, a, b, 1.0,
+                c, b);
 #else
     for (int j = 0; j < b; j++) {
         double *cj = c + (size_t)j * (size_t)b;
@@ -221,11 +226,12 @@ static inline void chol_syrk(const double *a, double *c, int b)
 }
 
 /* C = C - A * B^T. */
-static inline void chol_gemm(const double *a, const double *bt, double *c, int b)
+static inline void chol_gemm(const double *a, const double *bt, double *c,
+                             int b)
 {
 #ifdef VF_CHOL_CBLAS
-    cblas_dgemm(CblasColMajor, CblasNoTrans, CblasTrans, b, b, b, -1.0, a, b, bt, b,
-                1.0, c, b);
+    cblas_dgemm(CblasColMajor, CblasNoTrans, CblasTrans, b, b, b, -1.0, a, b,
+                bt, b, 1.0, c, b);
 #else
     for (int j = 0; j < b; j++) {
         double *cj = c + (size_t)j * (size_t)b;
@@ -296,8 +302,8 @@ static inline size_t chol_tasks(int ntiles, chol_task *out)
  * The tiles a task reads and the tile it writes, as (row, col) pairs:
  * reads[0..*nreads-1], then the written tile in *wi, *wj.
  */
-static inline void chol_task_tiles(const chol_task *t, int reads[2][2], int *nreads,
-                                   int *wi, int *wj)
+static inline void chol_task_tiles(const chol_task *t, int reads[2][2],
+                                   int *nreads, int *wi, int *wj)
 {
     *nreads = 0;
     *wi = *wj = 0;

@@ -250,11 +250,11 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config);
  * engine's ops fail with VF_ESHUTDOWN once destroy has begun; every other
  * call racing it returns as usual (a call that begins once destroy is
  * freeing the engine, with nothing left pending, gets VF_EINVAL as after
- * destroy); destroy returns after the last of them has returned. Must not be called from the engine's own code: one of its
- * ops, a done callback, a worker, or from inside another call on the
- * engine (VF_EDEADLK). A stopped engine is started first. Errors not yet
- * reported are dropped. A second destroy racing the first gets
- * VF_ESHUTDOWN.
+ * destroy); destroy returns after the last of them has returned. Must not be
+ * called from the engine's own code: one of its ops, a done callback, a worker,
+ * or from inside another call on the engine (VF_EDEADLK). A stopped engine is
+ * started first. Errors not yet reported are dropped. A second destroy racing
+ * the first gets VF_ESHUTDOWN.
  *
  * After it returned, the handle is dead: every call that takes it (a
  * second destroy included) returns VF_EINVAL, "not an engine (NULL or
@@ -471,9 +471,9 @@ typedef void (*vf_done_fn)(void *arg, int status);
 
 typedef enum vf_device_type {
     VF_DEVICE_CPU = 0,
-    VF_DEVICE_CUDA,     /* an NVIDIA GPU, id = ordinal (libvarflow-cuda:
-                           varflow_cuda.h, vf_cuda_register) */
-    VF_DEVICE_EMULATED  /* streams emulated on CPU threads, ids 0..7 */
+    VF_DEVICE_CUDA,    /* an NVIDIA GPU, id = ordinal (libvarflow-cuda:
+                          varflow_cuda.h, vf_cuda_register) */
+    VF_DEVICE_EMULATED /* streams emulated on CPU threads, ids 0..7 */
 } vf_device_type;
 
 typedef struct vf_device {
@@ -520,7 +520,7 @@ typedef struct vf_op {
     vf_async_fn async_fn VF_ZERO_; /* async: runs inline on the dispatching
                                       thread */
     void *arg VF_ZERO_;
-    vf_done_fn done VF_ZERO_;      /* may be NULL */
+    vf_done_fn done VF_ZERO_; /* may be NULL */
     vf_var_list reads VF_ZERO_;
     vf_var_list writes VF_ZERO_;
     vf_device device VF_ZERO_;     /* zero: CPU 0 */
@@ -531,18 +531,18 @@ typedef struct vf_op {
     bool nonblocking VF_ZERO_;     /* at the in-flight limit: VF_EAGAIN, not
                                       wait */
     const char *name VF_ZERO_;
-    size_t arg_size VF_ZERO_;      /* 0: `arg` is passed as it is, and must
-                                      outlive the op. Otherwise the push
-                                      copies arg_size bytes from `arg` into
-                                      the op (aligned to max_align_t), and
-                                      fn, async_fn and done get the copy,
-                                      freed once the op has finished (after
-                                      `done`): `arg` may go at once. No
-                                      allocation up to VF_OP_ARG_INLINE
-                                      bytes; at most VF_MAX_OP_ARG_SIZE
-                                      (VF_EINVAL beyond, or for a NULL arg
-                                      with a size). For vf_operator_create:
-                                      copied once, freed with the operator */
+    size_t arg_size VF_ZERO_; /* 0: `arg` is passed as it is, and must
+                                 outlive the op. Otherwise the push
+                                 copies arg_size bytes from `arg` into
+                                 the op (aligned to max_align_t), and
+                                 fn, async_fn and done get the copy,
+                                 freed once the op has finished (after
+                                 `done`): `arg` may go at once. No
+                                 allocation up to VF_OP_ARG_INLINE
+                                 bytes; at most VF_MAX_OP_ARG_SIZE
+                                 (VF_EINVAL beyond, or for a NULL arg
+                                 with a size). For vf_operator_create:
+                                 copied once, freed with the operator */
 } vf_op;
 
 /*
@@ -588,7 +588,8 @@ VF_API int vf_completion_fail(vf_completion done, const vf_error *cause);
 VF_API int vf_run_input_failure(const vf_run *run, vf_error *out);
 
 /* Record why the op is failing; the message reaches vf_error.message. */
-VF_API void vf_run_set_error(vf_run *run, const char *fmt, ...) VF_PRINTF_LIKE(2, 3);
+VF_API void vf_run_set_error(vf_run *run, const char *fmt, ...)
+    VF_PRINTF_LIKE(2, 3);
 
 /* The engine running the op (for nested pushes and waits). */
 VF_API vf_engine *vf_run_engine(const vf_run *run);
@@ -627,8 +628,7 @@ VF_API void *vf_run_stream(const vf_run *run);
  * code; the ops that depend on it are skipped, on the device too).
  * VF_EINVAL outside a device op, VF_ENOMEM, VF_EDEVICE.
  */
-VF_API int vf_run_submit(vf_run *run, vf_device_fn fn, void *arg,
-                         size_t bytes);
+VF_API int vf_run_submit(vf_run *run, vf_device_fn fn, void *arg, size_t bytes);
 
 /* Devices of a type usable now: 1 for VF_DEVICE_CPU, the emulated device's
  * count, the GPUs CUDA sees (0 until libvarflow-cuda's vf_cuda_register()

@@ -586,10 +586,10 @@ inline constexpr bool fits_inline =
  * VF_OP_ARG_INLINE bytes and max_align_t's alignment. No allocation and
  * no done callback: the op's copy is the callable, called in place. */
 template <class Fn>
-inline constexpr bool fits_copied =
-    !fits_inline<Fn> && std::is_trivially_copyable_v<Fn> &&
-    sizeof(Fn) <= VF_OP_ARG_INLINE &&
-    alignof(Fn) <= alignof(std::max_align_t);
+inline constexpr bool fits_copied = !fits_inline<Fn> &&
+                                    std::is_trivially_copyable_v<Fn> &&
+                                    sizeof(Fn) <= VF_OP_ARG_INLINE &&
+                                    alignof(Fn) <= alignof(std::max_align_t);
 
 /* The arg of an op running callable Fn: its bytes, or a new Fn (or, for
  * push and push_async, the engine's copy: fits_copied). */
@@ -1029,11 +1029,11 @@ class reusable_op
     void push(int priority = 0) const
     {
         if (op_ == nullptr)
-            throw error(VF_EINVAL,
-                        moved_from_ ? "varflow::reusable_op: used after it "
-                                      "was moved from"
-                                    : "varflow::reusable_op: empty "
-                                      "(default-constructed)");
+            throw error(VF_EINVAL, moved_from_
+                                       ? "varflow::reusable_op: used after it "
+                                         "was moved from"
+                                       : "varflow::reusable_op: empty "
+                                         "(default-constructed)");
         block_->ref(); // given back by this run's done callback
         int rc = vf_operator_push(e_, op_, priority);
         if (rc != 0) {
@@ -1228,8 +1228,8 @@ class engine_ref
      * VF_OP_ARG_INLINE bytes (less a pointer) a push allocates nothing.
      */
     template <class Arg, class F>
-    reusable_arg_op<Arg> make_op_with(var_list reads, var_list writes,
-                                      F &&fn, const options &opts = {}) const
+    reusable_arg_op<Arg> make_op_with(var_list reads, var_list writes, F &&fn,
+                                      const options &opts = {}) const
     {
         static_assert(std::is_trivially_copyable_v<Arg>,
                       "a run's argument is copied as bytes: it must be "
@@ -1243,7 +1243,7 @@ class engine_ref
         def.fn = &Block::sync_entry;
         std::unique_ptr<Block> b(new Block(std::forward<F>(fn)));
         def.arg = static_cast<detail::op_block *>(b.get()); // unused: each
-        def.done = &Block::done;                             // run has its own
+        def.done = &Block::done;                            // run has its own
         vf_operator *op = nullptr;
         check(vf_operator_create(e_, &def, &op));
         return reusable_arg_op<Arg>(reusable_op(e_, op, b.release()));

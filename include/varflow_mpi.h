@@ -204,9 +204,9 @@ VF_API int vf_mpi_get(vf_engine *e, vf_var v, int rank, vf_error *err);
  * VF_EDEADLK at once on the calling rank, which joins no agreement (see
  * "Rules of use"). When a rank could not wait (its engine is stopped with
  * ops held: VF_ESTOPPED; its data flow was cut by an earlier error:
- * VF_ESYSTEM), it still joins the agreement, and every rank returns that rank's code (the
- * detail names it), provided no other rank waits for a value it was to
- * send: such a rank waits until it is sent. The failures the other ranks'
+ * VF_ESYSTEM), it still joins the agreement, and every rank returns that rank's
+ * code (the detail names it), provided no other rank waits for a value it was
+ * to send: such a rank waits until it is sent. The failures the other ranks'
  * local waits cleared meanwhile are not reported again. VF_ESYSTEM when an
  * MPI call fails.
  */

@@ -29,27 +29,27 @@ extern "C" {
 
 /* One op as recorded. Times are nanoseconds since the profile started. */
 typedef struct vf_profile_record {
-    uint64_t id;            /* 1, 2, ... in push order within the profile */
-    const char *name;       /* "" when unnamed (the outputs show such an op
-                               as "op #<id>", and a summary adds them up
-                               in one "(unnamed)" row); owned by the
-                               snapshot */
-    int pool;               /* 0 CPU pool, 1 CPU priority pool, -1 inline */
-    int worker;             /* as vf_run_worker; -1 inline */
+    uint64_t id;      /* 1, 2, ... in push order within the profile */
+    const char *name; /* "" when unnamed (the outputs show such an op
+                         as "op #<id>", and a summary adds them up
+                         in one "(unnamed)" row); owned by the
+                         snapshot */
+    int pool;         /* 0 CPU pool, 1 CPU priority pool, -1 inline */
+    int worker;       /* as vf_run_worker; -1 inline */
     vf_device device;
     vf_property property;
     bool async;
-    int status;             /* 0, the op's error code, or VF_ESKIPPED */
-    uint64_t push_ns;       /* vf_engine_push called */
-    uint64_t ready_ns;      /* its last dependency was released */
-    uint64_t start_ns;      /* its function started (= end when skipped) */
-    uint64_t end_ns; /* it finished (async: vf_completion_finish called; a
-                        device op: its function returned) */
+    int status;        /* 0, the op's error code, or VF_ESKIPPED */
+    uint64_t push_ns;  /* vf_engine_push called */
+    uint64_t ready_ns; /* its last dependency was released */
+    uint64_t start_ns; /* its function started (= end when skipped) */
+    uint64_t end_ns;   /* it finished (async: vf_completion_finish called; a
+                          device op: its function returned) */
     uint64_t device_start_ns; /* a device op: its work began on its stream
                                  (the worker's), as the device tells; */
     uint64_t device_end_ns;   /* and ended; both 0 when unknown */
-    int ndeps;              /* ops whose finishing released it */
-    const uint64_t *deps;   /* their ids (ops recorded in this profile) */
+    int ndeps;                /* ops whose finishing released it */
+    const uint64_t *deps;     /* their ids (ops recorded in this profile) */
 } vf_profile_record;
 
 /* A snapshot of a profile: immutable, independent of the engine. */

@@ -113,7 +113,6 @@ inline const kind kinds[] = {
     {"perdevice/2", config_of(VF_ENGINE_PERDEVICE, 2), true, 2},
 };
 
-
 constexpr std::chrono::seconds timeout{10}; // generous: sanitizer builds
 
 /* n parties meet: meet() returns true once all n arrived, false after the
@@ -195,8 +194,7 @@ inline int ncases = 0;
 inline bool add_case(const char *name, void (*fn)(const kind &))
 {
     if (ncases == max_cases) {
-        std::fprintf(stderr, "cxx_check.hpp: more than %d cases\n",
-                     max_cases);
+        std::fprintf(stderr, "cxx_check.hpp: more than %d cases\n", max_cases);
         std::abort();
     }
     cases[ncases++] = {name, fn};
@@ -245,8 +243,9 @@ inline int run_cases(int argc, char **argv, const char *test)
             }
         }
         if (!any) {
-            std::fprintf(stderr, "%s: no case named \"%s\" (--list shows them)\n",
-                         test, filters[f]);
+            std::fprintf(stderr,
+                         "%s: no case named \"%s\" (--list shows them)\n", test,
+                         filters[f]);
             return 2;
         }
     }

@@ -51,7 +51,7 @@
 
 typedef struct runner_case_ {
     const char *name;
-    void (*fn)(void);                /* TEST_CASE */
+    void (*fn)(void);                 /* TEST_CASE */
     void (*kind_fn)(const tu_kind *); /* TEST_KIND_CASE */
     int line;
 } runner_case_;
@@ -78,18 +78,18 @@ static inline void runner_register_(const char *name, void (*fn)(void),
 }
 
 #define TEST_CASE(name)                                                        \
-    static void test_case_##name(void);                                       \
-    __attribute__((constructor)) static void test_register_##name(void)       \
+    static void test_case_##name(void);                                        \
+    __attribute__((constructor)) static void test_register_##name(void)        \
     {                                                                          \
-        runner_register_(#name, test_case_##name, NULL, __LINE__);            \
+        runner_register_(#name, test_case_##name, NULL, __LINE__);             \
     }                                                                          \
     static void test_case_##name(void)
 
 #define TEST_KIND_CASE(name, k)                                                \
-    static void test_case_##name(const tu_kind *k);                           \
-    __attribute__((constructor)) static void test_register_##name(void)       \
+    static void test_case_##name(const tu_kind *k);                            \
+    __attribute__((constructor)) static void test_register_##name(void)        \
     {                                                                          \
-        runner_register_(#name, NULL, test_case_##name, __LINE__);            \
+        runner_register_(#name, NULL, test_case_##name, __LINE__);             \
     }                                                                          \
     static void test_case_##name(const tu_kind *k)
 
@@ -157,8 +157,10 @@ static inline int runner_main(int argc, char **argv, const char *test,
         filters[nfilters++] = env;
     for (int i = 1; i < argc && nfilters < 64; i++) {
         if (argv[i][0] == '-') {
-            fprintf(stderr, "usage: %s [--list] [CASE...] (a CASE may be a "
-                            "shell pattern)\n", test);
+            fprintf(stderr,
+                    "usage: %s [--list] [CASE...] (a CASE may be a "
+                    "shell pattern)\n",
+                    test);
             return 2;
         }
         filters[nfilters++] = argv[i];

@@ -257,7 +257,8 @@ TEST_KIND_CASE(many_ops, k)
         serial[a->w] = serial[a->w] * 31 + serial[a->r] + a->k;
         bool async = tu_below(&r, 2) == 0;
         nasync += async;
-        vf_op op = {.arg = a, .done = many_done,
+        vf_op op = {.arg = a,
+                    .done = many_done,
                     .reads = tu_list(&vars[a->r], 1),
                     .writes = tu_list(&vars[a->w], 1)};
         if (async)
@@ -271,8 +272,8 @@ TEST_KIND_CASE(many_ops, k)
     CHECK_OK(vf_engine_wait_all(e, NULL));
     for (int i = 0; i < NV; i++)
         if (m.val[i] != serial[i])
-            CHECK_REPORT_("var %d: %" PRIu64 " != serial %" PRIu64, i,
-                          m.val[i], serial[i]);
+            CHECK_REPORT_("var %d: %" PRIu64 " != serial %" PRIu64, i, m.val[i],
+                          serial[i]);
     CHECK_EQ(atomic_load(&m.started_async), nasync);
     CHECK_EQ(atomic_load(&m.ran_sync), n - nasync);
     CHECK_EQ(atomic_load(&m.done_ok), n);

@@ -128,8 +128,8 @@ TEST_KIND_CASE(bad_args, k)
 
     /* Functions. */
     expect_push_err(e, (vf_op){.writes = VF_VARS(x)}, VF_EINVAL, "no fn");
-    expect_push_err(e, (vf_op){.fn = nop, .async_fn = anop,
-                               .writes = VF_VARS(x)},
+    expect_push_err(e,
+                    (vf_op){.fn = nop, .async_fn = anop, .writes = VF_VARS(x)},
                     VF_EINVAL, "both fns");
 
     /* Devices and properties. */
@@ -141,16 +141,14 @@ TEST_KIND_CASE(bad_args, k)
                     VF_ENODEV, "emulated device -1");
     expect_push_err(e, (vf_op){.fn = nop, .property = VF_PROP_COPY_TO_DEVICE},
                     VF_EINVAL, "copy to device, on the CPU");
-    expect_push_err(e, (vf_op){.fn = nop,
-                               .property = VF_PROP_COPY_FROM_DEVICE},
+    expect_push_err(e, (vf_op){.fn = nop, .property = VF_PROP_COPY_FROM_DEVICE},
                     VF_EINVAL, "copy from device, on the CPU");
     {
-        vf_op op = {.fn = nop, .done = count_done,
-                    .property = (vf_property)77};
+        vf_op op = {.fn = nop, .done = count_done, .property = (vf_property)77};
         int rc = vf_engine_push(e, &op);
         CHECK(rc == VF_EINVAL || rc == VF_ENODEV);
-        vf_op op2 = {.fn = nop, .done = count_done,
-                     .device = {(vf_device_type)55, 0}};
+        vf_op op2 = {
+            .fn = nop, .done = count_done, .device = {(vf_device_type)55, 0}};
         rc = vf_engine_push(e, &op2);
         CHECK(rc == VF_EINVAL || rc == VF_ENODEV);
     }
@@ -169,11 +167,12 @@ TEST_KIND_CASE(bad_args, k)
         CHECK(refused(rc = vf_var_destroy(e, b, NULL, NULL)));
         (void)rc;
     }
-    expect_push_err(e, (vf_op){.fn = nop, .reads = VF_VARS(foreign)},
-                    VF_EXDEV, "foreign read");
-    expect_push_err(e, (vf_op){.fn = nop, .reads = VF_VARS(x),
-                               .writes = VF_VARS(y, foreign)},
-                    VF_EXDEV, "foreign write");
+    expect_push_err(e, (vf_op){.fn = nop, .reads = VF_VARS(foreign)}, VF_EXDEV,
+                    "foreign read");
+    expect_push_err(
+        e,
+        (vf_op){.fn = nop, .reads = VF_VARS(x), .writes = VF_VARS(y, foreign)},
+        VF_EXDEV, "foreign write");
     CHECK_ERR(vf_var_wait(e, foreign, &err), VF_EXDEV);
     CHECK_ERR(vf_var_version(e, foreign, &ver), VF_EXDEV);
     CHECK_ERR(vf_var_destroy(e, foreign, NULL, NULL), VF_EXDEV);

@@ -82,13 +82,17 @@ static void expect_code(int rc, int code, const char *what)
 
 /* Every count read from the environment: each must be decimal digits
  * only, in range. */
-static const char *const count_vars[] = {
-    "VF_CPU_WORKER_NTHREADS", "VF_CPU_PRIORITY_NTHREADS",
-    "VF_MAX_INFLIGHT",        "VF_PROFILE_MAX_RECORDS",
-    "VF_GPU_WORKER_NTHREADS", "VF_GPU_COPY_NTHREADS",
-    "VF_GPU_PRIORITY_NTHREADS", "VF_EMULATED_LATENCY_US",
-    "VF_EMULATED_MB_PER_S",   "VF_FORK_CHILD_NTHREADS",
-    "VF_BULK_SIZE"};
+static const char *const count_vars[] = {"VF_CPU_WORKER_NTHREADS",
+                                         "VF_CPU_PRIORITY_NTHREADS",
+                                         "VF_MAX_INFLIGHT",
+                                         "VF_PROFILE_MAX_RECORDS",
+                                         "VF_GPU_WORKER_NTHREADS",
+                                         "VF_GPU_COPY_NTHREADS",
+                                         "VF_GPU_PRIORITY_NTHREADS",
+                                         "VF_EMULATED_LATENCY_US",
+                                         "VF_EMULATED_MB_PER_S",
+                                         "VF_FORK_CHILD_NTHREADS",
+                                         "VF_BULK_SIZE"};
 
 static void clear_env(void)
 {
@@ -165,8 +169,8 @@ TEST_CASE(config)
 
     /* Decimal digits only: no sign, space, suffix or base prefix. */
     static const char *bad_counts[] = {
-        "-5",  "abc", "12x", "3 ", "99999999999", "0x10", "1e3", "+",
-        " 3",  "+3",  "\t3", "3\n", "-0",         "1 2",  "3.0", "٣"};
+        "-5", "abc", "12x", "3 ",  "99999999999", "0x10", "1e3", "+",
+        " 3", "+3",  "\t3", "3\n", "-0",          "1 2",  "3.0", "٣"};
     for (size_t v = 0; v < sizeof count_vars / sizeof *count_vars; v++)
         for (size_t i = 0; i < sizeof bad_counts / sizeof *bad_counts; i++)
             env_refused(count_vars[v], bad_counts[i],

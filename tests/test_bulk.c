@@ -55,8 +55,8 @@ TEST_CASE(arithmetic)
     CHECK_EQ(vf_bulk_set_size(e, 10), 10); /* returns the previous one */
     vf_var x = tu_var(e);
     long value = 0;
-    arith set = {&value, '=', 1}, mul = {&value, '*', 2}, add = {&value, '+',
-                                                                 1};
+    arith set = {&value, '=', 1}, mul = {&value, '*', 2},
+          add = {&value, '+', 1};
     push_arith(e, x, &set);
     push_arith(e, x, &mul);
     push_arith(e, x, &add);
@@ -134,11 +134,11 @@ TEST_CASE(failure)
     push_step(e, &s[0], "s0", NONE, VF_VARS(a), false);
     push_step(e, &s[1], "fails", VF_VARS(a), VF_VARS(b), false);
     push_step(e, &s[2], "reads b", VF_VARS(b), VF_VARS(c), false); /* skip */
-    push_step(e, &s[3], "reads a", VF_VARS(a), NONE, false);  /* runs */
-    push_step(e, &s[4], "writes c", NONE, VF_VARS(c), false); /* skip:
-                                                    c inherited the failure */
-    push_step(e, &s[5], "no skip", VF_VARS(b), NONE, true);   /* runs */
-    push_step(e, &s[6], "other", NONE, VF_VARS(a), false);    /* runs */
+    push_step(e, &s[3], "reads a", VF_VARS(a), NONE, false);       /* runs */
+    push_step(e, &s[4], "writes c", NONE, VF_VARS(c), false);      /* skip:
+                                                         c inherited the failure */
+    push_step(e, &s[5], "no skip", VF_VARS(b), NONE, true);        /* runs */
+    push_step(e, &s[6], "other", NONE, VF_VARS(a), false);         /* runs */
     vf_error err;
     CHECK_ERR(vf_var_wait(e, c, &err), VF_EOPFAILED);
     CHECK_EQ(err.code, -42);
@@ -502,8 +502,8 @@ TEST_CASE(settings)
     unsetenv("VF_BULK_SIZE");
 
     /* The naive engine runs each op inside its push: no batches. */
-    e = tu_engine(&(tu_kind){.name = "naive",
-                             .cfg = {.type = VF_ENGINE_NAIVE}});
+    e = tu_engine(
+        &(tu_kind){.name = "naive", .cfg = {.type = VF_ENGINE_NAIVE}});
     CHECK_EQ(vf_bulk_set_size(e, 8), 0);
     vf_var x = tu_var(e);
     long value = 0;

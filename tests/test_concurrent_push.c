@@ -103,8 +103,11 @@ static void *pusher(void *arg)
             d->vr[j] = W.vars[d->r[j]];
         for (int j = 0; j < d->nw; j++)
             d->vw[j] = W.vars[d->w[j]];
-        vf_op op = {.fn = op_fn, .arg = d, .reads = tu_list(d->vr, d->nr),
-                    .writes = tu_list(d->vw, d->nw), .name = "random"};
+        vf_op op = {.fn = op_fn,
+                    .arg = d,
+                    .reads = tu_list(d->vr, d->nr),
+                    .writes = tu_list(d->vw, d->nw),
+                    .name = "random"};
         if (vf_engine_push(W.e, &op) != 0)
             atomic_fetch_add(&W.push_errors, 1);
     }
@@ -137,8 +140,8 @@ static long unplaced(void)
         for (int i = 0; i < d->ner; i++) {
             int v = d->er[i], c = d->seen[i];
             if (c < 0 || c > W.len[v]) {
-                CHECK_REPORT_("op %ld saw %d writes of var %d (of %d)", g, c,
-                              v, W.len[v]);
+                CHECK_REPORT_("op %ld saw %d writes of var %d (of %d)", g, c, v,
+                              W.len[v]);
                 continue;
             }
             if (c > 0)
@@ -209,8 +212,7 @@ TEST_KIND_CASE(random_overlap, k)
     long bad = 0, writes = 0;
     for (long g = 0; g < n; g++) {
         if (atomic_load(&W.ops[g].ran) != 1 && bad++ < 5)
-            CHECK_REPORT_("op %ld ran %d times", g,
-                          atomic_load(&W.ops[g].ran));
+            CHECK_REPORT_("op %ld ran %d times", g, atomic_load(&W.ops[g].ran));
         writes += W.ops[g].new_;
     }
     CHECK_EQ(bad, 0);

@@ -117,9 +117,10 @@ TEST_CASE(mxnet_workload)
             for (int i = 0; i < NVARS; i++) {
                 if (memcmp(&data[i], &serial[i], sizeof(double)) != 0) {
                     if (bad++ < 5)
-                        CHECK_REPORT_("repeat %d var %d: engine %.17g != serial "
-                                      "%.17g",
-                                      rep, i, data[i], serial[i]);
+                        CHECK_REPORT_(
+                            "repeat %d var %d: engine %.17g != serial "
+                            "%.17g",
+                            rep, i, data[i], serial[i]);
                 }
             }
             CHECK_EQ(bad, 0);

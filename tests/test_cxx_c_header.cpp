@@ -79,8 +79,7 @@ void zeroed_structs()
           c.profile_path == nullptr && !c.engine_info && c.bulk_size == 0 &&
           !c.help_on_wait);
     vf_config positional{VF_ENGINE_POOLED, 2};
-    CHECK(positional.type == VF_ENGINE_POOLED &&
-          positional.cpu_workers == 2 &&
+    CHECK(positional.type == VF_ENGINE_POOLED && positional.cpu_workers == 2 &&
           positional.cpu_priority_workers == 0 &&
           positional.profile_path == nullptr && positional.bulk_size == 0);
     vf_op op{compute};

@@ -295,9 +295,9 @@ TEST_KIND_CASE(what_texts, k)
     varflow::engine eng(k.cfg);
     CHECK_STR(what_of(eng, [] { throw std::runtime_error("boom"); }),
               "VF_EOPFAILED: op \"add\" failed: boom");
-    CHECK_STR(what_of(eng,
-                      [] { throw varflow::error(VF_ENODEV, "no device"); }),
-              "VF_EOPFAILED: op \"add\" failed with VF_ENODEV: no device");
+    CHECK_STR(
+        what_of(eng, [] { throw varflow::error(VF_ENODEV, "no device"); }),
+        "VF_EOPFAILED: op \"add\" failed with VF_ENODEV: no device");
     CHECK_STR(what_of(eng,
                       [](varflow::run &r) {
                           r.set_error("returned 5");

@@ -85,8 +85,7 @@ TEST_CASE(ids)
 /* What every device must do (device_check.h), one case per check, each
  * with no slowness and again with latency 20 us and 1 GB/s on every
  * stream (and more epochs, with random latencies, of cross-stream waits). */
-static const dc_ctx plain = {
-    .id = 0, .id2 = 3, .idle_complete_at_once = true};
+static const dc_ctx plain = {.id = 0, .id2 = 3, .idle_complete_at_once = true};
 static const vf__device_params slow = {.latency_ns = 20000,
                                        .bytes_per_sec = 1000000000};
 

@@ -129,12 +129,13 @@ TEST_CASE(routing)
         printf("  %-9s %d  %-22s -> %-9s workers %#x\n",
                table[i].dev.type == VF_DEVICE_CPU ? "cpu" : "emulated",
                table[i].dev.id,
-               table[i].prop == VF_PROP_NORMAL               ? "normal"
-               : table[i].prop == VF_PROP_COPY_TO_DEVICE     ? "copy_to_device"
-               : table[i].prop == VF_PROP_COPY_FROM_DEVICE   ? "copy_from_device"
-               : table[i].prop == VF_PROP_CPU_PRIORITIZED    ? "cpu_prioritized"
-               : table[i].prop == VF_PROP_DEVICE_PRIORITIZED ? "device_prioritized"
-                                                             : "?",
+               table[i].prop == VF_PROP_NORMAL             ? "normal"
+               : table[i].prop == VF_PROP_COPY_TO_DEVICE   ? "copy_to_device"
+               : table[i].prop == VF_PROP_COPY_FROM_DEVICE ? "copy_from_device"
+               : table[i].prop == VF_PROP_CPU_PRIORITIZED  ? "cpu_prioritized"
+               : table[i].prop == VF_PROP_DEVICE_PRIORITIZED
+                   ? "device_prioritized"
+                   : "?",
                table[i].pool, seen);
     }
     for (int a = 0; a < 64; a++)
@@ -152,7 +153,7 @@ typedef struct rop {
     vf_property prop;
     int nr, nw;
     int r[MAXR], w[MAXW];
-    int split; /* device work in two submissions */
+    int split;        /* device work in two submissions */
     uint64_t scratch; /* between the two submissions */
     uint64_t *val;    /* the program's values */
     int g;
@@ -324,10 +325,10 @@ static void run_program(const run_cfg *rc, uint64_t seed, int n)
             int v = o->w[0];
             CHECK_OK(vf_var_wait(e, vars[v], NULL));
             if (val[v] != serial_at[(size_t)g * NV + v])
-                CHECK_REPORT_("%s: after op %d var %d = %#llx, serial %#llx",
-                              rc->name, g, v, (unsigned long long)val[v],
-                              (unsigned long long)
-                                  serial_at[(size_t)g * NV + v]);
+                CHECK_REPORT_(
+                    "%s: after op %d var %d = %#llx, serial %#llx", rc->name, g,
+                    v, (unsigned long long)val[v],
+                    (unsigned long long)serial_at[(size_t)g * NV + v]);
         }
     }
     CHECK_OK(vf_engine_wait_all(e, NULL));
@@ -365,33 +366,44 @@ TEST_CASE(random_programs)
 {
     const run_cfg cfgs[] = {
         {"perdevice/events",
-         {.type = VF_ENGINE_PERDEVICE, .cpu_workers = 2,
-          .cpu_priority_workers = 1, .gpu_workers = 2, .gpu_copy_workers = 2,
-          .gpu_priority_workers = 1, .emulated_latency_us = 30,
+         {.type = VF_ENGINE_PERDEVICE,
+          .cpu_workers = 2,
+          .cpu_priority_workers = 1,
+          .gpu_workers = 2,
+          .gpu_copy_workers = 2,
+          .gpu_priority_workers = 1,
+          .emulated_latency_us = 30,
           .emulated_mb_per_s = 1000},
          true},
         {"perdevice/1-worker",
-         {.type = VF_ENGINE_PERDEVICE, .cpu_workers = 1,
-          .cpu_priority_workers = 1, .gpu_workers = 1, .gpu_copy_workers = 1,
-          .gpu_priority_workers = 1, .emulated_latency_us = 10},
+         {.type = VF_ENGINE_PERDEVICE,
+          .cpu_workers = 1,
+          .cpu_priority_workers = 1,
+          .gpu_workers = 1,
+          .gpu_copy_workers = 1,
+          .gpu_priority_workers = 1,
+          .emulated_latency_us = 10},
          true},
         {"perdevice/device_sync",
-         {.type = VF_ENGINE_PERDEVICE, .cpu_workers = 2,
-          .gpu_workers = 2, .device_sync = true, .emulated_latency_us = 10},
+         {.type = VF_ENGINE_PERDEVICE,
+          .cpu_workers = 2,
+          .gpu_workers = 2,
+          .device_sync = true,
+          .emulated_latency_us = 10},
          false},
         {"pooled/events",
-         {.type = VF_ENGINE_POOLED, .cpu_workers = 2,
+         {.type = VF_ENGINE_POOLED,
+          .cpu_workers = 2,
           .emulated_latency_us = 20},
          true},
-        {"naive",
-         {.type = VF_ENGINE_NAIVE, .emulated_latency_us = 5},
-         false},
+        {"naive", {.type = VF_ENGINE_NAIVE, .emulated_latency_us = 5}, false},
     };
     int rounds = (int)tu_scaled(6, 2);
     printf("random programs over the CPU and two emulated devices:\n");
     for (int round = 0; round < rounds; round++)
         for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++)
-            run_program(&cfgs[c], tu_mix(check_seed(), (uint64_t)round * 31 + c),
+            run_program(&cfgs[c],
+                        tu_mix(check_seed(), (uint64_t)round * 31 + c),
                         (int)tu_scaled(400, 100));
 }
 
@@ -451,8 +463,7 @@ static void test_failures(const char *name, const vf_config *cfg)
            u = tu_var(e);
     const vf_device emu0 = devices[0], emu1 = devices[1],
                     cpu = {VF_DEVICE_CPU, 0};
-    fop a = {.fail_on_device = 77}, b = {0}, c = {0}, d = {0}, f = {0},
-        g = {0};
+    fop a = {.fail_on_device = 77}, b = {0}, c = {0}, d = {0}, f = {0}, g = {0};
     push_f(e, &a, emu0, VF_VARS(u), VF_VARS(x), "A"); /* fails on emu0 */
     push_f(e, &b, emu1, VF_VARS(x), VF_VARS(y), "B"); /* other device */
     push_f(e, &c, cpu, VF_VARS(y), VF_VARS(z), "C");  /* on the host */
@@ -507,15 +518,14 @@ static void test_failures(const char *name, const vf_config *cfg)
 
 TEST_CASE(failures)
 {
-    test_failures("perdevice",
-                  &(vf_config){.type = VF_ENGINE_PERDEVICE, .cpu_workers = 2,
-                               .emulated_latency_us = 200});
+    test_failures("perdevice", &(vf_config){.type = VF_ENGINE_PERDEVICE,
+                                            .cpu_workers = 2,
+                                            .emulated_latency_us = 200});
     test_failures("pooled", &(vf_config){.type = VF_ENGINE_POOLED,
                                          .cpu_workers = 1,
                                          .emulated_latency_us = 50});
-    test_failures("device_sync",
-                  &(vf_config){.type = VF_ENGINE_PERDEVICE,
-                               .device_sync = true});
+    test_failures("device_sync", &(vf_config){.type = VF_ENGINE_PERDEVICE,
+                                              .device_sync = true});
     test_failures("naive", &(vf_config){.type = VF_ENGINE_NAIVE});
 }
 
@@ -645,8 +655,8 @@ static void async_nop(vf_run *run, void *arg, vf_completion c)
 TEST_CASE(delete_and_bad_input)
 {
     vf_engine *e;
-    CHECK_OK(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_PERDEVICE,
-                                               .cpu_workers = 1}));
+    CHECK_OK(vf_engine_create(
+        &e, &(vf_config){.type = VF_ENGINE_PERDEVICE, .cpu_workers = 1}));
     vf_var v = tu_var(e);
     CHECK_OK(vf_engine_push(e, &(vf_op){.fn = slow_fn,
                                         .writes = VF_VARS(v),
@@ -723,7 +733,8 @@ TEST_CASE(cuda_random_programs)
     devices[0] = (vf_device){VF_DEVICE_CUDA, 0};
     const run_cfg cfgs[] = {
         {"cuda+emu/events",
-         {.type = VF_ENGINE_PERDEVICE, .cpu_workers = 2,
+         {.type = VF_ENGINE_PERDEVICE,
+          .cpu_workers = 2,
           .emulated_latency_us = 20},
          true},
         {"cuda+emu/device_sync",
@@ -735,8 +746,8 @@ TEST_CASE(cuda_random_programs)
            "device:\n");
     for (int round = 0; round < 4; round++)
         for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++)
-            run_program(&cfgs[c], tu_mix(check_seed(), (uint64_t)round * 31 + c),
-                        400);
+            run_program(&cfgs[c],
+                        tu_mix(check_seed(), (uint64_t)round * 31 + c), 400);
     devices[0] = saved;
 }
 

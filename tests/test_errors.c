@@ -27,7 +27,7 @@
 #define NOVARS ((vf_var_list){NULL, 0})
 
 /* The wait must report the failure of op `name` with `code` and `msg`. */
-#define CHECK_FAILURE(call, want_name, want_code, want_msg)                     \
+#define CHECK_FAILURE(call, want_name, want_code, want_msg)                    \
     do {                                                                       \
         vf_error err_;                                                         \
         memset(&err_, 0x5a, sizeof err_);                                      \

@@ -242,8 +242,7 @@ TEST_KIND_CASE(counting_and_names, k)
     CHECK_EQ(err.code, VF_ESKIPPED);
     CHECK_ERR(vf_var_wait(e, b, &err), VF_EOPFAILED);
     if (strcmp(err.op_name, "op #3") != 0)
-        CHECK_REPORT_("unnamed op reported as '%s', not 'op #3'",
-                      err.op_name);
+        CHECK_REPORT_("unnamed op reported as '%s', not 'op #3'", err.op_name);
     vf_stats st;
     CHECK_OK(vf_engine_stats(e, &st));
     CHECK_EQ(st.failed, 2);

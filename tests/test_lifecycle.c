@@ -381,7 +381,8 @@ TEST_CASE(config)
     /* The struct wins. */
     setenv("VF_ENGINE_TYPE", "pooled", 1);
     setenv("VF_CPU_WORKER_NTHREADS", "3", 1);
-    expect_engine(&(vf_config){.type = VF_ENGINE_PERDEVICE, .cpu_workers = 2,
+    expect_engine(&(vf_config){.type = VF_ENGINE_PERDEVICE,
+                               .cpu_workers = 2,
                                .cpu_priority_workers = 1},
                   VF_ENGINE_PERDEVICE, 3, "struct perdevice over env");
     expect_engine(&(vf_config){.type = VF_ENGINE_NAIVE}, VF_ENGINE_NAIVE, 0,
@@ -420,9 +421,9 @@ TEST_CASE(config)
     expect_einval(&(vf_config){.type = (vf_engine_type)42}, "type 42");
     expect_einval(&(vf_config){.type = VF_ENGINE_POOLED, .cpu_workers = -1},
                   "cpu_workers -1");
-    expect_einval(&(vf_config){.type = VF_ENGINE_PERDEVICE,
-                               .cpu_priority_workers = -3},
-                  "cpu_priority_workers -3");
+    expect_einval(
+        &(vf_config){.type = VF_ENGINE_PERDEVICE, .cpu_priority_workers = -3},
+        "cpu_priority_workers -3");
     vf_engine *e = NULL;
     CHECK_ERR(vf_engine_create(NULL, NULL), VF_EINVAL);
     /* Still fine afterwards. */

@@ -33,7 +33,7 @@
  * builds run it. */
 #if defined(TU_TSAN)
 #define SKIP_UNDER_TSAN()                                                      \
-    TEST_SKIP("under TSan (its runtime cannot follow threads started in a "   \
+    TEST_SKIP("under TSan (its runtime cannot follow threads started in a "    \
               "forked child)")
 #else
 #define SKIP_UNDER_TSAN() ((void)0)
@@ -87,7 +87,7 @@ static void *pusher(void *arg)
 #define CHILD_CHECK(cond)                                                      \
     do {                                                                       \
         if (!(cond)) {                                                         \
-            fprintf(stderr, "child, engine %d: check failed: %s (line %d)\n", \
+            fprintf(stderr, "child, engine %d: check failed: %s (line %d)\n",  \
                     k, #cond, __LINE__);                                       \
             bad++;                                                             \
         }                                                                      \
@@ -137,7 +137,8 @@ TEST_CASE(fork_while_busy)
     SKIP_UNDER_TSAN();
     const vf_config cfgs[NENGINES] = {
         {.type = VF_ENGINE_POOLED, .cpu_workers = 2},
-        {.type = VF_ENGINE_PERDEVICE, .cpu_workers = 2,
+        {.type = VF_ENGINE_PERDEVICE,
+         .cpu_workers = 2,
          .emulated_latency_us = 20},
         {.type = VF_ENGINE_NAIVE},
     };
@@ -176,7 +177,8 @@ TEST_CASE(fork_while_busy)
     printf("  %d forks while busy: children and parent correct\n", forks);
 }
 
-/* --- fork from inside an op ------------------------------------------------ */
+/* --- fork from inside an op ------------------------------------------------
+ */
 
 static vf_engine *other;
 
@@ -240,10 +242,10 @@ TEST_CASE(fork_inside_op)
 {
     SKIP_UNDER_TSAN();
     vf_engine *e;
-    CHECK_OK(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
-                                               .cpu_workers = 2}));
-    CHECK_OK(vf_engine_create(&other, &(vf_config){.type = VF_ENGINE_POOLED,
-                                                   .cpu_workers = 1}));
+    CHECK_OK(vf_engine_create(
+        &e, &(vf_config){.type = VF_ENGINE_POOLED, .cpu_workers = 2}));
+    CHECK_OK(vf_engine_create(
+        &other, &(vf_config){.type = VF_ENGINE_POOLED, .cpu_workers = 1}));
     vf_var v = tu_var(e);
     CHECK_OK(vf_engine_push(e, &(vf_op){.fn = forking_op,
                                         .writes = VF_VARS(v),

@@ -83,8 +83,7 @@ static int call_stop(vf_run *run, void *arg)
 {
     (void)arg;
     vf_engine *e = vf_run_engine(run);
-    return (vf_engine_stop(e) == VF_EDEADLK &&
-            vf_engine_start(e) == VF_EDEADLK)
+    return (vf_engine_stop(e) == VF_EDEADLK && vf_engine_start(e) == VF_EDEADLK)
                ? 0
                : 1;
 }
@@ -211,8 +210,11 @@ static void test_concurrent(const tu_kind *k, bool device)
     vf_var shared = tu_var(e);
     pthread_t t[PUSHERS];
     for (int i = 0; i < PUSHERS; i++) {
-        ps[i] = (pusher){.e = e, .own = tu_var(e), .shared = shared,
-                         .c = {.value = (uint64_t)i + 1}, .sum = &sum,
+        ps[i] = (pusher){.e = e,
+                         .own = tu_var(e),
+                         .shared = shared,
+                         .c = {.value = (uint64_t)i + 1},
+                         .sum = &sum,
                          .device = device};
         t[i] = tu_thread_start(push_loop, &ps[i]);
     }
@@ -242,10 +244,10 @@ static void test_concurrent(const tu_kind *k, bool device)
         int steps = PER_PUSHER - PER_PUSHER / 10;
         CHECK_EQ(atomic_load(&ps[i].c.runs), steps);
         if (ps[i].c.value != serial_steps((uint64_t)i + 1, steps))
-            CHECK_REPORT_("pusher %d: value %#llx, serial %#llx", i,
-                          (unsigned long long)ps[i].c.value,
-                          (unsigned long long)serial_steps((uint64_t)i + 1,
-                                                           steps));
+            CHECK_REPORT_(
+                "pusher %d: value %#llx, serial %#llx", i,
+                (unsigned long long)ps[i].c.value,
+                (unsigned long long)serial_steps((uint64_t)i + 1, steps));
     }
     CHECK_EQ(atomic_load(&sum), want_sum * PUSHERS);
     CHECK_OK(vf_engine_destroy(e));
@@ -329,8 +331,8 @@ TEST_KIND_CASE(shutdown, k)
     CHECK_EQ(st.skipped, (uint64_t)skipped);
     if (k->threaded) /* the naive engine ran them all inside push */
         CHECK(skipped > 0);
-    printf("  %-12s shutdown: %d ran before the notice, %d skipped\n",
-           k->name, ran, skipped);
+    printf("  %-12s shutdown: %d ran before the notice, %d skipped\n", k->name,
+           ran, skipped);
     CHECK_OK(vf_engine_destroy(e));
     check_context_ = NULL;
 }

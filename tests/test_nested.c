@@ -60,8 +60,11 @@ static void push_node(vf_engine *e, tree *t, int id, int depth)
     a->t = t;
     a->id = id;
     a->depth = depth;
-    vf_op op = {.fn = node_fn, .arg = a, .done = node_done,
-                .writes = tu_list(&t->acc[depth], 1), .name = "node"};
+    vf_op op = {.fn = node_fn,
+                .arg = a,
+                .done = node_done,
+                .writes = tu_list(&t->acc[depth], 1),
+                .name = "node"};
     int rc = vf_engine_push(e, &op);
     if (rc != 0) {
         atomic_fetch_add(&t->push_errors, 1);
@@ -126,8 +129,11 @@ static int link_fn(vf_run *run, void *arg);
 
 static void push_link(vf_engine *e, chain *c, link_arg *args, int i)
 {
-    vf_op op = {.fn = link_fn, .arg = &args[i], .reads = tu_list(&c->x, 1),
-                .writes = tu_list(&c->x, 1), .name = "link"};
+    vf_op op = {.fn = link_fn,
+                .arg = &args[i],
+                .reads = tu_list(&c->x, 1),
+                .writes = tu_list(&c->x, 1),
+                .name = "link"};
     if (vf_engine_push(e, &op) != 0)
         atomic_fetch_add(&c->push_errors, 1);
 }

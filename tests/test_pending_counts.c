@@ -69,12 +69,12 @@ static void *pusher(void *arg)
     for (int i = 0; i < r->each; i++) {
         /* Every op reads the shared var (held by the gate op) and writes
          * this thread's own: all wait for the gate. */
-        int rc = vf_engine_push(r->e, &(vf_op){.fn = count_run,
-                                               .arg = r,
-                                               .reads = VF_VARS(r->shared),
-                                               .writes = VF_VARS(a->r->own
-                                                                     [a->me]),
-                                               .name = "pushed"});
+        int rc = vf_engine_push(r->e,
+                                &(vf_op){.fn = count_run,
+                                         .arg = r,
+                                         .reads = VF_VARS(r->shared),
+                                         .writes = VF_VARS(a->r->own[a->me]),
+                                         .name = "pushed"});
         if (rc != 0)
             atomic_fetch_add(&r->push_errors, 1);
     }
@@ -224,9 +224,9 @@ TEST_KIND_CASE(last_finish, k)
     pthread_t comp = tu_thread_start(completer, NULL);
     vf_completion slot;
     for (int i = 0; i < rounds / 3; i++) {
-        CHECK_OK(vf_engine_push(
-            e, &(vf_op){.async_fn = start_async, .arg = &slot,
-                        .writes = VF_VARS(v[0])}));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = start_async,
+                                            .arg = &slot,
+                                            .writes = VF_VARS(v[0])}));
         bad += wait_ok(e) != 0;
     }
     atomic_store(&completer_over, true);
@@ -339,12 +339,12 @@ TEST_KIND_CASE(deadlock_claimed_once, k)
          * and its finish wakes both at once, to race for the claim. */
         bool held = i % 2 == 1;
         if (held)
-            CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = hold_async,
-                                                .arg = &c}));
-        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = op_p, .arg = &c,
-                                            .writes = VF_VARS(c.a)}));
-        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = op_q, .arg = &c,
-                                            .writes = VF_VARS(c.b)}));
+            CHECK_OK(
+                vf_engine_push(e, &(vf_op){.async_fn = hold_async, .arg = &c}));
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = op_p, .arg = &c, .writes = VF_VARS(c.a)}));
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = op_q, .arg = &c, .writes = VF_VARS(c.b)}));
         CHECK(tu_rv_meet(&c.rv, 3, TU_TIMEOUT));
         if (held) {
             tu_spin_us(500); /* let both reach their waits (not needed) */
@@ -379,8 +379,8 @@ static int chain_waiter(vf_run *run, void *arg)
     waiter_ctx *c = arg;
     vf_engine *e = vf_run_engine(run);
     for (int i = 0; i < c->len; i++)
-        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = tu_nop,
-                                            .writes = VF_VARS(c->v)}));
+        CHECK_OK(
+            vf_engine_push(e, &(vf_op){.fn = tu_nop, .writes = VF_VARS(c->v)}));
     int rc = vf_var_wait(e, c->v, NULL);
     if (rc == VF_EDEADLK)
         atomic_fetch_add(&c->deadlocks, 1);
@@ -403,8 +403,8 @@ TEST_KIND_CASE(nested_no_false_alarm, k)
     for (int i = 0; i < rounds; i++) {
         /* A round at a time: a worker may stack waiters on its wait. */
         for (int j = 0; j < NW; j++)
-            CHECK_OK(vf_engine_push(e, &(vf_op){.fn = chain_waiter,
-                                                .arg = &c[j]}));
+            CHECK_OK(
+                vf_engine_push(e, &(vf_op){.fn = chain_waiter, .arg = &c[j]}));
         CHECK_OK(vf_engine_wait_all(e, NULL));
     }
     for (int j = 0; j < NW; j++) {

@@ -102,7 +102,7 @@ TEST_KIND_CASE(priority_order, k)
     prio_init(&p);
     block_worker(e, &p);
     enum { N = 24 };
-    static const int prios[N] = {3, 1,  4, 1, 5, 9, 2,   6, 5,  3,  5, 8,
+    static const int prios[N] = {3, 1,  4, 1, 5, 9, 2,   6, 5,  3, 5, 8,
                                  9, -7, 9, 3, 2, 0, 100, 0, -7, 4, 6, 2};
     item items[N];
     for (int i = 0; i < N; i++) {
@@ -317,9 +317,11 @@ TEST_KIND_CASE(cpu_prioritized, k)
 TEST_CASE(cpu_prioritized_1_plus_3)
 {
     tu_kind big = {"perdevice/1+3",
-                   {.type = VF_ENGINE_PERDEVICE, .cpu_workers = 1,
+                   {.type = VF_ENGINE_PERDEVICE,
+                    .cpu_workers = 1,
                     .cpu_priority_workers = 3},
-                   true, 1};
+                   true,
+                   1};
     check_context_ = big.name;
     check_cpu_prioritized(&big);
     check_context_ = NULL;

@@ -36,9 +36,9 @@ typedef struct desc {
     int priority;
     int spin;
     bool async;
-    int kids;     /* children pushed from inside */
-    int priv;     /* private var index, when kids > 0 */
-    int wait_on;  /* after pushing this op, wait on this var (-1: no) */
+    int kids;             /* children pushed from inside */
+    int priv;             /* private var index, when kids > 0 */
+    int wait_on;          /* after pushing this op, wait on this var (-1: no) */
     uint64_t expect_wait; /* serial value of wait_on at that point */
     atomic_int ran;
 } desc;
@@ -112,9 +112,12 @@ static void run_desc(vf_run *run, desc *d)
         k->p = P;
         k->priv = d->priv;
         k->value = h + (uint64_t)j;
-        vf_op op = {.fn = kid_fn, .arg = k, .done = kid_free,
+        vf_op op = {.fn = kid_fn,
+                    .arg = k,
+                    .done = kid_free,
                     .writes = tu_list(&P->pvars[d->priv], 1),
-                    .priority = d->priority, .name = "kid"};
+                    .priority = d->priority,
+                    .name = "kid"};
         if (vf_engine_push(vf_run_engine(run), &op) != 0) {
             atomic_fetch_add(&P->push_errors, 1);
             free(k);
@@ -222,9 +225,11 @@ static void run_program(const tu_kind *k, int round, int bulk, bool help)
             d->vr[i] = vars[d->r[i]];
         for (int i = 0; i < d->nw; i++)
             d->vw[i] = vars[d->w[i]];
-        vf_op op = {.arg = d, .reads = tu_list(d->vr, d->nr),
+        vf_op op = {.arg = d,
+                    .reads = tu_list(d->vr, d->nr),
                     .writes = tu_list(d->vw, d->nw),
-                    .priority = d->priority, .name = "random"};
+                    .priority = d->priority,
+                    .name = "random"};
         if (d->async)
             op.async_fn = async_fn;
         else
@@ -250,8 +255,8 @@ static void run_program(const tu_kind *k, int round, int bulk, bool help)
             CHECK_REPORT_("round %d: op %d ran %d times", round, g,
                           atomic_load(&p.ops[g].ran));
         if (p.out[g] != s_out[g] && bad++ < 3)
-            CHECK_REPORT_("round %d: op %d read differently than serial",
-                          round, g);
+            CHECK_REPORT_("round %d: op %d read differently than serial", round,
+                          g);
     }
     for (int i = 0; i < NV; i++)
         if (p.val[i] != s_val[i] && bad++ < 6)

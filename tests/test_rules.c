@@ -74,8 +74,8 @@ TEST_KIND_CASE(rule2_fifo, k)
     vf_var x = tu_var(e);
     tu_gate g;
     tu_gate_init(&g);
-    st w1 = {.us = 500}, r1 = {.us = 3000}, r2 = {.us = 3000},
-       w2 = {.us = 500}, r3 = {.us = 100};
+    st w1 = {.us = 500}, r1 = {.us = 3000}, r2 = {.us = 3000}, w2 = {.us = 500},
+       r3 = {.us = 100};
     /* Hold W1 until everything is queued (threaded engines). */
     if (k->threaded)
         w1.gate = &g;

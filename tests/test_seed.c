@@ -16,9 +16,9 @@
 
 typedef struct prog1 {
     double a, b, c, d;
-    tu_rv rv;         /* B and C meet here */
-    bool rendezvous;  /* B and C must meet */
-    atomic_int met;   /* how many of B, C saw the other */
+    tu_rv rv;        /* B and C meet here */
+    bool rendezvous; /* B and C must meet */
+    atomic_int met;  /* how many of B, C saw the other */
     atomic_int worker_b, worker_c;
 } prog1;
 
@@ -230,8 +230,9 @@ TEST_KIND_CASE(program2, k)
     CHECK(p.b_ab.end < p.freed.start);
     CHECK(p.c_a2.end < p.freed.start);
     if (p.b_ab.end >= p.freed.start || p.c_a2.end >= p.freed.start)
-        fprintf(stderr, "  stamps: B=A+B ended %" PRIu64 ", C=A+2 ended %" PRIu64
-                        ", free started %" PRIu64 "\n",
+        fprintf(stderr,
+                "  stamps: B=A+B ended %" PRIu64 ", C=A+2 ended %" PRIu64
+                ", free started %" PRIu64 "\n",
                 p.b_ab.end, p.c_a2.end, p.freed.start);
     CHECK_OK(vf_engine_destroy(e));
 }

@@ -422,8 +422,7 @@ TEST_KIND_CASE(trapped, k)
         return;
     /* When the engine gets it wrong it hangs: the watchdog ends the
      * program, naming this phase. */
-    tu_phase_limit("trapped waiter (B waits on A, stacked on A's worker)",
-                   30);
+    tu_phase_limit("trapped waiter (B waits on A, stacked on A's worker)", 30);
     vf_engine *e = tu_engine(k);
     trap t;
     memset(&t, 0, sizeof t);

@@ -519,9 +519,8 @@ static __attribute__((noinline)) int deep_burn(deep *d, volatile char *prev)
     size_t free_below = (size_t)(here - d->stack_lo);
     if (free_below > d->stack_size / 16 * 3)
         return deep_burn(d, pad) + pad[0] * 0;
-    int rc = vf_engine_push(d->e, &(vf_op){.fn = deep_child,
-                                           .arg = d,
-                                           .writes = VF_VARS(d->v)});
+    int rc = vf_engine_push(
+        d->e, &(vf_op){.fn = deep_child, .arg = d, .writes = VF_VARS(d->v)});
     if (rc == 0)
         rc = vf_var_wait(d->e, d->v, NULL);
     return rc;

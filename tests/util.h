@@ -251,7 +251,8 @@ static inline bool tu_gate_wait(tu_gate *g, double timeout_s)
     return o;
 }
 
-/* ---------------------------------------------------------------- rendezvous */
+/* ---------------------------------------------------------------- rendezvous
+ */
 
 /* n parties meet: each arrives and waits until all n have arrived. */
 typedef struct tu_rv {
@@ -443,10 +444,12 @@ static const tu_kind tu_kinds[] = {
     {"pooled/2", {.type = VF_ENGINE_POOLED, .cpu_workers = 2}, true, 2},
     {"perdevice/1",
      {.type = VF_ENGINE_PERDEVICE, .cpu_workers = 1, .cpu_priority_workers = 1},
-     true, 1},
+     true,
+     1},
     {"perdevice/2",
      {.type = VF_ENGINE_PERDEVICE, .cpu_workers = 2, .cpu_priority_workers = 2},
-     true, 2},
+     true,
+     2},
 };
 #define TU_NKINDS ((int)(sizeof tu_kinds / sizeof tu_kinds[0]))
 

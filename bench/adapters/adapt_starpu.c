@@ -48,8 +48,8 @@ static struct starpu_codelet spu_codelet = {
     .name = "bench_op",
 };
 
-static int spu_start(const char *sched, void **engine, int threads, char *version,
-                     size_t len)
+static int spu_start(const char *sched, void **engine, int threads,
+                     char *version, size_t len)
 {
     struct starpu_conf conf;
     setenv("STARPU_SILENT", "1", 0);
@@ -68,13 +68,14 @@ static int spu_start(const char *sched, void **engine, int threads, char *versio
     }
     int maj, min, rel;
     starpu_get_version(&maj, &min, &rel);
-    snprintf(version, len, "StarPU %d.%d.%d, %s scheduler, %u CPU workers", maj, min, rel,
-             sched, starpu_cpu_worker_get_count());
+    snprintf(version, len, "StarPU %d.%d.%d, %s scheduler, %u CPU workers", maj,
+             min, rel, sched, starpu_cpu_worker_get_count());
     *engine = (void *)sched;
     return 0;
 }
 
-static int spu_start_eager(void **engine, int threads, char *version, size_t len)
+static int spu_start_eager(void **engine, int threads, char *version,
+                           size_t len)
 {
     return spu_start("eager", engine, threads, version, len);
 }
@@ -125,7 +126,8 @@ static int spu_prepare(void *engine, bench_state *s, void **run)
         uintptr_t ptr;
         size_t bytes;
         if (p->chol) {
-            ptr = (uintptr_t)(s->mat.data + (size_t)v * tile_bytes / sizeof(double));
+            ptr = (uintptr_t)(s->mat.data +
+                              (size_t)v * tile_bytes / sizeof(double));
             bytes = tile_bytes;
         } else if (p->lu_nb) {
             if (!bench_var_at_start(p, v))
@@ -136,7 +138,8 @@ static int spu_prepare(void *engine, bench_state *s, void **run)
             ptr = (uintptr_t)&s->vals[v];
             bytes = sizeof(uint64_t);
         }
-        starpu_variable_data_register(&r->handles[v], STARPU_MAIN_RAM, ptr, bytes);
+        starpu_variable_data_register(&r->handles[v], STARPU_MAIN_RAM, ptr,
+                                      bytes);
     }
     for (size_t i = 0; i < p->nops; i++)
         r->tasks[i] = (spu_task){s, i};
@@ -161,8 +164,9 @@ static int spu_push(void *ctx, int pusher, size_t begin, size_t end)
             if (made == -2)
                 return -1;
             if (made >= 0)
-                starpu_variable_data_register(&r->handles[made], STARPU_MAIN_RAM,
-                                              (uintptr_t)r->s->lu.blk[made], block_bytes);
+                starpu_variable_data_register(
+                    &r->handles[made], STARPU_MAIN_RAM,
+                    (uintptr_t)r->s->lu.blk[made], block_bytes);
         }
         if (n > (int)(sizeof descr / sizeof descr[0]))
             return -1;
@@ -170,9 +174,9 @@ static int spu_push(void *ctx, int pusher, size_t begin, size_t end)
             descr[k].handle = r->handles[v[k]];
             descr[k].mode = k < o->nreads ? STARPU_R : STARPU_RW;
         }
-        int rc = starpu_task_insert(&spu_codelet, STARPU_DATA_MODE_ARRAY, descr, n,
-                                    STARPU_CL_ARGS_NFREE, &r->tasks[i], sizeof r->tasks[i],
-                                    0);
+        int rc = starpu_task_insert(&spu_codelet, STARPU_DATA_MODE_ARRAY, descr,
+                                    n, STARPU_CL_ARGS_NFREE, &r->tasks[i],
+                                    sizeof r->tasks[i], 0);
         if (rc != 0) {
             fprintf(stderr, "bench: starpu_task_insert: %d\n", rc);
             return -1;
@@ -206,20 +210,22 @@ static int spu_run_all(void *run_, double *seconds)
 
 static const char *spu_unsupported(const bench_prog *p)
 {
-    return p->rec_kind ? "W10 (recursive, nested waits) is not written for StarPU" : NULL;
+    return p->rec_kind
+               ? "W10 (recursive, nested waits) is not written for StarPU"
+               : NULL;
 }
 
-#define SPU_ADAPTER(var, label, start_fn)                                              \
-    const bench_adapter var = {                                                        \
-        .name = label,                                                                 \
-        .family = "starpu",                                                            \
-        .threaded = 1,                                                                 \
-        .unsupported = spu_unsupported,                                                \
-        .start = start_fn,                                                             \
-        .stop = spu_stop,                                                              \
-        .prepare = spu_prepare,                                                        \
-        .run = spu_run_all,                                                            \
-        .release = spu_release,                                                        \
+#define SPU_ADAPTER(var, label, start_fn)                                      \
+    const bench_adapter var = {                                                \
+        .name = label,                                                         \
+        .family = "starpu",                                                    \
+        .threaded = 1,                                                         \
+        .unsupported = spu_unsupported,                                        \
+        .start = start_fn,                                                     \
+        .stop = spu_stop,                                                      \
+        .prepare = spu_prepare,                                                \
+        .run = spu_run_all,                                                    \
+        .release = spu_release,                                                \
     }
 
 SPU_ADAPTER(bench_starpu_eager, "spu-eager", spu_start_eager);

@@ -66,11 +66,11 @@ typedef struct vf_bench_engine {
 typedef struct vf_bench_run {
     vf_engine *e;
     bench_state *s;
-    vf_var *vars;        /* one handle per program var */
-    vf_var *refs;        /* the handles of each op's var list, in order */
+    vf_var *vars; /* one handle per program var */
+    vf_var *refs; /* the handles of each op's var list, in order */
     vf_bench_task *tasks;
-    vf_operator **oprs;  /* vf-pooled-opr: one operator per op */
-    int cxx;             /* as vf_bench_engine's */
+    vf_operator **oprs; /* vf-pooled-opr: one operator per op */
+    int cxx;            /* as vf_bench_engine's */
 } vf_bench_run;
 
 static void report(const char *what, int rc)
@@ -86,15 +86,16 @@ static int kernel(vf_run *run, void *arg)
     return bench_op_run(t->s, t->i);
 }
 
-static int start_bulk(vf_engine_type type, int bulk_size, void **engine, int threads,
-                      char *version, size_t len)
+static int start_bulk(vf_engine_type type, int bulk_size, void **engine,
+                      int threads, char *version, size_t len)
 {
     vf_bench_engine *be = calloc(1, sizeof *be);
     if (!be)
         return -1;
     be->type = type;
     be->bulk_size = bulk_size;
-    vf_config cfg = {.type = type, .cpu_workers = threads, .bulk_size = bulk_size};
+    vf_config cfg = {
+        .type = type, .cpu_workers = threads, .bulk_size = bulk_size};
     int rc = vf_engine_create(&be->e, &cfg);
     if (rc != 0) {
         report("vf_engine_create", rc);
@@ -142,7 +143,8 @@ static int start_pooled(void **engine, int threads, char *version, size_t len)
     return start(VF_ENGINE_POOLED, engine, threads, version, len);
 }
 
-static int start_perdevice(void **engine, int threads, char *version, size_t len)
+static int start_perdevice(void **engine, int threads, char *version,
+                           size_t len)
 {
     return start(VF_ENGINE_PERDEVICE, engine, threads, version, len);
 }
@@ -151,12 +153,14 @@ static const char *opr_unsupported(const bench_prog *p)
 {
     if (p->rec_kind)
         return "W10's ops are made by its ops, not before the clock";
-    return p->lu_nb ? "operators are made before the clock from each op's var list; "
-                      "W8 makes its vars as the pusher goes"
-                    : NULL;
+    return p->lu_nb
+               ? "operators are made before the clock from each op's var list; "
+                 "W8 makes its vars as the pusher goes"
+               : NULL;
 }
 
-static int start_pooled_opr(void **engine, int threads, char *version, size_t len)
+static int start_pooled_opr(void **engine, int threads, char *version,
+                            size_t len)
 {
     int rc = start(VF_ENGINE_POOLED, engine, threads, version, len);
     if (rc == 0) {
@@ -181,19 +185,25 @@ static int start_cxx(vf_engine_type type, vf_bench_cxx_kind kind, void **engine,
     return rc;
 }
 
-static int start_naive_cxx(void **engine, int threads, char *version, size_t len)
+static int start_naive_cxx(void **engine, int threads, char *version,
+                           size_t len)
 {
-    return start_cxx(VF_ENGINE_NAIVE, VF_BENCH_CXX_INLINE, engine, threads, version, len);
+    return start_cxx(VF_ENGINE_NAIVE, VF_BENCH_CXX_INLINE, engine, threads,
+                     version, len);
 }
 
-static int start_pooled_cxx(void **engine, int threads, char *version, size_t len)
+static int start_pooled_cxx(void **engine, int threads, char *version,
+                            size_t len)
 {
-    return start_cxx(VF_ENGINE_POOLED, VF_BENCH_CXX_INLINE, engine, threads, version, len);
+    return start_cxx(VF_ENGINE_POOLED, VF_BENCH_CXX_INLINE, engine, threads,
+                     version, len);
 }
 
-static int start_pooled_cxx_heap(void **engine, int threads, char *version, size_t len)
+static int start_pooled_cxx_heap(void **engine, int threads, char *version,
+                                 size_t len)
 {
-    return start_cxx(VF_ENGINE_POOLED, VF_BENCH_CXX_HEAP, engine, threads, version, len);
+    return start_cxx(VF_ENGINE_POOLED, VF_BENCH_CXX_HEAP, engine, threads,
+                     version, len);
 }
 #endif
 
@@ -321,8 +331,8 @@ static int push_range_lu(vf_bench_run *r, size_t begin, size_t end)
             r->refs[o->first + k] = r->vars[blocks[k]];
 #ifdef BENCH_WITH_VARFLOW_CXX
         if (r->cxx) {
-            if (vf_bench_cxx_push_range(r->e, p->ops, r->refs, r->tasks, i, i + 1,
-                                        (vf_bench_cxx_kind)r->cxx) != 0)
+            if (vf_bench_cxx_push_range(r->e, p->ops, r->refs, r->tasks, i,
+                                        i + 1, (vf_bench_cxx_kind)r->cxx) != 0)
                 return -1;
             continue;
         }
@@ -430,7 +440,8 @@ static int run(void *run_, double *seconds)
     return rc;
 }
 
-/* ---- the pending-ops row ----------------------------------------------------- */
+/* ---- the pending-ops row
+ * ----------------------------------------------------- */
 
 static int gate_fn(vf_run *run, void *arg)
 {
@@ -453,7 +464,8 @@ static int pending(void *engine, size_t n, bench_pending *out)
     int rc = 0;
     if (getenv("VF_MAX_INFLIGHT")) {
         /* With a limit the pushes would wait for room behind the gate. */
-        fprintf(stderr, "bench: varflow: unset VF_MAX_INFLIGHT for the pending row\n");
+        fprintf(stderr,
+                "bench: varflow: unset VF_MAX_INFLIGHT for the pending row\n");
         return -1;
     }
     for (int k = 0; k < 3 && rc == 0; k++)
@@ -473,7 +485,8 @@ static int pending(void *engine, size_t n, bench_pending *out)
     out->rss_before = bench_rss_bytes();
     double t0 = bench_now();
     for (size_t i = 1; i <= n && rc == 0; i++) {
-        vf_op op = {.fn = noop_fn, .reads = {&v[0], 1}, .writes = {&v[1 + i % 2], 1}};
+        vf_op op = {
+            .fn = noop_fn, .reads = {&v[0], 1}, .writes = {&v[1 + i % 2], 1}};
         rc = vf_engine_push(be->e, &op);
         if (rc != 0)
             report("vf_engine_push", rc);
@@ -493,14 +506,17 @@ static int pending(void *engine, size_t n, bench_pending *out)
     return rc || wrc ? -1 : 0;
 }
 
-/* ---- the wide-op row (adapter.h) ---------------------------------------------- */
+/* ---- the wide-op row (adapter.h)
+ * ---------------------------------------------- */
 
 static int wide(void *engine, size_t n, int reps, bench_wide *out)
 {
     vf_bench_engine *be = engine;
     if (n > (size_t)VF_MAX_OP_VARS || reps < 1 || reps > BENCH_WIDE_MAX_REPS) {
-        fprintf(stderr, "bench: varflow: the wide-op row takes at most %d vars and "
-                        "1..%d reps\n", VF_MAX_OP_VARS, BENCH_WIDE_MAX_REPS);
+        fprintf(stderr,
+                "bench: varflow: the wide-op row takes at most %d vars and "
+                "1..%d reps\n",
+                VF_MAX_OP_VARS, BENCH_WIDE_MAX_REPS);
         return -1;
     }
     vf_var *v = calloc(n ? n : 1, sizeof *v);
@@ -546,8 +562,10 @@ static int wide(void *engine, size_t n, int reps, bench_wide *out)
         uint64_t version = 0;
         rc = vf_var_version(be->e, v[i], &version);
         if (rc == 0 && version != (uint64_t)reps) {
-            fprintf(stderr, "bench: varflow: wide op: a var was written %llu times, "
-                            "not %d\n", (unsigned long long)version, reps);
+            fprintf(stderr,
+                    "bench: varflow: wide op: a var was written %llu times, "
+                    "not %d\n",
+                    (unsigned long long)version, reps);
             rc = -1;
         }
     }
@@ -560,34 +578,40 @@ static int wide(void *engine, size_t n, int reps, bench_wide *out)
     return rc || wrc ? -1 : 0;
 }
 
-#define VF_ADAPTER_ONLY(var, label, threads_, extra_, start_fn, pending_fn, wide_fn,     \
-                        unsupported_)                                                  \
-    const bench_adapter var = {                                                        \
-        .name = label,                                                                 \
-        .family = "varflow",                                                           \
-        .threaded = threads_,                                                          \
-        .extra = extra_,                                                               \
-        .unsupported = unsupported_,                                                   \
-        .start = start_fn,                                                             \
-        .stop = stop,                                                                  \
-        .prepare = prepare,                                                            \
-        .run = run,                                                                    \
-        .release = release,                                                            \
-        .pending = pending_fn,                                                         \
-        .wide = wide_fn,                                                               \
+#define VF_ADAPTER_ONLY(var, label, threads_, extra_, start_fn, pending_fn,    \
+                        wide_fn, unsupported_)                                 \
+    const bench_adapter var = {                                                \
+        .name = label,                                                         \
+        .family = "varflow",                                                   \
+        .threaded = threads_,                                                  \
+        .extra = extra_,                                                       \
+        .unsupported = unsupported_,                                           \
+        .start = start_fn,                                                     \
+        .stop = stop,                                                          \
+        .prepare = prepare,                                                    \
+        .run = run,                                                            \
+        .release = release,                                                    \
+        .pending = pending_fn,                                                 \
+        .wide = wide_fn,                                                       \
     }
 
-#define VF_ADAPTER(var, label, threads_, extra_, start_fn, pending_fn)                 \
-    VF_ADAPTER_ONLY(var, label, threads_, extra_, start_fn, pending_fn, NULL, NULL)
+#define VF_ADAPTER(var, label, threads_, extra_, start_fn, pending_fn)         \
+    VF_ADAPTER_ONLY(var, label, threads_, extra_, start_fn, pending_fn, NULL,  \
+                    NULL)
 
-VF_ADAPTER_ONLY(bench_vf_naive, "vf-naive", 0, 0, start_naive, NULL, wide, NULL);
-VF_ADAPTER_ONLY(bench_vf_pooled, "vf-pooled", 1, 0, start_pooled, pending, wide, NULL);
-VF_ADAPTER_ONLY(bench_vf_perdevice, "vf-perdev", 1, 0, start_perdevice, pending, wide, NULL);
-VF_ADAPTER_ONLY(bench_vf_pooled_opr, "vf-pooled-opr", 1, 1, start_pooled_opr, NULL, NULL,
-                opr_unsupported);
-VF_ADAPTER_ONLY(bench_vf_bulk64, "vf-bulk64", 1, 0, start_bulk64, NULL, NULL, bulk_unsupported);
+VF_ADAPTER_ONLY(bench_vf_naive, "vf-naive", 0, 0, start_naive, NULL, wide,
+                NULL);
+VF_ADAPTER_ONLY(bench_vf_pooled, "vf-pooled", 1, 0, start_pooled, pending, wide,
+                NULL);
+VF_ADAPTER_ONLY(bench_vf_perdevice, "vf-perdev", 1, 0, start_perdevice, pending,
+                wide, NULL);
+VF_ADAPTER_ONLY(bench_vf_pooled_opr, "vf-pooled-opr", 1, 1, start_pooled_opr,
+                NULL, NULL, opr_unsupported);
+VF_ADAPTER_ONLY(bench_vf_bulk64, "vf-bulk64", 1, 0, start_bulk64, NULL, NULL,
+                bulk_unsupported);
 #ifdef BENCH_WITH_VARFLOW_CXX
 VF_ADAPTER(bench_vf_naive_cxx, "vf-naive-cxx", 0, 1, start_naive_cxx, NULL);
 VF_ADAPTER(bench_vf_pooled_cxx, "vf-pooled-cxx", 1, 1, start_pooled_cxx, NULL);
-VF_ADAPTER(bench_vf_pooled_cxx_heap, "vf-pooled-cxx-heap", 1, 1, start_pooled_cxx_heap, NULL);
+VF_ADAPTER(bench_vf_pooled_cxx_heap, "vf-pooled-cxx-heap", 1, 1,
+           start_pooled_cxx_heap, NULL);
 #endif

@@ -33,10 +33,10 @@
  */
 #define BENCH_WIDE_MAX_REPS 32
 typedef struct bench_wide {
-    double new_s;                        /* the n vars made (not in the row) */
-    double push_s[BENCH_WIDE_MAX_REPS];  /* each rep's push */
-    double run_s[BENCH_WIDE_MAX_REPS];   /* and its wait for all: the op run */
-    double delete_s;                     /* the n vars deleted, waited for */
+    double new_s;                       /* the n vars made (not in the row) */
+    double push_s[BENCH_WIDE_MAX_REPS]; /* each rep's push */
+    double run_s[BENCH_WIDE_MAX_REPS];  /* and its wait for all: the op run */
+    double delete_s;                    /* the n vars deleted, waited for */
 } bench_wide;
 
 typedef struct bench_adapter {
@@ -87,7 +87,8 @@ typedef struct bench_adapter {
  * failed or a thread could not be started.
  */
 int bench_run_pushers(const bench_prog *p,
-                      int (*push)(void *ctx, int pusher, size_t begin, size_t end),
+                      int (*push)(void *ctx, int pusher, size_t begin,
+                                  size_t end),
                       void *ctx, double *t0);
 
 /* The adapters each binary is built with (NULL-terminated). */

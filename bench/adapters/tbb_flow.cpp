@@ -33,11 +33,13 @@ struct tbb_flow {
     void *arg;
 };
 
-extern "C" tbb_flow_limit *tbb_flow_limit_new(int threads, char *version, size_t len)
+extern "C" tbb_flow_limit *tbb_flow_limit_new(int threads, char *version,
+                                              size_t len)
 {
     try {
         tbb_flow_limit *l = new tbb_flow_limit(threads);
-        /* Start the workers now, so start-up is not charged to the first run. */
+        /* Start the workers now, so start-up is not charged to the first run.
+         */
         tbb::parallel_for(0, 64 * threads, [](int) {});
         std::snprintf(version, len, "oneTBB %s flow graph, %zu threads in all",
                       TBB_runtime_version(),

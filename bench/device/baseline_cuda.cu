@@ -47,7 +47,10 @@
 #include "device_pipeline_cuda.h" /* examples/: the kernels and copies */
 #include "sets.h"
 
-static double now_us() { return now_ns() / 1e3; }
+static double now_us()
+{
+    return now_ns() / 1e3;
+}
 
 struct Batch {
     float *in, *dev, *out;
@@ -122,8 +125,10 @@ static bool check(const Pipe &p)
             x[k] = dp_input(i, k);
         dp_serial(x, n, p.set->rounds);
         if (std::memcmp(x, p.b[i].out, n * sizeof(float)) != 0) {
-            std::fprintf(stderr, "vfbench-device-cuda: batch %d differs from "
-                                 "the serial loop\n", i);
+            std::fprintf(stderr,
+                         "vfbench-device-cuda: batch %d differs from "
+                         "the serial loop\n",
+                         i);
             return false;
         }
     }

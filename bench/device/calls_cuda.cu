@@ -44,7 +44,9 @@
 
 #include "cuda_check.h"
 
-__global__ void empty_kernel() {}
+__global__ void empty_kernel()
+{
+}
 
 struct Stat {
     double median, min, max;
@@ -64,8 +66,7 @@ static void print(const char *name, Stat s)
 
 // Rounds of `calls` calls of `f(i)`, the loop alone timed; `drain` after
 // each round, untimed. The mean per call of each round.
-template <class F, class D>
-static Stat loop(int reps, int calls, F f, D drain)
+template <class F, class D> static Stat loop(int reps, int calls, F f, D drain)
 {
     std::vector<double> per;
     for (int r = 0; r <= reps; r++) { // round 0: warm-up
@@ -81,7 +82,10 @@ static Stat loop(int reps, int calls, F f, D drain)
 }
 
 static std::atomic<double> hostfn_ran{0};
-static void CUDART_CB hostfn(void *) { hostfn_ran.store(now_ns()); }
+static void CUDART_CB hostfn(void *)
+{
+    hostfn_ran.store(now_ns());
+}
 
 int main(int argc, char **argv)
 {
@@ -119,8 +123,9 @@ int main(int argc, char **argv)
     // blocks: rounds of at most 512 queued calls keep it from filling.
     int queued = std::min(calls, 512);
 
-    Stat launch = loop(reps * (calls / queued), queued,
-                       [&](int) { empty_kernel<<<1, 1, 0, s>>>(); }, drain);
+    Stat launch = loop(
+        reps * (calls / queued), queued,
+        [&](int) { empty_kernel<<<1, 1, 0, s>>>(); }, drain);
     CK(cudaGetLastError());
     print("launch", launch);
 
@@ -128,12 +133,12 @@ int main(int argc, char **argv)
     CK(cudaMallocHost(&host, 4096));
     CK(cudaMalloc(&dev, 4096));
     std::memset(host, 1, 4096);
-    Stat copy = loop(reps * (calls / queued), queued,
-                     [&](int) {
-                         CK(cudaMemcpyAsync(dev, host, 4096,
-                                            cudaMemcpyHostToDevice, s));
-                     },
-                     drain);
+    Stat copy = loop(
+        reps * (calls / queued), queued,
+        [&](int) {
+            CK(cudaMemcpyAsync(dev, host, 4096, cudaMemcpyHostToDevice, s));
+        },
+        drain);
     print("copy", copy);
 
     std::vector<cudaEvent_t> ev(calls), ev_nt(calls);
@@ -141,19 +146,19 @@ int main(int argc, char **argv)
         CK(cudaEventCreate(&ev[i]));
         CK(cudaEventCreateWithFlags(&ev_nt[i], cudaEventDisableTiming));
     }
-    Stat record = loop(reps, calls,
-                       [&](int i) { CK(cudaEventRecord(ev[i], s)); }, drain);
+    Stat record = loop(
+        reps, calls, [&](int i) { CK(cudaEventRecord(ev[i], s)); }, drain);
     print("record", record);
     Stat record_nt = loop(
         reps, calls, [&](int i) { CK(cudaEventRecord(ev_nt[i], s)); }, drain);
     print("record_nt", record_nt);
     // ev[] now holds completed events of `s`.
-    Stat wait = loop(reps, calls,
-                     [&](int i) { CK(cudaStreamWaitEvent(other, ev[i], 0)); },
-                     drain);
+    Stat wait = loop(
+        reps, calls, [&](int i) { CK(cudaStreamWaitEvent(other, ev[i], 0)); },
+        drain);
     print("wait", wait);
-    Stat query = loop(reps, calls,
-                      [&](int i) { CK(cudaEventQuery(ev[i])); }, drain);
+    Stat query = loop(
+        reps, calls, [&](int i) { CK(cudaEventQuery(ev[i])); }, drain);
     print("query", query);
 
     // Latencies, one at a time on an idle stream.
@@ -190,8 +195,8 @@ int main(int argc, char **argv)
 
     std::printf("ENV VF_EMULATED_LAUNCH_NS=%.0f VF_EMULATED_RECORD_NS=%.0f "
                 "VF_EMULATED_WAIT_NS=%.0f VF_EMULATED_QUERY_NS=%.0f\n",
-                (launch.median + copy.median) / 2, record.median,
-                wait.median, query.median);
+                (launch.median + copy.median) / 2, record.median, wait.median,
+                query.median);
 
     for (int i = 0; i < calls; i++) {
         CK(cudaEventDestroy(ev[i]));

@@ -31,9 +31,9 @@
 
 typedef struct dp_set {
     const char *name;
-    size_t floats;   /* per batch: copy size / 4 */
-    int rounds;      /* kernel rounds; 0: the empty kernel */
-    int batches;     /* default batch count */
+    size_t floats; /* per batch: copy size / 4 */
+    int rounds;    /* kernel rounds; 0: the empty kernel */
+    int batches;   /* default batch count */
     /* The emulated device's model of the set. */
     int emu_kernel_us;
     int emu_mb_per_s;

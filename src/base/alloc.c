@@ -26,9 +26,10 @@ VF_API uint64_t vf__testing_alloc_count(void)
 static bool injected_failure(void)
 {
     uint64_t n = atomic_fetch_add_explicit(&alloc_count, 1,
-                                           memory_order_relaxed) + 1;
-    return VF__UNLIKELY(n == atomic_load_explicit(&fail_at,
-                                                  memory_order_relaxed));
+                                           memory_order_relaxed) +
+                 1;
+    return VF__UNLIKELY(n ==
+                        atomic_load_explicit(&fail_at, memory_order_relaxed));
 }
 
 void *vf__malloc(size_t size)

@@ -309,9 +309,8 @@ static int take_slow(vf_engine *e, vf__bulk *s, vf__var *v, uint32_t gen,
     vf__spin_unlock(&v->lock);
     if (!usable) /* refused now, as a lone push would be */
         return opr != NULL ? vf__fail_deleted(e, who, opr->def.name, v, gen)
-                           : vf__varset_deleted(e, who, desc->name,
-                                                desc->reads, desc->writes, v,
-                                                gen);
+                           : vf__varset_deleted(e, who, desc->name, desc->reads,
+                                                desc->writes, v, gen);
     vf__spin_unlock(&s->lock);
     after_claim(e, s, v);
     vf__spin_lock(&s->lock);

@@ -37,8 +37,8 @@ static int batch_seal(vf__bulk_batch *b)
     if (sorted_already)
         return 0;
     /* One block: the entries, the sorted copy, then the ints (alignment). */
-    sort_entry *e = vf__malloc((size_t)n * (sizeof *e + sizeof(vf__varref) +
-                                            sizeof(int)));
+    sort_entry *e = vf__malloc((size_t)n *
+                               (sizeof *e + sizeof(vf__varref) + sizeof(int)));
     if (e == NULL)
         return VF_ENOMEM;
     vf__varref *sorted = (vf__varref *)(e + n);
@@ -63,8 +63,8 @@ void vf__bulk_fail_items(vf_engine *e, vf__bulk_batch *b, int rc,
 {
     for (int i = 0; i < b->nitems; i++) {
         const vf__bulk_item *it = &b->items[i];
-        vf__failure_unref(vf__engine_record_failure(
-            e, rc, it->name, why, it->place, b->root));
+        vf__failure_unref(vf__engine_record_failure(e, rc, it->name, why,
+                                                    it->place, b->root));
         if (it->done != NULL)
             it->done(it->arg, rc);
         atomic_fetch_add_explicit(&e->failed, 1, memory_order_relaxed);
@@ -74,8 +74,7 @@ void vf__bulk_fail_items(vf_engine *e, vf__bulk_batch *b, int rc,
 /* Push one item of a batch that could not be pushed whole, as the lone op
  * it was. 0, or the push's code. On success an operator reference passes
  * to the op. */
-static int push_alone(vf_engine *e, const vf__bulk_batch *b,
-                      vf__bulk_item *it)
+static int push_alone(vf_engine *e, const vf__bulk_batch *b, vf__bulk_item *it)
 {
     const vf__opdef *def = it->opr != NULL
                                ? &it->opr->def

@@ -42,8 +42,9 @@ static int count_setting(int field, const char *field_name, const char *var,
                          int max, int fallback, int *out)
 {
     if (field < 0 || field > max)
-        return vf__fail(VF_EINVAL, "vf_engine_create: config.%s = %d (must be "
-                                   "1..%d, or 0 for the default)",
+        return vf__fail(VF_EINVAL,
+                        "vf_engine_create: config.%s = %d (must be "
+                        "1..%d, or 0 for the default)",
                         field_name, field, max);
     if (field > 0) {
         *out = field;
@@ -136,8 +137,10 @@ static int profile_path_check(const char *path, const char *setting)
 static int engine_type(vf_engine_type field, vf_engine_type *out)
 {
     if (field < VF_ENGINE_DEFAULT || field > VF_ENGINE_PERDEVICE)
-        return vf__fail(VF_EINVAL, "vf_engine_create: config.type = %d is "
-                                   "not a vf_engine_type", (int)field);
+        return vf__fail(VF_EINVAL,
+                        "vf_engine_create: config.type = %d is "
+                        "not a vf_engine_type",
+                        (int)field);
     if (field != VF_ENGINE_DEFAULT) {
         *out = field;
         return 0;
@@ -152,9 +155,11 @@ static int engine_type(vf_engine_type field, vf_engine_type *out)
     else if (strcmp(s, "perdevice") == 0)
         *out = VF_ENGINE_PERDEVICE;
     else
-        return vf__fail(VF_EINVAL, "vf_engine_create: VF_ENGINE_TYPE=\"%s\" "
-                                   "(must be naive, pooled or perdevice, in "
-                                   "lower case)", s);
+        return vf__fail(VF_EINVAL,
+                        "vf_engine_create: VF_ENGINE_TYPE=\"%s\" "
+                        "(must be naive, pooled or perdevice, in "
+                        "lower case)",
+                        s);
     return 0;
 }
 
@@ -170,19 +175,18 @@ int vf__settings_resolve(const vf_config *config, vf__settings *out)
                            "VF_CPU_WORKER_NTHREADS", VF__MAX_WORKERS, cores,
                            &out->cpu_workers);
     if (rc == 0)
-        rc = count_setting(config->cpu_priority_workers,
-                           "cpu_priority_workers", "VF_CPU_PRIORITY_NTHREADS",
-                           VF__MAX_WORKERS, cores < 4 ? cores : 4,
-                           &out->cpu_priority_workers);
+        rc = count_setting(config->cpu_priority_workers, "cpu_priority_workers",
+                           "VF_CPU_PRIORITY_NTHREADS", VF__MAX_WORKERS,
+                           cores < 4 ? cores : 4, &out->cpu_priority_workers);
     int inflight = 0;
     if (rc == 0)
         rc = count_setting(config->max_inflight, "max_inflight",
                            "VF_MAX_INFLIGHT", INT_MAX, 0, &inflight);
     out->max_inflight = (uint32_t)inflight;
     if (rc == 0)
-        rc = count_setting(config->profile_max_records,
-                           "profile_max_records", "VF_PROFILE_MAX_RECORDS",
-                           INT_MAX, 1 << 20, &out->profile_max_records);
+        rc = count_setting(config->profile_max_records, "profile_max_records",
+                           "VF_PROFILE_MAX_RECORDS", INT_MAX, 1 << 20,
+                           &out->profile_max_records);
     out->profile_path = config->profile_path;
     if (out->profile_path == NULL) {
         const char *s = getenv("VF_PROFILE");
@@ -205,9 +209,9 @@ int vf__settings_resolve(const vf_config *config, vf__settings *out)
                            "VF_GPU_COPY_NTHREADS", VF__MAX_WORKERS, 2,
                            &out->gpu_copy_workers);
     if (rc == 0)
-        rc = count_setting(config->gpu_priority_workers,
-                           "gpu_priority_workers", "VF_GPU_PRIORITY_NTHREADS",
-                           VF__MAX_WORKERS, 2, &out->gpu_priority_workers);
+        rc = count_setting(config->gpu_priority_workers, "gpu_priority_workers",
+                           "VF_GPU_PRIORITY_NTHREADS", VF__MAX_WORKERS, 2,
+                           &out->gpu_priority_workers);
     out->device_sync = config->device_sync;
     if (rc == 0 && !out->device_sync)
         rc = flag_setting("VF_DEVICE_SYNC", &out->device_sync);
@@ -216,8 +220,7 @@ int vf__settings_resolve(const vf_config *config, vf__settings *out)
     int latency_us = 0, mb_per_s = 0;
     if (rc == 0)
         rc = count_setting(config->emulated_latency_us, "emulated_latency_us",
-                           "VF_EMULATED_LATENCY_US", 10000000, 0,
-                           &latency_us);
+                           "VF_EMULATED_LATENCY_US", 10000000, 0, &latency_us);
     if (rc == 0)
         rc = count_setting(config->emulated_mb_per_s, "emulated_mb_per_s",
                            "VF_EMULATED_MB_PER_S", 1000000000, 0, &mb_per_s);

@@ -20,7 +20,7 @@ typedef struct vf__settings {
     vf_engine_type type;
     int cpu_workers;
     int cpu_priority_workers;
-    uint32_t max_inflight; /* 0: unlimited */
+    uint32_t max_inflight;    /* 0: unlimited */
     const char *profile_path; /* NULL: none (points into config or env) */
     int profile_max_records;
     bool engine_info;

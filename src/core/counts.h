@@ -104,7 +104,7 @@ typedef struct vf__counts {
     uint64_t serial;       /* unique in the process, never 0 */
     vf__count_slot *slots; /* nslots, aligned; slot 0 shared */
     int nslots;
-    atomic_int nused;      /* seq_cst: slots ever claimed (high-water) */
+    atomic_int nused;             /* seq_cst: slots ever claimed (high-water) */
     struct vf__counts *next_live; /* slots lock */
     /* The in-flight bound's exact pending count (engines with a bound
      * only; seq_cst, paired with nblocked, engine.h). Padded onto a line

@@ -9,9 +9,8 @@
 
 static const char *pool_name(vf_device_type t, int kind)
 {
-    static const char *const names[2][3] = {
-        {"cuda", "cuda-copy", "cuda-prio"},
-        {"emu", "emu-copy", "emu-prio"}};
+    static const char *const names[2][3] = {{"cuda", "cuda-copy", "cuda-prio"},
+                                            {"emu", "emu-copy", "emu-prio"}};
     return names[t == VF_DEVICE_EMULATED][kind];
 }
 
@@ -50,8 +49,8 @@ static int make_pool(vf_engine *e, vf__devctx *d, int kind, int n,
 }
 
 /* Make device `dev` of class `cls` (dev.lock held). */
-static int make_device(vf_engine *e, const vf__device_class *cls,
-                       vf_device dev, vf__devctx **out)
+static int make_device(vf_engine *e, const vf__device_class *cls, vf_device dev,
+                       vf__devctx **out)
 {
     vf__devctx *d = vf__calloc(1, sizeof *d);
     if (d == NULL)
@@ -123,8 +122,10 @@ int vf__device_route(vf_engine *e, const char *who, vf_device dev,
                      vf_property prop, vf__pool **pool)
 {
     if (dev.type != VF_DEVICE_CUDA && dev.type != VF_DEVICE_EMULATED)
-        return vf__fail(VF_ENODEV, "%s: device type %d is not a "
-                                   "vf_device_type", who, (int)dev.type);
+        return vf__fail(VF_ENODEV,
+                        "%s: device type %d is not a "
+                        "vf_device_type",
+                        who, (int)dev.type);
     char why[256]; /* a detail quoted in ours (vf__fail rewrites it) */
     const vf__device_class *cls = vf__device_class_of(dev.type);
     if (cls == NULL) {
@@ -132,12 +133,13 @@ int vf__device_route(vf_engine *e, const char *who, vf_device dev,
         return vf__fail(VF_ENODEV, "%s: %s", who, why);
     }
     if (dev.id < 0 || dev.id >= VF__MAX_DEVICE_IDS)
-        return vf__fail(VF_ENODEV, "%s: %s device id %d (ids are 0..%d)",
-                        who, cls->name, dev.id, VF__MAX_DEVICE_IDS - 1);
+        return vf__fail(VF_ENODEV, "%s: %s device id %d (ids are 0..%d)", who,
+                        cls->name, dev.id, VF__MAX_DEVICE_IDS - 1);
     vf__devctx *d = vf__device_of(e, dev);
     if (d != NULL && d->forked_away)
-        return vf__fail(VF_ENODEV, "%s: %s device %d cannot be used in this "
-                                   "forked child",
+        return vf__fail(VF_ENODEV,
+                        "%s: %s device %d cannot be used in this "
+                        "forked child",
                         who, cls->name, dev.id);
     if (d == NULL) {
         int n = cls->count();
@@ -175,12 +177,13 @@ int vf__device_route(vf_engine *e, const char *who, vf_device dev,
         *pool = d->normal;
         break;
     default:
-        return vf__fail(VF_EINVAL, "%s: unknown property %d", who,
-                        (int)prop);
+        return vf__fail(VF_EINVAL, "%s: unknown property %d", who, (int)prop);
     }
     if (*pool == NULL && e->cpu_pool != NULL)
-        return vf__fail(VF_ENODEV, "%s: %s device %d could not start all "
-                                   "its pools", who, cls->name, dev.id);
+        return vf__fail(VF_ENODEV,
+                        "%s: %s device %d could not start all "
+                        "its pools",
+                        who, cls->name, dev.id);
     return 0;
 }
 

@@ -226,8 +226,8 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
     e->worker_stack_size = (size_t)s.worker_stack_kib << 10;
     atomic_init(&e->hooks, s.engine_info ? VF__HOOK_INFO : 0);
     if (vf__defs_init(&e->defs) != 0 ||
-        vf__counts_init(&e->counts,
-                        s.cpu_workers + s.cpu_priority_workers) != 0 ||
+        vf__counts_init(&e->counts, s.cpu_workers + s.cpu_priority_workers) !=
+            0 ||
         vf__failure_log_init(&e->failures) != 0 ||
         vf__async_init(&e->async) != 0) {
         free_engine(e);

@@ -79,7 +79,7 @@
 #include "core/wait.h"
 #include "profile/hooks.h"
 
-#define VF__ENGINE_MAGIC 0x7666656eu /* "vfen" */
+#define VF__ENGINE_MAGIC 0x7666656eu   /* "vfen" */
 #define VF__OPERATOR_MAGIC 0x76666f70u /* "vfop" */
 /* The CPU pools, then three per device in use. */
 #define VF__MAX_POOLS (2 + 3 * 2 * VF__MAX_DEVICE_IDS)
@@ -154,8 +154,8 @@ struct vf_engine {
      * profiler starts, stops, pauses or resumes). */
     _Atomic uint8_t hooks;
 
-    vf__bulk_engine bulk; /* bulk execution (bulk.h) */
-    vf__defs defs;        /* the definitions its ops share (defs.h) */
+    vf__bulk_engine bulk;    /* bulk execution (bulk.h) */
+    vf__defs defs;           /* the definitions its ops share (defs.h) */
     vf__operators operators; /* its operators not freed yet (op.h) */
     /* The table of vf_var_of (addr_vars.h), made on its first call:
      * acquire/release, so a thread that sees it sees it initialised. */

@@ -48,9 +48,8 @@ void vf__fence_unref(vf__fence *f);
  * not resolved yet). */
 static inline vf__failure *vf__fence_failure(vf__fence *f)
 {
-    return atomic_load_explicit(&f->resolved, memory_order_acquire)
-               ? f->failure
-               : NULL;
+    return atomic_load_explicit(&f->resolved, memory_order_acquire) ? f->failure
+                                                                    : NULL;
 }
 
 /* Wait on the host until f's work completed and the completer resolved

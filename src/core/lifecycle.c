@@ -52,8 +52,9 @@ int vf__engine_check_waitable(vf_engine *e, const char *who)
     }
     if (n == 0)
         return 0;
-    return vf__fail(VF_ESTOPPED, "%s: the engine is stopped and %llu pushed "
-                                 "ops wait for vf_engine_start",
+    return vf__fail(VF_ESTOPPED,
+                    "%s: the engine is stopped and %llu pushed "
+                    "ops wait for vf_engine_start",
                     who, (unsigned long long)n);
 }
 
@@ -182,14 +183,14 @@ static int start_locked(vf_engine *e)
 static int check_outside(vf_engine *e, const char *who)
 {
     if (vf__thread_in_engine(e) || vf__engine_releasing_held(e))
-        return vf__fail(VF_EDEADLK, "%s: called from the engine's own code "
-                                    "(an op, a done callback, a worker, or "
-                                    "a start running held ops), which a "
-                                    "drain would wait for",
+        return vf__fail(VF_EDEADLK,
+                        "%s: called from the engine's own code "
+                        "(an op, a done callback, a worker, or "
+                        "a start running held ops), which a "
+                        "drain would wait for",
                         who);
     if (atomic_load(&e->state) == VF__DRAINING)
-        return vf__fail(VF_ESHUTDOWN, "%s: the engine is being destroyed",
-                        who);
+        return vf__fail(VF_ESHUTDOWN, "%s: the engine is being destroyed", who);
     return 0;
 }
 
@@ -260,7 +261,8 @@ VF_API int vf_engine_shutdown(vf_engine *e)
     return VF__GUARDED(e, "vf_engine_shutdown", shut_down(e));
 }
 
-/* --- fork ------------------------------------------------------------------ */
+/* --- fork ------------------------------------------------------------------
+ */
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static vf_engine *live; /* registry_lock: the live engines */

@@ -40,8 +40,8 @@
  * the child the counters of threads that are gone (pending pushes caught
  * half way, waiters, blocked pushers, foreign completers) go back to zero,
  * the count slots they owned are free, every var lock is free and the wait
- * condition forgets its waiters. The parent releases them and starts again what it
- * stopped. The child releases them and rebuilds each stopped engine with
+ * condition forgets its waiters. The parent releases them and starts again what
+ * it stopped. The child releases them and rebuilds each stopped engine with
  * fork_child_workers workers per CPU pool and no device (the parent's
  * streams and CUDA contexts cannot be used there: a device op pushed in
  * the child makes a new emulated device; CUDA refuses after fork); an

@@ -83,16 +83,17 @@ void vf__op_stage_var_far(vf__op *op, int i, const vf__varref *ref)
     d->gen = ref->gen;
 }
 
-int vf__op_copy_arg(vf__op *op, const char *who, const void *arg,
-                    size_t size)
+int vf__op_copy_arg(vf__op *op, const char *who, const void *arg, size_t size)
 {
     int rc = vf__arg_check(who, arg, size);
     if (rc != 0)
         return rc;
     vf__argcopy c;
     if (!vf__argcopy_make(&c, arg, size))
-        return vf__fail(VF_ENOMEM, "%s: out of memory for a %zu-byte "
-                                   "argument", who, size);
+        return vf__fail(VF_ENOMEM,
+                        "%s: out of memory for a %zu-byte "
+                        "argument",
+                        who, size);
     op->arg = c.ptr;
     op->argcopy = vf__argcopy_origin(&c);
     return 0;
@@ -141,9 +142,8 @@ static int check_list(const char *who, const char *what, vf_var_list l)
 
 /* A handle that did not resolve: the call's detail (out of line, so the
  * hot path does not pay for choosing the words). */
-static __attribute__((noinline, cold)) int bad_handle(int rc, const char *who,
-                                                      const char *what, int i,
-                                                      vf_var h)
+static __attribute__((noinline, cold)) int
+bad_handle(int rc, const char *who, const char *what, int i, vf_var h)
 {
     const char *why = rc == VF_EXDEV    ? "belongs to another engine"
                       : rc == VF_ESTALE ? "was deleted"
@@ -334,8 +334,7 @@ int vf__varset_build(vf_engine *e, const char *who, vf_var_list reads,
         v[n].write = false;
     }
     for (int i = 0; i < writes.count; i++, n++) {
-        if ((rc = resolve(e, who, "writes", i, writes.vars[i], &v[n])) !=
-            0)
+        if ((rc = resolve(e, who, "writes", i, writes.vars[i], &v[n])) != 0)
             goto fail;
         v[n].write = true;
     }
@@ -356,15 +355,16 @@ static int route(vf_engine *e, const char *who, const vf_op *op,
 {
     if (op->device.type != VF_DEVICE_CPU) {
         if (op->async_fn != NULL)
-            return vf__fail(VF_ENOTSUP, "%s: op \"%s\" on a device must "
-                                        "be a sync fn (it puts its work on "
-                                        "its stream: vf_run_submit)",
+            return vf__fail(VF_ENOTSUP,
+                            "%s: op \"%s\" on a device must "
+                            "be a sync fn (it puts its work on "
+                            "its stream: vf_run_submit)",
                             who, op->name ? op->name : "");
         return vf__device_route(e, who, op->device, op->property, pool);
     }
     if (op->device.id != 0)
-        return vf__fail(VF_ENODEV, "%s: CPU device id %d (only 0 exists)",
-                        who, op->device.id);
+        return vf__fail(VF_ENODEV, "%s: CPU device id %d (only 0 exists)", who,
+                        op->device.id);
     switch (op->property) {
     case VF_PROP_NORMAL:
     case VF_PROP_DELETE_VAR:
@@ -376,8 +376,9 @@ static int route(vf_engine *e, const char *who, const vf_op *op,
         return 0;
     case VF_PROP_COPY_TO_DEVICE:
     case VF_PROP_COPY_FROM_DEVICE:
-        return vf__fail(VF_EINVAL, "%s: a copy to or from a device names "
-                                   "that device in op.device (not the CPU)",
+        return vf__fail(VF_EINVAL,
+                        "%s: a copy to or from a device names "
+                        "that device in op.device (not the CPU)",
                         who);
     }
     return vf__fail(VF_EINVAL, "%s: unknown property %d", who,
@@ -390,8 +391,9 @@ int vf__opdef_fill(vf_engine *e, const char *who, const vf_op *op,
     if (op == NULL)
         return vf__fail(VF_EINVAL, "%s: op is NULL", who);
     if ((op->fn == NULL) == (op->async_fn == NULL))
-        return vf__fail(VF_EINVAL, "%s: set exactly one of fn and async_fn "
-                                   "(op \"%s\")",
+        return vf__fail(VF_EINVAL,
+                        "%s: set exactly one of fn and async_fn "
+                        "(op \"%s\")",
                         who, op->name ? op->name : "");
     vf__pool *pool = NULL;
     int rc = route(e, who, op, &pool);

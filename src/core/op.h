@@ -263,7 +263,7 @@ struct vf_operator {
     uint32_t magic;
     vf_engine *engine;
     vf_operator *prev_live, *next_live; /* engine's operators.lock */
-    atomic_int refs;   /* acq_rel: the last unref frees */
+    atomic_int refs;                    /* acq_rel: the last unref frees */
     atomic_bool deleted; /* relaxed: only guards a second delete */
     vf__opdef def;
     int nvars;
@@ -395,8 +395,7 @@ static inline void vf__op_stage_vars(vf__op *op, const vf__varref *vars)
 /* Give the op a copy of `size` > 0 bytes of `arg` as its argument
  * (checked: vf__arg_check). 0, VF_EINVAL or VF_ENOMEM with a detail
  * naming `who`. */
-int vf__op_copy_arg(vf__op *op, const char *who, const void *arg,
-                    size_t size);
+int vf__op_copy_arg(vf__op *op, const char *who, const void *arg, size_t size);
 
 /* Drop the op's references (failure, operator, copied argument) and free
  * it. */

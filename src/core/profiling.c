@@ -118,8 +118,7 @@ void vf__op_hooks_end(vf__op *op)
     if (op->hooks & VF__HOOK_PROF)
         vf__prof_op_ended(vf__op_engine(op)->prof, op->prof, op->skipped);
     if (op->hooks & VF__HOOK_INFO)
-        info(op, "complete",
-             vf__this_worker() ? vf__this_worker()->index : -1);
+        info(op, "complete", vf__this_worker() ? vf__this_worker()->index : -1);
 }
 
 /* The profiler's record of a finished op (out of line: rarely on). */

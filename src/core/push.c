@@ -265,8 +265,10 @@ static int check_operator(vf_engine *e, vf_operator *opr, const char *who)
         return vf__fail(VF_EINVAL, "%s: not an operator (NULL or deleted)",
                         who);
     if (opr->engine != e)
-        return vf__fail(VF_EXDEV, "%s: the operator belongs to another "
-                                  "engine", who);
+        return vf__fail(VF_EXDEV,
+                        "%s: the operator belongs to another "
+                        "engine",
+                        who);
     if (atomic_load_explicit(&opr->deleted, memory_order_relaxed))
         return vf__fail(VF_EINVAL, "%s: the operator was deleted", who);
     return 0;
@@ -274,8 +276,7 @@ static int check_operator(vf_engine *e, vf_operator *opr, const char *who)
 
 /* An op block for a run of the operator, its var set staged; NULL
  * (VF_ENOMEM, with a detail naming `who`) without memory. */
-static inline vf__op *operator_op_alloc(const vf_operator *opr,
-                                        const char *who)
+static inline vf__op *operator_op_alloc(const vf_operator *opr, const char *who)
 {
     vf__op *op = vf__op_alloc(opr->nvars);
     if (op == NULL) {
@@ -288,8 +289,8 @@ static inline vf__op *operator_op_alloc(const vf_operator *opr,
 
 /* Push a run of the operator whose definition (op->def) is set: it holds
  * a reference to the operator until it is freed. */
-static inline int operator_op_push(vf_engine *e, vf_operator *opr,
-                                   vf__op *op, int priority, const char *who)
+static inline int operator_op_push(vf_engine *e, vf_operator *opr, vf__op *op,
+                                   int priority, const char *who)
 {
     atomic_fetch_add_explicit(&opr->refs, 1, memory_order_relaxed);
     op->def = &opr->def; /* holds the reference: freed with the op */
@@ -308,8 +309,7 @@ operator_push(vf_engine *e, vf_operator *opr, int priority, const char *who)
         (rc = vf__engine_admit(e, opr->def.nonblocking, who)) != 0)
         return rc;
     if (VF__UNLIKELY(vf__bulk_maybe(e->bulk.size)) &&
-        (rc = vf__bulk_push(e, who, NULL, opr, priority, opr->def.arg, 0)) !=
-            0)
+        (rc = vf__bulk_push(e, who, NULL, opr, priority, opr->def.arg, 0)) != 0)
         return rc < 0 ? rc : 0;
     vf__op *op = operator_op_alloc(opr, who);
     if (op == NULL)

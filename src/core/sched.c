@@ -413,8 +413,8 @@ vf__op *vf__worker_take(vf__worker *w)
 vf__op *vf__pool_take(vf__pool *p)
 {
     for (int i = 0; i < p->nworkers; i++) {
-        vf__op *op = try_take(&p->workers[(round_robin + (unsigned)i) %
-                                          (unsigned)p->nworkers]);
+        vf__op *op = try_take(
+            &p->workers[(round_robin + (unsigned)i) % (unsigned)p->nworkers]);
         if (op != NULL)
             return op;
     }

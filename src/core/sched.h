@@ -63,8 +63,8 @@ typedef struct vf__worker vf__worker;
 struct vf__worker {
     pthread_mutex_t qlock;
     vf__op *fifo_head, *fifo_tail; /* qlock: priority-0 ops, in arrival */
-    vf__op *root;   /* qlock: the heap's best op (other priorities) */
-    int len;        /* qlock: lane and heap */
+    vf__op *root;      /* qlock: the heap's best op (other priorities) */
+    int len;           /* qlock: lane and heap */
     uint32_t next_seq; /* qlock: FIFO tie-break (wraps: sched.c) */
     /* seq_cst: mirrors `len` for sleepers and stealers (see above). */
     atomic_int qlen;
@@ -74,7 +74,7 @@ struct vf__worker {
      * pusher so pays one compare-and-swap per op, not a lock round trip. */
     _Atomic(vf__op *) inbox;
     vf__pool *pool;
-    int index;      /* unique across the engine */
+    int index; /* unique across the engine */
     pthread_t thread;
     bool started;
     /* A device pool's worker owns a stream (NULL in CPU pools). */

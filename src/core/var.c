@@ -111,15 +111,15 @@ void vf__var_complete_write(vf__var *v, const vf__op *from,
 
 vf_var vf__var_handle(const vf__var_table *t, const vf__var *v, uint32_t gen)
 {
-    return (vf_var){.id = ((uint64_t)t->tag << (VF__VAR_INDEX_BITS +
-                                                VF__VAR_GEN_BITS)) |
-                          ((uint64_t)gen << VF__VAR_INDEX_BITS) | v->index};
+    return (vf_var){
+        .id = ((uint64_t)t->tag << (VF__VAR_INDEX_BITS + VF__VAR_GEN_BITS)) |
+              ((uint64_t)gen << VF__VAR_INDEX_BITS) | v->index};
 }
 
 static vf_var make_handle(const vf__var_table *t, const vf__var *v)
 {
-    return vf__var_handle(
-        t, v, atomic_load_explicit(&v->gen, memory_order_relaxed));
+    return vf__var_handle(t, v,
+                          atomic_load_explicit(&v->gen, memory_order_relaxed));
 }
 
 int vf__var_table_init(vf__var_table *t, uint16_t tag)
@@ -173,8 +173,8 @@ uint64_t vf__var_table_destroy(vf__var_table *t)
             vf__var *v = &chunk[i];
             VF__ASSERT(v->state == VF__VAR_FREE || v->head == NULL);
             live += v->state == VF__VAR_LIVE;
-            vf__failure_unref(atomic_load_explicit(&v->failure,
-                                                   memory_order_relaxed));
+            vf__failure_unref(
+                atomic_load_explicit(&v->failure, memory_order_relaxed));
         }
         free(chunk);
     }

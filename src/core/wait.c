@@ -140,8 +140,7 @@ struct nested_pred {
 static bool nested_should_wake(void *arg)
 {
     const struct nested_pred *p = arg;
-    return is_done(p->w) ||
-           vf__counts_active(vf__engine_counts(p->e)) == 0;
+    return is_done(p->w) || vf__counts_active(vf__engine_counts(p->e)) == 0;
 }
 
 /* Sleep on the engine's condition until `w` is done or, when `nested`, until
@@ -194,7 +193,6 @@ static bool abandon(vf__waiter *w)
 /* How often a nested waiter that sleeps beside queued ops it would not run
  * looks again for one it would. */
 #define NESTED_POLL_US 200
-
 
 /* Run ready ops while waiting inside an op; see the file comment.
  * Returns 0 when the marker fired, VF_EDEADLK when this waiter gave up for

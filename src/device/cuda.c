@@ -97,7 +97,7 @@ struct vf__event {
     uint64_t seq;    /* its place in its stream (1, 2, ...) */
     cudaEvent_t ev;
     int device;
-    seg_status *status;   /* NULL: the segment had no host work */
+    seg_status *status; /* NULL: the segment had no host work */
 };
 
 struct vf__stream {
@@ -241,13 +241,10 @@ static bool known_done(const vf__event *e)
 
 static void seen_done(vf__event *e)
 {
-    uint64_t d = atomic_load_explicit(&e->prog->done_seq,
-                                      memory_order_relaxed);
-    while (d < e->seq &&
-           !atomic_compare_exchange_weak_explicit(&e->prog->done_seq, &d,
-                                                  e->seq,
-                                                  memory_order_release,
-                                                  memory_order_relaxed)) {
+    uint64_t d = atomic_load_explicit(&e->prog->done_seq, memory_order_relaxed);
+    while (d < e->seq && !atomic_compare_exchange_weak_explicit(
+                             &e->prog->done_seq, &d, e->seq,
+                             memory_order_release, memory_order_relaxed)) {
     }
 }
 

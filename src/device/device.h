@@ -52,16 +52,16 @@ typedef struct vf__event vf__event;   /* opaque; reference counted */
 
 /* How an emulated device slows itself down, so tests see real overlap. */
 typedef struct vf__device_params {
-    uint64_t latency_ns;      /* every submission takes at least this long */
-    uint64_t bytes_per_sec;   /* copy bandwidth for submissions with bytes
-                                 (0: unlimited) */
+    uint64_t latency_ns;    /* every submission takes at least this long */
+    uint64_t bytes_per_sec; /* copy bandwidth for submissions with bytes
+                               (0: unlimited) */
 } vf__device_params;
 
 /* An event's outcome, once complete. */
 typedef struct vf__event_status {
-    int code;           /* 0, or the first failure of its segment */
-    bool inherited;     /* the failure came through a stream wait */
-    char message[128];  /* what the failing work said ("" when nothing) */
+    int code;          /* 0, or the first failure of its segment */
+    bool inherited;    /* the failure came through a stream wait */
+    char message[128]; /* what the failing work said ("" when nothing) */
 } vf__event_status;
 
 typedef struct vf__device_class {

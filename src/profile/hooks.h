@@ -36,7 +36,7 @@ typedef struct vf__op_prof {
     uint64_t id;
     uint32_t session;
     int worker;
-    uint64_t push, ready, start, end; /* ns since the profile started */
+    uint64_t push, ready, start, end;  /* ns since the profile started */
     uint64_t device_start, device_end; /* the same; 0: none */
     /* Ops released it so far; relaxed index claims, the op's acq_rel wait
      * counter orders the writes before the op runs. */
@@ -116,8 +116,8 @@ void vf__prof_op_ready(vf__profiler *p, vf__op_prof *r);
 void vf__prof_op_started(vf__profiler *p, vf__op_prof *r, int worker);
 /* A device op's work ran on its stream from `start_ns` to `end_ns`
  * (CLOCK_MONOTONIC, as the device tells: device/device.h). */
-void vf__prof_op_device_span(vf__profiler *p, vf__op_prof *r,
-                             uint64_t start_ns, uint64_t end_ns);
+void vf__prof_op_device_span(vf__profiler *p, vf__op_prof *r, uint64_t start_ns,
+                             uint64_t end_ns);
 /* Its function returned, or it was skipped (then its start is its end). */
 void vf__prof_op_ended(vf__profiler *p, vf__op_prof *r, bool skipped);
 /* Finished: append its record (once; frees `r`). */

@@ -138,9 +138,9 @@ typedef enum vf__prof_verdict_kind {
 
 typedef struct vf__prof_verdict {
     vf__prof_verdict_kind kind;
-    const char *key;             /* "empty", "one-worker", "dependency", ... */
-    const char *title;           /* "Dependency-bound." */
-    char text[2048];             /* the rest of the sentence */
+    const char *key;   /* "empty", "one-worker", "dependency", ... */
+    const char *title; /* "Dependency-bound." */
+    char text[2048];   /* the rest of the sentence */
     /* BETWEEN: the two verdicts (DEPENDENCY..IDLE) and their keys. */
     vf__prof_verdict_kind lo, hi;
     const char *lo_key, *hi_key;

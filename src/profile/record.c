@@ -21,8 +21,8 @@ typedef struct vf__prof_entry {
 } vf__prof_entry;
 
 struct vf__profiler {
-    _Atomic int state;        /* relaxed: read when the core's hooks change */
-    pthread_mutex_t lock;     /* everything below unless marked */
+    _Atomic int state;    /* relaxed: read when the core's hooks change */
+    pthread_mutex_t lock; /* everything below unless marked */
     /* Written under the lock at start, read unlocked (relaxed) by stamps:
      * a stamp made with an older value belongs to an older session, whose
      * ops are not recorded. */
@@ -30,11 +30,11 @@ struct vf__profiler {
     _Atomic uint64_t t0;      /* CLOCK_MONOTONIC ns at start */
     _Atomic uint64_t next_id; /* relaxed: ids in push order */
     size_t max_records;
-    char *path;               /* written at destroy, or NULL (immutable) */
-    size_t count;             /* lock */
-    uint64_t dropped;         /* lock */
-    vf__prof_entry **chunks;  /* lock */
-    size_t nchunks;           /* lock */
+    char *path;              /* written at destroy, or NULL (immutable) */
+    size_t count;            /* lock */
+    uint64_t dropped;        /* lock */
+    vf__prof_entry **chunks; /* lock */
+    size_t nchunks;          /* lock */
     /* lock: the interned names, in the order first seen, and their
      * index: a name's FNV-1a hash -> its place in names (a hash that
      * another name holds already moves on by one, see intern) */
@@ -49,7 +49,6 @@ static uint64_t now_ns(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
-
 
 int vf__prof_create(vf__profiler **out, size_t max_records, const char *path)
 {
@@ -144,8 +143,7 @@ vf__op_prof *vf__prof_op_pushed(vf__profiler *p, int nvars)
     r->worker = -1;
     r->push = r->ready = r->start = r->end = stamp(p);
     r->device_start = r->device_end = 0;
-    r->id = atomic_fetch_add_explicit(&p->next_id, 1,
-                                      memory_order_relaxed) + 1;
+    r->id = atomic_fetch_add_explicit(&p->next_id, 1, memory_order_relaxed) + 1;
     return r;
 }
 
@@ -169,8 +167,8 @@ void vf__prof_op_started(vf__profiler *p, vf__op_prof *r, int worker)
     r->worker = worker;
 }
 
-void vf__prof_op_device_span(vf__profiler *p, vf__op_prof *r,
-                             uint64_t start_ns, uint64_t end_ns)
+void vf__prof_op_device_span(vf__profiler *p, vf__op_prof *r, uint64_t start_ns,
+                             uint64_t end_ns)
 {
     uint64_t t0 = atomic_load_explicit(&p->t0, memory_order_relaxed);
     if (start_ns < t0 || end_ns < start_ns)
@@ -233,7 +231,7 @@ static int intern(vf__profiler *p, const char *name, size_t *index)
         if (rc < 0)
             return rc;
         if (rc == 1 && strcmp(p->names[at], name) != 0)
-            continue; /* another name's key */
+            continue;  /* another name's key */
         if (rc == 0) { /* a new name: at == nnames */
             char *copy = NULL;
             if (names_room(p) != 0 || (copy = vf__strdup(name)) == NULL) {
@@ -277,8 +275,8 @@ void vf__prof_op_finished(vf__profiler *p, vf__op_prof *pr,
     pthread_mutex_lock(&p->lock);
     vf__prof_entry *slot = NULL;
     size_t name = 0;
-    if (pr->session == atomic_load_explicit(&p->session,
-                                            memory_order_relaxed) &&
+    if (pr->session ==
+            atomic_load_explicit(&p->session, memory_order_relaxed) &&
         intern(p, op->name, &name) == 0 && (slot = next_slot(p)) != NULL) {
         vf_profile_record *r = &slot->rec;
         r->id = pr->id;
@@ -302,8 +300,8 @@ void vf__prof_op_finished(vf__profiler *p, vf__op_prof *pr,
         slot->more_deps = pr->more_deps; /* ownership moves to the slot */
         pr->more_deps = NULL;
         p->count++;
-    } else if (pr->session == atomic_load_explicit(&p->session,
-                                                   memory_order_relaxed)) {
+    } else if (pr->session ==
+               atomic_load_explicit(&p->session, memory_order_relaxed)) {
         p->dropped++;
     }
     pthread_mutex_unlock(&p->lock);
@@ -368,8 +366,8 @@ int vf__prof_take(vf__profiler *p, const vf__prof_engine_desc *engine,
     pthread_mutex_lock(&p->lock);
     size_t ndeps = 0, names_size = 0;
     for (size_t i = 0; i < p->count; i++)
-        ndeps += (size_t)p->chunks[i / VF__PROF_CHUNK][i % VF__PROF_CHUNK]
-                     .rec.ndeps;
+        ndeps +=
+            (size_t)p->chunks[i / VF__PROF_CHUNK][i % VF__PROF_CHUNK].rec.ndeps;
     for (size_t i = 0; i < p->nnames; i++)
         names_size += strlen(p->names[i]) + 1;
     vf_profile *s = vf__calloc(1, sizeof *s);
@@ -403,16 +401,16 @@ int vf__prof_take(vf__profiler *p, const vf__prof_engine_desc *engine,
     }
     size_t d = 0;
     for (size_t i = 0; i < p->count; i++) {
-        const vf__prof_entry *en = &p->chunks[i / VF__PROF_CHUNK]
-                                             [i % VF__PROF_CHUNK];
+        const vf__prof_entry *en =
+            &p->chunks[i / VF__PROF_CHUNK][i % VF__PROF_CHUNK];
         vf_profile_record *r = &s->records[i];
         *r = en->rec;
         r->name = to[en->name];
         for (int k = 0; k < r->ndeps; k++)
-            s->deps[d + (size_t)k] = k < VF__PROF_INLINE_DEPS
-                                         ? en->deps[k]
-                                         : en->more_deps[k -
-                                                         VF__PROF_INLINE_DEPS];
+            s->deps[d + (size_t)k] =
+                k < VF__PROF_INLINE_DEPS
+                    ? en->deps[k]
+                    : en->more_deps[k - VF__PROF_INLINE_DEPS];
         d += (size_t)r->ndeps; /* r->deps is fixed up after sorting */
         if (r->end_ns > s->span_ns)
             s->span_ns = r->end_ns;
@@ -487,7 +485,7 @@ VF_API int vf_profile_num_workers(const vf_profile *p)
 VF_API const char *vf_profile_worker_pool(const vf_profile *p, int worker)
 {
     return p && worker >= 0 && worker < p->nworkers ? p->worker_pool[worker]
-                                                     : NULL;
+                                                    : NULL;
 }
 
 VF_API uint64_t vf_profile_span_ns(const vf_profile *p)

@@ -36,7 +36,7 @@
 
 typedef struct pass {
     vf__counts *c;
-    _Atomic int handed;   /* ops pushed by the pusher, not yet taken */
+    _Atomic int handed; /* ops pushed by the pusher, not yet taken */
     int total;
     atomic_bool pushing;
 } pass;
@@ -194,7 +194,7 @@ typedef struct many {
 static void *many_thread(void *arg)
 {
     many *m = arg;
-    vf__counts_raise(m->c, 0); /* takes a slot, or slot 0 */
+    vf__counts_raise(m->c, 0);                   /* takes a slot, or slot 0 */
     CHECK(tu_rv_meet(&m->rv, MANY, TU_TIMEOUT)); /* all hold one at once */
     for (int i = 0; i < m->each; i++) {
         vf__counts_raise(m->c, VF__COUNT_PENDING | VF__COUNT_ACTIVE);

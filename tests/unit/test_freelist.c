@@ -22,7 +22,7 @@
 /* Where a test marks a block it holds: past the words the free lists
  * overwrite in a free block (its links). */
 #define MARK_AT 64
-#define LIVE 0x4c495645u /* "LIVE" */
+#define LIVE 0x4c495645u  /* "LIVE" */
 #define FREED 0x46524545u /* "FREE" */
 
 static uint32_t *mark(void *block)
@@ -256,7 +256,8 @@ TEST_CASE(pushers_allocate_workers_free)
     /* At most RING blocks are in use at once; the rest is reuse. */
     if (allocs * 10 > (uint64_t)total)
         CHECK_REPORT_("%llu mallocs for %ld blocks handed out: blocks are "
-                      "not reused", (unsigned long long)allocs, total);
+                      "not reused",
+                      (unsigned long long)allocs, total);
     pthread_mutex_destroy(&t->mu);
     pthread_cond_destroy(&t->cv);
     free(t);

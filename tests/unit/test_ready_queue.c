@@ -229,7 +229,7 @@ TEST_CASE(spread_pool_does_not_steal)
     vf__worker *w0 = &p.workers[0], *w1 = &p.workers[1];
     vf__op *a = vf__worker_take(w0), *b = vf__worker_take(w0);
     CHECK(a != NULL && b != NULL);
-    CHECK(vf__worker_take(w0) == NULL); /* the other two are w1's */
+    CHECK(vf__worker_take(w0) == NULL);           /* the other two are w1's */
     CHECK_EQ(index_of(o, b) - index_of(o, a), 2); /* every other one */
     vf__op *c = vf__worker_take(w1), *d = vf__worker_take(w1);
     CHECK(c != NULL && d != NULL && vf__worker_take(w1) == NULL);

@@ -19,11 +19,11 @@ static int norder;
 
 typedef struct step_op {
     int id;
-    int rc;               /* what the op returns */
-    vf_engine *e;         /* ops that push or wait: their engine */
-    vf_var var;           /* ... on this var */
-    pthread_t thread;     /* where it ran */
-    int worker;           /* vf_run_worker */
+    int rc;           /* what the op returns */
+    vf_engine *e;     /* ops that push or wait: their engine */
+    vf_var var;       /* ... on this var */
+    pthread_t thread; /* where it ran */
+    int worker;       /* vf_run_worker */
     int done_status;
     bool ran, done;
 } step_op;
@@ -111,12 +111,12 @@ TEST_CASE(refuses_what_it_cannot_step)
     CHECK_ERR(vf__testing_engine_create_stepped(
                   &e, &(vf_config){.type = VF_ENGINE_PERDEVICE}),
               VF_EINVAL);
-    CHECK_ERR(vf__testing_engine_create_stepped(
-                  &e, &(vf_config){.cpu_workers = 2}),
-              VF_EINVAL);
-    CHECK_ERR(vf__testing_engine_create_stepped(
-                  &e, &(vf_config){.max_inflight = 8}),
-              VF_EINVAL);
+    CHECK_ERR(
+        vf__testing_engine_create_stepped(&e, &(vf_config){.cpu_workers = 2}),
+        VF_EINVAL);
+    CHECK_ERR(
+        vf__testing_engine_create_stepped(&e, &(vf_config){.max_inflight = 8}),
+        VF_EINVAL);
     vf_engine *threaded = tu_engine(&tu_kinds[1]);
     CHECK_ERR(vf__testing_run_one(threaded), VF_EINVAL);
     CHECK_ERR(vf__testing_run_one(NULL), VF_EINVAL);
