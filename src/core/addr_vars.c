@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "base/hashmap.h"
 #include "core/engine.h"
+#include "core/var_api.h"
 
 #define VF__ADDR_STRIPES 64 /* stripe_of takes the hash's top 6 bits */
 

@@ -54,14 +54,6 @@ void vf__addr_vars_destroyed(vf_engine *e, vf_var v);
  * Called on the finishing thread; takes stripe locks, holds nothing. */
 bool vf__addr_vars_free_slot(vf_engine *e, vf__var *v, uint32_t gen);
 
-/* var_api.c: vf_var_of found the mark on a var whose delete is held by a
- * stopped engine (not queued): make the last held delete of `v` one that
- * leaves the var live (0); or 1 when a start is pushing the held ops (it
- * waited for the start to end: look again), 2 when the caller is inside
- * that start (the delete is still to come: return the var as it is).
- * VF_ENOMEM. The caller holds no stripe lock. */
-int vf__var_revive_held(vf_engine *e, vf__var *v, uint32_t gen);
-
 /* Lock (before a fork) or unlock (after it, in parent and child) every
  * stripe of the engine's table, forward ones first, so no thread holds one
  * across the fork. Taken before the bulk locks (a stripe is held across

@@ -9,6 +9,7 @@
 #include "base/alloc.h"
 #include "base/hashmap.h"
 #include "core/arg.h"
+#include "core/bulk_op.h"
 #include "core/engine.h"
 #include "core/spinlock.h"
 

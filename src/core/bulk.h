@@ -164,20 +164,4 @@ void vf__bulk_fork_lock(vf_engine *e, bool lock);
 /* Free a batch (the fused op's payload; operator references dropped). */
 void vf__bulk_batch_free(vf__bulk_batch *b);
 
-/* --- the fused op (bulk_op.c) ------------------------------------------- */
-
-/* Push a batch taken out of its thread's state (that state's lock held,
- * so the next batch cannot overtake it) as one fused op, or op by op when
- * it cannot be; the batch goes with it (freed with the op, or here). */
-void vf__bulk_batch_push(vf_engine *e, vf__bulk_batch *b);
-
-/* A fused op's body (its kind's run, vf__kind_bulk): each op of the batch
- * in push order, as if alone; `shutdown` skips them all. */
-void vf__bulk_run(vf__op *op, int worker, bool shutdown);
-
-/* A fused op that can never run (`rc`): every op in it fails with that
- * code (failure recorded, done called, counted), as a lone op would. */
-void vf__bulk_fail_items(vf_engine *e, vf__bulk_batch *b, int rc,
-                         const char *why);
-
 #endif /* VF_BULK_H */

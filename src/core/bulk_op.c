@@ -1,7 +1,7 @@
 /* bulk_op.c: the fused op: a batch sealed and pushed as one op (or op by
  * op when it cannot be), its body and its kind (see bulk.h; bulk.c
  * collects the batch). */
-#include "core/bulk.h"
+#include "core/bulk_op.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +9,7 @@
 #include "base/alloc.h"
 #include "core/engine.h"
 #include "core/exec.h"
+#include "core/push.h"
 #include "core/run.h"
 
 /* --- pushing a batch ---------------------------------------------------- */
@@ -58,8 +59,7 @@ static int batch_seal(vf__bulk_batch *b)
     return 0;
 }
 
-void vf__bulk_fail_items(vf_engine *e, vf__bulk_batch *b, int rc,
-                         const char *why)
+static void fail_items(vf_engine *e, vf__bulk_batch *b, int rc, const char *why)
 {
     for (int i = 0; i < b->nitems; i++) {
         const vf__bulk_item *it = &b->items[i];
@@ -112,7 +112,7 @@ static int push_alone(vf_engine *e, const vf__bulk_batch *b, vf__bulk_item *it)
     /* An operator's run holds a reference to it (op.c): the item's, once
      * pushed. */
     op->def = def;
-    int rc = vf__engine_enqueue(e, op, "vf_engine_push (a bulk, op by op)");
+    int rc = vf__push_enqueue(e, op, "vf_engine_push (a bulk, op by op)");
     if (rc == 0) {
         it->opr = NULL; /* the op holds the reference now */
         it->argcopy = (vf__argcopy){NULL, 0};
@@ -135,7 +135,7 @@ void vf__bulk_batch_push(vf_engine *e, vf__bulk_batch *b)
     b->root = b->push_root != 0 ? b->push_root : b->place;
     int rc = batch_seal(b);
     bool sealed = rc == 0;
-    /* Each op in it decides whether to skip (vf__bulk_run): no_skip. */
+    /* Each op in it decides whether to skip (run_batch): no_skip. */
     const vf__opdef *def = sealed ? vf__defs_share(
                                         &e->defs,
                                         &(vf__opdef){.engine = e,
@@ -161,7 +161,7 @@ void vf__bulk_batch_push(vf_engine *e, vf__bulk_batch *b)
         atomic_fetch_add_explicit(&e->bulk.bulks, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&e->bulk.bulked, nitems,
                                   memory_order_relaxed);
-        if (vf__engine_enqueue(e, op, "vf_engine_push (bulk)") == 0)
+        if (vf__push_enqueue(e, op, "vf_engine_push (bulk)") == 0)
             return;
         atomic_fetch_sub_explicit(&e->bulk.bulks, 1, memory_order_relaxed);
         atomic_fetch_sub_explicit(&e->bulk.bulked, nitems,
@@ -180,7 +180,7 @@ void vf__bulk_batch_push(vf_engine *e, vf__bulk_batch *b)
         one.items = it;
         one.nitems = 1;
         one.place = it->place;
-        vf__bulk_fail_items(e, &one, rc, vf_error_detail());
+        fail_items(e, &one, rc, vf_error_detail());
     }
     vf__bulk_batch_free(b);
 }
@@ -192,7 +192,7 @@ void vf__bulk_batch_push(vf_engine *e, vf__bulk_batch *b)
  * so an op's failure and version bump go straight onto the vars it
  * writes, where the later ops of the batch find them; `shutdown` skips
  * them all. */
-void vf__bulk_run(vf__op *op, int worker, bool shutdown)
+static void run_batch(vf__op *op, int worker, bool shutdown)
 {
     vf_engine *e = vf__op_engine(op);
     vf__bulk_batch *b = op->arg;
@@ -255,16 +255,16 @@ void vf__bulk_run(vf__op *op, int worker, bool shutdown)
 /* A batch held while stopped and never pushed: each op in it fails alone. */
 static void bulk_dropped(vf_engine *e, vf__op *op, int rc)
 {
-    vf__bulk_fail_items(e, op->arg, rc,
-                        "held while the engine was "
-                        "stopped, and could not be "
-                        "pushed at start");
+    fail_items(e, op->arg, rc,
+               "held while the engine was "
+               "stopped, and could not be "
+               "pushed at start");
     vf__op_free(op);
 }
 
 static bool bulk_run(vf__op *op, int worker, bool shutdown)
 {
-    vf__bulk_run(op, worker, shutdown);
+    run_batch(op, worker, shutdown);
     return true;
 }
 
@@ -274,7 +274,7 @@ static void bulk_free_arg(void *batch)
 }
 
 /* A fused batch of user ops: observed as one op; each op in it is counted
- * and bumps its versions as it runs (vf__bulk_run), not at finish. */
+ * and bumps its versions as it runs (run_batch), not at finish. */
 const vf__op_kind vf__kind_bulk = {.name = "bulk",
                                    .run = bulk_run,
                                    .dropped = bulk_dropped,

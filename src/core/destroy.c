@@ -30,6 +30,8 @@
  * fork handlers list it again, and the engine is usable (a stopped one
  * was started in step 3).
  */
+#include "core/destroy.h"
+
 #include <inttypes.h>
 #include <sched.h>
 #include <stdio.h>
@@ -38,6 +40,8 @@
 #include "base/deadline.h"
 #include "core/engine.h"
 #include "core/exec.h"
+#include "core/profiling.h"
+#include "core/wait.h"
 
 static _Atomic uint32_t report_grace_ms = 2000, report_period_ms = 10000;
 
@@ -110,7 +114,7 @@ static int drain(destroy_wait *w)
         if (w->timeout_ms >= 0 && w->start_ms + w->timeout_ms < until)
             until = w->start_ms + w->timeout_ms;
         vf__deadline step = vf__deadline_in_ms(until > now ? until - now : 0);
-        if (vf__engine_drain(w->e, &step) == 0)
+        if (vf__wait_drain(w->e, &step) == 0)
             return 0;
         int rc = pace(w, "its pushed ops to finish");
         if (rc != 0)
@@ -136,7 +140,7 @@ static int give_up(destroy_wait *w, int state)
  * code. */
 static int begin(vf_engine *e, const char *who)
 {
-    if (vf__thread_in_engine(e) || vf__engine_releasing_held(e))
+    if (vf__exec_in_engine(e) || vf__engine_releasing_held(e))
         return vf__fail(VF_EDEADLK,
                         "%s: called from the engine's own code "
                         "(an op, a done callback, a worker) or "
@@ -165,7 +169,7 @@ static int finish(vf_engine *e, const destroy_wait *w)
     /* VF_PROFILE / config.profile_path: the profiler writes the profile
      * as it goes (it reports a failure on stderr too). */
     vf__prof_engine_desc d;
-    vf__engine_describe(e, &d);
+    vf__profiling_describe(e, &d);
     int rc = vf__prof_destroy(e->prof, &d);
     e->prof = NULL;
     uint64_t operators, vars;

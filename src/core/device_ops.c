@@ -9,6 +9,7 @@
 #include "core/completer.h"
 #include "core/engine.h"
 #include "core/exec.h"
+#include "core/profiling.h"
 
 void vf__devrun_free(vf__devrun *d)
 {
@@ -226,7 +227,7 @@ static void device_op_drop(vf__op *op)
         return;
     vf_engine *e = vf__op_engine(op);
     if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF))
-        vf__op_hooks_record(op);
+        vf__profiling_op_record(op);
     unsigned wake = vf__engine_count_out(
         e, VF__COUNT_PENDING | VF__COUNT_ACTIVE, true);
     vf__op_free(op);
@@ -239,7 +240,7 @@ void vf__device_op_release(vf__op *op, vf__readylist *ready)
     vf_engine *e = vf__op_engine(op);
     vf__failure *failure = op->failure; /* before the completer may see */
     if (VF__UNLIKELY(op->hooks))
-        vf__op_hooks_end(op);
+        vf__profiling_op_end(op);
     atomic_store_explicit(&op->wait, 2, memory_order_relaxed);
     vf__completer_add(&e->dev.completer, op);
     int before = ready->count;

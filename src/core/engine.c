@@ -13,6 +13,7 @@
 #include "core/exec.h"
 #include "core/freelist.h"
 #include "core/lifecycle.h"
+#include "core/profiling.h"
 
 /* Engines alive in the process: the free-list depot is trimmed when the
  * last one goes. Tags tell engines' var handles apart: no two live engines
@@ -258,8 +259,8 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
         free_engine(e);
         return vf__fail(VF_ENOMEM, "vf_engine_create: out of memory");
     }
-    vf__engine_update_hooks(e); /* recording from here with a path */
-    vf__engine_register(e);     /* fork handlers stop and restart it */
+    vf__profiling_update_hooks(e); /* recording from here with a path */
+    vf__engine_register(e);        /* fork handlers stop and restart it */
     *out = e;
     return 0;
 }

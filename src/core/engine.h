@@ -184,19 +184,6 @@ static inline bool vf__engine_ok(const vf_engine *e)
     return e != NULL && e->magic == VF__ENGINE_MAGIC;
 }
 
-/* Whether this thread runs a `done` callback of an op of `e` (a wait
- * there would wait for that op, which is still finishing). */
-bool vf__thread_in_done(const vf_engine *e);
-
-/* The running op's engine on this thread (inside an op), else NULL. */
-vf_engine *vf__current_op_engine(void);
-
-/* Whether this thread runs code of engine `e` that a drain of `e` would
- * wait for: one of its ops (the innermost), one of its `done` callbacks,
- * or any code on one of its workers (lifecycle: stop, start, destroy and
- * fork must not wait for themselves). */
-bool vf__thread_in_engine(const vf_engine *e);
-
 /* Record a failure in the engine's log (vf__failure_log_record): one
  * reference for the caller. */
 static inline vf__failure *
@@ -325,10 +312,6 @@ static inline int vf__engine_admit(vf_engine *e, bool nonblocking,
                                 : vf__engine_admit_slow(e, nonblocking, who);
 }
 
-/* Block until no op is pending (outside ops; used by stop, destroy and
- * fork): 0, or VF_ETIMEDOUT once `until` (NULL: never) has passed. */
-int vf__engine_drain(vf_engine *e, const vf__deadline *until);
-
 /* Worker threads of the CPU and device pools made so far. */
 int vf__engine_count_workers(const vf_engine *e);
 
@@ -337,39 +320,11 @@ int vf__engine_count_workers(const vf_engine *e);
  * operators and vars the program left undestroyed, for the destroy's log. */
 void vf__engine_free(vf_engine *e, uint64_t *operators, uint64_t *vars);
 
-/* Destroy's report of what it waits for (destroy.c): first after
- * `grace_ms`, then every `period_ms` (defaults 2000 and 10000; tests
- * shorten them). */
-void vf__destroy_report_times(uint32_t grace_ms, uint32_t period_ms);
-
-/* Mirror the profiler's state and engine_info into `hooks` (after the
- * profiler starts, stops, pauses or resumes). */
-void vf__engine_update_hooks(vf_engine *e);
-
-/* What the profiler needs to know of the engine for a snapshot. */
-void vf__engine_describe(const vf_engine *e, vf__prof_engine_desc *d);
-
-/* An op whose hooks byte is set (profiling.c; out of line: rarely on)
- * tells the observers when it starts on `worker` (-1: not a worker of its
- * engine), when it ends (before its `done`), and, finished, hands the
- * profiler its record (before the engine may go; the op keeps no hook of
- * the profiler's then). */
-void vf__op_hooks_start(vf__op *op, int worker);
-void vf__op_hooks_end(vf__op *op);
-void vf__op_hooks_record(vf__op *op);
-
 /* Lock or unlock the process-wide table of engine tags (fork). */
 void vf__engine_tags_lock(bool lock);
 
 /* In a forked child: the CPU pools anew with fork_child_workers threads
  * each, the device pools with one (device_pools.h); not started. */
 void vf__engine_rebuild_for_child(vf_engine *e);
-
-/* Push a prepared op: `op->def` set, its var set normalized. A user op
- * with no place yet takes the next number once the push can no longer
- * fail; any other op comes with its place (failure.h). Appends it
- * to every var atomically, counts it, and dispatches it when ready.
- */
-int vf__engine_enqueue(vf_engine *e, vf__op *op, const char *who);
 
 #endif /* VF_ENGINE_H */

@@ -5,6 +5,7 @@
 #include "core/async.h"
 #include "core/bulk.h"
 #include "core/device_ops.h"
+#include "core/profiling.h"
 #include "core/run.h"
 #include "core/wait.h"
 
@@ -20,17 +21,17 @@ static _Thread_local exec_tls tls;
 
 _Thread_local vf__op *vf__running_op;
 
-vf_engine *vf__current_op_engine(void)
+vf_engine *vf__exec_current_engine(void)
 {
     return vf__running_op ? vf__op_engine(vf__running_op) : NULL;
 }
 
-bool vf__thread_in_done(const vf_engine *e)
+bool vf__exec_in_done(const vf_engine *e)
 {
     return tls.done_engine == e;
 }
 
-bool vf__thread_in_engine(const vf_engine *e)
+bool vf__exec_in_engine(const vf_engine *e)
 {
     if ((vf__running_op != NULL && vf__op_engine(vf__running_op) == e) ||
         tls.done_engine == e)
@@ -126,7 +127,7 @@ static bool run_body(vf__op *op, int worker)
     const vf__opdef *def = op->def;
     op->status = 0;
     if (VF__UNLIKELY(op->hooks))
-        vf__op_hooks_start(op, worker);
+        vf__profiling_op_start(op, worker);
     /* An engine with devices: a host-side op first meets the device work
      * its vars wait for (device_ops.h); then the vars it writes take over
      * their fences' failures, before anything of its own is written. */
@@ -244,7 +245,7 @@ static void finish(vf__op *op, vf__readylist *ready)
     vf_engine *e = vf__op_engine(op);
     const vf__opdef *def = op->def;
     if (VF__UNLIKELY(op->hooks))
-        vf__op_hooks_end(op);
+        vf__profiling_op_end(op);
     if (op->done != NULL)
         call_done(op);
     vf__count_op(e, op);
@@ -261,7 +262,7 @@ static void finish(vf__op *op, vf__readylist *ready)
     if (VF__UNLIKELY(def->kind->finished != NULL))
         def->kind->finished(op);
     if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF))
-        vf__op_hooks_record(op); /* before the engine may go */
+        vf__profiling_op_record(op); /* before the engine may go */
 
     /* The newly ready ops become active in the same step as this one stops
      * being active (see engine.h): with k >= 1 of them, k - 1 more active;

@@ -66,6 +66,19 @@ static inline void vf__call_fn(vf__op *op, vf_run *run)
         vf__op_failed(op, rc, run->message);
 }
 
+/* Whether this thread runs a `done` callback of an op of `e` (a wait
+ * there would wait for that op, which is still finishing). */
+bool vf__exec_in_done(const vf_engine *e);
+
+/* The running op's engine on this thread (inside an op), else NULL. */
+vf_engine *vf__exec_current_engine(void);
+
+/* Whether this thread runs code of engine `e` that a drain of `e` would
+ * wait for: one of its ops (the innermost), one of its `done` callbacks,
+ * or any code on one of its workers (lifecycle: stop, start, destroy and
+ * fork must not wait for themselves). */
+bool vf__exec_in_engine(const vf_engine *e);
+
 /* Call a `done` callback, marking the thread as in the engine's code (a
  * wait there is refused, wait.c). */
 void vf__call_done(const vf_engine *e, vf_done_fn done, void *arg, int status);

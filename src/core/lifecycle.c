@@ -9,6 +9,8 @@
 #include "core/engine.h"
 #include "core/exec.h"
 #include "core/freelist.h"
+#include "core/push.h"
+#include "core/wait.h"
 
 static _Thread_local const vf_engine *releasing_held;
 
@@ -97,7 +99,7 @@ static void stop_locked(vf_engine *e)
     pthread_mutex_unlock(&e->life.lock);
     if (already)
         return;
-    vf__engine_drain(e, NULL);
+    vf__wait_drain(e, NULL);
     /* A foreign thread that finished the last op may still be in
      * vf_completion_finish, dispatching: let it leave before the workers go. */
     while (atomic_load(&e->completers) != 0)
@@ -169,7 +171,7 @@ static int start_locked(vf_engine *e)
         pthread_mutex_unlock(&e->life.lock);
         while (op != NULL) {
             vf__op *next = op->next;
-            int rc = vf__engine_enqueue(e, op, "vf_engine_start");
+            int rc = vf__push_enqueue(e, op, "vf_engine_start");
             if (rc != 0)
                 drop_held(e, op, rc);
             op = next;
@@ -182,7 +184,7 @@ static int start_locked(vf_engine *e)
 /* Inside the call's guard (guard.h). */
 static int check_outside(vf_engine *e, const char *who)
 {
-    if (vf__thread_in_engine(e) || vf__engine_releasing_held(e))
+    if (vf__exec_in_engine(e) || vf__engine_releasing_held(e))
         return vf__fail(VF_EDEADLK,
                         "%s: called from the engine's own code "
                         "(an op, a done callback, a worker, or "
@@ -322,7 +324,7 @@ static void fork_prepare(void)
 {
     pthread_mutex_lock(&registry_lock);
     for (vf_engine *e = live; e != NULL; e = e->life.next_live) {
-        e->life.fork_inside = vf__thread_in_engine(e);
+        e->life.fork_inside = vf__exec_in_engine(e);
         e->life.fork_restart = false;
         if (e->life.fork_inside)
             continue; /* cannot drain under our own feet */

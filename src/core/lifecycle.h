@@ -9,7 +9,7 @@
  * every worker (CPU and device pools) and the completer are joined: the
  * engine runs no thread. vf_engine_start starts them again, then enqueues
  * the held ops in push order (a push racing with that is held behind them)
- * and only then lets pushes through. The hold test in vf__engine_enqueue
+ * and only then lets pushes through. The hold test in vf__push_enqueue
  * follows the push's own count of `pending`, Dekker-style with the stopper
  * (both seq_cst): either the stopper's drain sees the push pending, or the
  * push sees `holding` and holds itself; no push slips past a stop.
@@ -32,7 +32,7 @@
  *
  * Fork. pthread_atfork handlers (registered once): before a fork every
  * live engine is stopped (drained and joined) unless the forking thread
- * runs its code (vf__thread_in_engine), and the locks another thread could
+ * runs its code (vf__exec_in_engine), and the locks another thread could
  * hold inside the engine are taken (every engine's bulk locks (bulk.h),
  * free-list depots, the tag table, the counts' slots lock (counts.h), each
  * engine's life.lock, var table lock, the failure log's lock and its
@@ -79,7 +79,7 @@ typedef struct vf__life {
  * does (op.h: vf__op_kind.dropped); other kinds add their part. */
 void vf__engine_drop_op(vf_engine *e, vf__op *op, int rc);
 
-/* Called by vf__engine_enqueue when `holding` was seen set: hold the op
+/* Called by vf__push_enqueue when `holding` was seen set: hold the op
  * (returns 0), or return 1 when the engine stopped holding meanwhile (the
  * caller enqueues it then). */
 int vf__engine_hold(vf_engine *e, vf__op *op);

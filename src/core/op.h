@@ -84,7 +84,7 @@ typedef struct vf__varref {
  *
  * `next` is the next place in the var's queue while the op is queued
  * there. Before that, from the var set's staging to its queueing
- * (vf__op_stage_vars, vf__engine_enqueue), the same word keeps the
+ * (vf__op_stage_vars, vf__push_enqueue), the same word keeps the
  * handle's generation instead: a held op (lifecycle.h) is queued long
  * after its push checked the handles.
  */
@@ -373,7 +373,7 @@ size_t vf__op_block_size(int nvars);
 vf__op *vf__op_alloc(int nvars);
 
 /* Stage the op's var set (op->nvars refs in normal form) in its entries,
- * for vf__engine_enqueue: all of it, or entry i. */
+ * for vf__push_enqueue: all of it, or entry i. */
 void vf__op_stage_var_far(vf__op *op, int i, const vf__varref *ref);
 static inline void vf__op_stage_var(vf__op *op, int i, const vf__varref *ref)
 {

@@ -6,12 +6,14 @@
  * tells the observers (the profiler, VF_ENGINE_INFO's log) as it starts,
  * ends and is finished.
  */
+#include "core/profiling.h"
+
 #include <stdio.h>
 
 #include "core/engine.h"
 #include "varflow_profile.h"
 
-void vf__engine_update_hooks(vf_engine *e)
+void vf__profiling_update_hooks(vf_engine *e)
 {
     uint8_t h = e->engine_info ? VF__HOOK_INFO : 0;
     if (vf__prof_recording(e->prof))
@@ -19,7 +21,7 @@ void vf__engine_update_hooks(vf_engine *e)
     atomic_store_explicit(&e->hooks, h, memory_order_relaxed);
 }
 
-void vf__engine_describe(const vf_engine *e, vf__prof_engine_desc *d)
+void vf__profiling_describe(const vf_engine *e, vf__prof_engine_desc *d)
 {
     d->kind = e->kind;
     d->npools = e->npools;
@@ -35,7 +37,7 @@ void vf__engine_describe(const vf_engine *e, vf__prof_engine_desc *d)
 static int profile_start(vf_engine *e)
 {
     int rc = vf__prof_start(e->prof);
-    vf__engine_update_hooks(e);
+    vf__profiling_update_hooks(e);
     return rc;
 }
 
@@ -47,7 +49,7 @@ VF_API int vf_profile_start(vf_engine *e)
 static int set_state(vf_engine *e, const char *who, int from, int to)
 {
     int rc = vf__prof_set_state(e->prof, who, from, to);
-    vf__engine_update_hooks(e);
+    vf__profiling_update_hooks(e);
     return rc;
 }
 
@@ -74,7 +76,7 @@ static int profile_take(vf_engine *e, vf_profile **out)
     if (out == NULL)
         return vf__fail(VF_EINVAL, "vf_profile_take: out is NULL");
     vf__prof_engine_desc d;
-    vf__engine_describe(e, &d);
+    vf__profiling_describe(e, &d);
     return vf__prof_take(e->prof, &d, out);
 }
 
@@ -104,7 +106,7 @@ static void info(const vf__op *op, const char *step, int worker)
 }
 
 /* The observers' part of an op's start (out of line: rarely on). */
-void vf__op_hooks_start(vf__op *op, int worker)
+void vf__profiling_op_start(vf__op *op, int worker)
 {
     if (op->hooks & VF__HOOK_PROF)
         vf__prof_op_started(vf__op_engine(op)->prof, op->prof, worker);
@@ -113,7 +115,7 @@ void vf__op_hooks_start(vf__op *op, int worker)
 }
 
 /* The observers' part of an op's end (before its done callback). */
-void vf__op_hooks_end(vf__op *op)
+void vf__profiling_op_end(vf__op *op)
 {
     if (op->hooks & VF__HOOK_PROF)
         vf__prof_op_ended(vf__op_engine(op)->prof, op->prof, op->skipped);
@@ -122,7 +124,7 @@ void vf__op_hooks_end(vf__op *op)
 }
 
 /* The profiler's record of a finished op (out of line: rarely on). */
-void vf__op_hooks_record(vf__op *op)
+void vf__profiling_op_record(vf__op *op)
 {
     const vf__opdef *def = op->def;
     vf_engine *e = vf__op_engine(op);

@@ -10,6 +10,8 @@
  * appends var by var, and two threads pushing A(read x, write y) and
  * B(read y, write x) can deadlock it).
  */
+#include "core/push.h"
+
 #include <limits.h>
 #include <string.h>
 
@@ -37,7 +39,7 @@ static void unlock_vars(vf__op *op, int n)
         vf__spin_unlock(&vf__dep_var(vf__op_dep(op, i))->lock);
 }
 
-int vf__engine_enqueue(vf_engine *e, vf__op *op, const char *who)
+int vf__push_enqueue(vf_engine *e, vf__op *op, const char *who)
 {
     const vf__opdef *def = op->def;
     int n = op->nvars;
@@ -54,7 +56,7 @@ int vf__engine_enqueue(vf_engine *e, vf__op *op, const char *who)
      * (lifecycle.h). Tested after counting pending, so a stopper's drain
      * either sees this push or this push sees the stop (both seq_cst). */
     if (VF__UNLIKELY(atomic_load(&e->life.holding)) &&
-        (def->kind->flags & VF__KIND_HELD) && vf__current_op_engine() != e &&
+        (def->kind->flags & VF__KIND_HELD) && vf__exec_current_engine() != e &&
         !vf__engine_releasing_held(e)) {
         uncount(e, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
         /* Its number now, at its push, not at the start that pushes it:
@@ -63,7 +65,7 @@ int vf__engine_enqueue(vf_engine *e, vf__op *op, const char *who)
             vf__engine_place_op(e, op, 1);
         if (vf__engine_hold(e, op) == 0)
             return 0;
-        return vf__engine_enqueue(e, op, who); /* started meanwhile */
+        return vf__push_enqueue(e, op, who); /* started meanwhile */
     }
     /* Observed from here: a held op gets its hooks (and its profile
      * record) when start pushes it, not twice. */
@@ -125,7 +127,7 @@ static int check_engine(vf_engine *e, const char *who)
 {
     int state = atomic_load(&e->state);
     if (VF__UNLIKELY(state != VF__RUNNING) &&
-        (vf__current_op_engine() != e || e->life.fork_dead))
+        (vf__exec_current_engine() != e || e->life.fork_dead))
         return vf__fail(VF_ESHUTDOWN, "%s: the engine %s", who,
                         e->life.fork_dead
                             ? "cannot run in this forked child (the "
@@ -171,7 +173,7 @@ push(vf_engine *e, const vf_op *desc, const char *who)
     if (VF__UNLIKELY(desc->arg_size != 0) &&
         (rc = vf__op_copy_arg(op, who, desc->arg, desc->arg_size)) != 0)
         goto fail;
-    if ((rc = vf__engine_enqueue(e, op, who)) != 0)
+    if ((rc = vf__push_enqueue(e, op, who)) != 0)
         goto fail;
     return 0;
 fail:
@@ -295,7 +297,7 @@ static inline int operator_op_push(vf_engine *e, vf_operator *opr, vf__op *op,
     atomic_fetch_add_explicit(&opr->refs, 1, memory_order_relaxed);
     op->def = &opr->def; /* holds the reference: freed with the op */
     op->priority = push_priority(&opr->def, priority);
-    int rc = vf__engine_enqueue(e, op, who);
+    int rc = vf__push_enqueue(e, op, who);
     if (rc != 0)
         vf__op_free(op);
     return rc;

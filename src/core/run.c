@@ -80,5 +80,5 @@ VF_API const char *vf_run_name(const vf_run *run)
 
 VF_API bool vf_engine_in_op(const vf_engine *e)
 {
-    return e != NULL && vf__thread_in_engine(e);
+    return e != NULL && vf__exec_in_engine(e);
 }

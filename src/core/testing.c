@@ -68,7 +68,7 @@ int vf__testing_run_one(vf_engine *e)
     static const char who[] = "vf__testing_run_one";
     if (!is_stepped(e))
         return vf__fail(VF_EINVAL, "%s: not a stepped engine", who);
-    if (vf__thread_in_engine(e))
+    if (vf__exec_in_engine(e))
         return vf__fail(VF_EDEADLK,
                         "%s: called from the engine's own code "
                         "(an op or a done callback)",

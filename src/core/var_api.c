@@ -1,17 +1,21 @@
 /* var_api.c: the public variable calls (new, delete, version). */
+#include "core/var_api.h"
+
 #include <limits.h>
 #include <string.h>
 
 #include "core/addr_vars.h"
 #include "core/bulk.h"
 #include "core/engine.h"
+#include "core/exec.h"
+#include "core/push.h"
 
 /* Inside the call's guard (guard.h): an engine that takes new vars and
  * deletes from this caller. */
 static int var_check_engine(vf_engine *e, const char *who)
 {
     int state = atomic_load(&e->state);
-    if (state != VF__RUNNING && vf__current_op_engine() != e)
+    if (state != VF__RUNNING && vf__exec_current_engine() != e)
         return vf__fail(VF_ESHUTDOWN, "%s: the engine %s", who,
                         state == VF__SHUTDOWN
                             ? "was shut down (vf_engine_shutdown)"
@@ -150,7 +154,7 @@ int vf__var_revive_held(vf_engine *e, vf__var *v, uint32_t gen)
      * one of them (a naive engine runs them inline) the delete is still
      * to come; from elsewhere, wait until the start is through (it holds
      * op_lock while it pushes them). */
-    if (vf__engine_releasing_held(e) || vf__current_op_engine() == e)
+    if (vf__engine_releasing_held(e) || vf__exec_current_engine() == e)
         return 2;
     pthread_mutex_lock(&e->life.op_lock);
     pthread_mutex_unlock(&e->life.op_lock);
@@ -185,7 +189,7 @@ static int var_destroy(vf_engine *e, vf_var h, void (*free_fn)(void *),
      * place after the ops pushed before it (failure.h). */
     op->place = op->root = vf__engine_wait_place(e);
     op->nest = vf__engine_push_nest(e);
-    if ((rc = vf__engine_enqueue(e, op, who)) != 0) {
+    if ((rc = vf__push_enqueue(e, op, who)) != 0) {
         vf__op_free(op);
         /* The op names h alone: a delete of it was pushed first (before
          * this call, or by another thread since the lookup). */

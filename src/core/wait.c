@@ -44,6 +44,7 @@
 #include "core/engine.h"
 #include "core/exec.h"
 #include "core/lifecycle.h"
+#include "core/push.h"
 #include "core/wait.h"
 
 void vf__waiter_unref(vf__waiter *w)
@@ -344,7 +345,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
     if (rc != 0)
         return vf__fail(rc, "%s: variable (id %#llx) %s", who,
                         (unsigned long long)h.id, vf_error_string(rc));
-    if (vf__thread_in_done(e))
+    if (vf__exec_in_done(e))
         return refuse_in_done(who);
     if (VF__UNLIKELY(e->engine_info)) {
         atomic_store_explicit(&v->watched, true, memory_order_relaxed);
@@ -403,7 +404,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
     op->waiter = w;
     /* Its place: after every op this thread pushed (failure.h). */
     op->place = op->root = vf__engine_wait_place(e);
-    if ((rc = vf__engine_enqueue(e, op, who)) != 0) {
+    if ((rc = vf__push_enqueue(e, op, who)) != 0) {
         vf__op_free(op);
         free(w);
         return rc;
@@ -487,7 +488,7 @@ static int wait_idle(vf_engine *e, bool help, const vf__deadline *until)
 
 /* Stop, destroy and fork drain without helping: a fork handler, above all,
  * must not run user code. */
-int vf__engine_drain(vf_engine *e, const vf__deadline *until)
+int vf__wait_drain(vf_engine *e, const vf__deadline *until)
 {
     return wait_idle(e, false, until);
 }
@@ -496,7 +497,7 @@ static int wait_all(vf_engine *e, int64_t timeout_ms, vf_error *err,
                     const char *who)
 {
     clear_error(err);
-    if (vf__thread_in_done(e))
+    if (vf__exec_in_done(e))
         return refuse_in_done(who);
     vf__op *cur = vf__current_op();
     if (cur != NULL && vf__op_engine(cur) == e)

@@ -20,6 +20,7 @@
 #include <pthread.h>
 
 #include "base/common.h"
+#include "base/deadline.h"
 #include "core/failure.h"
 #include "core/op.h"
 
@@ -87,5 +88,9 @@ void vf__waiter_unref(vf__waiter *w);
  * has finished): hand the var's failure at the marker's place to its
  * waiter, claimed, and wake it, unless the waiter gave up. */
 void vf__wait_marker_fire(vf__op *op);
+
+/* Block until no op is pending (outside ops; used by stop, destroy and
+ * fork): 0, or VF_ETIMEDOUT once `until` (NULL: never) has passed. */
+int vf__wait_drain(vf_engine *e, const vf__deadline *until);
 
 #endif /* VF_WAIT_H */

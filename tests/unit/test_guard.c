@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include "core/destroy.h"
 #include "core/engine.h"
 
 static char fake[4096]; /* made-up handles: never followed */

@@ -1,0 +1,28 @@
+/*
+ * profiling.h: the engine's side of the profiler (profiling.c): the hooks
+ * byte new ops copy at push, what the profiler is told of the engine, and
+ * what an op whose hooks byte is set tells the observers.
+ */
+#ifndef VF_PROFILING_H
+#define VF_PROFILING_H
+
+#include "core/op.h"
+#include "profile/hooks.h"
+
+/* Mirror the profiler's state and engine_info into `hooks` (after the
+ * profiler starts, stops, pauses or resumes). */
+void vf__profiling_update_hooks(vf_engine *e);
+
+/* What the profiler needs to know of the engine for a snapshot. */
+void vf__profiling_describe(const vf_engine *e, vf__prof_engine_desc *d);
+
+/* An op whose hooks byte is set (out of line: rarely on)
+ * tells the observers when it starts on `worker` (-1: not a worker of its
+ * engine), when it ends (before its `done`), and, finished, hands the
+ * profiler its record (before the engine may go; the op keeps no hook of
+ * the profiler's then). */
+void vf__profiling_op_start(vf__op *op, int worker);
+void vf__profiling_op_end(vf__op *op);
+void vf__profiling_op_record(vf__op *op);
+
+#endif /* VF_PROFILING_H */
