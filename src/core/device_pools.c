@@ -22,7 +22,7 @@ static int make_pool(vf_engine *e, vf__devctx *d, int kind, int n,
     if (slot >= VF__MAX_POOLS)
         return vf__fail(VF_ENOTSUP, "too many device pools");
     vf__pool *p = &e->pools[slot];
-    int rc = vf__pool_init(p, e, pool_name(d->dev.type, kind), n,
+    int rc = vf__pool_init(p, e, &e->runner, pool_name(d->dev.type, kind), n,
                            e->dev.next_worker_index);
     p->spread = true;
     for (int i = 0; i < n && rc == 0; i++) {
@@ -263,7 +263,8 @@ static void rebuild_pool(vf_engine *e, vf__devctx *d, vf__pool *p)
     for (int w = 0; w < p->nworkers; w++)
         p->workers[w].stream = NULL; /* the parent's: not ours to destroy */
     vf__pool_destroy(p);
-    if (vf__pool_init(p, e, name, 1, e->dev.next_worker_index) != 0) {
+    if (vf__pool_init(p, e, &e->runner, name, 1, e->dev.next_worker_index) !=
+        0) {
         d->forked_away = true;
         return;
     }

@@ -71,13 +71,14 @@ static int make_cpu_pools(vf_engine *e, int workers, int prio_workers)
 {
     if (e->kind == VF_ENGINE_NAIVE)
         return 0;
-    int rc = vf__pool_init(&e->pools[0], e, "cpu", workers, 0);
+    int rc = vf__pool_init(&e->pools[0], e, &e->runner, "cpu", workers, 0);
     if (rc != 0)
         return rc;
     e->npools = 1;
     e->cpu_pool = &e->pools[0];
     if (e->kind == VF_ENGINE_PERDEVICE) {
-        rc = vf__pool_init(&e->pools[1], e, "prio", prio_workers, workers);
+        rc = vf__pool_init(&e->pools[1], e, &e->runner, "prio", prio_workers,
+                           workers);
         if (rc != 0)
             return rc;
         e->npools = 2;
@@ -224,7 +225,10 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
     e->dev.priority_workers = s.gpu_priority_workers;
     e->engine_info = s.engine_info;
     e->help_on_wait = s.help_on_wait;
-    e->worker_stack_size = (size_t)s.worker_stack_kib << 10;
+    e->runner = (vf__pool_runner){.execute = vf__worker_execute,
+                                  .run_deferred = vf__run_deferred,
+                                  .stack_size = (size_t)s.worker_stack_kib
+                                                << 10};
     atomic_init(&e->hooks, s.engine_info ? VF__HOOK_INFO : 0);
     if (vf__defs_init(&e->defs) != 0 ||
         vf__counts_init(&e->counts, s.cpu_workers + s.cpu_priority_workers) !=

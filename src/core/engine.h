@@ -148,7 +148,9 @@ struct vf_engine {
     _Atomic uint8_t slow;
     bool engine_info;  /* VF_ENGINE_INFO: log ops of waited-on vars */
     bool help_on_wait; /* vf_engine_wait_all runs queued CPU ops (wait.c) */
-    size_t worker_stack_size; /* bytes; 0: the system's default (sched.c) */
+    /* What its pools' threads run (exec.c's trip of an op) and their stack
+     * size: every pool it makes gets it (sched.h). */
+    vf__pool_runner runner;
     /* VF__HOOK_* bits new user ops get: the profiler's state and
      * engine_info folded into one relaxed load per push (updated when the
      * profiler starts, stops, pauses or resumes). */

@@ -8,8 +8,6 @@
 #include "base/alloc.h"
 #include "base/stack.h"
 #include "core/config.h"
-#include "core/engine.h"
-#include "core/exec.h"
 
 /* A pool's sleepers are its workers (a nested waiter is one of them). */
 _Static_assert(VF__MAX_WORKERS < 0xffff,
@@ -488,13 +486,13 @@ static void *worker_main(void *arg)
     vf__op *next = NULL;
     for (;;) {
         /* Inline ops a nested wait left deferred on this thread. */
-        if (next == NULL && vf__run_deferred())
+        if (next == NULL && p->runner.run_deferred())
             continue;
         vf__op *op = next;
         if (op == NULL && (op = vf__worker_take(w)) != NULL)
             pass_the_baton(p);
         if (op != NULL) {
-            next = vf__worker_execute(w, op);
+            next = p->runner.execute(w, op);
             continue;
         }
         if (atomic_load(&p->stop) && !any_queued(p))
@@ -513,7 +511,7 @@ static int start_thread(vf__pool *p, vf__worker *w)
     /* The stack a thread gets bounds how deep ops nest on it: a nested
      * wait runs ops above itself only while the stack has room (exec.h). */
     pthread_attr_t attr, *attrp = NULL;
-    size_t stack = p->engine->worker_stack_size;
+    size_t stack = p->runner.stack_size;
     if (stack != 0 && pthread_attr_init(&attr) == 0) {
         attrp = &attr;
         if (pthread_attr_setstacksize(&attr, stack) != 0) {
@@ -605,11 +603,12 @@ static void stop_spares(vf__pool *p)
 
 /* --- life cycle -------------------------------------------------------- */
 
-int vf__pool_init(vf__pool *p, vf_engine *e, const char *name, int n,
-                  int first_index)
+int vf__pool_init(vf__pool *p, vf_engine *e, const vf__pool_runner *runner,
+                  const char *name, int n, int first_index)
 {
     memset(p, 0, sizeof *p);
     p->engine = e;
+    p->runner = *runner;
     p->name = name;
     atomic_init(&p->nspinning, 0);
     atomic_init(&p->stop, false);

@@ -90,8 +90,23 @@ struct vf__worker {
     vf__worker *next_spare;
 } __attribute__((aligned(VF__CACHELINE)));
 
+/* What a pool's threads run: the engine's trip of an op (exec.c), given
+ * at vf__pool_init, so the pool knows queues and threads, not ops' trips. */
+typedef struct vf__pool_runner {
+    /* Run `op` (taken from w's pool) and finish it; returns the op the
+     * same worker runs next, or NULL. */
+    vf__op *(*execute)(vf__worker *w, vf__op *op);
+    /* Run one op that an inline run on this thread deferred: true if one
+     * ran. */
+    bool (*run_deferred)(void);
+    /* Each thread's stack in bytes (0: the system's default): it bounds
+     * how deep ops nest on the thread (base/stack.h). */
+    size_t stack_size;
+} vf__pool_runner;
+
 struct vf__pool {
     vf_engine *engine;
+    vf__pool_runner runner;
     const char *name;
     int nworkers;
     vf__worker *workers;
@@ -122,10 +137,10 @@ struct vf__pool {
 /* Spare threads a pool may start at most. */
 #define VF__MAX_SPARES 64
 
-/* Make a pool of `n` workers numbered from `first_index`; threads are not
- * started yet. */
-int vf__pool_init(vf__pool *p, vf_engine *e, const char *name, int n,
-                  int first_index);
+/* Make a pool of `n` workers numbered from `first_index`, whose threads
+ * run what `runner` says; threads are not started yet. */
+int vf__pool_init(vf__pool *p, vf_engine *e, const vf__pool_runner *runner,
+                  const char *name, int n, int first_index);
 
 /* Start the pool's threads. VF_ESYSTEM when a thread cannot start (those
  * started are stopped again). */

@@ -48,7 +48,9 @@ static int index_of(const ops *o, const vf__op *op)
 
 static void pool_new(vf__pool *p, int nworkers)
 {
-    REQUIRE(vf__pool_init(p, NULL, "test", nworkers, 0) == 0);
+    /* Never started: no thread runs anything. */
+    static const vf__pool_runner never_runs = {0};
+    REQUIRE(vf__pool_init(p, NULL, &never_runs, "test", nworkers, 0) == 0);
 }
 
 /* Submit as a thread that is not a worker (a pusher: an inbox). */
