@@ -1,5 +1,7 @@
-/* device_ops.c: a device op's trip: its run on a stream, between the
- * fences it waits for and the one it leaves, and its completion (see
+/* device_ops.c: a device op's trip, top to bottom: its kind's body (the
+ * fences met on the host where it must, or its skip), its run on a stream
+ * between the fences it waits for and the one it leaves, the release of its
+ * vars while its work is in flight, and its completion (see
  * device_ops.h). */
 #include "core/device_ops.h"
 
@@ -11,8 +13,12 @@
 #include "core/exec.h"
 #include "core/profiling.h"
 
-void vf__devrun_free(vf__devrun *d)
+/* Its kind's free_side (op.h): the run state made at its start. */
+static void devrun_free(vf__op *op)
 {
+    vf__devrun *d = op->dev;
+    if (d == NULL)
+        return;
     if (d->start_ev != NULL)
         d->cls->event_release(d->start_ev);
     for (int i = 0; i < d->ninputs; i++)
@@ -185,7 +191,12 @@ static bool device_op_end(vf__op *op, const vf__device_class *cls,
     return true;
 }
 
-bool vf__device_op_run(vf__op *op, int worker)
+/* Its function on its stream (its worker's, or in the naive engine the
+ * pushing thread's stream of its device), between the fences it waits for
+ * and the one it leaves. True when it is done now (op->status and
+ * op->failure set), false when its work is in flight (release_in_flight
+ * follows). */
+static bool run_on_stream(vf__op *op, int worker)
 {
     const vf__opdef *def = op->def;
     vf__devctx *d = def->devctx;
@@ -235,7 +246,10 @@ static void device_op_drop(vf__op *op)
         vf__engine_wake(e, wake);
 }
 
-void vf__device_op_release(vf__op *op, vf__readylist *ready)
+/* Its kind's released_in_flight (op.h): hand it to the completer, then
+ * release its vars now (ops they make ready go to `ready`, counted active);
+ * the op itself stays pending and active until it completes. */
+static void release_in_flight(vf__op *op, vf__readylist *ready)
 {
     vf_engine *e = vf__op_engine(op);
     vf__failure *failure = op->failure; /* before the completer may see */
@@ -288,3 +302,46 @@ void vf__device_op_completed(vf__op *op)
     vf__count_op(vf__op_engine(op), op);
     device_op_drop(op);
 }
+
+/* --- the kind ------------------------------------------------------------ */
+
+/* Its kind's run (op.h), for an op that holds its vars: the shutdown notice
+ * skips it, an inherited failure skips it, else it runs on its stream. */
+static bool run_device_op(vf__op *op, int worker, bool shutdown)
+{
+    /* A no_skip device op, the one device op that runs over a failed
+     * input, meets its fences on the host first: a failure of the work
+     * before it then sticks to the vars it writes (rule 9) rather than
+     * leave with the fence its own work replaces. */
+    if (op->def->no_skip) {
+        vf__fences_host_wait(op);
+        vf__fences_clear_written(op);
+    }
+    if (VF__UNLIKELY(shutdown)) {
+        vf__op_skipped(op, NULL); /* no failure to pass on (lifecycle.h) */
+        return true;
+    }
+    if (!op->def->no_skip) {
+        vf__failure *f = vf__inherited_failure(op, NULL, 0, op->place, true);
+        if (f != NULL) {
+            /* Skipped before it starts, it writes its vars (with f) on the
+             * host: the device work it would have followed is met there,
+             * as a host op meets it. */
+            vf__fences_host_wait(op);
+            vf__fences_clear_written(op);
+            vf__op_skipped(op, f);
+            return true;
+        }
+    }
+    return run_on_stream(op, worker);
+}
+
+/* A user op pushed for a device (vf_op.device): counted, observed and held
+ * as a CPU user op is. */
+const vf__op_kind vf__kind_device = {
+    .name = "device",
+    .run = run_device_op,
+    .released_in_flight = release_in_flight,
+    .free_side = devrun_free,
+    .flags = VF__KIND_OBSERVED | VF__KIND_COUNTED | VF__KIND_NUMBERED |
+             VF__KIND_HELD | VF__KIND_BUMPS | VF__KIND_OWN_FENCES};

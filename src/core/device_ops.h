@@ -28,6 +28,10 @@
  * With device_sync, a device op instead waits for its own event on the host
  * before its vars are released, and leaves no fence.
  *
+ * Its kind (vf__kind_device, op.h) is the whole trip on a worker: its body
+ * meets the fences a host op meets before it, where it must, and lets go of
+ * its vars while its work is in flight.
+ *
  * Completion. A device op in flight stays pending and active until its
  * event completes. The engine's completer thread takes in-flight ops in the
  * order they were handed to it (each before its vars were released, so
@@ -75,21 +79,6 @@ typedef struct vf__devrun {
                             their failure; the rest (read fences) order */
     vf__fence *inputs[]; /* fences it waited for (references) */
 } vf__devrun;
-
-void vf__devrun_free(vf__devrun *d);
-
-/* A device op's body (exec.c's run_body, once the op is to run): on its
- * stream (its worker's, or in the naive engine the pushing thread's stream
- * of its device), its function between the fences it waits for and the one
- * it leaves. True when it is done now (op->status and op->failure set),
- * false when its work is in flight: the caller then releases it
- * (vf__device_op_release). */
-bool vf__device_op_run(vf__op *op, int worker);
-
-/* A device op whose work is in flight: hand it to the completer, then
- * release its vars now (ops they make ready go to `ready`, counted
- * active); the op itself stays pending and active until it completes. */
-void vf__device_op_release(vf__op *op, vf__readylist *ready);
 
 /* The completer's part of an in-flight op whose event completed: its
  * outcome resolved onto its fence (the versions of what it wrote bumped

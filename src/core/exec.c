@@ -4,7 +4,7 @@
 #include "base/stack.h"
 #include "core/async.h"
 #include "core/bulk.h"
-#include "core/device_ops.h"
+#include "core/fences.h"
 #include "core/profiling.h"
 #include "core/run.h"
 #include "core/wait.h"
@@ -54,9 +54,18 @@ static void call_done(vf__op *op)
     vf__call_done(vf__op_engine(op), op->done, op->arg, op->status);
 }
 
+/* An async op's side block: the message vf_run_set_error left before its
+ * vf_completion_finish. */
+static void free_pending_message(vf__op *op)
+{
+    if (op->def->async)
+        free(op->pending_message);
+}
+
 /* A user op: vf_engine_push or an operator push. Its body is run_body's own. */
 const vf__op_kind vf__kind_user = {
     .name = "user",
+    .free_side = free_pending_message,
     .flags = VF__KIND_OBSERVED | VF__KIND_COUNTED | VF__KIND_NUMBERED |
              VF__KIND_HELD | VF__KIND_BUMPS};
 
@@ -108,9 +117,7 @@ void vf__op_failed(vf__op *op, int code, const char *message)
                                             message, op->place, op->root);
 }
 
-/* The engine skips the op: `done` gets VF_ESKIPPED, and `f` (a reference
- * the op takes; NULL: none) goes on to the vars it writes. */
-static void op_skipped(vf__op *op, vf__failure *f)
+void vf__op_skipped(vf__op *op, vf__failure *f)
 {
     if (f != NULL)
         vf__failure_ref(f);
@@ -130,19 +137,14 @@ static bool run_body(vf__op *op, int worker)
         vf__profiling_op_start(op, worker);
     /* An engine with devices: a host-side op first meets the device work
      * its vars wait for (device_ops.h); then the vars it writes take over
-     * their fences' failures, before anything of its own is written. */
+     * their fences' failures, before anything of its own is written. A
+     * device op meets them in its own body. */
     uint8_t slow = atomic_load_explicit(&vf__op_engine(op)->slow,
                                         memory_order_relaxed);
-    if (VF__UNLIKELY(slow)) {
-        /* A no_skip device op, the one device op that runs over a failed
-         * input, meets its fences on the host too: a failure of the work
-         * before it then sticks to the vars it writes (rule 9) rather than
-         * leave with the fence its own work replaces. */
-        if ((slow & VF__SLOW_DEVICES) &&
-            (def->devctx == NULL || def->no_skip)) {
-            vf__fences_host_wait(op);
-            vf__fences_clear_written(op);
-        }
+    if (VF__UNLIKELY(slow & VF__SLOW_DEVICES) &&
+        !(def->kind->flags & VF__KIND_OWN_FENCES)) {
+        vf__fences_host_wait(op);
+        vf__fences_clear_written(op);
     }
     /* The other kinds run their own bodies (op.h). */
     if (VF__UNLIKELY(def->kind->run != NULL))
@@ -150,26 +152,17 @@ static bool run_body(vf__op *op, int worker)
     /* The shutdown notice: user ops skip their function (lifecycle.h),
      * with no failure to pass on. */
     if (VF__UNLIKELY(slow & VF__SLOW_SHUTDOWN)) {
-        op_skipped(op, NULL);
+        vf__op_skipped(op, NULL);
         return true;
     }
     if (!def->no_skip) {
         vf__failure *f = vf__inherited_failure(op, NULL, 0, op->place,
                                                slow & VF__SLOW_DEVICES);
         if (VF__UNLIKELY(f != NULL)) {
-            if (def->devctx != NULL) {
-                /* A device op skipped before it starts writes its vars
-                 * (with f) on the host: the device work it would have
-                 * followed is met there, as a host op meets it. */
-                vf__fences_host_wait(op);
-                vf__fences_clear_written(op);
-            }
-            op_skipped(op, f);
+            vf__op_skipped(op, f);
             return true;
         }
     }
-    if (VF__UNLIKELY(def->devctx != NULL))
-        return vf__device_op_run(op, worker);
     vf_run run; /* not zero-initialized: the message buffer is 256 bytes */
     run.op = op;
     run.name = op->name;
@@ -479,7 +472,7 @@ bool vf__help_run(vf_engine *e)
     int worker = w && w->pool->engine == e ? w->index : -1;
     while (op != NULL) {
         /* The CPU pool holds CPU ops that are not inline (routing). */
-        VF__ASSERT(op->def->devctx == NULL && !op->def->inline_run);
+        VF__ASSERT(op->def->kind != &vf__kind_device && !op->def->inline_run);
         vf__readylist ready, rest;
         vf__readylist_init(&ready);
         vf__readylist_init(&rest);
@@ -550,7 +543,7 @@ vf__op *vf__worker_execute(vf__worker *w, vf__op *op)
     if (VF__LIKELY(done))
         finish(op, &ready);
     else
-        vf__device_op_release(op, &ready);
+        op->def->kind->released_in_flight(op, &ready);
     vf__readylist rest; /* other pools' ops and inline ones */
     vf__readylist_init(&rest);
     while ((op = vf__readylist_pop(&ready)) != NULL) {

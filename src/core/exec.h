@@ -48,6 +48,10 @@
 vf__failure *vf__inherited_failure(vf__op *op, const uint32_t *refs, int nrefs,
                                    uint64_t place, bool devices);
 
+/* The engine skips the op: `done` gets VF_ESKIPPED, and `f` (a reference
+ * the op takes; NULL: none) goes on to the vars it writes. */
+void vf__op_skipped(vf__op *op, vf__failure *f);
+
 /* The op failed with `code` (its function's return, or its completion's):
  * a new failure record at its place. */
 void vf__op_failed(vf__op *op, int code, const char *message);

@@ -6,7 +6,6 @@
 
 #include "base/alloc.h"
 #include "core/arg.h"
-#include "core/device_ops.h"
 #include "core/engine.h"
 #include "core/freelist.h"
 #include "core/var.h"
@@ -110,10 +109,8 @@ void vf__op_free(vf__op *op)
      * op's run, an async op's message; a waiter is its wait's to free),
      * a copied argument, an argument its kind frees (a batch). */
     if (VF__UNLIKELY(((uintptr_t)op->waiter | op->argcopy) != 0)) {
-        if (def != NULL && def->devctx != NULL && op->dev != NULL)
-            vf__devrun_free(op->dev);
-        else if (def != NULL && def->async && op->pending_message != NULL)
-            free(op->pending_message);
+        if (def != NULL && def->kind->free_side != NULL)
+            def->kind->free_side(op);
         if (op->argcopy == VF__ARG_KIND)
             def->kind->free_arg(op->arg);
         else
@@ -412,7 +409,8 @@ int vf__opdef_fill(vf_engine *e, const char *who, const vf_op *op,
     def->property = op->property;
     def->no_skip = op->no_skip;
     def->nonblocking = op->nonblocking;
-    def->kind = &vf__kind_user;
+    def->kind = op->device.type == VF_DEVICE_CPU ? &vf__kind_user
+                                                 : &vf__kind_device;
     def->pool = pool;
     def->devctx = op->device.type == VF_DEVICE_CPU
                       ? NULL

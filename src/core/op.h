@@ -112,13 +112,15 @@ static inline bool vf__dep_write(const vf__dep *d)
 }
 
 typedef struct vf__opdef vf__opdef;
+struct vf__readylist; /* below */
 
 /*
  * An op kind: what an op's trip needs to know of its kind, in a table
  * beside the code that knows the kind, so the trip names no kind. A user
  * op (vf_engine_push, an operator push; exec.c) is the hot path: its body runs
- * without an indirect call. The others: a wait marker (wait.c), a var
- * delete (var_api.c) and a fused batch of user ops (bulk_op.c).
+ * without an indirect call. The others: a device op (device_ops.c), a
+ * wait marker (wait.c), a var delete (var_api.c) and a fused batch of user
+ * ops (bulk_op.c).
  */
 typedef struct vf__op_kind {
     const char *name;
@@ -126,12 +128,20 @@ typedef struct vf__op_kind {
      * is done now. NULL: a user op's (exec.c). `shutdown`: the shutdown
      * notice is on (lifecycle.h). */
     bool (*run)(vf__op *op, int worker, bool shutdown);
+    /* `run` returned false on a worker: the op's work is in flight, and
+     * the worker lets go of its vars now (ops they make ready go to
+     * `ready`, counted active). NULL: the kind's ops never leave work in
+     * flight on a worker (an async op runs inline). */
+    void (*released_in_flight)(vf__op *op, struct vf__readylist *ready);
     /* After the finishing op released its vars (NULL: nothing). */
     void (*finished)(vf__op *op);
     /* The op was held while the engine was stopped and cannot be pushed
      * (lifecycle.c): report it failed with `rc`, run what must run, free
      * it. NULL: as a user op. */
     void (*dropped)(vf_engine *e, vf__op *op, int rc);
+    /* Free the op's side block (vf__op: `side`) when it has one. NULL:
+     * the kind makes none, or its owner frees it (a wait's waiter). */
+    void (*free_side)(vf__op *op);
     /* Free the op's argument when the op owns it as its kind's
      * (argcopy VF__ARG_KIND, op.c): a batch. NULL: never. */
     void (*free_arg)(void *arg);
@@ -144,9 +154,12 @@ typedef struct vf__op_kind {
 #define VF__KIND_HELD 8u     /* a push while stopped is held (lifecycle.h) */
 #define VF__KIND_BUMPS 16u   /* finish bumps the versions it wrote, if run */
 #define VF__KIND_DELETES 32u /* its var is gone once pushed */
+/* Its body meets the device work its vars wait for itself (a device op);
+ * run_body has any other op meet it on the host first (fences.h). */
+#define VF__KIND_OWN_FENCES 64u
 
-extern const vf__op_kind vf__kind_user, vf__kind_wait, vf__kind_delete,
-    vf__kind_bulk;
+extern const vf__op_kind vf__kind_user, vf__kind_device, vf__kind_wait,
+    vf__kind_delete, vf__kind_bulk;
 
 /*
  * A definition: what ops of one kind, route and flags share, by
