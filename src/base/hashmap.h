@@ -1,8 +1,9 @@
 /*
  * hashmap.h: a map from a 64-bit key (a pointer or an id) to a 64-bit value
  * (an index, or a pointer), the one hash table of varflow: bulk's union of
- * vars (core/bulk.c), the profiler's interned names (profile/record.c) and
- * libvarflow-mpi's variable records (mpi/vars.c).
+ * vars (core/bulk.c), the profiler's interned names (profile/record.c), the
+ * HTML report's table of names (profile/html.c) and libvarflow-mpi's
+ * variable records (mpi/vars.c).
  *
  * Open addressing with linear probing: a key's home slot is the top bits
  * of key * 2^64/phi (Fibonacci hashing, so that aligned pointers and ids
@@ -150,6 +151,29 @@ static inline int vf__hashmap_put(vf__hashmap *m, uint64_t key, uint64_t value,
             return 1;
         }
     }
+}
+
+/*
+ * Strings as keys. A string's key is its hash (FNV-1a: the strings are
+ * short names), never 0; when another string already holds that key, the
+ * string takes the next one (vf__hashmap_next_key), and so on. Its user
+ * keeps the strings beside the map (the value says where) and compares:
+ * a string is found by walking the keys from its hash until the value is
+ * its own, or a key is missing (it is not in the map). Strings must then
+ * not be removed one by one (a removed key would cut the walk short).
+ */
+static inline uint64_t vf__hashmap_string_key(const char *s)
+{
+    uint64_t h = 1469598103934665603u;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211u;
+    return h != 0 ? h : 1;
+}
+
+/* The key a string tries after `key` (0 is skipped). */
+static inline uint64_t vf__hashmap_next_key(uint64_t key)
+{
+    return key + 1 != 0 ? key + 1 : 1;
 }
 
 #endif /* VF_HASHMAP_H */

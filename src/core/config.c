@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/engine_type.h"
 #include "base/error.h"
 #include "core/bulk.h"
 #include "varflow_profile.h"
@@ -148,13 +149,8 @@ static int engine_type(vf_engine_type field, vf_engine_type *out)
     const char *s = getenv("VF_ENGINE_TYPE");
     if (s == NULL || *s == '\0')
         *out = VF_ENGINE_PERDEVICE;
-    else if (strcmp(s, "naive") == 0) /* exact, as every VF_* value is */
-        *out = VF_ENGINE_NAIVE;
-    else if (strcmp(s, "pooled") == 0)
-        *out = VF_ENGINE_POOLED;
-    else if (strcmp(s, "perdevice") == 0)
-        *out = VF_ENGINE_PERDEVICE;
-    else
+    else if ((*out = vf__engine_type_parse(s)) == VF_ENGINE_INVALID)
+        /* exact, as every VF_* value is */
         return vf__fail(VF_EINVAL,
                         "vf_engine_create: VF_ENGINE_TYPE=\"%s\" "
                         "(must be naive, pooled or perdevice, in "

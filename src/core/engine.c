@@ -6,6 +6,7 @@
 
 #include "base/alloc.h"
 #include "base/deadline.h"
+#include "base/engine_type.h"
 #include "base/stack.h"
 #include "core/addr_vars.h"
 #include "core/bulk.h"
@@ -281,19 +282,7 @@ VF_API vf_engine_type vf_engine_type_of(const vf_engine *e)
 
 VF_API const char *vf_engine_type_name(vf_engine_type type)
 {
-    switch (type) {
-    case VF_ENGINE_NAIVE:
-        return "naive";
-    case VF_ENGINE_POOLED:
-        return "pooled";
-    case VF_ENGINE_PERDEVICE:
-        return "perdevice";
-    case VF_ENGINE_DEFAULT:
-        return "default";
-    case VF_ENGINE_INVALID:
-        return "invalid";
-    }
-    return "unknown";
+    return vf__engine_type_name(type);
 }
 
 int vf__engine_count_workers(const vf_engine *e)

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/ref.h"
 
 /* --- the reserve --------------------------------------------------------- */
 
@@ -59,8 +60,7 @@ void vf__failure_ref(vf__failure *f)
 
 void vf__failure_unref(vf__failure *f)
 {
-    if (f == NULL ||
-        atomic_fetch_sub_explicit(&f->refs, 1, memory_order_acq_rel) != 1)
+    if (f == NULL || !vf__ref_drop(&f->refs))
         return;
     vf__failure_reserve *r = f->reserve;
     pthread_mutex_lock(&r->lock);

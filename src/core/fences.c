@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/ref.h"
 #include "core/engine.h"
 
 /* --- a fence ------------------------------------------------------------ */
@@ -17,8 +18,7 @@ void vf__fence_ref(vf__fence *f)
 
 void vf__fence_unref(vf__fence *f)
 {
-    if (f == NULL ||
-        atomic_fetch_sub_explicit(&f->refs, 1, memory_order_acq_rel) != 1)
+    if (f == NULL || !vf__ref_drop(&f->refs))
         return;
     f->cls->event_release(f->ev);
     vf__failure_unref(f->failure);

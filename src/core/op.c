@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/ref.h"
 #include "core/arg.h"
 #include "core/engine.h"
 #include "core/freelist.h"
@@ -441,7 +442,7 @@ void vf__operator_list(vf_operator *opr)
 
 void vf__operator_unref(vf_operator *opr)
 {
-    if (atomic_fetch_sub_explicit(&opr->refs, 1, memory_order_acq_rel) != 1)
+    if (!vf__ref_drop(&opr->refs))
         return;
     vf__operators *ops = &opr->engine->operators;
     pthread_mutex_lock(&ops->lock);

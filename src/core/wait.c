@@ -39,6 +39,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/ref.h"
 #include "core/async.h"
 #include "core/bulk.h"
 #include "core/engine.h"
@@ -49,7 +50,7 @@
 
 void vf__waiter_unref(vf__waiter *w)
 {
-    if (atomic_fetch_sub(&w->refs, 1) == 1) {
+    if (vf__ref_drop(&w->refs)) {
         vf__failure_unref(w->claimed);
         free(w);
     }

@@ -56,6 +56,7 @@
 
 #include <varflow_cuda.h>
 
+#include "base/ref.h"
 #include "device/device.h"
 
 /* The core's services, set by the registration before the core can reach
@@ -202,7 +203,7 @@ static seg_status *status_retain(seg_status *b)
 static void status_release(seg_status *b)
 {
     if (b == NULL ||
-        atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1)
+        !vf__ref_drop(&b->refs))
         return;
     pthread_mutex_destroy(&b->lock);
     free(b);
@@ -223,7 +224,7 @@ static vf__event_status status_get(seg_status *b)
 static void progress_release(progress *p)
 {
     if (p == NULL ||
-        atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) != 1)
+        !vf__ref_drop(&p->refs))
         return;
     if (p->ref_ev != NULL) {
         cudaSetDevice(p->device);
@@ -256,7 +257,7 @@ static void event_retain(vf__event *e)
 static void event_release(vf__event *e)
 {
     if (e == NULL ||
-        atomic_fetch_sub_explicit(&e->refs, 1, memory_order_acq_rel) != 1)
+        !vf__ref_drop(&e->refs))
         return;
     unpooled_event(e->device, e->ev);
     status_release(e->status);

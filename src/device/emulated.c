@@ -50,6 +50,7 @@
 
 #include "base/alloc.h"
 #include "base/error.h"
+#include "base/ref.h"
 #include "device/device.h"
 
 #define EMULATED_DEVICES 8 /* ids 0..7 */
@@ -187,7 +188,7 @@ static void event_retain(vf__event *ev)
 static void event_release(vf__event *ev)
 {
     if (ev == NULL ||
-        atomic_fetch_sub_explicit(&ev->refs, 1, memory_order_acq_rel) != 1)
+        !vf__ref_drop(&ev->refs))
         return;
     pthread_cond_destroy(&ev->done_cond);
     pthread_mutex_destroy(&ev->lock);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/engine_type.h"
 #include "profile/out.h"
 #include "varflow_profile.h"
 
@@ -82,7 +83,7 @@ int vf__prof_write_dot(const vf_profile *p, FILE *f)
             "digraph varflow {\n  graph [rankdir=LR, fontname=\"Helvetica\","
             " fontsize=12, labelloc=t, label=\"varflow profile: %s engine, "
             "%zu ops",
-            vf_engine_type_name(p->kind), p->count);
+            vf__engine_type_name(p->kind), p->count);
     if (prc == 0 && path.count > 0)
         fprintf(f, "; critical path (red) %s of %s span (%.1f%%), %zu ops",
                 vf__prof_human(a, path.length_ns),

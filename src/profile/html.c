@@ -42,6 +42,8 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/engine_type.h"
+#include "base/hashmap.h"
 #include "profile/out.h"
 #include "profile/report_assets.h"
 #include "varflow_profile.h"
@@ -72,47 +74,45 @@ static int is(const char *marker, size_t n, const char *name)
     return strlen(name) == n && memcmp(marker, name, n) == 0;
 }
 
-/* Distinct names: the summary rows' names, found again by text. */
+/* Distinct names: the summary rows' names, found again by text: each
+ * row's name is a string key of the map (base/hashmap.h), its value the
+ * row's index. */
 typedef struct name_table {
     const vf_profile_row *rows;
-    size_t nrows, cap;
-    size_t *slot; /* row index + 1, 0 empty */
+    vf__hashmap index;
 } name_table;
-
-static uint64_t hash(const char *s)
-{
-    uint64_t h = 1469598103934665603u;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211u;
-    return h;
-}
 
 static int names_init(name_table *t, const vf_profile_row *rows, size_t n)
 {
     t->rows = rows;
-    t->nrows = n;
-    t->cap = 16;
-    while (t->cap < 2 * n)
-        t->cap *= 2;
-    t->slot = vf__calloc(t->cap, sizeof *t->slot);
-    if (t->slot == NULL)
+    vf__hashmap_init(&t->index, vf__calloc);
+    if (vf__hashmap_reserve(&t->index, n) != 0)
         return VF_ENOMEM;
-    for (size_t i = 0; i < n; i++) {
-        size_t j = hash(rows[i].name) & (t->cap - 1);
-        while (t->slot[j] != 0)
-            j = (j + 1) & (t->cap - 1);
-        t->slot[j] = i + 1;
-    }
+    for (size_t i = 0; i < n; i++)
+        for (uint64_t key = vf__hashmap_string_key(rows[i].name);;
+             key = vf__hashmap_next_key(key)) {
+            uint64_t at;
+            if (vf__hashmap_put(&t->index, key, i, &at) < 0)
+                return VF_ENOMEM;
+            if (strcmp(rows[at].name, rows[i].name) == 0)
+                break; /* its own (or an earlier row's of the same name) */
+        }
     return 0;
 }
 
+/* The summary row of the record's name (0 if it has none: never for a
+ * record the summary counted). */
 static size_t name_of(const name_table *t, const vf_profile_record *r)
 {
     const char *name = vf__prof_name(r);
-    size_t j = hash(name) & (t->cap - 1);
-    while (t->slot[j] != 0 && strcmp(t->rows[t->slot[j] - 1].name, name) != 0)
-        j = (j + 1) & (t->cap - 1);
-    return t->slot[j] != 0 ? t->slot[j] - 1 : 0;
+    for (uint64_t key = vf__hashmap_string_key(name);;
+         key = vf__hashmap_next_key(key)) {
+        const uint64_t *at = vf__hashmap_find(&t->index, key);
+        if (at == NULL)
+            return 0;
+        if (strcmp(t->rows[*at].name, name) == 0)
+            return (size_t)*at;
+    }
 }
 
 static void write_levels(FILE *f, const vf_profile *p, const vf__prof_level *lv,
@@ -197,7 +197,7 @@ static void write_data(FILE *f, const vf_profile *p, const vf_profile_row *rows,
             "{\"version\":\"%d.%d.%d\",\"engine\":\"%s\",\"workers\":%d,"
             "\"pools\":[",
             VF_VERSION_MAJOR, VF_VERSION_MINOR, VF_VERSION_PATCH,
-            vf_engine_type_name(p->kind), p->nworkers);
+            vf__engine_type_name(p->kind), p->nworkers);
     for (int w = 0; w < p->nworkers; w++) {
         fputs(w ? "," : "", f);
         vf__prof_json_string(f, p->worker_pool[w] ? p->worker_pool[w] : "?", 1);
@@ -296,7 +296,7 @@ int vf__prof_write_html(const vf_profile *p, FILE *f)
             else if (is(m, n, "report.js"))
                 fputs(vf__report_js, f);
             else if (is(m, n, "engine"))
-                fputs(vf_engine_type_name(p->kind), f);
+                fputs(vf__engine_type_name(p->kind), f);
             else if (is(m, n, "ops"))
                 fprintf(f, "%zu", p->count);
             else if (is(m, n, "data"))
@@ -311,7 +311,7 @@ int vf__prof_write_html(const vf_profile *p, FILE *f)
     vf__prof_crit_stages_free(&stages);
     free(devs);
     free(lv);
-    free(names.slot);
+    vf__hashmap_destroy(&names.index);
     vf_profile_summary_destroy(rows);
     return rc;
 }

@@ -36,8 +36,8 @@ struct vf__profiler {
     vf__prof_entry **chunks; /* lock */
     size_t nchunks;          /* lock */
     /* lock: the interned names, in the order first seen, and their
-     * index: a name's FNV-1a hash -> its place in names (a hash that
-     * another name holds already moves on by one, see intern) */
+     * index: each name's string key (base/hashmap.h) -> its place in
+     * names */
     char **names;
     size_t nnames, names_cap;
     vf__hashmap name_index;
@@ -190,15 +190,6 @@ void vf__prof_op_dropped(vf__op_prof *r)
     free(r);
 }
 
-/* FNV-1a: names are short, and only hashed while profiling. */
-static uint64_t name_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603u;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211u;
-    return h;
-}
-
 /* Room for one more name in names (lock held); 0 or VF_ENOMEM. */
 static int names_room(vf__profiler *p)
 {
@@ -217,15 +208,12 @@ static int names_room(vf__profiler *p)
 }
 
 /* The index in names of the interned copy of `name` (lock held), made on
- * first sight; 0 or VF_ENOMEM. A name's key is its hash; when another name
- * holds that key (two names, one 64-bit hash), the next key is tried, and
- * so on: names are never removed one by one, so a name is always found
- * by walking the keys from its hash to its own. */
+ * first sight; 0 or VF_ENOMEM. Names are the map's string keys (hashmap.h:
+ * never removed one by one). */
 static int intern(vf__profiler *p, const char *name, size_t *index)
 {
-    for (uint64_t key = name_hash(name);; key++) {
-        if (key == 0)
-            continue; /* not a key */
+    for (uint64_t key = vf__hashmap_string_key(name);;
+         key = vf__hashmap_next_key(key)) {
         uint64_t at;
         int rc = vf__hashmap_put(&p->name_index, key, p->nnames, &at);
         if (rc < 0)

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/engine_type.h"
 #include "base/error.h"
 #include "profile/out.h"
 #include "varflow_profile.h"
@@ -187,7 +188,7 @@ static void summary_text(const vf_profile *p, FILE *f,
     fprintf(f,
             "varflow profile: %s engine, %d workers, %zu ops recorded, "
             "%" PRIu64 " dropped\n",
-            vf_engine_type_name(p->kind), p->nworkers, p->count, p->dropped);
+            vf__engine_type_name(p->kind), p->nworkers, p->count, p->dropped);
     if (v->device_ns > 0)
         fprintf(f,
                 "span %s, busy %s on workers and %s on %d device stream%s "
@@ -246,7 +247,7 @@ static void summary_json(const vf_profile *p, FILE *f,
             "\"dropped\":%" PRIu64 ",\"span_ns\":%" PRIu64
             ",\"busy_ns\":%" PRIu64 ",\"device_busy_ns\":%" PRIu64
             ",\"streams\":%d,\"verdict\":{\"kind\":\"%s\",\"text\":",
-            vf_engine_type_name(p->kind), p->nworkers, p->count, p->dropped,
+            vf__engine_type_name(p->kind), p->nworkers, p->count, p->dropped,
             p->span_ns, busy_ns(p), v->device_ns, v->streams, v->key);
     char sentence[sizeof v->text + 64];
     snprintf(sentence, sizeof sentence, "%s %s", v->title, v->text);

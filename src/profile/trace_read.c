@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/engine_type.h"
 #include "profile/out.h"
 #include "profile/trace_fields.h"
 #include "varflow_profile.h"
@@ -378,9 +379,9 @@ static int get_meta_engine(vf__trace_loader *ld, const cJSON *v)
     const char *s;
     if (string(ld, v, &s) != 0)
         return VF_EINVAL;
-    ld->kind = strcmp(s, "naive") == 0    ? VF_ENGINE_NAIVE
-               : strcmp(s, "pooled") == 0 ? VF_ENGINE_POOLED
-                                          : VF_ENGINE_PERDEVICE;
+    ld->kind = vf__engine_type_parse(s);
+    if (ld->kind == VF_ENGINE_INVALID) /* as a perdevice engine's */
+        ld->kind = VF_ENGINE_PERDEVICE;
     return 0;
 }
 

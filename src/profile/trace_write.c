@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/engine_type.h"
 #include "profile/out.h"
 #include "profile/trace_fields.h"
 #include "varflow_profile.h"
@@ -138,7 +139,7 @@ static void chrome_device_meta(FILE *f, const vf_profile *p,
 static void chrome_tracks_meta(FILE *f, const vf_profile *p,
                                const chrome_tracks *t)
 {
-    const char *kind = vf_engine_type_name(p->kind);
+    const char *kind = vf__engine_type_name(p->kind);
     char name[128];
     fprintf(f,
             "{\"ph\":\"M\",\"pid\":0,\"tid\":0,\"name\":\"process_name\","
@@ -269,7 +270,7 @@ static void put_meta_version(field_out *o, const char *k, const vf_profile *p)
 static void put_meta_engine(field_out *o, const char *k, const vf_profile *p)
 {
     key(o, k);
-    fprintf(o->f, "\"%s\"", vf_engine_type_name(p->kind));
+    fprintf(o->f, "\"%s\"", vf__engine_type_name(p->kind));
 }
 
 static void put_meta_workers(field_out *o, const char *k, const vf_profile *p)
