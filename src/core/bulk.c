@@ -11,6 +11,7 @@
 #include "core/arg.h"
 #include "core/bulk_op.h"
 #include "core/engine.h"
+#include "core/push.h"
 #include "core/spinlock.h"
 
 /* A thread's bulk state for one engine. */
@@ -386,7 +387,7 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
         }
     }
     vf__bulk_batch *b = s->batch;
-    uint64_t push_root = vf__engine_push_root(e);
+    uint64_t push_root = vf__push_root(e);
     if (b != NULL && (b->priority != priority || b->pool != def->pool ||
                       b->push_root != push_root)) {
         flush_locked(e, s);
@@ -427,7 +428,7 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     }
     /* Its number now, as a lone push's once it can no longer fail. */
-    item->place = vf__engine_take_places(e, 1);
+    item->place = vf__push_take_places(e, 1);
     if (opr != NULL)
         atomic_fetch_add_explicit(&opr->refs, 1, memory_order_relaxed);
     if (b->nitems == b->cap_items)

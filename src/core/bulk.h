@@ -95,7 +95,7 @@ typedef struct vf__bulk_batch {
     int nvars, cap_vars;
     int priority;
     vf__pool *pool;
-    /* The root its ops were pushed under (vf__engine_push_root, on the
+    /* The root its ops were pushed under (vf__push_root, on the
      * pushing thread: 0 at the top level); a push under another starts a
      * new batch. Set when it is pushed (possibly by another thread): the
      * first op's place in push order (each op has its own: items[i].place)

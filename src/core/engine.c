@@ -7,7 +7,6 @@
 #include "base/alloc.h"
 #include "base/deadline.h"
 #include "base/engine_type.h"
-#include "base/stack.h"
 #include "core/addr_vars.h"
 #include "core/bulk.h"
 #include "core/config.h"
@@ -343,44 +342,6 @@ static int stats(vf_engine *e, vf_stats *out)
 VF_API int vf_engine_stats(vf_engine *e, vf_stats *out)
 {
     return VF__GUARDED(e, "vf_engine_stats", stats(e, out));
-}
-
-int vf__engine_admit_slow(vf_engine *e, bool nonblocking, const char *who)
-{
-    if (atomic_load(&e->counts.inflight) < e->max_inflight)
-        return 0;
-    if (nonblocking)
-        return vf__fail(VF_EAGAIN, "%s: %u ops in flight (max_inflight)", who,
-                        e->max_inflight);
-    vf__op *cur = vf__current_op();
-    if (cur != NULL && vf__op_engine(cur) == e) {
-        /* Inside an op, blocking could wait for this very op: help run
-         * ready ops instead, and go over the bound when none is left. */
-        vf__worker *me = vf__this_worker();
-        if (me != NULL && me->pool->engine != e)
-            me = NULL;
-        while (atomic_load(&e->counts.inflight) >= e->max_inflight) {
-            if (vf__run_deferred())
-                continue;
-            /* Each op runs on top of this push: only while the stack
-             * has room (exec.h), as a nested wait does. */
-            vf__op *op = me && vf__stack_below(VF__WAIT_ANY_EIGHTHS)
-                             ? vf__worker_take(me)
-                             : NULL;
-            if (op == NULL)
-                break;
-            while ((op = vf__worker_execute(me, op)) != NULL) {
-            }
-        }
-        return 0;
-    }
-    atomic_fetch_add(&e->nblocked, 1);
-    pthread_mutex_lock(&e->waits.lock);
-    while (atomic_load(&e->counts.inflight) >= e->max_inflight)
-        pthread_cond_wait(&e->waits.cond, &e->waits.lock);
-    pthread_mutex_unlock(&e->waits.lock);
-    atomic_fetch_sub(&e->nblocked, 1);
-    return 0;
 }
 
 void vf__engine_wake(vf_engine *e, unsigned wake)

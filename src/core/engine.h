@@ -196,63 +196,6 @@ vf__engine_record_failure(vf_engine *e, int code, const char *name,
                                   root);
 }
 
-/* Take `n` places in push order for ops that get no push of their own (a
- * batch's items, ops dropped unpushed): returns the first. */
-static inline uint64_t vf__engine_take_places(vf_engine *e, uint64_t n)
-{
-    return atomic_fetch_add_explicit(&e->pushed, n, memory_order_relaxed) + 1;
-}
-
-/* The root a push from this thread inherits: the running op's (of this
- * engine), or 0 at the top level (the op is its own root). */
-static inline uint64_t vf__engine_push_root(vf_engine *e)
-{
-    vf__op *parent = vf__current_op();
-    return VF__LIKELY(parent == NULL) || vf__op_engine(parent) != e
-               ? 0
-               : parent->root;
-}
-
-/* The nest of an op pushed from inside `parent` (op.h: vf__op.nest). */
-static inline uint8_t vf__nest_below(const vf__op *parent)
-{
-    return (uint8_t)(parent->nest + (parent->nest < VF__NEST_MAX));
-}
-
-/* The nest an op pushed now from this thread gets. */
-static inline uint8_t vf__engine_push_nest(vf_engine *e)
-{
-    vf__op *parent = vf__current_op();
-    if (VF__LIKELY(parent == NULL) || vf__op_engine(parent) != e)
-        return 0;
-    return vf__nest_below(parent);
-}
-
-/* Give an op the program pushes (a user op, or a fused one) its place in
- * push order: the next `n` numbers (a fused op takes one per op in
- * it), its root: its parent's when it is pushed from inside a running
- * op of this engine, else its own place (failure.h), and its nesting
- * (op.h: vf__op.nest). */
-static inline void vf__engine_place_op(vf_engine *e, vf__op *op, uint64_t n)
-{
-    op->place = vf__engine_take_places(e, n);
-    vf__op *parent = vf__current_op();
-    if (VF__LIKELY(parent == NULL) || vf__op_engine(parent) != e) {
-        op->root = op->place;
-        return; /* nest 0, from vf__op_alloc */
-    }
-    op->root = parent->root != 0 ? parent->root : op->place;
-    op->nest = vf__nest_below(parent);
-    op->seq = (uint32_t)parent->place; /* its parent, for a wait (op.h) */
-}
-
-/* The place of a wait (or a var delete) pushed now: the last op's before
- * it (an op that never fails needs no number of its own). */
-static inline uint64_t vf__engine_wait_place(vf_engine *e)
-{
-    return atomic_load_explicit(&e->pushed, memory_order_relaxed);
-}
-
 /* What a lowering of the counts must wake (vf__engine_count_out). */
 #define VF__WAKE_BLOCKED 1u  /* pending fell to unblock_at: blocked pushers */
 #define VF__WAKE_WATCHERS 2u /* a watcher exists: sum and see (counts.h) */
@@ -302,16 +245,6 @@ void vf__engine_wake(vf_engine *e, unsigned wake);
 static inline uint64_t vf__engine_counts(vf_engine *e)
 {
     return vf__counts_sum(&e->counts);
-}
-
-/* Before a user push: wait for room under the in-flight bound (see
- * vf_engine_push). 0, or VF_EAGAIN when `nonblocking` and there is no room. */
-int vf__engine_admit_slow(vf_engine *e, bool nonblocking, const char *who);
-static inline int vf__engine_admit(vf_engine *e, bool nonblocking,
-                                   const char *who)
-{
-    return e->max_inflight == 0 ? 0 /* no bound: nothing to check */
-                                : vf__engine_admit_slow(e, nonblocking, who);
 }
 
 /* Worker threads of the CPU and device pools made so far. */

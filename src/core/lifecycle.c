@@ -125,7 +125,7 @@ static void drop_held(vf_engine *e, vf__op *op, int rc)
 void vf__engine_drop_op(vf_engine *e, vf__op *op, int rc)
 {
     if (op->place == 0) /* never enqueued: its number now */
-        vf__engine_place_op(e, op, 1);
+        vf__push_place_op(e, op, 1);
     vf__failure_unref(vf__engine_record_failure(
         e, rc, op->name,
         "held while the engine was stopped, and could "

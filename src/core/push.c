@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/stack.h"
 #include "core/arg.h"
 #include "core/bulk.h"
 #include "core/defs.h"
@@ -31,6 +32,52 @@ static void uncount(vf_engine *e, uint64_t delta)
     unsigned wake = vf__engine_count_out(e, delta, true);
     if (VF__UNLIKELY(wake != 0))
         vf__engine_wake(e, wake);
+}
+
+static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
+{
+    if (atomic_load(&e->counts.inflight) < e->max_inflight)
+        return 0;
+    if (nonblocking)
+        return vf__fail(VF_EAGAIN, "%s: %u ops in flight (max_inflight)", who,
+                        e->max_inflight);
+    vf__op *cur = vf__current_op();
+    if (cur != NULL && vf__op_engine(cur) == e) {
+        /* Inside an op, blocking could wait for this very op: help run
+         * ready ops instead, and go over the bound when none is left. */
+        vf__worker *me = vf__this_worker();
+        if (me != NULL && me->pool->engine != e)
+            me = NULL;
+        while (atomic_load(&e->counts.inflight) >= e->max_inflight) {
+            if (vf__run_deferred())
+                continue;
+            /* Each op runs on top of this push: only while the stack
+             * has room (exec.h), as a nested wait does. */
+            vf__op *op = me && vf__stack_below(VF__WAIT_ANY_EIGHTHS)
+                             ? vf__worker_take(me)
+                             : NULL;
+            if (op == NULL)
+                break;
+            while ((op = vf__worker_execute(me, op)) != NULL) {
+            }
+        }
+        return 0;
+    }
+    atomic_fetch_add(&e->nblocked, 1);
+    pthread_mutex_lock(&e->waits.lock);
+    while (atomic_load(&e->counts.inflight) >= e->max_inflight)
+        pthread_cond_wait(&e->waits.cond, &e->waits.lock);
+    pthread_mutex_unlock(&e->waits.lock);
+    atomic_fetch_sub(&e->nblocked, 1);
+    return 0;
+}
+
+/* Before a user push: wait for room under the in-flight bound (see
+ * vf_engine_push). 0, or VF_EAGAIN when `nonblocking` and there is no room. */
+static inline int admit(vf_engine *e, bool nonblocking, const char *who)
+{
+    return e->max_inflight == 0 ? 0 /* no bound: nothing to check */
+                                : admit_slow(e, nonblocking, who);
 }
 
 static void unlock_vars(vf__op *op, int n)
@@ -62,7 +109,7 @@ int vf__push_enqueue(vf_engine *e, vf__op *op, const char *who)
         /* Its number now, at its push, not at the start that pushes it:
          * the ops batched (bulk.h) and held after it come after it. */
         if ((def->kind->flags & VF__KIND_NUMBERED) && op->place == 0)
-            vf__engine_place_op(e, op, 1);
+            vf__push_place_op(e, op, 1);
         if (vf__engine_hold(e, op) == 0)
             return 0;
         return vf__push_enqueue(e, op, who); /* started meanwhile */
@@ -90,7 +137,7 @@ int vf__push_enqueue(vf_engine *e, vf__op *op, const char *who)
      * refused push takes none); ops of other kinds come with their place
      * (a fused op's, an op of a batch pushed alone, a wait's, a delete's). */
     if ((def->kind->flags & VF__KIND_NUMBERED) && op->place == 0)
-        vf__engine_place_op(e, op, 1);
+        vf__push_place_op(e, op, 1);
     int nready = 0;
     for (int i = 0; i < n; i++) {
         vf__dep *d = vf__op_dep(op, i);
@@ -144,7 +191,7 @@ push(vf_engine *e, const vf_op *desc, const char *who)
     int rc = check_engine(e, who);
     if (rc != 0)
         return rc;
-    if (desc != NULL && (rc = vf__engine_admit(e, desc->nonblocking, who)))
+    if (desc != NULL && (rc = admit(e, desc->nonblocking, who)))
         return rc;
     if (VF__UNLIKELY(vf__bulk_maybe(e->bulk.size)) &&
         (rc = vf__bulk_push(e, who, desc, NULL, 0, NULL, 0)) != 0)
@@ -308,7 +355,7 @@ operator_push(vf_engine *e, vf_operator *opr, int priority, const char *who)
 {
     int rc = check_engine(e, who);
     if (rc != 0 || (rc = check_operator(e, opr, who)) != 0 ||
-        (rc = vf__engine_admit(e, opr->def.nonblocking, who)) != 0)
+        (rc = admit(e, opr->def.nonblocking, who)) != 0)
         return rc;
     if (VF__UNLIKELY(vf__bulk_maybe(e->bulk.size)) &&
         (rc = vf__bulk_push(e, who, NULL, opr, priority, opr->def.arg, 0)) != 0)
@@ -336,7 +383,7 @@ operator_push_arg(vf_engine *e, vf_operator *opr, int priority, void *arg,
     int rc = check_engine(e, who);
     if (rc != 0 || (rc = check_operator(e, opr, who)) != 0 ||
         (rc = vf__arg_check(who, arg, arg_size)) != 0 ||
-        (rc = vf__engine_admit(e, opr->def.nonblocking, who)) != 0)
+        (rc = admit(e, opr->def.nonblocking, who)) != 0)
         return rc;
     if (VF__UNLIKELY(vf__bulk_maybe(e->bulk.size)) &&
         (rc = vf__bulk_push(e, who, NULL, opr, priority, arg, arg_size)) != 0)

@@ -1,11 +1,68 @@
 /*
- * push.h: enqueueing an op on all its vars as one atomic step (push.c,
- * which also has the public push calls).
+ * push.h: an op's place in push order, and enqueueing it on all its vars
+ * as one atomic step (push.c, which also has the public push calls).
  */
 #ifndef VF_PUSH_H
 #define VF_PUSH_H
 
-#include "core/op.h"
+#include "core/engine.h"
+
+/* Take `n` places in push order for ops that get no push of their own (a
+ * batch's items, ops dropped unpushed): returns the first. */
+static inline uint64_t vf__push_take_places(vf_engine *e, uint64_t n)
+{
+    return atomic_fetch_add_explicit(&e->pushed, n, memory_order_relaxed) + 1;
+}
+
+/* The root a push from this thread inherits: the running op's (of this
+ * engine), or 0 at the top level (the op is its own root). */
+static inline uint64_t vf__push_root(vf_engine *e)
+{
+    vf__op *parent = vf__current_op();
+    return VF__LIKELY(parent == NULL) || vf__op_engine(parent) != e
+               ? 0
+               : parent->root;
+}
+
+/* The nest of an op pushed from inside `parent` (op.h: vf__op.nest). */
+static inline uint8_t vf__push_nest_below(const vf__op *parent)
+{
+    return (uint8_t)(parent->nest + (parent->nest < VF__NEST_MAX));
+}
+
+/* The nest an op pushed now from this thread gets. */
+static inline uint8_t vf__push_nest(vf_engine *e)
+{
+    vf__op *parent = vf__current_op();
+    if (VF__LIKELY(parent == NULL) || vf__op_engine(parent) != e)
+        return 0;
+    return vf__push_nest_below(parent);
+}
+
+/* Give an op the program pushes (a user op, or a fused one) its place in
+ * push order: the next `n` numbers (a fused op takes one per op in
+ * it), its root: its parent's when it is pushed from inside a running
+ * op of this engine, else its own place (failure.h), and its nesting
+ * (op.h: vf__op.nest). */
+static inline void vf__push_place_op(vf_engine *e, vf__op *op, uint64_t n)
+{
+    op->place = vf__push_take_places(e, n);
+    vf__op *parent = vf__current_op();
+    if (VF__LIKELY(parent == NULL) || vf__op_engine(parent) != e) {
+        op->root = op->place;
+        return; /* nest 0, from vf__op_alloc */
+    }
+    op->root = parent->root != 0 ? parent->root : op->place;
+    op->nest = vf__push_nest_below(parent);
+    op->seq = (uint32_t)parent->place; /* its parent, for a wait (op.h) */
+}
+
+/* The place of a wait (or a var delete) pushed now: the last op's before
+ * it (an op that never fails needs no number of its own). */
+static inline uint64_t vf__push_wait_place(vf_engine *e)
+{
+    return atomic_load_explicit(&e->pushed, memory_order_relaxed);
+}
 
 /* Push a prepared op: `op->def` set, its var set normalized. A user op
  * with no place yet takes the next number once the push can no longer

@@ -187,8 +187,8 @@ static int var_destroy(vf_engine *e, vf_var h, void (*free_fn)(void *),
     op->priority = INT_MAX; /* jumps the ready queue: frees memory early */
     /* It never fails nor skips: it needs no number of its own, only a
      * place after the ops pushed before it (failure.h). */
-    op->place = op->root = vf__engine_wait_place(e);
-    op->nest = vf__engine_push_nest(e);
+    op->place = op->root = vf__push_wait_place(e);
+    op->nest = vf__push_nest(e);
     if ((rc = vf__push_enqueue(e, op, who)) != 0) {
         vf__op_free(op);
         /* The op names h alone: a delete of it was pushed first (before

@@ -321,7 +321,7 @@ static int wait_settled(vf_engine *e, vf__var *v, vf_error *err)
     if (f != NULL)
         vf__failure_ref(f);
     vf__spin_unlock(&v->lock);
-    uint64_t place = vf__engine_wait_place(e);
+    uint64_t place = vf__push_wait_place(e);
     vf__failure *fenced = NULL;
     if (fence != NULL) {
         fenced = vf__fence_host_wait(e, fence);
@@ -404,7 +404,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
     op->def = def;
     op->waiter = w;
     /* Its place: after every op this thread pushed (failure.h). */
-    op->place = op->root = vf__engine_wait_place(e);
+    op->place = op->root = vf__push_wait_place(e);
     if ((rc = vf__push_enqueue(e, op, who)) != 0) {
         vf__op_free(op);
         free(w);
@@ -516,7 +516,7 @@ static int wait_all(vf_engine *e, int64_t timeout_ms, vf_error *err,
     /* Every op pushed so far has finished: report the first failure in
      * push order that no wait reported, and clear them all from here on
      * (failure.h). */
-    uint64_t place = vf__engine_wait_place(e);
+    uint64_t place = vf__push_wait_place(e);
     return vf__failure_log_report(&e->failures, place, err) ? VF_EOPFAILED : 0;
 }
 
