@@ -9,13 +9,13 @@
  *
  * Conventions of this header:
  * - One naming rule: `vf_<object>_<verb>`, the object a call acts on, then
- *   what it does: vf_engine_push, vf_var_wait, vf_engine_wait_all,
- *   vf_bulk_flush, vf_run_set_error, vf_error_set_detail. A call that
- *   only answers a question is named by its answer: vf_engine_stats,
- *   vf_var_version, vf_run_worker, vf_engine_type_of. One lifetime pair:
+ *   what it does: vf_engine_push(), vf_var_wait(), vf_engine_wait_all(),
+ *   vf_bulk_flush(), vf_run_set_error(), vf_error_set_detail(). A call that
+ *   only answers a question is named by its answer: vf_engine_stats(),
+ *   vf_var_version(), vf_run_worker(), vf_engine_type_of(). One lifetime pair:
  *   what a call gives you to own (engine, var, operator, profile snapshot,
  *   summary, path) ends with its type's `_destroy`; a handle is made by
- *   `_create`, or by the query that returns it (vf_profile_take). Types are
+ *   `_create`, or by the query that returns it (vf_profile_take()). Types are
  *   `vf_<noun>`, constants `VF_<NOUN>`; internal names have two underscores
  *   (`vf__*`) and are in no installed header. Every rename since 0.1.0 is
  *   listed in CHANGELOG.md.
@@ -168,7 +168,7 @@ VF_API const char *vf_error_name(int code);
 
 /**
  * Detail of the last call that failed on the calling thread, such as
- * "vf_engine_push: reads[1] (id 0x3000002000005) was deleted". Empty string
+ * "vf_engine_push(): reads[1] (id 0x3000002000005) was deleted". Empty string
  * when no call has failed on this thread. Valid until the next failing call
  * on this thread.
  */
@@ -183,12 +183,12 @@ VF_API int vf_error_set_detail(int code, const char *fmt, ...)
     VF_PRINTF_LIKE(2, 3);
 
 /**
- * What an operation's failure left behind. vf_var_wait and
- * vf_engine_wait_all fill it when
+ * What an operation's failure left behind. vf_var_wait() and
+ * vf_engine_wait_all() fill it when
  * they return VF_EOPFAILED: `code` is what the failing op returned (sync) or
- * passed to vf_completion_finish (async), `op_name` names the op that failed
- * first in the chain, `message` is what it set with vf_run_set_error /
- * vf_completion_finish.
+ * passed to vf_completion_finish() (async), `op_name` names the op that failed
+ * first in the chain, `message` is what it set with vf_run_set_error() /
+ * vf_completion_finish().
  */
 typedef struct vf_error {
     int code;          /**< what the failing op returned or passed */
@@ -212,13 +212,13 @@ typedef struct vf_error {
  * @{
  */
 
-/** An engine: opaque, made by vf_engine_create, freed by vf_engine_destroy.
+/** An engine: opaque, made by vf_engine_create(), freed by vf_engine_destroy().
  */
 typedef struct vf_engine vf_engine;
 
 /** The kinds of engine (vf_config.type). */
 typedef enum vf_engine_type {
-    VF_ENGINE_INVALID = -1, /**< what vf_engine_type_of says of a non-engine;
+    VF_ENGINE_INVALID = -1, /**< what vf_engine_type_of() says of a non-engine;
                                  refused as config.type */
     VF_ENGINE_DEFAULT = 0,  /**< VF_ENGINE_TYPE, else VF_ENGINE_PERDEVICE */
     VF_ENGINE_NAIVE,        /**< runs each op inside push (for debugging) */
@@ -233,7 +233,7 @@ typedef enum vf_engine_type {
  * over the environment. A count from the environment must be decimal digits
  * only (no sign, space, suffix or base prefix) within the field's range, a
  * flag 0 or 1, an engine type one of the names beside `type` exactly (lower
- * case: "POOLED" is refused); vf_engine_create refuses anything else
+ * case: "POOLED" is refused); vf_engine_create() refuses anything else
  * (VF_EINVAL, the detail naming the variable and its value).
  */
 typedef struct vf_config {
@@ -247,11 +247,11 @@ typedef struct vf_config {
     int max_inflight VF_ZERO_;         /**< VF_MAX_INFLIGHT, else unlimited:
                                             most ops pushed and not finished; a
                                             push beyond it waits for room (see
-                                            vf_engine_push) */
+                                            vf_engine_push()) */
     const char *profile_path VF_ZERO_; /**< VF_PROFILE: record from creation and
                                             write the profile here at destroy
                                             (format by extension, see
-                                            vf_profile_write; "-" is standard
+                                            vf_profile_write(); "-" is standard
                                             output). Checked at create: "", a
                                             directory, or a file that could not
                                             be written (its directory missing or
@@ -286,7 +286,7 @@ typedef struct vf_config {
     int emulated_mb_per_s VF_ZERO_;    /**< VF_EMULATED_MB_PER_S, else
                                             unlimited: copy bandwidth of an
                                             emulated stream (bytes given to
-                                            vf_run_submit) */
+                                            vf_run_submit()) */
     /** @} */
     int fork_child_workers VF_ZERO_; /**< VF_FORK_CHILD_NTHREADS, else 1:
                                           workers per CPU pool of the engine
@@ -294,14 +294,14 @@ typedef struct vf_config {
                                           device pools) */
     int bulk_size VF_ZERO_;          /**< VF_BULK_SIZE, else 0 (off): the bulk
                                           size each pushing thread starts with
-                                          (see vf_bulk_set_size); at most
+                                          (see vf_bulk_set_size()); at most
                                           4096 */
     bool help_on_wait VF_ZERO_;      /**< VF_HELP_ON_WAIT=1: a thread in
-                                          vf_engine_wait_all runs queued CPU
+                                          vf_engine_wait_all() runs queued CPU
                                           ops itself while there are any,
                                           instead of sleeping (as OpenMP's and
                                           TBB's waiting threads do); such an
-                                          op sees vf_run_worker -1. Off by
+                                          op sees vf_run_worker() -1. Off by
                                           default: with it a pool of n workers
                                           may run n + 1 ops at once */
     int worker_stack_kib VF_ZERO_;   /**< VF_WORKER_STACK_KIB, else the
@@ -312,7 +312,7 @@ typedef struct vf_config {
                                           the program's own frames it bounds
                                           how deep a worker waiting inside an
                                           op stacks other ops above the wait
-                                          (see vf_var_wait) */
+                                          (see vf_var_wait()) */
 } vf_config;
 
 /**
@@ -338,7 +338,7 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config);
  *
  * After it returned, the handle is dead: every call that takes it (a
  * second destroy included) returns VF_EINVAL, "not an engine (NULL or
- * destroyed)" (vf_engine_type_of: VF_ENGINE_INVALID, vf_engine_num_workers:
+ * destroyed)" (vf_engine_type_of(): VF_ENGINE_INVALID, vf_engine_num_workers():
  * 0), and never reads the freed engine; until a new engine happens to get
  * the same address, which the handle then names.
  *
@@ -349,7 +349,7 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config);
 VF_API int vf_engine_destroy(vf_engine *e);
 
 /**
- * vf_engine_destroy giving up after `timeout_ms` milliseconds (negative:
+ * vf_engine_destroy() giving up after `timeout_ms` milliseconds (negative:
  * never; 0: only if nothing is pending or in a call now) with
  * VF_ETIMEDOUT, whose detail names the async ops started and never
  * completed. The engine is then usable as before the call (a stopped
@@ -363,10 +363,10 @@ VF_API int vf_engine_destroy_timed(vf_engine *e, int64_t timeout_ms);
  * Stop: complete every pushed op (and the ops they push), then join every
  * worker thread (CPU and device pools); the engine then runs no thread.
  * Pushes while stopped are accepted and held, in order, until
- * vf_engine_start, which starts the threads again and runs them. While ops
- * are held, vf_var_wait and vf_engine_wait_all return VF_ESTOPPED at once (they
- * could never finish); during the start that pushes them they wait for it.
- * A held op that cannot be pushed at start fails with that push's code.
+ * vf_engine_start(), which starts the threads again and runs them. While ops
+ * are held, vf_var_wait() and vf_engine_wait_all() return VF_ESTOPPED at once
+ * (they could never finish); during the start that pushes them they wait for
+ * it. A held op that cannot be pushed at start fails with that push's code.
  * Stopping a stopped engine and starting a running one do nothing. Both
  * block; both (and destroy) refuse with VF_EDEADLK when called from the
  * engine's own code (an op, a done callback, a worker), and with
@@ -383,7 +383,7 @@ VF_API int vf_engine_start(vf_engine *e);
  * VF_ESHUTDOWN from now on, and every op that has not started yet skips
  * its function (its `done` gets VF_ESKIPPED; a delete still frees), while
  * dependencies are released as usual, so the engine drains fast. Then
- * vf_engine_destroy. Returns at once.
+ * vf_engine_destroy(). Returns at once.
  */
 VF_API int vf_engine_shutdown(vf_engine *e);
 
@@ -419,13 +419,13 @@ typedef struct vf_stats {
                                 device: a host synchronization avoided */
     uint64_t same_stream;  /**< nothing: both ops on one stream (avoided) */
     /** @} */
-    /** @name Bulk execution (vf_bulk_set_size)
+    /** @name Bulk execution (vf_bulk_set_size())
      * @{ */
     uint64_t bulks;  /**< fused ops pushed */
     uint64_t bulked; /**< pushes that went into them */
     /** @} */
     /** Async ops whose function was called and that nobody completed yet
-     * (vf_completion_finish): the ops a wait that never ends may be waiting
+     * (vf_completion_finish()): the ops a wait that never ends may be waiting
      * for; the timed waits name them. */
     uint64_t async_in_flight;
 } vf_stats;
@@ -494,7 +494,7 @@ typedef struct vf_var_list {
 #endif
 
 /** Create a variable. VF_ENOMEM when out of memory or handles;
- * VF_ESHUTDOWN from outside the engine's ops after vf_engine_shutdown or
+ * VF_ESHUTDOWN from outside the engine's ops after vf_engine_shutdown() or
  * once destroy has begun. */
 VF_API int vf_var_create(vf_engine *e, vf_var *out);
 
@@ -503,7 +503,7 @@ VF_API int vf_var_create(vf_engine *e, vf_var *out);
  * after every op already pushed on it; `free_fn(free_arg)` (may be NULL) runs
  * as its body, so the resource is freed once nothing uses it. Once deleted,
  * the handle is refused (VF_ESTALE) by every call, including a second delete
- * (its detail: "vf_var_destroy: variable (id 0x...) was already deleted").
+ * (its detail: "vf_var_destroy(): variable (id 0x...) was already deleted").
  * The delete op jumps to the front of its pool's ready queue.
  */
 VF_API int vf_var_destroy(vf_engine *e, vf_var v, void (*free_fn)(void *),
@@ -520,14 +520,14 @@ VF_API int vf_var_version(vf_engine *e, vf_var v, uint64_t *out);
 /**
  * The variable of an address, as OpenMP names a dependence by its address:
  * the engine keeps a table from addresses to variables, and the first call
- * with an address creates its variable (as vf_var_create), every later one
+ * with an address creates its variable (as vf_var_create()), every later one
  * returns the same handle. Thread-safe: any number of threads may call it
  * at once (the table is striped: one hash lookup under one of 64 locks).
  * The address is only a key: it is never dereferenced, and any non-NULL
  * pointer will do. Lifetime: the variable lives until the engine is
- * destroyed, or until vf_var_destroy on it; the entry goes once that
+ * destroyed, or until vf_var_destroy() on it; the entry goes once that
  * delete has run. The address keeps the serial order across the destroy:
- * the next vf_var_of of it returns a handle that is not the destroyed one
+ * the next vf_var_of() of it returns a handle that is not the destroyed one
  * (which stays refused, VF_ESTALE) and whose ops run after every op of
  * the destroyed variable, its delete included, on every engine, running
  * or stopped. It is a fresh variable to the program (version 0, no
@@ -552,9 +552,9 @@ VF_API int vf_var_of(vf_engine *e, const void *addr, vf_var *out);
  * @brief Push ops, and what a running op sees.
  *
  * An op is a function and the variables it reads and writes (vf_op).
- * vf_engine_push queues it; it runs once every op pushed before it that
+ * vf_engine_push() queues it; it runs once every op pushed before it that
  * conflicts with it has finished. A sync op returns its status; an async
- * op starts its work and calls vf_completion_finish later, from any thread.
+ * op starts its work and calls vf_completion_finish() later, from any thread.
  * @{
  */
 
@@ -592,8 +592,8 @@ typedef void (*vf_done_fn)(void *arg, int status);
  * @brief Ops on GPUs and emulated devices, ordered on device streams.
  *
  * An op pushed with `.device` set runs on that device's workers, each of
- * which owns a stream. What the op puts on its stream (vf_run_stream,
- * vf_run_submit) is ordered with every other op by events, so the op's
+ * which owns a stream. What the op puts on its stream (vf_run_stream(),
+ * vf_run_submit()) is ordered with every other op by events, so the op's
  * function returns at once. The CUDA device is in libvarflow-cuda
  * (varflow_cuda.h).
  */
@@ -602,7 +602,7 @@ typedef void (*vf_done_fn)(void *arg, int status);
 typedef enum vf_device_type {
     VF_DEVICE_CPU = 0, /**< the host's CPUs, id 0 */
     VF_DEVICE_CUDA,    /**< an NVIDIA GPU, id = ordinal (libvarflow-cuda:
-                            varflow_cuda.h, vf_cuda_register) */
+                            varflow_cuda.h, vf_cuda_register()) */
     VF_DEVICE_EMULATED /**< streams emulated on CPU threads, ids 0..7 */
 } vf_device_type;
 
@@ -615,15 +615,16 @@ typedef struct vf_device {
 
 /**
  * @ingroup devices
- * Work for a device stream (vf_run_submit): runs on the device, after every
+ * Work for a device stream (vf_run_submit()): runs on the device, after every
  * piece of work submitted to the same stream before it. Non-zero fails the
- * op that submitted it (its error code; see vf_run_submit).
+ * op that submitted it (its error code; see vf_run_submit()).
  */
 typedef int (*vf_device_fn)(void *arg);
 
 /** Where an op runs and how it is scheduled (MXNet's FnProperty). */
 typedef enum vf_property {
-    VF_PROP_NORMAL = 0,
+    VF_PROP_NORMAL = 0,         /**< the CPU pool; a device op: the device's
+                                     compute workers */
     VF_PROP_COPY_TO_DEVICE,     /**< the device's copy workers */
     VF_PROP_COPY_FROM_DEVICE,   /**< the device's copy workers */
     VF_PROP_CPU_PRIORITIZED,    /**< the per-device engine's CPU priority
@@ -636,14 +637,13 @@ typedef enum vf_property {
  * together, repeats included. */
 #define VF_MAX_OP_VARS (1 << 20) /* 1,048,576: reads.count + writes.count */
 
-/** @{ */
-/** Copied arguments (vf_op.arg_size, vf_operator_push_arg): up to
+/** Copied arguments (vf_op.arg_size, vf_operator_push_arg()): up to
  * VF_OP_ARG_INLINE bytes the copy comes from the engine's per-thread free
  * lists (no malloc); up to VF_MAX_OP_ARG_SIZE it is malloc'd; larger ones
  * are refused (VF_EINVAL). */
 #define VF_OP_ARG_INLINE 128
+/** The largest copied argument, in bytes (see VF_OP_ARG_INLINE). */
 #define VF_MAX_OP_ARG_SIZE 65536
-/** @} */
 
 /**
  * An op to push. Exactly one of `fn` and `async_fn` is set. Reads and writes
@@ -682,7 +682,7 @@ typedef struct vf_op {
                                         to VF_OP_ARG_INLINE bytes; at most
                                         VF_MAX_OP_ARG_SIZE (VF_EINVAL beyond, or
                                         for a NULL arg with a size). For
-                                        vf_operator_create: copied once, freed
+                                        vf_operator_create(): copied once, freed
                                         with the operator */
 } vf_op;
 
@@ -715,7 +715,7 @@ VF_API int vf_completion_finish(vf_completion done, int status,
  * VF_ESKIPPED), the ops that depend on it are skipped, and the waits report
  * `cause` (its code, op name and message) as if that op had failed here.
  * VF_EINVAL when `cause` is NULL or its code is 0; VF_EALREADY as
- * vf_completion_finish.
+ * vf_completion_finish().
  */
 VF_API int vf_completion_fail(vf_completion done, const vf_error *cause);
 
@@ -756,7 +756,7 @@ VF_API vf_device vf_run_device(const vf_run *run);
 
 /** @ingroup devices
  * The worker's device stream: a cudaStream_t for VF_DEVICE_CUDA, an
- * emulated stream for VF_DEVICE_EMULATED (use it with vf_run_submit); NULL
+ * emulated stream for VF_DEVICE_EMULATED (use it with vf_run_submit()); NULL
  * for a CPU op. Work the op puts on it is ordered with every other op by
  * events: the op's function returns at once, and ops that depend on it wait
  * for its work on their own stream, or on the host when they run there. */
@@ -798,18 +798,19 @@ VF_API const char *vf_run_name(const vf_run *run);
 
 /**
  * An op created once and pushed many times: the variable sets are checked,
- * de-duplicated and sorted once, so vf_operator_push allocates nothing.
+ * de-duplicated and sorted once, so vf_operator_push() allocates nothing.
  */
 typedef struct vf_operator vf_operator;
 
 /** Create an operator from an op description (its `priority` field is not
  * used: each push gives one). The name is copied; `done` runs once per
- * pushed run. Errors as vf_engine_push. */
+ * pushed run. Errors as vf_engine_push(). */
 VF_API int vf_operator_create(vf_engine *e, const vf_op *def,
                               vf_operator **out);
 
 /** Push one run of the operator, with the given priority. Errors as
- * vf_engine_push (VF_ESTALE when one of its variables has been deleted since).
+ * vf_engine_push() (VF_ESTALE when one of its variables has been deleted
+ * since).
  */
 VF_API int vf_operator_push(vf_engine *e, vf_operator *op, int priority);
 
@@ -820,7 +821,7 @@ VF_API int vf_operator_push(vf_engine *e, vf_operator *op, int priority);
  * whose ops differ only in an index pays no var-set check or sort per push.
  * arg_size 0: `arg` is passed as it is (it must outlive the run); otherwise
  * arg_size bytes of it are copied, as vf_op.arg_size says (no allocation up
- * to VF_OP_ARG_INLINE bytes). Errors as vf_operator_push, and VF_EINVAL for
+ * to VF_OP_ARG_INLINE bytes). Errors as vf_operator_push(), and VF_EINVAL for
  * arg_size over VF_MAX_OP_ARG_SIZE or a NULL arg with a size.
  */
 VF_API int vf_operator_push_arg(vf_engine *e, vf_operator *op, int priority,
@@ -851,20 +852,20 @@ VF_API int vf_operator_destroy(vf_engine *e, vf_operator *op);
  * Threads start with config.bulk_size (VF_BULK_SIZE), 0 by default.
  *
  * With a bulk size n > 0, consecutive pushes from this thread of sync CPU
- * ops of normal property and equal priority (vf_engine_push or
- * vf_operator_push, not nonblocking) are collected, up to n, and pushed as one
- * fused op whose variable set is the union of theirs (a variable both read and
- * written counts as written). The fused op runs their functions in push order
- * on one worker, so n ops cost about one op's overhead, at the price of no
- * parallelism among them. Each op still fails, is skipped and calls its
+ * ops of normal property and equal priority (vf_engine_push() or
+ * vf_operator_push(), not nonblocking) are collected, up to n, and pushed as
+ * one fused op whose variable set is the union of theirs (a variable both read
+ * and written counts as written). The fused op runs their functions in push
+ * order on one worker, so n ops cost about one op's overhead, at the price of
+ * no parallelism among them. Each op still fails, is skipped and calls its
  * done callback as it would alone, and the version of a variable is bumped
  * per write. The naive engine ignores the bulk size.
  *
  * A batch is pushed when it is full; before a push from this thread that
- * cannot join it; when this thread's bulk size changes; by vf_bulk_flush;
+ * cannot join it; when this thread's bulk size changes; by vf_bulk_flush();
  * by a push from another thread that names one of its variables; and,
- * every thread's batch, by any wait (vf_var_wait, vf_engine_wait_all),
- * vf_var_destroy, stop, shutdown, destroy and fork. Bulking never changes
+ * every thread's batch, by any wait (vf_var_wait(), vf_engine_wait_all()),
+ * vf_var_destroy(), stop, shutdown, destroy and fork. Bulking never changes
  * what a program computes: an op pushed before another thread's push (the
  * program's own synchronization, a mutex, a condition variable, a thread
  * join, ordering the two) comes before it on every variable they share, as
@@ -872,7 +873,7 @@ VF_API int vf_operator_destroy(vf_engine *e, vf_operator *op);
  * config.bulk_size or by VF_BULK_SIZE), so no flush is needed for that.
  * An op in a batch runs only once the batch is pushed: a thread that waits
  * for it by its own means (a done callback it sleeps on) and not by a
- * varflow wait must call vf_bulk_flush first. Each push is checked as a
+ * varflow wait must call vf_bulk_flush() first. Each push is checked as a
  * lone push would be (its
  * errors, VF_ESTALE for a variable whose delete was pushed, are returned
  * by the push). A batch that cannot be pushed whole (another thread
@@ -880,7 +881,7 @@ VF_API int vf_operator_destroy(vf_engine *e, vf_operator *op);
  * ops one by one; one that still fails is reported like a failed op (done
  * callback and the waits). An op
  * that waits, inside itself, for a variable another op of its batch
- * writes gets VF_EDEADLK: do not bulk such ops. vf_engine_stats counts the
+ * writes gets VF_EDEADLK: do not bulk such ops. vf_engine_stats() counts the
  * fused ops (bulks) and the pushes in them (bulked).
  */
 VF_API int vf_bulk_set_size(vf_engine *e, int size);
@@ -917,9 +918,9 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * A wait from a `done` callback of one of the engine's own ops returns
  * VF_EDEADLK at once (the op whose callback runs has not finished).
  *
- * The calls that end an op with a failure (vf_run_set_error,
- * vf_completion_finish, vf_completion_fail) and the one that lets a
- * no_skip op see it (vf_run_input_failure) are with the
+ * The calls that end an op with a failure (vf_run_set_error(),
+ * vf_completion_finish(), vf_completion_fail()) and the one that lets a
+ * no_skip op see it (vf_run_input_failure()) are with the
  * @ref ops "operations".
  * @{
  */
@@ -945,7 +946,7 @@ VF_API int vf_var_wait(vf_engine *e, vf_var v, vf_error *err);
 /**
  * Block until every pushed op has finished. Returns 0, or VF_EOPFAILED with
  * the failure first in push order among those since the last
- * vf_engine_wait_all that
+ * vf_engine_wait_all() that
  * no wait reported; then every one of them is cleared (ops pushed later run
  * normally). VF_EDEADLK from inside an op (it would wait for itself).
  */
@@ -953,9 +954,9 @@ VF_API int vf_engine_wait_all(vf_engine *e, vf_error *err);
 
 /** @{ */
 /**
- * vf_var_wait and vf_engine_wait_all giving up after `timeout_ms` milliseconds
- * (negative: never; 0: only look) with VF_ETIMEDOUT, whose detail
- * (vf_error_detail) names the async ops started and never completed,
+ * vf_var_wait() and vf_engine_wait_all() giving up after `timeout_ms`
+ * milliseconds (negative: never; 0: only look) with VF_ETIMEDOUT, whose detail
+ * (vf_error_detail()) names the async ops started and never completed,
  * the usual reason a wait never ends. A wait that timed out reports and
  * clears nothing: the failure stays for a later wait.
  */
@@ -1003,7 +1004,7 @@ inline vf_var_list vf_var_list_of(const vf_var (&vars)[N]) noexcept
     return l;
 }
 
-/** vf_engine_push and vf_operator_create taking the op itself, so it can be
+/** vf_engine_push() and vf_operator_create() taking the op itself, so it can be
  * written in the call, VF_VARS lists and all: vf_engine_push(e, {.fn = f,
  * ...}). */
 inline int vf_engine_push(vf_engine *e, const vf_op &op)
