@@ -358,7 +358,8 @@ VF_API int vf_engine_destroy(vf_engine *e);
  */
 VF_API int vf_engine_destroy_timed(vf_engine *e, int64_t timeout_ms);
 
-/** @{ */
+/** @name Stop and start
+ * @{ */
 /**
  * Stop: complete every pushed op (and the ops they push), then join every
  * worker thread (CPU and device pools); the engine then runs no thread.
@@ -587,17 +588,6 @@ typedef void (*vf_async_fn)(vf_run *run, void *arg, vf_completion done);
  */
 typedef void (*vf_done_fn)(void *arg, int status);
 
-/**
- * @defgroup devices Devices
- * @brief Ops on GPUs and emulated devices, ordered on device streams.
- *
- * An op pushed with `.device` set runs on that device's workers, each of
- * which owns a stream. What the op puts on its stream (vf_run_stream(),
- * vf_run_submit()) is ordered with every other op by events, so the op's
- * function returns at once. The CUDA device is in libvarflow-cuda
- * (varflow_cuda.h).
- */
-
 /** The kinds of device an op can run on. @ingroup devices */
 typedef enum vf_device_type {
     VF_DEVICE_CPU = 0, /**< the host's CPUs, id 0 */
@@ -633,9 +623,9 @@ typedef enum vf_property {
     VF_PROP_DELETE_VAR          /**< jumps to the front of the ready queue */
 } vf_property;
 
-/** The most handles an op's two lists (vf_op.reads and vf_op.writes) hold
- * together, repeats included. */
-#define VF_MAX_OP_VARS (1 << 20) /* 1,048,576: reads.count + writes.count */
+/** The most handles an op's two lists hold together (1,048,576:
+ * vf_op.reads.count + vf_op.writes.count), repeats included. */
+#define VF_MAX_OP_VARS (1 << 20)
 
 /** Copied arguments (vf_op.arg_size, vf_operator_push_arg()): up to
  * VF_OP_ARG_INLINE bytes the copy comes from the engine's per-thread free
@@ -784,6 +774,17 @@ VF_API int vf_device_count(vf_device_type type);
 VF_API const char *vf_run_name(const vf_run *run);
 
 /** @} */
+
+/**
+ * @defgroup devices Devices
+ * @brief Ops on GPUs and emulated devices, ordered on device streams.
+ *
+ * An op pushed with `.device` set runs on that device's workers, each of
+ * which owns a stream. What the op puts on its stream (vf_run_stream(),
+ * vf_run_submit()) is ordered with every other op by events, so the op's
+ * function returns at once. The CUDA device is in libvarflow-cuda
+ * (varflow_cuda.h).
+ */
 
 /* ------------------------------------------------------------------------ */
 /* Reusable operators                                                        */
@@ -952,7 +953,8 @@ VF_API int vf_var_wait(vf_engine *e, vf_var v, vf_error *err);
  */
 VF_API int vf_engine_wait_all(vf_engine *e, vf_error *err);
 
-/** @{ */
+/** @name Timed waits
+ * @{ */
 /**
  * vf_var_wait() and vf_engine_wait_all() giving up after `timeout_ms`
  * milliseconds (negative: never; 0: only look) with VF_ETIMEDOUT, whose detail

@@ -478,7 +478,8 @@ class run
     {
         return vf_run_name(r_);
     }
-    /** @{ */
+    /** @name set_error
+     * @{ */
     /** The message a failing op reports (return non-zero, or throw). */
     void set_error(const char *message) const noexcept
     {
@@ -563,7 +564,8 @@ class completion
         drop();
     }
 
-    /** @{ */
+    /** @name complete
+     * @{ */
     /** Finish the op: success. VF_EALREADY (thrown) if already used;
      * VF_EINVAL on a completion moved from. */
     void complete()
@@ -1344,7 +1346,6 @@ class engine_ref
         return v;
     }
 
-    /** @{ */
     /** Wait for every op pushed before that writes v. Throws op_failed when
      * an op's failure reached v (clearing it), error for anything else. */
     void wait(vf_var v) const
@@ -1352,7 +1353,6 @@ class engine_ref
         vf_error err{};
         throw_wait(vf_var_wait(e_, v, &err), err);
     }
-    /** @} */
     /** The same, returning what happened instead of throwing. */
     wait_result wait(vf_var v, const std::nothrow_t &) const noexcept
     {
@@ -1371,7 +1371,8 @@ class engine_ref
         vf_error err{};
         return wait_result_of(vf_engine_wait_all(e_, &err), err);
     }
-    /** @{ */
+    /** @name Timed waits
+     * @{ */
     /** wait() and wait_all() giving up after `timeout` (vf_var_wait_timed(),
      * vf_engine_wait_all_timed(); rounded up to whole milliseconds, any
      * duration: one too long for int64_t milliseconds, hours::max() or an

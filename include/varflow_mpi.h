@@ -121,7 +121,8 @@ VF_API int vf_mpi_create(vf_engine *e, MPI_Comm comm);
  */
 VF_API int vf_mpi_destroy(vf_engine *e, vf_error *err);
 
-/** @{ */
+/** @name Rank and size
+ * @{ */
 /** This rank and the number of ranks of the engine's communicator. */
 VF_API int vf_mpi_rank(vf_engine *e);
 VF_API int vf_mpi_size(vf_engine *e);
@@ -151,7 +152,8 @@ VF_API int vf_mpi_vars_create(vf_engine *e, vf_var *out, int count,
                               void *const *ptrs, size_t size, vf_mpi_map_fn map,
                               void *map_arg);
 
-/** @{ */
+/** @name The 2D block-cyclic mapping
+ * @{ */
 /**
  * The 2D block-cyclic mapping of tile (i, j) onto a grid of p x q ranks,
  * p * q = size, p <= q and as square as `size` allows (ScaLAPACK's

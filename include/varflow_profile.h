@@ -72,7 +72,8 @@ VF_API int vf_profile_start(vf_engine *e);
 /** Stop recording; what was recorded stays until the next start. */
 VF_API int vf_profile_stop(vf_engine *e);
 
-/** @{ */
+/** @name Pause and resume
+ * @{ */
 /** Pause and resume recording: ops pushed while paused are not recorded. */
 VF_API int vf_profile_pause(vf_engine *e);
 VF_API int vf_profile_resume(vf_engine *e);
