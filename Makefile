@@ -14,13 +14,17 @@
 #   make format              clang-format -i over src include tests examples
 #   make format-check        the same, reporting instead of rewriting
 #   make lint                clang-tidy and cppcheck over src/ (informational)
+#   make docs                the API reference: HTML from include/ with
+#                            Doxygen into build-docs/html; any warning (an
+#                            undocumented declaration) fails it
 #   make clean
 #
 # CMAKE_ARGS reach CMake: `make test CMAKE_ARGS=-DVF_WERROR=ON` (an existing
 # tree is re-configured with them). Before CMake configures a tree,
 # scripts/install-deps installs what the build lacks (cJSON for the tools and
 # tests, cmake, a compiler; Open MPI for libvarflow-mpi, best effort; with
-# apt-get, when root or sudo -n allows);
+# apt-get, when root or sudo -n allows); `make docs` runs
+# `scripts/install-deps --docs`, which installs doxygen alone;
 # `make INSTALL_DEPS=` skips it.
 BUILD        ?= build
 PREFIX       ?= /usr/local
@@ -38,7 +42,7 @@ FORMAT_FILES  = $(shell find src include tests examples bench fuzz tools scripts
                      -o -name '*.cu' \) -type f 2>/dev/null | sort)
 
 .PHONY: all build configure test demo demo-mpi install check-install asan tsan \
-        format format-check lint clean
+        format format-check lint docs clean
 
 all: build
 
@@ -112,8 +116,30 @@ lint: configure
 	    -I include -I src src/ || true; \
 	else echo "lint: $(CPPCHECK) not found"; fi
 
+# The API reference (Doxyfile): doxygen reads the public headers and
+# docs/api/mainpage.md and writes HTML to $(DOCS_BUILD)/html. Every
+# warning goes to $(DOCS_BUILD)/warnings.log and is printed; one fails the
+# target (WARN_AS_ERROR = FAIL_ON_WARNINGS). The version comes from
+# varflow.h.
+DOXYGEN    ?= doxygen
+DOCS_BUILD ?= build-docs
+VF_VERSION  = $(shell sed -n 's/^\#define VF_VERSION_[A-Z]* //p' include/varflow.h | paste -sd. -)
+docs:
+	@$(if $(INSTALL_DEPS),$(INSTALL_DEPS) --docs || \
+	  echo "make: $(INSTALL_DEPS) --docs failed; running $(DOXYGEN) anyway";)
+	@rm -rf $(DOCS_BUILD)/html && mkdir -p $(DOCS_BUILD)
+	@echo "$(DOXYGEN) Doxyfile (varflow $(VF_VERSION), into $(DOCS_BUILD)/html)"
+	@{ cat Doxyfile; echo "OUTPUT_DIRECTORY = $(DOCS_BUILD)"; \
+	   echo "PROJECT_NUMBER = $(VF_VERSION)"; \
+	   echo "WARN_LOGFILE = $(DOCS_BUILD)/warnings.log"; } | $(DOXYGEN) -; \
+	  rc=$$?; cat $(DOCS_BUILD)/warnings.log 2>/dev/null; \
+	  n=$$(grep -c ': \(warning\|error\): ' $(DOCS_BUILD)/warnings.log 2>/dev/null); \
+	  echo "docs: doxygen $$($(DOXYGEN) --version), $${n:-0} warnings, exit status $$rc"; \
+	  [ $$rc = 0 ] && [ "$${n:-0}" = 0 ] && \
+	    echo "docs: $(DOCS_BUILD)/html/index.html"
+
 clean:
-	rm -rf build build-asan build-tsan build-bench
+	rm -rf build build-asan build-tsan build-bench $(DOCS_BUILD)
 
 # Benchmarks (owner: bench/). bench/ is a CMake project of its own in
 # build-bench/, so `make test` never needs OpenMP, StarPU or BLAS. `make bench`

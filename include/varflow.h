@@ -1,5 +1,6 @@
-/*
- * varflow: a dependency engine in C11.
+/**
+ * @file varflow.h
+ * @brief varflow: a dependency engine in C11.
  *
  * A program pushes operations in order; each names the variables it reads
  * and the variables it writes. varflow runs every operation as soon as the
@@ -7,25 +8,26 @@
  * the result is exactly what the serial program would have computed.
  *
  * Conventions of this header:
- * - One naming rule: vf_<object>_<verb>, the object a call acts on, then
- *   what it does: vf_engine_push, vf_var_wait, vf_engine_wait_all,
- *   vf_bulk_flush, vf_run_set_error, vf_error_set_detail. A call that
- *   only answers a question is named by its answer: vf_engine_stats,
- *   vf_var_version, vf_run_worker, vf_engine_type_of. One lifetime pair:
+ * - One naming rule: `vf_<object>_<verb>`, the object a call acts on, then
+ *   what it does: vf_engine_push(), vf_var_wait(), vf_engine_wait_all(),
+ *   vf_bulk_flush(), vf_run_set_error(), vf_error_set_detail(). A call that
+ *   only answers a question is named by its answer: vf_engine_stats(),
+ *   vf_var_version(), vf_run_worker(), vf_engine_type_of(). One lifetime pair:
  *   what a call gives you to own (engine, var, operator, profile snapshot,
- *   summary, path) ends with its type's _destroy; a handle is made by
- *   _create, or by the query that returns it (vf_profile_take). Types are
- *   vf_<noun>, constants VF_<NOUN>; internal names have two underscores
- *   (vf__*) and are in no installed header. Every rename since 0.1.0 is
+ *   summary, path) ends with its type's `_destroy`; a handle is made by
+ *   `_create`, or by the query that returns it (vf_profile_take()). Types are
+ *   `vf_<noun>`, constants `VF_<NOUN>`; internal names have two underscores
+ *   (`vf__*`) and are in no installed header. Every rename since 0.1.0 is
  *   listed in CHANGELOG.md.
  * - Every handle is opaque. Variables are small value handles (vf_var) that
  *   the engine can check: a deleted variable or one from another engine is
  *   reported as an error, never dereferenced.
- * - Every call that can fail returns 0 or a negative VF_E* code;
+ * - Every call that can fail returns 0 or a negative `VF_E*` code;
  *   vf_error_string() names it and vf_error_detail() says, for the calling
  *   thread, what exactly was wrong with the last failing call.
  * - Configuration structs are read with designated initializers: a zero field
- *   means "default" (taken from the environment when a VF_* variable is set).
+ *   means "default" (taken from the environment when a `VF_*` variable is
+ *   set).
  * - C++ includes this header as it is (varflow.hpp is the C++ layer over
  *   it): vf_config and vf_op fields start at zero there, so braces that
  *   give some of them compile without missing-initializer warnings, and
@@ -45,24 +47,32 @@
 extern "C" {
 #endif
 
+/** The major version of this header (0.x: the API may still change between
+ * minor versions; CHANGELOG.md lists every change). */
 #define VF_VERSION_MAJOR 0
+/** The minor version of this header. */
 #define VF_VERSION_MINOR 1
+/** The patch version of this header. */
 #define VF_VERSION_PATCH 0
 
-/* Symbols the shared library exports (it hides everything else). */
+/** Marks the symbols the shared library exports (it hides everything else).
+ */
 #if defined(VF_BUILDING) && (defined(__GNUC__) || defined(__clang__))
 #define VF_API __attribute__((visibility("default")))
 #else
 #define VF_API
 #endif
 
+/** Lets GCC and Clang check a printf-like function's format against its
+ * arguments (`fmt`: the format's position, `args`: the first argument's);
+ * nothing with other compilers. */
 #if defined(__GNUC__) || defined(__clang__)
 #define VF_PRINTF_LIKE(fmt, args) __attribute__((format(printf, fmt, args)))
 #else
 #define VF_PRINTF_LIKE(fmt, args)
 #endif
 
-/* After a field of vf_config and vf_op: in C++14 and later a default
+/** After a field of vf_config and vf_op: in C++14 and later a default
  * member initializer, zero, so `vf_config c{VF_ENGINE_POOLED, 2}` and
  * C++20's `vf_op{.fn = f, .name = "f"}` leave the rest zero without
  * -Wmissing-field-initializers warnings (the structs stay aggregates,
@@ -77,7 +87,19 @@ extern "C" {
 /* Error codes                                                               */
 /* ------------------------------------------------------------------------ */
 
-/* X(name, value, message). Values are stable; new codes are only appended. */
+/**
+ * @defgroup errors Errors
+ * @brief Error codes, and what exactly went wrong in the last failing call.
+ *
+ * Every call that can fail returns 0 or a negative code of vf_errno;
+ * vf_error_string() and vf_error_name() name a code, and vf_error_detail()
+ * says, for the calling thread, what was wrong with the last failing call.
+ * @{
+ */
+
+/** The error codes as a list of X(name, value, message), from which
+ * vf_errno, vf_error_string() and vf_error_name() are made. Values are
+ * stable; new codes are only appended. */
 #define VF_ERRNO_MAP(X)                                                        \
     X(EINVAL, -1, "invalid argument")                                          \
     X(ENOMEM, -2, "out of memory")                                             \
@@ -96,27 +118,63 @@ extern "C" {
     X(ESTOPPED, -15, "engine is stopped")                                      \
     X(ETIMEDOUT, -16, "wait timed out")
 
+/** The codes varflow's calls return, negated: `VF_EINVAL` is -1 (the
+ * values and messages are VF_ERRNO_MAP's). */
 typedef enum vf_errno {
 #define VF_ERRNO_ENUM_(name, value, message) VF_##name = (value),
     VF_ERRNO_MAP(VF_ERRNO_ENUM_)
 #undef VF_ERRNO_ENUM_
 } vf_errno;
+/** @var VF_EINVAL
+ * Invalid argument. */
+/** @var VF_ENOMEM
+ * Out of memory. */
+/** @var VF_ESTALE
+ * Variable was deleted. */
+/** @var VF_EXDEV
+ * Variable or operator belongs to another engine. */
+/** @var VF_ESHUTDOWN
+ * Engine is shutting down. */
+/** @var VF_EDEADLK
+ * Wait can never finish (it would deadlock). */
+/** @var VF_EALREADY
+ * Async completion was already called. */
+/** @var VF_EOPFAILED
+ * An operation failed. */
+/** @var VF_ENODEV
+ * Device is not available. */
+/** @var VF_ENOTSUP
+ * Operation not supported by this engine. */
+/** @var VF_EAGAIN
+ * Resource temporarily unavailable. */
+/** @var VF_ESKIPPED
+ * Operation was skipped because an input had failed. */
+/** @var VF_ESYSTEM
+ * System call failed. */
+/** @var VF_EDEVICE
+ * Device error. */
+/** @var VF_ESTOPPED
+ * Engine is stopped. */
+/** @var VF_ETIMEDOUT
+ * Wait timed out. */
 
-/* Human-readable message for a VF_E* code (or "unknown error"). Never NULL. */
+/** Human-readable message for a `VF_E*` code (or "unknown error"). Never NULL.
+ */
 VF_API const char *vf_error_string(int code);
 
-/* The code's symbolic name, e.g. "VF_EINVAL" (or "VF_UNKNOWN"). Never NULL. */
+/** The code's symbolic name, "VF_EINVAL" for example (or "VF_UNKNOWN").
+ * Never NULL. */
 VF_API const char *vf_error_name(int code);
 
-/*
- * Detail of the last call that failed on the calling thread, e.g.
- * "vf_engine_push: reads[1] (id 0x3000002000005) was deleted". Empty string
+/**
+ * Detail of the last call that failed on the calling thread, such as
+ * "vf_engine_push(): reads[1] (id 0x3000002000005) was deleted". Empty string
  * when no call has failed on this thread. Valid until the next failing call
  * on this thread.
  */
 VF_API const char *vf_error_detail(void);
 
-/*
+/**
  * For libraries built on varflow (libvarflow-mpi, language bindings): set
  * the calling thread's detail, as varflow's own failing calls do, so one
  * vf_error_detail() serves the whole stack. Returns `code`.
@@ -124,107 +182,129 @@ VF_API const char *vf_error_detail(void);
 VF_API int vf_error_set_detail(int code, const char *fmt, ...)
     VF_PRINTF_LIKE(2, 3);
 
-/*
- * What an operation's failure left behind. wait_var/wait_all fill it when
+/**
+ * What an operation's failure left behind. vf_var_wait() and
+ * vf_engine_wait_all() fill it when
  * they return VF_EOPFAILED: `code` is what the failing op returned (sync) or
- * passed to vf_completion_finish (async), `op_name` names the op that failed
- * first in the chain, `message` is what it set with vf_run_set_error /
- * vf_completion_finish.
+ * passed to vf_completion_finish() (async), `op_name` names the op that failed
+ * first in the chain, `message` is what it set with vf_run_set_error() /
+ * vf_completion_finish().
  */
 typedef struct vf_error {
-    int code;
-    char op_name[64];
-    char message[256];
+    int code;          /**< what the failing op returned or passed */
+    char op_name[64];  /**< the name of the op that failed first (unnamed: "op
+                            #" and its place in push order) */
+    char message[256]; /**< what it said ("" when nothing) */
 } vf_error;
+
+/** @} */
 
 /* ------------------------------------------------------------------------ */
 /* Engine                                                                    */
 /* ------------------------------------------------------------------------ */
 
+/**
+ * @defgroup engine Engine
+ * @brief Create, configure, stop and destroy an engine; its counters.
+ *
+ * An engine runs the ops pushed to it on its worker threads. There is no
+ * global engine: a process may run several, each with its own threads.
+ * @{
+ */
+
+/** An engine: opaque, made by vf_engine_create(), freed by vf_engine_destroy().
+ */
 typedef struct vf_engine vf_engine;
 
+/** The kinds of engine (vf_config.type). */
 typedef enum vf_engine_type {
-    VF_ENGINE_INVALID = -1, /* what vf_engine_type_of says of a non-engine;
-                               refused as config.type */
-    VF_ENGINE_DEFAULT = 0,  /* VF_ENGINE_TYPE, else VF_ENGINE_PERDEVICE */
-    VF_ENGINE_NAIVE,        /* runs each op inside push (for debugging) */
-    VF_ENGINE_POOLED,       /* one shared pool of workers */
-    VF_ENGINE_PERDEVICE     /* a pool per device and per kind of work */
+    VF_ENGINE_INVALID = -1, /**< what vf_engine_type_of() says of a non-engine;
+                                 refused as config.type */
+    VF_ENGINE_DEFAULT = 0,  /**< VF_ENGINE_TYPE, else VF_ENGINE_PERDEVICE */
+    VF_ENGINE_NAIVE,        /**< runs each op inside push (for debugging) */
+    VF_ENGINE_POOLED,       /**< one shared pool of workers */
+    VF_ENGINE_PERDEVICE     /**< a pool per device and per kind of work */
 } vf_engine_type;
 
-/*
+/**
  * Engine configuration. Zero means default; a default is taken from the
  * environment variable named beside the field when it is set (an empty one
  * counts as unset), otherwise from the value given. The struct always wins
  * over the environment. A count from the environment must be decimal digits
  * only (no sign, space, suffix or base prefix) within the field's range, a
  * flag 0 or 1, an engine type one of the names beside `type` exactly (lower
- * case: "POOLED" is refused); vf_engine_create refuses anything else
+ * case: "POOLED" is refused); vf_engine_create() refuses anything else
  * (VF_EINVAL, the detail naming the variable and its value).
  */
 typedef struct vf_config {
-    vf_engine_type type VF_ZERO_;      /* VF_ENGINE_TYPE=naive|pooled|
-                                          perdevice */
-    int cpu_workers VF_ZERO_;          /* VF_CPU_WORKER_NTHREADS, else online
-                                          cores */
-    int cpu_priority_workers VF_ZERO_; /* VF_CPU_PRIORITY_NTHREADS, else min(4,
-                                          cores) (per-device engine only) */
-    int max_inflight VF_ZERO_;         /* VF_MAX_INFLIGHT, else unlimited: most
-                                          ops pushed and not finished; a push
-                                          beyond it waits for room (see
-                                          vf_engine_push) */
-    const char *profile_path VF_ZERO_; /* VF_PROFILE: record from creation and
-                                          write the profile here at destroy
-                                          (format by extension, see
-                                          vf_profile_write; "-" is standard
-                                          output). Checked at create: "", a
-                                          directory, or a file that could not
-                                          be written (its directory missing or
-                                          not writable) is refused
-                                          (VF_EINVAL) */
-    int profile_max_records VF_ZERO_;  /* VF_PROFILE_MAX_RECORDS, else 1048576:
-                                          ops recorded per profile; later ones
-                                          are counted as dropped */
-    bool engine_info VF_ZERO_;         /* VF_ENGINE_INFO=1: log to stderr when
-                                          ops touching a waited-on var run and
-                                          finish */
-    /* Devices (VF_DEVICE_CUDA, VF_DEVICE_EMULATED): each device gets its
-     * pools on first use, every worker owning a stream of its own. */
-    int gpu_workers VF_ZERO_;          /* VF_GPU_WORKER_NTHREADS, else 2:
-                                          compute workers per device */
-    int gpu_copy_workers VF_ZERO_;     /* VF_GPU_COPY_NTHREADS, else 2: workers
-                                          per device for
-                                          VF_PROP_COPY_TO/FROM_DEVICE */
-    int gpu_priority_workers VF_ZERO_; /* VF_GPU_PRIORITY_NTHREADS, else 2:
-                                          workers per device for
-                                          VF_PROP_DEVICE_PRIORITIZED */
-    bool device_sync VF_ZERO_;         /* VF_DEVICE_SYNC=1: the host waits for
-                                          each device op's work before its vars
-                                          are released (MXNet 1.x), instead of
-                                          ordering the streams with events */
-    int emulated_latency_us VF_ZERO_;  /* VF_EMULATED_LATENCY_US, else 0: every
-                                          piece of work on an emulated stream
-                                          takes at least this long */
-    int emulated_mb_per_s VF_ZERO_;    /* VF_EMULATED_MB_PER_S, else unlimited:
-                                          copy bandwidth of an emulated stream
-                                          (bytes given to vf_run_submit) */
-    int fork_child_workers VF_ZERO_;   /* VF_FORK_CHILD_NTHREADS, else 1:
-                                          workers per CPU pool of the engine in
-                                          a forked child (which gets no device
-                                          pools) */
-    int bulk_size VF_ZERO_;            /* VF_BULK_SIZE, else 0 (off): the bulk
+    vf_engine_type type VF_ZERO_;      /**< VF_ENGINE_TYPE=naive|pooled|
+                                            perdevice */
+    int cpu_workers VF_ZERO_;          /**< VF_CPU_WORKER_NTHREADS, else online
+                                            cores */
+    int cpu_priority_workers VF_ZERO_; /**< VF_CPU_PRIORITY_NTHREADS, else
+                                            min(4, cores) (per-device engine
+                                            only) */
+    int max_inflight VF_ZERO_;         /**< VF_MAX_INFLIGHT, else unlimited:
+                                            most ops pushed and not finished; a
+                                            push beyond it waits for room (see
+                                            vf_engine_push()) */
+    const char *profile_path VF_ZERO_; /**< VF_PROFILE: record from creation and
+                                            write the profile here at destroy
+                                            (format by extension, see
+                                            vf_profile_write(); "-" is standard
+                                            output). Checked at create: "", a
+                                            directory, or a file that could not
+                                            be written (its directory missing or
+                                            not writable) is refused
+                                            (VF_EINVAL) */
+    int profile_max_records VF_ZERO_;  /**< VF_PROFILE_MAX_RECORDS, else
+                                            1048576: ops recorded per profile;
+                                            later ones are counted as dropped */
+    bool engine_info VF_ZERO_;         /**< VF_ENGINE_INFO=1: log to stderr when
+                                            ops touching a waited-on var run and
+                                            finish */
+    /** @name Devices
+     * Devices (VF_DEVICE_CUDA, VF_DEVICE_EMULATED): each device gets its
+     * pools on first use, every worker owning a stream of its own.
+     * @{ */
+    int gpu_workers VF_ZERO_;          /**< VF_GPU_WORKER_NTHREADS, else 2:
+                                            compute workers per device */
+    int gpu_copy_workers VF_ZERO_;     /**< VF_GPU_COPY_NTHREADS, else 2:
+                                            workers per device for
+                                            VF_PROP_COPY_TO/FROM_DEVICE */
+    int gpu_priority_workers VF_ZERO_; /**< VF_GPU_PRIORITY_NTHREADS, else 2:
+                                            workers per device for
+                                            VF_PROP_DEVICE_PRIORITIZED */
+    bool device_sync VF_ZERO_;         /**< VF_DEVICE_SYNC=1: the host waits for
+                                            each device op's work before its
+                                            vars are released (MXNet 1.x),
+                                            instead of ordering the streams with
+                                            events */
+    int emulated_latency_us VF_ZERO_;  /**< VF_EMULATED_LATENCY_US, else 0:
+                                            every piece of work on an emulated
+                                            stream takes at least this long */
+    int emulated_mb_per_s VF_ZERO_;    /**< VF_EMULATED_MB_PER_S, else
+                                            unlimited: copy bandwidth of an
+                                            emulated stream (bytes given to
+                                            vf_run_submit()) */
+    /** @} */
+    int fork_child_workers VF_ZERO_; /**< VF_FORK_CHILD_NTHREADS, else 1:
+                                          workers per CPU pool of the engine
+                                          in a forked child (which gets no
+                                          device pools) */
+    int bulk_size VF_ZERO_;          /**< VF_BULK_SIZE, else 0 (off): the bulk
                                           size each pushing thread starts with
-                                          (see vf_bulk_set_size); at most
+                                          (see vf_bulk_set_size()); at most
                                           4096 */
-    bool help_on_wait VF_ZERO_;        /* VF_HELP_ON_WAIT=1: a thread in
-                                          vf_engine_wait_all runs queued CPU ops
-                                          itself while there are any, instead
-                                          of sleeping (as OpenMP's and TBB's
-                                          waiting threads do); such an op sees
-                                          vf_run_worker -1. Off by default:
-                                          with it a pool of n workers may run
-                                          n + 1 ops at once */
-    int worker_stack_kib VF_ZERO_;     /* VF_WORKER_STACK_KIB, else the
+    bool help_on_wait VF_ZERO_;      /**< VF_HELP_ON_WAIT=1: a thread in
+                                          vf_engine_wait_all() runs queued CPU
+                                          ops itself while there are any,
+                                          instead of sleeping (as OpenMP's and
+                                          TBB's waiting threads do); such an
+                                          op sees vf_run_worker() -1. Off by
+                                          default: with it a pool of n workers
+                                          may run n + 1 ops at once */
+    int worker_stack_kib VF_ZERO_;   /**< VF_WORKER_STACK_KIB, else the
                                           system's default for a thread
                                           (RLIMIT_STACK: 8 MiB on most Linux):
                                           each worker's stack, in KiB, at
@@ -232,17 +312,17 @@ typedef struct vf_config {
                                           the program's own frames it bounds
                                           how deep a worker waiting inside an
                                           op stacks other ops above the wait
-                                          (see vf_var_wait) */
+                                          (see vf_var_wait()) */
 } vf_config;
 
-/*
+/**
  * Create an engine. `config` may be NULL (all defaults). Starts the worker
  * threads. Returns VF_EINVAL for a bad field or environment value (the detail
  * names it), VF_ENOMEM, or VF_ESYSTEM when a thread cannot be started.
  */
 VF_API int vf_engine_create(vf_engine **out, const vf_config *config);
 
-/*
+/**
  * Complete every pushed op (including ops those ops push), then stop the
  * workers and free the engine, with the operators (vf_operator) and vars
  * the program did not destroy (VF_ENGINE_INFO=1 logs how many on stderr).
@@ -258,7 +338,7 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config);
  *
  * After it returned, the handle is dead: every call that takes it (a
  * second destroy included) returns VF_EINVAL, "not an engine (NULL or
- * destroyed)" (vf_engine_type_of: VF_ENGINE_INVALID, vf_engine_num_workers:
+ * destroyed)" (vf_engine_type_of(): VF_ENGINE_INVALID, vf_engine_num_workers():
  * 0), and never reads the freed engine; until a new engine happens to get
  * the same address, which the handle then names.
  *
@@ -268,8 +348,8 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config);
  */
 VF_API int vf_engine_destroy(vf_engine *e);
 
-/*
- * vf_engine_destroy giving up after `timeout_ms` milliseconds (negative:
+/**
+ * vf_engine_destroy() giving up after `timeout_ms` milliseconds (negative:
  * never; 0: only if nothing is pending or in a call now) with
  * VF_ETIMEDOUT, whose detail names the async ops started and never
  * completed. The engine is then usable as before the call (a stopped
@@ -278,14 +358,16 @@ VF_API int vf_engine_destroy(vf_engine *e);
  */
 VF_API int vf_engine_destroy_timed(vf_engine *e, int64_t timeout_ms);
 
-/*
+/** @name Stop and start
+ * @{ */
+/**
  * Stop: complete every pushed op (and the ops they push), then join every
  * worker thread (CPU and device pools); the engine then runs no thread.
  * Pushes while stopped are accepted and held, in order, until
- * vf_engine_start, which starts the threads again and runs them. While ops
- * are held, vf_var_wait and vf_engine_wait_all return VF_ESTOPPED at once (they
- * could never finish); during the start that pushes them they wait for it.
- * A held op that cannot be pushed at start fails with that push's code.
+ * vf_engine_start(), which starts the threads again and runs them. While ops
+ * are held, vf_var_wait() and vf_engine_wait_all() return VF_ESTOPPED at once
+ * (they could never finish); during the start that pushes them they wait for
+ * it. A held op that cannot be pushed at start fails with that push's code.
  * Stopping a stopped engine and starting a running one do nothing. Both
  * block; both (and destroy) refuse with VF_EDEADLK when called from the
  * engine's own code (an op, a done callback, a worker), and with
@@ -295,89 +377,112 @@ VF_API int vf_engine_destroy_timed(vf_engine *e, int64_t timeout_ms);
  */
 VF_API int vf_engine_stop(vf_engine *e);
 VF_API int vf_engine_start(vf_engine *e);
+/** @} */
 
-/*
+/**
  * The shutdown notice: pushes from outside the engine's ops fail with
  * VF_ESHUTDOWN from now on, and every op that has not started yet skips
  * its function (its `done` gets VF_ESKIPPED; a delete still frees), while
  * dependencies are released as usual, so the engine drains fast. Then
- * vf_engine_destroy. Returns at once.
+ * vf_engine_destroy(). Returns at once.
  */
 VF_API int vf_engine_shutdown(vf_engine *e);
 
-/* The kind of engine actually running: VF_ENGINE_NAIVE, VF_ENGINE_POOLED
+/** The kind of engine actually running: VF_ENGINE_NAIVE, VF_ENGINE_POOLED
  * or VF_ENGINE_PERDEVICE, never VF_ENGINE_DEFAULT. For NULL or a destroyed
  * engine, VF_ENGINE_INVALID (and vf_error_detail() says so). */
 VF_API vf_engine_type vf_engine_type_of(const vf_engine *e);
 
-/* "naive", "pooled" or "perdevice"; "default" and "invalid" for those two
+/** "naive", "pooled" or "perdevice"; "default" and "invalid" for those two
  * values, "unknown" for any other. */
 VF_API const char *vf_engine_type_name(vf_engine_type type);
 
-/* Worker threads the engine runs in total (0 for the naive engine). */
+/** Worker threads the engine runs in total (0 for the naive engine). */
 VF_API int vf_engine_num_workers(const vf_engine *e);
 
-/* Counts of what happened to pushed ops, for accounting. */
+/** Counts of what happened to pushed ops, for accounting. */
 typedef struct vf_stats {
-    uint64_t completed; /* ops finished: ran ok + failed + skipped */
-    uint64_t ran;       /* user function ran and succeeded */
-    uint64_t failed;    /* user function ran and failed */
-    uint64_t skipped;   /* not run because an input had failed */
-    uint64_t pending;   /* pushed and not yet finished (var deletes and the
-                           markers of waits in progress included); exact
-                           with max_inflight set or when nothing moves,
-                           else between what was pending at one instant
-                           of the call and that plus what moved during
-                           it */
-    /* Device ordering: a dependency on a device op's work was met by */
-    uint64_t host_syncs;   /* the host waiting for its event (a CPU op, a
-                              wait, a delete, or device_sync) */
-    uint64_t stream_waits; /* another stream waiting for its event on the
-                              device: a host synchronization avoided */
-    uint64_t same_stream;  /* nothing: both ops on one stream (avoided) */
-    /* Bulk execution (vf_bulk_set_size) */
-    uint64_t bulks;  /* fused ops pushed */
-    uint64_t bulked; /* pushes that went into them */
-    /* Async ops whose function was called and that nobody completed yet
-     * (vf_completion_finish): the ops a wait that never ends may be waiting
+    uint64_t completed; /**< ops finished: ran ok + failed + skipped */
+    uint64_t ran;       /**< user function ran and succeeded */
+    uint64_t failed;    /**< user function ran and failed */
+    uint64_t skipped;   /**< not run because an input had failed */
+    uint64_t pending;   /**< pushed and not yet finished (var deletes and the
+                             markers of waits in progress included); exact
+                             with max_inflight set or when nothing moves,
+                             else between what was pending at one instant of
+                             the call and that plus what moved during it */
+    /** @name Device ordering
+     * A dependency on a device op's work was met by:
+     * @{ */
+    uint64_t host_syncs;   /**< the host waiting for its event (a CPU op, a
+                                wait, a delete, or device_sync) */
+    uint64_t stream_waits; /**< another stream waiting for its event on the
+                                device: a host synchronization avoided */
+    uint64_t same_stream;  /**< nothing: both ops on one stream (avoided) */
+    /** @} */
+    /** @name Bulk execution (vf_bulk_set_size())
+     * @{ */
+    uint64_t bulks;  /**< fused ops pushed */
+    uint64_t bulked; /**< pushes that went into them */
+    /** @} */
+    /** Async ops whose function was called and that nobody completed yet
+     * (vf_completion_finish()): the ops a wait that never ends may be waiting
      * for; the timed waits name them. */
     uint64_t async_in_flight;
 } vf_stats;
 
-/* A snapshot of the engine's counters (internal wait ops are not counted). */
+/** A snapshot of the engine's counters (internal wait ops are not counted). */
 VF_API int vf_engine_stats(vf_engine *e, vf_stats *out);
+
+/** @} */
 
 /* ------------------------------------------------------------------------ */
 /* Variables                                                                 */
 /* ------------------------------------------------------------------------ */
 
-/*
+/**
+ * @defgroup vars Variables
+ * @brief Tags for the resources ops read and write.
+ *
+ * A variable holds no data: it orders the ops that touch its resource. An
+ * op lists the variables it reads and those it writes; ops that share a
+ * variable, one of them writing it, run in the order they were pushed.
+ * @{
+ */
+
+/**
  * A tag for a resource. It holds no data; it orders the ops that touch the
  * resource. A value handle: copy it freely. The zero handle is never valid.
  */
 typedef struct vf_var {
-    uint64_t id;
+    uint64_t id; /**< the engine's handle (opaque; 0: none) */
 } vf_var;
 
-/* A list of variables: `count` handles at `vars` (NULL when count is 0).
+/** A list of variables: `count` handles at `vars` (NULL when count is 0).
  * A handle the engine never made is refused with VF_EINVAL, or with
  * VF_ESTALE / VF_EXDEV when it looks like a deleted or a foreign one. */
 typedef struct vf_var_list {
-    const vf_var *vars;
-    int count;
+    const vf_var *vars; /**< the handles (NULL when count is 0) */
+    int count;          /**< how many */
 } vf_var_list;
 
-/*
+/**
  * VF_VARS(a, b, c): a vf_var_list of the handles given.
+ *
  * In C, a compound literal: it lives until the end of the enclosing block,
  * so `op.reads = VF_VARS(a, b);` then `vf_engine_push(e, &op);` is fine.
+ *
  * In C++ (no compound literals), a list over a temporary array that lives
  * only until the end of the full-expression it is in: use it inside the
- * call that takes the op, vf_engine_push(e, {...}) or vf_operator_create(e,
- * {...}, &out) (the C++ overloads at the end of this file), e.g. in C++20
- *     vf_engine_push(e, {.fn = add, .reads = VF_VARS(a, b), .writes =
- * VF_VARS(c)}); Kept in a vf_op variable it dangles once the statement ends:
- * list a named array there, `op.reads = vf_var_list_of(arr);` (clang warns,
+ * call that takes the op, `vf_engine_push(e, {...})` or
+ * `vf_operator_create(e, {...}, &out)` (the C++ overloads at the end of
+ * this file), for example in C++20
+ * @code
+ * vf_engine_push(e, {.fn = add, .reads = VF_VARS(a, b),
+ *                    .writes = VF_VARS(c)});
+ * @endcode
+ * Kept in a vf_op variable it dangles once the statement ends: list a
+ * named array there, `op.reads = vf_var_list_of(arr);` (clang warns,
  * -Wdangling, when VF_VARS initializes a variable, not when it is
  * assigned; g++ does not).
  */
@@ -389,23 +494,23 @@ typedef struct vf_var_list {
 #define VF_VARS(...) vf_var_list_of({__VA_ARGS__})
 #endif
 
-/* Create a variable. VF_ENOMEM when out of memory or handles;
- * VF_ESHUTDOWN from outside the engine's ops after vf_engine_shutdown or
+/** Create a variable. VF_ENOMEM when out of memory or handles;
+ * VF_ESHUTDOWN from outside the engine's ops after vf_engine_shutdown() or
  * once destroy has begun. */
 VF_API int vf_var_create(vf_engine *e, vf_var *out);
 
-/*
+/**
  * Delete a variable. Deletion is an op that writes the variable: it runs
  * after every op already pushed on it; `free_fn(free_arg)` (may be NULL) runs
  * as its body, so the resource is freed once nothing uses it. Once deleted,
  * the handle is refused (VF_ESTALE) by every call, including a second delete
- * (its detail: "vf_var_destroy: variable (id 0x...) was already deleted").
+ * (its detail: "vf_var_destroy(): variable (id 0x...) was already deleted").
  * The delete op jumps to the front of its pool's ready queue.
  */
 VF_API int vf_var_destroy(vf_engine *e, vf_var v, void (*free_fn)(void *),
                           void *free_arg);
 
-/*
+/**
  * The variable's version: the number of writes to it that have run (a write
  * skipped because of an earlier failure does not count; a device op's write
  * counts when its function returns, its work may still be on the stream).
@@ -413,17 +518,17 @@ VF_API int vf_var_destroy(vf_engine *e, vf_var v, void (*free_fn)(void *),
  */
 VF_API int vf_var_version(vf_engine *e, vf_var v, uint64_t *out);
 
-/*
+/**
  * The variable of an address, as OpenMP names a dependence by its address:
  * the engine keeps a table from addresses to variables, and the first call
- * with an address creates its variable (as vf_var_create), every later one
+ * with an address creates its variable (as vf_var_create()), every later one
  * returns the same handle. Thread-safe: any number of threads may call it
  * at once (the table is striped: one hash lookup under one of 64 locks).
  * The address is only a key: it is never dereferenced, and any non-NULL
  * pointer will do. Lifetime: the variable lives until the engine is
- * destroyed, or until vf_var_destroy on it; the entry goes once that
+ * destroyed, or until vf_var_destroy() on it; the entry goes once that
  * delete has run. The address keeps the serial order across the destroy:
- * the next vf_var_of of it returns a handle that is not the destroyed one
+ * the next vf_var_of() of it returns a handle that is not the destroyed one
  * (which stays refused, VF_ESTALE) and whose ops run after every op of
  * the destroyed variable, its delete included, on every engine, running
  * or stopped. It is a fresh variable to the program (version 0, no
@@ -437,30 +542,44 @@ VF_API int vf_var_version(vf_engine *e, vf_var v, uint64_t *out);
  */
 VF_API int vf_var_of(vf_engine *e, const void *addr, vf_var *out);
 
+/** @} */
+
 /* ------------------------------------------------------------------------ */
 /* Operations                                                                */
 /* ------------------------------------------------------------------------ */
 
-/* What the engine tells a running op; valid only during the call. */
+/**
+ * @defgroup ops Operations
+ * @brief Push ops, and what a running op sees.
+ *
+ * An op is a function and the variables it reads and writes (vf_op).
+ * vf_engine_push() queues it; it runs once every op pushed before it that
+ * conflicts with it has finished. A sync op returns its status; an async
+ * op starts its work and calls vf_completion_finish() later, from any thread.
+ * @{
+ */
+
+/** What the engine tells a running op; valid only during the call. */
 typedef struct vf_run vf_run;
 
-/* Handle an async op calls exactly once, from any thread, when it is done. */
+/** Handle an async op calls exactly once, from any thread, when it is done. */
 typedef struct vf_completion {
-    void *op_;
-    uint64_t ticket_;
+    void *op_;        /**< internal: the op */
+    uint64_t ticket_; /**< internal: which of its runs, so a second call is
+                           refused */
 } vf_completion;
 
-/* A sync op: return 0 on success, anything else marks the op failed. */
+/** A sync op: return 0 on success, anything else marks the op failed. */
 typedef int (*vf_sync_fn)(vf_run *run, void *arg);
 
-/*
+/**
  * An async op: start the work and return; call vf_completion_finish(done, ...)
  * later, from any thread, exactly once. The op's variables stay held until
  * then.
  */
 typedef void (*vf_async_fn)(vf_run *run, void *arg, vf_completion done);
 
-/*
+/**
  * Called exactly once for every op, after it ran or was skipped and before
  * its variables are released: status 0 (ran ok), the op's error code (ran
  * and failed) or VF_ESKIPPED. For freeing `arg`, whatever happened. A device
@@ -469,36 +588,54 @@ typedef void (*vf_async_fn)(vf_run *run, void *arg, vf_completion done);
  */
 typedef void (*vf_done_fn)(void *arg, int status);
 
+/** The kinds of device an op can run on. @ingroup devices */
 typedef enum vf_device_type {
-    VF_DEVICE_CPU = 0,
-    VF_DEVICE_CUDA,    /* an NVIDIA GPU, id = ordinal (libvarflow-cuda:
-                          varflow_cuda.h, vf_cuda_register) */
-    VF_DEVICE_EMULATED /* streams emulated on CPU threads, ids 0..7 */
+    VF_DEVICE_CPU = 0, /**< the host's CPUs, id 0 */
+    VF_DEVICE_CUDA,    /**< an NVIDIA GPU, id = ordinal (libvarflow-cuda:
+                            varflow_cuda.h, vf_cuda_register()) */
+    VF_DEVICE_EMULATED /**< streams emulated on CPU threads, ids 0..7 */
 } vf_device_type;
 
+/** A device: its kind and its number among those of the kind.
+ * @ingroup devices */
 typedef struct vf_device {
-    vf_device_type type;
-    int id;
+    vf_device_type type; /**< the kind */
+    int id;              /**< which one (0 for the CPU) */
 } vf_device;
 
-/*
- * Work for a device stream (vf_run_submit): runs on the device, after every
+/**
+ * @ingroup devices
+ * Work for a device stream (vf_run_submit()): runs on the device, after every
  * piece of work submitted to the same stream before it. Non-zero fails the
- * op that submitted it (its error code; see vf_run_submit).
+ * op that submitted it (its error code; see vf_run_submit()).
  */
 typedef int (*vf_device_fn)(void *arg);
 
-/* Where an op runs and how it is scheduled (MXNet's FnProperty). */
+/** Where an op runs and how it is scheduled (MXNet's FnProperty). */
 typedef enum vf_property {
-    VF_PROP_NORMAL = 0,
-    VF_PROP_COPY_TO_DEVICE,     /* the device's copy workers */
-    VF_PROP_COPY_FROM_DEVICE,   /* the device's copy workers */
-    VF_PROP_CPU_PRIORITIZED,    /* the per-device engine's CPU priority pool */
-    VF_PROP_DEVICE_PRIORITIZED, /* the device's priority workers */
-    VF_PROP_DELETE_VAR          /* jumps to the front of the ready queue */
+    VF_PROP_NORMAL = 0,         /**< the CPU pool; a device op: the device's
+                                     compute workers */
+    VF_PROP_COPY_TO_DEVICE,     /**< the device's copy workers */
+    VF_PROP_COPY_FROM_DEVICE,   /**< the device's copy workers */
+    VF_PROP_CPU_PRIORITIZED,    /**< the per-device engine's CPU priority
+                                     pool */
+    VF_PROP_DEVICE_PRIORITIZED, /**< the device's priority workers */
+    VF_PROP_DELETE_VAR          /**< jumps to the front of the ready queue */
 } vf_property;
 
-/*
+/** The most handles an op's two lists hold together (1,048,576:
+ * vf_op.reads.count + vf_op.writes.count), repeats included. */
+#define VF_MAX_OP_VARS (1 << 20)
+
+/** Copied arguments (vf_op.arg_size, vf_operator_push_arg()): up to
+ * VF_OP_ARG_INLINE bytes the copy comes from the engine's per-thread free
+ * lists (no malloc); up to VF_MAX_OP_ARG_SIZE it is malloc'd; larger ones
+ * are refused (VF_EINVAL). */
+#define VF_OP_ARG_INLINE 128
+/** The largest copied argument, in bytes (see VF_OP_ARG_INLINE). */
+#define VF_MAX_OP_ARG_SIZE 65536
+
+/**
  * An op to push. Exactly one of `fn` and `async_fn` is set. Reads and writes
  * may overlap or repeat: each variable counts once, as a write if any use of
  * it writes. The two lists together hold at most VF_MAX_OP_VARS handles,
@@ -506,46 +643,40 @@ typedef enum vf_property {
  * O(n log n). `name` (may be NULL) must stay valid until the op has
  * finished.
  */
-#define VF_MAX_OP_VARS (1 << 20) /* 1,048,576: reads.count + writes.count */
-
-/* Copied arguments (vf_op.arg_size, vf_operator_push_arg): up to
- * VF_OP_ARG_INLINE bytes the copy comes from the engine's per-thread free
- * lists (no malloc); up to VF_MAX_OP_ARG_SIZE it is malloc'd; larger ones
- * are refused (VF_EINVAL). */
-#define VF_OP_ARG_INLINE 128
-#define VF_MAX_OP_ARG_SIZE 65536
-
 typedef struct vf_op {
-    vf_sync_fn fn VF_ZERO_;
-    vf_async_fn async_fn VF_ZERO_; /* async: runs inline on the dispatching
-                                      thread */
-    void *arg VF_ZERO_;
-    vf_done_fn done VF_ZERO_; /* may be NULL */
-    vf_var_list reads VF_ZERO_;
-    vf_var_list writes VF_ZERO_;
-    vf_device device VF_ZERO_;     /* zero: CPU 0 */
-    vf_property property VF_ZERO_; /* zero: normal */
-    int priority VF_ZERO_;         /* higher runs first among ready ops of a
-                                      pool */
-    bool no_skip VF_ZERO_;         /* run even when an input has failed */
-    bool nonblocking VF_ZERO_;     /* at the in-flight limit: VF_EAGAIN, not
-                                      wait */
-    const char *name VF_ZERO_;
-    size_t arg_size VF_ZERO_; /* 0: `arg` is passed as it is, and must
-                                 outlive the op. Otherwise the push
-                                 copies arg_size bytes from `arg` into
-                                 the op (aligned to max_align_t), and
-                                 fn, async_fn and done get the copy,
-                                 freed once the op has finished (after
-                                 `done`): `arg` may go at once. No
-                                 allocation up to VF_OP_ARG_INLINE
-                                 bytes; at most VF_MAX_OP_ARG_SIZE
-                                 (VF_EINVAL beyond, or for a NULL arg
-                                 with a size). For vf_operator_create:
-                                 copied once, freed with the operator */
+    vf_sync_fn fn VF_ZERO_;        /**< sync: returns the op's status */
+    vf_async_fn async_fn VF_ZERO_; /**< async: runs inline on the dispatching
+                                        thread */
+    void *arg VF_ZERO_;            /**< what fn, async_fn and done get (see
+                                        arg_size) */
+    vf_done_fn done VF_ZERO_;      /**< may be NULL */
+    vf_var_list reads VF_ZERO_;    /**< the variables the op reads */
+    vf_var_list writes VF_ZERO_;   /**< the variables it writes (and may
+                                        read) */
+    vf_device device VF_ZERO_;     /**< zero: CPU 0 */
+    vf_property property VF_ZERO_; /**< zero: normal */
+    int priority VF_ZERO_;         /**< higher runs first among ready ops of a
+                                        pool */
+    bool no_skip VF_ZERO_;         /**< run even when an input has failed */
+    bool nonblocking VF_ZERO_;     /**< at the in-flight limit: VF_EAGAIN, not
+                                        wait */
+    const char *name VF_ZERO_;     /**< for errors, logs and profiles; may be
+                                        NULL */
+    size_t arg_size VF_ZERO_;      /**< 0: `arg` is passed as it is, and must
+                                        outlive the op. Otherwise the push
+                                        copies arg_size bytes from `arg` into
+                                        the op (aligned to max_align_t), and fn,
+                                        async_fn and done get the copy, freed
+                                        once the op has finished (after `done`):
+                                        `arg` may go at once. No allocation up
+                                        to VF_OP_ARG_INLINE bytes; at most
+                                        VF_MAX_OP_ARG_SIZE (VF_EINVAL beyond, or
+                                        for a NULL arg with a size). For
+                                        vf_operator_create(): copied once, freed
+                                        with the operator */
 } vf_op;
 
-/*
+/**
  * Push an op: it runs once every op pushed before it that conflicts with it
  * has finished. Returns at once (the naive engine runs ready ops inside the
  * call). May be called from any thread, and from inside running ops.
@@ -560,7 +691,7 @@ typedef struct vf_op {
  */
 VF_API int vf_engine_push(vf_engine *e, const vf_op *op);
 
-/*
+/**
  * Finish an async op. `status` 0 means success; any other value fails the op
  * (recorded like a sync function's return value) with `message` (may be
  * NULL). VF_EALREADY if this completion was already used.
@@ -568,17 +699,17 @@ VF_API int vf_engine_push(vf_engine *e, const vf_op *op);
 VF_API int vf_completion_finish(vf_completion done, int status,
                                 const char *message);
 
-/*
+/**
  * Finish an async op whose result is a failure that happened elsewhere (in
  * another process, say): the op counts as skipped (its `done` gets
  * VF_ESKIPPED), the ops that depend on it are skipped, and the waits report
  * `cause` (its code, op name and message) as if that op had failed here.
  * VF_EINVAL when `cause` is NULL or its code is 0; VF_EALREADY as
- * vf_completion_finish.
+ * vf_completion_finish().
  */
 VF_API int vf_completion_fail(vf_completion done, const vf_error *cause);
 
-/*
+/**
  * For an op pushed with no_skip: 1 when one of its variables carries a
  * failure that would have skipped it (an earlier op that writes it failed
  * and no wait has reported it yet), and then `*out` (if not NULL) is that
@@ -587,14 +718,14 @@ VF_API int vf_completion_fail(vf_completion done, const vf_error *cause);
  */
 VF_API int vf_run_input_failure(const vf_run *run, vf_error *out);
 
-/* Record why the op is failing; the message reaches vf_error.message. */
+/** Record why the op is failing; the message reaches vf_error.message. */
 VF_API void vf_run_set_error(vf_run *run, const char *fmt, ...)
     VF_PRINTF_LIKE(2, 3);
 
-/* The engine running the op (for nested pushes and waits). */
+/** The engine running the op (for nested pushes and waits). */
 VF_API vf_engine *vf_run_engine(const vf_run *run);
 
-/*
+/**
  * Whether the calling thread is inside engine `e`: running one of its ops
  * (a function, an async op's start, a free callback, an op run by a
  * waiting thread), one of its `done` callbacks, or any other code on one
@@ -605,22 +736,24 @@ VF_API vf_engine *vf_run_engine(const vf_run *run);
  */
 VF_API bool vf_engine_in_op(const vf_engine *e);
 
-/* Index of the worker running the op, unique across the engine's pools;
+/** Index of the worker running the op, unique across the engine's pools;
  * -1 when it runs on a thread that is not a worker (naive engine, async op
  * dispatched by a pusher, an op run by a waiting thread: help_on_wait). */
 VF_API int vf_run_worker(const vf_run *run);
 
-/* The device the op was pushed for. */
+/** The device the op was pushed for. @ingroup devices */
 VF_API vf_device vf_run_device(const vf_run *run);
 
-/* The worker's device stream: a cudaStream_t for VF_DEVICE_CUDA, an
- * emulated stream for VF_DEVICE_EMULATED (use it with vf_run_submit); NULL
+/** @ingroup devices
+ * The worker's device stream: a cudaStream_t for VF_DEVICE_CUDA, an
+ * emulated stream for VF_DEVICE_EMULATED (use it with vf_run_submit()); NULL
  * for a CPU op. Work the op puts on it is ordered with every other op by
  * events: the op's function returns at once, and ops that depend on it wait
  * for its work on their own stream, or on the host when they run there. */
 VF_API void *vf_run_stream(const vf_run *run);
 
-/*
+/**
+ * @ingroup devices
  * Put `fn(arg)` on the op's stream, after the work already there: it runs
  * on the device (for CUDA, as a host function of the stream), not in this
  * call. `bytes` > 0 marks a copy of that many bytes (the emulated device
@@ -630,80 +763,110 @@ VF_API void *vf_run_stream(const vf_run *run);
  */
 VF_API int vf_run_submit(vf_run *run, vf_device_fn fn, void *arg, size_t bytes);
 
-/* Devices of a type usable now: 1 for VF_DEVICE_CPU, the emulated device's
+/** @ingroup devices
+ * Devices of a type usable now: 1 for VF_DEVICE_CPU, the emulated device's
  * count, the GPUs CUDA sees (0 until libvarflow-cuda's vf_cuda_register()
  * was called, or when no GPU or driver is there; vf_error_detail()
  * then says why). */
 VF_API int vf_device_count(vf_device_type type);
 
-/* The op's name (never NULL: "" when unnamed). */
+/** The op's name (never NULL: "" when unnamed). */
 VF_API const char *vf_run_name(const vf_run *run);
+
+/** @} */
+
+/**
+ * @defgroup devices Devices
+ * @brief Ops on GPUs and emulated devices, ordered on device streams.
+ *
+ * An op pushed with `.device` set runs on that device's workers, each of
+ * which owns a stream. What the op puts on its stream (vf_run_stream(),
+ * vf_run_submit()) is ordered with every other op by events, so the op's
+ * function returns at once. The CUDA device is in libvarflow-cuda
+ * (varflow_cuda.h).
+ */
 
 /* ------------------------------------------------------------------------ */
 /* Reusable operators                                                        */
 /* ------------------------------------------------------------------------ */
 
-/*
+/**
+ * @defgroup operators Reusable operators
+ * @ingroup ops
+ * @brief An op made once and pushed many times.
+ * @{
+ */
+
+/**
  * An op created once and pushed many times: the variable sets are checked,
- * de-duplicated and sorted once, so vf_operator_push allocates nothing.
+ * de-duplicated and sorted once, so vf_operator_push() allocates nothing.
  */
 typedef struct vf_operator vf_operator;
 
-/* Create an operator from an op description (its `priority` field is not
+/** Create an operator from an op description (its `priority` field is not
  * used: each push gives one). The name is copied; `done` runs once per
- * pushed run. Errors as vf_engine_push. */
+ * pushed run. Errors as vf_engine_push(). */
 VF_API int vf_operator_create(vf_engine *e, const vf_op *def,
                               vf_operator **out);
 
-/* Push one run of the operator, with the given priority. Errors as
- * vf_engine_push (VF_ESTALE when one of its variables has been deleted since).
+/** Push one run of the operator, with the given priority. Errors as
+ * vf_engine_push() (VF_ESTALE when one of its variables has been deleted
+ * since).
  */
 VF_API int vf_operator_push(vf_engine *e, vf_operator *op, int priority);
 
-/*
+/**
  * Push one run of the operator with an argument of its own, in place of the
  * operator's `arg`: the run's fn, async_fn and done get it. The var set,
  * routing and checks are the operator's, made once at create, so a program
  * whose ops differ only in an index pays no var-set check or sort per push.
  * arg_size 0: `arg` is passed as it is (it must outlive the run); otherwise
  * arg_size bytes of it are copied, as vf_op.arg_size says (no allocation up
- * to VF_OP_ARG_INLINE bytes). Errors as vf_operator_push, and VF_EINVAL for
+ * to VF_OP_ARG_INLINE bytes). Errors as vf_operator_push(), and VF_EINVAL for
  * arg_size over VF_MAX_OP_ARG_SIZE or a NULL arg with a size.
  */
 VF_API int vf_operator_push_arg(vf_engine *e, vf_operator *op, int priority,
                                 void *arg, size_t arg_size);
 
-/*
+/**
  * Delete the operator: the handle must not be used again; the operator is
  * freed once its last pushed run has finished. VF_EXDEV for an operator of
  * another engine.
  */
 VF_API int vf_operator_destroy(vf_engine *e, vf_operator *op);
 
+/** @} */
+
 /* ------------------------------------------------------------------------ */
 /* Bulk execution                                                            */
 /* ------------------------------------------------------------------------ */
 
-/*
+/**
+ * @defgroup bulk Bulk execution
+ * @brief Many small ops from one thread fused into one, at one op's cost.
+ * @{
+ */
+
+/**
  * Set the calling thread's bulk size for engine `e` (0 turns bulking off;
  * at most 4096) and return the previous one (>= 0), or a negative code.
  * Threads start with config.bulk_size (VF_BULK_SIZE), 0 by default.
  *
  * With a bulk size n > 0, consecutive pushes from this thread of sync CPU
- * ops of normal property and equal priority (vf_engine_push or
- * vf_operator_push, not nonblocking) are collected, up to n, and pushed as one
- * fused op whose variable set is the union of theirs (a variable both read and
- * written counts as written). The fused op runs their functions in push order
- * on one worker, so n ops cost about one op's overhead, at the price of no
- * parallelism among them. Each op still fails, is skipped and calls its
+ * ops of normal property and equal priority (vf_engine_push() or
+ * vf_operator_push(), not nonblocking) are collected, up to n, and pushed as
+ * one fused op whose variable set is the union of theirs (a variable both read
+ * and written counts as written). The fused op runs their functions in push
+ * order on one worker, so n ops cost about one op's overhead, at the price of
+ * no parallelism among them. Each op still fails, is skipped and calls its
  * done callback as it would alone, and the version of a variable is bumped
  * per write. The naive engine ignores the bulk size.
  *
  * A batch is pushed when it is full; before a push from this thread that
- * cannot join it; when this thread's bulk size changes; by vf_bulk_flush;
+ * cannot join it; when this thread's bulk size changes; by vf_bulk_flush();
  * by a push from another thread that names one of its variables; and,
- * every thread's batch, by any wait (vf_var_wait, vf_engine_wait_all),
- * vf_var_destroy, stop, shutdown, destroy and fork. Bulking never changes
+ * every thread's batch, by any wait (vf_var_wait(), vf_engine_wait_all()),
+ * vf_var_destroy(), stop, shutdown, destroy and fork. Bulking never changes
  * what a program computes: an op pushed before another thread's push (the
  * program's own synchronization, a mutex, a condition variable, a thread
  * join, ordering the two) comes before it on every variable they share, as
@@ -711,7 +874,7 @@ VF_API int vf_operator_destroy(vf_engine *e, vf_operator *op);
  * config.bulk_size or by VF_BULK_SIZE), so no flush is needed for that.
  * An op in a batch runs only once the batch is pushed: a thread that waits
  * for it by its own means (a done callback it sleeps on) and not by a
- * varflow wait must call vf_bulk_flush first. Each push is checked as a
+ * varflow wait must call vf_bulk_flush() first. Each push is checked as a
  * lone push would be (its
  * errors, VF_ESTALE for a variable whose delete was pushed, are returned
  * by the push). A batch that cannot be pushed whole (another thread
@@ -719,20 +882,25 @@ VF_API int vf_operator_destroy(vf_engine *e, vf_operator *op);
  * ops one by one; one that still fails is reported like a failed op (done
  * callback and the waits). An op
  * that waits, inside itself, for a variable another op of its batch
- * writes gets VF_EDEADLK: do not bulk such ops. vf_engine_stats counts the
+ * writes gets VF_EDEADLK: do not bulk such ops. vf_engine_stats() counts the
  * fused ops (bulks) and the pushes in them (bulked).
  */
 VF_API int vf_bulk_set_size(vf_engine *e, int size);
 
-/* Push the calling thread's open batch now (0, or VF_EINVAL). */
+/** Push the calling thread's open batch now (0, or VF_EINVAL). */
 VF_API int vf_bulk_flush(vf_engine *e);
+
+/** @} */
 
 /* ------------------------------------------------------------------------ */
 /* Waiting                                                                   */
 /* ------------------------------------------------------------------------ */
 
-/*
- * Waits and failures (docs/DESIGN.md, rule 9). A failure belongs to the
+/**
+ * @defgroup waits Waits and failures
+ * @brief Wait for ops; learn which failed, once, in push order.
+ *
+ * Waits and failures (docs/DESIGN.md, "Failures"). A failure belongs to the
  * program's push order, like everything else: an op that fails marks the
  * vars it writes; an op that reads or writes a failed var is skipped (its
  * `done` gets VF_ESKIPPED) and passes the same failure on to what it
@@ -750,9 +918,15 @@ VF_API int vf_bulk_flush(vf_engine *e);
  *
  * A wait from a `done` callback of one of the engine's own ops returns
  * VF_EDEADLK at once (the op whose callback runs has not finished).
+ *
+ * The calls that end an op with a failure (vf_run_set_error(),
+ * vf_completion_finish(), vf_completion_fail()) and the one that lets a
+ * no_skip op see it (vf_run_input_failure()) are with the
+ * @ref ops "operations".
+ * @{
  */
 
-/*
+/**
  * Block until every op pushed before this call that writes `v` has finished.
  * Returns 0, or VF_EOPFAILED when a failure no earlier wait reported reached
  * `v` (then `err`, if not NULL, says which op failed first and why).
@@ -770,18 +944,21 @@ VF_API int vf_bulk_flush(vf_engine *e);
  */
 VF_API int vf_var_wait(vf_engine *e, vf_var v, vf_error *err);
 
-/*
+/**
  * Block until every pushed op has finished. Returns 0, or VF_EOPFAILED with
- * the failure first in push order among those since the last wait_all that
+ * the failure first in push order among those since the last
+ * vf_engine_wait_all() that
  * no wait reported; then every one of them is cleared (ops pushed later run
  * normally). VF_EDEADLK from inside an op (it would wait for itself).
  */
 VF_API int vf_engine_wait_all(vf_engine *e, vf_error *err);
 
-/*
- * vf_var_wait and vf_engine_wait_all giving up after `timeout_ms` milliseconds
- * (negative: never; 0: only look) with VF_ETIMEDOUT, whose detail
- * (vf_error_detail) names the async ops started and never completed,
+/** @name Timed waits
+ * @{ */
+/**
+ * vf_var_wait() and vf_engine_wait_all() giving up after `timeout_ms`
+ * milliseconds (negative: never; 0: only look) with VF_ETIMEDOUT, whose detail
+ * (vf_error_detail()) names the async ops started and never completed,
  * the usual reason a wait never ends. A wait that timed out reports and
  * clears nothing: the failure stays for a later wait.
  */
@@ -789,6 +966,9 @@ VF_API int vf_var_wait_timed(vf_engine *e, vf_var v, int64_t timeout_ms,
                              vf_error *err);
 VF_API int vf_engine_wait_all_timed(vf_engine *e, int64_t timeout_ms,
                                     vf_error *err);
+/** @} */
+
+/** @} */
 
 #ifdef __cplusplus
 }
@@ -808,7 +988,7 @@ VF_API int vf_engine_wait_all_timed(vf_engine *e, int64_t timeout_ms,
 #define VF_LIFETIMEBOUND_
 #endif
 
-/* What C++'s VF_VARS(a, b) is: a list over the braced list's temporary
+/** What C++'s VF_VARS(a, b) is: a list over the braced list's temporary
  * array, valid until the end of the full-expression that wrote it. */
 inline vf_var_list
 vf_var_list_of(std::initializer_list<vf_var> vars VF_LIFETIMEBOUND_) noexcept
@@ -818,7 +998,7 @@ vf_var_list_of(std::initializer_list<vf_var> vars VF_LIFETIMEBOUND_) noexcept
     return l;
 }
 
-/* A list of a named array: valid as long as the array. */
+/** A list of a named array: valid as long as the array. */
 template <int N>
 inline vf_var_list vf_var_list_of(const vf_var (&vars)[N]) noexcept
 {
@@ -826,7 +1006,7 @@ inline vf_var_list vf_var_list_of(const vf_var (&vars)[N]) noexcept
     return l;
 }
 
-/* vf_engine_push and vf_operator_create taking the op itself, so it can be
+/** vf_engine_push() and vf_operator_create() taking the op itself, so it can be
  * written in the call, VF_VARS lists and all: vf_engine_push(e, {.fn = f,
  * ...}). */
 inline int vf_engine_push(vf_engine *e, const vf_op &op)

@@ -1,4 +1,14 @@
-/*
+/**
+ * @file varflow.hpp
+ * @brief A thin, header-only C++17 layer over varflow.h (the @ref cxx "C++"
+ * module).
+ */
+
+/**
+ * @defgroup cxx C++
+ * @brief varflow.hpp: ops as callables, handles that clean up, errors as
+ * exceptions.
+ *
  * varflow.hpp: a thin, header-only C++17 layer over varflow.h.
  *
  * The C API takes a function pointer, a void * and a done callback for
@@ -66,8 +76,12 @@
 
 #include <varflow.h>
 
+/** The C++ layer over varflow.h (varflow.hpp). */
 namespace varflow
 {
+
+/** @addtogroup cxx
+ * @{ */
 
 class engine_ref;
 
@@ -75,7 +89,7 @@ class engine_ref;
 /* Errors                                                                    */
 /* ------------------------------------------------------------------------ */
 
-/*
+/**
  * A varflow call failed: code() is the VF_E* code, name() its symbolic name
  * ("VF_ESTALE"), detail() what vf_error_detail() said on the failing
  * thread. what() is "NAME: detail". Copying never throws (the strings are
@@ -84,19 +98,23 @@ class engine_ref;
 class error : public std::runtime_error
 {
   public:
+    /** The error of code `code` (a `VF_E*` code) with `detail`. */
     error(int code, const std::string &detail)
         : std::runtime_error(describe(code, detail)), code_(code),
           detail_(detail)
     {
     }
+    /** The `VF_E*` code. */
     int code() const noexcept
     {
         return code_;
     }
+    /** The code's symbolic name ("VF_ESTALE"). */
     const char *name() const noexcept
     {
         return vf_error_name(code_);
     }
+    /** What vf_error_detail() said on the failing thread. */
     const char *detail() const noexcept
     {
         return detail_.what();
@@ -112,7 +130,7 @@ class error : public std::runtime_error
     std::runtime_error detail_;
 };
 
-/*
+/**
  * A wait saw an op's failure (VF_EOPFAILED): op_code() is what the op
  * returned or threw, op_name() the op that failed first in the chain,
  * op_message() what it said. what() names each code once:
@@ -125,18 +143,22 @@ class error : public std::runtime_error
 class op_failed : public error
 {
   public:
+    /** The failure a wait filled in. */
     explicit op_failed(const vf_error &err)
         : error(VF_EOPFAILED, describe(err)), err_(err)
     {
     }
+    /** What the op returned or threw (vf_error::code). */
     int op_code() const noexcept
     {
         return err_.code;
     }
+    /** The op that failed first in the chain (vf_error::op_name). */
     const char *op_name() const noexcept
     {
         return err_.op_name;
     }
+    /** What it said (vf_error::message). */
     const char *op_message() const noexcept
     {
         return err_.message;
@@ -241,7 +263,7 @@ template <class Report> void report_current(Report &&report) noexcept
 
 } // namespace detail
 
-/*
+/**
  * What a wait called with std::nothrow returns: ok(), or code() (
  * VF_EOPFAILED when an op's failure reached the wait, or the wait's own
  * error) and, for an op failure, the op's code, name and message. For the
@@ -251,34 +273,42 @@ class wait_result
 {
   public:
     wait_result() noexcept = default;
+    /** What a wait returned (`code`) and the failure it filled in. */
     wait_result(int code, const vf_error &err) noexcept : code_(code), err_(err)
     {
     }
+    /** The wait returned 0. */
     bool ok() const noexcept
     {
         return code_ == 0;
     }
+    /** What the wait returned: 0, VF_EOPFAILED or the wait's own error. */
     int code() const noexcept
     {
         return code_;
     }
+    /** The code's symbolic name ("VF_EOPFAILED"). */
     const char *name() const noexcept
     {
         return vf_error_name(code_);
     }
+    /** An op failure: what the op returned or threw. */
     int op_code() const noexcept
     {
         return err_.code;
     }
+    /** An op failure: the op that failed first in the chain. */
     const char *op_name() const noexcept
     {
         return err_.op_name;
     }
+    /** An op failure: what the op said; the wait's own error:
+     * vf_error_detail(). */
     const char *message() const noexcept
     {
         return err_.message;
     }
-    /* Throw what the throwing wait would have thrown (nothing when ok). */
+    /** Throw what the throwing wait would have thrown (nothing when ok). */
     void throw_if_failed() const
     {
         if (code_ == VF_EOPFAILED)
@@ -296,9 +326,9 @@ class wait_result
 /* Var lists and op options                                                  */
 /* ------------------------------------------------------------------------ */
 
-/*
+/**
  * The vars an op reads or writes: a view, valid for the push it is given
- * to (vf_engine_push copies it). From a braced list of vars ({a, b}:
+ * to (vf_engine_push() copies it). From a braced list of vars ({a, b}:
  * varflow::var or vf_var), a std::vector<vf_var>, an array, or a pointer and a
  * count.
  */
@@ -306,22 +336,27 @@ class var_list
 {
   public:
     var_list() noexcept = default;
+    /** From a braced list of vars: `{a, b}`. */
     var_list(std::initializer_list<vf_var> vars) noexcept
         : list_{vars.size() ? vars.begin() : nullptr, int(vars.size())}
     {
     }
+    /** From `count` handles at `vars`. */
     var_list(const vf_var *vars, std::size_t count) noexcept
         : list_{count ? vars : nullptr, int(count)}
     {
     }
+    /** From an array. */
     template <std::size_t N>
     var_list(const vf_var (&vars)[N]) noexcept : list_{vars, int(N)}
     {
     }
+    /** From a vector. */
     var_list(const std::vector<vf_var> &vars) noexcept
         : var_list(vars.data(), vars.size())
     {
     }
+    /** The C list. */
     const vf_var_list &get() const noexcept
     {
         return list_;
@@ -331,7 +366,7 @@ class var_list
     vf_var_list list_{nullptr, 0};
 };
 
-/*
+/**
  * How an op is scheduled (vf_op's fields other than the function and the
  * vars). An aggregate: with C++20, eng.push(r, w, fn, {.name = "add",
  * .priority = 2}); with C++17, the setters chain:
@@ -339,45 +374,56 @@ class var_list
  * valid until the op has finished (a string literal, typically).
  */
 struct options {
-    const char *name = nullptr;
-    int priority = 0;
-    vf_property property = VF_PROP_NORMAL;
-    vf_device device = {VF_DEVICE_CPU, 0};
-    bool no_skip = false;     /* run even when an input has failed */
-    bool nonblocking = false; /* at the in-flight limit: VF_EAGAIN */
+    const char *name = nullptr;            /**< vf_op::name */
+    int priority = 0;                      /**< vf_op::priority */
+    vf_property property = VF_PROP_NORMAL; /**< vf_op::property */
+    vf_device device = {VF_DEVICE_CPU, 0}; /**< vf_op::device */
+    bool no_skip = false;                  /**< run even when an input has
+                                                failed */
+    bool nonblocking = false;              /**< at the in-flight limit:
+                                                VF_EAGAIN */
 
+    /** @name Setters, for C++17
+     * @{ */
+    /** Sets name; returns *this. */
     options &set_name(const char *n) noexcept
     {
         name = n;
         return *this;
     }
+    /** Sets priority; returns *this. */
     options &set_priority(int p) noexcept
     {
         priority = p;
         return *this;
     }
+    /** Sets property; returns *this. */
     options &set_property(vf_property p) noexcept
     {
         property = p;
         return *this;
     }
+    /** Sets device; returns *this. */
     options &set_device(vf_device d) noexcept
     {
         device = d;
         return *this;
     }
+    /** Sets no_skip; returns *this. */
     options &set_no_skip(bool on = true) noexcept
     {
         no_skip = on;
         return *this;
     }
+    /** Sets nonblocking; returns *this. */
     options &set_nonblocking(bool on = true) noexcept
     {
         nonblocking = on;
         return *this;
     }
+    /** @} */
 
-    /* The vf_op these options describe, with no function yet. */
+    /** The vf_op these options describe, with no function yet. */
     vf_op to_op(const var_list &reads, const var_list &writes) const noexcept
     {
         vf_op op{};
@@ -397,36 +443,44 @@ struct options {
 /* What a running op sees                                                    */
 /* ------------------------------------------------------------------------ */
 
-/* The running op's context (vf_run): valid only during the call. */
+/** The running op's context (vf_run): valid only during the call. */
 class run
 {
   public:
+    /** A view of the C context. */
     explicit run(vf_run *r) noexcept : r_(r)
     {
     }
+    /** The C context. */
     vf_run *get() const noexcept
     {
         return r_;
     }
-    /* The engine running the op, for nested pushes and waits. */
+    /** The engine running the op, for nested pushes and waits. */
     engine_ref engine() const noexcept;
+    /** The worker running the op (vf_run_worker()). */
     int worker() const noexcept
     {
         return vf_run_worker(r_);
     }
+    /** The device the op was pushed for (vf_run_device()). */
     vf_device device() const noexcept
     {
         return vf_run_device(r_);
     }
+    /** The worker's device stream (vf_run_stream()). */
     void *stream() const noexcept
     {
         return vf_run_stream(r_);
     }
+    /** The op's name (vf_run_name()). */
     const char *name() const noexcept
     {
         return vf_run_name(r_);
     }
-    /* The message a failing op reports (return non-zero, or throw). */
+    /** @name set_error
+     * @{ */
+    /** The message a failing op reports (return non-zero, or throw). */
     void set_error(const char *message) const noexcept
     {
         vf_run_set_error(r_, "%s", message);
@@ -435,7 +489,8 @@ class run
     {
         set_error(message.c_str());
     }
-    /* vf_run_submit: put fn(arg) on the op's device stream. */
+    /** @} */
+    /** vf_run_submit(): put fn(arg) on the op's device stream. */
     void submit(vf_device_fn fn, void *arg, std::size_t bytes = 0) const
     {
         detail::check(vf_run_submit(r_, fn, arg, bytes));
@@ -466,7 +521,7 @@ inline const char dropped_message[] =
 
 } // namespace detail
 
-/*
+/**
  * What an async op's callable gets: call it (complete(), or fail()) exactly
  * once, from any thread; the op's vars stay held until then. Move-only;
  * calling one moved from throws VF_EINVAL.
@@ -479,15 +534,19 @@ class completion
 {
   public:
     completion() noexcept = default;
+    /** Owns the C completion `done` (its op's). */
     explicit completion(vf_completion done) noexcept
         : done_(done), pending_(true)
     {
     }
+    /** Takes `o`'s completion; `o` is then moved from. */
     completion(completion &&o) noexcept
         : done_(o.done_), pending_(std::exchange(o.pending_, false)),
           moved_from_(std::exchange(o.moved_from_, true))
     {
     }
+    /** Fails this one's op if it is still pending (as the destructor
+     * does), then takes `o`'s completion. */
     completion &operator=(completion &&o) noexcept
     {
         if (this != &o) {
@@ -505,7 +564,9 @@ class completion
         drop();
     }
 
-    /* Finish the op: success. VF_EALREADY (thrown) if already used;
+    /** @name complete
+     * @{ */
+    /** Finish the op: success. VF_EALREADY (thrown) if already used;
      * VF_EINVAL on a completion moved from. */
     void complete()
     {
@@ -515,20 +576,24 @@ class completion
     {
         complete();
     }
-    /* Finish the op: failed with `code` (VF_EOPFAILED if 0) and message. */
+    /** @} */
+    /** Finish the op: failed with `code` (VF_EOPFAILED if 0) and message. */
     void fail(int code, const char *message)
     {
         finish(code != 0 ? code : VF_EOPFAILED, message);
     }
+    /** Finish the op: failed with VF_EOPFAILED and `message`. */
     void fail(const std::string &message)
     {
         fail(VF_EOPFAILED, message.c_str());
     }
+    /** Whether it still has to be called: false once called, released or
+     * moved from, and for a default-constructed one. */
     bool pending() const noexcept
     {
         return pending_;
     }
-    /* Give up ownership: the caller must call vf_completion_finish on it. */
+    /** Give up ownership: the caller must call vf_completion_finish() on it. */
     vf_completion release() noexcept
     {
         pending_ = false;
@@ -847,8 +912,8 @@ template <class Fn> struct op_block_of : op_block {
 /* Vars                                                                      */
 /* ------------------------------------------------------------------------ */
 
-/*
- * An owned variable: deleted (vf_var_destroy, no free callback) by its
+/**
+ * An owned variable: deleted (vf_var_destroy(), no free callback) by its
  * destructor, after every op already pushed on it; or explicitly with
  * remove(). Converts to vf_var, so it goes straight into a var_list.
  * Destructor errors (a var already deleted through its vf_var, an engine
@@ -866,16 +931,19 @@ class var
 {
   public:
     var() noexcept = default;
-    /* Adopt a handle made with vf_var_create. */
+    /** Adopt a handle made with vf_var_create(). */
     var(vf_engine *e, vf_var v) noexcept
         : e_(e), v_(v), state_(e != nullptr ? state::owned : state::empty)
     {
     }
+    /** Takes `o`'s variable; `o` then names none (moved from). */
     var(var &&o) noexcept
         : e_(std::exchange(o.e_, nullptr)), v_(std::exchange(o.v_, vf_var{})),
           state_(std::exchange(o.state_, state::moved_from))
     {
     }
+    /** Deletes this one's variable if it owns one (as the destructor does),
+     * then takes `o`'s. */
     var &operator=(var &&o) noexcept
     {
         if (this != &o) {
@@ -893,22 +961,25 @@ class var
         reset();
     }
 
-    /* The handle; throws when the var names none (see above). */
+    /** The handle; throws when the var names none (see above). */
     vf_var handle() const
     {
         if (state_ != state::owned && state_ != state::removed)
             throw_unusable();
         return v_;
     }
+    /** handle(): a var goes where a vf_var does. */
     operator vf_var() const
     {
         return handle();
     }
+    /** Whether it owns a variable (not empty, moved from, released or
+     * removed). */
     explicit operator bool() const noexcept
     {
         return state_ == state::owned;
     }
-    /* Writes to it that have run (vf_var_version). */
+    /** Writes to it that have run (vf_var_version()). */
     std::uint64_t version() const
     {
         vf_var h = handle();
@@ -916,14 +987,14 @@ class var
         detail::check(vf_var_version(e_, h, &v));
         return v;
     }
-    /* Delete it now (an op after every op pushed on it); the var then
+    /** Delete it now (an op after every op pushed on it); the var then
      * tests false. Throws, keeping the handle, when the delete fails. */
     void remove()
     {
         detail::check(vf_var_destroy(e_, handle(), nullptr, nullptr));
         state_ = state::removed;
     }
-    /*
+    /**
      * Delete it, calling free_fn() as the delete op's body: once, after
      * every op already pushed on it. free_fn must not throw. When the
      * delete fails, free_fn is destroyed uncalled and the error thrown.
@@ -939,7 +1010,7 @@ class var
         s.release();
         state_ = state::removed;
     }
-    /* Stop owning it: the caller deletes it (or not); the var then names
+    /** Stop owning it: the caller deletes it (or not); the var then names
      * nothing. */
     vf_var release()
     {
@@ -952,10 +1023,10 @@ class var
 
   private:
     enum class state : unsigned char {
-        empty,      /* default-constructed */
-        owned,      /* deleted by the destructor */
-        removed,    /* remove() pushed its delete; e_ and v_ kept */
-        moved_from, /* its handle went to another var */
+        empty,      /**< default-constructed */
+        owned,      /**< deleted by the destructor */
+        removed,    /**< remove() pushed its delete; e_ and v_ kept */
+        moved_from, /**< its handle went to another var */
         released    /* its handle went to the caller */
     };
     [[noreturn]] void throw_unusable() const
@@ -986,7 +1057,9 @@ class var
 /* Reusable ops                                                              */
 /* ------------------------------------------------------------------------ */
 
-/*
+template <class Arg> class reusable_arg_op;
+
+/**
  * An op made once and pushed many times (vf_operator): the var sets are
  * checked once and a push allocates nothing. The callable is allocated
  * once, at make_op, and destroyed after the handle is gone and its last
@@ -995,18 +1068,19 @@ class var
  * one moved from (or default-constructed) throws varflow::error VF_EINVAL
  * ("varflow::reusable_op: used after it was moved from").
  */
-template <class Arg> class reusable_arg_op;
-
 class reusable_op
 {
   public:
     reusable_op() noexcept = default;
+    /** Takes `o`'s operator; `o` is then moved from. */
     reusable_op(reusable_op &&o) noexcept
         : e_(std::exchange(o.e_, nullptr)), op_(std::exchange(o.op_, nullptr)),
           block_(std::exchange(o.block_, nullptr)),
           moved_from_(std::exchange(o.moved_from_, true))
     {
     }
+    /** Deletes this one's operator if it has one (as the destructor does),
+     * then takes `o`'s. */
     reusable_op &operator=(reusable_op &&o) noexcept
     {
         if (this != &o) {
@@ -1025,7 +1099,7 @@ class reusable_op
         reset();
     }
 
-    /* Push one run (vf_operator_push). */
+    /** Push one run (vf_operator_push()). */
     void push(int priority = 0) const
     {
         if (op_ == nullptr)
@@ -1042,10 +1116,13 @@ class reusable_op
             throw err;
         }
     }
+    /** The C operator (NULL when none). */
     vf_operator *get() const noexcept
     {
         return op_;
     }
+    /** Whether it has an operator (not moved from or default-constructed).
+     */
     explicit operator bool() const noexcept
     {
         return op_ != nullptr;
@@ -1079,9 +1156,9 @@ class reusable_op
     bool moved_from_ = false;
 };
 
-/*
+/**
  * A reusable op whose runs each take an argument (engine_ref::make_op_with):
- * push(arg, priority) is vf_operator_push_arg with a copy of `arg`. Moves,
+ * push(arg, priority) is vf_operator_push_arg() with a copy of `arg`. Moves,
  * destruction and errors as reusable_op's.
  */
 template <class Arg> class reusable_arg_op
@@ -1089,7 +1166,7 @@ template <class Arg> class reusable_arg_op
   public:
     reusable_arg_op() noexcept = default;
 
-    /* Push one run with its own copy of `arg`. */
+    /** Push one run with its own copy of `arg`. */
     void push(const Arg &arg, int priority = 0) const
     {
         if (op_.op_ == nullptr)
@@ -1103,10 +1180,13 @@ template <class Arg> class reusable_arg_op
             throw err;
         }
     }
+    /** The C operator (NULL when none). */
     vf_operator *get() const noexcept
     {
         return op_.get();
     }
+    /** Whether it has an operator (not moved from or default-constructed).
+     */
     explicit operator bool() const noexcept
     {
         return static_cast<bool>(op_);
@@ -1125,7 +1205,7 @@ template <class Arg> class reusable_arg_op
 /* Engines                                                                   */
 /* ------------------------------------------------------------------------ */
 
-/*
+/**
  * A non-owning handle to an engine: every operation of the engine, none of
  * its lifetime. Copy it freely (into an op's lambda, for a nested push).
  * Every operation of one that holds no engine (an engine moved from,
@@ -1137,19 +1217,22 @@ class engine_ref
 {
   public:
     engine_ref() noexcept = default;
+    /** A view of the engine `e`. */
     explicit engine_ref(vf_engine *e) noexcept : e_(e)
     {
     }
+    /** The C engine (NULL when none). */
     vf_engine *get() const noexcept
     {
         return e_;
     }
+    /** Whether it holds an engine. */
     explicit operator bool() const noexcept
     {
         return e_ != nullptr;
     }
 
-    /* A new variable, deleted when the returned var is destroyed. */
+    /** A new variable, deleted when the returned var is destroyed. */
     var new_var() const
     {
         vf_var v;
@@ -1157,7 +1240,7 @@ class engine_ref
         return var(e_, v);
     }
 
-    /*
+    /**
      * Push an op that reads `reads`, writes `writes` and runs fn() or
      * fn(varflow::run &). fn returns void (success) or int (non-zero fails
      * the op, like a C op); a throw fails the op with its message. fn is
@@ -1174,7 +1257,7 @@ class engine_ref
         push_callable<Fn>(op, std::forward<F>(fn));
     }
 
-    /*
+    /**
      * Push an async op: fn(varflow::completion) or fn(varflow::run &,
      * varflow::completion) starts the work and returns; the op finishes
      * when the completion is called (from any thread). Runs inline on the
@@ -1193,7 +1276,7 @@ class engine_ref
         push_callable<Fn>(op, std::forward<F>(fn));
     }
 
-    /* A reusable op running fn like push() does (opts.priority unused:
+    /** A reusable op running fn like push() does (opts.priority unused:
      * each push gives its own). */
     template <class F>
     reusable_op make_op(var_list reads, var_list writes, F &&fn,
@@ -1205,7 +1288,7 @@ class engine_ref
         return make_op_from<Block>(def, std::forward<F>(fn));
     }
 
-    /* A reusable async op (the callable as push_async's). */
+    /** A reusable async op (the callable as push_async's). */
     template <class F>
     reusable_op make_async_op(var_list reads, var_list writes, F &&fn,
                               const options &opts = {}) const
@@ -1219,11 +1302,11 @@ class engine_ref
         return make_op_from<Block>(def, std::forward<F>(fn));
     }
 
-    /*
+    /**
      * A reusable op whose runs each take an argument of their own:
      * fn(Arg &) or fn(varflow::run &, Arg &), returning void or int as
      * push()'s; op.push(arg, priority) copies `arg` into the run
-     * (vf_operator_push_arg), so ops that differ only in an index share
+     * (vf_operator_push_arg()), so ops that differ only in an index share
      * one var set checked once. Arg must be trivially copyable; up to
      * VF_OP_ARG_INLINE bytes (less a pointer) a push allocates nothing.
      */
@@ -1249,10 +1332,10 @@ class engine_ref
         return reusable_arg_op<Arg>(reusable_op(e_, op, b.release()));
     }
 
-    /*
-     * The variable of an address (vf_var_of): made on first use, owned by
+    /**
+     * The variable of an address (vf_var_of()): made on first use, owned by
      * the engine (it lives until the engine is destroyed, or until
-     * vf_var_destroy on it); the same handle for the same address, from
+     * vf_var_destroy() on it); the same handle for the same address, from
      * any thread. A plain vf_var, so it goes straight into a var_list:
      * eng.push({eng.var_of(&a)}, {eng.var_of(&b)}, fn).
      */
@@ -1263,32 +1346,35 @@ class engine_ref
         return v;
     }
 
-    /* Wait for every op pushed before that writes v. Throws op_failed when
+    /** Wait for every op pushed before that writes v. Throws op_failed when
      * an op's failure reached v (clearing it), error for anything else. */
     void wait(vf_var v) const
     {
         vf_error err{};
         throw_wait(vf_var_wait(e_, v, &err), err);
     }
-    /* The same, returning what happened instead of throwing. */
+    /** The same, returning what happened instead of throwing. */
     wait_result wait(vf_var v, const std::nothrow_t &) const noexcept
     {
         vf_error err{};
         return wait_result_of(vf_var_wait(e_, v, &err), err);
     }
-    /* Wait for every pushed op (vf_engine_wait_all); errors as wait(). */
+    /** Wait for every pushed op (vf_engine_wait_all()); errors as wait(). */
     void wait_all() const
     {
         vf_error err{};
         throw_wait(vf_engine_wait_all(e_, &err), err);
     }
+    /** The same, returning what happened instead of throwing. */
     wait_result wait_all(const std::nothrow_t &) const noexcept
     {
         vf_error err{};
         return wait_result_of(vf_engine_wait_all(e_, &err), err);
     }
-    /* wait() and wait_all() giving up after `timeout` (vf_var_wait_timed,
-     * vf_engine_wait_all_timed; rounded up to whole milliseconds, any
+    /** @name Timed waits
+     * @{ */
+    /** wait() and wait_all() giving up after `timeout` (vf_var_wait_timed(),
+     * vf_engine_wait_all_timed(); rounded up to whole milliseconds, any
      * duration: one too long for int64_t milliseconds, hours::max() or an
      * infinity, waits as long as INT64_MAX ms, and a negative one or NaN
      * never gives up): they throw
@@ -1327,38 +1413,45 @@ class engine_ref
             vf_engine_wait_all_timed(e_, detail::timeout_ms(timeout), &err),
             err);
     }
+    /** @} */
 
+    /** vf_engine_stop(): complete every pushed op and join the workers. */
     void stop() const
     {
         check(vf_engine_stop(e_));
     }
+    /** vf_engine_start(): start a stopped engine again. */
     void start() const
     {
         check(vf_engine_start(e_));
     }
+    /** vf_engine_shutdown(): the shutdown notice. */
     void shutdown() const
     {
         check(vf_engine_shutdown(e_));
     }
+    /** The kind of engine running (vf_engine_type_of()). */
     vf_engine_type kind() const
     {
         if (e_ == nullptr)
             throw error(VF_EINVAL, detail::no_engine);
         return vf_engine_type_of(e_);
     }
+    /** Worker threads in total (vf_engine_num_workers()). */
     int num_workers() const
     {
         if (e_ == nullptr)
             throw error(VF_EINVAL, detail::no_engine);
         return vf_engine_num_workers(e_);
     }
+    /** A snapshot of the engine's counters (vf_engine_stats()). */
     vf_stats stats() const
     {
         vf_stats s{};
         check(vf_engine_stats(e_, &s));
         return s;
     }
-    /* Bulk execution for the calling thread (vf_bulk_set_size): returns the
+    /** Bulk execution for the calling thread (vf_bulk_set_size()): returns the
      * previous size. */
     int set_bulk_size(int size) const
     {
@@ -1366,15 +1459,16 @@ class engine_ref
         check(previous < 0 ? previous : 0);
         return previous;
     }
+    /** Push the calling thread's open batch now (vf_bulk_flush()). */
     void bulk_flush() const
     {
         check(vf_bulk_flush(e_));
     }
 
   protected:
-    vf_engine *e_ = nullptr;
+    vf_engine *e_ = nullptr; /**< the engine (NULL when none) */
 
-    /* Throw what the call that returned rc != 0 failed with; for a handle
+    /** Throw what the call that returned rc != 0 failed with; for a handle
      * holding no engine, that it holds none (the C call said only "not an
      * engine"). */
     void check(int rc) const
@@ -1387,7 +1481,7 @@ class engine_ref
     }
 
   private:
-    /* Push `op`, whose entry (fn or async_fn) runs a callable Fn, with fn
+    /** Push `op`, whose entry (fn or async_fn) runs a callable Fn, with fn
      * as its argument: copied into the op by the engine when it fits
      * (detail::fits_copied: no allocation, no done), else stored beside it
      * and freed by its done. */
@@ -1436,27 +1530,31 @@ class engine_ref
     }
 };
 
-/*
- * An engine: created by the constructor (config as vf_engine_create: zero
+/**
+ * An engine: created by the constructor (config as vf_engine_create(): zero
  * fields are defaults, from VF_* environment variables when set), destroyed
  * by the destructor after every pushed op has completed (errors not yet
- * reported are dropped, as vf_engine_destroy does). Movable, not copyable.
+ * reported are dropped, as vf_engine_destroy() does). Movable, not copyable.
  * Destroy an engine only after every var and reusable_op made from it.
  */
 class engine : public engine_ref
 {
   public:
+    /** Create an engine (vf_engine_create()); throws what it returns. */
     explicit engine(const vf_config &config = vf_config{})
     {
         detail::check(vf_engine_create(&e_, &config));
     }
-    /* Adopt an engine made with vf_engine_create. */
+    /** Adopt an engine made with vf_engine_create(). */
     explicit engine(vf_engine *e) noexcept : engine_ref(e)
     {
     }
+    /** Takes `o`'s engine; `o` then holds none. */
     engine(engine &&o) noexcept : engine_ref(std::exchange(o.e_, nullptr))
     {
     }
+    /** Destroys this one's engine if it has one (as the destructor does),
+     * then takes `o`'s. */
     engine &operator=(engine &&o) noexcept
     {
         if (this != &o) {
@@ -1474,7 +1572,7 @@ class engine : public engine_ref
             vf_engine_destroy(e_);
     }
 
-    /* Destroy it now, throwing what vf_engine_destroy returns. */
+    /** Destroy it now, throwing what vf_engine_destroy() returns. */
     void destroy()
     {
         if (e_ == nullptr)
@@ -1482,7 +1580,7 @@ class engine : public engine_ref
         detail::check(vf_engine_destroy(e_)); // refused: still ours
         e_ = nullptr;
     }
-    /* Stop owning it: the caller destroys it. */
+    /** Stop owning it: the caller destroys it. */
     vf_engine *release() noexcept
     {
         return std::exchange(e_, nullptr);
@@ -1493,6 +1591,8 @@ inline engine_ref run::engine() const noexcept
 {
     return engine_ref(vf_run_engine(r_));
 }
+
+/** @} */
 
 } // namespace varflow
 

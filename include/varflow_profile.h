@@ -1,4 +1,7 @@
-/*
+/**
+ * @file varflow_profile.h
+ * @brief The profiler, and the analysis of what it recorded.
+ *
  * varflow_profile.h: the profiler of a varflow engine, and the analysis of
  * what it recorded (summary, critical path, the report's verdict) that
  * varflow-report and the HTML report are made of.
@@ -20,148 +23,167 @@ extern "C" {
 /* Profiling                                                                 */
 /* ------------------------------------------------------------------------ */
 
-/*
+/**
+ * @defgroup profiling Profiling
+ * @brief Record what ran where and when; summaries, the critical path, the
+ * HTML report (varflow_profile.h).
+ *
  * The profiler records every op pushed while it is on: its name, where and
  * when it ran, how it ended, and the ops it actually waited for. It is off
  * by default and then costs a branch per op. Memory is bounded
  * (profile_max_records); what does not fit is counted as dropped.
+ * @{
  */
 
-/* One op as recorded. Times are nanoseconds since the profile started. */
+/** One op as recorded. Times are nanoseconds since the profile started. */
 typedef struct vf_profile_record {
-    uint64_t id;      /* 1, 2, ... in push order within the profile */
-    const char *name; /* "" when unnamed (the outputs show such an op
-                         as "op #<id>", and a summary adds them up
-                         in one "(unnamed)" row); owned by the
-                         snapshot */
-    int pool;         /* 0 CPU pool, 1 CPU priority pool, -1 inline */
-    int worker;       /* as vf_run_worker; -1 inline */
-    vf_device device;
-    vf_property property;
-    bool async;
-    int status;        /* 0, the op's error code, or VF_ESKIPPED */
-    uint64_t push_ns;  /* vf_engine_push called */
-    uint64_t ready_ns; /* its last dependency was released */
-    uint64_t start_ns; /* its function started (= end when skipped) */
-    uint64_t end_ns;   /* it finished (async: vf_completion_finish called; a
-                          device op: its function returned) */
-    uint64_t device_start_ns; /* a device op: its work began on its stream
-                                 (the worker's), as the device tells; */
-    uint64_t device_end_ns;   /* and ended; both 0 when unknown */
-    int ndeps;                /* ops whose finishing released it */
-    const uint64_t *deps;     /* their ids (ops recorded in this profile) */
+    uint64_t id;              /**< 1, 2, ... in push order within the profile */
+    const char *name;         /**< "" when unnamed (the outputs show such an op
+                                   as `op #<id>`, and a summary adds them up in
+                                   one "(unnamed)" row); owned by the
+                                   snapshot */
+    int pool;                 /**< 0 CPU pool, 1 CPU priority pool, -1 inline */
+    int worker;               /**< as vf_run_worker(); -1 inline */
+    vf_device device;         /**< the device it was pushed for */
+    vf_property property;     /**< its vf_op.property */
+    bool async;               /**< pushed with an async_fn */
+    int status;               /**< 0, the op's error code, or VF_ESKIPPED */
+    uint64_t push_ns;         /**< vf_engine_push() called */
+    uint64_t ready_ns;        /**< its last dependency was released */
+    uint64_t start_ns;        /**< its function started (= end when skipped) */
+    uint64_t end_ns;          /**< it finished (async: vf_completion_finish()
+                                   called; a device op: its function
+                                   returned) */
+    uint64_t device_start_ns; /**< a device op: its work began on its stream
+                                   (the worker's), as the device tells; 0 when
+                                   unknown */
+    uint64_t device_end_ns;   /**< and ended (as device_start_ns); 0 when
+                                   unknown */
+    int ndeps;                /**< ops whose finishing released it */
+    const uint64_t *deps;     /**< their ids (ops recorded in this profile) */
 } vf_profile_record;
 
-/* A snapshot of a profile: immutable, independent of the engine. */
+/** A snapshot of a profile: immutable, independent of the engine. */
 typedef struct vf_profile vf_profile;
 
-/* Start recording (clearing what an earlier profile recorded). */
+/** Start recording (clearing what an earlier profile recorded). */
 VF_API int vf_profile_start(vf_engine *e);
 
-/* Stop recording; what was recorded stays until the next start. */
+/** Stop recording; what was recorded stays until the next start. */
 VF_API int vf_profile_stop(vf_engine *e);
 
-/* Pause and resume recording: ops pushed while paused are not recorded. */
+/** @name Pause and resume
+ * @{ */
+/** Pause and resume recording: ops pushed while paused are not recorded. */
 VF_API int vf_profile_pause(vf_engine *e);
 VF_API int vf_profile_resume(vf_engine *e);
+/** @} */
 
-/* Copy what has been recorded so far (ops that have finished), sorted by
- * id. Free with vf_profile_destroy. */
+/** Copy what has been recorded so far (ops that have finished), sorted by
+ * id. Free with vf_profile_destroy(). */
 VF_API int vf_profile_take(vf_engine *e, vf_profile **out);
+/** Free a snapshot (NULL: nothing). */
 VF_API void vf_profile_destroy(vf_profile *p);
 
 /* The snapshot's records, and what it knows of the engine. */
+/** The number of records (0 for NULL). */
 VF_API size_t vf_profile_count(const vf_profile *p);
+/** Record `i` (0 to count - 1), or NULL. */
 VF_API const vf_profile_record *vf_profile_at(const vf_profile *p, size_t i);
-VF_API uint64_t vf_profile_dropped(const vf_profile *p); /* ops not kept */
-/* The kind of the engine recorded (VF_ENGINE_INVALID for NULL, with a
+VF_API uint64_t vf_profile_dropped(const vf_profile *p); /**< ops not kept */
+/** The kind of the engine recorded (VF_ENGINE_INVALID for NULL, with a
  * detail). */
 VF_API vf_engine_type vf_profile_engine_type(const vf_profile *p);
+/** The engine's workers the snapshot knows: indices 0 to n - 1, whose pools
+ * vf_profile_worker_pool() names (0 for NULL). */
 VF_API int vf_profile_num_workers(const vf_profile *p);
-/* Name of the pool a worker index belongs to ("cpu", "prio"), or NULL. */
+/** Name of the pool a worker index belongs to ("cpu", "prio"), or NULL. */
 VF_API const char *vf_profile_worker_pool(const vf_profile *p, int worker);
-/* Wall time the profile covers (start to the latest end, a device op's
+/** Wall time the profile covers (start to the latest end, a device op's
  * device_end_ns included), in ns. */
 VF_API uint64_t vf_profile_span_ns(const vf_profile *p);
 
+/** What vf_profile_write() writes. */
 typedef enum vf_profile_format {
-    VF_PROFILE_AUTO = 0,     /* by the path's extension: .html/.htm HTML,
-                                .dot/.gv Graphviz, .txt summary text,
-                                .summary.json summary JSON, anything else
-                                Chrome JSON */
-    VF_PROFILE_CHROME_JSON,  /* Chrome trace (Perfetto, chrome://tracing): a
-                                track per worker, a slice per op, flow arrows
-                                for dependency edges, counters of ready and
-                                running ops; varflow-report reads it back */
-    VF_PROFILE_SUMMARY_TEXT, /* the per-name table (vf_profile_summary),
-                                sorted by total time, as aligned text */
-    VF_PROFILE_SUMMARY_JSON, /* the same table as JSON */
-    VF_PROFILE_DOT,          /* Graphviz dot: ops, dependency edges, the
-                                critical path in red; above 1000 ops only
-                                the first 1000 (by id), with a note */
-    VF_PROFILE_HTML          /* one self-contained page, no network: timeline
-                                per worker with the critical path, running
-                                and ready ops over time, top ops, summary */
+    VF_PROFILE_AUTO = 0,     /**< by the path's extension: .html/.htm HTML,
+                                  .dot/.gv Graphviz, .txt summary text,
+                                  .summary.json summary JSON, anything else
+                                  Chrome JSON */
+    VF_PROFILE_CHROME_JSON,  /**< Chrome trace (Perfetto, chrome://tracing): a
+                                  track per worker, a slice per op, flow arrows
+                                  for dependency edges, counters of ready and
+                                  running ops; varflow-report reads it back */
+    VF_PROFILE_SUMMARY_TEXT, /**< the per-name table (vf_profile_summary()),
+                                  sorted by total time, as aligned text */
+    VF_PROFILE_SUMMARY_JSON, /**< the same table as JSON */
+    VF_PROFILE_DOT,          /**< Graphviz dot: ops, dependency edges, the
+                                  critical path in red; above 1000 ops only the
+                                  first 1000 (by id), with a note */
+    VF_PROFILE_HTML          /**< one self-contained page, no network: timeline
+                                  per worker with the critical path, running and
+                                  ready ops over time, top ops, summary */
 } vf_profile_format;
 
-/* Write the snapshot to `path` ("-": standard output) in `format`.
+/** Write the snapshot to `path` ("-": standard output) in `format`.
  * VF_ESYSTEM when the file cannot be written (the detail names it),
  * VF_ENOTSUP for an unknown format, VF_ENOMEM. */
 VF_API int vf_profile_write(const vf_profile *p, const char *path,
                             vf_profile_format format);
 
-/*
+/**
  * Summary per op name. Timing columns count the ops that ran (ok or
  * failed); skipped ops count in `count` and `skipped` only.
  */
 typedef struct vf_profile_row {
-    const char *name;   /* owned by the snapshot */
-    uint64_t count;     /* ops of this name recorded */
-    uint64_t skipped;   /* of them, skipped (an input had failed) */
-    uint64_t failed;    /* of them, ran and failed */
-    uint64_t total_ns;  /* sum of end - start of those that ran */
-    uint64_t mean_ns;   /* total_ns / ops that ran (0 when none ran) */
-    uint64_t min_ns;    /* shortest run (0 when none ran) */
-    uint64_t max_ns;    /* longest run */
-    uint64_t queued_ns; /* sum of start - ready: ready, waiting for a worker */
+    const char *name;   /**< owned by the snapshot */
+    uint64_t count;     /**< ops of this name recorded */
+    uint64_t skipped;   /**< of them, skipped (an input had failed) */
+    uint64_t failed;    /**< of them, ran and failed */
+    uint64_t total_ns;  /**< sum of end - start of those that ran */
+    uint64_t mean_ns;   /**< total_ns / ops that ran (0 when none ran) */
+    uint64_t min_ns;    /**< shortest run (0 when none ran) */
+    uint64_t max_ns;    /**< longest run */
+    uint64_t queued_ns; /**< sum of start - ready: ready, waiting for a
+                             worker */
 } vf_profile_row;
 
-/* The column a summary is sorted by: names A to Z, numbers largest first;
+/** The column a summary is sorted by: names A to Z, numbers largest first;
  * ties by name. */
 typedef enum vf_profile_sort {
-    VF_PROFILE_SORT_TOTAL = 0,
-    VF_PROFILE_SORT_NAME,
-    VF_PROFILE_SORT_COUNT,
-    VF_PROFILE_SORT_SKIPPED,
-    VF_PROFILE_SORT_FAILED,
-    VF_PROFILE_SORT_MEAN,
-    VF_PROFILE_SORT_MIN,
-    VF_PROFILE_SORT_MAX,
-    VF_PROFILE_SORT_QUEUED
+    VF_PROFILE_SORT_TOTAL = 0, /**< by total_ns */
+    VF_PROFILE_SORT_NAME,      /**< by name */
+    VF_PROFILE_SORT_COUNT,     /**< by count */
+    VF_PROFILE_SORT_SKIPPED,   /**< by skipped */
+    VF_PROFILE_SORT_FAILED,    /**< by failed */
+    VF_PROFILE_SORT_MEAN,      /**< by mean_ns */
+    VF_PROFILE_SORT_MIN,       /**< by min_ns */
+    VF_PROFILE_SORT_MAX,       /**< by max_ns */
+    VF_PROFILE_SORT_QUEUED     /**< by queued_ns */
 } vf_profile_sort;
 
-/* The column's name as the text and JSON summaries print it ("total",
+/** The column's name as the text and JSON summaries print it ("total",
  * "name", "count", ...), or NULL for an unknown value. */
 VF_API const char *vf_profile_sort_name(vf_profile_sort by);
 
-/* The sort key whose vf_profile_sort_name is `name`. VF_EINVAL if none. */
+/** The sort key whose vf_profile_sort_name() is `name`. VF_EINVAL if none. */
 VF_API int vf_profile_sort_parse(const char *name, vf_profile_sort *out);
 
-/* One row per distinct op name, sorted `by`. `*rows` (NULL when there are
- * none) is freed with vf_profile_summary_destroy; its names stay valid while
+/** One row per distinct op name, sorted `by`. `*rows` (NULL when there are
+ * none) is freed with vf_profile_summary_destroy(); its names stay valid while
  * the snapshot lives. VF_EINVAL for a bad argument, VF_ENOMEM. */
 VF_API int vf_profile_summary(const vf_profile *p, vf_profile_sort by,
                               vf_profile_row **rows, size_t *nrows);
+/** Free a summary's rows (NULL: nothing). */
 VF_API void vf_profile_summary_destroy(vf_profile_row *rows);
 
-/* Write the summary sorted `by` to `path` ("-": standard output) as
+/** Write the summary sorted `by` to `path` ("-": standard output) as
  * VF_PROFILE_SUMMARY_TEXT or VF_PROFILE_SUMMARY_JSON (VF_ENOTSUP for any
- * other format). Errors as vf_profile_write. */
+ * other format). Errors as vf_profile_write(). */
 VF_API int vf_profile_summary_write(const vf_profile *p, const char *path,
                                     vf_profile_format format,
                                     vf_profile_sort by);
 
-/*
+/**
  * The critical path: the chain of recorded dependency edges (each op's
  * `deps`) whose ops' run times (end - start) add up to the most; no
  * schedule of the same DAG, on any number of workers, can finish sooner.
@@ -176,19 +198,22 @@ VF_API int vf_profile_summary_write(const vf_profile *p, const char *path,
  * in the snapshot (dropped) are ignored.
  */
 typedef struct vf_profile_path {
-    size_t count;        /* ops on the path */
-    uint64_t *ids;       /* their ids, first to last (NULL when count 0) */
-    uint64_t length_ns;  /* sum of their run times (and device work) */
-    uint64_t elapsed_ns; /* first op's start to last op's end (its
-                            device end when its work is on the path) */
-    uint64_t span_ns;    /* the profile's span (vf_profile_span_ns) */
+    size_t count;        /**< ops on the path */
+    uint64_t *ids;       /**< their ids, first to last (NULL when count 0) */
+    uint64_t length_ns;  /**< sum of their run times (and device work) */
+    uint64_t elapsed_ns; /**< first op's start to last op's end (its device end
+                              when its work is on the path) */
+    uint64_t span_ns;    /**< the profile's span (vf_profile_span_ns()) */
 } vf_profile_path;
 
-/* Compute the critical path into `*out` (free with vf_profile_path_destroy).
+/** Compute the critical path into `*out` (free with vf_profile_path_destroy()).
  * An empty snapshot gives an empty path. VF_EINVAL for a bad argument or
  * edges that form a cycle (a corrupt file), VF_ENOMEM. */
 VF_API int vf_profile_critical_path(const vf_profile *p, vf_profile_path *out);
+/** Free a path's ids and zero it (NULL: nothing). */
 VF_API void vf_profile_path_destroy(vf_profile_path *path);
+
+/** @} */
 
 #ifdef __cplusplus
 }
