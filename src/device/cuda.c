@@ -202,8 +202,7 @@ static seg_status *status_retain(seg_status *b)
 
 static void status_release(seg_status *b)
 {
-    if (b == NULL ||
-        !vf__ref_drop(&b->refs))
+    if (b == NULL || !vf__ref_drop(&b->refs))
         return;
     pthread_mutex_destroy(&b->lock);
     free(b);
@@ -223,8 +222,7 @@ static vf__event_status status_get(seg_status *b)
 /* Never from a host function (it calls CUDA): events and streams only. */
 static void progress_release(progress *p)
 {
-    if (p == NULL ||
-        !vf__ref_drop(&p->refs))
+    if (p == NULL || !vf__ref_drop(&p->refs))
         return;
     if (p->ref_ev != NULL) {
         cudaSetDevice(p->device);
@@ -256,8 +254,7 @@ static void event_retain(vf__event *e)
 
 static void event_release(vf__event *e)
 {
-    if (e == NULL ||
-        !vf__ref_drop(&e->refs))
+    if (e == NULL || !vf__ref_drop(&e->refs))
         return;
     unpooled_event(e->device, e->ev);
     status_release(e->status);

@@ -187,8 +187,7 @@ static void event_retain(vf__event *ev)
 
 static void event_release(vf__event *ev)
 {
-    if (ev == NULL ||
-        !vf__ref_drop(&ev->refs))
+    if (ev == NULL || !vf__ref_drop(&ev->refs))
         return;
     pthread_cond_destroy(&ev->done_cond);
     pthread_mutex_destroy(&ev->lock);
