@@ -337,4 +337,48 @@ TEST_KIND_CASE(shutdown, k)
     check_context_ = NULL;
 }
 
+/* A stopped engine refuses a push that names a var whose destroy it holds,
+ * at the push (VF_ESTALE, as a running engine does), not at the start:
+ * the ops held before the destroy still run on the var, a second destroy
+ * is refused too, and the start reports nothing. */
+TEST_KIND_CASE(held_destroy_refuses_later_pushes, k)
+{
+    check_context_ = k->name;
+    vf_engine *e = tu_engine(k);
+    vf_var v = tu_var(e), other = tu_var(e);
+    static counted before, after, elsewhere;
+    memset(&before, 0, sizeof before);
+    memset(&after, 0, sizeof after);
+    memset(&elsewhere, 0, sizeof elsewhere);
+    atomic_store(&freed, 0);
+    CHECK_OK(vf_engine_stop(e));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = counted_fn,
+                                        .arg = &before,
+                                        .done = counted_done,
+                                        .writes = VF_VARS(v)}));
+    CHECK_OK(vf_var_destroy(e, v, free_cb, NULL));
+    CHECK_ERR(vf_engine_push(e, &(vf_op){.fn = counted_fn,
+                                         .arg = &after,
+                                         .done = counted_done,
+                                         .reads = VF_VARS(other),
+                                         .writes = VF_VARS(v)}),
+              VF_ESTALE);
+    CHECK(strstr(vf_error_detail(), "deleted") != NULL);
+    CHECK_ERR(vf_var_destroy(e, v, NULL, NULL), VF_ESTALE);
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = counted_fn,
+                                        .arg = &elsewhere,
+                                        .done = counted_done,
+                                        .writes = VF_VARS(other)}));
+    CHECK_EQ(atomic_load(&before.ran), 0); /* all held */
+    CHECK_OK(vf_engine_start(e));
+    CHECK_OK(vf_engine_wait_all(e, NULL)); /* no failure at the start */
+    CHECK_EQ(atomic_load(&before.ran), 1);
+    CHECK_EQ(atomic_load(&before.done_status), 0);
+    CHECK_EQ(atomic_load(&after.done_calls), 0); /* refused: never pushed */
+    CHECK_EQ(atomic_load(&elsewhere.ran), 1);
+    CHECK_EQ(atomic_load(&freed), 1);
+    CHECK_OK(vf_engine_destroy(e));
+    check_context_ = NULL;
+}
+
 TEST_MAIN("test_lifecycle_stop", 200)

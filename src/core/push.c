@@ -86,6 +86,26 @@ static void unlock_vars(vf__op *op, int n)
         vf__spin_unlock(&vf__dep_var(vf__op_dep(op, i))->lock);
 }
 
+/* A push about to be held by a stopped engine: refused (VF_ESTALE) when a
+ * var it names was deleted, or its delete is held before it, as the push
+ * would be on a running engine; a held delete marks its var so. */
+static int hold_vars(vf_engine *e, vf__op *op, const char *who)
+{
+    bool deletes = op->def->kind->flags & VF__KIND_DELETES;
+    for (int i = 0; i < op->nvars; i++) {
+        const vf__dep *d = vf__op_dep(op, i);
+        vf__var *v = vf__dep_var(d);
+        vf__spin_lock(&v->lock);
+        bool usable = vf__var_usable(v, (uint32_t)d->gen) && !v->delete_held;
+        if (usable && deletes)
+            v->delete_held = true;
+        vf__spin_unlock(&v->lock);
+        if (!usable)
+            return vf__fail_deleted(e, who, op->name, v, (uint32_t)d->gen);
+    }
+    return 0;
+}
+
 int vf__push_enqueue(vf_engine *e, vf__op *op, const char *who)
 {
     const vf__opdef *def = op->def;
@@ -106,6 +126,9 @@ int vf__push_enqueue(vf_engine *e, vf__op *op, const char *who)
         (def->kind->flags & VF__KIND_HELD) && vf__exec_current_engine() != e &&
         !vf__engine_releasing_held(e)) {
         uncount(e, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
+        int rc = hold_vars(e, op, who);
+        if (rc != 0)
+            return rc;
         /* Its number now, at its push, not at the start that pushes it:
          * the ops batched (bulk.h) and held after it come after it. */
         if ((def->kind->flags & VF__KIND_NUMBERED) && op->place == 0)
@@ -143,8 +166,11 @@ int vf__push_enqueue(vf_engine *e, vf__op *op, const char *who)
         vf__dep *d = vf__op_dep(op, i);
         nready += vf__var_append(vf__dep_var(d), d);
     }
-    if (def->kind->flags & VF__KIND_DELETES)
-        vf__dep_var(&op->deps[0])->state = VF__VAR_DELETING;
+    if (def->kind->flags & VF__KIND_DELETES) {
+        vf__var *v = vf__dep_var(&op->deps[0]);
+        v->state = VF__VAR_DELETING;
+        v->delete_held = false; /* queued now (a start pushing it) */
+    }
     unlock_vars(op, n);
 
     if (!vf__op_release(op, nready + 1)) {

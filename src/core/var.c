@@ -228,6 +228,7 @@ int vf__var_create(vf__var_table *t, vf_var *out)
     v->head = NULL;
     v->tail = NULL;
     v->state = VF__VAR_LIVE;
+    v->delete_held = false;
     atomic_store_explicit(&v->version, 0, memory_order_relaxed);
     vf__spin_unlock(&v->lock);
     *out = make_handle(t, v);

@@ -62,7 +62,13 @@ typedef enum vf__var_state {
 
 struct vf__var {
     vf__spinlock lock;
-    uint8_t state;    /* lock (and the table lock when freeing) */
+    uint8_t state; /* lock (and the table lock when freeing) */
+    /* lock: a stopped engine holds its delete (lifecycle.h): a push held
+     * after it is refused as one after a queued delete is (VF_ESTALE),
+     * while the ops held before the delete still enqueue on it at start.
+     * Cleared when the delete is queued (the state says DELETING then) or
+     * vf_var_of keeps the var (var_api.h). */
+    bool delete_held;
     int32_t nreaders; /* lock: running reads, or VF__WRITE_RUNNING */
     vf__dep *head;    /* lock: the oldest place queued (a write), or NULL */
     vf__dep *tail;    /* lock: the newest place queued, or NULL */

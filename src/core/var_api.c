@@ -148,8 +148,12 @@ int vf__var_revive_held(vf_engine *e, vf__var *v, uint32_t gen)
     if (op != NULL)
         op->def = kept; /* not queued yet: no other thread reads it */
     pthread_mutex_unlock(&e->life.lock);
-    if (op != NULL)
+    if (op != NULL) {
+        vf__spin_lock(&v->lock);
+        v->delete_held = false; /* the var stays: ops may name it again */
+        vf__spin_unlock(&v->lock);
         return 0;
+    }
     /* A start took it off the held list and is pushing the held ops: from
      * one of them (a naive engine runs them inline) the delete is still
      * to come; from elsewhere, wait until the start is through (it holds
