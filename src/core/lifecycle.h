@@ -40,9 +40,10 @@
  * the count slots they owned are free, every var lock is free and the wait
  * condition forgets its waiters. The parent releases them and starts again what
  * it stopped. The child releases them and rebuilds each stopped engine with
- * fork_child_workers workers per CPU pool and no device (the parent's
- * streams and CUDA contexts cannot be used there: a device op pushed in
- * the child makes a new emulated device; CUDA refuses after fork); an
+ * fork_child_workers workers per CPU pool and one worker per device pool
+ * (the parent's streams and CUDA contexts cannot be used there: an
+ * emulated device gets a new stream per pool; CUDA refuses after fork,
+ * VF_ENODEV; device_pools.c, vf__devices_rebuild_for_child); an
  * engine the fork came from inside is left unusable in the child (its
  * calls return VF_ESHUTDOWN).
  */
