@@ -517,13 +517,13 @@ TEST_CASE(several_pushers)
     CHECK_OK(vf_engine_stats(e, &st));
     CHECK_EQ(st.ran, (uint64_t)n * PUSHERS);
     uint64_t peak = atomic_load(&peak_pending);
-    /* vf__engine_admit checks for room and the push then counts itself:
+    /* admit (push.c) checks for room and the push then counts itself:
      * two threads may both see max - 1 and both push, so with P pushers
      * pending can reach max + P - 1 (never more: each pusher is over by at
      * most its own op: pending only exceeds max - 1 through pushes that
      * were admitted while it was below, one per thread). Seen here as a
      * peak of 17-19 with max 16. Reported to the lead (fix: reserve the slot
-     * in vf__engine_admit with a compare-and-swap on `counts`); the bound
+     * in admit with a compare-and-swap on `counts`); the bound
      * is still a bound. */
     if (peak > MAX + PUSHERS - 1)
         CHECK_REPORT_("pending reached %llu with %d pushers, bound %d",

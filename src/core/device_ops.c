@@ -147,7 +147,7 @@ static void device_outcome(vf__op *op, const vf__event_status *st)
  * op->failure): record its event and leave the fence on its vars (or, with
  * device_sync or a naive engine, wait for it here). Returns true when the
  * op is in flight (the completer will finish it: the caller releases its
- * vars now, vf__device_op_release), false when it is done (op->status and
+ * vars now, release_in_flight), false when it is done (op->status and
  * op->failure set). */
 static bool device_op_end(vf__op *op, const vf__device_class *cls,
                           vf__stream *s)

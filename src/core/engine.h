@@ -17,46 +17,7 @@
  * checks (counts.h). An engine with an in-flight bound also keeps an exact
  * shared pending count for it (counts.inflight).
  *
- * Lock order. The engine's locks live in this struct and in its modules'
- * sub-structs; each module's header says what its locks guard, and this is
- * the one list of how they nest (docs/DESIGN.md's "Lock order" summarises it
- * for readers):
- *   1. var spinlocks (var.h), in increasing address order: only a push
- *      holds more than one; every other path holds at most one, and takes
- *      no other lock under it;
- *   2. the failure log's lock and its reserve's lock (failure.h) are never
- *      held together (a record is taken from the reserve before the log
- *      lock, and let go after it); the async list's lock (async.h) is a
- *      leaf;
- *   3. dev.lock (device_pools.h), a device being made: under it, the
- *      device layer's own locks; it is taken under no other lock but
- *      life.op_lock (a stop or a start) and, at fork, those before it in 4;
- *   4. at fork only (lifecycle.h): the registry lock, then each engine's
- *      life.op_lock, then every engine's bulk locks, the free-list depots,
- *      the tag table, the counts' slots lock (counts.h) and each engine's
- *      life.lock, var table lock, failure log's lock, its reserve's lock,
- *      waits.lock, dev.lock, defs.lock and profiler lock; life.op_lock
- *      is otherwise held only around a stop or a start, which take
- *      dev.lock and life.lock under it;
- *   5. bulk (bulk.h): bulk.lock, then a thread's bulk spinlock, held
- *      across the push of a batch (so it is taken before everything a push
- *      takes: var locks, queue locks, free-list depots, life.lock when the
- *      engine holds pushes, the failure log's lock);
- *   6. leaves, never held while taking another lock: a worker's queue
- *      lock, defs.lock (defs.h), a pool's event count's lock where it has
- *      one (ecount.h), waits.lock, the process-wide slots lock of counts
- *      (counts.h: taken by a thread's first count on an engine, maybe
- *      under a bulk lock or life.op_lock), the failure reserve's lock,
- *      the var table lock, a free-list depot lock, the profiler's lock,
- *      operators.lock (op.h), the registry of live engines' lock
- *      (guard.h: taken when a public call's check misses its cache, under
- *      no engine lock but a vf_var_of stripe, whose insert calls
- *      vf_var_create),
- *      the completer's lock (completer.h), a device's lock of per-thread
- *      streams (device_pools.h), the locks inside a device's streams and
- *      events.
- * User code (op functions, `done`, free callbacks) never runs under any of
- * them.
+ * The lock order is the comment on struct vf_engine below.
  */
 #ifndef VF_ENGINE_H
 #define VF_ENGINE_H
@@ -96,6 +57,79 @@ typedef enum vf__engine_state {
 #define VF__SLOW_DEVICES 1u  /* a device exists: vars may carry fences */
 #define VF__SLOW_SHUTDOWN 2u /* the shutdown notice: user ops skip */
 
+/*
+ * Lock order: the one list of how the locks of src/ nest (docs/DESIGN.md
+ * and the modules' headers point here; each module's header says what its
+ * locks guard). A lock is taken only after those above it, never before:
+ *
+ *  1. the registry of live engines the fork handlers walk (lifecycle.c's
+ *     registry_lock): held through a whole fork, with everything below
+ *     under it; otherwise nothing is taken under it.
+ *  2. life.op_lock (lifecycle.h): held through a stop or a start, and by
+ *     the fork from its prepare to its parent or child handler. Under it a
+ *     stop flushes the bulk batches (4), drains, and takes dev.lock (6) and
+ *     life.lock; a start takes dev.lock and life.lock and pushes the held
+ *     ops (everything a push takes).
+ *  3. vf_var_of's stripes (addr_vars.c): a forward stripe, then at most one
+ *     reverse stripe (an insert or a drop); never two of one kind. Under a
+ *     forward stripe: vf_var_create (the guard's set_lock, the var table
+ *     lock), vf_var_destroy of a var nobody saw (a push), and one var's
+ *     spinlock (vf__var_free_slot, vf__var_revive).
+ *  4. bulk (bulk.h): bulk.lock, then one thread's bulk spinlock, never
+ *     two (a push that meets another thread's claim lets go of its own
+ *     first); a thread's bulk spinlock is held across the push of its
+ *     batch, so it comes before everything a push takes.
+ *  5. var spinlocks (var.h), in increasing address order: only a push
+ *     holds more than one, and takes no other lock while it holds them;
+ *     every other path holds at most one and takes nothing under it. A
+ *     push takes its other locks before or after its var locks: the
+ *     counts' slots lock, life.lock (an engine that holds pushes), a
+ *     free-list depot, dev.lock (a device's first op), a worker's queue
+ *     lock, the profiler's lock (leaves, and 6).
+ *  6. dev.lock (device_pools.h): a device being made, or a stop's or
+ *     start's threads; under it the device's pools, its streams and the
+ *     completer are made, started or joined (the device layer's locks, the
+ *     completer's lock, a pool's spare_lock). Taken under no engine lock
+ *     but life.op_lock and the fork's.
+ *  7. at fork only (lifecycle.c, fork_prepare), in this order: the
+ *     registry lock; each engine's life.op_lock (it is stopped); every
+ *     engine's vf_var_of stripes (forward, then reverse); every engine's
+ *     bulk locks; the free-list depots (in kind order); the tag table's
+ *     lock (engine.c); the counts' slots lock (counts.c); per engine
+ *     life.lock, the var table lock, the failure log's lock, the failure
+ *     reserve's lock, waits.lock, dev.lock, defs.lock and the profiler's
+ *     lock; last the guard's set_lock (guard.c). Released in reverse.
+ *  8. leaves: nothing is taken while one is held. life.lock; the var
+ *     table lock (var.h); the failure log's lock and the failure
+ *     reserve's lock (failure.h), never held together (a record is taken
+ *     from the reserve before the log's lock and let go after it); the
+ *     async list's lock (async.h); waits.lock (wait.h); defs.lock;
+ *     operators.lock (op.h); a free-list depot's lock (freelist.c); the
+ *     tag table's lock; the counts' slots lock (counts.c: a thread's
+ *     first count on an engine, maybe under a bulk lock, life.op_lock or
+ *     a forward stripe); the guard's set_lock (guard.c: a public call
+ *     whose check misses its cache; under a forward stripe at most); a
+ *     worker's queue lock and a pool's spare_lock (sched.h); a pool's
+ *     event count's lock where it has one (ecount.h); the completer's
+ *     lock (completer.h); a device's inline_lock (device_pools.h: its
+ *     per-thread streams); the profiler's lock (profile/record.c); the
+ *     device layer's locks (emulated.c: a stream's lock, then an event's;
+ *     cuda.c: a stream's, a status block's, the event pool's, one at a
+ *     time).
+ *
+ * libvarflow-mpi (src/mpi/, on the public API) comes before all of these:
+ * a context's `lock` (mpi_internal.h) is held across vf_engine_push, and
+ * before its `data_lock`; `data_lock`, `qlock` and the context registry's
+ * lock are leaves. The process-wide MPI lock (context.c) is held around
+ * MPI calls, and, when MPI itself fails, across the vf_completion_finish
+ * of the transfers in flight (comm.c, poll_inflight).
+ *
+ * User code (op functions, `done`, free callbacks) runs under no engine
+ * lock but life.op_lock: a start pushes the held ops under it, and an op
+ * that runs inside its push (an async op's function, any op of the naive
+ * engine) runs there; a stop, start or destroy called from there is
+ * refused (VF_EDEADLK, lifecycle.h).
+ */
 struct vf_engine {
     uint32_t magic;
     vf_engine_type kind;

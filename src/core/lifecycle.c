@@ -300,7 +300,7 @@ void vf__engine_unregister(vf_engine *e)
 }
 
 /* The locks another thread could hold inside an engine at the fork, in
- * the order lifecycle.h gives. */
+ * the lock order (engine.h, on struct vf_engine). */
 static void engine_locks(vf_engine *e, bool lock)
 {
     pthread_mutex_t *m[] = {&e->life.lock,     &e->vars.lock,

@@ -32,19 +32,18 @@
  *
  * Fork. pthread_atfork handlers (registered once): before a fork every
  * live engine is stopped (drained and joined) unless the forking thread
- * runs its code (vf__exec_in_engine), and the locks another thread could
- * hold inside the engine are taken (every engine's bulk locks (bulk.h),
- * free-list depots, the tag table, the counts' slots lock (counts.h), each
- * engine's life.lock, var table lock, the failure log's lock and its
- * reserve's, wait lock, dev.lock and the profiler's lock, in that order). In
+ * runs its code (vf__exec_in_engine), and every lock another thread
+ * could hold inside an engine is taken, in the order of the lock-order
+ * comment on struct vf_engine (engine.h, its item 7). In
  * the child the counters of threads that are gone (pending pushes caught
  * half way, waiters, blocked pushers, foreign completers) go back to zero,
  * the count slots they owned are free, every var lock is free and the wait
  * condition forgets its waiters. The parent releases them and starts again what
  * it stopped. The child releases them and rebuilds each stopped engine with
- * fork_child_workers workers per CPU pool and no device (the parent's
- * streams and CUDA contexts cannot be used there: a device op pushed in
- * the child makes a new emulated device; CUDA refuses after fork); an
+ * fork_child_workers workers per CPU pool and one worker per device pool
+ * (the parent's streams and CUDA contexts cannot be used there: an
+ * emulated device gets a new stream per pool; CUDA refuses after fork,
+ * VF_ENODEV; device_pools.c, vf__devices_rebuild_for_child); an
  * engine the fork came from inside is left unusable in the child (its
  * calls return VF_ESHUTDOWN).
  */
@@ -57,9 +56,9 @@
 #include "base/common.h"
 #include "core/op.h"
 
-/* An engine's stop, start and fork state (the engine's `life`). Lock
- * order: `op_lock` (a whole stop or start), then the device lock and
- * `lock`; fork takes every engine's locks in the order above. */
+/* An engine's stop, start and fork state (the engine's `life`). How its
+ * two locks nest with the others: the lock order on struct vf_engine
+ * (engine.h). */
 typedef struct vf__life {
     pthread_mutex_t op_lock;       /* held through a whole stop or start */
     pthread_mutex_t lock;          /* the held ops and `stopped` */
