@@ -150,6 +150,10 @@ static void normal_program(vf_engine *e)
     }
     for (int i = 0; i < n; i++)
         CHECK_OK(vf_mpi_var_destroy(e, vars[i]));
+    /* The owners' buffers are this frame's: a sending rank's vf_mpi_get
+     * returned once its send was pushed (varflow_mpi.h), so the sends and
+     * the deletes must be done before the frame goes. */
+    CHECK_OK(vf_mpi_wait_all(e, &err));
 }
 
 int main(int argc, char **argv)
