@@ -872,9 +872,11 @@ VF_API int vf_operator_destroy(vf_engine *e, vf_operator *op);
  * join, ordering the two) comes before it on every variable they share, as
  * without bulking, whatever either thread's bulk size (set here, by
  * config.bulk_size or by VF_BULK_SIZE), so no flush is needed for that.
- * An op in a batch runs only once the batch is pushed: a thread that waits
- * for it by its own means (a done callback it sleeps on) and not by a
- * varflow wait must call vf_bulk_flush() first. Each push is checked as a
+ * An op in a batch runs only once the batch is pushed: a batch nothing
+ * else pushes is pushed by the engine's idle workers within about a
+ * millisecond, so a thread that waits for its ops by its own means (a done
+ * callback it sleeps on) gets them without a flush, only later than with
+ * vf_bulk_flush() (which saves that delay). Each push is checked as a
  * lone push would be (its
  * errors, VF_ESTALE for a variable whose delete was pushed, are returned
  * by the push). A batch that cannot be pushed whole (another thread

@@ -516,4 +516,68 @@ TEST_CASE(settings)
     tu_finish_engine(e);
 }
 
+/* A program that waits for its ops by its own means (a `done` that signals
+ * it), with no varflow call to flush the batch they sit in: idle workers
+ * push a batch held back for VF__POOL_HELD_BACK_US (sched.h), so the ops
+ * run, as they would without bulk, instead of waiting for ever. */
+typedef struct signal_done {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int calls;
+} signal_done;
+
+static void signal_done_fn(void *arg, int status)
+{
+    signal_done *d = arg;
+    CHECK_OK(status);
+    pthread_mutex_lock(&d->lock);
+    d->calls++;
+    pthread_cond_broadcast(&d->cond);
+    pthread_mutex_unlock(&d->lock);
+}
+
+TEST_CASE(own_wait_without_flush)
+{
+    static const vf_engine_type types[] = {VF_ENGINE_POOLED,
+                                           VF_ENGINE_PERDEVICE};
+    for (int t = 0; t < 2; t++)
+        for (int workers = 1; workers <= 2; workers++) {
+            vf_engine *e = tu_engine(&(tu_kind){.name = "bulk 8",
+                                                .cfg = {.type = types[t],
+                                                        .cpu_workers = workers,
+                                                        .bulk_size = 8}});
+            vf_var v = tu_var(e);
+            signal_done d = {.calls = 0};
+            pthread_mutex_init(&d.lock, NULL);
+            pthread_cond_init(&d.cond, NULL);
+            enum { OPS = 3 };
+            for (int i = 0; i < OPS; i++)
+                CHECK_OK(vf_engine_push(e, &(vf_op){.fn = tu_nop,
+                                                    .done = signal_done_fn,
+                                                    .arg = &d,
+                                                    .writes = VF_VARS(v)}));
+            /* Within 20 s (the workers release it after 1 ms). */
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_sec += 20;
+            pthread_mutex_lock(&d.lock);
+            while (d.calls < OPS &&
+                   pthread_cond_timedwait(&d.cond, &d.lock, &until) == 0) {
+            }
+            int calls = d.calls;
+            pthread_mutex_unlock(&d.lock);
+            if (calls != OPS)
+                CHECK_REPORT_("%s, %d workers: %d of %d done calls came with "
+                              "no flush",
+                              vf_engine_type_name(types[t]), workers, calls,
+                              OPS);
+            vf_stats st;
+            CHECK_OK(vf_engine_stats(e, &st));
+            CHECK_EQ(st.bulked, (uint64_t)OPS); /* it was a batch */
+            tu_finish_engine(e);
+            pthread_cond_destroy(&d.cond);
+            pthread_mutex_destroy(&d.lock);
+        }
+}
+
 TEST_MAIN("test_bulk", 120)

@@ -158,6 +158,7 @@ static void flush_locked(vf_engine *e, vf__bulk *s)
     if (b == NULL)
         return;
     s->batch = NULL;
+    vf__pool_hold_back(b->pool, -1);
     if (vf__hashmap_sparse(&s->union_map)) /* a few vars, say a chain */
         for (int i = 0; i < b->nvars; i++)
             vf__hashmap_remove(&s->union_map, (uintptr_t)b->vars[i].var);
@@ -393,12 +394,14 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
         flush_locked(e, s);
         b = NULL;
     }
-    if (b == NULL &&
-        (vf__hashmap_reserve(&s->union_map, 2 * (size_t)s->size) != 0 ||
-         (b = batch_new(s->size, priority, def->pool)) == NULL)) {
-        vf__spin_unlock(&s->lock);
-        free(heap);
-        return vf__fail(VF_ENOMEM, "%s: out of memory", who);
+    if (b == NULL) {
+        if (vf__hashmap_reserve(&s->union_map, 2 * (size_t)s->size) != 0 ||
+            (b = batch_new(s->size, priority, def->pool)) == NULL) {
+            vf__spin_unlock(&s->lock);
+            free(heap);
+            return vf__fail(VF_ENOMEM, "%s: out of memory", who);
+        }
+        vf__pool_hold_back(b->pool, 1); /* idle workers watch it */
     }
     s->batch = b;
     b->push_root = push_root;

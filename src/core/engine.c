@@ -227,6 +227,7 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
     e->help_on_wait = s.help_on_wait;
     e->runner = (vf__pool_runner){.execute = vf__worker_execute,
                                   .run_deferred = vf__run_deferred,
+                                  .release_held_back = vf__bulk_flush_all,
                                   .stack_size = (size_t)s.worker_stack_kib
                                                 << 10};
     atomic_init(&e->hooks, s.engine_info ? VF__HOOK_INFO : 0);

@@ -178,6 +178,15 @@ static void maybe_wake_one(vf__pool *p)
         vf__ecount_notify(&p->sleepers, false);
 }
 
+void vf__pool_hold_back(vf__pool *p, int delta)
+{
+    /* The add, then the load of the sleepers (both seq_cst): a thread
+     * going to sleep counts itself in, then loads held_back (idle). */
+    if (atomic_fetch_add(&p->held_back, delta) == 0 && delta > 0 &&
+        vf__ecount_unwoken(&p->sleepers) > 0)
+        vf__ecount_notify(&p->sleepers, false);
+}
+
 void vf__pool_wake_all(vf__pool *p)
 {
     if (vf__ecount_waiters(&p->sleepers) > 0)
@@ -470,6 +479,27 @@ static void pass_the_baton(vf__pool *p)
         vf__ecount_notify(&p->sleepers, false);
 }
 
+/* Sleep until work comes; while work is held back for the pool, for
+ * VF__POOL_HELD_BACK_US at most, and then, nothing queued meanwhile, have
+ * it released (vf__pool_hold_back). */
+static void idle(vf__pool *p)
+{
+    uint32_t key = vf__ecount_prepare(&p->sleepers);
+    if (any_queued(p) || atomic_load(&p->stop)) {
+        vf__ecount_cancel(&p->sleepers);
+        return;
+    }
+    if (atomic_load(&p->held_back) == 0) {
+        vf__ecount_wait(&p->sleepers, key, NULL);
+        return;
+    }
+    vf__deadline until = vf__deadline_within_us(NULL, VF__POOL_HELD_BACK_US);
+    vf__ecount_wait(&p->sleepers, key, &until);
+    if (vf__deadline_passed(&until) && atomic_load(&p->held_back) > 0 &&
+        !any_queued(p) && !atomic_load(&p->stop))
+        p->runner.release_held_back(p->engine);
+}
+
 static void *worker_main(void *arg)
 {
     vf__worker *w = arg;
@@ -498,7 +528,7 @@ static void *worker_main(void *arg)
         if (atomic_load(&p->stop) && !any_queued(p))
             break;
         if (!spin_for_work(p))
-            vf__pool_idle_wait(p, NULL, NULL, NULL);
+            idle(p);
     }
     vf__this_worker_ = NULL;
     return NULL;
@@ -626,6 +656,7 @@ int vf__pool_init(vf__pool *p, vf_engine *e, const vf__pool_runner *runner,
     pthread_mutex_init(&p->spare_lock, NULL);
     atomic_init(&p->nspares, 0);
     atomic_init(&p->nstuck, 0);
+    atomic_init(&p->held_back, 0);
     p->nworkers = n;
     return 0;
 }
