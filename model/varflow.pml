@@ -30,7 +30,7 @@
  *                                 for its ops in program order (two run at
  *                                 once)
  *   proctype Op                   one op's life after its push: dispatched
- *                                 when wait reaches 0 (vf__dispatch_pushed /
+ *                                 when wait reaches 0 (vf__exec_dispatch_pushed /
  *                                 vf__dispatch_list, a worker picking it
  *                                 up), its body (run_body in src/core/exec.c),
  *                                 then finish(): every var released in

@@ -14,16 +14,16 @@ between neighbouring columns differently: read the chain's columns as
 functions below (all threads) split an op's cost:
 
   push        vf_engine_push, on the pushing thread
-  pickup      worker_main - vf__worker_execute: the device worker's loop
+  pickup      worker_main - vf__exec_worker_execute: the device worker's loop
               (taking the op; its idle spinning under valgrind's serialized
               threads is counted too, so this one moves between runs)
-  to launch   run_body - vf__device_op_end - the op's function: the checks
-              before the function and vf__device_op_begin (the fences it
+  to launch   run_body - device_op_end - the op's function: the checks
+              before the function and device_op_begin (the fences it
               meets, its stream waits)
   launch call the op's function - the device's submit: vf_run_submit
-  after       vf__device_op_end - the device's record (and, with --sync,
+  after       device_op_end - the device's record (and, with --sync,
               its event_wait): the fence made and left on the op's vars
-  release     vf__worker_execute - run_body: the vars released (the
+  release     vf__exec_worker_execute - run_body: the vars released (the
               dependent made ready and handed to its worker), the op handed
               to the completer
   completion  completer_main - the device's event_wait: resolving the
@@ -41,7 +41,7 @@ dependent's launch = after + release + (the dependent's pickup + to launch +
 launch call). With event ordering a dependent is released when the op's
 function returns, not when its work completes (that is the completer's
 business, off the path); with --sync the op's worker waits for the work
-inside vf__device_op_end, so the release follows the completion.
+inside device_op_end, so the release follows the completion.
 
 Usage: callgrind_device.py [--build DIR] [--ops N] [--repeat K]
                            [--out FILE.json]
@@ -57,12 +57,12 @@ import tempfile
 FUNCS = {
     "push": [("push.c", "vf_engine_push")],
     "worker_main": [("sched.c", "worker_main")],
-    "execute": [("exec.c", "vf__worker_execute")],
+    "execute": [("exec.c", "vf__exec_worker_execute")],
     "run_body": [("exec.c", "run_body")],
-    "begin": [("device_ops.c", "vf__device_op_begin")],
-    "end": [("device_ops.c", "vf__device_op_end")],
+    "begin": [("device_ops.c", "device_op_begin")],
+    "end": [("device_ops.c", "device_op_end")],
     "fn": [("hostcost.c", "op_launch")],
-    "completer": [("device_ops.c", "completer_main")],
+    "completer": [("completer.c", "completer_main")],
     "submit": [("emulated.c", "submit")],
     "record": [("emulated.c", "record")],
     "stream_wait": [("emulated.c", "stream_wait")],
@@ -109,7 +109,7 @@ def per_op(binary, args, n, sync):
     a, b = counts(binary, args, n), counts(binary, args, 2 * n)
     d = {k: (b[k] - a[k]) / n for k in a}
     # event_wait's caller: the completer with event ordering, the op's own
-    # worker (inside vf__device_op_end) with --sync.
+    # worker (inside device_op_end) with --sync.
     wait_in_end = d["event_wait"] if sync else 0.0
     wait_in_completer = 0.0 if sync else d["event_wait"]
     dev = sum(d[k] for k in ("submit", "record", "stream_wait", "event_wait",

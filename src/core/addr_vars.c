@@ -207,7 +207,7 @@ static int revive_held(vf_engine *e, vf__addr_vars *t, uint64_t key, vf_var h,
     vf__var *v;
     if (vf__var_lookup(&e->vars, h, &v) != 0)
         return 1; /* look again */
-    int rc = vf__var_revive_held(e, v, vf__var_handle_gen(h));
+    int rc = vf__var_api_revive_held(e, v, vf__var_handle_gen(h));
     if (rc < 0 || (rc == 1 && !last_try))
         return rc;
     if (rc != 2) {

@@ -27,7 +27,7 @@
  * decided under that lock and the var's, so exactly one of them happens,
  * and the next vf_var_of makes a fresh var only once nothing of the old
  * one is pending. A delete held by a stopped engine is not queued yet:
- * vf_var_of turns it into one that keeps the var (vf__var_revive_held)
+ * vf_var_of turns it into one that keeps the var (vf__var_api_revive_held)
  * and returns the same handle.
  * An address whose memory is freed and used again for other data keeps
  * its var: ops on the new data are ordered after ops on the old (extra

@@ -144,8 +144,8 @@ VF_API int vf_completion_finish(vf_completion done, int status,
     if (rc != 0)
         return rc;
     if (status != 0)
-        vf__op_failed(op, status, message ? message : op->pending_message);
-    vf__finish_completed(op);
+        vf__exec_op_failed(op, status, message ? message : op->pending_message);
+    vf__exec_finish_completed(op);
     return 0;
 }
 
@@ -169,6 +169,6 @@ VF_API int vf_completion_fail(vf_completion done, const vf_error *cause)
     op->skipped = true;
     op->failure = vf__engine_record_failure(vf__op_engine(op), cause->code,
                                             name, message, op->place, op->root);
-    vf__finish_completed(op);
+    vf__exec_finish_completed(op);
     return 0;
 }

@@ -209,8 +209,8 @@ static void run_batch(vf__op *op, int worker, bool shutdown)
         int status = shutdown ? VF_ESKIPPED : 0;
         vf__failure *f = NULL;
         if (!skipped && !it->no_skip) {
-            f = vf__inherited_failure(op, refs, it->nrefs, place,
-                                      vf__engine_has_devices(e));
+            f = vf__exec_inherited_failure(op, refs, it->nrefs, place,
+                                           vf__engine_has_devices(e));
             if (f != NULL) {
                 vf__failure_ref(f);
                 skipped = true;
@@ -247,8 +247,8 @@ static void run_batch(vf__op *op, int worker, bool shutdown)
         }
         vf__failure_unref(f);
         if (it->done != NULL)
-            vf__call_done(e, it->done, it->arg, status);
-        vf__count_outcome(e, status, skipped);
+            vf__exec_call_done(e, it->done, it->arg, status);
+        vf__exec_count_outcome(e, status, skipped);
     }
 }
 

@@ -159,7 +159,7 @@ static int engine_type(vf_engine_type field, vf_engine_type *out)
     return 0;
 }
 
-int vf__settings_resolve(const vf_config *config, vf__settings *out)
+int vf__config_resolve(const vf_config *config, vf__settings *out)
 {
     static const vf_config defaults;
     if (config == NULL)

@@ -34,6 +34,6 @@ typedef struct vf__settings {
     int worker_stack_kib; /* 0: the system's default */
 } vf__settings;
 
-int vf__settings_resolve(const vf_config *config, vf__settings *out);
+int vf__config_resolve(const vf_config *config, vf__settings *out);
 
 #endif /* VF_CONFIG_H */

@@ -91,8 +91,8 @@ static int pace(destroy_wait *w, const char *what)
 static int await_calls(destroy_wait *w)
 {
     vf__call_scan sc;
-    vf__engine_scan_start(&sc);
-    for (unsigned spins = 0; vf__engine_scan_busy(&sc, w->e); spins++) {
+    vf__guard_scan_start(&sc);
+    for (unsigned spins = 0; vf__guard_scan_busy(&sc, w->e); spins++) {
         if (spins < 256) { /* most calls return within microseconds */
             if (spins >= 128)
                 sched_yield();
@@ -129,7 +129,7 @@ static int give_up(destroy_wait *w, int state)
     char ops[512];
     vf__async_describe(&e->async, ops, sizeof ops);
     atomic_store(&e->state, state);
-    vf__engine_register(e);
+    vf__lifecycle_register(e);
     return vf__fail(VF_ETIMEDOUT,
                     "%s: gave up after %" PRId64 " ms, the engine was left "
                     "usable; %s",
@@ -140,7 +140,7 @@ static int give_up(destroy_wait *w, int state)
  * code. */
 static int begin(vf_engine *e, const char *who)
 {
-    if (vf__exec_in_engine(e) || vf__engine_releasing_held(e))
+    if (vf__exec_in_engine(e) || vf__lifecycle_releasing_held(e))
         return vf__fail(VF_EDEADLK,
                         "%s: called from the engine's own code "
                         "(an op, a done callback, a worker) or "
@@ -161,7 +161,7 @@ static int finish(vf_engine *e, const destroy_wait *w)
      * out of vf_completion_finish: let it leave (rare and brief). */
     while (atomic_load(&e->completers) != 0)
         sched_yield();
-    vf__engine_unlist(e);
+    vf__guard_unlist(e);
     destroy_wait late = *w;
     late.timeout_ms = -1; /* nothing left to give up on */
     await_calls(&late);
@@ -185,20 +185,20 @@ static int finish(vf_engine *e, const destroy_wait *w)
 
 static int destroy(vf_engine *e, int64_t timeout_ms, const char *who)
 {
-    if (vf__engine_in_call(e)) /* reads nothing of e */
+    if (vf__guard_in_call(e)) /* reads nothing of e */
         return vf__fail(VF_EDEADLK,
                         "%s: called from inside another call "
                         "on the engine (an op run inline)",
                         who);
     vf__guard g;
-    int rc = vf__engine_enter(e, &g, who);
+    int rc = vf__guard_enter(e, &g, who);
     if (rc != 0)
         return rc;
     int state = begin(e, who);
-    vf__engine_leave(&g); /* ours now: no other destroy frees it */
+    vf__guard_leave(&g); /* ours now: no other destroy frees it */
     if (state < 0)
         return state;
-    vf__engine_unregister(e); /* no fork handler touches it from now on */
+    vf__lifecycle_unregister(e); /* no fork handler touches it from now on */
     int64_t start = now_ms();
     destroy_wait w = {.e = e,
                       .who = who,
@@ -207,7 +207,7 @@ static int destroy(vf_engine *e, int64_t timeout_ms, const char *who)
                       .next_report_ms = start + atomic_load(&report_grace_ms)};
     if ((rc = await_calls(&w)) != 0)
         return give_up(&w, state);
-    vf__engine_unstop(e); /* a stopped engine runs its held ops */
+    vf__lifecycle_unstop(e); /* a stopped engine runs its held ops */
     if ((rc = drain(&w)) != 0)
         return give_up(&w, state);
     return finish(e, &w);

@@ -51,14 +51,14 @@ static int device_op_begin(vf__op *op, const vf__device_class *cls,
     /* The write fences first: they carry failures (d->ncarry of them);
      * then the read fences of what the op writes, which only order. */
     for (int i = 0; i < op->nvars; i++)
-        d->ninputs += vf__var_fences(vf__dep_var(vf__op_dep(op, i)), true,
-                                     false, d->inputs + d->ninputs);
+        d->ninputs += vf__fences_of_var(vf__dep_var(vf__op_dep(op, i)), true,
+                                        false, d->inputs + d->ninputs);
     d->ncarry = d->ninputs;
     for (int i = 0; i < op->nvars; i++) {
         const vf__dep *dep = vf__op_dep(op, i);
         if (vf__dep_write(dep))
-            d->ninputs += vf__var_fences(vf__dep_var(dep), false, true,
-                                         d->inputs + d->ninputs);
+            d->ninputs += vf__fences_of_var(vf__dep_var(dep), false, true,
+                                            d->inputs + d->ninputs);
     }
     for (int k = 0; k < d->ninputs; k++) {
         vf__fence *f = d->inputs[k];
@@ -213,7 +213,7 @@ static bool run_on_stream(vf__op *op, int worker)
         rc = device_op_begin(op, d->cls, s);
     bool in_flight = false;
     if (rc != 0) {
-        vf__op_failed(op, rc, vf_error_detail());
+        vf__exec_op_failed(op, rc, vf_error_detail());
     } else {
         vf_run run; /* not zero-initialized: the message is 256 bytes */
         run.op = op;
@@ -222,7 +222,7 @@ static bool run_on_stream(vf__op *op, int worker)
         run.cls = d->cls;
         run.stream = s;
         run.item_refs = NULL;
-        vf__call_fn(op, &run);
+        vf__exec_call_fn(op, &run);
         in_flight = device_op_end(op, d->cls, s);
     }
     return !in_flight;
@@ -266,7 +266,7 @@ static void release_in_flight(vf__op *op, vf__readylist *ready)
             vf__var_complete_read(vf__dep_var(d), op, ready);
     }
     uint64_t delta = (uint64_t)(ready->count - before) * VF__COUNT_ACTIVE;
-    delta += vf__loop_op_released(op); /* in the same step */
+    delta += vf__exec_loop_op_released(op); /* in the same step */
     if (delta != 0)
         vf__engine_count_in(e, delta); /* before the drop lowers active */
     device_op_drop(op);
@@ -298,8 +298,8 @@ void vf__device_op_completed(vf__op *op)
 {
     resolve(op);
     if (op->done != NULL)
-        vf__call_done(vf__op_engine(op), op->done, op->arg, op->status);
-    vf__count_op(vf__op_engine(op), op);
+        vf__exec_call_done(vf__op_engine(op), op->done, op->arg, op->status);
+    vf__exec_count_op(vf__op_engine(op), op);
     device_op_drop(op);
 }
 
@@ -318,18 +318,19 @@ static bool run_device_op(vf__op *op, int worker, bool shutdown)
         vf__fences_clear_written(op);
     }
     if (VF__UNLIKELY(shutdown)) {
-        vf__op_skipped(op, NULL); /* no failure to pass on (lifecycle.h) */
+        vf__exec_op_skipped(op, NULL); /* no failure to pass on (lifecycle.h) */
         return true;
     }
     if (!op->def->no_skip) {
-        vf__failure *f = vf__inherited_failure(op, NULL, 0, op->place, true);
+        vf__failure *f = vf__exec_inherited_failure(op, NULL, 0, op->place,
+                                                    true);
         if (f != NULL) {
             /* Skipped before it starts, it writes its vars (with f) on the
              * host: the device work it would have followed is met there,
              * as a host op meets it. */
             vf__fences_host_wait(op);
             vf__fences_clear_written(op);
-            vf__op_skipped(op, f);
+            vf__exec_op_skipped(op, f);
             return true;
         }
     }

@@ -180,7 +180,7 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
         return vf__fail(VF_EINVAL, "vf_engine_create: out is NULL");
     *out = NULL;
     vf__settings s;
-    int rc = vf__settings_resolve(config, &s);
+    int rc = vf__config_resolve(config, &s);
     if (rc != 0)
         return rc;
     pthread_once(&freelists_once, init_freelists);
@@ -225,8 +225,8 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
     e->dev.priority_workers = s.gpu_priority_workers;
     e->engine_info = s.engine_info;
     e->help_on_wait = s.help_on_wait;
-    e->runner = (vf__pool_runner){.execute = vf__worker_execute,
-                                  .run_deferred = vf__run_deferred,
+    e->runner = (vf__pool_runner){.execute = vf__exec_worker_execute,
+                                  .run_deferred = vf__exec_run_deferred,
                                   .release_held_back = vf__bulk_flush_all,
                                   .stack_size = (size_t)s.worker_stack_kib
                                                 << 10};
@@ -260,12 +260,12 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
         free_engine(e);
         return vf__fail(rc, "vf_engine_create: cannot start the workers");
     }
-    if (vf__engine_list(e) != 0) { /* its handle is good from here */
+    if (vf__guard_list(e) != 0) { /* its handle is good from here */
         free_engine(e);
         return vf__fail(VF_ENOMEM, "vf_engine_create: out of memory");
     }
     vf__profiling_update_hooks(e); /* recording from here with a path */
-    vf__engine_register(e);        /* fork handlers stop and restart it */
+    vf__lifecycle_register(e);     /* fork handlers stop and restart it */
     *out = e;
     return 0;
 }
@@ -273,10 +273,10 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
 VF_API vf_engine_type vf_engine_type_of(const vf_engine *e)
 {
     vf__guard g;
-    if (vf__engine_enter(e, &g, "vf_engine_type_of") != 0)
+    if (vf__guard_enter(e, &g, "vf_engine_type_of") != 0)
         return VF_ENGINE_INVALID; /* the detail says why */
     vf_engine_type kind = e->kind;
-    vf__engine_leave(&g);
+    vf__guard_leave(&g);
     return kind;
 }
 
@@ -296,10 +296,10 @@ int vf__engine_count_workers(const vf_engine *e)
 VF_API int vf_engine_num_workers(const vf_engine *e)
 {
     vf__guard g;
-    if (vf__engine_enter(e, &g, "vf_engine_num_workers") != 0)
+    if (vf__guard_enter(e, &g, "vf_engine_num_workers") != 0)
         return 0;
     int n = vf__engine_count_workers(e);
-    vf__engine_leave(&g);
+    vf__guard_leave(&g);
     return n;
 }
 

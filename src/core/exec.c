@@ -41,7 +41,8 @@ bool vf__exec_in_engine(const vf_engine *e)
 }
 
 /* Call an op's `done`, marking the thread as in the engine's code. */
-void vf__call_done(const vf_engine *e, vf_done_fn done, void *arg, int status)
+void vf__exec_call_done(const vf_engine *e, vf_done_fn done, void *arg,
+                        int status)
 {
     const vf_engine *outer = tls.done_engine;
     tls.done_engine = e;
@@ -51,7 +52,7 @@ void vf__call_done(const vf_engine *e, vf_done_fn done, void *arg, int status)
 
 static void call_done(vf__op *op)
 {
-    vf__call_done(vf__op_engine(op), op->done, op->arg, op->status);
+    vf__exec_call_done(vf__op_engine(op), op->done, op->arg, op->status);
 }
 
 /* An async op's side block: the message vf_run_set_error left before its
@@ -82,7 +83,7 @@ static vf__failure *earlier_live(vf_engine *e, vf__failure *best, vf__var *v,
     vf__failure *f = VF__LIKELY(!devices)
                          ? atomic_load_explicit(&v->failure,
                                                 memory_order_acquire)
-                         : vf__var_failure(e, v, place);
+                         : vf__fences_var_failure(e, v, place);
     if (VF__LIKELY(f == NULL) || !vf__failure_live_for(f, place))
         return best;
     return vf__failure_before(f, best) ? f : best;
@@ -92,8 +93,8 @@ static vf__failure *earlier_live(vf_engine *e, vf__failure *best, vf__var *v,
  * `refs` is not NULL, from those of them a fused op's item names
  * (bulk.h): of the live ones, the first in push order, as in the serial
  * program; NULL when there is none. */
-vf__failure *vf__inherited_failure(vf__op *op, const uint32_t *refs, int nrefs,
-                                   uint64_t place, bool devices)
+vf__failure *vf__exec_inherited_failure(vf__op *op, const uint32_t *refs,
+                                        int nrefs, uint64_t place, bool devices)
 {
     vf__failure *f = NULL;
     if (refs == NULL)
@@ -110,14 +111,14 @@ vf__failure *vf__inherited_failure(vf__op *op, const uint32_t *refs, int nrefs,
 
 /* The op failed with `code` (its function's return, or its completion's):
  * a new failure record at its place. */
-void vf__op_failed(vf__op *op, int code, const char *message)
+void vf__exec_op_failed(vf__op *op, int code, const char *message)
 {
     op->status = code;
     op->failure = vf__engine_record_failure(vf__op_engine(op), code, op->name,
                                             message, op->place, op->root);
 }
 
-void vf__op_skipped(vf__op *op, vf__failure *f)
+void vf__exec_op_skipped(vf__op *op, vf__failure *f)
 {
     if (f != NULL)
         vf__failure_ref(f);
@@ -152,14 +153,14 @@ static bool run_body(vf__op *op, int worker)
     /* The shutdown notice: user ops skip their function (lifecycle.h),
      * with no failure to pass on. */
     if (VF__UNLIKELY(slow & VF__SLOW_SHUTDOWN)) {
-        vf__op_skipped(op, NULL);
+        vf__exec_op_skipped(op, NULL);
         return true;
     }
     if (!def->no_skip) {
-        vf__failure *f = vf__inherited_failure(op, NULL, 0, op->place,
-                                               slow & VF__SLOW_DEVICES);
+        vf__failure *f = vf__exec_inherited_failure(op, NULL, 0, op->place,
+                                                    slow & VF__SLOW_DEVICES);
         if (VF__UNLIKELY(f != NULL)) {
-            vf__op_skipped(op, f);
+            vf__exec_op_skipped(op, f);
             return true;
         }
     }
@@ -171,7 +172,7 @@ static bool run_body(vf__op *op, int worker)
     run.stream = NULL;
     run.item_refs = NULL;
     if (!def->async) {
-        vf__call_fn(op, &run);
+        vf__exec_call_fn(op, &run);
         return true;
     }
     run.message[0] = '\0';
@@ -190,7 +191,7 @@ static bool run_body(vf__op *op, int worker)
 /* Count a user op's outcome (ran, failed, or skipped by the engine: an
  * op whose function returned VF_ESKIPPED ran and failed): in the worker's
  * counters when it is one of the engine's, else in the engine's. */
-void vf__count_outcome(vf_engine *e, int status, bool skipped)
+void vf__exec_count_outcome(vf_engine *e, int status, bool skipped)
 {
     vf__worker *w = vf__this_worker();
     bool mine = w && w->pool->engine == e && !w->spare;
@@ -226,7 +227,7 @@ static uint64_t loop_frame_returns(void)
     }
 }
 
-uint64_t vf__loop_op_released(const vf__op *op)
+uint64_t vf__exec_loop_op_released(const vf__op *op)
 {
     return VF__UNLIKELY(op == tls.loop_op) ? loop_frame_returns() : 0;
 }
@@ -241,7 +242,7 @@ static void finish(vf__op *op, vf__readylist *ready)
         vf__profiling_op_end(op);
     if (op->done != NULL)
         call_done(op);
-    vf__count_op(e, op);
+    vf__exec_count_op(e, op);
 
     bool ran = !op->skipped && (def->kind->flags & VF__KIND_BUMPS);
     int before = ready->count;
@@ -343,7 +344,7 @@ static void run_inline(vf__op *op)
 }
 
 /* An inline op ready at its push inside another inline run (a nested
- * push of the naive engine): see vf__dispatch_pushed. Out of line: the
+ * push of the naive engine): see vf__exec_dispatch_pushed. Out of line: the
  * top-level push does not pay for the stack check. */
 static __attribute__((noinline)) void dispatch_pushed_nested(vf__op *op)
 {
@@ -356,7 +357,7 @@ static __attribute__((noinline)) void dispatch_pushed_nested(vf__op *op)
     tls.inline_depth--;
 }
 
-void vf__dispatch_pushed(vf__op *op)
+void vf__exec_dispatch_pushed(vf__op *op)
 {
     if (!op->def->inline_run) {
         if (op->nest != 0) /* pushed from inside an op: its children */
@@ -383,7 +384,7 @@ void vf__dispatch_pushed(vf__op *op)
     tls.inline_depth--;
 }
 
-void vf__loop_enter(vf__waiter *w, vf__loop_frame *saved)
+void vf__exec_loop_enter(vf__waiter *w, vf__exec_loop_frame *saved)
 {
     saved->waiter = tls.loop_waiter;
     saved->op = tls.loop_op;
@@ -391,7 +392,7 @@ void vf__loop_enter(vf__waiter *w, vf__loop_frame *saved)
     tls.loop_op = NULL;
 }
 
-void vf__loop_leave(const vf__loop_frame *saved)
+void vf__exec_loop_leave(const vf__exec_loop_frame *saved)
 {
     tls.loop_waiter = saved->waiter;
     tls.loop_op = saved->op;
@@ -423,7 +424,7 @@ static vf__op *loop_take(const vf__waiter *w, vf__worker *me, int *why)
     return op;
 }
 
-int vf__loop_run_one(vf__waiter *w, vf__worker *me)
+int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me)
 {
     vf__op *op = vf__readylist_pop(&tls.deferred);
     if (op != NULL) {
@@ -451,7 +452,8 @@ int vf__loop_run_one(vf__waiter *w, vf__worker *me)
     }
     while (op != NULL) {
         tls.loop_op = op;
-        op = vf__worker_execute(me, op); /* its finish makes w IDLE again */
+        op = vf__exec_worker_execute(me,
+                                     op); /* its finish makes w IDLE again */
         if (op != NULL && !loop_claim(w)) {
             vf__pool_submit(me->pool, op); /* w resumes first */
             break;
@@ -460,7 +462,7 @@ int vf__loop_run_one(vf__waiter *w, vf__worker *me)
     return VF__LOOP_RAN;
 }
 
-bool vf__help_run(vf_engine *e)
+bool vf__exec_help_run(vf_engine *e)
 {
     vf__pool *p = e->cpu_pool;
     if (p == NULL || vf__running_op != NULL || tls.inline_depth > 0)
@@ -491,7 +493,7 @@ bool vf__help_run(vf_engine *e)
     return true;
 }
 
-bool vf__run_deferred(void)
+bool vf__exec_run_deferred(void)
 {
     vf__op *op = vf__readylist_pop(&tls.deferred);
     if (op == NULL)
@@ -533,7 +535,7 @@ static inline void dispatch_list(vf__readylist *ready)
         dispatch_some(ready);
 }
 
-vf__op *vf__worker_execute(vf__worker *w, vf__op *op)
+vf__op *vf__exec_worker_execute(vf__worker *w, vf__op *op)
 {
     VF__ASSERT(!op->def->inline_run);
     bool done = run_body(op, w->index);
@@ -558,7 +560,7 @@ vf__op *vf__worker_execute(vf__worker *w, vf__op *op)
     return vf__worker_place(w, &mine);
 }
 
-void vf__finish_completed(vf__op *op)
+void vf__exec_finish_completed(vf__op *op)
 {
     vf_engine *e = vf__op_engine(op); /* alive: this op is still pending */
     atomic_fetch_add(&e->completers, 1);

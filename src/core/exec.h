@@ -45,21 +45,22 @@
  * `refs` is not NULL, from those a fused op's item names (bulk.h): of the
  * live ones, the first in push order (failure.h); NULL when none. With
  * `devices`, a var's failed device write counts (device_ops.h). */
-vf__failure *vf__inherited_failure(vf__op *op, const uint32_t *refs, int nrefs,
-                                   uint64_t place, bool devices);
+vf__failure *vf__exec_inherited_failure(vf__op *op, const uint32_t *refs,
+                                        int nrefs, uint64_t place,
+                                        bool devices);
 
 /* The engine skips the op: `done` gets VF_ESKIPPED, and `f` (a reference
  * the op takes; NULL: none) goes on to the vars it writes. */
-void vf__op_skipped(vf__op *op, vf__failure *f);
+void vf__exec_op_skipped(vf__op *op, vf__failure *f);
 
 /* The op failed with `code` (its function's return, or its completion's):
  * a new failure record at its place. */
-void vf__op_failed(vf__op *op, int code, const char *message);
+void vf__exec_op_failed(vf__op *op, int code, const char *message);
 
 /* Call the op's sync function with `run`, as the op running on this
  * thread; a non-zero return fails the op. Inline: every user op's body
  * calls it (and a device op's, device_ops.c). */
-static inline void vf__call_fn(vf__op *op, vf_run *run)
+static inline void vf__exec_call_fn(vf__op *op, vf_run *run)
 {
     run->message[0] = '\0';
     vf__op *outer = vf__running_op;
@@ -67,7 +68,7 @@ static inline void vf__call_fn(vf__op *op, vf_run *run)
     int rc = op->fn(run, op->arg);
     vf__running_op = outer;
     if (rc != 0)
-        vf__op_failed(op, rc, run->message);
+        vf__exec_op_failed(op, rc, run->message);
 }
 
 /* Whether this thread runs a `done` callback of an op of `e` (a wait
@@ -85,47 +86,48 @@ bool vf__exec_in_engine(const vf_engine *e);
 
 /* Call a `done` callback, marking the thread as in the engine's code (a
  * wait there is refused, wait.c). */
-void vf__call_done(const vf_engine *e, vf_done_fn done, void *arg, int status);
+void vf__exec_call_done(const vf_engine *e, vf_done_fn done, void *arg,
+                        int status);
 
 /* Count a user op's outcome (ran, failed, or skipped by the engine). */
-void vf__count_outcome(vf_engine *e, int status, bool skipped);
+void vf__exec_count_outcome(vf_engine *e, int status, bool skipped);
 
 /* Count a finished op's outcome, when its kind is counted (op.h). */
-static inline void vf__count_op(vf_engine *e, const vf__op *op)
+static inline void vf__exec_count_op(vf_engine *e, const vf__op *op)
 {
     if (op->def->kind->flags & VF__KIND_COUNTED)
-        vf__count_outcome(e, op->status, op->skipped);
+        vf__exec_count_outcome(e, op->status, op->skipped);
 }
 
 /* Finish an async op whose completion was claimed (async.c), its status
  * and failure set: done, its vars released, ready ops dispatched. */
-void vf__finish_completed(vf__op *op);
+void vf__exec_finish_completed(vf__op *op);
 
 /* Dispatch an op that was ready at its push (its `active` count taken). */
-void vf__dispatch_pushed(vf__op *op);
+void vf__exec_dispatch_pushed(vf__op *op);
 
 /* Worker loop step: run `op` (from the worker's pool) and finish it, return
  * the op the same worker should run next (or NULL). */
-vf__op *vf__worker_execute(vf__worker *w, vf__op *op);
+vf__op *vf__exec_worker_execute(vf__worker *w, vf__op *op);
 
 /* Run one op that an inline run on this thread deferred. True if one ran. */
-bool vf__run_deferred(void);
+bool vf__exec_run_deferred(void);
 
 /* A thread outside the engine's ops waiting for it (vf_engine_wait_all) runs a
  * queued op of the CPU pool itself, and then each op that one makes ready
  * on that pool, first of its list (a chain stays on this thread), instead
  * of sleeping beside busy workers. False when there was none to take. */
-bool vf__help_run(vf_engine *e);
+bool vf__exec_help_run(vf_engine *e);
 
 /* A nested wait loop: entering makes `w` this thread's innermost loop
  * waiter (saving the outer one), leaving restores it. */
-typedef struct vf__loop_frame {
+typedef struct vf__exec_loop_frame {
     vf__waiter *waiter;
     vf__op *op;
-} vf__loop_frame;
+} vf__exec_loop_frame;
 
-void vf__loop_enter(vf__waiter *w, vf__loop_frame *saved);
-void vf__loop_leave(const vf__loop_frame *saved);
+void vf__exec_loop_enter(vf__waiter *w, vf__exec_loop_frame *saved);
+void vf__exec_loop_leave(const vf__exec_loop_frame *saved);
 
 /* An op lets go of its vars while its work is still in flight (a device
  * op, device_ops.c): when the innermost nested wait loop on this thread
@@ -133,7 +135,7 @@ void vf__loop_leave(const vf__loop_frame *saved);
  * to `counts` for that waiter, in the same step as the ops the release
  * made ready (VF__COUNT_ACTIVE when its marker fired meanwhile); 0 for
  * any other op. */
-uint64_t vf__loop_op_released(const vf__op *op);
+uint64_t vf__exec_loop_op_released(const vf__op *op);
 
 /* From a nested wait loop (w IDLE): run one deferred op, or one op of the
  * worker's pool (`me` may be NULL) with its hand-off chain, above the wait,
@@ -145,6 +147,6 @@ uint64_t vf__loop_op_released(const vf__op *op);
 #define VF__LOOP_NOTHING 0 /* nothing to run */
 #define VF__LOOP_RAN 1     /* it ran one (or gave one back: look again) */
 #define VF__LOOP_REFUSED 2 /* the pool has queued ops it will not run */
-int vf__loop_run_one(vf__waiter *w, vf__worker *me);
+int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me);
 
 #endif /* VF_EXEC_H */

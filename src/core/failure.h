@@ -103,8 +103,8 @@ static inline bool vf__failure_claim(vf__failure *f, uint64_t place)
 /* What a wait at `place` reports, claimed (NULL: nothing): the failure the
  * var holds (`stored`), or, when its last write was device work that failed
  * after the op released the var, that work's (`fenced`, device_ops.h). */
-static inline vf__failure *vf__wait_report(vf__failure *stored,
-                                           vf__failure *fenced, uint64_t place)
+static inline vf__failure *
+vf__failure_report(vf__failure *stored, vf__failure *fenced, uint64_t place)
 {
     vf__failure *f = fenced != NULL ? fenced : stored;
     return f != NULL && vf__failure_claim(f, place) ? f : NULL;

@@ -39,7 +39,7 @@ vf__failure *vf__fence_host_wait(vf_engine *e, vf__fence *f)
 
 /* --- a var's fences ---------------------------------------------------- */
 
-int vf__var_fences(vf__var *v, bool write_fence, bool reads, vf__fence **out)
+int vf__fences_of_var(vf__var *v, bool write_fence, bool reads, vf__fence **out)
 {
     int n = 0;
     vf__spin_lock(&v->lock);
@@ -58,8 +58,8 @@ int vf__var_fences(vf__var *v, bool write_fence, bool reads, vf__fence **out)
 /* A device write replaces v's write fence `old` (the writer holds v
  * exclusively): what old's work left must not go with it. A failure
  * sticks to what it wrote until a newer one replaces it (rule 9), and a
- * successful write keeps it; but vf__var_failure reads the newest fence's
- * failure, else v's own, so old's would be lost and an older one of v's
+ * successful write keeps it; but vf__fences_var_failure reads the newest
+ * fence's failure, else v's own, so old's would be lost and an older one of v's
  * own come back. Old's failure becomes v's own here, under the new fence,
  * which is newer. Old still in flight needs nothing: the writer's stream
  * waited for it carrying its failure (device_op_begin; no wait before the
@@ -126,7 +126,7 @@ void vf__fences_host_wait(vf__op *op)
     vf__fence *fs[1 + VF__VAR_READ_FENCES];
     for (int i = 0; i < op->nvars; i++) {
         const vf__dep *d = vf__op_dep(op, i);
-        int n = vf__var_fences(vf__dep_var(d), true, vf__dep_write(d), fs);
+        int n = vf__fences_of_var(vf__dep_var(d), true, vf__dep_write(d), fs);
         for (int k = 0; k < n; k++) {
             vf__fence_host_wait(e, fs[k]);
             vf__fence_unref(fs[k]);
@@ -134,7 +134,7 @@ void vf__fences_host_wait(vf__op *op)
     }
 }
 
-vf__failure *vf__var_failure(vf_engine *e, vf__var *v, uint64_t place)
+vf__failure *vf__fences_var_failure(vf_engine *e, vf__var *v, uint64_t place)
 {
     vf__failure *own = atomic_load_explicit(&v->failure, memory_order_acquire);
     /* No lock: the write fence changes only under an op that holds v
@@ -153,7 +153,7 @@ vf__failure *vf__var_failure(vf_engine *e, vf__var *v, uint64_t place)
     return f != NULL ? f : own;
 }
 
-void vf__var_drop_fences(vf__var *v)
+void vf__fences_drop(vf__var *v)
 {
     vf__spin_lock(&v->lock);
     if (v->wfence == NULL && v->nrfences == 0) {
@@ -186,6 +186,6 @@ void vf__fences_clear_written(const vf__op *op)
     for (int i = 0; i < op->nvars; i++) {
         const vf__dep *d = vf__op_dep(op, i);
         if (vf__dep_write(d))
-            vf__var_drop_fences(vf__dep_var(d));
+            vf__fences_drop(vf__dep_var(d));
     }
 }

@@ -4,12 +4,12 @@
  *
  * A var keeps the fence of its last device write and those of the device
  * reads since (at most VF__VAR_READ_FENCES, one per stream). A device op
- * collects the fences it must follow (vf__var_fences) and, once its
+ * collects the fences it must follow (vf__fences_of_var) and, once its
  * function returned, leaves its own on its vars (vf__fences_leave); an op
  * that runs on the host waits for them (vf__fences_host_wait) and, for
  * what it writes, drops them (vf__fences_clear_written): a failure its
  * last device write's work left becomes the var's own (rule 9: it sticks).
- * Which failure a var holds for an op is vf__var_failure's answer.
+ * Which failure a var holds for an op is vf__fences_var_failure's answer.
  *
  * Locks: a var's read fences are guarded by the var's spinlock; its write
  * fence changes only under an op that holds the var exclusively, also
@@ -65,7 +65,8 @@ vf__failure *vf__fence_host_wait(vf_engine *e, vf__fence *f);
  * v, which the op must follow (it overwrites what they read) but whose
  * failure is none of its business (rule 9 puts a failure on what the
  * failing op writes only). */
-int vf__var_fences(vf__var *v, bool write_fence, bool reads, vf__fence **out);
+int vf__fences_of_var(vf__var *v, bool write_fence, bool reads,
+                      vf__fence **out);
 
 /* Leave a device op's fence `f` on its vars (each takes a reference): the
  * write fence of what it writes, a read fence of what it reads. A var with
@@ -86,7 +87,7 @@ void vf__fences_host_wait(vf__op *op);
  * only when v's own failure is live for the op (which of the two holds
  * depends on that work); otherwise its failure is met on the device,
  * where the stream that waits for it inherits it (device.h). */
-vf__failure *vf__var_failure(vf_engine *e, vf__var *v, uint64_t place);
+vf__failure *vf__fences_var_failure(vf_engine *e, vf__var *v, uint64_t place);
 
 /* A host-side op that met its fences (vf__fences_host_wait), before it
  * runs: the vars it writes take their last device write's failure, if
@@ -98,6 +99,6 @@ void vf__fences_clear_written(const vf__op *op);
  * exclusively or when no op runs (its slot is freed, the engine is
  * destroyed): a failure its last device write's work left becomes the
  * var's own. */
-void vf__var_drop_fences(vf__var *v);
+void vf__fences_drop(vf__var *v);
 
 #endif /* VF_FENCES_H */

@@ -75,7 +75,7 @@ static int grow(void)
     return 0;
 }
 
-int vf__engine_list(const vf_engine *e)
+int vf__guard_list(const vf_engine *e)
 {
     pthread_mutex_lock(&set_lock);
     int rc = grow();
@@ -87,7 +87,7 @@ int vf__engine_list(const vf_engine *e)
     return rc;
 }
 
-void vf__engine_unlist(const vf_engine *e)
+void vf__guard_unlist(const vf_engine *e)
 {
     pthread_mutex_lock(&set_lock);
     if (is_listed(e)) {
@@ -111,7 +111,7 @@ void vf__engine_unlist(const vf_engine *e)
     pthread_mutex_unlock(&set_lock);
 }
 
-bool vf__engine_listed(const vf_engine *e)
+bool vf__guard_listed(const vf_engine *e)
 {
     pthread_mutex_lock(&set_lock);
     bool listed = is_listed(e);
@@ -128,7 +128,7 @@ static bool names(vf__call_slot *s, const vf_engine *e)
     return false;
 }
 
-bool vf__engine_in_call(const vf_engine *e)
+bool vf__guard_in_call(const vf_engine *e)
 {
     vf__guard_tls *t = &vf__guard_tls_;
     for (unsigned i = 0; i < t->depth; i++)
@@ -137,13 +137,13 @@ bool vf__engine_in_call(const vf_engine *e)
     return false;
 }
 
-void vf__engine_scan_start(vf__call_scan *sc)
+void vf__guard_scan_start(vf__call_scan *sc)
 {
     sc->next = atomic_load_explicit(&slots, memory_order_acquire);
     sc->n = 0;
 }
 
-bool vf__engine_scan_busy(vf__call_scan *sc, const vf_engine *e)
+bool vf__guard_scan_busy(vf__call_scan *sc, const vf_engine *e)
 {
     for (;;) {
         /* Drop the calls seen that have returned: the slot names `e` no
@@ -285,7 +285,7 @@ static int refuse(vf__guard_tls *t, const vf__guard *g, int rc, const char *who)
     return vf__fail(rc, "%s: not an engine (NULL or destroyed)", who);
 }
 
-int vf__engine_enter_slow(const vf_engine *e, vf__guard *g, const char *who)
+int vf__guard_enter_slow(const vf_engine *e, vf__guard *g, const char *who)
 {
     vf__guard_tls *t = &vf__guard_tls_;
     if (t->slot == &no_slot) { /* this thread's first call */
@@ -304,7 +304,7 @@ int vf__engine_enter_slow(const vf_engine *e, vf__guard *g, const char *who)
     return listed_now(t, e) ? 0 : refuse(t, g, VF_EINVAL, who);
 }
 
-int vf__engine_enter_nested(const vf_engine *e, vf__guard *g, const char *who)
+int vf__guard_enter_nested(const vf_engine *e, vf__guard *g, const char *who)
 {
     vf__guard_tls *t = &vf__guard_tls_;
     unsigned d = t->depth;

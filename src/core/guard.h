@@ -97,22 +97,22 @@ typedef struct vf__guard {
     int depth;
 } vf__guard;
 
-/* The slow sides of vf__engine_enter (guard.c). */
-int vf__engine_enter_slow(const vf_engine *e, vf__guard *g, const char *who);
-int vf__engine_enter_nested(const vf_engine *e, vf__guard *g, const char *who);
+/* The slow sides of vf__guard_enter (guard.c). */
+int vf__guard_enter_slow(const vf_engine *e, vf__guard *g, const char *who);
+int vf__guard_enter_nested(const vf_engine *e, vf__guard *g, const char *who);
 
 /*
  * Enter a guard on `e` (any pointer, NULL included) for the public call
- * `who`: 0, and the engine cannot be freed until vf__engine_leave; else
+ * `who`: 0, and the engine cannot be freed until vf__guard_leave; else
  * VF_EINVAL ("not an engine (NULL or destroyed)") or VF_ENOMEM, with the
  * detail set, and nothing to leave. Does not block.
  */
-static inline int vf__engine_enter(const vf_engine *e, vf__guard *g,
-                                   const char *who)
+static inline int vf__guard_enter(const vf_engine *e, vf__guard *g,
+                                  const char *who)
 {
     vf__guard_tls *t = &vf__guard_tls_;
     if (VF__UNLIKELY(t->depth != 0))
-        return vf__engine_enter_nested(e, g, who);
+        return vf__guard_enter_nested(e, g, who);
     vf__call_slot *s = t->slot;
     atomic_store_explicit(
         &s->started,
@@ -124,11 +124,11 @@ static inline int vf__engine_enter(const vf_engine *e, vf__guard *g,
     if (VF__LIKELY(t->listed[0] == e &&
                    t->epoch == atomic_load(&vf__guard_epoch)))
         return 0;
-    return vf__engine_enter_slow(e, g, who);
+    return vf__guard_enter_slow(e, g, who);
 }
 
 /* Leave the guard (after the call's last touch of the engine). */
-static inline void vf__engine_leave(const vf__guard *g)
+static inline void vf__guard_leave(const vf__guard *g)
 {
     vf__guard_tls *t = &vf__guard_tls_;
     int d = g->depth;
@@ -143,21 +143,21 @@ static inline void vf__engine_leave(const vf__guard *g)
 #define VF__GUARDED(e, who, call)                                              \
     __extension__({                                                            \
         vf__guard g_;                                                          \
-        int rc_ = vf__engine_enter((e), &g_, (who));                           \
+        int rc_ = vf__guard_enter((e), &g_, (who));                            \
         if (rc_ == 0) {                                                        \
             rc_ = (call);                                                      \
-            vf__engine_leave(&g_);                                             \
+            vf__guard_leave(&g_);                                              \
         }                                                                      \
         rc_;                                                                   \
     })
 
 /* List a new engine (VF_ENOMEM), or take it off the list: from then on a
  * call entering a guard on it is refused. */
-int vf__engine_list(const vf_engine *e);
-void vf__engine_unlist(const vf_engine *e);
+int vf__guard_list(const vf_engine *e);
+void vf__guard_unlist(const vf_engine *e);
 
 /* Whether the calling thread is inside a call on `e`. */
-bool vf__engine_in_call(const vf_engine *e);
+bool vf__guard_in_call(const vf_engine *e);
 
 /* A scan of the calls in progress on an engine: the slots seen naming it
  * (up to VF__SCAN_BATCH at a time, with their `started` then), and where in
@@ -177,11 +177,11 @@ typedef struct vf__call_scan {
  * `e` that was in progress when the scan saw its slot; false once every
  * such call has returned. Does not block: the caller waits between calls
  * (one batch at a time, so the wait is the longest call's, not the sum). */
-void vf__engine_scan_start(vf__call_scan *sc);
-bool vf__engine_scan_busy(vf__call_scan *sc, const vf_engine *e);
+void vf__guard_scan_start(vf__call_scan *sc);
+bool vf__guard_scan_busy(vf__call_scan *sc, const vf_engine *e);
 
 /* Whether `e` is listed (takes the registry lock: not for hot paths). */
-bool vf__engine_listed(const vf_engine *e);
+bool vf__guard_listed(const vf_engine *e);
 
 /* Fork (lifecycle.c): take or let go of the registry lock; in the child,
  * forget the calls of the parent's other threads (gone) and free their

@@ -14,12 +14,12 @@
 
 static _Thread_local const vf_engine *releasing_held;
 
-bool vf__engine_releasing_held(const vf_engine *e)
+bool vf__lifecycle_releasing_held(const vf_engine *e)
 {
     return releasing_held == e;
 }
 
-int vf__engine_hold(vf_engine *e, vf__op *op)
+int vf__lifecycle_hold(vf_engine *e, vf__op *op)
 {
     pthread_mutex_lock(&e->life.lock);
     if (!atomic_load(&e->life.holding)) {
@@ -37,7 +37,7 @@ int vf__engine_hold(vf_engine *e, vf__op *op)
     return 0;
 }
 
-int vf__engine_check_waitable(vf_engine *e, const char *who)
+int vf__lifecycle_check_waitable(vf_engine *e, const char *who)
 {
     if (!atomic_load(&e->life.holding))
         return 0;
@@ -45,12 +45,12 @@ int vf__engine_check_waitable(vf_engine *e, const char *who)
     uint64_t n = e->life.nheld;
     bool starting = e->life.starting;
     pthread_mutex_unlock(&e->life.lock);
-    if (starting && !vf__engine_releasing_held(e)) {
+    if (starting && !vf__lifecycle_releasing_held(e)) {
         /* A start is pushing the held ops (maybe this caller's): wait until
          * they are all pushed, then wait as usual. */
         pthread_mutex_lock(&e->life.op_lock);
         pthread_mutex_unlock(&e->life.op_lock);
-        return vf__engine_check_waitable(e, who);
+        return vf__lifecycle_check_waitable(e, who);
     }
     if (n == 0)
         return 0;
@@ -119,10 +119,10 @@ static void drop_held(vf_engine *e, vf__op *op, int rc)
     if (op->def->kind->dropped != NULL)
         op->def->kind->dropped(e, op, rc);
     else
-        vf__engine_drop_op(e, op, rc);
+        vf__lifecycle_drop_op(e, op, rc);
 }
 
-void vf__engine_drop_op(vf_engine *e, vf__op *op, int rc)
+void vf__lifecycle_drop_op(vf_engine *e, vf__op *op, int rc)
 {
     if (op->place == 0) /* never enqueued: its number now */
         vf__push_place_op(e, op, 1);
@@ -184,7 +184,7 @@ static int start_locked(vf_engine *e)
 /* Inside the call's guard (guard.h). */
 static int check_outside(vf_engine *e, const char *who)
 {
-    if (vf__exec_in_engine(e) || vf__engine_releasing_held(e))
+    if (vf__exec_in_engine(e) || vf__lifecycle_releasing_held(e))
         return vf__fail(VF_EDEADLK,
                         "%s: called from the engine's own code "
                         "(an op, a done callback, a worker, or "
@@ -228,7 +228,7 @@ VF_API int vf_engine_start(vf_engine *e)
     return VF__GUARDED(e, "vf_engine_start", start(e));
 }
 
-void vf__engine_unstop(vf_engine *e)
+void vf__lifecycle_unstop(vf_engine *e)
 {
     pthread_mutex_lock(&e->life.op_lock);
     start_locked(e); /* a failure leaves it stopped: destroy then hangs no
@@ -279,7 +279,7 @@ static void register_atfork(void)
     pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
-void vf__engine_register(vf_engine *e)
+void vf__lifecycle_register(vf_engine *e)
 {
     pthread_once(&atfork_once, register_atfork);
     pthread_mutex_lock(&registry_lock);
@@ -288,7 +288,7 @@ void vf__engine_register(vf_engine *e)
     pthread_mutex_unlock(&registry_lock);
 }
 
-void vf__engine_unregister(vf_engine *e)
+void vf__lifecycle_unregister(vf_engine *e)
 {
     pthread_mutex_lock(&registry_lock);
     vf_engine **p = &live;

@@ -76,28 +76,28 @@ typedef struct vf__life {
 /* An op held while stopped that cannot be pushed at start fails with
  * `rc` (its record, `done`, counted failed) and is freed: what a user op
  * does (op.h: vf__op_kind.dropped); other kinds add their part. */
-void vf__engine_drop_op(vf_engine *e, vf__op *op, int rc);
+void vf__lifecycle_drop_op(vf_engine *e, vf__op *op, int rc);
 
 /* Called by vf__push_enqueue when `holding` was seen set: hold the op
  * (returns 0), or return 1 when the engine stopped holding meanwhile (the
  * caller enqueues it then). */
-int vf__engine_hold(vf_engine *e, vf__op *op);
+int vf__lifecycle_hold(vf_engine *e, vf__op *op);
 
 /* Whether this thread is the one enqueuing e's held ops (vf_engine_start):
  * its enqueues are not held again. */
-bool vf__engine_releasing_held(const vf_engine *e);
+bool vf__lifecycle_releasing_held(const vf_engine *e);
 
 /* VF_ESTOPPED (with a detail naming `who`) when waits cannot finish
  * because ops are held; else 0. */
-int vf__engine_check_waitable(vf_engine *e, const char *who);
+int vf__lifecycle_check_waitable(vf_engine *e, const char *who);
 
 /* Add a new engine to the registry fork handlers walk (and register the
  * handlers, once), or take it off. */
-void vf__engine_register(vf_engine *e);
-void vf__engine_unregister(vf_engine *e);
+void vf__lifecycle_register(vf_engine *e);
+void vf__lifecycle_unregister(vf_engine *e);
 
 /* Before destroy drains: a stopped engine is started again (its held ops
  * must run). */
-void vf__engine_unstop(vf_engine *e);
+void vf__lifecycle_unstop(vf_engine *e);
 
 #endif /* VF_LIFECYCLE_H */

@@ -49,7 +49,7 @@ static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
         if (me != NULL && me->pool->engine != e)
             me = NULL;
         while (atomic_load(&e->counts.inflight) >= e->max_inflight) {
-            if (vf__run_deferred())
+            if (vf__exec_run_deferred())
                 continue;
             /* Each op runs on top of this push: only while the stack
              * has room (exec.h), as a nested wait does. */
@@ -58,7 +58,7 @@ static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
                              : NULL;
             if (op == NULL)
                 break;
-            while ((op = vf__worker_execute(me, op)) != NULL) {
+            while ((op = vf__exec_worker_execute(me, op)) != NULL) {
             }
         }
         return 0;
@@ -124,7 +124,7 @@ int vf__push_enqueue(vf_engine *e, vf__op *op, const char *who)
      * either sees this push or this push sees the stop (both seq_cst). */
     if (VF__UNLIKELY(atomic_load(&e->life.holding)) &&
         (def->kind->flags & VF__KIND_HELD) && vf__exec_current_engine() != e &&
-        !vf__engine_releasing_held(e)) {
+        !vf__lifecycle_releasing_held(e)) {
         uncount(e, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
         int rc = hold_vars(e, op, who);
         if (rc != 0)
@@ -133,7 +133,7 @@ int vf__push_enqueue(vf_engine *e, vf__op *op, const char *who)
          * the ops batched (bulk.h) and held after it come after it. */
         if ((def->kind->flags & VF__KIND_NUMBERED) && op->place == 0)
             vf__push_place_op(e, op, 1);
-        if (vf__engine_hold(e, op) == 0)
+        if (vf__lifecycle_hold(e, op) == 0)
             return 0;
         return vf__push_enqueue(e, op, who); /* started meanwhile */
     }
@@ -179,7 +179,7 @@ int vf__push_enqueue(vf_engine *e, vf__op *op, const char *who)
     }
     if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF) && nready < n)
         vf__prof_op_ready(e->prof, op->prof);
-    vf__dispatch_pushed(op);
+    vf__exec_dispatch_pushed(op);
     return 0;
 }
 

@@ -138,7 +138,7 @@ struct vf__pool {
      * with `sleepers` (an idle thread counts itself in, then looks). */
     atomic_int held_back;
     atomic_int nstuck; /* threads waiting inside an op beside queued ops
-                          they will not run (exec.c: vf__loop_run_one) */
+                          they will not run (exec.c: vf__exec_loop_run_one) */
 };
 
 /* Spare threads a pool may start at most. */

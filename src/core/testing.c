@@ -88,7 +88,7 @@ int vf__testing_run_one(vf_engine *e)
     stepper.index = w->index;
     vf__worker *outer = vf__this_worker_;
     vf__this_worker_ = w;
-    vf__op *next = vf__worker_execute(&stepper, op);
+    vf__op *next = vf__exec_worker_execute(&stepper, op);
     vf__this_worker_ = outer;
     VF__ASSERT(next == NULL);
     return 1;

@@ -161,7 +161,7 @@ void vf__var_table_drop_fences(vf__var_table *t)
     vf__var *chunk;
     for (unsigned c = 0; (chunk = chunk_at(t, c)) != NULL; c++)
         for (unsigned i = 0; i < VF__VAR_CHUNK; i++)
-            vf__var_drop_fences(&chunk[i]);
+            vf__fences_drop(&chunk[i]);
 }
 
 uint64_t vf__var_table_destroy(vf__var_table *t)

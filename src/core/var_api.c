@@ -95,7 +95,7 @@ static void delete_dropped(vf_engine *e, vf__op *op, int rc)
 {
     if (op->free_fn != NULL)
         op->free_fn(op->arg);
-    vf__engine_drop_op(e, op, rc);
+    vf__lifecycle_drop_op(e, op, rc);
 }
 
 /* vf_var_destroy's op: writes the var, then frees its slot. It sets no
@@ -107,7 +107,7 @@ const vf__op_kind vf__kind_delete = {.name = "delete",
                                      .flags = VF__KIND_HELD | VF__KIND_DELETES};
 
 /* A held delete that vf_var_of revived its var for, before the engine
- * started again (vf__var_revive_held): it runs as a delete, but leaves the
+ * started again (vf__var_api_revive_held): it runs as a delete, but leaves the
  * var live with its handle, for the ops held after it. */
 static const vf__op_kind kind_delete_kept = {.name = "delete",
                                              .run = run_delete,
@@ -138,7 +138,7 @@ static vf__op *last_held_delete(vf_engine *e, const vf__var *v, uint32_t gen)
     return found;
 }
 
-int vf__var_revive_held(vf_engine *e, vf__var *v, uint32_t gen)
+int vf__var_api_revive_held(vf_engine *e, vf__var *v, uint32_t gen)
 {
     const vf__opdef *kept = delete_def(e, &kind_delete_kept);
     if (kept == NULL)
@@ -158,7 +158,7 @@ int vf__var_revive_held(vf_engine *e, vf__var *v, uint32_t gen)
      * one of them (a naive engine runs them inline) the delete is still
      * to come; from elsewhere, wait until the start is through (it holds
      * op_lock while it pushes them). */
-    if (vf__engine_releasing_held(e) || vf__exec_current_engine() == e)
+    if (vf__lifecycle_releasing_held(e) || vf__exec_current_engine() == e)
         return 2;
     pthread_mutex_lock(&e->life.op_lock);
     pthread_mutex_unlock(&e->life.op_lock);

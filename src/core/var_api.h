@@ -15,6 +15,6 @@
  * waited for the start to end: look again), 2 when the caller is inside
  * that start (the delete is still to come: return the var as it is).
  * VF_ENOMEM. The caller holds no stripe lock. */
-int vf__var_revive_held(vf_engine *e, vf__var *v, uint32_t gen);
+int vf__var_api_revive_held(vf_engine *e, vf__var *v, uint32_t gen);
 
 #endif /* VF_VAR_API_H */

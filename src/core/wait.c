@@ -14,7 +14,7 @@
  *   pushed itself (OpenMP's constraint for tied tasks: the frames stack
  *   only as deep as the program nests pushes; a push from inside an op
  *   goes to the front of the worker's lane, where its waiter finds it),
- *   and only while the stack has room (exec.c: vf__loop_run_one). Beside
+ *   and only while the stack has room (exec.c: vf__exec_loop_run_one). Beside
  *   queued ops it will not run it sleeps on the engine's cond, looking
  *   again every NESTED_POLL_US; when every thread of the pool does, the
  *   pool starts a spare thread to run them (sched.h);
@@ -76,7 +76,7 @@ void vf__wait_marker_fire(vf__op *op)
          * place, and reporting it clears it from there on (failure.h). */
         vf__var *v = vf__dep_var(&op->deps[0]);
         vf__failure *f = vf__engine_has_devices(e)
-                             ? vf__var_failure(e, v, op->place)
+                             ? vf__fences_var_failure(e, v, op->place)
                              : atomic_load_explicit(&v->failure,
                                                     memory_order_acquire);
         f = f != NULL && vf__failure_claim(f, op->place) ? f : NULL;
@@ -209,8 +209,8 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
     atomic_fetch_add(&e->waits.nnested, 1);
     atomic_fetch_add(&e->waits.watchers, 1);
     vf__engine_wake(e, vf__engine_count_out(e, VF__COUNT_ACTIVE, true));
-    vf__loop_frame saved;
-    vf__loop_enter(w, &saved);
+    vf__exec_loop_frame saved;
+    vf__exec_loop_enter(w, &saved);
     int rc = 0, refusals = 0;
     struct nested_pred pred = {e, w};
     for (;;) {
@@ -222,7 +222,7 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
             continue;
         }
         VF__ASSERT(s == VF__W_IDLE);
-        int ran = vf__loop_run_one(w, me);
+        int ran = vf__exec_loop_run_one(w, me);
         if (ran == VF__LOOP_RAN) {
             refusals = 0;
             continue;
@@ -251,7 +251,7 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
             vf__pool_idle_wait(me->pool, nested_should_wake, &pred, until);
         } else if (me != NULL) {
             /* Queued ops this waiter will not run above its wait
-             * (vf__loop_run_one): other workers run them. Sleep where
+             * (vf__exec_loop_run_one): other workers run them. Sleep where
              * their placing does not wake it (it would take a wake-up an
              * idle worker needs), looking again now and then for one it
              * would run; its marker and a deadlock wake it at once. From
@@ -271,7 +271,7 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
             sleep_on_engine(e, w, true, until);
         }
     }
-    vf__loop_leave(&saved);
+    vf__exec_loop_leave(&saved);
     atomic_fetch_sub(&e->waits.watchers, 1);
     atomic_fetch_sub(&e->waits.nnested, 1);
     return rc;
@@ -329,7 +329,7 @@ static int wait_settled(vf_engine *e, vf__var *v, vf_error *err)
             vf__failure_ref(fenced);
         vf__fence_unref(fence);
     }
-    vf__failure *claimed = vf__wait_report(f, fenced, place);
+    vf__failure *claimed = vf__failure_report(f, fenced, place);
     if (claimed != NULL)
         report(claimed, err);
     vf__failure_unref(f);
@@ -361,7 +361,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
                         "%s: op \"%s\" waits on a variable it "
                         "writes itself",
                         who, cur->name);
-    if (!nested && (rc = vf__engine_check_waitable(e, who)) != 0)
+    if (!nested && (rc = vf__lifecycle_check_waitable(e, who)) != 0)
         return rc;
 
     uint32_t gen = vf__var_handle_gen(h);
@@ -418,7 +418,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
         /* This thread may be running an inline op of another engine, whose
          * trampoline holds our marker: run it rather than sleep on it. */
         while (!is_done(w)) {
-            if (vf__run_deferred())
+            if (vf__exec_run_deferred())
                 continue;
             if (vf__deadline_passed(&until) && abandon(w)) {
                 rc = VF_ETIMEDOUT;
@@ -467,7 +467,7 @@ static int wait_idle(vf_engine *e, bool help, const vf__deadline *until)
     do {
         vf__bulk_flush_all(e);
         while (help && vf__counts_pending(vf__engine_counts(e)) != 0 &&
-               !vf__deadline_passed(until) && vf__help_run(e)) {
+               !vf__deadline_passed(until) && vf__exec_help_run(e)) {
         }
         bool late = false;
         /* A watcher before the sums below: the finisher of the last op
@@ -506,7 +506,7 @@ static int wait_all(vf_engine *e, int64_t timeout_ms, vf_error *err,
                         "%s: called inside op \"%s\", which "
                         "would wait for itself",
                         who, cur->name);
-    int held = vf__engine_check_waitable(e, who);
+    int held = vf__lifecycle_check_waitable(e, who);
     if (held != 0)
         return held;
     vf__deadline until = vf__deadline_in_ms(timeout_ms);

@@ -165,7 +165,7 @@ static void *bg_host_wait(void *arg)
 static void *bg_var_failure(void *arg)
 {
     bg *b = arg;
-    b->result = vf__var_failure(b->r->e, b->var, b->place);
+    b->result = vf__fences_var_failure(b->r->e, b->var, b->place);
     tu_gate_open(&b->returned);
     return NULL;
 }
@@ -269,22 +269,23 @@ TEST_CASE(var_failure_prefers_failed_device_write)
     var_init(&v);
     vf__failure_ref(own); /* the var's reference, as a write gives it */
     atomic_store(&v.failure, own);
-    CHECK(vf__var_failure(r.e, &v, 5) == own); /* no fence */
+    CHECK(vf__fences_var_failure(r.e, &v, 5) == own); /* no fence */
 
     vf__fence *ok = fence_new(&r, false);
     resolve(ok, NULL);
     set_wfence(&v, ok);
-    CHECK(vf__var_failure(r.e, &v, 5) == own); /* the write did not fail */
-    vf__var_drop_fences(&v);
+    CHECK(vf__fences_var_failure(r.e, &v, 5) ==
+          own); /* the write did not fail */
+    vf__fences_drop(&v);
 
     vf__fence *failed = fence_new(&r, false);
     resolve(failed, dev);
     set_wfence(&v, failed);
-    CHECK(vf__var_failure(r.e, &v, 5) == dev);
-    vf__var_drop_fences(&v);
+    CHECK(vf__fences_var_failure(r.e, &v, 5) == dev);
+    vf__fences_drop(&v);
     /* Dropped, the failed write's failure is the var's own now. */
     CHECK(atomic_load(&v.failure) == dev);
-    CHECK(vf__var_failure(r.e, &v, 5) == dev);
+    CHECK(vf__fences_var_failure(r.e, &v, 5) == dev);
     CHECK_EQ(host_syncs(&r), 0);
 
     vf__failure_unref(atomic_exchange(&v.failure, NULL));
@@ -326,7 +327,7 @@ TEST_CASE(var_failure_waits_only_when_it_matters)
     CHECK(b.result == dev);
     CHECK_EQ(host_syncs(&r), 1);
 
-    vf__var_drop_fences(&v);
+    vf__fences_drop(&v);
     CHECK(atomic_load(&v.failure) == dev); /* dropped: the var's own now */
     vf__failure_unref(atomic_exchange(&v.failure, NULL));
     vf__fence_unref(f);
@@ -369,7 +370,7 @@ TEST_CASE(host_op_waits_for_the_fences_it_depends_on)
     CHECK_EQ(atomic_load(&w->refs), 2); /* the var's and ours: none leaked */
     CHECK_EQ(atomic_load(&rd->refs), 2);
 
-    vf__var_drop_fences(&v);
+    vf__fences_drop(&v);
     vf__fence_unref(w);
     vf__fence_unref(rd);
     rig_destroy(&r);

@@ -6,7 +6,7 @@
  *   a scattered order (the set's deletion moves entries), each answered
  *   right; a guard on an unlisted handle is refused and leaves nothing;
  * - nesting: guards on alternating engines stack up, one on the engine
- *   of the call it is inside is covered by it, vf__engine_in_call sees
+ *   of the call it is inside is covered by it, vf__guard_in_call sees
  *   every level, too deep is VF_ENOMEM;
  * - a scan: busy while another thread holds a guard on the engine, done
  *   once it leaves; done too while that thread keeps calling in a tight
@@ -30,50 +30,50 @@ TEST_CASE(registry)
 {
     enum { N = 1000 };
     for (int i = 0; i < N; i++)
-        CHECK_OK(vf__engine_list(FAKE(i)));
+        CHECK_OK(vf__guard_list(FAKE(i)));
     tu_rng rng = {7};
     bool gone[N] = {false};
     for (int k = 0; k < N / 2; k++) {
         int i = (int)(tu_next(&rng) % N);
         if (!gone[i]) {
-            vf__engine_unlist(FAKE(i));
+            vf__guard_unlist(FAKE(i));
             gone[i] = true;
         }
     }
     for (int i = 0; i < N; i++) {
-        CHECK_EQ(vf__engine_listed(FAKE(i)), !gone[i]);
+        CHECK_EQ(vf__guard_listed(FAKE(i)), !gone[i]);
         vf__guard g;
-        int rc = vf__engine_enter(FAKE(i), &g, "test");
+        int rc = vf__guard_enter(FAKE(i), &g, "test");
         CHECK_EQ(rc, gone[i] ? VF_EINVAL : 0);
         if (rc == 0)
-            vf__engine_leave(&g);
-        CHECK(!vf__engine_in_call(FAKE(i)));
+            vf__guard_leave(&g);
+        CHECK(!vf__guard_in_call(FAKE(i)));
     }
     for (int i = 0; i < N; i++)
         if (!gone[i])
-            vf__engine_unlist(FAKE(i));
-    CHECK(!vf__engine_listed(NULL));
+            vf__guard_unlist(FAKE(i));
+    CHECK(!vf__guard_listed(NULL));
 }
 
 TEST_CASE(nesting)
 {
     const vf_engine *a = FAKE(1), *b = FAKE(2);
-    CHECK_OK(vf__engine_list(a));
-    CHECK_OK(vf__engine_list(b));
+    CHECK_OK(vf__guard_list(a));
+    CHECK_OK(vf__guard_list(b));
     vf__guard g[VF__GUARD_DEPTH + 2];
-    CHECK_OK(vf__engine_enter(a, &g[0], "test"));
-    CHECK_OK(vf__engine_enter(a, &g[1], "test")); /* covered by g[0] */
+    CHECK_OK(vf__guard_enter(a, &g[0], "test"));
+    CHECK_OK(vf__guard_enter(a, &g[1], "test")); /* covered by g[0] */
     CHECK_EQ(g[1].depth, -1);
     int n = 2;
     for (; n < VF__GUARD_DEPTH + 1; n++) /* b, a, b, ...: one place each */
-        CHECK_OK(vf__engine_enter(n % 2 ? a : b, &g[n], "test"));
-    CHECK_ERR(vf__engine_enter(n % 2 ? a : b, &g[n], "test"), VF_ENOMEM);
-    CHECK(vf__engine_in_call(a) && vf__engine_in_call(b));
+        CHECK_OK(vf__guard_enter(n % 2 ? a : b, &g[n], "test"));
+    CHECK_ERR(vf__guard_enter(n % 2 ? a : b, &g[n], "test"), VF_ENOMEM);
+    CHECK(vf__guard_in_call(a) && vf__guard_in_call(b));
     while (n-- > 0)
-        vf__engine_leave(&g[n]);
-    CHECK(!vf__engine_in_call(a) && !vf__engine_in_call(b));
-    vf__engine_unlist(a);
-    vf__engine_unlist(b);
+        vf__guard_leave(&g[n]);
+    CHECK(!vf__guard_in_call(a) && !vf__guard_in_call(b));
+    vf__guard_unlist(a);
+    vf__guard_unlist(b);
 }
 
 typedef struct holder {
@@ -85,14 +85,14 @@ static void *hold(void *arg)
 {
     holder *h = arg;
     vf__guard g;
-    REQUIRE(vf__engine_enter(h->e, &g, "test") == 0);
+    REQUIRE(vf__guard_enter(h->e, &g, "test") == 0);
     atomic_store(&h->phase, 1);
     while (atomic_load(&h->phase) == 1)
         sched_yield();
-    vf__engine_leave(&g);
+    vf__guard_leave(&g);
     while (atomic_load(&h->phase) != 4) {
-        if (vf__engine_enter(h->e, &g, "test") == 0)
-            vf__engine_leave(&g);
+        if (vf__guard_enter(h->e, &g, "test") == 0)
+            vf__guard_leave(&g);
     }
     return NULL;
 }
@@ -100,31 +100,31 @@ static void *hold(void *arg)
 TEST_CASE(scan)
 {
     holder h = {.e = FAKE(3)};
-    CHECK_OK(vf__engine_list(h.e));
+    CHECK_OK(vf__guard_list(h.e));
     pthread_t t;
     REQUIRE(pthread_create(&t, NULL, hold, &h) == 0);
     while (atomic_load(&h.phase) != 1)
         sched_yield();
     vf__call_scan sc;
-    vf__engine_scan_start(&sc);
+    vf__guard_scan_start(&sc);
     for (int i = 0; i < 100; i++)
-        CHECK(vf__engine_scan_busy(&sc, h.e));
+        CHECK(vf__guard_scan_busy(&sc, h.e));
     atomic_store(&h.phase, 2); /* leaves, then calls in a tight loop */
     double until = tu_now() + TU_TIMEOUT;
-    while (vf__engine_scan_busy(&sc, h.e) && tu_now() < until)
+    while (vf__guard_scan_busy(&sc, h.e) && tu_now() < until)
         sched_yield();
-    CHECK(!vf__engine_scan_busy(&sc, h.e));
+    CHECK(!vf__guard_scan_busy(&sc, h.e));
     /* A new scan sees the loop's calls, and each of them ends. */
     for (int round = 0; round < 50; round++) {
-        vf__engine_scan_start(&sc);
+        vf__guard_scan_start(&sc);
         until = tu_now() + TU_TIMEOUT;
-        while (vf__engine_scan_busy(&sc, h.e) && tu_now() < until)
+        while (vf__guard_scan_busy(&sc, h.e) && tu_now() < until)
             sched_yield();
         CHECK(tu_now() < until);
     }
     atomic_store(&h.phase, 4);
     pthread_join(t, NULL);
-    vf__engine_unlist(h.e);
+    vf__guard_unlist(h.e);
 }
 
 /* --- destroy's reports ------------------------------------------------- */
