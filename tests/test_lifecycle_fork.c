@@ -342,4 +342,59 @@ TEST_CASE(fork_open_batches)
     CHECK_OK(vf_engine_destroy(e));
 }
 
+/* A batch opened while the engine is stopped is still open at a fork. The
+ * child's pools are made anew, and the batch is still theirs to watch
+ * (sched.h: vf__pool_hold_back): after the child's start pushed it, a new
+ * batch that the child waits for by its own means (a done callback it
+ * polls) is pushed by the idle workers, as in the parent. */
+static void count_done(void *arg, int status)
+{
+    if (status == 0)
+        atomic_fetch_add((atomic_int *)arg, 1);
+}
+
+TEST_CASE(fork_batch_opened_while_stopped)
+{
+    SKIP_UNDER_TSAN();
+    vf_engine *e = tu_engine(&(tu_kind){
+        .name = "pooled", .cfg = {.type = VF_ENGINE_POOLED, .cpu_workers = 2}});
+    vf_var v = tu_var(e);
+    static atomic_int done_calls;
+    atomic_store(&done_calls, 0);
+    CHECK_EQ(vf_bulk_set_size(e, 100), 0);
+    CHECK_OK(vf_engine_stop(e));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = tu_nop,
+                                        .done = count_done,
+                                        .arg = &done_calls,
+                                        .writes = VF_VARS(v)}));
+    fflush(NULL);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        int bad = vf_engine_start(e) != 0; /* pushes the open batch */
+        for (int i = 0; i < 20000 && atomic_load(&done_calls) == 0; i++)
+            usleep(1000);
+        bad |= vf_engine_push(e, &(vf_op){.fn = tu_nop,
+                                          .done = count_done,
+                                          .arg = &done_calls,
+                                          .writes = VF_VARS(v)}) != 0;
+        for (int i = 0; i < 20000 && atomic_load(&done_calls) < 2; i++)
+            usleep(1000); /* up to 20 s; about 1 ms when it works */
+        bad |= atomic_load(&done_calls) != 2;
+        vf_stats st;
+        bad |= vf_engine_stats(e, &st) != 0 || st.bulks != 2; /* batched */
+        bad |= vf_engine_destroy(e) != 0;
+        _exit(bad);
+    }
+    CHECK_OK(vf_engine_start(e));
+    for (int i = 0; i < 20000 && atomic_load(&done_calls) == 0; i++)
+        usleep(1000);
+    CHECK_EQ(atomic_load(&done_calls), 1);
+    int st = 0;
+    CHECK_EQ(waitpid(pid, &st, 0), pid);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        CHECK_REPORT_("the child's batch opened while stopped: status %#x", st);
+    CHECK_OK(vf_engine_destroy(e));
+}
+
 TEST_MAIN("test_lifecycle_fork", 200)

@@ -548,6 +548,18 @@ void vf__bulk_engine_destroy(vf_engine *e)
     pthread_mutex_destroy(&e->bulk.lock);
 }
 
+void vf__bulk_hold_back_again(vf_engine *e)
+{
+    pthread_mutex_lock(&e->bulk.lock);
+    for (vf__bulk *s = e->bulk.list; s != NULL; s = s->next) {
+        vf__spin_lock(&s->lock);
+        if (s->batch != NULL)
+            vf__pool_hold_back(s->batch->pool, 1);
+        vf__spin_unlock(&s->lock);
+    }
+    pthread_mutex_unlock(&e->bulk.lock);
+}
+
 void vf__bulk_fork_lock(vf_engine *e, bool lock)
 {
     if (lock) {

@@ -161,6 +161,11 @@ void vf__bulk_engine_init(vf_engine *e);
 void vf__bulk_engine_destroy(vf_engine *e);
 void vf__bulk_fork_lock(vf_engine *e, bool lock);
 
+/* In a forked child whose pools were made anew (nothing held back for
+ * them): hold back again the batches open at the fork (sched.h:
+ * vf__pool_hold_back), so that its idle workers push them. */
+void vf__bulk_hold_back_again(vf_engine *e);
+
 /* Free a batch (the fused op's payload; operator references dropped). */
 void vf__bulk_batch_free(vf__bulk_batch *b);
 

@@ -126,6 +126,7 @@ void vf__engine_rebuild_for_child(vf_engine *e)
         return;
     }
     e->npools = npools;
+    vf__bulk_hold_back_again(e); /* batches open at the fork */
     vf__devices_rebuild_for_child(e);
 }
 
