@@ -4,7 +4,8 @@
     bench/w9_run.py [--build build-bench] [--quick] [--engines serial,vf-pooled,...]
                     [--threads 1,2] [--steps S] [--run-ms M] [--max-tasks N]
                     [--g-max-us G] [--g-min-us G] [--g-every K] [--reps R]
-                    [--warmup W] [--omp-bind spread|none] [--out FILE] [--docs]
+                    [--warmup W] [--max-run-s S] [--omp-bind spread|none]
+                    [--out FILE] [--docs]
 
 The program (bench/workloads.h, rows W9-x1 and W9-x4): W columns, W = T
 (the worker count) and 4T, over S steps; task (t, i) reads the values of
@@ -29,6 +30,12 @@ unless --omp-bind none), oneTBB's flow graph, StarPU (eager, lws); each
 skipped with a note where not built. The serial loop runs the program of
 every T (one thread, --w9-threads T), the baseline of the efficiency against
 the serial loop.
+
+A point whose run takes longer than --max-run-s (5 s) is not repeated: its
+one run is the sample (the driver's "capped"; marked * in the tables). A
+peer can be very slow on the smallest tasks (GCC's libgomp with a team of
+one holds a million deferred tasks), and its 6 runs there would take the
+sweep's whole time.
 
 Per (engine, T, W, g): the median of --reps timed runs (after --warmup),
 the time per task as Task Bench counts it (time x T / tasks: at full
@@ -68,10 +75,10 @@ TARGET_PER_WORKER = 0.98
 PEER_FROM_G_US = 10.0   # no peer ahead of varflow at this g or more
 MODES = {
     "full": dict(steps=100, run_ms=200, max_tasks=1000000, g_max_us=800.0,
-                 g_min_us=0.09, g_every=1, reps=5, warmup=1),
+                 g_min_us=0.09, g_every=1, reps=5, warmup=1, max_run_s=5.0),
     # a smoke test while developing: 5 sizes, 100 steps, 3 runs
     "quick": dict(steps=100, run_ms=0, max_tasks=1000000, g_max_us=800.0,
-                  g_min_us=0.09, g_every=3, reps=3, warmup=1),
+                  g_min_us=0.09, g_every=3, reps=3, warmup=1, max_run_s=2.0),
 }
 
 
@@ -249,9 +256,10 @@ def sweep_tables(doc):
                     if not r:
                         line.append("-")
                     elif e == "serial":  # the baseline: its time alone
-                        line.append(fmt_us(r["tpt_us"]))
+                        line.append(fmt_us(r["tpt_us"]) + ("*" if r.get("capped") else ""))
                     else:
-                        line.append("%s (%s/%s)" % (fmt_us(r["tpt_us"]),
+                        line.append("%s%s (%s/%s)" % (fmt_us(r["tpt_us"]),
+                                                    "*" if r.get("capped") else "",
                                                     fmt_pct(r["eff_best"]),
                                                     fmt_pct(r["eff_serial"])))
                 rows.append(line)
@@ -316,7 +324,8 @@ def docs_section(doc):
     L.append("")
     L.append(
         "A cell: the time per task as Task Bench counts it, median run time x T / "
-        "tasks (g at full efficiency), median of %d timed runs after %d warm-up, "
+        "tasks (g at full efficiency), median of %d timed runs after %d warm-up "
+        "(*: a single run, it took longer than %s s), "
         "then in brackets the efficiency against the best FLOP/s seen at T workers "
         "in this run (any engine, W or g: %s) and against the serial loop's "
         "throughput per worker (the serial time of the same program / (T x time): "
@@ -328,7 +337,7 @@ def docs_section(doc):
         "engines push from the calling thread to T workers; OpenMP's team of T and "
         "TBB's T threads include the pushing thread; OpenMP's threads are pinned "
         "(%s), varflow's and TBB's are not."
-        % (s["reps"], s["warmup"],
+        % (s["reps"], s["warmup"], s.get("max_run_s", 0),
            ", ".join("%.2f GFLOP/s at T=%s" % (v * 1e-9, t)
                      for t, v in sorted(doc["peak_flops_s"].items())),
            "OMP_PROC_BIND=%s OMP_PLACES=cores" % s["omp_bind"]
@@ -399,6 +408,8 @@ def main():
     ap.add_argument("--g-every", type=int, help="keep every K-th halving of g")
     ap.add_argument("--reps", type=int)
     ap.add_argument("--warmup", type=int)
+    ap.add_argument("--max-run-s", type=float,
+                    help="a point whose run takes longer is not repeated (mode default)")
     ap.add_argument("--omp-bind", default="spread",
                     help="OMP_PROC_BIND for the OpenMP peers (none: leave unset)")
     ap.add_argument("--row-timeout", type=float, default=60,
@@ -409,7 +420,7 @@ def main():
     opts = ap.parse_args()
     mode = dict(MODES["quick" if opts.quick else "full"])
     for k in ("steps", "run_ms", "max_tasks", "g_max_us", "g_min_us", "g_every",
-              "reps", "warmup"):
+              "reps", "warmup", "max_run_s"):
         if getattr(opts, k) is not None:
             mode[k] = getattr(opts, k)
     mode["omp_bind"] = opts.omp_bind
@@ -442,6 +453,7 @@ def main():
             "--w9-steps", str(mode["steps"]), "--w9-run-ms", str(mode["run_ms"]),
             "--w9-max-tasks", str(mode["max_tasks"]),
             "--reps", str(mode["reps"]), "--warmup", str(mode["warmup"]),
+            "--max-run-s", str(mode.get("max_run_s", 0)),
             "--row-timeout-s", str(opts.row_timeout), "--ref-dir", ref_dir]
     doc = {
         "schema": "varflow-bench-w9/1",
