@@ -146,23 +146,33 @@ clean:
 # runs the full suite (minutes; its pending-ops row holds 10M ops, which
 # takes ~6 GiB of memory with varflow today; its wide-op row pushes one op
 # over 2^20 vars) and regenerates docs/BENCHMARKS.md;
-# `make bench-quick` runs reduced sizes in under 2 minutes; `make
+# `make bench-quick` runs reduced sizes in under 2 minutes; both then run
+# W9's sweep of task sizes (bench/w9_run.py; `make bench-w9` runs it alone,
+# W9_ARGS is passed to it, e.g. W9_ARGS="--threads 2"); `make
 # bench-callgrind` counts instructions per op; `make bench-cxx` measures
 # varflow.hpp against the C API (docs/CXX.md). BENCH_ARGS is passed to
 # bench/run.py (e.g. BENCH_ARGS="--engines vf-pooled,omp-gcc").
 BENCH_ARGS ?=
+W9_ARGS ?=
 
-.PHONY: bench bench-quick bench-callgrind bench-cxx
+.PHONY: bench bench-quick bench-w9 bench-callgrind bench-cxx
 
 bench:
 	cmake -S bench -B build-bench $(GENERATOR) -DCMAKE_BUILD_TYPE=Release
 	cmake --build build-bench -j $(JOBS)
 	python3 bench/run.py --build build-bench --mode full --docs $(BENCH_ARGS)
+	python3 bench/w9_run.py --build build-bench --docs $(W9_ARGS)
 
 bench-quick:
 	cmake -S bench -B build-bench $(GENERATOR) -DCMAKE_BUILD_TYPE=Release
 	cmake --build build-bench -j $(JOBS)
 	python3 bench/run.py --build build-bench --mode quick $(BENCH_ARGS)
+	python3 bench/w9_run.py --build build-bench --quick $(W9_ARGS)
+
+bench-w9:
+	cmake -S bench -B build-bench $(GENERATOR) -DCMAKE_BUILD_TYPE=Release
+	cmake --build build-bench -j $(JOBS)
+	python3 bench/w9_run.py --build build-bench --docs $(W9_ARGS)
 
 bench-callgrind:
 	cmake -S bench -B build-bench $(GENERATOR) -DCMAKE_BUILD_TYPE=Release

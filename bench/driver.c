@@ -14,6 +14,8 @@
  * [--lu-n N]
  *             [--reps R] [--warmup W] [--max-run-s S] [--row-timeout-s S]
  *             [--skip KEY@WORK,...] [--ref-dir DIR] [--progress] [--callgrind]
+ *             [--flop-ns-per-iter X] [--w9-threads T] [--w9-steps S]
+ *             [--w9-run-ms M] [--w9-max-tasks N]
  *   vfbench-X --engine NAME [--threads T] --pending N
  *   vfbench-X --engine NAME [--threads T] [--reps R] --wide N
  *   vfbench-X -h | --help
@@ -39,6 +41,14 @@
  * row and ends the process with status 4; bench/run.py then starts the
  * engine again with --skip naming the rows already done. An engine that
  * hangs costs one timeout, not the suite.
+ *
+ * W9's rows (--workloads W9-x1,W9-x4; bench/w9_run.py runs them) take
+ * their work sizes as iterations of the FLOP loop of stencil.h, timed by
+ * --flop-ns-per-iter (--calibrate prints it); the program is built for
+ * --w9-threads workers (default --threads; the serial loop runs the
+ * program of a T-worker row with --threads 1 --w9-threads T), with
+ * --w9-steps steps (default 1000), more where needed for the ideal run to
+ * take --w9-run-ms, but at most --w9-max-tasks tasks (workloads.h).
  *
  * Exit status: 0; 1 on a usage error (said on stderr, with the usage) or a
  * setup error; 3 when a run's final state differed from the serial run (the
@@ -261,6 +271,11 @@ typedef struct options {
     int nskip;
     size_t pending; /* > 0: run the pending-ops row with this many ops */
     size_t wide;    /* > 0: run the wide-op row with this many vars */
+    double flop_ns_per_iter; /* W9: ns per iteration of the FLOP loop */
+    int w9_threads;          /* W9: the workers its programs are for */
+    long w9_steps;
+    double w9_run_ms;
+    double w9_max_tasks;
 } options;
 
 static void usage(FILE *f)
@@ -275,6 +290,8 @@ static void usage(FILE *f)
         "       [--warmup W] [--max-run-s S] [--row-timeout-s S]\n"
         "       [--skip KEY@WORK,...] [--ref-dir DIR] [--progress] "
         "[--callgrind]\n"
+        "       [--flop-ns-per-iter X] [--w9-threads T] [--w9-steps S]\n"
+        "       [--w9-run-ms M] [--w9-max-tasks N]\n"
         "       --engine NAME [--threads T] --pending N\n"
         "       --engine NAME [--threads T] [--reps R] --wide N\n"
         "       -h, --help\n");
@@ -367,6 +384,11 @@ enum {
     O_REF_DIR,
     O_PROGRESS,
     O_CALLGRIND,
+    O_FLOP_NS_PER_ITER,
+    O_W9_THREADS,
+    O_W9_STEPS,
+    O_W9_RUN_MS,
+    O_W9_MAX_TASKS,
 };
 
 static const struct option long_options[] = {
@@ -393,6 +415,11 @@ static const struct option long_options[] = {
     {"ref-dir", required_argument, NULL, O_REF_DIR},
     {"progress", no_argument, NULL, O_PROGRESS},
     {"callgrind", no_argument, NULL, O_CALLGRIND},
+    {"flop-ns-per-iter", required_argument, NULL, O_FLOP_NS_PER_ITER},
+    {"w9-threads", required_argument, NULL, O_W9_THREADS},
+    {"w9-steps", required_argument, NULL, O_W9_STEPS},
+    {"w9-run-ms", required_argument, NULL, O_W9_RUN_MS},
+    {"w9-max-tasks", required_argument, NULL, O_W9_MAX_TASKS},
     {NULL, 0, NULL, 0},
 };
 
@@ -488,6 +515,21 @@ static enum mode parse(int argc, char **argv, options *o)
         case O_CALLGRIND:
             o->callgrind = 1;
             break;
+        case O_FLOP_NS_PER_ITER:
+            o->flop_ns_per_iter = arg_double(name, optarg, 0);
+            break;
+        case O_W9_THREADS:
+            o->w9_threads = (int)arg_int(name, optarg, 1, 4096);
+            break;
+        case O_W9_STEPS:
+            o->w9_steps = (long)arg_int(name, optarg, 1, 1L << 30);
+            break;
+        case O_W9_RUN_MS:
+            o->w9_run_ms = arg_double(name, optarg, 0);
+            break;
+        case O_W9_MAX_TASKS:
+            o->w9_max_tasks = arg_double(name, optarg, 0);
+            break;
         default: /* getopt_long said what was wrong */
             usage(stderr);
             exit(1);
@@ -541,7 +583,8 @@ static void progress(const options *o, int step, int nsteps, const char *fmt,
  */
 
 /* Nanoseconds per iteration of the work loop: the fastest of several timed
- * passes (the least disturbed by other processes). */
+ * passes (the least disturbed by other processes); and of W9's FLOP loop
+ * (stencil.h). */
 static double calibrate(void)
 {
     uint64_t iters = 1000000, sink = 0;
@@ -553,9 +596,10 @@ static double calibrate(void)
         if (dt < best)
             best = dt;
     }
-    printf("{\"type\":\"calibration\",\"ns_per_iter\":%.6f,\"sink\":%" PRIu64
-           "}\n",
-           best * 1e9 / (double)iters, sink & 1);
+    printf("{\"type\":\"calibration\",\"ns_per_iter\":%.6f,\"flop_ns_per_"
+           "iter\":%.6f,\"flops_per_iter\":%d,\"sink\":%" PRIu64 "}\n",
+           best * 1e9 / (double)iters, bench_flop_calibrate(),
+           BENCH_FLOPS_PER_ITER, sink & 1);
     return best * 1e9 / (double)iters;
 }
 
@@ -568,12 +612,19 @@ static int run_row(const options *o, const bench_adapter *ad, void *engine,
                    const char *key, uint64_t work, const char *work_label,
                    int step, int nsteps)
 {
+    bool stencil = bench_workload_stencil(key);
     bench_sizing sz = {
         .scale = o->scale,
-        .op_ns = (double)work * o->ns_per_iter,
+        .op_ns = (double)work *
+                 (stencil ? o->flop_ns_per_iter : o->ns_per_iter),
         .budget_ns = o->budget_ms * 1e6,
         .chol_n = o->chol_n,
         .lu_n = o->lu_n,
+        .w9_threads = o->w9_threads > 0 ? o->w9_threads : o->threads,
+        .w9_steps = o->w9_steps,
+        .w9_run_ns = o->w9_run_ms * 1e6,
+        .w9_max_tasks = o->w9_max_tasks,
+        .work = work,
     };
     bench_prog *p = bench_prog_build(key, &sz);
     if (!p)
@@ -671,7 +722,7 @@ static int run_row(const options *o, const bench_adapter *ad, void *engine,
     printf(",\"ops\":%zu,\"work_label\":", p->nops);
     json_str(work_label);
     printf(",\"work_iters\":%" PRIu64 ",\"times_s\":[",
-           p->flops > 0 ? 0 : work);
+           bench_workload_tiled(key) ? 0 : work);
     for (int k = 0; k < nt; k++)
         printf("%s%.9g", k ? "," : "", times[k]);
     printf("],\"check\":\"%s\"", status == 3 ? "MISMATCH"
@@ -679,7 +730,11 @@ static int run_row(const options *o, const bench_adapter *ad, void *engine,
                                              : "ok");
     if (capped)
         printf(",\"capped\":true");
-    if (p->flops > 0)
+    if (p->w9_width > 0)
+        printf(",\"w9_threads\":%d,\"w9_width\":%d,\"w9_steps\":%ld,"
+               "\"flops\":%.17g",
+               sz.w9_threads, p->w9_width, p->w9_steps, p->flops);
+    else if (p->flops > 0)
         printf(",\"flops\":%.6g,\"residual\":%.3g", p->flops, ref.residual);
     printf("}\n");
     fflush(stdout);

@@ -35,6 +35,8 @@ static const struct {
     {"W7", "many pushers"},
     {"W8-b16", "blocked sparse LU B=16"},
     {"W8-b64", "blocked sparse LU B=64"},
+    {"W9-x1", "iterative stencil W=T"},
+    {"W9-x4", "iterative stencil W=4T"},
     {"W10-fib25", "recursive fib(25)"},
     {"W10-fib30", "recursive fib(30)"},
     {"W10-qsort", "recursive quicksort"},
@@ -51,6 +53,11 @@ const char *bench_workload_name(const char *key)
 bool bench_workload_tiled(const char *key)
 {
     return strncmp(key, "W6", 2) == 0 || strncmp(key, "W8", 2) == 0;
+}
+
+bool bench_workload_stencil(const char *key)
+{
+    return strncmp(key, "W9-", 3) == 0;
 }
 
 const char *bench_workload_fixed_label(const char *key)
@@ -370,6 +377,40 @@ static void build_sparselu(builder *b, const bench_sizing *sz, int bs)
              nb, bs, at_start, nblocks);
 }
 
+/* W9: Task Bench's stencil_1d over two buffers (workloads.h). */
+static void build_stencil(builder *b, const bench_sizing *sz, int mult)
+{
+    bench_prog *p = b->p;
+    int threads = sz->w9_threads > 0 ? sz->w9_threads : 1;
+    int w = mult * threads;
+    long steps = sz->w9_steps > 0 ? sz->w9_steps : 1000;
+    if (sz->w9_run_ns > 0 && sz->op_ns > 0) {
+        double want = ceil(sz->w9_run_ns * threads / (w * sz->op_ns));
+        if (sz->w9_max_tasks > 0 && want > sz->w9_max_tasks / w)
+            want = floor(sz->w9_max_tasks / w);
+        if (want > steps)
+            steps = (long)want;
+    }
+    p->nvars = 2 * w;
+    p->w9_width = w;
+    p->w9_steps = steps;
+    for (long t = 0; t < steps && !b->oom; t++) {
+        int32_t in = (int32_t)((t + 1) % 2) * w, out = (int32_t)(t % 2) * w;
+        for (int i = 0; i < w; i++) {
+            int32_t vars[4];
+            int nr = 0;
+            for (int j = i - 1; t > 0 && j <= i + 1; j++)
+                if (j >= 0 && j < w)
+                    vars[nr++] = in + j;
+            vars[nr] = out + i;
+            add_op(b, BENCH_OP_STENCIL, 0, vars, nr, 1, 0, 0);
+        }
+    }
+    p->flops = (double)w * (double)steps * (double)sz->work *
+               (double)BENCH_FLOPS_PER_ITER;
+    snprintf(p->size, sizeof p->size, "W=%d S=%ld", w, steps);
+}
+
 bench_prog *bench_prog_build(const char *key, const bench_sizing *sz)
 {
     const char *name = bench_workload_name(key);
@@ -411,6 +452,10 @@ bench_prog *bench_prog_build(const char *key, const bench_sizing *sz)
         build_sparselu(&b, sz, 16);
     else if (strcmp(key, "W8-b64") == 0)
         build_sparselu(&b, sz, 64);
+    else if (strcmp(key, "W9-x1") == 0)
+        build_stencil(&b, sz, 1);
+    else if (strcmp(key, "W9-x4") == 0)
+        build_stencil(&b, sz, 4);
     else if (bench_workload_recursive(key) && bench_rec_build(p, key, sz) != 0)
         b.oom = true;
     if (b.oom) {
@@ -515,13 +560,27 @@ static inline uint64_t mix(uint64_t h, uint64_t v)
     return h * 0xff51afd7ed558ccdULL;
 }
 
-/* A W8 op. Not inlined into bench_op_run, whose generic path would pay for
- * it (callgrind: 2 more instructions per empty op, which would shift the
- * counts that earlier commits are compared by). */
-static __attribute__((noinline)) void run_lu(bench_state *s, const bench_op *op,
-                                             const int32_t *v)
+/* A W9 op (workloads.h): the values it reads and its index hashed, the
+ * FLOP loop seeded with the hash, hash and loop result into its var. */
+static void run_stencil(bench_state *s, const bench_op *op, size_t i,
+                        const int32_t *v)
 {
-    lu_grid_run(&s->lu, (enum lu_kind)(op->kind - BENCH_OP_LU0), v);
+    uint64_t h = (uint64_t)(i + 1) * 0x9e3779b97f4a7c15ULL;
+    for (int k = 0; k < op->nreads; k++)
+        h = mix(h, s->vals[v[k]]);
+    s->vals[v[op->nreads]] = mix(h, bench_flop_loop(h, s->work));
+}
+
+/* A W8 or W9 op. Not inlined into bench_op_run, whose generic path would
+ * pay for it (callgrind: 2 more instructions per empty op, which would
+ * shift the counts that earlier commits are compared by). */
+static __attribute__((noinline)) void
+run_kind(bench_state *s, const bench_op *op, size_t i, const int32_t *v)
+{
+    if (op->kind == BENCH_OP_STENCIL)
+        run_stencil(s, op, i, v);
+    else
+        lu_grid_run(&s->lu, (enum lu_kind)(op->kind - BENCH_OP_LU0), v);
 }
 
 int bench_op_run(bench_state *s, size_t i)
@@ -536,8 +595,8 @@ int bench_op_run(bench_state *s, size_t i)
         }
         return 0;
     }
-    if (op->kind >= BENCH_OP_LU0) {
-        run_lu(s, op, v);
+    if (op->kind >= BENCH_OP_LU0) { /* W8, W9 */
+        run_kind(s, op, i, v);
         return 0;
     }
     uint64_t *vals = s->vals;

@@ -1,6 +1,6 @@
 /*
- * The benchmark workloads W1-W8 and W10 (shared/bench/WORKLOADS.md),
- * defined once for every engine and peer.
+ * The benchmark workloads W1-W10 (shared/bench/WORKLOADS.md), defined once
+ * for every engine and peer.
  *
  * A workload is built into a program: a flat array of ops, each naming the
  * variables it reads, writes and accumulates into (indices 0..nvars-1). The
@@ -27,6 +27,21 @@
  * pushes that op (bench_op_alloc), inside the timed run, as BOTS's
  * task-creating thread does; an engine that needs a handle per block makes
  * that one there too. W6 and W8 ignore `work`.
+ *
+ * W9 is Task Bench's stencil_1d (bench/w9_run.py runs it): W columns and S
+ * steps; task (t, i) reads the values of (t-1, i-1), (t-1, i), (t-1, i+1)
+ * (clipped at the edges; step 0 reads nothing) and writes (t, i). Each
+ * column has two vars, as a program reuses two buffers: step t writes var
+ * (t % 2) * W + i, so a task also waits for the three readers of the value
+ * it overwrites. Its kernel (BENCH_OP_STENCIL) hashes the values it reads
+ * with its op index, runs `work` iterations of the calibrated FLOP loop of
+ * stencil.h seeded with that hash, and writes hash and loop result mixed:
+ * a pure function of its inputs, so the final values of the last two steps
+ * (which every task reaches) match the serial run's only if every task read
+ * the right versions. W = T or 4T for a program built for T workers
+ * (bench_sizing.w9_threads); S as sized there. Its rows ("W9-x1",
+ * "W9-x4") are not in bench_workload_keys: its sizes are a sweep of its own
+ * (the FLOP loop's iterations), not the suite's work sizes.
  */
 #ifndef VF_BENCH_WORKLOADS_H
 #define VF_BENCH_WORKLOADS_H
@@ -39,6 +54,7 @@
 #include "cholesky_tiles.h"
 #include "recursive.h"
 #include "sparselu.h"
+#include "stencil.h"
 
 /* Op kinds: the W8 ones are BENCH_OP_LU0 + enum lu_kind. */
 enum {
@@ -48,6 +64,7 @@ enum {
     BENCH_OP_FWD = BENCH_OP_LU0 + LU_FWD,
     BENCH_OP_BDIV = BENCH_OP_LU0 + LU_BDIV,
     BENCH_OP_BMOD = BENCH_OP_LU0 + LU_BMOD,
+    BENCH_OP_STENCIL = BENCH_OP_BMOD + 1, /* W9 */
 };
 enum { BENCH_MAX_PUSHERS = 2 };
 
@@ -72,7 +89,11 @@ typedef struct bench_prog {
     int lu_nb;
     int lu_b;
     uint8_t *lu_present; /* lu_nb^2: the blocks present at the start */
-    double flops; /* W6: n^3/3; W8: the sum of its ops' (sparselu.h); else 0 */
+    double flops;        /* W6: n^3/3; W8: the sum of its ops' (sparselu.h); W9:
+                            tasks x work x BENCH_FLOPS_PER_ITER; else 0 */
+    /* W9 only (w9_width > 0): w9_width columns, w9_steps steps */
+    int w9_width;
+    long w9_steps;
     /* W10 only (rec_kind != BENCH_REC_NONE): no ops; nops counts its tasks */
     int rec_kind;       /* enum bench_rec_kind */
     int rec_n;          /* fib: n */
@@ -102,6 +123,16 @@ typedef struct bench_sizing {
                          run takes about this long */
     int chol_n;       /* W6 matrix order (2048 in WORKLOADS.md) */
     int lu_n;         /* W8 matrix order NB x B (2560 in WORKLOADS.md) */
+    /* W9: the program is for w9_threads workers (W = w9_threads or 4 x;
+     * 0: 1), w9_steps steps (0: 1000, WORKLOADS.md's); with w9_run_ns > 0
+     * and op_ns > 0, more steps where needed for the ideal run, tasks x
+     * op_ns / w9_threads, to take w9_run_ns, but not past w9_max_tasks
+     * tasks (0: no cap); `work` is the loop iterations, for its FLOPs. */
+    int w9_threads;
+    long w9_steps;
+    double w9_run_ns;
+    double w9_max_tasks;
+    uint64_t work;
 } bench_sizing;
 
 /* The row keys in table order, NULL-terminated. */
@@ -130,6 +161,10 @@ int bench_op_run(bench_state *s, size_t i);
 /* Whether a row ignores `work` and runs tile or block kernels (W6, W8):
  * its work label is "tiles" and it reports GFLOP/s. */
 bool bench_workload_tiled(const char *key);
+
+/* Whether a row is W9's ("W9-x1", "W9-x4"): its ops run the FLOP loop of
+ * stencil.h, so its `work` is timed by bench_flop_calibrate. */
+bool bench_workload_stencil(const char *key);
 
 /* The work label of a row that ignores `work` and runs once whatever the
  * work sizes: "tiles" (W6, W8), "rec" (W10); NULL for the others. */

@@ -45,6 +45,10 @@ WORKLOADS = [
      "the start (fixed seed, the diagonal always), the others allocated zeroed by the "
      "pushing thread when first needed; lu0/fwd/bdiv/bmod block kernels "
      "(bench/sparselu.h)."),
+    ("W9", "iterative stencil", "Task Bench's stencil_1d: W = T and 4T columns over S "
+     "steps, task (t, i) reads (t-1, i-1..i+1) and writes (t, i), two vars a column "
+     "alternating; each task a FLOP loop of g us, g from 800 us down to 0.1 us by "
+     "halving (bench/stencil.h); its own sweep and section (bench/w9_run.py)."),
     ("W10", "recursive", "fib(n) with no cutoff, n = 25 and 30, each call a task that "
      "spawns two and waits for both; a quicksort of 10M ints, each range over 1000 "
      "partitioned into two tasks waited for, at or below sorted serially "
@@ -406,6 +410,7 @@ def main():
              "clang, libtbb-dev, OpenBLAS, valgrind\n"
              "make bench                        # full suite (minutes); updates this page\n"
              "make bench-quick                  # reduced sizes, under 2 minutes\n"
+             "make bench-w9                     # W9's sweep of task sizes alone (minutes)\n"
              "make bench-callgrind              # instructions per op, stable on a noisy "
              "machine\n"
              "```")
@@ -420,7 +425,9 @@ def main():
         "skipped with a note. Options: `bench/run.py --help`. "
         "`bench/report/merge.py` adds the engines, the pending-ops row and the "
         "wide-op row of a later run to the results this page is made from, and "
-        "says so in a note under the machine.")
+        "says so in a note under the machine. Then `bench/w9_run.py` runs W9, the "
+        "iterative stencil, over its own sweep of task sizes and writes its "
+        "section (W9: iterative stencil, below).")
     L.append("")
     L.append("**What is measured.** Every engine runs the same programs, built from "
              "one definition (`bench/workloads.c`). A cell is the time from the first "
@@ -561,7 +568,8 @@ def main():
 
 # Sections of BENCHMARKS.md that another runner writes from results this
 # report does not have: kept as they are when the page is regenerated.
-KEPT_SECTIONS = ("## W6 across ranks (MPI)",  # bench/mpi/mpi_run.py --docs
+KEPT_SECTIONS = ("## W9: iterative stencil",  # bench/w9_run.py --docs
+                 "## W6 across ranks (MPI)",  # bench/mpi/mpi_run.py --docs
                  "## Device pipeline on a GPU")  # scripts/gpu-check, by hand
 W8_TITLE = "## W8: blocked sparse LU"
 
