@@ -99,9 +99,11 @@ typedef struct vf__bulk_batch {
      * pushing thread: 0 at the top level); a push under another starts a
      * new batch. Set when it is pushed (possibly by another thread): the
      * first op's place in push order (each op has its own: items[i].place)
-     * and their root (failure.h): the one they were pushed under, or the
-     * first op's place (a root per op at the top level made the chaos
-     * test's single-thread programs differ). */
+     * and the fused op's root, the one they were pushed under or the first
+     * op's place. Each op's own root (failure.h) is the one it was pushed
+     * under, or at the top level its own place, as a lone op's (bulk_op.c:
+     * item_root); while one runs, the fused op takes its root, so the ops
+     * it pushes descend from it. */
     uint64_t push_root, place, root;
 } vf__bulk_batch;
 

@@ -59,12 +59,19 @@ static int batch_seal(vf__bulk_batch *b)
     return 0;
 }
 
+/* An op of the batch's root (failure.h): the one it was pushed under, or
+ * at the top level its own place, as a lone op's. */
+static uint64_t item_root(const vf__bulk_batch *b, const vf__bulk_item *it)
+{
+    return b->push_root != 0 ? b->push_root : it->place;
+}
+
 static void fail_items(vf_engine *e, vf__bulk_batch *b, int rc, const char *why)
 {
     for (int i = 0; i < b->nitems; i++) {
         const vf__bulk_item *it = &b->items[i];
-        vf__failure_unref(vf__engine_record_failure(e, rc, it->name, why,
-                                                    it->place, b->root));
+        vf__failure_unref(vf__engine_record_failure(
+            e, rc, it->name, why, it->place, item_root(b, it)));
         if (it->done != NULL)
             it->done(it->arg, rc);
         atomic_fetch_add_explicit(&e->failed, 1, memory_order_relaxed);
@@ -106,7 +113,7 @@ static int push_alone(vf_engine *e, const vf__bulk_batch *b, vf__bulk_item *it)
     }
     op->priority = b->priority;
     op->place = it->place;
-    op->root = b->root;
+    op->root = item_root(b, it);
     op->argcopy = vf__argcopy_origin(&it->argcopy); /* the op's, once
                                                         pushed */
     /* An operator's run holds a reference to it (op.c): the item's, once
@@ -225,12 +232,16 @@ static void run_batch(vf__op *op, int worker, bool shutdown)
             run.message[0] = '\0';
             vf__op *outer = vf__running_op;
             vf__running_op = op;
+            /* The fused op stands for this item while it runs: the ops it
+             * pushes descend from the item's root (vf__push_root). */
+            op->root = item_root(b, it);
             int rc = it->fn(&run, it->arg);
+            op->root = b->root;
             vf__running_op = outer;
             if (rc != 0) {
                 status = rc;
                 f = vf__engine_record_failure(e, rc, it->name, run.message,
-                                              place, op->root);
+                                              place, item_root(b, it));
             }
         }
         for (int r = 0; r < it->nrefs; r++) {
