@@ -380,17 +380,20 @@ TEST_CASE(destroy)
     run_case("destroy", M_ALL & ~M_BULK);
 }
 
-/* What issue 27 leaves open, found by this test: with bulk on, when
- * nested waits meet stops, a run now and then (not the same program twice:
- * it depends on timing) reports another failure than the serial program,
- * or skips an op it runs (nest,addr,stop,bulk: 5 to 8 of 1,600 runs of 400
- * programs; all moves: 3 of 1,200 runs of 300 programs; seed 27). Three
- * causes it found are fixed: a batched op took its place in push order
- * when its batch was pushed, not at its own push; a held op when the
- * engine started again; and a batched op's failure was ordered by its
+/* What issue 27 leaves open, found by this test: with bulk on and stops,
+ * a run now and then (not the same program twice: it depends on timing)
+ * skips an op the serial program runs, or runs one it skips (nest,stop,
+ * bulk and nest,addr,stop,bulk: 1 or 2 of 1,600 runs of 400 programs,
+ * seeds 27 and 1; program 274 of nest,stop,bulk on perdevice/2 alone: 4
+ * of 40 runs). Four causes it found are fixed: a batched op took its place
+ * in push order when its batch was pushed, not at its own push; a held op
+ * when the engine started again; a batched op's failure was ordered by its
  * batch's first op (its root), so an op of an older batch of another
- * thread came first (threads,bulk was 5 of 1,600 and is 0 for seeds 1,
- * 2, 3 and 27). Runs when VF_CHAOS_OPEN=1. */
+ * thread came first (threads,bulk was 5 of 1,600, now 0 for seeds 1, 2, 3
+ * and 27); and a batch of children, pushed by another thread while the
+ * engine stopped, was held, so the parent's nested wait returned before
+ * them (nest,addr,stop,bulk was 5 to 8 of 1,600). Runs when
+ * VF_CHAOS_OPEN=1. */
 TEST_CASE(open_bulk_bugs)
 {
     if (getenv("VF_CHAOS_OPEN") == NULL)

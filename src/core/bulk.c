@@ -389,8 +389,13 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
     }
     vf__bulk_batch *b = s->batch;
     uint64_t push_root = vf__push_root(e);
-    if (b != NULL && (b->priority != priority || b->pool != def->pool ||
-                      b->push_root != push_root)) {
+    vf__op *parent = vf__current_op();
+    if (parent != NULL && vf__op_engine(parent) != e)
+        parent = NULL;
+    uint64_t parent_place = parent != NULL ? parent->place : 0;
+    if (b != NULL &&
+        (b->priority != priority || b->pool != def->pool ||
+         b->push_root != push_root || b->parent_place != parent_place)) {
         flush_locked(e, s);
         b = NULL;
     }
@@ -405,6 +410,8 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
     }
     s->batch = b;
     b->push_root = push_root;
+    b->parent_place = parent_place;
+    b->nest = parent != NULL ? vf__push_nest_below(parent) : 0;
     /* Made in place; it joins the batch when batch_add counts it. */
     vf__bulk_item *item = &b->items[b->nitems];
     *item = (vf__bulk_item){.fn = def->fn,

@@ -105,6 +105,13 @@ typedef struct vf__bulk_batch {
      * item_root); while one runs, the fused op takes its root, so the ops
      * it pushes descend from it. */
     uint64_t push_root, place, root;
+    /* Pushed from inside a running op of the engine (the same one for all
+     * its ops, or a new batch starts): that op's place (0: at the top
+     * level) and the nest its ops get (op.h). The fused op is then the
+     * op's child (vf__op.seq names it), and never held by a stopped engine,
+     * whichever thread pushes the batch (its parent may wait for it). */
+    uint64_t parent_place;
+    uint8_t nest;
 } vf__bulk_batch;
 
 typedef struct vf__bulk vf__bulk;

@@ -121,10 +121,12 @@ int vf__push_enqueue(vf_engine *e, vf__op *op, const char *who)
     vf__engine_count_in(e, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
     /* Stopped or stopping: a push from outside the engine's ops is held
      * (lifecycle.h). Tested after counting pending, so a stopper's drain
-     * either sees this push or this push sees the stop (both seq_cst). */
+     * either sees this push or this push sees the stop (both seq_cst). An
+     * op of a running op (nest > 0: a batch of them, which another thread
+     * may push, bulk.h) is never held: its parent may wait for it. */
     if (VF__UNLIKELY(atomic_load(&e->life.holding)) &&
         (def->kind->flags & VF__KIND_HELD) && vf__exec_current_engine() != e &&
-        !vf__lifecycle_releasing_held(e)) {
+        op->nest == 0 && !vf__lifecycle_releasing_held(e)) {
         uncount(e, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
         int rc = hold_vars(e, op, who);
         if (rc != 0)
