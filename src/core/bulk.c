@@ -388,10 +388,12 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
         }
     }
     vf__bulk_batch *b = s->batch;
-    uint64_t push_root = vf__push_root(e);
+    /* The running op of this engine it is pushed from, if any: a batch's
+     * ops share their parent (bulk.h). */
     vf__op *parent = vf__current_op();
-    if (parent != NULL && vf__op_engine(parent) != e)
+    if (VF__UNLIKELY(parent != NULL) && vf__op_engine(parent) != e)
         parent = NULL;
+    uint64_t push_root = parent != NULL ? parent->root : 0;
     uint64_t parent_place = parent != NULL ? parent->place : 0;
     if (b != NULL &&
         (b->priority != priority || b->pool != def->pool ||
@@ -406,12 +408,12 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
             free(heap);
             return vf__fail(VF_ENOMEM, "%s: out of memory", who);
         }
+        b->push_root = push_root;
+        b->parent_place = parent_place;
+        b->nest = parent != NULL ? vf__push_nest_below(parent) : 0;
         vf__pool_hold_back(b->pool, 1); /* idle workers watch it */
     }
     s->batch = b;
-    b->push_root = push_root;
-    b->parent_place = parent_place;
-    b->nest = parent != NULL ? vf__push_nest_below(parent) : 0;
     /* Made in place; it joins the batch when batch_add counts it. */
     vf__bulk_item *item = &b->items[b->nitems];
     *item = (vf__bulk_item){.fn = def->fn,

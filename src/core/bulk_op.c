@@ -239,15 +239,15 @@ static void run_batch(vf__op *op, int worker, bool shutdown)
             vf__op *outer = vf__running_op;
             vf__running_op = op;
             /* The fused op stands for this item while it runs: the ops it
-             * pushes descend from the item's root (vf__push_root). */
+             * pushes descend from the item's root (vf__push_root). Nothing
+             * reads the fused op's own root once it runs. */
             op->root = item_root(b, it);
             int rc = it->fn(&run, it->arg);
-            op->root = b->root;
             vf__running_op = outer;
             if (rc != 0) {
                 status = rc;
                 f = vf__engine_record_failure(e, rc, it->name, run.message,
-                                              place, item_root(b, it));
+                                              place, op->root);
             }
         }
         for (int r = 0; r < it->nrefs; r++) {
