@@ -344,8 +344,8 @@ TEST_CASE(fork_open_batches)
 
 /* A batch opened while the engine is stopped is still open at a fork. The
  * child's pools are made anew, and the batch is still theirs to watch
- * (sched.h: vf__pool_hold_back): after the child's start pushed it, a new
- * batch that the child waits for by its own means (a done callback it
+ * (bulk.h: the engine's count of open batches): after the child's start pushed
+ * it, a new batch that the child waits for by its own means (a done callback it
  * polls) is pushed by the idle workers, as in the parent. */
 static void count_done(void *arg, int status)
 {

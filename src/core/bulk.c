@@ -158,7 +158,7 @@ static void flush_locked(vf_engine *e, vf__bulk *s)
     if (b == NULL)
         return;
     s->batch = NULL;
-    vf__pool_hold_back(b->pool, -1);
+    atomic_fetch_sub(&e->bulk.open, 1);
     if (vf__hashmap_sparse(&s->union_map)) /* a few vars, say a chain */
         for (int i = 0; i < b->nvars; i++)
             vf__hashmap_remove(&s->union_map, (uintptr_t)b->vars[i].var);
@@ -411,7 +411,10 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
         b->push_root = push_root;
         b->parent_place = parent_place;
         b->nest = parent != NULL ? vf__push_nest_below(parent) : 0;
-        vf__pool_hold_back(b->pool, 1); /* idle workers watch it */
+        /* Idle workers watch open batches (sched.h): the count, then
+         * the first one wakes a sleeper, which then looks. */
+        if (atomic_fetch_add(&e->bulk.open, 1) == 0)
+            vf__pool_nudge(b->pool);
     }
     s->batch = b;
     /* Made in place; it joins the batch when batch_add counts it. */
@@ -533,6 +536,7 @@ void vf__bulk_engine_init(vf_engine *e)
     pthread_mutex_init(&e->bulk.lock, NULL);
     e->bulk.list = NULL;
     atomic_init(&e->bulk.nstates, 0);
+    atomic_init(&e->bulk.open, 0);
     atomic_init(&e->bulk.bulks, 0);
     atomic_init(&e->bulk.bulked, 0);
     static atomic_uint_fast64_t next_serial = 1;
@@ -557,16 +561,14 @@ void vf__bulk_engine_destroy(vf_engine *e)
     pthread_mutex_destroy(&e->bulk.lock);
 }
 
-void vf__bulk_hold_back_again(vf_engine *e)
+bool vf__bulk_held_back(const vf__pool *p)
 {
-    pthread_mutex_lock(&e->bulk.lock);
-    for (vf__bulk *s = e->bulk.list; s != NULL; s = s->next) {
-        vf__spin_lock(&s->lock);
-        if (s->batch != NULL)
-            vf__pool_hold_back(s->batch->pool, 1);
-        vf__spin_unlock(&s->lock);
-    }
-    pthread_mutex_unlock(&e->bulk.lock);
+    return p == p->engine->cpu_pool && atomic_load(&p->engine->bulk.open) > 0;
+}
+
+void vf__bulk_release(vf__pool *p)
+{
+    vf__bulk_flush_all(p->engine);
 }
 
 void vf__bulk_fork_lock(vf_engine *e, bool lock)

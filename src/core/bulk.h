@@ -128,6 +128,9 @@ typedef struct vf__bulk_engine {
     _Atomic int nstates;
     uint64_t serial;
     _Atomic uint64_t bulks, bulked; /* fused ops pushed, ops in them */
+    /* Batches open, every thread's (seq_cst: idle workers watch them,
+     * sched.h's held-back work). */
+    atomic_int open;
 } vf__bulk_engine;
 
 /* Whether a push to `e` (whose default bulk size is `engine_default`)
@@ -170,10 +173,11 @@ void vf__bulk_engine_init(vf_engine *e);
 void vf__bulk_engine_destroy(vf_engine *e);
 void vf__bulk_fork_lock(vf_engine *e, bool lock);
 
-/* In a forked child whose pools were made anew (nothing held back for
- * them): hold back again the batches open at the fork (sched.h:
- * vf__pool_hold_back), so that its idle workers push them. */
-void vf__bulk_hold_back_again(vf_engine *e);
+/* The runner's held-back work (sched.h: vf__pool_runner): batches are open
+ * (they are bound for the CPU pool), and their release, every thread's
+ * batch pushed. */
+bool vf__bulk_held_back(const vf__pool *p);
+void vf__bulk_release(vf__pool *p);
 
 /* Free a batch (the fused op's payload; operator references dropped). */
 void vf__bulk_batch_free(vf__bulk_batch *b);

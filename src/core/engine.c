@@ -126,7 +126,6 @@ void vf__engine_rebuild_for_child(vf_engine *e)
         return;
     }
     e->npools = npools;
-    vf__bulk_hold_back_again(e); /* batches open at the fork */
     vf__devices_rebuild_for_child(e);
 }
 
@@ -228,7 +227,8 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
     e->help_on_wait = s.help_on_wait;
     e->runner = (vf__pool_runner){.execute = vf__exec_worker_execute,
                                   .run_deferred = vf__exec_run_deferred,
-                                  .release_held_back = vf__bulk_flush_all,
+                                  .held_back = vf__bulk_held_back,
+                                  .release_held_back = vf__bulk_release,
                                   .stack_size = (size_t)s.worker_stack_kib
                                                 << 10};
     atomic_init(&e->hooks, s.engine_info ? VF__HOOK_INFO : 0);

@@ -178,13 +178,9 @@ static void maybe_wake_one(vf__pool *p)
         vf__ecount_notify(&p->sleepers, false);
 }
 
-void vf__pool_hold_back(vf__pool *p, int delta)
+void vf__pool_nudge(vf__pool *p)
 {
-    /* The add, then the load of the sleepers (both seq_cst): a thread
-     * going to sleep counts itself in, then loads held_back (idle). */
-    if (atomic_fetch_add(&p->held_back, delta) == 0 && delta > 0 &&
-        vf__ecount_unwoken(&p->sleepers) > 0)
-        vf__ecount_notify(&p->sleepers, false);
+    maybe_wake_one(p);
 }
 
 void vf__pool_wake_all(vf__pool *p)
@@ -481,7 +477,7 @@ static void pass_the_baton(vf__pool *p)
 
 /* Sleep until work comes; while work is held back for the pool, for
  * VF__POOL_HELD_BACK_US at most, and then, nothing queued meanwhile, have
- * it released (vf__pool_hold_back). */
+ * it released (vf__pool_runner.held_back). */
 static void idle(vf__pool *p)
 {
     uint32_t key = vf__ecount_prepare(&p->sleepers);
@@ -489,15 +485,15 @@ static void idle(vf__pool *p)
         vf__ecount_cancel(&p->sleepers);
         return;
     }
-    if (atomic_load(&p->held_back) == 0) {
+    if (p->runner.held_back == NULL || !p->runner.held_back(p)) {
         vf__ecount_wait(&p->sleepers, key, NULL);
         return;
     }
     vf__deadline until = vf__deadline_within_us(NULL, VF__POOL_HELD_BACK_US);
     vf__ecount_wait(&p->sleepers, key, &until);
-    if (vf__deadline_passed(&until) && atomic_load(&p->held_back) > 0 &&
+    if (vf__deadline_passed(&until) && p->runner.held_back(p) &&
         !any_queued(p) && !atomic_load(&p->stop))
-        p->runner.release_held_back(p->engine);
+        p->runner.release_held_back(p);
 }
 
 static void *worker_main(void *arg)
@@ -656,7 +652,6 @@ int vf__pool_init(vf__pool *p, vf_engine *e, const vf__pool_runner *runner,
     pthread_mutex_init(&p->spare_lock, NULL);
     atomic_init(&p->nspares, 0);
     atomic_init(&p->nstuck, 0);
-    atomic_init(&p->held_back, 0);
     p->nworkers = n;
     return 0;
 }

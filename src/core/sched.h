@@ -102,10 +102,16 @@ typedef struct vf__pool_runner {
     /* Each thread's stack in bytes (0: the system's default): it bounds
      * how deep ops nest on the thread (base/stack.h). */
     size_t stack_size;
-    /* Push the work held back for the pool's engine (bulk's open batches,
-     * bulk.h): an idle thread calls it once work was held back for
-     * VF__POOL_HELD_BACK_US with nothing queued (vf__pool_hold_back). */
-    void (*release_held_back)(vf_engine *e);
+    /* Work bound for the pool that is held back elsewhere (bulk's open
+     * batches, bulk.h): whether there is some (seq_cst: an idle thread
+     * counts itself among the sleepers, then asks; the holder, on the first
+     * work it holds back, counts it, then wakes a sleeper: vf__pool_nudge),
+     * and its release, which an idle thread calls once work was held back
+     * for VF__POOL_HELD_BACK_US with nothing queued meanwhile, so that a
+     * program waiting for it by its own means never waits for ever. NULL:
+     * nothing is ever held back. */
+    bool (*held_back)(const vf__pool *p);
+    void (*release_held_back)(vf__pool *p);
 } vf__pool_runner;
 
 struct vf__pool {
@@ -134,11 +140,8 @@ struct vf__pool {
     pthread_mutex_t spare_lock;
     vf__worker *spares;
     atomic_int nspares; /* spares started (they stay until the pool stops) */
-    /* Work held back for the pool (vf__pool_hold_back): seq_cst, paired
-     * with `sleepers` (an idle thread counts itself in, then looks). */
-    atomic_int held_back;
-    atomic_int nstuck; /* threads waiting inside an op beside queued ops
-                          they will not run (exec.c: vf__exec_loop_run_one) */
+    atomic_int nstuck;  /* threads waiting inside an op beside queued ops
+                           they will not run (exec.c: vf__exec_loop_run_one) */
 };
 
 /* Spare threads a pool may start at most. */
@@ -150,16 +153,13 @@ int vf__pool_init(vf__pool *p, vf_engine *e, const vf__pool_runner *runner,
                   const char *name, int n, int first_index);
 
 /* How long an idle thread lets work be held back for its pool before it
- * has it released (vf__pool_runner.release_held_back). */
+ * has it released (vf__pool_runner.held_back). */
 #define VF__POOL_HELD_BACK_US 1000
 
-/* Work bound for the pool is held back elsewhere (`delta` 1: a batch was
- * opened, bulk.h) or no longer (-1: it was pushed). While some is held
- * back, idle threads sleep at most VF__POOL_HELD_BACK_US, then have it
- * released: a program waiting for an op by its own means (a `done` that
- * signals it) never waits for ever on a batch nobody flushes. The first
- * hold wakes a sleeper, so that one of them looks. */
-void vf__pool_hold_back(vf__pool *p, int delta);
+/* Wake a sleeper of the pool, unless none sleeps or a thread spins, to
+ * look for work again (the first work held back for it: vf__pool_runner).
+ * A load when nobody sleeps. */
+void vf__pool_nudge(vf__pool *p);
 
 /* Start the pool's threads. VF_ESYSTEM when a thread cannot start (those
  * started are stopped again). */
