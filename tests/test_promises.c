@@ -315,6 +315,24 @@ static int held_op(vf_run *run, void *arg)
     return 0;
 }
 
+/* Push an op writing `x` that holds its worker until h->go opens, and
+ * wait until it runs. */
+static void held_start(held *h, vf_engine *e, vf_var x)
+{
+    memset(h, 0, sizeof *h);
+    tu_gate_init(&h->go);
+    tu_gate_init(&h->started);
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = held_op, .arg = h, .writes = VF_VARS(x)}));
+    CHECK(tu_gate_wait(&h->started, TU_TIMEOUT));
+}
+
+static void held_end(held *h)
+{
+    tu_gate_destroy(&h->go);
+    tu_gate_destroy(&h->started);
+}
+
 TEST_KIND_CASE(shutdown_returns_at_once, k)
 {
     if (!k->threaded) /* the naive engine runs the op inside its push */
@@ -322,20 +340,14 @@ TEST_KIND_CASE(shutdown_returns_at_once, k)
     check_context_ = k->name;
     vf_engine *e = tu_engine(k);
     held h;
-    memset(&h, 0, sizeof h);
-    tu_gate_init(&h.go);
-    tu_gate_init(&h.started);
     vf_var x = tu_var(e);
-    CHECK_OK(vf_engine_push(
-        e, &(vf_op){.fn = held_op, .arg = &h, .writes = VF_VARS(x)}));
-    CHECK(tu_gate_wait(&h.started, TU_TIMEOUT));
+    held_start(&h, e, x);
     CHECK_OK(vf_engine_shutdown(e)); /* must not wait for the held op */
     CHECK_EQ(atomic_load(&h.finished), 0);
     tu_gate_open(&h.go);
     CHECK_OK(vf_engine_destroy(e));
     CHECK_EQ(atomic_load(&h.finished), 1);
-    tu_gate_destroy(&h.go);
-    tu_gate_destroy(&h.started);
+    held_end(&h);
     check_context_ = NULL;
 }
 
@@ -360,14 +372,8 @@ TEST_KIND_CASE(stop_start_during_destroy, k)
     check_context_ = k->name;
     tu_phase_limit("stop_start_during_destroy", 30);
     held h;
-    memset(&h, 0, sizeof h);
-    tu_gate_init(&h.go);
-    tu_gate_init(&h.started);
     destroyer_arg d = {.e = tu_engine(k)};
-    vf_var x = tu_var(d.e);
-    CHECK_OK(vf_engine_push(
-        d.e, &(vf_op){.fn = held_op, .arg = &h, .writes = VF_VARS(x)}));
-    CHECK(tu_gate_wait(&h.started, TU_TIMEOUT));
+    held_start(&h, d.e, tu_var(d.e));
     pthread_t t = tu_thread_start(destroyer, &d);
     /* Destroy has begun once an outside push is refused. */
     double end = tu_now() + TU_TIMEOUT;
@@ -384,8 +390,7 @@ TEST_KIND_CASE(stop_start_during_destroy, k)
     tu_thread_join(t);
     CHECK_OK(d.rc);
     CHECK_EQ(atomic_load(&h.finished), 1);
-    tu_gate_destroy(&h.go);
-    tu_gate_destroy(&h.started);
+    held_end(&h);
     check_context_ = NULL;
 }
 
@@ -595,13 +600,8 @@ TEST_KIND_CASE(timed_wait_never_and_look, k)
     check_context_ = k->name;
     vf_engine *e = tu_engine(k);
     held h;
-    memset(&h, 0, sizeof h);
-    tu_gate_init(&h.go);
-    tu_gate_init(&h.started);
     vf_var x = tu_var(e);
-    CHECK_OK(vf_engine_push(
-        e, &(vf_op){.fn = held_op, .arg = &h, .writes = VF_VARS(x)}));
-    CHECK(tu_gate_wait(&h.started, TU_TIMEOUT));
+    held_start(&h, e, x);
     CHECK_ERR(vf_var_wait_timed(e, x, 0, NULL), VF_ETIMEDOUT); /* a look */
     pthread_t t = tu_thread_start(open_later, &h.go);
     CHECK_OK(vf_var_wait_timed(e, x, -1, NULL)); /* never gives up */
@@ -611,8 +611,7 @@ TEST_KIND_CASE(timed_wait_never_and_look, k)
     CHECK_OK(vf_engine_wait_all_timed(e, -1, NULL));
     CHECK_OK(vf_engine_wait_all_timed(e, 0, NULL));
     CHECK_OK(vf_engine_destroy(e));
-    tu_gate_destroy(&h.go);
-    tu_gate_destroy(&h.started);
+    held_end(&h);
     check_context_ = NULL;
 }
 
