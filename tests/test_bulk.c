@@ -580,4 +580,99 @@ TEST_CASE(own_wait_without_flush)
         }
 }
 
+/* A batch of children an op pushed while the engine stops, flushed by
+ * another thread's push from outside the engine's ops (it names a var of
+ * the batch), is not held (rule 14 holds the program's pushes, not an
+ * op's): the parent waits for it inside, and its nested wait must see the
+ * children's write. */
+typedef struct stopping_parent {
+    vf_engine *e;
+    vf_var v;
+    long value, seen;
+    int rc;
+    tu_gate started, go_push, pushed, go_wait;
+} stopping_parent;
+
+static int write_seven(vf_run *run, void *arg)
+{
+    (void)run;
+    *(long *)arg = 7;
+    return 0;
+}
+
+static int waiting_parent(vf_run *run, void *arg)
+{
+    (void)run;
+    stopping_parent *p = arg;
+    tu_gate_open(&p->started);
+    tu_gate_wait(&p->go_push, TU_TIMEOUT);
+    p->rc = vf_engine_push(
+        p->e,
+        &(vf_op){.fn = write_seven, .arg = &p->value, .writes = VF_VARS(p->v)});
+    tu_gate_open(&p->pushed);
+    tu_gate_wait(&p->go_wait, TU_TIMEOUT);
+    if (p->rc == 0)
+        p->rc = vf_var_wait(p->e, p->v, NULL);
+    p->seen = p->value;
+    return 0;
+}
+
+static void *stopper(void *arg)
+{
+    return (void *)(intptr_t)vf_engine_stop(arg);
+}
+
+static uint64_t bulks_of(vf_engine *e)
+{
+    vf_stats st = {0};
+    CHECK_OK(vf_engine_stats(e, &st));
+    return st.bulks;
+}
+
+TEST_CASE(children_batch_not_held_by_stop)
+{
+    /* One worker, which runs the parent: the batch its child joins (the
+     * worker's) is pushed by the main thread's push below. */
+    vf_engine *e = tu_engine(&(tu_kind){
+        .name = "pooled/1, bulk 8",
+        .cfg = {.type = VF_ENGINE_POOLED, .cpu_workers = 1, .bulk_size = 8}});
+    stopping_parent p = {.e = e, .v = tu_var(e)};
+    tu_gate_init(&p.started);
+    tu_gate_init(&p.go_push);
+    tu_gate_init(&p.pushed);
+    tu_gate_init(&p.go_wait);
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = waiting_parent,
+                                        .arg = &p,
+                                        .writes = VF_VARS(tu_var(e))}));
+    CHECK(tu_gate_wait(&p.started, TU_TIMEOUT));
+    pthread_t t = tu_thread_start(stopper, e);
+    /* The engine holds the program's pushes once a wait says so. */
+    double end = tu_now() + TU_TIMEOUT;
+    int rc;
+    do {
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = tu_nop}));
+        rc = vf_engine_wait_all_timed(e, 0, NULL);
+    } while (rc != VF_ESTOPPED && tu_now() < end);
+    CHECK_ERR(rc, VF_ESTOPPED);
+    tu_gate_open(&p.go_push);
+    CHECK(tu_gate_wait(&p.pushed, TU_TIMEOUT));
+    uint64_t bulks = bulks_of(e);
+    vf_var w = p.v; /* names the child's var: its batch goes first */
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = tu_nop, .writes = VF_VARS(w)}));
+    CHECK_EQ(bulks_of(e), bulks + 1);
+    tu_gate_open(&p.go_wait);
+    void *stop_rc = NULL;
+    CHECK_EQ(pthread_join(t, &stop_rc), 0);
+    CHECK_EQ((int)(intptr_t)stop_rc, 0);
+    CHECK_OK(p.rc);
+    CHECK_EQ(p.seen, 7); /* the nested wait came after the child */
+    CHECK_OK(vf_engine_start(e));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    tu_finish_engine(e);
+    tu_gate_destroy(&p.started);
+    tu_gate_destroy(&p.go_push);
+    tu_gate_destroy(&p.pushed);
+    tu_gate_destroy(&p.go_wait);
+}
+
 TEST_MAIN("test_bulk", 120)
