@@ -475,24 +475,29 @@ static void pass_the_baton(vf__pool *p)
         vf__ecount_notify(&p->sleepers, false);
 }
 
+/* Whether work is held back for the pool (vf__pool_runner.held_back). */
+static bool held_back(void *arg)
+{
+    const vf__pool *p = arg;
+    return p->runner.held_back != NULL && p->runner.held_back(p);
+}
+
 /* Sleep until work comes; while work is held back for the pool, for
  * VF__POOL_HELD_BACK_US at most, and then, nothing queued meanwhile, have
- * it released (vf__pool_runner.held_back). */
+ * it released. */
 static void idle(vf__pool *p)
 {
-    uint32_t key = vf__ecount_prepare(&p->sleepers);
-    if (any_queued(p) || atomic_load(&p->stop)) {
-        vf__ecount_cancel(&p->sleepers);
-        return;
-    }
-    if (p->runner.held_back == NULL || !p->runner.held_back(p)) {
-        vf__ecount_wait(&p->sleepers, key, NULL);
+    /* Work held back after this look wakes the sleep (held_back is its
+     * predicate, asked once the sleeper counts itself in), and the next
+     * look sees it. */
+    if (!held_back(p)) {
+        vf__pool_idle_wait(p, held_back, p, NULL);
         return;
     }
     vf__deadline until = vf__deadline_within_us(NULL, VF__POOL_HELD_BACK_US);
-    vf__ecount_wait(&p->sleepers, key, &until);
-    if (vf__deadline_passed(&until) && p->runner.held_back(p) &&
-        !any_queued(p) && !atomic_load(&p->stop))
+    vf__pool_idle_wait(p, NULL, NULL, &until);
+    if (vf__deadline_passed(&until) && held_back(p) && !any_queued(p) &&
+        !atomic_load(&p->stop))
         p->runner.release_held_back(p);
 }
 
