@@ -392,8 +392,11 @@ TEST_CASE(destroy)
  * thread came first (threads,bulk was 5 of 1,600, now 0 for seeds 1, 2, 3
  * and 27); and a batch of children, pushed by another thread while the
  * engine stopped, was held, so the parent's nested wait returned before
- * them (nest,addr,stop,bulk was 5 to 8 of 1,600). Runs when
- * VF_CHAOS_OPEN=1. */
+ * them (nest,addr,stop,bulk was 5 to 8 of 1,600); and a top-level batch
+ * flushed while a start pushed the held ops (by a nested wait of one of
+ * them) went ahead of those not pushed yet (program 274 above: 4 of 40,
+ * now 0 of 40; nest,stop,bulk 0 of 1,600 for seeds 1-3, 5-27).
+ * Runs when VF_CHAOS_OPEN=1. */
 TEST_CASE(open_bulk_bugs)
 {
     if (getenv("VF_CHAOS_OPEN") == NULL)

@@ -171,7 +171,7 @@ static int start_locked(vf_engine *e)
         pthread_mutex_unlock(&e->life.lock);
         while (op != NULL) {
             vf__op *next = op->next;
-            int rc = vf__push_enqueue(e, op, "vf_engine_start");
+            int rc = vf__push_enqueue_held(e, op);
             if (rc != 0)
                 drop_held(e, op, rc);
             op = next;

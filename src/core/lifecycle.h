@@ -83,8 +83,9 @@ void vf__lifecycle_drop_op(vf_engine *e, vf__op *op, int rc);
  * caller enqueues it then). */
 int vf__lifecycle_hold(vf_engine *e, vf__op *op);
 
-/* Whether this thread is the one enqueuing e's held ops (vf_engine_start):
- * its enqueues are not held again. */
+/* Whether this thread is the one enqueuing e's held ops (vf_engine_start),
+ * and so maybe running ops inline meanwhile (a naive engine's, an async
+ * op's body). */
 bool vf__lifecycle_releasing_held(const vf_engine *e);
 
 /* VF_ESTOPPED (with a detail naming `who`) when waits cannot finish

@@ -106,7 +106,25 @@ static int hold_vars(vf_engine *e, vf__op *op, const char *who)
     return 0;
 }
 
-int vf__push_enqueue(vf_engine *e, vf__op *op, const char *who)
+/* Whether a push while the engine holds (stopped, or a start still
+ * pushing what it held) is held too. An op of a running op (nest > 0) is
+ * never: its parent may wait for it. Whose it is, its nest says when it
+ * comes with its place (a batch's fused op or item, or a delete), whichever
+ * thread pushes it: a top-level batch that a nested wait flushes, or
+ * another thread's push, is held, so it queues behind every op held
+ * before it, even while a start pushes those (the start then pushes it
+ * after them). A lone op's nest comes with its place, once the push cannot
+ * fail (vf__push_place_op): the pushing thread tells. */
+static bool held_by_stop(vf_engine *e, const vf__op *op)
+{
+    if (!(op->def->kind->flags & VF__KIND_HELD))
+        return false;
+    return op->place != 0 ? op->nest == 0 : vf__exec_current_engine() != e;
+}
+
+/* vf__push_enqueue; `unheld`: a start pushing a held op (never held
+ * again). */
+static int enqueue(vf_engine *e, vf__op *op, const char *who, bool unheld)
 {
     const vf__opdef *def = op->def;
     int n = op->nvars;
@@ -121,12 +139,9 @@ int vf__push_enqueue(vf_engine *e, vf__op *op, const char *who)
     vf__engine_count_in(e, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
     /* Stopped or stopping: a push from outside the engine's ops is held
      * (lifecycle.h). Tested after counting pending, so a stopper's drain
-     * either sees this push or this push sees the stop (both seq_cst). An
-     * op of a running op (nest > 0: a batch of them, which another thread
-     * may push, bulk.h) is never held: its parent may wait for it. */
-    if (VF__UNLIKELY(atomic_load(&e->life.holding)) &&
-        (def->kind->flags & VF__KIND_HELD) && vf__exec_current_engine() != e &&
-        op->nest == 0 && !vf__lifecycle_releasing_held(e)) {
+     * either sees this push or this push sees the stop (both seq_cst). */
+    if (VF__UNLIKELY(atomic_load(&e->life.holding)) && !unheld &&
+        held_by_stop(e, op)) {
         uncount(e, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
         int rc = hold_vars(e, op, who);
         if (rc != 0)
@@ -137,7 +152,7 @@ int vf__push_enqueue(vf_engine *e, vf__op *op, const char *who)
             vf__push_place_op(e, op, 1);
         if (vf__lifecycle_hold(e, op) == 0)
             return 0;
-        return vf__push_enqueue(e, op, who); /* started meanwhile */
+        return enqueue(e, op, who, false); /* started meanwhile */
     }
     /* Observed from here: a held op gets its hooks (and its profile
      * record) when start pushes it, not twice. */
@@ -183,6 +198,16 @@ int vf__push_enqueue(vf_engine *e, vf__op *op, const char *who)
         vf__prof_op_ready(e->prof, op->prof);
     vf__exec_dispatch_pushed(op);
     return 0;
+}
+
+int vf__push_enqueue(vf_engine *e, vf__op *op, const char *who)
+{
+    return enqueue(e, op, who, false);
+}
+
+int vf__push_enqueue_held(vf_engine *e, vf__op *op)
+{
+    return enqueue(e, op, "vf_engine_start", true);
 }
 
 /* A one-shot push builds its var set on the stack up to this size. */

@@ -71,4 +71,8 @@ static inline uint64_t vf__push_wait_place(vf_engine *e)
  */
 int vf__push_enqueue(vf_engine *e, vf__op *op, const char *who);
 
+/* vf__push_enqueue for vf_engine_start pushing an op it held: never held
+ * again, while any other push during the start still is (push.c). */
+int vf__push_enqueue_held(vf_engine *e, vf__op *op);
+
 #endif /* VF_PUSH_H */
