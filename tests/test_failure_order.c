@@ -8,6 +8,9 @@
  *   input before), and one pushed after the wait runs;
  * - vf_engine_wait_all reports the first failure in push order, not the first
  * to happen (an async op pushed first fails last);
+ * - among ops pushed from inside ops, push order is the serial program's,
+ *   where each op runs at its push: an op's children, and theirs, come
+ *   before the ops its parent pushes after it, whenever they run;
  * - waits from a `done` callback return VF_EDEADLK at once (they hung);
  * - timed waits: VF_ETIMEDOUT naming the async op nobody completed, also
  *   from inside an op; vf_engine_stats counts it in flight; a wait that
@@ -122,6 +125,60 @@ TEST_KIND_CASE(wait_all_push_order, k)
 {
     for (int r = 0; r < rounds(); r++)
         wait_all_push_order_once(k);
+}
+
+/* Nested: P pushes A, then B (fails 5). A pushes G (fails 167): in the
+ * serial program A runs at its push, so G comes before B and wait_all
+ * reports G. On a threaded engine A waits to push G until P has pushed B
+ * (with one worker it runs only after P anyway), so G is pushed after B
+ * in time: G's place in push order must still be before B's. */
+typedef struct tree_order {
+    vf_engine *e;
+    bool gate; /* threaded: A waits for `pushed_b` (the naive engine runs
+                  A inside P's push of it, before P goes on) */
+    atomic_int pushed_b;
+    rec g, b;
+} tree_order;
+
+static int tree_a(vf_run *run, void *arg)
+{
+    (void)run;
+    tree_order *t = arg;
+    if (t->gate)
+        CHECK(tu_wait_flag(&t->pushed_b, 1, TU_TIMEOUT));
+    push_rec(t->e, &t->g, NOVARS, NOVARS, "G", false);
+    return 0;
+}
+
+static int tree_p(vf_run *run, void *arg)
+{
+    (void)run;
+    tree_order *t = arg;
+    CHECK_OK(
+        vf_engine_push(t->e, &(vf_op){.fn = tree_a, .arg = t, .name = "A"}));
+    push_rec(t->e, &t->b, NOVARS, NOVARS, "B", false);
+    atomic_store(&t->pushed_b, 1);
+    return 0;
+}
+
+TEST_KIND_CASE(nested_failures_in_tree_order, k)
+{
+    for (int r = 0; r < rounds(); r++) {
+        static tree_order t;
+        t.e = tu_engine(k);
+        t.gate = k->threaded;
+        atomic_store(&t.pushed_b, 0);
+        rec_init(&t.g, 167, "G failed");
+        rec_init(&t.b, 5, "B failed");
+        CHECK_OK(vf_engine_push(
+            t.e, &(vf_op){.fn = tree_p, .arg = &t, .name = "P"}));
+        vf_error err;
+        CHECK_ERR(vf_engine_wait_all(t.e, &err), VF_EOPFAILED);
+        CHECK_EQ(err.code, 167);
+        CHECK(strcmp(err.op_name, "G") == 0);
+        CHECK_OK(vf_engine_wait_all(t.e, &err)); /* B's was cleared too */
+        CHECK_OK(vf_engine_destroy(t.e));
+    }
 }
 
 typedef struct done_probe {

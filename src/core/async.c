@@ -168,7 +168,7 @@ VF_API int vf_completion_fail(vf_completion done, const vf_error *cause)
     op->status = VF_ESKIPPED;
     op->skipped = true;
     op->failure = vf__engine_record_failure(vf__op_engine(op), cause->code,
-                                            name, message, op->place, op->root);
+                                            name, message, op->place, op->up);
     vf__exec_finish_completed(op);
     return 0;
 }

@@ -65,6 +65,7 @@ void vf__bulk_batch_free(vf__bulk_batch *b)
             vf__operator_unref(b->items[i].opr);
         vf__argcopy_free(&b->items[i].argcopy);
     }
+    vf__family_unref(b->up);
     free(b->items);
     free(b->refs);
     free(b->vars);
@@ -393,22 +394,27 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
     vf__op *parent = vf__current_op();
     if (VF__UNLIKELY(parent != NULL) && vf__op_engine(parent) != e)
         parent = NULL;
-    uint64_t push_root = parent != NULL ? parent->root : 0;
+    /* A reference the batch keeps when it is new (family.h). */
+    vf__family *up = parent != NULL ? vf__push_family(parent) : NULL;
     uint64_t parent_place = parent != NULL ? parent->place : 0;
-    if (b != NULL &&
-        (b->priority != priority || b->pool != def->pool ||
-         b->push_root != push_root || b->parent_place != parent_place)) {
+    if (b != NULL && (b->priority != priority || b->pool != def->pool ||
+                      b->up != up || b->parent_place != parent_place)) {
         flush_locked(e, s);
         b = NULL;
+    }
+    if (b != NULL) {
+        vf__family_unref(up); /* the batch holds it */
+        up = NULL;
     }
     if (b == NULL) {
         if (vf__hashmap_reserve(&s->union_map, 2 * (size_t)s->size) != 0 ||
             (b = batch_new(s->size, priority, def->pool)) == NULL) {
             vf__spin_unlock(&s->lock);
+            vf__family_unref(up);
             free(heap);
             return vf__fail(VF_ENOMEM, "%s: out of memory", who);
         }
-        b->push_root = push_root;
+        b->up = up;
         b->parent_place = parent_place;
         b->nest = parent != NULL ? vf__push_nest_below(parent) : 0;
         /* Idle workers watch open batches (sched.h): the count, then

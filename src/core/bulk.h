@@ -95,16 +95,15 @@ typedef struct vf__bulk_batch {
     int nvars, cap_vars;
     int priority;
     vf__pool *pool;
-    /* The root its ops were pushed under (vf__push_root, on the
-     * pushing thread: 0 at the top level); a push under another starts a
-     * new batch. Set when it is pushed (possibly by another thread): the
-     * first op's place in push order (each op has its own: items[i].place)
-     * and the fused op's root, the one they were pushed under or the first
-     * op's place. Each op's own root (failure.h) is the one it was pushed
-     * under, or at the top level its own place, as a lone op's (bulk_op.c:
-     * item_root); while one runs, the fused op takes its root, so the ops
-     * it pushes descend from it. */
-    uint64_t push_root, place, root;
+    /* The family its ops were pushed from (family.h: a reference; NULL
+     * at the top level), which each op takes as a lone op would; a push
+     * from another run starts a new batch. While an op of it runs, the
+     * ops it pushes are its children (bulk_op.c). */
+    vf__family *up;
+    /* Set when it is pushed (possibly by another thread): the first op's
+     * place in push order (each op has its own: items[i].place). */
+    uint64_t place;
+    uint64_t running_place; /* the running op's place, while one runs */
     /* Pushed from inside a running op of the engine (the same one for all
      * its ops, or a new batch starts): that op's place (0: at the top
      * level) and the nest its ops get (op.h). The fused op is then the
@@ -181,5 +180,15 @@ void vf__bulk_release(vf__pool *p);
 
 /* Free a batch (the fused op's payload; operator references dropped). */
 void vf__bulk_batch_free(vf__bulk_batch *b);
+
+/* The place of the op that runs as `op` on this thread, as the ops it
+ * pushes see their parent's (family.h): a fused op's running item's,
+ * any other op's own. */
+static inline uint64_t vf__bulk_running_place(const vf__op *op)
+{
+    return VF__UNLIKELY(op->def->kind == &vf__kind_bulk)
+               ? ((const vf__bulk_batch *)op->arg)->running_place
+               : op->place;
+}
 
 #endif /* VF_BULK_H */

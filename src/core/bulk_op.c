@@ -59,19 +59,12 @@ static int batch_seal(vf__bulk_batch *b)
     return 0;
 }
 
-/* An op of the batch's root (failure.h): the one it was pushed under, or
- * at the top level its own place, as a lone op's. */
-static uint64_t item_root(const vf__bulk_batch *b, const vf__bulk_item *it)
-{
-    return b->push_root != 0 ? b->push_root : it->place;
-}
-
 static void fail_items(vf_engine *e, vf__bulk_batch *b, int rc, const char *why)
 {
     for (int i = 0; i < b->nitems; i++) {
         const vf__bulk_item *it = &b->items[i];
-        vf__failure_unref(vf__engine_record_failure(
-            e, rc, it->name, why, it->place, item_root(b, it)));
+        vf__failure_unref(
+            vf__engine_record_failure(e, rc, it->name, why, it->place, b->up));
         if (it->done != NULL)
             it->done(it->arg, rc);
         atomic_fetch_add_explicit(&e->failed, 1, memory_order_relaxed);
@@ -113,7 +106,9 @@ static int push_alone(vf_engine *e, const vf__bulk_batch *b, vf__bulk_item *it)
     }
     op->priority = b->priority;
     op->place = it->place;
-    op->root = item_root(b, it);
+    op->up = b->up;
+    if (op->up != NULL)
+        vf__family_ref(op->up);
     op->nest = b->nest;
     if (b->nest != 0)
         op->seq = (uint32_t)b->parent_place;
@@ -142,7 +137,6 @@ static int push_alone(vf_engine *e, const vf__bulk_batch *b, vf__bulk_item *it)
 void vf__bulk_batch_push(vf_engine *e, vf__bulk_batch *b)
 {
     b->place = b->items[0].place; /* each op has its own (bulk.h) */
-    b->root = b->push_root != 0 ? b->push_root : b->place;
     int rc = batch_seal(b);
     bool sealed = rc == 0;
     /* Each op in it decides whether to skip (run_batch): no_skip. */
@@ -164,7 +158,9 @@ void vf__bulk_batch_push(vf_engine *e, vf__bulk_batch *b)
         op->name = "bulk";
         op->priority = b->priority;
         op->place = b->place;
-        op->root = b->root;
+        op->up = b->up;
+        if (op->up != NULL)
+            vf__family_ref(op->up);
         op->nest = b->nest;
         if (b->nest != 0) /* its parent's child (op.h: vf__op.seq) */
             op->seq = (uint32_t)b->parent_place;
@@ -236,18 +232,17 @@ static void run_batch(vf__op *op, int worker, bool shutdown)
             run.item_nrefs = it->nrefs;
             run.place = place;
             run.message[0] = '\0';
-            vf__op *outer = vf__running_op;
-            vf__running_op = op;
-            /* The fused op stands for this item while it runs: the ops it
-             * pushes descend from the item's root (vf__push_root). Nothing
-             * reads the fused op's own root once it runs. */
-            op->root = item_root(b, it);
+            /* The fused op stands for this item while it runs: the ops
+             * it pushes are the item's children (family.h). */
+            vf__running outer;
+            b->running_place = place;
+            vf__running_enter(&outer, op);
             int rc = it->fn(&run, it->arg);
-            vf__running_op = outer;
+            vf__running_leave(&outer);
             if (rc != 0) {
                 status = rc;
                 f = vf__engine_record_failure(e, rc, it->name, run.message,
-                                              place, op->root);
+                                              place, b->up);
             }
         }
         for (int r = 0; r < it->nrefs; r++) {

@@ -137,9 +137,8 @@ static void device_outcome(vf__op *op, const vf__event_status *st)
         op->skipped = true;
         return;
     }
-    op->failure = vf__engine_record_failure(vf__op_engine(op), st->code,
-                                            op->name, st->message, op->place,
-                                            op->root);
+    op->failure = vf__engine_record_failure(
+        vf__op_engine(op), st->code, op->name, st->message, op->place, op->up);
     op->status = st->code;
 }
 

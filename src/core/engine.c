@@ -30,6 +30,7 @@ static void init_freelists(void)
         vf__fl_init(VF__FL_OP + n, vf__op_block_size(n));
     /* calloc'd, so aligned to max_align_t as a copied argument must be */
     vf__fl_init(VF__FL_ARG, VF_OP_ARG_INLINE);
+    vf__fl_init(VF__FL_FAMILY, sizeof(vf__family));
 }
 
 /* A tag no live engine holds (0 when all 65535 are taken). Tags go round

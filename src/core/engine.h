@@ -224,10 +224,9 @@ static inline bool vf__engine_ok(const vf_engine *e)
  * reference for the caller. */
 static inline vf__failure *
 vf__engine_record_failure(vf_engine *e, int code, const char *name,
-                          const char *message, uint64_t place, uint64_t root)
+                          const char *message, uint64_t place, vf__family *up)
 {
-    return vf__failure_log_record(&e->failures, code, name, message, place,
-                                  root);
+    return vf__failure_log_record(&e->failures, code, name, message, place, up);
 }
 
 /* What a lowering of the counts must wake (vf__engine_count_out). */

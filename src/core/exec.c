@@ -19,11 +19,10 @@ typedef struct exec_tls {
 
 static _Thread_local exec_tls tls;
 
-_Thread_local vf__op *vf__running_op;
-
 vf_engine *vf__exec_current_engine(void)
 {
-    return vf__running_op ? vf__op_engine(vf__running_op) : NULL;
+    vf__op *op = vf__current_op();
+    return op ? vf__op_engine(op) : NULL;
 }
 
 bool vf__exec_in_done(const vf_engine *e)
@@ -33,8 +32,8 @@ bool vf__exec_in_done(const vf_engine *e)
 
 bool vf__exec_in_engine(const vf_engine *e)
 {
-    if ((vf__running_op != NULL && vf__op_engine(vf__running_op) == e) ||
-        tls.done_engine == e)
+    vf__op *op = vf__current_op();
+    if ((op != NULL && vf__op_engine(op) == e) || tls.done_engine == e)
         return true;
     vf__worker *w = vf__this_worker();
     return w != NULL && w->pool->engine == e;
@@ -115,7 +114,7 @@ void vf__exec_op_failed(vf__op *op, int code, const char *message)
 {
     op->status = code;
     op->failure = vf__engine_record_failure(vf__op_engine(op), code, op->name,
-                                            message, op->place, op->root);
+                                            message, op->place, op->up);
 }
 
 void vf__exec_op_skipped(vf__op *op, vf__failure *f)
@@ -178,11 +177,11 @@ static bool run_body(vf__op *op, int worker)
     run.message[0] = '\0';
     /* In flight until vf_completion_finish. */
     vf__async_started(&vf__op_engine(op)->async, op);
-    vf__op *outer = vf__running_op;
-    vf__running_op = op;
+    vf__running outer;
+    vf__running_enter(&outer, op);
     uint64_t ticket = atomic_load_explicit(&op->ticket, memory_order_relaxed);
     op->async_fn(&run, op->arg, (vf_completion){.op_ = op, .ticket_ = ticket});
-    vf__running_op = outer;
+    vf__running_leave(&outer);
     return false;
 }
 
@@ -465,7 +464,7 @@ int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me)
 bool vf__exec_help_run(vf_engine *e)
 {
     vf__pool *p = e->cpu_pool;
-    if (p == NULL || vf__running_op != NULL || tls.inline_depth > 0)
+    if (p == NULL || vf__current_op() != NULL || tls.inline_depth > 0)
         return false;
     vf__op *op = vf__pool_take(p);
     if (op == NULL)

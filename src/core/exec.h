@@ -63,10 +63,10 @@ void vf__exec_op_failed(vf__op *op, int code, const char *message);
 static inline void vf__exec_call_fn(vf__op *op, vf_run *run)
 {
     run->message[0] = '\0';
-    vf__op *outer = vf__running_op;
-    vf__running_op = op;
+    vf__running outer;
+    vf__running_enter(&outer, op);
     int rc = op->fn(run, op->arg);
-    vf__running_op = outer;
+    vf__running_leave(&outer);
     if (rc != 0)
         vf__exec_op_failed(op, rc, run->message);
 }

@@ -62,6 +62,7 @@ void vf__failure_unref(vf__failure *f)
 {
     if (f == NULL || !vf__ref_drop(&f->refs))
         return;
+    vf__family_unref(f->up);
     vf__failure_reserve *r = f->reserve;
     pthread_mutex_lock(&r->lock);
     bool keep = r->count < VF__FAILURE_RESERVE;
@@ -100,7 +101,7 @@ void vf__failure_log_destroy(vf__failure_log *log)
 
 vf__failure *vf__failure_log_record(vf__failure_log *log, int code,
                                     const char *op_name, const char *message,
-                                    uint64_t place, uint64_t root)
+                                    uint64_t place, vf__family *up)
 {
     vf__failure *f = reserve_take(&log->reserve);
     pthread_mutex_lock(&log->lock);
@@ -113,8 +114,11 @@ vf__failure *vf__failure_log_record(vf__failure_log *log, int code,
     }
     atomic_init(&f->refs, 2); /* the caller's and the log's */
     atomic_init(&f->cleared_at, VF__NEVER);
-    f->root = root;
+    f->root = vf__family_root(up, place);
     f->place = place;
+    f->up = up;
+    if (up != NULL)
+        vf__family_ref(up);
     f->next = NULL;
     f->reserve = &log->reserve;
     f->info.code = code;

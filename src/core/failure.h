@@ -12,10 +12,10 @@
  * engine's push counter (engine.h): its place, 1, 2, 3, ... in push order.
  * A wait, and a var delete (which never fails), take the counter's value
  * as it stands (the place of the last op pushed before them) without
- * advancing it. An op pushed from inside a
- * running op also remembers its root: the place of the top-level op it
- * descends from, so failures order as in the serial program, where the
- * nested op runs within its parent (key = root, then place).
+ * advancing it. An op pushed from inside a running op also holds its
+ * parent's family (family.h), so failures order as in the serial program,
+ * where the nested op runs within its parent: by the place of the
+ * top-level op each descends from (its root), then in tree order.
  *
  * A record is one failure chain: the op that failed makes it, it is stored
  * on every var the op writes, and skipped ops pass the same record on.
@@ -42,6 +42,7 @@
 #include <stdbool.h>
 
 #include "base/error.h"
+#include "core/family.h"
 
 #define VF__NEVER UINT64_MAX /* cleared_at of a record nobody reported */
 
@@ -53,8 +54,9 @@ struct vf__failure {
     /* The place of the wait that reported it, or VF__NEVER. Set once, by
      * compare-and-swap (acq_rel); ops load it with acquire. */
     _Atomic uint64_t cleared_at;
-    uint64_t root;                /* key: the failing op's root, */
-    uint64_t place;               /* then its own place */
+    uint64_t root;                /* key: the failing op's root (family.h), */
+    uint64_t place;               /* then its own place, */
+    vf__family *up;               /* under its parent's family (a reference) */
     vf__failure *next;            /* the log (log lock), or the reserve's
                                      free list (reserve lock) */
     vf__failure_reserve *reserve; /* where it goes back when let go */
@@ -80,7 +82,9 @@ static inline bool vf__failure_before(const vf__failure *a,
         return a != NULL;
     if (a == NULL)
         return false;
-    return a->root != b->root ? a->root < b->root : a->place < b->place;
+    if (a->root != b->root)
+        return a->root < b->root;
+    return vf__family_before(a->up, a->place, b->up, b->place);
 }
 
 /* Whether the record still makes the op at `place` skip: no wait before
@@ -127,7 +131,8 @@ int vf__failure_log_init(vf__failure_log *log);
 void vf__failure_log_destroy(vf__failure_log *log);
 
 /*
- * A new failure of the op at `place` (descending from `root`), listed in
+ * A new failure of the op at `place` (pushed from the run of family `up`,
+ * or at the top level: NULL; the record takes a reference), listed in
  * the log: returns the record with one reference for the caller. An empty
  * or NULL `op_name` is shown as "op #<place>". Beyond malloc and the
  * reserve, the failure joins the newest one listed (reported with it; never
@@ -135,7 +140,7 @@ void vf__failure_log_destroy(vf__failure_log *log);
  */
 vf__failure *vf__failure_log_record(vf__failure_log *log, int code,
                                     const char *op_name, const char *message,
-                                    uint64_t place, uint64_t root);
+                                    uint64_t place, vf__family *up);
 
 /*
  * wait_all's report at `place` (every op up to it has finished): the

@@ -31,9 +31,9 @@ typedef struct depot {
     {                                                                          \
         .lock = PTHREAD_MUTEX_INITIALIZER                                      \
     }
-static depot depots[VF__FL_KINDS] = {DEPOT, DEPOT, DEPOT, DEPOT, DEPOT,
+static depot depots[VF__FL_KINDS] = {DEPOT, DEPOT, DEPOT, DEPOT, DEPOT, DEPOT,
                                      DEPOT, DEPOT, DEPOT, DEPOT, DEPOT};
-_Static_assert(VF__FL_KINDS == 10, "a depot per kind");
+_Static_assert(VF__FL_KINDS == 11, "a depot per kind");
 #undef DEPOT
 
 typedef struct cache {

@@ -130,7 +130,7 @@ void vf__lifecycle_drop_op(vf_engine *e, vf__op *op, int rc)
         e, rc, op->name,
         "held while the engine was stopped, and could "
         "not be pushed at start",
-        op->place, op->root));
+        op->place, op->up));
     if (op->done != NULL)
         op->done(op->arg, rc);
     atomic_fetch_add_explicit(&e->failed, 1, memory_order_relaxed);

@@ -66,6 +66,7 @@ vf__op *vf__op_alloc(int nvars)
     op->nest = 0;
     op->place = 0; /* none yet: the push gives it (push.c) */
     op->prof = NULL;
+    op->up = NULL;
     /* `ticket` is deliberately kept: see op.h (a fresh block is zeroed). */
     uint64_t t = atomic_load_explicit(&op->ticket, memory_order_relaxed);
     atomic_store_explicit(&op->ticket, (t + 2) & ~(uint64_t)1,
@@ -105,6 +106,8 @@ void vf__op_free(vf__op *op)
         vf__prof_op_dropped(op->prof);
     if (op->failure != NULL)
         vf__failure_unref(op->failure);
+    if (op->up != NULL)
+        vf__family_unref(op->up);
     const vf__opdef *def = op->def;
     /* The rare cases, one test on the hot path: a side block (a device
      * op's run, an async op's message; a waiter is its wait's to free),

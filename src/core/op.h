@@ -205,9 +205,9 @@ struct vf__op {
     int priority;
     int status; /* 0, the op's error code, or VF_ESKIPPED (for `done`) */
     int nvars;  /* its var set's size: fixed when the block is made */
-    /* Its place in push order, and its root's (failure.h): set by the
-     * push; a fused op's items take place, place + 1, ... */
-    uint64_t place, root;
+    /* Its place in push order (failure.h): set by the push; a fused op's
+     * items have their own (bulk.h). */
+    uint64_t place;
     const vf__opdef *def; /* shared: the engine's or its operator's */
     vf__failure *failure; /* own or inherited failure (a reference) */
     union {               /* its function: def->async says which */
@@ -225,6 +225,9 @@ struct vf__op {
                                   vf_completion_finish */
     };
     vf__op_prof *prof; /* the profiler's record, when hooks & VF__HOOK_PROF */
+    /* The family of the op it was pushed from inside (a reference), or
+     * NULL at the top level: where it stands in push order (family.h). */
+    vf__family *up;
     /* Async completion ticket: even while the op may be completed, odd once
      * it has been; bumped again when the block is reused, so a stale or
      * second vf_completion_finish fails its compare-and-swap (acq_rel). Kept
@@ -348,13 +351,10 @@ static inline bool vf__op_release(vf__op *op, int n)
     return atomic_fetch_sub_explicit(&op->wait, n, memory_order_acq_rel) == n;
 }
 
-/* The op running on this thread (innermost), or NULL (exec.c sets it):
- * read by every push (a nested push keeps its parent's root, failure.h),
- * so inline. */
-extern _Thread_local vf__op *vf__running_op;
+/* The op running on this thread (innermost), or NULL (family.h). */
 static inline vf__op *vf__current_op(void)
 {
-    return vf__running_op;
+    return vf__running_now.op;
 }
 
 /* Entry i of the op's var set (vf__dep). Takes a const op, as strchr

@@ -5,6 +5,7 @@
 #ifndef VF_PUSH_H
 #define VF_PUSH_H
 
+#include "core/bulk.h"
 #include "core/engine.h"
 
 /* Take `n` places in push order for ops that get no push of their own (a
@@ -12,16 +13,6 @@
 static inline uint64_t vf__push_take_places(vf_engine *e, uint64_t n)
 {
     return atomic_fetch_add_explicit(&e->pushed, n, memory_order_relaxed) + 1;
-}
-
-/* The root a push from this thread inherits: the running op's (of this
- * engine), or 0 at the top level (the op is its own root). */
-static inline uint64_t vf__push_root(vf_engine *e)
-{
-    vf__op *parent = vf__current_op();
-    return VF__LIKELY(parent == NULL) || vf__op_engine(parent) != e
-               ? 0
-               : parent->root;
 }
 
 /* The nest of an op pushed from inside `parent` (op.h: vf__op.nest). */
@@ -39,20 +30,29 @@ static inline uint8_t vf__push_nest(vf_engine *e)
     return vf__push_nest_below(parent);
 }
 
-/* Give an op the program pushes (a user op, or a fused one) its place in
- * push order: the next `n` numbers (a fused op takes one per op in
- * it), its root: its parent's when it is pushed from inside a running
- * op of this engine, else its own place (failure.h), and its nesting
- * (op.h: vf__op.nest). */
+/* The family an op pushed now from inside `parent` (running on this
+ * thread) joins, a reference for it (family.h). Out of memory it joins
+ * its parent's parent's: it then compares with its parent's later
+ * children by place (push order in time), no worse. */
+static inline vf__family *vf__push_family(const vf__op *parent)
+{
+    vf__family *f = vf__running_family(parent->up,
+                                       vf__bulk_running_place(parent));
+    if (VF__UNLIKELY(f == NULL) && (f = parent->up) != NULL)
+        vf__family_ref(f);
+    return f;
+}
+
+/* Give an op the program pushes its place in push order: the next `n`
+ * numbers (failure.h); pushed from inside a running op of this engine,
+ * also its family (family.h) and its nesting (op.h: vf__op.nest). */
 static inline void vf__push_place_op(vf_engine *e, vf__op *op, uint64_t n)
 {
     op->place = vf__push_take_places(e, n);
     vf__op *parent = vf__current_op();
-    if (VF__LIKELY(parent == NULL) || vf__op_engine(parent) != e) {
-        op->root = op->place;
-        return; /* nest 0, from vf__op_alloc */
-    }
-    op->root = parent->root != 0 ? parent->root : op->place;
+    if (VF__LIKELY(parent == NULL) || vf__op_engine(parent) != e)
+        return; /* up NULL, nest 0, from vf__op_alloc */
+    op->up = vf__push_family(parent);
     op->nest = vf__push_nest_below(parent);
     op->seq = (uint32_t)parent->place; /* its parent, for a wait (op.h) */
 }

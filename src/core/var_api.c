@@ -71,11 +71,11 @@ static bool run_delete(vf__op *op, int worker, bool shutdown)
     vf__failure_unref(
         atomic_exchange_explicit(&v->failure, NULL, memory_order_acq_rel));
     atomic_store_explicit(&v->version, 0, memory_order_relaxed);
-    vf__op *outer = vf__running_op;
-    vf__running_op = op;
+    vf__running outer;
+    vf__running_enter(&outer, op);
     if (op->free_fn)
         op->free_fn(op->arg);
-    vf__running_op = outer;
+    vf__running_leave(&outer);
     return true;
 }
 
@@ -191,7 +191,7 @@ static int var_destroy(vf_engine *e, vf_var h, void (*free_fn)(void *),
     op->priority = INT_MAX; /* jumps the ready queue: frees memory early */
     /* It never fails nor skips: it needs no number of its own, only a
      * place after the ops pushed before it (failure.h). */
-    op->place = op->root = vf__push_wait_place(e);
+    op->place = vf__push_wait_place(e);
     op->nest = vf__push_nest(e);
     if ((rc = vf__push_enqueue(e, op, who)) != 0) {
         vf__op_free(op);

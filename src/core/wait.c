@@ -404,7 +404,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
     op->def = def;
     op->waiter = w;
     /* Its place: after every op this thread pushed (failure.h). */
-    op->place = op->root = vf__push_wait_place(e);
+    op->place = vf__push_wait_place(e);
     if ((rc = vf__push_enqueue(e, op, who)) != 0) {
         vf__op_free(op);
         free(w);

@@ -96,7 +96,7 @@ static void resolve(vf__fence *f, vf__failure *failure)
 static vf__failure *record(rig *r, uint64_t place)
 {
     vf__failure *f = vf__failure_log_record(&r->log, VF_EDEVICE, "op", "m",
-                                            place, place);
+                                            place, NULL);
     REQUIRE(f != NULL);
     return f;
 }

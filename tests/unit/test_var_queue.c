@@ -298,8 +298,10 @@ TEST_CASE(write_sets_version_and_failure)
 {
     vf__failure_log log;
     REQUIRE(vf__failure_log_init(&log) == 0);
-    vf__failure *f = vf__failure_log_record(&log, VF_EDEVICE, "f", "m", 1, 1);
-    vf__failure *g = vf__failure_log_record(&log, VF_EDEVICE, "g", "m", 2, 2);
+    vf__failure *f = vf__failure_log_record(&log, VF_EDEVICE, "f", "m", 1,
+                                            NULL);
+    vf__failure *g = vf__failure_log_record(&log, VF_EDEVICE, "g", "m", 2,
+                                            NULL);
     REQUIRE(f != NULL && g != NULL && f != g);
     vf__var v;
     top w1, w2, w3;

@@ -1,0 +1,71 @@
+/* family.c: families, tree order and the running op (see family.h). */
+#include "core/family.h"
+
+#include "base/ref.h"
+#include "core/freelist.h"
+
+_Thread_local vf__running vf__running_now;
+
+void vf__family_unref(vf__family *f)
+{
+    while (f != NULL && vf__ref_drop(&f->refs)) {
+        vf__family *up = f->up;
+        vf__fl_free(VF__FL_FAMILY, f);
+        f = up;
+    }
+}
+
+bool vf__family_before(const vf__family *a_up, uint64_t a_place,
+                       const vf__family *b_up, uint64_t b_place)
+{
+    /* The deeper key climbs to the other's depth (its ancestor's place
+     * stands for it there); an ancestor comes before its descendants. */
+    uint32_t da = a_up != NULL ? a_up->depth : 0;
+    uint32_t db = b_up != NULL ? b_up->depth : 0;
+    int deeper = 0; /* 1: a climbed, -1: b did */
+    for (; da > db; da--, deeper = 1) {
+        a_place = a_up->place;
+        a_up = a_up->up;
+    }
+    for (; db > da; db--, deeper = -1) {
+        b_place = b_up->place;
+        b_up = b_up->up;
+    }
+    if (a_up == b_up && a_place == b_place)
+        return deeper == -1; /* a is b's ancestor, or b is a's, or a is b */
+    /* Up to the children of one family (or the top level): there, the
+     * places of the two ancestors decide (one thread pushed both). */
+    while (a_up != b_up) {
+        a_place = a_up->place;
+        a_up = a_up->up;
+        b_place = b_up->place;
+        b_up = b_up->up;
+    }
+    return a_place < b_place;
+}
+
+vf__family *vf__running_family(vf__family *up, uint64_t place)
+{
+    vf__family *f = vf__running_now.family;
+    if (f == NULL) {
+        f = vf__fl_alloc(VF__FL_FAMILY);
+        if (f == NULL)
+            return NULL;
+        atomic_init(&f->refs, 1); /* the run's */
+        f->place = place;
+        f->root = vf__family_root(up, f->place);
+        if (up != NULL && up->depth >= VF__FAMILY_DEPTH) {
+            /* Deep: in its parent's stead, beside it (family.h). */
+            f->depth = up->depth;
+            f->up = up->up;
+        } else {
+            f->depth = up != NULL ? up->depth + 1 : 1;
+            f->up = up;
+        }
+        if (f->up != NULL)
+            vf__family_ref(f->up);
+        vf__running_now.family = f;
+    }
+    vf__family_ref(f);
+    return f;
+}

@@ -1,0 +1,111 @@
+/*
+ * family.h: where an op stands in the tree of pushes, for push order.
+ *
+ * The problem. Push order decides which failure comes first (failure.h).
+ * An op pushed from inside a running op must come where the serial program
+ * has it: there each op runs at its push, so an op's children, and theirs,
+ * come before the ops its parent pushes after it. A place in push order is
+ * a number taken at the push, so it cannot say that: with workers, a
+ * child's children are pushed when the child runs, maybe long after its
+ * parent pushed its later children. Places order the top-level ops and
+ * the children of one op (one thread pushes them, in program order); the
+ * tree orders the rest.
+ *
+ * A family is the node of a running op that pushes: its place, and its
+ * parent's family (`up`, a reference). It is made at the op's first push
+ * from inside it and lives as long as its run or any op pushed from it
+ * (each holds a reference, vf__op.up), so a failure of any descendant can
+ * still name its path. An op's key in push order is its path: the places
+ * of its ancestors' families from the top, then its own place; two keys
+ * compare in tree order (the first place that differs decides; an
+ * ancestor comes before its descendants). A top-level op has no family
+ * above it: its key is its place, as before.
+ *
+ * Depth. A family deeper than VF__FAMILY_DEPTH takes its parent's `up` as
+ * its own, standing beside its parent: past that depth, ops compare by
+ * their parents' places, then their own (push order in time, where the
+ * tree would give the serial program's), and a chain of ops each pushing
+ * the next holds at most VF__FAMILY_DEPTH families above any op, not one
+ * per op.
+ *
+ * Nothing of this is on the path of a top-level op: its `up` is NULL, and a
+ * run makes a family only when it pushes.
+ */
+#ifndef VF_FAMILY_H
+#define VF_FAMILY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/common.h"
+
+#define VF__FAMILY_DEPTH 128
+
+typedef struct vf__op vf__op;
+typedef struct vf__family vf__family;
+
+struct vf__family {
+    atomic_int refs; /* acq_rel: the last unref frees (and unrefs `up`) */
+    uint32_t depth;  /* 1: a top-level op's */
+    uint64_t place;  /* the op's place in push order (a batch item's) */
+    uint64_t root;   /* its top-level ancestor's place */
+    vf__family *up;  /* its parent's family (a reference), or NULL */
+};
+
+/* The key's first part (failure.h: records compare by it first): the
+ * place of the top-level op an op with family `up` descends from. */
+static inline uint64_t vf__family_root(const vf__family *up, uint64_t place)
+{
+    return up != NULL ? up->root : place;
+}
+
+static inline void vf__family_ref(vf__family *f)
+{
+    atomic_fetch_add_explicit(&f->refs, 1, memory_order_relaxed);
+}
+
+/* Drop a reference (NULL: nothing); the last one frees it and drops its
+ * reference to `up`, and so on up the chain (a loop, not a recursion). */
+void vf__family_unref(vf__family *f);
+
+/* Whether the op at `a_place` under `a_up` comes before the op at
+ * `b_place` under `b_up` in push order (tree order, above). */
+bool vf__family_before(const vf__family *a_up, uint64_t a_place,
+                       const vf__family *b_up, uint64_t b_place);
+
+/*
+ * The op running on this thread, innermost (exec.c, bulk_op.c and
+ * var_api.c set it around an op's function): read by every push, so
+ * inline. `family` is the run's family once it pushed (the run holds one
+ * reference to it). Two words: every op's run saves and restores them.
+ */
+typedef struct vf__running {
+    vf__op *op;
+    vf__family *family;
+} vf__running;
+
+extern _Thread_local vf__running vf__running_now;
+
+/* Enter the run of `op` on this thread (`saved` keeps the outer run, for
+ * vf__running_leave). */
+static inline void vf__running_enter(vf__running *saved, vf__op *op)
+{
+    *saved = vf__running_now;
+    vf__running_now.op = op;
+    vf__running_now.family = NULL;
+}
+
+/* The run ends: drop its reference to its family; the outer run again. */
+static inline void vf__running_leave(const vf__running *saved)
+{
+    if (VF__UNLIKELY(vf__running_now.family != NULL))
+        vf__family_unref(vf__running_now.family);
+    vf__running_now = *saved;
+}
+
+/* The running op's family, made at its first call with the running op's
+ * own `up` and `place` (a fused op's: its running item's): a new
+ * reference for an op pushed from it; NULL out of memory. */
+vf__family *vf__running_family(vf__family *up, uint64_t place);
+
+#endif /* VF_FAMILY_H */
