@@ -915,8 +915,11 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * later. So which ops run, fail or are skipped, and what each wait
  * returns, are the same on every engine and in every run.
  *
- * An op pushed from inside a running op takes its place when it is pushed,
- * and its failure is ordered with the top-level op it descends from.
+ * An op pushed from inside a running op takes its place when it is pushed;
+ * its failure is ordered as in the serial program, where each op runs at
+ * its push: with the top-level op it descends from, after its parent and
+ * before the ops its parent pushes after it, whenever each of them runs
+ * (to a nesting depth of 128; deeper, by its parent's place and its own).
  *
  * A wait from a `done` callback of one of the engine's own ops returns
  * VF_EDEADLK at once (the op whose callback runs has not finished).
