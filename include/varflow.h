@@ -950,6 +950,27 @@ VF_API int vf_bulk_flush(vf_engine *e);
 VF_API int vf_var_wait(vf_engine *e, vf_var v, vf_error *err);
 
 /**
+ * From inside an op's function, block until every op it pushed so far on
+ * its engine (its children, and a batch of them: not theirs, which each
+ * child waits for if it needs them) has finished, as OpenMP's `taskwait`
+ * and TBB's `task_group::wait` do, without a var per child. Returns 0, or
+ * VF_EOPFAILED when a child failed, or was skipped because an input of it
+ * failed, with a failure no earlier wait reported (then `err`, if not
+ * NULL, says which: the first in push order among them); that failure is
+ * then reported, as a var wait reports one (the same place in push order:
+ * ops pushed before this call still see it). A second call waits only for
+ * children pushed since, and reports only their failures.
+ * The waiting worker runs the children meanwhile, as vf_var_wait() does
+ * from inside an op (the same stack bound), and a wait that can never
+ * finish (a child reads a var its parent writes, so it cannot run before
+ * the parent ends) returns VF_EDEADLK the same way. VF_EINVAL when `run`
+ * is NULL or not the running op's (call it from the op's own function, on
+ * its thread: its run handle is valid only there). An op that pushed
+ * nothing returns 0 at once.
+ */
+VF_API int vf_run_wait_children(vf_run *run, vf_error *err);
+
+/**
  * Block until every pushed op has finished. Returns 0, or VF_EOPFAILED with
  * the failure first in push order among those since the last
  * vf_engine_wait_all() that
@@ -971,6 +992,10 @@ VF_API int vf_var_wait_timed(vf_engine *e, vf_var v, int64_t timeout_ms,
                              vf_error *err);
 VF_API int vf_engine_wait_all_timed(vf_engine *e, int64_t timeout_ms,
                                     vf_error *err);
+/** vf_run_wait_children() giving up after `timeout_ms` milliseconds in the
+ * same way (VF_ETIMEDOUT, reporting nothing). */
+VF_API int vf_run_wait_children_timed(vf_run *run, int64_t timeout_ms,
+                                      vf_error *err);
 /** @} */
 
 /** @} */

@@ -10,6 +10,7 @@
  *   on its stack overflowed it from about 100,000);
  * - fib: fib(n) where each op pushes fib(n-1) and fib(n-2) and waits for
  *   both (fib(30): about 2.7 million ops; it overflowed from fib(21));
+ * - fib_children: the same with vf_run_wait_children and no vars;
  * - quicksort: a parallel quicksort of 10 million ints, each op
  *   partitioning its range, pushing both halves and waiting for them;
  *   the result is checked against qsort;
@@ -192,6 +193,35 @@ static int fib_op(vf_run *run, void *arg)
     return 0;
 }
 
+/* fib with OpenMP's shape: two children, no vars, a wait for both. */
+static int fib_children_op(vf_run *run, void *arg)
+{
+    const fib_arg *a = arg;
+    note_depth();
+    if (a->n < 2) {
+        *a->out = a->n;
+        return 0;
+    }
+    long x = 0, y = 0;
+    fib_arg ax = {a->e, a->n - 1, &x}, ay = {a->e, a->n - 2, &y};
+    int rc;
+    if ((rc = vf_engine_push(a->e, &(vf_op){.fn = fib_children_op,
+                                            .arg = &ax,
+                                            .arg_size = sizeof ax})) != 0 ||
+        (rc = vf_engine_push(a->e, &(vf_op){.fn = fib_children_op,
+                                            .arg = &ay,
+                                            .arg_size = sizeof ay})) != 0) {
+        op_error("vf_engine_push", rc);
+        return rc;
+    }
+    if ((rc = vf_run_wait_children(run, NULL)) != 0) {
+        op_error("vf_run_wait_children", rc);
+        return rc;
+    }
+    *a->out = x + y;
+    return 0;
+}
+
 static long fib_serial(int n)
 {
     long a = 0, b = 1;
@@ -227,6 +257,29 @@ TEST_CASE(fib)
         run_fib(e, FIB_N, configs[c].name);
         tu_finish_engine(e);
         depth_check("fib", configs[c].name, default_stack());
+    }
+    CHECK_EQ(atomic_load(&op_errors), 0);
+}
+
+TEST_CASE(fib_children)
+{
+    for (int c = 0; c < NCONFIGS; c++) {
+        tu_phase_limit(configs[c].name, 120);
+        depth_reset();
+        vf_engine *e = engine_of(&configs[c].cfg, configs[c].name);
+        long out = -1;
+        fib_arg a = {e, FIB_N, &out};
+        vf_var v = tu_var(e);
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = fib_children_op,
+                                            .arg = &a,
+                                            .arg_size = sizeof a,
+                                            .writes = VF_VARS(v)}));
+        CHECK_OK(vf_var_wait(e, v, NULL));
+        if (out != fib_serial(FIB_N))
+            CHECK_REPORT_("fib(%d) [%s] = %ld, serially %ld", FIB_N,
+                          configs[c].name, out, fib_serial(FIB_N));
+        tu_finish_engine(e);
+        depth_check("fib_children", configs[c].name, default_stack());
     }
     CHECK_EQ(atomic_load(&op_errors), 0);
 }

@@ -1,12 +1,12 @@
 /*
  * W10 on varflow (recursive.h), through the public API only, as a user
- * writes a recursive program with vars: each call is an op, pushed with its
- * arguments copied into it (vf_op.arg_size); a call that recurses makes two
- * fresh vars (vf_var_create), pushes one op per child writing one of them,
- * waits on both (vf_var_wait, from inside the op: the waiting worker runs
- * other ops meanwhile), destroys them and finishes. The program's thread
- * pushes the root call the same way, writing a var of its own, and waits
- * on that var; the clock covers that push and that wait.
+ * writes OpenMP's task/taskwait program: each call is an op, pushed with
+ * its arguments copied into it (vf_op.arg_size) and no vars; a call that
+ * recurses pushes one op per child and waits for both with
+ * vf_run_wait_children (from inside the op: the waiting worker runs them
+ * meanwhile), then finishes. The program's thread pushes the root call
+ * writing a var of its own, and waits on that var; the clock covers that
+ * push and that wait.
  */
 #include <stdio.h>
 
@@ -31,53 +31,32 @@ static void say(const char *what, int rc, const vf_error *err)
             err && err->message[0] ? err->message : vf_error_detail());
 }
 
-/* Push fn(call) writing a new var into *v. Returns 0 or the error. */
-static int spawn(vf_engine *e, rec_fn fn, const rec_call *call, vf_var *v)
+/* Push fn(call), writing `out` when it is a var (the root), else nothing.
+ * Returns 0 or the error. */
+static int spawn(vf_engine *e, rec_fn fn, const rec_call *call,
+                 const vf_var *out)
 {
-    int rc = vf_var_create(e, v);
-    if (rc != 0)
-        return rc;
-    vf_op op = {.fn = fn,
-                .arg = (void *)call,
-                .arg_size = sizeof *call,
-                .writes = {v, 1}};
-    rc = vf_engine_push(e, &op);
-    if (rc != 0)
-        vf_var_destroy(e, *v, NULL, NULL);
-    return rc;
+    vf_op op = {.fn = fn, .arg = (void *)call, .arg_size = sizeof *call};
+    if (out != NULL)
+        op.writes = (vf_var_list){out, 1};
+    return vf_engine_push(e, &op);
 }
 
-/* Wait on v. Returns 0 or the wait's error. */
-static int join(vf_engine *e, vf_var v)
-{
-    vf_error err;
-    int rc = vf_var_wait(e, v, &err);
-    if (rc != 0)
-        say("vf_var_wait", rc, &err);
-    return rc;
-}
-
-/* Spawn both children, wait on both, destroy both vars. Returns 0, or 1
- * (the op fails). */
+/* Spawn both children and wait for them. Returns 0, or 1 (the op
+ * fails). */
 static int fork2(vf_run *run, rec_fn fn, const rec_call *c0, const rec_call *c1)
 {
     vf_engine *e = vf_run_engine(run);
-    vf_var v0, v1;
-    int rc = spawn(e, fn, c0, &v0);
-    if (rc != 0) {
+    int rc = spawn(e, fn, c0, NULL);
+    if (rc == 0)
+        rc = spawn(e, fn, c1, NULL);
+    if (rc != 0)
         say("push", rc, NULL);
-        return 1;
-    }
-    int rc1 = spawn(e, fn, c1, &v1);
-    if (rc1 != 0)
-        say("push", rc1, NULL);
-    rc = join(e, v0);
-    if (rc1 == 0 && join(e, v1) != 0)
-        rc = 1;
-    vf_var_destroy(e, v0, NULL, NULL);
-    if (rc1 == 0)
-        vf_var_destroy(e, v1, NULL, NULL);
-    return rc != 0 || rc1 != 0;
+    vf_error err;
+    int wrc = vf_run_wait_children(run, &err); /* whatever was pushed */
+    if (wrc != 0)
+        say("vf_run_wait_children", wrc, &err);
+    return rc != 0 || wrc != 0;
 }
 
 static int fib_op(vf_run *run, void *arg)
@@ -130,13 +109,21 @@ int vf_bench_rec_run(vf_engine *e, bench_state *s, int cxx, double *seconds)
                      .out = &s->fib};
     rec_fn fn = p->rec_kind == BENCH_REC_FIB ? fib_op : qsort_op;
     vf_var v;
-    double t0 = bench_now();
-    int rc = spawn(e, fn, &root, &v);
+    int rc = vf_var_create(e, &v);
     if (rc != 0) {
-        say("push", rc, NULL);
+        say("vf_var_create", rc, NULL);
         return -1;
     }
-    rc = join(e, v);
+    double t0 = bench_now();
+    rc = spawn(e, fn, &root, &v);
+    if (rc != 0) {
+        say("push", rc, NULL);
+        vf_var_destroy(e, v, NULL, NULL);
+        return -1;
+    }
+    vf_error err;
+    if ((rc = vf_var_wait(e, v, &err)) != 0)
+        say("vf_var_wait", rc, &err);
     *seconds = bench_now() - t0;
     vf_var_destroy(e, v, NULL, NULL);
     return rc != 0 ? -1 : 0;

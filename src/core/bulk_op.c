@@ -11,6 +11,7 @@
 #include "core/exec.h"
 #include "core/push.h"
 #include "core/run.h"
+#include "core/wait.h"
 
 /* --- pushing a batch ---------------------------------------------------- */
 
@@ -245,6 +246,9 @@ static void run_batch(vf__op *op, int worker, bool shutdown)
                                               place, b->up);
             }
         }
+        /* An op of a batch of children: its parent may wait for them. */
+        if (VF__UNLIKELY(f != NULL && b->up != NULL))
+            vf__wait_child_failed(b->up, f);
         for (int r = 0; r < it->nrefs; r++) {
             if (!(refs[r] & 1u))
                 continue;

@@ -2,6 +2,7 @@
 #include "core/family.h"
 
 #include "base/ref.h"
+#include "core/failure.h"
 #include "core/freelist.h"
 
 _Thread_local vf__running vf__running_now;
@@ -10,6 +11,10 @@ void vf__family_unref(vf__family *f)
 {
     while (f != NULL && vf__ref_drop(&f->refs)) {
         vf__family *up = f->up;
+        vf__failure_unref(f->first);
+        /* A waiter is exchanged out by the wait that registered it or the
+         * child that fires it, before the run's reference goes (wait.c). */
+        VF__ASSERT(atomic_load(&f->waiter) == NULL);
         vf__fl_free(VF__FL_FAMILY, f);
         f = up;
     }
@@ -52,6 +57,10 @@ vf__family *vf__running_family(vf__family *up, uint64_t place)
         if (f == NULL)
             return NULL;
         atomic_init(&f->refs, 1); /* the run's */
+        atomic_init(&f->pending, 0);
+        vf__spin_init(&f->lock);
+        f->first = NULL;
+        atomic_init(&f->waiter, NULL);
         f->place = place;
         f->root = vf__family_root(up, f->place);
         if (up != NULL && up->depth >= VF__FAMILY_DEPTH) {

@@ -28,6 +28,13 @@
  * the next holds at most VF__FAMILY_DEPTH families above any op, not one
  * per op.
  *
+ * Waiting for children. A family also counts its op's children that have
+ * not finished (`pending`: raised by each push, lowered by each finish
+ * once the child released its vars), keeps the first failure among them in
+ * push order (`first`), and names the waiter of vf_run_wait_children while
+ * it waits (`waiter`): the finish that takes `pending` to zero fires it, as
+ * a wait marker fires a var wait's (wait.c).
+ *
  * Nothing of this is on the path of a top-level op: its `up` is NULL, and a
  * run makes a family only when it pushes.
  */
@@ -38,11 +45,14 @@
 #include <stdint.h>
 
 #include "base/common.h"
+#include "core/spinlock.h"
 
 #define VF__FAMILY_DEPTH 128
 
 typedef struct vf__op vf__op;
 typedef struct vf__family vf__family;
+struct vf__failure;
+struct vf__waiter;
 
 struct vf__family {
     atomic_int refs; /* acq_rel: the last unref frees (and unrefs `up`) */
@@ -50,6 +60,15 @@ struct vf__family {
     uint64_t place;  /* the op's place in push order (a batch item's) */
     uint64_t root;   /* its top-level ancestor's place */
     vf__family *up;  /* its parent's family (a reference), or NULL */
+    /* Children pushed and not finished; the last one's lowering (release)
+     * is what a waiter acquires. */
+    atomic_int pending;
+    vf__spinlock lock;         /* guards `first` */
+    struct vf__failure *first; /* of the children's failures, the first
+                                  in push order (a reference), or NULL */
+    /* The waiter of vf_run_wait_children, or NULL (a reference; whoever
+     * exchanges it out owns it: wait.c). */
+    _Atomic(struct vf__waiter *) waiter;
 };
 
 /* The key's first part (failure.h: records compare by it first): the

@@ -178,6 +178,11 @@ static int enqueue(vf_engine *e, vf__op *op, const char *who, bool unheld)
      * (a fused op's, an op of a batch pushed alone, a wait's, a delete's). */
     if ((def->kind->flags & VF__KIND_NUMBERED) && op->place == 0)
         vf__push_place_op(e, op, 1);
+    /* A child: its parent's vf_run_wait_children waits for it (wait.h).
+     * Relaxed: the parent pushed it, or another thread's flush of its
+     * batch did under the lock the parent's wait takes first (bulk.h). */
+    if (VF__UNLIKELY(op->up != NULL))
+        atomic_fetch_add_explicit(&op->up->pending, 1, memory_order_relaxed);
     int nready = 0;
     for (int i = 0; i < n; i++) {
         vf__dep *d = vf__op_dep(op, i);

@@ -46,6 +46,7 @@
 #include "core/exec.h"
 #include "core/lifecycle.h"
 #include "core/push.h"
+#include "core/run.h"
 #include "core/wait.h"
 
 void vf__waiter_unref(vf__waiter *w)
@@ -56,30 +57,36 @@ void vf__waiter_unref(vf__waiter *w)
     }
 }
 
-/* The wait marker: hand the var's failure (if any) to the waiter and wake
- * it, unless the waiter gave up. A nested waiter sitting in its loop is
- * counted active again here, while this marker still counts as active
- * itself, so active never touches zero while the waiter is about to run
- * (engine.h); one whose thread is busy above the wait is counted when that
- * op returns (vf__waiter). */
-void vf__wait_marker_fire(vf__op *op)
+/* What a var wait's marker reports once every write pushed before the wait
+ * has finished: the var's failure (or its last device write's), which is
+ * the one at the wait's place, claimed there, so it is cleared from there
+ * on (failure.h); NULL: none. */
+static vf__failure *marker_claim(vf_engine *e, vf__op *op)
 {
-    vf_engine *e = vf__op_engine(op);
-    vf__waiter *w = op->waiter;
+    vf__var *v = vf__dep_var(&op->deps[0]);
+    vf__failure *f = vf__engine_has_devices(e)
+                         ? vf__fences_var_failure(e, v, op->place)
+                         : atomic_load_explicit(&v->failure,
+                                                memory_order_acquire);
+    return f != NULL && vf__failure_claim(f, op->place) ? f : NULL;
+}
+
+/* The wait is over: hand the waiter what `marker` (a var wait's; NULL for
+ * a wait for children, which reports by itself) claims, and wake it,
+ * unless the waiter gave up. A nested waiter sitting in its loop is
+ * counted active again here, while the firing op (the marker, or the last
+ * child finishing) still counts as active itself, so active never touches
+ * zero while the waiter is about to run (engine.h); one whose thread is
+ * busy above the wait is counted when that op returns (vf__waiter). The
+ * caller drops its reference to `w` after. */
+static void waiter_fire(vf_engine *e, vf__waiter *w, vf__op *marker)
+{
     int s = atomic_load(&w->state);
     while ((s == VF__W_IDLE || s == VF__W_BUSY) &&
            !atomic_compare_exchange_weak(&w->state, &s, VF__W_SIGNALING)) {
     }
     if (s == VF__W_IDLE || s == VF__W_BUSY) {
-        /* Every write pushed before the wait has finished: the var's
-         * failure (or its last device write's) is the one at the wait's
-         * place, and reporting it clears it from there on (failure.h). */
-        vf__var *v = vf__dep_var(&op->deps[0]);
-        vf__failure *f = vf__engine_has_devices(e)
-                             ? vf__fences_var_failure(e, v, op->place)
-                             : atomic_load_explicit(&v->failure,
-                                                    memory_order_acquire);
-        f = f != NULL && vf__failure_claim(f, op->place) ? f : NULL;
+        vf__failure *f = marker != NULL ? marker_claim(e, marker) : NULL;
         if (f != NULL) {
             vf__failure_ref(f);
             w->claimed = f;
@@ -99,8 +106,45 @@ void vf__wait_marker_fire(vf__op *op)
             pthread_mutex_unlock(&e->waits.lock);
         }
     }
+}
+
+void vf__wait_marker_fire(vf__op *op)
+{
+    vf__waiter *w = op->waiter;
+    waiter_fire(vf__op_engine(op), w, op);
     op->waiter = NULL;
     vf__waiter_unref(w);
+}
+
+/* --- waiting for children ----------------------------------------------- */
+
+void vf__wait_child_failed(vf__family *f, vf__failure *failure)
+{
+    vf__failure *old = NULL;
+    vf__spin_lock(&f->lock);
+    if (vf__failure_before(failure, f->first)) {
+        vf__failure_ref(failure);
+        old = f->first;
+        f->first = failure;
+    }
+    vf__spin_unlock(&f->lock);
+    vf__failure_unref(old);
+}
+
+void vf__wait_child_finished(vf_engine *e, vf__op *op)
+{
+    vf__family *f = op->up;
+    if (VF__UNLIKELY(op->failure != NULL))
+        vf__wait_child_failed(f, op->failure);
+    /* seq_cst, both: the waiter stores itself, then loads `pending`
+     * (wait_children); one of the two sides sees the other. */
+    if (atomic_fetch_sub(&f->pending, 1) != 1)
+        return;
+    vf__waiter *w = atomic_exchange(&f->waiter, NULL);
+    if (w != NULL) {
+        waiter_fire(e, w, NULL);
+        vf__waiter_unref(w); /* the family's */
+    }
 }
 
 static bool run_marker(vf__op *op, int worker, bool shutdown)
@@ -453,6 +497,114 @@ VF_API int vf_var_wait_timed(vf_engine *e, vf_var v, int64_t timeout_ms,
 {
     return VF__GUARDED(e, "vf_var_wait_timed",
                        wait_var(e, v, timeout_ms, err, "vf_var_wait_timed"));
+}
+
+/* Wait inside the running op `cur` until its family has no pending child:
+ * the last child's finish fires the waiter it finds registered (see
+ * vf__wait_child_finished). 0, VF_EDEADLK or VF_ETIMEDOUT as nested_wait;
+ * VF_ENOMEM. */
+static int wait_pending(vf_engine *e, vf__family *f, const vf__op *cur,
+                        const vf__deadline *until, const char *who)
+{
+    vf__waiter *w = vf__malloc(sizeof *w);
+    if (w == NULL)
+        return vf__fail(VF_ENOMEM, "%s: out of memory", who);
+    vf__worker *me = vf__this_worker();
+    if (me != NULL && me->pool->engine != e)
+        me = NULL;
+    atomic_init(&w->state, VF__W_IDLE);
+    atomic_init(&w->refs, 2); /* the waiter's and the family's */
+    w->claimed = NULL;
+    w->sleep_pool = me ? me->pool : NULL;
+    w->nested = true;
+    w->parent = (uint32_t)cur->place;
+    atomic_init(&w->on_cond, false);
+    atomic_store(&f->waiter, w);
+    if (atomic_load(&f->pending) == 0) {
+        /* The last child finished before it could see `w`: take it back.
+         * Failing that, a child took it and fires it now. */
+        vf__waiter *mine = w;
+        if (atomic_compare_exchange_strong(&f->waiter, &mine, NULL)) {
+            free(w);
+            return 0;
+        }
+    }
+    int rc = nested_wait(e, w, me, until);
+    if (rc != 0) {
+        /* Given up: no child is to fire it any more (one that took it
+         * already fires an abandoned waiter, which does nothing). */
+        vf__waiter *mine = w;
+        if (atomic_compare_exchange_strong(&f->waiter, &mine, NULL))
+            vf__waiter_unref(w);
+    }
+    vf__waiter_unref(w);
+    return rc;
+}
+
+static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
+                         const char *who)
+{
+    clear_error(err);
+    if (run == NULL)
+        return vf__fail(VF_EINVAL, "%s: run is NULL", who);
+    vf__op *cur = vf__current_op();
+    if (cur == NULL || cur != run->op)
+        return vf__fail(VF_EINVAL,
+                        "%s: not called from the function of the op whose "
+                        "run handle it was given (the handle is valid only "
+                        "there, on its thread)",
+                        who);
+    vf_engine *e = vf__op_engine(cur);
+    vf__bulk_flush_all(e); /* children may sit in a batch */
+    vf__family *f = vf__running_now.family;
+    if (f == NULL)
+        return 0; /* it pushed nothing */
+    vf__deadline until = vf__deadline_in_ms(timeout_ms);
+    int rc = 0;
+    if (atomic_load_explicit(&f->pending, memory_order_acquire) != 0)
+        rc = wait_pending(e, f, cur, &until, who);
+    if (rc == VF_EDEADLK)
+        return vf__fail(rc,
+                        "%s: the wait can never finish (op \"%s\" would "
+                        "wait for ops that wait for it)",
+                        who, cur->name);
+    if (rc == VF_ETIMEDOUT)
+        return timed_out(e, who, timeout_ms);
+    if (rc != 0)
+        return rc;
+    /* Every child has finished: the first failure among them, reported
+     * at this wait's place unless a wait reported it before (failure.h).
+     * The next wait reports only what children pushed after this one
+     * bring. */
+    vf__spin_lock(&f->lock);
+    vf__failure *first = f->first;
+    f->first = NULL;
+    vf__spin_unlock(&f->lock);
+    bool claimed = first != NULL &&
+                   vf__failure_claim(first, vf__push_wait_place(e));
+    if (claimed)
+        report(first, err);
+    vf__failure_unref(first);
+    return claimed ? VF_EOPFAILED : 0;
+}
+
+VF_API int vf_run_wait_children(vf_run *run, vf_error *err)
+{
+    static const char who[] = "vf_run_wait_children";
+    vf_engine *e = run != NULL ? vf_run_engine(run) : NULL;
+    if (e == NULL)
+        return vf__fail(VF_EINVAL, "%s: run is NULL", who);
+    return VF__GUARDED(e, who, wait_children(run, -1, err, who));
+}
+
+VF_API int vf_run_wait_children_timed(vf_run *run, int64_t timeout_ms,
+                                      vf_error *err)
+{
+    static const char who[] = "vf_run_wait_children_timed";
+    vf_engine *e = run != NULL ? vf_run_engine(run) : NULL;
+    if (e == NULL)
+        return vf__fail(VF_EINVAL, "%s: run is NULL", who);
+    return VF__GUARDED(e, who, wait_children(run, timeout_ms, err, who));
 }
 
 /* Block until no op is pending and no batch is open (outside ops only):

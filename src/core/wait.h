@@ -89,6 +89,16 @@ void vf__waiter_unref(vf__waiter *w);
  * waiter, claimed, and wake it, unless the waiter gave up. */
 void vf__wait_marker_fire(vf__op *op);
 
+/* A child of the op whose family is `op->up` finished (exec.c: after it
+ * released its vars, while it still counts as active): its failure joins
+ * the family's, and the last pending one fires the waiter of
+ * vf_run_wait_children if one waits. */
+void vf__wait_child_finished(vf_engine *e, vf__op *op);
+
+/* A failure of one of the family's children (or of an op of a batch of
+ * them, bulk_op.c): kept if it is the first in push order. */
+void vf__wait_child_failed(vf__family *f, vf__failure *failure);
+
 /* Block until no op is pending (outside ops; used by stop, destroy and
  * fork): 0, or VF_ETIMEDOUT once `until` (NULL: never) has passed. */
 int vf__wait_drain(vf_engine *e, const vf__deadline *until);

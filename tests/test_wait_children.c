@@ -1,0 +1,433 @@
+/*
+ * test_wait_children: vf_run_wait_children (and its timed form), OpenMP's
+ * taskwait, on every engine kind:
+ * - all: it returns once every op the running op pushed has finished,
+ *   their writes visible; an op that pushed nothing returns 0 at once;
+ *   with a bulk the program never asked for (VF_BULK_SIZE-like
+ *   config.bulk_size), the children in a batch are waited for too;
+ * - first_failure: of two failing children, the first in push order is
+ *   reported (the second fails first in time: it is gated), once; the
+ *   other is left for wait_all, as with var waits;
+ * - since_last: a second wait waits for, and reports, only the children
+ *   pushed after the first;
+ * - skipped_child: a child skipped because its input failed reports that
+ *   failure, unless an earlier wait reported it;
+ * - batch_failure: a failing op of a batch of children is reported;
+ * - deadlock: a child that reads a var its parent writes can never run
+ *   while the parent waits: VF_EDEADLK, and the engine goes on;
+ * - timed: an async child nobody completes: VF_ETIMEDOUT naming it,
+ *   nothing reported; once completed, the wait returns 0;
+ * - misuse: a NULL run, and a run handle of another op than the running
+ *   one (a child given its parent's), are VF_EINVAL with a detail.
+ */
+#include "runner.h"
+
+#include <string.h>
+
+#define NKIDS 16
+
+typedef struct family_test {
+    vf_engine *e;
+    int slots[NKIDS];
+    int rc; /* what the parent's wait returned */
+    vf_error err;
+    int seen[NKIDS]; /* the slots as the parent saw them after the wait */
+} family_test;
+
+typedef struct kid {
+    int *slot;
+    int value;
+    int code; /* returned */
+} kid;
+
+static int kid_fn(vf_run *run, void *arg)
+{
+    (void)run;
+    const kid *k = arg;
+    *k->slot = k->value;
+    return k->code;
+}
+
+static int push_kid(vf_engine *e, int *slot, int value, int code)
+{
+    kid k = {slot, value, code};
+    return vf_engine_push(
+        e, &(vf_op){.fn = kid_fn, .arg = &k, .arg_size = sizeof k});
+}
+
+static int parent_all(vf_run *run, void *arg)
+{
+    family_test *t = arg;
+    for (int i = 0; i < NKIDS; i++)
+        CHECK_OK(push_kid(t->e, &t->slots[i], i + 1, 0));
+    t->rc = vf_run_wait_children(run, &t->err);
+    memcpy(t->seen, t->slots, sizeof t->seen);
+    return 0;
+}
+
+static int parent_none(vf_run *run, void *arg)
+{
+    family_test *t = arg;
+    t->rc = vf_run_wait_children(run, &t->err);
+    return 0;
+}
+
+static void run_parent(vf_engine *e, vf_sync_fn fn, family_test *t)
+{
+    t->e = e;
+    t->rc = -1;
+    memset(t->slots, 0, sizeof t->slots);
+    memset(t->seen, 0, sizeof t->seen);
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = fn, .arg = t}));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+}
+
+TEST_KIND_CASE(all, k)
+{
+    check_context_ = k->name;
+    for (int bulk = 0; bulk <= 1; bulk++) {
+        vf_config cfg = k->cfg;
+        cfg.bulk_size = bulk ? 4 : 0;
+        vf_engine *e = NULL;
+        CHECK_OK(vf_engine_create(&e, &cfg));
+        REQUIRE(e != NULL);
+        static family_test t;
+        run_parent(e, parent_all, &t);
+        CHECK_OK(t.rc);
+        for (int i = 0; i < NKIDS; i++)
+            CHECK_EQ(t.seen[i], i + 1);
+        run_parent(e, parent_none, &t);
+        CHECK_OK(t.rc);
+        CHECK_OK(vf_engine_destroy(e));
+    }
+    check_context_ = NULL;
+}
+
+/* --- failures ------------------------------------------------------------ */
+
+typedef struct gated {
+    atomic_int *gate; /* waits for it to be 1 (threaded engines), or NULL */
+    atomic_int *open; /* sets it to 1 when done, or NULL */
+    int code;
+    const char *name;
+} gated;
+
+static int gated_fn(vf_run *run, void *arg)
+{
+    const gated *g = arg;
+    if (g->gate != NULL)
+        CHECK(tu_wait_flag(g->gate, 1, TU_TIMEOUT));
+    if (g->open != NULL)
+        atomic_store(g->open, 1);
+    vf_run_set_error(run, "%s failed", g->name);
+    return g->code;
+}
+
+typedef struct order_test {
+    vf_engine *e;
+    bool threaded;
+    atomic_int second_done;
+    int rc, rc_again;
+    vf_error err;
+} order_test;
+
+/* Child "first" (code 7) waits until child "second" (code 9) has failed,
+ * on a threaded engine: the wait must still report "first". */
+static int parent_order(vf_run *run, void *arg)
+{
+    order_test *t = arg;
+    gated first = {t->threaded ? &t->second_done : NULL, NULL, 7, "first"};
+    gated second = {NULL, &t->second_done, 9, "second"};
+    CHECK_OK(vf_engine_push(t->e, &(vf_op){.fn = gated_fn,
+                                           .arg = &first,
+                                           .arg_size = sizeof first,
+                                           .name = "first"}));
+    CHECK_OK(vf_engine_push(t->e, &(vf_op){.fn = gated_fn,
+                                           .arg = &second,
+                                           .arg_size = sizeof second,
+                                           .name = "second"}));
+    t->rc = vf_run_wait_children(run, &t->err);
+    t->rc_again = vf_run_wait_children(run, NULL);
+    return 0;
+}
+
+TEST_KIND_CASE(first_failure, k)
+{
+    check_context_ = k->name;
+    static order_test t;
+    t.e = tu_engine(k);
+    t.threaded = k->threaded && k->workers > 1;
+    atomic_store(&t.second_done, 0);
+    CHECK_OK(vf_engine_push(t.e, &(vf_op){.fn = parent_order, .arg = &t}));
+    vf_error err;
+    CHECK_ERR(vf_engine_wait_all(t.e, &err), VF_EOPFAILED);
+    CHECK_ERR(t.rc, VF_EOPFAILED);
+    CHECK_EQ(t.err.code, 7);
+    CHECK(strcmp(t.err.op_name, "first") == 0);
+    CHECK(strcmp(t.err.message, "first failed") == 0);
+    CHECK_OK(t.rc_again); /* reported once */
+    /* The other failure no wait reported: wait_all's. */
+    CHECK_EQ(err.code, 9);
+    CHECK(strcmp(err.op_name, "second") == 0);
+    CHECK_OK(vf_engine_wait_all(t.e, NULL));
+    CHECK_OK(vf_engine_destroy(t.e));
+    check_context_ = NULL;
+}
+
+typedef struct since_test {
+    vf_engine *e;
+    int slot_a, slot_b;
+    int rc1, rc2, seen_b;
+    vf_error err2;
+} since_test;
+
+static int parent_since(vf_run *run, void *arg)
+{
+    since_test *t = arg;
+    CHECK_OK(push_kid(t->e, &t->slot_a, 1, 0));
+    t->rc1 = vf_run_wait_children(run, NULL);
+    CHECK_OK(
+        vf_engine_push(t->e, &(vf_op){.fn = gated_fn,
+                                      .arg = &(gated){NULL, NULL, 3, "late"},
+                                      .arg_size = sizeof(gated),
+                                      .name = "late"}));
+    CHECK_OK(push_kid(t->e, &t->slot_b, 2, 0));
+    t->rc2 = vf_run_wait_children(run, &t->err2);
+    t->seen_b = t->slot_b;
+    return 0;
+}
+
+TEST_KIND_CASE(since_last, k)
+{
+    check_context_ = k->name;
+    static since_test t;
+    memset(&t, 0, sizeof t);
+    t.e = tu_engine(k);
+    CHECK_OK(vf_engine_push(t.e, &(vf_op){.fn = parent_since, .arg = &t}));
+    CHECK_OK(vf_engine_wait_all(t.e, NULL)); /* the wait reported it */
+    CHECK_OK(t.rc1);
+    CHECK_ERR(t.rc2, VF_EOPFAILED);
+    CHECK_EQ(t.err2.code, 3);
+    CHECK_EQ(t.seen_b, 2);
+    CHECK_OK(vf_engine_destroy(t.e));
+    check_context_ = NULL;
+}
+
+typedef struct skip_test {
+    vf_engine *e;
+    vf_var x;
+    int slot;
+    int rc;
+    vf_error err;
+} skip_test;
+
+static int parent_skip(vf_run *run, void *arg)
+{
+    skip_test *t = arg;
+    kid c = {&t->slot, 1, 0};
+    CHECK_OK(vf_engine_push(t->e, &(vf_op){.fn = kid_fn,
+                                           .arg = &c,
+                                           .arg_size = sizeof c,
+                                           .reads = VF_VARS(t->x),
+                                           .name = "reader"}));
+    t->rc = vf_run_wait_children(run, &t->err);
+    return 0;
+}
+
+TEST_KIND_CASE(skipped_child, k)
+{
+    check_context_ = k->name;
+    static skip_test t;
+    memset(&t, 0, sizeof t);
+    t.e = tu_engine(k);
+    t.x = tu_var(t.e);
+    /* x fails; the parent (which does not read x) pushes a child that
+     * does: it is skipped, and the wait reports x's failure. */
+    CHECK_OK(
+        vf_engine_push(t.e, &(vf_op){.fn = gated_fn,
+                                     .arg = &(gated){NULL, NULL, 5, "writer"},
+                                     .arg_size = sizeof(gated),
+                                     .writes = VF_VARS(t.x),
+                                     .name = "writer"}));
+    CHECK_OK(vf_engine_push(t.e, &(vf_op){.fn = parent_skip, .arg = &t}));
+    CHECK_OK(vf_engine_wait_all(t.e, NULL)); /* reported by the wait */
+    CHECK_ERR(t.rc, VF_EOPFAILED);
+    CHECK_EQ(t.err.code, 5);
+    CHECK(strcmp(t.err.op_name, "writer") == 0);
+    CHECK_EQ(t.slot, 0); /* skipped */
+    CHECK_OK(vf_engine_destroy(t.e));
+    check_context_ = NULL;
+}
+
+static int parent_batch_failure(vf_run *run, void *arg)
+{
+    family_test *t = arg;
+    CHECK_OK(push_kid(t->e, &t->slots[0], 1, 0));
+    CHECK_OK(push_kid(t->e, &t->slots[1], 2, 11));
+    CHECK_OK(push_kid(t->e, &t->slots[2], 3, 0));
+    t->rc = vf_run_wait_children(run, &t->err);
+    memcpy(t->seen, t->slots, sizeof t->seen);
+    return 0;
+}
+
+TEST_KIND_CASE(batch_failure, k)
+{
+    check_context_ = k->name;
+    vf_config cfg = k->cfg;
+    cfg.bulk_size = 8; /* the naive engine batches nothing: a lone op's */
+    vf_engine *e = NULL;
+    CHECK_OK(vf_engine_create(&e, &cfg));
+    REQUIRE(e != NULL);
+    static family_test t;
+    run_parent(e, parent_batch_failure, &t);
+    CHECK_ERR(t.rc, VF_EOPFAILED);
+    CHECK_EQ(t.err.code, 11);
+    CHECK_EQ(t.seen[0], 1);
+    CHECK_EQ(t.seen[1], 2);
+    CHECK_EQ(t.seen[2], 3);
+    CHECK_OK(vf_engine_destroy(e));
+    check_context_ = NULL;
+}
+
+/* --- deadlock, timed, misuse --------------------------------------------- */
+
+typedef struct dead_test {
+    vf_engine *e;
+    vf_var x;
+    int slot;
+    int rc;
+    char detail[256];
+} dead_test;
+
+static int parent_dead(vf_run *run, void *arg)
+{
+    dead_test *t = arg;
+    kid c = {&t->slot, 1, 0};
+    CHECK_OK(vf_engine_push(t->e, &(vf_op){.fn = kid_fn,
+                                           .arg = &c,
+                                           .arg_size = sizeof c,
+                                           .reads = VF_VARS(t->x)}));
+    t->rc = vf_run_wait_children(run, NULL);
+    snprintf(t->detail, sizeof t->detail, "%s", vf_error_detail());
+    return 0;
+}
+
+TEST_KIND_CASE(deadlock, k)
+{
+    check_context_ = k->name;
+    static dead_test t;
+    memset(&t, 0, sizeof t);
+    t.e = tu_engine(k);
+    t.x = tu_var(t.e);
+    CHECK_OK(vf_engine_push(
+        t.e, &(vf_op){.fn = parent_dead, .arg = &t, .writes = VF_VARS(t.x)}));
+    CHECK_OK(vf_engine_wait_all(t.e, NULL));
+    CHECK_ERR(t.rc, VF_EDEADLK);
+    CHECK(strstr(t.detail, "can never finish") != NULL);
+    CHECK_EQ(t.slot, 1); /* the child ran once the parent ended */
+    CHECK_OK(vf_engine_destroy(t.e));
+    check_context_ = NULL;
+}
+
+typedef struct timed_test {
+    vf_engine *e;
+    vf_completion done;
+    atomic_int started;
+    int rc_timed, rc_after;
+    char detail[256];
+    atomic_int complete_now;
+} timed_test;
+
+static void stuck_child(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    timed_test *t = arg;
+    t->done = done;
+    atomic_store(&t->started, 1);
+}
+
+static int parent_timed(vf_run *run, void *arg)
+{
+    timed_test *t = arg;
+    CHECK_OK(vf_engine_push(t->e, &(vf_op){.async_fn = stuck_child,
+                                           .arg = t,
+                                           .name = "never-completed"}));
+    t->rc_timed = vf_run_wait_children_timed(run, 50, NULL);
+    snprintf(t->detail, sizeof t->detail, "%s", vf_error_detail());
+    atomic_store(&t->complete_now, 1);
+    t->rc_after = vf_run_wait_children(run, NULL);
+    return 0;
+}
+
+/* Completes the child once the parent's timed wait gave up (from a thread
+ * of its own: the naive engine runs the parent inside the push). */
+static void *completer(void *arg)
+{
+    timed_test *t = arg;
+    CHECK(tu_wait_flag(&t->complete_now, 1, TU_TIMEOUT));
+    CHECK(tu_wait_flag(&t->started, 1, TU_TIMEOUT));
+    CHECK_OK(vf_completion_finish(t->done, 0, NULL));
+    return NULL;
+}
+
+TEST_KIND_CASE(timed, k)
+{
+    check_context_ = k->name;
+    static timed_test t;
+    memset(&t, 0, sizeof t);
+    t.e = tu_engine(k);
+    pthread_t th;
+    REQUIRE(pthread_create(&th, NULL, completer, &t) == 0);
+    CHECK_OK(vf_engine_push(t.e, &(vf_op){.fn = parent_timed, .arg = &t}));
+    pthread_join(th, NULL);
+    CHECK_OK(vf_engine_wait_all(t.e, NULL));
+    CHECK_ERR(t.rc_timed, VF_ETIMEDOUT);
+    CHECK(strstr(t.detail, "never-completed") != NULL);
+    CHECK_OK(t.rc_after);
+    CHECK_OK(vf_engine_destroy(t.e));
+    check_context_ = NULL;
+}
+
+typedef struct misuse_test {
+    vf_engine *e;
+    vf_run *parent_run;
+    int rc_wrong;
+    char detail[256];
+} misuse_test;
+
+static int child_misuse(vf_run *run, void *arg)
+{
+    (void)run;
+    misuse_test *t = arg;
+    t->rc_wrong = vf_run_wait_children(t->parent_run, NULL);
+    snprintf(t->detail, sizeof t->detail, "%s", vf_error_detail());
+    return 0;
+}
+
+static int parent_misuse(vf_run *run, void *arg)
+{
+    misuse_test *t = arg;
+    t->parent_run = run;
+    CHECK_OK(vf_engine_push(t->e, &(vf_op){.fn = child_misuse, .arg = t}));
+    CHECK_OK(vf_run_wait_children(run, NULL)); /* parent_run stays valid */
+    return 0;
+}
+
+TEST_KIND_CASE(misuse, k)
+{
+    check_context_ = k->name;
+    CHECK_ERR(vf_run_wait_children(NULL, NULL), VF_EINVAL);
+    CHECK(strstr(vf_error_detail(), "run is NULL") != NULL);
+    CHECK_ERR(vf_run_wait_children_timed(NULL, 10, NULL), VF_EINVAL);
+    static misuse_test t;
+    memset(&t, 0, sizeof t);
+    t.e = tu_engine(k);
+    CHECK_OK(vf_engine_push(t.e, &(vf_op){.fn = parent_misuse, .arg = &t}));
+    CHECK_OK(vf_engine_wait_all(t.e, NULL));
+    CHECK_ERR(t.rc_wrong, VF_EINVAL);
+    CHECK(strstr(t.detail, "not called from the function") != NULL);
+    CHECK_OK(vf_engine_destroy(t.e));
+    check_context_ = NULL;
+}
+
+TEST_MAIN("test_wait_children", 120)
