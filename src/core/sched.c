@@ -71,6 +71,14 @@ static vf__op *merge_children(vf__op *c)
     return root;
 }
 
+/* The lane is doubly linked: `next` toward the tail, and `child`, which
+ * only the heap uses otherwise, back toward the head (lane_prev), so a
+ * thief can take the oldest child at the tail (try_steal). */
+static vf__op **lane_prev(vf__op *op)
+{
+    return &op->child;
+}
+
 /* Under w->qlock. Priority 0, nearly every op, goes to the FIFO lane in
  * O(1); other priorities to the heap. */
 static void queue_push(vf__worker *w, vf__op *op)
@@ -78,6 +86,7 @@ static void queue_push(vf__worker *w, vf__op *op)
     op->next = op->child = NULL;
     w->len++;
     if (op->priority == 0) {
+        *lane_prev(op) = w->fifo_tail;
         if (w->fifo_tail != NULL)
             w->fifo_tail->next = op;
         else
@@ -97,8 +106,24 @@ static vf__op *lane_pop(vf__worker *w)
     w->fifo_head = top->next;
     if (w->fifo_head == NULL)
         w->fifo_tail = NULL;
-    top->next = NULL;
+    else
+        *lane_prev(w->fifo_head) = NULL;
+    top->next = *lane_prev(top) = NULL;
     return top;
+}
+
+/* Under w->qlock: take the lane's tail (there is one). */
+static vf__op *lane_pop_tail(vf__worker *w)
+{
+    vf__op *last = w->fifo_tail;
+    w->len--;
+    w->fifo_tail = *lane_prev(last);
+    if (w->fifo_tail == NULL)
+        w->fifo_head = NULL;
+    else
+        w->fifo_tail->next = NULL;
+    last->next = *lane_prev(last) = NULL;
+    return last;
 }
 
 /* Under w->qlock: take the heap's best op (there is one). */
@@ -143,9 +168,11 @@ static vf__op *lane_take_child(vf__worker *w, uint32_t parent)
         if (prev == NULL)
             return lane_pop(w);
         prev->next = op->next;
+        if (op->next != NULL)
+            *lane_prev(op->next) = prev;
         if (w->fifo_tail == op)
             w->fifo_tail = prev;
-        op->next = NULL;
+        op->next = *lane_prev(op) = NULL;
         w->len--;
         return op;
     }
@@ -294,7 +321,9 @@ void vf__pool_submit_nested(vf__pool *p, vf__op *op)
     }
     pthread_mutex_lock(&w->qlock);
     op->next = w->fifo_head;
-    op->child = NULL;
+    *lane_prev(op) = NULL;
+    if (w->fifo_head != NULL)
+        *lane_prev(w->fifo_head) = op;
     w->fifo_head = op;
     if (w->fifo_tail == NULL)
         w->fifo_tail = op;
@@ -398,6 +427,30 @@ bool vf__pool_any_queued(const vf__pool *p)
     return any_queued(p);
 }
 
+/* try_take for a thief (another thread of the pool): when the lane ends
+ * with an op pushed from inside a running op, that one, the oldest of the
+ * owner's children there: in a recursion it holds the largest piece of
+ * work (a deque's steal end, as Cilk and TBB steal), where the head holds
+ * the smallest, which the owner runs next itself. Otherwise what the owner
+ * would take (the lane's head keeps top-level ops in arrival order). */
+static vf__op *try_steal(vf__worker *w)
+{
+    if (atomic_load_explicit(&w->qlen, memory_order_relaxed) == 0 &&
+        atomic_load_explicit(&w->inbox, memory_order_relaxed) == NULL)
+        return NULL;
+    vf__op *op = NULL;
+    pthread_mutex_lock(&w->qlock);
+    if (atomic_load_explicit(&w->inbox, memory_order_relaxed) != NULL)
+        drain_inbox(w);
+    if (w->len > 0) {
+        op = lane_first(w) && w->fifo_tail->nest != 0 ? lane_pop_tail(w)
+                                                      : queue_pop(w);
+        atomic_store(&w->qlen, w->len);
+    }
+    pthread_mutex_unlock(&w->qlock);
+    return op;
+}
+
 vf__op *vf__worker_take(vf__worker *w)
 {
     vf__op *op = try_take(w);
@@ -406,7 +459,7 @@ vf__op *vf__worker_take(vf__worker *w)
     vf__pool *p = w->pool;
     int first, self = steal_from(w, &first);
     for (int i = first; i < p->nworkers; i++) {
-        op = try_take(&p->workers[(self + i) % p->nworkers]);
+        op = try_steal(&p->workers[(self + i) % p->nworkers]);
         if (op != NULL)
             return op;
     }

@@ -7,7 +7,9 @@
  * (vf__this_worker_ set: its own queue). It checks the queue's order
  * (higher priority first, arrival order among equal priorities, negative
  * priorities after the priority-0 lane), a worker's hand-off
- * (vf__worker_place), taking its own ops before stealing, device pools
+ * (vf__worker_place), taking its own ops before stealing, a thief taking
+ * the oldest of the children a worker pushed (its lane's tail) while the
+ * owner takes the newest, and top-level ops in arrival order, device pools
  * that never steal, batches (vf__pool_submit_list: a batch lands whole on
  * one worker, spliced onto its inbox in arrival order, priorities kept; a
  * worker's own batch goes to its queue; a device pool's batch is spread
@@ -214,6 +216,45 @@ TEST_CASE(take_own_then_steal)
     submit_as(w0, OP(o, 4));
     EXPECT_TAKES(w1, o, 3, 4, -1);
     EXPECT_TAKES(w0, o, -1);
+    vf__pool_destroy(&p);
+    free(o);
+}
+
+/* Submit as worker w from inside a running op (nest > 0): the front of
+ * w's lane, as vf__exec_dispatch_pushed places an op's children. */
+static void submit_child_as(vf__worker *w, vf__op *op)
+{
+    vf__worker *saved = vf__this_worker_;
+    vf__this_worker_ = w;
+    op->nest = 1;
+    vf__pool_submit_nested(w->pool, op);
+    vf__this_worker_ = saved;
+}
+
+/* An op on w0 pushes children 0..3 in that order (each at the lane's
+ * front: 3 2 1 0): the owner takes the newest (3, then 2), a thief the
+ * oldest (0, the largest piece of a recursion, then 1), from the tail.
+ * With a top-level op at the tail (children 0, 1, then top-level 4: 1 0
+ * 4), a thief takes the head, as the owner would, so top-level ops keep
+ * their arrival order. */
+TEST_CASE(thief_takes_oldest_child)
+{
+    vf__pool p;
+    pool_new(&p, 2);
+    ops *o = ops_new(NULL, 6);
+    vf__worker *w0 = &p.workers[0], *w1 = &p.workers[1];
+    for (int i = 0; i < 4; i++)
+        submit_child_as(w0, OP(o, i));
+    EXPECT_TAKES(w1, o, 0);
+    EXPECT_TAKES(w0, o, 3);
+    EXPECT_TAKES(w1, o, 1);
+    EXPECT_TAKES(w0, o, 2, -1);
+    for (int i = 0; i < 2; i++)
+        submit_child_as(w0, OP(o, i));
+    submit_as(w0, OP(o, 4));
+    EXPECT_TAKES(w1, o, 1);
+    EXPECT_TAKES(w0, o, 0);
+    EXPECT_TAKES(w1, o, 4, -1);
     vf__pool_destroy(&p);
     free(o);
 }
