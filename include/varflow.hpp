@@ -495,6 +495,17 @@ class run
     {
         detail::check(vf_run_submit(r_, fn, arg, bytes));
     }
+    /** vf_run_wait_children(): wait for every op this op pushed (OpenMP's
+     * taskwait). Throws op_failed when one failed with a failure no
+     * earlier wait reported, error for anything else. */
+    void wait_children() const
+    {
+        vf_error err{};
+        int rc = vf_run_wait_children(r_, &err);
+        if (rc == VF_EOPFAILED)
+            throw op_failed(err);
+        detail::check(rc);
+    }
 
   private:
     vf_run *r_;

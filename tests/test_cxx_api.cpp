@@ -8,6 +8,8 @@
  * - options reach the op: its name (vf_run_name), priority, no_skip; with
  *   C++20, designated initializers (options and vf_config);
  * - run: the op's context, and its engine for nested pushes and waits;
+ *   wait_children waits for what the op pushed, and throws op_failed
+ *   with a child's failure;
  * - stop/start, stats;
  * - handles moved from (and vars released or default-constructed) test
  *   false and every use throws varflow::error VF_EINVAL saying so: a var
@@ -144,6 +146,29 @@ TEST_KIND_CASE(nested, k)
     vf_stats s = eng.stats();
     CHECK_EQ(s.ran, 2);
     CHECK_EQ(s.failed + s.skipped, 0);
+}
+
+TEST_KIND_CASE(wait_children, k)
+{
+    varflow::engine eng(k.cfg);
+    varflow::var a = eng.new_var();
+    std::atomic<int> sum{0};
+    bool threw = false;
+    eng.push({}, {a}, [&sum, &threw](varflow::run &r) {
+        varflow::engine_ref in = r.engine();
+        for (int i = 1; i <= 4; i++)
+            in.push({}, {}, [&sum, i] { sum += i; });
+        r.wait_children();
+        CHECK_EQ(sum.load(), 10);
+        in.push({}, {}, [] { throw std::runtime_error("child broke"); });
+        CHECK_THROWS(r.wait_children(), varflow::op_failed, VF_EOPFAILED, {
+            threw = true;
+            CHECK(std::strstr(e.op_message(), "child broke") != nullptr);
+        });
+        r.wait_children(); // reported once
+    });
+    eng.wait(a);
+    CHECK(threw);
 }
 
 TEST_KIND_CASE(stop_start, k)
