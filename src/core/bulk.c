@@ -396,6 +396,11 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
         parent = NULL;
     /* A reference the batch keeps when it is new (family.h). */
     vf__family *up = parent != NULL ? vf__push_family(parent) : NULL;
+    if (VF__UNLIKELY(parent != NULL && up == NULL)) {
+        vf__spin_unlock(&s->lock);
+        free(heap);
+        return vf__fail(VF_ENOMEM, "%s: out of memory", who);
+    }
     uint64_t parent_place = parent != NULL ? parent->place : 0;
     if (b != NULL && (b->priority != priority || b->pool != def->pool ||
                       b->up != up || b->parent_place != parent_place)) {

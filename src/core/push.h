@@ -31,16 +31,10 @@ static inline uint8_t vf__push_nest(vf_engine *e)
 }
 
 /* The family an op pushed now from inside `parent` (running on this
- * thread) joins, a reference for it (family.h). Out of memory it joins
- * its parent's parent's: it then compares with its parent's later
- * children by place (push order in time), no worse. */
+ * thread) joins, a new reference (family.h); NULL out of memory. */
 static inline vf__family *vf__push_family(const vf__op *parent)
 {
-    vf__family *f = vf__running_family(parent->up,
-                                       vf__bulk_running_place(parent));
-    if (VF__UNLIKELY(f == NULL) && (f = parent->up) != NULL)
-        vf__family_ref(f);
-    return f;
+    return vf__running_family(parent->up, vf__bulk_running_place(parent));
 }
 
 /* Give an op the program pushes its place in push order: the next `n`
@@ -51,8 +45,9 @@ static inline void vf__push_place_op(vf_engine *e, vf__op *op, uint64_t n)
     op->place = vf__push_take_places(e, n);
     vf__op *parent = vf__current_op();
     if (VF__LIKELY(parent == NULL) || vf__op_engine(parent) != e)
-        return; /* up NULL, nest 0, from vf__op_alloc */
-    op->up = vf__push_family(parent);
+        return;                       /* up NULL, nest 0, from vf__op_alloc */
+    op->up = vf__push_family(parent); /* made already: vf__push_enqueue */
+    VF__ASSERT(op->up != NULL);
     op->nest = vf__push_nest_below(parent);
     op->seq = (uint32_t)parent->place; /* its parent, for a wait (op.h) */
 }
