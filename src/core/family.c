@@ -49,6 +49,17 @@ bool vf__family_before(const vf__family *a_up, uint64_t a_place,
     return a_place < b_place;
 }
 
+void vf__family_run_over(vf__family *f)
+{
+    vf__spin_lock(&f->lock);
+    f->run_over = true;
+    struct vf__failure *first = f->first;
+    f->first = NULL;
+    vf__spin_unlock(&f->lock);
+    vf__failure_unref(first);
+    vf__family_unref(f);
+}
+
 vf__family *vf__running_family(vf__family *up, uint64_t place)
 {
     vf__family *f = vf__running_now.family;
@@ -60,6 +71,7 @@ vf__family *vf__running_family(vf__family *up, uint64_t place)
         atomic_init(&f->pending, 0);
         vf__spin_init(&f->lock);
         f->first = NULL;
+        f->run_over = false;
         atomic_init(&f->waiter, NULL);
         f->place = place;
         f->root = vf__family_root(up, f->place);

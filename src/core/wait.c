@@ -122,7 +122,7 @@ void vf__wait_child_failed(vf__family *f, vf__failure *failure)
 {
     vf__failure *old = NULL;
     vf__spin_lock(&f->lock);
-    if (vf__failure_before(failure, f->first)) {
+    if (!f->run_over && vf__failure_before(failure, f->first)) {
         vf__failure_ref(failure);
         old = f->first;
         f->first = failure;
