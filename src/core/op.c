@@ -100,19 +100,20 @@ int vf__op_copy_arg(vf__op *op, const char *who, const void *arg, size_t size)
     return 0;
 }
 
-void vf__op_free(vf__op *op)
+/* What an op block may hold besides itself: a profile record, a failure,
+ * a family (family.h), a side block (a device op's run, an async op's
+ * message; a waiter is its wait's to free), a copied argument, an argument
+ * its kind frees (a batch). */
+static __attribute__((noinline)) void free_held(vf__op *op)
 {
+    const vf__opdef *def = op->def;
     if (op->prof != NULL)
         vf__prof_op_dropped(op->prof);
     if (op->failure != NULL)
         vf__failure_unref(op->failure);
     if (op->up != NULL)
         vf__family_unref(op->up);
-    const vf__opdef *def = op->def;
-    /* The rare cases, one test on the hot path: a side block (a device
-     * op's run, an async op's message; a waiter is its wait's to free),
-     * a copied argument, an argument its kind frees (a batch). */
-    if (VF__UNLIKELY(((uintptr_t)op->waiter | op->argcopy) != 0)) {
+    if (((uintptr_t)op->waiter | op->argcopy) != 0) {
         if (def != NULL && def->kind->free_side != NULL)
             def->kind->free_side(op);
         if (op->argcopy == VF__ARG_KIND)
@@ -120,6 +121,16 @@ void vf__op_free(vf__op *op)
         else
             vf__argcopy_free_origin(op->arg, op->argcopy);
     }
+}
+
+void vf__op_free(vf__op *op)
+{
+    /* The rare cases, one test on the hot path. */
+    if (VF__UNLIKELY(((uintptr_t)op->prof | (uintptr_t)op->failure |
+                      (uintptr_t)op->up | (uintptr_t)op->waiter |
+                      op->argcopy) != 0))
+        free_held(op);
+    const vf__opdef *def = op->def;
     if (def != NULL && def->opr != NULL)
         vf__operator_unref(def->opr);
     if (op->nvars <= VF__OP_LISTED_VARS)
