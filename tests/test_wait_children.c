@@ -18,7 +18,8 @@
  * - timed: an async child nobody completes: VF_ETIMEDOUT naming it,
  *   nothing reported; once completed, the wait returns 0;
  * - misuse: a NULL run, and a run handle of another op than the running
- *   one (a child given its parent's), are VF_EINVAL with a detail.
+ *   one (a child given its parent's), are VF_EINVAL with a detail; from a
+ *   child's done callback on the parent's thread, VF_EDEADLK.
  */
 #include "runner.h"
 
@@ -391,9 +392,21 @@ TEST_KIND_CASE(timed, k)
 typedef struct misuse_test {
     vf_engine *e;
     vf_run *parent_run;
-    int rc_wrong;
+    int rc_wrong, rc_done, rc_parent;
     char detail[256];
 } misuse_test;
+
+/* A child's done callback waits for its parent's children with the
+ * parent's run: on the parent's thread (above its wait, or inside its
+ * push on the naive engine) a wait from a done callback is refused
+ * (VF_EDEADLK); on another worker the handle is not the running op's
+ * (VF_EINVAL). Never a hang. */
+static void done_misuse(void *arg, int status)
+{
+    (void)status;
+    misuse_test *t = arg;
+    t->rc_done = vf_run_wait_children(t->parent_run, NULL);
+}
 
 static int child_misuse(vf_run *run, void *arg)
 {
@@ -409,7 +422,9 @@ static int parent_misuse(vf_run *run, void *arg)
     misuse_test *t = arg;
     t->parent_run = run;
     CHECK_OK(vf_engine_push(t->e, &(vf_op){.fn = child_misuse, .arg = t}));
-    CHECK_OK(vf_run_wait_children(run, NULL)); /* parent_run stays valid */
+    CHECK_OK(vf_engine_push(
+        t->e, &(vf_op){.fn = tu_nop, .done = done_misuse, .arg = t}));
+    t->rc_parent = vf_run_wait_children(run, NULL); /* parent_run valid */
     return 0;
 }
 
@@ -426,6 +441,9 @@ TEST_KIND_CASE(misuse, k)
     CHECK_OK(vf_engine_wait_all(t.e, NULL));
     CHECK_ERR(t.rc_wrong, VF_EINVAL);
     CHECK(strstr(t.detail, "not called from the function") != NULL);
+    CHECK_OK(t.rc_parent);
+    CHECK(t.rc_done == VF_EDEADLK ||
+          (k->workers > 1 && t.rc_done == VF_EINVAL));
     CHECK_OK(vf_engine_destroy(t.e));
     check_context_ = NULL;
 }

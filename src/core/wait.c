@@ -555,6 +555,8 @@ static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
                         "there, on its thread)",
                         who);
     vf_engine *e = vf__op_engine(cur);
+    if (vf__exec_in_done(e))
+        return refuse_in_done(who); /* above its own wait, say */
     vf__bulk_flush_all(e); /* children may sit in a batch */
     vf__family *f = vf__running_now.family;
     if (f == NULL)
