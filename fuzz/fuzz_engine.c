@@ -234,6 +234,10 @@ static void decode_kids(dec *d, int i, bool can_fail, int level)
     for (int j = 0; j < o->nkids && level < d->depth; j++)
         if ((g >> j) & 1 && P->ops[o->kid0 + j].how == FO_SYNC)
             decode_kids(d, o->kid0 + j, can_fail, level + 1);
+    o = &P->ops[i];
+    o->kidwait = (g >> 7) & 1; /* vf_run_wait_children first */
+    if (o->kidwait)
+        o->kwait = P->nwaits++;
     o->nwait = 1;
     o->wvar[0] = scr;
     o->wait0 = P->nwaits++;

@@ -954,12 +954,12 @@ VF_API int vf_var_wait(vf_engine *e, vf_var v, vf_error *err);
  * its engine (its children, and a batch of them: not theirs, which each
  * child waits for if it needs them) has finished, as OpenMP's `taskwait`
  * and TBB's `task_group::wait` do, without a var per child. Returns 0, or
- * VF_EOPFAILED when a child failed, or was skipped because an input of it
- * failed, with a failure no earlier wait reported (then `err`, if not
- * NULL, says which: the first in push order among them); that failure is
- * then reported, as a var wait reports one (the same place in push order:
- * ops pushed before this call still see it). A second call waits only for
- * children pushed since, and reports only their failures.
+ * VF_EOPFAILED when, of the failures its children met (a child's own, or
+ * the one an input of a skipped child carried), the first in push order
+ * is one no earlier wait reported (then `err`, if not NULL, says which);
+ * it is then reported, as a var wait reports a var's (at this call's place
+ * in push order: ops pushed before it still see it). A second call waits
+ * only for children pushed since, and reports only their failures.
  * The waiting worker runs the children meanwhile, as vf_var_wait() does
  * from inside an op (the same stack bound), and a wait that can never
  * finish (a child reads a var its parent writes, so it cannot run before

@@ -124,6 +124,10 @@ static inline void fr_wait_where(const fo_prog *p, int w, char *buf, size_t n)
                      o->wvar[w - o->wait0], i);
             return;
         }
+        if (o->kidwait && w == o->kwait) {
+            snprintf(buf, n, "vf_run_wait_children in op %d", i);
+            return;
+        }
     }
     snprintf(buf, n, "wait %d", w);
 }
@@ -223,6 +227,11 @@ static inline void fr_dump_op(FILE *f, const fo_prog *p, const fo_result *x,
             o->property, o->priority, out);
     for (int j = 0; j < o->nkids; j++)
         fr_dump_op(f, p, x, o->kid0 + j, depth + 1);
+    if (o->kidwait) {
+        char t[400];
+        fr_err_text(&x->waits[o->kwait], t, sizeof t);
+        fprintf(f, "%*swait children -> %s\n", depth * 2 + 6, "", t);
+    }
     for (int k = 0; k < o->nwait; k++) {
         char t[400];
         fr_err_text(&x->waits[o->wait0 + k], t, sizeof t);

@@ -132,6 +132,11 @@ static inline void gen_kids(gen *g, int i, bool can_fail, int level)
             gen_kids(g, c, can_fail, level + 1);
     }
     o = &p->ops[i];
+    /* Half the parents wait for their children as such too (OpenMP's
+     * taskwait), before their var waits. */
+    o->kidwait = tu_below(g->r, 2) == 0;
+    if (o->kidwait)
+        o->kwait = p->nwaits++;
     o->wait0 = p->nwaits;
     for (int k = 0; k < nscr; k++)
         if (written[k])

@@ -114,6 +114,10 @@ typedef struct fo_op {
     int nwait; /* nested waits after the children, in order */
     int wvar[FO_MAXSCR];
     int wait0; /* their entries: wait0 .. wait0 + nwait - 1 */
+    /* A wait for its children (vf_run_wait_children) right after pushing
+     * them, before the var waits: its entry is waits[kwait]. */
+    bool kidwait;
+    int kwait;
 } fo_op;
 
 typedef struct fo_step {
@@ -272,6 +276,8 @@ typedef struct fo_interp {
     fo_rec recs[FO_MAXOPS];
     int nrecs;
     uint64_t keys, pushes;
+    int oprec[FO_MAXOPS]; /* the record op i ended with (failed, or skipped
+                             by), or -1: what a wait for children reports */
 } fo_interp;
 
 static inline bool fo_unreported(const fo_interp *it, int r)
@@ -363,13 +369,37 @@ static inline bool fo_first_write(const fo_op *o, int k)
     return true;
 }
 
-/* A parent's children, then its nested waits. */
+/* A wait for op i's children: of the records they ended with (a failure,
+ * or the one that skipped one), the first in push order, if no wait
+ * reported it yet. */
+static inline void fo_wait_kids(fo_interp *it, int i)
+{
+    const fo_op *o = &it->p->ops[i];
+    fo_xwait *w = &it->x->waits[o->kwait];
+    memset(w, 0, sizeof *w);
+    w->happened = 1;
+    int best = -1;
+    for (int j = 0; j < o->nkids; j++) {
+        int r = it->oprec[o->kid0 + j];
+        if (r >= 0 && (best < 0 || it->recs[r].key < it->recs[best].key))
+            best = r;
+    }
+    if (fo_unreported(it, best))
+        fo_report(it, best, w);
+}
+
+/* A parent's children, then its wait for them, then its var waits. */
 static inline void fo_run_kids(fo_interp *it, int i, uint64_t h, int *code,
                                char *msg)
 {
     const fo_op *o = &it->p->ops[i];
     for (int j = 0; j < o->nkids; j++)
         fo_run_op(it, o->kid0 + j, fo_down(h, j));
+    if (o->kidwait) {
+        fo_wait_kids(it, i);
+        const fo_xwait *w = &it->x->waits[o->kwait];
+        fo_nested_result(w->rc, &w->err, code, msg);
+    }
     for (int k = 0; k < o->nwait; k++) {
         fo_wait_var(it, o->wvar[k], o->wait0 + k);
         const fo_xwait *w = &it->x->waits[o->wait0 + k];
@@ -392,7 +422,8 @@ static inline void fo_end_op(fo_interp *it, int i, int code, const char *msg,
             snprintf(name, sizeof name, "%s", o->name);
         else
             snprintf(name, sizeof name, "op #%llu", (unsigned long long)place);
-        fo_mark(it, o, fo_new_rec(it, code, name, msg, key));
+        it->oprec[i] = fo_new_rec(it, code, name, msg, key);
+        fo_mark(it, o, it->oprec[i]);
     }
     if (!o->cause)
         for (int k = 0; k < o->nw; k++)
@@ -415,6 +446,7 @@ static inline void fo_run_op(fo_interp *it, int i, uint64_t down)
     if (live >= 0 && !o->no_skip) {
         x->status = VF_ESKIPPED;
         fo_mark(it, o, live);
+        it->oprec[i] = live;
         it->x->skipped++;
         return;
     }
@@ -439,6 +471,8 @@ static inline void fo_interp_init(fo_interp *it, const fo_prog *p, fo_result *x)
         it->val[v] = fo_init_value(p, v);
         it->err[v] = -1;
     }
+    for (int i = 0; i < p->nops; i++)
+        it->oprec[i] = -1;
 }
 
 static inline void fo_interp_step(fo_interp *it, int s)

@@ -133,6 +133,14 @@ static inline void fr_kids(vf_run *run, fr_opctx *c, uint64_t h, int *code,
         R->ops[o->kid0 + j].down = fo_down(h, j);
         (void)fr_push(R, e, o->kid0 + j);
     }
+    if (o->kidwait) {
+        fo_xwait *w = &R->got->waits[o->kwait];
+        w->happened++;
+        w->rc = vf_run_wait_children(run, &w->err);
+        if (w->rc != VF_EOPFAILED)
+            memset(&w->err, 0, sizeof w->err);
+        fo_nested_result(w->rc, &w->err, code, msg);
+    }
     for (int k = 0; k < o->nwait; k++) {
         fr_wait_var(R, e, o->wvar[k], o->wait0 + k);
         const fo_xwait *w = &R->got->waits[o->wait0 + k];
