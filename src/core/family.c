@@ -11,7 +11,7 @@ void vf__family_unref(vf__family *f)
 {
     while (f != NULL && vf__ref_drop(&f->refs)) {
         vf__family *up = f->up;
-        vf__failure_unref(f->first);
+        vf__failure_unref(atomic_load(&f->first)); /* NULL: taken */
         /* A waiter is exchanged out by the wait that registered it or the
          * child that fires it, before the run's reference goes (wait.c). */
         VF__ASSERT(atomic_load(&f->waiter) == NULL);
@@ -49,14 +49,21 @@ bool vf__family_before(const vf__family *a_up, uint64_t a_place,
     return a_place < b_place;
 }
 
-void vf__family_run_over(vf__family *f)
+struct vf__failure *vf__family_take_first(vf__family *f)
 {
     vf__spin_lock(&f->lock);
-    f->run_over = true;
-    struct vf__failure *first = f->first;
-    f->first = NULL;
+    struct vf__failure *first = atomic_exchange(&f->first, NULL);
     vf__spin_unlock(&f->lock);
-    vf__failure_unref(first);
+    return first;
+}
+
+void vf__family_run_over(vf__family *f)
+{
+    /* Then `first`: a child's failure kept meanwhile sees `run_over`
+     * (vf__wait_child_failed stores, then loads; all seq_cst). */
+    atomic_store(&f->run_over, true);
+    if (atomic_load(&f->first) != NULL)
+        vf__failure_unref(vf__family_take_first(f));
     vf__family_unref(f);
 }
 
@@ -70,8 +77,8 @@ vf__family *vf__running_family(vf__family *up, uint64_t place)
         atomic_init(&f->refs, 1); /* the run's */
         atomic_init(&f->pending, 0);
         vf__spin_init(&f->lock);
-        f->first = NULL;
-        f->run_over = false;
+        atomic_init(&f->first, NULL);
+        atomic_init(&f->run_over, false);
         atomic_init(&f->waiter, NULL);
         f->place = place;
         f->root = vf__family_root(up, f->place);

@@ -63,12 +63,14 @@ struct vf__family {
     /* Children pushed and not finished; the last one's lowering (release)
      * is what a waiter acquires. */
     atomic_int pending;
-    vf__spinlock lock;         /* guards `first` and `run_over` */
-    struct vf__failure *first; /* of the children's failures, the first
-                                  in push order (a reference), or NULL */
-    /* The op's run has ended: nobody waits for its children any more,
-     * so `first` keeps nothing (a record holds its family: a cycle). */
-    bool run_over;
+    vf__spinlock lock; /* orders the writers of `first` */
+    /* Of the children's failures, the first in push order (a reference),
+     * or NULL. seq_cst, as `run_over`: once the op's run has ended nobody
+     * waits for its children, and `first` must keep nothing (a record
+     * holds its family: a cycle); whichever of the run's end and a child's
+     * failure comes second takes it out (vf__family_take_first). */
+    _Atomic(struct vf__failure *) first;
+    atomic_bool run_over;
     /* The waiter of vf_run_wait_children, or NULL (a reference; whoever
      * exchanges it out owns it: wait.c). */
     _Atomic(struct vf__waiter *) waiter;
@@ -120,6 +122,9 @@ static inline void vf__running_enter(vf__running *saved, vf__op *op)
 /* The run of a family's op ended: its children's failures are kept no
  * more, and the run's reference goes. */
 void vf__family_run_over(vf__family *f);
+
+/* Take the kept failure out (a reference, or NULL). */
+struct vf__failure *vf__family_take_first(vf__family *f);
 
 /* The run ends: drop its reference to its family; the outer run again. */
 static inline void vf__running_leave(const vf__running *saved)

@@ -122,13 +122,17 @@ void vf__wait_child_failed(vf__family *f, vf__failure *failure)
 {
     vf__failure *old = NULL;
     vf__spin_lock(&f->lock);
-    if (!f->run_over && vf__failure_before(failure, f->first)) {
+    vf__failure *cur = atomic_load_explicit(&f->first, memory_order_relaxed);
+    if (vf__failure_before(failure, cur)) {
         vf__failure_ref(failure);
-        old = f->first;
-        f->first = failure;
+        old = cur;
+        atomic_store(&f->first, failure);
     }
     vf__spin_unlock(&f->lock);
     vf__failure_unref(old);
+    /* The run is over (family.h): keep nothing. */
+    if (atomic_load(&f->run_over))
+        vf__failure_unref(vf__family_take_first(f));
 }
 
 void vf__wait_child_finished(vf_engine *e, vf__op *op)
@@ -557,7 +561,7 @@ static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
     vf_engine *e = vf__op_engine(cur);
     if (vf__exec_in_done(e))
         return refuse_in_done(who); /* above its own wait, say */
-    vf__bulk_flush_all(e); /* children may sit in a batch */
+    vf__bulk_flush_all(e);          /* children may sit in a batch */
     vf__family *f = vf__running_now.family;
     if (f == NULL)
         return 0; /* it pushed nothing */
@@ -578,10 +582,7 @@ static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
      * at this wait's place unless a wait reported it before (failure.h).
      * The next wait reports only what children pushed after this one
      * bring. */
-    vf__spin_lock(&f->lock);
-    vf__failure *first = f->first;
-    f->first = NULL;
-    vf__spin_unlock(&f->lock);
+    vf__failure *first = vf__family_take_first(f);
     bool claimed = first != NULL &&
                    vf__failure_claim(first, vf__push_wait_place(e));
     if (claimed)
