@@ -487,16 +487,6 @@ static void run_program(const uint8_t *data, size_t size)
                 getenv("VF_CHAOS_MOVES"));
         exit(2);
     }
-    /* Bulk in a chaos program with nested waits and stops can still
-     * report a failure out of push order now and then (tests/test_chaos.c:
-     * open_bulk_bugs): left out unless VF_CHAOS_MOVES names it or
-     * VF_CHAOS_OPEN=1. */
-    static bool bulk_checked;
-    if (!bulk_checked) {
-        bulk_checked = true;
-        if (getenv("VF_CHAOS_MOVES") == NULL && getenv("VF_CHAOS_OPEN") == NULL)
-            moves &= ~FR_M_BULK;
-    }
     dec d = {.p = data, .n = size, .P = P, .scratch = scratch, .moves = moves};
     vf_config cfg;
     decode(&d, &cfg);

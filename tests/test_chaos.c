@@ -32,10 +32,8 @@
  *
  * Cases: handshake (every move but bulk and destroy), bulk (bulk with
  * several pushers, nesting and address vars, no stops), destroy (every
- * move but bulk),
- * each on naive, pooled/1, pooled/2 and perdevice/2 (bulk cycles through
- * the bulk settings); open_bulk_bugs (every move: two open bugs, skipped
- * unless VF_CHAOS_OPEN=1).
+ * move but bulk), every_move, each on naive, pooled/1, pooled/2 and
+ * perdevice/2 (bulk cycles through the bulk settings).
  *
  *   VF_TEST_SEED=n         seed (default 27); a difference prints it
  *   VF_CHAOS_MOVES=list    the moves on, comma separated (default: all):
@@ -368,7 +366,7 @@ TEST_CASE(handshake)
 }
 
 /* Every move but destroy and stop, under bulk sizes the program never
- * asked for (with stops, see open_bulk_bugs). */
+ * asked for (with stops too: every_move). */
 TEST_CASE(bulk)
 {
     run_case("bulk", M_ALL & ~(M_DESTROY | M_STOP));
@@ -380,33 +378,22 @@ TEST_CASE(destroy)
     run_case("destroy", M_ALL & ~M_BULK);
 }
 
-/* What issue 27 leaves open, found by this test: with bulk on and stops,
- * a run now and then (not the same program twice: it depends on timing)
- * skips an op the serial program runs, or runs one it skips (nest,stop,
- * bulk and nest,addr,stop,bulk: 1 or 2 of 1,600 runs of 400 programs,
- * seeds 27 and 1; program 274 of nest,stop,bulk on perdevice/2 alone: 4
- * of 40 runs). Four causes it found are fixed: a batched op took its place
- * in push order when its batch was pushed, not at its own push; a held op
+/* Every move at once: stops with bulk the program never asked for, with
+ * nested waits and several pushers. It found six causes of runs unlike the
+ * serial program, now fixed: a batched op took its place in push order
+ * when its batch was pushed, not at its own push; a held op took its place
  * when the engine started again; a batched op's failure was ordered by its
- * batch's first op (its root), so an op of an older batch of another
- * thread came first (threads,bulk was 5 of 1,600, now 0 for seeds 1, 2, 3
- * and 27); and a batch of children, pushed by another thread while the
+ * batch's first op; a batch of children, pushed by another thread while the
  * engine stopped, was held, so the parent's nested wait returned before
- * them (nest,addr,stop,bulk was 5 to 8 of 1,600); and a top-level batch
- * flushed while a start pushed the held ops (by a nested wait of one of
- * them) went ahead of those not pushed yet (program 274 above: 4 of 40,
- * now 0 of 40); and a child's failure was ordered after its parent's
- * later children when it ran later (nest,stop with or without bulk, seed
- * 4, program 181: 3 of 4 runs; children now order as in the serial
- * program, family.h). nest,stop,bulk now: 0 of 1,600 for seeds 1-21 and
- * 27; every move: 0 of 1,600 for seeds 1-13. Runs when VF_CHAOS_OPEN=1. */
-TEST_CASE(open_bulk_bugs)
+ * them; a top-level batch flushed while a start pushed the held ops (by a
+ * nested wait of one of them) went ahead of those not pushed yet
+ * (test_lifecycle_stop.batch_flushed_during_start_keeps_order); and a
+ * child's failure was ordered after its parent's later children when it
+ * ran later (test_failure_order.nested_failures_in_tree_order). With 400
+ * programs (1,600 runs) for each of seeds 1-5 and 14-40: no difference. */
+TEST_CASE(every_move)
 {
-    if (getenv("VF_CHAOS_OPEN") == NULL)
-        TEST_SKIP("bulk with nested waits and stops can still report "
-                  "failures unlike the serial program (open; "
-                  "VF_CHAOS_OPEN=1 runs it)");
-    run_case("open_bulk_bugs", M_ALL);
+    run_case("every_move", M_ALL);
 }
 
 int main(int argc, char **argv)
