@@ -401,9 +401,8 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
         free(heap);
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     }
-    uint64_t parent_place = parent != NULL ? parent->place : 0;
-    if (b != NULL && (b->priority != priority || b->pool != def->pool ||
-                      b->up != up || b->parent_place != parent_place)) {
+    if (b != NULL &&
+        (b->priority != priority || b->pool != def->pool || b->up != up)) {
         flush_locked(e, s);
         b = NULL;
     }
@@ -420,7 +419,6 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
             return vf__fail(VF_ENOMEM, "%s: out of memory", who);
         }
         b->up = up;
-        b->parent_place = parent_place;
         b->nest = parent != NULL ? vf__push_nest_below(parent) : 0;
         /* Idle workers watch open batches (sched.h): the count, then
          * the first one wakes a sleeper, which then looks. */

@@ -104,12 +104,10 @@ typedef struct vf__bulk_batch {
      * place in push order (each op has its own: items[i].place). */
     uint64_t place;
     uint64_t running_place; /* the running op's place, while one runs */
-    /* Pushed from inside a running op of the engine (the same one for all
-     * its ops, or a new batch starts): that op's place (0: at the top
-     * level) and the nest its ops get (op.h). The fused op is then the
-     * op's child (vf__op.seq names it), and never held by a stopped engine,
-     * whichever thread pushes the batch (its parent may wait for it). */
-    uint64_t parent_place;
+    /* Pushed from inside a running op of the engine (`up` is its
+     * family): the nest its ops get (op.h). The fused op is then the op's
+     * child, and never held by a stopped engine, whichever thread pushes
+     * the batch (its parent may wait for it). */
     uint8_t nest;
 } vf__bulk_batch;
 

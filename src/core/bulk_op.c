@@ -111,8 +111,6 @@ static int push_alone(vf_engine *e, const vf__bulk_batch *b, vf__bulk_item *it)
     if (op->up != NULL)
         vf__family_ref(op->up);
     op->nest = b->nest;
-    if (b->nest != 0)
-        op->seq = (uint32_t)b->parent_place;
     op->argcopy = vf__argcopy_origin(&it->argcopy); /* the op's, once
                                                         pushed */
     /* An operator's run holds a reference to it (op.c): the item's, once
@@ -163,8 +161,6 @@ void vf__bulk_batch_push(vf_engine *e, vf__bulk_batch *b)
         if (op->up != NULL)
             vf__family_ref(op->up);
         op->nest = b->nest;
-        if (b->nest != 0) /* its parent's child (op.h: vf__op.seq) */
-            op->seq = (uint32_t)b->parent_place;
         /* Counted first: once pushed, the batch may run and be freed, and
          * a waiter woken by it must see it counted. */
         uint64_t nitems = (uint64_t)b->nitems;

@@ -407,19 +407,20 @@ static bool loop_claim(vf__waiter *w)
     return atomic_compare_exchange_strong(&w->state, &s, VF__W_BUSY);
 }
 
-/* A ready op of the waiter's pool that may run above the wait: one the
- * waiting op pushed itself (OpenMP's scheduling constraint for tied
- * tasks: a child runs on its parent's thread, whose waits run only its
- * own children in turn, so the frames stack only as deep as the program
- * nests pushes), while the stack has room for it. Never another: it
- * could stack without bound, or trap the waiter under work that needs
- * the waiting op to finish. Those are the pool's other threads' (a
- * spare's, when all of them wait). */
+/* A ready op of the waiter's pool that may run above the wait: one that
+ * descends from the waiting op (OpenMP's scheduling constraint for tied
+ * tasks: a waiting thread runs only descendants of the task it waits in,
+ * whose waits run only theirs in turn, so the frames stack only as deep
+ * as the program nests pushes), from its own queue or, when another
+ * worker took one of its children, from that worker's, while the stack
+ * has room for it. Never another: it could stack without bound, or trap
+ * the waiter under work that needs the waiting op to finish. Those are
+ * the pool's other threads' (a spare's, when all of them wait). */
 static vf__op *loop_take(const vf__waiter *w, vf__worker *me, int *why)
 {
     vf__op *op = NULL;
-    if (vf__stack_below(VF__WAIT_CHILD_EIGHTHS))
-        op = vf__worker_take_child(me, w->parent);
+    if (w->family != NULL && vf__stack_below(VF__WAIT_CHILD_EIGHTHS))
+        op = vf__worker_take_descendant(me, w->family);
     if (op == NULL && vf__pool_any_queued(me->pool))
         *why = VF__LOOP_REFUSED;
     return op;

@@ -17,7 +17,8 @@
  * Ops of a pool pushed from inside a running op (nest > 0, op.h) go to the
  * front of the pushing worker's own lane: children run before older work,
  * newest first, and a worker waiting inside an op finds its own children
- * near the head of its queue (they name their parent: op.h, vf__op.seq).
+ * near the head of its queue (and its descendants another worker took
+ * near the tail of that one's: family.h names their ancestors).
  *
  * Finish: the `done` callback, the op's vars released (each may make ops
  * ready), statistics, the op counted out of `counts` together with the ops

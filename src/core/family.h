@@ -83,6 +83,19 @@ static inline uint64_t vf__family_root(const vf__family *up, uint64_t place)
     return up != NULL ? up->root : place;
 }
 
+/* Whether the op whose family is `up` descends from the op whose family is
+ * `anc` (is its child, or a child's, ...). Past VF__FAMILY_DEPTH a
+ * family's `up` skips its parent (above), so there only `anc`'s children
+ * match. */
+static inline bool vf__family_within(const vf__family *up,
+                                     const vf__family *anc)
+{
+    for (; up != NULL; up = up->up)
+        if (up == anc)
+            return true;
+    return false;
+}
+
 static inline void vf__family_ref(vf__family *f)
 {
     atomic_fetch_add_explicit(&f->refs, 1, memory_order_relaxed);

@@ -234,11 +234,7 @@ struct vf__op {
      * across free-list reuse: op_alloc never resets it. */
     _Atomic uint64_t ticket;
     /* FIFO order among equal priorities (set by the heap); an async op in
-     * flight, never queued again, keeps its start there instead (async.h).
-     * An op of priority 0 pushed from inside a running op (nest > 0) names
-     * its parent there until it runs: the low 32 bits of the parent's
-     * place (engine.h), which a wait inside the parent looks for (exec.c):
-     * the lane never sets it. */
+     * flight, never queued again, keeps its start there instead (async.h). */
     uint32_t seq;
     /* Observers of this op (VF__HOOK_*), fixed at push: the one byte the
      * hot path tests, so an engine with nothing observing pays one test per

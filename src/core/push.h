@@ -49,7 +49,6 @@ static inline void vf__push_place_op(vf_engine *e, vf__op *op, uint64_t n)
     op->up = vf__push_family(parent); /* made already: vf__push_enqueue */
     VF__ASSERT(op->up != NULL);
     op->nest = vf__push_nest_below(parent);
-    op->seq = (uint32_t)parent->place; /* its parent, for a wait (op.h) */
 }
 
 /* The place of a wait (or a var delete) pushed now: the last op's before

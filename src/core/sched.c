@@ -150,31 +150,42 @@ static vf__op *queue_pop(vf__worker *w)
     return lane_first(w) ? lane_pop(w) : heap_pop(w);
 }
 
-/* How far into a lane a waiter looks for a child of its op. */
-#define CHILD_SCAN 32
+/* How far into a lane a waiter looks for a descendant of its op. */
+#define DESCENDANT_SCAN 32
 
-/* Under w->qlock: for a thread waiting inside the op at `parent` (its
- * place, exec.c), the first of the lane's first CHILD_SCAN ops that the
- * op pushed (op.h: vf__op.seq names a nested op's parent), taken out; or
- * NULL. A push from inside an op goes to the lane's front
- * (vf__pool_submit_nested), so a waiter's children are near its head. */
-static vf__op *lane_take_child(vf__worker *w, uint32_t parent)
+/* Under w->qlock: take `op` out of the lane. */
+static vf__op *lane_unlink(vf__worker *w, vf__op *op)
 {
-    vf__op *prev = NULL, *op = w->fifo_head;
-    for (int i = 0; op != NULL && i < CHILD_SCAN;
-         i++, prev = op, op = op->next) {
-        if (op->nest == 0 || op->seq != parent)
-            continue;
-        if (prev == NULL)
-            return lane_pop(w);
-        prev->next = op->next;
-        if (op->next != NULL)
-            *lane_prev(op->next) = prev;
-        if (w->fifo_tail == op)
-            w->fifo_tail = prev;
-        op->next = *lane_prev(op) = NULL;
-        w->len--;
-        return op;
+    vf__op *prev = *lane_prev(op), *next = op->next;
+    if (prev != NULL)
+        prev->next = next;
+    else
+        w->fifo_head = next;
+    if (next != NULL)
+        *lane_prev(next) = prev;
+    else
+        w->fifo_tail = prev;
+    op->next = *lane_prev(op) = NULL;
+    w->len--;
+    return op;
+}
+
+/* Under w->qlock: for a thread waiting inside the op whose family is `f`
+ * (exec.c), the first of the lane's first DESCENDANT_SCAN ops that
+ * descend from that op (family.h: vf__family_within), taken out; or NULL.
+ * A push from inside an op goes to the lane's front
+ * (vf__pool_submit_nested), so the newest descendants are near its head,
+ * the oldest near its tail: the waiter's own lane is looked at from the
+ * head (what it pushed last, as its own run would go on), another's from
+ * the tail (the largest piece there, as a thief takes). */
+static vf__op *lane_take_descendant(vf__worker *w, const vf__family *f,
+                                    bool from_tail)
+{
+    vf__op *op = from_tail ? w->fifo_tail : w->fifo_head;
+    for (int i = 0; op != NULL && i < DESCENDANT_SCAN; i++) {
+        if (op->up != NULL && vf__family_within(op->up, f))
+            return lane_unlink(w, op);
+        op = from_tail ? *lane_prev(op) : op->next;
     }
     return NULL;
 }
@@ -382,8 +393,9 @@ static vf__op *try_take(vf__worker *w)
     return op;
 }
 
-/* try_take for a waiter: a child of the op at `parent`. */
-static vf__op *try_take_child(vf__worker *w, uint32_t parent)
+/* try_take for a waiter: a descendant of the op whose family is `f`. */
+static vf__op *try_take_descendant(vf__worker *w, const vf__family *f,
+                                   bool from_tail)
 {
     if (atomic_load_explicit(&w->qlen, memory_order_relaxed) == 0 &&
         atomic_load_explicit(&w->inbox, memory_order_relaxed) == NULL)
@@ -391,7 +403,7 @@ static vf__op *try_take_child(vf__worker *w, uint32_t parent)
     pthread_mutex_lock(&w->qlock);
     if (atomic_load_explicit(&w->inbox, memory_order_relaxed) != NULL)
         drain_inbox(w);
-    vf__op *op = lane_take_child(w, parent);
+    vf__op *op = lane_take_descendant(w, f, from_tail);
     atomic_store(&w->qlen, w->len); /* the inbox may have come in */
     pthread_mutex_unlock(&w->qlock);
     return op;
@@ -410,15 +422,16 @@ static int steal_from(vf__worker *w, int *first)
     return (int)(w - p->workers);
 }
 
-vf__op *vf__worker_take_child(vf__worker *w, uint32_t parent)
+vf__op *vf__worker_take_descendant(vf__worker *w, const vf__family *f)
 {
-    vf__op *op = try_take_child(w, parent);
+    vf__op *op = try_take_descendant(w, f, false);
     if (op != NULL || w->pool->spread)
         return op;
     vf__pool *p = w->pool;
     int first, self = steal_from(w, &first);
     for (int i = first; i < p->nworkers && op == NULL; i++)
-        op = try_take_child(&p->workers[(self + i) % p->nworkers], parent);
+        op = try_take_descendant(&p->workers[(self + i) % p->nworkers], f,
+                                 true);
     return op;
 }
 

@@ -200,10 +200,11 @@ void vf__pool_submit_nested(vf__pool *p, vf__op *op);
  * the pool has no queued op. Never blocks beyond a queue lock. */
 vf__op *vf__worker_take(vf__worker *w);
 
-/* vf__worker_take for a thread waiting inside the op at place `parent`
- * (its low 32 bits): only an op that op pushed (op.h: vf__op.seq), of
- * priority 0, among the first few of each queue's lane. NULL when none. */
-vf__op *vf__worker_take_child(vf__worker *w, uint32_t parent);
+/* vf__worker_take for a thread waiting inside the op whose family is `f`
+ * (family.h): only an op that descends from it, of priority 0, among the
+ * first few of its own lane from the head and of each other worker's
+ * from the tail. NULL when none. */
+vf__op *vf__worker_take_descendant(vf__worker *w, const vf__family *f);
 
 /* Whether any worker of the pool has ops queued (a snapshot). */
 bool vf__pool_any_queued(const vf__pool *p);

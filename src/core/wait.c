@@ -441,7 +441,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
     w->claimed = NULL;
     w->sleep_pool = nested && me ? me->pool : NULL;
     w->nested = nested;
-    w->parent = nested ? (uint32_t)cur->place : 0;
+    w->family = nested ? vf__running_now.family : NULL;
     atomic_init(&w->on_cond, false);
 
     op->fn = NULL;
@@ -507,8 +507,8 @@ VF_API int vf_var_wait_timed(vf_engine *e, vf_var v, int64_t timeout_ms,
  * the last child's finish fires the waiter it finds registered (see
  * vf__wait_child_finished). 0, VF_EDEADLK or VF_ETIMEDOUT as nested_wait;
  * VF_ENOMEM. */
-static int wait_pending(vf_engine *e, vf__family *f, const vf__op *cur,
-                        const vf__deadline *until, const char *who)
+static int wait_pending(vf_engine *e, vf__family *f, const vf__deadline *until,
+                        const char *who)
 {
     vf__waiter *w = vf__malloc(sizeof *w);
     if (w == NULL)
@@ -521,7 +521,7 @@ static int wait_pending(vf_engine *e, vf__family *f, const vf__op *cur,
     w->claimed = NULL;
     w->sleep_pool = me ? me->pool : NULL;
     w->nested = true;
-    w->parent = (uint32_t)cur->place;
+    w->family = f;
     atomic_init(&w->on_cond, false);
     atomic_store(&f->waiter, w);
     if (atomic_load(&f->pending) == 0) {
@@ -568,7 +568,7 @@ static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
     vf__deadline until = vf__deadline_in_ms(timeout_ms);
     int rc = 0;
     if (atomic_load_explicit(&f->pending, memory_order_acquire) != 0)
-        rc = wait_pending(e, f, cur, &until, who);
+        rc = wait_pending(e, f, &until, who);
     if (rc == VF_EDEADLK)
         return vf__fail(rc,
                         "%s: the wait can never finish (op \"%s\" would "

@@ -72,9 +72,9 @@ struct vf__waiter {
     vf__pool *sleep_pool; /* where the waiter may sleep besides the
                              engine's cond (NULL: there only) */
     bool nested;          /* waits inside an op: counted out of `active` */
-    uint32_t parent;      /* a nested waiter's op's place, low 32 bits:
-                             the ops it may run above the wait name it
-                             (op.h: vf__op.seq) */
+    /* A nested waiter's op's own family (family.h), or NULL when it
+     * pushed nothing: the ops it may run above the wait descend from it. */
+    const vf__family *family;
     /* seq_cst: a nested waiter with a pool sleeps on the engine's cond
      * (wait.c); set before it looks at `state` there, read by the marker
      * after it stores DONE (a Dekker pair: one of them sees the other). */
