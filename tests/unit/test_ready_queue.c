@@ -18,6 +18,7 @@
  */
 #include "runner.h"
 
+#include "core/freelist.h"
 #include "core/sched.h"
 
 #define MAXOPS 64
@@ -255,6 +256,52 @@ TEST_CASE(thief_takes_oldest_child)
     EXPECT_TAKES(w1, o, 1);
     EXPECT_TAKES(w0, o, 0);
     EXPECT_TAKES(w1, o, 4, -1);
+    vf__pool_destroy(&p);
+    free(o);
+}
+
+/* A waiter inside op P (family fp) takes only P's descendants: from its
+ * own lane's head, else from another worker's lane tail (op 0, P's child
+ * there, and op 1, a grandchild through P's child C, family fc), never op
+ * 2 (another op Q's child) nor op 3 (top-level); none left: NULL. */
+TEST_CASE(waiter_takes_descendants_only)
+{
+    vf__fl_init(VF__FL_FAMILY, sizeof(vf__family));
+    vf__pool p;
+    pool_new(&p, 2);
+    ops *o = ops_new(NULL, 5);
+    vf__worker *w0 = &p.workers[0], *w1 = &p.workers[1];
+    vf__running in_p, in_c, in_q;
+    vf__running_enter(&in_p, OP(o, 4));
+    vf__family *fp = vf__running_family(NULL, 1); /* P at place 1 */
+    vf__running_enter(&in_c, OP(o, 4));
+    vf__family *fc = vf__running_family(fp, 2); /* C, P's child */
+    vf__running_enter(&in_q, OP(o, 4));
+    vf__family *fq = vf__running_family(NULL, 3); /* Q, another op */
+    OP(o, 0)->up = fp;
+    OP(o, 1)->up = fc;
+    OP(o, 2)->up = fq;
+    submit_child_as(w1, OP(o, 1));
+    submit_child_as(w1, OP(o, 2));
+    submit_as(w1, OP(o, 3));
+    vf__worker *saved = vf__this_worker_;
+    vf__this_worker_ = w1;
+    OP(o, 0)->nest = 1;
+    vf__pool_submit_nested(&p, OP(o, 0)); /* pushed last: the head */
+    vf__this_worker_ = saved;
+    /* w1's lane, head to tail: 0 2 1 3. From the tail: 3 is top-level, 1
+     * descends from P (through C), then 0. */
+    CHECK_EQ(index_of(o, vf__worker_take_descendant(w0, fp)), 1);
+    CHECK_EQ(index_of(o, vf__worker_take_descendant(w0, fp)), 0);
+    CHECK(vf__worker_take_descendant(w0, fp) == NULL);
+    CHECK_EQ(index_of(o, vf__worker_take_descendant(w0, fq)), 2);
+    EXPECT_TAKES(w1, o, 3, -1);
+    vf__running_leave(&in_q);
+    vf__running_leave(&in_c);
+    vf__running_leave(&in_p);
+    vf__family_unref(fq);
+    vf__family_unref(fc);
+    vf__family_unref(fp);
     vf__pool_destroy(&p);
     free(o);
 }
