@@ -935,10 +935,10 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * Block until every op pushed before this call that writes `v` has finished.
  * Returns 0, or VF_EOPFAILED when a failure no earlier wait reported reached
  * `v` (then `err`, if not NULL, says which op failed first and why).
- * From inside an op, the calling worker runs ready ops the waiting op
- * pushed itself while it waits, on top of the wait (as OpenMP's taskwait
- * runs the task's children), and none once three quarters of its stack
- * are used (config.worker_stack_kib); other ops are the other workers'
+ * From inside an op, the calling worker runs ready ops that descend from
+ * the waiting op (its children, theirs, ...) while it waits, on top of
+ * the wait (as OpenMP's taskwait does), and none once three quarters of its
+ * stack are used (config.worker_stack_kib); other ops are the other workers'
  * (and, when every worker of the pool waits so, a spare thread's). So a
  * recursive program with a wait at every level (fib, quicksort, tree
  * walks) runs at any count, its stack as deep as its own nesting.

@@ -10,10 +10,11 @@
  * nor grow the waiting thread's stack without bound (rule 10):
  * - the waiting worker keeps running ready ops of its pool (and a thread
  *   running inline ops runs its deferred ones) until its marker fires;
- *   each runs on top of the wait, so it takes only ops the waiting op
- *   pushed itself (OpenMP's constraint for tied tasks: the frames stack
+ *   each runs on top of the wait, so it takes only ops that descend from
+ *   the waiting op (OpenMP's constraint for tied tasks: the frames stack
  *   only as deep as the program nests pushes; a push from inside an op
- *   goes to the front of the worker's lane, where its waiter finds it),
+ *   goes to the front of the worker's lane, where its waiter finds it,
+ *   or another worker took it and its descendants are in that one's),
  *   and only while the stack has room (exec.c: vf__exec_loop_run_one). Beside
  *   queued ops it will not run it sleeps on the engine's cond, looking
  *   again every NESTED_POLL_US; when every thread of the pool does, the
