@@ -376,17 +376,35 @@ vf__op *vf__worker_place(vf__worker *w, vf__readylist *mine)
     return best;
 }
 
-static vf__op *try_take(vf__worker *w)
+/* The best op of w's queue, taken out, or NULL. A `thief` (another thread
+ * of the pool) takes the lane's tail instead when that is an op pushed
+ * from inside a running op: the oldest of the owner's children there,
+ * which in a recursion holds the largest piece of work (a deque's steal
+ * end, as Cilk and TBB steal), where the head holds the smallest, which
+ * the owner runs next itself. Otherwise a thief takes what the owner
+ * would (the lane's head keeps top-level ops in arrival order). */
+/* Lock w's queue with its inbox moved in; false (not locked) when both
+ * look empty. */
+static bool lock_queue(vf__worker *w)
 {
     if (atomic_load_explicit(&w->qlen, memory_order_relaxed) == 0 &&
         atomic_load_explicit(&w->inbox, memory_order_relaxed) == NULL)
-        return NULL;
-    vf__op *op = NULL;
+        return false;
     pthread_mutex_lock(&w->qlock);
     if (atomic_load_explicit(&w->inbox, memory_order_relaxed) != NULL)
         drain_inbox(w);
+    return true;
+}
+
+static vf__op *try_take(vf__worker *w, bool thief)
+{
+    if (!lock_queue(w))
+        return NULL;
+    vf__op *op = NULL;
     if (w->len > 0) {
-        op = queue_pop(w);
+        op = thief && lane_first(w) && w->fifo_tail->nest != 0
+                 ? lane_pop_tail(w)
+                 : queue_pop(w);
         atomic_store(&w->qlen, w->len);
     }
     pthread_mutex_unlock(&w->qlock);
@@ -397,12 +415,8 @@ static vf__op *try_take(vf__worker *w)
 static vf__op *try_take_descendant(vf__worker *w, const vf__family *f,
                                    bool from_tail)
 {
-    if (atomic_load_explicit(&w->qlen, memory_order_relaxed) == 0 &&
-        atomic_load_explicit(&w->inbox, memory_order_relaxed) == NULL)
+    if (!lock_queue(w))
         return NULL;
-    pthread_mutex_lock(&w->qlock);
-    if (atomic_load_explicit(&w->inbox, memory_order_relaxed) != NULL)
-        drain_inbox(w);
     vf__op *op = lane_take_descendant(w, f, from_tail);
     atomic_store(&w->qlen, w->len); /* the inbox may have come in */
     pthread_mutex_unlock(&w->qlock);
@@ -440,39 +454,15 @@ bool vf__pool_any_queued(const vf__pool *p)
     return any_queued(p);
 }
 
-/* try_take for a thief (another thread of the pool): when the lane ends
- * with an op pushed from inside a running op, that one, the oldest of the
- * owner's children there: in a recursion it holds the largest piece of
- * work (a deque's steal end, as Cilk and TBB steal), where the head holds
- * the smallest, which the owner runs next itself. Otherwise what the owner
- * would take (the lane's head keeps top-level ops in arrival order). */
-static vf__op *try_steal(vf__worker *w)
-{
-    if (atomic_load_explicit(&w->qlen, memory_order_relaxed) == 0 &&
-        atomic_load_explicit(&w->inbox, memory_order_relaxed) == NULL)
-        return NULL;
-    vf__op *op = NULL;
-    pthread_mutex_lock(&w->qlock);
-    if (atomic_load_explicit(&w->inbox, memory_order_relaxed) != NULL)
-        drain_inbox(w);
-    if (w->len > 0) {
-        op = lane_first(w) && w->fifo_tail->nest != 0 ? lane_pop_tail(w)
-                                                      : queue_pop(w);
-        atomic_store(&w->qlen, w->len);
-    }
-    pthread_mutex_unlock(&w->qlock);
-    return op;
-}
-
 vf__op *vf__worker_take(vf__worker *w)
 {
-    vf__op *op = try_take(w);
+    vf__op *op = try_take(w, false);
     if (op != NULL || w->pool->spread)
         return op;
     vf__pool *p = w->pool;
     int first, self = steal_from(w, &first);
     for (int i = first; i < p->nworkers; i++) {
-        op = try_steal(&p->workers[(self + i) % p->nworkers]);
+        op = try_take(&p->workers[(self + i) % p->nworkers], true);
         if (op != NULL)
             return op;
     }
@@ -483,7 +473,8 @@ vf__op *vf__pool_take(vf__pool *p)
 {
     for (int i = 0; i < p->nworkers; i++) {
         vf__op *op = try_take(
-            &p->workers[(round_robin + (unsigned)i) % (unsigned)p->nworkers]);
+            &p->workers[(round_robin + (unsigned)i) % (unsigned)p->nworkers],
+            true); /* a helping thread, not the queue's owner */
         if (op != NULL)
             return op;
     }
