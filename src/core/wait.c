@@ -241,6 +241,23 @@ static bool abandon(vf__waiter *w)
         vf__cpu_relax(); /* SIGNALING: the marker is finishing */
     return false;
 }
+/* A nested waiter starts (`on`) or stops watching the counts for active
+ * at zero (a deadlock): counted in waits.nnested and waits.watchers, the
+ * watcher count before any sum it takes (counts.h). */
+static void watch(vf_engine *e, bool *watching, bool on)
+{
+    if (*watching == on)
+        return;
+    if (on) {
+        atomic_fetch_add(&e->waits.nnested, 1);
+        atomic_fetch_add(&e->waits.watchers, 1);
+    } else {
+        atomic_fetch_sub(&e->waits.watchers, 1);
+        atomic_fetch_sub(&e->waits.nnested, 1);
+    }
+    *watching = on;
+}
+
 /* How often a nested waiter that sleeps beside queued ops it would not run
  * looks again for one it would. */
 #define NESTED_POLL_US 200
@@ -253,11 +270,13 @@ static bool abandon(vf__waiter *w)
 static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
                        const vf__deadline *until)
 {
-    /* A watcher before it stops counting itself: its own lowering then
-     * wakes the others if it was the last active one (counts.h). */
-    atomic_fetch_add(&e->waits.nnested, 1);
-    atomic_fetch_add(&e->waits.watchers, 1);
+    /* Its own lowering wakes the waiters that watch if it was the last
+     * active op. It watches the counts itself only while it finds nothing
+     * to run (watch): while it runs an op above the wait, that op counts
+     * as active, so nothing can get stuck, and the finishes of a
+     * recursion need not sum the counts for it (counts.h). */
     vf__engine_wake(e, vf__engine_count_out(e, VF__COUNT_ACTIVE, true));
+    bool watching = false;
     vf__exec_loop_frame saved;
     vf__exec_loop_enter(w, &saved);
     int rc = 0, refusals = 0;
@@ -274,8 +293,10 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
         int ran = vf__exec_loop_run_one(w, me);
         if (ran == VF__LOOP_RAN) {
             refusals = 0;
+            watch(e, &watching, false);
             continue;
         }
+        watch(e, &watching, true); /* before the sum (counts.h) */
         bool stuck = vf__counts_active(vf__engine_counts(e)) == 0;
         if (stuck || vf__deadline_passed(until)) {
             /* Count ourselves active again before giving up, so active
@@ -321,8 +342,7 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
         }
     }
     vf__exec_loop_leave(&saved);
-    atomic_fetch_sub(&e->waits.watchers, 1);
-    atomic_fetch_sub(&e->waits.nnested, 1);
+    watch(e, &watching, false);
     return rc;
 }
 

@@ -28,7 +28,8 @@ typedef struct vf__waits {
     pthread_mutex_t lock;
     pthread_cond_t cond; /* on CLOCK_MONOTONIC (timed waits) */
     atomic_int nwaiters; /* seq_cst: threads waiting for pending == 0 */
-    atomic_int nnested;  /* seq_cst: ops blocked in a nested wait */
+    atomic_int nnested;  /* seq_cst: nested waiters that found nothing
+                            to run and watch for a deadlock (wait.c) */
     /* seq_cst: nwaiters + nnested, raised after them and lowered before
      * them: the one load a count's lowerer pays (counts.h). */
     atomic_int watchers;
