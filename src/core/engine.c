@@ -31,6 +31,7 @@ static void init_freelists(void)
     /* calloc'd, so aligned to max_align_t as a copied argument must be */
     vf__fl_init(VF__FL_ARG, VF_OP_ARG_INLINE);
     vf__fl_init(VF__FL_FAMILY, sizeof(vf__family));
+    vf__fl_init(VF__FL_WAITER, sizeof(vf__waiter));
 }
 
 /* A tag no live engine holds (0 when all 65535 are taken). Tags go round

@@ -32,8 +32,8 @@ typedef struct depot {
         .lock = PTHREAD_MUTEX_INITIALIZER                                      \
     }
 static depot depots[VF__FL_KINDS] = {DEPOT, DEPOT, DEPOT, DEPOT, DEPOT, DEPOT,
-                                     DEPOT, DEPOT, DEPOT, DEPOT, DEPOT};
-_Static_assert(VF__FL_KINDS == 11, "a depot per kind");
+                                     DEPOT, DEPOT, DEPOT, DEPOT, DEPOT, DEPOT};
+_Static_assert(VF__FL_KINDS == 12, "a depot per kind");
 #undef DEPOT
 
 typedef struct cache {

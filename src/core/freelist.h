@@ -30,6 +30,7 @@ typedef enum vf__fl_kind {
     VF__FL_OP_LAST = VF__FL_OP + 8, /* VF__OP_LISTED_VARS (op.h) */
     VF__FL_ARG,    /* VF_OP_ARG_INLINE bytes: a copied argument (arg.h) */
     VF__FL_FAMILY, /* a family (family.h) */
+    VF__FL_WAITER, /* a waiter (wait.h) */
     VF__FL_KINDS
 } vf__fl_kind;
 

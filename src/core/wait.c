@@ -45,16 +45,25 @@
 #include "core/bulk.h"
 #include "core/engine.h"
 #include "core/exec.h"
+#include "core/freelist.h"
 #include "core/lifecycle.h"
 #include "core/push.h"
 #include "core/run.h"
 #include "core/wait.h"
 
+/* Waiters come from the free lists (freelist.h): a recursion waits at
+ * every level. waiter_free(NULL) does nothing, as free's. */
+static void waiter_free(vf__waiter *w)
+{
+    if (w != NULL)
+        vf__fl_free(VF__FL_WAITER, w);
+}
+
 void vf__waiter_unref(vf__waiter *w)
 {
     if (vf__ref_drop(&w->refs)) {
         vf__failure_unref(w->claimed);
-        free(w);
+        waiter_free(w);
     }
 }
 
@@ -443,13 +452,13 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
         return wait_settled(e, v, err); /* unlocks */
     vf__spin_unlock(&v->lock);
 
-    vf__waiter *w = vf__malloc(sizeof *w);
+    vf__waiter *w = vf__fl_alloc(VF__FL_WAITER);
     const vf__opdef *def = vf__defs_share(
         &e->defs,
         &(vf__opdef){.engine = e, .kind = &vf__kind_wait, .inline_run = true});
     vf__op *op = def != NULL ? vf__op_alloc(1) : NULL;
     if (w == NULL || op == NULL) {
-        free(w);
+        waiter_free(w);
         if (op)
             vf__op_free(op);
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
@@ -476,7 +485,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
     op->place = vf__push_wait_place(e);
     if ((rc = vf__push_enqueue(e, op, who)) != 0) {
         vf__op_free(op);
-        free(w);
+        waiter_free(w);
         return rc;
     }
 
@@ -531,7 +540,7 @@ VF_API int vf_var_wait_timed(vf_engine *e, vf_var v, int64_t timeout_ms,
 static int wait_pending(vf_engine *e, vf__family *f, const vf__deadline *until,
                         const char *who)
 {
-    vf__waiter *w = vf__malloc(sizeof *w);
+    vf__waiter *w = vf__fl_alloc(VF__FL_WAITER);
     if (w == NULL)
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     vf__worker *me = vf__this_worker();
@@ -550,7 +559,7 @@ static int wait_pending(vf_engine *e, vf__family *f, const vf__deadline *until,
          * Failing that, a child took it and fires it now. */
         vf__waiter *mine = w;
         if (atomic_compare_exchange_strong(&f->waiter, &mine, NULL)) {
-            free(w);
+            waiter_free(w);
             return 0;
         }
     }
