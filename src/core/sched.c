@@ -376,13 +376,6 @@ vf__op *vf__worker_place(vf__worker *w, vf__readylist *mine)
     return best;
 }
 
-/* The best op of w's queue, taken out, or NULL. A `thief` (another thread
- * of the pool) takes the lane's tail instead when that is an op pushed
- * from inside a running op: the oldest of the owner's children there,
- * which in a recursion holds the largest piece of work (a deque's steal
- * end, as Cilk and TBB steal), where the head holds the smallest, which
- * the owner runs next itself. Otherwise a thief takes what the owner
- * would (the lane's head keeps top-level ops in arrival order). */
 /* Lock w's queue with its inbox moved in; false (not locked) when both
  * look empty. */
 static bool lock_queue(vf__worker *w)
@@ -396,6 +389,13 @@ static bool lock_queue(vf__worker *w)
     return true;
 }
 
+/* The best op of w's queue, taken out, or NULL. A `thief` (another thread
+ * of the pool) takes the lane's tail instead when that is an op pushed
+ * from inside a running op: the oldest of the owner's children there,
+ * which in a recursion holds the largest piece of work (a deque's steal
+ * end, as Cilk and TBB steal), where the head holds the smallest, which
+ * the owner runs next itself. Otherwise a thief takes what the owner
+ * would (the lane's head keeps top-level ops in arrival order). */
 static vf__op *try_take(vf__worker *w, bool thief)
 {
     if (!lock_queue(w))

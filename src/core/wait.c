@@ -250,6 +250,7 @@ static bool abandon(vf__waiter *w)
         vf__cpu_relax(); /* SIGNALING: the marker is finishing */
     return false;
 }
+
 /* A nested waiter starts (`on`) or stops watching the counts for active
  * at zero (a deadlock): counted in waits.nnested and waits.watchers, the
  * watcher count before any sum it takes (counts.h). */
@@ -533,8 +534,8 @@ VF_API int vf_var_wait_timed(vf_engine *e, vf_var v, int64_t timeout_ms,
                        wait_var(e, v, timeout_ms, err, "vf_var_wait_timed"));
 }
 
-/* Wait inside the running op `cur` until its family has no pending child:
- * the last child's finish fires the waiter it finds registered (see
+/* Wait inside the running op whose family is `f` until it has no pending
+ * child: the last child's finish fires the waiter it finds registered (see
  * vf__wait_child_finished). 0, VF_EDEADLK or VF_ETIMEDOUT as nested_wait;
  * VF_ENOMEM. */
 static int wait_pending(vf_engine *e, vf__family *f, const vf__deadline *until,
