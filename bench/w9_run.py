@@ -64,6 +64,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))  # bench
 ROOT = os.path.dirname(HERE)
 sys.path[:0] = [HERE, os.path.join(HERE, "report")]
 import run  # noqa: E402  (bench/run.py: the binaries, the machine, engine_env)
+import sections  # noqa: E402  (bench/report/sections.py)
 import tables  # noqa: E402  (bench/report/tables.py)
 
 SECTION = "## W9: iterative stencil"
@@ -370,26 +371,9 @@ def docs_section(doc):
 
 
 def write_docs(lines):
-    path = os.path.join(ROOT, "docs", "BENCHMARKS.md")
-    text = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
-    body = text.split("\n")
-    start = next((i for i, line in enumerate(body) if line.strip() == SECTION), None)
-    if start is None:
-        # before the sections report.py keeps after this one, else at the end
-        later = ("## W6 across ranks (MPI)", "## Device pipeline on a GPU")
-        at = next((i for i, line in enumerate(body) if line.strip() in later), None)
-        if at is None:
-            body = body + ([""] if body and body[-1].strip() else []) + lines
-        else:
-            body = body[:at] + lines + [""] + body[at:]
-    else:
-        end = next((i for i in range(start + 1, len(body)) if body[i].startswith("## ")),
-                   len(body))
-        body = body[:start] + lines + body[end:]
-    out = "\n".join(body)
-    with open(path, "w") as f:
-        f.write(out if out.endswith("\n") else out + "\n")
-    return path
+    # before the sections report.py keeps after this one, else at the end
+    return sections.put(os.path.join(ROOT, "docs", "BENCHMARKS.md"), SECTION, lines,
+                        before=("## W6 across ranks (MPI)", "## Device pipeline on a GPU"))
 
 
 def main():

@@ -37,6 +37,7 @@ BENCH = os.path.dirname(HERE)
 ROOT = os.path.dirname(BENCH)
 sys.path[:0] = [BENCH, os.path.join(BENCH, "report")]
 import run  # noqa: E402  (bench/run.py: its machine description and sh)
+import sections  # noqa: E402  (bench/report/sections.py)
 import tables  # noqa: E402  (bench/report/tables.py)
 
 ENGINES = [
@@ -320,20 +321,7 @@ def docs_section(doc, header, trows):
 
 
 def write_docs(lines):
-    path = os.path.join(ROOT, "docs", "BENCHMARKS.md")
-    text = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
-    body = text.split("\n")
-    start = next((i for i, l in enumerate(body) if l.strip() == SECTION), None)
-    if start is None:
-        body = body + ([""] if body and body[-1].strip() else []) + lines
-    else:
-        end = next((i for i in range(start + 1, len(body)) if body[i].startswith("## ")),
-                   len(body))
-        body = body[:start] + lines + body[end:]
-    out = "\n".join(body)
-    with open(path, "w") as f:
-        f.write(out if out.endswith("\n") else out + "\n")
-    return path
+    return sections.put(os.path.join(ROOT, "docs", "BENCHMARKS.md"), SECTION, lines)
 
 
 # ---- main -------------------------------------------------------------------------

@@ -20,6 +20,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import sections  # noqa: E402
 import svg  # noqa: E402
 import tables  # noqa: E402
 
@@ -580,12 +581,10 @@ def kept_sections(path, titles=KEPT_SECTIONS):
     lines = open(path).read().split("\n")
     kept = []
     for title in titles:
-        start = next((i for i, l in enumerate(lines) if l.strip() == title), None)
-        if start is None:
+        where = sections.span(lines, title)
+        if where is None:
             continue
-        end = next((i for i in range(start + 1, len(lines))
-                    if lines[i].startswith("## ")), len(lines))
-        section = lines[start:end]
+        section = lines[where[0]:where[1]]
         while section and not section[-1].strip():
             section.pop()
         kept.extend([""] + section + [""])
