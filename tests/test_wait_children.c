@@ -214,17 +214,20 @@ TEST_KIND_CASE(since_last, k)
     check_context_ = NULL;
 }
 
-typedef struct skip_test {
+/* A parent with one child that reads x, waiting for it: what the wait
+ * returned, reported and said. */
+typedef struct reader_test {
     vf_engine *e;
     vf_var x;
     int slot;
     int rc;
     vf_error err;
-} skip_test;
+    char detail[256];
+} reader_test;
 
-static int parent_skip(vf_run *run, void *arg)
+static int parent_of_reader(vf_run *run, void *arg)
 {
-    skip_test *t = arg;
+    reader_test *t = arg;
     kid c = {&t->slot, 1, 0};
     CHECK_OK(vf_engine_push(t->e, &(vf_op){.fn = kid_fn,
                                            .arg = &c,
@@ -232,13 +235,14 @@ static int parent_skip(vf_run *run, void *arg)
                                            .reads = VF_VARS(t->x),
                                            .name = "reader"}));
     t->rc = vf_run_wait_children(run, &t->err);
+    snprintf(t->detail, sizeof t->detail, "%s", vf_error_detail());
     return 0;
 }
 
 TEST_KIND_CASE(skipped_child, k)
 {
     check_context_ = k->name;
-    static skip_test t;
+    static reader_test t;
     memset(&t, 0, sizeof t);
     t.e = tu_engine(k);
     t.x = tu_var(t.e);
@@ -250,7 +254,7 @@ TEST_KIND_CASE(skipped_child, k)
                                      .arg_size = sizeof(gated),
                                      .writes = VF_VARS(t.x),
                                      .name = "writer"}));
-    CHECK_OK(vf_engine_push(t.e, &(vf_op){.fn = parent_skip, .arg = &t}));
+    CHECK_OK(vf_engine_push(t.e, &(vf_op){.fn = parent_of_reader, .arg = &t}));
     CHECK_OK(vf_engine_wait_all(t.e, NULL)); /* reported by the wait */
     CHECK_ERR(t.rc, VF_EOPFAILED);
     CHECK_EQ(t.err.code, 5);
@@ -292,36 +296,17 @@ TEST_KIND_CASE(batch_failure, k)
 
 /* --- deadlock, timed, misuse --------------------------------------------- */
 
-typedef struct dead_test {
-    vf_engine *e;
-    vf_var x;
-    int slot;
-    int rc;
-    char detail[256];
-} dead_test;
-
-static int parent_dead(vf_run *run, void *arg)
-{
-    dead_test *t = arg;
-    kid c = {&t->slot, 1, 0};
-    CHECK_OK(vf_engine_push(t->e, &(vf_op){.fn = kid_fn,
-                                           .arg = &c,
-                                           .arg_size = sizeof c,
-                                           .reads = VF_VARS(t->x)}));
-    t->rc = vf_run_wait_children(run, NULL);
-    snprintf(t->detail, sizeof t->detail, "%s", vf_error_detail());
-    return 0;
-}
-
 TEST_KIND_CASE(deadlock, k)
 {
     check_context_ = k->name;
-    static dead_test t;
+    static reader_test t;
     memset(&t, 0, sizeof t);
     t.e = tu_engine(k);
     t.x = tu_var(t.e);
+    /* The parent writes x: its child cannot run before it ends. */
     CHECK_OK(vf_engine_push(
-        t.e, &(vf_op){.fn = parent_dead, .arg = &t, .writes = VF_VARS(t.x)}));
+        t.e,
+        &(vf_op){.fn = parent_of_reader, .arg = &t, .writes = VF_VARS(t.x)}));
     CHECK_OK(vf_engine_wait_all(t.e, NULL));
     CHECK_ERR(t.rc, VF_EDEADLK);
     CHECK(strstr(t.detail, "can never finish") != NULL);
