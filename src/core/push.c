@@ -122,19 +122,17 @@ static bool held_by_stop(vf_engine *e, const vf__op *op)
     return op->place != 0 ? op->nest == 0 : vf__exec_current_engine() != e;
 }
 
-/* A push from inside a running op of `e` joins the op's family, made
- * before the push can no longer fail: 0, or VF_ENOMEM. Its parent's wait
- * for its children must count it (wait.h). */
-static int family_ready(vf_engine *e, const char *who)
+/* A push from inside a running op of `e` joins that op's family
+ * (family.h: op->up, a reference the block frees), before the push can no
+ * longer fail: its parent's wait for its children must count it (wait.h).
+ * 0, or VF_ENOMEM. */
+static int join_family(vf_engine *e, vf__op *op, const char *who)
 {
     vf__op *parent = vf__current_op();
-    if (VF__LIKELY(parent == NULL) || vf__op_engine(parent) != e ||
-        vf__running_now.family != NULL)
+    if (VF__LIKELY(parent == NULL) || vf__op_engine(parent) != e)
         return 0;
-    vf__family *f = vf__push_family(parent);
-    if (f == NULL)
+    if ((op->up = vf__push_family(parent)) == NULL)
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
-    vf__family_unref(f); /* the run holds it */
     return 0;
 }
 
@@ -144,9 +142,9 @@ static int enqueue(vf_engine *e, vf__op *op, const char *who, bool unheld)
 {
     const vf__opdef *def = op->def;
     int n = op->nvars;
-    /* Numbered at its push (below): a nested one joins a family then. */
+    /* Numbered at its push (below): a nested one joins a family now. */
     if ((def->kind->flags & VF__KIND_NUMBERED) && op->place == 0) {
-        int rc = family_ready(e, who);
+        int rc = join_family(e, op, who);
         if (VF__UNLIKELY(rc != 0))
             return rc;
     }

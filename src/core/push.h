@@ -39,15 +39,14 @@ static inline vf__family *vf__push_family(const vf__op *parent)
 
 /* Give an op the program pushes its place in push order: the next `n`
  * numbers (failure.h); pushed from inside a running op of this engine,
- * also its family (family.h) and its nesting (op.h: vf__op.nest). */
+ * also its nesting (op.h: vf__op.nest; its family it joined when its push
+ * began, push.c). */
 static inline void vf__push_place_op(vf_engine *e, vf__op *op, uint64_t n)
 {
     op->place = vf__push_take_places(e, n);
     vf__op *parent = vf__current_op();
     if (VF__LIKELY(parent == NULL) || vf__op_engine(parent) != e)
-        return;                       /* up NULL, nest 0, from vf__op_alloc */
-    op->up = vf__push_family(parent); /* made already: vf__push_enqueue */
-    VF__ASSERT(op->up != NULL);
+        return; /* nest 0, from vf__op_alloc */
     op->nest = vf__push_nest_below(parent);
 }
 
