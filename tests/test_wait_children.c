@@ -16,7 +16,8 @@
  * - deadlock: a child that reads a var its parent writes can never run
  *   while the parent waits: VF_EDEADLK, and the engine goes on;
  * - timed: an async child nobody completes: VF_ETIMEDOUT naming it,
- *   nothing reported; once completed, the wait returns 0;
+ *   nothing reported; once it completes with a failure, the next wait
+ *   reports that failure;
  * - misuse: a NULL run, and a run handle of another op than the running
  *   one (a child given its parent's), are VF_EINVAL with a detail; from a
  *   child's done callback on the parent's thread, VF_EDEADLK.
@@ -320,6 +321,7 @@ typedef struct timed_test {
     vf_completion done;
     atomic_int started;
     int rc_timed, rc_after;
+    vf_error err_after;
     char detail[256];
     atomic_int complete_now;
 } timed_test;
@@ -341,7 +343,7 @@ static int parent_timed(vf_run *run, void *arg)
     t->rc_timed = vf_run_wait_children_timed(run, 50, NULL);
     snprintf(t->detail, sizeof t->detail, "%s", vf_error_detail());
     atomic_store(&t->complete_now, 1);
-    t->rc_after = vf_run_wait_children(run, NULL);
+    t->rc_after = vf_run_wait_children(run, &t->err_after);
     return 0;
 }
 
@@ -352,7 +354,7 @@ static void *completer(void *arg)
     timed_test *t = arg;
     CHECK(tu_wait_flag(&t->complete_now, 1, TU_TIMEOUT));
     CHECK(tu_wait_flag(&t->started, 1, TU_TIMEOUT));
-    CHECK_OK(vf_completion_finish(t->done, 0, NULL));
+    CHECK_OK(vf_completion_finish(t->done, 13, "late failure"));
     return NULL;
 }
 
@@ -369,7 +371,9 @@ TEST_KIND_CASE(timed, k)
     CHECK_OK(vf_engine_wait_all(t.e, NULL));
     CHECK_ERR(t.rc_timed, VF_ETIMEDOUT);
     CHECK(strstr(t.detail, "never-completed") != NULL);
-    CHECK_OK(t.rc_after);
+    /* The timed wait reported nothing: the failure is the next wait's. */
+    CHECK_ERR(t.rc_after, VF_EOPFAILED);
+    CHECK_EQ(t.err_after.code, 13);
     CHECK_OK(vf_engine_destroy(t.e));
     check_context_ = NULL;
 }
