@@ -233,12 +233,14 @@ static long fib_serial(int n)
     return a;
 }
 
-static void run_fib(vf_engine *e, int n, const char *name)
+/* fib(n) by `fn` (fib_op: a var per child; fib_children_op: a wait for
+ * children), checked against the serial value. */
+static void run_fib_by(vf_engine *e, vf_sync_fn fn, int n, const char *name)
 {
     long out = -1;
     fib_arg a = {e, n, &out};
     vf_var v = tu_var(e);
-    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = fib_op,
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = fn,
                                         .arg = &a,
                                         .arg_size = sizeof a,
                                         .writes = VF_VARS(v)}));
@@ -248,40 +250,33 @@ static void run_fib(vf_engine *e, int n, const char *name)
                       fib_serial(n));
 }
 
-TEST_CASE(fib)
+static void run_fib(vf_engine *e, int n, const char *name)
+{
+    run_fib_by(e, fib_op, n, name);
+}
+
+/* fib(FIB_N) by `fn` on every configuration, its stack depth checked. */
+static void fib_case(vf_sync_fn fn, const char *what)
 {
     for (int c = 0; c < NCONFIGS; c++) {
         tu_phase_limit(configs[c].name, 120);
         depth_reset();
         vf_engine *e = engine_of(&configs[c].cfg, configs[c].name);
-        run_fib(e, FIB_N, configs[c].name);
+        run_fib_by(e, fn, FIB_N, configs[c].name);
         tu_finish_engine(e);
-        depth_check("fib", configs[c].name, default_stack());
+        depth_check(what, configs[c].name, default_stack());
     }
     CHECK_EQ(atomic_load(&op_errors), 0);
 }
 
+TEST_CASE(fib)
+{
+    fib_case(fib_op, "fib");
+}
+
 TEST_CASE(fib_children)
 {
-    for (int c = 0; c < NCONFIGS; c++) {
-        tu_phase_limit(configs[c].name, 120);
-        depth_reset();
-        vf_engine *e = engine_of(&configs[c].cfg, configs[c].name);
-        long out = -1;
-        fib_arg a = {e, FIB_N, &out};
-        vf_var v = tu_var(e);
-        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = fib_children_op,
-                                            .arg = &a,
-                                            .arg_size = sizeof a,
-                                            .writes = VF_VARS(v)}));
-        CHECK_OK(vf_var_wait(e, v, NULL));
-        if (out != fib_serial(FIB_N))
-            CHECK_REPORT_("fib(%d) [%s] = %ld, serially %ld", FIB_N,
-                          configs[c].name, out, fib_serial(FIB_N));
-        tu_finish_engine(e);
-        depth_check("fib_children", configs[c].name, default_stack());
-    }
-    CHECK_EQ(atomic_load(&op_errors), 0);
+    fib_case(fib_children_op, "fib_children");
 }
 
 /* Workers with small stacks: the engine keeps what it stacks above waits
