@@ -669,7 +669,13 @@ static int wait_idle(vf_engine *e, bool help, const vf__deadline *until)
         atomic_fetch_sub(&e->waits.nwaiters, 1);
         if (late)
             return VF_ETIMEDOUT;
-    } while (vf__bulk_any_open(e));
+        /* A flush counts a batch's ops pending under its thread's lock,
+         * which vf__bulk_any_open takes: a batch flushed after the wait
+         * above saw pending at zero is not open any more, but its ops are
+         * pending, so pending is read again (TSan caught test_bulk.nested
+         * reading a value its children were still writing). */
+    } while (vf__bulk_any_open(e) ||
+             vf__counts_pending(vf__engine_counts(e)) != 0);
     return 0;
 }
 
