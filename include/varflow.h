@@ -684,6 +684,15 @@ typedef struct vf_op {
  * first waits for room; with op->nonblocking it fails with VF_EAGAIN
  * instead; from inside an op it runs ready ops meanwhile and, when none is
  * left to run there, goes over the limit rather than deadlock.
+ * From inside an op, a child that is ready at its push (no op it conflicts
+ * with is pending) may run at once, inside the push, on the pushing worker
+ * (vf_run_worker() is the parent's), as the serial program runs it and as
+ * OpenMP may run a task at its creation: on a pool of one worker always,
+ * on a larger pool when the worker's own queue already holds enough for
+ * the others (a sync op of the worker's pool only, while its stack has
+ * room). So a child must never wait for something its parent does after
+ * pushing it (a flag, a lock): the serial program never finishes that
+ * either. No engine lock is held while it runs.
  * Errors: VF_EINVAL (no or two functions, bad list, more than
  * VF_MAX_OP_VARS handles in the lists), VF_ESTALE / VF_EXDEV (a
  * variable), VF_ENODEV (device), VF_ESHUTDOWN, VF_ENOMEM, VF_EAGAIN. On
@@ -943,9 +952,17 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * recursive program with a wait at every level (fib, quicksort, tree
  * walks) runs at any count, its stack as deep as its own nesting.
  * A wait that can never finish returns VF_EDEADLK: at once when the op
- * writes `v` itself; otherwise (the ops it waits for wait, directly or not,
- * on it) as soon as no op of the engine can run any more, so an unrelated
- * long op delays the answer until it ends.
+ * writes `v` itself, or an op it descends from does (its parent, the
+ * parent's parent, ...: in the serial program that op runs around this
+ * one, unfinished; past 128 levels of nesting, the ancestors between the
+ * 128th level and the parent are not looked at); otherwise (the ops it waits
+ * for wait, directly or not, on it) as soon as no op of the engine can run any
+ * more, so an unrelated long op delays the answer until it ends. A child
+ * waiting on a var whose writer needs one of the child's ancestors to end
+ * (reads what it writes) gets VF_EDEADLK where it runs inside its push
+ * (vf_engine_push()), as in the serial program, but may get 0 where it was
+ * queued and ran after the ancestor ended: such a wait is a bug in the program
+ * either way.
  */
 VF_API int vf_var_wait(vf_engine *e, vf_var v, vf_error *err);
 

@@ -2,6 +2,8 @@
  * test_copied_args: arguments copied at push (vf_op.arg_size) and
  * operators pushed with an argument of their own (vf_operator_push_arg).
  *
+ * - sizes_in_the_op_block: each var count 0 to 9 with argument sizes
+ *   around the room its op block has for the copy (op.h), same checks;
  * - sync and async ops, on every engine kind, at sizes 1, VF_OP_ARG_INLINE
  *   (a free-list block), VF_OP_ARG_INLINE + 1 and VF_MAX_OP_ARG_SIZE
  *   (malloc'd): the caller's buffer is overwritten right after the push,
@@ -91,7 +93,8 @@ static void check_done(void *arg, int status)
 
 /* Push one op with an argument of `size` bytes, overwrite the caller's
  * buffer at once, and check what fn and done saw. */
-static void push_sized(vf_engine *e, vf_var v, size_t size, bool async)
+static void push_sized_on(vf_engine *e, const vf_var *vars, int nvars,
+                          size_t size, bool async)
 {
     seen s;
     memset(&s, 0, sizeof s);
@@ -103,7 +106,7 @@ static void push_sized(vf_engine *e, vf_var v, size_t size, bool async)
     vf_op op = {.arg = a,
                 .arg_size = s.size,
                 .done = check_done,
-                .writes = VF_VARS(v),
+                .writes = {vars, nvars},
                 .name = "sized"};
     if (async)
         op.async_fn = check_async;
@@ -112,15 +115,20 @@ static void push_sized(vf_engine *e, vf_var v, size_t size, bool async)
     CHECK_OK(vf_engine_push(e, &op));
     memset(a, 0xee, s.size); /* the op must not see this */
     free(a);
-    CHECK_OK(vf_var_wait(e, v, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(atomic_load(&s.fn_runs), 1);
     CHECK_EQ(atomic_load(&s.done_runs), 1);
     if (!s.fn_ok || !s.done_ok || !s.aligned || s.fn_at != s.done_at ||
         s.done_status != 0)
-        CHECK_REPORT_("size %zu async %d: fn_ok %d done_ok %d aligned %d "
-                      "fn_at %p done_at %p status %d",
-                      s.size, async, s.fn_ok, s.done_ok, s.aligned, s.fn_at,
-                      s.done_at, s.done_status);
+        CHECK_REPORT_("size %zu vars %d async %d: fn_ok %d done_ok %d "
+                      "aligned %d fn_at %p done_at %p status %d",
+                      s.size, nvars, async, s.fn_ok, s.done_ok, s.aligned,
+                      s.fn_at, s.done_at, s.done_status);
+}
+
+static void push_sized(vf_engine *e, vf_var v, size_t size, bool async)
+{
+    push_sized_on(e, &v, 1, size, async);
 }
 
 TEST_KIND_CASE(sizes_sync_and_async, k)
@@ -133,6 +141,26 @@ TEST_KIND_CASE(sizes_sync_and_async, k)
     for (int async = 0; async < 2; async++)
         for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
             push_sized(e, v, sizes[i], async);
+    tu_finish_engine(e);
+}
+
+/* An op with n vars and an argument of up to 16 * (8 - n) bytes takes its
+ * copy in its own block (op.h); one byte more, a block of its own. Every
+ * var count 0 to 9 with sizes around that edge. */
+TEST_KIND_CASE(sizes_in_the_op_block, k)
+{
+    vf_engine *e = tu_engine(k);
+    vf_var vars[9];
+    for (int i = 0; i < 9; i++)
+        vars[i] = tu_var(e);
+    for (int n = 0; n <= 9; n++) {
+        size_t room = n < 8 ? 16 * (size_t)(8 - n) : 16;
+        const size_t sizes[] = {sizeof(argbuf), 16,   17,
+                                room - 1,       room, room + 1};
+        for (int async = 0; async < 2; async++)
+            for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+                push_sized_on(e, vars, n, sizes[i], async);
+    }
     tu_finish_engine(e);
 }
 

@@ -12,7 +12,12 @@
  *   must see the parent's final value (it cannot run before the parent
  *   ended, even on the naive engine, which runs ready ops inside push);
  * - a nested push of an independent op from inside an op on the naive
- *   engine runs to completion within the parent's push call.
+ *   engine, or on a pool of one worker, runs to completion within the
+ *   parent's push call, with the parent's vf_run_worker;
+ * - a child run inside its push that waits for ops that need its parent
+ *   to end (a var whose writer reads what the parent writes) gets
+ *   VF_EDEADLK there, never a hang: its parent is not counted as active
+ *   while the child runs above it.
  */
 #include "runner.h"
 
@@ -183,7 +188,8 @@ typedef struct order {
     int xval;
     int child_saw;
     atomic_int child_ran, indep_ran;
-    int indep_ran_in_push; /* naive: the independent child ran within push */
+    int indep_ran_in_push; /* the independent child ran within its push */
+    int parent_worker, indep_worker; /* vf_run_worker of each */
     bool parent_writes;
 } order;
 
@@ -198,8 +204,8 @@ static int child_fn(vf_run *run, void *arg)
 
 static int indep_fn(vf_run *run, void *arg)
 {
-    (void)run;
     order *o = arg;
+    o->indep_worker = vf_run_worker(run);
     atomic_fetch_add(&o->indep_ran, 1);
     return 0;
 }
@@ -208,6 +214,7 @@ static int parent_fn(vf_run *run, void *arg)
 {
     order *o = arg;
     vf_engine *e = vf_run_engine(run);
+    o->parent_worker = vf_run_worker(run);
     CHECK_OK(vf_engine_push(e, &(vf_op){.fn = child_fn,
                                         .arg = o,
                                         .writes = tu_list(&o->x, 1),
@@ -244,8 +251,12 @@ static void ordering(const tu_kind *k, bool parent_writes)
     CHECK_EQ(atomic_load(&o.child_ran), 1);
     CHECK_EQ(atomic_load(&o.indep_ran), 1);
     CHECK_EQ(o.child_saw, 1);
-    if (!k->threaded)
+    /* Ready at its push, the independent child runs inside it on the naive
+     * engine and on a pool of one (exec.h), on the parent's worker. */
+    if (k->workers <= 1) {
         CHECK_EQ(o.indep_ran_in_push, 1);
+        CHECK_EQ(o.indep_worker, o.parent_worker);
+    }
     tu_finish_engine(e);
 }
 
@@ -257,6 +268,55 @@ TEST_KIND_CASE(ordering_parent_writes, k)
 TEST_KIND_CASE(ordering_parent_reads, k)
 {
     ordering(k, false);
+}
+
+/* A (writes a) pushes B (reads a, writes b), then C (no vars), which
+ * waits on b: B needs A to end, and where C runs inside A's push (naive,
+ * a pool of one) A cannot: VF_EDEADLK, as in the serial program. Where C
+ * is queued it may run once A ended and see 0 (vf_var_wait in varflow.h).
+ */
+typedef struct indirect {
+    vf_var a, b;
+    int rc;
+    atomic_int ran;
+} indirect;
+
+static int indirect_c(vf_run *run, void *arg)
+{
+    indirect *t = arg;
+    t->rc = vf_var_wait(vf_run_engine(run), t->b, NULL);
+    atomic_fetch_add(&t->ran, 1);
+    return 0;
+}
+
+static int indirect_a(vf_run *run, void *arg)
+{
+    indirect *t = arg;
+    vf_engine *e = vf_run_engine(run);
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = tu_nop,
+                                        .reads = tu_list(&t->a, 1),
+                                        .writes = tu_list(&t->b, 1)}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = indirect_c, .arg = t}));
+    return 0;
+}
+
+TEST_KIND_CASE(child_waits_on_its_parent_indirectly, k)
+{
+    vf_engine *e = tu_engine(k);
+    indirect t;
+    memset(&t, 0, sizeof t);
+    t.rc = 99;
+    t.a = tu_var(e);
+    t.b = tu_var(e);
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = indirect_a, .arg = &t, .writes = tu_list(&t.a, 1)}));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_EQ(atomic_load(&t.ran), 1);
+    if (k->workers <= 1)
+        CHECK_ERR(t.rc, VF_EDEADLK);
+    else
+        CHECK(t.rc == 0 || t.rc == VF_EDEADLK);
+    tu_finish_engine(e);
 }
 
 TEST_MAIN("test_nested", 120)

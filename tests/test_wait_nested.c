@@ -10,6 +10,9 @@
  *   returns 0;
  * - an op waiting on a var it writes itself (or reads and writes) gets
  *   VF_EDEADLK at once; wait_all inside an op gets VF_EDEADLK;
+ * - so does a child, or a grandchild, waiting on a var an op it descends
+ *   from writes (the naive engine hung there; a threaded one returned 0
+ *   when the child ran after its parent), and not on one it only reads;
  * - wait cycles get VF_EDEADLK instead of hanging: A (writes a) pushes
  *   B (reads a, writes b) and waits on b; the same with a chain A -> B -> C;
  *   the same with B pushed by the main thread after A started; and two ops
@@ -186,6 +189,69 @@ TEST_KIND_CASE(self_waits, k)
     CHECK_ERR(c.rc1, VF_EDEADLK);
     CHECK_ERR(c.rc2, VF_EDEADLK);
     CHECK_ERR(c.rc3, VF_EDEADLK);
+    tu_finish_engine(e);
+}
+
+/* ---- waits on what an ancestor writes: A (writes a, reads s) pushes C,
+ * C pushes G; each waits on a (never: A runs around them in the serial
+ * program) and on s (A only reads it: 0). */
+
+typedef struct anc_ctx {
+    vf_var a, s;
+    int rc_child, rc_grand, rc_read;
+    char detail_child[256], detail_grand[256];
+    atomic_int ran;
+} anc_ctx;
+
+static int anc_grand(vf_run *run, void *arg)
+{
+    anc_ctx *c = arg;
+    c->rc_grand = vf_var_wait(vf_run_engine(run), c->a, NULL);
+    snprintf(c->detail_grand, sizeof c->detail_grand, "%s", vf_error_detail());
+    atomic_fetch_add(&c->ran, 1);
+    return 0;
+}
+
+static int anc_child(vf_run *run, void *arg)
+{
+    anc_ctx *c = arg;
+    vf_engine *e = vf_run_engine(run);
+    c->rc_child = vf_var_wait(e, c->a, NULL);
+    snprintf(c->detail_child, sizeof c->detail_child, "%s", vf_error_detail());
+    c->rc_read = vf_var_wait(e, c->s, NULL);
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = anc_grand, .arg = c}));
+    CHECK_OK(vf_run_wait_children(run, NULL));
+    atomic_fetch_add(&c->ran, 1);
+    return 0;
+}
+
+static int anc_parent(vf_run *run, void *arg)
+{
+    anc_ctx *c = arg;
+    CHECK_OK(vf_engine_push(vf_run_engine(run),
+                            &(vf_op){.fn = anc_child, .arg = c}));
+    return 0;
+}
+
+TEST_KIND_CASE(ancestor_writes, k)
+{
+    vf_engine *e = tu_engine(k);
+    anc_ctx c;
+    memset(&c, 0, sizeof c);
+    c.rc_child = c.rc_grand = c.rc_read = 99;
+    c.a = tu_var(e);
+    c.s = tu_var(e);
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = anc_parent,
+                                        .arg = &c,
+                                        .reads = tu_list(&c.s, 1),
+                                        .writes = tu_list(&c.a, 1)}));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_EQ(atomic_load(&c.ran), 2);
+    CHECK_ERR(c.rc_child, VF_EDEADLK);
+    CHECK(strstr(c.detail_child, "pushed from (1 level up)") != NULL);
+    CHECK_ERR(c.rc_grand, VF_EDEADLK);
+    CHECK(strstr(c.detail_grand, "(2 levels up)") != NULL);
+    CHECK_OK(c.rc_read);
     tu_finish_engine(e);
 }
 

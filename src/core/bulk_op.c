@@ -116,7 +116,8 @@ static int push_alone(vf_engine *e, const vf__bulk_batch *b, vf__bulk_item *it)
     /* An operator's run holds a reference to it (op.c): the item's, once
      * pushed. */
     op->def = def;
-    int rc = vf__push_enqueue(e, op, "vf_engine_push (a bulk, op by op)");
+    int rc = vf__push_enqueue_locked(e, op,
+                                     "vf_engine_push (a bulk, op by op)");
     if (rc == 0) {
         it->opr = NULL; /* the op holds the reference now */
         it->argcopy = (vf__argcopy){NULL, 0};
@@ -167,7 +168,7 @@ void vf__bulk_batch_push(vf_engine *e, vf__bulk_batch *b)
         atomic_fetch_add_explicit(&e->bulk.bulks, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&e->bulk.bulked, nitems,
                                   memory_order_relaxed);
-        if (vf__push_enqueue(e, op, "vf_engine_push (bulk)") == 0)
+        if (vf__push_enqueue_locked(e, op, "vf_engine_push (bulk)") == 0)
             return;
         atomic_fetch_sub_explicit(&e->bulk.bulks, 1, memory_order_relaxed);
         atomic_fetch_sub_explicit(&e->bulk.bulked, nitems,

@@ -13,7 +13,12 @@ typedef struct exec_tls {
     int inline_depth;        /* > 0 while an inline run is on the stack */
     vf__readylist deferred;  /* ready inline ops waiting for the trampoline */
     vf__waiter *loop_waiter; /* innermost nested wait loop on this thread */
-    vf__op *loop_op;         /* the op that loop runs right now, or NULL */
+    /* The op running above a frame of this thread that waits for it to
+     * return, or NULL: the one that loop runs right now, or, when
+     * `loop_lent`, a child running at its own push above the op that
+     * pushed it, which lent it its `active` count (lend_active). */
+    vf__op *loop_op;
+    bool loop_lent;
     const vf_engine *done_engine; /* whose `done` callback runs, or NULL */
 } exec_tls;
 
@@ -155,7 +160,7 @@ static bool run_body(vf__op *op, int worker)
         vf__exec_op_skipped(op, NULL);
         return true;
     }
-    if (!def->no_skip) {
+    if (!def->no_skip && op->nvars != 0) {
         vf__failure *f = vf__exec_inherited_failure(op, NULL, 0, op->place,
                                                     slow & VF__SLOW_DEVICES);
         if (VF__UNLIKELY(f != NULL)) {
@@ -206,11 +211,14 @@ void vf__exec_count_outcome(vf_engine *e, int status, bool skipped)
 
 /* The op run by the innermost nested wait loop on this thread returns: its
  * waiter is on top of the thread again. Returns what to add to `active` for
- * the waiter: one when its marker fired meanwhile (DONE_UNCOUNTED). */
+ * the waiter: one when its marker fired meanwhile (DONE_UNCOUNTED). Or the
+ * child run at its push returns: one for its pusher (loop_lent). */
 static uint64_t loop_frame_returns(void)
 {
     vf__waiter *w = tls.loop_waiter;
     tls.loop_op = NULL;
+    if (tls.loop_lent)
+        return VF__COUNT_ACTIVE; /* its pusher resumes: the same step */
     for (;;) {
         int s = atomic_load(&w->state);
         if (s == VF__W_BUSY) {
@@ -331,6 +339,48 @@ static void run_inline_one(vf__op *op)
     }
 }
 
+/* A child runs at its push, above its parent on the same stack: the parent
+ * can do nothing until the child returns, so it stops counting as active
+ * (engine.h) and the child's finish counts it again in the same step
+ * (finish: tls.loop_op, loop_lent). Otherwise a wait inside the child for
+ * something that needs the parent to finish (a var the parent writes) would see
+ * the parent active forever and hang, where the serial program's wait can never
+ * finish: VF_EDEADLK. The child is active itself: no zero here. */
+static void lend_active(vf__op *op, vf__exec_loop_frame *saved)
+{
+    vf__engine_count_out(vf__op_engine(op), VF__COUNT_ACTIVE, false);
+    saved->op = tls.loop_op;
+    saved->lent = tls.loop_lent;
+    tls.loop_op = op;
+    tls.loop_lent = true;
+}
+
+/* The child lent to returned (its finish gave the count back). */
+static void lent_returned(const vf__exec_loop_frame *saved)
+{
+    tls.loop_op = saved->op;
+    tls.loop_lent = saved->lent;
+}
+
+/* Whether an op of `def` is finished when its body returns: a user op
+ * or a batch of them that is not async (an async op, or a device op,
+ * finishes later, elsewhere: it cannot give a lent count back). */
+static inline bool finishes_in_run(const vf__opdef *def)
+{
+    return !def->async &&
+           (def->kind == &vf__kind_user || def->kind == &vf__kind_bulk);
+}
+
+/* Whether `op`, ready at its push, is a child of the op running innermost
+ * on this thread (not of another thread's op whose batch this thread
+ * flushed), and one that finishes in its run: then, run here, it runs
+ * above its parent, which can lend it its `active` count. */
+static inline bool parent_runs_here(const vf__op *op)
+{
+    return op->nest != 0 && op->up != NULL &&
+           op->up == vf__running_now.family && finishes_in_run(op->def);
+}
+
 static void run_inline(vf__op *op)
 {
     if (tls.inline_depth > 0) {
@@ -354,17 +404,76 @@ static __attribute__((noinline)) void dispatch_pushed_nested(vf__op *op)
         return;
     }
     tls.inline_depth++;
-    run_inline_one(op);
+    if (parent_runs_here(op)) {
+        vf__exec_loop_frame saved;
+        lend_active(op, &saved);
+        run_inline_one(op);
+        lent_returned(&saved);
+    } else {
+        run_inline_one(op);
+    }
     tls.inline_depth--;
 }
 
-void vf__exec_dispatch_pushed(vf__op *op)
+/* Whether `op`, a child ready at its push by a thread of its pool, runs
+ * right there, inside the push, as the serial program runs it (and as
+ * libgomp and libomp run a task at its creation when their queues are
+ * long or their team has one thread): on a pool of one worker always,
+ * on a larger one when the pusher's own queue already holds enough for
+ * the others to take (VF__AT_PUSH_QUEUED), so the child costs no queue
+ * round trip and runs while what its parent wrote is in this core's cache.
+ * Only an op of this worker's pool that finishes in its run
+ * (finishes_in_run), only on a worker thread (not a spare, nor the
+ * stepped engine's stand-in, testing.h, whose steps run one op each), and
+ * only while at most half the stack is used, as for the naive engine's
+ * pushes (exec.h: VF__INLINE_PUSH_EIGHTHS; a chain of ops each pushing
+ * the next queues its ops past that, and a nested wait still has room). */
+static inline bool runs_at_push(const vf__worker *w, const vf__op *op)
+{
+    const vf__opdef *def = op->def;
+    if (w == NULL || w->pool != def->pool || w->spare || !w->started ||
+        !parent_runs_here(op))
+        return false;
+    if (w->pool->nworkers > 1 &&
+        atomic_load_explicit(&w->qlen, memory_order_relaxed) <
+            VF__AT_PUSH_QUEUED)
+        return false;
+    return vf__stack_below(VF__INLINE_PUSH_EIGHTHS);
+}
+
+/* Run a child ready at its push on the pushing worker (runs_at_push). Its
+ * pusher lends it its `active` count meanwhile (lend_active), and an op
+ * its finish makes ready goes to the worker's lane: the pusher resumes
+ * first, as the serial program does. */
+static void run_at_push(vf__worker *w, vf__op *op)
+{
+    vf__exec_loop_frame saved;
+    lend_active(op, &saved);
+    vf__op *next = vf__exec_worker_execute(w, op);
+    lent_returned(&saved);
+    if (next != NULL)
+        vf__pool_submit_nested(w->pool, next);
+}
+
+/* A child ready at its push: run here (runs_at_push), or to the front of
+ * the pushing worker's lane, where its parent's wait finds it. Out of
+ * line: a top-level push does not pay for it. */
+static __attribute__((noinline)) void dispatch_child(vf__op *op, bool here)
+{
+    vf__worker *w = vf__this_worker();
+    if (here && runs_at_push(w, op))
+        run_at_push(w, op);
+    else
+        vf__pool_submit_nested(op->def->pool, op);
+}
+
+void vf__exec_dispatch_pushed(vf__op *op, bool here)
 {
     if (!op->def->inline_run) {
-        if (op->nest != 0) /* pushed from inside an op: its children */
-            vf__pool_submit_nested(op->def->pool, op);
-        else
+        if (VF__LIKELY(op->nest == 0))
             vf__pool_submit(op->def->pool, op);
+        else
+            dispatch_child(op, here);
         return;
     }
     /* Ready at its push: run it now, even inside another inline op (the
@@ -389,14 +498,17 @@ void vf__exec_loop_enter(vf__waiter *w, vf__exec_loop_frame *saved)
 {
     saved->waiter = tls.loop_waiter;
     saved->op = tls.loop_op;
+    saved->lent = tls.loop_lent;
     tls.loop_waiter = w;
     tls.loop_op = NULL;
+    tls.loop_lent = false;
 }
 
 void vf__exec_loop_leave(const vf__exec_loop_frame *saved)
 {
     tls.loop_waiter = saved->waiter;
     tls.loop_op = saved->op;
+    tls.loop_lent = saved->lent;
 }
 
 /* Mark the loop's waiter BUSY before running `op` above it; false when its

@@ -18,7 +18,13 @@
  * front of the pushing worker's own lane: children run before older work,
  * newest first, and a worker waiting inside an op finds its own children
  * near the head of its queue (and its descendants another worker took
- * near the tail of that one's: family.h names their ancestors).
+ * near the tail of that one's: family.h names their ancestors). A child
+ * ready at its push may instead run inside the push, on the pushing
+ * worker, as the serial program runs it: on a pool of one worker, or when
+ * the worker's queue already holds VF__AT_PUSH_QUEUED ops for the others
+ * to take (exec.c: runs_at_push). Its parent, stuck below it, lends it
+ * its `active` count meanwhile (engine.h), so a wait inside the child that
+ * needs the parent to end is found to be stuck (VF_EDEADLK), not hung.
  *
  * Finish: the `done` callback, the op's vars released (each may make ops
  * ready), statistics, the op counted out of `counts` together with the ops
@@ -33,14 +39,19 @@
 #include "core/run.h"
 
 /* How much of a thread's stack (in eighths, base/stack.h) frames the
- * engine nests may fill: a push that runs its inline op inside itself
- * (the naive engine), up to half; a nested wait running a child of the
- * waiting op, up to three quarters (it runs no other); a push at the
- * in-flight bound from inside an op running ready ops, up to three
+ * engine nests may fill: a push that runs its op inside itself (the
+ * naive engine; a child ready at its push, exec.c), up to half; a nested wait
+ * running a child of the waiting op, up to three quarters (it runs no other); a
+ * push at the in-flight bound from inside an op running ready ops, up to three
  * eighths. The rest is the program's own. */
 #define VF__INLINE_PUSH_EIGHTHS 4u
 #define VF__WAIT_CHILD_EIGHTHS 6u
 #define VF__WAIT_ANY_EIGHTHS 3u
+
+/* On a pool of several workers, a child ready at its push runs inside the
+ * push once the pushing worker's own queue holds this many ops (exec.c:
+ * runs_at_push); fewer, and it is queued for whoever is idle. */
+#define VF__AT_PUSH_QUEUED 8
 
 /* The failure the op at `place` inherits from the vars it holds, or, when
  * `refs` is not NULL, from those a fused op's item names (bulk.h): of the
@@ -104,8 +115,10 @@ static inline void vf__exec_count_op(vf_engine *e, const vf__op *op)
  * and failure set: done, its vars released, ready ops dispatched. */
 void vf__exec_finish_completed(vf__op *op);
 
-/* Dispatch an op that was ready at its push (its `active` count taken). */
-void vf__exec_dispatch_pushed(vf__op *op);
+/* Dispatch an op that was ready at its push (its `active` count taken);
+ * `here`: a child of the op running on this thread may run inside the
+ * push (false when the pusher holds a lock). */
+void vf__exec_dispatch_pushed(vf__op *op, bool here);
 
 /* Worker loop step: run `op` (from the worker's pool) and finish it, return
  * the op the same worker should run next (or NULL). */
@@ -121,10 +134,12 @@ bool vf__exec_run_deferred(void);
 bool vf__exec_help_run(vf_engine *e);
 
 /* A nested wait loop: entering makes `w` this thread's innermost loop
- * waiter (saving the outer one), leaving restores it. */
+ * waiter (saving the outer one), leaving restores it. (A child run at
+ * its push saves the op above in one too: exec.c.) */
 typedef struct vf__exec_loop_frame {
     vf__waiter *waiter;
     vf__op *op;
+    bool lent;
 } vf__exec_loop_frame;
 
 void vf__exec_loop_enter(vf__waiter *w, vf__exec_loop_frame *saved);

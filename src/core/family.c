@@ -1,9 +1,14 @@
 /* family.c: families, tree order and the running op (see family.h). */
 #include "core/family.h"
 
+#include <stdlib.h>
+
+#include "base/alloc.h"
 #include "base/ref.h"
 #include "core/failure.h"
 #include "core/freelist.h"
+#include "core/op.h"
+#include "core/var.h"
 
 _Thread_local vf__running vf__running_now;
 
@@ -15,6 +20,8 @@ void vf__family_unref(vf__family *f)
         /* A waiter is exchanged out by the wait that registered it or the
          * child that fires it, before the run's reference goes (wait.c). */
         VF__ASSERT(atomic_load(&f->waiter) == NULL);
+        if (f->writes != f->own)
+            free(f->writes);
         vf__fl_free(VF__FL_FAMILY, f);
         f = up;
     }
@@ -67,13 +74,52 @@ void vf__family_run_over(vf__family *f)
     vf__family_unref(f);
 }
 
-vf__family *vf__running_family(vf__family *up, uint64_t place)
+/* Keep the vars `op` writes in `f` (vf__family_writes); false out of
+ * memory. */
+static bool keep_writes(vf__family *f, const vf__op *op)
+{
+    int n = 0;
+    for (int i = 0; i < op->nvars; i++)
+        n += vf__dep_write(vf__op_dep(op, i));
+    f->nwrites = 0;
+    f->writes = f->own;
+    if (n > VF__FAMILY_OWN_WRITES &&
+        (f->writes = vf__malloc((size_t)n * sizeof *f->writes)) == NULL)
+        return false;
+    /* The running op holds its vars: none is deleted under it, so each
+     * one's generation is still its push's. */
+    for (int i = 0; i < op->nvars; i++) {
+        const vf__dep *d = vf__op_dep(op, i);
+        if (vf__dep_write(d)) {
+            const vf__var *v = vf__dep_var(d);
+            f->writes[f->nwrites++] = (vf__family_var){
+                v, atomic_load_explicit(&v->gen, memory_order_relaxed)};
+        }
+    }
+    return true;
+}
+
+int vf__family_writes(const vf__family *up, const struct vf__var *var,
+                      uint32_t gen)
+{
+    for (int level = 1; up != NULL; up = up->up, level++)
+        for (int i = 0; i < up->nwrites; i++)
+            if (up->writes[i].var == var && up->writes[i].gen == gen)
+                return level;
+    return 0;
+}
+
+vf__family *vf__running_family(const vf__op *op, vf__family *up, uint64_t place)
 {
     vf__family *f = vf__running_now.family;
     if (f == NULL) {
         f = vf__fl_alloc(VF__FL_FAMILY);
         if (f == NULL)
             return NULL;
+        if (!keep_writes(f, op)) {
+            vf__fl_free(VF__FL_FAMILY, f);
+            return NULL;
+        }
         atomic_init(&f->refs, 1); /* the run's */
         atomic_init(&f->pending, 0);
         vf__spin_init(&f->lock);

@@ -35,6 +35,12 @@
  * it waits (`waiter`): the finish that takes `pending` to zero fires it, as
  * a wait marker fires a var wait's (wait.c).
  *
+ * Waits on an ancestor's vars. A family keeps the vars its op writes, so
+ * that a wait inside a descendant on one of them is refused at once, as
+ * the serial program's can never finish (the ancestor is still running
+ * around it), whether or not a worker happens to run the descendant
+ * after its ancestor ended.
+ *
  * Nothing of this is on the path of a top-level op: its `up` is NULL, and a
  * run makes a family only when it pushes.
  */
@@ -53,6 +59,16 @@ typedef struct vf__op vf__op;
 typedef struct vf__family vf__family;
 struct vf__failure;
 struct vf__waiter;
+struct vf__var;
+
+/* A var the family's op writes, as its push named it (the generation
+ * tells a var deleted meanwhile from its slot's next one). */
+typedef struct vf__family_var {
+    const struct vf__var *var;
+    uint32_t gen;
+} vf__family_var;
+
+#define VF__FAMILY_OWN_WRITES 2 /* kept in the family; more are malloc'd */
 
 struct vf__family {
     atomic_int refs; /* acq_rel: the last unref frees (and unrefs `up`) */
@@ -74,6 +90,11 @@ struct vf__family {
     /* The waiter of vf_run_wait_children, or NULL (a reference; whoever
      * exchanges it out owns it: wait.c). */
     _Atomic(struct vf__waiter *) waiter;
+    /* The vars its op writes (`own`, or malloc'd beyond it): a wait of a
+     * descendant on one of them can never finish (vf__family_writes). */
+    int nwrites;
+    vf__family_var *writes;
+    vf__family_var own[VF__FAMILY_OWN_WRITES];
 };
 
 /* The key's first part (failure.h: records compare by it first): the
@@ -148,8 +169,20 @@ static inline void vf__running_leave(const vf__running *saved)
 }
 
 /* The running op's family, made at its first call with the running op's
- * own `up` and `place` (a fused op's: its running item's): a new
- * reference for an op pushed from it; NULL out of memory. */
-vf__family *vf__running_family(vf__family *up, uint64_t place);
+ * own `up` and `place` (a fused op's: its running item's) and the vars
+ * `op` (the running op) writes: a new reference for an op pushed from
+ * it; NULL out of memory. */
+vf__family *vf__running_family(const vf__op *op, vf__family *up,
+                               uint64_t place);
+
+/* How many levels above an op whose family is `up` the nearest ancestor
+ * that writes `var` (at generation `gen`) stands: 1 for its parent; 0
+ * when none does. In the serial program each op runs inside its
+ * parent's, so a wait of a descendant on what an ancestor writes can
+ * never finish (wait.c refuses it, on every engine kind). Past
+ * VF__FAMILY_DEPTH the chain skips the levels between that depth and the
+ * parent (above): their writes are not seen. */
+int vf__family_writes(const vf__family *up, const struct vf__var *var,
+                      uint32_t gen);
 
 #endif /* VF_FAMILY_H */

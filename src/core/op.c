@@ -44,10 +44,22 @@ vf__op *vf__dep_op_far(const vf__dep *d)
     return (vf__op *)back->var_w;
 }
 
-vf__op *vf__op_alloc(int nvars)
+/* How many var entries' room an argument of `size` bytes takes at the
+ * end of a listed block for `nvars` (op.h), or 0 when it does not fit. */
+static int arg_room(int nvars, size_t size)
 {
-    vf__op *op = nvars <= VF__OP_LISTED_VARS
-                     ? vf__fl_alloc(VF__FL_OP + nvars)
+    size_t slots = (size + sizeof(vf__dep) - 1) / sizeof(vf__dep);
+    return size != 0 && slots <= (size_t)(VF__OP_LISTED_VARS - nvars)
+               ? (int)slots
+               : 0;
+}
+
+/* A fresh block for `nvars` entries and `room` more for an argument. */
+static inline __attribute__((always_inline)) vf__op *alloc_block(int nvars,
+                                                                 int room)
+{
+    vf__op *op = nvars + room <= VF__OP_LISTED_VARS
+                     ? vf__fl_alloc(VF__FL_OP + nvars + room)
                      : vf__malloc(vf__op_block_size(nvars));
     if (op == NULL)
         return NULL;
@@ -60,7 +72,7 @@ vf__op *vf__op_alloc(int nvars)
     op->def = NULL;
     op->failure = NULL;
     op->waiter = NULL; /* the side block's pointer: none */
-    op->argcopy = VF__ARG_NONE;
+    op->argcopy = (uint8_t)(room * VF__ARG_ROOM); /* none, or room */
     op->hooks = 0;
     op->skipped = false;
     op->nest = 0;
@@ -74,6 +86,19 @@ vf__op *vf__op_alloc(int nvars)
     return op;
 }
 
+vf__op *vf__op_alloc(int nvars)
+{
+    return alloc_block(nvars, 0);
+}
+
+vf__op *vf__op_alloc_arg(int nvars, size_t arg_size)
+{
+    if (arg_size == 0)
+        return alloc_block(nvars, 0);
+    return alloc_block(
+        nvars, nvars <= VF__OP_LISTED_VARS ? arg_room(nvars, arg_size) : 0);
+}
+
 void vf__op_stage_var_far(vf__op *op, int i, const vf__varref *ref)
 {
     vf__dep *d = vf__op_dep_far(op, i);
@@ -84,11 +109,13 @@ void vf__op_stage_var_far(vf__op *op, int i, const vf__varref *ref)
     d->gen = ref->gen;
 }
 
-int vf__op_copy_arg(vf__op *op, const char *who, const void *arg, size_t size)
+int vf__op_copy_arg_apart(vf__op *op, const char *who, const void *arg,
+                          size_t size)
 {
     int rc = vf__arg_check(who, arg, size);
     if (rc != 0)
         return rc;
+    VF__ASSERT(op->argcopy == VF__ARG_NONE);
     vf__argcopy c;
     if (!vf__argcopy_make(&c, arg, size))
         return vf__fail(VF_ENOMEM,
@@ -104,7 +131,7 @@ int vf__op_copy_arg(vf__op *op, const char *who, const void *arg, size_t size)
  * a family (family.h), a side block (a device op's run, an async op's
  * message; a waiter is its wait's to free), a copied argument, an argument
  * its kind frees (a batch). */
-static __attribute__((noinline)) void free_held(vf__op *op)
+static inline void free_held(vf__op *op)
 {
     const vf__opdef *def = op->def;
     if (op->prof != NULL)
@@ -113,7 +140,7 @@ static __attribute__((noinline)) void free_held(vf__op *op)
         vf__failure_unref(op->failure);
     if (op->up != NULL)
         vf__family_unref(op->up);
-    if (((uintptr_t)op->waiter | op->argcopy) != 0) {
+    if (((uintptr_t)op->waiter | (op->argcopy % VF__ARG_ROOM)) != 0) {
         if (def != NULL && def->kind->free_side != NULL)
             def->kind->free_side(op);
         if (op->argcopy == VF__ARG_KIND)
@@ -123,20 +150,40 @@ static __attribute__((noinline)) void free_held(vf__op *op)
     }
 }
 
-void vf__op_free(vf__op *op)
+/* Give the block back to where it came from: the free list of its class
+ * (its entries and its argument's room, op.h), or malloc's. */
+static inline void free_block(vf__op *op, int room)
 {
-    /* The rare cases, one test on the hot path. */
-    if (VF__UNLIKELY(((uintptr_t)op->prof | (uintptr_t)op->failure |
-                      (uintptr_t)op->up | (uintptr_t)op->waiter |
-                      op->argcopy) != 0))
-        free_held(op);
+    if (op->nvars + room <= VF__OP_LISTED_VARS)
+        vf__fl_free(VF__FL_OP + op->nvars + room, op);
+    else
+        free(op);
+}
+
+/* vf__op_free of an op that holds more than its block (free_held). */
+static __attribute__((noinline)) void free_holding(vf__op *op)
+{
+    free_held(op);
     const vf__opdef *def = op->def;
     if (def != NULL && def->opr != NULL)
         vf__operator_unref(def->opr);
-    if (op->nvars <= VF__OP_LISTED_VARS)
-        vf__fl_free(VF__FL_OP + op->nvars, op);
-    else
-        free(op);
+    free_block(op, op->argcopy / VF__ARG_ROOM);
+}
+
+void vf__op_free(vf__op *op)
+{
+    /* The rare cases (a child's family, room for its argument among
+     * them), one test on the hot path. */
+    if (VF__UNLIKELY(((uintptr_t)op->prof | (uintptr_t)op->failure |
+                      (uintptr_t)op->up | (uintptr_t)op->waiter |
+                      op->argcopy) != 0)) {
+        free_holding(op);
+        return;
+    }
+    const vf__opdef *def = op->def;
+    if (def != NULL && def->opr != NULL)
+        vf__operator_unref(def->opr);
+    free_block(op, 0);
 }
 
 /* --- var sets ---------------------------------------------------------- */

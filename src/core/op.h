@@ -29,9 +29,13 @@
  * A block is the header (vf__op) and 16 bytes per var (vf__op_block_size).
  * Blocks for up to VF__OP_LISTED_VARS vars come from the per-thread free
  * lists (freelist.h), one list per var count; a larger one is the one
- * case that mallocs. An argument copied at push (arg.h) is a side block
- * of its own, which `arg` names; an operator run with an argument of its
- * own (vf_operator_push_arg) takes that in place of the operator's.
+ * case that mallocs. An argument copied at push (arg.h) lies in the block
+ * itself, after the entries, when it fits a listed block (an op with n
+ * vars and an argument of up to 16 k bytes takes the block for n + k,
+ * n + k <= VF__OP_LISTED_VARS: no second block to take and give back);
+ * otherwise it is a side block of its own. `arg` names it either way. An
+ * operator run with an argument of its own (vf_operator_push_arg) takes
+ * that in place of the operator's.
  */
 #ifndef VF_OP_H
 #define VF_OP_H
@@ -39,6 +43,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "base/common.h"
 #include "core/arg.h"
@@ -243,8 +248,10 @@ struct vf__op {
     /* The engine skipped it (status VF_ESKIPPED): its function never ran.
      * An op whose function returned VF_ESKIPPED itself failed. */
     bool skipped;
-    uint8_t argcopy; /* VF__ARG_*: whether `arg` is a copy it owns (arg.h),
-                        or VF__ARG_KIND: its kind's to free (free_arg) */
+    /* VF__ARG_*: whether `arg` is a copy it owns (arg.h), or
+     * VF__ARG_KIND: its kind's to free (free_arg); or k * VF__ARG_ROOM:
+     * room for a copy in the block, k entries' worth (vf__op_alloc_arg). */
+    uint8_t argcopy;
     /* How deep its push nests: 0 for an op pushed outside the engine's
      * ops, its parent's + 1 (at most VF__NEST_MAX) for one pushed from
      * inside a running op of the engine (engine.h); such an op goes to
@@ -261,6 +268,7 @@ _Static_assert(sizeof(struct vf__op) <= 128, "an op header fits 128 bytes");
 #define VF__NEST_MAX 255 /* vf__op.nest saturates here */
 
 #define VF__ARG_KIND 3 /* beside arg.h's VF__ARG_*: the kind frees `arg` */
+#define VF__ARG_ROOM 4 /* argcopy's unit for room in the block (above) */
 
 /* The engine an op belongs to (its definition's). */
 static inline vf_engine *vf__op_engine(const vf__op *op)
@@ -381,6 +389,10 @@ size_t vf__op_block_size(int nvars);
  * counters unset), or NULL (no memory). */
 vf__op *vf__op_alloc(int nvars);
 
+/* vf__op_alloc, with room in the block for an argument of `arg_size`
+ * bytes to be copied (vf__op_copy_arg) when it fits a listed block. */
+vf__op *vf__op_alloc_arg(int nvars, size_t arg_size);
+
 /* Stage the op's var set (op->nvars refs in normal form) in its entries,
  * for vf__push_enqueue: all of it, or entry i. */
 void vf__op_stage_var_far(vf__op *op, int i, const vf__varref *ref);
@@ -401,10 +413,23 @@ static inline void vf__op_stage_vars(vf__op *op, const vf__varref *vars)
         vf__op_stage_var(op, i, &vars[i]);
 }
 
+/* vf__op_copy_arg's side block (its room in the block is none). */
+int vf__op_copy_arg_apart(vf__op *op, const char *who, const void *arg,
+                          size_t size);
+
 /* Give the op a copy of `size` > 0 bytes of `arg` as its argument
- * (checked: vf__arg_check). 0, VF_EINVAL or VF_ENOMEM with a detail
- * naming `who`. */
-int vf__op_copy_arg(vf__op *op, const char *who, const void *arg, size_t size);
+ * (checked: vf__arg_check): in the room its block has for it
+ * (vf__op_alloc_arg with this size: then the size is in bounds), or a
+ * side block. 0, VF_EINVAL or VF_ENOMEM with a detail naming `who`. */
+static inline int vf__op_copy_arg(vf__op *op, const char *who, const void *arg,
+                                  size_t size)
+{
+    if (VF__LIKELY(op->argcopy != VF__ARG_NONE) && arg != NULL) {
+        op->arg = memcpy(&op->deps[op->nvars], arg, size);
+        return 0;
+    }
+    return vf__op_copy_arg_apart(op, who, arg, size);
+}
 
 /* Drop the op's references (failure, operator, copied argument) and free
  * it. */

@@ -137,8 +137,9 @@ static int join_family(vf_engine *e, vf__op *op, const char *who)
 }
 
 /* vf__push_enqueue; `unheld`: a start pushing a held op (never held
- * again). */
-static int enqueue(vf_engine *e, vf__op *op, const char *who, bool unheld)
+ * again); `locked`: the caller holds a lock (its op must not run here). */
+static int enqueue(vf_engine *e, vf__op *op, const char *who, bool unheld,
+                   bool locked)
 {
     const vf__opdef *def = op->def;
     int n = op->nvars;
@@ -172,7 +173,7 @@ static int enqueue(vf_engine *e, vf__op *op, const char *who, bool unheld)
             vf__push_place_op(e, op, 1);
         if (vf__lifecycle_hold(e, op) == 0)
             return 0;
-        return enqueue(e, op, who, false); /* started meanwhile */
+        return enqueue(e, op, who, false, locked); /* started meanwhile */
     }
     /* Observed from here: a held op gets its hooks (and its profile
      * record) when start pushes it, not twice. */
@@ -221,18 +222,23 @@ static int enqueue(vf_engine *e, vf__op *op, const char *who, bool unheld)
     }
     if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF) && nready < n)
         vf__prof_op_ready(e->prof, op->prof);
-    vf__exec_dispatch_pushed(op);
+    vf__exec_dispatch_pushed(op, !locked);
     return 0;
 }
 
 int vf__push_enqueue(vf_engine *e, vf__op *op, const char *who)
 {
-    return enqueue(e, op, who, false);
+    return enqueue(e, op, who, false, false);
+}
+
+int vf__push_enqueue_locked(vf_engine *e, vf__op *op, const char *who)
+{
+    return enqueue(e, op, who, false, true);
 }
 
 int vf__push_enqueue_held(vf_engine *e, vf__op *op)
 {
-    return enqueue(e, op, "vf_engine_start", true);
+    return enqueue(e, op, "vf_engine_start", true, false);
 }
 
 /* A one-shot push builds its var set on the stack up to this size. */
@@ -279,12 +285,14 @@ push(vf_engine *e, const vf_op *desc, const char *who)
     const vf__opdef *def;
     if ((rc = vf__defs_for_push(e, who, desc, &def)) != 0)
         return rc;
-    vf__varref small[SMALL_VARSET], *heap;
-    rc = vf__varset_build(e, who, desc->reads, desc->writes, small,
-                          SMALL_VARSET, &heap);
-    if (rc < 0)
+    vf__varref small[SMALL_VARSET], *heap = NULL;
+    if ((desc->reads.count | desc->writes.count) != 0 &&
+        (rc = vf__varset_build(e, who, desc->reads, desc->writes, small,
+                               SMALL_VARSET, &heap)) < 0)
         return rc;
-    vf__op *op = vf__op_alloc(rc);
+    vf__op *op = VF__LIKELY(desc->arg_size == 0)
+                     ? vf__op_alloc(rc)
+                     : vf__op_alloc_arg(rc, desc->arg_size);
     if (op == NULL) {
         free(heap);
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
@@ -403,9 +411,10 @@ static int check_operator(vf_engine *e, vf_operator *opr, const char *who)
 
 /* An op block for a run of the operator, its var set staged; NULL
  * (VF_ENOMEM, with a detail naming `who`) without memory. */
-static inline vf__op *operator_op_alloc(const vf_operator *opr, const char *who)
+static inline vf__op *operator_op_alloc(const vf_operator *opr, size_t arg_size,
+                                        const char *who)
 {
-    vf__op *op = vf__op_alloc(opr->nvars);
+    vf__op *op = vf__op_alloc_arg(opr->nvars, arg_size);
     if (op == NULL) {
         vf__fail(VF_ENOMEM, "%s: out of memory", who);
         return NULL;
@@ -438,7 +447,7 @@ operator_push(vf_engine *e, vf_operator *opr, int priority, const char *who)
     if (VF__UNLIKELY(vf__bulk_maybe(e->bulk.size)) &&
         (rc = vf__bulk_push(e, who, NULL, opr, priority, opr->def.arg, 0)) != 0)
         return rc < 0 ? rc : 0;
-    vf__op *op = operator_op_alloc(opr, who);
+    vf__op *op = operator_op_alloc(opr, 0, who);
     if (op == NULL)
         return VF_ENOMEM;
     vf__op_take_run(op, &opr->def);
@@ -466,7 +475,7 @@ operator_push_arg(vf_engine *e, vf_operator *opr, int priority, void *arg,
     if (VF__UNLIKELY(vf__bulk_maybe(e->bulk.size)) &&
         (rc = vf__bulk_push(e, who, NULL, opr, priority, arg, arg_size)) != 0)
         return rc < 0 ? rc : 0;
-    vf__op *op = operator_op_alloc(opr, who);
+    vf__op *op = operator_op_alloc(opr, arg_size, who);
     if (op == NULL)
         return VF_ENOMEM;
     vf__op_take_run(op, &opr->def);

@@ -34,7 +34,8 @@ static inline uint8_t vf__push_nest(vf_engine *e)
  * thread) joins, a new reference (family.h); NULL out of memory. */
 static inline vf__family *vf__push_family(const vf__op *parent)
 {
-    return vf__running_family(parent->up, vf__bulk_running_place(parent));
+    return vf__running_family(parent, parent->up,
+                              vf__bulk_running_place(parent));
 }
 
 /* Give an op the program pushes its place in push order: the next `n`
@@ -63,6 +64,11 @@ static inline uint64_t vf__push_wait_place(vf_engine *e)
  * to every var atomically, counts it, and dispatches it when ready.
  */
 int vf__push_enqueue(vf_engine *e, vf__op *op, const char *who);
+
+/* vf__push_enqueue for a caller that holds a lock (a batch's push, under
+ * its thread's bulk lock: bulk.h): the op is never run inside the push
+ * (exec.h), where its function could push to that batch again. */
+int vf__push_enqueue_locked(vf_engine *e, vf__op *op, const char *who);
 
 /* vf__push_enqueue for vf_engine_start pushing an op it held: never held
  * again, while any other push during the start still is (push.c). */

@@ -364,6 +364,31 @@ static bool op_writes(const vf__op *op, const vf__var *v)
     return false;
 }
 
+/* A wait inside `cur` on a var that it, or an op it descends from, writes
+ * can never finish: in the serial program each op runs inside its
+ * parent's, which is still running around the wait (family.h). Refused
+ * at once, on every engine kind, whether or not this run happens to come
+ * after its ancestor's end. */
+static int refuse_own_write(const vf__op *cur, const vf__var *v, uint32_t gen,
+                            const char *who)
+{
+    if (op_writes(cur, v))
+        return vf__fail(VF_EDEADLK,
+                        "%s: op \"%s\" waits on a variable it "
+                        "writes itself",
+                        who, cur->name);
+    int level = VF__UNLIKELY(cur->up != NULL)
+                    ? vf__family_writes(cur->up, v, gen)
+                    : 0;
+    if (level != 0)
+        return vf__fail(VF_EDEADLK,
+                        "%s: op \"%s\" waits on a variable that an op "
+                        "it was pushed from (%d level%s up) writes, which "
+                        "cannot finish before it",
+                        who, cur->name, level, level == 1 ? "" : "s");
+    return 0;
+}
+
 /* A wait from a `done` callback of this engine would wait for the op whose
  * callback runs (it has not released its vars) or, in the naive engine,
  * for the push that is running it: refused, as stop does. */
@@ -435,15 +460,12 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
     vf__bulk_flush_all(e); /* the ops it waits for may sit in a batch */
     vf__op *cur = vf__current_op();
     bool nested = cur != NULL && vf__op_engine(cur) == e;
-    if (nested && op_writes(cur, v))
-        return vf__fail(VF_EDEADLK,
-                        "%s: op \"%s\" waits on a variable it "
-                        "writes itself",
-                        who, cur->name);
+    uint32_t gen = vf__var_handle_gen(h);
+    if (nested && (rc = refuse_own_write(cur, v, gen, who)) != 0)
+        return rc;
     if (!nested && (rc = vf__lifecycle_check_waitable(e, who)) != 0)
         return rc;
 
-    uint32_t gen = vf__var_handle_gen(h);
     vf__spin_lock(&v->lock);
     if (!vf__var_usable(v, gen)) {
         vf__spin_unlock(&v->lock);

@@ -19,11 +19,13 @@
 
 #include "core/family.h"
 #include "core/freelist.h"
+#include "core/op.h"
 
+/* A run's op, for its identity (and its var set: none). */
 static vf__op *fake_op(int i)
 {
-    static char ops[64];
-    return (vf__op *)&ops[i % 64];
+    static _Alignas(max_align_t) char ops[16][sizeof(vf__op)];
+    return (vf__op *)ops[i % 16];
 }
 
 /* The family a child pushed now from the run at `place` under `up` gets
@@ -32,7 +34,7 @@ static vf__family *child_family(vf__running *saved, int id, uint64_t place,
                                 vf__family *up)
 {
     vf__running_enter(saved, fake_op(id));
-    vf__family *f = vf__running_family(up, place);
+    vf__family *f = vf__running_family(fake_op(id), up, place);
     REQUIRE(f != NULL);
     return f;
 }
@@ -50,8 +52,8 @@ TEST_CASE(tree_order)
     /* Op 1 pushes ops 2 and 5; op 2 pushes 7 (after 5 in time) and 9;
      * op 7 pushes 11. Op 10 is top-level. Serial order: 1 2 7 11 9 5 10. */
     vf__running top, in2, in7;
-    vf__family *f1 = child_family(&top, 1, 1, NULL); /* up of 2 */
-    vf__family *f1b = vf__running_family(NULL, 1);   /* up of 5: the same */
+    vf__family *f1 = child_family(&top, 1, 1, NULL);           /* up of 2 */
+    vf__family *f1b = vf__running_family(fake_op(1), NULL, 1); /* of 5 */
     CHECK(f1 == f1b);
     CHECK_EQ(f1->depth, 1);
     CHECK_EQ(f1->root, 1);
