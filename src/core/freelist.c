@@ -129,32 +129,46 @@ static bool refill(cache *c, depot *d)
     return c->count > 0;
 }
 
-void *vf__fl_alloc(vf__fl_kind kind)
+/* vf__fl_alloc with the thread's cache empty: refill it from the depot,
+ * or make a fresh block. Out of line, so the fast path saves no
+ * registers. */
+static __attribute__((noinline)) void *alloc_refill(vf__fl_kind kind)
 {
     cache *c = &caches[kind];
-    if (VF__UNLIKELY(c->head == NULL)) {
-        if (!cache_registered)
-            register_thread();
-        if (!refill(c, &depots[kind]))
-            return vf__calloc(1, depots[kind].size);
-    }
+    if (!cache_registered)
+        register_thread();
+    if (!refill(c, &depots[kind]))
+        return vf__calloc(1, depots[kind].size);
     free_block *b = c->head;
     c->head = b->next;
     c->count--;
     return b;
 }
 
-void vf__fl_free(vf__fl_kind kind, void *block)
+void *vf__fl_alloc(vf__fl_kind kind)
 {
     cache *c = &caches[kind];
-    free_block *b = block;
+    free_block *b = c->head;
+    if (VF__UNLIKELY(b == NULL))
+        return alloc_refill(kind);
+    c->head = b->next;
+    c->count--;
+    return b;
+}
+
+/* vf__fl_free's rare cases, out of line as alloc_refill is: a thread's
+ * first free (its cache must go back at exit), or a cache grown to twice
+ * a batch, whose oldest-touched half goes back to the depot. */
+static __attribute__((noinline)) void free_slow(vf__fl_kind kind, free_block *b)
+{
+    cache *c = &caches[kind];
     /* A thread may only ever free (a worker finishing ops that another
      * thread pushed): its cache must go back at exit all the same. */
-    if (VF__UNLIKELY(c->head == NULL) && !cache_registered)
+    if (!cache_registered)
         register_thread();
     b->next = c->head;
     c->head = b;
-    if (VF__UNLIKELY(++c->count >= 2 * VF__FL_BATCH)) {
+    if (++c->count >= 2 * VF__FL_BATCH) {
         /* Hand the oldest-touched half back: cut after VF__FL_BATCH blocks. */
         free_block *keep = c->head;
         for (unsigned i = 1; i < VF__FL_BATCH; i++)
@@ -164,6 +178,19 @@ void vf__fl_free(vf__fl_kind kind, void *block)
         c->count = VF__FL_BATCH;
         depot_put_chain(&depots[kind], give, VF__FL_BATCH);
     }
+}
+
+void vf__fl_free(vf__fl_kind kind, void *block)
+{
+    cache *c = &caches[kind];
+    free_block *b = block;
+    if (VF__UNLIKELY(c->head == NULL || c->count + 1 >= 2 * VF__FL_BATCH)) {
+        free_slow(kind, b);
+        return;
+    }
+    b->next = c->head;
+    c->head = b;
+    c->count++;
 }
 
 void vf__fl_fork_lock(bool lock)
