@@ -313,6 +313,24 @@ typedef struct vf_config {
                                           how deep a worker waiting inside an
                                           op stacks other ops above the wait
                                           (see vf_var_wait()) */
+    int idle_spin_us VF_ZERO_;       /**< VF_IDLE_SPIN_US, else 50: how long,
+                                          in microseconds (at most 100000),
+                                          an idle worker keeps looking for
+                                          work before it sleeps (as
+                                          OMP_WAIT_POLICY / KMP_BLOCKTIME),
+                                          so the next op of a chain of
+                                          dependent steps does not pay a
+                                          wake-up; -1 (VF_IDLE_SPIN_US=0):
+                                          not at all. A worker spins only
+                                          while a thread of the program
+                                          sleeps in one of the engine's
+                                          waits (a pushing thread does
+                                          better with workers that sleep
+                                          and catch up in bursts) and the
+                                          engine's threads that are not
+                                          asleep fit the CPUs the process
+                                          may run on: it never takes a core
+                                          a thread with work needs */
 } vf_config;
 
 /**

@@ -92,7 +92,8 @@ static const char *const count_vars[] = {"VF_CPU_WORKER_NTHREADS",
                                          "VF_EMULATED_LATENCY_US",
                                          "VF_EMULATED_MB_PER_S",
                                          "VF_FORK_CHILD_NTHREADS",
-                                         "VF_BULK_SIZE"};
+                                         "VF_BULK_SIZE",
+                                         "VF_IDLE_SPIN_US"};
 
 static void clear_env(void)
 {
@@ -175,14 +176,28 @@ TEST_CASE(config)
         for (size_t i = 0; i < sizeof bad_counts / sizeof *bad_counts; i++)
             env_refused(count_vars[v], bad_counts[i],
                         &(vf_config){.type = VF_ENGINE_PERDEVICE});
-    /* 0 is out of range, but for VF_BULK_SIZE (off). */
+    /* 0 is out of range, but for VF_BULK_SIZE and VF_IDLE_SPIN_US (off). */
     for (size_t v = 0; v < sizeof count_vars / sizeof *count_vars; v++)
-        if (strcmp(count_vars[v], "VF_BULK_SIZE") != 0)
+        if (strcmp(count_vars[v], "VF_BULK_SIZE") != 0 &&
+            strcmp(count_vars[v], "VF_IDLE_SPIN_US") != 0)
             env_refused(count_vars[v], "0",
                         &(vf_config){.type = VF_ENGINE_PERDEVICE});
     env_refused("VF_CPU_WORKER_NTHREADS", "1025",
                 &(vf_config){.type = VF_ENGINE_POOLED});
     env_refused("VF_BULK_SIZE", "4097", &pooled);
+    env_refused("VF_IDLE_SPIN_US", "100001", &pooled);
+    refuse(&(vf_config){.type = VF_ENGINE_POOLED, .idle_spin_us = -2},
+           "idle_spin_us", "idle_spin_us -2");
+    refuse(&(vf_config){.type = VF_ENGINE_POOLED, .idle_spin_us = 100001},
+           "idle_spin_us", "idle_spin_us 100001");
+    /* Spinning off (-1, or 0 in the environment), or as long as allowed. */
+    accept(&(vf_config){.type = VF_ENGINE_POOLED, .idle_spin_us = -1},
+           "idle_spin_us -1");
+    accept(&(vf_config){.type = VF_ENGINE_POOLED, .idle_spin_us = 100000},
+           "idle_spin_us 100000");
+    setenv("VF_IDLE_SPIN_US", "0", 1);
+    accept(&pooled, "VF_IDLE_SPIN_US=0");
+    unsetenv("VF_IDLE_SPIN_US");
     /* Digits in range are taken, a leading zero included. */
     setenv("VF_CPU_WORKER_NTHREADS", "03", 1);
     {

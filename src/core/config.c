@@ -248,6 +248,20 @@ int vf__config_resolve(const vf_config *config, vf__settings *out)
                           ? "config.worker_stack_kib = "
                           : "VF_WORKER_STACK_KIB=",
                       out->worker_stack_kib, VF__MIN_WORKER_STACK_KIB);
+    /* Idle spinning: -1 in the struct, 0 in the environment, is none. */
+    const char *spin_env = getenv("VF_IDLE_SPIN_US");
+    out->idle_spin_us = 0;
+    if (rc == 0 && config->idle_spin_us < -1)
+        rc = vf__fail(VF_EINVAL,
+                      "vf_engine_create: config.idle_spin_us = %d (must be "
+                      "1..%d, 0 for the default, or -1 for none)",
+                      config->idle_spin_us, VF__MAX_IDLE_SPIN_US);
+    if (rc == 0 && config->idle_spin_us != -1 &&
+        (config->idle_spin_us != 0 || spin_env == NULL ||
+         strcmp(spin_env, "0") != 0))
+        rc = count_setting(config->idle_spin_us, "idle_spin_us",
+                           "VF_IDLE_SPIN_US", VF__MAX_IDLE_SPIN_US,
+                           VF__IDLE_SPIN_DEFAULT_US, &out->idle_spin_us);
     out->emulated_latency_ns = (uint64_t)latency_us * 1000u;
     out->emulated_bytes_per_sec = (uint64_t)mb_per_s * 1000000u;
     return rc;

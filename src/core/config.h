@@ -15,6 +15,10 @@
  * program's, up to 1 GiB. */
 #define VF__MIN_WORKER_STACK_KIB 128
 #define VF__MAX_WORKER_STACK_KIB (1 << 20)
+/* An idle worker's spin before it sleeps (vf_config.idle_spin_us), in
+ * microseconds: the default, and the most. */
+#define VF__IDLE_SPIN_DEFAULT_US 50
+#define VF__MAX_IDLE_SPIN_US 100000
 
 typedef struct vf__settings {
     vf_engine_type type;
@@ -32,6 +36,7 @@ typedef struct vf__settings {
     int bulk_size; /* 0: off */
     bool help_on_wait;
     int worker_stack_kib; /* 0: the system's default */
+    int idle_spin_us;     /* 0: none */
 } vf__settings;
 
 int vf__config_resolve(const vf_config *config, vf__settings *out);

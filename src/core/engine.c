@@ -3,6 +3,7 @@
 
 #include <sched.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
 #include "base/deadline.h"
@@ -69,6 +70,17 @@ void vf__engine_tags_lock(bool lock)
 }
 
 /* Make the CPU pools (not started): `workers` and `prio_workers` threads. */
+/* The CPUs this process may run on (its affinity mask; the online count
+ * when that cannot be read), at least 1. */
+static int usable_cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
 static int make_cpu_pools(vf_engine *e, int workers, int prio_workers)
 {
     if (e->kind == VF_ENGINE_NAIVE)
@@ -118,6 +130,8 @@ void vf__engine_rebuild_for_child(vf_engine *e)
     atomic_store(&e->waits.nnested, 0);
     atomic_store(&e->nblocked, 0);
     atomic_store(&e->completers, 0);
+    atomic_store(&e->awake, 0); /* none of its threads is here */
+    atomic_store(&e->waits.outside_asleep, 0);
     vf__cond_init_monotonic(&e->waits.cond); /* timed waits */
     vf__var_table_after_fork(&e->vars);
     int n = e->life.fork_child_workers;
@@ -202,6 +216,7 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
     atomic_init(&e->nblocked, 0);
     atomic_init(&e->state, VF__RUNNING);
     atomic_init(&e->waits.nwaiters, 0);
+    atomic_init(&e->waits.outside_asleep, 0);
     atomic_init(&e->waits.watchers, 0);
     atomic_init(&e->waits.nnested, 0);
     atomic_init(&e->completers, 0);
@@ -217,6 +232,7 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
     pthread_mutex_init(&e->operators.lock, NULL);
     atomic_init(&e->life.holding, false);
     atomic_init(&e->slow, 0);
+    atomic_init(&e->awake, 0);
     e->life.fork_child_workers = s.fork_child_workers;
     e->dev.params = (vf__device_params){
         .latency_ns = s.emulated_latency_ns,
@@ -232,7 +248,11 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
                                   .held_back = vf__bulk_held_back,
                                   .release_held_back = vf__bulk_release,
                                   .stack_size = (size_t)s.worker_stack_kib
-                                                << 10};
+                                                << 10,
+                                  .spin_ns = (uint64_t)s.idle_spin_us * 1000u,
+                                  .ncpus = usable_cpus(),
+                                  .awake = &e->awake,
+                                  .program_asleep = &e->waits.outside_asleep};
     atomic_init(&e->hooks, s.engine_info ? VF__HOOK_INFO : 0);
     if (vf__defs_init(&e->defs) != 0 ||
         vf__counts_init(&e->counts, s.cpu_workers + s.cpu_priority_workers) !=

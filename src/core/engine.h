@@ -185,6 +185,10 @@ struct vf_engine {
     /* What its pools' threads run (exec.c's trip of an op) and their stack
      * size: every pool it makes gets it (sched.h). */
     vf__pool_runner runner;
+    /* Its worker threads (every pool's, spares too) not asleep: idle
+     * workers spin only while these and the program's thread fit the
+     * CPUs (sched.h: vf__pool_runner.awake). */
+    atomic_int awake;
     /* VF__HOOK_* bits new user ops get: the profiler's state and
      * engine_info folded into one relaxed load per push (updated when the
      * profiler starts, stops, pauses or resumes). */

@@ -485,11 +485,28 @@ vf__op *vf__pool_take(vf__pool *p)
 
 #define SPIN_ROUNDS 64
 #define YIELD_ROUNDS 8
+#define LONG_SPIN_PAUSES 32
 
-/* Spin a little for new work; true if some was seen. While this worker
- * spins, placers skip waking sleepers; one that sees work and stops
- * spinning passes the baton by waking a sleeper when it was the last
- * spinner and more work is queued. */
+/* Whether the pool's idle workers may spin for a while (the runner's
+ * spin_ns) before they sleep: while a thread of the program sleeps in one
+ * of the engine's waits (it waits for the workers' work: a pushing thread
+ * is better served by workers that sleep and catch up in a burst than by
+ * one that reads its queue lines at every push), and the engine's threads
+ * that are not asleep fit the CPUs. */
+static bool may_spin_long(const vf__pool *p)
+{
+    const vf__pool_runner *r = &p->runner;
+    return r->spin_ns != 0 && r->awake != NULL && r->program_asleep != NULL &&
+           atomic_load_explicit(r->program_asleep, memory_order_relaxed) > 0 &&
+           atomic_load_explicit(r->awake, memory_order_relaxed) <= r->ncpus;
+}
+
+/* Spin a little for new work (and, when may_spin_long, up to the runner's
+ * spin_ns: the wake-up a sleep would cost the next op is far longer than
+ * a short gap between two dependent steps); true if some was seen. While
+ * this worker spins, placers skip waking sleepers; one that sees work and
+ * stops spinning passes the baton by waking a sleeper when it was the
+ * last spinner and more work is queued. */
 static bool spin_for_work(vf__pool *p)
 {
     atomic_fetch_add(&p->nspinning, 1);
@@ -503,6 +520,20 @@ static bool spin_for_work(vf__pool *p)
                 sched_yield();
         }
     }
+    if (!found && may_spin_long(p)) {
+        vf__deadline until = vf__deadline_within_us(
+            NULL, (int64_t)(p->runner.spin_ns / 1000));
+        /* A look every LONG_SPIN_PAUSES pauses (about a microsecond): the
+         * queues' lines are the pusher's, and a spinner reading them at
+         * every pause would slow each push with the lines' transfers. */
+        while (!found) {
+            for (int i = 0; i < LONG_SPIN_PAUSES; i++)
+                vf__cpu_relax();
+            found = any_queued(p) || atomic_load(&p->stop);
+            if (!found && (vf__deadline_passed(&until) || !may_spin_long(p)))
+                break;
+        }
+    }
     if (atomic_fetch_sub(&p->nspinning, 1) == 1 && found)
         maybe_wake_one(p);
     return found;
@@ -514,10 +545,17 @@ void vf__pool_idle_wait(vf__pool *p, bool (*wake_pred)(void *), void *arg,
     /* Counted in before the rescan, which sees anything placed before a
      * placer could read the count as zero (sched.h). */
     uint32_t key = vf__ecount_prepare(&p->sleepers);
-    if ((wake_pred && wake_pred(arg)) || any_queued(p) || atomic_load(&p->stop))
+    if ((wake_pred && wake_pred(arg)) || any_queued(p) ||
+        atomic_load(&p->stop)) {
         vf__ecount_cancel(&p->sleepers);
-    else
-        vf__ecount_wait(&p->sleepers, key, until);
+        return;
+    }
+    atomic_int *awake = p->runner.awake;
+    if (awake != NULL)
+        atomic_fetch_sub_explicit(awake, 1, memory_order_relaxed);
+    vf__ecount_wait(&p->sleepers, key, until);
+    if (awake != NULL)
+        atomic_fetch_add_explicit(awake, 1, memory_order_relaxed);
 }
 
 /* A worker took queued work. If more is queued and nobody spins, wake a
@@ -570,6 +608,9 @@ static void *worker_main(void *arg)
     else
         snprintf(name, sizeof name, "vf-%s-%d", p->name, w->index);
     pthread_setname_np(pthread_self(), name);
+    atomic_int *awake = p->runner.awake;
+    if (awake != NULL)
+        atomic_fetch_add_explicit(awake, 1, memory_order_relaxed);
 
     vf__op *next = NULL;
     for (;;) {
@@ -588,6 +629,8 @@ static void *worker_main(void *arg)
         if (!spin_for_work(p))
             idle(p);
     }
+    if (awake != NULL)
+        atomic_fetch_sub_explicit(awake, 1, memory_order_relaxed);
     vf__this_worker_ = NULL;
     return NULL;
 }

@@ -26,7 +26,9 @@
  * worker takes only from its own queue (see vf__pool); placing wakes every
  * sleeper.
  *
- * Sleeping. A worker with nothing to do spins briefly, then sleeps on the
+ * Sleeping. A worker with nothing to do spins briefly (longer, up to the
+ * runner's spin_ns, while the program waits and the CPUs allow: below),
+ * then sleeps on the
  * pool's event count (base/ecount.h: a futex on Linux). Placing work wakes
  * one sleeper only when no worker is spinning (a spinner will find it).
  * The lost-wake-up race is closed Dekker-style with sequentially
@@ -112,6 +114,18 @@ typedef struct vf__pool_runner {
      * nothing is ever held back. */
     bool (*held_back)(const vf__pool *p);
     void (*release_held_back)(vf__pool *p);
+    /* Idle spinning (vf_config.idle_spin_us): how long, in ns, an idle
+     * worker keeps looking for work before it sleeps (0: only the brief
+     * look every idle worker takes), and only while a thread of the
+     * program sleeps in one of the engine's waits (`program_asleep`) and
+     * the engine's threads that are not asleep (`awake`, every pool's:
+     * counted by worker_main and vf__pool_idle_wait) fit `ncpus`, the CPUs
+     * the process may run on: a spinner must never take a core a thread
+     * with work needs. NULL counters: no spinning. */
+    uint64_t spin_ns;
+    int ncpus;
+    atomic_int *awake;
+    atomic_int *program_asleep;
 } vf__pool_runner;
 
 struct vf__pool {

@@ -203,6 +203,14 @@ static bool nested_should_wake(void *arg)
     return is_done(p->w) || vf__counts_active(vf__engine_counts(p->e)) == 0;
 }
 
+/* A thread outside the engine's ops goes to sleep in a wait (+1), or
+ * wakes (-1). */
+static void asleep_outside(vf_engine *e, int delta)
+{
+    atomic_fetch_add_explicit(&e->waits.outside_asleep, delta,
+                              memory_order_relaxed);
+}
+
 /* Sleep on the engine's condition until `w` is done or, when `nested`, until
  * active may be zero, or until `until` passes. Spurious returns are fine:
  * callers loop. A nested waiter is a watcher already (nested_wait); any
@@ -210,12 +218,16 @@ static bool nested_should_wake(void *arg)
 static void sleep_on_engine(vf_engine *e, vf__waiter *w, bool nested,
                             const vf__deadline *until)
 {
+    if (!nested)
+        asleep_outside(e, 1);
     pthread_mutex_lock(&e->waits.lock);
     if (!is_done(w) &&
         !(nested && vf__counts_active(vf__engine_counts(e)) == 0) &&
         !vf__deadline_passed(until))
         vf__cond_wait_until(&e->waits.cond, &e->waits.lock, until);
     pthread_mutex_unlock(&e->waits.lock);
+    if (!nested)
+        asleep_outside(e, -1);
 }
 
 /* A nested waiter found active at zero: claim the deadlock, unless
@@ -682,11 +694,13 @@ static int wait_idle(vf_engine *e, bool help, const vf__deadline *until)
          * then sees it, or this sum sees that finish (counts.h). */
         atomic_fetch_add(&e->waits.nwaiters, 1);
         atomic_fetch_add(&e->waits.watchers, 1);
+        asleep_outside(e, 1);
         pthread_mutex_lock(&e->waits.lock);
         while (vf__counts_pending(vf__engine_counts(e)) != 0 &&
                !(late = vf__deadline_passed(until)))
             vf__cond_wait_until(&e->waits.cond, &e->waits.lock, until);
         pthread_mutex_unlock(&e->waits.lock);
+        asleep_outside(e, -1);
         atomic_fetch_sub(&e->waits.watchers, 1);
         atomic_fetch_sub(&e->waits.nwaiters, 1);
         if (late)

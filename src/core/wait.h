@@ -33,6 +33,10 @@ typedef struct vf__waits {
     /* seq_cst: nwaiters + nnested, raised after them and lowered before
      * them: the one load a count's lowerer pays (counts.h). */
     atomic_int watchers;
+    /* Threads outside the engine's ops asleep in a wait (relaxed: a
+     * hint for idle workers, which spin only while one is: sched.h,
+     * vf__pool_runner.program_asleep). */
+    atomic_int outside_asleep;
 } vf__waits;
 
 typedef struct vf__pool vf__pool;

@@ -19,9 +19,17 @@
  *   deadline) or the async op is completed while the waiter sleeps on the
  *   pool and the wait returns 0: a lost wake-up would make it time out
  *   after a minute instead.
+ * - idle spinning (vf_config.idle_spin_us): while the program's thread
+ *   sleeps in wait_all and a CPU is free, an idle worker spins for the
+ *   time set before it sleeps (the sleep comes no earlier: a lower bound,
+ *   which load cannot break); with the process bound to one CPU, which
+ *   another worker's long op needs, it does not spin (asleep well before
+ *   the time set, in one of three tries).
  * A failing round prints its number; a hang is caught by the watchdog.
  */
 #include "runner.h"
+
+#include <sched.h>
 
 #include "core/engine.h"
 
@@ -322,6 +330,105 @@ TEST_CASE(nested_waits_with_deadlines)
     }
     tu_finish_engine(e);
     free(n);
+}
+
+/* Idle spinning: the program's thread sleeps in wait_all (an async op it
+ * started keeps the wait open) while `quick` runs and its worker goes
+ * idle; an observer notes when that worker is asleep, then completes the
+ * async op. With `busy`, another worker runs a 300 ms op meanwhile. */
+typedef struct spin_probe {
+    vf_engine *e;
+    vf_completion hold;
+    double quick_end, asleep_at;
+    atomic_int quick_done;
+} spin_probe;
+
+static void hold_open(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    ((spin_probe *)arg)->hold = done;
+}
+
+static int quick_op(vf_run *run, void *arg)
+{
+    (void)run;
+    spin_probe *p = arg;
+    p->quick_end = tu_now();
+    atomic_store(&p->quick_done, 1);
+    return 0;
+}
+
+static int busy_op(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    tu_spin_us(300000);
+    return 0;
+}
+
+static void *spin_observer(void *arg)
+{
+    spin_probe *p = arg;
+    CHECK(tu_wait_flag(&p->quick_done, 1, TU_TIMEOUT));
+    until_asleep(p->e->cpu_pool, 1);
+    p->asleep_at = tu_now();
+    CHECK_OK(vf_completion_finish(p->hold, 0, NULL));
+    return NULL;
+}
+
+/* Seconds from `quick`'s end to its worker's sleep, on a fresh pooled
+ * engine of `workers` spinning up to 100 ms. */
+static double idle_to_sleep_s(int workers, bool busy)
+{
+    spin_probe p;
+    memset(&p, 0, sizeof p);
+    CHECK_OK(vf_engine_create(&p.e, &(vf_config){.type = VF_ENGINE_POOLED,
+                                                 .cpu_workers = workers,
+                                                 .idle_spin_us = 100000}));
+    REQUIRE(p.e != NULL);
+    until_asleep(p.e->cpu_pool, workers);
+    CHECK_OK(vf_engine_push(p.e, &(vf_op){.async_fn = hold_open, .arg = &p}));
+    if (busy)
+        CHECK_OK(vf_engine_push(p.e, &(vf_op){.fn = busy_op}));
+    CHECK_OK(vf_engine_push(p.e, &(vf_op){.fn = quick_op, .arg = &p}));
+    pthread_t th;
+    REQUIRE(pthread_create(&th, NULL, spin_observer, &p) == 0);
+    CHECK_OK(vf_engine_wait_all(p.e, NULL)); /* asleep until the observer */
+    pthread_join(th, NULL);
+    CHECK_OK(vf_engine_destroy(p.e));
+    return p.asleep_at - p.quick_end;
+}
+
+TEST_CASE(idle_spin_while_cpus_fit)
+{
+    cpu_set_t all, one;
+    REQUIRE(sched_getaffinity(0, sizeof all, &all) == 0);
+    if (CPU_COUNT(&all) >= 2) {
+        /* The program's thread sleeps in a wait, one worker: it spins. */
+        double dt = idle_to_sleep_s(1, false);
+        if (dt < 0.09)
+            CHECK_REPORT_("asleep %.1f ms after going idle, spin 100 ms",
+                          dt * 1e3);
+    }
+    /* One CPU, which the busy worker needs: the idle one does not spin. */
+    CPU_ZERO(&one);
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &all)) {
+            CPU_SET(c, &one);
+            break;
+        }
+    REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);
+    double best = 1e9;
+    for (int i = 0; i < 3 && best >= 0.08; i++) {
+        double dt = idle_to_sleep_s(2, true);
+        best = dt < best ? dt : best;
+    }
+    REQUIRE(sched_setaffinity(0, sizeof all, &all) == 0);
+    if (best >= 0.08)
+        CHECK_REPORT_("on one CPU beside a busy worker, asleep %.1f ms after "
+                      "going idle: it spun (for up to 100 ms) where it should "
+                      "not",
+                      best * 1e3);
 }
 
 TEST_MAIN("test_sched_wake", 300)
