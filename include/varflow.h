@@ -288,49 +288,64 @@ typedef struct vf_config {
                                             emulated stream (bytes given to
                                             vf_run_submit()) */
     /** @} */
-    int fork_child_workers VF_ZERO_; /**< VF_FORK_CHILD_NTHREADS, else 1:
-                                          workers per CPU pool of the engine
-                                          in a forked child (which gets no
-                                          device pools) */
-    int bulk_size VF_ZERO_;          /**< VF_BULK_SIZE, else 0 (off): the bulk
-                                          size each pushing thread starts with
-                                          (see vf_bulk_set_size()); at most
-                                          4096 */
-    bool help_on_wait VF_ZERO_;      /**< VF_HELP_ON_WAIT=1: a thread in
-                                          vf_engine_wait_all() runs queued CPU
-                                          ops itself while there are any,
-                                          instead of sleeping (as OpenMP's and
-                                          TBB's waiting threads do); such an
-                                          op sees vf_run_worker() -1. Off by
-                                          default: with it a pool of n workers
-                                          may run n + 1 ops at once */
-    int worker_stack_kib VF_ZERO_;   /**< VF_WORKER_STACK_KIB, else the
-                                          system's default for a thread
-                                          (RLIMIT_STACK: 8 MiB on most Linux):
-                                          each worker's stack, in KiB, at
-                                          least 128, at most 1 GiB. Besides
-                                          the program's own frames it bounds
-                                          how deep a worker waiting inside an
-                                          op stacks other ops above the wait
-                                          (see vf_var_wait()) */
-    int idle_spin_us VF_ZERO_;       /**< VF_IDLE_SPIN_US, else 50: how long,
-                                          in microseconds (at most 100000),
-                                          an idle worker keeps looking for
-                                          work before it sleeps (as
-                                          OMP_WAIT_POLICY / KMP_BLOCKTIME),
-                                          so the next op of a chain of
-                                          dependent steps does not pay a
-                                          wake-up; -1 (VF_IDLE_SPIN_US=0):
-                                          not at all. A worker spins only
-                                          while a thread of the program
-                                          sleeps in one of the engine's
-                                          waits (a pushing thread does
-                                          better with workers that sleep
-                                          and catch up in bursts) and the
-                                          engine's threads that are not
-                                          asleep fit the CPUs the process
-                                          may run on: it never takes a core
-                                          a thread with work needs */
+    int fork_child_workers VF_ZERO_;   /**< VF_FORK_CHILD_NTHREADS, else 1:
+                                            workers per CPU pool of the engine
+                                            in a forked child (which gets no
+                                            device pools) */
+    int bulk_size VF_ZERO_;            /**< VF_BULK_SIZE, else 0 (off): the bulk
+                                            size each pushing thread starts with
+                                            (see vf_bulk_set_size()); at most
+                                            4096 */
+    bool help_on_wait VF_ZERO_;        /**< VF_HELP_ON_WAIT=1: a thread in
+                                            vf_engine_wait_all() runs queued CPU
+                                            ops itself while there are any,
+                                            instead of sleeping (as OpenMP's and
+                                            TBB's waiting threads do); such an
+                                            op sees vf_run_worker() -1. Off by
+                                            default: with it a pool of n workers
+                                            may run n + 1 ops at once */
+    int worker_stack_kib VF_ZERO_;     /**< VF_WORKER_STACK_KIB, else the
+                                            system's default for a thread
+                                            (RLIMIT_STACK: 8 MiB on most Linux):
+                                            each worker's stack, in KiB, at
+                                            least 128, at most 1 GiB. Besides
+                                            the program's own frames it bounds
+                                            how deep a worker waiting inside an
+                                            op stacks other ops above the wait
+                                            (see vf_var_wait()) */
+    int idle_spin_us VF_ZERO_;         /**< VF_IDLE_SPIN_US, else 50: how long,
+                                            in microseconds (at most 100000),
+                                            an idle worker keeps looking for
+                                            work before it sleeps (as
+                                            OMP_WAIT_POLICY / KMP_BLOCKTIME),
+                                            so the next op of a chain of
+                                            dependent steps does not pay a
+                                            wake-up; -1 (VF_IDLE_SPIN_US=0):
+                                            not at all. A worker spins only
+                                            while a thread of the program
+                                            sleeps in one of the engine's
+                                            waits (a pushing thread does
+                                            better with workers that sleep
+                                            and catch up in bursts) and the
+                                            engine's threads that are not
+                                            asleep fit the CPUs the process
+                                            may run on: it never takes a core
+                                            a thread with work needs */
+    const char *cpu_affinity VF_ZERO_; /**< VF_CPU_AFFINITY, else "none":
+                                          where workers run (as
+                                          OMP_PROC_BIND / OMP_PLACES).
+                                          "none": wherever the system puts
+                                          them; "cores": worker i on the
+                                          i-th CPU the process may run on;
+                                          a list such as "0,2,4-7": worker
+                                          i on its i-th CPU. Every pool's
+                                          workers count, in the order of
+                                          vf_run_worker(), wrapping round;
+                                          spare threads and the program's
+                                          own are not pinned. Off by
+                                          default: on a shared machine a
+                                          pinned worker cannot move off a
+                                          busy core */
 } vf_config;
 
 /**

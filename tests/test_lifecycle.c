@@ -12,7 +12,13 @@
  *   VF_ENGINE_TYPE, VF_CPU_WORKER_NTHREADS, VF_CPU_PRIORITY_NTHREADS (set
  *   before create), the struct winning over the environment, and bad
  *   values in the environment or the struct refused with VF_EINVAL and a
- *   detail message (VF_ENGINE_TYPE in another case than its names' too).
+ *   detail message (VF_ENGINE_TYPE in another case than its names' too);
+ * - pinning (cpu_affinity, VF_CPU_AFFINITY): with "cores" each worker runs
+ *   on the CPU its index names among those the process may run on, and
+ *   only there (its thread's mask, read from inside its ops); a list
+ *   pins every worker on its entry, wrapping; "none" leaves them as the
+ *   process is; malformed lists, and a CPU the process may not run on,
+ *   are refused with VF_EINVAL naming the setting.
  */
 #include "runner.h"
 
@@ -430,6 +436,124 @@ TEST_CASE(config)
     expect_engine(&(vf_config){.type = VF_ENGINE_POOLED, .cpu_workers = 1},
                   VF_ENGINE_POOLED, 1, "after errors");
     (void)e;
+}
+
+/* Each op notes its worker and its thread's CPU mask (one CPU: that
+ * CPU; several: -1). */
+typedef struct pin_seen {
+    int worker;
+    int cpu;
+} pin_seen;
+
+static int note_pin(vf_run *run, void *arg)
+{
+    pin_seen *p = arg;
+    cpu_set_t set;
+    p->worker = vf_run_worker(run);
+    p->cpu = -2;
+    if (pthread_getaffinity_np(pthread_self(), sizeof set, &set) == 0) {
+        p->cpu = -1;
+        if (CPU_COUNT(&set) == 1)
+            for (int c = 0; c < CPU_SETSIZE; c++)
+                if (CPU_ISSET(c, &set))
+                    p->cpu = c;
+    }
+    tu_spin_us(200); /* so that both workers take some */
+    return 0;
+}
+
+/* Run 64 ops on a pooled engine of 2 workers pinned by `spec` (config or
+ * environment); each must be on cpus[worker % n] (n 0: not pinned, its
+ * mask the process's). */
+static void expect_pins(const char *spec, bool from_env, const int *cpus, int n,
+                        const char *what)
+{
+    vf_config cfg = {.type = VF_ENGINE_POOLED, .cpu_workers = 2};
+    if (from_env)
+        setenv("VF_CPU_AFFINITY", spec, 1);
+    else
+        cfg.cpu_affinity = spec;
+    vf_engine *e = NULL;
+    int rc = vf_engine_create(&e, &cfg);
+    unsetenv("VF_CPU_AFFINITY");
+    if (rc != 0) {
+        CHECK_REPORT_("%s: create returned %s (%s)", what, vf_error_name(rc),
+                      vf_error_detail());
+        return;
+    }
+    pin_seen seen[64];
+    for (int i = 0; i < 64; i++)
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = note_pin, .arg = &seen[i]}));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_OK(vf_engine_destroy(e));
+    int one = affinity_cores() == 1;
+    for (int i = 0; i < 64; i++) {
+        int want = n > 0 ? cpus[seen[i].worker % n] : -1;
+        if (n == 0 && one)
+            continue; /* a one-CPU process: every mask is one CPU */
+        if (seen[i].worker < 0 || seen[i].cpu != want) {
+            CHECK_REPORT_("%s: op %d on worker %d with CPU %d, expected %d",
+                          what, i, seen[i].worker, seen[i].cpu, want);
+            return;
+        }
+    }
+}
+
+TEST_CASE(cpu_affinity)
+{
+    clear_env();
+    cpu_set_t all;
+    REQUIRE(sched_getaffinity(0, sizeof all, &all) == 0);
+    int allowed[CPU_SETSIZE], na = 0;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &all))
+            allowed[na++] = c;
+    REQUIRE(na > 0);
+    expect_pins("cores", false, allowed, na, "cores");
+    expect_pins("cores", true, allowed, na, "VF_CPU_AFFINITY=cores");
+    char list[32];
+    snprintf(list, sizeof list, "%d", allowed[0]);
+    expect_pins(list, false, allowed, 1, "one CPU for both workers");
+    if (na >= 2) {
+        int two[2] = {allowed[1], allowed[0]};
+        snprintf(list, sizeof list, "%d,%d", allowed[1], allowed[0]);
+        expect_pins(list, true, two, 2, "a list, reversed");
+        if (allowed[1] == allowed[0] + 1) {
+            snprintf(list, sizeof list, "%d-%d", allowed[0], allowed[1]);
+            expect_pins(list, false, allowed, 2, "a range");
+        }
+    }
+    expect_pins("none", false, NULL, 0, "none");
+
+    static const char *bad[] = {"",   "abc", "0-",      "1-0", "0,,1",  "-1",
+                                "0,", " 0",  "cores,0", "0x1", "99999", "2k"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        vf_engine *e = NULL;
+        int rc = vf_engine_create(
+            &e, &(vf_config){.type = VF_ENGINE_POOLED, .cpu_affinity = bad[i]});
+        if (rc != VF_EINVAL ||
+            strstr(vf_error_detail(), "cpu_affinity") == NULL) {
+            CHECK_REPORT_("cpu_affinity \"%s\": %s (%s)", bad[i],
+                          vf_error_name(rc), vf_error_detail());
+            if (rc == 0)
+                CHECK_OK(vf_engine_destroy(e));
+        }
+    }
+    /* A CPU the process may not run on. */
+    int outside = -1;
+    for (int c = 0; c < CPU_SETSIZE && outside < 0; c++)
+        if (!CPU_ISSET(c, &all))
+            outside = c;
+    if (outside >= 0) {
+        snprintf(list, sizeof list, "%d", outside);
+        setenv("VF_CPU_AFFINITY", list, 1);
+        vf_engine *e = NULL;
+        int rc = vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED});
+        unsetenv("VF_CPU_AFFINITY");
+        CHECK_ERR(rc, VF_EINVAL);
+        CHECK(strstr(vf_error_detail(), "may run on") != NULL);
+        CHECK(strstr(vf_error_detail(), "VF_CPU_AFFINITY") != NULL);
+    }
 }
 
 TEST_MAIN("test_lifecycle", 200)

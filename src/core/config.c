@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -64,6 +65,68 @@ static int count_setting(int field, const char *field_name, const char *var,
                         var, s, max);
     *out = (int)n;
     return 0;
+}
+
+/* vf_config.cpu_affinity (`setting` names where `spec` came from): "none"
+ * leaves the workers unpinned (n 0); "cores" pins worker i on the i-th CPU
+ * the process may run on; a list ("0,2,4-7": decimal CPU numbers and
+ * ranges) on its i-th entry, each a CPU the process may run on; worker i
+ * wraps round. VF_EINVAL naming the setting for anything else. */
+static int cpu_affinity_setting(const char *spec, const char *setting,
+                                uint16_t *pins, int *n)
+{
+    *n = 0;
+    if (strcmp(spec, "none") == 0)
+        return 0;
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
+        return vf__fail(VF_ESYSTEM,
+                        "vf_engine_create: cannot read the CPUs this "
+                        "process may run on (%s)",
+                        strerror(errno));
+    if (strcmp(spec, "cores") == 0) {
+        for (int c = 0; c < CPU_SETSIZE && *n < VF__MAX_CPU_PINS; c++)
+            if (CPU_ISSET(c, &allowed))
+                pins[(*n)++] = (uint16_t)c;
+        return 0;
+    }
+    const char *p = spec;
+    for (;;) {
+        char *end;
+        if (*p < '0' || *p > '9')
+            break;
+        long lo = strtol(p, &end, 10), hi = lo;
+        if (*end == '-') {
+            if (end[1] < '0' || end[1] > '9')
+                break;
+            hi = strtol(end + 1, &end, 10);
+        }
+        if (lo > hi || hi >= CPU_SETSIZE)
+            break;
+        for (long c = lo; c <= hi; c++) {
+            if (!CPU_ISSET((int)c, &allowed)) {
+                *n = 0;
+                return vf__fail(VF_EINVAL,
+                                "vf_engine_create: %s\"%s\": CPU %ld is not "
+                                "one this process may run on",
+                                setting, spec, c);
+            }
+            if (*n == VF__MAX_CPU_PINS)
+                break;
+            pins[(*n)++] = (uint16_t)c;
+        }
+        if (*end == '\0')
+            return 0;
+        if (*end != ',')
+            break;
+        p = end + 1;
+    }
+    *n = 0;
+    return vf__fail(VF_EINVAL,
+                    "vf_engine_create: %s\"%s\" (must be \"none\", "
+                    "\"cores\", or a list of CPU numbers and ranges such as "
+                    "\"0,2,4-7\", each below %d)",
+                    setting, spec, CPU_SETSIZE);
 }
 
 /* A boolean variable: unset, empty or 0 is false, 1 is true. */
@@ -262,6 +325,19 @@ int vf__config_resolve(const vf_config *config, vf__settings *out)
         rc = count_setting(config->idle_spin_us, "idle_spin_us",
                            "VF_IDLE_SPIN_US", VF__MAX_IDLE_SPIN_US,
                            VF__IDLE_SPIN_DEFAULT_US, &out->idle_spin_us);
+    /* Pinning: the struct's string, else the environment's. */
+    const char *affinity = config->cpu_affinity;
+    const char *affinity_from = "config.cpu_affinity = ";
+    if (affinity == NULL) {
+        affinity = getenv("VF_CPU_AFFINITY");
+        affinity_from = "VF_CPU_AFFINITY=";
+        if (affinity != NULL && *affinity == '\0')
+            affinity = NULL;
+    }
+    out->ncpu_pins = 0;
+    if (rc == 0 && affinity != NULL)
+        rc = cpu_affinity_setting(affinity, affinity_from, out->cpu_pins,
+                                  &out->ncpu_pins);
     out->emulated_latency_ns = (uint64_t)latency_us * 1000u;
     out->emulated_bytes_per_sec = (uint64_t)mb_per_s * 1000000u;
     return rc;

@@ -19,6 +19,8 @@
  * microseconds: the default, and the most. */
 #define VF__IDLE_SPIN_DEFAULT_US 50
 #define VF__MAX_IDLE_SPIN_US 100000
+/* Most entries of a CPU list (vf_config.cpu_affinity). */
+#define VF__MAX_CPU_PINS 1024
 
 typedef struct vf__settings {
     vf_engine_type type;
@@ -37,6 +39,10 @@ typedef struct vf__settings {
     bool help_on_wait;
     int worker_stack_kib; /* 0: the system's default */
     int idle_spin_us;     /* 0: none */
+    /* Workers pinned (vf_config.cpu_affinity): worker i on CPU
+     * cpu_pins[i % ncpu_pins]; none when ncpu_pins is 0. */
+    int ncpu_pins;
+    uint16_t cpu_pins[VF__MAX_CPU_PINS];
 } vf__settings;
 
 int vf__config_resolve(const vf_config *config, vf__settings *out);

@@ -175,6 +175,7 @@ void vf__engine_free(vf_engine *e, uint64_t *operators, uint64_t *vars)
     pthread_mutex_destroy(&e->operators.lock);
     vf__bulk_engine_destroy(e);
     vf__addr_vars_free(atomic_load(&e->addr_vars));
+    free(e->cpu_pins);
     e->magic = 0;
     free(e);
     if (atomic_fetch_sub(&live_engines, 1) == 1)
@@ -253,6 +254,17 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
                                   .ncpus = usable_cpus(),
                                   .awake = &e->awake,
                                   .program_asleep = &e->waits.outside_asleep};
+    if (s.ncpu_pins > 0) {
+        e->cpu_pins = vf__malloc((size_t)s.ncpu_pins * sizeof *e->cpu_pins);
+        if (e->cpu_pins == NULL) {
+            free_engine(e);
+            return vf__fail(VF_ENOMEM, "vf_engine_create: out of memory");
+        }
+        memcpy(e->cpu_pins, s.cpu_pins,
+               (size_t)s.ncpu_pins * sizeof *e->cpu_pins);
+        e->runner.cpus = e->cpu_pins;
+        e->runner.ncpus_pinned = s.ncpu_pins;
+    }
     atomic_init(&e->hooks, s.engine_info ? VF__HOOK_INFO : 0);
     if (vf__defs_init(&e->defs) != 0 ||
         vf__counts_init(&e->counts, s.cpu_workers + s.cpu_priority_workers) !=

@@ -189,6 +189,9 @@ struct vf_engine {
      * workers spin only while these and the program's thread fit the
      * CPUs (sched.h: vf__pool_runner.awake). */
     atomic_int awake;
+    /* The CPUs its workers are pinned on (vf_config.cpu_affinity: the
+     * runner's `cpus`), or NULL. */
+    uint16_t *cpu_pins;
     /* VF__HOOK_* bits new user ops get: the profiler's state and
      * engine_info folded into one relaxed load per push (updated when the
      * profiler starts, stops, pauses or resumes). */

@@ -640,19 +640,22 @@ static void *worker_main(void *arg)
 static int start_thread(vf__pool *p, vf__worker *w)
 {
     /* The stack a thread gets bounds how deep ops nest on it: a nested
-     * wait runs ops above itself only while the stack has room (exec.h). */
-    pthread_attr_t attr, *attrp = NULL;
-    size_t stack = p->runner.stack_size;
-    if (stack != 0 && pthread_attr_init(&attr) == 0) {
-        attrp = &attr;
-        if (pthread_attr_setstacksize(&attr, stack) != 0) {
-            pthread_attr_destroy(&attr);
-            attrp = NULL;
-        }
+     * wait runs ops above itself only while the stack has room (exec.h).
+     * A pinned worker starts on its CPU (vf__pool_runner.cpus). */
+    const vf__pool_runner *r = &p->runner;
+    pthread_attr_t attr;
+    if (pthread_attr_init(&attr) != 0)
+        return VF_ESYSTEM;
+    if (r->stack_size != 0)
+        (void)pthread_attr_setstacksize(&attr, r->stack_size);
+    if (r->cpus != NULL && !w->spare) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(r->cpus[(unsigned)w->index % (unsigned)r->ncpus_pinned], &set);
+        (void)pthread_attr_setaffinity_np(&attr, sizeof set, &set);
     }
-    int rc = pthread_create(&w->thread, attrp, worker_main, w);
-    if (attrp != NULL)
-        pthread_attr_destroy(attrp);
+    int rc = pthread_create(&w->thread, &attr, worker_main, w);
+    pthread_attr_destroy(&attr);
     if (rc != 0)
         return VF_ESYSTEM;
     w->started = true;

@@ -126,6 +126,10 @@ typedef struct vf__pool_runner {
     int ncpus;
     atomic_int *awake;
     atomic_int *program_asleep;
+    /* Pinning (vf_config.cpu_affinity): a worker of index i (not a spare)
+     * starts on CPU cpus[i % ncpus_pinned] alone; NULL: not pinned. */
+    const uint16_t *cpus;
+    int ncpus_pinned;
 } vf__pool_runner;
 
 struct vf__pool {

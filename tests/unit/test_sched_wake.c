@@ -353,6 +353,11 @@ static int quick_op(vf_run *run, void *arg)
 {
     (void)run;
     spin_probe *p = arg;
+    /* Ends once the program's thread sleeps in its wait (an internal
+     * count): its worker then goes idle with the program waiting. */
+    double give_up = tu_now() + TU_TIMEOUT;
+    while (atomic_load(&p->e->waits.outside_asleep) == 0 && tu_now() < give_up)
+        sched_yield();
     p->quick_end = tu_now();
     atomic_store(&p->quick_done, 1);
     return 0;
