@@ -712,7 +712,8 @@ typedef struct vf_op {
 /**
  * Push an op: it runs once every op pushed before it that conflicts with it
  * has finished. Returns at once (the naive engine runs ready ops inside the
- * call). May be called from any thread, and from inside running ops.
+ * call, and so may any engine a child ready at its push: below). May be
+ * called from any thread, and from inside running ops.
  * When the engine has max_inflight ops pushed and not finished, the push
  * first waits for room; with op->nonblocking it fails with VF_EAGAIN
  * instead; from inside an op it runs ready ops meanwhile and, when none is
