@@ -14,6 +14,9 @@
  * - a nested push of an independent op from inside an op on the naive
  *   engine, or on a pool of one worker, runs to completion within the
  *   parent's push call, with the parent's vf_run_worker;
+ * - on a pool of two, with the other worker held, a parent's first 8
+ *   ready children are queued and its 9th, with 8 queued on its worker,
+ *   runs inside its push on the parent's worker (VF__AT_PUSH_QUEUED);
  * - a child run inside its push that waits for ops that need its parent
  *   to end (a var whose writer reads what the parent writes) gets
  *   VF_EDEADLK there, never a hang: its parent is not counted as active
@@ -317,6 +320,88 @@ TEST_KIND_CASE(child_waits_on_its_parent_indirectly, k)
     else
         CHECK(t.rc == 0 || t.rc == VF_EDEADLK);
     tu_finish_engine(e);
+}
+
+/* A pool of two: one worker held by a gated op, the other runs a parent
+ * that pushes 9 ready children: the first 8 are queued on its worker (the
+ * held one takes none), the 9th runs inside its push. */
+typedef struct queued_kids {
+    tu_gate held, release;
+    atomic_int ran[9];
+    int ran_before_last; /* of the first 8, how many had run */
+    int last_in_push;    /* the 9th had run when its push returned */
+    int parent_worker, last_worker;
+} queued_kids;
+
+typedef struct kid {
+    queued_kids *q;
+    int i;
+} kid;
+
+static int holder(vf_run *run, void *arg)
+{
+    (void)run;
+    queued_kids *q = arg;
+    tu_gate_open(&q->held);
+    CHECK(tu_gate_wait(&q->release, TU_TIMEOUT));
+    return 0;
+}
+
+static int kid_fn(vf_run *run, void *arg)
+{
+    const kid *k = arg;
+    if (k->i == 8)
+        k->q->last_worker = vf_run_worker(run);
+    atomic_store(&k->q->ran[k->i], 1);
+    return 0;
+}
+
+static int kids_parent(vf_run *run, void *arg)
+{
+    queued_kids *q = arg;
+    vf_engine *e = vf_run_engine(run);
+    q->parent_worker = vf_run_worker(run);
+    kid kids[9];
+    for (int i = 0; i < 9; i++) {
+        kids[i] = (kid){q, i};
+        if (i == 8)
+            for (int j = 0; j < 8; j++)
+                q->ran_before_last += atomic_load(&q->ran[j]);
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = kid_fn,
+                                            .arg = &kids[i],
+                                            .arg_size = sizeof kids[i]}));
+    }
+    q->last_in_push = atomic_load(&q->ran[8]);
+    return 0;
+}
+
+TEST_CASE(runs_at_push_once_queue_holds_enough)
+{
+    vf_engine *e = NULL;
+    CHECK_OK(vf_engine_create(
+        &e, &(vf_config){.type = VF_ENGINE_POOLED, .cpu_workers = 2}));
+    REQUIRE(e != NULL);
+    queued_kids q;
+    memset(&q, 0, sizeof q);
+    tu_gate_init(&q.held);
+    tu_gate_init(&q.release);
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = holder, .arg = &q}));
+    CHECK(tu_gate_wait(&q.held, TU_TIMEOUT));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = kids_parent, .arg = &q}));
+    /* The parent ran (the held worker cannot), then release the other. */
+    double give_up = tu_now() + TU_TIMEOUT;
+    while (atomic_load(&q.ran[8]) == 0 && tu_now() < give_up)
+        sched_yield();
+    tu_gate_open(&q.release);
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    for (int i = 0; i < 9; i++)
+        CHECK_EQ(atomic_load(&q.ran[i]), 1);
+    CHECK_EQ(q.ran_before_last, 0);
+    CHECK_EQ(q.last_in_push, 1);
+    CHECK_EQ(q.last_worker, q.parent_worker);
+    CHECK_OK(vf_engine_destroy(e));
+    tu_gate_destroy(&q.held);
+    tu_gate_destroy(&q.release);
 }
 
 TEST_MAIN("test_nested", 120)

@@ -10,6 +10,12 @@
  * priorities. An op made ready by the blocker finishing (it waited for the
  * blocker's var) takes its place by priority among the queued ones too.
  *
+ * A child ready at its push runs inside it on a 1-worker pool, but never
+ * ahead of a higher-priority op: the blocker, while a priority-5 op the
+ * program pushed waits for the worker, pushes child D and waits for it
+ * (which sorts the program's op into the queue), then pushes child C, both
+ * priority 0: they must run D, the priority-5 op, then C.
+ *
  * On the perdevice engine, VF_PROP_CPU_PRIORITIZED ops run on the priority
  * pool: their vf_run_worker indices are disjoint from the normal ops', and
  * a CPU-prioritized op completes while every normal worker is blocked. The
@@ -325,6 +331,51 @@ TEST_CASE(cpu_prioritized_1_plus_3)
     check_context_ = big.name;
     check_cpu_prioritized(&big);
     check_context_ = NULL;
+}
+
+/* The blocker as a parent: once released, it pushes child D, waits for
+ * it, then pushes child C (items 1 and 2 of `kids`, priority 0). */
+typedef struct parent_kids {
+    prio *p;
+    item kids[2];
+} parent_kids;
+
+static int blocking_parent(vf_run *run, void *arg)
+{
+    parent_kids *pk = arg;
+    prio *p = pk->p;
+    tu_gate_open(&p->started);
+    CHECK(tu_gate_wait(&p->release, TU_TIMEOUT));
+    vf_engine *e = vf_run_engine(run);
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = logged, .arg = &pk->kids[0]}));
+    CHECK_OK(vf_run_wait_children(run, NULL));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = logged, .arg = &pk->kids[1]}));
+    return 0;
+}
+
+TEST_KIND_CASE(child_at_push_yields_to_priority, k)
+{
+    if (!one_worker(k))
+        return;
+    vf_engine *e = tu_engine(k);
+    prio p;
+    prio_init(&p);
+    parent_kids pk = {&p, {{&p, 1}, {&p, 2}}};
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = blocking_parent, .arg = &pk}));
+    CHECK(tu_gate_wait(&p.started, TU_TIMEOUT));
+    item high = {&p, 0};
+    CHECK_OK(
+        vf_engine_push(e, &(vf_op){.fn = logged, .arg = &high, .priority = 5}));
+    tu_gate_open(&p.release);
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_EQ(atomic_load(&p.n), 3);
+    if (p.order[0] != 1 || p.order[1] != 0 || p.order[2] != 2) {
+        CHECK_REPORT_("expected child D (1), the priority-5 op (0), then "
+                      "child C (2)");
+        print_order(&p, 3);
+    }
+    tu_finish_engine(e);
+    prio_destroy(&p);
 }
 
 TEST_MAIN("test_priority", 120)

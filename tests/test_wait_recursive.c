@@ -20,6 +20,7 @@
  *   worker, where the waiter must run that (shallower) op itself;
  * - spare_thread: on one worker, an op waits with its stack nearly full,
  *   so it runs nothing above the wait: the pool must lend a spare thread
+ *   (not pinned when the worker is: cpu_affinity)
  *   to run its child;
  * and on every engine, naive included:
  * - chain: an op pushing its successor from inside itself, 1,000,000 deep
@@ -549,12 +550,19 @@ typedef struct deep {
     atomic_int child_ran, rc;
     char *stack_lo; /* the worker's stack's lowest address */
     size_t stack_size;
+    int child_worker, child_cpus; /* where the child ran, its mask's CPUs */
 } deep;
 
 static int deep_child(vf_run *run, void *arg)
 {
-    (void)run;
-    atomic_store(&((deep *)arg)->child_ran, 1);
+    deep *d = arg;
+    cpu_set_t set;
+    d->child_worker = vf_run_worker(run);
+    d->child_cpus = pthread_getaffinity_np(pthread_self(), sizeof set, &set) ==
+                            0
+                        ? CPU_COUNT(&set)
+                        : -1;
+    atomic_store(&d->child_ran, 1);
     return 0;
 }
 
@@ -604,6 +612,29 @@ TEST_CASE(spare_thread)
         CHECK_ERR(atomic_load(&d.rc), 0);
         CHECK_EQ(atomic_load(&d.child_ran), 1);
     }
+    /* With the worker pinned (cpu_affinity), the spare is not: it runs
+     * the child (worker -1) on every CPU the process may run on. */
+    cpu_set_t all;
+    REQUIRE(sched_getaffinity(0, sizeof all, &all) == 0);
+    char first[16];
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &all)) {
+            snprintf(first, sizeof first, "%d", c);
+            break;
+        }
+    vf_config cfg = {.type = VF_ENGINE_POOLED,
+                     .cpu_workers = 1,
+                     .worker_stack_kib = 512,
+                     .cpu_affinity = first};
+    deep d = {.e = engine_of(&cfg, "pooled/1 pinned")};
+    atomic_store(&d.rc, 99);
+    d.v = tu_var(d.e);
+    CHECK_OK(vf_engine_push(d.e, &(vf_op){.fn = deep_op, .arg = &d}));
+    tu_finish_engine(d.e);
+    CHECK_ERR(atomic_load(&d.rc), 0);
+    CHECK_EQ(atomic_load(&d.child_ran), 1);
+    CHECK_EQ(d.child_worker, -1);
+    CHECK_EQ(d.child_cpus, CPU_COUNT(&all));
 }
 
 typedef struct chain {

@@ -20,6 +20,19 @@ static int online_cores(void)
     return n < 1 ? 1 : n > VF__MAX_WORKERS ? VF__MAX_WORKERS : (int)n;
 }
 
+/* The CPUs this process may run on: its affinity mask, or every online
+ * one when that cannot be read. Returns how many, at least 1. */
+static int usable_cpus(cpu_set_t *set)
+{
+    if (sched_getaffinity(0, sizeof *set, set) == 0 && CPU_COUNT(set) > 0)
+        return CPU_COUNT(set);
+    CPU_ZERO(set);
+    int n = online_cores();
+    for (int c = 0; c < n; c++)
+        CPU_SET(c, set);
+    return n;
+}
+
 /* A count written in the environment: decimal digits only (no sign, space,
  * suffix or base prefix, which strtol would let through), at most `max`;
  * -1 when it is not one. */
@@ -73,20 +86,15 @@ static int count_setting(int field, const char *field_name, const char *var,
  * ranges) on its i-th entry, each a CPU the process may run on; worker i
  * wraps round. VF_EINVAL naming the setting for anything else. */
 static int cpu_affinity_setting(const char *spec, const char *setting,
-                                uint16_t *pins, int *n)
+                                const cpu_set_t *allowed, uint16_t *pins,
+                                int *n)
 {
     *n = 0;
     if (strcmp(spec, "none") == 0)
         return 0;
-    cpu_set_t allowed;
-    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
-        return vf__fail(VF_ESYSTEM,
-                        "vf_engine_create: cannot read the CPUs this "
-                        "process may run on (%s)",
-                        strerror(errno));
     if (strcmp(spec, "cores") == 0) {
         for (int c = 0; c < CPU_SETSIZE && *n < VF__MAX_CPU_PINS; c++)
-            if (CPU_ISSET(c, &allowed))
+            if (CPU_ISSET(c, allowed))
                 pins[(*n)++] = (uint16_t)c;
         return 0;
     }
@@ -104,7 +112,7 @@ static int cpu_affinity_setting(const char *spec, const char *setting,
         if (lo > hi || hi >= CPU_SETSIZE)
             break;
         for (long c = lo; c <= hi; c++) {
-            if (!CPU_ISSET((int)c, &allowed)) {
+            if (!CPU_ISSET((int)c, allowed)) {
                 *n = 0;
                 return vf__fail(VF_EINVAL,
                                 "vf_engine_create: %s\"%s\": CPU %ld is not "
@@ -334,10 +342,11 @@ int vf__config_resolve(const vf_config *config, vf__settings *out)
         if (affinity != NULL && *affinity == '\0')
             affinity = NULL;
     }
+    out->usable_cpus = usable_cpus(&out->usable_set);
     out->ncpu_pins = 0;
     if (rc == 0 && affinity != NULL)
-        rc = cpu_affinity_setting(affinity, affinity_from, out->cpu_pins,
-                                  &out->ncpu_pins);
+        rc = cpu_affinity_setting(affinity, affinity_from, &out->usable_set,
+                                  out->cpu_pins, &out->ncpu_pins);
     out->emulated_latency_ns = (uint64_t)latency_us * 1000u;
     out->emulated_bytes_per_sec = (uint64_t)mb_per_s * 1000000u;
     return rc;

@@ -8,6 +8,8 @@
 #ifndef VF_CONFIG_H
 #define VF_CONFIG_H
 
+#include <sched.h>
+
 #include "base/common.h"
 
 #define VF__MAX_WORKERS 1024
@@ -39,6 +41,8 @@ typedef struct vf__settings {
     bool help_on_wait;
     int worker_stack_kib; /* 0: the system's default */
     int idle_spin_us;     /* 0: none */
+    int usable_cpus;      /* the CPUs the process may run on, at least 1 */
+    cpu_set_t usable_set; /* which they are */
     /* Workers pinned (vf_config.cpu_affinity): worker i on CPU
      * cpu_pins[i % ncpu_pins]; none when ncpu_pins is 0. */
     int ncpu_pins;

@@ -3,7 +3,6 @@
 
 #include <sched.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "base/alloc.h"
 #include "base/deadline.h"
@@ -70,17 +69,6 @@ void vf__engine_tags_lock(bool lock)
 }
 
 /* Make the CPU pools (not started): `workers` and `prio_workers` threads. */
-/* The CPUs this process may run on (its affinity mask; the online count
- * when that cannot be read), at least 1. */
-static int usable_cpus(void)
-{
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
-        return CPU_COUNT(&set);
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
-
 static int make_cpu_pools(vf_engine *e, int workers, int prio_workers)
 {
     if (e->kind == VF_ENGINE_NAIVE)
@@ -251,7 +239,7 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
                                   .stack_size = (size_t)s.worker_stack_kib
                                                 << 10,
                                   .spin_ns = (uint64_t)s.idle_spin_us * 1000u,
-                                  .ncpus = usable_cpus(),
+                                  .ncpus = s.usable_cpus,
                                   .awake = &e->awake,
                                   .program_asleep = &e->waits.outside_asleep};
     if (s.ncpu_pins > 0) {
@@ -262,8 +250,10 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
         }
         memcpy(e->cpu_pins, s.cpu_pins,
                (size_t)s.ncpu_pins * sizeof *e->cpu_pins);
+        e->cpu_usable = s.usable_set;
         e->runner.cpus = e->cpu_pins;
         e->runner.ncpus_pinned = s.ncpu_pins;
+        e->runner.spare_cpus = &e->cpu_usable;
     }
     atomic_init(&e->hooks, s.engine_info ? VF__HOOK_INFO : 0);
     if (vf__defs_init(&e->defs) != 0 ||

@@ -190,8 +190,10 @@ struct vf_engine {
      * CPUs (sched.h: vf__pool_runner.awake). */
     atomic_int awake;
     /* The CPUs its workers are pinned on (vf_config.cpu_affinity: the
-     * runner's `cpus`), or NULL. */
+     * runner's `cpus`), or NULL; and those the process may run on, which
+     * its spares get (the runner's `spare_cpus`). */
     uint16_t *cpu_pins;
+    cpu_set_t cpu_usable;
     /* VF__HOOK_* bits new user ops get: the profiler's state and
      * engine_info folded into one relaxed load per push (updated when the
      * profiler starts, stops, pauses or resumes). */

@@ -422,10 +422,11 @@ static __attribute__((noinline)) void dispatch_pushed_nested(vf__op *op)
  * on a larger one when the pusher's own queue already holds enough for
  * the others to take (VF__AT_PUSH_QUEUED), so the child costs no queue
  * round trip and runs while what its parent wrote is in this core's cache.
- * Only an op of this worker's pool that finishes in its run
- * (finishes_in_run), only on a worker thread (not a spare, nor the
- * stepped engine's stand-in, testing.h, whose steps run one op each), and
- * only while at most half the stack is used, as for the naive engine's
+ * Never ahead of a queued op of higher priority (rule 11), nor of one
+ * not yet sorted into the queue. Only an op of this worker's pool that
+ * finishes in its run (finishes_in_run), only on a worker thread (not a spare,
+ * nor the stepped engine's stand-in, testing.h, whose steps run one op each),
+ * and only while at most half the stack is used, as for the naive engine's
  * pushes (exec.h: VF__INLINE_PUSH_EIGHTHS; a chain of ops each pushing
  * the next queues its ops past that, and a nested wait still has room). */
 static inline bool runs_at_push(const vf__worker *w, const vf__op *op)
@@ -438,6 +439,8 @@ static inline bool runs_at_push(const vf__worker *w, const vf__op *op)
         atomic_load_explicit(&w->qlen, memory_order_relaxed) <
             VF__AT_PUSH_QUEUED)
         return false;
+    if (vf__worker_holds_better(w, op->priority))
+        return false; /* rule 11: a better ready op runs first */
     return vf__stack_below(VF__INLINE_PUSH_EIGHTHS);
 }
 

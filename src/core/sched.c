@@ -1,6 +1,8 @@
 /* sched.c: worker pools, ready queues, stealing and sleeping (see sched.h). */
 #include "core/sched.h"
 
+#include <limits.h>
+
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
@@ -79,6 +81,14 @@ static vf__op **lane_prev(vf__op *op)
     return &op->child;
 }
 
+/* Under w->qlock, once the heap's root changed: its mirror (sched.h). */
+static void mirror_heap_top(vf__worker *w)
+{
+    atomic_store_explicit(&w->heap_top,
+                          w->root != NULL ? w->root->priority : INT_MIN,
+                          memory_order_relaxed);
+}
+
 /* Under w->qlock. Priority 0, nearly every op, goes to the FIFO lane in
  * O(1); other priorities to the heap. */
 static void queue_push(vf__worker *w, vf__op *op)
@@ -96,6 +106,7 @@ static void queue_push(vf__worker *w, vf__op *op)
     }
     op->seq = w->next_seq++;
     w->root = meld(w->root, op);
+    mirror_heap_top(w);
 }
 
 /* Under w->qlock: take the lane's head (there is one). */
@@ -133,6 +144,7 @@ static vf__op *heap_pop(vf__worker *w)
     w->len--;
     w->root = merge_children(top->child);
     top->child = top->next = NULL;
+    mirror_heap_top(w);
     return top;
 }
 
@@ -648,7 +660,10 @@ static int start_thread(vf__pool *p, vf__worker *w)
         return VF_ESYSTEM;
     if (r->stack_size != 0)
         (void)pthread_attr_setstacksize(&attr, r->stack_size);
-    if (r->cpus != NULL && !w->spare) {
+    if (r->cpus != NULL && w->spare) {
+        (void)pthread_attr_setaffinity_np(&attr, sizeof *r->spare_cpus,
+                                          r->spare_cpus);
+    } else if (r->cpus != NULL) {
         cpu_set_t set;
         CPU_ZERO(&set);
         CPU_SET(r->cpus[(unsigned)w->index % (unsigned)r->ncpus_pinned], &set);
@@ -666,6 +681,7 @@ static void init_worker(vf__worker *w, vf__pool *p, int index)
 {
     pthread_mutex_init(&w->qlock, NULL);
     atomic_init(&w->qlen, 0);
+    atomic_init(&w->heap_top, INT_MIN);
     atomic_init(&w->inbox, NULL);
     atomic_init(&w->ran, 0);
     atomic_init(&w->failed, 0);

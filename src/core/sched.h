@@ -70,6 +70,9 @@ struct vf__worker {
     uint32_t next_seq; /* qlock: FIFO tie-break (wraps: sched.c) */
     /* seq_cst: mirrors `len` for sleepers and stealers (see above). */
     atomic_int qlen;
+    /* Relaxed: mirrors the heap's best priority (INT_MIN when empty),
+     * written under qlock, for vf__worker_holds_better. */
+    atomic_int heap_top;
     /* Ops placed by threads other than this worker (a pusher, another
      * pool's worker): a lock-free stack (seq_cst pushes), moved into the
      * queue, in arrival order, by whoever takes from this worker next. A
@@ -126,10 +129,13 @@ typedef struct vf__pool_runner {
     int ncpus;
     atomic_int *awake;
     atomic_int *program_asleep;
-    /* Pinning (vf_config.cpu_affinity): a worker of index i (not a spare)
-     * starts on CPU cpus[i % ncpus_pinned] alone; NULL: not pinned. */
+    /* Pinning (vf_config.cpu_affinity): a worker of index i starts on CPU
+     * cpus[i % ncpus_pinned] alone, a spare on `spare_cpus` (the
+     * process's: started by a pinned worker, it would otherwise inherit
+     * that worker's CPU); NULL: not pinned. */
     const uint16_t *cpus;
     int ncpus_pinned;
+    const cpu_set_t *spare_cpus;
 } vf__pool_runner;
 
 struct vf__pool {
@@ -164,6 +170,19 @@ struct vf__pool {
 
 /* Spare threads a pool may start at most. */
 #define VF__MAX_SPARES 64
+
+/* Whether an op of higher priority than `priority` may be waiting for w,
+ * read without w's lock: one in its heap, in its lane (0, above a
+ * negative priority), or any op in its inbox (not sorted in yet). A
+ * child runs at its push only when none is (exec.c: rule 11). */
+static inline bool vf__worker_holds_better(const vf__worker *w, int priority)
+{
+    if (atomic_load_explicit(&w->inbox, memory_order_relaxed) != NULL)
+        return true;
+    if (priority < 0)
+        return atomic_load_explicit(&w->qlen, memory_order_relaxed) != 0;
+    return atomic_load_explicit(&w->heap_top, memory_order_relaxed) > priority;
+}
 
 /* Make a pool of `n` workers numbered from `first_index`, whose threads
  * run what `runner` says; threads are not started yet. */
