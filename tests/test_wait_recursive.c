@@ -633,8 +633,11 @@ TEST_CASE(spare_thread)
     tu_finish_engine(d.e);
     CHECK_ERR(atomic_load(&d.rc), 0);
     CHECK_EQ(atomic_load(&d.child_ran), 1);
+#ifndef TU_TSAN /* there the waiter's frames leave it room to run the child    \
+                   itself (seen in CI): no spare is started */
     CHECK_EQ(d.child_worker, -1);
     CHECK_EQ(d.child_cpus, CPU_COUNT(&all));
+#endif
 }
 
 typedef struct chain {
