@@ -440,10 +440,12 @@ typedef struct vf_stats {
     uint64_t failed;    /**< user function ran and failed */
     uint64_t skipped;   /**< not run because an input had failed */
     uint64_t pending;   /**< pushed and not yet finished (var deletes and the
-                             markers of waits in progress included); exact
-                             with max_inflight set or when nothing moves,
-                             else between what was pending at one instant of
-                             the call and that plus what moved during it */
+                             markers of waits in progress included; a child
+                             with no vars running inside its push counts
+                             within its parent); exact with max_inflight set
+                             or when nothing moves, else between what was
+                             pending at one instant of the call and that plus
+                             what moved during it */
     /** @name Device ordering
      * A dependency on a device op's work was met by:
      * @{ */

@@ -17,12 +17,20 @@
  * - on a pool of two, with the other worker held, a parent's first 8
  *   ready children are queued and its 9th, with 8 queued on its worker,
  *   runs inside its push on the parent's worker (VF__AT_PUSH_QUEUED);
+ * - children with no vars run inside their pushes on a pool of one (no
+ *   trip through queues or counts) are ordinary ops to every observer:
+ *   their `done`, the stats, the failures their parent's wait and wait_all
+ *   report, the profiler's records;
  * - a child run inside its push that waits for ops that need its parent
  *   to end (a var whose writer reads what the parent writes) gets
  *   VF_EDEADLK there, never a hang: its parent is not counted as active
  *   while the child runs above it.
  */
 #include "runner.h"
+
+#include <string.h>
+
+#include <varflow_profile.h>
 
 #define FANOUT 4
 #define DEPTH 6 /* 1 + 4 + ... + 4^6 = 5461 nodes */
@@ -402,6 +410,121 @@ TEST_CASE(runs_at_push_once_queue_holds_enough)
     CHECK_OK(vf_engine_destroy(e));
     tu_gate_destroy(&q.held);
     tu_gate_destroy(&q.release);
+}
+
+/* A parent pushes three children with no vars, each with a `done`: "a"
+ * succeeds, "b" fails with 7, "c" pushes a grandchild "g" that fails with
+ * 9 and does not wait for it. On a pool of one every child runs inside its
+ * push, on its parent's worker, without a trip through the queues or the
+ * counts (push.c: push_child_here); it must still be an ordinary op to
+ * every observer, with the profiler on (which takes the usual path) or
+ * off: its `done` with its status, vf_engine_stats' counts, the failure
+ * its parent's wait reports (the first in push order, "b"), the one left
+ * for wait_all ("g"), and vf_engine_stats' pending with none left. */
+typedef struct observed {
+    vf_engine *e;
+    int done_status[3];
+    atomic_int ran_in_push[3]; /* the child had run when its push returned */
+    atomic_int ran[3];
+    int worker[3], parent_worker;
+    int wait_rc;
+    vf_error err;
+} observed;
+
+typedef struct observed_kid {
+    observed *t;
+    int i;
+} observed_kid;
+
+static int observed_g(vf_run *run, void *arg)
+{
+    (void)arg;
+    vf_run_set_error(run, "g failed");
+    return 9;
+}
+
+static int observed_child(vf_run *run, void *arg)
+{
+    const observed_kid *k = arg;
+    k->t->worker[k->i] = vf_run_worker(run);
+    atomic_store(&k->t->ran[k->i], 1);
+    if (k->i == 2)
+        CHECK_OK(vf_engine_push(vf_run_engine(run),
+                                &(vf_op){.fn = observed_g, .name = "g"}));
+    return k->i == 1 ? 7 : 0;
+}
+
+static void observed_done(void *arg, int status)
+{
+    const observed_kid *k = arg;
+    k->t->done_status[k->i] = status;
+}
+
+static int observed_parent(vf_run *run, void *arg)
+{
+    observed *t = arg;
+    static const char *names[3] = {"a", "b", "c"};
+    t->parent_worker = vf_run_worker(run);
+    for (int i = 0; i < 3; i++) {
+        observed_kid k = {t, i};
+        CHECK_OK(vf_engine_push(t->e, &(vf_op){.fn = observed_child,
+                                               .arg = &k,
+                                               .arg_size = sizeof k,
+                                               .done = observed_done,
+                                               .name = names[i]}));
+        atomic_store(&t->ran_in_push[i], atomic_load(&t->ran[i]));
+    }
+    t->wait_rc = vf_run_wait_children(run, &t->err);
+    return 0;
+}
+
+TEST_KIND_CASE(child_at_push_is_an_ordinary_op, k)
+{
+    for (int profiled = 0; profiled <= 1; profiled++) {
+        vf_engine *e = tu_engine(k);
+        if (profiled)
+            CHECK_OK(vf_profile_start(e));
+        observed t;
+        memset(&t, 0, sizeof t);
+        t.e = e;
+        for (int i = 0; i < 3; i++)
+            t.done_status[i] = -1;
+        vf_stats before, after;
+        CHECK_OK(vf_engine_stats(e, &before));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = observed_parent, .arg = &t}));
+        vf_error err;
+        CHECK_ERR(vf_engine_wait_all(e, &err), VF_EOPFAILED);
+        CHECK_EQ(err.code, 9);
+        CHECK(strcmp(err.op_name, "g") == 0);
+        CHECK(strcmp(err.message, "g failed") == 0);
+        CHECK_ERR(t.wait_rc, VF_EOPFAILED);
+        CHECK_EQ(t.err.code, 7);
+        CHECK(strcmp(t.err.op_name, "b") == 0);
+        CHECK_EQ(t.done_status[0], 0);
+        CHECK_EQ(t.done_status[1], 7);
+        CHECK_EQ(t.done_status[2], 0);
+        CHECK_OK(vf_engine_stats(e, &after));
+        CHECK_EQ(after.ran - before.ran, 3); /* the parent, a and c */
+        CHECK_EQ(after.failed - before.failed, 2);
+        CHECK_EQ(after.skipped - before.skipped, 0);
+        CHECK_EQ(after.pending, 0);
+        for (int i = 0; i < 3; i++) {
+            CHECK_EQ(atomic_load(&t.ran[i]), 1);
+            if (k->workers == 1) { /* a pool of one: inside the push */
+                CHECK_EQ(atomic_load(&t.ran_in_push[i]), 1);
+                CHECK_EQ(t.worker[i], t.parent_worker);
+            }
+        }
+        if (profiled) {
+            vf_profile *p = NULL;
+            CHECK_OK(vf_profile_stop(e));
+            CHECK_OK(vf_profile_take(e, &p));
+            REQUIRE(p != NULL);
+            CHECK_EQ(vf_profile_count(p), 5); /* every op, children too */
+            vf_profile_destroy(p);
+        }
+        tu_finish_engine(e);
+    }
 }
 
 TEST_MAIN("test_nested", 120)

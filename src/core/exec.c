@@ -206,7 +206,12 @@ void vf__exec_count_outcome(vf_engine *e, int status, bool skipped)
         slot = mine ? &w->ran : &e->ran;
     else
         slot = mine ? &w->failed : &e->failed;
-    atomic_fetch_add_explicit(slot, 1, memory_order_relaxed);
+    if (mine) /* only this worker writes its own: no locked add */
+        atomic_store_explicit(
+            slot, atomic_load_explicit(slot, memory_order_relaxed) + 1,
+            memory_order_relaxed);
+    else
+        atomic_fetch_add_explicit(slot, 1, memory_order_relaxed);
 }
 
 /* The op run by the innermost nested wait loop on this thread returns: its
@@ -415,11 +420,11 @@ static __attribute__((noinline)) void dispatch_pushed_nested(vf__op *op)
     tls.inline_depth--;
 }
 
-/* Whether `op`, a child ready at its push by a thread of its pool, runs
- * right there, inside the push, as the serial program runs it (and as
- * libgomp and libomp run a task at its creation when their queues are
- * long or their team has one thread): on a pool of one worker always,
- * on a larger one when the pusher's own queue already holds enough for
+/* Whether a child of `def` at `priority`, ready at its push by `w`, a
+ * thread of its pool, runs right there, inside the push, as the serial program
+ * runs it (and as libgomp and libomp run a task at its creation when their
+ * queues are long or their team has one thread): on a pool of one worker
+ * always, on a larger one when the pusher's own queue already holds enough for
  * the others to take (VF__AT_PUSH_QUEUED), so the child costs no queue
  * round trip and runs while what its parent wrote is in this core's cache.
  * Never ahead of a queued op of higher priority (rule 11), nor of one
@@ -429,19 +434,50 @@ static __attribute__((noinline)) void dispatch_pushed_nested(vf__op *op)
  * and only while at most half the stack is used, as for the naive engine's
  * pushes (exec.h: VF__INLINE_PUSH_EIGHTHS; a chain of ops each pushing
  * the next queues its ops past that, and a nested wait still has room). */
-static inline bool runs_at_push(const vf__worker *w, const vf__op *op)
+static inline bool worker_runs_child(const vf__worker *w, const vf__opdef *def,
+                                     int priority)
 {
-    const vf__opdef *def = op->def;
     if (w == NULL || w->pool != def->pool || w->spare || !w->started ||
-        !parent_runs_here(op))
+        !finishes_in_run(def))
         return false;
     if (w->pool->nworkers > 1 &&
         atomic_load_explicit(&w->qlen, memory_order_relaxed) <
             VF__AT_PUSH_QUEUED)
         return false;
-    if (vf__worker_holds_better(w, op->priority))
+    if (vf__worker_holds_better(w, priority))
         return false; /* rule 11: a better ready op runs first */
     return vf__stack_below(VF__INLINE_PUSH_EIGHTHS);
+}
+
+/* Whether `op`, ready at its push, runs right there (worker_runs_child):
+ * a child of the op running innermost here. */
+static inline bool runs_at_push(const vf__worker *w, const vf__op *op)
+{
+    return parent_runs_here(op) && worker_runs_child(w, op->def, op->priority);
+}
+
+vf__worker *vf__exec_child_runner(const vf__opdef *def, int priority)
+{
+    vf__worker *w = vf__this_worker();
+    return worker_runs_child(w, def, priority) ? w : NULL;
+}
+
+/* A run and a finish (above) with nothing to release, dispatch or count
+ * out: no vars, not queued, not counted (push.c: push_child_here). */
+void vf__exec_run_child_alone(vf__worker *w, vf__op *op)
+{
+    VF__ASSERT(op->nvars == 0 && op->def->kind == &vf__kind_user &&
+               !op->def->async && op->hooks == 0);
+    bool done = run_body(op, w->index);
+    VF__ASSERT(done);
+    (void)done;
+    if (op->done != NULL)
+        call_done(op);
+    vf__exec_count_op(vf__op_engine(op), op);
+    if (VF__UNLIKELY(op->failure != NULL))
+        vf__wait_child_failed(op->up, op->failure);
+    op->up = NULL; /* its parent's run's reference, not its own */
+    vf__op_free(op);
 }
 
 /* Run a child ready at its push on the pushing worker (runs_at_push). Its

@@ -25,6 +25,9 @@
  * to take (exec.c: runs_at_push). Its parent, stuck below it, lends it
  * its `active` count meanwhile (engine.h), so a wait inside the child that
  * needs the parent to end is found to be stuck (VF_EDEADLK), not hung.
+ * One with no vars skips the vars, the queues and the counts altogether
+ * (vf__exec_run_child_alone): its parent's pending and active counts
+ * stand for it, as lending makes them.
  *
  * Finish: the `done` callback, the op's vars released (each may make ops
  * ready), statistics, the op counted out of `counts` together with the ops
@@ -119,6 +122,19 @@ void vf__exec_finish_completed(vf__op *op);
  * `here`: a child of the op running on this thread may run inside the
  * push (false when the pusher holds a lock). */
 void vf__exec_dispatch_pushed(vf__op *op, bool here);
+
+/* The worker of this thread, when a child of `def`'s at `priority`, ready
+ * at its push from inside the op running innermost here, is to run right
+ * here, inside the push (exec.c: runs_at_push); else NULL. */
+vf__worker *vf__exec_child_runner(const vf__opdef *def, int priority);
+
+/* Run a child with no vars on `w`, the runner vf__exec_child_runner
+ * gave, inside its push and all of its life there: a sync user op, not
+ * observed (hooks 0), with its place and its parent's run's family (no
+ * reference of its own) but not queued nor counted, for it runs and
+ * finishes within its parent's run and counts (push.c: push_child_here).
+ * A failure goes to its parent's family, as a queued child's would. */
+void vf__exec_run_child_alone(vf__worker *w, vf__op *op);
 
 /* Worker loop step: run `op` (from the worker's pool) and finish it, return
  * the op the same worker should run next (or NULL). */

@@ -12,9 +12,19 @@
 
 _Thread_local vf__running vf__running_now;
 
+/* Drop a reference to `f`: true when it was the last. Only a holder
+ * passes a reference on (a run to its children, a child to its own
+ * family), so a holder that sees itself alone stays alone, and frees
+ * without a locked subtract (acquire: after every other holder's drop). */
+static inline bool drop(vf__family *f)
+{
+    return atomic_load_explicit(&f->refs, memory_order_acquire) == 1 ||
+           vf__ref_drop(&f->refs);
+}
+
 void vf__family_unref(vf__family *f)
 {
-    while (f != NULL && vf__ref_drop(&f->refs)) {
+    while (f != NULL && drop(f)) {
         vf__family *up = f->up;
         vf__failure_unref(atomic_load(&f->first)); /* NULL: taken */
         /* A waiter is exchanged out by the wait that registered it or the
@@ -58,6 +68,8 @@ bool vf__family_before(const vf__family *a_up, uint64_t a_place,
 
 struct vf__failure *vf__family_take_first(vf__family *f)
 {
+    if (atomic_load(&f->first) == NULL)
+        return NULL; /* as if taken before a failure that comes now */
     vf__spin_lock(&f->lock);
     struct vf__failure *first = atomic_exchange(&f->first, NULL);
     vf__spin_unlock(&f->lock);
@@ -66,6 +78,13 @@ struct vf__failure *vf__family_take_first(vf__family *f)
 
 void vf__family_run_over(vf__family *f)
 {
+    /* The run holds the only reference: no child is left that could keep
+     * a failure meanwhile (a child holds one until it finished), and the
+     * unref frees what `first` keeps. */
+    if (atomic_load_explicit(&f->refs, memory_order_acquire) == 1) {
+        vf__family_unref(f);
+        return;
+    }
     /* Then `first`: a child's failure kept meanwhile sees `run_over`
      * (vf__wait_child_failed stores, then loads; all seq_cst). */
     atomic_store(&f->run_over, true);
@@ -140,6 +159,5 @@ vf__family *vf__running_family(const vf__op *op, vf__family *up, uint64_t place)
             vf__family_ref(f->up);
         vf__running_now.family = f;
     }
-    vf__family_ref(f);
     return f;
 }

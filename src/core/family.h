@@ -170,8 +170,9 @@ static inline void vf__running_leave(const vf__running *saved)
 
 /* The running op's family, made at its first call with the running op's
  * own `up` and `place` (a fused op's: its running item's) and the vars
- * `op` (the running op) writes: a new reference for an op pushed from
- * it; NULL out of memory. */
+ * `op` (the running op) writes; NULL out of memory. No new reference: the
+ * run's keeps it until the run ends (an op pushed from it that may
+ * outlive the run takes one of its own, vf__family_ref). */
 vf__family *vf__running_family(const vf__op *op, vf__family *up,
                                uint64_t place);
 

@@ -268,6 +268,30 @@ static int check_engine(vf_engine *e, const char *who)
     return 0;
 }
 
+/* A child with no vars is ready at its push. When it is to run right here
+ * (exec.h: vf__exec_child_runner), its whole life lies inside its
+ * parent's run, on this thread: it runs without a trip through the vars,
+ * the queues or the counts (its parent, stuck below it, stays pending and
+ * active for both, as the lent count of a queued child's run at its push
+ * would make it: exec.c, lend_active), holds its parent's family through
+ * the parent's run, and takes its place in push order as any push. An
+ * observed engine (the profiler, VF_ENGINE_INFO) and one with an in-flight
+ * bound push it the usual way. True when it ran. */
+static bool push_child_here(vf_engine *e, vf__op *op)
+{
+    vf__op *parent = vf__current_op();
+    if (VF__LIKELY(parent == NULL) || vf__op_engine(parent) != e ||
+        atomic_load_explicit(&e->hooks, memory_order_relaxed) != 0 ||
+        e->max_inflight != 0)
+        return false;
+    vf__worker *w = vf__exec_child_runner(op->def, op->priority);
+    if (w == NULL || (op->up = vf__push_family_of_run(parent)) == NULL)
+        return false; /* out of memory: the usual path reports it */
+    vf__push_place_op(e, op, 1);
+    vf__exec_run_child_alone(w, op);
+    return true;
+}
+
 /* The body of vf_engine_push (inline in its guard: the hot path). */
 static inline __attribute__((always_inline)) int
 push(vf_engine *e, const vf_op *desc, const char *who)
@@ -306,6 +330,8 @@ push(vf_engine *e, const vf_op *desc, const char *who)
     if (VF__UNLIKELY(desc->arg_size != 0) &&
         (rc = vf__op_copy_arg(op, who, desc->arg, desc->arg_size)) != 0)
         goto fail;
+    if (op->nvars == 0 && push_child_here(e, op))
+        return 0;
     if ((rc = vf__push_enqueue(e, op, who)) != 0)
         goto fail;
     return 0;

@@ -31,11 +31,22 @@ static inline uint8_t vf__push_nest(vf_engine *e)
 }
 
 /* The family an op pushed now from inside `parent` (running on this
- * thread) joins, a new reference (family.h); NULL out of memory. */
-static inline vf__family *vf__push_family(const vf__op *parent)
+ * thread) joins, the run's (family.h: no new reference); NULL out of
+ * memory. */
+static inline vf__family *vf__push_family_of_run(const vf__op *parent)
 {
     return vf__running_family(parent, parent->up,
                               vf__bulk_running_place(parent));
+}
+
+/* vf__push_family_of_run, as a new reference: for an op that may outlive
+ * its parent's run. */
+static inline vf__family *vf__push_family(const vf__op *parent)
+{
+    vf__family *f = vf__push_family_of_run(parent);
+    if (f != NULL)
+        vf__family_ref(f);
+    return f;
 }
 
 /* Give an op the program pushes its place in push order: the next `n`

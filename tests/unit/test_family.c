@@ -36,6 +36,8 @@ static vf__family *child_family(vf__running *saved, int id, uint64_t place,
     vf__running_enter(saved, fake_op(id));
     vf__family *f = vf__running_family(fake_op(id), up, place);
     REQUIRE(f != NULL);
+    CHECK_EQ(atomic_load(&f->refs), 1); /* the run's, no more */
+    vf__family_ref(f);
     return f;
 }
 
@@ -55,6 +57,8 @@ TEST_CASE(tree_order)
     vf__family *f1 = child_family(&top, 1, 1, NULL);           /* up of 2 */
     vf__family *f1b = vf__running_family(fake_op(1), NULL, 1); /* of 5 */
     CHECK(f1 == f1b);
+    CHECK_EQ(atomic_load(&f1->refs), 2); /* the run's and op 2's */
+    vf__family_ref(f1b);
     CHECK_EQ(f1->depth, 1);
     CHECK_EQ(f1->root, 1);
     vf__family *f2 = child_family(&in2, 2, 2, f1); /* up of 7 and 9 */
