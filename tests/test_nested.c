@@ -460,11 +460,41 @@ static void observed_done(void *arg, int status)
     k->t->done_status[k->i] = status;
 }
 
+/* An argument larger than a child's block on its pusher's frame takes
+ * (push.c: VF__OP_STACK_ARG): the usual path, its bytes intact. */
+typedef struct big_arg {
+    unsigned char bytes[200];
+    atomic_int *sum;
+} big_arg;
+
+static int big_child(vf_run *run, void *arg)
+{
+    (void)run;
+    const big_arg *b = arg;
+    int sum = 0;
+    for (int i = 0; i < (int)sizeof b->bytes; i++)
+        sum += b->bytes[i];
+    atomic_store(b->sum, sum);
+    return 0;
+}
+
 static int observed_parent(vf_run *run, void *arg)
 {
     observed *t = arg;
     static const char *names[3] = {"a", "b", "c"};
     t->parent_worker = vf_run_worker(run);
+    /* Careless input inside an op: refused, nothing run or counted. */
+    CHECK_ERR(vf_engine_push(t->e, &(vf_op){.fn = observed_g, .arg_size = 8}),
+              VF_EINVAL);
+    atomic_int big_sum = 0;
+    big_arg b = {.sum = &big_sum};
+    for (int i = 0; i < (int)sizeof b.bytes; i++)
+        b.bytes[i] = (unsigned char)i;
+    CHECK_OK(vf_engine_push(
+        t->e, &(vf_op){.fn = big_child, .arg = &b, .arg_size = sizeof b}));
+    memset(b.bytes, 0, sizeof b.bytes); /* the child has its copy */
+    CHECK_OK(vf_run_wait_children(run, NULL));
+    CHECK_EQ(atomic_load(&big_sum), 199 * 200 / 2);
     for (int i = 0; i < 3; i++) {
         observed_kid k = {t, i};
         CHECK_OK(vf_engine_push(t->e, &(vf_op){.fn = observed_child,
@@ -504,7 +534,7 @@ TEST_KIND_CASE(child_at_push_is_an_ordinary_op, k)
         CHECK_EQ(t.done_status[1], 7);
         CHECK_EQ(t.done_status[2], 0);
         CHECK_OK(vf_engine_stats(e, &after));
-        CHECK_EQ(after.ran - before.ran, 3); /* the parent, a and c */
+        CHECK_EQ(after.ran - before.ran, 4); /* parent, big child, a, c */
         CHECK_EQ(after.failed - before.failed, 2);
         CHECK_EQ(after.skipped - before.skipped, 0);
         CHECK_EQ(after.pending, 0);
@@ -520,7 +550,7 @@ TEST_KIND_CASE(child_at_push_is_an_ordinary_op, k)
             CHECK_OK(vf_profile_stop(e));
             CHECK_OK(vf_profile_take(e, &p));
             REQUIRE(p != NULL);
-            CHECK_EQ(vf_profile_count(p), 5); /* every op, children too */
+            CHECK_EQ(vf_profile_count(p), 6); /* every op, children too */
             vf_profile_destroy(p);
         }
         tu_finish_engine(e);

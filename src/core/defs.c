@@ -31,11 +31,6 @@ void vf__defs_destroy(vf__defs *d)
     pthread_mutex_destroy(&d->lock);
 }
 
-static unsigned flag_bits(bool no_skip, bool nonblocking, bool async)
-{
-    return (no_skip ? 1u : 0u) | (nonblocking ? 2u : 0u) | (async ? 4u : 0u);
-}
-
 /* A CPU user op's slot in the table, or NULL for any other op. The table
  * is looked up by property and flags alone (vf__defs_for_push), so only
  * a definition routed as vf__opdef_fill routes its property goes there
@@ -54,7 +49,7 @@ static _Atomic(vf__opdef *) *cpu_slot(vf__defs *d, const vf__opdef *p)
     if (p->pool != routed || p->inline_run != (routed == NULL || p->async))
         return NULL;
     return &d->cpu[p->property]
-                  [flag_bits(p->no_skip, p->nonblocking, p->async)];
+                  [vf__defs_flag_bits(p->no_skip, p->nonblocking, p->async)];
 }
 
 /* Whether two definitions agree in everything ops share. */
@@ -113,20 +108,8 @@ const vf__opdef *vf__defs_share(vf__defs *d, const vf__opdef *proto)
 int vf__defs_for_push(vf_engine *e, const char *who, const vf_op *desc,
                       const vf__opdef **out)
 {
-    /* A CPU op seen before: its slot, once the op is known to be well
-     * formed (a slot is only ever filled by a definition that was). */
-    if (VF__LIKELY(desc != NULL) && desc->device.type == VF_DEVICE_CPU &&
-        desc->device.id == 0 && (unsigned)desc->property < VF__DEF_PROPS &&
-        (desc->fn == NULL) != (desc->async_fn == NULL)) {
-        vf__opdef *def = atomic_load_explicit(
-            &e->defs.cpu[desc->property][flag_bits(
-                desc->no_skip, desc->nonblocking, desc->async_fn != NULL)],
-            memory_order_acquire);
-        if (VF__LIKELY(def != NULL)) {
-            *out = def;
-            return 0;
-        }
-    }
+    if ((*out = vf__defs_seen(&e->defs, desc)) != NULL)
+        return 0;
     vf__opdef proto;
     int rc = vf__opdef_fill(e, who, desc, &proto);
     if (rc != 0)

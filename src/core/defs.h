@@ -40,9 +40,32 @@ void vf__defs_destroy(vf__defs *d);
  * use; NULL without memory. */
 const vf__opdef *vf__defs_share(vf__defs *d, const vf__opdef *proto);
 
+/* A definition's column in `cpu` (its flags). */
+static inline unsigned vf__defs_flag_bits(bool no_skip, bool nonblocking,
+                                          bool async)
+{
+    return (no_skip ? 1u : 0u) | (nonblocking ? 2u : 0u) | (async ? 4u : 0u);
+}
+
+/* The definition of a one-shot push of `desc` when it is a CPU op seen
+ * before (one load, inline on the push's path), else NULL: then
+ * vf__defs_for_push. Only an op known to be well formed is looked up (a
+ * slot is only ever filled by a definition that was). */
+static inline const vf__opdef *vf__defs_seen(vf__defs *d, const vf_op *desc)
+{
+    if (VF__LIKELY(desc != NULL) && desc->device.type == VF_DEVICE_CPU &&
+        desc->device.id == 0 && (unsigned)desc->property < VF__DEF_PROPS &&
+        (desc->fn == NULL) != (desc->async_fn == NULL))
+        return atomic_load_explicit(
+            &d->cpu[desc->property][vf__defs_flag_bits(
+                desc->no_skip, desc->nonblocking, desc->async_fn != NULL)],
+            memory_order_acquire);
+    return NULL;
+}
+
 /* The engine's definition for a one-shot push of `desc`, checked and
- * routed as vf__opdef_fill does (a CPU op seen before: one load). 0, or
- * a VF_E* code with a detail naming `who`. */
+ * routed as vf__opdef_fill does (vf__defs_seen first). 0, or a VF_E*
+ * code with a detail naming `who`. */
 int vf__defs_for_push(vf_engine *e, const char *who, const vf_op *desc,
                       const vf__opdef **def);
 

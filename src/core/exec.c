@@ -463,7 +463,7 @@ vf__worker *vf__exec_child_runner(const vf__opdef *def, int priority)
 }
 
 /* A run and a finish (above) with nothing to release, dispatch or count
- * out: no vars, not queued, not counted (push.c: push_child_here). */
+ * out: no vars, not queued, not counted (push.c: push_child_alone). */
 void vf__exec_run_child_alone(vf__worker *w, vf__op *op)
 {
     VF__ASSERT(op->nvars == 0 && op->def->kind == &vf__kind_user &&
@@ -474,10 +474,12 @@ void vf__exec_run_child_alone(vf__worker *w, vf__op *op)
     if (op->done != NULL)
         call_done(op);
     vf__exec_count_op(vf__op_engine(op), op);
-    if (VF__UNLIKELY(op->failure != NULL))
+    if (VF__UNLIKELY(op->failure != NULL)) {
         vf__wait_child_failed(op->up, op->failure);
-    op->up = NULL; /* its parent's run's reference, not its own */
-    vf__op_free(op);
+        vf__failure_unref(op->failure);
+    }
+    /* Its block is its pusher's (on its stack); its family its parent's
+     * run's: nothing else to let go of. */
 }
 
 /* Run a child ready at its push on the pushing worker (runs_at_push). Its

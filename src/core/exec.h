@@ -132,8 +132,9 @@ vf__worker *vf__exec_child_runner(const vf__opdef *def, int priority);
  * gave, inside its push and all of its life there: a sync user op, not
  * observed (hooks 0), with its place and its parent's run's family (no
  * reference of its own) but not queued nor counted, for it runs and
- * finishes within its parent's run and counts (push.c: push_child_here).
- * A failure goes to its parent's family, as a queued child's would. */
+ * finishes within its parent's run and counts (push.c:
+ * push_child_alone). A failure goes to its parent's family, as a queued
+ * child's would. Its block is the caller's to keep (vf__op_on_stack). */
 void vf__exec_run_child_alone(vf__worker *w, vf__op *op);
 
 /* Worker loop step: run `op` (from the worker's pool) and finish it, return

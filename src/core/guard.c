@@ -309,10 +309,6 @@ int vf__guard_enter_nested(const vf_engine *e, vf__guard *g, const char *who)
     vf__guard_tls *t = &vf__guard_tls_;
     unsigned d = t->depth;
     vf__call_slot *s = t->slot;
-    if (atomic_load_explicit(&s->calls[d - 1], memory_order_relaxed) == e) {
-        g->depth = -1; /* the call it is inside keeps `e` alive */
-        return 0;
-    }
     if (d >= VF__GUARD_DEPTH)
         return vf__fail(VF_ENOMEM,
                         "%s: called from inside %d calls on other engines "

@@ -99,6 +99,7 @@ typedef struct vf__guard {
 
 /* The slow sides of vf__guard_enter (guard.c). */
 int vf__guard_enter_slow(const vf_engine *e, vf__guard *g, const char *who);
+/* Inside a call on another engine than `e`. */
 int vf__guard_enter_nested(const vf_engine *e, vf__guard *g, const char *who);
 
 /*
@@ -111,8 +112,16 @@ static inline int vf__guard_enter(const vf_engine *e, vf__guard *g,
                                   const char *who)
 {
     vf__guard_tls *t = &vf__guard_tls_;
-    if (VF__UNLIKELY(t->depth != 0))
+    if (VF__UNLIKELY(t->depth != 0)) {
+        /* Inside a call on `e` (an op's push from inside its run): that
+         * call keeps `e` alive. */
+        if (atomic_load_explicit(&t->slot->calls[t->depth - 1],
+                                 memory_order_relaxed) == e) {
+            g->depth = -1;
+            return 0;
+        }
         return vf__guard_enter_nested(e, g, who);
+    }
     vf__call_slot *s = t->slot;
     atomic_store_explicit(
         &s->started,

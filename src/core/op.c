@@ -54,17 +54,11 @@ static int arg_room(int nvars, size_t size)
                : 0;
 }
 
-/* A fresh block for `nvars` entries and `room` more for an argument. */
-static inline __attribute__((always_inline)) vf__op *alloc_block(int nvars,
-                                                                 int room)
+/* Set a block's header for `nvars` entries and `room` more for an
+ * argument (all but `ticket`). */
+static inline __attribute__((always_inline)) void
+init_block(vf__op *op, int nvars, int room)
 {
-    vf__op *op = nvars + room <= VF__OP_LISTED_VARS
-                     ? vf__fl_alloc(VF__FL_OP + nvars + room)
-                     : vf__malloc(vf__op_block_size(nvars));
-    if (op == NULL)
-        return NULL;
-    if (nvars > VF__OP_LISTED_VARS)
-        atomic_init(&op->ticket, 0);
     op->nvars = nvars;
     op->next = NULL;
     op->priority = 0;
@@ -79,6 +73,20 @@ static inline __attribute__((always_inline)) vf__op *alloc_block(int nvars,
     op->place = 0; /* none yet: the push gives it (push.c) */
     op->prof = NULL;
     op->up = NULL;
+}
+
+/* A fresh block for `nvars` entries and `room` more for an argument. */
+static inline __attribute__((always_inline)) vf__op *alloc_block(int nvars,
+                                                                 int room)
+{
+    vf__op *op = nvars + room <= VF__OP_LISTED_VARS
+                     ? vf__fl_alloc(VF__FL_OP + nvars + room)
+                     : vf__malloc(vf__op_block_size(nvars));
+    if (op == NULL)
+        return NULL;
+    if (nvars > VF__OP_LISTED_VARS)
+        atomic_init(&op->ticket, 0);
+    init_block(op, nvars, room);
     /* `ticket` is deliberately kept: see op.h (a fresh block is zeroed). */
     uint64_t t = atomic_load_explicit(&op->ticket, memory_order_relaxed);
     atomic_store_explicit(&op->ticket, (t + 2) & ~(uint64_t)1,
@@ -97,6 +105,15 @@ vf__op *vf__op_alloc_arg(int nvars, size_t arg_size)
         return alloc_block(nvars, 0);
     return alloc_block(
         nvars, nvars <= VF__OP_LISTED_VARS ? arg_room(nvars, arg_size) : 0);
+}
+
+vf__op *vf__op_on_stack(vf__op_stack_block *b, size_t arg_size)
+{
+    VF__ASSERT(arg_size <= VF__OP_STACK_ARG);
+    vf__op *op = &b->op;
+    atomic_init(&op->ticket, 0); /* never completed: a sync op */
+    init_block(op, 0, arg_room(0, arg_size));
+    return op;
 }
 
 void vf__op_stage_var_far(vf__op *op, int i, const vf__varref *ref)
@@ -172,18 +189,19 @@ static __attribute__((noinline)) void free_holding(vf__op *op)
 
 void vf__op_free(vf__op *op)
 {
-    /* The rare cases (a child's family, room for its argument among
-     * them), one test on the hot path. */
+    /* The rare cases (a child's family, an argument copied apart among
+     * them), one test on the hot path; an argument copied into the block
+     * itself (argcopy a multiple of VF__ARG_ROOM) goes with the block. */
     if (VF__UNLIKELY(((uintptr_t)op->prof | (uintptr_t)op->failure |
                       (uintptr_t)op->up | (uintptr_t)op->waiter |
-                      op->argcopy) != 0)) {
+                      (op->argcopy % VF__ARG_ROOM)) != 0)) {
         free_holding(op);
         return;
     }
     const vf__opdef *def = op->def;
     if (def != NULL && def->opr != NULL)
         vf__operator_unref(def->opr);
-    free_block(op, 0);
+    free_block(op, op->argcopy / VF__ARG_ROOM);
 }
 
 /* --- var sets ---------------------------------------------------------- */

@@ -393,6 +393,21 @@ vf__op *vf__op_alloc(int nvars);
  * bytes to be copied (vf__op_copy_arg) when it fits a listed block. */
 vf__op *vf__op_alloc_arg(int nvars, size_t arg_size);
 
+/* An op block on its caller's stack, for an op with no vars whose whole
+ * life lies within the caller's frame (push.c: a child that runs alone,
+ * inside its push), with room for an argument copy of up to
+ * VF__OP_STACK_ARG bytes. Never freed: the caller lets go of what the op
+ * holds (its failure) itself. */
+#define VF__OP_STACK_ARG (VF__OP_LISTED_VARS * sizeof(vf__dep))
+typedef union vf__op_stack_block {
+    vf__op op;
+    char bytes[sizeof(vf__op) + VF__OP_STACK_ARG];
+} vf__op_stack_block;
+
+/* The op of block `b`, as vf__op_alloc_arg(0, arg_size) makes one
+ * (arg_size <= VF__OP_STACK_ARG). */
+vf__op *vf__op_on_stack(vf__op_stack_block *b, size_t arg_size);
+
 /* Stage the op's var set (op->nvars refs in normal form) in its entries,
  * for vf__push_enqueue: all of it, or entry i. */
 void vf__op_stage_var_far(vf__op *op, int i, const vf__varref *ref);

@@ -268,28 +268,54 @@ static int check_engine(vf_engine *e, const char *who)
     return 0;
 }
 
+/* A one-shot push's run (function, argument, done, name) and its
+ * priority, into its op of definition `def`. */
+static inline void fill_run(vf__op *op, const vf__opdef *def, const vf_op *desc)
+{
+    op->def = def;
+    vf__op_set_run(op, def->async, desc->fn, desc->async_fn, desc->arg,
+                   desc->done, desc->name);
+    op->priority = push_priority(def, desc->priority);
+}
+
+/* push_child_alone: not run here, push it as usual (no VF_E* code). */
+#define PUSH_USUAL INT_MIN
+
 /* A child with no vars is ready at its push. When it is to run right here
- * (exec.h: vf__exec_child_runner), its whole life lies inside its
- * parent's run, on this thread: it runs without a trip through the vars,
- * the queues or the counts (its parent, stuck below it, stays pending and
- * active for both, as the lent count of a queued child's run at its push
- * would make it: exec.c, lend_active), holds its parent's family through
- * the parent's run, and takes its place in push order as any push. An
- * observed engine (the profiler, VF_ENGINE_INFO) and one with an in-flight
- * bound push it the usual way. True when it ran. */
-static bool push_child_here(vf_engine *e, vf__op *op)
+ * (exec.h: vf__exec_child_runner), its whole life lies inside this push,
+ * within its parent's run, on this thread: its block is on this frame,
+ * and it runs without a trip through the vars, the queues or the counts
+ * (its parent, stuck below it, stays pending and active for both, as the
+ * lent count of a child run at its push the usual way would make it:
+ * exec.c, lend_active); it holds its parent's family through the
+ * parent's run, and takes its place in push order as any push. An
+ * observed engine (the profiler, VF_ENGINE_INFO), one with an in-flight
+ * bound, and an argument copy too large for the frame's block take the
+ * usual path. 0 when it ran, PUSH_USUAL, or the argument copy's error. */
+static int push_child_alone(vf_engine *e, const vf__opdef *def,
+                            const vf_op *desc, const char *who)
 {
     vf__op *parent = vf__current_op();
-    if (VF__LIKELY(parent == NULL) || vf__op_engine(parent) != e ||
+    if (vf__op_engine(parent) != e ||
         atomic_load_explicit(&e->hooks, memory_order_relaxed) != 0 ||
-        e->max_inflight != 0)
-        return false;
-    vf__worker *w = vf__exec_child_runner(op->def, op->priority);
-    if (w == NULL || (op->up = vf__push_family_of_run(parent)) == NULL)
-        return false; /* out of memory: the usual path reports it */
+        e->max_inflight != 0 || desc->arg_size > VF__OP_STACK_ARG)
+        return PUSH_USUAL;
+    vf__worker *w = vf__exec_child_runner(def,
+                                          push_priority(def, desc->priority));
+    vf__family *up;
+    if (w == NULL || (up = vf__push_family_of_run(parent)) == NULL)
+        return PUSH_USUAL; /* out of memory: the usual path reports it */
+    vf__op_stack_block block;
+    vf__op *op = vf__op_on_stack(&block, desc->arg_size);
+    fill_run(op, def, desc);
+    int rc;
+    if (VF__UNLIKELY(desc->arg_size != 0) &&
+        (rc = vf__op_copy_arg(op, who, desc->arg, desc->arg_size)) != 0)
+        return rc; /* nothing taken: no place, no copy */
+    op->up = up;
     vf__push_place_op(e, op, 1);
     vf__exec_run_child_alone(w, op);
-    return true;
+    return 0;
 }
 
 /* The body of vf_engine_push (inline in its guard: the hot path). */
@@ -306,32 +332,34 @@ push(vf_engine *e, const vf_op *desc, const char *who)
         return rc < 0 ? rc : 0;
     /* The definition and the var set first: the set's size is the op
      * block's. */
-    const vf__opdef *def;
-    if ((rc = vf__defs_for_push(e, who, desc, &def)) != 0)
+    const vf__opdef *def = vf__defs_seen(&e->defs, desc);
+    if (VF__UNLIKELY(def == NULL) &&
+        (rc = vf__defs_for_push(e, who, desc, &def)) != 0)
         return rc;
+    int nvars = 0;
     vf__varref small[SMALL_VARSET], *heap = NULL;
-    if ((desc->reads.count | desc->writes.count) != 0 &&
-        (rc = vf__varset_build(e, who, desc->reads, desc->writes, small,
-                               SMALL_VARSET, &heap)) < 0)
+    if ((desc->reads.count | desc->writes.count) != 0) {
+        if ((nvars = vf__varset_build(e, who, desc->reads, desc->writes, small,
+                                      SMALL_VARSET, &heap)) < 0)
+            return nvars;
+    } else if (VF__UNLIKELY(vf__current_op() != NULL) &&
+               (rc = push_child_alone(e, def, desc, who)) != PUSH_USUAL) {
         return rc;
+    }
     vf__op *op = VF__LIKELY(desc->arg_size == 0)
-                     ? vf__op_alloc(rc)
-                     : vf__op_alloc_arg(rc, desc->arg_size);
+                     ? vf__op_alloc(nvars)
+                     : vf__op_alloc_arg(nvars, desc->arg_size);
     if (op == NULL) {
         free(heap);
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     }
     vf__op_stage_vars(op, heap ? heap : small);
-    free(heap);
-    op->def = def;
-    vf__op_set_run(op, def->async, desc->fn, desc->async_fn, desc->arg,
-                   desc->done, desc->name);
-    op->priority = push_priority(def, desc->priority);
+    if (VF__UNLIKELY(heap != NULL))
+        free(heap);
+    fill_run(op, def, desc);
     if (VF__UNLIKELY(desc->arg_size != 0) &&
         (rc = vf__op_copy_arg(op, who, desc->arg, desc->arg_size)) != 0)
         goto fail;
-    if (op->nvars == 0 && push_child_here(e, op))
-        return 0;
     if ((rc = vf__push_enqueue(e, op, who)) != 0)
         goto fail;
     return 0;
