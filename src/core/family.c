@@ -25,7 +25,9 @@ static inline bool drop(vf__family *f)
 void vf__family_unref(vf__family *f)
 {
     while (f != NULL && drop(f)) {
-        vf__family *up = f->up;
+        /* Borrowed: only its run's end frees it so (run_over), and its
+         * parent's run still holds `up`. */
+        vf__family *up = f->up_borrowed ? NULL : f->up;
         vf__failure_unref(atomic_load(&f->first)); /* NULL: taken */
         /* A waiter is exchanged out by the wait that registered it or the
          * child that fires it, before the run's reference goes (wait.c). */
@@ -84,6 +86,10 @@ void vf__family_run_over(vf__family *f)
     if (atomic_load_explicit(&f->refs, memory_order_acquire) == 1) {
         vf__family_unref(f);
         return;
+    }
+    if (f->up_borrowed) { /* it outlives its run: hold `up` itself now */
+        vf__family_ref(f->up);
+        f->up_borrowed = false;
     }
     /* Then `first`: a child's failure kept meanwhile sees `run_over`
      * (vf__wait_child_failed stores, then loads; all seq_cst). */
@@ -155,7 +161,8 @@ vf__family *vf__running_family(const vf__op *op, vf__family *up, uint64_t place)
             f->depth = up != NULL ? up->depth + 1 : 1;
             f->up = up;
         }
-        if (f->up != NULL)
+        f->up_borrowed = f->up != NULL && op->alone;
+        if (f->up != NULL && !f->up_borrowed)
             vf__family_ref(f->up);
         vf__running_now.family = f;
     }

@@ -14,8 +14,10 @@
  * A family is the node of a running op that pushes: its place, and its
  * parent's family (`up`, a reference). It is made at the op's first push
  * from inside it and lives as long as its run or any op pushed from it
- * (each holds a reference, vf__op.up), so a failure of any descendant can
- * still name its path. An op's key in push order is its path: the places
+ * (each holds a reference, vf__op.up; a child that runs alone inside its
+ * push, within this run, needs none, nor does its own family while its
+ * run lasts: up_borrowed), so a failure of any descendant can still name
+ * its path. An op's key in push order is its path: the places
  * of its ancestors' families from the top, then its own place; two keys
  * compare in tree order (the first place that differs decides; an
  * ancestor comes before its descendants). A top-level op has no family
@@ -76,6 +78,13 @@ struct vf__family {
     uint64_t place;  /* the op's place in push order (a batch item's) */
     uint64_t root;   /* its top-level ancestor's place */
     vf__family *up;  /* its parent's family (a reference), or NULL */
+    /* It holds no reference to `up` yet: its op runs alone inside its
+     * push (op.h: vf__op.alone), within its parent's run, which keeps `up`
+     * alive. Its run's end takes one when the family outlives it
+     * (vf__family_run_over), before it lets go of its own: so a family
+     * that only its run held (a recursion's, whose children all ran
+     * alone too) costs no locked add or subtract on `up`. */
+    bool up_borrowed;
     /* Children pushed and not finished; the last one's lowering (release)
      * is what a waiter acquires. */
     atomic_int pending;

@@ -69,6 +69,7 @@ init_block(vf__op *op, int nvars, int room)
     op->argcopy = (uint8_t)(room * VF__ARG_ROOM); /* none, or room */
     op->hooks = 0;
     op->skipped = false;
+    op->alone = false;
     op->nest = 0;
     op->place = 0; /* none yet: the push gives it (push.c) */
     op->prof = NULL;
@@ -113,6 +114,7 @@ vf__op *vf__op_on_stack(vf__op_stack_block *b, size_t arg_size)
     vf__op *op = &b->op;
     atomic_init(&op->ticket, 0); /* never completed: a sync op */
     init_block(op, 0, arg_room(0, arg_size));
+    op->alone = true;
     return op;
 }
 

@@ -247,7 +247,12 @@ struct vf__op {
     uint8_t hooks;
     /* The engine skipped it (status VF_ESKIPPED): its function never ran.
      * An op whose function returned VF_ESKIPPED itself failed. */
-    bool skipped;
+    bool skipped : 1;
+    /* It runs alone inside its push (vf__op_on_stack), within its
+     * parent's run, which keeps `up` alive: it holds no reference to
+     * `up`, and neither does its own family while its run lasts
+     * (family.h: up_borrowed). */
+    bool alone : 1;
     /* VF__ARG_*: whether `arg` is a copy it owns (arg.h), or
      * VF__ARG_KIND: its kind's to free (free_arg); or k * VF__ARG_ROOM:
      * room for a copy in the block, k entries' worth (vf__op_alloc_arg). */
@@ -405,7 +410,7 @@ typedef union vf__op_stack_block {
 } vf__op_stack_block;
 
 /* The op of block `b`, as vf__op_alloc_arg(0, arg_size) makes one
- * (arg_size <= VF__OP_STACK_ARG). */
+ * (arg_size <= VF__OP_STACK_ARG), marked `alone`. */
 vf__op *vf__op_on_stack(vf__op_stack_block *b, size_t arg_size);
 
 /* Stage the op's var set (op->nvars refs in normal form) in its entries,

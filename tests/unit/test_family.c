@@ -104,6 +104,48 @@ TEST_CASE(families_live_with_their_children)
     CHECK(vf__running_now.op == NULL);
 }
 
+/* A family whose op runs alone inside its push (op.h: alone) borrows its
+ * parent's: no reference to `up` while its run lasts; its run's end
+ * frees it without touching `up` when nothing else holds it, and takes a
+ * reference to `up` first when something does. */
+TEST_CASE(alone_runs_borrow_up)
+{
+    vf__fl_init(VF__FL_FAMILY, sizeof(vf__family));
+    vf__running top, in2, in3;
+    vf__family *f1 = child_family(&top, 1, 1, NULL); /* op 2's reference */
+    CHECK_EQ(atomic_load(&f1->refs), 2);
+
+    /* Op 2 runs alone and pushes only children that end within its run. */
+    fake_op(2)->alone = true;
+    vf__running_enter(&in2, fake_op(2));
+    vf__family *f2 = vf__running_family(fake_op(2), f1, 2);
+    REQUIRE(f2 != NULL);
+    CHECK(f2->up_borrowed);
+    CHECK_EQ(atomic_load(&f1->refs), 2); /* no reference taken */
+    vf__running_leave(&in2);             /* frees f2 */
+    CHECK_EQ(atomic_load(&f1->refs), 2); /* and none let go */
+
+    /* Op 3 runs alone and pushes a child that outlives its run. */
+    fake_op(3)->alone = true;
+    vf__running_enter(&in3, fake_op(3));
+    vf__family *f3 = vf__running_family(fake_op(3), f1, 3);
+    REQUIRE(f3 != NULL);
+    vf__family_ref(f3); /* the queued child's */
+    CHECK(f3->up_borrowed);
+    vf__running_leave(&in3);
+    CHECK(!f3->up_borrowed);
+    CHECK_EQ(atomic_load(&f1->refs), 3); /* f3 holds f1 itself now */
+    CHECK_EQ(atomic_load(&f3->refs), 1);
+    vf__family_unref(f3); /* the child finished: frees f3, lets go of f1 */
+    CHECK_EQ(atomic_load(&f1->refs), 2);
+    fake_op(2)->alone = false;
+    fake_op(3)->alone = false;
+
+    vf__running_leave(&top);
+    CHECK_EQ(atomic_load(&f1->refs), 1);
+    vf__family_unref(f1);
+}
+
 TEST_CASE(deep_chain)
 {
     vf__fl_init(VF__FL_FAMILY, sizeof(vf__family));
