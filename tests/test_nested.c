@@ -21,6 +21,9 @@
  *   trip through queues or counts) are ordinary ops to every observer:
  *   their `done`, the stats, the failures their parent's wait and wait_all
  *   report, the profiler's records;
+ * - a failing child that runs alone, which takes its place in push order
+ *   only at its failure, still comes after a failing sibling with a var
+ *   pushed before it, and before one pushed after it;
  * - a child run inside its push that waits for ops that need its parent
  *   to end (a var whose writer reads what the parent writes) gets
  *   VF_EDEADLK there, never a hang: its parent is not counted as active
@@ -553,6 +556,67 @@ TEST_KIND_CASE(child_at_push_is_an_ordinary_op, k)
             CHECK_EQ(vf_profile_count(p), 6); /* every op, children too */
             vf_profile_destroy(p);
         }
+        tu_finish_engine(e);
+    }
+}
+
+/* A child that runs alone takes its place in push order only when it
+ * needs one (push.h: vf__push_place_of): at its failure, here. It must
+ * still stand where its push put it: after a failing sibling with a var
+ * pushed before it (which took its place at its push), before one pushed
+ * after it. The parent's wait reports the first, wait_all the other. */
+typedef struct order_pair {
+    vf_engine *e;
+    vf_var v;
+    bool var_child_first;
+    int wait_rc, wait_code;
+} order_pair;
+
+static int fail_5(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return 5;
+}
+
+static int fail_6(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return 6;
+}
+
+static int pair_parent(vf_run *run, void *arg)
+{
+    order_pair *t = arg;
+    for (int i = 0; i < 2; i++) {
+        if ((i == 0) == t->var_child_first)
+            CHECK_OK(vf_engine_push(t->e, &(vf_op){.fn = fail_6,
+                                                   .writes = tu_list(&t->v, 1),
+                                                   .name = "with a var"}));
+        else
+            CHECK_OK(
+                vf_engine_push(t->e, &(vf_op){.fn = fail_5, .name = "alone"}));
+    }
+    vf_error err;
+    memset(&err, 0, sizeof err);
+    t->wait_rc = vf_run_wait_children(run, &err);
+    t->wait_code = err.code;
+    return 0;
+}
+
+TEST_KIND_CASE(alone_child_failure_in_push_order, k)
+{
+    for (int first = 0; first <= 1; first++) {
+        vf_engine *e = tu_engine(k);
+        order_pair t = {.e = e, .var_child_first = first};
+        t.v = tu_var(e);
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = pair_parent, .arg = &t}));
+        vf_error err;
+        CHECK_ERR(vf_engine_wait_all(e, &err), VF_EOPFAILED);
+        CHECK_ERR(t.wait_rc, VF_EOPFAILED);
+        CHECK_EQ(t.wait_code, first ? 6 : 5);
+        CHECK_EQ(err.code, first ? 5 : 6);
         tu_finish_engine(e);
     }
 }

@@ -6,6 +6,7 @@
 #include "core/bulk.h"
 #include "core/fences.h"
 #include "core/profiling.h"
+#include "core/push.h"
 #include "core/run.h"
 #include "core/wait.h"
 
@@ -119,7 +120,8 @@ void vf__exec_op_failed(vf__op *op, int code, const char *message)
 {
     op->status = code;
     op->failure = vf__engine_record_failure(vf__op_engine(op), code, op->name,
-                                            message, op->place, op->up);
+                                            message, vf__push_place_of(op),
+                                            op->up);
 }
 
 void vf__exec_op_skipped(vf__op *op, vf__failure *f)

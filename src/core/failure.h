@@ -9,7 +9,9 @@
  *
  * Places. Every op the program pushes to run a function (vf_engine_push, an
  * operator push, each op of a fused batch) takes the next number of the
- * engine's push counter (engine.h): its place, 1, 2, 3, ... in push order.
+ * engine's push counter (engine.h): its place, 1, 2, 3, ... in push order
+ * (a child that runs alone inside its push takes it only once it needs
+ * it, before its push returns: push.h, vf__push_place_of).
  * A wait, and a var delete (which never fails), take the counter's value
  * as it stands (the place of the last op pushed before them) without
  * advancing it. An op pushed from inside a running op also holds its

@@ -288,7 +288,8 @@ static inline void fill_run(vf__op *op, const vf__opdef *def, const vf_op *desc)
  * (its parent, stuck below it, stays pending and active for both, as the
  * lent count of a child run at its push the usual way would make it:
  * exec.c, lend_active); it holds its parent's family through the
- * parent's run, and takes its place in push order as any push. An
+ * parent's run, and takes its place in push order once something needs
+ * it (push.h: vf__push_place_of). An
  * observed engine (the profiler, VF_ENGINE_INFO), one with an in-flight
  * bound, and an argument copy too large for the frame's block take the
  * usual path. 0 when it ran, PUSH_USUAL, or the argument copy's error. */
@@ -313,7 +314,7 @@ static int push_child_alone(vf_engine *e, const vf__opdef *def,
         (rc = vf__op_copy_arg(op, who, desc->arg, desc->arg_size)) != 0)
         return rc; /* nothing taken: no place, no copy */
     op->up = up;
-    vf__push_place_op(e, op, 1);
+    op->nest = vf__push_nest_below(parent); /* its place when needed */
     vf__exec_run_child_alone(w, op);
     return 0;
 }

@@ -30,18 +30,33 @@ static inline uint8_t vf__push_nest(vf_engine *e)
     return vf__push_nest_below(parent);
 }
 
+/* The place in push order of `op`, running on this thread. A child that
+ * runs alone inside its push (push.c: push_child_alone) takes its place
+ * only when something needs it (its failure's record, its family), most
+ * never do: still above every place taken before its push, and below
+ * every one its pusher takes after it returns, which is all push order
+ * asks of it. */
+static inline uint64_t vf__push_place_of(vf__op *op)
+{
+    if (VF__UNLIKELY(op->place == 0) && op->alone)
+        op->place = vf__push_take_places(vf__op_engine(op), 1);
+    return op->place;
+}
+
 /* The family an op pushed now from inside `parent` (running on this
  * thread) joins, the run's (family.h: no new reference); NULL out of
  * memory. */
-static inline vf__family *vf__push_family_of_run(const vf__op *parent)
+static inline vf__family *vf__push_family_of_run(vf__op *parent)
 {
     return vf__running_family(parent, parent->up,
-                              vf__bulk_running_place(parent));
+                              VF__UNLIKELY(parent->alone)
+                                  ? vf__push_place_of(parent)
+                                  : vf__bulk_running_place(parent));
 }
 
 /* vf__push_family_of_run, as a new reference: for an op that may outlive
  * its parent's run. */
-static inline vf__family *vf__push_family(const vf__op *parent)
+static inline vf__family *vf__push_family(vf__op *parent)
 {
     vf__family *f = vf__push_family_of_run(parent);
     if (f != NULL)
