@@ -195,25 +195,32 @@ static bool run_body(vf__op *op, int worker)
 /* --- finishing --------------------------------------------------------- */
 
 /* Count a user op's outcome (ran, failed, or skipped by the engine: an
- * op whose function returned VF_ESKIPPED ran and failed): in the worker's
- * counters when it is one of the engine's, else in the engine's. */
-void vf__exec_count_outcome(vf_engine *e, int status, bool skipped)
+ * op whose function returned VF_ESKIPPED ran and failed): in the counters
+ * of `mine`, the engine's worker on this thread (not a spare), or, when
+ * NULL, in the engine's. */
+static inline void count_outcome(vf_engine *e, vf__worker *mine, int status,
+                                 bool skipped)
 {
-    vf__worker *w = vf__this_worker();
-    bool mine = w && w->pool->engine == e && !w->spare;
     _Atomic uint64_t *slot;
     if (skipped)
-        slot = mine ? &w->skipped : &e->skipped;
+        slot = mine ? &mine->skipped : &e->skipped;
     else if (status == 0)
-        slot = mine ? &w->ran : &e->ran;
+        slot = mine ? &mine->ran : &e->ran;
     else
-        slot = mine ? &w->failed : &e->failed;
+        slot = mine ? &mine->failed : &e->failed;
     if (mine) /* only this worker writes its own: no locked add */
         atomic_store_explicit(
             slot, atomic_load_explicit(slot, memory_order_relaxed) + 1,
             memory_order_relaxed);
     else
         atomic_fetch_add_explicit(slot, 1, memory_order_relaxed);
+}
+
+void vf__exec_count_outcome(vf_engine *e, int status, bool skipped)
+{
+    vf__worker *w = vf__this_worker();
+    count_outcome(e, w && w->pool->engine == e && !w->spare ? w : NULL, status,
+                  skipped);
 }
 
 /* The op run by the innermost nested wait loop on this thread returns: its
@@ -369,15 +376,6 @@ static void lent_returned(const vf__exec_loop_frame *saved)
     tls.loop_lent = saved->lent;
 }
 
-/* Whether an op of `def` is finished when its body returns: a user op
- * or a batch of them that is not async (an async op, or a device op,
- * finishes later, elsewhere: it cannot give a lent count back). */
-static inline bool finishes_in_run(const vf__opdef *def)
-{
-    return !def->async &&
-           (def->kind == &vf__kind_user || def->kind == &vf__kind_bulk);
-}
-
 /* Whether `op`, ready at its push, is a child of the op running innermost
  * on this thread (not of another thread's op whose batch this thread
  * flushed), and one that finishes in its run: then, run here, it runs
@@ -385,7 +383,8 @@ static inline bool finishes_in_run(const vf__opdef *def)
 static inline bool parent_runs_here(const vf__op *op)
 {
     return op->nest != 0 && op->up != NULL &&
-           op->up == vf__running_now.family && finishes_in_run(op->def);
+           op->up == vf__running_now.family &&
+           vf__exec_finishes_in_run(op->def);
 }
 
 static void run_inline(vf__op *op)
@@ -422,46 +421,12 @@ static __attribute__((noinline)) void dispatch_pushed_nested(vf__op *op)
     tls.inline_depth--;
 }
 
-/* Whether a child of `def` at `priority`, ready at its push by `w`, a
- * thread of its pool, runs right there, inside the push, as the serial program
- * runs it (and as libgomp and libomp run a task at its creation when their
- * queues are long or their team has one thread): on a pool of one worker
- * always, on a larger one when the pusher's own queue already holds enough for
- * the others to take (VF__AT_PUSH_QUEUED), so the child costs no queue
- * round trip and runs while what its parent wrote is in this core's cache.
- * Never ahead of a queued op of higher priority (rule 11), nor of one
- * not yet sorted into the queue. Only an op of this worker's pool that
- * finishes in its run (finishes_in_run), only on a worker thread (not a spare,
- * nor the stepped engine's stand-in, testing.h, whose steps run one op each),
- * and only while at most half the stack is used, as for the naive engine's
- * pushes (exec.h: VF__INLINE_PUSH_EIGHTHS; a chain of ops each pushing
- * the next queues its ops past that, and a nested wait still has room). */
-static inline bool worker_runs_child(const vf__worker *w, const vf__opdef *def,
-                                     int priority)
-{
-    if (w == NULL || w->pool != def->pool || w->spare || !w->started ||
-        !finishes_in_run(def))
-        return false;
-    if (w->pool->nworkers > 1 &&
-        atomic_load_explicit(&w->qlen, memory_order_relaxed) <
-            VF__AT_PUSH_QUEUED)
-        return false;
-    if (vf__worker_holds_better(w, priority))
-        return false; /* rule 11: a better ready op runs first */
-    return vf__stack_below(VF__INLINE_PUSH_EIGHTHS);
-}
-
-/* Whether `op`, ready at its push, runs right there (worker_runs_child):
- * a child of the op running innermost here. */
+/* Whether `op`, ready at its push, runs right there
+ * (vf__exec_worker_runs_child): a child of the op running innermost here. */
 static inline bool runs_at_push(const vf__worker *w, const vf__op *op)
 {
-    return parent_runs_here(op) && worker_runs_child(w, op->def, op->priority);
-}
-
-vf__worker *vf__exec_child_runner(const vf__opdef *def, int priority)
-{
-    vf__worker *w = vf__this_worker();
-    return worker_runs_child(w, def, priority) ? w : NULL;
+    return parent_runs_here(op) &&
+           vf__exec_worker_runs_child(w, op->def, op->priority);
 }
 
 /* A run and a finish (above) with nothing to release, dispatch or count
@@ -475,7 +440,8 @@ void vf__exec_run_child_alone(vf__worker *w, vf__op *op)
     (void)done;
     if (op->done != NULL)
         call_done(op);
-    vf__exec_count_op(vf__op_engine(op), op);
+    count_outcome(vf__op_engine(op), w, op->status,
+                  op->skipped); /* a user op */
     if (VF__UNLIKELY(op->failure != NULL)) {
         vf__wait_child_failed(op->up, op->failure);
         vf__failure_unref(op->failure);

@@ -38,6 +38,7 @@
 #ifndef VF_EXEC_H
 #define VF_EXEC_H
 
+#include "base/stack.h"
 #include "core/engine.h"
 #include "core/run.h"
 
@@ -123,10 +124,55 @@ void vf__exec_finish_completed(vf__op *op);
  * push (false when the pusher holds a lock). */
 void vf__exec_dispatch_pushed(vf__op *op, bool here);
 
+/* Whether an op of `def` is finished when its body returns: a user op
+ * or a batch of them that is not async (an async op, or a device op,
+ * finishes later, elsewhere: it cannot give a lent count back). */
+static inline bool vf__exec_finishes_in_run(const vf__opdef *def)
+{
+    return !def->async &&
+           (def->kind == &vf__kind_user || def->kind == &vf__kind_bulk);
+}
+
+/* Whether a child of `def` at `priority`, ready at its push by `w`, a
+ * thread of its pool, runs right there, inside the push, as the serial
+ * program runs it (and as libgomp and libomp run a task at its creation
+ * when their queues are long or their team has one thread): on a pool of
+ * one worker always, on a larger one when the pusher's own queue already
+ * holds enough for the others to take (VF__AT_PUSH_QUEUED), so the child
+ * costs no queue round trip and runs while what its parent wrote is in
+ * this core's cache. Never ahead of a queued op of higher priority (rule
+ * 11), nor of one not yet sorted into the queue. Only an op of this
+ * worker's pool that finishes in its run, only on a worker thread (not a
+ * spare, nor the stepped engine's stand-in, testing.h, whose steps run one
+ * op each), and only while at most half the stack is used, as for the
+ * naive engine's pushes (VF__INLINE_PUSH_EIGHTHS; a chain of ops each
+ * pushing the next queues its ops past that, and a nested wait still has
+ * room). Inline: every push from inside an op asks. */
+static inline bool vf__exec_worker_runs_child(const vf__worker *w,
+                                              const vf__opdef *def,
+                                              int priority)
+{
+    if (w == NULL || w->pool != def->pool || w->spare || !w->started ||
+        !vf__exec_finishes_in_run(def))
+        return false;
+    if (w->pool->nworkers > 1 &&
+        atomic_load_explicit(&w->qlen, memory_order_relaxed) <
+            VF__AT_PUSH_QUEUED)
+        return false;
+    if (vf__worker_holds_better(w, priority))
+        return false; /* rule 11: a better ready op runs first */
+    return vf__stack_below(VF__INLINE_PUSH_EIGHTHS);
+}
+
 /* The worker of this thread, when a child of `def`'s at `priority`, ready
  * at its push from inside the op running innermost here, is to run right
- * here, inside the push (exec.c: runs_at_push); else NULL. */
-vf__worker *vf__exec_child_runner(const vf__opdef *def, int priority);
+ * here, inside the push (vf__exec_worker_runs_child); else NULL. */
+static inline vf__worker *vf__exec_child_runner(const vf__opdef *def,
+                                                int priority)
+{
+    vf__worker *w = vf__this_worker();
+    return vf__exec_worker_runs_child(w, def, priority) ? w : NULL;
+}
 
 /* Run a child with no vars on `w`, the runner vf__exec_child_runner
  * gave, inside its push and all of its life there: a sync user op, not

@@ -68,10 +68,8 @@ bool vf__family_before(const vf__family *a_up, uint64_t a_place,
     return a_place < b_place;
 }
 
-struct vf__failure *vf__family_take_first(vf__family *f)
+struct vf__failure *vf__family_take_first_slow(vf__family *f)
 {
-    if (atomic_load(&f->first) == NULL)
-        return NULL; /* as if taken before a failure that comes now */
     vf__spin_lock(&f->lock);
     struct vf__failure *first = atomic_exchange(&f->first, NULL);
     vf__spin_unlock(&f->lock);
@@ -95,7 +93,7 @@ void vf__family_run_over(vf__family *f)
      * (vf__wait_child_failed stores, then loads; all seq_cst). */
     atomic_store(&f->run_over, true);
     if (atomic_load(&f->first) != NULL)
-        vf__failure_unref(vf__family_take_first(f));
+        vf__failure_unref(vf__family_take_first_slow(f));
     vf__family_unref(f);
 }
 

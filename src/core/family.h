@@ -167,7 +167,13 @@ static inline void vf__running_enter(vf__running *saved, vf__op *op)
 void vf__family_run_over(vf__family *f);
 
 /* Take the kept failure out (a reference, or NULL). */
-struct vf__failure *vf__family_take_first(vf__family *f);
+struct vf__failure *vf__family_take_first_slow(vf__family *f);
+static inline struct vf__failure *vf__family_take_first(vf__family *f)
+{
+    if (atomic_load(&f->first) == NULL)
+        return NULL; /* as if taken before a failure that comes now */
+    return vf__family_take_first_slow(f);
+}
 
 /* The run ends: drop its reference to its family; the outer run again. */
 static inline void vf__running_leave(const vf__running *saved)

@@ -44,38 +44,6 @@ vf__op *vf__dep_op_far(const vf__dep *d)
     return (vf__op *)back->var_w;
 }
 
-/* How many var entries' room an argument of `size` bytes takes at the
- * end of a listed block for `nvars` (op.h), or 0 when it does not fit. */
-static int arg_room(int nvars, size_t size)
-{
-    size_t slots = (size + sizeof(vf__dep) - 1) / sizeof(vf__dep);
-    return size != 0 && slots <= (size_t)(VF__OP_LISTED_VARS - nvars)
-               ? (int)slots
-               : 0;
-}
-
-/* Set a block's header for `nvars` entries and `room` more for an
- * argument (all but `ticket`). */
-static inline __attribute__((always_inline)) void
-init_block(vf__op *op, int nvars, int room)
-{
-    op->nvars = nvars;
-    op->next = NULL;
-    op->priority = 0;
-    op->seq = 0;
-    op->def = NULL;
-    op->failure = NULL;
-    op->waiter = NULL; /* the side block's pointer: none */
-    op->argcopy = (uint8_t)(room * VF__ARG_ROOM); /* none, or room */
-    op->hooks = 0;
-    op->skipped = false;
-    op->alone = false;
-    op->nest = 0;
-    op->place = 0; /* none yet: the push gives it (push.c) */
-    op->prof = NULL;
-    op->up = NULL;
-}
-
 /* A fresh block for `nvars` entries and `room` more for an argument. */
 static inline __attribute__((always_inline)) vf__op *alloc_block(int nvars,
                                                                  int room)
@@ -87,7 +55,7 @@ static inline __attribute__((always_inline)) vf__op *alloc_block(int nvars,
         return NULL;
     if (nvars > VF__OP_LISTED_VARS)
         atomic_init(&op->ticket, 0);
-    init_block(op, nvars, room);
+    vf__op_init_header(op, nvars, room);
     /* `ticket` is deliberately kept: see op.h (a fresh block is zeroed). */
     uint64_t t = atomic_load_explicit(&op->ticket, memory_order_relaxed);
     atomic_store_explicit(&op->ticket, (t + 2) & ~(uint64_t)1,
@@ -104,18 +72,9 @@ vf__op *vf__op_alloc_arg(int nvars, size_t arg_size)
 {
     if (arg_size == 0)
         return alloc_block(nvars, 0);
-    return alloc_block(
-        nvars, nvars <= VF__OP_LISTED_VARS ? arg_room(nvars, arg_size) : 0);
-}
-
-vf__op *vf__op_on_stack(vf__op_stack_block *b, size_t arg_size)
-{
-    VF__ASSERT(arg_size <= VF__OP_STACK_ARG);
-    vf__op *op = &b->op;
-    atomic_init(&op->ticket, 0); /* never completed: a sync op */
-    init_block(op, 0, arg_room(0, arg_size));
-    op->alone = true;
-    return op;
+    return alloc_block(nvars, nvars <= VF__OP_LISTED_VARS
+                                  ? vf__op_arg_room(nvars, arg_size)
+                                  : 0);
 }
 
 void vf__op_stage_var_far(vf__op *op, int i, const vf__varref *ref)

@@ -409,9 +409,48 @@ typedef union vf__op_stack_block {
     char bytes[sizeof(vf__op) + VF__OP_STACK_ARG];
 } vf__op_stack_block;
 
+/* How many var entries' room an argument of `size` bytes takes at the
+ * end of a listed block for `nvars`, or 0 when it does not fit. */
+static inline int vf__op_arg_room(int nvars, size_t size)
+{
+    size_t slots = (size + sizeof(vf__dep) - 1) / sizeof(vf__dep);
+    return size != 0 && slots <= (size_t)(VF__OP_LISTED_VARS - nvars)
+               ? (int)slots
+               : 0;
+}
+
+/* Set a block's header for `nvars` entries and `room` more for an
+ * argument (all but `ticket`: op.c). */
+static inline __attribute__((always_inline)) void
+vf__op_init_header(vf__op *op, int nvars, int room)
+{
+    op->nvars = nvars;
+    op->next = NULL;
+    op->priority = 0;
+    op->seq = 0;
+    op->def = NULL;
+    op->failure = NULL;
+    op->waiter = NULL; /* the side block's pointer: none */
+    op->argcopy = (uint8_t)(room * VF__ARG_ROOM); /* none, or room */
+    op->hooks = 0;
+    op->skipped = false;
+    op->alone = false;
+    op->nest = 0;
+    op->place = 0; /* none yet: the push gives it (push.c) */
+    op->prof = NULL;
+    op->up = NULL;
+}
+
 /* The op of block `b`, as vf__op_alloc_arg(0, arg_size) makes one
  * (arg_size <= VF__OP_STACK_ARG), marked `alone`. */
-vf__op *vf__op_on_stack(vf__op_stack_block *b, size_t arg_size);
+static inline vf__op *vf__op_on_stack(vf__op_stack_block *b, size_t arg_size)
+{
+    vf__op *op = &b->op;
+    atomic_init(&op->ticket, 0); /* never completed: a sync op */
+    vf__op_init_header(op, 0, vf__op_arg_room(0, arg_size));
+    op->alone = true;
+    return op;
+}
 
 /* Stage the op's var set (op->nvars refs in normal form) in its entries,
  * for vf__push_enqueue: all of it, or entry i. */

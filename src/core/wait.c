@@ -630,10 +630,11 @@ static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
     vf__family *f = vf__running_now.family;
     if (f == NULL)
         return 0; /* it pushed nothing */
-    vf__deadline until = vf__deadline_in_ms(timeout_ms);
     int rc = 0;
-    if (atomic_load_explicit(&f->pending, memory_order_acquire) != 0)
+    if (atomic_load_explicit(&f->pending, memory_order_acquire) != 0) {
+        vf__deadline until = vf__deadline_in_ms(timeout_ms);
         rc = wait_pending(e, f, &until, who);
+    }
     if (rc == VF_EDEADLK)
         return vf__fail(rc,
                         "%s: the wait can never finish (op \"%s\" would "
@@ -648,8 +649,9 @@ static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
      * The next wait reports only what children pushed after this one
      * bring. */
     vf__failure *first = vf__family_take_first(f);
-    bool claimed = first != NULL &&
-                   vf__failure_claim(first, vf__push_wait_place(e));
+    if (first == NULL)
+        return 0;
+    bool claimed = vf__failure_claim(first, vf__push_wait_place(e));
     if (claimed)
         report(first, err);
     vf__failure_unref(first);
