@@ -278,6 +278,9 @@ TEST_CASE(waiter_takes_descendants_only)
     vf__family *fc = vf__running_family(OP(o, 4), fp, 2); /* P's child */
     vf__running_enter(&in_q, OP(o, 4));
     vf__family *fq = vf__running_family(OP(o, 4), NULL, 3); /* Q */
+    vf__family_ref(fp); /* the ops' references (the runs hold their own) */
+    vf__family_ref(fc);
+    vf__family_ref(fq);
     OP(o, 0)->up = fp;
     OP(o, 1)->up = fc;
     OP(o, 2)->up = fq;
