@@ -440,8 +440,8 @@ void vf__exec_run_child_alone(vf__worker *w, vf__op *op)
     (void)done;
     if (op->done != NULL)
         call_done(op);
-    count_outcome(vf__op_engine(op), w, op->status,
-                  op->skipped); /* a user op */
+    /* A user op (counted), on its pool's worker: its counters. */
+    count_outcome(vf__op_engine(op), w, op->status, op->skipped);
     if (VF__UNLIKELY(op->failure != NULL)) {
         vf__wait_child_failed(op->up, op->failure);
         vf__failure_unref(op->failure);

@@ -176,8 +176,9 @@ static inline vf__worker *vf__exec_child_runner(const vf__opdef *def,
 
 /* Run a child with no vars on `w`, the runner vf__exec_child_runner
  * gave, inside its push and all of its life there: a sync user op, not
- * observed (hooks 0), with its place and its parent's run's family (no
- * reference of its own) but not queued nor counted, for it runs and
+ * observed (hooks 0), with its parent's run's family (no reference of its
+ * own) and its place in push order to take when it needs one (push.h:
+ * vf__push_place_of), but not queued nor counted, for it runs and
  * finishes within its parent's run and counts (push.c:
  * push_child_alone). A failure goes to its parent's family, as a queued
  * child's would. Its block is the caller's to keep (vf__op_on_stack). */
