@@ -34,6 +34,7 @@
 #include "runner.h"
 
 #include <stdint.h>
+#include <string.h>
 
 #if defined(TU_TSAN) || defined(TU_ASAN)
 #define SANITIZED 1
@@ -596,6 +597,20 @@ static int deep_op(vf_run *run, void *arg)
     return 0;
 }
 
+/* Run deep_op on an engine of `cfg` to its end: its wait returned 0 and
+ * its child ran once (`d` then says where). */
+static void run_deep(const vf_config *cfg, const char *name, deep *d)
+{
+    memset(d, 0, sizeof *d);
+    d->e = engine_of(cfg, name);
+    atomic_store(&d->rc, 99);
+    d->v = tu_var(d->e);
+    CHECK_OK(vf_engine_push(d->e, &(vf_op){.fn = deep_op, .arg = d}));
+    tu_finish_engine(d->e);
+    CHECK_ERR(atomic_load(&d->rc), 0);
+    CHECK_EQ(atomic_load(&d->child_ran), 1);
+}
+
 TEST_CASE(spare_thread)
 {
     for (int c = 0; c < NCONFIGS; c++) {
@@ -604,13 +619,8 @@ TEST_CASE(spare_thread)
         tu_phase_limit(configs[c].name, 30);
         vf_config cfg = configs[c].cfg;
         cfg.worker_stack_kib = 512;
-        deep d = {.e = engine_of(&cfg, configs[c].name)};
-        atomic_store(&d.rc, 99);
-        d.v = tu_var(d.e);
-        CHECK_OK(vf_engine_push(d.e, &(vf_op){.fn = deep_op, .arg = &d}));
-        tu_finish_engine(d.e);
-        CHECK_ERR(atomic_load(&d.rc), 0);
-        CHECK_EQ(atomic_load(&d.child_ran), 1);
+        deep d;
+        run_deep(&cfg, configs[c].name, &d);
     }
     /* With the worker pinned (cpu_affinity), the spare is not: it runs
      * the child (worker -1) on every CPU the process may run on. */
@@ -626,13 +636,8 @@ TEST_CASE(spare_thread)
                      .cpu_workers = 1,
                      .worker_stack_kib = 512,
                      .cpu_affinity = first};
-    deep d = {.e = engine_of(&cfg, "pooled/1 pinned")};
-    atomic_store(&d.rc, 99);
-    d.v = tu_var(d.e);
-    CHECK_OK(vf_engine_push(d.e, &(vf_op){.fn = deep_op, .arg = &d}));
-    tu_finish_engine(d.e);
-    CHECK_ERR(atomic_load(&d.rc), 0);
-    CHECK_EQ(atomic_load(&d.child_ran), 1);
+    deep d;
+    run_deep(&cfg, "pooled/1 pinned", &d);
 #ifndef TU_TSAN /* there the waiter's frames leave it room to run the child    \
                    itself (seen in CI): no spare is started */
     CHECK_EQ(d.child_worker, -1);
