@@ -83,7 +83,8 @@ extern const bench_adapter bench_serial;
 #endif
 #ifdef BENCH_WITH_VARFLOW
 extern const bench_adapter bench_vf_naive, bench_vf_pooled, bench_vf_perdevice,
-    bench_vf_bulk64, bench_vf_pooled_opr;
+    bench_vf_bulk64, bench_vf_pooled_opr, bench_vf_naive_replay,
+    bench_vf_pooled_replay, bench_vf_perdevice_replay;
 #endif
 #ifdef BENCH_WITH_VARFLOW_CXX
 extern const bench_adapter bench_vf_naive_cxx, bench_vf_pooled_cxx,
@@ -109,6 +110,9 @@ const bench_adapter *const bench_adapters[] = {
     &bench_vf_perdevice,
     &bench_vf_bulk64,
     &bench_vf_pooled_opr,
+    &bench_vf_naive_replay,
+    &bench_vf_pooled_replay,
+    &bench_vf_perdevice_replay,
 #endif
 #ifdef BENCH_WITH_VARFLOW_CXX
     &bench_vf_naive_cxx,

@@ -185,6 +185,7 @@ static void build_chain(builder *b, const bench_sizing *sz)
         int32_t v = 0;
         add_op(b, BENCH_OP_MIX, 0, &v, 0, 1, 0, -1);
     }
+    b->p->period_ops = 1; /* every op writes var 0 */
     snprintf(b->p->size, sizeof b->p->size, "N=%zu", n);
 }
 
@@ -394,6 +395,8 @@ static void build_stencil(builder *b, const bench_sizing *sz, int mult)
     p->nvars = 2 * w;
     p->w9_width = w;
     p->w9_steps = steps;
+    p->period_first = (size_t)w;   /* step 0 reads nothing */
+    p->period_ops = 2 * (size_t)w; /* steps t and t + 2 name the same vars */
     for (long t = 0; t < steps && !b->oom; t++) {
         int32_t in = (int32_t)((t + 1) % 2) * w, out = (int32_t)(t % 2) * w;
         for (int i = 0; i < w; i++) {

@@ -94,6 +94,11 @@ typedef struct bench_prog {
     /* W9 only (w9_width > 0): w9_width columns, w9_steps steps */
     int w9_width;
     long w9_steps;
+    /* A program that repeats (W2, W9): from op period_first on, op
+     * period_first + j * period_ops + l names the vars op period_first + l
+     * names, for every j; period_ops 0: it does not repeat. What a replay
+     * of a captured graph needs (adapters/vf_replay.c). */
+    size_t period_first, period_ops;
     /* W10 only (rec_kind != BENCH_REC_NONE): no ops; nops counts its tasks */
     int rec_kind;       /* enum bench_rec_kind */
     int rec_n;          /* fib: n */

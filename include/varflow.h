@@ -464,6 +464,12 @@ typedef struct vf_stats {
      * (vf_completion_finish()): the ops a wait that never ends may be waiting
      * for; the timed waits name them. */
     uint64_t async_in_flight;
+    /** @name Graphs (vf_graph_launch())
+     * @{ */
+    uint64_t launches; /**< graph launches (each also counts its ops above) */
+    uint64_t replays;  /**< of them, those replayed from the graph's own
+                            edges, not pushed op by op */
+    /** @} */
 } vf_stats;
 
 /** A snapshot of the engine's counters (internal wait ops are not counted). */
@@ -1051,6 +1057,115 @@ VF_API int vf_run_wait_children_timed(vf_run *run, int64_t timeout_ms,
                                       vf_error *err);
 /** @} */
 
+/** @} */
+
+/* ------------------------------------------------------------------------ */
+/* Graphs: capture and replay                                                */
+/* ------------------------------------------------------------------------ */
+/**
+ * @defgroup graphs Graphs (capture and replay)
+ * @brief Record the ops a thread pushes once; launch them again and again.
+ *
+ * An iterative program pushes the same ops every step. Captured once into a
+ * graph, they are launched with one call per step: the launch does not
+ * check, sort or queue each op again, but runs them from the dependencies
+ * found at capture (docs/DESIGN.md, "Graphs").
+ *
+ * **A launch is exactly the pushes it recorded.** Launching a graph is
+ * equivalent to pushing its ops again, in the order they were recorded, at
+ * the point of the launch: after everything pushed before it and before
+ * everything pushed after, on every variable. What runs, fails or is
+ * skipped, each op's `done`, the versions of the variables, what waits
+ * report and vf_engine_stats() are what those pushes give. Its ops take
+ * their places in push order at the launch, one after the other, so a
+ * failure among them is ordered as one of those pushes would be.
+ *
+ * How a launch runs: its ops start once every earlier op that conflicts
+ * with *any* op of the graph has finished on that variable (the graph
+ * takes its variables together, as one op would), and each variable is
+ * let go as soon as the graph's last use of it has finished, so later ops
+ * on it need not wait for the whole graph. A graph of sync CPU ops is
+ * replayed from its own edges (vf_stats.replays); one with async or device
+ * ops, a launch on an engine that is profiled, logs ops (VF_ENGINE_INFO),
+ * has an in-flight bound or bulks this thread's pushes, and a launch from
+ * inside an op, push the recorded ops one by one instead, with the same
+ * result.
+ *
+ * **Capture.** Between vf_graph_begin() and vf_graph_end(), this thread's
+ * pushes to the engine (vf_engine_push(), vf_operator_push(),
+ * vf_operator_push_arg()) are checked as a push checks them (the same
+ * errors) and recorded, not run. A capture may not contain what a replay
+ * could not repeat: a wait (vf_var_wait(), vf_engine_wait_all() and their
+ * timed forms), creating or destroying a variable (vf_var_create(),
+ * vf_var_of(), vf_var_destroy()), stopping, starting or shutting the engine
+ * down, a launch or a second capture; each is refused with VF_EINVAL and a
+ * detail naming the capture, and the capture goes on. A `nonblocking` op
+ * (or operator) is refused too (a launch never half-happens). Other
+ * threads, other engines and ops running on the engine push as usual. An
+ * op's `name`, a `done` and a pointer argument (arg_size 0) are kept as
+ * given: they must stay valid while the graph lives and its launched ops
+ * run. A copied argument (arg_size > 0) is copied once at capture and
+ * again into each launch. An operator the graph pushes stays alive for the
+ * graph (vf_operator_destroy() lets go of the handle only).
+ *
+ * Ops pushed from inside a launched op are ordinary pushes.
+ * @{
+ */
+/** A recorded sequence of pushes, launched any number of times. */
+typedef struct vf_graph vf_graph;
+
+/**
+ * Begin capturing this thread's pushes to `e` into a new graph. VF_EINVAL
+ * when this thread already captures (on any engine), from inside an op or
+ * a `done` callback; VF_ESHUTDOWN; VF_ENOMEM.
+ */
+VF_API int vf_graph_begin(vf_engine *e);
+
+/**
+ * End this thread's capture on `e`: *out is the graph of the ops recorded
+ * since vf_graph_begin() (none is a graph too: its launch does nothing).
+ * The dependencies among them and the variables the graph touches are
+ * worked out here, once. VF_EINVAL when this thread does not capture on
+ * `e` or `out` is NULL (the capture then goes on), VF_ENOMEM (the capture
+ * is ended and its graph freed).
+ */
+VF_API int vf_graph_end(vf_engine *e, vf_graph **out);
+
+/**
+ * Launch the graph: push its ops again, as a whole (see above). Returns at
+ * once, as a push does (the naive engine runs the ops inside the call);
+ * waits as for pushed ops. May be called from any thread, from inside
+ * ops, and again before an earlier launch of the same graph finished
+ * (the launches are ordered as their calls). Errors: VF_EINVAL (not a
+ * graph, destroyed, or this thread captures on `e`), VF_EXDEV (another
+ * engine's), VF_ESTALE (a variable of the graph was deleted: nothing of the
+ * graph is launched), VF_ESHUTDOWN, VF_ENOMEM. A launch that fails runs
+ * nothing and calls no `done`.
+ */
+VF_API int vf_graph_launch(vf_engine *e, vf_graph *g);
+
+/**
+ * Change the argument op `index` (0 for the first op recorded, in push
+ * order) gets from the next launch on, without capturing again: a time
+ * step's index, say. For an op recorded with a copied argument, `arg_size`
+ * must be its size and `arg_size` bytes of `arg` are copied (each launch
+ * copies them again into its op, as a push would); for one recorded with a
+ * pointer (arg_size 0), `arg_size` must be 0 and the pointer is kept. A
+ * launch already made keeps what it had. VF_EINVAL (bad graph or index, a
+ * size that differs, a NULL `arg` with a size), VF_EXDEV.
+ */
+VF_API int vf_graph_set_arg(vf_engine *e, vf_graph *g, size_t index, void *arg,
+                            size_t arg_size);
+
+/** How many ops the graph holds (0 for NULL). */
+VF_API size_t vf_graph_ops(const vf_graph *g);
+
+/**
+ * Destroy the graph: the handle must not be used again; launches still
+ * running finish first (the graph is freed after them). An engine's
+ * destroy frees the graphs the program did not. VF_EINVAL, VF_EXDEV.
+ */
+VF_API int vf_graph_destroy(vf_engine *e, vf_graph *g);
 /** @} */
 
 #ifdef __cplusplus

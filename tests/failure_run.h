@@ -78,6 +78,11 @@ struct fr_run {
      * ops pushed and not done, per pushing thread) */
     bool settle;
     atomic_int pending[FO_MAXTHREADS];
+    /* graphs: each run of the main thread's pushes is captured into a
+     * graph, launched once and destroyed at once (a launch is the pushes
+     * it recorded); `capturing` while one is open */
+    bool graphs, capturing;
+    long launched;
     /* handshake pushers: step `turn` may be made (tok_mu guards turn) */
     pthread_mutex_t tok_mu;
     pthread_cond_t tok_cv;
@@ -442,14 +447,38 @@ static inline int fr_join_of(const fo_prog *p, int fork)
     return s;
 }
 
+/* Graphs: end the main thread's capture, launch its graph and destroy it
+ * while the launch runs (it is freed after). */
+static inline void fr_launch(fr_run *R)
+{
+    if (!R->capturing)
+        return;
+    R->capturing = false;
+    vf_graph *g = NULL;
+    fr_check(R, "vf_graph_end", vf_graph_end(R->e, &g));
+    if (g == NULL)
+        return;
+    fr_check(R, "vf_graph_launch", vf_graph_launch(R->e, g));
+    fr_check(R, "vf_graph_destroy", vf_graph_destroy(R->e, g));
+    R->launched++;
+}
+
 /* The main thread's steps; a FORK starts the second pusher (after
- * flushing this thread's batch: its ops come first), JOIN joins it. */
+ * flushing this thread's batch: its ops come first), JOIN joins it. With
+ * `graphs`, each run of its pushes is captured and launched (fr_launch). */
 static inline void fr_steps(fr_run *R)
 {
     pthread_t second;
     fr_seg seg;
     for (int s = 0; s < R->p->nsteps; s++) {
         const fo_step *st = &R->p->steps[s];
+        bool push = st->kind == FO_PUSH && st->thread == 0;
+        if (R->graphs && !push)
+            fr_launch(R);
+        else if (R->graphs && push && !R->capturing) {
+            fr_check(R, "vf_graph_begin", vf_graph_begin(R->e));
+            R->capturing = true;
+        }
         if (st->kind == FO_FORK) {
             (void)vf_bulk_flush(R->e);
             seg = (fr_seg){R, s + 1, fr_join_of(R->p, s)};
@@ -461,6 +490,7 @@ static inline void fr_steps(fr_run *R)
             fr_step(R, s);
         }
     }
+    fr_launch(R);
 }
 
 /* ------------------------------------------------------------ a run */
@@ -579,6 +609,9 @@ static inline void fr_collect(fr_run *R)
  * NULL, adds up what they did). */
 typedef struct fr_run_opts {
     bool settle;
+    bool graphs; /* see fr_run: one-thread programs only */
+    /* out, with graphs: launches made, and those the engine replayed */
+    long launched, replayed;
     int racers;
     fr_race_stats *race;
 } fr_run_opts;
@@ -593,6 +626,7 @@ static inline int fr_run_program_opts(const fo_prog *p, const vf_config *cfg,
 {
     fr_run *R = fr_new(p, got);
     R->settle = o->settle;
+    R->graphs = o->graphs;
     if (fr_start(R, cfg)) {
         if (p->nthreads > 1)
             fr_hand_steps(R);
@@ -601,6 +635,12 @@ static inline int fr_run_program_opts(const fo_prog *p, const vf_config *cfg,
         fr_finish(R);
     }
     fr_stop_completer(R);
+    if (R->e != NULL && o->graphs) {
+        vf_stats st;
+        if (vf_engine_stats(R->e, &st) == 0)
+            ((fr_run_opts *)o)->replayed = (long)st.replays;
+        ((fr_run_opts *)o)->launched = R->launched;
+    }
     if (R->e != NULL && o->racers > 0)
         fr_race_destroy(R, o->racers, o->race);
     else if (R->e != NULL && vf_engine_destroy(R->e) != 0)

@@ -216,8 +216,8 @@ static struct {
     long programs, runs, diffs, runs_differing, printed;
     long by_kind[FR_NDKINDS], by_config[NCONFIGS];
     long ops, failing, skipped, reporting_waits, waits, parents, segments,
-        devices, choices, configs;
-    bool verbose, settle;
+        devices, choices, configs, launched, replayed;
+    bool verbose, settle, graphs;
 } tot;
 
 static void run_one(const fo_prog *p, const fo_result *want, fo_result *got,
@@ -226,7 +226,10 @@ static void run_one(const fo_prog *p, const fo_result *want, fo_result *got,
     char phase[96], why[256];
     snprintf(phase, sizeof phase, "program %d on %s", k, configs[c].name);
     tu_phase_limit(phase, 60);
-    int api = fr_run_program(p, &configs[c].cfg, tot.settle, got, why);
+    fr_run_opts o = {.settle = tot.settle, .graphs = tot.graphs};
+    int api = fr_run_program_opts(p, &configs[c].cfg, &o, got, why);
+    tot.launched += o.launched;
+    tot.replayed += o.replayed;
     fr_diffs d;
     fr_compare(p, want, got, api, why, &d);
     tot.runs++;
@@ -240,11 +243,12 @@ static void run_one(const fo_prog *p, const fo_result *want, fo_result *got,
     if (tot.printed++ >= 12 && !tot.verbose)
         return;
     fprintf(stderr,
-            "program %d on %s: %d difference(s) (VF_TEST_SEED=%llu "
+            "program %d on %s%s: %d difference(s) (VF_TEST_SEED=%llu "
             "VF_DIFF_ONLY=%d VF_DIFF_CONFIG=%s; %llu skip(s) chose among "
             "failures), first:\n",
-            k, configs[c].name, d.count, (unsigned long long)check_seed(), k,
-            configs[c].name, (unsigned long long)want->choices);
+            k, configs[c].name, tot.graphs ? " as graphs" : "", d.count,
+            (unsigned long long)check_seed(), k, configs[c].name,
+            (unsigned long long)want->choices);
     for (int i = 0; i < d.nlines && (i < 4 || tot.verbose); i++)
         fprintf(stderr, "    %s\n", d.lines[i]);
 }
@@ -294,6 +298,10 @@ static void print_summary(double secs)
            "%ld two-thread segments, %ld waits (%ld report a failure)\n",
            tot.ops, tot.failing, tot.skipped, tot.choices, tot.devices,
            tot.parents, tot.segments, tot.waits, tot.reporting_waits);
+    if (tot.graphs)
+        printf("  as graphs: %ld launches, %ld of them replayed (the others "
+               "pushed op by op)\n",
+               tot.launched, tot.replayed);
     if (tot.diffs == 0)
         return;
     for (int i = 0; i < FR_NDKINDS; i++)
@@ -317,9 +325,13 @@ static void start_watchdog(long nprog)
     pthread_detach(tu_thread_start(tu_watchdog_, secs));
 }
 
-/* The programs on every configuration, against the oracle. */
-TEST_CASE(programs)
+/* The programs on every configuration, against the oracle; with
+ * `graphs`, each run of the main thread's pushes captured into a graph
+ * and launched (a launch must be the pushes it recorded, whether it
+ * replays or pushes them again). */
+static void run_programs(bool graphs)
 {
+    tot.graphs = graphs;
     long nprog = programs_to_run();
     start_watchdog(nprog);
     const char *only = getenv("VF_DIFF_ONLY");
@@ -357,10 +369,22 @@ TEST_CASE(programs)
     }
     print_summary(tu_now() - t0);
     CHECK_EQ(tot.diffs, 0);
+    if (graphs && only == NULL && only_cfg == NULL) /* both ways ran */
+        CHECK(tot.replayed > 0 && tot.replayed < tot.launched);
     free(p);
     free(want);
     free(got);
     free(scratch);
+}
+
+TEST_CASE(programs)
+{
+    run_programs(false);
+}
+
+TEST_CASE(programs_as_graphs)
+{
+    run_programs(true);
 }
 
 int main(int argc, char **argv)

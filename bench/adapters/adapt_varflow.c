@@ -41,6 +41,10 @@
  * when the bench has a C++ compiler) run the same timed loop through
  * include/varflow.hpp (adapt_varflow_cxx.cpp): its cost over vf_engine_push.
  *
+ * "vf-naive-replay", "vf-pooled-replay" and "vf-perdev-replay" (extras)
+ * capture a program that repeats (W2, W9) once, before the clock, and
+ * launch the graph once per K of its periods (vf_replay.c).
+ *
  * W10 (recursive.h) has no op list: its ops push ops and wait for them
  * (vf_recursive.c; the -cxx extras through varflow.hpp). vf-bulk64 and
  * vf-pooled-opr do not run it.
@@ -61,6 +65,7 @@ typedef struct vf_bench_engine {
     bool operators; /* push through vf_operator (vf-pooled-opr) */
     int bulk_size;  /* config.bulk_size (vf-bulk64) */
     int cxx;        /* 0, or how varflow.hpp pushes (vf_bench_cxx_kind) */
+    bool replay;    /* capture once, launch per period (vf-*-replay) */
 } vf_bench_engine;
 
 typedef struct vf_bench_run {
@@ -69,8 +74,9 @@ typedef struct vf_bench_run {
     vf_var *vars; /* one handle per program var */
     vf_var *refs; /* the handles of each op's var list, in order */
     vf_bench_task *tasks;
-    vf_operator **oprs; /* vf-pooled-opr: one operator per op */
-    int cxx;            /* as vf_bench_engine's */
+    vf_operator **oprs;      /* vf-pooled-opr: one operator per op */
+    int cxx;                 /* as vf_bench_engine's */
+    vf_bench_replay *replay; /* vf-*-replay: the captured graph */
 } vf_bench_run;
 
 static void report(const char *what, int rc)
@@ -171,6 +177,37 @@ static int start_pooled_opr(void **engine, int threads, char *version,
     return rc;
 }
 
+/* The -replay engines (vf_replay.c). */
+static int start_replay(vf_engine_type type, void **engine, int threads,
+                        char *version, size_t len)
+{
+    int rc = start(type, engine, threads, version, len);
+    if (rc == 0) {
+        ((vf_bench_engine *)*engine)->replay = true;
+        size_t used = strlen(version);
+        snprintf(version + used, len - used, ", graph replay");
+    }
+    return rc;
+}
+
+static int start_naive_replay(void **engine, int threads, char *version,
+                              size_t len)
+{
+    return start_replay(VF_ENGINE_NAIVE, engine, threads, version, len);
+}
+
+static int start_pooled_replay(void **engine, int threads, char *version,
+                               size_t len)
+{
+    return start_replay(VF_ENGINE_POOLED, engine, threads, version, len);
+}
+
+static int start_perdevice_replay(void **engine, int threads, char *version,
+                                  size_t len)
+{
+    return start_replay(VF_ENGINE_PERDEVICE, engine, threads, version, len);
+}
+
 #ifdef BENCH_WITH_VARFLOW_CXX
 static int start_cxx(vf_engine_type type, vf_bench_cxx_kind kind, void **engine,
                      int threads, char *version, size_t len)
@@ -222,6 +259,8 @@ static void release(void *run_)
     vf_bench_run *r = run_;
     if (!r)
         return;
+    vf_bench_replay_free(r->e, r->replay);
+    r->replay = NULL;
     if (r->oprs) {
         for (size_t i = 0; i < r->s->prog->nops; i++)
             if (r->oprs[i])
@@ -288,6 +327,10 @@ static int prepare(void *engine, bench_state *s, void **run)
         r->refs[k] = r->vars[p->vars[k]];
     for (size_t i = 0; i < p->nops; i++)
         r->tasks[i] = (vf_bench_task){s, i};
+    if (be->replay && vf_bench_replay_prepare(be->e, s, r->refs, &r->replay)) {
+        release(r);
+        return -1;
+    }
     if (be->operators) {
         r->oprs = calloc(p->nops ? p->nops : 1, sizeof *r->oprs);
         if (!r->oprs) {
@@ -418,7 +461,11 @@ static int run(void *run_, double *seconds)
     int rc;
     if (p->rec_kind)
         return vf_bench_rec_run(r->e, r->s, r->cxx, seconds);
-    if (p->lu_nb) {
+    if (r->replay) {
+        t0 = bench_now();
+        rc = vf_bench_replay_run(r->e, r->replay, push_range, r, p->nops,
+                                 p->period_first);
+    } else if (p->lu_nb) {
         t0 = bench_now();
         rc = push_range_lu(r, 0, p->nops);
     } else if (p->npushers == 1) {
@@ -609,6 +656,13 @@ VF_ADAPTER_ONLY(bench_vf_pooled_opr, "vf-pooled-opr", 1, 1, start_pooled_opr,
                 NULL, NULL, opr_unsupported);
 VF_ADAPTER_ONLY(bench_vf_bulk64, "vf-bulk64", 1, 0, start_bulk64, NULL, NULL,
                 bulk_unsupported);
+VF_ADAPTER_ONLY(bench_vf_naive_replay, "vf-naive-replay", 0, 1,
+                start_naive_replay, NULL, NULL, vf_bench_replay_unsupported);
+VF_ADAPTER_ONLY(bench_vf_pooled_replay, "vf-pooled-replay", 1, 1,
+                start_pooled_replay, NULL, NULL, vf_bench_replay_unsupported);
+VF_ADAPTER_ONLY(bench_vf_perdevice_replay, "vf-perdev-replay", 1, 1,
+                start_perdevice_replay, NULL, NULL,
+                vf_bench_replay_unsupported);
 #ifdef BENCH_WITH_VARFLOW_CXX
 VF_ADAPTER(bench_vf_naive_cxx, "vf-naive-cxx", 0, 1, start_naive_cxx, NULL);
 VF_ADAPTER(bench_vf_pooled_cxx, "vf-pooled-cxx", 1, 1, start_pooled_cxx, NULL);

@@ -20,6 +20,7 @@ extern "C" {
 #endif
 
 struct bench_state;
+struct bench_prog;
 
 /* What one op's function gets. */
 typedef struct vf_bench_task {
@@ -55,6 +56,23 @@ int vf_bench_rec_run(vf_engine *e, struct bench_state *s, int cxx,
  * stderr). */
 int vf_bench_cxx_fib(vf_engine *e, int n, int64_t *out);
 int vf_bench_cxx_qsort(vf_engine *e, int32_t *a, size_t n);
+
+/* The "-replay" engines (vf_replay.c): a program that repeats, captured
+ * once into a graph and launched once per K of its periods. NULL when
+ * the program can be replayed, else why not; prepare (before the clock:
+ * the capture) and free return 0 or -1 (said on stderr); run pushes the
+ * ops before the repeating part and after the last launch with
+ * `push_range` (adapt_varflow.c's), [0, first) and what is left of
+ * [first, nops). */
+typedef struct vf_bench_replay vf_bench_replay;
+const char *vf_bench_replay_unsupported(const struct bench_prog *p);
+int vf_bench_replay_prepare(vf_engine *e, struct bench_state *s,
+                            const vf_var *refs, vf_bench_replay **out);
+int vf_bench_replay_run(vf_engine *e, vf_bench_replay *rp,
+                        int (*push_range)(void *ctx, int pusher, size_t begin,
+                                          size_t end),
+                        void *ctx, size_t nops, size_t first);
+void vf_bench_replay_free(vf_engine *e, vf_bench_replay *rp);
 
 #ifdef __cplusplus
 }

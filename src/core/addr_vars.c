@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "base/hashmap.h"
 #include "core/engine.h"
+#include "core/graph.h"
 #include "core/var_api.h"
 
 #define VF__ADDR_STRIPES 64 /* stripe_of takes the hash's top 6 bits */
@@ -223,6 +224,9 @@ static int revive_held(vf_engine *e, vf__addr_vars *t, uint64_t key, vf_var h,
 
 static int var_of(vf_engine *e, const void *addr, vf_var *out, const char *who)
 {
+    int refused = vf__graph_refuse(e, who);
+    if (refused != 0)
+        return refused;
     if (addr == NULL || out == NULL)
         return vf__fail(VF_EINVAL, "%s: %s is NULL", who,
                         addr == NULL ? "addr" : "out");

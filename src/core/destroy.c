@@ -40,6 +40,7 @@
 #include "base/deadline.h"
 #include "core/engine.h"
 #include "core/exec.h"
+#include "core/graph.h"
 #include "core/profiling.h"
 #include "core/wait.h"
 
@@ -198,6 +199,9 @@ static int destroy(vf_engine *e, int64_t timeout_ms, const char *who)
     vf__guard_leave(&g); /* ours now: no other destroy frees it */
     if (state < 0)
         return state;
+    /* This thread's capture on it (never ended) goes with it. */
+    if (vf__capture_now.engine == e)
+        vf__capture_now = (vf__capture){0};
     vf__lifecycle_unregister(e); /* no fork handler touches it from now on */
     int64_t start = now_ms();
     destroy_wait w = {.e = e,

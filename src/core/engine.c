@@ -12,6 +12,7 @@
 #include "core/config.h"
 #include "core/exec.h"
 #include "core/freelist.h"
+#include "core/graph.h"
 #include "core/lifecycle.h"
 #include "core/profiling.h"
 
@@ -142,7 +143,9 @@ void vf__engine_free(vf_engine *e, uint64_t *operators, uint64_t *vars)
     vf__devices_destroy(e); /* streams, after their workers */
     for (int i = 0; i < e->npools; i++)
         vf__pool_destroy(&e->pools[i]);
-    /* No op is left to hold one: the operators the program forgot. */
+    /* No op is left to hold one: the graphs and operators the program
+     * forgot (graphs first: they hold operators). */
+    vf__graphs_free_all(e);
     uint64_t nopr = vf__operators_free_all(&e->operators);
     uint64_t nvars = 0;
     if (e->vars.tag != 0) {
@@ -161,6 +164,7 @@ void vf__engine_free(vf_engine *e, uint64_t *operators, uint64_t *vars)
     pthread_mutex_destroy(&e->life.lock);
     pthread_mutex_destroy(&e->life.op_lock);
     pthread_mutex_destroy(&e->operators.lock);
+    pthread_mutex_destroy(&e->graphs.lock);
     vf__bulk_engine_destroy(e);
     vf__addr_vars_free(atomic_load(&e->addr_vars));
     free(e->cpu_pins);
@@ -219,6 +223,7 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
     pthread_mutex_init(&e->life.lock, NULL);
     pthread_mutex_init(&e->life.op_lock, NULL);
     pthread_mutex_init(&e->operators.lock, NULL);
+    pthread_mutex_init(&e->graphs.lock, NULL);
     atomic_init(&e->life.holding, false);
     atomic_init(&e->slow, 0);
     atomic_init(&e->awake, 0);
@@ -361,6 +366,10 @@ static int stats(vf_engine *e, vf_stats *out)
                        : vf__counts_pending(vf__engine_counts(e));
     out->bulks = atomic_load_explicit(&e->bulk.bulks, memory_order_relaxed);
     out->bulked = atomic_load_explicit(&e->bulk.bulked, memory_order_relaxed);
+    out->launches = atomic_load_explicit(&e->graphs.launches,
+                                         memory_order_relaxed);
+    out->replays = atomic_load_explicit(&e->graphs.replays,
+                                        memory_order_relaxed);
     out->async_in_flight = vf__async_count(&e->async);
     return 0;
 }

@@ -202,6 +202,13 @@ struct vf_engine {
     vf__bulk_engine bulk;    /* bulk execution (bulk.h) */
     vf__defs defs;           /* the definitions its ops share (defs.h) */
     vf__operators operators; /* its operators not freed yet (op.h) */
+    /* Its graphs not freed yet (graph.c), a leaf lock; and the counts of
+     * vf_stats.launches and replays (relaxed). */
+    struct {
+        pthread_mutex_t lock;
+        vf_graph *head; /* lock */
+        _Atomic uint64_t launches, replays;
+    } graphs;
     /* The table of vf_var_of (addr_vars.h), made on its first call:
      * acquire/release, so a thread that sees it sees it initialised. */
     _Atomic(struct vf__addr_vars *) addr_vars;

@@ -5,6 +5,7 @@
 #include "core/async.h"
 #include "core/bulk.h"
 #include "core/fences.h"
+#include "core/graph.h"
 #include "core/profiling.h"
 #include "core/push.h"
 #include "core/run.h"
@@ -265,14 +266,20 @@ static void finish(vf__op *op, vf__readylist *ready)
         call_done(op);
     vf__exec_count_op(e, op);
 
-    bool ran = !op->skipped && (def->kind->flags & VF__KIND_BUMPS);
+    uint8_t kflags = def->kind->flags;
+    bool ran = !op->skipped && (kflags & VF__KIND_BUMPS);
     int before = ready->count;
-    for (int i = 0; i < op->nvars; i++) {
-        const vf__dep *d = vf__op_dep(op, i);
-        if (vf__dep_write(d))
-            vf__var_complete_write(vf__dep_var(d), op, op->failure, ran, ready);
-        else
-            vf__var_complete_read(vf__dep_var(d), op, ready);
+    if (VF__LIKELY(!(kflags & VF__KIND_GRAPH))) {
+        for (int i = 0; i < op->nvars; i++) {
+            const vf__dep *d = vf__op_dep(op, i);
+            if (vf__dep_write(d))
+                vf__var_complete_write(vf__dep_var(d), op, op->failure, ran,
+                                       ready);
+            else
+                vf__var_complete_read(vf__dep_var(d), op, ready);
+        }
+    } else {
+        vf__graph_op_finished(op, ready); /* never queued on its vars */
     }
     if (VF__UNLIKELY(def->kind->finished != NULL))
         def->kind->finished(op);
@@ -292,6 +299,14 @@ static void finish(vf__op *op, vf__readylist *ready)
     unsigned wake = vf__engine_count_out(
         e, act != 0 ? VF__COUNT_PENDING : VF__COUNT_PENDING | VF__COUNT_ACTIVE,
         act == 0);
+    if (VF__UNLIKELY(kflags & VF__KIND_GRAPH)) {
+        /* Its launch keeps the engine alive until this returns; its end
+         * may be the engine's last touch. */
+        if (wake != 0)
+            vf__engine_wake(e, wake);
+        vf__graph_op_done(op);
+        return;
+    }
     vf__op_free(op);
     if (VF__UNLIKELY(wake != 0))
         vf__engine_wake(e, wake);
@@ -656,6 +671,11 @@ static inline void dispatch_list(vf__readylist *ready)
 {
     if (ready->head != NULL)
         dispatch_some(ready);
+}
+
+void vf__exec_dispatch_ready(vf__readylist *ready)
+{
+    dispatch_list(ready);
 }
 
 vf__op *vf__exec_worker_execute(vf__worker *w, vf__op *op)

@@ -184,6 +184,11 @@ static inline vf__worker *vf__exec_child_runner(const vf__opdef *def,
  * child's would. Its block is the caller's to keep (vf__op_on_stack). */
 void vf__exec_run_child_alone(vf__worker *w, vf__op *op);
 
+/* Dispatch ops made ready, whose `active` count the caller took: pool ops
+ * to their pools, inline ones run here (through the trampoline inside an
+ * inline run). */
+void vf__exec_dispatch_ready(vf__readylist *ready);
+
 /* Worker loop step: run `op` (from the worker's pool) and finish it, return
  * the op the same worker should run next (or NULL). */
 vf__op *vf__exec_worker_execute(vf__worker *w, vf__op *op);

@@ -9,6 +9,7 @@
 #include "core/engine.h"
 #include "core/exec.h"
 #include "core/freelist.h"
+#include "core/graph.h"
 #include "core/push.h"
 #include "core/wait.h"
 
@@ -199,7 +200,7 @@ static int check_outside(vf_engine *e, const char *who)
 static int stop(vf_engine *e)
 {
     int rc = check_outside(e, "vf_engine_stop");
-    if (rc != 0)
+    if (rc != 0 || (rc = vf__graph_refuse(e, "vf_engine_stop")) != 0)
         return rc;
     pthread_mutex_lock(&e->life.op_lock);
     stop_locked(e);
@@ -215,7 +216,7 @@ VF_API int vf_engine_stop(vf_engine *e)
 static int start(vf_engine *e)
 {
     int rc = check_outside(e, "vf_engine_start");
-    if (rc != 0)
+    if (rc != 0 || (rc = vf__graph_refuse(e, "vf_engine_start")) != 0)
         return rc;
     pthread_mutex_lock(&e->life.op_lock);
     rc = start_locked(e);
@@ -248,6 +249,9 @@ void vf__lifecycle_unstop(vf_engine *e)
 
 static int shut_down(vf_engine *e)
 {
+    int rc = vf__graph_refuse(e, "vf_engine_shutdown");
+    if (rc != 0)
+        return rc;
     int expected = VF__RUNNING;
     if (!atomic_compare_exchange_strong(&e->state, &expected, VF__SHUTDOWN) &&
         expected == VF__DRAINING)

@@ -162,6 +162,10 @@ typedef struct vf__op_kind {
 /* Its body meets the device work its vars wait for itself (a device op);
  * run_body has any other op meet it on the host first (fences.h). */
 #define VF__KIND_OWN_FENCES 64u
+/* A node of a graph's replay (graph.h): never queued on its vars; its
+ * finish hands its vars on from the graph's plan, and its block is the
+ * graph's (exec.c: finish). */
+#define VF__KIND_GRAPH 128u
 
 extern const vf__op_kind vf__kind_user, vf__kind_device, vf__kind_wait,
     vf__kind_delete, vf__kind_bulk;
@@ -222,12 +226,14 @@ struct vf__op {
     };
     void *arg; /* its argument: the push's, or its copy (argcopy) */
     vf_done_fn done;
-    const char *name;          /* never NULL */
-    union {                    /* a side block of its kind's, or NULL */
-        vf__waiter *waiter;    /* a wait marker (wait.h) */
-        vf__devrun *dev;       /* a device op, from its start */
-        char *pending_message; /* async: vf_run_set_error before
-                                  vf_completion_finish */
+    const char *name;                 /* never NULL */
+    union {                           /* a side block of its kind's, or NULL */
+        vf__waiter *waiter;           /* a wait marker (wait.h) */
+        vf__devrun *dev;              /* a device op, from its start */
+        char *pending_message;        /* async: vf_run_set_error before
+                                         vf_completion_finish */
+        struct vf__graph_inst *graph; /* a replay's node or launch op
+                                         (graph.h): its instance */
     };
     vf__op_prof *prof; /* the profiler's record, when hooks & VF__HOOK_PROF */
     /* The family of the op it was pushed from inside (a reference), or

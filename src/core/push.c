@@ -23,6 +23,7 @@
 #include "core/engine.h"
 #include "core/exec.h"
 #include "core/freelist.h"
+#include "core/graph.h"
 #include "core/lifecycle.h"
 
 /* Take `delta` off the engine's counts, waking whoever waits for the state
@@ -136,6 +137,15 @@ static int join_family(vf_engine *e, vf__op *op, const char *who)
     return 0;
 }
 
+/* The places in push order a numbered op takes: one, or a graph
+ * launch's one per op (graph.h). */
+static inline uint64_t places_of(const vf__op *op)
+{
+    return VF__UNLIKELY(op->def->kind == &vf__kind_launch)
+               ? vf__graph_launch_places(op)
+               : 1;
+}
+
 /* vf__push_enqueue; `unheld`: a start pushing a held op (never held
  * again); `locked`: the caller holds a lock (its op must not run here). */
 static int enqueue(vf_engine *e, vf__op *op, const char *who, bool unheld,
@@ -170,7 +180,7 @@ static int enqueue(vf_engine *e, vf__op *op, const char *who, bool unheld,
         /* Its number now, at its push, not at the start that pushes it:
          * the ops batched (bulk.h) and held after it come after it. */
         if ((def->kind->flags & VF__KIND_NUMBERED) && op->place == 0)
-            vf__push_place_op(e, op, 1);
+            vf__push_place_op(e, op, places_of(op));
         if (vf__lifecycle_hold(e, op) == 0)
             return 0;
         return enqueue(e, op, who, false, locked); /* started meanwhile */
@@ -198,7 +208,7 @@ static int enqueue(vf_engine *e, vf__op *op, const char *who, bool unheld,
      * refused push takes none); ops of other kinds come with their place
      * (a fused op's, an op of a batch pushed alone, a wait's, a delete's). */
     if ((def->kind->flags & VF__KIND_NUMBERED) && op->place == 0)
-        vf__push_place_op(e, op, 1);
+        vf__push_place_op(e, op, places_of(op));
     /* A child: its parent's vf_run_wait_children waits for it (wait.h).
      * Relaxed: the parent pushed it, or another thread's flush of its
      * batch did under the lock the parent's wait takes first (bulk.h). */
@@ -268,6 +278,11 @@ static int check_engine(vf_engine *e, const char *who)
     return 0;
 }
 
+int vf__push_check_engine(vf_engine *e, const char *who)
+{
+    return check_engine(e, who);
+}
+
 /* A one-shot push's run (function, argument, done, name) and its
  * priority, into its op of definition `def`. */
 static inline void fill_run(vf__op *op, const vf__opdef *def, const vf_op *desc)
@@ -326,6 +341,8 @@ push(vf_engine *e, const vf_op *desc, const char *who)
     int rc = check_engine(e, who);
     if (rc != 0)
         return rc;
+    if (vf__graph_capturing(e)) /* recorded, not run (graph.h) */
+        return vf__graph_record(e, who, desc, NULL, 0, false, NULL, 0);
     if (desc != NULL && (rc = admit(e, desc->nonblocking, who)))
         return rc;
     if (VF__UNLIKELY(vf__bulk_maybe(e->bulk.size)) &&
@@ -377,6 +394,11 @@ VF_API int vf_engine_push(vf_engine *e, const vf_op *desc)
 {
     static const char who[] = "vf_engine_push";
     return VF__GUARDED(e, who, push(e, desc, who));
+}
+
+int vf__push_recorded(vf_engine *e, const vf_op *desc, const char *who)
+{
+    return push(e, desc, who);
 }
 
 /* --- operators --------------------------------------------------------- */
@@ -496,8 +518,11 @@ static inline __attribute__((always_inline)) int
 operator_push(vf_engine *e, vf_operator *opr, int priority, const char *who)
 {
     int rc = check_engine(e, who);
-    if (rc != 0 || (rc = check_operator(e, opr, who)) != 0 ||
-        (rc = admit(e, opr->def.nonblocking, who)) != 0)
+    if (rc != 0 || (rc = check_operator(e, opr, who)) != 0)
+        return rc;
+    if (vf__graph_capturing(e)) /* recorded, not run (graph.h) */
+        return vf__graph_record(e, who, NULL, opr, priority, false, NULL, 0);
+    if ((rc = admit(e, opr->def.nonblocking, who)) != 0)
         return rc;
     if (VF__UNLIKELY(vf__bulk_maybe(e->bulk.size)) &&
         (rc = vf__bulk_push(e, who, NULL, opr, priority, opr->def.arg, 0)) != 0)
@@ -515,17 +540,14 @@ VF_API int vf_operator_push(vf_engine *e, vf_operator *opr, int priority)
     return VF__GUARDED(e, who, operator_push(e, opr, priority, who));
 }
 
-/* As vf_operator_push, with an argument of this run's own: the op shares
- * the operator's definition and var set, and takes `arg` (or its copy)
- * in place of the operator's argument. */
+/* The push of an operator's run with its own argument (arg_size 0: the
+ * pointer `arg` as it is), once the calls' checks passed. */
 static inline __attribute__((always_inline)) int
-operator_push_arg(vf_engine *e, vf_operator *opr, int priority, void *arg,
+operator_run_push(vf_engine *e, vf_operator *opr, int priority, void *arg,
                   size_t arg_size, const char *who)
 {
-    int rc = check_engine(e, who);
-    if (rc != 0 || (rc = check_operator(e, opr, who)) != 0 ||
-        (rc = vf__arg_check(who, arg, arg_size)) != 0 ||
-        (rc = admit(e, opr->def.nonblocking, who)) != 0)
+    int rc;
+    if ((rc = admit(e, opr->def.nonblocking, who)) != 0)
         return rc;
     if (VF__UNLIKELY(vf__bulk_maybe(e->bulk.size)) &&
         (rc = vf__bulk_push(e, who, NULL, opr, priority, arg, arg_size)) != 0)
@@ -542,12 +564,37 @@ operator_push_arg(vf_engine *e, vf_operator *opr, int priority, void *arg,
     return operator_op_push(e, opr, op, priority, who);
 }
 
+/* As vf_operator_push, with an argument of this run's own: the op shares
+ * the operator's definition and var set, and takes `arg` (or its copy)
+ * in place of the operator's argument. */
+static inline __attribute__((always_inline)) int
+operator_push_arg(vf_engine *e, vf_operator *opr, int priority, void *arg,
+                  size_t arg_size, const char *who)
+{
+    int rc = check_engine(e, who);
+    if (rc != 0 || (rc = check_operator(e, opr, who)) != 0 ||
+        (rc = vf__arg_check(who, arg, arg_size)) != 0)
+        return rc;
+    if (vf__graph_capturing(e)) /* recorded, not run (graph.h) */
+        return vf__graph_record(e, who, NULL, opr, priority, true, arg,
+                                arg_size);
+    return operator_run_push(e, opr, priority, arg, arg_size, who);
+}
+
 VF_API int vf_operator_push_arg(vf_engine *e, vf_operator *opr, int priority,
                                 void *arg, size_t arg_size)
 {
     static const char who[] = "vf_operator_push_arg";
     return VF__GUARDED(e, who,
                        operator_push_arg(e, opr, priority, arg, arg_size, who));
+}
+
+int vf__push_operator_run(vf_engine *e, vf_operator *opr, int priority,
+                          void *arg, size_t arg_size, const char *who)
+{
+    int rc = check_engine(e, who);
+    return rc != 0 ? rc
+                   : operator_run_push(e, opr, priority, arg, arg_size, who);
 }
 
 static int operator_destroy(vf_engine *e, vf_operator *opr, const char *who)

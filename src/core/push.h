@@ -100,4 +100,17 @@ int vf__push_enqueue_locked(vf_engine *e, vf__op *op, const char *who);
  * again, while any other push during the start still is (push.c). */
 int vf__push_enqueue_held(vf_engine *e, vf__op *op);
 
+/* Whether the engine takes a push-like call from this caller (running,
+ * or shutting down and called from inside one of its ops): 0 or
+ * VF_ESHUTDOWN with a detail naming `who`. */
+int vf__push_check_engine(vf_engine *e, const char *who);
+
+/* Push a recorded op again, as vf_engine_push (graph.c's launch op by op);
+ * and an operator's run, as vf_operator_push_arg with arg_size 0 taking
+ * `arg` as it is, whether or not the operator's handle was deleted (the
+ * graph holds it). */
+int vf__push_recorded(vf_engine *e, const vf_op *desc, const char *who);
+int vf__push_operator_run(vf_engine *e, vf_operator *opr, int priority,
+                          void *arg, size_t arg_size, const char *who);
+
 #endif /* VF_PUSH_H */

@@ -8,6 +8,7 @@
 #include "core/bulk.h"
 #include "core/engine.h"
 #include "core/exec.h"
+#include "core/graph.h"
 #include "core/push.h"
 
 /* Inside the call's guard (guard.h): an engine that takes new vars and
@@ -26,7 +27,7 @@ static int var_check_engine(vf_engine *e, const char *who)
 static int var_create(vf_engine *e, vf_var *out)
 {
     int rc = var_check_engine(e, "vf_var_create");
-    if (rc != 0)
+    if (rc != 0 || (rc = vf__graph_refuse(e, "vf_var_create")) != 0)
         return rc;
     if (out == NULL)
         return vf__fail(VF_EINVAL, "vf_var_create: out is NULL");
@@ -169,6 +170,8 @@ static int var_destroy(vf_engine *e, vf_var h, void (*free_fn)(void *),
                        void *free_arg, const char *who)
 {
     int rc = var_check_engine(e, who);
+    if (rc == 0)
+        rc = vf__graph_refuse(e, who);
     vf__var *v;
     if (rc != 0)
         return rc;

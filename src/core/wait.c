@@ -46,6 +46,7 @@
 #include "core/engine.h"
 #include "core/exec.h"
 #include "core/freelist.h"
+#include "core/graph.h"
 #include "core/lifecycle.h"
 #include "core/push.h"
 #include "core/run.h"
@@ -457,6 +458,9 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
                     const char *who)
 {
     clear_error(err);
+    int refused = vf__graph_refuse(e, who);
+    if (refused != 0)
+        return refused;
     vf__var *v;
     int rc = vf__var_lookup(&e->vars, h, &v);
     if (rc != 0)
@@ -728,6 +732,9 @@ static int wait_all(vf_engine *e, int64_t timeout_ms, vf_error *err,
                     const char *who)
 {
     clear_error(err);
+    int refused = vf__graph_refuse(e, who);
+    if (refused != 0)
+        return refused;
     if (vf__exec_in_done(e))
         return refuse_in_done(who);
     vf__op *cur = vf__current_op();

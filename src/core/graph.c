@@ -1,0 +1,992 @@
+/* graph.c: capture and replay (see graph.h). */
+#include "core/graph.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "core/arg.h"
+#include "core/defs.h"
+#include "core/exec.h"
+#include "core/guard.h"
+#include "core/push.h"
+#include "core/var.h"
+
+#define GRAPH_MAGIC 0x67726166u /* "graf" */
+
+_Thread_local vf__capture vf__capture_now;
+
+/* A recorded push. */
+typedef struct node {
+    const vf__opdef *def; /* the push's: the engine's, or the operator's */
+    vf_operator *opr;     /* an operator's run (a reference), or NULL */
+    vf_op desc;           /* a one-shot push's description (its lists
+                             point at `handles`; its arg is `arg`) */
+    int priority;
+    /* Its argument: a pointer (arg_size 0), or the graph's copy of
+     * arg_size bytes (set_arg writes it, under the graph's lock). */
+    void *arg;
+    size_t arg_size;
+    vf_var *handles; /* a one-shot push's reads, then writes */
+    int nvars;
+    vf__varref *vars; /* normal form: a one-shot push's own, or the
+                         operator's (not owned) */
+    /* The plan (graph.h): in-graph predecessors, successors (at succ_at in
+     * the graph's `succ`), the boundary vars it uses last (at last_at in
+     * `last`). */
+    uint32_t npred, succ_at, nsucc, last_at, nlast;
+} node;
+
+struct vf_graph {
+    uint32_t magic;
+    vf_engine *engine;
+    vf_graph *prev_live, *next_live; /* the engine's graphs.lock */
+    atomic_int refs;                 /* the handle, and each launch running */
+    atomic_bool destroyed;           /* relaxed: guards a second destroy */
+    bool ended;                      /* its capture is over */
+    /* Every node a sync CPU user op: a launch may replay it (graph.h). */
+    bool replayable;
+    pthread_mutex_t lock; /* the nodes' arguments, the free instances */
+    node *nodes;
+    size_t n, cap;
+    uint64_t arg_gen; /* lock: bumped when set_arg changes a pointer */
+    /* The plan (replayable only). */
+    uint32_t *succ, *last;
+    int nb;            /* boundary vars */
+    vf__varref *bvars; /* in normal form: the launch op's var set */
+    uint32_t *bnlast;  /* per boundary var: its last uses */
+    uint32_t *copied;  /* the nodes with a copied argument */
+    uint32_t ncopied;
+    const vf__opdef *launch_def;       /* its launch op's */
+    struct vf__graph_inst *free_insts; /* lock */
+    struct vf__graph_inst *all_insts;  /* lock */
+};
+
+/* The blocks and counts of one launch in flight (graph.h). */
+typedef struct vf__graph_inst {
+    vf_graph *g;
+    struct vf__graph_inst *next_free, *next_all;
+    vf__op *launch;     /* its launch op */
+    uint64_t base;      /* the place of its first node */
+    atomic_uint left;   /* nodes whose finish is not over */
+    atomic_uint *bleft; /* per boundary var: last uses not finished */
+    uint64_t arg_gen;   /* the graph's arg_gen its pointers are from */
+    vf__op **ops;       /* each node's block */
+    char *slab;
+} vf__graph_inst;
+
+/* --- life ---------------------------------------------------------------- */
+
+/* Let go of what a node holds. */
+static void node_drop(node *nd)
+{
+    if (nd->opr != NULL)
+        vf__operator_unref(nd->opr);
+    else
+        free(nd->vars);
+    free(nd->handles);
+    if (nd->arg_size != 0)
+        free(nd->arg);
+}
+
+static void graph_free(vf_graph *g)
+{
+    vf_engine *e = g->engine;
+    pthread_mutex_lock(&e->graphs.lock);
+    if (g->prev_live != NULL)
+        g->prev_live->next_live = g->next_live;
+    else
+        e->graphs.head = g->next_live;
+    if (g->next_live != NULL)
+        g->next_live->prev_live = g->prev_live;
+    pthread_mutex_unlock(&e->graphs.lock);
+    for (size_t i = 0; i < g->n; i++)
+        node_drop(&g->nodes[i]);
+    free(g->nodes);
+    for (vf__graph_inst *in = g->all_insts, *next; in != NULL; in = next) {
+        next = in->next_all;
+        free(in->slab);
+        free(in->ops);
+        free(in->bleft);
+        free(in);
+    }
+    free(g->succ);
+    free(g->last);
+    free(g->bvars);
+    free(g->bnlast);
+    free(g->copied);
+    pthread_mutex_destroy(&g->lock);
+    g->magic = 0;
+    free(g);
+}
+
+static void graph_unref(vf_graph *g)
+{
+    if (atomic_fetch_sub_explicit(&g->refs, 1, memory_order_acq_rel) == 1)
+        graph_free(g);
+}
+
+uint64_t vf__graphs_free_all(vf_engine *e)
+{
+    uint64_t n = 0;
+    vf_graph *g;
+    while ((g = e->graphs.head) != NULL) { /* no launch is left: the engine
+                                              drained */
+        graph_free(g);
+        n++;
+    }
+    return n;
+}
+
+/* --- capture ------------------------------------------------------------- */
+
+int vf__graph_refuse_slow(const vf_engine *e, const char *who)
+{
+    (void)e;
+    return vf__fail(VF_EINVAL,
+                    "%s: not allowed while this thread captures a graph "
+                    "on the engine (between vf_graph_begin and vf_graph_end)",
+                    who);
+}
+
+/* A capture of this thread left on an engine that was destroyed, at the
+ * address `e` has now: over. */
+static void forget_stale_capture(const vf_engine *e)
+{
+    if (vf__capture_now.engine == e &&
+        vf__capture_now.serial != e->counts.serial)
+        vf__capture_now = (vf__capture){0};
+}
+
+static int begin(vf_engine *e, const char *who)
+{
+    int rc = vf__push_check_engine(e, who);
+    if (rc != 0)
+        return rc;
+    forget_stale_capture(e);
+    if (vf__capture_now.engine != NULL)
+        return vf__fail(VF_EINVAL,
+                        "%s: this thread already captures a graph "
+                        "(vf_graph_end it first)",
+                        who);
+    if (vf__current_op() != NULL || vf__exec_in_done(e))
+        return vf__fail(VF_EINVAL,
+                        "%s: not from inside an op or a done callback", who);
+    vf_graph *g = vf__calloc(1, sizeof *g);
+    if (g == NULL)
+        return vf__fail(VF_ENOMEM, "%s: out of memory", who);
+    g->magic = GRAPH_MAGIC;
+    g->engine = e;
+    atomic_init(&g->refs, 1);
+    atomic_init(&g->destroyed, false);
+    pthread_mutex_init(&g->lock, NULL);
+    pthread_mutex_lock(&e->graphs.lock); /* destroy frees it if need be */
+    g->next_live = e->graphs.head;
+    if (g->next_live != NULL)
+        g->next_live->prev_live = g;
+    e->graphs.head = g;
+    pthread_mutex_unlock(&e->graphs.lock);
+    vf__capture_now = (vf__capture){
+        .engine = e, .serial = e->counts.serial, .graph = g};
+    return 0;
+}
+
+VF_API int vf_graph_begin(vf_engine *e)
+{
+    static const char who[] = "vf_graph_begin";
+    return VF__GUARDED(e, who, begin(e, who));
+}
+
+/* Refuse a var of the recorded push whose delete was pushed, as the push
+ * would (VF_ESTALE naming it). */
+static int check_usable(vf_engine *e, const char *who, const vf_op *desc,
+                        const char *name, const vf__varref *vars, int n)
+{
+    for (int i = 0; i < n; i++) {
+        vf__var *v = vars[i].var;
+        vf__spin_lock(&v->lock);
+        bool usable = vf__var_usable(v, vars[i].gen);
+        vf__spin_unlock(&v->lock);
+        if (!usable)
+            return desc != NULL
+                       ? vf__varset_deleted(e, who, name, desc->reads,
+                                            desc->writes, v, vars[i].gen)
+                       : vf__fail_deleted(e, who, name, v, vars[i].gen);
+    }
+    return 0;
+}
+
+/* Record a one-shot push into `nd`: checked as vf_engine_push checks it. */
+static int record_push(vf_engine *e, const char *who, const vf_op *desc,
+                       node *nd)
+{
+    const vf__opdef *def;
+    int rc = vf__defs_for_push(e, who, desc, &def);
+    if (rc != 0)
+        return rc;
+    if ((rc = vf__arg_check(who, desc->arg, desc->arg_size)) != 0)
+        return rc;
+    vf__varref none, *heap = NULL;
+    int n = vf__varset_build(e, who, desc->reads, desc->writes, &none, 0,
+                             &heap);
+    if (n < 0)
+        return n;
+    nd->def = def;
+    nd->desc = *desc;
+    nd->priority = desc->priority;
+    nd->nvars = n;
+    nd->vars = heap;
+    if ((rc = check_usable(e, who, desc, desc->name, heap, n)) != 0)
+        return rc;
+    size_t nh = (size_t)desc->reads.count + (size_t)desc->writes.count;
+    if (nh != 0) {
+        if ((nd->handles = vf__malloc(nh * sizeof(vf_var))) == NULL)
+            return vf__fail(VF_ENOMEM, "%s: out of memory", who);
+        if (desc->reads.count != 0)
+            memcpy(nd->handles, desc->reads.vars,
+                   (size_t)desc->reads.count * sizeof(vf_var));
+        if (desc->writes.count != 0)
+            memcpy(nd->handles + desc->reads.count, desc->writes.vars,
+                   (size_t)desc->writes.count * sizeof(vf_var));
+    }
+    nd->desc.reads.vars = desc->reads.count ? nd->handles : NULL;
+    nd->desc.writes.vars = desc->writes.count ? nd->handles + desc->reads.count
+                                              : NULL;
+    nd->arg = desc->arg;
+    return 0;
+}
+
+/* Give the node a copy of its argument (arg_size > 0). */
+static int copy_arg(node *nd, const char *who, const void *arg, size_t size)
+{
+    if (size == 0)
+        return 0;
+    void *copy = vf__malloc(size);
+    if (copy == NULL)
+        return vf__fail(VF_ENOMEM, "%s: out of memory", who);
+    nd->arg = memcpy(copy, arg, size);
+    nd->arg_size = size;
+    return 0;
+}
+
+int vf__graph_record(vf_engine *e, const char *who, const vf_op *desc,
+                     vf_operator *opr, int priority, bool with_arg, void *arg,
+                     size_t arg_size)
+{
+    vf_graph *g = vf__capture_now.graph;
+    node nd;
+    memset(&nd, 0, sizeof nd);
+    int rc;
+    if (opr == NULL) {
+        if (desc == NULL)
+            return vf__fail(VF_EINVAL, "%s: op is NULL", who);
+        if ((rc = record_push(e, who, desc, &nd)) == 0 && desc->nonblocking)
+            rc = vf__fail(VF_EINVAL,
+                          "%s: a captured op cannot be nonblocking (a "
+                          "launch pushes all of its ops)",
+                          who);
+        if (rc == 0)
+            rc = copy_arg(&nd, who, desc->arg, desc->arg_size);
+    } else {
+        nd.def = &opr->def;
+        nd.nvars = opr->nvars;
+        nd.vars = opr->vars;
+        nd.priority = priority;
+        nd.arg = with_arg ? arg : opr->def.arg;
+        atomic_fetch_add_explicit(&opr->refs, 1, memory_order_relaxed);
+        nd.opr = opr; /* from here node_drop lets go of it */
+        if (opr->def.nonblocking)
+            rc = vf__fail(VF_EINVAL,
+                          "%s: a captured operator cannot be nonblocking (a "
+                          "launch pushes all of its ops)",
+                          who);
+        else if ((rc = check_usable(e, who, NULL, opr->def.name, opr->vars,
+                                    opr->nvars)) == 0 &&
+                 with_arg)
+            rc = copy_arg(&nd, who, arg, arg_size);
+    }
+    if (rc == 0 && g->n == g->cap) {
+        size_t cap = g->cap ? 2 * g->cap : 16;
+        node *nodes = cap <= SIZE_MAX / sizeof *nodes
+                          ? realloc(g->nodes, cap * sizeof *nodes)
+                          : NULL;
+        if (nodes == NULL || g->n >= UINT32_MAX - 1)
+            rc = vf__fail(VF_ENOMEM, "%s: out of memory", who);
+        else {
+            g->nodes = nodes;
+            g->cap = cap;
+        }
+    }
+    if (rc != 0) {
+        node_drop(&nd);
+        return rc;
+    }
+    g->nodes[g->n++] = nd;
+    return 0;
+}
+
+/* --- the plan ------------------------------------------------------------ */
+
+/* A node's use of a var, for sorting by var, then node. */
+typedef struct use {
+    vf__var *var;
+    uint32_t node, gen;
+    bool write;
+} use;
+
+static int use_cmp(const void *pa, const void *pb)
+{
+    const use *a = pa, *b = pb;
+    if (a->var != b->var)
+        return (uintptr_t)a->var < (uintptr_t)b->var ? -1 : 1;
+    return a->node < b->node ? -1 : a->node > b->node;
+}
+
+static int u64_cmp(const void *pa, const void *pb)
+{
+    uint64_t a = *(const uint64_t *)pa, b = *(const uint64_t *)pb;
+    return a < b ? -1 : a > b;
+}
+
+/* A growable array of (pred << 32 | succ) edges, then of (node << 32 |
+ * boundary var) last uses. */
+typedef struct pairs {
+    uint64_t *v;
+    size_t n, cap;
+} pairs;
+
+static bool pairs_add(pairs *p, uint32_t a, uint32_t b)
+{
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? 2 * p->cap : 64;
+        uint64_t *v = realloc(p->v, cap * sizeof *v);
+        if (v == NULL)
+            return false;
+        p->v = v;
+        p->cap = cap;
+    }
+    p->v[p->n++] = (uint64_t)a << 32 | b;
+    return true;
+}
+
+/* The uses of one var (a run of `u`, in node order): the edges the var's
+ * queue would make among them (a write after the last write and the reads
+ * since; a read after the last write), its last uses, and how the graph
+ * uses it as a whole. */
+static bool plan_var(const use *u, size_t n, uint32_t b, pairs *edges,
+                     pairs *lasts, bool *writes)
+{
+    size_t reads_at = 0; /* the reads since the last write: [reads_at, i) */
+    long last_write = -1;
+    *writes = false;
+    for (size_t i = 0; i < n; i++) {
+        if (u[i].write) {
+            *writes = true;
+            if (last_write >= 0 && reads_at == i &&
+                !pairs_add(edges, u[last_write].node, u[i].node))
+                return false;
+            for (size_t r = reads_at; r < i; r++)
+                if (!pairs_add(edges, u[r].node, u[i].node))
+                    return false;
+            last_write = (long)i;
+            reads_at = i + 1;
+        } else if (last_write >= 0 &&
+                   !pairs_add(edges, u[last_write].node, u[i].node)) {
+            return false;
+        }
+    }
+    if (reads_at < n) {
+        for (size_t r = reads_at; r < n; r++)
+            if (!pairs_add(lasts, u[r].node, b))
+                return false;
+    } else if (!pairs_add(lasts, u[last_write].node, b)) {
+        return false;
+    }
+    return true;
+}
+
+/* Work out the plan (graph.h). 0, VF_ENOMEM, or VF_ESTALE when a var
+ * changed identity during the capture (deleted and made again). */
+static int plan(vf_graph *g, const char *who)
+{
+    size_t nuses = 0;
+    g->replayable = true;
+    for (size_t i = 0; i < g->n; i++) {
+        const vf__opdef *def = g->nodes[i].def;
+        if (def->kind != &vf__kind_user || def->async || def->devctx != NULL)
+            g->replayable = false;
+        nuses += (size_t)g->nodes[i].nvars;
+    }
+    if (!g->replayable || g->n == 0)
+        return 0;
+    int rc = VF_ENOMEM;
+    use *u = vf__malloc((nuses ? nuses : 1) * sizeof *u);
+    pairs edges = {0}, lasts = {0};
+    if (u == NULL)
+        goto out;
+    size_t k = 0;
+    for (uint32_t i = 0; i < g->n; i++)
+        for (int j = 0; j < g->nodes[i].nvars; j++) {
+            const vf__varref *r = &g->nodes[i].vars[j];
+            u[k++] = (use){r->var, i, r->gen, r->write};
+        }
+    if (nuses != 0)
+        qsort(u, nuses, sizeof *u, use_cmp);
+    size_t nb = 0;
+    for (size_t i = 0; i < nuses; i++)
+        nb += i == 0 || u[i].var != u[i - 1].var;
+    if (nb > VF_MAX_OP_VARS) {
+        rc = vf__fail(VF_EINVAL,
+                      "%s: the graph uses %zu variables (at most %d)", who, nb,
+                      VF_MAX_OP_VARS);
+        goto out;
+    }
+    g->nb = (int)nb;
+    g->bvars = vf__malloc((nb ? nb : 1) * sizeof *g->bvars);
+    g->bnlast = vf__calloc(nb ? nb : 1, sizeof *g->bnlast);
+    if (g->bvars == NULL || g->bnlast == NULL)
+        goto out;
+    for (size_t i = 0, b = 0; i < nuses; b++) {
+        size_t j = i;
+        while (j < nuses && u[j].var == u[i].var) {
+            if (u[j].gen != u[i].gen) {
+                rc = vf__fail(VF_ESTALE,
+                              "%s: a variable of the graph was deleted and "
+                              "made again during the capture",
+                              who);
+                goto out;
+            }
+            j++;
+        }
+        bool writes;
+        if (!plan_var(u + i, j - i, (uint32_t)b, &edges, &lasts, &writes))
+            goto out;
+        g->bvars[b] = (vf__varref){u[i].var, u[i].gen, writes};
+        i = j;
+    }
+    /* Edges, each once (two vars may order the same pair), by predecessor:
+     * the successor lists; the counts of predecessors. */
+    if (edges.n != 0)
+        qsort(edges.v, edges.n, sizeof *edges.v, u64_cmp);
+    size_t ne = 0;
+    for (size_t i = 0; i < edges.n; i++)
+        if (i == 0 || edges.v[i] != edges.v[i - 1])
+            edges.v[ne++] = edges.v[i];
+    g->succ = vf__malloc((ne ? ne : 1) * sizeof *g->succ);
+    g->last = vf__malloc((lasts.n ? lasts.n : 1) * sizeof *g->last);
+    if (g->succ == NULL || g->last == NULL)
+        goto out;
+    for (size_t i = 0; i < ne; i++) {
+        uint32_t from = (uint32_t)(edges.v[i] >> 32), to = (uint32_t)edges.v[i];
+        node *f = &g->nodes[from];
+        if (f->nsucc++ == 0)
+            f->succ_at = (uint32_t)i;
+        g->succ[i] = to;
+        g->nodes[to].npred++;
+    }
+    if (lasts.n != 0)
+        qsort(lasts.v, lasts.n, sizeof *lasts.v, u64_cmp);
+    for (size_t i = 0; i < lasts.n; i++) {
+        node *nd = &g->nodes[lasts.v[i] >> 32];
+        uint32_t b = (uint32_t)lasts.v[i];
+        if (nd->nlast++ == 0)
+            nd->last_at = (uint32_t)i;
+        g->last[i] = b;
+        g->bnlast[b]++;
+    }
+    for (uint32_t i = 0; i < g->n; i++)
+        g->ncopied += g->nodes[i].arg_size != 0;
+    g->copied = vf__malloc((g->ncopied ? g->ncopied : 1) * sizeof *g->copied);
+    if (g->copied == NULL)
+        goto out;
+    for (uint32_t i = 0, c = 0; i < g->n; i++)
+        if (g->nodes[i].arg_size != 0)
+            g->copied[c++] = i;
+    rc = 0;
+out:
+    free(u);
+    free(edges.v);
+    free(lasts.v);
+    if (rc == VF_ENOMEM)
+        vf__fail(VF_ENOMEM, "%s: out of memory", who);
+    return rc;
+}
+
+static int end(vf_engine *e, vf_graph **out, const char *who)
+{
+    forget_stale_capture(e);
+    if (!vf__graph_capturing(e))
+        return vf__fail(VF_EINVAL,
+                        "%s: this thread does not capture a graph on the "
+                        "engine (vf_graph_begin)",
+                        who);
+    if (out == NULL)
+        return vf__fail(VF_EINVAL, "%s: out is NULL", who);
+    vf_graph *g = vf__capture_now.graph;
+    vf__capture_now = (vf__capture){0};
+    int rc = plan(g, who);
+    if (rc == 0 && g->replayable && g->n != 0) {
+        vf__opdef proto;
+        memset(&proto, 0, sizeof proto);
+        proto.engine = e;
+        proto.kind = &vf__kind_launch;
+        proto.inline_run = true; /* it starts the graph where it is ready */
+        proto.name = "";
+        if ((g->launch_def = vf__defs_share(&e->defs, &proto)) == NULL)
+            rc = vf__fail(VF_ENOMEM, "%s: out of memory", who);
+    }
+    if (rc != 0) {
+        graph_unref(g);
+        return rc;
+    }
+    g->ended = true;
+    *out = g;
+    return 0;
+}
+
+VF_API int vf_graph_end(vf_engine *e, vf_graph **out)
+{
+    static const char who[] = "vf_graph_end";
+    vf__guard guard;
+    int rc = vf__guard_enter(e, &guard, who);
+    if (rc != 0) {
+        /* The engine was destroyed under the capture: this thread no
+         * longer captures (its graph went with the engine). */
+        if (vf__capture_now.engine == e)
+            vf__capture_now = (vf__capture){0};
+        return rc;
+    }
+    rc = end(e, out, who);
+    vf__guard_leave(&guard);
+    return rc;
+}
+
+/* --- launch -------------------------------------------------------------- */
+
+static int check_graph(vf_engine *e, const vf_graph *g, const char *who)
+{
+    if (g == NULL || g->magic != GRAPH_MAGIC || !g->ended)
+        return vf__fail(VF_EINVAL, "%s: not a graph (NULL or destroyed)", who);
+    if (g->engine != e)
+        return vf__fail(VF_EXDEV, "%s: the graph belongs to another engine",
+                        who);
+    if (atomic_load_explicit(&g->destroyed, memory_order_relaxed))
+        return vf__fail(VF_EINVAL, "%s: the graph was destroyed", who);
+    return 0;
+}
+
+/* A node's definition as a replay's node (the kind is the only change). */
+static const vf__opdef *node_def(vf_engine *e, const vf__opdef *def)
+{
+    vf__opdef proto = *def;
+    proto.kind = &vf__kind_graph_op;
+    proto.opr = NULL;
+    return vf__defs_share(&e->defs, &proto);
+}
+
+static size_t round_up(size_t n, size_t to)
+{
+    return (n + to - 1) / to * to;
+}
+
+/* A new instance of the graph's blocks (graph.h); NULL without memory. */
+static vf__graph_inst *inst_new(vf_graph *g)
+{
+    vf_engine *e = g->engine;
+    vf__graph_inst *in = vf__calloc(1, sizeof *in);
+    if (in == NULL)
+        return NULL;
+    in->g = g;
+    in->ops = vf__malloc(g->n * sizeof *in->ops);
+    in->bleft = vf__calloc((size_t)(g->nb ? g->nb : 1), sizeof *in->bleft);
+    size_t total = 0;
+    for (size_t i = 0; i < g->n; i++)
+        total += round_up(vf__op_block_size(g->nodes[i].nvars) +
+                              round_up(g->nodes[i].arg_size, 16),
+                          VF__CACHELINE);
+    in->slab = vf__aligned_calloc(VF__CACHELINE, total);
+    if (in->ops == NULL || in->bleft == NULL || in->slab == NULL)
+        goto fail;
+    size_t at = 0;
+    for (size_t i = 0; i < g->n; i++) {
+        const node *nd = &g->nodes[i];
+        vf__op *op = (vf__op *)(in->slab + at);
+        size_t block = vf__op_block_size(nd->nvars);
+        at += round_up(block + round_up(nd->arg_size, 16), VF__CACHELINE);
+        atomic_init(&op->ticket, 0); /* a sync op: never completed */
+        vf__op_init_header(op, nd->nvars, 0);
+        if ((op->def = node_def(e, nd->def)) == NULL)
+            goto fail;
+        const vf__opdef *run = nd->opr != NULL ? nd->def : NULL;
+        vf__op_set_run(op, false, run ? run->fn : nd->desc.fn, NULL, nd->arg,
+                       run ? run->done : nd->desc.done,
+                       run ? run->name : nd->desc.name);
+        if (nd->arg_size != 0)
+            op->arg = (char *)op + block;
+        op->priority = nd->def->property == VF_PROP_DELETE_VAR ? INT_MAX
+                                                               : nd->priority;
+        vf__op_stage_vars(op, nd->vars);
+        op->graph = in;
+        in->ops[i] = op;
+    }
+    return in;
+fail:
+    free(in->slab);
+    free(in->ops);
+    free(in->bleft);
+    free(in);
+    return NULL;
+}
+
+/* An instance for a launch, its arguments this launch's (as the pushes
+ * copy them now); NULL without memory. */
+static vf__graph_inst *inst_get(vf_graph *g)
+{
+    pthread_mutex_lock(&g->lock);
+    vf__graph_inst *in = g->free_insts;
+    if (in != NULL) {
+        g->free_insts = in->next_free;
+    } else if ((in = inst_new(g)) != NULL) {
+        in->next_all = g->all_insts;
+        g->all_insts = in;
+        in->arg_gen = g->arg_gen;
+    } else {
+        pthread_mutex_unlock(&g->lock);
+        return NULL;
+    }
+    for (uint32_t c = 0; c < g->ncopied; c++) {
+        const node *nd = &g->nodes[g->copied[c]];
+        memcpy(in->ops[g->copied[c]]->arg, nd->arg, nd->arg_size);
+    }
+    if (in->arg_gen != g->arg_gen) { /* a pointer changed (set_arg) */
+        for (size_t i = 0; i < g->n; i++)
+            if (g->nodes[i].arg_size == 0)
+                in->ops[i]->arg = g->nodes[i].arg;
+        in->arg_gen = g->arg_gen;
+    }
+    pthread_mutex_unlock(&g->lock);
+    for (int b = 0; b < g->nb; b++)
+        atomic_store_explicit(&in->bleft[b], g->bnlast[b],
+                              memory_order_relaxed);
+    atomic_store_explicit(&in->left, (unsigned)g->n, memory_order_relaxed);
+    return in;
+}
+
+static void inst_put(vf__graph_inst *in)
+{
+    vf_graph *g = in->g;
+    pthread_mutex_lock(&g->lock);
+    in->next_free = g->free_insts;
+    g->free_insts = in;
+    pthread_mutex_unlock(&g->lock);
+}
+
+uint64_t vf__graph_launch_places(const vf__op *op)
+{
+    return op->graph->g->n;
+}
+
+/* The launch op is ready (every earlier op it conflicts with finished):
+ * start the graph. Its places are its nodes'; its active count passes to
+ * the first node without predecessors, the others are counted in; it
+ * stays pending until its last node's finish is over (graph_end). */
+static bool launch_run(vf__op *op, int worker, bool shutdown)
+{
+    (void)worker;
+    (void)shutdown; /* the nodes see the notice themselves (exec.c) */
+    vf__graph_inst *in = op->graph;
+    const vf_graph *g = in->g;
+    in->base = op->place;
+    vf__readylist ready;
+    vf__readylist_init(&ready);
+    for (uint32_t i = 0; i < g->n; i++) {
+        vf__op *n = in->ops[i];
+        n->place = in->base + i;
+        atomic_store_explicit(&n->wait, (int)g->nodes[i].npred,
+                              memory_order_relaxed);
+        if (g->nodes[i].npred == 0)
+            vf__readylist_add(&ready, n);
+    }
+    vf__engine_count_in(vf__op_engine(op),
+                        (uint64_t)g->n * VF__COUNT_PENDING +
+                            (uint64_t)(ready.count - 1) * VF__COUNT_ACTIVE);
+    vf__exec_dispatch_ready(&ready);
+    return false; /* in flight until its last node */
+}
+
+/* The launch's last node is over: the launch op goes, and so does the
+ * launch's count (the last touch of the engine). */
+static void launch_end(vf__graph_inst *in)
+{
+    vf_graph *g = in->g;
+    vf_engine *e = g->engine;
+    vf__op *launch = in->launch;
+    in->launch = NULL;
+    launch->graph = NULL;
+    vf__op_free(launch);
+    inst_put(in);
+    graph_unref(g);
+    unsigned wake = vf__engine_count_out(e, VF__COUNT_PENDING, true);
+    if (VF__UNLIKELY(wake != 0))
+        vf__engine_wake(e, wake);
+}
+
+void vf__graph_op_finished(vf__op *op, vf__readylist *ready)
+{
+    vf__graph_inst *in = op->graph;
+    const vf_graph *g = in->g;
+    const node *nd = &g->nodes[op->place - in->base];
+    bool ran = !op->skipped;
+    for (int i = 0; i < op->nvars; i++) {
+        const vf__dep *d = vf__op_dep(op, i);
+        if (!vf__dep_write(d))
+            continue;
+        vf__var *v = vf__dep_var(d);
+        if (op->failure != NULL) { /* as a finishing write (var.c) */
+            vf__failure_ref(op->failure);
+            vf__failure_unref(atomic_exchange_explicit(&v->failure, op->failure,
+                                                       memory_order_acq_rel));
+        }
+        if (ran)
+            atomic_fetch_add_explicit(&v->version, 1, memory_order_relaxed);
+    }
+    for (uint32_t s = 0; s < nd->nsucc; s++) {
+        vf__op *next = in->ops[g->succ[nd->succ_at + s]];
+        if (vf__op_release(next, 1))
+            vf__readylist_add(ready, next);
+    }
+    for (uint32_t l = 0; l < nd->nlast; l++) {
+        uint32_t b = g->last[nd->last_at + l];
+        if (atomic_fetch_sub_explicit(&in->bleft[b], 1, memory_order_acq_rel) !=
+            1)
+            continue;
+        /* The var's last use in the graph finished: let it go. */
+        if (g->bvars[b].write)
+            vf__var_complete_write(g->bvars[b].var, in->launch, NULL, false,
+                                   ready);
+        else
+            vf__var_complete_read(g->bvars[b].var, in->launch, ready);
+    }
+}
+
+void vf__graph_op_done(vf__op *op)
+{
+    vf__graph_inst *in = op->graph;
+    if (op->failure != NULL) {
+        vf__failure_unref(op->failure);
+        op->failure = NULL;
+    }
+    op->skipped = false;
+    if (atomic_fetch_sub_explicit(&in->left, 1, memory_order_acq_rel) == 1)
+        launch_end(in);
+}
+
+/* A launch held by a stopped engine could not be pushed at start (`rc`):
+ * each of its ops fails with that code, as a held push does
+ * (lifecycle.c). */
+static void launch_dropped(vf_engine *e, vf__op *op, int rc)
+{
+    vf__graph_inst *in = op->graph;
+    vf_graph *g = in->g;
+    for (uint32_t i = 0; i < g->n; i++) {
+        vf__op *n = in->ops[i];
+        vf__failure_unref(vf__engine_record_failure(
+            e, rc, n->name,
+            "held while the engine was stopped, and could not be pushed "
+            "at start",
+            op->place + i, NULL));
+        if (n->done != NULL)
+            n->done(n->arg, rc);
+        atomic_fetch_add_explicit(&e->failed, 1, memory_order_relaxed);
+    }
+    in->launch = NULL;
+    op->graph = NULL;
+    vf__op_free(op);
+    inst_put(in);
+    graph_unref(g);
+}
+
+const vf__op_kind vf__kind_launch = {.name = "graph launch",
+                                     .run = launch_run,
+                                     .dropped = launch_dropped,
+                                     .flags = VF__KIND_NUMBERED |
+                                              VF__KIND_HELD};
+
+/* A replay's node: a user op (exec.c runs it as one) whose finish is
+ * graph.c's. */
+const vf__op_kind vf__kind_graph_op = {
+    .name = "user", .flags = VF__KIND_COUNTED | VF__KIND_GRAPH};
+
+/* Whether this launch replays (graph.h), or pushes op by op. */
+static bool replays_now(vf_engine *e, const vf_graph *g)
+{
+    return g->replayable &&
+           atomic_load_explicit(&e->hooks, memory_order_relaxed) == 0 &&
+           e->max_inflight == 0 && !vf__bulk_maybe(e->bulk.size) &&
+           vf__current_op() == NULL && !vf__exec_in_done(e) &&
+           !vf__engine_has_devices(e);
+}
+
+static int launch_replay(vf_engine *e, vf_graph *g, const char *who)
+{
+    vf__graph_inst *in = inst_get(g);
+    vf__op *op = in != NULL ? vf__op_alloc(g->nb) : NULL;
+    if (op == NULL) {
+        if (in != NULL)
+            inst_put(in);
+        return vf__fail(VF_ENOMEM, "%s: out of memory", who);
+    }
+    vf__op_stage_vars(op, g->bvars);
+    op->def = g->launch_def;
+    vf__op_set_run(op, false, NULL, NULL, NULL, NULL, "a graph launch");
+    op->graph = in;
+    in->launch = op;
+    atomic_fetch_add_explicit(&g->refs, 1, memory_order_relaxed);
+    /* Counted before the push: its ops may finish inside it, and a wait
+     * after it must see the launch. */
+    atomic_fetch_add_explicit(&e->graphs.launches, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&e->graphs.replays, 1, memory_order_relaxed);
+    int rc = vf__push_enqueue(e, op, who);
+    if (rc != 0) { /* nothing ran: a var was deleted, say */
+        atomic_fetch_sub_explicit(&e->graphs.launches, 1, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&e->graphs.replays, 1, memory_order_relaxed);
+        in->launch = NULL;
+        op->graph = NULL;
+        vf__op_free(op);
+        inst_put(in);
+        graph_unref(g);
+    }
+    return rc; /* from here the launch may be over: no touch of `in` */
+}
+
+/* Push the recorded ops one by one (graph.h), each with its argument as
+ * it stands now. Every var is checked first, so a deleted one refuses the
+ * whole launch, as a replay's launch op is refused. */
+static int launch_by_push(vf_engine *e, vf_graph *g, const char *who)
+{
+    for (size_t i = 0; i < g->n; i++) {
+        const node *nd = &g->nodes[i];
+        int rc = check_usable(e, who, nd->opr ? NULL : &nd->desc,
+                              nd->opr ? nd->def->name : nd->desc.name, nd->vars,
+                              nd->nvars);
+        if (rc != 0)
+            return rc;
+    }
+    atomic_fetch_add_explicit(&e->graphs.launches, 1, memory_order_relaxed);
+    int first = 0;
+    for (size_t i = 0; i < g->n; i++) {
+        const node *nd = &g->nodes[i];
+        /* The argument as this launch has it: copied under the lock (an
+         * op of the launch may set it while the next push runs). */
+        char small[256];
+        void *arg;
+        size_t size;
+        pthread_mutex_lock(&g->lock);
+        arg = nd->arg;
+        size = nd->arg_size;
+        void *buf = size <= sizeof small ? small : vf__malloc(size);
+        if (buf != NULL && size != 0)
+            arg = memcpy(buf, nd->arg, size);
+        pthread_mutex_unlock(&g->lock);
+        int rc;
+        if (buf == NULL) {
+            rc = vf__fail(VF_ENOMEM, "%s: out of memory", who);
+        } else if (nd->opr != NULL) {
+            rc = vf__push_operator_run(e, nd->opr, nd->priority, arg, size,
+                                       who);
+        } else {
+            vf_op desc = nd->desc;
+            desc.arg = arg;
+            desc.arg_size = size;
+            rc = vf__push_recorded(e, &desc, who);
+        }
+        if (buf != small)
+            free(buf);
+        if (rc != 0 && first == 0)
+            first = rc; /* the others are still pushed, in order */
+    }
+    return first;
+}
+
+static int launch(vf_engine *e, vf_graph *g, const char *who)
+{
+    int rc = vf__push_check_engine(e, who);
+    if (rc != 0 || (rc = check_graph(e, g, who)) != 0 ||
+        (rc = vf__graph_refuse(e, who)) != 0)
+        return rc;
+    if (g->n == 0) {
+        atomic_fetch_add_explicit(&e->graphs.launches, 1, memory_order_relaxed);
+        return 0;
+    }
+    return replays_now(e, g) ? launch_replay(e, g, who)
+                             : launch_by_push(e, g, who);
+}
+
+VF_API int vf_graph_launch(vf_engine *e, vf_graph *g)
+{
+    static const char who[] = "vf_graph_launch";
+    return VF__GUARDED(e, who, launch(e, g, who));
+}
+
+/* --- arguments, size, destroy -------------------------------------------- */
+
+static int set_arg(vf_engine *e, vf_graph *g, size_t index, void *arg,
+                   size_t arg_size, const char *who)
+{
+    int rc = check_graph(e, g, who);
+    if (rc != 0)
+        return rc;
+    if (index >= g->n)
+        return vf__fail(VF_EINVAL, "%s: no op %zu (the graph has %zu)", who,
+                        index, g->n);
+    node *nd = &g->nodes[index];
+    if (arg_size != nd->arg_size)
+        return vf__fail(VF_EINVAL,
+                        "%s: op %zu was recorded with %s%zu-byte argument; "
+                        "arg_size must be %zu, not %zu",
+                        who, index, nd->arg_size ? "a " : "a pointer (a 0",
+                        nd->arg_size, nd->arg_size, arg_size);
+    if (arg_size != 0 && (rc = vf__arg_check(who, arg, arg_size)) != 0)
+        return rc;
+    pthread_mutex_lock(&g->lock);
+    if (arg_size != 0) {
+        memcpy(nd->arg, arg, arg_size);
+    } else {
+        nd->arg = arg;
+        nd->desc.arg = arg;
+        g->arg_gen++;
+    }
+    pthread_mutex_unlock(&g->lock);
+    return 0;
+}
+
+VF_API int vf_graph_set_arg(vf_engine *e, vf_graph *g, size_t index, void *arg,
+                            size_t arg_size)
+{
+    static const char who[] = "vf_graph_set_arg";
+    return VF__GUARDED(e, who, set_arg(e, g, index, arg, arg_size, who));
+}
+
+VF_API size_t vf_graph_ops(const vf_graph *g)
+{
+    return g != NULL && g->magic == GRAPH_MAGIC ? g->n : 0;
+}
+
+static int destroy(vf_engine *e, vf_graph *g, const char *who)
+{
+    int rc = check_graph(e, g, who);
+    if (rc != 0)
+        return rc;
+    bool expected = false;
+    if (!atomic_compare_exchange_strong(&g->destroyed, &expected, true))
+        return vf__fail(VF_EINVAL, "%s: the graph was destroyed", who);
+    graph_unref(g);
+    return 0;
+}
+
+VF_API int vf_graph_destroy(vf_engine *e, vf_graph *g)
+{
+    static const char who[] = "vf_graph_destroy";
+    return VF__GUARDED(e, who, destroy(e, g, who));
+}

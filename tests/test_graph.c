@@ -1,0 +1,809 @@
+/*
+ * test_graph: capture and replay (vf_graph_*), on every engine kind.
+ *
+ * - a launch is the pushes it recorded: random programs of ops over a few
+ *   vars (reads, writes, no_skip, failures on chosen steps, a time step
+ *   set per launch with vf_graph_set_arg) captured once and launched many
+ *   times, waits between launches, against the same pushes on an engine of
+ *   the same kind: every op's done status per launch, the values, the
+ *   versions, what each wait returned, the stats; replayed (stats.replays)
+ *   where the graph allows it, pushed op by op where it holds an async op;
+ * - a launch orders against the pushes around it and lets each var go at
+ *   its last use: an op pushed after the launch on a var the graph is
+ *   done with runs while the graph's op on another var is still held;
+ * - launches from several threads and pushes racing them; a launch from
+ *   inside an op (its ops are that op's children); operators in a graph
+ *   (destroyed after the capture); pointer arguments set per launch;
+ * - what a capture may not contain is refused (VF_EINVAL) and the capture
+ *   goes on; bad handles and deleted vars as a push reports them; launch,
+ *   set_arg and destroy refuse bad input; a var deleted after the capture
+ *   refuses the whole launch (VF_ESTALE, nothing runs);
+ * - a graph destroyed while its launches run is freed after them; graphs
+ *   the program never destroyed are freed by the engine's destroy; a
+ *   launch on a stopped engine is held and runs at start, in order.
+ */
+#include "runner.h"
+
+#define NV 10     /* vars of a random program */
+#define MAXOPS 40 /* ops of a random program */
+#define STEPS 24  /* launches */
+
+typedef struct world {
+    uint64_t val[NV];
+    /* status[step][op] + 1000: what done reported (0: not yet called) */
+    atomic_int status[STEPS][MAXOPS];
+    atomic_int dones;
+} world;
+
+/* A copied argument: the op and the step it runs for (set per launch). */
+typedef struct oparg {
+    world *w;
+    int op, step;
+    int fail_step; /* the step on which it fails (-1: never) */
+    int nr, nw;
+    int r[3], wv[2];
+} oparg;
+
+static uint64_t mix(uint64_t h, uint64_t x)
+{
+    h ^= x + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    h *= 0xbf58476d1ce4e5b9ULL;
+    return h ^ (h >> 31);
+}
+
+static int op_fn(vf_run *run, void *arg)
+{
+    const oparg *a = arg;
+    if (a->step == a->fail_step) {
+        vf_run_set_error(run, "op %d fails at step %d", a->op, a->step);
+        return 7;
+    }
+    uint64_t h = mix((uint64_t)a->op, (uint64_t)a->step);
+    for (int i = 0; i < a->nr; i++)
+        h = mix(h, a->w->val[a->r[i]]);
+    for (int i = 0; i < a->nw; i++)
+        a->w->val[a->wv[i]] = mix(a->w->val[a->wv[i]], h);
+    return 0;
+}
+
+static void op_async(vf_run *run, void *arg, vf_completion done)
+{
+    int rc = op_fn(run, arg);
+    CHECK_OK(vf_completion_finish(done, rc, NULL));
+}
+
+static void op_done(void *arg, int status)
+{
+    const oparg *a = arg;
+    atomic_store(&a->w->status[a->step][a->op], status + 1000);
+    atomic_fetch_add(&a->w->dones, 1);
+}
+
+typedef struct program {
+    int nops;
+    oparg ops[MAXOPS];
+    bool no_skip[MAXOPS], async[MAXOPS];
+    int priority[MAXOPS];
+    int wait_var[STEPS]; /* after launch s: wait on this var (-1: none) */
+    bool wait_all[STEPS];
+} program;
+
+static void make_program(program *p, tu_rng *r, bool with_async)
+{
+    memset(p, 0, sizeof *p);
+    p->nops = tu_range(r, 5, MAXOPS);
+    for (int i = 0; i < p->nops; i++) {
+        oparg *a = &p->ops[i];
+        a->op = i;
+        a->nr = tu_below(r, 4);
+        a->nw = tu_below(r, 3);
+        for (int k = 0; k < a->nr; k++)
+            a->r[k] = tu_below(r, NV);
+        for (int k = 0; k < a->nw; k++)
+            a->wv[k] = tu_below(r, NV);
+        a->fail_step = tu_below(r, 6) == 0 ? tu_below(r, STEPS) : -1;
+        p->no_skip[i] = tu_below(r, 8) == 0;
+        p->async[i] = with_async && tu_below(r, 6) == 0;
+        p->priority[i] = tu_below(r, 5) == 0 ? tu_below(r, 3) : 0;
+    }
+    for (int s = 0; s < STEPS; s++) {
+        p->wait_var[s] = tu_below(r, 3) == 0 ? tu_below(r, NV) : -1;
+        p->wait_all[s] = tu_below(r, 7) == 0;
+    }
+}
+
+static int push_op(vf_engine *e, const program *p, int i, const vf_var *vars,
+                   world *w, int step)
+{
+    oparg a = p->ops[i];
+    a.w = w;
+    a.step = step;
+    vf_var rl[3], wl[2];
+    for (int k = 0; k < a.nr; k++)
+        rl[k] = vars[a.r[k]];
+    for (int k = 0; k < a.nw; k++)
+        wl[k] = vars[a.wv[k]];
+    vf_op op = {.arg = &a,
+                .arg_size = sizeof a,
+                .done = op_done,
+                .reads = tu_list(rl, a.nr),
+                .writes = tu_list(wl, a.nw),
+                .no_skip = p->no_skip[i],
+                .priority = p->priority[i],
+                .name = "graph op"};
+    if (p->async[i])
+        op.async_fn = op_async;
+    else
+        op.fn = op_fn;
+    return vf_engine_push(e, &op);
+}
+
+/* What a run saw after each launch (or each step's pushes). */
+typedef struct seen {
+    int wait_rc[STEPS], wait_all_rc[STEPS];
+    int wait_code[STEPS];
+    uint64_t versions[NV];
+    vf_stats stats;
+} seen;
+
+static void after_step(vf_engine *e, const program *p, const vf_var *vars,
+                       int s, seen *out)
+{
+    vf_error err;
+    memset(&err, 0, sizeof err);
+    if (p->wait_var[s] >= 0) {
+        out->wait_rc[s] = vf_var_wait(e, vars[p->wait_var[s]], &err);
+        out->wait_code[s] = out->wait_rc[s] ? err.code : 0;
+    }
+    if (p->wait_all[s])
+        out->wait_all_rc[s] = vf_engine_wait_all(e, NULL);
+}
+
+static void finish_run(vf_engine *e, const vf_var *vars, seen *out)
+{
+    (void)vf_engine_wait_all(e, NULL);
+    for (int v = 0; v < NV; v++)
+        CHECK_OK(vf_var_version(e, vars[v], &out->versions[v]));
+    CHECK_OK(vf_engine_stats(e, &out->stats));
+}
+
+/* The program pushed op by op, STEPS times. */
+static void run_pushed(const tu_kind *k, const program *p, world *w, seen *out)
+{
+    vf_engine *e = tu_engine(k);
+    vf_var vars[NV];
+    for (int v = 0; v < NV; v++)
+        vars[v] = tu_var(e);
+    for (int s = 0; s < STEPS; s++) {
+        for (int i = 0; i < p->nops; i++)
+            CHECK_OK(push_op(e, p, i, vars, w, s));
+        after_step(e, p, vars, s, out);
+    }
+    finish_run(e, vars, out);
+    CHECK_OK(vf_engine_destroy(e));
+}
+
+/* The program captured once and launched STEPS times, each op's step set
+ * before each launch. */
+static void run_launched(const tu_kind *k, const program *p, world *w,
+                         seen *out)
+{
+    vf_engine *e = tu_engine(k);
+    vf_var vars[NV];
+    for (int v = 0; v < NV; v++)
+        vars[v] = tu_var(e);
+    vf_graph *g = NULL;
+    CHECK_OK(vf_graph_begin(e));
+    for (int i = 0; i < p->nops; i++)
+        CHECK_OK(push_op(e, p, i, vars, w, 0));
+    CHECK_OK(vf_graph_end(e, &g));
+    REQUIRE(g != NULL);
+    CHECK_EQ(vf_graph_ops(g), p->nops);
+    for (int s = 0; s < STEPS; s++) {
+        for (int i = 0; s > 0 && i < p->nops; i++) {
+            oparg a = p->ops[i];
+            a.w = w;
+            a.step = s;
+            CHECK_OK(vf_graph_set_arg(e, g, (size_t)i, &a, sizeof a));
+        }
+        CHECK_OK(vf_graph_launch(e, g));
+        after_step(e, p, vars, s, out);
+    }
+    finish_run(e, vars, out);
+    CHECK_OK(vf_graph_destroy(e, g));
+    CHECK_OK(vf_engine_destroy(e));
+}
+
+static void compare(const program *p, const world *a, const world *b,
+                    const seen *sa, const seen *sb, int seed)
+{
+    int diffs = 0;
+    for (int s = 0; s < STEPS; s++)
+        for (int i = 0; i < p->nops; i++)
+            if (atomic_load(&a->status[s][i]) !=
+                    atomic_load(&b->status[s][i]) &&
+                diffs++ < 4)
+                CHECK_REPORT_("program %d: op %d of step %d: pushed %d, "
+                              "launched %d (status + 1000)",
+                              seed, i, s, atomic_load(&a->status[s][i]),
+                              atomic_load(&b->status[s][i]));
+    for (int v = 0; v < NV; v++) {
+        if (a->val[v] != b->val[v] && diffs++ < 8)
+            CHECK_REPORT_("program %d: var %d's value differs", seed, v);
+        if (sa->versions[v] != sb->versions[v] && diffs++ < 8)
+            CHECK_REPORT_("program %d: var %d's version: pushed %llu, "
+                          "launched %llu",
+                          seed, v, (unsigned long long)sa->versions[v],
+                          (unsigned long long)sb->versions[v]);
+    }
+    for (int s = 0; s < STEPS; s++)
+        if ((sa->wait_rc[s] != sb->wait_rc[s] ||
+             sa->wait_code[s] != sb->wait_code[s] ||
+             sa->wait_all_rc[s] != sb->wait_all_rc[s]) &&
+            diffs++ < 12)
+            CHECK_REPORT_("program %d: the waits after step %d: pushed %d "
+                          "(%d) / %d, launched %d (%d) / %d",
+                          seed, s, sa->wait_rc[s], sa->wait_code[s],
+                          sa->wait_all_rc[s], sb->wait_rc[s], sb->wait_code[s],
+                          sb->wait_all_rc[s]);
+    CHECK_EQ(sa->stats.ran, sb->stats.ran);
+    CHECK_EQ(sa->stats.failed, sb->stats.failed);
+    CHECK_EQ(sa->stats.skipped, sb->stats.skipped);
+    CHECK_EQ(sa->stats.completed, sb->stats.completed);
+    CHECK_EQ(a->dones, (long)p->nops * STEPS);
+    CHECK_EQ(b->dones, (long)p->nops * STEPS);
+}
+
+static void replay_programs(const tu_kind *k, bool with_async)
+{
+    int nprog = (int)tu_scaled(30, 6);
+    world *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+    program *p = calloc(1, sizeof *p);
+    seen *sa = calloc(1, sizeof *sa), *sb = calloc(1, sizeof *sb);
+    REQUIRE(a && b && p && sa && sb);
+    long replays = 0, launches = 0;
+    for (int n = 0; n < nprog; n++) {
+        tu_rng r = tu_rng_make(check_seed() * 1000 + (uint64_t)n);
+        make_program(p, &r, with_async);
+        memset(a, 0, sizeof *a);
+        memset(b, 0, sizeof *b);
+        memset(sa, 0, sizeof *sa);
+        memset(sb, 0, sizeof *sb);
+        for (int v = 0; v < NV; v++)
+            a->val[v] = b->val[v] = (uint64_t)v * 77;
+        run_pushed(k, p, a, sa);
+        run_launched(k, p, b, sb);
+        compare(p, a, b, sa, sb, n);
+        CHECK_EQ(sa->stats.launches, 0);
+        CHECK_EQ(sb->stats.launches, STEPS);
+        bool any_async = false;
+        for (int i = 0; i < p->nops; i++)
+            any_async |= p->async[i];
+        /* Sync CPU ops replay; an async op makes each launch push. */
+        CHECK_EQ(sb->stats.replays, any_async ? 0 : STEPS);
+        replays += (long)sb->stats.replays;
+        launches += (long)sb->stats.launches;
+    }
+    if (!with_async)
+        CHECK_EQ(replays, launches);
+    free(a);
+    free(b);
+    free(p);
+    free(sa);
+    free(sb);
+}
+
+TEST_KIND_CASE(replay_equals_pushing, k)
+{
+    replay_programs(k, false);
+}
+
+TEST_KIND_CASE(launch_by_push_equals_pushing, k)
+{
+    replay_programs(k, true);
+}
+
+/* --- ordering against the pushes around a launch ------------------------- */
+
+typedef struct held {
+    tu_gate gate;
+    atomic_int ran_a, ran_b, ran_after;
+} held;
+
+static int held_op(vf_run *run, void *arg)
+{
+    (void)run;
+    held *h = arg;
+    CHECK(tu_gate_wait(&h->gate, TU_TIMEOUT));
+    atomic_store(&h->ran_a, 1);
+    return 0;
+}
+
+static int mark_b(vf_run *run, void *arg)
+{
+    (void)run;
+    held *h = arg;
+    atomic_store(&h->ran_b, 1);
+    return 0;
+}
+
+static int mark_after(vf_run *run, void *arg)
+{
+    (void)run;
+    held *h = arg;
+    atomic_store(&h->ran_after, 1);
+    return 0;
+}
+
+/* The graph writes x (held on a gate) and y; an op pushed after the launch
+ * on y runs, and a wait on y returns, while x is still held; one on x
+ * waits for the graph's op on x. */
+TEST_KIND_CASE(vars_let_go_at_last_use, k)
+{
+    if (!k->threaded || k->workers < 2)
+        return; /* the held op would hold the only worker (or the push) */
+    vf_engine *e = tu_engine(k);
+    vf_var x = tu_var(e), y = tu_var(e);
+    held h;
+    memset(&h, 0, sizeof h);
+    tu_gate_init(&h.gate);
+    vf_graph *g = NULL;
+    CHECK_OK(vf_graph_begin(e));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = held_op, .arg = &h, .writes = VF_VARS(x)}));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = mark_b, .arg = &h, .writes = VF_VARS(y)}));
+    CHECK_OK(vf_graph_end(e, &g));
+    CHECK_OK(vf_graph_launch(e, g));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = mark_after, .arg = &h, .reads = VF_VARS(y)}));
+    CHECK_OK(vf_var_wait(e, y, NULL));
+    CHECK(tu_wait_flag(&h.ran_after, 1, TU_TIMEOUT));
+    CHECK_EQ(atomic_load(&h.ran_b), 1);
+    CHECK_EQ(atomic_load(&h.ran_a), 0); /* still held */
+    CHECK_EQ(vf_var_wait_timed(e, x, 20, NULL), VF_ETIMEDOUT);
+    tu_gate_open(&h.gate);
+    CHECK_OK(vf_var_wait(e, x, NULL));
+    CHECK_EQ(atomic_load(&h.ran_a), 1);
+    vf_stats st;
+    CHECK_OK(vf_engine_stats(e, &st));
+    CHECK_EQ(st.replays, 1);
+    CHECK_OK(vf_graph_destroy(e, g));
+    tu_finish_engine(e);
+    tu_gate_destroy(&h.gate);
+}
+
+/* An op on x pushed before the launch (held on a gate) keeps the graph's
+ * ops from starting; one pushed after waits for the graph's last use of
+ * x. The values show the order: ((1 * 3) + 5) * 7. */
+typedef struct chainv {
+    uint64_t v;
+    tu_gate *gate;
+} chainv;
+
+static int times3(vf_run *run, void *arg)
+{
+    (void)run;
+    chainv *c = arg;
+    if (c->gate)
+        CHECK(tu_gate_wait(c->gate, TU_TIMEOUT));
+    c->v *= 3;
+    return 0;
+}
+
+static int plus5(vf_run *run, void *arg)
+{
+    (void)run;
+    ((chainv *)arg)->v += 5;
+    return 0;
+}
+
+static int times7(vf_run *run, void *arg)
+{
+    (void)run;
+    ((chainv *)arg)->v *= 7;
+    return 0;
+}
+
+TEST_KIND_CASE(launch_ordered_between_pushes, k)
+{
+    vf_engine *e = tu_engine(k);
+    vf_var x = tu_var(e);
+    tu_gate gate;
+    tu_gate_init(&gate);
+    chainv c = {1, k->threaded ? &gate : NULL};
+    vf_graph *g = NULL;
+    CHECK_OK(vf_graph_begin(e));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = plus5, .arg = &c, .writes = VF_VARS(x)}));
+    CHECK_OK(vf_graph_end(e, &g));
+    CHECK_EQ(c.v, 1); /* recorded, not run */
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = times3, .arg = &c, .writes = VF_VARS(x)}));
+    CHECK_OK(vf_graph_launch(e, g));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = times7, .arg = &c, .writes = VF_VARS(x)}));
+    tu_gate_open(&gate);
+    CHECK_OK(vf_var_wait(e, x, NULL));
+    CHECK_EQ(c.v, (1 * 3 + 5) * 7);
+    uint64_t version = 0;
+    CHECK_OK(vf_var_version(e, x, &version));
+    CHECK_EQ(version, 3);
+    CHECK_OK(vf_graph_destroy(e, g));
+    tu_finish_engine(e);
+    tu_gate_destroy(&gate);
+}
+
+/* --- threads, nesting, operators, pointer arguments ---------------------- */
+
+typedef struct counter {
+    atomic_long n;
+    long plain; /* written under the graph's var: no race */
+} counter;
+
+static int count_op(vf_run *run, void *arg)
+{
+    (void)run;
+    counter *c = arg;
+    c->plain++;
+    atomic_fetch_add(&c->n, 1);
+    return 0;
+}
+
+typedef struct launcher {
+    vf_engine *e;
+    vf_graph *g;
+    int times;
+} launcher;
+
+static void *launch_many(void *arg)
+{
+    launcher *l = arg;
+    for (int i = 0; i < l->times; i++)
+        CHECK_OK(vf_graph_launch(l->e, l->g));
+    return NULL;
+}
+
+/* Two threads launch one graph (a chain of 3 writes to x) while a third
+ * pushes ops on x: every op runs once per launch or push, one at a time
+ * (`plain` is written without a lock: TSan sees a race if two overlap). */
+TEST_KIND_CASE(concurrent_launches, k)
+{
+    vf_engine *e = tu_engine(k);
+    vf_var x = tu_var(e);
+    counter c;
+    memset(&c, 0, sizeof c);
+    vf_graph *g = NULL;
+    CHECK_OK(vf_graph_begin(e));
+    for (int i = 0; i < 3; i++)
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = count_op, .arg = &c, .writes = VF_VARS(x)}));
+    CHECK_OK(vf_graph_end(e, &g));
+    int times = (int)tu_scaled(300, 30);
+    launcher l = {e, g, times};
+    pthread_t t1 = tu_thread_start(launch_many, &l);
+    pthread_t t2 = tu_thread_start(launch_many, &l);
+    for (int i = 0; i < times; i++)
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = count_op, .arg = &c, .writes = VF_VARS(x)}));
+    tu_thread_join(t1);
+    tu_thread_join(t2);
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_EQ(atomic_load(&c.n), 7L * times);
+    CHECK_EQ(c.plain, 7L * times);
+    uint64_t version = 0;
+    CHECK_OK(vf_var_version(e, x, &version));
+    CHECK_EQ(version, 7L * times);
+    vf_stats st;
+    CHECK_OK(vf_engine_stats(e, &st));
+    CHECK_EQ(st.launches, 2L * times);
+    CHECK_EQ(st.replays, 2L * times);
+    CHECK_EQ(st.pending, 0);
+    CHECK_OK(vf_graph_destroy(e, g));
+    tu_finish_engine(e);
+}
+
+typedef struct nest {
+    vf_engine *e;
+    vf_graph *g;
+    counter *c;
+    int children_rc;
+} nest;
+
+static int launch_inside(vf_run *run, void *arg)
+{
+    nest *n = arg;
+    CHECK_OK(vf_graph_launch(n->e, n->g));
+    n->children_rc = vf_run_wait_children(run, NULL);
+    CHECK_EQ(atomic_load(&n->c->n), 3); /* its children, waited for */
+    return 0;
+}
+
+/* A launch from inside an op pushes the graph's ops as that op's children
+ * (its vf_run_wait_children waits for them). */
+TEST_KIND_CASE(launch_inside_an_op, k)
+{
+    vf_engine *e = tu_engine(k);
+    vf_var x = tu_var(e), y = tu_var(e);
+    counter c;
+    memset(&c, 0, sizeof c);
+    vf_graph *g = NULL;
+    CHECK_OK(vf_graph_begin(e));
+    for (int i = 0; i < 3; i++)
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = count_op, .arg = &c, .writes = VF_VARS(x)}));
+    CHECK_OK(vf_graph_end(e, &g));
+    nest n = {e, g, &c, -99};
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = launch_inside, .arg = &n, .writes = VF_VARS(y)}));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_EQ(n.children_rc, 0);
+    vf_stats st;
+    CHECK_OK(vf_engine_stats(e, &st));
+    CHECK_EQ(st.launches, 1);
+    CHECK_EQ(st.replays, 0); /* inside an op: pushed as children */
+    CHECK_EQ(st.ran, 4);
+    CHECK_OK(vf_graph_destroy(e, g));
+    tu_finish_engine(e);
+}
+
+/* Operators in a graph (a run, a run with its own copied argument),
+ * destroyed right after the capture: the graph keeps them; a pointer
+ * argument changed per launch (vf_graph_set_arg with size 0). */
+typedef struct acc {
+    long sum;
+} acc;
+
+static int add_arg(vf_run *run, void *arg)
+{
+    (void)run;
+    const long *v = arg;
+    acc *a = (acc *)(uintptr_t)v[0];
+    a->sum += v[1];
+    return 0;
+}
+
+static int add_one(vf_run *run, void *arg)
+{
+    (void)run;
+    ((acc *)arg)->sum += 1;
+    return 0;
+}
+
+TEST_KIND_CASE(operators_and_pointer_args, k)
+{
+    vf_engine *e = tu_engine(k);
+    vf_var x = tu_var(e);
+    acc a = {0}, b = {0};
+    vf_operator *one = NULL, *add = NULL;
+    CHECK_OK(vf_operator_create(
+        e, &(vf_op){.fn = add_one, .arg = &a, .writes = VF_VARS(x)}, &one));
+    CHECK_OK(vf_operator_create(
+        e, &(vf_op){.fn = add_arg, .writes = VF_VARS(x)}, &add));
+    long ten[2] = {(long)(uintptr_t)&a, 10};
+    vf_graph *g = NULL;
+    CHECK_OK(vf_graph_begin(e));
+    CHECK_OK(vf_operator_push(e, one, 0));
+    CHECK_OK(vf_operator_push_arg(e, add, 0, ten, sizeof ten));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = add_one, .arg = &a, .writes = VF_VARS(x)}));
+    CHECK_OK(vf_graph_end(e, &g));
+    CHECK_OK(vf_operator_destroy(e, one));
+    CHECK_OK(vf_operator_destroy(e, add));
+    ten[1] = 1000; /* copied at capture: no effect */
+    CHECK_OK(vf_graph_launch(e, g));
+    CHECK_OK(vf_var_wait(e, x, NULL));
+    CHECK_EQ(a.sum, 12);
+    long hundred[2] = {(long)(uintptr_t)&a, 100};
+    CHECK_OK(vf_graph_set_arg(e, g, 1, hundred, sizeof hundred));
+    CHECK_OK(vf_graph_set_arg(e, g, 2, &b, 0)); /* the one-shot's pointer */
+    CHECK_OK(vf_graph_launch(e, g));
+    CHECK_OK(vf_var_wait(e, x, NULL));
+    CHECK_EQ(a.sum, 12 + 101);
+    CHECK_EQ(b.sum, 1);
+    /* Wrong sizes are refused, and change nothing. */
+    CHECK_EQ(vf_graph_set_arg(e, g, 1, hundred, 8), VF_EINVAL);
+    CHECK_EQ(vf_graph_set_arg(e, g, 1, NULL, sizeof hundred), VF_EINVAL);
+    CHECK_EQ(vf_graph_set_arg(e, g, 2, hundred, sizeof hundred), VF_EINVAL);
+    CHECK_EQ(vf_graph_set_arg(e, g, 3, &b, 0), VF_EINVAL);
+    CHECK_OK(vf_graph_launch(e, g));
+    CHECK_OK(vf_var_wait(e, x, NULL));
+    CHECK_EQ(a.sum, 12 + 101 + 101);
+    CHECK_EQ(b.sum, 2);
+    CHECK_OK(vf_graph_destroy(e, g));
+    tu_finish_engine(e);
+}
+
+/* --- what a capture refuses, careless input ------------------------------ */
+
+static int try_begin(vf_run *run, void *arg)
+{
+    (void)run;
+    vf_engine *e = arg;
+    CHECK_EQ(vf_graph_begin(e), VF_EINVAL); /* not inside an op */
+    return 0;
+}
+
+TEST_KIND_CASE(capture_refusals, k)
+{
+    vf_engine *e = tu_engine(k), *other = tu_engine(k);
+    vf_var x = tu_var(e), gone = tu_var(e), ox = tu_var(other);
+    CHECK_OK(vf_var_destroy(e, gone, NULL, NULL));
+    counter c;
+    memset(&c, 0, sizeof c);
+    CHECK_EQ(vf_graph_end(e, &(vf_graph *){NULL}), VF_EINVAL); /* no capture */
+    CHECK_OK(vf_graph_begin(e));
+    CHECK_EQ(vf_graph_begin(e), VF_EINVAL);
+    CHECK_EQ(vf_graph_begin(other), VF_EINVAL); /* one capture a thread */
+    vf_var v;
+    CHECK_EQ(vf_var_create(e, &v), VF_EINVAL);
+    CHECK(strstr(vf_error_detail(), "captures a graph") != NULL);
+    CHECK_EQ(vf_var_destroy(e, x, NULL, NULL), VF_EINVAL);
+    CHECK_EQ(vf_var_of(e, &c, &v), VF_EINVAL);
+    CHECK_EQ(vf_var_wait(e, x, NULL), VF_EINVAL);
+    CHECK_EQ(vf_var_wait_timed(e, x, 0, NULL), VF_EINVAL);
+    CHECK_EQ(vf_engine_wait_all(e, NULL), VF_EINVAL);
+    CHECK_EQ(vf_engine_wait_all_timed(e, 0, NULL), VF_EINVAL);
+    CHECK_EQ(vf_engine_stop(e), VF_EINVAL);
+    CHECK_EQ(vf_engine_start(e), VF_EINVAL);
+    CHECK_EQ(vf_engine_shutdown(e), VF_EINVAL);
+    /* Pushes checked as a push checks them. */
+    CHECK_EQ(vf_engine_push(e, NULL), VF_EINVAL);
+    CHECK_EQ(vf_engine_push(e, &(vf_op){.arg = &c}), VF_EINVAL); /* no fn */
+    CHECK_EQ(
+        vf_engine_push(
+            e, &(vf_op){.fn = count_op, .arg = &c, .writes = VF_VARS(gone)}),
+        VF_ESTALE);
+    CHECK_EQ(vf_engine_push(
+                 e, &(vf_op){.fn = count_op, .arg = &c, .writes = VF_VARS(ox)}),
+             VF_EXDEV);
+    CHECK_EQ(vf_engine_push(e, &(vf_op){.fn = count_op,
+                                        .arg = NULL,
+                                        .arg_size = 8,
+                                        .writes = VF_VARS(x)}),
+             VF_EINVAL);
+    CHECK_EQ(vf_engine_push(e, &(vf_op){.fn = count_op,
+                                        .arg = &c,
+                                        .nonblocking = true,
+                                        .writes = VF_VARS(x)}),
+             VF_EINVAL);
+    /* Other engines, and the engine's version reads, go on as usual. */
+    CHECK_OK(vf_engine_push(
+        other, &(vf_op){.fn = count_op, .arg = &c, .writes = VF_VARS(ox)}));
+    CHECK_OK(vf_engine_wait_all(other, NULL));
+    CHECK_EQ(atomic_load(&c.n), 1);
+    uint64_t version;
+    CHECK_OK(vf_var_version(e, x, &version));
+    /* The capture went on: one op recorded. */
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = count_op, .arg = &c, .writes = VF_VARS(x)}));
+    CHECK_EQ(vf_graph_end(e, NULL), VF_EINVAL); /* and goes on */
+    CHECK_EQ(vf_graph_end(other, &(vf_graph *){NULL}), VF_EINVAL);
+    vf_graph *g = NULL;
+    CHECK_EQ(vf_graph_launch(e, g), VF_EINVAL);
+    CHECK_OK(vf_graph_end(e, &g));
+    CHECK_EQ(vf_graph_ops(g), 1);
+    CHECK_EQ(atomic_load(&c.n), 1); /* nothing of it ran */
+    /* Not from inside an op. */
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = try_begin, .arg = e}));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    /* Launch, set_arg and destroy on careless input. */
+    CHECK_EQ(vf_graph_launch(e, NULL), VF_EINVAL);
+    CHECK_EQ(vf_graph_launch(other, g), VF_EXDEV);
+    CHECK_EQ(vf_graph_set_arg(other, g, 0, &c, 0), VF_EXDEV);
+    CHECK_EQ(vf_graph_destroy(other, g), VF_EXDEV);
+    CHECK_EQ(vf_graph_launch(NULL, g), VF_EINVAL);
+    CHECK_EQ(vf_graph_set_arg(NULL, g, 0, &c, 0), VF_EINVAL);
+    CHECK_EQ(vf_graph_destroy(NULL, g), VF_EINVAL);
+    CHECK_EQ(vf_graph_begin(NULL), VF_EINVAL);
+    CHECK_EQ(vf_graph_end(NULL, &g), VF_EINVAL);
+    CHECK_EQ(vf_graph_set_arg(e, NULL, 0, &c, 0), VF_EINVAL);
+    CHECK_EQ(vf_graph_destroy(e, NULL), VF_EINVAL);
+    CHECK_EQ(vf_graph_ops(NULL), 0);
+    CHECK_OK(vf_graph_launch(e, g));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_EQ(atomic_load(&c.n), 2);
+    /* An empty graph launches nothing. */
+    vf_graph *empty = NULL;
+    CHECK_OK(vf_graph_begin(e));
+    CHECK_OK(vf_graph_end(e, &empty));
+    CHECK_EQ(vf_graph_ops(empty), 0);
+    CHECK_OK(vf_graph_launch(e, empty));
+    CHECK_OK(vf_graph_destroy(e, empty));
+    /* A var deleted after the capture refuses the whole launch. */
+    vf_var y = tu_var(e);
+    vf_graph *gy = NULL;
+    CHECK_OK(vf_graph_begin(e));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = count_op, .arg = &c, .writes = VF_VARS(x)}));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = count_op, .arg = &c, .writes = VF_VARS(y)}));
+    CHECK_OK(vf_graph_end(e, &gy));
+    CHECK_OK(vf_var_destroy(e, y, NULL, NULL));
+    CHECK_EQ(vf_graph_launch(e, gy), VF_ESTALE);
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_EQ(atomic_load(&c.n), 2); /* not even the op on x */
+    CHECK_OK(vf_graph_destroy(e, gy));
+    CHECK_OK(vf_graph_destroy(e, g));
+    CHECK_OK(vf_engine_destroy(other));
+    tu_finish_engine(e);
+}
+
+/* --- lifetimes ----------------------------------------------------------- */
+
+/* A graph destroyed right after many launches (held on a gate) is freed
+ * once they are over; every op runs. A graph never destroyed, and a
+ * capture never ended, are freed by the engine's destroy (LSan). */
+TEST_KIND_CASE(destroy_while_launched, k)
+{
+    vf_engine *e = tu_engine(k);
+    vf_var x = tu_var(e), y = tu_var(e);
+    counter c;
+    memset(&c, 0, sizeof c);
+    tu_gate gate;
+    tu_gate_init(&gate);
+    chainv first = {1, k->threaded ? &gate : NULL};
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = times3, .arg = &first, .writes = VF_VARS(x)}));
+    vf_graph *g = NULL, *kept = NULL;
+    CHECK_OK(vf_graph_begin(e));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = count_op,
+                                        .arg = &c,
+                                        .reads = VF_VARS(x),
+                                        .writes = VF_VARS(y)}));
+    CHECK_OK(vf_graph_end(e, &g));
+    for (int i = 0; i < 50; i++)
+        CHECK_OK(vf_graph_launch(e, g));
+    CHECK_OK(vf_graph_destroy(e, g));
+    tu_gate_open(&gate);
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_EQ(atomic_load(&c.n), 50);
+    CHECK_OK(vf_graph_begin(e));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = count_op, .arg = &c, .writes = VF_VARS(y)}));
+    CHECK_OK(vf_graph_end(e, &kept));
+    CHECK_OK(vf_graph_launch(e, kept));
+    CHECK_OK(vf_graph_begin(e)); /* never ended */
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = count_op, .arg = &c, .writes = VF_VARS(y)}));
+    CHECK_OK(vf_engine_destroy(e)); /* drains: kept's launch runs */
+    CHECK_EQ(atomic_load(&c.n), 51);
+    /* The capture went with the engine: this thread may capture again. */
+    vf_engine *e2 = tu_engine(k);
+    CHECK_EQ(vf_graph_end(e, &kept), VF_EINVAL);
+    CHECK_OK(vf_graph_begin(e2));
+    CHECK_OK(vf_graph_end(e2, &kept));
+    tu_finish_engine(e2);
+    tu_gate_destroy(&gate);
+}
+
+/* A launch on a stopped engine is held with the pushes around it and runs
+ * at start in their order. */
+TEST_KIND_CASE(launch_while_stopped, k)
+{
+    vf_engine *e = tu_engine(k);
+    vf_var x = tu_var(e);
+    chainv c = {1, NULL};
+    vf_graph *g = NULL;
+    CHECK_OK(vf_graph_begin(e));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = plus5, .arg = &c, .writes = VF_VARS(x)}));
+    CHECK_OK(vf_graph_end(e, &g));
+    CHECK_OK(vf_engine_stop(e));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = times3, .arg = &c, .writes = VF_VARS(x)}));
+    CHECK_OK(vf_graph_launch(e, g));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = times7, .arg = &c, .writes = VF_VARS(x)}));
+    CHECK_EQ(c.v, 1);
+    CHECK_OK(vf_engine_start(e));
+    CHECK_OK(vf_var_wait(e, x, NULL));
+    CHECK_EQ(c.v, (1 * 3 + 5) * 7);
+    CHECK_OK(vf_graph_destroy(e, g));
+    tu_finish_engine(e);
+}
+
+int main(int argc, char **argv)
+{
+    return runner_main(argc, argv, "test_graph", 240);
+}
