@@ -20,7 +20,9 @@
  *              {0, 4, 64}[(b / 6) % 3], help_on_wait = (b / 18) % 2,
  *              max_inflight = {0, 3}[(b / 36) % 2], emulated device
  *              latency = {0, 20 us}[(b / 72) % 2]
- *   byte 1     main vars: 1 + b % MAXV
+ *   byte 1     main vars: 1 + b % MAXV; (b / MAXV) % 2: as graphs (issue
+ *              30), each run of the main thread's pushes captured into a
+ *              graph and launched (not with the chaos moves)
  *   then instructions, opcode = b % 16, thread = (b / 16) % 2 (used only
  *   inside a fork):
  *     0,1,2, 10-15 push: flags, counts (reads = c & 3, writes = (c >> 2) & 3),
@@ -130,6 +132,7 @@ typedef struct dec {
     int fails; /* the side whose ops may fail */
     /* the chaos moves (chaos: byte 0 >= 144) */
     bool chaos, stopped;
+    bool graphs; /* byte 1: the runs of pushes captured and launched */
     int moves, depth, bulk_env;
     int acur[4], naddr; /* an address's var; -(old var) - 2 once destroyed */
     int cpool[FO_MAXVARS];
@@ -453,6 +456,7 @@ static void decode(dec *d, vf_config *cfg)
     memset(P, 0, sizeof *P);
     P->seed = 0x5eed;
     d->nslots = 1 + nv_b % MAXV;
+    d->graphs = !d->chaos && (nv_b / MAXV) % 2;
     for (int k = 0; k < d->nslots; k++)
         d->slot[k] = P->nvars++;
     d->prefix = true;
@@ -500,7 +504,8 @@ static void run_program(const uint8_t *data, size_t size)
         snprintf(bulk, sizeof bulk, "%d", d.bulk_env);
         setenv("VF_BULK_SIZE", bulk, 1);
     }
-    int api = fr_run_program(P, &cfg, false, got, why);
+    fr_run_opts o = {.graphs = d.graphs};
+    int api = fr_run_program_opts(P, &cfg, &o, got, why);
     if (d.bulk_env > 0)
         unsetenv("VF_BULK_SIZE");
     fr_diffs diffs;
@@ -510,10 +515,11 @@ static void run_program(const uint8_t *data, size_t size)
     fprintf(stderr,
             "fuzz_engine: invariant broken: %d difference(s) from the "
             "serial program on the %s engine (%d workers, bulk %d, "
-            "VF_BULK_SIZE %d, help %d, max_inflight %d, %d pushers)%s%s:\n",
+            "VF_BULK_SIZE %d, help %d, max_inflight %d, %d pushers%s)%s%s:\n",
             diffs.count, vf_engine_type_name(cfg.type), cfg.cpu_workers,
             cfg.bulk_size, d.bulk_env, cfg.help_on_wait, cfg.max_inflight,
-            P->nthreads, *fuzz_context ? " in " : "", fuzz_context);
+            P->nthreads, d.graphs ? ", as graphs" : "",
+            *fuzz_context ? " in " : "", fuzz_context);
     for (int i = 0; i < diffs.nlines; i++)
         fprintf(stderr, "    %s\n", diffs.lines[i]);
     fflush(stderr);

@@ -618,11 +618,11 @@ typedef struct fr_run_opts {
 
 /*
  * Run `p` on an engine made from `cfg`; what happened goes to `got`.
- * Returns the number of API errors (the first one's text in why[256]).
+ * Returns the number of API errors (the first one's text in why[256]);
+ * with o->graphs, o->launched and o->replayed say what the launches did.
  */
 static inline int fr_run_program_opts(const fo_prog *p, const vf_config *cfg,
-                                      const fr_run_opts *o, fo_result *got,
-                                      char *why)
+                                      fr_run_opts *o, fo_result *got, char *why)
 {
     fr_run *R = fr_new(p, got);
     R->settle = o->settle;
@@ -638,8 +638,8 @@ static inline int fr_run_program_opts(const fo_prog *p, const vf_config *cfg,
     if (R->e != NULL && o->graphs) {
         vf_stats st;
         if (vf_engine_stats(R->e, &st) == 0)
-            ((fr_run_opts *)o)->replayed = (long)st.replays;
-        ((fr_run_opts *)o)->launched = R->launched;
+            o->replayed = (long)st.replays;
+        o->launched = R->launched;
     }
     if (R->e != NULL && o->racers > 0)
         fr_race_destroy(R, o->racers, o->race);
