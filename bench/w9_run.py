@@ -68,7 +68,8 @@ import sections  # noqa: E402  (bench/report/sections.py)
 import tables  # noqa: E402  (bench/report/tables.py)
 
 SECTION = "## W9: iterative stencil"
-ENGINES = ["serial", "vf-pooled", "vf-perdev", "omp-gcc", "omp-clang", "tbb-flow",
+ENGINES = ["serial", "vf-pooled", "vf-perdev", "vf-pooled-replay", "vf-perdev-replay",
+           "omp-gcc", "omp-clang", "tbb-flow",
            "spu-eager", "spu-lws"]
 KEYS = [("W9-x1", 1), ("W9-x4", 4)]
 TARGET_G_US = 100.0     # the coarse tasks

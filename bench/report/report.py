@@ -571,7 +571,8 @@ def main():
 # report does not have: kept as they are when the page is regenerated.
 KEPT_SECTIONS = ("## W9: iterative stencil",  # bench/w9_run.py --docs
                  "## W6 across ranks (MPI)",  # bench/mpi/mpi_run.py --docs
-                 "## Device pipeline on a GPU")  # scripts/gpu-check, by hand
+                 "## Device pipeline on a GPU",  # scripts/gpu-check, by hand
+                 "## 16 cores (a lent machine)")  # scripts/bench-many-cores
 W8_TITLE = "## W8: blocked sparse LU"
 
 
