@@ -678,6 +678,11 @@ void vf__exec_dispatch_ready(vf__readylist *ready)
     dispatch_list(ready);
 }
 
+void vf__exec_run_inline(vf__op *op)
+{
+    run_inline_one(op);
+}
+
 vf__op *vf__exec_worker_execute(vf__worker *w, vf__op *op)
 {
     VF__ASSERT(!op->def->inline_run);

@@ -189,6 +189,11 @@ void vf__exec_run_child_alone(vf__worker *w, vf__op *op);
  * inline run). */
 void vf__exec_dispatch_ready(vf__readylist *ready);
 
+/* Run an inline op that is ready (its `active` count taken) and finish
+ * it here, now, the ops it makes ready dispatched (inline ones through
+ * the trampoline): a replay's nodes on the naive engine (graph.c). */
+void vf__exec_run_inline(vf__op *op);
+
 /* Worker loop step: run `op` (from the worker's pool) and finish it, return
  * the op the same worker should run next (or NULL). */
 vf__op *vf__exec_worker_execute(vf__worker *w, vf__op *op);

@@ -47,6 +47,9 @@ struct vf_graph {
     bool ended;                      /* its capture is over */
     /* Every node a sync CPU user op: a launch may replay it (graph.h). */
     bool replayable;
+    /* Every node runs inline (the naive engine): a replay runs them one
+     * after the other, in push order, where the launch op is ready. */
+    bool in_order;
     pthread_mutex_t lock; /* the nodes' arguments, the free instances */
     node *nodes;
     size_t n, cap;
@@ -412,10 +415,12 @@ static int plan(vf_graph *g, const char *who)
 {
     size_t nuses = 0;
     g->replayable = true;
+    g->in_order = true;
     for (size_t i = 0; i < g->n; i++) {
         const vf__opdef *def = g->nodes[i].def;
         if (def->kind != &vf__kind_user || def->async || def->devctx != NULL)
             g->replayable = false;
+        g->in_order &= def->inline_run;
         nuses += (size_t)g->nodes[i].nvars;
     }
     if (!g->replayable || g->n == 0)
@@ -687,6 +692,28 @@ uint64_t vf__graph_launch_places(const vf__op *op)
     return op->graph->g->n;
 }
 
+/* launch_run on the naive engine: every node runs here, now, in push
+ * order (an order the edges allow: the serial program's), each counted
+ * active just before it runs, as it would be made ready; the successors'
+ * counts are not kept (graph_op_finished). The last node's finish ends
+ * the launch and may free the instance and the graph: nothing of them is
+ * read after it. */
+static void run_in_order(vf__op *launch, vf__graph_inst *in)
+{
+    vf_engine *e = vf__op_engine(launch);
+    vf__op **ops = in->ops;
+    uint32_t n = (uint32_t)in->g->n;
+    for (uint32_t i = 0; i < n; i++)
+        ops[i]->place = in->base + i;
+    /* The launch's active count passes to the first node. */
+    vf__engine_count_in(e, (uint64_t)n * VF__COUNT_PENDING);
+    for (uint32_t i = 0; i < n; i++) {
+        if (i != 0)
+            vf__engine_count_in(e, VF__COUNT_ACTIVE);
+        vf__exec_run_inline(ops[i]);
+    }
+}
+
 /* The launch op is ready (every earlier op it conflicts with finished):
  * start the graph. Its places are its nodes'; its active count passes to
  * the first node without predecessors, the others are counted in; it
@@ -698,6 +725,10 @@ static bool launch_run(vf__op *op, int worker, bool shutdown)
     vf__graph_inst *in = op->graph;
     const vf_graph *g = in->g;
     in->base = op->place;
+    if (g->in_order) {
+        run_in_order(op, in);
+        return false;
+    }
     vf__readylist ready;
     vf__readylist_init(&ready);
     for (uint32_t i = 0; i < g->n; i++) {
@@ -751,7 +782,7 @@ void vf__graph_op_finished(vf__op *op, vf__readylist *ready)
         if (ran)
             atomic_fetch_add_explicit(&v->version, 1, memory_order_relaxed);
     }
-    for (uint32_t s = 0; s < nd->nsucc; s++) {
+    for (uint32_t s = 0; !g->in_order && s < nd->nsucc; s++) {
         vf__op *next = in->ops[g->succ[nd->succ_at + s]];
         if (vf__op_release(next, 1))
             vf__readylist_add(ready, next);
