@@ -678,19 +678,109 @@ void vf__exec_dispatch_ready(vf__readylist *ready)
     dispatch_list(ready);
 }
 
-void vf__exec_run_inline(vf__op *op)
+/* --- a replay's nodes (graph.h) ---------------------------------------- */
+
+/* Run a replay's node and do the first half of its finish: what run_body
+ * and finish do for a user op, less what a node never has: observers (the
+ * engine had none at its launch), device fences (a launch on an engine
+ * with devices pushes op by op; devices made after the launch began met
+ * its vars' fences when the launch op ran, and no device op reaches its
+ * vars before the graph lets them go), a family (nodes are top level), a
+ * lent count (no push runs a node above its pusher). Ops it makes ready go
+ * to `ready`. */
+static inline void node_run(vf_engine *e, vf__op *op, int worker,
+                            vf__worker *mine, vf__readylist *ready)
 {
-    run_inline_one(op);
+    const vf__opdef *def = op->def;
+    op->status = 0;
+    vf__failure *f = NULL;
+    if (VF__UNLIKELY(atomic_load_explicit(&e->slow, memory_order_relaxed) &
+                     VF__SLOW_SHUTDOWN)) {
+        vf__exec_op_skipped(op, NULL); /* the notice (lifecycle.h) */
+    } else {
+        for (int i = 0; !def->no_skip && i < op->nvars; i++)
+            f = earlier_live(e, f, vf__dep_var(vf__op_dep(op, i)), op->place,
+                             false);
+        if (VF__UNLIKELY(f != NULL)) {
+            vf__exec_op_skipped(op, f);
+        } else {
+            vf_run run;
+            run.op = op;
+            run.name = op->name;
+            run.worker = worker;
+            run.cls = NULL;
+            run.stream = NULL;
+            run.item_refs = NULL;
+            vf__exec_call_fn(op, &run);
+        }
+    }
+    if (op->done != NULL)
+        call_done(op);
+    count_outcome(e, mine, op->status, op->skipped);
+    vf__graph_op_finished(op, ready);
+}
+
+void vf__exec_run_in_order(vf__op *const *ops, uint32_t n)
+{
+    vf_engine *e = vf__op_engine(ops[0]);
+    for (uint32_t i = 0; i < n; i++) {
+        vf__readylist ready;
+        vf__readylist_init(&ready);
+        node_run(e, ops[i], -1, NULL, &ready);
+        /* The next node takes this one's active count; the ops it made
+         * ready (outside the graph) are counted in, in the same step as
+         * it is counted out, as finish does. */
+        uint64_t act = (uint64_t)ready.count * VF__COUNT_ACTIVE;
+        unsigned wake;
+        if (i + 1 < n) {
+            if (act != 0)
+                vf__engine_count_in(e, act);
+            wake = vf__engine_count_out(e, VF__COUNT_PENDING, false);
+        } else {
+            if (act > VF__COUNT_ACTIVE)
+                vf__engine_count_in(e, act - VF__COUNT_ACTIVE);
+            wake = vf__engine_count_out(e,
+                                        act != 0 ? VF__COUNT_PENDING
+                                                 : VF__COUNT_PENDING |
+                                                       VF__COUNT_ACTIVE,
+                                        act == 0);
+        }
+        if (VF__UNLIKELY(wake != 0))
+            vf__engine_wake(e, wake);
+        vf__graph_op_done(ops[i]); /* the last one's may end the launch */
+        dispatch_list(&ready);
+    }
+}
+
+/* A worker's run of a node: node_run, the counts as finish keeps them,
+ * the node's end; the ops it made ready as vf__exec_worker_execute
+ * places them. */
+static void worker_run_node(vf__worker *w, vf__op *op, vf__readylist *ready)
+{
+    vf_engine *e = vf__op_engine(op);
+    node_run(e, op, w->index, w->spare ? NULL : w, ready);
+    uint64_t act = (uint64_t)ready->count * VF__COUNT_ACTIVE;
+    if (VF__UNLIKELY(op == tls.loop_op)) /* a wait loop's hand-off chain */
+        act += loop_frame_returns();
+    if (act > VF__COUNT_ACTIVE)
+        vf__engine_count_in(e, act - VF__COUNT_ACTIVE);
+    unsigned wake = vf__engine_count_out(
+        e, act != 0 ? VF__COUNT_PENDING : VF__COUNT_PENDING | VF__COUNT_ACTIVE,
+        act == 0);
+    if (VF__UNLIKELY(wake != 0))
+        vf__engine_wake(e, wake);
+    vf__graph_op_done(op); /* may end the launch: the engine's last touch */
 }
 
 vf__op *vf__exec_worker_execute(vf__worker *w, vf__op *op)
 {
     VF__ASSERT(!op->def->inline_run);
-    bool done = run_body(op, w->index);
     vf__readylist ready, mine;
     vf__readylist_init(&ready);
     vf__readylist_init(&mine);
-    if (VF__LIKELY(done))
+    if (op->def->kind->flags & VF__KIND_GRAPH)
+        worker_run_node(w, op, &ready);
+    else if (VF__LIKELY(run_body(op, w->index)))
         finish(op, &ready);
     else
         op->def->kind->released_in_flight(op, &ready);

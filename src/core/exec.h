@@ -189,10 +189,13 @@ void vf__exec_run_child_alone(vf__worker *w, vf__op *op);
  * inline run). */
 void vf__exec_dispatch_ready(vf__readylist *ready);
 
-/* Run an inline op that is ready (its `active` count taken) and finish
- * it here, now, the ops it makes ready dispatched (inline ones through
- * the trampoline): a replay's nodes on the naive engine (graph.c). */
-void vf__exec_run_inline(vf__op *op);
+/* Run the `n` nodes of a replay (graph.h) here, now, one after the other
+ * (the naive engine: graph.c), the first with the launch op's active
+ * count, each of the others taking the one before it's, their pending
+ * counts taken by the caller; the ops they make ready are dispatched (inline
+ * ones through the trampoline). The last node's end may end the launch:
+ * nothing of `ops` is read after it. */
+void vf__exec_run_in_order(vf__op *const *ops, uint32_t n);
 
 /* Worker loop step: run `op` (from the worker's pool) and finish it, return
  * the op the same worker should run next (or NULL). */

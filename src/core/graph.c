@@ -32,11 +32,15 @@ typedef struct node {
     int nvars;
     vf__varref *vars; /* normal form: a one-shot push's own, or the
                          operator's (not owned) */
-    /* The plan (graph.h): in-graph predecessors, successors (at succ_at in
-     * the graph's `succ`), the boundary vars it uses last (at last_at in
-     * `last`). */
-    uint32_t npred, succ_at, nsucc, last_at, nlast;
 } node;
+
+/* A node's part of the plan (graph.h), apart from the node for the
+ * finishing worker's cache: its in-graph predecessors, its successors (at
+ * succ_at in the graph's `succ`), the boundary vars it uses last (at
+ * last_at in `last`). */
+typedef struct plan_node {
+    uint32_t npred, succ_at, nsucc, last_at, nlast;
+} plan_node;
 
 struct vf_graph {
     uint32_t magic;
@@ -55,6 +59,7 @@ struct vf_graph {
     size_t n, cap;
     uint64_t arg_gen; /* lock: bumped when set_arg changes a pointer */
     /* The plan (replayable only). */
+    plan_node *pn; /* per node */
     uint32_t *succ, *last;
     int nb;            /* boundary vars */
     vf__varref *bvars; /* in normal form: the launch op's var set */
@@ -114,6 +119,7 @@ static void graph_free(vf_graph *g)
         free(in->bleft);
         free(in);
     }
+    free(g->pn);
     free(g->succ);
     free(g->last);
     free(g->bvars);
@@ -450,7 +456,8 @@ static int plan(vf_graph *g, const char *who)
     g->nb = (int)nb;
     g->bvars = vf__malloc((nb ? nb : 1) * sizeof *g->bvars);
     g->bnlast = vf__calloc(nb ? nb : 1, sizeof *g->bnlast);
-    if (g->bvars == NULL || g->bnlast == NULL)
+    g->pn = vf__calloc(g->n, sizeof *g->pn);
+    if (g->bvars == NULL || g->bnlast == NULL || g->pn == NULL)
         goto out;
     for (size_t i = 0, b = 0; i < nuses; b++) {
         size_t j = i;
@@ -484,16 +491,16 @@ static int plan(vf_graph *g, const char *who)
         goto out;
     for (size_t i = 0; i < ne; i++) {
         uint32_t from = (uint32_t)(edges.v[i] >> 32), to = (uint32_t)edges.v[i];
-        node *f = &g->nodes[from];
+        plan_node *f = &g->pn[from];
         if (f->nsucc++ == 0)
             f->succ_at = (uint32_t)i;
         g->succ[i] = to;
-        g->nodes[to].npred++;
+        g->pn[to].npred++;
     }
     if (lasts.n != 0)
         qsort(lasts.v, lasts.n, sizeof *lasts.v, u64_cmp);
     for (size_t i = 0; i < lasts.n; i++) {
-        node *nd = &g->nodes[lasts.v[i] >> 32];
+        plan_node *nd = &g->pn[lasts.v[i] >> 32];
         uint32_t b = (uint32_t)lasts.v[i];
         if (nd->nlast++ == 0)
             nd->last_at = (uint32_t)i;
@@ -693,25 +700,19 @@ uint64_t vf__graph_launch_places(const vf__op *op)
 }
 
 /* launch_run on the naive engine: every node runs here, now, in push
- * order (an order the edges allow: the serial program's), each counted
- * active just before it runs, as it would be made ready; the successors'
- * counts are not kept (graph_op_finished). The last node's finish ends
- * the launch and may free the instance and the graph: nothing of them is
- * read after it. */
+ * order (an order the edges allow: the serial program's), the launch
+ * op's active count passing from node to node; the successors' counts
+ * are not kept (graph_op_finished). The last node's end ends the launch
+ * and may free the instance and the graph: nothing of them is read after
+ * it. */
 static void run_in_order(vf__op *launch, vf__graph_inst *in)
 {
-    vf_engine *e = vf__op_engine(launch);
     vf__op **ops = in->ops;
     uint32_t n = (uint32_t)in->g->n;
     for (uint32_t i = 0; i < n; i++)
         ops[i]->place = in->base + i;
-    /* The launch's active count passes to the first node. */
-    vf__engine_count_in(e, (uint64_t)n * VF__COUNT_PENDING);
-    for (uint32_t i = 0; i < n; i++) {
-        if (i != 0)
-            vf__engine_count_in(e, VF__COUNT_ACTIVE);
-        vf__exec_run_inline(ops[i]);
-    }
+    vf__engine_count_in(vf__op_engine(launch), (uint64_t)n * VF__COUNT_PENDING);
+    vf__exec_run_in_order(ops, n);
 }
 
 /* The launch op is ready (every earlier op it conflicts with finished):
@@ -734,9 +735,9 @@ static bool launch_run(vf__op *op, int worker, bool shutdown)
     for (uint32_t i = 0; i < g->n; i++) {
         vf__op *n = in->ops[i];
         n->place = in->base + i;
-        atomic_store_explicit(&n->wait, (int)g->nodes[i].npred,
+        atomic_store_explicit(&n->wait, (int)g->pn[i].npred,
                               memory_order_relaxed);
-        if (g->nodes[i].npred == 0)
+        if (g->pn[i].npred == 0)
             vf__readylist_add(&ready, n);
     }
     vf__engine_count_in(vf__op_engine(op),
@@ -767,7 +768,7 @@ void vf__graph_op_finished(vf__op *op, vf__readylist *ready)
 {
     vf__graph_inst *in = op->graph;
     const vf_graph *g = in->g;
-    const node *nd = &g->nodes[op->place - in->base];
+    const plan_node *nd = &g->pn[op->place - in->base];
     bool ran = !op->skipped;
     for (int i = 0; i < op->nvars; i++) {
         const vf__dep *d = vf__op_dep(op, i);
@@ -911,11 +912,10 @@ static int launch_by_push(vf_engine *e, vf_graph *g, const char *who)
         /* The argument as this launch has it: copied under the lock (an
          * op of the launch may set it while the next push runs). */
         char small[256];
-        void *arg;
-        size_t size;
         pthread_mutex_lock(&g->lock);
-        arg = nd->arg;
-        size = nd->arg_size;
+        vf_op desc = nd->desc; /* set_arg writes its arg */
+        void *arg = nd->arg;
+        size_t size = nd->arg_size;
         void *buf = size <= sizeof small ? small : vf__malloc(size);
         if (buf != NULL && size != 0)
             arg = memcpy(buf, nd->arg, size);
@@ -927,7 +927,6 @@ static int launch_by_push(vf_engine *e, vf_graph *g, const char *who)
             rc = vf__push_operator_run(e, nd->opr, nd->priority, arg, size,
                                        who);
         } else {
-            vf_op desc = nd->desc;
             desc.arg = arg;
             desc.arg_size = size;
             rc = vf__push_recorded(e, &desc, who);
