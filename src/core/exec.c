@@ -772,15 +772,34 @@ static void worker_run_node(vf__worker *w, vf__op *op, vf__readylist *ready)
     vf__graph_op_done(op); /* may end the launch: the engine's last touch */
 }
 
+/* Whether `next`, the one op a node made ready, is a node this worker runs
+ * next at once, as vf__worker_place would hand it over (its own queue and
+ * inbox empty), without the trip back through the placement: not inside
+ * a wait loop, whose waiter may have to resume between two ops. */
+static inline bool node_runs_next(const vf__worker *w, const vf__op *next)
+{
+    return (next->def->kind->flags & VF__KIND_GRAPH) &&
+           next->def->pool == w->pool && !w->pool->spread && !w->spare &&
+           tls.loop_waiter == NULL &&
+           atomic_load_explicit(&w->qlen, memory_order_relaxed) == 0 &&
+           atomic_load_explicit(&w->inbox, memory_order_relaxed) == NULL;
+}
+
 vf__op *vf__exec_worker_execute(vf__worker *w, vf__op *op)
 {
     VF__ASSERT(!op->def->inline_run);
     vf__readylist ready, mine;
     vf__readylist_init(&ready);
     vf__readylist_init(&mine);
-    if (op->def->kind->flags & VF__KIND_GRAPH)
-        worker_run_node(w, op, &ready);
-    else if (VF__LIKELY(run_body(op, w->index)))
+    if (op->def->kind->flags & VF__KIND_GRAPH) {
+        /* A chain of nodes runs here, one after another. */
+        for (;;) {
+            worker_run_node(w, op, &ready);
+            if (ready.count != 1 || !node_runs_next(w, ready.head))
+                break;
+            op = vf__readylist_pop(&ready);
+        }
+    } else if (VF__LIKELY(run_body(op, w->index)))
         finish(op, &ready);
     else
         op->def->kind->released_in_flight(op, &ready);

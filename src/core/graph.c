@@ -40,6 +40,7 @@ typedef struct node {
  * last_at in `last`). */
 typedef struct plan_node {
     uint32_t npred, succ_at, nsucc, last_at, nlast;
+    uint32_t writes_at, nwrites; /* the vars it writes, in `writes` */
 } plan_node;
 
 struct vf_graph {
@@ -61,6 +62,7 @@ struct vf_graph {
     /* The plan (replayable only). */
     plan_node *pn; /* per node */
     uint32_t *succ, *last;
+    vf__var **writes;
     int nb;            /* boundary vars */
     vf__varref *bvars; /* in normal form: the launch op's var set */
     uint32_t *bnlast;  /* per boundary var: its last uses */
@@ -120,6 +122,7 @@ static void graph_free(vf_graph *g)
         free(in);
     }
     free(g->pn);
+    free(g->writes);
     free(g->succ);
     free(g->last);
     free(g->bvars);
@@ -507,6 +510,20 @@ static int plan(vf_graph *g, const char *who)
         g->last[i] = b;
         g->bnlast[b]++;
     }
+    size_t nwrites = 0;
+    for (uint32_t i = 0; i < g->n; i++)
+        for (int j = 0; j < g->nodes[i].nvars; j++)
+            nwrites += g->nodes[i].vars[j].write;
+    if ((g->writes = vf__malloc((nwrites ? nwrites : 1) * sizeof *g->writes)) ==
+        NULL)
+        goto out;
+    for (uint32_t i = 0, w = 0; i < g->n; i++) {
+        g->pn[i].writes_at = w;
+        for (int j = 0; j < g->nodes[i].nvars; j++)
+            if (g->nodes[i].vars[j].write)
+                g->writes[w++] = g->nodes[i].vars[j].var;
+        g->pn[i].nwrites = w - g->pn[i].writes_at;
+    }
     for (uint32_t i = 0; i < g->n; i++)
         g->ncopied += g->nodes[i].arg_size != 0;
     g->copied = vf__malloc((g->ncopied ? g->ncopied : 1) * sizeof *g->copied);
@@ -769,24 +786,24 @@ void vf__graph_op_finished(vf__op *op, vf__readylist *ready)
     vf__graph_inst *in = op->graph;
     const vf_graph *g = in->g;
     const plan_node *nd = &g->pn[op->place - in->base];
-    bool ran = !op->skipped;
-    for (int i = 0; i < op->nvars; i++) {
-        const vf__dep *d = vf__op_dep(op, i);
-        if (!vf__dep_write(d))
-            continue;
-        vf__var *v = vf__dep_var(d);
-        if (op->failure != NULL) { /* as a finishing write (var.c) */
+    vf__var *const *writes = g->writes + nd->writes_at;
+    if (VF__UNLIKELY(op->failure != NULL)) /* as a finishing write (var.c) */
+        for (uint32_t i = 0; i < nd->nwrites; i++) {
             vf__failure_ref(op->failure);
-            vf__failure_unref(atomic_exchange_explicit(&v->failure, op->failure,
-                                                       memory_order_acq_rel));
+            vf__failure_unref(atomic_exchange_explicit(
+                &writes[i]->failure, op->failure, memory_order_acq_rel));
         }
-        if (ran)
-            atomic_fetch_add_explicit(&v->version, 1, memory_order_relaxed);
-    }
-    for (uint32_t s = 0; !g->in_order && s < nd->nsucc; s++) {
-        vf__op *next = in->ops[g->succ[nd->succ_at + s]];
-        if (vf__op_release(next, 1))
-            vf__readylist_add(ready, next);
+    if (VF__LIKELY(!op->skipped))
+        for (uint32_t i = 0; i < nd->nwrites; i++)
+            atomic_fetch_add_explicit(&writes[i]->version, 1,
+                                      memory_order_relaxed);
+    if (!g->in_order) {
+        const uint32_t *succ = g->succ + nd->succ_at;
+        for (uint32_t s = 0; s < nd->nsucc; s++) {
+            vf__op *next = in->ops[succ[s]];
+            if (vf__op_release(next, 1))
+                vf__readylist_add(ready, next);
+        }
     }
     for (uint32_t l = 0; l < nd->nlast; l++) {
         uint32_t b = g->last[nd->last_at + l];
