@@ -1105,7 +1105,10 @@ VF_API int vf_run_wait_children_timed(vf_run *run, int64_t timeout_ms,
  * op's `name`, a `done` and a pointer argument (arg_size 0) are kept as
  * given: they must stay valid while the graph lives and its launched ops
  * run. A copied argument (arg_size > 0) is copied once at capture and
- * again into each launch. An operator the graph pushes stays alive for the
+ * again into each launch. Each launch calls each op's `done` once, as each
+ * push does: a `done` that frees a pointer argument must not be recorded
+ * (the next launch would use what it freed); give such an op a copied
+ * argument instead. An operator the graph pushes stays alive for the
  * graph (vf_operator_destroy() lets go of the handle only).
  *
  * Ops pushed from inside a launched op are ordinary pushes.
@@ -1159,6 +1162,11 @@ VF_API int vf_graph_set_arg(vf_engine *e, vf_graph *g, size_t index, void *arg,
 
 /** How many ops the graph holds (0 for NULL). */
 VF_API size_t vf_graph_ops(const vf_graph *g);
+
+/** Whether the calling thread captures a graph on `e` (false for NULL or
+ * a destroyed engine): a layer above the C API asks before it records an
+ * op whose `done` frees what it runs (varflow.hpp does). */
+VF_API bool vf_graph_capturing(vf_engine *e);
 
 /**
  * Destroy the graph: the handle must not be used again; launches still

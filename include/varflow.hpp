@@ -197,6 +197,17 @@ inline void check(int rc)
         throw_error(rc);
 }
 
+/* A graph's launch calls each op's done again (vf_graph_begin()): an op
+ * whose done frees what it runs (`what`) cannot be recorded into one. */
+inline void refuse_capture(vf_engine *e, const char *what)
+{
+    if (vf_graph_capturing(e))
+        throw error(VF_EINVAL,
+                    std::string("varflow: ") + what +
+                        " cannot be captured into a graph: each launch calls "
+                        "its done again, which frees it");
+}
+
 /*
  * A std::chrono duration as the C calls' timeout: whole milliseconds,
  * rounded up (a positive timeout never becomes 0, "only look"), and
@@ -1119,6 +1130,7 @@ class reusable_op
                                          "was moved from"
                                        : "varflow::reusable_op: empty "
                                          "(default-constructed)");
+        detail::refuse_capture(e_, "a reusable_op's run");
         block_->ref(); // given back by this run's done callback
         int rc = vf_operator_push(e_, op_, priority);
         if (rc != 0) {
@@ -1182,6 +1194,7 @@ template <class Arg> class reusable_arg_op
     {
         if (op_.op_ == nullptr)
             op_.throw_unusable();
+        detail::refuse_capture(op_.e_, "a reusable_arg_op's run");
         detail::arg_run<Arg> r{op_.block_, arg};
         op_.block_->ref(); // given back by this run's done callback
         int rc = vf_operator_push_arg(op_.e_, op_.op_, priority, &r, sizeof r);
@@ -1504,6 +1517,10 @@ class engine_ref
             op.arg_size = sizeof(Fn);
             check(vf_engine_push(e_, &op));
         } else {
+            if constexpr (!detail::fits_inline<Fn>)
+                detail::refuse_capture(e_, "a callable stored beside its op "
+                                           "(not trivially copyable, or over "
+                                           "VF_OP_ARG_INLINE bytes)");
             detail::stored<Fn> s(std::forward<F>(fn));
             op.arg = s.arg();
             op.done = detail::stored<Fn>::done;

@@ -211,6 +211,41 @@ bool contains(const char *haystack, const char *needle)
     return std::strstr(haystack, needle) != nullptr;
 }
 
+/* Graphs through varflow.hpp: a callable that travels in the op (a
+ * reference) is recorded and launched again; one stored beside its op, and
+ * a reusable op's run, whose done frees or gives back what they run, are
+ * refused while capturing (each launch calls done again), with nothing
+ * recorded. */
+TEST_KIND_CASE(graphs, k)
+{
+    varflow::engine eng(k.cfg);
+    varflow::var x = eng.new_var();
+    long value = 0;
+    auto reusable = eng.make_op({}, {x}, [&value] { value += 100; });
+    CHECK(!vf_graph_capturing(eng.get()));
+    CHECK(vf_graph_begin(eng.get()) == 0);
+    CHECK(vf_graph_capturing(eng.get()));
+    eng.push({}, {x}, [&value] { value = 2 * value + 1; });
+    std::string big = "a callable that does not fit in the op";
+    auto stored = [&value, big] { value += (long)big.size(); };
+    CHECK_THROWS(eng.push({}, {x}, stored), varflow::error, VF_EINVAL,
+                 CHECK(contains(e.what(), "cannot be captured")));
+    CHECK_THROWS(reusable.push(), varflow::error, VF_EINVAL,
+                 CHECK(contains(e.what(), "reusable_op")));
+    vf_graph *g = nullptr;
+    CHECK(vf_graph_end(eng.get(), &g) == 0);
+    CHECK(!vf_graph_capturing(eng.get()));
+    CHECK_EQ(vf_graph_ops(g), 1);
+    for (int i = 0; i < 5; i++)
+        CHECK(vf_graph_launch(eng.get(), g) == 0);
+    eng.wait(x);
+    CHECK_EQ(value, 31); /* 0 -> 1 -> 3 -> 7 -> 15 -> 31 */
+    reusable.push();     /* outside a capture, as before */
+    eng.wait(x);
+    CHECK_EQ(value, 131);
+    CHECK(vf_graph_destroy(eng.get(), g) == 0);
+}
+
 #define CHECK_MISUSE(expr, words)                                              \
     CHECK_THROWS(expr, varflow::error, VF_EINVAL, {                            \
         if (!contains(e.what(), words))                                        \

@@ -1020,6 +1020,18 @@ VF_API size_t vf_graph_ops(const vf_graph *g)
     return g != NULL && g->magic == GRAPH_MAGIC ? g->n : 0;
 }
 
+VF_API bool vf_graph_capturing(vf_engine *e)
+{
+    if (vf__capture_now.engine != e || e == NULL)
+        return false; /* no guard needed: nothing of e is read */
+    vf__guard guard;
+    if (vf__guard_enter(e, &guard, "vf_graph_capturing") != 0)
+        return false;
+    bool capturing = vf__graph_capturing(e);
+    vf__guard_leave(&guard);
+    return capturing;
+}
+
 static int destroy(vf_engine *e, vf_graph *g, const char *who)
 {
     int rc = check_graph(e, g, who);
