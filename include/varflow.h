@@ -1142,8 +1142,8 @@ VF_API int vf_graph_end(vf_engine *e, vf_graph **out);
  * (the launches are ordered as their calls). Errors: VF_EINVAL (not a
  * graph, destroyed, or this thread captures on `e`), VF_EXDEV (another
  * engine's), VF_ESTALE (a variable of the graph was deleted: nothing of the
- * graph is launched), VF_ESHUTDOWN, VF_ENOMEM. A launch that fails runs
- * nothing and calls no `done`.
+ * graph is launched), VF_ESHUTDOWN, VF_ENOMEM (a launch pushing op by op
+ * that runs out of memory midway has pushed the ops before: see above).
  */
 VF_API int vf_graph_launch(vf_engine *e, vf_graph *g);
 

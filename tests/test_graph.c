@@ -450,6 +450,19 @@ static int count_op(vf_run *run, void *arg)
     return 0;
 }
 
+/* A graph of `n` ops each counting into `c` and writing x. */
+static vf_graph *capture_counts(vf_engine *e, vf_var x, counter *c, int n)
+{
+    vf_graph *g = NULL;
+    CHECK_OK(vf_graph_begin(e));
+    for (int i = 0; i < n; i++)
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = count_op, .arg = c, .writes = VF_VARS(x)}));
+    CHECK_OK(vf_graph_end(e, &g));
+    REQUIRE(g != NULL);
+    return g;
+}
+
 typedef struct launcher {
     vf_engine *e;
     vf_graph *g;
@@ -473,12 +486,7 @@ TEST_KIND_CASE(concurrent_launches, k)
     vf_var x = tu_var(e);
     counter c;
     memset(&c, 0, sizeof c);
-    vf_graph *g = NULL;
-    CHECK_OK(vf_graph_begin(e));
-    for (int i = 0; i < 3; i++)
-        CHECK_OK(vf_engine_push(
-            e, &(vf_op){.fn = count_op, .arg = &c, .writes = VF_VARS(x)}));
-    CHECK_OK(vf_graph_end(e, &g));
+    vf_graph *g = capture_counts(e, x, &c, 3);
     int times = (int)tu_scaled(300, 30);
     launcher l = {e, g, times};
     pthread_t t1 = tu_thread_start(launch_many, &l);
@@ -527,12 +535,7 @@ TEST_KIND_CASE(launch_inside_an_op, k)
     vf_var x = tu_var(e), y = tu_var(e);
     counter c;
     memset(&c, 0, sizeof c);
-    vf_graph *g = NULL;
-    CHECK_OK(vf_graph_begin(e));
-    for (int i = 0; i < 3; i++)
-        CHECK_OK(vf_engine_push(
-            e, &(vf_op){.fn = count_op, .arg = &c, .writes = VF_VARS(x)}));
-    CHECK_OK(vf_graph_end(e, &g));
+    vf_graph *g = capture_counts(e, x, &c, 3);
     nest n = {e, g, &c, -99};
     CHECK_OK(vf_engine_push(
         e, &(vf_op){.fn = launch_inside, .arg = &n, .writes = VF_VARS(y)}));

@@ -134,6 +134,18 @@ void vf__exec_op_skipped(vf__op *op, vf__failure *f)
     op->skipped = true;
 }
 
+/* What a user op's function is told of its run (`run`'s message buffer is
+ * left as it is: 256 bytes; vf__exec_call_fn clears what it needs). */
+static inline void run_init(vf_run *run, vf__op *op, int worker)
+{
+    run->op = op;
+    run->name = op->name;
+    run->worker = worker;
+    run->cls = NULL;
+    run->stream = NULL;
+    run->item_refs = NULL;
+}
+
 /* Run the op's body. True when the op is done now (ran, failed, skipped);
  * false when an async op or a device op's work is in flight (the op may
  * already be freed). */
@@ -171,13 +183,8 @@ static bool run_body(vf__op *op, int worker)
             return true;
         }
     }
-    vf_run run; /* not zero-initialized: the message buffer is 256 bytes */
-    run.op = op;
-    run.name = op->name;
-    run.worker = worker;
-    run.cls = NULL;
-    run.stream = NULL;
-    run.item_refs = NULL;
+    vf_run run;
+    run_init(&run, op, worker);
     if (!def->async) {
         vf__exec_call_fn(op, &run);
         return true;
@@ -705,12 +712,7 @@ static inline void node_run(vf_engine *e, vf__op *op, int worker,
             vf__exec_op_skipped(op, f);
         } else {
             vf_run run;
-            run.op = op;
-            run.name = op->name;
-            run.worker = worker;
-            run.cls = NULL;
-            run.stream = NULL;
-            run.item_refs = NULL;
+            run_init(&run, op, worker);
             vf__exec_call_fn(op, &run);
         }
     }
