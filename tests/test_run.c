@@ -10,6 +10,12 @@
  *   (ready at push, pushed from the main thread) gets -1;
  * - with help_on_wait, ops the thread in vf_engine_wait_all runs itself (the
  * one worker is blocked) get -1, and the wait returns once all have run;
+ * - with run_at_push, on a pool of one worker, an op ready at its push
+ *   runs inside the push on the pushing thread (-1, done before the push
+ *   returns), a chain of them as the serial program, also while the
+ *   worker runs another op; one not ready waits for its var as usual;
+ *   off by default, and VF_RUN_AT_PUSH turns it on (another value:
+ *   VF_EINVAL);
  * - every vf_run getter is NULL-safe;
  * - vf_engine_type_of and vf_engine_num_workers match the configuration;
  * - vf_engine_in_op is true inside an op and its done callback, for that
@@ -188,6 +194,114 @@ TEST_CASE(help_on_wait)
     tu_finish_engine(e);
     tu_gate_destroy(&h.started);
     tu_gate_destroy(&h.gate);
+}
+
+typedef struct at_push {
+    pthread_t pusher;
+    atomic_int on_pusher, ran;
+    long chain; /* x = 3x + 1, under var x */
+} at_push;
+
+static int at_push_op(vf_run *run, void *arg)
+{
+    at_push *a = arg;
+    if (pthread_equal(pthread_self(), a->pusher) && vf_run_worker(run) == -1)
+        atomic_fetch_add(&a->on_pusher, 1);
+    a->chain = 3 * a->chain + 1;
+    atomic_fetch_add(&a->ran, 1);
+    return 0;
+}
+
+typedef struct spawner {
+    helped *h;
+    vf_var g;
+} spawner;
+
+/* Pushes the gate op as its child: the child runs on the worker even with
+ * run_at_push (only top-level pushes run on the pushing thread). */
+static int spawn_gate(vf_run *run, void *arg)
+{
+    spawner *s = arg;
+    return vf_engine_push(
+        vf_run_engine(run),
+        &(vf_op){.fn = gate_op, .arg = s->h, .writes = {&s->g, 1}});
+}
+
+static void run_at_push_case(bool on)
+{
+    vf_engine *e = tu_engine(&(tu_kind){.name = "pooled/1",
+                                        .cfg = {.type = VF_ENGINE_POOLED,
+                                                .cpu_workers = 1,
+                                                .run_at_push = on}});
+    vf_var x = tu_var(e);
+    at_push a;
+    memset(&a, 0, sizeof a);
+    a.pusher = pthread_self();
+    for (int i = 0; i < 20; i++) {
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = at_push_op, .arg = &a, .writes = VF_VARS(x)}));
+        if (on)
+            CHECK_EQ(atomic_load(&a.ran), i + 1); /* ran inside the push */
+    }
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    long want = 0;
+    for (int i = 0; i < 20; i++)
+        want = 3 * want + 1;
+    CHECK_EQ(a.chain, want);
+    if (on)
+        CHECK_EQ(atomic_load(&a.on_pusher), 20);
+    else
+        CHECK(atomic_load(&a.on_pusher) < 20); /* on the worker, as before */
+    /* The worker busy (held on a gate), its queue empty: an op that is not
+     * ready waits behind the gate either way; ready ones run here with the
+     * switch on (two ops of a pool of one at once, as with help_on_wait),
+     * else they queue behind the gate's. */
+    helped h;
+    memset(&h, 0, sizeof h);
+    tu_gate_init(&h.started);
+    tu_gate_init(&h.gate);
+    vf_var g = tu_var(e), y = tu_var(e), z = tu_var(e);
+    spawner s = {&h, g};
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = spawn_gate, .arg = &s}));
+    CHECK(tu_gate_wait(&h.started, 60));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = counted_op, .arg = &h, .writes = VF_VARS(g)}));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = counted_op, .arg = &h, .writes = VF_VARS(y)}));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = counted_op, .arg = &h, .writes = VF_VARS(z)}));
+    CHECK_EQ(atomic_load(&h.ran), on ? 2 : 0);
+    CHECK_EQ(atomic_load(&h.on_helper), on ? 2 : 0);
+    tu_gate_open(&h.gate);
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_EQ(atomic_load(&h.ran), 3);
+    tu_finish_engine(e);
+    tu_gate_destroy(&h.started);
+    tu_gate_destroy(&h.gate);
+}
+
+TEST_CASE(run_at_push)
+{
+    tu_phase("run_at_push");
+    run_at_push_case(false);
+    run_at_push_case(true);
+    setenv("VF_RUN_AT_PUSH", "1", 1);
+    vf_engine *e = NULL;
+    vf_config cfg = {.type = VF_ENGINE_POOLED, .cpu_workers = 1};
+    CHECK_OK(vf_engine_create(&e, &cfg));
+    vf_var x = tu_var(e);
+    at_push a;
+    memset(&a, 0, sizeof a);
+    a.pusher = pthread_self();
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = at_push_op, .arg = &a, .writes = VF_VARS(x)}));
+    CHECK_EQ(atomic_load(&a.on_pusher), 1);
+    tu_finish_engine(e);
+    setenv("VF_RUN_AT_PUSH", "yes", 1);
+    e = NULL;
+    CHECK_EQ(vf_engine_create(&e, &cfg), VF_EINVAL);
+    CHECK(strstr(vf_error_detail(), "VF_RUN_AT_PUSH") != NULL);
+    unsetenv("VF_RUN_AT_PUSH");
 }
 
 typedef struct inside {

@@ -298,6 +298,9 @@ int vf__config_resolve(const vf_config *config, vf__settings *out)
     out->help_on_wait = config->help_on_wait;
     if (rc == 0 && !out->help_on_wait)
         rc = flag_setting("VF_HELP_ON_WAIT", &out->help_on_wait);
+    out->run_at_push = config->run_at_push;
+    if (rc == 0 && !out->run_at_push)
+        rc = flag_setting("VF_RUN_AT_PUSH", &out->run_at_push);
     /* Bulking: VF_BULK_SIZE=0 says "off" in so many words. */
     const char *bulk_env = getenv("VF_BULK_SIZE");
     out->bulk_size = 0;

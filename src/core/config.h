@@ -39,6 +39,7 @@ typedef struct vf__settings {
     int fork_child_workers;
     int bulk_size; /* 0: off */
     bool help_on_wait;
+    bool run_at_push;
     int worker_stack_kib; /* 0: the system's default */
     int idle_spin_us;     /* 0: none */
     int usable_cpus;      /* the CPUs the process may run on, at least 1 */

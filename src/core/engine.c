@@ -237,6 +237,7 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
     e->dev.priority_workers = s.gpu_priority_workers;
     e->engine_info = s.engine_info;
     e->help_on_wait = s.help_on_wait;
+    e->run_at_push = s.run_at_push;
     e->runner = (vf__pool_runner){.execute = vf__exec_worker_execute,
                                   .run_deferred = vf__exec_run_deferred,
                                   .held_back = vf__bulk_held_back,

@@ -182,6 +182,7 @@ struct vf_engine {
     _Atomic uint8_t slow;
     bool engine_info;  /* VF_ENGINE_INFO: log ops of waited-on vars */
     bool help_on_wait; /* vf_engine_wait_all runs queued CPU ops (wait.c) */
+    bool run_at_push;  /* a ready top-level push may run inside it (exec.c) */
     /* What its pools' threads run (exec.c's trip of an op) and their stack
      * size: every pool it makes gets it (sched.h). */
     vf__pool_runner runner;

@@ -498,13 +498,41 @@ static __attribute__((noinline)) void dispatch_child(vf__op *op, bool here)
         vf__pool_submit_nested(op->def->pool, op);
 }
 
+/* Whether `op`, ready at a push from outside every engine's ops and
+ * threads, runs right there, as a team of one runs a task at its creation
+ * (vf_config.run_at_push): a sync op of a CPU pool of one worker whose
+ * queue holds nothing, while the stack has room and no inline run is on
+ * this thread. Out of line: only an engine with the switch on asks. */
+static __attribute__((noinline)) bool runs_at_top_push(const vf__op *op)
+{
+    const vf__pool *p = op->def->pool;
+    if (p->nworkers != 1 || p->spread || !vf__exec_finishes_in_run(op->def) ||
+        tls.inline_depth != 0 || vf__current_op() != NULL ||
+        vf__this_worker() != NULL || tls.done_engine != NULL)
+        return false;
+    const vf__worker *w = &p->workers[0];
+    return atomic_load_explicit(&w->qlen, memory_order_relaxed) == 0 &&
+           atomic_load_explicit(&w->inbox, memory_order_relaxed) == NULL &&
+           vf__stack_below(VF__INLINE_PUSH_EIGHTHS);
+}
+
 void vf__exec_dispatch_pushed(vf__op *op, bool here)
 {
     if (!op->def->inline_run) {
-        if (VF__LIKELY(op->nest == 0))
+        if (VF__LIKELY(op->nest == 0)) {
+            if (VF__UNLIKELY(op->def->engine->run_at_push) && here &&
+                runs_at_top_push(op)) {
+                tls.inline_depth++;
+                do {
+                    run_inline_one(op);
+                } while ((op = vf__readylist_pop(&tls.deferred)) != NULL);
+                tls.inline_depth--;
+                return;
+            }
             vf__pool_submit(op->def->pool, op);
-        else
+        } else {
             dispatch_child(op, here);
+        }
         return;
     }
     /* Ready at its push: run it now, even inside another inline op (the
