@@ -1226,6 +1226,90 @@ template <class Arg> class reusable_arg_op
 };
 
 /* ------------------------------------------------------------------------ */
+/* Graphs                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * An owned graph (vf_graph: varflow.h, "Graphs"), made by
+ * engine_ref::capture: launch() pushes its recorded ops again, as a whole.
+ * Destroyed (vf_graph_destroy()) by its destructor, or explicitly with
+ * destroy(); launches still running finish first. Moves only. A graph
+ * that holds none (moved from, destroyed, default-constructed) tests
+ * false, and launch() throws varflow::error VF_EINVAL saying so.
+ */
+class graph
+{
+  public:
+    graph() noexcept = default;
+    graph(graph &&o) noexcept
+        : e_(o.e_), g_(std::exchange(o.g_, nullptr)),
+          moved_from_(std::exchange(o.moved_from_, false))
+    {
+        o.moved_from_ = true;
+    }
+    graph &operator=(graph &&o) noexcept
+    {
+        if (this != &o) {
+            destroy();
+            e_ = o.e_;
+            g_ = std::exchange(o.g_, nullptr);
+            moved_from_ = false;
+            o.moved_from_ = true;
+        }
+        return *this;
+    }
+    graph(const graph &) = delete;
+    graph &operator=(const graph &) = delete;
+    ~graph()
+    {
+        destroy();
+    }
+
+    /** Push the recorded ops again, as a whole (vf_graph_launch()). */
+    void launch() const
+    {
+        if (g_ == nullptr)
+            throw error(VF_EINVAL, moved_from_
+                                       ? "varflow::graph: used after it was "
+                                         "moved from"
+                                       : "varflow::graph: empty (destroyed or "
+                                         "default-constructed)");
+        detail::check(vf_graph_launch(e_, g_));
+    }
+    /** How many ops it holds (vf_graph_ops()). */
+    std::size_t size() const noexcept
+    {
+        return vf_graph_ops(g_);
+    }
+    /** The C graph (NULL when none). */
+    vf_graph *get() const noexcept
+    {
+        return g_;
+    }
+    explicit operator bool() const noexcept
+    {
+        return g_ != nullptr;
+    }
+    /** Destroy it now (vf_graph_destroy(); errors ignored, as in the
+     * destructor). */
+    void destroy() noexcept
+    {
+        if (g_ != nullptr)
+            (void)vf_graph_destroy(e_, std::exchange(g_, nullptr));
+    }
+
+  private:
+    friend class engine_ref;
+    graph(vf_engine *e, vf_graph *g) noexcept : e_(e), g_(g)
+    {
+    }
+
+    vf_engine *e_ = nullptr;
+    vf_graph *g_ = nullptr;
+    bool moved_from_ = false;
+};
+
+/* ------------------------------------------------------------------------ */
 /* Engines                                                                   */
 /* ------------------------------------------------------------------------ */
 
@@ -1298,6 +1382,32 @@ class engine_ref
         vf_op op = opts.to_op(reads, writes);
         op.async_fn = &detail::async_entry<Fn>;
         push_callable<Fn>(op, std::forward<F>(fn));
+    }
+
+    /**
+     * Capture the pushes `record()` makes from this thread into a graph
+     * (vf_graph_begin() ... vf_graph_end()): they are checked and recorded,
+     * not run. Only callables that travel in their op can be recorded (a
+     * lambda capturing references or pointers, up to VF_OP_ARG_INLINE
+     * bytes, trivially copyable): each launch calls an op's done again, so
+     * one stored beside its op, or a reusable op's run, throws VF_EINVAL.
+     * If record() throws, the capture ends, its graph is destroyed, and the
+     * exception goes on.
+     */
+    template <class Record> graph capture(Record &&record) const
+    {
+        check(vf_graph_begin(e_));
+        try {
+            std::forward<Record>(record)();
+        } catch (...) {
+            vf_graph *g = nullptr;
+            if (vf_graph_end(e_, &g) == 0)
+                (void)vf_graph_destroy(e_, g);
+            throw;
+        }
+        vf_graph *g = nullptr;
+        check(vf_graph_end(e_, &g));
+        return graph(e_, g);
     }
 
     /** A reusable op running fn like push() does (opts.priority unused:

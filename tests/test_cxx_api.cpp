@@ -18,6 +18,9 @@
  *   completion's call. Nothing reaches the handle it was moved to: no op
  *   pushed, no version bumped. A removed var tests false and the engine
  *   refuses its handle (VF_ESTALE).
+ * - graphs: capture(record) gives a varflow::graph that launches, moves
+ *   and is destroyed; ops whose done frees their callable are refused
+ *   while capturing; a record that throws ends its capture;
  * - wait_for / wait_all_for: an async op nobody completes makes them throw
  *   varflow::error VF_ETIMEDOUT naming it (or return it with nothrow);
  *   completed later, the failure is still there for a wait; any
@@ -211,11 +214,21 @@ bool contains(const char *haystack, const char *needle)
     return std::strstr(haystack, needle) != nullptr;
 }
 
+#define CHECK_MISUSE(expr, words)                                              \
+    CHECK_THROWS(expr, varflow::error, VF_EINVAL, {                            \
+        if (!contains(e.what(), words))                                        \
+            cxx_test::fail(__FILE__, __LINE__,                                 \
+                           std::string(#expr ": \"") + e.what() +              \
+                               "\" does not say \"" + words + "\"");           \
+    })
+
 /* Graphs through varflow.hpp: a callable that travels in the op (a
  * reference) is recorded and launched again; one stored beside its op, and
  * a reusable op's run, whose done frees or gives back what they run, are
  * refused while capturing (each launch calls done again), with nothing
- * recorded. */
+ * recorded. varflow::graph (engine_ref::capture) launches, moves, is
+ * destroyed, and refuses use when it holds none; a record that throws
+ * ends its capture. */
 TEST_KIND_CASE(graphs, k)
 {
     varflow::engine eng(k.cfg);
@@ -244,15 +257,42 @@ TEST_KIND_CASE(graphs, k)
     eng.wait(x);
     CHECK_EQ(value, 131);
     CHECK(vf_graph_destroy(eng.get(), g) == 0);
-}
 
-#define CHECK_MISUSE(expr, words)                                              \
-    CHECK_THROWS(expr, varflow::error, VF_EINVAL, {                            \
-        if (!contains(e.what(), words))                                        \
-            cxx_test::fail(__FILE__, __LINE__,                                 \
-                           std::string(#expr ": \"") + e.what() +              \
-                               "\" does not say \"" + words + "\"");           \
-    })
+    /* varflow::graph and engine_ref::capture. */
+    varflow::graph gr = eng.capture([&] {
+        eng.push({}, {x}, [&value] { value -= 1; });
+        eng.push({x}, {}, [&value] { (void)value; });
+    });
+    CHECK(gr);
+    CHECK_EQ(gr.size(), 2);
+    gr.launch();
+    gr.launch();
+    eng.wait(x);
+    CHECK_EQ(value, 129);
+    varflow::graph moved = std::move(gr);
+    CHECK(!gr);
+    CHECK_MISUSE(gr.launch(), "moved from");
+    moved.launch();
+    eng.wait(x);
+    CHECK_EQ(value, 128);
+    moved.destroy();
+    CHECK(!moved);
+    CHECK_MISUSE(moved.launch(), "empty");
+    /* A record that throws ends the capture: nothing recorded runs, and
+     * the thread may capture again. */
+    CHECK_THROWS(eng.capture([&] {
+        eng.push({}, {x}, [&value] { value = -1; });
+        eng.wait(x); /* refused inside a capture */
+    }),
+                 varflow::error, VF_EINVAL,
+                 CHECK(contains(e.what(), "captures a graph")));
+    CHECK(!vf_graph_capturing(eng.get()));
+    eng.wait_all();
+    CHECK_EQ(value, 128);
+    varflow::graph empty = eng.capture([] {});
+    CHECK_EQ(empty.size(), 0);
+    empty.launch();
+}
 
 TEST_KIND_CASE(moved_from_vars, k)
 {
