@@ -1241,12 +1241,14 @@ class graph
 {
   public:
     graph() noexcept = default;
+    /** Take o's graph (o then holds none, and says it was moved from). */
     graph(graph &&o) noexcept
         : e_(o.e_), g_(std::exchange(o.g_, nullptr)),
           moved_from_(std::exchange(o.moved_from_, false))
     {
         o.moved_from_ = true;
     }
+    /** Destroy this one's graph (if any) and take o's. */
     graph &operator=(graph &&o) noexcept
     {
         if (this != &o) {
@@ -1286,6 +1288,7 @@ class graph
     {
         return g_;
     }
+    /** Whether it holds a graph. */
     explicit operator bool() const noexcept
     {
         return g_ != nullptr;
