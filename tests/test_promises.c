@@ -39,7 +39,8 @@
  *   with that push's code (vf_engine_stop): in a child whose address space
  *   cannot hold the workers' stacks, start returns VF_ESYSTEM and keeps
  *   the ops held; destroy, which starts it first, fails each with
- *   VF_ESYSTEM, once (not under sanitizers).
+ *   VF_ESYSTEM, once, a held graph launch's ops too (not under
+ *   sanitizers).
  */
 #include "runner.h"
 
@@ -631,18 +632,28 @@ static void held_done(void *arg, int status)
  * be set, 1 (saying why) otherwise. */
 static int held_child(void)
 {
-    enum { OPS = 5 };
+    enum { PUSHED = 5, LAUNCHED = 2, OPS = PUSHED + LAUNCHED };
     vf_engine *e = NULL;
     if (vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
                                           .cpu_workers = 2,
-                                          .worker_stack_kib = 256 * 1024}) !=
-            0 ||
-        vf_engine_stop(e) != 0)
+                                          .worker_stack_kib = 256 * 1024}) != 0)
         return 1;
     vf_var v;
     if (vf_var_create(e, &v) != 0)
         return 1;
-    for (int i = 0; i < OPS; i++)
+    /* A graph's launch is held too, and its ops fail as pushed ones. */
+    vf_graph *g = NULL;
+    if (vf_graph_begin(e) != 0)
+        return 1;
+    for (int i = 0; i < LAUNCHED; i++)
+        if (vf_engine_push(e, &(vf_op){.fn = tu_nop,
+                                       .done = held_done,
+                                       .writes = VF_VARS(v)}) != 0)
+            return 1;
+    if (vf_graph_end(e, &g) != 0 || vf_engine_stop(e) != 0 ||
+        vf_graph_launch(e, g) != 0)
+        return 1;
+    for (int i = 0; i < PUSHED; i++)
         if (vf_engine_push(e, &(vf_op){.fn = tu_nop,
                                        .done = held_done,
                                        .writes = VF_VARS(v)}) != 0)
