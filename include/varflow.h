@@ -346,20 +346,28 @@ typedef struct vf_config {
                                           default: on a shared machine a
                                           pinned worker cannot move off a
                                           busy core */
-    bool run_at_push VF_ZERO_;         /**< VF_RUN_AT_PUSH=1: on a CPU pool
-                                            of one worker, a sync op pushed
-                                            from outside the engine's ops and
-                                            threads that is ready at its push
-                                            while the pool holds nothing to
-                                            run runs at once inside the push,
-                                            on the pushing thread, as LLVM's
-                                            libomp runs a task with a team of
-                                            one (vf_run_worker() -1, no
-                                            engine lock held). Off by default:
-                                            a push then returns only once its
-                                            op has run, and an op that waits
-                                            for something its pusher does
-                                            after the push never ends */
+    bool run_at_push VF_ZERO_;         /**< VF_RUN_AT_PUSH=1: a push from
+                                            outside the engine's ops and
+                                            threads may run ops on the
+                                            pushing thread (vf_run_worker()
+                                            -1, no engine lock held), as
+                                            OpenMP runtimes run tasks at
+                                            their creation: its own op, sync
+                                            and ready at its push, when the
+                                            CPU pool is of one worker and
+                                            holds nothing to run (libomp's
+                                            team of one), or when the worker
+                                            it would go to already holds 64
+                                            ops, none ranked above it (the
+                                            pusher is ahead: libgomp's rule);
+                                            and queued ops rather than sleep
+                                            at the in-flight bound (not
+                                            while the thread bulks). Off by
+                                            default: a push may then return
+                                            only once an op has run, and an
+                                            op that waits for something its
+                                            pusher does after the push never
+                                            ends */
 } vf_config;
 
 /**

@@ -15,7 +15,9 @@
  *   returns), a chain of them as the serial program, also while the
  *   worker runs another op; one not ready waits for its var as usual;
  *   off by default, and VF_RUN_AT_PUSH turns it on (another value:
- *   VF_EINVAL);
+ *   VF_EINVAL); on a pool of two, a ready op whose worker already holds
+ *   64 ops (none ranked above it) runs inside its push, and a pusher at
+ *   the in-flight bound runs a queued op rather than sleep;
  * - every vf_run getter is NULL-safe;
  * - vf_engine_type_of and vf_engine_num_workers match the configuration;
  * - vf_engine_in_op is true inside an op and its done callback, for that
@@ -278,6 +280,132 @@ static void run_at_push_case(bool on)
     tu_finish_engine(e);
     tu_gate_destroy(&h.started);
     tu_gate_destroy(&h.gate);
+}
+
+/* run_at_push on a pool of two: a pusher ahead of the pool runs ready ops
+ * itself. The holder (an op on worker X) holds the other worker Y on a gate
+ * (its child), then queues kKids children on X's own queue behind one of
+ * priority 1, and holds X too. */
+enum { kKids = 100 };
+
+typedef struct ahead {
+    helped held;            /* the gate holding Y, and the pushes counted */
+    tu_gate ready, release; /* the holder queued its children; let X go */
+    bool queue_kids;
+    vf_var g, hi, kid[kKids];
+    atomic_int kids_ran;
+} ahead;
+
+static int kid_op(vf_run *run, void *arg)
+{
+    (void)run;
+    atomic_fetch_add(&((ahead *)arg)->kids_ran, 1);
+    return 0;
+}
+
+static int holder_op(vf_run *run, void *arg)
+{
+    ahead *a = arg;
+    vf_engine *e = vf_run_engine(run);
+    int rc = vf_engine_push(
+        e, &(vf_op){.fn = gate_op, .arg = &a->held, .writes = {&a->g, 1}});
+    if (rc != 0 || !tu_gate_wait(&a->held.started, 60))
+        return -1; /* Y took the gate: it is held */
+    if (a->queue_kids) {
+        /* One of priority 1 first: the children queue behind it on X
+         * (a child never runs at its push ahead of a better queued op). */
+        rc = vf_engine_push(e, &(vf_op){.fn = kid_op,
+                                        .arg = a,
+                                        .writes = {&a->hi, 1},
+                                        .priority = 1});
+        for (int i = 0; rc == 0 && i < kKids; i++)
+            rc = vf_engine_push(
+                e, &(vf_op){.fn = kid_op, .arg = a, .writes = {&a->kid[i], 1}});
+    }
+    tu_gate_open(&a->ready);
+    tu_gate_wait(&a->release, 60);
+    return rc;
+}
+
+static vf_engine *ahead_engine(ahead *a, bool queue_kids, int max_inflight)
+{
+    vf_engine *e = tu_engine(&(tu_kind){.name = "pooled/2",
+                                        .cfg = {.type = VF_ENGINE_POOLED,
+                                                .cpu_workers = 2,
+                                                .max_inflight = max_inflight,
+                                                .run_at_push = true}});
+    memset(a, 0, sizeof *a);
+    tu_gate_init(&a->held.started);
+    tu_gate_init(&a->held.gate);
+    tu_gate_init(&a->ready);
+    tu_gate_init(&a->release);
+    a->queue_kids = queue_kids;
+    a->g = tu_var(e);
+    a->hi = tu_var(e);
+    for (int i = 0; i < kKids; i++)
+        a->kid[i] = tu_var(e);
+    vf_var h = tu_var(e);
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = holder_op, .arg = a, .writes = VF_VARS(h)}));
+    CHECK(tu_gate_wait(&a->ready, 60)); /* both workers are held */
+    return e;
+}
+
+static void ahead_finish(vf_engine *e, ahead *a)
+{
+    tu_gate_open(&a->held.gate);
+    tu_gate_open(&a->release);
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    tu_finish_engine(e);
+    tu_gate_destroy(&a->held.started);
+    tu_gate_destroy(&a->held.gate);
+    tu_gate_destroy(&a->ready);
+    tu_gate_destroy(&a->release);
+}
+
+TEST_CASE(run_at_push_when_ahead)
+{
+    tu_phase("run_at_push_when_ahead");
+    /* X's queue holds kKids + 1 >= 64 ops: of two ready pushes, at least
+     * one goes to X, where it runs inside the push (on the pusher, -1);
+     * one that goes to Y's empty queue waits there (which worker is X is
+     * up to the scheduler). A priority-0 op would not run there: a
+     * priority-1 op queued on X ranks above it (rule 11). */
+    ahead a;
+    vf_engine *e = ahead_engine(&a, true, 0);
+    vf_var q[3] = {tu_var(e), tu_var(e), tu_var(e)};
+    for (int i = 0; i < 2; i++)
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = counted_op,
+                                            .arg = &a.held,
+                                            .writes = VF_VARS(q[i]),
+                                            .priority = 2}));
+    int here = atomic_load(&a.held.on_helper);
+    CHECK(here >= 1);
+    CHECK_EQ(atomic_load(&a.held.ran), here);
+    for (int i = 0; i < 2; i++)
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = counted_op,
+                                            .arg = &a.held,
+                                            .writes = VF_VARS(q[2])}));
+    CHECK_EQ(atomic_load(&a.held.ran), here); /* behind the priority-1 op */
+    CHECK_EQ(atomic_load(&a.kids_ran), 0);
+    ahead_finish(e, &a);
+    CHECK_EQ(atomic_load(&a.held.ran), 4);
+    CHECK_EQ(atomic_load(&a.held.on_helper), here);
+    CHECK_EQ(atomic_load(&a.kids_ran), kKids + 1);
+
+    /* At the in-flight bound (4: the holder, the gate and two queued ops),
+     * the pusher runs a queued op rather than sleep, and its push goes on
+     * with both workers still held. */
+    e = ahead_engine(&a, false, 4);
+    vf_var r[3] = {tu_var(e), tu_var(e), tu_var(e)};
+    for (int i = 0; i < 3; i++)
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = counted_op,
+                                            .arg = &a.held,
+                                            .writes = VF_VARS(r[i])}));
+    CHECK_EQ(atomic_load(&a.held.ran), 1);
+    CHECK_EQ(atomic_load(&a.held.on_helper), 1);
+    ahead_finish(e, &a);
+    CHECK_EQ(atomic_load(&a.held.ran), 3);
 }
 
 TEST_CASE(run_at_push)

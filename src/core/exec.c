@@ -499,21 +499,29 @@ static __attribute__((noinline)) void dispatch_child(vf__op *op, bool here)
 }
 
 /* Whether `op`, ready at a push from outside every engine's ops and
- * threads, runs right there, as a team of one runs a task at its creation
- * (vf_config.run_at_push): a sync op of a CPU pool of one worker whose
- * queue holds nothing, while the stack has room and no inline run is on
- * this thread. Out of line: only an engine with the switch on asks. */
+ * threads, runs right there (vf_config.run_at_push): a sync op of a CPU
+ * pool whose worker that would take it holds nothing to run while it is
+ * the pool's only one (a team of one runs a task at its creation, as
+ * libomp's does), or already holds VF__AHEAD_QUEUED ops of which none
+ * ranks above it (the pusher is ahead of the pool, and libgomp runs the
+ * task then too; rule 11 keeps a better queued op first); while the stack
+ * has room and no inline run is on this thread. Out of line: only an
+ * engine with the switch on asks. */
 static __attribute__((noinline)) bool runs_at_top_push(const vf__op *op)
 {
     const vf__pool *p = op->def->pool;
-    if (p->nworkers != 1 || p->spread || !vf__exec_finishes_in_run(op->def) ||
+    if (p->spread || !vf__exec_finishes_in_run(op->def) ||
         tls.inline_depth != 0 || vf__current_op() != NULL ||
-        vf__this_worker() != NULL || tls.done_engine != NULL)
+        vf__this_worker() != NULL || tls.done_engine != NULL ||
+        !vf__stack_below(VF__INLINE_PUSH_EIGHTHS))
         return false;
-    const vf__worker *w = &p->workers[0];
-    return atomic_load_explicit(&w->qlen, memory_order_relaxed) == 0 &&
-           atomic_load_explicit(&w->inbox, memory_order_relaxed) == NULL &&
-           vf__stack_below(VF__INLINE_PUSH_EIGHTHS);
+    const vf__worker *w = vf__pool_next_target(p);
+    int queued = atomic_load_explicit(&w->qlen, memory_order_relaxed);
+    if (p->nworkers == 1 && queued == 0 &&
+        atomic_load_explicit(&w->inbox, memory_order_relaxed) == NULL)
+        return true;
+    return queued >= VF__AHEAD_QUEUED &&
+           !vf__worker_holds_better(w, op->priority);
 }
 
 void vf__exec_dispatch_pushed(vf__op *op, bool here)

@@ -57,6 +57,13 @@
  * runs_at_push); fewer, and it is queued for whoever is idle. */
 #define VF__AT_PUSH_QUEUED 8
 
+/* With run_at_push, an op ready at a push from outside the engine's ops
+ * and threads runs inside the push once the worker it would go to holds
+ * this many ops: the pusher is ahead of the pool, and runs work rather
+ * than queue more, as libgomp runs a task at its creation past 64 queued
+ * per thread (exec.c: runs_at_top_push). */
+#define VF__AHEAD_QUEUED 64
+
 /* The failure the op at `place` inherits from the vars it holds, or, when
  * `refs` is not NULL, from those a fused op's item names (bulk.h): of the
  * live ones, the first in push order (failure.h); NULL when none. With

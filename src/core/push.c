@@ -64,6 +64,16 @@ static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
         }
         return 0;
     }
+    /* With run_at_push, a pusher that is ahead runs queued ops rather than
+     * sleep (vf_config.run_at_push), while nothing of this thread is held
+     * back in a bulk batch (an op it ran could wait for one). */
+    if (e->run_at_push && !vf__bulk_maybe(e->bulk.size)) {
+        while (atomic_load(&e->counts.inflight) >= e->max_inflight)
+            if (!vf__exec_help_run(e))
+                break;
+        if (atomic_load(&e->counts.inflight) < e->max_inflight)
+            return 0;
+    }
     atomic_fetch_add(&e->nblocked, 1);
     pthread_mutex_lock(&e->waits.lock);
     while (atomic_load(&e->counts.inflight) >= e->max_inflight)

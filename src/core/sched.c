@@ -320,6 +320,11 @@ static void place_chain(vf__pool *p, vf__op *first)
     maybe_wake_one(p);
 }
 
+const vf__worker *vf__pool_next_target(const vf__pool *p)
+{
+    return &p->workers[round_robin % (unsigned)p->nworkers];
+}
+
 void vf__pool_submit(vf__pool *p, vf__op *op)
 {
     op->next = NULL;

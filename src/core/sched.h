@@ -233,6 +233,11 @@ static inline vf__worker *vf__this_worker(void)
  * children at its queue's head); elsewhere as vf__pool_submit. */
 void vf__pool_submit_nested(vf__pool *p, vf__op *op);
 
+/* The worker the next placement from this thread outside the pool goes
+ * to (round-robin; nothing moves): a pusher reads its queue to tell
+ * whether it is ahead of the pool (exec.c: runs_at_top_push). */
+const vf__worker *vf__pool_next_target(const vf__pool *p);
+
 /* Take the best op from the worker's own queue, else steal one. NULL when
  * the pool has no queued op. Never blocks beyond a queue lock. */
 vf__op *vf__worker_take(vf__worker *w);
