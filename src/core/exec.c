@@ -731,8 +731,9 @@ void vf__exec_dispatch_ready(vf__readylist *ready)
  * vars before the graph lets them go), a family (nodes are top level), a
  * lent count (no push runs a node above its pusher). Ops it makes ready go
  * to `ready`. */
-static inline void node_run(vf_engine *e, vf__op *op, int worker,
-                            vf__worker *mine, vf__readylist *ready)
+static inline __attribute__((always_inline)) void
+node_run(vf_engine *e, vf__op *op, int worker, vf__worker *mine,
+         vf__readylist *ready)
 {
     const vf__opdef *def = op->def;
     op->status = 0;
@@ -741,8 +742,11 @@ static inline void node_run(vf_engine *e, vf__op *op, int worker,
                      VF__SLOW_SHUTDOWN)) {
         vf__exec_op_skipped(op, NULL); /* the notice (lifecycle.h) */
     } else {
-        for (int i = 0; !def->no_skip && i < op->nvars; i++)
-            f = earlier_live(e, f, vf__dep_var(vf__op_dep(op, i)), op->place,
+        /* Bounds in locals: the atomic loads would make them reloaded. */
+        int nvars = def->no_skip ? 0 : op->nvars;
+        uint64_t place = op->place;
+        for (int i = 0; i < nvars; i++)
+            f = earlier_live(e, f, vf__dep_var(vf__op_dep(op, i)), place,
                              false);
         if (VF__UNLIKELY(f != NULL)) {
             vf__exec_op_skipped(op, f);
@@ -761,66 +765,88 @@ static inline void node_run(vf_engine *e, vf__op *op, int worker,
 void vf__exec_run_in_order(vf__op *const *ops, uint32_t n)
 {
     vf_engine *e = vf__op_engine(ops[0]);
+    /* Nodes counted out of pending but not yet given back: one add for a
+     * run of nodes that make nothing ready outside the graph (the launch
+     * op keeps pending above zero meanwhile, so no waiter can tell). */
+    uint64_t out = 0;
+    uint32_t over = 0; /* nodes whose finish is over, the launch not told */
     for (uint32_t i = 0; i < n; i++) {
         vf__readylist ready;
         vf__readylist_init(&ready);
         node_run(e, ops[i], -1, NULL, &ready);
+        out += VF__COUNT_PENDING;
+        vf__graph_node_reset(ops[i]);
+        over++;
+        if (ready.count == 0 && i + 1 < n)
+            continue; /* not the last: the launch goes on */
         /* The next node takes this one's active count; the ops it made
          * ready (outside the graph) are counted in, in the same step as
-         * it is counted out, as finish does. */
+         * the nodes are counted out, as finish does. */
         uint64_t act = (uint64_t)ready.count * VF__COUNT_ACTIVE;
         unsigned wake;
         if (i + 1 < n) {
-            if (act != 0)
-                vf__engine_count_in(e, act);
-            wake = vf__engine_count_out(e, VF__COUNT_PENDING, false);
+            vf__engine_count_in(e, act);
+            wake = vf__engine_count_out(e, out, false);
         } else {
             if (act > VF__COUNT_ACTIVE)
                 vf__engine_count_in(e, act - VF__COUNT_ACTIVE);
-            wake = vf__engine_count_out(e,
-                                        act != 0 ? VF__COUNT_PENDING
-                                                 : VF__COUNT_PENDING |
-                                                       VF__COUNT_ACTIVE,
-                                        act == 0);
+            wake = vf__engine_count_out(
+                e, act != 0 ? out : out | VF__COUNT_ACTIVE, act == 0);
         }
+        out = 0;
         if (VF__UNLIKELY(wake != 0))
             vf__engine_wake(e, wake);
-        vf__graph_op_done(ops[i]); /* the last one's may end the launch */
+        vf__graph_ops_done(ops[i], over); /* the last one's may end it */
+        over = 0;
         dispatch_list(&ready);
     }
 }
 
-/* A worker's run of a node: node_run, the counts as finish keeps them,
- * the node's end; the ops it made ready as vf__exec_worker_execute
- * places them. */
-static void worker_run_node(vf__worker *w, vf__op *op, vf__readylist *ready)
+/* Whether `next`, the one op a node made ready, is a node this worker runs
+ * next at once, as vf__worker_place would hand it over (its own queue and
+ * inbox empty), without the trip back through the placement. */
+static inline bool node_runs_next(const vf__worker *w, const vf__op *next)
+{
+    return (next->def->kind->flags & VF__KIND_GRAPH) &&
+           next->def->pool == w->pool &&
+           atomic_load_explicit(&w->qlen, memory_order_relaxed) == 0 &&
+           atomic_load_explicit(&w->inbox, memory_order_relaxed) == NULL;
+}
+
+/* A worker's run of a node, and of the chain of nodes after it that it
+ * runs at once (node_runs_next): node_run each, the counts as finish keeps
+ * them (each node of the chain but the last made one node ready, which
+ * takes its active count: their pending counts go out in one add, with the
+ * last one's), each node's end; the ops the last one made ready as
+ * vf__exec_worker_execute places them. */
+static void worker_run_nodes(vf__worker *w, vf__op *op, vf__readylist *ready)
 {
     vf_engine *e = vf__op_engine(op);
-    node_run(e, op, w->index, w->spare ? NULL : w, ready);
+    vf__worker *mine = w->spare ? NULL : w;
+    /* Not inside a wait loop, whose waiter may have to resume between two
+     * ops: the chain is the hand-off vf__worker_place would make. */
+    bool chains = mine != NULL && !w->pool->spread && tls.loop_waiter == NULL;
+    uint64_t out = 0;
+    uint32_t over = 0; /* nodes whose finish is over, the launch not told */
+    for (;;) {
+        node_run(e, op, w->index, mine, ready);
+        out += VF__COUNT_PENDING;
+        vf__graph_node_reset(op);
+        over++;
+        if (!chains || ready->count != 1 || !node_runs_next(w, ready->head))
+            break;
+        op = vf__readylist_pop(ready); /* pending: the launch goes on */
+    }
     uint64_t act = (uint64_t)ready->count * VF__COUNT_ACTIVE;
     if (VF__UNLIKELY(op == tls.loop_op)) /* a wait loop's hand-off chain */
         act += loop_frame_returns();
     if (act > VF__COUNT_ACTIVE)
         vf__engine_count_in(e, act - VF__COUNT_ACTIVE);
     unsigned wake = vf__engine_count_out(
-        e, act != 0 ? VF__COUNT_PENDING : VF__COUNT_PENDING | VF__COUNT_ACTIVE,
-        act == 0);
+        e, act != 0 ? out : out | VF__COUNT_ACTIVE, act == 0);
     if (VF__UNLIKELY(wake != 0))
         vf__engine_wake(e, wake);
-    vf__graph_op_done(op); /* may end the launch: the engine's last touch */
-}
-
-/* Whether `next`, the one op a node made ready, is a node this worker runs
- * next at once, as vf__worker_place would hand it over (its own queue and
- * inbox empty), without the trip back through the placement: not inside
- * a wait loop, whose waiter may have to resume between two ops. */
-static inline bool node_runs_next(const vf__worker *w, const vf__op *next)
-{
-    return (next->def->kind->flags & VF__KIND_GRAPH) &&
-           next->def->pool == w->pool && !w->pool->spread && !w->spare &&
-           tls.loop_waiter == NULL &&
-           atomic_load_explicit(&w->qlen, memory_order_relaxed) == 0 &&
-           atomic_load_explicit(&w->inbox, memory_order_relaxed) == NULL;
+    vf__graph_ops_done(op, over); /* may end the launch: the last touch */
 }
 
 vf__op *vf__exec_worker_execute(vf__worker *w, vf__op *op)
@@ -829,15 +855,9 @@ vf__op *vf__exec_worker_execute(vf__worker *w, vf__op *op)
     vf__readylist ready, mine;
     vf__readylist_init(&ready);
     vf__readylist_init(&mine);
-    if (op->def->kind->flags & VF__KIND_GRAPH) {
-        /* A chain of nodes runs here, one after another. */
-        for (;;) {
-            worker_run_node(w, op, &ready);
-            if (ready.count != 1 || !node_runs_next(w, ready.head))
-                break;
-            op = vf__readylist_pop(&ready);
-        }
-    } else if (VF__LIKELY(run_body(op, w->index)))
+    if (op->def->kind->flags & VF__KIND_GRAPH)
+        worker_run_nodes(w, op, &ready);
+    else if (VF__LIKELY(run_body(op, w->index)))
         finish(op, &ready);
     else
         op->def->kind->released_in_flight(op, &ready);

@@ -781,36 +781,30 @@ static void launch_end(vf__graph_inst *in)
         vf__engine_wake(e, wake);
 }
 
-void vf__graph_op_finished(vf__op *op, vf__readylist *ready)
+/* A failed node's failure goes to the vars it writes, as a finishing
+ * write's does (var.c). Out of line: the finish's hot path stays small. */
+static __attribute__((noinline)) void
+failure_written(vf__failure *f, vf__var *const *writes, uint32_t nwrites)
 {
-    vf__graph_inst *in = op->graph;
-    const vf_graph *g = in->g;
-    const plan_node *nd = &g->pn[op->place - in->base];
-    vf__var *const *writes = g->writes + nd->writes_at;
-    if (VF__UNLIKELY(op->failure != NULL)) /* as a finishing write (var.c) */
-        for (uint32_t i = 0; i < nd->nwrites; i++) {
-            vf__failure_ref(op->failure);
-            vf__failure_unref(atomic_exchange_explicit(
-                &writes[i]->failure, op->failure, memory_order_acq_rel));
-        }
-    if (VF__LIKELY(!op->skipped))
-        for (uint32_t i = 0; i < nd->nwrites; i++)
-            atomic_fetch_add_explicit(&writes[i]->version, 1,
-                                      memory_order_relaxed);
-    if (!g->in_order) {
-        const uint32_t *succ = g->succ + nd->succ_at;
-        for (uint32_t s = 0; s < nd->nsucc; s++) {
-            vf__op *next = in->ops[succ[s]];
-            if (vf__op_release(next, 1))
-                vf__readylist_add(ready, next);
-        }
+    for (uint32_t i = 0; i < nwrites; i++) {
+        vf__failure_ref(f);
+        vf__failure_unref(atomic_exchange_explicit(&writes[i]->failure, f,
+                                                   memory_order_acq_rel));
     }
-    for (uint32_t l = 0; l < nd->nlast; l++) {
-        uint32_t b = g->last[nd->last_at + l];
+}
+
+/* The boundary vars whose last uses in the graph include node `nd`'s:
+ * those it was the last to finish let go (as their use by the launch op). */
+static __attribute__((noinline)) void
+lasts_finished(vf__graph_inst *in, const plan_node *nd, vf__readylist *ready)
+{
+    const vf_graph *g = in->g;
+    const uint32_t *last = g->last + nd->last_at;
+    for (uint32_t l = 0, nlast = nd->nlast; l < nlast; l++) {
+        uint32_t b = last[l];
         if (atomic_fetch_sub_explicit(&in->bleft[b], 1, memory_order_acq_rel) !=
             1)
             continue;
-        /* The var's last use in the graph finished: let it go. */
         if (g->bvars[b].write)
             vf__var_complete_write(g->bvars[b].var, in->launch, NULL, false,
                                    ready);
@@ -819,15 +813,36 @@ void vf__graph_op_finished(vf__op *op, vf__readylist *ready)
     }
 }
 
-void vf__graph_op_done(vf__op *op)
+void vf__graph_op_finished(vf__op *op, vf__readylist *ready)
 {
     vf__graph_inst *in = op->graph;
-    if (op->failure != NULL) {
-        vf__failure_unref(op->failure);
-        op->failure = NULL;
+    const vf_graph *g = in->g;
+    const plan_node *nd = &g->pn[op->place - in->base];
+    /* Bounds in locals: the atomics below would make them reloaded. */
+    uint32_t nwrites = nd->nwrites, nsucc = g->in_order ? 0 : nd->nsucc;
+    vf__var *const *writes = g->writes + nd->writes_at;
+    if (VF__UNLIKELY(op->failure != NULL))
+        failure_written(op->failure, writes, nwrites);
+    if (VF__LIKELY(!op->skipped))
+        for (uint32_t i = 0; i < nwrites; i++)
+            atomic_fetch_add_explicit(&writes[i]->version, 1,
+                                      memory_order_relaxed);
+    /* The naive engine runs the nodes in push order (no counts kept). */
+    vf__op *const *ops = in->ops;
+    const uint32_t *succ = g->succ + nd->succ_at;
+    for (uint32_t s = 0; s < nsucc; s++) {
+        vf__op *next = ops[succ[s]];
+        if (vf__op_release(next, 1))
+            vf__readylist_add(ready, next);
     }
-    op->skipped = false;
-    if (atomic_fetch_sub_explicit(&in->left, 1, memory_order_acq_rel) == 1)
+    if (VF__UNLIKELY(nd->nlast != 0))
+        lasts_finished(in, nd, ready);
+}
+
+void vf__graph_ops_done(vf__op *op, uint32_t k)
+{
+    vf__graph_inst *in = op->graph;
+    if (atomic_fetch_sub_explicit(&in->left, k, memory_order_acq_rel) == k)
         launch_end(in);
 }
 

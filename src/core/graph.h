@@ -84,10 +84,29 @@ static inline int vf__graph_refuse(const vf_engine *e, const char *who)
  * was is released (ops that makes ready, too). */
 void vf__graph_op_finished(vf__op *op, vf__readylist *ready);
 
-/* The node's finish is over (in place of freeing its block): when it was
- * the launch's last, the launch ends (its pending count out, wakes done).
- * The last touch of the engine. */
-void vf__graph_op_done(vf__op *op);
+/* The finish of `k` nodes of one launch is over, `op` the last of them (in
+ * place of freeing their blocks; vf__graph_node_reset has made each ready
+ * for the next launch): when they were the launch's last, the launch ends
+ * (its pending count out, wakes done). The last touch of the engine. */
+void vf__graph_ops_done(vf__op *op, uint32_t k);
+
+/* A node's finish is over: its block made ready for the next launch
+ * (its failure let go), then vf__graph_ops_done (one call for a run of
+ * nodes whose finishes end together). */
+static inline void vf__graph_node_reset(vf__op *op)
+{
+    if (VF__UNLIKELY(op->failure != NULL)) {
+        vf__failure_unref(op->failure);
+        op->failure = NULL;
+    }
+    op->skipped = false;
+}
+
+static inline void vf__graph_op_done(vf__op *op)
+{
+    vf__graph_node_reset(op);
+    vf__graph_ops_done(op, 1);
+}
 
 /* The places in push order the launch op `op` takes: one per node. */
 uint64_t vf__graph_launch_places(const vf__op *op);
