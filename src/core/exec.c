@@ -807,10 +807,74 @@ void vf__exec_run_in_order(vf__op *const *ops, uint32_t n)
  * inbox empty), without the trip back through the placement. */
 static inline bool node_runs_next(const vf__worker *w, const vf__op *next)
 {
-    return (next->def->kind->flags & VF__KIND_GRAPH) &&
-           next->def->pool == w->pool &&
-           atomic_load_explicit(&w->qlen, memory_order_relaxed) == 0 &&
-           atomic_load_explicit(&w->inbox, memory_order_relaxed) == NULL;
+    if (!(next->def->kind->flags & VF__KIND_GRAPH) ||
+        next->def->pool != w->pool ||
+        atomic_load_explicit(&w->qlen, memory_order_relaxed) != 0 ||
+        atomic_load_explicit(&w->inbox, memory_order_relaxed) != NULL)
+        return false;
+    if (w->pool->nworkers == 1)
+        return true; /* no homes in a pool of one (graph.c) */
+    int home = vf__graph_node_home(next);
+    return home < 0 || &w->pool->workers[home] == w;
+}
+
+/* Place a replay's node made ready, bound for this worker's pool, at its
+ * home (graph.c: homes) when that is another worker: true if it went. */
+static bool node_sent_home(const vf__worker *w, vf__op *op)
+{
+    if (!(op->def->kind->flags & VF__KIND_GRAPH))
+        return false;
+    int home = vf__graph_node_home(op);
+    if (home < 0 || &w->pool->workers[home] == w)
+        return false;
+    vf__pool_submit_to(w->pool, home, op);
+    return true;
+}
+
+void vf__exec_dispatch_nodes(vf__readylist *ready)
+{
+    vf__readylist rest;
+    vf__readylist_init(&rest);
+    vf__op *op;
+    while ((op = vf__readylist_pop(ready)) != NULL) {
+        int home = op->def->inline_run ? -1 : vf__graph_node_home(op);
+        if (home >= 0)
+            vf__pool_submit_to(op->def->pool, home, op);
+        else
+            vf__readylist_add(&rest, op);
+    }
+    dispatch_list(&rest);
+}
+
+/* The nodes a node made ready (`ready`, more than one) are all nodes of
+ * this worker's pool, one at home here (or with none), the others at home
+ * elsewhere: those go home now, counted active first (as a finish counts
+ * what it made ready), and the one left runs next on this node's active
+ * count. False, with `ready` untouched, otherwise. */
+static bool nodes_sent_home_but_one(vf__worker *w, vf_engine *e,
+                                    vf__readylist *ready)
+{
+    vf__op *stays = NULL;
+    for (vf__op *op = ready->head; op != NULL; op = op->next) {
+        if (!(op->def->kind->flags & VF__KIND_GRAPH) ||
+            op->def->pool != w->pool)
+            return false;
+        int home = vf__graph_node_home(op);
+        if (home < 0 || &w->pool->workers[home] == w) {
+            if (stays != NULL)
+                return false;
+            stays = op;
+        }
+    }
+    if (stays == NULL)
+        return false;
+    vf__engine_count_in(e, (uint64_t)(ready->count - 1) * VF__COUNT_ACTIVE);
+    vf__op *op;
+    while ((op = vf__readylist_pop(ready)) != NULL)
+        if (op != stays)
+            vf__pool_submit_to(w->pool, vf__graph_node_home(op), op);
+    vf__readylist_add(ready, stays);
+    return true;
 }
 
 /* A worker's run of a node, and of the chain of nodes after it that it
@@ -833,7 +897,11 @@ static void worker_run_nodes(vf__worker *w, vf__op *op, vf__readylist *ready)
         out += VF__COUNT_PENDING;
         vf__graph_node_reset(op);
         over++;
-        if (!chains || ready->count != 1 || !node_runs_next(w, ready->head))
+        if (!chains)
+            break;
+        if (ready->count > 1 && !nodes_sent_home_but_one(w, e, ready))
+            break;
+        if (ready->count != 1 || !node_runs_next(w, ready->head))
             break;
         op = vf__readylist_pop(ready); /* pending: the launch goes on */
     }
@@ -855,7 +923,8 @@ vf__op *vf__exec_worker_execute(vf__worker *w, vf__op *op)
     vf__readylist ready, mine;
     vf__readylist_init(&ready);
     vf__readylist_init(&mine);
-    if (op->def->kind->flags & VF__KIND_GRAPH)
+    bool graph = op->def->kind->flags & VF__KIND_GRAPH;
+    if (graph)
         worker_run_nodes(w, op, &ready);
     else if (VF__LIKELY(run_body(op, w->index)))
         finish(op, &ready);
@@ -864,9 +933,11 @@ vf__op *vf__exec_worker_execute(vf__worker *w, vf__op *op)
     vf__readylist rest; /* other pools' ops and inline ones */
     vf__readylist_init(&rest);
     while ((op = vf__readylist_pop(&ready)) != NULL) {
-        if (!op->def->inline_run && op->def->pool == w->pool)
+        if (!op->def->inline_run && op->def->pool == w->pool) {
+            if (VF__UNLIKELY(graph) && node_sent_home(w, op))
+                continue;
             vf__readylist_add(&mine, op);
-        else if (op->def->inline_run && tls.loop_waiter != NULL)
+        } else if (op->def->inline_run && tls.loop_waiter != NULL)
             vf__readylist_add(&tls.deferred, op); /* the wait loop runs it */
         else
             vf__readylist_add(&rest, op);

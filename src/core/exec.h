@@ -217,6 +217,10 @@ bool vf__exec_run_deferred(void);
  * of sleeping beside busy workers. False when there was none to take. */
 bool vf__exec_help_run(vf_engine *e);
 
+/* Dispatch a replay's nodes made ready at its start (graph.c): each to its
+ * home worker, where it has one; the rest as vf__exec_dispatch_ready. */
+void vf__exec_dispatch_nodes(vf__readylist *ready);
+
 /* A nested wait loop: entering makes `w` this thread's innermost loop
  * waiter (saving the outer one), leaving restores it. (A child run at
  * its push saves the op above in one too: exec.c.) */

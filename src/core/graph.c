@@ -41,6 +41,7 @@ typedef struct node {
 typedef struct plan_node {
     uint32_t npred, succ_at, nsucc, last_at, nlast;
     uint32_t writes_at, nwrites; /* the vars it writes, in `writes` */
+    int home; /* the worker of its pool it runs on when free (homes) */
 } plan_node;
 
 struct vf_graph {
@@ -77,9 +78,14 @@ struct vf_graph {
 typedef struct vf__graph_inst {
     vf_graph *g;
     struct vf__graph_inst *next_free, *next_all;
-    vf__op *launch;     /* its launch op */
-    uint64_t base;      /* the place of its first node */
-    atomic_uint left;   /* nodes whose finish is not over */
+    vf__op *launch; /* its launch op */
+    uint64_t base;  /* the place of its first node */
+    /* Nodes whose finish is not over: written by every node's end, on
+     * whichever worker, so on a line of its own (padding: the fields
+     * around it are read by every node's finish). */
+    char pad_left_[VF__CACHELINE];
+    atomic_uint left;
+    char pad_after_left_[VF__CACHELINE];
     atomic_uint *bleft; /* per boundary var: last uses not finished */
     uint64_t arg_gen;   /* the graph's arg_gen its pointers are from */
     vf__op **ops;       /* each node's block */
@@ -420,6 +426,73 @@ static bool plan_var(const use *u, size_t n, uint32_t b, pairs *edges,
 
 /* Work out the plan (graph.h). 0, VF_ENOMEM, or VF_ESTALE when a var
  * changed identity during the capture (deleted and made again). */
+/* Each node's home: the worker of the CPU pool it goes to when it becomes
+ * ready (-1: none, where the pool is not the engine's CPU pool, or there
+ * is one worker). The pool's nodes at the same depth of the graph (the
+ * longest path of edges from a node without predecessors) are split into as
+ * many runs, in capture order, as the pool has workers, one run a worker: the
+ * columns of a stencil's step, the tiles of a sweep, go to the same worker
+ * step after step, so each step hands over only its boundary and a chain
+ * stays on one core. False when out of memory. */
+static bool homes(vf_graph *g)
+{
+    const vf__pool *p = g->engine->cpu_pool;
+    int nworkers = p != NULL ? p->nworkers : 0;
+    for (uint32_t i = 0; i < g->n; i++)
+        g->pn[i].home = -1;
+    if (nworkers < 2)
+        return true;
+    uint32_t *depth = vf__calloc(g->n, sizeof *depth);
+    uint32_t *level = vf__calloc(g->n + 1, sizeof *level);
+    if (depth == NULL || level == NULL) {
+        free(depth);
+        free(level);
+        return false;
+    }
+    /* Capture order is an order the edges allow: a node's depth is final
+     * before its successors are seen. */
+    for (uint32_t i = 0; i < g->n; i++) {
+        const plan_node *nd = &g->pn[i];
+        for (uint32_t s = 0; s < nd->nsucc; s++) {
+            uint32_t to = g->succ[nd->succ_at + s];
+            if (depth[to] < depth[i] + 1)
+                depth[to] = depth[i] + 1;
+        }
+        level[depth[i]] += g->nodes[i].def->pool == p;
+    }
+    uint32_t *at = vf__calloc(g->n + 1, sizeof *at); /* per level: placed */
+    if (at == NULL) {
+        free(depth);
+        free(level);
+        return false;
+    }
+    for (uint32_t i = 0; i < g->n; i++)
+        if (g->nodes[i].def->pool == p) {
+            uint32_t d = depth[i];
+            uint64_t k = at[d]++;
+            g->pn[i].home = (int)(k * (uint64_t)nworkers / level[d]);
+        }
+    free(at);
+    free(depth);
+    free(level);
+    return true;
+}
+
+size_t vf__graph_homes(const vf_graph *g, int *homes_out, size_t n)
+{
+    if (g->pn == NULL)
+        return 0;
+    for (size_t i = 0; i < n && i < g->n; i++)
+        homes_out[i] = g->pn[i].home;
+    return g->n;
+}
+
+int vf__graph_node_home(const vf__op *op)
+{
+    const vf__graph_inst *in = op->graph;
+    return in->g->pn[op->place - in->base].home;
+}
+
 static int plan(vf_graph *g, const char *who)
 {
     size_t nuses = 0;
@@ -500,6 +573,8 @@ static int plan(vf_graph *g, const char *who)
         g->succ[i] = to;
         g->pn[to].npred++;
     }
+    if (!homes(g))
+        goto out;
     if (lasts.n != 0)
         qsort(lasts.v, lasts.n, sizeof *lasts.v, u64_cmp);
     for (size_t i = 0; i < lasts.n; i++) {
@@ -760,7 +835,7 @@ static bool launch_run(vf__op *op, int worker, bool shutdown)
     vf__engine_count_in(vf__op_engine(op),
                         (uint64_t)g->n * VF__COUNT_PENDING +
                             (uint64_t)(ready.count - 1) * VF__COUNT_ACTIVE);
-    vf__exec_dispatch_ready(&ready);
+    vf__exec_dispatch_nodes(&ready);
     return false; /* in flight until its last node */
 }
 
@@ -823,10 +898,16 @@ void vf__graph_op_finished(vf__op *op, vf__readylist *ready)
     vf__var *const *writes = g->writes + nd->writes_at;
     if (VF__UNLIKELY(op->failure != NULL))
         failure_written(op->failure, writes, nwrites);
+    /* One writer at a time (the launch holds the var; the graph's edges
+     * order its writes): a plain add, no locked read-modify-write. */
     if (VF__LIKELY(!op->skipped))
-        for (uint32_t i = 0; i < nwrites; i++)
-            atomic_fetch_add_explicit(&writes[i]->version, 1,
-                                      memory_order_relaxed);
+        for (uint32_t i = 0; i < nwrites; i++) {
+            _Atomic uint64_t *version = &writes[i]->version;
+            atomic_store_explicit(
+                version,
+                atomic_load_explicit(version, memory_order_relaxed) + 1,
+                memory_order_relaxed);
+        }
     /* The naive engine runs the nodes in push order (no counts kept). */
     vf__op *const *ops = in->ops;
     const uint32_t *succ = g->succ + nd->succ_at;

@@ -108,6 +108,15 @@ static inline void vf__graph_op_done(vf__op *op)
     vf__graph_ops_done(op, 1);
 }
 
+/* The worker of its pool (an index into its workers) a replay's node
+ * `op` goes to when it becomes ready, or -1 for any (graph.c: homes). */
+int vf__graph_node_home(const vf__op *op);
+
+/* The homes of g's first `n` nodes into homes_out (the unit tests' view
+ * of the plan); returns the graph's node count, 0 when it has no plan (it
+ * does not replay). */
+size_t vf__graph_homes(const vf_graph *g, int *homes_out, size_t n);
+
 /* The places in push order the launch op `op` takes: one per node. */
 uint64_t vf__graph_launch_places(const vf__op *op);
 

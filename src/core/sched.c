@@ -320,6 +320,13 @@ static void place_chain(vf__pool *p, vf__op *first)
     maybe_wake_one(p);
 }
 
+void vf__pool_submit_to(vf__pool *p, int i, vf__op *op)
+{
+    op->next = NULL;
+    inbox_push_chain(&p->workers[i], op);
+    maybe_wake_one(p);
+}
+
 const vf__worker *vf__pool_next_target(const vf__pool *p)
 {
     return &p->workers[round_robin % (unsigned)p->nworkers];

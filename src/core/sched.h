@@ -233,6 +233,10 @@ static inline vf__worker *vf__this_worker(void)
  * children at its queue's head); elsewhere as vf__pool_submit. */
 void vf__pool_submit_nested(vf__pool *p, vf__op *op);
 
+/* Place `op` on worker `i` of the pool (its inbox), from any thread: a
+ * replay's node at its home (graph.c). Idle workers may still steal it. */
+void vf__pool_submit_to(vf__pool *p, int i, vf__op *op);
+
 /* The worker the next placement from this thread outside the pool goes
  * to (round-robin; nothing moves): a pusher reads its queue to tell
  * whether it is ahead of the pool (exec.c: runs_at_top_push). */
