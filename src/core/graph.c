@@ -424,8 +424,6 @@ static bool plan_var(const use *u, size_t n, uint32_t b, pairs *edges,
     return true;
 }
 
-/* Work out the plan (graph.h). 0, VF_ENOMEM, or VF_ESTALE when a var
- * changed identity during the capture (deleted and made again). */
 /* Each node's home: the worker of the CPU pool it goes to when it becomes
  * ready (-1: none, where the pool is not the engine's CPU pool, or there
  * is one worker). The pool's nodes at the same depth of the graph (the
@@ -493,6 +491,8 @@ int vf__graph_node_home(const vf__op *op)
     return in->g->pn[op->place - in->base].home;
 }
 
+/* Work out the plan (graph.h). 0, VF_ENOMEM, or VF_ESTALE when a var
+ * changed identity during the capture (deleted and made again). */
 static int plan(vf_graph *g, const char *who)
 {
     size_t nuses = 0;
@@ -908,7 +908,7 @@ void vf__graph_op_finished(vf__op *op, vf__readylist *ready)
                 atomic_load_explicit(version, memory_order_relaxed) + 1,
                 memory_order_relaxed);
         }
-    /* The naive engine runs the nodes in push order (no counts kept). */
+    /* Successors' counts (none kept where the nodes run in push order). */
     vf__op *const *ops = in->ops;
     const uint32_t *succ = g->succ + nd->succ_at;
     for (uint32_t s = 0; s < nsucc; s++) {

@@ -102,6 +102,7 @@ static inline void vf__graph_node_reset(vf__op *op)
     op->skipped = false;
 }
 
+/* One node's finish is over: both of the above. */
 static inline void vf__graph_op_done(vf__op *op)
 {
     vf__graph_node_reset(op);
