@@ -362,7 +362,7 @@ typedef struct vf_config {
                                             pusher is ahead: libgomp's rule);
                                             and queued ops rather than sleep
                                             at the in-flight bound (not
-                                            while the thread bulks). Off by
+                                            while bulk is in use). Off by
                                             default: a push may then return
                                             only once an op has run, and an
                                             op that waits for something its

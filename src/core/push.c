@@ -65,8 +65,9 @@ static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
         return 0;
     }
     /* With run_at_push, a pusher that is ahead runs queued ops rather than
-     * sleep (vf_config.run_at_push), while nothing of this thread is held
-     * back in a bulk batch (an op it ran could wait for one). */
+     * sleep (vf_config.run_at_push), unless bulk is in use (the engine's
+     * default, or some thread's state): an op it ran could wait for a
+     * batch this thread holds back. */
     if (e->run_at_push && !vf__bulk_maybe(e->bulk.size)) {
         while (atomic_load(&e->counts.inflight) >= e->max_inflight)
             if (!vf__exec_help_run(e))
