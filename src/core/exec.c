@@ -261,6 +261,21 @@ uint64_t vf__exec_loop_op_released(const vf__op *op)
     return VF__UNLIKELY(op == tls.loop_op) ? loop_frame_returns() : 0;
 }
 
+/* The counts' step of a finish: `pending` (VF__COUNT_PENDING times the
+ * ops finishing here: one, or a run of a replay's nodes) goes out, and the
+ * ops the last of them made ready (`act`: their number times
+ * VF__COUNT_ACTIVE, already taken) become active in the same step as it
+ * stops being active (see engine.h): with m >= 1 of them, m - 1 more
+ * active; with none, one fewer. Returns what to wake. */
+static inline unsigned count_finished(vf_engine *e, uint64_t pending,
+                                      uint64_t act)
+{
+    if (act > VF__COUNT_ACTIVE)
+        vf__engine_count_in(e, act - VF__COUNT_ACTIVE);
+    return vf__engine_count_out(
+        e, act != 0 ? pending : pending | VF__COUNT_ACTIVE, act == 0);
+}
+
 /* Finish a done op: callback, release its vars (ready ops go to `ready`,
  * already counted active), count it out, free it. */
 static void finish(vf__op *op, vf__readylist *ready)
@@ -296,16 +311,11 @@ static void finish(vf__op *op, vf__readylist *ready)
         vf__profiling_op_record(op); /* before the engine may go */
 
     /* The newly ready ops become active in the same step as this one stops
-     * being active (see engine.h): with k >= 1 of them, k - 1 more active;
-     * with none, one fewer. */
+     * being active (count_finished). */
     uint64_t act = (uint64_t)(ready->count - before) * VF__COUNT_ACTIVE;
     if (VF__UNLIKELY(op == tls.loop_op))
         act += loop_frame_returns(); /* same step: no transient zero */
-    if (act > VF__COUNT_ACTIVE)
-        vf__engine_count_in(e, act - VF__COUNT_ACTIVE);
-    unsigned wake = vf__engine_count_out(
-        e, act != 0 ? VF__COUNT_PENDING : VF__COUNT_PENDING | VF__COUNT_ACTIVE,
-        act == 0);
+    unsigned wake = count_finished(e, VF__COUNT_PENDING, act);
     if (VF__UNLIKELY(kflags & VF__KIND_GRAPH)) {
         /* Its launch keeps the engine alive until this returns; its end
          * may be the engine's last touch. */
@@ -788,10 +798,7 @@ void vf__exec_run_in_order(vf__op *const *ops, uint32_t n)
             vf__engine_count_in(e, act);
             wake = vf__engine_count_out(e, out, false);
         } else {
-            if (act > VF__COUNT_ACTIVE)
-                vf__engine_count_in(e, act - VF__COUNT_ACTIVE);
-            wake = vf__engine_count_out(
-                e, act != 0 ? out : out | VF__COUNT_ACTIVE, act == 0);
+            wake = count_finished(e, out, act);
         }
         out = 0;
         if (VF__UNLIKELY(wake != 0))
@@ -802,30 +809,39 @@ void vf__exec_run_in_order(vf__op *const *ops, uint32_t n)
     }
 }
 
+/* Where `op`, a replay's node of w's pool made ready by w, goes instead of
+ * staying with w: its home (graph.c: homes) when that is another worker of
+ * the pool, else -1 (it has none, or w is its home; a pool of one has no
+ * homes, and skips the plan's look-up). */
+static inline int node_home_elsewhere(const vf__worker *w, const vf__op *op)
+{
+    if (w->pool->nworkers == 1)
+        return -1;
+    int home = vf__graph_node_home(op);
+    return home >= 0 && &w->pool->workers[home] != w ? home : -1;
+}
+
 /* Whether `next`, the one op a node made ready, is a node this worker runs
  * next at once, as vf__worker_place would hand it over (its own queue and
- * inbox empty), without the trip back through the placement. */
+ * inbox empty), without the trip back through the placement: one of its
+ * pool that has no home elsewhere. */
 static inline bool node_runs_next(const vf__worker *w, const vf__op *next)
 {
-    if (!(next->def->kind->flags & VF__KIND_GRAPH) ||
-        next->def->pool != w->pool ||
-        atomic_load_explicit(&w->qlen, memory_order_relaxed) != 0 ||
-        atomic_load_explicit(&w->inbox, memory_order_relaxed) != NULL)
-        return false;
-    if (w->pool->nworkers == 1)
-        return true; /* no homes in a pool of one (graph.c) */
-    int home = vf__graph_node_home(next);
-    return home < 0 || &w->pool->workers[home] == w;
+    return (next->def->kind->flags & VF__KIND_GRAPH) &&
+           next->def->pool == w->pool &&
+           atomic_load_explicit(&w->qlen, memory_order_relaxed) == 0 &&
+           atomic_load_explicit(&w->inbox, memory_order_relaxed) == NULL &&
+           node_home_elsewhere(w, next) < 0;
 }
 
 /* Place a replay's node made ready, bound for this worker's pool, at its
- * home (graph.c: homes) when that is another worker: true if it went. */
+ * home when that is another worker: true if it went. */
 static bool node_sent_home(const vf__worker *w, vf__op *op)
 {
     if (!(op->def->kind->flags & VF__KIND_GRAPH))
         return false;
-    int home = vf__graph_node_home(op);
-    if (home < 0 || &w->pool->workers[home] == w)
+    int home = node_home_elsewhere(w, op);
+    if (home < 0)
         return false;
     vf__pool_submit_to(w->pool, home, op);
     return true;
@@ -859,8 +875,7 @@ static bool nodes_sent_home_but_one(vf__worker *w, vf_engine *e,
         if (!(op->def->kind->flags & VF__KIND_GRAPH) ||
             op->def->pool != w->pool)
             return false;
-        int home = vf__graph_node_home(op);
-        if (home < 0 || &w->pool->workers[home] == w) {
+        if (node_home_elsewhere(w, op) < 0) {
             if (stays != NULL)
                 return false;
             stays = op;
@@ -872,7 +887,7 @@ static bool nodes_sent_home_but_one(vf__worker *w, vf_engine *e,
     vf__op *op;
     while ((op = vf__readylist_pop(ready)) != NULL)
         if (op != stays)
-            vf__pool_submit_to(w->pool, vf__graph_node_home(op), op);
+            node_sent_home(w, op);
     vf__readylist_add(ready, stays);
     return true;
 }
@@ -908,10 +923,7 @@ static void worker_run_nodes(vf__worker *w, vf__op *op, vf__readylist *ready)
     uint64_t act = (uint64_t)ready->count * VF__COUNT_ACTIVE;
     if (VF__UNLIKELY(op == tls.loop_op)) /* a wait loop's hand-off chain */
         act += loop_frame_returns();
-    if (act > VF__COUNT_ACTIVE)
-        vf__engine_count_in(e, act - VF__COUNT_ACTIVE);
-    unsigned wake = vf__engine_count_out(
-        e, act != 0 ? out : out | VF__COUNT_ACTIVE, act == 0);
+    unsigned wake = count_finished(e, out, act);
     if (VF__UNLIKELY(wake != 0))
         vf__engine_wake(e, wake);
     vf__graph_ops_done(op, over); /* may end the launch: the last touch */

@@ -440,13 +440,12 @@ static bool homes(vf_graph *g)
         g->pn[i].home = -1;
     if (nworkers < 2)
         return true;
-    uint32_t *depth = vf__calloc(g->n, sizeof *depth);
-    uint32_t *level = vf__calloc(g->n + 1, sizeof *level);
-    if (depth == NULL || level == NULL) {
-        free(depth);
-        free(level);
+    /* Per node its depth; per depth its nodes of the pool, and how many
+     * of them have a home so far. */
+    uint32_t *depth = vf__calloc(3 * (size_t)g->n + 2, sizeof *depth);
+    if (depth == NULL)
         return false;
-    }
+    uint32_t *level = depth + g->n, *at = level + g->n + 1;
     /* Capture order is an order the edges allow: a node's depth is final
      * before its successors are seen. */
     for (uint32_t i = 0; i < g->n; i++) {
@@ -458,21 +457,13 @@ static bool homes(vf_graph *g)
         }
         level[depth[i]] += g->nodes[i].def->pool == p;
     }
-    uint32_t *at = vf__calloc(g->n + 1, sizeof *at); /* per level: placed */
-    if (at == NULL) {
-        free(depth);
-        free(level);
-        return false;
-    }
     for (uint32_t i = 0; i < g->n; i++)
         if (g->nodes[i].def->pool == p) {
             uint32_t d = depth[i];
             uint64_t k = at[d]++;
             g->pn[i].home = (int)(k * (uint64_t)nworkers / level[d]);
         }
-    free(at);
     free(depth);
-    free(level);
     return true;
 }
 

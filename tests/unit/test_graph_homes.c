@@ -48,6 +48,18 @@ static vf_graph *stencil(vf_engine *e, vf_var *cols, int width, int steps)
     return g;
 }
 
+/* A graph of n nodes, node i writing writes[i]. */
+static vf_graph *writers(vf_engine *e, const vf_var *writes, int n)
+{
+    CHECK_OK(vf_graph_begin(e));
+    for (int i = 0; i < n; i++)
+        CHECK_OK(
+            vf_engine_push(e, &(vf_op){.fn = nop, .writes = {&writes[i], 1}}));
+    vf_graph *g = NULL;
+    CHECK_OK(vf_graph_end(e, &g));
+    return g;
+}
+
 TEST_CASE(stencil_columns_keep_their_worker)
 {
     vf_engine *e = engine(VF_ENGINE_POOLED, 2);
@@ -72,20 +84,12 @@ TEST_CASE(chain_on_one_worker_independent_split)
     vf_engine *e = engine(VF_ENGINE_POOLED, 3);
     vf_var x = tu_var(e);
     enum { N = 9 };
-    vf_var v[N];
-    for (int i = 0; i < N; i++)
+    vf_var same[N], v[N];
+    for (int i = 0; i < N; i++) {
+        same[i] = x;
         v[i] = tu_var(e);
-    CHECK_OK(vf_graph_begin(e));
-    for (int i = 0; i < N; i++)
-        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = nop, .writes = VF_VARS(x)}));
-    vf_graph *chain = NULL;
-    CHECK_OK(vf_graph_end(e, &chain));
-    CHECK_OK(vf_graph_begin(e));
-    for (int i = 0; i < N; i++)
-        CHECK_OK(
-            vf_engine_push(e, &(vf_op){.fn = nop, .writes = VF_VARS(v[i])}));
-    vf_graph *apart = NULL;
-    CHECK_OK(vf_graph_end(e, &apart));
+    }
+    vf_graph *chain = writers(e, same, N), *apart = writers(e, v, N);
     int home[N];
     CHECK_EQ(vf__graph_homes(chain, home, N), (size_t)N);
     for (int i = 0; i < N; i++)
@@ -103,10 +107,7 @@ TEST_CASE(no_home_elsewhere)
     /* A pool of one worker: nowhere else to go. */
     vf_engine *e = engine(VF_ENGINE_POOLED, 1);
     vf_var x = tu_var(e);
-    CHECK_OK(vf_graph_begin(e));
-    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = nop, .writes = VF_VARS(x)}));
-    vf_graph *g = NULL;
-    CHECK_OK(vf_graph_end(e, &g));
+    vf_graph *g = writers(e, &x, 1);
     int home[1] = {7};
     CHECK_EQ(vf__graph_homes(g, home, 1), (size_t)1);
     CHECK_EQ(home[0], -1);
@@ -131,9 +132,7 @@ TEST_CASE(no_home_elsewhere)
      * homes. */
     e = engine(VF_ENGINE_NAIVE, 0);
     vf_var n = tu_var(e);
-    CHECK_OK(vf_graph_begin(e));
-    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = nop, .writes = VF_VARS(n)}));
-    CHECK_OK(vf_graph_end(e, &g));
+    g = writers(e, &n, 1);
     home[0] = 7;
     CHECK_EQ(vf__graph_homes(g, home, 1), (size_t)1);
     CHECK_EQ(home[0], -1);
