@@ -301,7 +301,8 @@ static void finish(vf__op *op, vf__readylist *ready)
                 vf__var_complete_read(vf__dep_var(d), op, ready);
         }
     } else {
-        vf__graph_op_finished(op, ready); /* never queued on its vars */
+        /* never queued on its vars */
+        vf__graph_op_finished(op, op->graph->in_order, ready);
     }
     if (VF__UNLIKELY(def->kind->finished != NULL))
         def->kind->finished(op);
@@ -733,6 +734,19 @@ void vf__exec_dispatch_ready(vf__readylist *ready)
 
 /* --- a replay's nodes (graph.h) ---------------------------------------- */
 
+/* `n` ops ran (status 0) on `mine` (or on a thread that is not a worker
+ * of the engine: NULL): count_outcome for a run of nodes at once. */
+static inline void count_ran(vf_engine *e, vf__worker *mine, uint64_t n)
+{
+    if (mine)
+        atomic_store_explicit(
+            &mine->ran,
+            atomic_load_explicit(&mine->ran, memory_order_relaxed) + n,
+            memory_order_relaxed);
+    else
+        atomic_fetch_add_explicit(&e->ran, n, memory_order_relaxed);
+}
+
 /* Run a replay's node and do the first half of its finish: what run_body
  * and finish do for a user op, less what a node never has: observers (the
  * engine had none at its launch), device fences (a launch on an engine
@@ -740,20 +754,26 @@ void vf__exec_dispatch_ready(vf__readylist *ready)
  * its vars' fences when the launch op ran, and no device op reaches its
  * vars before the graph lets them go), a family (nodes are top level), a
  * lent count (no push runs a node above its pusher). Ops it makes ready go
- * to `ready`. */
+ * to `ready`; a node that ran (status 0) is counted in *ran, for the
+ * caller's count_ran, and one that did not is reset for the next launch
+ * here (one that ran has nothing to reset). `run` is the caller's, made
+ * once for a run of nodes: this sets its op and name. */
 static inline __attribute__((always_inline)) void
-node_run(vf_engine *e, vf__op *op, int worker, vf__worker *mine,
-         vf__readylist *ready)
+node_run(vf_engine *e, vf__op *op, vf_run *run, vf__worker *mine, bool in_order,
+         uint64_t *ran, vf__readylist *ready)
 {
     const vf__opdef *def = op->def;
-    op->status = 0;
+    /* op->status is 0: a new block's, or vf__graph_node_reset's. */
     vf__failure *f = NULL;
+    bool ran_ok = false;
     if (VF__UNLIKELY(atomic_load_explicit(&e->slow, memory_order_relaxed) &
                      VF__SLOW_SHUTDOWN)) {
         vf__exec_op_skipped(op, NULL); /* the notice (lifecycle.h) */
     } else {
         /* Bounds in locals: the atomic loads would make them reloaded. */
-        int nvars = def->no_skip ? 0 : op->nvars;
+        int nvars = !vf__graph_failures_possible(op) || def->no_skip
+                        ? 0
+                        : op->nvars;
         uint64_t place = op->place;
         for (int i = 0; i < nvars; i++)
             f = earlier_live(e, f, vf__dep_var(vf__op_dep(op, i)), place,
@@ -761,52 +781,72 @@ node_run(vf_engine *e, vf__op *op, int worker, vf__worker *mine,
         if (VF__UNLIKELY(f != NULL)) {
             vf__exec_op_skipped(op, f);
         } else {
-            vf_run run;
-            run_init(&run, op, worker);
-            vf__exec_call_fn(op, &run);
+            run->op = op;
+            run->name = op->name;
+            ran_ok = vf__exec_call_fn(op, run) == 0;
         }
     }
     if (op->done != NULL)
         call_done(op);
-    count_outcome(e, mine, op->status, op->skipped);
-    vf__graph_op_finished(op, ready);
+    /* Those that ran are counted once per run of nodes (count_ran), before
+     * the run's end is told (a wait then sees them). */
+    if (VF__LIKELY(ran_ok))
+        ++*ran;
+    else
+        count_outcome(e, mine, op->status, op->skipped);
+    vf__graph_op_finished(op, in_order, ready);
+    if (VF__UNLIKELY(!ran_ok))
+        vf__graph_node_reset(op);
+}
+
+/* The finish of `over` nodes run in push order is over, `last` the last
+ * of them: counted out of pending and told to the launch in one step (the
+ * launch op kept pending above zero meanwhile, so no waiter could tell),
+ * with the `ran` among them counted first; the ops they made ready
+ * (outside the graph) counted in in the same step, as finish does, and
+ * dispatched. With `end`, the launch's last node: its active count goes
+ * too; else the next node takes it. */
+static void nodes_over(vf_engine *e, vf__op *last, uint32_t over, uint64_t ran,
+                       vf__readylist *ready, bool end)
+{
+    count_ran(e, NULL, ran);
+    uint64_t act = (uint64_t)ready->count * VF__COUNT_ACTIVE;
+    uint64_t out = (uint64_t)over * VF__COUNT_PENDING;
+    unsigned wake;
+    if (!end) {
+        vf__engine_count_in(e, act);
+        wake = vf__engine_count_out(e, out, false);
+    } else {
+        wake = count_finished(e, out, act);
+    }
+    if (VF__UNLIKELY(wake != 0))
+        vf__engine_wake(e, wake);
+    vf__graph_ops_done(last, over); /* the launch's last node may end it */
+    dispatch_list(ready);
 }
 
 void vf__exec_run_in_order(vf__op *const *ops, uint32_t n)
 {
     vf_engine *e = vf__op_engine(ops[0]);
-    /* Nodes counted out of pending but not yet given back: one add for a
-     * run of nodes that make nothing ready outside the graph (the launch
-     * op keeps pending above zero meanwhile, so no waiter can tell). */
-    uint64_t out = 0;
-    uint32_t over = 0; /* nodes whose finish is over, the launch not told */
-    for (uint32_t i = 0; i < n; i++) {
-        vf__readylist ready;
-        vf__readylist_init(&ready);
-        node_run(e, ops[i], -1, NULL, &ready);
-        out += VF__COUNT_PENDING;
-        vf__graph_node_reset(ops[i]);
+    uint64_t ran = 0;
+    uint32_t over = 0;   /* nodes whose finish is over, the launch not told */
+    vf__readylist ready; /* empty again after each nodes_over */
+    vf__readylist_init(&ready);
+    vf_run run; /* each node's: its op and name (node_run) */
+    run_init(&run, ops[0], -1);
+    uint32_t i = 0;
+    for (;;) {
+        node_run(e, ops[i], &run, NULL, true, &ran, &ready);
         over++;
-        if (ready.count == 0 && i + 1 < n)
-            continue; /* not the last: the launch goes on */
-        /* The next node takes this one's active count; the ops it made
-         * ready (outside the graph) are counted in, in the same step as
-         * the nodes are counted out, as finish does. */
-        uint64_t act = (uint64_t)ready.count * VF__COUNT_ACTIVE;
-        unsigned wake;
-        if (i + 1 < n) {
-            vf__engine_count_in(e, act);
-            wake = vf__engine_count_out(e, out, false);
-        } else {
-            wake = count_finished(e, out, act);
-        }
-        out = 0;
-        if (VF__UNLIKELY(wake != 0))
-            vf__engine_wake(e, wake);
-        vf__graph_ops_done(ops[i], over); /* the last one's may end it */
+        if (++i == n)
+            break;
+        if (VF__LIKELY(ready.count == 0))
+            continue; /* the launch goes on */
+        nodes_over(e, ops[i - 1], over, ran, &ready, false);
         over = 0;
-        dispatch_list(&ready);
+        ran = 0;
     }
+    nodes_over(e, ops[n - 1], over, ran, &ready, true);
 }
 
 /* Where `op`, a replay's node of w's pool made ready by w, goes instead of
@@ -905,12 +945,13 @@ static void worker_run_nodes(vf__worker *w, vf__op *op, vf__readylist *ready)
     /* Not inside a wait loop, whose waiter may have to resume between two
      * ops: the chain is the hand-off vf__worker_place would make. */
     bool chains = mine != NULL && !w->pool->spread && tls.loop_waiter == NULL;
-    uint64_t out = 0;
+    uint64_t out = 0, ran = 0;
     uint32_t over = 0; /* nodes whose finish is over, the launch not told */
+    vf_run run;        /* each node's: its op and name (node_run) */
+    run_init(&run, op, w->index);
     for (;;) {
-        node_run(e, op, w->index, mine, ready);
+        node_run(e, op, &run, mine, false, &ran, ready);
         out += VF__COUNT_PENDING;
-        vf__graph_node_reset(op);
         over++;
         if (!chains)
             break;
@@ -920,6 +961,7 @@ static void worker_run_nodes(vf__worker *w, vf__op *op, vf__readylist *ready)
             break;
         op = vf__readylist_pop(ready); /* pending: the launch goes on */
     }
+    count_ran(e, mine, ran);
     uint64_t act = (uint64_t)ready->count * VF__COUNT_ACTIVE;
     if (VF__UNLIKELY(op == tls.loop_op)) /* a wait loop's hand-off chain */
         act += loop_frame_returns();

@@ -83,7 +83,7 @@ void vf__exec_op_failed(vf__op *op, int code, const char *message);
 /* Call the op's sync function with `run`, as the op running on this
  * thread; a non-zero return fails the op. Inline: every user op's body
  * calls it (and a device op's, device_ops.c). */
-static inline void vf__exec_call_fn(vf__op *op, vf_run *run)
+static inline int vf__exec_call_fn(vf__op *op, vf_run *run)
 {
     run->message[0] = '\0';
     vf__running outer;
@@ -92,6 +92,7 @@ static inline void vf__exec_call_fn(vf__op *op, vf_run *run)
     vf__running_leave(&outer);
     if (rc != 0)
         vf__exec_op_failed(op, rc, run->message);
+    return rc;
 }
 
 /* Whether this thread runs a `done` callback of an op of `e` (a wait

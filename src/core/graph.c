@@ -34,16 +34,6 @@ typedef struct node {
                          operator's (not owned) */
 } node;
 
-/* A node's part of the plan (graph.h), apart from the node for the
- * finishing worker's cache: its in-graph predecessors, its successors (at
- * succ_at in the graph's `succ`), the boundary vars it uses last (at
- * last_at in `last`). */
-typedef struct plan_node {
-    uint32_t npred, succ_at, nsucc, last_at, nlast;
-    uint32_t writes_at, nwrites; /* the vars it writes, in `writes` */
-    int home; /* the worker of its pool it runs on when free (homes) */
-} plan_node;
-
 struct vf_graph {
     uint32_t magic;
     vf_engine *engine;
@@ -61,7 +51,7 @@ struct vf_graph {
     size_t n, cap;
     uint64_t arg_gen; /* lock: bumped when set_arg changes a pointer */
     /* The plan (replayable only). */
-    plan_node *pn; /* per node */
+    vf__plan_node *pn; /* per node */
     uint32_t *succ, *last;
     vf__var **writes;
     int nb;            /* boundary vars */
@@ -73,24 +63,6 @@ struct vf_graph {
     struct vf__graph_inst *free_insts; /* lock */
     struct vf__graph_inst *all_insts;  /* lock */
 };
-
-/* The blocks and counts of one launch in flight (graph.h). */
-typedef struct vf__graph_inst {
-    vf_graph *g;
-    struct vf__graph_inst *next_free, *next_all;
-    vf__op *launch; /* its launch op */
-    uint64_t base;  /* the place of its first node */
-    /* Nodes whose finish is not over: written by every node's end, on
-     * whichever worker, so on a line of its own (padding: the fields
-     * around it are read by every node's finish). */
-    char pad_left_[VF__CACHELINE];
-    atomic_uint left;
-    char pad_after_left_[VF__CACHELINE];
-    atomic_uint *bleft; /* per boundary var: last uses not finished */
-    uint64_t arg_gen;   /* the graph's arg_gen its pointers are from */
-    vf__op **ops;       /* each node's block */
-    char *slab;
-} vf__graph_inst;
 
 /* --- life ---------------------------------------------------------------- */
 
@@ -449,7 +421,7 @@ static bool homes(vf_graph *g)
     /* Capture order is an order the edges allow: a node's depth is final
      * before its successors are seen. */
     for (uint32_t i = 0; i < g->n; i++) {
-        const plan_node *nd = &g->pn[i];
+        const vf__plan_node *nd = &g->pn[i];
         for (uint32_t s = 0; s < nd->nsucc; s++) {
             uint32_t to = g->succ[nd->succ_at + s];
             if (depth[to] < depth[i] + 1)
@@ -558,7 +530,7 @@ static int plan(vf_graph *g, const char *who)
         goto out;
     for (size_t i = 0; i < ne; i++) {
         uint32_t from = (uint32_t)(edges.v[i] >> 32), to = (uint32_t)edges.v[i];
-        plan_node *f = &g->pn[from];
+        vf__plan_node *f = &g->pn[from];
         if (f->nsucc++ == 0)
             f->succ_at = (uint32_t)i;
         g->succ[i] = to;
@@ -569,7 +541,7 @@ static int plan(vf_graph *g, const char *who)
     if (lasts.n != 0)
         qsort(lasts.v, lasts.n, sizeof *lasts.v, u64_cmp);
     for (size_t i = 0; i < lasts.n; i++) {
-        plan_node *nd = &g->pn[lasts.v[i] >> 32];
+        vf__plan_node *nd = &g->pn[lasts.v[i] >> 32];
         uint32_t b = (uint32_t)lasts.v[i];
         if (nd->nlast++ == 0)
             nd->last_at = (uint32_t)i;
@@ -693,6 +665,10 @@ static vf__graph_inst *inst_new(vf_graph *g)
     if (in == NULL)
         return NULL;
     in->g = g;
+    in->pn = g->pn;
+    in->writes = g->writes;
+    in->succ = g->succ;
+    in->in_order = g->in_order;
     in->ops = vf__malloc(g->n * sizeof *in->ops);
     in->bleft = vf__calloc((size_t)(g->nb ? g->nb : 1), sizeof *in->bleft);
     size_t total = 0;
@@ -711,6 +687,7 @@ static vf__graph_inst *inst_new(vf_graph *g)
         at += round_up(block + round_up(nd->arg_size, 16), VF__CACHELINE);
         atomic_init(&op->ticket, 0); /* a sync op: never completed */
         vf__op_init_header(op, nd->nvars, 0);
+        op->status = 0; /* each launch's node_run starts from it */
         if ((op->def = node_def(e, nd->def)) == NULL)
             goto fail;
         const vf__opdef *run = nd->opr != NULL ? nd->def : NULL;
@@ -809,6 +786,13 @@ static bool launch_run(vf__op *op, int worker, bool shutdown)
     vf__graph_inst *in = op->graph;
     const vf_graph *g = in->g;
     in->base = op->place;
+    /* The launch holds its vars: no failure reaches them now but its
+     * nodes'. */
+    bool failures = false;
+    for (int b = 0; b < g->nb && !failures; b++)
+        failures = atomic_load_explicit(&g->bvars[b].var->failure,
+                                        memory_order_acquire) != NULL;
+    atomic_store_explicit(&in->failures, failures, memory_order_relaxed);
     if (g->in_order) {
         run_in_order(op, in);
         return false;
@@ -847,11 +831,11 @@ static void launch_end(vf__graph_inst *in)
         vf__engine_wake(e, wake);
 }
 
-/* A failed node's failure goes to the vars it writes, as a finishing
- * write's does (var.c). Out of line: the finish's hot path stays small. */
-static __attribute__((noinline)) void
-failure_written(vf__failure *f, vf__var *const *writes, uint32_t nwrites)
+void vf__graph_failure_written(vf__graph_inst *in, vf__failure *f,
+                               vf__var *const *writes, uint32_t nwrites)
 {
+    if (nwrites != 0)
+        atomic_store_explicit(&in->failures, true, memory_order_relaxed);
     for (uint32_t i = 0; i < nwrites; i++) {
         vf__failure_ref(f);
         vf__failure_unref(atomic_exchange_explicit(&writes[i]->failure, f,
@@ -859,10 +843,8 @@ failure_written(vf__failure *f, vf__var *const *writes, uint32_t nwrites)
     }
 }
 
-/* The boundary vars whose last uses in the graph include node `nd`'s:
- * those it was the last to finish let go (as their use by the launch op). */
-static __attribute__((noinline)) void
-lasts_finished(vf__graph_inst *in, const plan_node *nd, vf__readylist *ready)
+void vf__graph_lasts_finished(vf__graph_inst *in, const vf__plan_node *nd,
+                              vf__readylist *ready)
 {
     const vf_graph *g = in->g;
     const uint32_t *last = g->last + nd->last_at;
@@ -877,38 +859,6 @@ lasts_finished(vf__graph_inst *in, const plan_node *nd, vf__readylist *ready)
         else
             vf__var_complete_read(g->bvars[b].var, in->launch, ready);
     }
-}
-
-void vf__graph_op_finished(vf__op *op, vf__readylist *ready)
-{
-    vf__graph_inst *in = op->graph;
-    const vf_graph *g = in->g;
-    const plan_node *nd = &g->pn[op->place - in->base];
-    /* Bounds in locals: the atomics below would make them reloaded. */
-    uint32_t nwrites = nd->nwrites, nsucc = g->in_order ? 0 : nd->nsucc;
-    vf__var *const *writes = g->writes + nd->writes_at;
-    if (VF__UNLIKELY(op->failure != NULL))
-        failure_written(op->failure, writes, nwrites);
-    /* One writer at a time (the launch holds the var; the graph's edges
-     * order its writes): a plain add, no locked read-modify-write. */
-    if (VF__LIKELY(!op->skipped))
-        for (uint32_t i = 0; i < nwrites; i++) {
-            _Atomic uint64_t *version = &writes[i]->version;
-            atomic_store_explicit(
-                version,
-                atomic_load_explicit(version, memory_order_relaxed) + 1,
-                memory_order_relaxed);
-        }
-    /* Successors' counts (none kept where the nodes run in push order). */
-    vf__op *const *ops = in->ops;
-    const uint32_t *succ = g->succ + nd->succ_at;
-    for (uint32_t s = 0; s < nsucc; s++) {
-        vf__op *next = ops[succ[s]];
-        if (vf__op_release(next, 1))
-            vf__readylist_add(ready, next);
-    }
-    if (VF__UNLIKELY(nd->nlast != 0))
-        lasts_finished(in, nd, ready);
 }
 
 void vf__graph_ops_done(vf__op *op, uint32_t k)

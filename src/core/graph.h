@@ -42,6 +42,7 @@
 #define VF_GRAPH_H
 
 #include "core/engine.h"
+#include "core/var.h"
 
 /* This thread's capture: the engine (and its serial number, never reused,
  * so an engine destroyed meanwhile is never taken for a new one at the
@@ -77,12 +78,101 @@ static inline int vf__graph_refuse(const vf_engine *e, const char *who)
     return vf__graph_capturing(e) ? vf__graph_refuse_slow(e, who) : 0;
 }
 
+/* A node's part of the plan (graph.c works it out at vf_graph_end): its
+ * in-graph predecessors, its successors (at succ_at in the plan's `succ`),
+ * the boundary vars it uses last (at last_at in the graph's `last`), the
+ * vars it writes (at writes_at in `writes`), and the worker of its pool it
+ * runs on when free (homes). */
+typedef struct vf__plan_node {
+    uint32_t npred, succ_at, nsucc, last_at, nlast;
+    uint32_t writes_at, nwrites;
+    int home;
+} vf__plan_node;
+
+/* The blocks and counts of one launch in flight: an instance (see the
+ * top of this file). */
+typedef struct vf__graph_inst {
+    vf_graph *g;
+    /* The graph's plan, as a node's finish reads it (inline where the node
+     * runs: vf__graph_op_finished), so it needs nothing of vf_graph. */
+    const vf__plan_node *pn;
+    vf__var *const *writes;
+    const uint32_t *succ;
+    bool in_order; /* the nodes run in push order: no successors' counts */
+    /* A var of the launch may carry a failure a node could inherit: one
+     * did at the launch's start (launch_run looks), or a node's failure
+     * went to the vars it writes since (relaxed: a node that could inherit
+     * it runs after that node's finish, which orders the store). While
+     * false, a node skips looking at each of its vars. */
+    atomic_bool failures;
+    struct vf__graph_inst *next_free, *next_all;
+    vf__op *launch; /* its launch op */
+    uint64_t base;  /* the place of its first node */
+    /* Nodes whose finish is not over: written by every node's end, on
+     * whichever worker, so on a line of its own (padding: the fields
+     * around it are read by every node's finish). */
+    char pad_left_[VF__CACHELINE];
+    atomic_uint left;
+    char pad_after_left_[VF__CACHELINE];
+    atomic_uint *bleft; /* per boundary var: last uses not finished */
+    uint64_t arg_gen;   /* the graph's arg_gen its pointers are from */
+    vf__op **ops;       /* each node's block */
+    char *slab;
+} vf__graph_inst;
+
+/* A node's rare finishes, out of line (graph.c): its failure to the vars
+ * it writes; the boundary vars whose last uses include node `nd`'s, those
+ * it was the last to finish let go (as their use by the launch op). */
+void vf__graph_failure_written(vf__graph_inst *in, vf__failure *f,
+                               vf__var *const *writes, uint32_t nwrites);
+void vf__graph_lasts_finished(vf__graph_inst *in, const vf__plan_node *nd,
+                              vf__readylist *ready);
+
+/* Whether a node of `op`'s launch may inherit a failure from its vars
+ * (vf__graph_inst.failures): if not, it need not look. */
+static inline bool vf__graph_failures_possible(const vf__op *op)
+{
+    return atomic_load_explicit(&op->graph->failures, memory_order_relaxed);
+}
+
 /* A node of a replay finished (exec.c's finish, in place of releasing its
  * vars): its failure and versions go to the vars it writes, its
  * successors whose last predecessor it was go to `ready` (their active
  * count is the finish's to take), and each boundary var whose last use it
- * was is released (ops that makes ready, too). */
-void vf__graph_op_finished(vf__op *op, vf__readylist *ready);
+ * was is released (ops that makes ready, too). `in_order`: the
+ * instance's (a constant where the caller knows it). Inline: it is most
+ * of a node's finish, and a call's register saves were a fifth of it. */
+static inline void vf__graph_op_finished(vf__op *op, bool in_order,
+                                         vf__readylist *ready)
+{
+    vf__graph_inst *in = op->graph;
+    const vf__plan_node *nd = &in->pn[op->place - in->base];
+    /* Bounds in locals: the atomics below would make them reloaded. */
+    uint32_t nwrites = nd->nwrites, nsucc = in_order ? 0 : nd->nsucc;
+    vf__var *const *writes = in->writes + nd->writes_at;
+    if (VF__UNLIKELY(op->failure != NULL))
+        vf__graph_failure_written(in, op->failure, writes, nwrites);
+    /* One writer at a time (the launch holds the var; the graph's edges
+     * order its writes): a plain add, no locked read-modify-write. */
+    if (VF__LIKELY(!op->skipped))
+        for (uint32_t i = 0; i < nwrites; i++) {
+            _Atomic uint64_t *version = &writes[i]->version;
+            atomic_store_explicit(
+                version,
+                atomic_load_explicit(version, memory_order_relaxed) + 1,
+                memory_order_relaxed);
+        }
+    /* Successors' counts (none kept where the nodes run in push order). */
+    vf__op *const *ops = in->ops;
+    const uint32_t *succ = in->succ + nd->succ_at;
+    for (uint32_t s = 0; s < nsucc; s++) {
+        vf__op *next = ops[succ[s]];
+        if (vf__op_release(next, 1))
+            vf__readylist_add(ready, next);
+    }
+    if (VF__UNLIKELY(nd->nlast != 0))
+        vf__graph_lasts_finished(in, nd, ready);
+}
 
 /* The finish of `k` nodes of one launch is over, `op` the last of them (in
  * place of freeing their blocks; vf__graph_node_reset has made each ready
@@ -100,6 +190,7 @@ static inline void vf__graph_node_reset(vf__op *op)
         op->failure = NULL;
     }
     op->skipped = false;
+    op->status = 0;
 }
 
 /* One node's finish is over: both of the above. */
