@@ -25,6 +25,8 @@
  */
 #include "runner.h"
 
+#include <unistd.h>
+
 typedef struct seen {
     vf_engine *engine;
     char name[64];
@@ -363,6 +365,32 @@ static void ahead_finish(vf_engine *e, ahead *a)
     tu_gate_destroy(&a->release);
 }
 
+/* A thread that turns bulk on for the engine and ends: its state keeps
+ * bulk in use (bulk.h: vf__bulk_maybe) until the engine is destroyed. */
+static void *bulk_on(void *arg)
+{
+    CHECK_OK(vf_bulk_set_size(arg, 100));
+    return NULL;
+}
+
+/* A push made at the in-flight bound on a thread of its own. */
+typedef struct bound_push {
+    vf_engine *e;
+    helped *h;
+    vf_var v[3];
+    atomic_int returned;
+} bound_push;
+
+static void *push_third(void *arg)
+{
+    bound_push *bp = arg;
+    CHECK_OK(vf_engine_push(
+        bp->e,
+        &(vf_op){.fn = counted_op, .arg = bp->h, .writes = VF_VARS(bp->v[2])}));
+    atomic_store(&bp->returned, 1);
+    return NULL;
+}
+
 TEST_CASE(run_at_push_when_ahead)
 {
     tu_phase("run_at_push_when_ahead");
@@ -406,6 +434,29 @@ TEST_CASE(run_at_push_when_ahead)
     CHECK_EQ(atomic_load(&a.held.on_helper), 1);
     ahead_finish(e, &a);
     CHECK_EQ(atomic_load(&a.held.ran), 3);
+
+    /* The same while another thread has bulk state (varflow.h: the help is
+     * off while bulk is in use anywhere): the third push sleeps at the
+     * bound, on a thread of its own, until the workers are let go; nobody
+     * runs an op on the pusher. */
+    e = ahead_engine(&a, false, 4);
+    tu_thread_join(tu_thread_start(bulk_on, e));
+    bound_push bp = {.e = e, .h = &a.held};
+    for (int i = 0; i < 3; i++)
+        bp.v[i] = tu_var(e);
+    for (int i = 0; i < 2; i++)
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = counted_op,
+                                            .arg = &a.held,
+                                            .writes = VF_VARS(bp.v[i])}));
+    pthread_t third = tu_thread_start(push_third, &bp);
+    usleep(50 * 1000); /* ample for a helping pusher to have run one */
+    CHECK_EQ(atomic_load(&a.held.ran), 0);
+    CHECK_EQ(atomic_load(&bp.returned), 0); /* asleep at the bound */
+    ahead_finish(e, &a);
+    tu_thread_join(third);
+    CHECK_EQ(atomic_load(&bp.returned), 1);
+    CHECK_EQ(atomic_load(&a.held.ran), 3);
+    CHECK_EQ(atomic_load(&a.held.on_helper), 0);
 }
 
 TEST_CASE(run_at_push)
