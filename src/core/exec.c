@@ -825,7 +825,7 @@ static void nodes_over(vf_engine *e, vf__op *last, uint32_t over, uint64_t ran,
     dispatch_list(ready);
 }
 
-void vf__exec_run_in_order(vf__op *const *ops, uint32_t n)
+void vf__exec_run_in_order(vf__op *const *ops, uint32_t n, uint64_t base)
 {
     vf_engine *e = vf__op_engine(ops[0]);
     uint64_t ran = 0;
@@ -836,6 +836,7 @@ void vf__exec_run_in_order(vf__op *const *ops, uint32_t n)
     run_init(&run, ops[0], -1);
     uint32_t i = 0;
     for (;;) {
+        ops[i]->place = base + i;
         node_run(e, ops[i], &run, NULL, true, &ran, &ready);
         over++;
         if (++i == n)

@@ -198,12 +198,12 @@ void vf__exec_run_child_alone(vf__worker *w, vf__op *op);
 void vf__exec_dispatch_ready(vf__readylist *ready);
 
 /* Run the `n` nodes of a replay (graph.h) here, now, one after the other
- * (the naive engine: graph.c), the first with the launch op's active
- * count, each of the others taking the one before it's, their pending
- * counts taken by the caller; the ops they make ready are dispatched (inline
- * ones through the trampoline). The last node's end may end the launch:
- * nothing of `ops` is read after it. */
-void vf__exec_run_in_order(vf__op *const *ops, uint32_t n);
+ * (the naive engine: graph.c), node i at place `base` + i, the first with
+ * the launch op's active count, each of the others taking the one before
+ * it's, their pending counts taken by the caller; the ops they make ready
+ * are dispatched (inline ones through the trampoline). The last node's end
+ * may end the launch: nothing of `ops` is read after it. */
+void vf__exec_run_in_order(vf__op *const *ops, uint32_t n, uint64_t base);
 
 /* Worker loop step: run `op` (from the worker's pool) and finish it, return
  * the op the same worker should run next (or NULL). */

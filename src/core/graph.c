@@ -767,12 +767,9 @@ uint64_t vf__graph_launch_places(const vf__op *op)
  * it. */
 static void run_in_order(vf__op *launch, vf__graph_inst *in)
 {
-    vf__op **ops = in->ops;
     uint32_t n = (uint32_t)in->g->n;
-    for (uint32_t i = 0; i < n; i++)
-        ops[i]->place = in->base + i;
     vf__engine_count_in(vf__op_engine(launch), (uint64_t)n * VF__COUNT_PENDING);
-    vf__exec_run_in_order(ops, n);
+    vf__exec_run_in_order(in->ops, n, in->base);
 }
 
 /* The launch op is ready (every earlier op it conflicts with finished):
