@@ -58,6 +58,8 @@ struct vf_graph {
     vf__varref *bvars; /* in normal form: the launch op's var set */
     uint32_t *bnlast;  /* per boundary var: its last uses */
     uint32_t *copied;  /* the nodes with a copied argument */
+    uint32_t *roots;   /* the nodes without predecessors, in push order */
+    uint32_t nroots;
     uint32_t ncopied;
     const vf__opdef *launch_def;       /* its launch op's */
     struct vf__graph_inst *free_insts; /* lock */
@@ -106,6 +108,7 @@ static void graph_free(vf_graph *g)
     free(g->bvars);
     free(g->bnlast);
     free(g->copied);
+    free(g->roots);
     pthread_mutex_destroy(&g->lock);
     g->magic = 0;
     free(g);
@@ -570,6 +573,14 @@ static int plan(vf_graph *g, const char *who)
     for (uint32_t i = 0, c = 0; i < g->n; i++)
         if (g->nodes[i].arg_size != 0)
             g->copied[c++] = i;
+    for (uint32_t i = 0; i < g->n; i++)
+        g->nroots += g->pn[i].npred == 0;
+    g->roots = vf__malloc((g->nroots ? g->nroots : 1) * sizeof *g->roots);
+    if (g->roots == NULL)
+        goto out;
+    for (uint32_t i = 0, r = 0; i < g->n; i++)
+        if (g->pn[i].npred == 0)
+            g->roots[r++] = i;
     rc = 0;
 out:
     free(u);
@@ -688,6 +699,10 @@ static vf__graph_inst *inst_new(vf_graph *g)
         atomic_init(&op->ticket, 0); /* a sync op: never completed */
         vf__op_init_header(op, nd->nvars, 0);
         op->status = 0; /* each launch's node_run starts from it */
+        /* Its predecessors in the graph, for the first launch (its
+         * finish sets it again for the next: vf__graph_op_finished). */
+        atomic_store_explicit(&op->wait, (int)g->pn[i].npred,
+                              memory_order_relaxed);
         if ((op->def = node_def(e, nd->def)) == NULL)
             goto fail;
         const vf__opdef *run = nd->opr != NULL ? nd->def : NULL;
@@ -794,15 +809,15 @@ static bool launch_run(vf__op *op, int worker, bool shutdown)
         run_in_order(op, in);
         return false;
     }
+    /* Each node's wait count is its predecessors' already (inst_new, then
+     * its finish for the next launch), and its place is set by whoever
+     * makes it ready (vf__graph_op_finished): here, the roots'. */
     vf__readylist ready;
     vf__readylist_init(&ready);
-    for (uint32_t i = 0; i < g->n; i++) {
-        vf__op *n = in->ops[i];
-        n->place = in->base + i;
-        atomic_store_explicit(&n->wait, (int)g->pn[i].npred,
-                              memory_order_relaxed);
-        if (g->pn[i].npred == 0)
-            vf__readylist_add(&ready, n);
+    for (uint32_t r = 0; r < g->nroots; r++) {
+        vf__op *n = in->ops[g->roots[r]];
+        n->place = in->base + g->roots[r];
+        vf__readylist_add(&ready, n);
     }
     vf__engine_count_in(vf__op_engine(op),
                         (uint64_t)g->n * VF__COUNT_PENDING +

@@ -148,7 +148,7 @@ static inline void vf__graph_op_finished(vf__op *op, bool in_order,
     vf__graph_inst *in = op->graph;
     const vf__plan_node *nd = &in->pn[op->place - in->base];
     /* Bounds in locals: the atomics below would make them reloaded. */
-    uint32_t nwrites = nd->nwrites, nsucc = in_order ? 0 : nd->nsucc;
+    uint32_t nwrites = nd->nwrites;
     vf__var *const *writes = in->writes + nd->writes_at;
     if (VF__UNLIKELY(op->failure != NULL))
         vf__graph_failure_written(in, op->failure, writes, nwrites);
@@ -162,13 +162,24 @@ static inline void vf__graph_op_finished(vf__op *op, bool in_order,
                 atomic_load_explicit(version, memory_order_relaxed) + 1,
                 memory_order_relaxed);
         }
-    /* Successors' counts (none kept where the nodes run in push order). */
-    vf__op *const *ops = in->ops;
-    const uint32_t *succ = in->succ + nd->succ_at;
-    for (uint32_t s = 0; s < nsucc; s++) {
-        vf__op *next = ops[succ[s]];
-        if (vf__op_release(next, 1))
-            vf__readylist_add(ready, next);
+    /* Successors' counts (none kept where the nodes run in push order).
+     * The one whose count this takes to zero sets the successor's place
+     * (nothing reads it before it is ready), and this node's count is
+     * made its predecessors' again for the next launch: every one of them
+     * has released it in this one, and the next launch of this instance
+     * starts only after this launch's end. */
+    if (!in_order) {
+        vf__op *const *ops = in->ops;
+        const uint32_t *succ = in->succ + nd->succ_at;
+        uint32_t nsucc = nd->nsucc;
+        for (uint32_t s = 0; s < nsucc; s++) {
+            vf__op *next = ops[succ[s]];
+            if (vf__op_release(next, 1)) {
+                next->place = in->base + succ[s];
+                vf__readylist_add(ready, next);
+            }
+        }
+        atomic_store_explicit(&op->wait, (int)nd->npred, memory_order_relaxed);
     }
     if (VF__UNLIKELY(nd->nlast != 0))
         vf__graph_lasts_finished(in, nd, ready);
