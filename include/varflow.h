@@ -1111,7 +1111,9 @@ VF_API int vf_run_wait_children_timed(vf_run *run, int64_t timeout_ms,
  * ops, a launch on an engine that is profiled, logs ops (VF_ENGINE_INFO),
  * has an in-flight bound or bulks this thread's pushes, and a launch from
  * inside an op, push the recorded ops one by one instead, with the same
- * result.
+ * result. A launch that replays comes after every other thread's open
+ * batch that holds one of its variables (that batch is pushed first), as
+ * its pushes would.
  *
  * **Capture.** Between vf_graph_begin() and vf_graph_end(), this thread's
  * pushes to the engine (vf_engine_push(), vf_operator_push(),

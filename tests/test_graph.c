@@ -434,6 +434,79 @@ TEST_KIND_CASE(launch_ordered_between_pushes, k)
     tu_gate_destroy(&gate);
 }
 
+/* Another thread bulks, and its open batch holds a var of the graph: the
+ * launch still replays (this thread does not bulk), after that batch, as
+ * the recorded push would come after it. */
+static int twice_plus1(vf_run *run, void *arg)
+{
+    (void)run;
+    chainv *c = arg;
+    c->v = c->v * 2 + 1;
+    return 0;
+}
+
+typedef struct batcher {
+    vf_engine *e;
+    vf_var x;
+    chainv *c;
+    tu_gate opened, go;
+} batcher;
+
+static void *open_batch(void *arg)
+{
+    batcher *b = arg;
+    CHECK_OK(vf_bulk_set_size(b->e, 100));
+    for (int i = 0; i < 3; i++)
+        CHECK_OK(vf_engine_push(
+            b->e,
+            &(vf_op){.fn = twice_plus1, .arg = b->c, .writes = {&b->x, 1}}));
+    tu_gate_open(&b->opened);
+    CHECK(tu_gate_wait(&b->go, TU_TIMEOUT));
+    return NULL;
+}
+
+TEST_KIND_CASE(replay_after_other_threads_batches, k)
+{
+    if (!k->threaded)
+        return; /* the naive engine has no batches */
+    vf_engine *e = tu_engine(k);
+    vf_var x = tu_var(e);
+    chainv c = {0, NULL};
+    vf_graph *g = NULL;
+    CHECK_OK(vf_graph_begin(e));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = plus5, .arg = &c, .writes = VF_VARS(x)}));
+    CHECK_OK(vf_graph_end(e, &g));
+    batcher b = {.e = e, .x = x, .c = &c};
+    tu_gate_init(&b.opened);
+    tu_gate_init(&b.go);
+    pthread_t t = tu_thread_start(open_batch, &b);
+    CHECK(tu_gate_wait(&b.opened, TU_TIMEOUT));
+    CHECK_OK(vf_graph_launch(e, g));
+    CHECK_OK(vf_var_wait(e, x, NULL));
+    CHECK_EQ(c.v, ((0 * 2 + 1) * 2 + 1) * 2 + 1 + 5); /* the batch first */
+    vf_stats st;
+    CHECK_OK(vf_engine_stats(e, &st));
+    CHECK_EQ(st.replays, 1);
+    CHECK_EQ(st.bulked, 3);
+    tu_gate_open(&b.go);
+    tu_thread_join(t);
+    /* This thread bulks: its launch pushes the op, into its batch. */
+    CHECK_OK(vf_bulk_set_size(e, 100));
+    CHECK_OK(vf_graph_launch(e, g));
+    CHECK_OK(vf_bulk_flush(e));
+    CHECK_OK(vf_var_wait(e, x, NULL));
+    CHECK_EQ(c.v, 12 + 5);
+    CHECK_OK(vf_engine_stats(e, &st));
+    CHECK_EQ(st.launches, 2);
+    CHECK_EQ(st.replays, 1);
+    CHECK_EQ(st.bulked, 4); /* the launch's op joined this thread's batch */
+    CHECK_OK(vf_graph_destroy(e, g));
+    tu_finish_engine(e);
+    tu_gate_destroy(&b.opened);
+    tu_gate_destroy(&b.go);
+}
+
 /* --- threads, nesting, operators, pointer arguments ---------------------- */
 
 typedef struct counter {

@@ -278,6 +278,25 @@ static void after_other_batches(vf_engine *e, vf__bulk *me, const vf_op *desc,
     }
 }
 
+bool vf__bulk_this_thread_bulks(vf_engine *e)
+{
+    if (e->kind == VF_ENGINE_NAIVE)
+        return false; /* no batches there */
+    const vf__bulk *s = find(e, false);
+    return s != NULL ? s->size > 0 : e->bulk.size > 0;
+}
+
+void vf__bulk_after_batches(vf_engine *e, const vf__varref *vars, int nvars)
+{
+    vf__bulk *me = find(e, false);
+    if (atomic_load_explicit(&e->bulk.nstates, memory_order_relaxed) <=
+            (me != NULL ? 1 : 0) ||
+        e->kind == VF_ENGINE_NAIVE)
+        return;
+    for (int i = 0; i < nvars; i++)
+        after_claim(e, me, vars[i].var);
+}
+
 /* Under the calling thread's lock: take the vars of an op about to join
  * its batch, claiming those nobody claims. NULL when each is usable and
  * this thread's; else the first that is not (deleted, or claimed by

@@ -158,6 +158,16 @@ static inline bool vf__bulk_maybe(int engine_default)
 int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
                   vf_operator *opr, int priority, void *arg, size_t arg_size);
 
+/* A graph's launch (graph.c), which replays only where the same pushes
+ * would not be batched. Whether this thread's pushes to `e` would join a
+ * batch now (its size, or the engine's default for a thread without
+ * state; never on the naive engine). And, for a launch that replays, what
+ * vf__bulk_push does for a push that joins no batch: every other thread's
+ * batch that holds one of `vars` (the launch's var set, in normal form)
+ * is pushed first. */
+bool vf__bulk_this_thread_bulks(vf_engine *e);
+void vf__bulk_after_batches(vf_engine *e, const vf__varref *vars, int nvars);
+
 /* Push every open batch of the engine, every thread's. */
 void vf__bulk_flush_all(vf_engine *e);
 

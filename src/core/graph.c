@@ -7,6 +7,7 @@
 
 #include "base/alloc.h"
 #include "core/arg.h"
+#include "core/bulk.h"
 #include "core/defs.h"
 #include "core/exec.h"
 #include "core/guard.h"
@@ -921,7 +922,8 @@ static bool replays_now(vf_engine *e, const vf_graph *g)
 {
     return g->replayable &&
            atomic_load_explicit(&e->hooks, memory_order_relaxed) == 0 &&
-           e->max_inflight == 0 && !vf__bulk_maybe(e->bulk.size) &&
+           e->max_inflight == 0 &&
+           (!vf__bulk_maybe(e->bulk.size) || !vf__bulk_this_thread_bulks(e)) &&
            vf__current_op() == NULL && !vf__exec_in_done(e) &&
            !vf__engine_has_devices(e);
 }
@@ -945,6 +947,10 @@ static int launch_replay(vf_engine *e, vf_graph *g, const char *who)
      * after it must see the launch. */
     atomic_fetch_add_explicit(&e->graphs.launches, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&e->graphs.replays, 1, memory_order_relaxed);
+    /* After other threads' open batches on its vars, as the pushes would
+     * be (replays_now: this thread's own pushes would not be batched). */
+    if (vf__bulk_maybe(e->bulk.size))
+        vf__bulk_after_batches(e, g->bvars, g->nb);
     int rc = vf__push_enqueue(e, op, who);
     if (rc != 0) { /* nothing ran: a var was deleted, say */
         atomic_fetch_sub_explicit(&e->graphs.launches, 1, memory_order_relaxed);
