@@ -254,13 +254,21 @@ static inline void after_claim(vf_engine *e, vf__bulk *me, vf__var *v)
  * other thread's batch that holds one of its vars: those are pushed first.
  * `me`: the calling thread's state (its own batch was pushed), or NULL.
  * A handle that does not resolve is left to the push to report. */
+/* Whether another thread than the one whose state is `me` (or NULL) may
+ * hold a batch on `e`: some other thread has bulk state there, and the
+ * engine batches (the naive engine does not). */
+static bool others_may_batch(vf_engine *e, const vf__bulk *me)
+{
+    return atomic_load_explicit(&e->bulk.nstates, memory_order_relaxed) >
+               (me != NULL ? 1 : 0) &&
+           e->kind != VF_ENGINE_NAIVE;
+}
+
 static void after_other_batches(vf_engine *e, vf__bulk *me, const vf_op *desc,
                                 const vf_operator *opr)
 {
-    if (atomic_load_explicit(&e->bulk.nstates, memory_order_relaxed) <=
-            (me != NULL ? 1 : 0) ||
-        e->kind == VF_ENGINE_NAIVE)
-        return; /* no other thread has bulk state here, or no batches */
+    if (!others_may_batch(e, me))
+        return;
     if (opr != NULL) {
         for (int i = 0; i < opr->nvars; i++)
             after_claim(e, me, opr->vars[i].var);
@@ -289,9 +297,7 @@ bool vf__bulk_this_thread_bulks(vf_engine *e)
 void vf__bulk_after_batches(vf_engine *e, const vf__varref *vars, int nvars)
 {
     vf__bulk *me = find(e, false);
-    if (atomic_load_explicit(&e->bulk.nstates, memory_order_relaxed) <=
-            (me != NULL ? 1 : 0) ||
-        e->kind == VF_ENGINE_NAIVE)
+    if (!others_may_batch(e, me))
         return;
     for (int i = 0; i < nvars; i++)
         after_claim(e, me, vars[i].var);

@@ -946,13 +946,12 @@ static void worker_run_nodes(vf__worker *w, vf__op *op, vf__readylist *ready)
     /* Not inside a wait loop, whose waiter may have to resume between two
      * ops: the chain is the hand-off vf__worker_place would make. */
     bool chains = mine != NULL && !w->pool->spread && tls.loop_waiter == NULL;
-    uint64_t out = 0, ran = 0;
+    uint64_t ran = 0;
     uint32_t over = 0; /* nodes whose finish is over, the launch not told */
     vf_run run;        /* each node's: its op and name (node_run) */
     run_init(&run, op, w->index);
     for (;;) {
         node_run(e, op, &run, mine, false, &ran, ready);
-        out += VF__COUNT_PENDING;
         over++;
         if (!chains)
             break;
@@ -966,7 +965,7 @@ static void worker_run_nodes(vf__worker *w, vf__op *op, vf__readylist *ready)
     uint64_t act = (uint64_t)ready->count * VF__COUNT_ACTIVE;
     if (VF__UNLIKELY(op == tls.loop_op)) /* a wait loop's hand-off chain */
         act += loop_frame_returns();
-    unsigned wake = count_finished(e, out, act);
+    unsigned wake = count_finished(e, (uint64_t)over * VF__COUNT_PENDING, act);
     if (VF__UNLIKELY(wake != 0))
         vf__engine_wake(e, wake);
     vf__graph_ops_done(op, over); /* may end the launch: the last touch */

@@ -452,12 +452,6 @@ size_t vf__graph_homes(const vf_graph *g, int *homes_out, size_t n)
     return g->n;
 }
 
-int vf__graph_node_home(const vf__op *op)
-{
-    const vf__graph_inst *in = op->graph;
-    return in->g->pn[op->place - in->base].home;
-}
-
 /* Work out the plan (graph.h). 0, VF_ENOMEM, or VF_ESTALE when a var
  * changed identity during the capture (deleted and made again). */
 static int plan(vf_graph *g, const char *who)

@@ -212,8 +212,13 @@ static inline void vf__graph_op_done(vf__op *op)
 }
 
 /* The worker of its pool (an index into its workers) a replay's node
- * `op` goes to when it becomes ready, or -1 for any (graph.c: homes). */
-int vf__graph_node_home(const vf__op *op);
+ * `op` goes to when it becomes ready, or -1 for any (graph.c: homes).
+ * Inline: a worker asks it of each node of a chain it runs on. */
+static inline int vf__graph_node_home(const vf__op *op)
+{
+    const vf__graph_inst *in = op->graph;
+    return in->pn[op->place - in->base].home;
+}
 
 /* The homes of g's first `n` nodes into homes_out (the unit tests' view
  * of the plan); returns the graph's node count, 0 when it has no plan (it
