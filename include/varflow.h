@@ -1184,6 +1184,41 @@ VF_API int vf_graph_launch(vf_engine *e, vf_graph *g);
 VF_API int vf_graph_set_arg(vf_engine *e, vf_graph *g, size_t index, void *arg,
                             size_t arg_size);
 
+/**
+ * Let the launches of `g` replay its device work as one device graph (a
+ * CUDA graph on CUDA: one cudaGraphLaunch in place of a launch, a record
+ * and waits per op), or stop them (`on` false, the default).
+ *
+ * It changes one thing the program sees, which is why it is the
+ * program's to turn on: **a launch that replays does not call the ops'
+ * functions**. Their functions are called at the launch that records the
+ * device graph (the first that replays, and the first after a
+ * vf_graph_set_arg()), under the device's capture: the work they submit
+ * to vf_run_stream() then is recorded, and every later launch runs that
+ * same work again. So turn it on only for ops whose functions do nothing
+ * but submit the same work each time (kernels, copies; on the emulated
+ * device vf_run_submit()), reading what changes through pointers at the
+ * time the work runs. On CUDA a recorded function may submit kernels and
+ * copies only: vf_run_submit() (a host function) fails with VF_ENOTSUP
+ * there while recording, which fails its op.
+ *
+ * Everything else is what the pushes give: each op's `done` is called and
+ * its outcome counted once per launch; a failure of an op's work on the
+ * device fails that op and skips those that use what it wrote; a
+ * function that fails while recording fails its op, and that launch runs
+ * the ops after it as pushes would (the next one records again). A launch
+ * whose variables carry a failure known on the host, or that runs under
+ * the shutdown notice, runs its ops as their pushes would (their functions
+ * are called), and so does one that cannot replay at all (see "How a
+ * launch runs" above: an engine profiled or logging ops, and the rest).
+ *
+ * Replays apply to a graph whose ops are all synchronous device ops of
+ * one device (not `no_skip`) on a device kind that records device graphs
+ * (the emulated device and CUDA). VF_ENOTSUP (with a detail) for any
+ * other graph when `on`; VF_EINVAL (not a graph, destroyed), VF_EXDEV.
+ */
+VF_API int vf_graph_device_replay(vf_engine *e, vf_graph *g, bool on);
+
 /** How many ops the graph holds (0 for NULL). */
 VF_API size_t vf_graph_ops(const vf_graph *g);
 

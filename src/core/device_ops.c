@@ -11,14 +11,16 @@
 #include "core/completer.h"
 #include "core/engine.h"
 #include "core/exec.h"
+#include "core/graph.h"
 #include "core/profiling.h"
 
 /* Its kind's free_side (op.h): the run state made at its start. */
-static void devrun_free(vf__op *op)
+void vf__devrun_free(vf__op *op)
 {
     vf__devrun *d = op->dev;
     if (d == NULL)
         return;
+    op->dev = NULL;
     if (d->start_ev != NULL)
         d->cls->event_release(d->start_ev);
     for (int i = 0; i < d->ninputs; i++)
@@ -41,6 +43,7 @@ static int device_op_begin(vf__op *op, const vf__device_class *cls,
     if (d == NULL)
         return vf__fail(VF_ENOMEM, "device op \"%s\": out of memory", op->name);
     d->cls = cls;
+    d->graph = NULL;
     d->fence = NULL;
     d->start_ev = NULL;
     d->ninputs = 0;
@@ -299,7 +302,10 @@ void vf__device_op_completed(vf__op *op)
     if (op->done != NULL)
         vf__exec_call_done(vf__op_engine(op), op->done, op->arg, op->status);
     vf__exec_count_op(vf__op_engine(op), op);
-    device_op_drop(op);
+    if (VF__UNLIKELY(op->dev->graph != NULL))
+        vf__graph_devnode_over(op); /* its block is its graph's */
+    else
+        device_op_drop(op);
 }
 
 /* --- the kind ------------------------------------------------------------ */
@@ -336,12 +342,17 @@ static bool run_device_op(vf__op *op, int worker, bool shutdown)
     return run_on_stream(op, worker);
 }
 
+bool vf__device_op_run(vf__op *op, int worker, bool shutdown)
+{
+    return run_device_op(op, worker, shutdown);
+}
+
 /* A user op pushed for a device (vf_op.device): counted, observed and held
  * as a CPU user op is. */
 const vf__op_kind vf__kind_device = {
     .name = "device",
     .run = run_device_op,
     .released_in_flight = release_in_flight,
-    .free_side = devrun_free,
+    .free_side = vf__devrun_free,
     .flags = VF__KIND_OBSERVED | VF__KIND_COUNTED | VF__KIND_NUMBERED |
              VF__KIND_HELD | VF__KIND_BUMPS | VF__KIND_OWN_FENCES};

@@ -70,6 +70,9 @@
 /* Per-op state of a device op (malloc'd at its start, freed with it). */
 typedef struct vf__devrun {
     const vf__device_class *cls;
+    /* A node of a graph's device replay (graph_device.c): its launch's
+     * instance, whose end its completion is; NULL for a pushed op. */
+    struct vf__graph_inst *graph;
     vf__fence *fence; /* its own, once recorded */
     /* Profiling: an event recorded before the op's stream waits, whose
      * time (or a waited fence's, whichever is later) starts its span. */
@@ -85,5 +88,14 @@ typedef struct vf__devrun {
  * unless its work was skipped), then `done` and statistics; the op is
  * freed by whichever of this and the release of its vars comes last. */
 void vf__device_op_completed(vf__op *op);
+
+/* A device op's body (its kind's run, op.h), for a node of a graph's
+ * device replay that graph_device.c runs as its push would run: true when
+ * it is done now, false when its work is in flight (its fence left on its
+ * vars; the caller hands it to the completer). */
+bool vf__device_op_run(vf__op *op, int worker, bool shutdown);
+
+/* Let go of a device op's run state (op->dev), if it has one. */
+void vf__devrun_free(vf__op *op);
 
 #endif /* VF_DEVICE_OPS_H */

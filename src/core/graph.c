@@ -1,5 +1,6 @@
 /* graph.c: capture and replay (see graph.h). */
 #include "core/graph.h"
+#include "core/graph_impl.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -17,55 +18,6 @@
 #define GRAPH_MAGIC 0x67726166u /* "graf" */
 
 _Thread_local vf__capture vf__capture_now;
-
-/* A recorded push. */
-typedef struct node {
-    const vf__opdef *def; /* the push's: the engine's, or the operator's */
-    vf_operator *opr;     /* an operator's run (a reference), or NULL */
-    vf_op desc;           /* a one-shot push's description (its lists
-                             point at `handles`; its arg is `arg`) */
-    int priority;
-    /* Its argument: a pointer (arg_size 0), or the graph's copy of
-     * arg_size bytes (set_arg writes it, under the graph's lock). */
-    void *arg;
-    size_t arg_size;
-    vf_var *handles; /* a one-shot push's reads, then writes */
-    int nvars;
-    vf__varref *vars; /* normal form: a one-shot push's own, or the
-                         operator's (not owned) */
-} node;
-
-struct vf_graph {
-    uint32_t magic;
-    vf_engine *engine;
-    vf_graph *prev_live, *next_live; /* the engine's graphs.lock */
-    atomic_int refs;                 /* the handle, and each launch running */
-    atomic_bool destroyed;           /* relaxed: guards a second destroy */
-    bool ended;                      /* its capture is over */
-    /* Every node a sync CPU user op: a launch may replay it (graph.h). */
-    bool replayable;
-    /* Every node runs inline (the naive engine): a replay runs them one
-     * after the other, in push order, where the launch op is ready. */
-    bool in_order;
-    pthread_mutex_t lock; /* the nodes' arguments, the free instances */
-    node *nodes;
-    size_t n, cap;
-    uint64_t arg_gen; /* lock: bumped when set_arg changes a pointer */
-    /* The plan (replayable only). */
-    vf__plan_node *pn; /* per node */
-    uint32_t *succ, *last;
-    vf__var **writes;
-    int nb;            /* boundary vars */
-    vf__varref *bvars; /* in normal form: the launch op's var set */
-    uint32_t *bnlast;  /* per boundary var: its last uses */
-    uint32_t *copied;  /* the nodes with a copied argument */
-    uint32_t *roots;   /* the nodes without predecessors, in push order */
-    uint32_t nroots;
-    uint32_t ncopied;
-    const vf__opdef *launch_def;       /* its launch op's */
-    struct vf__graph_inst *free_insts; /* lock */
-    struct vf__graph_inst *all_insts;  /* lock */
-};
 
 /* --- life ---------------------------------------------------------------- */
 
@@ -97,11 +49,13 @@ static void graph_free(vf_graph *g)
     free(g->nodes);
     for (vf__graph_inst *in = g->all_insts, *next; in != NULL; in = next) {
         next = in->next_all;
+        vf__devgraph_inst_free(in);
         free(in->slab);
         free(in->ops);
         free(in->bleft);
         free(in);
     }
+    vf__devgraph_plan_free(g);
     free(g->pn);
     free(g->writes);
     free(g->succ);
@@ -115,7 +69,7 @@ static void graph_free(vf_graph *g)
     free(g);
 }
 
-static void graph_unref(vf_graph *g)
+void vf__graph_unref(vf_graph *g)
 {
     if (atomic_fetch_sub_explicit(&g->refs, 1, memory_order_acq_rel) == 1)
         graph_free(g);
@@ -459,14 +413,20 @@ static int plan(vf_graph *g, const char *who)
     size_t nuses = 0;
     g->replayable = true;
     g->in_order = true;
+    g->device = g->n != 0 ? g->nodes[0].def->devctx : NULL;
     for (size_t i = 0; i < g->n; i++) {
         const vf__opdef *def = g->nodes[i].def;
         if (def->kind != &vf__kind_user || def->async || def->devctx != NULL)
             g->replayable = false;
+        /* A device replay: sync device ops of one device, none no_skip
+         * (it meets its inputs on the host: graph_device.c). */
+        if (def->kind != &vf__kind_device || def->async || def->no_skip ||
+            def->devctx != g->device)
+            g->device = NULL;
         g->in_order &= def->inline_run;
         nuses += (size_t)g->nodes[i].nvars;
     }
-    if (!g->replayable || g->n == 0)
+    if ((!g->replayable && g->device == NULL) || g->n == 0)
         return 0;
     int rc = VF_ENOMEM;
     use *u = vf__malloc((nuses ? nuses : 1) * sizeof *u);
@@ -484,6 +444,11 @@ static int plan(vf_graph *g, const char *who)
     size_t nb = 0;
     for (size_t i = 0; i < nuses; i++)
         nb += i == 0 || u[i].var != u[i - 1].var;
+    if (nb > VF_MAX_OP_VARS && !g->replayable) {
+        g->device = NULL; /* too wide for one launch op: pushed op by op */
+        rc = 0;
+        goto out;
+    }
     if (nb > VF_MAX_OP_VARS) {
         rc = vf__fail(VF_EINVAL,
                       "%s: the graph uses %zu variables (at most %d)", who, nb,
@@ -576,7 +541,7 @@ static int plan(vf_graph *g, const char *who)
     for (uint32_t i = 0, r = 0; i < g->n; i++)
         if (g->pn[i].npred == 0)
             g->roots[r++] = i;
-    rc = 0;
+    rc = vf__devgraph_plan(g, who);
 out:
     free(u);
     free(edges.v);
@@ -599,18 +564,28 @@ static int end(vf_engine *e, vf_graph **out, const char *who)
     vf_graph *g = vf__capture_now.graph;
     vf__capture_now = (vf__capture){0};
     int rc = plan(g, who);
-    if (rc == 0 && g->replayable && g->n != 0) {
+    if (rc == 0 && (g->replayable || g->device != NULL) && g->n != 0) {
         vf__opdef proto;
         memset(&proto, 0, sizeof proto);
         proto.engine = e;
-        proto.kind = &vf__kind_launch;
-        proto.inline_run = true; /* it starts the graph where it is ready */
         proto.name = "";
+        if (g->replayable) {
+            proto.kind = &vf__kind_launch;
+            proto.inline_run = true; /* it starts the graph where it is
+                                        ready */
+        } else { /* it runs where its device's ops run (graph_device.c) */
+            const vf__opdef *first = g->nodes[0].def;
+            proto.kind = &vf__kind_devlaunch;
+            proto.pool = first->pool;
+            proto.devctx = g->device;
+            proto.device = first->device;
+            proto.inline_run = first->pool == NULL;
+        }
         if ((g->launch_def = vf__defs_share(&e->defs, &proto)) == NULL)
             rc = vf__fail(VF_ENOMEM, "%s: out of memory", who);
     }
     if (rc != 0) {
-        graph_unref(g);
+        vf__graph_unref(g);
         return rc;
     }
     g->ended = true;
@@ -698,7 +673,10 @@ static vf__graph_inst *inst_new(vf_graph *g)
          * finish sets it again for the next: vf__graph_op_finished). */
         atomic_store_explicit(&op->wait, (int)g->pn[i].npred,
                               memory_order_relaxed);
-        if ((op->def = node_def(e, nd->def)) == NULL)
+        /* A device replay's node runs as its push would (graph_device.c):
+         * its own definition. */
+        op->def = g->device != NULL ? nd->def : node_def(e, nd->def);
+        if (op->def == NULL)
             goto fail;
         const vf__opdef *run = nd->opr != NULL ? nd->def : NULL;
         vf__op_set_run(op, false, run ? run->fn : nd->desc.fn, NULL, nd->arg,
@@ -709,7 +687,8 @@ static vf__graph_inst *inst_new(vf_graph *g)
         op->priority = nd->def->property == VF_PROP_DELETE_VAR ? INT_MAX
                                                                : nd->priority;
         vf__op_stage_vars(op, nd->vars);
-        op->graph = in;
+        op->graph = g->device != NULL ? NULL : in; /* a device node's is
+                                                      its run state */
         in->ops[i] = op;
     }
     return in;
@@ -723,7 +702,7 @@ fail:
 
 /* An instance for a launch, its arguments this launch's (as the pushes
  * copy them now); NULL without memory. */
-static vf__graph_inst *inst_get(vf_graph *g)
+vf__graph_inst *vf__graph_inst_get(vf_graph *g)
 {
     pthread_mutex_lock(&g->lock);
     vf__graph_inst *in = g->free_insts;
@@ -747,6 +726,7 @@ static vf__graph_inst *inst_get(vf_graph *g)
                 in->ops[i]->arg = g->nodes[i].arg;
         in->arg_gen = g->arg_gen;
     }
+    in->dev_gen = g->dev_gen;
     pthread_mutex_unlock(&g->lock);
     for (int b = 0; b < g->nb; b++)
         atomic_store_explicit(&in->bleft[b], g->bnlast[b],
@@ -755,7 +735,7 @@ static vf__graph_inst *inst_get(vf_graph *g)
     return in;
 }
 
-static void inst_put(vf__graph_inst *in)
+void vf__graph_inst_put(vf__graph_inst *in)
 {
     vf_graph *g = in->g;
     pthread_mutex_lock(&g->lock);
@@ -831,8 +811,8 @@ static void launch_end(vf__graph_inst *in)
     in->launch = NULL;
     launch->graph = NULL;
     vf__op_free(launch);
-    inst_put(in);
-    graph_unref(g);
+    vf__graph_inst_put(in);
+    vf__graph_unref(g);
     unsigned wake = vf__engine_count_out(e, VF__COUNT_PENDING, true);
     if (VF__UNLIKELY(wake != 0))
         vf__engine_wake(e, wake);
@@ -878,7 +858,7 @@ void vf__graph_ops_done(vf__op *op, uint32_t k)
 /* A launch held by a stopped engine could not be pushed at start (`rc`):
  * each of its ops fails with that code, as a held push does
  * (lifecycle.c). */
-static void launch_dropped(vf_engine *e, vf__op *op, int rc)
+void vf__graph_launch_dropped(vf_engine *e, vf__op *op, int rc)
 {
     vf__graph_inst *in = op->graph;
     vf_graph *g = in->g;
@@ -896,13 +876,13 @@ static void launch_dropped(vf_engine *e, vf__op *op, int rc)
     in->launch = NULL;
     op->graph = NULL;
     vf__op_free(op);
-    inst_put(in);
-    graph_unref(g);
+    vf__graph_inst_put(in);
+    vf__graph_unref(g);
 }
 
 const vf__op_kind vf__kind_launch = {.name = "graph launch",
                                      .run = launch_run,
-                                     .dropped = launch_dropped,
+                                     .dropped = vf__graph_launch_dropped,
                                      .flags = VF__KIND_NUMBERED |
                                               VF__KIND_HELD};
 
@@ -911,24 +891,28 @@ const vf__op_kind vf__kind_launch = {.name = "graph launch",
 const vf__op_kind vf__kind_graph_op = {
     .name = "user", .flags = VF__KIND_COUNTED | VF__KIND_GRAPH};
 
-/* Whether this launch replays (graph.h), or pushes op by op. */
+/* Whether this launch replays (graph.h), or pushes op by op: a graph of
+ * CPU ops on an engine without devices, or, where the program allows it,
+ * one of device ops (graph_device.c). */
 static bool replays_now(vf_engine *e, const vf_graph *g)
 {
-    return g->replayable &&
+    return (g->replayable ? !vf__engine_has_devices(e)
+                          : g->device != NULL &&
+                                atomic_load_explicit(&g->device_replay,
+                                                     memory_order_relaxed)) &&
            atomic_load_explicit(&e->hooks, memory_order_relaxed) == 0 &&
            e->max_inflight == 0 &&
            (!vf__bulk_maybe(e->bulk.size) || !vf__bulk_this_thread_bulks(e)) &&
-           vf__current_op() == NULL && !vf__exec_in_done(e) &&
-           !vf__engine_has_devices(e);
+           vf__current_op() == NULL && !vf__exec_in_done(e);
 }
 
 static int launch_replay(vf_engine *e, vf_graph *g, const char *who)
 {
-    vf__graph_inst *in = inst_get(g);
+    vf__graph_inst *in = vf__graph_inst_get(g);
     vf__op *op = in != NULL ? vf__op_alloc(g->nb) : NULL;
     if (op == NULL) {
         if (in != NULL)
-            inst_put(in);
+            vf__graph_inst_put(in);
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     }
     vf__op_stage_vars(op, g->bvars);
@@ -952,8 +936,8 @@ static int launch_replay(vf_engine *e, vf_graph *g, const char *who)
         in->launch = NULL;
         op->graph = NULL;
         vf__op_free(op);
-        inst_put(in);
-        graph_unref(g);
+        vf__graph_inst_put(in);
+        vf__graph_unref(g);
     }
     return rc; /* from here the launch may be over: no touch of `in` */
 }
@@ -1053,6 +1037,7 @@ static int set_arg(vf_engine *e, vf_graph *g, size_t index, void *arg,
         nd->desc.arg = arg;
         g->arg_gen++;
     }
+    g->dev_gen++; /* a device replay records its work again */
     pthread_mutex_unlock(&g->lock);
     return 0;
 }
@@ -1062,6 +1047,27 @@ VF_API int vf_graph_set_arg(vf_engine *e, vf_graph *g, size_t index, void *arg,
 {
     static const char who[] = "vf_graph_set_arg";
     return VF__GUARDED(e, who, set_arg(e, g, index, arg, arg_size, who));
+}
+
+static int device_replay(vf_engine *e, vf_graph *g, bool on, const char *who)
+{
+    int rc = check_graph(e, g, who);
+    if (rc != 0)
+        return rc;
+    if (on && g->device == NULL)
+        return vf__fail(VF_ENOTSUP,
+                        "%s: the graph's ops are not all synchronous device "
+                        "ops (not no_skip) of one device whose kind records "
+                        "device graphs (the emulated device, CUDA)",
+                        who);
+    atomic_store_explicit(&g->device_replay, on, memory_order_relaxed);
+    return 0;
+}
+
+VF_API int vf_graph_device_replay(vf_engine *e, vf_graph *g, bool on)
+{
+    static const char who[] = "vf_graph_device_replay";
+    return VF__GUARDED(e, who, device_replay(e, g, on, who));
 }
 
 VF_API size_t vf_graph_ops(const vf_graph *g)
@@ -1089,7 +1095,7 @@ static int destroy(vf_engine *e, vf_graph *g, const char *who)
     bool expected = false;
     if (!atomic_compare_exchange_strong(&g->destroyed, &expected, true))
         return vf__fail(VF_EINVAL, "%s: the graph was destroyed", who);
-    graph_unref(g);
+    vf__graph_unref(g);
     return 0;
 }
 

@@ -116,8 +116,12 @@ typedef struct vf__graph_inst {
     char pad_after_left_[VF__CACHELINE];
     atomic_uint *bleft; /* per boundary var: last uses not finished */
     uint64_t arg_gen;   /* the graph's arg_gen its pointers are from */
+    uint64_t dev_gen;   /* the graph's dev_gen at this launch's start */
     vf__op **ops;       /* each node's block */
     char *slab;
+    /* A device replay's (graph_device.c): its recorded device graph and
+     * the scratch of its launches; NULL until its first. */
+    struct vf__devinst *dev;
 } vf__graph_inst;
 
 /* A node's rare finishes, out of line (graph.c): its failure to the vars
@@ -225,6 +229,11 @@ static inline int vf__graph_node_home(const vf__op *op)
  * does not replay). */
 size_t vf__graph_homes(const vf_graph *g, int *homes_out, size_t n);
 
+/* A node of a graph's device replay completed (device_ops.c, in place of
+ * freeing it: graph_device.c): its block made ready for the next launch,
+ * and when it was the launch's last, the launch ends. */
+void vf__graph_devnode_over(vf__op *op);
+
 /* The places in push order the launch op `op` takes: one per node. */
 uint64_t vf__graph_launch_places(const vf__op *op);
 
@@ -232,6 +241,6 @@ uint64_t vf__graph_launch_places(const vf__op *op);
  * program left. */
 uint64_t vf__graphs_free_all(vf_engine *e);
 
-extern const vf__op_kind vf__kind_launch, vf__kind_graph_op;
+extern const vf__op_kind vf__kind_launch, vf__kind_graph_op, vf__kind_devlaunch;
 
 #endif /* VF_GRAPH_H */

@@ -152,7 +152,8 @@ static int join_family(vf_engine *e, vf__op *op, const char *who)
  * launch's one per op (graph.h). */
 static inline uint64_t places_of(const vf__op *op)
 {
-    return VF__UNLIKELY(op->def->kind == &vf__kind_launch)
+    return VF__UNLIKELY(op->def->kind == &vf__kind_launch ||
+                        op->def->kind == &vf__kind_devlaunch)
                ? vf__graph_launch_places(op)
                : 1;
 }

@@ -44,6 +44,24 @@
  * is a small status block of its own (reference counted, plain memory):
  * the last reference to a cudaEvent_t is never dropped inside one.
  *
+ * Device graphs (device.h) are CUDA graphs made by stream capture
+ * (cudaStreamBeginCapture, thread-local mode): each node ends with an
+ * external event record (cudaEventRecordWithFlags, cudaEventRecordExternal),
+ * so every node has an event of its own that each launch records again;
+ * the nodes are captured one after the other on one stream, so the graph
+ * is a chain in node order. A node's carry list is not needed here: a
+ * failed kernel or copy is a sticky error of the context, which every
+ * later event reports. Host work (vf_run_submit) cannot be recorded (its
+ * status block is per call): submitting it while recording fails with
+ * VF_ENOTSUP. A launch makes the stream wait for its inputs; an input that
+ * carries and closes a segment with host work has its status read on the
+ * host first (cudaEventSynchronize: it is earlier work), and a failed one
+ * refuses the launch (VF_ENOTSUP), since a CUDA graph's nodes cannot be
+ * skipped one by one. A launch's events are wrappers of the graph's own
+ * cudaEvent_t (each holds the graph): an instance of a varflow graph is
+ * launched again only after its last launch completed (graph.h), so a
+ * wrapper of an earlier launch is complete and known so.
+ *
  * Lock order: the stream's status lock and a status block's lock are
  * leaves; no user code runs under them. CUDA's own calls are made with no
  * varflow lock held.
@@ -98,7 +116,19 @@ struct vf__event {
     uint64_t seq;    /* its place in its stream (1, 2, ...) */
     cudaEvent_t ev;
     int device;
-    seg_status *status; /* NULL: the segment had no host work */
+    seg_status *status;  /* NULL: the segment had no host work */
+    vf__devgraph *graph; /* a node's event of a graph's launch: the graph,
+                            which owns `ev` (a reference); else NULL */
+};
+
+/* A device graph: the instantiated CUDA graph and each node's end event. */
+struct vf__devgraph {
+    atomic_int refs; /* acq_rel: the holder's, and each launch's event's */
+    int device;
+    cudaGraphExec_t exec; /* NULL while recording */
+    cudaEvent_t *ends;    /* per node closed */
+    uint32_t n, nclosed, cap;
+    cudaError_t err; /* the first failure while recording */
 };
 
 struct vf__stream {
@@ -109,6 +139,7 @@ struct vf__stream {
     pthread_mutex_t lock;     /* segment, host_work */
     vf__event_status segment; /* lock */
     bool host_work;           /* the open segment had host functions */
+    vf__devgraph *capture;    /* the owner's: the graph being recorded */
 };
 
 static uint64_t now_ns(void)
@@ -252,11 +283,16 @@ static void event_retain(vf__event *e)
     atomic_fetch_add_explicit(&e->refs, 1, memory_order_relaxed);
 }
 
+static void graph_release(vf__devgraph *g);
+
 static void event_release(vf__event *e)
 {
     if (e == NULL || !vf__ref_drop(&e->refs))
         return;
-    unpooled_event(e->device, e->ev);
+    if (e->graph != NULL)
+        graph_release(e->graph); /* the graph's event */
+    else
+        unpooled_event(e->device, e->ev);
     status_release(e->status);
     progress_release(e->prog);
     free(e);
@@ -462,6 +498,12 @@ static void *stream_handle(vf__stream *s)
 static int submit(vf__stream *s, vf_device_fn fn, void *arg, size_t bytes)
 {
     (void)bytes;
+    if (s->capture != NULL)
+        return vf_error_set_detail(
+            VF_ENOTSUP, "CUDA device: host work (vf_run_submit) cannot be "
+                        "recorded into a CUDA graph (a graph with "
+                        "vf_graph_device_replay may submit kernels and "
+                        "copies only)");
     host_call *c = cuda_calloc(1, sizeof *c);
     if (c == NULL)
         return vf_error_set_detail(VF_ENOMEM, "CUDA device: out of memory");
@@ -472,8 +514,18 @@ static int submit(vf__stream *s, vf_device_fn fn, void *arg, size_t bytes)
     return launch(s, run_host_work, c);
 }
 
+static int not_in_capture(const char *what)
+{
+    return vf_error_set_detail(VF_EINVAL,
+                               "CUDA device: %s while the stream records "
+                               "a graph",
+                               what);
+}
+
 static int record(vf__stream *s, vf__event **out)
 {
+    if (s->capture != NULL)
+        return not_in_capture("an event record");
     vf__event *e = cuda_calloc(1, sizeof *e);
     if (e == NULL)
         return vf_error_set_detail(VF_ENOMEM, "CUDA device: out of memory");
@@ -524,6 +576,8 @@ static int record(vf__stream *s, vf__event **out)
 
 static int stream_wait(vf__stream *s, vf__event *e, bool carry)
 {
+    if (s->capture != NULL)
+        return not_in_capture("a stream wait");
     cudaError_t err = cudaStreamWaitEvent(s->st, e->ev, 0);
     if (err != cudaSuccess)
         return cuda_fail(err, "cudaStreamWaitEvent");
@@ -566,6 +620,163 @@ static int stream_start(vf__stream *s)
     return 0;
 }
 
+/* --- device graphs -------------------------------------------------------- */
+
+static void graph_release(vf__devgraph *g)
+{
+    if (g == NULL || !vf__ref_drop(&g->refs))
+        return;
+    cudaSetDevice(g->device);
+    if (g->exec != NULL)
+        cudaGraphExecDestroy(g->exec);
+    for (uint32_t k = 0; k < g->nclosed; k++)
+        unpooled_event(g->device, g->ends[k]);
+    free(g->ends);
+    free(g);
+}
+
+static int capture_begin(vf__stream *s)
+{
+    if (s->capture != NULL)
+        return vf_error_set_detail(VF_EINVAL, "CUDA device: the stream "
+                                              "already records a graph");
+    vf__devgraph *g = cuda_calloc(1, sizeof *g);
+    if (g == NULL)
+        return vf_error_set_detail(VF_ENOMEM, "CUDA device: out of memory");
+    atomic_init(&g->refs, 1);
+    g->device = s->device;
+    cudaError_t err = cudaSetDevice(s->device);
+    if (err == cudaSuccess)
+        err = cudaStreamBeginCapture(s->st, cudaStreamCaptureModeThreadLocal);
+    if (err != cudaSuccess) {
+        free(g);
+        return cuda_fail(err, "cudaStreamBeginCapture");
+    }
+    s->capture = g;
+    return 0;
+}
+
+/* The open node's end: an external event record in the capture. */
+static int close_node(vf__stream *s, vf__devgraph *g)
+{
+    if (g->nclosed == g->cap) {
+        uint32_t cap = g->cap ? 2 * g->cap : 16;
+        cudaEvent_t *t = cuda_malloc((size_t)cap * sizeof *t);
+        if (t == NULL)
+            return vf_error_set_detail(VF_ENOMEM, "CUDA device: out of memory");
+        if (g->nclosed != 0)
+            memcpy(t, g->ends, (size_t)g->nclosed * sizeof *t);
+        free(g->ends);
+        g->ends = t;
+        g->cap = cap;
+    }
+    cudaEvent_t ev;
+    cudaError_t err = pooled_event(s->device, &ev);
+    if (err != cudaSuccess)
+        return cuda_fail(err, "cudaEventCreate");
+    err = cudaEventRecordWithFlags(ev, s->st, cudaEventRecordExternal);
+    if (err != cudaSuccess) {
+        unpooled_event(s->device, ev);
+        return cuda_fail(err, "cudaEventRecordWithFlags");
+    }
+    g->ends[g->nclosed++] = ev;
+    return 0;
+}
+
+static int capture_node(vf__stream *s, const uint32_t *carry, uint32_t ncarry)
+{
+    (void)carry; /* CUDA's errors are sticky: see the top of the file */
+    (void)ncarry;
+    vf__devgraph *g = s->capture;
+    if (g == NULL)
+        return vf_error_set_detail(VF_EINVAL,
+                                   "CUDA device: no graph is recorded");
+    if (g->n > g->nclosed) {
+        int rc = close_node(s, g);
+        if (rc != 0)
+            return rc;
+    }
+    g->n++;
+    return 0;
+}
+
+static int capture_end(vf__stream *s, vf__devgraph **out)
+{
+    vf__devgraph *g = s->capture;
+    if (g == NULL)
+        return vf_error_set_detail(VF_EINVAL,
+                                   "CUDA device: no graph is recorded");
+    int rc = g->n > g->nclosed && out != NULL ? close_node(s, g) : 0;
+    cudaGraph_t graph = NULL;
+    cudaError_t err = cudaStreamEndCapture(s->st, &graph);
+    s->capture = NULL;
+    if (rc == 0 && err != cudaSuccess)
+        rc = cuda_fail(err, "cudaStreamEndCapture");
+    if (rc == 0 && out != NULL &&
+        (err = cudaGraphInstantiate(&g->exec, graph, 0)) != cudaSuccess)
+        rc = cuda_fail(err, "cudaGraphInstantiate");
+    if (graph != NULL)
+        cudaGraphDestroy(graph); /* the exec keeps what it needs */
+    if (rc != 0 || out == NULL) {
+        graph_release(g);
+        return rc;
+    }
+    *out = g;
+    return 0;
+}
+
+static int graph_launch(vf__devgraph *g, vf__stream *s,
+                        const vf__devgraph_input *inputs, uint32_t ninputs,
+                        vf__event **node_events)
+{
+    if (s->capture != NULL)
+        return not_in_capture("a graph launch");
+    cudaError_t err = cudaSetDevice(s->device);
+    if (err != cudaSuccess)
+        return cuda_fail(err, "cudaSetDevice");
+    for (uint32_t i = 0; i < ninputs; i++) {
+        vf__event *in = inputs[i].ev;
+        if (inputs[i].carry && in->status != NULL) {
+            vf__event_status st;
+            if (event_wait(in, &st) != 0)
+                return vf_error_set_detail(
+                    VF_ENOTSUP,
+                    "CUDA device: a graph cannot inherit the failure "
+                    "of host work (%s)",
+                    st.message);
+        }
+        if ((err = cudaStreamWaitEvent(s->st, in->ev, 0)) != cudaSuccess)
+            return cuda_fail(err, "cudaStreamWaitEvent");
+    }
+    uint32_t made = 0;
+    for (; made < g->nclosed; made++) {
+        vf__event *e = cuda_calloc(1, sizeof *e);
+        if (e == NULL)
+            break;
+        atomic_init(&e->refs, 1);
+        atomic_fetch_add_explicit(&s->prog->refs, 1, memory_order_relaxed);
+        e->prog = s->prog;
+        e->device = s->device;
+        e->ev = g->ends[made];
+        atomic_fetch_add_explicit(&g->refs, 1, memory_order_relaxed);
+        e->graph = g;
+        node_events[made] = e;
+    }
+    int rc = 0;
+    if (made < g->nclosed)
+        rc = vf_error_set_detail(VF_ENOMEM, "CUDA device: out of memory");
+    else if ((err = cudaGraphLaunch(g->exec, s->st)) != cudaSuccess)
+        rc = cuda_fail(err, "cudaGraphLaunch");
+    if (rc != 0) {
+        for (uint32_t k = 0; k < made; k++)
+            event_release(node_events[k]);
+        return rc;
+    }
+    for (uint32_t k = 0; k < made; k++) /* in stream order */
+        node_events[k]->seq = ++s->next_seq;
+    return 0;
+}
+
 static const vf__device_class cuda_class = {
     .type = VF_DEVICE_CUDA,
     .name = "cuda",
@@ -584,6 +795,11 @@ static const vf__device_class cuda_class = {
     .stream_sync = stream_sync,
     .stream_stop = stream_stop,
     .stream_start = stream_start,
+    .capture_begin = capture_begin,
+    .capture_node = capture_node,
+    .capture_end = capture_end,
+    .graph_launch = graph_launch,
+    .graph_release = graph_release,
 };
 
 /* --- registration (varflow_cuda.h) --------------------------------------- */

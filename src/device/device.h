@@ -47,8 +47,18 @@
 
 #include "base/common.h"
 
-typedef struct vf__stream vf__stream; /* opaque: each class has its own */
-typedef struct vf__event vf__event;   /* opaque; reference counted */
+typedef struct vf__stream vf__stream;     /* opaque: each class has its own */
+typedef struct vf__event vf__event;       /* opaque; reference counted */
+typedef struct vf__devgraph vf__devgraph; /* opaque; reference counted */
+
+/* What a device graph's launch follows: an event, and the node whose work
+ * first uses what the event guards; with `carry`, that node inherits the
+ * event's failure (as a carrying stream_wait would), else it only orders. */
+typedef struct vf__devgraph_input {
+    vf__event *ev;
+    uint32_t node;
+    bool carry;
+} vf__devgraph_input;
 
 /* How an emulated device slows itself down, so tests see real overlap. */
 typedef struct vf__device_params {
@@ -118,6 +128,43 @@ typedef struct vf__device_class {
      * threads. stream_start: 0 or VF_ESYSTEM. */
     void (*stream_stop)(vf__stream *s);
     int (*stream_start)(vf__stream *s);
+
+    /* --- device graphs: work recorded once, launched as one call ---------
+     *
+     * Optional: all NULL where the class records none (a varflow graph on
+     * it then runs as pushes would). A device graph is a sequence of
+     * *nodes*, each the work submitted for one op; its work runs in node
+     * order, and each node is a segment of its own: its failure is its
+     * own, and a node inherits the failure of the earlier nodes it carries
+     * from (those whose work wrote what it uses) and of the launch inputs
+     * it carries, as separate ops on one stream with carrying waits would.
+     *
+     * capture_begin: from now on the work submitted to `s` is recorded, not
+     * run (record and stream_wait are not allowed until the capture ends).
+     * capture_node: node k (0, 1, ... in calls) starts; the work submitted
+     * until the next call is its own; it carries from the `ncarry` earlier
+     * nodes in `carry`. capture_end: the capture is over; *out the graph
+     * of the nodes started (one reference), or with `out` NULL it is
+     * dropped. VF_ENOMEM, VF_ENOTSUP (work this class cannot record, with
+     * a detail), or the device's error; after a failed capture_begin there
+     * is no capture, after any other failure the capture still needs its
+     * capture_end.
+     *
+     * graph_launch: run g's work on `s`, after all earlier work of `s` and
+     * the `ninputs` inputs; node_events[k] gets a new event (a reference)
+     * that completes when node k's work has, with its status. The events
+     * complete in node order. 0, VF_ENOMEM, VF_ENOTSUP (an input this class
+     * cannot carry into a graph: the caller runs the ops as pushes would),
+     * or the device's error; on failure no work was queued.
+     * graph_release: drop a reference (the last one frees the graph once
+     * its launches have completed). */
+    int (*capture_begin)(vf__stream *s);
+    int (*capture_node)(vf__stream *s, const uint32_t *carry, uint32_t ncarry);
+    int (*capture_end)(vf__stream *s, vf__devgraph **out);
+    int (*graph_launch)(vf__devgraph *g, vf__stream *s,
+                        const vf__devgraph_input *inputs, uint32_t ninputs,
+                        vf__event **node_events);
+    void (*graph_release)(vf__devgraph *g);
 } vf__device_class;
 
 /* The class of a device type, or NULL: VF_DEVICE_CPU, an unknown type, or

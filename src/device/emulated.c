@@ -11,7 +11,11 @@
  *   record  completes the event with the segment's status and a time
  *           stamp, and starts a clean segment;
  *   wait    blocks the stream thread (never the host) until the event
- *           completes; a failed event fails the segment, as inherited.
+ *           completes; a failed event fails the segment, as inherited;
+ *   graph   a device graph's launch (device.h): waits for its inputs, then
+ *           runs its nodes in order, each as a segment of its own (its
+ *           work as `work` runs it, skipped when a node or input it
+ *           carries from failed), completing each node's event after it.
  * An event recorded on an idle stream completes in the record call itself
  * (the thread is parked and touches nothing); a stream waiting on an event
  * runs no later item before that event completes, as CUDA's do.
@@ -30,10 +34,15 @@
  *            itself; a wait still lasts until the event completes);
  * and, on the stream's side, a host-function latency: the stream holds
  * each piece of work that long before it runs it (cudaLaunchHostFunc, what
- * vf_run_submit is on CUDA), sleeping. Each stream reads them from the
- * environment when it is made (VF_EMULATED_LAUNCH_NS, _RECORD_NS,
- * _WAIT_NS, _QUERY_NS, _HOSTFN_NS: decimal nanoseconds, 0 turns one off);
- * unset, the defaults below, measured on an H200 (docs/PERFORMANCE.md).
+ * vf_run_submit is on CUDA), sleeping. A device graph's launch
+ * (cudaGraphLaunch) charges its own: graph_launch once, and graph_node for
+ * each node, in place of every submit, record and wait its nodes would
+ * have made one by one (recording one charges a submit's launch per piece
+ * of work, as capturing a call costs about what making it does). Each
+ * stream reads them from the environment when it is made
+ * (VF_EMULATED_LAUNCH_NS, _RECORD_NS, _WAIT_NS, _QUERY_NS, _HOSTFN_NS,
+ * _GRAPH_LAUNCH_NS, _GRAPH_NODE_NS: decimal nanoseconds, 0 turns one off);
+ * unset, the defaults below.
  *
  * Lock order: a stream's lock, then an event's lock (a record on an idle
  * stream completes its event under the stream's lock); never the reverse
@@ -63,9 +72,13 @@
  * timing event 1.29 us; cudaStreamWaitEvent 0.20 us; cudaEventQuery
  * 0.19 us. Host functions off (0): emulated work stands for kernels and
  * copies unless a run says otherwise (cudaLaunchHostFunc's latency on an
- * idle stream was 11.4 us there). */
+ * idle stream was 11.4 us there). A graph's launch is not measured yet
+ * (bench/device/calls_cuda.cu measures it on the next GPU a session gets):
+ * until then it is modelled as one submit's cost and nothing per node, an
+ * assumption docs/PERFORMANCE.md states as such. */
 typedef struct emu_costs {
     uint64_t launch_ns, record_ns, wait_ns, query_ns, hostfn_ns;
+    uint64_t graph_launch_ns, graph_node_ns;
 } emu_costs;
 
 static const struct cost_setting {
@@ -78,6 +91,8 @@ static const struct cost_setting {
     {"VF_EMULATED_WAIT_NS", offsetof(emu_costs, wait_ns), 200},
     {"VF_EMULATED_QUERY_NS", offsetof(emu_costs, query_ns), 190},
     {"VF_EMULATED_HOSTFN_NS", offsetof(emu_costs, hostfn_ns), 0},
+    {"VF_EMULATED_GRAPH_LAUNCH_NS", offsetof(emu_costs, graph_launch_ns), 2650},
+    {"VF_EMULATED_GRAPH_NODE_NS", offsetof(emu_costs, graph_node_ns), 0},
 };
 #define MAX_COST_NS 1000000000u /* 1 s */
 
@@ -91,7 +106,32 @@ struct vf__event {
     uint64_t done_ns;    /* lock; fixed once done */
 };
 
-typedef enum item_kind { ITEM_WORK, ITEM_RECORD, ITEM_WAIT } item_kind;
+typedef enum item_kind {
+    ITEM_WORK,
+    ITEM_RECORD,
+    ITEM_WAIT,
+    ITEM_GRAPH
+} item_kind;
+
+/* A piece of recorded work, and a node of a device graph: its work and the
+ * earlier nodes it carries from, at offsets into the graph's arrays. */
+typedef struct rec_work {
+    vf_device_fn fn;
+    void *arg;
+    size_t bytes;
+} rec_work;
+
+typedef struct rec_node {
+    uint32_t work_at, nwork, carry_at, ncarry;
+} rec_node;
+
+struct vf__devgraph {
+    atomic_int refs; /* acq_rel: the holder's, and each queued launch's */
+    rec_node *nodes;
+    rec_work *work;
+    uint32_t *carry;
+    uint32_t n, ncap, nw, wcap, nc, ccap;
+};
 
 typedef struct item {
     struct item *next;
@@ -101,6 +141,13 @@ typedef struct item {
     size_t bytes;
     vf__event *ev; /* RECORD, WAIT: a reference, dropped when done */
     bool carry;    /* WAIT: inherit the event's failure */
+    /* GRAPH: the graph (a reference), its inputs (the events referenced),
+     * each node's event (a reference) and status, all freed when done. */
+    vf__devgraph *graph;
+    vf__devgraph_input *inputs;
+    uint32_t ninputs;
+    vf__event **node_events;
+    vf__event_status *node_st;
 } item;
 
 struct vf__stream {
@@ -114,6 +161,7 @@ struct vf__stream {
     vf__device_params params;
     emu_costs costs;          /* fixed when made */
     vf__event_status segment; /* the stream thread's own */
+    vf__devgraph *capture;    /* the owner's: the graph being recorded */
 };
 
 static uint64_t now_ns(void)
@@ -276,6 +324,51 @@ static void run_work(vf__stream *s, const item *it)
         sleep_until(t0 + cost);
 }
 
+static void graph_release(vf__devgraph *g);
+
+/* A node inherits a failure: the first it carries from. */
+static void inherit(vf__event_status *st, const vf__event_status *from)
+{
+    if (st->code != 0 || from->code == 0)
+        return;
+    *st = *from;
+    st->inherited = true;
+}
+
+/* A device graph's launch: its inputs, then each node as a segment of its
+ * own (see the top of the file). */
+static void run_graph(vf__stream *s, item *it)
+{
+    const vf__devgraph *g = it->graph;
+    vf__event_status *st = it->node_st; /* zeroed */
+    for (uint32_t i = 0; i < it->ninputs; i++) {
+        vf__event_status in;
+        if (wait_done(it->inputs[i].ev, &in) != 0 && it->inputs[i].carry)
+            inherit(&st[it->inputs[i].node], &in);
+        event_release(it->inputs[i].ev);
+    }
+    vf__event_status saved = s->segment;
+    for (uint32_t k = 0; k < g->n; k++) {
+        const rec_node *nd = &g->nodes[k];
+        for (uint32_t c = 0; c < nd->ncarry; c++)
+            inherit(&st[k], &st[g->carry[nd->carry_at + c]]);
+        s->segment = st[k]; /* run_work's segment: this node's */
+        for (uint32_t w = 0; w < nd->nwork; w++) {
+            const rec_work *rw = &g->work[nd->work_at + w];
+            run_work(s,
+                     &(item){.fn = rw->fn, .arg = rw->arg, .bytes = rw->bytes});
+        }
+        st[k] = s->segment;
+        event_complete(it->node_events[k], &st[k]);
+        event_release(it->node_events[k]);
+    }
+    s->segment = saved;
+    graph_release(it->graph);
+    free(it->inputs);
+    free(it->node_events);
+    free(it->node_st);
+}
+
 static void run_item(vf__stream *s, item *it)
 {
     switch (it->kind) {
@@ -294,6 +387,9 @@ static void run_item(vf__stream *s, item *it)
         }
         break;
     }
+    case ITEM_GRAPH:
+        run_graph(s, it);
+        break;
     }
     event_release(it->ev);
     free(it);
@@ -432,9 +528,14 @@ static void *stream_handle(vf__stream *s)
     return s;
 }
 
+static int capture_work(vf__stream *s, vf_device_fn fn, void *arg,
+                        size_t bytes);
+
 static int submit(vf__stream *s, vf_device_fn fn, void *arg, size_t bytes)
 {
     spin_ns(s->costs.launch_ns);
+    if (s->capture != NULL)
+        return capture_work(s, fn, arg, bytes);
     item *it = item_new(ITEM_WORK);
     if (it == NULL)
         return VF_ENOMEM;
@@ -445,8 +546,17 @@ static int submit(vf__stream *s, vf_device_fn fn, void *arg, size_t bytes)
     return 0;
 }
 
+static int not_in_capture(const char *what)
+{
+    return vf__fail(VF_EINVAL,
+                    "emulated device: %s while the stream records a graph",
+                    what);
+}
+
 static int record(vf__stream *s, vf__event **out)
 {
+    if (s->capture != NULL)
+        return not_in_capture("an event record");
     spin_ns(s->costs.record_ns);
     vf__event *ev = NULL;
     int rc = event_new(&ev);
@@ -478,6 +588,8 @@ static int record(vf__stream *s, vf__event **out)
 
 static int stream_wait(vf__stream *s, vf__event *ev, bool carry)
 {
+    if (s->capture != NULL)
+        return not_in_capture("a stream wait");
     spin_ns(s->costs.wait_ns);
     item *it = item_new(ITEM_WAIT);
     if (it == NULL)
@@ -501,6 +613,150 @@ static int stream_sync(vf__stream *s)
     return rc; /* the open segment's failure, not yet in an event */
 }
 
+/* --- device graphs -------------------------------------------------------- */
+
+/* Room for one more of an array of `size`-byte elements. */
+static bool grow(void **v, uint32_t n, uint32_t *cap, size_t size)
+{
+    if (n < *cap)
+        return true;
+    uint32_t ncap = *cap ? 2 * *cap : 16;
+    void *nv = ncap > *cap ? realloc(*v, (size_t)ncap * size) : NULL;
+    if (nv == NULL)
+        return false;
+    *v = nv;
+    *cap = ncap;
+    return true;
+}
+
+static int out_of_memory(void)
+{
+    return vf__fail(VF_ENOMEM, "emulated device: out of memory");
+}
+
+static int capture_work(vf__stream *s, vf_device_fn fn, void *arg, size_t bytes)
+{
+    vf__devgraph *g = s->capture;
+    if (g->n == 0)
+        return vf__fail(VF_EINVAL, "emulated device: work recorded before "
+                                   "the graph's first node");
+    if (!grow((void **)&g->work, g->nw, &g->wcap, sizeof *g->work))
+        return out_of_memory();
+    g->work[g->nw++] = (rec_work){fn, arg, bytes};
+    g->nodes[g->n - 1].nwork++;
+    return 0;
+}
+
+static void graph_release(vf__devgraph *g)
+{
+    if (g == NULL || !vf__ref_drop(&g->refs))
+        return;
+    free(g->nodes);
+    free(g->work);
+    free(g->carry);
+    free(g);
+}
+
+static int capture_begin(vf__stream *s)
+{
+    if (s->capture != NULL)
+        return vf__fail(VF_EINVAL, "emulated device: the stream already "
+                                   "records a graph");
+    vf__devgraph *g = vf__calloc(1, sizeof *g);
+    if (g == NULL)
+        return out_of_memory();
+    atomic_init(&g->refs, 1);
+    s->capture = g;
+    return 0;
+}
+
+static int capture_node(vf__stream *s, const uint32_t *carry, uint32_t ncarry)
+{
+    vf__devgraph *g = s->capture;
+    if (g == NULL)
+        return vf__fail(VF_EINVAL, "emulated device: no graph is recorded");
+    for (uint32_t c = 0; c < ncarry; c++)
+        if (carry[c] >= g->n)
+            return vf__fail(VF_EINVAL,
+                            "emulated device: node %u carries from node %u, "
+                            "not an earlier one",
+                            g->n, carry[c]);
+    if (!grow((void **)&g->nodes, g->n, &g->ncap, sizeof *g->nodes))
+        return out_of_memory();
+    for (uint32_t c = 0; c < ncarry; c++) {
+        if (!grow((void **)&g->carry, g->nc, &g->ccap, sizeof *g->carry))
+            return out_of_memory();
+        g->carry[g->nc++] = carry[c];
+    }
+    g->nodes[g->n] = (rec_node){
+        .work_at = g->nw, .carry_at = g->nc - ncarry, .ncarry = ncarry};
+    g->n++;
+    return 0;
+}
+
+static int capture_end(vf__stream *s, vf__devgraph **out)
+{
+    vf__devgraph *g = s->capture;
+    if (g == NULL)
+        return vf__fail(VF_EINVAL, "emulated device: no graph is recorded");
+    s->capture = NULL;
+    if (out == NULL)
+        graph_release(g);
+    else
+        *out = g;
+    return 0;
+}
+
+static int graph_launch(vf__devgraph *g, vf__stream *s,
+                        const vf__devgraph_input *inputs, uint32_t ninputs,
+                        vf__event **node_events)
+{
+    if (s->capture != NULL)
+        return not_in_capture("a graph launch");
+    for (uint32_t i = 0; i < ninputs; i++)
+        if (inputs[i].node >= g->n)
+            return vf__fail(VF_EINVAL,
+                            "emulated device: an input for node %u of a "
+                            "graph of %u",
+                            inputs[i].node, g->n);
+    spin_ns(s->costs.graph_launch_ns + s->costs.graph_node_ns * g->n);
+    item *it = item_new(ITEM_GRAPH);
+    if (it == NULL)
+        return VF_ENOMEM;
+    it->node_events = vf__calloc(g->n ? g->n : 1, sizeof *it->node_events);
+    it->node_st = vf__calloc(g->n ? g->n : 1, sizeof *it->node_st);
+    it->inputs = vf__malloc((ninputs ? ninputs : 1) * sizeof *it->inputs);
+    uint32_t made = 0;
+    if (it->node_events != NULL && it->node_st != NULL && it->inputs != NULL)
+        for (; made < g->n; made++)
+            if (event_new(&it->node_events[made]) != 0)
+                break;
+    if (made < g->n || it->node_events == NULL || it->node_st == NULL ||
+        it->inputs == NULL) {
+        for (uint32_t k = 0; k < made; k++)
+            event_release(it->node_events[k]);
+        free(it->node_events);
+        free(it->node_st);
+        free(it->inputs);
+        free(it);
+        return out_of_memory();
+    }
+    for (uint32_t k = 0; k < g->n; k++) {
+        it->node_events[k]->query_ns = s->costs.query_ns;
+        event_retain(it->node_events[k]); /* the queue's reference */
+        node_events[k] = it->node_events[k];
+    }
+    for (uint32_t i = 0; i < ninputs; i++) {
+        event_retain(inputs[i].ev);
+        it->inputs[i] = inputs[i];
+    }
+    it->ninputs = ninputs;
+    atomic_fetch_add_explicit(&g->refs, 1, memory_order_relaxed);
+    it->graph = g;
+    enqueue(s, it);
+    return 0;
+}
+
 const vf__device_class vf__emulated_class = {
     .type = VF_DEVICE_EMULATED,
     .name = "emulated",
@@ -519,4 +775,9 @@ const vf__device_class vf__emulated_class = {
     .stream_sync = stream_sync,
     .stream_stop = stream_stop,
     .stream_start = stream_start,
+    .capture_begin = capture_begin,
+    .capture_node = capture_node,
+    .capture_end = capture_end,
+    .graph_launch = graph_launch,
+    .graph_release = graph_release,
 };

@@ -1,0 +1,748 @@
+/*
+ * graph_device.c: a graph of device ops replayed as a device graph (a CUDA
+ * graph on CUDA; vf_graph_device_replay, varflow.h).
+ *
+ * When. Every node is a sync device op of one device whose class records
+ * device graphs (device.h), none no_skip, and the program allowed it: a
+ * device graph replays the work the ops' functions submitted when it was
+ * recorded, without calling them again, which only the program can say is
+ * the same thing. Otherwise the launch runs as graph.c says.
+ *
+ * A launch. Its launch op (vf__kind_devlaunch) is queued on the graph's
+ * vars as one op, as a CPU replay's is, and runs where the device's ops
+ * run (a worker of its pool, or the naive engine's thread), on that
+ * worker's stream, holding every var of the graph:
+ *   1. The boundary. For each var, the work in flight it waits for (its
+ *      fences): the last device write, whose failure the nodes that first
+ *      use the var inherit, and for a var the graph writes the device
+ *      reads since, which only order. A failure the host already knows of
+ *      (a var's own, a fence resolved failed), a fence of another kind of
+ *      device, or the shutdown notice: the launch runs its nodes by hand
+ *      (below) instead, as their pushes would, since a device graph's
+ *      nodes cannot be skipped one by one from the host.
+ *   2. The device graph. The instance records it the first time (and
+ *      again after vf_graph_set_arg): on the stream, each node's function
+ *      is called under capture (capture_node names the nodes it carries a
+ *      failure from: the last writers in the graph of the vars it uses).
+ *      A function that fails ends the recording there: the graph of the
+ *      nodes so far (the failed one included, with the work it submitted,
+ *      as its push would run it) is launched this once and not kept, and
+ *      the rest go by hand. Then one graph_launch runs all the recorded
+ *      work after the boundary's fences; each node gets an event of its
+ *      own.
+ *   3. Each node then leaves on its vars a fence of its event and goes to
+ *      the completer, in node order, exactly as a pushed device op whose
+ *      work is in flight does (device_ops.h): the completer resolves its
+ *      outcome (its own failure, or the one it inherited on the device,
+ *      found among the fences it carries from), bumps its versions, calls
+ *      its `done` and counts it; with device_sync or the naive engine it
+ *      is completed here, at once.
+ *   4. The launch op lets go of its vars (the host runs ahead of the
+ *      device, as with pushes), and ends when its last node completed.
+ * By hand: a node runs through the device op's own body
+ * (vf__device_op_run): skipped on the host for an inherited failure, or
+ * its function called on the stream between the fences it waits for and
+ * the one it leaves; in node order, so each sees the fences and failures
+ * the earlier ones left, as the serial program's pushes would.
+ *
+ * Counts. The launch op is pending and active from its push until its end;
+ * its nodes are pending from the launch's run until each completes. The
+ * instance's `left` counts the nodes not completed plus one for the launch
+ * op's own release of its vars, so whichever of the two is last ends it.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "core/completer.h"
+#include "core/device_ops.h"
+#include "core/engine.h"
+#include "core/exec.h"
+#include "core/fences.h"
+#include "core/graph_impl.h"
+#include "core/var.h"
+
+/* --- the plan ------------------------------------------------------------ */
+
+/* A node's part of the device plan: the earlier nodes it carries a failure
+ * from (at carry_at in `carry`), and the boundary vars it uses before any
+ * node of the graph wrote them, whose last device write it carries from
+ * (at ext_at in `ext`, indices into the graph's bvars). */
+typedef struct devnode {
+    uint32_t carry_at, ncarry, ext_at, next;
+} devnode;
+
+typedef struct vf__devplan {
+    devnode *nodes;
+    uint32_t *carry, *ext;
+    uint32_t next; /* all nodes' ext entries */
+} vf__devplan;
+
+/* A recording: the device graph, and the copied arguments its work was
+ * recorded with (its functions were given these, not an instance's, so the
+ * work any instance replays reads what it was recorded with, while the
+ * instances' own copies serve their `done` and their by-hand runs). */
+typedef struct vf__devrec {
+    atomic_int refs; /* acq_rel: the graph's, and each launch running it */
+    const vf__device_class *cls;
+    vf__devgraph *dg;
+    uint64_t gen; /* the graph's dev_gen it was recorded at */
+    char *args;
+} vf__devrec;
+
+/* An instance's scratch for its launches' runs, and the recording its
+ * launch in flight runs (a reference, let go at the launch's end). */
+typedef struct vf__devinst {
+    vf__devrec *rec;
+    vf__fence **wfence;         /* per boundary var: its last device write
+                                   in flight, or NULL */
+    vf__devgraph_input *inputs; /* room: next + reads of written vars */
+    vf__event **events;         /* per node */
+    vf__fence **nfence;         /* per node, during a launch's run */
+} vf__devinst;
+
+static void devrec_unref(vf__devrec *rec)
+{
+    if (rec == NULL ||
+        atomic_fetch_sub_explicit(&rec->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    rec->cls->graph_release(rec->dg);
+    free(rec->args);
+    free(rec);
+}
+
+/* The index of `v` in the graph's boundary (sorted by address). */
+static uint32_t bvar_index(const vf_graph *g, const vf__var *v)
+{
+    uint32_t lo = 0, hi = (uint32_t)g->nb;
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if ((uintptr_t)g->bvars[mid].var <= (uintptr_t)v)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+int vf__devgraph_plan(vf_graph *g, const char *who)
+{
+    if (g->device == NULL)
+        return 0;
+    if (g->device->cls->capture_begin == NULL) {
+        g->device = NULL; /* its class records no device graph */
+        return 0;
+    }
+    size_t uses = 0;
+    for (size_t i = 0; i < g->n; i++)
+        uses += (size_t)g->nodes[i].nvars;
+    vf__devplan *dp = vf__calloc(1, sizeof *dp);
+    uint32_t *lastw = vf__malloc((size_t)(g->nb ? g->nb : 1) * sizeof *lastw);
+    if (dp != NULL) {
+        dp->nodes = vf__calloc(g->n, sizeof *dp->nodes);
+        dp->carry = vf__malloc((uses ? uses : 1) * sizeof *dp->carry);
+        dp->ext = vf__malloc((uses ? uses : 1) * sizeof *dp->ext);
+    }
+    if (dp == NULL || lastw == NULL || dp->nodes == NULL || dp->carry == NULL ||
+        dp->ext == NULL) {
+        free(lastw);
+        g->devplan = dp;
+        vf__devgraph_plan_free(g);
+        return vf__fail(VF_ENOMEM, "%s: out of memory", who);
+    }
+    for (int b = 0; b < g->nb; b++)
+        lastw[b] = UINT32_MAX;
+    uint32_t nc = 0, ne = 0;
+    for (uint32_t i = 0; i < g->n; i++) {
+        const node *nd = &g->nodes[i];
+        devnode *dn = &dp->nodes[i];
+        dn->carry_at = nc;
+        dn->ext_at = ne;
+        for (int j = 0; j < nd->nvars; j++) {
+            uint32_t b = bvar_index(g, nd->vars[j].var);
+            uint32_t w = lastw[b];
+            if (w == UINT32_MAX) {
+                dp->ext[ne++] = b;
+                continue;
+            }
+            bool seen = false; /* two vars may have the same last writer */
+            for (uint32_t c = dn->carry_at; c < nc && !seen; c++)
+                seen = dp->carry[c] == w;
+            if (!seen)
+                dp->carry[nc++] = w;
+        }
+        for (int j = 0; j < nd->nvars; j++)
+            if (nd->vars[j].write)
+                lastw[bvar_index(g, nd->vars[j].var)] = i;
+        dn->ncarry = nc - dn->carry_at;
+        dn->next = ne - dn->ext_at;
+    }
+    dp->next = ne;
+    free(lastw);
+    g->devplan = dp;
+    return 0;
+}
+
+void vf__devgraph_plan_free(vf_graph *g)
+{
+    vf__devplan *dp = g->devplan;
+    if (dp == NULL)
+        return;
+    free(dp->nodes);
+    free(dp->carry);
+    free(dp->ext);
+    free(dp);
+    g->devplan = NULL;
+    devrec_unref(g->devrec); /* no launch is left */
+    g->devrec = NULL;
+}
+
+void vf__devgraph_inst_free(vf__graph_inst *in)
+{
+    vf__devinst *di = in->dev;
+    if (di == NULL)
+        return;
+    devrec_unref(di->rec);
+    free(di->wfence);
+    free(di->inputs);
+    free(di->events);
+    free(di->nfence);
+    free(di);
+    in->dev = NULL;
+}
+
+/* The instance's scratch, made at its first launch; NULL without memory. */
+static vf__devinst *devinst_of(vf__graph_inst *in)
+{
+    if (in->dev != NULL)
+        return in->dev;
+    const vf_graph *g = in->g;
+    size_t nb = (size_t)(g->nb ? g->nb : 1);
+    vf__devinst *di = vf__calloc(1, sizeof *di);
+    if (di == NULL)
+        return NULL;
+    di->wfence = vf__calloc(nb, sizeof *di->wfence);
+    di->inputs = vf__malloc(
+        ((size_t)g->devplan->next + nb * VF__VAR_READ_FENCES + 1) *
+        sizeof *di->inputs);
+    di->events = vf__calloc(g->n, sizeof *di->events);
+    di->nfence = vf__calloc(g->n, sizeof *di->nfence);
+    in->dev = di;
+    if (di->wfence == NULL || di->inputs == NULL || di->events == NULL ||
+        di->nfence == NULL) {
+        vf__devgraph_inst_free(in);
+        return NULL;
+    }
+    return di;
+}
+
+/* --- a node's end -------------------------------------------------------- */
+
+static void devlaunch_end(vf__graph_inst *in);
+
+/* One of the launch's counts in `left` is over (a node, or the launch
+ * op's release of its vars); the last ends the launch. */
+static void left_over(vf__graph_inst *in)
+{
+    if (atomic_fetch_sub_explicit(&in->left, 1, memory_order_acq_rel) == 1)
+        devlaunch_end(in);
+}
+
+/* A node is over: its block ready for the next launch, counted out. */
+static void node_over(vf__graph_inst *in, vf__op *op)
+{
+    vf_engine *e = in->g->engine; /* alive: the launch op is pending */
+    vf__devrun_free(op);
+    vf__graph_node_reset(op);
+    unsigned wake = vf__engine_count_out(e, VF__COUNT_PENDING, true);
+    if (VF__UNLIKELY(wake != 0))
+        vf__engine_wake(e, wake);
+    left_over(in);
+}
+
+void vf__graph_devnode_over(vf__op *op)
+{
+    node_over(op->dev->graph, op);
+}
+
+/* What a node's push would do to its vars once its body returned (exec.c's
+ * finish, device_ops.c's release in flight): a failure known now goes to
+ * what it writes (rule 9), and when it is done on the host, having run,
+ * its versions are bumped (rule 8; work in flight bumps them when it
+ * resolves). */
+static void node_released(vf__op *op, bool done)
+{
+    for (int i = 0; i < op->nvars; i++) {
+        const vf__dep *d = vf__op_dep(op, i);
+        if (!vf__dep_write(d))
+            continue;
+        vf__var *v = vf__dep_var(d);
+        if (op->failure != NULL) {
+            vf__failure_ref(op->failure);
+            vf__failure_unref(atomic_exchange_explicit(&v->failure, op->failure,
+                                                       memory_order_acq_rel));
+        }
+        if (done && !op->skipped)
+            atomic_fetch_add_explicit(&v->version, 1, memory_order_relaxed);
+    }
+}
+
+/* A node done on the host (skipped, or failed before its work could be
+ * put in flight, or completed in its body): `done` and counts, as finish
+ * does, and its end. */
+static void node_done_here(vf__graph_inst *in, vf__op *op)
+{
+    vf_engine *e = in->g->engine;
+    node_released(op, true);
+    if (op->done != NULL)
+        vf__exec_call_done(e, op->done, op->arg, op->status);
+    vf__exec_count_op(e, op);
+    node_over(in, op);
+}
+
+/* A node whose work is in flight, its fence left: to the completer, or,
+ * with device_sync or on the naive engine, completed here (`sync`).
+ * Returns whether it went to the completer. */
+static bool node_in_flight(vf__graph_inst *in, vf__op *op, bool sync)
+{
+    node_released(op, false);
+    op->dev->graph = in;
+    if (sync) {
+        vf__device_op_completed(op); /* waits for its event */
+        return false;
+    }
+    vf__completer_add(&in->g->engine->dev.completer, op);
+    return true;
+}
+
+/* Node i by hand: its push's body (see the top of the file). Returns
+ * whether it went to the completer. */
+static bool by_hand(vf__graph_inst *in, uint32_t i, int worker, bool shutdown,
+                    bool sync)
+{
+    vf__op *op = in->ops[i];
+    op->place = in->base + i;
+    if (vf__device_op_run(op, worker, shutdown)) {
+        node_done_here(in, op);
+        return false;
+    }
+    return node_in_flight(in, op, sync);
+}
+
+/* --- the boundary and the device graph ---------------------------------- */
+
+/* Step 1 (top of the file): the fences the graph's work follows, into
+ * di->inputs (*ninputs of them) and di->wfence; false when the launch
+ * must go by hand (the fences are let go of then). */
+static bool boundary(vf__graph_inst *in, vf__devinst *di,
+                     const vf__device_class *cls, uint32_t *ninputs)
+{
+    const vf_graph *g = in->g;
+    const vf__devplan *dp = g->devplan;
+    uint32_t n = 0;
+    bool ok = true;
+    for (int b = 0; b < g->nb; b++) {
+        vf__var *v = g->bvars[b].var;
+        vf__failure *f = atomic_load_explicit(&v->failure,
+                                              memory_order_acquire);
+        if (f != NULL && vf__failure_live_for(f, in->base))
+            ok = false;
+        vf__fence *fs[1 + VF__VAR_READ_FENCES];
+        int k = vf__fences_of_var(v, true, false, fs);
+        di->wfence[b] = NULL;
+        if (k == 1) {
+            vf__fence *wf = fs[0];
+            if (wf->cls != cls) {
+                ok = false;
+            } else if (atomic_load_explicit(&wf->resolved,
+                                            memory_order_acquire)) {
+                vf__failure *ff = wf->failure;
+                if (ff != NULL && vf__failure_live_for(ff, in->base))
+                    ok = false; /* known now: by hand */
+            } else {
+                di->wfence[b] = wf; /* kept: the nodes carry it */
+                wf = NULL;
+            }
+            if (wf != NULL)
+                vf__fence_unref(wf);
+        }
+        if (!g->bvars[b].write)
+            continue;
+        k = vf__fences_of_var(v, false, true, fs);
+        for (int r = 0; r < k; r++) {
+            if (fs[r]->cls != cls)
+                ok = false;
+            else if (!atomic_load_explicit(&fs[r]->resolved,
+                                           memory_order_acquire))
+                di->inputs[n++] = (vf__devgraph_input){fs[r]->ev, 0, false};
+            vf__fence_unref(fs[r]); /* the event outlives the launch call:
+                                       the var's own reference holds it */
+        }
+    }
+    for (uint32_t i = 0; i < g->n; i++) {
+        const devnode *dn = &dp->nodes[i];
+        for (uint32_t x = 0; x < dn->next; x++) {
+            vf__fence *wf = di->wfence[dp->ext[dn->ext_at + x]];
+            if (wf != NULL)
+                di->inputs[n++] = (vf__devgraph_input){wf->ev, i, true};
+        }
+    }
+    *ninputs = n;
+    if (!ok)
+        for (int b = 0; b < g->nb; b++)
+            if (di->wfence[b] != NULL) {
+                vf__fence_unref(di->wfence[b]);
+                di->wfence[b] = NULL;
+            }
+    return ok;
+}
+
+/* A node whose function was called while recording, whose work is lost
+ * (the recording or its launch failed with `rc`): it fails with that. */
+static void lost_work(vf__graph_inst *in, vf__op *op, int rc)
+{
+    if (op->failure == NULL)
+        vf__exec_op_failed(op, rc, vf_error_detail());
+    node_done_here(in, op);
+}
+
+/* A new recording's block, with room for the copied arguments of this
+ * launch (copied in); NULL without memory. */
+static vf__devrec *devrec_new(vf__graph_inst *in)
+{
+    const vf_graph *g = in->g;
+    size_t size = 0;
+    for (size_t i = 0; i < g->n; i++)
+        size += (g->nodes[i].arg_size + 15) / 16 * 16;
+    vf__devrec *rec = vf__calloc(1, sizeof *rec);
+    char *args = size != 0 ? vf__malloc(size) : NULL;
+    if (rec == NULL || (size != 0 && args == NULL)) {
+        free(rec);
+        free(args);
+        return NULL;
+    }
+    atomic_init(&rec->refs, 1);
+    rec->cls = g->device->cls;
+    rec->gen = in->dev_gen;
+    rec->args = args;
+    for (size_t i = 0, at = 0; i < g->n; i++) {
+        size_t n = g->nodes[i].arg_size;
+        if (n != 0)
+            memcpy(args + at, in->ops[i]->arg, n);
+        at += (n + 15) / 16 * 16;
+    }
+    return rec;
+}
+
+/* Step 2, recording, into `rec`: each node's function called under
+ * capture on `s`, given the recording's copy of its argument; rec->dg the
+ * recorded graph (NULL when none is), *kept whether it covers every node
+ * and may be kept. Returns the nodes whose functions were called (0: no
+ * capture could begin; their work is in rec->dg, or, when it is NULL,
+ * lost: each has failed and is over). */
+static uint32_t record(vf__graph_inst *in, vf__devrec *rec, vf__stream *s,
+                       int worker, bool *kept)
+{
+    const vf_graph *g = in->g;
+    const vf__devplan *dp = g->devplan;
+    const vf__device_class *cls = g->device->cls;
+    *kept = false;
+    if (cls->capture_begin(s) != 0)
+        return 0;
+    vf_run run; /* not zero-initialized: the message is 256 bytes */
+    run.worker = worker;
+    run.cls = cls;
+    run.stream = s;
+    run.item_refs = NULL;
+    uint32_t k = 0;
+    size_t at = 0;
+    int rc = 0;
+    bool failed = false;
+    while (k < g->n && !failed) {
+        const devnode *dn = &dp->nodes[k];
+        if ((rc = cls->capture_node(s, dp->carry + dn->carry_at, dn->ncarry)) !=
+            0)
+            break;
+        size_t size = g->nodes[k].arg_size;
+        vf__op *op = in->ops[k++];
+        op->place = in->base + k - 1;
+        run.op = op;
+        run.name = op->name;
+        void *own = op->arg;
+        if (size != 0)
+            op->arg = rec->args + at;
+        at += (size + 15) / 16 * 16;
+        vf__exec_call_fn(op, &run);
+        op->arg = own;
+        failed = op->failure != NULL; /* the rest by hand */
+    }
+    int erc = cls->capture_end(s, rc == 0 ? &rec->dg : NULL);
+    if (rc == 0)
+        rc = erc;
+    if (rc != 0) {
+        rec->dg = NULL;
+        for (uint32_t i = 0; i < k; i++)
+            lost_work(in, in->ops[i], rc);
+        return k;
+    }
+    *kept = k == g->n && !failed;
+    return k;
+}
+
+/* Step 3 for the `m` nodes a launch of `dg` ran: fences, then the
+ * completer. Returns how many went to the completer. */
+static uint32_t nodes_launched(vf__graph_inst *in, vf__devinst *di,
+                               vf__stream *s, uint32_t m, bool sync)
+{
+    const vf_graph *g = in->g;
+    const vf__devplan *dp = g->devplan;
+    const vf__device_class *cls = g->device->cls;
+    uint32_t sent = 0;
+    for (uint32_t i = 0; i < m; i++) {
+        vf__op *op = in->ops[i];
+        const devnode *dn = &dp->nodes[i];
+        op->place = in->base + i;
+        int cap = (int)(dn->next + dn->ncarry);
+        vf__devrun *d = vf__malloc(sizeof *d + (size_t)cap * sizeof *d->inputs);
+        vf__fence *f = vf__calloc(1, sizeof *f);
+        if (d == NULL || f == NULL) {
+            /* Its work runs, but nothing can follow it: wait for it here
+             * and report it failed (out of memory), as a push would. */
+            free(d);
+            free(f);
+            cls->event_wait(di->events[i], NULL);
+            cls->event_release(di->events[i]);
+            di->nfence[i] = NULL;
+            lost_work(in, op,
+                      vf__fail(VF_ENOMEM, "device op \"%s\": out of memory",
+                               op->name));
+            continue;
+        }
+        atomic_init(&f->refs, 1); /* the op's */
+        f->cls = cls;
+        f->ev = di->events[i]; /* the event's reference is the fence's */
+        f->stream = s;
+        atomic_init(&f->resolved, false);
+        d->cls = cls;
+        d->graph = in;
+        d->fence = f;
+        d->start_ev = NULL;
+        d->ninputs = 0;
+        /* What it carries from: the outside writes it uses first, then the
+         * nodes it carries from (their fences made before it). */
+        for (uint32_t x = 0; x < dn->next; x++) {
+            vf__fence *wf = di->wfence[dp->ext[dn->ext_at + x]];
+            if (wf != NULL) {
+                vf__fence_ref(wf);
+                d->inputs[d->ninputs++] = wf;
+            }
+        }
+        for (uint32_t c = 0; c < dn->ncarry; c++) {
+            vf__fence *pf = di->nfence[dp->carry[dn->carry_at + c]];
+            if (pf != NULL) {
+                vf__fence_ref(pf);
+                d->inputs[d->ninputs++] = pf;
+            }
+        }
+        d->ncarry = d->ninputs;
+        op->dev = d;
+        di->nfence[i] = f;
+        vf__fences_leave(op, f);
+        sent += node_in_flight(in, op, sync);
+    }
+    return sent;
+}
+
+/* The recording this launch runs (a reference, into di->rec): the
+ * graph's when it has the launch's arguments; else NULL and *record_now
+ * when this launch records (no other is recording: then this one is). */
+static vf__devrec *recording_of(vf__graph_inst *in, bool *record_now)
+{
+    vf_graph *g = in->g;
+    vf__devrec *rec = NULL, *stale = NULL;
+    *record_now = false;
+    pthread_mutex_lock(&g->lock);
+    if (g->devrec != NULL && g->devrec->gen == in->dev_gen) {
+        rec = g->devrec;
+        atomic_fetch_add_explicit(&rec->refs, 1, memory_order_relaxed);
+    } else if (!g->dev_recording) {
+        g->dev_recording = *record_now = true;
+        stale = g->devrec;
+        g->devrec = NULL;
+    }
+    pthread_mutex_unlock(&g->lock);
+    devrec_unref(stale);
+    return rec;
+}
+
+/* A recording made by this launch is over: kept as the graph's when it
+ * covers every node (its reference passes to the graph), else let go. */
+static void recording_done(vf__graph_inst *in, vf__devrec *rec, bool kept)
+{
+    vf_graph *g = in->g;
+    pthread_mutex_lock(&g->lock);
+    g->dev_recording = false;
+    if (kept && rec != NULL && g->devrec == NULL) {
+        g->devrec = rec;
+        rec = NULL;
+    }
+    pthread_mutex_unlock(&g->lock);
+    devrec_unref(rec);
+}
+
+/* Steps 1-3 on stream `s`: returns the nodes done with (the rest go by
+ * hand), *sent how many of them went to the completer. */
+static uint32_t replay(vf__graph_inst *in, vf__stream *s, int worker, bool sync,
+                       uint32_t *sent)
+{
+    const vf_graph *g = in->g;
+    const vf__device_class *cls = g->device->cls;
+    vf__devinst *di = devinst_of(in);
+    uint32_t ninputs = 0, m = 0;
+    *sent = 0;
+    if (di == NULL || !boundary(in, di, cls, &ninputs))
+        return 0;
+    bool fresh = false, kept = false;
+    vf__devrec *rec = recording_of(in, &fresh);
+    if (rec == NULL && fresh) { /* this launch records */
+        if ((rec = devrec_new(in)) != NULL) {
+            atomic_store_explicit(&rec->refs, 2, memory_order_relaxed);
+            m = record(in, rec, s, worker, &kept);
+        }
+        recording_done(in, rec, kept);
+        if (rec == NULL || rec->dg == NULL) { /* nothing to launch */
+            devrec_unref(rec);
+            goto out;
+        }
+    } else if (rec == NULL) { /* another launch is recording */
+        goto out;
+    } else {
+        m = (uint32_t)g->n;
+    }
+    di->rec = rec;  /* let go of at the launch's end */
+    if (m < g->n) { /* a part: the inputs of the nodes it holds */
+        uint32_t kept_inputs = 0;
+        for (uint32_t i = 0; i < ninputs; i++)
+            if (di->inputs[i].node < m)
+                di->inputs[kept_inputs++] = di->inputs[i];
+        ninputs = kept_inputs;
+    }
+    int rc = cls->graph_launch(rec->dg, s, di->inputs, ninputs, di->events);
+    if (rc == 0) {
+        *sent = nodes_launched(in, di, s, m, sync);
+    } else if (fresh) { /* the calls are made, their work is lost */
+        for (uint32_t i = 0; i < m; i++)
+            lost_work(in, in->ops[i], rc);
+    } else {
+        m = 0; /* nothing called: all by hand */
+    }
+out:
+    for (int b = 0; b < g->nb; b++)
+        if (di->wfence[b] != NULL) {
+            vf__fence_unref(di->wfence[b]);
+            di->wfence[b] = NULL;
+        }
+    return m;
+}
+
+/* The launch is over: the recording it ran is let go of. */
+static void launch_over(vf__graph_inst *in)
+{
+    if (in->dev != NULL) {
+        devrec_unref(in->dev->rec);
+        in->dev->rec = NULL;
+    }
+}
+
+/* --- the launch op ------------------------------------------------------- */
+
+/* Its kind's run (op.h): the whole launch (the top of the file). True when
+ * every node is over now (finish lets go of its vars, then `finished`);
+ * false when some are in flight (released_in_flight follows). */
+static bool devlaunch_run(vf__op *op, int worker, bool shutdown)
+{
+    vf__graph_inst *in = op->graph;
+    const vf_graph *g = in->g;
+    vf_engine *e = vf__op_engine(op);
+    uint32_t n = (uint32_t)g->n;
+    in->base = op->place;
+    atomic_store_explicit(&in->left, n + 1, memory_order_relaxed);
+    vf__engine_count_in(e, (uint64_t)n * VF__COUNT_PENDING);
+    bool sync = e->dev.sync || op->def->pool == NULL;
+    vf__stream *s = NULL;
+    if (op->def->pool != NULL)
+        s = vf__this_worker()->stream;
+    else if (vf__device_thread_stream(e, g->device, &s) != 0)
+        s = NULL; /* each node reports it, by hand */
+    uint32_t sent = 0, from = 0;
+    if (s != NULL && !shutdown)
+        from = replay(in, s, worker, sync, &sent);
+    for (uint32_t i = from; i < n; i++)
+        sent += by_hand(in, i, worker, shutdown, sync);
+    if (sent != 0)
+        return false;
+    /* Every node is over: `left` is down to the launch's own one. */
+    atomic_store_explicit(&in->left, 0, memory_order_relaxed);
+    return true;
+}
+
+/* Its kind's released_in_flight (op.h): the launch lets go of its vars
+ * while its nodes' work is in flight (their fences are on the vars). */
+static void devlaunch_released(vf__op *op, vf__readylist *ready)
+{
+    vf__graph_inst *in = op->graph;
+    const vf_graph *g = in->g;
+    vf_engine *e = vf__op_engine(op);
+    int before = ready->count;
+    for (int b = 0; b < g->nb; b++) {
+        if (g->bvars[b].write)
+            vf__var_complete_write(g->bvars[b].var, op, NULL, false, ready);
+        else
+            vf__var_complete_read(g->bvars[b].var, op, ready);
+    }
+    uint64_t delta = (uint64_t)(ready->count - before) * VF__COUNT_ACTIVE;
+    delta += vf__exec_loop_op_released(op); /* in the same step */
+    if (delta != 0)
+        vf__engine_count_in(e, delta); /* before the end lowers active */
+    left_over(in);
+}
+
+/* The end of a launch whose nodes were in flight: the launch op goes, and
+ * so does its count (the last touch of the engine). */
+static void devlaunch_end(vf__graph_inst *in)
+{
+    vf_graph *g = in->g;
+    vf_engine *e = g->engine;
+    vf__op *launch = in->launch;
+    in->launch = NULL;
+    launch->graph = NULL;
+    vf__op_free(launch);
+    launch_over(in);
+    vf__graph_inst_put(in);
+    vf__graph_unref(g);
+    unsigned wake = vf__engine_count_out(
+        e, VF__COUNT_PENDING | VF__COUNT_ACTIVE, true);
+    if (VF__UNLIKELY(wake != 0))
+        vf__engine_wake(e, wake);
+}
+
+/* Its kind's finished (op.h): a launch over in its run; finish has let go
+ * of its vars and counts it out. */
+static void devlaunch_finished(vf__op *op)
+{
+    vf__graph_inst *in = op->graph;
+    vf_graph *g = in->g;
+    in->launch = NULL;
+    op->graph = NULL;
+    launch_over(in);
+    vf__graph_inst_put(in);
+    vf__graph_unref(g);
+}
+
+const vf__op_kind vf__kind_devlaunch = {
+    .name = "graph launch",
+    .run = devlaunch_run,
+    .released_in_flight = devlaunch_released,
+    .finished = devlaunch_finished,
+    .dropped = vf__graph_launch_dropped,
+    .flags = VF__KIND_NUMBERED | VF__KIND_HELD | VF__KIND_OWN_FENCES};

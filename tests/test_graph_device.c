@@ -1,0 +1,622 @@
+/*
+ * test_graph_device: graphs of device ops replayed as device graphs
+ * (vf_graph_device_replay), on the emulated device, on every engine kind
+ * and with device_sync.
+ *
+ * - a launch is the pushes it recorded: random programs of device ops over
+ *   a few vars, captured once and launched many times, against the same
+ *   pushes on an engine of the same kind: each op's outcomes, the values
+ *   the device work computed, the versions, what each wait returned, the
+ *   stats; with work failing on the device on chosen launches
+ *   (vf_graph_set_arg), functions failing while the graph is recorded,
+ *   failing CPU ops and failing device ops pushed between launches (a
+ *   failure the host knows at the launch, and one still in flight on the
+ *   device), and waits between launches; every launch replayed
+ *   (stats.replays), most without calling a function;
+ * - a replay calls no function: a graph launched many times calls each
+ *   op's function once, and again after vf_graph_set_arg; without the
+ *   switch every launch calls them;
+ * - vf_graph_device_replay refuses graphs it cannot replay (VF_ENOTSUP:
+ *   CPU ops, two devices, no_skip) and bad handles;
+ * - the emulated class's device graphs directly: nodes run in order, a
+ *   failed node skips the nodes that carry from it and no other, a
+ *   carrying input's failure reaches its node, record and wait are
+ *   refused while recording.
+ */
+#include "runner.h"
+
+#include <string.h>
+
+#include "device/device.h"
+
+#define NV 8      /* vars of a random program */
+#define MAXOPS 24 /* ops of a random program */
+#define STEPS 16  /* launches */
+
+static const vf_device emu = {VF_DEVICE_EMULATED, 0};
+
+typedef struct world {
+    uint64_t val[NV]; /* written by device work only */
+    atomic_int calls; /* functions called */
+    /* outcomes[op][k]: the k-th done status of the op, + 1000 */
+    atomic_int outcomes[MAXOPS][STEPS + 1];
+    atomic_int ndone[MAXOPS];
+} world;
+
+/* A copied argument, set per launch where it changes. */
+typedef struct oparg {
+    world *w;
+    int op;
+    uint64_t salt;
+    int dev_fail;  /* the work fails with this on the device (0: no) */
+    int host_fail; /* the function fails with this (0: no) */
+    int nr, nw;
+    int r[3], wv[2];
+} oparg;
+
+static uint64_t mix(uint64_t h, uint64_t x)
+{
+    h ^= x + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    h *= 0xbf58476d1ce4e5b9ULL;
+    return h ^ (h >> 31);
+}
+
+static int work(void *arg)
+{
+    const oparg *a = arg;
+    if (a->dev_fail != 0)
+        return a->dev_fail;
+    uint64_t h = mix((uint64_t)a->op, a->salt);
+    for (int i = 0; i < a->nr; i++)
+        h = mix(h, a->w->val[a->r[i]]);
+    for (int i = 0; i < a->nw; i++)
+        a->w->val[a->wv[i]] = mix(a->w->val[a->wv[i]], h);
+    return 0;
+}
+
+static int op_fn(vf_run *run, void *arg)
+{
+    oparg *a = arg;
+    atomic_fetch_add(&a->w->calls, 1);
+    if (a->host_fail != 0) {
+        vf_run_set_error(run, "op %d fails on the host", a->op);
+        return a->host_fail;
+    }
+    return vf_run_submit(run, work, a, 0);
+}
+
+static void op_done(void *arg, int status)
+{
+    const oparg *a = arg;
+    int k = atomic_fetch_add(&a->w->ndone[a->op], 1);
+    if (k <= STEPS)
+        atomic_store(&a->w->outcomes[a->op][k], status + 1000);
+}
+
+/* What happens around launch s besides the launch itself. */
+typedef struct step {
+    int set_op;   /* an op whose argument changes before it (-1: none) */
+    oparg set;    /* its new argument (w filled in by the run) */
+    int cpu_fail; /* a failing CPU op writing this var after it (-1) */
+    int dev_fail; /* a device op failing on the device, writing it (-1) */
+    int wait_var; /* then a wait on this var (-1) */
+    bool wait_all;
+} step;
+
+typedef struct program {
+    bool on_device; /* its failures: on the device, or functions' */
+    int nops;
+    oparg ops[MAXOPS];
+    step steps[STEPS];
+} program;
+
+static void make_program(program *p, tu_rng *r)
+{
+    memset(p, 0, sizeof *p);
+    p->nops = tu_range(r, 3, MAXOPS);
+    for (int i = 0; i < p->nops; i++) {
+        oparg *a = &p->ops[i];
+        a->op = i;
+        a->salt = (uint64_t)i;
+        a->nr = tu_below(r, 4);
+        a->nw = tu_range(r, 1, 2); /* each op writes: its launches in order */
+        for (int k = 0; k < a->nr; k++)
+            a->r[k] = tu_below(r, NV);
+        for (int k = 0; k < a->nw; k++)
+            a->wv[k] = tu_below(r, NV);
+    }
+    /* Failures on the device, or functions that fail, not both: a
+     * function that fails while the work it depends on is failing on the
+     * device reports its own failure or the skip depending on whether the
+     * device failure is known on the host yet (device_ops.h), for pushes
+     * and replays alike. */
+    bool on_device = p->on_device = tu_below(r, 2) == 0;
+    /* The arguments as they stand at each step: a change is a set_arg. */
+    oparg cur[MAXOPS];
+    memcpy(cur, p->ops, sizeof cur);
+    for (int s = 0; s < STEPS; s++) {
+        step *st = &p->steps[s];
+        st->set_op = -1;
+        if (s > 0 && tu_below(r, 3) == 0) {
+            int i = tu_below(r, p->nops);
+            oparg a = cur[i];
+            if (tu_below(r, 2) == 0)
+                a.salt = a.salt * 31 + (uint64_t)s;
+            else if (on_device)
+                a.dev_fail = a.dev_fail ? 0 : 5;
+            else
+                a.host_fail = a.host_fail ? 0 : 6;
+            cur[i] = a;
+            st->set_op = i;
+            st->set = a;
+        }
+        st->cpu_fail = tu_below(r, 8) == 0 ? tu_below(r, NV) : -1;
+        st->dev_fail = on_device && tu_below(r, 8) == 0 ? tu_below(r, NV) : -1;
+        st->wait_var = tu_below(r, 3) == 0 ? tu_below(r, NV) : -1;
+        st->wait_all = tu_below(r, 6) == 0;
+    }
+}
+
+static int fail_cpu(vf_run *run, void *arg)
+{
+    (void)arg;
+    vf_run_set_error(run, "a CPU op between launches fails");
+    return 9;
+}
+
+static int fail_dev_work(void *arg)
+{
+    (void)arg;
+    return 8;
+}
+
+static int fail_dev(vf_run *run, void *arg)
+{
+    (void)arg;
+    return vf_run_submit(run, fail_dev_work, NULL, 0);
+}
+
+static int push_op(vf_engine *e, const oparg *proto, const vf_var *vars,
+                   world *w)
+{
+    oparg a = *proto;
+    a.w = w;
+    vf_var rl[3], wl[2];
+    for (int k = 0; k < a.nr; k++)
+        rl[k] = vars[a.r[k]];
+    for (int k = 0; k < a.nw; k++)
+        wl[k] = vars[a.wv[k]];
+    vf_op op = {.fn = op_fn,
+                .arg = &a,
+                .arg_size = sizeof a,
+                .done = op_done,
+                .reads = tu_list(rl, a.nr),
+                .writes = tu_list(wl, a.nw),
+                .device = emu,
+                .name = "device graph op"};
+    return vf_engine_push(e, &op);
+}
+
+typedef struct seen {
+    int wait_rc[STEPS], wait_code[STEPS], wait_all_rc[STEPS];
+    uint64_t versions[NV];
+    vf_stats stats;
+} seen;
+
+/* After launch (or the pushes of step) s: the failing ops, the waits. */
+static void after_step(vf_engine *e, const step *st, const vf_var *vars, int s,
+                       seen *out)
+{
+    if (st->cpu_fail >= 0)
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = fail_cpu,
+                        .writes = tu_list(&vars[st->cpu_fail], 1),
+                        .name = "failing CPU op"}));
+    if (st->dev_fail >= 0)
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = fail_dev,
+                        .writes = tu_list(&vars[st->dev_fail], 1),
+                        .device = emu,
+                        .name = "failing device op"}));
+    vf_error err;
+    memset(&err, 0, sizeof err);
+    if (st->wait_var >= 0) {
+        out->wait_rc[s] = vf_var_wait(e, vars[st->wait_var], &err);
+        out->wait_code[s] = out->wait_rc[s] ? err.code : 0;
+    }
+    /* After a var's wait, all: its claim of a failure is then not raced
+     * by device work still in flight that carries the same failure on the
+     * device (a device op skipped on the device by a failure a wait has
+     * since claimed reports it as its own: device_ops.h; the same for
+     * pushes, but a race a comparison of two runs cannot hold still). */
+    if (st->wait_all || st->wait_var >= 0)
+        out->wait_all_rc[s] = vf_engine_wait_all(e, NULL);
+}
+
+static void finish_run(vf_engine *e, const vf_var *vars, seen *out)
+{
+    (void)vf_engine_wait_all(e, NULL);
+    for (int v = 0; v < NV; v++)
+        CHECK_OK(vf_var_version(e, vars[v], &out->versions[v]));
+    CHECK_OK(vf_engine_stats(e, &out->stats));
+}
+
+static vf_engine *engine(const tu_kind *k, bool sync)
+{
+    vf_config cfg = k->cfg;
+    cfg.device_sync = sync;
+    vf_engine *e = NULL;
+    CHECK_OK(vf_engine_create(&e, &cfg));
+    REQUIRE(e != NULL);
+    return e;
+}
+
+static void run_pushed(const tu_kind *k, bool sync, const program *p, world *w,
+                       seen *out)
+{
+    vf_engine *e = engine(k, sync);
+    vf_var vars[NV];
+    for (int v = 0; v < NV; v++)
+        vars[v] = tu_var(e);
+    oparg cur[MAXOPS];
+    memcpy(cur, p->ops, sizeof cur);
+    for (int s = 0; s < STEPS; s++) {
+        if (p->steps[s].set_op >= 0)
+            cur[p->steps[s].set_op] = p->steps[s].set;
+        for (int i = 0; i < p->nops; i++)
+            CHECK_OK(push_op(e, &cur[i], vars, w));
+        after_step(e, &p->steps[s], vars, s, out);
+    }
+    finish_run(e, vars, out);
+    CHECK_OK(vf_engine_destroy(e));
+}
+
+static void run_launched(const tu_kind *k, bool sync, const program *p,
+                         world *w, seen *out)
+{
+    vf_engine *e = engine(k, sync);
+    vf_var vars[NV];
+    for (int v = 0; v < NV; v++)
+        vars[v] = tu_var(e);
+    vf_graph *g = NULL;
+    CHECK_OK(vf_graph_begin(e));
+    for (int i = 0; i < p->nops; i++)
+        CHECK_OK(push_op(e, &p->ops[i], vars, w));
+    CHECK_OK(vf_graph_end(e, &g));
+    REQUIRE(g != NULL);
+    CHECK_OK(vf_graph_device_replay(e, g, true));
+    for (int s = 0; s < STEPS; s++) {
+        const step *st = &p->steps[s];
+        if (st->set_op >= 0) {
+            oparg a = st->set;
+            a.w = w;
+            CHECK_OK(vf_graph_set_arg(e, g, (size_t)st->set_op, &a, sizeof a));
+        }
+        CHECK_OK(vf_graph_launch(e, g));
+        after_step(e, st, vars, s, out);
+    }
+    finish_run(e, vars, out);
+    CHECK_OK(vf_graph_destroy(e, g));
+    CHECK_OK(vf_engine_destroy(e));
+}
+
+static int int_cmp(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void compare(const program *p, world *a, world *b, const seen *sa,
+                    const seen *sb, int seed)
+{
+    int diffs = 0;
+    for (int i = 0; i < p->nops; i++) {
+        CHECK_EQ(atomic_load(&a->ndone[i]), STEPS);
+        CHECK_EQ(atomic_load(&b->ndone[i]), STEPS);
+        /* An op's outcomes launch by launch, as a multiset: a done called
+         * on the host may overtake the completer's for the launch before
+         * (in both runs alike). */
+        int oa[STEPS], ob[STEPS];
+        for (int s = 0; s < STEPS; s++) {
+            oa[s] = atomic_load(&a->outcomes[i][s]);
+            ob[s] = atomic_load(&b->outcomes[i][s]);
+        }
+        qsort(oa, STEPS, sizeof oa[0], int_cmp);
+        qsort(ob, STEPS, sizeof ob[0], int_cmp);
+        if (memcmp(oa, ob, sizeof oa) != 0 && diffs++ < 4)
+            CHECK_REPORT_("program %d: op %d's outcomes differ", seed, i);
+    }
+    for (int v = 0; v < NV; v++) {
+        if (a->val[v] != b->val[v] && diffs++ < 8)
+            CHECK_REPORT_("program %d: var %d's value differs", seed, v);
+        if (sa->versions[v] != sb->versions[v] && diffs++ < 8)
+            CHECK_REPORT_("program %d: var %d's version: pushed %llu, "
+                          "launched %llu",
+                          seed, v, (unsigned long long)sa->versions[v],
+                          (unsigned long long)sb->versions[v]);
+    }
+    /* Which failure a wait names when two are live: on the device, the
+     * one each skipped op meets first, which depends on what the host has
+     * seen complete (device_ops.h), for pushes and replays alike; with
+     * failures on the host only, the first in push order. */
+    for (int s = 0; s < STEPS; s++)
+        if ((sa->wait_rc[s] != sb->wait_rc[s] ||
+             (!p->on_device && sa->wait_code[s] != sb->wait_code[s]) ||
+             sa->wait_all_rc[s] != sb->wait_all_rc[s]) &&
+            diffs++ < 12)
+            CHECK_REPORT_("program %d: the waits after step %d: pushed %d "
+                          "(%d) / %d, launched %d (%d) / %d",
+                          seed, s, sa->wait_rc[s], sa->wait_code[s],
+                          sa->wait_all_rc[s], sb->wait_rc[s], sb->wait_code[s],
+                          sb->wait_all_rc[s]);
+    CHECK_EQ(sa->stats.ran, sb->stats.ran);
+    CHECK_EQ(sa->stats.failed, sb->stats.failed);
+    CHECK_EQ(sa->stats.skipped, sb->stats.skipped);
+    CHECK_EQ(sb->stats.launches, STEPS);
+    CHECK_EQ(sb->stats.replays, STEPS);
+}
+
+static void replay_programs(const tu_kind *k, bool sync)
+{
+    int nprog = (int)tu_scaled(12, 3);
+    world *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+    program *p = calloc(1, sizeof *p);
+    seen *sa = calloc(1, sizeof *sa), *sb = calloc(1, sizeof *sb);
+    REQUIRE(a && b && p && sa && sb);
+    long calls_pushed = 0, calls_launched = 0;
+    for (int n = 0; n < nprog; n++) {
+        tu_rng r = tu_rng_make(check_seed() * 1000 + (uint64_t)n);
+        make_program(p, &r);
+        memset(a, 0, sizeof *a);
+        memset(b, 0, sizeof *b);
+        memset(sa, 0, sizeof *sa);
+        memset(sb, 0, sizeof *sb);
+        for (int v = 0; v < NV; v++)
+            a->val[v] = b->val[v] = (uint64_t)v * 77;
+        run_pushed(k, sync, p, a, sa);
+        run_launched(k, sync, p, b, sb);
+        compare(p, a, b, sa, sb, n);
+        calls_pushed += atomic_load(&a->calls);
+        calls_launched += atomic_load(&b->calls);
+    }
+    /* The replays ran recorded work: far fewer calls than the pushes. */
+    CHECK(calls_launched < calls_pushed);
+    free(a);
+    free(b);
+    free(p);
+    free(sa);
+    free(sb);
+}
+
+TEST_KIND_CASE(replay_equals_pushing, k)
+{
+    replay_programs(k, false);
+}
+
+TEST_KIND_CASE(replay_equals_pushing_device_sync, k)
+{
+    replay_programs(k, true);
+}
+
+/* --- a replay calls no function ------------------------------------------ */
+
+typedef struct chain_arg {
+    atomic_int *calls;
+    unsigned *cell; /* written by the work only */
+    unsigned add;
+} chain_arg;
+
+static int chain_work(void *arg)
+{
+    const chain_arg *c = arg;
+    *c->cell = *c->cell * 3 + c->add;
+    return 0;
+}
+
+static int chain_fn(vf_run *run, void *arg)
+{
+    chain_arg *c = arg;
+    atomic_fetch_add(c->calls, 1);
+    return vf_run_submit(run, chain_work, c, 0);
+}
+
+TEST_KIND_CASE(functions_called_when_recorded, k)
+{
+    for (int on = 0; on < 2; on++) {
+        vf_engine *e = engine(k, false);
+        vf_var x = tu_var(e), y = tu_var(e);
+        unsigned cell = 1;
+        atomic_int calls = 0;
+        vf_graph *g = NULL;
+        CHECK_OK(vf_graph_begin(e));
+        for (int i = 0; i < 4; i++) {
+            chain_arg c = {&calls, &cell, (unsigned)i + 1};
+            vf_var r = i % 2 ? x : y, w = i % 2 ? y : x;
+            CHECK_OK(vf_engine_push(e, &(vf_op){.fn = chain_fn,
+                                                .arg = &c,
+                                                .arg_size = sizeof c,
+                                                .reads = tu_list(&r, 1),
+                                                .writes = tu_list(&w, 1),
+                                                .device = emu}));
+        }
+        CHECK_OK(vf_graph_end(e, &g));
+        CHECK_OK(vf_graph_device_replay(e, g, on));
+        unsigned expect = 1;
+        for (int s = 0; s < 10; s++) {
+            if (s == 6) { /* a new argument: recorded again */
+                chain_arg c = {&calls, &cell, 10};
+                CHECK_OK(vf_graph_set_arg(e, g, 2, &c, sizeof c));
+            }
+            CHECK_OK(vf_graph_launch(e, g));
+            for (int i = 0; i < 4; i++)
+                expect = expect * 3 +
+                         (i == 2 && s >= 6 ? 10u : (unsigned)i + 1);
+        }
+        uint64_t version = 0;
+        CHECK_OK(vf_var_wait(e, x, NULL));
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        CHECK_OK(vf_var_version(e, x, &version));
+        CHECK_EQ(version, 20);
+        CHECK_EQ(cell, expect);
+        /* On: recorded at the first launch and at the seventh. */
+        CHECK_EQ(atomic_load(&calls), (on ? 8 : 40));
+        vf_stats st;
+        CHECK_OK(vf_engine_stats(e, &st));
+        CHECK_EQ(st.ran, 40);
+        CHECK_EQ(st.replays, (on ? 10 : 0));
+        CHECK_OK(vf_graph_destroy(e, g));
+        CHECK_OK(vf_engine_destroy(e));
+    }
+}
+
+/* --- refusals ------------------------------------------------------------ */
+
+TEST_CASE(device_replay_refusals)
+{
+    vf_engine *e = engine(&tu_kinds[2], false);
+    vf_var x = tu_var(e);
+    vf_graph *cpu = NULL, *two = NULL, *noskip = NULL;
+    CHECK_OK(vf_graph_begin(e));
+    CHECK_OK(
+        vf_engine_push(e, &(vf_op){.fn = tu_nop, .writes = tu_list(&x, 1)}));
+    CHECK_OK(vf_graph_end(e, &cpu));
+    CHECK_ERR(vf_graph_device_replay(e, cpu, true), VF_ENOTSUP);
+    CHECK(strstr(vf_error_detail(), "device") != NULL);
+    CHECK_OK(vf_graph_device_replay(e, cpu, false)); /* off: nothing to do */
+
+    CHECK_OK(vf_graph_begin(e));
+    for (int id = 0; id < 2; id++)
+        CHECK_OK(
+            vf_engine_push(e, &(vf_op){.fn = chain_fn,
+                                       .writes = tu_list(&x, 1),
+                                       .device = {VF_DEVICE_EMULATED, id}}));
+    CHECK_OK(vf_graph_end(e, &two));
+    CHECK_ERR(vf_graph_device_replay(e, two, true), VF_ENOTSUP);
+
+    CHECK_OK(vf_graph_begin(e));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = chain_fn,
+                                        .writes = tu_list(&x, 1),
+                                        .no_skip = true,
+                                        .device = emu}));
+    CHECK_OK(vf_graph_end(e, &noskip));
+    CHECK_ERR(vf_graph_device_replay(e, noskip, true), VF_ENOTSUP);
+
+    CHECK_ERR(vf_graph_device_replay(e, NULL, true), VF_EINVAL);
+    CHECK_ERR(vf_graph_device_replay(NULL, cpu, true), VF_EINVAL);
+    vf_engine *other = engine(&tu_kinds[0], false);
+    CHECK_ERR(vf_graph_device_replay(other, cpu, true), VF_EXDEV);
+    CHECK_OK(vf_engine_destroy(other));
+    CHECK_OK(vf_graph_destroy(e, cpu));
+    CHECK_OK(vf_graph_destroy(e, two));
+    CHECK_OK(vf_graph_destroy(e, noskip));
+    CHECK_OK(vf_engine_destroy(e));
+}
+
+/* --- the emulated class's device graphs ---------------------------------- */
+
+typedef struct node_arg {
+    int *log; /* written by the stream only */
+    int *n;
+    int v, rc;
+} node_arg;
+
+static int node_work(void *arg)
+{
+    const node_arg *a = arg;
+    a->log[(*a->n)++] = a->v;
+    return a->rc;
+}
+
+static int fail_with_3(void *arg)
+{
+    (void)arg;
+    return 3;
+}
+
+TEST_CASE(emulated_device_graph)
+{
+    const vf__device_class *cls = vf__device_class_of(VF_DEVICE_EMULATED);
+    REQUIRE(cls != NULL);
+    vf__stream *s = NULL, *other = NULL;
+    CHECK_OK(cls->stream_create(0, NULL, &s));
+    CHECK_OK(cls->stream_create(1, NULL, &other));
+    REQUIRE(s != NULL && other != NULL);
+    int log[16], n = 0;
+    /* Node 0 fails; node 1 carries from it; node 2 carries from none;
+     * node 3 carries from node 1 (so from 0 through it). */
+    node_arg a[4] = {
+        {log, &n, 10, 4}, {log, &n, 11, 0}, {log, &n, 12, 0}, {log, &n, 13, 0}};
+    const uint32_t from0[] = {0}, from1[] = {1};
+    CHECK_OK(cls->capture_begin(s));
+    CHECK_ERR(cls->capture_begin(s), VF_EINVAL);
+    CHECK_ERR(cls->submit(s, node_work, &a[0], 0), VF_EINVAL); /* no node */
+    CHECK_OK(cls->capture_node(s, NULL, 0));
+    CHECK_OK(cls->submit(s, node_work, &a[0], 0));
+    vf__event *ev = NULL;
+    CHECK_ERR(cls->record(s, &ev), VF_EINVAL);
+    CHECK_OK(cls->capture_node(s, from0, 1));
+    CHECK_OK(cls->submit(s, node_work, &a[1], 0));
+    CHECK_OK(cls->capture_node(s, NULL, 0));
+    CHECK_OK(cls->submit(s, node_work, &a[2], 0));
+    const uint32_t later[] = {5};
+    CHECK_ERR(cls->capture_node(s, later, 1), VF_EINVAL);
+    CHECK_OK(cls->capture_node(s, from1, 1));
+    CHECK_OK(cls->submit(s, node_work, &a[3], 0));
+    vf__devgraph *g = NULL;
+    CHECK_OK(cls->capture_end(s, &g));
+    REQUIRE(g != NULL);
+    CHECK_EQ(n, 0); /* recorded, not run */
+
+    for (int round = 0; round < 2; round++) {
+        n = 0;
+        /* An input failing on another stream, carried into node 2. */
+        CHECK_OK(cls->submit(other, fail_with_3, NULL, 0));
+        vf__event *in_ev = NULL;
+        CHECK_OK(cls->record(other, &in_ev));
+        vf__devgraph_input in = {in_ev, 2, round == 1};
+        vf__event *evs[4] = {0};
+        CHECK_OK(cls->graph_launch(g, s, &in, 1, evs));
+        vf__event_status st[4];
+        for (int i = 0; i < 4; i++) {
+            REQUIRE(evs[i] != NULL);
+            cls->event_wait(evs[i], &st[i]);
+            cls->event_release(evs[i]);
+        }
+        cls->event_release(in_ev);
+        CHECK_EQ(st[0].code, 4);
+        CHECK(!st[0].inherited);
+        CHECK_EQ(st[1].code, 4);
+        CHECK(st[1].inherited);
+        CHECK_EQ(st[3].code, 4);
+        CHECK(st[3].inherited);
+        if (round == 0) {
+            CHECK_EQ(st[2].code, 0); /* ordered only */
+            CHECK_EQ(n, 2);
+            CHECK_EQ(log[0], 10);
+            CHECK_EQ(log[1], 12);
+        } else {
+            CHECK_EQ(st[2].code, 3); /* carried */
+            CHECK(st[2].inherited);
+            CHECK_EQ(n, 1);
+            CHECK_EQ(log[0], 10);
+        }
+    }
+    /* A clean segment after the graph: the stream's own work is its own. */
+    CHECK_OK(cls->record(s, &ev));
+    CHECK_EQ(cls->event_wait(ev, NULL), 0);
+    cls->event_release(ev);
+    cls->graph_release(g);
+    /* A capture dropped at its end runs nothing. */
+    n = 0;
+    CHECK_OK(cls->capture_begin(s));
+    CHECK_OK(cls->capture_node(s, NULL, 0));
+    CHECK_OK(cls->submit(s, node_work, &a[2], 0));
+    CHECK_OK(cls->capture_end(s, NULL));
+    CHECK_ERR(cls->capture_end(s, NULL), VF_EINVAL);
+    CHECK_EQ(cls->stream_sync(s), 0);
+    CHECK_EQ(n, 0);
+    cls->stream_destroy(s);
+    cls->stream_destroy(other);
+}
+
+TEST_MAIN("test_graph_device", 300)
