@@ -17,7 +17,10 @@
  * handle is a real cudaStream_t whose device work the class's events
  * order: A memsets device memory behind a slow host function, B waits for
  * A's event and copies the memory back; B must see A's value, every round.
- * Device ids outside 0..count-1 are VF_ENODEV.
+ * A device graph (two chains of a memset and a copy back, recorded once,
+ * launched again and again) leaves each copy's result by its node's event,
+ * and refuses host work and records while recording. Device ids outside
+ * 0..count-1 are VF_ENODEV.
  */
 #include "runner.h"
 
@@ -233,6 +236,70 @@ static void check_device_memory(const dc_ctx *c)
 TEST_CASE(device_memory)
 {
     if (!on_gpu(check_device_memory))
+        TEST_SKIP("%s", no_gpu);
+}
+
+/* A device graph (device.h) on CUDA: two chains of a memset and a copy
+ * back, recorded once on one stream and launched again and again; each
+ * node's event completes after its work (the copies' results are there),
+ * host work cannot be recorded, and record and wait are refused while
+ * recording. */
+static void check_device_graph(const dc_ctx *c)
+{
+    tu_phase_limit("device graph", 120);
+    enum { N = 1 << 16 };
+    const vf__device_class *cls = c->cls;
+    vf__stream *s = dc_stream(c, c->id);
+    cudaStream_t cs = (cudaStream_t)cls->stream_handle(s);
+    REQUIRE(cudaSetDevice(c->id) == cudaSuccess);
+    unsigned char *dev = NULL, *host = NULL;
+    REQUIRE(cudaMalloc((void **)&dev, 2 * N) == cudaSuccess);
+    REQUIRE(cudaMallocHost((void **)&host, 2 * N) == cudaSuccess);
+    const uint32_t first[] = {0}, third[] = {2};
+    CHECK_OK(cls->capture_begin(s));
+    CHECK_OK(cls->capture_node(s, NULL, 0, NULL, 0));
+    CHECK(cudaMemsetAsync(dev, 0x5a, N, cs) == cudaSuccess);
+    double us = 1;
+    CHECK_ERR(cls->submit(s, fn_slow, &us, 0), VF_ENOTSUP);
+    vf__event *ev = NULL;
+    CHECK_ERR(cls->record(s, &ev), VF_EINVAL);
+    CHECK_OK(cls->capture_node(s, first, 1, first, 1));
+    CHECK(cudaMemcpyAsync(host, dev, N, cudaMemcpyDeviceToHost, cs) ==
+          cudaSuccess);
+    CHECK_OK(cls->capture_node(s, NULL, 0, NULL, 0));
+    CHECK(cudaMemsetAsync(dev + N, 0xa5, N, cs) == cudaSuccess);
+    CHECK_OK(cls->capture_node(s, third, 1, third, 1));
+    CHECK(cudaMemcpyAsync(host + N, dev + N, N, cudaMemcpyDeviceToHost, cs) ==
+          cudaSuccess);
+    vf__devgraph *g = NULL;
+    CHECK_OK(cls->capture_end(s, &g));
+    REQUIRE(g != NULL);
+    for (int round = 0; round < 5; round++) {
+        memset(host, 0, 2 * N);
+        vf__event *evs[4] = {0};
+        CHECK_OK(cls->graph_launch(g, s, NULL, 0, evs));
+        for (int k = 0; k < 4; k++) {
+            REQUIRE(evs[k] != NULL);
+            CHECK_OK(cls->event_wait(evs[k], NULL));
+        }
+        CHECK(host[0] == 0x5a && host[N - 1] == 0x5a);
+        CHECK(host[N] == 0xa5 && host[2 * N - 1] == 0xa5);
+        for (int k = 0; k < 4; k++)
+            cls->event_release(evs[k]);
+    }
+    cls->graph_release(g);
+    /* A stream's own work after its graphs is its own again. */
+    ev = dc_record(c, s);
+    CHECK_OK(cls->event_wait(ev, NULL));
+    cls->event_release(ev);
+    cudaFreeHost(host);
+    cudaFree(dev);
+    cls->stream_destroy(s);
+}
+
+TEST_CASE(device_graph)
+{
+    if (!on_gpu(check_device_graph))
         TEST_SKIP("%s", no_gpu);
 }
 

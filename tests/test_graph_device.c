@@ -550,17 +550,17 @@ TEST_CASE(emulated_device_graph)
     CHECK_OK(cls->capture_begin(s));
     CHECK_ERR(cls->capture_begin(s), VF_EINVAL);
     CHECK_ERR(cls->submit(s, node_work, &a[0], 0), VF_EINVAL); /* no node */
-    CHECK_OK(cls->capture_node(s, NULL, 0));
+    CHECK_OK(cls->capture_node(s, NULL, 0, NULL, 0));
     CHECK_OK(cls->submit(s, node_work, &a[0], 0));
     vf__event *ev = NULL;
     CHECK_ERR(cls->record(s, &ev), VF_EINVAL);
-    CHECK_OK(cls->capture_node(s, from0, 1));
+    CHECK_OK(cls->capture_node(s, from0, 1, from0, 1));
     CHECK_OK(cls->submit(s, node_work, &a[1], 0));
-    CHECK_OK(cls->capture_node(s, NULL, 0));
+    CHECK_OK(cls->capture_node(s, NULL, 0, NULL, 0));
     CHECK_OK(cls->submit(s, node_work, &a[2], 0));
     const uint32_t later[] = {5};
-    CHECK_ERR(cls->capture_node(s, later, 1), VF_EINVAL);
-    CHECK_OK(cls->capture_node(s, from1, 1));
+    CHECK_ERR(cls->capture_node(s, later, 1, later, 1), VF_EINVAL);
+    CHECK_OK(cls->capture_node(s, from1, 1, from1, 1));
     CHECK_OK(cls->submit(s, node_work, &a[3], 0));
     vf__devgraph *g = NULL;
     CHECK_OK(cls->capture_end(s, &g));
@@ -609,7 +609,7 @@ TEST_CASE(emulated_device_graph)
     /* A capture dropped at its end runs nothing. */
     n = 0;
     CHECK_OK(cls->capture_begin(s));
-    CHECK_OK(cls->capture_node(s, NULL, 0));
+    CHECK_OK(cls->capture_node(s, NULL, 0, NULL, 0));
     CHECK_OK(cls->submit(s, node_work, &a[2], 0));
     CHECK_OK(cls->capture_end(s, NULL));
     CHECK_ERR(cls->capture_end(s, NULL), VF_EINVAL);

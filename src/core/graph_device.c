@@ -64,17 +64,18 @@
 
 /* --- the plan ------------------------------------------------------------ */
 
-/* A node's part of the device plan: the earlier nodes it carries a failure
- * from (at carry_at in `carry`), and the boundary vars it uses before any
- * node of the graph wrote them, whose last device write it carries from
- * (at ext_at in `ext`, indices into the graph's bvars). */
+/* A node's part of the device plan: its predecessors (at pred_at in
+ * `pred`: the plan's edges, reversed), the earlier nodes it carries a
+ * failure from (at carry_at in `carry`), and the boundary vars it uses
+ * before any node of the graph wrote them, whose last device write it
+ * carries from (at ext_at in `ext`, indices into the graph's bvars). */
 typedef struct devnode {
-    uint32_t carry_at, ncarry, ext_at, next;
+    uint32_t pred_at, npred, carry_at, ncarry, ext_at, next;
 } devnode;
 
 typedef struct vf__devplan {
     devnode *nodes;
-    uint32_t *carry, *ext;
+    uint32_t *pred, *carry, *ext;
     uint32_t next; /* all nodes' ext entries */
 } vf__devplan;
 
@@ -138,17 +139,34 @@ int vf__devgraph_plan(vf_graph *g, const char *who)
         uses += (size_t)g->nodes[i].nvars;
     vf__devplan *dp = vf__calloc(1, sizeof *dp);
     uint32_t *lastw = vf__malloc((size_t)(g->nb ? g->nb : 1) * sizeof *lastw);
+    size_t edges = 0;
+    for (size_t i = 0; i < g->n; i++)
+        edges += g->pn[i].npred;
     if (dp != NULL) {
         dp->nodes = vf__calloc(g->n, sizeof *dp->nodes);
+        dp->pred = vf__malloc((edges ? edges : 1) * sizeof *dp->pred);
         dp->carry = vf__malloc((uses ? uses : 1) * sizeof *dp->carry);
         dp->ext = vf__malloc((uses ? uses : 1) * sizeof *dp->ext);
     }
-    if (dp == NULL || lastw == NULL || dp->nodes == NULL || dp->carry == NULL ||
-        dp->ext == NULL) {
+    if (dp == NULL || lastw == NULL || dp->nodes == NULL || dp->pred == NULL ||
+        dp->carry == NULL || dp->ext == NULL) {
         free(lastw);
         g->devplan = dp;
         vf__devgraph_plan_free(g);
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
+    }
+    /* The predecessors: each node's slice, then the edges (by predecessor,
+     * in node order) into them. */
+    for (uint32_t i = 0, at = 0; i < g->n; i++) {
+        dp->nodes[i].pred_at = at;
+        at += g->pn[i].npred;
+    }
+    for (uint32_t i = 0; i < g->n; i++) {
+        const vf__plan_node *pn = &g->pn[i];
+        for (uint32_t k = 0; k < pn->nsucc; k++) {
+            devnode *to = &dp->nodes[g->succ[pn->succ_at + k]];
+            dp->pred[to->pred_at + to->npred++] = i;
+        }
     }
     for (int b = 0; b < g->nb; b++)
         lastw[b] = UINT32_MAX;
@@ -189,6 +207,7 @@ void vf__devgraph_plan_free(vf_graph *g)
     if (dp == NULL)
         return;
     free(dp->nodes);
+    free(dp->pred);
     free(dp->carry);
     free(dp->ext);
     free(dp);
@@ -460,8 +479,8 @@ static uint32_t record(vf__graph_inst *in, vf__devrec *rec, vf__stream *s,
     bool failed = false;
     while (k < g->n && !failed) {
         const devnode *dn = &dp->nodes[k];
-        if ((rc = cls->capture_node(s, dp->carry + dn->carry_at, dn->ncarry)) !=
-            0)
+        if ((rc = cls->capture_node(s, dp->pred + dn->pred_at, dn->npred,
+                                    dp->carry + dn->carry_at, dn->ncarry)) != 0)
             break;
         size_t size = g->nodes[k].arg_size;
         vf__op *op = in->ops[k++];

@@ -48,10 +48,13 @@
  * (cudaStreamBeginCapture, thread-local mode): each node ends with an
  * external event record (cudaEventRecordWithFlags, cudaEventRecordExternal),
  * so every node has an event of its own that each launch records again;
- * the nodes are captured one after the other on one stream, so the graph
- * is a chain in node order. A node's carry list is not needed here: a
- * failed kernel or copy is a sticky error of the context, which every
- * later event reports. Host work (vf_run_submit) cannot be recorded (its
+ * each node's work is captured after its predecessors' ends only
+ * (cudaStreamUpdateCaptureDependencies), so the CUDA graph has the
+ * varflow graph's edges and CUDA runs the nodes neither orders at once:
+ * its events complete out of order, and are marked so (no stream
+ * progress). A node's carry list is not needed here: a failed kernel or
+ * copy is a sticky error of the context, which every later event
+ * reports. Host work (vf_run_submit) cannot be recorded (its
  * status block is per call): submitting it while recording fails with
  * VF_ENOTSUP. A launch makes the stream wait for its inputs; an input that
  * carries and closes a segment with host work has its status read on the
@@ -118,15 +121,18 @@ struct vf__event {
     int device;
     seg_status *status;  /* NULL: the segment had no host work */
     vf__devgraph *graph; /* a node's event of a graph's launch: the graph,
-                            which owns `ev` (a reference); else NULL */
+                            which owns `ev` (a reference); else NULL.
+                            Such an event completes out of its stream's
+                            order: `seq` and the progress are not used */
 };
 
 /* A device graph: the instantiated CUDA graph and each node's end event. */
 struct vf__devgraph {
     atomic_int refs; /* acq_rel: the holder's, and each launch's event's */
     int device;
-    cudaGraphExec_t exec; /* NULL while recording */
-    cudaEvent_t *ends;    /* per node closed */
+    cudaGraphExec_t exec;       /* NULL while recording */
+    cudaEvent_t *ends;          /* per node closed: its end's event */
+    cudaGraphNode_t *end_nodes; /* and the capture's node recording it */
     uint32_t n, nclosed, cap;
     cudaError_t err; /* the first failure while recording */
 };
@@ -265,12 +271,15 @@ static void progress_release(progress *p)
 /* Whether `e` is known complete; else remember when it is seen so. */
 static bool known_done(const vf__event *e)
 {
-    return atomic_load_explicit(&e->prog->done_seq, memory_order_acquire) >=
-           e->seq;
+    return e->graph == NULL &&
+           atomic_load_explicit(&e->prog->done_seq, memory_order_acquire) >=
+               e->seq;
 }
 
 static void seen_done(vf__event *e)
 {
+    if (e->graph != NULL)
+        return; /* out of its stream's order */
     uint64_t d = atomic_load_explicit(&e->prog->done_seq, memory_order_relaxed);
     while (d < e->seq && !atomic_compare_exchange_weak_explicit(
                              &e->prog->done_seq, &d, e->seq,
@@ -632,6 +641,7 @@ static void graph_release(vf__devgraph *g)
     for (uint32_t k = 0; k < g->nclosed; k++)
         unpooled_event(g->device, g->ends[k]);
     free(g->ends);
+    free(g->end_nodes);
     free(g);
 }
 
@@ -662,12 +672,20 @@ static int close_node(vf__stream *s, vf__devgraph *g)
     if (g->nclosed == g->cap) {
         uint32_t cap = g->cap ? 2 * g->cap : 16;
         cudaEvent_t *t = cuda_malloc((size_t)cap * sizeof *t);
-        if (t == NULL)
+        cudaGraphNode_t *tn = cuda_malloc((size_t)cap * sizeof *tn);
+        if (t == NULL || tn == NULL) {
+            free(t);
+            free(tn);
             return vf_error_set_detail(VF_ENOMEM, "CUDA device: out of memory");
-        if (g->nclosed != 0)
+        }
+        if (g->nclosed != 0) {
             memcpy(t, g->ends, (size_t)g->nclosed * sizeof *t);
+            memcpy(tn, g->end_nodes, (size_t)g->nclosed * sizeof *tn);
+        }
         free(g->ends);
+        free(g->end_nodes);
         g->ends = t;
+        g->end_nodes = tn;
         g->cap = cap;
     }
     cudaEvent_t ev;
@@ -679,11 +697,29 @@ static int close_node(vf__stream *s, vf__devgraph *g)
         unpooled_event(s->device, ev);
         return cuda_fail(err, "cudaEventRecordWithFlags");
     }
-    g->ends[g->nclosed++] = ev;
+    /* The record is the capture's one dependency now: the node's end. */
+    enum cudaStreamCaptureStatus status;
+    const cudaGraphNode_t *deps = NULL;
+    size_t ndeps = 0;
+#if CUDART_VERSION >= 13000
+    err = cudaStreamGetCaptureInfo(s->st, &status, NULL, NULL, &deps, NULL,
+                                   &ndeps);
+#else
+    err = cudaStreamGetCaptureInfo(s->st, &status, NULL, NULL, &deps, &ndeps);
+#endif
+    if (err == cudaSuccess && ndeps != 1)
+        err = cudaErrorStreamCaptureInvalidated;
+    if (err != cudaSuccess) {
+        unpooled_event(s->device, ev);
+        return cuda_fail(err, "cudaStreamGetCaptureInfo");
+    }
+    g->ends[g->nclosed] = ev;
+    g->end_nodes[g->nclosed++] = deps[0];
     return 0;
 }
 
-static int capture_node(vf__stream *s, const uint32_t *carry, uint32_t ncarry)
+static int capture_node(vf__stream *s, const uint32_t *order, uint32_t norder,
+                        const uint32_t *carry, uint32_t ncarry)
 {
     (void)carry; /* CUDA's errors are sticky: see the top of the file */
     (void)ncarry;
@@ -696,6 +732,33 @@ static int capture_node(vf__stream *s, const uint32_t *carry, uint32_t ncarry)
         if (rc != 0)
             return rc;
     }
+    /* Its work follows its predecessors' ends, and nothing else. */
+    cudaGraphNode_t deps[64], *dp = deps;
+    if (norder > sizeof deps / sizeof deps[0] &&
+        (dp = cuda_malloc((size_t)norder * sizeof *dp)) == NULL)
+        return vf_error_set_detail(VF_ENOMEM, "CUDA device: out of memory");
+    for (uint32_t i = 0; i < norder; i++) {
+        if (order[i] >= g->nclosed) {
+            if (dp != deps)
+                free(dp);
+            return vf_error_set_detail(VF_EINVAL,
+                                       "CUDA device: node %u follows node "
+                                       "%u, not an earlier one",
+                                       g->n, order[i]);
+        }
+        dp[i] = g->end_nodes[order[i]];
+    }
+#if CUDART_VERSION >= 13000
+    cudaError_t err = cudaStreamUpdateCaptureDependencies(
+        s->st, dp, NULL, norder, cudaStreamSetCaptureDependencies);
+#else
+    cudaError_t err = cudaStreamUpdateCaptureDependencies(
+        s->st, dp, norder, cudaStreamSetCaptureDependencies);
+#endif
+    if (dp != deps)
+        free(dp);
+    if (err != cudaSuccess)
+        return cuda_fail(err, "cudaStreamUpdateCaptureDependencies");
     g->n++;
     return 0;
 }
@@ -772,8 +835,6 @@ static int graph_launch(vf__devgraph *g, vf__stream *s,
             event_release(node_events[k]);
         return rc;
     }
-    for (uint32_t k = 0; k < made; k++) /* in stream order */
-        node_events[k]->seq = ++s->next_seq;
     return 0;
 }
 

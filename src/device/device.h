@@ -142,24 +142,27 @@ typedef struct vf__device_class {
      * capture_begin: from now on the work submitted to `s` is recorded, not
      * run (record and stream_wait are not allowed until the capture ends).
      * capture_node: node k (0, 1, ... in calls) starts; the work submitted
-     * until the next call is its own; it carries from the `ncarry` earlier
-     * nodes in `carry`. capture_end: the capture is over; *out the graph
-     * of the nodes started (one reference), or with `out` NULL it is
+     * until the next call is its own; its work follows that of the
+     * `norder` earlier nodes in `order` (its predecessors: the graph may
+     * run nodes neither follows at once), and it carries from the
+     * `ncarry` of them in `carry`. capture_end: the capture is over; *out the
+     * graph of the nodes started (one reference), or with `out` NULL it is
      * dropped. VF_ENOMEM, VF_ENOTSUP (work this class cannot record, with
      * a detail), or the device's error; after a failed capture_begin there
      * is no capture, after any other failure the capture still needs its
      * capture_end.
      *
      * graph_launch: run g's work on `s`, after all earlier work of `s` and
-     * the `ninputs` inputs; node_events[k] gets a new event (a reference)
-     * that completes when node k's work has, with its status. The events
-     * complete in node order. 0, VF_ENOMEM, VF_ENOTSUP (an input this class
-     * cannot carry into a graph: the caller runs the ops as pushes would),
-     * or the device's error; on failure no work was queued.
-     * graph_release: drop a reference (the last one frees the graph once
-     * its launches have completed). */
+     * the `ninputs` inputs, and before any later work of `s`;
+     * node_events[k] gets a new event (a reference) that completes when
+     * node k's work has, with its status (not necessarily in node order). 0,
+     * VF_ENOMEM, VF_ENOTSUP (an input this class cannot carry into a graph: the
+     * caller runs the ops as pushes would), or the device's error; on failure
+     * no work was queued. graph_release: drop a reference (the last one frees
+     * the graph once its launches have completed). */
     int (*capture_begin)(vf__stream *s);
-    int (*capture_node)(vf__stream *s, const uint32_t *carry, uint32_t ncarry);
+    int (*capture_node)(vf__stream *s, const uint32_t *order, uint32_t norder,
+                        const uint32_t *carry, uint32_t ncarry);
     int (*capture_end)(vf__stream *s, vf__devgraph **out);
     int (*graph_launch)(vf__devgraph *g, vf__stream *s,
                         const vf__devgraph_input *inputs, uint32_t ninputs,

@@ -13,7 +13,9 @@
  *   wait    blocks the stream thread (never the host) until the event
  *           completes; a failed event fails the segment, as inherited;
  *   graph   a device graph's launch (device.h): waits for its inputs, then
- *           runs its nodes in order, each as a segment of its own (its
+ *           runs its nodes one after the other, in node order (no two at
+ *           once: the model is of a launch's cost, not of the overlap a
+ *           GPU finds inside a graph), each as a segment of its own (its
  *           work as `work` runs it, skipped when a node or input it
  *           carries from failed), completing each node's event after it.
  * An event recorded on an idle stream completes in the record call itself
@@ -670,8 +672,13 @@ static int capture_begin(vf__stream *s)
     return 0;
 }
 
-static int capture_node(vf__stream *s, const uint32_t *carry, uint32_t ncarry)
+static int capture_node(vf__stream *s, const uint32_t *order, uint32_t norder,
+                        const uint32_t *carry, uint32_t ncarry)
 {
+    /* Its nodes run one after the other, in node order: every node follows
+     * those before it, whatever its own predecessors. */
+    (void)order;
+    (void)norder;
     vf__devgraph *g = s->capture;
     if (g == NULL)
         return vf__fail(VF_EINVAL, "emulated device: no graph is recorded");
