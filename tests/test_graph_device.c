@@ -82,7 +82,8 @@ static int op_fn(vf_run *run, void *arg)
         vf_run_set_error(run, "op %d fails on the host", a->op);
         return a->host_fail;
     }
-    return vf_run_submit(run, work, a, 0);
+    /* Odd ops copy (bytes): a launch's copy lane runs them (emulated.c). */
+    return vf_run_submit(run, work, a, (size_t)(a->op % 2) * 64);
 }
 
 static void op_done(void *arg, int status)

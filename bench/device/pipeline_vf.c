@@ -6,10 +6,14 @@
  *
  * Per batch: copy in (a copy worker's stream), kernel (the compute
  * worker's stream), copy out (the copy worker's stream); one compute and
- * one copy worker, so one stream of each, as the baseline. Two modes:
+ * one copy worker, so one stream of each, as the baseline. Three modes:
  *   events  varflow's default: the streams are ordered with events;
  *   sync    device_sync: the host waits for each op's work before its vars
- *           are released (a synchronize after every op, MXNet 1.x).
+ *           are released (a synchronize after every op, MXNet 1.x);
+ *   replay  events, the whole pipeline captured once as a graph with
+ *           device replay (vf_graph_device_replay): each run is one
+ *           vf_graph_launch, its work one device graph (a CUDA graph on
+ *           CUDA) recorded at the warm-up.
  * On a CUDA device (built with libvarflow-cuda and a CUDA compiler, and a
  * GPU there) the ops queue the baseline's own kernels and copies
  * (examples/device_pipeline_cuda.cu) on vf_run_stream; on the emulated
@@ -21,11 +25,12 @@
  * first CHECK_FLOATS floats against the serial loop (the emulated work computes
  * only those).
  *
- * Each mode runs --reps timed runs after a warm-up, from the first push to
- * the return of vf_engine_wait_all (profiler off), then one profiled run, whose
- * device spans give each op's device time and whose function run times
- * give each op's host time on its worker (--profile PATH writes the events
- * mode's profile there: .html for the report).
+ * Each mode runs --reps timed runs after a warm-up, from the first push
+ * (or the launch) to the return of vf_engine_wait_all (profiler off), then,
+ * but for replay (a profiled engine pushes a graph's ops one by one), one
+ * profiled run, whose device spans give each op's device time and whose
+ * function run times give each op's host time on its worker (--profile PATH
+ * writes the events mode's profile there: .html for the report).
  *
  * Output (key=value; the baseline's RESULT and OP lines, impl=varflow-cuda
  * or varflow-emulated, and a mode= on each):
@@ -35,10 +40,10 @@
  *          host_syncs=... stream_waits=...
  *   OP impl=... mode=... set=... op=copy_in|kernel|copy_out device_us=...
  *          host_us=...
- *   RATIO impl=... set=... sync_over_events=...
+ *   RATIO impl=... set=... sync_over_events=... [replay_over_events=...]
  *
  * Usage: vfbench-device [--set large|tiny] [--batches N] [--reps N]
- *          [--device auto|cuda|emulated] [--mode both|events|sync]
+ *          [--device auto|cuda|emulated] [--mode both|events|sync|replay|all]
  *          [--emu-kernel-us N] [--emu-mb-per-s N] [--emu-latency-us N]
  *          [--profile PATH]
  * Exit 0, 1 on a wrong result or an engine error, 2 on bad usage.
@@ -213,11 +218,35 @@ static int by_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Runs one mode: warm-up, `reps` timed runs, one profiled run. Returns
- * the median time in us (< 0: failed). */
+/* The pipeline once: pushed, or the graph launched (`g`). */
+static int run_once(vf_engine *e, vf_graph *g)
+{
+    int rc = g != NULL ? vf_graph_launch(e, g) : push_all(e);
+    return rc != 0 || vf_engine_wait_all(e, NULL) != 0;
+}
+
+/* The pipeline captured as a graph with device replay; NULL on failure. */
+static vf_graph *capture(vf_engine *e)
+{
+    vf_graph *g = NULL;
+    if (vf_graph_begin(e) != 0)
+        return NULL;
+    int rc = push_all(e);
+    if (vf_graph_end(e, &g) != 0 || rc != 0)
+        return NULL;
+    if (vf_graph_device_replay(e, g, true) != 0) {
+        vf_graph_destroy(e, g);
+        return NULL;
+    }
+    return g;
+}
+
+/* Runs one mode: warm-up, `reps` timed runs, one profiled run (not for
+ * replay). Returns the median time in us (< 0: failed). */
 static double run_mode(const char *impl, const char *mode, vf_config cfg,
                        int reps, const char *profile_path)
 {
+    bool replay = strcmp(mode, "replay") == 0;
     vf_engine *e;
     int rc = vf_engine_create(&e, &cfg);
     if (rc != 0) {
@@ -231,22 +260,30 @@ static double run_mode(const char *impl, const char *mode, vf_config cfg,
         vf_var_create(e, &P.b[i].vout);
     }
     double *t = calloc((size_t)reps, sizeof *t);
-    rc = t == NULL || push_all(e) != 0 || vf_engine_wait_all(e, NULL) != 0 ||
-         check() != 0; /* the warm-up starts every pool and stream */
+    vf_graph *g = replay ? capture(e) : NULL;
+    /* The warm-up starts every pool and stream (and records the graph). */
+    rc = t == NULL || (replay && g == NULL) || run_once(e, g) != 0 ||
+         check() != 0;
     vf_stats s0, s1;
     vf_engine_stats(e, &s0);
     for (int r = 0; r < reps && rc == 0; r++) {
         double t0 = now_us();
-        rc = push_all(e) != 0 || vf_engine_wait_all(e, NULL) != 0;
+        rc = run_once(e, g);
         t[r] = now_us() - t0;
         rc = rc || check() != 0;
     }
     vf_engine_stats(e, &s1);
+    if (replay && rc == 0 && s1.replays - s0.replays != (uint64_t)reps) {
+        fprintf(stderr, "vfbench-device: replay: %llu of %d runs replayed\n",
+                (unsigned long long)(s1.replays - s0.replays), reps);
+        rc = 1;
+    }
     /* The profiled run: each op's device and host time. */
     vf_profile *prof = NULL;
-    rc = rc || vf_profile_start(e) != 0 || push_all(e) != 0 ||
-         vf_engine_wait_all(e, NULL) != 0 || vf_profile_stop(e) != 0 ||
-         vf_profile_take(e, &prof) != 0 || check() != 0;
+    rc = rc || (!replay &&
+                (vf_profile_start(e) != 0 || push_all(e) != 0 ||
+                 vf_engine_wait_all(e, NULL) != 0 || vf_profile_stop(e) != 0 ||
+                 vf_profile_take(e, &prof) != 0 || check() != 0));
     double med = -1;
     if (rc == 0) {
         qsort(t, (size_t)reps, sizeof *t, by_double);
@@ -260,7 +297,7 @@ static double run_mode(const char *impl, const char *mode, vf_config cfg,
                                     (uint64_t)reps),
                (unsigned long long)((s1.stream_waits - s0.stream_waits) /
                                     (uint64_t)reps));
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < 3 && prof != NULL; k++) {
             double dev = 0, host = 0;
             int n = 0, nd = 0;
             for (size_t i = 0; i < vf_profile_count(prof); i++) {
@@ -280,7 +317,7 @@ static double run_mode(const char *impl, const char *mode, vf_config cfg,
                    impl, mode, P.set->name, op_names[k], nd ? dev / nd : 0.0,
                    n ? host / n : 0.0);
         }
-        if (profile_path != NULL &&
+        if (profile_path != NULL && prof != NULL &&
             vf_profile_write(prof, profile_path, VF_PROFILE_AUTO) != 0)
             fprintf(stderr, "vfbench-device: %s: %s\n", profile_path,
                     vf_error_detail());
@@ -289,6 +326,8 @@ static double run_mode(const char *impl, const char *mode, vf_config cfg,
     }
     vf_profile_destroy(prof);
     free(t);
+    if (g != NULL)
+        vf_graph_destroy(e, g);
     vf_engine_destroy(e);
     return med;
 }
@@ -347,7 +386,7 @@ static int usage(void)
     fprintf(stderr, "usage: vfbench-device [--set large|tiny] [--batches N] "
                     "[--reps N]\n"
                     "         [--device auto|cuda|emulated] [--mode "
-                    "both|events|sync]\n"
+                    "both|events|sync|replay|all]\n"
                     "         [--emu-kernel-us N] [--emu-mb-per-s N] "
                     "[--emu-latency-us N]\n"
                     "         [--profile PATH]\n");
@@ -383,7 +422,8 @@ int main(int argc, char **argv)
                  !strcmp(v, "emulated");
         else if (strcmp(a, "--mode") == 0)
             ok = !strcmp(v, "both") || !strcmp(v, "events") ||
-                 !strcmp(v, "sync");
+                 !strcmp(v, "sync") || !strcmp(v, "replay") ||
+                 !strcmp(v, "all");
         else if (strcmp(a, "--emu-kernel-us") == 0)
             ok = (kernel_us = number(v, 0, 10000000)) >= 0;
         else if (strcmp(a, "--emu-mb-per-s") == 0)
@@ -456,9 +496,10 @@ int main(int argc, char **argv)
                ">= %d us",
                P.kernel_us, cfg.emulated_mb_per_s, cfg.emulated_latency_us);
         static const char *const costs[] = {
-            "VF_EMULATED_LAUNCH_NS", "VF_EMULATED_RECORD_NS",
-            "VF_EMULATED_WAIT_NS", "VF_EMULATED_QUERY_NS",
-            "VF_EMULATED_HOSTFN_NS"};
+            "VF_EMULATED_LAUNCH_NS",    "VF_EMULATED_RECORD_NS",
+            "VF_EMULATED_WAIT_NS",      "VF_EMULATED_QUERY_NS",
+            "VF_EMULATED_HOSTFN_NS",    "VF_EMULATED_GRAPH_LAUNCH_NS",
+            "VF_EMULATED_GRAPH_NODE_NS"};
         for (size_t i = 0; i < sizeof costs / sizeof costs[0]; i++) {
             const char *v = getenv(costs[i]);
             if (v != NULL)
@@ -468,22 +509,31 @@ int main(int argc, char **argv)
     }
     printf("\n");
     fflush(stdout);
-    double te = -1, ts = -1;
+    double te = -1, ts = -1, tr = -1;
     int failed = 0;
-    if (strcmp(mode, "sync") != 0) {
+    bool all = strcmp(mode, "all") == 0;
+    if (all || strcmp(mode, "both") == 0 || strcmp(mode, "events") == 0) {
         te = run_mode(impl, "events", cfg, (int)reps, profile);
         failed |= te < 0;
     }
-    if (strcmp(mode, "events") != 0) {
+    if (all || strcmp(mode, "both") == 0 || strcmp(mode, "sync") == 0) {
         vf_config sync = cfg;
         sync.device_sync = true;
         ts = run_mode(impl, "sync", sync, (int)reps, NULL);
         failed |= ts < 0;
     }
+    if (all || strcmp(mode, "replay") == 0) {
+        tr = run_mode(impl, "replay", cfg, (int)reps, NULL);
+        failed |= tr < 0;
+    }
     if (te > 0 && ts > 0)
         printf("RATIO impl=%s set=%s sync_over_events=%.2f (above 1: event "
                "ordering is faster)\n",
                impl, set->name, ts / te);
+    if (te > 0 && tr > 0)
+        printf("RATIO impl=%s set=%s replay_over_events=%.2f (below 1: "
+               "the replay is faster)\n",
+               impl, set->name, tr / te);
     free_batches();
     return failed;
 }

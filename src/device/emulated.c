@@ -13,11 +13,16 @@
  *   wait    blocks the stream thread (never the host) until the event
  *           completes; a failed event fails the segment, as inherited;
  *   graph   a device graph's launch (device.h): waits for its inputs, then
- *           runs its nodes one after the other, in node order (no two at
- *           once: the model is of a launch's cost, not of the overlap a
- *           GPU finds inside a graph), each as a segment of its own (its
- *           work as `work` runs it, skipped when a node or input it
- *           carries from failed), completing each node's event after it.
+ *           runs its nodes, each as a segment of its own (its work as
+ *           `work` runs it, skipped when a node or input it carries from
+ *           failed), completing each node's event after it; the next item
+ *           starts when every node is done. As a GPU overlaps the copies
+ *           and the kernels of a graph (its copy engines and its SMs), a
+ *           stream runs the nodes whose work copies (bytes > 0) on a
+ *           second thread of its own, its copy lane (made at its first
+ *           graph with such a node), and the others on its own: each lane
+ *           takes its nodes as they become ready (their predecessors
+ *           done), first ready first.
  * An event recorded on an idle stream completes in the record call itself
  * (the thread is parked and touches nothing); a stream waiting on an event
  * runs no later item before that event completes, as CUDA's do.
@@ -124,15 +129,19 @@ typedef struct rec_work {
 } rec_work;
 
 typedef struct rec_node {
-    uint32_t work_at, nwork, carry_at, ncarry;
+    uint32_t work_at, nwork, carry_at, ncarry, order_at, norder;
 } rec_node;
 
 struct vf__devgraph {
     atomic_int refs; /* acq_rel: the holder's, and each queued launch's */
     rec_node *nodes;
     rec_work *work;
-    uint32_t *carry;
-    uint32_t n, ncap, nw, wcap, nc, ccap;
+    uint32_t *carry, *order;
+    uint32_t n, ncap, nw, wcap, nc, ccap, no, ocap;
+    /* Made at capture_end: each node's successors (at succ_at[k] in succ,
+     * up to succ_at[k + 1]), and whether its work copies (its lane). */
+    uint32_t *succ_at, *succ;
+    bool *copies;
 };
 
 typedef struct item {
@@ -150,7 +159,23 @@ typedef struct item {
     uint32_t ninputs;
     vf__event **node_events;
     vf__event_status *node_st;
+    /* The lanes' schedule (the copy lane's lock): per node its
+     * predecessors not done; per lane (0: the stream's, 1: the copy
+     * lane's) its ready nodes, in a ring of room n, and those left. */
+    uint32_t *waiting;
+    uint32_t *ready[2];
+    uint32_t head[2], tail[2], left[2];
 } item;
+
+/* A stream's copy lane (see the top of the file): a thread that runs the
+ * copying nodes of the launch in `job`, then clears it. */
+typedef struct emu_lane {
+    pthread_mutex_t lock; /* job, stop, and the jobs. schedules */
+    pthread_cond_t cond;  /* job posted or over, a node done, stop */
+    item *job;
+    bool stop, running;
+    pthread_t thread;
+} emu_lane;
 
 struct vf__stream {
     pthread_mutex_t lock;
@@ -164,6 +189,7 @@ struct vf__stream {
     emu_costs costs;          /* fixed when made */
     vf__event_status segment; /* the stream thread's own */
     vf__devgraph *capture;    /* the owner's: the graph being recorded */
+    emu_lane copy_lane;       /* its thread made at the first need */
 };
 
 static uint64_t now_ns(void)
@@ -302,28 +328,36 @@ static void sleep_until(uint64_t deadline)
     }
 }
 
-static void run_work(vf__stream *s, const item *it)
+/* Work of the segment whose status is *seg (the stream's, or a graph
+ * node's). */
+static void run_work_in(vf__stream *s, vf_device_fn fn, void *arg, size_t bytes,
+                        vf__event_status *seg)
 {
     /* A host function's latency: the stream holds until the host runs it
      * (even one that a failed segment then skips). */
     if (s->costs.hostfn_ns > 0)
         sleep_until(now_ns() + s->costs.hostfn_ns);
-    if (s->segment.code != 0)
+    if (seg->code != 0)
         return; /* the segment failed: later work is skipped */
     uint64_t t0 = now_ns();
-    int rc = it->fn(it->arg);
+    int rc = fn(arg);
     if (rc != 0) {
-        s->segment.code = rc;
-        s->segment.inherited = false;
-        snprintf(s->segment.message, sizeof s->segment.message,
+        seg->code = rc;
+        seg->inherited = false;
+        snprintf(seg->message, sizeof seg->message,
                  "emulated device work failed with %d", rc);
     }
     uint64_t cost = s->params.latency_ns;
-    if (it->bytes > 0 && s->params.bytes_per_sec > 0)
-        cost += (uint64_t)((double)it->bytes * 1e9 /
+    if (bytes > 0 && s->params.bytes_per_sec > 0)
+        cost += (uint64_t)((double)bytes * 1e9 /
                            (double)s->params.bytes_per_sec);
     if (cost > 0 && now_ns() - t0 < cost)
         sleep_until(t0 + cost);
+}
+
+static void run_work(vf__stream *s, const item *it)
+{
+    run_work_in(s, it->fn, it->arg, it->bytes, &s->segment);
 }
 
 static void graph_release(vf__devgraph *g);
@@ -337,8 +371,104 @@ static void inherit(vf__event_status *st, const vf__event_status *from)
     st->inherited = true;
 }
 
-/* A device graph's launch: its inputs, then each node as a segment of its
- * own (see the top of the file). */
+/* Run node k of launch `it` (its predecessors are done). */
+static void run_node(vf__stream *s, item *it, uint32_t k)
+{
+    const vf__devgraph *g = it->graph;
+    const rec_node *nd = &g->nodes[k];
+    vf__event_status *st = it->node_st;
+    for (uint32_t c = 0; c < nd->ncarry; c++)
+        inherit(&st[k], &st[g->carry[nd->carry_at + c]]);
+    for (uint32_t w = 0; w < nd->nwork; w++) {
+        const rec_work *rw = &g->work[nd->work_at + w];
+        run_work_in(s, rw->fn, rw->arg, rw->bytes, &st[k]);
+    }
+    event_complete(it->node_events[k], &st[k]);
+    event_release(it->node_events[k]);
+}
+
+/* Lane `lane` of launch `it`: its nodes as they become ready (see the top
+ * of the file); a node done readies its successors on either lane. */
+static void run_lane(vf__stream *s, item *it, int lane)
+{
+    const vf__devgraph *g = it->graph;
+    struct emu_lane *l = &s->copy_lane;
+    pthread_mutex_lock(&l->lock);
+    while (it->left[lane] != 0) {
+        if (it->head[lane] == it->tail[lane]) {
+            pthread_cond_wait(&l->cond, &l->lock);
+            continue;
+        }
+        uint32_t k = it->ready[lane][it->head[lane]++ % g->n];
+        it->left[lane]--;
+        pthread_mutex_unlock(&l->lock);
+        run_node(s, it, k);
+        pthread_mutex_lock(&l->lock);
+        bool other = false;
+        for (uint32_t i = g->succ_at[k]; i < g->succ_at[k + 1]; i++) {
+            uint32_t to = g->succ[i];
+            if (--it->waiting[to] == 0) {
+                int tl = g->copies[to];
+                it->ready[tl][it->tail[tl]++ % g->n] = to;
+                other |= tl != lane;
+            }
+        }
+        if (other)
+            pthread_cond_broadcast(&l->cond);
+    }
+    pthread_mutex_unlock(&l->lock);
+}
+
+static void *lane_main(void *arg)
+{
+    vf__stream *s = arg;
+    emu_lane *l = &s->copy_lane;
+    pthread_setname_np(pthread_self(), "vf-emu-copy");
+    prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+    pthread_mutex_lock(&l->lock);
+    for (;;) {
+        while (l->job == NULL && !l->stop)
+            pthread_cond_wait(&l->cond, &l->lock);
+        if (l->job == NULL)
+            break;
+        item *it = l->job;
+        pthread_mutex_unlock(&l->lock);
+        run_lane(s, it, 1);
+        pthread_mutex_lock(&l->lock);
+        l->job = NULL;
+        pthread_cond_broadcast(&l->cond);
+    }
+    pthread_mutex_unlock(&l->lock);
+    return NULL;
+}
+
+/* The copy lane's thread, made if need be: false when it cannot be (the
+ * stream thread then runs every node itself). Stream thread only. */
+static bool lane_up(vf__stream *s)
+{
+    emu_lane *l = &s->copy_lane;
+    if (!l->running) {
+        l->stop = false;
+        l->running = pthread_create(&l->thread, NULL, lane_main, s) == 0;
+    }
+    return l->running;
+}
+
+static void lane_down(vf__stream *s)
+{
+    emu_lane *l = &s->copy_lane;
+    if (!l->running)
+        return;
+    pthread_mutex_lock(&l->lock);
+    l->stop = true;
+    pthread_cond_broadcast(&l->cond);
+    pthread_mutex_unlock(&l->lock);
+    pthread_join(l->thread, NULL);
+    l->running = false;
+}
+
+/* A device graph's launch: its inputs, then its nodes, on the two lanes
+ * when some copy and some do not (see the top of the file). */
 static void run_graph(vf__stream *s, item *it)
 {
     const vf__devgraph *g = it->graph;
@@ -349,26 +479,37 @@ static void run_graph(vf__stream *s, item *it)
             inherit(&st[it->inputs[i].node], &in);
         event_release(it->inputs[i].ev);
     }
-    vf__event_status saved = s->segment;
-    for (uint32_t k = 0; k < g->n; k++) {
-        const rec_node *nd = &g->nodes[k];
-        for (uint32_t c = 0; c < nd->ncarry; c++)
-            inherit(&st[k], &st[g->carry[nd->carry_at + c]]);
-        s->segment = st[k]; /* run_work's segment: this node's */
-        for (uint32_t w = 0; w < nd->nwork; w++) {
-            const rec_work *rw = &g->work[nd->work_at + w];
-            run_work(s,
-                     &(item){.fn = rw->fn, .arg = rw->arg, .bytes = rw->bytes});
+    uint32_t ncopies = 0;
+    for (uint32_t k = 0; k < g->n; k++)
+        ncopies += g->copies[k];
+    if (ncopies == 0 || ncopies == g->n || !lane_up(s)) {
+        for (uint32_t k = 0; k < g->n; k++) /* node order: one lane */
+            run_node(s, it, k);
+    } else {
+        for (uint32_t k = 0; k < g->n; k++) {
+            const rec_node *nd = &g->nodes[k];
+            int lane = g->copies[k];
+            it->waiting[k] = nd->norder;
+            it->left[lane]++;
+            if (nd->norder == 0)
+                it->ready[lane][it->tail[lane]++] = k;
         }
-        st[k] = s->segment;
-        event_complete(it->node_events[k], &st[k]);
-        event_release(it->node_events[k]);
+        emu_lane *l = &s->copy_lane;
+        pthread_mutex_lock(&l->lock);
+        l->job = it;
+        pthread_cond_broadcast(&l->cond);
+        pthread_mutex_unlock(&l->lock);
+        run_lane(s, it, 0);
+        pthread_mutex_lock(&l->lock);
+        while (l->job != NULL)
+            pthread_cond_wait(&l->cond, &l->lock);
+        pthread_mutex_unlock(&l->lock);
     }
-    s->segment = saved;
     graph_release(it->graph);
     free(it->inputs);
     free(it->node_events);
     free(it->node_st);
+    free(it->waiting);
 }
 
 static void run_item(vf__stream *s, item *it)
@@ -480,10 +621,16 @@ static int stream_create(int id, const vf__device_params *params,
     if (pthread_mutex_init(&s->lock, NULL) == 0 && ++made &&
         pthread_cond_init(&s->work_cond, NULL) == 0 && ++made &&
         pthread_cond_init(&s->idle_cond, NULL) == 0 && ++made &&
+        pthread_mutex_init(&s->copy_lane.lock, NULL) == 0 && ++made &&
+        pthread_cond_init(&s->copy_lane.cond, NULL) == 0 && ++made &&
         pthread_create(&s->thread, NULL, stream_main, s) == 0) {
         *out = s;
         return 0;
     }
+    if (made > 4)
+        pthread_cond_destroy(&s->copy_lane.cond);
+    if (made > 3)
+        pthread_mutex_destroy(&s->copy_lane.lock);
     if (made > 2)
         pthread_cond_destroy(&s->idle_cond);
     if (made > 1)
@@ -501,6 +648,8 @@ static void stream_destroy(vf__stream *s)
 {
     if (!s->stop) /* a stopped stream has no thread to join */
         stream_stop(s);
+    pthread_cond_destroy(&s->copy_lane.cond);
+    pthread_mutex_destroy(&s->copy_lane.lock);
     pthread_cond_destroy(&s->idle_cond);
     pthread_cond_destroy(&s->work_cond);
     pthread_mutex_destroy(&s->lock);
@@ -514,6 +663,7 @@ static void stream_stop(vf__stream *s)
     pthread_cond_signal(&s->work_cond);
     pthread_mutex_unlock(&s->lock);
     pthread_join(s->thread, NULL);
+    lane_down(s); /* idle: the stream thread drained its queue */
 }
 
 static int stream_start(vf__stream *s)
@@ -656,6 +806,10 @@ static void graph_release(vf__devgraph *g)
     free(g->nodes);
     free(g->work);
     free(g->carry);
+    free(g->order);
+    free(g->succ_at);
+    free(g->succ);
+    free(g->copies);
     free(g);
 }
 
@@ -675,10 +829,6 @@ static int capture_begin(vf__stream *s)
 static int capture_node(vf__stream *s, const uint32_t *order, uint32_t norder,
                         const uint32_t *carry, uint32_t ncarry)
 {
-    /* Its nodes run one after the other, in node order: every node follows
-     * those before it, whatever its own predecessors. */
-    (void)order;
-    (void)norder;
     vf__devgraph *g = s->capture;
     if (g == NULL)
         return vf__fail(VF_EINVAL, "emulated device: no graph is recorded");
@@ -688,6 +838,12 @@ static int capture_node(vf__stream *s, const uint32_t *order, uint32_t norder,
                             "emulated device: node %u carries from node %u, "
                             "not an earlier one",
                             g->n, carry[c]);
+    for (uint32_t c = 0; c < norder; c++)
+        if (order[c] >= g->n)
+            return vf__fail(VF_EINVAL,
+                            "emulated device: node %u follows node %u, not "
+                            "an earlier one",
+                            g->n, order[c]);
     if (!grow((void **)&g->nodes, g->n, &g->ncap, sizeof *g->nodes))
         return out_of_memory();
     for (uint32_t c = 0; c < ncarry; c++) {
@@ -695,8 +851,16 @@ static int capture_node(vf__stream *s, const uint32_t *order, uint32_t norder,
             return out_of_memory();
         g->carry[g->nc++] = carry[c];
     }
-    g->nodes[g->n] = (rec_node){
-        .work_at = g->nw, .carry_at = g->nc - ncarry, .ncarry = ncarry};
+    for (uint32_t c = 0; c < norder; c++) {
+        if (!grow((void **)&g->order, g->no, &g->ocap, sizeof *g->order))
+            return out_of_memory();
+        g->order[g->no++] = order[c];
+    }
+    g->nodes[g->n] = (rec_node){.work_at = g->nw,
+                                .carry_at = g->nc - ncarry,
+                                .ncarry = ncarry,
+                                .order_at = g->no - norder,
+                                .norder = norder};
     g->n++;
     return 0;
 }
@@ -707,10 +871,32 @@ static int capture_end(vf__stream *s, vf__devgraph **out)
     if (g == NULL)
         return vf__fail(VF_EINVAL, "emulated device: no graph is recorded");
     s->capture = NULL;
-    if (out == NULL)
+    if (out == NULL) {
         graph_release(g);
-    else
-        *out = g;
+        return 0;
+    }
+    /* The successors (the order lists, reversed) and the lanes. */
+    g->succ_at = vf__calloc((size_t)g->n + 1, sizeof *g->succ_at);
+    g->succ = vf__malloc((g->no ? g->no : 1) * sizeof *g->succ);
+    g->copies = vf__calloc(g->n ? g->n : 1, sizeof *g->copies);
+    if (g->succ_at == NULL || g->succ == NULL || g->copies == NULL) {
+        graph_release(g);
+        return out_of_memory();
+    }
+    for (uint32_t i = 0; i < g->no; i++)
+        g->succ_at[g->order[i] + 1]++;
+    for (uint32_t k = 0; k < g->n; k++)
+        g->succ_at[k + 1] += g->succ_at[k];
+    for (uint32_t k = 0; k < g->n; k++) {
+        const rec_node *nd = &g->nodes[k];
+        for (uint32_t p = 0; p < nd->norder; p++) /* fills by pred's slot */
+            g->succ[g->succ_at[g->order[nd->order_at + p]]++] = k;
+        g->copies[k] = nd->nwork != 0 && g->work[nd->work_at].bytes > 0;
+    }
+    for (uint32_t k = g->n; k > 0; k--) /* each slot back at its start */
+        g->succ_at[k] = g->succ_at[k - 1];
+    g->succ_at[0] = 0;
+    *out = g;
     return 0;
 }
 
@@ -732,18 +918,25 @@ static int graph_launch(vf__devgraph *g, vf__stream *s,
         return VF_ENOMEM;
     it->node_events = vf__calloc(g->n ? g->n : 1, sizeof *it->node_events);
     it->node_st = vf__calloc(g->n ? g->n : 1, sizeof *it->node_st);
+    size_t room = g->n ? g->n : 1;
+    it->waiting = vf__malloc(room * 3 * sizeof *it->waiting);
+    if (it->waiting != NULL) {
+        it->ready[0] = it->waiting + room;
+        it->ready[1] = it->waiting + 2 * room;
+    }
     it->inputs = vf__malloc((ninputs ? ninputs : 1) * sizeof *it->inputs);
     uint32_t made = 0;
-    if (it->node_events != NULL && it->node_st != NULL && it->inputs != NULL)
-        for (; made < g->n; made++)
-            if (event_new(&it->node_events[made]) != 0)
-                break;
-    if (made < g->n || it->node_events == NULL || it->node_st == NULL ||
-        it->inputs == NULL) {
+    bool have = it->node_events != NULL && it->node_st != NULL &&
+                it->waiting != NULL && it->inputs != NULL;
+    for (; have && made < g->n; made++)
+        if (event_new(&it->node_events[made]) != 0)
+            break;
+    if (!have || made < g->n) {
         for (uint32_t k = 0; k < made; k++)
             event_release(it->node_events[k]);
         free(it->node_events);
         free(it->node_st);
+        free(it->waiting);
         free(it->inputs);
         free(it);
         return out_of_memory();
