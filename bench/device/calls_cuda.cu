@@ -20,9 +20,15 @@
 //                the call to the function running on CUDA's thread
 //   signal       the latency of an event on an idle stream: from
 //                cudaEventRecord to cudaEventQuery first seeing it done
+//   graph1       cudaGraphLaunch of a CUDA graph of 1 node, and
+//   graph64      of 64, each node an empty kernel and an external event
+//                record (what the CUDA class captures for a device op of a
+//                replayed graph: src/device/cuda.c), made by stream capture
+//   graph_node   (graph64 - graph1) / 63: what a node adds to a launch
 // and last a line of the environment that sets the emulated device to them:
 //   ENV VF_EMULATED_LAUNCH_NS=... VF_EMULATED_RECORD_NS=...
 //       VF_EMULATED_WAIT_NS=... VF_EMULATED_QUERY_NS=...
+//       VF_EMULATED_GRAPH_LAUNCH_NS=... VF_EMULATED_GRAPH_NODE_NS=...
 // (launch: the mean of launch and copy, which the emulated device's one
 // submit cost stands for; the host-function latency is left out: the
 // emulated device charges it only to model vf_run_submit work, off by
@@ -193,10 +199,45 @@ int main(int argc, char **argv)
     print("hostfn", hostfn_lat);
     print("signal", signal);
 
+    // Graph launches: graphs of 1 and of 64 nodes, as the CUDA class makes
+    // them (a node's work, then an external record of its event).
+    Stat graphs[2];
+    const int sizes[2] = {1, 64};
+    for (int g = 0; g < 2; g++) {
+        int n = sizes[g];
+        std::vector<cudaEvent_t> ends(n);
+        for (int k = 0; k < n; k++)
+            CK(cudaEventCreate(&ends[k]));
+        CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+        for (int k = 0; k < n; k++) {
+            empty_kernel<<<1, 1, 0, s>>>();
+            CK(cudaEventRecordWithFlags(ends[k], s, cudaEventRecordExternal));
+        }
+        cudaGraph_t graph;
+        CK(cudaStreamEndCapture(s, &graph));
+        cudaGraphExec_t exec;
+        CK(cudaGraphInstantiate(&exec, graph, 0));
+        int per_round = std::max(1, std::min(queued, 512 / n));
+        graphs[g] = loop(
+            reps * std::max(1, calls / 64 / per_round), per_round,
+            [&](int) { CK(cudaGraphLaunch(exec, s)); }, drain);
+        CK(cudaGraphExecDestroy(exec));
+        CK(cudaGraphDestroy(graph));
+        for (int k = 0; k < n; k++)
+            CK(cudaEventDestroy(ends[k]));
+    }
+    print("graph1", graphs[0]);
+    print("graph64", graphs[1]);
+    double node_ns = std::max(0.0, (graphs[1].median - graphs[0].median) / 63);
+    std::printf("CALL name=graph_node ns=%.0f\n", node_ns);
+
     std::printf("ENV VF_EMULATED_LAUNCH_NS=%.0f VF_EMULATED_RECORD_NS=%.0f "
-                "VF_EMULATED_WAIT_NS=%.0f VF_EMULATED_QUERY_NS=%.0f\n",
+                "VF_EMULATED_WAIT_NS=%.0f VF_EMULATED_QUERY_NS=%.0f "
+                "VF_EMULATED_GRAPH_LAUNCH_NS=%.0f "
+                "VF_EMULATED_GRAPH_NODE_NS=%.0f\n",
                 (launch.median + copy.median) / 2, record.median, wait.median,
-                query.median);
+                query.median, std::max(0.0, graphs[0].median - node_ns),
+                node_ns);
 
     for (int i = 0; i < calls; i++) {
         CK(cudaEventDestroy(ev[i]));
