@@ -1107,8 +1107,9 @@ VF_API int vf_run_wait_children_timed(vf_run *run, int64_t timeout_ms,
  * takes its variables together, as one op would), and each variable is
  * let go as soon as the graph's last use of it has finished, so later ops
  * on it need not wait for the whole graph. A graph of sync CPU ops is
- * replayed from its own edges (vf_stats.replays); one with async or device
- * ops, a launch on an engine that is profiled, logs ops (VF_ENGINE_INFO),
+ * replayed from its own edges (vf_stats.replays), and so is one of one
+ * device's ops with vf_graph_device_replay() on; one with async or other
+ * device ops, a launch on an engine that is profiled, logs ops (VF_ENGINE_INFO),
  * has an in-flight bound or bulks this thread's pushes, and a launch from
  * inside an op, push the recorded ops one by one instead, with the same
  * result. A launch that replays comes after every other thread's open
