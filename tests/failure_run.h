@@ -82,7 +82,7 @@ struct fr_run {
      * graph, launched once and destroyed at once (a launch is the pushes
      * it recorded); `capturing` while one is open */
     bool graphs, capturing;
-    long launched;
+    long launched, dev_replays; /* graphs launched; of them, device replays */
     /* handshake pushers: step `turn` may be made (tok_mu guards turn) */
     pthread_mutex_t tok_mu;
     pthread_cond_t tok_cv;
@@ -458,6 +458,14 @@ static inline void fr_launch(fr_run *R)
     fr_check(R, "vf_graph_end", vf_graph_end(R->e, &g));
     if (g == NULL)
         return;
+    /* A graph of one device's ops replays as a device graph (its one
+     * launch records it: each function is called once, as pushed); any
+     * other refuses, and pushes or replays on the CPU as it would. */
+    int rc = vf_graph_device_replay(R->e, g, true);
+    if (rc != 0 && rc != VF_ENOTSUP)
+        fr_api_error(R, "vf_graph_device_replay returned %s",
+                     vf_error_name(rc));
+    R->dev_replays += rc == 0;
     fr_check(R, "vf_graph_launch", vf_graph_launch(R->e, g));
     fr_check(R, "vf_graph_destroy", vf_graph_destroy(R->e, g));
     R->launched++;
@@ -611,7 +619,7 @@ typedef struct fr_run_opts {
     bool settle;
     bool graphs; /* see fr_run: one-thread programs only */
     /* out, with graphs: launches made, and those the engine replayed */
-    long launched, replayed;
+    long launched, replayed, dev_replays;
     int racers;
     fr_race_stats *race;
 } fr_run_opts;
@@ -640,6 +648,7 @@ static inline int fr_run_program_opts(const fo_prog *p, const vf_config *cfg,
         if (vf_engine_stats(R->e, &st) == 0)
             o->replayed = (long)st.replays;
         o->launched = R->launched;
+        o->dev_replays = R->dev_replays;
     }
     if (R->e != NULL && o->racers > 0)
         fr_race_destroy(R, o->racers, o->race);

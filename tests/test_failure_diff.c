@@ -216,7 +216,7 @@ static struct {
     long programs, runs, diffs, runs_differing, printed;
     long by_kind[FR_NDKINDS], by_config[NCONFIGS];
     long ops, failing, skipped, reporting_waits, waits, parents, segments,
-        devices, choices, configs, launched, replayed;
+        devices, choices, configs, launched, replayed, dev_replays;
     bool verbose, settle, graphs;
 } tot;
 
@@ -230,6 +230,7 @@ static void run_one(const fo_prog *p, const fo_result *want, fo_result *got,
     int api = fr_run_program_opts(p, &configs[c].cfg, &o, got, why);
     tot.launched += o.launched;
     tot.replayed += o.replayed;
+    tot.dev_replays += o.dev_replays;
     fr_diffs d;
     fr_compare(p, want, got, api, why, &d);
     tot.runs++;
@@ -299,9 +300,9 @@ static void print_summary(double secs)
            tot.ops, tot.failing, tot.skipped, tot.choices, tot.devices,
            tot.parents, tot.segments, tot.waits, tot.reporting_waits);
     if (tot.graphs)
-        printf("  as graphs: %ld launches, %ld of them replayed (the others "
-               "pushed op by op)\n",
-               tot.launched, tot.replayed);
+        printf("  as graphs: %ld launches, %ld of them replayed (%ld as "
+               "device graphs; the others pushed op by op)\n",
+               tot.launched, tot.replayed, tot.dev_replays);
     if (tot.diffs == 0)
         return;
     for (int i = 0; i < FR_NDKINDS; i++)
@@ -370,7 +371,8 @@ static void run_programs(bool graphs)
     print_summary(tu_now() - t0);
     CHECK_EQ(tot.diffs, 0);
     if (graphs && only == NULL && only_cfg == NULL) /* both ways ran */
-        CHECK(tot.replayed > 0 && tot.replayed < tot.launched);
+        CHECK(tot.replayed > 0 && tot.replayed < tot.launched &&
+              tot.dev_replays > 0);
     free(p);
     free(want);
     free(got);
