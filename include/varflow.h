@@ -1109,10 +1109,10 @@ VF_API int vf_run_wait_children_timed(vf_run *run, int64_t timeout_ms,
  * on it need not wait for the whole graph. A graph of sync CPU ops is
  * replayed from its own edges (vf_stats.replays), and so is one of one
  * device's ops with vf_graph_device_replay() on; one with async or other
- * device ops, a launch on an engine that is profiled, logs ops (VF_ENGINE_INFO),
- * has an in-flight bound or bulks this thread's pushes, and a launch from
- * inside an op, push the recorded ops one by one instead, with the same
- * result. A launch that replays comes after every other thread's open
+ * device ops, a launch on an engine that is profiled, logs ops
+ * (VF_ENGINE_INFO), has an in-flight bound or bulks this thread's pushes, and a
+ * launch from inside an op, push the recorded ops one by one instead, with the
+ * same result. A launch that replays comes after every other thread's open
  * batch that holds one of its variables (that batch is pushed first), as
  * its pushes would.
  *
