@@ -20,16 +20,19 @@
  *      device, or the shutdown notice: the launch runs its nodes by hand
  *      (below) instead, as their pushes would, since a device graph's
  *      nodes cannot be skipped one by one from the host.
- *   2. The device graph. The instance records it the first time (and
- *      again after vf_graph_set_arg): on the stream, each node's function
- *      is called under capture (capture_node names the nodes it carries a
- *      failure from: the last writers in the graph of the vars it uses).
- *      A function that fails ends the recording there: the graph of the
- *      nodes so far (the failed one included, with the work it submitted,
- *      as its push would run it) is launched this once and not kept, and
- *      the rest go by hand. Then one graph_launch runs all the recorded
- *      work after the boundary's fences; each node gets an event of its
- *      own.
+ *   2. The recording. The graph keeps one (vf__devrec: the device graph
+ *      and the copied arguments it was recorded with); the first launch
+ *      that finds none, or one older than the last vf_graph_set_arg,
+ *      records one: on the stream, each node's function is called under
+ *      capture, given the recording's copy of its argument (capture_node
+ *      names its predecessors, and those it carries a failure from: the
+ *      last writers in the graph of the vars it uses). A function that
+ *      fails ends the recording there: the graph of the nodes so far (the
+ *      failed one included, with the work it submitted, as its push would
+ *      run it) is launched this once and not kept, and the rest go by
+ *      hand. A launch that finds another launch recording goes by hand.
+ *      Then one graph_launch runs the recorded work after the boundary's
+ *      fences; each node gets an event of its own.
  *   3. Each node then leaves on its vars a fence of its event and goes to
  *      the completer, in node order, exactly as a pushed device op whose
  *      work is in flight does (device_ops.h): the completer resolves its
