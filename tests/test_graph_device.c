@@ -16,6 +16,8 @@
  * - a replay calls no function: a graph launched many times calls each
  *   op's function once, and again after vf_graph_set_arg; without the
  *   switch every launch calls them;
+ * - a graph destroyed while its launches run, and one the program never
+ *   destroyed, are freed after them and by the engine's destroy;
  * - vf_graph_device_replay refuses graphs it cannot replay (VF_ENOTSUP:
  *   CPU ops, two devices, no_skip) and bad handles;
  * - the emulated class's device graphs directly: nodes run in order, a
@@ -468,6 +470,52 @@ TEST_KIND_CASE(functions_called_when_recorded, k)
         CHECK_OK(vf_graph_destroy(e, g));
         CHECK_OK(vf_engine_destroy(e));
     }
+}
+
+/* --- lifetimes ----------------------------------------------------------- */
+
+/* Launches in flight when the graph is destroyed, then the engine (with a
+ * second graph, recorded, never destroyed): every launch runs (the
+ * functions called once a graph, at its recording), the graphs and their
+ * recordings freed by their last launch or by the engine's destroy (ASan
+ * without quarantine and Valgrind see any use after free). With a slow device
+ * the launches are still in flight. */
+TEST_KIND_CASE(destroy_while_launched, k)
+{
+    vf_config cfg = k->cfg;
+    cfg.emulated_latency_us = 200;
+    vf_engine *e = NULL;
+    CHECK_OK(vf_engine_create(&e, &cfg));
+    REQUIRE(e != NULL);
+    vf_var x = tu_var(e), y = tu_var(e);
+    unsigned cell = 1;
+    atomic_int calls = 0;
+    vf_graph *g[2] = {NULL, NULL};
+    for (int n = 0; n < 2; n++) {
+        CHECK_OK(vf_graph_begin(e));
+        for (int i = 0; i < 3; i++) {
+            chain_arg c = {&calls, &cell, (unsigned)i};
+            vf_var r = i % 2 ? x : y, w = i % 2 ? y : x; /* a chain */
+            CHECK_OK(vf_engine_push(e, &(vf_op){.fn = chain_fn,
+                                                .arg = &c,
+                                                .arg_size = sizeof c,
+                                                .reads = tu_list(&r, 1),
+                                                .writes = tu_list(&w, 1),
+                                                .device = emu}));
+        }
+        CHECK_OK(vf_graph_end(e, &g[n]));
+        CHECK_OK(vf_graph_device_replay(e, g[n], true));
+    }
+    for (int s = 0; s < 6; s++)
+        CHECK_OK(vf_graph_launch(e, g[s % 2]));
+    CHECK_OK(vf_graph_destroy(e, g[0])); /* its launches still run */
+    CHECK_OK(vf_engine_destroy(e));      /* g[1] freed here */
+    CHECK_EQ(atomic_load(&calls), 6);    /* each recorded once */
+    unsigned expect = 1;
+    for (int s = 0; s < 6; s++)
+        for (unsigned i = 0; i < 3; i++)
+            expect = expect * 3 + i;
+    CHECK_EQ(cell, expect); /* every launch's work ran, in order */
 }
 
 /* --- refusals ------------------------------------------------------------ */
