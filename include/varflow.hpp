@@ -1270,13 +1270,15 @@ class graph
     /** Push the recorded ops again, as a whole (vf_graph_launch()). */
     void launch() const
     {
-        if (g_ == nullptr)
-            throw error(VF_EINVAL, moved_from_
-                                       ? "varflow::graph: used after it was "
-                                         "moved from"
-                                       : "varflow::graph: empty (destroyed or "
-                                         "default-constructed)");
-        detail::check(vf_graph_launch(e_, g_));
+        detail::check(vf_graph_launch(e_, handle()));
+    }
+    /** Replay a graph of one device's ops as one device graph, or stop
+     * (vf_graph_device_replay(): its launches then call the ops' functions
+     * only when it is recorded). Throws VF_ENOTSUP for a graph that does
+     * not qualify. */
+    void device_replay(bool on = true) const
+    {
+        detail::check(vf_graph_device_replay(e_, handle(), on));
     }
     /** How many ops it holds (vf_graph_ops()). */
     std::size_t size() const noexcept
@@ -1292,6 +1294,17 @@ class graph
     explicit operator bool() const noexcept
     {
         return g_ != nullptr;
+    }
+    /** The C graph, or a throw for a moved-from or empty one. */
+    vf_graph *handle() const
+    {
+        if (g_ == nullptr)
+            throw error(VF_EINVAL, moved_from_
+                                       ? "varflow::graph: used after it was "
+                                         "moved from"
+                                       : "varflow::graph: empty (destroyed or "
+                                         "default-constructed)");
+        return g_;
     }
     /** Destroy it now (vf_graph_destroy(); errors ignored, as in the
      * destructor). */

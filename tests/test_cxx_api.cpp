@@ -18,7 +18,8 @@
  *   completion's call. Nothing reaches the handle it was moved to: no op
  *   pushed, no version bumped. A removed var tests false and the engine
  *   refuses its handle (VF_ESTALE).
- * - graphs: capture(record) gives a varflow::graph that launches, moves
+ * - graphs: capture(record) gives a varflow::graph that launches (and
+ *   refuses device replay for CPU ops), moves
  *   and is destroyed; ops whose done frees their callable are refused
  *   while capturing; a record that throws ends its capture;
  * - wait_for / wait_all_for: an async op nobody completes makes them throw
@@ -265,6 +266,10 @@ TEST_KIND_CASE(graphs, k)
     });
     CHECK(gr);
     CHECK_EQ(gr.size(), 2);
+    /* CPU ops: no device replay (on refused; off is always allowed). */
+    CHECK_THROWS(gr.device_replay(), varflow::error, VF_ENOTSUP,
+                 CHECK(contains(e.what(), "device")));
+    gr.device_replay(false);
     gr.launch();
     gr.launch();
     eng.wait(x);
@@ -278,6 +283,7 @@ TEST_KIND_CASE(graphs, k)
     moved.destroy();
     CHECK(!moved);
     CHECK_MISUSE(moved.launch(), "empty");
+    CHECK_MISUSE(moved.device_replay(), "empty");
     /* A record that throws ends the capture: nothing recorded runs, and
      * the thread may capture again. */
     CHECK_THROWS(eng.capture([&] {
