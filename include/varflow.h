@@ -1201,7 +1201,10 @@ VF_API int vf_graph_set_arg(vf_engine *e, vf_graph *g, size_t index, void *arg,
  * device vf_run_submit()), reading what changes through pointers at the
  * time the work runs. On CUDA a recorded function may submit kernels and
  * copies only: vf_run_submit() (a host function) fails with VF_ENOTSUP
- * there while recording, which fails its op.
+ * there while recording, which fails its op. An op a recorded function
+ * pushes is an ordinary push, made once (at the recording); on the naive
+ * engine, which would run it on the stream being recorded, a device op
+ * for the same device fails with VF_EINVAL instead.
  *
  * Everything else is what the pushes give: each op's `done` is called and
  * its outcome counted once per launch; a failure of an op's work on the

@@ -16,6 +16,9 @@
  * - a replay calls no function: a graph launched many times calls each
  *   op's function once, and again after vf_graph_set_arg; without the
  *   switch every launch calls them;
+ * - an op a recorded function pushes is an ordinary push, made once; on
+ *   the naive engine, which would run it on the stream being recorded, it
+ *   fails (VF_EINVAL) and its work stays out of the graph;
  * - a graph destroyed while its launches run, and one the program never
  *   destroyed, are freed after them and by the engine's destroy;
  * - vf_graph_device_replay refuses graphs it cannot replay (VF_ENOTSUP:
@@ -516,6 +519,90 @@ TEST_KIND_CASE(destroy_while_launched, k)
         for (unsigned i = 0; i < 3; i++)
             expect = expect * 3 + i;
     CHECK_EQ(cell, expect); /* every launch's work ran, in order */
+}
+
+/* --- a push from inside a recorded function ------------------------------ */
+
+typedef struct inner_arg {
+    unsigned *cell;     /* its work's (plain: the work writes it) */
+    atomic_int *status; /* its done's status + 1000 */
+} inner_arg;
+
+typedef struct pusher {
+    vf_var other;
+    inner_arg inner;
+    unsigned *cell; /* the recorded work's */
+} pusher;
+
+static int bump_work(void *arg)
+{
+    (*(unsigned *)arg)++;
+    return 0;
+}
+
+static int inner_fn(vf_run *run, void *arg)
+{
+    return vf_run_submit(run, bump_work, ((inner_arg *)arg)->cell, 0);
+}
+
+static void inner_done(void *arg, int status)
+{
+    atomic_store(((inner_arg *)arg)->status, status + 1000);
+}
+
+/* Pushes an ordinary device op and records its own work (called once: at
+ * the recording). */
+static int pushing_fn(vf_run *run, void *arg)
+{
+    pusher *p = arg;
+    vf_op op = {.fn = inner_fn,
+                .arg = &p->inner,
+                .done = inner_done,
+                .writes = tu_list(&p->other, 1),
+                .device = emu,
+                .name = "inner"};
+    int rc = vf_engine_push(vf_run_engine(run), &op);
+    return rc != 0 ? rc : vf_run_submit(run, bump_work, p->cell, 0);
+}
+
+/* An op a recorded function pushes is an ordinary push, made once (at the
+ * recording); on the naive engine, where it would run on the stream being
+ * recorded, it fails with VF_EINVAL instead, and its work is not recorded
+ * into the graph. */
+TEST_KIND_CASE(push_from_recorded_function, k)
+{
+    vf_engine *e = engine(k, false);
+    vf_var x = tu_var(e);
+    unsigned cells[2] = {0, 0}; /* the inner op's, the recorded op's */
+    atomic_int status = -1;
+    pusher p = {tu_var(e), {&cells[0], &status}, &cells[1]};
+    vf_graph *g = NULL;
+    CHECK_OK(vf_graph_begin(e));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = pushing_fn,
+                                        .arg = &p,
+                                        .writes = tu_list(&x, 1),
+                                        .device = emu}));
+    CHECK_OK(vf_graph_end(e, &g));
+    CHECK_OK(vf_graph_device_replay(e, g, true));
+    for (int s = 0; s < 3; s++)
+        CHECK_OK(vf_graph_launch(e, g));
+    vf_error err;
+    memset(&err, 0, sizeof err);
+    int rc = vf_engine_wait_all(e, &err);
+    CHECK_EQ(cells[1], 3); /* the recorded work, every launch */
+    if (k->threaded) {     /* the inner op ran once, on its own stream */
+        CHECK_OK(rc);
+        CHECK_EQ(atomic_load(&status), 1000);
+        CHECK_EQ(cells[0], 1);
+    } else {
+        CHECK_EQ(rc, VF_EOPFAILED);
+        CHECK_EQ(err.code, VF_EINVAL);
+        CHECK(strstr(err.message, "being recorded") != NULL);
+        CHECK_EQ(atomic_load(&status), 1000 + VF_EINVAL);
+        CHECK_EQ(cells[0], 0);
+    }
+    CHECK_OK(vf_graph_destroy(e, g));
+    CHECK_OK(vf_engine_destroy(e));
 }
 
 /* --- refusals ------------------------------------------------------------ */

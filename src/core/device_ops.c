@@ -211,6 +211,13 @@ static bool run_on_stream(vf__op *op, int worker)
                       "device op \"%s\": %s device %d cannot be "
                       "used in this forked child",
                       op->name, d->cls->name, d->dev.id);
+    else if (rc == 0 && VF__UNLIKELY(s == vf__devgraph_recording))
+        rc = vf__fail(VF_EINVAL,
+                      "device op \"%s\": pushed from inside a function "
+                      "being recorded for a device replay, it would run "
+                      "on the stream being recorded (vf_graph_device_replay: "
+                      "a recorded function only submits work)",
+                      op->name);
     if (rc == 0)
         rc = device_op_begin(op, d->cls, s);
     bool in_flight = false;

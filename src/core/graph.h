@@ -229,6 +229,12 @@ static inline int vf__graph_node_home(const vf__op *op)
  * does not replay). */
 size_t vf__graph_homes(const vf_graph *g, int *homes_out, size_t n);
 
+/* The stream this thread records a device graph on now (graph_device.c),
+ * or NULL: a device op the naive engine would run on it (pushed from
+ * inside a function being recorded) fails instead (device_ops.c), rather
+ * than have its work recorded into the graph. */
+extern _Thread_local const struct vf__stream *vf__devgraph_recording;
+
 /* A node of a graph's device replay completed (device_ops.c, in place of
  * freeing it: graph_device.c): its block made ready for the next launch,
  * and when it was the launch's last, the launch ends. */

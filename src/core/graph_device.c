@@ -65,6 +65,8 @@
 #include "core/graph_impl.h"
 #include "core/var.h"
 
+_Thread_local const vf__stream *vf__devgraph_recording;
+
 /* --- the plan ------------------------------------------------------------ */
 
 /* A node's part of the device plan: its predecessors (at pred_at in
@@ -471,6 +473,7 @@ static uint32_t record(vf__graph_inst *in, vf__devrec *rec, vf__stream *s,
     *kept = false;
     if (cls->capture_begin(s) != 0)
         return 0;
+    vf__devgraph_recording = s;
     vf_run run; /* not zero-initialized: the message is 256 bytes */
     run.worker = worker;
     run.cls = cls;
@@ -498,6 +501,7 @@ static uint32_t record(vf__graph_inst *in, vf__devrec *rec, vf__stream *s,
         op->arg = own;
         failed = op->failure != NULL; /* the rest by hand */
     }
+    vf__devgraph_recording = NULL;
     int erc = cls->capture_end(s, rc == 0 ? &rec->dg : NULL);
     if (rc == 0)
         rc = erc;
