@@ -1108,8 +1108,8 @@ VF_API int vf_run_wait_children_timed(vf_run *run, int64_t timeout_ms,
  * let go as soon as the graph's last use of it has finished, so later ops
  * on it need not wait for the whole graph. A graph of sync CPU ops is
  * replayed from its own edges (vf_stats.replays), and so is one of one
- * device's ops with vf_graph_device_replay() on; one with async or other
- * device ops, a launch on an engine that is profiled, logs ops
+ * device's ops (and CPU ops) with vf_graph_device_replay() on; one with
+ * async or other device ops, a launch on an engine that is profiled, logs ops
  * (VF_ENGINE_INFO), has an in-flight bound or bulks this thread's pushes, and a
  * launch from inside an op, push the recorded ops one by one instead, with the
  * same result. A launch that replays comes after every other thread's open
@@ -1216,10 +1216,15 @@ VF_API int vf_graph_set_arg(vf_engine *e, vf_graph *g, size_t index, void *arg,
  * are called), and so does one that cannot replay at all (see "How a
  * launch runs" above: an engine profiled or logging ops, and the rest).
  *
- * Replays apply to a graph whose ops are all synchronous device ops of
- * one device (not `no_skip`) on a device kind that records device graphs
- * (the emulated device and CUDA). VF_ENOTSUP (with a detail) for any
- * other graph when `on`; VF_EINVAL (not a graph, destroyed), VF_EXDEV.
+ * Replays apply to a graph whose ops are synchronous device ops of one
+ * device (not `no_skip`), on a device kind that records device graphs
+ * (the emulated device and CUDA), and synchronous CPU ops among them.
+ * Each run of device ops between two CPU ops is a device graph of its
+ * own; the CPU ops are not recorded: at every launch each runs where the
+ * launch runs, its function called, once the device work it depends on
+ * is done, as its push would. VF_ENOTSUP (with a detail) for any other
+ * graph when `on` (no device op, two devices, an async or `no_skip`
+ * device op); VF_EINVAL (not a graph, destroyed), VF_EXDEV.
  */
 VF_API int vf_graph_device_replay(vf_engine *e, vf_graph *g, bool on);
 

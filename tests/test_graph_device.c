@@ -11,8 +11,10 @@
  *   (vf_graph_set_arg), functions failing while the graph is recorded,
  *   failing CPU ops and failing device ops pushed between launches (a
  *   failure the host knows at the launch, and one still in flight on the
- *   device), and waits between launches; every launch replayed
- *   (stats.replays), most without calling a function;
+ *   device), and waits between launches; in half of the programs CPU ops
+ *   among the device ops (the device ops between two CPU ops a device
+ *   graph of their own); every launch replayed (stats.replays), most
+ *   without calling a device op's function;
  * - a replay calls no function: a graph launched many times calls each
  *   op's function once, and again after vf_graph_set_arg; without the
  *   switch every launch calls them;
@@ -22,7 +24,8 @@
  * - a graph destroyed while its launches run, and one the program never
  *   destroyed, are freed after them and by the engine's destroy;
  * - vf_graph_device_replay refuses graphs it cannot replay (VF_ENOTSUP:
- *   CPU ops, two devices, no_skip) and bad handles;
+ *   no device op, two devices, no_skip) and bad handles, and takes CPU ops
+ *   among device ops;
  * - the emulated class's device graphs directly: nodes run in order, a
  *   failed node skips the nodes that carry from it and no other, a
  *   carrying input's failure reaches its node, record and wait are
@@ -55,6 +58,7 @@ typedef struct oparg {
     uint64_t salt;
     int dev_fail;  /* the work fails with this on the device (0: no) */
     int host_fail; /* the function fails with this (0: no) */
+    bool cpu;      /* a CPU op: its function does the work itself */
     int nr, nw;
     int r[3], wv[2];
 } oparg;
@@ -87,6 +91,8 @@ static int op_fn(vf_run *run, void *arg)
         vf_run_set_error(run, "op %d fails on the host", a->op);
         return a->host_fail;
     }
+    if (a->cpu) /* between device ops: a launch's segments (graph_device.c) */
+        return work(a);
     /* Odd ops copy (bytes): a launch's copy lane runs them (emulated.c). */
     return vf_run_submit(run, work, a, (size_t)(a->op % 2) * 64);
 }
@@ -120,10 +126,12 @@ static void make_program(program *p, tu_rng *r)
 {
     memset(p, 0, sizeof *p);
     p->nops = tu_range(r, 3, MAXOPS);
+    bool mixed = tu_below(r, 2) == 0; /* CPU ops among the device ops */
     for (int i = 0; i < p->nops; i++) {
         oparg *a = &p->ops[i];
         a->op = i;
         a->salt = (uint64_t)i;
+        a->cpu = mixed && i > 0 && tu_below(r, 4) == 0; /* op 0 a device op */
         a->nr = tu_below(r, 4);
         a->nw = tu_range(r, 1, 2); /* each op writes: its launches in order */
         for (int k = 0; k < a->nr; k++)
@@ -198,8 +206,8 @@ static int push_op(vf_engine *e, const oparg *proto, const vf_var *vars,
                 .done = op_done,
                 .reads = tu_list(rl, a.nr),
                 .writes = tu_list(wl, a.nw),
-                .device = emu,
-                .name = "device graph op"};
+                .device = a.cpu ? (vf_device){VF_DEVICE_CPU, 0} : emu,
+                .name = a.cpu ? "CPU graph op" : "device graph op"};
     return vf_engine_push(e, &op);
 }
 
@@ -636,6 +644,16 @@ TEST_CASE(device_replay_refusals)
                                         .device = emu}));
     CHECK_OK(vf_graph_end(e, &noskip));
     CHECK_ERR(vf_graph_device_replay(e, noskip, true), VF_ENOTSUP);
+
+    vf_graph *mixed = NULL; /* CPU ops among device ops: allowed */
+    CHECK_OK(vf_graph_begin(e));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = chain_fn, .writes = tu_list(&x, 1), .device = emu}));
+    CHECK_OK(
+        vf_engine_push(e, &(vf_op){.fn = tu_nop, .writes = tu_list(&x, 1)}));
+    CHECK_OK(vf_graph_end(e, &mixed));
+    CHECK_OK(vf_graph_device_replay(e, mixed, true));
+    CHECK_OK(vf_graph_destroy(e, mixed));
 
     CHECK_ERR(vf_graph_device_replay(e, NULL, true), VF_EINVAL);
     CHECK_ERR(vf_graph_device_replay(NULL, cpu, true), VF_EINVAL);

@@ -146,6 +146,13 @@ static inline void run_init(vf_run *run, vf__op *op, int worker)
     run->item_refs = NULL;
 }
 
+void vf__exec_run_fn(vf__op *op, int worker)
+{
+    vf_run run;
+    run_init(&run, op, worker);
+    vf__exec_call_fn(op, &run);
+}
+
 /* Run the op's body. True when the op is done now (ran, failed, skipped);
  * false when an async op or a device op's work is in flight (the op may
  * already be freed). */

@@ -95,6 +95,11 @@ static inline int vf__exec_call_fn(vf__op *op, vf_run *run)
     return rc;
 }
 
+/* Call a sync user op's function as `worker` (vf_run_worker) runs it:
+ * run_body's call, for a body run elsewhere (a device replay's CPU node:
+ * graph_device.c). */
+void vf__exec_run_fn(vf__op *op, int worker);
+
 /* Whether this thread runs a `done` callback of an op of `e` (a wait
  * there would wait for that op, which is still finishing). */
 bool vf__exec_in_done(const vf_engine *e);

@@ -413,19 +413,25 @@ static int plan(vf_graph *g, const char *who)
     size_t nuses = 0;
     g->replayable = true;
     g->in_order = true;
-    g->device = g->n != 0 ? g->nodes[0].def->devctx : NULL;
+    g->device = NULL;
+    bool devices = true; /* every node may be a device replay's */
     for (size_t i = 0; i < g->n; i++) {
         const vf__opdef *def = g->nodes[i].def;
         if (def->kind != &vf__kind_user || def->async || def->devctx != NULL)
             g->replayable = false;
         /* A device replay: sync device ops of one device, none no_skip
-         * (it meets its inputs on the host: graph_device.c). */
-        if (def->kind != &vf__kind_device || def->async || def->no_skip ||
-            def->devctx != g->device)
-            g->device = NULL;
+         * (it meets its inputs on the host: graph_device.c), and sync CPU
+         * ops between them. */
+        if (def->kind == &vf__kind_device && !def->async && !def->no_skip &&
+            (g->device == NULL || def->devctx == g->device))
+            g->device = def->devctx;
+        else if (def->kind != &vf__kind_user || def->async)
+            devices = false;
         g->in_order &= def->inline_run;
         nuses += (size_t)g->nodes[i].nvars;
     }
+    if (!devices)
+        g->device = NULL;
     if ((!g->replayable && g->device == NULL) || g->n == 0)
         return 0;
     int rc = VF_ENOMEM;
@@ -574,7 +580,10 @@ static int end(vf_engine *e, vf_graph **out, const char *who)
             proto.inline_run = true; /* it starts the graph where it is
                                         ready */
         } else { /* it runs where its device's ops run (graph_device.c) */
-            const vf__opdef *first = g->nodes[0].def;
+            const vf__opdef *first = NULL;
+            for (size_t i = 0; first == NULL; i++)
+                if (g->nodes[i].def->devctx != NULL)
+                    first = g->nodes[i].def;
             proto.kind = &vf__kind_devlaunch;
             proto.pool = first->pool;
             proto.devctx = g->device;
@@ -1056,9 +1065,10 @@ static int device_replay(vf_engine *e, vf_graph *g, bool on, const char *who)
         return rc;
     if (on && g->device == NULL)
         return vf__fail(VF_ENOTSUP,
-                        "%s: the graph's ops are not all synchronous device "
-                        "ops (not no_skip) of one device whose kind records "
-                        "device graphs (the emulated device, CUDA)",
+                        "%s: the graph's ops are not synchronous device ops "
+                        "(not no_skip) of one device whose kind records "
+                        "device graphs (the emulated device, CUDA) and "
+                        "synchronous CPU ops",
                         who);
     atomic_store_explicit(&g->device_replay, on, memory_order_relaxed);
     return 0;

@@ -69,19 +69,35 @@ _Thread_local const vf__stream *vf__devgraph_recording;
 
 /* --- the plan ------------------------------------------------------------ */
 
-/* A node's part of the device plan: its predecessors (at pred_at in
- * `pred`: the plan's edges, reversed), the earlier nodes it carries a
- * failure from (at carry_at in `carry`), and the boundary vars it uses
- * before any node of the graph wrote them, whose last device write it
- * carries from (at ext_at in `ext`, indices into the graph's bvars). */
+/* A device node's part of the device plan: its segment; its predecessors
+ * in its segment (at pred_at in `pred`: the plan's edges, reversed), the
+ * earlier nodes of its segment it carries a failure from (at carry_at in
+ * `carry`), both as indices in the segment; and the boundary vars it uses
+ * before any node of its segment wrote them, whose last device write it
+ * carries from (at ext_at in `ext`, indices into the graph's bvars). A CPU
+ * node has no segment (NOSEG). */
+#define NOSEG UINT32_MAX
 typedef struct devnode {
-    uint32_t pred_at, npred, carry_at, ncarry, ext_at, next;
+    uint32_t seg, pred_at, npred, carry_at, ncarry, ext_at, next;
 } devnode;
+
+/* A segment: a run of device nodes between CPU nodes (first, n), the
+ * boundary vars its nodes use (at vars_at in svar, each written by one of
+ * them or not: swrite), and its recording (the graph's lock: `rec`, and
+ * whether a launch is making one: `recording`). */
+typedef struct devseg {
+    uint32_t first, n, vars_at, nvars;
+    struct vf__devrec *rec;
+    bool recording;
+} devseg;
 
 typedef struct vf__devplan {
     devnode *nodes;
-    uint32_t *pred, *carry, *ext;
-    uint32_t next; /* all nodes' ext entries */
+    devseg *segs;
+    uint32_t nsegs;
+    uint32_t *pred, *carry, *ext, *svar;
+    bool *swrite;
+    uint32_t max_inputs; /* a segment's most inputs */
 } vf__devplan;
 
 /* A recording: the device graph, and the copied arguments its work was
@@ -96,10 +112,11 @@ typedef struct vf__devrec {
     char *args;
 } vf__devrec;
 
-/* An instance's scratch for its launches' runs, and the recording its
- * launch in flight runs (a reference, let go at the launch's end). */
+/* An instance's scratch for its launches' runs, and the recordings its
+ * launch in flight runs (per segment, references let go of at the
+ * launch's end). */
 typedef struct vf__devinst {
-    vf__devrec *rec;
+    vf__devrec **rec;
     vf__fence **wfence;         /* per boundary var: its last device write
                                    in flight, or NULL */
     vf__devgraph_input *inputs; /* room: next + reads of written vars */
@@ -139,68 +156,116 @@ int vf__devgraph_plan(vf_graph *g, const char *who)
         g->device = NULL; /* its class records no device graph */
         return 0;
     }
-    size_t uses = 0;
-    for (size_t i = 0; i < g->n; i++)
+    size_t uses = 0, edges = 0;
+    uint32_t nsegs = 0;
+    for (size_t i = 0; i < g->n; i++) {
         uses += (size_t)g->nodes[i].nvars;
-    vf__devplan *dp = vf__calloc(1, sizeof *dp);
-    uint32_t *lastw = vf__malloc((size_t)(g->nb ? g->nb : 1) * sizeof *lastw);
-    size_t edges = 0;
-    for (size_t i = 0; i < g->n; i++)
         edges += g->pn[i].npred;
+        bool dev = g->nodes[i].def->devctx != NULL;
+        nsegs += dev && (i == 0 || g->nodes[i - 1].def->devctx == NULL);
+    }
+    vf__devplan *dp = vf__calloc(1, sizeof *dp);
+    /* Per var: its last writer in the segment, the segment it was last
+     * seen in (a stamp: nothing to reset per segment), and its place in
+     * that segment's vars; then every node's predecessors (the plan's
+     * edges reversed), at gpred_at. */
+    size_t nb = (size_t)(g->nb ? g->nb : 1);
+    uint32_t *lastw = vf__malloc((3 * nb + g->n + 1 + (edges ? edges : 1)) *
+                                 sizeof *lastw);
     if (dp != NULL) {
         dp->nodes = vf__calloc(g->n, sizeof *dp->nodes);
+        dp->segs = vf__calloc(nsegs ? nsegs : 1, sizeof *dp->segs);
         dp->pred = vf__malloc((edges ? edges : 1) * sizeof *dp->pred);
         dp->carry = vf__malloc((uses ? uses : 1) * sizeof *dp->carry);
         dp->ext = vf__malloc((uses ? uses : 1) * sizeof *dp->ext);
+        dp->svar = vf__malloc((uses ? uses : 1) * sizeof *dp->svar);
+        dp->swrite = vf__malloc((uses ? uses : 1) * sizeof *dp->swrite);
     }
-    if (dp == NULL || lastw == NULL || dp->nodes == NULL || dp->pred == NULL ||
-        dp->carry == NULL || dp->ext == NULL) {
+    if (dp == NULL || lastw == NULL || dp->nodes == NULL || dp->segs == NULL ||
+        dp->pred == NULL || dp->carry == NULL || dp->ext == NULL ||
+        dp->svar == NULL || dp->swrite == NULL) {
         free(lastw);
         g->devplan = dp;
         vf__devgraph_plan_free(g);
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     }
-    /* The predecessors: each node's slice, then the edges (by predecessor,
-     * in node order) into them. */
-    for (uint32_t i = 0, at = 0; i < g->n; i++) {
-        dp->nodes[i].pred_at = at;
-        at += g->pn[i].npred;
-    }
+    uint32_t *seen = lastw + nb, *slot = seen + nb;
+    uint32_t *gpred_at = slot + nb, *gpred = gpred_at + g->n + 1;
+    for (size_t b = 0; b < nb; b++)
+        seen[b] = NOSEG;
+    gpred_at[0] = 0;
+    for (uint32_t i = 0; i < g->n; i++)
+        gpred_at[i + 1] = gpred_at[i] + g->pn[i].npred;
     for (uint32_t i = 0; i < g->n; i++) {
         const vf__plan_node *pn = &g->pn[i];
-        for (uint32_t k = 0; k < pn->nsucc; k++) {
-            devnode *to = &dp->nodes[g->succ[pn->succ_at + k]];
-            dp->pred[to->pred_at + to->npred++] = i;
-        }
+        for (uint32_t k = 0; k < pn->nsucc; k++) /* gpred_at[to] moves on */
+            gpred[gpred_at[g->succ[pn->succ_at + k]]++] = i;
     }
-    for (int b = 0; b < g->nb; b++)
-        lastw[b] = UINT32_MAX;
-    uint32_t nc = 0, ne = 0;
+    for (uint32_t i = g->n; i > 0; i--) /* each back at its start */
+        gpred_at[i] = gpred_at[i - 1];
+    gpred_at[0] = 0;
+    uint32_t np = 0, nc = 0, ne = 0, nv = 0;
+    devseg *sg = NULL;
     for (uint32_t i = 0; i < g->n; i++) {
         const node *nd = &g->nodes[i];
         devnode *dn = &dp->nodes[i];
+        if (nd->def->devctx == NULL) { /* a CPU node ends a segment */
+            dn->seg = NOSEG;
+            sg = NULL;
+            continue;
+        }
+        if (sg == NULL) {
+            sg = &dp->segs[dp->nsegs++];
+            *sg = (devseg){.first = i, .vars_at = nv};
+        }
+        uint32_t si = (uint32_t)(sg - dp->segs);
+        dn->seg = si;
+        sg->n++;
+        /* Its predecessors in the segment, as indices there. */
+        dn->pred_at = np;
+        for (uint32_t k = gpred_at[i]; k < gpred_at[i] + g->pn[i].npred; k++)
+            if (gpred[k] >= sg->first)
+                dp->pred[np++] = gpred[k] - sg->first;
+        dn->npred = np - dn->pred_at;
         dn->carry_at = nc;
         dn->ext_at = ne;
         for (int j = 0; j < nd->nvars; j++) {
             uint32_t b = bvar_index(g, nd->vars[j].var);
+            if (seen[b] != si) { /* its first use in the segment */
+                seen[b] = si;
+                lastw[b] = NOSEG;
+                slot[b] = nv;
+                dp->svar[nv] = b;
+                dp->swrite[nv++] = false;
+            }
+            dp->swrite[slot[b]] |= nd->vars[j].write;
             uint32_t w = lastw[b];
-            if (w == UINT32_MAX) {
+            if (w == NOSEG) {
                 dp->ext[ne++] = b;
                 continue;
             }
-            bool seen = false; /* two vars may have the same last writer */
-            for (uint32_t c = dn->carry_at; c < nc && !seen; c++)
-                seen = dp->carry[c] == w;
-            if (!seen)
-                dp->carry[nc++] = w;
+            bool dup = false; /* two vars may have the same last writer */
+            for (uint32_t c = dn->carry_at; c < nc && !dup; c++)
+                dup = dp->carry[c] == w - sg->first;
+            if (!dup)
+                dp->carry[nc++] = w - sg->first;
         }
         for (int j = 0; j < nd->nvars; j++)
             if (nd->vars[j].write)
                 lastw[bvar_index(g, nd->vars[j].var)] = i;
         dn->ncarry = nc - dn->carry_at;
         dn->next = ne - dn->ext_at;
+        sg->nvars = nv - sg->vars_at;
     }
-    dp->next = ne;
+    for (uint32_t k = 0; k < dp->nsegs; k++) {
+        const devseg *q = &dp->segs[k];
+        uint32_t next = 0;
+        for (uint32_t i = q->first; i < q->first + q->n; i++)
+            next += dp->nodes[i].next;
+        uint32_t most = next + q->nvars * VF__VAR_READ_FENCES;
+        if (most > dp->max_inputs)
+            dp->max_inputs = most;
+    }
     free(lastw);
     g->devplan = dp;
     return 0;
@@ -211,14 +276,17 @@ void vf__devgraph_plan_free(vf_graph *g)
     vf__devplan *dp = g->devplan;
     if (dp == NULL)
         return;
+    for (uint32_t k = 0; k < dp->nsegs; k++)
+        devrec_unref(dp->segs[k].rec); /* no launch is left */
     free(dp->nodes);
+    free(dp->segs);
     free(dp->pred);
     free(dp->carry);
     free(dp->ext);
+    free(dp->svar);
+    free(dp->swrite);
     free(dp);
     g->devplan = NULL;
-    devrec_unref(g->devrec); /* no launch is left */
-    g->devrec = NULL;
 }
 
 void vf__devgraph_inst_free(vf__graph_inst *in)
@@ -226,7 +294,9 @@ void vf__devgraph_inst_free(vf__graph_inst *in)
     vf__devinst *di = in->dev;
     if (di == NULL)
         return;
-    devrec_unref(di->rec);
+    for (uint32_t k = 0; di->rec != NULL && k < in->g->devplan->nsegs; k++)
+        devrec_unref(di->rec[k]);
+    free(di->rec);
     free(di->wfence);
     free(di->inputs);
     free(di->events);
@@ -245,15 +315,15 @@ static vf__devinst *devinst_of(vf__graph_inst *in)
     vf__devinst *di = vf__calloc(1, sizeof *di);
     if (di == NULL)
         return NULL;
+    const vf__devplan *dp = g->devplan;
+    di->rec = vf__calloc(dp->nsegs ? dp->nsegs : 1, sizeof *di->rec);
     di->wfence = vf__calloc(nb, sizeof *di->wfence);
-    di->inputs = vf__malloc(
-        ((size_t)g->devplan->next + nb * VF__VAR_READ_FENCES + 1) *
-        sizeof *di->inputs);
+    di->inputs = vf__malloc(((size_t)dp->max_inputs + 1) * sizeof *di->inputs);
     di->events = vf__calloc(g->n, sizeof *di->events);
     di->nfence = vf__calloc(g->n, sizeof *di->nfence);
     in->dev = di;
-    if (di->wfence == NULL || di->inputs == NULL || di->events == NULL ||
-        di->nfence == NULL) {
+    if (di->rec == NULL || di->wfence == NULL || di->inputs == NULL ||
+        di->events == NULL || di->nfence == NULL) {
         vf__devgraph_inst_free(in);
         return NULL;
     }
@@ -355,21 +425,37 @@ static bool by_hand(vf__graph_inst *in, uint32_t i, int worker, bool shutdown,
 
 /* --- the boundary and the device graph ---------------------------------- */
 
-/* Step 1 (top of the file): the fences the graph's work follows, into
- * di->inputs (*ninputs of them) and di->wfence; false when the launch
- * must go by hand (the fences are let go of then). */
-static bool boundary(vf__graph_inst *in, vf__devinst *di,
+/* Let go of the segment's outside write fences (boundary). */
+static void wfences_drop(vf__graph_inst *in, const devseg *sg, vf__devinst *di)
+{
+    const vf__devplan *dp = in->g->devplan;
+    for (uint32_t x = sg->vars_at; x < sg->vars_at + sg->nvars; x++) {
+        uint32_t b = dp->svar[x];
+        if (di->wfence[b] != NULL) {
+            vf__fence_unref(di->wfence[b]);
+            di->wfence[b] = NULL;
+        }
+    }
+}
+
+/* Step 1 (top of the file) for segment `sg`: the fences its work follows,
+ * into di->inputs (*ninputs of them, each naming a node by its index in
+ * the segment) and di->wfence; false when the segment must go by hand
+ * (the fences are let go of then). */
+static bool boundary(vf__graph_inst *in, const devseg *sg, vf__devinst *di,
                      const vf__device_class *cls, uint32_t *ninputs)
 {
     const vf_graph *g = in->g;
     const vf__devplan *dp = g->devplan;
+    uint64_t place = in->base + sg->first;
     uint32_t n = 0;
     bool ok = true;
-    for (int b = 0; b < g->nb; b++) {
+    for (uint32_t x = sg->vars_at; x < sg->vars_at + sg->nvars; x++) {
+        uint32_t b = dp->svar[x];
         vf__var *v = g->bvars[b].var;
         vf__failure *f = atomic_load_explicit(&v->failure,
                                               memory_order_acquire);
-        if (f != NULL && vf__failure_live_for(f, in->base))
+        if (f != NULL && vf__failure_live_for(f, place))
             ok = false;
         vf__fence *fs[1 + VF__VAR_READ_FENCES];
         int k = vf__fences_of_var(v, true, false, fs);
@@ -381,7 +467,7 @@ static bool boundary(vf__graph_inst *in, vf__devinst *di,
             } else if (atomic_load_explicit(&wf->resolved,
                                             memory_order_acquire)) {
                 vf__failure *ff = wf->failure;
-                if (ff != NULL && vf__failure_live_for(ff, in->base))
+                if (ff != NULL && vf__failure_live_for(ff, place))
                     ok = false; /* known now: by hand */
             } else {
                 di->wfence[b] = wf; /* kept: the nodes carry it */
@@ -390,7 +476,7 @@ static bool boundary(vf__graph_inst *in, vf__devinst *di,
             if (wf != NULL)
                 vf__fence_unref(wf);
         }
-        if (!g->bvars[b].write)
+        if (!dp->swrite[x])
             continue;
         k = vf__fences_of_var(v, false, true, fs);
         for (int r = 0; r < k; r++) {
@@ -403,8 +489,8 @@ static bool boundary(vf__graph_inst *in, vf__devinst *di,
                                        the var's own reference holds it */
         }
     }
-    for (uint32_t i = 0; i < g->n; i++) {
-        const devnode *dn = &dp->nodes[i];
+    for (uint32_t i = 0; i < sg->n; i++) {
+        const devnode *dn = &dp->nodes[sg->first + i];
         for (uint32_t x = 0; x < dn->next; x++) {
             vf__fence *wf = di->wfence[dp->ext[dn->ext_at + x]];
             if (wf != NULL)
@@ -413,11 +499,7 @@ static bool boundary(vf__graph_inst *in, vf__devinst *di,
     }
     *ninputs = n;
     if (!ok)
-        for (int b = 0; b < g->nb; b++)
-            if (di->wfence[b] != NULL) {
-                vf__fence_unref(di->wfence[b]);
-                di->wfence[b] = NULL;
-            }
+        wfences_drop(in, sg, di);
     return ok;
 }
 
@@ -430,13 +512,13 @@ static void lost_work(vf__graph_inst *in, vf__op *op, int rc)
     node_done_here(in, op);
 }
 
-/* A new recording's block, with room for the copied arguments of this
- * launch (copied in); NULL without memory. */
-static vf__devrec *devrec_new(vf__graph_inst *in)
+/* A new recording's block for segment `sg`, with room for the copied
+ * arguments of its nodes at this launch (copied in); NULL without memory. */
+static vf__devrec *devrec_new(vf__graph_inst *in, const devseg *sg)
 {
     const vf_graph *g = in->g;
     size_t size = 0;
-    for (size_t i = 0; i < g->n; i++)
+    for (size_t i = sg->first; i < sg->first + sg->n; i++)
         size += (g->nodes[i].arg_size + 15) / 16 * 16;
     vf__devrec *rec = vf__calloc(1, sizeof *rec);
     char *args = size != 0 ? vf__malloc(size) : NULL;
@@ -449,7 +531,7 @@ static vf__devrec *devrec_new(vf__graph_inst *in)
     rec->cls = g->device->cls;
     rec->gen = in->dev_gen;
     rec->args = args;
-    for (size_t i = 0, at = 0; i < g->n; i++) {
+    for (size_t i = sg->first, at = 0; i < sg->first + sg->n; i++) {
         size_t n = g->nodes[i].arg_size;
         if (n != 0)
             memcpy(args + at, in->ops[i]->arg, n);
@@ -464,8 +546,8 @@ static vf__devrec *devrec_new(vf__graph_inst *in)
  * and may be kept. Returns the nodes whose functions were called (0: no
  * capture could begin; their work is in rec->dg, or, when it is NULL,
  * lost: each has failed and is over). */
-static uint32_t record(vf__graph_inst *in, vf__devrec *rec, vf__stream *s,
-                       int worker, bool *kept)
+static uint32_t record(vf__graph_inst *in, const devseg *sg, vf__devrec *rec,
+                       vf__stream *s, int worker, bool *kept)
 {
     const vf_graph *g = in->g;
     const vf__devplan *dp = g->devplan;
@@ -483,14 +565,16 @@ static uint32_t record(vf__graph_inst *in, vf__devrec *rec, vf__stream *s,
     size_t at = 0;
     int rc = 0;
     bool failed = false;
-    while (k < g->n && !failed) {
-        const devnode *dn = &dp->nodes[k];
+    while (k < sg->n && !failed) {
+        uint32_t i = sg->first + k;
+        const devnode *dn = &dp->nodes[i];
         if ((rc = cls->capture_node(s, dp->pred + dn->pred_at, dn->npred,
                                     dp->carry + dn->carry_at, dn->ncarry)) != 0)
             break;
-        size_t size = g->nodes[k].arg_size;
-        vf__op *op = in->ops[k++];
-        op->place = in->base + k - 1;
+        size_t size = g->nodes[i].arg_size;
+        vf__op *op = in->ops[i];
+        op->place = in->base + i;
+        k++;
         run.op = op;
         run.name = op->name;
         void *own = op->arg;
@@ -508,23 +592,25 @@ static uint32_t record(vf__graph_inst *in, vf__devrec *rec, vf__stream *s,
     if (rc != 0) {
         rec->dg = NULL;
         for (uint32_t i = 0; i < k; i++)
-            lost_work(in, in->ops[i], rc);
+            lost_work(in, in->ops[sg->first + i], rc);
         return k;
     }
-    *kept = k == g->n && !failed;
+    *kept = k == sg->n && !failed;
     return k;
 }
 
-/* Step 3 for the `m` nodes a launch of `dg` ran: fences, then the
- * completer. Returns how many went to the completer. */
-static uint32_t nodes_launched(vf__graph_inst *in, vf__devinst *di,
-                               vf__stream *s, uint32_t m, bool sync)
+/* Step 3 for the first `m` nodes of segment `sg`, which a launch of its
+ * device graph ran: fences, then the completer. Returns how many went to
+ * the completer. */
+static uint32_t nodes_launched(vf__graph_inst *in, const devseg *sg,
+                               vf__devinst *di, vf__stream *s, uint32_t m,
+                               bool sync)
 {
     const vf_graph *g = in->g;
     const vf__devplan *dp = g->devplan;
     const vf__device_class *cls = g->device->cls;
     uint32_t sent = 0;
-    for (uint32_t i = 0; i < m; i++) {
+    for (uint32_t i = sg->first; i < sg->first + m; i++) {
         vf__op *op = in->ops[i];
         const devnode *dn = &dp->nodes[i];
         op->place = in->base + i;
@@ -538,6 +624,7 @@ static uint32_t nodes_launched(vf__graph_inst *in, vf__devinst *di,
             free(f);
             cls->event_wait(di->events[i], NULL);
             cls->event_release(di->events[i]);
+            di->events[i] = NULL;
             di->nfence[i] = NULL;
             lost_work(in, op,
                       vf__fail(VF_ENOMEM, "device op \"%s\": out of memory",
@@ -564,7 +651,7 @@ static uint32_t nodes_launched(vf__graph_inst *in, vf__devinst *di,
             }
         }
         for (uint32_t c = 0; c < dn->ncarry; c++) {
-            vf__fence *pf = di->nfence[dp->carry[dn->carry_at + c]];
+            vf__fence *pf = di->nfence[sg->first + dp->carry[dn->carry_at + c]];
             if (pf != NULL) {
                 vf__fence_ref(pf);
                 d->inputs[d->ninputs++] = pf;
@@ -582,19 +669,20 @@ static uint32_t nodes_launched(vf__graph_inst *in, vf__devinst *di,
 /* The recording this launch runs (a reference, into di->rec): the
  * graph's when it has the launch's arguments; else NULL and *record_now
  * when this launch records (no other is recording: then this one is). */
-static vf__devrec *recording_of(vf__graph_inst *in, bool *record_now)
+static vf__devrec *recording_of(vf__graph_inst *in, devseg *sg,
+                                bool *record_now)
 {
     vf_graph *g = in->g;
     vf__devrec *rec = NULL, *stale = NULL;
     *record_now = false;
     pthread_mutex_lock(&g->lock);
-    if (g->devrec != NULL && g->devrec->gen == in->dev_gen) {
-        rec = g->devrec;
+    if (sg->rec != NULL && sg->rec->gen == in->dev_gen) {
+        rec = sg->rec;
         atomic_fetch_add_explicit(&rec->refs, 1, memory_order_relaxed);
-    } else if (!g->dev_recording) {
-        g->dev_recording = *record_now = true;
-        stale = g->devrec;
-        g->devrec = NULL;
+    } else if (!sg->recording) {
+        sg->recording = *record_now = true;
+        stale = sg->rec;
+        sg->rec = NULL;
     }
     pthread_mutex_unlock(&g->lock);
     devrec_unref(stale);
@@ -603,39 +691,41 @@ static vf__devrec *recording_of(vf__graph_inst *in, bool *record_now)
 
 /* A recording made by this launch is over: kept as the graph's when it
  * covers every node (its reference passes to the graph), else let go. */
-static void recording_done(vf__graph_inst *in, vf__devrec *rec, bool kept)
+static void recording_done(vf__graph_inst *in, devseg *sg, vf__devrec *rec,
+                           bool kept)
 {
     vf_graph *g = in->g;
     pthread_mutex_lock(&g->lock);
-    g->dev_recording = false;
-    if (kept && rec != NULL && g->devrec == NULL) {
-        g->devrec = rec;
+    sg->recording = false;
+    if (kept && rec != NULL && sg->rec == NULL) {
+        sg->rec = rec;
         rec = NULL;
     }
     pthread_mutex_unlock(&g->lock);
     devrec_unref(rec);
 }
 
-/* Steps 1-3 on stream `s`: returns the nodes done with (the rest go by
- * hand), *sent how many of them went to the completer. */
-static uint32_t replay(vf__graph_inst *in, vf__stream *s, int worker, bool sync,
-                       uint32_t *sent)
+/* Steps 1-3 for segment `sg` on stream `s`: returns how many of its
+ * nodes, from its first, are done with (the rest go by hand), *sent how
+ * many of them went to the completer. */
+static uint32_t replay_segment(vf__graph_inst *in, devseg *sg, vf__stream *s,
+                               int worker, bool sync, uint32_t *sent)
 {
     const vf_graph *g = in->g;
     const vf__device_class *cls = g->device->cls;
     vf__devinst *di = devinst_of(in);
     uint32_t ninputs = 0, m = 0;
     *sent = 0;
-    if (di == NULL || !boundary(in, di, cls, &ninputs))
+    if (di == NULL || !boundary(in, sg, di, cls, &ninputs))
         return 0;
     bool fresh = false, kept = false;
-    vf__devrec *rec = recording_of(in, &fresh);
+    vf__devrec *rec = recording_of(in, sg, &fresh);
     if (rec == NULL && fresh) { /* this launch records */
-        if ((rec = devrec_new(in)) != NULL) {
+        if ((rec = devrec_new(in, sg)) != NULL) {
             atomic_store_explicit(&rec->refs, 2, memory_order_relaxed);
-            m = record(in, rec, s, worker, &kept);
+            m = record(in, sg, rec, s, worker, &kept);
         }
-        recording_done(in, rec, kept);
+        recording_done(in, sg, rec, kept);
         if (rec == NULL || rec->dg == NULL) { /* nothing to launch */
             devrec_unref(rec);
             goto out;
@@ -643,40 +733,61 @@ static uint32_t replay(vf__graph_inst *in, vf__stream *s, int worker, bool sync,
     } else if (rec == NULL) { /* another launch is recording */
         goto out;
     } else {
-        m = (uint32_t)g->n;
+        m = sg->n;
     }
-    di->rec = rec;  /* let go of at the launch's end */
-    if (m < g->n) { /* a part: the inputs of the nodes it holds */
+    di->rec[sg - g->devplan->segs] = rec; /* let go of at the launch's end */
+    if (m < sg->n) { /* a part: the inputs of the nodes it holds */
         uint32_t kept_inputs = 0;
         for (uint32_t i = 0; i < ninputs; i++)
             if (di->inputs[i].node < m)
                 di->inputs[kept_inputs++] = di->inputs[i];
         ninputs = kept_inputs;
     }
-    int rc = cls->graph_launch(rec->dg, s, di->inputs, ninputs, di->events);
+    int rc = cls->graph_launch(rec->dg, s, di->inputs, ninputs,
+                               di->events + sg->first);
     if (rc == 0) {
-        *sent = nodes_launched(in, di, s, m, sync);
+        *sent = nodes_launched(in, sg, di, s, m, sync);
     } else if (fresh) { /* the calls are made, their work is lost */
         for (uint32_t i = 0; i < m; i++)
-            lost_work(in, in->ops[i], rc);
+            lost_work(in, in->ops[sg->first + i], rc);
     } else {
         m = 0; /* nothing called: all by hand */
     }
 out:
-    for (int b = 0; b < g->nb; b++)
-        if (di->wfence[b] != NULL) {
-            vf__fence_unref(di->wfence[b]);
-            di->wfence[b] = NULL;
-        }
+    wfences_drop(in, sg, di);
     return m;
 }
 
-/* The launch is over: the recording it ran is let go of. */
+/* A CPU node of a graph with device replay, by hand, where the launch
+ * runs: its push's body and finish (exec.c's run_body and finish for a
+ * user op on an engine with devices), its vars' device work met on the
+ * host first. */
+static void cpu_by_hand(vf__graph_inst *in, uint32_t i, int worker,
+                        bool shutdown)
+{
+    vf__op *op = in->ops[i];
+    op->place = in->base + i;
+    op->status = 0;
+    vf__fences_host_wait(op);
+    vf__fences_clear_written(op);
+    vf__failure *f = NULL;
+    if (shutdown)
+        vf__exec_op_skipped(op, NULL);
+    else if (!op->def->no_skip && (f = vf__exec_inherited_failure(
+                                       op, NULL, 0, op->place, true)) != NULL)
+        vf__exec_op_skipped(op, f);
+    else
+        vf__exec_run_fn(op, worker);
+    node_done_here(in, op);
+}
+
+/* The launch is over: the recordings it ran are let go of. */
 static void launch_over(vf__graph_inst *in)
 {
-    if (in->dev != NULL) {
-        devrec_unref(in->dev->rec);
-        in->dev->rec = NULL;
+    vf__devinst *di = in->dev;
+    for (uint32_t k = 0; di != NULL && k < in->g->devplan->nsegs; k++) {
+        devrec_unref(di->rec[k]);
+        di->rec[k] = NULL;
     }
 }
 
@@ -700,11 +811,22 @@ static bool devlaunch_run(vf__op *op, int worker, bool shutdown)
         s = vf__this_worker()->stream;
     else if (vf__device_thread_stream(e, g->device, &s) != 0)
         s = NULL; /* each node reports it, by hand */
-    uint32_t sent = 0, from = 0;
-    if (s != NULL && !shutdown)
-        from = replay(in, s, worker, sync, &sent);
-    for (uint32_t i = from; i < n; i++)
-        sent += by_hand(in, i, worker, shutdown, sync);
+    vf__devplan *dp = g->devplan;
+    uint32_t sent = 0;
+    for (uint32_t i = 0; i < n;) {
+        const devnode *dn = &dp->nodes[i];
+        if (dn->seg == NOSEG) {
+            cpu_by_hand(in, i++, worker, shutdown);
+            continue;
+        }
+        devseg *sg = &dp->segs[dn->seg];
+        uint32_t done = 0, gone = 0;
+        if (s != NULL && !shutdown)
+            done = replay_segment(in, sg, s, worker, sync, &gone);
+        sent += gone;
+        for (i = sg->first + done; i < sg->first + sg->n; i++)
+            sent += by_hand(in, i, worker, shutdown, sync);
+    }
     if (sent != 0)
         return false;
     /* Every node is over: `left` is down to the launch's own one. */

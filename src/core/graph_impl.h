@@ -58,18 +58,16 @@ struct vf_graph {
     uint32_t nroots;
     uint32_t ncopied;
     const vf__opdef *launch_def; /* its launch op's */
-    /* Device replay (graph_device.c): every node a sync device op of this
-     * device (else NULL), its part of the plan once worked out, whether
-     * the program allows it (vf_graph_device_replay), the generation of
-     * the arguments (lock: set_arg bumps it, so the device work is
-     * recorded again), the recording launches replay (lock), and whether
-     * a launch is recording one now (lock). */
+    /* Device replay (graph_device.c): the device of its device ops when
+     * every node is a sync device op of that device or a sync CPU op
+     * (else NULL), its part of the plan once worked out (with the
+     * recordings: lock), whether the program allows it
+     * (vf_graph_device_replay), and the generation of the arguments
+     * (lock: set_arg bumps it, so the device work is recorded again). */
     vf__devctx *device;
     struct vf__devplan *devplan;
     atomic_bool device_replay;
     uint64_t dev_gen;
-    struct vf__devrec *devrec;
-    bool dev_recording;
     struct vf__graph_inst *free_insts; /* lock */
     struct vf__graph_inst *all_insts;  /* lock */
 };
@@ -90,7 +88,7 @@ void vf__graph_launch_dropped(vf_engine *e, vf__op *op, int rc);
 
 /* At vf_graph_end, after the plan: the device replay's part of it, when
  * every node is a sync device op of one device whose class records device
- * graphs. 0 or VF_ENOMEM. */
+ * graphs, or a sync CPU op. 0 or VF_ENOMEM. */
 int vf__devgraph_plan(vf_graph *g, const char *who);
 
 /* Whether this launch of `g` replays as a device graph, and the launch. */
