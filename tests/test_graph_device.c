@@ -15,6 +15,8 @@
  *   among the device ops (the device ops between two CPU ops a device
  *   graph of their own); every launch replayed (stats.replays), most
  *   without calling a device op's function;
+ * - the next launch's write of a var waits for every read of it by the
+ *   launch before (a slow reader on the copy lane, a fast one beside);
  * - a replay calls no function: a graph launched many times calls each
  *   op's function once, and again after vf_graph_set_arg; without the
  *   switch every launch calls them;
@@ -481,6 +483,81 @@ TEST_KIND_CASE(functions_called_when_recorded, k)
         CHECK_OK(vf_graph_destroy(e, g));
         CHECK_OK(vf_engine_destroy(e));
     }
+}
+
+/* --- the reads of a launch, all met --------------------------------------- */
+
+typedef struct reader {
+    int *cell; /* written by the writer's work */
+    int *seen; /* what each launch's read saw */
+    int *runs;
+    bool slow;
+} reader;
+
+static int writer_work(void *arg)
+{
+    (*(int *)arg)++;
+    return 0;
+}
+
+static int reader_work(void *arg)
+{
+    reader *r = arg;
+    if (r->slow) { /* read late, on the copy lane, after the other reader */
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+    r->seen[(*r->runs)++] = *r->cell;
+    return 0;
+}
+
+static int writer_fn(vf_run *run, void *arg)
+{
+    return vf_run_submit(run, writer_work, arg, 0);
+}
+
+static int reader_fn(vf_run *run, void *arg)
+{
+    reader *r = arg;
+    return vf_run_submit(run, reader_work, r, r->slow ? 64 : 0);
+}
+
+/* A var one node of a graph writes and two read, a slow one on the copy
+ * lane and a fast one on the other: the next launch's write waits for
+ * both reads. (A device graph's nodes complete in no order, so one node's
+ * read fence cannot stand for another's: a launch leaves one fence of its
+ * own for the reads.) */
+TEST_KIND_CASE(reads_of_a_launch_all_met, k)
+{
+    vf_engine *e = engine(k, false);
+    vf_var v = tu_var(e);
+    int cell = 0, saw[2][8], runs[2] = {0, 0};
+    reader r[2] = {{&cell, saw[0], &runs[0], true},
+                   {&cell, saw[1], &runs[1], false}};
+    vf_graph *g = NULL;
+    CHECK_OK(vf_graph_begin(e));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = writer_fn,
+                                        .arg = &cell,
+                                        .writes = tu_list(&v, 1),
+                                        .device = emu}));
+    for (int i = 0; i < 2; i++)
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = reader_fn,
+                                            .arg = &r[i],
+                                            .reads = tu_list(&v, 1),
+                                            .device = emu}));
+    CHECK_OK(vf_graph_end(e, &g));
+    CHECK_OK(vf_graph_device_replay(e, g, true));
+    for (int s = 0; s < 6; s++)
+        CHECK_OK(vf_graph_launch(e, g));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_EQ(cell, 6);
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ(runs[i], 6);
+        for (int s = 0; s < runs[i] && s < 6; s++)
+            CHECK_EQ(saw[i][s], s + 1); /* the launch's own write */
+    }
+    CHECK_OK(vf_graph_destroy(e, g));
+    CHECK_OK(vf_engine_destroy(e));
 }
 
 /* --- lifetimes ----------------------------------------------------------- */

@@ -5,7 +5,9 @@
  * lines it prints in the same form (issue 20).
  *
  * Per batch: copy in (a copy worker's stream), kernel (the compute
- * worker's stream), copy out (the copy worker's stream); one compute and
+ * worker's stream), copy out (the copy worker's stream), and with
+ * --host-op on a CPU op that reads the batch's output (a replay then has a
+ * device graph per batch between them: its segments); one compute and
  * one copy worker, so one stream of each, as the baseline. Three modes:
  *   events  varflow's default: the streams are ordered with events;
  *   sync    device_sync: the host waits for each op's work before its vars
@@ -45,7 +47,7 @@
  * Usage: vfbench-device [--set large|tiny] [--batches N] [--reps N]
  *          [--device auto|cuda|emulated] [--mode both|events|sync|replay|all]
  *          [--emu-kernel-us N] [--emu-mb-per-s N] [--emu-latency-us N]
- *          [--profile PATH]
+ *          [--profile PATH] [--host-op on|off]
  * Exit 0, 1 on a wrong result or an engine error, 2 on bad usage.
  */
 #define _GNU_SOURCE 1
@@ -71,12 +73,14 @@ typedef struct batch {
     float *in, *dev, *out;
     size_t n;     /* floats the work touches (the sample on the emulator) */
     size_t bytes; /* what a copy moves */
-    vf_var vin, vdev, vout;
+    vf_var vin, vdev, vout, vsum;
+    double sum; /* --host-op: the host's sum of the batch's output */
 } batch;
 
 typedef struct pipe {
     const dp_set *set;
     vf_device device;
+    bool host_op; /* a CPU op a batch after its copy out */
     int nbatches;
     int kernel_us; /* emulated */
     batch *b;
@@ -158,6 +162,20 @@ static int op_copy_out(vf_run *run, void *arg)
     return vf_run_submit(run, emu_copy_out, b, b->bytes);
 }
 
+/* --host-op: the host reads the batch's output (a CPU op between the
+ * device ops: a replay's segments, DESIGN.md "Device replay"). */
+static int op_host_sum(vf_run *run, void *arg)
+{
+    (void)run;
+    batch *b = arg;
+    double sum = 0;
+    size_t n = b->n < CHECK_FLOATS ? b->n : CHECK_FLOATS;
+    for (size_t k = 0; k < n; k++)
+        sum += b->out[k];
+    b->sum = sum;
+    return 0;
+}
+
 static const char *const op_names[3] = {"copy_in", "kernel", "copy_out"};
 
 static int push_all(vf_engine *e)
@@ -187,6 +205,12 @@ static int push_all(vf_engine *e)
                                          .device = P.device,
                                          .property = VF_PROP_COPY_FROM_DEVICE,
                                          .name = op_names[2]});
+        if (rc == 0 && P.host_op)
+            rc = vf_engine_push(e, &(vf_op){.fn = op_host_sum,
+                                            .arg = b,
+                                            .reads = VF_VARS(b->vout),
+                                            .writes = VF_VARS(b->vsum),
+                                            .name = "host_sum"});
     }
     return rc;
 }
@@ -258,6 +282,7 @@ static double run_mode(const char *impl, const char *mode, vf_config cfg,
         vf_var_create(e, &P.b[i].vin);
         vf_var_create(e, &P.b[i].vdev);
         vf_var_create(e, &P.b[i].vout);
+        vf_var_create(e, &P.b[i].vsum);
     }
     double *t = calloc((size_t)reps, sizeof *t);
     vf_graph *g = replay ? capture(e) : NULL;
@@ -292,7 +317,7 @@ static double run_mode(const char *impl, const char *mode, vf_config cfg,
                "min_us=%.1f max_us=%.1f per_batch_us=%.2f per_op_us=%.2f "
                "host_syncs=%llu stream_waits=%llu\n",
                impl, mode, P.set->name, P.nbatches, med, t[0], t[reps - 1],
-               med / P.nbatches, med / (3.0 * P.nbatches),
+               med / P.nbatches, med / ((P.host_op ? 4.0 : 3.0) * P.nbatches),
                (unsigned long long)((s1.host_syncs - s0.host_syncs) /
                                     (uint64_t)reps),
                (unsigned long long)((s1.stream_waits - s0.stream_waits) /
@@ -389,7 +414,7 @@ static int usage(void)
                     "both|events|sync|replay|all]\n"
                     "         [--emu-kernel-us N] [--emu-mb-per-s N] "
                     "[--emu-latency-us N]\n"
-                    "         [--profile PATH]\n");
+                    "         [--profile PATH] [--host-op on|off]\n");
     return 2;
 }
 
@@ -432,12 +457,16 @@ int main(int argc, char **argv)
             ok = (lat_us = number(v, 0, 10000000)) >= 0;
         else if (strcmp(a, "--profile") == 0)
             profile = v;
+        else if (strcmp(a, "--host-op") == 0)
+            ok = !strcmp(v, "on") || !strcmp(v, "off");
         else
             ok = false;
         if (!ok)
             return usage();
         if (strcmp(a, "--device") == 0)
             device = v;
+        else if (strcmp(a, "--host-op") == 0)
+            P.host_op = strcmp(v, "on") == 0;
         else if (strcmp(a, "--mode") == 0)
             mode = v;
     }
@@ -488,9 +517,10 @@ int main(int argc, char **argv)
     const char *devname = "emulated";
 #endif
     printf("# device=\"%s\" set=%s batches=%d floats=%zu bytes=%zu "
-           "rounds=%d reps=%ld",
+           "rounds=%d reps=%ld host_op=%s",
            devname, set->name, P.nbatches, set->floats,
-           set->floats * sizeof(float), set->rounds, reps);
+           set->floats * sizeof(float), set->rounds, reps,
+           P.host_op ? "on" : "off");
     if (P.device.type == VF_DEVICE_EMULATED) {
         printf(" model=\"kernel %d us, copies at %d MB/s, every submission "
                ">= %d us",

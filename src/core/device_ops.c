@@ -26,6 +26,7 @@ void vf__devrun_free(vf__op *op)
     for (int i = 0; i < d->ninputs; i++)
         vf__fence_unref(d->inputs[i]);
     vf__fence_unref(d->fence);
+    vf__fence_unref(d->graph_end);
     free(d);
 }
 
@@ -44,6 +45,7 @@ static int device_op_begin(vf__op *op, const vf__device_class *cls,
         return vf__fail(VF_ENOMEM, "device op \"%s\": out of memory", op->name);
     d->cls = cls;
     d->graph = NULL;
+    d->graph_end = NULL;
     d->fence = NULL;
     d->start_ev = NULL;
     d->ninputs = 0;
@@ -301,6 +303,11 @@ static void resolve(vf__op *op)
         vf__failure_ref(op->failure);
     f->failure = op->failure;
     atomic_store_explicit(&f->resolved, true, memory_order_release);
+    vf__fence *end = op->dev->graph_end; /* reads only order: no failure */
+    if (end != NULL) {
+        end->cls->event_wait(end->ev, NULL);
+        atomic_store_explicit(&end->resolved, true, memory_order_release);
+    }
 }
 
 void vf__device_op_completed(vf__op *op)

@@ -73,6 +73,10 @@ typedef struct vf__devrun {
     /* A node of a graph's device replay (graph_device.c): its launch's
      * instance, whose end its completion is; NULL for a pushed op. */
     struct vf__graph_inst *graph;
+    /* A node's, the last of its graph's launch: the read fence of the
+     * launch (vf__fences_leave_rw), resolved with this node (a
+     * reference), or NULL. */
+    vf__fence *graph_end;
     vf__fence *fence; /* its own, once recorded */
     /* Profiling: an event recorded before the op's stream waits, whose
      * time (or a waited fence's, whichever is later) starts its span. */

@@ -78,9 +78,15 @@ static void keep_replaced_failure(vf__var *v, vf__fence *old)
 
 void vf__fences_leave(vf__op *op, vf__fence *f)
 {
+    vf__fences_leave_rw(op, f, f);
+}
+
+void vf__fences_leave_rw(vf__op *op, vf__fence *wf, vf__fence *rf)
+{
     for (int i = 0; i < op->nvars; i++) {
         vf__var *v = vf__dep_var(vf__op_dep(op, i));
         bool write = vf__dep_write(vf__op_dep(op, i));
+        vf__fence *f = write ? wf : rf;
         vf__fence *drop[1 + VF__VAR_READ_FENCES];
         int ndrop = 0;
         vf__fence *old = NULL;

@@ -70,8 +70,13 @@ int vf__fences_of_var(vf__var *v, bool write_fence, bool reads,
 
 /* Leave a device op's fence `f` on its vars (each takes a reference): the
  * write fence of what it writes, a read fence of what it reads. A var with
- * no room left for a read fence waits on the host for its oldest one. */
+ * no room left for a read fence waits on the host for its oldest one. A
+ * read fence replaces an older one of the same stream (its work completes
+ * after the older's): so the fences of a device graph's nodes, which
+ * complete in no order, leave `rf` for their reads instead, a fence of the
+ * whole graph's launch (vf__fences_leave_rw). */
 void vf__fences_leave(vf__op *op, vf__fence *f);
+void vf__fences_leave_rw(vf__op *op, vf__fence *f, vf__fence *rf);
 
 /* Before a host-side op runs (engine with devices): wait on the host for
  * the fences of its vars that it depends on. */

@@ -69,24 +69,37 @@ _Thread_local const vf__stream *vf__devgraph_recording;
 
 /* --- the plan ------------------------------------------------------------ */
 
-/* A device node's part of the device plan: its segment; its predecessors
- * in its segment (at pred_at in `pred`: the plan's edges, reversed), the
- * earlier nodes of its segment it carries a failure from (at carry_at in
- * `carry`), both as indices in the segment; and the boundary vars it uses
- * before any node of its segment wrote them, whose last device write it
- * carries from (at ext_at in `ext`, indices into the graph's bvars). A CPU
- * node has no segment (NOSEG). */
-#define NOSEG UINT32_MAX
+/* A node's part of the device plan: its segment (see below) and, for a
+ * device node, its index there; its predecessors in its segment (at
+ * pred_at in `pred`: the plan's edges, reversed) and the nodes of its
+ * segment it carries a failure from (at carry_at in `carry`), both as
+ * indices in the segment; and the boundary vars it uses before any node of
+ * its segment wrote them, whose last device write it carries from (at
+ * ext_at in `ext`, indices into the graph's bvars). */
+#define NONE UINT32_MAX /* no writer yet; not seen in this segment */
+
 typedef struct devnode {
-    uint32_t seg, pred_at, npred, carry_at, ncarry, ext_at, next;
+    uint32_t seg, local, pred_at, npred, carry_at, ncarry, ext_at, next;
 } devnode;
 
-/* A segment: a run of device nodes between CPU nodes (first, n), the
- * boundary vars its nodes use (at vars_at in svar, each written by one of
- * them or not: swrite), and its recording (the graph's lock: `rec`, and
- * whether a launch is making one: `recording`). */
+/*
+ * A segment: one device graph, then the CPU nodes that run after it. A
+ * node's segment is its *phase*: for a device node, the most CPU nodes on
+ * a path of edges into it; for a CPU node, the greatest phase of its
+ * predecessors. A launch runs segment after segment: the device graph of
+ * its device nodes (at nodes_at in `segnode`, in node order), then its CPU
+ * nodes one after the other (at cpu_at in `cpunode`, in node order). Every
+ * edge then goes forward (a device node follows a CPU node only from a
+ * later segment; a CPU node, the device graph of its own segment or
+ * earlier ones, and the CPU nodes before it), so the order is one the
+ * serial program allows, and the device work of independent ops stays in
+ * one device graph however the program interleaved its CPU ops. Also: the
+ * boundary vars its device nodes use (at vars_at in svar, each written by
+ * one of them or not: swrite), and its recording (the graph's lock: `rec`,
+ * and whether a launch is making one: `recording`).
+ */
 typedef struct devseg {
-    uint32_t first, n, vars_at, nvars;
+    uint32_t nodes_at, n, cpu_at, ncpu, vars_at, nvars;
     struct vf__devrec *rec;
     bool recording;
 } devseg;
@@ -95,9 +108,11 @@ typedef struct vf__devplan {
     devnode *nodes;
     devseg *segs;
     uint32_t nsegs;
+    uint32_t *segnode, *cpunode;
     uint32_t *pred, *carry, *ext, *svar;
     bool *swrite;
     uint32_t max_inputs; /* a segment's most inputs */
+    uint32_t max_n;      /* a segment's most device nodes */
 } vf__devplan;
 
 /* A recording: the device graph, and the copied arguments its work was
@@ -119,9 +134,9 @@ typedef struct vf__devinst {
     vf__devrec **rec;
     vf__fence **wfence;         /* per boundary var: its last device write
                                    in flight, or NULL */
-    vf__devgraph_input *inputs; /* room: next + reads of written vars */
-    vf__event **events;         /* per node */
-    vf__fence **nfence;         /* per node, during a launch's run */
+    vf__devgraph_input *inputs; /* room: a segment's most */
+    vf__event **events;         /* per node of a segment, its launch's */
+    vf__fence **nfence;         /* per node of a segment, during a launch */
 } vf__devinst;
 
 static void devrec_unref(vf__devrec *rec)
@@ -148,6 +163,30 @@ static uint32_t bvar_index(const vf_graph *g, const vf__var *v)
     return lo;
 }
 
+/* Each node's segment (its phase: see devseg), into dp->nodes[].seg;
+ * returns how many segments. `gpred`: each node's predecessors, at
+ * gpred_at[node]. */
+static uint32_t phases(const vf_graph *g, vf__devplan *dp,
+                       const uint32_t *gpred_at, const uint32_t *gpred)
+{
+    uint32_t most = 0;
+    for (uint32_t i = 0; i < g->n; i++) {
+        bool dev = g->nodes[i].def->devctx != NULL;
+        uint32_t ph = 0;
+        for (uint32_t k = gpred_at[i]; k < gpred_at[i + 1]; k++) {
+            uint32_t p = gpred[k];
+            uint32_t q = dp->nodes[p].seg +
+                         (dev && g->nodes[p].def->devctx == NULL);
+            if (q > ph)
+                ph = q;
+        }
+        dp->nodes[i].seg = ph;
+        if (ph > most)
+            most = ph;
+    }
+    return most + 1;
+}
+
 int vf__devgraph_plan(vf_graph *g, const char *who)
 {
     if (g->device == NULL)
@@ -157,42 +196,37 @@ int vf__devgraph_plan(vf_graph *g, const char *who)
         return 0;
     }
     size_t uses = 0, edges = 0;
-    uint32_t nsegs = 0;
     for (size_t i = 0; i < g->n; i++) {
         uses += (size_t)g->nodes[i].nvars;
         edges += g->pn[i].npred;
-        bool dev = g->nodes[i].def->devctx != NULL;
-        nsegs += dev && (i == 0 || g->nodes[i - 1].def->devctx == NULL);
     }
+    size_t nb = (size_t)(g->nb ? g->nb : 1);
     vf__devplan *dp = vf__calloc(1, sizeof *dp);
     /* Per var: its last writer in the segment, the segment it was last
      * seen in (a stamp: nothing to reset per segment), and its place in
      * that segment's vars; then every node's predecessors (the plan's
      * edges reversed), at gpred_at. */
-    size_t nb = (size_t)(g->nb ? g->nb : 1);
     uint32_t *lastw = vf__malloc((3 * nb + g->n + 1 + (edges ? edges : 1)) *
                                  sizeof *lastw);
     if (dp != NULL) {
         dp->nodes = vf__calloc(g->n, sizeof *dp->nodes);
-        dp->segs = vf__calloc(nsegs ? nsegs : 1, sizeof *dp->segs);
+        dp->segnode = vf__malloc(g->n * sizeof *dp->segnode);
+        dp->cpunode = vf__malloc(g->n * sizeof *dp->cpunode);
         dp->pred = vf__malloc((edges ? edges : 1) * sizeof *dp->pred);
         dp->carry = vf__malloc((uses ? uses : 1) * sizeof *dp->carry);
         dp->ext = vf__malloc((uses ? uses : 1) * sizeof *dp->ext);
         dp->svar = vf__malloc((uses ? uses : 1) * sizeof *dp->svar);
         dp->swrite = vf__malloc((uses ? uses : 1) * sizeof *dp->swrite);
     }
-    if (dp == NULL || lastw == NULL || dp->nodes == NULL || dp->segs == NULL ||
-        dp->pred == NULL || dp->carry == NULL || dp->ext == NULL ||
-        dp->svar == NULL || dp->swrite == NULL) {
-        free(lastw);
-        g->devplan = dp;
-        vf__devgraph_plan_free(g);
-        return vf__fail(VF_ENOMEM, "%s: out of memory", who);
-    }
+    if (dp == NULL || lastw == NULL || dp->nodes == NULL ||
+        dp->segnode == NULL || dp->cpunode == NULL || dp->pred == NULL ||
+        dp->carry == NULL || dp->ext == NULL || dp->svar == NULL ||
+        dp->swrite == NULL)
+        goto nomem;
     uint32_t *seen = lastw + nb, *slot = seen + nb;
     uint32_t *gpred_at = slot + nb, *gpred = gpred_at + g->n + 1;
     for (size_t b = 0; b < nb; b++)
-        seen[b] = NOSEG;
+        seen[b] = NONE;
     gpred_at[0] = 0;
     for (uint32_t i = 0; i < g->n; i++)
         gpred_at[i + 1] = gpred_at[i] + g->pn[i].npred;
@@ -204,71 +238,97 @@ int vf__devgraph_plan(vf_graph *g, const char *who)
     for (uint32_t i = g->n; i > 0; i--) /* each back at its start */
         gpred_at[i] = gpred_at[i - 1];
     gpred_at[0] = 0;
-    uint32_t np = 0, nc = 0, ne = 0, nv = 0;
-    devseg *sg = NULL;
+    dp->nsegs = phases(g, dp, gpred_at, gpred);
+    if ((dp->segs = vf__calloc(dp->nsegs, sizeof *dp->segs)) == NULL)
+        goto nomem;
+    /* The segments' node lists: counted, then filled in node order. */
     for (uint32_t i = 0; i < g->n; i++) {
-        const node *nd = &g->nodes[i];
-        devnode *dn = &dp->nodes[i];
-        if (nd->def->devctx == NULL) { /* a CPU node ends a segment */
-            dn->seg = NOSEG;
-            sg = NULL;
-            continue;
-        }
-        if (sg == NULL) {
-            sg = &dp->segs[dp->nsegs++];
-            *sg = (devseg){.first = i, .vars_at = nv};
-        }
-        uint32_t si = (uint32_t)(sg - dp->segs);
-        dn->seg = si;
-        sg->n++;
-        /* Its predecessors in the segment, as indices there. */
-        dn->pred_at = np;
-        for (uint32_t k = gpred_at[i]; k < gpred_at[i] + g->pn[i].npred; k++)
-            if (gpred[k] >= sg->first)
-                dp->pred[np++] = gpred[k] - sg->first;
-        dn->npred = np - dn->pred_at;
-        dn->carry_at = nc;
-        dn->ext_at = ne;
-        for (int j = 0; j < nd->nvars; j++) {
-            uint32_t b = bvar_index(g, nd->vars[j].var);
-            if (seen[b] != si) { /* its first use in the segment */
-                seen[b] = si;
-                lastw[b] = NOSEG;
-                slot[b] = nv;
-                dp->svar[nv] = b;
-                dp->swrite[nv++] = false;
-            }
-            dp->swrite[slot[b]] |= nd->vars[j].write;
-            uint32_t w = lastw[b];
-            if (w == NOSEG) {
-                dp->ext[ne++] = b;
-                continue;
-            }
-            bool dup = false; /* two vars may have the same last writer */
-            for (uint32_t c = dn->carry_at; c < nc && !dup; c++)
-                dup = dp->carry[c] == w - sg->first;
-            if (!dup)
-                dp->carry[nc++] = w - sg->first;
-        }
-        for (int j = 0; j < nd->nvars; j++)
-            if (nd->vars[j].write)
-                lastw[bvar_index(g, nd->vars[j].var)] = i;
-        dn->ncarry = nc - dn->carry_at;
-        dn->next = ne - dn->ext_at;
-        sg->nvars = nv - sg->vars_at;
+        devseg *sg = &dp->segs[dp->nodes[i].seg];
+        if (g->nodes[i].def->devctx != NULL)
+            sg->n++;
+        else
+            sg->ncpu++;
     }
-    for (uint32_t k = 0; k < dp->nsegs; k++) {
-        const devseg *q = &dp->segs[k];
+    for (uint32_t k = 0, at = 0, cat = 0; k < dp->nsegs; k++) {
+        dp->segs[k].nodes_at = at;
+        dp->segs[k].cpu_at = cat;
+        at += dp->segs[k].n;
+        cat += dp->segs[k].ncpu;
+        if (dp->segs[k].n > dp->max_n)
+            dp->max_n = dp->segs[k].n;
+        dp->segs[k].n = dp->segs[k].ncpu = 0;
+    }
+    for (uint32_t i = 0; i < g->n; i++) {
+        devseg *sg = &dp->segs[dp->nodes[i].seg];
+        if (g->nodes[i].def->devctx != NULL) {
+            dp->nodes[i].local = sg->n;
+            dp->segnode[sg->nodes_at + sg->n++] = i;
+        } else {
+            dp->cpunode[sg->cpu_at + sg->ncpu++] = i;
+        }
+    }
+    /* Per segment, per device node in its order: its predecessors and
+     * carries in the segment, the vars it uses first. */
+    uint32_t np = 0, nc = 0, ne = 0, nv = 0;
+    for (uint32_t si = 0; si < dp->nsegs; si++) {
+        devseg *sg = &dp->segs[si];
+        sg->vars_at = nv;
+        for (uint32_t l = 0; l < sg->n; l++) {
+            uint32_t i = dp->segnode[sg->nodes_at + l];
+            const node *nd = &g->nodes[i];
+            devnode *dn = &dp->nodes[i];
+            dn->pred_at = np;
+            for (uint32_t k = gpred_at[i]; k < gpred_at[i + 1]; k++) {
+                const devnode *pd = &dp->nodes[gpred[k]];
+                if (pd->seg == si && g->nodes[gpred[k]].def->devctx != NULL)
+                    dp->pred[np++] = pd->local;
+            }
+            dn->npred = np - dn->pred_at;
+            dn->carry_at = nc;
+            dn->ext_at = ne;
+            for (int j = 0; j < nd->nvars; j++) {
+                uint32_t b = bvar_index(g, nd->vars[j].var);
+                if (seen[b] != si) { /* its first use in the segment */
+                    seen[b] = si;
+                    lastw[b] = NONE;
+                    slot[b] = nv;
+                    dp->svar[nv] = b;
+                    dp->swrite[nv++] = false;
+                }
+                dp->swrite[slot[b]] |= nd->vars[j].write;
+                uint32_t w = lastw[b]; /* a local index */
+                if (w == NONE) {
+                    dp->ext[ne++] = b;
+                    continue;
+                }
+                bool dup = false; /* two vars may have the same writer */
+                for (uint32_t c = dn->carry_at; c < nc && !dup; c++)
+                    dup = dp->carry[c] == w;
+                if (!dup)
+                    dp->carry[nc++] = w;
+            }
+            for (int j = 0; j < nd->nvars; j++)
+                if (nd->vars[j].write)
+                    lastw[bvar_index(g, nd->vars[j].var)] = l;
+            dn->ncarry = nc - dn->carry_at;
+            dn->next = ne - dn->ext_at;
+        }
+        sg->nvars = nv - sg->vars_at;
         uint32_t next = 0;
-        for (uint32_t i = q->first; i < q->first + q->n; i++)
-            next += dp->nodes[i].next;
-        uint32_t most = next + q->nvars * VF__VAR_READ_FENCES;
+        for (uint32_t l = 0; l < sg->n; l++)
+            next += dp->nodes[dp->segnode[sg->nodes_at + l]].next;
+        uint32_t most = next + sg->nvars * VF__VAR_READ_FENCES;
         if (most > dp->max_inputs)
             dp->max_inputs = most;
     }
     free(lastw);
     g->devplan = dp;
     return 0;
+nomem:
+    free(lastw);
+    g->devplan = dp;
+    vf__devgraph_plan_free(g);
+    return vf__fail(VF_ENOMEM, "%s: out of memory", who);
 }
 
 void vf__devgraph_plan_free(vf_graph *g)
@@ -276,10 +336,12 @@ void vf__devgraph_plan_free(vf_graph *g)
     vf__devplan *dp = g->devplan;
     if (dp == NULL)
         return;
-    for (uint32_t k = 0; k < dp->nsegs; k++)
+    for (uint32_t k = 0; dp->segs != NULL && k < dp->nsegs; k++)
         devrec_unref(dp->segs[k].rec); /* no launch is left */
     free(dp->nodes);
     free(dp->segs);
+    free(dp->segnode);
+    free(dp->cpunode);
     free(dp->pred);
     free(dp->carry);
     free(dp->ext);
@@ -319,8 +381,8 @@ static vf__devinst *devinst_of(vf__graph_inst *in)
     di->rec = vf__calloc(dp->nsegs ? dp->nsegs : 1, sizeof *di->rec);
     di->wfence = vf__calloc(nb, sizeof *di->wfence);
     di->inputs = vf__malloc(((size_t)dp->max_inputs + 1) * sizeof *di->inputs);
-    di->events = vf__calloc(g->n, sizeof *di->events);
-    di->nfence = vf__calloc(g->n, sizeof *di->nfence);
+    di->events = vf__calloc(dp->max_n ? dp->max_n : 1, sizeof *di->events);
+    di->nfence = vf__calloc(dp->max_n ? dp->max_n : 1, sizeof *di->nfence);
     in->dev = di;
     if (di->rec == NULL || di->wfence == NULL || di->inputs == NULL ||
         di->events == NULL || di->nfence == NULL) {
@@ -447,7 +509,7 @@ static bool boundary(vf__graph_inst *in, const devseg *sg, vf__devinst *di,
 {
     const vf_graph *g = in->g;
     const vf__devplan *dp = g->devplan;
-    uint64_t place = in->base + sg->first;
+    uint64_t place = in->base + dp->segnode[sg->nodes_at]; /* its first */
     uint32_t n = 0;
     bool ok = true;
     for (uint32_t x = sg->vars_at; x < sg->vars_at + sg->nvars; x++) {
@@ -490,7 +552,7 @@ static bool boundary(vf__graph_inst *in, const devseg *sg, vf__devinst *di,
         }
     }
     for (uint32_t i = 0; i < sg->n; i++) {
-        const devnode *dn = &dp->nodes[sg->first + i];
+        const devnode *dn = &dp->nodes[dp->segnode[sg->nodes_at + i]];
         for (uint32_t x = 0; x < dn->next; x++) {
             vf__fence *wf = di->wfence[dp->ext[dn->ext_at + x]];
             if (wf != NULL)
@@ -517,9 +579,10 @@ static void lost_work(vf__graph_inst *in, vf__op *op, int rc)
 static vf__devrec *devrec_new(vf__graph_inst *in, const devseg *sg)
 {
     const vf_graph *g = in->g;
+    const uint32_t *nodes = g->devplan->segnode + sg->nodes_at;
     size_t size = 0;
-    for (size_t i = sg->first; i < sg->first + sg->n; i++)
-        size += (g->nodes[i].arg_size + 15) / 16 * 16;
+    for (size_t l = 0; l < sg->n; l++)
+        size += (g->nodes[nodes[l]].arg_size + 15) / 16 * 16;
     vf__devrec *rec = vf__calloc(1, sizeof *rec);
     char *args = size != 0 ? vf__malloc(size) : NULL;
     if (rec == NULL || (size != 0 && args == NULL)) {
@@ -531,10 +594,10 @@ static vf__devrec *devrec_new(vf__graph_inst *in, const devseg *sg)
     rec->cls = g->device->cls;
     rec->gen = in->dev_gen;
     rec->args = args;
-    for (size_t i = sg->first, at = 0; i < sg->first + sg->n; i++) {
-        size_t n = g->nodes[i].arg_size;
+    for (size_t l = 0, at = 0; l < sg->n; l++) {
+        size_t n = g->nodes[nodes[l]].arg_size;
         if (n != 0)
-            memcpy(args + at, in->ops[i]->arg, n);
+            memcpy(args + at, in->ops[nodes[l]]->arg, n);
         at += (n + 15) / 16 * 16;
     }
     return rec;
@@ -566,7 +629,7 @@ static uint32_t record(vf__graph_inst *in, const devseg *sg, vf__devrec *rec,
     int rc = 0;
     bool failed = false;
     while (k < sg->n && !failed) {
-        uint32_t i = sg->first + k;
+        uint32_t i = dp->segnode[sg->nodes_at + k];
         const devnode *dn = &dp->nodes[i];
         if ((rc = cls->capture_node(s, dp->pred + dn->pred_at, dn->npred,
                                     dp->carry + dn->carry_at, dn->ncarry)) != 0)
@@ -591,17 +654,40 @@ static uint32_t record(vf__graph_inst *in, const devseg *sg, vf__devrec *rec,
         rc = erc;
     if (rc != 0) {
         rec->dg = NULL;
-        for (uint32_t i = 0; i < k; i++)
-            lost_work(in, in->ops[sg->first + i], rc);
+        for (uint32_t l = 0; l < k; l++)
+            lost_work(in, in->ops[dp->segnode[sg->nodes_at + l]], rc);
         return k;
     }
     *kept = k == sg->n && !failed;
     return k;
 }
 
+/* The read fence of a device graph's launch on `s`: an event recorded
+ * after it, so complete once all of its nodes are (their own events
+ * complete in no order, where a var's read fences must: fences.h); NULL
+ * when none could be made. */
+static vf__fence *launch_fence(const vf__device_class *cls, vf__stream *s)
+{
+    vf__event *ev = NULL;
+    if (cls->record(s, &ev) != 0)
+        return NULL;
+    vf__fence *rf = vf__calloc(1, sizeof *rf);
+    if (rf == NULL) {
+        cls->event_release(ev);
+        return NULL;
+    }
+    atomic_init(&rf->refs, 1);
+    rf->cls = cls;
+    rf->ev = ev;
+    rf->stream = s;
+    atomic_init(&rf->resolved, false);
+    return rf;
+}
+
 /* Step 3 for the first `m` nodes of segment `sg`, which a launch of its
- * device graph ran: fences, then the completer. Returns how many went to
- * the completer. */
+ * device graph ran: fences (each node's own on what it writes, the
+ * launch's on what it reads, resolved with the last node), then the
+ * completer. Returns how many went to the completer. */
 static uint32_t nodes_launched(vf__graph_inst *in, const devseg *sg,
                                vf__devinst *di, vf__stream *s, uint32_t m,
                                bool sync)
@@ -609,8 +695,10 @@ static uint32_t nodes_launched(vf__graph_inst *in, const devseg *sg,
     const vf_graph *g = in->g;
     const vf__devplan *dp = g->devplan;
     const vf__device_class *cls = g->device->cls;
+    vf__fence *rf = launch_fence(cls, s);
     uint32_t sent = 0;
-    for (uint32_t i = sg->first; i < sg->first + m; i++) {
+    for (uint32_t l = 0; l < m; l++) {
+        uint32_t i = dp->segnode[sg->nodes_at + l];
         vf__op *op = in->ops[i];
         const devnode *dn = &dp->nodes[i];
         op->place = in->base + i;
@@ -622,22 +710,34 @@ static uint32_t nodes_launched(vf__graph_inst *in, const devseg *sg,
              * and report it failed (out of memory), as a push would. */
             free(d);
             free(f);
-            cls->event_wait(di->events[i], NULL);
-            cls->event_release(di->events[i]);
-            di->events[i] = NULL;
-            di->nfence[i] = NULL;
+            cls->event_wait(di->events[l], NULL);
+            cls->event_release(di->events[l]);
+            di->events[l] = NULL;
+            di->nfence[l] = NULL;
             lost_work(in, op,
                       vf__fail(VF_ENOMEM, "device op \"%s\": out of memory",
                                op->name));
+            if (l == m - 1 && rf != NULL) { /* nobody to resolve it */
+                cls->event_wait(rf->ev, NULL);
+                atomic_store_explicit(&rf->resolved, true,
+                                      memory_order_release);
+            }
             continue;
         }
         atomic_init(&f->refs, 1); /* the op's */
         f->cls = cls;
-        f->ev = di->events[i]; /* the event's reference is the fence's */
-        f->stream = s;
+        f->ev = di->events[l]; /* the event's reference is the fence's */
+        /* Without the launch's fence, its own stands for its reads too:
+         * a stream of its own then, so that none replaces another. */
+        f->stream = rf != NULL ? s : (const vf__stream *)f;
         atomic_init(&f->resolved, false);
         d->cls = cls;
         d->graph = in;
+        d->graph_end = NULL;
+        if (l == m - 1 && rf != NULL) {
+            vf__fence_ref(rf);
+            d->graph_end = rf;
+        }
         d->fence = f;
         d->start_ev = NULL;
         d->ninputs = 0;
@@ -651,7 +751,7 @@ static uint32_t nodes_launched(vf__graph_inst *in, const devseg *sg,
             }
         }
         for (uint32_t c = 0; c < dn->ncarry; c++) {
-            vf__fence *pf = di->nfence[sg->first + dp->carry[dn->carry_at + c]];
+            vf__fence *pf = di->nfence[dp->carry[dn->carry_at + c]];
             if (pf != NULL) {
                 vf__fence_ref(pf);
                 d->inputs[d->ninputs++] = pf;
@@ -659,10 +759,11 @@ static uint32_t nodes_launched(vf__graph_inst *in, const devseg *sg,
         }
         d->ncarry = d->ninputs;
         op->dev = d;
-        di->nfence[i] = f;
-        vf__fences_leave(op, f);
+        di->nfence[l] = f;
+        vf__fences_leave_rw(op, f, rf != NULL ? rf : f);
         sent += node_in_flight(in, op, sync);
     }
+    vf__fence_unref(rf);
     return sent;
 }
 
@@ -743,13 +844,12 @@ static uint32_t replay_segment(vf__graph_inst *in, devseg *sg, vf__stream *s,
                 di->inputs[kept_inputs++] = di->inputs[i];
         ninputs = kept_inputs;
     }
-    int rc = cls->graph_launch(rec->dg, s, di->inputs, ninputs,
-                               di->events + sg->first);
+    int rc = cls->graph_launch(rec->dg, s, di->inputs, ninputs, di->events);
     if (rc == 0) {
         *sent = nodes_launched(in, sg, di, s, m, sync);
     } else if (fresh) { /* the calls are made, their work is lost */
         for (uint32_t i = 0; i < m; i++)
-            lost_work(in, in->ops[sg->first + i], rc);
+            lost_work(in, in->ops[g->devplan->segnode[sg->nodes_at + i]], rc);
     } else {
         m = 0; /* nothing called: all by hand */
     }
@@ -811,21 +911,21 @@ static bool devlaunch_run(vf__op *op, int worker, bool shutdown)
         s = vf__this_worker()->stream;
     else if (vf__device_thread_stream(e, g->device, &s) != 0)
         s = NULL; /* each node reports it, by hand */
-    vf__devplan *dp = g->devplan;
+    /* Segment after segment: its device graph, then its CPU nodes (see
+     * devseg). */
+    const vf__devplan *dp = g->devplan;
     uint32_t sent = 0;
-    for (uint32_t i = 0; i < n;) {
-        const devnode *dn = &dp->nodes[i];
-        if (dn->seg == NOSEG) {
-            cpu_by_hand(in, i++, worker, shutdown);
-            continue;
-        }
-        devseg *sg = &dp->segs[dn->seg];
+    for (uint32_t k = 0; k < dp->nsegs; k++) {
+        devseg *sg = &dp->segs[k];
         uint32_t done = 0, gone = 0;
-        if (s != NULL && !shutdown)
+        if (sg->n != 0 && s != NULL && !shutdown)
             done = replay_segment(in, sg, s, worker, sync, &gone);
         sent += gone;
-        for (i = sg->first + done; i < sg->first + sg->n; i++)
-            sent += by_hand(in, i, worker, shutdown, sync);
+        for (uint32_t l = done; l < sg->n; l++)
+            sent += by_hand(in, dp->segnode[sg->nodes_at + l], worker, shutdown,
+                            sync);
+        for (uint32_t c = 0; c < sg->ncpu; c++)
+            cpu_by_hand(in, dp->cpunode[sg->cpu_at + c], worker, shutdown);
     }
     if (sent != 0)
         return false;
