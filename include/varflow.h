@@ -1219,12 +1219,13 @@ VF_API int vf_graph_set_arg(vf_engine *e, vf_graph *g, size_t index, void *arg,
  * Replays apply to a graph whose ops are synchronous device ops of one
  * device (not `no_skip`), on a device kind that records device graphs
  * (the emulated device and CUDA), and synchronous CPU ops among them.
- * Each run of device ops between two CPU ops is a device graph of its
- * own; the CPU ops are not recorded: at every launch each runs where the
- * launch runs, its function called, once the device work it depends on
- * is done, as its push would. VF_ENOTSUP (with a detail) for any other
- * graph when `on` (no device op, two devices, an async or `no_skip`
- * device op); VF_EINVAL (not a graph, destroyed), VF_EXDEV.
+ * The CPU ops are not recorded: at every launch each runs where the
+ * launch runs, its function called, once the device work it depends on is
+ * done, as its push would. The device ops that depend on no CPU op are one
+ * device graph, launched first; those that depend on CPU ops, another per
+ * step of such dependence, launched after those CPU ops ran. VF_ENOTSUP (with a
+ * detail) for any other graph when `on` (no device op, two devices, an async or
+ * `no_skip` device op); VF_EINVAL (not a graph, destroyed), VF_EXDEV.
  */
 VF_API int vf_graph_device_replay(vf_engine *e, vf_graph *g, bool on);
 

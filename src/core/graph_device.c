@@ -3,10 +3,13 @@
  * graph on CUDA; vf_graph_device_replay, varflow.h).
  *
  * When. Every node is a sync device op of one device whose class records
- * device graphs (device.h), none no_skip, and the program allowed it: a
- * device graph replays the work the ops' functions submitted when it was
- * recorded, without calling them again, which only the program can say is
- * the same thing. Otherwise the launch runs as graph.c says.
+ * device graphs (device.h), none no_skip, or a sync CPU op, and the
+ * program allowed it: a device graph replays the work the ops' functions
+ * submitted when it was recorded, without calling them again, which only
+ * the program can say is the same thing. Otherwise the launch runs as
+ * graph.c says. The nodes are split into segments (devseg: by phase),
+ * each a device graph and then CPU nodes run by hand (cpu_by_hand); the
+ * steps below are a segment's.
  *
  * A launch. Its launch op (vf__kind_devlaunch) is queued on the graph's
  * vars as one op, as a CPU replay's is, and runs where the device's ops
@@ -33,13 +36,14 @@
  *      hand. A launch that finds another launch recording goes by hand.
  *      Then one graph_launch runs the recorded work after the boundary's
  *      fences; each node gets an event of its own.
- *   3. Each node then leaves on its vars a fence of its event and goes to
- *      the completer, in node order, exactly as a pushed device op whose
- *      work is in flight does (device_ops.h): the completer resolves its
- *      outcome (its own failure, or the one it inherited on the device,
- *      found among the fences it carries from), bumps its versions, calls
- *      its `done` and counts it; with device_sync or the naive engine it
- *      is completed here, at once.
+ *   3. Each node then leaves a fence of its event on what it writes, and
+ *      the launch's (an event recorded after it: launch_fence) on what it
+ *      reads, and goes to the completer, in node order, exactly as a pushed
+ * device op whose work is in flight does (device_ops.h): the completer resolves
+ * its outcome (its own failure, or the one it inherited on the device, found
+ * among the fences it carries from), bumps its versions, calls its `done` and
+ * counts it; with device_sync or the naive engine it is completed here, at
+ * once.
  *   4. The launch op lets go of its vars (the host runs ahead of the
  *      device, as with pushes), and ends when its last node completed.
  * By hand: a node runs through the device op's own body
