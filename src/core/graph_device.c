@@ -15,7 +15,8 @@
  * vars as one op, as a CPU replay's is, and runs where the device's ops
  * run (a worker of its pool, or the naive engine's thread), on that
  * worker's stream, holding every var of the graph:
- *   1. The boundary. For each var, the work in flight it waits for (its
+ *   1. The boundary. For each var of the segment, the work in flight it
+ *      waits for (its
  *      fences): the last device write, whose failure the nodes that first
  *      use the var inherit, and for a var the graph writes the device
  *      reads since, which only order. A failure the host already knows of
@@ -23,27 +24,27 @@
  *      device, or the shutdown notice: the launch runs its nodes by hand
  *      (below) instead, as their pushes would, since a device graph's
  *      nodes cannot be skipped one by one from the host.
- *   2. The recording. The graph keeps one (vf__devrec: the device graph
- *      and the copied arguments it was recorded with); the first launch
- *      that finds none, or one older than the last vf_graph_set_arg,
- *      records one: on the stream, each node's function is called under
- *      capture, given the recording's copy of its argument (capture_node
- *      names its predecessors, and those it carries a failure from: the
- *      last writers in the graph of the vars it uses). A function that
- *      fails ends the recording there: the graph of the nodes so far (the
- *      failed one included, with the work it submitted, as its push would
- *      run it) is launched this once and not kept, and the rest go by
- *      hand. A launch that finds another launch recording goes by hand.
- *      Then one graph_launch runs the recorded work after the boundary's
- *      fences; each node gets an event of its own.
+ *   2. The recording. Each segment keeps one (vf__devrec: the device
+ *      graph and the copied arguments it was recorded with); the first
+ *      launch that finds none, or one older than the last
+ *      vf_graph_set_arg, records one: on the stream, each node's function
+ *      is called under capture, given the recording's copy of its argument
+ *      (capture_node names its predecessors, and those it carries a
+ *      failure from: the last writers in the segment of the vars it uses).
+ *      A function that fails ends the recording there: the graph of the
+ *      nodes so far (the failed one included, with the work it submitted,
+ *      as its push would run it) is launched this once and not kept, and
+ *      the rest go by hand. A launch that finds another launch recording
+ *      goes by hand. Then one graph_launch runs the recorded work after
+ *      the boundary's fences; each node gets an event of its own.
  *   3. Each node then leaves a fence of its event on what it writes, and
  *      the launch's (an event recorded after it: launch_fence) on what it
- *      reads, and goes to the completer, in node order, exactly as a pushed
- * device op whose work is in flight does (device_ops.h): the completer resolves
- * its outcome (its own failure, or the one it inherited on the device, found
- * among the fences it carries from), bumps its versions, calls its `done` and
- * counts it; with device_sync or the naive engine it is completed here, at
- * once.
+ *      reads, and goes to the completer, in node order, exactly as a
+ *      pushed device op whose work is in flight does (device_ops.h): the
+ *      completer resolves its outcome (its own failure, or the one it
+ *      inherited on the device, found among the fences it carries from),
+ *      bumps its versions, calls its `done` and counts it; with
+ *      device_sync or the naive engine it is completed here, at once.
  *   4. The launch op lets go of its vars (the host runs ahead of the
  *      device, as with pushes), and ends when its last node completed.
  * By hand: a node runs through the device op's own body
