@@ -16,14 +16,13 @@
  * run (a worker of its pool, or the naive engine's thread), on that
  * worker's stream, holding every var of the graph:
  *   1. The boundary. For each var of the segment, the work in flight it
- *      waits for (its
- *      fences): the last device write, whose failure the nodes that first
- *      use the var inherit, and for a var the graph writes the device
- *      reads since, which only order. A failure the host already knows of
- *      (a var's own, a fence resolved failed), a fence of another kind of
- *      device, or the shutdown notice: the launch runs its nodes by hand
- *      (below) instead, as their pushes would, since a device graph's
- *      nodes cannot be skipped one by one from the host.
+ *      waits for (its fences): the last device write, whose failure the
+ *      nodes that first use the var inherit, and for a var the segment
+ *      writes the device reads since, which only order. A failure the host
+ *      already knows of (a var's own, a fence resolved failed), a fence of
+ *      another kind of device, or the shutdown notice: the segment runs its
+ *      nodes by hand (below) instead, as their pushes would, since a device
+ *      graph's nodes cannot be skipped one by one from the host.
  *   2. The recording. Each segment keeps one (vf__devrec: the device
  *      graph and the copied arguments it was recorded with); the first
  *      launch that finds none, or one older than the last
