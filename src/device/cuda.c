@@ -770,6 +770,20 @@ static int capture_end(vf__stream *s, vf__devgraph **out)
         return vf_error_set_detail(VF_EINVAL,
                                    "CUDA device: no graph is recorded");
     int rc = g->n > g->nclosed && out != NULL ? close_node(s, g) : 0;
+    /* The capture ends joined on every node's end (only the last node's
+     * is its dependency now): no captured work is left unjoined. */
+    if (rc == 0 && g->nclosed > 1) {
+#if CUDART_VERSION >= 13000
+        cudaError_t jerr = cudaStreamUpdateCaptureDependencies(
+            s->st, g->end_nodes, NULL, g->nclosed,
+            cudaStreamSetCaptureDependencies);
+#else
+        cudaError_t jerr = cudaStreamUpdateCaptureDependencies(
+            s->st, g->end_nodes, g->nclosed, cudaStreamSetCaptureDependencies);
+#endif
+        if (jerr != cudaSuccess)
+            rc = cuda_fail(jerr, "cudaStreamUpdateCaptureDependencies");
+    }
     cudaGraph_t graph = NULL;
     cudaError_t err = cudaStreamEndCapture(s->st, &graph);
     s->capture = NULL;
