@@ -61,9 +61,12 @@
  * host first (cudaEventSynchronize: it is earlier work), and a failed one
  * refuses the launch (VF_ENOTSUP), since a CUDA graph's nodes cannot be
  * skipped one by one. A launch's events are wrappers of the graph's own
- * cudaEvent_t (each holds the graph): an instance of a varflow graph is
- * launched again only after its last launch completed (graph.h), so a
- * wrapper of an earlier launch is complete and known so.
+ * cudaEvent_t (each holds the graph), which the next launch records
+ * again: CUDA runs the launches of one executable graph one after the
+ * other, so a wait on an earlier launch's event that comes after a later
+ * launch waits for that one too (longer than needed, never too short), and
+ * an event's record is its launch's from the cudaGraphLaunch call on, as
+ * a cudaEventRecord's is from the call.
  *
  * Lock order: the stream's status lock and a status block's lock are
  * leaves; no user code runs under them. CUDA's own calls are made with no
