@@ -1211,9 +1211,10 @@ VF_API int vf_graph_set_arg(vf_engine *e, vf_graph *g, size_t index, void *arg,
  * device fails that op and skips those that use what it wrote; a
  * function that fails while recording fails its op, and that launch runs
  * the ops after it as pushes would (the next one records again). A launch
- * whose variables carry a failure known on the host, or that runs under
- * the shutdown notice, runs its ops as their pushes would (their functions
- * are called), and so does one that cannot replay at all (see "How a
+ * whose variables carry a failure known on the host, that runs under the
+ * shutdown notice, or that runs while another launch of the graph records
+ * it, runs its ops as their pushes would (their functions are called),
+ * and so does one that cannot replay at all (see "How a
  * launch runs" above: an engine profiled or logging ops, and the rest).
  *
  * Replays apply to a graph whose ops are synchronous device ops of one
