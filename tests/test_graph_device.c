@@ -23,6 +23,8 @@
  * - an op a recorded function pushes is an ordinary push, made once; on
  *   the naive engine, which would run it on the stream being recorded, it
  *   fails (VF_EINVAL) and its work stays out of the graph;
+ * - out of memory at any allocation of a launch is VF_ENOMEM for the
+ *   launch, or in the outcomes of its ops, nothing else;
  * - a graph destroyed while its launches run, and one the program never
  *   destroyed, are freed after them and by the engine's destroy;
  * - vf_graph_device_replay refuses graphs it cannot replay (VF_ENOTSUP:
@@ -37,6 +39,7 @@
 
 #include <string.h>
 
+#include "base/alloc.h" /* vf__testing_fail_alloc: fault injection */
 #include "device/device.h"
 
 #define NV 8      /* vars of a random program */
@@ -688,6 +691,88 @@ TEST_KIND_CASE(push_from_recorded_function, k)
     }
     CHECK_OK(vf_graph_destroy(e, g));
     CHECK_OK(vf_engine_destroy(e));
+}
+
+/* --- out of memory ---------------------------------------------------- */
+
+typedef struct counted {
+    atomic_int *dones, *bad; /* `done` calls; statuses no push could give */
+    unsigned *cell;
+} counted;
+
+static void counted_done(void *arg, int status)
+{
+    const counted *c = arg;
+    atomic_fetch_add(c->dones, 1);
+    if (status != 0 && status != VF_ENOMEM && status != VF_ESKIPPED)
+        atomic_fetch_add(c->bad, 1);
+}
+
+static int counted_fn(vf_run *run, void *arg)
+{
+    const counted *c = arg;
+    return vf_run_stream(run) != NULL
+               ? vf_run_submit(run, bump_work, c->cell, 0)
+               : bump_work(c->cell);
+}
+
+/* Launches with the n-th allocation failing (vf__testing_fail_alloc): a
+ * launch refused with VF_ENOMEM runs nothing; every other calls each op's
+ * `done` once, with 0, VF_ENOMEM or VF_ESKIPPED; the engine goes on and
+ * is destroyed cleanly (LeakSanitizer checks nothing leaked). Returns
+ * whether the fault fired. */
+static bool launch_failing(const tu_kind *k, uint64_t n)
+{
+    vf_engine *e = engine(k, false);
+    vf_var x = tu_var(e), y = tu_var(e);
+    unsigned cell = 0;
+    atomic_int dones = 0, bad = 0;
+    counted c = {&dones, &bad, &cell};
+    vf_graph *g = NULL;
+    CHECK_OK(vf_graph_begin(e));
+    for (int i = 0; i < 4; i++) { /* device, device, CPU, device */
+        vf_var w = i % 2 ? y : x;
+        CHECK_OK(vf_engine_push(
+            e,
+            &(vf_op){.fn = counted_fn,
+                     .arg = &c,
+                     .arg_size = sizeof c,
+                     .done = counted_done,
+                     .writes = tu_list(&w, 1),
+                     .device = i == 2 ? (vf_device){VF_DEVICE_CPU, 0} : emu}));
+    }
+    CHECK_OK(vf_graph_end(e, &g));
+    CHECK_OK(vf_graph_device_replay(e, g, true));
+    int launched = 0;
+    vf__testing_fail_alloc(n);
+    for (int s = 0; s < 3; s++) {
+        int rc = vf_graph_launch(e, g);
+        if (rc != 0 && rc != VF_ENOMEM)
+            CHECK_REPORT_("N=%llu: launch returned %s", (unsigned long long)n,
+                          vf_error_name(rc));
+        launched += rc == 0;
+    }
+    (void)vf_engine_wait_all(e, NULL);
+    bool fired = vf__testing_alloc_count() >= n;
+    vf__testing_fail_alloc(0);
+    CHECK_EQ(atomic_load(&dones), 4 * launched);
+    CHECK_EQ(atomic_load(&bad), 0);
+    CHECK_OK(vf_graph_launch(e, g)); /* usable after the fault */
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_EQ(atomic_load(&dones), 4 * launched + 4);
+    CHECK_OK(vf_graph_destroy(e, g));
+    CHECK_OK(vf_engine_destroy(e));
+    return fired;
+}
+
+TEST_KIND_CASE(out_of_memory_in_a_launch, k)
+{
+    uint64_t n = 1;
+    while (launch_failing(k, n) && n < 400)
+        n++;
+    CHECK(n > 1 && n < 400); /* the faults ran out before the limit */
+    printf("  %s: %llu allocations failed in turn\n", k->name,
+           (unsigned long long)(n - 1));
 }
 
 /* --- refusals ------------------------------------------------------------ */
