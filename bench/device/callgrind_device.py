@@ -36,6 +36,12 @@ functions below (all threads) split an op's cost:
   stream      stream_main: the emulated device's own thread (the GPU's
               side on a real device)
 
+The replay rows (hostcost.c --replay 100: the shape's ops as a graph of 100
+with device replay, launched N / 100 times) have no push, pickup or
+launch of their own per op: read "engine, all" (the launch's run, the
+completion of each node, the launch's end) and "device" (one graph_launch
+and one record a launch, event_wait per node).
+
 push to launch = push + pickup + to launch + launch call; release to the
 dependent's launch = after + release + (the dependent's pickup + to launch +
 launch call). With event ordering a dependent is released when the op's
@@ -70,6 +76,7 @@ FUNCS = {
     "event_query": [("emulated.c", "event_query")],
     "event_release": [("emulated.c", "event_release")],
     "stream_sync": [("emulated.c", "stream_sync")],
+    "graph_launch": [("emulated.c", "graph_launch")],
     "stream_main": [("emulated.c", "stream_main")],
 }
 LINE = re.compile(r"^\s*([\d,]+)\s+\([\s\d.]+%\)\s+(.+?):(\S+)\s+\[")
@@ -113,7 +120,8 @@ def per_op(binary, args, n, sync):
     wait_in_end = d["event_wait"] if sync else 0.0
     wait_in_completer = 0.0 if sync else d["event_wait"]
     dev = sum(d[k] for k in ("submit", "record", "stream_wait", "event_wait",
-                             "event_query", "event_release", "stream_sync"))
+                             "event_query", "event_release", "stream_sync",
+                             "graph_launch"))
     row = {
         "push": d["push"],
         "pickup": d["worker_main"] - d["execute"],
@@ -152,7 +160,10 @@ def main():
                                                        opts.build))
     configs = [("independent", "events", ["--shape", "independent"]),
                ("chain", "events", ["--shape", "chain"]),
-               ("chain", "sync", ["--shape", "chain", "--sync"])]
+               ("chain", "sync", ["--shape", "chain", "--sync"]),
+               ("independent", "replay",
+                ["--shape", "independent", "--replay", "100"]),
+               ("chain", "replay", ["--shape", "chain", "--replay", "100"])]
     cols = ["push", "pickup", "to launch", "launch call", "push to launch",
             "after", "release", "release to next launch", "completion",
             "engine, all", "device", "stream", "total"]
