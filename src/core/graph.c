@@ -810,9 +810,7 @@ static bool launch_run(vf__op *op, int worker, bool shutdown)
     return false; /* in flight until its last node */
 }
 
-/* The launch's last node is over: the launch op goes, and so does the
- * launch's count (the last touch of the engine). */
-static void launch_end(vf__graph_inst *in)
+void vf__graph_launch_end(vf__graph_inst *in, uint64_t counts)
 {
     vf_graph *g = in->g;
     vf_engine *e = g->engine;
@@ -820,9 +818,10 @@ static void launch_end(vf__graph_inst *in)
     in->launch = NULL;
     launch->graph = NULL;
     vf__op_free(launch);
+    vf__devgraph_launch_over(in);
     vf__graph_inst_put(in);
     vf__graph_unref(g);
-    unsigned wake = vf__engine_count_out(e, VF__COUNT_PENDING, true);
+    unsigned wake = vf__engine_count_out(e, counts, true);
     if (VF__UNLIKELY(wake != 0))
         vf__engine_wake(e, wake);
 }
@@ -861,7 +860,8 @@ void vf__graph_ops_done(vf__op *op, uint32_t k)
 {
     vf__graph_inst *in = op->graph;
     if (atomic_fetch_sub_explicit(&in->left, k, memory_order_acq_rel) == k)
-        launch_end(in);
+        vf__graph_launch_end(in, VF__COUNT_PENDING); /* its active count
+                                                        went to its nodes */
 }
 
 /* A launch held by a stopped engine could not be pushed at start (`rc`):

@@ -398,14 +398,13 @@ static vf__devinst *devinst_of(vf__graph_inst *in)
 
 /* --- a node's end -------------------------------------------------------- */
 
-static void devlaunch_end(vf__graph_inst *in);
-
 /* One of the launch's counts in `left` is over (a node, or the launch
- * op's release of its vars); the last ends the launch. */
+ * op's release of its vars); the last ends the launch, which was pending
+ * and active until then. */
 static void left_over(vf__graph_inst *in)
 {
     if (atomic_fetch_sub_explicit(&in->left, 1, memory_order_acq_rel) == 1)
-        devlaunch_end(in);
+        vf__graph_launch_end(in, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
 }
 
 /* A node is over: its block ready for the next launch, counted out. */
@@ -885,8 +884,7 @@ static void cpu_by_hand(vf__graph_inst *in, uint32_t i, int worker,
     node_done_here(in, op);
 }
 
-/* The launch is over: the recordings it ran are let go of. */
-static void launch_over(vf__graph_inst *in)
+void vf__devgraph_launch_over(vf__graph_inst *in)
 {
     vf__devinst *di = in->dev;
     for (uint32_t k = 0; di != NULL && k < in->g->devplan->nsegs; k++) {
@@ -959,25 +957,6 @@ static void devlaunch_released(vf__op *op, vf__readylist *ready)
     left_over(in);
 }
 
-/* The end of a launch whose nodes were in flight: the launch op goes, and
- * so does its count (the last touch of the engine). */
-static void devlaunch_end(vf__graph_inst *in)
-{
-    vf_graph *g = in->g;
-    vf_engine *e = g->engine;
-    vf__op *launch = in->launch;
-    in->launch = NULL;
-    launch->graph = NULL;
-    vf__op_free(launch);
-    launch_over(in);
-    vf__graph_inst_put(in);
-    vf__graph_unref(g);
-    unsigned wake = vf__engine_count_out(
-        e, VF__COUNT_PENDING | VF__COUNT_ACTIVE, true);
-    if (VF__UNLIKELY(wake != 0))
-        vf__engine_wake(e, wake);
-}
-
 /* Its kind's finished (op.h): a launch over in its run; finish has let go
  * of its vars and counts it out. */
 static void devlaunch_finished(vf__op *op)
@@ -986,7 +965,7 @@ static void devlaunch_finished(vf__op *op)
     vf_graph *g = in->g;
     in->launch = NULL;
     op->graph = NULL;
-    launch_over(in);
+    vf__devgraph_launch_over(in);
     vf__graph_inst_put(in);
     vf__graph_unref(g);
 }

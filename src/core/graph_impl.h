@@ -80,6 +80,11 @@ void vf__graph_unref(vf_graph *g);
 vf__graph_inst *vf__graph_inst_get(vf_graph *g);
 void vf__graph_inst_put(vf__graph_inst *in);
 
+/* The launch's last node is over (its instance `in`): the launch op goes,
+ * the instance goes back, and the launch's `counts` (pending, and active
+ * where it kept that) go out: the last touch of the engine. */
+void vf__graph_launch_end(vf__graph_inst *in, uint64_t counts);
+
 /* A launch op held by a stopped engine could not be pushed at start: its
  * ops fail with `rc` (a kind's `dropped`, op.h). */
 void vf__graph_launch_dropped(vf_engine *e, vf__op *op, int rc);
@@ -94,6 +99,10 @@ int vf__devgraph_plan(vf_graph *g, const char *who);
 /* Whether this launch of `g` replays as a device graph, and the launch. */
 bool vf__devgraph_replays_now(vf_engine *e, const vf_graph *g);
 int vf__devgraph_launch(vf_engine *e, vf_graph *g, const char *who);
+
+/* A launch of a device replay is over: the recordings it ran are let go
+ * of (nothing for any other launch). */
+void vf__devgraph_launch_over(vf__graph_inst *in);
 
 /* Free the device replay's part of the plan (and its recording), and an
  * instance's scratch. */
