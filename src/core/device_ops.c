@@ -268,6 +268,13 @@ static void release_in_flight(vf__op *op, vf__readylist *ready)
         vf__profiling_op_end(op);
     atomic_store_explicit(&op->wait, 2, memory_order_relaxed);
     vf__completer_add(&e->dev.completer, op);
+    vf__device_release_vars(op, failure, ready);
+    device_op_drop(op); /* after the count in: it may lower active */
+}
+
+void vf__device_release_vars(vf__op *op, vf__failure *failure,
+                             vf__readylist *ready)
+{
     int before = ready->count;
     for (int i = 0; i < op->nvars; i++) {
         const vf__dep *d = vf__op_dep(op, i);
@@ -279,8 +286,7 @@ static void release_in_flight(vf__op *op, vf__readylist *ready)
     uint64_t delta = (uint64_t)(ready->count - before) * VF__COUNT_ACTIVE;
     delta += vf__exec_loop_op_released(op); /* in the same step */
     if (delta != 0)
-        vf__engine_count_in(e, delta); /* before the drop lowers active */
-    device_op_drop(op);
+        vf__engine_count_in(vf__op_engine(op), delta);
 }
 
 /* Resolve op's fence once its event completed (see device_ops.h). */

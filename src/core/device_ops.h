@@ -99,6 +99,14 @@ void vf__device_op_completed(vf__op *op);
  * vars; the caller hands it to the completer). */
 bool vf__device_op_run(vf__op *op, int worker, bool shutdown);
 
+/* An op whose device work is in flight lets go of its vars (a device op,
+ * or a device replay's launch op, whose vars are its graph's): a failure
+ * known now goes to what it writes, the versions wait for the work; the
+ * ops that makes ready go to `ready` and are counted active in the same
+ * step, before the caller lowers the op's own count. */
+void vf__device_release_vars(vf__op *op, vf__failure *failure,
+                             vf__readylist *ready);
+
 /* Let go of a device op's run state (op->dev), if it has one. */
 void vf__devrun_free(vf__op *op);
 

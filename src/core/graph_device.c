@@ -940,21 +940,9 @@ static bool devlaunch_run(vf__op *op, int worker, bool shutdown)
  * while its nodes' work is in flight (their fences are on the vars). */
 static void devlaunch_released(vf__op *op, vf__readylist *ready)
 {
-    vf__graph_inst *in = op->graph;
-    const vf_graph *g = in->g;
-    vf_engine *e = vf__op_engine(op);
-    int before = ready->count;
-    for (int b = 0; b < g->nb; b++) {
-        if (g->bvars[b].write)
-            vf__var_complete_write(g->bvars[b].var, op, NULL, false, ready);
-        else
-            vf__var_complete_read(g->bvars[b].var, op, ready);
-    }
-    uint64_t delta = (uint64_t)(ready->count - before) * VF__COUNT_ACTIVE;
-    delta += vf__exec_loop_op_released(op); /* in the same step */
-    if (delta != 0)
-        vf__engine_count_in(e, delta); /* before the end lowers active */
-    left_over(in);
+    vf__graph_inst *in = op->graph; /* the op's vars are the graph's */
+    vf__device_release_vars(op, NULL, ready);
+    left_over(in); /* after the count in: it may end the launch */
 }
 
 /* Its kind's finished (op.h): a launch over in its run; finish has let go
