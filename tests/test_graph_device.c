@@ -439,6 +439,31 @@ static int chain_fn(vf_run *run, void *arg)
     return vf_run_submit(run, chain_work, c, 0);
 }
 
+/* A graph of n device ops, a chain through x and y (op i reads one and
+ * writes the other), op i adding first_add + i to *cell; device replay
+ * `on` or not. */
+static vf_graph *chain_graph(vf_engine *e, vf_var x, vf_var y,
+                             atomic_int *calls, unsigned *cell, int n,
+                             unsigned first_add, bool on)
+{
+    vf_graph *g = NULL;
+    CHECK_OK(vf_graph_begin(e));
+    for (int i = 0; i < n; i++) {
+        chain_arg c = {calls, cell, first_add + (unsigned)i};
+        vf_var r = i % 2 ? x : y, w = i % 2 ? y : x;
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = chain_fn,
+                                            .arg = &c,
+                                            .arg_size = sizeof c,
+                                            .reads = tu_list(&r, 1),
+                                            .writes = tu_list(&w, 1),
+                                            .device = emu}));
+    }
+    CHECK_OK(vf_graph_end(e, &g));
+    REQUIRE(g != NULL);
+    CHECK_OK(vf_graph_device_replay(e, g, on));
+    return g;
+}
+
 TEST_KIND_CASE(functions_called_when_recorded, k)
 {
     for (int on = 0; on < 2; on++) {
@@ -446,20 +471,7 @@ TEST_KIND_CASE(functions_called_when_recorded, k)
         vf_var x = tu_var(e), y = tu_var(e);
         unsigned cell = 1;
         atomic_int calls = 0;
-        vf_graph *g = NULL;
-        CHECK_OK(vf_graph_begin(e));
-        for (int i = 0; i < 4; i++) {
-            chain_arg c = {&calls, &cell, (unsigned)i + 1};
-            vf_var r = i % 2 ? x : y, w = i % 2 ? y : x;
-            CHECK_OK(vf_engine_push(e, &(vf_op){.fn = chain_fn,
-                                                .arg = &c,
-                                                .arg_size = sizeof c,
-                                                .reads = tu_list(&r, 1),
-                                                .writes = tu_list(&w, 1),
-                                                .device = emu}));
-        }
-        CHECK_OK(vf_graph_end(e, &g));
-        CHECK_OK(vf_graph_device_replay(e, g, on));
+        vf_graph *g = chain_graph(e, x, y, &calls, &cell, 4, 1, on);
         unsigned expect = 1;
         for (int s = 0; s < 10; s++) {
             if (s == 6) { /* a new argument: recorded again */
@@ -581,22 +593,9 @@ TEST_KIND_CASE(destroy_while_launched, k)
     vf_var x = tu_var(e), y = tu_var(e);
     unsigned cell = 1;
     atomic_int calls = 0;
-    vf_graph *g[2] = {NULL, NULL};
-    for (int n = 0; n < 2; n++) {
-        CHECK_OK(vf_graph_begin(e));
-        for (int i = 0; i < 3; i++) {
-            chain_arg c = {&calls, &cell, (unsigned)i};
-            vf_var r = i % 2 ? x : y, w = i % 2 ? y : x; /* a chain */
-            CHECK_OK(vf_engine_push(e, &(vf_op){.fn = chain_fn,
-                                                .arg = &c,
-                                                .arg_size = sizeof c,
-                                                .reads = tu_list(&r, 1),
-                                                .writes = tu_list(&w, 1),
-                                                .device = emu}));
-        }
-        CHECK_OK(vf_graph_end(e, &g[n]));
-        CHECK_OK(vf_graph_device_replay(e, g[n], true));
-    }
+    vf_graph *g[2];
+    for (int n = 0; n < 2; n++)
+        g[n] = chain_graph(e, x, y, &calls, &cell, 3, 0, true);
     for (int s = 0; s < 6; s++)
         CHECK_OK(vf_graph_launch(e, g[s % 2]));
     CHECK_OK(vf_graph_destroy(e, g[0])); /* its launches still run */
