@@ -96,10 +96,6 @@ void vf__graph_launch_dropped(vf_engine *e, vf__op *op, int rc);
  * graphs, or a sync CPU op. 0 or VF_ENOMEM. */
 int vf__devgraph_plan(vf_graph *g, const char *who);
 
-/* Whether this launch of `g` replays as a device graph, and the launch. */
-bool vf__devgraph_replays_now(vf_engine *e, const vf_graph *g);
-int vf__devgraph_launch(vf_engine *e, vf_graph *g, const char *who);
-
 /* A launch of a device replay is over: the recordings it ran are let go
  * of (nothing for any other launch). */
 void vf__devgraph_launch_over(vf__graph_inst *in);
