@@ -295,7 +295,7 @@ static void finish(vf__op *op, vf__readylist *ready)
         call_done(op);
     vf__exec_count_op(e, op);
 
-    uint8_t kflags = def->kind->flags;
+    uint16_t kflags = def->kind->flags;
     bool ran = !op->skipped && (kflags & VF__KIND_BUMPS);
     int before = ready->count;
     if (VF__LIKELY(!(kflags & VF__KIND_GRAPH))) {

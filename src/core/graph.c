@@ -893,7 +893,7 @@ const vf__op_kind vf__kind_launch = {.name = "graph launch",
                                      .run = launch_run,
                                      .dropped = vf__graph_launch_dropped,
                                      .flags = VF__KIND_NUMBERED |
-                                              VF__KIND_HELD};
+                                              VF__KIND_HELD | VF__KIND_LAUNCH};
 
 /* A replay's node: a user op (exec.c runs it as one) whose finish is
  * graph.c's. */

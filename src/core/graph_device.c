@@ -964,4 +964,5 @@ const vf__op_kind vf__kind_devlaunch = {
     .released_in_flight = devlaunch_released,
     .finished = devlaunch_finished,
     .dropped = vf__graph_launch_dropped,
-    .flags = VF__KIND_NUMBERED | VF__KIND_HELD | VF__KIND_OWN_FENCES};
+    .flags = VF__KIND_NUMBERED | VF__KIND_HELD | VF__KIND_OWN_FENCES |
+             VF__KIND_LAUNCH};

@@ -150,7 +150,7 @@ typedef struct vf__op_kind {
     /* Free the op's argument when the op owns it as its kind's
      * (argcopy VF__ARG_KIND, op.c): a batch. NULL: never. */
     void (*free_arg)(void *arg);
-    uint8_t flags; /* VF__KIND_*: one load where the trip asks several */
+    uint16_t flags; /* VF__KIND_*: one load where the trip asks several */
 } vf__op_kind;
 
 #define VF__KIND_OBSERVED 1u /* profiled and logged (VF__HOOK_*) */
@@ -166,6 +166,9 @@ typedef struct vf__op_kind {
  * finish hands its vars on from the graph's plan, and its block is the
  * graph's (exec.c: finish). */
 #define VF__KIND_GRAPH 128u
+/* A graph's launch op (graph.h): it takes one place in push order per op
+ * of its graph. */
+#define VF__KIND_LAUNCH 256u
 
 extern const vf__op_kind vf__kind_user, vf__kind_device, vf__kind_wait,
     vf__kind_delete, vf__kind_bulk;

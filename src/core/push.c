@@ -152,8 +152,7 @@ static int join_family(vf_engine *e, vf__op *op, const char *who)
  * launch's one per op (graph.h). */
 static inline uint64_t places_of(const vf__op *op)
 {
-    return VF__UNLIKELY(op->def->kind == &vf__kind_launch ||
-                        op->def->kind == &vf__kind_devlaunch)
+    return VF__UNLIKELY(op->def->kind->flags & VF__KIND_LAUNCH)
                ? vf__graph_launch_places(op)
                : 1;
 }
