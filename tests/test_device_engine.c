@@ -16,7 +16,8 @@
  *   op; ops depending on it on another stream, on the same device and on
  *   the CPU are skipped and their work never runs; independent ops run;
  *   vf_var_wait and vf_engine_wait_all report the first failure with its op
- * name and message; every done callback runs once.
+ *   name and message; every done callback runs once; a wait for device
+ *   work is not held up by work handed over after it.
  * - Device writes bump their var's version (rule 8).
  * - A delete waits for the device work on its var; bad input is refused
  *   with the right code (a device op outside a stream, an async device
@@ -29,7 +30,9 @@
  */
 #include "runner.h"
 
+#include <sched.h>
 #include <string.h>
+#include <time.h>
 
 #ifdef VF_TEST_CUDA
 #include <varflow_cuda.h>
@@ -612,6 +615,87 @@ TEST_CASE(replaced_write_fence)
     test_replaced_fence("device_sync", &(vf_config){.type = VF_ENGINE_PERDEVICE,
                                                     .device_sync = true});
     test_replaced_fence("naive", &(vf_config){.type = VF_ENGINE_NAIVE});
+}
+
+/* --- device work held back --------------------------------------------- */
+
+/* Device work that waits for its gate (or sleeps `sleep_ms`), then
+ * returns `fail`. */
+typedef struct gop {
+    tu_gate *gate;
+    int sleep_ms;
+    int fail;
+    atomic_int work_ran;
+    atomic_int done_status;
+} gop;
+
+static int gwork(void *arg)
+{
+    gop *o = arg;
+    if (o->gate != NULL)
+        REQUIRE(tu_gate_wait(o->gate, 30.0));
+    if (o->sleep_ms != 0)
+        nanosleep(&(struct timespec){0, o->sleep_ms * 1000000L}, NULL);
+    atomic_fetch_add(&o->work_ran, 1);
+    return o->fail;
+}
+
+static int gfn(vf_run *run, void *arg)
+{
+    gop *o = arg;
+    if (vf_run_stream(run) == NULL)
+        return o->fail; /* a host op fails on the host */
+    return vf_run_submit(run, gwork, o, 0);
+}
+
+static void gdone(void *arg, int status)
+{
+    atomic_store(&((gop *)arg)->done_status, status);
+}
+
+static void push_g(vf_engine *e, gop *o, vf_device dev, vf_var_list reads,
+                   vf_var_list writes, const char *name)
+{
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = gfn,
+                                        .arg = o,
+                                        .done = gdone,
+                                        .reads = reads,
+                                        .writes = writes,
+                                        .device = dev,
+                                        .name = name}));
+}
+
+/* A wait for device work returns once that work (and what was handed to
+ * the completer before it) completed, not after work handed over later:
+ * B, which follows A (it reads what A wrote), is slow on another device.
+ * Before, the completer waited for the newest work of every stream it had
+ * taken at once, and A's wait for B's whenever one batch held both. */
+static void test_not_held_up(const char *name, const vf_config *cfg)
+{
+    check_context_ = name;
+    vf_engine *e;
+    CHECK_OK(vf_engine_create(&e, cfg));
+    vf_var x = tu_var(e), y = tu_var(e);
+    gop a = {0}, b = {.sleep_ms = 100};
+    for (int round = 0; round < 10; round++) {
+        push_g(e, &a, devices[0], (vf_var_list){0}, VF_VARS(x), "A");
+        push_g(e, &b, devices[1], VF_VARS(x), VF_VARS(y), "B");
+        CHECK_OK(vf_var_wait(e, x, NULL));
+        CHECK_EQ(atomic_load(&b.work_ran), round); /* B's still to come */
+        CHECK_OK(vf_var_wait(e, y, NULL));
+        CHECK_EQ(atomic_load(&b.work_ran), round + 1);
+    }
+    CHECK_EQ(atomic_load(&a.work_ran), 10);
+    CHECK_OK(vf_engine_destroy(e));
+    check_context_ = NULL;
+}
+
+TEST_CASE(wait_not_held_up_by_later_work)
+{
+    test_not_held_up("perdevice", &(vf_config){.type = VF_ENGINE_PERDEVICE,
+                                               .cpu_workers = 2});
+    test_not_held_up("pooled",
+                     &(vf_config){.type = VF_ENGINE_POOLED, .cpu_workers = 1});
 }
 
 /* --- deletes and bad input ---------------------------------------------- */

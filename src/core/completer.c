@@ -7,10 +7,13 @@
 #include "core/op.h"
 #include "device/device.h"
 
-/* Events of one stream complete in order: wait for the newest of each
- * stream in a batch first, so that the device can answer for the older
- * ones without asking the hardware again (device.h's event_wait). */
-static void wait_newest_per_stream(vf__op *batch)
+/* Events of one stream complete in order: ask (without blocking) whether
+ * the newest of each stream in a batch is complete, so that the device can
+ * answer for the older ones without asking the hardware again (device.h's
+ * event_wait). Never wait for it: an op's completion would then wait for
+ * work handed over after it, on its stream or another, and so would
+ * everything that meets its fence on the host. */
+static void query_newest_per_stream(vf__op *batch)
 {
     enum { MAX_STREAMS = 32 };
     vf__fence *newest[MAX_STREAMS];
@@ -26,7 +29,7 @@ static void wait_newest_per_stream(vf__op *batch)
             newest[n++] = f;
     }
     for (int k = n - 1; k >= 0; k--)
-        newest[k]->cls->event_wait(newest[k]->ev, NULL);
+        (void)newest[k]->cls->event_query(newest[k]->ev);
 }
 
 static void *completer_main(void *arg)
@@ -46,7 +49,7 @@ static void *completer_main(void *arg)
         }
         c->head = c->tail = NULL; /* take them all: one lock per batch */
         pthread_mutex_unlock(&c->lock);
-        wait_newest_per_stream(op);
+        query_newest_per_stream(op);
         while (op != NULL) {
             vf__op *next = op->next; /* op may be freed by its completion */
             vf__device_op_completed(op);

@@ -7,9 +7,12 @@
  * was handed over before it. The completer takes them in that order, all
  * that are queued at a time, waits for each one's event and completes it
  * (vf__device_op_completed: its fence resolved, then `done` and
- * statistics): fences are therefore resolved inputs first. Events of one
- * stream complete in order, so it first waits for the newest of each
- * stream among those it took.
+ * statistics): fences are therefore resolved inputs first, and each as
+ * soon as its own work and the work handed over before it completed (not
+ * the work after it). Events of one stream complete in order, so it first
+ * asks, without blocking, whether the newest of each stream among those it
+ * took is complete: when it is, the older ones cost no call to the
+ * device.
  *
  * It starts with the engine's first device (under dev.lock) and stops with
  * the engine (stop, destroy). Its `lock` is a leaf (engine.h's lock
