@@ -16,8 +16,12 @@
  *   op; ops depending on it on another stream, on the same device and on
  *   the CPU are skipped and their work never runs; independent ops run;
  *   vf_var_wait and vf_engine_wait_all report the first failure with its op
- *   name and message; every done callback runs once; a wait for device
- *   work is not held up by work handed over after it.
+ *   name and message; every done callback runs once. Of two failures, the
+ *   first in push order, even when it is still failing on the device as
+ *   the op starts; a wait of another thread claiming a failure that work in
+ *   flight inherited does not make an op pushed meanwhile fail on its own,
+ *   nor skip one pushed after the wait; a wait for device work is not held
+ *   up by work handed over after it.
  * - Device writes bump their var's version (rule 8).
  * - A delete waits for the device work on its var; bad input is refused
  *   with the right code (a device op outside a stream, an async device
@@ -617,7 +621,7 @@ TEST_CASE(replaced_write_fence)
     test_replaced_fence("naive", &(vf_config){.type = VF_ENGINE_NAIVE});
 }
 
-/* --- device work held back --------------------------------------------- */
+/* --- which failure, and when a wait claims it --------------------------- */
 
 /* Device work that waits for its gate (or sleeps `sleep_ms`), then
  * returns `fail`. */
@@ -665,6 +669,130 @@ static void push_g(vf_engine *e, gop *o, vf_device dev, vf_var_list reads,
                                         .name = name}));
 }
 
+static uint64_t stat_pending(vf_engine *e)
+{
+    vf_stats st;
+    CHECK_OK(vf_engine_stats(e, &st));
+    return st.pending;
+}
+
+/* Of two failures a device op inherits, the one whose op was pushed first
+ * (rule 9), whatever the host knew when the op started: A1's work is
+ * still failing on the device when C starts, A2's failure (pushed after
+ * it) already known on the host. */
+static void test_first_of_two(const char *name, const vf_config *cfg)
+{
+    check_context_ = name;
+    vf_engine *e;
+    CHECK_OK(vf_engine_create(&e, cfg));
+    const vf_device emu0 = devices[0], emu1 = devices[1],
+                    cpu = {VF_DEVICE_CPU, 0};
+    vf_var x = tu_var(e), y = tu_var(e), w = tu_var(e);
+    gop a1 = {.sleep_ms = 100, .fail = 11}, a2 = {.fail = 22}, c = {0};
+    push_g(e, &a1, emu0, (vf_var_list){0}, VF_VARS(x), "A1");
+    push_g(e, &a2, cpu, (vf_var_list){0}, VF_VARS(y), "A2");
+    push_g(e, &c, emu1, VF_VARS(x, y), VF_VARS(w), "C");
+    vf_error err;
+    CHECK_ERR(vf_var_wait(e, w, &err), VF_EOPFAILED);
+    CHECK_EQ(err.code, 11); /* C's chain is A1's */
+    CHECK(strcmp(err.op_name, "A1") == 0);
+    CHECK_EQ(atomic_load(&c.done_status), VF_ESKIPPED);
+    CHECK_EQ(atomic_load(&c.work_ran), 0);
+    CHECK_OK(vf_var_wait(e, x, NULL)); /* the same chain: reported */
+    CHECK_ERR(vf_var_wait(e, y, &err), VF_EOPFAILED);
+    CHECK_EQ(err.code, 22);
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_OK(vf_engine_destroy(e));
+    check_context_ = NULL;
+}
+
+TEST_CASE(first_of_two_failures)
+{
+    test_first_of_two("perdevice", &(vf_config){.type = VF_ENGINE_PERDEVICE,
+                                                .cpu_workers = 2});
+    test_first_of_two("pooled",
+                      &(vf_config){.type = VF_ENGINE_POOLED, .cpu_workers = 1});
+    test_first_of_two("device_sync", &(vf_config){.type = VF_ENGINE_PERDEVICE,
+                                                  .device_sync = true});
+    test_first_of_two("naive", &(vf_config){.type = VF_ENGINE_NAIVE});
+}
+
+typedef struct waiter_arg {
+    vf_engine *e;
+    vf_var v;
+    int rc;
+    vf_error err;
+} waiter_arg;
+
+static void *var_waiter(void *arg)
+{
+    waiter_arg *w = arg;
+    w->rc = vf_var_wait(w->e, w->v, &w->err);
+    return NULL;
+}
+
+/* A wait of another thread claims a failure while device work that
+ * inherited it is in flight. C, pushed while the wait was in progress,
+ * started before the claim: it may run or be skipped (its pusher did not
+ * order it after the wait), but it never reports the claimed failure as
+ * a failure of its own. D, pushed once the wait returned, is after it: it
+ * runs, though the work it follows (C's) was skipped on the device. */
+static void test_claimed_in_flight(const char *name, const vf_config *cfg)
+{
+    check_context_ = name;
+    vf_engine *e;
+    CHECK_OK(vf_engine_create(&e, cfg));
+    const vf_device emu0 = devices[0], emu1 = devices[1];
+    const vf_device cpu = {VF_DEVICE_CPU, 0};
+    vf_var v = tu_var(e), v2 = tu_var(e), r = tu_var(e), w = tu_var(e),
+           z = tu_var(e);
+    tu_gate gate_a, gate_b;
+    tu_gate_init(&gate_a);
+    tu_gate_init(&gate_b);
+    gop a = {.gate = &gate_a, .fail = 33}, b = {.gate = &gate_b};
+    gop h = {0}, c = {0}, d = {0};
+    /* B overwrites what A reads, so it reaches the completer after A:
+     * which resolves them in that order, and A's wait must not need B. */
+    push_g(e, &a, emu0, VF_VARS(r), VF_VARS(v, v2), "A");
+    push_g(e, &b, emu1, (vf_var_list){0}, VF_VARS(r), "B");
+    /* H meets A's work on the host (skipped), so that the wait on v2 has
+     * a write to follow: a marker, counted pending. */
+    push_g(e, &h, cpu, (vf_var_list){0}, VF_VARS(v2), "H");
+    uint64_t before = stat_pending(e);
+    waiter_arg wa = {.e = e, .v = v2};
+    pthread_t t = tu_thread_start(var_waiter, &wa);
+    /* The wait's marker is pushed (counted pending) before C. */
+    double until = tu_now() + 30.0;
+    while (stat_pending(e) <= before && tu_now() < until)
+        sched_yield();
+    REQUIRE(stat_pending(e) > before);
+    push_g(e, &c, emu0, VF_VARS(v, r), VF_VARS(w), "C");
+    nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL); /* C starts */
+    tu_gate_open(&gate_a); /* A fails; the wait claims it */
+    tu_thread_join(t);
+    CHECK_ERR(wa.rc, VF_EOPFAILED);
+    CHECK_EQ(wa.err.code, 33);
+    push_g(e, &d, emu0, VF_VARS(w), VF_VARS(z), "D");
+    nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL); /* D starts */
+    tu_gate_open(&gate_b);
+    CHECK_OK(vf_var_wait(e, z, NULL));
+    CHECK_OK(vf_var_wait(e, w, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    int cs = atomic_load(&c.done_status);
+    CHECK(cs == 0 || cs == VF_ESKIPPED);
+    CHECK_EQ(atomic_load(&c.work_ran), cs == 0 ? 1 : 0);
+    CHECK_EQ(atomic_load(&d.done_status), 0);
+    CHECK_EQ(atomic_load(&d.work_ran), 1);
+    CHECK_EQ(atomic_load(&h.done_status), VF_ESKIPPED);
+    vf_stats st;
+    CHECK_OK(vf_engine_stats(e, &st));
+    CHECK_EQ(st.failed, 1);
+    CHECK_OK(vf_engine_destroy(e));
+    tu_gate_destroy(&gate_a);
+    tu_gate_destroy(&gate_b);
+    check_context_ = NULL;
+}
+
 /* A wait for device work returns once that work (and what was handed to
  * the completer before it) completed, not after work handed over later:
  * B, which follows A (it reads what A wrote), is slow on another device.
@@ -696,6 +824,15 @@ TEST_CASE(wait_not_held_up_by_later_work)
                                                .cpu_workers = 2});
     test_not_held_up("pooled",
                      &(vf_config){.type = VF_ENGINE_POOLED, .cpu_workers = 1});
+}
+
+TEST_CASE(claimed_while_in_flight)
+{
+    test_claimed_in_flight(
+        "perdevice",
+        &(vf_config){.type = VF_ENGINE_PERDEVICE, .cpu_workers = 2});
+    test_claimed_in_flight(
+        "pooled", &(vf_config){.type = VF_ENGINE_POOLED, .cpu_workers = 2});
 }
 
 /* --- deletes and bad input ---------------------------------------------- */

@@ -49,6 +49,7 @@ static int device_op_begin(vf__op *op, const vf__device_class *cls,
     d->fence = NULL;
     d->start_ev = NULL;
     d->ninputs = 0;
+    d->claims = vf__failure_claims_now(); /* before anything is looked at */
     op->dev = d;
     if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF) &&
         cls->record(s, &d->start_ev) != 0)
@@ -70,6 +71,12 @@ static int device_op_begin(vf__op *op, const vf__device_class *cls,
         /* A no_skip op runs whatever its inputs went through: its waits
          * only order. */
         bool carry = k < d->ncarry && !def->no_skip;
+        /* Work in flight that began before a wait claimed a failure may
+         * have inherited it on the device, where it is inert for this op
+         * (a later place): met on the host, its outcome is known. */
+        if (VF__UNLIKELY(carry && f->claims != d->claims) &&
+            !atomic_load_explicit(&f->resolved, memory_order_acquire))
+            vf__fence_host_wait(e, f);
         /* A resolved fence's work is complete: nothing to order. Unless it
          * failed and the op must inherit that (live for it): it may have
          * resolved after the op looked on the host (run_body), so the
@@ -128,13 +135,22 @@ static void device_outcome(vf__op *op, const vf__event_status *st)
     if (op->failure != NULL || st->code == 0)
         return;
     vf__devrun *d = op->dev;
-    vf__failure *fail = NULL;
+    vf__failure *fail = NULL, *claimed = NULL;
     for (int k = 0; st->inherited && k < d->ncarry; k++) {
         vf__failure *f = vf__fence_failure(d->inputs[k]);
-        if (f != NULL && vf__failure_live_for(f, op->place) &&
-            vf__failure_before(f, fail))
+        if (f == NULL)
+            continue;
+        if (!vf__failure_live_for(f, op->place))
+            claimed = vf__failure_before(f, claimed) ? f : claimed;
+        else if (vf__failure_before(f, fail))
             fail = f;
     }
+    /* Inherited, but every failure it could have inherited is inert for
+     * it now: a wait claimed it after the op began (its work skipped
+     * then). It stays skipped with that failure, as it would had it
+     * started before the wait: not a failure of its own. */
+    if (fail == NULL)
+        fail = claimed;
     if (fail != NULL) {
         vf__failure_ref(fail);
         op->failure = fail;
@@ -190,6 +206,7 @@ static bool device_op_end(vf__op *op, const vf__device_class *cls,
     f->ev = ev;
     f->stream = s;
     atomic_init(&f->resolved, false);
+    f->claims = op->dev->claims;
     op->dev->fence = f;
     vf__fences_leave(op, f);
     return true;
@@ -346,14 +363,19 @@ static bool run_device_op(vf__op *op, int worker, bool shutdown)
         vf__exec_op_skipped(op, NULL); /* no failure to pass on (lifecycle.h) */
         return true;
     }
-    if (!op->def->no_skip) {
+    if (!op->def->no_skip &&
+        vf__exec_inherited_failure(op, NULL, 0, op->place, true) != NULL) {
+        /* Skipped before it starts, it writes its vars on the host: the
+         * device work it would have followed is met there, as a host op
+         * meets it. Then the failure it inherits is looked for again:
+         * work still in flight when it looked may have failed, and of
+         * the failures the first in push order is the one (rule 9). A
+         * wait of another thread may have claimed the one it found
+         * meanwhile: it then runs. */
+        vf__fences_host_wait(op);
         vf__failure *f = vf__exec_inherited_failure(op, NULL, 0, op->place,
                                                     true);
         if (f != NULL) {
-            /* Skipped before it starts, it writes its vars (with f) on the
-             * host: the device work it would have followed is met there,
-             * as a host op meets it. */
-            vf__fences_host_wait(op);
             vf__fences_clear_written(op);
             vf__exec_op_skipped(op, f);
             return true;

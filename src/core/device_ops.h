@@ -51,6 +51,26 @@
  * has resolved it (it is already complete, so that is brief), then treats
  * the failure as it treats a var's (skip, pass on, report at waits).
  *
+ * Which failure. An op that finds a live failure on the host before it
+ * starts (a var's own, or a resolved fence's) is skipped there; it first
+ * meets all its fences on the host, since work still in flight may fail
+ * with a failure pushed earlier, which is then the one it inherits (rule
+ * 9: the first in push order), whatever the host had seen complete.
+ *
+ * A claim while work is in flight. A failure inherited on the device is
+ * decided when the work runs, a wait's claim (failure.h) when the wait
+ * runs on the host, so a wait of another thread may claim a failure that
+ * work in flight has already inherited, for an op pushed after the wait.
+ * Such an op started before the claim, as an op that the program did not
+ * order after the wait may (its pusher was not waiting): it stays skipped
+ * with that failure, as if it had started before the wait, never reported
+ * as a failure of its own (device_outcome). An op that starts after the
+ * claim must not inherit it through such work: each fence notes the
+ * process's count of claims (vf__failure_claims) when its op began, and an
+ * op that would carry a fence still in flight from before a claim meets it
+ * on the host instead, where its outcome is known (device_op_begin; a
+ * device replay's boundary likewise).
+ *
  * Locks (engine.h has the order): dev.lock (engine) guards device creation
  * and is taken under no other lock but life.op_lock (a stop, a start) and,
  * at fork, those taken before it; the completer's lock is a leaf; a var's
@@ -81,6 +101,7 @@ typedef struct vf__devrun {
     /* Profiling: an event recorded before the op's stream waits, whose
      * time (or a waited fence's, whichever is later) starts its span. */
     vf__event *start_ev;
+    uint64_t claims; /* vf__failure_claims at its start (its fence's) */
     int ninputs;
     int ncarry;          /* inputs[0..ncarry): write fences, which carry
                             their failure; the rest (read fences) order */

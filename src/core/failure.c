@@ -53,6 +53,8 @@ static vf__failure *reserve_take(vf__failure_reserve *r)
     return f;
 }
 
+_Atomic uint64_t vf__failure_claims;
+
 void vf__failure_ref(vf__failure *f)
 {
     atomic_fetch_add_explicit(&f->refs, 1, memory_order_relaxed);

@@ -96,14 +96,33 @@ static inline bool vf__failure_live_for(const vf__failure *f, uint64_t place)
     return place <= atomic_load_explicit(&f->cleared_at, memory_order_acquire);
 }
 
+/* How many records waits have claimed, in every engine of the process
+ * (monotonic; written only when a wait reports a failure). Device work in
+ * flight inherits a failure on the device before any wait may claim it;
+ * an op that follows such work reads this to learn whether a claim came
+ * in between (device_ops.h, "A claim while work is in flight"). A
+ * process-wide count costs an engine with no failures nothing, and a
+ * claim elsewhere only makes an op meet a fence on the host. */
+extern _Atomic uint64_t vf__failure_claims;
+
 /* Report the record for a wait at `place`: true once, for the first wait
  * (that wait returns it); every op after `place` then finds it inert. */
 static inline bool vf__failure_claim(vf__failure *f, uint64_t place)
 {
     uint64_t expected = VF__NEVER;
-    return atomic_compare_exchange_strong_explicit(&f->cleared_at, &expected,
-                                                   place, memory_order_acq_rel,
-                                                   memory_order_acquire);
+    if (!atomic_compare_exchange_strong_explicit(&f->cleared_at, &expected,
+                                                 place, memory_order_acq_rel,
+                                                 memory_order_acquire))
+        return false;
+    /* Release: an op that reads the new count sees the record claimed. */
+    atomic_fetch_add_explicit(&vf__failure_claims, 1, memory_order_release);
+    return true;
+}
+
+/* The count above, read by an op before it decides what it carries. */
+static inline uint64_t vf__failure_claims_now(void)
+{
+    return atomic_load_explicit(&vf__failure_claims, memory_order_acquire);
 }
 
 /* What a wait at `place` reports, claimed (NULL: nothing): the failure the

@@ -39,6 +39,10 @@ typedef struct vf__fence {
      * (release); read after an acquire load of `resolved`. */
     vf__failure *failure;
     atomic_bool resolved;
+    /* vf__failure_claims when its op began to wait for what it follows:
+     * a failure its work may inherit on the device was live for it then
+     * (device_ops.h, "A claim while work is in flight"). */
+    uint64_t claims;
 } vf__fence;
 
 void vf__fence_ref(vf__fence *f);

@@ -141,6 +141,8 @@ typedef struct vf__devinst {
     vf__devgraph_input *inputs; /* room: a segment's most */
     vf__event **events;         /* per node of a segment, its launch's */
     vf__fence **nfence;         /* per node of a segment, during a launch */
+    uint64_t claims; /* vf__failure_claims at the segment's boundary: its
+                        nodes' fences' (fences.h) */
 } vf__devinst;
 
 static void devrec_unref(vf__devrec *rec)
@@ -515,6 +517,7 @@ static bool boundary(vf__graph_inst *in, const devseg *sg, vf__devinst *di,
     uint64_t place = in->base + dp->segnode[sg->nodes_at]; /* its first */
     uint32_t n = 0;
     bool ok = true;
+    di->claims = vf__failure_claims_now(); /* before anything is looked at */
     for (uint32_t x = sg->vars_at; x < sg->vars_at + sg->nvars; x++) {
         uint32_t b = dp->svar[x];
         vf__var *v = g->bvars[b].var;
@@ -527,6 +530,11 @@ static bool boundary(vf__graph_inst *in, const devseg *sg, vf__devinst *di,
         di->wfence[b] = NULL;
         if (k == 1) {
             vf__fence *wf = fs[0];
+            /* Its work may have inherited a failure a wait claimed since
+             * (device_op_begin): met on the host, its outcome is known. */
+            if (VF__UNLIKELY(wf->claims != di->claims) && wf->cls == cls &&
+                !atomic_load_explicit(&wf->resolved, memory_order_acquire))
+                vf__fence_host_wait(g->engine, wf);
             if (wf->cls != cls) {
                 ok = false;
             } else if (atomic_load_explicit(&wf->resolved,
@@ -734,6 +742,7 @@ static uint32_t nodes_launched(vf__graph_inst *in, const devseg *sg,
          * a stream of its own then, so that none replaces another. */
         f->stream = rf != NULL ? s : (const vf__stream *)f;
         atomic_init(&f->resolved, false);
+        f->claims = di->claims;
         d->cls = cls;
         d->graph = in;
         d->graph_end = NULL;
