@@ -23,6 +23,9 @@
  * - an op a recorded function pushes is an ordinary push, made once; on
  *   the naive engine, which would run it on the stream being recorded, it
  *   fails (VF_EINVAL) and its work stays out of the graph;
+ * - a launch that starts under the shutdown notice skips its ops, calling
+ *   no function; one that runs while another launch of the graph records
+ *   it runs its ops as pushes (their functions called) without waiting;
  * - out of memory at any allocation of a launch is VF_ENOMEM for the
  *   launch, or in the outcomes of its ops, nothing else;
  * - a graph destroyed while its launches run, and one the program never
@@ -690,6 +693,126 @@ TEST_KIND_CASE(push_from_recorded_function, k)
     }
     CHECK_OK(vf_graph_destroy(e, g));
     CHECK_OK(vf_engine_destroy(e));
+}
+
+/* --- launches that run their ops as pushes ------------------------------- */
+
+typedef struct held {
+    tu_gate *gate;
+    atomic_int started;
+} held;
+
+static int held_fn(vf_run *run, void *arg)
+{
+    (void)run;
+    held *h = arg;
+    atomic_store(&h->started, 1);
+    REQUIRE(tu_gate_wait(h->gate, 30.0));
+    return 0;
+}
+
+/* A launch that starts under the shutdown notice (pushed before it, held
+ * back by an op still running) runs its ops as their pushes would: each
+ * skipped, no function called, no work run. */
+TEST_KIND_CASE(launch_under_shutdown, k)
+{
+    if (!k->threaded) /* a launch there runs inside its call */
+        return;
+    vf_engine *e = engine(k, false);
+    vf_var x = tu_var(e), y = tu_var(e);
+    unsigned cell = 1;
+    atomic_int calls = 0;
+    vf_graph *g = chain_graph(e, x, y, &calls, &cell, 4, 1, true);
+    CHECK_OK(vf_graph_launch(e, g)); /* recorded */
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    unsigned after_first = cell;
+    tu_gate gate;
+    tu_gate_init(&gate);
+    held h = {.gate = &gate};
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = held_fn, .arg = &h, .writes = tu_list(&x, 1)}));
+    CHECK(tu_wait_flag(&h.started, 1, 30.0));
+    CHECK_OK(vf_graph_launch(e, g)); /* after the held op */
+    CHECK_OK(vf_engine_shutdown(e));
+    tu_gate_open(&gate);
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_EQ(atomic_load(&calls), 4);
+    CHECK_EQ(cell, after_first);
+    vf_stats st;
+    CHECK_OK(vf_engine_stats(e, &st));
+    CHECK_EQ(st.ran, 5);
+    CHECK_EQ(st.skipped, 4);
+    CHECK_EQ(st.launches, 2);
+    CHECK_OK(vf_graph_destroy(e, g));
+    CHECK_OK(vf_engine_destroy(e));
+    tu_gate_destroy(&gate);
+}
+
+typedef struct first_held {
+    tu_gate *gate;
+    atomic_int calls, recording, work;
+} first_held;
+
+static int count_work(void *arg)
+{
+    atomic_fetch_add(&((first_held *)arg)->work, 1);
+    return 0;
+}
+
+/* Its first call (the recording) waits for the gate. */
+static int first_held_fn(vf_run *run, void *arg)
+{
+    first_held *f = arg;
+    if (atomic_fetch_add(&f->calls, 1) == 0) {
+        atomic_store(&f->recording, 1);
+        REQUIRE(tu_gate_wait(f->gate, 30.0));
+    }
+    return vf_run_submit(run, count_work, f, 0);
+}
+
+/* A launch that runs while another launch of the graph records it does
+ * not wait for the recording: it runs its ops as their pushes would (their
+ * functions called). The launches read only, so they run at once, on the
+ * device's two workers. The next launch replays the recording. */
+TEST_CASE(launch_while_another_records)
+{
+    vf_engine *e = NULL;
+    CHECK_OK(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_PERDEVICE,
+                                               .cpu_workers = 1,
+                                               .gpu_workers = 2}));
+    REQUIRE(e != NULL);
+    vf_var x = tu_var(e);
+    tu_gate gate;
+    tu_gate_init(&gate);
+    first_held f = {.gate = &gate};
+    vf_graph *g = NULL;
+    CHECK_OK(vf_graph_begin(e));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = first_held_fn,
+                                        .arg = &f,
+                                        .reads = tu_list(&x, 1),
+                                        .device = emu}));
+    CHECK_OK(vf_graph_end(e, &g));
+    REQUIRE(g != NULL);
+    CHECK_OK(vf_graph_device_replay(e, g, true));
+    CHECK_OK(vf_graph_launch(e, g)); /* records: held in the function */
+    CHECK(tu_wait_flag(&f.recording, 1, 30.0));
+    CHECK_OK(vf_graph_launch(e, g)); /* by hand, beside it */
+    CHECK(tu_wait_flag(&f.work, 1, 30.0));
+    CHECK_EQ(atomic_load(&f.calls), 2);
+    tu_gate_open(&gate);
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_EQ(atomic_load(&f.work), 2);
+    CHECK_OK(vf_graph_launch(e, g)); /* replays the first one's recording */
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_EQ(atomic_load(&f.calls), 2);
+    CHECK_EQ(atomic_load(&f.work), 3);
+    vf_stats st;
+    CHECK_OK(vf_engine_stats(e, &st));
+    CHECK_EQ(st.ran, 3);
+    CHECK_EQ(st.launches, 3);
+    CHECK_OK(vf_graph_destroy(e, g));
+    CHECK_OK(vf_engine_destroy(e));
+    tu_gate_destroy(&gate);
 }
 
 /* --- out of memory ---------------------------------------------------- */
