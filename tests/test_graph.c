@@ -18,11 +18,15 @@
  *   goes on; bad handles and deleted vars as a push reports them; launch,
  *   set_arg and destroy refuse bad input; a var deleted after the capture
  *   refuses the whole launch (VF_ESTALE, nothing runs);
+ * - a node whose function waits for what a later node writes gets
+ *   VF_EDEADLK once the other nodes are over, never a hang;
  * - a graph destroyed while its launches run is freed after them; graphs
  *   the program never destroyed are freed by the engine's destroy; a
  *   launch on a stopped engine is held and runs at start, in order.
  */
 #include "runner.h"
+
+#include <time.h>
 
 #define NV 10     /* vars of a random program */
 #define MAXOPS 40 /* ops of a random program */
@@ -802,6 +806,67 @@ TEST_KIND_CASE(capture_refusals, k)
     CHECK_OK(vf_graph_destroy(e, gy));
     CHECK_OK(vf_graph_destroy(e, g));
     CHECK_OK(vf_engine_destroy(other));
+    tu_finish_engine(e);
+}
+
+/* --- a wait inside a node that can never finish ------------------------ */
+
+typedef struct stuck_node {
+    vf_var y;
+    atomic_int rc, started;
+} stuck_node;
+
+static int wait_for_later_node(vf_run *run, void *arg)
+{
+    stuck_node *s = arg;
+    atomic_store(&s->started, 1);
+    int rc = vf_var_wait(vf_run_engine(run), s->y, NULL);
+    atomic_store(&s->rc, rc);
+    return rc;
+}
+
+static int slow_node(vf_run *run, void *arg)
+{
+    (void)run;
+    REQUIRE(tu_wait_flag(arg, 1, 30.0)); /* the waiting node started */
+    nanosleep(&(struct timespec){0, 20 * 1000000L}, NULL);
+    return 0;
+}
+
+/* A node whose function waits for a var a later node of its graph writes
+ * (which follows it): VF_EDEADLK, found when the last other node running
+ * ends (its run of nodes brings active to zero), never a hang. */
+TEST_KIND_CASE(wait_in_a_node_that_never_ends, k)
+{
+    if (k->workers < 2) /* the slow node runs beside the waiting one */
+        return;
+    vf_engine *e = tu_engine(k);
+    vf_var x = tu_var(e), y = tu_var(e), u = tu_var(e);
+    stuck_node s = {.y = y};
+    vf_graph *g = NULL;
+    CHECK_OK(vf_graph_begin(e));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = wait_for_later_node,
+                                        .arg = &s,
+                                        .writes = tu_list(&x, 1)}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = tu_nop,
+                                        .reads = tu_list(&x, 1),
+                                        .writes = tu_list(&y, 1)}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = slow_node,
+                                        .arg = &s.started,
+                                        .writes = tu_list(&u, 1)}));
+    CHECK_OK(vf_graph_end(e, &g));
+    REQUIRE(g != NULL);
+    CHECK_OK(vf_graph_launch(e, g));
+    vf_error err;
+    CHECK_ERR(vf_engine_wait_all(e, &err), VF_EOPFAILED);
+    CHECK_EQ(atomic_load(&s.rc), VF_EDEADLK);
+    CHECK_EQ(err.code, VF_EDEADLK);
+    vf_stats st;
+    CHECK_OK(vf_engine_stats(e, &st));
+    CHECK_EQ(st.failed, 1);
+    CHECK_EQ(st.skipped, 1);
+    CHECK_EQ(st.ran, 1);
+    CHECK_OK(vf_graph_destroy(e, g));
     tu_finish_engine(e);
 }
 

@@ -273,14 +273,16 @@ uint64_t vf__exec_loop_op_released(const vf__op *op)
  * ops the last of them made ready (`act`: their number times
  * VF__COUNT_ACTIVE, already taken) become active in the same step as it
  * stops being active (see engine.h): with m >= 1 of them, m - 1 more
- * active; with none, one fewer. Returns what to wake. */
+ * active; with none, one fewer. `watch`: look for a watcher to wake when
+ * a count may have reached zero (vf__engine_count_out's may_zero), which
+ * sums every thread's counts. Returns what to wake. */
 static inline unsigned count_finished(vf_engine *e, uint64_t pending,
-                                      uint64_t act)
+                                      uint64_t act, bool watch)
 {
     if (act > VF__COUNT_ACTIVE)
         vf__engine_count_in(e, act - VF__COUNT_ACTIVE);
     return vf__engine_count_out(
-        e, act != 0 ? pending : pending | VF__COUNT_ACTIVE, act == 0);
+        e, act != 0 ? pending : pending | VF__COUNT_ACTIVE, watch && act == 0);
 }
 
 /* Finish a done op: callback, release its vars (ready ops go to `ready`,
@@ -323,7 +325,7 @@ static void finish(vf__op *op, vf__readylist *ready)
     uint64_t act = (uint64_t)(ready->count - before) * VF__COUNT_ACTIVE;
     if (VF__UNLIKELY(op == tls.loop_op))
         act += loop_frame_returns(); /* same step: no transient zero */
-    unsigned wake = count_finished(e, VF__COUNT_PENDING, act);
+    unsigned wake = count_finished(e, VF__COUNT_PENDING, act, true);
     if (VF__UNLIKELY(kflags & VF__KIND_GRAPH)) {
         /* Its launch keeps the engine alive until this returns; its end
          * may be the engine's last touch. */
@@ -824,7 +826,7 @@ static void nodes_over(vf_engine *e, vf__op *last, uint32_t over, uint64_t ran,
         vf__engine_count_in(e, act);
         wake = vf__engine_count_out(e, out, false);
     } else {
-        wake = count_finished(e, out, act);
+        wake = count_finished(e, out, act, true);
     }
     if (VF__UNLIKELY(wake != 0))
         vf__engine_wake(e, wake);
@@ -972,7 +974,18 @@ static void worker_run_nodes(vf__worker *w, vf__op *op, vf__readylist *ready)
     uint64_t act = (uint64_t)ready->count * VF__COUNT_ACTIVE;
     if (VF__UNLIKELY(op == tls.loop_op)) /* a wait loop's hand-off chain */
         act += loop_frame_returns();
-    unsigned wake = count_finished(e, (uint64_t)over * VF__COUNT_PENDING, act);
+    /* A run of nodes never brings pending to zero (the launch stays
+     * pending until its end, which looks for watchers after every node's
+     * counts: vf__graph_launch_end), so only a nested waiter, which
+     * watches for active at zero (a node may wait inside its function),
+     * is looked for: the lowering, then nnested, the Dekker pair of
+     * wait.c's watch. Looking for any watcher summed every thread's
+     * counts at nearly every node while the program waited for the
+     * launch, taking the other workers' lines away from them. */
+    unsigned wake = count_finished(e, (uint64_t)over * VF__COUNT_PENDING, act,
+                                   false);
+    if (act == 0 && VF__UNLIKELY(atomic_load(&e->waits.nnested) != 0))
+        wake |= VF__WAKE_WATCHERS;
     if (VF__UNLIKELY(wake != 0))
         vf__engine_wake(e, wake);
     vf__graph_ops_done(op, over); /* may end the launch: the last touch */
