@@ -1041,6 +1041,7 @@ VF_API int vf_var_wait(vf_engine *e, vf_var v, vf_error *err);
  * it is then reported, as a var wait reports a var's (at this call's place
  * in push order: ops pushed before it still see it). A second call waits
  * only for children pushed since, and reports only their failures.
+ * A child on a device has finished once its work there completed.
  * The waiting worker runs the children meanwhile, as vf_var_wait() does
  * from inside an op (the same stack bound), and a wait that can never
  * finish (a child reads a var its parent writes, so it cannot run before

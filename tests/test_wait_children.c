@@ -18,6 +18,8 @@
  * - timed: an async child nobody completes: VF_ETIMEDOUT naming it,
  *   nothing reported; once it completes with a failure, the next wait
  *   reports that failure;
+ * - device_children: children on a device are waited for until their work
+ *   completed, and a failure of that work is reported;
  * - misuse: a NULL run, and a run handle of another op than the running
  *   one (a child given its parent's), are VF_EINVAL with a detail; from a
  *   child's done callback on the parent's thread, VF_EDEADLK.
@@ -25,6 +27,7 @@
 #include "runner.h"
 
 #include <string.h>
+#include <time.h>
 
 #define NKIDS 16
 
@@ -34,6 +37,7 @@ typedef struct family_test {
     int rc; /* what the parent's wait returned */
     vf_error err;
     int seen[NKIDS]; /* the slots as the parent saw them after the wait */
+    bool fail;       /* device_children: the third child fails */
 } family_test;
 
 typedef struct kid {
@@ -434,6 +438,71 @@ TEST_KIND_CASE(misuse, k)
     CHECK(t.rc_done == VF_EDEADLK ||
           (k->workers > 1 && t.rc_done == VF_EINVAL));
     CHECK_OK(vf_engine_destroy(t.e));
+    check_context_ = NULL;
+}
+
+/* --- device children ----------------------------------------------------- */
+
+/* On the device, after a while: its slot written, or its failure. */
+static int kid_work(void *arg)
+{
+    const kid *k = arg;
+    nanosleep(&(struct timespec){0, 2 * 1000000L}, NULL);
+    if (k->code != 0)
+        return k->code;
+    *k->slot = k->value;
+    return 0;
+}
+
+static int device_kid_fn(vf_run *run, void *arg)
+{
+    return vf_run_submit(run, kid_work, arg, 0);
+}
+
+/* Four device children, the third failing on the device when `fail`. */
+static int parent_of_device_kids(vf_run *run, void *arg)
+{
+    family_test *t = arg;
+    for (int i = 0; i < 4; i++) {
+        kid c = {&t->slots[i], i + 1, t->fail && i == 2 ? 42 : 0};
+        CHECK_OK(
+            vf_engine_push(t->e, &(vf_op){.fn = device_kid_fn,
+                                          .arg = &c,
+                                          .arg_size = sizeof c,
+                                          .device = {VF_DEVICE_EMULATED, 0},
+                                          .name = "device kid"}));
+    }
+    t->rc = vf_run_wait_children(run, &t->err);
+    memcpy(t->seen, t->slots, sizeof t->seen);
+    return 0;
+}
+
+/* Children on a device: the wait ends with their work, and reports its
+ * failure. Found trying it: a device op in flight told its parent's
+ * family nothing when it completed, so the wait never ended until
+ * nothing else was active, and then returned VF_EDEADLK. */
+TEST_KIND_CASE(device_children, k)
+{
+    check_context_ = k->name;
+    vf_engine *e = tu_engine(k);
+    for (int fail = 0; fail <= 1; fail++) {
+        static family_test t;
+        t.fail = fail;
+        run_parent(e, parent_of_device_kids, &t);
+        if (fail) {
+            CHECK_ERR(t.rc, VF_EOPFAILED);
+            CHECK_EQ(t.err.code, 42);
+            CHECK(strcmp(t.err.op_name, "device kid") == 0);
+        } else {
+            CHECK_OK(t.rc);
+        }
+        for (int i = 0; i < 4; i++)
+            CHECK_EQ(t.seen[i], fail && i == 2 ? 0 : i + 1);
+    }
+    vf_stats st;
+    CHECK_OK(vf_engine_stats(e, &st));
+    CHECK_EQ(st.failed, 1);
+    CHECK_OK(vf_engine_destroy(e));
     check_context_ = NULL;
 }
 

@@ -13,6 +13,7 @@
 #include "core/exec.h"
 #include "core/graph.h"
 #include "core/profiling.h"
+#include "core/wait.h"
 
 /* Its kind's free_side (op.h): the run state made at its start. */
 void vf__devrun_free(vf__op *op)
@@ -339,6 +340,12 @@ void vf__device_op_completed(vf__op *op)
     if (op->done != NULL)
         vf__exec_call_done(vf__op_engine(op), op->done, op->arg, op->status);
     vf__exec_count_op(vf__op_engine(op), op);
+    /* A child (pushed from inside an op): its parent's wait for its
+     * children ends with its work, and reports its failure; before the op
+     * is counted out (device_op_drop), as finish does, so no count
+     * reaches zero while the waiter is about to be woken. */
+    if (VF__UNLIKELY(op->up != NULL))
+        vf__wait_child_finished(vf__op_engine(op), op);
     if (VF__UNLIKELY(op->dev->graph != NULL))
         vf__graph_devnode_over(op); /* its block is its graph's */
     else
