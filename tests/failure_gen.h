@@ -59,11 +59,11 @@ static inline void gen_kind(gen *g, fo_op *o, bool can_fail, bool top)
     int roll = tu_below(r, 100);
     if (g->simple)
         roll = 0;
-    o->how = roll < 72           ? FO_SYNC
-             : roll < 80         ? FO_ASYNC_INLINE
-             : roll < 88 && top  ? FO_ASYNC_THREAD
-             : g->devices && top ? FO_DEVICE
-                                 : FO_SYNC;
+    o->how = roll < 72          ? FO_SYNC
+             : roll < 80        ? FO_ASYNC_INLINE
+             : roll < 88 && top ? FO_ASYNC_THREAD
+             : g->devices       ? FO_DEVICE /* children too */
+                                : FO_SYNC;
     o->device = tu_below(r, 2);
     static const int dprops[] = {VF_PROP_NORMAL, VF_PROP_COPY_TO_DEVICE,
                                  VF_PROP_COPY_FROM_DEVICE,

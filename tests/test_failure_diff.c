@@ -14,7 +14,8 @@
  * (a code and a message, or VF_ESKIPPED itself), sync, async completed
  * inline or by another thread (with a code, or vf_completion_fail), on
  * the CPU priority pool now and then, with priorities; device ops on two
- * emulated devices in half the programs (their work fails or not);
+ * emulated devices in half the programs (their work fails or not), as
+ * top-level ops and as children;
  * wait_var and wait_all at random points; deletes and pushes with a
  * deleted var; ops that push 1-3 children over scratch vars of their own
  * and wait on them from inside, failing when such a wait reports; and
