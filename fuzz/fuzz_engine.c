@@ -75,7 +75,8 @@
  *     3 nested push: as above; when more than one level is allowed, one
  *                    more byte g after k: child j has children of its own
  *                    (read the same way, recursively) when bit j of g is
- *                    set and it is a sync op.
+ *                    set and it is a sync op; child j runs on emulated
+ *                    device j % 2 when bit 3 + j is set.
  *     9 stop/start:  vf_engine_stop by thread 0 (no byte), or, when
  *                    stopped, vf_engine_start; while stopped, waits (4, 5)
  *                    are read and dropped. The program starts the engine
@@ -230,6 +231,10 @@ static void decode_kids(dec *d, int i, bool can_fail, int level)
         if (j > 0 && (b >> 7))
             k->r[k->nr++] = scr;
         k->how = (b >> 6) & 1 ? FO_ASYNC_INLINE : FO_SYNC;
+        if ((g >> (3 + j)) & 1) { /* in chaos: a child on a device */
+            k->how = FO_DEVICE;
+            k->device = j & 1;
+        }
         k->code = (b >> (2 + j)) & 1 && can_fail ? 2000 + c : 0;
         k->message = true;
         snprintf(k->name, sizeof k->name, "kid%d", c);
