@@ -804,7 +804,7 @@ static void test_not_held_up(const char *name, const vf_config *cfg)
     vf_engine *e;
     CHECK_OK(vf_engine_create(&e, cfg));
     vf_var x = tu_var(e), y = tu_var(e);
-    gop a = {0}, b = {.sleep_ms = 100};
+    gop a = {0}, b = {.sleep_ms = 250}; /* room for a loaded machine */
     for (int round = 0; round < 10; round++) {
         push_g(e, &a, devices[0], (vf_var_list){0}, VF_VARS(x), "A");
         push_g(e, &b, devices[1], VF_VARS(x), VF_VARS(y), "B");
