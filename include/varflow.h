@@ -1170,6 +1170,8 @@ VF_API int vf_graph_end(vf_engine *e, vf_graph **out);
  * engine's), VF_ESTALE (a variable of the graph was deleted: nothing of the
  * graph is launched), VF_ESHUTDOWN, VF_ENOMEM (a launch pushing op by op
  * that runs out of memory midway has pushed the ops before: see above).
+ * Out of memory when a replayed launch starts fails each of its ops with
+ * VF_ENOMEM (their `done`, their failures on the vars they write).
  */
 VF_API int vf_graph_launch(vf_engine *e, vf_graph *g);
 
@@ -1181,7 +1183,8 @@ VF_API int vf_graph_launch(vf_engine *e, vf_graph *g);
  * copies them again into its op, as a push would); for one recorded with a
  * pointer (arg_size 0), `arg_size` must be 0 and the pointer is kept. A
  * launch already made keeps what it had. VF_EINVAL (bad graph or index, a
- * size that differs, a NULL `arg` with a size), VF_EXDEV.
+ * size that differs, a NULL `arg` with a size), VF_EXDEV, VF_ENOMEM (nothing
+ * changed: a launch made before it, not started, could not keep its own).
  */
 VF_API int vf_graph_set_arg(vf_engine *e, vf_graph *g, size_t index, void *arg,
                             size_t arg_size);

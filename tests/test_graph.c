@@ -18,6 +18,8 @@
  *   goes on; bad handles and deleted vars as a push reports them; launch,
  *   set_arg and destroy refuse bad input; a var deleted after the capture
  *   refuses the whole launch (VF_ESTALE, nothing runs);
+ * - launches queued behind a held op with vf_graph_set_arg between them
+ *   run with the arguments they were launched with (copied and pointed);
  * - a node whose function waits for what a later node writes gets
  *   VF_EDEADLK once the other nodes are over, never a hang;
  * - a graph destroyed while its launches run is freed after them; graphs
@@ -26,6 +28,7 @@
  */
 #include "runner.h"
 
+#include <string.h>
 #include <time.h>
 
 #define NV 10     /* vars of a random program */
@@ -806,6 +809,82 @@ TEST_KIND_CASE(capture_refusals, k)
     CHECK_OK(vf_graph_destroy(e, gy));
     CHECK_OK(vf_graph_destroy(e, g));
     CHECK_OK(vf_engine_destroy(other));
+    tu_finish_engine(e);
+}
+
+/* --- launches made before a set_arg, started after it -------------------- */
+
+typedef struct arg_log {
+    int n;
+    int v[16];
+} arg_log;
+
+typedef struct logged {
+    arg_log *log;
+    int value;
+} logged;
+
+static int log_value(vf_run *run, void *arg)
+{
+    (void)run;
+    const logged *l = arg;
+    l->log->v[l->log->n++] = l->value;
+    return 0;
+}
+
+static int log_pointed(vf_run *run, void *arg)
+{
+    (void)run;
+    const logged *l = arg; /* the program's own struct: its value now */
+    l->log->v[l->log->n++] = l->value;
+    return 0;
+}
+
+/* Launches queued behind a held op, vf_graph_set_arg between them: each
+ * runs with the arguments it was launched with (a launch takes its
+ * instance only when it starts; set_arg keeps those of the launches made
+ * before it), for a copied argument and a pointer. */
+TEST_KIND_CASE(queued_launches_keep_their_arguments, k)
+{
+    vf_engine *e = tu_engine(k);
+    vf_var x = tu_var(e);
+    arg_log log = {0}, plog = {0};
+    logged first = {&log, 0}, p1 = {&plog, 10}, p2 = {&plog, 20};
+    vf_graph *g = NULL;
+    CHECK_OK(vf_graph_begin(e));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = log_value,
+                                        .arg = &first,
+                                        .arg_size = sizeof first,
+                                        .writes = tu_list(&x, 1)}));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = log_pointed, .arg = &p1, .writes = tu_list(&x, 1)}));
+    CHECK_OK(vf_graph_end(e, &g));
+    REQUIRE(g != NULL);
+    static held h;
+    memset(&h, 0, sizeof h);
+    tu_gate_init(&h.gate);
+    if (k->threaded) /* holds x: the launches wait behind it */
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = held_op, .arg = &h, .writes = tu_list(&x, 1)}));
+    static const int values[] = {1, 2, 2, 3};
+    for (int l = 0; l < 4; l++) {
+        if (l != 2) {
+            logged c = {&log, values[l]};
+            CHECK_OK(vf_graph_set_arg(e, g, 0, &c, sizeof c));
+            CHECK_OK(vf_graph_set_arg(e, g, 1, l == 3 ? &p2 : &p1, 0));
+        }
+        CHECK_OK(vf_graph_launch(e, g));
+    }
+    tu_gate_open(&h.gate);
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    tu_gate_destroy(&h.gate);
+    CHECK_EQ(log.n, 4);
+    CHECK_EQ(plog.n, 4);
+    for (int l = 0; l < 4 && l < log.n; l++) {
+        CHECK_EQ(log.v[l], values[l]);
+        CHECK_EQ(plog.v[l], l == 3 ? 20 : 10);
+    }
+    CHECK_OK(vf_graph_destroy(e, g));
     tu_finish_engine(e);
 }
 

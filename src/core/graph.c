@@ -55,6 +55,10 @@ static void graph_free(vf_graph *g)
         free(in->bleft);
         free(in);
     }
+    for (vf__graph_inst *st = g->free_stubs, *next; st != NULL; st = next) {
+        next = st->next_free; /* no launch is left: every one is free */
+        free(st);
+    }
     vf__devgraph_plan_free(g);
     free(g->pn);
     free(g->writes);
@@ -709,11 +713,11 @@ fail:
     return NULL;
 }
 
-/* An instance for a launch, its arguments this launch's (as the pushes
- * copy them now); NULL without memory. */
-vf__graph_inst *vf__graph_inst_get(vf_graph *g)
+/* An instance, its arguments as the pushes would copy them now (the
+ * graph's lock held); NULL without memory. Its counts are set when its
+ * launch starts (inst_counts). */
+static vf__graph_inst *inst_get_locked(vf_graph *g)
 {
-    pthread_mutex_lock(&g->lock);
     vf__graph_inst *in = g->free_insts;
     if (in != NULL) {
         g->free_insts = in->next_free;
@@ -722,7 +726,6 @@ vf__graph_inst *vf__graph_inst_get(vf_graph *g)
         g->all_insts = in;
         in->arg_gen = g->arg_gen;
     } else {
-        pthread_mutex_unlock(&g->lock);
         return NULL;
     }
     for (uint32_t c = 0; c < g->ncopied; c++) {
@@ -736,12 +739,132 @@ vf__graph_inst *vf__graph_inst_get(vf_graph *g)
         in->arg_gen = g->arg_gen;
     }
     in->dev_gen = g->dev_gen;
-    pthread_mutex_unlock(&g->lock);
+    return in;
+}
+
+static void inst_counts(vf__graph_inst *in)
+{
+    const vf_graph *g = in->g;
     for (int b = 0; b < g->nb; b++)
         atomic_store_explicit(&in->bleft[b], g->bnlast[b],
                               memory_order_relaxed);
     atomic_store_explicit(&in->left, (unsigned)g->n, memory_order_relaxed);
+}
+
+/* --- a launch's stand-in until it starts --------------------------------- */
+
+/* A stand-in for a new launch, in the graph's list of launches not
+ * started; NULL without memory. */
+static vf__graph_inst *stub_get(vf_graph *g)
+{
+    pthread_mutex_lock(&g->lock);
+    vf__graph_inst *st = g->free_stubs;
+    if (st != NULL)
+        g->free_stubs = st->next_free;
+    else if ((st = vf__calloc(1, sizeof *st)) != NULL)
+        st->g = g;
+    if (st != NULL) {
+        st->bound = NULL;
+        st->unbound_prev = NULL;
+        st->unbound_next = g->unbound;
+        if (g->unbound != NULL)
+            g->unbound->unbound_prev = st;
+        g->unbound = st;
+    }
+    pthread_mutex_unlock(&g->lock);
+    return st;
+}
+
+/* Out of the list of launches not started, and back to the free stand-ins
+ * (the lock held). */
+static void stub_put_locked(vf_graph *g, vf__graph_inst *st)
+{
+    if (st->unbound_prev != NULL)
+        st->unbound_prev->unbound_next = st->unbound_next;
+    else
+        g->unbound = st->unbound_next;
+    if (st->unbound_next != NULL)
+        st->unbound_next->unbound_prev = st->unbound_prev;
+    st->unbound_prev = st->unbound_next = NULL;
+    st->launch = NULL;
+    st->next_free = g->free_stubs;
+    g->free_stubs = st;
+}
+
+vf__graph_inst *vf__graph_bind(vf__op *op)
+{
+    vf__graph_inst *st = op->graph;
+    vf_graph *g = st->g;
+    pthread_mutex_lock(&g->lock);
+    vf__graph_inst *in = st->bound != NULL ? st->bound : inst_get_locked(g);
+    if (in != NULL) {
+        st->bound = NULL;
+        stub_put_locked(g, st);
+    }
+    pthread_mutex_unlock(&g->lock);
+    if (in == NULL)
+        return NULL;
+    inst_counts(in);
+    in->launch = op;
+    op->graph = in;
     return in;
+}
+
+void vf__graph_stub_release(vf__op *op)
+{
+    vf__graph_inst *st = op->graph;
+    vf_graph *g = st->g;
+    op->graph = NULL;
+    pthread_mutex_lock(&g->lock);
+    if (st->bound != NULL) { /* set_arg's, never started */
+        st->bound->next_free = g->free_insts;
+        g->free_insts = st->bound;
+        st->bound = NULL;
+    }
+    stub_put_locked(g, st);
+    pthread_mutex_unlock(&g->lock);
+}
+
+/* The name, `done` and argument node i's op has (as inst_new gives them),
+ * for a launch that has no instance (`in` NULL) or one. */
+static void node_names(const vf_graph *g, const vf__graph_inst *in, size_t i,
+                       const char **name, vf_done_fn *done, void **arg)
+{
+    const node *nd = &g->nodes[i];
+    const vf__opdef *run = nd->opr != NULL ? nd->def : NULL;
+    *name = run ? run->name : nd->desc.name;
+    *done = run ? run->done : nd->desc.done;
+    *arg = in != NULL ? in->ops[i]->arg : nd->arg;
+}
+
+void vf__graph_launch_lost(vf__op *op)
+{
+    vf__graph_inst *st = op->graph;
+    vf_graph *g = st->g;
+    vf_engine *e = g->engine;
+    for (size_t i = 0; i < g->n; i++) {
+        const char *name;
+        vf_done_fn done;
+        void *arg;
+        node_names(g, NULL, i, &name, &done, &arg);
+        vf__failure *f = vf__engine_record_failure(
+            e, VF_ENOMEM, name,
+            "out of memory for its graph launch's instance at the launch's "
+            "start",
+            op->place + i, NULL);
+        const vf__plan_node *pn = &g->pn[i];
+        for (uint32_t w = 0; w < pn->nwrites; w++) { /* as a failed op's */
+            vf__var *v = g->writes[pn->writes_at + w];
+            vf__failure_ref(f);
+            vf__failure_unref(
+                atomic_exchange_explicit(&v->failure, f, memory_order_acq_rel));
+            atomic_fetch_add_explicit(&v->version, 1, memory_order_relaxed);
+        }
+        vf__failure_unref(f);
+        if (done != NULL)
+            vf__exec_call_done(e, done, arg, VF_ENOMEM);
+        atomic_fetch_add_explicit(&e->failed, 1, memory_order_relaxed);
+    }
 }
 
 void vf__graph_inst_put(vf__graph_inst *in)
@@ -779,7 +902,11 @@ static bool launch_run(vf__op *op, int worker, bool shutdown)
 {
     (void)worker;
     (void)shutdown; /* the nodes see the notice themselves (exec.c) */
-    vf__graph_inst *in = op->graph;
+    vf__graph_inst *in = vf__graph_bind(op);
+    if (VF__UNLIKELY(in == NULL)) {
+        vf__graph_launch_lost(op);
+        return true; /* finished as an op: launch_lost_finished */
+    }
     const vf_graph *g = in->g;
     in->base = op->place;
     /* The launch holds its vars: no failure reaches them now but its
@@ -869,28 +996,40 @@ void vf__graph_ops_done(vf__op *op, uint32_t k)
  * (lifecycle.c). */
 void vf__graph_launch_dropped(vf_engine *e, vf__op *op, int rc)
 {
-    vf__graph_inst *in = op->graph;
-    vf_graph *g = in->g;
+    vf__graph_inst *st = op->graph; /* never started: its stand-in */
+    vf_graph *g = st->g;
     for (uint32_t i = 0; i < g->n; i++) {
-        vf__op *n = in->ops[i];
+        const char *name;
+        vf_done_fn done;
+        void *arg;
+        node_names(g, st->bound, i, &name, &done, &arg);
         vf__failure_unref(vf__engine_record_failure(
-            e, rc, n->name,
+            e, rc, name,
             "held while the engine was stopped, and could not be pushed "
             "at start",
             op->place + i, NULL));
-        if (n->done != NULL)
-            n->done(n->arg, rc);
+        if (done != NULL)
+            done(arg, rc);
         atomic_fetch_add_explicit(&e->failed, 1, memory_order_relaxed);
     }
-    in->launch = NULL;
-    op->graph = NULL;
+    vf__graph_stub_release(op);
     vf__op_free(op);
-    vf__graph_inst_put(in);
+    vf__graph_unref(g);
+}
+
+/* Its kind's finished (op.h), for a launch op that finished as an op
+ * because its instance could not be had (vf__graph_launch_lost): its
+ * stand-in back, the graph let go of. */
+static void launch_lost_finished(vf__op *op)
+{
+    vf_graph *g = op->graph->g;
+    vf__graph_stub_release(op);
     vf__graph_unref(g);
 }
 
 const vf__op_kind vf__kind_launch = {.name = "graph launch",
                                      .run = launch_run,
+                                     .finished = launch_lost_finished,
                                      .dropped = vf__graph_launch_dropped,
                                      .flags = VF__KIND_NUMBERED |
                                               VF__KIND_HELD | VF__KIND_LAUNCH};
@@ -917,11 +1056,14 @@ static bool replays_now(vf_engine *e, const vf_graph *g)
 
 static int launch_replay(vf_engine *e, vf_graph *g, const char *who)
 {
-    vf__graph_inst *in = vf__graph_inst_get(g);
+    vf__graph_inst *in = stub_get(g); /* its instance: when it starts */
     vf__op *op = in != NULL ? vf__op_alloc(g->nb) : NULL;
     if (op == NULL) {
-        if (in != NULL)
-            vf__graph_inst_put(in);
+        if (in != NULL) {
+            pthread_mutex_lock(&g->lock);
+            stub_put_locked(g, in);
+            pthread_mutex_unlock(&g->lock);
+        }
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     }
     vf__op_stage_vars(op, g->bvars);
@@ -942,10 +1084,8 @@ static int launch_replay(vf_engine *e, vf_graph *g, const char *who)
     if (rc != 0) { /* nothing ran: a var was deleted, say */
         atomic_fetch_sub_explicit(&e->graphs.launches, 1, memory_order_relaxed);
         atomic_fetch_sub_explicit(&e->graphs.replays, 1, memory_order_relaxed);
-        in->launch = NULL;
-        op->graph = NULL;
+        vf__graph_stub_release(op);
         vf__op_free(op);
-        vf__graph_inst_put(in);
         vf__graph_unref(g);
     }
     return rc; /* from here the launch may be over: no touch of `in` */
@@ -1039,6 +1179,16 @@ static int set_arg(vf_engine *e, vf_graph *g, size_t index, void *arg,
     if (arg_size != 0 && (rc = vf__arg_check(who, arg, arg_size)) != 0)
         return rc;
     pthread_mutex_lock(&g->lock);
+    /* The launches made and not started keep the arguments they were
+     * made with: each takes its instance now, the arguments in it. */
+    for (vf__graph_inst *st = g->unbound; st != NULL; st = st->unbound_next)
+        if (st->bound == NULL && (st->bound = inst_get_locked(g)) == NULL) {
+            pthread_mutex_unlock(&g->lock);
+            return vf__fail(VF_ENOMEM,
+                            "%s: out of memory for the arguments of a launch "
+                            "made before it (nothing changed)",
+                            who);
+        }
     if (arg_size != 0) {
         memcpy(nd->arg, arg, arg_size);
     } else {

@@ -122,7 +122,18 @@ typedef struct vf__graph_inst {
     /* A device replay's (graph_device.c): its recorded device graph and
      * the scratch of its launches; NULL until its first. */
     struct vf__devinst *dev;
+    /* A launch's stand-in until the launch op starts (`ops` NULL: see
+     * vf__graph_bind): in the graph's list of launches not started (lock),
+     * and the instance vf_graph_set_arg bound to it (the arguments as they
+     * were at the launch), or NULL. */
+    struct vf__graph_inst *unbound_prev, *unbound_next, *bound;
 } vf__graph_inst;
+
+/* Whether `in` is a launch's stand-in, not started yet (vf__graph_bind). */
+static inline bool vf__graph_is_stub(const vf__graph_inst *in)
+{
+    return in->ops == NULL;
+}
 
 /* A node's rare finishes, out of line (graph.c): its failure to the vars
  * it writes; the boundary vars whose last uses include node `nd`'s, those
@@ -242,6 +253,21 @@ void vf__graph_devnode_over(vf__op *op);
 
 /* The places in push order the launch op `op` takes: one per node. */
 uint64_t vf__graph_launch_places(const vf__op *op);
+
+/* The launch op `op` starts: its instance (the nodes' blocks and counts)
+ * in place of its stand-in (op->graph), taken now, so that only the
+ * launches running hold one (their blocks stay in the caches) however
+ * many are queued; the arguments are those of the launch's call (as they
+ * stand now, or as vf_graph_set_arg kept them for it). NULL without
+ * memory: then vf__graph_launch_lost. */
+vf__graph_inst *vf__graph_bind(vf__op *op);
+
+/* A launch op whose instance could not be had at its start
+ * (vf__graph_bind): each of its ops fails with VF_ENOMEM, its failure on
+ * the vars it writes, as if it had run and failed; the launch op then
+ * finishes as an op (its vars let go) and its stand-in goes back. */
+void vf__graph_launch_lost(vf__op *op);
+void vf__graph_stub_release(vf__op *op);
 
 /* Free every graph of the engine (destroy: no op is left): how many the
  * program left. */

@@ -909,7 +909,16 @@ void vf__devgraph_launch_over(vf__graph_inst *in)
  * false when some are in flight (released_in_flight follows). */
 static bool devlaunch_run(vf__op *op, int worker, bool shutdown)
 {
-    vf__graph_inst *in = op->graph;
+    vf__graph_inst *in = vf__graph_bind(op);
+    if (VF__UNLIKELY(in == NULL)) {
+        /* Its ops fail on the host: the device work before them met
+         * there, as a host op meets it, before their failures are
+         * written. */
+        vf__fences_host_wait(op);
+        vf__fences_clear_written(op);
+        vf__graph_launch_lost(op);
+        return true; /* finished as an op: devlaunch_finished */
+    }
     const vf_graph *g = in->g;
     vf_engine *e = vf__op_engine(op);
     uint32_t n = (uint32_t)g->n;
@@ -960,6 +969,11 @@ static void devlaunch_finished(vf__op *op)
 {
     vf__graph_inst *in = op->graph;
     vf_graph *g = in->g;
+    if (VF__UNLIKELY(vf__graph_is_stub(in))) { /* vf__graph_launch_lost */
+        vf__graph_stub_release(op);
+        vf__graph_unref(g);
+        return;
+    }
     in->launch = NULL;
     op->graph = NULL;
     vf__devgraph_launch_over(in);

@@ -70,14 +70,16 @@ struct vf_graph {
     uint64_t dev_gen;
     struct vf__graph_inst *free_insts; /* lock */
     struct vf__graph_inst *all_insts;  /* lock */
+    /* Launches made and not started (their stand-ins, graph.h), and the
+     * stand-ins free for the next launches. */
+    struct vf__graph_inst *unbound, *free_stubs; /* lock */
 };
 
 /* The graph's reference count: each launch running holds one. */
 void vf__graph_unref(vf_graph *g);
 
-/* An instance for a launch, its arguments this launch's; NULL without
- * memory. And back to the graph's free ones once the launch is over. */
-vf__graph_inst *vf__graph_inst_get(vf_graph *g);
+/* An instance back to the graph's free ones once its launch is over (a
+ * launch takes one when it starts: vf__graph_bind). */
 void vf__graph_inst_put(vf__graph_inst *in);
 
 /* The launch's last node is over (its instance `in`): the launch op goes,
