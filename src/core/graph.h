@@ -267,6 +267,9 @@ vf__graph_inst *vf__graph_bind(vf__op *op);
  * the vars it writes, as if it had run and failed; the launch op then
  * finishes as an op (its vars let go) and its stand-in goes back. */
 void vf__graph_launch_lost(vf__op *op);
+
+/* A launch op's stand-in back to its graph (the launch never started, or
+ * was lost), with the instance vf_graph_set_arg gave it, if any. */
 void vf__graph_stub_release(vf__op *op);
 
 /* Free every graph of the engine (destroy: no op is left): how many the
