@@ -28,6 +28,8 @@
  */
 #include "runner.h"
 
+#include "base/alloc.h" /* vf__testing_fail_alloc */
+
 #include <string.h>
 #include <time.h>
 
@@ -868,6 +870,15 @@ TEST_KIND_CASE(queued_launches_keep_their_arguments, k)
             e, &(vf_op){.fn = held_op, .arg = &h, .writes = tu_list(&x, 1)}));
     static const int values[] = {1, 2, 2, 3};
     for (int l = 0; l < 4; l++) {
+        if (l == 3 && k->threaded) {
+            /* Out of memory keeping the queued launches' arguments: it
+             * changes nothing. */
+            logged c = {&log, 99};
+            vf__testing_fail_alloc(1);
+            int rc = vf_graph_set_arg(e, g, 0, &c, sizeof c);
+            vf__testing_fail_alloc(0);
+            CHECK_ERR(rc, VF_ENOMEM);
+        }
         if (l != 2) {
             logged c = {&log, values[l]};
             CHECK_OK(vf_graph_set_arg(e, g, 0, &c, sizeof c));

@@ -72,12 +72,8 @@ static int device_op_begin(vf__op *op, const vf__device_class *cls,
         /* A no_skip op runs whatever its inputs went through: its waits
          * only order. */
         bool carry = k < d->ncarry && !def->no_skip;
-        /* Work in flight that began before a wait claimed a failure may
-         * have inherited it on the device, where it is inert for this op
-         * (a later place): met on the host, its outcome is known. */
-        if (VF__UNLIKELY(carry && f->claims != d->claims) &&
-            !atomic_load_explicit(&f->resolved, memory_order_acquire))
-            vf__fence_host_wait(e, f);
+        if (carry)
+            vf__fence_meet_if_claimed(e, f, d->claims);
         /* A resolved fence's work is complete: nothing to order. Unless it
          * failed and the op must inherit that (live for it): it may have
          * resolved after the op looked on the host (run_body), so the

@@ -315,7 +315,9 @@ static void finish(vf__op *op, vf__readylist *ready)
     }
     if (VF__UNLIKELY(def->kind->finished != NULL))
         def->kind->finished(op);
-    if (VF__UNLIKELY(op->up != NULL)) /* a child: its parent may wait */
+    /* A child: its parent may wait (a device op in flight tells it from
+     * vf__device_op_completed, which keeps this order too). */
+    if (VF__UNLIKELY(op->up != NULL))
         vf__wait_child_finished(e, op);
     if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF))
         vf__profiling_op_record(op); /* before the engine may go */

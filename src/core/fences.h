@@ -61,6 +61,19 @@ static inline vf__failure *vf__fence_failure(vf__fence *f)
  * or NULL. */
 vf__failure *vf__fence_host_wait(vf_engine *e, vf__fence *f);
 
+/* A write fence an op would carry, for an op that began when the
+ * process's count of claims was `claims`: still in flight from before a
+ * claim, its work may have inherited a failure a wait has since claimed
+ * (device_ops.h, "A claim while work is in flight"), so it is met on the
+ * host, where its outcome is known. */
+static inline void vf__fence_meet_if_claimed(vf_engine *e, vf__fence *f,
+                                             uint64_t claims)
+{
+    if (VF__UNLIKELY(f->claims != claims) &&
+        !atomic_load_explicit(&f->resolved, memory_order_acquire))
+        vf__fence_host_wait(e, f);
+}
+
 /* The fences an op depends on through var v, copied (with references)
  * into out[] (room for 1 + VF__VAR_READ_FENCES) in one visit under the
  * var's lock; returns how many. With `write_fence`, the write fence: the

@@ -775,20 +775,41 @@ static vf__graph_inst *stub_get(vf_graph *g)
     return st;
 }
 
-/* Out of the list of launches not started, and back to the free stand-ins
- * (the lock held). */
-static void stub_put_locked(vf_graph *g, vf__graph_inst *st)
+/* Out of the list of launches not started without an instance, if it is
+ * there (set_arg takes out those it gives one); the lock held. */
+static void unbound_unlink(vf_graph *g, vf__graph_inst *st)
 {
     if (st->unbound_prev != NULL)
         st->unbound_prev->unbound_next = st->unbound_next;
-    else
+    else if (g->unbound == st)
         g->unbound = st->unbound_next;
+    else
+        return;
     if (st->unbound_next != NULL)
         st->unbound_next->unbound_prev = st->unbound_prev;
     st->unbound_prev = st->unbound_next = NULL;
+}
+
+/* A stand-in back to the graph's free ones, with the instance set_arg
+ * gave it if its launch never took it (the lock held). */
+static void stub_put_locked(vf_graph *g, vf__graph_inst *st)
+{
+    unbound_unlink(g, st);
+    if (st->bound != NULL) {
+        st->bound->next_free = g->free_insts;
+        g->free_insts = st->bound;
+        st->bound = NULL;
+    }
     st->launch = NULL;
     st->next_free = g->free_stubs;
     g->free_stubs = st;
+}
+
+static void stub_put(vf_graph *g, vf__graph_inst *st)
+{
+    pthread_mutex_lock(&g->lock);
+    stub_put_locked(g, st);
+    pthread_mutex_unlock(&g->lock);
 }
 
 vf__graph_inst *vf__graph_bind(vf__op *op)
@@ -798,7 +819,7 @@ vf__graph_inst *vf__graph_bind(vf__op *op)
     pthread_mutex_lock(&g->lock);
     vf__graph_inst *in = st->bound != NULL ? st->bound : inst_get_locked(g);
     if (in != NULL) {
-        st->bound = NULL;
+        st->bound = NULL; /* it is this launch's now */
         stub_put_locked(g, st);
     }
     pthread_mutex_unlock(&g->lock);
@@ -813,16 +834,8 @@ vf__graph_inst *vf__graph_bind(vf__op *op)
 void vf__graph_stub_release(vf__op *op)
 {
     vf__graph_inst *st = op->graph;
-    vf_graph *g = st->g;
     op->graph = NULL;
-    pthread_mutex_lock(&g->lock);
-    if (st->bound != NULL) { /* set_arg's, never started */
-        st->bound->next_free = g->free_insts;
-        g->free_insts = st->bound;
-        st->bound = NULL;
-    }
-    stub_put_locked(g, st);
-    pthread_mutex_unlock(&g->lock);
+    stub_put(st->g, st);
 }
 
 /* The name, `done` and argument node i's op has (as inst_new gives them),
@@ -837,23 +850,24 @@ static void node_names(const vf_graph *g, const vf__graph_inst *in, size_t i,
     *arg = in != NULL ? in->ops[i]->arg : nd->arg;
 }
 
-void vf__graph_launch_lost(vf__op *op)
+/* Each op of the launch op `op`, which never started, fails with `rc`
+ * (its `done`, its failure record, the stats); `on_vars`: the launch holds
+ * its vars, and each op's failure goes to the vars it writes, as a failed
+ * op's does (a held launch that could not be pushed holds none). */
+static void launch_ops_fail(vf__op *op, int rc, const char *why, bool on_vars)
 {
-    vf__graph_inst *st = op->graph;
+    const vf__graph_inst *st = op->graph;
     vf_graph *g = st->g;
     vf_engine *e = g->engine;
     for (size_t i = 0; i < g->n; i++) {
         const char *name;
         vf_done_fn done;
         void *arg;
-        node_names(g, NULL, i, &name, &done, &arg);
-        vf__failure *f = vf__engine_record_failure(
-            e, VF_ENOMEM, name,
-            "out of memory for its graph launch's instance at the launch's "
-            "start",
-            op->place + i, NULL);
+        node_names(g, st->bound, i, &name, &done, &arg);
+        vf__failure *f = vf__engine_record_failure(e, rc, name, why,
+                                                   op->place + i, NULL);
         const vf__plan_node *pn = &g->pn[i];
-        for (uint32_t w = 0; w < pn->nwrites; w++) { /* as a failed op's */
+        for (uint32_t w = 0; on_vars && w < pn->nwrites; w++) {
             vf__var *v = g->writes[pn->writes_at + w];
             vf__failure_ref(f);
             vf__failure_unref(
@@ -862,9 +876,17 @@ void vf__graph_launch_lost(vf__op *op)
         }
         vf__failure_unref(f);
         if (done != NULL)
-            vf__exec_call_done(e, done, arg, VF_ENOMEM);
+            vf__exec_call_done(e, done, arg, rc);
         atomic_fetch_add_explicit(&e->failed, 1, memory_order_relaxed);
     }
+}
+
+void vf__graph_launch_lost(vf__op *op)
+{
+    launch_ops_fail(op, VF_ENOMEM,
+                    "out of memory for its graph launch's instance at the "
+                    "launch's start",
+                    true);
 }
 
 void vf__graph_inst_put(vf__graph_inst *in)
@@ -996,22 +1018,12 @@ void vf__graph_ops_done(vf__op *op, uint32_t k)
  * (lifecycle.c). */
 void vf__graph_launch_dropped(vf_engine *e, vf__op *op, int rc)
 {
-    vf__graph_inst *st = op->graph; /* never started: its stand-in */
-    vf_graph *g = st->g;
-    for (uint32_t i = 0; i < g->n; i++) {
-        const char *name;
-        vf_done_fn done;
-        void *arg;
-        node_names(g, st->bound, i, &name, &done, &arg);
-        vf__failure_unref(vf__engine_record_failure(
-            e, rc, name,
-            "held while the engine was stopped, and could not be pushed "
-            "at start",
-            op->place + i, NULL));
-        if (done != NULL)
-            done(arg, rc);
-        atomic_fetch_add_explicit(&e->failed, 1, memory_order_relaxed);
-    }
+    (void)e;                    /* the graph's */
+    vf_graph *g = op->graph->g; /* never started: its stand-in */
+    launch_ops_fail(op, rc,
+                    "held while the engine was stopped, and could not be "
+                    "pushed at start",
+                    false);
     vf__graph_stub_release(op);
     vf__op_free(op);
     vf__graph_unref(g);
@@ -1059,11 +1071,8 @@ static int launch_replay(vf_engine *e, vf_graph *g, const char *who)
     vf__graph_inst *in = stub_get(g); /* its instance: when it starts */
     vf__op *op = in != NULL ? vf__op_alloc(g->nb) : NULL;
     if (op == NULL) {
-        if (in != NULL) {
-            pthread_mutex_lock(&g->lock);
-            stub_put_locked(g, in);
-            pthread_mutex_unlock(&g->lock);
-        }
+        if (in != NULL)
+            stub_put(g, in);
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     }
     vf__op_stage_vars(op, g->bvars);
@@ -1180,15 +1189,20 @@ static int set_arg(vf_engine *e, vf_graph *g, size_t index, void *arg,
         return rc;
     pthread_mutex_lock(&g->lock);
     /* The launches made and not started keep the arguments they were
-     * made with: each takes its instance now, the arguments in it. */
-    for (vf__graph_inst *st = g->unbound; st != NULL; st = st->unbound_next)
-        if (st->bound == NULL && (st->bound = inst_get_locked(g)) == NULL) {
+     * made with: each takes its instance now, the arguments in it (and
+     * leaves the list, so a time loop's set_arg looks at each launch
+     * once). */
+    while (g->unbound != NULL) {
+        vf__graph_inst *st = g->unbound;
+        if ((st->bound = inst_get_locked(g)) == NULL) {
             pthread_mutex_unlock(&g->lock);
             return vf__fail(VF_ENOMEM,
                             "%s: out of memory for the arguments of a launch "
                             "made before it (nothing changed)",
                             who);
         }
+        unbound_unlink(g, st);
+    }
     if (arg_size != 0) {
         memcpy(nd->arg, arg, arg_size);
     } else {

@@ -530,11 +530,8 @@ static bool boundary(vf__graph_inst *in, const devseg *sg, vf__devinst *di,
         di->wfence[b] = NULL;
         if (k == 1) {
             vf__fence *wf = fs[0];
-            /* Its work may have inherited a failure a wait claimed since
-             * (device_op_begin): met on the host, its outcome is known. */
-            if (VF__UNLIKELY(wf->claims != di->claims) && wf->cls == cls &&
-                !atomic_load_explicit(&wf->resolved, memory_order_acquire))
-                vf__fence_host_wait(g->engine, wf);
+            if (wf->cls == cls)
+                vf__fence_meet_if_claimed(g->engine, wf, di->claims);
             if (wf->cls != cls) {
                 ok = false;
             } else if (atomic_load_explicit(&wf->resolved,
