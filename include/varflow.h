@@ -1229,12 +1229,13 @@ VF_API int vf_graph_set_arg(vf_engine *e, vf_graph *g, size_t index, void *arg,
  * done, as its push would. The device ops that depend on no CPU op are one
  * device graph, launched first; those that depend on CPU ops, another per
  * step of such dependence, launched after those CPU ops ran. VF_ENOTSUP (with a
- * detail) for any other graph when `on` (no device op, two devices, an async or
- * `no_skip` device op); VF_EINVAL (not a graph, destroyed), VF_EXDEV.
+ * detail) for any other graph when `on` (no device op, two devices, a
+ * `no_skip` device op, an async CPU op); VF_EINVAL (not a graph: NULL or
+ * destroyed), VF_EXDEV.
  */
 VF_API int vf_graph_device_replay(vf_engine *e, vf_graph *g, bool on);
 
-/** How many ops the graph holds (0 for NULL). */
+/** How many ops the graph holds (0 for NULL or a destroyed graph). */
 VF_API size_t vf_graph_ops(const vf_graph *g);
 
 /** Whether the calling thread captures a graph on `e` (false for NULL or
@@ -1243,8 +1244,11 @@ VF_API size_t vf_graph_ops(const vf_graph *g);
 VF_API bool vf_graph_capturing(vf_engine *e);
 
 /**
- * Destroy the graph: the handle must not be used again; launches still
- * running finish first (the graph is freed after them). An engine's
+ * Destroy the graph: from here on every call on the handle is VF_EINVAL
+ * (a graph made later at the same address is that graph's, as with
+ * engines); launches still running finish first (the graph is freed after
+ * them), and a call on it racing the destroy either does its work or is
+ * refused. An engine's
  * destroy frees the graphs the program did not. VF_EINVAL, VF_EXDEV.
  */
 VF_API int vf_graph_destroy(vf_engine *e, vf_graph *g);

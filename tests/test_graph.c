@@ -30,6 +30,7 @@
 
 #include "base/alloc.h" /* vf__testing_fail_alloc */
 
+#include <sched.h>
 #include <string.h>
 #include <time.h>
 
@@ -962,6 +963,21 @@ TEST_KIND_CASE(wait_in_a_node_that_never_ends, k)
 
 /* --- lifetimes ----------------------------------------------------------- */
 
+/* Every call on a destroyed graph's handle is VF_EINVAL (vf_graph_ops 0),
+ * whether its launches still hold the graph or it was freed: the handle
+ * is looked up before anything it points at is read (ASan without
+ * quarantine, Valgrind). */
+static void refused_after_destroy(vf_engine *e, vf_graph *g)
+{
+    int v = 0;
+    CHECK_EQ(vf_graph_launch(e, g), VF_EINVAL);
+    CHECK(strstr(vf_error_detail(), "destroyed") != NULL);
+    CHECK_EQ(vf_graph_set_arg(e, g, 0, &v, 0), VF_EINVAL);
+    CHECK_EQ(vf_graph_device_replay(e, g, false), VF_EINVAL);
+    CHECK_EQ(vf_graph_destroy(e, g), VF_EINVAL);
+    CHECK_EQ(vf_graph_ops(g), 0);
+}
+
 /* A graph destroyed right after many launches (held on a gate) is freed
  * once they are over; every op runs. A graph never destroyed, and a
  * capture never ended, are freed by the engine's destroy (LSan). */
@@ -986,9 +1002,11 @@ TEST_KIND_CASE(destroy_while_launched, k)
     for (int i = 0; i < 50; i++)
         CHECK_OK(vf_graph_launch(e, g));
     CHECK_OK(vf_graph_destroy(e, g));
+    refused_after_destroy(e, g); /* launches still hold it */
     tu_gate_open(&gate);
     CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(atomic_load(&c.n), 50);
+    refused_after_destroy(e, g); /* freed: nothing of it is read */
     CHECK_OK(vf_graph_begin(e));
     CHECK_OK(vf_engine_push(
         e, &(vf_op){.fn = count_op, .arg = &c, .writes = VF_VARS(y)}));
@@ -1006,6 +1024,65 @@ TEST_KIND_CASE(destroy_while_launched, k)
     CHECK_OK(vf_graph_end(e2, &kept));
     tu_finish_engine(e2);
     tu_gate_destroy(&gate);
+}
+
+typedef struct racer {
+    vf_engine *e;
+    vf_graph *g;
+    counter *c;
+    atomic_bool *destroyed;
+    long launched; /* the launches that returned 0 */
+} racer;
+
+/* Launch until refused, at most 100 times (then only once the graph is
+ * destroyed, which must refuse it). */
+static void *launch_until_refused(void *arg)
+{
+    racer *r = arg;
+    for (int i = 0;; i++) {
+        while (i >= 100 && !atomic_load(r->destroyed))
+            sched_yield();
+        bool after = atomic_load(r->destroyed);
+        int rc = vf_graph_launch(r->e, r->g);
+        if (rc == 0) {
+            CHECK(!after); /* a handle destroyed before the call is refused */
+            r->launched++;
+            continue;
+        }
+        CHECK_EQ(rc, VF_EINVAL);
+        CHECK_EQ(vf_graph_set_arg(r->e, r->g, 0, r->c, 0), VF_EINVAL);
+        return NULL;
+    }
+}
+
+/* Two threads launch a graph while the main thread destroys it: each call
+ * either launches (every op of it runs) or, from the destroy on, is
+ * VF_EINVAL; none reads the graph once it is freed (a call in progress
+ * holds it: ASan without quarantine, TSan, Valgrind). */
+TEST_KIND_CASE(destroy_racing_calls, k)
+{
+    vf_engine *e = tu_engine(k);
+    vf_var x = tu_var(e);
+    counter c;
+    memset(&c, 0, sizeof c);
+    for (int round = 0; round < (int)tu_scaled(20, 4); round++) {
+        atomic_store(&c.n, 0);
+        vf_graph *g = capture_counts(e, x, &c, 2);
+        atomic_bool destroyed = false;
+        racer r1 = {e, g, &c, &destroyed, 0}, r2 = r1;
+        pthread_t t1 = tu_thread_start(launch_until_refused, &r1);
+        pthread_t t2 = tu_thread_start(launch_until_refused, &r2);
+        while (atomic_load(&c.n) < 2 * round) /* some launches first */
+            sched_yield();
+        CHECK_OK(vf_graph_destroy(e, g));
+        atomic_store(&destroyed, true);
+        tu_thread_join(t1);
+        tu_thread_join(t2);
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        CHECK_EQ(atomic_load(&c.n), 2 * (r1.launched + r2.launched));
+        CHECK_EQ(vf_graph_launch(e, g), VF_EINVAL);
+    }
+    tu_finish_engine(e);
 }
 
 /* A launch on a stopped engine is held with the pushes around it and runs

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/hashmap.h"
 #include "core/arg.h"
 #include "core/bulk.h"
 #include "core/defs.h"
@@ -15,9 +16,74 @@
 #include "core/push.h"
 #include "core/var.h"
 
-#define GRAPH_MAGIC 0x67726166u /* "graf" */
-
 _Thread_local vf__capture vf__capture_now;
+
+/* --- the handles the program holds --------------------------------------- */
+
+/* Every graph vf_graph_end gave the program and it has not destroyed, with
+ * its engine: a call checks its handle here before it reads the memory it
+ * points at, so a destroyed graph (or garbage) is VF_EINVAL, never a read
+ * of freed memory, and another engine's is VF_EXDEV. A handle whose
+ * address a new graph reuses is that graph's, as an engine's is (guard.h).
+ * One lock for the process: a launch takes it once, whatever its ops. */
+static pthread_mutex_t handles_lock = PTHREAD_MUTEX_INITIALIZER;
+static vf__hashmap handles; /* graph -> engine; handles_lock */
+static bool handles_made;   /* handles_lock */
+
+static int handle_add(vf_graph *g)
+{
+    pthread_mutex_lock(&handles_lock);
+    if (!handles_made) {
+        vf__hashmap_init(&handles, vf__calloc);
+        handles_made = true;
+    }
+    int rc = vf__hashmap_put(&handles, (uint64_t)(uintptr_t)g,
+                             (uint64_t)(uintptr_t)g->engine, NULL);
+    pthread_mutex_unlock(&handles_lock);
+    return rc < 0 ? rc : 0; /* 1: listed already (never: g is new) */
+}
+
+/* Whether g was a handle of the program's (now no more). */
+static bool handle_remove(vf_graph *g)
+{
+    pthread_mutex_lock(&handles_lock);
+    bool was = handles_made &&
+               vf__hashmap_remove(&handles, (uint64_t)(uintptr_t)g);
+    pthread_mutex_unlock(&handles_lock);
+    return was;
+}
+
+/* A call's hold on `g`, a handle of the program's on `e`: 0 with a
+ * reference taken (the call's vf__graph_unref lets it go), so a destroy
+ * racing the call frees the graph after it; or VF_EINVAL, VF_EXDEV. */
+static int handle_hold(vf_engine *e, vf_graph *g, const char *who)
+{
+    pthread_mutex_lock(&handles_lock);
+    uint64_t *engine = handles_made
+                           ? vf__hashmap_find(&handles, (uint64_t)(uintptr_t)g)
+                           : NULL;
+    vf_engine *of = engine != NULL ? (vf_engine *)(uintptr_t)*engine : NULL;
+    if (of == e)
+        atomic_fetch_add_explicit(&g->refs, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&handles_lock);
+    if (of == NULL)
+        return vf__fail(VF_EINVAL,
+                        "%s: not a graph (NULL, destroyed, or not one "
+                        "vf_graph_end made)",
+                        who);
+    if (of != e)
+        return vf__fail(VF_EXDEV, "%s: the graph belongs to another engine",
+                        who);
+    return 0;
+}
+
+void vf__graph_handles_fork_lock(bool lock)
+{
+    if (lock)
+        pthread_mutex_lock(&handles_lock);
+    else
+        pthread_mutex_unlock(&handles_lock);
+}
 
 /* --- life ---------------------------------------------------------------- */
 
@@ -36,6 +102,7 @@ static void node_drop(node *nd)
 static void graph_free(vf_graph *g)
 {
     vf_engine *e = g->engine;
+    (void)handle_remove(g); /* one the program left to the engine's destroy */
     pthread_mutex_lock(&e->graphs.lock);
     if (g->prev_live != NULL)
         g->prev_live->next_live = g->next_live;
@@ -69,7 +136,6 @@ static void graph_free(vf_graph *g)
     free(g->copied);
     free(g->roots);
     pthread_mutex_destroy(&g->lock);
-    g->magic = 0;
     free(g);
 }
 
@@ -128,10 +194,8 @@ static int begin(vf_engine *e, const char *who)
     vf_graph *g = vf__calloc(1, sizeof *g);
     if (g == NULL)
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
-    g->magic = GRAPH_MAGIC;
     g->engine = e;
     atomic_init(&g->refs, 1);
-    atomic_init(&g->destroyed, false);
     pthread_mutex_init(&g->lock, NULL);
     pthread_mutex_lock(&e->graphs.lock); /* destroy frees it if need be */
     g->next_live = e->graphs.head;
@@ -597,11 +661,12 @@ static int end(vf_engine *e, vf_graph **out, const char *who)
         if ((g->launch_def = vf__defs_share(&e->defs, &proto)) == NULL)
             rc = vf__fail(VF_ENOMEM, "%s: out of memory", who);
     }
+    if (rc == 0 && handle_add(g) != 0)
+        rc = vf__fail(VF_ENOMEM, "%s: out of memory", who);
     if (rc != 0) {
         vf__graph_unref(g);
         return rc;
     }
-    g->ended = true;
     *out = g;
     return 0;
 }
@@ -624,18 +689,6 @@ VF_API int vf_graph_end(vf_engine *e, vf_graph **out)
 }
 
 /* --- launch -------------------------------------------------------------- */
-
-static int check_graph(vf_engine *e, const vf_graph *g, const char *who)
-{
-    if (g == NULL || g->magic != GRAPH_MAGIC || !g->ended)
-        return vf__fail(VF_EINVAL, "%s: not a graph (NULL or destroyed)", who);
-    if (g->engine != e)
-        return vf__fail(VF_EXDEV, "%s: the graph belongs to another engine",
-                        who);
-    if (atomic_load_explicit(&g->destroyed, memory_order_relaxed))
-        return vf__fail(VF_EINVAL, "%s: the graph was destroyed", who);
-    return 0;
-}
 
 /* A node's definition as a replay's node (the kind is the only change). */
 static const vf__opdef *node_def(vf_engine *e, const vf__opdef *def)
@@ -1150,15 +1203,17 @@ static int launch_by_push(vf_engine *e, vf_graph *g, const char *who)
 static int launch(vf_engine *e, vf_graph *g, const char *who)
 {
     int rc = vf__push_check_engine(e, who);
-    if (rc != 0 || (rc = check_graph(e, g, who)) != 0 ||
-        (rc = vf__graph_refuse(e, who)) != 0)
+    if (rc != 0 || (rc = handle_hold(e, g, who)) != 0)
         return rc;
-    if (g->n == 0) {
+    if ((rc = vf__graph_refuse(e, who)) != 0)
+        ;
+    else if (g->n == 0)
         atomic_fetch_add_explicit(&e->graphs.launches, 1, memory_order_relaxed);
-        return 0;
-    }
-    return replays_now(e, g) ? launch_replay(e, g, who)
-                             : launch_by_push(e, g, who);
+    else
+        rc = replays_now(e, g) ? launch_replay(e, g, who)
+                               : launch_by_push(e, g, who);
+    vf__graph_unref(g); /* the call's hold */
+    return rc;
 }
 
 VF_API int vf_graph_launch(vf_engine *e, vf_graph *g)
@@ -1169,12 +1224,10 @@ VF_API int vf_graph_launch(vf_engine *e, vf_graph *g)
 
 /* --- arguments, size, destroy -------------------------------------------- */
 
-static int set_arg(vf_engine *e, vf_graph *g, size_t index, void *arg,
-                   size_t arg_size, const char *who)
+static int set_arg_held(vf_graph *g, size_t index, void *arg, size_t arg_size,
+                        const char *who)
 {
-    int rc = check_graph(e, g, who);
-    if (rc != 0)
-        return rc;
+    int rc;
     if (index >= g->n)
         return vf__fail(VF_EINVAL, "%s: no op %zu (the graph has %zu)", who,
                         index, g->n);
@@ -1215,6 +1268,17 @@ static int set_arg(vf_engine *e, vf_graph *g, size_t index, void *arg,
     return 0;
 }
 
+static int set_arg(vf_engine *e, vf_graph *g, size_t index, void *arg,
+                   size_t arg_size, const char *who)
+{
+    int rc = handle_hold(e, g, who);
+    if (rc != 0)
+        return rc;
+    rc = set_arg_held(g, index, arg, arg_size, who);
+    vf__graph_unref(g); /* the call's hold */
+    return rc;
+}
+
 VF_API int vf_graph_set_arg(vf_engine *e, vf_graph *g, size_t index, void *arg,
                             size_t arg_size)
 {
@@ -1224,18 +1288,20 @@ VF_API int vf_graph_set_arg(vf_engine *e, vf_graph *g, size_t index, void *arg,
 
 static int device_replay(vf_engine *e, vf_graph *g, bool on, const char *who)
 {
-    int rc = check_graph(e, g, who);
+    int rc = handle_hold(e, g, who);
     if (rc != 0)
         return rc;
     if (on && g->device == NULL)
-        return vf__fail(VF_ENOTSUP,
-                        "%s: the graph's ops are not synchronous device ops "
-                        "(not no_skip) of one device whose kind records "
-                        "device graphs (the emulated device, CUDA) and "
-                        "synchronous CPU ops",
-                        who);
-    atomic_store_explicit(&g->device_replay, on, memory_order_relaxed);
-    return 0;
+        rc = vf__fail(VF_ENOTSUP,
+                      "%s: the graph's ops are not synchronous device ops "
+                      "(not no_skip) of one device whose kind records "
+                      "device graphs (the emulated device, CUDA) and "
+                      "synchronous CPU ops",
+                      who);
+    else
+        atomic_store_explicit(&g->device_replay, on, memory_order_relaxed);
+    vf__graph_unref(g); /* the call's hold */
+    return rc;
 }
 
 VF_API int vf_graph_device_replay(vf_engine *e, vf_graph *g, bool on)
@@ -1246,7 +1312,12 @@ VF_API int vf_graph_device_replay(vf_engine *e, vf_graph *g, bool on)
 
 VF_API size_t vf_graph_ops(const vf_graph *g)
 {
-    return g != NULL && g->magic == GRAPH_MAGIC ? g->n : 0;
+    pthread_mutex_lock(&handles_lock); /* a graph listed is not freed */
+    bool listed = handles_made &&
+                  vf__hashmap_find(&handles, (uint64_t)(uintptr_t)g);
+    size_t n = listed ? g->n : 0;
+    pthread_mutex_unlock(&handles_lock);
+    return n;
 }
 
 VF_API bool vf_graph_capturing(vf_engine *e)
@@ -1263,14 +1334,15 @@ VF_API bool vf_graph_capturing(vf_engine *e)
 
 static int destroy(vf_engine *e, vf_graph *g, const char *who)
 {
-    int rc = check_graph(e, g, who);
+    int rc = handle_hold(e, g, who);
     if (rc != 0)
         return rc;
-    bool expected = false;
-    if (!atomic_compare_exchange_strong(&g->destroyed, &expected, true))
-        return vf__fail(VF_EINVAL, "%s: the graph was destroyed", who);
-    vf__graph_unref(g);
-    return 0;
+    if (!handle_remove(g)) /* a destroy racing this one took it first */
+        rc = vf__fail(VF_EINVAL, "%s: the graph was destroyed", who);
+    else
+        vf__graph_unref(g); /* the handle's */
+    vf__graph_unref(g);     /* the call's hold */
+    return rc;
 }
 
 VF_API int vf_graph_destroy(vf_engine *e, vf_graph *g)

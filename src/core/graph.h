@@ -44,6 +44,10 @@
 #include "core/engine.h"
 #include "core/var.h"
 
+/* Fork (lifecycle.c): the lock of the graph handles the program holds,
+ * taken before the fork and let go after it, in parent and child. */
+void vf__graph_handles_fork_lock(bool lock);
+
 /* This thread's capture: the engine (and its serial number, never reused,
  * so an engine destroyed meanwhile is never taken for a new one at the
  * same address) and the graph being recorded. */

@@ -31,12 +31,11 @@ typedef struct node {
 } node;
 
 struct vf_graph {
-    uint32_t magic;
     vf_engine *engine;
     vf_graph *prev_live, *next_live; /* the engine's graphs.lock */
-    atomic_int refs;                 /* the handle, and each launch running */
-    atomic_bool destroyed;           /* relaxed: guards a second destroy */
-    bool ended;                      /* its capture is over */
+    /* The handle (until vf_graph_destroy), each launch running, and each
+     * call on the handle in progress (graph.c: handle_hold). */
+    atomic_int refs;
     /* Every node a sync CPU user op: a launch may replay it (graph.h). */
     bool replayable;
     /* Every node runs inline (the naive engine): a replay runs them one

@@ -351,12 +351,14 @@ static void fork_prepare(void)
     vf__counts_fork_lock(true); /* a thread's first count on an engine */
     for (vf_engine *e = live; e != NULL; e = e->life.next_live)
         engine_locks(e, true);
-    vf__guard_fork_lock(true); /* a leaf: last */
+    vf__graph_handles_fork_lock(true); /* a leaf */
+    vf__guard_fork_lock(true);         /* a leaf: last */
 }
 
 static void release_fork_locks(void)
 {
     vf__guard_fork_lock(false);
+    vf__graph_handles_fork_lock(false);
     for (vf_engine *e = live; e != NULL; e = e->life.next_live)
         engine_locks(e, false);
     vf__counts_fork_lock(false);
