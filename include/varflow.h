@@ -1181,7 +1181,10 @@ VF_API int vf_graph_launch(vf_engine *e, vf_graph *g);
  * step's index, say. For an op recorded with a copied argument, `arg_size`
  * must be its size and `arg_size` bytes of `arg` are copied (each launch
  * copies them again into its op, as a push would); for one recorded with a
- * pointer (arg_size 0), `arg_size` must be 0 and the pointer is kept. A
+ * pointer (arg_size 0), `arg_size` must be 0 and the pointer is kept. An
+ * operator's run counts as recorded with the argument it was pushed with:
+ * vf_operator_push_arg()'s, or for vf_operator_push() the operator's own
+ * (copied, of its arg_size, when the operator was made with one). A
  * launch already made keeps what it had. VF_EINVAL (bad graph or index, a
  * size that differs, a NULL `arg` with a size), VF_EXDEV, VF_ENOMEM (nothing
  * changed: a launch made before it, not started, could not keep its own).

@@ -697,6 +697,37 @@ TEST_KIND_CASE(operators_and_pointer_args, k)
     CHECK_EQ(a.sum, 12 + 101 + 101);
     CHECK_EQ(b.sum, 2);
     CHECK_OK(vf_graph_destroy(e, g));
+    /* An operator made with a copied argument, pushed with it: the op is
+     * recorded with that copied argument, which set_arg changes by its
+     * size (and each error says what it was recorded with). */
+    vf_operator *five = NULL;
+    long five_arg[2] = {(long)(uintptr_t)&b, 5};
+    CHECK_OK(vf_operator_create(e,
+                                &(vf_op){.fn = add_arg,
+                                         .arg = five_arg,
+                                         .arg_size = sizeof five_arg,
+                                         .writes = VF_VARS(x)},
+                                &five));
+    CHECK_OK(vf_graph_begin(e));
+    CHECK_OK(vf_operator_push(e, five, 0));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = add_one, .arg = &b, .writes = VF_VARS(x)}));
+    CHECK_OK(vf_graph_end(e, &g));
+    CHECK_OK(vf_operator_destroy(e, five));
+    CHECK_EQ(vf_graph_set_arg(e, g, 0, &b, 0), VF_EINVAL);
+    CHECK(strstr(vf_error_detail(), "copied argument of 16 bytes; arg_size "
+                                    "must be 16, not 0") != NULL);
+    CHECK_EQ(vf_graph_set_arg(e, g, 1, &b, 8), VF_EINVAL);
+    CHECK(strstr(vf_error_detail(),
+                 "a pointer argument; arg_size must be 0, not 8") != NULL);
+    CHECK_OK(vf_graph_launch(e, g));
+    long seven[2] = {(long)(uintptr_t)&b, 7};
+    CHECK_OK(vf_graph_set_arg(e, g, 0, seven, sizeof seven));
+    seven[1] = 1000; /* copied by set_arg: no effect */
+    CHECK_OK(vf_graph_launch(e, g));
+    CHECK_OK(vf_var_wait(e, x, NULL));
+    CHECK_EQ(b.sum, 2 + 5 + 1 + 7 + 1);
+    CHECK_OK(vf_graph_destroy(e, g));
     tu_finish_engine(e);
 }
 

@@ -321,6 +321,8 @@ int vf__graph_record(vf_engine *e, const char *who, const vf_op *desc,
                                     opr->nvars)) == 0 &&
                  with_arg)
             rc = copy_arg(&nd, who, arg, arg_size);
+        else if (rc == 0) /* the operator's argument, a copy if it has one */
+            rc = copy_arg(&nd, who, opr->argcopy.ptr, opr->argcopy.size);
     }
     if (rc == 0 && g->n == g->cap) {
         size_t cap = g->cap ? 2 * g->cap : 16;
@@ -1232,12 +1234,16 @@ static int set_arg_held(vf_graph *g, size_t index, void *arg, size_t arg_size,
         return vf__fail(VF_EINVAL, "%s: no op %zu (the graph has %zu)", who,
                         index, g->n);
     node *nd = &g->nodes[index];
+    if (arg_size != nd->arg_size && nd->arg_size == 0)
+        return vf__fail(VF_EINVAL,
+                        "%s: op %zu was recorded with a pointer argument; "
+                        "arg_size must be 0, not %zu",
+                        who, index, arg_size);
     if (arg_size != nd->arg_size)
         return vf__fail(VF_EINVAL,
-                        "%s: op %zu was recorded with %s%zu-byte argument; "
-                        "arg_size must be %zu, not %zu",
-                        who, index, nd->arg_size ? "a " : "a pointer (a 0",
-                        nd->arg_size, nd->arg_size, arg_size);
+                        "%s: op %zu was recorded with a copied argument of "
+                        "%zu bytes; arg_size must be %zu, not %zu",
+                        who, index, nd->arg_size, nd->arg_size, arg_size);
     if (arg_size != 0 && (rc = vf__arg_check(who, arg, arg_size)) != 0)
         return rc;
     pthread_mutex_lock(&g->lock);
