@@ -759,8 +759,10 @@ typedef struct vf_op {
  * either. No engine lock is held while it runs.
  * Errors: VF_EINVAL (no or two functions, bad list, more than
  * VF_MAX_OP_VARS handles in the lists), VF_ESTALE / VF_EXDEV (a
- * variable), VF_ENODEV (device), VF_ESHUTDOWN, VF_ENOMEM, VF_EAGAIN. On
- * error nothing was pushed and `done` is not called.
+ * variable), VF_ENODEV (device), VF_ENOTSUP (an async_fn on a device: a
+ * device op's function puts its work on its stream), VF_ESHUTDOWN,
+ * VF_ENOMEM, VF_EAGAIN. On error nothing was pushed and `done` is not
+ * called.
  */
 VF_API int vf_engine_push(vf_engine *e, const vf_op *op);
 

@@ -908,6 +908,7 @@ TEST_CASE(delete_and_bad_input)
     CHECK_ERR(vf_engine_push(e, &(vf_op){.async_fn = async_nop,
                                          .device = {VF_DEVICE_EMULATED, 0}}),
               VF_ENOTSUP);
+    CHECK(strstr(vf_error_detail(), "must be a sync fn") != NULL);
     CHECK_ERR(vf_engine_push(e, &(vf_op){.fn = tu_nop,
                                          .device = {VF_DEVICE_EMULATED, 99}}),
               VF_ENODEV);
