@@ -55,6 +55,7 @@
  * loudest failure there is); 4 when a run timed out (--row-timeout-s).
  */
 #define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* pthread_setaffinity_np, CPU_SET */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -586,9 +587,70 @@ static void progress(const options *o, int step, int nsteps, const char *fmt,
 /* ---- calibration ----------------------------------------------------------
  */
 
+/* The machine's floor for handing a result between two cores: a cache
+ * line's round trip, one thread writing a flag the other waits for and
+ * answers, on CPUs 0 and 1 (where pinning works). A step of W9-x1 hands
+ * each worker's result to the other worker: one way for the engine's
+ * signal, one for the value, whatever the engine. */
+enum { PINGS = 200000 };
+static _Alignas(64) atomic_long ping_flag;
+
+static void pin_to(int cpu)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    (void)pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
+static void *pong(void *arg)
+{
+    (void)arg;
+    pin_to(1);
+    for (long i = 0; i < PINGS; i++) {
+        while (atomic_load_explicit(&ping_flag, memory_order_acquire) !=
+               2 * i + 1)
+            ;
+        atomic_store_explicit(&ping_flag, 2 * i + 2, memory_order_release);
+    }
+    return NULL;
+}
+
+/* Nanoseconds a round trip, the fastest of 5 passes; 0 on one CPU. */
+static double line_round_trip(void)
+{
+    if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+        return 0;
+    cpu_set_t before;
+    bool pinned = pthread_getaffinity_np(pthread_self(), sizeof before,
+                                         &before) == 0;
+    pin_to(0);
+    double best = 1e30;
+    for (int pass = 0; pass < 5; pass++) {
+        atomic_store(&ping_flag, 0);
+        pthread_t t;
+        if (pthread_create(&t, NULL, pong, NULL) != 0)
+            return 0;
+        double t0 = bench_now();
+        for (long i = 0; i < PINGS; i++) {
+            atomic_store_explicit(&ping_flag, 2 * i + 1, memory_order_release);
+            while (atomic_load_explicit(&ping_flag, memory_order_acquire) !=
+                   2 * i + 2)
+                ;
+        }
+        double dt = bench_now() - t0;
+        pthread_join(t, NULL);
+        if (dt < best)
+            best = dt;
+    }
+    if (pinned)
+        (void)pthread_setaffinity_np(pthread_self(), sizeof before, &before);
+    return best * 1e9 / PINGS;
+}
+
 /* Nanoseconds per iteration of the work loop: the fastest of several timed
  * passes (the least disturbed by other processes); and of W9's FLOP loop
- * (stencil.h). */
+ * (stencil.h); and the line's round trip between two cores. */
 static double calibrate(void)
 {
     uint64_t iters = 1000000, sink = 0;
@@ -601,9 +663,10 @@ static double calibrate(void)
             best = dt;
     }
     printf("{\"type\":\"calibration\",\"ns_per_iter\":%.6f,\"flop_ns_per_"
-           "iter\":%.6f,\"flops_per_iter\":%d,\"sink\":%" PRIu64 "}\n",
+           "iter\":%.6f,\"flops_per_iter\":%d,\"line_round_trip_ns\":%.1f,"
+           "\"sink\":%" PRIu64 "}\n",
            best * 1e9 / (double)iters, bench_flop_calibrate(),
-           BENCH_FLOPS_PER_ITER, sink & 1);
+           BENCH_FLOPS_PER_ITER, line_round_trip(), sink & 1);
     return best * 1e9 / (double)iters;
 }
 

@@ -312,8 +312,13 @@ def docs_section(doc):
         "for T workers, over S steps; task (t, i) reads the values of (t-1, i-1), "
         "(t-1, i) and (t-1, i+1) (clipped at the edges) and writes (t, i), two vars "
         "per column alternating, as a program reuses two buffers (so a task also "
-        "waits for the readers of the value it overwrites). Every engine pushes every "
-        "task (no replay). Each task runs a FLOP loop (`bench/stencil.h`: %d "
+        "waits for the readers of the value it overwrites); each value on a cache "
+        "line of its own, as separate buffers are (Task Bench mallocs each task's "
+        "output). The -replay engines capture the repeating part once (about 1024 "
+        "tasks, whole pairs of steps) and launch it again and again "
+        "(`bench/adapters/vf_replay.c`); "
+        "every other engine pushes every task. Each task runs a FLOP loop "
+        "(`bench/stencil.h`: %d "
         "independent multiply-adds per iteration, %d FLOPs, in registers) for g "
         "microseconds: calibrated once at %.3f ns per iteration, and every engine "
         "runs the same iteration counts. g from %s down by halving to %s; S = max(%d, "
@@ -355,6 +360,14 @@ def docs_section(doc):
                 "virtual machine" if m.get("virtualized") else "bare metal or unknown",
                 m["loadavg_start"], m["loadavg_end"], doc["command"]))
     L.append("")
+    rt = doc.get("line_round_trip_ns") or 0
+    if rt > 0:
+        L.append("A cache line's round trip between two cores of this machine (CPUs 0 "
+                 "and 1, `vfbench-varflow --calibrate`): %.0f ns. At W = T = 2 every "
+                 "step hands each worker's result to the other: one way for the "
+                 "engine's signal and one for the value, whatever the engine, so a "
+                 "task there costs at least about %.0f ns more than g." % (rt, rt))
+        L.append("")
     L.append(tables.render_markdown("W9 targets (issue 29)",
                                     ["target", "engine", "figure", "verdict"],
                                     targets(doc)))
@@ -448,6 +461,7 @@ def main():
         "machine": run.machine_info(),
         "settings": mode, "threads": threads,
         "flop_ns_per_iter": flop_ns, "flops_per_iter": calrec["flops_per_iter"],
+        "line_round_trip_ns": calrec.get("line_round_trip_ns", 0),
         "g_sizes": g_sizes, "results": [], "notes": notes,
     }
     for n in notes:

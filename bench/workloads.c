@@ -393,6 +393,7 @@ static void build_stencil(builder *b, const bench_sizing *sz, int mult)
             steps = (long)want;
     }
     p->nvars = 2 * w;
+    p->val_stride = 64 / sizeof(uint64_t);
     p->w9_width = w;
     p->w9_steps = steps;
     p->period_first = (size_t)w;   /* step 0 reads nothing */
@@ -428,6 +429,7 @@ bench_prog *bench_prog_build(const char *key, const bench_sizing *sz)
     snprintf(p->id, sizeof p->id, "%.*s", (int)strcspn(key, "-"), key);
     snprintf(p->name, sizeof p->name, "%s", name);
     p->npushers = 1;
+    p->val_stride = 1;
     builder b = {.p = p};
     if (strcmp(key, "W1") == 0)
         build_independent(&b, sz);
@@ -515,7 +517,10 @@ int bench_state_init(bench_state *s, const bench_prog *p, uint64_t work)
         if (p->rec_len && !s->arr)
             goto oom;
     } else {
-        s->vals = malloc((size_t)p->nvars * sizeof *s->vals);
+        s->vals = aligned_alloc(
+            64,
+            ((size_t)p->nvars * (size_t)p->val_stride * sizeof *s->vals + 63) /
+                64 * 64);
         if (!s->vals)
             goto oom;
     }
@@ -554,7 +559,7 @@ void bench_state_reset(bench_state *s)
     if (s->arr)
         memcpy(s->arr, p->rec_input, p->rec_len * sizeof *s->arr);
     for (int v = 0; v < p->nvars; v++)
-        s->vals[v] = initial_value(v);
+        *bench_val(s, v) = initial_value(v);
 }
 
 static inline uint64_t mix(uint64_t h, uint64_t v)
@@ -570,8 +575,8 @@ static void run_stencil(bench_state *s, const bench_op *op, size_t i,
 {
     uint64_t h = (uint64_t)(i + 1) * 0x9e3779b97f4a7c15ULL;
     for (int k = 0; k < op->nreads; k++)
-        h = mix(h, s->vals[v[k]]);
-    s->vals[v[op->nreads]] = mix(h, bench_flop_loop(h, s->work));
+        h = mix(h, *bench_val(s, v[k]));
+    *bench_val(s, v[op->nreads]) = mix(h, bench_flop_loop(h, s->work));
 }
 
 /* A W8 or W9 op. Not inlined into bench_op_run, whose generic path would
@@ -646,7 +651,7 @@ uint64_t bench_state_hash(const bench_state *s)
         return h;
     }
     for (int k = 0; k < p->nvars; k++)
-        h = mix(h, s->vals[k]);
+        h = mix(h, *bench_val(s, k));
     return h;
 }
 
@@ -793,13 +798,13 @@ void bench_report_mismatch(const bench_state *s, const char *engine,
         fprintf(stderr, "!!! %d of %d blocks differ\n", differing, p->nvars);
     } else {
         for (int v = 0; v < p->nvars; v++) {
-            if (s->vals[v] == ref.vals[v])
+            if (*bench_val(s, v) == *bench_val(&ref, v))
                 continue;
             differing++;
             if (shown++ < 8)
                 fprintf(stderr,
                         "!!! var %d is %016" PRIx64 ", serial %016" PRIx64 "\n",
-                        v, s->vals[v], ref.vals[v]);
+                        v, *bench_val(s, v), *bench_val(&ref, v));
         }
         fprintf(stderr, "!!! %d of %d vars differ\n", differing, p->nvars);
     }

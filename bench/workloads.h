@@ -94,6 +94,13 @@ typedef struct bench_prog {
     /* W9 only (w9_width > 0): w9_width columns, w9_steps steps */
     int w9_width;
     long w9_steps;
+    /* Var v's value is vals[v * val_stride] (bench_val): 1, or, for W9,
+     * a cache line a value, as separate buffers would be (Task Bench
+     * mallocs each task's output): packed, every task would write the
+     * line the other workers' tasks write, and every engine, not the
+     * serial loop, would pay a line's transfer per task. The generic
+     * ops (bench_op_run) index vals directly: their programs keep 1. */
+    int val_stride;
     /* A program that repeats (W2, W9): from op period_first on, op
      * period_first + j * period_ops + l names the vars op period_first + l
      * names, for every j; period_ops 0: it does not repeat. What a replay
@@ -110,7 +117,7 @@ typedef struct bench_prog {
 typedef struct bench_state {
     const bench_prog *prog;
     uint64_t work;    /* loop iterations per generic op */
-    uint64_t *vals;   /* generic: nvars values */
+    uint64_t *vals;   /* generic, W9: nvars values (bench_val) */
     chol_matrix mat;  /* W6: the matrix being factored */
     chol_matrix mat0; /* W6: the original matrix */
     lu_grid lu;       /* W8: the blocks being factored */
@@ -150,6 +157,12 @@ const char *bench_workload_name(const char *key);
  * unknown key or when out of memory. */
 bench_prog *bench_prog_build(const char *key, const bench_sizing *sz);
 void bench_prog_free(bench_prog *p);
+
+/* Var v's value in a generic or W9 program's state (bench_prog.val_stride). */
+static inline uint64_t *bench_val(const bench_state *s, int v)
+{
+    return &s->vals[(size_t)v * (size_t)s->prog->val_stride];
+}
 
 /* Allocate a state for a program (values set as by bench_state_reset).
  * Returns 0 or -1. */

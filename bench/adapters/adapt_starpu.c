@@ -135,7 +135,7 @@ static int spu_prepare(void *engine, bench_state *s, void **run)
             ptr = (uintptr_t)s->lu.blk[v];
             bytes = block_bytes;
         } else {
-            ptr = (uintptr_t)&s->vals[v];
+            ptr = (uintptr_t)bench_val(s, v);
             bytes = sizeof(uint64_t);
         }
         starpu_variable_data_register(&r->handles[v], STARPU_MAIN_RAM, ptr,
