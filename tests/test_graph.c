@@ -594,6 +594,108 @@ TEST_KIND_CASE(concurrent_launches, k)
     tu_finish_engine(e);
 }
 
+/* --- a stencil's steps handed between workers ---------------------------- */
+
+enum { SW = 4, SSTEPS = 40 };
+
+/* A 1-D stencil of SW columns over SSTEPS steps, two buffers (W9's
+ * shape): node (t, i) reads columns i-1..i+1 of step t-1 and writes column
+ * i of step t after some busy work, shorter and longer than a worker
+ * waits for a node at home (exec.c: node_watched). */
+typedef struct stencil {
+    uint64_t val[2][SW];
+    atomic_int runs[SSTEPS][SW];
+    float spin_us[SSTEPS][SW];
+} stencil;
+
+typedef struct snode {
+    stencil *s;
+    int t, i;
+} snode;
+
+static uint64_t stencil_value(const uint64_t *prev, int t, int i)
+{
+    uint64_t h = (uint64_t)t * 1000003u + (uint64_t)i;
+    for (int j = i - 1; t > 0 && j <= i + 1; j++)
+        if (j >= 0 && j < SW)
+            h = h * 31 + prev[j];
+    return h;
+}
+
+static int stencil_op(vf_run *run, void *arg)
+{
+    (void)run;
+    const snode *n = arg;
+    stencil *s = n->s;
+    uint64_t v = stencil_value(s->val[(n->t + 1) % 2], n->t, n->i);
+    tu_spin_us(s->spin_us[n->t][n->i]);
+    s->val[n->t % 2][n->i] = v;
+    atomic_fetch_add(&s->runs[n->t][n->i], 1);
+    return 0;
+}
+
+/* The stencil captured once and launched again and again: each launch's
+ * values are the serial loop's, each node ran once. With two workers the
+ * columns' homes split them, and every step hands its boundary over: a
+ * worker done with its node waits for its next at home (node_watched),
+ * which the other worker's node makes ready or not within the wait, or
+ * the hand-over sends it (TSan: no race between the two). */
+TEST_KIND_CASE(stencil_steps_handed_over, k)
+{
+    vf_engine *e = tu_engine(k);
+    stencil *s = calloc(1, sizeof *s);
+    snode *nodes = calloc(SSTEPS * SW, sizeof *nodes);
+    REQUIRE(s && nodes);
+    tu_rng r = tu_rng_make(check_seed());
+    for (int t = 0; t < SSTEPS; t++)
+        for (int i = 0; i < SW; i++)
+            s->spin_us[t][i] = 0.25f * (float)tu_below(&r, 13); /* 0-3 us */
+    vf_var buf[2][SW];
+    for (int b = 0; b < 2; b++)
+        for (int i = 0; i < SW; i++)
+            buf[b][i] = tu_var(e);
+    vf_graph *g = NULL;
+    CHECK_OK(vf_graph_begin(e));
+    for (int t = 0; t < SSTEPS; t++)
+        for (int i = 0; i < SW; i++) {
+            vf_var in[3];
+            int nin = 0;
+            for (int j = i - 1; t > 0 && j <= i + 1; j++)
+                if (j >= 0 && j < SW)
+                    in[nin++] = buf[(t + 1) % 2][j];
+            nodes[t * SW + i] = (snode){s, t, i};
+            CHECK_OK(
+                vf_engine_push(e, &(vf_op){.fn = stencil_op,
+                                           .arg = &nodes[t * SW + i],
+                                           .reads = {in, nin},
+                                           .writes = VF_VARS(buf[t % 2][i])}));
+        }
+    CHECK_OK(vf_graph_end(e, &g));
+    uint64_t want[2][SW] = {{0}};
+    int launches = (int)tu_scaled(30, 5);
+    for (int l = 0; l < launches; l++) {
+        for (int t = 0; t < SSTEPS; t++) { /* the serial loop */
+            uint64_t next[SW];
+            for (int i = 0; i < SW; i++)
+                next[i] = stencil_value(want[(t + 1) % 2], t, i);
+            memcpy(want[t % 2], next, sizeof next);
+        }
+        CHECK_OK(vf_graph_launch(e, g));
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        CHECK(memcmp(s->val, want, sizeof want) == 0);
+        for (int t = 0; t < SSTEPS; t++)
+            for (int i = 0; i < SW; i++)
+                CHECK_EQ(atomic_exchange(&s->runs[t][i], 0), 1);
+    }
+    vf_stats st;
+    CHECK_OK(vf_engine_stats(e, &st));
+    CHECK_EQ(st.replays, launches);
+    CHECK_OK(vf_graph_destroy(e, g));
+    tu_finish_engine(e);
+    free(nodes);
+    free(s);
+}
+
 typedef struct nest {
     vf_engine *e;
     vf_graph *g;

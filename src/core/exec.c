@@ -944,6 +944,40 @@ static bool nodes_sent_home_but_one(vf__worker *w, vf_engine *e,
     return true;
 }
 
+/* How many pauses a worker watches a node's count (node_watched) before
+ * it lets the node go back to the hand-over: about the first phase of an
+ * idle worker's spin (sched.c), which it would spend looking at its inbox
+ * for the same node. */
+#define WATCH_PAUSES 64
+
+/* `op`, a replay's node this worker just ran in a chain, made no node
+ * ready, and the worker has nothing queued: a successor at home here whose
+ * other predecessors run elsewhere, watched until its count reaches zero
+ * and returned to run next in the chain (on the chain's active count, as
+ * a node made ready would be), or NULL, the chain over (none to watch,
+ * work came, or its count did not reach zero in WATCH_PAUSES pauses; its
+ * last predecessor then sends it here as before). Counting the chain
+ * active while it watches keeps the engine's counts as they are while
+ * the node's other predecessors run: it is their result it waits for. */
+static vf__op *node_watched(const vf__worker *w, const vf__op *op)
+{
+    if (w->pool->nworkers < 2) /* no homes */
+        return NULL;
+    vf__op *next = vf__graph_watch_begin(op, w->pool,
+                                         (int)(w - w->pool->workers));
+    if (next == NULL)
+        return NULL;
+    for (int i = 0; i < WATCH_PAUSES; i++) {
+        if (vf__graph_watch_ready(next))
+            return next;
+        if (atomic_load_explicit(&w->qlen, memory_order_relaxed) != 0 ||
+            atomic_load_explicit(&w->inbox, memory_order_relaxed) != NULL)
+            break;
+        vf__cpu_relax();
+    }
+    return vf__graph_watch_end(next) ? NULL : next;
+}
+
 /* A worker's run of a node, and of the chain of nodes after it that it
  * runs at once (node_runs_next): node_run each, the counts as finish keeps
  * them (each node of the chain but the last made one node ready, which
@@ -968,6 +1002,15 @@ static void worker_run_nodes(vf__worker *w, vf__op *op, vf__readylist *ready)
             break;
         if (ready->count > 1 && !nodes_sent_home_but_one(w, e, ready))
             break;
+        if (ready->count == 0 &&
+            atomic_load_explicit(&w->qlen, memory_order_relaxed) == 0 &&
+            atomic_load_explicit(&w->inbox, memory_order_relaxed) == NULL) {
+            vf__op *watched = node_watched(w, op);
+            if (watched == NULL)
+                break;
+            op = watched; /* pending: the launch goes on */
+            continue;
+        }
         if (ready->count != 1 || !node_runs_next(w, ready->head))
             break;
         op = vf__readylist_pop(ready); /* pending: the launch goes on */

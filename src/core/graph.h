@@ -193,6 +193,7 @@ static inline void vf__graph_op_finished(vf__op *op, bool in_order,
         uint32_t nsucc = nd->nsucc;
         for (uint32_t s = 0; s < nsucc; s++) {
             vf__op *next = ops[succ[s]];
+            /* At VF__NODE_WATCHED + 1, its watcher takes it (exec.c). */
             if (vf__op_release(next, 1)) {
                 next->place = in->base + succ[s];
                 vf__readylist_add(ready, next);
@@ -202,6 +203,64 @@ static inline void vf__graph_op_finished(vf__op *op, bool in_order,
     }
     if (VF__UNLIKELY(nd->nlast != 0))
         vf__graph_lasts_finished(in, nd, ready);
+}
+
+/* A node's wait count with this bit: the worker it is at home on, with
+ * nothing else to run, watches the count (exec.c: node_watched) and runs
+ * the node itself when it reaches zero; the predecessor whose finish takes
+ * it there (to exactly the bit) leaves the node to that worker, as it
+ * would have sent it there, without the hand-over: the successor's count
+ * line crosses once, where the hand-over's inbox and queue crossed too. */
+#define VF__NODE_WATCHED (1 << 30)
+
+/* A successor of `op`, a node of a replay that just finished on the
+ * worker of index `home` in `pool`, at home on that worker and not ready
+ * yet, now marked watched (its count has VF__NODE_WATCHED; its place is
+ * set, as the finish that makes a node ready sets it); or NULL (none, or
+ * each became ready meanwhile, made so by another thread, which
+ * dispatches it). */
+static inline vf__op *vf__graph_watch_begin(const vf__op *op,
+                                            const vf__pool *pool, int home)
+{
+    const vf__graph_inst *in = op->graph;
+    const vf__plan_node *nd = &in->pn[op->place - in->base];
+    const uint32_t *succ = in->succ + nd->succ_at;
+    for (uint32_t s = 0; s < nd->nsucc; s++) {
+        vf__op *next = in->ops[succ[s]];
+        if (in->pn[succ[s]].home != home || next->def->pool != pool)
+            continue; /* homes are indexes into the node's pool */
+        int c = atomic_load_explicit(&next->wait, memory_order_relaxed);
+        while (c > 0 && !(c & VF__NODE_WATCHED))
+            if (atomic_compare_exchange_weak_explicit(
+                    &next->wait, &c, c | VF__NODE_WATCHED, memory_order_relaxed,
+                    memory_order_relaxed)) {
+                next->place = in->base + succ[s];
+                return next;
+            }
+    }
+    return NULL;
+}
+
+/* Whether `next`, watched (vf__graph_watch_begin), is ready: its last
+ * predecessor's finish left it to the watcher, whose run it now is. */
+static inline bool vf__graph_watch_ready(vf__op *next)
+{
+    return atomic_load_explicit(&next->wait, memory_order_acquire) ==
+           VF__NODE_WATCHED;
+}
+
+/* The watcher of `next` stops watching: true if it could (the node is not
+ * ready, and whoever makes it ready dispatches it), false if it is ready,
+ * left to the watcher, whose run it now is. */
+static inline bool vf__graph_watch_end(vf__op *next)
+{
+    int c = atomic_load_explicit(&next->wait, memory_order_acquire);
+    while (c != VF__NODE_WATCHED)
+        if (atomic_compare_exchange_weak_explicit(
+                &next->wait, &c, c & ~VF__NODE_WATCHED, memory_order_release,
+                memory_order_acquire))
+            return true;
+    return false;
 }
 
 /* The finish of `k` nodes of one launch is over, `op` the last of them (in
