@@ -1047,7 +1047,10 @@ VF_API int vf_var_wait(vf_engine *e, vf_var v, vf_error *err);
  * The waiting worker runs the children meanwhile, as vf_var_wait() does
  * from inside an op (the same stack bound), and a wait that can never
  * finish (a child reads a var its parent writes, so it cannot run before
- * the parent ends) returns VF_EDEADLK the same way. VF_EINVAL when `run`
+ * the parent ends) returns VF_EDEADLK the same way; the children it
+ * waited for are then given up on (they run once they can, their failures
+ * left to var waits and vf_engine_wait_all()), so the next call waits only
+ * for children pushed since, as after any call. VF_EINVAL when `run`
  * is NULL or not the running op's (call it from the op's own function, on
  * its thread: its run handle is valid only there). An op that pushed
  * nothing returns 0 at once.

@@ -320,6 +320,67 @@ TEST_KIND_CASE(deadlock, k)
     check_context_ = NULL;
 }
 
+typedef struct after_test {
+    vf_engine *e;
+    vf_var x;
+    int reader, failing, later, failing_later;
+    int rc_first, rc_second, rc_third, later_seen;
+    vf_error err_third;
+} after_test;
+
+/* Children that can never run before the parent ends (they read what it
+ * writes; one fails), a wait that says so, then children that can: the
+ * second wait waits for those only (and sees them finished), the third
+ * reports only the failure of a child pushed after the second. */
+static int parent_after_deadlock(vf_run *run, void *arg)
+{
+    after_test *t = arg;
+    kid r = {&t->reader, 1, 0}, f = {&t->failing, 1, 21};
+    CHECK_OK(vf_engine_push(t->e, &(vf_op){.fn = kid_fn,
+                                           .arg = &r,
+                                           .arg_size = sizeof r,
+                                           .reads = VF_VARS(t->x),
+                                           .name = "reader"}));
+    CHECK_OK(vf_engine_push(t->e, &(vf_op){.fn = kid_fn,
+                                           .arg = &f,
+                                           .arg_size = sizeof f,
+                                           .reads = VF_VARS(t->x),
+                                           .name = "failing reader"}));
+    t->rc_first = vf_run_wait_children(run, NULL);
+    CHECK_OK(push_kid(t->e, &t->later, 1, 0));
+    t->rc_second = vf_run_wait_children(run, NULL);
+    t->later_seen = t->later;
+    CHECK_OK(push_kid(t->e, &t->failing_later, 1, 22));
+    t->rc_third = vf_run_wait_children(run, &t->err_third);
+    return 0;
+}
+
+TEST_KIND_CASE(after_deadlock, k)
+{
+    check_context_ = k->name;
+    static after_test t;
+    memset(&t, 0, sizeof t);
+    t.e = tu_engine(k);
+    t.x = tu_var(t.e);
+    CHECK_OK(vf_engine_push(t.e, &(vf_op){.fn = parent_after_deadlock,
+                                          .arg = &t,
+                                          .writes = VF_VARS(t.x)}));
+    vf_error err;
+    CHECK_ERR(vf_engine_wait_all(t.e, &err), VF_EOPFAILED);
+    CHECK_ERR(t.rc_first, VF_EDEADLK);
+    CHECK_OK(t.rc_second); /* VF_EDEADLK again before: the readers */
+    CHECK_EQ(t.later_seen, 1);
+    CHECK_ERR(t.rc_third, VF_EOPFAILED);
+    CHECK_EQ(t.err_third.code, 22); /* not the given-up child's 21 */
+    /* The readers ran once the parent ended; the given-up child's failure
+     * is the engine's wait's. */
+    CHECK_EQ(t.reader, 1);
+    CHECK_EQ(t.failing, 1);
+    CHECK_EQ(err.code, 21);
+    CHECK_OK(vf_engine_destroy(t.e));
+    check_context_ = NULL;
+}
+
 typedef struct timed_test {
     vf_engine *e;
     vf_completion done;

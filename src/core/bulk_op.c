@@ -245,7 +245,7 @@ static void run_batch(vf__op *op, int worker, bool shutdown)
         }
         /* An op of a batch of children: its parent may wait for them. */
         if (VF__UNLIKELY(f != NULL && b->up != NULL))
-            vf__wait_child_failed(b->up, f);
+            vf__wait_child_failed(b->up, f, place);
         for (int r = 0; r < it->nrefs; r++) {
             if (!(refs[r] & 1u))
                 continue;

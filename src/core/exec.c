@@ -487,7 +487,7 @@ void vf__exec_run_child_alone(vf__worker *w, vf__op *op)
     /* A user op (counted), on its pool's worker: its counters. */
     count_outcome(vf__op_engine(op), w, op->status, op->skipped);
     if (VF__UNLIKELY(op->failure != NULL)) {
-        vf__wait_child_failed(op->up, op->failure);
+        vf__wait_child_failed(op->up, op->failure, op->place);
         vf__failure_unref(op->failure);
     }
     /* Its block is its pusher's (on its stack); its family its parent's

@@ -85,10 +85,21 @@ struct vf__family {
      * that only its run held (a recursion's, whose children all ran
      * alone too) costs no locked add or subtract on `up`. */
     bool up_borrowed;
-    /* Children pushed and not finished; the last one's lowering (release)
-     * is what a waiter acquires. */
-    atomic_int pending;
-    vf__spinlock lock; /* orders the writers of `first` */
+    /* Children pushed and not finished, in the low 32 bits (a push adds
+     * 1); the last one's lowering (release) is what a waiter acquires.
+     * Above them, a count of waits that gave up (VF_EDEADLK): a give-up
+     * bumps it as it drops the count to zero, so a child's lowering that
+     * raced it fails its compare-and-swap and looks at `waited_from`
+     * again (wait.c). */
+    _Atomic uint64_t pending;
+    /* Children pushed before this place were given up on by a wait that
+     * could never finish (VF_EDEADLK; 0: none): the next wait waits only
+     * for the children pushed since, as the header promises, so these
+     * lower no count and keep no failure in `first` when they finish.
+     * A child's place and this one compare as numbers: the op's children
+     * are pushed by its own thread, in order (lock: with `first`). */
+    _Atomic uint64_t waited_from;
+    vf__spinlock lock; /* orders the writers of `first` and `waited_from` */
     /* Of the children's failures, the first in push order (a reference),
      * or NULL. seq_cst, as `run_over`: once the op's run has ended nobody
      * waits for its children, and `first` must keep nothing (a record

@@ -129,12 +129,13 @@ void vf__wait_marker_fire(vf__op *op)
 
 /* --- waiting for children ----------------------------------------------- */
 
-void vf__wait_child_failed(vf__family *f, vf__failure *failure)
+void vf__wait_child_failed(vf__family *f, vf__failure *failure, uint64_t place)
 {
     vf__failure *old = NULL;
     vf__spin_lock(&f->lock);
     vf__failure *cur = atomic_load_explicit(&f->first, memory_order_relaxed);
-    if (vf__failure_before(failure, cur)) {
+    if (place >= atomic_load_explicit(&f->waited_from, memory_order_relaxed) &&
+        vf__failure_before(failure, cur)) {
         vf__failure_ref(failure);
         old = cur;
         atomic_store(&f->first, failure);
@@ -150,10 +151,17 @@ void vf__wait_child_finished(vf_engine *e, vf__op *op)
 {
     vf__family *f = op->up;
     if (VF__UNLIKELY(op->failure != NULL))
-        vf__wait_child_failed(f, op->failure);
+        vf__wait_child_failed(f, op->failure, op->place);
     /* seq_cst, both: the waiter stores itself, then loads `pending`
-     * (wait_children); one of the two sides sees the other. */
-    if (atomic_fetch_sub(&f->pending, 1) != 1)
+     * (wait_children); one of the two sides sees the other. A give-up
+     * (children_given_up) between the look at `waited_from` and the
+     * compare-and-swap changes the word: the loop looks again. */
+    uint64_t p = atomic_load(&f->pending);
+    do {
+        if (VF__UNLIKELY(op->place < atomic_load(&f->waited_from)))
+            return; /* a wait gave up on it: nobody counts it */
+    } while (!atomic_compare_exchange_weak(&f->pending, &p, p - 1));
+    if ((uint32_t)p != 1)
         return;
     vf__waiter *w = atomic_exchange(&f->waiter, NULL);
     if (w != NULL) {
@@ -593,7 +601,7 @@ static int wait_pending(vf_engine *e, vf__family *f, const vf__deadline *until,
     w->family = f;
     atomic_init(&w->on_cond, false);
     atomic_store(&f->waiter, w);
-    if (atomic_load(&f->pending) == 0) {
+    if ((uint32_t)atomic_load(&f->pending) == 0) {
         /* The last child finished before it could see `w`: take it back.
          * Failing that, a child took it and fires it now. */
         vf__waiter *mine = w;
@@ -612,6 +620,25 @@ static int wait_pending(vf_engine *e, vf__family *f, const vf__deadline *until,
     }
     vf__waiter_unref(w);
     return rc;
+}
+
+/* A wait for the children of the op whose family is `f` can never finish
+ * (VF_EDEADLK): the next one waits only for the children pushed from now
+ * on and reports only their failures (varflow.h), so those pushed so far
+ * are given up on: they count in `pending` no more and keep no failure in
+ * `first` (family.h: waited_from). A timed-out wait gives up on nothing:
+ * the next waits for them again. */
+static void children_given_up(vf_engine *e, vf__family *f)
+{
+    vf__spin_lock(&f->lock);
+    atomic_store(&f->waited_from, vf__push_wait_place(e) + 1);
+    vf__failure *first = atomic_exchange(&f->first, NULL);
+    vf__spin_unlock(&f->lock);
+    vf__failure_unref(first);
+    uint64_t p = atomic_load(&f->pending);
+    while (!atomic_compare_exchange_weak(
+        &f->pending, &p, (p & ~(uint64_t)UINT32_MAX) + ((uint64_t)1 << 32)))
+        ;
 }
 
 static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
@@ -635,15 +662,18 @@ static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
     if (f == NULL)
         return 0; /* it pushed nothing */
     int rc = 0;
-    if (atomic_load_explicit(&f->pending, memory_order_acquire) != 0) {
+    if ((uint32_t)atomic_load_explicit(&f->pending, memory_order_acquire) !=
+        0) {
         vf__deadline until = vf__deadline_in_ms(timeout_ms);
         rc = wait_pending(e, f, &until, who);
     }
-    if (rc == VF_EDEADLK)
+    if (rc == VF_EDEADLK) {
+        children_given_up(e, f);
         return vf__fail(rc,
                         "%s: the wait can never finish (op \"%s\" would "
                         "wait for ops that wait for it)",
                         who, cur->name);
+    }
     if (rc == VF_ETIMEDOUT)
         return timed_out(e, who, timeout_ms);
     if (rc != 0)

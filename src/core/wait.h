@@ -97,12 +97,14 @@ void vf__wait_marker_fire(vf__op *op);
 /* A child of the op whose family is `op->up` finished (exec.c: after it
  * released its vars, while it still counts as active): its failure joins
  * the family's, and the last pending one fires the waiter of
- * vf_run_wait_children if one waits. */
+ * vf_run_wait_children if one waits; unless a wait gave up on it
+ * (family.h: waited_from). */
 void vf__wait_child_finished(vf_engine *e, vf__op *op);
 
-/* A failure of one of the family's children (or of an op of a batch of
- * them, bulk_op.c): kept if it is the first in push order. */
-void vf__wait_child_failed(vf__family *f, vf__failure *failure);
+/* A failure of the family's child at `place` (or of an op of a batch of
+ * them, bulk_op.c): kept if it is the first in push order, and the child
+ * was not given up on. */
+void vf__wait_child_failed(vf__family *f, vf__failure *failure, uint64_t place);
 
 /* Block until no op is pending (outside ops; used by stop, destroy and
  * fork): 0, or VF_ETIMEDOUT once `until` (NULL: never) has passed. */
