@@ -769,7 +769,8 @@ VF_API int vf_engine_push(vf_engine *e, const vf_op *op);
 /**
  * Finish an async op. `status` 0 means success; any other value fails the op
  * (recorded like a sync function's return value) with `message` (may be
- * NULL). VF_EALREADY if this completion was already used.
+ * NULL). VF_EALREADY if this completion was already used (at any time
+ * after, even once its engine was destroyed).
  */
 VF_API int vf_completion_finish(vf_completion done, int status,
                                 const char *message);

@@ -374,6 +374,12 @@ TEST_KIND_CASE(complete_twice, k)
     CHECK_OK(vf_var_version(e, y, &ver));
     CHECK_EQ(ver, 2002);
     tu_finish_engine(e);
+    /* After the engine is gone (the last one: its destroy freed the free
+     * lists' op blocks), every handle is still refused, never a read of
+     * freed memory (ASan without quarantine, Valgrind). */
+    CHECK_ERR(vf_completion_finish(a.c, 0, NULL), VF_EALREADY);
+    CHECK_ERR(vf_completion_finish(b.c, 0, NULL), VF_EALREADY);
+    CHECK_ERR(vf_completion_fail(c.c, &(vf_error){.code = 5}), VF_EALREADY);
 }
 
 TEST_MAIN("test_async", 120)

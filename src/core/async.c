@@ -9,6 +9,7 @@
 
 #include "core/engine.h"
 #include "core/exec.h"
+#include "core/freelist.h"
 
 int vf__async_init(vf__async_ops *a)
 {
@@ -117,20 +118,37 @@ void vf__async_describe(vf__async_ops *a, char *buf, size_t n)
 
 /* --- completion -------------------------------------------------------- */
 
+int vf__async_completion(vf__op *op, vf_completion *out)
+{
+    vf__completion_slot *s = vf__fl_alloc(VF__FL_COMPLETION);
+    if (s == NULL)
+        return VF_ENOMEM;
+    s->op = op;
+    *out = (vf_completion){
+        .op_ = s,
+        .ticket_ = atomic_load_explicit(&s->ticket, memory_order_relaxed)};
+    return 0;
+}
+
 /* Claim the completion handle for `*out`: 0, or VF_EINVAL when it is not
- * one, VF_EALREADY when it was used already. */
+ * one, VF_EALREADY when it was used already. The slot goes back at once,
+ * its ticket two on (even again: the next op's), so this handle fails from
+ * now on whoever holds the slot. */
 static int claim_completion(vf_completion done, const char *caller,
                             vf__op **out)
 {
-    vf__op *op = done.op_;
-    if (op == NULL || (done.ticket_ & 1) != 0)
+    vf__completion_slot *s = done.op_;
+    if (s == NULL || (done.ticket_ & 1) != 0)
         return vf__fail(VF_EINVAL, "%s: not a completion handle", caller);
     uint64_t expected = done.ticket_;
     if (!atomic_compare_exchange_strong_explicit(
-            &op->ticket, &expected, done.ticket_ + 1, memory_order_acq_rel,
+            &s->ticket, &expected, done.ticket_ + 1, memory_order_acq_rel,
             memory_order_relaxed))
         return vf__fail(VF_EALREADY, "%s: this op was already completed",
                         caller);
+    vf__op *op = s->op;
+    atomic_store_explicit(&s->ticket, done.ticket_ + 2, memory_order_relaxed);
+    vf__fl_free(VF__FL_COMPLETION, s);
     vf__async_completed(&vf__op_engine(op)->async, op);
     *out = op;
     return 0;

@@ -12,6 +12,15 @@
  * under the list's own lock (a leaf: nothing is taken under it). Sync ops
  * never come here: the list costs only async ops a lock round trip at
  * start and at completion.
+ *
+ * What a vf_completion names is not the op but a completion slot: its
+ * ticket (even while the op may be completed, odd once it has been) and
+ * the op. A slot is taken at the op's start and given back at its
+ * completion with its ticket moved on, so a handle used again fails the
+ * ticket's compare-and-swap (VF_EALREADY), whoever uses the slot next.
+ * Slots come from a free list whose blocks are never freed (freelist.h:
+ * VF__FL_COMPLETION): a handle used again after its engine was destroyed,
+ * and the op blocks freed with the last engine, still reads a slot.
  */
 #ifndef VF_ASYNC_H
 #define VF_ASYNC_H
@@ -19,6 +28,16 @@
 #include <pthread.h>
 
 #include "core/op.h"
+
+typedef struct vf__completion_slot {
+    void *free_links_[2];    /* the free list's, while free (freelist.h) */
+    _Atomic uint64_t ticket; /* kept while free; a fresh slot's is 0 */
+    vf__op *op;
+} vf__completion_slot;
+
+/* The handle for `op`'s start, naming a slot taken for it: 0, or
+ * VF_ENOMEM. */
+int vf__async_completion(vf__op *op, vf_completion *out);
 
 typedef struct vf__async_ops {
     pthread_mutex_t lock;

@@ -33,6 +33,7 @@ static void init_freelists(void)
     vf__fl_init(VF__FL_ARG, VF_OP_ARG_INLINE);
     vf__fl_init(VF__FL_FAMILY, sizeof(vf__family));
     vf__fl_init(VF__FL_WAITER, sizeof(vf__waiter));
+    vf__fl_init(VF__FL_COMPLETION, sizeof(vf__completion_slot));
 }
 
 /* A tag no live engine holds (0 when all 65535 are taken). Tags go round

@@ -197,12 +197,17 @@ static bool run_body(vf__op *op, int worker)
         return true;
     }
     run.message[0] = '\0';
+    vf_completion done;
+    if (VF__UNLIKELY(vf__async_completion(op, &done) != 0)) {
+        vf__exec_op_failed(op, VF_ENOMEM,
+                           "out of memory for its completion handle");
+        return true; /* its function never started */
+    }
     /* In flight until vf_completion_finish. */
     vf__async_started(&vf__op_engine(op)->async, op);
     vf__running outer;
     vf__running_enter(&outer, op);
-    uint64_t ticket = atomic_load_explicit(&op->ticket, memory_order_relaxed);
-    op->async_fn(&run, op->arg, (vf_completion){.op_ = op, .ticket_ = ticket});
+    op->async_fn(&run, op->arg, done);
     vf__running_leave(&outer);
     return false;
 }

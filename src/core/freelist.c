@@ -31,9 +31,10 @@ typedef struct depot {
     {                                                                          \
         .lock = PTHREAD_MUTEX_INITIALIZER                                      \
     }
-static depot depots[VF__FL_KINDS] = {DEPOT, DEPOT, DEPOT, DEPOT, DEPOT, DEPOT,
-                                     DEPOT, DEPOT, DEPOT, DEPOT, DEPOT, DEPOT};
-_Static_assert(VF__FL_KINDS == 12, "a depot per kind");
+static depot depots[VF__FL_KINDS] = {DEPOT, DEPOT, DEPOT, DEPOT, DEPOT,
+                                     DEPOT, DEPOT, DEPOT, DEPOT, DEPOT,
+                                     DEPOT, DEPOT, DEPOT};
+_Static_assert(VF__FL_KINDS == 13, "a depot per kind");
 #undef DEPOT
 
 typedef struct cache {
@@ -206,6 +207,8 @@ void vf__fl_fork_lock(bool lock)
 void vf__fl_trim(void)
 {
     for (int k = 0; k < VF__FL_KINDS; k++) {
+        if (k == VF__FL_COMPLETION)
+            continue; /* kept (freelist.h) */
         depot *d = &depots[k];
         pthread_mutex_lock(&d->lock);
         batch *bt = d->batches;

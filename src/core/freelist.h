@@ -31,6 +31,9 @@ typedef enum vf__fl_kind {
     VF__FL_ARG,    /* VF_OP_ARG_INLINE bytes: a copied argument (arg.h) */
     VF__FL_FAMILY, /* a family (family.h) */
     VF__FL_WAITER, /* a waiter (wait.h) */
+    /* What a vf_completion names (async.h): kept, never freed, so that a
+     * handle used again at any time reads memory that is still a slot. */
+    VF__FL_COMPLETION,
     VF__FL_KINDS
 } vf__fl_kind;
 
@@ -50,7 +53,8 @@ void vf__fl_free(vf__fl_kind kind, void *block);
  * depot, so no thread holds one across the fork. */
 void vf__fl_fork_lock(bool lock);
 
-/* Free every block in the depot (blocks in live threads' caches stay). */
+/* Free every block in the depot (blocks in live threads' caches stay),
+ * but those of VF__FL_COMPLETION, which stay for the process's life. */
 void vf__fl_trim(void);
 
 #endif /* VF_FREELIST_H */

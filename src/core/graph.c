@@ -734,7 +734,6 @@ static vf__graph_inst *inst_new(vf_graph *g)
         vf__op *op = (vf__op *)(in->slab + at);
         size_t block = vf__op_block_size(nd->nvars);
         at += round_up(block + round_up(nd->arg_size, 16), VF__CACHELINE);
-        atomic_init(&op->ticket, 0); /* a sync op: never completed */
         vf__op_init_header(op, nd->nvars, 0);
         op->status = 0; /* each launch's node_run starts from it */
         /* Its predecessors in the graph, for the first launch (its

@@ -53,13 +53,7 @@ static inline __attribute__((always_inline)) vf__op *alloc_block(int nvars,
                      : vf__malloc(vf__op_block_size(nvars));
     if (op == NULL)
         return NULL;
-    if (nvars > VF__OP_LISTED_VARS)
-        atomic_init(&op->ticket, 0);
     vf__op_init_header(op, nvars, room);
-    /* `ticket` is deliberately kept: see op.h (a fresh block is zeroed). */
-    uint64_t t = atomic_load_explicit(&op->ticket, memory_order_relaxed);
-    atomic_store_explicit(&op->ticket, (t + 2) & ~(uint64_t)1,
-                          memory_order_relaxed);
     return op;
 }
 

@@ -242,11 +242,9 @@ struct vf__op {
     /* The family of the op it was pushed from inside (a reference), or
      * NULL at the top level: where it stands in push order (family.h). */
     vf__family *up;
-    /* Async completion ticket: even while the op may be completed, odd once
-     * it has been; bumped again when the block is reused, so a stale or
-     * second vf_completion_finish fails its compare-and-swap (acq_rel). Kept
-     * across free-list reuse: op_alloc never resets it. */
-    _Atomic uint64_t ticket;
+    /* Unused: keeps the header 128 bytes, so the entries and a copied
+     * argument after it stay 16-byte aligned (vf__op_block_size). */
+    uint64_t spare_;
     /* FIFO order among equal priorities (set by the heap); an async op in
      * flight, never queued again, keeps its start there instead (async.h). */
     uint32_t seq;
@@ -277,7 +275,9 @@ struct vf__op {
     vf__dep deps[];
 };
 
-_Static_assert(sizeof(struct vf__op) <= 128, "an op header fits 128 bytes");
+_Static_assert(sizeof(struct vf__op) == 128,
+               "an op header is 128 bytes (a copied argument after its "
+               "entries is 16-byte aligned)");
 
 #define VF__NEST_MAX 255 /* vf__op.nest saturates here */
 
@@ -429,7 +429,7 @@ static inline int vf__op_arg_room(int nvars, size_t size)
 }
 
 /* Set a block's header for `nvars` entries and `room` more for an
- * argument (all but `ticket`: op.c). */
+ * argument. */
 static inline __attribute__((always_inline)) void
 vf__op_init_header(vf__op *op, int nvars, int room)
 {
@@ -455,7 +455,6 @@ vf__op_init_header(vf__op *op, int nvars, int room)
 static inline vf__op *vf__op_on_stack(vf__op_stack_block *b, size_t arg_size)
 {
     vf__op *op = &b->op;
-    atomic_init(&op->ticket, 0); /* never completed: a sync op */
     vf__op_init_header(op, 0, vf__op_arg_room(0, arg_size));
     op->alone = true;
     return op;
