@@ -1074,7 +1074,12 @@ VF_API int vf_engine_wait_all(vf_engine *e, vf_error *err);
  * milliseconds (negative: never; 0: only look) with VF_ETIMEDOUT, whose detail
  * (vf_error_detail()) names the async ops started and never completed,
  * the usual reason a wait never ends. A wait that timed out reports and
- * clears nothing: the failure stays for a later wait.
+ * clears nothing: the failure stays for a later wait. A look (0) at a var
+ * leaves nothing behind; a var wait that gave up later leaves its marker
+ * queued on the var until the ops it waited for finish (one op more in
+ * vf_stats.pending and in the in-flight bound), which the next wait on the
+ * var takes over when nothing was pushed on it since: polling a var with
+ * timed waits holds one marker, not one a poll.
  */
 VF_API int vf_var_wait_timed(vf_engine *e, vf_var v, int64_t timeout_ms,
                              vf_error *err);

@@ -616,6 +616,61 @@ TEST_KIND_CASE(timed_wait_never_and_look, k)
     check_context_ = NULL;
 }
 
+/* -------------------------------------------- timed_waits_leave_nothing */
+
+static int held_fail(vf_run *run, void *arg)
+{
+    held_op(run, arg);
+    return 9;
+}
+
+/* Timed waits on a var whose writer runs, each timing out, leave at most
+ * one marker behind (the next wait takes it over), a look (0) none: they
+ * count once at most in pending and in the in-flight bound, however many;
+ * the wait that outlasts the writer reports its failure. */
+TEST_KIND_CASE(timed_waits_leave_nothing, k)
+{
+    if (!k->threaded) /* the naive engine runs the op inside its push */
+        return;
+    check_context_ = k->name;
+    vf_config cfg = k->cfg;
+    cfg.max_inflight = 3;
+    vf_engine *e = NULL;
+    CHECK_OK(vf_engine_create(&e, &cfg));
+    REQUIRE(e != NULL);
+    vf_var x = tu_var(e), y = tu_var(e);
+    held h;
+    memset(&h, 0, sizeof h);
+    tu_gate_init(&h.go);
+    tu_gate_init(&h.started);
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = held_fail, .arg = &h, .writes = VF_VARS(x)}));
+    CHECK(tu_gate_wait(&h.started, TU_TIMEOUT));
+    vf_stats st;
+    for (int i = 0; i < 1000; i++)
+        CHECK_ERR(vf_var_wait_timed(e, x, 0, NULL), VF_ETIMEDOUT);
+    CHECK_OK(vf_engine_stats(e, &st));
+    CHECK_EQ(st.pending, 1); /* the writer: a look leaves nothing */
+    for (int i = 0; i < 20; i++)
+        CHECK_ERR(vf_var_wait_timed(e, x, 1, NULL), VF_ETIMEDOUT);
+    CHECK_OK(vf_engine_stats(e, &st));
+    CHECK_EQ(st.pending, 2); /* and one marker, taken over by each wait */
+    /* Under the bound of 3: a push does not wait (nor fail). */
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = tu_nop, .writes = VF_VARS(y), .nonblocking = true}));
+    tu_gate_open(&h.go);
+    vf_error err;
+    CHECK_ERR(vf_var_wait_timed(e, x, -1, &err), VF_EOPFAILED);
+    CHECK_EQ(err.code, 9);
+    CHECK_OK(vf_var_wait(e, x, NULL)); /* reported once */
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_OK(vf_engine_stats(e, &st));
+    CHECK_EQ(st.pending, 0);
+    CHECK_OK(vf_engine_destroy(e));
+    held_end(&h);
+    check_context_ = NULL;
+}
+
 /* ----------------------------------------------- held_op_fails_at_start */
 
 static atomic_int held_calls, held_esystem;

@@ -462,6 +462,26 @@ static int wait_settled(vf_engine *e, vf__var *v, vf_error *err)
     return claimed != NULL ? VF_EOPFAILED : 0;
 }
 
+/* The marker a timed wait on v left queued when it gave up (its waiter
+ * abandoned), if it is v's newest place and not ready yet, or NULL; v's
+ * lock held. A wait on v now waits for exactly the ops that marker waits
+ * for (nothing was queued on v since), so it takes the marker over (its
+ * waiter, place and name) rather than queue one more: a program polling
+ * a var with timed waits while its writer runs leaves one marker, not one
+ * a poll, in memory and in the in-flight bound. Under v's lock the marker
+ * cannot become ready (only v's writes release it). */
+static vf__op *marker_given_up(vf__var *v)
+{
+    if (v->tail == NULL)
+        return NULL;
+    vf__op *op = vf__dep_op(v->tail);
+    if (op->def->kind != &vf__kind_wait ||
+        atomic_load_explicit(&op->wait, memory_order_relaxed) == 0 ||
+        atomic_load(&op->waiter->state) != VF__W_ABANDONED)
+        return NULL;
+    return op;
+}
+
 static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
                     const char *who)
 {
@@ -490,26 +510,9 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
     if (!nested && (rc = vf__lifecycle_check_waitable(e, who)) != 0)
         return rc;
 
-    vf__spin_lock(&v->lock);
-    if (!vf__var_usable(v, gen)) {
-        vf__spin_unlock(&v->lock);
-        return vf__fail(VF_ESTALE, "%s: variable was deleted", who);
-    }
-    if (v->head == NULL && v->nreaders != VF__WRITE_RUNNING)
-        return wait_settled(e, v, err); /* unlocks */
-    vf__spin_unlock(&v->lock);
-
     vf__waiter *w = vf__fl_alloc(VF__FL_WAITER);
-    const vf__opdef *def = vf__defs_share(
-        &e->defs,
-        &(vf__opdef){.engine = e, .kind = &vf__kind_wait, .inline_run = true});
-    vf__op *op = def != NULL ? vf__op_alloc(1) : NULL;
-    if (w == NULL || op == NULL) {
-        waiter_free(w);
-        if (op)
-            vf__op_free(op);
+    if (w == NULL)
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
-    }
     vf__worker *me = vf__this_worker();
     if (me != NULL && me->pool->engine != e)
         me = NULL;
@@ -521,19 +524,58 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
     w->family = nested ? vf__running_now.family : NULL;
     atomic_init(&w->on_cond, false);
 
-    op->fn = NULL;
-    op->arg = NULL;
-    op->done = NULL;
-    op->name = who;
-    vf__op_stage_vars(op, &(vf__varref){.var = v, .gen = gen, .write = false});
-    op->def = def;
-    op->waiter = w;
-    /* Its place: after every op this thread pushed (failure.h). */
-    op->place = vf__push_wait_place(e);
-    if ((rc = vf__push_enqueue(e, op, who)) != 0) {
-        vf__op_free(op);
+    vf__spin_lock(&v->lock);
+    if (!vf__var_usable(v, gen)) {
+        vf__spin_unlock(&v->lock);
         waiter_free(w);
-        return rc;
+        return vf__fail(VF_ESTALE, "%s: variable was deleted", who);
+    }
+    if (v->head == NULL && v->nreaders != VF__WRITE_RUNNING) {
+        waiter_free(w);
+        return wait_settled(e, v, err); /* unlocks */
+    }
+    if (timeout_ms == 0) { /* only a look: no marker to leave behind */
+        vf__spin_unlock(&v->lock);
+        waiter_free(w);
+        return timed_out(e, who, 0);
+    }
+    vf__waiter *old = NULL;
+    vf__op *op = marker_given_up(v);
+    if (op != NULL) { /* it waits for the same ops: it is this wait's now */
+        old = op->waiter;
+        op->waiter = w;
+        op->name = who;
+        op->place = vf__push_wait_place(e);
+    }
+    vf__spin_unlock(&v->lock);
+    if (old != NULL)
+        vf__waiter_unref(old);
+
+    if (op == NULL) {
+        const vf__opdef *def = vf__defs_share(
+            &e->defs, &(vf__opdef){.engine = e,
+                                   .kind = &vf__kind_wait,
+                                   .inline_run = true});
+        op = def != NULL ? vf__op_alloc(1) : NULL;
+        if (op == NULL) {
+            waiter_free(w);
+            return vf__fail(VF_ENOMEM, "%s: out of memory", who);
+        }
+        op->fn = NULL;
+        op->arg = NULL;
+        op->done = NULL;
+        op->name = who;
+        vf__op_stage_vars(op,
+                          &(vf__varref){.var = v, .gen = gen, .write = false});
+        op->def = def;
+        op->waiter = w;
+        /* Its place: after every op this thread pushed (failure.h). */
+        op->place = vf__push_wait_place(e);
+        if ((rc = vf__push_enqueue(e, op, who)) != 0) {
+            vf__op_free(op);
+            waiter_free(w);
+            return rc;
+        }
     }
 
     vf__deadline until = vf__deadline_in_ms(timeout_ms);
