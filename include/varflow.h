@@ -1051,7 +1051,10 @@ VF_API int vf_var_wait(vf_engine *e, vf_var v, vf_error *err);
  * the parent ends) returns VF_EDEADLK the same way; the children it
  * waited for are then given up on (they run once they can, their failures
  * left to var waits and vf_engine_wait_all()), so the next call waits only
- * for children pushed since, as after any call. VF_EINVAL when `run`
+ * for children pushed since, as after any call. VF_ESHUTDOWN when, with
+ * no failure to report, the shutdown notice (vf_engine_shutdown()) skipped
+ * a child it waited for: that child's function never ran, so what it
+ * would have computed is not there. VF_EINVAL when `run`
  * is NULL or not the running op's (call it from the op's own function, on
  * its thread: its run handle is valid only there). An op that pushed
  * nothing returns 0 at once.

@@ -381,6 +381,56 @@ TEST_KIND_CASE(after_deadlock, k)
     check_context_ = NULL;
 }
 
+typedef struct notice_test {
+    vf_engine *e;
+    int shutdown_rc, rc, slot;
+    char detail[256];
+} notice_test;
+
+static int notice_done_status;
+
+static void notice_done(void *arg, int status)
+{
+    (void)arg;
+    notice_done_status = status;
+}
+
+/* A parent that pushes a child once the shutdown notice is given (a push
+ * from inside an op is still taken): the child is skipped, and the wait
+ * says so rather than 0, since its results were never computed. */
+static int parent_under_notice(vf_run *run, void *arg)
+{
+    notice_test *t = arg;
+    t->shutdown_rc = vf_engine_shutdown(t->e);
+    kid c = {&t->slot, 1, 0};
+    CHECK_OK(vf_engine_push(t->e, &(vf_op){.fn = kid_fn,
+                                           .arg = &c,
+                                           .arg_size = sizeof c,
+                                           .done = notice_done,
+                                           .name = "unrun"}));
+    t->rc = vf_run_wait_children(run, NULL);
+    snprintf(t->detail, sizeof t->detail, "%s", vf_error_detail());
+    return 0;
+}
+
+TEST_KIND_CASE(skipped_by_the_notice, k)
+{
+    check_context_ = k->name;
+    static notice_test t;
+    memset(&t, 0, sizeof t);
+    t.e = tu_engine(k);
+    CHECK_OK(
+        vf_engine_push(t.e, &(vf_op){.fn = parent_under_notice, .arg = &t}));
+    CHECK_OK(vf_engine_wait_all(t.e, NULL));
+    CHECK_OK(t.shutdown_rc);
+    CHECK_EQ(t.slot, 0); /* never ran */
+    CHECK_ERR(notice_done_status, VF_ESKIPPED);
+    CHECK_ERR(t.rc, VF_ESHUTDOWN);
+    CHECK(strstr(t.detail, "shutdown notice skipped a child") != NULL);
+    CHECK_OK(vf_engine_destroy(t.e));
+    check_context_ = NULL;
+}
+
 typedef struct timed_test {
     vf_engine *e;
     vf_completion done;

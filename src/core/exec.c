@@ -494,6 +494,8 @@ void vf__exec_run_child_alone(vf__worker *w, vf__op *op)
     if (VF__UNLIKELY(op->failure != NULL)) {
         vf__wait_child_failed(op->up, op->failure, op->place);
         vf__failure_unref(op->failure);
+    } else if (VF__UNLIKELY(op->skipped)) {
+        vf__wait_child_notice_skipped(op->up, op->place);
     }
     /* Its block is its pusher's (on its stack); its family its parent's
      * run's: nothing else to let go of. */

@@ -146,6 +146,7 @@ vf__family *vf__running_family(const vf__op *op, vf__family *up, uint64_t place)
         atomic_init(&f->refs, 1); /* the run's */
         atomic_init(&f->pending, 0);
         atomic_init(&f->waited_from, 0);
+        atomic_init(&f->notice_skipped, false);
         vf__spin_init(&f->lock);
         atomic_init(&f->first, NULL);
         atomic_init(&f->run_over, false);

@@ -99,6 +99,10 @@ struct vf__family {
      * A child's place and this one compare as numbers: the op's children
      * are pushed by its own thread, in order (lock: with `first`). */
     _Atomic uint64_t waited_from;
+    /* A child the next wait waits for was skipped by the shutdown notice
+     * (its function never ran, and no failure says so): the wait says
+     * VF_ESHUTDOWN (wait.c). Cleared by the wait that reports it. */
+    atomic_bool notice_skipped;
     vf__spinlock lock; /* orders the writers of `first` and `waited_from` */
     /* Of the children's failures, the first in push order (a reference),
      * or NULL. seq_cst, as `run_over`: once the op's run has ended nobody

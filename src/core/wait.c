@@ -147,11 +147,19 @@ void vf__wait_child_failed(vf__family *f, vf__failure *failure, uint64_t place)
         vf__failure_unref(vf__family_take_first(f));
 }
 
+void vf__wait_child_notice_skipped(vf__family *f, uint64_t place)
+{
+    if (place >= atomic_load(&f->waited_from))
+        atomic_store(&f->notice_skipped, true);
+}
+
 void vf__wait_child_finished(vf_engine *e, vf__op *op)
 {
     vf__family *f = op->up;
     if (VF__UNLIKELY(op->failure != NULL))
         vf__wait_child_failed(f, op->failure, op->place);
+    else if (VF__UNLIKELY(op->skipped))
+        vf__wait_child_notice_skipped(f, op->place);
     /* seq_cst, both: the waiter stores itself, then loads `pending`
      * (wait_children); one of the two sides sees the other. A give-up
      * (children_given_up) between the look at `waited_from` and the
@@ -675,6 +683,7 @@ static void children_given_up(vf_engine *e, vf__family *f)
     vf__spin_lock(&f->lock);
     atomic_store(&f->waited_from, vf__push_wait_place(e) + 1);
     vf__failure *first = atomic_exchange(&f->first, NULL);
+    atomic_store(&f->notice_skipped, false);
     vf__spin_unlock(&f->lock);
     vf__failure_unref(first);
     uint64_t p = atomic_load(&f->pending);
@@ -725,13 +734,20 @@ static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
      * The next wait reports only what children pushed after this one
      * bring. */
     vf__failure *first = vf__family_take_first(f);
-    if (first == NULL)
-        return 0;
-    bool claimed = vf__failure_claim(first, vf__push_wait_place(e));
+    bool unrun = atomic_exchange(&f->notice_skipped, false);
+    bool claimed = first != NULL &&
+                   vf__failure_claim(first, vf__push_wait_place(e));
     if (claimed)
         report(first, err);
     vf__failure_unref(first);
-    return claimed ? VF_EOPFAILED : 0;
+    if (claimed)
+        return VF_EOPFAILED;
+    if (unrun)
+        return vf__fail(VF_ESHUTDOWN,
+                        "%s: the shutdown notice skipped a child it waited "
+                        "for (its function never ran)",
+                        who);
+    return 0;
 }
 
 VF_API int vf_run_wait_children(vf_run *run, vf_error *err)

@@ -106,6 +106,11 @@ void vf__wait_child_finished(vf_engine *e, vf__op *op);
  * was not given up on. */
 void vf__wait_child_failed(vf__family *f, vf__failure *failure, uint64_t place);
 
+/* The family's child at `place` was skipped by the shutdown notice (no
+ * failure): the next wait for children says so, unless a wait gave up
+ * on it. */
+void vf__wait_child_notice_skipped(vf__family *f, uint64_t place);
+
 /* Block until no op is pending (outside ops; used by stop, destroy and
  * fork): 0, or VF_ETIMEDOUT once `until` (NULL: never) has passed. */
 int vf__wait_drain(vf_engine *e, const vf__deadline *until);
