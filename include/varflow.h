@@ -1015,9 +1015,13 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * the waiting op (its children, theirs, ...) while it waits, on top of
  * the wait (as OpenMP's taskwait does), and none once three quarters of its
  * stack are used (config.worker_stack_kib); other ops are the other workers'
- * (and, when every worker of the pool waits so, a spare thread's). So a
- * recursive program with a wait at every level (fib, quicksort, tree
- * walks) runs at any count, its stack as deep as its own nesting.
+ * (and, when every worker of the pool waits so, a spare thread's: up to
+ * 1024 a pool, each holding as many levels as a worker's stack). A device's
+ * pool lends no spare; there, and wherever nobody else would ever run
+ * them, a waiting thread whose stack has room runs the ops queued beside
+ * it itself. So a recursive program with a wait at every level (fib,
+ * quicksort, tree walks), its device ops' functions included, runs at any
+ * count, its stack as deep as its own nesting.
  * A wait that can never finish returns VF_EDEADLK: at once when the op
  * writes `v` itself, or an op it descends from does (its parent, the
  * parent's parent, ...: in the serial program that op runs around this

@@ -682,4 +682,79 @@ TEST_CASE(chain)
     CHECK_EQ(atomic_load(&op_errors), 0);
 }
 
+/* A chain of ops each pushing one child and waiting for it
+ * (vf_run_wait_children), every `device_every`-th child on the emulated
+ * device (its function pushes and waits too): the result is the depth
+ * reached plus one, level by level. */
+typedef struct nested_chain {
+    int depth, device_every;
+    long *out;
+} nested_chain;
+
+static int nested_chain_op(vf_run *run, void *arg)
+{
+    const nested_chain *a = arg;
+    if (a->depth == 0) {
+        *a->out = 1;
+        return 0;
+    }
+    volatile char frame[2048]; /* a kernel's locals: fewer levels a stack */
+    frame[a->depth % sizeof frame] = 1;
+    long below = 0;
+    nested_chain c = {a->depth - 1, a->device_every, &below};
+    bool device = a->device_every > 0 && c.depth % a->device_every == 0;
+    int rc = vf_engine_push(
+        vf_run_engine(run),
+        &(vf_op){.fn = nested_chain_op,
+                 .arg = &c,
+                 .device = {device ? VF_DEVICE_EMULATED : VF_DEVICE_CPU, 0}});
+    if (rc == 0)
+        rc = vf_run_wait_children(run, NULL);
+    if (rc != 0) {
+        op_error("nested chain", rc);
+        return rc;
+    }
+    *a->out = below + 1 + frame[a->depth % sizeof frame] - 1;
+    return 0;
+}
+
+static void run_nested_chain(const vf_config *cfg, const char *name, int depth,
+                             int device_every)
+{
+    tu_phase_limit(name, 60);
+    vf_engine *e = engine_of(cfg, name);
+    long got = 0;
+    nested_chain top = {depth, device_every, &got};
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = nested_chain_op, .arg = &top}));
+    tu_finish_engine(e);
+    CHECK_EQ(got, depth + 1);
+}
+
+/* Past VF__FAMILY_DEPTH (128) levels a waiter knows only its op's
+ * children as its descendants, and a device's pool lends no spare: its
+ * two threads waited beside the deeper device op queued for one of them,
+ * which neither ran, for ever (found trying it as a user, from 130
+ * levels). Now a waiter that nobody else would help runs it. */
+TEST_CASE(deep_device_children)
+{
+    for (int c = 0; c < 2; c++) {
+        vf_config cfg = {.type = c ? VF_ENGINE_PERDEVICE : VF_ENGINE_POOLED,
+                         .cpu_workers = 2};
+        run_nested_chain(&cfg, c ? "perdevice/2" : "pooled/2", 300, 10);
+        run_nested_chain(&cfg, c ? "perdevice/2 all" : "pooled/2 all", 140, 1);
+    }
+    CHECK_EQ(atomic_load(&op_errors), 0);
+}
+
+/* A chain 4000 deep on 128 KiB stacks, 2 KiB a level: each thread holds
+ * some 40 levels, so the pool lends about 100 spares; it stopped at 64
+ * and the chain waited for ever (found trying it as a user). */
+TEST_CASE(deep_chain_small_stacks)
+{
+    vf_config cfg = {
+        .type = VF_ENGINE_POOLED, .cpu_workers = 2, .worker_stack_kib = 128};
+    run_nested_chain(&cfg, "pooled/2, 128 KiB", SANITIZED ? 600 : 4000, 0);
+    CHECK_EQ(atomic_load(&op_errors), 0);
+}
+
 TEST_MAIN("test_wait_recursive", 280)

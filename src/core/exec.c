@@ -624,17 +624,20 @@ static bool loop_claim(vf__waiter *w)
  * has room for it. Never another: it could stack without bound, or trap
  * the waiter under work that needs the waiting op to finish. Those are
  * the pool's other threads' (a spare's, when all of them wait). */
-static vf__op *loop_take(const vf__waiter *w, vf__worker *me, int *why)
+static vf__op *loop_take(const vf__waiter *w, vf__worker *me, bool any,
+                         int *why)
 {
     vf__op *op = NULL;
-    if (w->family != NULL && vf__stack_below(VF__WAIT_CHILD_EIGHTHS))
+    if (any && vf__stack_below(VF__WAIT_CHILD_EIGHTHS))
+        op = vf__worker_take(me);
+    else if (w->family != NULL && vf__stack_below(VF__WAIT_CHILD_EIGHTHS))
         op = vf__worker_take_descendant(me, w->family);
     if (op == NULL && vf__pool_any_queued(me->pool))
         *why = VF__LOOP_REFUSED;
     return op;
 }
 
-int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me)
+int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any)
 {
     vf__op *op = vf__readylist_pop(&tls.deferred);
     if (op != NULL) {
@@ -654,7 +657,7 @@ int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me)
         return VF__LOOP_RAN;
     }
     int why = VF__LOOP_NOTHING;
-    if (me == NULL || (op = loop_take(w, me, &why)) == NULL)
+    if (me == NULL || (op = loop_take(w, me, any, &why)) == NULL)
         return why;
     if (!loop_claim(w)) {
         vf__pool_submit(me->pool, op);

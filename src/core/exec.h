@@ -251,12 +251,14 @@ uint64_t vf__exec_loop_op_released(const vf__op *op);
  * worker's pool (`me` may be NULL) with its hand-off chain, above the wait,
  * keeping w's state exact (vf__waiter). A pool op runs there only when
  * the waiting op pushed it, and while the stack has room
- * (VF__WAIT_CHILD_EIGHTHS). VF__LOOP_RAN, VF__LOOP_NOTHING, or
- * VF__LOOP_REFUSED when the pool holds ops, but none this stack may take
- * (the waiter then sleeps beside them, wait.c). */
+ * (VF__WAIT_CHILD_EIGHTHS); with `any`, while the stack has room, any op
+ * of the pool the worker may take (wait.c: when nobody else ever will).
+ * VF__LOOP_RAN, VF__LOOP_NOTHING, or VF__LOOP_REFUSED when the pool holds
+ * ops, but none this stack may take (the waiter then sleeps beside them,
+ * wait.c). */
 #define VF__LOOP_NOTHING 0 /* nothing to run */
 #define VF__LOOP_RAN 1     /* it ran one (or gave one back: look again) */
 #define VF__LOOP_REFUSED 2 /* the pool has queued ops it will not run */
-int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me);
+int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any);
 
 #endif /* VF_EXEC_H */

@@ -740,6 +740,23 @@ void vf__pool_stuck_enter(vf__pool *p)
     pthread_mutex_unlock(&p->spare_lock);
 }
 
+bool vf__pool_stuck_for_good(vf__pool *p)
+{
+    return p->spread ||
+           (all_stuck(p) && atomic_load(&p->nspares) >= VF__MAX_SPARES);
+}
+
+uint64_t vf__pool_queued(const vf__pool *p)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < p->nworkers; i++) {
+        const vf__worker *w = &p->workers[i];
+        n += (uint64_t)atomic_load_explicit(&w->qlen, memory_order_relaxed) +
+             (atomic_load_explicit(&w->inbox, memory_order_relaxed) != NULL);
+    }
+    return n;
+}
+
 void vf__pool_stuck_leave(vf__pool *p)
 {
     atomic_fetch_sub(&p->nstuck, 1);

@@ -169,7 +169,7 @@ struct vf__pool {
 };
 
 /* Spare threads a pool may start at most. */
-#define VF__MAX_SPARES 64
+#define VF__MAX_SPARES 1024
 
 /* Whether an op of higher priority than `priority` may be waiting for w,
  * read without w's lock: one in its heap, in its lane (0, above a
@@ -266,6 +266,17 @@ bool vf__pool_any_queued(const vf__pool *p);
  * device pools (`spread`). Takes spare_lock (a leaf) when it starts one.
  */
 void vf__pool_stuck_enter(vf__pool *p);
+
+/* For a thread of the pool so stuck: whether no other thread will run
+ * what it refuses. In a device pool each thread takes only its own queue
+ * (spread) and no spare is added; in another, every thread is so stuck
+ * and the pool has VF__MAX_SPARES. Then a waiter runs what it refused, its
+ * stack permitting (wait.c: HOPELESS_LOOKS). */
+bool vf__pool_stuck_for_good(vf__pool *p);
+
+/* The ops queued on the pool's threads, a snapshot (an inbox not sorted in
+ * yet counts as one): at most what is queued. */
+uint64_t vf__pool_queued(const vf__pool *p);
 
 /* A sleeper of the pool woken for work it will not run (a nested waiter:
  * the ops queued are not its op's) passes the wake-up on to another

@@ -301,6 +301,28 @@ static void watch(vf_engine *e, bool *watching, bool on)
  * looks again for one it would. */
 #define NESTED_POLL_US 200
 
+/* How many looks in a row (NESTED_POLL_US apart) a stuck waiter finds
+ * that no other thread will run what it refuses (sched.h:
+ * vf__pool_stuck_for_good) while no op of the engine runs, before it runs
+ * one of those ops itself, its stack permitting, though the op may not
+ * descend from its own (vf__exec_loop_run_one with `any`): nobody else
+ * ever will. That happens in a device's pool (whose threads take only
+ * their own queues, and which adds no spare), past VF__FAMILY_DEPTH
+ * levels of nesting, where a waiter knows only its op's children as its
+ * descendants (family.h), and in a pool with all its spares stuck too. */
+#define HOPELESS_LOOKS 10
+
+/* Whether no op of the engine runs: every active op is one queued on a
+ * pool (snapshots; an inbox counts as one op, so this errs towards no). */
+static bool only_queued_active(vf_engine *e)
+{
+    uint64_t queued = 0;
+    int n = atomic_load_explicit(&e->npools, memory_order_acquire);
+    for (int i = 0; i < n; i++)
+        queued += vf__pool_queued(&e->pools[i]);
+    return vf__counts_active(vf__engine_counts(e)) <= queued;
+}
+
 /* Run ready ops while waiting inside an op; see the file comment.
  * Returns 0 when the marker fired, VF_EDEADLK when this waiter gave up for
  * a deadlock, VF_ETIMEDOUT when `until` passed first. Either way the caller
@@ -318,7 +340,7 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
     bool watching = false;
     vf__exec_loop_frame saved;
     vf__exec_loop_enter(w, &saved);
-    int rc = 0, refusals = 0;
+    int rc = 0, refusals = 0, hopeless = 0;
     struct nested_pred pred = {e, w};
     for (;;) {
         int s = atomic_load(&w->state);
@@ -329,9 +351,12 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
             continue;
         }
         VF__ASSERT(s == VF__W_IDLE);
-        int ran = vf__exec_loop_run_one(w, me);
+        /* Nobody else will ever run the ops this waiter refuses (below):
+         * it runs one itself if its stack has room, else gives up. */
+        int ran = vf__exec_loop_run_one(w, me, hopeless >= HOPELESS_LOOKS);
         if (ran == VF__LOOP_RAN) {
             refusals = 0;
+            hopeless = 0;
             watch(e, &watching, false);
             continue;
         }
@@ -371,6 +396,10 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
             bool counted = ++refusals > 1;
             if (counted)
                 vf__pool_stuck_enter(me->pool);
+            hopeless = counted && vf__pool_stuck_for_good(me->pool) &&
+                               only_queued_active(e)
+                           ? hopeless + 1
+                           : 0;
             atomic_store(&w->on_cond, true);
             sleep_on_engine(e, w, true, &soon);
             atomic_store(&w->on_cond, false);
