@@ -316,16 +316,21 @@ static int held_op(vf_run *run, void *arg)
     return 0;
 }
 
-/* Push an op writing `x` that holds its worker until h->go opens, and
- * wait until it runs. */
-static void held_start(held *h, vf_engine *e, vf_var x)
+/* Push an op writing `x` that runs `fn` (held_op, or one that calls it)
+ * to hold its worker until h->go opens, and wait until it runs. */
+static void held_start_fn(held *h, vf_engine *e, vf_var x, vf_sync_fn fn)
 {
     memset(h, 0, sizeof *h);
     tu_gate_init(&h->go);
     tu_gate_init(&h->started);
-    CHECK_OK(vf_engine_push(
-        e, &(vf_op){.fn = held_op, .arg = h, .writes = VF_VARS(x)}));
+    CHECK_OK(
+        vf_engine_push(e, &(vf_op){.fn = fn, .arg = h, .writes = VF_VARS(x)}));
     CHECK(tu_gate_wait(&h->started, TU_TIMEOUT));
+}
+
+static void held_start(held *h, vf_engine *e, vf_var x)
+{
+    held_start_fn(h, e, x, held_op);
 }
 
 static void held_end(held *h)
@@ -640,12 +645,7 @@ TEST_KIND_CASE(timed_waits_leave_nothing, k)
     REQUIRE(e != NULL);
     vf_var x = tu_var(e), y = tu_var(e);
     held h;
-    memset(&h, 0, sizeof h);
-    tu_gate_init(&h.go);
-    tu_gate_init(&h.started);
-    CHECK_OK(vf_engine_push(
-        e, &(vf_op){.fn = held_fail, .arg = &h, .writes = VF_VARS(x)}));
-    CHECK(tu_gate_wait(&h.started, TU_TIMEOUT));
+    held_start_fn(&h, e, x, held_fail);
     vf_stats st;
     for (int i = 0; i < 1000; i++)
         CHECK_ERR(vf_var_wait_timed(e, x, 0, NULL), VF_ETIMEDOUT);
