@@ -352,7 +352,8 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
         }
         VF__ASSERT(s == VF__W_IDLE);
         /* Nobody else will ever run the ops this waiter refuses (below):
-         * it runs one itself if its stack has room, else gives up. */
+         * it runs one itself if its stack has room (past that, and past
+         * VF__MAX_SPARES spares, a recursion waits for ever). */
         int ran = vf__exec_loop_run_one(w, me, hopeless >= HOPELESS_LOOKS);
         if (ran == VF__LOOP_RAN) {
             refusals = 0;
