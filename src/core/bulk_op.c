@@ -246,6 +246,8 @@ static void run_batch(vf__op *op, int worker, bool shutdown)
         /* An op of a batch of children: its parent may wait for them. */
         if (VF__UNLIKELY(f != NULL && b->up != NULL))
             vf__wait_child_failed(b->up, f, place);
+        else if (VF__UNLIKELY(skipped && b->up != NULL))
+            vf__wait_child_notice_skipped(b->up, place); /* the notice's */
         for (int r = 0; r < it->nrefs; r++) {
             if (!(refs[r] & 1u))
                 continue;

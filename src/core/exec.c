@@ -495,7 +495,9 @@ void vf__exec_run_child_alone(vf__worker *w, vf__op *op)
         vf__wait_child_failed(op->up, op->failure, op->place);
         vf__failure_unref(op->failure);
     } else if (VF__UNLIKELY(op->skipped)) {
-        vf__wait_child_notice_skipped(op->up, op->place);
+        /* It finished inside its push: no wait gave up on it (its place,
+         * taken only when asked for, may be none). */
+        vf__wait_child_notice_skipped(op->up, UINT64_MAX);
     }
     /* Its block is its pusher's (on its stack); its family its parent's
      * run's: nothing else to let go of. */
@@ -973,19 +975,24 @@ static vf__op *node_watched(const vf__worker *w, const vf__op *op)
 {
     if (w->pool->nworkers < 2) /* no homes */
         return NULL;
+    uint64_t place;
     vf__op *next = vf__graph_watch_begin(op, w->pool,
-                                         (int)(w - w->pool->workers));
+                                         (int)(w - w->pool->workers), &place);
     if (next == NULL)
         return NULL;
-    for (int i = 0; i < WATCH_PAUSES; i++) {
-        if (vf__graph_watch_ready(next))
-            return next;
+    bool mine = false;
+    for (int i = 0; i < WATCH_PAUSES && !mine; i++) {
+        if ((mine = vf__graph_watch_ready(next)))
+            break;
         if (atomic_load_explicit(&w->qlen, memory_order_relaxed) != 0 ||
             atomic_load_explicit(&w->inbox, memory_order_relaxed) != NULL)
             break;
         vf__cpu_relax();
     }
-    return vf__graph_watch_end(next) ? NULL : next;
+    if (!mine && vf__graph_watch_end(next))
+        return NULL;
+    next->place = place; /* its own now, as a finish sets a ready node's */
+    return next;
 }
 
 /* A worker's run of a node, and of the chain of nodes after it that it

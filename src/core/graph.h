@@ -215,12 +215,14 @@ static inline void vf__graph_op_finished(vf__op *op, bool in_order,
 
 /* A successor of `op`, a node of a replay that just finished on the
  * worker of index `home` in `pool`, at home on that worker and not ready
- * yet, now marked watched (its count has VF__NODE_WATCHED; its place is
- * set, as the finish that makes a node ready sets it); or NULL (none, or
- * each became ready meanwhile, made so by another thread, which
- * dispatches it). */
+ * yet, now marked watched (its count has VF__NODE_WATCHED), its place in
+ * *place for the watcher to set once the node is its own (vf__graph_watch
+ * _ready, _end: a node not watched any more may run elsewhere meanwhile,
+ * so nothing of it is written before); or NULL (none, or each became
+ * ready meanwhile, made so by another thread, which dispatches it). */
 static inline vf__op *vf__graph_watch_begin(const vf__op *op,
-                                            const vf__pool *pool, int home)
+                                            const vf__pool *pool, int home,
+                                            uint64_t *place)
 {
     const vf__graph_inst *in = op->graph;
     const vf__plan_node *nd = &in->pn[op->place - in->base];
@@ -234,7 +236,7 @@ static inline vf__op *vf__graph_watch_begin(const vf__op *op,
             if (atomic_compare_exchange_weak_explicit(
                     &next->wait, &c, c | VF__NODE_WATCHED, memory_order_relaxed,
                     memory_order_relaxed)) {
-                next->place = in->base + succ[s];
+                *place = in->base + succ[s];
                 return next;
             }
     }

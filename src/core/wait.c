@@ -149,8 +149,12 @@ void vf__wait_child_failed(vf__family *f, vf__failure *failure, uint64_t place)
 
 void vf__wait_child_notice_skipped(vf__family *f, uint64_t place)
 {
+    /* Under the lock: a give-up (children_given_up) clears the flag, and
+     * sets waited_from, in one step. */
+    vf__spin_lock(&f->lock);
     if (place >= atomic_load(&f->waited_from))
         atomic_store(&f->notice_skipped, true);
+    vf__spin_unlock(&f->lock);
 }
 
 void vf__wait_child_finished(vf_engine *e, vf__op *op)
@@ -301,7 +305,7 @@ static void watch(vf_engine *e, bool *watching, bool on)
  * looks again for one it would. */
 #define NESTED_POLL_US 200
 
-/* How many looks in a row (NESTED_POLL_US apart) a stuck waiter finds
+/* How many looks in a row (NESTED_POLL_US apart: 10 ms) a stuck waiter finds
  * that no other thread will run what it refuses (sched.h:
  * vf__pool_stuck_for_good) while no op of the engine runs, before it runs
  * one of those ops itself, its stack permitting, though the op may not
@@ -310,7 +314,7 @@ static void watch(vf_engine *e, bool *watching, bool on)
  * their own queues, and which adds no spare), past VF__FAMILY_DEPTH
  * levels of nesting, where a waiter knows only its op's children as its
  * descendants (family.h), and in a pool with all its spares stuck too. */
-#define HOPELESS_LOOKS 10
+#define HOPELESS_LOOKS 50
 
 /* Whether no op of the engine runs: every active op is one queued on a
  * pool (snapshots; an inbox counts as one op, so this errs towards no). */
