@@ -124,9 +124,11 @@ int vf__async_completion(vf__op *op, vf_completion *out)
     if (s == NULL)
         return VF_ENOMEM;
     s->op = op;
-    *out = (vf_completion){
-        .op_ = s,
-        .ticket_ = atomic_load_explicit(&s->ticket, memory_order_relaxed)};
+    uint64_t ticket = atomic_load_explicit(&s->ticket, memory_order_relaxed);
+    /* Released: a claim from any thread (its acq_rel compare-and-swap)
+     * sees `op`, whatever passed the handle there. */
+    atomic_store_explicit(&s->ticket, ticket, memory_order_release);
+    *out = (vf_completion){.op_ = s, .ticket_ = ticket};
     return 0;
 }
 
