@@ -1206,11 +1206,10 @@ static int launch(vf_engine *e, vf_graph *g, const char *who)
     int rc = vf__push_check_engine(e, who);
     if (rc != 0 || (rc = handle_hold(e, g, who)) != 0)
         return rc;
-    if ((rc = vf__graph_refuse(e, who)) != 0)
-        ;
-    else if (g->n == 0)
+    rc = vf__graph_refuse(e, who);
+    if (rc == 0 && g->n == 0)
         atomic_fetch_add_explicit(&e->graphs.launches, 1, memory_order_relaxed);
-    else
+    else if (rc == 0)
         rc = replays_now(e, g) ? launch_replay(e, g, who)
                                : launch_by_push(e, g, who);
     vf__graph_unref(g); /* the call's hold */
