@@ -237,6 +237,10 @@ struct vf__op {
                                          vf_completion_finish */
         struct vf__graph_inst *graph; /* a replay's node or launch op
                                          (graph.h): its instance */
+        uintptr_t delete_gen;         /* a delete (var_api.c): its var's
+                                         handle generation (its entry's
+                                         `gen` is the queue's link once
+                                         queued) */
     };
     vf__op_prof *prof; /* the profiler's record, when hooks & VF__HOOK_PROF */
     /* The family of the op it was pushed from inside (a reference), or

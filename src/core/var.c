@@ -230,6 +230,8 @@ int vf__var_create(vf__var_table *t, vf_var *out)
     v->state = VF__VAR_LIVE;
     v->delete_held = false;
     atomic_store_explicit(&v->version, 0, memory_order_relaxed);
+    v->version_old = false;
+    v->deleted_gen = UINT32_MAX;
     vf__spin_unlock(&v->lock);
     *out = make_handle(t, v);
     return 0;
@@ -255,10 +257,26 @@ int vf__var_lookup(vf__var_table *t, vf_var h, vf__var **out)
     return 0;
 }
 
+static uint32_t gen_after(uint32_t gen)
+{
+    return (gen + 1) & ((1u << VF__VAR_GEN_BITS) - 1);
+}
+
 static uint32_t next_gen(const vf__var *v)
 {
-    uint32_t gen = atomic_load_explicit(&v->gen, memory_order_relaxed);
-    return (gen + 1) & ((1u << VF__VAR_GEN_BITS) - 1);
+    return gen_after(atomic_load_explicit(&v->gen, memory_order_relaxed));
+}
+
+void vf__var_delete_ran(vf__var *v, uint32_t gen)
+{
+    vf__spin_lock(&v->lock);
+    atomic_store_explicit(&v->version, 0, memory_order_relaxed);
+    v->deleted_gen = gen;
+    /* The generation right after it is the slot's now: its count starts. */
+    if (v->version_old &&
+        gen_after(gen) == atomic_load_explicit(&v->gen, memory_order_relaxed))
+        v->version_old = false;
+    vf__spin_unlock(&v->lock);
 }
 
 bool vf__var_free_slot(vf__var_table *t, vf__var *v, uint32_t gen)
@@ -295,7 +313,10 @@ int vf__var_revive(vf__var_table *t, vf__var *v, uint32_t gen, vf_var *out)
             rc = 1; /* its delete is held, not queued yet */
         } else if (v->state == VF__VAR_DELETING) {
             /* A new generation: the old handle stays refused, and the
-             * delete (pushed with the old one) no longer frees the slot. */
+             * delete (pushed with the old one) no longer frees the slot.
+             * Its version counts the old var's writes until that delete
+             * runs (version_old). */
+            v->version_old = v->deleted_gen != gen;
             atomic_store_explicit(&v->gen, next_gen(v), memory_order_relaxed);
             v->state = VF__VAR_LIVE;
             *out = make_handle(t, v);

@@ -86,6 +86,14 @@ struct vf__var {
     /* Bumped by a finishing write (relaxed: a counter for users, ordered for
      * them by their own waits). */
     _Atomic uint64_t version;
+    /* lock: `version` still counts a destroyed var's writes: vf_var_of
+     * revived the slot under a new generation before the delete of the
+     * generation before it ran (vf__var_revive); that delete's run, which
+     * sets `version` to 0, clears it. Meanwhile the new handle's version
+     * is 0 (its ops all queue after the delete). `deleted_gen`: the
+     * generation of the last delete that ran (lock; none: UINT32_MAX). */
+    bool version_old;
+    uint32_t deleted_gen;
     /* Handle generation: changed under the lock when the slot is freed;
      * relaxed loads give a fast early VF_ESTALE, the authoritative check is
      * made under the lock. */
@@ -151,6 +159,11 @@ static inline uint32_t vf__var_handle_gen(vf_var h)
     return (uint32_t)(h.id >> VF__VAR_INDEX_BITS) &
            ((1u << VF__VAR_GEN_BITS) - 1);
 }
+
+/* A delete of generation `gen` of v ran: the var's version goes to 0,
+ * and a slot revived after that generation counts its new var's writes
+ * from now on (version_old). */
+void vf__var_delete_ran(vf__var *v, uint32_t gen);
 
 /* Return a var's slot to the table once its delete op (pushed with the
  * handle generation `gen`) has finished: true when it went back. False

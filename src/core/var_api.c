@@ -71,7 +71,7 @@ static bool run_delete(vf__op *op, int worker, bool shutdown)
     vf__var *v = vf__dep_var(&op->deps[0]);
     vf__failure_unref(
         atomic_exchange_explicit(&v->failure, NULL, memory_order_acq_rel));
-    atomic_store_explicit(&v->version, 0, memory_order_relaxed);
+    vf__var_delete_ran(v, (uint32_t)op->delete_gen);
     vf__running outer;
     vf__running_enter(&outer, op);
     if (op->free_fn)
@@ -86,7 +86,7 @@ static void delete_finished(vf__op *op)
 {
     vf_engine *e = vf__op_engine(op);
     vf__var *v = vf__dep_var(&op->deps[0]);
-    uint32_t gen = (uint32_t)op->deps[0].gen;
+    uint32_t gen = (uint32_t)op->delete_gen;
     if (!vf__addr_vars_free_slot(e, v, gen))
         vf__var_free_slot(&e->vars, v, gen);
 }
@@ -133,7 +133,7 @@ static vf__op *last_held_delete(vf_engine *e, const vf__var *v, uint32_t gen)
     for (vf__op *op = e->life.held_head; op != NULL; op = op->next) {
         const vf__op_kind *k = op->def->kind;
         if ((k == &vf__kind_delete || k == &kind_delete_kept) &&
-            vf__dep_var(&op->deps[0]) == v && (uint32_t)op->deps[0].gen == gen)
+            vf__dep_var(&op->deps[0]) == v && (uint32_t)op->delete_gen == gen)
             found = op;
     }
     return found;
@@ -189,6 +189,7 @@ static int var_destroy(vf_engine *e, vf_var h, void (*free_fn)(void *),
     op->def = def;
     op->free_fn = free_fn;
     op->arg = free_arg;
+    op->delete_gen = vf__var_handle_gen(h);
     op->done = NULL;
     op->name = "vf_var_destroy";
     op->priority = INT_MAX; /* jumps the ready queue: frees memory early */
@@ -222,8 +223,14 @@ static int var_version(vf_engine *e, vf_var h, uint64_t *out, const char *who)
     if (rc != 0)
         return rc;
     vf__spin_lock(&v->lock);
-    bool usable = vf__var_usable(v, vf__var_handle_gen(h));
-    *out = atomic_load_explicit(&v->version, memory_order_relaxed);
+    /* A delete held by a stopped engine refuses the handle already, as
+     * pushes are (var.h: delete_held). */
+    bool usable = vf__var_usable(v, vf__var_handle_gen(h)) && !v->delete_held;
+    /* A slot revived for h whose old delete has not run yet: none of h's
+     * writes has finished (version_old). */
+    *out = v->version_old
+               ? 0
+               : atomic_load_explicit(&v->version, memory_order_relaxed);
     vf__spin_unlock(&v->lock);
     if (!usable)
         return vf__fail(VF_ESTALE, "%s: variable was deleted", who);
