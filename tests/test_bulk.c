@@ -432,6 +432,50 @@ TEST_CASE(lifecycle)
     }
 }
 
+/* The shutdown notice given while a batch's first op runs: the ops after
+ * it in the batch, not started, are skipped as they would be alone (found
+ * trying it as a user: they ran, their done got 0). */
+typedef struct held_first {
+    atomic_int started;
+    tu_gate go;
+} held_first;
+
+static int held_first_fn(vf_run *run, void *arg)
+{
+    (void)run;
+    held_first *h = arg;
+    atomic_store(&h->started, 1);
+    CHECK(tu_gate_wait(&h->go, TU_TIMEOUT));
+    return 0;
+}
+
+TEST_CASE(shutdown_inside_a_batch)
+{
+    vf_engine *e = tu_engine(&(tu_kind){.name = "pooled", .cfg = pooled});
+    CHECK_EQ(vf_bulk_set_size(e, 16), 0);
+    vf_var x = tu_var(e);
+    held_first h;
+    atomic_init(&h.started, 0);
+    tu_gate_init(&h.go);
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = held_first_fn, .arg = &h, .writes = VF_VARS(x)}));
+    step s[10];
+    memset(s, 0, sizeof s);
+    for (int i = 0; i < 10; i++)
+        push_step(e, &s[i], "after", NONE, VF_VARS(x), false);
+    CHECK_OK(vf_bulk_flush(e));
+    CHECK(tu_wait_flag(&h.started, 1, TU_TIMEOUT));
+    CHECK_OK(vf_engine_shutdown(e));
+    tu_gate_open(&h.go);
+    CHECK_OK(vf_engine_destroy(e));
+    for (int i = 0; i < 10; i++) {
+        CHECK_EQ(atomic_load(&s[i].ran), 0);
+        CHECK_EQ(atomic_load(&s[i].dones), 1);
+        CHECK_EQ(atomic_load(&s[i].status), VF_ESKIPPED);
+    }
+    tu_gate_destroy(&h.go);
+}
+
 /* config.bulk_size applies to every pushing thread, workers included: ops
  * pushed from inside ops sit in their worker's batch until a wait. */
 typedef struct parent_arg {

@@ -197,8 +197,9 @@ void vf__bulk_batch_push(vf_engine *e, vf__bulk_batch *b)
 /* A fused op's body (bulk.h): each op of the batch in push order, as if
  * alone. The fused op holds every var of the batch, writes exclusively,
  * so an op's failure and version bump go straight onto the vars it
- * writes, where the later ops of the batch find them; `shutdown` skips
- * them all. */
+ * writes, where the later ops of the batch find them. The shutdown notice
+ * (`shutdown` at the start, and looked at again before each op, as each
+ * op alone would) skips the ops not started. */
 static void run_batch(vf__op *op, int worker, bool shutdown)
 {
     vf_engine *e = vf__op_engine(op);
@@ -212,6 +213,9 @@ static void run_batch(vf__op *op, int worker, bool shutdown)
         const vf__bulk_item *it = &b->items[i];
         const uint32_t *refs = &b->refs[it->first];
         uint64_t place = it->place; /* the item's own (bulk.h) */
+        shutdown = shutdown ||
+                   (atomic_load_explicit(&e->slow, memory_order_relaxed) &
+                    VF__SLOW_SHUTDOWN);
         bool skipped = shutdown;
         int status = shutdown ? VF_ESKIPPED : 0;
         vf__failure *f = NULL;
