@@ -137,8 +137,10 @@ class error : public std::runtime_error
  * "VF_EOPFAILED: op \"add\" failed: boom" when the op's code is
  * VF_EOPFAILED itself, "VF_EOPFAILED: op \"add\" failed with VF_ENODEV:
  * boom" for another VF_E* code, "... failed with code 5" for any other
- * value, "... an unnamed op failed ..." when it has no name; ": message"
- * only when there is one. detail() is the same without "VF_EOPFAILED: ".
+ * value (an op pushed without a name is named "op #N", its place in push
+ * order, as vf_error::op_name says; "... an unnamed op failed ..." only
+ * for a vf_error with no name at all); ": message" only when there is
+ * one. detail() is the same without "VF_EOPFAILED: ".
  */
 class op_failed : public error
 {

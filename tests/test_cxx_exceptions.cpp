@@ -295,6 +295,19 @@ TEST_KIND_CASE(what_texts, k)
     varflow::engine eng(k.cfg);
     CHECK_STR(what_of(eng, [] { throw std::runtime_error("boom"); }),
               "VF_EOPFAILED: op \"add\" failed: boom");
+    {
+        /* An op pushed without a name: the wait names it by its place. */
+        varflow::var a = eng.new_var();
+        eng.push({}, {a}, [] { throw std::runtime_error("boom"); });
+        std::string what = "(no exception)";
+        try {
+            eng.wait(a);
+        } catch (const varflow::op_failed &e) {
+            what = e.what();
+        }
+        CHECK(what.rfind("VF_EOPFAILED: op \"op #", 0) == 0);
+        CHECK(what.find("\" failed: boom") != std::string::npos);
+    }
     CHECK_STR(
         what_of(eng, [] { throw varflow::error(VF_ENODEV, "no device"); }),
         "VF_EOPFAILED: op \"add\" failed with VF_ENODEV: no device");
