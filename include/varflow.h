@@ -591,12 +591,14 @@ VF_API int vf_var_version(vf_engine *e, vf_var v, uint64_t *out);
  * pointer will do. Lifetime: the variable lives until the engine is
  * destroyed, or until vf_var_destroy() on it; the entry goes once that
  * delete has run. The address keeps the serial order across the destroy:
- * the next vf_var_of() of it returns a handle that is not the destroyed one
- * (which stays refused, VF_ESTALE) and whose ops run after every op of
- * the destroyed variable, its delete included, on every engine, running
- * or stopped. It is a fresh variable to the program (version 0, no
- * failure of the old one); until the delete has run it is the same queue
- * under a new handle (on a stopped engine, the same handle). A call racing
+ * the next vf_var_of() of it returns a new handle (the destroyed one
+ * stays refused, VF_ESTALE) whose ops run after every op of the destroyed
+ * variable, its delete included, on every engine, running or stopped. It
+ * is a fresh variable to the program (version 0, no failure of the old
+ * one); until the delete has run it is the same queue under the new
+ * handle. On a stopped engine, whose delete is still held, it is the
+ * same handle instead, accepted again from then on (the held delete runs
+ * at start, in order, and leaves the variable live). A call racing
  * with that destroy from another thread may return the destroyed handle.
  * Memory freed and reused at the same address keeps the address's
  * variable: ops on the new data come after those on the old (more order
