@@ -583,6 +583,8 @@ TEST_CASE(accessors)
                 "vf_profile_sort_parse(NULL)");
     expect_code(vf_profile_sort_parse("total", NULL), VF_EINVAL,
                 "vf_profile_sort_parse(name, NULL)");
+    CHECK(strstr(vf_error_detail(), "out is NULL") != NULL); /* not the
+                                                                column */
     expect_code(vf_profile_sort_parse("", &by), VF_EINVAL,
                 "vf_profile_sort_parse(\"\")");
 

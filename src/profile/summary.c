@@ -43,14 +43,17 @@ VF_API const char *vf_profile_sort_name(vf_profile_sort by)
 
 VF_API int vf_profile_sort_parse(const char *name, vf_profile_sort *out)
 {
-    for (int i = 0; name != NULL && out != NULL && i < NSORTS; i++) {
+    if (name == NULL || out == NULL)
+        return vf__fail(VF_EINVAL, "vf_profile_sort_parse: %s is NULL",
+                        name == NULL ? "name" : "out");
+    for (int i = 0; i < NSORTS; i++) {
         if (strcmp(name, sort_names[i]) == 0) {
             *out = (vf_profile_sort)i;
             return 0;
         }
     }
     return vf__fail(VF_EINVAL, "vf_profile_sort_parse: unknown column \"%s\"",
-                    name ? name : "(null)");
+                    name);
 }
 
 /* The column's name, never NULL (callers checked `by`). */
