@@ -465,4 +465,50 @@ TEST_CASE(fork_batch_opened_while_stopped)
     CHECK_OK(vf_engine_destroy(e));
 }
 
+/* --- the stats across a fork ------------------------------------------------
+ */
+
+/* A child's vf_engine_stats keeps what ran in the parent: the counts of
+ * the parent's workers, whose pools the child makes anew (found trying it
+ * as a user: a pooled or perdevice child said 0 of 100). */
+TEST_CASE(fork_keeps_stats)
+{
+    SKIP_UNDER_TSAN();
+    const vf_config cfgs[2] = {
+        {.type = VF_ENGINE_POOLED, .cpu_workers = 2},
+        {.type = VF_ENGINE_PERDEVICE, .cpu_workers = 2},
+    };
+    for (int k = 0; k < 2; k++) {
+        vf_engine *e = NULL;
+        CHECK_OK(vf_engine_create(&e, &cfgs[k]));
+        REQUIRE(e != NULL);
+        vf_var v[4];
+        for (int i = 0; i < 4; i++)
+            v[i] = tu_var(e);
+        for (int i = 0; i < 100; i++)
+            CHECK_OK(vf_engine_push(
+                e, &(vf_op){.fn = tu_nop, .writes = VF_VARS(v[i % 4])}));
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        vf_stats before;
+        CHECK_OK(vf_engine_stats(e, &before));
+        CHECK_EQ(before.ran, 100);
+        fflush(NULL);
+        pid_t pid = fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            vf_stats st;
+            int ok = vf_engine_stats(e, &st) == 0 && st.ran == 100 &&
+                     st.completed == 100;
+            ok = ok && vf_engine_destroy(e) == 0;
+            _exit(ok ? 0 : 1);
+        }
+        int status = 0;
+        REQUIRE(waitpid(pid, &status, 0) == pid);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            CHECK_REPORT_("%s: the child's stats lost the parent's ops",
+                          k ? "perdevice" : "pooled");
+        CHECK_OK(vf_engine_destroy(e));
+    }
+}
+
 TEST_MAIN("test_lifecycle_fork", 200)

@@ -100,11 +100,26 @@ static int start_pools(vf_engine *e, const vf__settings *s)
     return rc;
 }
 
+/* Move the counts of ops run by the workers of e's pools into the engine's
+ * own (the child's pools are made anew: vf_stats keeps what the parent
+ * ran). */
+static void fold_worker_counts(vf_engine *e)
+{
+    for (int p = 0; p < e->npools; p++)
+        for (int i = 0; i < e->pools[p].nworkers; i++) {
+            vf__worker *w = &e->pools[p].workers[i];
+            atomic_fetch_add(&e->ran, atomic_exchange(&w->ran, 0));
+            atomic_fetch_add(&e->failed, atomic_exchange(&w->failed, 0));
+            atomic_fetch_add(&e->skipped, atomic_exchange(&w->skipped, 0));
+        }
+}
+
 void vf__engine_rebuild_for_child(vf_engine *e)
 {
     /* The parent's threads do not exist here: the CPU pools are made anew
      * in place (ops point at them) with fork_child_workers each, then the
      * device pools after them. */
+    fold_worker_counts(e);
     int npools = e->npools;
     int cpu = e->priority_pool ? 2 : e->cpu_pool ? 1 : 0;
     for (int i = 0; i < cpu; i++)
