@@ -409,7 +409,10 @@ VF_API int vf_engine_destroy(vf_engine *e);
  * VF_ETIMEDOUT, whose detail names the async ops started and never
  * completed. The engine is then usable as before the call (a stopped
  * engine has been started), and may be destroyed again; calls other
- * threads made meanwhile got what they get during a destroy.
+ * threads made meanwhile got what they get during a destroy. The naive
+ * engine runs a stopped engine's held ops inside the start (on the
+ * calling thread, as it runs every op), so the timeout cannot cut one of
+ * them short: it counts from when they have run.
  */
 VF_API int vf_engine_destroy_timed(vf_engine *e, int64_t timeout_ms);
 
