@@ -901,6 +901,46 @@ static void refuse_path(const vf_config *cfg, const char *needle)
 
 /* Paths the profile could not be written to at destroy are refused at
  * create, from the struct and from VF_PROFILE. */
+/* An op's name is the program's bytes: one that is not UTF-8 is written
+ * into the JSON outputs with U+FFFD for each stray byte (JSON is UTF-8:
+ * strict parsers refused the whole file), and UTF-8 as it is (found trying
+ * the profiler as a user). */
+TEST_CASE(names_not_utf8)
+{
+    vf_engine *e = tu_engine(&tu_kinds[1]);
+    vf_var v = tu_var(e);
+    CHECK_OK(vf_profile_start(e));
+    const char *names[] = {"bad \xff\xfe name", "caf\xc3\xa9", "cut \xe2\x82",
+                           "overlong \xc0\xaf"};
+    for (int i = 0; i < 4; i++)
+        CHECK_OK(vf_engine_push(
+            e,
+            &(vf_op){.fn = count_fn, .writes = VF_VARS(v), .name = names[i]}));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    vf_profile *p = NULL;
+    CHECK_OK(vf_profile_take(e, &p));
+    tu_finish_engine(e);
+    REQUIRE(p != NULL);
+    const char *trace = path_in_dir("not_utf8.json");
+    CHECK_OK(vf_profile_write(p, trace, VF_PROFILE_CHROME_JSON));
+    char *text = tu_read_file(trace);
+    REQUIRE(text != NULL);
+    for (const unsigned char *c = (const unsigned char *)text; *c; c++)
+        if (*c == 0xff || *c == 0xfe || *c == 0xc0 ||
+            (*c == 0xe2 && c[1] == 0x82 && c[2] == '"')) {
+            CHECK_REPORT_("a stray byte %#x in the trace", *c);
+            break;
+        }
+    CHECK(strstr(text, "bad \\ufffd\\ufffd name") != NULL);
+    CHECK(strstr(text, "caf\xc3\xa9") != NULL);
+    CHECK(strstr(text, "overlong \\ufffd\\ufffd") != NULL);
+    cJSON *doc = parse_json(text, trace);
+    CHECK(doc != NULL);
+    cJSON_Delete(doc);
+    free(text);
+    vf_profile_destroy(p);
+}
+
 TEST_CASE(bad_paths)
 {
     tu_phase_limit("bad profile paths", 30);

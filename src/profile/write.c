@@ -132,17 +132,45 @@ int vf__prof_devices(const vf_profile *p, vf_device **out, size_t *n)
     return 0;
 }
 
+/* The length of the well-formed UTF-8 sequence at `s` (its first byte
+ * 0x80 or more), or 0: a stray continuation byte, a lead byte without its
+ * continuations, an overlong form, a surrogate, or past U+10FFFF (RFC
+ * 3629). */
+static int utf8_length(const unsigned char *s)
+{
+    unsigned char c = s[0];
+    int n = c >= 0xc2 && c <= 0xdf   ? 2
+            : c >= 0xe0 && c <= 0xef ? 3
+            : c >= 0xf0 && c <= 0xf4 ? 4
+                                     : 0;
+    for (int i = 1; i < n; i++)
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+    if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] > 0x9f) ||
+        (c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] > 0x8f))
+        return 0;
+    return n;
+}
+
 void vf__prof_json_string(FILE *f, const char *s, int html)
 {
     fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        unsigned char c = *p;
+        int n = 1;
         if (c == '"' || c == '\\')
             fprintf(f, "\\%c", c);
         else if (c < 0x20 || (html && (c == '<' || c == '>' || c == '&')))
             fprintf(f, "\\u%04x", c);
-        else
+        else if (c < 0x80)
             fputc(c, f);
+        else if ((n = utf8_length(p)) != 0)
+            fwrite(p, 1, (size_t)n, f);
+        else { /* not UTF-8 (a name is the program's bytes), as JSON is */
+            fputs("\\ufffd", f);
+            n = 1;
+        }
+        p += n;
     }
     fputc('"', f);
 }
