@@ -941,6 +941,36 @@ TEST_CASE(names_not_utf8)
     vf_profile_destroy(p);
 }
 
+static void async_now(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    (void)arg;
+    CHECK_OK(vf_completion_finish(done, 0, NULL));
+}
+
+/* An async op starts on the thread that made it ready (worker -1): its
+ * record says pool -1 too, "inline", not the CPU pool its push named
+ * (found trying the profiler as a user). */
+TEST_CASE(async_ops_inline)
+{
+    for (int k = 1; k < TU_NKINDS; k++) {
+        vf_engine *e = tu_engine(&tu_kinds[k]);
+        vf_var v = tu_var(e);
+        CHECK_OK(vf_profile_start(e));
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.async_fn = async_now, .writes = VF_VARS(v)}));
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        vf_profile *p = NULL;
+        CHECK_OK(vf_profile_take(e, &p));
+        tu_finish_engine(e);
+        REQUIRE(p != NULL && vf_profile_count(p) == 1);
+        const vf_profile_record *r = vf_profile_at(p, 0);
+        CHECK_EQ(r->worker, -1);
+        CHECK_EQ(r->pool, -1);
+        vf_profile_destroy(p);
+    }
+}
+
 TEST_CASE(bad_paths)
 {
     tu_phase_limit("bad profile paths", 30);

@@ -131,8 +131,11 @@ void vf__profiling_op_record(vf__op *op)
     vf__prof_op_finished(
         e->prof, op->prof,
         &(vf__prof_op_desc){.name = op->name,
-                            .pool = def->pool ? (int)(def->pool - e->pools)
-                                              : -1,
+                            /* An op routed inline (async, or the naive
+                             * engine's) runs on no pool's worker. */
+                            .pool = def->pool && !def->inline_run
+                                        ? (int)(def->pool - e->pools)
+                                        : -1,
                             .device = def->device,
                             .property = def->property,
                             .async = def->async,
