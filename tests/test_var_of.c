@@ -297,6 +297,42 @@ TEST_KIND_CASE(revived_var_starts_at_version_0, k)
     tu_finish_engine(e);
 }
 
+/* The same after a delete a stopped engine held and vf_var_of kept (the
+ * var went on under its handle): the next destroy's new var still starts
+ * at 0 while that destroy's delete waits. */
+TEST_KIND_CASE(revived_after_a_kept_delete, k)
+{
+    if (!k->threaded) /* the naive engine runs the delete in its push */
+        return;
+    vf_engine *e = tu_engine(k);
+    int x;
+    long cell = 0;
+    tu_gate g, hold;
+    tu_gate_init(&g);
+    tu_gate_init(&hold);
+    CHECK_OK(vf_engine_stop(e));
+    vf_var a = var_of(e, &x);
+    CHECK_OK(vf_var_destroy(e, a, NULL, NULL));
+    vf_var kept = var_of(e, &x); /* the delete is held: the same var */
+    CHECK_EQ(kept.id, a.id);
+    CHECK_OK(vf_engine_start(e));
+    push_digit(e, kept, fast_digit, &cell, 1, &g);
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    check_version(e, kept, 1);
+    CHECK_OK(vf_engine_push(
+        e,
+        &(vf_op){.fn = read_when_open, .arg = &hold, .reads = VF_VARS(kept)}));
+    CHECK_OK(vf_var_destroy(e, kept, NULL, NULL));
+    vf_var c = var_of(e, &x);
+    check_version(e, c, 0); /* kept's delete is still to run */
+    tu_gate_open(&hold);
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    check_version(e, c, 0);
+    tu_gate_destroy(&hold);
+    tu_gate_destroy(&g);
+    tu_finish_engine(e);
+}
+
 TEST_KIND_CASE(destroy_leaves_no_failure, k)
 {
     vf_engine *e = tu_engine(k);

@@ -71,7 +71,12 @@ static bool run_delete(vf__op *op, int worker, bool shutdown)
     vf__var *v = vf__dep_var(&op->deps[0]);
     vf__failure_unref(
         atomic_exchange_explicit(&v->failure, NULL, memory_order_acq_rel));
-    vf__var_delete_ran(v, (uint32_t)op->delete_gen);
+    /* A kept delete (vf_var_of revived its var while it was held) leaves
+     * its generation live: its var goes on, at version 0. */
+    if (op->def->kind == &vf__kind_delete)
+        vf__var_delete_ran(v, (uint32_t)op->delete_gen);
+    else
+        atomic_store_explicit(&v->version, 0, memory_order_relaxed);
     vf__running outer;
     vf__running_enter(&outer, op);
     if (op->free_fn)
