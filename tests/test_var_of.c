@@ -262,6 +262,25 @@ static int read_when_open(vf_run *run, void *arg)
     return 0;
 }
 
+/* Destroy `v`, the var of `addr`, while a reader of it holds its delete
+ * back: the var the address gets now is at version 0 at once and after
+ * the delete ran; returned. */
+static vf_var revive_behind_a_reader(vf_engine *e, const void *addr, vf_var v)
+{
+    tu_gate hold;
+    tu_gate_init(&hold);
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = read_when_open, .arg = &hold, .reads = VF_VARS(v)}));
+    CHECK_OK(vf_var_destroy(e, v, NULL, NULL));
+    vf_var now = var_of(e, addr);
+    check_version(e, now, 0); /* the old var's delete is still to run */
+    tu_gate_open(&hold);
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    check_version(e, now, 0);
+    tu_gate_destroy(&hold);
+    return now;
+}
+
 /* The var an address gets after a destroy whose delete has not run yet
  * (an op of the old var still holds it) is at version 0 at once, not at
  * the old var's count (found trying it as a user: it read the old one's
@@ -273,26 +292,17 @@ TEST_KIND_CASE(revived_var_starts_at_version_0, k)
     vf_engine *e = tu_engine(k);
     int x;
     long cell = 0;
-    tu_gate g, hold;
+    tu_gate g;
     tu_gate_init(&g);
-    tu_gate_init(&hold);
     vf_var a = var_of(e, &x);
     push_digit(e, a, fast_digit, &cell, 1, &g);
     CHECK_OK(vf_engine_wait_all(e, NULL));
     check_version(e, a, 1);
-    CHECK_OK(vf_engine_push(
-        e, &(vf_op){.fn = read_when_open, .arg = &hold, .reads = VF_VARS(a)}));
-    CHECK_OK(vf_var_destroy(e, a, NULL, NULL));
-    vf_var b = var_of(e, &x);
-    check_version(e, b, 0); /* the old var's delete is still to run */
-    tu_gate_open(&hold);
-    CHECK_OK(vf_engine_wait_all(e, NULL));
-    check_version(e, b, 0);
+    vf_var b = revive_behind_a_reader(e, &x, a);
     push_digit(e, b, fast_digit, &cell, 2, &g);
     CHECK_OK(vf_engine_wait_all(e, NULL));
     check_version(e, b, 1);
     CHECK_EQ(cell, 12);
-    tu_gate_destroy(&hold);
     tu_gate_destroy(&g);
     tu_finish_engine(e);
 }
@@ -307,9 +317,8 @@ TEST_KIND_CASE(revived_after_a_kept_delete, k)
     vf_engine *e = tu_engine(k);
     int x;
     long cell = 0;
-    tu_gate g, hold;
+    tu_gate g;
     tu_gate_init(&g);
-    tu_gate_init(&hold);
     CHECK_OK(vf_engine_stop(e));
     vf_var a = var_of(e, &x);
     CHECK_OK(vf_var_destroy(e, a, NULL, NULL));
@@ -319,16 +328,7 @@ TEST_KIND_CASE(revived_after_a_kept_delete, k)
     push_digit(e, kept, fast_digit, &cell, 1, &g);
     CHECK_OK(vf_engine_wait_all(e, NULL));
     check_version(e, kept, 1);
-    CHECK_OK(vf_engine_push(
-        e,
-        &(vf_op){.fn = read_when_open, .arg = &hold, .reads = VF_VARS(kept)}));
-    CHECK_OK(vf_var_destroy(e, kept, NULL, NULL));
-    vf_var c = var_of(e, &x);
-    check_version(e, c, 0); /* kept's delete is still to run */
-    tu_gate_open(&hold);
-    CHECK_OK(vf_engine_wait_all(e, NULL));
-    check_version(e, c, 0);
-    tu_gate_destroy(&hold);
+    revive_behind_a_reader(e, &x, kept);
     tu_gate_destroy(&g);
     tu_finish_engine(e);
 }
