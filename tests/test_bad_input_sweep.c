@@ -176,12 +176,35 @@ TEST_CASE(config)
         for (size_t i = 0; i < sizeof bad_counts / sizeof *bad_counts; i++)
             env_refused(count_vars[v], bad_counts[i],
                         &(vf_config){.type = VF_ENGINE_PERDEVICE});
-    /* 0 is out of range, but for VF_BULK_SIZE and VF_IDLE_SPIN_US (off). */
-    for (size_t v = 0; v < sizeof count_vars / sizeof *count_vars; v++)
-        if (strcmp(count_vars[v], "VF_BULK_SIZE") != 0 &&
-            strcmp(count_vars[v], "VF_IDLE_SPIN_US") != 0)
-            env_refused(count_vars[v], "0",
-                        &(vf_config){.type = VF_ENGINE_PERDEVICE});
+    /* 0 is out of range, but where it means none: VF_BULK_SIZE (off),
+     * VF_IDLE_SPIN_US (no spinning), VF_EMULATED_LATENCY_US (no latency,
+     * its default). */
+    for (size_t v = 0; v < sizeof count_vars / sizeof *count_vars; v++) {
+        const char *var = count_vars[v];
+        if (strcmp(var, "VF_BULK_SIZE") != 0 &&
+            strcmp(var, "VF_IDLE_SPIN_US") != 0 &&
+            strcmp(var, "VF_EMULATED_LATENCY_US") != 0) {
+            env_refused(var, "0", &(vf_config){.type = VF_ENGINE_PERDEVICE});
+            continue;
+        }
+        setenv(var, "0", 1);
+        accept(&(vf_config){.type = VF_ENGINE_PERDEVICE}, var);
+        unsetenv(var);
+    }
+    /* The range a refusal states is the one taken. */
+    setenv("VF_BULK_SIZE", "x", 1);
+    refuse(&pooled, "0 for none or 1..4096", "VF_BULK_SIZE=x: its range");
+    unsetenv("VF_BULK_SIZE");
+    setenv("VF_WORKER_STACK_KIB", "64", 1);
+    refuse(&pooled, "128..1048576", "VF_WORKER_STACK_KIB=64: its range");
+    unsetenv("VF_WORKER_STACK_KIB");
+    refuse(&(vf_config){.type = VF_ENGINE_POOLED, .worker_stack_kib = -1},
+           "128..1048576", "worker_stack_kib -1: its range");
+    refuse(&(vf_config){.type = VF_ENGINE_POOLED, .idle_spin_us = 100001},
+           "or -1 for none", "idle_spin_us 100001: its range");
+    setenv("VF_IDLE_SPIN_US", "100001", 1);
+    refuse(&pooled, "0 for none or 1..100000", "VF_IDLE_SPIN_US: its range");
+    unsetenv("VF_IDLE_SPIN_US");
     env_refused("VF_CPU_WORKER_NTHREADS", "1025",
                 &(vf_config){.type = VF_ENGINE_POOLED});
     env_refused("VF_BULK_SIZE", "4097", &pooled);

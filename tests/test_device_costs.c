@@ -10,17 +10,21 @@
  * piece of work on the stream (event times at least that far apart); 0
  * turns a cost off; an empty variable counts as unset; a malformed or
  * out-of-range value makes stream_create fail with VF_EINVAL naming the
- * variable and its value, and a push to the device then fails with that
- * detail. Last, an engine's device ops are still ordered right with every
- * cost on (a chain on two streams of one device, values checked).
+ * variable and its value, vf_engine_create refuses it so (as every VF_*
+ * setting), and a value made bad after the create fails the push that
+ * makes the device's streams, with that detail. Last, an engine's device ops
+ * are still ordered right with every cost on (a chain on two streams of one
+ * device, values checked).
  */
 #include "runner.h"
 
 #include "device/device.h"
 
 static const char *const cost_vars[] = {
-    "VF_EMULATED_LAUNCH_NS", "VF_EMULATED_RECORD_NS", "VF_EMULATED_WAIT_NS",
-    "VF_EMULATED_QUERY_NS", "VF_EMULATED_HOSTFN_NS"};
+    "VF_EMULATED_LAUNCH_NS",    "VF_EMULATED_RECORD_NS",
+    "VF_EMULATED_WAIT_NS",      "VF_EMULATED_QUERY_NS",
+    "VF_EMULATED_HOSTFN_NS",    "VF_EMULATED_GRAPH_LAUNCH_NS",
+    "VF_EMULATED_GRAPH_NODE_NS"};
 #define NCOSTS ((int)(sizeof cost_vars / sizeof cost_vars[0]))
 
 static void unset_costs(void)
@@ -215,18 +219,32 @@ TEST_CASE(bad_values_refused)
     unset_costs();
 }
 
-/* Through an engine: a push to a device whose streams cannot be made for a
- * bad value fails, and the detail names the variable. */
-TEST_CASE(bad_value_fails_the_push)
+/* Through an engine: vf_engine_create refuses a bad value, naming the
+ * variable and its value (it took the first emulated push to see it); one
+ * made bad after the create fails the push that makes the device's
+ * streams, with that detail. */
+TEST_CASE(bad_value_refused)
 {
+    const vf_config cfg = {.type = VF_ENGINE_PERDEVICE,
+                           .gpu_workers = 1,
+                           .gpu_copy_workers = 1,
+                           .gpu_priority_workers = 1};
+    for (int v = 0; v < NCOSTS; v++) {
+        unset_costs();
+        setenv(cost_vars[v], "fast", 1);
+        vf_engine *e = (vf_engine *)&e;
+        CHECK_ERR(vf_engine_create(&e, &cfg), VF_EINVAL);
+        CHECK(e == NULL);
+        const char *d = vf_error_detail();
+        if (strstr(d, cost_vars[v]) == NULL || strstr(d, "fast") == NULL)
+            CHECK_REPORT_("create: the detail '%s' does not name %s=\"fast\"",
+                          d, cost_vars[v]);
+    }
     unset_costs();
-    setenv("VF_EMULATED_RECORD_NS", "fast", 1);
     vf_engine *e = NULL;
-    CHECK_OK(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_PERDEVICE,
-                                               .gpu_workers = 1,
-                                               .gpu_copy_workers = 1,
-                                               .gpu_priority_workers = 1}));
+    CHECK_OK(vf_engine_create(&e, &cfg));
     REQUIRE(e != NULL);
+    setenv("VF_EMULATED_RECORD_NS", "fast", 1);
     vf_var v = tu_var(e);
     int rc = vf_engine_push(e, &(vf_op){.fn = tu_nop,
                                         .writes = VF_VARS(v),

@@ -12,6 +12,7 @@
 #include "base/engine_type.h"
 #include "base/error.h"
 #include "core/bulk.h"
+#include "device/device.h"
 #include "varflow_profile.h"
 
 static int online_cores(void)
@@ -51,17 +52,20 @@ static long long parse_count(const char *s, int max)
     return n;
 }
 
-/* A count in 1..max: the struct's when non-zero, else the variable's, else
- * `fallback`. */
+/* A count: the struct's `field` when non-zero, else the variable's, else
+ * `fallback`. The field must be in min..max; the variable too, or 0 where
+ * `var_zero` says it means "none" there (no bulking, no spinning, no
+ * latency), which a field of 0 cannot say. */
 static int count_setting(int field, const char *field_name, const char *var,
-                         int max, int fallback, int *out)
+                         int min, int max, bool var_zero, int fallback,
+                         int *out)
 {
-    if (field < 0 || field > max)
+    if (field != 0 && (field < min || field > max))
         return vf__fail(VF_EINVAL,
                         "vf_engine_create: config.%s = %d (must be "
-                        "1..%d, or 0 for the default)",
-                        field_name, field, max);
-    if (field > 0) {
+                        "%d..%d, or 0 for the default)",
+                        field_name, field, min, max);
+    if (field != 0) {
         *out = field;
         return 0;
     }
@@ -71,11 +75,11 @@ static int count_setting(int field, const char *field_name, const char *var,
         return 0;
     }
     long long n = parse_count(s, max);
-    if (n < 1)
+    if (n < 0 || (n < min && !(n == 0 && var_zero)))
         return vf__fail(VF_EINVAL,
                         "vf_engine_create: %s=\"%s\" (must be "
-                        "decimal digits only, 1..%d)",
-                        var, s, max);
+                        "decimal digits only, %s%d..%d)",
+                        var, s, var_zero ? "0 for none or " : "", min, max);
     *out = (int)n;
     return 0;
 }
@@ -239,20 +243,21 @@ int vf__config_resolve(const vf_config *config, vf__settings *out)
     int rc = engine_type(config->type, &out->type);
     if (rc == 0)
         rc = count_setting(config->cpu_workers, "cpu_workers",
-                           "VF_CPU_WORKER_NTHREADS", VF__MAX_WORKERS, cores,
-                           &out->cpu_workers);
+                           "VF_CPU_WORKER_NTHREADS", 1, VF__MAX_WORKERS, false,
+                           cores, &out->cpu_workers);
     if (rc == 0)
         rc = count_setting(config->cpu_priority_workers, "cpu_priority_workers",
-                           "VF_CPU_PRIORITY_NTHREADS", VF__MAX_WORKERS,
-                           cores < 4 ? cores : 4, &out->cpu_priority_workers);
+                           "VF_CPU_PRIORITY_NTHREADS", 1, VF__MAX_WORKERS,
+                           false, cores < 4 ? cores : 4,
+                           &out->cpu_priority_workers);
     int inflight = 0;
     if (rc == 0)
         rc = count_setting(config->max_inflight, "max_inflight",
-                           "VF_MAX_INFLIGHT", INT_MAX, 0, &inflight);
+                           "VF_MAX_INFLIGHT", 1, INT_MAX, false, 0, &inflight);
     out->max_inflight = (uint32_t)inflight;
     if (rc == 0)
         rc = count_setting(config->profile_max_records, "profile_max_records",
-                           "VF_PROFILE_MAX_RECORDS", INT_MAX, 1 << 20,
+                           "VF_PROFILE_MAX_RECORDS", 1, INT_MAX, false, 1 << 20,
                            &out->profile_max_records);
     out->profile_path = config->profile_path;
     if (out->profile_path == NULL) {
@@ -269,16 +274,16 @@ int vf__config_resolve(const vf_config *config, vf__settings *out)
         rc = flag_setting("VF_ENGINE_INFO", &out->engine_info);
     if (rc == 0)
         rc = count_setting(config->gpu_workers, "gpu_workers",
-                           "VF_GPU_WORKER_NTHREADS", VF__MAX_WORKERS, 2,
-                           &out->gpu_workers);
+                           "VF_GPU_WORKER_NTHREADS", 1, VF__MAX_WORKERS, false,
+                           2, &out->gpu_workers);
     if (rc == 0)
         rc = count_setting(config->gpu_copy_workers, "gpu_copy_workers",
-                           "VF_GPU_COPY_NTHREADS", VF__MAX_WORKERS, 2,
+                           "VF_GPU_COPY_NTHREADS", 1, VF__MAX_WORKERS, false, 2,
                            &out->gpu_copy_workers);
     if (rc == 0)
         rc = count_setting(config->gpu_priority_workers, "gpu_priority_workers",
-                           "VF_GPU_PRIORITY_NTHREADS", VF__MAX_WORKERS, 2,
-                           &out->gpu_priority_workers);
+                           "VF_GPU_PRIORITY_NTHREADS", 1, VF__MAX_WORKERS,
+                           false, 2, &out->gpu_priority_workers);
     out->device_sync = config->device_sync;
     if (rc == 0 && !out->device_sync)
         rc = flag_setting("VF_DEVICE_SYNC", &out->device_sync);
@@ -287,14 +292,18 @@ int vf__config_resolve(const vf_config *config, vf__settings *out)
     int latency_us = 0, mb_per_s = 0;
     if (rc == 0)
         rc = count_setting(config->emulated_latency_us, "emulated_latency_us",
-                           "VF_EMULATED_LATENCY_US", 10000000, 0, &latency_us);
+                           "VF_EMULATED_LATENCY_US", 1, 10000000, true, 0,
+                           &latency_us);
     if (rc == 0)
         rc = count_setting(config->emulated_mb_per_s, "emulated_mb_per_s",
-                           "VF_EMULATED_MB_PER_S", 1000000000, 0, &mb_per_s);
+                           "VF_EMULATED_MB_PER_S", 1, 1000000000, false, 0,
+                           &mb_per_s);
+    if (rc == 0)
+        rc = vf__emulated_costs_check();
     if (rc == 0)
         rc = count_setting(config->fork_child_workers, "fork_child_workers",
-                           "VF_FORK_CHILD_NTHREADS", VF__MAX_WORKERS, 1,
-                           &out->fork_child_workers);
+                           "VF_FORK_CHILD_NTHREADS", 1, VF__MAX_WORKERS, false,
+                           1, &out->fork_child_workers);
     out->help_on_wait = config->help_on_wait;
     if (rc == 0 && !out->help_on_wait)
         rc = flag_setting("VF_HELP_ON_WAIT", &out->help_on_wait);
@@ -302,39 +311,27 @@ int vf__config_resolve(const vf_config *config, vf__settings *out)
     if (rc == 0 && !out->run_at_push)
         rc = flag_setting("VF_RUN_AT_PUSH", &out->run_at_push);
     /* Bulking: VF_BULK_SIZE=0 says "off" in so many words. */
-    const char *bulk_env = getenv("VF_BULK_SIZE");
     out->bulk_size = 0;
-    if (rc == 0 && (config->bulk_size != 0 || bulk_env == NULL ||
-                    strcmp(bulk_env, "0") != 0))
-        rc = count_setting(config->bulk_size, "bulk_size", "VF_BULK_SIZE",
-                           VF__BULK_MAX, 0, &out->bulk_size);
+    if (rc == 0)
+        rc = count_setting(config->bulk_size, "bulk_size", "VF_BULK_SIZE", 1,
+                           VF__BULK_MAX, true, 0, &out->bulk_size);
     out->worker_stack_kib = 0;
     if (rc == 0)
         rc = count_setting(config->worker_stack_kib, "worker_stack_kib",
-                           "VF_WORKER_STACK_KIB", VF__MAX_WORKER_STACK_KIB, 0,
+                           "VF_WORKER_STACK_KIB", VF__MIN_WORKER_STACK_KIB,
+                           VF__MAX_WORKER_STACK_KIB, false, 0,
                            &out->worker_stack_kib);
-    if (rc == 0 && out->worker_stack_kib != 0 &&
-        out->worker_stack_kib < VF__MIN_WORKER_STACK_KIB)
-        rc = vf__fail(VF_EINVAL,
-                      "vf_engine_create: %s%d KiB is below the %d KiB a "
-                      "worker's stack needs at least",
-                      config->worker_stack_kib != 0
-                          ? "config.worker_stack_kib = "
-                          : "VF_WORKER_STACK_KIB=",
-                      out->worker_stack_kib, VF__MIN_WORKER_STACK_KIB);
     /* Idle spinning: -1 in the struct, 0 in the environment, is none. */
-    const char *spin_env = getenv("VF_IDLE_SPIN_US");
     out->idle_spin_us = 0;
-    if (rc == 0 && config->idle_spin_us < -1)
+    if (rc == 0 && (config->idle_spin_us < -1 ||
+                    config->idle_spin_us > VF__MAX_IDLE_SPIN_US))
         rc = vf__fail(VF_EINVAL,
                       "vf_engine_create: config.idle_spin_us = %d (must be "
                       "1..%d, 0 for the default, or -1 for none)",
                       config->idle_spin_us, VF__MAX_IDLE_SPIN_US);
-    if (rc == 0 && config->idle_spin_us != -1 &&
-        (config->idle_spin_us != 0 || spin_env == NULL ||
-         strcmp(spin_env, "0") != 0))
+    if (rc == 0 && config->idle_spin_us != -1)
         rc = count_setting(config->idle_spin_us, "idle_spin_us",
-                           "VF_IDLE_SPIN_US", VF__MAX_IDLE_SPIN_US,
+                           "VF_IDLE_SPIN_US", 1, VF__MAX_IDLE_SPIN_US, true,
                            VF__IDLE_SPIN_DEFAULT_US, &out->idle_spin_us);
     /* Pinning: the struct's string, else the environment's. */
     const char *affinity = config->cpu_affinity;

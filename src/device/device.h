@@ -176,6 +176,12 @@ typedef struct vf__device_class {
  * saying why and what to link. Never blocks; any thread. */
 const vf__device_class *vf__device_class_of(vf_device_type type);
 
+/* The emulated device's costs from the environment (VF_EMULATED_*_NS, see
+ * src/device/emulated.c): 0, or VF_EINVAL naming the variable and its
+ * value. vf_engine_create calls it so a bad value is refused at create,
+ * as every other VF_* setting is, not at the first emulated push. */
+int vf__emulated_costs_check(void);
+
 /* --- registration: the door for a class in a library of its own ----------
  *
  * The class struct is internal, so a device library must be the one built

@@ -235,6 +235,12 @@ static int read_costs(emu_costs *out)
     return 0;
 }
 
+int vf__emulated_costs_check(void)
+{
+    emu_costs costs;
+    return read_costs(&costs);
+}
+
 /* --- events ------------------------------------------------------------- */
 
 static int event_new(vf__event **out)
