@@ -282,16 +282,22 @@ typedef struct vf_config {
                                             events */
     int emulated_latency_us VF_ZERO_;  /**< VF_EMULATED_LATENCY_US, else 0:
                                             every piece of work on an emulated
-                                            stream takes at least this long */
-    int emulated_mb_per_s VF_ZERO_;    /**< VF_EMULATED_MB_PER_S, else
-                                            unlimited: copy bandwidth of an
-                                            emulated stream (bytes given to
-                                            vf_run_submit()) */
+                                            stream takes at least this long,
+                                            in microseconds, at most 10000000
+                                            (10 s) */
+    int emulated_mb_per_s VF_ZERO_;    /**< VF_EMULATED_MB_PER_S, else (or 0
+                                            there) unlimited: copy bandwidth
+                                            of an emulated stream (bytes given
+                                            to vf_run_submit()), in MB/s, at
+                                            most 1000000000 */
     /** @} */
     int fork_child_workers VF_ZERO_;   /**< VF_FORK_CHILD_NTHREADS, else 1:
                                             workers per CPU pool of the engine
-                                            in a forked child (which gets no
-                                            device pools) */
+                                            in a forked child; each device
+                                            pool gets one worker there (with
+                                            a new emulated stream; a CUDA
+                                            device cannot be used after fork:
+                                            its ops fail with VF_ENODEV) */
     int bulk_size VF_ZERO_;            /**< VF_BULK_SIZE, else 0 (off): the bulk
                                             size each pushing thread starts with
                                             (see vf_bulk_set_size()); at most

@@ -42,7 +42,14 @@ typedef struct vf_profile_record {
                                    as `op #<id>`, and a summary adds them up in
                                    one "(unnamed)" row); owned by the
                                    snapshot */
-    int pool;                 /**< 0 CPU pool, 1 CPU priority pool, -1 inline */
+    int pool;                 /**< the pool it was queued to: 0 the CPU
+                                   pool, 1 the CPU priority pool (per-device
+                                   engine), 2 and up a device's pools, in the
+                                   order they were made (see
+                                   vf_profile_worker_pool()); an op routed
+                                   inline (async, the naive engine's) runs
+                                   where it was made ready: its worker's
+                                   pool, or -1 on a thread of the program */
     int worker;               /**< as vf_run_worker(); -1 inline */
     vf_device device;         /**< the device it was pushed for */
     vf_property property;     /**< its vf_op.property */

@@ -177,13 +177,14 @@ TEST_CASE(config)
             env_refused(count_vars[v], bad_counts[i],
                         &(vf_config){.type = VF_ENGINE_PERDEVICE});
     /* 0 is out of range, but where it means none: VF_BULK_SIZE (off),
-     * VF_IDLE_SPIN_US (no spinning), VF_EMULATED_LATENCY_US (no latency,
-     * its default). */
+     * VF_IDLE_SPIN_US (no spinning), VF_EMULATED_LATENCY_US (no latency)
+     * and VF_EMULATED_MB_PER_S (no limit), their defaults. */
     for (size_t v = 0; v < sizeof count_vars / sizeof *count_vars; v++) {
         const char *var = count_vars[v];
         if (strcmp(var, "VF_BULK_SIZE") != 0 &&
             strcmp(var, "VF_IDLE_SPIN_US") != 0 &&
-            strcmp(var, "VF_EMULATED_LATENCY_US") != 0) {
+            strcmp(var, "VF_EMULATED_LATENCY_US") != 0 &&
+            strcmp(var, "VF_EMULATED_MB_PER_S") != 0) {
             env_refused(var, "0", &(vf_config){.type = VF_ENGINE_PERDEVICE});
             continue;
         }

@@ -717,6 +717,83 @@ TEST_CASE(first_of_two_failures)
     test_first_of_two("naive", &(vf_config){.type = VF_ENGINE_NAIVE});
 }
 
+/* A device op whose own function fails while the work it follows is still
+ * failing on the device is skipped, as the serial program skips it (rule
+ * 9): A's work fails after 100 ms; B's function (device, reads A's var)
+ * returns 7 on the host before that. Before, B counted as failed with its
+ * own 7, and C after it inherited that rather than A's. When A's work
+ * succeeds, B's own failure stands and C inherits it. */
+typedef struct own_fail {
+    int fail;
+    atomic_int fn_ran;
+    atomic_int done_status;
+} own_fail;
+
+static int own_fail_fn(vf_run *run, void *arg)
+{
+    own_fail *o = arg;
+    atomic_fetch_add(&o->fn_ran, 1);
+    vf_run_set_error(run, "its own check");
+    return o->fail;
+}
+
+static void own_fail_done(void *arg, int status)
+{
+    atomic_store(&((own_fail *)arg)->done_status, status);
+}
+
+static void test_own_failure_behind(const char *name, const vf_config *cfg)
+{
+    check_context_ = name;
+    vf_engine *e;
+    CHECK_OK(vf_engine_create(&e, cfg));
+    for (int a_fails = 1; a_fails >= 0; a_fails--) {
+        vf_var x = tu_var(e), y = tu_var(e), z = tu_var(e);
+        gop a = {.sleep_ms = 100, .fail = a_fails ? 11 : 0};
+        own_fail b = {.fail = 7};
+        gop c = {0};
+        push_g(e, &a, devices[0], (vf_var_list){0}, VF_VARS(x), "A");
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = own_fail_fn,
+                                            .arg = &b,
+                                            .done = own_fail_done,
+                                            .reads = VF_VARS(x),
+                                            .writes = VF_VARS(y),
+                                            .device = devices[0],
+                                            .name = "B"}));
+        push_g(e, &c, devices[1], VF_VARS(y), VF_VARS(z), "C");
+        vf_error err;
+        CHECK_ERR(vf_var_wait(e, z, &err), VF_EOPFAILED);
+        CHECK_EQ(err.code, a_fails ? 11 : 7);
+        CHECK(strcmp(err.op_name, a_fails ? "A" : "B") == 0);
+        CHECK_EQ(atomic_load(&b.done_status), a_fails ? VF_ESKIPPED : 7);
+        CHECK_EQ(atomic_load(&c.done_status), VF_ESKIPPED);
+        CHECK_EQ(atomic_load(&c.work_ran), 0);
+        uint64_t version = 99;
+        CHECK_OK(vf_var_version(e, y, &version));
+        CHECK_EQ(version, a_fails ? 0 : 1); /* a failed write ran */
+        CHECK_OK(vf_engine_wait_all(e, NULL)); /* each claimed above */
+    }
+    vf_stats st;
+    CHECK_OK(vf_engine_stats(e, &st));
+    CHECK_EQ(st.failed, 2); /* A, then B */
+    CHECK_EQ(st.skipped, 3);
+    CHECK_OK(vf_engine_destroy(e));
+    check_context_ = NULL;
+}
+
+TEST_CASE(own_failure_behind_failing_work)
+{
+    test_own_failure_behind(
+        "perdevice",
+        &(vf_config){.type = VF_ENGINE_PERDEVICE, .cpu_workers = 2});
+    test_own_failure_behind(
+        "pooled", &(vf_config){.type = VF_ENGINE_POOLED, .cpu_workers = 1});
+    test_own_failure_behind(
+        "device_sync",
+        &(vf_config){.type = VF_ENGINE_PERDEVICE, .device_sync = true});
+    test_own_failure_behind("naive", &(vf_config){.type = VF_ENGINE_NAIVE});
+}
+
 typedef struct waiter_arg {
     vf_engine *e;
     vf_var v;

@@ -948,9 +948,18 @@ static void async_now(vf_run *run, void *arg, vf_completion done)
     CHECK_OK(vf_completion_finish(done, 0, NULL));
 }
 
-/* An async op starts on the thread that made it ready (worker -1): its
- * record says pool -1 too, "inline", not the CPU pool its push named
- * (found trying the profiler as a user). */
+static int hold_gate(vf_run *run, void *arg)
+{
+    (void)run;
+    CHECK(tu_gate_wait(arg, TU_TIMEOUT));
+    return 0;
+}
+
+/* An async op starts on the thread that made it ready: made ready at its
+ * push, on the program's thread (worker -1, pool -1: "inline", not the CPU
+ * pool its push named); made ready by a worker's finish, on that worker,
+ * and its record names that worker's pool (found trying the profiler as a
+ * user: pool -1 with worker 1). */
 TEST_CASE(async_ops_inline)
 {
     for (int k = 1; k < TU_NKINDS; k++) {
@@ -960,13 +969,28 @@ TEST_CASE(async_ops_inline)
         CHECK_OK(vf_engine_push(
             e, &(vf_op){.async_fn = async_now, .writes = VF_VARS(v)}));
         CHECK_OK(vf_engine_wait_all(e, NULL));
+        tu_gate gate;
+        tu_gate_init(&gate);
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = hold_gate, .arg = &gate, .writes = VF_VARS(v)}));
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.async_fn = async_now, .writes = VF_VARS(v)}));
+        tu_gate_open(&gate);
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        tu_gate_destroy(&gate);
         vf_profile *p = NULL;
         CHECK_OK(vf_profile_take(e, &p));
         tu_finish_engine(e);
-        REQUIRE(p != NULL && vf_profile_count(p) == 1);
-        const vf_profile_record *r = vf_profile_at(p, 0);
-        CHECK_EQ(r->worker, -1);
-        CHECK_EQ(r->pool, -1);
+        REQUIRE(p != NULL && vf_profile_count(p) == 3);
+        const vf_profile_record *at_push = vf_profile_at(p, 0);
+        CHECK_EQ(at_push->worker, -1);
+        CHECK_EQ(at_push->pool, -1);
+        const vf_profile_record *held = vf_profile_at(p, 1);
+        const vf_profile_record *after = vf_profile_at(p, 2);
+        CHECK(held->worker >= 0);
+        CHECK_EQ(after->worker, held->worker); /* made ready by its finish */
+        CHECK_EQ(after->pool, held->pool);
+        CHECK_EQ(held->pool, 0);
         vf_profile_destroy(p);
     }
 }

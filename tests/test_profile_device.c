@@ -475,4 +475,45 @@ TEST_CASE(one_busy_stream_is_device_bound)
     tu_finish_engine(e);
 }
 
+/* A host op that reads what device work writes waits for that work before
+ * its function starts: the wait is not its run (PROFILING.md: waiting is
+ * not counted in an op's length). Before, its start was taken before the
+ * wait, and an empty op's record lasted as long as the device work. */
+static int empty_fn(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return 0;
+}
+
+TEST_CASE(host_wait_for_device_work_is_not_run_time)
+{
+    enum { LAT_US = 30000 };
+    vf_engine *e = device_engine(LAT_US);
+    vf_var x = tu_var(e);
+    CHECK_OK(vf_profile_start(e));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = op_device,
+                                        .writes = VF_VARS(x),
+                                        .device = {VF_DEVICE_EMULATED, 0},
+                                        .name = "kernel"}));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = empty_fn, .reads = VF_VARS(x), .name = "reader"}));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_OK(vf_profile_stop(e));
+    vf_profile *p = NULL;
+    CHECK_OK(vf_profile_take(e, &p));
+    REQUIRE(p != NULL);
+    REQUIRE(vf_profile_count(p) == 2);
+    const vf_profile_record *k = vf_profile_at(p, 0), *r = vf_profile_at(p, 1);
+    CHECK(strcmp(k->name, "kernel") == 0 && strcmp(r->name, "reader") == 0);
+    CHECK(k->device_end_ns - k->device_start_ns >= LAT_US * 1000ull);
+    if (r->start_ns < k->device_end_ns)
+        CHECK_REPORT_("reader started at %llu ns, before the device work it "
+                      "waited for ended (%llu ns)",
+                      (unsigned long long)r->start_ns,
+                      (unsigned long long)k->device_end_ns);
+    vf_profile_destroy(p);
+    tu_finish_engine(e);
+}
+
 TEST_MAIN("test_profile_device", 120)

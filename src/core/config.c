@@ -55,7 +55,7 @@ static long long parse_count(const char *s, int max)
 /* A count: the struct's `field` when non-zero, else the variable's, else
  * `fallback`. The field must be in min..max; the variable too, or 0 where
  * `var_zero` says it means "none" there (no bulking, no spinning, no
- * latency), which a field of 0 cannot say. */
+ * latency, no bandwidth limit), which a field of 0 cannot say. */
 static int count_setting(int field, const char *field_name, const char *var,
                          int min, int max, bool var_zero, int fallback,
                          int *out)
@@ -296,7 +296,7 @@ int vf__config_resolve(const vf_config *config, vf__settings *out)
                            &latency_us);
     if (rc == 0)
         rc = count_setting(config->emulated_mb_per_s, "emulated_mb_per_s",
-                           "VF_EMULATED_MB_PER_S", 1, 1000000000, false, 0,
+                           "VF_EMULATED_MB_PER_S", 1, 1000000000, true, 0,
                            &mb_per_s);
     if (rc == 0)
         rc = vf__emulated_costs_check();

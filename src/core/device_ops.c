@@ -209,6 +209,25 @@ static bool device_op_end(vf__op *op, const vf__device_class *cls,
     return true;
 }
 
+/* Its function returned a failure (op->failure, just recorded) while work
+ * it follows may still be on a device: had that work failed, the serial
+ * program would have skipped the op, never called it (rule 9). The host
+ * meets that work now (a failing op only: the common path never waits),
+ * and a failure the op inherits replaces its own, which is cleared as if
+ * reported (nobody saw it: it is not the op's). */
+static void own_failure_or_skip(vf__op *op)
+{
+    if (op->def->no_skip || op->nvars == 0)
+        return;
+    vf__fences_host_wait(op);
+    vf__failure *f = vf__exec_inherited_failure(op, NULL, 0, op->place, true);
+    if (f == NULL)
+        return;
+    vf__failure_log_retract(&vf__op_engine(op)->failures, op->failure,
+                            op->place);
+    vf__exec_op_skipped(op, f);
+}
+
 /* Its function on its stream (its worker's, or in the naive engine the
  * pushing thread's stream of its device), between the fences it waits for
  * and the one it leaves. True when it is done now (op->status and
@@ -247,7 +266,8 @@ static bool run_on_stream(vf__op *op, int worker)
         run.cls = d->cls;
         run.stream = s;
         run.item_refs = NULL;
-        vf__exec_call_fn(op, &run);
+        if (VF__UNLIKELY(vf__exec_call_fn(op, &run) != 0))
+            own_failure_or_skip(op);
         in_flight = device_op_end(op, d->cls, s);
     }
     return !in_flight;

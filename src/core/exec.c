@@ -160,8 +160,6 @@ static bool run_body(vf__op *op, int worker)
 {
     const vf__opdef *def = op->def;
     op->status = 0;
-    if (VF__UNLIKELY(op->hooks))
-        vf__profiling_op_start(op, worker);
     /* An engine with devices: a host-side op first meets the device work
      * its vars wait for (device_ops.h); then the vars it writes take over
      * their fences' failures, before anything of its own is written. A
@@ -173,6 +171,10 @@ static bool run_body(vf__op *op, int worker)
         vf__fences_host_wait(op);
         vf__fences_clear_written(op);
     }
+    /* Its run starts now: the wait for device work above is waiting, which
+     * a profile does not count in the op's length (PROFILING.md). */
+    if (VF__UNLIKELY(op->hooks))
+        vf__profiling_op_start(op, worker);
     /* The other kinds run their own bodies (op.h). */
     if (VF__UNLIKELY(def->kind->run != NULL))
         return def->kind->run(op, worker, slow & VF__SLOW_SHUTDOWN);

@@ -140,6 +140,34 @@ vf__failure *vf__failure_log_record(vf__failure_log *log, int code,
     return f;
 }
 
+void vf__failure_log_retract(vf__failure_log *log, vf__failure *f,
+                             uint64_t place)
+{
+    if (f == NULL)
+        return;
+    bool unlisted = false;
+    pthread_mutex_lock(&log->lock);
+    vf__failure *prev = NULL;
+    for (vf__failure *g = log->head; f->place == place && g != NULL;
+         prev = g, g = g->next) {
+        if (g != f)
+            continue;
+        if (prev != NULL)
+            prev->next = f->next;
+        else
+            log->head = f->next;
+        if (log->tail == f)
+            log->tail = prev;
+        f->next = NULL;
+        unlisted = true;
+        break;
+    }
+    pthread_mutex_unlock(&log->lock);
+    if (unlisted)
+        vf__failure_unref(f); /* the log's */
+    vf__failure_unref(f);     /* the caller's */
+}
+
 bool vf__failure_log_report(vf__failure_log *log, uint64_t place, vf_error *err)
 {
     /* Unlink the records up to `place` under the lock; report and clear

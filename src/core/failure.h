@@ -164,6 +164,16 @@ vf__failure *vf__failure_log_record(vf__failure_log *log, int code,
                                     uint64_t place, vf__family *up);
 
 /*
+ * Take back the failure just recorded for the op at `place`, which turned
+ * out not to be the op's (it inherited an earlier one: device_ops.c):
+ * unlisted, so no wait reports it, and the caller's reference dropped. A
+ * record that joined another op's failure (out of reserve) stays listed.
+ * Takes the log lock.
+ */
+void vf__failure_log_retract(vf__failure_log *log, vf__failure *f,
+                             uint64_t place);
+
+/*
  * wait_all's report at `place` (every op up to it has finished): the
  * record first in push order among those listed up to `place` that no
  * wait reported yet is copied to `*err` (when not NULL) and the call

@@ -123,23 +123,37 @@ void vf__profiling_op_end(vf__op *op)
         info(op, "complete", vf__this_worker() ? vf__this_worker()->index : -1);
 }
 
+/* The pool of the worker with index `worker`, -1 for none. */
+static int pool_of_worker(vf_engine *e, int worker)
+{
+    int npools = atomic_load_explicit(&e->npools, memory_order_acquire);
+    for (int i = 0; worker >= 0 && i < npools; i++) {
+        const vf__pool *pool = &e->pools[i];
+        if (pool->nworkers > 0 && worker >= pool->workers[0].index &&
+            worker < pool->workers[0].index + pool->nworkers)
+            return i;
+    }
+    return -1;
+}
+
 /* The profiler's record of a finished op (out of line: rarely on). */
 void vf__profiling_op_record(vf__op *op)
 {
     const vf__opdef *def = op->def;
     vf_engine *e = vf__op_engine(op);
-    vf__prof_op_finished(
-        e->prof, op->prof,
-        &(vf__prof_op_desc){.name = op->name,
-                            /* An op routed inline (async, or the naive
-                             * engine's) runs on no pool's worker. */
-                            .pool = def->pool && !def->inline_run
-                                        ? (int)(def->pool - e->pools)
-                                        : -1,
-                            .device = def->device,
-                            .property = def->property,
-                            .async = def->async,
-                            .status = op->status});
+    /* An op routed inline (async, or the naive engine's) runs where it
+     * was made ready: on a worker (of that worker's pool), or on a thread
+     * of the program (-1). */
+    int pool = !def->inline_run && def->pool != NULL
+                   ? (int)(def->pool - e->pools)
+                   : pool_of_worker(e, op->prof->worker);
+    vf__prof_op_finished(e->prof, op->prof,
+                         &(vf__prof_op_desc){.name = op->name,
+                                             .pool = pool,
+                                             .device = def->device,
+                                             .property = def->property,
+                                             .async = def->async,
+                                             .status = op->status});
     op->hooks &= (uint8_t)~VF__HOOK_PROF;
     op->prof = NULL; /* freed by the profiler */
 }
