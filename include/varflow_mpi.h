@@ -71,6 +71,16 @@
 #ifndef VARFLOW_MPI_H
 #define VARFLOW_MPI_H
 
+/* MPI's C API only: a C++ program would otherwise get the deprecated MPI
+ * C++ bindings of Open MPI and MPICH from <mpi.h>, whose library neither
+ * varflow::mpi nor varflow-mpi.pc links (undefined MPI::Comm::Comm()).
+ * A program that wants them includes <mpi.h> first and links them. */
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
 #include <mpi.h>
 
 #include <varflow.h>
