@@ -552,7 +552,11 @@ inline const char dropped_message[] =
  * Destroyed uncalled, it fails the op ("varflow::completion destroyed
  * before it was called"), so a forgotten completion cannot hang a wait;
  * destroyed by an exception the callable threw, the op fails with that
- * exception's message instead.
+ * exception's message instead. One kept beyond the op must be called or
+ * destroyed before its engine is: the engine's destructor waits for every
+ * async op, so a completion declared before the engine (destroyed after
+ * it) leaves that destructor waiting for ever (vf_engine_destroy() says on
+ * stderr every 2 s which op it waits for).
  */
 class completion
 {
@@ -988,7 +992,7 @@ class var
     /** The handle; throws when the var names none (see above). */
     vf_var handle() const
     {
-        if (state_ != state::owned && state_ != state::removed)
+        if (unusable() != nullptr)
             throw_unusable();
         return v_;
     }
@@ -1046,6 +1050,7 @@ class var
     }
 
   private:
+    friend class engine_ref; /* the std::nothrow waits */
     enum class state : unsigned char {
         empty,      /**< default-constructed */
         owned,      /**< deleted by the destructor */
@@ -1053,16 +1058,21 @@ class var
         moved_from, /**< its handle went to another var */
         released    /* its handle went to the caller */
     };
+    /* Why handle() throws, or nullptr when it names a variable. */
+    const char *unusable() const noexcept
+    {
+        return state_ == state::owned || state_ == state::removed ? nullptr
+               : state_ == state::moved_from
+                   ? "varflow::var: used after it was moved from"
+               : state_ == state::released
+                   ? "varflow::var: used after release() gave its "
+                     "handle away"
+                   : "varflow::var: empty (default-constructed: it "
+                     "names no variable)";
+    }
     [[noreturn]] void throw_unusable() const
     {
-        throw error(VF_EINVAL,
-                    state_ == state::moved_from
-                        ? "varflow::var: used after it was moved from"
-                    : state_ == state::released
-                        ? "varflow::var: used after release() gave its "
-                          "handle away"
-                        : "varflow::var: empty (default-constructed: it "
-                          "names no variable)");
+        throw error(VF_EINVAL, unusable());
     }
     void reset() noexcept
     {
@@ -1511,6 +1521,16 @@ class engine_ref
         vf_error err{};
         return wait_result_of(vf_var_wait(e_, v, &err), err);
     }
+    /** The same for a varflow::var: one that names no variable (moved from,
+     * released, default-constructed) is reported as VF_EINVAL in the
+     * result, as every error of a std::nothrow wait is, not thrown (the
+     * conversion to vf_var would throw before the call). */
+    wait_result wait(const var &v, const std::nothrow_t &nt) const noexcept
+    {
+        if (const char *why = v.unusable())
+            return refused(why);
+        return wait(v.v_, nt);
+    }
     /** Wait for every pushed op (vf_engine_wait_all()); errors as wait(). */
     void wait_all() const
     {
@@ -1547,6 +1567,15 @@ class engine_ref
         vf_error err{};
         return wait_result_of(
             vf_var_wait_timed(e_, v, detail::timeout_ms(timeout), &err), err);
+    }
+    template <class Rep, class Period>
+    wait_result wait_for(const var &v,
+                         std::chrono::duration<Rep, Period> timeout,
+                         const std::nothrow_t &nt) const noexcept
+    {
+        if (const char *why = v.unusable())
+            return refused(why);
+        return wait_for(v.v_, timeout, nt);
     }
     template <class Rep, class Period>
     void wait_all_for(std::chrono::duration<Rep, Period> timeout) const
@@ -1673,6 +1702,14 @@ class engine_ref
             throw op_failed(err);
         check(rc);
     }
+    /* A std::nothrow wait refused before the call: VF_EINVAL, `why`. */
+    static wait_result refused(const char *why) noexcept
+    {
+        vf_error err{};
+        err.code = VF_EINVAL;
+        std::snprintf(err.message, sizeof err.message, "%s", why);
+        return wait_result(VF_EINVAL, err);
+    }
     wait_result wait_result_of(int rc, vf_error &err) const noexcept
     {
         if (rc != 0 && rc != VF_EOPFAILED) {
@@ -1728,11 +1765,12 @@ class engine : public engine_ref
             vf_engine_destroy(e_);
     }
 
-    /** Destroy it now, throwing what vf_engine_destroy() returns. */
+    /** Destroy it now, throwing what vf_engine_destroy() returns; on an
+     * engine moved from, released or destroyed, VF_EINVAL as every call. */
     void destroy()
     {
         if (e_ == nullptr)
-            return;
+            throw error(VF_EINVAL, detail::no_engine);
         detail::check(vf_engine_destroy(e_)); // refused: still ours
         e_ = nullptr;
     }

@@ -36,6 +36,7 @@ typedef struct ctx {
     int bval, cval;
     atomic_int ran_b, ran_c, ran_s;
     int rc1, rc2, rc3;
+    char detail1[256], detail2[256]; /* what rc1, rc2 came with */
     tu_gate go;
     bool use_gate;
     atomic_int p_rc, q_rc;
@@ -168,9 +169,19 @@ static int self_wait(vf_run *run, void *arg)
     ctx *c = arg;
     vf_engine *e = vf_run_engine(run);
     c->rc1 = vf_var_wait(e, c->a, NULL); /* writes a itself */
+    snprintf(c->detail1, sizeof c->detail1, "%s", vf_error_detail());
     c->rc2 = vf_engine_wait_all(e, NULL);
+    snprintf(c->detail2, sizeof c->detail2, "%s", vf_error_detail());
     c->rc3 = vf_var_wait(e, c->b, NULL); /* reads and writes b */
     return 0;
+}
+
+/* The detail names an unnamed op as its failure would: op #<place>. */
+static void check_names_op(const char *detail)
+{
+    if (strstr(detail, "op #") == NULL || strstr(detail, "op \"\"") != NULL)
+        CHECK_REPORT_("detail '%s' does not name the unnamed op as op #N",
+                      detail);
 }
 
 TEST_KIND_CASE(self_waits, k)
@@ -189,6 +200,8 @@ TEST_KIND_CASE(self_waits, k)
     CHECK_ERR(c.rc1, VF_EDEADLK);
     CHECK_ERR(c.rc2, VF_EDEADLK);
     CHECK_ERR(c.rc3, VF_EDEADLK);
+    check_names_op(c.detail1);
+    check_names_op(c.detail2);
     tu_finish_engine(e);
 }
 

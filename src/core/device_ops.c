@@ -38,12 +38,14 @@ void vf__devrun_free(vf__op *op)
 static int device_op_begin(vf__op *op, const vf__device_class *cls,
                            vf__stream *s)
 {
+    char label[VF__OP_LABEL_MAX];
     const vf__opdef *def = op->def;
     vf_engine *e = vf__op_engine(op);
     int cap = op->nvars * (1 + VF__VAR_READ_FENCES);
     vf__devrun *d = vf__malloc(sizeof *d + (size_t)cap * sizeof d->inputs[0]);
     if (d == NULL)
-        return vf__fail(VF_ENOMEM, "device op \"%s\": out of memory", op->name);
+        return vf__fail(VF_ENOMEM, "device %s: out of memory",
+                        vf__op_label(op->name, op->place, label));
     d->cls = cls;
     d->graph = NULL;
     d->graph_end = NULL;
@@ -169,6 +171,7 @@ static void device_outcome(vf__op *op, const vf__event_status *st)
 static bool device_op_end(vf__op *op, const vf__device_class *cls,
                           vf__stream *s)
 {
+    char label[VF__OP_LABEL_MAX];
     vf_engine *e = vf__op_engine(op);
     const vf__opdef *def = op->def;
     vf__event *ev = NULL;
@@ -176,7 +179,8 @@ static bool device_op_end(vf__op *op, const vf__device_class *cls,
     int rrc = cls->record(s, &ev);
     if (rrc == 0 && (f = vf__calloc(1, sizeof *f)) == NULL) {
         cls->event_release(ev);
-        rrc = vf__fail(VF_ENOMEM, "device op \"%s\": out of memory", op->name);
+        rrc = vf__fail(VF_ENOMEM, "device %s: out of memory",
+                       vf__op_label(op->name, op->place, label));
     }
     if (rrc != 0 || e->dev.sync || def->pool == NULL) {
         /* Synchronous: wait for the work here (or, when no event could be
@@ -235,6 +239,7 @@ static void own_failure_or_skip(vf__op *op)
  * follows). */
 static bool run_on_stream(vf__op *op, int worker)
 {
+    char label[VF__OP_LABEL_MAX];
     const vf__opdef *def = op->def;
     vf__devctx *d = def->devctx;
     vf__stream *s = NULL;
@@ -243,16 +248,17 @@ static bool run_on_stream(vf__op *op, int worker)
                  : vf__device_thread_stream(vf__op_engine(op), d, &s);
     if (rc == 0 && s == NULL) /* in a forked child, a device it lost */
         rc = vf__fail(VF_ENODEV,
-                      "device op \"%s\": %s device %d cannot be "
+                      "device %s: %s device %d cannot be "
                       "used in this forked child",
-                      op->name, d->cls->name, d->dev.id);
+                      vf__op_label(op->name, op->place, label), d->cls->name,
+                      d->dev.id);
     else if (rc == 0 && VF__UNLIKELY(s == vf__devgraph_recording))
         rc = vf__fail(VF_EINVAL,
-                      "device op \"%s\": pushed from inside a function "
+                      "device %s: pushed from inside a function "
                       "being recorded for a device replay, it would run "
                       "on the stream being recorded (vf_graph_device_replay: "
                       "a recorded function only submits work)",
-                      op->name);
+                      vf__op_label(op->name, op->place, label));
     if (rc == 0)
         rc = device_op_begin(op, d->cls, s);
     bool in_flight = false;

@@ -700,6 +700,7 @@ static uint32_t nodes_launched(vf__graph_inst *in, const devseg *sg,
                                vf__devinst *di, vf__stream *s, uint32_t m,
                                bool sync)
 {
+    char label[VF__OP_LABEL_MAX];
     const vf_graph *g = in->g;
     const vf__devplan *dp = g->devplan;
     const vf__device_class *cls = g->device->cls;
@@ -723,8 +724,8 @@ static uint32_t nodes_launched(vf__graph_inst *in, const devseg *sg,
             di->events[l] = NULL;
             di->nfence[l] = NULL;
             lost_work(in, op,
-                      vf__fail(VF_ENOMEM, "device op \"%s\": out of memory",
-                               op->name));
+                      vf__fail(VF_ENOMEM, "device %s: out of memory",
+                               vf__op_label(op->name, op->place, label)));
             if (l == m - 1 && rf != NULL) { /* nobody to resolve it */
                 cls->event_wait(rf->ev, NULL);
                 atomic_store_explicit(&rf->resolved, true,

@@ -1,6 +1,8 @@
 /* op.c: op blocks, var sets in normal form, op definitions (see op.h). */
 #include "core/op.h"
 
+#include <inttypes.h>
+
 #include <stdio.h>
 #include <string.h>
 
@@ -192,6 +194,18 @@ static const char *op_words(const char *name, char *buf, size_t size)
     if (name == NULL || *name == '\0')
         return "an unnamed op";
     snprintf(buf, size, "op \"%s\"", name);
+    return buf;
+}
+
+const char *vf__op_label(const char *name, uint64_t place,
+                         char buf[VF__OP_LABEL_MAX])
+{
+    if (name != NULL && *name != '\0')
+        snprintf(buf, VF__OP_LABEL_MAX, "op \"%s\"", name);
+    else if (place != 0)
+        snprintf(buf, VF__OP_LABEL_MAX, "op #%" PRIu64, place);
+    else
+        snprintf(buf, VF__OP_LABEL_MAX, "an unnamed op");
     return buf;
 }
 
@@ -388,12 +402,12 @@ static int route(vf_engine *e, const char *who, const vf_op *op,
                  vf__pool **pool)
 {
     if (op->device.type != VF_DEVICE_CPU) {
+        char buf[VF__OP_LABEL_MAX];
         if (op->async_fn != NULL)
             return vf__fail(VF_ENOTSUP,
-                            "%s: op \"%s\" on a device must "
-                            "be a sync fn (it puts its work on "
-                            "its stream: vf_run_submit)",
-                            who, op->name ? op->name : "");
+                            "%s: %s on a device must be a sync fn (it puts "
+                            "its work on its stream: vf_run_submit)",
+                            who, op_words(op->name, buf, sizeof buf));
         return vf__device_route(e, who, op->device, op->property, pool);
     }
     if (op->device.id != 0)
@@ -422,13 +436,13 @@ static int route(vf_engine *e, const char *who, const vf_op *op,
 int vf__opdef_fill(vf_engine *e, const char *who, const vf_op *op,
                    vf__opdef *def)
 {
+    char buf[VF__OP_LABEL_MAX];
     if (op == NULL)
         return vf__fail(VF_EINVAL, "%s: op is NULL", who);
     if ((op->fn == NULL) == (op->async_fn == NULL))
         return vf__fail(VF_EINVAL,
-                        "%s: set exactly one of fn and async_fn "
-                        "(op \"%s\")",
-                        who, op->name ? op->name : "");
+                        "%s: set exactly one of fn and async_fn (%s)", who,
+                        op_words(op->name, buf, sizeof buf));
     vf__pool *pool = NULL;
     int rc = route(e, who, op, &pool);
     if (rc != 0)

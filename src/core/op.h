@@ -517,6 +517,13 @@ int vf__varset_build(vf_engine *e, const char *who, vf_var_list reads,
                      vf_var_list writes, vf__varref *out, int cap,
                      vf__varref **heap);
 
+/* How a detail names an op that was pushed: op "name", or, unnamed,
+ * op #<place> as its failure's op_name does (failure.c); "an unnamed op"
+ * while it has no place. Written into `buf`, which it returns. */
+#define VF__OP_LABEL_MAX 96
+const char *vf__op_label(const char *name, uint64_t place,
+                         char buf[VF__OP_LABEL_MAX]);
+
 /*
  * A push refused because a var of its op was deleted after its handle
  * resolved (its delete was pushed, not yet run): VF_ESTALE with a detail

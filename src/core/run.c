@@ -62,14 +62,18 @@ VF_API void *vf_run_stream(const vf_run *run)
 
 VF_API int vf_run_submit(vf_run *run, vf_device_fn fn, void *arg, size_t bytes)
 {
+    char label[VF__OP_LABEL_MAX];
     if (run == NULL || fn == NULL)
         return vf__fail(VF_EINVAL, "vf_run_submit: %s is NULL",
                         run ? "fn" : "run");
     if (run->stream == NULL)
-        return vf__fail(VF_EINVAL,
-                        "vf_run_submit: op \"%s\" is not a "
-                        "device op (it has no stream)",
-                        run->name);
+        return vf__fail(
+            VF_EINVAL,
+            "vf_run_submit: %s is not a device op (it has no "
+            "stream)",
+            vf__op_label(run->name,
+                         run->item_refs != NULL ? run->place : run->op->place,
+                         label));
     return run->cls->submit(run->stream, fn, arg, bytes);
 }
 

@@ -435,20 +435,21 @@ static bool op_writes(const vf__op *op, const vf__var *v)
 static int refuse_own_write(const vf__op *cur, const vf__var *v, uint32_t gen,
                             const char *who)
 {
+    char label[VF__OP_LABEL_MAX];
     if (op_writes(cur, v))
         return vf__fail(VF_EDEADLK,
-                        "%s: op \"%s\" waits on a variable it "
-                        "writes itself",
-                        who, cur->name);
+                        "%s: %s waits on a variable it writes itself", who,
+                        vf__op_label(cur->name, cur->place, label));
     int level = VF__UNLIKELY(cur->up != NULL)
                     ? vf__family_writes(cur->up, v, gen)
                     : 0;
     if (level != 0)
         return vf__fail(VF_EDEADLK,
-                        "%s: op \"%s\" waits on a variable that an op "
+                        "%s: %s waits on a variable that an op "
                         "it was pushed from (%d level%s up) writes, which "
                         "cannot finish before it",
-                        who, cur->name, level, level == 1 ? "" : "s");
+                        who, vf__op_label(cur->name, cur->place, label), level,
+                        level == 1 ? "" : "s");
     return 0;
 }
 
@@ -527,6 +528,7 @@ static vf__op *marker_given_up(vf__var *v)
 static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
                     const char *who)
 {
+    char label[VF__OP_LABEL_MAX];
     clear_error(err);
     int refused = vf__graph_refuse(e, who);
     if (refused != 0)
@@ -641,9 +643,9 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
         rc = VF_EOPFAILED;
     } else if (rc == VF_EDEADLK) {
         vf__fail(rc,
-                 "%s: the wait can never finish (op \"%s\" would wait "
-                 "for ops that wait for it)",
-                 who, cur->name);
+                 "%s: the wait can never finish (%s would wait for ops that "
+                 "wait for it)",
+                 who, vf__op_label(cur->name, cur->place, label));
     } else if (rc == VF_ETIMEDOUT) {
         timed_out(e, who, timeout_ms);
     }
@@ -729,6 +731,7 @@ static void children_given_up(vf_engine *e, vf__family *f)
 static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
                          const char *who)
 {
+    char label[VF__OP_LABEL_MAX];
     clear_error(err);
     if (run == NULL)
         return vf__fail(VF_EINVAL, "%s: run is NULL", who);
@@ -755,9 +758,9 @@ static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
     if (rc == VF_EDEADLK) {
         children_given_up(e, f);
         return vf__fail(rc,
-                        "%s: the wait can never finish (op \"%s\" would "
+                        "%s: the wait can never finish (%s would "
                         "wait for ops that wait for it)",
-                        who, cur->name);
+                        who, vf__op_label(cur->name, cur->place, label));
     }
     if (rc == VF_ETIMEDOUT)
         return timed_out(e, who, timeout_ms);
@@ -853,6 +856,7 @@ int vf__wait_drain(vf_engine *e, const vf__deadline *until)
 static int wait_all(vf_engine *e, int64_t timeout_ms, vf_error *err,
                     const char *who)
 {
+    char label[VF__OP_LABEL_MAX];
     clear_error(err);
     int refused = vf__graph_refuse(e, who);
     if (refused != 0)
@@ -862,9 +866,8 @@ static int wait_all(vf_engine *e, int64_t timeout_ms, vf_error *err,
     vf__op *cur = vf__current_op();
     if (cur != NULL && vf__op_engine(cur) == e)
         return vf__fail(VF_EDEADLK,
-                        "%s: called inside op \"%s\", which "
-                        "would wait for itself",
-                        who, cur->name);
+                        "%s: called inside %s, which would wait for itself",
+                        who, vf__op_label(cur->name, cur->place, label));
     int held = vf__lifecycle_check_waitable(e, who);
     if (held != 0)
         return held;

@@ -12,6 +12,7 @@
  * 64-bit words, inline for up to 64 ranks.
  */
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -137,57 +138,59 @@ static int var_make(vf__mpi *ctx, void *ptr, size_t size, int owner,
     return 0;
 }
 
+/* A new variable's arguments; `index` names it in the message, -1 for a
+ * variable made alone (vf_mpi_var_create). */
 static int check_new(const vf__mpi *ctx, const char *caller, size_t size,
                      int owner, const void *ptr, int index)
 {
+    char which[48] = "";
+    if (index >= 0)
+        snprintf(which, sizeof which, " of variable %d", index);
     if (size == 0 || size > INT_MAX - sizeof(vf__mpi_header))
         return vf__mpi_error(VF_EINVAL,
-                             "%s: size %zu (must be 1 to %zu bytes: one MPI "
-                             "message)",
-                             caller, size,
+                             "%s: size %zu%s (must be 1 to %zu bytes: one "
+                             "MPI message)",
+                             caller, size, which,
                              (size_t)INT_MAX - sizeof(vf__mpi_header));
     if (owner < 0 || owner >= ctx->size)
         return vf__mpi_error(VF_EINVAL,
-                             "%s: owner %d of variable %d is not "
-                             "a rank (0 to %d)",
-                             caller, owner, index, ctx->size - 1);
+                             "%s: owner %d%s is not a rank (0 to %d)", caller,
+                             owner, which, ctx->size - 1);
     if (owner == ctx->rank && ptr == NULL)
-        return vf__mpi_error(VF_EINVAL,
-                             "%s: ptr of variable %d is NULL on "
-                             "its owner",
-                             caller, index);
+        return vf__mpi_error(VF_EINVAL, "%s: ptr%s is NULL on its owner",
+                             caller, which);
     return 0;
 }
 
-VF_API int vf_mpi_vars_create(vf_engine *e, vf_var *out, int count,
-                              void *const *ptrs, size_t size, vf_mpi_map_fn map,
-                              void *map_arg)
+/* vf_mpi_vars_create, or vf_mpi_var_create (`who`; `one`: its messages
+ * name no variable index). */
+static int vars_create(vf_engine *e, const char *who, bool one, vf_var *out,
+                       int count, void *const *ptrs, size_t size,
+                       vf_mpi_map_fn map, void *map_arg)
 {
-    vf__mpi *ctx = vf__mpi_of(e, "vf_mpi_vars_create");
+    vf__mpi *ctx = vf__mpi_of(e, who);
     if (ctx == NULL)
         return VF_EINVAL;
     /* From inside an op: refused before the arguments, which may differ
      * (an op's ptr on one rank), so that the answer is the same anywhere. */
-    int rc = vf__mpi_check_thread(ctx, "vf_mpi_vars_create");
+    int rc = vf__mpi_check_thread(ctx, who);
     if (rc != 0)
         return rc;
     if (out == NULL || count < 0 || (count > 0 && map == NULL))
-        return vf__mpi_error(VF_EINVAL, "vf_mpi_vars_create: %s",
+        return vf__mpi_error(VF_EINVAL, "%s: %s", who,
                              out == NULL ? "out is NULL"
                              : count < 0 ? "count is negative"
                                          : "map is NULL");
     int *owners = malloc(sizeof *owners * (size_t)(count ? count : 1));
     vf__mpi_var **made = calloc((size_t)(count ? count : 1), sizeof *made);
     rc = owners && made ? 0
-                        : vf__mpi_error(VF_ENOMEM, "vf_mpi_vars_create: "
-                                                   "out of memory");
+                        : vf__mpi_error(VF_ENOMEM, "%s: out of memory", who);
     for (int i = 0; rc == 0 && i < count; i++) {
         owners[i] = map(i, map_arg);
-        rc = check_new(ctx, "vf_mpi_vars_create", size, owners[i],
-                       ptrs ? ptrs[i] : NULL, i);
+        rc = check_new(ctx, who, size, owners[i], ptrs ? ptrs[i] : NULL,
+                       one ? -1 : i);
     }
-    bool entered = rc == 0 &&
-                   (rc = vf__mpi_enter(ctx, "vf_mpi_vars_create")) == 0;
+    bool entered = rc == 0 && (rc = vf__mpi_enter(ctx, who)) == 0;
     int n = 0; /* made and added */
     for (; rc == 0 && n < count; n++) {
         rc = var_make(ctx, ptrs ? ptrs[n] : NULL, size, owners[n], &made[n]);
@@ -201,8 +204,9 @@ VF_API int vf_mpi_vars_create(vf_engine *e, vf_var *out, int count,
             }
         }
         if (rc != 0) {
-            rc = vf__mpi_error(rc, "vf_mpi_vars_create: variable %d: %s", n,
-                               vf_error_string(rc));
+            rc = one ? vf__mpi_error(rc, "%s: %s", who, vf_error_string(rc))
+                     : vf__mpi_error(rc, "%s: variable %d: %s", who, n,
+                                     vf_error_string(rc));
             break;
         }
     }
@@ -228,6 +232,14 @@ VF_API int vf_mpi_vars_create(vf_engine *e, vf_var *out, int count,
     return rc;
 }
 
+VF_API int vf_mpi_vars_create(vf_engine *e, vf_var *out, int count,
+                              void *const *ptrs, size_t size, vf_mpi_map_fn map,
+                              void *map_arg)
+{
+    return vars_create(e, "vf_mpi_vars_create", false, out, count, ptrs, size,
+                       map, map_arg);
+}
+
 static int single_owner(int index, void *arg)
 {
     (void)index;
@@ -237,13 +249,8 @@ static int single_owner(int index, void *arg)
 VF_API int vf_mpi_var_create(vf_engine *e, vf_var *out, void *ptr, size_t size,
                              int owner)
 {
-    vf__mpi *ctx = vf__mpi_of(e, "vf_mpi_var_create");
-    if (ctx == NULL)
-        return VF_EINVAL;
-    int rc = vf__mpi_check_thread(ctx, "vf_mpi_var_create");
-    if (rc != 0)
-        return rc; /* with this call's name */
-    return vf_mpi_vars_create(e, out, 1, &ptr, size, single_owner, &owner);
+    return vars_create(e, "vf_mpi_var_create", true, out, 1, &ptr, size,
+                       single_owner, &owner);
 }
 
 /* The body of the engine's delete op: every op pushed on the variable has

@@ -180,6 +180,9 @@ static void bad_input(void)
     CHECK_ERR(vf_mpi_var_create(e, &d, &x, 0, 0), VF_EINVAL);
     CHECK_ERR(vf_mpi_var_create(e, &d, &x, sizeof x, test_size_), VF_EINVAL);
     CHECK_ERR(vf_mpi_var_create(e, &d, &x, sizeof x, -1), VF_EINVAL);
+    /* Named as this call, with no index it was never given. */
+    CHECK(strstr(vf_error_detail(), "vf_mpi_var_create: owner -1 is not") !=
+          NULL);
     CHECK_ERR(vf_mpi_var_create(e, &d, NULL, sizeof x, test_rank_), VF_EINVAL);
     CHECK(strstr(vf_error_detail(), "NULL on its owner") != NULL);
     CHECK_OK(
@@ -190,6 +193,10 @@ static void bad_input(void)
     vf_var four[4] = {{0}};
     CHECK_ERR(vf_mpi_vars_create(e, four, 4, NULL, sizeof x, bad_third, NULL),
               VF_EINVAL);
+    if (strncmp(vf_error_detail(), "vf_mpi_vars_create: ", 20) != 0 ||
+        strstr(vf_error_detail(), " of variable ") == NULL)
+        CHECK_REPORT_("detail '%s' does not name the call and the variable",
+                      vf_error_detail());
     for (int i = 0; i < 4; i++)
         CHECK(vf_mpi_var_owner(e, four[i]) < 0);
 
