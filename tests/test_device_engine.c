@@ -770,7 +770,7 @@ static void test_own_failure_behind(const char *name, const vf_config *cfg)
         CHECK_EQ(atomic_load(&c.work_ran), 0);
         uint64_t version = 99;
         CHECK_OK(vf_var_version(e, y, &version));
-        CHECK_EQ(version, a_fails ? 0 : 1); /* a failed write ran */
+        CHECK_EQ(version, a_fails ? 0 : 1);    /* a failed write ran */
         CHECK_OK(vf_engine_wait_all(e, NULL)); /* each claimed above */
     }
     vf_stats st;
