@@ -1002,6 +1002,18 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * later. So which ops run, fail or are skipped, and what each wait
  * returns, are the same on every engine and in every run.
  *
+ * One exception: a wait from inside an op (vf_var_wait(); the ones that
+ * can finish: see there). Its place is the op's, but nothing holds back
+ * the ops pushed after that op that do not depend on it (the
+ * program's own thread goes on pushing while the op runs): one that
+ * meets the failure before the wait reports it is skipped, one after
+ * runs, and a wait of another thread may report it first, as timing
+ * decides, where the serial program (and the naive engine, which runs
+ * each op inside its push) has the inner wait first. The ops the waiting
+ * op pushes after the wait are after it, as in the serial program. To
+ * make it exact, order the ops that follow after the waiting op through
+ * a variable it writes (they read it), or wait outside the ops.
+ *
  * An op pushed from inside a running op takes its place when it is pushed;
  * its failure is ordered as in the serial program, where each op runs at
  * its push: with the top-level op it descends from, after its parent and
@@ -1166,7 +1178,13 @@ VF_API int vf_run_wait_children_timed(vf_run *run, int64_t timeout_ms,
  * argument instead. An operator the graph pushes stays alive for the
  * graph (vf_operator_destroy() lets go of the handle only).
  *
- * Ops pushed from inside a launched op are ordinary pushes.
+ * Ops pushed from inside a launched op are ordinary pushes. A wait from
+ * inside a launched op on a variable the graph uses waits for the whole
+ * graph's hold on it (the graph takes its variables together, as one op
+ * does): VF_EDEADLK when a later op of the graph uses it and the engine
+ * runs the graph's ops one after the other (the naive engine), where its
+ * push would have waited only for the ops before it. Do not record such
+ * a wait; push those ops instead.
  * @{
  */
 /** A recorded sequence of pushes, launched any number of times. */
