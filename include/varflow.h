@@ -193,7 +193,12 @@ VF_API int vf_error_set_detail(int code, const char *fmt, ...)
 typedef struct vf_error {
     int code;          /**< what the failing op returned or passed */
     char op_name[64];  /**< the name of the op that failed first (unnamed: "op
-                            #" and its place in push order) */
+                            #" and its place in push order; an op pushed
+                            from inside an op takes its place when its
+                            parent runs, so its number, and the later
+                            ones', may differ between engines and from
+                            a launch's: name the ops whose failures you
+                            tell apart) */
     char message[256]; /**< what it said ("" when nothing) */
 } vf_error;
 

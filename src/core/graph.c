@@ -1120,6 +1120,38 @@ static bool replays_now(vf_engine *e, const vf_graph *g)
            vf__current_op() == NULL && !vf__exec_in_done(e);
 }
 
+/* A launch refused because a variable of the graph was deleted since the
+ * capture: VF_ESTALE naming the recorded op that uses it (its index in
+ * the capture, its name) and the variable; 0 when every variable is
+ * still usable. Cold: one var lock at a time. */
+static int stale_node(vf_engine *e, vf_graph *g, const char *who)
+{
+    for (size_t i = 0; i < g->n; i++) {
+        const node *nd = &g->nodes[i];
+        for (int k = 0; k < nd->nvars; k++) {
+            vf__var *v = nd->vars[k].var;
+            uint32_t gen = nd->vars[k].gen;
+            vf__spin_lock(&v->lock);
+            bool usable = vf__var_usable(v, gen);
+            vf__spin_unlock(&v->lock);
+            if (usable)
+                continue;
+            const char *name = nd->opr ? nd->def->name : nd->desc.name;
+            char label[VF__OP_LABEL_MAX];
+            return vf__fail(
+                VF_ESTALE,
+                "%s: recorded op %zu (%s) uses a variable (id %#llx) whose "
+                "vf_var_destroy was pushed after the capture: nothing of "
+                "the graph is launched",
+                who, i,
+                name != NULL && *name != '\0' ? vf__op_label(name, 0, label)
+                                              : "unnamed",
+                (unsigned long long)vf__var_handle(&e->vars, v, gen).id);
+        }
+    }
+    return 0;
+}
+
 static int launch_replay(vf_engine *e, vf_graph *g, const char *who)
 {
     vf__graph_inst *in = stub_get(g); /* its instance: when it starts */
@@ -1144,6 +1176,8 @@ static int launch_replay(vf_engine *e, vf_graph *g, const char *who)
     if (vf__bulk_maybe(e->bulk.size))
         vf__bulk_after_batches(e, g->bvars, g->nb);
     int rc = vf__push_enqueue(e, op, who);
+    if (rc == VF_ESTALE) /* which recorded op, rather than the launch op */
+        rc = stale_node(e, g, who) != 0 ? VF_ESTALE : rc;
     if (rc != 0) { /* nothing ran: a var was deleted, say */
         atomic_fetch_sub_explicit(&e->graphs.launches, 1, memory_order_relaxed);
         atomic_fetch_sub_explicit(&e->graphs.replays, 1, memory_order_relaxed);
@@ -1159,14 +1193,9 @@ static int launch_replay(vf_engine *e, vf_graph *g, const char *who)
  * whole launch, as a replay's launch op is refused. */
 static int launch_by_push(vf_engine *e, vf_graph *g, const char *who)
 {
-    for (size_t i = 0; i < g->n; i++) {
-        const node *nd = &g->nodes[i];
-        int rc = check_usable(e, who, nd->opr ? NULL : &nd->desc,
-                              nd->opr ? nd->def->name : nd->desc.name, nd->vars,
-                              nd->nvars);
-        if (rc != 0)
-            return rc;
-    }
+    int stale = stale_node(e, g, who);
+    if (stale != 0)
+        return stale;
     atomic_fetch_add_explicit(&e->graphs.launches, 1, memory_order_relaxed);
     int first = 0;
     for (size_t i = 0; i < g->n; i++) {
