@@ -168,9 +168,9 @@ VF_API const char *vf_error_name(int code);
 
 /**
  * Detail of the last call that failed on the calling thread, such as
- * "vf_engine_push(): reads[1] (id 0x3000002000005) was deleted". Empty string
- * when no call has failed on this thread. Valid until the next failing call
- * on this thread.
+ * "vf_engine_push: reads[1] (id 0x3000002000005) is not a variable
+ * handle". Empty string when no call has failed on this thread. Valid until
+ * the next failing call on this thread.
  */
 VF_API const char *vf_error_detail(void);
 
