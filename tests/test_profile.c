@@ -995,6 +995,92 @@ TEST_CASE(async_ops_inline)
     }
 }
 
+static int fail_42(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return 42;
+}
+
+static int nothing(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return 0;
+}
+
+static bool has_dep(const vf_profile_record *r, uint64_t id)
+{
+    for (int i = 0; i < r->ndeps; i++)
+        if (r->deps[i] == id)
+            return true;
+    return false;
+}
+
+/* With bulking on, each op of a batch is recorded as its own (name,
+ * status, times), in push order, each after the one before it; an op
+ * after the batch has its edge from the batch's last op. Found trying the
+ * profiler as a user: the profile held one record, "bulk", status 0. */
+TEST_CASE(bulk_ops_recorded_each)
+{
+    for (int k = 1; k < TU_NKINDS; k++) {
+        vf_config cfg = tu_kinds[k].cfg;
+        cfg.bulk_size = 4;
+        vf_engine *e = NULL;
+        CHECK_OK(vf_engine_create(&e, &cfg));
+        REQUIRE(e != NULL);
+        vf_var x = tu_var(e), y = tu_var(e), z = tu_var(e);
+        CHECK_OK(vf_profile_start(e));
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = fail_42, .writes = VF_VARS(x), .name = "A"}));
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = nothing, .writes = VF_VARS(x), .name = "B"}));
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = nothing, .writes = VF_VARS(y), .name = "C"}));
+        CHECK_OK(vf_bulk_flush(e));
+        CHECK(vf_bulk_set_size(e, 0) >= 0);
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = nothing,
+                                            .reads = VF_VARS(y),
+                                            .writes = VF_VARS(z),
+                                            .name = "D"}));
+        CHECK_ERR(vf_engine_wait_all(e, NULL), VF_EOPFAILED);
+        vf_profile *p = NULL;
+        CHECK_OK(vf_profile_take(e, &p));
+        vf_stats st;
+        CHECK_OK(vf_engine_stats(e, &st));
+        CHECK_EQ(st.bulks, 1);
+        tu_finish_engine(e);
+        REQUIRE(p != NULL);
+        REQUIRE(vf_profile_count(p) == 4);
+        CHECK_EQ(vf_profile_dropped(p), 0);
+        const vf_profile_record *r[4];
+        for (int i = 0; i < 4; i++)
+            r[i] = vf_profile_at(p, (size_t)i);
+        /* In push order, by id (a snapshot lists by end). */
+        for (int i = 0; i < 4; i++)
+            for (int j = i + 1; j < 4; j++)
+                if (r[j]->id < r[i]->id) {
+                    const vf_profile_record *t = r[i];
+                    r[i] = r[j];
+                    r[j] = t;
+                }
+        static const char *const names[] = {"A", "B", "C", "D"};
+        const int status[] = {42, VF_ESKIPPED, 0, 0};
+        for (int i = 0; i < 4; i++) {
+            CHECK(strcmp(r[i]->name, names[i]) == 0);
+            CHECK_EQ(r[i]->status, status[i]);
+            CHECK(r[i]->start_ns <= r[i]->end_ns);
+            CHECK(r[i]->worker >= 0);
+        }
+        CHECK(has_dep(r[1], r[0]->id));
+        CHECK(has_dep(r[2], r[1]->id));
+        CHECK(has_dep(r[3], r[2]->id)); /* the batch's last op */
+        CHECK(r[1]->start_ns >= r[0]->end_ns);
+        CHECK(r[2]->start_ns >= r[1]->end_ns);
+        vf_profile_destroy(p);
+    }
+}
+
 TEST_CASE(bad_paths)
 {
     tu_phase_limit("bad profile paths", 30);

@@ -137,6 +137,14 @@ static int push_alone(vf_engine *e, const vf__bulk_batch *b, vf__bulk_item *it)
 void vf__bulk_batch_push(vf_engine *e, vf__bulk_batch *b)
 {
     b->place = b->items[0].place; /* each op has its own (bulk.h) */
+    /* Profiled, each op is recorded as its own: ids for those before the
+     * last, ahead of the fused op's (profile/hooks.h). */
+    b->prof_first = 0;
+    if (VF__UNLIKELY(atomic_load_explicit(&e->hooks, memory_order_relaxed) &
+                     VF__HOOK_PROF) &&
+        b->nitems > 1)
+        b->prof_first = vf__prof_reserve_ids(e->prof,
+                                             (uint32_t)(b->nitems - 1));
     int rc = batch_seal(b);
     bool sealed = rc == 0;
     /* Each op in it decides whether to skip (run_batch): no_skip. */
@@ -200,10 +208,43 @@ void vf__bulk_batch_push(vf_engine *e, vf__bulk_batch *b)
  * writes, where the later ops of the batch find them. The shutdown notice
  * (`shutdown` at the start, and looked at again before each op, as each
  * op alone would) skips the ops not started. */
+/* The profile record of the batch's op `i` (run_batch): its id, the op
+ * before it as its edge (the first takes the fused op's edges), its times
+ * (`ready` the end of the op before it, or the fused op's ready). */
+static void record_item(vf_engine *e, const vf__op *op, int i, int worker,
+                        uint64_t ready, uint64_t start, int status)
+{
+    const vf__bulk_batch *b = op->arg;
+    const vf__bulk_item *it = &b->items[i];
+    vf__op_prof part;
+    part.id = i == b->nitems - 1 ? op->prof->id : b->prof_first + (uint64_t)i;
+    part.worker = worker;
+    part.ready = ready;
+    part.start = start;
+    part.end = vf__prof_now(e->prof);
+    if (status == VF_ESKIPPED)
+        part.start = part.end;
+    atomic_init(&part.ndeps, i > 0 ? 1 : 0);
+    part.deps[0] = i == b->nitems - 1 ? b->prof_first + (uint64_t)i - 1
+                                      : part.id - 1;
+    vf__prof_part_finished(
+        e->prof, op->prof, &part, i == 0,
+        &(vf__prof_op_desc){.name = it->name != NULL ? it->name : "",
+                            .pool = (int)(b->pool - e->pools),
+                            .device = {VF_DEVICE_CPU, 0},
+                            .property = VF_PROP_NORMAL,
+                            .status = status});
+}
+
 static void run_batch(vf__op *op, int worker, bool shutdown)
 {
     vf_engine *e = vf__op_engine(op);
     vf__bulk_batch *b = op->arg;
+    /* Profiled with ids for its ops (vf__bulk_batch_push): each is
+     * recorded as its own, the fused op not (bulk_finished). */
+    bool parts = VF__UNLIKELY(op->hooks & VF__HOOK_PROF) && op->prof != NULL &&
+                 (b->nitems == 1 || b->prof_first != 0);
+    uint64_t ready = parts ? op->prof->ready : 0, start = 0;
     vf_run run; /* not zero-initialized: the message buffer is 256 bytes */
     run.op = op;
     run.worker = worker;
@@ -228,6 +269,8 @@ static void run_batch(vf__op *op, int worker, bool shutdown)
                 status = VF_ESKIPPED;
             }
         }
+        if (VF__UNLIKELY(parts))
+            start = vf__prof_now(e->prof);
         if (!skipped) {
             run.name = it->name;
             run.item_refs = refs;
@@ -265,10 +308,16 @@ static void run_batch(vf__op *op, int worker, bool shutdown)
                 atomic_fetch_add_explicit(&v->version, 1, memory_order_relaxed);
         }
         vf__failure_unref(f);
+        if (VF__UNLIKELY(parts)) {
+            record_item(e, op, i, worker, ready, start, status);
+            ready = vf__prof_now(e->prof);
+        }
         if (it->done != NULL)
             vf__exec_call_done(e, it->done, it->arg, status);
         vf__exec_count_outcome(e, status, skipped);
     }
+    if (VF__UNLIKELY(parts))
+        b->prof_first = UINT64_MAX; /* recorded: bulk_finished drops it */
 }
 
 /* A batch held while stopped and never pushed: each op in it fails alone. */
@@ -292,10 +341,26 @@ static void bulk_free_arg(void *batch)
     vf__bulk_batch_free(batch);
 }
 
-/* A fused batch of user ops: observed as one op; each op in it is counted
- * and bumps its versions as it runs (run_batch), not at finish. */
+/* Its ops were each recorded (run_batch): the fused op is not, its record
+ * dropped before finish would append it (after the edges later ops took
+ * from it, which name its last op). */
+static void bulk_finished(vf__op *op)
+{
+    vf__bulk_batch *b = op->arg;
+    if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF) && op->prof != NULL &&
+        b->prof_first == UINT64_MAX) {
+        vf__prof_op_dropped(op->prof);
+        op->prof = NULL;
+        op->hooks &= (uint8_t)~VF__HOOK_PROF;
+    }
+}
+
+/* A fused batch of user ops: observed as one op, but profiled as its ops
+ * (run_batch); each op in it is counted and bumps its versions as it runs
+ * (run_batch), not at finish. */
 const vf__op_kind vf__kind_bulk = {.name = "bulk",
                                    .run = bulk_run,
                                    .dropped = bulk_dropped,
                                    .free_arg = bulk_free_arg,
+                                   .finished = bulk_finished,
                                    .flags = VF__KIND_OBSERVED | VF__KIND_HELD};

@@ -127,4 +127,25 @@ void vf__prof_op_finished(vf__profiler *p, vf__op_prof *r,
  * its finish was recorded): frees `r`. */
 void vf__prof_op_dropped(vf__op_prof *r);
 
+/* --- the ops a recorded op stands for (a bulk's batch: core/bulk_op.c) ----
+ *
+ * A fused op runs several ops of the program; each is recorded as its own
+ * op, the fused op not at all (vf__prof_op_dropped). Its record's id goes
+ * to its last op, so the edges later ops record from it name that op; the
+ * ids of the ops before it are reserved before its push, so all of them
+ * stay in push order. */
+
+/* Reserve `n` ids (n > 0): the first is returned, the others follow it. */
+uint64_t vf__prof_reserve_ids(vf__profiler *p, uint32_t n);
+/* Now, on the profile's clock (an op's start or end). */
+uint64_t vf__prof_now(vf__profiler *p);
+/* One of the ops `whole` stood for ended: `part` holds its id, worker,
+ * ready, start and end times (its push is whole's), and its edges (at
+ * most VF__PROF_INLINE_DEPS: the op before it) unless `deps_of_whole`,
+ * which gives it whole's (copied). Appends its record; `part` may live on
+ * the caller's stack. */
+void vf__prof_part_finished(vf__profiler *p, const vf__op_prof *whole,
+                            vf__op_prof *part, bool deps_of_whole,
+                            const vf__prof_op_desc *desc);
+
 #endif /* VF_PROFILE_HOOKS_H */

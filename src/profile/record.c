@@ -296,6 +296,61 @@ void vf__prof_op_finished(vf__profiler *p, vf__op_prof *pr,
     vf__prof_op_dropped(pr);
 }
 
+uint64_t vf__prof_reserve_ids(vf__profiler *p, uint32_t n)
+{
+    return atomic_fetch_add_explicit(&p->next_id, n, memory_order_relaxed) + 1;
+}
+
+uint64_t vf__prof_now(vf__profiler *p)
+{
+    return stamp(p);
+}
+
+void vf__prof_part_finished(vf__profiler *p, const vf__op_prof *whole,
+                            vf__op_prof *part, bool deps_of_whole,
+                            const vf__prof_op_desc *desc)
+{
+    vf__op_prof *r = vf__malloc(sizeof *r);
+    if (r == NULL) {
+        pthread_mutex_lock(&p->lock);
+        if (whole->session ==
+            atomic_load_explicit(&p->session, memory_order_relaxed))
+            p->dropped++; /* counted, as a record with no room is */
+        pthread_mutex_unlock(&p->lock);
+        return;
+    }
+    r->id = part->id;
+    r->worker = part->worker;
+    r->session = whole->session;
+    r->push = whole->push;
+    r->ready = part->ready;
+    r->start = part->start;
+    r->end = part->end;
+    r->device_start = r->device_end = 0;
+    r->more_deps = NULL;
+    int n = deps_of_whole
+                ? atomic_load_explicit(&whole->ndeps, memory_order_relaxed)
+                : atomic_load_explicit(&part->ndeps, memory_order_relaxed);
+    if (!deps_of_whole) {
+        n = n < VF__PROF_INLINE_DEPS ? n : VF__PROF_INLINE_DEPS;
+        memcpy(r->deps, part->deps, (size_t)n * sizeof r->deps[0]);
+    } else {
+        memcpy(r->deps, whole->deps, sizeof r->deps);
+        if (n > VF__PROF_INLINE_DEPS) {
+            r->more_deps = vf__malloc((size_t)(n - VF__PROF_INLINE_DEPS) *
+                                      sizeof *r->more_deps);
+            if (r->more_deps != NULL)
+                memcpy(r->more_deps, whole->more_deps,
+                       (size_t)(n - VF__PROF_INLINE_DEPS) *
+                           sizeof *r->more_deps);
+            else
+                n = VF__PROF_INLINE_DEPS; /* the first edges only */
+        }
+    }
+    atomic_store_explicit(&r->ndeps, n, memory_order_relaxed);
+    vf__prof_op_finished(p, r, desc); /* frees r */
+}
+
 /* --- control ----------------------------------------------------------- */
 
 void vf__prof_fork_lock(vf__profiler *p, bool lock)
