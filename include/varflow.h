@@ -442,7 +442,11 @@ VF_API int vf_engine_destroy_timed(vf_engine *e, int64_t timeout_ms);
  * engine's own code (an op, a done callback, a worker), and with
  * VF_ESHUTDOWN once destroy began.
  * Destroying a stopped engine starts it first. Fork needs none of this:
- * varflow stops and restarts every engine around fork() itself.
+ * varflow stops and restarts every engine around fork() itself; meanwhile
+ * another thread's push or wait (outside the engine's ops) waits for the
+ * fork to be over, rather than be held or refused, so the child inherits
+ * no op of the parent's threads still to run. Held ops are outside the
+ * max_inflight bound (they are counted in vf_stats.pending).
  */
 VF_API int vf_engine_stop(vf_engine *e);
 VF_API int vf_engine_start(vf_engine *e);
@@ -475,7 +479,8 @@ typedef struct vf_stats {
     uint64_t ran;       /**< user function ran and succeeded */
     uint64_t failed;    /**< user function ran and failed */
     uint64_t skipped;   /**< not run because an input had failed */
-    uint64_t pending;   /**< pushed and not yet finished (var deletes and the
+    uint64_t pending;   /**< pushed and not yet finished (var deletes, the
+                             ops a stopped engine holds and the
                              markers of waits in progress included; a child
                              with no vars running inside its push counts
                              within its parent); exact with max_inflight set

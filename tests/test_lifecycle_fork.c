@@ -511,4 +511,83 @@ TEST_CASE(fork_keeps_stats)
     }
 }
 
+/* Another thread pushes and waits while the main thread forks, on every
+ * kind: the fork's stop is none of that thread's business, so none of its
+ * waits returns VF_ESTOPPED (every one did, with a detail telling it to
+ * call vf_engine_start), and none of its pushes is inherited by a child
+ * (held by the fork's stop, the child ran them too: side effects twice).
+ * Found trying fork as a user. */
+typedef struct forker_pusher {
+    vf_engine *e;
+    vf_var v;
+    atomic_bool stop;
+    atomic_int ran;    /* ops run, in this process */
+    atomic_int failed; /* waits or pushes that did not return 0 */
+    char detail[256];
+} forker_pusher;
+
+static int count_run(vf_run *run, void *arg)
+{
+    (void)run;
+    atomic_fetch_add(&((forker_pusher *)arg)->ran, 1);
+    return 0;
+}
+
+static void *push_and_wait(void *arg)
+{
+    forker_pusher *fp = arg;
+    while (!atomic_load(&fp->stop)) {
+        int rc = vf_engine_push(
+            fp->e,
+            &(vf_op){.fn = count_run, .arg = fp, .writes = VF_VARS(fp->v)});
+        if (rc == 0)
+            rc = vf_var_wait(fp->e, fp->v, NULL);
+        if (rc == 0 && (atomic_load(&fp->ran) & 7) == 0)
+            rc = vf_engine_wait_all(fp->e, NULL);
+        if (rc != 0 && atomic_fetch_add(&fp->failed, 1) == 0)
+            snprintf(fp->detail, sizeof fp->detail, "%s: %s", vf_error_name(rc),
+                     vf_error_detail());
+    }
+    return NULL;
+}
+
+TEST_CASE(fork_while_another_thread_waits)
+{
+    SKIP_UNDER_TSAN();
+    for (int k = 0; k < TU_NKINDS; k++) {
+        forker_pusher fp = {.e = tu_engine(&tu_kinds[k])};
+        fp.v = tu_var(fp.e);
+        pthread_t t = tu_thread_start(push_and_wait, &fp);
+        int children_ran_parents_ops = 0;
+        for (int f = 0; f < 40; f++) {
+            fflush(NULL);
+            pid_t pid = fork();
+            REQUIRE(pid >= 0);
+            if (pid == 0) {
+                /* The pusher thread is gone: nothing it pushed may run
+                 * here. */
+                int before = atomic_load(&fp.ran);
+                int ok = vf_engine_wait_all(fp.e, NULL) == 0 &&
+                         atomic_load(&fp.ran) == before;
+                _exit(ok ? 0 : 1);
+            }
+            int status = 0;
+            REQUIRE(waitpid(pid, &status, 0) == pid);
+            if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+                children_ran_parents_ops++;
+        }
+        atomic_store(&fp.stop, true);
+        tu_thread_join(t);
+        if (atomic_load(&fp.failed) != 0)
+            CHECK_REPORT_("%s: %d waits or pushes failed while forking, "
+                          "first %s",
+                          tu_kinds[k].name, atomic_load(&fp.failed), fp.detail);
+        if (children_ran_parents_ops != 0)
+            CHECK_REPORT_("%s: %d of 40 children ran the pusher's ops",
+                          tu_kinds[k].name, children_ran_parents_ops);
+        CHECK_OK(vf_engine_wait_all(fp.e, NULL));
+        tu_finish_engine(fp.e);
+    }
+}
+
 TEST_MAIN("test_lifecycle_fork", 200)

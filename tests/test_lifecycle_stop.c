@@ -113,6 +113,8 @@ TEST_KIND_CASE(basic, k)
             e, &(vf_op){.fn = chain_step, .arg = &c, .writes = VF_VARS(v)}));
     tu_spin_us(2000);
     CHECK_EQ(atomic_load(&c.runs), 50); /* nothing ran */
+    CHECK_OK(vf_engine_stats(e, &st));
+    CHECK_EQ(st.pending, 30); /* pushed, not finished: held (it said 0) */
     CHECK_ERR(vf_var_wait(e, v, NULL), VF_ESTOPPED);
     CHECK_ERR(vf_engine_wait_all(e, NULL), VF_ESTOPPED);
     CHECK(strstr(vf_error_detail(), "30") != NULL);

@@ -378,9 +378,10 @@ static int stats(vf_engine *e, vf_stats *out)
     /* With a bound, its exact shared count; else the per-thread sum
      * (counts.h: exact when still, an upper bound at one instant when
      * not). */
-    out->pending = e->max_inflight != 0
-                       ? atomic_load(&e->counts.inflight)
-                       : vf__counts_pending(vf__engine_counts(e));
+    out->pending = (e->max_inflight != 0
+                        ? atomic_load(&e->counts.inflight)
+                        : vf__counts_pending(vf__engine_counts(e))) +
+                   vf__lifecycle_held(e); /* held while stopped */
     out->bulks = atomic_load_explicit(&e->bulk.bulks, memory_order_relaxed);
     out->bulked = atomic_load_explicit(&e->bulk.bulked, memory_order_relaxed);
     out->launches = atomic_load_explicit(&e->graphs.launches,

@@ -38,6 +38,22 @@ int vf__lifecycle_hold(vf_engine *e, vf__op *op)
     return 0;
 }
 
+void vf__lifecycle_fork_wait(vf_engine *e)
+{
+    pthread_mutex_lock(&e->life.op_lock);
+    pthread_mutex_unlock(&e->life.op_lock);
+}
+
+uint64_t vf__lifecycle_held(vf_engine *e)
+{
+    if (!atomic_load(&e->life.holding))
+        return 0;
+    pthread_mutex_lock(&e->life.lock);
+    uint64_t n = e->life.nheld;
+    pthread_mutex_unlock(&e->life.lock);
+    return n;
+}
+
 int vf__lifecycle_check_waitable(vf_engine *e, const char *who)
 {
     if (!atomic_load(&e->life.holding))
@@ -46,11 +62,12 @@ int vf__lifecycle_check_waitable(vf_engine *e, const char *who)
     uint64_t n = e->life.nheld;
     bool starting = e->life.starting;
     pthread_mutex_unlock(&e->life.lock);
-    if (starting && !vf__lifecycle_releasing_held(e)) {
-        /* A start is pushing the held ops (maybe this caller's): wait until
-         * they are all pushed, then wait as usual. */
-        pthread_mutex_lock(&e->life.op_lock);
-        pthread_mutex_unlock(&e->life.op_lock);
+    if ((starting || atomic_load(&e->life.forking)) &&
+        !vf__lifecycle_releasing_held(e)) {
+        /* A start is pushing the held ops (maybe this caller's), or a fork
+         * of another thread stopped the engine (the program did not):
+         * wait until it is over, then wait as usual. */
+        vf__lifecycle_fork_wait(e);
         return vf__lifecycle_check_waitable(e, who);
     }
     if (n == 0)
@@ -336,6 +353,7 @@ static void fork_prepare(void)
         pthread_mutex_lock(&e->life.lock);
         e->life.fork_restart = !e->life.stopped;
         pthread_mutex_unlock(&e->life.lock);
+        atomic_store(&e->life.forking, true); /* before pushes are held */
         stop_locked(e);
         /* life.op_lock stays held until after the fork */
     }
@@ -378,6 +396,7 @@ static void fork_parent(void)
             continue;
         if (e->life.fork_restart)
             start_locked(e);
+        atomic_store(&e->life.forking, false);
         pthread_mutex_unlock(&e->life.op_lock);
     }
     pthread_mutex_unlock(&registry_lock);
@@ -397,6 +416,7 @@ static void fork_child(void)
         vf__engine_rebuild_for_child(e);
         if (e->life.fork_restart)
             start_locked(e);
+        atomic_store(&e->life.forking, false);
         pthread_mutex_unlock(&e->life.op_lock);
     }
     pthread_mutex_unlock(&registry_lock);

@@ -60,9 +60,15 @@
  * two locks nest with the others: the lock order on struct vf_engine
  * (engine.h). */
 typedef struct vf__life {
-    pthread_mutex_t op_lock;       /* held through a whole stop or start */
-    pthread_mutex_t lock;          /* the held ops and `stopped` */
-    atomic_bool holding;           /* seq_cst: pushes from outside are held */
+    pthread_mutex_t op_lock; /* held through a whole stop or start */
+    pthread_mutex_t lock;    /* the held ops and `stopped` */
+    atomic_bool holding;     /* seq_cst: pushes from outside are held */
+    /* seq_cst: the stop is a fork's (from fork_prepare until the handler
+     * after the fork restarts it): a push or wait from outside the
+     * engine's ops waits for the fork to be over (vf__lifecycle_fork_wait)
+     * rather than be held or refused; held, the child would inherit it
+     * and run it too. */
+    atomic_bool forking;
     bool stopped;                  /* lock: workers joined */
     bool starting;                 /* lock: a start pushes held ops */
     vf__op *held_head, *held_tail; /* lock: held pushes, in order */
@@ -72,6 +78,14 @@ typedef struct vf__life {
     bool fork_restart, fork_inside, fork_dead;
     vf_engine *next_live;
 } vf__life;
+
+/* Wait until the fork stopping `e` is over (its handlers hold op_lock
+ * from before the stop until after the restart). The caller holds no lock
+ * of the engine (a fork's prepare takes them all). */
+void vf__lifecycle_fork_wait(vf_engine *e);
+
+/* Ops pushed while stopped and held (vf_stats.pending counts them). */
+uint64_t vf__lifecycle_held(vf_engine *e);
 
 /* An op held while stopped that cannot be pushed at start fails with
  * `rc` (its record, `done`, counted failed) and is freed: what a user op

@@ -185,6 +185,13 @@ static int enqueue(vf_engine *e, vf__op *op, const char *who, bool unheld,
     if (VF__UNLIKELY(atomic_load(&e->life.holding)) && !unheld &&
         held_by_stop(e, op)) {
         uncount(e, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
+        /* Another thread's fork stopped it: wait for the fork to be over
+         * (lifecycle.h), unless a lock is held (a batch's push: the fork
+         * takes that lock, so it is held as for a stop). */
+        if (atomic_load(&e->life.forking) && !locked) {
+            vf__lifecycle_fork_wait(e);
+            return enqueue(e, op, who, false, locked);
+        }
         int rc = hold_vars(e, op, who);
         if (rc != 0)
             return rc;
