@@ -1054,7 +1054,10 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * them, a waiting thread whose stack has room runs the ops queued beside
  * it itself. So a recursive program with a wait at every level (fib,
  * quicksort, tree walks), its device ops' functions included, runs at any
- * count, its stack as deep as its own nesting.
+ * count, its stack as deep as its own nesting, as far as the threads'
+ * stacks hold it: a wait whose thread's stack is full, for ops nobody else
+ * will run (a device's pool, or a CPU pool out of spares), returns
+ * VF_EDEADLK, its detail saying so, rather than wait for ever.
  * A wait that can never finish returns VF_EDEADLK: at once when the op
  * writes `v` itself, or an op it descends from does (its parent, the
  * parent's parent, ...: in the serial program that op runs around this
@@ -1118,8 +1121,10 @@ VF_API int vf_engine_wait_all(vf_engine *e, vf_error *err);
  * leaves nothing behind; a var wait that gave up later leaves its marker
  * queued on the var until the ops it waited for finish (one op more in
  * vf_stats.pending and in the in-flight bound), which the next wait on the
- * var takes over when nothing was pushed on it since: polling a var with
- * timed waits holds one marker, not one a poll.
+ * var takes over when nothing was pushed on it since; one behind another
+ * wait's marker is taken off the queue: polling a var with timed waits,
+ * from any number of threads, holds a marker a thread at most, not one a
+ * poll.
  */
 VF_API int vf_var_wait_timed(vf_engine *e, vf_var v, int64_t timeout_ms,
                              vf_error *err);

@@ -757,4 +757,65 @@ TEST_CASE(deep_chain_small_stacks)
     CHECK_EQ(atomic_load(&op_errors), 0);
 }
 
+/* A recursion through device ops with a wait at every level, deeper than
+ * a device thread's stack holds: a device's pool lends no spare, so
+ * nobody can run the deepest op. The wait that cannot go on returns
+ * VF_EDEADLK, its detail saying the stack is full, and the recursion
+ * unwinds with that failure; it waited for ever, silently (found trying
+ * device recursion as a user: 80 levels on 128 KiB stacks). */
+static char starved_detail[512];
+static atomic_int starved_seen;
+
+static int starving_op(vf_run *run, void *arg)
+{
+    int depth = *(const int *)arg;
+    if (depth == 0)
+        return 0;
+    volatile char frame[4096]; /* fewer levels a stack */
+    frame[depth % sizeof frame] = 1;
+    int below = depth - 1;
+    vf_var v;
+    vf_engine *e = vf_run_engine(run);
+    int rc = vf_var_create(e, &v);
+    if (rc == 0)
+        rc = vf_engine_push(e, &(vf_op){.fn = starving_op,
+                                        .arg = &below,
+                                        .writes = VF_VARS(v),
+                                        .device = {VF_DEVICE_EMULATED, 0}});
+    if (rc == 0)
+        rc = vf_var_wait(e, v, NULL);
+    if (rc == VF_EDEADLK && atomic_fetch_add(&starved_seen, 1) == 0)
+        snprintf(starved_detail, sizeof starved_detail, "%s",
+                 vf_error_detail());
+    return rc != 0 ? rc : frame[depth % sizeof frame] - 1;
+}
+
+TEST_CASE(device_recursion_deeper_than_its_stack)
+{
+    tu_phase_limit("device recursion past its stack", 120);
+    vf_engine *e = NULL;
+    CHECK_OK(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_PERDEVICE,
+                                               .cpu_workers = 1,
+                                               .gpu_workers = 1,
+                                               .worker_stack_kib = 128}));
+    REQUIRE(e != NULL);
+    vf_var top = tu_var(e);
+    int depth = 400;
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = starving_op,
+                                        .arg = &depth,
+                                        .writes = VF_VARS(top),
+                                        .device = {VF_DEVICE_EMULATED, 0}}));
+    vf_error err;
+    /* Each level fails with what its wait returned: the top's failure is
+     * VF_EOPFAILED (its child's), the deepest waiter's VF_EDEADLK. */
+    CHECK_ERR(vf_var_wait(e, top, &err), VF_EOPFAILED);
+    CHECK(atomic_load(&starved_seen) >= 1);
+    if (strstr(starved_detail, "stack is full") == NULL)
+        CHECK_REPORT_("detail '%s' does not say the stack is full",
+                      starved_detail);
+    int rc = vf_engine_wait_all(e, NULL); /* the failures not reported */
+    CHECK(rc == 0 || rc == VF_EOPFAILED);
+    tu_finish_engine(e);
+}
+
 TEST_MAIN("test_wait_recursive", 280)

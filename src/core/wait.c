@@ -332,9 +332,14 @@ static bool only_queued_active(vf_engine *e)
  * a deadlock, VF_ETIMEDOUT when `until` passed first. Either way the caller
  * is counted active again on return: by the marker (or the op that ran
  * above the wait) when it fired, by the waiter itself when it gave up. */
+/* The last nested_wait of this thread gave up with VF_EDEADLK for want
+ * of stack (its detail says so), not for a cycle. */
+static _Thread_local bool starved_stack;
+
 static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
                        const vf__deadline *until)
 {
+    starved_stack = false;
     /* Its own lowering wakes the waiters that watch if it was the last
      * active op. It watches the counts itself only while it finds nothing
      * to run (watch): while it runs an op above the wait, that op counts
@@ -367,7 +372,13 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
         }
         watch(e, &watching, true); /* before the sum (counts.h) */
         bool stuck = vf__counts_active(vf__engine_counts(e)) == 0;
-        if (stuck || vf__deadline_passed(until)) {
+        /* Nobody else will run what it waits for, and it cannot either:
+         * its stack is full (a recursion deeper than the stack allows,
+         * where no spare thread is lent: a device's pool). Waiting on
+         * would be for ever. */
+        bool starved = hopeless > 2 * HOPELESS_LOOKS &&
+                       !vf__stack_below(VF__WAIT_CHILD_EIGHTHS);
+        if (stuck || starved || vf__deadline_passed(until)) {
             /* Count ourselves active again before giving up, so active
              * never reads zero while we still might go on (engine.h). A
              * deadlock is claimed by one waiter: whoever makes active
@@ -377,7 +388,8 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
             else if (!claim_deadlock(e))
                 continue;
             if (abandon(w)) {
-                rc = stuck ? VF_EDEADLK : VF_ETIMEDOUT;
+                rc = stuck || starved ? VF_EDEADLK : VF_ETIMEDOUT;
+                starved_stack = starved && !stuck;
                 break;
             }
             /* The marker fired and counted us back too: undo our own (we
@@ -417,6 +429,25 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
     vf__exec_loop_leave(&saved);
     watch(e, &watching, false);
     return rc;
+}
+
+/* VF_EDEADLK from nested_wait, with a detail saying why. */
+static int deadlock_detail(const char *who, const vf__op *cur,
+                           char label[VF__OP_LABEL_MAX])
+{
+    vf__op_label(cur->name, cur->place, label);
+    if (starved_stack)
+        return vf__fail(VF_EDEADLK,
+                        "%s: the wait can never finish: %s waits on a "
+                        "thread whose stack is full (worker_stack_kib) for "
+                        "ops no other thread will run (a device's pool "
+                        "lends no spare thread: a recursion with a wait at "
+                        "every level is too deep for its stack)",
+                        who, label);
+    return vf__fail(VF_EDEADLK,
+                    "%s: the wait can never finish (%s would wait for ops "
+                    "that wait for it)",
+                    who, label);
 }
 
 static bool op_writes(const vf__op *op, const vf__var *v)
@@ -523,6 +554,36 @@ static vf__op *marker_given_up(vf__var *v)
         atomic_load(&op->waiter->state) != VF__W_ABANDONED)
         return NULL;
     return op;
+}
+
+/* A wait that gave up (its waiter `w` abandoned) takes its marker `op`
+ * off v's queue, when it is still queued behind another wait's marker
+ * (nothing there waits for it, and the ops after it do not either: a
+ * marker only reads), so waits of several threads polling one var leave
+ * no marker a poll behind them; it is the one at the tail, it stays for
+ * the next wait to take over (marker_given_up). `op` may have fired and
+ * been freed meanwhile: it is looked for in the queue by address first,
+ * and only a place found there, still this waiter's, is touched. */
+static void drop_marker(vf_engine *e, vf__var *v, vf__op *op, vf__waiter *w)
+{
+    vf__dep *mine = &op->deps[0], *prev = NULL;
+    vf__spin_lock(&v->lock);
+    vf__dep *d = v->head;
+    while (d != NULL && d != mine) {
+        prev = d;
+        d = d->next;
+    }
+    bool take = d != NULL && prev != NULL && d != v->tail &&
+                op->def->kind == &vf__kind_wait && op->waiter == w;
+    if (take)
+        prev->next = d->next;
+    vf__spin_unlock(&v->lock);
+    if (!take)
+        return;
+    op->waiter = NULL;
+    vf__waiter_unref(w); /* the marker's reference */
+    vf__op_free(op);
+    vf__engine_wake(e, vf__engine_count_out(e, VF__COUNT_PENDING, true));
 }
 
 static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
@@ -642,13 +703,12 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
         report(w->claimed, err);
         rc = VF_EOPFAILED;
     } else if (rc == VF_EDEADLK) {
-        vf__fail(rc,
-                 "%s: the wait can never finish (%s would wait for ops that "
-                 "wait for it)",
-                 who, vf__op_label(cur->name, cur->place, label));
+        deadlock_detail(who, cur, label);
     } else if (rc == VF_ETIMEDOUT) {
         timed_out(e, who, timeout_ms);
     }
+    if (rc == VF_ETIMEDOUT || rc == VF_EDEADLK)
+        drop_marker(e, v, op, w); /* abandoned */
     vf__waiter_unref(w);
     return rc;
 }
@@ -757,10 +817,7 @@ static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
     }
     if (rc == VF_EDEADLK) {
         children_given_up(e, f);
-        return vf__fail(rc,
-                        "%s: the wait can never finish (%s would "
-                        "wait for ops that wait for it)",
-                        who, vf__op_label(cur->name, cur->place, label));
+        return deadlock_detail(who, cur, label);
     }
     if (rc == VF_ETIMEDOUT)
         return timed_out(e, who, timeout_ms);
