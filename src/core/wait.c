@@ -327,15 +327,16 @@ static bool only_queued_active(vf_engine *e)
     return vf__counts_active(vf__engine_counts(e)) <= queued;
 }
 
-/* Run ready ops while waiting inside an op; see the file comment.
- * Returns 0 when the marker fired, VF_EDEADLK when this waiter gave up for
- * a deadlock, VF_ETIMEDOUT when `until` passed first. Either way the caller
- * is counted active again on return: by the marker (or the op that ran
- * above the wait) when it fired, by the waiter itself when it gave up. */
 /* The last nested_wait of this thread gave up with VF_EDEADLK for want
  * of stack (its detail says so), not for a cycle. */
 static _Thread_local bool starved_stack;
 
+/* Run ready ops while waiting inside an op; see the file comment.
+ * Returns 0 when the marker fired, VF_EDEADLK when this waiter gave up for
+ * a deadlock (or, `starved_stack`, for want of stack), VF_ETIMEDOUT when
+ * `until` passed first. Either way the caller
+ * is counted active again on return: by the marker (or the op that ran
+ * above the wait) when it fired, by the waiter itself when it gave up. */
 static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
                        const vf__deadline *until)
 {
