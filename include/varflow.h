@@ -442,11 +442,13 @@ VF_API int vf_engine_destroy_timed(vf_engine *e, int64_t timeout_ms);
  * engine's own code (an op, a done callback, a worker), and with
  * VF_ESHUTDOWN once destroy began.
  * Destroying a stopped engine starts it first. Fork needs none of this:
- * varflow stops and restarts every engine around fork() itself; meanwhile
- * another thread's push or wait (outside the engine's ops) waits for the
- * fork to be over, rather than be held or refused, so the child inherits
- * no op of the parent's threads still to run. Held ops are outside the
- * max_inflight bound (they are counted in vf_stats.pending).
+ * varflow stops and restarts every engine around fork() itself. While it
+ * does, the engine is stopped for the other threads too: their pushes are
+ * held (the child inherits them as well, and runs them at its start), and
+ * a wait that finds ops held returns VF_ESTOPPED, its detail naming the
+ * fork (wait again; it is not waited out, as the fork's drain may need
+ * that thread). Held ops are outside the max_inflight bound (they are
+ * counted in vf_stats.pending).
  */
 VF_API int vf_engine_stop(vf_engine *e);
 VF_API int vf_engine_start(vf_engine *e);
@@ -1121,10 +1123,10 @@ VF_API int vf_engine_wait_all(vf_engine *e, vf_error *err);
  * leaves nothing behind; a var wait that gave up later leaves its marker
  * queued on the var until the ops it waited for finish (one op more in
  * vf_stats.pending and in the in-flight bound), which the next wait on the
- * var takes over when nothing was pushed on it since; one behind another
- * wait's marker is taken off the queue: polling a var with timed waits,
- * from any number of threads, holds a marker a thread at most, not one a
- * poll.
+ * var takes over when nothing was pushed on it since; one with ops queued
+ * after it (another wait's marker, say) is taken off the queue when its
+ * wait gives up: polling a var with timed waits, from any number of
+ * threads, holds a marker a thread at most, not one a poll.
  */
 VF_API int vf_var_wait_timed(vf_engine *e, vf_var v, int64_t timeout_ms,
                              vf_error *err);

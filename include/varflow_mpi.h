@@ -75,12 +75,14 @@
  * C++ bindings of Open MPI and MPICH from <mpi.h>, whose library neither
  * varflow::mpi nor varflow-mpi.pc links (undefined MPI::Comm::Comm()).
  * A program that wants them includes <mpi.h> first and links them. */
+/** @cond */
 #ifndef OMPI_SKIP_MPICXX
 #define OMPI_SKIP_MPICXX 1
 #endif
 #ifndef MPICH_SKIP_MPICXX
 #define MPICH_SKIP_MPICXX 1
 #endif
+/** @endcond */
 #include <mpi.h>
 
 #include <varflow.h>

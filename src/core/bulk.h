@@ -104,9 +104,9 @@ typedef struct vf__bulk_batch {
      * place in push order (each op has its own: items[i].place). */
     uint64_t place;
     uint64_t running_place; /* the running op's place, while one runs */
-    /* Profiling at its push: the profile ids of its ops but the last (the
-     * fused op's id is the last one's: profile/hooks.h), else 0. */
-    uint64_t prof_first;
+    /* Its ops were each recorded by the profiler (bulk_op.c: the fused op
+     * then is not). */
+    bool prof_parts;
     /* Pushed from inside a running op of the engine (`up` is its
      * family): the nest its ops get (op.h). The fused op is then the op's
      * child, and never held by a stopped engine, whichever thread pushes

@@ -137,14 +137,7 @@ static int push_alone(vf_engine *e, const vf__bulk_batch *b, vf__bulk_item *it)
 void vf__bulk_batch_push(vf_engine *e, vf__bulk_batch *b)
 {
     b->place = b->items[0].place; /* each op has its own (bulk.h) */
-    /* Profiled, each op is recorded as its own: ids for those before the
-     * last, ahead of the fused op's (profile/hooks.h). */
-    b->prof_first = 0;
-    if (VF__UNLIKELY(atomic_load_explicit(&e->hooks, memory_order_relaxed) &
-                     VF__HOOK_PROF) &&
-        b->nitems > 1)
-        b->prof_first = vf__prof_reserve_ids(e->prof,
-                                             (uint32_t)(b->nitems - 1));
+    b->prof_parts = false;
     int rc = batch_seal(b);
     bool sealed = rc == 0;
     /* Each op in it decides whether to skip (run_batch): no_skip. */
@@ -217,7 +210,8 @@ static void record_item(vf_engine *e, const vf__op *op, int i, int worker,
     const vf__bulk_batch *b = op->arg;
     const vf__bulk_item *it = &b->items[i];
     vf__op_prof part;
-    part.id = i == b->nitems - 1 ? op->prof->id : b->prof_first + (uint64_t)i;
+    /* Its push took an id for each (records), the fused op's the last. */
+    part.id = op->prof->id - (uint64_t)(b->nitems - 1 - i);
     part.worker = worker;
     part.ready = ready;
     part.start = start;
@@ -225,8 +219,7 @@ static void record_item(vf_engine *e, const vf__op *op, int i, int worker,
     if (status == VF_ESKIPPED)
         part.start = part.end;
     atomic_init(&part.ndeps, i > 0 ? 1 : 0);
-    part.deps[0] = i == b->nitems - 1 ? b->prof_first + (uint64_t)i - 1
-                                      : part.id - 1;
+    part.deps[0] = part.id - 1; /* the op before it (i > 0) */
     vf__prof_part_finished(
         e->prof, op->prof, &part, i == 0,
         &(vf__prof_op_desc){.name = it->name != NULL ? it->name : "",
@@ -240,10 +233,9 @@ static void run_batch(vf__op *op, int worker, bool shutdown)
 {
     vf_engine *e = vf__op_engine(op);
     vf__bulk_batch *b = op->arg;
-    /* Profiled with ids for its ops (vf__bulk_batch_push): each is
-     * recorded as its own, the fused op not (bulk_finished). */
-    bool parts = VF__UNLIKELY(op->hooks & VF__HOOK_PROF) && op->prof != NULL &&
-                 (b->nitems == 1 || b->prof_first != 0);
+    /* Profiled (its push took an id for each of its ops: batch_records):
+     * each is recorded as its own, the fused op not (bulk_finished). */
+    bool parts = VF__UNLIKELY(op->hooks & VF__HOOK_PROF) && op->prof != NULL;
     uint64_t ready = parts ? op->prof->ready : 0, start = 0;
     vf_run run; /* not zero-initialized: the message buffer is 256 bytes */
     run.op = op;
@@ -317,7 +309,7 @@ static void run_batch(vf__op *op, int worker, bool shutdown)
         vf__exec_count_outcome(e, status, skipped);
     }
     if (VF__UNLIKELY(parts))
-        b->prof_first = UINT64_MAX; /* recorded: bulk_finished drops it */
+        b->prof_parts = true; /* recorded: bulk_finished drops it */
 }
 
 /* A batch held while stopped and never pushed: each op in it fails alone. */
@@ -341,6 +333,12 @@ static void bulk_free_arg(void *batch)
     vf__bulk_batch_free(batch);
 }
 
+/* A batch stands for its ops in a profile (profile/hooks.h). */
+static uint32_t batch_records(const vf__op *op)
+{
+    return (uint32_t)((const vf__bulk_batch *)op->arg)->nitems;
+}
+
 /* Its ops were each recorded (run_batch): the fused op is not, its record
  * dropped before finish would append it (after the edges later ops took
  * from it, which name its last op). */
@@ -348,7 +346,7 @@ static void bulk_finished(vf__op *op)
 {
     vf__bulk_batch *b = op->arg;
     if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF) && op->prof != NULL &&
-        b->prof_first == UINT64_MAX) {
+        b->prof_parts) {
         vf__prof_op_dropped(op->prof);
         op->prof = NULL;
         op->hooks &= (uint8_t)~VF__HOOK_PROF;
@@ -363,4 +361,5 @@ const vf__op_kind vf__kind_bulk = {.name = "bulk",
                                    .dropped = bulk_dropped,
                                    .free_arg = bulk_free_arg,
                                    .finished = bulk_finished,
+                                   .records = batch_records,
                                    .flags = VF__KIND_OBSERVED | VF__KIND_HELD};

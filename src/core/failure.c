@@ -148,7 +148,11 @@ void vf__failure_log_retract(vf__failure_log *log, vf__failure *f,
     bool unlisted = false;
     pthread_mutex_lock(&log->lock);
     vf__failure *prev = NULL;
-    for (vf__failure *g = log->head; f->place == place && g != NULL;
+    /* Only the log's and the caller's references: no other op joined it
+     * meanwhile (out of reserve, vf__failure_log_record), whose failure it
+     * now is too. */
+    bool alone = f->place == place && atomic_load(&f->refs) == 2;
+    for (vf__failure *g = log->head; alone && g != NULL;
          prev = g, g = g->next) {
         if (g != f)
             continue;

@@ -167,7 +167,8 @@ vf__failure *vf__failure_log_record(vf__failure_log *log, int code,
  * Take back the failure just recorded for the op at `place`, which turned
  * out not to be the op's (it inherited an earlier one: device_ops.c):
  * unlisted, so no wait reports it, and the caller's reference dropped. A
- * record that joined another op's failure (out of reserve) stays listed.
+ * record shared with another op (one joined it, out of reserve, or it
+ * joined one) stays listed.
  * Takes the log lock.
  */
 void vf__failure_log_retract(vf__failure_log *log, vf__failure *f,

@@ -38,12 +38,6 @@ int vf__lifecycle_hold(vf_engine *e, vf__op *op)
     return 0;
 }
 
-void vf__lifecycle_fork_wait(vf_engine *e)
-{
-    pthread_mutex_lock(&e->life.op_lock);
-    pthread_mutex_unlock(&e->life.op_lock);
-}
-
 uint64_t vf__lifecycle_held(vf_engine *e)
 {
     if (!atomic_load(&e->life.holding))
@@ -62,16 +56,23 @@ int vf__lifecycle_check_waitable(vf_engine *e, const char *who)
     uint64_t n = e->life.nheld;
     bool starting = e->life.starting;
     pthread_mutex_unlock(&e->life.lock);
-    if ((starting || atomic_load(&e->life.forking)) &&
-        !vf__lifecycle_releasing_held(e)) {
-        /* A start is pushing the held ops (maybe this caller's), or a fork
-         * of another thread stopped the engine (the program did not):
-         * wait until it is over, then wait as usual. */
-        vf__lifecycle_fork_wait(e);
+    if (starting && !vf__lifecycle_releasing_held(e)) {
+        /* A start is pushing the held ops (maybe this caller's): wait until
+         * they are all pushed, then wait as usual. */
+        pthread_mutex_lock(&e->life.op_lock);
+        pthread_mutex_unlock(&e->life.op_lock);
         return vf__lifecycle_check_waitable(e, who);
     }
     if (n == 0)
         return 0;
+    /* Not waited out: the fork's drain may need this thread (an async op
+     * it completes, an op of another engine it runs). */
+    if (atomic_load(&e->life.forking))
+        return vf__fail(VF_ESTOPPED,
+                        "%s: another thread's fork() has stopped the "
+                        "engine for as long as it lasts, and %llu pushed "
+                        "ops wait for it: wait again",
+                        who, (unsigned long long)n);
     return vf__fail(VF_ESTOPPED,
                     "%s: the engine is stopped and %llu pushed "
                     "ops wait for vf_engine_start",
@@ -353,7 +354,7 @@ static void fork_prepare(void)
         pthread_mutex_lock(&e->life.lock);
         e->life.fork_restart = !e->life.stopped;
         pthread_mutex_unlock(&e->life.lock);
-        atomic_store(&e->life.forking, true); /* before pushes are held */
+        atomic_store(&e->life.forking, true); /* before waits are refused */
         stop_locked(e);
         /* life.op_lock stays held until after the fork */
     }

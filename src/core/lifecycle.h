@@ -64,10 +64,8 @@ typedef struct vf__life {
     pthread_mutex_t lock;    /* the held ops and `stopped` */
     atomic_bool holding;     /* seq_cst: pushes from outside are held */
     /* seq_cst: the stop is a fork's (from fork_prepare until the handler
-     * after the fork restarts it): a push or wait from outside the
-     * engine's ops waits for the fork to be over (vf__lifecycle_fork_wait)
-     * rather than be held or refused; held, the child would inherit it
-     * and run it too. */
+     * after the fork restarts it): a wait refused meanwhile says so. (Not
+     * waited out: the fork's drain may need the waiting thread.) */
     atomic_bool forking;
     bool stopped;                  /* lock: workers joined */
     bool starting;                 /* lock: a start pushes held ops */
@@ -78,11 +76,6 @@ typedef struct vf__life {
     bool fork_restart, fork_inside, fork_dead;
     vf_engine *next_live;
 } vf__life;
-
-/* Wait until the fork stopping `e` is over (its handlers hold op_lock
- * from before the stop until after the restart). The caller holds no lock
- * of the engine (a fork's prepare takes them all). */
-void vf__lifecycle_fork_wait(vf_engine *e);
 
 /* Ops pushed while stopped and held (vf_stats.pending counts them). */
 uint64_t vf__lifecycle_held(vf_engine *e);

@@ -150,6 +150,9 @@ typedef struct vf__op_kind {
     /* Free the op's argument when the op owns it as its kind's
      * (argcopy VF__ARG_KIND, op.c): a batch. NULL: never. */
     void (*free_arg)(void *arg);
+    /* The profile records the op stands for (profile/hooks.h: each gets
+     * an id at its push, the op's the last). NULL: one. */
+    uint32_t (*records)(const vf__op *op);
     uint16_t flags; /* VF__KIND_*: one load where the trip asks several */
 } vf__op_kind;
 

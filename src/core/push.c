@@ -185,13 +185,6 @@ static int enqueue(vf_engine *e, vf__op *op, const char *who, bool unheld,
     if (VF__UNLIKELY(atomic_load(&e->life.holding)) && !unheld &&
         held_by_stop(e, op)) {
         uncount(e, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
-        /* Another thread's fork stopped it: wait for the fork to be over
-         * (lifecycle.h), unless a lock is held (a batch's push: the fork
-         * takes that lock, so it is held as for a stop). */
-        if (atomic_load(&e->life.forking) && !locked) {
-            vf__lifecycle_fork_wait(e);
-            return enqueue(e, op, who, false, locked);
-        }
         int rc = hold_vars(e, op, who);
         if (rc != 0)
             return rc;
@@ -208,7 +201,9 @@ static int enqueue(vf_engine *e, vf__op *op, const char *who, bool unheld,
     if (def->kind->flags & VF__KIND_OBSERVED) {
         op->hooks = atomic_load_explicit(&e->hooks, memory_order_relaxed);
         if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF) &&
-            (op->prof = vf__prof_op_pushed(e->prof, n)) == NULL)
+            (op->prof = vf__prof_op_pushed(
+                 e->prof, n,
+                 def->kind->records ? def->kind->records(op) : 1)) == NULL)
             op->hooks &= (uint8_t)~VF__HOOK_PROF;
     }
     for (int i = 0; i < n; i++)

@@ -330,6 +330,8 @@ static bool only_queued_active(vf_engine *e)
 /* The last nested_wait of this thread gave up with VF_EDEADLK for want
  * of stack (its detail says so), not for a cycle. */
 static _Thread_local bool starved_stack;
+/* Or for ops nobody runs while its stack had room. */
+static _Thread_local bool starved_other;
 
 /* Run ready ops while waiting inside an op; see the file comment.
  * Returns 0 when the marker fired, VF_EDEADLK when this waiter gave up for
@@ -340,7 +342,7 @@ static _Thread_local bool starved_stack;
 static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
                        const vf__deadline *until)
 {
-    starved_stack = false;
+    starved_stack = starved_other = false;
     /* Its own lowering wakes the waiters that watch if it was the last
      * active op. It watches the counts itself only while it finds nothing
      * to run (watch): while it runs an op above the wait, that op counts
@@ -373,12 +375,12 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
         }
         watch(e, &watching, true); /* before the sum (counts.h) */
         bool stuck = vf__counts_active(vf__engine_counts(e)) == 0;
-        /* Nobody else will run what it waits for, and it cannot either:
-         * its stack is full (a recursion deeper than the stack allows,
-         * where no spare thread is lent: a device's pool). Waiting on
-         * would be for ever. */
-        bool starved = hopeless > 2 * HOPELESS_LOOKS &&
-                       !vf__stack_below(VF__WAIT_CHILD_EIGHTHS);
+        /* Nobody else will run what it waits for, and it could not either
+         * in as many looks again as it waited before trying: its stack is
+         * full (a recursion deeper than the stack allows, where no spare
+         * thread is lent: a device's pool), or the ops are not ones it may
+         * take. Waiting on would be for ever. */
+        bool starved = hopeless > 2 * HOPELESS_LOOKS;
         if (stuck || starved || vf__deadline_passed(until)) {
             /* Count ourselves active again before giving up, so active
              * never reads zero while we still might go on (engine.h). A
@@ -390,7 +392,9 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
                 continue;
             if (abandon(w)) {
                 rc = stuck || starved ? VF_EDEADLK : VF_ETIMEDOUT;
-                starved_stack = starved && !stuck;
+                starved_stack = starved && !stuck &&
+                                !vf__stack_below(VF__WAIT_CHILD_EIGHTHS);
+                starved_other = starved && !stuck && !starved_stack;
                 break;
             }
             /* The marker fired and counted us back too: undo our own (we
@@ -444,6 +448,13 @@ static int deadlock_detail(const char *who, const vf__op *cur,
                         "ops no other thread will run (a device's pool "
                         "lends no spare thread: a recursion with a wait at "
                         "every level is too deep for its stack)",
+                        who, label);
+    if (starved_other)
+        return vf__fail(VF_EDEADLK,
+                        "%s: the wait can never finish: %s waits for ops "
+                        "queued where no thread will run them (every thread "
+                        "of their pool waits, and a device's pool lends no "
+                        "spare)",
                         who, label);
     return vf__fail(VF_EDEADLK,
                     "%s: the wait can never finish (%s would wait for ops "
@@ -558,11 +569,11 @@ static vf__op *marker_given_up(vf__var *v)
 }
 
 /* A wait that gave up (its waiter `w` abandoned) takes its marker `op`
- * off v's queue, when it is still queued behind another wait's marker
- * (nothing there waits for it, and the ops after it do not either: a
- * marker only reads), so waits of several threads polling one var leave
- * no marker a poll behind them; it is the one at the tail, it stays for
- * the next wait to take over (marker_given_up). `op` may have fired and
+ * off v's queue when it is still queued with ops after it (a newer wait's
+ * marker, say: nothing waits for a marker, as it only reads), so waits of
+ * several threads polling one var leave no marker a poll behind them; the
+ * newest, at the tail, stays for the next wait to take over
+ * (marker_given_up). `op` may have fired and
  * been freed meanwhile: it is looked for in the queue by address first,
  * and only a place found there, still this waiter's, is touched. */
 static void drop_marker(vf_engine *e, vf__var *v, vf__op *op, vf__waiter *w)

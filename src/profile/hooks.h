@@ -105,9 +105,11 @@ void vf__prof_fork_lock(vf__profiler *p, bool lock);
 /* --- an op's life (called only for ops whose hooks say "recorded") ------- */
 
 /* Pushed: a new record for it (kept out of the op block, so an op nobody
- * records costs nothing for it), with an id and its push time. NULL when
- * it cannot be recorded (no memory): the op itself is unaffected. */
-vf__op_prof *vf__prof_op_pushed(vf__profiler *p, int nvars);
+ * records costs nothing for it), with an id and its push time. `ids` > 1
+ * for an op that stands for as many (below): the ids before its own are
+ * theirs. NULL when it cannot be recorded (no memory): the op itself is
+ * unaffected. */
+vf__op_prof *vf__prof_op_pushed(vf__profiler *p, int nvars, uint32_t ids);
 /* An op recorded as `from` released one of its vars. */
 void vf__prof_op_edge(vf__op_prof *r, const vf__op_prof *from);
 /* Its last dependency was released. */
@@ -130,13 +132,11 @@ void vf__prof_op_dropped(vf__op_prof *r);
 /* --- the ops a recorded op stands for (a bulk's batch: core/bulk_op.c) ----
  *
  * A fused op runs several ops of the program; each is recorded as its own
- * op, the fused op not at all (vf__prof_op_dropped). Its record's id goes
- * to its last op, so the edges later ops record from it name that op; the
- * ids of the ops before it are reserved before its push, so all of them
- * stay in push order. */
-
-/* Reserve `n` ids (n > 0): the first is returned, the others follow it. */
-uint64_t vf__prof_reserve_ids(vf__profiler *p, uint32_t n);
+ * op, the fused op not at all (vf__prof_op_dropped). Its push took an id
+ * for each (vf__prof_op_pushed's `ids`), in one step of the profile's
+ * counter: its own is the last op's, so the edges later ops record from
+ * it name that op, and the ops before take the ids before it, all in push
+ * order and of the same profile. */
 /* Now, on the profile's clock (an op's start or end). */
 uint64_t vf__prof_now(vf__profiler *p);
 /* One of the ops `whole` stood for ended: `part` holds its id, worker,

@@ -124,7 +124,7 @@ static uint64_t stamp(vf__profiler *p)
     return now_ns() - atomic_load_explicit(&p->t0, memory_order_relaxed);
 }
 
-vf__op_prof *vf__prof_op_pushed(vf__profiler *p, int nvars)
+vf__op_prof *vf__prof_op_pushed(vf__profiler *p, int nvars, uint32_t ids)
 {
     vf__op_prof *r = vf__malloc(sizeof *r);
     if (r == NULL)
@@ -143,7 +143,8 @@ vf__op_prof *vf__prof_op_pushed(vf__profiler *p, int nvars)
     r->worker = -1;
     r->push = r->ready = r->start = r->end = stamp(p);
     r->device_start = r->device_end = 0;
-    r->id = atomic_fetch_add_explicit(&p->next_id, 1, memory_order_relaxed) + 1;
+    r->id = atomic_fetch_add_explicit(&p->next_id, ids, memory_order_relaxed) +
+            ids;
     return r;
 }
 
@@ -294,11 +295,6 @@ void vf__prof_op_finished(vf__profiler *p, vf__op_prof *pr,
     }
     pthread_mutex_unlock(&p->lock);
     vf__prof_op_dropped(pr);
-}
-
-uint64_t vf__prof_reserve_ids(vf__profiler *p, uint32_t n)
-{
-    return atomic_fetch_add_explicit(&p->next_id, n, memory_order_relaxed) + 1;
 }
 
 uint64_t vf__prof_now(vf__profiler *p)
