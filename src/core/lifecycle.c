@@ -65,8 +65,13 @@ int vf__lifecycle_check_waitable(vf_engine *e, const char *who)
     }
     if (n == 0)
         return 0;
-    /* Not waited out: the fork's drain may need this thread (an async op
-     * it completes, an op of another engine it runs). */
+    /* Whose stop: holding, then forking (a fork sets forking before it
+     * holds and clears it after it let go): a stop over meanwhile is
+     * looked at again. A fork's is not waited out: its drain may need
+     * this thread (an async op it completes, an op of another engine it
+     * runs). */
+    if (!atomic_load(&e->life.holding))
+        return vf__lifecycle_check_waitable(e, who);
     if (atomic_load(&e->life.forking))
         return vf__fail(VF_ESTOPPED,
                         "%s: another thread's fork() has stopped the "
