@@ -195,12 +195,6 @@ void vf__bulk_batch_push(vf_engine *e, vf__bulk_batch *b)
 
 /* --- running it --------------------------------------------------------- */
 
-/* A fused op's body (bulk.h): each op of the batch in push order, as if
- * alone. The fused op holds every var of the batch, writes exclusively,
- * so an op's failure and version bump go straight onto the vars it
- * writes, where the later ops of the batch find them. The shutdown notice
- * (`shutdown` at the start, and looked at again before each op, as each
- * op alone would) skips the ops not started. */
 /* The profile record of the batch's op `i` (run_batch): its id, the op
  * before it as its edge (the first takes the fused op's edges), its times
  * (`ready` the end of the op before it, or the fused op's ready). */
@@ -229,6 +223,12 @@ static void record_item(vf_engine *e, const vf__op *op, int i, int worker,
                             .status = status});
 }
 
+/* A fused op's body (bulk.h): each op of the batch in push order, as if
+ * alone. The fused op holds every var of the batch, writes exclusively,
+ * so an op's failure and version bump go straight onto the vars it
+ * writes, where the later ops of the batch find them. The shutdown notice
+ * (`shutdown` at the start, and looked at again before each op, as each
+ * op alone would) skips the ops not started. */
 static void run_batch(vf__op *op, int worker, bool shutdown)
 {
     vf_engine *e = vf__op_engine(op);
