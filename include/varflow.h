@@ -1126,7 +1126,8 @@ VF_API int vf_engine_wait_all(vf_engine *e, vf_error *err);
  * var takes over when nothing was pushed on it since; one with ops queued
  * after it (another wait's marker, say) is taken off the queue when its
  * wait gives up: polling a var with timed waits, from any number of
- * threads, holds a marker a thread at most, not one a poll.
+ * threads, holds a marker a thread (two while one gives up), not one a
+ * poll.
  */
 VF_API int vf_var_wait_timed(vf_engine *e, vf_var v, int64_t timeout_ms,
                              vf_error *err);
