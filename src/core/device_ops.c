@@ -213,6 +213,15 @@ static bool device_op_end(vf__op *op, const vf__device_class *cls,
     return true;
 }
 
+/* The failure the op inherits once the host met the device work its vars
+ * wait for (work still in flight when it looked may have failed since;
+ * of the failures, the first in push order: rule 9), or NULL. */
+static vf__failure *inherited_after_host_wait(vf__op *op)
+{
+    vf__fences_host_wait(op);
+    return vf__exec_inherited_failure(op, NULL, 0, op->place, true);
+}
+
 /* Its function returned a failure (op->failure, just recorded) while work
  * it follows may still be on a device: had that work failed, the serial
  * program would have skipped the op, never called it (rule 9). The host
@@ -223,8 +232,7 @@ static void own_failure_or_skip(vf__op *op)
 {
     if (op->def->no_skip || op->nvars == 0)
         return;
-    vf__fences_host_wait(op);
-    vf__failure *f = vf__exec_inherited_failure(op, NULL, 0, op->place, true);
+    vf__failure *f = inherited_after_host_wait(op);
     if (f == NULL)
         return;
     vf__failure_log_retract(&vf__op_engine(op)->failures, op->failure,
@@ -401,10 +409,10 @@ static bool run_device_op(vf__op *op, int worker, bool shutdown)
          * the failures the first in push order is the one (rule 9). A
          * wait of another thread may have claimed the one it found
          * meanwhile: it then runs. */
-        vf__fences_host_wait(op);
-        vf__failure *f = vf__exec_inherited_failure(op, NULL, 0, op->place,
-                                                    true);
+        vf__failure *f = inherited_after_host_wait(op);
         if (f != NULL) {
+            /* Done here, unlike a skip after its function ran (which
+             * leaves its own fence): the vars it writes take over. */
             vf__fences_clear_written(op);
             vf__exec_op_skipped(op, f);
             return true;

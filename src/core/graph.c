@@ -216,8 +216,9 @@ VF_API int vf_graph_begin(vf_engine *e)
 
 /* Refuse a var of the recorded push whose delete was pushed, as the push
  * would (VF_ESTALE naming it). */
-static int check_usable(vf_engine *e, const char *who, const vf_op *desc,
-                        const char *name, const vf__varref *vars, int n)
+/* The first of `n` vars whose delete was pushed, or -1 (one var lock at a
+ * time). */
+static int first_deleted(const vf__varref *vars, int n)
 {
     for (int i = 0; i < n; i++) {
         vf__var *v = vars[i].var;
@@ -225,12 +226,21 @@ static int check_usable(vf_engine *e, const char *who, const vf_op *desc,
         bool usable = vf__var_usable(v, vars[i].gen);
         vf__spin_unlock(&v->lock);
         if (!usable)
-            return desc != NULL
-                       ? vf__varset_deleted(e, who, name, desc->reads,
-                                            desc->writes, v, vars[i].gen)
-                       : vf__fail_deleted(e, who, name, v, vars[i].gen);
+            return i;
     }
-    return 0;
+    return -1;
+}
+
+static int check_usable(vf_engine *e, const char *who, const vf_op *desc,
+                        const char *name, const vf__varref *vars, int n)
+{
+    int i = first_deleted(vars, n);
+    if (i < 0)
+        return 0;
+    return desc != NULL
+               ? vf__varset_deleted(e, who, name, desc->reads, desc->writes,
+                                    vars[i].var, vars[i].gen)
+               : vf__fail_deleted(e, who, name, vars[i].var, vars[i].gen);
 }
 
 /* Record a one-shot push into `nd`: checked as vf_engine_push checks it. */
@@ -1128,26 +1138,22 @@ static int stale_node(vf_engine *e, vf_graph *g, const char *who)
 {
     for (size_t i = 0; i < g->n; i++) {
         const node *nd = &g->nodes[i];
-        for (int k = 0; k < nd->nvars; k++) {
-            vf__var *v = nd->vars[k].var;
-            uint32_t gen = nd->vars[k].gen;
-            vf__spin_lock(&v->lock);
-            bool usable = vf__var_usable(v, gen);
-            vf__spin_unlock(&v->lock);
-            if (usable)
-                continue;
-            const char *name = nd->opr ? nd->def->name : nd->desc.name;
-            char label[VF__OP_LABEL_MAX];
-            return vf__fail(
-                VF_ESTALE,
-                "%s: recorded op %zu (%s) uses a variable (id %#llx) whose "
-                "vf_var_destroy was pushed after the capture: nothing of "
-                "the graph is launched",
-                who, i,
-                name != NULL && *name != '\0' ? vf__op_label(name, 0, label)
-                                              : "unnamed",
-                (unsigned long long)vf__var_handle(&e->vars, v, gen).id);
-        }
+        int k = first_deleted(nd->vars, nd->nvars);
+        if (k < 0)
+            continue;
+        const char *name = nd->opr ? nd->def->name : nd->desc.name;
+        char label[VF__OP_LABEL_MAX];
+        return vf__fail(
+            VF_ESTALE,
+            "%s: recorded op %zu (%s) uses a variable (id %#llx) whose "
+            "vf_var_destroy was pushed after the capture: nothing of the "
+            "graph is launched",
+            who, i,
+            name != NULL && *name != '\0' ? vf__op_label(name, 0, label)
+                                          : "unnamed",
+            (unsigned long long)vf__var_handle(&e->vars, nd->vars[k].var,
+                                               nd->vars[k].gen)
+                .id);
     }
     return 0;
 }
