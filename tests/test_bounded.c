@@ -648,4 +648,32 @@ TEST_CASE(nested)
     printf("nested: %.2f s\n", tu_now() - t);
 }
 
+/* A stopped engine holds pushes beyond the bound rather than make them
+ * wait (nothing would free room before the start): a nonblocking push
+ * gets 0, not VF_EAGAIN, and vf_stats.pending counts the held ops
+ * (varflow.h, vf_engine_stop). */
+TEST_CASE(stopped_engine_holds_beyond_the_bound)
+{
+    vf_engine *e = NULL;
+    CHECK_OK(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
+                                               .cpu_workers = 2,
+                                               .max_inflight = 2}));
+    REQUIRE(e != NULL);
+    vf_var v = tu_var(e);
+    CHECK_OK(vf_engine_stop(e));
+    for (int i = 0; i < 5; i++)
+        CHECK_OK(vf_engine_push(
+            e,
+            &(vf_op){.fn = tu_nop, .writes = VF_VARS(v), .nonblocking = true}));
+    vf_stats st;
+    CHECK_OK(vf_engine_stats(e, &st));
+    CHECK_EQ(st.pending, 5);
+    CHECK_OK(vf_engine_start(e));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_OK(vf_engine_stats(e, &st));
+    CHECK_EQ(st.pending, 0);
+    CHECK_EQ(st.ran, 5);
+    CHECK_OK(vf_engine_destroy(e));
+}
+
 TEST_MAIN("test_bounded", 240)

@@ -787,14 +787,13 @@ TEST_CASE(at_destroy)
     free(text);
 }
 
-/* Ops 1, 3 and 4 unnamed, 2 named "named"; all write one var. */
-TEST_CASE(unnamed_ops)
+/* The profile of four ops named `names`, each writing one var, on the
+ * pooled engine. */
+static vf_profile *profile_of_named_ops(const char *const names[4])
 {
-    tu_phase_limit("unnamed ops", 30);
     vf_engine *e = tu_engine(&tu_kinds[1]);
     vf_var v = tu_var(e);
     CHECK_OK(vf_profile_start(e));
-    const char *names[] = {NULL, "named", "", NULL};
     for (int i = 0; i < 4; i++)
         CHECK_OK(vf_engine_push(
             e,
@@ -803,6 +802,15 @@ TEST_CASE(unnamed_ops)
     vf_profile *p = NULL;
     CHECK_OK(vf_profile_take(e, &p));
     tu_finish_engine(e);
+    return p;
+}
+
+/* Ops 1, 3 and 4 unnamed, 2 named "named"; all write one var. */
+TEST_CASE(unnamed_ops)
+{
+    tu_phase_limit("unnamed ops", 30);
+    const char *names[] = {NULL, "named", "", NULL};
+    vf_profile *p = profile_of_named_ops(names);
     REQUIRE(p != NULL && vf_profile_count(p) == 4);
 
     /* The trace: "op #1", "named", "op #3", "op #4"; "unnamed": true. */
@@ -907,19 +915,9 @@ static void refuse_path(const vf_config *cfg, const char *needle)
  * the profiler as a user). */
 TEST_CASE(names_not_utf8)
 {
-    vf_engine *e = tu_engine(&tu_kinds[1]);
-    vf_var v = tu_var(e);
-    CHECK_OK(vf_profile_start(e));
     const char *names[] = {"bad \xff\xfe name", "caf\xc3\xa9", "cut \xe2\x82",
                            "overlong \xc0\xaf"};
-    for (int i = 0; i < 4; i++)
-        CHECK_OK(vf_engine_push(
-            e,
-            &(vf_op){.fn = count_fn, .writes = VF_VARS(v), .name = names[i]}));
-    CHECK_OK(vf_engine_wait_all(e, NULL));
-    vf_profile *p = NULL;
-    CHECK_OK(vf_profile_take(e, &p));
-    tu_finish_engine(e);
+    vf_profile *p = profile_of_named_ops(names);
     REQUIRE(p != NULL);
     const char *trace = path_in_dir("not_utf8.json");
     CHECK_OK(vf_profile_write(p, trace, VF_PROFILE_CHROME_JSON));

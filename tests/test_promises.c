@@ -629,6 +629,23 @@ static int held_fail(vf_run *run, void *arg)
     return 9;
 }
 
+/* An engine of kind `k` bounded to `max_inflight`, vars *x and *y, and a
+ * writer of *x held running (it fails with 9 once let go: h->go). */
+static vf_engine *bounded_with_failing_writer(const tu_kind *k,
+                                              int max_inflight, vf_var *x,
+                                              vf_var *y, held *h)
+{
+    vf_config cfg = k->cfg;
+    cfg.max_inflight = max_inflight;
+    vf_engine *e = NULL;
+    CHECK_OK(vf_engine_create(&e, &cfg));
+    REQUIRE(e != NULL);
+    *x = tu_var(e);
+    *y = tu_var(e);
+    held_start_fn(h, e, *x, held_fail);
+    return e;
+}
+
 /* Timed waits on a var whose writer runs, each timing out, leave at most
  * one marker behind (the next wait takes it over), a look (0) none: they
  * count once at most in pending and in the in-flight bound, however many;
@@ -638,14 +655,9 @@ TEST_KIND_CASE(timed_waits_leave_nothing, k)
     if (!k->threaded) /* the naive engine runs the op inside its push */
         return;
     check_context_ = k->name;
-    vf_config cfg = k->cfg;
-    cfg.max_inflight = 3;
-    vf_engine *e = NULL;
-    CHECK_OK(vf_engine_create(&e, &cfg));
-    REQUIRE(e != NULL);
-    vf_var x = tu_var(e), y = tu_var(e);
+    vf_var x, y;
     held h;
-    held_start_fn(&h, e, x, held_fail);
+    vf_engine *e = bounded_with_failing_writer(k, 3, &x, &y, &h);
     vf_stats st;
     for (int i = 0; i < 1000; i++)
         CHECK_ERR(vf_var_wait_timed(e, x, 0, NULL), VF_ETIMEDOUT);
@@ -701,14 +713,9 @@ TEST_KIND_CASE(timed_waits_of_threads_leave_few, k)
         return;
     check_context_ = k->name;
     enum { THREADS = 4 };
-    vf_config cfg = k->cfg;
-    cfg.max_inflight = 2 + 2 * THREADS;
-    vf_engine *e = NULL;
-    CHECK_OK(vf_engine_create(&e, &cfg));
-    REQUIRE(e != NULL);
-    vf_var x = tu_var(e), y = tu_var(e);
+    vf_var x, y;
     held h;
-    held_start_fn(&h, e, x, held_fail);
+    vf_engine *e = bounded_with_failing_writer(k, 2 + 2 * THREADS, &x, &y, &h);
     poller p = {.e = e, .v = x};
     pthread_t t[THREADS];
     for (int i = 0; i < THREADS; i++)
