@@ -1281,8 +1281,10 @@ VF_API int vf_graph_set_arg(vf_engine *e, vf_graph *g, size_t index, void *arg,
  * Everything else is what the pushes give: each op's `done` is called and
  * its outcome counted once per launch; a failure of an op's work on the
  * device fails that op and skips those that use what it wrote; a
- * function that fails while recording fails its op, and that launch runs
- * the ops after it as pushes would (the next one records again). A launch
+ * function that fails while recording fails its op (or, when the work it
+ * follows fails on the device, is skipped with that failure, as its push
+ * would be), and that launch runs the ops after it as pushes would (the
+ * next one records again). A launch
  * whose variables carry a failure known on the host, that runs under the
  * shutdown notice, or that runs while another launch of the graph records
  * it, runs its ops as their pushes would (their functions are called),

@@ -8,7 +8,8 @@
  *   pushes on an engine of the same kind: each op's outcomes, the values
  *   the device work computed, the versions, what each wait returned, the
  *   stats; with work failing on the device on chosen launches
- *   (vf_graph_set_arg), functions failing while the graph is recorded,
+ *   (vf_graph_set_arg), functions failing while the graph is recorded
+ *   (behind work failing on the device too: skipped, as their pushes are),
  *   failing CPU ops and failing device ops pushed between launches (a
  *   failure the host knows at the launch, and one still in flight on the
  *   device), and waits between launches; in half of the programs CPU ops
@@ -147,12 +148,13 @@ static void make_program(program *p, tu_rng *r)
         for (int k = 0; k < a->nw; k++)
             a->wv[k] = tu_below(r, NV);
     }
-    /* Failures on the device, or functions that fail, not both: a
-     * function that fails while the work it depends on is failing on the
-     * device reports its own failure or the skip depending on whether the
-     * device failure is known on the host yet (device_ops.h), for pushes
-     * and replays alike. */
-    bool on_device = p->on_device = tu_below(r, 2) == 0;
+    /* Failures on the device, functions that fail, or both: a function
+     * that fails while the work it depends on is failing on the device is
+     * skipped, as the serial program skips it (its push meets that work
+     * on the host, and so does the launch that records it). */
+    int failing = tu_below(r, 3); /* 0: on the device, 1: functions, 2 */
+    bool on_device = p->on_device = failing != 1;
+    bool on_host = failing != 0;
     /* The arguments as they stand at each step: a change is a set_arg. */
     oparg cur[MAXOPS];
     memcpy(cur, p->ops, sizeof cur);
@@ -164,7 +166,7 @@ static void make_program(program *p, tu_rng *r)
             oparg a = cur[i];
             if (tu_below(r, 2) == 0)
                 a.salt = a.salt * 31 + (uint64_t)s;
-            else if (on_device)
+            else if (on_device && (!on_host || tu_below(r, 2) == 0))
                 a.dev_fail = a.dev_fail ? 0 : 5;
             else
                 a.host_fail = a.host_fail ? 0 : 6;
@@ -421,6 +423,83 @@ TEST_KIND_CASE(replay_equals_pushing, k)
 TEST_KIND_CASE(replay_equals_pushing_device_sync, k)
 {
     replay_programs(k, true);
+}
+
+/* --- a function failing behind failing work, at the recording ----------- */
+
+static int failing_work(void *arg)
+{
+    (void)arg;
+    return 9;
+}
+
+static int submit_failing(vf_run *run, void *arg)
+{
+    (void)arg;
+    return vf_run_submit(run, failing_work, NULL, 0);
+}
+
+static int fails_on_host(vf_run *run, void *arg)
+{
+    (void)arg;
+    vf_run_set_error(run, "B fails on the host");
+    return 8;
+}
+
+static void status_done(void *arg, int status)
+{
+    atomic_store((atomic_int *)arg, status);
+}
+
+/* A records work that fails on the device; B, reading what A writes,
+ * fails in its function while that work has not run (it is being
+ * recorded). Pushed, B is skipped (rule 9: the serial program never
+ * calls it); the launch that records it must say the same: B skipped
+ * with A's failure, its write not counted, the wait naming A. */
+static void recorded_failure_behind(const tu_kind *k, bool sync)
+{
+    vf_engine *e = engine(k, sync);
+    vf_var a = tu_var(e), b = tu_var(e);
+    atomic_int a_done = 0, b_done = 0;
+    CHECK_OK(vf_graph_begin(e));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = submit_failing,
+                                        .done = status_done,
+                                        .arg = &a_done,
+                                        .writes = VF_VARS(a),
+                                        .device = emu,
+                                        .name = "A"}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = fails_on_host,
+                                        .done = status_done,
+                                        .arg = &b_done,
+                                        .reads = VF_VARS(a),
+                                        .writes = VF_VARS(b),
+                                        .device = emu,
+                                        .name = "B"}));
+    vf_graph *g = NULL;
+    CHECK_OK(vf_graph_end(e, &g));
+    CHECK_OK(vf_graph_device_replay(e, g, true));
+    CHECK_OK(vf_graph_launch(e, g));
+    vf_error err;
+    CHECK_ERR(vf_engine_wait_all(e, &err), VF_EOPFAILED);
+    CHECK_EQ(err.code, 9);
+    CHECK(strcmp(err.op_name, "A") == 0);
+    CHECK_EQ(atomic_load(&a_done), 9);
+    CHECK_EQ(atomic_load(&b_done), VF_ESKIPPED);
+    uint64_t version = 99;
+    CHECK_OK(vf_var_version(e, b, &version));
+    CHECK_EQ(version, 0);
+    vf_stats st;
+    CHECK_OK(vf_engine_stats(e, &st));
+    CHECK_EQ(st.failed, 1);
+    CHECK_EQ(st.skipped, 1);
+    CHECK_OK(vf_graph_destroy(e, g));
+    CHECK_OK(vf_engine_destroy(e));
+}
+
+TEST_KIND_CASE(recorded_failure_behind_failing_work, k)
+{
+    recorded_failure_behind(k, false);
+    recorded_failure_behind(k, true);
 }
 
 /* --- a replay calls no function ------------------------------------------ */

@@ -670,6 +670,31 @@ static uint32_t record(vf__graph_inst *in, const devseg *sg, vf__devrec *rec,
     return k;
 }
 
+/* A node whose function failed while it was recorded (record), its
+ * device graph now launched: had the work it follows failed, its push
+ * would have been skipped, its function never called (rule 9; a pushed
+ * op's own_failure_or_skip, device_ops.c). That work is met on the host
+ * now, as the push meets it (the failing path only): its inputs that
+ * carry a failure (d->inputs, the first d->ncarry), each the fence of an
+ * earlier node of the launch or of a write before it. A failure it
+ * inherits replaces its own, taken back from the log (nobody saw it: it
+ * is not the op's), before its vars are given a failure. */
+static void recorded_failure_or_skip(vf_engine *e, vf__op *op,
+                                     const vf__devrun *d)
+{
+    vf__failure *inherited = NULL;
+    for (int k = 0; k < d->ncarry; k++) {
+        vf__failure *f = vf__fence_host_wait(e, d->inputs[k]);
+        if (f != NULL && vf__failure_live_for(f, op->place) &&
+            vf__failure_before(f, inherited))
+            inherited = f;
+    }
+    if (inherited == NULL)
+        return;
+    vf__failure_log_retract(&e->failures, op->failure, op->place);
+    vf__exec_op_skipped(op, inherited);
+}
+
 /* The read fence of a device graph's launch on `s`: an event recorded
  * after it, so complete once all of its nodes are (their own events
  * complete in no order, where a var's read fences must: fences.h); NULL
@@ -769,6 +794,8 @@ static uint32_t nodes_launched(vf__graph_inst *in, const devseg *sg,
         }
         d->ncarry = d->ninputs;
         op->dev = d;
+        if (VF__UNLIKELY(op->failure != NULL) && !op->skipped)
+            recorded_failure_or_skip(g->engine, op, d);
         di->nfence[l] = f;
         vf__fences_leave_rw(op, f, rf != NULL ? rf : f);
         sent += node_in_flight(in, op, sync);
