@@ -1158,7 +1158,9 @@ VF_API int vf_run_wait_children_timed(vf_run *run, int64_t timeout_ms,
  * the point of the launch: after everything pushed before it and before
  * everything pushed after, on every variable. What runs, fails or is
  * skipped, each op's `done`, the versions of the variables, what waits
- * report and vf_engine_stats() are what those pushes give. Its ops take
+ * report and vf_engine_stats() are what those pushes give, but for
+ * `pending`: a launch counts as one pending op itself, from its push to
+ * its last op's end, beside its ops not finished once it runs. Its ops take
  * their places in push order at the launch, one after the other, so a
  * failure among them is ordered as one of those pushes would be.
  *
@@ -1199,10 +1201,11 @@ VF_API int vf_run_wait_children_timed(vf_run *run, int64_t timeout_ms,
  * Ops pushed from inside a launched op are ordinary pushes. A wait from
  * inside a launched op on a variable the graph uses waits for the whole
  * graph's hold on it (the graph takes its variables together, as one op
- * does): VF_EDEADLK when a later op of the graph uses it and the engine
- * runs the graph's ops one after the other (the naive engine), where its
- * push would have waited only for the ops before it. Do not record such
- * a wait; push those ops instead.
+ * does): VF_EDEADLK when a later op of the graph uses it and cannot run
+ * before the waiting op ends (it depends on that op, on any engine; on
+ * the naive engine, which runs the graph's ops one after the other, any
+ * later op), where its push would have waited only for the ops before it.
+ * Do not record such a wait; push those ops instead.
  * @{
  */
 /** A recorded sequence of pushes, launched any number of times. */
@@ -1211,7 +1214,9 @@ typedef struct vf_graph vf_graph;
 /**
  * Begin capturing this thread's pushes to `e` into a new graph. VF_EINVAL
  * when this thread already captures (on any engine), from inside an op or
- * a `done` callback; VF_ESHUTDOWN; VF_ENOMEM.
+ * a `done` callback; VF_ESHUTDOWN; VF_ENOMEM. A capture whose engine was
+ * destroyed, by this thread or another, is over (its graph went with the
+ * engine): the thread may begin another.
  */
 VF_API int vf_graph_begin(vf_engine *e);
 

@@ -945,7 +945,11 @@ template <class Fn> struct op_block_of : op_block {
  * destructor, after every op already pushed on it; or explicitly with
  * remove(). Converts to vf_var, so it goes straight into a var_list.
  * Destructor errors (a var already deleted through its vf_var, an engine
- * shutting down) are ignored.
+ * shutting down) are ignored. One of them: a var destroyed on a thread
+ * that captures a graph on its engine (inside engine_ref::capture's
+ * record()) is not deleted, since a capture may not contain a delete
+ * (vf_graph_begin()): its variable lives until the engine is destroyed.
+ * Keep the vars a capture uses alive past it.
  *
  * A var that names no variable (moved from, released, or
  * default-constructed) tests false, and every use of it (in a push's reads

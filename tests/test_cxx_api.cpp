@@ -229,7 +229,7 @@ bool contains(const char *haystack, const char *needle)
  * refused while capturing (each launch calls done again), with nothing
  * recorded. varflow::graph (engine_ref::capture) launches, moves, is
  * destroyed, and refuses use when it holds none; a record that throws
- * ends its capture. */
+ * ends its capture; a var destroyed inside one is not deleted. */
 TEST_KIND_CASE(graphs, k)
 {
     varflow::engine eng(k.cfg);
@@ -298,6 +298,21 @@ TEST_KIND_CASE(graphs, k)
     varflow::graph empty = eng.capture([] {});
     CHECK_EQ(empty.size(), 0);
     empty.launch();
+    /* A var destroyed inside a capture is not deleted (a capture may not
+     * hold a delete): its variable lives on, to the engine's destroy. */
+    varflow::var doomed = eng.new_var();
+    vf_var raw = doomed.handle();
+    varflow::graph one = eng.capture([&] {
+        varflow::var inside = std::move(doomed);
+        eng.push({}, {inside}, [] {});
+    });
+    CHECK(!vf_graph_capturing(eng.get()));
+    uint64_t version = 99;
+    CHECK(vf_var_version(eng.get(), raw, &version) == 0);
+    one.launch();
+    eng.wait_all();
+    CHECK(vf_var_version(eng.get(), raw, &version) == 0);
+    CHECK_EQ(version, 1);
 }
 
 TEST_KIND_CASE(moved_from_vars, k)

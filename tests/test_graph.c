@@ -24,6 +24,7 @@
  *   VF_EDEADLK once the other nodes are over, never a hang;
  * - a graph destroyed while its launches run is freed after them; graphs
  *   the program never destroyed are freed by the engine's destroy; a
+ *   capture whose engine another thread destroyed is over; a
  *   launch on a stopped engine is held and runs at start, in order.
  */
 #include "runner.h"
@@ -1165,6 +1166,54 @@ TEST_KIND_CASE(destroy_while_launched, k)
     tu_gate_destroy(&gate);
 }
 
+static void *destroy_engine(void *arg)
+{
+    CHECK_OK(vf_engine_destroy(arg));
+    return NULL;
+}
+
+/* A capture whose engine another thread destroyed is over: this thread
+ * may capture again on any engine (it was refused for ever, told both
+ * that it captured and that it did not), and a vf_graph_end on another
+ * engine than the live capture's says so. */
+TEST_KIND_CASE(capture_ended_by_another_threads_destroy, k)
+{
+    counter c;
+    memset(&c, 0, sizeof c);
+    vf_engine *e = tu_engine(k);
+    vf_var x = tu_var(e);
+    CHECK_OK(vf_graph_begin(e));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = count_op, .arg = &c, .writes = VF_VARS(x)}));
+    tu_thread_join(tu_thread_start(destroy_engine, e));
+    vf_engine *e2 = tu_engine(k);
+    vf_var y = tu_var(e2);
+    CHECK(!vf_graph_capturing(e2));
+    CHECK_OK(vf_graph_begin(e2));
+    CHECK_OK(vf_engine_push(
+        e2, &(vf_op){.fn = count_op, .arg = &c, .writes = VF_VARS(y)}));
+    vf_graph *g = NULL;
+    CHECK_OK(vf_graph_end(e2, &g));
+    CHECK_OK(vf_graph_launch(e2, g));
+    CHECK_OK(vf_engine_wait_all(e2, NULL));
+    CHECK_EQ(atomic_load(&c.n), 1); /* the destroyed capture's op never */
+    /* The same once more, the new capture's engine at the old address or
+     * not: ended by its destroy on another thread, then none captures. */
+    CHECK_OK(vf_graph_begin(e2));
+    tu_thread_join(tu_thread_start(destroy_engine, e2));
+    vf_engine *e3 = tu_engine(k), *e4 = tu_engine(k);
+    CHECK_OK(vf_graph_begin(e3));
+    CHECK_ERR(vf_graph_end(e4, &g), VF_EINVAL);
+    CHECK(strstr(vf_error_detail(), "another engine") != NULL);
+    CHECK_ERR(vf_graph_begin(e4), VF_EINVAL);
+    CHECK(strstr(vf_error_detail(), "already captures") != NULL);
+    CHECK_OK(vf_graph_end(e3, &g));
+    CHECK_ERR(vf_graph_end(e4, &g), VF_EINVAL);
+    CHECK(strstr(vf_error_detail(), "does not capture") != NULL);
+    tu_finish_engine(e4);
+    tu_finish_engine(e3);
+}
+
 typedef struct racer {
     vf_engine *e;
     vf_graph *g;
@@ -1224,8 +1273,8 @@ TEST_KIND_CASE(destroy_racing_calls, k)
     tu_finish_engine(e);
 }
 
-/* A launch on a stopped engine is held with the pushes around it and runs
- * at start in their order. */
+/* A launch on a stopped engine is held with the pushes around it, as one
+ * pending op, and runs at start in their order. */
 TEST_KIND_CASE(launch_while_stopped, k)
 {
     vf_engine *e = tu_engine(k);
@@ -1233,8 +1282,9 @@ TEST_KIND_CASE(launch_while_stopped, k)
     chainv c = {1, NULL};
     vf_graph *g = NULL;
     CHECK_OK(vf_graph_begin(e));
-    CHECK_OK(vf_engine_push(
-        e, &(vf_op){.fn = plus5, .arg = &c, .writes = VF_VARS(x)}));
+    for (int i = 0; i < 2; i++)
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = plus5, .arg = &c, .writes = VF_VARS(x)}));
     CHECK_OK(vf_graph_end(e, &g));
     CHECK_OK(vf_engine_stop(e));
     CHECK_OK(vf_engine_push(
@@ -1243,9 +1293,13 @@ TEST_KIND_CASE(launch_while_stopped, k)
     CHECK_OK(vf_engine_push(
         e, &(vf_op){.fn = times7, .arg = &c, .writes = VF_VARS(x)}));
     CHECK_EQ(c.v, 1);
+    /* The launch is one pending op until it runs (the header). */
+    vf_stats st;
+    CHECK_OK(vf_engine_stats(e, &st));
+    CHECK_EQ(st.pending, 3);
     CHECK_OK(vf_engine_start(e));
     CHECK_OK(vf_var_wait(e, x, NULL));
-    CHECK_EQ(c.v, (1 * 3 + 5) * 7);
+    CHECK_EQ(c.v, (1 * 3 + 5 + 5) * 7);
     CHECK_OK(vf_graph_destroy(e, g));
     tu_finish_engine(e);
 }

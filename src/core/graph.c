@@ -168,12 +168,19 @@ int vf__graph_refuse_slow(const vf_engine *e, const char *who)
                     who);
 }
 
-/* A capture of this thread left on an engine that was destroyed, at the
- * address `e` has now: over. */
-static void forget_stale_capture(const vf_engine *e)
+static bool has_serial(const vf_engine *e, const void *serial)
 {
-    if (vf__capture_now.engine == e &&
-        vf__capture_now.serial != e->counts.serial)
+    return e->counts.serial == *(const uint64_t *)serial;
+}
+
+/* A capture of this thread left on an engine that was destroyed (by
+ * another thread: its own destroy ends it), whatever engine has its
+ * address now: over, its graph gone with the engine. */
+static void forget_stale_capture(void)
+{
+    const vf__capture *c = &vf__capture_now;
+    if (c->engine != NULL &&
+        !vf__guard_listed_with(c->engine, has_serial, &c->serial))
         vf__capture_now = (vf__capture){0};
 }
 
@@ -182,7 +189,7 @@ static int begin(vf_engine *e, const char *who)
     int rc = vf__push_check_engine(e, who);
     if (rc != 0)
         return rc;
-    forget_stale_capture(e);
+    forget_stale_capture();
     if (vf__capture_now.engine != NULL)
         return vf__fail(VF_EINVAL,
                         "%s: this thread already captures a graph "
@@ -639,11 +646,14 @@ out:
 
 static int end(vf_engine *e, vf_graph **out, const char *who)
 {
-    forget_stale_capture(e);
+    forget_stale_capture();
     if (!vf__graph_capturing(e))
         return vf__fail(VF_EINVAL,
-                        "%s: this thread does not capture a graph on the "
-                        "engine (vf_graph_begin)",
+                        vf__capture_now.engine != NULL
+                            ? "%s: this thread captures a graph on another "
+                              "engine, not this one"
+                            : "%s: this thread does not capture a graph on "
+                              "the engine (vf_graph_begin)",
                         who);
     if (out == NULL)
         return vf__fail(VF_EINVAL, "%s: out is NULL", who);

@@ -119,6 +119,16 @@ bool vf__guard_listed(const vf_engine *e)
     return listed;
 }
 
+bool vf__guard_listed_with(const vf_engine *e,
+                           bool (*test)(const vf_engine *e, const void *arg),
+                           const void *arg)
+{
+    pthread_mutex_lock(&set_lock);
+    bool listed = is_listed(e) && test(e, arg);
+    pthread_mutex_unlock(&set_lock);
+    return listed;
+}
+
 /* Whether slot `s` names `e` at any depth (seq_cst loads). */
 static bool names(vf__call_slot *s, const vf_engine *e)
 {

@@ -192,6 +192,15 @@ bool vf__guard_scan_busy(vf__call_scan *sc, const vf_engine *e);
 /* Whether `e` is listed (takes the registry lock: not for hot paths). */
 bool vf__guard_listed(const vf_engine *e);
 
+/* Whether `e` is listed and `test(e, arg)` holds, `test` called under the
+ * registry lock, so it may read a listed engine (its destroy unlists it
+ * under that lock before freeing it); `test` must not enter a guard. For
+ * a handle kept across calls, which another thread may have destroyed and
+ * another engine may have taken the address of (not for hot paths). */
+bool vf__guard_listed_with(const vf_engine *e,
+                           bool (*test)(const vf_engine *e, const void *arg),
+                           const void *arg);
+
 /* Fork (lifecycle.c): take or let go of the registry lock; in the child,
  * forget the calls of the parent's other threads (gone) and free their
  * slots. */

@@ -4,7 +4,8 @@
  *
  * - the registry: 1,000 made-up handles listed, half of them unlisted in
  *   a scattered order (the set's deletion moves entries), each answered
- *   right; a guard on an unlisted handle is refused and leaves nothing;
+ *   right (a test with the answer called for listed ones only); a guard on an
+ * unlisted handle is refused and leaves nothing;
  * - nesting: guards on alternating engines stack up, one on the engine
  *   of the call it is inside is covered by it, vf__guard_in_call sees
  *   every level, too deep is VF_ENOMEM;
@@ -26,6 +27,14 @@
 static char fake[4096]; /* made-up handles: never followed */
 #define FAKE(i) ((const vf_engine *)(const void *)&fake[(i)*4])
 
+/* vf__guard_listed_with's test: whether the handle is an odd one, and
+ * counted in *arg. */
+static bool odd_and_count(const vf_engine *e, const void *arg)
+{
+    (*(int *)(uintptr_t)arg)++;
+    return ((const char *)(const void *)e - fake) / 4 % 2 == 1;
+}
+
 TEST_CASE(registry)
 {
     enum { N = 1000 };
@@ -42,6 +51,11 @@ TEST_CASE(registry)
     }
     for (int i = 0; i < N; i++) {
         CHECK_EQ(vf__guard_listed(FAKE(i)), !gone[i]);
+        /* The test runs for a listed handle only, and decides. */
+        int tested = 0;
+        CHECK_EQ(vf__guard_listed_with(FAKE(i), odd_and_count, &tested),
+                 !gone[i] && i % 2 == 1);
+        CHECK_EQ(tested, !gone[i]);
         vf__guard g;
         int rc = vf__guard_enter(FAKE(i), &g, "test");
         CHECK_EQ(rc, gone[i] ? VF_EINVAL : 0);
