@@ -1007,6 +1007,13 @@ static int nothing(vf_run *run, void *arg)
     return 0;
 }
 
+static int gated_nothing(vf_run *run, void *arg)
+{
+    (void)run;
+    REQUIRE(tu_gate_wait(arg, 30.0));
+    return 0;
+}
+
 static bool has_dep(const vf_profile_record *r, uint64_t id)
 {
     for (int i = 0; i < r->ndeps; i++)
@@ -1033,15 +1040,23 @@ TEST_CASE(bulk_ops_recorded_each)
             e, &(vf_op){.fn = fail_42, .writes = VF_VARS(x), .name = "A"}));
         CHECK_OK(vf_engine_push(
             e, &(vf_op){.fn = nothing, .writes = VF_VARS(x), .name = "B"}));
-        CHECK_OK(vf_engine_push(
-            e, &(vf_op){.fn = nothing, .writes = VF_VARS(y), .name = "C"}));
+        /* C holds the batch until D is queued behind it: an edge is
+         * recorded only where the batch's finish released D. */
+        tu_gate gate;
+        tu_gate_init(&gate);
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = gated_nothing,
+                                            .arg = &gate,
+                                            .writes = VF_VARS(y),
+                                            .name = "C"}));
         CHECK_OK(vf_bulk_flush(e));
         CHECK(vf_bulk_set_size(e, 0) >= 0);
         CHECK_OK(vf_engine_push(e, &(vf_op){.fn = nothing,
                                             .reads = VF_VARS(y),
                                             .writes = VF_VARS(z),
                                             .name = "D"}));
+        tu_gate_open(&gate);
         CHECK_ERR(vf_engine_wait_all(e, NULL), VF_EOPFAILED);
+        tu_gate_destroy(&gate);
         vf_profile *p = NULL;
         CHECK_OK(vf_profile_take(e, &p));
         vf_stats st;
