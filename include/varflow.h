@@ -436,7 +436,10 @@ VF_API int vf_engine_destroy_timed(vf_engine *e, int64_t timeout_ms);
  * vf_engine_start(), which starts the threads again and runs them. While ops
  * are held, vf_var_wait() and vf_engine_wait_all() return VF_ESTOPPED at once
  * (they could never finish); during the start that pushes them they wait for
- * it. A held op that cannot be pushed at start fails with that push's code.
+ * it. A held op that cannot be pushed at start fails with that push's code
+ * (a push that returned 0 always can: one racing vf_var_destroy() of its
+ * variable from another thread is either held before the destroy or
+ * refused with VF_ESTALE at once, as on a running engine).
  * Stopping a stopped engine and starting a running one do nothing. Both
  * block; both (and destroy) refuse with VF_EDEADLK when called from the
  * engine's own code (an op, a done callback, a worker), and with
@@ -1047,7 +1050,8 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * Returns 0, or VF_EOPFAILED when a failure no earlier wait reported reached
  * `v` (then `err`, if not NULL, says which op failed first and why).
  * From inside an op, the calling worker runs ready ops that descend from
- * the waiting op (its children, theirs, ...) while it waits, on top of
+ * the waiting op (its children, theirs, ..., whatever their priorities)
+ * while it waits, on top of
  * the wait (as OpenMP's taskwait does), and none once three quarters of its
  * stack are used (config.worker_stack_kib); other ops are the other workers'
  * (and, when every worker of the pool waits so, a spare thread's: up to

@@ -11,6 +11,8 @@
  * - fib: fib(n) where each op pushes fib(n-1) and fib(n-2) and waits for
  *   both (fib(30): about 2.7 million ops; it overflowed from fib(21));
  * - fib_children: the same with vf_run_wait_children and no vars;
+ * - fib_priorities: fib_children with a priority on every child (n, 1 or
+ *   -n), which a waiter must find in its queue's heap;
  * - quicksort: a parallel quicksort of 10 million ints, each op
  *   partitioning its range, pushing both halves and waiting for them;
  *   the result is checked against qsort;
@@ -224,6 +226,46 @@ static int fib_children_op(vf_run *run, void *arg)
     return 0;
 }
 
+/* fib_children_op with a priority on every child (the ops go to the
+ * queue's heap, not its lane): n, 1, or -n, by fib_priority_kind. */
+static int fib_priority_kind;
+static atomic_long ran_on_spares; /* its ops a spare thread ran */
+
+static int fib_priority_op(vf_run *run, void *arg)
+{
+    const fib_arg *a = arg;
+    note_depth();
+    if (vf_run_worker(run) < 0)
+        atomic_fetch_add(&ran_on_spares, 1);
+    if (a->n < 2) {
+        *a->out = a->n;
+        return 0;
+    }
+    long x = 0, y = 0;
+    fib_arg ax = {a->e, a->n - 1, &x}, ay = {a->e, a->n - 2, &y};
+    int priority = fib_priority_kind == 0   ? a->n
+                   : fib_priority_kind == 1 ? 1
+                                            : -a->n;
+    int rc;
+    if ((rc = vf_engine_push(a->e, &(vf_op){.fn = fib_priority_op,
+                                            .arg = &ax,
+                                            .arg_size = sizeof ax,
+                                            .priority = priority})) != 0 ||
+        (rc = vf_engine_push(a->e, &(vf_op){.fn = fib_priority_op,
+                                            .arg = &ay,
+                                            .arg_size = sizeof ay,
+                                            .priority = priority})) != 0) {
+        op_error("vf_engine_push", rc);
+        return rc;
+    }
+    if ((rc = vf_run_wait_children(run, NULL)) != 0) {
+        op_error("vf_run_wait_children", rc);
+        return rc;
+    }
+    *a->out = x + y;
+    return 0;
+}
+
 static long fib_serial(int n)
 {
     long a = 0, b = 1;
@@ -279,6 +321,32 @@ TEST_CASE(fib)
 TEST_CASE(fib_children)
 {
     fib_case(fib_children_op, "fib_children");
+}
+
+/* fib with a priority on every child: a waiter looks for its children in
+ * the heap its queue keeps such ops in, as in its lane, and runs them
+ * itself. It looked in the lane only: every waiter lent a spare thread,
+ * the pool grew to 1,024 spares fighting over one queue's lock, and
+ * fib(16) took minutes (fib(13) 0.4 s). With one worker, its ops never
+ * need a spare (vf_run_worker -1). */
+TEST_CASE(fib_priorities)
+{
+    for (int kind = 0; kind < 3; kind++) {
+        fib_priority_kind = kind;
+        for (int c = 0; c < NCONFIGS; c++) {
+            tu_phase_limit(configs[c].name, 60);
+            depth_reset();
+            atomic_store(&ran_on_spares, 0);
+            vf_engine *e = engine_of(&configs[c].cfg, configs[c].name);
+            run_fib_by(e, fib_priority_op, SANITIZED ? 16 : 22,
+                       configs[c].name);
+            tu_finish_engine(e);
+            depth_check("fib_priorities", configs[c].name, default_stack());
+            if (configs[c].cfg.cpu_workers == 1)
+                CHECK_EQ(atomic_load(&ran_on_spares), 0);
+        }
+    }
+    CHECK_EQ(atomic_load(&op_errors), 0);
 }
 
 /* Workers with small stacks: the engine keeps what it stacks above waits

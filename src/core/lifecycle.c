@@ -20,12 +20,19 @@ bool vf__lifecycle_releasing_held(const vf_engine *e)
     return releasing_held == e;
 }
 
-int vf__lifecycle_hold(vf_engine *e, vf__op *op)
+int vf__lifecycle_hold(vf_engine *e, vf__op *op,
+                       int (*admit)(vf_engine *e, vf__op *op, void *arg),
+                       void *arg)
 {
     pthread_mutex_lock(&e->life.lock);
     if (!atomic_load(&e->life.holding)) {
         pthread_mutex_unlock(&e->life.lock);
         return 1; /* started meanwhile: enqueue it */
+    }
+    int rc = admit(e, op, arg);
+    if (rc != 0) {
+        pthread_mutex_unlock(&e->life.lock);
+        return rc;
     }
     op->next = NULL;
     if (e->life.held_tail != NULL)

@@ -86,9 +86,16 @@ uint64_t vf__lifecycle_held(vf_engine *e);
 void vf__lifecycle_drop_op(vf_engine *e, vf__op *op, int rc);
 
 /* Called by vf__push_enqueue when `holding` was seen set: hold the op
- * (returns 0), or return 1 when the engine stopped holding meanwhile (the
- * caller enqueues it then). */
-int vf__lifecycle_hold(vf_engine *e, vf__op *op);
+ * (returns 0) once `admit(e, op, arg)` took it (0; else its error code is
+ * returned, nothing held), or return 1 when the engine stopped holding
+ * meanwhile (the caller enqueues it then; `admit` not called). `admit`
+ * runs under the lock that orders the held ops: what it checks (that its
+ * vars are not deleted, nor their deletes held) and what it takes (its
+ * place in push order, a delete's mark on its var) are in the order the
+ * ops are held, and so pushed at start. */
+int vf__lifecycle_hold(vf_engine *e, vf__op *op,
+                       int (*admit)(vf_engine *e, vf__op *op, void *arg),
+                       void *arg);
 
 /* Whether this thread is the one enqueuing e's held ops (vf_engine_start),
  * and so maybe running ops inline meanwhile (a naive engine's, an async

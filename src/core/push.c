@@ -157,6 +157,22 @@ static inline uint64_t places_of(const vf__op *op)
                : 1;
 }
 
+/* A push that a stopped engine holds, checked and numbered under the lock
+ * that orders the held ops (vf__lifecycle_hold): a delete held after it
+ * is held after it, so a held push the program was told was taken is
+ * never refused at start by a delete it was checked before. */
+static int admit_held(vf_engine *e, vf__op *op, void *who)
+{
+    int rc = hold_vars(e, op, (const char *)who);
+    if (rc != 0)
+        return rc;
+    /* Its number now, at its push, not at the start that pushes it:
+     * the ops batched (bulk.h) and held after it come after it. */
+    if ((op->def->kind->flags & VF__KIND_NUMBERED) && op->place == 0)
+        vf__push_place_op(e, op, places_of(op));
+    return 0;
+}
+
 /* vf__push_enqueue; `unheld`: a start pushing a held op (never held
  * again); `locked`: the caller holds a lock (its op must not run here). */
 static int enqueue(vf_engine *e, vf__op *op, const char *who, bool unheld,
@@ -185,15 +201,9 @@ static int enqueue(vf_engine *e, vf__op *op, const char *who, bool unheld,
     if (VF__UNLIKELY(atomic_load(&e->life.holding)) && !unheld &&
         held_by_stop(e, op)) {
         uncount(e, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
-        int rc = hold_vars(e, op, who);
-        if (rc != 0)
-            return rc;
-        /* Its number now, at its push, not at the start that pushes it:
-         * the ops batched (bulk.h) and held after it come after it. */
-        if ((def->kind->flags & VF__KIND_NUMBERED) && op->place == 0)
-            vf__push_place_op(e, op, places_of(op));
-        if (vf__lifecycle_hold(e, op) == 0)
-            return 0;
+        int rc = vf__lifecycle_hold(e, op, admit_held, (void *)who);
+        if (rc <= 0)
+            return rc;                             /* held, or refused */
         return enqueue(e, op, who, false, locked); /* started meanwhile */
     }
     /* Observed from here: a held op gets its hooks (and its profile

@@ -202,6 +202,50 @@ static vf__op *lane_take_descendant(vf__worker *w, const vf__family *f,
     return NULL;
 }
 
+/* How many of a heap's ops a waiter looks at for a descendant. */
+#define DESCENDANT_HEAP_SCAN 64
+
+/* Under w->qlock: take `op`, found at *link (the root's place, a parent's
+ * first child or a sibling's next), out of the heap. Its siblings keep
+ * their places (under the same parent, which runs before them all); its
+ * children, each no earlier than it, are paired and melded with the root. */
+static vf__op *heap_unlink(vf__worker *w, vf__op **link, vf__op *op)
+{
+    *link = op->next;
+    vf__op *children = merge_children(op->child);
+    op->child = op->next = NULL;
+    w->root = meld(w->root, children);
+    w->len--;
+    mirror_heap_top(w);
+    return op;
+}
+
+/* Under w->qlock: lane_take_descendant for the heap (ops with a priority),
+ * breadth first from the root, among its first DESCENDANT_HEAP_SCAN ops: a
+ * push melds an op that is not the best in as the root's first child, so
+ * a waiter's newest children, pushed just before its wait, are near the
+ * front there. */
+static vf__op *heap_take_descendant(vf__worker *w, const vf__family *f)
+{
+    vf__op **lists[DESCENDANT_HEAP_SCAN]; /* sibling lists to walk */
+    int next = 0, nlists = 0, seen = 0;
+    if (w->root != NULL)
+        lists[nlists++] = &w->root;
+    while (next < nlists) {
+        for (vf__op **link = lists[next++]; *link != NULL;
+             link = &(*link)->next) {
+            vf__op *op = *link;
+            if (op->up != NULL && vf__family_within(op->up, f))
+                return heap_unlink(w, link, op);
+            if (++seen == DESCENDANT_HEAP_SCAN)
+                return NULL;
+            if (op->child != NULL && nlists < DESCENDANT_HEAP_SCAN)
+                lists[nlists++] = &op->child;
+        }
+    }
+    return NULL;
+}
+
 /* --- waking ------------------------------------------------------------ */
 
 static bool has_work(const vf__worker *w)
@@ -435,13 +479,16 @@ static vf__op *try_take(vf__worker *w, bool thief)
     return op;
 }
 
-/* try_take for a waiter: a descendant of the op whose family is `f`. */
+/* try_take for a waiter: a descendant of the op whose family is `f`, in
+ * the lane, else in the heap. */
 static vf__op *try_take_descendant(vf__worker *w, const vf__family *f,
                                    bool from_tail)
 {
     if (!lock_queue(w))
         return NULL;
     vf__op *op = lane_take_descendant(w, f, from_tail);
+    if (op == NULL)
+        op = heap_take_descendant(w, f);
     atomic_store(&w->qlen, w->len); /* the inbox may have come in */
     pthread_mutex_unlock(&w->qlock);
     return op;
