@@ -174,7 +174,12 @@ TEST_KIND_CASE(bad_args, k)
         (vf_op){.fn = nop, .reads = VF_VARS(x), .writes = VF_VARS(y, foreign)},
         VF_EXDEV, "foreign write");
     CHECK_ERR(vf_var_wait(e, foreign, &err), VF_EXDEV);
+    /* A wait's details say what the handle is, as a push's do. */
+    CHECK(strstr(vf_error_detail(), "belongs to another engine") != NULL);
+    CHECK_ERR(vf_var_wait(e, (vf_var){0}, &err), VF_EINVAL);
+    CHECK(strstr(vf_error_detail(), "is not a variable handle") != NULL);
     CHECK_ERR(vf_var_version(e, foreign, &ver), VF_EXDEV);
+    CHECK(strstr(vf_error_detail(), "belongs to another engine") != NULL);
     CHECK_ERR(vf_var_destroy(e, foreign, NULL, NULL), VF_EXDEV);
     expect_push_err(e, (vf_op){.fn = nop, .reads = VF_VARS(dead)}, VF_ESTALE,
                     "deleted read");

@@ -176,14 +176,18 @@ static int check_list(const char *who, const char *what, vf_var_list l)
 
 /* A handle that did not resolve: the call's detail (out of line, so the
  * hot path does not pay for choosing the words). */
+const char *vf__bad_handle_words(int rc)
+{
+    return rc == VF_EXDEV    ? "belongs to another engine"
+           : rc == VF_ESTALE ? "was deleted"
+                             : "is not a variable handle";
+}
+
 static __attribute__((noinline, cold)) int
 bad_handle(int rc, const char *who, const char *what, int i, vf_var h)
 {
-    const char *why = rc == VF_EXDEV    ? "belongs to another engine"
-                      : rc == VF_ESTALE ? "was deleted"
-                                        : "is not a variable handle";
     return vf__fail(rc, "%s: %s[%d] (id %#llx) %s", who, what, i,
-                    (unsigned long long)h.id, why);
+                    (unsigned long long)h.id, vf__bad_handle_words(rc));
 }
 
 /* How a detail names an op at push time: its name, or "an unnamed op"

@@ -446,8 +446,9 @@ static int deadlock_detail(const char *who, const vf__op *cur,
                         "%s: the wait can never finish: %s waits on a "
                         "thread whose stack is full (worker_stack_kib) for "
                         "ops no other thread will run (a device's pool "
-                        "lends no spare thread: a recursion with a wait at "
-                        "every level is too deep for its stack)",
+                        "lends no spare thread, a CPU pool at most 1024: "
+                        "a recursion with a wait at every level is too "
+                        "deep for the stacks)",
                         who, label);
     if (starved_other)
         return vf__fail(VF_EDEADLK,
@@ -610,7 +611,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
     int rc = vf__var_lookup(&e->vars, h, &v);
     if (rc != 0)
         return vf__fail(rc, "%s: variable (id %#llx) %s", who,
-                        (unsigned long long)h.id, vf_error_string(rc));
+                        (unsigned long long)h.id, vf__bad_handle_words(rc));
     if (vf__exec_in_done(e))
         return refuse_in_done(who);
     if (VF__UNLIKELY(e->engine_info)) {
