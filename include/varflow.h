@@ -1051,8 +1051,8 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * `v` (then `err`, if not NULL, says which op failed first and why).
  * From inside an op, the calling worker runs ready ops that descend from
  * the waiting op (its children, theirs, ..., whatever their priorities)
- * while it waits, on top of
- * the wait (as OpenMP's taskwait does), and none once three quarters of its
+ * while it waits, on top of the wait (as OpenMP's taskwait does), and none
+ * once three quarters of its
  * stack are used (config.worker_stack_kib); other ops are the other workers'
  * (and, when every worker of the pool waits so, a spare thread's: up to
  * 1024 a pool, each holding as many levels as a worker's stack). A device's
@@ -1293,8 +1293,8 @@ VF_API int vf_graph_set_arg(vf_engine *e, vf_graph *g, size_t index, void *arg,
  * function that fails while recording fails its op (or, when the work it
  * follows fails on the device, is skipped with that failure, as its push
  * would be), and that launch runs the ops after it as pushes would (the
- * next one records again). A launch
- * whose variables carry a failure known on the host, that runs under the
+ * next one records again). A launch whose variables carry a failure
+ * known on the host, that runs under the
  * shutdown notice, or that runs while another launch of the graph records
  * it, runs its ops as their pushes would (their functions are called),
  * and so does one that cannot replay at all (see "How a

@@ -83,9 +83,11 @@ typedef enum vf__engine_state {
  *     holds more than one, and takes no other lock while it holds them;
  *     every other path holds at most one and takes nothing under it. A
  *     push takes its other locks before or after its var locks: the
- *     counts' slots lock, life.lock (an engine that holds pushes), a
- *     free-list depot, dev.lock (a device's first op), a worker's queue
- *     lock, the profiler's lock (leaves, and 6).
+ *     counts' slots lock, a free-list depot, dev.lock (a device's first
+ *     op), a worker's queue lock, the profiler's lock (leaves, and 6);
+ *     life.lock before them: a push that an engine holds is checked
+ *     under life.lock, one var spinlock at a time (push.c: admit_held),
+ *     so a racing destroy's mark is ordered with it.
  *  6. dev.lock (device_pools.h): a device being made, or a stop's or
  *     start's threads; under it the device's pools, its streams and the
  *     completer are made, started or joined (the device layer's locks, the
@@ -99,8 +101,9 @@ typedef enum vf__engine_state {
  *     life.lock, the var table lock, the failure log's lock, the failure
  *     reserve's lock, waits.lock, dev.lock, defs.lock and the profiler's
  *     lock; last the guard's set_lock (guard.c). Released in reverse.
- *  8. leaves: nothing is taken while one is held. life.lock; the var
- *     table lock (var.h); the failure log's lock and the failure
+ *  8. leaves: nothing is taken while one is held, but for life.lock,
+ *     under which a held push takes one var spinlock at a time (5). The
+ *     var table lock (var.h); the failure log's lock and the failure
  *     reserve's lock (failure.h), never held together (a record is taken
  *     from the reserve before the log's lock and let go after it); the
  *     async list's lock (async.h); waits.lock (wait.h); defs.lock;
@@ -108,7 +111,8 @@ typedef enum vf__engine_state {
  *     tag table's lock; the counts' slots lock (counts.c: a thread's
  *     first count on an engine, maybe under a bulk lock, life.op_lock or
  *     a forward stripe); the guard's set_lock (guard.c: a public call
- *     whose check misses its cache; under a forward stripe at most); a
+ *     whose check misses its cache, and vf_graph_begin / vf_graph_end
+ *     looking for a capture's engine; under a forward stripe at most); a
  *     worker's queue lock and a pool's spare_lock (sched.h); a pool's
  *     event count's lock where it has one (ecount.h); the completer's
  *     lock (completer.h); a device's inline_lock (device_pools.h: its

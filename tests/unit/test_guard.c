@@ -4,8 +4,8 @@
  *
  * - the registry: 1,000 made-up handles listed, half of them unlisted in
  *   a scattered order (the set's deletion moves entries), each answered
- *   right (a test with the answer called for listed ones only); a guard on an
- * unlisted handle is refused and leaves nothing;
+ *   right (a test with the answer called for listed ones only); a guard
+ *   on an unlisted handle is refused and leaves nothing;
  * - nesting: guards on alternating engines stack up, one on the engine
  *   of the call it is inside is covered by it, vf__guard_in_call sees
  *   every level, too deep is VF_ENOMEM;

@@ -14,10 +14,14 @@
  * one worker, spliced onto its inbox in arrival order, priorities kept; a
  * worker's own batch goes to its queue; a device pool's batch is spread
  * op by op), and, with threads, that every op placed is taken exactly
- * once, one at a time or in batches.
+ * once, one at a time or in batches; a waiter's takes of descendants
+ * from the heap keep it a heap (random heaps, the order of what is left).
  */
 #include "runner.h"
 
+#include <limits.h>
+
+#include "core/family.h"
 #include "core/freelist.h"
 #include "core/sched.h"
 
@@ -558,6 +562,77 @@ TEST_CASE(every_op_taken_once_under_contention)
     free(r->ops);
     free(r->seen);
     free(r);
+}
+
+/* A waiter's takes of descendants from the heap (ops with a priority),
+ * interleaved with ordinary takes, on random heaps over a small tree of
+ * families: each take is an op placed and not taken before, unlinked
+ * whole (no links left), the queue's length, its mirror and the heap's
+ * top mirror right after each; what is left comes out in the exact queue
+ * order (higher priority first, arrival among equals), none lost. */
+TEST_CASE(heap_descendant_takes)
+{
+    enum { N = 60, NFAMILIES = 6 };
+    static vf__family fam[NFAMILIES];
+    tu_rng rng = {12345};
+    for (int round = 0; round < (int)tu_scaled(3000, 300); round++) {
+        memset(fam, 0, sizeof fam);
+        for (int i = 2; i < NFAMILIES; i++) /* 0 and 1 roots, a tree */
+            fam[i].up = &fam[tu_next(&rng) % (uint64_t)i];
+        vf__pool p;
+        pool_new(&p, 1);
+        vf__worker *w = &p.workers[0];
+        ops *o = ops_new(NULL, N);
+        int n = 1 + (int)(tu_next(&rng) % N);
+        bool taken[N] = {false};
+        for (int i = 0; i < n; i++) {
+            int priority = (int)(tu_next(&rng) % 5) - 2; /* -2..2, not 0 */
+            OP(o, i)->priority = priority == 0 ? 3 : priority;
+            OP(o, i)->up = &fam[tu_next(&rng) % NFAMILIES];
+            submit_as(w, OP(o, i));
+        }
+        vf__worker *saved = vf__this_worker_;
+        vf__this_worker_ = w;
+        int ntakes = (int)(tu_next(&rng) % (uint64_t)(n + 1));
+        for (int t = 0; t < ntakes; t++) {
+            const vf__family *f = &fam[tu_next(&rng) % NFAMILIES];
+            vf__op *op = tu_next(&rng) % 3 != 0
+                             ? vf__worker_take_descendant(w, f)
+                             : vf__worker_take(w);
+            if (op == NULL)
+                continue;
+            int i = index_of(o, op);
+            REQUIRE(i >= 0 && i < n && !taken[i]);
+            taken[i] = true;
+            CHECK(op->next == NULL && op->child == NULL);
+            CHECK_EQ(atomic_load(&w->qlen), w->len);
+            CHECK_EQ(atomic_load(&w->heap_top),
+                     w->root != NULL ? w->root->priority : INT_MIN);
+        }
+        vf__this_worker_ = saved;
+        int left = 0;
+        for (int i = 0; i < n; i++)
+            left += !taken[i];
+        int prev_priority = INT_MAX, prev = -1;
+        for (int k = 0; k < left; k++) {
+            vf__op *op = vf__worker_take(w);
+            REQUIRE(op != NULL);
+            int i = index_of(o, op);
+            REQUIRE(i >= 0 && i < n && !taken[i]);
+            taken[i] = true;
+            if (op->priority > prev_priority ||
+                (op->priority == prev_priority && i < prev))
+                CHECK_REPORT_("round %d: op %d (priority %d) after op %d "
+                              "(priority %d)",
+                              round, i, op->priority, prev, prev_priority);
+            prev_priority = op->priority;
+            prev = i;
+        }
+        CHECK(vf__worker_take(w) == NULL);
+        CHECK_EQ(w->len, 0);
+        vf__pool_destroy(&p);
+        free(o);
+    }
 }
 
 TEST_MAIN("test_ready_queue", 120)
