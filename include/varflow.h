@@ -773,10 +773,8 @@ typedef struct vf_op {
  * When the engine has max_inflight ops pushed and not finished, the push
  * first waits for room; with op->nonblocking it fails with VF_EAGAIN
  * instead; from inside an op it runs ready ops meanwhile and, when none is
- * left to run there, goes over the limit rather than deadlock (a known
- * defect: a recursion with a wait at every level whose ops go to a device
- * can hang at the bound; leave max_inflight at 0 for one,
- * docs/RELIABILITY.md "Known limits").
+ * left to run there, goes over the limit rather than deadlock (a
+ * recursion with a wait at every level, its device ops' included).
  * From inside an op, a child that is ready at its push (no op it conflicts
  * with is pending) may run at once, inside the push, on the pushing worker
  * (vf_run_worker() is the parent's), as the serial program runs it and as

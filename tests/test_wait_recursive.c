@@ -13,6 +13,8 @@
  * - fib_children: the same with vf_run_wait_children and no vars;
  * - fib_priorities: fib_children with a priority on every child (n, 1 or
  *   -n), which a waiter must find in its queue's heap;
+ * - device_recursion_at_the_bound: fib through emulated-device ops with
+ *   max_inflight 1, where every push inside an op is at the bound;
  * - quicksort: a parallel quicksort of 10 million ints, each op
  *   partitioning its range, pushing both halves and waiting for them;
  *   the result is checked against qsort;
@@ -345,6 +347,61 @@ TEST_CASE(fib_priorities)
             if (configs[c].cfg.cpu_workers == 1)
                 CHECK_EQ(atomic_load(&ran_on_spares), 0);
         }
+    }
+    CHECK_EQ(atomic_load(&op_errors), 0);
+}
+
+/* fib_children_op whose children of an odd n run on the emulated device
+ * (its pool lends no spare), for an engine with an in-flight bound of 1:
+ * every push inside an op is at the bound and runs ready ops above it. */
+static int fib_device_op(vf_run *run, void *arg)
+{
+    const fib_arg *a = arg;
+    if (a->n < 2) {
+        *a->out = a->n;
+        return 0;
+    }
+    long x = 0, y = 0;
+    fib_arg ax = {a->e, a->n - 1, &x}, ay = {a->e, a->n - 2, &y};
+    vf_device where = a->n % 2 ? (vf_device){VF_DEVICE_EMULATED, a->n % 3}
+                               : (vf_device){VF_DEVICE_CPU, 0};
+    int rc;
+    if ((rc = vf_engine_push(a->e, &(vf_op){.fn = fib_device_op,
+                                            .arg = &ax,
+                                            .arg_size = sizeof ax,
+                                            .device = where})) != 0 ||
+        (rc = vf_engine_push(a->e, &(vf_op){.fn = fib_device_op,
+                                            .arg = &ay,
+                                            .arg_size = sizeof ay,
+                                            .device = where})) != 0) {
+        op_error("vf_engine_push", rc);
+        return rc;
+    }
+    if ((rc = vf_run_wait_children(run, NULL)) != 0) {
+        op_error("vf_run_wait_children", rc);
+        return rc;
+    }
+    *a->out = x + y;
+    return 0;
+}
+
+/* A recursion through device ops at the in-flight bound ends: a push
+ * inside an op runs ready ops above it, and the pushing op, active below
+ * them, kept a device pool's waiter (no spare relieves it) from running
+ * the ops queued beside it itself: every thread asleep, for ever (found
+ * trying it as a user, fib(10) with max_inflight 1). */
+TEST_CASE(device_recursion_at_the_bound)
+{
+    for (int c = 0; c < NCONFIGS; c++) {
+        if (configs[c].cfg.cpu_workers == 1)
+            continue; /* one worker: a pool of one, nothing above a push */
+        tu_phase_limit(configs[c].name, 60);
+        vf_config cfg = configs[c].cfg;
+        cfg.max_inflight = 1;
+        vf_engine *e = engine_of(&cfg, configs[c].name);
+        for (int top = 0; top < 2; top++)
+            run_fib_by(e, fib_device_op, 10, configs[c].name);
+        tu_finish_engine(e);
     }
     CHECK_EQ(atomic_load(&op_errors), 0);
 }

@@ -59,8 +59,16 @@ static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
                              : NULL;
             if (op == NULL)
                 break;
+            /* This op goes on only once those above it are over: a
+             * device pool's waiter must not wait for it to (wait.c:
+             * only_queued_active), or a recursion through device ops at
+             * the bound waited for ever, every thread asleep. */
+            atomic_fetch_add_explicit(&e->waits.helping, 1,
+                                      memory_order_relaxed);
             while ((op = vf__exec_worker_execute(me, op)) != NULL) {
             }
+            atomic_fetch_sub_explicit(&e->waits.helping, 1,
+                                      memory_order_relaxed);
         }
         return 0;
     }

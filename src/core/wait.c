@@ -317,14 +317,18 @@ static void watch(vf_engine *e, bool *watching, bool on)
 #define HOPELESS_LOOKS 50
 
 /* Whether no op of the engine runs: every active op is one queued on a
- * pool (snapshots; an inbox counts as one op, so this errs towards no). */
+ * pool, or one whose push at the in-flight bound runs ops above it, which
+ * goes on only once they are over (snapshots; an inbox counts as one op,
+ * so this errs towards no). */
 static bool only_queued_active(vf_engine *e)
 {
     uint64_t queued = 0;
     int n = atomic_load_explicit(&e->npools, memory_order_acquire);
     for (int i = 0; i < n; i++)
         queued += vf__pool_queued(&e->pools[i]);
-    return vf__counts_active(vf__engine_counts(e)) <= queued;
+    uint64_t helping = (uint64_t)atomic_load_explicit(&e->waits.helping,
+                                                      memory_order_relaxed);
+    return vf__counts_active(vf__engine_counts(e)) <= queued + helping;
 }
 
 /* The last nested_wait of this thread gave up with VF_EDEADLK for want
