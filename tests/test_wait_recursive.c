@@ -199,24 +199,23 @@ static int fib_op(vf_run *run, void *arg)
     return 0;
 }
 
-/* fib with OpenMP's shape: two children, no vars, a wait for both. */
-static int fib_children_op(vf_run *run, void *arg)
+/* fib's step with OpenMP's shape, for `a` (n >= 2): two children, ops of
+ * `fn` made from `proto` (its priority, its device), no vars, a wait for
+ * both, their sum to *a->out. */
+static int fib_two_children(vf_run *run, const fib_arg *a, vf_sync_fn fn,
+                            vf_op proto)
 {
-    const fib_arg *a = arg;
-    note_depth();
-    if (a->n < 2) {
-        *a->out = a->n;
-        return 0;
-    }
     long x = 0, y = 0;
     fib_arg ax = {a->e, a->n - 1, &x}, ay = {a->e, a->n - 2, &y};
-    int rc;
-    if ((rc = vf_engine_push(a->e, &(vf_op){.fn = fib_children_op,
-                                            .arg = &ax,
-                                            .arg_size = sizeof ax})) != 0 ||
-        (rc = vf_engine_push(a->e, &(vf_op){.fn = fib_children_op,
-                                            .arg = &ay,
-                                            .arg_size = sizeof ay})) != 0) {
+    proto.fn = fn;
+    proto.arg = &ax;
+    proto.arg_size = sizeof ax;
+    int rc = vf_engine_push(a->e, &proto);
+    if (rc == 0) {
+        proto.arg = &ay;
+        rc = vf_engine_push(a->e, &proto);
+    }
+    if (rc != 0) {
         op_error("vf_engine_push", rc);
         return rc;
     }
@@ -226,6 +225,18 @@ static int fib_children_op(vf_run *run, void *arg)
     }
     *a->out = x + y;
     return 0;
+}
+
+/* fib with OpenMP's shape: two children, no vars, a wait for both. */
+static int fib_children_op(vf_run *run, void *arg)
+{
+    const fib_arg *a = arg;
+    note_depth();
+    if (a->n < 2) {
+        *a->out = a->n;
+        return 0;
+    }
+    return fib_two_children(run, a, fib_children_op, (vf_op){0});
 }
 
 /* fib_children_op with a priority on every child (the ops go to the
@@ -243,29 +254,11 @@ static int fib_priority_op(vf_run *run, void *arg)
         *a->out = a->n;
         return 0;
     }
-    long x = 0, y = 0;
-    fib_arg ax = {a->e, a->n - 1, &x}, ay = {a->e, a->n - 2, &y};
     int priority = fib_priority_kind == 0   ? a->n
                    : fib_priority_kind == 1 ? 1
                                             : -a->n;
-    int rc;
-    if ((rc = vf_engine_push(a->e, &(vf_op){.fn = fib_priority_op,
-                                            .arg = &ax,
-                                            .arg_size = sizeof ax,
-                                            .priority = priority})) != 0 ||
-        (rc = vf_engine_push(a->e, &(vf_op){.fn = fib_priority_op,
-                                            .arg = &ay,
-                                            .arg_size = sizeof ay,
-                                            .priority = priority})) != 0) {
-        op_error("vf_engine_push", rc);
-        return rc;
-    }
-    if ((rc = vf_run_wait_children(run, NULL)) != 0) {
-        op_error("vf_run_wait_children", rc);
-        return rc;
-    }
-    *a->out = x + y;
-    return 0;
+    return fib_two_children(run, a, fib_priority_op,
+                            (vf_op){.priority = priority});
 }
 
 static long fib_serial(int n)
@@ -361,28 +354,9 @@ static int fib_device_op(vf_run *run, void *arg)
         *a->out = a->n;
         return 0;
     }
-    long x = 0, y = 0;
-    fib_arg ax = {a->e, a->n - 1, &x}, ay = {a->e, a->n - 2, &y};
     vf_device where = a->n % 2 ? (vf_device){VF_DEVICE_EMULATED, a->n % 3}
                                : (vf_device){VF_DEVICE_CPU, 0};
-    int rc;
-    if ((rc = vf_engine_push(a->e, &(vf_op){.fn = fib_device_op,
-                                            .arg = &ax,
-                                            .arg_size = sizeof ax,
-                                            .device = where})) != 0 ||
-        (rc = vf_engine_push(a->e, &(vf_op){.fn = fib_device_op,
-                                            .arg = &ay,
-                                            .arg_size = sizeof ay,
-                                            .device = where})) != 0) {
-        op_error("vf_engine_push", rc);
-        return rc;
-    }
-    if ((rc = vf_run_wait_children(run, NULL)) != 0) {
-        op_error("vf_run_wait_children", rc);
-        return rc;
-    }
-    *a->out = x + y;
-    return 0;
+    return fib_two_children(run, a, fib_device_op, (vf_op){.device = where});
 }
 
 /* A recursion through device ops at the in-flight bound ends: a push
