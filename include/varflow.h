@@ -772,7 +772,8 @@ typedef struct vf_op {
  * called from any thread, and from inside running ops.
  * When the engine has max_inflight ops pushed and not finished, the push
  * first waits for room; with op->nonblocking it fails with VF_EAGAIN
- * instead; from inside an op it runs ready ops meanwhile and, when none is
+ * instead; from inside an op it runs ready ops that descend from the
+ * pushing op meanwhile (as a wait inside an op does) and, when none is
  * left to run there, goes over the limit rather than deadlock (a
  * recursion with a wait at every level, its device ops' included).
  * From inside an op, a child that is ready at its push (no op it conflicts

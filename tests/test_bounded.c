@@ -648,6 +648,51 @@ TEST_CASE(nested)
     printf("nested: %.2f s\n", tu_now() - t);
 }
 
+typedef struct helper_trap {
+    vf_var v;            /* X writes it; Y waits for it */
+    atomic_int y_queued; /* Y is pushed (ready and queued) */
+    int y_rc;
+} helper_trap;
+
+static int trap_x(vf_run *run, void *arg)
+{
+    helper_trap *t = arg;
+    REQUIRE(tu_wait_flag(&t->y_queued, 1, 30.0));
+    /* At the bound (X and Y in flight): the push runs ready ops above
+     * itself meanwhile, which must not be Y, whose wait is for X. */
+    CHECK_OK(vf_engine_push(vf_run_engine(run), &(vf_op){.fn = empty}));
+    return 0;
+}
+
+static int trap_y(vf_run *run, void *arg)
+{
+    helper_trap *t = arg;
+    t->y_rc = vf_var_wait(vf_run_engine(run), t->v, NULL);
+    return 0;
+}
+
+/* A push at the bound from inside an op runs, above itself, only ops that
+ * descend from the pushing op: another ready op Y there could wait for the
+ * pushing op X itself (a write of X's), which goes on only once Y is over,
+ * on one worker for ever (found reviewing this stop's fix of the device
+ * recursion at the bound). */
+TEST_CASE(push_at_the_bound_runs_no_stranger)
+{
+    vf_engine *e = NULL;
+    CHECK_OK(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
+                                               .cpu_workers = 1,
+                                               .max_inflight = 2}));
+    tu_phase_limit("push_at_the_bound_runs_no_stranger", 60);
+    helper_trap t = {.v = tu_var(e)};
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = trap_x, .arg = &t, .writes = VF_VARS(t.v)}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = trap_y, .arg = &t}));
+    atomic_store(&t.y_queued, 1);
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_OK(t.y_rc);
+    CHECK_OK(vf_engine_destroy(e));
+}
+
 /* A stopped engine holds pushes beyond the bound rather than make them
  * wait (nothing would free room before the start): a nonblocking push
  * gets 0, not VF_EAGAIN, and vf_stats.pending counts the held ops

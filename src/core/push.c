@@ -52,10 +52,14 @@ static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
         while (atomic_load(&e->counts.inflight) >= e->max_inflight) {
             if (vf__exec_run_deferred())
                 continue;
-            /* Each op runs on top of this push: only while the stack
-             * has room (exec.h), as a nested wait does. */
-            vf__op *op = me && vf__stack_below(VF__WAIT_ANY_EIGHTHS)
-                             ? vf__worker_take(me)
+            /* Each op runs on top of this push: only one that descends
+             * from the pushing op, while the stack has room (exec.h), as
+             * a nested wait takes them. Another could wait for the
+             * pushing op itself (a var it writes), which goes on only
+             * once that op is over: on one worker, for ever. */
+            vf__family *mine = vf__running_now.family;
+            vf__op *op = me && mine && vf__stack_below(VF__WAIT_CHILD_EIGHTHS)
+                             ? vf__worker_take_descendant(me, mine)
                              : NULL;
             if (op == NULL)
                 break;
