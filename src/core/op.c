@@ -174,8 +174,6 @@ static int check_list(const char *who, const char *what, vf_var_list l)
     return 0;
 }
 
-/* A handle that did not resolve: the call's detail (out of line, so the
- * hot path does not pay for choosing the words). */
 const char *vf__bad_handle_words(int rc)
 {
     return rc == VF_EXDEV    ? "belongs to another engine"
@@ -183,6 +181,8 @@ const char *vf__bad_handle_words(int rc)
                              : "is not a variable handle";
 }
 
+/* A handle that did not resolve: the call's detail (out of line, so the
+ * hot path does not pay for choosing the words). */
 static __attribute__((noinline, cold)) int
 bad_handle(int rc, const char *who, const char *what, int i, vf_var h)
 {
