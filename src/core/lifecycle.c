@@ -21,8 +21,8 @@ bool vf__lifecycle_releasing_held(const vf_engine *e)
 }
 
 int vf__lifecycle_hold(vf_engine *e, vf__op *op,
-                       int (*admit)(vf_engine *e, vf__op *op, void *arg),
-                       void *arg)
+                       int (*admit)(vf_engine *e, vf__op *op, const void *arg),
+                       const void *arg)
 {
     pthread_mutex_lock(&e->life.lock);
     if (!atomic_load(&e->life.holding)) {

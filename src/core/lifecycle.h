@@ -94,8 +94,8 @@ void vf__lifecycle_drop_op(vf_engine *e, vf__op *op, int rc);
  * place in push order, a delete's mark on its var) are in the order the
  * ops are held, and so pushed at start. */
 int vf__lifecycle_hold(vf_engine *e, vf__op *op,
-                       int (*admit)(vf_engine *e, vf__op *op, void *arg),
-                       void *arg);
+                       int (*admit)(vf_engine *e, vf__op *op, const void *arg),
+                       const void *arg);
 
 /* Whether this thread is the one enqueuing e's held ops (vf_engine_start),
  * and so maybe running ops inline meanwhile (a naive engine's, an async

@@ -49,6 +49,7 @@ static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
         vf__worker *me = vf__this_worker();
         if (me != NULL && me->pool->engine != e)
             me = NULL;
+        vf__family *mine = vf__running_now.family; /* NULL: no child yet */
         while (atomic_load(&e->counts.inflight) >= e->max_inflight) {
             if (vf__exec_run_deferred())
                 continue;
@@ -57,7 +58,6 @@ static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
              * a nested wait takes them. Another could wait for the
              * pushing op itself (a var it writes), which goes on only
              * once that op is over: on one worker, for ever. */
-            vf__family *mine = vf__running_now.family;
             vf__op *op = me && mine && vf__stack_below(VF__WAIT_CHILD_EIGHTHS)
                              ? vf__worker_take_descendant(me, mine)
                              : NULL;
@@ -173,7 +173,7 @@ static inline uint64_t places_of(const vf__op *op)
  * that orders the held ops (vf__lifecycle_hold): a delete held after it
  * is held after it, so a held push the program was told was taken is
  * never refused at start by a delete it was checked before. */
-static int admit_held(vf_engine *e, vf__op *op, void *who)
+static int admit_held(vf_engine *e, vf__op *op, const void *who)
 {
     int rc = hold_vars(e, op, (const char *)who);
     if (rc != 0)
@@ -213,7 +213,7 @@ static int enqueue(vf_engine *e, vf__op *op, const char *who, bool unheld,
     if (VF__UNLIKELY(atomic_load(&e->life.holding)) && !unheld &&
         held_by_stop(e, op)) {
         uncount(e, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
-        int rc = vf__lifecycle_hold(e, op, admit_held, (void *)who);
+        int rc = vf__lifecycle_hold(e, op, admit_held, who);
         if (rc <= 0)
             return rc;                             /* held, or refused */
         return enqueue(e, op, who, false, locked); /* started meanwhile */

@@ -137,15 +137,25 @@ static vf__op *lane_pop_tail(vf__worker *w)
     return last;
 }
 
+/* Under w->qlock: take `op`, found at *link (the root's place, a parent's
+ * first child or a sibling's next), out of the heap. Its siblings keep
+ * their places (under the same parent, which runs before them all); its
+ * children, each no earlier than it, are paired and melded with the root. */
+static vf__op *heap_unlink(vf__worker *w, vf__op **link, vf__op *op)
+{
+    *link = op->next;
+    vf__op *children = merge_children(op->child);
+    op->child = op->next = NULL;
+    w->root = meld(w->root, children);
+    w->len--;
+    mirror_heap_top(w);
+    return op;
+}
+
 /* Under w->qlock: take the heap's best op (there is one). */
 static vf__op *heap_pop(vf__worker *w)
 {
-    vf__op *top = w->root;
-    w->len--;
-    w->root = merge_children(top->child);
-    top->child = top->next = NULL;
-    mirror_heap_top(w);
-    return top;
+    return heap_unlink(w, &w->root, w->root);
 }
 
 /* Under w->qlock: whether the lane's head runs before the heap's best:
@@ -204,21 +214,6 @@ static vf__op *lane_take_descendant(vf__worker *w, const vf__family *f,
 
 /* How many of a heap's ops a waiter looks at for a descendant. */
 #define DESCENDANT_HEAP_SCAN 64
-
-/* Under w->qlock: take `op`, found at *link (the root's place, a parent's
- * first child or a sibling's next), out of the heap. Its siblings keep
- * their places (under the same parent, which runs before them all); its
- * children, each no earlier than it, are paired and melded with the root. */
-static vf__op *heap_unlink(vf__worker *w, vf__op **link, vf__op *op)
-{
-    *link = op->next;
-    vf__op *children = merge_children(op->child);
-    op->child = op->next = NULL;
-    w->root = meld(w->root, children);
-    w->len--;
-    mirror_heap_top(w);
-    return op;
-}
 
 /* Under w->qlock: lane_take_descendant for the heap (ops with a priority),
  * breadth first from the root, among its first DESCENDANT_HEAP_SCAN ops: a
