@@ -59,10 +59,19 @@ int vf__lifecycle_check_waitable(vf_engine *e, const char *who)
 {
     if (!atomic_load(&e->life.holding))
         return 0;
+    /* One look under life.lock. Whose stop: a fork sets forking before its
+     * stop holds and clears it after its start let go, both under this
+     * lock, so a hold seen here with forking clear is not a fork's. (Read
+     * apart, a fork's start could end between the two reads: its stop
+     * then looked like the program's, "wait for vf_engine_start".) */
     pthread_mutex_lock(&e->life.lock);
-    uint64_t n = e->life.nheld;
+    bool holding = atomic_load(&e->life.holding);
+    bool forking = atomic_load(&e->life.forking);
     bool starting = e->life.starting;
+    uint64_t n = e->life.nheld;
     pthread_mutex_unlock(&e->life.lock);
+    if (!holding || n == 0)
+        return 0;
     if (starting && !vf__lifecycle_releasing_held(e)) {
         /* A start is pushing the held ops (maybe this caller's): wait until
          * they are all pushed, then wait as usual. */
@@ -70,16 +79,9 @@ int vf__lifecycle_check_waitable(vf_engine *e, const char *who)
         pthread_mutex_unlock(&e->life.op_lock);
         return vf__lifecycle_check_waitable(e, who);
     }
-    if (n == 0)
-        return 0;
-    /* Whose stop: holding, then forking (a fork sets forking before it
-     * holds and clears it after it let go): a stop over meanwhile is
-     * looked at again. A fork's is not waited out: its drain may need
-     * this thread (an async op it completes, an op of another engine it
-     * runs). */
-    if (!atomic_load(&e->life.holding))
-        return vf__lifecycle_check_waitable(e, who);
-    if (atomic_load(&e->life.forking))
+    /* A fork's stop is not waited out: its drain may need this thread (an
+     * async op it completes, an op of another engine it runs). */
+    if (forking)
         return vf__fail(VF_ESTOPPED,
                         "%s: another thread's fork() has stopped the "
                         "engine for as long as it lasts, and %llu pushed "
