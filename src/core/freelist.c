@@ -185,7 +185,11 @@ void vf__fl_free(vf__fl_kind kind, void *block)
 {
     cache *c = &caches[kind];
     free_block *b = block;
-    if (VF__UNLIKELY(c->head == NULL || c->count + 1 >= 2 * VF__FL_BATCH)) {
+    /* Not `c->head == NULL`: a thread that allocs and frees one block in
+     * turn (an op pushed and finished on one thread) empties its cache at
+     * every alloc, and every free took the slow path. */
+    if (VF__UNLIKELY(!cache_registered ||
+                     c->count + 1 >= 2 * VF__FL_BATCH)) {
         free_slow(kind, b);
         return;
     }
