@@ -56,6 +56,7 @@ typedef enum vf__engine_state {
 /* Bits of vf_engine.slow: what sends an op down the slow path. */
 #define VF__SLOW_DEVICES 1u  /* a device exists: vars may carry fences */
 #define VF__SLOW_SHUTDOWN 2u /* the shutdown notice: user ops skip */
+#define VF__SLOW_FAILED 4u   /* a failure was recorded: vars may carry one */
 
 /*
  * Lock order: the one list of how the locks of src/ nest (docs/DESIGN.md
@@ -182,7 +183,10 @@ struct vf_engine {
     vf__devices dev; /* devices (device_pools.h) */
     /* VF__SLOW_* bits, one relaxed load per op: DEVICES is set once the
      * first device is made (only ops pushed for a device after that can
-     * leave fences, and their push orders them); SHUTDOWN by the notice. */
+     * leave fences, and their push orders them); SHUTDOWN by the notice;
+     * FAILED by the first failure recorded (every failure a var carries
+     * was recorded first, and the op that looks at the var runs after the
+     * one that wrote it there, so it sees the bit). */
     _Atomic uint8_t slow;
     bool engine_info;  /* VF_ENGINE_INFO: log ops of waited-on vars */
     bool help_on_wait; /* vf_engine_wait_all runs queued CPU ops (wait.c) */
@@ -247,6 +251,10 @@ static inline vf__failure *
 vf__engine_record_failure(vf_engine *e, int code, const char *name,
                           const char *message, uint64_t place, vf__family *up)
 {
+    if (VF__UNLIKELY(!(atomic_load_explicit(&e->slow, memory_order_relaxed) &
+                       VF__SLOW_FAILED)))
+        atomic_fetch_or_explicit(&e->slow, VF__SLOW_FAILED,
+                                 memory_order_relaxed);
     return vf__failure_log_record(&e->failures, code, name, message, place, up);
 }
 
