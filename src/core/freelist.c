@@ -188,8 +188,7 @@ void vf__fl_free(vf__fl_kind kind, void *block)
     /* Not `c->head == NULL`: a thread that allocs and frees one block in
      * turn (an op pushed and finished on one thread) empties its cache at
      * every alloc, and every free took the slow path. */
-    if (VF__UNLIKELY(!cache_registered ||
-                     c->count + 1 >= 2 * VF__FL_BATCH)) {
+    if (VF__UNLIKELY(!cache_registered || c->count + 1 >= 2 * VF__FL_BATCH)) {
         free_slow(kind, b);
         return;
     }
