@@ -246,15 +246,14 @@ static void run_batch(vf__op *op, int worker, bool shutdown)
         const vf__bulk_item *it = &b->items[i];
         const uint32_t *refs = &b->refs[it->first];
         uint64_t place = it->place; /* the item's own (bulk.h) */
-        shutdown = shutdown ||
-                   (atomic_load_explicit(&e->slow, memory_order_relaxed) &
-                    VF__SLOW_SHUTDOWN);
+        uint8_t slow = atomic_load_explicit(&e->slow, memory_order_relaxed);
+        shutdown = shutdown || (slow & VF__SLOW_SHUTDOWN);
         bool skipped = shutdown;
         int status = shutdown ? VF_ESKIPPED : 0;
         vf__failure *f = NULL;
-        if (!skipped && !it->no_skip) {
+        if (!skipped && !it->no_skip && (slow & VF__SLOW_MAY_INHERIT)) {
             f = vf__exec_inherited_failure(op, refs, it->nrefs, place,
-                                           vf__engine_has_devices(e));
+                                           slow & VF__SLOW_DEVICES);
             if (f != NULL) {
                 vf__failure_ref(f);
                 skipped = true;

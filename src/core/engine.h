@@ -57,6 +57,9 @@ typedef enum vf__engine_state {
 #define VF__SLOW_DEVICES 1u  /* a device exists: vars may carry fences */
 #define VF__SLOW_SHUTDOWN 2u /* the shutdown notice: user ops skip */
 #define VF__SLOW_FAILED 4u   /* a failure was recorded: vars may carry one */
+/* An op may find a failure on its vars: one was recorded, or a device's
+ * may be while the op meets its fences (after it read `slow`). */
+#define VF__SLOW_MAY_INHERIT (VF__SLOW_FAILED | VF__SLOW_DEVICES)
 
 /*
  * Lock order: the one list of how the locks of src/ nest (docs/DESIGN.md

@@ -184,10 +184,7 @@ static bool run_body(vf__op *op, int worker)
         vf__exec_op_skipped(op, NULL);
         return true;
     }
-    /* No failure recorded, none to inherit; but a device's may have been
-     * recorded since `slow` was read, while the op met its fences. */
-    if ((slow & (VF__SLOW_FAILED | VF__SLOW_DEVICES)) && !def->no_skip &&
-        op->nvars != 0) {
+    if ((slow & VF__SLOW_MAY_INHERIT) && !def->no_skip && op->nvars != 0) {
         vf__failure *f = vf__exec_inherited_failure(op, NULL, 0, op->place,
                                                     slow & VF__SLOW_DEVICES);
         if (VF__UNLIKELY(f != NULL)) {
