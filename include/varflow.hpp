@@ -1770,13 +1770,19 @@ class engine : public engine_ref
     }
 
     /** Destroy it now, throwing what vf_engine_destroy() returns; on an
-     * engine moved from, released or destroyed, VF_EINVAL as every call. */
+     * engine moved from, released or destroyed, VF_EINVAL as every call.
+     * Only a destroy refused from the engine's own code (VF_EDEADLK) leaves
+     * the engine this one's; after any other code it holds none, since the
+     * engine is gone (VF_ESYSTEM: freed, its profile not written) or going
+     * (VF_ESHUTDOWN: another destroy frees it). */
     void destroy()
     {
         if (e_ == nullptr)
             throw error(VF_EINVAL, detail::no_engine);
-        detail::check(vf_engine_destroy(e_)); // refused: still ours
-        e_ = nullptr;
+        int rc = vf_engine_destroy(e_);
+        if (rc != VF_EDEADLK)
+            e_ = nullptr;
+        detail::check(rc);
     }
     /** Stop owning it: the caller destroys it. */
     vf_engine *release() noexcept

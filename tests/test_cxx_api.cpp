@@ -223,6 +223,29 @@ bool contains(const char *haystack, const char *needle)
                                "\" does not say \"" + words + "\"");           \
     })
 
+/* A destroy that freed the engine but reports an error (its profile could
+ * not be written: VF_ESYSTEM) leaves the object holding none: it kept the
+ * freed engine, and its destructor then destroyed whatever engine got the
+ * address next (found by a user test). */
+TEST_KIND_CASE(destroy_that_freed_and_failed, k)
+{
+    char dir[] = "/tmp/vf_cxx_destroyXXXXXX";
+    if (mkdtemp(dir) == nullptr) {
+        CHECK(false);
+        return;
+    }
+    std::string path = std::string(dir) + "/p.json";
+    vf_config cfg = k.cfg;
+    cfg.profile_path = path.c_str();
+    varflow::engine eng(cfg);
+    CHECK_EQ(rmdir(dir), 0); /* the profile cannot be written now */
+    CHECK_THROWS(eng.destroy(), varflow::error, VF_ESYSTEM,
+                 CHECK(contains(e.what(), "p.json")));
+    CHECK(!eng);
+    CHECK(eng.get() == nullptr);
+    CHECK_MISUSE(eng.destroy(), "destroyed");
+}
+
 /* Graphs through varflow.hpp: a callable that travels in the op (a
  * reference) is recorded and launched again; one stored beside its op, and
  * a reusable op's run, whose done frees or gives back what they run, are
