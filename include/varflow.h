@@ -1180,9 +1180,14 @@ VF_API int vf_run_wait_children_timed(vf_run *run, int64_t timeout_ms,
  * async or other device ops, a launch on an engine that is profiled, logs ops
  * (VF_ENGINE_INFO), has an in-flight bound or bulks this thread's pushes, and a
  * launch from inside an op, push the recorded ops one by one instead, with the
- * same result. A launch that replays comes after every other thread's open
- * batch that holds one of its variables (that batch is pushed first), as
- * its pushes would.
+ * same result, each op with the argument it had when the launch was made,
+ * but for other threads: their pushes may fall between such a launch's
+ * ops (as between a thread's pushes), and a variable deleted meanwhile
+ * (by another thread, or by an op of the launch run already) fails with
+ * VF_ESTALE the pushes of the ops that use it, after those before them were
+ * pushed. A launch that replays comes after every other thread's open batch
+ * that holds one of its variables (that batch is pushed first), as its pushes
+ * would.
  *
  * **Capture.** Between vf_graph_begin() and vf_graph_end(), this thread's
  * pushes to the engine (vf_engine_push(), vf_operator_push(),
@@ -1244,10 +1249,11 @@ VF_API int vf_graph_end(vf_engine *e, vf_graph **out);
  * (the launches are ordered as their calls). Errors: VF_EINVAL (not a
  * graph, destroyed, or this thread captures on `e`), VF_EXDEV (another
  * engine's), VF_ESTALE (a variable of the graph was deleted: nothing of the
- * graph is launched), VF_ESHUTDOWN, VF_ENOMEM (a launch pushing op by op
- * that runs out of memory midway has pushed the ops before: see above).
- * Out of memory when a replayed launch starts fails each of its ops with
- * VF_ENOMEM (their `done`, their failures on the vars they write).
+ * graph is launched, but for one pushing op by op whose variable was
+ * deleted midway: see above), VF_ESHUTDOWN, VF_ENOMEM (a launch pushing
+ * op by op that runs out of memory midway has pushed the ops before: see
+ * above). Out of memory when a replayed launch starts fails each of its ops
+ * with VF_ENOMEM (their `done`, their failures on the vars they write).
  */
 VF_API int vf_graph_launch(vf_engine *e, vf_graph *g);
 

@@ -1040,6 +1040,138 @@ TEST_KIND_CASE(queued_launches_keep_their_arguments, k)
     tu_finish_engine(e);
 }
 
+/* An op of a launch that sets the argument a later op of the graph gets
+ * from the next launch: the later op of this launch gets the one it was
+ * launched with, whether the launch replays or pushes op by op (an
+ * in-flight bound; from inside an op), on every engine. Pushing op by op,
+ * the launch read each op's argument at that op's push, so the first op,
+ * run inside its push (naive) or before the next push, changed it (found
+ * trying graphs as a user). */
+typedef struct next_arg {
+    vf_graph *g;
+    int which; /* 0: sets op 1's argument; 1: logs its value */
+    int value;
+    atomic_int *got;
+} next_arg;
+
+static int set_next_or_log(vf_run *run, void *arg)
+{
+    const next_arg *a = arg;
+    if (a->which == 1) {
+        atomic_store(a->got, a->value);
+        return 0;
+    }
+    next_arg next = {a->g, 1, 999, a->got};
+    return vf_graph_set_arg(vf_run_engine(run), a->g, 1, &next, sizeof next);
+}
+
+static int launch_from_op(vf_run *run, void *arg)
+{
+    return vf_graph_launch(vf_run_engine(run), arg);
+}
+
+TEST_KIND_CASE(an_op_setting_the_next_launchs_argument, k)
+{
+    for (int how = 0; how < 3; how++) { /* top level, bound, inside an op */
+        tu_kind bounded = *k;
+        if (how == 1)
+            bounded.cfg.max_inflight = 64;
+        vf_engine *e = tu_engine(&bounded);
+        vf_var v = tu_var(e), w = tu_var(e), x = tu_var(e);
+        atomic_int got = 0;
+        vf_graph *g = NULL;
+        next_arg a0 = {NULL, 0, 0, &got}, a1 = {NULL, 1, 11, &got};
+        CHECK_OK(vf_graph_begin(e));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = set_next_or_log,
+                                            .arg = &a0,
+                                            .arg_size = sizeof a0,
+                                            .writes = tu_list(&v, 1)}));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = set_next_or_log,
+                                            .arg = &a1,
+                                            .arg_size = sizeof a1,
+                                            .writes = tu_list(&w, 1)}));
+        CHECK_OK(vf_graph_end(e, &g));
+        REQUIRE(g != NULL);
+        a0.g = a1.g = g;
+        CHECK_OK(vf_graph_set_arg(e, g, 0, &a0, sizeof a0));
+        CHECK_OK(vf_graph_set_arg(e, g, 1, &a1, sizeof a1));
+        if (how == 2)
+            CHECK_OK(vf_engine_push(e, &(vf_op){.fn = launch_from_op,
+                                                .arg = g,
+                                                .writes = tu_list(&x, 1)}));
+        else
+            CHECK_OK(vf_graph_launch(e, g));
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        if (atomic_load(&got) != 11)
+            CHECK_REPORT_("%s, launch %s: op 1 got %d, not the 11 it was "
+                          "launched with",
+                          k->name,
+                          how == 0   ? "at top level"
+                          : how == 1 ? "at a bound"
+                                     : "from an op",
+                          atomic_load(&got));
+        CHECK_OK(vf_graph_launch(e, g)); /* the next launch: 999 */
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        CHECK_EQ(atomic_load(&got), 999);
+        CHECK_OK(vf_graph_destroy(e, g));
+        tu_finish_engine(e);
+    }
+}
+
+/* A launch pushing op by op (the naive engine at an in-flight bound runs
+ * each op inside its push) whose first op deletes a variable a later op
+ * uses: that op's push fails with VF_ESTALE, the launch returns it, and
+ * the ops before and after it were pushed and ran (the header says so:
+ * such a launch is not taken whole). */
+typedef struct deleter {
+    vf_var victim;
+    atomic_int ran;
+} deleter;
+
+static int delete_victim(vf_run *run, void *arg)
+{
+    deleter *d = arg;
+    atomic_fetch_add(&d->ran, 1);
+    return vf_var_destroy(vf_run_engine(run), d->victim, NULL, NULL);
+}
+
+static int count_deleter(vf_run *run, void *arg)
+{
+    (void)run;
+    atomic_fetch_add(&((deleter *)arg)->ran, 1);
+    return 0;
+}
+
+TEST_CASE(a_launch_by_push_whose_var_is_deleted_midway)
+{
+    vf_engine *e = NULL;
+    CHECK_OK(vf_engine_create(
+        &e, &(vf_config){.type = VF_ENGINE_NAIVE, .max_inflight = 8}));
+    REQUIRE(e != NULL);
+    deleter d = {.victim = tu_var(e)};
+    vf_var a = tu_var(e);
+    vf_graph *g = NULL;
+    CHECK_OK(vf_graph_begin(e));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = delete_victim, .arg = &d, .writes = tu_list(&a, 1)}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = count_deleter,
+                                        .arg = &d,
+                                        .writes = tu_list(&d.victim, 1)}));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = count_deleter, .arg = &d, .writes = tu_list(&a, 1)}));
+    CHECK_OK(vf_graph_end(e, &g));
+    REQUIRE(g != NULL);
+    CHECK_ERR(vf_graph_launch(e, g), VF_ESTALE);
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_EQ(atomic_load(&d.ran), 2); /* the first op and the last */
+    /* Every later launch is refused whole. */
+    CHECK_ERR(vf_graph_launch(e, g), VF_ESTALE);
+    CHECK(strstr(vf_error_detail(), "nothing of the graph") != NULL);
+    CHECK_EQ(atomic_load(&d.ran), 2);
+    CHECK_OK(vf_graph_destroy(e, g));
+    CHECK_OK(vf_engine_destroy(e));
+}
+
 /* --- a wait inside a node that can never finish ------------------------ */
 
 typedef struct stuck_node {

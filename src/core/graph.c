@@ -1212,37 +1212,47 @@ static int launch_by_push(vf_engine *e, vf_graph *g, const char *who)
     int stale = stale_node(e, g, who);
     if (stale != 0)
         return stale;
+    /* Every op's argument as the launch has it, copied at once under the
+     * lock: an op of the launch (run inside its push on the naive engine,
+     * or as a child at its push) or another thread may set the next
+     * launch's while this one pushes. */
+    size_t total = 0;
+    pthread_mutex_lock(&g->lock);
+    for (size_t i = 0; i < g->n; i++)
+        total += g->nodes[i].arg_size;
+    pthread_mutex_unlock(&g->lock); /* sizes never change (set_arg) */
+    void **args = vf__malloc(g->n * sizeof *args + total);
+    if (args == NULL)
+        return vf__fail(VF_ENOMEM, "%s: out of memory", who);
+    char *copies = (char *)(args + g->n);
+    pthread_mutex_lock(&g->lock);
+    for (size_t i = 0; i < g->n; i++) {
+        const node *nd = &g->nodes[i];
+        args[i] = nd->arg;
+        if (nd->arg_size != 0) {
+            args[i] = memcpy(copies, nd->arg, nd->arg_size);
+            copies += nd->arg_size;
+        }
+    }
+    pthread_mutex_unlock(&g->lock);
     atomic_fetch_add_explicit(&e->graphs.launches, 1, memory_order_relaxed);
     int first = 0;
     for (size_t i = 0; i < g->n; i++) {
         const node *nd = &g->nodes[i];
-        /* The argument as this launch has it: copied under the lock (an
-         * op of the launch may set it while the next push runs). */
-        char small[256];
-        pthread_mutex_lock(&g->lock);
-        vf_op desc = nd->desc; /* set_arg writes its arg */
-        void *arg = nd->arg;
-        size_t size = nd->arg_size;
-        void *buf = size <= sizeof small ? small : vf__malloc(size);
-        if (buf != NULL && size != 0)
-            arg = memcpy(buf, nd->arg, size);
-        pthread_mutex_unlock(&g->lock);
         int rc;
-        if (buf == NULL) {
-            rc = vf__fail(VF_ENOMEM, "%s: out of memory", who);
-        } else if (nd->opr != NULL) {
-            rc = vf__push_operator_run(e, nd->opr, nd->priority, arg, size,
-                                       who);
+        if (nd->opr != NULL) {
+            rc = vf__push_operator_run(e, nd->opr, nd->priority, args[i],
+                                       nd->arg_size, who);
         } else {
-            desc.arg = arg;
-            desc.arg_size = size;
+            vf_op desc = nd->desc;
+            desc.arg = args[i];
+            desc.arg_size = nd->arg_size;
             rc = vf__push_recorded(e, &desc, who);
         }
-        if (buf != small)
-            free(buf);
         if (rc != 0 && first == 0)
             first = rc; /* the others are still pushed, in order */
     }
+    free(args);
     return first;
 }
 
@@ -1309,7 +1319,6 @@ static int set_arg_held(vf_graph *g, size_t index, void *arg, size_t arg_size,
         memcpy(nd->arg, arg, arg_size);
     } else {
         nd->arg = arg;
-        nd->desc.arg = arg;
         g->arg_gen++;
     }
     g->dev_gen++; /* a device replay records its work again */

@@ -18,7 +18,9 @@ typedef struct node {
     const vf__opdef *def; /* the push's: the engine's, or the operator's */
     vf_operator *opr;     /* an operator's run (a reference), or NULL */
     vf_op desc;           /* a one-shot push's description (its lists
-                             point at `handles`; its arg is `arg`) */
+                             point at `handles`); never written after
+                             the capture: its arg is `arg`'s first value,
+                             `arg` the one to use (g->lock) */
     int priority;
     /* Its argument: a pointer (arg_size 0), or the graph's copy of
      * arg_size bytes (set_arg writes it, under the graph's lock). */
