@@ -987,8 +987,9 @@ VF_API int vf_operator_destroy(vf_engine *e, vf_operator *op);
  * deleted a variable of it meanwhile, no memory) falls back to pushing its
  * ops one by one; one that still fails is reported like a failed op (done
  * callback and the waits). An op
- * that waits, inside itself, for a variable another op of its batch
- * writes gets VF_EDEADLK: do not bulk such ops. vf_engine_stats() counts the
+ * that waits, inside itself, for a variable an earlier op of its batch
+ * writes gets what it would unbulked (that op has run: 0, or
+ * VF_EOPFAILED with its failure); vf_engine_stats() counts the
  * fused ops (bulks) and the pushes in them (bulked).
  */
 VF_API int vf_bulk_set_size(vf_engine *e, int size);

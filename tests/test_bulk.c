@@ -677,6 +677,75 @@ static uint64_t bulks_of(vf_engine *e)
     return st.bulks;
 }
 
+/* An op that waits, inside itself, for a var an earlier op of its batch
+ * writes gets what it gets unbulked: the earlier op ran (0, or
+ * VF_EOPFAILED with its failure), and VF_EDEADLK only when it writes the
+ * var itself. It got VF_EDEADLK (it waited for its own batch), so
+ * VF_BULK_SIZE changed what a program computed (found by a user test). */
+typedef struct inner_wait {
+    vf_var x;
+    int value, seen, rc;
+    bool fail;
+} inner_wait;
+
+static int write_x(vf_run *run, void *arg)
+{
+    (void)run;
+    inner_wait *w = arg;
+    w->value = 42;
+    return w->fail ? 5 : 0;
+}
+
+static int wait_x(vf_run *run, void *arg)
+{
+    inner_wait *w = arg;
+    w->rc = vf_var_wait(vf_run_engine(run), w->x, NULL);
+    w->seen = w->value;
+    return 0;
+}
+
+TEST_CASE(wait_inside_for_an_earlier_op_of_the_batch)
+{
+    for (int c = 0; c < 3; c++) /* ok, the writer fails, the waiter writes */
+        for (int workers = 1; workers <= 2; workers++) {
+            int rc[2], seen[2];
+            uint64_t bulks[2];
+            for (int bulk = 0; bulk < 2; bulk++) {
+                vf_engine *e = tu_engine(
+                    &(tu_kind){.name = "bulk",
+                               .cfg = {.type = VF_ENGINE_POOLED,
+                                       .cpu_workers = workers,
+                                       .bulk_size = bulk ? 8 : 1}});
+                inner_wait w = {.x = tu_var(e), .fail = c == 1, .rc = -1};
+                vf_var y = tu_var(e);
+                vf_var waits[2] = {y, w.x};
+                CHECK_OK(vf_engine_push(e, &(vf_op){.fn = write_x,
+                                                    .arg = &w,
+                                                    .writes = VF_VARS(w.x)}));
+                CHECK_OK(vf_engine_push(
+                    e, &(vf_op){.fn = wait_x,
+                                .arg = &w,
+                                .writes = tu_list(waits, c == 2 ? 2 : 1)}));
+                (void)vf_engine_wait_all(e, NULL);
+                rc[bulk] = w.rc;
+                seen[bulk] = w.seen;
+                bulks[bulk] = bulks_of(e);
+                tu_finish_engine(e);
+            }
+            CHECK_EQ(bulks[0], 2); /* each op a batch of its own */
+            CHECK_EQ(bulks[1], 1); /* the two ops one batch */
+            if (rc[0] != rc[1] || seen[0] != seen[1])
+                CHECK_REPORT_("case %d, %d workers: unbulked the inner wait "
+                              "got %s and saw %d, bulked %s and %d",
+                              c, workers, vf_error_name(rc[0]), seen[0],
+                              vf_error_name(rc[1]), seen[1]);
+            static const int expected[] = {0, VF_EOPFAILED, VF_EDEADLK};
+            CHECK_ERR(rc[1], expected[c]);
+            if (c != 2)
+                CHECK_EQ(seen[1], 42);
+        }
+}
+
 TEST_CASE(children_batch_not_held_by_stop)
 {
     /* One worker, which runs the parent: the batch its child joins (the

@@ -28,8 +28,6 @@
  *   address space cannot hold the workers' stacks; not under sanitizers);
  * - engine_info_logs: engine_info (VF_ENGINE_INFO=1) logs to stderr the
  *   ops touching a waited-on var as they run and finish;
- * - bulk_wait_in_batch: an op that waits, inside itself, for a var another
- *   op of its batch writes gets VF_EDEADLK (vf_bulk_set_size);
  * - profile_outlives_engine: a profile snapshot is independent of the
  *   engine (usable after vf_engine_destroy); an empty one's summary is
  *   NULL rows, 0 of them (vf_profile_summary);
@@ -503,39 +501,6 @@ TEST_CASE(engine_info_logs)
     if (strstr(log, "\"watched_op\"") == NULL)
         fprintf(stderr, "engine_info wrote:\n%s\n", log);
     free(log);
-}
-
-/* --------------------------------------------------- bulk_wait_in_batch */
-
-typedef struct batch_waiter {
-    vf_var x;
-    atomic_int rc;
-} batch_waiter;
-
-static int wait_x(vf_run *run, void *arg)
-{
-    batch_waiter *b = arg;
-    atomic_store(&b->rc, vf_var_wait(vf_run_engine(run), b->x, NULL));
-    return 0;
-}
-
-TEST_CASE(bulk_wait_in_batch)
-{
-    vf_engine *e = tu_engine(&tu_kinds[1]); /* pooled/1 */
-    batch_waiter b = {.x = tu_var(e)};
-    atomic_store(&b.rc, 1);
-    vf_var y = tu_var(e);
-    CHECK_EQ(vf_bulk_set_size(e, 4), 0);
-    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = tu_nop, .writes = VF_VARS(b.x)}));
-    CHECK_OK(vf_engine_push(
-        e, &(vf_op){.fn = wait_x, .arg = &b, .writes = VF_VARS(y)}));
-    CHECK_OK(vf_bulk_flush(e));
-    CHECK_OK(vf_engine_wait_all(e, NULL));
-    vf_stats st;
-    CHECK_OK(vf_engine_stats(e, &st));
-    CHECK_EQ(st.bulks, 1); /* both ops in one batch */
-    CHECK_ERR(atomic_load(&b.rc), VF_EDEADLK);
-    CHECK_OK(vf_engine_destroy(e));
 }
 
 /* ---------------------------------------------- profile_outlives_engine */

@@ -202,4 +202,8 @@ static inline uint64_t vf__bulk_running_place(const vf__op *op)
                : op->place;
 }
 
+/* Does the running item of the fused op `op` (the one whose place is
+ * running_place) write `v`? */
+bool vf__bulk_running_writes(const vf__op *op, const vf__var *v);
+
 #endif /* VF_BULK_H */

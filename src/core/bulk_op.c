@@ -362,3 +362,20 @@ const vf__op_kind vf__kind_bulk = {.name = "bulk",
                                    .finished = bulk_finished,
                                    .records = batch_records,
                                    .flags = VF__KIND_OBSERVED | VF__KIND_HELD};
+
+bool vf__bulk_running_writes(const vf__op *op, const vf__var *v)
+{
+    const vf__bulk_batch *b = op->arg;
+    for (int i = 0; i < b->nitems; i++) {
+        const vf__bulk_item *it = &b->items[i];
+        if (it->place != b->running_place)
+            continue;
+        for (int r = 0; r < it->nrefs; r++) {
+            uint32_t ref = b->refs[it->first + r];
+            if ((ref & 1u) && vf__dep_var(vf__op_dep(op, (int)(ref >> 1))) == v)
+                return true;
+        }
+        return false;
+    }
+    return false;
+}

@@ -627,6 +627,22 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
     vf__op *cur = vf__current_op();
     bool nested = cur != NULL && vf__op_engine(cur) == e;
     uint32_t gen = vf__var_handle_gen(h);
+    if (nested && VF__UNLIKELY(cur->def->kind == &vf__kind_bulk) &&
+        op_writes(cur, v) && !vf__bulk_running_writes(cur, v)) {
+        /* An op of a fused batch (bulk.h) waits on a var another op of
+         * its batch writes, which it does not write itself: the batch
+         * holds v for all its ops, so every op on v pushed before this one
+         * has run (those before the batch, and the batch's own before
+         * it): as a lone op's wait finds it once they have. Waiting for
+         * the batch would wait for itself (VF_EDEADLK), and bulking,
+         * which a setting turns on, would change what the program gets. */
+        vf__spin_lock(&v->lock);
+        if (!vf__var_usable(v, gen)) {
+            vf__spin_unlock(&v->lock);
+            return vf__fail(VF_ESTALE, "%s: variable was deleted", who);
+        }
+        return wait_settled(e, v, err); /* unlocks */
+    }
     if (nested && (rc = refuse_own_write(cur, v, gen, who)) != 0)
         return rc;
     if (!nested && (rc = vf__lifecycle_check_waitable(e, who)) != 0)
