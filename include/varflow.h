@@ -436,7 +436,10 @@ VF_API int vf_engine_destroy_timed(vf_engine *e, int64_t timeout_ms);
  * vf_engine_start(), which starts the threads again and runs them. While ops
  * are held, vf_var_wait() and vf_engine_wait_all() return VF_ESTOPPED at once
  * (they could never finish); during the start that pushes them they wait for
- * it. A held op that cannot be pushed at start fails with that push's code
+ * it. A push from another thread during that start waits for it to end, 10
+ * ms at most, then is held as while stopped: threads that push without
+ * pause cannot keep a start going for ever. A held op that cannot be pushed
+ * at start fails with that push's code
  * (a push that returned 0 always can: one racing vf_var_destroy() of its
  * variable from another thread is either held before the destroy or
  * refused with VF_ESTALE at once, as on a running engine).

@@ -512,4 +512,80 @@ TEST_KIND_CASE(batch_flushed_during_start_keeps_order, k)
     check_context_ = NULL;
 }
 
+/* Threads that push (and launch a graph) without pause while the program
+ * stops and starts the engine: every start returns, and every op accepted
+ * runs once. On the naive engine, which runs the ops a start releases on
+ * the starting thread, the pushes made during the start were held again
+ * and the start never caught up with three pushers (it ran for ever, its
+ * memory growing: found trying graphs and stop from several threads as a
+ * user); a push during a start now waits a while for it to end. */
+typedef struct nonstop_pusher {
+    vf_engine *e;
+    vf_graph *g;
+    vf_var v;
+    atomic_int *stop;
+    atomic_long ran, accepted;
+} nonstop_pusher;
+
+static int count_ran(vf_run *run, void *arg)
+{
+    (void)run;
+    atomic_fetch_add(&((nonstop_pusher *)arg)->ran, 1);
+    return 0;
+}
+
+static void *push_nonstop(void *arg)
+{
+    nonstop_pusher *p = arg;
+    for (long i = 0; !atomic_load(p->stop); i++) {
+        int rc = i % 2 ? vf_graph_launch(p->e, p->g)
+                       : vf_engine_push(p->e, &(vf_op){.fn = count_ran,
+                                                       .arg = p,
+                                                       .reads = VF_VARS(p->v)});
+        if (rc == 0)
+            atomic_fetch_add(&p->accepted, i % 2 ? 4 : 1);
+        else
+            CHECK_ERR(rc, 0);
+    }
+    return NULL;
+}
+
+TEST_KIND_CASE(start_while_others_push_without_pause, k)
+{
+    check_context_ = k->name;
+    tu_kind bounded = *k; /* the pushers never outrun the workers far */
+    bounded.cfg.max_inflight = 4096;
+    vf_engine *e = tu_engine(&bounded);
+    atomic_int stop = 0;
+    nonstop_pusher p[PUSHERS];
+    pthread_t t[PUSHERS];
+    for (int i = 0; i < PUSHERS; i++) {
+        p[i] = (nonstop_pusher){.e = e, .v = tu_var(e), .stop = &stop};
+        CHECK_OK(vf_graph_begin(e));
+        for (int j = 0; j < 4; j++)
+            CHECK_OK(vf_engine_push(e, &(vf_op){.fn = count_ran,
+                                                .arg = &p[i],
+                                                .reads = VF_VARS(p[i].v)}));
+        CHECK_OK(vf_graph_end(e, &p[i].g));
+    }
+    for (int i = 0; i < PUSHERS; i++)
+        t[i] = tu_thread_start(push_nonstop, &p[i]);
+    for (int round = 0; round < 5; round++) {
+        tu_spin_us(5000);
+        CHECK_OK(vf_engine_stop(e));
+        tu_spin_us(2000);
+        CHECK_OK(vf_engine_start(e)); /* returns: the watchdog says if not */
+    }
+    atomic_store(&stop, 1);
+    for (int i = 0; i < PUSHERS; i++)
+        tu_thread_join(t[i]);
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    for (int i = 0; i < PUSHERS; i++) {
+        CHECK_EQ(atomic_load(&p[i].ran), atomic_load(&p[i].accepted));
+        CHECK_OK(vf_graph_destroy(e, p[i].g));
+    }
+    CHECK_OK(vf_engine_destroy(e));
+    check_context_ = NULL;
+}
+
 TEST_MAIN("test_lifecycle_stop", 200)

@@ -92,10 +92,15 @@ void vf__lifecycle_drop_op(vf_engine *e, vf__op *op, int rc);
  * runs under the lock that orders the held ops: what it checks (that its
  * vars are not deleted, nor their deletes held) and what it takes (its
  * place in push order, a delete's mark on its var) are in the order the
- * ops are held, and so pushed at start. */
+ * ops are held, and so pushed at start. `may_wait`: the caller holds no
+ * lock and may block: during a start it waits for the start to end (as a
+ * wait does) and then returns 1, rather than be held again, so pushes
+ * from other threads cannot keep a start going for ever; otherwise (a
+ * batch's push under its thread's bulk lock, which a start may take; a
+ * nonblocking op) it is held as while stopped. */
 int vf__lifecycle_hold(vf_engine *e, vf__op *op,
                        int (*admit)(vf_engine *e, vf__op *op, const void *arg),
-                       const void *arg);
+                       const void *arg, bool may_wait);
 
 /* Whether this thread is the one enqueuing e's held ops (vf_engine_start),
  * and so maybe running ops inline meanwhile (a naive engine's, an async

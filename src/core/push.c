@@ -213,7 +213,8 @@ static int enqueue(vf_engine *e, vf__op *op, const char *who, bool unheld,
     if (VF__UNLIKELY(atomic_load(&e->life.holding)) && !unheld &&
         held_by_stop(e, op)) {
         uncount(e, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
-        int rc = vf__lifecycle_hold(e, op, admit_held, who);
+        int rc = vf__lifecycle_hold(e, op, admit_held, who,
+                                    !locked && !def->nonblocking);
         if (rc <= 0)
             return rc;                             /* held, or refused */
         return enqueue(e, op, who, false, locked); /* started meanwhile */
