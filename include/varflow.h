@@ -992,7 +992,10 @@ VF_API int vf_operator_destroy(vf_engine *e, vf_operator *op);
  * callback and the waits). An op
  * that waits, inside itself, for a variable an earlier op of its batch
  * writes gets what it would unbulked (that op has run: 0, or
- * VF_EOPFAILED with its failure); vf_engine_stats() counts the
+ * VF_EOPFAILED with its failure), unless a write of that variable is
+ * queued behind the batch (a child the op pushed, another thread's op),
+ * which the batch cannot let run: VF_EDEADLK then (do not bulk such
+ * ops). vf_engine_stats() counts the
  * fused ops (bulks) and the pushes in them (bulked).
  */
 VF_API int vf_bulk_set_size(vf_engine *e, int size);

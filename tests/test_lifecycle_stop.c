@@ -588,4 +588,55 @@ TEST_KIND_CASE(start_while_others_push_without_pause, k)
     check_context_ = NULL;
 }
 
+/* A held op that, run by the start (the naive engine runs it on the
+ * starting thread), waits for what another thread does after a push of
+ * its own: that push waits for the start 10 ms at most, then is held, and
+ * the thread goes on. A first cut waited 10 ms again and again for as
+ * long as the start lasted: for ever here (found by the second reviewer). */
+typedef struct after_push {
+    vf_engine *e;
+    vf_var v;
+    atomic_int running, flag;
+    int saw_flag;
+} after_push;
+
+static int wait_for_flag(vf_run *run, void *arg)
+{
+    (void)run;
+    after_push *a = arg;
+    atomic_store(&a->running, 1);
+    double end = tu_now() + TU_TIMEOUT;
+    while (!atomic_load(&a->flag) && tu_now() < end)
+        sched_yield();
+    a->saw_flag = atomic_load(&a->flag);
+    return 0;
+}
+
+static void *push_then_flag(void *arg)
+{
+    after_push *a = arg;
+    while (!atomic_load(&a->running))
+        sched_yield();
+    CHECK_OK(
+        vf_engine_push(a->e, &(vf_op){.fn = tu_nop, .writes = VF_VARS(a->v)}));
+    atomic_store(&a->flag, 1);
+    return NULL;
+}
+
+TEST_CASE(start_running_an_op_that_waits_for_a_pusher)
+{
+    vf_engine *e = tu_engine(&tu_kinds[0]); /* naive */
+    after_push a = {.e = e, .v = tu_var(e)};
+    CHECK_OK(vf_engine_stop(e));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = wait_for_flag,
+                                        .arg = &a,
+                                        .writes = VF_VARS(tu_var(e))}));
+    pthread_t t = tu_thread_start(push_then_flag, &a);
+    CHECK_OK(vf_engine_start(e));
+    tu_thread_join(t);
+    CHECK_EQ(a.saw_flag, 1);
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_OK(vf_engine_destroy(e));
+}
+
 TEST_MAIN("test_lifecycle_stop", 200)

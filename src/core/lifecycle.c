@@ -51,10 +51,9 @@ int vf__lifecycle_hold(vf_engine *e, vf__op *op,
             until.tv_sec++;
             until.tv_nsec -= 1000000000L;
         }
-        bool ended = pthread_mutex_timedlock(&e->life.op_lock, &until) == 0;
-        if (ended)
+        if (pthread_mutex_timedlock(&e->life.op_lock, &until) == 0)
             pthread_mutex_unlock(&e->life.op_lock);
-        return vf__lifecycle_hold(e, op, admit, arg, may_wait && !ended);
+        return vf__lifecycle_hold(e, op, admit, arg, false); /* once */
     }
     int rc = admit(e, op, arg);
     if (rc != 0) {
@@ -97,15 +96,18 @@ int vf__lifecycle_check_waitable(vf_engine *e, const char *who)
     bool starting = e->life.starting;
     uint64_t n = e->life.nheld;
     pthread_mutex_unlock(&e->life.lock);
-    if (!holding || n == 0)
+    if (!holding)
         return 0;
     if (starting && !vf__lifecycle_releasing_held(e)) {
-        /* A start is pushing the held ops (maybe this caller's): wait until
-         * they are all pushed, then wait as usual. */
+        /* A start is pushing the held ops (maybe this caller's; it took
+         * them off the list, so n may read 0): wait until they are all
+         * pushed, then wait as usual. */
         pthread_mutex_lock(&e->life.op_lock);
         pthread_mutex_unlock(&e->life.op_lock);
         return vf__lifecycle_check_waitable(e, who);
     }
+    if (n == 0)
+        return 0;
     /* A fork's stop is not waited out: its drain may need this thread (an
      * async op it completes, an op of another engine it runs). */
     if (forking)

@@ -480,6 +480,9 @@ static bool op_writes(const vf__op *op, const vf__var *v)
  * parent's, which is still running around the wait (family.h). Refused
  * at once, on every engine kind, whether or not this run happens to come
  * after its ancestor's end. */
+static int refuse_ancestor_write(const vf__op *cur, const vf__var *v,
+                                 uint32_t gen, const char *who);
+
 static int refuse_own_write(const vf__op *cur, const vf__var *v, uint32_t gen,
                             const char *who)
 {
@@ -488,6 +491,14 @@ static int refuse_own_write(const vf__op *cur, const vf__var *v, uint32_t gen,
         return vf__fail(VF_EDEADLK,
                         "%s: %s waits on a variable it writes itself", who,
                         vf__op_label(cur->name, cur->place, label));
+    return refuse_ancestor_write(cur, v, gen, who);
+}
+
+/* refuse_own_write's second half: an op it descends from writes v. */
+static int refuse_ancestor_write(const vf__op *cur, const vf__var *v,
+                                 uint32_t gen, const char *who)
+{
+    char label[VF__OP_LABEL_MAX];
     int level = VF__UNLIKELY(cur->up != NULL)
                     ? vf__family_writes(cur->up, v, gen)
                     : 0;
@@ -633,15 +644,24 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
          * its batch writes, which it does not write itself: the batch
          * holds v for all its ops, so every op on v pushed before this one
          * has run (those before the batch, and the batch's own before
-         * it): as a lone op's wait finds it once they have. Waiting for
-         * the batch would wait for itself (VF_EDEADLK), and bulking,
-         * which a setting turns on, would change what the program gets. */
+         * it). With nothing queued on v behind the batch, that is what
+         * the op alone would find once they had: a settled wait. Waiting
+         * for the batch would wait for itself (VF_EDEADLK), and bulking,
+         * which a setting turns on, would change what the program gets.
+         * With a write queued behind it (a child the op pushed, another
+         * thread's), the op alone would wait for that too, which its batch
+         * cannot let run: VF_EDEADLK below, as before. */
+        if ((rc = refuse_ancestor_write(cur, v, gen, who)) != 0)
+            return rc;
         vf__spin_lock(&v->lock);
         if (!vf__var_usable(v, gen)) {
             vf__spin_unlock(&v->lock);
             return vf__fail(VF_ESTALE, "%s: variable was deleted", who);
         }
-        return wait_settled(e, v, err); /* unlocks */
+        if (v->head != NULL && vf__dep_op(v->head) == cur &&
+            v->head->next == NULL)
+            return wait_settled(e, v, err); /* unlocks */
+        vf__spin_unlock(&v->lock);
     }
     if (nested && (rc = refuse_own_write(cur, v, gen, who)) != 0)
         return rc;
