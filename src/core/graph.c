@@ -914,14 +914,20 @@ void vf__graph_stub_release(vf__op *op)
 
 /* The name, `done` and argument node i's op has (as inst_new gives them),
  * for a launch that has no instance (`in` NULL) or one. */
-static void node_names(const vf_graph *g, const vf__graph_inst *in, size_t i,
+static void node_names(vf_graph *g, const vf__graph_inst *in, size_t i,
                        const char **name, vf_done_fn *done, void **arg)
 {
     const node *nd = &g->nodes[i];
     const vf__opdef *run = nd->opr != NULL ? nd->def : NULL;
     *name = run ? run->name : nd->desc.name;
     *done = run ? run->done : nd->desc.done;
-    *arg = in != NULL ? in->ops[i]->arg : nd->arg;
+    if (in != NULL) {
+        *arg = in->ops[i]->arg;
+    } else { /* the graph's own, which set_arg writes */
+        pthread_mutex_lock(&g->lock);
+        *arg = nd->arg;
+        pthread_mutex_unlock(&g->lock);
+    }
 }
 
 /* Each op of the launch op `op`, which never started, fails with `rc`
