@@ -93,11 +93,12 @@ void vf__lifecycle_drop_op(vf_engine *e, vf__op *op, int rc);
  * vars are not deleted, nor their deletes held) and what it takes (its
  * place in push order, a delete's mark on its var) are in the order the
  * ops are held, and so pushed at start. `may_wait`: the caller holds no
- * lock and may block: during a start it waits for the start to end (as a
- * wait does) and then returns 1, rather than be held again, so pushes
- * from other threads cannot keep a start going for ever; otherwise (a
- * batch's push under its thread's bulk lock, which a start may take; a
- * nonblocking op) it is held as while stopped. */
+ * lock and may block: during a start it first waits for the start to
+ * end, 10 ms at most (lifecycle.c: START_WAIT_NS), then looks again
+ * (started: returns 1; else held), so pushes from other threads cannot
+ * keep a start going for ever; otherwise (a batch's push under its
+ * thread's bulk lock, which a start may take; a nonblocking op) it is
+ * held at once. */
 int vf__lifecycle_hold(vf_engine *e, vf__op *op,
                        int (*admit)(vf_engine *e, vf__op *op, const void *arg),
                        const void *arg, bool may_wait);
