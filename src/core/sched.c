@@ -505,7 +505,7 @@ static int steal_from(vf__worker *w, int *first)
 vf__op *vf__worker_take_descendant(vf__worker *w, const vf__family *f)
 {
     vf__op *op = try_take_descendant(w, f, false);
-    if (op != NULL)
+    if (op != NULL || w->pool->spread)
         return op;
     vf__pool *p = w->pool;
     int first, self = steal_from(w, &first);

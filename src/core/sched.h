@@ -249,9 +249,7 @@ vf__op *vf__worker_take(vf__worker *w);
 /* vf__worker_take for a thread waiting inside the op whose family is `f`
  * (family.h): only an op that descends from it, of priority 0, among the
  * first few of its own lane from the head and of each other worker's
- * from the tail, in a device pool too (whose threads otherwise take only
- * their own queues: its ops run on the waiter's stream then, which the
- * fences order as any other). NULL when none. */
+ * from the tail. NULL when none. */
 vf__op *vf__worker_take_descendant(vf__worker *w, const vf__family *f);
 
 /* Whether any worker of the pool has ops queued (a snapshot). */
@@ -271,10 +269,9 @@ void vf__pool_stuck_enter(vf__pool *p);
 
 /* For a thread of the pool so stuck: whether no other thread will run
  * what it refuses. In a device pool each thread takes only its own queue
- * (spread; a waiter its descendants from any) and no spare is added; in
- * another, every thread is so stuck and the pool has VF__MAX_SPARES. Then a
- * waiter runs what it refused, its stack permitting (wait.c: HOPELESS_LOOKS).
- */
+ * (spread) and no spare is added; in another, every thread is so stuck
+ * and the pool has VF__MAX_SPARES. Then a waiter runs what it refused, its
+ * stack permitting (wait.c: HOPELESS_LOOKS). */
 bool vf__pool_stuck_for_good(vf__pool *p);
 
 /* The ops queued on the pool's threads, a snapshot (an inbox not sorted in
