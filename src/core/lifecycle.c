@@ -2,9 +2,9 @@
 #include "core/lifecycle.h"
 
 #include <string.h>
-#include <time.h>
 
 #include "base/alloc.h"
+#include "base/deadline.h"
 #include "core/addr_vars.h"
 #include "core/bulk.h"
 #include "core/engine.h"
@@ -19,7 +19,7 @@ static _Thread_local const vf_engine *releasing_held;
 /* How long a push from another thread waits for a start to end before it
  * is held (vf__lifecycle_hold): the pushes a start's run races are slowed
  * to one in this time each, so the start catches up. */
-#define START_WAIT_NS 10000000L /* 10 ms */
+#define START_WAIT_MS 10
 
 bool vf__lifecycle_releasing_held(const vf_engine *e)
 {
@@ -44,14 +44,9 @@ int vf__lifecycle_hold(vf_engine *e, vf__op *op,
          * test); waited for without a limit, a held op that waits for what
          * this thread does after its push would hang the start. */
         pthread_mutex_unlock(&e->life.lock);
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += START_WAIT_NS;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
-        if (pthread_mutex_timedlock(&e->life.op_lock, &until) == 0)
+        vf__deadline until = vf__deadline_in_ms(START_WAIT_MS);
+        if (pthread_mutex_clocklock(&e->life.op_lock, CLOCK_MONOTONIC,
+                                    &until.at) == 0)
             pthread_mutex_unlock(&e->life.op_lock);
         return vf__lifecycle_hold(e, op, admit, arg, false); /* once */
     }

@@ -94,7 +94,7 @@ void vf__lifecycle_drop_op(vf_engine *e, vf__op *op, int rc);
  * place in push order, a delete's mark on its var) are in the order the
  * ops are held, and so pushed at start. `may_wait`: the caller holds no
  * lock and may block: during a start it first waits for the start to
- * end, 10 ms at most (lifecycle.c: START_WAIT_NS), then looks again
+ * end, 10 ms at most (lifecycle.c: START_WAIT_MS), then looks again
  * (started: returns 1; else held), so pushes from other threads cannot
  * keep a start going for ever; otherwise (a batch's push under its
  * thread's bulk lock, which a start may take; a nonblocking op) it is

@@ -475,26 +475,11 @@ static bool op_writes(const vf__op *op, const vf__var *v)
     return false;
 }
 
-/* A wait inside `cur` on a var that it, or an op it descends from, writes
- * can never finish: in the serial program each op runs inside its
- * parent's, which is still running around the wait (family.h). Refused
- * at once, on every engine kind, whether or not this run happens to come
- * after its ancestor's end. */
-static int refuse_ancestor_write(const vf__op *cur, const vf__var *v,
-                                 uint32_t gen, const char *who);
-
-static int refuse_own_write(const vf__op *cur, const vf__var *v, uint32_t gen,
-                            const char *who)
-{
-    char label[VF__OP_LABEL_MAX];
-    if (op_writes(cur, v))
-        return vf__fail(VF_EDEADLK,
-                        "%s: %s waits on a variable it writes itself", who,
-                        vf__op_label(cur->name, cur->place, label));
-    return refuse_ancestor_write(cur, v, gen, who);
-}
-
-/* refuse_own_write's second half: an op it descends from writes v. */
+/* A wait inside `cur` on a var that an op it descends from writes can
+ * never finish: in the serial program each op runs inside its parent's,
+ * which is still running around the wait (family.h). Refused at once, on
+ * every engine kind, whether or not this run happens to come after its
+ * ancestor's end. */
 static int refuse_ancestor_write(const vf__op *cur, const vf__var *v,
                                  uint32_t gen, const char *who)
 {
@@ -510,6 +495,18 @@ static int refuse_ancestor_write(const vf__op *cur, const vf__var *v,
                         who, vf__op_label(cur->name, cur->place, label), level,
                         level == 1 ? "" : "s");
     return 0;
+}
+
+/* The same for a var `cur` writes itself. */
+static int refuse_own_write(const vf__op *cur, const vf__var *v, uint32_t gen,
+                            const char *who)
+{
+    char label[VF__OP_LABEL_MAX];
+    if (op_writes(cur, v))
+        return vf__fail(VF_EDEADLK,
+                        "%s: %s waits on a variable it writes itself", who,
+                        vf__op_label(cur->name, cur->place, label));
+    return refuse_ancestor_write(cur, v, gen, who);
 }
 
 /* A wait from a `done` callback of this engine would wait for the op whose
