@@ -2,9 +2,9 @@
 #include "core/lifecycle.h"
 
 #include <string.h>
+#include <time.h>
 
 #include "base/alloc.h"
-#include "base/deadline.h"
 #include "core/addr_vars.h"
 #include "core/bulk.h"
 #include "core/engine.h"
@@ -44,9 +44,18 @@ int vf__lifecycle_hold(vf_engine *e, vf__op *op,
          * test); waited for without a limit, a held op that waits for what
          * this thread does after its push would hang the start. */
         pthread_mutex_unlock(&e->life.lock);
-        vf__deadline until = vf__deadline_in_ms(START_WAIT_MS);
-        if (pthread_mutex_clocklock(&e->life.op_lock, CLOCK_MONOTONIC,
-                                    &until.at) == 0)
+        /* On the wall clock: pthread_mutex_clocklock would take the
+         * monotonic one (deadline.h), but TSan does not know it, and then
+         * calls the unlock below one of a mutex never locked. A clock
+         * change only makes this one wait shorter or longer. */
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += START_WAIT_MS * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        if (pthread_mutex_timedlock(&e->life.op_lock, &until) == 0)
             pthread_mutex_unlock(&e->life.op_lock);
         return vf__lifecycle_hold(e, op, admit, arg, false); /* once */
     }
