@@ -380,6 +380,36 @@ TEST_CASE(device_recursion_at_the_bound)
     CHECK_EQ(atomic_load(&op_errors), 0);
 }
 
+/* fib_children_op with every child on the emulated device 0. */
+static int fib_on_device_op(vf_run *run, void *arg)
+{
+    const fib_arg *a = arg;
+    if (a->n < 2) {
+        *a->out = a->n;
+        return 0;
+    }
+    return fib_two_children(
+        run, a, fib_on_device_op,
+        (vf_op){.device = (vf_device){VF_DEVICE_EMULATED, 0}});
+}
+
+/* A recursion with a wait at every level, all of it on one device's pool
+ * of two threads (the default): a waiter runs its descendants from the
+ * other thread's queue too. Each took only its own queue's, so the
+ * children placed on the other thread, whose waits were in other
+ * branches, waited for the 10 ms a forced run takes, one op at a time:
+ * fib(16) ran for minutes (found trying device recursion as a user). */
+TEST_CASE(device_recursion_on_one_device)
+{
+    tu_phase_limit("perdevice, default", 20); /* 0.2 s here; it took 52 */
+    vf_engine *e = engine_of(NULL, "perdevice, default");
+    for (int top = 0; top < 2; top++)
+        run_fib_by(e, fib_on_device_op, SANITIZED ? 14 : 16,
+                   "perdevice, default");
+    tu_finish_engine(e);
+    CHECK_EQ(atomic_load(&op_errors), 0);
+}
+
 /* Workers with small stacks: the engine keeps what it stacks above waits
  * within them (a worker that ran any ready op above a wait overflowed 256
  * KiB in a few hundred levels). */

@@ -475,17 +475,30 @@ static vf__op *try_take(vf__worker *w, bool thief)
 }
 
 /* try_take for a waiter: a descendant of the op whose family is `f`, in
- * the lane, else in the heap. */
+ * the lane, else in the heap. A waiter that is not w and moved w's inbox
+ * in wakes the pool when it leaves ops there: between the move and its
+ * store of qlen, w's thread may have read qlen, then the inbox, found
+ * both empty, and gone to sleep (sleepers rescan in that order), and
+ * nothing else would wake it for those ops: in a device pool nobody
+ * else takes them unless it waits. */
 static vf__op *try_take_descendant(vf__worker *w, const vf__family *f,
                                    bool from_tail)
 {
+    bool inbox = atomic_load_explicit(&w->inbox, memory_order_relaxed) != NULL;
     if (!lock_queue(w))
         return NULL;
     vf__op *op = lane_take_descendant(w, f, from_tail);
     if (op == NULL)
         op = heap_take_descendant(w, f);
-    atomic_store(&w->qlen, w->len); /* the inbox may have come in */
+    int left = w->len;
+    atomic_store(&w->qlen, left); /* the inbox may have come in */
     pthread_mutex_unlock(&w->qlock);
+    if (inbox && left > 0 && w != vf__this_worker_) {
+        if (w->pool->spread)
+            vf__pool_wake_all(w->pool);
+        else
+            maybe_wake_one(w->pool);
+    }
     return op;
 }
 
@@ -505,14 +518,22 @@ static int steal_from(vf__worker *w, int *first)
 vf__op *vf__worker_take_descendant(vf__worker *w, const vf__family *f)
 {
     vf__op *op = try_take_descendant(w, f, false);
-    if (op != NULL || w->pool->spread)
+    if (op != NULL)
         return op;
     vf__pool *p = w->pool;
     int first, self = steal_from(w, &first);
-    for (int i = first; i < p->nworkers && op == NULL; i++)
-        op = try_take_descendant(&p->workers[(self + i) % p->nworkers], f,
-                                 true);
+    for (int i = first; i < p->nworkers && op == NULL; i++) {
+        vf__worker *owner = &p->workers[(self + i) % p->nworkers];
+        if (!p->spread ||
+            atomic_load_explicit(&owner->waiting, memory_order_relaxed) > 0)
+            op = try_take_descendant(owner, f, true);
+    }
     return op;
+}
+
+void vf__worker_waiting(vf__worker *w, int delta)
+{
+    atomic_fetch_add_explicit(&w->waiting, delta, memory_order_relaxed);
 }
 
 bool vf__pool_any_queued(const vf__pool *p)
@@ -740,6 +761,7 @@ static void init_worker(vf__worker *w, vf__pool *p, int index)
     atomic_init(&w->ran, 0);
     atomic_init(&w->failed, 0);
     atomic_init(&w->skipped, 0);
+    atomic_init(&w->waiting, 0);
     w->pool = p;
     w->index = index;
 }

@@ -93,6 +93,8 @@ struct vf__worker {
      * the next spare of its pool's list. */
     bool spare;
     vf__worker *next_spare;
+    /* Nested waits this worker's thread is in (vf__worker_waiting). */
+    atomic_int waiting;
 } __attribute__((aligned(VF__CACHELINE)));
 
 /* What a pool's threads run: the engine's trip of an op (exec.c), given
@@ -249,8 +251,20 @@ vf__op *vf__worker_take(vf__worker *w);
 /* vf__worker_take for a thread waiting inside the op whose family is `f`
  * (family.h): only an op that descends from it, of priority 0, among the
  * first few of its own lane from the head and of each other worker's
- * from the tail. NULL when none. */
+ * from the tail; in a device pool, whose threads otherwise take only
+ * their own queues, of each other worker's that waits too (its op runs on
+ * the waiter's stream then, which the fences order as any other). NULL
+ * when none. */
 vf__op *vf__worker_take_descendant(vf__worker *w, const vf__family *f);
+
+/* The worker's thread enters (+1) or leaves (-1) a nested wait (wait.c).
+ * While it waits it runs only descendants of its own op, so ops of other
+ * recursions queued on it would wait for it; in a device pool the other
+ * waiters take theirs from it (vf__worker_take_descendant). An idle
+ * device thread still takes only its own queue, and a waiter nothing from
+ * an idle thread's: that thread runs it, where the waiter would pile a
+ * recursion on its own stack while the other thread's stayed empty. */
+void vf__worker_waiting(vf__worker *w, int delta);
 
 /* Whether any worker of the pool has ops queued (a snapshot). */
 bool vf__pool_any_queued(const vf__pool *p);

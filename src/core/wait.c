@@ -356,6 +356,8 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
     bool watching = false;
     vf__exec_loop_frame saved;
     vf__exec_loop_enter(w, &saved);
+    if (me != NULL)
+        vf__worker_waiting(me, 1);
     int rc = 0, refusals = 0, hopeless = 0;
     struct nested_pred pred = {e, w};
     for (;;) {
@@ -435,6 +437,8 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
             sleep_on_engine(e, w, true, until);
         }
     }
+    if (me != NULL)
+        vf__worker_waiting(me, -1);
     vf__exec_loop_leave(&saved);
     watch(e, &watching, false);
     return rc;
