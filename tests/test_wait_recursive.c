@@ -15,6 +15,8 @@
  *   -n), which a waiter must find in its queue's heap;
  * - device_recursion_at_the_bound: fib through emulated-device ops with
  *   max_inflight 1, where every push inside an op is at the bound;
+ * - device_recursion_on_one_device, _across_two_devices: fib wholly on
+ *   one device's pool, and with each node's children on two devices;
  * - quicksort: a parallel quicksort of 10 million ints, each op
  *   partitioning its range, pushing both halves and waiting for them;
  *   the result is checked against qsort;
@@ -406,6 +408,51 @@ TEST_CASE(device_recursion_on_one_device)
     for (int top = 0; top < 2; top++)
         run_fib_by(e, fib_on_device_op, SANITIZED ? 14 : 16,
                    "perdevice, default");
+    tu_finish_engine(e);
+    CHECK_EQ(atomic_load(&op_errors), 0);
+}
+
+/* fib_children_op with each node's two children on two emulated devices,
+ * each level swapping which gets which (fib_arg has no depth: n's parity
+ * stands in). */
+static int fib_two_devices_op(vf_run *run, void *arg)
+{
+    const fib_arg *a = arg;
+    if (a->n < 2) {
+        *a->out = a->n;
+        return 0;
+    }
+    long x = 0, y = 0;
+    fib_arg ax = {a->e, a->n - 1, &x}, ay = {a->e, a->n - 2, &y};
+    vf_op op = {.fn = fib_two_devices_op, .arg = &ax, .arg_size = sizeof ax};
+    op.device = (vf_device){VF_DEVICE_EMULATED, a->n % 2};
+    int rc = vf_engine_push(a->e, &op);
+    op.arg = &ay;
+    op.device = (vf_device){VF_DEVICE_EMULATED, (a->n + 1) % 2};
+    if (rc == 0)
+        rc = vf_engine_push(a->e, &op);
+    if (rc == 0)
+        rc = vf_run_wait_children(run, NULL);
+    if (rc != 0) {
+        op_error("fib across two devices", rc);
+        return rc;
+    }
+    *a->out = x + y;
+    return 0;
+}
+
+/* A recursion with a wait at every level whose two children go to two
+ * devices' pools: every thread of both waits in some branch, and the ops
+ * of the other branches queued beside them run only by a forced run
+ * (wait.c: HOPELESS_LOOKS). Each forced run waited 10 ms, and its waiter
+ * slept through the ops placed for it 200 us at a time: fib(16) took 14
+ * s (found trying device recursion as a user); fib(17) here, 2.5 s now. */
+TEST_CASE(device_recursion_across_two_devices)
+{
+    tu_phase_limit("perdevice, two devices", 20); /* 22 s before */
+    vf_engine *e = engine_of(NULL, "perdevice, two devices");
+    run_fib_by(e, fib_two_devices_op, SANITIZED ? 13 : 17,
+               "perdevice, two devices");
     tu_finish_engine(e);
     CHECK_EQ(atomic_load(&op_errors), 0);
 }

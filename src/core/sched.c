@@ -440,15 +440,19 @@ vf__op *vf__worker_place(vf__worker *w, vf__readylist *mine)
 }
 
 /* Lock w's queue with its inbox moved in; false (not locked) when both
- * look empty. */
-static bool lock_queue(vf__worker *w)
+ * look empty. *drained (if not NULL) tells whether this call moved the
+ * inbox in. */
+static bool lock_queue(vf__worker *w, bool *drained)
 {
     if (atomic_load_explicit(&w->qlen, memory_order_relaxed) == 0 &&
         atomic_load_explicit(&w->inbox, memory_order_relaxed) == NULL)
         return false;
     pthread_mutex_lock(&w->qlock);
-    if (atomic_load_explicit(&w->inbox, memory_order_relaxed) != NULL)
+    bool moved = atomic_load_explicit(&w->inbox, memory_order_relaxed) != NULL;
+    if (moved)
         drain_inbox(w);
+    if (drained != NULL)
+        *drained = moved;
     return true;
 }
 
@@ -461,7 +465,7 @@ static bool lock_queue(vf__worker *w)
  * would (the lane's head keeps top-level ops in arrival order). */
 static vf__op *try_take(vf__worker *w, bool thief)
 {
-    if (!lock_queue(w))
+    if (!lock_queue(w, NULL))
         return NULL;
     vf__op *op = NULL;
     if (w->len > 0) {
@@ -484,8 +488,8 @@ static vf__op *try_take(vf__worker *w, bool thief)
 static vf__op *try_take_descendant(vf__worker *w, const vf__family *f,
                                    bool from_tail)
 {
-    bool inbox = atomic_load_explicit(&w->inbox, memory_order_relaxed) != NULL;
-    if (!lock_queue(w))
+    bool drained;
+    if (!lock_queue(w, &drained))
         return NULL;
     vf__op *op = lane_take_descendant(w, f, from_tail);
     if (op == NULL)
@@ -493,7 +497,7 @@ static vf__op *try_take_descendant(vf__worker *w, const vf__family *f,
     int left = w->len;
     atomic_store(&w->qlen, left); /* the inbox may have come in */
     pthread_mutex_unlock(&w->qlock);
-    if (inbox && left > 0 && w != vf__this_worker_) {
+    if (drained && left > 0 && w != vf__this_worker_) {
         if (w->pool->spread)
             vf__pool_wake_all(w->pool);
         else
@@ -633,6 +637,27 @@ void vf__pool_idle_wait(vf__pool *p, bool (*wake_pred)(void *), void *arg,
      * placer could read the count as zero (sched.h). */
     uint32_t key = vf__ecount_prepare(&p->sleepers);
     if ((wake_pred && wake_pred(arg)) || any_queued(p) ||
+        atomic_load(&p->stop)) {
+        vf__ecount_cancel(&p->sleepers);
+        return;
+    }
+    atomic_int *awake = p->runner.awake;
+    if (awake != NULL)
+        atomic_fetch_sub_explicit(awake, 1, memory_order_relaxed);
+    vf__ecount_wait(&p->sleepers, key, until);
+    if (awake != NULL)
+        atomic_fetch_add_explicit(awake, 1, memory_order_relaxed);
+}
+
+void vf__pool_wait_inbox(vf__worker *w, bool (*wake_pred)(void *), void *arg,
+                         const vf__deadline *until)
+{
+    vf__pool *p = w->pool;
+    /* The protocol of vf__pool_idle_wait, with its own inbox for the
+     * queues: a placer pushes there (seq_cst), then wakes every sleeper
+     * (place_spread). */
+    uint32_t key = vf__ecount_prepare(&p->sleepers);
+    if ((wake_pred && wake_pred(arg)) || atomic_load(&w->inbox) != NULL ||
         atomic_load(&p->stop)) {
         vf__ecount_cancel(&p->sleepers);
         return;
@@ -802,6 +827,11 @@ void vf__pool_stuck_enter(vf__pool *p)
         }
     }
     pthread_mutex_unlock(&p->spare_lock);
+}
+
+bool vf__pool_spread_all_stuck(vf__pool *p)
+{
+    return p->spread && all_stuck(p);
 }
 
 bool vf__pool_stuck_for_good(vf__pool *p)

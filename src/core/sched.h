@@ -249,9 +249,9 @@ const vf__worker *vf__pool_next_target(const vf__pool *p);
 vf__op *vf__worker_take(vf__worker *w);
 
 /* vf__worker_take for a thread waiting inside the op whose family is `f`
- * (family.h): only an op that descends from it, of priority 0, among the
- * first few of its own lane from the head and of each other worker's
- * from the tail; in a device pool, whose threads otherwise take only
+ * (family.h): only an op that descends from it, among the first few of
+ * its own lane (from the head) and heap, and of each other worker's (the
+ * lane from the tail); in a device pool, whose threads otherwise take only
  * their own queues, of each other worker's that waits too (its op runs on
  * the waiter's stream then, which the fences order as any other). NULL
  * when none. */
@@ -288,9 +288,22 @@ void vf__pool_stuck_enter(vf__pool *p);
  * stack permitting (wait.c: HOPELESS_LOOKS). */
 bool vf__pool_stuck_for_good(vf__pool *p);
 
+/* A device pool (spread) whose every thread is so stuck: none of them
+ * runs a queued op of the pool until its own wait ends, whatever the
+ * engine's other pools do. */
+bool vf__pool_spread_all_stuck(vf__pool *p);
+
 /* The ops queued on the pool's threads, a snapshot (an inbox not sorted in
  * yet counts as one): at most what is queued. */
 uint64_t vf__pool_queued(const vf__pool *p);
+
+/* vf__pool_idle_wait for a thread of a device pool (spread) waiting
+ * inside an op beside queued ops it will not run above its wait: it sleeps
+ * until an op is placed on its own queue (its inbox: nobody else takes
+ * from its queue, so only a new op may be one it runs), or `wake_pred(arg)`
+ * holds, or `until` passes. */
+void vf__pool_wait_inbox(vf__worker *w, bool (*wake_pred)(void *), void *arg,
+                         const vf__deadline *until);
 
 /* A sleeper of the pool woken for work it will not run (a nested waiter:
  * the ops queued are not its op's) passes the wake-up on to another

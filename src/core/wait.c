@@ -305,7 +305,8 @@ static void watch(vf_engine *e, bool *watching, bool on)
  * looks again for one it would. */
 #define NESTED_POLL_US 200
 
-/* How many looks in a row (NESTED_POLL_US apart: 10 ms) a stuck waiter finds
+/* How many looks in a row (HOPELESS_POLL_US apart after the first: 0.4
+ * ms in all with the two before) a stuck waiter finds
  * that no other thread will run what it refuses (sched.h:
  * vf__pool_stuck_for_good) while no op of the engine runs, before it runs
  * one of those ops itself, its stack permitting, though the op may not
@@ -314,7 +315,15 @@ static void watch(vf_engine *e, bool *watching, bool on)
  * their own queues, and which adds no spare), past VF__FAMILY_DEPTH
  * levels of nesting, where a waiter knows only its op's children as its
  * descendants (family.h), and in a pool with all its spares stuck too. */
-#define HOPELESS_LOOKS 50
+#define HOPELESS_LOOKS 10
+
+/* How often a waiter looks again once it found nobody else would run what
+ * it refuses: the state it saw (every active op of the engine queued, no
+ * thread of the pool to take them) holds until someone runs one, so the
+ * looks only make sure of a snapshot; each forced run of a recursion on a
+ * device's pool costs their sum (it was 10 ms, and a recursion across
+ * two devices' pools took seconds for fib(16): found trying it as a user). */
+#define HOPELESS_POLL_US 20
 
 /* Whether no op of the engine runs: every active op is one queued on a
  * pool, or one whose push at the in-flight bound runs ops above it, which
@@ -419,18 +428,27 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
              * would run; its marker and a deadlock wake it at once. From
              * its second refusal in a row on, it counts as stuck: when
              * every thread of the pool is, a spare runs them (sched.h). */
-            vf__deadline soon = vf__deadline_within_us(until, NESTED_POLL_US);
             vf__pool_pass_on(me->pool); /* the wake may have been for them */
             bool counted = ++refusals > 1;
             if (counted)
                 vf__pool_stuck_enter(me->pool);
             hopeless = counted && vf__pool_stuck_for_good(me->pool) &&
-                               only_queued_active(e)
+                               (vf__pool_spread_all_stuck(me->pool) ||
+                                only_queued_active(e))
                            ? hopeless + 1
                            : 0;
-            atomic_store(&w->on_cond, true);
-            sleep_on_engine(e, w, true, &soon);
-            atomic_store(&w->on_cond, false);
+            vf__deadline soon = vf__deadline_within_us(
+                until, hopeless > 0 ? HOPELESS_POLL_US : NESTED_POLL_US);
+            if (me->pool->spread) {
+                /* Nobody else takes from its queue: the op that lets it
+                 * go on may be one placed there (its child's child, say),
+                 * which wakes only the pool's sleepers. */
+                vf__pool_wait_inbox(me, nested_should_wake, &pred, &soon);
+            } else {
+                atomic_store(&w->on_cond, true);
+                sleep_on_engine(e, w, true, &soon);
+                atomic_store(&w->on_cond, false);
+            }
             if (counted)
                 vf__pool_stuck_leave(me->pool);
         } else {
