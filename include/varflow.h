@@ -1058,6 +1058,10 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * Block until every op pushed before this call that writes `v` has finished.
  * Returns 0, or VF_EOPFAILED when a failure no earlier wait reported reached
  * `v` (then `err`, if not NULL, says which op failed first and why).
+ * VF_ESHUTDOWN when, with no failure to report, the shutdown notice
+ * (vf_engine_shutdown()) skipped an op that writes `v`: its function never
+ * ran, so `v` does not hold what the program computes (every later wait on
+ * `v` says so too).
  * From inside an op, the calling worker runs ready ops that descend from
  * the waiting op (its children, theirs, ..., whatever their priorities)
  * while it waits, on top of the wait (as OpenMP's taskwait does), and none

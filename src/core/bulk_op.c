@@ -297,6 +297,9 @@ static void run_batch(vf__op *op, int worker, bool shutdown)
             }
             if (!skipped)
                 atomic_fetch_add_explicit(&v->version, 1, memory_order_relaxed);
+            else if (f == NULL) /* the notice's (vf__exec_op_skipped) */
+                atomic_store_explicit(&v->notice_skipped, true,
+                                      memory_order_relaxed);
         }
         vf__failure_unref(f);
         if (VF__UNLIKELY(parts)) {

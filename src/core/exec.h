@@ -73,7 +73,9 @@ vf__failure *vf__exec_inherited_failure(vf__op *op, const uint32_t *refs,
                                         bool devices);
 
 /* The engine skips the op: `done` gets VF_ESKIPPED, and `f` (a reference
- * the op takes; NULL: none) goes on to the vars it writes. */
+ * the op takes) goes on to the vars it writes; NULL: the shutdown notice
+ * skips it (lifecycle.h), which the vars it writes keep for their waits
+ * (vf__var.notice_skipped). */
 void vf__exec_op_skipped(vf__op *op, vf__failure *f);
 
 /* The op failed with `code` (its function's return, or its completion's):

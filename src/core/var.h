@@ -101,6 +101,12 @@ struct vf__var {
     /* VF_ENGINE_INFO: someone waited on it, so its ops are logged
      * (relaxed: a debugging aid). */
     atomic_bool watched;
+    /* The shutdown notice skipped an op that writes it (vf__exec_op_
+     * skipped): it does not hold what the program computes, and its waits
+     * say so (VF_ESHUTDOWN). Set by that op while it holds the var, read
+     * by waits after the var was released; cleared when the slot is made
+     * again. */
+    atomic_bool notice_skipped;
     uint32_t index;
     struct vf__var *next_free; /* table lock */
     /* Device work in flight on this var (fences.h): the last device

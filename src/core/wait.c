@@ -553,12 +553,27 @@ static int timed_out(vf_engine *e, const char *who, int64_t ms)
                     (long long)ms, ops);
 }
 
+/* VF_ESHUTDOWN for a wait on v with no failure to report, when the
+ * shutdown notice skipped an op that writes v (vf__var.notice_skipped):
+ * the function that would have written it never ran. Else 0. */
+static int notice_skipped_write(const vf__var *v, const char *who)
+{
+    if (!atomic_load_explicit(&v->notice_skipped, memory_order_relaxed))
+        return 0;
+    return vf__fail(VF_ESHUTDOWN,
+                    "%s: the shutdown notice (vf_engine_shutdown) skipped "
+                    "an op that writes the variable: it does not hold what "
+                    "the program computes",
+                    who);
+}
+
 /* wait_var's answer when no write of v is queued or running: every write
  * pushed before the wait has finished, so v's failure is final for the
  * wait's place (readers pushed before it may still be to run: they still
  * see it, failure.h). The host waits for a device write's work. Called
  * with v's lock held; releases it. */
-static int wait_settled(vf_engine *e, vf__var *v, vf_error *err)
+static int wait_settled(vf_engine *e, vf__var *v, vf_error *err,
+                        const char *who)
 {
     vf__fence *fence = v->wfence;
     if (fence != NULL)
@@ -580,7 +595,7 @@ static int wait_settled(vf_engine *e, vf__var *v, vf_error *err)
         report(claimed, err);
     vf__failure_unref(f);
     vf__failure_unref(fenced);
-    return claimed != NULL ? VF_EOPFAILED : 0;
+    return claimed != NULL ? VF_EOPFAILED : notice_skipped_write(v, who);
 }
 
 /* The marker a timed wait on v left queued when it gave up (its waiter
@@ -679,7 +694,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
         }
         if (v->head != NULL && vf__dep_op(v->head) == cur &&
             v->head->next == NULL)
-            return wait_settled(e, v, err); /* unlocks */
+            return wait_settled(e, v, err, who); /* unlocks */
         vf__spin_unlock(&v->lock);
     }
     if (nested && (rc = refuse_own_write(cur, v, gen, who)) != 0)
@@ -709,7 +724,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
     }
     if (v->head == NULL && v->nreaders != VF__WRITE_RUNNING) {
         waiter_free(w);
-        return wait_settled(e, v, err); /* unlocks */
+        return wait_settled(e, v, err, who); /* unlocks */
     }
     if (timeout_ms == 0) { /* only a look: no marker to leave behind */
         vf__spin_unlock(&v->lock);
@@ -774,6 +789,8 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
     if (rc == 0 && w->claimed != NULL) {
         report(w->claimed, err);
         rc = VF_EOPFAILED;
+    } else if (rc == 0) {
+        rc = notice_skipped_write(v, who);
     } else if (rc == VF_EDEADLK) {
         deadlock_detail(who, cur, label);
     } else if (rc == VF_ETIMEDOUT) {
