@@ -1221,13 +1221,15 @@ VF_API int vf_run_wait_children_timed(vf_run *run, int64_t timeout_ms,
  * graph (vf_operator_destroy() lets go of the handle only).
  *
  * Ops pushed from inside a launched op are ordinary pushes. A wait from
- * inside a launched op on a variable the graph uses waits for the whole
- * graph's hold on it (the graph takes its variables together, as one op
- * does): VF_EDEADLK when a later op of the graph uses it and cannot run
- * before the waiting op ends (it depends on that op, on any engine; on
- * the naive engine, which runs the graph's ops one after the other, any
- * later op), where its push would have waited only for the ops before it.
- * Do not record such a wait; push those ops instead.
+ * inside a launched op on a variable the graph writes waits for its
+ * launch's whole hold on it (the graph takes its variables together, as
+ * one op does), not for what other threads and later launches queued on
+ * it since: VF_EDEADLK when a later op of the graph uses it and depends
+ * on the waiting op, where its push would have waited only for the ops
+ * before it (do not record such a wait; push those ops instead). On a
+ * variable the graph only reads, and on the naive engine, which runs the
+ * graph's ops one after the other, it waits only for what was before it,
+ * as its push would.
  * @{
  */
 /** A recorded sequence of pushes, launched any number of times. */

@@ -21,7 +21,9 @@
  * - launches queued behind a held op with vf_graph_set_arg between them
  *   run with the arguments they were launched with (copied and pointed);
  * - a node whose function waits for what a later node writes gets
- *   VF_EDEADLK once the other nodes are over, never a hang;
+ *   VF_EDEADLK once the other nodes are over, never a hang; for what a
+ *   later node that does not depend on it writes, 0 (its launch's hold),
+ *   however many launches follow;
  * - a graph destroyed while its launches run is freed after them; graphs
  *   the program never destroyed are freed by the engine's destroy; a
  *   capture whose engine another thread destroyed is over; a
@@ -1229,6 +1231,66 @@ TEST_KIND_CASE(wait_in_a_node_that_never_ends, k)
     CHECK_EQ(st.failed, 1);
     CHECK_EQ(st.skipped, 1);
     CHECK_EQ(st.ran, 1);
+    CHECK_OK(vf_graph_destroy(e, g));
+    tu_finish_engine(e);
+}
+
+/* A node waits on a var a later node of its graph writes, which does not
+ * depend on it, the graph launched several times in a row: the wait waits
+ * for its launch's hold on the var (the later node's write) and returns
+ * 0, as pushing the same ops does, on every engine; a wait on a var the
+ * graph only reads is settled at once. The marker went to the var's queue
+ * end, behind the later launches' holds, which wait for this launch's end:
+ * a false VF_EDEADLK (found trying graphs as a user; on the naive engine
+ * too, which runs the nodes in order, and where an in-flight bound, which
+ * launches op by op, gave 0). */
+typedef struct hold_waiter {
+    vf_var a, r;
+    atomic_int waits, failed;
+} hold_waiter;
+
+static int wait_for_launch_hold(vf_run *run, void *arg)
+{
+    hold_waiter *h = arg;
+    int rc = vf_var_wait(vf_run_engine(run), h->a, NULL);
+    if (rc == 0)
+        rc = vf_var_wait_timed(vf_run_engine(run), h->r, 10000, NULL);
+    atomic_fetch_add(rc == 0 ? &h->waits : &h->failed, 1);
+    return rc;
+}
+
+static int count_up(vf_run *run, void *arg)
+{
+    (void)run;
+    ++*(long *)arg;
+    return 0;
+}
+
+TEST_KIND_CASE(wait_in_a_node_for_its_launchs_hold, k)
+{
+    enum { LAUNCHES = 5 };
+    vf_engine *e = tu_engine(k);
+    hold_waiter h = {.a = tu_var(e), .r = tu_var(e)};
+    vf_var b = tu_var(e);
+    long n = 0, m = 0;
+    vf_graph *g = NULL;
+    CHECK_OK(vf_graph_begin(e));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = wait_for_launch_hold,
+                                        .arg = &h,
+                                        .writes = tu_list(&b, 1)}));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = count_up, .arg = &n, .writes = tu_list(&h.a, 1)}));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = count_up, .arg = &m, .reads = tu_list(&h.r, 1)}));
+    CHECK_OK(vf_graph_end(e, &g));
+    REQUIRE(g != NULL);
+    for (int i = 0; i < LAUNCHES; i++)
+        CHECK_OK(vf_graph_launch(e, g));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_EQ(atomic_load(&h.waits), LAUNCHES);
+    CHECK_EQ(atomic_load(&h.failed), 0);
+    CHECK_EQ(n, LAUNCHES);
+    CHECK_EQ(m, LAUNCHES);
     CHECK_OK(vf_graph_destroy(e, g));
     tu_finish_engine(e);
 }

@@ -186,9 +186,10 @@ static int admit_held(vf_engine *e, vf__op *op, const void *who)
 }
 
 /* vf__push_enqueue; `unheld`: a start pushing a held op (never held
- * again); `locked`: the caller holds a lock (its op must not run here). */
+ * again); `locked`: the caller holds a lock (its op must not run here);
+ * `behind`: vf__push_enqueue_behind's holder (else NULL). */
 static int enqueue(vf_engine *e, vf__op *op, const char *who, bool unheld,
-                   bool locked)
+                   bool locked, const vf__op *behind)
 {
     const vf__opdef *def = op->def;
     int n = op->nvars;
@@ -216,8 +217,9 @@ static int enqueue(vf_engine *e, vf__op *op, const char *who, bool unheld,
         int rc = vf__lifecycle_hold(e, op, admit_held, who,
                                     !locked && !def->nonblocking);
         if (rc <= 0)
-            return rc;                             /* held, or refused */
-        return enqueue(e, op, who, false, locked); /* started meanwhile */
+            return rc; /* held, or refused */
+        return enqueue(e, op, who, false, locked,
+                       behind); /* started meanwhile */
     }
     /* Observed from here: a held op gets its hooks (and its profile
      * record) when start pushes it, not twice. */
@@ -240,6 +242,12 @@ static int enqueue(vf_engine *e, vf__op *op, const char *who, bool unheld,
                                     (uint32_t)d->gen);
         }
     }
+    if (VF__UNLIKELY(behind != NULL) &&
+        !vf__var_write_held_by(vf__dep_var(vf__op_dep(op, 0)), behind)) {
+        unlock_vars(op, n);
+        uncount(e, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
+        return 1; /* the hold is over */
+    }
     /* A user op's number, now that the push cannot fail any more (a
      * refused push takes none); ops of other kinds come with their place
      * (a fused op's, an op of a batch pushed alone, a wait's, a delete's). */
@@ -253,7 +261,10 @@ static int enqueue(vf_engine *e, vf__op *op, const char *who, bool unheld,
     int nready = 0;
     for (int i = 0; i < n; i++) {
         vf__dep *d = vf__op_dep(op, i);
-        nready += vf__var_append(vf__dep_var(d), d);
+        if (VF__UNLIKELY(behind != NULL))
+            vf__var_insert_behind_head(vf__dep_var(d), d);
+        else
+            nready += vf__var_append(vf__dep_var(d), d);
     }
     if (def->kind->flags & VF__KIND_DELETES) {
         vf__var *v = vf__dep_var(&op->deps[0]);
@@ -274,17 +285,24 @@ static int enqueue(vf_engine *e, vf__op *op, const char *who, bool unheld,
 
 int vf__push_enqueue(vf_engine *e, vf__op *op, const char *who)
 {
-    return enqueue(e, op, who, false, false);
+    return enqueue(e, op, who, false, false, NULL);
 }
 
 int vf__push_enqueue_locked(vf_engine *e, vf__op *op, const char *who)
 {
-    return enqueue(e, op, who, false, true);
+    return enqueue(e, op, who, false, true, NULL);
 }
 
 int vf__push_enqueue_held(vf_engine *e, vf__op *op)
 {
-    return enqueue(e, op, "vf_engine_start", true, false);
+    return enqueue(e, op, "vf_engine_start", true, false, NULL);
+}
+
+int vf__push_enqueue_behind(vf_engine *e, vf__op *op, const vf__op *holder,
+                            const char *who)
+{
+    VF__ASSERT(op->nvars == 1 && !vf__dep_write(vf__op_dep(op, 0)));
+    return enqueue(e, op, who, false, false, holder);
 }
 
 /* A one-shot push builds its var set on the stack up to this size. */

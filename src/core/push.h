@@ -100,6 +100,13 @@ int vf__push_enqueue_locked(vf_engine *e, vf__op *op, const char *who);
  * again, while any other push during the start still is (push.c). */
 int vf__push_enqueue_held(vf_engine *e, vf__op *op);
 
+/* vf__push_enqueue for a wait's marker (one var, a read) that goes right
+ * behind `holder`'s running write of its var rather than at the queue's
+ * end (wait.c: a node of a launch waits for its launch's hold): 1, with
+ * nothing pushed, when `holder` no longer holds the var so. */
+int vf__push_enqueue_behind(vf_engine *e, vf__op *op, const vf__op *holder,
+                            const char *who);
+
 /* Whether the engine takes a push-like call from this caller (running,
  * or shutting down and called from inside one of its ops): 0 or
  * VF_ESHUTDOWN with a detail naming `who`. */

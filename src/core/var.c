@@ -29,6 +29,21 @@ bool vf__var_append(vf__var *v, vf__dep *d)
     return true;
 }
 
+bool vf__var_write_held_by(const vf__var *v, const vf__op *holder)
+{
+    return v->nreaders == VF__WRITE_RUNNING && v->head != NULL &&
+           vf__dep_op(v->head) == holder;
+}
+
+void vf__var_insert_behind_head(vf__var *v, vf__dep *d)
+{
+    VF__ASSERT(!vf__dep_write(d) && v->nreaders == VF__WRITE_RUNNING);
+    d->next = v->head->next;
+    v->head->next = d;
+    if (v->tail == v->head)
+        v->tail = d;
+}
+
 /* `from` released one of op's vars: record the edge when profiling, and
  * collect the op when that was the last thing it waited for. */
 static void make_ready(vf__op *op, const vf__op *from, vf__readylist *ready)

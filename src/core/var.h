@@ -195,6 +195,13 @@ int vf__var_revive(vf__var_table *t, vf__var *v, uint32_t gen, vf_var *out);
  */
 bool vf__var_append(vf__var *v, vf__dep *d);
 
+/* Whether `holder`'s write is the one running on v (lock held). */
+bool vf__var_write_held_by(const vf__var *v, const vf__op *holder);
+
+/* A read's place `d` right behind the running write at v's head (lock
+ * held; vf__var_write_held_by): it is released with that write's end. */
+void vf__var_insert_behind_head(vf__var *v, vf__dep *d);
+
 /* Release a read / the head write held by the finishing op `from` (take the
  * lock themselves). Ops this makes ready are added to `ready`. A write passes
  * on `failure` (may be NULL) to the var and, when `ran`, bumps its version. */

@@ -648,6 +648,32 @@ static void drop_marker(vf_engine *e, vf__var *v, vf__op *op, vf__waiter *w)
     vf__engine_wake(e, vf__engine_count_out(e, VF__COUNT_PENDING, true));
 }
 
+/* A node of a replayed launch waits on v (graph.h): the launch took the
+ * graph's vars together, as one op does, and the wait waits for its hold
+ * on v (the header's promise), not for what is queued on v behind that
+ * hold: later launches of the same graph, which wait for this launch's
+ * end, so for the waiting node (a false VF_EDEADLK where pushing the same
+ * ops waited to 0: found trying graphs as a user). The launch op when it
+ * takes v to write (the marker then goes right behind its hold), else
+ * NULL, with *settled when it takes v to read only (the graph writes no v,
+ * and every write before the launch has finished) or runs its nodes one
+ * after the other (the naive engine: those before this one have
+ * finished, and the wait waits for them only, as its push would have). */
+static const vf__op *launch_hold(const vf__op *cur, const vf__var *v,
+                                 bool *settled)
+{
+    const vf__op *launch = cur->graph->launch;
+    *settled = false;
+    for (int i = 0; i < launch->nvars; i++) {
+        const vf__dep *d = vf__op_dep(launch, i);
+        if (vf__dep_var(d) != v)
+            continue;
+        *settled = !vf__dep_write(d) || cur->graph->in_order;
+        return *settled ? NULL : launch;
+    }
+    return NULL;
+}
+
 static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
                     const char *who)
 {
@@ -701,6 +727,10 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
         return rc;
     if (!nested && (rc = vf__lifecycle_check_waitable(e, who)) != 0)
         return rc;
+    const vf__op *hold = NULL;
+    bool settled = false;
+    if (nested && VF__UNLIKELY(cur->def->kind->flags & VF__KIND_GRAPH))
+        hold = launch_hold(cur, v, &settled);
 
     vf__waiter *w = vf__fl_alloc(VF__FL_WAITER);
     if (w == NULL)
@@ -722,7 +752,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
         waiter_free(w);
         return vf__fail(VF_ESTALE, "%s: variable was deleted", who);
     }
-    if (v->head == NULL && v->nreaders != VF__WRITE_RUNNING) {
+    if (settled || (v->head == NULL && v->nreaders != VF__WRITE_RUNNING)) {
         waiter_free(w);
         return wait_settled(e, v, err, who); /* unlocks */
     }
@@ -732,7 +762,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
         return timed_out(e, who, 0);
     }
     vf__waiter *old = NULL;
-    vf__op *op = marker_given_up(v);
+    vf__op *op = hold == NULL ? marker_given_up(v) : NULL;
     if (op != NULL) { /* it waits for the same ops: it is this wait's now */
         old = op->waiter;
         op->waiter = w;
@@ -763,10 +793,17 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
         op->waiter = w;
         /* Its place: after every op this thread pushed (failure.h). */
         op->place = vf__push_wait_place(e);
-        if ((rc = vf__push_enqueue(e, op, who)) != 0) {
+        rc = hold != NULL ? vf__push_enqueue_behind(e, op, hold, who)
+                          : vf__push_enqueue(e, op, who);
+        if (rc != 0) {
             vf__op_free(op);
             waiter_free(w);
-            return rc;
+            if (rc != 1)
+                return rc;
+            /* The launch's hold on v ended meanwhile: the graph's writes
+             * of v have finished, and those before it. */
+            vf__spin_lock(&v->lock);
+            return wait_settled(e, v, err, who); /* unlocks */
         }
     }
 
