@@ -100,18 +100,24 @@ typedef enum vf__engine_state {
  *  7. at fork only (lifecycle.c, fork_prepare), in this order: the
  *     registry lock; each engine's life.op_lock (it is stopped); every
  *     engine's vf_var_of stripes (forward, then reverse); every engine's
- *     bulk locks; the free-list depots (in kind order); the tag table's
- *     lock (engine.c); the counts' slots lock (counts.c); per engine
- *     life.lock, the var table lock, the failure log's lock, the failure
- *     reserve's lock, waits.lock, dev.lock, defs.lock and the profiler's
- *     lock; last the guard's set_lock (guard.c). Released in reverse.
+ *     bulk locks; every engine's graphs.lock, then each of its graphs'
+ *     locks (graph.h: vf__graph_fork_lock); the free-list depots (in kind
+ *     order); the tag table's lock (engine.c); the counts' slots lock
+ *     (counts.c); per engine life.lock, the var table lock, the failure
+ *     log's lock, the failure reserve's lock, waits.lock, dev.lock,
+ *     defs.lock and the profiler's lock; the graph handles' lock
+ *     (graph.c); last the guard's set_lock (guard.c). Released in
+ *     reverse.
  *  8. leaves: nothing is taken while one is held, but for life.lock,
  *     under which a held push takes one var spinlock at a time (5). The
  *     var table lock (var.h); the failure log's lock and the failure
  *     reserve's lock (failure.h), never held together (a record is taken
  *     from the reserve before the log's lock and let go after it); the
  *     async list's lock (async.h); waits.lock (wait.h); defs.lock;
- *     operators.lock (op.h); a free-list depot's lock (freelist.c); the
+ *     operators.lock (op.h); graphs.lock (the engine's live graphs) and
+ *     a graph's lock (graph_impl.h: its arguments, instances and
+ *     stand-ins), each taken alone but at fork; the graph handles' lock
+ *     (graph.c); a free-list depot's lock (freelist.c); the
  *     tag table's lock; the counts' slots lock (counts.c: a thread's
  *     first count on an engine, maybe under a bulk lock, life.op_lock or
  *     a forward stripe); the guard's set_lock (guard.c: a public call

@@ -85,6 +85,19 @@ void vf__graph_handles_fork_lock(bool lock)
         pthread_mutex_unlock(&handles_lock);
 }
 
+void vf__graph_fork_lock(vf_engine *e, bool lock)
+{
+    if (lock) {
+        pthread_mutex_lock(&e->graphs.lock);
+        for (vf_graph *g = e->graphs.head; g != NULL; g = g->next_live)
+            pthread_mutex_lock(&g->lock);
+    } else {
+        for (vf_graph *g = e->graphs.head; g != NULL; g = g->next_live)
+            pthread_mutex_unlock(&g->lock);
+        pthread_mutex_unlock(&e->graphs.lock);
+    }
+}
+
 /* --- life ---------------------------------------------------------------- */
 
 /* Let go of what a node holds. */

@@ -48,6 +48,14 @@
  * taken before the fork and let go after it, in parent and child. */
 void vf__graph_handles_fork_lock(bool lock);
 
+/* Fork: the engine's list of graphs, then each graph's lock (a thread
+ * launching, setting an argument or starting a launch holds it, and the
+ * child's start takes it for the launches it pushes: found hung in the
+ * child, the lock held by a thread the child does not have). Taken after
+ * the engine is stopped, before the free lists (an instance's blocks are
+ * taken under it). */
+void vf__graph_fork_lock(vf_engine *e, bool lock);
+
 /* This thread's capture: the engine (and its serial number, never reused,
  * so an engine destroyed meanwhile is never taken for a new one at the
  * same address) and the graph being recorded. */

@@ -412,6 +412,8 @@ static void fork_prepare(void)
         vf__addr_vars_fork_lock(e, true);
     for (vf_engine *e = live; e != NULL; e = e->life.next_live)
         vf__bulk_fork_lock(e, true);
+    for (vf_engine *e = live; e != NULL; e = e->life.next_live)
+        vf__graph_fork_lock(e, true);
     vf__fl_fork_lock(true);
     vf__engine_tags_lock(true);
     vf__counts_fork_lock(true); /* a thread's first count on an engine */
@@ -430,6 +432,8 @@ static void release_fork_locks(void)
     vf__counts_fork_lock(false);
     vf__engine_tags_lock(false);
     vf__fl_fork_lock(false);
+    for (vf_engine *e = live; e != NULL; e = e->life.next_live)
+        vf__graph_fork_lock(e, false);
     for (vf_engine *e = live; e != NULL; e = e->life.next_live)
         vf__bulk_fork_lock(e, false);
     for (vf_engine *e = live; e != NULL; e = e->life.next_live)
