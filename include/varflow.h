@@ -260,8 +260,9 @@ typedef struct vf_config {
                                             output). Checked at create: "", a
                                             directory, or a file that could not
                                             be written (its directory missing or
-                                            not writable) is refused
-                                            (VF_EINVAL) */
+                                            not writable: a new file is made
+                                            there and removed to find out) is
+                                            refused (VF_EINVAL) */
     int profile_max_records VF_ZERO_;  /**< VF_PROFILE_MAX_RECORDS, else
                                             1048576: ops recorded per profile;
                                             later ones are counted as dropped */

@@ -907,8 +907,6 @@ static void refuse_path(const vf_config *cfg, const char *needle)
                       vf_error_detail(), needle);
 }
 
-/* Paths the profile could not be written to at destroy are refused at
- * create, from the struct and from VF_PROFILE. */
 /* An op's name is the program's bytes: one that is not UTF-8 is written
  * into the JSON outputs with U+FFFD for each stray byte (JSON is UTF-8:
  * strict parsers refused the whole file), and UTF-8 as it is (found trying
@@ -1094,6 +1092,8 @@ TEST_CASE(bulk_ops_recorded_each)
     }
 }
 
+/* Paths the profile could not be written to at destroy are refused at
+ * create, from the struct and from VF_PROFILE. */
 TEST_CASE(bad_paths)
 {
     tu_phase_limit("bad profile paths", 30);
@@ -1121,6 +1121,13 @@ TEST_CASE(bad_paths)
         refuse_path(&cfg, in_locked);
         free(in_locked);
         free(locked);
+    }
+    /* A directory no file can be made in, whatever its mode bits say
+     * (root passed access() there: found trying settings as a user). */
+    struct stat proc;
+    if (stat("/proc/self", &proc) == 0) {
+        cfg.profile_path = "/proc/varflow-profile.json";
+        refuse_path(&cfg, "/proc/varflow-profile.json");
     }
     /* The same from the environment; an empty VF_PROFILE is unset. */
     setenv("VF_PROFILE", missing, 1);

@@ -2,6 +2,7 @@
 #include "core/config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -195,12 +196,23 @@ static int profile_path_check(const char *path, const char *setting)
         memcpy(dir, slash == NULL ? "." : path, n);
         dir[n] = '\0';
         what = dir;
-        if (stat(dir, &st) != 0)
+        if (stat(dir, &st) != 0) {
             why = strerror(errno);
-        else if (!S_ISDIR(st.st_mode))
+        } else if (!S_ISDIR(st.st_mode)) {
             why = "not a directory";
-        else if (access(dir, W_OK | X_OK) != 0)
-            why = strerror(errno);
+        } else {
+            /* Made and removed again: access() answers for the mode bits
+             * only, and a root process passes it on /proc or /sys, where
+             * no file can be made (found trying settings as a user). */
+            int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+            if (fd >= 0) {
+                close(fd);
+                unlink(path);
+            } else if (errno != EEXIST) { /* EEXIST: made meanwhile */
+                why = strerror(errno);
+                what = path;
+            }
+        }
     }
     if (why == NULL)
         return 0;
