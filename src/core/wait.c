@@ -308,7 +308,9 @@ static void watch(vf_engine *e, bool *watching, bool on)
 /* How many looks in a row (HOPELESS_POLL_US apart after the first: 0.4
  * ms in all with the two before) a stuck waiter finds
  * that no other thread will run what it refuses (sched.h:
- * vf__pool_stuck_for_good) while no op of the engine runs, before it runs
+ * vf__pool_stuck_for_good) while no op of the engine runs, or while every
+ * thread of its device's pool is so stuck (none of them takes another's
+ * queue: vf__pool_spread_all_stuck, whatever other pools run), before it runs
  * one of those ops itself, its stack permitting, though the op may not
  * descend from its own (vf__exec_loop_run_one with `any`): nobody else
  * ever will. That happens in a device's pool (whose threads take only
