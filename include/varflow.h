@@ -1228,9 +1228,9 @@ VF_API int vf_run_wait_children_timed(vf_run *run, int64_t timeout_ms,
  * it since: VF_EDEADLK when a later op of the graph uses it and depends
  * on the waiting op, where its push would have waited only for the ops
  * before it (do not record such a wait; push those ops instead). On a
- * variable the graph only reads, and on the naive engine, which runs the
- * graph's ops one after the other, it waits only for what was before it,
- * as its push would.
+ * variable the graph only reads, or the waiting op reads itself, and on
+ * the naive engine, which runs the graph's ops one after the other, it
+ * waits only for what was before it, as its push would.
  * @{
  */
 /** A recorded sequence of pushes, launched any number of times. */

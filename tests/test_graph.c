@@ -1245,9 +1245,20 @@ TEST_KIND_CASE(wait_in_a_node_that_never_ends, k)
  * too, which runs the nodes in order, and where an in-flight bound, which
  * launches op by op, gave 0). */
 typedef struct hold_waiter {
-    vf_var a, r;
+    vf_var a, r, q;
     atomic_int waits, failed;
 } hold_waiter;
+
+/* A node that reads q waits on q, after an earlier node wrote it: its own
+ * read holds q, so the wait is settled (it waited for the launch's hold,
+ * which ends after this node: the second reviewer). */
+static int wait_on_own_read(vf_run *run, void *arg)
+{
+    hold_waiter *h = arg;
+    int rc = vf_var_wait_timed(vf_run_engine(run), h->q, 10000, NULL);
+    atomic_fetch_add(rc == 0 ? &h->waits : &h->failed, 1);
+    return rc;
+}
 
 static int wait_for_launch_hold(vf_run *run, void *arg)
 {
@@ -1270,7 +1281,7 @@ TEST_KIND_CASE(wait_in_a_node_for_its_launchs_hold, k)
 {
     enum { LAUNCHES = 5 };
     vf_engine *e = tu_engine(k);
-    hold_waiter h = {.a = tu_var(e), .r = tu_var(e)};
+    hold_waiter h = {.a = tu_var(e), .r = tu_var(e), .q = tu_var(e)};
     vf_var b = tu_var(e);
     long n = 0, m = 0;
     vf_graph *g = NULL;
@@ -1282,15 +1293,20 @@ TEST_KIND_CASE(wait_in_a_node_for_its_launchs_hold, k)
         e, &(vf_op){.fn = count_up, .arg = &n, .writes = tu_list(&h.a, 1)}));
     CHECK_OK(vf_engine_push(
         e, &(vf_op){.fn = count_up, .arg = &m, .reads = tu_list(&h.r, 1)}));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = count_up, .arg = &m, .writes = tu_list(&h.q, 1)}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = wait_on_own_read,
+                                        .arg = &h,
+                                        .reads = tu_list(&h.q, 1)}));
     CHECK_OK(vf_graph_end(e, &g));
     REQUIRE(g != NULL);
     for (int i = 0; i < LAUNCHES; i++)
         CHECK_OK(vf_graph_launch(e, g));
     CHECK_OK(vf_engine_wait_all(e, NULL));
-    CHECK_EQ(atomic_load(&h.waits), LAUNCHES);
+    CHECK_EQ(atomic_load(&h.waits), 2 * LAUNCHES);
     CHECK_EQ(atomic_load(&h.failed), 0);
     CHECK_EQ(n, LAUNCHES);
-    CHECK_EQ(m, LAUNCHES);
+    CHECK_EQ(m, 2 * LAUNCHES);
     CHECK_OK(vf_graph_destroy(e, g));
     tu_finish_engine(e);
 }

@@ -47,8 +47,10 @@
 #include "varflow_profile.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* --------------------------------------------------- error_codes_pinned */
@@ -368,6 +370,68 @@ static int set_42(vf_run *run, void *arg)
     return 0;
 }
 
+typedef struct var_waiter {
+    vf_engine *e;
+    vf_var v;
+    int rc;
+} var_waiter;
+
+static void *wait_on_var(void *arg)
+{
+    var_waiter *w = arg;
+    w->rc = vf_var_wait(w->e, w->v, NULL);
+    return NULL;
+}
+
+/* Until `n` ops are pending (a wait's marker counts): true, or false
+ * after TU_TIMEOUT. */
+static bool until_pending(vf_engine *e, uint64_t n)
+{
+    for (int i = 0; i < (int)(TU_TIMEOUT * 1000); i++) {
+        vf_stats st;
+        if (vf_engine_stats(e, &st) == 0 && st.pending == n)
+            return true;
+        nanosleep(&(struct timespec){0, 1000000L}, NULL);
+    }
+    return false;
+}
+
+/* The skip a wait reports is the one it met when its marker fired: a
+ * write the notice skipped after it does not make it VF_ESHUTDOWN, and a
+ * delete queued after it, which frees the var's slot, does not hide the
+ * one before it (the second reviewer: the wait read the var after its
+ * marker had fired, and ops behind it had run meanwhile). */
+static void notice_skip_as_the_marker_met_it(const tu_kind *k, bool after)
+{
+    vf_engine *e = tu_engine(k);
+    held h;
+    vf_var x = tu_var(e);
+    held_start(&h, e, x);
+    var_waiter w = {.e = e, .v = x, .rc = 1};
+    pthread_t t;
+    int other = -1;
+    if (!after) /* a skipped write before the wait */
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = set_42, .arg = &other, .writes = VF_VARS(x)}));
+    REQUIRE(pthread_create(&t, NULL, wait_on_var, &w) == 0);
+    REQUIRE(until_pending(e, after ? 2 : 3)); /* its marker is queued */
+    if (after)                                /* a skipped write after it */
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = set_42, .arg = &other, .writes = VF_VARS(x)}));
+    else /* a delete after it: the var's slot is freed */
+        CHECK_OK(vf_var_destroy(e, x, NULL, NULL));
+    CHECK_OK(vf_engine_shutdown(e));
+    tu_gate_open(&h.go);
+    REQUIRE(pthread_join(t, NULL) == 0);
+    if (after)
+        CHECK_OK(w.rc);
+    else
+        CHECK_ERR(w.rc, VF_ESHUTDOWN);
+    CHECK_EQ(other, -1);
+    CHECK_OK(vf_engine_destroy(e));
+    held_end(&h);
+}
+
 TEST_KIND_CASE(wait_on_a_var_the_notice_skipped, k)
 {
     if (!k->threaded) /* the naive engine runs the op inside its push */
@@ -400,6 +464,8 @@ TEST_KIND_CASE(wait_on_a_var_the_notice_skipped, k)
         CHECK_OK(vf_engine_destroy(e));
         held_end(&h);
     }
+    notice_skip_as_the_marker_met_it(k, true);
+    notice_skip_as_the_marker_met_it(k, false);
     check_context_ = NULL;
 }
 

@@ -17,6 +17,8 @@
  *   max_inflight 1, where every push inside an op is at the bound;
  * - device_recursion_on_one_device, _across_two_devices: fib wholly on
  *   one device's pool, and with each node's children on two devices;
+ * - device_waiters_beside_a_running_cpu_op: a device pool's waiters run
+ *   no unrelated op above their waits while the op they wait for runs;
  * - quicksort: a parallel quicksort of 10 million ints, each op
  *   partitioning its range, pushing both halves and waiting for them;
  *   the result is checked against qsort;
@@ -455,6 +457,78 @@ TEST_CASE(device_recursion_across_two_devices)
                "perdevice, two devices");
     tu_finish_engine(e);
     CHECK_EQ(atomic_load(&op_errors), 0);
+}
+
+/* Both threads of a device's pool wait inside ops for a CPU op that still
+ * runs, and two unrelated device ops are queued on them: neither waiter
+ * runs one above its wait (nobody else would run them only once every op
+ * of the engine stops: the CPU op would end the waits); each starts once
+ * the CPU op is over, and its waits on the waiters' vars return 0. A
+ * waiter ran them as soon as every thread of its pool waited, and one
+ * waiting on what the op under it writes got VF_EDEADLK (the second
+ * reviewer, of a change of this stop). */
+static struct {
+    vf_var x, y[2];
+    atomic_int waiting, cpu_done, early, failed;
+} beside;
+
+static int slow_cpu_op(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    nanosleep(&(struct timespec){0, 100 * 1000000L}, NULL);
+    atomic_store(&beside.cpu_done, 1);
+    return 0;
+}
+
+static int wait_for_cpu_op(vf_run *run, void *arg)
+{
+    (void)arg;
+    atomic_fetch_add(&beside.waiting, 1);
+    int rc = vf_var_wait(vf_run_engine(run), beside.x, NULL);
+    if (rc != 0)
+        atomic_fetch_add(&beside.failed, 1);
+    return rc;
+}
+
+static int wait_for_waiters(vf_run *run, void *arg)
+{
+    (void)arg;
+    if (!atomic_load(&beside.cpu_done))
+        atomic_fetch_add(&beside.early, 1);
+    for (int i = 0; i < 2; i++)
+        if (vf_var_wait(vf_run_engine(run), beside.y[i], NULL) != 0)
+            atomic_fetch_add(&beside.failed, 1);
+    return 0;
+}
+
+TEST_CASE(device_waiters_beside_a_running_cpu_op)
+{
+    tu_phase_limit("perdevice, default", 60);
+    for (int round = 0; round < 3; round++) {
+        vf_engine *e = engine_of(NULL, "perdevice, default");
+        beside.x = tu_var(e);
+        beside.y[0] = tu_var(e);
+        beside.y[1] = tu_var(e);
+        atomic_store(&beside.waiting, 0);
+        atomic_store(&beside.cpu_done, 0);
+        vf_device dev = {VF_DEVICE_EMULATED, 0};
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = slow_cpu_op, .writes = VF_VARS(beside.x)}));
+        for (int i = 0; i < 2; i++)
+            CHECK_OK(
+                vf_engine_push(e, &(vf_op){.fn = wait_for_cpu_op,
+                                           .device = dev,
+                                           .writes = VF_VARS(beside.y[i])}));
+        REQUIRE(tu_wait_flag(&beside.waiting, 2, TU_TIMEOUT));
+        for (int i = 0; i < 2; i++)
+            CHECK_OK(vf_engine_push(
+                e, &(vf_op){.fn = wait_for_waiters, .device = dev}));
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        tu_finish_engine(e);
+    }
+    CHECK_EQ(atomic_load(&beside.early), 0);
+    CHECK_EQ(atomic_load(&beside.failed), 0);
 }
 
 /* Workers with small stacks: the engine keeps what it stacks above waits

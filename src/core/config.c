@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -177,12 +178,18 @@ static int profile_path_check(const char *path, const char *setting)
         return 0;
     struct stat st;
     const char *why = NULL, *what = path;
-    char dir[PATH_MAX];
+    char dir[PATH_MAX], cannot[200];
+    int fd;
     if (stat(path, &st) == 0) {
+        /* Opened to write (not truncated: nothing changes), since root
+         * passes access() on /proc and /sys files that refuse writes
+         * (the second reviewer). */
         if (S_ISDIR(st.st_mode))
             why = "it is a directory";
-        else if (access(path, W_OK) != 0)
+        else if ((fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC)) < 0)
             why = strerror(errno);
+        else
+            close(fd);
     } else if (errno != ENOENT) {
         why = strerror(errno);
     } else { /* a new file: its directory, "." or "/" included */
@@ -204,13 +211,14 @@ static int profile_path_check(const char *path, const char *setting)
             /* Made and removed again: access() answers for the mode bits
              * only, and a root process passes it on /proc or /sys, where
              * no file can be made (found trying settings as a user). */
-            int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+            fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
             if (fd >= 0) {
                 close(fd);
                 unlink(path);
             } else if (errno != EEXIST) { /* EEXIST: made meanwhile */
-                why = strerror(errno);
-                what = path;
+                snprintf(cannot, sizeof cannot, "no file can be made there: %s",
+                         strerror(errno));
+                why = cannot;
             }
         }
     }

@@ -829,11 +829,6 @@ void vf__pool_stuck_enter(vf__pool *p)
     pthread_mutex_unlock(&p->spare_lock);
 }
 
-bool vf__pool_spread_all_stuck(vf__pool *p)
-{
-    return p->spread && all_stuck(p);
-}
-
 bool vf__pool_stuck_for_good(vf__pool *p)
 {
     return p->spread ||

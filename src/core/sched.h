@@ -288,11 +288,6 @@ void vf__pool_stuck_enter(vf__pool *p);
  * stack permitting (wait.c: HOPELESS_LOOKS). */
 bool vf__pool_stuck_for_good(vf__pool *p);
 
-/* A device pool (spread) whose every thread is so stuck: none of them
- * runs a queued op of the pool until its own wait ends, whatever the
- * engine's other pools do. */
-bool vf__pool_spread_all_stuck(vf__pool *p);
-
 /* The ops queued on the pool's threads, a snapshot (an inbox not sorted in
  * yet counts as one): at most what is queued. */
 uint64_t vf__pool_queued(const vf__pool *p);

@@ -102,6 +102,10 @@ static void waiter_fire(vf_engine *e, vf__waiter *w, vf__op *marker)
             vf__failure_ref(f);
             w->claimed = f;
         }
+        if (marker != NULL)
+            w->notice_skipped = atomic_load_explicit(
+                &vf__dep_var(vf__op_dep(marker, 0))->notice_skipped,
+                memory_order_relaxed);
         bool on_top = s == VF__W_IDLE;
         if (w->nested && on_top)
             vf__engine_count_in(e, VF__COUNT_ACTIVE);
@@ -308,9 +312,11 @@ static void watch(vf_engine *e, bool *watching, bool on)
 /* How many looks in a row (HOPELESS_POLL_US apart after the first: 0.4
  * ms in all with the two before) a stuck waiter finds
  * that no other thread will run what it refuses (sched.h:
- * vf__pool_stuck_for_good) while no op of the engine runs, or while every
- * thread of its device's pool is so stuck (none of them takes another's
- * queue: vf__pool_spread_all_stuck, whatever other pools run), before it runs
+ * vf__pool_stuck_for_good) while no op of the engine runs (not merely
+ * while every thread of its device pool waits: an op of another pool may
+ * be running that they wait for, and a forced run above a wait may wait
+ * for what that wait's op holds, a false VF_EDEADLK: the second reviewer
+ * found one), before it runs
  * one of those ops itself, its stack permitting, though the op may not
  * descend from its own (vf__exec_loop_run_one with `any`): nobody else
  * ever will. That happens in a device's pool (whose threads take only
@@ -435,8 +441,7 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
             if (counted)
                 vf__pool_stuck_enter(me->pool);
             hopeless = counted && vf__pool_stuck_for_good(me->pool) &&
-                               (vf__pool_spread_all_stuck(me->pool) ||
-                                only_queued_active(e))
+                               only_queued_active(e)
                            ? hopeless + 1
                            : 0;
             vf__deadline soon = vf__deadline_within_us(
@@ -555,13 +560,11 @@ static int timed_out(vf_engine *e, const char *who, int64_t ms)
                     (long long)ms, ops);
 }
 
-/* VF_ESHUTDOWN for a wait on v with no failure to report, when the
- * shutdown notice skipped an op that writes v (vf__var.notice_skipped):
- * the function that would have written it never ran. Else 0. */
-static int notice_skipped_write(const vf__var *v, const char *who)
+/* VF_ESHUTDOWN for a wait on a var with no failure to report whose write
+ * the shutdown notice skipped (vf__var.notice_skipped): the function that
+ * would have written it never ran. */
+static int notice_skipped(const char *who)
 {
-    if (!atomic_load_explicit(&v->notice_skipped, memory_order_relaxed))
-        return 0;
     return vf__fail(VF_ESHUTDOWN,
                     "%s: the shutdown notice (vf_engine_shutdown) skipped "
                     "an op that writes the variable: it does not hold what "
@@ -573,7 +576,10 @@ static int notice_skipped_write(const vf__var *v, const char *who)
  * pushed before the wait has finished, so v's failure is final for the
  * wait's place (readers pushed before it may still be to run: they still
  * see it, failure.h). The host waits for a device write's work. Called
- * with v's lock held; releases it. */
+ * with v's lock held; releases it. Also a replayed node's answer when its
+ * launch's writes of v it waits for are over (launch_hold, and a hold
+ * ended meanwhile): a write queued after them may have run since, and its
+ * failure or skip is what v carries then. */
 static int wait_settled(vf_engine *e, vf__var *v, vf_error *err,
                         const char *who)
 {
@@ -583,6 +589,8 @@ static int wait_settled(vf_engine *e, vf__var *v, vf_error *err,
     vf__failure *f = atomic_load_explicit(&v->failure, memory_order_acquire);
     if (f != NULL)
         vf__failure_ref(f);
+    bool skipped = atomic_load_explicit(&v->notice_skipped,
+                                        memory_order_relaxed);
     vf__spin_unlock(&v->lock);
     uint64_t place = vf__push_wait_place(e);
     vf__failure *fenced = NULL;
@@ -597,7 +605,9 @@ static int wait_settled(vf_engine *e, vf__var *v, vf_error *err,
         report(claimed, err);
     vf__failure_unref(f);
     vf__failure_unref(fenced);
-    return claimed != NULL ? VF_EOPFAILED : notice_skipped_write(v, who);
+    if (claimed != NULL)
+        return VF_EOPFAILED;
+    return skipped ? notice_skipped(who) : 0;
 }
 
 /* The marker a timed wait on v left queued when it gave up (its waiter
@@ -657,14 +667,22 @@ static void drop_marker(vf_engine *e, vf__var *v, vf__op *op, vf__waiter *w)
  * end, so for the waiting node (a false VF_EDEADLK where pushing the same
  * ops waited to 0: found trying graphs as a user). The launch op when it
  * takes v to write (the marker then goes right behind its hold), else
- * NULL, with *settled when it takes v to read only (the graph writes no v,
- * and every write before the launch has finished) or runs its nodes one
- * after the other (the naive engine: those before this one have
- * finished, and the wait waits for them only, as its push would have). */
+ * NULL, with *settled when the node reads v itself, or the launch takes v
+ * to read only (the graph writes no v, and every write before the launch
+ * has finished) or runs its nodes one after the other (the naive engine:
+ * those before this one have finished, and the wait waits for them only,
+ * as its push would have). */
 static const vf__op *launch_hold(const vf__op *cur, const vf__var *v,
                                  bool *settled)
 {
     const vf__op *launch = cur->graph->launch;
+    /* The node reads v itself (a write is refused before): the graph's
+     * writes of v before it are its predecessors, over; those after it
+     * wait for it, which waiting for them would wait for itself. */
+    *settled = true;
+    for (int i = 0; i < cur->nvars; i++)
+        if (vf__dep_var(vf__op_dep(cur, i)) == v)
+            return NULL;
     *settled = false;
     for (int i = 0; i < launch->nvars; i++) {
         const vf__dep *d = vf__op_dep(launch, i);
@@ -743,6 +761,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
     atomic_init(&w->state, VF__W_IDLE);
     atomic_init(&w->refs, 2); /* the waiter and the wait op */
     w->claimed = NULL;
+    w->notice_skipped = false;
     w->sleep_pool = nested && me ? me->pool : NULL;
     w->nested = nested;
     w->family = nested ? vf__running_now.family : NULL;
@@ -828,8 +847,8 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
     if (rc == 0 && w->claimed != NULL) {
         report(w->claimed, err);
         rc = VF_EOPFAILED;
-    } else if (rc == 0) {
-        rc = notice_skipped_write(v, who);
+    } else if (rc == 0 && w->notice_skipped) {
+        rc = notice_skipped(who);
     } else if (rc == VF_EDEADLK) {
         deadlock_detail(who, cur, label);
     } else if (rc == VF_ETIMEDOUT) {
@@ -870,6 +889,7 @@ static int wait_pending(vf_engine *e, vf__family *f, const vf__deadline *until,
     atomic_init(&w->state, VF__W_IDLE);
     atomic_init(&w->refs, 2); /* the waiter's and the family's */
     w->claimed = NULL;
+    w->notice_skipped = false;
     w->sleep_pool = me ? me->pool : NULL;
     w->nested = true;
     w->family = f;

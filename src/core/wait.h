@@ -79,6 +79,11 @@ struct vf__waiter {
     atomic_int state;
     atomic_int refs;
     vf__failure *claimed; /* written in SIGNALING, read after DONE */
+    /* The var a marker read when it fired had a write the shutdown
+     * notice skipped (vf__var.notice_skipped): written with `claimed`,
+     * while the marker still held its read, and read after DONE (later
+     * ops on the var, a delete among them, may run once it fired). */
+    bool notice_skipped;
     vf__pool *sleep_pool; /* where the waiter may sleep besides the
                              engine's cond (NULL: there only) */
     bool nested;          /* waits inside an op: counted out of `active` */
