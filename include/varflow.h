@@ -980,6 +980,10 @@ VF_API int vf_operator_destroy(vf_engine *e, vf_operator *op);
  * join, ordering the two) comes before it on every variable they share, as
  * without bulking, whatever either thread's bulk size (set here, by
  * config.bulk_size or by VF_BULK_SIZE), so no flush is needed for that.
+ * While an async op of the engine is pushed and not finished, no push is
+ * fused (each goes alone): a fused op waits for every input of its ops,
+ * and one of them may be what completes the async op that a later op of
+ * its batch reads the result of.
  * An op in a batch runs only once the batch is pushed: a batch nothing
  * else pushes is pushed by the engine's idle workers within about a
  * millisecond, so a thread that waits for its ops by its own means (a done

@@ -223,6 +223,8 @@ TEST_CASE(mixed)
     o.async_fn = log_async;
     o.arg = &en[3];
     CHECK_OK(vf_engine_push(e, &o));
+    /* Nothing is fused until it finished (async_completed_by_a_later_op) */
+    CHECK_OK(vf_var_wait(e, x, NULL));
     o = base;
     o.arg = &en[4];
     o.priority = 5; /* another priority: a new batch */
@@ -846,6 +848,71 @@ TEST_CASE(children_batch_not_held_by_stop)
     tu_gate_destroy(&p.go_push);
     tu_gate_destroy(&p.pushed);
     tu_gate_destroy(&p.go_wait);
+}
+
+/* An async op A writes c; a sync op B, with no vars, completes it; a sync
+ * op C reads c. Fused, B and C would make one op that waits for c, so for
+ * A, whose completion is B's: bulking turned a program that finishes into
+ * one that hangs (found trying async ops with VF_BULK_SIZE as a user).
+ * While an async op is pushed and not finished, nothing is fused: the
+ * program finishes, and the ops after A's end are fused again. */
+static _Atomic(vf_completion *) kept;
+static vf_completion kept_done;
+
+static void keep_completion(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    *(long *)arg = 7;
+    kept_done = done;
+    atomic_store(&kept, &kept_done);
+}
+
+static int complete_kept(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    vf_completion *done;
+    while ((done = atomic_load(&kept)) == NULL)
+        sched_yield(); /* A starts at once: c is free */
+    return vf_completion_finish(*done, 0, NULL);
+}
+
+TEST_CASE(async_completed_by_a_later_op)
+{
+    for (int threaded = 0; threaded < 2; threaded++) {
+        vf_engine *e = NULL;
+        vf_config cfg = pooled;
+        cfg.cpu_workers = threaded ? 2 : 1;
+        CHECK_OK(vf_engine_create(&e, &cfg));
+        REQUIRE(e != NULL);
+        CHECK_OK(vf_bulk_set_size(e, 2));
+        vf_var c = tu_var(e), d = tu_var(e);
+        long value = 0, seen = 0;
+        atomic_store(&kept, NULL);
+        CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = keep_completion,
+                                            .arg = &value,
+                                            .writes = VF_VARS(c)}));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = complete_kept}));
+        arith copy = {.x = &seen, .op = '=', .k = 7};
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = arith_fn,
+                                            .arg = &copy,
+                                            .reads = VF_VARS(c),
+                                            .writes = VF_VARS(d)}));
+        CHECK_OK(vf_engine_wait_all_timed(e, 10000, NULL));
+        CHECK_EQ(value, 7);
+        CHECK_EQ(seen, 7);
+        /* A is over: the next pushes are fused again. */
+        vf_stats before, after;
+        CHECK_OK(vf_engine_stats(e, &before));
+        arith add = {.x = &seen, .op = '+', .k = 1};
+        for (int i = 0; i < 4; i++)
+            push_arith(e, d, &add);
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        CHECK_OK(vf_engine_stats(e, &after));
+        CHECK_EQ(seen, 11);
+        CHECK(after.bulked > before.bulked);
+        CHECK_OK(vf_engine_destroy(e));
+    }
 }
 
 TEST_MAIN("test_bulk", 120)

@@ -348,13 +348,22 @@ static int take_slow(vf_engine *e, vf__bulk *s, vf__var *v, uint32_t gen,
 
 /* --- pushing ------------------------------------------------------------ */
 
-/* Whether a push with this definition may join a batch. */
+/* Whether a push with this definition may join a batch. Not while an
+ * async op of the engine is pushed and not finished: a fused op waits for
+ * every input of its ops, so an op of a batch that completes that async op
+ * (or lets another thread do it) would wait behind a later op of its batch
+ * that reads what the async op writes, for ever (found trying async ops
+ * with VF_BULK_SIZE as a user: bulking changed a program that finishes
+ * into one that hangs). */
 static bool bulkable(const vf_engine *e, const vf__opdef *def)
 {
     return e->kind != VF_ENGINE_NAIVE && def->fn != NULL &&
            def->property == VF_PROP_NORMAL &&
            def->device.type == VF_DEVICE_CPU && !def->nonblocking &&
-           atomic_load_explicit(&e->state, memory_order_relaxed) == VF__RUNNING;
+           atomic_load_explicit(&e->state, memory_order_relaxed) ==
+               VF__RUNNING &&
+           atomic_load_explicit(&e->async_unfinished, memory_order_relaxed) ==
+               0;
 }
 
 int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,

@@ -231,6 +231,7 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
     atomic_init(&e->waits.watchers, 0);
     atomic_init(&e->waits.nnested, 0);
     atomic_init(&e->completers, 0);
+    atomic_init(&e->async_unfinished, 0);
     atomic_init(&e->pushed, 0);
     atomic_init(&e->ran, 0);
     atomic_init(&e->failed, 0);

@@ -171,6 +171,10 @@ struct vf_engine {
 
     vf__failure_log failures; /* since the last wait_all (failure.h) */
     vf__async_ops async;      /* async ops in flight (async.h) */
+    /* Async ops pushed and not finished (relaxed: a program orders an
+     * op's push after another's by its own means): while any is, bulking
+     * fuses nothing (bulk.c: bulkable). */
+    atomic_uint async_unfinished;
 
     /* The in-flight bound (0: none) and the pending count at which blocked
      * pushers are woken (max_inflight - 1, or UINT32_MAX: never). Pushers

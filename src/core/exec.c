@@ -309,6 +309,9 @@ static void finish(vf__op *op, vf__readylist *ready)
     if (op->done != NULL)
         call_done(op);
     vf__exec_count_op(e, op);
+    if (VF__UNLIKELY(def->async)) /* counted in at its push */
+        atomic_fetch_sub_explicit(&e->async_unfinished, 1,
+                                  memory_order_relaxed);
 
     uint16_t kflags = def->kind->flags;
     bool ran = !op->skipped && (kflags & VF__KIND_BUMPS);

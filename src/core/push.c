@@ -266,6 +266,9 @@ enqueue_behind(vf_engine *e, vf__op *op, const char *who, bool unheld,
      * batch did under the lock the parent's wait takes first (bulk.h). */
     if (VF__UNLIKELY(op->up != NULL))
         atomic_fetch_add_explicit(&op->up->pending, 1, memory_order_relaxed);
+    if (VF__UNLIKELY(def->async)) /* finish counts it out */
+        atomic_fetch_add_explicit(&e->async_unfinished, 1,
+                                  memory_order_relaxed);
     int nready = 0;
     for (int i = 0; i < n; i++) {
         vf__dep *d = vf__op_dep(op, i);
