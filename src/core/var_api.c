@@ -151,15 +151,21 @@ int vf__var_api_revive_held(vf_engine *e, vf__var *v, uint32_t gen)
         return vf__fail(VF_ENOMEM, "vf_var_of: out of memory");
     pthread_mutex_lock(&e->life.lock);
     vf__op *op = last_held_delete(e, v, gen);
-    if (op != NULL)
-        op->def = kept; /* not queued yet: no other thread reads it */
-    pthread_mutex_unlock(&e->life.lock);
     if (op != NULL) {
+        op->def = kept; /* not queued yet: no other thread reads it */
+        /* The var stays: ops may name it again. Under life.lock, as the
+         * holds that set the mark are (push.c: admit_held): cleared after
+         * it, the mark of a delete held meanwhile went too, and the ops
+         * held after that delete were pushed after it at start, the var
+         * gone (found trying vf_var_of, destroy and stop from three
+         * threads as a user). */
         vf__spin_lock(&v->lock);
-        v->delete_held = false; /* the var stays: ops may name it again */
+        v->delete_held = false;
         vf__spin_unlock(&v->lock);
-        return 0;
     }
+    pthread_mutex_unlock(&e->life.lock);
+    if (op != NULL)
+        return 0;
     /* A start took it off the held list and is pushing the held ops: from
      * one of them (a naive engine runs them inline) the delete is still
      * to come; from elsewhere, wait until the start is through (it holds
