@@ -190,13 +190,14 @@ static int enqueue(vf_engine *e, vf__op *op, const char *who, bool unheld,
 
 /* vf__push_enqueue; `unheld`: a start pushing a held op (never held
  * again); `locked`: the caller holds a lock (its op must not run here);
- * `behind`: vf__push_enqueue_behind's holder (else NULL). Inlined into
- * enqueue and vf__push_enqueue_behind, so that the one-shot push, whose
- * `behind` is a constant NULL, pays nothing for it (12 instructions an
- * op as a parameter: callgrind). */
+ * `behind`: vf__push_enqueue_behind's holder (else NULL); `deleting`:
+ * vf__push_enqueue_delete's. Inlined into enqueue and the two, so that
+ * the one-shot push, whose `behind` is a constant NULL and `deleting` a
+ * constant false, pays nothing for them (12 and 11 instructions an op as
+ * parameters: callgrind). */
 static inline __attribute__((always_inline)) int
-enqueue_behind(vf_engine *e, vf__op *op, const char *who, bool unheld,
-               bool locked, const vf__op *behind)
+enqueue_as(vf_engine *e, vf__op *op, const char *who, bool unheld, bool locked,
+           const vf__op *behind, bool deleting)
 {
     const vf__opdef *def = op->def;
     int n = op->nvars;
@@ -226,8 +227,10 @@ enqueue_behind(vf_engine *e, vf__op *op, const char *who, bool unheld,
         if (rc <= 0)
             return rc; /* held, or refused */
         /* Started meanwhile: pushed as usual (a call: never inlined). */
-        return behind != NULL ? vf__push_enqueue_behind(e, op, behind, who)
-                              : enqueue(e, op, who, false, locked);
+        if (behind != NULL)
+            return vf__push_enqueue_behind(e, op, behind, who);
+        return deleting ? vf__push_enqueue_delete(e, op, who)
+                        : enqueue(e, op, who, false, locked);
     }
     /* Observed from here: a held op gets its hooks (and its profile
      * record) when start pushes it, not twice. */
@@ -249,6 +252,21 @@ enqueue_behind(vf_engine *e, vf__op *op, const char *who, bool unheld,
             return vf__fail_deleted(e, who, op->name, vf__dep_var(d),
                                     (uint32_t)d->gen);
         }
+    }
+    /* A delete that a stop began to hold behind, between its look above
+     * and its var's lock: another thread's push held meanwhile found the
+     * var live, and the start pushes it after this delete had freed the
+     * var (VF_ESTALE for a push that returned 0: found trying vf_var_of,
+     * destroy and stop from three threads as a user). Held too, it goes
+     * after that push (and a later push sees its mark: hold_vars). */
+    if (deleting && !unheld && atomic_load(&e->life.holding) &&
+        held_by_stop(e, op)) {
+        unlock_vars(op, n);
+        uncount(e, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
+        int rc = vf__lifecycle_hold(e, op, admit_held, who, false);
+        if (rc <= 0)
+            return rc;                              /* held, or refused */
+        return vf__push_enqueue_delete(e, op, who); /* started meanwhile */
     }
     if (VF__UNLIKELY(behind != NULL) &&
         !vf__var_write_held_by(vf__dep_var(vf__op_dep(op, 0)), behind)) {
@@ -297,7 +315,7 @@ enqueue_behind(vf_engine *e, vf__op *op, const char *who, bool unheld,
 static int enqueue(vf_engine *e, vf__op *op, const char *who, bool unheld,
                    bool locked)
 {
-    return enqueue_behind(e, op, who, unheld, locked, NULL);
+    return enqueue_as(e, op, who, unheld, locked, NULL, false);
 }
 
 int vf__push_enqueue(vf_engine *e, vf__op *op, const char *who)
@@ -319,7 +337,13 @@ int vf__push_enqueue_behind(vf_engine *e, vf__op *op, const vf__op *holder,
                             const char *who)
 {
     VF__ASSERT(op->nvars == 1 && !vf__dep_write(vf__op_dep(op, 0)));
-    return enqueue_behind(e, op, who, false, false, holder);
+    return enqueue_as(e, op, who, false, false, holder, false);
+}
+
+int vf__push_enqueue_delete(vf_engine *e, vf__op *op, const char *who)
+{
+    VF__ASSERT(op->def->kind->flags & VF__KIND_DELETES);
+    return enqueue_as(e, op, who, false, false, NULL, true);
 }
 
 /* A one-shot push builds its var set on the stack up to this size. */

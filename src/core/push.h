@@ -107,6 +107,11 @@ int vf__push_enqueue_held(vf_engine *e, vf__op *op);
 int vf__push_enqueue_behind(vf_engine *e, vf__op *op, const vf__op *holder,
                             const char *who);
 
+/* vf__push_enqueue for a var's delete (var_api.c): one that a stop begins
+ * to hold behind after its look is held too, after the pushes held
+ * meanwhile (push.c). */
+int vf__push_enqueue_delete(vf_engine *e, vf__op *op, const char *who);
+
 /* Whether the engine takes a push-like call from this caller (running,
  * or shutting down and called from inside one of its ops): 0 or
  * VF_ESHUTDOWN with a detail naming `who`. */

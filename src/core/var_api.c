@@ -208,7 +208,7 @@ static int var_destroy(vf_engine *e, vf_var h, void (*free_fn)(void *),
      * place after the ops pushed before it (failure.h). */
     op->place = vf__push_wait_place(e);
     op->nest = vf__push_nest(e);
-    if ((rc = vf__push_enqueue(e, op, who)) != 0) {
+    if ((rc = vf__push_enqueue_delete(e, op, who)) != 0) {
         vf__op_free(op);
         /* The op names h alone: a delete of it was pushed first (before
          * this call, or by another thread since the lookup). */
