@@ -204,21 +204,20 @@ static int fib_op(vf_run *run, void *arg)
 }
 
 /* fib's step with OpenMP's shape, for `a` (n >= 2): two children, ops of
- * `fn` made from `proto` (its priority, its device), no vars, a wait for
- * both, their sum to *a->out. */
-static int fib_two_children(vf_run *run, const fib_arg *a, vf_sync_fn fn,
-                            vf_op proto)
+ * `fn` made from `first` and `second` (their priorities, their devices),
+ * no vars, a wait for both, their sum to *a->out. */
+static int fib_two_children_as(vf_run *run, const fib_arg *a, vf_sync_fn fn,
+                               vf_op first, vf_op second)
 {
     long x = 0, y = 0;
     fib_arg ax = {a->e, a->n - 1, &x}, ay = {a->e, a->n - 2, &y};
-    proto.fn = fn;
-    proto.arg = &ax;
-    proto.arg_size = sizeof ax;
-    int rc = vf_engine_push(a->e, &proto);
-    if (rc == 0) {
-        proto.arg = &ay;
-        rc = vf_engine_push(a->e, &proto);
-    }
+    first.fn = second.fn = fn;
+    first.arg = &ax;
+    second.arg = &ay;
+    first.arg_size = second.arg_size = sizeof ax;
+    int rc = vf_engine_push(a->e, &first);
+    if (rc == 0)
+        rc = vf_engine_push(a->e, &second);
     if (rc != 0) {
         op_error("vf_engine_push", rc);
         return rc;
@@ -229,6 +228,13 @@ static int fib_two_children(vf_run *run, const fib_arg *a, vf_sync_fn fn,
     }
     *a->out = x + y;
     return 0;
+}
+
+/* fib_two_children_as with both children made from `proto`. */
+static int fib_two_children(vf_run *run, const fib_arg *a, vf_sync_fn fn,
+                            vf_op proto)
+{
+    return fib_two_children_as(run, a, fn, proto, proto);
 }
 
 /* fib with OpenMP's shape: two children, no vars, a wait for both. */
@@ -424,23 +430,10 @@ static int fib_two_devices_op(vf_run *run, void *arg)
         *a->out = a->n;
         return 0;
     }
-    long x = 0, y = 0;
-    fib_arg ax = {a->e, a->n - 1, &x}, ay = {a->e, a->n - 2, &y};
-    vf_op op = {.fn = fib_two_devices_op, .arg = &ax, .arg_size = sizeof ax};
-    op.device = (vf_device){VF_DEVICE_EMULATED, a->n % 2};
-    int rc = vf_engine_push(a->e, &op);
-    op.arg = &ay;
-    op.device = (vf_device){VF_DEVICE_EMULATED, (a->n + 1) % 2};
-    if (rc == 0)
-        rc = vf_engine_push(a->e, &op);
-    if (rc == 0)
-        rc = vf_run_wait_children(run, NULL);
-    if (rc != 0) {
-        op_error("fib across two devices", rc);
-        return rc;
-    }
-    *a->out = x + y;
-    return 0;
+    return fib_two_children_as(
+        run, a, fib_two_devices_op,
+        (vf_op){.device = {VF_DEVICE_EMULATED, a->n % 2}},
+        (vf_op){.device = {VF_DEVICE_EMULATED, (a->n + 1) % 2}});
 }
 
 /* A recursion with a wait at every level whose two children go to two

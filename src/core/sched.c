@@ -630,14 +630,21 @@ static bool spin_for_work(vf__pool *p)
     return found;
 }
 
-void vf__pool_idle_wait(vf__pool *p, bool (*wake_pred)(void *), void *arg,
-                        const vf__deadline *until)
+/* Sleep as a member of `p` (vf__pool_idle_wait) until `wake_pred(arg)`,
+ * the pool stops, or work comes: any queued for the pool, or, with
+ * `inbox_of`, an op placed on that worker's inbox (vf__pool_wait_inbox). */
+static void sleep_in_pool(vf__pool *p, const vf__worker *inbox_of,
+                          bool (*wake_pred)(void *), void *arg,
+                          const vf__deadline *until)
 {
     /* Counted in before the rescan, which sees anything placed before a
-     * placer could read the count as zero (sched.h). */
+     * placer could read the count as zero (sched.h); an inbox push is
+     * seq_cst, and a placer in a device pool wakes every sleeper
+     * (place_spread). */
     uint32_t key = vf__ecount_prepare(&p->sleepers);
-    if ((wake_pred && wake_pred(arg)) || any_queued(p) ||
-        atomic_load(&p->stop)) {
+    bool work = inbox_of != NULL ? atomic_load(&inbox_of->inbox) != NULL
+                                 : any_queued(p);
+    if ((wake_pred && wake_pred(arg)) || work || atomic_load(&p->stop)) {
         vf__ecount_cancel(&p->sleepers);
         return;
     }
@@ -649,25 +656,16 @@ void vf__pool_idle_wait(vf__pool *p, bool (*wake_pred)(void *), void *arg,
         atomic_fetch_add_explicit(awake, 1, memory_order_relaxed);
 }
 
+void vf__pool_idle_wait(vf__pool *p, bool (*wake_pred)(void *), void *arg,
+                        const vf__deadline *until)
+{
+    sleep_in_pool(p, NULL, wake_pred, arg, until);
+}
+
 void vf__pool_wait_inbox(vf__worker *w, bool (*wake_pred)(void *), void *arg,
                          const vf__deadline *until)
 {
-    vf__pool *p = w->pool;
-    /* The protocol of vf__pool_idle_wait, with its own inbox for the
-     * queues: a placer pushes there (seq_cst), then wakes every sleeper
-     * (place_spread). */
-    uint32_t key = vf__ecount_prepare(&p->sleepers);
-    if ((wake_pred && wake_pred(arg)) || atomic_load(&w->inbox) != NULL ||
-        atomic_load(&p->stop)) {
-        vf__ecount_cancel(&p->sleepers);
-        return;
-    }
-    atomic_int *awake = p->runner.awake;
-    if (awake != NULL)
-        atomic_fetch_sub_explicit(awake, 1, memory_order_relaxed);
-    vf__ecount_wait(&p->sleepers, key, until);
-    if (awake != NULL)
-        atomic_fetch_add_explicit(awake, 1, memory_order_relaxed);
+    sleep_in_pool(w->pool, w, wake_pred, arg, until);
 }
 
 /* A worker took queued work. If more is queued and nobody spins, wake a
