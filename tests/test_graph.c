@@ -1270,10 +1270,12 @@ static int wait_for_launch_hold(vf_run *run, void *arg)
     return rc;
 }
 
+/* Atomic: the nodes that count into one counter share no var (those of
+ * two launches reading r may run at once). */
 static int count_up(vf_run *run, void *arg)
 {
     (void)run;
-    ++*(long *)arg;
+    atomic_fetch_add((atomic_long *)arg, 1);
     return 0;
 }
 
@@ -1283,7 +1285,7 @@ TEST_KIND_CASE(wait_in_a_node_for_its_launchs_hold, k)
     vf_engine *e = tu_engine(k);
     hold_waiter h = {.a = tu_var(e), .r = tu_var(e), .q = tu_var(e)};
     vf_var b = tu_var(e);
-    long n = 0, m = 0;
+    atomic_long n = 0, m = 0;
     vf_graph *g = NULL;
     CHECK_OK(vf_graph_begin(e));
     CHECK_OK(vf_engine_push(e, &(vf_op){.fn = wait_for_launch_hold,
@@ -1305,8 +1307,8 @@ TEST_KIND_CASE(wait_in_a_node_for_its_launchs_hold, k)
     CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(atomic_load(&h.waits), 2 * LAUNCHES);
     CHECK_EQ(atomic_load(&h.failed), 0);
-    CHECK_EQ(n, LAUNCHES);
-    CHECK_EQ(m, 2 * LAUNCHES);
+    CHECK_EQ(atomic_load(&n), LAUNCHES);
+    CHECK_EQ(atomic_load(&m), 2 * LAUNCHES);
     CHECK_OK(vf_graph_destroy(e, g));
     tu_finish_engine(e);
 }
