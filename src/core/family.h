@@ -57,6 +57,11 @@
 
 #define VF__FAMILY_DEPTH 128
 
+/* vf__family.pending's parts (below): children not finished (2^31 op
+ * blocks would fill 128 GiB), and whether a wait waits for them. */
+#define VF__FAMILY_COUNT ((uint64_t)0x7fffffff)
+#define VF__FAMILY_WAITING ((uint64_t)1 << 31)
+
 typedef struct vf__op vf__op;
 typedef struct vf__family vf__family;
 struct vf__failure;
@@ -85,12 +90,18 @@ struct vf__family {
      * that only its run held (a recursion's, whose children all ran
      * alone too) costs no locked add or subtract on `up`. */
     bool up_borrowed;
-    /* Children pushed and not finished, in the low 32 bits (a push adds
-     * 1); the last one's lowering (release) is what a waiter acquires.
-     * Above them, a count of waits that gave up (VF_EDEADLK): a give-up
-     * bumps it as it drops the count to zero, so a child's lowering that
-     * raced it fails its compare-and-swap and looks at `waited_from`
-     * again (wait.c). */
+    /* Children pushed and not finished, in the low 31 bits
+     * (VF__FAMILY_COUNT: a push adds 1); the last one's lowering (release)
+     * is what a waiter acquires. Bit 31 (VF__FAMILY_WAITING): `waiter`
+     * waits for this count, set by the wait only while the count is not
+     * zero, and cleared in the same step as the lowering to zero, whose
+     * finish alone then fires it. (A finish that took the count to zero
+     * and then looked at `waiter` fired the next wait's, registered in
+     * between for a child pushed after the zero, before that child ran:
+     * found as a wrong fib under TSan.) Above them, a count of waits that
+     * gave up (VF_EDEADLK): a give-up bumps it as it drops the count to
+     * zero, so a child's lowering that raced it fails its
+     * compare-and-swap and looks at `waited_from` again (wait.c). */
     _Atomic uint64_t pending;
     /* Children pushed before this place were given up on by a wait that
      * could never finish (VF_EDEADLK; 0: none): the next wait waits only
@@ -111,8 +122,10 @@ struct vf__family {
      * failure comes second takes it out (vf__family_take_first). */
     _Atomic(struct vf__failure *) first;
     atomic_bool run_over;
-    /* The waiter of vf_run_wait_children, or NULL (a reference; whoever
-     * exchanges it out owns it: wait.c). */
+    /* The waiter of vf_run_wait_children, or NULL (a reference): stored
+     * before the wait sets VF__FAMILY_WAITING; whoever clears that bit
+     * (the last child's finish, or the wait giving up) takes it out and
+     * owns it (wait.c). */
     _Atomic(struct vf__waiter *) waiter;
     /* The vars its op writes (`own`, or malloc'd beyond it): a wait of a
      * descendant on one of them can never finish (vf__family_writes). */

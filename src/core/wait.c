@@ -168,22 +168,24 @@ void vf__wait_child_finished(vf_engine *e, vf__op *op)
         vf__wait_child_failed(f, op->failure, op->place);
     else if (VF__UNLIKELY(op->skipped))
         vf__wait_child_notice_skipped(f, op->place);
-    /* seq_cst, both: the waiter stores itself, then loads `pending`
-     * (wait_children); one of the two sides sees the other. A give-up
-     * (children_given_up) between the look at `waited_from` and the
-     * compare-and-swap changes the word: the loop looks again. */
-    uint64_t p = atomic_load(&f->pending);
+    /* The lowering to zero clears VF__FAMILY_WAITING in the same step:
+     * the waiter it fires then waits for this very count (family.h). A
+     * give-up (children_given_up) between the look at `waited_from` and
+     * the compare-and-swap changes the word: the loop looks again. */
+    uint64_t p = atomic_load(&f->pending), next;
     do {
         if (VF__UNLIKELY(op->place < atomic_load(&f->waited_from)))
             return; /* a wait gave up on it: nobody counts it */
-    } while (!atomic_compare_exchange_weak(&f->pending, &p, p - 1));
-    if ((uint32_t)p != 1)
+        next = p - 1;
+        if ((p & VF__FAMILY_COUNT) == 1)
+            next &= ~VF__FAMILY_WAITING;
+    } while (!atomic_compare_exchange_weak(&f->pending, &p, next));
+    if ((p & VF__FAMILY_COUNT) != 1 || !(p & VF__FAMILY_WAITING))
         return;
     vf__waiter *w = atomic_exchange(&f->waiter, NULL);
-    if (w != NULL) {
-        waiter_fire(e, w, NULL);
-        vf__waiter_unref(w); /* the family's */
-    }
+    VF__ASSERT(w != NULL);
+    waiter_fire(e, w, NULL);
+    vf__waiter_unref(w); /* the family's */
 }
 
 static bool run_marker(vf__op *op, int worker, bool shutdown)
@@ -894,23 +896,38 @@ static int wait_pending(vf_engine *e, vf__family *f, const vf__deadline *until,
     w->nested = true;
     w->family = f;
     atomic_init(&w->on_cond, false);
+    /* `w` first, then the flag, and only while children are pending: the
+     * finish that lowers the count to zero clears the flag in the same
+     * step and fires `w` (vf__wait_child_finished). */
     atomic_store(&f->waiter, w);
-    if ((uint32_t)atomic_load(&f->pending) == 0) {
-        /* The last child finished before it could see `w`: take it back.
-         * Failing that, a child took it and fires it now. */
-        vf__waiter *mine = w;
-        if (atomic_compare_exchange_strong(&f->waiter, &mine, NULL)) {
+    uint64_t p = atomic_load(&f->pending);
+    do {
+        if ((p & VF__FAMILY_COUNT) == 0) { /* the last finished meanwhile */
+            atomic_store(&f->waiter, NULL);
             waiter_free(w);
             return 0;
         }
-    }
+    } while (
+        !atomic_compare_exchange_weak(&f->pending, &p, p | VF__FAMILY_WAITING));
     int rc = nested_wait(e, w, me, until);
     if (rc != 0) {
-        /* Given up: no child is to fire it any more (one that took it
-         * already fires an abandoned waiter, which does nothing). */
-        vf__waiter *mine = w;
-        if (atomic_compare_exchange_strong(&f->waiter, &mine, NULL))
-            vf__waiter_unref(w);
+        /* Given up: take the flag back, and with it `w`. Failing that,
+         * the last child cleared it first: it fires `w` (abandoned: that
+         * does nothing) and drops the family's reference; the next wait
+         * may store its own waiter only once that child took this one
+         * out (a moment: SIGNALING). */
+        p = atomic_load(&f->pending);
+        while ((p & VF__FAMILY_WAITING) &&
+               !atomic_compare_exchange_weak(&f->pending, &p,
+                                             p & ~VF__FAMILY_WAITING)) {
+        }
+        if (p & VF__FAMILY_WAITING) {
+            atomic_store(&f->waiter, NULL);
+            vf__waiter_unref(w); /* the family's */
+        } else {
+            while (atomic_load(&f->waiter) != NULL)
+                vf__cpu_relax();
+        }
     }
     vf__waiter_unref(w);
     return rc;
@@ -958,8 +975,8 @@ static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
     if (f == NULL)
         return 0; /* it pushed nothing */
     int rc = 0;
-    if ((uint32_t)atomic_load_explicit(&f->pending, memory_order_acquire) !=
-        0) {
+    if ((atomic_load_explicit(&f->pending, memory_order_acquire) &
+         VF__FAMILY_COUNT) != 0) {
         vf__deadline until = vf__deadline_in_ms(timeout_ms);
         rc = wait_pending(e, f, &until, who);
     }
