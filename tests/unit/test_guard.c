@@ -174,10 +174,40 @@ static void *waiter(void *arg)
     return NULL;
 }
 
+/* How often `what` occurs in `text`. */
+static int count_of(const char *text, const char *what)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, what)) != NULL; p++)
+        n++;
+    return n;
+}
+
+/* What the file at `fd` holds once it holds `n` reports of destroy's
+ * wait (TU_TIMEOUT at most), a string to free: the op is completed only
+ * then, whatever the machine's load (a fixed 400 ms saw one report on a
+ * loaded CI machine), and only these reports, all written while the op
+ * was in flight, are checked. */
+static char *await_reports(int fd, int n)
+{
+    enum { MAX = 65536 };
+    char *text = calloc(1, MAX);
+    REQUIRE(text != NULL);
+    for (double t0 = tu_now(); tu_now() - t0 < TU_TIMEOUT;) {
+        ssize_t got = pread(fd, text, MAX - 1, 0);
+        text[got > 0 ? got : 0] = '\0';
+        if (count_of(text, "varflow: vf_engine_destroy has waited") >= n)
+            break;
+        usleep(10000);
+    }
+    return text;
+}
+
 /* Destroy while an async op is never completed (and, with `wait`, while
- * another thread waits for it); stderr captured; the op is completed after
- * `ms`. Returns what destroy wrote. */
-static char *destroy_reports(bool with_waiter, int ms)
+ * another thread waits for it); stderr captured; the op is completed once
+ * destroy reported its wait twice. Returns what destroy wrote until then
+ * (to free). */
+static char *destroy_reports(bool with_waiter)
 {
     scene s = {0};
     CHECK_OK(vf_engine_create(
@@ -201,7 +231,7 @@ static char *destroy_reports(bool with_waiter, int ms)
     int saved = dup(2);
     REQUIRE(saved >= 0 && dup2(fileno(tmp), 2) >= 0);
     REQUIRE(pthread_create(&d, NULL, destroyer, &s) == 0);
-    usleep((useconds_t)ms * 1000);
+    char *text = await_reports(fileno(tmp), 2);
     CHECK_OK(vf_completion_finish(stuck, 0, NULL));
     pthread_join(d, NULL);
     fflush(stderr);
@@ -211,27 +241,14 @@ static char *destroy_reports(bool with_waiter, int ms)
         pthread_join(w, NULL);
         CHECK_EQ(atomic_load(&s.waited), 1000); /* returned 0 */
     }
-    long n = ftell(tmp);
-    char *text = calloc(1, (size_t)n + 1);
-    REQUIRE(text != NULL);
-    rewind(tmp);
-    text[fread(text, 1, (size_t)n, tmp)] = '\0';
     fclose(tmp);
     return text;
-}
-
-static int count_of(const char *text, const char *what)
-{
-    int n = 0;
-    for (const char *p = text; (p = strstr(p, what)) != NULL; p++)
-        n++;
-    return n;
 }
 
 TEST_CASE(destroy_reports_async)
 {
     vf__destroy_report_times(50, 100);
-    char *log = destroy_reports(false, 400);
+    char *log = destroy_reports(false);
     int n = count_of(log, "varflow: vf_engine_destroy has waited");
     if (n < 2 || count_of(log, "\"stuck\" (op #1, started") < n ||
         strstr(log, "its pushed ops to finish") == NULL)
@@ -243,7 +260,7 @@ TEST_CASE(destroy_reports_async)
 TEST_CASE(destroy_reports_calls)
 {
     vf__destroy_report_times(50, 100);
-    char *log = destroy_reports(true, 400);
+    char *log = destroy_reports(true);
     int n = count_of(log, "varflow: vf_engine_destroy has waited");
     if (n < 2 || count_of(log, "\"stuck\" (op #1, started") < n ||
         strstr(log, "calls in progress on other threads") == NULL)
