@@ -876,9 +876,9 @@ VF_API int vf_var_wait_timed(vf_engine *e, vf_var v, int64_t timeout_ms,
 }
 
 /* Wait inside the running op whose family is `f` until it has no pending
- * child: the last child's finish fires the waiter it finds registered (see
- * vf__wait_child_finished). 0, VF_EDEADLK or VF_ETIMEDOUT as nested_wait;
- * VF_ENOMEM. */
+ * child: the finish that takes the count to zero with the waiting flag set
+ * fires the waiter (see vf__wait_child_finished). 0, VF_EDEADLK or VF_ETIMEDOUT
+ * as nested_wait; VF_ENOMEM. */
 static int wait_pending(vf_engine *e, vf__family *f, const vf__deadline *until,
                         const char *who)
 {
