@@ -872,7 +872,7 @@ static void test_claimed_in_flight(const char *name, const vf_config *cfg)
 
 /* A wait for device work returns once that work (and what was handed to
  * the completer before it) completed, not after work handed over later:
- * B, which follows A (it reads what A wrote), is slow on another device.
+ * B, which follows A (it reads what A wrote), is held on another device.
  * Before, the completer waited for the newest work of every stream it had
  * taken at once, and A's wait for B's whenever one batch held both. */
 static void test_not_held_up(const char *name, const vf_config *cfg)
@@ -881,14 +881,26 @@ static void test_not_held_up(const char *name, const vf_config *cfg)
     vf_engine *e;
     CHECK_OK(vf_engine_create(&e, cfg));
     vf_var x = tu_var(e), y = tu_var(e);
-    gop a = {0}, b = {.sleep_ms = 250}; /* room for a loaded machine */
+    /* B's work waits at a gate opened only once the wait for A returned
+     * (a sleep of 250 ms was overtaken by the wait on a loaded machine):
+     * a wait held up by B times out (20 s, below the gate's 30) rather
+     * than hang. */
+    gop a = {0}, b = {0};
     for (int round = 0; round < 10; round++) {
+        tu_gate b_go;
+        tu_gate_init(&b_go);
+        b.gate = &b_go;
         push_g(e, &a, devices[0], (vf_var_list){0}, VF_VARS(x), "A");
         push_g(e, &b, devices[1], VF_VARS(x), VF_VARS(y), "B");
-        CHECK_OK(vf_var_wait(e, x, NULL));
+        int rc = vf_var_wait_timed(e, x, 20000, NULL);
+        CHECK_OK(rc);
         CHECK_EQ(atomic_load(&b.work_ran), round); /* B's still to come */
+        tu_gate_open(&b_go);
         CHECK_OK(vf_var_wait(e, y, NULL));
         CHECK_EQ(atomic_load(&b.work_ran), round + 1);
+        tu_gate_destroy(&b_go);
+        if (rc != 0)
+            break; /* held up: one round says so */
     }
     CHECK_EQ(atomic_load(&a.work_ran), 10);
     CHECK_OK(vf_engine_destroy(e));

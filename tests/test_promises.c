@@ -456,7 +456,8 @@ TEST_KIND_CASE(wait_on_a_var_the_notice_skipped, k)
         vf_error err;
         CHECK_ERR(vf_var_wait(e, x, &err), VF_ESHUTDOWN);
         CHECK(strstr(vf_error_detail(), "shutdown notice") != NULL);
-        CHECK_ERR(vf_var_wait_timed(e, y, 1000, NULL), VF_ESHUTDOWN);
+        CHECK_ERR(vf_var_wait_timed(e, y, (int64_t)(TU_TIMEOUT * 1000), NULL),
+                  VF_ESHUTDOWN);
         CHECK_EQ(value, -1);
         CHECK_EQ(other, -1);
         CHECK_OK(vf_var_wait(e, read_only, NULL));        /* only read */

@@ -612,6 +612,7 @@ static bool spin_for_work(vf__pool *p)
         }
     }
     if (!found && may_spin_long(p)) {
+        atomic_fetch_add_explicit(&p->long_spins, 1, memory_order_relaxed);
         vf__deadline until = vf__deadline_within_us(
             NULL, (int64_t)(p->runner.spin_ns / 1000));
         /* A look every LONG_SPIN_PAUSES pauses (about a microsecond): the
@@ -877,6 +878,7 @@ int vf__pool_init(vf__pool *p, vf_engine *e, const vf__pool_runner *runner,
     p->runner = *runner;
     p->name = name;
     atomic_init(&p->nspinning, 0);
+    atomic_init(&p->long_spins, 0);
     atomic_init(&p->stop, false);
     p->workers = vf__aligned_calloc(VF__CACHELINE,
                                     (size_t)n * sizeof *p->workers);

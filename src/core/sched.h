@@ -158,6 +158,9 @@ struct vf__pool {
      * aligned), so a worker going idle does not evict what placers read. */
     char pad_read_[VF__CACHELINE];
     atomic_int nspinning; /* seq_cst: workers spinning for work */
+    /* Long spins begun (may_spin_long; relaxed): what a test reads to see
+     * the pool's choice, which a loaded machine's timing cannot show. */
+    atomic_uint long_spins;
     char pad_spin_[VF__CACHELINE];
     vf__ecount sleepers; /* idle workers and nested waiters (see above) */
     char pad_sleep_[VF__CACHELINE];

@@ -223,7 +223,14 @@ static char *destroy_reports(bool with_waiter)
     pthread_t w, d;
     if (with_waiter) {
         REQUIRE(pthread_create(&w, NULL, waiter, &s) == 0);
-        usleep(20000); /* in its wait */
+        /* In its wait once its marker is pending (a fixed 20 ms was too
+         * short when the thread started late). */
+        vf_stats st = {0};
+        for (double t0 = tu_now(); vf_engine_stats(s.e, &st) == 0 &&
+                                   st.pending < 2 &&
+                                   tu_now() - t0 < TU_TIMEOUT;)
+            sched_yield();
+        REQUIRE(st.pending >= 2);
     }
     fflush(stderr);
     FILE *tmp = tmpfile();
