@@ -19,6 +19,8 @@
  *   one device's pool, and with each node's children on two devices;
  * - device_waiters_beside_a_running_cpu_op: a device pool's waiters run
  *   no unrelated op above their waits while the op they wait for runs;
+ * - timed_wait_loops_through_devices: fib through CPU and device ops
+ *   whose ops wait by loops of 1 ms timed waits ends (a watchdog);
  * - quicksort: a parallel quicksort of 10 million ints, each op
  *   partitioning its range, pushing both halves and waiting for them;
  *   the result is checked against qsort;
@@ -203,6 +205,10 @@ static int fib_op(vf_run *run, void *arg)
     return 0;
 }
 
+/* Non-zero: fib_two_children_as waits by a loop of timed waits of this
+ * many milliseconds (timed_wait_loops_through_devices). */
+static int fib_wait_timeout_ms;
+
 /* fib's step with OpenMP's shape, for `a` (n >= 2): two children, ops of
  * `fn` made from `first` and `second` (their priorities, their devices),
  * no vars, a wait for both, their sum to *a->out. */
@@ -222,7 +228,14 @@ static int fib_two_children_as(vf_run *run, const fib_arg *a, vf_sync_fn fn,
         op_error("vf_engine_push", rc);
         return rc;
     }
-    if ((rc = vf_run_wait_children(run, NULL)) != 0) {
+    if (fib_wait_timeout_ms != 0) {
+        while ((rc = vf_run_wait_children_timed(run, fib_wait_timeout_ms,
+                                                NULL)) == VF_ETIMEDOUT) {
+        }
+    } else {
+        rc = vf_run_wait_children(run, NULL);
+    }
+    if (rc != 0) {
         op_error("vf_run_wait_children", rc);
         return rc;
     }
@@ -417,6 +430,44 @@ TEST_CASE(device_recursion_on_one_device)
         run_fib_by(e, fib_on_device_op, SANITIZED ? 14 : 16,
                    "perdevice, default");
     tu_finish_engine(e);
+    CHECK_EQ(atomic_load(&op_errors), 0);
+}
+
+/* fib_children_op with the first child of n % 3 == 0 on emulated device
+ * n % 2 and the second of n % 4 == 1 on device 3, the rest on the CPU. */
+static int fib_mixed_op(vf_run *run, void *arg)
+{
+    const fib_arg *a = arg;
+    if (a->n < 2) {
+        *a->out = a->n;
+        return 0;
+    }
+    vf_op first = {0}, second = {0};
+    if (a->n % 3 == 0)
+        first.device = (vf_device){VF_DEVICE_EMULATED, a->n % 2};
+    if (a->n % 4 == 1)
+        second.device = (vf_device){VF_DEVICE_EMULATED, 3};
+    return fib_two_children_as(run, a, fib_mixed_op, first, second);
+}
+
+/* A recursion through CPU and device ops whose ops wait for their
+ * children by a loop of 1 ms timed waits. Each wait began its count of
+ * hopeless looks at zero, so none reached the forced run the untimed
+ * wait comes to in about 0.4 ms: fib(16) took 24 s, and under TSan
+ * fib(12) never ended in 120 s (found trying it as a user). A timed-out
+ * wait now leaves its count to the op's next one: 1-3 s. (Still far
+ * slower than the untimed wait under TSan from fib(14).) */
+TEST_CASE(timed_wait_loops_through_devices)
+{
+    tu_phase_limit("pooled/2, 1 ms waits", 24); /* 2-5 s; 48 before */
+    fib_wait_timeout_ms = 1;
+    vf_engine *e = engine_of(
+        &(vf_config){.type = VF_ENGINE_POOLED, .cpu_workers = 2}, "pooled/2");
+    for (int top = 0; top < 2; top++)
+        run_fib_by(e, fib_mixed_op, SANITIZED ? 10 : 16,
+                   "pooled/2, 1 ms waits");
+    tu_finish_engine(e);
+    fib_wait_timeout_ms = 0;
     CHECK_EQ(atomic_load(&op_errors), 0);
 }
 
