@@ -358,6 +358,7 @@ static bool only_queued_active(vf_engine *e)
  * untimed wait comes to in about 0.4 ms: a recursion through device ops
  * 15-30 times slower, for ever under TSan (found trying it as a user). */
 static _Thread_local const vf__op *carried_by;
+static _Thread_local uint64_t carried_place; /* the op's: its block is reused */
 static _Thread_local int carried_hopeless, carried_refusals;
 
 /* The last nested_wait of this thread gave up with VF_EDEADLK for want
@@ -389,7 +390,7 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
         vf__worker_waiting(me, 1);
     int rc = 0, refusals = 0, hopeless = 0;
     const vf__op *cur = vf__current_op();
-    if (carried_by == cur && cur != NULL) {
+    if (carried_by == cur && cur != NULL && carried_place == cur->place) {
         refusals = carried_refusals;
         hopeless = carried_hopeless < HOPELESS_LOOKS ? carried_hopeless
                                                      : HOPELESS_LOOKS - 1;
@@ -434,8 +435,9 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
                 continue;
             if (abandon(w)) {
                 rc = stuck || starved ? VF_EDEADLK : VF_ETIMEDOUT;
-                if (rc == VF_ETIMEDOUT) {
+                if (rc == VF_ETIMEDOUT && cur != NULL && cur->place != 0) {
                     carried_by = cur;
+                    carried_place = cur->place;
                     carried_hopeless = hopeless;
                     carried_refusals = refusals;
                 }
