@@ -668,11 +668,7 @@ typedef int (*vf_sync_fn)(vf_run *run, void *arg);
 /**
  * An async op: start the work and return; call vf_completion_finish(done, ...)
  * later, from any thread, exactly once. The op's variables stay held until
- * then, and the op finishes (its `done` called, its variables released, a
- * copied `arg` freed) once both its completion and this function's return
- * have happened: the function may use `arg` until it returns, though it or
- * another thread completed the op meanwhile. A wait inside the function,
- * after the completion, for what needs the op finished is VF_EDEADLK.
+ * then.
  */
 typedef void (*vf_async_fn)(vf_run *run, void *arg, vf_completion done);
 

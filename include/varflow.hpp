@@ -1400,8 +1400,7 @@ class engine_ref
     /**
      * Push an async op: fn(varflow::completion) or fn(varflow::run &,
      * varflow::completion) starts the work and returns; the op finishes
-     * once the completion is called (from any thread) and fn has returned,
-     * so fn may use its captures after calling it. Runs inline on the
+     * when the completion is called (from any thread). Runs inline on the
      * thread that dispatches it. Storage and errors as push().
      */
     template <class F>

@@ -11,11 +11,7 @@
  * - vf_completion_finish called twice: the second call returns VF_EALREADY
  * (inline, from a foreign thread, and after the op's memory was surely recycled
  * by later ops, without completing one of those); the engine stays usable;
- * - the async fn runs exactly once and is given its name and engine;
- * - completed while its function still runs (by a thread it joins, by
- *   itself, by vf_completion_fail): the op finishes when the function
- *   returns, its copied argument intact until then and `done` called
- *   after it.
+ * - the async fn runs exactly once and is given its name and engine.
  */
 #include "runner.h"
 
@@ -384,90 +380,6 @@ TEST_KIND_CASE(complete_twice, k)
     CHECK_ERR(vf_completion_finish(a.c, 0, NULL), VF_EALREADY);
     CHECK_ERR(vf_completion_finish(b.c, 0, NULL), VF_EALREADY);
     CHECK_ERR(vf_completion_fail(c.c, &(vf_error){.code = 5}), VF_EALREADY);
-}
-
-/* completed_inside_its_function: the op's copied argument, what its
- * `done` saw and when. */
-typedef struct inside_arg {
-    long canary[8]; /* a copied argument of 64 bytes */
-    int how;        /* 0: a joined thread completes, 1: itself, 2: fail */
-    atomic_int *done_calls;
-    atomic_int *seen_after; /* the function's return: done not yet called */
-    atomic_int *canary_intact;
-} inside_arg;
-
-static void *complete_joined(void *arg)
-{
-    const vf_completion *c = arg;
-    CHECK_OK(vf_completion_finish(*c, 0, NULL));
-    return NULL;
-}
-
-static void inside_fn(vf_run *run, void *arg, vf_completion done)
-{
-    (void)run;
-    const inside_arg *a = arg;
-    if (a->how == 0)
-        tu_thread_join(tu_thread_start(complete_joined, &done));
-    else if (a->how == 1)
-        CHECK_OK(vf_completion_finish(done, 0, NULL));
-    else
-        CHECK_OK(vf_completion_fail(done, &(vf_error){.code = 7}));
-    /* The op is complete: it finishes only once this returns. */
-    atomic_store(a->seen_after, atomic_load(a->done_calls) == 0);
-    bool intact = true;
-    for (int i = 0; i < 8; i++)
-        intact = intact && a->canary[i] == 1000 + i;
-    atomic_store(a->canary_intact, intact);
-}
-
-static void inside_done(void *arg, int status)
-{
-    (void)status;
-    atomic_fetch_add(((const inside_arg *)arg)->done_calls, 1);
-}
-
-/* An async op completed while its function still runs (a thread it joins
- * completes it, it completes itself, it fails itself) finishes only once
- * the function returns: its copied argument (or a C++ callable, which its
- * `done` destroys) is the function's until then. Before, the completion
- * finished the op at once, `done` freed the callable and the block went
- * back: a lambda that read its own capture after the join read freed
- * memory (found trying async ops from C++ as a user: SIGSEGV 8 runs in
- * 8; a copied argument overwritten by the completing thread's next push
- * 100 times in 100). */
-TEST_KIND_CASE(completed_inside_its_function, k)
-{
-    check_context_ = k->name;
-    vf_engine *e = tu_engine(k);
-    vf_var x = tu_var(e), y = tu_var(e);
-    for (int how = 0; how < 3; how++) {
-        atomic_int done_calls = 0, seen_after = 0, intact = 0;
-        inside_arg a = {.how = how,
-                        .done_calls = &done_calls,
-                        .seen_after = &seen_after,
-                        .canary_intact = &intact};
-        for (int i = 0; i < 8; i++)
-            a.canary[i] = 1000 + i;
-        CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = inside_fn,
-                                            .arg = &a,
-                                            .arg_size = sizeof a,
-                                            .done = inside_done,
-                                            .writes = VF_VARS(x)}));
-        /* A reader of x runs after the op finished. */
-        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = tu_nop,
-                                            .reads = VF_VARS(x),
-                                            .writes = VF_VARS(y),
-                                            .no_skip = true}));
-        CHECK_OK(vf_var_wait(e, y, NULL));
-        if (how == 2) /* the failure stays on x: its wait reports it */
-            CHECK_ERR(vf_var_wait(e, x, NULL), VF_EOPFAILED);
-        CHECK_EQ(atomic_load(&done_calls), 1);
-        CHECK_EQ(atomic_load(&seen_after), 1);
-        CHECK_EQ(atomic_load(&intact), 1);
-    }
-    tu_finish_engine(e);
-    check_context_ = NULL;
 }
 
 TEST_MAIN("test_async", 120)

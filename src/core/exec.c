@@ -211,22 +211,13 @@ static bool run_body(vf__op *op, int worker)
                            "out of memory for its completion handle");
         return true; /* its function never started */
     }
-    /* In flight until vf_completion_finish, and until its function
-     * returned: the later of the two finishes it (vf__exec_finish_completed),
-     * so its argument (a copy, a C++ callable that `done` destroys) lives
-     * while its function runs, though another thread (or the function
-     * itself) completed it meanwhile (found trying async ops from C++ as
-     * a user: a lambda that completed, joined the completing thread and
-     * then read its own capture read freed memory). */
-    atomic_store_explicit(&op->wait, 2, memory_order_relaxed);
+    /* In flight until vf_completion_finish. */
     vf__async_started(&vf__op_engine(op)->async, op);
     vf__running outer;
     vf__running_enter(&outer, op);
     op->async_fn(&run, op->arg, done);
     vf__running_leave(&outer);
-    /* Completed meanwhile: done now, finished here (acq_rel: what the
-     * completion wrote, its status and failure, is seen). */
-    return atomic_fetch_sub_explicit(&op->wait, 1, memory_order_acq_rel) == 1;
+    return false;
 }
 
 /* --- finishing --------------------------------------------------------- */
@@ -1104,9 +1095,6 @@ vf__op *vf__exec_worker_execute(vf__worker *w, vf__op *op)
 
 void vf__exec_finish_completed(vf__op *op)
 {
-    /* Its function still runs: its return finishes it (run_body). */
-    if (atomic_fetch_sub_explicit(&op->wait, 1, memory_order_acq_rel) != 1)
-        return;
     vf_engine *e = vf__op_engine(op); /* alive: this op is still pending */
     atomic_fetch_add(&e->completers, 1);
     vf__readylist ready;

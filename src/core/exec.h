@@ -131,8 +131,7 @@ static inline void vf__exec_count_op(vf_engine *e, const vf__op *op)
 }
 
 /* Finish an async op whose completion was claimed (async.c), its status
- * and failure set: done, its vars released, ready ops dispatched; unless
- * its function has not returned yet: that return finishes it (run_body). */
+ * and failure set: done, its vars released, ready ops dispatched. */
 void vf__exec_finish_completed(vf__op *op);
 
 /* Dispatch an op that was ready at its push (its `active` count taken);
