@@ -350,16 +350,19 @@ static bool only_queued_active(vf_engine *e)
     return vf__counts_active(vf__engine_counts(e)) <= queued + helping;
 }
 
-/* A nested wait of the op `carried_by` (running on this thread) timed out
- * after `carried_hopeless` hopeless looks and `carried_refusals` refusals
- * in a row: its next wait goes on from there, one look short of a forced
- * run (the state is looked at again first). A loop of 1 ms timed waits
- * began at zero every time and never reached the forced run that the
- * untimed wait comes to in about 0.4 ms: a recursion through device ops
- * 15-30 times slower, for ever under TSan (found trying it as a user). */
-static _Thread_local const vf__op *carried_by;
-static _Thread_local uint64_t carried_place; /* the op's: its block is reused */
-static _Thread_local int carried_hopeless, carried_refusals;
+/* A nested wait of `op` (running on this thread; `place` tells it from an
+ * op in its block later: blocks are reused at once) timed out after
+ * `hopeless` hopeless looks and `refusals` refusals in a row: its next
+ * wait goes on from there, one look short of a forced run (the state is
+ * looked at again first). A loop of 1 ms timed waits began at zero every
+ * time and never reached the forced run that the untimed wait comes to in
+ * about 0.4 ms: a recursion through device ops 15-30 times slower, for
+ * ever under TSan (found trying it as a user). */
+static _Thread_local struct {
+    const vf__op *op;
+    uint64_t place;
+    int hopeless, refusals;
+} carried;
 
 /* The last nested_wait of this thread gave up with VF_EDEADLK for want
  * of stack (its detail says so), not for a cycle. */
@@ -390,12 +393,12 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
         vf__worker_waiting(me, 1);
     int rc = 0, refusals = 0, hopeless = 0;
     const vf__op *cur = vf__current_op();
-    if (carried_by == cur && cur != NULL && carried_place == cur->place) {
-        refusals = carried_refusals;
-        hopeless = carried_hopeless < HOPELESS_LOOKS ? carried_hopeless
+    if (cur != NULL && carried.op == cur && carried.place == cur->place) {
+        refusals = carried.refusals;
+        hopeless = carried.hopeless < HOPELESS_LOOKS ? carried.hopeless
                                                      : HOPELESS_LOOKS - 1;
     }
-    carried_by = NULL;
+    carried.op = NULL;
     struct nested_pred pred = {e, w};
     for (;;) {
         int s = atomic_load(&w->state);
@@ -436,10 +439,10 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
             if (abandon(w)) {
                 rc = stuck || starved ? VF_EDEADLK : VF_ETIMEDOUT;
                 if (rc == VF_ETIMEDOUT && cur != NULL && cur->place != 0) {
-                    carried_by = cur;
-                    carried_place = cur->place;
-                    carried_hopeless = hopeless;
-                    carried_refusals = refusals;
+                    carried.op = cur;
+                    carried.place = cur->place;
+                    carried.hopeless = hopeless;
+                    carried.refusals = refusals;
                 }
                 starved_stack = starved && !stuck &&
                                 !vf__stack_below(VF__WAIT_CHILD_EIGHTHS);
