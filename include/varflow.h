@@ -668,7 +668,11 @@ typedef int (*vf_sync_fn)(vf_run *run, void *arg);
 /**
  * An async op: start the work and return; call vf_completion_finish(done, ...)
  * later, from any thread, exactly once. The op's variables stay held until
- * then.
+ * then. The completion may also come before the function returns (the
+ * function, or a thread it waits for, calls it): the op finishes then (its
+ * `done` is called, its vars are released), and an argument copied at
+ * push (arg_size) and the run handle stay valid until the function
+ * returns; what `done` frees does not.
  */
 typedef void (*vf_async_fn)(vf_run *run, void *arg, vf_completion done);
 
@@ -760,8 +764,9 @@ typedef struct vf_op {
                                         copies arg_size bytes from `arg` into
                                         the op (aligned to max_align_t), and fn,
                                         async_fn and done get the copy, freed
-                                        once the op has finished (after `done`):
-                                        `arg` may go at once. No allocation up
+                                        once the op has finished (after `done`)
+                                        and its async_fn has returned: `arg`
+                                        may go at once. No allocation up
                                         to VF_OP_ARG_INLINE bytes; at most
                                         VF_MAX_OP_ARG_SIZE (VF_EINVAL beyond, or
                                         for a NULL arg with a size). For

@@ -928,9 +928,15 @@ template <class Fn> struct op_block_of : op_block {
     {
         return run_sync(of(arg), r);
     }
+    /* The call holds the block too: the completion may come, and the
+     * run's done let go of it (and, the handle gone, free it), before the
+     * callable returns. */
     static void async_entry(vf_run *r, void *arg, vf_completion done) noexcept
     {
+        op_block *b = static_cast<op_block *>(arg);
+        b->ref();
         run_async(of(arg), r, done);
+        b->unref();
     }
 };
 
@@ -1401,7 +1407,10 @@ class engine_ref
      * Push an async op: fn(varflow::completion) or fn(varflow::run &,
      * varflow::completion) starts the work and returns; the op finishes
      * when the completion is called (from any thread). Runs inline on the
-     * thread that dispatches it. Storage and errors as push().
+     * thread that dispatches it. Storage and errors as push(), but fn is
+     * destroyed once the op finished and fn returned: a completion called
+     * before fn returns (by fn, or a thread fn waits for) finishes the op
+     * at once, and fn still has its captures.
      */
     template <class F>
     void push_async(var_list reads, var_list writes, F &&fn,
@@ -1412,8 +1421,21 @@ class engine_ref
                       "an async op's callable takes (varflow::completion) "
                       "or (varflow::run &, varflow::completion)");
         vf_op op = opts.to_op(reads, writes);
-        op.async_fn = &detail::async_entry<Fn>;
-        push_callable<Fn>(op, std::forward<F>(fn));
+        if constexpr (detail::fits_copied<Fn> || detail::fits_inline<Fn>) {
+            op.async_fn = &detail::async_entry<Fn>;
+            push_callable<Fn>(op, std::forward<F>(fn));
+        } else {
+            // Stored beside the op and counted: its completion may come,
+            // and the op's done let go of it, before it returns.
+            detail::refuse_capture(e_, stored_beside);
+            using Block = detail::op_block_of<Fn>;
+            std::unique_ptr<Block> b(new Block(std::forward<F>(fn)));
+            op.arg = static_cast<detail::op_block *>(b.get());
+            op.done = &detail::op_block::done;
+            op.async_fn = &Block::async_entry;
+            check(vf_engine_push(e_, &op));
+            b.release();
+        }
     }
 
     /**
@@ -1666,6 +1688,10 @@ class engine_ref
     }
 
   private:
+    static constexpr const char *stored_beside =
+        "a callable stored beside its op (not trivially copyable, or over "
+        "VF_OP_ARG_INLINE bytes)";
+
     /** Push `op`, whose entry (fn or async_fn) runs a callable Fn, with fn
      * as its argument: copied into the op by the engine when it fits
      * (detail::fits_copied: no allocation, no done), else stored beside it
@@ -1679,9 +1705,7 @@ class engine_ref
             check(vf_engine_push(e_, &op));
         } else {
             if constexpr (!detail::fits_inline<Fn>)
-                detail::refuse_capture(e_, "a callable stored beside its op "
-                                           "(not trivially copyable, or over "
-                                           "VF_OP_ARG_INLINE bytes)");
+                detail::refuse_capture(e_, stored_beside);
             detail::stored<Fn> s(std::forward<F>(fn));
             op.arg = s.arg();
             op.done = detail::stored<Fn>::done;

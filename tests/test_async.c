@@ -11,7 +11,13 @@
  * - vf_completion_finish called twice: the second call returns VF_EALREADY
  * (inline, from a foreign thread, and after the op's memory was surely recycled
  * by later ops, without completing one of those); the engine stays usable;
- * - the async fn runs exactly once and is given its name and engine.
+ * - the async fn runs exactly once and is given its name and engine;
+ * - completed while its function still runs (by a thread it joins, by
+ *   itself, by vf_completion_fail): the op has finished once the
+ *   completion returns (`done` called, a reader of its var may run), and
+ *   its copied argument and run handle stay the function's until it
+ *   returns, though the completing thread pushes ops that would reuse
+ *   the op's block.
  */
 #include "runner.h"
 
@@ -380,6 +386,124 @@ TEST_KIND_CASE(complete_twice, k)
     CHECK_ERR(vf_completion_finish(a.c, 0, NULL), VF_EALREADY);
     CHECK_ERR(vf_completion_finish(b.c, 0, NULL), VF_EALREADY);
     CHECK_ERR(vf_completion_fail(c.c, &(vf_error){.code = 5}), VF_EALREADY);
+}
+
+/* completed_inside_its_function: the op's copied argument, and what its
+ * function saw. */
+typedef struct inside_arg {
+    long canary[8]; /* 1000 + i while the argument is the op's */
+    int how;        /* 0: a joined thread completes, 1: itself, 2: fail */
+    vf_engine *e;
+    vf_var scratch;          /* the completing thread's pushes write it */
+    atomic_int *done_calls;  /* by the op's done */
+    atomic_int *done_before; /* done had been called when the completion
+                                returned */
+    atomic_int *canary_intact;
+} inside_arg;
+
+typedef struct inside_completion {
+    vf_completion c;
+    const inside_arg *a;
+} inside_completion;
+
+/* Complete the op as a->how says, then push ops with a copied argument of
+ * the same size from this thread, which would take the op's block from
+ * this thread's free list if the block had been given back. */
+static void complete_and_recycle(vf_completion c, const inside_arg *a)
+{
+    if (a->how == 2)
+        CHECK_OK(vf_completion_fail(c, &(vf_error){.code = 7}));
+    else
+        CHECK_OK(vf_completion_finish(c, 0, NULL));
+    atomic_store(a->done_before, atomic_load(a->done_calls) == 1);
+    inside_arg junk;
+    memset(&junk, 0x77, sizeof junk);
+    for (int i = 0; i < 4; i++)
+        CHECK_OK(vf_engine_push(a->e, &(vf_op){.fn = tu_nop,
+                                               .arg = &junk,
+                                               .arg_size = sizeof junk,
+                                               .writes = VF_VARS(a->scratch)}));
+}
+
+static void *complete_joined(void *arg)
+{
+    const inside_completion *ic = arg;
+    complete_and_recycle(ic->c, ic->a);
+    return NULL;
+}
+
+static void inside_fn(vf_run *run, void *arg, vf_completion done)
+{
+    const inside_arg *a = arg;
+    const inside_arg mine = *a; /* so a broken argument fails, not crashes */
+    if (mine.how == 0) {
+        inside_completion ic = {done, &mine};
+        tu_thread_join(tu_thread_start(complete_joined, &ic));
+    } else {
+        complete_and_recycle(done, &mine);
+    }
+    /* The op has finished: its argument and run are still this call's. */
+    bool intact = true;
+    for (int i = 0; i < 8; i++)
+        intact = intact && a->canary[i] == 1000 + i;
+    atomic_store(mine.canary_intact, intact);
+    if (intact) /* the message goes nowhere: the op has its outcome */
+        vf_run_set_error(run, "after its completion: %s", "ignored");
+}
+
+static void inside_done(void *arg, int status)
+{
+    const inside_arg *a = arg;
+    CHECK_EQ(status, a->how == 2 ? VF_ESKIPPED : 0);
+    atomic_fetch_add(a->done_calls, 1);
+}
+
+/* An async op completed while its function still runs (a thread it joins
+ * completes it, it completes itself, it fails itself) has finished when
+ * the completion returns (libvarflow-mpi frees a transfer then), while its
+ * copied argument (a C++ callable's bytes, varflow.hpp) and its run are
+ * the function's until it returns. Before, the finish gave the block
+ * back at once: the completing thread's next push of the same size took
+ * it and overwrote the argument the function then read (found trying
+ * async ops as a user: 100 runs in 100). */
+TEST_KIND_CASE(completed_inside_its_function, k)
+{
+    vf_engine *e = tu_engine(k);
+    vf_var x = tu_var(e), y = tu_var(e);
+    for (int how = 0; how < 3; how++) {
+        atomic_int done_calls = 0, done_before = 0, intact = 0;
+        inside_arg a = {.how = how,
+                        .e = e,
+                        .scratch = tu_var(e),
+                        .done_calls = &done_calls,
+                        .done_before = &done_before,
+                        .canary_intact = &intact};
+        for (int i = 0; i < 8; i++)
+            a.canary[i] = 1000 + i;
+        CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = inside_fn,
+                                            .arg = &a,
+                                            .arg_size = sizeof a,
+                                            .done = inside_done,
+                                            .writes = VF_VARS(x)}));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = tu_nop,
+                                            .reads = VF_VARS(x),
+                                            .writes = VF_VARS(y),
+                                            .no_skip = true}));
+        CHECK_OK(vf_var_wait(e, y, NULL));
+        vf_error err;
+        int rc = vf_engine_wait_all(e, &err);
+        if (how == 2) { /* the failure it reported */
+            CHECK_ERR(rc, VF_EOPFAILED);
+            CHECK_EQ(err.code, 7);
+        } else {
+            CHECK_OK(rc);
+        }
+        CHECK_EQ(atomic_load(&done_calls), 1);
+        CHECK_EQ(atomic_load(&done_before), 1);
+        CHECK_EQ(atomic_load(&intact), 1);
+        CHECK_OK(vf_var_destroy(e, a.scratch, NULL, NULL));
+    }
+    tu_finish_engine(e);
 }
 
 TEST_MAIN("test_async", 120)

@@ -159,6 +159,17 @@ void vf__exec_run_fn(vf__op *op, int worker)
     vf__exec_call_fn(op, &run);
 }
 
+/* An async op whose function started has two owners (run_body): its call
+ * and its finish. True when the caller is the last of them, or the only
+ * one (a function that never started: wait is 0, as the op became ready),
+ * and frees the block. acq_rel: the last one out sees the other's
+ * writes to the block. */
+static inline bool async_last_owner(vf__op *op)
+{
+    return atomic_load_explicit(&op->wait, memory_order_relaxed) == 0 ||
+           atomic_fetch_sub_explicit(&op->wait, 1, memory_order_acq_rel) == 1;
+}
+
 /* Run the op's body. True when the op is done now (ran, failed, skipped);
  * false when an async op or a device op's work is in flight (the op may
  * already be freed). */
@@ -213,10 +224,20 @@ static bool run_body(vf__op *op, int worker)
     }
     /* In flight until vf_completion_finish. */
     vf__async_started(&vf__op_engine(op)->async, op);
+    /* The completion may finish the op before the function returns (the
+     * function, or a thread it waits for, calls it): the block (its copied
+     * argument, what the run reads) then has two owners, this call and the
+     * finish, and the later frees it (async_last_owner). A replay's node
+     * is its graph's, never freed by a finish. */
+    bool owned = !(def->kind->flags & VF__KIND_GRAPH);
+    if (owned)
+        atomic_store_explicit(&op->wait, 2, memory_order_relaxed);
     vf__running outer;
     vf__running_enter(&outer, op);
     op->async_fn(&run, op->arg, done);
     vf__running_leave(&outer);
+    if (owned && async_last_owner(op))
+        vf__op_free(op);
     return false;
 }
 
@@ -352,7 +373,8 @@ static void finish(vf__op *op, vf__readylist *ready)
         vf__graph_op_done(op);
         return;
     }
-    vf__op_free(op);
+    if (VF__LIKELY(!def->async) || async_last_owner(op))
+        vf__op_free(op);
     if (VF__UNLIKELY(wake != 0))
         vf__engine_wake(e, wake);
 }
