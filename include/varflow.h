@@ -670,9 +670,12 @@ typedef int (*vf_sync_fn)(vf_run *run, void *arg);
  * later, from any thread, exactly once. The op's variables stay held until
  * then. The completion may also come before the function returns (the
  * function, or a thread it waits for, calls it): the op finishes then (its
- * `done` is called, its vars are released), and an argument copied at
- * push (arg_size) and the run handle stay valid until the function
- * returns; what `done` frees does not.
+ * `done` is called, its vars are released, a wait for it returns), and
+ * an argument copied at push (arg_size) and the run handle stay valid
+ * until the function returns; what `done` frees does not. The function
+ * may go on pushing and waiting (for its children, for vars, the ones it
+ * wrote included); it counts as running until it returns, and the
+ * engine's destroy waits for it.
  */
 typedef void (*vf_async_fn)(vf_run *run, void *arg, vf_completion done);
 

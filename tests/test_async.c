@@ -17,9 +17,14 @@
  *   completion returns (`done` called, a reader of its var may run), and
  *   its copied argument and run handle stay the function's until it
  *   returns, though the completing thread pushes ops that would reuse
- *   the op's block.
+ *   the op's block;
+ * - after completing itself, its function can still wait (on a var
+ *   another op writes, on the var it wrote, for a child it pushes) and
+ *   each wait returns 0, as does a wait of another op meanwhile.
  */
 #include "runner.h"
+
+#include <unistd.h>
 
 /* ------------------------------------------------------------ helper */
 
@@ -502,6 +507,97 @@ TEST_KIND_CASE(completed_inside_its_function, k)
         CHECK_EQ(atomic_load(&done_before), 1);
         CHECK_EQ(atomic_load(&intact), 1);
         CHECK_OK(vf_var_destroy(e, a.scratch, NULL, NULL));
+    }
+    tu_finish_engine(e);
+}
+
+/* waits_after_its_completion: what the function's waits returned. */
+typedef struct late_waits {
+    vf_var z, a;
+    long zval; /* written by the op Z */
+    long seen; /* what the function read of it after its wait */
+    atomic_int child_ran, returned;
+    atomic_int rc_z, rc_own, rc_children; /* 99 until set */
+    atomic_int other_rc;                  /* the op O's wait on z */
+} late_waits;
+
+static int late_z(vf_run *run, void *arg)
+{
+    (void)run;
+    late_waits *l = arg;
+    usleep(2000);
+    l->zval++;
+    return 0;
+}
+
+static int late_other(vf_run *run, void *arg)
+{
+    late_waits *l = arg;
+    atomic_store(&l->other_rc, vf_var_wait(vf_run_engine(run), l->z, NULL));
+    return 0;
+}
+
+static int late_child(vf_run *run, void *arg)
+{
+    (void)run;
+    atomic_fetch_add(&((late_waits *)arg)->child_ran, 1);
+    return 0;
+}
+
+static void late_fn(vf_run *run, void *arg, vf_completion done)
+{
+    late_waits *l = arg;
+    vf_engine *e = vf_run_engine(run);
+    CHECK_OK(vf_completion_finish(done, 0, NULL));
+    atomic_store(&l->rc_z, vf_var_wait(e, l->z, NULL));
+    l->seen = l->zval;
+    /* The var it wrote was released at the completion. */
+    atomic_store(&l->rc_own, vf_var_wait(e, l->a, NULL));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = late_child, .arg = l}));
+    atomic_store(&l->rc_children, vf_run_wait_children(run, NULL));
+    atomic_store(&l->returned, 1);
+}
+
+/* An async op that completed itself goes on in its function: it has
+ * finished, and the call stays active for the engine's counts until it
+ * returns, so its waits (and another op's meanwhile) are not taken for a
+ * wait that can never finish. Before, the finish counted the op out of
+ * the active ops and the function's nested wait counted it out again:
+ * the engine looked stuck, and vf_run_wait_children or a var wait,
+ * there or in another op, returned VF_EDEADLK (70-87 % of the waits for
+ * children, found by the second reviewer of the block's two owners and a
+ * user trying pipelines); a wait on the var it wrote said it waits on a
+ * variable it writes itself. */
+TEST_KIND_CASE(waits_after_its_completion, k)
+{
+    vf_engine *e = tu_engine(k);
+    late_waits l;
+    memset(&l, 0, sizeof l);
+    l.z = tu_var(e);
+    l.a = tu_var(e);
+    for (int round = 0; round < 60; round++) {
+        atomic_store(&l.rc_z, 99);
+        atomic_store(&l.rc_own, 99);
+        atomic_store(&l.rc_children, 99);
+        atomic_store(&l.other_rc, 99);
+        atomic_store(&l.child_ran, 0);
+        atomic_store(&l.returned, 0);
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = late_z, .arg = &l, .writes = VF_VARS(l.z)}));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = late_other, .arg = &l}));
+        CHECK_OK(vf_engine_push(
+            e,
+            &(vf_op){.async_fn = late_fn, .arg = &l, .writes = VF_VARS(l.a)}));
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        /* The function may still run past its op's finish: the engine's
+         * end waits for it, a wait_all does not. */
+        REQUIRE(tu_wait_flag(&l.returned, 1, TU_TIMEOUT));
+        CHECK_EQ(atomic_load(&l.child_ran), 1);
+        CHECK_EQ(atomic_load(&l.rc_z), 0);
+        CHECK_EQ(l.seen, round + 1);
+        CHECK_EQ(atomic_load(&l.rc_own), 0);
+        CHECK_EQ(atomic_load(&l.rc_children), 0);
+        CHECK_EQ(atomic_load(&l.other_rc), 0);
     }
     tu_finish_engine(e);
 }

@@ -159,15 +159,87 @@ void vf__exec_run_fn(vf__op *op, int worker)
     vf__exec_call_fn(op, &run);
 }
 
-/* An async op whose function started has two owners (run_body): its call
- * and its finish. True when the caller is the last of them, or the only
- * one (a function that never started: wait is 0, as the op became ready),
- * and frees the block. acq_rel: the last one out sees the other's
- * writes to the block. */
-static inline bool async_last_owner(vf__op *op)
+/*
+ * An async op may be completed before its function returns (the function,
+ * or a thread it waits for, calls its completion). The op has finished
+ * then (done called, vars released, pending counted out), but the call
+ * still runs: it reads the block (a copied argument, its run handle), and
+ * it may push and wait, so it stays active for the engine's counts (a
+ * wait inside it takes its own op's active count out, as any nested wait
+ * does: without it the count would be one short, and waits anywhere
+ * would see the engine stuck, a false VF_EDEADLK). So the finish that
+ * comes while the call runs leaves the op's active count and its block to
+ * the call, which gives them back when it returns. The two agree through
+ * the block's `wait` (free since the op became ready; 0 when its function
+ * never started). The finish's hand-over comes after its counts step, so
+ * the active count never goes before the pending one.
+ */
+#define ASYNC_CALL 1      /* the call runs, the op not finished */
+#define ASYNC_LEFT 2      /* the call returned first: the finish owns all */
+#define ASYNC_FINISHING 3 /* a finish began while the call ran */
+#define ASYNC_LEFT_LATE                                                        \
+    4 /* the call returned during that finish: the                             \
+         finish counts the op's active out and frees */
+#define ASYNC_HANDED                                                           \
+    5 /* the finish ended while the call ran: the call                         \
+         counts the active out and frees */
+
+/* A finish begins: true when the call still runs (it keeps the op's
+ * active count); false when the function never started or returned. */
+static inline bool async_finish_begins(vf__op *op)
 {
-    return atomic_load_explicit(&op->wait, memory_order_relaxed) == 0 ||
-           atomic_fetch_sub_explicit(&op->wait, 1, memory_order_acq_rel) == 1;
+    int s = ASYNC_CALL;
+    return atomic_compare_exchange_strong_explicit(
+        &op->wait, &s, ASYNC_FINISHING, memory_order_acq_rel,
+        memory_order_acquire);
+}
+
+/* The finish that began while the call ran is done with the op: true when
+ * the call still runs and now owns the op's active count and block; false
+ * when it returned meanwhile (the finish owns them). acq_rel: the last
+ * owner sees the other's writes to the block. */
+static inline bool async_finish_hands_over(vf__op *op)
+{
+    int s = ASYNC_FINISHING;
+    return atomic_compare_exchange_strong_explicit(&op->wait, &s, ASYNC_HANDED,
+                                                   memory_order_acq_rel,
+                                                   memory_order_acquire);
+}
+
+/* The call returned: true when it owns the op's active count and block
+ * (a finish handed them over); false when a finish is to come or under
+ * way (it will take them). */
+static inline bool async_call_returns(vf__op *op)
+{
+    int s = atomic_load_explicit(&op->wait, memory_order_acquire);
+    for (;;) {
+        if (s == ASYNC_HANDED)
+            return true;
+        VF__ASSERT(s == ASYNC_CALL || s == ASYNC_FINISHING);
+        int to = s == ASYNC_CALL ? ASYNC_LEFT : ASYNC_LEFT_LATE;
+        if (atomic_compare_exchange_weak_explicit(
+                &op->wait, &s, to, memory_order_acq_rel, memory_order_acquire))
+            return false;
+    }
+}
+
+bool vf__exec_async_finished(const vf__op *op)
+{
+    if (!op->def->async)
+        return false;
+    int s = atomic_load_explicit(&op->wait, memory_order_acquire);
+    return s == ASYNC_FINISHING || s == ASYNC_HANDED;
+}
+
+/* The call that a finish handed the op over to returned: the op's active
+ * count goes, and its block. */
+static __attribute__((noinline)) void async_call_ends_op(vf__op *op)
+{
+    vf_engine *e = vf__op_engine(op);
+    unsigned wake = vf__engine_count_out(e, VF__COUNT_ACTIVE, true);
+    vf__op_free(op);
+    if (wake != 0)
+        vf__engine_wake(e, wake);
 }
 
 /* Run the op's body. True when the op is done now (ran, failed, skipped);
@@ -216,28 +288,26 @@ static bool run_body(vf__op *op, int worker)
         return true;
     }
     run.message[0] = '\0';
+    /* Before the completion handle is made: whoever gets the handle sees
+     * the call's state (ASYNC_CALL above). Async ops are never replayed
+     * (graph.c), so `wait` is the op's own. */
+    VF__ASSERT(!(def->kind->flags & VF__KIND_GRAPH));
+    atomic_store_explicit(&op->wait, ASYNC_CALL, memory_order_relaxed);
     vf_completion done;
     if (VF__UNLIKELY(vf__async_completion(op, &done) != 0)) {
+        atomic_store_explicit(&op->wait, 0, memory_order_relaxed);
         vf__exec_op_failed(op, VF_ENOMEM,
                            "out of memory for its completion handle");
         return true; /* its function never started */
     }
     /* In flight until vf_completion_finish. */
     vf__async_started(&vf__op_engine(op)->async, op);
-    /* The completion may finish the op before the function returns (the
-     * function, or a thread it waits for, calls it): the block (its copied
-     * argument, what the run reads) then has two owners, this call and the
-     * finish, and the later frees it (async_last_owner). A replay's node
-     * is its graph's, never freed by a finish. */
-    bool owned = !(def->kind->flags & VF__KIND_GRAPH);
-    if (owned)
-        atomic_store_explicit(&op->wait, 2, memory_order_relaxed);
     vf__running outer;
     vf__running_enter(&outer, op);
     op->async_fn(&run, op->arg, done);
     vf__running_leave(&outer);
-    if (owned && async_last_owner(op))
-        vf__op_free(op);
+    if (VF__UNLIKELY(async_call_returns(op)))
+        async_call_ends_op(op);
     return false;
 }
 
@@ -364,6 +434,23 @@ static void finish(vf__op *op, vf__readylist *ready)
     uint64_t act = (uint64_t)(ready->count - before) * VF__COUNT_ACTIVE;
     if (VF__UNLIKELY(op == tls.loop_op))
         act += loop_frame_returns(); /* same step: no transient zero */
+    if (VF__UNLIKELY(def->async) && async_finish_begins(op)) {
+        /* Its function still runs: it keeps the op's active count (see
+         * ASYNC_CALL). */
+        if (act != 0)
+            vf__engine_count_in(e, act);
+        unsigned wake = vf__engine_count_out(e, VF__COUNT_PENDING, act == 0);
+        if (async_finish_hands_over(op)) {
+            if (wake != 0)
+                vf__engine_wake(e, wake);
+            return; /* the block is the call's now */
+        }
+        wake |= vf__engine_count_out(e, VF__COUNT_ACTIVE, true);
+        vf__op_free(op);
+        if (wake != 0)
+            vf__engine_wake(e, wake);
+        return;
+    }
     unsigned wake = count_finished(e, VF__COUNT_PENDING, act, true);
     if (VF__UNLIKELY(kflags & VF__KIND_GRAPH)) {
         /* Its launch keeps the engine alive until this returns; its end
@@ -373,8 +460,7 @@ static void finish(vf__op *op, vf__readylist *ready)
         vf__graph_op_done(op);
         return;
     }
-    if (VF__LIKELY(!def->async) || async_last_owner(op))
-        vf__op_free(op);
+    vf__op_free(op);
     if (VF__UNLIKELY(wake != 0))
         vf__engine_wake(e, wake);
 }

@@ -115,6 +115,11 @@ vf_engine *vf__exec_current_engine(void);
  * fork must not wait for themselves). */
 bool vf__exec_in_engine(const vf_engine *e);
 
+/* Whether `op`, running on this thread, is an async op whose completion
+ * came while its function runs: it has finished and released its vars,
+ * and the call goes on (exec.c: ASYNC_CALL). */
+bool vf__exec_async_finished(const vf__op *op);
+
 /* Call a `done` callback, marking the thread as in the engine's code (a
  * wait there is refused, wait.c). */
 void vf__exec_call_done(const vf_engine *e, vf_done_fn done, void *arg,

@@ -555,12 +555,13 @@ static int refuse_ancestor_write(const vf__op *cur, const vf__var *v,
     return 0;
 }
 
-/* The same for a var `cur` writes itself. */
+/* The same for a var `cur` writes itself, unless it is an async op
+ * completed while its function runs: it released its vars. */
 static int refuse_own_write(const vf__op *cur, const vf__var *v, uint32_t gen,
                             const char *who)
 {
     char label[VF__OP_LABEL_MAX];
-    if (op_writes(cur, v))
+    if (op_writes(cur, v) && !vf__exec_async_finished(cur))
         return vf__fail(VF_EDEADLK,
                         "%s: %s waits on a variable it writes itself", who,
                         vf__op_label(cur->name, cur->place, label));
