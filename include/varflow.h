@@ -1002,13 +1002,17 @@ VF_API int vf_operator_destroy(vf_engine *e, vf_operator *op);
  * by the push). A batch that cannot be pushed whole (another thread
  * deleted a variable of it meanwhile, no memory) falls back to pushing its
  * ops one by one; one that still fails is reported like a failed op (done
- * callback and the waits). An op
- * that waits, inside itself, for a variable an earlier op of its batch
- * writes gets what it would unbulked (that op has run: 0, or
- * VF_EOPFAILED with its failure), unless a write of that variable is
- * queued behind the batch (a child the op pushed, another thread's op),
- * which the batch cannot let run: VF_EDEADLK then (do not bulk such
- * ops). vf_engine_stats() counts the
+ * callback and the waits). An op of a batch that pushes children or
+ * waits inside itself gets what it would unbulked: the batch first lets
+ * go of the variables that no op of it from this one on uses, so a child
+ * on such a variable, or a wait for one, meets them as the ops alone
+ * would have left them (a wait for what an earlier op wrote: 0, or
+ * VF_EOPFAILED with its failure). A variable a later op of the batch
+ * uses stays held: a wait on it gets what it would unbulked when nothing
+ * is queued behind the batch, and VF_EDEADLK when a write of it is (a
+ * child the op pushed, another thread's op), which the batch cannot let
+ * run before its later op (do not bulk such ops). vf_engine_stats()
+ * counts the
  * fused ops (bulks) and the pushes in them (bulked).
  */
 VF_API int vf_bulk_set_size(vf_engine *e, int size);

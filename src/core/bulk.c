@@ -69,6 +69,7 @@ void vf__bulk_batch_free(vf__bulk_batch *b)
     free(b->items);
     free(b->refs);
     free(b->vars);
+    free(b->last_use); /* and `released`, in the same block */
     free(b);
 }
 

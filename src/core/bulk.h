@@ -104,6 +104,13 @@ typedef struct vf__bulk_batch {
      * place in push order (each op has its own: items[i].place). */
     uint64_t place;
     uint64_t running_place; /* the running op's place, while one runs */
+    int running;            /* its index in items[] */
+    /* Made at the first early release (vf__bulk_release_ran): per var of
+     * the union, the last op of the batch that uses it, and whether the
+     * fused op released it already. NULL until then. */
+    int *last_use;
+    bool *released;
+    int released_before; /* the ops before this index had theirs released */
     /* Its ops were each recorded by the profiler (bulk_op.c: the fused op
      * then is not). */
     bool prof_parts;
@@ -205,5 +212,25 @@ static inline uint64_t vf__bulk_running_place(const vf__op *op)
 /* Does the running item of the fused op `op` (the one whose place is
  * running_place) write `v`? */
 bool vf__bulk_running_writes(const vf__op *op, const vf__var *v);
+
+/* The vars of the running item of the fused op `op`: *refs (index into
+ * the op's entries << 1 | write), and how many. */
+int vf__bulk_running_refs(const vf__op *op, const uint32_t **refs);
+
+/*
+ * The running item of the fused op `op` (on this thread) is about to push
+ * a child or to wait: the batch lets go of the vars that no op of it from
+ * this one on uses (their last op has run), as those ops alone would have
+ * when they finished. Otherwise a child on such a var queues behind the
+ * batch, which waits for its running item, which waits for the child: a
+ * VF_EDEADLK that the serial program, or the same program without
+ * bulking, never meets. The ops this makes ready are counted and
+ * dispatched; the released vars are not let go again at the batch's end
+ * (its kind's release_vars). Out of memory, nothing is released.
+ */
+void vf__bulk_release_ran(vf__op *op);
+
+/* Whether the fused op `op` released `v` early (vf__bulk_release_ran). */
+bool vf__bulk_released(const vf__op *op, const vf__var *v);
 
 #endif /* VF_BULK_H */

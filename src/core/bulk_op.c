@@ -272,6 +272,7 @@ static void run_batch(vf__op *op, int worker, bool shutdown)
              * it pushes are the item's children (family.h). */
             vf__running outer;
             b->running_place = place;
+            b->running = i;
             vf__running_enter(&outer, op);
             int rc = it->fn(&run, it->arg);
             vf__running_leave(&outer);
@@ -355,6 +356,101 @@ static void bulk_finished(vf__op *op)
     }
 }
 
+int vf__bulk_running_refs(const vf__op *op, const uint32_t **refs)
+{
+    const vf__bulk_batch *b = op->arg;
+    const vf__bulk_item *it = &b->items[b->running];
+    *refs = &b->refs[it->first];
+    return it->nrefs;
+}
+
+bool vf__bulk_running_writes(const vf__op *op, const vf__var *v)
+{
+    const uint32_t *refs;
+    int n = vf__bulk_running_refs(op, &refs);
+    for (int r = 0; r < n; r++)
+        if ((refs[r] & 1u) &&
+            vf__dep_var(vf__op_dep(op, (int)(refs[r] >> 1))) == v)
+            return true;
+    return false;
+}
+
+/* --- early release (bulk.h: vf__bulk_release_ran) ------------------------ */
+
+/* The last op of the batch using each var of the union. */
+static bool note_last_uses(vf__bulk_batch *b)
+{
+    b->last_use = vf__malloc((size_t)b->nvars *
+                             (sizeof *b->last_use + sizeof *b->released));
+    if (b->last_use == NULL)
+        return false;
+    b->released = (bool *)(b->last_use + b->nvars);
+    for (int v = 0; v < b->nvars; v++) {
+        b->last_use[v] = -1;
+        b->released[v] = false;
+    }
+    for (int i = 0; i < b->nitems; i++)
+        for (int r = 0; r < b->items[i].nrefs; r++)
+            b->last_use[b->refs[b->items[i].first + r] >> 1] = i;
+    return true;
+}
+
+static void release_one(vf__op *op, int v, vf__readylist *ready)
+{
+    const vf__dep *d = vf__op_dep(op, v);
+    /* As finish does for the fused op (its ops bumped the versions and
+     * left their failures on the vars as they ran). */
+    if (vf__dep_write(d))
+        vf__var_complete_write(vf__dep_var(d), op, op->failure, false, ready);
+    else
+        vf__var_complete_read(vf__dep_var(d), op, ready);
+}
+
+void vf__bulk_release_ran(vf__op *op)
+{
+    vf__bulk_batch *b = op->arg;
+    int running = b->running;
+    if (running <= b->released_before)
+        return; /* nothing ran since the last release */
+    if (b->last_use == NULL && !note_last_uses(b))
+        return;
+    b->released_before = running;
+    vf__readylist ready;
+    vf__readylist_init(&ready);
+    for (int v = 0; v < b->nvars; v++) {
+        if (b->released[v] || b->last_use[v] >= running)
+            continue;
+        b->released[v] = true;
+        release_one(op, v, &ready);
+    }
+    if (ready.count != 0) {
+        vf__engine_count_in(vf__op_engine(op),
+                            (uint64_t)ready.count * VF__COUNT_ACTIVE);
+        vf__exec_dispatch_ready(&ready);
+    }
+}
+
+bool vf__bulk_released(const vf__op *op, const vf__var *v)
+{
+    const vf__bulk_batch *b = op->arg;
+    if (b->released == NULL)
+        return false;
+    for (int i = 0; i < op->nvars; i++)
+        if (vf__dep_var(vf__op_dep(op, i)) == v)
+            return b->released[i];
+    return false;
+}
+
+/* Its kind's release_vars (op.h): finish lets go of the vars not released
+ * early. */
+static void bulk_release_vars(vf__op *op, vf__readylist *ready)
+{
+    const vf__bulk_batch *b = op->arg;
+    for (int v = 0; v < op->nvars; v++)
+        if (b->released == NULL || !b->released[v])
+            release_one(op, v, ready);
+}
+
 /* A fused batch of user ops: observed as one op, but profiled as its ops
  * (run_batch); each op in it is counted and bumps its versions as it runs
  * (run_batch), not at finish. */
@@ -364,21 +460,6 @@ const vf__op_kind vf__kind_bulk = {.name = "bulk",
                                    .free_arg = bulk_free_arg,
                                    .finished = bulk_finished,
                                    .records = batch_records,
-                                   .flags = VF__KIND_OBSERVED | VF__KIND_HELD};
-
-bool vf__bulk_running_writes(const vf__op *op, const vf__var *v)
-{
-    const vf__bulk_batch *b = op->arg;
-    for (int i = 0; i < b->nitems; i++) {
-        const vf__bulk_item *it = &b->items[i];
-        if (it->place != b->running_place)
-            continue;
-        for (int r = 0; r < it->nrefs; r++) {
-            uint32_t ref = b->refs[it->first + r];
-            if ((ref & 1u) && vf__dep_var(vf__op_dep(op, (int)(ref >> 1))) == v)
-                return true;
-        }
-        return false;
-    }
-    return false;
-}
+                                   .release_vars = bulk_release_vars,
+                                   .flags = VF__KIND_OBSERVED | VF__KIND_HELD |
+                                            VF__KIND_OWN_RELEASE};

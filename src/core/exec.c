@@ -407,7 +407,7 @@ static void finish(vf__op *op, vf__readylist *ready)
     uint16_t kflags = def->kind->flags;
     bool ran = !op->skipped && (kflags & VF__KIND_BUMPS);
     int before = ready->count;
-    if (VF__LIKELY(!(kflags & VF__KIND_GRAPH))) {
+    if (VF__LIKELY(!(kflags & (VF__KIND_GRAPH | VF__KIND_OWN_RELEASE)))) {
         for (int i = 0; i < op->nvars; i++) {
             const vf__dep *d = vf__op_dep(op, i);
             if (vf__dep_write(d))
@@ -416,9 +416,11 @@ static void finish(vf__op *op, vf__readylist *ready)
             else
                 vf__var_complete_read(vf__dep_var(d), op, ready);
         }
-    } else {
+    } else if (kflags & VF__KIND_GRAPH) {
         /* never queued on its vars */
         vf__graph_op_finished(op, op->graph->in_order, ready);
+    } else {
+        def->kind->release_vars(op, ready);
     }
     if (VF__UNLIKELY(def->kind->finished != NULL))
         def->kind->finished(op);

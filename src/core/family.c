@@ -1,10 +1,13 @@
 /* family.c: families, tree order and the running op (see family.h). */
 #include "core/family.h"
 
+#include "core/bulk.h"
+
 #include <stdlib.h>
 
 #include "base/alloc.h"
 #include "base/ref.h"
+#include "core/bulk.h"
 #include "core/failure.h"
 #include "core/freelist.h"
 #include "core/op.h"
@@ -101,9 +104,17 @@ void vf__family_run_over(vf__family *f)
  * memory. */
 static bool keep_writes(vf__family *f, const vf__op *op)
 {
+    /* The vars the running op writes: its entries, or for a fused batch
+     * those of its running op (bulk.h), whose children these are: the
+     * other ops of the batch are not their ancestors. */
+    const uint32_t *refs = NULL;
+    int nrefs = op->nvars;
+    if (VF__UNLIKELY(op->def != NULL && op->def->kind == &vf__kind_bulk))
+        nrefs = vf__bulk_running_refs(op, &refs); /* (no def: unit tests) */
     int n = 0;
-    for (int i = 0; i < op->nvars; i++)
-        n += vf__dep_write(vf__op_dep(op, i));
+    for (int i = 0; i < nrefs; i++)
+        n += refs != NULL ? (int)(refs[i] & 1u)
+                          : vf__dep_write(vf__op_dep(op, i));
     f->nwrites = 0;
     f->writes = f->own;
     if (n > VF__FAMILY_OWN_WRITES &&
@@ -111,9 +122,10 @@ static bool keep_writes(vf__family *f, const vf__op *op)
         return false;
     /* The running op holds its vars: none is deleted under it, so each
      * one's generation is still its push's. */
-    for (int i = 0; i < op->nvars; i++) {
-        const vf__dep *d = vf__op_dep(op, i);
-        if (vf__dep_write(d)) {
+    for (int i = 0; i < nrefs; i++) {
+        const vf__dep *d = vf__op_dep(op,
+                                      refs != NULL ? (int)(refs[i] >> 1) : i);
+        if (refs != NULL ? (refs[i] & 1u) != 0 : vf__dep_write(d)) {
             const vf__var *v = vf__dep_var(d);
             f->writes[f->nwrites++] = (vf__family_var){
                 v, atomic_load_explicit(&v->gen, memory_order_relaxed)};

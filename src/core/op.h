@@ -138,6 +138,10 @@ typedef struct vf__op_kind {
      * `ready`, counted active). NULL: the kind's ops never leave work in
      * flight on a worker (an async op runs inline). */
     void (*released_in_flight)(vf__op *op, struct vf__readylist *ready);
+    /* With VF__KIND_OWN_RELEASE: the finishing op lets go of its vars
+     * (ops they make ready go to `ready`), in the stead of finish's loop
+     * over its entries. */
+    void (*release_vars)(vf__op *op, struct vf__readylist *ready);
     /* After the finishing op released its vars (NULL: nothing). */
     void (*finished)(vf__op *op);
     /* The op was held while the engine was stopped and cannot be pushed
@@ -172,6 +176,9 @@ typedef struct vf__op_kind {
 /* A graph's launch op (graph.h): it takes one place in push order per op
  * of its graph. */
 #define VF__KIND_LAUNCH 256u
+/* Its finish lets go of its vars through its kind's release_vars (a fused
+ * batch, which may have released some early: bulk.h). */
+#define VF__KIND_OWN_RELEASE 512u
 
 extern const vf__op_kind vf__kind_user, vf__kind_device, vf__kind_wait,
     vf__kind_delete, vf__kind_bulk;

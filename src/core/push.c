@@ -150,14 +150,21 @@ static bool held_by_stop(vf_engine *e, const vf__op *op)
  * (family.h: op->up, a reference the block frees), before the push can no
  * longer fail: its parent's wait for its children must count it (wait.h).
  * 0, or VF_ENOMEM. */
-static int join_family(vf_engine *e, vf__op *op, const char *who)
+static __attribute__((noinline)) int join_family_of(vf__op *parent, vf__op *op,
+                                                    const char *who)
+{
+    if ((op->up = vf__push_family(parent)) == NULL)
+        return vf__fail(VF_ENOMEM, "%s: out of memory", who);
+    return 0;
+}
+
+/* Out of line past the test: a push from the top level pays one load. */
+static inline int join_family(vf_engine *e, vf__op *op, const char *who)
 {
     vf__op *parent = vf__current_op();
     if (VF__LIKELY(parent == NULL) || vf__op_engine(parent) != e)
         return 0;
-    if ((op->up = vf__push_family(parent)) == NULL)
-        return vf__fail(VF_ENOMEM, "%s: out of memory", who);
-    return 0;
+    return join_family_of(parent, op, who);
 }
 
 /* The places in push order a numbered op takes: one, or a graph

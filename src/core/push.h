@@ -48,6 +48,8 @@ static inline uint64_t vf__push_place_of(vf__op *op)
  * memory. */
 static inline vf__family *vf__push_family_of_run(vf__op *parent)
 {
+    if (VF__UNLIKELY(parent->def->kind == &vf__kind_bulk))
+        vf__bulk_release_ran(parent); /* before the child queues */
     return vf__running_family(parent, parent->up,
                               VF__UNLIKELY(parent->alone)
                                   ? vf__push_place_of(parent)

@@ -748,8 +748,15 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
     vf__op *cur = vf__current_op();
     bool nested = cur != NULL && vf__op_engine(cur) == e;
     uint32_t gen = vf__var_handle_gen(h);
-    if (nested && VF__UNLIKELY(cur->def->kind == &vf__kind_bulk) &&
-        op_writes(cur, v) && !vf__bulk_running_writes(cur, v)) {
+    /* An op of a fused batch: the batch lets go of the vars its ops
+     * before this one were the last to use (bulk.h), v among them
+     * perhaps, which the wait then meets as the op alone would. */
+    bool batch_holds = false;
+    if (nested && VF__UNLIKELY(cur->def->kind == &vf__kind_bulk)) {
+        vf__bulk_release_ran(cur);
+        batch_holds = op_writes(cur, v) && !vf__bulk_released(cur, v);
+    }
+    if (batch_holds && !vf__bulk_running_writes(cur, v)) {
         /* An op of a fused batch (bulk.h) waits on a var another op of
          * its batch writes, which it does not write itself: the batch
          * holds v for all its ops, so every op on v pushed before this one
@@ -773,8 +780,13 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
             return wait_settled(e, v, err, who); /* unlocks */
         vf__spin_unlock(&v->lock);
     }
-    if (nested && (rc = refuse_own_write(cur, v, gen, who)) != 0)
+    if (nested && VF__UNLIKELY(cur->def->kind == &vf__kind_bulk) &&
+        !batch_holds) {
+        if ((rc = refuse_ancestor_write(cur, v, gen, who)) != 0)
+            return rc;
+    } else if (nested && (rc = refuse_own_write(cur, v, gen, who)) != 0) {
         return rc;
+    }
     if (!nested && (rc = vf__lifecycle_check_waitable(e, who)) != 0)
         return rc;
     const vf__op *hold = NULL;
