@@ -787,7 +787,9 @@ typedef struct vf_op {
  * instead; from inside an op it runs ready ops that descend from the
  * pushing op meanwhile (as a wait inside an op does) and, when none is
  * left to run there, goes over the limit rather than deadlock (a
- * recursion with a wait at every level, its device ops' included).
+ * recursion with a wait at every level, its device ops' included); from
+ * a done callback of the engine's it goes over the limit at once (the op
+ * whose callback runs still counts).
  * From inside an op, a child that is ready at its push (no op it conflicts
  * with is pending) may run at once, inside the push, on the pushing worker
  * (vf_run_worker() is the parent's), as the serial program runs it and as

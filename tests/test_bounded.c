@@ -31,6 +31,8 @@
  *   before it returns, so the push goes over the bound; both in push order);
  *   a nonblocking push inside an op at the bound gets VF_EAGAIN; the same on
  *   the naive engine and from the per-device engine's priority pool.
+ * - push_from_done_at_the_bound: a done callback's push at a bound of 1
+ *   goes over it, on every engine.
  *
  * Scale: 10M ops in a normal build (a few seconds). Under ASan x0.1 and
  * under TSan x0.05 (tu_scale() 0.2 x 0.25); VF_TEST_SCALE multiplies it
@@ -718,6 +720,63 @@ TEST_CASE(stopped_engine_holds_beyond_the_bound)
     CHECK_OK(vf_engine_stats(e, &st));
     CHECK_EQ(st.pending, 0);
     CHECK_EQ(st.ran, 5);
+    CHECK_OK(vf_engine_destroy(e));
+}
+
+/* push_from_done_at_the_bound: each op's done pushes the next stage. */
+typedef struct staged {
+    vf_engine *e;
+    atomic_int ran, push_errors;
+} staged;
+
+typedef struct stage {
+    staged *s;
+    int left;
+} stage;
+
+static int stage_run(vf_run *run, void *arg)
+{
+    (void)run;
+    atomic_fetch_add(&((stage *)arg)->s->ran, 1);
+    return 0;
+}
+
+static void stage_done(void *arg, int status)
+{
+    (void)status;
+    const stage *st = arg;
+    if (st->left == 0)
+        return;
+    stage next = {st->s, st->left - 1};
+    if (vf_engine_push(st->s->e, &(vf_op){.fn = stage_run,
+                                          .arg = &next,
+                                          .arg_size = sizeof next,
+                                          .done = stage_done}) != 0)
+        atomic_fetch_add(&st->s->push_errors, 1);
+}
+
+/* A done callback that pushes the next stage ("when this chunk is done,
+ * queue the next") at an in-flight bound of 1 goes over the bound: the op
+ * whose callback runs still counts until it returns, so the room the push
+ * waited for was its own. It waited for ever, on every engine (found
+ * trying pipelines as a user). */
+TEST_KIND_CASE(push_from_done_at_the_bound, k)
+{
+    vf_config cfg = k->cfg;
+    cfg.max_inflight = 1;
+    vf_engine *e = NULL;
+    CHECK_OK(vf_engine_create(&e, &cfg));
+    REQUIRE(e != NULL);
+    tu_phase_limit(k->name, 30);
+    staged s = {.e = e};
+    stage first = {&s, 5};
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = stage_run,
+                                        .arg = &first,
+                                        .arg_size = sizeof first,
+                                        .done = stage_done}));
+    CHECK_OK(vf_engine_wait_all_timed(e, 20000, NULL));
+    CHECK_EQ(atomic_load(&s.ran), 6);
+    CHECK_EQ(atomic_load(&s.push_errors), 0);
     CHECK_OK(vf_engine_destroy(e));
 }
 

@@ -42,6 +42,10 @@ static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
     if (nonblocking)
         return vf__fail(VF_EAGAIN, "%s: %u ops in flight (max_inflight)", who,
                         e->max_inflight);
+    /* From a done callback: its op counts until the callback returns, so
+     * the room could be its own: over the limit, as from inside an op. */
+    if (VF__UNLIKELY(vf__exec_in_done(e)))
+        return 0;
     vf__op *cur = vf__current_op();
     if (cur != NULL && vf__op_engine(cur) == e) {
         /* Inside an op, blocking could wait for this very op: help run
