@@ -39,6 +39,8 @@
  */
 #include "runner.h"
 
+#include <errno.h>
+
 #include <limits.h>
 
 #include "profile/trace_load.h"
@@ -590,6 +592,16 @@ TEST_CASE(accessors)
                 "vf_profile_load(NULL, &q)");
     expect_code(vf_profile_load("/nonexistent", NULL), VF_EINVAL,
                 "vf_profile_load(path, NULL)");
+    CHECK(q == NULL);
+    /* A file that cannot be read says why, a directory included (it said
+     * "Input/output error": found trying varflow-report as a user). */
+    expect_code(vf_profile_load("/nonexistent", &q), VF_ESYSTEM,
+                "vf_profile_load(a missing file)");
+    CHECK(strstr(vf_error_detail(), strerror(ENOENT)) != NULL);
+    expect_code(vf_profile_load("/", &q), VF_ESYSTEM,
+                "vf_profile_load(a directory)");
+    if (strstr(vf_error_detail(), strerror(EISDIR)) == NULL)
+        CHECK_REPORT_("vf_profile_load(\"/\"): %s", vf_error_detail());
     CHECK(q == NULL);
     vf_profile_row *rows = NULL;
     size_t nrows = 0;

@@ -230,10 +230,14 @@ static char *slurp(const char *path, size_t *len)
         return NULL;
     size_t cap = 1 << 16, n = 0;
     char *buf = vf__malloc(cap);
+    int read_errno = 0; /* fread's reason (EISDIR for a directory) */
     while (buf != NULL) {
+        errno = 0;
         n += fread(buf + n, 1, cap - n - 1, f);
-        if (ferror(f) || feof(f))
+        if (ferror(f) || feof(f)) {
+            read_errno = errno;
             break;
+        }
         char *more = vf__malloc(cap * 2);
         if (more != NULL)
             memcpy(more, buf, n);
@@ -241,7 +245,10 @@ static char *slurp(const char *path, size_t *len)
         buf = more;
         cap *= 2;
     }
-    int err = buf == NULL ? ENOMEM : ferror(f) ? EIO : 0;
+    int err = buf == NULL  ? ENOMEM
+              : !ferror(f) ? 0
+              : read_errno ? read_errno
+                           : EIO;
     fclose(f);
     if (err != 0) {
         free(buf);
