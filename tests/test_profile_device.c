@@ -152,6 +152,36 @@ static void expect_verdict(vf__prof_verdict v, const char *key,
                       v.key, v.title, v.text, key, title, has ? has : "");
 }
 
+/* Async ops in flight are not workers at work: 100 reads, each started
+ * inline (worker -1) and completed 1000 ns later by an I/O thread, 50 at a
+ * time over a 2000 ns span, and one sync op of 100 ns on worker 0. The
+ * verdict counted their spans as busy workers and said "One worker. Ops
+ * ran one at a time" (or worker-bound, more workers would help) with 50
+ * in flight (found trying pipelines with the profiler as a user). */
+TEST_CASE(async_ops_are_not_worker_time)
+{
+    vf_profile_record r[101];
+    for (int i = 0; i < 100; i++) {
+        uint64_t s0 = (uint64_t)(i / 50) * 1000;
+        r[i] = rec((uint64_t)i + 1, s0, s0 + 1000, 0, 0, -1);
+        r[i].async = true;
+    }
+    r[100] = rec(101, 0, 100, 0, 0, 0);
+    vf_profile p = snapshot(r, 101, NULL);
+    vf_profile_path path = {.length_ns = 1000};
+    vf__prof_verdict v;
+    CHECK_OK(vf__prof_verdict_of(&p, &path, NULL, "op", &v));
+    CHECK_EQ(v.host_ns, 100);
+    CHECK_EQ(v.async_ns, 100 * 1000);
+    expect_verdict(v, "idle", "Workers were idle.",
+                   "Async ops were in flight 50.0 at a time");
+    /* All async: not "one worker" either. */
+    p = snapshot(r, 100, NULL);
+    CHECK_OK(vf__prof_verdict_of(&p, &path, NULL, "op", &v));
+    CHECK(strcmp(v.key, "one-worker") != 0);
+    CHECK_EQ(v.host_ns, 0);
+}
+
 /*
  * A figure within 10 points of its threshold decides nothing: the two runs
  * of issue 27 (critical path 79% and 62% of the span against 70%) get the

@@ -144,9 +144,12 @@ typedef struct vf__prof_verdict {
     /* BETWEEN: the two verdicts (DEPENDENCY..IDLE) and their keys. */
     vf__prof_verdict_kind lo, hi;
     const char *lo_key, *hi_key;
-    uint64_t host_ns;            /* run times (end - start) summed */
-    uint64_t device_ns;          /* device spans summed */
-    uint64_t critical_ns;        /* the critical path's length */
+    uint64_t host_ns;     /* run times (end - start) summed, but
+                             async ops' */
+    uint64_t async_ns;    /* async ops' (start to completion: mostly spent
+                             outside the workers, in the work they wait for) */
+    uint64_t device_ns;   /* device spans summed */
+    uint64_t critical_ns; /* the critical path's length */
     uint64_t critical_device_ns; /* of it, device work */
     int workers, streams;        /* that ran ops, device work */
     uint64_t busiest_stream_ns;

@@ -173,21 +173,13 @@ VF_API void vf_profile_summary_destroy(vf_profile_row *rows)
 
 /* --- text and JSON ----------------------------------------------------- */
 
-static uint64_t busy_ns(const vf_profile *p)
-{
-    uint64_t busy = 0;
-    for (size_t i = 0; i < p->count; i++)
-        busy += p->records[i].end_ns - p->records[i].start_ns;
-    return busy;
-}
-
 static void summary_text(const vf_profile *p, FILE *f,
                          const vf_profile_row *rows, size_t n,
                          const vf_profile_path *path, vf_profile_sort by,
                          const vf__prof_verdict *v)
 {
     char a[32], b[32], c[32];
-    uint64_t busy = busy_ns(p);
+    uint64_t busy = v->host_ns; /* async ops' time is not the workers' */
     fprintf(f,
             "varflow profile: %s engine, %d workers, %zu ops recorded, "
             "%" PRIu64 " dropped\n",
@@ -203,6 +195,12 @@ static void summary_text(const vf_profile *p, FILE *f,
         fprintf(f, "span %s, busy %s (average parallelism %.2f)\n",
                 vf__prof_human(a, p->span_ns), vf__prof_human(b, busy),
                 p->span_ns ? (double)busy / (double)p->span_ns : 0.0);
+    if (v->async_ns > 0)
+        fprintf(f,
+                "async ops in flight %s in all (%.2f at a time on average, "
+                "not counted as busy)\n",
+                vf__prof_human(a, v->async_ns),
+                p->span_ns ? (double)v->async_ns / (double)p->span_ns : 0.0);
     if (path != NULL && path->count > 0) {
         fprintf(f,
                 "critical path %s over %zu ops = %.1f%% of the span "
@@ -251,7 +249,7 @@ static void summary_json(const vf_profile *p, FILE *f,
             ",\"busy_ns\":%" PRIu64 ",\"device_busy_ns\":%" PRIu64
             ",\"streams\":%d,\"verdict\":{\"kind\":\"%s\",\"text\":",
             vf__engine_type_name(p->kind), p->nworkers, p->count, p->dropped,
-            p->span_ns, busy_ns(p), v->device_ns, v->streams, v->key);
+            p->span_ns, v->host_ns, v->device_ns, v->streams, v->key);
     char sentence[sizeof v->text + 64];
     snprintf(sentence, sizeof sentence, "%s %s", v->title, v->text);
     vf__prof_json_string(f, sentence, 0);

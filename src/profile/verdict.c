@@ -191,6 +191,12 @@ static void tell(vf__prof_verdict_kind kind, const vf_profile *p,
             out->streams > 0 ? "; between device ops, the cost of "
                                "launching, recording and waiting for events"
                              : "");
+        if (out->async_ns > 0)
+            say(out,
+                " Async ops were in flight %.1f at a time on average: the "
+                "work they wait for (I/O, other threads) is not counted as "
+                "the workers'.",
+                (double)out->async_ns / (double)span);
         break;
     }
 }
@@ -284,7 +290,12 @@ int vf__prof_verdict_of(const vf_profile *p, const vf_profile_path *path,
     size_t nkeys = 0;
     for (size_t i = 0; i < p->count; i++) {
         const vf_profile_record *r = &p->records[i];
-        out->host_ns += r->end_ns - r->start_ns;
+        /* An async op's record spans its start to its completion: the
+         * work it waits for (I/O, another thread), not a worker's. */
+        if (r->async)
+            out->async_ns += r->end_ns - r->start_ns;
+        else
+            out->host_ns += r->end_ns - r->start_ns;
         if (r->worker >= 0 && r->worker < p->nworkers && !ran[r->worker]) {
             ran[r->worker] = true;
             out->workers++;
@@ -331,7 +342,7 @@ int vf__prof_verdict_of(const vf_profile *p, const vf_profile_path *path,
         out->key = "empty";
         out->title = "Nothing was recorded.";
         say(out, "Start the profiler before pushing ops.");
-    } else if (out->streams == 0 && out->workers <= 1) {
+    } else if (out->streams == 0 && out->workers <= 1 && out->async_ns == 0) {
         out->kind = VF__VERDICT_ONE_WORKER;
         out->key = "one-worker";
         out->title = "One worker.";
