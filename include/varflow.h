@@ -495,7 +495,10 @@ typedef struct vf_stats {
                              within its parent); exact with max_inflight set
                              or when nothing moves, else between what was
                              pending at one instant of the call and that plus
-                             what moved during it */
+                             what moved during it. An op counts until its
+                             finish ends, which may be just after a wait on
+                             its vars returned (vf_engine_wait_all returns
+                             only once it has ended) */
     /** @name Device ordering
      * A dependency on a device op's work was met by:
      * @{ */
@@ -789,7 +792,11 @@ typedef struct vf_op {
  * left to run there, goes over the limit rather than deadlock (a
  * recursion with a wait at every level, its device ops' included); from
  * a done callback of the engine's it goes over the limit at once (the op
- * whose callback runs still counts).
+ * whose callback runs still counts). A push from outside that waits for
+ * room behind async ops whose completions only a later push would bring
+ * (an op pushed after one completes it) waits for ever: after 2 s, and
+ * every 10 s after, it says so on stderr, naming the async ops in
+ * flight.
  * From inside an op, a child that is ready at its push (no op it conflicts
  * with is pending) may run at once, inside the push, on the pushing worker
  * (vf_run_worker() is the parent's), as the serial program runs it and as
@@ -812,7 +819,11 @@ VF_API int vf_engine_push(vf_engine *e, const vf_op *op);
  * Finish an async op. `status` 0 means success; any other value fails the op
  * (recorded like a sync function's return value) with `message` (may be
  * NULL). VF_EALREADY if this completion was already used (at any time
- * after, even once its engine was destroyed).
+ * after, even once its engine was destroyed). The ops the op's end makes
+ * ready are dispatched before it returns: an async one among them runs
+ * its function on the calling thread (an async function runs on the
+ * thread that makes it ready), so a thread whose return another op's
+ * function waits for (a join) must not be one that next function needs.
  */
 VF_API int vf_completion_finish(vf_completion done, int status,
                                 const char *message);

@@ -33,6 +33,8 @@
  *   the naive engine and from the per-device engine's priority pool.
  * - push_from_done_at_the_bound: a done callback's push at a bound of 1
  *   goes over it, on every engine.
+ * - blocked_push_says_why: a push blocked at the bound for 2 s names the
+ *   async op in flight on stderr.
  *
  * Scale: 10M ops in a normal build (a few seconds). Under ASan x0.1 and
  * under TSan x0.05 (tu_scale() 0.2 x 0.25); VF_TEST_SCALE multiplies it
@@ -42,6 +44,7 @@
 #include "runner.h"
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------------ memory */
 
@@ -777,6 +780,86 @@ TEST_KIND_CASE(push_from_done_at_the_bound, k)
     CHECK_OK(vf_engine_wait_all_timed(e, 20000, NULL));
     CHECK_EQ(atomic_load(&s.ran), 6);
     CHECK_EQ(atomic_load(&s.push_errors), 0);
+    CHECK_OK(vf_engine_destroy(e));
+}
+
+/* blocked_push_says_why: the async op whose completion the blocked push
+ * waits for, and what stderr said. */
+typedef struct kept {
+    vf_completion c;
+    atomic_int started;
+    int pipe_rd;
+    char said[1024];
+    atomic_int heard; /* 1: stderr named the op; 2: gave up */
+} kept;
+
+static void keep_fn(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    kept *k = arg;
+    k->c = done;
+    atomic_store(&k->started, 1);
+}
+
+/* Reads stderr (a pipe) until the report names the op, then completes it:
+ * the push blocked behind it can go in. */
+static void *listen_then_complete(void *arg)
+{
+    kept *k = arg;
+    size_t n = 0;
+    while (n + 1 < sizeof k->said) {
+        ssize_t r = read(k->pipe_rd, k->said + n, sizeof k->said - 1 - n);
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+        k->said[n] = '\0';
+        if (strstr(k->said, "\"kept\"") != NULL) {
+            atomic_store(&k->heard, 1);
+            break;
+        }
+    }
+    if (atomic_load(&k->heard) == 0)
+        atomic_store(&k->heard, 2);
+    CHECK_OK(vf_completion_finish(k->c, 0, NULL));
+    return NULL;
+}
+
+/* A push blocked at the bound behind an async op whose completion only a
+ * later push would bring waits for ever: after 2 s it says so on stderr,
+ * naming the async ops in flight, as destroy does. It said nothing (found
+ * trying settings as a user: VF_MAX_INFLIGHT=1 hung a program silently). */
+TEST_CASE(blocked_push_says_why)
+{
+    tu_phase_limit("blocked_push_says_why", 60);
+    vf_engine *e = NULL;
+    CHECK_OK(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
+                                               .cpu_workers = 1,
+                                               .max_inflight = 1}));
+    REQUIRE(e != NULL);
+    kept k = {.pipe_rd = -1};
+    int fds[2];
+    REQUIRE(pipe(fds) == 0);
+    fflush(stderr);
+    int saved = dup(2);
+    REQUIRE(saved >= 0 && dup2(fds[1], 2) == 2);
+    k.pipe_rd = fds[0];
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.async_fn = keep_fn, .arg = &k, .name = "kept"}));
+    REQUIRE(tu_wait_flag(&k.started, 1, TU_TIMEOUT));
+    pthread_t t = tu_thread_start(listen_then_complete, &k);
+    /* Blocks until the listener heard the report and completed "kept". */
+    int rc = vf_engine_push(e, &(vf_op){.fn = tu_nop});
+    tu_thread_join(t);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    close(fds[0]);
+    close(fds[1]);
+    CHECK_OK(rc);
+    CHECK_EQ(atomic_load(&k.heard), 1);
+    if (strstr(k.said, "max_inflight") == NULL)
+        CHECK_REPORT_("stderr said: %s", k.said);
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_OK(vf_engine_destroy(e));
 }
 

@@ -13,11 +13,15 @@
 #include "core/push.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/alloc.h"
+#include "base/deadline.h"
 #include "base/stack.h"
 #include "core/arg.h"
+#include "core/async.h"
 #include "core/bulk.h"
 #include "core/defs.h"
 #include "core/engine.h"
@@ -33,6 +37,32 @@ static void uncount(vf_engine *e, uint64_t delta)
     unsigned wake = vf__engine_count_out(e, delta, true);
     if (VF__UNLIKELY(wake != 0))
         vf__engine_wake(e, wake);
+}
+
+/* A push blocked at the bound waits for ever if the ops in flight wait
+ * for something only a later push would bring (an async op completed by
+ * an op pushed after it, a program whose pushing thread also completes):
+ * like destroy, it says so on stderr after a grace period, and again
+ * periodically, naming the async ops in flight (the usual reason). */
+#define BLOCKED_LOOK_MS 500
+#define BLOCKED_REPORT_GRACE_MS 2000
+#define BLOCKED_REPORT_PERIOD_MS 10000
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void report_blocked(vf_engine *e, const char *who, int64_t waited_ms)
+{
+    char ops[512];
+    vf__async_describe(&e->async, ops, sizeof ops);
+    fprintf(stderr,
+            "varflow: %s has waited %.1f s for room under max_inflight "
+            "(%u ops in flight); %s\n",
+            who, (double)waited_ms / 1000.0, e->max_inflight, ops);
 }
 
 static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
@@ -93,8 +123,18 @@ static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
     }
     atomic_fetch_add(&e->nblocked, 1);
     pthread_mutex_lock(&e->waits.lock);
-    while (atomic_load(&e->counts.inflight) >= e->max_inflight)
-        pthread_cond_wait(&e->waits.cond, &e->waits.lock);
+    int64_t start_ms = now_ms(), next_report_ms = BLOCKED_REPORT_GRACE_MS;
+    while (atomic_load(&e->counts.inflight) >= e->max_inflight) {
+        vf__deadline d = vf__deadline_in_ms(BLOCKED_LOOK_MS);
+        vf__cond_wait_until(&e->waits.cond, &e->waits.lock, &d);
+        int64_t waited_ms = now_ms() - start_ms;
+        if (waited_ms >= next_report_ms) {
+            next_report_ms = waited_ms + BLOCKED_REPORT_PERIOD_MS;
+            pthread_mutex_unlock(&e->waits.lock);
+            report_blocked(e, who, waited_ms);
+            pthread_mutex_lock(&e->waits.lock);
+        }
+    }
     pthread_mutex_unlock(&e->waits.lock);
     atomic_fetch_sub(&e->nblocked, 1);
     return 0;
