@@ -336,15 +336,22 @@ static void watch(vf_engine *e, bool *watching, bool on)
 #define HOPELESS_POLL_US 20
 
 /* Whether no op of the engine runs: every active op is one queued on a
- * pool, or one whose push at the in-flight bound runs ops above it, which
- * goes on only once they are over (snapshots; an inbox counts as one op,
- * so this errs towards no). */
+ * pool that will not run it (vf__pool_stuck_for_good: a pool with a
+ * thread free, or a spare to lend, runs what is queued on it, however
+ * late its thread wakes on a loaded machine), or one whose push at the
+ * in-flight bound runs ops above it, which goes on only once they are
+ * over (snapshots; an inbox counts as one op, so this errs towards no).
+ * A CPU op queued and about to start counted as stuck: a device pool's
+ * waiter then forced a run above its wait that the CPU op's end would
+ * have made needless (test_wait_recursive's
+ * device_waiters_beside_a_running_cpu_op, 1 run in 60). */
 static bool only_queued_active(vf_engine *e)
 {
     uint64_t queued = 0;
     int n = atomic_load_explicit(&e->npools, memory_order_acquire);
     for (int i = 0; i < n; i++)
-        queued += vf__pool_queued(&e->pools[i]);
+        if (vf__pool_stuck_for_good(&e->pools[i]))
+            queued += vf__pool_queued(&e->pools[i]);
     uint64_t helping = (uint64_t)atomic_load_explicit(&e->waits.helping,
                                                       memory_order_relaxed);
     return vf__counts_active(vf__engine_counts(e)) <= queued + helping;
