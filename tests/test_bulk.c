@@ -1005,4 +1005,71 @@ TEST_CASE(children_on_an_earlier_ops_var)
         }
 }
 
+/* children_fused_beside_one_that_waits_for_the_parent: P reads a, pushes
+ * C1 (writes b: 1) and C2 (writes a: 2), then waits on b. */
+typedef struct sibling_fuse {
+    vf_var a, b;
+    int a_val, b_val;
+    int rc, b_seen, a_seen_in_p;
+} sibling_fuse;
+
+static int sf_set_b(vf_run *run, void *arg)
+{
+    (void)run;
+    ((sibling_fuse *)arg)->b_val = 1;
+    return 0;
+}
+
+static int sf_set_a(vf_run *run, void *arg)
+{
+    (void)run;
+    ((sibling_fuse *)arg)->a_val = 2;
+    return 0;
+}
+
+static int sf_parent(vf_run *run, void *arg)
+{
+    sibling_fuse *sf = arg;
+    vf_engine *e = vf_run_engine(run);
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = sf_set_b, .arg = sf, .writes = VF_VARS(sf->b)}));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = sf_set_a, .arg = sf, .writes = VF_VARS(sf->a)}));
+    sf->rc = vf_var_wait(e, sf->b, NULL);
+    sf->b_seen = sf->b_val;
+    sf->a_seen_in_p = sf->a_val; /* C2 waits for P: not yet written */
+    return 0;
+}
+
+/* A child that waits for its parent's end (it writes a var the parent
+ * reads) is pushed alone, not fused with its siblings: fused, the batch
+ * waited for the parent, and the parent's wait on a sibling's var got
+ * VF_EDEADLK where the ops alone give 0 (found by the second reviewer of
+ * the batch's early release). */
+TEST_CASE(children_fused_beside_one_that_waits_for_the_parent)
+{
+    for (int workers = 1; workers <= 2; workers++)
+        for (int bulk = 1; bulk <= 64; bulk *= 8) {
+            vf_engine *e = tu_engine(
+                &(tu_kind){.name = "bulk",
+                           .cfg = {.type = VF_ENGINE_POOLED,
+                                   .cpu_workers = workers,
+                                   .bulk_size = bulk}});
+            for (int round = 0; round < 20; round++) {
+                sibling_fuse sf = {.a = tu_var(e), .b = tu_var(e), .rc = 99};
+                vf_var p = tu_var(e);
+                CHECK_OK(vf_engine_push(e, &(vf_op){.fn = sf_parent,
+                                                    .arg = &sf,
+                                                    .reads = VF_VARS(sf.a),
+                                                    .writes = VF_VARS(p)}));
+                CHECK_OK(vf_engine_wait_all(e, NULL));
+                CHECK_EQ(sf.rc, 0);
+                CHECK_EQ(sf.b_seen, 1);
+                CHECK_EQ(sf.a_seen_in_p, 0);
+                CHECK_EQ(sf.a_val, 2);
+            }
+            tu_finish_engine(e);
+        }
+}
+
 TEST_MAIN("test_bulk", 120)

@@ -367,6 +367,30 @@ static bool bulkable(const vf_engine *e, const vf__opdef *def)
                0;
 }
 
+/* Whether an op on `vars` pushed from inside `parent` (running) waits for
+ * the parent's end: it writes a var the parent holds, or reads one the
+ * parent writes (for a fused parent, a var its batch still holds). */
+static bool waits_for_parent(const vf__op *parent, const vf__varref *vars,
+                             int nvars)
+{
+    /* Both var sets are in normal form (sorted by address): one walk. */
+    int j = 0;
+    for (int i = 0; i < nvars && j < parent->nvars; i++) {
+        uintptr_t want = (uintptr_t)vars[i].var;
+        const vf__dep *d = NULL;
+        while (j < parent->nvars &&
+               (uintptr_t)vf__dep_var(d = vf__op_dep(parent, j)) < want)
+            j++;
+        if (j == parent->nvars || vf__dep_var(d) != vars[i].var)
+            continue;
+        if ((vars[i].write || vf__dep_write(d)) &&
+            !(parent->def->kind == &vf__kind_bulk &&
+              vf__bulk_released(parent, vars[i].var)))
+            return true;
+    }
+    return false;
+}
+
 int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
                   vf_operator *opr, int priority, void *arg, size_t arg_size)
 {
@@ -412,6 +436,23 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
         vars = opr->vars;
         nvars = opr->nvars;
     }
+    /* The running op of this engine it is pushed from, if any: a batch's
+     * ops share their parent (bulk.h). */
+    vf__op *parent = vf__current_op();
+    if (VF__UNLIKELY(parent != NULL) && vf__op_engine(parent) != e)
+        parent = NULL;
+    if (VF__UNLIKELY(parent != NULL) && waits_for_parent(parent, vars, nvars)) {
+        /* It cannot run before its parent ends; fused, its siblings in
+         * the batch could not either, and the parent's wait for one of
+         * them would wait for itself (VF_EDEADLK where the ops alone give
+         * 0: found by the second reviewer of the batch's early release).
+         * Alone, as it would be unbulked. */
+        flush_locked(e, s);
+        vf__spin_unlock(&s->lock);
+        free(heap);
+        after_other_batches(e, s, desc, opr);
+        return 0;
+    }
     vf__var *v;
     while (VF__UNLIKELY((v = take_vars(s, vars, nvars)) != NULL)) {
         int i = 0;
@@ -424,11 +465,6 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
         }
     }
     vf__bulk_batch *b = s->batch;
-    /* The running op of this engine it is pushed from, if any: a batch's
-     * ops share their parent (bulk.h). */
-    vf__op *parent = vf__current_op();
-    if (VF__UNLIKELY(parent != NULL) && vf__op_engine(parent) != e)
-        parent = NULL;
     /* A reference the batch keeps when it is new (family.h). */
     vf__family *up = parent != NULL ? vf__push_family(parent) : NULL;
     if (VF__UNLIKELY(parent != NULL && up == NULL)) {
