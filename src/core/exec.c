@@ -174,15 +174,19 @@ void vf__exec_run_fn(vf__op *op, int worker)
  * never started). The finish's hand-over comes after its counts step, so
  * the active count never goes before the pending one.
  */
-#define ASYNC_CALL 1      /* the call runs, the op not finished */
-#define ASYNC_LEFT 2      /* the call returned first: the finish owns all */
-#define ASYNC_FINISHING 3 /* a finish began while the call ran */
-#define ASYNC_LEFT_LATE                                                        \
-    4 /* the call returned during that finish: the                             \
-         finish counts the op's active out and frees */
-#define ASYNC_HANDED                                                           \
-    5 /* the finish ended while the call ran: the call                         \
-         counts the active out and frees */
+/* The states of `wait` while the call runs or after:
+ * - ASYNC_CALL: the call runs, the op not finished;
+ * - ASYNC_LEFT: the call returned first: the finish owns all;
+ * - ASYNC_FINISHING: a finish began while the call ran;
+ * - ASYNC_LEFT_LATE: the call returned during that finish, which counts
+ *   the op's active out and frees the block;
+ * - ASYNC_HANDED: the finish ended while the call ran: the call counts the
+ *   active out and frees the block when it returns. */
+#define ASYNC_CALL 1
+#define ASYNC_LEFT 2
+#define ASYNC_FINISHING 3
+#define ASYNC_LEFT_LATE 4
+#define ASYNC_HANDED 5
 
 /* A finish begins: true when the call still runs (it keeps the op's
  * active count); false when the function never started or returned. */
