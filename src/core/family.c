@@ -1,8 +1,6 @@
 /* family.c: families, tree order and the running op (see family.h). */
 #include "core/family.h"
 
-#include "core/bulk.h"
-
 #include <stdlib.h>
 
 #include "base/alloc.h"
