@@ -1137,7 +1137,11 @@ VF_API int vf_var_wait(vf_engine *e, vf_var v, vf_error *err);
  * The waiting worker runs the children meanwhile, as vf_var_wait() does
  * from inside an op (the same stack bound), and a wait that can never
  * finish (a child reads a var its parent writes, so it cannot run before
- * the parent ends) returns VF_EDEADLK the same way; the children it
+ * the parent ends) returns VF_EDEADLK the same way; so does, at once and
+ * on every engine, a wait one of whose children uses a var that an op
+ * further up writes (a grandparent, say): in the serial program the wait
+ * runs within that op, whether or not it happens to have ended here (as
+ * vf_var_wait() refuses a wait on such a var); the children it
  * waited for are then given up on (they run once they can, their failures
  * left to var waits and vf_engine_wait_all()), so the next call waits only
  * for children pushed since, as after any call. VF_ESHUTDOWN when, with

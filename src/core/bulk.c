@@ -472,6 +472,9 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
         free(heap);
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     }
+    if (up != NULL && up->up != NULL) /* as push.c's join_family_of */
+        for (int i = 0; i < nvars; i++)
+            vf__family_child_var(up, vars[i].var, vars[i].gen);
     if (b != NULL &&
         (b->priority != priority || b->pool != def->pool || b->up != up)) {
         flush_locked(e, s);

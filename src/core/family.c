@@ -142,6 +142,17 @@ int vf__family_writes(const vf__family *up, const struct vf__var *var,
     return 0;
 }
 
+void vf__family_child_var(vf__family *f, const struct vf__var *var,
+                          uint32_t gen)
+{
+    int level = vf__family_writes(f->up, var, gen);
+    int none = 0;
+    if (level != 0)
+        atomic_compare_exchange_strong_explicit(&f->waits_up, &none, level + 1,
+                                                memory_order_relaxed,
+                                                memory_order_relaxed);
+}
+
 vf__family *vf__running_family(const vf__op *op, vf__family *up, uint64_t place)
 {
     vf__family *f = vf__running_now.family;
@@ -157,6 +168,7 @@ vf__family *vf__running_family(const vf__op *op, vf__family *up, uint64_t place)
         atomic_init(&f->pending, 0);
         atomic_init(&f->waited_from, 0);
         atomic_init(&f->notice_skipped, false);
+        atomic_init(&f->waits_up, 0);
         vf__spin_init(&f->lock);
         atomic_init(&f->first, NULL);
         atomic_init(&f->run_over, false);

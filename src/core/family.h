@@ -114,6 +114,14 @@ struct vf__family {
      * (its function never ran, and no failure says so): the wait says
      * VF_ESHUTDOWN (wait.c). Cleared by the wait that reports it. */
     atomic_bool notice_skipped;
+    /* 0, or how many levels above a child of this family an op writes a
+     * var that child uses (2 or more: its parent's own writes meet it in
+     * the queues): the child waits for that op's end, which in the serial
+     * program encloses the wait for children, so the wait can never end
+     * (wait.c refuses it at once, on every engine; on a pool the ancestor
+     * may have ended by then, and the answer would be timing's). Set at
+     * the child's push (vf__family_child_vars). */
+    atomic_int waits_up;
     vf__spinlock lock; /* orders the writers of `first` and `waited_from` */
     /* Of the children's failures, the first in push order (a reference),
      * or NULL. seq_cst, as `run_over`: once the op's run has ended nobody
@@ -226,6 +234,12 @@ vf__family *vf__running_family(const vf__op *op, vf__family *up,
  * never finish (wait.c refuses it, on every engine kind). Past
  * VF__FAMILY_DEPTH the chain skips the levels between that depth and the
  * parent (above): their writes are not seen. */
+/* A child of family `f` (its parent's run family) uses var `var` of
+ * handle generation `gen`: when an op above its parent writes it, `f`
+ * notes the level (waits_up). */
+void vf__family_child_var(vf__family *f, const struct vf__var *var,
+                          uint32_t gen);
+
 int vf__family_writes(const vf__family *up, const struct vf__var *var,
                       uint32_t gen);
 

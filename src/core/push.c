@@ -199,6 +199,13 @@ static __attribute__((noinline)) int join_family_of(vf__op *parent, vf__op *op,
 {
     if ((op->up = vf__push_family(parent)) == NULL)
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
+    /* Its vars against its ancestors' writes (staged: each entry keeps
+     * its handle's generation), for its parent's wait for children. */
+    if (op->up->up != NULL)
+        for (int i = 0; i < op->nvars; i++) {
+            const vf__dep *d = vf__op_dep(op, i);
+            vf__family_child_var(op->up, vf__dep_var(d), (uint32_t)d->gen);
+        }
     return 0;
 }
 

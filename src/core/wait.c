@@ -1021,6 +1021,21 @@ static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
     vf__family *f = vf__running_now.family;
     if (f == NULL)
         return 0; /* it pushed nothing */
+    /* A child waits for an op this wait's op runs within (family.h:
+     * waits_up): never, in the serial program, whether or not that op has
+     * ended here. As for any wait that can never finish, the next wait
+     * waits only for the children pushed after this one. */
+    int up = atomic_load_explicit(&f->waits_up, memory_order_relaxed);
+    if (VF__UNLIKELY(up != 0)) {
+        atomic_store_explicit(&f->waits_up, 0, memory_order_relaxed);
+        children_given_up(e, f);
+        return vf__fail(VF_EDEADLK,
+                        "%s: the wait can never finish: %s pushed a child "
+                        "that uses a variable an op %d levels above that "
+                        "child writes, which cannot finish before this "
+                        "wait",
+                        who, vf__op_label(cur->name, cur->place, label), up);
+    }
     int rc = 0;
     if ((atomic_load_explicit(&f->pending, memory_order_acquire) &
          VF__FAMILY_COUNT) != 0) {
