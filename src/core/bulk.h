@@ -225,8 +225,9 @@ int vf__bulk_running_refs(const vf__op *op, const uint32_t **refs);
  * batch, which waits for its running item, which waits for the child: a
  * VF_EDEADLK that the serial program, or the same program without
  * bulking, never meets. The ops this makes ready are counted and
- * dispatched; the released vars are not let go again at the batch's end
- * (its kind's release_vars). Out of memory, nothing is released.
+ * dispatched (an inline one runs here: call it where user code may run,
+ * under no lock); the released vars are not let go again at the batch's
+ * end (its kind's release_vars). Out of memory, nothing is released.
  */
 void vf__bulk_release_ran(vf__op *op);
 

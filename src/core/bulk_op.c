@@ -412,9 +412,11 @@ void vf__bulk_release_ran(vf__op *op)
     int running = b->running;
     if (running <= b->released_before)
         return; /* nothing ran since the last release */
+    /* Once per op, even out of memory: a second try could come where
+     * nothing may run (vf__bulk_push's lock). */
+    b->released_before = running;
     if (b->last_use == NULL && !note_last_uses(b))
         return;
-    b->released_before = running;
     vf__readylist ready;
     vf__readylist_init(&ready);
     for (int v = 0; v < b->nvars; v++) {
