@@ -416,16 +416,19 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
         arg = desc->arg;
         arg_size = desc->arg_size;
     }
+    /* The running op of this engine it is pushed from, if any: a batch's
+     * ops share their parent (bulk.h). */
+    vf__op *parent = vf__current_op();
+    if (VF__UNLIKELY(parent != NULL) && vf__op_engine(parent) != e)
+        parent = NULL;
     /* Pushed from an op of a fused batch: the batch lets go of its
      * earlier ops' vars first (vf__bulk_release_ran), here and not under
      * this thread's bulk lock below, for the ops that makes ready may run
      * here (an async one's function, inline) and push in turn, which takes
      * that lock (a worker hung on it: test_random_serial's bulk rounds).
      * The family's lookup under the lock then finds nothing new. */
-    vf__op *cur = vf__current_op();
-    if (VF__UNLIKELY(cur != NULL) && cur->def->kind == &vf__kind_bulk &&
-        vf__op_engine(cur) == e)
-        vf__bulk_release_ran(cur);
+    if (VF__UNLIKELY(parent != NULL) && parent->def->kind == &vf__kind_bulk)
+        vf__bulk_release_ran(parent);
     vf__spin_lock(&s->lock);
     if (s->size == 0 || !bulkable(e, def)) {
         flush_locked(e, s);
@@ -446,11 +449,6 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
         vars = opr->vars;
         nvars = opr->nvars;
     }
-    /* The running op of this engine it is pushed from, if any: a batch's
-     * ops share their parent (bulk.h). */
-    vf__op *parent = vf__current_op();
-    if (VF__UNLIKELY(parent != NULL) && vf__op_engine(parent) != e)
-        parent = NULL;
     if (VF__UNLIKELY(parent != NULL) && waits_for_parent(parent, vars, nvars)) {
         /* It cannot run before its parent ends; fused, its siblings in
          * the batch could not either, and the parent's wait for one of

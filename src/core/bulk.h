@@ -103,8 +103,7 @@ typedef struct vf__bulk_batch {
     /* Set when it is pushed (possibly by another thread): the first op's
      * place in push order (each op has its own: items[i].place). */
     uint64_t place;
-    uint64_t running_place; /* the running op's place, while one runs */
-    int running;            /* its index in items[] */
+    int running; /* the index in items[] of the op running, while one runs */
     /* Made at the first early release (vf__bulk_release_ran): per var of
      * the union, the last op of the batch that uses it, and whether the
      * fused op released it already. NULL until then. */
@@ -204,13 +203,13 @@ void vf__bulk_batch_free(vf__bulk_batch *b);
  * any other op's own. */
 static inline uint64_t vf__bulk_running_place(const vf__op *op)
 {
-    return VF__UNLIKELY(op->def->kind == &vf__kind_bulk)
-               ? ((const vf__bulk_batch *)op->arg)->running_place
-               : op->place;
+    if (VF__LIKELY(op->def->kind != &vf__kind_bulk))
+        return op->place;
+    const vf__bulk_batch *b = op->arg;
+    return b->items[b->running].place;
 }
 
-/* Does the running item of the fused op `op` (the one whose place is
- * running_place) write `v`? */
+/* Does the running item of the fused op `op` write `v`? */
 bool vf__bulk_running_writes(const vf__op *op, const vf__var *v);
 
 /* The vars of the running item of the fused op `op`: *refs (index into

@@ -271,7 +271,6 @@ static void run_batch(vf__op *op, int worker, bool shutdown)
             /* The fused op stands for this item while it runs: the ops
              * it pushes are the item's children (family.h). */
             vf__running outer;
-            b->running_place = place;
             b->running = i;
             vf__running_enter(&outer, op);
             int rc = it->fn(&run, it->arg);

@@ -440,24 +440,22 @@ static void finish(vf__op *op, vf__readylist *ready)
     uint64_t act = (uint64_t)(ready->count - before) * VF__COUNT_ACTIVE;
     if (VF__UNLIKELY(op == tls.loop_op))
         act += loop_frame_returns(); /* same step: no transient zero */
+    unsigned wake;
     if (VF__UNLIKELY(def->async) && async_finish_begins(op)) {
         /* Its function still runs: it keeps the op's active count (see
-         * ASYNC_CALL). */
+         * ASYNC_CALL), unless it returns before the hand-over. */
         if (act != 0)
             vf__engine_count_in(e, act);
-        unsigned wake = vf__engine_count_out(e, VF__COUNT_PENDING, act == 0);
+        wake = vf__engine_count_out(e, VF__COUNT_PENDING, act == 0);
         if (async_finish_hands_over(op)) {
             if (wake != 0)
                 vf__engine_wake(e, wake);
             return; /* the block is the call's now */
         }
         wake |= vf__engine_count_out(e, VF__COUNT_ACTIVE, true);
-        vf__op_free(op);
-        if (wake != 0)
-            vf__engine_wake(e, wake);
-        return;
+    } else {
+        wake = count_finished(e, VF__COUNT_PENDING, act, true);
     }
-    unsigned wake = count_finished(e, VF__COUNT_PENDING, act, true);
     if (VF__UNLIKELY(kflags & VF__KIND_GRAPH)) {
         /* Its launch keeps the engine alive until this returns; its end
          * may be the engine's last touch. */

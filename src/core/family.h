@@ -120,7 +120,7 @@ struct vf__family {
      * program encloses the wait for children, so the wait can never end
      * (wait.c refuses it at once, on every engine; on a pool the ancestor
      * may have ended by then, and the answer would be timing's). Set at
-     * the child's push (vf__family_child_vars). */
+     * the child's push (vf__family_child_var). */
     atomic_int waits_up;
     vf__spinlock lock; /* orders the writers of `first` and `waited_from` */
     /* Of the children's failures, the first in push order (a reference),
@@ -234,13 +234,13 @@ vf__family *vf__running_family(const vf__op *op, vf__family *up,
  * never finish (wait.c refuses it, on every engine kind). Past
  * VF__FAMILY_DEPTH the chain skips the levels between that depth and the
  * parent (above): their writes are not seen. */
+int vf__family_writes(const vf__family *up, const struct vf__var *var,
+                      uint32_t gen);
+
 /* A child of family `f` (its parent's run family) uses var `var` of
  * handle generation `gen`: when an op above its parent writes it, `f`
  * notes the level (waits_up). */
 void vf__family_child_var(vf__family *f, const struct vf__var *var,
                           uint32_t gen);
-
-int vf__family_writes(const vf__family *up, const struct vf__var *var,
-                      uint32_t gen);
 
 #endif /* VF_FAMILY_H */

@@ -562,13 +562,24 @@ static int refuse_ancestor_write(const vf__op *cur, const vf__var *v,
     return 0;
 }
 
-/* The same for a var `cur` writes itself, unless it is an async op
- * completed while its function runs: it released its vars. */
+/* Whether `op` (running here) writes `v` and still holds it: not an async
+ * op completed while its function runs, nor a fused batch that let go of
+ * v early (bulk.h), which released it. */
+static bool holds_to_write(const vf__op *op, const vf__var *v)
+{
+    if (!op_writes(op, v))
+        return false;
+    if (VF__UNLIKELY(op->def->kind == &vf__kind_bulk))
+        return !vf__bulk_released(op, v);
+    return !vf__exec_async_finished(op);
+}
+
+/* The same for a var `cur` writes itself and still holds. */
 static int refuse_own_write(const vf__op *cur, const vf__var *v, uint32_t gen,
                             const char *who)
 {
     char label[VF__OP_LABEL_MAX];
-    if (op_writes(cur, v) && !vf__exec_async_finished(cur))
+    if (holds_to_write(cur, v))
         return vf__fail(VF_EDEADLK,
                         "%s: %s waits on a variable it writes itself", who,
                         vf__op_label(cur->name, cur->place, label));
@@ -758,12 +769,10 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
     /* An op of a fused batch: the batch lets go of the vars its ops
      * before this one were the last to use (bulk.h), v among them
      * perhaps, which the wait then meets as the op alone would. */
-    bool batch_holds = false;
-    if (nested && VF__UNLIKELY(cur->def->kind == &vf__kind_bulk)) {
+    bool batched = nested && VF__UNLIKELY(cur->def->kind == &vf__kind_bulk);
+    if (batched)
         vf__bulk_release_ran(cur);
-        batch_holds = op_writes(cur, v) && !vf__bulk_released(cur, v);
-    }
-    if (batch_holds && !vf__bulk_running_writes(cur, v)) {
+    if (batched && holds_to_write(cur, v) && !vf__bulk_running_writes(cur, v)) {
         /* An op of a fused batch (bulk.h) waits on a var another op of
          * its batch writes, which it does not write itself: the batch
          * holds v for all its ops, so every op on v pushed before this one
@@ -787,13 +796,8 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
             return wait_settled(e, v, err, who); /* unlocks */
         vf__spin_unlock(&v->lock);
     }
-    if (nested && VF__UNLIKELY(cur->def->kind == &vf__kind_bulk) &&
-        !batch_holds) {
-        if ((rc = refuse_ancestor_write(cur, v, gen, who)) != 0)
-            return rc;
-    } else if (nested && (rc = refuse_own_write(cur, v, gen, who)) != 0) {
+    if (nested && (rc = refuse_own_write(cur, v, gen, who)) != 0)
         return rc;
-    }
     if (!nested && (rc = vf__lifecycle_check_waitable(e, who)) != 0)
         return rc;
     const vf__op *hold = NULL;
