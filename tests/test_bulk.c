@@ -672,6 +672,16 @@ static void *stopper(void *arg)
     return (void *)(intptr_t)vf_engine_stop(arg);
 }
 
+/* A pooled engine of `workers` CPU workers whose threads bulk `bulk`
+ * pushes (1: each op a batch of its own). */
+static vf_engine *bulk_engine(int workers, int bulk)
+{
+    return tu_engine(&(tu_kind){.name = "bulk",
+                                .cfg = {.type = VF_ENGINE_POOLED,
+                                        .cpu_workers = workers,
+                                        .bulk_size = bulk}});
+}
+
 static uint64_t bulks_of(vf_engine *e)
 {
     vf_stats st = {0};
@@ -753,11 +763,7 @@ TEST_CASE(wait_inside_for_an_earlier_op_of_the_batch)
             int rc[2], seen[2];
             uint64_t bulks[2];
             for (int bulk = 0; bulk < 2; bulk++) {
-                vf_engine *e = tu_engine(
-                    &(tu_kind){.name = "bulk",
-                               .cfg = {.type = VF_ENGINE_POOLED,
-                                       .cpu_workers = workers,
-                                       .bulk_size = bulk ? 8 : 1}});
+                vf_engine *e = bulk_engine(workers, bulk ? 8 : 1);
                 inner_wait w = {.x = tu_var(e),
                                 .fail = c == 1,
                                 .child_first = c == 3,
@@ -922,23 +928,10 @@ TEST_CASE(async_completed_by_a_later_op)
 typedef struct earlier_var {
     vf_var v, p;
     long value;
-    long seen_by_d; /* what D read after its wait */
+    arith set_one, twice; /* T's and C's */
+    long seen_by_d;       /* what D read after its wait */
     int rc_children, rc_d_wait;
 } earlier_var;
-
-static int ev_set_one(vf_run *run, void *arg)
-{
-    (void)run;
-    ((earlier_var *)arg)->value = 1;
-    return 0;
-}
-
-static int ev_double(vf_run *run, void *arg)
-{
-    (void)run;
-    ((earlier_var *)arg)->value *= 2;
-    return 0;
-}
 
 static int ev_wait_v(vf_run *run, void *arg)
 {
@@ -954,8 +947,7 @@ static int ev_parent(vf_run *run, void *arg)
 {
     earlier_var *ev = arg;
     vf_engine *e = vf_run_engine(run);
-    CHECK_OK(vf_engine_push(
-        e, &(vf_op){.fn = ev_double, .arg = ev, .writes = VF_VARS(ev->v)}));
+    push_arith(e, ev->v, &ev->twice);
     CHECK_OK(vf_engine_push(e, &(vf_op){.fn = ev_wait_v, .arg = ev}));
     ev->rc_children = vf_run_wait_children(run, NULL);
     return ev->rc_children;
@@ -973,19 +965,15 @@ TEST_CASE(children_on_an_earlier_ops_var)
 {
     for (int workers = 1; workers <= 2; workers++)
         for (int bulk = 1; bulk <= 64; bulk *= 8) {
-            vf_engine *e = tu_engine(
-                &(tu_kind){.name = "bulk",
-                           .cfg = {.type = VF_ENGINE_POOLED,
-                                   .cpu_workers = workers,
-                                   .bulk_size = bulk}});
+            vf_engine *e = bulk_engine(workers, bulk);
             for (int round = 0; round < 20; round++) {
                 earlier_var ev = {.v = tu_var(e),
                                   .p = tu_var(e),
                                   .rc_children = 99,
                                   .rc_d_wait = 99};
-                CHECK_OK(vf_engine_push(e, &(vf_op){.fn = ev_set_one,
-                                                    .arg = &ev,
-                                                    .writes = VF_VARS(ev.v)}));
+                ev.set_one = (arith){&ev.value, '=', 1};
+                ev.twice = (arith){&ev.value, '*', 2};
+                push_arith(e, ev.v, &ev.set_one);
                 CHECK_OK(vf_engine_push(e, &(vf_op){.fn = ev_parent,
                                                     .arg = &ev,
                                                     .writes = VF_VARS(ev.p)}));
@@ -1009,32 +997,18 @@ TEST_CASE(children_on_an_earlier_ops_var)
  * C1 (writes b: 1) and C2 (writes a: 2), then waits on b. */
 typedef struct sibling_fuse {
     vf_var a, b;
-    int a_val, b_val;
-    int rc, b_seen, a_seen_in_p;
+    long a_val, b_val;
+    arith set_a, set_b; /* C2's and C1's */
+    int rc;
+    long b_seen, a_seen_in_p;
 } sibling_fuse;
-
-static int sf_set_b(vf_run *run, void *arg)
-{
-    (void)run;
-    ((sibling_fuse *)arg)->b_val = 1;
-    return 0;
-}
-
-static int sf_set_a(vf_run *run, void *arg)
-{
-    (void)run;
-    ((sibling_fuse *)arg)->a_val = 2;
-    return 0;
-}
 
 static int sf_parent(vf_run *run, void *arg)
 {
     sibling_fuse *sf = arg;
     vf_engine *e = vf_run_engine(run);
-    CHECK_OK(vf_engine_push(
-        e, &(vf_op){.fn = sf_set_b, .arg = sf, .writes = VF_VARS(sf->b)}));
-    CHECK_OK(vf_engine_push(
-        e, &(vf_op){.fn = sf_set_a, .arg = sf, .writes = VF_VARS(sf->a)}));
+    push_arith(e, sf->b, &sf->set_b);
+    push_arith(e, sf->a, &sf->set_a);
     sf->rc = vf_var_wait(e, sf->b, NULL);
     sf->b_seen = sf->b_val;
     sf->a_seen_in_p = sf->a_val; /* C2 waits for P: not yet written */
@@ -1050,13 +1024,11 @@ TEST_CASE(children_fused_beside_one_that_waits_for_the_parent)
 {
     for (int workers = 1; workers <= 2; workers++)
         for (int bulk = 1; bulk <= 64; bulk *= 8) {
-            vf_engine *e = tu_engine(
-                &(tu_kind){.name = "bulk",
-                           .cfg = {.type = VF_ENGINE_POOLED,
-                                   .cpu_workers = workers,
-                                   .bulk_size = bulk}});
+            vf_engine *e = bulk_engine(workers, bulk);
             for (int round = 0; round < 20; round++) {
                 sibling_fuse sf = {.a = tu_var(e), .b = tu_var(e), .rc = 99};
+                sf.set_b = (arith){&sf.b_val, '=', 1};
+                sf.set_a = (arith){&sf.a_val, '=', 2};
                 vf_var p = tu_var(e);
                 CHECK_OK(vf_engine_push(e, &(vf_op){.fn = sf_parent,
                                                     .arg = &sf,
