@@ -20,7 +20,9 @@
  *   the op's block;
  * - after completing itself, its function can still wait (on a var
  *   another op writes, on the var it wrote, for a child it pushes) and
- *   each wait returns 0, as does a wait of another op meanwhile.
+ *   each wait returns 0, as does a wait of another op meanwhile;
+ * - an async op a completion makes ready runs its function on the
+ *   completing thread, before the completion returns.
  */
 #include "runner.h"
 
@@ -599,6 +601,62 @@ TEST_KIND_CASE(waits_after_its_completion, k)
         CHECK_EQ(atomic_load(&l.rc_children), 0);
         CHECK_EQ(atomic_load(&l.other_rc), 0);
     }
+    tu_finish_engine(e);
+}
+
+/* next_runs_on_the_completer: A's completion, kept for a foreign thread;
+ * B, an async op behind A, records the thread its function ran on. */
+typedef struct completer_run {
+    vf_completion a;
+    atomic_int a_started, b_ran, b_ran_at_return;
+    pthread_t completer, b_thread;
+} completer_run;
+
+static void keep_a(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    completer_run *t = arg;
+    t->a = done;
+    atomic_store(&t->a_started, 1);
+}
+
+static void record_b(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    completer_run *t = arg;
+    t->b_thread = pthread_self();
+    atomic_store(&t->b_ran, 1);
+    CHECK_OK(vf_completion_finish(done, 0, NULL));
+}
+
+static void *complete_a(void *arg)
+{
+    completer_run *t = arg;
+    t->completer = pthread_self();
+    CHECK_OK(vf_completion_finish(t->a, 0, NULL));
+    atomic_store(&t->b_ran_at_return, atomic_load(&t->b_ran));
+    return NULL;
+}
+
+/* The ops a completion makes ready are dispatched before it returns, and
+ * an async one among them runs its function on the completing thread, as
+ * the header says (so a thread that an op's function joins may be running
+ * the next async op's function). */
+TEST_KIND_CASE(next_runs_on_the_completer, k)
+{
+    vf_engine *e = tu_engine(k);
+    vf_var x = tu_var(e);
+    completer_run t;
+    memset(&t, 0, sizeof t);
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.async_fn = keep_a, .arg = &t, .writes = VF_VARS(x)}));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.async_fn = record_b, .arg = &t, .reads = VF_VARS(x)}));
+    REQUIRE(tu_wait_flag(&t.a_started, 1, TU_TIMEOUT));
+    tu_thread_join(tu_thread_start(complete_a, &t));
+    CHECK_EQ(atomic_load(&t.b_ran_at_return), 1);
+    CHECK(pthread_equal(t.b_thread, t.completer));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     tu_finish_engine(e);
 }
 
