@@ -1073,6 +1073,9 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * its push: with the top-level op it descends from, after its parent and
  * before the ops its parent pushes after it, whenever each of them runs
  * (to a nesting depth of 128; deeper, by its parent's place and its own).
+ * So is a wait's report: a child of an op pushed before a wait comes
+ * before the wait, and still sees the failure the wait reported, however
+ * late a worker ran its parent and it was pushed.
  *
  * A wait from a `done` callback of one of the engine's own ops returns
  * VF_EDEADLK at once (the op whose callback runs has not finished).

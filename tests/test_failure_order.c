@@ -11,6 +11,8 @@
  * - among ops pushed from inside ops, push order is the serial program's,
  *   where each op runs at its push: an op's children, and theirs, come
  *   before the ops its parent pushes after it, whenever they run;
+ * - so is a wait's clearing: a child of an op pushed before a wait still
+ *   sees the failure the wait reported, however late its parent pushed it;
  * - waits from a `done` callback return VF_EDEADLK at once (they hung);
  * - timed waits: VF_ETIMEDOUT naming the async op nobody completed, also
  *   from inside an op; vf_engine_stats counts it in flight; a wait that
@@ -93,6 +95,103 @@ TEST_KIND_CASE(wait_var_place, k)
 {
     for (int r = 0; r < rounds(); r++)
         wait_var_place_once(k);
+}
+
+/* A wait clears a failure for the ops after it in the serial program's
+ * order, which is tree order, not the moment of a push (rule 9): op1
+ * writes x and fails; A (pushed before the wait, held back by an async op
+ * until the wait has reported) then pushes C, which reads x. In the serial
+ * program A ran inside its push, so C is before the wait and skipped. The
+ * wait is the program's own (`nested` 0) or one inside B, a top-level op
+ * pushed after A that pushed nothing before it (`nested` 1), or that
+ * pushed child F, reading x, before it (2): F is skipped, and E, which B
+ * pushes after the wait, runs. C ran on the failed input on every
+ * threaded engine before the failure record kept the wait's tree
+ * position: its push came after the wait in time. */
+typedef struct tree_clear {
+    vf_engine *e;
+    vf_var x, y, done;
+    int nested;
+    held h;
+    rec c, e_after, f_before;
+    int waited; /* B's wait's result */
+    vf_error err;
+} tree_clear;
+
+static int tree_clear_a(vf_run *run, void *arg)
+{
+    (void)run;
+    tree_clear *t = arg;
+    push_rec(t->e, &t->c, VF_VARS(t->x), NOVARS, "C", false);
+    return 0;
+}
+
+static int tree_clear_b(vf_run *run, void *arg)
+{
+    (void)run;
+    tree_clear *t = arg;
+    if (t->nested == 2)
+        push_rec(t->e, &t->f_before, VF_VARS(t->x), NOVARS, "F", false);
+    t->waited = vf_var_wait(t->e, t->x, &t->err);
+    push_rec(t->e, &t->e_after, VF_VARS(t->x), NOVARS, "E", false);
+    return 0;
+}
+
+static void tree_clear_once(const tu_kind *k, int nested)
+{
+    tree_clear *t = calloc(1, sizeof *t);
+    CHECK(t != NULL);
+    t->e = tu_engine(k);
+    t->nested = nested;
+    CHECK_OK(vf_var_create(t->e, &t->x));
+    CHECK_OK(vf_var_create(t->e, &t->y));
+    CHECK_OK(vf_var_create(t->e, &t->done));
+    rec_init(&t->c, 0, NULL);
+    rec_init(&t->e_after, 0, NULL);
+    rec_init(&t->f_before, 0, NULL);
+    rec r1;
+    rec_init(&r1, -7, "x failed");
+    CHECK_OK(vf_engine_push(t->e, &(vf_op){.async_fn = held_fn,
+                                           .arg = &t->h,
+                                           .writes = VF_VARS(t->y),
+                                           .name = "P"}));
+    push_rec(t->e, &r1, NOVARS, VF_VARS(t->x), "op1", false);
+    CHECK_OK(vf_engine_push(t->e, &(vf_op){.fn = tree_clear_a,
+                                           .arg = t,
+                                           .reads = VF_VARS(t->y),
+                                           .name = "A"}));
+    vf_error err;
+    if (nested == 0) {
+        CHECK_ERR(vf_var_wait(t->e, t->x, &err), VF_EOPFAILED);
+        CHECK(strcmp(err.op_name, "op1") == 0);
+        push_rec(t->e, &t->e_after, VF_VARS(t->x), NOVARS, "E", false);
+    } else {
+        CHECK_OK(vf_engine_push(t->e, &(vf_op){.fn = tree_clear_b,
+                                               .arg = t,
+                                               .writes = VF_VARS(t->done),
+                                               .name = "B"}));
+        CHECK_OK(vf_var_wait(t->e, t->done, &err));
+        CHECK_EQ(t->waited, VF_EOPFAILED);
+        CHECK(strcmp(t->err.op_name, "op1") == 0);
+    }
+    CHECK(tu_wait_flag(&t->h.started, 1, TU_TIMEOUT));
+    CHECK_OK(vf_completion_finish(t->h.done, 0, NULL)); /* now A runs */
+    CHECK_OK(vf_engine_wait_all(t->e, &err)); /* reported once, above */
+    CHECK_EQ(atomic_load(&t->c.ran), 0);
+    CHECK_EQ(atomic_load(&t->c.status), VF_ESKIPPED);
+    CHECK_EQ(atomic_load(&t->e_after.ran), 1);
+    CHECK_EQ(atomic_load(&t->e_after.status), 0);
+    if (nested == 2)
+        CHECK_EQ(atomic_load(&t->f_before.status), VF_ESKIPPED);
+    CHECK_OK(vf_engine_destroy(t->e));
+    free(t);
+}
+
+TEST_KIND_CASE(cleared_in_tree_order, k)
+{
+    for (int r = 0; r < rounds(); r++)
+        for (int nested = 0; nested <= 2; nested++)
+            tree_clear_once(k, nested);
 }
 
 /* wait_all: A (async, pushed first) fails after B (pushed second) did. */

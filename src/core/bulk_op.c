@@ -252,7 +252,7 @@ static void run_batch(vf__op *op, int worker, bool shutdown)
         int status = shutdown ? VF_ESKIPPED : 0;
         vf__failure *f = NULL;
         if (!skipped && !it->no_skip && (slow & VF__SLOW_MAY_INHERIT)) {
-            f = vf__exec_inherited_failure(op, refs, it->nrefs, place,
+            f = vf__exec_inherited_failure(op, refs, it->nrefs, b->up, place,
                                            slow & VF__SLOW_DEVICES);
             if (f != NULL) {
                 vf__failure_ref(f);

@@ -82,7 +82,7 @@ static int device_op_begin(vf__op *op, const vf__device_class *cls,
          * stream still waits for its event, which carries the failure. */
         if (atomic_load_explicit(&f->resolved, memory_order_acquire) &&
             !(carry && f->failure != NULL &&
-              vf__failure_live_for(f->failure, op->place)))
+              vf__failure_live_for(f->failure, op->up, op->place)))
             continue;
         if (f->cls != cls) { /* another kind of device: the host orders */
             vf__fence_host_wait(e, f);
@@ -139,7 +139,7 @@ static void device_outcome(vf__op *op, const vf__event_status *st)
         vf__failure *f = vf__fence_failure(d->inputs[k]);
         if (f == NULL)
             continue;
-        if (!vf__failure_live_for(f, op->place))
+        if (!vf__failure_live_for(f, op->up, op->place))
             claimed = vf__failure_before(f, claimed) ? f : claimed;
         else if (vf__failure_before(f, fail))
             fail = f;
@@ -219,7 +219,7 @@ static bool device_op_end(vf__op *op, const vf__device_class *cls,
 static vf__failure *inherited_after_host_wait(vf__op *op)
 {
     vf__fences_host_wait(op);
-    return vf__exec_inherited_failure(op, NULL, 0, op->place, true);
+    return vf__exec_inherited_failure(op, NULL, 0, op->up, op->place, true);
 }
 
 /* Its function returned a failure (op->failure, just recorded) while work
@@ -401,7 +401,8 @@ static bool run_device_op(vf__op *op, int worker, bool shutdown)
         return true;
     }
     if (!op->def->no_skip &&
-        vf__exec_inherited_failure(op, NULL, 0, op->place, true) != NULL) {
+        vf__exec_inherited_failure(op, NULL, 0, op->up, op->place, true) !=
+            NULL) {
         /* Skipped before it starts, it writes its vars on the host: the
          * device work it would have followed is met there, as a host op
          * meets it. Then the failure it inherits is looked for again:

@@ -78,40 +78,43 @@ const vf__op_kind vf__kind_user = {
 
 /* --- running ----------------------------------------------------------- */
 
-/* Of `best` and the failure var v holds, the one the op at `place`
- * inherits: live for it, and first in push order (failure.h). Read by an
- * op that holds the var, so no write of it races. In an engine with
+/* Of `best` and the failure var v holds, the one the op at `place` under
+ * `up` inherits: live for it, and first in push order (failure.h). Read by
+ * an op that holds the var, so no write of it races. In an engine with
  * `devices`, v's last device write may have failed after it released v
  * (device_ops.h). */
 static vf__failure *earlier_live(vf_engine *e, vf__failure *best, vf__var *v,
-                                 uint64_t place, bool devices)
+                                 const vf__family *up, uint64_t place,
+                                 bool devices)
 {
-    vf__failure *f = VF__LIKELY(!devices)
-                         ? atomic_load_explicit(&v->failure,
-                                                memory_order_acquire)
-                         : vf__fences_var_failure(e, v, place);
-    if (VF__LIKELY(f == NULL) || !vf__failure_live_for(f, place))
+    vf__failure *f = atomic_load_explicit(&v->failure, memory_order_acquire);
+    if (VF__UNLIKELY(devices))
+        f = vf__fences_var_failure(
+            e, v, f, f != NULL && vf__failure_live_for(f, up, place));
+    if (VF__LIKELY(f == NULL) || !vf__failure_live_for(f, up, place))
         return best;
     return vf__failure_before(f, best) ? f : best;
 }
 
-/* The failure the op at `place` inherits from the vars it holds, or, when
- * `refs` is not NULL, from those of them a fused op's item names
- * (bulk.h): of the live ones, the first in push order, as in the serial
- * program; NULL when there is none. */
+/* The failure the op at `place` under `up` inherits from the vars it
+ * holds, or, when `refs` is not NULL, from those of them a fused op's item
+ * names (bulk.h): of the live ones, the first in push order, as in the
+ * serial program; NULL when there is none. */
 vf__failure *vf__exec_inherited_failure(vf__op *op, const uint32_t *refs,
-                                        int nrefs, uint64_t place, bool devices)
+                                        int nrefs, const vf__family *up,
+                                        uint64_t place, bool devices)
 {
     vf__failure *f = NULL;
     if (refs == NULL)
         for (int i = 0; i < op->nvars; i++)
             f = earlier_live(vf__op_engine(op), f,
-                             vf__dep_var(vf__op_dep(op, i)), place, devices);
+                             vf__dep_var(vf__op_dep(op, i)), up, place,
+                             devices);
     else
         for (int r = 0; r < nrefs; r++)
             f = earlier_live(vf__op_engine(op), f,
                              vf__dep_var(vf__op_dep(op, (int)(refs[r] >> 1))),
-                             place, devices);
+                             up, place, devices);
     return f;
 }
 
@@ -278,8 +281,8 @@ static bool run_body(vf__op *op, int worker)
         return true;
     }
     if ((slow & VF__SLOW_MAY_INHERIT) && !def->no_skip && op->nvars != 0) {
-        vf__failure *f = vf__exec_inherited_failure(op, NULL, 0, op->place,
-                                                    slow & VF__SLOW_DEVICES);
+        vf__failure *f = vf__exec_inherited_failure(
+            op, NULL, 0, op->up, op->place, slow & VF__SLOW_DEVICES);
         if (VF__UNLIKELY(f != NULL)) {
             vf__exec_op_skipped(op, f);
             return true;
@@ -922,8 +925,8 @@ node_run(vf_engine *e, vf__op *op, vf_run *run, vf__worker *mine, bool in_order,
                         : op->nvars;
         uint64_t place = op->place;
         for (int i = 0; i < nvars; i++)
-            f = earlier_live(e, f, vf__dep_var(vf__op_dep(op, i)), place,
-                             false);
+            f = earlier_live(e, f, vf__dep_var(vf__op_dep(op, i)), NULL, place,
+                             false); /* a node: top level */
         if (VF__UNLIKELY(f != NULL)) {
             vf__exec_op_skipped(op, f);
         } else {

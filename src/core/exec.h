@@ -64,13 +64,14 @@
  * per thread (exec.c: runs_at_top_push). */
 #define VF__AHEAD_QUEUED 64
 
-/* The failure the op at `place` inherits from the vars it holds, or, when
- * `refs` is not NULL, from those a fused op's item names (bulk.h): of the
- * live ones, the first in push order (failure.h); NULL when none. With
- * `devices`, a var's failed device write counts (device_ops.h). */
+/* The failure the op at `place` under `up` (its key, family.h) inherits
+ * from the vars it holds, or, when `refs` is not NULL, from those a fused
+ * op's item names (bulk.h): of the live ones, the first in push order
+ * (failure.h); NULL when none. With `devices`, a var's failed device write
+ * counts (device_ops.h). */
 vf__failure *vf__exec_inherited_failure(vf__op *op, const uint32_t *refs,
-                                        int nrefs, uint64_t place,
-                                        bool devices);
+                                        int nrefs, const vf__family *up,
+                                        uint64_t place, bool devices);
 
 /* The engine skips the op: `done` gets VF_ESKIPPED, and `f` (a reference
  * the op takes) goes on to the vars it writes; NULL: the shutdown notice

@@ -65,6 +65,8 @@ void vf__failure_unref(vf__failure *f)
     if (f == NULL || !vf__ref_drop(&f->refs))
         return;
     vf__family_unref(f->up);
+    if (vf__failure_claimed(f)) /* its last unref: the claim is complete */
+        vf__family_unref(f->cleared_up);
     vf__failure_reserve *r = f->reserve;
     pthread_mutex_lock(&r->lock);
     bool keep = r->count < VF__FAILURE_RESERVE;
@@ -115,7 +117,8 @@ vf__failure *vf__failure_log_record(vf__failure_log *log, int code,
         return f;
     }
     atomic_init(&f->refs, 2); /* the caller's and the log's */
-    atomic_init(&f->cleared_at, VF__NEVER);
+    atomic_init(&f->cleared_next, VF__NEVER);
+    f->cleared_up = NULL;
     f->root = vf__family_root(up, place);
     f->place = place;
     f->up = up;
@@ -182,7 +185,7 @@ bool vf__failure_log_report(vf__failure_log *log, uint64_t place, vf_error *err)
     log->tail = NULL;
     while (*link != NULL) {
         vf__failure *f = *link;
-        if (f->place <= place) {
+        if (f->root <= place) {
             *link = f->next;
             f->next = NULL;
             *tail = f;
@@ -196,16 +199,15 @@ bool vf__failure_log_report(vf__failure_log *log, uint64_t place, vf_error *err)
 
     vf__failure *first = NULL;
     for (vf__failure *f = mine; f != NULL; f = f->next)
-        if (atomic_load_explicit(&f->cleared_at, memory_order_acquire) ==
-                VF__NEVER &&
-            vf__failure_before(f, first))
+        if (!vf__failure_claimed(f) && vf__failure_before(f, first))
             first = f;
-    bool reported = first != NULL && vf__failure_claim(first, place);
+    vf__wait_key key = {.up = NULL, .next = place + 1};
+    bool reported = first != NULL && vf__failure_claim(first, key);
     if (reported && err != NULL)
         *err = first->info;
     while (mine != NULL) {
         vf__failure *next = mine->next;
-        vf__failure_claim(mine, place); /* no-op when reported already */
+        vf__failure_claim(mine, key); /* no-op when reported already */
         vf__failure_unref(mine);
         mine = next;
     }

@@ -22,13 +22,18 @@
  * A record is one failure chain: the op that failed makes it, it is stored
  * on every var the op writes, and skipped ops pass the same record on.
  * Reporting it is a position in push order, not a moment: the first wait
- * that reports it stores its own place in `cleared_at` (a compare-and-swap
- * from VF__NEVER, so exactly one wait reports a chain). From then on the
- * record is inert for every op whose place is after that wait, on every
- * var, while an op pushed before the wait that runs only later still sees
- * it, as it would have in the serial program. The wait's thread blocks
- * until it has reported, so every op it pushes afterwards has a later place.
- * wait_all reports and clears through the log below in the same way.
+ * that reports it stores its own position there (`cleared_up` and
+ * `cleared_next`, claimed by a compare-and-swap from VF__NEVER, so exactly
+ * one wait reports a chain). From then on the record is inert for every op
+ * after that wait in push order, on every var, while an op before the wait
+ * that runs only later still sees it, as it would have in the serial
+ * program. Before and after are the tree order of family.h, not the
+ * numbers alone: a child of an op pushed before a wait is before it,
+ * however late its parent ran and pushed it (a pool's worker may run the
+ * parent after the program's thread went on to wait; the serial program
+ * ran it, and the child, inside the parent's push). The wait's thread
+ * blocks until it has reported, so every op it pushes afterwards is after
+ * it. wait_all reports and clears through the log below in the same way.
  *
  * Nothing of this is on the hot path of an op that meets no failure: it
  * loads each var's `failure` pointer, as before, and finds NULL.
@@ -46,16 +51,38 @@
 #include "base/error.h"
 #include "core/family.h"
 
-#define VF__NEVER UINT64_MAX /* cleared_at of a record nobody reported */
+#define VF__NEVER UINT64_MAX /* cleared_next of a record nobody reported */
+/* cleared_next while its wait stores `cleared_up` (a few instructions):
+ * still live for everyone, as the wait has not returned yet. */
+#define VF__CLAIMING (UINT64_MAX - 1)
+
+/*
+ * Where a wait stands in push order: the first key (family.h) after it,
+ * `next` under `up`, so an op is before the wait exactly when its key is
+ * before this one (vf__family_before). A wait at the top level, or inside
+ * an op that pushed children, stands after what was pushed so far: `up` is
+ * NULL or that op's family, `next` the place after the last one taken. A
+ * wait inside an op that has pushed nothing stands before any child it
+ * pushes later: the op's own key (its parent's family, its place), which
+ * everything after the op, its descendants too, is not before.
+ */
+typedef struct vf__wait_key {
+    vf__family *up;
+    uint64_t next;
+} vf__wait_key;
 
 typedef struct vf__failure vf__failure;
 typedef struct vf__failure_reserve vf__failure_reserve;
 
 struct vf__failure {
     atomic_int refs; /* acq_rel: the last unref frees */
-    /* The place of the wait that reported it, or VF__NEVER. Set once, by
-     * compare-and-swap (acq_rel); ops load it with acquire. */
-    _Atomic uint64_t cleared_at;
+    /* The key of the wait that reported it (vf__wait_key: `next`), or
+     * VF__NEVER, or VF__CLAIMING while `cleared_up` is stored. Claimed
+     * once, by compare-and-swap (acq_rel), then set with release; ops load
+     * it with acquire, then `cleared_up` (a reference; NULL: the top
+     * level). */
+    _Atomic uint64_t cleared_next;
+    vf__family *cleared_up;
     uint64_t root;                /* key: the failing op's root (family.h), */
     uint64_t place;               /* then its own place, */
     vf__family *up;               /* under its parent's family (a reference) */
@@ -89,11 +116,35 @@ static inline bool vf__failure_before(const vf__failure *a,
     return vf__family_before(a->up, a->place, b->up, b->place);
 }
 
-/* Whether the record still makes the op at `place` skip: no wait before
- * that place reported it. */
-static inline bool vf__failure_live_for(const vf__failure *f, uint64_t place)
+/* Whether the record still makes the op at `place` under `up` (its key,
+ * family.h) skip: no wait before that op reported it. */
+static inline bool vf__failure_live_for(const vf__failure *f,
+                                        const vf__family *up, uint64_t place)
 {
-    return place <= atomic_load_explicit(&f->cleared_at, memory_order_acquire);
+    uint64_t next = atomic_load_explicit(&f->cleared_next,
+                                         memory_order_acquire);
+    if (next >= VF__CLAIMING)
+        return true;
+    if (VF__LIKELY(up == NULL && f->cleared_up == NULL))
+        return place < next; /* both at the top level */
+    return vf__family_before(up, place, f->cleared_up, next);
+}
+
+/* Whether the record is still to be reported by a wait at `key`: no wait
+ * before it did (one at the same key, or after it, does not count). */
+static inline bool vf__failure_live_at(const vf__failure *f, vf__wait_key key)
+{
+    uint64_t next = atomic_load_explicit(&f->cleared_next,
+                                         memory_order_acquire);
+    return next >= VF__CLAIMING ||
+           !vf__family_before(f->cleared_up, next, key.up, key.next);
+}
+
+/* Whether a wait reported the record already. */
+static inline bool vf__failure_claimed(const vf__failure *f)
+{
+    return atomic_load_explicit(&f->cleared_next, memory_order_acquire) !=
+           VF__NEVER;
 }
 
 /* How many records waits have claimed, in every engine of the process
@@ -105,15 +156,20 @@ static inline bool vf__failure_live_for(const vf__failure *f, uint64_t place)
  * claim elsewhere only makes an op meet a fence on the host. */
 extern _Atomic uint64_t vf__failure_claims;
 
-/* Report the record for a wait at `place`: true once, for the first wait
- * (that wait returns it); every op after `place` then finds it inert. */
-static inline bool vf__failure_claim(vf__failure *f, uint64_t place)
+/* Report the record for a wait at `key`: true once, for the first wait
+ * (that wait returns it); every op after `key` then finds it inert. The
+ * caller keeps the key's family alive (its run, or its waiter's). */
+static inline bool vf__failure_claim(vf__failure *f, vf__wait_key key)
 {
     uint64_t expected = VF__NEVER;
-    if (!atomic_compare_exchange_strong_explicit(&f->cleared_at, &expected,
-                                                 place, memory_order_acq_rel,
-                                                 memory_order_acquire))
+    if (!atomic_compare_exchange_strong_explicit(
+            &f->cleared_next, &expected, VF__CLAIMING, memory_order_acq_rel,
+            memory_order_acquire))
         return false;
+    if (key.up != NULL)
+        vf__family_ref(key.up);
+    f->cleared_up = key.up;
+    atomic_store_explicit(&f->cleared_next, key.next, memory_order_release);
     /* Release: an op that reads the new count sees the record claimed. */
     atomic_fetch_add_explicit(&vf__failure_claims, 1, memory_order_release);
     return true;
@@ -125,14 +181,14 @@ static inline uint64_t vf__failure_claims_now(void)
     return atomic_load_explicit(&vf__failure_claims, memory_order_acquire);
 }
 
-/* What a wait at `place` reports, claimed (NULL: nothing): the failure the
+/* What a wait at `key` reports, claimed (NULL: nothing): the failure the
  * var holds (`stored`), or, when its last write was device work that failed
  * after the op released the var, that work's (`fenced`, device_ops.h). */
 static inline vf__failure *
-vf__failure_report(vf__failure *stored, vf__failure *fenced, uint64_t place)
+vf__failure_report(vf__failure *stored, vf__failure *fenced, vf__wait_key key)
 {
     vf__failure *f = fenced != NULL ? fenced : stored;
-    return f != NULL && vf__failure_claim(f, place) ? f : NULL;
+    return f != NULL && vf__failure_claim(f, key) ? f : NULL;
 }
 
 /*
@@ -175,11 +231,12 @@ void vf__failure_log_retract(vf__failure_log *log, vf__failure *f,
                              uint64_t place);
 
 /*
- * wait_all's report at `place` (every op up to it has finished): the
- * record first in push order among those listed up to `place` that no
- * wait reported yet is copied to `*err` (when not NULL) and the call
- * returns true; then every record up to `place` is cleared at `place` and
- * leaves the log. Records of ops after `place` (pushed by another thread
+ * wait_all's report at `place` (every op up to it has finished, and every
+ * op they pushed): the record first in push order among those listed of
+ * ops up to `place` and their descendants (their root is up to `place`)
+ * that no wait reported yet is copied to `*err` (when not NULL) and the
+ * call returns true; then every such record is cleared there and leaves
+ * the log. Records of ops after `place` (pushed by another thread
  * meanwhile) stay listed for the next wait_all.
  */
 bool vf__failure_log_report(vf__failure_log *log, uint64_t place,

@@ -140,9 +140,9 @@ void vf__fences_host_wait(vf__op *op)
     }
 }
 
-vf__failure *vf__fences_var_failure(vf_engine *e, vf__var *v, uint64_t place)
+vf__failure *vf__fences_var_failure(vf_engine *e, vf__var *v, vf__failure *own,
+                                    bool own_live)
 {
-    vf__failure *own = atomic_load_explicit(&v->failure, memory_order_acquire);
     /* No lock: the write fence changes only under an op that holds v
      * exclusively, and the caller holds v (the queue's hand-off orders
      * the last change before this read). */
@@ -153,7 +153,7 @@ vf__failure *vf__fences_var_failure(vf_engine *e, vf__var *v, uint64_t place)
      * failure and v's, which it supersedes only by failing: the host
      * waits for it, when v's is one that matters. */
     if (!atomic_load_explicit(&w->resolved, memory_order_acquire) &&
-        own != NULL && vf__failure_live_for(own, place))
+        own != NULL && own_live)
         vf__fence_host_wait(e, w);
     vf__failure *f = vf__fence_failure(w);
     return f != NULL ? f : own;

@@ -99,9 +99,11 @@ void vf__fences_leave_rw(vf__op *op, vf__fence *f, vf__fence *rf);
  * the fences of its vars that it depends on. */
 void vf__fences_host_wait(vf__op *op);
 
-/* The failure var v holds (no reference; NULL: none), for the op at
- * `place` that holds v: its last device write's, when that work failed
- * after the op released v (its write fence, resolved), else v's own. The
+/* The failure var v holds (no reference; NULL: none), for an op that
+ * holds v (or a wait whose marker does), v's own being `own` (v->failure,
+ * loaded by the caller), which is live for that op or not (`own_live`,
+ * failure.h): its last device write's, when that work failed after the op
+ * released v (its write fence, resolved), else v's own. The
  * fence's is the newer: a host write turns it into v's own and drops the
  * fence before it runs (vf__fences_clear_written), and a device write
  * replaces the fence, the replaced one's failure becoming v's own
@@ -109,7 +111,8 @@ void vf__fences_host_wait(vf__op *op);
  * only when v's own failure is live for the op (which of the two holds
  * depends on that work); otherwise its failure is met on the device,
  * where the stream that waits for it inherits it (device.h). */
-vf__failure *vf__fences_var_failure(vf_engine *e, vf__var *v, uint64_t place);
+vf__failure *vf__fences_var_failure(vf_engine *e, vf__var *v, vf__failure *own,
+                                    bool own_live);
 
 /* A host-side op that met its fences (vf__fences_host_wait), before it
  * runs: the vars it writes take their last device write's failure, if

@@ -523,7 +523,7 @@ static bool boundary(vf__graph_inst *in, const devseg *sg, vf__devinst *di,
         vf__var *v = g->bvars[b].var;
         vf__failure *f = atomic_load_explicit(&v->failure,
                                               memory_order_acquire);
-        if (f != NULL && vf__failure_live_for(f, place))
+        if (f != NULL && vf__failure_live_for(f, NULL, place))
             ok = false;
         vf__fence *fs[1 + VF__VAR_READ_FENCES];
         int k = vf__fences_of_var(v, true, false, fs);
@@ -537,7 +537,7 @@ static bool boundary(vf__graph_inst *in, const devseg *sg, vf__devinst *di,
             } else if (atomic_load_explicit(&wf->resolved,
                                             memory_order_acquire)) {
                 vf__failure *ff = wf->failure;
-                if (ff != NULL && vf__failure_live_for(ff, place))
+                if (ff != NULL && vf__failure_live_for(ff, NULL, place))
                     ok = false; /* known now: by hand */
             } else {
                 di->wfence[b] = wf; /* kept: the nodes carry it */
@@ -685,7 +685,7 @@ static void recorded_failure_or_skip(vf_engine *e, vf__op *op,
     vf__failure *inherited = NULL;
     for (int k = 0; k < d->ncarry; k++) {
         vf__failure *f = vf__fence_host_wait(e, d->inputs[k]);
-        if (f != NULL && vf__failure_live_for(f, op->place) &&
+        if (f != NULL && vf__failure_live_for(f, op->up, op->place) &&
             vf__failure_before(f, inherited))
             inherited = f;
     }
@@ -910,8 +910,9 @@ static void cpu_by_hand(vf__graph_inst *in, uint32_t i, int worker,
     vf__failure *f = NULL;
     if (shutdown)
         vf__exec_op_skipped(op, NULL);
-    else if (!op->def->no_skip && (f = vf__exec_inherited_failure(
-                                       op, NULL, 0, op->place, true)) != NULL)
+    else if (!op->def->no_skip &&
+             (f = vf__exec_inherited_failure(op, NULL, 0, op->up, op->place,
+                                             true)) != NULL)
         vf__exec_op_skipped(op, f);
     else
         vf__exec_run_fn(op, worker);

@@ -86,6 +86,24 @@ static inline uint64_t vf__push_wait_place(vf_engine *e)
     return atomic_load_explicit(&e->pushed, memory_order_relaxed);
 }
 
+/* Where a wait called now on this thread stands in push order (failure.h:
+ * vf__wait_key): after what was pushed so far, and, inside an op of `e`,
+ * within that op, before the children it pushes later. */
+static inline vf__wait_key vf__push_wait_key(vf_engine *e)
+{
+    uint64_t next = vf__push_wait_place(e) + 1;
+    vf__op *cur = vf__current_op();
+    if (VF__LIKELY(cur == NULL) || vf__op_engine(cur) != e)
+        return (vf__wait_key){.up = NULL, .next = next};
+    if (vf__running_now.family != NULL)
+        return (vf__wait_key){.up = vf__running_now.family, .next = next};
+    /* It pushed nothing (no family): every op from it on is after. */
+    return (vf__wait_key){.up = cur->up,
+                          .next = VF__UNLIKELY(cur->alone)
+                                      ? vf__push_place_of(cur)
+                                      : vf__bulk_running_place(cur)};
+}
+
 /* Push a prepared op: `op->def` set, its var set normalized. A user op
  * with no place yet takes the next number once the push can no longer
  * fail; any other op comes with its place (failure.h). Appends it

@@ -14,7 +14,7 @@ VF_API int vf_run_input_failure(const vf_run *run, vf_error *out)
         return vf__fail(VF_EINVAL, "vf_run_input_failure: run is NULL");
     /* A fused op's item has a place of its own (run_bulk sets it). */
     vf__failure *f = vf__exec_inherited_failure(
-        run->op, run->item_refs, run->item_nrefs,
+        run->op, run->item_refs, run->item_nrefs, run->op->up,
         run->item_refs != NULL ? run->place : run->op->place,
         vf__engine_has_devices(vf__op_engine(run->op)));
     if (f == NULL)

@@ -70,16 +70,16 @@ void vf__waiter_unref(vf__waiter *w)
 
 /* What a var wait's marker reports once every write pushed before the wait
  * has finished: the var's failure (or its last device write's), which is
- * the one at the wait's place, claimed there, so it is cleared from there
- * on (failure.h); NULL: none. */
-static vf__failure *marker_claim(vf_engine *e, vf__op *op)
+ * the one at the wait's position `key`, claimed there, so it is cleared
+ * from there on (failure.h); NULL: none. */
+static vf__failure *marker_claim(vf_engine *e, vf__op *op, vf__wait_key key)
 {
     vf__var *v = vf__dep_var(&op->deps[0]);
-    vf__failure *f = vf__engine_has_devices(e)
-                         ? vf__fences_var_failure(e, v, op->place)
-                         : atomic_load_explicit(&v->failure,
-                                                memory_order_acquire);
-    return f != NULL && vf__failure_claim(f, op->place) ? f : NULL;
+    vf__failure *f = atomic_load_explicit(&v->failure, memory_order_acquire);
+    if (vf__engine_has_devices(e))
+        f = vf__fences_var_failure(e, v, f,
+                                   f != NULL && vf__failure_live_at(f, key));
+    return f != NULL && vf__failure_claim(f, key) ? f : NULL;
 }
 
 /* The wait is over: hand the waiter what `marker` (a var wait's; NULL for
@@ -97,7 +97,8 @@ static void waiter_fire(vf_engine *e, vf__waiter *w, vf__op *marker)
            !atomic_compare_exchange_weak(&w->state, &s, VF__W_SIGNALING)) {
     }
     if (s == VF__W_IDLE || s == VF__W_BUSY) {
-        vf__failure *f = marker != NULL ? marker_claim(e, marker) : NULL;
+        vf__failure *f = marker != NULL ? marker_claim(e, marker, w->key)
+                                        : NULL;
         if (f != NULL) {
             vf__failure_ref(f);
             w->claimed = f;
@@ -640,7 +641,7 @@ static int wait_settled(vf_engine *e, vf__var *v, vf_error *err,
     bool skipped = atomic_load_explicit(&v->notice_skipped,
                                         memory_order_relaxed);
     vf__spin_unlock(&v->lock);
-    uint64_t place = vf__push_wait_place(e);
+    vf__wait_key key = vf__push_wait_key(e);
     vf__failure *fenced = NULL;
     if (fence != NULL) {
         fenced = vf__fence_host_wait(e, fence);
@@ -648,7 +649,7 @@ static int wait_settled(vf_engine *e, vf__var *v, vf_error *err,
             vf__failure_ref(fenced);
         vf__fence_unref(fence);
     }
-    vf__failure *claimed = vf__failure_report(f, fenced, place);
+    vf__failure *claimed = vf__failure_report(f, fenced, key);
     if (claimed != NULL)
         report(claimed, err);
     vf__failure_unref(f);
@@ -818,6 +819,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
     w->sleep_pool = nested && me ? me->pool : NULL;
     w->nested = nested;
     w->family = nested ? vf__running_now.family : NULL;
+    w->key = vf__push_wait_key(e);
     atomic_init(&w->on_cond, false);
 
     vf__spin_lock(&v->lock);
@@ -946,6 +948,7 @@ static int wait_pending(vf_engine *e, vf__family *f, const vf__deadline *until,
     w->sleep_pool = me ? me->pool : NULL;
     w->nested = true;
     w->family = f;
+    w->key = (vf__wait_key){.up = NULL, .next = 0}; /* no marker: unused */
     atomic_init(&w->on_cond, false);
     /* `w` first, then the flag, and only while children are pending: the
      * finish that lowers the count to zero clears the flag in the same
@@ -1061,7 +1064,7 @@ static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
     vf__failure *first = vf__family_take_first(f);
     bool unrun = atomic_exchange(&f->notice_skipped, false);
     bool claimed = first != NULL &&
-                   vf__failure_claim(first, vf__push_wait_place(e));
+                   vf__failure_claim(first, vf__push_wait_key(e));
     if (claimed)
         report(first, err);
     vf__failure_unref(first);

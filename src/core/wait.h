@@ -90,6 +90,9 @@ struct vf__waiter {
     /* A nested waiter's op's own family (family.h), or NULL when it
      * pushed nothing: the ops it may run above the wait descend from it. */
     const vf__family *family;
+    /* A var wait's position, at which its marker claims what it reports
+     * (failure.h); its family lives while the waiter waits. */
+    vf__wait_key key;
     /* seq_cst: a nested waiter with a pool sleeps on the engine's cond
      * (wait.c); set before it looks at `state` there, read by the marker
      * after it stores DONE (a Dekker pair: one of them sees the other). */

@@ -162,10 +162,18 @@ static void *bg_host_wait(void *arg)
     return NULL;
 }
 
+/* The failure v holds for a top-level op at `place`, as exec.c asks. */
+static vf__failure *var_failure_for(vf_engine *e, vf__var *v, uint64_t place)
+{
+    vf__failure *own = atomic_load(&v->failure);
+    return vf__fences_var_failure(
+        e, v, own, own != NULL && vf__failure_live_for(own, NULL, place));
+}
+
 static void *bg_var_failure(void *arg)
 {
     bg *b = arg;
-    b->result = vf__fences_var_failure(b->r->e, b->var, b->place);
+    b->result = var_failure_for(b->r->e, b->var, b->place);
     tu_gate_open(&b->returned);
     return NULL;
 }
@@ -269,23 +277,22 @@ TEST_CASE(var_failure_prefers_failed_device_write)
     var_init(&v);
     vf__failure_ref(own); /* the var's reference, as a write gives it */
     atomic_store(&v.failure, own);
-    CHECK(vf__fences_var_failure(r.e, &v, 5) == own); /* no fence */
+    CHECK(var_failure_for(r.e, &v, 5) == own); /* no fence */
 
     vf__fence *ok = fence_new(&r, false);
     resolve(ok, NULL);
     set_wfence(&v, ok);
-    CHECK(vf__fences_var_failure(r.e, &v, 5) ==
-          own); /* the write did not fail */
+    CHECK(var_failure_for(r.e, &v, 5) == own); /* the write did not fail */
     vf__fences_drop(&v);
 
     vf__fence *failed = fence_new(&r, false);
     resolve(failed, dev);
     set_wfence(&v, failed);
-    CHECK(vf__fences_var_failure(r.e, &v, 5) == dev);
+    CHECK(var_failure_for(r.e, &v, 5) == dev);
     vf__fences_drop(&v);
     /* Dropped, the failed write's failure is the var's own now. */
     CHECK(atomic_load(&v.failure) == dev);
-    CHECK(vf__fences_var_failure(r.e, &v, 5) == dev);
+    CHECK(var_failure_for(r.e, &v, 5) == dev);
     CHECK_EQ(host_syncs(&r), 0);
 
     vf__failure_unref(atomic_exchange(&v.failure, NULL));
