@@ -1116,7 +1116,10 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * one, unfinished; past 128 levels of nesting, the ancestors between the
  * 128th level and the parent are not looked at); otherwise (the ops it waits
  * for wait, directly or not, on it) as soon as no op of the engine can run any
- * more, so an unrelated long op delays the answer until it ends. A child
+ * more, so an unrelated long op delays the answer until it ends. When
+ * several waits inside ops are stuck together, the one first in push order
+ * (the one the serial program reaches first) returns VF_EDEADLK; the
+ * others go on waiting, and finish once its op's end lets them. A child
  * waiting on a var whose writer needs one of the child's ancestors to end
  * (reads what it writes) gets VF_EDEADLK where it runs inside its push
  * (vf_engine_push()), as in the serial program, but may get 0 where it was

@@ -14,7 +14,9 @@
  *   failure, unless an earlier wait reported it;
  * - batch_failure: a failing op of a batch of children is reported;
  * - deadlock: a child that reads a var its parent writes can never run
- *   while the parent waits: VF_EDEADLK, and the engine goes on;
+ *   while the parent waits: VF_EDEADLK, and the engine goes on; when
+ *   several waits are stuck together, the one the serial program reaches
+ *   first gives up, and the others finish;
  * - timed: an async child nobody completes: VF_ETIMEDOUT naming it,
  *   nothing reported; once it completes with a failure, the next wait
  *   reports that failure;
@@ -387,6 +389,79 @@ TEST_KIND_CASE(child_on_an_ancestors_var, k)
         CHECK_OK(t.rc_second);
         CHECK_EQ(t.later, 1);
         CHECK_EQ(t.g_ran, 1); /* once its grandparent ended */
+        CHECK_OK(vf_engine_destroy(t.e));
+    }
+    check_context_ = NULL;
+}
+
+/* first_in_order_gives_up: A writes a and pushes B; B reads x and pushes
+ * C, which writes x (it waits for B's end), and waits for its children:
+ * that wait can never finish. A waits for its children (B), and Z, a
+ * top-level op pushed after A, waits on a. When every op is stuck, the
+ * serial program's first wait that can never finish is B's: it fails;
+ * then B ends, C runs, A's wait and Z's return 0. The first waiter to see
+ * the engine stuck gave up before, whichever it was: A's wait, or Z's,
+ * got VF_EDEADLK in some runs and B's went on for ever after. */
+typedef struct stuck_order {
+    vf_engine *e;
+    vf_var a, x;
+    int c_ran;
+    atomic_int rc_a, rc_b, rc_z;
+} stuck_order;
+
+static int stuck_c(vf_run *run, void *arg)
+{
+    (void)run;
+    ((stuck_order *)arg)->c_ran++;
+    return 0;
+}
+
+static int stuck_b(vf_run *run, void *arg)
+{
+    stuck_order *t = arg;
+    CHECK_OK(vf_engine_push(
+        t->e, &(vf_op){.fn = stuck_c, .arg = t, .writes = VF_VARS(t->x)}));
+    atomic_store(&t->rc_b, vf_run_wait_children(run, NULL));
+    return 0;
+}
+
+static int stuck_a(vf_run *run, void *arg)
+{
+    stuck_order *t = arg;
+    CHECK_OK(vf_engine_push(
+        t->e, &(vf_op){.fn = stuck_b, .arg = t, .reads = VF_VARS(t->x)}));
+    atomic_store(&t->rc_a, vf_run_wait_children(run, NULL));
+    return 0;
+}
+
+static int stuck_z(vf_run *run, void *arg)
+{
+    (void)run;
+    stuck_order *t = arg;
+    atomic_store(&t->rc_z, vf_var_wait(t->e, t->a, NULL));
+    return 0;
+}
+
+TEST_KIND_CASE(first_in_order_gives_up, k)
+{
+    check_context_ = k->name;
+    for (int round = 0; round < 40; round++) {
+        static stuck_order t;
+        memset(&t, 0, sizeof t);
+        atomic_init(&t.rc_a, 1);
+        atomic_init(&t.rc_b, 1);
+        atomic_init(&t.rc_z, 1);
+        t.e = tu_engine(k);
+        t.a = tu_var(t.e);
+        t.x = tu_var(t.e);
+        CHECK_OK(vf_engine_push(
+            t.e, &(vf_op){.fn = stuck_a, .arg = &t, .writes = VF_VARS(t.a)}));
+        CHECK_OK(vf_engine_push(t.e, &(vf_op){.fn = stuck_z, .arg = &t}));
+        CHECK_OK(vf_engine_wait_all(t.e, NULL));
+        CHECK_ERR(atomic_load(&t.rc_b), VF_EDEADLK);
+        CHECK_OK(atomic_load(&t.rc_a));
+        CHECK_OK(atomic_load(&t.rc_z));
+        CHECK_EQ(t.c_ran, 1);
         CHECK_OK(vf_engine_destroy(t.e));
     }
     check_context_ = NULL;

@@ -237,6 +237,7 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
     atomic_init(&e->failed, 0);
     atomic_init(&e->skipped, 0);
     pthread_mutex_init(&e->waits.lock, NULL);
+    vf__spin_init(&e->waits.nested_lock);
     vf__cond_init_monotonic(&e->waits.cond); /* timed waits */
     pthread_mutex_init(&e->dev.lock, NULL);
     pthread_mutex_init(&e->life.lock, NULL);

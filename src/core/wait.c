@@ -21,10 +21,10 @@
  *   pool starts a spare thread to run them (sched.h);
  * - it stops counting as active while it waits. If active reaches zero with
  *   its marker still pending, every unfinished op waits for a var or for a
- *   nested wait, so nothing can ever move (see engine.h). One such waiter
- *   (whoever wins a compare-and-swap that makes itself active again) gives
- *   up with VF_EDEADLK; the others go on waiting, since the giver-up's op
- *   finishing may well unblock them.
+ *   nested wait, so nothing can ever move (see engine.h). One such wait
+ *   gives up with VF_EDEADLK, the first in push order (claim_deadlock);
+ *   the others go on waiting, since its op finishing may well unblock
+ *   them.
  * Waiting on a var the running op itself writes is refused at once, and so
  * is any wait from a `done` callback of the engine's own ops.
  *
@@ -82,6 +82,20 @@ static vf__failure *marker_claim(vf_engine *e, vf__op *op, vf__wait_key key)
     return f != NULL && vf__failure_claim(f, key) ? f : NULL;
 }
 
+/* Wake the waiter `w` where it sleeps: the pool it may sleep in, and the
+ * engine's cond when it has none or sleeps there (nested_wait). */
+static void waiter_wake(vf_engine *e, vf__waiter *w)
+{
+    vf__pool *pool = w->sleep_pool;
+    if (pool != NULL)
+        vf__pool_wake_all(pool);
+    if (pool == NULL || atomic_load(&w->on_cond)) {
+        pthread_mutex_lock(&e->waits.lock);
+        pthread_cond_broadcast(&e->waits.cond);
+        pthread_mutex_unlock(&e->waits.lock);
+    }
+}
+
 /* The wait is over: hand the waiter what `marker` (a var wait's; NULL for
  * a wait for children, which reports by itself) claims, and wake it,
  * unless the waiter gave up. A nested waiter sitting in its loop is
@@ -110,17 +124,11 @@ static void waiter_fire(vf_engine *e, vf__waiter *w, vf__op *marker)
         bool on_top = s == VF__W_IDLE;
         if (w->nested && on_top)
             vf__engine_count_in(e, VF__COUNT_ACTIVE);
-        vf__pool *pool = w->sleep_pool;
         atomic_store(&w->state, on_top ? VF__W_DONE : VF__W_DONE_UNCOUNTED);
         /* A waiter with a pool sleeps in it, or on the engine's cond while
-         * the pool holds only ops it would not run (nested_wait). */
-        if (pool != NULL)
-            vf__pool_wake_all(pool);
-        if (pool == NULL || atomic_load(&w->on_cond)) {
-            pthread_mutex_lock(&e->waits.lock);
-            pthread_cond_broadcast(&e->waits.cond);
-            pthread_mutex_unlock(&e->waits.lock);
-        }
+         * the pool holds only ops it would not run (nested_wait). The
+         * waiter holds a reference: `w` lives on after DONE. */
+        waiter_wake(e, w);
     }
 }
 
@@ -220,6 +228,14 @@ static bool is_done(vf__waiter *w)
     return atomic_load(&w->state) == VF__W_DONE;
 }
 
+/* Done, or chosen to give up for a deadlock (claim_deadlock): either way
+ * the waiter is counted active again and goes on. */
+static bool is_over(vf__waiter *w)
+{
+    int s = atomic_load(&w->state);
+    return s == VF__W_DONE || s == VF__W_DEADLOCKED;
+}
+
 struct nested_pred {
     vf_engine *e;
     vf__waiter *w;
@@ -228,7 +244,7 @@ struct nested_pred {
 static bool nested_should_wake(void *arg)
 {
     const struct nested_pred *p = arg;
-    return is_done(p->w) || vf__counts_active(vf__engine_counts(p->e)) == 0;
+    return is_over(p->w) || vf__counts_active(vf__engine_counts(p->e)) == 0;
 }
 
 /* A thread outside the engine's ops goes to sleep in a wait (+1), or
@@ -249,7 +265,7 @@ static void sleep_on_engine(vf_engine *e, vf__waiter *w, bool nested,
     if (!nested)
         asleep_outside(e, 1);
     pthread_mutex_lock(&e->waits.lock);
-    if (!is_done(w) &&
+    if (!is_over(w) &&
         !(nested && vf__counts_active(vf__engine_counts(e)) == 0) &&
         !vf__deadline_passed(until))
         vf__cond_wait_until(&e->waits.cond, &e->waits.lock, until);
@@ -258,34 +274,105 @@ static void sleep_on_engine(vf_engine *e, vf__waiter *w, bool nested,
         asleep_outside(e, -1);
 }
 
-/* A nested waiter found active at zero: claim the deadlock, unless
- * another waiter claimed it first. Claims are serialized by waits.lock and
- * the sum is taken again under it: the first claimer counts itself active
- * before it lets go, so a later one sees active at zero only if the engine
- * got stuck again after that (every op the first one's giving up let run
- * has stopped), as the compare-and-swap on the packed counter did. True
- * when claimed: the caller is counted active again. */
-static bool claim_deadlock(vf_engine *e)
+/* The engine's list of nested waiters (vf__waits.nested): `w` joins it
+ * before it stops counting as active, and leaves once it ended. */
+static void nested_join(vf_engine *e, vf__waiter *w)
+{
+    vf__spin_lock(&e->waits.nested_lock);
+    w->nested_prev = NULL;
+    w->nested_next = e->waits.nested;
+    if (w->nested_next != NULL)
+        w->nested_next->nested_prev = w;
+    e->waits.nested = w;
+    vf__spin_unlock(&e->waits.nested_lock);
+}
+
+static void nested_leave(vf_engine *e, vf__waiter *w)
+{
+    vf__spin_lock(&e->waits.nested_lock);
+    if (w->nested_prev != NULL)
+        w->nested_prev->nested_next = w->nested_next;
+    else
+        e->waits.nested = w->nested_next;
+    if (w->nested_next != NULL)
+        w->nested_next->nested_prev = w->nested_prev;
+    vf__spin_unlock(&e->waits.nested_lock);
+}
+
+/* Of the engine's nested waiters sitting in their wait loops (IDLE: one
+ * busy under an op above its wait has a waiter of that op's above it,
+ * which comes first in push order), the first in push order: the wait
+ * the serial program reaches first. Under nested_lock. */
+static vf__waiter *first_idle_nested(vf_engine *e)
+{
+    vf__waiter *first = NULL;
+    for (vf__waiter *w = e->waits.nested; w != NULL; w = w->nested_next)
+        if (atomic_load(&w->state) == VF__W_IDLE &&
+            (first == NULL ||
+             vf__family_before(w->key.up, w->key.next, first->key.up,
+                               first->key.next)))
+            first = w;
+    return first;
+}
+
+/* A nested waiter `self` found active at zero: every op of the engine
+ * waits, for a var or in a nested wait, so nothing can move unless a wait
+ * gives up. Which one is not the first to notice: it is the nested wait
+ * first in push order (first_idle_nested), as in the serial program,
+ * where the waits come in that order and the first that can never finish
+ * is the one that fails; the later ones may well finish once it did (a
+ * wait for children whose child is stuck in such a wait, say), and when
+ * the first to notice gave up, the answer was timing's. `self` chooses it
+ * under waits.lock, with the sum taken again there, and counts it active
+ * (so a later claimer sees active at zero only if the engine got stuck
+ * again after that): true when that is `self`, which then gives up; else
+ * the chosen one is DEADLOCKED and woken, and `self` goes on waiting. */
+static bool claim_deadlock(vf_engine *e, vf__waiter *self)
 {
     /* The slot first: finding it may take the slots lock (counts.h). */
     vf__count_slot *slot = vf__counts_slot(&e->counts);
+    vf__waiter *chosen = NULL;
     pthread_mutex_lock(&e->waits.lock);
-    bool stuck = vf__counts_active(vf__engine_counts(e)) == 0;
-    if (stuck)
-        atomic_fetch_add(&slot->start, VF__COUNT_ACTIVE);
+    if (vf__counts_active(vf__engine_counts(e)) == 0) {
+        vf__spin_lock(&e->waits.nested_lock);
+        chosen = first_idle_nested(e);
+        int idle = VF__W_IDLE;
+        if (chosen != NULL && chosen != self &&
+            !atomic_compare_exchange_strong(&chosen->state, &idle,
+                                            VF__W_DEADLOCKED))
+            chosen = NULL; /* its marker fires: that is progress */
+        if (chosen != NULL) {
+            atomic_fetch_add(&slot->start, VF__COUNT_ACTIVE);
+            if (chosen != self)
+                atomic_fetch_add(&chosen->refs, 1); /* for the wake below */
+        }
+        vf__spin_unlock(&e->waits.nested_lock);
+    }
     pthread_mutex_unlock(&e->waits.lock);
-    return stuck;
+    if (chosen == NULL || chosen == self)
+        return chosen != NULL;
+    waiter_wake(e, chosen);
+    vf__waiter_unref(chosen);
+    return false;
 }
 
 /* Take `w` back from its marker (a wait that gives up): true when that
  * happened before the marker fired, which then reports nothing (an
- * abandoned wait claims no failure); false when the marker fired first:
- * it is DONE on return and its result stands. */
-static bool abandon(vf__waiter *w)
+ * abandoned wait claims no failure); false when the marker fired first
+ * (it is DONE on return and its result stands) or another waiter chose
+ * `w` to give up for a deadlock (`*chosen`: it is ABANDONED on return,
+ * counted active by the chooser, and its result is VF_EDEADLK). */
+static bool abandon(vf__waiter *w, bool *chosen)
 {
+    *chosen = false;
     int expected = VF__W_IDLE;
     if (atomic_compare_exchange_strong(&w->state, &expected, VF__W_ABANDONED))
         return true;
+    if (expected == VF__W_DEADLOCKED) { /* only its waiter moves it on */
+        atomic_store(&w->state, VF__W_ABANDONED);
+        *chosen = true;
+        return false;
+    }
     while (atomic_load(&w->state) != VF__W_DONE)
         vf__cpu_relax(); /* SIGNALING: the marker is finishing */
     return false;
@@ -392,7 +479,10 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
      * active op. It watches the counts itself only while it finds nothing
      * to run (watch): while it runs an op above the wait, that op counts
      * as active, so nothing can get stuck, and the finishes of a
-     * recursion need not sum the counts for it (counts.h). */
+     * recursion need not sum the counts for it (counts.h). Listed among
+     * the nested waiters first: a deadlock its lowering makes picks among
+     * them (claim_deadlock). */
+    nested_join(e, w);
     vf__engine_wake(e, vf__engine_count_out(e, VF__COUNT_ACTIVE, true));
     bool watching = false;
     vf__exec_loop_frame saved;
@@ -416,6 +506,11 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
             vf__cpu_relax();
             continue;
         }
+        if (s == VF__W_DEADLOCKED) { /* chosen, and counted active */
+            atomic_store(&w->state, VF__W_ABANDONED);
+            rc = VF_EDEADLK;
+            break;
+        }
         VF__ASSERT(s == VF__W_IDLE);
         /* Nobody else will ever run the ops this waiter refuses (below):
          * it runs one itself if its stack has room (past that, and past
@@ -438,13 +533,15 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
         if (stuck || starved || vf__deadline_passed(until)) {
             /* Count ourselves active again before giving up, so active
              * never reads zero while we still might go on (engine.h). A
-             * deadlock is claimed by one waiter: whoever makes active
-             * non-zero again (claim_deadlock). */
+             * deadlock is claimed by one waiter, which makes active
+             * non-zero again for the one first in push order, maybe
+             * itself (claim_deadlock). */
             if (!stuck)
                 vf__engine_count_in(e, VF__COUNT_ACTIVE);
-            else if (!claim_deadlock(e))
+            else if (!claim_deadlock(e, w))
                 continue;
-            if (abandon(w)) {
+            bool chosen;
+            if (abandon(w, &chosen)) {
                 rc = stuck || starved ? VF_EDEADLK : VF_ETIMEDOUT;
                 if (rc == VF_ETIMEDOUT && cur != NULL && cur->place != 0) {
                     carried.op = cur;
@@ -457,9 +554,12 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
                 starved_other = starved && !stuck && !starved_stack;
                 break;
             }
-            /* The marker fired and counted us back too: undo our own (we
-             * stay counted once: no count reaches zero here). */
+            /* The marker fired, or a deadlock's claimer chose us, and
+             * counted us back too: undo our own (we stay counted once: no
+             * count reaches zero here). */
             vf__engine_count_out(e, VF__COUNT_ACTIVE, false);
+            if (chosen)
+                rc = VF_EDEADLK;
             break;
         }
         if (me != NULL && ran == VF__LOOP_NOTHING) {
@@ -503,6 +603,7 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
         vf__worker_waiting(me, -1);
     vf__exec_loop_leave(&saved);
     watch(e, &watching, false);
+    nested_leave(e, w);
     return rc;
 }
 
@@ -892,7 +993,8 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
         while (!is_done(w)) {
             if (vf__exec_run_deferred())
                 continue;
-            if (vf__deadline_passed(&until) && abandon(w)) {
+            bool chosen; /* never: an outside waiter is not nested */
+            if (vf__deadline_passed(&until) && abandon(w, &chosen)) {
                 rc = VF_ETIMEDOUT;
                 break;
             }
@@ -948,7 +1050,7 @@ static int wait_pending(vf_engine *e, vf__family *f, const vf__deadline *until,
     w->sleep_pool = me ? me->pool : NULL;
     w->nested = true;
     w->family = f;
-    w->key = (vf__wait_key){.up = NULL, .next = 0}; /* no marker: unused */
+    w->key = vf__push_wait_key(e);
     atomic_init(&w->on_cond, false);
     /* `w` first, then the flag, and only while children are pending: the
      * finish that lowers the count to zero clears the flag in the same

@@ -23,6 +23,9 @@
 #include "base/deadline.h"
 #include "core/failure.h"
 #include "core/op.h"
+#include "core/spinlock.h"
+
+struct vf__waiter;
 
 typedef struct vf__waits {
     pthread_mutex_t lock;
@@ -42,6 +45,13 @@ typedef struct vf__waits {
      * above their push are over (relaxed: a waiter's hint, wait.c:
      * only_queued_active). */
     atomic_int helping;
+    /* Every nested waiter of the engine, from before it stops counting as
+     * active to its end (`nested`, linked through vf__waiter.nested_next
+     * and nested_prev, under `nested_lock`, a leaf taken also under
+     * `lock`): when every op is stuck, the one of them first in push
+     * order is the wait that gives up (wait.c: claim_deadlock). */
+    vf__spinlock nested_lock;
+    struct vf__waiter *nested;
 } vf__waits;
 
 typedef struct vf__pool vf__pool;
@@ -63,7 +73,10 @@ typedef struct vf__pool vf__pool;
  *             finish counts it, in the same atomic step as it stops
  *             counting itself (exec.c);
  *   ABANDONED the waiter gave up (VF_EDEADLK) before the wait op fired; an
- *             abandoned wait claims no failure, so none is lost to nobody.
+ *             abandoned wait claims no failure, so none is lost to nobody;
+ *   DEADLOCKED another nested waiter found every op stuck and chose this
+ *             one, IDLE and first in push order, to give up (VF_EDEADLK),
+ *             counting it active for it; it goes on to ABANDONED itself.
  * An outside waiter only ever goes IDLE -> SIGNALING -> DONE.
  */
 typedef enum vf__waiter_state {
@@ -72,7 +85,8 @@ typedef enum vf__waiter_state {
     VF__W_SIGNALING,
     VF__W_DONE,
     VF__W_DONE_UNCOUNTED,
-    VF__W_ABANDONED
+    VF__W_ABANDONED,
+    VF__W_DEADLOCKED
 } vf__waiter_state;
 
 struct vf__waiter {
@@ -90,9 +104,12 @@ struct vf__waiter {
     /* A nested waiter's op's own family (family.h), or NULL when it
      * pushed nothing: the ops it may run above the wait descend from it. */
     const vf__family *family;
-    /* A var wait's position, at which its marker claims what it reports
-     * (failure.h); its family lives while the waiter waits. */
+    /* The wait's position in push order (failure.h), at which a var
+     * wait's marker claims what it reports, and by which a deadlock picks
+     * the waiter that gives up; its family lives while the waiter waits. */
     vf__wait_key key;
+    /* The engine's list of nested waiters (vf__waits.nested). */
+    struct vf__waiter *nested_next, *nested_prev;
     /* seq_cst: a nested waiter with a pool sleeps on the engine's cond
      * (wait.c); set before it looks at `state` there, read by the marker
      * after it stores DONE (a Dekker pair: one of them sees the other). */
