@@ -788,9 +788,11 @@ typedef struct vf_op {
  * When the engine has max_inflight ops pushed and not finished, the push
  * first waits for room; with op->nonblocking it fails with VF_EAGAIN
  * instead; from inside an op it runs ready ops that descend from the
- * pushing op meanwhile (as a wait inside an op does) and, when none is
- * left to run there, goes over the limit rather than deadlock (a
- * recursion with a wait at every level, its device ops' included); from
+ * pushing op meanwhile (as a wait inside an op does; a wait in one of
+ * them that can never finish returns VF_EDEADLK, as it would there) and,
+ * when none is left to run there, goes over the limit rather than
+ * deadlock (a recursion with a wait at every level, its device ops'
+ * included); from
  * a done callback of the engine's it goes over the limit at once (the op
  * whose callback runs still counts). A push from outside that waits for
  * room behind async ops whose completions only a later push would bring

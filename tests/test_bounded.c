@@ -33,6 +33,8 @@
  *   the naive engine and from the per-device engine's priority pool.
  * - push_from_done_at_the_bound: a done callback's push at a bound of 1
  *   goes over it, on every engine.
+ * - wait_above_a_push_at_the_bound: a wait that can never finish, in an op
+ *   that a push at the bound runs above itself, gets VF_EDEADLK (it hung).
  * - blocked_push_says_why: a push blocked at the bound for 2 s names the
  *   async op in flight on stderr.
  *
@@ -781,6 +783,80 @@ TEST_KIND_CASE(push_from_done_at_the_bound, k)
     CHECK_EQ(atomic_load(&s.ran), 6);
     CHECK_EQ(atomic_load(&s.push_errors), 0);
     CHECK_OK(vf_engine_destroy(e));
+}
+
+/* wait_above_a_push_at_the_bound: P writes x and pushes W (reads x,
+ * writes y: it waits for P's end), then D, then more ops, past the bound
+ * of 3 in flight. D pushes G (reads y) and waits for its children: in the
+ * serial program P is running around that wait, which can never finish.
+ * Where P's push at the bound runs D above it (a pool of one), the wait
+ * found the engine stuck only while P counted as active: never, and the
+ * program hung (found in a random differential of recursive programs with
+ * VF_MAX_INFLIGHT=4). It gets VF_EDEADLK now, as on the naive engine;
+ * where another worker ran D, P may have ended first, and the wait 0
+ * (varflow.h: such a wait is a bug in the program either way). */
+typedef struct above_bound {
+    vf_engine *e;
+    vf_var x, y;
+    atomic_int fillers, g_ran, rc_d;
+} above_bound;
+
+static int count_fn(vf_run *run, void *arg)
+{
+    (void)run;
+    atomic_fetch_add((atomic_int *)arg, 1);
+    return 0;
+}
+
+static int above_d(vf_run *run, void *arg)
+{
+    above_bound *t = arg;
+    CHECK_OK(vf_engine_push(
+        t->e,
+        &(vf_op){.fn = count_fn, .arg = &t->g_ran, .reads = VF_VARS(t->y)}));
+    atomic_store(&t->rc_d, vf_run_wait_children_timed(run, 10000, NULL));
+    return 0;
+}
+
+static int above_p(vf_run *run, void *arg)
+{
+    (void)run;
+    above_bound *t = arg;
+    CHECK_OK(vf_engine_push(t->e, &(vf_op){.fn = count_fn,
+                                           .arg = &t->fillers,
+                                           .reads = VF_VARS(t->x),
+                                           .writes = VF_VARS(t->y)}));
+    CHECK_OK(vf_engine_push(t->e, &(vf_op){.fn = above_d, .arg = t}));
+    for (int i = 0; i < 4; i++)
+        CHECK_OK(
+            vf_engine_push(t->e, &(vf_op){.fn = count_fn, .arg = &t->fillers}));
+    return 0;
+}
+
+TEST_KIND_CASE(wait_above_a_push_at_the_bound, k)
+{
+    for (int round = 0; round < 10; round++) {
+        vf_config cfg = k->cfg;
+        cfg.max_inflight = 3;
+        static above_bound t;
+        memset(&t, 0, sizeof t);
+        CHECK_OK(vf_engine_create(&t.e, &cfg));
+        REQUIRE(t.e != NULL);
+        tu_phase_limit(k->name, 60);
+        t.x = tu_var(t.e);
+        t.y = tu_var(t.e);
+        CHECK_OK(vf_engine_push(
+            t.e, &(vf_op){.fn = above_p, .arg = &t, .writes = VF_VARS(t.x)}));
+        CHECK_OK(vf_engine_wait_all_timed(t.e, 30000, NULL));
+        int rc = atomic_load(&t.rc_d);
+        if (!k->threaded || k->workers == 1)
+            CHECK_ERR(rc, VF_EDEADLK);
+        else if (rc != 0 && rc != VF_EDEADLK)
+            CHECK_REPORT_("D's wait returned %d (%s)", rc, vf_error_name(rc));
+        CHECK_EQ(atomic_load(&t.fillers), 5);
+        CHECK_EQ(atomic_load(&t.g_ran), 1);
+        CHECK_OK(vf_engine_destroy(t.e));
+    }
 }
 
 /* blocked_push_says_why: the async op whose completion the blocked push

@@ -137,7 +137,8 @@ void vf__engine_rebuild_for_child(vf_engine *e)
     atomic_store(&e->completers, 0);
     atomic_store(&e->awake, 0); /* none of its threads is here */
     atomic_store(&e->waits.outside_asleep, 0);
-    atomic_store(&e->waits.helping, 0);
+    e->waits.nested = NULL; /* drained: no nested waiter */
+    vf__spin_init(&e->waits.nested_lock);
     vf__cond_init_monotonic(&e->waits.cond); /* timed waits */
     vf__var_table_after_fork(&e->vars);
     int n = e->life.fork_child_workers;
@@ -227,7 +228,6 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
     atomic_init(&e->state, VF__RUNNING);
     atomic_init(&e->waits.nwaiters, 0);
     atomic_init(&e->waits.outside_asleep, 0);
-    atomic_init(&e->waits.helping, 0);
     atomic_init(&e->waits.watchers, 0);
     atomic_init(&e->waits.nnested, 0);
     atomic_init(&e->completers, 0);

@@ -629,6 +629,21 @@ void vf__exec_run_child_alone(vf__worker *w, vf__op *op)
      * run's: nothing else to let go of. */
 }
 
+vf__op *vf__exec_worker_execute_lent(vf__worker *w, vf__op *op)
+{
+    vf_engine *e = vf__op_engine(op);
+    vf__exec_loop_frame saved;
+    lend_active(op, &saved);
+    vf__op *next = vf__exec_worker_execute(w, op);
+    if (tls.loop_op == op) { /* not released in its run: still in flight */
+        uint64_t extra = loop_frame_returns();
+        if (extra)
+            vf__engine_count_in(e, extra);
+    }
+    lent_returned(&saved);
+    return next;
+}
+
 /* Run a child ready at its push on the pushing worker (runs_at_push). Its
  * pusher lends it its `active` count meanwhile (lend_active), and an op
  * its finish makes ready goes to the worker's lane: the pusher resumes

@@ -222,6 +222,17 @@ void vf__exec_run_in_order(vf__op *const *ops, uint32_t n, uint64_t base);
  * the op the same worker should run next (or NULL). */
 vf__op *vf__exec_worker_execute(vf__worker *w, vf__op *op);
 
+/* vf__exec_worker_execute for a push at the in-flight bound from inside an
+ * op, which runs `op` above it (push.c: admit_slow): the pushing op goes on
+ * only once `op` is over, as a nested waiter does, so it lends `op` its
+ * `active` count meanwhile (the same step that counts `op` out counts the
+ * pusher back in; when `op` is still in flight as its run returns, async
+ * or on a device, the pusher counts itself back in then). A wait in `op`
+ * that can never finish then finds the engine stuck, as it would below a
+ * nested wait (a pusher counted active kept it from ever seeing that:
+ * the program hung). */
+vf__op *vf__exec_worker_execute_lent(vf__worker *w, vf__op *op);
+
 /* Run one op that an inline run on this thread deferred. True if one ran. */
 bool vf__exec_run_deferred(void);
 

@@ -97,16 +97,14 @@ static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
                              : NULL;
             if (op == NULL)
                 break;
-            /* This op goes on only once those above it are over: a
-             * device pool's waiter must not wait for it to (wait.c:
-             * only_queued_active), or a recursion through device ops at
-             * the bound waited for ever, every thread asleep. */
-            atomic_fetch_add_explicit(&e->waits.helping, 1,
-                                      memory_order_relaxed);
-            while ((op = vf__exec_worker_execute(me, op)) != NULL) {
+            /* This op goes on only once those above it are over: it
+             * lends each its active count (exec.h), so a wait in one
+             * that can never finish finds the engine stuck, and a device
+             * pool's waiter does not wait for this one (wait.c:
+             * only_queued_active: a recursion through device ops at the
+             * bound waited for ever, every thread asleep). */
+            while ((op = vf__exec_worker_execute_lent(me, op)) != NULL) {
             }
-            atomic_fetch_sub_explicit(&e->waits.helping, 1,
-                                      memory_order_relaxed);
         }
         return 0;
     }

@@ -426,9 +426,10 @@ static void watch(vf_engine *e, bool *watching, bool on)
 /* Whether no op of the engine runs: every active op is one queued on a
  * pool that will not run it (vf__pool_stuck_for_good: a pool with a
  * thread free, or a spare to lend, runs what is queued on it, however
- * late its thread wakes on a loaded machine), or one whose push at the
- * in-flight bound runs ops above it, which goes on only once they are
- * over (snapshots; an inbox counts as one op, so this errs towards no).
+ * late its thread wakes on a loaded machine) (snapshots; an inbox counts
+ * as one op, so this errs towards no). An op whose push at the in-flight
+ * bound runs ops above it lends them its count (exec.h), as it goes on
+ * only once they are over.
  * A CPU op queued and about to start counted as stuck: a device pool's
  * waiter then forced a run above its wait that the CPU op's end would
  * have made needless (test_wait_recursive's
@@ -440,9 +441,7 @@ static bool only_queued_active(vf_engine *e)
     for (int i = 0; i < n; i++)
         if (vf__pool_stuck_for_good(&e->pools[i]))
             queued += vf__pool_queued(&e->pools[i]);
-    uint64_t helping = (uint64_t)atomic_load_explicit(&e->waits.helping,
-                                                      memory_order_relaxed);
-    return vf__counts_active(vf__engine_counts(e)) <= queued + helping;
+    return vf__counts_active(vf__engine_counts(e)) <= queued;
 }
 
 /* A nested wait of `op` (running on this thread; `place` tells it from an

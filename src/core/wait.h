@@ -40,11 +40,6 @@ typedef struct vf__waits {
      * hint for idle workers, which spin only while one is: sched.h,
      * vf__pool_runner.program_asleep). */
     atomic_int outside_asleep;
-    /* Ops whose push at the in-flight bound runs ready ops above it
-     * (push.c: admit_slow): active, but going on only once the ops run
-     * above their push are over (relaxed: a waiter's hint, wait.c:
-     * only_queued_active). */
-    atomic_int helping;
     /* Every nested waiter of the engine, from before it stops counting as
      * active to its end (`nested`, linked through vf__waiter.nested_next
      * and nested_prev, under `nested_lock`, a leaf taken also under
