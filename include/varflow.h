@@ -843,9 +843,11 @@ VF_API int vf_completion_fail(vf_completion done, const vf_error *cause);
 /**
  * For an op pushed with no_skip: 1 when one of its variables carries a
  * failure that would have skipped it (an earlier op that writes it failed
- * and no wait has reported it yet), and then `*out` (if not NULL) is that
- * failure as a wait would report it; 0 when none does. Call it while the op
- * runs. VF_EINVAL for a NULL run.
+ * and no wait before the op in push order has reported it), and then
+ * `*out` (if not NULL) is that failure as a wait would report it; 0 when
+ * none does. The op's own waits come after it: one that reports the
+ * failure leaves the answer as it was. Call it while the op runs.
+ * VF_EINVAL for a NULL run.
  */
 VF_API int vf_run_input_failure(const vf_run *run, vf_error *out);
 
@@ -1075,9 +1077,9 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * its push: with the top-level op it descends from, after its parent and
  * before the ops its parent pushes after it, whenever each of them runs
  * (to a nesting depth of 128; deeper, by its parent's place and its own).
- * So is a wait's report: a child of an op pushed before a wait comes
- * before the wait, and still sees the failure the wait reported, however
- * late a worker ran its parent and it was pushed.
+ * So is a wait's report (to the same depth): a child of an op pushed
+ * before a wait comes before the wait, and still sees the failure the wait
+ * reported, however late a worker ran its parent and it was pushed.
  *
  * A wait from a `done` callback of one of the engine's own ops returns
  * VF_EDEADLK at once (the op whose callback runs has not finished).

@@ -194,6 +194,57 @@ TEST_KIND_CASE(cleared_in_tree_order, k)
             tree_clear_once(k, nested);
 }
 
+/* A no_skip op P reads x, which op1 failed on: vf_run_input_failure says
+ * so before P's own wait on x reports the failure and after it, as P is
+ * before its own wait in push order, whether or not P pushed a child
+ * first (`pushed`). It said 0 after the wait when P had pushed nothing,
+ * 1 when it had (the second reviewer of the tree-order clearing). */
+typedef struct own_wait {
+    vf_engine *e;
+    vf_var x;
+    bool pushed;
+    int before, waited, after;
+} own_wait;
+
+static int own_wait_noop(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return 0;
+}
+
+static int own_wait_p(vf_run *run, void *arg)
+{
+    own_wait *t = arg;
+    t->before = vf_run_input_failure(run, NULL);
+    if (t->pushed)
+        CHECK_OK(vf_engine_push(t->e, &(vf_op){.fn = own_wait_noop}));
+    t->waited = vf_var_wait(t->e, t->x, NULL);
+    t->after = vf_run_input_failure(run, NULL);
+    return 0;
+}
+
+TEST_KIND_CASE(own_wait_keeps_input_failure, k)
+{
+    for (int pushed = 0; pushed <= 1; pushed++) {
+        own_wait t = {.e = tu_engine(k), .pushed = pushed};
+        CHECK_OK(vf_var_create(t.e, &t.x));
+        rec r1;
+        rec_init(&r1, -3, "x failed");
+        push_rec(t.e, &r1, NOVARS, VF_VARS(t.x), "op1", false);
+        CHECK_OK(vf_engine_push(t.e, &(vf_op){.fn = own_wait_p,
+                                              .arg = &t,
+                                              .reads = VF_VARS(t.x),
+                                              .no_skip = true,
+                                              .name = "P"}));
+        CHECK_OK(vf_engine_wait_all(t.e, NULL));
+        CHECK_EQ(t.before, 1);
+        CHECK_ERR(t.waited, VF_EOPFAILED);
+        CHECK_EQ(t.after, 1);
+        CHECK_OK(vf_engine_destroy(t.e));
+    }
+}
+
 /* wait_all: A (async, pushed first) fails after B (pushed second) did. */
 static void wait_all_push_order_once(const tu_kind *k)
 {

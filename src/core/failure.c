@@ -119,6 +119,7 @@ vf__failure *vf__failure_log_record(vf__failure_log *log, int code,
     atomic_init(&f->refs, 2); /* the caller's and the log's */
     atomic_init(&f->cleared_next, VF__NEVER);
     f->cleared_up = NULL;
+    f->cleared_self = false;
     f->root = vf__family_root(up, place);
     f->place = place;
     f->up = up;
@@ -201,7 +202,7 @@ bool vf__failure_log_report(vf__failure_log *log, uint64_t place, vf_error *err)
     for (vf__failure *f = mine; f != NULL; f = f->next)
         if (!vf__failure_claimed(f) && vf__failure_before(f, first))
             first = f;
-    vf__wait_key key = {.up = NULL, .next = place + 1};
+    vf__wait_key key = {.up = NULL, .next = place + 1, .self = false};
     bool reported = first != NULL && vf__failure_claim(first, key);
     if (reported && err != NULL)
         *err = first->info;

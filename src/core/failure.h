@@ -62,14 +62,29 @@
  * before this one (vf__family_before). A wait at the top level, or inside
  * an op that pushed children, stands after what was pushed so far: `up` is
  * NULL or that op's family, `next` the place after the last one taken. A
- * wait inside an op that has pushed nothing stands before any child it
- * pushes later: the op's own key (its parent's family, its place), which
- * everything after the op, its descendants too, is not before.
+ * wait inside an op that has pushed nothing stands right after the op and
+ * before any child it pushes later: the op's own key (its parent's family,
+ * its place) with `self` set, for the op itself is before its wait (it
+ * began before it), and nothing after the op, its descendants included,
+ * is.
  */
 typedef struct vf__wait_key {
     vf__family *up;
     uint64_t next;
+    bool self;
 } vf__wait_key;
+
+/* Whether the op at `place` under `up` is before a wait at the key whose
+ * parts are `key_up`, `key_next` and `key_self` (a record's, below). */
+static inline bool vf__wait_key_after(const vf__family *up, uint64_t place,
+                                      const vf__family *key_up,
+                                      uint64_t key_next, bool key_self)
+{
+    if (VF__LIKELY(up == NULL && key_up == NULL)) /* both at the top level */
+        return place < key_next || (key_self && place == key_next);
+    return vf__family_before(up, place, key_up, key_next) ||
+           (key_self && up == key_up && place == key_next);
+}
 
 typedef struct vf__failure vf__failure;
 typedef struct vf__failure_reserve vf__failure_reserve;
@@ -83,11 +98,12 @@ struct vf__failure {
      * level). */
     _Atomic uint64_t cleared_next;
     vf__family *cleared_up;
-    uint64_t root;                /* key: the failing op's root (family.h), */
-    uint64_t place;               /* then its own place, */
-    vf__family *up;               /* under its parent's family (a reference) */
-    vf__failure *next;            /* the log (log lock), or the reserve's
-                                     free list (reserve lock) */
+    bool cleared_self; /* vf__wait_key.self, stored with `cleared_up` */
+    uint64_t root;     /* key: the failing op's root (family.h), */
+    uint64_t place;    /* then its own place, */
+    vf__family *up;    /* under its parent's family (a reference) */
+    vf__failure *next; /* the log (log lock), or the reserve's
+                          free list (reserve lock) */
     vf__failure_reserve *reserve; /* where it goes back when let go */
     vf_error info;
 };
@@ -123,11 +139,8 @@ static inline bool vf__failure_live_for(const vf__failure *f,
 {
     uint64_t next = atomic_load_explicit(&f->cleared_next,
                                          memory_order_acquire);
-    if (next >= VF__CLAIMING)
-        return true;
-    if (VF__LIKELY(up == NULL && f->cleared_up == NULL))
-        return place < next; /* both at the top level */
-    return vf__family_before(up, place, f->cleared_up, next);
+    return next >= VF__CLAIMING ||
+           vf__wait_key_after(up, place, f->cleared_up, next, f->cleared_self);
 }
 
 /* Whether the record is still to be reported by a wait at `key`: no wait
@@ -169,6 +182,7 @@ static inline bool vf__failure_claim(vf__failure *f, vf__wait_key key)
     if (key.up != NULL)
         vf__family_ref(key.up);
     f->cleared_up = key.up;
+    f->cleared_self = key.self;
     atomic_store_explicit(&f->cleared_next, key.next, memory_order_release);
     /* Release: an op that reads the new count sees the record claimed. */
     atomic_fetch_add_explicit(&vf__failure_claims, 1, memory_order_release);

@@ -94,14 +94,17 @@ static inline vf__wait_key vf__push_wait_key(vf_engine *e)
     uint64_t next = vf__push_wait_place(e) + 1;
     vf__op *cur = vf__current_op();
     if (VF__LIKELY(cur == NULL) || vf__op_engine(cur) != e)
-        return (vf__wait_key){.up = NULL, .next = next};
+        return (vf__wait_key){.up = NULL, .next = next, .self = false};
     if (vf__running_now.family != NULL)
-        return (vf__wait_key){.up = vf__running_now.family, .next = next};
-    /* It pushed nothing (no family): every op from it on is after. */
+        return (vf__wait_key){
+            .up = vf__running_now.family, .next = next, .self = false};
+    /* It pushed nothing (no family): the op itself is before the wait,
+     * every op after it, its children to come included, after. */
     return (vf__wait_key){.up = cur->up,
                           .next = VF__UNLIKELY(cur->alone)
                                       ? vf__push_place_of(cur)
-                                      : vf__bulk_running_place(cur)};
+                                      : vf__bulk_running_place(cur),
+                          .self = true};
 }
 
 /* Push a prepared op: `op->def` set, its var set normalized. A user op
