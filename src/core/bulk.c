@@ -246,7 +246,8 @@ static void settle_claim(vf_engine *e, vf__bulk *o, vf__var *v)
 
 static inline void after_claim(vf_engine *e, vf__bulk *me, vf__var *v)
 {
-    vf__bulk *o = atomic_load_explicit(&v->bulk, memory_order_relaxed);
+    /* Acquire: `o` was made by its thread before it claimed v (var.h). */
+    vf__bulk *o = atomic_load_explicit(&v->bulk, memory_order_acquire);
     if (o != NULL && o != me)
         settle_claim(e, o, v);
 }
@@ -316,7 +317,7 @@ static inline vf__var *take_vars(vf__bulk *s, const vf__varref *vars, int nvars)
         vf__bulk *o = atomic_load_explicit(&v->bulk, memory_order_relaxed);
         bool usable = vf__var_usable(v, vars[i].gen);
         if (o == NULL && usable) {
-            atomic_store_explicit(&v->bulk, s, memory_order_relaxed);
+            atomic_store_explicit(&v->bulk, s, memory_order_release);
             o = s;
         }
         vf__spin_unlock(&v->lock);

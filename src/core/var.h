@@ -76,8 +76,12 @@ struct vf__var {
      * a hint, set by that thread under `lock` when its batch takes the var
      * while it is NULL, cleared by whoever finds it stale (a
      * compare-and-swap). A push of another thread that meets it has that
-     * batch pushed first (bulk.c). Relaxed: the program's own
-     * synchronization orders a claim before the pushes it must precede. */
+     * batch pushed first (bulk.c). The program's own synchronization
+     * orders a claim before the pushes it must precede; the claim's store
+     * is a release and the other thread's load an acquire all the same,
+     * for the state it names was made (calloc, its lock's init) by the
+     * claiming thread, and the other one takes that lock (TSan found the
+     * race, found by a second reviewer's random differential). */
     _Atomic(struct vf__bulk *) bulk;
     /* Written only by a write finishing (it holds the var exclusively);
      * read by ops that hold the var. Release/acquire so a reader sees the
