@@ -891,7 +891,9 @@ VF_API void *vf_run_stream(const vf_run *run);
  * on the device (for CUDA, as a host function of the stream), not in this
  * call. `bytes` > 0 marks a copy of that many bytes (the emulated device
  * charges its bandwidth for it). A non-zero return of fn fails the op (its
- * code; the ops that depend on it are skipped, on the device too).
+ * code; the ops that depend on it are skipped, on the device too), the op
+ * that submitted it, also when an op it pushed ran on the same stream
+ * meanwhile (a child run at its push, or above its wait).
  * VF_EINVAL outside a device op, VF_ENOMEM, VF_EDEVICE.
  */
 VF_API int vf_run_submit(vf_run *run, vf_device_fn fn, void *arg, size_t bytes);

@@ -21,7 +21,8 @@
  *   the op starts; a wait of another thread claiming a failure that work in
  *   flight inherited does not make an op pushed meanwhile fail on its own,
  *   nor skip one pushed after the wait; a wait for device work is not held
- *   up by work handed over after it.
+ *   up by work handed over after it. A failure of a device op's work stays
+ *   its own when a child runs on its stream while its function runs.
  * - Device writes bump their var's version (rule 8).
  * - A delete waits for the device work on its var; bad input is refused
  *   with the right code (a device op outside a stream, an async device
@@ -792,6 +793,120 @@ TEST_CASE(own_failure_behind_failing_work)
         "device_sync",
         &(vf_config){.type = VF_ENGINE_PERDEVICE, .device_sync = true});
     test_own_failure_behind("naive", &(vf_config){.type = VF_ENGINE_NAIVE});
+}
+
+/* A device op P puts failing work (44) on its stream, then pushes a
+ * device child D on the same device, whose work succeeds, and E (on the
+ * CPU) that reads what D wrote, then waits for its children or for E's
+ * var. D runs on P's stream while P's function runs (inside its push on
+ * the naive engine, above P's wait on a pool): P's failure is its own, D
+ * and E run, P's wait returns 0 and wait_all reports P. D was charged
+ * with P's failure on every engine kind (its work came next in P's open
+ * segment), E was skipped and P's wait reported "D": found trying devices
+ * as a user. */
+typedef struct seg_test {
+    vf_engine *e;
+    vf_var dv, ev;
+    bool wait_var;
+    atomic_int st_p, st_d, st_e;
+    int rc_wait;
+    vf_error err;
+} seg_test;
+
+static int seg_fail(void *arg)
+{
+    (void)arg;
+    return 44;
+}
+
+static int seg_ok(void *arg)
+{
+    (void)arg;
+    return 0;
+}
+
+static int seg_d(vf_run *run, void *arg)
+{
+    (void)arg;
+    return vf_run_submit(run, seg_ok, NULL, 0);
+}
+
+static int seg_e(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return 0;
+}
+
+static void seg_done(void *arg, int status)
+{
+    atomic_store((atomic_int *)arg, status);
+}
+
+static void seg_p_done(void *arg, int status)
+{
+    atomic_store(&((seg_test *)arg)->st_p, status);
+}
+
+static int seg_p(vf_run *run, void *arg)
+{
+    seg_test *t = arg;
+    CHECK_OK(vf_run_submit(run, seg_fail, NULL, 0));
+    CHECK_OK(vf_engine_push(t->e, &(vf_op){.fn = seg_d,
+                                           .done = seg_done,
+                                           .arg = &t->st_d,
+                                           .name = "D",
+                                           .writes = VF_VARS(t->dv),
+                                           .device = devices[0]}));
+    CHECK_OK(vf_engine_push(t->e, &(vf_op){.fn = seg_e,
+                                           .done = seg_done,
+                                           .arg = &t->st_e,
+                                           .name = "E",
+                                           .reads = VF_VARS(t->dv),
+                                           .writes = VF_VARS(t->ev)}));
+    t->rc_wait = t->wait_var ? vf_var_wait(t->e, t->ev, &t->err)
+                             : vf_run_wait_children(run, &t->err);
+    return 0;
+}
+
+static void test_failure_stays_its_ops(const char *name, const vf_config *cfg)
+{
+    check_context_ = name;
+    for (int wait_var = 0; wait_var <= 1; wait_var++) {
+        static seg_test t;
+        memset(&t, 0, sizeof t);
+        t.wait_var = wait_var;
+        CHECK_OK(vf_engine_create(&t.e, cfg));
+        t.dv = tu_var(t.e);
+        t.ev = tu_var(t.e);
+        vf_var pv = tu_var(t.e);
+        CHECK_OK(vf_engine_push(t.e, &(vf_op){.fn = seg_p,
+                                              .arg = &t,
+                                              .done = seg_p_done,
+                                              .name = "P",
+                                              .writes = VF_VARS(pv),
+                                              .device = devices[0]}));
+        vf_error err;
+        CHECK_ERR(vf_engine_wait_all(t.e, &err), VF_EOPFAILED);
+        CHECK(strcmp(err.op_name, "P") == 0);
+        CHECK_EQ(err.code, 44);
+        CHECK_EQ(atomic_load(&t.st_p), 44);
+        CHECK_EQ(atomic_load(&t.st_d), 0);
+        CHECK_EQ(atomic_load(&t.st_e), 0);
+        CHECK_OK(t.rc_wait);
+        CHECK_OK(vf_engine_destroy(t.e));
+    }
+    check_context_ = NULL;
+}
+
+TEST_CASE(failure_stays_its_ops)
+{
+    test_failure_stays_its_ops(
+        "perdevice",
+        &(vf_config){.type = VF_ENGINE_PERDEVICE, .cpu_workers = 2});
+    test_failure_stays_its_ops(
+        "pooled", &(vf_config){.type = VF_ENGINE_POOLED, .cpu_workers = 1});
+    test_failure_stays_its_ops("naive", &(vf_config){.type = VF_ENGINE_NAIVE});
 }
 
 typedef struct waiter_arg {

@@ -42,6 +42,11 @@ void *vf__calloc(size_t count, size_t size)
     return injected_failure() ? NULL : calloc(count, size);
 }
 
+void *vf__realloc(void *p, size_t size)
+{
+    return injected_failure() ? NULL : realloc(p, size);
+}
+
 void *vf__aligned_calloc(size_t align, size_t size)
 {
     if (injected_failure())

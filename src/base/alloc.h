@@ -17,6 +17,8 @@
 
 void *vf__malloc(size_t size);
 void *vf__calloc(size_t count, size_t size);
+/* realloc's contract: on failure `p` is left as it was. */
+void *vf__realloc(void *p, size_t size);
 /* Zeroed memory aligned to `align` (a power of two dividing `size`). */
 void *vf__aligned_calloc(size_t align, size_t size);
 char *vf__strdup(const char *s);

@@ -24,6 +24,9 @@ void vf__devrun_free(vf__op *op)
     op->dev = NULL;
     if (d->start_ev != NULL)
         d->cls->event_release(d->start_ev);
+    for (int i = 0; i < d->nseals; i++)
+        d->cls->event_release(d->seals[i]);
+    free(d->seals);
     for (int i = 0; i < d->ninputs; i++)
         vf__fence_unref(d->inputs[i]);
     vf__fence_unref(d->fence);
@@ -51,6 +54,8 @@ static int device_op_begin(vf__op *op, const vf__device_class *cls,
     d->graph_end = NULL;
     d->fence = NULL;
     d->start_ev = NULL;
+    d->seals = NULL;
+    d->nseals = 0;
     d->ninputs = 0;
     d->claims = vf__failure_claims_now(); /* before anything is looked at */
     op->dev = d;
@@ -162,6 +167,53 @@ static void device_outcome(vf__op *op, const vf__event_status *st)
     op->status = st->code;
 }
 
+/* The device op whose function runs innermost on this thread, and its
+ * stream (run_on_stream), or NULL. */
+typedef struct device_running {
+    vf__op *op;
+    vf__stream *stream;
+} device_running;
+
+static _Thread_local device_running running_on;
+
+/* An op is about to run on stream `s` above the device op `outer`, whose
+ * function puts work on `s` too (a child run at its push, or above a wait
+ * of its function): close `outer`'s segment first, so that a failure of
+ * the work it put there so far is its own, and the other op's work starts
+ * a segment of its own. Its work after that goes on in a later segment.
+ * The serial program runs the other op inside `outer`'s function, but a
+ * failure of work is its op's, not whoever's work came next on the stream
+ * (a failing op's child on its device was charged with the failure, and
+ * the op ran clean: found trying devices as a user). Out of memory, or
+ * when the device cannot record, the segment stays open as before. */
+static void seal(vf__op *outer, vf__stream *s)
+{
+    vf__devrun *d = outer->dev;
+    vf__event **grown = vf__realloc(d->seals,
+                                    (size_t)(d->nseals + 1) * sizeof *grown);
+    if (grown == NULL)
+        return;
+    d->seals = grown;
+    if (d->cls->record(s, &d->seals[d->nseals]) == 0)
+        d->nseals++;
+}
+
+/* The outcome of `op`'s work whose last event completed with `*st`: the
+ * first of its segments that failed (its seals come first, complete too:
+ * they are earlier on the same stream), else `*st`. */
+static void sealed_outcome(vf__op *op, vf__event_status *st)
+{
+    vf__devrun *d = op->dev;
+    for (int i = 0; i < d->nseals; i++) {
+        vf__event_status early = {0};
+        d->cls->event_wait(d->seals[i], &early);
+        if (early.code != 0) {
+            *st = early;
+            return;
+        }
+    }
+}
+
 /* After its function returned (a failure it returned is already in
  * op->failure): record its event and leave the fence on its vars (or, with
  * device_sync or a naive engine, wait for it here). Returns true when the
@@ -193,6 +245,7 @@ static bool device_op_end(vf__op *op, const vf__device_class *cls,
             snprintf(st.message, sizeof st.message, "%s", vf_error_detail());
         } else {
             cls->event_wait(ev, &st);
+            sealed_outcome(op, &st);
             device_span(op, ev);
             cls->event_release(ev);
             free(f);
@@ -267,6 +320,9 @@ static bool run_on_stream(vf__op *op, int worker)
                       "on the stream being recorded (vf_graph_device_replay: "
                       "a recorded function only submits work)",
                       vf__op_label(op->name, op->place, label));
+    if (rc == 0 && VF__UNLIKELY(running_on.op != NULL) &&
+        running_on.stream == s)
+        seal(running_on.op, s);
     if (rc == 0)
         rc = device_op_begin(op, d->cls, s);
     bool in_flight = false;
@@ -280,7 +336,12 @@ static bool run_on_stream(vf__op *op, int worker)
         run.cls = d->cls;
         run.stream = s;
         run.item_refs = NULL;
-        if (VF__UNLIKELY(vf__exec_call_fn(op, &run) != 0))
+        device_running outer = running_on;
+        running_on.op = op;
+        running_on.stream = s;
+        int fn_rc = vf__exec_call_fn(op, &run);
+        running_on = outer;
+        if (VF__UNLIKELY(fn_rc != 0))
             own_failure_or_skip(op);
         in_flight = device_op_end(op, d->cls, s);
     }
@@ -343,6 +404,7 @@ static void resolve(vf__op *op)
     vf__fence *f = op->dev->fence;
     vf__event_status st = {0};
     f->cls->event_wait(f->ev, &st);
+    sealed_outcome(op, &st);
     device_span(op, f->ev);
     device_outcome(op, &st);
     /* Its writes complete now (rule 8): bumped unless the stream skipped

@@ -102,6 +102,14 @@ typedef struct vf__devrun {
      * time (or a waited fence's, whichever is later) starts its span. */
     vf__event *start_ev;
     uint64_t claims; /* vf__failure_claims at its start (its fence's) */
+    /* Events that closed its segments early, in order: each time an op
+     * ran on its stream above it while its function ran (a child at its
+     * push, or above a wait of its function), so that its work's failure
+     * stays its own and the child's work starts clean (device_ops.c:
+     * seal). Its outcome is the first of them that failed, else its own
+     * event's. NULL when none (the usual case). */
+    vf__event **seals;
+    int nseals;
     int ninputs;
     int ncarry;          /* inputs[0..ncarry): write fences, which carry
                             their failure; the rest (read fences) order */

@@ -775,6 +775,8 @@ static uint32_t nodes_launched(vf__graph_inst *in, const devseg *sg,
         }
         d->fence = f;
         d->start_ev = NULL;
+        d->seals = NULL; /* a recorded function only submits work */
+        d->nseals = 0;
         d->ninputs = 0;
         /* What it carries from: the outside writes it uses first, then the
          * nodes it carries from (their fences made before it). */
