@@ -882,7 +882,14 @@ VF_API vf_device vf_run_device(const vf_run *run);
  * emulated stream for VF_DEVICE_EMULATED (use it with vf_run_submit()); NULL
  * for a CPU op. Work the op puts on it is ordered with every other op by
  * events: the op's function returns at once, and ops that depend on it wait
- * for its work on their own stream, or on the host when they run there. */
+ * for its work on their own stream, or on the host when they run there.
+ * So a device op that depends on device work still in flight may have its
+ * function called before that work's outcome is known: when the work
+ * fails, the op's own work is skipped on the device and its `done` gets
+ * VF_ESKIPPED, but what its function did on the host stands (ops it
+ * pushed run, its waits returned). Keep a device op's function to putting
+ * work on its stream, or set device_sync, under which the host meets the
+ * work first and never calls such a function, as on the naive engine. */
 VF_API void *vf_run_stream(const vf_run *run);
 
 /**

@@ -22,7 +22,9 @@
  *   flight inherited does not make an op pushed meanwhile fail on its own,
  *   nor skip one pushed after the wait; a wait for device work is not held
  *   up by work handed over after it. A failure of a device op's work stays
- *   its own when a child runs on its stream while its function runs.
+ *   its own when a child runs on its stream while its function runs. An
+ *   op skipped behind failing work on a device gets VF_ESKIPPED, and with
+ *   device_sync or on the naive engine its function is never called.
  * - Device writes bump their var's version (rule 8).
  * - A delete waits for the device work on its var; bad input is refused
  *   with the right code (a device op outside a stream, an async device
@@ -907,6 +909,82 @@ TEST_CASE(failure_stays_its_ops)
     test_failure_stays_its_ops(
         "pooled", &(vf_config){.type = VF_ENGINE_POOLED, .cpu_workers = 1});
     test_failure_stays_its_ops("naive", &(vf_config){.type = VF_ENGINE_NAIVE});
+}
+
+/* A device op B that reads what failing device work wrote (A's, slow to
+ * fail): B's done gets VF_ESKIPPED on every engine; its function, which
+ * only puts work on its stream, may have been called meanwhile on a pool
+ * (the host does not wait for A's work), but never with device_sync or on
+ * the naive engine, where the host meets A's work first (varflow.h,
+ * vf_run_stream). */
+typedef struct skip_test {
+    atomic_int b_called, st_b;
+} skip_test;
+
+static int skip_slow_fail(void *arg)
+{
+    (void)arg;
+    nanosleep(&(struct timespec){0, 5 * 1000000L}, NULL);
+    return 44;
+}
+
+static int skip_a(vf_run *run, void *arg)
+{
+    (void)arg;
+    return vf_run_submit(run, skip_slow_fail, NULL, 0);
+}
+
+static int skip_b(vf_run *run, void *arg)
+{
+    atomic_store(&((skip_test *)arg)->b_called, 1);
+    return vf_run_submit(run, seg_ok, NULL, 0);
+}
+
+static void skip_b_done(void *arg, int status)
+{
+    atomic_store(&((skip_test *)arg)->st_b, status);
+}
+
+static void test_skipped_behind_work(const char *name, const vf_config *cfg,
+                                     bool host_meets_work)
+{
+    check_context_ = name;
+    for (int dev = 0; dev <= 1; dev++) {
+        skip_test t = {0};
+        vf_engine *e;
+        CHECK_OK(vf_engine_create(&e, cfg));
+        vf_var v = tu_var(e), w = tu_var(e);
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = skip_a,
+                                            .name = "A",
+                                            .writes = VF_VARS(v),
+                                            .device = devices[0]}));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = skip_b,
+                                            .arg = &t,
+                                            .done = skip_b_done,
+                                            .name = "B",
+                                            .reads = VF_VARS(v),
+                                            .writes = VF_VARS(w),
+                                            .device = devices[dev]}));
+        vf_error err;
+        CHECK_ERR(vf_engine_wait_all(e, &err), VF_EOPFAILED);
+        CHECK(strcmp(err.op_name, "A") == 0);
+        CHECK_EQ(atomic_load(&t.st_b), VF_ESKIPPED);
+        if (host_meets_work)
+            CHECK_EQ(atomic_load(&t.b_called), 0);
+        CHECK_OK(vf_engine_destroy(e));
+    }
+    check_context_ = NULL;
+}
+
+TEST_CASE(skipped_behind_failing_work)
+{
+    test_skipped_behind_work("perdevice",
+                             &(vf_config){.type = VF_ENGINE_PERDEVICE}, false);
+    test_skipped_behind_work(
+        "device_sync",
+        &(vf_config){.type = VF_ENGINE_PERDEVICE, .device_sync = true}, true);
+    test_skipped_behind_work("naive", &(vf_config){.type = VF_ENGINE_NAIVE},
+                             true);
 }
 
 typedef struct waiter_arg {
