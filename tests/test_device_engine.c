@@ -20,10 +20,11 @@
  *   first in push order, even when it is still failing on the device as
  *   the op starts; a wait of another thread claiming a failure that work in
  *   flight inherited does not make an op pushed meanwhile fail on its own,
- *   nor skip one pushed after the wait; a wait for device work is not held
- *   up by work handed over after it. A failure of a device op's work stays
- *   its own when a child runs on its stream while its function runs. An
- *   op skipped behind failing work on a device gets VF_ESKIPPED, and with
+ *   nor skip one pushed after the wait, even through an op before the wait
+ *   that began after the claim; a wait for device work is not held up by
+ *   work handed over after it. A failure of a device op's work stays its
+ *   own when a child runs on its stream while its function runs. An op
+ *   skipped behind failing work on a device gets VF_ESKIPPED, and with
  *   device_sync or on the naive engine its function is never called.
  * - Device writes bump their var's version (rule 8).
  * - A delete waits for the device work on its var; bad input is refused
@@ -1106,6 +1107,117 @@ TEST_CASE(wait_not_held_up_by_later_work)
                                                .cpu_workers = 2});
     test_not_held_up("pooled",
                      &(vf_config){.type = VF_ENGINE_POOLED, .cpu_workers = 1});
+}
+
+/* An op that began after a claim but is before the wait in push order
+ * inherits the claimed failure on the device: its fence must not pass for
+ * one that began after the claim. F's work fails (after K began, K2's
+ * after the wait); K, whose function returns only once the wait claimed
+ * F, waits on its stream for G's failed work and K2's held work; M begins
+ * after the claim, meets K's fence on the host (it is from before the
+ * claim) and carries it (F is live for M, which is before the wait); C,
+ * pushed after the wait, starts while M's work is still unresolved (K's
+ * `done` holds the completer until C's function runs, or 300 ms). C is
+ * after the wait: its own failure stands (rule 9). Before, M's fence bore
+ * the count after the claim, C carried it on the device without meeting
+ * it on the host and was skipped with F; the wait on d returned 0. */
+typedef struct hold_fn {
+    gop *work;           /* its device work (gfn's), or NULL: none */
+    tu_gate *open_first; /* its function opens this, */
+    tu_gate *wait_for;   /* then waits for this (30 s) */
+    tu_gate *done_waits; /* its done holds the completer for this (0.3 s) */
+    atomic_int done_status;
+} hold_fn;
+
+static int hold_fn_fn(vf_run *run, void *arg)
+{
+    hold_fn *h = arg;
+    if (h->open_first != NULL)
+        tu_gate_open(h->open_first);
+    if (h->wait_for != NULL)
+        REQUIRE(tu_gate_wait(h->wait_for, 30.0));
+    return h->work != NULL ? gfn(run, h->work) : 0;
+}
+
+static void hold_fn_done(void *arg, int status)
+{
+    hold_fn *h = arg;
+    atomic_store(&h->done_status, status);
+    if (h->done_waits != NULL)
+        (void)tu_gate_wait(h->done_waits, 0.3);
+}
+
+static void push_hold(vf_engine *e, hold_fn *h, vf_device dev,
+                      vf_var_list writes, const char *name)
+{
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = hold_fn_fn,
+                                        .arg = h,
+                                        .done = hold_fn_done,
+                                        .writes = writes,
+                                        .device = dev,
+                                        .name = name}));
+}
+
+static void test_claimed_before_begin(const char *name, const vf_config *cfg)
+{
+    check_context_ = name;
+    vf_engine *e;
+    CHECK_OK(vf_engine_create(&e, cfg));
+    const vf_device emu0 = devices[0], emu1 = devices[1];
+    for (int round = 0; round < 3; round++) {
+        vf_var a = tu_var(e), b = tu_var(e), c = tu_var(e), d = tu_var(e),
+               r = tu_var(e);
+        tu_gate gate_f, gate_k, gate_k2, gate_c;
+        tu_gate_init(&gate_f);
+        tu_gate_init(&gate_k);
+        tu_gate_init(&gate_k2);
+        tu_gate_init(&gate_c);
+        gop f = {.gate = &gate_f, .fail = 44}, g = {0}, k2 = {.gate = &gate_k2},
+            m = {0}, cc = {.fail = 45};
+        hold_fn k = {
+            .open_first = &gate_f, .wait_for = &gate_k, .done_waits = &gate_c};
+        hold_fn ch = {.work = &cc, .open_first = &gate_c};
+        push_g(e, &f, emu0, (vf_var_list){0}, VF_VARS(a), "F");
+        push_g(e, &g, emu1, VF_VARS(r), VF_VARS(a, b), "G");
+        /* K2 overwrites what G reads: handed to the completer after G. */
+        push_g(e, &k2, emu0, (vf_var_list){0}, VF_VARS(r), "K2");
+        push_hold(e, &k, emu0, VF_VARS(b, c, r), "K");
+        push_g(e, &m, emu1, (vf_var_list){0}, VF_VARS(c, d), "M");
+        vf_error err;
+        CHECK_ERR(vf_var_wait(e, a, &err), VF_EOPFAILED); /* claims F */
+        CHECK(strcmp(err.op_name, "F") == 0);
+        tu_gate_open(&gate_k); /* K's fence: from before the claim */
+        /* C's function lets K's done go (the completer then resolves M). */
+        push_hold(e, &ch, emu0, VF_VARS(d), "C");
+        nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL); /* M starts */
+        tu_gate_open(&gate_k2);
+        memset(&err, 0, sizeof err);
+        CHECK_ERR(vf_var_wait(e, d, &err), VF_EOPFAILED);
+        CHECK(strcmp(err.op_name, "C") == 0);
+        CHECK_EQ(err.code, 45);
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        CHECK_EQ(atomic_load(&ch.done_status), 45);
+        CHECK_EQ(atomic_load(&cc.work_ran), 1);
+        CHECK_EQ(atomic_load(&m.done_status), VF_ESKIPPED);
+        CHECK_EQ(atomic_load(&k.done_status), VF_ESKIPPED);
+        CHECK_EQ(atomic_load(&k2.done_status), 0);
+        tu_gate_destroy(&gate_f);
+        tu_gate_destroy(&gate_k);
+        tu_gate_destroy(&gate_k2);
+        tu_gate_destroy(&gate_c);
+    }
+    CHECK_OK(vf_engine_destroy(e));
+    check_context_ = NULL;
+}
+
+TEST_CASE(claimed_before_a_later_op_began)
+{
+    test_claimed_before_begin("perdevice",
+                              &(vf_config){.type = VF_ENGINE_PERDEVICE,
+                                           .cpu_workers = 1,
+                                           .gpu_workers = 1});
+    test_claimed_before_begin(
+        "pooled", &(vf_config){.type = VF_ENGINE_POOLED, .cpu_workers = 1});
 }
 
 TEST_CASE(claimed_while_in_flight)

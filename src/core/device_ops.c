@@ -74,6 +74,7 @@ static int device_op_begin(vf__op *op, const vf__device_class *cls,
             d->ninputs += vf__fences_of_var(vf__dep_var(dep), false, true,
                                             d->inputs + d->ninputs);
     }
+    bool claimed = false; /* it carries a failure a wait claimed */
     for (int k = 0; k < d->ninputs; k++) {
         vf__fence *f = d->inputs[k];
         /* A no_skip op runs whatever its inputs went through: its waits
@@ -83,11 +84,13 @@ static int device_op_begin(vf__op *op, const vf__device_class *cls,
             vf__fence_meet_if_claimed(e, f, d->claims);
         /* A resolved fence's work is complete: nothing to order. Unless it
          * failed and the op must inherit that (live for it): it may have
-         * resolved after the op looked on the host (run_body), so the
-         * stream still waits for its event, which carries the failure. */
-        if (atomic_load_explicit(&f->resolved, memory_order_acquire) &&
-            !(carry && f->failure != NULL &&
-              vf__failure_live_for(f->failure, op->up, op->place)))
+         * resolved after the op looked on the host (run_body), or been met
+         * there just now, so the stream still waits for its event, which
+         * carries the failure. */
+        bool resolved = atomic_load_explicit(&f->resolved,
+                                             memory_order_acquire);
+        if (resolved && !(carry && f->failure != NULL &&
+                          vf__failure_live_for(f->failure, op->up, op->place)))
             continue;
         if (f->cls != cls) { /* another kind of device: the host orders */
             vf__fence_host_wait(e, f);
@@ -103,10 +106,19 @@ static int device_op_begin(vf__op *op, const vf__device_class *cls,
         atomic_fetch_add_explicit(f->stream == s ? &e->dev.same_stream
                                                  : &e->dev.stream_waits,
                                   1, memory_order_relaxed);
+        if (resolved) /* it carries that failure: a wait may have claimed it */
+            claimed |= vf__failure_claimed(f->failure);
         int rc = cls->stream_wait(s, f->ev, carry);
         if (rc != 0)
             return rc;
     }
+    /* Its work inherits, on the device, a failure that a wait after it
+     * claimed before it began (live for it, not for what follows the
+     * wait): its fence must not pass for one from after that claim, or an
+     * op pushed after the wait would carry it without meeting it on the
+     * host. It stands as from before the claim (device_ops.h). */
+    if (claimed)
+        d->claims--;
     return 0;
 }
 

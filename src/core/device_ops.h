@@ -69,7 +69,10 @@
  * process's count of claims (vf__failure_claims) when its op began, and an
  * op that would carry a fence still in flight from before a claim meets it
  * on the host instead, where its outcome is known (device_op_begin; a
- * device replay's boundary likewise).
+ * device replay's boundary likewise). An op before the wait in push order
+ * that begins after the claim still carries the claimed failure (it is
+ * live for it); its fence then notes the count before that claim, so an op
+ * after the wait meets that fence on the host too.
  *
  * Locks (engine.h has the order): dev.lock (engine) guards device creation
  * and is taken under no other lock but life.op_lock (a stop, a start) and,
@@ -101,7 +104,8 @@ typedef struct vf__devrun {
     /* Profiling: an event recorded before the op's stream waits, whose
      * time (or a waited fence's, whichever is later) starts its span. */
     vf__event *start_ev;
-    uint64_t claims; /* vf__failure_claims at its start (its fence's) */
+    uint64_t claims; /* vf__failure_claims at its start (its fence's; one
+                        less when it carries a claimed failure) */
     /* Events that closed its segments early, in order: each time an op
      * ran on its stream above it while its function ran (a child at its
      * push, or above a wait of its function), so that its work's failure

@@ -40,8 +40,9 @@ typedef struct vf__fence {
     vf__failure *failure;
     atomic_bool resolved;
     /* vf__failure_claims when its op began to wait for what it follows:
-     * a failure its work may inherit on the device was live for it then
-     * (device_ops.h, "A claim while work is in flight"). */
+     * no failure its work may inherit on the device was claimed by then
+     * (less, when its op carries one that was: device_ops.h, "A claim
+     * while work is in flight"). */
     uint64_t claims;
 } vf__fence;
 
