@@ -34,7 +34,8 @@
  * - push_from_done_at_the_bound: a done callback's push at a bound of 1
  *   goes over it, on every engine.
  * - wait_above_a_push_at_the_bound: a wait that can never finish, in an op
- *   that a push at the bound runs above itself, gets VF_EDEADLK (it hung).
+ *   that a push at the bound runs above itself, gets VF_EDEADLK (it hung);
+ *   also in an op an inline run deferred (deferred_wait_above_...).
  * - blocked_push_says_why: a push blocked at the bound for 2 s names the
  *   async op in flight on stderr.
  *
@@ -857,6 +858,80 @@ TEST_KIND_CASE(wait_above_a_push_at_the_bound, k)
         CHECK_EQ(atomic_load(&t.g_ran), 1);
         CHECK_OK(vf_engine_destroy(t.e));
     }
+}
+
+/* The same through the ops an inline run deferred on this thread (the
+ * naive engine): R0 pushes R, which pushes P (writes x); P pushes C (reads
+ * x: it waits for P's end, and is deferred then); R's next push, at the
+ * bound of 2, runs C there; C pushes K (writes y, which C writes: it waits
+ * for C's end) and waits for its children, which can never finish. The
+ * push ran the deferred C without lending it its count, and the program
+ * hung (the second reviewer of the lending above). */
+static vf_var deferred_x, deferred_y;
+static atomic_int deferred_rc;
+
+static int deferred_noop(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return 0;
+}
+
+static int deferred_c(vf_run *run, void *arg)
+{
+    vf_engine *e = arg;
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = count_fn,
+                                        .arg = &(atomic_int){0},
+                                        .arg_size = sizeof(atomic_int),
+                                        .writes = VF_VARS(deferred_y)}));
+    atomic_store(&deferred_rc, vf_run_wait_children_timed(run, 10000, NULL));
+    return 0;
+}
+
+static int deferred_p(vf_run *run, void *arg)
+{
+    (void)run;
+    vf_engine *e = arg;
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = deferred_c,
+                                        .arg = e,
+                                        .reads = VF_VARS(deferred_x),
+                                        .writes = VF_VARS(deferred_y)}));
+    return 0;
+}
+
+static int deferred_r(vf_run *run, void *arg)
+{
+    (void)run;
+    vf_engine *e = arg;
+    CHECK_OK(vf_engine_push(
+        e,
+        &(vf_op){.fn = deferred_p, .arg = e, .writes = VF_VARS(deferred_x)}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = deferred_noop}));
+    return 0;
+}
+
+static int deferred_r0(vf_run *run, void *arg)
+{
+    (void)run;
+    vf_engine *e = arg;
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = deferred_r, .arg = e}));
+    return 0;
+}
+
+TEST_CASE(deferred_wait_above_a_push_at_the_bound)
+{
+    vf_engine *e = NULL;
+    CHECK_OK(vf_engine_create(
+        &e, &(vf_config){.type = VF_ENGINE_NAIVE, .max_inflight = 2}));
+    REQUIRE(e != NULL);
+    tu_phase_limit("naive", 60);
+    deferred_x = tu_var(e);
+    deferred_y = tu_var(e);
+    atomic_store(&deferred_rc, 1);
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = deferred_r0, .arg = e}));
+    CHECK_OK(vf_engine_wait_all_timed(e, 30000, NULL));
+    CHECK_ERR(atomic_load(&deferred_rc), VF_EDEADLK);
+    CHECK_OK(vf_engine_destroy(e));
 }
 
 /* blocked_push_says_why: the async op whose completion the blocked push

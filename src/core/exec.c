@@ -629,18 +629,27 @@ void vf__exec_run_child_alone(vf__worker *w, vf__op *op)
      * run's: nothing else to let go of. */
 }
 
+/* The run of `op`, lent its pusher's count (lend_active), returned: when
+ * `op` is still in flight (async, or on a device), the pusher counts
+ * itself back in now; else its finish did. */
+static void lent_run_returned(vf_engine *e, const vf__op *op,
+                              const vf__exec_loop_frame *saved)
+{
+    if (tls.loop_op == op) {
+        uint64_t extra = loop_frame_returns();
+        if (extra)
+            vf__engine_count_in(e, extra);
+    }
+    lent_returned(saved);
+}
+
 vf__op *vf__exec_worker_execute_lent(vf__worker *w, vf__op *op)
 {
     vf_engine *e = vf__op_engine(op);
     vf__exec_loop_frame saved;
     lend_active(op, &saved);
     vf__op *next = vf__exec_worker_execute(w, op);
-    if (tls.loop_op == op) { /* not released in its run: still in flight */
-        uint64_t extra = loop_frame_returns();
-        if (extra)
-            vf__engine_count_in(e, extra);
-    }
-    lent_returned(&saved);
+    lent_run_returned(e, op, &saved);
     return next;
 }
 
@@ -857,6 +866,23 @@ bool vf__exec_run_deferred(void)
     tls.inline_depth++;
     run_inline_one(op);
     tls.inline_depth--;
+    return true;
+}
+
+bool vf__exec_run_deferred_lent(vf_engine *e)
+{
+    vf__op *op = vf__readylist_pop(&tls.deferred);
+    if (op == NULL)
+        return false;
+    bool lend = vf__op_engine(op) == e; /* another engine's: its own counts */
+    vf__exec_loop_frame saved;
+    if (lend)
+        lend_active(op, &saved);
+    tls.inline_depth++;
+    run_inline_one(op);
+    tls.inline_depth--;
+    if (lend)
+        lent_run_returned(e, op, &saved);
     return true;
 }
 

@@ -236,6 +236,11 @@ vf__op *vf__exec_worker_execute_lent(vf__worker *w, vf__op *op);
 /* Run one op that an inline run on this thread deferred. True if one ran. */
 bool vf__exec_run_deferred(void);
 
+/* The same for a push at the in-flight bound from inside an op of `e`
+ * (push.c: admit_slow), which lends the op its active count, as
+ * vf__exec_worker_execute_lent does, when the op is of `e`. */
+bool vf__exec_run_deferred_lent(vf_engine *e);
+
 /* A thread outside the engine's ops waiting for it (vf_engine_wait_all) runs a
  * queued op of the CPU pool itself, and then each op that one makes ready
  * on that pool, first of its list (a chain stays on this thread), instead
