@@ -803,7 +803,8 @@ TEST_CASE(own_failure_behind_failing_work)
  * CPU) that reads what D wrote, then waits for its children or for E's
  * var. D runs on P's stream while P's function runs (inside its push on
  * the naive engine, above P's wait on a pool): P's failure is its own, D
- * and E run, P's wait returns 0 and wait_all reports P. D was charged
+ * and E run, P's wait returns 0, wait_all reports P, and Q (pushed after
+ * P, reading what it wrote) is skipped. D was charged
  * with P's failure on every engine kind (its work came next in P's open
  * segment), E was skipped and P's wait reported "D": found trying devices
  * as a user. */
@@ -811,7 +812,7 @@ typedef struct seg_test {
     vf_engine *e;
     vf_var dv, ev;
     bool wait_var;
-    atomic_int st_p, st_d, st_e;
+    atomic_int st_p, st_d, st_e, st_q;
     int rc_wait;
     vf_error err;
 } seg_test;
@@ -869,7 +870,7 @@ static int seg_p(vf_run *run, void *arg)
                                            .writes = VF_VARS(t->ev)}));
     t->rc_wait = t->wait_var ? vf_var_wait(t->e, t->ev, &t->err)
                              : vf_run_wait_children(run, &t->err);
-    return 0;
+    return vf_run_submit(run, seg_ok, NULL, 0); /* more work, clean */
 }
 
 static void test_failure_stays_its_ops(const char *name, const vf_config *cfg)
@@ -889,6 +890,15 @@ static void test_failure_stays_its_ops(const char *name, const vf_config *cfg)
                                               .name = "P",
                                               .writes = VF_VARS(pv),
                                               .device = devices[0]}));
+        /* Q reads what P wrote: skipped with P's failure, which P's work
+         * after the child carries on to its event (Q ran clean on the
+         * device before: the second reviewer). */
+        CHECK_OK(vf_engine_push(t.e, &(vf_op){.fn = seg_d,
+                                              .done = seg_done,
+                                              .arg = &t.st_q,
+                                              .name = "Q",
+                                              .reads = VF_VARS(pv),
+                                              .device = devices[wait_var]}));
         vf_error err;
         CHECK_ERR(vf_engine_wait_all(t.e, &err), VF_EOPFAILED);
         CHECK(strcmp(err.op_name, "P") == 0);
@@ -896,6 +906,7 @@ static void test_failure_stays_its_ops(const char *name, const vf_config *cfg)
         CHECK_EQ(atomic_load(&t.st_p), 44);
         CHECK_EQ(atomic_load(&t.st_d), 0);
         CHECK_EQ(atomic_load(&t.st_e), 0);
+        CHECK_EQ(atomic_load(&t.st_q), VF_ESKIPPED);
         CHECK_OK(t.rc_wait);
         CHECK_OK(vf_engine_destroy(t.e));
     }

@@ -196,18 +196,33 @@ static _Thread_local device_running running_on;
  * The serial program runs the other op inside `outer`'s function, but a
  * failure of work is its op's, not whoever's work came next on the stream
  * (a failing op's child on its device was charged with the failure, and
- * the op ran clean: found trying devices as a user). Out of memory, or
- * when the device cannot record, the segment stays open as before. */
-static void seal(vf__op *outer, vf__stream *s)
+ * the op ran clean: found trying devices as a user). True when sealed;
+ * out of memory, or when the device cannot record, the segment stays open
+ * as before. */
+static bool seal(vf__op *outer, vf__stream *s)
 {
     vf__devrun *d = outer->dev;
     vf__event **grown = vf__realloc(d->seals,
                                     (size_t)(d->nseals + 1) * sizeof *grown);
     if (grown == NULL)
-        return;
+        return false;
     d->seals = grown;
-    if (d->cls->record(s, &d->seals[d->nseals]) == 0)
-        d->nseals++;
+    if (d->cls->record(s, &d->seals[d->nseals]) != 0)
+        return false;
+    d->nseals++;
+    return true;
+}
+
+/* The op that ran above `outer` (seal) is over on the stream: `outer`'s
+ * work from here on carries the failure of what it put there before, as
+ * one segment would have (work after a failure in it is skipped), so that
+ * its own event, which the ops that depend on it wait for, carries it too
+ * (an op reading what it wrote ran clean on the device: the second
+ * reviewer). A failure to wait leaves it as before the seals. */
+static void unseal(vf__op *outer, vf__stream *s)
+{
+    vf__devrun *d = outer->dev;
+    (void)d->cls->stream_wait(s, d->seals[d->nseals - 1], true);
 }
 
 /* The outcome of `op`'s work whose last event completed with `*st`: the
@@ -332,9 +347,10 @@ static bool run_on_stream(vf__op *op, int worker)
                       "on the stream being recorded (vf_graph_device_replay: "
                       "a recorded function only submits work)",
                       vf__op_label(op->name, op->place, label));
+    vf__op *sealed = NULL; /* the op below whose segment this one closed */
     if (rc == 0 && VF__UNLIKELY(running_on.op != NULL) &&
-        running_on.stream == s)
-        seal(running_on.op, s);
+        running_on.stream == s && seal(running_on.op, s))
+        sealed = running_on.op;
     if (rc == 0)
         rc = device_op_begin(op, d->cls, s);
     bool in_flight = false;
@@ -357,6 +373,8 @@ static bool run_on_stream(vf__op *op, int worker)
             own_failure_or_skip(op);
         in_flight = device_op_end(op, d->cls, s);
     }
+    if (VF__UNLIKELY(sealed != NULL))
+        unseal(sealed, s);
     return !in_flight;
 }
 
