@@ -913,8 +913,80 @@ static void test_failure_stays_its_ops(const char *name, const vf_config *cfg)
     check_context_ = NULL;
 }
 
+/* The same with a device op on another device between them: P (device 0)
+ * pushes Q (device 1), which pushes R (device 0) and waits for it. On the
+ * naive engine R runs inside Q inside P, on P's stream: P's segment is
+ * the one to close, not Q's (R took P's failure; the second reviewer). */
+typedef struct chain_test {
+    vf_engine *e;
+    atomic_int st_p, st_q, st_r;
+} chain_test;
+
+static void chain_done(void *arg, int status)
+{
+    atomic_store((atomic_int *)arg, status);
+}
+
+static int chain_r(vf_run *run, void *arg)
+{
+    (void)arg;
+    return vf_run_submit(run, seg_ok, NULL, 0);
+}
+
+static chain_test chain;
+
+static int chain_q(vf_run *run, void *arg)
+{
+    (void)arg;
+    CHECK_OK(vf_engine_push(chain.e, &(vf_op){.fn = chain_r,
+                                              .done = chain_done,
+                                              .arg = &chain.st_r,
+                                              .name = "R",
+                                              .device = devices[0]}));
+    CHECK_OK(vf_run_wait_children(run, NULL));
+    return 0;
+}
+
+static int chain_p(vf_run *run, void *arg)
+{
+    (void)arg;
+    CHECK_OK(vf_run_submit(run, seg_fail, NULL, 0));
+    CHECK_OK(vf_engine_push(chain.e, &(vf_op){.fn = chain_q,
+                                              .done = chain_done,
+                                              .arg = &chain.st_q,
+                                              .name = "Q",
+                                              .device = devices[1]}));
+    CHECK_OK(vf_run_wait_children(run, NULL));
+    return 0;
+}
+
+static void test_failure_stays_through_a_chain(const char *name,
+                                               const vf_config *cfg)
+{
+    check_context_ = name;
+    memset(&chain, 0, sizeof chain);
+    CHECK_OK(vf_engine_create(&chain.e, cfg));
+    CHECK_OK(vf_engine_push(chain.e, &(vf_op){.fn = chain_p,
+                                              .done = chain_done,
+                                              .arg = &chain.st_p,
+                                              .name = "P",
+                                              .device = devices[0]}));
+    vf_error err;
+    CHECK_ERR(vf_engine_wait_all(chain.e, &err), VF_EOPFAILED);
+    CHECK(strcmp(err.op_name, "P") == 0);
+    CHECK_EQ(atomic_load(&chain.st_p), 44);
+    CHECK_EQ(atomic_load(&chain.st_q), 0);
+    CHECK_EQ(atomic_load(&chain.st_r), 0);
+    CHECK_OK(vf_engine_destroy(chain.e));
+    check_context_ = NULL;
+}
+
 TEST_CASE(failure_stays_its_ops)
 {
+    test_failure_stays_through_a_chain("naive",
+                                       &(vf_config){.type = VF_ENGINE_NAIVE});
+    test_failure_stays_through_a_chain(
+        "perdevice", &(vf_config){.type = VF_ENGINE_PERDEVICE});
     test_failure_stays_its_ops(
         "perdevice",
         &(vf_config){.type = VF_ENGINE_PERDEVICE, .cpu_workers = 2});

@@ -184,6 +184,7 @@ static void device_outcome(vf__op *op, const vf__event_status *st)
 typedef struct device_running {
     vf__op *op;
     vf__stream *stream;
+    const struct device_running *up; /* the one it runs above, or NULL */
 } device_running;
 
 static _Thread_local device_running running_on;
@@ -347,10 +348,16 @@ static bool run_on_stream(vf__op *op, int worker)
                       "on the stream being recorded (vf_graph_device_replay: "
                       "a recorded function only submits work)",
                       vf__op_label(op->name, op->place, label));
-    vf__op *sealed = NULL; /* the op below whose segment this one closed */
-    if (rc == 0 && VF__UNLIKELY(running_on.op != NULL) &&
-        running_on.stream == s && seal(running_on.op, s))
-        sealed = running_on.op;
+    /* The device op below this one on this thread nearest to it that puts
+     * work on `s`: not always the innermost (a device op on another
+     * device may run between them). Its segment this one closes. */
+    vf__op *sealed = NULL;
+    for (const device_running *r = &running_on;
+         rc == 0 && VF__UNLIKELY(r != NULL && r->op != NULL); r = r->up)
+        if (r->stream == s) {
+            sealed = seal(r->op, s) ? r->op : NULL;
+            break;
+        }
     if (rc == 0)
         rc = device_op_begin(op, d->cls, s);
     bool in_flight = false;
@@ -367,6 +374,7 @@ static bool run_on_stream(vf__op *op, int worker)
         device_running outer = running_on;
         running_on.op = op;
         running_on.stream = s;
+        running_on.up = &outer;
         int fn_rc = vf__exec_call_fn(op, &run);
         running_on = outer;
         if (VF__UNLIKELY(fn_rc != 0))
