@@ -31,6 +31,9 @@
  */
 #include "runner.h"
 
+#include <string.h>
+#include <time.h>
+
 typedef struct ctx {
     vf_var a, b, c, v, s;
     int bval, cval;
@@ -527,6 +530,98 @@ TEST_KIND_CASE(trapped, k)
     tu_finish_engine(e);
     tu_gate_destroy(&t.a_started);
     tu_gate_destroy(&t.b_pushed);
+}
+
+/* next_op_only_a_descendant: after an op run above a wait (or above a
+ * push at the in-flight bound) finishes, the op its end made ready runs
+ * there next only if it descends from the waiting op too. P, on one of
+ * two workers (S keeps the other busy), pushes A2 and A (A writes u) and
+ * then waits for them, or pushes at the bound; the program meanwhile
+ * pushes X, which reads u and waits on p, which P writes. A's end makes X
+ * ready; run above P, X's wait could never finish: VF_EDEADLK, where the
+ * serial program (P ends, then X runs) returns 0; at the bound it hung
+ * before the lending, after it VF_EDEADLK (the second reviewer). */
+typedef struct next_test {
+    vf_engine *e;
+    vf_var p, u;
+    bool bound;
+    atomic_int a_pushed, s_started, rc_x;
+} next_test;
+
+static next_test nt;
+
+static void next_ms(int n)
+{
+    nanosleep(&(struct timespec){n / 1000, (n % 1000) * 1000000L}, NULL);
+}
+
+static int next_nop(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return 0;
+}
+
+static int next_s(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    atomic_store(&nt.s_started, 1);
+    next_ms(300);
+    return 0;
+}
+
+static int next_x(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    atomic_store(&nt.rc_x, vf_var_wait(nt.e, nt.p, NULL));
+    return 0;
+}
+
+static int next_p(vf_run *run, void *arg)
+{
+    (void)arg;
+    CHECK_OK(vf_engine_push(nt.e, &(vf_op){.fn = next_nop, .name = "A2"}));
+    CHECK_OK(vf_engine_push(
+        nt.e, &(vf_op){.fn = next_nop, .name = "A", .writes = VF_VARS(nt.u)}));
+    atomic_store(&nt.a_pushed, 1);
+    next_ms(50); /* the program pushes X now */
+    if (nt.bound)
+        CHECK_OK(vf_engine_push(nt.e, &(vf_op){.fn = next_nop, .name = "B"}));
+    else
+        CHECK_OK(vf_run_wait_children(run, NULL));
+    return 0;
+}
+
+TEST_CASE(next_op_only_a_descendant)
+{
+    for (int round = 0; round < 6; round++) {
+        memset(&nt, 0, sizeof nt);
+        nt.bound = round % 2;
+        atomic_init(&nt.rc_x, 1);
+        vf_config cfg = {.type = VF_ENGINE_POOLED,
+                         .cpu_workers = 2,
+                         .max_inflight = nt.bound ? 4 : 0};
+        CHECK_OK(vf_engine_create(&nt.e, &cfg));
+        nt.p = tu_var(nt.e);
+        nt.u = tu_var(nt.e);
+        CHECK_OK(vf_engine_push(nt.e, &(vf_op){.fn = next_s, .name = "S"}));
+        while (!atomic_load(&nt.s_started))
+            next_ms(1);
+        CHECK_OK(vf_engine_push(
+            nt.e,
+            &(vf_op){.fn = next_p, .name = "P", .writes = VF_VARS(nt.p)}));
+        while (!atomic_load(&nt.a_pushed))
+            next_ms(1);
+        CHECK_OK(vf_engine_push(nt.e, &(vf_op){.fn = next_x,
+                                               .name = "X",
+                                               .priority = 5,
+                                               .reads = VF_VARS(nt.u)}));
+        CHECK_OK(vf_engine_wait_all_timed(nt.e, 30000, NULL));
+        CHECK_OK(atomic_load(&nt.rc_x));
+        CHECK_OK(vf_engine_destroy(nt.e));
+    }
 }
 
 TEST_MAIN("test_wait_nested", 120)

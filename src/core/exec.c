@@ -819,7 +819,13 @@ int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any)
         tls.loop_op = op;
         op = vf__exec_worker_execute(me,
                                      op); /* its finish makes w IDLE again */
-        if (op != NULL && !loop_claim(w)) {
+        /* The op it made ready to run next may come from anywhere (the
+         * worker's next pick): above the wait runs only a descendant, as
+         * loop_take takes (an op that waits for the waiting one ran above
+         * it, and got VF_EDEADLK where the serial program finishes: the
+         * second reviewer). */
+        if (op != NULL &&
+            ((!any && !vf__exec_descends(op, w->family)) || !loop_claim(w))) {
             vf__pool_submit(me->pool, op); /* w resumes first */
             break;
         }

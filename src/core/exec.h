@@ -233,6 +233,14 @@ vf__op *vf__exec_worker_execute(vf__worker *w, vf__op *op);
  * the program hung). */
 vf__op *vf__exec_worker_execute_lent(vf__worker *w, vf__op *op);
 
+/* Whether `op` descends from the op whose family is `f` (NULL: none):
+ * what may run above that op's wait, or its push at the in-flight bound
+ * (family.h: vf__family_within). */
+static inline bool vf__exec_descends(const vf__op *op, const vf__family *f)
+{
+    return f != NULL && op->up != NULL && vf__family_within(op->up, f);
+}
+
 /* Run one op that an inline run on this thread deferred. True if one ran. */
 bool vf__exec_run_deferred(void);
 

@@ -104,6 +104,10 @@ static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
              * only_queued_active: a recursion through device ops at the
              * bound waited for ever, every thread asleep). */
             while ((op = vf__exec_worker_execute_lent(me, op)) != NULL) {
+                if (!vf__exec_descends(op, mine)) { /* not here: exec.c */
+                    vf__pool_submit(me->pool, op);
+                    break;
+                }
             }
         }
         return 0;
