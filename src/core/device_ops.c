@@ -179,8 +179,9 @@ static void device_outcome(vf__op *op, const vf__event_status *st)
     op->status = st->code;
 }
 
-/* The device op whose function runs innermost on this thread, and its
- * stream (run_on_stream), or NULL. */
+/* The device ops whose functions run on this thread, innermost first
+ * (`up` links each to the one it runs above: run_on_stream keeps the
+ * chain on its frames), with their streams; op NULL when none. */
 typedef struct device_running {
     vf__op *op;
     vf__stream *stream;
