@@ -1156,7 +1156,8 @@ VF_API int vf_var_wait(vf_engine *e, vf_var v, vf_error *err);
  * The waiting worker runs the children meanwhile, as vf_var_wait() does
  * from inside an op (the same stack bound), and a wait that can never
  * finish (a child reads a var its parent writes, so it cannot run before
- * the parent ends) returns VF_EDEADLK the same way; so does, at once and
+ * the parent ends) returns VF_EDEADLK the same way, in a device op's
+ * function too, on every engine; so does, at once and
  * on every engine, a wait one of whose children uses a var that an op
  * further up writes (a grandparent, say): in the serial program the wait
  * runs within that op, whether or not it happens to have ended here (as

@@ -22,6 +22,9 @@
  *   reports that failure;
  * - device_children: children on a device are waited for until their work
  *   completed, and a failure of that work is reported;
+ * - device_child_stuck: a wait in a device child that can never finish
+ *   is VF_EDEADLK, on the naive engine too, where the child runs inside its
+ *   parent's push;
  * - finish_racing_the_next_child: a first child finishing on another
  *   thread while its parent pushes a second one and waits never ends that
  *   wait before the second ran (it did, about once in 100,000 parents);
@@ -773,6 +776,73 @@ TEST_KIND_CASE(device_children, k)
     CHECK_OK(vf_engine_stats(e, &st));
     CHECK_EQ(st.failed, 1);
     CHECK_OK(vf_engine_destroy(e));
+    check_context_ = NULL;
+}
+
+/* device_child_stuck: P pushes D, a device op that writes y, pushes K
+ * (which writes y: it waits for D's end) and waits for its children. */
+typedef struct stuck_device_child {
+    vf_engine *e;
+    vf_var y;
+    int k_ran;
+    int rc; /* D's wait */
+} stuck_device_child;
+
+static int stuck_k(vf_run *run, void *arg)
+{
+    (void)run;
+    ((stuck_device_child *)arg)->k_ran++;
+    return 0;
+}
+
+static int stuck_d(vf_run *run, void *arg)
+{
+    stuck_device_child *t = arg;
+    CHECK_OK(vf_engine_push(
+        t->e, &(vf_op){.fn = stuck_k, .arg = t, .writes = VF_VARS(t->y)}));
+    t->rc = vf_run_wait_children(run, NULL);
+    return 0;
+}
+
+static int stuck_p(vf_run *run, void *arg)
+{
+    (void)run;
+    stuck_device_child *t = arg;
+    CHECK_OK(vf_engine_push(t->e, &(vf_op){.fn = stuck_d,
+                                           .arg = t,
+                                           .writes = VF_VARS(t->y),
+                                           .device = {VF_DEVICE_EMULATED, 0},
+                                           .name = "D"}));
+    return 0;
+}
+
+/* D's wait can never finish (K waits for D's end): VF_EDEADLK, as for a
+ * CPU child, and K runs after D. On the naive engine D runs inside P's
+ * push, above P; P lent its active count only to a child that finishes
+ * in its run, not to a device op, so P stayed active, the engine never
+ * looked stuck, and D's wait slept for ever (found by the second reviewer
+ * of last stop's failure work). */
+TEST_KIND_CASE(device_child_stuck, k)
+{
+    check_context_ = k->name;
+    for (int top = 0; top <= 1; top++) { /* D pushed by P, or by the program */
+        static stuck_device_child t;
+        memset(&t, 0, sizeof t);
+        t.e = tu_engine(k);
+        t.y = tu_var(t.e);
+        t.rc = 1;
+        vf_op d = {.fn = stuck_d,
+                   .arg = &t,
+                   .writes = VF_VARS(t.y),
+                   .device = {VF_DEVICE_EMULATED, 0},
+                   .name = "D"};
+        CHECK_OK(vf_engine_push(
+            t.e, top ? &d : &(vf_op){.fn = stuck_p, .arg = &t, .name = "P"}));
+        CHECK_OK(vf_engine_wait_all(t.e, NULL));
+        CHECK_ERR(t.rc, VF_EDEADLK);
+        CHECK_EQ(t.k_ran, 1);
+        CHECK_OK(vf_engine_destroy(t.e));
+    }
     check_context_ = NULL;
 }
 

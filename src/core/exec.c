@@ -551,15 +551,27 @@ static void lent_returned(const vf__exec_loop_frame *saved)
     tls.loop_lent = saved->lent;
 }
 
+/* The run of `op`, lent its pusher's count (lend_active), returned: when
+ * `op` is still in flight (async, or on a device), the pusher counts
+ * itself back in now; else its finish did. */
+static void lent_run_returned(vf_engine *e, const vf__op *op,
+                              const vf__exec_loop_frame *saved)
+{
+    if (tls.loop_op == op) {
+        uint64_t extra = loop_frame_returns();
+        if (extra)
+            vf__engine_count_in(e, extra);
+    }
+    lent_returned(saved);
+}
+
 /* Whether `op`, ready at its push, is a child of the op running innermost
  * on this thread (not of another thread's op whose batch this thread
- * flushed), and one that finishes in its run: then, run here, it runs
- * above its parent, which can lend it its `active` count. */
+ * flushed): then, run here, it runs above its parent, which can lend it its
+ * `active` count. */
 static inline bool parent_runs_here(const vf__op *op)
 {
-    return op->nest != 0 && op->up != NULL &&
-           op->up == vf__running_now.family &&
-           vf__exec_finishes_in_run(op->def);
+    return op->nest != 0 && op->up != NULL && op->up == vf__running_now.family;
 }
 
 static void run_inline(vf__op *op)
@@ -586,10 +598,14 @@ static __attribute__((noinline)) void dispatch_pushed_nested(vf__op *op)
     }
     tls.inline_depth++;
     if (parent_runs_here(op)) {
+        /* Lent also to an op still in flight when its run returns (async,
+         * or a device op whose work is on its stream): a wait in a device
+         * child that can never finish must see the engine stuck. */
+        vf_engine *e = vf__op_engine(op);
         vf__exec_loop_frame saved;
         lend_active(op, &saved);
         run_inline_one(op);
-        lent_returned(&saved);
+        lent_run_returned(e, op, &saved);
     } else {
         run_inline_one(op);
     }
@@ -627,20 +643,6 @@ void vf__exec_run_child_alone(vf__worker *w, vf__op *op)
     }
     /* Its block is its pusher's (on its stack); its family its parent's
      * run's: nothing else to let go of. */
-}
-
-/* The run of `op`, lent its pusher's count (lend_active), returned: when
- * `op` is still in flight (async, or on a device), the pusher counts
- * itself back in now; else its finish did. */
-static void lent_run_returned(vf_engine *e, const vf__op *op,
-                              const vf__exec_loop_frame *saved)
-{
-    if (tls.loop_op == op) {
-        uint64_t extra = loop_frame_returns();
-        if (extra)
-            vf__engine_count_in(e, extra);
-    }
-    lent_returned(saved);
 }
 
 vf__op *vf__exec_worker_execute_lent(vf__worker *w, vf__op *op)
