@@ -356,7 +356,13 @@ class var_list
     }
     /** From `count` handles at `vars`. */
     var_list(const vf_var *vars, std::size_t count) noexcept
-        : list_{count ? vars : nullptr, int(count)}
+        : list_{
+              count ? vars : nullptr,
+              // Past INT_MAX, a count the C API refuses (VF_EINVAL: more
+              // than VF_MAX_OP_VARS) rather than one truncated to a few.
+              count > static_cast<std::size_t>(std::numeric_limits<int>::max())
+                  ? std::numeric_limits<int>::max()
+                  : int(count)}
     {
     }
     /** From an array. */

@@ -5,6 +5,7 @@
  *   moved (the moved-from one owns nothing), adopted from and released to
  *   the C API, destroyed explicitly;
  * - var_list from a braced list of vars and handles, a vector, an array;
+ *   a count past int's range is VF_EINVAL, not truncated;
  * - options reach the op: its name (vf_run_name), priority, no_skip; with
  *   C++20, designated initializers (options and vf_config);
  * - run: the op's context, and its engine for nested pushes and waits;
@@ -80,6 +81,13 @@ TEST_KIND_CASE(lists_and_options, k)
     eng.push({}, vec, [&] { sum += 1; });
     eng.push(vec, arr, [&] { sum += 2; });
     eng.push(varflow::var_list(arr, 2), {c, a.handle()}, [&] { sum += 4; });
+    // A count past int's range is refused as too many handles, not
+    // truncated to a few (2^32 + 1 read as 1) or to none (found trying C++
+    // as a user).
+    for (std::size_t huge : {(std::size_t(1) << 32) + 1, std::size_t(1) << 32})
+        CHECK_THROWS(
+            eng.push(varflow::var_list(arr, huge), {}, [&] { sum = -1; }),
+            varflow::error, VF_EINVAL, (void)e);
     eng.wait_all();
     CHECK_EQ(sum, 7);
     CHECK_EQ(a.version(), 3);
