@@ -1081,11 +1081,25 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * make it exact, order the ops that follow after the waiting op through
  * a variable it writes (they read it), or wait outside the ops.
  *
- * An op pushed from inside a running op takes its place when it is pushed;
- * its failure is ordered as in the serial program, where each op runs at
- * its push: with the top-level op it descends from, after its parent and
- * before the ops its parent pushes after it, whenever each of them runs
- * (to a nesting depth of 128; deeper, by its parent's place and its own).
+ * An op pushed from inside a running op goes, on a var that op (or one it
+ * descends from, to a nesting depth of 128) writes, right behind it, ahead of
+ * the ops pushed after it meanwhile (by the program's thread, say) and of the
+ * waits on the var, as in the serial program, where the child runs inside its
+ * parent's push; so it does on a var its parent (of up to 64 vars) reads, ahead
+ * of the ops queued behind the reads (a read runs beside its parent's). That
+ * holds when each of its other vars is free for it at once; where it
+ * would queue behind another op (one it might pass on the first var: each
+ * would wait for the other), and on a var no running ancestor holds, it
+ * takes its place when it is pushed, after the ops pushed before that in
+ * time. So does a child whose ancestors ended before it was pushed (an op
+ * that pushed a child and returned without waiting for it, whose child
+ * pushes on its vars): the ops pushed after them may have run already.
+ * To keep the serial order there, wait for the children
+ * (vf_run_wait_children()) before returning. A child's failure is ordered
+ * as in the serial program, where each op runs at its push: with the
+ * top-level op it descends from, after its parent and before the ops its
+ * parent pushes after it, whenever each of them runs (to a nesting depth
+ * of 128; deeper, by its parent's place and its own).
  * So is a wait's report (to the same depth): a child of an op pushed
  * before a wait comes before the wait, and still sees the failure the wait
  * reported, however late a worker ran its parent and it was pushed.
@@ -1132,7 +1146,12 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * more, so an unrelated long op delays the answer until it ends. When
  * several waits inside ops are stuck together, the one first in push order
  * (the one the serial program reaches first) returns VF_EDEADLK; the
- * others go on waiting, and finish once its op's end lets them. A child
+ * others go on waiting, and finish once its op's end lets them. Not quite
+ * on a device's pool (or a CPU pool out of spares), whose thread, waiting
+ * with ops queued that no other thread takes, runs any of them above its
+ * wait: a wait it buries so
+ * cannot give up before that op ends, and another stuck wait, later in
+ * push order, may give up first. A child
  * waiting on a var whose writer needs one of the child's ancestors to end
  * (reads what it writes) gets VF_EDEADLK where it runs inside its push
  * (vf_engine_push()), as in the serial program, but may get 0 where it was

@@ -229,6 +229,33 @@ static inline uint64_t places_of(const vf__op *op)
                : 1;
 }
 
+/* Whether `op`, pushed from inside a running op (its vars locked), goes
+ * where the serial program has it on its vars, ahead of ops pushed after
+ * its parent (or a further ancestor) that touch them
+ * (vf__var_child_place): the serial program runs it inside its parent, so
+ * before them; in time order they came first, with another value than
+ * the serial program's and a wait on the var finished before the child
+ * (found trying nested pushes as a user). Only when every var of its is
+ * free for it at once or goes so, and one goes ahead of something: then
+ * it waits only for ops that run (its ancestors' writes and reads, and
+ * the ops of theirs before it), which the ops it passes waited for
+ * already, so no cycle can form (on a var it would queue on, an op it
+ * passes elsewhere could be ahead of it: each would wait for the other).
+ * Otherwise it takes its place at its push on every var. */
+static __attribute__((noinline)) bool child_goes_ahead(const vf__op *op, int n,
+                                                       const vf__op *parent)
+{
+    bool any = false;
+    for (int i = 0; i < n; i++) {
+        const vf__dep *d = vf__op_dep(op, i);
+        int where = vf__var_child_place(vf__dep_var(d), d, op, parent);
+        if (where == VF__CHILD_QUEUED)
+            return false;
+        any |= where != VF__CHILD_FREE;
+    }
+    return any;
+}
+
 /* A push that a stopped engine holds, checked and numbered under the lock
  * that orders the held ops (vf__lifecycle_hold): a delete held after it
  * is held after it, so a held push the program was told was taken is
@@ -347,11 +374,22 @@ enqueue_as(vf_engine *e, vf__op *op, const char *who, bool unheld, bool locked,
     if (VF__UNLIKELY(def->async)) /* finish counts it out */
         atomic_fetch_add_explicit(&e->async_unfinished, 1,
                                   memory_order_relaxed);
-    int nready = 0;
+    int nready = 0, where;
+    const vf__op *parent = NULL;
+    bool ahead = false;
+    if (VF__UNLIKELY(op->up != NULL)) {
+        parent = op->up == vf__running_now.family ? vf__running_now.op : NULL;
+        ahead = child_goes_ahead(op, n, parent);
+    }
     for (int i = 0; i < n; i++) {
         vf__dep *d = vf__op_dep(op, i);
         if (VF__UNLIKELY(behind != NULL))
             vf__var_insert_behind_head(vf__dep_var(d), d);
+        else if (VF__UNLIKELY(ahead) &&
+                 (where = vf__var_child_place(vf__dep_var(d), d, op, parent)) !=
+                     VF__CHILD_FREE)
+            nready += vf__var_insert_child(vf__dep_var(d), d, op, parent,
+                                           where);
         else
             nready += vf__var_append(vf__dep_var(d), d);
     }

@@ -5,6 +5,7 @@
 
 #include "base/alloc.h"
 #include "core/engine.h"
+#include "core/family.h"
 #include "core/freelist.h"
 
 /* --- queue ------------------------------------------------------------- */
@@ -42,6 +43,80 @@ void vf__var_insert_behind_head(vf__var *v, vf__dep *d)
     v->head->next = d;
     if (v->tail == v->head)
         v->tail = d;
+}
+
+/* Whether an op whose parent's family is `up` descends from the op at
+ * `place` (a family's place is its op's; to VF__FAMILY_DEPTH: deeper, an
+ * ancestor may be missed, and the child then takes its place at its
+ * push). */
+static bool descends_from(const vf__family *up, uint64_t place)
+{
+    for (const vf__family *f = up; f != NULL; f = f->up)
+        if (f->place == place)
+            return true;
+    return false;
+}
+
+/* Whether `parent` reads v (its deps; past 64 of them it is not looked
+ * for, and its children take their places at their pushes). */
+static bool reads_var(const vf__op *parent, const vf__var *v)
+{
+    if (parent == NULL || parent->nvars > 64)
+        return false;
+    for (int i = 0; i < parent->nvars; i++) {
+        const vf__dep *d = vf__op_dep(parent, i);
+        if (vf__dep_var(d) == v)
+            return !vf__dep_write(d);
+    }
+    return false;
+}
+
+int vf__var_child_place(const vf__var *v, const vf__dep *d, const vf__op *op,
+                        const vf__op *parent)
+{
+    if (v->nreaders == VF__WRITE_RUNNING) {
+        uint64_t place = vf__dep_op(v->head)->place;
+        return place != 0 && descends_from(op->up, place)
+                   ? VF__CHILD_BEHIND_ANCESTOR
+                   : VF__CHILD_QUEUED;
+    }
+    if (v->head == NULL && (!vf__dep_write(d) || v->nreaders == 0))
+        return VF__CHILD_FREE;
+    return v->nreaders > 0 && v->head != NULL && reads_var(parent, v)
+               ? VF__CHILD_BESIDE_PARENT
+               : VF__CHILD_QUEUED;
+}
+
+bool vf__var_insert_child(vf__var *v, vf__dep *d, const vf__op *op,
+                          const vf__op *parent, int where)
+{
+    vf__dep *at = NULL; /* insert after it; NULL: at the front */
+    uint64_t ancestor = parent != NULL ? parent->place : 0;
+    if (where == VF__CHILD_BEHIND_ANCESTOR) {
+        at = v->head;
+        ancestor = vf__dep_op(at)->place;
+    }
+    for (vf__dep *n = at != NULL ? at->next : v->head; n != NULL; n = n->next) {
+        const vf__op *o = vf__dep_op(n);
+        if (o->up == NULL || !descends_from(o->up, ancestor) ||
+            !vf__family_before(o->up, o->place, op->up, op->place))
+            break;
+        at = n;
+    }
+    if (at == NULL) { /* only running reads ahead of it */
+        if (!vf__dep_write(d)) {
+            v->nreaders++;
+            return true;
+        }
+        d->next = v->head; /* a write: it waits for the reads to end */
+        v->head = d;
+        return false;
+    }
+    d->next = at->next;
+    at->next = d;
+    if (v->tail == at)
+        v->tail = d;
+    return false;
 }
 
 /* `from` released one of op's vars: record the edge when profiling, and

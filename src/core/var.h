@@ -206,6 +206,38 @@ bool vf__var_write_held_by(const vf__var *v, const vf__op *holder);
  * held; vf__var_write_held_by): it is released with that write's end. */
 void vf__var_insert_behind_head(vf__var *v, vf__dep *d);
 
+/* Where a child goes on a var (push.c: child_goes_ahead), `op` pushed
+ * from inside `parent` (the op running on this thread; NULL: another
+ * thread's, whose batch this one pushes), lock held. In the serial program
+ * `op` runs inside its ancestors, so before every op pushed after them:
+ *   VF__CHILD_BEHIND_ANCESTOR  the write at v's head is an ancestor's (it
+ *                              runs: its descendant exists); `op` goes
+ *                              right behind it and the places of its other
+ *                              descendants there before `op` in tree order
+ *                              (family.h), ahead of ops pushed after it;
+ *   VF__CHILD_BESIDE_PARENT    `parent` reads v (a running read) and ops
+ *                              are queued behind the reads: `op` goes ahead
+ *                              of them, behind only `parent`'s descendants
+ *                              queued there before it in tree order (a read
+ *                              at the front runs at once, beside the
+ *                              parent's);
+ *   VF__CHILD_FREE             a place appended now is ready at once;
+ *   VF__CHILD_QUEUED           any other: it would wait for queued ops. */
+enum {
+    VF__CHILD_QUEUED,
+    VF__CHILD_FREE,
+    VF__CHILD_BEHIND_ANCESTOR,
+    VF__CHILD_BESIDE_PARENT
+};
+int vf__var_child_place(const vf__var *v, const vf__dep *d, const vf__op *op,
+                        const vf__op *parent);
+
+/* Put the place `d` of `op` where vf__var_child_place said
+ * (VF__CHILD_BEHIND_ANCESTOR or VF__CHILD_BESIDE_PARENT; lock held).
+ * True when it is ready at once (a read at the front). */
+bool vf__var_insert_child(vf__var *v, vf__dep *d, const vf__op *op,
+                          const vf__op *parent, int where);
+
 /* Release a read / the head write held by the finishing op `from` (take the
  * lock themselves). Ops this makes ready are added to `ready`. A write passes
  * on `failure` (may be NULL) to the var and, when `ran`, bumps its version. */
