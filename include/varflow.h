@@ -1249,8 +1249,9 @@ VF_API int vf_run_wait_children_timed(vf_run *run, int64_t timeout_ms,
  * everything pushed after, on every variable. What runs, fails or is
  * skipped, each op's `done`, the versions of the variables, what waits
  * report and vf_engine_stats() are what those pushes give, but for
- * `pending`: a launch counts as one pending op itself, from its push to
- * its last op's end, beside its ops not finished once it runs. Its ops take
+ * `pending`: a launch that replays (below) counts as one pending op
+ * itself, from its push to its last op's end, beside its ops not finished
+ * once it runs; one pushed op by op counts as the ops it pushed. Its ops take
  * their places in push order at the launch, one after the other, so a
  * failure among them is ordered as one of those pushes would be.
  *
@@ -1262,7 +1263,8 @@ VF_API int vf_run_wait_children_timed(vf_run *run, int64_t timeout_ms,
  * replayed from its own edges (vf_stats.replays), and so is one of one
  * device's ops (and CPU ops) with vf_graph_device_replay() on; one with
  * async or other device ops, a launch on an engine that is profiled, logs ops
- * (VF_ENGINE_INFO), has an in-flight bound or bulks this thread's pushes, and a
+ * (VF_ENGINE_INFO), has an in-flight bound, bulks this thread's pushes or
+ * has run a device op (its variables may carry device work in flight), and a
  * launch from inside an op, push the recorded ops one by one instead, with the
  * same result, each op with the argument it had when the launch was made,
  * but for other threads: their pushes may fall between such a launch's
@@ -1294,15 +1296,18 @@ VF_API int vf_run_wait_children_timed(vf_run *run, int64_t timeout_ms,
  * graph (vf_operator_destroy() lets go of the handle only).
  *
  * Ops pushed from inside a launched op are ordinary pushes. A wait from
- * inside a launched op on a variable the graph writes waits for its
- * launch's whole hold on it (the graph takes its variables together, as
- * one op does), not for what other threads and later launches queued on
- * it since: VF_EDEADLK when a later op of the graph uses it and depends
- * on the waiting op, where its push would have waited only for the ops
+ * inside an op of a launch that replays, on a variable the graph writes,
+ * waits for its launch's whole hold on it (the graph takes its variables
+ * together, as one op does), not for what other threads and later launches
+ * queued on it since: VF_EDEADLK when a later op of the graph uses it and
+ * depends on the waiting op, where its push would have waited only for the ops
  * before it (do not record such a wait; push those ops instead). On a
- * variable the graph only reads, or the waiting op reads itself, and on
- * the naive engine, which runs the graph's ops one after the other, it
- * waits only for what was before it, as its push would.
+ * variable the graph only reads, or the waiting op reads itself, on
+ * the naive engine, which runs the graph's ops one after the other, and in
+ * a launch pushed op by op, it waits only for what was before it, as its
+ * push would (a wait inside an op: see vf_var_wait() for what it may
+ * report). So whether a launch replays can change what such a wait
+ * returns; a program that must not depend on it records no such wait.
  * @{
  */
 /** A recorded sequence of pushes, launched any number of times. */
@@ -1336,7 +1341,10 @@ VF_API int vf_graph_end(vf_engine *e, vf_graph **out);
  * graph, destroyed, or this thread captures on `e`), VF_EXDEV (another
  * engine's), VF_ESTALE (a variable of the graph was deleted: nothing of the
  * graph is launched, but for one pushing op by op whose variable was
- * deleted midway: see above), VF_ESHUTDOWN, VF_ENOMEM (a launch pushing
+ * deleted midway: see above; on a stopped engine, a variable whose delete
+ * it holds counts as deleted), VF_ESHUTDOWN (the engine was destroyed or
+ * shut down before the call: nothing is launched; one that begins while a
+ * launch pushes op by op lets it push all its ops), VF_ENOMEM (a launch pushing
  * op by op that runs out of memory midway has pushed the ops before: see
  * above). Out of memory when a replayed launch starts fails each of its ops
  * with VF_ENOMEM (their `done`, their failures on the vars they write).

@@ -243,7 +243,8 @@ static int first_deleted(const vf__varref *vars, int n)
     for (int i = 0; i < n; i++) {
         vf__var *v = vars[i].var;
         vf__spin_lock(&v->lock);
-        bool usable = vf__var_usable(v, vars[i].gen);
+        /* A delete held by a stopped engine counts (var.h: delete_held). */
+        bool usable = vf__var_usable(v, vars[i].gen) && !v->delete_held;
         vf__spin_unlock(&v->lock);
         if (!usable)
             return i;
@@ -1256,6 +1257,8 @@ static int launch_by_push(vf_engine *e, vf_graph *g, const char *who)
     pthread_mutex_unlock(&g->lock);
     atomic_fetch_add_explicit(&e->graphs.launches, 1, memory_order_relaxed);
     int first = 0;
+    vf_engine *was = vf__push_admit_launch(e); /* whole: a destroy midway
+                                                  waits for the call */
     for (size_t i = 0; i < g->n; i++) {
         const node *nd = &g->nodes[i];
         int rc;
@@ -1271,6 +1274,7 @@ static int launch_by_push(vf_engine *e, vf_graph *g, const char *who)
         if (rc != 0 && first == 0)
             first = rc; /* the others are still pushed, in order */
     }
+    vf__push_admit_launch(was);
     free(args);
     return first;
 }

@@ -457,10 +457,23 @@ static int push_priority(const vf__opdef *def, int priority)
  * state is read after the guard's slot names the engine, so a destroy
  * either sees this call or this call sees DRAINING): an engine that
  * accepts work from this caller. */
+/* The engine whose vf_graph_launch pushing op by op this thread is in,
+ * admitted whole by its first check (graph.c: launch_by_push): a destroy
+ * or shutdown beginning midway waits for the call (destroy's step 2) and
+ * must not cut the launch in two. */
+static _Thread_local vf_engine *launch_admitted;
+
+vf_engine *vf__push_admit_launch(vf_engine *e)
+{
+    vf_engine *was = launch_admitted;
+    launch_admitted = e;
+    return was;
+}
+
 static int check_engine(vf_engine *e, const char *who)
 {
     int state = atomic_load(&e->state);
-    if (VF__UNLIKELY(state != VF__RUNNING) &&
+    if (VF__UNLIKELY(state != VF__RUNNING) && launch_admitted != e &&
         (vf__exec_current_engine() != e || e->life.fork_dead))
         return vf__fail(VF_ESHUTDOWN, "%s: the engine %s", who,
                         e->life.fork_dead

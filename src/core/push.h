@@ -139,6 +139,10 @@ int vf__push_enqueue_delete(vf_engine *e, vf__op *op, const char *who);
  * or shutting down and called from inside one of its ops): 0 or
  * VF_ESHUTDOWN with a detail naming `who`. */
 int vf__push_check_engine(vf_engine *e, const char *who);
+/* This thread's launch pushing op by op on `e` was admitted (NULL: over);
+ * returns the one before, to put back (a launch from an op run inside a push).
+ */
+vf_engine *vf__push_admit_launch(vf_engine *e);
 
 /* Push a recorded op again, as vf_engine_push (graph.c's launch op by op);
  * and an operator's run, as vf_operator_push_arg with arg_size 0 taking
