@@ -6,7 +6,8 @@
  * values are the serial ones, every op's done runs once with its own
  * status, a failing op skips exactly the later ops that depend on it (in
  * its batch and after it), versions count every write, and no batched op
- * is lost to a wait, a delete, a stop, a shutdown or a destroy. Random
+ * is lost to a wait, a delete (another thread's too), a stop, a shutdown
+ * or a destroy. Random
  * programs with bulking on are compared with serial execution in
  * test_random_serial.
  */
@@ -1042,6 +1043,72 @@ TEST_CASE(children_fused_beside_one_that_waits_for_the_parent)
             }
             tu_finish_engine(e);
         }
+}
+
+/* delete_racing_a_batch: two threads look one address up with vf_var_of,
+ * push an op on its var (bulked) and now and then destroy it. */
+typedef struct racing_delete {
+    vf_engine *e;
+    long cell;
+    double until;
+    atomic_long accepted, ran, stale;
+} racing_delete;
+
+static int racing_inc(vf_run *run, void *arg)
+{
+    (void)run;
+    atomic_fetch_add(&((racing_delete *)arg)->ran, 1);
+    return 0;
+}
+
+static void racing_done(void *arg, int status)
+{
+    if (status == VF_ESTALE)
+        atomic_fetch_add(&((racing_delete *)arg)->stale, 1);
+}
+
+static void *racing_pusher(void *arg)
+{
+    racing_delete *t = arg;
+    tu_rng r = tu_rng_make((uint64_t)(uintptr_t)&r);
+    CHECK_OK(vf_bulk_set_size(t->e, 8));
+    while (tu_now() < t->until) {
+        vf_var v;
+        if (vf_var_of(t->e, &t->cell, &v) != 0)
+            continue;
+        if (tu_below(&r, 8) == 0)
+            (void)vf_var_destroy(t->e, v, NULL, NULL); /* maybe twice */
+        else if (vf_engine_push(t->e, &(vf_op){.fn = racing_inc,
+                                               .arg = t,
+                                               .done = racing_done,
+                                               .writes = VF_VARS(v)}) == 0)
+            atomic_fetch_add(&t->accepted, 1);
+    }
+    return NULL;
+}
+
+/* A push that joined a batch returned 0 on a live var; a destroy of the
+ * var on another thread came after it, and every such op runs. The
+ * destroy flushed every batch and then queued its delete, and a push in
+ * between joined a batch that was pushed behind the delete: its op failed
+ * with VF_ESTALE (found trying vf_var_of from two threads with
+ * VF_BULK_SIZE as a user: hundreds of ops in 2 s). The delete now has a
+ * batch that holds the var pushed first, under the lock that marks it. */
+TEST_CASE(delete_racing_a_batch)
+{
+    static racing_delete t;
+    memset(&t, 0, sizeof t);
+    CHECK_OK(vf_engine_create(&t.e, &pooled));
+    t.until = tu_now() + 1.0;
+    pthread_t a = tu_thread_start(racing_pusher, &t);
+    pthread_t b = tu_thread_start(racing_pusher, &t);
+    tu_thread_join(a);
+    tu_thread_join(b);
+    CHECK_OK(vf_engine_wait_all(t.e, NULL));
+    CHECK_EQ(atomic_load(&t.stale), 0);
+    CHECK_EQ(atomic_load(&t.ran), atomic_load(&t.accepted));
+    CHECK(atomic_load(&t.accepted) > 0);
+    CHECK_OK(vf_engine_destroy(t.e));
 }
 
 TEST_MAIN("test_bulk", 120)

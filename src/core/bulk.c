@@ -288,6 +288,14 @@ static void after_other_batches(vf_engine *e, vf__bulk *me, const vf_op *desc,
     }
 }
 
+void vf__bulk_settle_var(vf_engine *e, vf__var *v)
+{
+    /* Acquire: `o` was made by its thread before it claimed v (var.h). */
+    vf__bulk *o = atomic_load_explicit(&v->bulk, memory_order_acquire);
+    if (o != NULL)
+        settle_claim(e, o, v);
+}
+
 bool vf__bulk_this_thread_bulks(vf_engine *e)
 {
     if (e->kind == VF_ENGINE_NAIVE)

@@ -177,6 +177,11 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
 bool vf__bulk_this_thread_bulks(vf_engine *e);
 void vf__bulk_after_batches(vf_engine *e, const vf__varref *vars, int nvars);
 
+/* Another thread's batch claims `v` (a delete of it is about to be
+ * queued): push that batch if it holds `v`, and clear the claim. Holding
+ * no bulk lock. */
+void vf__bulk_settle_var(vf_engine *e, struct vf__var *v);
+
 /* Push every open batch of the engine, every thread's. */
 void vf__bulk_flush_all(vf_engine *e);
 

@@ -275,6 +275,10 @@ static int admit_held(vf_engine *e, vf__op *op, const void *who)
 static int enqueue(vf_engine *e, vf__op *op, const char *who, bool unheld,
                    bool locked);
 
+/* enqueue_as of a delete whose var another thread's batch holds (not an
+ * error code: VF_E* are negative, and 1 is a hold that is over). */
+#define DELETE_BEHIND_A_BATCH 2
+
 /* vf__push_enqueue; `unheld`: a start pushing a held op (never held
  * again); `locked`: the caller holds a lock (its op must not run here);
  * `behind`: vf__push_enqueue_behind's holder (else NULL); `deleting`:
@@ -339,6 +343,20 @@ enqueue_as(vf_engine *e, vf__op *op, const char *who, bool unheld, bool locked,
             return vf__fail_deleted(e, who, op->name, vf__dep_var(d),
                                     (uint32_t)d->gen);
         }
+    }
+    /* Another thread's open batch holds the var (its claim: bulk.h): a
+     * push that joined it returned 0 before this delete, so the batch goes
+     * first (vf__push_enqueue_delete settles it and comes back). Queued
+     * behind the delete, its ops failed at the batch's push (VF_ESTALE:
+     * found trying vf_var_of from two threads with VF_BULK_SIZE as a
+     * user). Under the lock that marks the var deleting below: no push can
+     * claim it in between. */
+    if (deleting &&
+        VF__UNLIKELY(atomic_load_explicit(&vf__dep_var(&op->deps[0])->bulk,
+                                          memory_order_relaxed) != NULL)) {
+        unlock_vars(op, n);
+        uncount(e, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
+        return DELETE_BEHIND_A_BATCH;
     }
     /* A delete that a stop began to hold behind, between its look above
      * and its var's lock: another thread's push held meanwhile found the
@@ -441,7 +459,11 @@ int vf__push_enqueue_behind(vf_engine *e, vf__op *op, const vf__op *holder,
 int vf__push_enqueue_delete(vf_engine *e, vf__op *op, const char *who)
 {
     VF__ASSERT(op->def->kind->flags & VF__KIND_DELETES);
-    return enqueue_as(e, op, who, false, false, NULL, true);
+    int rc;
+    while ((rc = enqueue_as(e, op, who, false, false, NULL, true)) ==
+           DELETE_BEHIND_A_BATCH)
+        vf__bulk_settle_var(e, vf__dep_var(&op->deps[0]));
+    return rc;
 }
 
 /* A one-shot push builds its var set on the stack up to this size. */
