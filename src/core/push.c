@@ -256,6 +256,27 @@ static __attribute__((noinline)) bool child_goes_ahead(const vf__op *op, int n,
     return any;
 }
 
+/* Queue the places of `op`, pushed from inside a running op (its vars
+ * locked), each where child_goes_ahead says; the number ready at once. */
+static __attribute__((noinline)) int enqueue_child(vf__op *op, int n)
+{
+    const vf__op *parent = op->up == vf__running_now.family ? vf__running_now.op
+                                                            : NULL;
+    bool ahead = child_goes_ahead(op, n, parent);
+    int nready = 0;
+    for (int i = 0; i < n; i++) {
+        vf__dep *d = vf__op_dep(op, i);
+        vf__var *v = vf__dep_var(d);
+        int where = ahead ? vf__var_child_place(v, d, op, parent)
+                          : VF__CHILD_FREE;
+        if (where != VF__CHILD_FREE)
+            nready += vf__var_insert_child(v, d, op, parent, where);
+        else
+            nready += vf__var_append(v, d);
+    }
+    return nready;
+}
+
 /* A push that a stopped engine holds, checked and numbered under the lock
  * that orders the held ops (vf__lifecycle_hold): a delete held after it
  * is held after it, so a held push the program was told was taken is
@@ -392,24 +413,19 @@ enqueue_as(vf_engine *e, vf__op *op, const char *who, bool unheld, bool locked,
     if (VF__UNLIKELY(def->async)) /* finish counts it out */
         atomic_fetch_add_explicit(&e->async_unfinished, 1,
                                   memory_order_relaxed);
-    int nready = 0, where;
-    const vf__op *parent = NULL;
-    bool ahead = false;
-    if (VF__UNLIKELY(op->up != NULL)) {
-        parent = op->up == vf__running_now.family ? vf__running_now.op : NULL;
-        ahead = child_goes_ahead(op, n, parent);
-    }
-    for (int i = 0; i < n; i++) {
-        vf__dep *d = vf__op_dep(op, i);
-        if (VF__UNLIKELY(behind != NULL))
+    int nready = 0;
+    if (VF__UNLIKELY(behind != NULL)) {
+        for (int i = 0; i < n; i++) {
+            vf__dep *d = vf__op_dep(op, i);
             vf__var_insert_behind_head(vf__dep_var(d), d);
-        else if (VF__UNLIKELY(ahead) &&
-                 (where = vf__var_child_place(vf__dep_var(d), d, op, parent)) !=
-                     VF__CHILD_FREE)
-            nready += vf__var_insert_child(vf__dep_var(d), d, op, parent,
-                                           where);
-        else
+        }
+    } else if (VF__UNLIKELY(op->up != NULL)) {
+        nready = enqueue_child(op, n);
+    } else {
+        for (int i = 0; i < n; i++) {
+            vf__dep *d = vf__op_dep(op, i);
             nready += vf__var_append(vf__dep_var(d), d);
+        }
     }
     if (def->kind->flags & VF__KIND_DELETES) {
         vf__var *v = vf__dep_var(&op->deps[0]);
