@@ -1082,16 +1082,19 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * a variable it writes (they read it), or wait outside the ops.
  *
  * An op pushed from inside a running op goes, on a var that op (or one it
- * descends from, to a nesting depth of 128) writes, right behind it, ahead of
- * the ops pushed after it meanwhile (by the program's thread, say) and of the
- * waits on the var, as in the serial program, where the child runs inside its
- * parent's push; so it does on a var its parent (of up to 64 vars) reads, ahead
- * of the ops queued behind the reads (a read runs beside its parent's). That
- * holds when each of its other vars is free for it at once; where it
- * would queue behind another op (one it might pass on the first var: each
- * would wait for the other), and on a var no running ancestor holds, it
- * takes its place when it is pushed, after the ops pushed before that in
- * time. So does a child whose ancestors ended before it was pushed (an op
+ * descends from, to a nesting depth of 128) writes, right behind it, ahead
+ * of the ops pushed after it meanwhile (by the program's thread, say) and
+ * of the waits on the var, as in the serial program, where the child runs
+ * inside its parent's push; and a child that reads a var its parent (of
+ * up to 64 vars) reads runs beside the parent's read, ahead of a write
+ * queued behind the reads. That holds when each of its other vars is free
+ * for it at once and no op it would pass comes before it in the serial
+ * program (a sibling pushed earlier that took its place at its push, say).
+ * Where it would queue behind another op (one it might pass on the first
+ * var: each would wait for the other), where it writes a var its parent
+ * only reads, and on a var no running ancestor holds, it takes its place
+ * when it is pushed, after the ops pushed before that in time. So does a
+ * child whose ancestors ended before it was pushed (an op
  * that pushed a child and returned without waiting for it, whose child
  * pushes on its vars): the ops pushed after them may have run already.
  * To keep the serial order there, wait for the children

@@ -274,6 +274,13 @@ struct vf__op {
      * `up`, and neither does its own family while its run lasts
      * (family.h: up_borrowed). */
     bool alone : 1;
+    /* Pushed from inside a running op, it went ahead of ops pushed before
+     * it, to its serial place (push.c: child_goes_ahead): it waits for
+     * nothing but its ancestors' running writes and the ops that went
+     * ahead before it. Set at its push, under its vars' locks; read under
+     * a var's lock by a later child's push while it is queued there, not
+     * running (so never beside a write of `skipped`, which its run makes). */
+    bool ahead : 1;
     /* VF__ARG_*: whether `arg` is a copy it owns (arg.h), or
      * VF__ARG_KIND: its kind's to free (free_arg); or k * VF__ARG_ROOM:
      * room for a copy in the block, k entries' worth (vf__op_alloc_arg). */
@@ -459,6 +466,7 @@ vf__op_init_header(vf__op *op, int nvars, int room)
     op->skipped = false;
     op->alone = false;
     op->nest = 0;
+    op->ahead = false;
     op->place = 0; /* none yet: the push gives it (push.c) */
     op->prof = NULL;
     op->up = NULL;

@@ -263,6 +263,7 @@ static __attribute__((noinline)) int enqueue_child(vf__op *op, int n)
     const vf__op *parent = op->up == vf__running_now.family ? vf__running_now.op
                                                             : NULL;
     bool ahead = child_goes_ahead(op, n, parent);
+    op->ahead = ahead;
     int nready = 0;
     for (int i = 0; i < n; i++) {
         vf__dep *d = vf__op_dep(op, i);

@@ -71,18 +71,68 @@ static bool reads_var(const vf__op *parent, const vf__var *v)
     return false;
 }
 
+/* Whether `o`, queued on a var, comes before `op`, a child, in the serial
+ * program. A user op's key is its place under its family (tree order,
+ * family.h). A wait's marker or a delete stands where the program's
+ * thread was when it was pushed: its place is the last one taken then
+ * (vf__push_wait_place), so one pushed from outside the ops comes after
+ * every top-level op up to that place and everything that descends from
+ * them, and before the rest; one from inside an op is taken as before
+ * (`op` then does not go ahead of it). */
+static bool queued_before(const vf__op *o, const vf__op *op)
+{
+    if (o->def->kind->flags & VF__KIND_NUMBERED)
+        return vf__family_before(o->up, o->place, op->up, op->place);
+    return o->up != NULL || op->up->root > o->place;
+}
+
+/* Where `op` goes ahead on v, behind `start` (NULL: at the front of the
+ * queue) and the ops queued right behind it that went ahead too
+ * (vf__op.ahead), descend from the op at `ancestor` and come before `op`
+ * in tree order: in *at (NULL: the front). False when an op queued after
+ * that spot comes before `op` in tree order (a sibling pushed earlier that
+ * took its place at its push, say): `op` must not pass it, nor an op that
+ * did not go ahead, which may wait for ops `op` would pass (each would
+ * wait for the other: found by the second reviewer). */
+static bool child_spot(const vf__var *v, const vf__op *op, vf__dep *start,
+                       uint64_t ancestor, vf__dep **at)
+{
+    vf__dep *n = start != NULL ? start->next : v->head;
+    *at = start;
+    for (; n != NULL; n = n->next) {
+        const vf__op *o = vf__dep_op(n);
+        if (!o->ahead || o->up == NULL || !descends_from(o->up, ancestor) ||
+            !queued_before(o, op))
+            break;
+        *at = n;
+    }
+    for (; n != NULL; n = n->next) {
+        const vf__op *o = vf__dep_op(n);
+        if (queued_before(o, op))
+            return false;
+    }
+    return true;
+}
+
 int vf__var_child_place(const vf__var *v, const vf__dep *d, const vf__op *op,
                         const vf__op *parent)
 {
+    vf__dep *at;
     if (v->nreaders == VF__WRITE_RUNNING) {
         uint64_t place = vf__dep_op(v->head)->place;
-        return place != 0 && descends_from(op->up, place)
+        return place != 0 && descends_from(op->up, place) &&
+                       child_spot(v, op, v->head, place, &at)
                    ? VF__CHILD_BEHIND_ANCESTOR
                    : VF__CHILD_QUEUED;
     }
     if (v->head == NULL && (!vf__dep_write(d) || v->nreaders == 0))
         return VF__CHILD_FREE;
-    return v->nreaders > 0 && v->head != NULL && reads_var(parent, v)
+    /* A read beside its parent's running read, ahead of the write queued
+     * behind the reads; not a write: it would wait for every read granted
+     * there, and a granted read's op may itself wait for an op the write
+     * passes (found by the second reviewer). */
+    return !vf__dep_write(d) && v->nreaders > 0 && reads_var(parent, v) &&
+                   child_spot(v, op, NULL, parent->place, &at)
                ? VF__CHILD_BESIDE_PARENT
                : VF__CHILD_QUEUED;
 }
@@ -90,28 +140,16 @@ int vf__var_child_place(const vf__var *v, const vf__dep *d, const vf__op *op,
 bool vf__var_insert_child(vf__var *v, vf__dep *d, const vf__op *op,
                           const vf__op *parent, int where)
 {
-    vf__dep *at = NULL; /* insert after it; NULL: at the front */
-    uint64_t ancestor = parent != NULL ? parent->place : 0;
-    if (where == VF__CHILD_BEHIND_ANCESTOR) {
-        at = v->head;
-        ancestor = vf__dep_op(at)->place;
+    vf__dep *at;
+    if (where == VF__CHILD_BESIDE_PARENT) {
+        VF__ASSERT(!vf__dep_write(d) && v->nreaders > 0);
+        v->nreaders++; /* runs beside its parent's read */
+        return true;
     }
-    for (vf__dep *n = at != NULL ? at->next : v->head; n != NULL; n = n->next) {
-        const vf__op *o = vf__dep_op(n);
-        if (o->up == NULL || !descends_from(o->up, ancestor) ||
-            !vf__family_before(o->up, o->place, op->up, op->place))
-            break;
-        at = n;
-    }
-    if (at == NULL) { /* only running reads ahead of it */
-        if (!vf__dep_write(d)) {
-            v->nreaders++;
-            return true;
-        }
-        d->next = v->head; /* a write: it waits for the reads to end */
-        v->head = d;
-        return false;
-    }
+    bool spot = child_spot(v, op, v->head, vf__dep_op(v->head)->place, &at);
+    VF__ASSERT(spot && at != NULL);
+    (void)spot;
+    (void)parent;
     d->next = at->next;
     at->next = d;
     if (v->tail == at)

@@ -212,15 +212,15 @@ void vf__var_insert_behind_head(vf__var *v, vf__dep *d);
  * `op` runs inside its ancestors, so before every op pushed after them:
  *   VF__CHILD_BEHIND_ANCESTOR  the write at v's head is an ancestor's (it
  *                              runs: its descendant exists); `op` goes
- *                              right behind it and the places of its other
- *                              descendants there before `op` in tree order
- *                              (family.h), ahead of ops pushed after it;
- *   VF__CHILD_BESIDE_PARENT    `parent` reads v (a running read) and ops
- *                              are queued behind the reads: `op` goes ahead
- *                              of them, behind only `parent`'s descendants
- *                              queued there before it in tree order (a read
- *                              at the front runs at once, beside the
- *                              parent's);
+ *                              right behind it and the ops of its other
+ *                              descendants there that went ahead before
+ *                              `op` in tree order (family.h), ahead of the
+ *                              ops pushed after it, when none of those
+ *                              comes before `op` in tree order;
+ *   VF__CHILD_BESIDE_PARENT    `op` reads v, which `parent` reads (a
+ *                              running read), with ops queued behind the
+ *                              reads, none before `op` in tree order: it
+ *                              runs at once, beside the parent's read;
  *   VF__CHILD_FREE             a place appended now is ready at once;
  *   VF__CHILD_QUEUED           any other: it would wait for queued ops. */
 enum {
@@ -234,7 +234,7 @@ int vf__var_child_place(const vf__var *v, const vf__dep *d, const vf__op *op,
 
 /* Put the place `d` of `op` where vf__var_child_place said
  * (VF__CHILD_BEHIND_ANCESTOR or VF__CHILD_BESIDE_PARENT; lock held).
- * True when it is ready at once (a read at the front). */
+ * True when it is ready at once (a read beside its parent's). */
 bool vf__var_insert_child(vf__var *v, vf__dep *d, const vf__op *op,
                           const vf__op *parent, int where);
 
