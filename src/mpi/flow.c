@@ -183,6 +183,16 @@ static int resolve(vf__mpi *ctx, const vf_op *op, const char *caller,
                              "the running rank alone, and the ranks must "
                              "push alike",
                              caller);
+    /* What vf_engine_push() refuses on any engine, checked here so that
+     * every rank refuses it alike (not the running rank alone). */
+    if (op->arg_size > VF_MAX_OP_ARG_SIZE)
+        return vf__mpi_error(VF_EINVAL,
+                             "%s: arg_size %zu is over VF_MAX_OP_ARG_SIZE "
+                             "(%d)",
+                             caller, op->arg_size, VF_MAX_OP_ARG_SIZE);
+    if (op->arg_size > 0 && op->arg == NULL)
+        return vf__mpi_error(VF_EINVAL, "%s: arg is NULL with arg_size %zu",
+                             caller, op->arg_size);
     int rc = check_list(op->reads, caller, "reads");
     if (rc == 0)
         rc = check_list(op->writes, caller, "writes");

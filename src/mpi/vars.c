@@ -375,7 +375,7 @@ void vf__mpi_vars_free(vf__mpi *ctx)
 VF_API void vf_mpi_grid(int size, int *p, int *q)
 {
     int best = 1;
-    for (int d = 1; size > 0 && d * d <= size; d++)
+    for (int d = 1; size > 0 && d <= size / d; d++)
         if (size % d == 0)
             best = d;
     if (p != NULL)

@@ -10,6 +10,7 @@
  * that carries a failure reaches vf_mpi_get as VF_EOPFAILED too.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,6 +243,14 @@ static void bad_input(void)
     CHECK_EQ(vf_mpi_owner_2d(4, 3, 1), 3); /* grid 2 x 2 */
     CHECK_EQ(vf_mpi_owner_2d(6, 1, 4), 4); /* grid 2 x 3: 1*3 + 4%3 */
     CHECK_ERR(vf_mpi_owner_2d(0, 0, 0), VF_EINVAL);
+    /* A size whose square root's square overflows int: its grid's loop
+     * wrapped and divided by zero (SIGFPE; found trying careless input as
+     * a user). 2147395601 = 13 x 165184277; INT_MAX is prime. */
+    int p = 0, q = 0;
+    vf_mpi_grid(2147395601, &p, &q);
+    CHECK_EQ(p, 13);
+    CHECK_EQ(q, 165184277);
+    CHECK_EQ(vf_mpi_owner_2d(INT_MAX, 5, 5), 5); /* grid 1 x INT_MAX */
 }
 
 /* Ranks that disagree on a variable's size, either way round: the
@@ -346,6 +355,18 @@ static void refused_on_runner(void)
     vf_op nb = {.fn = nop, .writes = VF_VARS(dx), .nonblocking = true};
     CHECK_ERR(vf_mpi_push(e, &nb, VF_MPI_OWNER), VF_EINVAL);
     CHECK(strstr(vf_error_detail(), "nonblocking") != NULL);
+    /* A copied argument the engine refuses is refused alike on every rank,
+     * before anything is pushed: it was the running rank's VF_EINVAL and 0
+     * elsewhere, with `done` called there (found trying careless input as
+     * a user). */
+    static char big[VF_MAX_OP_ARG_SIZE + 1];
+    vf_op too_big = {
+        .fn = nop, .arg = big, .arg_size = sizeof big, .writes = VF_VARS(dx)};
+    CHECK_ERR(vf_mpi_push(e, &too_big, VF_MPI_OWNER), VF_EINVAL);
+    CHECK(strstr(vf_error_detail(), "VF_MAX_OP_ARG_SIZE") != NULL);
+    vf_op no_arg = {.fn = nop, .arg_size = 8, .writes = VF_VARS(dx)};
+    CHECK_ERR(vf_mpi_push(e, &no_arg, VF_MPI_OWNER), VF_EINVAL);
+    CHECK(strstr(vf_error_detail(), "arg is NULL") != NULL);
     CHECK_OK(vf_mpi_wait_all(e, NULL));
     CHECK_OK(vf_mpi_destroy(e, NULL));
     CHECK_OK(vf_engine_destroy(e));
