@@ -16,6 +16,7 @@
  * - no_skip ops run anyway;
  * - wait_all returns the first failure, then clears all: a second wait_all
  *   returns 0, and later ops on the failed vars run normally;
+ * - a wait that returns VF_EOPFAILED says so in vf_error_detail();
  * - vf_engine_stats counts ran / failed / skipped exactly;
  * - async ops failing through vf_completion_finish (from another thread, and
  * inline) report their code and message; skipped async ops are never started.
@@ -256,6 +257,30 @@ TEST_KIND_CASE(wait_all_first, k)
     push_rec(e, &f1, NOVARS, VF_VARS(x), "F1", false);
     CHECK_FAILURE(vf_var_wait(e, x, ERR), "F1", 5, "one");
     CHECK_OK(vf_engine_wait_all(e, NULL));
+    tu_finish_engine(e);
+}
+
+/* A wait that returns VF_EOPFAILED leaves, as every failing call does, its
+ * own sentence in vf_error_detail(), naming the failed op: it left the one
+ * of an earlier refused call there (found trying async ops as a user). */
+TEST_KIND_CASE(wait_failure_detail, k)
+{
+    vf_engine *e = tu_engine(k);
+    vf_var x = tu_var(e);
+    rec f;
+    for (int which = 0; which < 2; which++) {
+        rec_init(&f, 5, "one");
+        push_rec(e, &f, NOVARS, VF_VARS(x), "F1", false);
+        CHECK_ERR(vf_engine_push(e, NULL), VF_EINVAL); /* an earlier detail */
+        int rc = which == 0 ? vf_var_wait(e, x, NULL)
+                            : vf_engine_wait_all(e, NULL);
+        CHECK_ERR(rc, VF_EOPFAILED);
+        const char *d = vf_error_detail();
+        const char *who = which == 0 ? "vf_var_wait" : "vf_engine_wait_all";
+        if (strstr(d, who) == NULL || strstr(d, "\"F1\"") == NULL ||
+            strstr(d, "one") == NULL)
+            CHECK_REPORT_("detail after a failed wait: %s", d);
+    }
     tu_finish_engine(e);
 }
 

@@ -211,10 +211,16 @@ static bool run_marker(vf__op *op, int worker, bool shutdown)
 const vf__op_kind vf__kind_wait = {
     .name = "wait marker", .run = run_marker, .flags = VF__KIND_BUMPS};
 
-static void report(vf__failure *f, vf_error *err)
+/* A wait reports `f`: into `err`, and as the calling thread's detail
+ * (vf_error_detail() says what the last failing call met; it said what an
+ * earlier refused call had: found trying async ops as a user). Returns
+ * VF_EOPFAILED. */
+static int report(vf__failure *f, vf_error *err, const char *who)
 {
     if (err != NULL)
         *err = f->info;
+    return vf__fail(VF_EOPFAILED, "%s: op \"%s\" failed (%d): %s", who,
+                    f->info.op_name, f->info.code, f->info.message);
 }
 
 static void clear_error(vf_error *err)
@@ -750,12 +756,11 @@ static int wait_settled(vf_engine *e, vf__var *v, vf_error *err,
         vf__fence_unref(fence);
     }
     vf__failure *claimed = vf__failure_report(f, fenced, key);
-    if (claimed != NULL)
-        report(claimed, err);
+    int rc = claimed != NULL ? report(claimed, err, who) : 0;
     vf__failure_unref(f);
     vf__failure_unref(fenced);
-    if (claimed != NULL)
-        return VF_EOPFAILED;
+    if (rc != 0)
+        return rc;
     return skipped ? notice_skipped(who) : 0;
 }
 
@@ -1001,8 +1006,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
         }
     }
     if (rc == 0 && w->claimed != NULL) {
-        report(w->claimed, err);
-        rc = VF_EOPFAILED;
+        rc = report(w->claimed, err, who);
     } else if (rc == 0 && w->notice_skipped) {
         rc = notice_skipped(who);
     } else if (rc == VF_EDEADLK) {
@@ -1166,11 +1170,10 @@ static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
     bool unrun = atomic_exchange(&f->notice_skipped, false);
     bool claimed = first != NULL &&
                    vf__failure_claim(first, vf__push_wait_key(e));
-    if (claimed)
-        report(first, err);
+    rc = claimed ? report(first, err, who) : 0;
     vf__failure_unref(first);
-    if (claimed)
-        return VF_EOPFAILED;
+    if (rc != 0)
+        return rc;
     if (unrun)
         return vf__fail(VF_ESHUTDOWN,
                         "%s: the shutdown notice skipped a child it waited "
@@ -1271,7 +1274,13 @@ static int wait_all(vf_engine *e, int64_t timeout_ms, vf_error *err,
      * push order that no wait reported, and clear them all from here on
      * (failure.h). */
     uint64_t place = vf__push_wait_place(e);
-    return vf__failure_log_report(&e->failures, place, err) ? VF_EOPFAILED : 0;
+    vf_error first;
+    if (!vf__failure_log_report(&e->failures, place, &first))
+        return 0;
+    if (err != NULL)
+        *err = first;
+    return vf__fail(VF_EOPFAILED, "%s: op \"%s\" failed (%d): %s", who,
+                    first.op_name, first.code, first.message);
 }
 
 VF_API int vf_engine_wait_all(vf_engine *e, vf_error *err)
