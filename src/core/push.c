@@ -231,17 +231,16 @@ static inline uint64_t places_of(const vf__op *op)
 
 /* Whether `op`, pushed from inside a running op (its vars locked), goes
  * where the serial program has it on its vars, ahead of ops pushed after
- * its parent (or a further ancestor) that touch them
- * (vf__var_child_place): the serial program runs it inside its parent, so
- * before them; in time order they came first, with another value than
- * the serial program's and a wait on the var finished before the child
- * (found trying nested pushes as a user). Only when every var of its is
- * free for it at once or goes so, and one goes ahead of something: then
- * it waits only for ops that run (its ancestors' writes and reads, and
- * the ops of theirs before it), which the ops it passes waited for
- * already, so no cycle can form (on a var it would queue on, an op it
- * passes elsewhere could be ahead of it: each would wait for the other).
- * Otherwise it takes its place at its push on every var. */
+ * its ancestors that touch them (vf__var_child_place): the serial program
+ * runs it inside its parent, so before them; in time order they came
+ * first, with another value than the serial program's and a wait on the
+ * var finished before the child (found trying nested pushes as a user).
+ * Only when every var of its is free for it at once or goes ahead, and
+ * one goes ahead of something: then it waits only for its ancestors'
+ * running writes and the ops that went ahead there before it, which wait
+ * for nothing else, so no cycle can form (on a var where it would queue,
+ * an op it passes elsewhere could be ahead of it: each would wait for the
+ * other). Otherwise it takes its place at its push on every var. */
 static __attribute__((noinline)) bool child_goes_ahead(const vf__op *op, int n,
                                                        const vf__op *parent)
 {
@@ -271,7 +270,7 @@ static __attribute__((noinline)) int enqueue_child(vf__op *op, int n)
         int where = ahead ? vf__var_child_place(v, d, op, parent)
                           : VF__CHILD_FREE;
         if (where != VF__CHILD_FREE)
-            nready += vf__var_insert_child(v, d, op, parent, where);
+            nready += vf__var_insert_child(v, d, op, where);
         else
             nready += vf__var_append(v, d);
     }
@@ -492,10 +491,6 @@ static int push_priority(const vf__opdef *def, int priority)
     return def->property == VF_PROP_DELETE_VAR ? INT_MAX : priority;
 }
 
-/* Common checks of every push-like call, inside its guard (guard.h: the
- * state is read after the guard's slot names the engine, so a destroy
- * either sees this call or this call sees DRAINING): an engine that
- * accepts work from this caller. */
 /* The engine whose vf_graph_launch pushing op by op this thread is in,
  * admitted whole by its first check (graph.c: launch_by_push): a destroy
  * or shutdown beginning midway waits for the call (destroy's step 2) and
@@ -509,6 +504,10 @@ vf_engine *vf__push_admit_launch(vf_engine *e)
     return was;
 }
 
+/* Common checks of every push-like call, inside its guard (guard.h: the
+ * state is read after the guard's slot names the engine, so a destroy
+ * either sees this call or this call sees DRAINING): an engine that
+ * accepts work from this caller. */
 static int check_engine(vf_engine *e, const char *who)
 {
     int state = atomic_load(&e->state);

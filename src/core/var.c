@@ -132,13 +132,12 @@ int vf__var_child_place(const vf__var *v, const vf__dep *d, const vf__op *op,
      * there, and a granted read's op may itself wait for an op the write
      * passes (found by the second reviewer). */
     return !vf__dep_write(d) && v->nreaders > 0 && reads_var(parent, v) &&
-                   child_spot(v, op, NULL, parent->place, &at)
+                   child_spot(v, op, NULL, parent->place, &at) && at == NULL
                ? VF__CHILD_BESIDE_PARENT
                : VF__CHILD_QUEUED;
 }
 
-bool vf__var_insert_child(vf__var *v, vf__dep *d, const vf__op *op,
-                          const vf__op *parent, int where)
+bool vf__var_insert_child(vf__var *v, vf__dep *d, const vf__op *op, int where)
 {
     vf__dep *at;
     if (where == VF__CHILD_BESIDE_PARENT) {
@@ -149,7 +148,6 @@ bool vf__var_insert_child(vf__var *v, vf__dep *d, const vf__op *op,
     bool spot = child_spot(v, op, v->head, vf__dep_op(v->head)->place, &at);
     VF__ASSERT(spot && at != NULL);
     (void)spot;
-    (void)parent;
     d->next = at->next;
     at->next = d;
     if (v->tail == at)

@@ -219,8 +219,9 @@ void vf__var_insert_behind_head(vf__var *v, vf__dep *d);
  *                              comes before `op` in tree order;
  *   VF__CHILD_BESIDE_PARENT    `op` reads v, which `parent` reads (a
  *                              running read), with ops queued behind the
- *                              reads, none before `op` in tree order: it
- *                              runs at once, beside the parent's read;
+ *                              reads, none before `op` in tree order nor
+ *                              gone ahead: it runs at once, beside the
+ *                              parent's read;
  *   VF__CHILD_FREE             a place appended now is ready at once;
  *   VF__CHILD_QUEUED           any other: it would wait for queued ops. */
 enum {
@@ -235,8 +236,7 @@ int vf__var_child_place(const vf__var *v, const vf__dep *d, const vf__op *op,
 /* Put the place `d` of `op` where vf__var_child_place said
  * (VF__CHILD_BEHIND_ANCESTOR or VF__CHILD_BESIDE_PARENT; lock held).
  * True when it is ready at once (a read beside its parent's). */
-bool vf__var_insert_child(vf__var *v, vf__dep *d, const vf__op *op,
-                          const vf__op *parent, int where);
+bool vf__var_insert_child(vf__var *v, vf__dep *d, const vf__op *op, int where);
 
 /* Release a read / the head write held by the finishing op `from` (take the
  * lock themselves). Ops this makes ready are added to `ready`. A write passes
