@@ -215,12 +215,17 @@ const vf__op_kind vf__kind_wait = {
  * (vf_error_detail() says what the last failing call met; it said what an
  * earlier refused call had: found trying async ops as a user). Returns
  * VF_EOPFAILED. */
-static int report(vf__failure *f, vf_error *err, const char *who)
+static int report_info(const vf_error *info, vf_error *err, const char *who)
 {
     if (err != NULL)
-        *err = f->info;
+        *err = *info;
     return vf__fail(VF_EOPFAILED, "%s: op \"%s\" failed (%d): %s", who,
-                    f->info.op_name, f->info.code, f->info.message);
+                    info->op_name, info->code, info->message);
+}
+
+static int report(const vf__failure *f, vf_error *err, const char *who)
+{
+    return report_info(&f->info, err, who);
 }
 
 static void clear_error(vf_error *err)
@@ -1277,10 +1282,7 @@ static int wait_all(vf_engine *e, int64_t timeout_ms, vf_error *err,
     vf_error first;
     if (!vf__failure_log_report(&e->failures, place, &first))
         return 0;
-    if (err != NULL)
-        *err = first;
-    return vf__fail(VF_EOPFAILED, "%s: op \"%s\" failed (%d): %s", who,
-                    first.op_name, first.code, first.message);
+    return report_info(&first, err, who);
 }
 
 VF_API int vf_engine_wait_all(vf_engine *e, vf_error *err)
