@@ -1088,8 +1088,11 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * inside its parent's push; and a child that reads a var its parent (of
  * up to 64 vars) reads runs beside the parent's read, ahead of a write
  * queued behind the reads. That holds when each of its other vars is free
- * for it at once and no op it would pass comes before it in the serial
+ * for it at once, it waits behind one running write only (its parent's,
+ * when it also reads beside its parent: the ops it passes waited for that
+ * one already), and no op it would pass comes before it in the serial
  * program (a sibling pushed earlier that took its place at its push, say).
+ * With bulking, a batch of children goes as one op, where its first would.
  * Where it would queue behind another op (one it might pass on the first
  * var: each would wait for the other), where it writes a var its parent
  * only reads, and on a var no running ancestor holds, it takes its place

@@ -978,3 +978,117 @@ TEST_KIND_CASE(child_not_ahead_where_ops_would_wait_for_each_other, k)
     }
     check_context_ = NULL;
 }
+
+/* inner: A (writes u) pushes P (reads v, or writes it); the program pushes
+ * W (writes v) once P runs; P pushes C (reads v and u); A then waits
+ * inside for something queued behind W. */
+typedef struct inner {
+    vf_engine *e;
+    vf_var u, v;
+    bool threaded, p_writes;
+    int scene;
+    tu_gate p_pushed, w_pushed, c_pushed;
+    int a_rc;
+    atomic_int c_ran, q_ran, w_ran;
+} inner;
+
+static int inner_count(vf_run *run, void *arg)
+{
+    (void)run;
+    atomic_fetch_add(*(atomic_int **)arg, 1);
+    return 0;
+}
+
+static int push_count(vf_engine *e, atomic_int *n, vf_var_list reads,
+                      vf_var_list writes)
+{
+    return vf_engine_push(e, &(vf_op){.fn = inner_count,
+                                      .arg = &n,
+                                      .arg_size = sizeof n,
+                                      .reads = reads,
+                                      .writes = writes});
+}
+
+static int inner_p(vf_run *run, void *arg)
+{
+    (void)run;
+    inner *t = arg;
+    tu_gate_open(&t->p_pushed); /* it holds v: W goes behind it */
+    if (t->threaded)
+        CHECK(tu_gate_wait(&t->w_pushed, 10));
+    vf_var vu[2] = {t->v, t->u};
+    CHECK_OK(push_count(t->e, &t->c_ran, tu_list(vu, 2), tu_list(NULL, 0)));
+    tu_gate_open(&t->c_pushed);
+    return 0;
+}
+
+static int inner_a(vf_run *run, void *arg)
+{
+    inner *t = arg;
+    vf_op p = {.fn = inner_p, .arg = t};
+    if (t->p_writes)
+        p.writes = tu_list(&t->v, 1);
+    else
+        p.reads = tu_list(&t->v, 1);
+    CHECK_OK(vf_engine_push(t->e, &p));
+    if (t->threaded) {
+        CHECK(tu_gate_wait(&t->c_pushed, 10));
+        tu_spin_us(20000); /* P ends: only C holds v */
+    }
+    if (t->scene == 0) {
+        t->a_rc = vf_var_wait(t->e, t->v, NULL);
+    } else {
+        CHECK_OK(
+            push_count(t->e, &t->q_ran, tu_list(&t->v, 1), tu_list(NULL, 0)));
+        t->a_rc = vf_run_wait_children(run, NULL);
+    }
+    return 0;
+}
+
+/* C goes ahead of W on v (beside P's read, or behind P's write) while it
+ * waits behind A's write on u. W then waited for C, so for A, which it
+ * never did before, and A's wait for what is queued behind W could never
+ * finish: VF_EDEADLK where the serial program returns 0 (found by the
+ * second reviewer of 7198870). A child goes ahead now only where it waits
+ * behind one running write, its parent's when it also reads beside its
+ * parent: the ops it passes waited for that one already. */
+TEST_KIND_CASE(child_ahead_behind_one_holder, k)
+{
+    check_context_ = k->name;
+    for (int round = 0; round < 3; round++)
+        for (int scene = 0; scene < 2; scene++)
+            for (int p_writes = 0; p_writes <= 1; p_writes++) {
+                static inner t;
+                memset(&t, 0, sizeof t);
+                t.e = tu_engine(k);
+                t.u = tu_var(t.e);
+                t.v = tu_var(t.e);
+                t.threaded = k->threaded;
+                t.p_writes = p_writes;
+                t.scene = scene;
+                tu_gate_init(&t.p_pushed);
+                tu_gate_init(&t.w_pushed);
+                tu_gate_init(&t.c_pushed);
+                CHECK_OK(
+                    vf_engine_push(t.e, &(vf_op){.fn = inner_a,
+                                                 .arg = &t,
+                                                 .writes = tu_list(&t.u, 1)}));
+                if (t.threaded)
+                    CHECK(tu_gate_wait(&t.p_pushed, 10));
+                CHECK_OK(push_count(t.e, &t.w_ran, tu_list(NULL, 0),
+                                    tu_list(&t.v, 1)));
+                tu_gate_open(&t.w_pushed);
+                CHECK_OK(vf_engine_wait_all_timed(t.e, 20000, NULL));
+                if (t.a_rc != 0)
+                    CHECK_REPORT_("scene %d, P %s v: A's wait returned %s",
+                                  scene, p_writes ? "writes" : "reads",
+                                  vf_error_name(t.a_rc));
+                CHECK_EQ(atomic_load(&t.c_ran), 1);
+                CHECK_EQ(atomic_load(&t.w_ran), 1);
+                tu_finish_engine(t.e);
+                tu_gate_destroy(&t.p_pushed);
+                tu_gate_destroy(&t.w_pushed);
+                tu_gate_destroy(&t.c_pushed);
+            }
+    check_context_ = NULL;
+}

@@ -244,14 +244,32 @@ static inline uint64_t places_of(const vf__op *op)
 static __attribute__((noinline)) bool child_goes_ahead(const vf__op *op, int n,
                                                        const vf__op *parent)
 {
-    bool any = false;
+    bool any = false, beside = false;
+    const vf__op *holder = NULL; /* the running write it waits behind */
     for (int i = 0; i < n; i++) {
         const vf__dep *d = vf__op_dep(op, i);
-        int where = vf__var_child_place(vf__dep_var(d), d, op, parent);
+        const vf__var *v = vf__dep_var(d);
+        int where = vf__var_child_place(v, d, op, parent);
         if (where == VF__CHILD_QUEUED)
             return false;
+        if (where == VF__CHILD_BEHIND_ANCESTOR) {
+            const vf__op *h = vf__dep_op(v->head);
+            if (holder != NULL && h != holder)
+                return false; /* a second holder */
+            holder = h;
+        }
+        beside |= where == VF__CHILD_BESIDE_PARENT;
         any |= where != VF__CHILD_FREE;
     }
+    /* The ops it passes wait for it from now on, so for what it waits
+     * for: safe only where they waited for that already. An op passed
+     * behind `holder` waits for `holder`; a write passed beside the
+     * parent's read waits for the parent. Two holders, or a holder other
+     * than the reading parent, would make a passed op wait for an
+     * ancestor it never waited for, and that ancestor may wait (inside:
+     * vf_var_wait, vf_run_wait_children) for it. */
+    if (beside && holder != NULL && holder != parent)
+        return false;
     return any;
 }
 
