@@ -1097,11 +1097,11 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * var: each would wait for the other), where it writes a var its parent
  * only reads, and on a var no running ancestor holds, it takes its place
  * when it is pushed, after the ops pushed before that in time. So does a
- * child whose ancestors ended before it was pushed (an op
- * that pushed a child and returned without waiting for it, whose child
- * pushes on its vars): the ops pushed after them may have run already.
- * To keep the serial order there, wait for the children
- * (vf_run_wait_children()) before returning. A child's failure is ordered
+ * child whose ancestors ended before it was pushed (an op that pushed a
+ * child and returned without waiting for it, whose child pushes on its
+ * vars): the ops pushed after them may have run already. To keep the
+ * serial order there, wait for the children (vf_run_wait_children())
+ * before returning. A child's failure is ordered
  * as in the serial program, where each op runs at its push: with the
  * top-level op it descends from, after its parent and before the ops its
  * parent pushes after it, whenever each of them runs (to a nesting depth
@@ -1155,9 +1155,8 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * others go on waiting, and finish once its op's end lets them. Not quite
  * on a device's pool (or a CPU pool out of spares), whose thread, waiting
  * with ops queued that no other thread takes, runs any of them above its
- * wait: a wait it buries so
- * cannot give up before that op ends, and another stuck wait, later in
- * push order, may give up first. A child
+ * wait: a wait it buries so cannot give up before that op ends, and
+ * another stuck wait, later in push order, may give up first. A child
  * waiting on a var whose writer needs one of the child's ancestors to end
  * (reads what it writes) gets VF_EDEADLK where it runs inside its push
  * (vf_engine_push()), as in the serial program, but may get 0 where it was
