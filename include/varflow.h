@@ -685,7 +685,9 @@ typedef void (*vf_async_fn)(vf_run *run, void *arg, vf_completion done);
 /**
  * Called exactly once for every op, after it ran or was skipped and before
  * its variables are released: status 0 (ran ok), the op's error code (ran
- * and failed) or VF_ESKIPPED. For freeing `arg`, whatever happened. A device
+ * and failed) or VF_ESKIPPED. For freeing `arg`, whatever happened. An op
+ * it pushes is not the op's child: it takes its place at its push, after
+ * what was pushed meanwhile (vf_engine_push()). A device
  * op's `done` comes once its work on the stream completed (with that
  * work's outcome), which may be after its variables were released.
  */
@@ -1009,7 +1011,9 @@ VF_API int vf_operator_destroy(vf_engine *e, vf_operator *op);
  * by a push from another thread that names one of its variables; and,
  * every thread's batch, by any wait (vf_var_wait(), vf_engine_wait_all()),
  * vf_var_destroy(), stop, shutdown, destroy and fork. Bulking never changes
- * what a program computes: an op pushed before another thread's push (the
+ * what a program computes (but for an op that pushes children or waits
+ * on a variable a later op of its batch uses: below): an op pushed before
+ * another thread's push (the
  * program's own synchronization, a mutex, a condition variable, a thread
  * join, ordering the two) comes before it on every variable they share, as
  * without bulking, whatever either thread's bulk size (set here, by
@@ -1037,9 +1041,11 @@ VF_API int vf_operator_destroy(vf_engine *e, vf_operator *op);
  * uses stays held: a wait on it gets what it would unbulked when nothing
  * is queued behind the batch, and VF_EDEADLK when a write of it is (a
  * child the op pushed, another thread's op), which the batch cannot let
- * run before its later op (do not bulk such ops). vf_engine_stats()
- * counts the
- * fused ops (bulks) and the pushes in them (bulked).
+ * run before its later op; a child the op pushes on it runs after that
+ * later op, and a wait for that child (vf_run_wait_children()) gets
+ * VF_EDEADLK (do not bulk such ops: unbulked, the child comes first).
+ * vf_engine_stats() counts the fused ops (bulks) and the pushes in them
+ * (bulked).
  */
 VF_API int vf_bulk_set_size(vf_engine *e, int size);
 
@@ -1084,8 +1090,10 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * An op pushed from inside a running op goes, on a var that op (or one it
  * descends from, to a nesting depth of 128) writes, right behind it, ahead
  * of the ops pushed after it meanwhile (by the program's thread, say) and
- * of the waits on the var, as in the serial program, where the child runs
- * inside its parent's push; and a child that reads a var its parent (of
+ * of the waits on the var, as in the serial program, where nothing pushed
+ * after the parent comes before its children (the child still runs after
+ * its parent returns, which holds the var: the naive engine runs it then
+ * too); and a child that reads a var its parent (of
  * up to 64 vars) reads runs beside the parent's read, ahead of a write
  * queued behind the reads. That holds when each of its other vars is free
  * for it at once, it waits behind one running write only (its parent's,
@@ -1101,14 +1109,16 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * child and returned without waiting for it, whose child pushes on its
  * vars): the ops pushed after them may have run already. To keep the
  * serial order there, wait for the children (vf_run_wait_children())
- * before returning. A child's failure is ordered
- * as in the serial program, where each op runs at its push: with the
- * top-level op it descends from, after its parent and before the ops its
- * parent pushes after it, whenever each of them runs (to a nesting depth
- * of 128; deeper, by its parent's place and its own).
- * So is a wait's report (to the same depth): a child of an op pushed
- * before a wait comes before the wait, and still sees the failure the wait
- * reported, however late a worker ran its parent and it was pushed.
+ * before returning. So does a child of an op that a batch holds
+ * (vf_bulk_set_size()) on a var a later op of the batch uses: it comes
+ * after the whole batch, so after that later op (do not bulk such ops). A
+ * child's failure is ordered as in the serial program, where each op runs at
+ * its push: with the top-level op it descends from, after its parent and before
+ * the ops its parent pushes after it, whenever each of them runs (to a nesting
+ * depth of 128; deeper, by its parent's place and its own). So is a wait's
+ * report (to the same depth): a child of an op pushed before a wait comes
+ * before the wait, and still sees the failure the wait reported, however late a
+ * worker ran its parent and it was pushed.
  *
  * A wait from a `done` callback of one of the engine's own ops returns
  * VF_EDEADLK at once (the op whose callback runs has not finished).
