@@ -32,8 +32,9 @@
  *   behind it, ahead of the ops the program pushed after it meanwhile, and
  *   ahead of a wait on that var, as the serial program has it, and a
  *   child that reads a var its parent reads runs beside it; but not where
- *   it would queue on another var behind an op it passes, nor pass an op
- *   before it in tree order (a cycle, a sibling out of order): there it
+ *   it would queue on another var behind an op it passes, wait behind a
+ *   second running write, or pass an op before it in tree order (a cycle,
+ *   an ancestor's inner wait given up, a sibling out of order): there it
  *   takes its place at its push.
  */
 #include "runner.h"
@@ -628,8 +629,6 @@ TEST_KIND_CASE(alone_child_failure_in_push_order, k)
     }
 }
 
-TEST_MAIN("test_nested", 120)
-
 /* --- a child's place on the vars its ancestors hold --------------------- */
 
 /* ahead: the program's thread pushes P, then later ops (T, W, a wait) on
@@ -1092,3 +1091,5 @@ TEST_KIND_CASE(child_ahead_behind_one_holder, k)
             }
     check_context_ = NULL;
 }
+
+TEST_MAIN("test_nested", 120)
