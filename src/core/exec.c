@@ -374,6 +374,19 @@ static uint64_t loop_frame_returns(void)
     }
 }
 
+/* The run of `op`, which this thread's loop frame names (tls.loop_op),
+ * returned with `op` still in flight (async, or on a device: nothing
+ * released it meanwhile): the frame's count comes back now, as its finish
+ * would have given it. */
+static void loop_op_returned(vf_engine *e, const vf__op *op)
+{
+    if (tls.loop_op == op) {
+        uint64_t extra = loop_frame_returns();
+        if (extra)
+            vf__engine_count_in(e, extra);
+    }
+}
+
 uint64_t vf__exec_loop_op_released(const vf__op *op)
 {
     return VF__UNLIKELY(op == tls.loop_op) ? loop_frame_returns() : 0;
@@ -557,11 +570,7 @@ static void lent_returned(const vf__exec_loop_frame *saved)
 static void lent_run_returned(vf_engine *e, const vf__op *op,
                               const vf__exec_loop_frame *saved)
 {
-    if (tls.loop_op == op) {
-        uint64_t extra = loop_frame_returns();
-        if (extra)
-            vf__engine_count_in(e, extra);
-    }
+    loop_op_returned(e, op);
     lent_returned(saved);
 }
 
@@ -803,11 +812,7 @@ int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any)
         tls.inline_depth++;
         run_inline_one(op);
         tls.inline_depth--;
-        if (tls.loop_op == op) { /* async, still in flight: counted itself */
-            uint64_t extra = loop_frame_returns();
-            if (extra)
-                vf__engine_count_in(vf__op_engine(op), extra);
-        }
+        loop_op_returned(vf__op_engine(op), op); /* async: counted itself */
         return VF__LOOP_RAN;
     }
     int why = VF__LOOP_NOTHING;
@@ -866,23 +871,13 @@ bool vf__exec_help_run(vf_engine *e)
     return true;
 }
 
-bool vf__exec_run_deferred(void)
+bool vf__exec_run_deferred(vf_engine *lender)
 {
     vf__op *op = vf__readylist_pop(&tls.deferred);
     if (op == NULL)
         return false;
-    tls.inline_depth++;
-    run_inline_one(op);
-    tls.inline_depth--;
-    return true;
-}
-
-bool vf__exec_run_deferred_lent(vf_engine *e)
-{
-    vf__op *op = vf__readylist_pop(&tls.deferred);
-    if (op == NULL)
-        return false;
-    bool lend = vf__op_engine(op) == e; /* another engine's: its own counts */
+    bool lend = lender != NULL && vf__op_engine(op) == lender; /* another
+                                               engine's: its own counts */
     vf__exec_loop_frame saved;
     if (lend)
         lend_active(op, &saved);
@@ -890,7 +885,7 @@ bool vf__exec_run_deferred_lent(vf_engine *e)
     run_inline_one(op);
     tls.inline_depth--;
     if (lend)
-        lent_run_returned(e, op, &saved);
+        lent_run_returned(lender, op, &saved);
     return true;
 }
 

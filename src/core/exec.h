@@ -241,13 +241,12 @@ static inline bool vf__exec_descends(const vf__op *op, const vf__family *f)
     return f != NULL && op->up != NULL && vf__family_within(op->up, f);
 }
 
-/* Run one op that an inline run on this thread deferred. True if one ran. */
-bool vf__exec_run_deferred(void);
-
-/* The same for a push at the in-flight bound from inside an op of `e`
- * (push.c: admit_slow), which lends the op its active count, as
- * vf__exec_worker_execute_lent does, when the op is of `e`. */
-bool vf__exec_run_deferred_lent(vf_engine *e);
+/* Run one op that an inline run on this thread deferred. True if one ran.
+ * `lender`: the engine of an op of which this thread pushes at the
+ * in-flight bound (push.c: admit_slow), which lends an op of that engine
+ * its active count, as vf__exec_worker_execute_lent does; NULL: none (a
+ * wait from outside the ops). */
+bool vf__exec_run_deferred(vf_engine *lender);
 
 /* A thread outside the engine's ops waiting for it (vf_engine_wait_all) runs a
  * queued op of the CPU pool itself, and then each op that one makes ready

@@ -85,7 +85,7 @@ static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
             me = NULL;
         vf__family *mine = vf__running_now.family; /* NULL: no child yet */
         while (atomic_load(&e->counts.inflight) >= e->max_inflight) {
-            if (vf__exec_run_deferred_lent(e))
+            if (vf__exec_run_deferred(e))
                 continue;
             /* Each op runs on top of this push: only one that descends
              * from the pushing op, while the stack has room (exec.h), as

@@ -726,7 +726,7 @@ static void *worker_main(void *arg)
     vf__op *next = NULL;
     for (;;) {
         /* Inline ops a nested wait left deferred on this thread. */
-        if (next == NULL && p->runner.run_deferred())
+        if (next == NULL && p->runner.run_deferred(NULL))
             continue;
         vf__op *op = next;
         if (op == NULL && (op = vf__worker_take(w)) != NULL)

@@ -104,8 +104,8 @@ typedef struct vf__pool_runner {
      * same worker runs next, or NULL. */
     vf__op *(*execute)(vf__worker *w, vf__op *op);
     /* Run one op that an inline run on this thread deferred: true if one
-     * ran. */
-    bool (*run_deferred)(void);
+     * ran (a worker passes NULL: it lends no count, exec.h). */
+    bool (*run_deferred)(vf_engine *lender);
     /* Each thread's stack in bytes (0: the system's default): it bounds
      * how deep ops nest on the thread (base/stack.h). */
     size_t stack_size;

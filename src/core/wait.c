@@ -1000,7 +1000,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
         /* This thread may be running an inline op of another engine, whose
          * trampoline holds our marker: run it rather than sleep on it. */
         while (!is_done(w)) {
-            if (vf__exec_run_deferred())
+            if (vf__exec_run_deferred(NULL))
                 continue;
             bool chosen; /* never: an outside waiter is not nested */
             if (vf__deadline_passed(&until) && abandon(w, &chosen)) {
