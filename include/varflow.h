@@ -1011,13 +1011,13 @@ VF_API int vf_operator_destroy(vf_engine *e, vf_operator *op);
  * by a push from another thread that names one of its variables; and,
  * every thread's batch, by any wait (vf_var_wait(), vf_engine_wait_all()),
  * vf_var_destroy(), stop, shutdown, destroy and fork. Bulking never changes
- * what a program computes (but for an op that pushes children or waits
- * on a variable a later op of its batch uses: below): an op pushed before
- * another thread's push (the
- * program's own synchronization, a mutex, a condition variable, a thread
- * join, ordering the two) comes before it on every variable they share, as
- * without bulking, whatever either thread's bulk size (set here, by
- * config.bulk_size or by VF_BULK_SIZE), so no flush is needed for that.
+ * what a program computes (but for an op that waits inside itself on a
+ * variable a later op of its batch uses: below): an op pushed before
+ * another thread's push (the program's own synchronization, a mutex, a
+ * condition variable, a thread join, ordering the two) comes before it on
+ * every variable they share, as without bulking, whatever either thread's
+ * bulk size (set here, by config.bulk_size or by VF_BULK_SIZE), so no
+ * flush is needed for that.
  * While an async op of the engine is pushed and not finished, no push is
  * fused (each goes alone): a fused op waits for every input of its ops,
  * and one of them may be what completes the async op that a later op of
@@ -1032,20 +1032,25 @@ VF_API int vf_operator_destroy(vf_engine *e, vf_operator *op);
  * by the push). A batch that cannot be pushed whole (another thread
  * deleted a variable of it meanwhile, no memory) falls back to pushing its
  * ops one by one; one that still fails is reported like a failed op (done
- * callback and the waits). An op of a batch that pushes children or
- * waits inside itself gets what it would unbulked: the batch first lets
- * go of the variables that no op of it from this one on uses, so a child
- * on such a variable, or a wait for one, meets them as the ops alone
- * would have left them (a wait for what an earlier op wrote: 0, or
- * VF_EOPFAILED with its failure). A variable a later op of the batch
- * uses stays held: a wait on it gets what it would unbulked when nothing
- * is queued behind the batch, and VF_EDEADLK when a write of it is (a
- * child the op pushed, another thread's op), which the batch cannot let
- * run before its later op; a child the op pushes on it runs after that
- * later op, and a wait for that child (vf_run_wait_children()) gets
- * VF_EDEADLK (do not bulk such ops: unbulked, the child comes first).
- * vf_engine_stats() counts the fused ops (bulks) and the pushes in them
- * (bulked).
+ * callback and the waits). An op of a batch that pushes children gets
+ * what it would unbulked: where a child (or a later descendant, pushed
+ * on any thread while the op runs) must come before a later op of the
+ * batch, and where the op waits for its children
+ * (vf_run_wait_children()), the batch ends after the op, and its later
+ * ops go on as a fused op of their own, where they stood on each
+ * variable, behind that child; and the batch then holds only what the op
+ * needs, so a child on a variable only an earlier op used runs at once,
+ * and one reading a variable the op reads runs beside it. A wait inside
+ * the op (vf_var_wait()) first lets go of the variables no op of the
+ * batch from this one on uses, so it meets them as the ops alone would
+ * have left them (a wait for what an earlier op wrote: 0, or
+ * VF_EOPFAILED with its failure). A variable a later op of the batch uses
+ * stays held: a wait on it gets what it would unbulked when nothing is
+ * queued behind the batch, and VF_EDEADLK when a write of it is (another
+ * thread's op), which the batch cannot let run before its later op (do
+ * not bulk such ops: unbulked, the wait would finish). vf_engine_stats()
+ * counts the fused ops (bulks, those a batch ending early makes of its
+ * later ops among them) and the pushes in them (bulked).
  */
 VF_API int vf_bulk_set_size(vf_engine *e, int size);
 
@@ -1109,16 +1114,16 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * child and returned without waiting for it, whose child pushes on its
  * vars): the ops pushed after them may have run already. To keep the
  * serial order there, wait for the children (vf_run_wait_children())
- * before returning. So does a child of an op that a batch holds
- * (vf_bulk_set_size()) on a var a later op of the batch uses: it comes
- * after the whole batch, so after that later op (do not bulk such ops). A
- * child's failure is ordered as in the serial program, where each op runs at
- * its push: with the top-level op it descends from, after its parent and before
- * the ops its parent pushes after it, whenever each of them runs (to a nesting
- * depth of 128; deeper, by its parent's place and its own). So is a wait's
+ * before returning. A child of an op that a batch holds
+ * (vf_bulk_set_size()) goes as it would beside the op alone, before the
+ * batch's later ops (the batch ends there). A child's failure is ordered
+ * as in the serial program, where each op runs at its push: with the
+ * top-level op it descends from, after its parent and before the ops its
+ * parent pushes after it, whenever each of them runs (to a nesting depth
+ * of 128; deeper, by its parent's place and its own). So is a wait's
  * report (to the same depth): a child of an op pushed before a wait comes
- * before the wait, and still sees the failure the wait reported, however late a
- * worker ran its parent and it was pushed.
+ * before the wait, and still sees the failure the wait reported, however
+ * late a worker ran its parent and it was pushed.
  *
  * A wait from a `done` callback of one of the engine's own ops returns
  * VF_EDEADLK at once (the op whose callback runs has not finished).

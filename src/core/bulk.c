@@ -69,7 +69,7 @@ void vf__bulk_batch_free(vf__bulk_batch *b)
     free(b->items);
     free(b->refs);
     free(b->vars);
-    free(b->last_use); /* and `released`, in the same block */
+    free(b->last_use); /* and the rest, in the same block */
     free(b);
 }
 
@@ -512,6 +512,7 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
             return vf__fail(VF_ENOMEM, "%s: out of memory", who);
         }
         b->up = up;
+        b->parent = up != NULL ? parent : NULL;
         b->nest = parent != NULL ? vf__push_nest_below(parent) : 0;
         /* Idle workers watch open batches (sched.h): the count, then
          * the first one wakes a sleeper, which then looks. */
@@ -601,6 +602,20 @@ static int bulk_flush(vf_engine *e)
 VF_API int vf_bulk_flush(vf_engine *e)
 {
     return VF__GUARDED(e, "vf_bulk_flush", bulk_flush(e));
+}
+
+void vf__bulk_run_over(vf__op *op, const vf__family *f)
+{
+    vf_engine *e = vf__op_engine(op);
+    if (!vf__bulk_maybe(e->bulk.size))
+        return;
+    vf__bulk *s = find(e, false);
+    if (s == NULL)
+        return;
+    vf__spin_lock(&s->lock);
+    if (s->batch != NULL && s->batch->up == f)
+        flush_locked(e, s);
+    vf__spin_unlock(&s->lock);
 }
 
 /* --- every thread's batches ------------------------------------------- */

@@ -100,14 +100,33 @@ typedef struct vf__bulk_batch {
      * from another run starts a new batch. While an op of it runs, the
      * ops it pushes are its children (bulk_op.c). */
     vf__family *up;
+    /* With `up`, the op whose run pushed its ops (a fused op, when its
+     * running item did), still running while the batch is open: that
+     * run's end pushes it (vf__bulk_run_over), under the lock of its
+     * thread's state, which any other thread's push of it holds. So a
+     * push of it from another thread (an idle worker, a wait, a claim)
+     * places its ops beside their parent as the parent's own would
+     * (push.c: enqueue_child). */
+    vf__op *parent;
     /* Set when it is pushed (possibly by another thread): the first op's
      * place in push order (each op has its own: items[i].place). */
     uint64_t place;
-    int running; /* the index in items[] of the op running, while one runs */
-    /* Made at the first early release (vf__bulk_release_ran): per var of
-     * the union, the last op of the batch that uses it, and whether the
-     * fused op released it already. NULL until then. */
+    /* The index in items[] of the op running, while one runs (run_batch
+     * sets it on its thread; a descendant's push on any thread reads it:
+     * vf__bulk_watch_running). After a split it stays at the first item
+     * moved out, which no op descends from yet. */
+    _Atomic int running;
+    /* A descendant of an item may have gone ahead behind the fused op
+     * (vf__bulk_watch_running): the batch then looks, before its next
+     * item, whether it must let that descendant run first (run_batch). */
+    atomic_bool watched;
+    /* Made at the first early release (vf__bulk_release_ran,
+     * vf__bulk_before_child): per var of the union, the last op of the
+     * batch that uses it and the last that writes it (-1: none), and
+     * whether the fused op released it already. NULL until then; one
+     * block. */
     int *last_use;
+    int *last_write;
     bool *released;
     int released_before; /* the ops before this index had theirs released */
     /* Its ops were each recorded by the profiler (bulk_op.c: the fused op
@@ -182,6 +201,12 @@ void vf__bulk_after_batches(vf_engine *e, const vf__varref *vars, int nvars);
  * no bulk lock. */
 void vf__bulk_settle_var(vf_engine *e, struct vf__var *v);
 
+/* The run of `op` (on this thread), whose family is `f`, ends: this
+ * thread's open batch of the ops it pushed, if any, is pushed now, while
+ * its parent still holds its vars (the batch's `parent` is valid only
+ * until then). */
+void vf__bulk_run_over(vf__op *op, const struct vf__family *f);
+
 /* Push every open batch of the engine, every thread's. */
 void vf__bulk_flush_all(vf_engine *e);
 
@@ -211,8 +236,22 @@ static inline uint64_t vf__bulk_running_place(const vf__op *op)
     if (VF__LIKELY(op->def->kind != &vf__kind_bulk))
         return op->place;
     const vf__bulk_batch *b = op->arg;
-    return b->items[b->running].place;
+    return b->items[atomic_load_explicit(&b->running, memory_order_relaxed)]
+        .place;
 }
+
+/* A push from inside a descendant of an item of the fused op `op` (on any
+ * thread) meets it holding a var of the push's: mark the batch watched,
+ * then read the index of its running item (both seq_cst, as run_batch's
+ * moving on and its look at the mark: either that look sees the mark, or
+ * this read sees the next item, whose descendant the push is not). */
+int vf__bulk_watch_running(const vf__op *op);
+
+/* The place of item `item` of the fused op `op` when it writes v, or reads
+ * it and `write` is false: its descendants go ahead behind the batch there
+ * (var.c). Else 0. */
+uint64_t vf__bulk_item_place_on(const vf__op *op, int item,
+                                const struct vf__var *v, bool write);
 
 /* Does the running item of the fused op `op` write `v`? */
 bool vf__bulk_running_writes(const vf__op *op, const vf__var *v);
@@ -234,6 +273,23 @@ int vf__bulk_running_refs(const vf__op *op, const uint32_t **refs);
  * end (its kind's release_vars). Out of memory, nothing is released.
  */
 void vf__bulk_release_ran(vf__op *op);
+
+/*
+ * The running item of the fused op `op` (on this thread) is about to push
+ * `child` (its var set staged), or, with `child` NULL, to wait for its
+ * children. When the child must come before a later item of the batch
+ * on a var (a wait: when any later item is left), the batch ends after
+ * the running item: the later items become a fused op of their own,
+ * queued where they stood (bulk_op.c: split_after), as the items alone
+ * would have stood behind the running one. Then the batch holds only what
+ * its running item needs: the vars it does not use are let go (as
+ * vf__bulk_release_ran does), and a var held to write that it only reads
+ * is held to read (var.h: vf__var_downgrade), so a child reading it runs
+ * beside it, as beside the item alone. Call it where user code may run,
+ * under no lock (ops made ready are dispatched). Out of memory, the batch
+ * keeps what it holds (the child then waits for the batch's end).
+ */
+void vf__bulk_before_child(vf__op *op, const vf__op *child);
 
 /* Whether the fused op `op` released `v` early (vf__bulk_release_ran). */
 bool vf__bulk_released(const vf__op *op, const vf__var *v);

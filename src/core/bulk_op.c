@@ -193,6 +193,166 @@ void vf__bulk_batch_push(vf_engine *e, vf__bulk_batch *b)
     vf__bulk_batch_free(b);
 }
 
+/* --- splitting (a descendant ahead of the batch's later items) ----------
+ *
+ * A descendant of item k pushed on a var item k writes (or reads, beside
+ * a read of its own) went ahead behind the fused op (var.c:
+ * holder_place), as it would behind item k alone, ahead of the later items
+ * (pushed before it in time, after its ancestor in the serial program).
+ * Item k alone would have let it run at its end, before the later items
+ * on that var; the fused op holds the var for them until the batch ends.
+ * So, when such a descendant waits there, the batch ends after item k and
+ * its later items become a fused op of their own, queued on each of their
+ * vars where they stood: right behind the fused op and the descendants
+ * that went ahead there. The queues are then what the items alone would
+ * have made them. (Before, the descendant ran after the whole batch: a
+ * program's result changed with VF_BULK_SIZE.) */
+
+/* Per var of the union, the last item of the batch (of its items now)
+ * that uses it and the last that writes it (-1: none); made at the first
+ * need (with `released`, all false then), made again after a split. */
+static bool note_last_uses(vf__bulk_batch *b)
+{
+    if (b->last_use == NULL) {
+        b->last_use = vf__malloc(
+            (size_t)b->nvars * (2 * sizeof *b->last_use + sizeof *b->released));
+        if (b->last_use == NULL)
+            return false;
+        b->last_write = b->last_use + b->nvars;
+        b->released = (bool *)(b->last_write + b->nvars);
+        for (int v = 0; v < b->nvars; v++)
+            b->released[v] = false;
+    }
+    for (int v = 0; v < b->nvars; v++)
+        b->last_use[v] = b->last_write[v] = -1;
+    for (int i = 0; i < b->nitems; i++)
+        for (int r = 0; r < b->items[i].nrefs; r++) {
+            uint32_t ref = b->refs[b->items[i].first + r];
+            b->last_use[ref >> 1] = i;
+            if (ref & 1u)
+                b->last_write[ref >> 1] = i;
+        }
+    return true;
+}
+
+/* Whether a descendant went ahead behind the fused op `op` on a var an
+ * item after item k uses (written: only a write holds descendants behind
+ * it). */
+static bool must_split(vf__op *op, int k)
+{
+    vf__bulk_batch *b = op->arg;
+    if (b->last_use == NULL && !note_last_uses(b))
+        return false; /* out of memory: it runs after the batch */
+    for (int x = 0; x < b->nvars; x++) {
+        const vf__dep *d = vf__op_dep(op, x);
+        if (!b->released[x] && b->last_use[x] > k && vf__dep_write(d) &&
+            vf__var_ahead_behind(vf__dep_var(d), op))
+            return true;
+    }
+    return false;
+}
+
+/* The items of `b` from `first` on, as a batch of their own (its union
+ * the vars they use, in the same order, so normal form still), taking
+ * over their operator references and copied arguments; NULL out of
+ * memory. */
+static vf__bulk_batch *batch_rest(const vf__bulk_batch *b, int first)
+{
+    int nitems = b->nitems - first;
+    int base = b->items[first].first, nrefs = b->nrefs - base;
+    vf__bulk_batch *r = vf__calloc(1, sizeof *r);
+    int *slot = vf__malloc((size_t)b->nvars * sizeof *slot);
+    if (r == NULL || slot == NULL)
+        goto fail;
+    r->items = vf__malloc((size_t)nitems * sizeof *r->items);
+    r->refs = vf__malloc((size_t)nrefs * sizeof *r->refs);
+    r->vars = vf__malloc((size_t)b->nvars * sizeof *r->vars);
+    if (r->items == NULL || r->refs == NULL || r->vars == NULL)
+        goto fail;
+    for (int x = 0; x < b->nvars; x++)
+        slot[x] = -1;
+    for (int j = 0; j < nrefs; j++)
+        slot[b->refs[base + j] >> 1] = 0;
+    for (int x = 0; x < b->nvars; x++) {
+        if (slot[x] < 0)
+            continue;
+        slot[x] = r->nvars;
+        r->vars[r->nvars] = b->vars[x];
+        r->vars[r->nvars++].write = false;
+    }
+    for (int j = 0; j < nrefs; j++) {
+        uint32_t ref = b->refs[base + j];
+        int x = slot[ref >> 1];
+        r->refs[j] = (uint32_t)x << 1 | (ref & 1u);
+        r->vars[x].write |= (ref & 1u) != 0;
+    }
+    free(slot);
+    memcpy(r->items, &b->items[first], (size_t)nitems * sizeof *r->items);
+    for (int i = 0; i < nitems; i++)
+        r->items[i].first -= base;
+    r->nitems = r->cap_items = nitems;
+    r->nrefs = r->cap_refs = nrefs;
+    r->cap_vars = b->nvars;
+    r->priority = b->priority;
+    r->pool = b->pool;
+    r->up = b->up;
+    if (r->up != NULL)
+        vf__family_ref(r->up);
+    r->place = r->items[0].place;
+    r->nest = b->nest;
+    return r;
+fail:
+    free(slot);
+    if (r != NULL) {
+        free(r->items);
+        free(r->refs);
+        free(r->vars);
+        free(r);
+    }
+    return NULL;
+}
+
+/* End the fused op `op` after its item k: its later items go to a fused
+ * op of their own, queued where they stood (vf__push_enqueue_rest). False
+ * out of memory (nothing changed: they run in this batch, after the
+ * descendant waits for it). */
+static bool split_after(vf_engine *e, vf__op *op, int k)
+{
+    vf__bulk_batch *b = op->arg;
+    vf__bulk_batch *r = batch_rest(b, k + 1);
+    vf__op *rest = r != NULL ? vf__op_alloc(r->nvars) : NULL;
+    if (rest == NULL) {
+        if (r != NULL) {
+            r->nitems = 0; /* the items are still b's */
+            vf__bulk_batch_free(r);
+        }
+        return false;
+    }
+    vf__op_stage_vars(rest, r->vars);
+    rest->def = op->def;
+    rest->fn = NULL;
+    rest->arg = r;
+    rest->argcopy = VF__ARG_KIND; /* freed with the op (bulk_free_arg) */
+    rest->done = NULL;
+    rest->name = "bulk";
+    rest->priority = op->priority;
+    rest->place = r->place;
+    rest->up = op->up;
+    if (rest->up != NULL)
+        vf__family_ref(rest->up);
+    rest->nest = op->nest;
+    rest->ahead = op->ahead;
+    rest->hooks = op->hooks;
+    if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF) && op->prof != NULL &&
+        (rest->prof = vf__prof_op_split(e->prof, op->prof, r->nvars,
+                                        (uint32_t)r->nitems)) == NULL)
+        rest->hooks &= (uint8_t)~VF__HOOK_PROF;
+    b->nitems = k + 1; /* the rest are r's now */
+    atomic_fetch_add_explicit(&e->bulk.bulks, 1, memory_order_relaxed);
+    vf__push_enqueue_rest(e, rest, op);
+    return true;
+}
+
 /* --- running it --------------------------------------------------------- */
 
 /* The profile record of the batch's op `i` (run_batch): its id, the op
@@ -243,6 +403,14 @@ static void run_batch(vf__op *op, int worker, bool shutdown)
     run.cls = NULL;
     run.stream = NULL;
     for (int i = 0; i < b->nitems; i++) {
+        /* Item i-1 has ended: a descendant of it that went ahead behind
+         * the batch on a var a later item uses runs before that item, as
+         * behind the item alone; the batch ends here, its later items a
+         * fused op of their own behind that descendant (split_after). */
+        atomic_store(&b->running, i);
+        if (i > 0 && VF__UNLIKELY(atomic_exchange(&b->watched, false)) &&
+            must_split(op, i - 1) && split_after(e, op, i - 1))
+            break;
         const vf__bulk_item *it = &b->items[i];
         const uint32_t *refs = &b->refs[it->first];
         uint64_t place = it->place; /* the item's own (bulk.h) */
@@ -271,7 +439,6 @@ static void run_batch(vf__op *op, int worker, bool shutdown)
             /* The fused op stands for this item while it runs: the ops
              * it pushes are the item's children (family.h). */
             vf__running outer;
-            b->running = i;
             vf__running_enter(&outer, op);
             int rc = it->fn(&run, it->arg);
             vf__running_leave(&outer);
@@ -358,7 +525,8 @@ static void bulk_finished(vf__op *op)
 int vf__bulk_running_refs(const vf__op *op, const uint32_t **refs)
 {
     const vf__bulk_batch *b = op->arg;
-    const vf__bulk_item *it = &b->items[b->running];
+    const vf__bulk_item *it =
+        &b->items[atomic_load_explicit(&b->running, memory_order_relaxed)];
     *refs = &b->refs[it->first];
     return it->nrefs;
 }
@@ -374,25 +542,26 @@ bool vf__bulk_running_writes(const vf__op *op, const vf__var *v)
     return false;
 }
 
-/* --- early release (bulk.h: vf__bulk_release_ran) ------------------------ */
-
-/* The last op of the batch using each var of the union. */
-static bool note_last_uses(vf__bulk_batch *b)
+int vf__bulk_watch_running(const vf__op *op)
 {
-    b->last_use = vf__malloc((size_t)b->nvars *
-                             (sizeof *b->last_use + sizeof *b->released));
-    if (b->last_use == NULL)
-        return false;
-    b->released = (bool *)(b->last_use + b->nvars);
-    for (int v = 0; v < b->nvars; v++) {
-        b->last_use[v] = -1;
-        b->released[v] = false;
-    }
-    for (int i = 0; i < b->nitems; i++)
-        for (int r = 0; r < b->items[i].nrefs; r++)
-            b->last_use[b->refs[b->items[i].first + r] >> 1] = i;
-    return true;
+    vf__bulk_batch *b = op->arg;
+    atomic_store(&b->watched, true);
+    return atomic_load(&b->running);
 }
+
+uint64_t vf__bulk_item_place_on(const vf__op *op, int item, const vf__var *v,
+                                bool write)
+{
+    const vf__bulk_batch *b = op->arg;
+    const vf__bulk_item *it = &b->items[item];
+    const uint32_t *refs = &b->refs[it->first];
+    for (int r = 0; r < it->nrefs; r++)
+        if (vf__dep_var(vf__op_dep(op, (int)(refs[r] >> 1))) == v)
+            return (refs[r] & 1u) || !write ? it->place : 0;
+    return 0;
+}
+
+/* --- early release (bulk.h: vf__bulk_release_ran) ------------------------ */
 
 static void release_one(vf__op *op, int v, vf__readylist *ready)
 {
@@ -408,7 +577,7 @@ static void release_one(vf__op *op, int v, vf__readylist *ready)
 void vf__bulk_release_ran(vf__op *op)
 {
     vf__bulk_batch *b = op->arg;
-    int running = b->running;
+    int running = atomic_load_explicit(&b->running, memory_order_relaxed);
     if (running <= b->released_before)
         return; /* nothing ran since the last release */
     /* Once per op, even out of memory: a second try could come where
@@ -429,6 +598,71 @@ void vf__bulk_release_ran(vf__op *op)
                             (uint64_t)ready.count * VF__COUNT_ACTIVE);
         vf__exec_dispatch_ready(&ready);
     }
+}
+
+/* Whether `child`, pushed from the running item `running` of the fused op
+ * `op`, must come before a later item of the batch on a var they share:
+ * the later item writes it, or the child does and the later item uses it.
+ * (Both var sets are in normal form, sorted by address: one walk.) */
+static bool passes_later_items(const vf__op *op, const vf__op *child,
+                               int running)
+{
+    const vf__bulk_batch *b = op->arg;
+    int j = 0;
+    for (int i = 0; i < child->nvars && j < op->nvars; i++) {
+        const vf__dep *cd = vf__op_dep(child, i);
+        uintptr_t want = (uintptr_t)vf__dep_var(cd);
+        while (j < op->nvars &&
+               (uintptr_t)vf__dep_var(vf__op_dep(op, j)) < want)
+            j++;
+        if (j == op->nvars || (uintptr_t)vf__dep_var(vf__op_dep(op, j)) != want)
+            continue;
+        if (!b->released[j] &&
+            (b->last_write[j] > running ||
+             (vf__dep_write(cd) && b->last_use[j] > running)))
+            return true;
+    }
+    return false;
+}
+
+/* Hold no more than the items from `running` on need: let go of each var
+ * none of them uses, and make a write none of them makes a read (its
+ * reads queued right behind run beside it, a child's among them). */
+static void narrow(vf__op *op, int running)
+{
+    vf__bulk_batch *b = op->arg;
+    b->released_before = running;
+    vf__readylist ready;
+    vf__readylist_init(&ready);
+    for (int x = 0; x < b->nvars; x++) {
+        if (b->released[x])
+            continue;
+        vf__dep *d = vf__op_dep(op, x);
+        if (b->last_use[x] < running) {
+            b->released[x] = true;
+            release_one(op, x, &ready);
+        } else if (vf__dep_write(d) && b->last_write[x] < running) {
+            vf__var_downgrade(vf__dep_var(d), d, &ready);
+        }
+    }
+    if (ready.count != 0) {
+        vf__engine_count_in(vf__op_engine(op),
+                            (uint64_t)ready.count * VF__COUNT_ACTIVE);
+        vf__exec_dispatch_ready(&ready);
+    }
+}
+
+void vf__bulk_before_child(vf__op *op, const vf__op *child)
+{
+    vf__bulk_batch *b = op->arg;
+    int running = atomic_load_explicit(&b->running, memory_order_relaxed);
+    if (b->last_use == NULL && !note_last_uses(b))
+        return; /* out of memory: the batch holds its vars to its end */
+    bool later = running + 1 < b->nitems;
+    if (later && (child == NULL || passes_later_items(op, child, running)) &&
+        split_after(vf__op_engine(op), op, running))
+        note_last_uses(b); /* of the items it kept (the block exists) */
+    narrow(op, running);
 }
 
 bool vf__bulk_released(const vf__op *op, const vf__var *v)

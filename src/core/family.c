@@ -98,6 +98,13 @@ void vf__family_run_over(vf__family *f)
     vf__family_unref(f);
 }
 
+void vf__family_run_ended(vf__op *op, vf__family *f)
+{
+    if (VF__LIKELY(op->def != NULL)) /* (none: unit tests' ops) */
+        vf__bulk_run_over(op, f);
+    vf__family_run_over(f);
+}
+
 /* Keep the vars `op` writes in `f` (vf__family_writes); false out of
  * memory. */
 static bool keep_writes(vf__family *f, const vf__op *op)

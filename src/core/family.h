@@ -202,6 +202,11 @@ static inline void vf__running_enter(vf__running *saved, vf__op *op)
  * more, and the run's reference goes. */
 void vf__family_run_over(vf__family *f);
 
+/* The run of `op`, whose family is `f`, ends on this thread: its children
+ * still in this thread's batch are pushed first (bulk.h:
+ * vf__bulk_run_over), then vf__family_run_over. */
+void vf__family_run_ended(vf__op *op, vf__family *f);
+
 /* Take the kept failure out (a reference, or NULL). */
 struct vf__failure *vf__family_take_first_slow(vf__family *f);
 static inline struct vf__failure *vf__family_take_first(vf__family *f)
@@ -215,7 +220,7 @@ static inline struct vf__failure *vf__family_take_first(vf__family *f)
 static inline void vf__running_leave(const vf__running *saved)
 {
     if (VF__UNLIKELY(vf__running_now.family != NULL))
-        vf__family_run_over(vf__running_now.family);
+        vf__family_run_ended(vf__running_now.op, vf__running_now.family);
     vf__running_now = *saved;
 }
 

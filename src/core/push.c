@@ -199,6 +199,11 @@ static bool held_by_stop(vf_engine *e, const vf__op *op)
 static __attribute__((noinline)) int join_family_of(vf__op *parent, vf__op *op,
                                                     const char *who)
 {
+    /* A fused parent (bulk.h) first holds only what its running item
+     * needs, ending before its later items when the child must come
+     * first. */
+    if (VF__UNLIKELY(parent->def->kind == &vf__kind_bulk))
+        vf__bulk_before_child(parent, op);
     if ((op->up = vf__push_family(parent)) == NULL)
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     /* Its vars against its ancestors' writes (staged: each entry keeps
@@ -242,14 +247,15 @@ static inline uint64_t places_of(const vf__op *op)
  * an op it passes elsewhere could be ahead of it: each would wait for the
  * other). Otherwise it takes its place at its push on every var. */
 static __attribute__((noinline)) bool child_goes_ahead(const vf__op *op, int n,
-                                                       const vf__op *parent)
+                                                       const vf__op *parent,
+                                                       vf__child_look *look)
 {
     bool any = false, beside = false;
     const vf__op *holder = NULL; /* the running write it waits behind */
     for (int i = 0; i < n; i++) {
         const vf__dep *d = vf__op_dep(op, i);
         const vf__var *v = vf__dep_var(d);
-        int where = vf__var_child_place(v, d, op, parent);
+        int where = vf__var_child_place(v, d, op, parent, look);
         if (where == VF__CHILD_QUEUED)
             return false;
         if (where == VF__CHILD_BEHIND_ANCESTOR) {
@@ -277,18 +283,24 @@ static __attribute__((noinline)) bool child_goes_ahead(const vf__op *op, int n,
  * locked), each where child_goes_ahead says; the number ready at once. */
 static __attribute__((noinline)) int enqueue_child(vf__op *op, int n)
 {
-    const vf__op *parent = op->up == vf__running_now.family ? vf__running_now.op
-                                                            : NULL;
-    bool ahead = child_goes_ahead(op, n, parent);
+    /* A batch of children knows its parent, whichever thread pushes it
+     * (bulk.h: vf__bulk_batch.parent). */
+    const vf__op *parent = op->def->kind == &vf__kind_bulk
+                               ? ((vf__bulk_batch *)op->arg)->parent
+                           : op->up == vf__running_now.family
+                               ? vf__running_now.op
+                               : NULL;
+    vf__child_look look = {NULL, 0};
+    bool ahead = child_goes_ahead(op, n, parent, &look);
     op->ahead = ahead;
     int nready = 0;
     for (int i = 0; i < n; i++) {
         vf__dep *d = vf__op_dep(op, i);
         vf__var *v = vf__dep_var(d);
-        int where = ahead ? vf__var_child_place(v, d, op, parent)
+        int where = ahead ? vf__var_child_place(v, d, op, parent, &look)
                           : VF__CHILD_FREE;
         if (where != VF__CHILD_FREE)
-            nready += vf__var_insert_child(v, d, op, where);
+            nready += vf__var_insert_child(v, d, op, where, &look);
         else
             nready += vf__var_append(v, d);
     }
@@ -488,6 +500,30 @@ int vf__push_enqueue_behind(vf_engine *e, vf__op *op, const vf__op *holder,
 {
     VF__ASSERT(op->nvars == 1 && !vf__dep_write(vf__op_dep(op, 0)));
     return enqueue_as(e, op, who, false, false, holder, false);
+}
+
+void vf__push_enqueue_rest(vf_engine *e, vf__op *rest, const vf__op *holder)
+{
+    int n = rest->nvars;
+    atomic_store_explicit(&rest->wait, n + 1, memory_order_relaxed);
+    vf__engine_count_in(e, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
+    for (int i = 0; i < n; i++)
+        vf__spin_lock(&vf__dep_var(vf__op_dep(rest, i))->lock);
+    if (rest->up != NULL) /* its parent's wait for children waits for it */
+        atomic_fetch_add_explicit(&rest->up->pending, 1, memory_order_relaxed);
+    int nready = 0;
+    for (int i = 0; i < n; i++) {
+        vf__dep *d = vf__op_dep(rest, i);
+        nready += vf__var_insert_rest(vf__dep_var(d), d, holder);
+    }
+    unlock_vars(rest, n);
+    if (!vf__op_release(rest, nready + 1)) {
+        uncount(e, VF__COUNT_ACTIVE); /* a var will release it */
+        return;
+    }
+    if (VF__UNLIKELY(rest->hooks & VF__HOOK_PROF))
+        vf__prof_op_ready(e->prof, rest->prof);
+    vf__exec_dispatch_pushed(rest, false);
 }
 
 int vf__push_enqueue_delete(vf_engine *e, vf__op *op, const char *who)

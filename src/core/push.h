@@ -123,6 +123,13 @@ int vf__push_enqueue_locked(vf_engine *e, vf__op *op, const char *who);
  * again, while any other push during the start still is (push.c). */
 int vf__push_enqueue_held(vf_engine *e, vf__op *op);
 
+/* Queue `rest`, the later items of the fused op `holder` running on this
+ * thread, split off it (bulk_op.c: split_after), where they stood on
+ * each var (vf__var_insert_rest). It continues a push already admitted:
+ * never held by a stop, and its vars, all held by `holder`, are never
+ * refused (a delete queued behind the batch stays behind it). */
+void vf__push_enqueue_rest(vf_engine *e, vf__op *rest, const vf__op *holder);
+
 /* vf__push_enqueue for a wait's marker (one var, a read) that goes right
  * behind `holder`'s running write of its var rather than at the queue's
  * end (wait.c: a node of a launch waits for its launch's hold): 1, with

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "core/bulk.h"
 #include "core/engine.h"
 #include "core/family.h"
 #include "core/freelist.h"
@@ -73,15 +74,18 @@ static bool reads_var(const vf__op *parent, const vf__var *v)
 
 /* Whether `o`, queued on a var, comes before `op`, a child, in the serial
  * program. A user op's key is its place under its family (tree order,
- * family.h). A wait's marker or a delete stands where the program's
- * thread was when it was pushed: its place is the last one taken then
- * (vf__push_wait_place), so one pushed from outside the ops comes after
- * every top-level op up to that place and everything that descends from
+ * family.h), a fused op's its first item's. A wait's marker or a delete stands
+ * where the program's thread was when it was pushed: its place is the last one
+ * taken then (vf__push_wait_place), so one pushed from outside the ops comes
+ * after every top-level op up to that place and everything that descends from
  * them, and before the rest; one from inside an op is taken as before
  * (`op` then does not go ahead of it). */
 static bool queued_before(const vf__op *o, const vf__op *op)
 {
-    if (o->def->kind->flags & VF__KIND_NUMBERED)
+    /* A fused op by its first item (bulk.h): its items are siblings in
+     * push order. */
+    if ((o->def->kind->flags & VF__KIND_NUMBERED) ||
+        o->def->kind == &vf__kind_bulk)
         return vf__family_before(o->up, o->place, op->up, op->place);
     return o->up != NULL || op->up->root > o->place;
 }
@@ -114,12 +118,34 @@ static bool child_spot(const vf__var *v, const vf__op *op, vf__dep *start,
     return true;
 }
 
+/* The place of the op whose running write heads v, as the descendants
+ * that go ahead behind it know it (0: none does). A fused op's is its
+ * running item's (bulk.h), when that item writes v or reads it as `d`
+ * does, for the batch then lets the descendant run before its later items
+ * (bulk_op.c: it splits). On a var the item does not use, a descendant
+ * takes its place at its push, behind the later items that use it, as it
+ * would behind those items pushed alone, which came before it in time. */
+static uint64_t holder_place(const vf__var *v, const vf__dep *d,
+                             vf__child_look *look)
+{
+    const vf__op *h = vf__dep_op(v->head);
+    if (VF__LIKELY(h->def->kind != &vf__kind_bulk))
+        return h->place;
+    if (look->batch == NULL) {
+        look->batch = h;
+        look->item = vf__bulk_watch_running(h);
+    } else if (look->batch != h) {
+        return 0; /* a second holder: the child does not go ahead */
+    }
+    return vf__bulk_item_place_on(h, look->item, v, vf__dep_write(d));
+}
+
 int vf__var_child_place(const vf__var *v, const vf__dep *d, const vf__op *op,
-                        const vf__op *parent)
+                        const vf__op *parent, vf__child_look *look)
 {
     vf__dep *at;
     if (v->nreaders == VF__WRITE_RUNNING) {
-        uint64_t place = vf__dep_op(v->head)->place;
+        uint64_t place = holder_place(v, d, look);
         return place != 0 && descends_from(op->up, place) &&
                        child_spot(v, op, v->head, place, &at)
                    ? VF__CHILD_BEHIND_ANCESTOR
@@ -137,7 +163,8 @@ int vf__var_child_place(const vf__var *v, const vf__dep *d, const vf__op *op,
                : VF__CHILD_QUEUED;
 }
 
-bool vf__var_insert_child(vf__var *v, vf__dep *d, const vf__op *op, int where)
+bool vf__var_insert_child(vf__var *v, vf__dep *d, const vf__op *op, int where,
+                          vf__child_look *look)
 {
     vf__dep *at;
     if (where == VF__CHILD_BESIDE_PARENT) {
@@ -145,7 +172,7 @@ bool vf__var_insert_child(vf__var *v, vf__dep *d, const vf__op *op, int where)
         v->nreaders++; /* runs beside its parent's read */
         return true;
     }
-    bool spot = child_spot(v, op, v->head, vf__dep_op(v->head)->place, &at);
+    bool spot = child_spot(v, op, v->head, holder_place(v, d, look), &at);
     VF__ASSERT(spot && at != NULL);
     (void)spot;
     d->next = at->next;
@@ -153,6 +180,61 @@ bool vf__var_insert_child(vf__var *v, vf__dep *d, const vf__op *op, int where)
     if (v->tail == at)
         v->tail = d;
     return false;
+}
+
+bool vf__var_insert_rest(vf__var *v, vf__dep *d, const vf__op *holder)
+{
+    if (!vf__var_write_held_by(v, holder)) {
+        /* Held as a read: every item of the batch reads v. */
+        VF__ASSERT(!vf__dep_write(d) && v->nreaders > 0);
+        v->nreaders++;
+        return true;
+    }
+    vf__dep *at = v->head;
+    while (at->next != NULL && vf__dep_op(at->next)->ahead)
+        at = at->next;
+    d->next = at->next;
+    at->next = d;
+    if (v->tail == at)
+        v->tail = d;
+    return false;
+}
+
+static void make_ready(vf__op *op, const vf__op *from, vf__readylist *ready);
+
+void vf__var_downgrade(vf__var *v, vf__dep *d, vf__readylist *ready)
+{
+    const vf__op *from = vf__dep_op(d);
+    vf__spin_lock(&v->lock);
+    VF__ASSERT(v->nreaders == VF__WRITE_RUNNING && v->head == d);
+    d->var_w &= ~(uintptr_t)VF__DEP_WRITE;
+    vf__dep *first_read = d->next, *n = first_read;
+    int nreads = 0;
+    while (n != NULL && !vf__dep_write(n)) {
+        nreads++;
+        n = n->next;
+    }
+    v->head = n;
+    if (n == NULL)
+        v->tail = NULL;
+    v->nreaders = 1 + nreads;
+    vf__spin_unlock(&v->lock);
+    /* As vf__var_complete_write walks the reads it releases. */
+    n = first_read;
+    for (int i = 0; i < nreads; i++) {
+        vf__dep *next = n->next;
+        make_ready(vf__dep_op(n), from, ready);
+        n = next;
+    }
+}
+
+bool vf__var_ahead_behind(vf__var *v, const vf__op *holder)
+{
+    vf__spin_lock(&v->lock);
+    bool ahead = vf__var_write_held_by(v, holder) && v->head->next != NULL &&
+                 vf__dep_op(v->head->next)->ahead;
+    vf__spin_unlock(&v->lock);
+    return ahead;
 }
 
 /* `from` released one of op's vars: record the edge when profiling, and

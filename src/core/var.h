@@ -230,13 +230,43 @@ enum {
     VF__CHILD_BEHIND_ANCESTOR,
     VF__CHILD_BESIDE_PARENT
 };
+/* A fused op (bulk.h) at a var's head stands for its running item, whose
+ * descendants go ahead behind it; one push looks at that item once
+ * (another thread may move the batch on meanwhile): the first fused holder
+ * it meets and the item then running. Zeroed before the push's first
+ * look. */
+typedef struct vf__child_look {
+    const vf__op *batch;
+    int item;
+} vf__child_look;
+
 int vf__var_child_place(const vf__var *v, const vf__dep *d, const vf__op *op,
-                        const vf__op *parent);
+                        const vf__op *parent, vf__child_look *look);
 
 /* Put the place `d` of `op` where vf__var_child_place said
- * (VF__CHILD_BEHIND_ANCESTOR or VF__CHILD_BESIDE_PARENT; lock held).
- * True when it is ready at once (a read beside its parent's). */
-bool vf__var_insert_child(vf__var *v, vf__dep *d, const vf__op *op, int where);
+ * (VF__CHILD_BEHIND_ANCESTOR or VF__CHILD_BESIDE_PARENT; lock held), with
+ * the same `look`. True when it is ready at once (a read beside its
+ * parent's). */
+bool vf__var_insert_child(vf__var *v, vf__dep *d, const vf__op *op, int where,
+                          vf__child_look *look);
+
+/* The fused op `holder` (bulk.h) ends its run early, its later items
+ * made into the fused op `rest`: `d`, rest's place on v, goes where those
+ * items stood, right behind holder's running write and the ops its
+ * descendants queued ahead there (they come before the items in the
+ * serial program), or, on a var holder reads, beside its read (lock
+ * held). True when it is ready at once. */
+bool vf__var_insert_rest(vf__var *v, vf__dep *d, const vf__op *holder);
+
+/* The fused op whose place `d` holds v's running write reads v from now
+ * on (bulk_op.c: narrow): its place leaves the queue, a running read now,
+ * and the reads queued right behind it run beside it (collected in
+ * `ready`); the next write waits for them all. Takes the lock. */
+void vf__var_downgrade(vf__var *v, vf__dep *d, vf__readylist *ready);
+
+/* Whether an op queued right behind `holder`'s running write on v went
+ * ahead there (takes the lock). */
+bool vf__var_ahead_behind(vf__var *v, const vf__op *holder);
 
 /* Release a read / the head write held by the finishing op `from` (take the
  * lock themselves). Ops this makes ready are added to `ready`. A write passes

@@ -1134,10 +1134,15 @@ static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
     vf_engine *e = vf__op_engine(cur);
     if (vf__exec_in_done(e))
         return refuse_in_done(who); /* above its own wait, say */
-    vf__bulk_flush_all(e);          /* children may sit in a batch */
     vf__family *f = vf__running_now.family;
     if (f == NULL)
         return 0; /* it pushed nothing */
+    /* An item of a fused batch (bulk.h): its later items go on as a fused
+     * op of their own, and the batch holds what the item needs, so its
+     * children meet what they would meet beside the item alone. */
+    if (VF__UNLIKELY(cur->def->kind == &vf__kind_bulk))
+        vf__bulk_before_child(cur, NULL);
+    vf__bulk_flush_all(e); /* children may sit in a batch */
     /* A child waits for an op this wait's op runs within (family.h:
      * waits_up): never, in the serial program, whether or not that op has
      * ended here. As for any wait that can never finish, the next wait

@@ -137,6 +137,13 @@ void vf__prof_op_dropped(vf__op_prof *r);
  * counter: its own is the last op's, so the edges later ops record from
  * it name that op, and the ops before take the ids before it, all in push
  * order and of the same profile. */
+/* A fused op whose record is `whole` ends early, its last `ids` ops made
+ * a fused op of their own (core/bulk_op.c: split_after): that op's
+ * record, pushed when `whole` was, takes whole's id (its last op's), and
+ * `whole` the id of the op it ends with now. NULL out of memory (then
+ * nothing changes). */
+vf__op_prof *vf__prof_op_split(vf__profiler *p, vf__op_prof *whole, int nvars,
+                               uint32_t ids);
 /* Now, on the profile's clock (an op's start or end). */
 uint64_t vf__prof_now(vf__profiler *p);
 /* One of the ops `whole` stood for ended: `part` holds its id, worker,

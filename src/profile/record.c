@@ -148,6 +148,19 @@ vf__op_prof *vf__prof_op_pushed(vf__profiler *p, int nvars, uint32_t ids)
     return r;
 }
 
+vf__op_prof *vf__prof_op_split(vf__profiler *p, vf__op_prof *whole, int nvars,
+                               uint32_t ids)
+{
+    vf__op_prof *r = vf__prof_op_pushed(p, nvars, 0);
+    if (r == NULL)
+        return NULL;
+    r->session = whole->session;
+    r->push = r->ready = r->start = r->end = whole->push;
+    r->id = whole->id;
+    whole->id -= ids;
+    return r;
+}
+
 void vf__prof_op_edge(vf__op_prof *r, const vf__op_prof *from)
 {
     int i = atomic_fetch_add_explicit(&r->ndeps, 1, memory_order_relaxed);
