@@ -73,7 +73,12 @@ typedef struct vf_profile_record {
 /** A snapshot of a profile: immutable, independent of the engine. */
 typedef struct vf_profile vf_profile;
 
-/** Start recording (clearing what an earlier profile recorded). */
+/** Start recording (clearing what an earlier profile recorded). The new
+ * profile holds the ops pushed from then on, numbered from 1, each id
+ * once, and no push time later than its op's start, even while other
+ * threads push; an op pushed before the start, still queued or running,
+ * is in neither profile, and no record of the new one names it among its
+ * deps. */
 VF_API int vf_profile_start(vf_engine *e);
 
 /** Stop recording; what was recorded stays until the next start. */

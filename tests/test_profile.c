@@ -1352,6 +1352,118 @@ TEST_CASE(errors)
     tu_finish_engine(e);
 }
 
+/* A restart while an op of the earlier profile runs: an op of the new
+ * one waiting for it is recorded without an edge to it. Its edge had the
+ * old profile's id, which names another op in the new one (here the op
+ * itself: a cycle, so vf_profile_critical_path failed with VF_EINVAL):
+ * found trying the profiler as a user. */
+static int restart_slow(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    usleep(100000);
+    return 0;
+}
+
+TEST_CASE(restart_while_an_op_runs)
+{
+    tu_phase_limit("restart while an op runs", 30);
+    vf_engine *e = tu_engine(&tu_kinds[1]);
+    vf_var v = tu_var(e);
+    CHECK_OK(vf_profile_start(e));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = restart_slow, .writes = VF_VARS(v), .name = "old"}));
+    CHECK_OK(vf_profile_start(e)); /* ids from 1 again */
+    for (int i = 0; i < 3; i++)
+        CHECK_OK(vf_engine_push(
+            e,
+            &(vf_op){.fn = restart_slow, .writes = VF_VARS(v), .name = "new"}));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    vf_profile *p = NULL;
+    CHECK_OK(vf_profile_take(e, &p));
+    REQUIRE(p != NULL);
+    CHECK_EQ(vf_profile_count(p), 3);
+    for (size_t i = 0; i < vf_profile_count(p); i++) {
+        const vf_profile_record *r = vf_profile_at(p, i);
+        CHECK_EQ(r->id, (uint64_t)i + 1);
+        CHECK_EQ(r->ndeps, i == 0 ? 0 : 1); /* the new op before it */
+        for (int d = 0; d < r->ndeps; d++)
+            CHECK_EQ(r->deps[d], r->id - 1);
+    }
+    vf_profile_path path;
+    CHECK_OK(vf_profile_critical_path(p, &path));
+    vf_profile_path_destroy(&path);
+    vf_profile_destroy(p);
+    tu_finish_engine(e);
+}
+
+/* Restarts racing pushes from inside ops: in every snapshot the ids are
+ * distinct and each op's push comes no later than its start. A restart
+ * published its new session before its clock and its id counter, so a
+ * push in between was numbered and stamped by the old ones and kept in
+ * the new profile (duplicate ids, a push after its start, a push time
+ * below zero: hundreds a second, found trying the profiler as a user). */
+typedef struct restart_race {
+    vf_engine *e;
+    atomic_int stop;
+} restart_race;
+
+static int race_kid(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return 0;
+}
+
+static int race_parent(vf_run *run, void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 4; i++)
+        CHECK_OK(vf_engine_push(vf_run_engine(run),
+                                &(vf_op){.fn = race_kid, .name = "kid"}));
+    return vf_run_wait_children(run, NULL);
+}
+
+static void *race_pusher(void *arg)
+{
+    restart_race *t = arg;
+    vf_var v = tu_var(t->e);
+    while (!atomic_load(&t->stop))
+        CHECK_OK(vf_engine_push(t->e, &(vf_op){.fn = race_parent,
+                                               .writes = VF_VARS(v),
+                                               .name = "parent"}));
+    return NULL;
+}
+
+TEST_CASE(restart_racing_pushes)
+{
+    tu_phase_limit("restart racing pushes", 60);
+    restart_race t = {.e = tu_engine(&tu_kinds[1])};
+    CHECK_OK(vf_profile_start(t.e));
+    pthread_t th = tu_thread_start(race_pusher, &t);
+    long records = 0, duplicates = 0, late_pushes = 0;
+    double until = tu_now() + 1.5;
+    while (tu_now() < until) {
+        CHECK_OK(vf_profile_start(t.e));
+        vf_profile *p = NULL;
+        CHECK_OK(vf_profile_take(t.e, &p));
+        REQUIRE(p != NULL);
+        for (size_t i = 0; i < vf_profile_count(p); i++) {
+            const vf_profile_record *r = vf_profile_at(p, i);
+            records++;
+            duplicates += i > 0 && vf_profile_at(p, i - 1)->id == r->id;
+            late_pushes += r->push_ns > r->start_ns;
+        }
+        vf_profile_destroy(p);
+    }
+    atomic_store(&t.stop, 1);
+    tu_thread_join(th);
+    CHECK(records > 0);
+    CHECK_EQ(duplicates, 0);
+    CHECK_EQ(late_pushes, 0);
+    tu_finish_engine(t.e);
+}
+
 /* The cases write their files into one temporary directory, removed
  * after a run where no check failed. */
 int main(int argc, char **argv)

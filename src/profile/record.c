@@ -20,15 +20,24 @@ typedef struct vf__prof_entry {
     uint64_t *more_deps;
 } vf__prof_entry;
 
+/* vf__profiler.numbering: ids below, the session above. */
+#define NUMBERING_BITS 40
+#define NUMBERING_IDS ((UINT64_C(1) << NUMBERING_BITS) - 1)
+
 struct vf__profiler {
     _Atomic int state;    /* relaxed: read when the core's hooks change */
     pthread_mutex_t lock; /* everything below unless marked */
-    /* Written under the lock at start, read unlocked (relaxed) by stamps:
-     * a stamp made with an older value belongs to an older session, whose
-     * ops are not recorded. */
-    _Atomic uint32_t session;
-    _Atomic uint64_t t0;      /* CLOCK_MONOTONIC ns at start */
-    _Atomic uint64_t next_id; /* relaxed: ids in push order */
+    /* The session (each start begins one; an op pushed under an older
+     * one is not recorded) above NUMBERING_BITS, the last id taken below:
+     * one word, so a push takes its id and its session in one step, and
+     * a restart resets both in one (a restart that published its session
+     * before resetting the counter let a push in between number its op of
+     * the new profile with the old counter: duplicate ids, found trying
+     * the profiler as a user). Stored under the lock at start (release,
+     * after `t0`), added to by pushes (acquire: a push of the new session
+     * stamps with its clock). */
+    _Atomic uint64_t numbering;
+    _Atomic uint64_t t0; /* CLOCK_MONOTONIC ns at start */
     size_t max_records;
     char *path;              /* written at destroy, or NULL (immutable) */
     size_t count;            /* lock */
@@ -58,9 +67,8 @@ int vf__prof_create(vf__profiler **out, size_t max_records, const char *path)
         return VF_ENOMEM;
     }
     atomic_init(&p->state, VF__PROF_OFF);
-    atomic_init(&p->session, 0);
+    atomic_init(&p->numbering, 0);
     atomic_init(&p->t0, 0);
-    atomic_init(&p->next_id, 0);
     p->max_records = max_records;
     vf__hashmap_init(&p->name_index, vf__calloc);
     if (pthread_mutex_init(&p->lock, NULL) != 0) {
@@ -118,6 +126,15 @@ int vf__prof_destroy(vf__profiler *p, const vf__prof_engine_desc *engine)
     return rc;
 }
 
+/* The session of the profile now (24 bits: a record compares its own,
+ * cut to them, with it). */
+static uint32_t session_now(vf__profiler *p)
+{
+    return (
+        uint32_t)(atomic_load_explicit(&p->numbering, memory_order_relaxed) >>
+                  NUMBERING_BITS);
+}
+
 /* Time stamps, relative to the profile's start. */
 static uint64_t stamp(vf__profiler *p)
 {
@@ -139,12 +156,13 @@ vf__op_prof *vf__prof_op_pushed(vf__profiler *p, int nvars, uint32_t ids)
         }
     }
     atomic_store_explicit(&r->ndeps, 0, memory_order_relaxed);
-    r->session = atomic_load_explicit(&p->session, memory_order_relaxed);
+    uint64_t n = atomic_fetch_add_explicit(&p->numbering, ids,
+                                           memory_order_acquire);
+    r->session = (uint32_t)(n >> NUMBERING_BITS);
+    r->id = (n & NUMBERING_IDS) + ids;
     r->worker = -1;
     r->push = r->ready = r->start = r->end = stamp(p);
     r->device_start = r->device_end = 0;
-    r->id = atomic_fetch_add_explicit(&p->next_id, ids, memory_order_relaxed) +
-            ids;
     return r;
 }
 
@@ -163,6 +181,11 @@ vf__op_prof *vf__prof_op_split(vf__profiler *p, vf__op_prof *whole, int nvars,
 
 void vf__prof_op_edge(vf__op_prof *r, const vf__op_prof *from)
 {
+    /* An op of an earlier profile (one started before the latest
+     * vf_profile_start) has an id of that profile: in this one the same
+     * number names another op (or this one). It is not recorded here. */
+    if (from->session != r->session)
+        return;
     int i = atomic_fetch_add_explicit(&r->ndeps, 1, memory_order_relaxed);
     if (i < VF__PROF_INLINE_DEPS)
         r->deps[i] = from->id;
@@ -277,9 +300,8 @@ void vf__prof_op_finished(vf__profiler *p, vf__op_prof *pr,
     pthread_mutex_lock(&p->lock);
     vf__prof_entry *slot = NULL;
     size_t name = 0;
-    if (pr->session ==
-            atomic_load_explicit(&p->session, memory_order_relaxed) &&
-        intern(p, op->name, &name) == 0 && (slot = next_slot(p)) != NULL) {
+    if (pr->session == session_now(p) && intern(p, op->name, &name) == 0 &&
+        (slot = next_slot(p)) != NULL) {
         vf_profile_record *r = &slot->rec;
         r->id = pr->id;
         r->name = p->names[name];
@@ -302,8 +324,7 @@ void vf__prof_op_finished(vf__profiler *p, vf__op_prof *pr,
         slot->more_deps = pr->more_deps; /* ownership moves to the slot */
         pr->more_deps = NULL;
         p->count++;
-    } else if (pr->session ==
-               atomic_load_explicit(&p->session, memory_order_relaxed)) {
+    } else if (pr->session == session_now(p)) {
         p->dropped++;
     }
     pthread_mutex_unlock(&p->lock);
@@ -322,8 +343,7 @@ void vf__prof_part_finished(vf__profiler *p, const vf__op_prof *whole,
     vf__op_prof *r = vf__malloc(sizeof *r);
     if (r == NULL) {
         pthread_mutex_lock(&p->lock);
-        if (whole->session ==
-            atomic_load_explicit(&p->session, memory_order_relaxed))
+        if (whole->session == session_now(p))
             p->dropped++; /* counted, as a record with no room is */
         pthread_mutex_unlock(&p->lock);
         return;
@@ -390,9 +410,12 @@ int vf__prof_start(vf__profiler *p)
 {
     pthread_mutex_lock(&p->lock);
     clear(p);
-    atomic_fetch_add_explicit(&p->session, 1, memory_order_relaxed);
+    /* The new clock first, then the next session with no id taken
+     * (release): a push numbered in it stamps with that clock. */
     atomic_store_explicit(&p->t0, now_ns(), memory_order_relaxed);
-    atomic_store_explicit(&p->next_id, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->numbering,
+                          (uint64_t)(session_now(p) + 1) << NUMBERING_BITS,
+                          memory_order_release);
     atomic_store(&p->state, VF__PROF_ON);
     pthread_mutex_unlock(&p->lock);
     return 0;
