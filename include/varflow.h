@@ -1149,7 +1149,10 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * once three quarters of its
  * stack are used (config.worker_stack_kib); other ops are the other workers'
  * (and, when every worker of the pool waits so, a spare thread's: up to
- * 1024 a pool, each holding as many levels as a worker's stack). A device's
+ * 1024 a pool, each holding as many levels as a worker's stack); a worker
+ * of another engine's CPU pool waiting here (an op of that engine waiting
+ * on this one) counts as so waiting in its own pool, which so lends a
+ * spare for the ops queued there, which the wait may need. A device's
  * pool lends no spare; there, and wherever nobody else would ever run
  * them, a waiting thread whose stack has room runs the ops queued beside
  * it itself. So a recursive program with a wait at every level (fib,

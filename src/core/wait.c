@@ -819,6 +819,20 @@ static void drop_marker(vf_engine *e, vf__var *v, vf__op *op, vf__waiter *w)
     vf__engine_wake(e, vf__engine_count_out(e, VF__COUNT_PENDING, true));
 }
 
+/* A worker of another engine's pool (`me`, this thread's) about to sleep
+ * in a wait on `e`: its own pool, which counts it stuck while it sleeps
+ * (vf__pool_stuck_enter), so that pool lends a spare for the ops queued
+ * there, which the wait may need (an op of `e` it waits for pushes one
+ * there and waits for it: the pool's only worker slept here, found trying
+ * recursion across two engines as a user; the helper's patch). NULL for
+ * any other thread, and for a device pool, which lends no spare. */
+static vf__pool *foreign_pool(const vf__worker *me, const vf_engine *e)
+{
+    if (me == NULL || me->pool->engine == e || me->pool->spread)
+        return NULL;
+    return me->pool;
+}
+
 /* A node of a replayed launch waits on v (graph.h): the launch took the
  * graph's vars together, as one op does, and the wait waits for its hold
  * on v (the header's promise), not for what is queued on v behind that
@@ -920,6 +934,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
     if (w == NULL)
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     vf__worker *me = vf__this_worker();
+    vf__pool *foreign = foreign_pool(me, e);
     if (me != NULL && me->pool->engine != e)
         me = NULL;
     atomic_init(&w->state, VF__W_IDLE);
@@ -999,6 +1014,8 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
     } else {
         /* This thread may be running an inline op of another engine, whose
          * trampoline holds our marker: run it rather than sleep on it. */
+        if (foreign != NULL)
+            vf__pool_stuck_enter(foreign);
         while (!is_done(w)) {
             if (vf__exec_run_deferred(NULL))
                 continue;
@@ -1009,6 +1026,8 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
             }
             sleep_on_engine(e, w, false, &until);
         }
+        if (foreign != NULL)
+            vf__pool_stuck_leave(foreign);
     }
     if (rc == 0 && w->claimed != NULL) {
         rc = report(w->claimed, err, who);
@@ -1220,6 +1239,7 @@ VF_API int vf_run_wait_children_timed(vf_run *run, int64_t timeout_ms,
  * VF_ETIMEDOUT when `until` (NULL: none) passes first. */
 static int wait_idle(vf_engine *e, bool help, const vf__deadline *until)
 {
+    vf__pool *foreign = foreign_pool(vf__this_worker(), e);
     do {
         vf__bulk_flush_all(e);
         while (help && vf__counts_pending(vf__engine_counts(e)) != 0 &&
@@ -1231,11 +1251,15 @@ static int wait_idle(vf_engine *e, bool help, const vf__deadline *until)
         atomic_fetch_add(&e->waits.nwaiters, 1);
         atomic_fetch_add(&e->waits.watchers, 1);
         asleep_outside(e, 1);
+        if (foreign != NULL)
+            vf__pool_stuck_enter(foreign);
         pthread_mutex_lock(&e->waits.lock);
         while (vf__counts_pending(vf__engine_counts(e)) != 0 &&
                !(late = vf__deadline_passed(until)))
             vf__cond_wait_until(&e->waits.cond, &e->waits.lock, until);
         pthread_mutex_unlock(&e->waits.lock);
+        if (foreign != NULL)
+            vf__pool_stuck_leave(foreign);
         asleep_outside(e, -1);
         atomic_fetch_sub(&e->waits.watchers, 1);
         atomic_fetch_sub(&e->waits.nwaiters, 1);
