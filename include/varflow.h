@@ -599,7 +599,16 @@ VF_API int vf_var_create(vf_engine *e, vf_var *out);
  * as its body, so the resource is freed once nothing uses it. Once deleted,
  * the handle is refused (VF_ESTALE) by every call, including a second delete
  * (its detail: "vf_var_destroy(): variable (id 0x...) was already deleted").
- * The delete op jumps to the front of its pool's ready queue.
+ * But an op pushed before the delete runs before it, as in the serial
+ * program, and so do the ops it pushes on the variable that go ahead of the
+ * ops pushed after it (vf_engine_push(), nested pushes): they are taken;
+ * other calls on the handle from inside it (vf_var_wait(),
+ * vf_var_version()) are refused once the delete is pushed, where the naive
+ * engine, which runs that op inside its push, answers them. A delete
+ * pushed from inside an op takes its place at its push, after the ops the
+ * program's thread pushed on the variable meanwhile (which the serial
+ * program refuses). The delete op jumps to the front of its pool's ready
+ * queue.
  */
 VF_API int vf_var_destroy(vf_engine *e, vf_var v, void (*free_fn)(void *),
                           void *free_arg);

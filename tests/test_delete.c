@@ -270,4 +270,68 @@ TEST_KIND_CASE(slot_reuse, k)
     tu_finish_engine(e);
 }
 
+/* An op pushed before a delete of its var pushes a child on that var:
+ * the serial program runs the child inside its parent, before the delete.
+ * `how`: 0 parent and child write v; 1 both read it; 2 both read it and
+ * the parent waits for the child. */
+typedef struct before_delete {
+    vf_var v;
+    int how;
+    int rc_push, rc_wait;
+    atomic_int child_ran, child_after_free;
+    freed f;
+} before_delete;
+
+static int bd_child(vf_run *run, void *arg)
+{
+    (void)run;
+    before_delete *b = arg;
+    atomic_fetch_add(&b->child_after_free, atomic_load(&b->f.calls));
+    atomic_fetch_add(&b->child_ran, 1);
+    return 0;
+}
+
+static int bd_parent(vf_run *run, void *arg)
+{
+    before_delete *b = arg;
+    tu_spin_us(500); /* the delete is pushed meanwhile (threaded engines) */
+    vf_op child = {.fn = bd_child, .arg = b, .name = "child"};
+    vf_var_list v = {&b->v, 1}; /* (VF_VARS would end with the if) */
+    if (b->how == 0)
+        child.writes = v;
+    else
+        child.reads = v;
+    b->rc_push = vf_engine_push(vf_run_engine(run), &child);
+    if (b->how == 2)
+        b->rc_wait = vf_run_wait_children(run, NULL);
+    return 0;
+}
+
+/* The child is taken and runs before the free (it was refused with
+ * VF_ESTALE on the pools, while the naive engine ran it: found trying
+ * destroy while ops push as a user). */
+TEST_KIND_CASE(child_of_an_op_pushed_before_the_delete, k)
+{
+    vf_engine *e = tu_engine(k);
+    for (int how = 0; how < 3; how++)
+        for (int round = 0; round < 10; round++) {
+            before_delete b = {.v = tu_var(e), .how = how, .rc_push = 99};
+            vf_op parent = {.fn = bd_parent, .arg = &b, .name = "parent"};
+            vf_var_list v = {&b.v, 1};
+            if (how == 0)
+                parent.writes = v;
+            else
+                parent.reads = v;
+            CHECK_OK(vf_engine_push(e, &parent));
+            CHECK_OK(vf_var_destroy(e, b.v, free_cb, &b.f));
+            CHECK_OK(vf_engine_wait_all(e, NULL));
+            CHECK_EQ(b.rc_push, 0);
+            CHECK_EQ(b.rc_wait, 0);
+            CHECK_EQ(atomic_load(&b.child_ran), 1);
+            CHECK_EQ(atomic_load(&b.child_after_free), 0);
+            CHECK_EQ(atomic_load(&b.f.calls), 1);
+        }
+    tu_finish_engine(e);
+}
+
 TEST_MAIN("test_delete", 120)
