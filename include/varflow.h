@@ -35,6 +35,10 @@
  *   file).
  * - User code (op functions, callbacks) never runs while the engine holds one
  *   of its locks.
+ * - Calls nest across engines (an op one engine runs inside a call on
+ *   another, as the naive engine runs ops inside its push, calling back into
+ *   the first, and so on) to a depth of 32 calls on other engines; a call
+ *   deeper than that returns VF_ENOTSUP.
  */
 #ifndef VARFLOW_H
 #define VARFLOW_H

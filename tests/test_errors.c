@@ -435,4 +435,59 @@ TEST_KIND_CASE(async_failures, k)
     tu_finish_engine(e);
 }
 
+/* Two naive engines, each op pushing one on the other, alternating:
+ * calls nest across engines to the header's depth (32), and a call
+ * deeper gets VF_ENOTSUP with a detail that says so. It was VF_ENOMEM
+ * ("out of memory") at a depth of 8, a limit the header did not state
+ * (found trying recursion across engines as a user). */
+typedef struct alternate {
+    vf_engine *engines[2];
+    long depth, reached, failed_at;
+    int rc;
+    char detail[256];
+} alternate;
+
+static alternate alt;
+
+static int alternate_level(vf_run *run, void *arg)
+{
+    (void)run;
+    long d = (long)(intptr_t)arg;
+    alt.reached = d;
+    if (d == alt.depth)
+        return 0;
+    int rc = vf_engine_push(alt.engines[(d + 1) & 1],
+                            &(vf_op){.fn = alternate_level,
+                                     .arg = (void *)(intptr_t)(d + 1)});
+    if (rc != 0 && alt.rc == 0) {
+        alt.rc = rc;
+        alt.failed_at = d;
+        snprintf(alt.detail, sizeof alt.detail, "%s", vf_error_detail());
+    }
+    return 0;
+}
+
+TEST_CASE(nesting_across_engines)
+{
+    for (int deep = 0; deep < 2; deep++) {
+        memset(&alt, 0, sizeof alt);
+        alt.depth = deep ? 40 : 31;
+        for (int k = 0; k < 2; k++)
+            CHECK_OK(vf_engine_create(&alt.engines[k],
+                                      &(vf_config){.type = VF_ENGINE_NAIVE}));
+        CHECK_OK(vf_engine_push(alt.engines[0],
+                                &(vf_op){.fn = alternate_level, .arg = NULL}));
+        if (!deep) {
+            CHECK_EQ(alt.rc, 0);
+            CHECK_EQ(alt.reached, 31);
+        } else {
+            CHECK_ERR(alt.rc, VF_ENOTSUP);
+            CHECK_EQ(alt.failed_at, 31); /* its push is the 33rd call */
+            CHECK(strstr(alt.detail, "32 calls on other engines") != NULL);
+        }
+        for (int k = 0; k < 2; k++)
+            CHECK_OK(vf_engine_destroy(alt.engines[k]));
+    }
+}
+
 TEST_MAIN("test_errors", 120)

@@ -320,9 +320,10 @@ int vf__guard_enter_nested(const vf_engine *e, vf__guard *g, const char *who)
     unsigned d = t->depth;
     vf__call_slot *s = t->slot;
     if (d >= VF__GUARD_DEPTH)
-        return vf__fail(VF_ENOMEM,
+        return vf__fail(VF_ENOTSUP,
                         "%s: called from inside %d calls on other engines "
-                        "(ops run inline inside calls on other engines)",
+                        "(ops run inline inside calls on other engines), "
+                        "the most calls nest across engines",
                         who, VF__GUARD_DEPTH);
     atomic_store(&s->calls[d], e); /* then the check: the pair */
     t->depth = d + 1;

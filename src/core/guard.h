@@ -45,9 +45,11 @@
  * engine and are free (those threads do not exist there).
  *
  * Limits. A thread that cannot get a slot (no memory for its first one)
- * gets VF_ENOMEM, and so does a call nested inside VF__GUARD_DEPTH calls
- * on engines that alternate (an op of one engine run inline inside a call
- * on another, and so on). Slots are never freed: a thread that exits gives its
+ * gets VF_ENOMEM; a call nested inside VF__GUARD_DEPTH calls on engines
+ * that alternate (an op of one engine run inline inside a call on
+ * another, and so on) gets VF_ENOTSUP (varflow.h says so; it was
+ * VF_ENOMEM at a depth of 8, found trying recursion across two naive
+ * engines as a user). Slots are never freed: a thread that exits gives its
  * slot back for the next thread (a pthread key's destructor).
  */
 #ifndef VF_GUARD_H
@@ -60,8 +62,9 @@
 
 /* Engines a thread remembers as listed (the first is checked inline). */
 #define VF__GUARD_CACHE 4
-/* Calls on different engines a thread can be inside at once. */
-#define VF__GUARD_DEPTH 8
+/* Calls on different engines a thread can be inside at once (a slot's
+ * entries, which a destroy's scan reads). */
+#define VF__GUARD_DEPTH 32
 
 /* A thread's call slot. Written by its thread only; read by destroy's
  * scans (seq_cst loads). */
