@@ -137,8 +137,12 @@ typedef enum vf_profile_format {
 } vf_profile_format;
 
 /** Write the snapshot to `path` ("-": standard output) in `format`.
- * VF_ESYSTEM when the file cannot be written (the detail names it),
- * VF_ENOTSUP for an unknown format, VF_ENOMEM. */
+ * A name is the program's bytes: the JSON outputs escape it, and the text
+ * ones (the summary's table, the dot graph) write its control characters
+ * and bytes that are not UTF-8 as U+FFFD, one table row a line.
+ * VF_EINVAL for a NULL snapshot or a NULL or empty path, VF_ESYSTEM when
+ * the file cannot be written (the detail names it), VF_ENOTSUP for an
+ * unknown format, VF_ENOMEM. */
 VF_API int vf_profile_write(const vf_profile *p, const char *path,
                             vf_profile_format format);
 

@@ -456,9 +456,9 @@ static int alternate_level(vf_run *run, void *arg)
     alt.reached = d;
     if (d == alt.depth)
         return 0;
-    int rc = vf_engine_push(alt.engines[(d + 1) & 1],
-                            &(vf_op){.fn = alternate_level,
-                                     .arg = (void *)(intptr_t)(d + 1)});
+    int rc = vf_engine_push(
+        alt.engines[(d + 1) & 1],
+        &(vf_op){.fn = alternate_level, .arg = (void *)(intptr_t)(d + 1)});
     if (rc != 0 && alt.rc == 0) {
         alt.rc = rc;
         alt.failed_at = d;

@@ -937,6 +937,61 @@ TEST_CASE(names_not_utf8)
     vf_profile_destroy(p);
 }
 
+/* The text outputs (the summary's table, the dot graph) write a name's
+ * control characters and bytes that are not UTF-8 as U+FFFD, and pad the
+ * table by characters: a newline in a name broke the table's line, and
+ * the dot file carried the stray bytes the JSON replaced (found trying the
+ * profiler as a user). An empty path is refused as a NULL one is. */
+TEST_CASE(names_in_text_outputs)
+{
+    const char *names[] = {"nl\nname", "tab\tctl\x01", "bad \xff name",
+                           "caf\xc3\xa9 \xe2\x9c\x93"};
+    vf_profile *p = profile_of_named_ops(names);
+    REQUIRE(p != NULL);
+    const char *txt = path_in_dir("names.txt");
+    CHECK_OK(vf_profile_write(p, txt, VF_PROFILE_SUMMARY_TEXT));
+    char *text = tu_read_file(txt);
+    REQUIRE(text != NULL);
+    /* Each op's row is one line of the table, as wide as the header's. */
+    char *table = strstr(text, "\nsorted by ");
+    REQUIRE(table != NULL);
+    table = strchr(table + 1, '\n') + 1; /* the header line */
+    int rows = 0;
+    long header_chars = -1;
+    for (char *line = table; *line; rows++) {
+        char *end = strchr(line, '\n');
+        REQUIRE(end != NULL);
+        long chars = 0; /* code points: a UTF-8 lead or ASCII byte each */
+        for (char *c = line; c < end; c++)
+            chars += ((unsigned char)*c & 0xc0) != 0x80;
+        if (header_chars < 0)
+            header_chars = chars;
+        else
+            CHECK_EQ(chars, header_chars);
+        line = end + 1;
+    }
+    CHECK_EQ(rows, 1 + 4);
+    CHECK(strstr(text, "nl\xef\xbf\xbdname") != NULL);
+    CHECK(strstr(text, "bad \xef\xbf\xbd name") != NULL);
+    CHECK(strstr(text, "caf\xc3\xa9 \xe2\x9c\x93") != NULL);
+    free(text);
+    const char *dot = path_in_dir("names.dot");
+    CHECK_OK(vf_profile_write(p, dot, VF_PROFILE_DOT));
+    text = tu_read_file(dot);
+    REQUIRE(text != NULL);
+    for (const unsigned char *c = (const unsigned char *)text; *c; c++)
+        if ((*c < 0x20 && *c != '\n') || *c == 0xff) {
+            CHECK_REPORT_("a stray byte %#x in the dot file", *c);
+            break;
+        }
+    CHECK(strstr(text, "tab\xef\xbf\xbd"
+                       "ctl\xef\xbf\xbd") != NULL);
+    free(text);
+    CHECK_ERR(vf_profile_write(p, "", VF_PROFILE_AUTO), VF_EINVAL);
+    CHECK(strstr(vf_error_detail(), "empty path") != NULL);
+    vf_profile_destroy(p);
+}
+
 static void async_now(vf_run *run, void *arg, vf_completion done)
 {
     (void)run;

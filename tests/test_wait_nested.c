@@ -696,10 +696,9 @@ TEST_CASE(waits_across_two_engines)
                 long res = 0;
                 cross_arg a = {&c, 0, 0, &res};
                 vf_var v = tu_var(c.engines[0]);
-                CHECK_OK(vf_engine_push(c.engines[0],
-                                        &(vf_op){.fn = cross_op,
-                                                 .arg = &a,
-                                                 .writes = VF_VARS(v)}));
+                CHECK_OK(vf_engine_push(
+                    c.engines[0],
+                    &(vf_op){.fn = cross_op, .arg = &a, .writes = VF_VARS(v)}));
                 CHECK_OK(vf_var_wait(c.engines[0], v, NULL));
                 CHECK_EQ(res, 1L << depth);
                 for (int k = 0; k < 2; k++)

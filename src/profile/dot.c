@@ -21,17 +21,6 @@
 
 #define CRIT_COLOR "#d62728"
 
-/* A dot string literal of `s` (quotes and backslashes escaped). */
-static void dot_string_body(FILE *f, const char *s)
-{
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            fputc('\\', f);
-        if ((unsigned char)*s >= 0x20)
-            fputc(*s, f);
-    }
-}
-
 static void dot_node(FILE *f, const vf_profile_record *r, int critical)
 {
     char d[32];
@@ -39,7 +28,7 @@ static void dot_node(FILE *f, const vf_profile_record *r, int critical)
     if (vf__prof_unnamed(r)) { /* "op #3": its id is its name */
         fprintf(f, "op #%" PRIu64 "\\n", r->id);
     } else {
-        dot_string_body(f, r->name);
+        vf__prof_text_string(f, r->name, -1, 1);
         fprintf(f, "\\n#%" PRIu64 " ", r->id);
     }
     if (r->worker >= 0)

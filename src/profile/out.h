@@ -62,6 +62,14 @@ int vf__prof_property_parse(const char *name);
  * that the text may sit inside a <script> element. */
 void vf__prof_json_string(FILE *f, const char *s, int html);
 
+/* `s` as text (a summary's table, a dot label): UTF-8 as it is, and each
+ * control character or byte that is not UTF-8 as U+FFFD (a name is the
+ * program's bytes: a newline would break the table's line); with `dot`,
+ * quotes and backslashes escaped. At most `max` characters (code points;
+ * negative: all). Returns how many it wrote; with `f` NULL it writes
+ * nothing and counts (a column's width). */
+int vf__prof_text_string(FILE *f, const char *s, int max, int dot);
+
 /* "cpu", "cuda" or "emulated". */
 const char *vf__prof_device_name(vf_device d);
 

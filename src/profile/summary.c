@@ -216,22 +216,22 @@ static void summary_text(const vf_profile *p, FILE *f,
         fputc('\n', f);
     }
     fprintf(f, "verdict: %s %s\n", v->title, v->text);
-    int w = 4;
+    int w = 4; /* in characters: a name's bytes may be UTF-8 */
     for (size_t i = 0; i < n; i++) {
-        int len = (int)strlen(rows[i].name);
+        int len = vf__prof_text_string(NULL, rows[i].name, 40, 0);
         w = len > w ? len : w;
     }
-    w = w > 40 ? 40 : w;
     fprintf(f, "\nsorted by %s\n%-*s %8s %8s %7s %12s %12s %12s %12s %12s\n",
             column_name(by), w, "name", "count", "skipped", "failed", "total",
             "mean", "min", "max", "queued");
     for (size_t i = 0; i < n; i++) {
         const vf_profile_row *r = &rows[i];
         char t[32], mean[32], mn[32], mx[32], q[32];
+        int len = vf__prof_text_string(f, r->name, w, 0);
         fprintf(f,
-                "%-*.*s %8" PRIu64 " %8" PRIu64 " %7" PRIu64
+                "%*s %8" PRIu64 " %8" PRIu64 " %7" PRIu64
                 " %12s %12s %12s %12s %12s\n",
-                w, w, r->name, r->count, r->skipped, r->failed,
+                w - len, "", r->count, r->skipped, r->failed,
                 vf__prof_human(t, r->total_ns),
                 vf__prof_human(mean, r->mean_ns), vf__prof_human(mn, r->min_ns),
                 vf__prof_human(mx, r->max_ns), vf__prof_human(q, r->queued_ns));

@@ -175,6 +175,29 @@ void vf__prof_json_string(FILE *f, const char *s, int html)
     fputc('"', f);
 }
 
+int vf__prof_text_string(FILE *f, const char *s, int max, int dot)
+{
+    int chars = 0;
+    for (const unsigned char *p = (const unsigned char *)s;
+         *p && (max < 0 || chars < max); chars++) {
+        unsigned char c = *p;
+        int n = c < 0x80 ? 1 : utf8_length(p);
+        if (c < 0x20 || c == 0x7f || n == 0) {
+            if (f != NULL)
+                fputs("\xef\xbf\xbd", f); /* U+FFFD */
+            p += 1;
+            continue;
+        }
+        if (f != NULL) {
+            if (dot && (c == '"' || c == '\\'))
+                fputc('\\', f);
+            fwrite(p, 1, (size_t)n, f);
+        }
+        p += n;
+    }
+    return chars;
+}
+
 void vf__prof_print_us(FILE *f, uint64_t ns)
 {
     fprintf(f, "%" PRIu64 ".%03u", ns / 1000, (unsigned)(ns % 1000));
@@ -226,8 +249,9 @@ static vf_profile_format by_extension(const char *path)
 static int emit(const char *who, const vf_profile *p, const char *path,
                 vf_profile_format format, vf_profile_sort by)
 {
-    if (p == NULL || path == NULL)
-        return vf__fail(VF_EINVAL, "%s: NULL profile or path", who);
+    if (p == NULL || path == NULL || path[0] == '\0')
+        return vf__fail(VF_EINVAL, "%s: NULL profile, or NULL or empty path",
+                        who);
     if (format == VF_PROFILE_AUTO)
         format = by_extension(path);
     if (format < VF_PROFILE_CHROME_JSON || format > VF_PROFILE_HTML)
