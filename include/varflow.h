@@ -166,8 +166,8 @@ typedef enum vf_errno {
  */
 VF_API const char *vf_error_string(int code);
 
-/** The code's symbolic name, "VF_EINVAL" for example (or "VF_UNKNOWN").
- * Never NULL. */
+/** The code's symbolic name, "VF_EINVAL" for example ("0" for 0,
+ * "VF_UNKNOWN" for a code that is none of vf_errno's). Never NULL. */
 VF_API const char *vf_error_name(int code);
 
 /**
@@ -602,7 +602,7 @@ VF_API int vf_var_create(vf_engine *e, vf_var *out);
  * after every op already pushed on it; `free_fn(free_arg)` (may be NULL) runs
  * as its body, so the resource is freed once nothing uses it. Once deleted,
  * the handle is refused (VF_ESTALE) by every call, including a second delete
- * (its detail: "vf_var_destroy(): variable (id 0x...) was already deleted").
+ * (its detail: "vf_var_destroy: variable (id 0x...) was already deleted").
  * But an op pushed before the delete runs before it, as in the serial
  * program, and so do the ops it pushes on the variable that go ahead of the
  * ops pushed after it (vf_engine_push(), nested pushes): they are taken;

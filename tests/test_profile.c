@@ -559,9 +559,15 @@ static void check_device_chrome(const vf_profile *p, const char *path)
     cJSON_ArrayForEach(ev, events)
     {
         if (strcmp(jstr(ev, "name"), "process_name") == 0 &&
-            strstr(jstr(jget(ev, "args"), "name"), " pool (") != NULL &&
+            strstr(jstr(jget(ev, "args"), "name"), " pool") != NULL &&
             jnum(ev, "pid") > max_pool_pid)
             max_pool_pid = jnum(ev, "pid");
+        /* A device's pool that ran no op is not named a CPU's (it was
+         * "emu-copy pool (cpu:0)": found trying the profiler as a user). */
+        if (strcmp(jstr(ev, "name"), "process_name") == 0) {
+            const char *name = jstr(jget(ev, "args"), "name");
+            CHECK(strncmp(name, "emu", 3) != 0 || strstr(name, "cpu:") == NULL);
+        }
     }
     int ndevice = 0, nhost = 0;
     cJSON_ArrayForEach(ev, events)

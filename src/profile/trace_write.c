@@ -86,14 +86,19 @@ static void chrome_meta(FILE *f, int pid, int tid, const char *what,
             pid, tid, what, sort_index);
 }
 
-/* The device of the first op that ran on a process's workers. */
-static vf_device pool_device(const chrome_tracks *t, const vf_profile *p,
-                             int pid)
+/* The device of the first op that ran on a process's workers: false when
+ * none did (the profile knows a pool's device only from its ops: a pool
+ * that ran none was named "cpu:0", a device's copy pool too, found trying
+ * the profiler as a user). */
+static bool pool_device(const chrome_tracks *t, const vf_profile *p, int pid,
+                        vf_device *d)
 {
     for (size_t i = 0; i < p->count; i++)
-        if (record_pid(t, p, &p->records[i]) == pid)
-            return p->records[i].device;
-    return (vf_device){VF_DEVICE_CPU, 0};
+        if (record_pid(t, p, &p->records[i]) == pid) {
+            *d = p->records[i].device;
+            return true;
+        }
+    return false;
 }
 
 static void chrome_process(FILE *f, int pid, const char *name)
@@ -149,9 +154,12 @@ static void chrome_tracks_meta(FILE *f, const vf_profile *p,
     fprintf(f, ",\n{\"ph\":\"M\",\"pid\":0,\"tid\":0,\"name\":"
                "\"process_sort_index\",\"args\":{\"sort_index\":0}}");
     for (int pid = 1; pid <= t->npools; pid++) {
-        vf_device d = pool_device(t, p, pid);
-        snprintf(name, sizeof name, "%s pool (%s:%d)", t->pool_name[pid - 1],
-                 vf__prof_device_name(d), d.id);
+        vf_device d;
+        if (pool_device(t, p, pid, &d))
+            snprintf(name, sizeof name, "%s pool (%s:%d)",
+                     t->pool_name[pid - 1], vf__prof_device_name(d), d.id);
+        else
+            snprintf(name, sizeof name, "%s pool", t->pool_name[pid - 1]);
         chrome_process(f, pid, name);
     }
     for (int w = 0; w < p->nworkers; w++) {
