@@ -402,15 +402,25 @@ static void run_batch(vf__op *op, int worker, bool shutdown)
     run.worker = worker;
     run.cls = NULL;
     run.stream = NULL;
+    bool pushed = false; /* the item before pushed an op */
     for (int i = 0; i < b->nitems; i++) {
         /* Item i-1 has ended: a descendant of it that went ahead behind
          * the batch on a var a later item uses runs before that item, as
          * behind the item alone; the batch ends here, its later items a
-         * fused op of their own behind that descendant (split_after). */
-        atomic_store(&b->running, i);
-        if (i > 0 && VF__UNLIKELY(atomic_exchange(&b->watched, false)) &&
-            must_split(op, i - 1) && split_after(e, op, i - 1))
-            break;
+         * fused op of their own behind that descendant (split_after).
+         * Only an item that pushed has descendants: after one that did
+         * not, the move on is a plain store (no locked instruction per
+         * item: a batch's items cost about one op), for a push reading
+         * an older index then finds an item it does not descend from. */
+        if (VF__UNLIKELY(pushed)) {
+            pushed = false;
+            atomic_store(&b->running, i);
+            if (atomic_exchange(&b->watched, false) && must_split(op, i - 1) &&
+                split_after(e, op, i - 1))
+                break;
+        } else {
+            atomic_store_explicit(&b->running, i, memory_order_relaxed);
+        }
         const vf__bulk_item *it = &b->items[i];
         const uint32_t *refs = &b->refs[it->first];
         uint64_t place = it->place; /* the item's own (bulk.h) */
@@ -441,6 +451,7 @@ static void run_batch(vf__op *op, int worker, bool shutdown)
             vf__running outer;
             vf__running_enter(&outer, op);
             int rc = it->fn(&run, it->arg);
+            pushed = vf__running_now.family != NULL; /* (its first push) */
             vf__running_leave(&outer);
             if (rc != 0) {
                 status = rc;
