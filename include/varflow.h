@@ -1034,7 +1034,11 @@ VF_API int vf_operator_destroy(vf_engine *e, vf_operator *op);
  * While an async op of the engine is pushed and not finished, no push is
  * fused (each goes alone): a fused op waits for every input of its ops,
  * and one of them may be what completes the async op that a later op of
- * its batch reads the result of.
+ * its batch reads the result of. Nor is a push from inside an op that
+ * must wait for its parent's end, or that goes ahead behind an ancestor
+ * that writes one of its variables (vf_engine_push(), nested pushes): a
+ * batch pushed later could come too late for that. A size set here
+ * before this thread's first push holds from that push on (0 included).
  * An op in a batch runs only once the batch is pushed: a batch nothing
  * else pushes is pushed by the engine's idle workers within about a
  * millisecond, so a thread that waits for its ops by its own means (a done

@@ -1350,4 +1350,232 @@ TEST_CASE(grandchild_before_a_later_op_of_the_batch)
     tu_finish_engine(e);
 }
 
+/* --- found by the second reviewer of the batch split ------------------- */
+
+/* vf_bulk_set_size(e, 0) before a thread's first push, on an engine whose
+ * config.bulk_size is not 0: the thread's pushes go alone. It bulked
+ * anyway (the 0 was not kept: the thread had no state yet). */
+TEST_CASE(set_size_zero_before_the_first_push)
+{
+    vf_engine *e = bulk_engine_of(VF_ENGINE_POOLED, 2, 8);
+    CHECK_EQ(vf_bulk_set_size(e, 0), 8);
+    vf_var v = tu_var(e);
+    long x = 0;
+    arith inc = {&x, '+', 1};
+    for (int i = 0; i < 20; i++)
+        push_arith(e, v, &inc);
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_EQ(x, 20);
+    CHECK_EQ(bulks_of(e), 0);
+    CHECK_EQ(vf_bulk_set_size(e, 0), 0);
+    tu_finish_engine(e);
+}
+
+/* G (writes w, and y with `cycle`) pushes P (on a var of its own), which
+ * pushes c1, c2 as one batch and then c3, all writing w (with `cycle`, c1
+ * and c2 read y, c3 writes it): each goes ahead behind G. c1 pushes a
+ * child on another var and waits for it, so the batch splits after c1. */
+typedef struct sibling_rest {
+    vf_var w, y, p, q;
+    long w_val, q_val;
+    bool cycle;
+    atomic_int p_done;
+} sibling_rest;
+
+static sibling_rest sr;
+
+static int sr_k(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    sr.q_val++;
+    return 0;
+}
+
+static int sr_c1(vf_run *run, void *arg)
+{
+    (void)arg;
+    sr.w_val = sr.w_val * 10 + 2;
+    CHECK_OK(vf_engine_push(vf_run_engine(run),
+                            &(vf_op){.fn = sr_k, .writes = VF_VARS(sr.q)}));
+    CHECK_OK(vf_run_wait_children(run, NULL));
+    return 0;
+}
+
+static int sr_c2(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    sr.w_val = sr.w_val * 10 + 4;
+    return 0;
+}
+
+static int sr_c3(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    sr.w_val = sr.w_val * 10 + 5;
+    return 0;
+}
+
+static int sr_p(vf_run *run, void *arg)
+{
+    (void)arg;
+    vf_engine *e = vf_run_engine(run);
+    vf_var wy[2] = {sr.w, sr.y};
+    vf_var_list none = {NULL, 0}, y = {&sr.y, 1};
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = sr_c1,
+                                        .reads = sr.cycle ? y : none,
+                                        .writes = VF_VARS(sr.w)}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = sr_c2,
+                                        .reads = sr.cycle ? y : none,
+                                        .writes = VF_VARS(sr.w)}));
+    CHECK_OK(vf_bulk_flush(e));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = sr_c3, .writes = {wy, sr.cycle ? 2 : 1}}));
+    CHECK_OK(vf_bulk_flush(e));
+    atomic_store(&sr.p_done, 1);
+    return 0;
+}
+
+static int sr_g(vf_run *run, void *arg)
+{
+    (void)arg;
+    sr.w_val = 1;
+    CHECK_OK(vf_engine_push(vf_run_engine(run),
+                            &(vf_op){.fn = sr_p, .writes = VF_VARS(sr.p)}));
+    double until = tu_now() + 2.0;
+    while (!atomic_load(&sr.p_done) && tu_now() < until)
+        usleep(100);
+    return 0;
+}
+
+/* The split's later op (c2) stays before c3, its later sibling queued
+ * behind the batch: 1, 12, 124, 1245. It went behind every op that had
+ * gone ahead there, c3 included: 1254, and with `cycle` each waited for
+ * the other on one var and the other (a hang). */
+TEST_CASE(split_rest_stays_before_a_later_sibling)
+{
+    for (int cycle = 0; cycle < 2; cycle++) {
+        vf_engine *e = bulk_engine_of(VF_ENGINE_POOLED, 2, 2);
+        for (int round = 0; round < 10; round++) {
+            memset(&sr, 0, sizeof sr);
+            sr.cycle = cycle;
+            sr.w = tu_var(e);
+            sr.y = tu_var(e);
+            sr.p = tu_var(e);
+            sr.q = tu_var(e);
+            vf_var wy[2] = {sr.w, sr.y};
+            CHECK_OK(vf_engine_push(
+                e, &(vf_op){.fn = sr_g, .writes = {wy, cycle ? 2 : 1}}));
+            CHECK_OK(vf_engine_wait_all_timed(e, 10000, NULL));
+            CHECK_EQ(sr.w_val, 1245);
+        }
+        tu_finish_engine(e);
+    }
+}
+
+/* item1 (reads x, writes a: a = 1) of a batch [item0, item1, item2] pushes
+ * c (on z) to the other worker, whose child g (writes a: doubles it) sits
+ * in that worker's batch while item1 runs, and a reading child c2 that
+ * holds the batch to reading x; item2 (reads x, writes a) adds 10. */
+typedef struct late_grandchild {
+    vf_var x, a, z;
+    long x_val, a_val;
+    atomic_int g_pushed;
+    int c2_saw;
+} late_grandchild;
+
+static late_grandchild lg;
+
+static int lg_item0(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    lg.x_val = 5;
+    return 0;
+}
+
+static int lg_g(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    lg.a_val *= 2;
+    return 0;
+}
+
+static int lg_c2(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    lg.c2_saw = (int)lg.x_val;
+    return 0;
+}
+
+static int lg_c(vf_run *run, void *arg)
+{
+    (void)arg;
+    CHECK_OK(vf_engine_push(vf_run_engine(run),
+                            &(vf_op){.fn = lg_g, .writes = VF_VARS(lg.a)}));
+    atomic_store(&lg.g_pushed, 1);
+    usleep(2000); /* g sits in this worker's batch meanwhile */
+    (void)vf_run_wait_children(run, NULL); /* VF_EDEADLK: g writes what
+                                              c's parent writes */
+    return 0;
+}
+
+static int lg_item1(vf_run *run, void *arg)
+{
+    (void)arg;
+    vf_engine *e = vf_run_engine(run);
+    lg.a_val = 1;
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = lg_c, .writes = VF_VARS(lg.z)}));
+    CHECK_OK(vf_bulk_flush(e)); /* c goes now, to the other worker */
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = lg_c2, .reads = VF_VARS(lg.x)}));
+    double until = tu_now() + 2.0; /* g is pushed while item1 runs */
+    while (!atomic_load(&lg.g_pushed) && tu_now() < until)
+        usleep(100);
+    return 0;
+}
+
+static int lg_item2(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    lg.a_val += 10;
+    return 0;
+}
+
+/* g, pushed while its ancestor item1 runs, goes before item2, as behind
+ * item1 alone: 12 (a push that goes ahead behind an ancestor is not
+ * batched). It was batched and pushed only after item1's end, behind
+ * item2: 22, with the items batched (the program's thread bulks) or not.
+ * Under TSan, the batch's hold on x becoming a read (c2's push) raced the
+ * look at the batch's vars of g's placement on the other thread. */
+TEST_CASE(grandchild_in_another_threads_batch)
+{
+    for (int round = 0; round < 20; round++) {
+        vf_engine *e = bulk_engine_of(VF_ENGINE_POOLED, 2, 3);
+        if (round % 2)
+            CHECK_EQ(vf_bulk_set_size(e, 0), 3); /* items alone */
+        memset(&lg, 0, sizeof lg);
+        lg.x = tu_var(e);
+        lg.a = tu_var(e);
+        lg.z = tu_var(e);
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = lg_item0, .writes = VF_VARS(lg.x)}));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = lg_item1,
+                                            .reads = VF_VARS(lg.x),
+                                            .writes = VF_VARS(lg.a)}));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = lg_item2,
+                                            .reads = VF_VARS(lg.x),
+                                            .writes = VF_VARS(lg.a)}));
+        CHECK_OK(vf_engine_wait_all_timed(e, 10000, NULL));
+        CHECK(atomic_load(&lg.g_pushed));
+        CHECK_EQ(lg.c2_saw, 5);
+        CHECK_EQ(lg.a_val, 12);
+        tu_finish_engine(e);
+    }
+}
+
 TEST_MAIN("test_bulk", 120)

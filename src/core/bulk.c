@@ -402,6 +402,24 @@ static bool waits_for_parent(const vf__op *parent, const vf__varref *vars,
     return false;
 }
 
+/* Whether an op on `vars` pushed from inside `parent` goes ahead behind
+ * an ancestor above its parent, one that writes a var of it (the family
+ * knows: vf__family_writes): batched, it would wait for its batch's push,
+ * which may come after that ancestor ended, and then take its place behind
+ * the ops pushed after the ancestor (a grandchild sitting in its worker's
+ * batch came after its batched grandparent's later op, 22 where the ops
+ * alone give 12: found by the second reviewer of the batch split). */
+static bool ahead_of_an_ancestor(const vf__op *parent, const vf__varref *vars,
+                                 int nvars)
+{
+    if (parent->up == NULL)
+        return false;
+    for (int i = 0; i < nvars; i++)
+        if (vf__family_writes(parent->up, vars[i].var, vars[i].gen) != 0)
+            return true;
+    return false;
+}
+
 int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
                   vf_operator *opr, int priority, void *arg, size_t arg_size)
 {
@@ -460,12 +478,15 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
         vars = opr->vars;
         nvars = opr->nvars;
     }
-    if (VF__UNLIKELY(parent != NULL) && waits_for_parent(parent, vars, nvars)) {
+    if (VF__UNLIKELY(parent != NULL) &&
+        (waits_for_parent(parent, vars, nvars) ||
+         ahead_of_an_ancestor(parent, vars, nvars))) {
         /* It cannot run before its parent ends; fused, its siblings in
          * the batch could not either, and the parent's wait for one of
          * them would wait for itself (VF_EDEADLK where the ops alone give
          * 0: found by the second reviewer of the batch's early release).
-         * Alone, as it would be unbulked. */
+         * Or it goes ahead behind an ancestor, which its batch's push
+         * might come too late for. Alone, as it would be unbulked. */
         flush_locked(e, s);
         vf__spin_unlock(&s->lock);
         free(heap);
@@ -566,11 +587,15 @@ static int bulk_set_size(vf_engine *e, int size, const char *who)
                         "%s: size %d (must be 0..%d; 0 turns "
                         "bulking off)",
                         who, size, VF__BULK_MAX);
-    vf__bulk *s = find(e, size > 0);
+    /* A thread without state starts with the engine's size at its first
+     * push: a 0 it asks for before must be kept when that size is not 0
+     * (it was not: the thread bulked anyway, found by the second reviewer
+     * of the batch split). */
+    vf__bulk *s = find(e, size > 0 || e->bulk.size > 0);
     if (s == NULL) {
-        if (size > 0)
+        if (size > 0 || e->bulk.size > 0)
             return vf__fail(VF_ENOMEM, "%s: out of memory", who);
-        return e->bulk.size; /* off before, off now: nothing to keep */
+        return 0; /* off before, off now: nothing to keep */
     }
     vf__spin_lock(&s->lock);
     int previous = s->size;

@@ -246,7 +246,8 @@ static bool must_split(vf__op *op, int k)
     for (int x = 0; x < b->nvars; x++) {
         const vf__dep *d = vf__op_dep(op, x);
         if (!b->released[x] && b->last_use[x] > k && vf__dep_write(d) &&
-            vf__var_ahead_behind(vf__dep_var(d), op))
+            vf__var_ahead_behind(vf__dep_var(d), op, b->up,
+                                 b->items[k + 1].place))
             return true;
     }
     return false;
@@ -566,8 +567,11 @@ uint64_t vf__bulk_item_place_on(const vf__op *op, int item, const vf__var *v,
     const vf__bulk_batch *b = op->arg;
     const vf__bulk_item *it = &b->items[item];
     const uint32_t *refs = &b->refs[it->first];
+    /* The batch's own var list (immutable once pushed), not the op's dep
+     * words, which a downgrade on the batch's thread rewrites meanwhile
+     * (narrow: vf__var_downgrade, under another var's lock). */
     for (int r = 0; r < it->nrefs; r++)
-        if (vf__dep_var(vf__op_dep(op, (int)(refs[r] >> 1))) == v)
+        if (b->vars[refs[r] >> 1].var == v)
             return (refs[r] & 1u) || !write ? it->place : 0;
     return 0;
 }

@@ -64,9 +64,15 @@ static bool reads_var(const vf__op *parent, const vf__var *v)
 {
     if (parent == NULL || parent->nvars > 64)
         return false;
+    /* A fused parent (a batch of children's, pushed from another thread)
+     * may rewrite its other dep words meanwhile (bulk_op.c: narrow): its
+     * batch's var list finds v, and v's dep is read under v's lock. */
+    const vf__varref *vars = parent->def->kind == &vf__kind_bulk
+                                 ? ((const vf__bulk_batch *)parent->arg)->vars
+                                 : NULL;
     for (int i = 0; i < parent->nvars; i++) {
         const vf__dep *d = vf__op_dep(parent, i);
-        if (vf__dep_var(d) == v)
+        if ((vars != NULL ? vars[i].var : vf__dep_var(d)) == v)
             return !vf__dep_write(d);
     }
     return false;
@@ -190,8 +196,14 @@ bool vf__var_insert_rest(vf__var *v, vf__dep *d, const vf__op *holder)
         v->nreaders++;
         return true;
     }
+    /* Past the ops that went ahead behind the batch and come before its
+     * later items in tree order (descendants of the items that ran); not
+     * past one that comes after them: a later relative that went ahead
+     * behind a common ancestor, queued behind the batch. */
+    const vf__op *rest = vf__dep_op(d);
     vf__dep *at = v->head;
-    while (at->next != NULL && vf__dep_op(at->next)->ahead)
+    while (at->next != NULL && vf__dep_op(at->next)->ahead &&
+           queued_before(vf__dep_op(at->next), rest))
         at = at->next;
     d->next = at->next;
     at->next = d;
@@ -228,11 +240,19 @@ void vf__var_downgrade(vf__var *v, vf__dep *d, vf__readylist *ready)
     }
 }
 
-bool vf__var_ahead_behind(vf__var *v, const vf__op *holder)
+bool vf__var_ahead_behind(vf__var *v, const vf__op *holder,
+                          const vf__family *up, uint64_t place)
 {
     vf__spin_lock(&v->lock);
-    bool ahead = vf__var_write_held_by(v, holder) && v->head->next != NULL &&
-                 vf__dep_op(v->head->next)->ahead;
+    const vf__op *o = vf__var_write_held_by(v, holder) && v->head->next != NULL
+                          ? vf__dep_op(v->head->next)
+                          : NULL;
+    /* Only one before the next item (at `place` under `up`) in tree order:
+     * a later relative of the items queued there is no reason to split. */
+    bool ahead = o != NULL && o->ahead && o->up != NULL &&
+                 ((o->def->kind->flags & VF__KIND_NUMBERED) ||
+                  o->def->kind == &vf__kind_bulk) &&
+                 vf__family_before(o->up, o->place, up, place);
     vf__spin_unlock(&v->lock);
     return ahead;
 }

@@ -266,7 +266,8 @@ void vf__var_downgrade(vf__var *v, vf__dep *d, vf__readylist *ready);
 
 /* Whether an op queued right behind `holder`'s running write on v went
  * ahead there (takes the lock). */
-bool vf__var_ahead_behind(vf__var *v, const vf__op *holder);
+bool vf__var_ahead_behind(vf__var *v, const vf__op *holder,
+                          const struct vf__family *up, uint64_t place);
 
 /* Release a read / the head write held by the finishing op `from` (take the
  * lock themselves). Ops this makes ready are added to `ready`. A write passes
