@@ -265,7 +265,8 @@ bool vf__var_insert_rest(vf__var *v, vf__dep *d, const vf__op *holder);
 void vf__var_downgrade(vf__var *v, vf__dep *d, vf__readylist *ready);
 
 /* Whether an op queued right behind `holder`'s running write on v went
- * ahead there (takes the lock). */
+ * ahead there and comes before the op at `place` under `up` in tree order
+ * (a batch's next item: bulk_op.c, must_split; takes the lock). */
 bool vf__var_ahead_behind(vf__var *v, const vf__op *holder,
                           const struct vf__family *up, uint64_t place);
 
