@@ -1081,6 +1081,70 @@ static bool has_dep(const vf_profile_record *r, uint64_t id)
     return false;
 }
 
+/* B, an op of a batch after A, waits at its gate and then pushes a
+ * child: the batch lets go of u (only A used it) then, and X, queued on
+ * u behind the batch, becomes ready. */
+static int gated_push_child(vf_run *run, void *arg)
+{
+    REQUIRE(tu_gate_wait(arg, 30.0));
+    CHECK_OK(vf_engine_push(vf_run_engine(run),
+                            &(vf_op){.fn = nothing, .name = "child"}));
+    return 0;
+}
+
+/* X's edge names A, the op of the batch that used u last, not the batch's
+ * last op (B), whose id a split may give to a fused op of later ops: an
+ * edge from an early release named the batch's last op, and after a
+ * split that op could wait for X, a cycle in the profile. */
+TEST_CASE(bulk_early_release_edges_name_the_op)
+{
+    vf_engine *e = NULL;
+    CHECK_OK(vf_engine_create(
+        &e, &(vf_config){.type = VF_ENGINE_POOLED, .cpu_workers = 2}));
+    REQUIRE(e != NULL);
+    vf_var u = tu_var(e), w = tu_var(e), x = tu_var(e);
+    CHECK_OK(vf_profile_start(e));
+    CHECK_EQ(vf_bulk_set_size(e, 2), 0);
+    tu_gate gate;
+    tu_gate_init(&gate);
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = nothing, .writes = VF_VARS(u), .name = "A"}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = gated_push_child,
+                                        .arg = &gate,
+                                        .writes = VF_VARS(w),
+                                        .name = "B"}));
+    CHECK(vf_bulk_set_size(e, 0) >= 0); /* the batch is pushed (full) */
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = nothing,
+                                        .reads = VF_VARS(u),
+                                        .writes = VF_VARS(x),
+                                        .name = "X"}));
+    tu_gate_open(&gate);
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    tu_gate_destroy(&gate);
+    vf_profile *p = NULL;
+    CHECK_OK(vf_profile_take(e, &p));
+    tu_finish_engine(e);
+    REQUIRE(p != NULL);
+    uint64_t a = 0, b = 0;
+    const vf_profile_record *rx = NULL;
+    for (size_t i = 0; i < vf_profile_count(p); i++) {
+        const vf_profile_record *r = vf_profile_at(p, i);
+        if (strcmp(r->name, "A") == 0)
+            a = r->id;
+        else if (strcmp(r->name, "B") == 0)
+            b = r->id;
+        else if (strcmp(r->name, "X") == 0)
+            rx = r;
+    }
+    REQUIRE(a != 0 && b != 0 && rx != NULL);
+    CHECK(has_dep(rx, a));
+    CHECK(!has_dep(rx, b));
+    vf_profile_path path;
+    CHECK_OK(vf_profile_critical_path(p, &path));
+    vf_profile_path_destroy(&path);
+    vf_profile_destroy(p);
+}
+
 /* With bulking on, each op of a batch is recorded as its own (name,
  * status, times), in push order, each after the one before it; an op
  * after the batch has its edge from the batch's last op. Found trying the

@@ -578,6 +578,28 @@ uint64_t vf__bulk_item_place_on(const vf__op *op, int item, const vf__var *v,
 
 /* --- early release (bulk.h: vf__bulk_release_ran) ------------------------ */
 
+/* An early release (or a downgrade) records its edges from the item
+ * `item`, the last to use (or write) the var, rather than from the fused
+ * op's own record, whose id (its last item's) a split may later give to
+ * the fused op of its later items: an op released here could then name,
+ * as its dependency, an op that waits for it (a cycle in the profile).
+ * The record's id stands for that item while its edges are recorded (on
+ * this thread: only the fused op's releases record edges from it); -1
+ * gives it back. */
+static void edges_from_item(vf__op *op, int item, uint64_t *own)
+{
+    if (!VF__UNLIKELY(op->hooks & VF__HOOK_PROF) || op->prof == NULL)
+        return;
+    const vf__bulk_batch *b = op->arg;
+    if (item < 0) {
+        op->prof->id = *own;
+        return;
+    }
+    if (*own == 0)
+        *own = op->prof->id;
+    op->prof->id = *own - (uint64_t)(b->nitems - 1 - item);
+}
+
 static void release_one(vf__op *op, int v, vf__readylist *ready)
 {
     const vf__dep *d = vf__op_dep(op, v);
@@ -602,12 +624,16 @@ void vf__bulk_release_ran(vf__op *op)
         return;
     vf__readylist ready;
     vf__readylist_init(&ready);
+    uint64_t own = 0;
     for (int v = 0; v < b->nvars; v++) {
         if (b->released[v] || b->last_use[v] >= running)
             continue;
         b->released[v] = true;
+        edges_from_item(op, b->last_use[v], &own);
         release_one(op, v, &ready);
     }
+    if (own != 0)
+        edges_from_item(op, -1, &own);
     if (ready.count != 0) {
         vf__engine_count_in(vf__op_engine(op),
                             (uint64_t)ready.count * VF__COUNT_ACTIVE);
@@ -649,17 +675,22 @@ static void narrow(vf__op *op, int running)
     b->released_before = running;
     vf__readylist ready;
     vf__readylist_init(&ready);
+    uint64_t own = 0;
     for (int x = 0; x < b->nvars; x++) {
         if (b->released[x])
             continue;
         vf__dep *d = vf__op_dep(op, x);
         if (b->last_use[x] < running) {
             b->released[x] = true;
+            edges_from_item(op, b->last_use[x], &own);
             release_one(op, x, &ready);
         } else if (vf__dep_write(d) && b->last_write[x] < running) {
+            edges_from_item(op, b->last_write[x], &own);
             vf__var_downgrade(vf__dep_var(d), d, &ready);
         }
     }
+    if (own != 0)
+        edges_from_item(op, -1, &own);
     if (ready.count != 0) {
         vf__engine_count_in(vf__op_engine(op),
                             (uint64_t)ready.count * VF__COUNT_ACTIVE);

@@ -136,10 +136,10 @@ void vf__prof_op_dropped(vf__op_prof *r);
  * for each (vf__prof_op_pushed's `ids`), in one step of the profile's
  * counter: its own is the last op's, so the edges later ops record from
  * it name that op, and the ops before take the ids before it, all in push
- * order and of the same profile. (An edge recorded from it before it ends
- * early, at an early release, names its last op then, which may have gone
- * to the fused op of its later ops: vf__prof_op_split. No cycle comes of
- * it: that op is later in push order.) */
+ * order and of the same profile. An early release records its edges from
+ * the op that last used the var (core/bulk_op.c: edges_from_item), for a
+ * split may give the last op's id to a fused op of its own
+ * (vf__prof_op_split). */
 /* A fused op whose record is `whole` ends early, its last `ids` ops made
  * a fused op of their own (core/bulk_op.c: split_after): that op's
  * record, pushed when `whole` was, takes whole's id (its last op's), and
