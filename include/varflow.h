@@ -1097,10 +1097,11 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * later. So which ops run, fail or are skipped, and what each wait
  * returns, are the same on every engine and in every run.
  *
- * One exception: a wait from inside an op (vf_var_wait(); the ones that
- * can finish: see there). Its place is the op's, but nothing holds back
- * the ops pushed after that op that do not depend on it (the
- * program's own thread goes on pushing while the op runs): one that
+ * One exception: a wait from inside an op (vf_var_wait(),
+ * vf_run_wait_children(); the ones that can finish: see there). Its place
+ * is the op's, but nothing holds back the ops pushed after that op that do
+ * not depend on it (the program's own thread goes on pushing while the op
+ * runs): one that
  * meets the failure before the wait reports it is skipped, one after
  * runs, and a wait of another thread may report it first, as timing
  * decides, where the serial program (and the naive engine, which runs

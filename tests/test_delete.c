@@ -307,12 +307,25 @@ static int bd_parent(vf_run *run, void *arg)
     return 0;
 }
 
+static void children_before_a_delete(const tu_kind *k, int bulk);
+
 /* The child is taken and runs before the free (it was refused with
  * VF_ESTALE on the pools, while the naive engine ran it: found trying
- * destroy while ops push as a user). */
+ * destroy while ops push as a user), with bulking on every thread too (a
+ * reading child joined its thread's batch, which refused the deleted var
+ * without looking where the child goes: found by the third reviewer of
+ * the batch split). */
 TEST_KIND_CASE(child_of_an_op_pushed_before_the_delete, k)
 {
-    vf_engine *e = tu_engine(k);
+    for (int bulk = 0; bulk <= 4; bulk += 4)
+        children_before_a_delete(k, bulk);
+}
+
+static void children_before_a_delete(const tu_kind *k, int bulk)
+{
+    tu_kind bulked = *k;
+    bulked.cfg.bulk_size = bulk;
+    vf_engine *e = tu_engine(&bulked);
     for (int how = 0; how < 3; how++)
         for (int round = 0; round < 10; round++) {
             before_delete b = {.v = tu_var(e), .how = how, .rc_push = 99};

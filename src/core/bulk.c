@@ -499,6 +499,17 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
         while (vars[i].var != v)
             i++;
         if ((rc = take_slow(e, s, v, vars[i].gen, who, desc, opr)) != 0) {
+            /* Pushed from inside an op: a delete pushed after that op may
+             * still take it where it goes ahead of the delete (push.c:
+             * child_passes_delete). Alone, as unbulked: the lone push
+             * decides (and refuses it where it would queue behind). */
+            if (parent != NULL) {
+                flush_locked(e, s);
+                vf__spin_unlock(&s->lock);
+                free(heap);
+                after_other_batches(e, s, desc, opr);
+                return 0;
+            }
             vf__spin_unlock(&s->lock);
             free(heap);
             return rc;

@@ -346,8 +346,12 @@ static bool split_after(vf_engine *e, vf__op *op, int k)
     rest->hooks = op->hooks;
     if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF) && op->prof != NULL &&
         (rest->prof = vf__prof_op_split(e->prof, op->prof, r->nvars,
-                                        (uint32_t)r->nitems)) == NULL)
+                                        (uint32_t)r->nitems)) == NULL) {
+        /* No record for the rest (memory): its ops go unrecorded, and
+         * this one's keep their ids (found by the third reviewer). */
         rest->hooks &= (uint8_t)~VF__HOOK_PROF;
+        op->prof->id -= (uint64_t)r->nitems;
+    }
     b->nitems = k + 1; /* the rest are r's now */
     atomic_fetch_add_explicit(&e->bulk.bulks, 1, memory_order_relaxed);
     vf__push_enqueue_rest(e, rest, op);
