@@ -1336,7 +1336,14 @@ VF_API int vf_run_wait_children_timed(vf_run *run, int64_t timeout_ms,
  * argument instead. An operator the graph pushes stays alive for the
  * graph (vf_operator_destroy() lets go of the handle only).
  *
- * Ops pushed from inside a launched op are ordinary pushes. A wait from
+ * Ops pushed from inside a launched op are ordinary pushes, but for one
+ * limit of a launch that replays: a child of one of its ops, on a
+ * variable the graph still holds, queues behind that hold, so it runs
+ * after the graph's later ops on the variable (its push, beside its
+ * parent's, would run before them), and a wait for it inside its parent
+ * (vf_run_wait_children()) gets VF_EDEADLK where it reads what the graph
+ * writes or writes what the graph uses (found trying graphs from C++ as a
+ * user; a launch pushed op by op has neither). A wait from
  * inside an op of a launch that replays, on a variable the graph writes,
  * waits for its launch's whole hold on it (the graph takes its variables
  * together, as one op does), not for what other threads and later launches
