@@ -129,6 +129,30 @@ static int push_alone(vf_engine *e, const vf__bulk_batch *b, vf__bulk_item *it)
     return rc;
 }
 
+/* The fused op of batch `b` (its payload, freed with the op: the kind's
+ * free_arg), of definition `def`: the union's vars, the batch's priority,
+ * place, family and nest. NULL out of memory. */
+static vf__op *fused_op(const vf__opdef *def, vf__bulk_batch *b)
+{
+    vf__op *op = vf__op_alloc(b->nvars);
+    if (op == NULL)
+        return NULL;
+    vf__op_stage_vars(op, b->vars);
+    op->def = def;
+    op->fn = NULL;
+    op->arg = b;
+    op->argcopy = VF__ARG_KIND; /* freed with the op (bulk_free_arg) */
+    op->done = NULL;
+    op->name = "bulk";
+    op->priority = b->priority;
+    op->place = b->place;
+    op->up = b->up;
+    if (op->up != NULL)
+        vf__family_ref(op->up);
+    op->nest = b->nest;
+    return op;
+}
+
 /*
  * Seal the batch and push it as one fused op. Should that fail (a var
  * deleted meanwhile, memory), each op is pushed alone, so only those that
@@ -148,21 +172,8 @@ void vf__bulk_batch_push(vf_engine *e, vf__bulk_batch *b)
                                                      .pool = b->pool,
                                                      .no_skip = true})
                                   : NULL;
-    vf__op *op = def != NULL ? vf__op_alloc(b->nvars) : NULL;
+    vf__op *op = def != NULL ? fused_op(def, b) : NULL;
     if (op != NULL) {
-        vf__op_stage_vars(op, b->vars);
-        op->def = def;
-        op->fn = NULL;
-        op->arg = b;
-        op->argcopy = VF__ARG_KIND; /* freed with the op (bulk_free_arg) */
-        op->done = NULL;
-        op->name = "bulk";
-        op->priority = b->priority;
-        op->place = b->place;
-        op->up = b->up;
-        if (op->up != NULL)
-            vf__family_ref(op->up);
-        op->nest = b->nest;
         /* Counted first: once pushed, the batch may run and be freed, and
          * a waiter woken by it must see it counted. */
         uint64_t nitems = (uint64_t)b->nitems;
@@ -321,7 +332,7 @@ static bool split_after(vf_engine *e, vf__op *op, int k)
 {
     vf__bulk_batch *b = op->arg;
     vf__bulk_batch *r = batch_rest(b, k + 1);
-    vf__op *rest = r != NULL ? vf__op_alloc(r->nvars) : NULL;
+    vf__op *rest = r != NULL ? fused_op(op->def, r) : NULL;
     if (rest == NULL) {
         if (r != NULL) {
             r->nitems = 0; /* the items are still b's */
@@ -329,19 +340,6 @@ static bool split_after(vf_engine *e, vf__op *op, int k)
         }
         return false;
     }
-    vf__op_stage_vars(rest, r->vars);
-    rest->def = op->def;
-    rest->fn = NULL;
-    rest->arg = r;
-    rest->argcopy = VF__ARG_KIND; /* freed with the op (bulk_free_arg) */
-    rest->done = NULL;
-    rest->name = "bulk";
-    rest->priority = op->priority;
-    rest->place = r->place;
-    rest->up = op->up;
-    if (rest->up != NULL)
-        vf__family_ref(rest->up);
-    rest->nest = op->nest;
     rest->ahead = op->ahead;
     rest->hooks = op->hooks;
     if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF) && op->prof != NULL &&

@@ -214,30 +214,50 @@ bool vf__var_insert_rest(vf__var *v, vf__dep *d, const vf__op *holder)
 
 static void make_ready(vf__op *op, const vf__op *from, vf__readylist *ready);
 
+/* The head write `head` lets go of its place (lock held): the reads right
+ * behind it leave the queue together, from *first (their count
+ * returned), and the next write, or nothing, heads it (tail kept). */
+static inline int unqueue_reads(vf__var *v, const vf__dep *head,
+                                vf__dep **first)
+{
+    vf__dep *d = *first = head->next;
+    int nreads = 0;
+    while (d != NULL && !vf__dep_write(d)) {
+        nreads++;
+        d = d->next;
+    }
+    v->head = d;
+    if (d == NULL)
+        v->tail = NULL;
+    return nreads;
+}
+
+/* Make ready the `n` reads unqueue_reads took from the queue. Their places
+ * left it under the lock: no other thread reaches them now, so they are
+ * walked unlocked. Each `next` is read before its op is released: once
+ * ready, the op (and its place) may run, finish and be freed on another
+ * thread. */
+static inline void release_reads(vf__dep *d, int n, const vf__op *from,
+                                 vf__readylist *ready)
+{
+    for (int i = 0; i < n; i++) {
+        vf__dep *next = d->next;
+        make_ready(vf__dep_op(d), from, ready);
+        d = next;
+    }
+}
+
 void vf__var_downgrade(vf__var *v, vf__dep *d, vf__readylist *ready)
 {
     const vf__op *from = vf__dep_op(d);
     vf__spin_lock(&v->lock);
     VF__ASSERT(v->nreaders == VF__WRITE_RUNNING && v->head == d);
     d->var_w &= ~(uintptr_t)VF__DEP_WRITE;
-    vf__dep *first_read = d->next, *n = first_read;
-    int nreads = 0;
-    while (n != NULL && !vf__dep_write(n)) {
-        nreads++;
-        n = n->next;
-    }
-    v->head = n;
-    if (n == NULL)
-        v->tail = NULL;
+    vf__dep *first_read;
+    int nreads = unqueue_reads(v, d, &first_read);
     v->nreaders = 1 + nreads;
     vf__spin_unlock(&v->lock);
-    /* As vf__var_complete_write walks the reads it releases. */
-    n = first_read;
-    for (int i = 0; i < nreads; i++) {
-        vf__dep *next = n->next;
-        make_ready(vf__dep_op(n), from, ready);
-        n = next;
-    }
+    release_reads(first_read, nreads, from, ready);
 }
 
 bool vf__var_ahead_behind(vf__var *v, const vf__op *holder,
@@ -303,34 +323,17 @@ void vf__var_complete_write(vf__var *v, const vf__op *from,
     VF__ASSERT(v->nreaders == VF__WRITE_RUNNING && v->head != NULL);
     /* The reads right behind the finishing write, then the next write (or
      * nothing): the reads leave the queue together. */
-    vf__dep *first_read = v->head->next, *d = first_read;
-    int nreads = 0;
-    while (d != NULL && !vf__dep_write(d)) {
-        nreads++;
-        d = d->next;
-    }
-    v->head = d;
-    if (d == NULL)
-        v->tail = NULL;
+    vf__dep *first_read;
+    int nreads = unqueue_reads(v, v->head, &first_read);
     vf__op *next_write = NULL;
     if (nreads > 0)
         v->nreaders = nreads;
-    else if (d != NULL)
-        next_write = vf__dep_op(d); /* nreaders stays VF__WRITE_RUNNING */
+    else if (v->head != NULL)
+        next_write = vf__dep_op(v->head); /* nreaders stays WRITE_RUNNING */
     else
         v->nreaders = 0;
     vf__spin_unlock(&v->lock);
-
-    /* The reads' places left the queue under the lock: no other thread
-     * reaches them now, so they are walked unlocked. Each `next` is read
-     * before its op is released: once ready, the op (and its place) may
-     * run, finish and be freed on another thread. */
-    d = first_read;
-    for (int i = 0; i < nreads; i++) {
-        vf__dep *next = d->next;
-        make_ready(vf__dep_op(d), from, ready);
-        d = next;
-    }
+    release_reads(first_read, nreads, from, ready);
     if (next_write)
         make_ready(next_write, from, ready);
 }
