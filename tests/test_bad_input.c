@@ -417,6 +417,7 @@ TEST_CASE(strings)
     }
     CHECK(vf_error_string(0) != NULL);
     CHECK(vf_error_name(0) != NULL);
+    CHECK(strcmp(vf_error_name(0), "0") == 0); /* as varflow.h says */
 }
 
 static void *detail_thread(void *arg)
