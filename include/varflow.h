@@ -1336,14 +1336,18 @@ VF_API int vf_run_wait_children_timed(vf_run *run, int64_t timeout_ms,
  * argument instead. An operator the graph pushes stays alive for the
  * graph (vf_operator_destroy() lets go of the handle only).
  *
- * Ops pushed from inside a launched op are ordinary pushes, but for one
- * limit of a launch that replays: a child of one of its ops, on a
- * variable the graph still holds, queues behind that hold, so it runs
- * after the graph's later ops on the variable (its push, beside its
- * parent's, would run before them), and a wait for it inside its parent
- * (vf_run_wait_children()) gets VF_EDEADLK where it reads what the graph
- * writes or writes what the graph uses (found trying graphs from C++ as a
- * user; a launch pushed op by op has neither). A wait from
+ * Ops pushed from inside a launched op are ordinary pushes: a child of an
+ * op of a launch that replays goes where the same push from inside the
+ * same op would (@ref waits, "An op pushed from inside a running op"),
+ * right behind its parent on a variable the parent writes and beside
+ * it on one both only read, before the graph's later ops on the variable
+ * and what was pushed after the launch, and a wait for it inside its
+ * parent (vf_run_wait_children()) returns what that push's would (it ran
+ * after the graph's later ops, and that wait got VF_EDEADLK, before this
+ * was fixed: found trying graphs from C++ as a user). One exception: in a
+ * graph replayed as one device graph (vf_graph_device_replay()), a child
+ * of its CPU op on a variable the graph holds runs after the graph's
+ * later ops on it, as its push after the launch would. A wait from
  * inside an op of a launch that replays, on a variable the graph writes,
  * waits for its launch's whole hold on it (the graph takes its variables
  * together, as one op does), not for what other threads and later launches

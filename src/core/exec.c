@@ -1039,6 +1039,13 @@ void vf__exec_run_in_order(vf__op *const *ops, uint32_t n, uint64_t base)
         nodes_over(e, ops[i - 1], over, ran, &ready, false);
         over = 0;
         ran = 0;
+        /* What the node made ready runs before the next node (an inline
+         * run defers it: run_inline): its children on a var it writes, let
+         * go to them at its finish (graph.h), come before the next node's
+         * run on that var, as after their pushes; the others are ready,
+         * so conflict with none of the graph's ops left. */
+        while (vf__exec_run_deferred(NULL))
+            ;
     }
     nodes_over(e, ops[n - 1], over, ran, &ready, true);
 }

@@ -133,6 +133,7 @@ static void graph_free(vf_graph *g)
         free(in->slab);
         free(in->ops);
         free(in->bleft);
+        free(in->split);
         free(in);
     }
     for (vf__graph_inst *st = g->free_stubs, *next; st != NULL; st = next) {
@@ -754,13 +755,16 @@ static vf__graph_inst *inst_new(vf_graph *g)
     in->in_order = g->in_order;
     in->ops = vf__malloc(g->n * sizeof *in->ops);
     in->bleft = vf__calloc((size_t)(g->nb ? g->nb : 1), sizeof *in->bleft);
+    in->split = vf__calloc((size_t)(g->nb ? g->nb : 1), sizeof *in->split);
+    vf__spin_init(&in->pins_lock);
     size_t total = 0;
     for (size_t i = 0; i < g->n; i++)
         total += round_up(vf__op_block_size(g->nodes[i].nvars) +
                               round_up(g->nodes[i].arg_size, 16),
                           VF__CACHELINE);
     in->slab = vf__aligned_calloc(VF__CACHELINE, total);
-    if (in->ops == NULL || in->bleft == NULL || in->slab == NULL)
+    if (in->ops == NULL || in->bleft == NULL || in->split == NULL ||
+        in->slab == NULL)
         goto fail;
     size_t at = 0;
     for (size_t i = 0; i < g->n; i++) {
@@ -797,6 +801,7 @@ fail:
     free(in->slab);
     free(in->ops);
     free(in->bleft);
+    free(in->split);
     free(in);
     return NULL;
 }
@@ -1088,14 +1093,9 @@ void vf__graph_lasts_finished(vf__graph_inst *in, const vf__plan_node *nd,
     const uint32_t *last = g->last + nd->last_at;
     for (uint32_t l = 0, nlast = nd->nlast; l < nlast; l++) {
         uint32_t b = last[l];
-        if (atomic_fetch_sub_explicit(&in->bleft[b], 1, memory_order_acq_rel) !=
+        if (atomic_fetch_sub_explicit(&in->bleft[b], 1, memory_order_acq_rel) ==
             1)
-            continue;
-        if (g->bvars[b].write)
-            vf__var_complete_write(g->bvars[b].var, in->launch, NULL, false,
-                                   ready);
-        else
-            vf__var_complete_read(g->bvars[b].var, in->launch, ready);
+            vf__graph_holder_let_go(in, (int)b, ready);
     }
 }
 

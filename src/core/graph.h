@@ -127,9 +127,16 @@ typedef struct vf__graph_inst {
     atomic_uint left;
     char pad_after_left_[VF__CACHELINE];
     atomic_uint *bleft; /* per boundary var: last uses not finished */
-    uint64_t arg_gen;   /* the graph's arg_gen its pointers are from */
-    uint64_t dev_gen;   /* the graph's dev_gen at this launch's start */
-    vf__op **ops;       /* each node's block */
+    /* Per boundary var (graph_child.c: vf__graph_split). */
+    struct vf__graph_split *split;
+    /* The reads of boundary vars running nodes hold for their children
+     * (graph_child.c: a child reading beside its node), each let go at its
+     * node's finish. */
+    vf__spinlock pins_lock;
+    struct vf__graph_pin *pins; /* pins_lock */
+    uint64_t arg_gen;           /* the graph's arg_gen its pointers are from */
+    uint64_t dev_gen;           /* the graph's dev_gen at this launch's start */
+    vf__op **ops;               /* each node's block */
     char *slab;
     /* A device replay's (graph_device.c): its recorded device graph and
      * the scratch of its launches; NULL until its first. */
@@ -140,6 +147,87 @@ typedef struct vf__graph_inst {
      * were at the launch), or NULL. */
     struct vf__graph_inst *unbound_prev, *unbound_next, *bound;
 } vf__graph_inst;
+
+/*
+ * A child of a replay's node (pushed from inside its function) on a var
+ * its node writes goes where its push beside the node would put it: right
+ * behind the node, before the graph's later ops on the var (varflow.h).
+ * The launch op holds the var for the whole graph, and the graph's later
+ * ops wait for the node through their counts, not the var's queue; so the
+ * child queues right behind the launch op's place (var.c: holder_place,
+ * through vf__graph_holder_place), and the graph's hold splits around it
+ * (graph_child.c), as a fused batch's does (bulk.h):
+ *   - at the child's push (vf__graph_child_pushed), the graph's next uses
+ *     of the var after the node get one more count to wait for, and a rest
+ *     op is made for the var: pending until the node's finish;
+ *   - at the node's finish (vf__graph_splits_finished), the rest op's place
+ *     goes behind the children queued there, and the place that held the
+ *     var for the graph (the launch op's, or the last split's rest op's)
+ *     lets it go: the children run;
+ *   - once they have finished, the rest op's place is granted: it takes
+ *     back the counts, and holds the var for the graph until its last use
+ *     (vf__graph_lasts_finished lets the holder go).
+ * A child that reads a var its node only reads runs beside the node, at
+ * once, before the graph's next write of the var: at its push, the place
+ * that holds the var for the graph, a running write, becomes a running
+ * read that the node holds until its finish, with a rest op's write place
+ * at the queue's head that the next write waits for (through one more
+ * count), or, when the graph writes the var no more, the graph's read
+ * hold until its last use; where reads already run on the var for the
+ * graph, the node holds one more (a pin) until its finish.
+ * The children are ordinary ops (their vars, failures, versions and waits
+ * as any op's), and so are the ops they push.
+ */
+typedef struct vf__graph_split {
+    /* The rest op whose place holds the var for the graph, or NULL: the
+     * launch op's does (or none is left). Written by the finish of the
+     * node that split it and of the var's last use; read by a child's
+     * push and a node's wait on the var. */
+    _Atomic(vf__op *) holder;
+    /* The rest op a running node's child made, placed at its finish. */
+    _Atomic(vf__op *) pending;
+    /* The holder holds the var to read since a node that reads it let a
+     * child read beside it, the graph writing it no more (graph_child.c);
+     * its last use lets it go as a read. */
+    atomic_bool downgraded;
+} vf__graph_split;
+
+/* Register a child `child` of the replay's node `parent` (push.c, before
+ * the child's vars are locked): a split of each var it uses that `parent`
+ * writes and a later node of the graph uses. 0, or VF_ENOMEM (naming
+ * `who`). */
+int vf__graph_child_pushed(vf__op *parent, const vf__op *child,
+                           const char *who);
+
+/* The place a child of `parent` (NULL: not known) waits behind on v, whose
+ * running write `holder` holds for a graph (a launch op or a rest op):
+ * `parent`'s when it is a node of that graph that writes v, else 0 (var.c:
+ * holder_place). */
+uint64_t vf__graph_holder_place(const vf__op *holder, const vf__var *v,
+                                const vf__op *parent);
+
+extern const vf__op_kind vf__kind_graph_rest;
+
+/* Whether `op`'s kind holds a var for a graph: a launch or rest op. */
+static inline bool vf__graph_holds_for(const vf__op *op)
+{
+    return (op->def->kind->flags & VF__KIND_LAUNCH) ||
+           op->def->kind == &vf__kind_graph_rest;
+}
+
+/* The op whose place holds v for the graph of node `node` now (the launch
+ * op, or a split's rest op), for a node's wait on v (wait.c). */
+const vf__op *vf__graph_var_holder(const vf__op *nd, const vf__var *v);
+
+/* The node `op`, whose children split vars (vf__op.splits), finished:
+ * the splits are made (the vars let go to its children go to `ready`). */
+void vf__graph_splits_finished(vf__graph_inst *in, vf__op *op,
+                               vf__readylist *ready);
+
+/* The graph's last use of boundary var b finished: the place that holds
+ * it for the graph (the launch op's, or a split's rest op's, then freed)
+ * lets it go; ops that makes ready go to `ready`. */
+void vf__graph_holder_let_go(vf__graph_inst *in, int b, vf__readylist *ready);
 
 /* Whether `in` is a launch's stand-in, not started yet (vf__graph_bind). */
 static inline bool vf__graph_is_stub(const vf__graph_inst *in)
@@ -209,6 +297,8 @@ static inline void vf__graph_op_finished(vf__op *op, bool in_order,
         }
         atomic_store_explicit(&op->wait, (int)nd->npred, memory_order_relaxed);
     }
+    if (VF__UNLIKELY(op->splits))
+        vf__graph_splits_finished(in, op, ready);
     if (VF__UNLIKELY(nd->nlast != 0))
         vf__graph_lasts_finished(in, nd, ready);
 }

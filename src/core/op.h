@@ -281,6 +281,10 @@ struct vf__op {
      * a var's lock by a later child's push while it is queued there, not
      * running (so never beside a write of `skipped`, which its run makes). */
     bool ahead : 1;
+    /* A replay's node whose children split the graph's hold on a var
+     * (graph.h): its finish makes the splits. Set and cleared by the
+     * node's own thread, while it runs and at its finish. */
+    bool splits : 1;
     /* VF__ARG_*: whether `arg` is a copy it owns (arg.h), or
      * VF__ARG_KIND: its kind's to free (free_arg); or k * VF__ARG_ROOM:
      * room for a copy in the block, k entries' worth (vf__op_alloc_arg). */
@@ -467,6 +471,7 @@ vf__op_init_header(vf__op *op, int nvars, int room)
     op->alone = false;
     op->nest = 0;
     op->ahead = false;
+    op->splits = false;
     op->place = 0; /* none yet: the push gives it (push.c) */
     op->prof = NULL;
     op->up = NULL;

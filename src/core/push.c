@@ -204,6 +204,13 @@ static __attribute__((noinline)) int join_family_of(vf__op *parent, vf__op *op,
      * first. */
     if (VF__UNLIKELY(parent->def->kind == &vf__kind_bulk))
         vf__bulk_before_child(parent, op);
+    /* A replay's node's child on a var the node writes: the graph's hold
+     * on it splits around the node's children. */
+    if (VF__UNLIKELY(parent->def->kind->flags & VF__KIND_GRAPH)) {
+        int rc = vf__graph_child_pushed(parent, op, who);
+        if (rc != 0)
+            return rc;
+    }
     if ((op->up = vf__push_family(parent)) == NULL)
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     /* Its vars against its ancestors' writes (staged: each entry keeps
@@ -260,6 +267,10 @@ static __attribute__((noinline)) bool child_goes_ahead(const vf__op *op, int n,
             return false;
         if (where == VF__CHILD_BEHIND_ANCESTOR) {
             const vf__op *h = vf__dep_op(v->head);
+            /* A graph's holders (its launch op, its splits' rest ops)
+             * stand for the same running node: one holder. */
+            if (VF__UNLIKELY(vf__graph_holds_for(h)))
+                h = h->graph->launch;
             if (holder != NULL && h != holder)
                 return false; /* a second holder */
             holder = h;
@@ -273,8 +284,12 @@ static __attribute__((noinline)) bool child_goes_ahead(const vf__op *op, int n,
      * parent's read waits for the parent. Two holders, or a holder other
      * than the reading parent, would make a passed op wait for an
      * ancestor it never waited for, and that ancestor may wait (inside:
-     * vf_var_wait, vf_run_wait_children) for it. */
-    if (beside && holder != NULL && holder != parent)
+     * vf_var_wait, vf_run_wait_children) for it. A graph's holder that a
+     * child goes behind stands for its parent, a node (var.c:
+     * holder_place), and every op queued behind the holder waits for
+     * that node already. */
+    if (beside && holder != NULL && holder != parent &&
+        !vf__graph_holds_for(holder))
         return false;
     return any;
 }
@@ -295,7 +310,7 @@ static const vf__op *parent_of_child(const vf__op *op)
 static __attribute__((noinline)) int enqueue_child(vf__op *op, int n)
 {
     const vf__op *parent = parent_of_child(op);
-    vf__child_look look = {NULL, 0};
+    vf__child_look look = {NULL, 0, parent};
     bool ahead = child_goes_ahead(op, n, parent, &look);
     op->ahead = ahead;
     int nready = 0;
@@ -328,8 +343,9 @@ child_passes_delete(const vf__op *op, int n, const vf__dep *d)
     if (op->up == NULL || v->state != VF__VAR_DELETING ||
         atomic_load_explicit(&v->gen, memory_order_relaxed) != (uint32_t)d->gen)
         return false;
-    vf__child_look look = {NULL, 0};
-    return child_goes_ahead(op, n, parent_of_child(op), &look);
+    const vf__op *parent = parent_of_child(op);
+    vf__child_look look = {NULL, 0, parent};
+    return child_goes_ahead(op, n, parent, &look);
 }
 
 /* A push that a stopped engine holds, checked and numbered under the lock
@@ -451,7 +467,8 @@ enqueue_as(vf_engine *e, vf__op *op, const char *who, bool unheld, bool locked,
         return vf__push_enqueue_delete(e, op, who); /* started meanwhile */
     }
     if (VF__UNLIKELY(behind != NULL) &&
-        !vf__var_write_held_by(vf__dep_var(vf__op_dep(op, 0)), behind)) {
+        vf__var_write_place_of(vf__dep_var(vf__op_dep(op, 0)), behind) ==
+            NULL) {
         unlock_vars(op, n);
         uncount(e, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
         return 1; /* the hold is over */
@@ -471,10 +488,10 @@ enqueue_as(vf_engine *e, vf__op *op, const char *who, bool unheld, bool locked,
                                   memory_order_relaxed);
     int nready = 0;
     if (VF__UNLIKELY(behind != NULL)) {
-        for (int i = 0; i < n; i++) {
-            vf__dep *d = vf__op_dep(op, i);
-            vf__var_insert_behind_head(vf__dep_var(d), d);
-        }
+        VF__ASSERT(n == 1); /* a wait's marker */
+        vf__dep *d = vf__op_dep(op, 0);
+        vf__var *v = vf__dep_var(d);
+        vf__var_insert_behind(v, d, vf__var_write_place_of(v, behind));
     } else if (VF__UNLIKELY(op->up != NULL)) {
         nready = enqueue_child(op, n);
     } else {

@@ -131,9 +131,10 @@ int vf__push_enqueue_held(vf_engine *e, vf__op *op);
 void vf__push_enqueue_rest(vf_engine *e, vf__op *rest, const vf__op *holder);
 
 /* vf__push_enqueue for a wait's marker (one var, a read) that goes right
- * behind `holder`'s running write of its var rather than at the queue's
- * end (wait.c: a node of a launch waits for its launch's hold): 1, with
- * nothing pushed, when `holder` no longer holds the var so. */
+ * behind `holder`'s write of its var, running or queued, and the ops that
+ * went ahead behind it, rather than at the queue's end (wait.c: a node of
+ * a launch waits for its launch's hold): 1, with nothing pushed, when
+ * `holder` has no write place on the var any more. */
 int vf__push_enqueue_behind(vf_engine *e, vf__op *op, const vf__op *holder,
                             const char *who);
 

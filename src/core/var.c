@@ -8,6 +8,7 @@
 #include "core/engine.h"
 #include "core/family.h"
 #include "core/freelist.h"
+#include "core/graph.h"
 
 /* --- queue ------------------------------------------------------------- */
 
@@ -37,12 +38,22 @@ bool vf__var_write_held_by(const vf__var *v, const vf__op *holder)
            vf__dep_op(v->head) == holder;
 }
 
-void vf__var_insert_behind_head(vf__var *v, vf__dep *d)
+vf__dep *vf__var_write_place_of(const vf__var *v, const vf__op *holder)
 {
-    VF__ASSERT(!vf__dep_write(d) && v->nreaders == VF__WRITE_RUNNING);
-    d->next = v->head->next;
-    v->head->next = d;
-    if (v->tail == v->head)
+    for (vf__dep *d = v->head; d != NULL; d = d->next)
+        if (vf__dep_op(d) == holder)
+            return vf__dep_write(d) ? d : NULL;
+    return NULL;
+}
+
+void vf__var_insert_behind(vf__var *v, vf__dep *d, vf__dep *at)
+{
+    VF__ASSERT(!vf__dep_write(d) && vf__dep_write(at));
+    while (at->next != NULL && vf__dep_op(at->next)->ahead)
+        at = at->next;
+    d->next = at->next;
+    at->next = d;
+    if (v->tail == at)
         v->tail = d;
 }
 
@@ -130,11 +141,15 @@ static bool child_spot(const vf__var *v, const vf__op *op, vf__dep *start,
  * does, for the batch then lets the descendant run before its later items
  * (bulk_op.c: it splits). On a var the item does not use, a descendant
  * takes its place at its push, behind the later items that use it, as it
- * would behind those items pushed alone, which came before it in time. */
+ * would behind those items pushed alone, which came before it in time.
+ * A graph's launch op (or a split's rest op: graph.h) stands for its
+ * running node that is the child's parent and writes v. */
 static uint64_t holder_place(const vf__var *v, const vf__dep *d,
                              vf__child_look *look)
 {
     const vf__op *h = vf__dep_op(v->head);
+    if (VF__UNLIKELY(vf__graph_holds_for(h))) /* for the running node */
+        return vf__graph_holder_place(h, v, look->parent);
     if (VF__LIKELY(h->def->kind != &vf__kind_bulk))
         return h->place;
     if (look->batch == NULL) {
@@ -258,6 +273,39 @@ void vf__var_downgrade(vf__var *v, vf__dep *d, vf__readylist *ready)
     v->nreaders = 1 + nreads;
     vf__spin_unlock(&v->lock);
     release_reads(first_read, nreads, from, ready);
+}
+
+int vf__var_read_beside_holder(vf__var *v, const vf__op *holder, vf__dep *rest,
+                               vf__readylist *ready)
+{
+    vf__spin_lock(&v->lock);
+    if (v->nreaders == VF__WRITE_RUNNING && vf__dep_op(v->head) == holder) {
+        vf__dep *d = v->head;
+        if (rest != NULL) {
+            /* The holder's place leaves the queue, a running read now;
+             * `rest` heads the queue, ahead of what waited behind it. */
+            rest->next = d->next;
+            v->head = rest;
+            if (v->tail == d)
+                v->tail = rest;
+            v->nreaders = 1;
+            vf__spin_unlock(&v->lock);
+            return VF__READ_CONVERTED;
+        }
+        vf__dep *first_read;
+        int nreads = unqueue_reads(v, d, &first_read);
+        v->nreaders = 1 + nreads;
+        vf__spin_unlock(&v->lock);
+        release_reads(first_read, nreads, holder, ready);
+        return VF__READ_DOWNGRADED;
+    }
+    int did = VF__READ_NONE;
+    if (v->nreaders > 0 && v->nreaders != VF__WRITE_RUNNING) {
+        v->nreaders++;
+        did = VF__READ_PINNED;
+    }
+    vf__spin_unlock(&v->lock);
+    return did;
 }
 
 bool vf__var_ahead_behind(vf__var *v, const vf__op *holder,

@@ -202,9 +202,15 @@ bool vf__var_append(vf__var *v, vf__dep *d);
 /* Whether `holder`'s write is the one running on v (lock held). */
 bool vf__var_write_held_by(const vf__var *v, const vf__op *holder);
 
-/* A read's place `d` right behind the running write at v's head (lock
- * held; vf__var_write_held_by): it is released with that write's end. */
-void vf__var_insert_behind_head(vf__var *v, vf__dep *d);
+/* The place of `holder`'s write on v, running at the head or queued
+ * before any read runs, or NULL (lock held). */
+vf__dep *vf__var_write_place_of(const vf__var *v, const vf__op *holder);
+
+/* A read's place `d` right behind the write place `at` (lock held;
+ * vf__var_write_place_of) and the ops queued there that went ahead of
+ * their pushes (a graph node's children: graph.h): it is released with
+ * that write's end. */
+void vf__var_insert_behind(vf__var *v, vf__dep *d, vf__dep *at);
 
 /* Where a child goes on a var (push.c: child_goes_ahead), `op` pushed
  * from inside `parent` (the op running on this thread; NULL: another
@@ -238,6 +244,9 @@ enum {
 typedef struct vf__child_look {
     const vf__op *batch;
     int item;
+    /* The child's parent when known (vf__var_child_place's): a replay's
+     * node, whose launch op holds the var for it (graph.h). */
+    const vf__op *parent;
 } vf__child_look;
 
 int vf__var_child_place(const vf__var *v, const vf__dep *d, const vf__op *op,
@@ -263,6 +272,28 @@ bool vf__var_insert_rest(vf__var *v, vf__dep *d, const vf__op *holder);
  * and the reads queued right behind it run beside it (collected in
  * `ready`); the next write waits for them all. Takes the lock. */
 void vf__var_downgrade(vf__var *v, vf__dep *d, vf__readylist *ready);
+
+/* A graph's node that reads v, which the graph holds to write (its
+ * launch op's or a rest op's place, `holder`: graph.h), lets a child read
+ * v beside it (graph_child.c); takes the lock. When `holder`'s write runs
+ * at v's head, it becomes a running read (the node's, until its finish):
+ *   VF__READ_CONVERTED   with `rest`, a write place that then heads the
+ *                        queue, ahead of everything that waited behind the
+ *                        holder (the graph's next write of v waits for it);
+ *   VF__READ_DOWNGRADED  without (the graph writes v no more): the reads
+ *                        right behind it run beside it (into `ready`), and
+ *                        the holder's read holds v for the graph;
+ * else, when reads run on v (the graph's, beside a converted or downgraded
+ * hold), one more for the node (VF__READ_PINNED), or nothing
+ * (VF__READ_NONE). */
+enum {
+    VF__READ_NONE,
+    VF__READ_CONVERTED,
+    VF__READ_DOWNGRADED,
+    VF__READ_PINNED
+};
+int vf__var_read_beside_holder(vf__var *v, const vf__op *holder, vf__dep *rest,
+                               vf__readylist *ready);
 
 /* Whether an op queued right behind `holder`'s running write on v went
  * ahead there and comes before the op at `place` under `up` in tree order

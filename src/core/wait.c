@@ -862,7 +862,9 @@ static const vf__op *launch_hold(const vf__op *cur, const vf__var *v,
         if (vf__dep_var(d) != v)
             continue;
         *settled = !vf__dep_write(d) || cur->graph->in_order;
-        return *settled ? NULL : launch;
+        /* The launch's place, or the rest op's that holds v for the graph
+         * since a node's children split it (graph.h). */
+        return *settled ? NULL : vf__graph_var_holder(cur, v);
     }
     return NULL;
 }
@@ -996,6 +998,11 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
         op->place = vf__push_wait_place(e);
         rc = hold != NULL ? vf__push_enqueue_behind(e, op, hold, who)
                           : vf__push_enqueue(e, op, who);
+        /* A split moved the graph's hold to a rest op meanwhile. */
+        while (rc == 1 && vf__graph_var_holder(cur, v) != hold) {
+            hold = vf__graph_var_holder(cur, v);
+            rc = vf__push_enqueue_behind(e, op, hold, who);
+        }
         if (rc != 0) {
             vf__op_free(op);
             waiter_free(w);

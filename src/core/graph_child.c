@@ -1,0 +1,405 @@
+/* graph_child.c: a replay's node's children on the vars it writes: the
+ * graph's hold on such a var splits around them (graph.h). */
+#include "core/graph.h"
+#include "core/graph_impl.h"
+
+#include <stdlib.h>
+
+#include "base/alloc.h"
+#include "core/defs.h"
+#include "core/exec.h"
+#include "core/var.h"
+
+/* The index of v among the graph's vars (sorted by address), or -1. */
+static int bvar_index(const vf_graph *g, const vf__var *v)
+{
+    int lo = 0, hi = g->nb - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (g->bvars[mid].var == v)
+            return mid;
+        if ((uintptr_t)g->bvars[mid].var < (uintptr_t)v)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return -1;
+}
+
+static bool node_writes(const vf__op *nd, const vf__var *v)
+{
+    for (int i = 0; i < nd->nvars; i++) {
+        const vf__dep *d = vf__op_dep(nd, i);
+        if (vf__dep_var(d) == v)
+            return vf__dep_write(d);
+    }
+    return false;
+}
+
+/* Whether the node uses v, only to read it. */
+static bool node_reads(const vf__op *nd, const vf__var *v)
+{
+    for (int i = 0; i < nd->nvars; i++) {
+        const vf__dep *d = vf__op_dep(nd, i);
+        if (vf__dep_var(d) == v)
+            return !vf__dep_write(d);
+    }
+    return false;
+}
+
+/* The first node after p that writes v, or g->n. */
+static uint32_t next_write(const vf_graph *g, uint32_t p, const vf__var *v)
+{
+    for (uint32_t i = p + 1; i < g->n; i++)
+        for (int j = 0; j < g->nodes[i].nvars; j++)
+            if (g->nodes[i].vars[j].var == v && g->nodes[i].vars[j].write)
+                return i;
+    return (uint32_t)g->n;
+}
+
+/* A read of boundary var b a running node holds for its children until its
+ * finish (graph.h). */
+typedef struct vf__graph_pin {
+    uint64_t place; /* the node's */
+    int b;
+    /* The rest op whose write place became this read (freed with the pin:
+     * a wait may still compare it, wait.c), or NULL. */
+    vf__op *was_holder;
+    struct vf__graph_pin *next;
+} vf__graph_pin;
+
+/* Whether node i writes v (or only reads it, or does not use it). */
+static bool node_use_writes(const vf_graph *g, uint32_t i, const vf__var *v)
+{
+    for (int j = 0; j < g->nodes[i].nvars; j++)
+        if (g->nodes[i].vars[j].var == v)
+            return g->nodes[i].vars[j].write;
+    return false;
+}
+
+/* The next of the uses of v that come right after node p, as the var's
+ * queue would have them: the write after p, or the reads up to the next
+ * write (each later use waits for them, directly or through them). Call
+ * with *at == p first; false when none is left. */
+static bool use_after(const vf_graph *g, const vf__var *v, uint32_t p,
+                      uint32_t *at)
+{
+    if (*at != p && node_use_writes(g, *at, v))
+        return false; /* the write after p was the one */
+    for (uint32_t i = *at + 1; i < g->n; i++)
+        for (int j = 0; j < g->nodes[i].nvars; j++)
+            if (g->nodes[i].vars[j].var == v) {
+                if (g->nodes[i].vars[j].write && *at != p)
+                    return false; /* the write after the reads */
+                *at = i;
+                return true;
+            }
+    return false;
+}
+
+/* The op whose place holds boundary var b for the instance now. */
+static vf__op *holder_of(const vf__graph_inst *in, int b)
+{
+    vf__op *h = atomic_load_explicit(&in->split[b].holder,
+                                     memory_order_acquire);
+    return h != NULL ? h : in->launch;
+}
+
+/* A node of a CPU replay (a device replay's nodes have no instance in
+ * `graph`: graph.h). */
+static bool is_replay_node(const vf__op *op)
+{
+    return op != NULL && (op->def->kind->flags & VF__KIND_GRAPH) &&
+           op->graph != NULL;
+}
+
+uint64_t vf__graph_holder_place(const vf__op *holder, const vf__var *v,
+                                const vf__op *parent)
+{
+    if (!is_replay_node(parent))
+        return 0;
+    const vf__graph_inst *in = parent->graph;
+    int b = bvar_index(in->g, v);
+    return b >= 0 && holder_of(in, b) == holder && node_writes(parent, v)
+               ? parent->place
+               : 0;
+}
+
+const vf__op *vf__graph_var_holder(const vf__op *nd, const vf__var *v)
+{
+    const vf__graph_inst *in = nd->graph;
+    int b = bvar_index(in->g, v);
+    return b >= 0 ? holder_of(in, b) : in->launch;
+}
+
+/* A rest op for boundary var b of `in`, whose place the graph's uses of v
+ * right after node p wait for (rest_run): it stands after p and its
+ * children in the serial program (var.c: queued_before), as the node
+ * after p. NULL without memory. */
+static vf__op *rest_new(vf__graph_inst *in, int b, uint32_t p)
+{
+    const vf_graph *g = in->g;
+    const vf__opdef *def = vf__defs_share(
+        &g->engine->defs, &(vf__opdef){.engine = g->engine,
+                                       .kind = &vf__kind_graph_rest,
+                                       .inline_run = true});
+    vf__op *rest = def != NULL ? vf__op_alloc(1) : NULL;
+    if (rest == NULL)
+        return NULL;
+    rest->def = def;
+    rest->fn = NULL;
+    rest->arg = (void *)(uintptr_t)b;
+    rest->done = NULL;
+    rest->name = "graph rest";
+    rest->place = in->base + p + 1;
+    rest->graph = in;
+    vf__op_stage_vars(rest, &(vf__varref){.var = g->bvars[b].var,
+                                          .gen = g->bvars[b].gen,
+                                          .write = true});
+    atomic_store_explicit(&rest->wait, 1, memory_order_relaxed);
+    return rest;
+}
+
+static void rest_free(vf__op *rest)
+{
+    rest->graph = NULL; /* the side block's word: none of its own */
+    vf__op_free(rest);
+}
+
+/* A child of node `parent` (at index p) reads v, boundary var b, which
+ * `parent` only reads and the graph holds to write: it may run beside the
+ * node at once (graph.h). 0, or VF_ENOMEM. */
+static int read_beside(vf__graph_inst *in, vf__op *parent, uint32_t p, int b,
+                       const char *who)
+{
+    const vf_graph *g = in->g;
+    vf__var *v = g->bvars[b].var;
+    if (atomic_load_explicit(&in->split[b].downgraded, memory_order_relaxed))
+        return 0; /* the graph's hold reads v: the child reads beside it */
+    /* The graph's next write of v: before p's finish, it waits for p. */
+    uint32_t w = next_write(g, p, v);
+    vf__op *rest = w < g->n ? rest_new(in, b, w - 1) : NULL;
+    vf__graph_pin *pin = vf__malloc(sizeof *pin);
+    if ((w < g->n && rest == NULL) || pin == NULL) {
+        if (rest != NULL)
+            rest_free(rest);
+        free(pin);
+        return vf__fail(VF_ENOMEM, "%s: out of memory", who);
+    }
+    /* Before the rest op's place can be granted (at p's finish at the
+     * earliest): it takes the count back (rest_run). */
+    if (rest != NULL && !in->in_order)
+        atomic_fetch_add_explicit(&in->ops[w]->wait, 1, memory_order_relaxed);
+    vf__op *holder = holder_of(in, b);
+    vf__readylist ready;
+    vf__readylist_init(&ready);
+    int did = vf__var_read_beside_holder(
+        v, holder, rest != NULL ? vf__op_dep(rest, 0) : NULL, &ready);
+    if (did == VF__READ_CONVERTED) {
+        /* The rest op holds v for the graph from now on; the old holder's
+         * place is the node's read (a pin). */
+        atomic_store_explicit(&in->split[b].holder, rest, memory_order_release);
+        rest = NULL;
+    } else if (did == VF__READ_DOWNGRADED) {
+        atomic_store_explicit(&in->split[b].downgraded, true,
+                              memory_order_relaxed);
+    }
+    if (rest != NULL) { /* not needed: its count goes back */
+        if (!in->in_order)
+            atomic_fetch_sub_explicit(&in->ops[w]->wait, 1,
+                                      memory_order_relaxed);
+        rest_free(rest);
+    }
+    if (did == VF__READ_CONVERTED || did == VF__READ_PINNED) {
+        pin->place = parent->place;
+        pin->b = b;
+        pin->was_holder = did == VF__READ_CONVERTED && holder != in->launch
+                              ? holder
+                              : NULL;
+        vf__spin_lock(&in->pins_lock);
+        pin->next = in->pins;
+        in->pins = pin;
+        vf__spin_unlock(&in->pins_lock);
+        parent->splits = true;
+    } else {
+        free(pin);
+    }
+    if (did != VF__READ_NONE)
+        if (ready.count != 0) { /* reads queued behind a downgraded hold */
+            vf__engine_count_in(g->engine,
+                                (uint64_t)ready.count * VF__COUNT_ACTIVE);
+            vf__exec_dispatch_ready(&ready);
+        }
+    return 0;
+}
+
+int vf__graph_child_pushed(vf__op *parent, const vf__op *child, const char *who)
+{
+    if (!is_replay_node(parent))
+        return 0;
+    vf__graph_inst *in = parent->graph;
+    const vf_graph *g = in->g;
+    uint32_t p = (uint32_t)(parent->place - in->base);
+    for (int i = 0; i < child->nvars; i++) {
+        const vf__dep *cd = vf__op_dep(child, i);
+        const vf__var *v = vf__dep_var(cd);
+        if (!node_writes(parent, v)) {
+            int b = vf__dep_write(cd) || !node_reads(parent, v)
+                        ? -1
+                        : bvar_index(g, v);
+            int rc = b >= 0 && g->bvars[b].write
+                         ? read_beside(in, parent, p, b, who)
+                         : 0;
+            if (rc != 0)
+                return rc;
+            continue;
+        }
+        int b = bvar_index(g, v);
+        /* Split already (one node writes v at a time: its own), or the
+         * node is v's last use, whose finish lets v go to the children. */
+        if (b < 0 || atomic_load_explicit(&in->split[b].pending,
+                                          memory_order_relaxed) != NULL)
+            continue;
+        uint32_t at = p;
+        if (!use_after(g, v, p, &at))
+            continue;
+        vf__op *rest = rest_new(in, b, p);
+        if (rest == NULL)
+            return vf__fail(VF_ENOMEM, "%s: out of memory", who);
+        /* Not ready before p's finish (each waits for p): one count more
+         * each, for the rest op to take back once p's children are over.
+         * The naive engine's in-order run keeps no counts: it runs the
+         * children before the next node (exec.c). */
+        if (!in->in_order)
+            do
+                atomic_fetch_add_explicit(&in->ops[at]->wait, 1,
+                                          memory_order_relaxed);
+            while (use_after(g, v, p, &at));
+        /* Released: another node's finish may look at it (its place). */
+        atomic_store_explicit(&in->split[b].pending, rest,
+                              memory_order_release);
+        parent->splits = true;
+    }
+    return 0;
+}
+
+/* Node `rest->place - 1`'s finish: the rest op's place behind its
+ * children on var b, and the graph's place before them lets the var go. */
+static void split(vf__graph_inst *in, int b, vf__op *rest, vf__readylist *ready)
+{
+    vf__var *v = in->g->bvars[b].var;
+    vf__op *holder = holder_of(in, b);
+    vf__spin_lock(&v->lock);
+    bool now = vf__var_insert_rest(v, vf__op_dep(rest, 0), holder);
+    vf__spin_unlock(&v->lock);
+    VF__ASSERT(!now); /* the graph writes v: held to write */
+    (void)now;
+    atomic_store_explicit(&in->split[b].holder, rest, memory_order_release);
+    vf__var_complete_write(v, holder, NULL, false, ready);
+    if (holder != in->launch)
+        rest_free(holder); /* an earlier split's, its use over */
+}
+
+/* The reads node `op` held for its children (pins) let go. */
+static void pins_finished(vf__graph_inst *in, const vf__op *op,
+                          vf__readylist *ready)
+{
+    vf__graph_pin *mine = NULL;
+    vf__spin_lock(&in->pins_lock);
+    for (vf__graph_pin **at = &in->pins; *at != NULL;) {
+        vf__graph_pin *pin = *at;
+        if (pin->place == op->place) {
+            *at = pin->next;
+            pin->next = mine;
+            mine = pin;
+        } else {
+            at = &pin->next;
+        }
+    }
+    vf__spin_unlock(&in->pins_lock);
+    while (mine != NULL) {
+        vf__graph_pin *pin = mine;
+        mine = pin->next;
+        vf__var_complete_read(in->g->bvars[pin->b].var, op, ready);
+        if (pin->was_holder != NULL)
+            rest_free(pin->was_holder);
+        free(pin);
+    }
+}
+
+void vf__graph_splits_finished(vf__graph_inst *in, vf__op *op,
+                               vf__readylist *ready)
+{
+    op->splits = false;
+    pins_finished(in, op, ready);
+    uint64_t after = op->place + 1;
+    for (int b = 0; b < in->g->nb; b++) {
+        vf__op *rest = atomic_load_explicit(&in->split[b].pending,
+                                            memory_order_acquire);
+        if (rest == NULL || rest->place != after)
+            continue; /* another running node's */
+        atomic_store_explicit(&in->split[b].pending, NULL,
+                              memory_order_relaxed);
+        split(in, b, rest, ready);
+    }
+}
+
+void vf__graph_holder_let_go(vf__graph_inst *in, int b, vf__readylist *ready)
+{
+    const vf_graph *g = in->g;
+    vf__op *holder = holder_of(in, b);
+    if (g->bvars[b].write &&
+        !atomic_load_explicit(&in->split[b].downgraded, memory_order_relaxed))
+        vf__var_complete_write(g->bvars[b].var, holder, NULL, false, ready);
+    else
+        vf__var_complete_read(g->bvars[b].var, holder, ready);
+    atomic_store_explicit(&in->split[b].downgraded, false,
+                          memory_order_relaxed);
+    if (holder != in->launch) {
+        atomic_store_explicit(&in->split[b].holder, NULL, memory_order_relaxed);
+        rest_free(holder);
+    }
+}
+
+/* A rest op's place is granted (the node's children on its var are over):
+ * it gives the graph's next uses of the var their counts back, and holds
+ * the var for the graph (its work in flight) until the last use lets it
+ * go. Its active count passes to the first node it makes ready. */
+static bool rest_run(vf__op *rest, int worker, bool shutdown)
+{
+    (void)worker;
+    (void)shutdown; /* the nodes see the notice themselves */
+    vf__graph_inst *in = rest->graph;
+    const vf_graph *g = in->g;
+    vf_engine *e = g->engine;
+    int b = (int)(uintptr_t)rest->arg;
+    vf__var *v = g->bvars[b].var;
+    /* A child's failure on v: the nodes that read it look (graph.h). */
+    if (atomic_load_explicit(&v->failure, memory_order_acquire) != NULL)
+        atomic_store_explicit(&in->failures, true, memory_order_relaxed);
+    vf__readylist ready;
+    vf__readylist_init(&ready);
+    if (!in->in_order) {
+        uint32_t p = (uint32_t)(rest->place - 1 - in->base);
+        for (uint32_t at = p; use_after(g, v, p, &at);) {
+            vf__op *next = in->ops[at];
+            if (vf__op_release(next, 1)) {
+                next->place = in->base + at;
+                vf__readylist_add(&ready, next);
+            }
+        }
+    }
+    if (ready.count != 0) {
+        if (ready.count > 1)
+            vf__engine_count_in(e,
+                                (uint64_t)(ready.count - 1) * VF__COUNT_ACTIVE);
+        vf__exec_dispatch_nodes(&ready);
+    } else {
+        unsigned wake = vf__engine_count_out(e, VF__COUNT_ACTIVE, true);
+        if (wake != 0)
+            vf__engine_wake(e, wake);
+    }
+    return false; /* holds v until the graph's last use of it */
+}
+
+const vf__op_kind vf__kind_graph_rest = {.name = "graph rest", .run = rest_run};

@@ -1,0 +1,478 @@
+/*
+ * test_graph_children: ops pushed from inside a replayed launch's ops are
+ * ordinary pushes (varflow.h, "Ops pushed from inside a launched op"), on
+ * every engine kind.
+ *
+ * - a child on a var its node writes runs right behind the node, before
+ *   the graph's later ops on the var and before what the program pushed
+ *   after the launch, as the same pushes would order it; so do its own
+ *   children, and a child that also reads a var its node only reads;
+ * - random programs whose ops push children (and grandchildren) on the
+ *   vars they write, with failures, captured once and launched many
+ *   times, against the same pushes on an engine of the same kind: every
+ *   op's and child's done status per launch, the values (an
+ *   order-sensitive hash per var), the versions, what each wait returned;
+ *   and each launch replayed (vf_stats.replays);
+ * - a node that waits for such a child (vf_run_wait_children) gets
+ *   VF_EDEADLK, as the same push does (the child needs the node to end),
+ *   and one whose child uses only what the node reads gets 0.
+ */
+#include "runner.h"
+
+#include <string.h>
+
+/* --- a child right behind its node ---------------------------------------- */
+
+#define LOGMAX 64
+
+typedef struct logbook {
+    vf_engine *e;
+    vf_var v, x;
+    int n;
+    int id[LOGMAX];
+} logbook;
+
+typedef struct entry {
+    logbook *lb;
+    int id;
+    int children; /* how many children it pushes (ids id*10+1, ...) */
+    bool grandchild;
+    bool read_x; /* the children read x too (the node reads it) */
+} entry;
+
+static void note(logbook *lb, int id)
+{
+    REQUIRE(lb->n < LOGMAX);
+    lb->id[lb->n++] = id;
+}
+
+static int logged(vf_run *run, void *arg)
+{
+    const entry *en = arg;
+    note(en->lb, en->id);
+    for (int c = 1; c <= en->children; c++) {
+        entry child = {en->lb, en->id * 10 + c, en->grandchild ? 1 : 0, false,
+                       false};
+        vf_var reads[1] = {en->lb->x};
+        CHECK_OK(vf_engine_push(en->lb->e,
+                                &(vf_op){.fn = logged,
+                                         .arg = &child,
+                                         .arg_size = sizeof child,
+                                         .reads = {reads, en->read_x ? 1 : 0},
+                                         .writes = VF_VARS(en->lb->v),
+                                         .name = "child"}));
+    }
+    (void)run;
+    return 0;
+}
+
+/* Three nodes on v (the first two push children, the second's a
+ * grandchild each), a fourth reading it; after the launch, a push on v. */
+static void push_logged(logbook *lb, const entry *en, int n)
+{
+    for (int i = 0; i < n; i++) {
+        vf_var reads[1] = {lb->x};
+        if (en[i].id == 4) /* reads v */
+            CHECK_OK(
+                vf_engine_push(lb->e, &(vf_op){.fn = logged,
+                                               .arg = (void *)&en[i],
+                                               .reads = VF_VARS(lb->v, lb->x),
+                                               .name = "reader"}));
+        else
+            CHECK_OK(vf_engine_push(lb->e, &(vf_op){.fn = logged,
+                                                    .arg = (void *)&en[i],
+                                                    .reads = {reads, 1},
+                                                    .writes = VF_VARS(lb->v),
+                                                    .name = "node"}));
+    }
+}
+
+static void check_order(const tu_kind *k, bool read_x)
+{
+    vf_engine *e = tu_engine(k);
+    logbook lb = {.e = e, .v = tu_var(e), .x = tu_var(e)};
+    entry en[4] = {{&lb, 1, 2, false, read_x},
+                   {&lb, 2, 1, true, read_x},
+                   {&lb, 3, 0, false, false},
+                   {&lb, 4, 0, false, false}};
+    entry after = {&lb, 9, 0, false, false};
+    /* The serial program: 1, its children 11 and 12, 2, its child 21 and
+     * that child's 211, 3, 4, then the push after the launch. */
+    const int want[] = {1, 11, 12, 2, 21, 211, 3, 4, 9};
+    const int nwant = (int)(sizeof want / sizeof want[0]);
+    vf_graph *g = NULL;
+    CHECK_OK(vf_graph_begin(e));
+    push_logged(&lb, en, 4);
+    CHECK_OK(vf_graph_end(e, &g));
+    for (int pass = 0; pass < 2; pass++) { /* pushed, then launched */
+        int launches = pass == 0 ? 1 : (int)tu_scaled(20, 4);
+        for (int l = 0; l < launches; l++) {
+            lb.n = 0;
+            if (pass == 0)
+                push_logged(&lb, en, 4);
+            else
+                CHECK_OK(vf_graph_launch(e, g));
+            CHECK_OK(vf_engine_push(e, &(vf_op){.fn = logged,
+                                                .arg = &after,
+                                                .writes = VF_VARS(lb.v),
+                                                .name = "after"}));
+            CHECK_OK(vf_var_wait(e, lb.v, NULL));
+            CHECK_EQ(lb.n, nwant);
+            for (int i = 0; i < nwant && i < lb.n; i++)
+                CHECK_EQ(lb.id[i], want[i]);
+        }
+    }
+    vf_stats st;
+    CHECK_OK(vf_engine_stats(e, &st));
+    CHECK(st.replays >= 1); /* replayed, not pushed op by op */
+    CHECK_EQ(st.replays, st.launches);
+    CHECK_OK(vf_graph_destroy(e, g));
+    tu_finish_engine(e);
+}
+
+TEST_KIND_CASE(child_runs_before_the_graphs_later_ops, k)
+{
+    check_order(k, false);
+}
+
+TEST_KIND_CASE(child_reading_beside_its_node, k)
+{
+    check_order(k, true);
+}
+
+/* --- waits for such children --------------------------------------------- */
+
+typedef struct waiter {
+    vf_engine *e;
+    vf_var v, x;
+    bool child_writes_v; /* else it reads x, which the node reads */
+    int rc;
+} waiter;
+
+static int child_nop(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return 0;
+}
+
+static int waits_for_child(vf_run *run, void *arg)
+{
+    waiter *w = arg;
+    vf_var x[1] = {w->x}, v[1] = {w->v};
+    CHECK_OK(vf_engine_push(
+        w->e,
+        &(vf_op){
+            .fn = child_nop,
+            .reads = {w->child_writes_v ? NULL : x, w->child_writes_v ? 0 : 1},
+            .writes = {w->child_writes_v ? v : NULL, w->child_writes_v ? 1 : 0},
+            .name = "child"}));
+    w->rc = vf_run_wait_children(run, NULL);
+    return 0;
+}
+
+/* The waiting op (reads x, writes v), then one writing both. */
+static void push_waiter(vf_engine *e, waiter *w)
+{
+    vf_var x[1] = {w->x};
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = waits_for_child,
+                                        .arg = w,
+                                        .reads = {x, 1},
+                                        .writes = VF_VARS(w->v)}));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = child_nop, .writes = VF_VARS(w->v, w->x)}));
+}
+
+static void wait_case(const tu_kind *k, bool child_writes_v)
+{
+    vf_engine *e = tu_engine(k);
+    waiter w = {e, tu_var(e), tu_var(e), child_writes_v, -99};
+    vf_graph *g = NULL;
+    CHECK_OK(vf_graph_begin(e));
+    push_waiter(e, &w);
+    CHECK_OK(vf_graph_end(e, &g));
+    int want = child_writes_v ? VF_EDEADLK : 0;
+    for (int pass = 0; pass < 2; pass++) { /* the same pushes, a launch */
+        w.rc = -99;
+        if (pass == 0)
+            push_waiter(e, &w);
+        else
+            CHECK_OK(vf_graph_launch(e, g));
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        CHECK_EQ(w.rc, want);
+    }
+    CHECK_OK(vf_graph_destroy(e, g));
+    tu_finish_engine(e);
+}
+
+TEST_KIND_CASE(wait_for_a_child_on_the_nodes_write, k)
+{
+    wait_case(k, true);
+}
+
+TEST_KIND_CASE(wait_for_a_child_reading_beside, k)
+{
+    wait_case(k, false);
+}
+
+/* --- random programs ----------------------------------------------------- */
+
+#define NV 8
+#define MAXOPS 24
+#define MAXKIDS 2
+#define SLOTS (1 + MAXKIDS + MAXKIDS) /* the op, its children, theirs */
+#define STEPS 12
+
+typedef struct kid {
+    int nr, nw;
+    int r[2], wv[2];
+    int fail_step;
+    bool grandchild; /* it pushes one on its first write */
+} kid;
+
+typedef struct rop {
+    int nr, nw;
+    int r[3], wv[2];
+    int fail_step;
+    int nkids;
+    kid kids[MAXKIDS];
+} rop;
+
+typedef struct program {
+    int nops;
+    rop ops[MAXOPS];
+    int wait_var[STEPS]; /* after launch s: wait on this var (-1: none) */
+} program;
+
+typedef struct world {
+    vf_engine *e;
+    vf_var vars[NV];
+    const program *p;
+    uint64_t val[NV];
+    atomic_int status[STEPS][MAXOPS][SLOTS]; /* done's status + 1000 */
+} world;
+
+/* A copied argument: who runs (op, slot) at which step. */
+typedef struct rarg {
+    world *w;
+    int op, slot, step;
+} rarg;
+
+static uint64_t mix(uint64_t h, uint64_t x)
+{
+    h ^= x + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    h *= 0xbf58476d1ce4e5b9ULL;
+    return h ^ (h >> 31);
+}
+
+static void rdone(void *arg, int status)
+{
+    const rarg *a = arg;
+    atomic_store(&a->w->status[a->step][a->op][a->slot], status + 1000);
+}
+
+static int rfn(vf_run *run, void *arg);
+
+/* Push slot `slot` of op `op` (0 the op, 1..MAXKIDS a child, beyond a
+ * grandchild) for `step`, reading vars r[0..nr) and writing wv[0..nw). */
+static void push_slot(world *w, int op, int slot, int step, int nr,
+                      const int *r, int nw, const int *wv)
+{
+    rarg a = {w, op, slot, step};
+    vf_var rl[3], wl[2];
+    for (int i = 0; i < nr; i++)
+        rl[i] = w->vars[r[i]];
+    for (int i = 0; i < nw; i++)
+        wl[i] = w->vars[wv[i]];
+    CHECK_OK(vf_engine_push(w->e, &(vf_op){.fn = rfn,
+                                           .arg = &a,
+                                           .arg_size = sizeof a,
+                                           .done = rdone,
+                                           .reads = tu_list(rl, nr),
+                                           .writes = tu_list(wl, nw),
+                                           .name = slot ? "kid" : "op"}));
+}
+
+static void push_kid(world *w, int op, int slot, int step, const kid *k)
+{
+    push_slot(w, op, slot, step, k->nr, k->r, k->nw, k->wv);
+}
+
+static int rfn(vf_run *run, void *arg)
+{
+    const rarg *a = arg;
+    world *w = a->w;
+    const rop *o = &w->p->ops[a->op];
+    int nr, nw, fail_step;
+    const int *r, *wv;
+    const kid *k = NULL;
+    if (a->slot == 0) {
+        nr = o->nr, nw = o->nw, r = o->r, wv = o->wv, fail_step = o->fail_step;
+    } else {
+        k = &o->kids[(a->slot - 1) % MAXKIDS];
+        nr = k->nr, nw = k->nw, r = k->r, wv = k->wv, fail_step = k->fail_step;
+        if (a->slot > MAXKIDS) /* a grandchild: the kid's first write */
+            nr = 0, nw = 1, fail_step = -1;
+    }
+    if (a->step == fail_step) {
+        vf_run_set_error(run, "op %d slot %d fails at step %d", a->op, a->slot,
+                         a->step);
+        return 7;
+    }
+    uint64_t h = mix((uint64_t)(a->op * SLOTS + a->slot), (uint64_t)a->step);
+    for (int i = 0; i < nr; i++)
+        h = mix(h, w->val[r[i]]);
+    for (int i = 0; i < nw; i++)
+        w->val[wv[i]] = mix(w->val[wv[i]], h);
+    if (a->slot == 0)
+        for (int c = 0; c < o->nkids; c++)
+            push_kid(w, a->op, 1 + c, a->step, &o->kids[c]);
+    else if (a->slot <= MAXKIDS && k->grandchild)
+        push_kid(w, a->op, a->slot + MAXKIDS, a->step,
+                 &(kid){.nw = 1, .wv = {k->wv[0]}, .fail_step = -1});
+    return 0;
+}
+
+static void make_program(program *p, tu_rng *r)
+{
+    memset(p, 0, sizeof *p);
+    p->nops = tu_range(r, 4, MAXOPS);
+    for (int i = 0; i < p->nops; i++) {
+        rop *o = &p->ops[i];
+        o->nr = tu_below(r, 4);
+        o->nw = tu_below(r, 3);
+        for (int k = 0; k < o->nr; k++)
+            o->r[k] = tu_below(r, NV);
+        for (int k = 0; k < o->nw; k++)
+            o->wv[k] = tu_below(r, NV);
+        o->fail_step = tu_below(r, 6) == 0 ? tu_below(r, STEPS) : -1;
+        /* Children on the vars it writes: the serial program's place is
+         * theirs on every engine, so the values compare. */
+        o->nkids = o->nw > 0 ? tu_below(r, MAXKIDS + 1) : 0;
+        for (int c = 0; c < o->nkids; c++) {
+            kid *k = &o->kids[c];
+            int n = tu_range(r, 1, o->nw);
+            for (int j = 0; j < n; j++) {
+                int v = o->wv[tu_below(r, o->nw)];
+                if (tu_below(r, 2) == 0 && k->nw < 2)
+                    k->wv[k->nw++] = v;
+                else if (k->nr < 2)
+                    k->r[k->nr++] = v;
+            }
+            /* And one the op only reads, beside it. */
+            for (int j = 0; j < o->nr && k->nr < 2; j++) {
+                bool written = false;
+                for (int q = 0; q < o->nw; q++)
+                    written |= o->wv[q] == o->r[j];
+                if (!written && tu_below(r, 3) == 0) {
+                    k->r[k->nr++] = o->r[j];
+                    break;
+                }
+            }
+            k->fail_step = tu_below(r, 8) == 0 ? tu_below(r, STEPS) : -1;
+            k->grandchild = k->nw > 0 && tu_below(r, 3) == 0;
+        }
+    }
+    for (int s = 0; s < STEPS; s++)
+        p->wait_var[s] = tu_below(r, 3) == 0 ? tu_below(r, NV) : -1;
+}
+
+static void push_op(world *w, int i, int step)
+{
+    const rop *o = &w->p->ops[i];
+    push_slot(w, i, 0, step, o->nr, o->r, o->nw, o->wv);
+}
+
+typedef struct seen {
+    int wait_rc[STEPS];
+    uint64_t versions[NV];
+    vf_stats stats;
+} seen;
+
+static void run(const tu_kind *k, const program *p, world *w, seen *out,
+                bool launched)
+{
+    w->e = tu_engine(k);
+    w->p = p;
+    for (int v = 0; v < NV; v++) {
+        w->vars[v] = tu_var(w->e);
+        w->val[v] = (uint64_t)v * 77;
+    }
+    vf_graph *g = NULL;
+    if (launched) {
+        CHECK_OK(vf_graph_begin(w->e));
+        for (int i = 0; i < p->nops; i++)
+            push_op(w, i, 0);
+        CHECK_OK(vf_graph_end(w->e, &g));
+    }
+    for (int s = 0; s < STEPS; s++) {
+        if (launched) {
+            for (int i = 0; s > 0 && i < p->nops; i++) {
+                rarg a = {w, i, 0, s};
+                CHECK_OK(vf_graph_set_arg(w->e, g, (size_t)i, &a, sizeof a));
+            }
+            CHECK_OK(vf_graph_launch(w->e, g));
+        } else {
+            for (int i = 0; i < p->nops; i++)
+                push_op(w, i, s);
+        }
+        if (p->wait_var[s] >= 0)
+            out->wait_rc[s] = vf_var_wait(w->e, w->vars[p->wait_var[s]], NULL);
+    }
+    (void)vf_engine_wait_all(w->e, NULL);
+    for (int v = 0; v < NV; v++)
+        CHECK_OK(vf_var_version(w->e, w->vars[v], &out->versions[v]));
+    CHECK_OK(vf_engine_stats(w->e, &out->stats));
+    if (g != NULL)
+        CHECK_OK(vf_graph_destroy(w->e, g));
+    CHECK_OK(vf_engine_destroy(w->e));
+}
+
+TEST_KIND_CASE(random_programs_with_children, k)
+{
+    program *p = calloc(1, sizeof *p);
+    world *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+    seen *sa = calloc(1, sizeof *sa), *sb = calloc(1, sizeof *sb);
+    REQUIRE(p && a && b && sa && sb);
+    int nprog = (int)tu_scaled(30, 6);
+    for (int n = 0; n < nprog; n++) {
+        tu_rng r = tu_rng_make(check_seed() * 1000 + (uint64_t)n);
+        make_program(p, &r);
+        memset(a, 0, sizeof *a);
+        memset(b, 0, sizeof *b);
+        memset(sa, 0, sizeof *sa);
+        memset(sb, 0, sizeof *sb);
+        run(k, p, a, sa, false);
+        run(k, p, b, sb, true);
+        int diffs = 0;
+        for (int s = 0; s < STEPS; s++)
+            for (int i = 0; i < p->nops; i++)
+                for (int c = 0; c < SLOTS; c++)
+                    if (atomic_load(&a->status[s][i][c]) !=
+                            atomic_load(&b->status[s][i][c]) &&
+                        diffs++ < 3)
+                        CHECK_REPORT_("program %d step %d op %d slot %d: "
+                                      "pushed %d, launched %d",
+                                      n, s, i, c,
+                                      atomic_load(&a->status[s][i][c]) - 1000,
+                                      atomic_load(&b->status[s][i][c]) - 1000);
+        CHECK_EQ(diffs, 0);
+        CHECK(memcmp(a->val, b->val, sizeof a->val) == 0);
+        CHECK(memcmp(sa->versions, sb->versions, sizeof sa->versions) == 0);
+        CHECK(memcmp(sa->wait_rc, sb->wait_rc, sizeof sa->wait_rc) == 0);
+        CHECK_EQ(sa->stats.ran, sb->stats.ran);
+        CHECK_EQ(sa->stats.failed, sb->stats.failed);
+        CHECK_EQ(sa->stats.skipped, sb->stats.skipped);
+        CHECK_EQ(sb->stats.replays, STEPS);
+    }
+    free(p);
+    free(a);
+    free(b);
+    free(sa);
+    free(sb);
+}
+
+int main(int argc, char **argv)
+{
+    return runner_main(argc, argv, "test_graph_children", 240);
+}
