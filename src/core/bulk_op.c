@@ -452,7 +452,7 @@ static void run_batch(vf__op *op, int worker, bool shutdown)
             /* The fused op stands for this item while it runs: the ops
              * it pushes are the item's children (family.h). */
             vf__running outer;
-            vf__running_enter(&outer, op);
+            vf__running_enter(&outer, op, &run);
             int rc = it->fn(&run, it->arg);
             pushed = vf__running_now.family != NULL; /* (its first push) */
             vf__running_leave(&outer);

@@ -78,7 +78,7 @@ static bool run_delete(vf__op *op, int worker, bool shutdown)
     else
         atomic_store_explicit(&v->version, 0, memory_order_relaxed);
     vf__running outer;
-    vf__running_enter(&outer, op);
+    vf__running_enter(&outer, op, NULL);
     if (op->free_fn)
         op->free_fn(op->arg);
     vf__running_leave(&outer);

@@ -1151,7 +1151,7 @@ static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
     if (run == NULL)
         return vf__fail(VF_EINVAL, "%s: run is NULL", who);
     vf__op *cur = vf__current_op();
-    if (cur == NULL || cur != run->op)
+    if (cur == NULL || run != vf__running_now.run)
         return vf__fail(VF_EINVAL,
                         "%s: not called from the function of the op whose "
                         "run handle it was given (the handle is valid only "
@@ -1218,12 +1218,22 @@ static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
     return 0;
 }
 
+/* The engine of the op whose run handle `run` is, running on this thread
+ * (its function's call), or NULL: never read before it is known to be
+ * that (a handle kept past its op's end points at a dead frame). */
+static vf_engine *running_engine(const vf_run *run)
+{
+    return run != NULL && run == vf__running_now.run
+               ? vf__op_engine(vf__running_now.op)
+               : NULL;
+}
+
 VF_API int vf_run_wait_children(vf_run *run, vf_error *err)
 {
     static const char who[] = "vf_run_wait_children";
-    vf_engine *e = run != NULL ? vf_run_engine(run) : NULL;
+    vf_engine *e = running_engine(run);
     if (e == NULL)
-        return vf__fail(VF_EINVAL, "%s: run is NULL", who);
+        return wait_children(run, -1, err, who); /* refuses it */
     return VF__GUARDED(e, who, wait_children(run, -1, err, who));
 }
 
@@ -1231,9 +1241,9 @@ VF_API int vf_run_wait_children_timed(vf_run *run, int64_t timeout_ms,
                                       vf_error *err)
 {
     static const char who[] = "vf_run_wait_children_timed";
-    vf_engine *e = run != NULL ? vf_run_engine(run) : NULL;
+    vf_engine *e = running_engine(run);
     if (e == NULL)
-        return vf__fail(VF_EINVAL, "%s: run is NULL", who);
+        return wait_children(run, timeout_ms, err, who); /* refuses it */
     return VF__GUARDED(e, who, wait_children(run, timeout_ms, err, who));
 }
 
