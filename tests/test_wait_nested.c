@@ -7,7 +7,8 @@
  *   B itself; nested three deep (B pushes C and waits too);
  * - no false alarms: waiting on a var whose writer waits behind another,
  *   unrelated op, or whose writer only reads what the waiting op reads,
- *   returns 0;
+ *   returns 0; so does a wait on a var the op reads itself, with a later
+ *   write of it queued that waits for the op;
  * - an op waiting on a var it writes itself (or reads and writes) gets
  *   VF_EDEADLK at once; wait_all inside an op gets VF_EDEADLK;
  * - so does a child, or a grandchild, waiting on a var an op it descends
@@ -163,6 +164,58 @@ TEST_KIND_CASE(no_false_alarm, k)
     CHECK_EQ(atomic_load(&c.ran_b), 1);
     CHECK_EQ(atomic_load(&c.ran_c), 1);
     tu_finish_engine(e);
+}
+
+/* ---- a wait on a var the op reads itself */
+
+typedef struct read_wait {
+    vf_engine *e;
+    vf_var x, y;
+    tu_gate pushed; /* the later write of x is queued */
+    int rc;
+} read_wait;
+
+static int waits_on_own_read(vf_run *run, void *arg)
+{
+    (void)run;
+    read_wait *t = arg;
+    REQUIRE(tu_gate_wait(&t->pushed, TU_TIMEOUT));
+    t->rc = vf_var_wait(t->e, t->x, NULL);
+    return 0;
+}
+
+/* P reads x and writes y; Q, pushed after P, reads y and writes x. P waits
+ * on x once Q is queued: the serial program's wait (inside P, before Q's
+ * push) has nothing to wait for: 0, on every engine and whatever the
+ * timing (the threaded engines got VF_EDEADLK: the marker went behind Q,
+ * which waits for P; found trying waits inside ops as a user). */
+TEST_KIND_CASE(wait_on_a_var_the_op_reads, k)
+{
+    read_wait t;
+    memset(&t, 0, sizeof t);
+    t.e = tu_engine(k);
+    t.x = tu_var(t.e);
+    t.y = tu_var(t.e);
+    tu_gate_init(&t.pushed);
+    for (int i = 0; i < 10; i++) {
+        t.rc = -99;
+        if (!k->threaded) /* P runs inside its push */
+            tu_gate_open(&t.pushed);
+        CHECK_OK(vf_engine_push(t.e, &(vf_op){.fn = waits_on_own_read,
+                                              .arg = &t,
+                                              .reads = tu_list(&t.x, 1),
+                                              .writes = tu_list(&t.y, 1)}));
+        CHECK_OK(vf_engine_push(t.e, &(vf_op){.fn = tu_nop,
+                                              .reads = tu_list(&t.y, 1),
+                                              .writes = tu_list(&t.x, 1)}));
+        tu_gate_open(&t.pushed);
+        CHECK_OK(vf_engine_wait_all(t.e, NULL));
+        CHECK_OK(t.rc);
+        tu_gate_destroy(&t.pushed);
+        tu_gate_init(&t.pushed);
+    }
+    tu_gate_destroy(&t.pushed);
+    tu_finish_engine(t.e);
 }
 
 /* ---- self waits */

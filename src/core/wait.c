@@ -652,6 +652,17 @@ static bool op_writes(const vf__op *op, const vf__var *v)
     return false;
 }
 
+/* Whether `op`, running, holds v to read (an async op's read ends at its
+ * completion). */
+static bool holds_to_read(const vf__op *op, const vf__var *v)
+{
+    for (int i = 0; i < op->nvars; i++)
+        if (vf__dep_var(vf__op_dep(op, i)) == v)
+            return !vf__dep_write(vf__op_dep(op, i)) &&
+                   !vf__exec_async_finished(op);
+    return false;
+}
+
 /* A wait inside `cur` on a var that an op it descends from writes can
  * never finish: in the serial program each op runs inside its parent's,
  * which is still running around the wait (family.h). Refused at once, on
@@ -931,6 +942,14 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
     bool settled = false;
     if (nested && VF__UNLIKELY(cur->def->kind->flags & VF__KIND_GRAPH))
         hold = launch_hold(cur, v, &settled);
+    else if (nested && !batched)
+        /* The op reads v itself: every op before it on v has finished,
+         * and the serial program's wait waits for no later one. Queued at
+         * the var's end, it waited for a write pushed after the op in time
+         * (before the wait): VF_EDEADLK where that write read what the op
+         * writes, and 0 where the write came later (found trying waits
+         * inside ops as a user). */
+        settled = holds_to_read(cur, v);
 
     vf__waiter *w = vf__fl_alloc(VF__FL_WAITER);
     if (w == NULL)
