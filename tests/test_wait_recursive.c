@@ -35,7 +35,10 @@
  * and on every engine, naive included:
  * - chain: an op pushing its successor from inside itself, 1,000,000 deep
  *   (the naive engine ran each inside the parent's push and overflowed
- *   from about 20,000).
+ *   from about 20,000);
+ * - naive_recursion_deeper_than_its_stack: a chain with a wait at every
+ *   level deeper than the naive engine's thread's stack holds: the
+ *   deepest wait gets VF_EDEADLK (the stack is full), never a crash.
  * Each case checks the program's result against the serial one and that
  * the deepest stack any op saw stays within what the engine promises (7/8
  * of the worker's stack; the figure is printed). Sizes are smaller under
@@ -1125,6 +1128,72 @@ TEST_CASE(device_recursion_deeper_than_its_stack)
     int rc = vf_engine_wait_all(e, NULL); /* the failures not reported */
     CHECK(rc == 0 || rc == VF_EOPFAILED);
     tu_finish_engine(e);
+}
+
+/* The same on the naive engine, which runs every op on the thread that
+ * pushed it: a chain with vf_run_wait_children at every level, deeper
+ * than that thread's stack holds (a 1 MiB thread). Each child the stack
+ * has no room for is deferred, and only this thread runs it: the wait
+ * that cannot run it returns VF_EDEADLK, its detail saying the stack is
+ * full, and the chain unwinds with that failure. The waits ran the
+ * deferred child above them whatever the stack held, and the program
+ * crashed (found trying deep recursion as a user: ~6,000 levels on an
+ * 8 MiB main thread). */
+static int naive_chain_op(vf_run *run, void *arg)
+{
+    int depth = *(const int *)arg;
+    if (depth == 0)
+        return 0;
+    volatile char frame[4096]; /* fewer levels a stack */
+    frame[depth % sizeof frame] = 1;
+    int below = depth - 1;
+    int rc = vf_engine_push(vf_run_engine(run),
+                            &(vf_op){.fn = naive_chain_op,
+                                     .arg = &below,
+                                     .arg_size = sizeof below});
+    if (rc == 0)
+        rc = vf_run_wait_children(run, NULL);
+    if (rc == VF_EDEADLK && atomic_fetch_add(&starved_seen, 1) == 0)
+        snprintf(starved_detail, sizeof starved_detail, "%s",
+                 vf_error_detail());
+    return rc != 0 ? rc : frame[depth % sizeof frame] - 1;
+}
+
+static void *naive_deep_chain(void *arg)
+{
+    int *top_rc = arg;
+    vf_engine *e = NULL;
+    CHECK_OK(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_NAIVE}));
+    REQUIRE(e != NULL);
+    vf_var top = tu_var(e);
+    int depth = 2000;
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = naive_chain_op,
+                                        .arg = &depth,
+                                        .arg_size = sizeof depth,
+                                        .writes = VF_VARS(top)}));
+    *top_rc = vf_var_wait(e, top, NULL);
+    int rc = vf_engine_wait_all(e, NULL);
+    CHECK(rc == 0 || rc == VF_EOPFAILED);
+    tu_finish_engine(e);
+    return NULL;
+}
+
+TEST_CASE(naive_recursion_deeper_than_its_stack)
+{
+    atomic_store(&starved_seen, 0);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, (size_t)1 << 20);
+    int top_rc = -99;
+    pthread_t t;
+    REQUIRE(pthread_create(&t, &attr, naive_deep_chain, &top_rc) == 0);
+    pthread_attr_destroy(&attr);
+    tu_thread_join(t);
+    CHECK_ERR(top_rc, VF_EOPFAILED); /* its child's failure */
+    CHECK(atomic_load(&starved_seen) >= 1);
+    if (strstr(starved_detail, "stack is full") == NULL)
+        CHECK_REPORT_("detail '%s' does not say the stack is full",
+                      starved_detail);
 }
 
 TEST_MAIN("test_wait_recursive", 280)

@@ -800,10 +800,23 @@ static vf__op *loop_take(const vf__waiter *w, vf__worker *me, bool any,
     return op;
 }
 
+int vf__exec_deferred_count(void)
+{
+    return tls.deferred.count;
+}
+
 int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any)
 {
     vf__op *op = vf__readylist_pop(&tls.deferred);
     if (op != NULL) {
+        /* Its frames stack on the wait's, as a pool op's would: a chain
+         * of waits on the naive engine, each above the last, overflowed
+         * the main thread's stack past ~6,000 levels (found trying deep
+         * recursion as a user). */
+        if (!vf__stack_below(VF__WAIT_CHILD_EIGHTHS)) {
+            vf__readylist_push_front(&tls.deferred, op);
+            return VF__LOOP_NO_STACK;
+        }
         if (!loop_claim(w)) {
             vf__readylist_push_front(&tls.deferred, op);
             return VF__LOOP_RAN;

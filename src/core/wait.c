@@ -452,6 +452,9 @@ static bool only_queued_active(vf_engine *e)
     for (int i = 0; i < n; i++)
         if (vf__pool_stuck_for_good(&e->pools[i]))
             queued += vf__pool_queued(&e->pools[i]);
+    /* This thread's deferred ops: only it runs them (it refuses them
+     * while its stack is full). */
+    queued += (uint64_t)vf__exec_deferred_count();
     return vf__counts_active(vf__engine_counts(e)) <= queued;
 }
 
@@ -572,7 +575,16 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
                 rc = VF_EDEADLK;
             break;
         }
-        if (me != NULL && ran == VF__LOOP_NOTHING) {
+        if (ran == VF__LOOP_NO_STACK) {
+            /* Its deferred ops wait, which no other thread runs, and its
+             * stack is full: once nothing else of the engine runs either,
+             * they never will (a recursion deeper than the stack allows,
+             * on the naive engine). */
+            hopeless = only_queued_active(e) ? hopeless + 1 : 0;
+            vf__deadline soon = vf__deadline_within_us(
+                until, hopeless > 0 ? HOPELESS_POLL_US : NESTED_POLL_US);
+            sleep_on_engine(e, w, true, &soon);
+        } else if (me != NULL && ran == VF__LOOP_NOTHING) {
             refusals = 0;
             vf__pool_idle_wait(me->pool, nested_should_wake, &pred, until);
         } else if (me != NULL) {
@@ -625,11 +637,12 @@ static int deadlock_detail(const char *who, const vf__op *cur,
     if (starved_stack)
         return vf__fail(VF_EDEADLK,
                         "%s: the wait can never finish: %s waits on a "
-                        "thread whose stack is full (worker_stack_kib) for "
-                        "ops no other thread will run (a device's pool "
-                        "lends no spare thread, a CPU pool at most 1024: "
-                        "a recursion with a wait at every level is too "
-                        "deep for the stacks)",
+                        "thread whose stack is full (a worker's: "
+                        "worker_stack_kib) for ops no other thread will run "
+                        "(a device's pool lends no spare thread, a CPU pool "
+                        "at most 1024, and the naive engine runs every op on "
+                        "the thread that pushed it: a recursion with a wait "
+                        "at every level is too deep for the stacks)",
                         who, label);
     if (starved_other)
         return vf__fail(VF_EDEADLK,
