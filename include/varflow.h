@@ -1036,7 +1036,8 @@ VF_API int vf_operator_destroy(vf_engine *e, vf_operator *op);
  * and one of them may be what completes the async op that a later op of
  * its batch reads the result of. Nor is a push from inside an op that
  * must wait for its parent's end, or that goes ahead behind an ancestor
- * that writes one of its variables (vf_engine_push(), nested pushes): a
+ * that writes one of its variables (vf_engine_push(), nested pushes), or
+ * from inside an op of a launch that replays (vf_graph_launch()): a
  * batch pushed later could come too late for that. A size set here
  * before this thread's first push holds from that push on (0 included).
  * An op in a batch runs only once the batch is pushed: a batch nothing
@@ -1348,10 +1349,12 @@ VF_API int vf_run_wait_children_timed(vf_run *run, int64_t timeout_ms,
  * and what was pushed after the launch, and a wait for it inside its
  * parent (vf_run_wait_children()) returns what that push's would (it ran
  * after the graph's later ops, and that wait got VF_EDEADLK, before this
- * was fixed: found trying graphs from C++ as a user). One exception: in a
- * graph replayed as one device graph (vf_graph_device_replay()), a child
- * of its CPU op on a variable the graph holds runs after the graph's
- * later ops on it, as its push after the launch would. A wait from
+ * was fixed: found trying graphs from C++ as a user). Two exceptions
+ * run after the graph's later ops on the variable, as a push after the
+ * launch would: an op pushed further down (a child's child, ...) on a
+ * variable its own parent does not use, and, in a graph replayed as one
+ * device graph (vf_graph_device_replay()), a child of its CPU op on a
+ * variable the graph holds. A wait from
  * inside an op of a launch that replays, on a variable the graph writes,
  * waits for its launch's whole hold on it (the graph takes its variables
  * together, as one op does), not for what other threads and later launches

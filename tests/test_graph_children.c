@@ -15,7 +15,10 @@
  *   and each launch replayed (vf_stats.replays);
  * - a node that waits for such a child (vf_run_wait_children) gets
  *   VF_EDEADLK, as the same push does (the child needs the node to end),
- *   and one whose child uses only what the node reads gets 0.
+ *   and one whose child uses only what the node reads gets 0;
+ * - many nodes reading a var, each with children reading it beside it,
+ *   launches pipelined: every child sees the value before the graph's
+ *   next write; children a node bulks go beside it too.
  */
 #include "runner.h"
 
@@ -213,6 +216,211 @@ TEST_KIND_CASE(wait_for_a_child_on_the_nodes_write, k)
 TEST_KIND_CASE(wait_for_a_child_reading_beside, k)
 {
     wait_case(k, false);
+}
+
+/* --- many readers, each with children reading beside it ------------------ */
+
+#define NREADERS 6
+#define RSTEPS 400
+
+/* W0 writes v, NREADERS nodes read it, each pushing two children that
+ * read it (and wait for them, every other step), and W writes it: every
+ * child sees W0's value, never W's or a later launch's, with launches
+ * pipelined (a reading node's child was queued at the var's end when
+ * another reader had moved the graph's hold meanwhile, and a rest op was
+ * freed before its run: found by the second reviewer of the splits). */
+typedef struct readers {
+    vf_engine *e;
+    vf_var v;
+    uint64_t val; /* v's value */
+    uint64_t want[RSTEPS];
+    uint64_t seen[RSTEPS][NREADERS][2];
+    atomic_int wait_fails;
+} readers;
+
+typedef struct rstep {
+    readers *r;
+    int step, node, slot;
+} rstep;
+
+static int r_child(vf_run *run, void *arg)
+{
+    (void)run;
+    const rstep *a = arg;
+    a->r->seen[a->step][a->node][a->slot] = a->r->val;
+    return 0;
+}
+
+static int r_node(vf_run *run, void *arg)
+{
+    const rstep *a = arg;
+    for (int c = 0; c < 2; c++) {
+        rstep ca = {a->r, a->step, a->node, c};
+        CHECK_OK(vf_engine_push(a->r->e, &(vf_op){.fn = r_child,
+                                                  .arg = &ca,
+                                                  .arg_size = sizeof ca,
+                                                  .reads = VF_VARS(a->r->v)}));
+    }
+    if (a->step % 2 == 1 && vf_run_wait_children(run, NULL) != 0)
+        atomic_fetch_add(&a->r->wait_fails, 1);
+    return 0;
+}
+
+static int r_first(vf_run *run, void *arg)
+{
+    (void)run;
+    const rstep *a = arg;
+    a->r->val = a->r->val * 31 + (uint64_t)a->step + 1;
+    a->r->want[a->step] = a->r->val;
+    return 0;
+}
+
+static int r_last(vf_run *run, void *arg)
+{
+    (void)run;
+    const rstep *a = arg;
+    a->r->val = a->r->val * 7 + 3;
+    return 0;
+}
+
+TEST_KIND_CASE(many_readers_with_children_beside, k)
+{
+    readers *r = calloc(1, sizeof *r);
+    REQUIRE(r != NULL);
+    r->e = tu_engine(k);
+    r->v = tu_var(r->e);
+    vf_graph *g = NULL;
+    CHECK_OK(vf_graph_begin(r->e));
+    rstep a = {r, 0, 0, 0};
+    CHECK_OK(vf_engine_push(r->e, &(vf_op){.fn = r_first,
+                                           .arg = &a,
+                                           .arg_size = sizeof a,
+                                           .writes = VF_VARS(r->v)}));
+    for (int n = 0; n < NREADERS; n++) {
+        a.node = n;
+        CHECK_OK(vf_engine_push(r->e, &(vf_op){.fn = r_node,
+                                               .arg = &a,
+                                               .arg_size = sizeof a,
+                                               .reads = VF_VARS(r->v)}));
+    }
+    CHECK_OK(vf_engine_push(r->e, &(vf_op){.fn = r_last,
+                                           .arg = &a,
+                                           .arg_size = sizeof a,
+                                           .writes = VF_VARS(r->v)}));
+    CHECK_OK(vf_graph_end(r->e, &g));
+    int steps = (int)tu_scaled(RSTEPS, 40);
+    for (int s = 0; s < steps; s++) {
+        for (size_t i = 0; s > 0 && i < vf_graph_ops(g); i++) {
+            rstep b = {r, s, i == 0 ? 0 : (int)i - 1, 0};
+            CHECK_OK(vf_graph_set_arg(r->e, g, i, &b, sizeof b));
+        }
+        CHECK_OK(vf_graph_launch(r->e, g));
+        if (s % 50 == 49)
+            CHECK_OK(vf_engine_wait_all(r->e, NULL));
+    }
+    CHECK_OK(vf_engine_wait_all(r->e, NULL));
+    int bad = 0;
+    for (int s = 0; s < steps; s++)
+        for (int n = 0; n < NREADERS; n++)
+            for (int c = 0; c < 2; c++)
+                bad += r->seen[s][n][c] != r->want[s];
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(atomic_load(&r->wait_fails), 0);
+    vf_stats st;
+    CHECK_OK(vf_engine_stats(r->e, &st));
+    CHECK_EQ(st.replays, (uint64_t)steps);
+    CHECK_OK(vf_graph_destroy(r->e, g));
+    tu_finish_engine(r->e);
+    free(r);
+}
+
+/* --- bulking inside a node ----------------------------------------------- */
+
+/* A node that reads v bulks its children (vf_bulk_set_size inside it),
+ * which read v: they still run beside it, before the graph's next write
+ * of v and the push after the launch, and its wait for them returns 0
+ * (a batch's push missed the split: the children came after both, and
+ * the wait got VF_EDEADLK; found by the second reviewer of the splits). */
+typedef struct bulked {
+    vf_engine *e;
+    vf_var v;
+    atomic_int n;
+    int id[8];
+    int wait_rc;
+} bulked;
+
+static void bnote(bulked *b, int id)
+{
+    int at = atomic_fetch_add(&b->n, 1);
+    REQUIRE(at < 8);
+    b->id[at] = id;
+}
+
+typedef struct bleaf {
+    bulked *b;
+    int id;
+} bleaf;
+
+static int b_leaf(vf_run *run, void *arg)
+{
+    (void)run;
+    const bleaf *a = arg;
+    bnote(a->b, a->id);
+    return 0;
+}
+
+static int b_reader(vf_run *run, void *arg)
+{
+    bulked *b = arg;
+    bnote(b, 2);
+    CHECK(vf_bulk_set_size(b->e, 4) >= 0);
+    for (int c = 1; c <= 2; c++) {
+        bleaf ca = {b, 20 + c};
+        CHECK_OK(vf_engine_push(b->e, &(vf_op){.fn = b_leaf,
+                                               .arg = &ca,
+                                               .arg_size = sizeof ca,
+                                               .reads = VF_VARS(b->v)}));
+    }
+    CHECK(vf_bulk_set_size(b->e, 0) >= 0);
+    b->wait_rc = vf_run_wait_children(run, NULL);
+    return 0;
+}
+
+static int b_writer(vf_run *run, void *arg)
+{
+    (void)run;
+    bnote(arg, 3);
+    return 0;
+}
+
+TEST_KIND_CASE(bulked_children_beside_their_node, k)
+{
+    bulked b;
+    memset(&b, 0, sizeof b);
+    b.e = tu_engine(k);
+    b.v = tu_var(b.e);
+    vf_graph *g = NULL;
+    CHECK_OK(vf_graph_begin(b.e));
+    CHECK_OK(vf_engine_push(
+        b.e, &(vf_op){.fn = b_reader, .arg = &b, .reads = VF_VARS(b.v)}));
+    CHECK_OK(vf_engine_push(
+        b.e, &(vf_op){.fn = b_writer, .arg = &b, .writes = VF_VARS(b.v)}));
+    CHECK_OK(vf_graph_end(b.e, &g));
+    for (int l = 0; l < 10; l++) {
+        atomic_store(&b.n, 0);
+        b.wait_rc = -99;
+        CHECK_OK(vf_graph_launch(b.e, g));
+        CHECK_OK(vf_engine_wait_all(b.e, NULL));
+        CHECK_EQ(b.wait_rc, 0);
+        CHECK_EQ(atomic_load(&b.n), 4);
+        CHECK_EQ(b.id[0], 2);
+        CHECK_EQ(b.id[3], 3); /* the children (21, 22) before the writer */
+    }
+    vf_stats st;
+    CHECK_OK(vf_engine_stats(b.e, &st));
+    CHECK_EQ(st.replays, 10);
+    CHECK_OK(vf_graph_destroy(b.e, g));
+    tu_finish_engine(b.e);
 }
 
 /* --- random programs ----------------------------------------------------- */

@@ -479,14 +479,19 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
         nvars = opr->nvars;
     }
     if (VF__UNLIKELY(parent != NULL) &&
-        (waits_for_parent(parent, vars, nvars) ||
+        ((parent->def->kind->flags & VF__KIND_GRAPH) ||
+         waits_for_parent(parent, vars, nvars) ||
          ahead_of_an_ancestor(parent, vars, nvars))) {
         /* It cannot run before its parent ends; fused, its siblings in
          * the batch could not either, and the parent's wait for one of
          * them would wait for itself (VF_EDEADLK where the ops alone give
          * 0: found by the second reviewer of the batch's early release).
          * Or it goes ahead behind an ancestor, which its batch's push
-         * might come too late for. Alone, as it would be unbulked. */
+         * might come too late for. Or its parent is a replay's node,
+         * whose graph's hold on the vars splits around the node's
+         * children at their pushes (graph.h), which a batch's push would
+         * miss (it came after the graph's later ops: found by the second
+         * reviewer of the split). Alone, as it would be unbulked. */
         flush_locked(e, s);
         vf__spin_unlock(&s->lock);
         free(heap);

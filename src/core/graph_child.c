@@ -132,6 +132,17 @@ const vf__op *vf__graph_var_holder(const vf__op *nd, const vf__var *v)
     return b >= 0 ? holder_of(in, b) : in->launch;
 }
 
+/* A rest op's argument: its var, and its references: one for its hold
+ * (its place holds the var for the graph, or is a node's read since a
+ * child read beside it: graph.h), one for its run (from its place's grant
+ * to rest_run's end, which may come after the hold's: a granted rest op
+ * whose run had not begun was freed by its hold's end, and then run:
+ * found by the second reviewer of the splits). */
+typedef struct rest_state {
+    int b;
+    atomic_int refs;
+} rest_state;
+
 /* A rest op for boundary var b of `in`, whose place the graph's uses of v
  * right after node p wait for (rest_run): it stands after p and its
  * children in the serial program (var.c: queued_before), as the node
@@ -143,12 +154,17 @@ static vf__op *rest_new(vf__graph_inst *in, int b, uint32_t p)
         &g->engine->defs, &(vf__opdef){.engine = g->engine,
                                        .kind = &vf__kind_graph_rest,
                                        .inline_run = true});
-    vf__op *rest = def != NULL ? vf__op_alloc(1) : NULL;
+    vf__op *rest = def != NULL ? vf__op_alloc_arg(1, sizeof(rest_state)) : NULL;
     if (rest == NULL)
         return NULL;
     rest->def = def;
+    rest_state st = {.b = b};
+    if (vf__op_copy_arg(rest, "graph rest", &st, sizeof st) != 0) {
+        vf__op_free(rest);
+        return NULL;
+    }
+    atomic_init(&((rest_state *)rest->arg)->refs, 2);
     rest->fn = NULL;
-    rest->arg = (void *)(uintptr_t)b;
     rest->done = NULL;
     rest->name = "graph rest";
     rest->place = in->base + p + 1;
@@ -160,15 +176,38 @@ static vf__op *rest_new(vf__graph_inst *in, int b, uint32_t p)
     return rest;
 }
 
+/* Free a rest op never queued (made and not needed). */
 static void rest_free(vf__op *rest)
 {
     rest->graph = NULL; /* the side block's word: none of its own */
     vf__op_free(rest);
 }
 
+/* A rest op's hold, or its run, is over: the last of the two frees it. */
+static void rest_unref(vf__op *rest)
+{
+    if (atomic_fetch_sub_explicit(&((rest_state *)rest->arg)->refs, 1,
+                                  memory_order_acq_rel) == 1)
+        rest_free(rest);
+}
+
+/* The place at the head of v, running its write for instance `in` (the
+ * launch op's, or a rest op's), or NULL (v's lock held). */
+static vf__op *hold_running(const vf__var *v, const vf__graph_inst *in)
+{
+    if (v->nreaders != VF__WRITE_RUNNING || v->head == NULL)
+        return NULL;
+    vf__op *h = vf__dep_op(v->head);
+    return vf__graph_holds_for(h) && h->graph == in ? h : NULL;
+}
+
 /* A child of node `parent` (at index p) reads v, boundary var b, which
  * `parent` only reads and the graph holds to write: it may run beside the
- * node at once (graph.h). 0, or VF_ENOMEM. */
+ * node at once (graph.h). Decided under v's lock, on the hold that heads v
+ * then (a holder looked at before the lock may have been converted and
+ * let go meanwhile by another reading node: the child then queued at the
+ * var's end, found by the second reviewer of the splits). 0, or
+ * VF_ENOMEM. */
 static int read_beside(vf__graph_inst *in, vf__op *parent, uint32_t p, int b,
                        const char *who)
 {
@@ -190,32 +229,39 @@ static int read_beside(vf__graph_inst *in, vf__op *parent, uint32_t p, int b,
      * earliest): it takes the count back (rest_run). */
     if (rest != NULL && !in->in_order)
         atomic_fetch_add_explicit(&in->ops[w]->wait, 1, memory_order_relaxed);
-    vf__op *holder = holder_of(in, b);
-    vf__readylist ready;
-    vf__readylist_init(&ready);
-    int did = vf__var_read_beside_holder(
-        v, holder, rest != NULL ? vf__op_dep(rest, 0) : NULL, &ready);
-    if (did == VF__READ_CONVERTED) {
-        /* The rest op holds v for the graph from now on; the old holder's
-         * place is the node's read (a pin). */
+    vf__dep *first_read = NULL;
+    int nreads = 0;
+    bool pinned = false;
+    vf__spin_lock(&v->lock);
+    vf__op *holder = hold_running(v, in);
+    if (holder != NULL && rest != NULL) {
+        /* The hold's place becomes the node's read (a pin); the rest op's
+         * place holds v for the graph from now on. */
+        vf__var_hold_to_read_locked(v, vf__op_dep(rest, 0));
         atomic_store_explicit(&in->split[b].holder, rest, memory_order_release);
+        pin->was_holder = holder != in->launch ? holder : NULL;
         rest = NULL;
-    } else if (did == VF__READ_DOWNGRADED) {
+        pinned = true;
+    } else if (holder != NULL) {
+        /* The graph writes v no more: its hold reads it from now on. */
+        nreads = vf__var_downgrade_locked(v, &first_read);
         atomic_store_explicit(&in->split[b].downgraded, true,
                               memory_order_relaxed);
+    } else if (v->nreaders > 0 && v->nreaders != VF__WRITE_RUNNING) {
+        v->nreaders++; /* reads run for the graph: one more, the node's */
+        pin->was_holder = NULL;
+        pinned = true;
     }
+    vf__spin_unlock(&v->lock);
     if (rest != NULL) { /* not needed: its count goes back */
         if (!in->in_order)
             atomic_fetch_sub_explicit(&in->ops[w]->wait, 1,
                                       memory_order_relaxed);
         rest_free(rest);
     }
-    if (did == VF__READ_CONVERTED || did == VF__READ_PINNED) {
+    if (pinned) {
         pin->place = parent->place;
         pin->b = b;
-        pin->was_holder = did == VF__READ_CONVERTED && holder != in->launch
-                              ? holder
-                              : NULL;
         vf__spin_lock(&in->pins_lock);
         pin->next = in->pins;
         in->pins = pin;
@@ -224,12 +270,14 @@ static int read_beside(vf__graph_inst *in, vf__op *parent, uint32_t p, int b,
     } else {
         free(pin);
     }
-    if (did != VF__READ_NONE)
-        if (ready.count != 0) { /* reads queued behind a downgraded hold */
-            vf__engine_count_in(g->engine,
-                                (uint64_t)ready.count * VF__COUNT_ACTIVE);
-            vf__exec_dispatch_ready(&ready);
-        }
+    if (nreads != 0) { /* reads queued behind the downgraded hold */
+        vf__readylist ready;
+        vf__readylist_init(&ready);
+        vf__var_release_reads(first_read, nreads, holder, &ready);
+        vf__engine_count_in(g->engine,
+                            (uint64_t)ready.count * VF__COUNT_ACTIVE);
+        vf__exec_dispatch_ready(&ready);
+    }
     return 0;
 }
 
@@ -291,13 +339,15 @@ static void split(vf__graph_inst *in, int b, vf__op *rest, vf__readylist *ready)
     vf__op *holder = holder_of(in, b);
     vf__spin_lock(&v->lock);
     bool now = vf__var_insert_rest(v, vf__op_dep(rest, 0), holder);
+    /* Under the lock: a node's wait that finds the place gone finds the
+     * new holder (wait.c). */
+    atomic_store_explicit(&in->split[b].holder, rest, memory_order_release);
     vf__spin_unlock(&v->lock);
     VF__ASSERT(!now); /* the graph writes v: held to write */
     (void)now;
-    atomic_store_explicit(&in->split[b].holder, rest, memory_order_release);
     vf__var_complete_write(v, holder, NULL, false, ready);
     if (holder != in->launch)
-        rest_free(holder); /* an earlier split's, its use over */
+        rest_unref(holder); /* an earlier split's: its hold is over */
 }
 
 /* The reads node `op` held for its children (pins) let go. */
@@ -322,7 +372,7 @@ static void pins_finished(vf__graph_inst *in, const vf__op *op,
         mine = pin->next;
         vf__var_complete_read(in->g->bvars[pin->b].var, op, ready);
         if (pin->was_holder != NULL)
-            rest_free(pin->was_holder);
+            rest_unref(pin->was_holder); /* its place's read is over */
         free(pin);
     }
 }
@@ -357,7 +407,7 @@ void vf__graph_holder_let_go(vf__graph_inst *in, int b, vf__readylist *ready)
                           memory_order_relaxed);
     if (holder != in->launch) {
         atomic_store_explicit(&in->split[b].holder, NULL, memory_order_relaxed);
-        rest_free(holder);
+        rest_unref(holder);
     }
 }
 
@@ -372,7 +422,7 @@ static bool rest_run(vf__op *rest, int worker, bool shutdown)
     vf__graph_inst *in = rest->graph;
     const vf_graph *g = in->g;
     vf_engine *e = g->engine;
-    int b = (int)(uintptr_t)rest->arg;
+    int b = ((const rest_state *)rest->arg)->b;
     vf__var *v = g->bvars[b].var;
     /* A child's failure on v: the nodes that read it look (graph.h). */
     if (atomic_load_explicit(&v->failure, memory_order_acquire) != NULL)
@@ -399,7 +449,8 @@ static bool rest_run(vf__op *rest, int worker, bool shutdown)
         if (wake != 0)
             vf__engine_wake(e, wake);
     }
-    return false; /* holds v until the graph's last use of it */
+    rest_unref(rest); /* its run is over; its place holds v on */
+    return false;     /* holds v until the graph's last use of it */
 }
 
 const vf__op_kind vf__kind_graph_rest = {.name = "graph rest", .run = rest_run};

@@ -266,46 +266,37 @@ void vf__var_downgrade(vf__var *v, vf__dep *d, vf__readylist *ready)
 {
     const vf__op *from = vf__dep_op(d);
     vf__spin_lock(&v->lock);
-    VF__ASSERT(v->nreaders == VF__WRITE_RUNNING && v->head == d);
+    VF__ASSERT(v->head == d);
     d->var_w &= ~(uintptr_t)VF__DEP_WRITE;
     vf__dep *first_read;
-    int nreads = unqueue_reads(v, d, &first_read);
-    v->nreaders = 1 + nreads;
+    int nreads = vf__var_downgrade_locked(v, &first_read);
     vf__spin_unlock(&v->lock);
     release_reads(first_read, nreads, from, ready);
 }
 
-int vf__var_read_beside_holder(vf__var *v, const vf__op *holder, vf__dep *rest,
-                               vf__readylist *ready)
+void vf__var_hold_to_read_locked(vf__var *v, vf__dep *rest)
 {
-    vf__spin_lock(&v->lock);
-    if (v->nreaders == VF__WRITE_RUNNING && vf__dep_op(v->head) == holder) {
-        vf__dep *d = v->head;
-        if (rest != NULL) {
-            /* The holder's place leaves the queue, a running read now;
-             * `rest` heads the queue, ahead of what waited behind it. */
-            rest->next = d->next;
-            v->head = rest;
-            if (v->tail == d)
-                v->tail = rest;
-            v->nreaders = 1;
-            vf__spin_unlock(&v->lock);
-            return VF__READ_CONVERTED;
-        }
-        vf__dep *first_read;
-        int nreads = unqueue_reads(v, d, &first_read);
-        v->nreaders = 1 + nreads;
-        vf__spin_unlock(&v->lock);
-        release_reads(first_read, nreads, holder, ready);
-        return VF__READ_DOWNGRADED;
-    }
-    int did = VF__READ_NONE;
-    if (v->nreaders > 0 && v->nreaders != VF__WRITE_RUNNING) {
-        v->nreaders++;
-        did = VF__READ_PINNED;
-    }
-    vf__spin_unlock(&v->lock);
-    return did;
+    VF__ASSERT(v->nreaders == VF__WRITE_RUNNING && vf__dep_write(rest));
+    vf__dep *d = v->head;
+    rest->next = d->next;
+    v->head = rest;
+    if (v->tail == d)
+        v->tail = rest;
+    v->nreaders = 1;
+}
+
+int vf__var_downgrade_locked(vf__var *v, vf__dep **first_read)
+{
+    VF__ASSERT(v->nreaders == VF__WRITE_RUNNING && v->head != NULL);
+    int nreads = unqueue_reads(v, v->head, first_read);
+    v->nreaders = 1 + nreads;
+    return nreads;
+}
+
+void vf__var_release_reads(vf__dep *first_read, int n, const vf__op *from,
+                           vf__readylist *ready)
+{
+    release_reads(first_read, n, from, ready);
 }
 
 bool vf__var_ahead_behind(vf__var *v, const vf__op *holder,

@@ -273,27 +273,19 @@ bool vf__var_insert_rest(vf__var *v, vf__dep *d, const vf__op *holder);
  * `ready`); the next write waits for them all. Takes the lock. */
 void vf__var_downgrade(vf__var *v, vf__dep *d, vf__readylist *ready);
 
-/* A graph's node that reads v, which the graph holds to write (its
- * launch op's or a rest op's place, `holder`: graph.h), lets a child read
- * v beside it (graph_child.c); takes the lock. When `holder`'s write runs
- * at v's head, it becomes a running read (the node's, until its finish):
- *   VF__READ_CONVERTED   with `rest`, a write place that then heads the
- *                        queue, ahead of everything that waited behind the
- *                        holder (the graph's next write of v waits for it);
- *   VF__READ_DOWNGRADED  without (the graph writes v no more): the reads
- *                        right behind it run beside it (into `ready`), and
- *                        the holder's read holds v for the graph;
- * else, when reads run on v (the graph's, beside a converted or downgraded
- * hold), one more for the node (VF__READ_PINNED), or nothing
- * (VF__READ_NONE). */
-enum {
-    VF__READ_NONE,
-    VF__READ_CONVERTED,
-    VF__READ_DOWNGRADED,
-    VF__READ_PINNED
-};
-int vf__var_read_beside_holder(vf__var *v, const vf__op *holder, vf__dep *rest,
-                               vf__readylist *ready);
+/* For a graph's node that reads v, which the graph holds to write, and
+ * lets a child read v beside it (graph_child.c), lock held, v's running
+ * write at its head (the graph's hold). vf__var_hold_to_read_locked: that
+ * write's place leaves the queue, a running read now (v->nreaders 1), and
+ * the write place `rest` heads the queue, ahead of everything that waited
+ * behind it. vf__var_downgrade_locked: the write at the head becomes a
+ * running read, and the reads right behind it run beside it: their count,
+ * from *first_read, for vf__var_release_reads once the lock is let go
+ * (`from`: the op they waited for, for the profiler's edges). */
+void vf__var_hold_to_read_locked(vf__var *v, vf__dep *rest);
+int vf__var_downgrade_locked(vf__var *v, vf__dep **first_read);
+void vf__var_release_reads(vf__dep *first_read, int n, const vf__op *from,
+                           vf__readylist *ready);
 
 /* Whether an op queued right behind `holder`'s running write on v went
  * ahead there and comes before the op at `place` under `up` in tree order
