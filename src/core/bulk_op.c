@@ -452,7 +452,8 @@ static void run_batch(vf__op *op, int worker, bool shutdown)
             /* The fused op stands for this item while it runs: the ops
              * it pushes are the item's children (family.h). */
             vf__running outer;
-            vf__running_enter(&outer, op, &run);
+            op->run = &run;
+            vf__running_enter(&outer, op);
             int rc = it->fn(&run, it->arg);
             pushed = vf__running_now.family != NULL; /* (its first push) */
             vf__running_leave(&outer);

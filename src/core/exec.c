@@ -310,7 +310,8 @@ static bool run_body(vf__op *op, int worker)
     /* In flight until vf_completion_finish. */
     vf__async_started(&vf__op_engine(op)->async, op);
     vf__running outer;
-    vf__running_enter(&outer, op, &run);
+    op->run = &run;
+    vf__running_enter(&outer, op);
     op->async_fn(&run, op->arg, done);
     vf__running_leave(&outer);
     if (VF__UNLIKELY(async_call_returns(op)))

@@ -90,7 +90,8 @@ static inline int vf__exec_call_fn(vf__op *op, vf_run *run)
 {
     run->message[0] = '\0';
     vf__running outer;
-    vf__running_enter(&outer, op, run);
+    op->run = run; /* vf__op.run */
+    vf__running_enter(&outer, op);
     int rc = op->fn(run, op->arg);
     vf__running_leave(&outer);
     if (rc != 0)

@@ -185,24 +185,17 @@ bool vf__family_before(const vf__family *a_up, uint64_t a_place,
 typedef struct vf__running {
     vf__op *op;
     vf__family *family;
-    /* The run handle its function was given (NULL: a free callback's), so
-     * a call given a handle checks it before reading it: a handle kept
-     * past its op's end points at a dead frame (found trying stale
-     * handles as a user: vf_run_wait_children crashed). */
-    const vf_run *run;
 } vf__running;
 
 extern _Thread_local vf__running vf__running_now;
 
-/* Enter the run of `op` on this thread, its function given `run`
- * (`saved` keeps the outer run, for vf__running_leave). */
-static inline void vf__running_enter(vf__running *saved, vf__op *op,
-                                     const vf_run *run)
+/* Enter the run of `op` on this thread (`saved` keeps the outer run, for
+ * vf__running_leave). */
+static inline void vf__running_enter(vf__running *saved, vf__op *op)
 {
     *saved = vf__running_now;
     vf__running_now.op = op;
     vf__running_now.family = NULL;
-    vf__running_now.run = run;
 }
 
 /* The run of a family's op ended: its children's failures are kept no

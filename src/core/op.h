@@ -256,9 +256,12 @@ struct vf__op {
     /* The family of the op it was pushed from inside (a reference), or
      * NULL at the top level: where it stands in push order (family.h). */
     vf__family *up;
-    /* Unused: keeps the header 128 bytes, so the entries and a copied
-     * argument after it stay 16-byte aligned (vf__op_block_size). */
-    uint64_t spare_;
+    /* The run handle its function was given while it runs (NULL: none,
+     * or a free callback's), so a call given a handle checks it before
+     * reading it: a handle kept past its op's end points at a dead frame
+     * (found trying stale handles as a user: vf_run_wait_children
+     * crashed). */
+    const vf_run *run;
     /* FIFO order among equal priorities (set by the heap); an async op in
      * flight, never queued again, keeps its start there instead (async.h). */
     uint32_t seq;

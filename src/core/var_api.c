@@ -78,7 +78,8 @@ static bool run_delete(vf__op *op, int worker, bool shutdown)
     else
         atomic_store_explicit(&v->version, 0, memory_order_relaxed);
     vf__running outer;
-    vf__running_enter(&outer, op, NULL);
+    op->run = NULL; /* a free callback has no run handle */
+    vf__running_enter(&outer, op);
     if (op->free_fn)
         op->free_fn(op->arg);
     vf__running_leave(&outer);

@@ -1183,7 +1183,7 @@ static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
     if (run == NULL)
         return vf__fail(VF_EINVAL, "%s: run is NULL", who);
     vf__op *cur = vf__current_op();
-    if (cur == NULL || run != vf__running_now.run)
+    if (cur == NULL || run != cur->run)
         return vf__fail(VF_EINVAL,
                         "%s: not called from the function of the op whose "
                         "run handle it was given (the handle is valid only "
@@ -1255,9 +1255,9 @@ static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
  * that (a handle kept past its op's end points at a dead frame). */
 static vf_engine *running_engine(const vf_run *run)
 {
-    return run != NULL && run == vf__running_now.run
-               ? vf__op_engine(vf__running_now.op)
-               : NULL;
+    const vf__op *cur = vf__current_op();
+    return run != NULL && cur != NULL && run == cur->run ? vf__op_engine(cur)
+                                                         : NULL;
 }
 
 VF_API int vf_run_wait_children(vf_run *run, vf_error *err)

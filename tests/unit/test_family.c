@@ -33,7 +33,7 @@ static vf__op *fake_op(int i)
 static vf__family *child_family(vf__running *saved, int id, uint64_t place,
                                 vf__family *up)
 {
-    vf__running_enter(saved, fake_op(id), NULL);
+    vf__running_enter(saved, fake_op(id));
     vf__family *f = vf__running_family(fake_op(id), up, place);
     REQUIRE(f != NULL);
     CHECK_EQ(atomic_load(&f->refs), 1); /* the run's, no more */
@@ -117,7 +117,7 @@ TEST_CASE(alone_runs_borrow_up)
 
     /* Op 2 runs alone and pushes only children that end within its run. */
     fake_op(2)->alone = true;
-    vf__running_enter(&in2, fake_op(2), NULL);
+    vf__running_enter(&in2, fake_op(2));
     vf__family *f2 = vf__running_family(fake_op(2), f1, 2);
     REQUIRE(f2 != NULL);
     CHECK(f2->up_borrowed);
@@ -127,7 +127,7 @@ TEST_CASE(alone_runs_borrow_up)
 
     /* Op 3 runs alone and pushes a child that outlives its run. */
     fake_op(3)->alone = true;
-    vf__running_enter(&in3, fake_op(3), NULL);
+    vf__running_enter(&in3, fake_op(3));
     vf__family *f3 = vf__running_family(fake_op(3), f1, 3);
     REQUIRE(f3 != NULL);
     vf__family_ref(f3); /* the queued child's */

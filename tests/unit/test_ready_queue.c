@@ -276,11 +276,11 @@ TEST_CASE(waiter_takes_descendants_only)
     ops *o = ops_new(NULL, 5);
     vf__worker *w0 = &p.workers[0], *w1 = &p.workers[1];
     vf__running in_p, in_c, in_q;
-    vf__running_enter(&in_p, OP(o, 4), NULL);
+    vf__running_enter(&in_p, OP(o, 4));
     vf__family *fp = vf__running_family(OP(o, 4), NULL, 1); /* P, place 1 */
-    vf__running_enter(&in_c, OP(o, 4), NULL);
+    vf__running_enter(&in_c, OP(o, 4));
     vf__family *fc = vf__running_family(OP(o, 4), fp, 2); /* P's child */
-    vf__running_enter(&in_q, OP(o, 4), NULL);
+    vf__running_enter(&in_q, OP(o, 4));
     vf__family *fq = vf__running_family(OP(o, 4), NULL, 3); /* Q */
     vf__family_ref(fp); /* the ops' references (the runs hold their own) */
     vf__family_ref(fc);
