@@ -1,4 +1,4 @@
-/* graph_child.c: a replay's node's children on the vars it writes: the
+/* graph_child.c: a replay's node's children on the vars it uses: the
  * graph's hold on such a var splits around them (graph.h). */
 #include "core/graph.h"
 #include "core/graph_impl.h"
@@ -26,25 +26,16 @@ static int bvar_index(const vf_graph *g, const vf__var *v)
     return -1;
 }
 
-static bool node_writes(const vf__op *nd, const vf__var *v)
+/* How a node (its block) uses v. */
+enum { USES_NOT, USES_TO_READ, USES_TO_WRITE };
+static int node_uses(const vf__op *nd, const vf__var *v)
 {
     for (int i = 0; i < nd->nvars; i++) {
         const vf__dep *d = vf__op_dep(nd, i);
         if (vf__dep_var(d) == v)
-            return vf__dep_write(d);
+            return vf__dep_write(d) ? USES_TO_WRITE : USES_TO_READ;
     }
-    return false;
-}
-
-/* Whether the node uses v, only to read it. */
-static bool node_reads(const vf__op *nd, const vf__var *v)
-{
-    for (int i = 0; i < nd->nvars; i++) {
-        const vf__dep *d = vf__op_dep(nd, i);
-        if (vf__dep_var(d) == v)
-            return !vf__dep_write(d);
-    }
-    return false;
+    return USES_NOT;
 }
 
 /* The first node after p that writes v, or g->n. */
@@ -62,8 +53,8 @@ static uint32_t next_write(const vf_graph *g, uint32_t p, const vf__var *v)
 typedef struct vf__graph_pin {
     uint64_t place; /* the node's */
     int b;
-    /* The rest op whose write place became this read (freed with the pin:
-     * a wait may still compare it, wait.c), or NULL. */
+    /* The rest op whose write place became this read (its hold's
+     * reference goes with the pin), or NULL. */
     vf__op *was_holder;
     struct vf__graph_pin *next;
 } vf__graph_pin;
@@ -120,7 +111,8 @@ uint64_t vf__graph_holder_place(const vf__op *holder, const vf__var *v,
         return 0;
     const vf__graph_inst *in = parent->graph;
     int b = bvar_index(in->g, v);
-    return b >= 0 && holder_of(in, b) == holder && node_writes(parent, v)
+    return b >= 0 && holder_of(in, b) == holder &&
+                   node_uses(parent, v) == USES_TO_WRITE
                ? parent->place
                : 0;
 }
@@ -291,10 +283,10 @@ int vf__graph_child_pushed(vf__op *parent, const vf__op *child, const char *who)
     for (int i = 0; i < child->nvars; i++) {
         const vf__dep *cd = vf__op_dep(child, i);
         const vf__var *v = vf__dep_var(cd);
-        if (!node_writes(parent, v)) {
-            int b = vf__dep_write(cd) || !node_reads(parent, v)
-                        ? -1
-                        : bvar_index(g, v);
+        int use = node_uses(parent, v);
+        if (use != USES_TO_WRITE) {
+            int b = vf__dep_write(cd) || use != USES_TO_READ ? -1
+                                                             : bvar_index(g, v);
             int rc = b >= 0 && g->bvars[b].write
                          ? read_beside(in, parent, p, b, who)
                          : 0;
