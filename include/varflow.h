@@ -1345,7 +1345,8 @@ VF_API int vf_run_wait_children_timed(vf_run *run, int64_t timeout_ms,
  * op of a launch that replays goes where the same push from inside the
  * same op would (@ref waits, "An op pushed from inside a running op"),
  * right behind its parent on a variable the parent writes and beside
- * it on one both only read, before the graph's later ops on the variable
+ * it on one both only read (a parent of up to 64 variables, as there),
+ * before the graph's later ops on the variable
  * and what was pushed after the launch, and a wait for it inside its
  * parent (vf_run_wait_children()) returns what that push's would (it ran
  * after the graph's later ops, and that wait got VF_EDEADLK, before this

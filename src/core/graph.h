@@ -180,9 +180,10 @@ typedef struct vf__graph_inst {
  */
 typedef struct vf__graph_split {
     /* The rest op whose place holds the var for the graph, or NULL: the
-     * launch op's does (or none is left). Written by the finish of the
-     * node that split it and of the var's last use; read by a child's
-     * push and a node's wait on the var. */
+     * launch op's does (or none is left). Written under the var's lock
+     * (by a node's finish that splits it, a reading node's child's push,
+     * the var's last use); read by a child's push and, under the lock, a
+     * node's wait on the var (push.c). */
     _Atomic(vf__op *) holder;
     /* The rest op a running node's child made, placed at its finish. */
     _Atomic(vf__op *) pending;
@@ -215,8 +216,9 @@ static inline bool vf__graph_holds_for(const vf__op *op)
            op->def->kind == &vf__kind_graph_rest;
 }
 
-/* The op whose place holds v for the graph of node `node` now (the launch
- * op, or a split's rest op), for a node's wait on v (wait.c). */
+/* The op whose place holds v for the graph of node `nd` now (the launch
+ * op, or a split's rest op), for a node's wait on v (push.c: under v's
+ * lock). */
 const vf__op *vf__graph_var_holder(const vf__op *nd, const vf__var *v);
 
 /* The node `op`, whose children split vars (vf__op.splits), finished:

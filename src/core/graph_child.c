@@ -205,8 +205,15 @@ static int read_beside(vf__graph_inst *in, vf__op *parent, uint32_t p, int b,
 {
     const vf_graph *g = in->g;
     vf__var *v = g->bvars[b].var;
+    /* Past 64 vars the child does not look for its parent's read (var.c:
+     * reads_var) and takes its place at its push, behind the graph's
+     * hold: a read the node held for it would only keep it waiting (found
+     * by the third reviewer of the splits). */
+    if (parent->nvars > 64)
+        return 0;
+    /* The graph's hold reads v (a stale false only adds a pin: below). */
     if (atomic_load_explicit(&in->split[b].downgraded, memory_order_relaxed))
-        return 0; /* the graph's hold reads v: the child reads beside it */
+        return 0;
     /* The graph's next write of v: before p's finish, it waits for p. */
     uint32_t w = next_write(g, p, v);
     vf__op *rest = w < g->n ? rest_new(in, b, w - 1) : NULL;
@@ -218,7 +225,9 @@ static int read_beside(vf__graph_inst *in, vf__op *parent, uint32_t p, int b,
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     }
     /* Before the rest op's place can be granted (at p's finish at the
-     * earliest): it takes the count back (rest_run). */
+     * earliest): it takes the count back (rest_run). Node w waits for p
+     * (p reads v, w writes it next), which runs: w's count is above zero
+     * here, and the add can be taken back below. */
     if (rest != NULL && !in->in_order)
         atomic_fetch_add_explicit(&in->ops[w]->wait, 1, memory_order_relaxed);
     vf__dep *first_read = NULL;
@@ -389,18 +398,27 @@ void vf__graph_splits_finished(vf__graph_inst *in, vf__op *op,
 void vf__graph_holder_let_go(vf__graph_inst *in, int b, vf__readylist *ready)
 {
     const vf_graph *g = in->g;
+    vf__var *v = g->bvars[b].var;
     vf__op *holder = holder_of(in, b);
-    if (g->bvars[b].write &&
-        !atomic_load_explicit(&in->split[b].downgraded, memory_order_relaxed))
-        vf__var_complete_write(g->bvars[b].var, holder, NULL, false, ready);
-    else
-        vf__var_complete_read(g->bvars[b].var, holder, ready);
+    bool write = g->bvars[b].write &&
+                 !atomic_load_explicit(&in->split[b].downgraded,
+                                       memory_order_relaxed);
     atomic_store_explicit(&in->split[b].downgraded, false,
                           memory_order_relaxed);
     if (holder != in->launch) {
+        /* Under v's lock, before the rest op may go: a node's wait looks
+         * its graph's holder up there (push.c), and never meets a freed
+         * one. */
+        vf__spin_lock(&v->lock);
         atomic_store_explicit(&in->split[b].holder, NULL, memory_order_relaxed);
-        rest_unref(holder);
+        vf__spin_unlock(&v->lock);
     }
+    if (write)
+        vf__var_complete_write(v, holder, NULL, false, ready);
+    else
+        vf__var_complete_read(v, holder, ready);
+    if (holder != in->launch)
+        rest_unref(holder);
 }
 
 /* A rest op's place is granted (the node's children on its var are over):

@@ -373,7 +373,7 @@ static int enqueue(vf_engine *e, vf__op *op, const char *who, bool unheld,
 
 /* vf__push_enqueue; `unheld`: a start pushing a held op (never held
  * again); `locked`: the caller holds a lock (its op must not run here);
- * `behind`: vf__push_enqueue_behind's holder (else NULL); `deleting`:
+ * `behind`: vf__push_enqueue_behind's node (else NULL); `deleting`:
  * vf__push_enqueue_delete's. Inlined into enqueue and the two, so that
  * the one-shot push, whose `behind` is a constant NULL and `deleting` a
  * constant false, pays nothing for them (12 and 11 instructions an op as
@@ -466,8 +466,11 @@ enqueue_as(vf_engine *e, vf__op *op, const char *who, bool unheld, bool locked,
             return rc;                              /* held, or refused */
         return vf__push_enqueue_delete(e, op, who); /* started meanwhile */
     }
+    vf__dep *behind_at = NULL; /* the graph's hold's place */
     if (VF__UNLIKELY(behind != NULL) &&
-        vf__var_write_place_of(vf__dep_var(vf__op_dep(op, 0)), behind) ==
+        (behind_at = vf__var_write_place_of(
+             vf__dep_var(vf__op_dep(op, 0)),
+             vf__graph_var_holder(behind, vf__dep_var(vf__op_dep(op, 0))))) ==
             NULL) {
         unlock_vars(op, n);
         uncount(e, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
@@ -490,8 +493,7 @@ enqueue_as(vf_engine *e, vf__op *op, const char *who, bool unheld, bool locked,
     if (VF__UNLIKELY(behind != NULL)) {
         VF__ASSERT(n == 1); /* a wait's marker */
         vf__dep *d = vf__op_dep(op, 0);
-        vf__var *v = vf__dep_var(d);
-        vf__var_insert_behind(v, d, vf__var_write_place_of(v, behind));
+        vf__var_insert_behind(vf__dep_var(d), d, behind_at);
     } else if (VF__UNLIKELY(op->up != NULL)) {
         nready = enqueue_child(op, n);
     } else {
@@ -538,11 +540,11 @@ int vf__push_enqueue_held(vf_engine *e, vf__op *op)
     return enqueue(e, op, "vf_engine_start", true, false);
 }
 
-int vf__push_enqueue_behind(vf_engine *e, vf__op *op, const vf__op *holder,
+int vf__push_enqueue_behind(vf_engine *e, vf__op *op, const vf__op *node,
                             const char *who)
 {
     VF__ASSERT(op->nvars == 1 && !vf__dep_write(vf__op_dep(op, 0)));
-    return enqueue_as(e, op, who, false, false, holder, false);
+    return enqueue_as(e, op, who, false, false, node, false);
 }
 
 void vf__push_enqueue_rest(vf_engine *e, vf__op *rest, const vf__op *holder)

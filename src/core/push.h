@@ -130,12 +130,14 @@ int vf__push_enqueue_held(vf_engine *e, vf__op *op);
  * refused (a delete queued behind the batch stays behind it). */
 void vf__push_enqueue_rest(vf_engine *e, vf__op *rest, const vf__op *holder);
 
-/* vf__push_enqueue for a wait's marker (one var, a read) that goes right
- * behind `holder`'s write of its var, running or queued, and the ops that
- * went ahead behind it, rather than at the queue's end (wait.c: a node of
- * a launch waits for its launch's hold): 1, with nothing pushed, when
- * `holder` has no write place on the var any more. */
-int vf__push_enqueue_behind(vf_engine *e, vf__op *op, const vf__op *holder,
+/* vf__push_enqueue for a wait's marker (one var, a read) of the replay's
+ * node `node` (wait.c: a node waits for its launch's hold) that goes right
+ * behind the write place holding its var for the node's graph (the launch
+ * op's, or a rest op's: graph.h, looked up under the var's lock, where
+ * the graph changes it), running or queued, and the ops that went ahead
+ * behind it, rather than at the queue's end: 1, with nothing pushed, when
+ * the graph holds the var so no more. */
+int vf__push_enqueue_behind(vf_engine *e, vf__op *op, const vf__op *node,
                             const char *who);
 
 /* vf__push_enqueue for a var's delete (var_api.c): one that a stop begins

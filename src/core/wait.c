@@ -862,13 +862,13 @@ static vf__pool *foreign_pool(const vf__worker *me, const vf_engine *e)
  * on v (the header's promise), not for what is queued on v behind that
  * hold: later launches of the same graph, which wait for this launch's
  * end, so for the waiting node (a false VF_EDEADLK where pushing the same
- * ops waited to 0: found trying graphs as a user). The launch op when it
- * takes v to write (the marker then goes right behind its hold), else
- * NULL, with *settled when the node reads v itself, or the launch takes v
- * to read only (the graph writes no v, and every write before the launch
- * has finished) or runs its nodes one after the other (the naive engine:
- * those before this one have finished, and the wait waits for them only,
- * as its push would have). */
+ * ops waited to 0: found trying graphs as a user). The node itself when
+ * the launch takes v to write (the marker then goes right behind the
+ * graph's hold: vf__push_enqueue_behind), else NULL, with *settled when the
+ * node reads v itself, or the launch takes v to read only (the graph writes no
+ * v, and every write before the launch has finished) or runs its nodes one
+ * after the other (the naive engine: those before this one have finished, and
+ * the wait waits for them only, as its push would have). */
 static const vf__op *launch_hold(const vf__op *cur, const vf__var *v,
                                  bool *settled)
 {
@@ -886,9 +886,11 @@ static const vf__op *launch_hold(const vf__op *cur, const vf__var *v,
         if (vf__dep_var(d) != v)
             continue;
         *settled = !vf__dep_write(d) || cur->graph->in_order;
-        /* The launch's place, or the rest op's that holds v for the graph
-         * since a node's children split it (graph.h). */
-        return *settled ? NULL : vf__graph_var_holder(cur, v);
+        /* The node, whose graph's hold the marker goes behind: the launch
+         * op's place, or the rest op's that holds v for the graph since a
+         * node's children split it (graph.h), found under v's lock, where
+         * the graph changes its holder (push.c). */
+        return *settled ? NULL : cur;
     }
     return NULL;
 }
@@ -1030,11 +1032,6 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
         op->place = vf__push_wait_place(e);
         rc = hold != NULL ? vf__push_enqueue_behind(e, op, hold, who)
                           : vf__push_enqueue(e, op, who);
-        /* A split moved the graph's hold to a rest op meanwhile. */
-        while (rc == 1 && vf__graph_var_holder(cur, v) != hold) {
-            hold = vf__graph_var_holder(cur, v);
-            rc = vf__push_enqueue_behind(e, op, hold, who);
-        }
         if (rc != 0) {
             vf__op_free(op);
             waiter_free(w);
