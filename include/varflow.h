@@ -1346,11 +1346,11 @@ VF_API int vf_run_wait_children_timed(vf_run *run, int64_t timeout_ms,
  * same op would (@ref waits, "An op pushed from inside a running op"),
  * right behind its parent on a variable the parent writes and beside
  * it on one both only read (a parent of up to 64 variables, as there),
- * before the graph's later ops on the variable
- * and what was pushed after the launch, and a wait for it inside its
- * parent (vf_run_wait_children()) returns what that push's would (it ran
- * after the graph's later ops, and that wait got VF_EDEADLK, before this
- * was fixed: found trying graphs from C++ as a user). Two exceptions
+ * before the graph's later ops on the variable and what was pushed after
+ * the launch, and a wait for it inside its parent
+ * (vf_run_wait_children()) returns what that push's would (it ran after
+ * the graph's later ops, and that wait got VF_EDEADLK, before this was
+ * fixed: found trying graphs from C++ as a user). Two exceptions
  * run after the graph's later ops on the variable, as a push after the
  * launch would: an op pushed further down (a child's child, ...) on a
  * variable its own parent does not use, and, in a graph replayed as one
