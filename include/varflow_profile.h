@@ -43,10 +43,10 @@ typedef struct vf_profile_record {
                                    one "(unnamed)" row); owned by the
                                    snapshot */
     int pool;                 /**< the pool it was queued to: 0 the CPU
-                                   pool, 1 the CPU priority pool (per-device
-                                   engine), 2 and up a device's pools, in the
-                                   order they were made (see
-                                   vf_profile_worker_pool()); an op routed
+                                   pool, then the per-device engine's CPU
+                                   priority pool (1), then a device's pools
+                                   in the order they were made (from 2 there,
+                                   from 1 on the pooled engine); an op routed
                                    inline (async, the naive engine's) runs
                                    where it was made ready: its worker's
                                    pool, or -1 on a thread of the program */

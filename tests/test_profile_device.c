@@ -550,4 +550,50 @@ TEST_CASE(host_wait_for_device_work_is_not_run_time)
     tu_finish_engine(e);
 }
 
+/* A record's pool, as varflow_profile.h numbers them: 0 the CPU pool,
+ * then the per-device engine's CPU priority pool (1), then the device's
+ * pools, from 2 there and from 1 on the pooled engine, which has no
+ * priority pool (the header said "2 and up" for both: found trying the
+ * profiler as a user). */
+TEST_CASE(pool_numbers_per_engine_kind)
+{
+    for (int kind = 0; kind < 2; kind++) {
+        bool perdev = kind == 1;
+        vf_engine *e = NULL;
+        CHECK_OK(vf_engine_create(
+            &e, &(vf_config){.type = perdev ? VF_ENGINE_PERDEVICE
+                                            : VF_ENGINE_POOLED,
+                             .cpu_workers = 1,
+                             .cpu_priority_workers = perdev ? 1 : 0,
+                             .gpu_workers = 1}));
+        REQUIRE(e != NULL);
+        vf_var x = tu_var(e);
+        CHECK_OK(vf_profile_start(e));
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = empty_fn, .writes = VF_VARS(x), .name = "cpu"}));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = op_device,
+                                            .writes = VF_VARS(x),
+                                            .device = {VF_DEVICE_EMULATED, 0},
+                                            .name = "device"}));
+        if (perdev)
+            CHECK_OK(
+                vf_engine_push(e, &(vf_op){.fn = empty_fn,
+                                           .writes = VF_VARS(x),
+                                           .property = VF_PROP_CPU_PRIORITIZED,
+                                           .name = "prio"}));
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        CHECK_OK(vf_profile_stop(e));
+        vf_profile *p = NULL;
+        CHECK_OK(vf_profile_take(e, &p));
+        REQUIRE(p != NULL);
+        REQUIRE(vf_profile_count(p) == (perdev ? 3u : 2u));
+        CHECK_EQ(vf_profile_at(p, 0)->pool, 0);
+        CHECK_EQ(vf_profile_at(p, 1)->pool, perdev ? 2 : 1);
+        if (perdev)
+            CHECK_EQ(vf_profile_at(p, 2)->pool, 1);
+        vf_profile_destroy(p);
+        tu_finish_engine(e);
+    }
+}
+
 TEST_MAIN("test_profile_device", 120)
