@@ -1066,6 +1066,16 @@ TEST_CASE(deep_chain_small_stacks)
 static char starved_detail[512];
 static atomic_int starved_seen;
 
+/* A level of a starving recursion returns: the first VF_EDEADLK's detail
+ * kept; `mark` is its frame's byte, 1 when the frame was not overwritten. */
+static int starved_level_ends(int rc, char mark)
+{
+    if (rc == VF_EDEADLK && atomic_fetch_add(&starved_seen, 1) == 0)
+        snprintf(starved_detail, sizeof starved_detail, "%s",
+                 vf_error_detail());
+    return rc != 0 ? rc : mark - 1;
+}
+
 static int starving_op(vf_run *run, void *arg)
 {
     int depth = *(const int *)arg;
@@ -1084,10 +1094,7 @@ static int starving_op(vf_run *run, void *arg)
                                         .device = {VF_DEVICE_EMULATED, 0}});
     if (rc == 0)
         rc = vf_var_wait(e, v, NULL);
-    if (rc == VF_EDEADLK && atomic_fetch_add(&starved_seen, 1) == 0)
-        snprintf(starved_detail, sizeof starved_detail, "%s",
-                 vf_error_detail());
-    return rc != 0 ? rc : frame[depth % sizeof frame] - 1;
+    return starved_level_ends(rc, frame[depth % sizeof frame]);
 }
 
 TEST_CASE(device_recursion_deeper_than_its_stack)
@@ -1153,10 +1160,7 @@ static int naive_chain_op(vf_run *run, void *arg)
                                      .arg_size = sizeof below});
     if (rc == 0)
         rc = vf_run_wait_children(run, NULL);
-    if (rc == VF_EDEADLK && atomic_fetch_add(&starved_seen, 1) == 0)
-        snprintf(starved_detail, sizeof starved_detail, "%s",
-                 vf_error_detail());
-    return rc != 0 ? rc : frame[depth % sizeof frame] - 1;
+    return starved_level_ends(rc, frame[depth % sizeof frame]);
 }
 
 static void *naive_deep_chain(void *arg)

@@ -195,8 +195,9 @@ typedef struct vf__graph_split {
 
 /* Register a child `child` of the replay's node `parent` (push.c, before
  * the child's vars are locked): a split of each var it uses that `parent`
- * writes and a later node of the graph uses. 0, or VF_ENOMEM (naming
- * `who`). */
+ * writes and a later node of the graph uses, and a read beside `parent`'s
+ * of each it reads that `parent` only reads and the graph writes. 0, or
+ * VF_ENOMEM (naming `who`). */
 int vf__graph_child_pushed(vf__op *parent, const vf__op *child,
                            const char *who);
 

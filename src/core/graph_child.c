@@ -26,26 +26,23 @@ static int bvar_index(const vf_graph *g, const vf__var *v)
     return -1;
 }
 
-/* How a node (its block) uses v. */
-enum { USES_NOT, USES_TO_READ, USES_TO_WRITE };
-static int node_uses(const vf__op *nd, const vf__var *v)
+/* How node i of the graph's plan uses v (vf__op_uses of its push). */
+static int plan_uses(const vf_graph *g, uint32_t i, const vf__var *v)
 {
-    for (int i = 0; i < nd->nvars; i++) {
-        const vf__dep *d = vf__op_dep(nd, i);
-        if (vf__dep_var(d) == v)
-            return vf__dep_write(d) ? USES_TO_WRITE : USES_TO_READ;
-    }
-    return USES_NOT;
+    for (int j = 0; j < g->nodes[i].nvars; j++)
+        if (g->nodes[i].vars[j].var == v)
+            return g->nodes[i].vars[j].write ? VF__USES_TO_WRITE
+                                             : VF__USES_TO_READ;
+    return VF__USES_NOT;
 }
 
 /* The first node after p that writes v, or g->n. */
 static uint32_t next_write(const vf_graph *g, uint32_t p, const vf__var *v)
 {
-    for (uint32_t i = p + 1; i < g->n; i++)
-        for (int j = 0; j < g->nodes[i].nvars; j++)
-            if (g->nodes[i].vars[j].var == v && g->nodes[i].vars[j].write)
-                return i;
-    return (uint32_t)g->n;
+    uint32_t i = p + 1;
+    while (i < g->n && plan_uses(g, i, v) != VF__USES_TO_WRITE)
+        i++;
+    return i;
 }
 
 /* A read of boundary var b a running node holds for its children until its
@@ -59,15 +56,6 @@ typedef struct vf__graph_pin {
     struct vf__graph_pin *next;
 } vf__graph_pin;
 
-/* Whether node i writes v (or only reads it, or does not use it). */
-static bool node_use_writes(const vf_graph *g, uint32_t i, const vf__var *v)
-{
-    for (int j = 0; j < g->nodes[i].nvars; j++)
-        if (g->nodes[i].vars[j].var == v)
-            return g->nodes[i].vars[j].write;
-    return false;
-}
-
 /* The next of the uses of v that come right after node p, as the var's
  * queue would have them: the write after p, or the reads up to the next
  * write (each later use waits for them, directly or through them). Call
@@ -75,16 +63,17 @@ static bool node_use_writes(const vf_graph *g, uint32_t i, const vf__var *v)
 static bool use_after(const vf_graph *g, const vf__var *v, uint32_t p,
                       uint32_t *at)
 {
-    if (*at != p && node_use_writes(g, *at, v))
+    if (*at != p && plan_uses(g, *at, v) == VF__USES_TO_WRITE)
         return false; /* the write after p was the one */
-    for (uint32_t i = *at + 1; i < g->n; i++)
-        for (int j = 0; j < g->nodes[i].nvars; j++)
-            if (g->nodes[i].vars[j].var == v) {
-                if (g->nodes[i].vars[j].write && *at != p)
-                    return false; /* the write after the reads */
-                *at = i;
-                return true;
-            }
+    for (uint32_t i = *at + 1; i < g->n; i++) {
+        int use = plan_uses(g, i, v);
+        if (use == VF__USES_NOT)
+            continue;
+        if (use == VF__USES_TO_WRITE && *at != p)
+            return false; /* the write after the reads */
+        *at = i;
+        return true;
+    }
     return false;
 }
 
@@ -112,7 +101,7 @@ uint64_t vf__graph_holder_place(const vf__op *holder, const vf__var *v,
     const vf__graph_inst *in = parent->graph;
     int b = bvar_index(in->g, v);
     return b >= 0 && holder_of(in, b) == holder &&
-                   node_uses(parent, v) == USES_TO_WRITE
+                   vf__op_uses(parent, v) == VF__USES_TO_WRITE
                ? parent->place
                : 0;
 }
@@ -292,22 +281,23 @@ int vf__graph_child_pushed(vf__op *parent, const vf__op *child, const char *who)
     for (int i = 0; i < child->nvars; i++) {
         const vf__dep *cd = vf__op_dep(child, i);
         const vf__var *v = vf__dep_var(cd);
-        int use = node_uses(parent, v);
-        if (use != USES_TO_WRITE) {
-            int b = vf__dep_write(cd) || use != USES_TO_READ ? -1
-                                                             : bvar_index(g, v);
-            int rc = b >= 0 && g->bvars[b].write
+        int use = vf__op_uses(parent, v);
+        int b = use != VF__USES_NOT ? bvar_index(g, v) : -1;
+        if (b < 0)
+            continue;
+        if (use == VF__USES_TO_READ) {
+            /* A read beside the node's, where the graph writes v later. */
+            int rc = !vf__dep_write(cd) && g->bvars[b].write
                          ? read_beside(in, parent, p, b, who)
                          : 0;
             if (rc != 0)
                 return rc;
             continue;
         }
-        int b = bvar_index(g, v);
         /* Split already (one node writes v at a time: its own), or the
          * node is v's last use, whose finish lets v go to the children. */
-        if (b < 0 || atomic_load_explicit(&in->split[b].pending,
-                                          memory_order_relaxed) != NULL)
+        if (atomic_load_explicit(&in->split[b].pending, memory_order_relaxed) !=
+            NULL)
             continue;
         uint32_t at = p;
         if (!use_after(g, v, p, &at))
@@ -340,8 +330,7 @@ static void split(vf__graph_inst *in, int b, vf__op *rest, vf__readylist *ready)
     vf__op *holder = holder_of(in, b);
     vf__spin_lock(&v->lock);
     bool now = vf__var_insert_rest(v, vf__op_dep(rest, 0), holder);
-    /* Under the lock: a node's wait that finds the place gone finds the
-     * new holder (wait.c). */
+    /* Under the lock, where a node's wait looks the holder up (push.c). */
     atomic_store_explicit(&in->split[b].holder, rest, memory_order_release);
     vf__spin_unlock(&v->lock);
     VF__ASSERT(!now); /* the graph writes v: held to write */

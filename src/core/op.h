@@ -412,6 +412,18 @@ static inline vf__dep *vf__op_dep(const vf__op *op, int i)
                                        : vf__op_dep_far(op, i);
 }
 
+/* How `op` uses v, by its entries (an op names each var once). */
+enum { VF__USES_NOT, VF__USES_TO_READ, VF__USES_TO_WRITE };
+static inline int vf__op_uses(const vf__op *op, const struct vf__var *v)
+{
+    for (int i = 0; i < op->nvars; i++) {
+        const vf__dep *d = vf__op_dep(op, i);
+        if (vf__dep_var(d) == v)
+            return vf__dep_write(d) ? VF__USES_TO_WRITE : VF__USES_TO_READ;
+    }
+    return VF__USES_NOT;
+}
+
 /* The op whose entry `d` is (under the lock of d's var, or once d left
  * its queue). */
 vf__op *vf__dep_op_far(const vf__dep *d);

@@ -657,23 +657,12 @@ static int deadlock_detail(const char *who, const vf__op *cur,
                     who, label);
 }
 
-static bool op_writes(const vf__op *op, const vf__var *v)
-{
-    for (int i = 0; i < op->nvars; i++)
-        if (vf__dep_var(vf__op_dep(op, i)) == v)
-            return vf__dep_write(vf__op_dep(op, i));
-    return false;
-}
-
 /* Whether `op`, running, holds v to read (an async op's read ends at its
  * completion). */
 static bool holds_to_read(const vf__op *op, const vf__var *v)
 {
-    for (int i = 0; i < op->nvars; i++)
-        if (vf__dep_var(vf__op_dep(op, i)) == v)
-            return !vf__dep_write(vf__op_dep(op, i)) &&
-                   !vf__exec_async_finished(op);
-    return false;
+    return vf__op_uses(op, v) == VF__USES_TO_READ &&
+           !vf__exec_async_finished(op);
 }
 
 /* A wait inside `cur` on a var that an op it descends from writes can
@@ -703,7 +692,7 @@ static int refuse_ancestor_write(const vf__op *cur, const vf__var *v,
  * v early (bulk.h), which released it. */
 static bool holds_to_write(const vf__op *op, const vf__var *v)
 {
-    if (!op_writes(op, v))
+    if (vf__op_uses(op, v) != VF__USES_TO_WRITE)
         return false;
     if (VF__UNLIKELY(op->def->kind == &vf__kind_bulk))
         return !vf__bulk_released(op, v);
@@ -877,9 +866,8 @@ static const vf__op *launch_hold(const vf__op *cur, const vf__var *v,
      * writes of v before it are its predecessors, over; those after it
      * wait for it, which waiting for them would wait for itself. */
     *settled = true;
-    for (int i = 0; i < cur->nvars; i++)
-        if (vf__dep_var(vf__op_dep(cur, i)) == v)
-            return NULL;
+    if (vf__op_uses(cur, v) != VF__USES_NOT)
+        return NULL;
     *settled = false;
     for (int i = 0; i < launch->nvars; i++) {
         const vf__dep *d = vf__op_dep(launch, i);
