@@ -1117,15 +1117,14 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * of the waits on the var, as in the serial program, where nothing pushed
  * after the parent comes before its children (the child still runs after
  * its parent returns, which holds the var: the naive engine runs it then
- * too); and a child that reads a var its parent (of
- * up to 64 vars) reads runs beside the parent's read, ahead of a write
- * queued behind the reads. That holds when each of its other vars is free
- * for it at once, it waits behind one running write only (its parent's,
- * when it also reads beside its parent: the ops it passes waited for that
- * one already), and no op it would pass comes before it in the serial
- * program (a sibling pushed earlier that took its place at its push, say).
- * With bulking, a batch of children goes as one op, where its first would.
- * Where it would queue behind another op (one it might pass on the first
+ * too); and a child that reads a var its parent reads runs beside the
+ * parent's read, ahead of a write queued behind the reads. That holds when each
+ * of its other vars is free for it at once, it waits behind one running write
+ * only (its parent's, when it also reads beside its parent: the ops it passes
+ * waited for that one already), and no op it would pass comes before it in the
+ * serial program (a sibling pushed earlier that took its place at its push,
+ * say). With bulking, a batch of children goes as one op, where its first
+ * would. Where it would queue behind another op (one it might pass on the first
  * var: each would wait for the other), where it writes a var its parent
  * only reads, and on a var no running ancestor holds, it takes its place
  * when it is pushed, after the ops pushed before that in time. So does a
@@ -1244,7 +1243,16 @@ VF_API int vf_run_wait_children(vf_run *run, vf_error *err);
  * the failure first in push order among those since the last
  * vf_engine_wait_all() that
  * no wait reported; then every one of them is cleared (ops pushed later run
- * normally). VF_EDEADLK from inside an op (it would wait for itself).
+ * normally). VF_EDEADLK from inside an op (it would wait for itself), and,
+ * at once, from inside an op of another engine where the wait could never
+ * finish: an op of `e` runs further out on the same thread (the calling op
+ * runs inside it: inside its push on the naive engine, say), or waits for
+ * all of each other's engines would close a cycle (an op of `e` is in
+ * vf_engine_wait_all() on the calling op's engine: of two such waits, the
+ * one that comes second is refused, and the first then finishes). A cycle
+ * through a var wait (an op of `e` waits for a var that the calling op, or
+ * an op behind it, writes) is not found, and both wait for ever: avoid
+ * waits for all of an engine from inside ops of another.
  */
 VF_API int vf_engine_wait_all(vf_engine *e, vf_error *err);
 
@@ -1345,9 +1353,8 @@ VF_API int vf_run_wait_children_timed(vf_run *run, int64_t timeout_ms,
  * op of a launch that replays goes where the same push from inside the
  * same op would (@ref waits, "An op pushed from inside a running op"),
  * right behind its parent on a variable the parent writes and beside
- * it on one both only read (a parent of up to 64 variables, as there),
- * before the graph's later ops on the variable and what was pushed after
- * the launch, and a wait for it inside its parent
+ * it on one both only read, before the graph's later ops on the variable
+ * and what was pushed after the launch, and a wait for it inside its parent
  * (vf_run_wait_children()) returns what that push's would (it ran after
  * the graph's later ops, and that wait got VF_EDEADLK, before this was
  * fixed: found trying graphs from C++ as a user). Two exceptions

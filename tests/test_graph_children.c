@@ -6,7 +6,8 @@
  * - a child on a var its node writes runs right behind the node, before
  *   the graph's later ops on the var and before what the program pushed
  *   after the launch, as the same pushes would order it; so do its own
- *   children, and a child that also reads a var its node only reads;
+ *   children, and a child that also reads a var its node only reads (of
+ *   a node of 8 to 200 vars);
  * - random programs whose ops push children (and grandchildren) on the
  *   vars they write, with failures, captured once and launched many
  *   times, against the same pushes on an engine of the same kind: every
@@ -141,6 +142,91 @@ TEST_KIND_CASE(child_runs_before_the_graphs_later_ops, k)
 TEST_KIND_CASE(child_reading_beside_its_node, k)
 {
     check_order(k, true);
+}
+
+/* A node of more vars than a look at each would take: it reads x and
+ * writes `WIDE` others, and its child reads x beside it, before the
+ * graph's next op, which writes x (before, past 64 vars the child queued
+ * behind that write when launched on the naive engine and when pushed on
+ * the threaded ones: found trying graphs as a user). */
+#define WIDE 200
+
+typedef struct wide {
+    vf_engine *e;
+    vf_var x, w[WIDE];
+    int nw; /* how many of w the node writes */
+    logbook lb;
+} wide;
+
+static int wide_child(vf_run *run, void *arg)
+{
+    (void)run;
+    note(&((wide *)arg)->lb, 2);
+    return 0;
+}
+
+static int wide_node(vf_run *run, void *arg)
+{
+    wide *t = arg;
+    note(&t->lb, 1);
+    CHECK_OK(vf_engine_push(vf_run_engine(run), &(vf_op){.fn = wide_child,
+                                                         .arg = t,
+                                                         .reads = VF_VARS(t->x),
+                                                         .name = "child"}));
+    return 0;
+}
+
+static int wide_writer(vf_run *run, void *arg)
+{
+    (void)run;
+    note(&((wide *)arg)->lb, 3);
+    return 0;
+}
+
+static void push_wide(wide *t)
+{
+    CHECK_OK(vf_engine_push(t->e, &(vf_op){.fn = wide_node,
+                                           .arg = t,
+                                           .reads = VF_VARS(t->x),
+                                           .writes = {t->w, t->nw},
+                                           .name = "wide node"}));
+    CHECK_OK(vf_engine_push(t->e, &(vf_op){.fn = wide_writer,
+                                           .arg = t,
+                                           .writes = VF_VARS(t->x),
+                                           .name = "writer"}));
+}
+
+TEST_KIND_CASE(child_reading_beside_a_wide_node, k)
+{
+    static const int widths[] = {8, 64, 65, WIDE};
+    wide *t = calloc(1, sizeof *t);
+    REQUIRE(t != NULL);
+    for (int wi = 0; wi < 4; wi++) {
+        t->e = tu_engine(k);
+        t->x = tu_var(t->e);
+        t->nw = widths[wi];
+        for (int i = 0; i < t->nw; i++)
+            t->w[i] = tu_var(t->e);
+        vf_graph *g = NULL;
+        CHECK_OK(vf_graph_begin(t->e));
+        push_wide(t);
+        CHECK_OK(vf_graph_end(t->e, &g));
+        for (int pass = 0; pass < 2; pass++) /* pushed, then launched */
+            for (int l = 0; l < (int)tu_scaled(10, 3); l++) {
+                t->lb.n = 0;
+                if (pass == 0)
+                    push_wide(t);
+                else
+                    CHECK_OK(vf_graph_launch(t->e, g));
+                CHECK_OK(vf_engine_wait_all(t->e, NULL));
+                CHECK_EQ(t->lb.n, 3);
+                for (int i = 0; i < 3 && i < t->lb.n; i++)
+                    CHECK_EQ(t->lb.id[i], i + 1);
+            }
+        CHECK_OK(vf_graph_destroy(t->e, g));
+        tu_finish_engine(t->e);
+    }
+    free(t);
 }
 
 /* --- waits for such children --------------------------------------------- */

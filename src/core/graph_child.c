@@ -194,12 +194,6 @@ static int read_beside(vf__graph_inst *in, vf__op *parent, uint32_t p, int b,
 {
     const vf_graph *g = in->g;
     vf__var *v = g->bvars[b].var;
-    /* Past 64 vars the child does not look for its parent's read (var.c:
-     * reads_var) and takes its place at its push, behind the graph's
-     * hold: a read the node held for it would only keep it waiting (found
-     * by the third reviewer of the splits). */
-    if (parent->nvars > 64)
-        return 0;
     /* The graph's hold reads v (a stale false only adds a pin: below). */
     if (atomic_load_explicit(&in->split[b].downgraded, memory_order_relaxed))
         return 0;

@@ -147,6 +147,14 @@ bool vf__guard_in_call(const vf_engine *e)
     return false;
 }
 
+int vf__guard_calls(const vf_engine *out[VF__GUARD_DEPTH])
+{
+    vf__guard_tls *t = &vf__guard_tls_;
+    for (unsigned i = 0; i < t->depth; i++)
+        out[i] = atomic_load_explicit(&t->slot->calls[i], memory_order_relaxed);
+    return (int)t->depth;
+}
+
 void vf__guard_scan_start(vf__call_scan *sc)
 {
     sc->next = atomic_load_explicit(&slots, memory_order_acquire);

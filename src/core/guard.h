@@ -171,6 +171,10 @@ void vf__guard_unlist(const vf_engine *e);
 /* Whether the calling thread is inside a call on `e`. */
 bool vf__guard_in_call(const vf_engine *e);
 
+/* The engines of the calling thread's calls in progress, outermost first
+ * (at most VF__GUARD_DEPTH, into `out`): how many. */
+int vf__guard_calls(const vf_engine *out[VF__GUARD_DEPTH]);
+
 /* A scan of the calls in progress on an engine: the slots seen naming it
  * (up to VF__SCAN_BATCH at a time, with their `started` then), and where in
  * the list of slots the next batch starts. */

@@ -412,16 +412,49 @@ static inline vf__dep *vf__op_dep(const vf__op *op, int i)
                                        : vf__op_dep_far(op, i);
 }
 
+/* The index of v in a var set of n in normal form (sorted by address),
+ * whose i-th var is var_at(set, i), or -1: a binary search down to a few,
+ * then a look at each (a parent of thousands of vars may push a child per
+ * var). Inlined, var_at is a direct call. */
+#define VF__FIND_LINEAR 8
+static inline int
+vf__varset_find(const void *set, int n, const struct vf__var *v,
+                const struct vf__var *(*var_at)(const void *, int))
+{
+    int lo = 0, hi = n; /* v, if there, is in [lo, hi) */
+    while (hi - lo > VF__FIND_LINEAR) {
+        int mid = lo + (hi - lo) / 2;
+        if ((uintptr_t)var_at(set, mid) < (uintptr_t)v)
+            lo = mid + 1;
+        else
+            hi = mid + 1;
+    }
+    for (int i = lo; i < hi; i++)
+        if (var_at(set, i) == v)
+            return i;
+    return -1;
+}
+
+static inline const struct vf__var *vf__op_var_at(const void *op, int i)
+{
+    return vf__dep_var(vf__op_dep(op, i));
+}
+
+/* The index of v's entry in `op`, or -1. */
+static inline int vf__op_find(const vf__op *op, const struct vf__var *v)
+{
+    return vf__varset_find(op, op->nvars, v, vf__op_var_at);
+}
+
 /* How `op` uses v, by its entries (an op names each var once). */
 enum { VF__USES_NOT, VF__USES_TO_READ, VF__USES_TO_WRITE };
 static inline int vf__op_uses(const vf__op *op, const struct vf__var *v)
 {
-    for (int i = 0; i < op->nvars; i++) {
-        const vf__dep *d = vf__op_dep(op, i);
-        if (vf__dep_var(d) == v)
-            return vf__dep_write(d) ? VF__USES_TO_WRITE : VF__USES_TO_READ;
-    }
-    return VF__USES_NOT;
+    int i = vf__op_find(op, v);
+    if (i < 0)
+        return VF__USES_NOT;
+    return vf__dep_write(vf__op_dep(op, i)) ? VF__USES_TO_WRITE
+                                            : VF__USES_TO_READ;
 }
 
 /* The op whose entry `d` is (under the lock of d's var, or once d left

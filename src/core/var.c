@@ -69,24 +69,24 @@ static bool descends_from(const vf__family *up, uint64_t place)
     return false;
 }
 
-/* Whether `parent` reads v (its deps; past 64 of them it is not looked
- * for, and its children take their places at their pushes). */
+static const vf__var *batch_var_at(const void *vars, int i)
+{
+    return ((const vf__varref *)vars)[i].var;
+}
+
+/* Whether `parent` reads v (its deps). */
 static bool reads_var(const vf__op *parent, const vf__var *v)
 {
-    if (parent == NULL || parent->nvars > 64)
+    if (parent == NULL)
         return false;
     /* A fused parent (a batch of children's, pushed from another thread)
      * may rewrite its other dep words meanwhile (bulk_op.c: narrow): its
      * batch's var list finds v, and v's dep is read under v's lock. */
-    const vf__varref *vars = parent->def->kind == &vf__kind_bulk
-                                 ? ((const vf__bulk_batch *)parent->arg)->vars
-                                 : NULL;
-    for (int i = 0; i < parent->nvars; i++) {
-        const vf__dep *d = vf__op_dep(parent, i);
-        if ((vars != NULL ? vars[i].var : vf__dep_var(d)) == v)
-            return !vf__dep_write(d);
-    }
-    return false;
+    int i = parent->def->kind == &vf__kind_bulk
+                ? vf__varset_find(((const vf__bulk_batch *)parent->arg)->vars,
+                                  parent->nvars, v, batch_var_at)
+                : vf__op_find(parent, v);
+    return i >= 0 && !vf__dep_write(vf__op_dep(parent, i));
 }
 
 /* Whether `o`, queued on a var, comes before `op`, a child, in the serial

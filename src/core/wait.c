@@ -43,6 +43,7 @@
 #include "base/ref.h"
 #include "core/async.h"
 #include "core/bulk.h"
+#include "core/cross_wait.h"
 #include "core/engine.h"
 #include "core/exec.h"
 #include "core/freelist.h"
@@ -1316,8 +1317,10 @@ int vf__wait_drain(vf_engine *e, const vf__deadline *until)
     return wait_idle(e, false, until);
 }
 
-static int wait_all(vf_engine *e, int64_t timeout_ms, vf_error *err,
-                    const char *who)
+/* `cross`: the engines of the thread's calls before this one
+ * (vf__cross_wait_calls). */
+static int wait_all(vf_engine *e, int64_t timeout_ms, vf__cross_wait *cross,
+                    vf_error *err, const char *who)
 {
     char label[VF__OP_LABEL_MAX];
     clear_error(err);
@@ -1334,8 +1337,16 @@ static int wait_all(vf_engine *e, int64_t timeout_ms, vf_error *err,
     int held = vf__lifecycle_check_waitable(e, who);
     if (held != 0)
         return held;
+    if (cur != NULL) {
+        int rc = vf__cross_wait_enter(cross, e, cur, who);
+        if (rc != 0)
+            return rc;
+    }
     vf__deadline until = vf__deadline_in_ms(timeout_ms);
-    if (wait_idle(e, e->help_on_wait, &until) != 0)
+    int late = wait_idle(e, e->help_on_wait, &until);
+    if (cur != NULL)
+        vf__cross_wait_leave(cross);
+    if (late != 0)
         return timed_out(e, who, timeout_ms); /* nothing reported, cleared */
 
     /* Every op pushed so far has finished: report the first failure in
@@ -1350,14 +1361,18 @@ static int wait_all(vf_engine *e, int64_t timeout_ms, vf_error *err,
 
 VF_API int vf_engine_wait_all(vf_engine *e, vf_error *err)
 {
+    vf__cross_wait cross;
+    vf__cross_wait_calls(&cross); /* before this call's guard */
     return VF__GUARDED(e, "vf_engine_wait_all",
-                       wait_all(e, -1, err, "vf_engine_wait_all"));
+                       wait_all(e, -1, &cross, err, "vf_engine_wait_all"));
 }
 
 VF_API int vf_engine_wait_all_timed(vf_engine *e, int64_t timeout_ms,
                                     vf_error *err)
 {
+    vf__cross_wait cross;
+    vf__cross_wait_calls(&cross);
     return VF__GUARDED(
         e, "vf_engine_wait_all_timed",
-        wait_all(e, timeout_ms, err, "vf_engine_wait_all_timed"));
+        wait_all(e, timeout_ms, &cross, err, "vf_engine_wait_all_timed"));
 }
