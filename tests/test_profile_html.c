@@ -26,8 +26,10 @@
  * row of the skipped op saying it drew one skipped mark
  * (data-skipped="1", every other row and lane "0"), the legend's hatched
  * "skipped" swatch, and no #vf-error; --screenshot writes
- * profile-report.png in the working directory (printed) for a person to
- * look at. Without Chromium that case (browser) is skipped (exit 77) with
+ * profile-report.png in the test's directory (kept when a check fails),
+ * or where VF_REPORT_SCREENSHOT names, for a person to look at (it wrote
+ * it into the working directory, over a tracked copy when run from the
+ * source tree). Without Chromium that case (browser) is skipped (exit 77) with
  * a message saying how to install it (apt-get install chromium; .ci/run
  * does); the case report_file checks the file without a browser.
  */
@@ -292,7 +294,7 @@ static void check_browser(const char *chromium, const char *path,
     int streams[64];
     int nstreams = streams_of(p, streams, 64);
     CHECK(nstreams >= 2); /* a copy stream and a compute stream at least */
-    char url[600], dom[160], shot[600], cwd[400];
+    char url[600], dom[160], shot[600];
     snprintf(url, sizeof url, "file://%s", path);
     snprintf(dom, sizeof dom, "%s/dom.html", dir);
     tu_phase_limit("chromium --dump-dom", 120);
@@ -340,9 +342,11 @@ static void check_browser(const char *chromium, const char *path,
     free(text);
 
     tu_phase_limit("chromium --screenshot", 120);
-    if (getcwd(cwd, sizeof cwd) == NULL)
-        snprintf(cwd, sizeof cwd, "%s", dir);
-    snprintf(shot, sizeof shot, "--screenshot=%s/profile-report.png", cwd);
+    const char *keep = getenv("VF_REPORT_SCREENSHOT");
+    if (keep != NULL && keep[0] != '\0')
+        snprintf(shot, sizeof shot, "--screenshot=%s", keep);
+    else
+        snprintf(shot, sizeof shot, "--screenshot=%s/profile-report.png", dir);
     CHECK_EQ(browse(chromium, shot, url, NULL), 0);
     struct stat st;
     CHECK(stat(shot + strlen("--screenshot="), &st) == 0 && st.st_size > 20000);
