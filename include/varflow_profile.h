@@ -66,7 +66,15 @@ typedef struct vf_profile_record {
                                    unknown */
     uint64_t device_end_ns;   /**< and ended (as device_start_ns); 0 when
                                    unknown */
-    int ndeps;                /**< ops whose finishing released it */
+    int ndeps;                /**< ops it depends on, one per var at most:
+                                   whose finishing released it, or, for a
+                                   var it held at once at its push, would
+                                   have (the last write of the var to end
+                                   before it; for a write, the last read to
+                                   end since that write), so every engine
+                                   (the naive one too) records the
+                                   program's edges; none from a fused
+                                   batch that had ended (bulking) */
     const uint64_t *deps;     /**< their ids (ops recorded in this profile) */
 } vf_profile_record;
 

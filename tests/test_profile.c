@@ -182,8 +182,11 @@ static void check_records(const vf_profile *p, const op_arg *args,
                  id == NOPS ? VF_PROP_CPU_PRIORITIZED : VF_PROP_NORMAL);
         CHECK(!r->async && r->device.type == VF_DEVICE_CPU &&
               r->device.id == 0);
+        /* The naive engine's too: each op holds its vars at its push, its
+         * edges those of the ops that would have released them (it had
+         * none before, and a chain read as parallel work). */
         uint64_t want_deps[NLEAF], got[64];
-        int n = threaded ? expected_deps(id, want_deps) : 0;
+        int n = expected_deps(id, want_deps);
         CHECK_EQ(r->ndeps, n);
         for (int k = 0; k < r->ndeps && k < 64; k++) {
             got[k] = r->deps[k];
@@ -330,7 +333,7 @@ static void check_chrome(const vf_profile *p, const char *path, int nworkers,
             nthreads++;
         }
     }
-    int edges = threaded ? 2 * NLEAF + 3 : 0; /* distinct pairs */
+    int edges = 2 * NLEAF + 3; /* distinct pairs (the naive engine's too) */
     CHECK_EQ(nx, NOPS);
     CHECK_EQ(nskip, 1); /* after_fail */
     CHECK_EQ(ns, edges);
@@ -514,6 +517,98 @@ TEST_KIND_CASE(known_program, k)
     check_summary(p);
     vf_profile_destroy(p);
     tu_gate_destroy(&gate);
+    check_context_ = NULL;
+}
+
+/* --- edges of ops pushed after their inputs were made ------------------- */
+
+static const vf_profile_record *record_named(const vf_profile *p,
+                                             const char *name)
+{
+    for (size_t i = 0; i < vf_profile_count(p); i++)
+        if (strcmp(vf_profile_at(p, i)->name, name) == 0)
+            return vf_profile_at(p, i);
+    CHECK_REPORT_("no record named %s", name);
+    return NULL;
+}
+
+static int spin_20us(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    tu_spin_us(20);
+    return 0;
+}
+
+static void push_named(vf_engine *e, vf_var v, bool write, const char *name)
+{
+    vf_op op = {.fn = spin_20us, .name = name};
+    if (write)
+        op.writes = (vf_var_list){&v, 1};
+    else
+        op.reads = (vf_var_list){&v, 1};
+    CHECK_OK(vf_engine_push(e, &op));
+}
+
+/* Each op pushed after what it depends on has ended (a wait between):
+ * its edge is from the op that would have released it; none across a
+ * restart, from a var destroyed before its slot was made again, or
+ * between ops of different vars. A chain on the naive engine is a chain
+ * (its critical path every op). */
+TEST_KIND_CASE(edges_of_ops_pushed_after_their_inputs, k)
+{
+    check_context_ = k->name;
+    vf_engine *e = tu_engine(k);
+    vf_var v = tu_var(e), w = tu_var(e), u = tu_var(e);
+    CHECK_OK(vf_profile_start(e));
+    push_named(e, v, true, "A");
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    push_named(e, v, false, "B");
+    push_named(e, v, false, "C");
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    push_named(e, v, true, "W");
+    push_named(e, w, true, "other");
+    push_named(e, u, true, "X");
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_OK(vf_var_destroy(e, u, NULL, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    vf_var u2 = tu_var(e); /* may take u's slot, a new generation */
+    push_named(e, u2, false, "Y");
+    for (int i = 0; i < 20; i++) /* a chain */
+        push_named(e, w, true, "chain");
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    vf_profile *p = NULL;
+    CHECK_OK(vf_profile_take(e, &p));
+    REQUIRE(p != NULL);
+    const vf_profile_record *a = record_named(p, "A"),
+                            *rb = record_named(p, "B"),
+                            *rc = record_named(p, "C"),
+                            *rw = record_named(p, "W"),
+                            *other = record_named(p, "other"),
+                            *y = record_named(p, "Y");
+    REQUIRE(a && rb && rc && rw && other && y);
+    CHECK_EQ(a->ndeps, 0);
+    CHECK(rb->ndeps == 1 && rb->deps[0] == a->id);
+    CHECK(rc->ndeps == 1 && rc->deps[0] == a->id);
+    /* a write after reads: the read that ended last */
+    CHECK(rw->ndeps == 1 && (rw->deps[0] == rb->id || rw->deps[0] == rc->id));
+    CHECK_EQ(other->ndeps, 0);
+    CHECK_EQ(y->ndeps, 0);
+    vf_profile_path path;
+    CHECK_OK(vf_profile_critical_path(p, &path));
+    CHECK(path.count >= 21); /* "other", then every op of the chain */
+    vf_profile_path_destroy(&path);
+    vf_profile_destroy(p);
+
+    /* A new profile names no op of the one before. */
+    CHECK_OK(vf_profile_start(e));
+    push_named(e, v, false, "after restart");
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_OK(vf_profile_take(e, &p));
+    REQUIRE(p != NULL && vf_profile_count(p) == 1);
+    CHECK_EQ(vf_profile_at(p, 0)->ndeps, 0);
+    vf_profile_destroy(p);
+    CHECK_OK(vf_engine_destroy(e));
     check_context_ = NULL;
 }
 

@@ -114,11 +114,49 @@ void vf__profiling_op_start(vf__op *op, int worker)
         info(op, "dispatch", worker);
 }
 
+/* A var's key in the profiler's table of the last ops to end on each
+ * (hooks.h: vf__prof_var_used): its slot and generation, never 0. */
+static uint64_t var_key(const vf__var *v)
+{
+    return ((uint64_t)atomic_load_explicit(&v->gen, memory_order_relaxed)
+                << 32 |
+            v->index) +
+           1;
+}
+
+void vf__profiling_held_at_push(const vf__op *op, int n)
+{
+    vf__profiler *p = vf__op_engine(op)->prof;
+    for (int i = 0; i < n; i++) {
+        const vf__dep *d = vf__op_dep(op, i);
+        const vf__var *v = vf__dep_var(d);
+        if (vf__var_free_for(v, vf__dep_write(d)))
+            vf__prof_var_edge(p, op->prof, var_key(v), vf__dep_write(d));
+    }
+}
+
+/* The op ends, its vars not released yet: it is the last to end on them
+ * (a fused op stands for several: its vars' last ops are not known). */
+static void note_vars_used(vf__op *op)
+{
+    vf__profiler *p = vf__op_engine(op)->prof;
+    bool fused = op->def->kind == &vf__kind_bulk;
+    for (int i = 0; i < op->nvars; i++) {
+        const vf__dep *d = vf__op_dep(op, i);
+        int use = fused              ? VF__PROF_VAR_FORGET
+                  : vf__dep_write(d) ? VF__PROF_VAR_WRITE
+                                     : VF__PROF_VAR_READ;
+        vf__prof_var_used(p, op->prof, var_key(vf__dep_var(d)), use);
+    }
+}
+
 /* The observers' part of an op's end (before its done callback). */
 void vf__profiling_op_end(vf__op *op)
 {
-    if (op->hooks & VF__HOOK_PROF)
+    if (op->hooks & VF__HOOK_PROF) {
         vf__prof_op_ended(vf__op_engine(op)->prof, op->prof, op->skipped);
+        note_vars_used(op);
+    }
     if (op->hooks & VF__HOOK_INFO)
         info(op, "complete", vf__this_worker() ? vf__this_worker()->index : -1);
 }

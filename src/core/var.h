@@ -199,6 +199,13 @@ int vf__var_revive(vf__var_table *t, vf__var *v, uint32_t gen, vf_var *out);
  */
 bool vf__var_append(vf__var *v, vf__dep *d);
 
+/* What vf__var_append would return for a read or write (`write`) now,
+ * without queueing anything (lock held). */
+static inline bool vf__var_free_for(const vf__var *v, bool write)
+{
+    return v->head == NULL && (!write || v->nreaders == 0);
+}
+
 /* Whether `holder`'s write is the one running on v (lock held). */
 bool vf__var_write_held_by(const vf__var *v, const vf__op *holder);
 

@@ -11,7 +11,9 @@
  * each user op gets an id at its push and its times are stamped in its
  * record space as it goes (push, ready, start, end); every op that
  * releases one of its vars adds its id to the op's dependency list (the
- * edges it actually had: an op ready at push has none). At its end the op
+ * edges it actually had), and an op that holds a var at once at its push
+ * gets the edge from the op that would have released it (the profiler
+ * remembers the last ops to end on each var). At its end the op
  * is appended to the profile under the profile's mutex, once per op,
  * together with its edges; names are interned there. Records live in
  * chunks of VF__PROF_CHUNK, up to max_records; later ops are counted as
@@ -19,7 +21,8 @@
  * are not recorded.
  *
  * Lock order: the profile mutex is a leaf (taken under no other lock, and
- * nothing is taken under it).
+ * nothing is taken under it); so is the spinlock of the vars' last ops,
+ * which a push takes under its vars' locks.
  */
 #ifndef VF_PROFILE_HOOKS_H
 #define VF_PROFILE_HOOKS_H
@@ -112,6 +115,22 @@ void vf__prof_fork_lock(vf__profiler *p, bool lock);
 vf__op_prof *vf__prof_op_pushed(vf__profiler *p, int nvars, uint32_t ids);
 /* An op recorded as `from` released one of its vars. */
 void vf__prof_op_edge(vf__op_prof *r, const vf__op_prof *from);
+
+/* The edges of an op pushed after the ops it waits for ended (the naive
+ * engine's every op; on a pool, one pushed after its inputs were made):
+ * the edge the last of them to release the var would have recorded.
+ * At an op's end, before it releases its vars, per var (`key`: the var's
+ * slot and generation, never 0): it is the last write to end, or a read
+ * that ended since (VF__PROF_VAR_FORGET: unknown, no edge; a fused op's,
+ * which stands for several). At a push, under the var's lock, for each
+ * var the op holds at once: the edge from the read that ended last since
+ * the last write, for a write, else from that write (none when unknown or
+ * of an older profile). */
+enum { VF__PROF_VAR_READ, VF__PROF_VAR_WRITE, VF__PROF_VAR_FORGET };
+void vf__prof_var_used(vf__profiler *p, const vf__op_prof *r, uint64_t key,
+                       int use);
+void vf__prof_var_edge(vf__profiler *p, vf__op_prof *r, uint64_t key,
+                       bool write);
 /* Its last dependency was released. */
 void vf__prof_op_ready(vf__profiler *p, vf__op_prof *r);
 /* Its function starts on `worker` (-1: not a worker). */

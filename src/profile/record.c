@@ -50,6 +50,20 @@ struct vf__profiler {
     char **names;
     size_t nnames, names_cap;
     vf__hashmap name_index;
+    /* The ops last to end on each var (vf__prof_var_used), for the edges of
+     * ops pushed after they ended (vf__prof_var_edge): under `var_lock`, a
+     * spinlock a push takes under its vars' locks (the mutex is not taken
+     * there). var_index: a var's key -> its place in var_last. */
+    pthread_spinlock_t var_lock;
+    vf__hashmap var_index;
+    struct var_last *var_last;
+    size_t nvars, vars_cap;
+};
+
+/* A var's last write to end, and the last read to end since it: each a
+ * record's session (above NUMBERING_BITS) and id, or 0. */
+struct var_last {
+    uint64_t write, read;
 };
 
 static uint64_t now_ns(void)
@@ -71,7 +85,14 @@ int vf__prof_create(vf__profiler **out, size_t max_records, const char *path)
     atomic_init(&p->t0, 0);
     p->max_records = max_records;
     vf__hashmap_init(&p->name_index, vf__calloc);
+    vf__hashmap_init(&p->var_index, vf__calloc);
     if (pthread_mutex_init(&p->lock, NULL) != 0) {
+        free(p->path);
+        free(p);
+        return VF_ESYSTEM;
+    }
+    if (pthread_spin_init(&p->var_lock, PTHREAD_PROCESS_PRIVATE) != 0) {
+        pthread_mutex_destroy(&p->lock);
         free(p->path);
         free(p);
         return VF_ESYSTEM;
@@ -103,6 +124,12 @@ static void clear(vf__profiler *p)
     vf__hashmap_destroy(&p->name_index);
     p->count = 0;
     p->dropped = 0;
+    pthread_spin_lock(&p->var_lock);
+    vf__hashmap_destroy(&p->var_index);
+    free(p->var_last);
+    p->var_last = NULL;
+    p->nvars = p->vars_cap = 0;
+    pthread_spin_unlock(&p->var_lock);
 }
 
 int vf__prof_destroy(vf__profiler *p, const vf__prof_engine_desc *engine)
@@ -121,6 +148,7 @@ int vf__prof_destroy(vf__profiler *p, const vf__prof_engine_desc *engine)
     }
     clear(p);
     pthread_mutex_destroy(&p->lock);
+    pthread_spin_destroy(&p->var_lock);
     free(p->path);
     free(p);
     return rc;
@@ -179,6 +207,16 @@ vf__op_prof *vf__prof_op_split(vf__profiler *p, vf__op_prof *whole, int nvars,
     return r;
 }
 
+/* An edge from the op `id` of r's profile. */
+static void edge_to(vf__op_prof *r, uint64_t id)
+{
+    int i = atomic_fetch_add_explicit(&r->ndeps, 1, memory_order_relaxed);
+    if (i < VF__PROF_INLINE_DEPS)
+        r->deps[i] = id;
+    else
+        r->more_deps[i - VF__PROF_INLINE_DEPS] = id;
+}
+
 void vf__prof_op_edge(vf__op_prof *r, const vf__op_prof *from)
 {
     /* An op of an earlier profile (one started before the latest
@@ -186,11 +224,68 @@ void vf__prof_op_edge(vf__op_prof *r, const vf__op_prof *from)
      * number names another op (or this one). It is not recorded here. */
     if (from->session != r->session)
         return;
-    int i = atomic_fetch_add_explicit(&r->ndeps, 1, memory_order_relaxed);
-    if (i < VF__PROF_INLINE_DEPS)
-        r->deps[i] = from->id;
-    else
-        r->more_deps[i - VF__PROF_INLINE_DEPS] = from->id;
+    edge_to(r, from->id);
+}
+
+/* A record's session and id in one word (as `numbering` keeps them). */
+static uint64_t numbered(const vf__op_prof *r)
+{
+    return (uint64_t)r->session << NUMBERING_BITS | r->id;
+}
+
+/* The var's entry (var_lock held); NULL when it has none and `make` is
+ * false, or out of memory. */
+static struct var_last *var_last_of(vf__profiler *p, uint64_t key, bool make)
+{
+    const uint64_t *at = vf__hashmap_find(&p->var_index, key);
+    if (at != NULL)
+        return &p->var_last[*at];
+    if (!make)
+        return NULL;
+    if (p->nvars == p->vars_cap) {
+        size_t cap = p->vars_cap ? 2 * p->vars_cap : 64;
+        struct var_last *t = vf__malloc(cap * sizeof *t);
+        if (t == NULL)
+            return NULL;
+        if (p->nvars > 0)
+            memcpy(t, p->var_last, p->nvars * sizeof *t);
+        free(p->var_last);
+        p->var_last = t;
+        p->vars_cap = cap;
+    }
+    if (vf__hashmap_put(&p->var_index, key, p->nvars, NULL) != 0)
+        return NULL;
+    p->var_last[p->nvars] = (struct var_last){0, 0};
+    return &p->var_last[p->nvars++];
+}
+
+void vf__prof_var_used(vf__profiler *p, const vf__op_prof *r, uint64_t key,
+                       int use)
+{
+    pthread_spin_lock(&p->var_lock);
+    struct var_last *l = var_last_of(p, key, use != VF__PROF_VAR_FORGET);
+    if (l != NULL) {
+        if (use == VF__PROF_VAR_WRITE)
+            *l = (struct var_last){numbered(r), 0};
+        else if (use == VF__PROF_VAR_READ)
+            l->read = numbered(r);
+        else
+            *l = (struct var_last){0, 0};
+    }
+    pthread_spin_unlock(&p->var_lock);
+}
+
+void vf__prof_var_edge(vf__profiler *p, vf__op_prof *r, uint64_t key,
+                       bool write)
+{
+    pthread_spin_lock(&p->var_lock);
+    const struct var_last *l = var_last_of(p, key, false);
+    /* A write waits for the reads since the last write (the last of them
+     * to end released it), else for that write; a read for the write. */
+    uint64_t from = l == NULL ? 0 : write && l->read != 0 ? l->read : l->write;
+    pthread_spin_unlock(&p->var_lock);
+    if (from != 0 && (uint32_t)(from >> NUMBERING_BITS) == r->session)
+        edge_to(r, from & NUMBERING_IDS);
 }
 
 void vf__prof_op_ready(vf__profiler *p, vf__op_prof *r)
