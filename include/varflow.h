@@ -450,8 +450,9 @@ VF_API int vf_engine_destroy_timed(vf_engine *e, int64_t timeout_ms);
  * refused with VF_ESTALE at once, as on a running engine).
  * Stopping a stopped engine and starting a running one do nothing. Both
  * block; both (and destroy) refuse with VF_EDEADLK when called from the
- * engine's own code (an op, a done callback, a worker), and with
- * VF_ESHUTDOWN once destroy began.
+ * engine's own code (an op, a done callback, a worker; an op of another
+ * engine run inline inside one of its ops too), and with VF_ESHUTDOWN
+ * once destroy began.
  * Destroying a stopped engine starts it first. Fork needs none of this:
  * varflow stops and restarts every engine around fork() itself. While it
  * does, the engine is stopped for the other threads too: their pushes are
@@ -876,11 +877,12 @@ VF_API vf_engine *vf_run_engine(const vf_run *run);
 /**
  * Whether the calling thread is inside engine `e`: running one of its ops
  * (a function, an async op's start, a free callback, an op run by a
- * waiting thread), one of its `done` callbacks, or any other code on one
- * of its workers. False for NULL and from any other thread. Reads no
- * engine state (any pointer will do). A library built on varflow uses it
- * to refuse, at once and alike everywhere, a call that must not come from
- * an op (libvarflow-mpi's calls in sequence: VF_EDEADLK).
+ * waiting thread; or an op of another engine run inline inside one of
+ * them, inside a push on the naive engine, say), one of its `done`
+ * callbacks, or any other code on one of its workers. False for NULL and from
+ * any other thread. Reads no engine state (any pointer will do). A library
+ * built on varflow uses it to refuse, at once and alike everywhere, a call that
+ * must not come from an op (libvarflow-mpi's calls in sequence: VF_EDEADLK).
  */
 VF_API bool vf_engine_in_op(const vf_engine *e);
 
@@ -1169,8 +1171,11 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * (and, when every worker of the pool waits so, a spare thread's: up to
  * 1024 a pool, each holding as many levels as a worker's stack); a worker
  * of another engine's CPU pool waiting here (an op of that engine waiting
- * on this one) counts as so waiting in its own pool, which so lends a
- * spare for the ops queued there, which the wait may need. A device's
+ * on this one), or of this engine's waiting inside an op of another
+ * engine that it runs inline (the naive engine's), counts as so waiting in
+ * its own pool, which so lends a spare for the ops queued there, which the
+ * wait may need; so does one blocked in vf_engine_destroy() of another
+ * engine or in a push at another engine's in-flight bound. A device's
  * pool lends no spare; there, and wherever nobody else would ever run
  * them, a waiting thread whose stack has room runs the ops queued beside
  * it itself. So a recursive program with a wait at every level (fib,
@@ -1202,6 +1207,14 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * (vf_engine_push()), as in the serial program, but may get 0 where it was
  * queued and ran after the ancestor ended: such a wait is a bug in the program
  * either way.
+ * From inside an op of another engine, a wait in a cycle with another wait
+ * of that kind returns VF_EDEADLK at once: `v`'s writer, running, waits
+ * for all of the calling op's engine (vf_engine_wait_all()) or for a var
+ * the calling op writes; of the two waits, the one that comes second is
+ * refused, and the first then finishes. Not found, and so waiting for
+ * ever: longer cycles through var waits, and a wait on a var that an op of
+ * `e` running further out on the same thread writes (the calling op runs
+ * inside it, inside its push on the naive engine, say).
  */
 VF_API int vf_var_wait(vf_engine *e, vf_var v, vf_error *err);
 
@@ -1249,10 +1262,11 @@ VF_API int vf_run_wait_children(vf_run *run, vf_error *err);
  * runs inside it: inside its push on the naive engine, say), or waits for
  * all of each other's engines would close a cycle (an op of `e` is in
  * vf_engine_wait_all() on the calling op's engine: of two such waits, the
- * one that comes second is refused, and the first then finishes). A cycle
- * through a var wait (an op of `e` waits for a var that the calling op, or
- * an op behind it, writes) is not found, and both wait for ever: avoid
- * waits for all of an engine from inside ops of another.
+ * one that comes second is refused, and the first then finishes), or an
+ * op of `e` waits for a var (vf_var_wait()) that the calling op writes.
+ * A longer cycle through var waits (an op of `e` waits for a var whose
+ * writer waits behind the calling op) is not found, and its waits wait
+ * for ever: avoid waits for all of an engine from inside ops of another.
  */
 VF_API int vf_engine_wait_all(vf_engine *e, vf_error *err);
 

@@ -1,15 +1,16 @@
-/* cross_wait.c: waits for all of an engine from inside an op of another
- * that could never finish (cross_wait.h). */
+/* cross_wait.c: waits across engines from inside ops that could never
+ * finish (cross_wait.h). */
 #include "core/cross_wait.h"
 
 #include <pthread.h>
 
 #include "base/error.h"
 #include "core/sched.h"
+#include "core/var.h"
 
-/* Every wait for all of an engine from inside an op of another, in
- * progress. Few (one per waiting thread), and only such waits take the
- * lock. */
+/* Every wait from inside an op on another engine, in progress. Few (one
+ * per waiting thread), and only such waits take the lock. Lock order: a
+ * var's lock under it (holder). */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static vf__cross_wait *listed;
 
@@ -27,10 +28,21 @@ static void add(vf__cross_wait *cw, const vf_engine *e)
         cw->from[cw->nfrom++] = e;
 }
 
-/* Whether an op of `e` waits, through listed waits, for all of one of
- * cw's `from`. Under `lock`. The listed waits hold no cycle (the wait
- * that would close one is refused), so the search ends; `depth` bounds it
- * all the same, at one step per listed wait. */
+/* The op whose write of v runs now, or NULL. */
+static const vf__op *holder(vf__var *v)
+{
+    vf__spin_lock(&v->lock);
+    const vf__op *h = v->nreaders == VF__WRITE_RUNNING && v->head != NULL
+                          ? vf__dep_op(v->head)
+                          : NULL;
+    vf__spin_unlock(&v->lock);
+    return h;
+}
+
+/* Whether an op of `e` waits, through listed waits for all of an engine,
+ * for all of one of cw's `from`. Under `lock`. The listed waits hold no
+ * cycle (the wait that would close one is refused), so the search ends;
+ * `depth` bounds it all the same, at one step per listed wait. */
 static bool reaches(const vf_engine *e, const vf__cross_wait *cw, int depth)
 {
     if (has(cw, e))
@@ -38,9 +50,37 @@ static bool reaches(const vf_engine *e, const vf__cross_wait *cw, int depth)
     if (depth == 0)
         return false;
     for (const vf__cross_wait *w = listed; w != NULL; w = w->next)
-        if (has(w, e) && reaches(w->to, cw, depth - 1))
+        if (w->var == NULL && has(w, e) && reaches(w->to, cw, depth - 1))
             return true;
     return false;
+}
+
+/* Why the wait `cw` (its `to`, `var` and `op` set) can never finish, or
+ * NULL. Under `lock`. */
+static const char *never_ends(const vf__cross_wait *cw, int nlisted)
+{
+    if (cw->var == NULL) {
+        if (has(cw, cw->to))
+            return "which runs inside an op of this engine on the same "
+                   "thread: it would wait for that op, which cannot end "
+                   "before this call returns";
+        if (reaches(cw->to, cw, nlisted))
+            return "while an op of this engine waits for all of that op's "
+                   "engine (or of one whose op waits for it, and so on): "
+                   "each would wait for the other";
+        for (const vf__cross_wait *w = listed; w != NULL; w = w->next)
+            if (w->var != NULL && has(w, cw->to) && holder(w->var) == cw->op)
+                return "while an op of this engine waits for a variable "
+                       "that op writes: each would wait for the other";
+        return NULL;
+    }
+    const vf__op *h = holder(cw->var);
+    for (const vf__cross_wait *w = listed; h != NULL && w != NULL; w = w->next)
+        if (w->op == h && (w->var == NULL ? reaches(w->to, cw, nlisted)
+                                          : holder(w->var) == cw->op))
+            return "while the op that writes it waits for that op (or "
+                   "for all of its engine): each would wait for the other";
+    return NULL;
 }
 
 void vf__cross_wait_calls(vf__cross_wait *cw)
@@ -52,34 +92,31 @@ void vf__cross_wait_calls(vf__cross_wait *cw)
         add(cw, calls[i]);
 }
 
-int vf__cross_wait_enter(vf__cross_wait *cw, vf_engine *e, const vf__op *cur,
-                         const char *who)
+int vf__cross_wait_enter(vf__cross_wait *cw, vf_engine *e, struct vf__var *var,
+                         const vf__op *cur, const char *who)
 {
     char label[VF__OP_LABEL_MAX];
     const vf__worker *w = vf__this_worker();
+    /* User code that runs inside a call on an engine (a push that ran an
+     * op inline, a wait that helped) is an op of that engine's or its
+     * descendant run there; a worker runs its engine's op under
+     * everything it runs. */
     add(cw, vf__op_engine(cur));
     if (w != NULL)
         add(cw, w->pool->engine);
-    if (has(cw, e))
-        return vf__fail(VF_EDEADLK,
-                        "%s: called inside %s, which runs inside an op of "
-                        "this engine on the same thread: it would wait for "
-                        "that op, which cannot end before this call returns",
-                        who, vf__op_label(cur->name, cur->place, label));
+    cw->op = cur;
+    cw->to = e;
+    cw->var = var;
     pthread_mutex_lock(&lock);
     int nlisted = 0;
     for (const vf__cross_wait *l = listed; l != NULL; l = l->next)
         nlisted++;
-    if (reaches(e, cw, nlisted)) {
+    const char *why = never_ends(cw, nlisted);
+    if (why != NULL) {
         pthread_mutex_unlock(&lock);
-        return vf__fail(VF_EDEADLK,
-                        "%s: called inside %s while an op of this engine "
-                        "waits for all of that op's engine (or of one whose "
-                        "op waits for it, and so on): each would wait for "
-                        "the other",
-                        who, vf__op_label(cur->name, cur->place, label));
+        return vf__fail(VF_EDEADLK, "%s: called inside %s %s", who,
+                        vf__op_label(cur->name, cur->place, label), why);
     }
-    cw->to = e;
     cw->prev = NULL;
     cw->next = listed;
     if (listed != NULL)

@@ -93,18 +93,27 @@ static int await_calls(destroy_wait *w)
 {
     vf__call_scan sc;
     vf__guard_scan_start(&sc);
+    /* A worker of another engine destroying this one counts stuck in its
+     * pool once it sleeps (sched.h: vf__pool_of_blocked_thread): a call
+     * in progress may wait for an op queued there (found trying destroy
+     * from inside an op as a user: the pool's only worker waited here). */
+    vf__pool *stuck = NULL;
+    int rc = 0;
     for (unsigned spins = 0; vf__guard_scan_busy(&sc, w->e); spins++) {
         if (spins < 256) { /* most calls return within microseconds */
             if (spins >= 128)
                 sched_yield();
             continue;
         }
-        int rc = pace(w, "calls in progress on other threads");
-        if (rc != 0)
-            return rc;
+        if (spins == 256 && (stuck = vf__pool_of_blocked_thread()) != NULL)
+            vf__pool_stuck_enter(stuck);
+        if ((rc = pace(w, "calls in progress on other threads")) != 0)
+            break;
         nanosleep(&(struct timespec){0, 100000}, NULL); /* 0.1 ms */
     }
-    return 0;
+    if (stuck != NULL)
+        vf__pool_stuck_leave(stuck);
+    return rc;
 }
 
 /* Step 3: drain, waking to report and to check the limit. */

@@ -43,7 +43,13 @@ bool vf__exec_in_engine(const vf_engine *e)
     if ((op != NULL && vf__op_engine(op) == e) || tls.done_engine == e)
         return true;
     vf__worker *w = vf__this_worker();
-    return w != NULL && w->pool->engine == e;
+    if (w != NULL && w->pool->engine == e)
+        return true;
+    /* An op of e's further out, around an op of another engine it ran
+     * inline (the naive engine's push): user code runs inside a call on e
+     * only as e's (found trying two naive engines as a user: a stop from
+     * there hung, and vf_engine_in_op said false). */
+    return vf__guard_in_outer_call(e);
 }
 
 /* Call an op's `done`, marking the thread as in the engine's code. */

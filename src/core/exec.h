@@ -112,9 +112,10 @@ bool vf__exec_in_done(const vf_engine *e);
 vf_engine *vf__exec_current_engine(void);
 
 /* Whether this thread runs code of engine `e` that a drain of `e` would
- * wait for: one of its ops (the innermost), one of its `done` callbacks,
- * or any code on one of its workers (lifecycle: stop, start, destroy and
- * fork must not wait for themselves). */
+ * wait for: one of its ops (the innermost, or one further out that ran
+ * the innermost inline inside a call on another engine), one of its
+ * `done` callbacks, or any code on one of its workers (lifecycle: stop,
+ * start, destroy and fork must not wait for themselves). */
 bool vf__exec_in_engine(const vf_engine *e);
 
 /* Whether `op`, running on this thread, is an async op whose completion

@@ -147,6 +147,15 @@ bool vf__guard_in_call(const vf_engine *e)
     return false;
 }
 
+bool vf__guard_in_outer_call(const vf_engine *e)
+{
+    vf__guard_tls *t = &vf__guard_tls_;
+    for (unsigned i = 0; i + 1 < t->depth; i++)
+        if (atomic_load_explicit(&t->slot->calls[i], memory_order_relaxed) == e)
+            return true;
+    return false;
+}
+
 int vf__guard_calls(const vf_engine *out[VF__GUARD_DEPTH])
 {
     vf__guard_tls *t = &vf__guard_tls_;

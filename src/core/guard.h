@@ -171,6 +171,12 @@ void vf__guard_unlist(const vf_engine *e);
 /* Whether the calling thread is inside a call on `e`. */
 bool vf__guard_in_call(const vf_engine *e);
 
+/* Whether it is inside a call on `e` further out than its innermost call
+ * (the call being made, or the one whose op's code runs now): code of an
+ * op of e's runs further out on this thread, around an op of another
+ * engine run inline inside it (exec.c: vf__exec_in_engine). */
+bool vf__guard_in_outer_call(const vf_engine *e);
+
 /* The engines of the calling thread's calls in progress, outermost first
  * (at most VF__GUARD_DEPTH, into `out`): how many. */
 int vf__guard_calls(const vf_engine *out[VF__GUARD_DEPTH]);

@@ -124,6 +124,13 @@ static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
         if (atomic_load(&e->counts.inflight) < e->max_inflight)
             return 0;
     }
+    /* A worker (of another engine, pushing from inside its op) counts
+     * stuck in its pool while it blocks (sched.h: vf__pool_of_blocked_
+     * thread): the ops in flight here may wait for ops queued there
+     * (found trying pushes across engines at a bound as a user). */
+    vf__pool *stuck = vf__pool_of_blocked_thread();
+    if (stuck != NULL)
+        vf__pool_stuck_enter(stuck);
     atomic_fetch_add(&e->nblocked, 1);
     pthread_mutex_lock(&e->waits.lock);
     int64_t start_ms = now_ms(), next_report_ms = BLOCKED_REPORT_GRACE_MS;
@@ -140,6 +147,8 @@ static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
     }
     pthread_mutex_unlock(&e->waits.lock);
     atomic_fetch_sub(&e->nblocked, 1);
+    if (stuck != NULL)
+        vf__pool_stuck_leave(stuck);
     return 0;
 }
 

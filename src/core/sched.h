@@ -284,6 +284,22 @@ bool vf__pool_any_queued(const vf__pool *p);
  */
 void vf__pool_stuck_enter(vf__pool *p);
 
+/* The CPU pool of the calling thread when it is one of the pool's threads
+ * (NULL otherwise, and in device pools, which add no spare), for a block
+ * that is not a nested wait of that pool's engine: a wait on another
+ * engine, a wait of its own engine from inside an op of another run
+ * inline there, a destroy waiting for calls in progress, a push waiting
+ * for room under another engine's in-flight bound. Such a thread counts
+ * stuck in its pool while it blocks (vf__pool_stuck_enter), for the ops
+ * queued there may be what it waits for (found trying recursion across a
+ * naive and a pooled engine as a user: the pool's only worker slept in
+ * such a wait, beside the op it waited for). */
+static inline vf__pool *vf__pool_of_blocked_thread(void)
+{
+    vf__worker *me = vf__this_worker();
+    return me != NULL && !me->pool->spread ? me->pool : NULL;
+}
+
 /* For a thread of the pool so stuck: whether no other thread will run
  * what it refuses. In a device pool each thread takes only its own queue
  * (spread) and no spare is added; in another, every thread is so stuck

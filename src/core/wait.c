@@ -833,20 +833,6 @@ static void drop_marker(vf_engine *e, vf__var *v, vf__op *op, vf__waiter *w)
     vf__engine_wake(e, vf__engine_count_out(e, VF__COUNT_PENDING, true));
 }
 
-/* A worker of another engine's pool (`me`, this thread's) about to sleep
- * in a wait on `e`: its own pool, which counts it stuck while it sleeps
- * (vf__pool_stuck_enter), so that pool lends a spare for the ops queued
- * there, which the wait may need (an op of `e` it waits for pushes one
- * there and waits for it: the pool's only worker slept here, found trying
- * recursion across two engines as a user; the helper's patch). NULL for
- * any other thread, and for a device pool, which lends no spare. */
-static vf__pool *foreign_pool(const vf__worker *me, const vf_engine *e)
-{
-    if (me == NULL || me->pool->engine == e || me->pool->spread)
-        return NULL;
-    return me->pool;
-}
-
 /* A node of a replayed launch waits on v (graph.h): the launch took the
  * graph's vars together, as one op does, and the wait waits for its hold
  * on v (the header's promise), not for what is queued on v behind that
@@ -884,8 +870,10 @@ static const vf__op *launch_hold(const vf__op *cur, const vf__var *v,
     return NULL;
 }
 
-static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
-                    const char *who)
+/* `cross`: the engines of the thread's calls before this one
+ * (vf__cross_wait_calls). */
+static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
+                    vf__cross_wait *cross, vf_error *err, const char *who)
 {
     char label[VF__OP_LABEL_MAX];
     clear_error(err);
@@ -959,7 +947,6 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
     if (w == NULL)
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     vf__worker *me = vf__this_worker();
-    vf__pool *foreign = foreign_pool(me, e);
     if (me != NULL && me->pool->engine != e)
         me = NULL;
     atomic_init(&w->state, VF__W_IDLE);
@@ -1034,13 +1021,24 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
     }
 
     vf__deadline until = vf__deadline_in_ms(timeout_ms);
+    bool cycle = false; /* refused by cross_wait.h, which says why */
     if (nested) {
         rc = nested_wait(e, w, me, &until);
+    } else if (cur != NULL &&
+               (rc = vf__cross_wait_enter(cross, e, v, cur, who)) != 0) {
+        cycle = true; /* an op of another engine's wait in a cycle */
     } else {
         /* This thread may be running an inline op of another engine, whose
-         * trampoline holds our marker: run it rather than sleep on it. */
-        if (foreign != NULL)
-            vf__pool_stuck_enter(foreign);
+         * trampoline holds our marker: run it rather than sleep on it. A
+         * worker, of this engine (under an op of another it ran inline)
+         * or of another, counts stuck in its pool meanwhile (sched.h), so
+         * the pool lends a spare for the ops queued there, which the wait
+         * may need (an op it waits for pushes one there and waits for it:
+         * a pool's only worker slept here, found trying recursion across
+         * two engines as a user). */
+        vf__pool *stuck = vf__pool_of_blocked_thread();
+        if (stuck != NULL)
+            vf__pool_stuck_enter(stuck);
         while (!is_done(w)) {
             if (vf__exec_run_deferred(NULL))
                 continue;
@@ -1051,14 +1049,16 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
             }
             sleep_on_engine(e, w, false, &until);
         }
-        if (foreign != NULL)
-            vf__pool_stuck_leave(foreign);
+        if (stuck != NULL)
+            vf__pool_stuck_leave(stuck);
+        if (cur != NULL)
+            vf__cross_wait_leave(cross);
     }
     if (rc == 0 && w->claimed != NULL) {
         rc = report(w->claimed, err, who);
     } else if (rc == 0 && w->notice_skipped) {
         rc = notice_skipped(who);
-    } else if (rc == VF_EDEADLK) {
+    } else if (rc == VF_EDEADLK && !cycle) {
         deadlock_detail(who, cur, label);
     } else if (rc == VF_ETIMEDOUT) {
         timed_out(e, who, timeout_ms);
@@ -1071,15 +1071,20 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms, vf_error *err,
 
 VF_API int vf_var_wait(vf_engine *e, vf_var v, vf_error *err)
 {
+    vf__cross_wait cross;
+    vf__cross_wait_calls(&cross); /* before this call's guard */
     return VF__GUARDED(e, "vf_var_wait",
-                       wait_var(e, v, -1, err, "vf_var_wait"));
+                       wait_var(e, v, -1, &cross, err, "vf_var_wait"));
 }
 
 VF_API int vf_var_wait_timed(vf_engine *e, vf_var v, int64_t timeout_ms,
                              vf_error *err)
 {
-    return VF__GUARDED(e, "vf_var_wait_timed",
-                       wait_var(e, v, timeout_ms, err, "vf_var_wait_timed"));
+    vf__cross_wait cross;
+    vf__cross_wait_calls(&cross);
+    return VF__GUARDED(
+        e, "vf_var_wait_timed",
+        wait_var(e, v, timeout_ms, &cross, err, "vf_var_wait_timed"));
 }
 
 /* Wait inside the running op whose family is `f` until it has no pending
@@ -1274,7 +1279,9 @@ VF_API int vf_run_wait_children_timed(vf_run *run, int64_t timeout_ms,
  * VF_ETIMEDOUT when `until` (NULL: none) passes first. */
 static int wait_idle(vf_engine *e, bool help, const vf__deadline *until)
 {
-    vf__pool *foreign = foreign_pool(vf__this_worker(), e);
+    /* A worker counts stuck in its pool while it sleeps here (sched.h:
+     * vf__pool_of_blocked_thread). */
+    vf__pool *stuck = vf__pool_of_blocked_thread();
     do {
         vf__bulk_flush_all(e);
         while (help && vf__counts_pending(vf__engine_counts(e)) != 0 &&
@@ -1286,15 +1293,15 @@ static int wait_idle(vf_engine *e, bool help, const vf__deadline *until)
         atomic_fetch_add(&e->waits.nwaiters, 1);
         atomic_fetch_add(&e->waits.watchers, 1);
         asleep_outside(e, 1);
-        if (foreign != NULL)
-            vf__pool_stuck_enter(foreign);
+        if (stuck != NULL)
+            vf__pool_stuck_enter(stuck);
         pthread_mutex_lock(&e->waits.lock);
         while (vf__counts_pending(vf__engine_counts(e)) != 0 &&
                !(late = vf__deadline_passed(until)))
             vf__cond_wait_until(&e->waits.cond, &e->waits.lock, until);
         pthread_mutex_unlock(&e->waits.lock);
-        if (foreign != NULL)
-            vf__pool_stuck_leave(foreign);
+        if (stuck != NULL)
+            vf__pool_stuck_leave(stuck);
         asleep_outside(e, -1);
         atomic_fetch_sub(&e->waits.watchers, 1);
         atomic_fetch_sub(&e->waits.nwaiters, 1);
@@ -1338,7 +1345,7 @@ static int wait_all(vf_engine *e, int64_t timeout_ms, vf__cross_wait *cross,
     if (held != 0)
         return held;
     if (cur != NULL) {
-        int rc = vf__cross_wait_enter(cross, e, cur, who);
+        int rc = vf__cross_wait_enter(cross, e, NULL, cur, who);
         if (rc != 0)
             return rc;
     }

@@ -1,0 +1,505 @@
+/*
+ * test_across_engines: waits, lifecycle calls and pushes on one engine
+ * from inside an op of another, every engine kind against every other
+ * (all found trying recursion across engines as a user: each hung).
+ *
+ * vf_engine_wait_all() from inside an op of another engine:
+ * A ring of engines E0, E1, ... En-1: the op on E0 pushes an op to E1,
+ * that one an op to E2, and so on; the last one calls wait_all(E0).
+ * - "cycle": each op waits for all of the next engine after its push.
+ *   Every op waits for the next one, and the last for the first: the wait
+ *   that closes the cycle must be refused with VF_EDEADLK and the others
+ *   return 0 (before, all of them hung: found trying recursion across
+ *   engines as a user). Exactly one is refused, whatever the timing; the
+ *   last one whenever it runs on the first op's thread (inside it, as the
+ *   serial program has it).
+ * - "inline": only the last op waits. It must get VF_EDEADLK exactly when
+ *   it runs inside the first op on its thread (the naive engine ran it
+ *   inside a push there, or a worker of E0 did: that op cannot end before
+ *   the wait returns), and 0 when it runs elsewhere (the first op ends).
+ * - "open": each op waits for all of the next, and the last waits for
+ *   nothing: no cycle, every wait returns 0 (no false alarm), and two ops
+ *   of one engine waiting for all of the same other engine at once too.
+ * Var waits across engines:
+ * - a var wait in a cycle with another wait (an op of A waits for a var
+ *   an op of B writes, which waits for all of A, or for a var the first
+ *   writes): exactly one of the two is refused, both finish;
+ * - an op of a pool's only worker runs an op of a naive engine inline,
+ *   which pushes to the pool and waits for it: the pool lends a spare,
+ *   and a recursion alternating a naive and a pooled engine finishes.
+ * From inside an op of another engine run inside an op of E (the naive
+ * engine's push), vf_engine_in_op(E) is true, and stopping, starting or
+ * destroying E is VF_EDEADLK. A pool's only worker blocked in a destroy
+ * of another engine, or in a push at its in-flight bound, lends a spare
+ * for the ops queued behind it that what it waits for needs.
+ * The watchdog names the case that hangs.
+ */
+#include "runner.h"
+
+#include <pthread.h>
+#include <stdio.h>
+
+#define MAX_RING 3
+#define NOT_RUN 1 /* no wait result yet: not a vf_error code */
+
+typedef enum shape { CYCLE, INLINE, OPEN } shape;
+
+typedef struct ring {
+    vf_engine *eng[MAX_RING];
+    int n;
+    shape how;
+    bool timed; /* the last op's wait is vf_engine_wait_all_timed */
+    atomic_int rc[MAX_RING];
+    pthread_t thread[MAX_RING];
+} ring;
+
+typedef struct level_arg {
+    ring *r;
+    int k;
+} level_arg;
+
+static int level_op(vf_run *run, void *arg)
+{
+    (void)run;
+    const level_arg *a = arg;
+    ring *r = a->r;
+    int k = a->k;
+    r->thread[k] = pthread_self();
+    if (k == r->n - 1) {
+        if (r->how != OPEN) {
+            vf_engine *first = r->eng[0];
+            int rc = r->timed ? vf_engine_wait_all_timed(first, 20000, NULL)
+                              : vf_engine_wait_all(first, NULL);
+            atomic_store(&r->rc[k], rc);
+        }
+        return 0;
+    }
+    level_arg next = {r, k + 1};
+    CHECK_OK(vf_engine_push(r->eng[k + 1], &(vf_op){.fn = level_op,
+                                                    .arg = &next,
+                                                    .arg_size = sizeof next,
+                                                    .name = "ring level"}));
+    if (r->how != INLINE)
+        atomic_store(&r->rc[k], vf_engine_wait_all(r->eng[k + 1], NULL));
+    return 0;
+}
+
+/* Run one ring over kinds `kinds` (n of them) and check its results. */
+static void run_ring(const int *kinds, int n, shape how, bool timed)
+{
+    static const char *const shapes[] = {"cycle", "inline", "open"};
+    char phase[160];
+    int len = snprintf(phase, sizeof phase, "%s%s:", shapes[how],
+                       timed ? " (timed)" : "");
+    for (int i = 0; i < n; i++)
+        len += snprintf(phase + len, sizeof phase - (size_t)len, " %s",
+                        tu_kinds[kinds[i]].name);
+    tu_phase(phase);
+
+    ring r = {.n = n, .how = how, .timed = timed};
+    for (int i = 0; i < n; i++) {
+        r.eng[i] = tu_engine(&tu_kinds[kinds[i]]);
+        atomic_init(&r.rc[i], NOT_RUN);
+    }
+    level_arg first = {&r, 0};
+    CHECK_OK(vf_engine_push(
+        r.eng[0],
+        &(vf_op){.fn = level_op, .arg = &first, .arg_size = sizeof first}));
+    for (int i = 0; i < n; i++)
+        CHECK_OK(vf_engine_wait_all(r.eng[i], NULL));
+
+    int last = n - 1;
+    bool inside_first = pthread_equal(r.thread[last], r.thread[0]);
+    int refused = 0;
+    for (int i = 0; i < n; i++) {
+        int rc = atomic_load(&r.rc[i]);
+        bool waits = how == CYCLE || (how == INLINE && i == last) ||
+                     (how == OPEN && i != last);
+        if (!waits) {
+            CHECK_EQ(rc, NOT_RUN);
+            continue;
+        }
+        if (rc != 0 && rc != VF_EDEADLK)
+            CHECK_REPORT_("%s: level %d returned %s", phase, i,
+                          vf_error_name(rc));
+        refused += rc == VF_EDEADLK;
+    }
+    switch (how) {
+    case CYCLE:
+        CHECK_EQ(refused, 1);
+        if (inside_first)
+            CHECK_EQ(atomic_load(&r.rc[last]), VF_EDEADLK);
+        break;
+    case INLINE:
+        CHECK_EQ(atomic_load(&r.rc[last]), inside_first ? VF_EDEADLK : 0);
+        break;
+    case OPEN:
+        CHECK_EQ(refused, 0);
+        break;
+    }
+    for (int i = 0; i < n; i++)
+        CHECK_OK(vf_engine_destroy(r.eng[i]));
+}
+
+TEST_CASE(two_engines_every_kind)
+{
+    for (int a = 0; a < TU_NKINDS; a++)
+        for (int b = 0; b < TU_NKINDS; b++) {
+            int kinds[] = {a, b};
+            for (int how = CYCLE; how <= OPEN; how++)
+                run_ring(kinds, 2, (shape)how, (a + b) % 2 != 0);
+        }
+}
+
+TEST_CASE(three_engines)
+{
+    static const int some[] = {0, 1, 4}; /* naive, pooled/1, perdevice/2 */
+    for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 3; b++)
+            for (int c = 0; c < 3; c++) {
+                int kinds[] = {some[a], some[b], some[c]};
+                for (int how = CYCLE; how <= OPEN; how++)
+                    run_ring(kinds, 3, (shape)how, c == 1);
+            }
+}
+
+/* Threaded engines on both sides: either op may come to its wait first
+ * (the last op's wait is then the one that waits, and the first op's is
+ * refused); whichever it is, one is refused and both finish. */
+TEST_CASE(cycle_either_order)
+{
+    int kinds[] = {2, 2}; /* pooled/2 twice */
+    for (int i = 0; i < (int)tu_scaled(100, 20); i++)
+        run_ring(kinds, 2, CYCLE, i % 2 != 0);
+}
+
+/* Two ops of one engine in vf_engine_wait_all on the same other engine
+ * at once, whose ops wait for nothing: both 0. */
+static int waits_for_all(vf_run *run, void *arg)
+{
+    (void)run;
+    vf_engine *other = arg;
+    CHECK_OK(vf_engine_push(other, &(vf_op){.fn = tu_nop}));
+    CHECK_OK(vf_engine_wait_all(other, NULL));
+    return 0;
+}
+
+TEST_CASE(two_ops_wait_for_one_engine)
+{
+    vf_config c = {.type = VF_ENGINE_POOLED, .cpu_workers = 2};
+    vf_engine *a = NULL, *b = NULL;
+    CHECK_OK(vf_engine_create(&a, &c));
+    CHECK_OK(vf_engine_create(&b, &c));
+    for (int i = 0; i < 50; i++) {
+        CHECK_OK(vf_engine_push(a, &(vf_op){.fn = waits_for_all, .arg = b}));
+        CHECK_OK(vf_engine_push(a, &(vf_op){.fn = waits_for_all, .arg = b}));
+    }
+    CHECK_OK(vf_engine_wait_all(a, NULL));
+    CHECK_OK(vf_engine_destroy(a));
+    CHECK_OK(vf_engine_destroy(b));
+}
+
+/* --- var waits in cycles ------------------------------------------------- */
+
+typedef enum var_form {
+    X_VAR_Y_ALL, /* X waits for Y's var; Y waits for all of A */
+    X_ALL_Y_VAR, /* X waits for all of B; Y waits for a var X writes */
+    X_VAR_Y_VAR  /* each waits for a var the other writes */
+} var_form;
+
+typedef struct pair {
+    vf_engine *a, *b;
+    vf_var vx, vy; /* written by X (on a), by Y (on b) */
+    var_form form;
+    atomic_int rx, ry;
+} pair;
+
+static int pair_y(vf_run *run, void *arg)
+{
+    (void)run;
+    pair *p = arg;
+    atomic_store(&p->ry, p->form == X_VAR_Y_ALL
+                             ? vf_engine_wait_all(p->a, NULL)
+                             : vf_var_wait(p->a, p->vx, NULL));
+    return 0;
+}
+
+static int pair_x(vf_run *run, void *arg)
+{
+    (void)run;
+    pair *p = arg;
+    CHECK_OK(vf_engine_push(p->b, &(vf_op){.fn = pair_y,
+                                           .arg = p,
+                                           .writes = VF_VARS(p->vy),
+                                           .name = "Y"}));
+    atomic_store(&p->rx, p->form == X_ALL_Y_VAR
+                             ? vf_engine_wait_all(p->b, NULL)
+                             : vf_var_wait(p->b, p->vy, NULL));
+    return 0;
+}
+
+TEST_CASE(var_waits_in_cycles)
+{
+    static const int threaded[] = {1, 2, 4}; /* B: pooled/1, /2, perdevice/2 */
+    for (int a = 0; a < TU_NKINDS; a++)
+        for (int bi = 0; bi < 3; bi++)
+            for (int form = X_VAR_Y_ALL; form <= X_VAR_Y_VAR; form++) {
+                char phase[96];
+                snprintf(phase, sizeof phase, "var cycle %d: %s, %s", form,
+                         tu_kinds[a].name, tu_kinds[threaded[bi]].name);
+                tu_phase(phase);
+                pair p = {.form = (var_form)form};
+                p.a = tu_engine(&tu_kinds[a]);
+                p.b = tu_engine(&tu_kinds[threaded[bi]]);
+                p.vx = tu_var(p.a);
+                p.vy = tu_var(p.b);
+                atomic_init(&p.rx, NOT_RUN);
+                atomic_init(&p.ry, NOT_RUN);
+                CHECK_OK(vf_engine_push(p.a, &(vf_op){.fn = pair_x,
+                                                      .arg = &p,
+                                                      .writes = VF_VARS(p.vx),
+                                                      .name = "X"}));
+                CHECK_OK(vf_engine_wait_all(p.a, NULL));
+                CHECK_OK(vf_engine_wait_all(p.b, NULL));
+                int rx = atomic_load(&p.rx), ry = atomic_load(&p.ry);
+                /* One refused, the other waited to its end. */
+                if (!((rx == 0 && ry == VF_EDEADLK) ||
+                      (rx == VF_EDEADLK && ry == 0)))
+                    CHECK_REPORT_("%s: X %s, Y %s", phase, vf_error_name(rx),
+                                  vf_error_name(ry));
+                CHECK_OK(vf_engine_destroy(p.a));
+                CHECK_OK(vf_engine_destroy(p.b));
+            }
+}
+
+/* --- a naive op on a pool's worker waits for the pool ----------------------
+ */
+
+typedef struct inside {
+    vf_engine *pool, *naive;
+    atomic_int z_ran;
+} inside;
+
+static int inside_z(vf_run *run, void *arg)
+{
+    (void)run;
+    atomic_store(&((inside *)arg)->z_ran, 1);
+    return 0;
+}
+
+static int inside_y(vf_run *run, void *arg) /* on the naive engine */
+{
+    (void)run;
+    inside *t = arg;
+    vf_var vz = tu_var(t->pool);
+    CHECK_OK(vf_engine_push(
+        t->pool, &(vf_op){.fn = inside_z, .arg = t, .writes = VF_VARS(vz)}));
+    CHECK_OK(vf_var_wait(t->pool, vz, NULL));
+    CHECK_EQ(atomic_load(&t->z_ran), 1);
+    CHECK_OK(vf_var_destroy(t->pool, vz, NULL, NULL));
+    return 0;
+}
+
+static int inside_x(vf_run *run, void *arg) /* on the pool */
+{
+    (void)run;
+    inside *t = arg;
+    vf_var vy = tu_var(t->naive);
+    CHECK_OK(vf_engine_push(
+        t->naive, &(vf_op){.fn = inside_y, .arg = t, .writes = VF_VARS(vy)}));
+    CHECK_OK(vf_var_wait(t->naive, vy, NULL));
+    CHECK_OK(vf_var_destroy(t->naive, vy, NULL, NULL));
+    return 0;
+}
+
+/* fib alternating two engines, a var wait for each child. */
+typedef struct xfib {
+    vf_engine *const *eng;
+    int n, d;
+    long *out;
+} xfib;
+
+static long serial_fib(int n)
+{
+    return n < 2 ? n : serial_fib(n - 1) + serial_fib(n - 2);
+}
+
+static int xfib_op(vf_run *run, void *arg)
+{
+    (void)run;
+    const xfib *f = arg;
+    if (f->n < 2) {
+        *f->out = f->n;
+        return 0;
+    }
+    vf_engine *ce = f->eng[(f->d + 1) % 2];
+    long a = -1, b = -1;
+    vf_var va = tu_var(ce), vb = tu_var(ce);
+    xfib fa = {f->eng, f->n - 1, f->d + 1, &a},
+         fb = {f->eng, f->n - 2, f->d + 1, &b};
+    CHECK_OK(vf_engine_push(ce, &(vf_op){.fn = xfib_op,
+                                         .arg = &fa,
+                                         .arg_size = sizeof fa,
+                                         .writes = VF_VARS(va)}));
+    CHECK_OK(vf_engine_push(ce, &(vf_op){.fn = xfib_op,
+                                         .arg = &fb,
+                                         .arg_size = sizeof fb,
+                                         .writes = VF_VARS(vb)}));
+    CHECK_OK(vf_var_wait(ce, va, NULL));
+    CHECK_OK(vf_var_wait(ce, vb, NULL));
+    CHECK_OK(vf_var_destroy(ce, va, NULL, NULL));
+    CHECK_OK(vf_var_destroy(ce, vb, NULL, NULL));
+    *f->out = a + b;
+    return 0;
+}
+
+TEST_CASE(naive_op_on_a_pool_worker_waits_for_the_pool)
+{
+    static const int pools[] = {1, 3, 2}; /* pooled/1, perdevice/1, pooled/2 */
+    for (int i = 0; i < 3; i++) {
+        tu_phase(tu_kinds[pools[i]].name);
+        inside t = {.pool = tu_engine(&tu_kinds[pools[i]]),
+                    .naive = tu_engine(&tu_kinds[0])};
+        atomic_init(&t.z_ran, 0);
+        vf_var vx = tu_var(t.pool);
+        CHECK_OK(vf_engine_push(
+            t.pool,
+            &(vf_op){.fn = inside_x, .arg = &t, .writes = VF_VARS(vx)}));
+        CHECK_OK(vf_var_wait(t.pool, vx, NULL));
+        CHECK_EQ(atomic_load(&t.z_ran), 1);
+        /* fib(9) alternating the naive engine and the pool, both ways */
+        for (int first = 0; first < 2; first++) {
+            vf_engine *eng[2] = {first ? t.pool : t.naive,
+                                 first ? t.naive : t.pool};
+            long r = -1;
+            xfib f = {eng, 9, 0, &r};
+            vf_var v = tu_var(eng[0]);
+            CHECK_OK(vf_engine_push(
+                eng[0],
+                &(vf_op){.fn = xfib_op, .arg = &f, .writes = VF_VARS(v)}));
+            CHECK_OK(vf_var_wait(eng[0], v, NULL));
+            CHECK_EQ(r, serial_fib(9));
+        }
+        CHECK_OK(vf_engine_destroy(t.naive));
+        CHECK_OK(vf_engine_destroy(t.pool));
+    }
+}
+
+/* --- lifecycle calls from inside an op run inside another ----------------- */
+
+typedef struct nest {
+    vf_engine *outer, *inner;
+    int in_op, stop, start, destroy;
+} nest;
+
+static int nest_y(vf_run *run, void *arg) /* runs inside nest_x's push */
+{
+    (void)run;
+    nest *t = arg;
+    t->in_op = vf_engine_in_op(t->outer);
+    t->stop = vf_engine_stop(t->outer);
+    t->start = vf_engine_start(t->outer);
+    t->destroy = vf_engine_destroy(t->outer);
+    return 0;
+}
+
+static int nest_x(vf_run *run, void *arg)
+{
+    (void)run;
+    nest *t = arg;
+    CHECK_OK(vf_engine_push(t->inner, &(vf_op){.fn = nest_y, .arg = t}));
+    return 0;
+}
+
+TEST_CASE(lifecycle_calls_from_an_op_run_inside_another)
+{
+    for (int k = 0; k < TU_NKINDS; k++) {
+        tu_phase(tu_kinds[k].name);
+        nest t = {.outer = tu_engine(&tu_kinds[k]),
+                  .inner = tu_engine(&tu_kinds[0]), /* naive: inline */
+                  .in_op = -1};
+        CHECK_OK(vf_engine_push(t.outer, &(vf_op){.fn = nest_x, .arg = &t}));
+        CHECK_OK(vf_engine_wait_all(t.outer, NULL));
+        CHECK_EQ(t.in_op, 1);
+        CHECK_EQ(t.stop, VF_EDEADLK);
+        CHECK_EQ(t.start, VF_EDEADLK);
+        CHECK_EQ(t.destroy, VF_EDEADLK);
+        CHECK_OK(vf_engine_destroy(t.inner));
+        CHECK_OK(vf_engine_destroy(t.outer));
+    }
+}
+
+/* --- a pool's only worker blocked in a call on another engine --------------
+ */
+
+typedef struct lend {
+    vf_engine *e1, *e2;
+    vf_var vz, vy;
+    bool destroy; /* X destroys e2, else pushes to it (at its bound) */
+    atomic_int z_ran, x_rc;
+} lend;
+
+static int lend_z(vf_run *run, void *arg)
+{
+    (void)run;
+    atomic_store(&((lend *)arg)->z_ran, 1);
+    return 0;
+}
+
+static int lend_y(vf_run *run, void *arg) /* on e2: waits for Z on e1 */
+{
+    (void)run;
+    lend *t = arg;
+    CHECK_OK(vf_var_wait(t->e1, t->vz, NULL));
+    CHECK_EQ(atomic_load(&t->z_ran), 1);
+    return 0;
+}
+
+static int lend_x(vf_run *run, void *arg) /* on e1's only worker */
+{
+    (void)run;
+    lend *t = arg;
+    tu_spin_us(20000); /* Y first, most runs (either way it must end) */
+    atomic_store(&t->x_rc, t->destroy
+                               ? vf_engine_destroy(t->e2)
+                               : vf_engine_push(t->e2, &(vf_op){.fn = tu_nop}));
+    return 0;
+}
+
+TEST_CASE(pool_worker_blocked_in_another_engine_lends_a_spare)
+{
+    static const int pools[] = {1, 3}; /* pooled/1, perdevice/1 */
+    for (int i = 0; i < 2; i++)
+        for (int destroy = 0; destroy < 2; destroy++) {
+            char phase[64];
+            snprintf(phase, sizeof phase, "%s, %s", tu_kinds[pools[i]].name,
+                     destroy ? "destroy" : "push at the bound");
+            tu_phase(phase);
+            lend t = {.destroy = destroy};
+            atomic_init(&t.z_ran, 0);
+            atomic_init(&t.x_rc, NOT_RUN);
+            t.e1 = tu_engine(&tu_kinds[pools[i]]);
+            /* destroy: Y runs inside main's push (naive), a call destroy
+             * waits for; push: Y holds e2's only place in flight */
+            vf_config c2 = destroy ? tu_kinds[0].cfg : tu_kinds[2].cfg;
+            c2.max_inflight = destroy ? 0 : 1;
+            CHECK_OK(vf_engine_create(&t.e2, &c2));
+            t.vz = tu_var(t.e1);
+            t.vy = tu_var(t.e2);
+            CHECK_OK(vf_engine_push(t.e1, &(vf_op){.fn = lend_x, .arg = &t}));
+            CHECK_OK(vf_engine_push(
+                t.e1,
+                &(vf_op){.fn = lend_z, .arg = &t, .writes = VF_VARS(t.vz)}));
+            CHECK_OK(vf_engine_push(
+                t.e2,
+                &(vf_op){.fn = lend_y, .arg = &t, .writes = VF_VARS(t.vy)}));
+            CHECK_OK(vf_engine_wait_all(t.e1, NULL));
+            CHECK_EQ(atomic_load(&t.x_rc), 0);
+            CHECK_EQ(atomic_load(&t.z_ran), 1);
+            if (!destroy)
+                CHECK_OK(vf_engine_destroy(t.e2));
+            CHECK_OK(vf_engine_destroy(t.e1));
+        }
+}
+
+TEST_MAIN("test_across_engines", 240)
