@@ -66,7 +66,8 @@ typedef struct vf_profile_record {
                                    unknown */
     uint64_t device_end_ns;   /**< and ended (as device_start_ns); 0 when
                                    unknown */
-    int ndeps;                /**< ops it depends on, one per var at most:
+    int ndeps;                /**< ops it depends on, each once, one per
+                                   var at most:
                                    whose finishing released it, or, for a
                                    var it held at once at its push, would
                                    have (the last write of the var to end

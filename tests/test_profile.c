@@ -1473,6 +1473,120 @@ static void large_numbers(const char *path)
     }
 }
 
+/* One op of a trace with these args (and, if not NULL, these otherData
+ * fields before the usual ones), loaded: what the load returns. */
+static int load_one(const char *path, const char *args, const char *meta,
+                    vf_profile **q)
+{
+    char text[1024];
+    snprintf(text, sizeof text,
+             "{\"traceEvents\":[{\"ph\":\"X\",\"name\":\"a\",\"ts\":1,"
+             "\"dur\":1,\"args\":{\"id\":1%s}},{\"ph\":\"X\",\"name\":"
+             "\"b\",\"ts\":3,\"dur\":1,\"args\":{\"id\":2}}],"
+             "\"otherData\":{%s\"varflow\":1,\"workers\":1,"
+             "\"worker_pools\":[\"cpu\"]}}",
+             args, meta ? meta : "");
+    write_file(path, text);
+    *q = NULL;
+    return vf_profile_load(path, q);
+}
+
+/* What no run writes is refused, naming the field, and what a run may
+ * write at its largest reads in time (found fuzzing varflow-report's
+ * input: negative counts and deps read as 2^64 - 1, ints past 2^31 as
+ * others, device ids through atoi, cycles taken, an op's end past what
+ * its own output could be read back with, a 20 GB table of devices by
+ * workers, and time quadratic in one op's deps). */
+TEST_CASE(load_refuses_what_no_run_writes)
+{
+    const char *path = path_in_dir("hostile.json");
+    vf_profile *q = NULL;
+    static const char *const refused[][3] = {
+        /* args, otherData, what the detail names */
+        {",\"deps\":[-1]", NULL, "deps"},
+        {",\"deps\":[0]", NULL, "deps"},
+        {",\"deps\":[1]", NULL, "cycle"},
+        {",\"worker\":4294967296", NULL, "worker"},
+        {",\"code\":4294967284", NULL, "code"},
+        {",\"device\":\"cuda:99999999999\"", NULL, "device"},
+        {",\"device\":\"emulated:\"", NULL, "device"},
+        {",\"device\":\"cpu:-1\"", NULL, "device"},
+        {",\"device\":\"cuda:64\"", NULL, "device"},
+        {",\"device\":\"cuda:1x\"", NULL, "device"},
+        {"", "\"dropped\":-1,", "dropped"},
+        {"", "\"span_ns\":-1,", "span_ns"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        CHECK_EQ(load_one(path, refused[i][0], refused[i][1], &q), VF_EINVAL);
+        CHECK(q == NULL);
+        if (strstr(vf_error_detail(), refused[i][2]) == NULL)
+            CHECK_REPORT_("case %zu: %s", i, vf_error_detail());
+    }
+    /* a -> b and b -> a */
+    write_file(path, "{\"traceEvents\":[{\"ph\":\"X\",\"name\":\"a\","
+                     "\"ts\":1,\"dur\":1,\"args\":{\"id\":1,\"deps\":[2]}},"
+                     "{\"ph\":\"X\",\"name\":\"b\",\"ts\":3,\"dur\":1,"
+                     "\"args\":{\"id\":2,\"deps\":[1]}}],\"otherData\":"
+                     "{\"varflow\":1,\"workers\":0,\"worker_pools\":[]}}");
+    CHECK_ERR(vf_profile_load(path, &q), VF_EINVAL);
+    CHECK(q == NULL && strstr(vf_error_detail(), "cycle") != NULL);
+    /* An op ending past 2^43 us: its own output could not be read back. */
+    write_file(path, "{\"traceEvents\":[{\"ph\":\"X\",\"name\":\"a\","
+                     "\"ts\":8796093022207,\"dur\":1,\"args\":{\"id\":1}}],"
+                     "\"otherData\":{\"varflow\":1}}");
+    CHECK_ERR(vf_profile_load(path, &q), VF_EINVAL);
+    CHECK(strstr(vf_error_detail(), "2^43") != NULL);
+    /* Not JSON at all: refused at its first bytes. */
+    FILE *f = fopen(path, "wb");
+    REQUIRE(f != NULL);
+    for (int i = 0; i < 1000; i++)
+        fputc(0, f);
+    fclose(f);
+    CHECK_ERR(vf_profile_load(path, &q), VF_EINVAL);
+    CHECK(strstr(vf_error_detail(), "not a JSON object") != NULL);
+
+    /* One op with 100,000 deps, each of 2,000 ops fifty times, on eight
+     * devices: loaded with each dep once, and written in every format
+     * (the outputs looked each dep up among the ones before it). */
+    const int nops = 2000, ndeps = 100000;
+    size_t cap = (size_t)nops * 200 + (size_t)ndeps * 8 + 256, len = 0;
+    char *text = malloc(cap);
+    REQUIRE(text != NULL);
+    len += (size_t)snprintf(text + len, cap - len, "{\"traceEvents\":[");
+    for (int i = 1; i <= nops; i++)
+        len += (size_t)snprintf(
+            text + len, cap - len,
+            "{\"ph\":\"X\",\"name\":\"a\",\"ts\":%d,\"dur\":1,\"args\":"
+            "{\"id\":%d,\"device\":\"emulated:%d\",\"device_start_us\":%d,"
+            "\"device_end_us\":%d,\"worker\":0}},",
+            i, i, i % 8, i, i + 1);
+    len += (size_t)snprintf(text + len, cap - len,
+                            "{\"ph\":\"X\",\"name\":\"join\",\"ts\":%d,"
+                            "\"dur\":1,\"args\":{\"id\":%d,\"deps\":[",
+                            nops + 10, nops + 1);
+    for (int k = 0; k < ndeps; k++)
+        len += (size_t)snprintf(text + len, cap - len, "%s%d", k ? "," : "",
+                                k % nops + 1);
+    len += (size_t)snprintf(text + len, cap - len,
+                            "]}}],\"otherData\":{\"varflow\":1,"
+                            "\"workers\":1,\"worker_pools\":[\"emu\"]}}");
+    REQUIRE(len < cap);
+    write_file(path, text);
+    free(text);
+    CHECK_OK(vf_profile_load(path, &q));
+    REQUIRE(q != NULL && vf_profile_count(q) == (size_t)nops + 1);
+    const vf_profile_record *join = vf_profile_at(q, (size_t)nops);
+    CHECK_EQ(join->ndeps, nops);
+    for (int k = 0; k < join->ndeps && k < nops; k++)
+        CHECK_EQ(join->deps[k], (uint64_t)k + 1);
+    static const vf_profile_format every[] = {
+        VF_PROFILE_CHROME_JSON, VF_PROFILE_SUMMARY_TEXT,
+        VF_PROFILE_SUMMARY_JSON, VF_PROFILE_DOT, VF_PROFILE_HTML};
+    for (int i = 0; i < 5; i++)
+        CHECK_OK(vf_profile_write(q, path_in_dir("hostile.out"), every[i]));
+    vf_profile_destroy(q);
+}
+
 TEST_CASE(errors)
 {
     tu_phase_limit("errors", 30);

@@ -62,12 +62,13 @@ static int parse_format(const char *s, vf_profile_format *out)
     return -1;
 }
 
-static void print_critical(const vf_profile *p)
+static int print_critical(const vf_profile *p)
 {
     vf_profile_path path;
-    if (vf_profile_critical_path(p, &path) != 0) {
+    int rc = vf_profile_critical_path(p, &path);
+    if (rc != 0) {
         fprintf(stderr, "varflow-report: %s\n", vf_error_detail());
-        return;
+        return rc;
     }
     printf("critical path: %zu ops, %.3f ms of run time in a %.3f ms span "
            "(%.1f%%); %.3f ms from its first start to its last end\n",
@@ -88,6 +89,7 @@ static void print_critical(const vf_profile *p)
                r->worker, r->start_ns / 1e3, (r->end_ns - r->start_ns) / 1e3);
     }
     vf_profile_path_destroy(&path);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -178,7 +180,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "varflow-report: wrote %s (%zu ops)\n", out,
                     vf_profile_count(p));
         if (critical)
-            print_critical(p);
+            rc = print_critical(p);
     }
     vf_profile_destroy(p);
     free(default_out);

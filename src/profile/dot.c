@@ -96,7 +96,7 @@ int vf__prof_write_dot(const vf_profile *p, FILE *f)
         const vf_profile_record *r = &p->records[i];
         for (int k = 0; k < r->ndeps; k++) {
             ptrdiff_t u = vf__prof_find(p, r->deps[k]);
-            if (u < 0 || (size_t)u >= shown || vf__prof_dep_repeats(r, k))
+            if (u < 0 || (size_t)u >= shown)
                 continue;
             fprintf(f, "  n%" PRIu64 " -> n%" PRIu64, r->deps[k], r->id);
             /* On the path: both ends are, one right after the other. */

@@ -166,7 +166,7 @@ static void write_ops(FILE *f, const vf_profile *p, const name_table *names,
                 r->end_ns, r->ready_ns, r->push_ns, r->status);
         int first = 1;
         for (int k = 0; k < r->ndeps; k++) {
-            if (vf__prof_dep_repeats(r, k) || vf__prof_find(p, r->deps[k]) < 0)
+            if (vf__prof_find(p, r->deps[k]) < 0)
                 continue;
             fprintf(f, "%s%" PRIu64, first ? "" : ",", r->deps[k]);
             first = 0;

@@ -47,8 +47,11 @@ static inline int vf__prof_unnamed(const vf_profile_record *r)
     return r->name == NULL || r->name[0] == '\0';
 }
 
-/* Whether dependency k of r repeats an earlier one of r's deps. */
-int vf__prof_dep_repeats(const vf_profile_record *r, int k);
+/* Keep each of the n ids of `deps` once, in the order they first come:
+ * how many are left (an op that reads two vars another op wrote was
+ * released by it twice). A snapshot's records and a loaded trace's have
+ * each dep once (record.c, trace_read.c), so no output looks for repeats. */
+int vf__prof_deps_unique(uint64_t *deps, int n);
 
 /* "ok", "skipped" or "failed". */
 const char *vf__prof_status_name(int status);

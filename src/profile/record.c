@@ -8,6 +8,7 @@
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/hashmap.h"
+#include "profile/out.h"
 #include "profile/snapshot.h"
 #include "varflow_profile.h"
 
@@ -581,6 +582,7 @@ int vf__prof_take(vf__profiler *p, const vf__prof_engine_desc *engine,
                 k < VF__PROF_INLINE_DEPS
                     ? en->deps[k]
                     : en->more_deps[k - VF__PROF_INLINE_DEPS];
+        r->ndeps = vf__prof_deps_unique(s->deps + d, r->ndeps);
         d += (size_t)r->ndeps; /* r->deps is fixed up after sorting */
         if (r->end_ns > s->span_ns)
             s->span_ns = r->end_ns;

@@ -231,9 +231,23 @@ static char *slurp(const char *path, size_t *len)
     size_t cap = 1 << 16, n = 0;
     char *buf = vf__malloc(cap);
     int read_errno = 0; /* fread's reason (EISDIR for a directory) */
+    bool looked = false;
     while (buf != NULL) {
         errno = 0;
         n += fread(buf + n, 1, cap - n - 1, f);
+        /* A trace is a JSON object: anything else (/dev/zero, a binary)
+         * is refused at its first bytes, not read to its end. */
+        size_t lead = 0;
+        while (!looked && lead < n && strchr(" \t\r\n", buf[lead]) != NULL &&
+               buf[lead] != '\0')
+            lead++;
+        if (!looked && lead < n) {
+            looked = true;
+            if (buf[lead] != '{') {
+                read_errno = EILSEQ;
+                break;
+            }
+        }
         if (ferror(f) || feof(f)) {
             read_errno = errno;
             break;
@@ -245,10 +259,11 @@ static char *slurp(const char *path, size_t *len)
         buf = more;
         cap *= 2;
     }
-    int err = buf == NULL  ? ENOMEM
-              : !ferror(f) ? 0
-              : read_errno ? read_errno
-                           : EIO;
+    int err = buf == NULL            ? ENOMEM
+              : read_errno == EILSEQ ? EILSEQ
+              : !ferror(f)           ? 0
+              : read_errno           ? read_errno
+                                     : EIO;
     fclose(f);
     if (err != 0) {
         free(buf);
@@ -270,6 +285,8 @@ int vf_profile_load(const char *path, vf_profile **out)
     pthread_once(&hooks_once, use_our_allocator);
     size_t len = 0;
     char *text = slurp(path, &len);
+    if (text == NULL && errno == EILSEQ)
+        return vf__fail(VF_EINVAL, "%s: %s: not a JSON object", who, path);
     if (text == NULL)
         return vf__fail(errno == ENOMEM ? VF_ENOMEM : VF_ESYSTEM, "%s: %s: %s",
                         who, path, strerror(errno));
@@ -289,6 +306,23 @@ int vf_profile_load(const char *path, vf_profile **out)
         rc = document(&ld);
     if (rc == 0)
         rc = assemble(&ld, out);
+    if (rc == 0) {
+        /* Edges in a cycle: no run makes them, and every analysis of the
+         * file would fail on them (the critical path finds them). */
+        vf_profile_path crit;
+        rc = vf_profile_critical_path(*out, &crit);
+        if (rc == 0)
+            vf_profile_path_destroy(&crit);
+        else {
+            vf_profile_destroy(*out);
+            *out = NULL;
+            if (rc == VF_EINVAL) {
+                ld.at = NULL;
+                snprintf(ld.key, sizeof ld.key, "deps");
+                ld.why = "the dependency edges form a cycle";
+            }
+        }
+    }
     if (rc == VF_EINVAL) {
         char where[64] = "";
         size_t at = ld.at != NULL ? (size_t)(ld.at - text) : 0;

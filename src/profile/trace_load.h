@@ -21,9 +21,12 @@
  * version with the same "varflow" field in otherData): the snapshot is the
  * one that was written, to the nanosecond (times under 2^43 us, 101 days;
  * ids and counts under 2^53). Free with vf_profile_destroy. VF_ESYSTEM when
- * the file cannot be read, VF_EINVAL when it is not such a trace
- * (vf_error_detail() says where it went wrong), VF_ENOMEM. *out is
- * NULL after a failure.
+ * the file cannot be read, VF_EINVAL when it is not such a trace, or holds
+ * what no run writes (negative counts, ids or deps; ints past int; device
+ * ids past 63; an end past 2^43 us; edges in a cycle: see
+ * docs/PROFILING.md), vf_error_detail() saying where it went wrong,
+ * VF_ENOMEM. A record's deps are each kept once. *out is NULL after a
+ * failure.
  *
  * The first call points cJSON's allocator at varflow's (cJSON_InitHooks,
  * once per process), so that vf__testing_fail_alloc reaches the parse too and

@@ -26,6 +26,7 @@
  */
 #include "profile/trace_read.h"
 
+#include <limits.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -40,6 +41,9 @@
 /* 2^43 microseconds: below it a double is within 2^-11 us of the decimal
  * it was read from (see micros). */
 #define MICROS_MAX 8796093022208.0
+/* Device ids a trace may name, per type: the engine's are 0-7
+ * (device_pools.h), and a later version may have a few more. */
+#define TRACE_DEVICE_IDS 64
 
 /* --- the loader's bookkeeping (trace_read.h) ----------------------------- */
 
@@ -147,8 +151,16 @@ static int device(vf__trace_loader *ld, const cJSON *v, vf_device *out)
     for (int t = 0; t < 3; t++) {
         size_t n = strlen(types[t]);
         if (strncmp(s, types[t], n) == 0 && s[n] == ':') {
+            /* Digits, a device id as the engine takes them (ids of a
+             * type are few: the outputs look devices up one by one). */
+            const char *id = s + n + 1;
+            size_t len = strspn(id, "0123456789");
+            long x = len > 0 && len < 4 && id[len] == '\0' ? atol(id) : -1;
+            if (x < 0 || x >= TRACE_DEVICE_IDS)
+                return vf__trace_bad(ld, v->string,
+                                     "expected a device id under 64");
             out->type = (vf_device_type)t;
-            out->id = atoi(s + n + 1);
+            out->id = (int)x;
             return 0;
         }
     }
@@ -206,9 +218,12 @@ static int get_status(args_in *a, const cJSON *v, int *status)
 static int get_integer(args_in *a, const cJSON *v, int *out)
 {
     int64_t x = 0;
-    int rc = integer(a->ld, v, &x);
+    if (integer(a->ld, v, &x) != 0)
+        return VF_EINVAL;
+    if (x < INT_MIN || x > INT_MAX)
+        return vf__trace_bad(a->ld, v->string, "expected an int");
     *out = (int)x;
-    return rc;
+    return 0;
 }
 
 static int get_micros(args_in *a, const cJSON *v, uint64_t *ns)
@@ -249,9 +264,9 @@ static int get_deps(args_in *a, const cJSON *v, const uint64_t **deps)
     const cJSON *d;
     cJSON_ArrayForEach(d, v)
     {
-        if (!exact_integer(d))
+        if (!exact_integer(d) || d->valuedouble < 1)
             return vf__trace_bad(a->ld, v->string,
-                                 "expected an array of op ids");
+                                 "expected an array of op ids (positive)");
     }
     *a->deps = v;
     return 0;
@@ -329,6 +344,8 @@ int vf__trace_event(vf__trace_loader *ld, const cJSON *ev)
         return vf__trace_bad(ld, "", "an op without a name");
     if (unnamed)
         name = ""; /* the record's name; "op #<id>" was for the viewer */
+    if (ts + dur >= (uint64_t)MICROS_MAX * 1000)
+        return vf__trace_bad(ld, "dur", "the op ends past 2^43 microseconds");
     r.start_ns = ts;
     r.end_ns = ts + dur;
     if (r.push_ns > r.ready_ns || r.ready_ns > r.start_ns)
@@ -346,10 +363,14 @@ int vf__trace_event(vf__trace_loader *ld, const cJSON *ev)
         return VF_ENOMEM;
     r.name = (const char *)(uintptr_t)off;
     r.deps = (const uint64_t *)(uintptr_t)ld->ndeps;
+    size_t first = ld->ndeps;
     cJSON_ArrayForEach(f, deps)
     {
         ld->deps[ld->ndeps++] = (uint64_t)(int64_t)f->valuedouble;
     }
+    /* Each once, as a snapshot has them (out.h). */
+    r.ndeps = vf__prof_deps_unique(ld->deps + first, r.ndeps);
+    ld->ndeps = first + (size_t)r.ndeps;
     ld->recs[ld->nrecs++] = r;
     return 0;
 }
@@ -422,20 +443,26 @@ static int get_meta_records(vf__trace_loader *ld, const cJSON *v)
     return 0;
 }
 
-static int get_meta_dropped(vf__trace_loader *ld, const cJSON *v)
+/* A count or a time: an integer, not negative. */
+static int count(vf__trace_loader *ld, const cJSON *v, uint64_t *out)
 {
     int64_t x = 0;
-    int rc = integer(ld, v, &x);
-    ld->dropped = (uint64_t)x;
-    return rc;
+    if (integer(ld, v, &x) != 0)
+        return VF_EINVAL;
+    if (x < 0)
+        return vf__trace_bad(ld, v->string, "expected a count (not negative)");
+    *out = (uint64_t)x;
+    return 0;
+}
+
+static int get_meta_dropped(vf__trace_loader *ld, const cJSON *v)
+{
+    return count(ld, v, &ld->dropped);
 }
 
 static int get_meta_span_ns(vf__trace_loader *ld, const cJSON *v)
 {
-    int64_t x = 0;
-    int rc = integer(ld, v, &x);
-    ld->span_ns = (uint64_t)x;
-    return rc;
+    return count(ld, v, &ld->span_ns);
 }
 
 int vf__trace_meta(vf__trace_loader *ld, const cJSON *o)

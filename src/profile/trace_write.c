@@ -50,7 +50,14 @@ typedef struct chrome_tracks {
     int *worker_pid;          /* per worker index */
     vf_device *devices;       /* vf__prof_devices */
     size_t ndevices;
-    unsigned char *streams; /* [device index][tid]: a span is there */
+    /* The streams that ran work of a recorded op, each once, by device
+     * index then tid: a list, not a table of every device by every worker
+     * (a file may claim 2^20 workers: varflow-report reads any). */
+    struct stream_used {
+        size_t device;
+        int tid;
+    } * streams;
+    size_t nstreams;
 } chrome_tracks;
 
 static int record_pid(const chrome_tracks *t, const vf_profile *p,
@@ -120,23 +127,21 @@ static void chrome_device_meta(FILE *f, const vf_profile *p,
                                const chrome_tracks *t)
 {
     char name[128];
-    size_t width = (size_t)p->nworkers + 1;
+    size_t s = 0; /* t->streams by device */
     for (size_t d = 0; d < t->ndevices; d++) {
         int pid = t->npools + 1 + (int)d;
         snprintf(name, sizeof name, "%s %d (device)",
                  vf__prof_device_name(t->devices[d]), t->devices[d].id);
         chrome_process(f, pid, name);
-        for (size_t tid = 0; tid < width; tid++) {
-            if (!t->streams[d * width + tid])
-                continue;
-            int w = (int)tid - 1;
+        for (; s < t->nstreams && t->streams[s].device == d; s++) {
+            int tid = t->streams[s].tid, w = tid - 1;
             if (w < 0)
                 snprintf(name, sizeof name,
                          "streams of inline ops (not a worker)");
             else
                 snprintf(name, sizeof name, "stream of worker %d (%s)", w,
                          p->worker_pool[w] ? p->worker_pool[w] : "?");
-            chrome_meta(f, pid, (int)tid, "thread", name, (int)tid);
+            chrome_meta(f, pid, tid, "thread", name, tid);
         }
     }
 }
@@ -398,7 +403,7 @@ static void chrome_flows(FILE *f, const chrome_tracks *t, const vf_profile *p)
         const vf_profile_record *r = &p->records[i];
         for (int k = 0; k < r->ndeps; k++) {
             ptrdiff_t d = vf__prof_find(p, r->deps[k]);
-            if (d < 0 || vf__prof_dep_repeats(r, k))
+            if (d < 0)
                 continue;
             const vf_profile_record *from = &p->records[d];
             flow++;
@@ -446,6 +451,14 @@ static int chrome_counters(FILE *f, const vf_profile *p)
     return 0;
 }
 
+static int by_stream(const void *a, const void *b)
+{
+    const struct stream_used *x = a, *y = b;
+    if (x->device != y->device)
+        return x->device < y->device ? -1 : 1;
+    return (x->tid > y->tid) - (x->tid < y->tid);
+}
+
 /* The device-side tracks of `t`: its devices, and which of their streams
  * ran work of a recorded op. */
 static int chrome_streams(chrome_tracks *t, const vf_profile *p)
@@ -454,17 +467,22 @@ static int chrome_streams(chrome_tracks *t, const vf_profile *p)
         return VF_ENOMEM;
     if (t->ndevices == 0)
         return 0;
-    size_t width = (size_t)p->nworkers + 1;
-    t->streams = vf__calloc(t->ndevices * width, 1);
+    t->streams = vf__malloc((p->count ? p->count : 1) * sizeof *t->streams);
     if (t->streams == NULL)
         return VF_ENOMEM;
     for (size_t i = 0; i < p->count; i++) {
         const vf_profile_record *r = &p->records[i];
         if (vf__prof_has_device_span(r))
-            t->streams[(size_t)(device_pid(t, r->device) - t->npools - 1) *
-                           width +
-                       (size_t)record_tid(p, r)] = 1;
+            t->streams[t->nstreams++] = (struct stream_used){
+                (size_t)(device_pid(t, r->device) - t->npools - 1),
+                record_tid(p, r)};
     }
+    qsort(t->streams, t->nstreams, sizeof *t->streams, by_stream);
+    size_t kept = 0;
+    for (size_t i = 0; i < t->nstreams; i++)
+        if (kept == 0 || by_stream(&t->streams[kept - 1], &t->streams[i]) != 0)
+            t->streams[kept++] = t->streams[i];
+    t->nstreams = kept;
     return 0;
 }
 

@@ -8,6 +8,7 @@
 
 #include "base/alloc.h"
 #include "base/error.h"
+#include "base/hashmap.h"
 #include "profile/out.h"
 #include "varflow_profile.h"
 
@@ -43,12 +44,30 @@ const char *vf__prof_label(const vf_profile_record *r,
     return buf;
 }
 
-int vf__prof_dep_repeats(const vf_profile_record *r, int k)
+int vf__prof_deps_unique(uint64_t *deps, int n)
 {
-    for (int j = 0; j < k; j++)
-        if (r->deps[j] == r->deps[k])
-            return 1;
-    return 0;
+    /* A few by looking back; more through a set of those seen (an op of
+     * a million vars has as many deps), or, out of memory for the set,
+     * by looking back all the same. */
+    vf__hashmap seen;
+    vf__hashmap_init(&seen, vf__calloc);
+    bool hashed = n > 16 && vf__hashmap_reserve(&seen, (size_t)n) == 0;
+    int kept = 0;
+    for (int k = 0; k < n; k++) {
+        bool repeat = false;
+        if (hashed) {
+            /* ids are never 0 (hashmap.h's empty key): 1, 2, ... */
+            repeat = deps[k] == 0 ||
+                     vf__hashmap_put(&seen, deps[k], 0, NULL) != 0;
+        } else {
+            for (int j = 0; j < kept && !repeat; j++)
+                repeat = deps[j] == deps[k];
+        }
+        if (!repeat)
+            deps[kept++] = deps[k];
+    }
+    vf__hashmap_destroy(&seen);
+    return kept;
 }
 
 const char *vf__prof_status_name(int status)
