@@ -1264,6 +1264,9 @@ VF_API int vf_run_wait_children(vf_run *run, vf_error *err);
  * vf_engine_wait_all() on the calling op's engine: of two such waits, the
  * one that comes second is refused, and the first then finishes), or an
  * op of `e` waits for a var (vf_var_wait()) that the calling op writes.
+ * A timed wait (vf_engine_wait_all_timed(), vf_var_wait_timed()) is
+ * refused the same way, but closes no cycle for a later wait, for it
+ * gives up: that one waits, and finishes once the timed one gave up.
  * A longer cycle through var waits (an op of `e` waits for a var whose
  * writer waits behind the calling op) is not found, and its waits wait
  * for ever: avoid waits for all of an engine from inside ops of another.

@@ -612,6 +612,85 @@ TEST_KIND_CASE(edges_of_ops_pushed_after_their_inputs, k)
     check_context_ = NULL;
 }
 
+/* A child pushed past the delete of one of its vars, with the profiler
+ * on: its push-time edges were taken twice, written past its record's
+ * room (found by the second reviewer of those edges, under valgrind). */
+#define PAST_NX 8
+typedef struct past {
+    vf_engine *e;
+    vf_var d, x[PAST_NX];
+    tu_gate parent_runs, deleted;
+} past;
+
+static int past_parent(vf_run *run, void *arg)
+{
+    (void)run;
+    past *t = arg;
+    tu_gate_open(&t->parent_runs);
+    CHECK(tu_gate_wait(&t->deleted, TU_TIMEOUT)); /* the delete is queued */
+    vf_var w[PAST_NX + 1];
+    w[0] = t->d;
+    for (int i = 0; i < PAST_NX; i++)
+        w[i + 1] = t->x[i];
+    CHECK_OK(vf_engine_push(
+        t->e,
+        &(vf_op){.fn = tu_nop, .writes = {w, PAST_NX + 1}, .name = "child"}));
+    return 0;
+}
+
+static void *past_push_parent(void *arg)
+{
+    past *t = arg;
+    CHECK_OK(vf_engine_push(t->e, &(vf_op){.fn = past_parent,
+                                           .arg = t,
+                                           .writes = VF_VARS(t->d),
+                                           .name = "parent"}));
+    return NULL;
+}
+
+TEST_KIND_CASE(child_past_a_delete_edges_once, k)
+{
+    check_context_ = k->name;
+    past *t = calloc(1, sizeof *t);
+    REQUIRE(t != NULL);
+    t->e = tu_engine(k);
+    tu_gate_init(&t->parent_runs);
+    tu_gate_init(&t->deleted);
+    CHECK_OK(vf_profile_start(t->e));
+    t->d = tu_var(t->e);
+    for (int i = 0; i < PAST_NX; i++) {
+        t->x[i] = tu_var(t->e);
+        CHECK_OK(vf_engine_push(t->e, &(vf_op){.fn = tu_nop,
+                                               .writes = VF_VARS(t->x[i]),
+                                               .name = "init"}));
+    }
+    CHECK_OK(vf_engine_wait_all(t->e, NULL));
+    pthread_t th = tu_thread_start(past_push_parent, t); /* naive: inline */
+    CHECK(tu_gate_wait(&t->parent_runs, TU_TIMEOUT));
+    CHECK_OK(vf_var_destroy(t->e, t->d, NULL, NULL));
+    tu_gate_open(&t->deleted);
+    tu_thread_join(th);
+    CHECK_OK(vf_engine_wait_all(t->e, NULL));
+    vf_profile *p = NULL;
+    CHECK_OK(vf_profile_take(t->e, &p));
+    REQUIRE(p != NULL);
+    const vf_profile_record *child = record_named(p, "child");
+    REQUIRE(child != NULL);
+    CHECK(child->ndeps <= PAST_NX + 1);
+    for (int i = 0; i < child->ndeps; i++) {
+        const vf_profile_record *d = child->ndeps <= PAST_NX + 1
+                                         ? vf_profile_at(p, child->deps[i] - 1)
+                                         : NULL;
+        CHECK(d != NULL && d->id == child->deps[i]);
+    }
+    vf_profile_destroy(p);
+    CHECK_OK(vf_engine_destroy(t->e));
+    tu_gate_destroy(&t->parent_runs);
+    tu_gate_destroy(&t->deleted);
+    free(t);
+    check_context_ = NULL;
+}
+
 /* --- device ops: the device-side tracks of the trace ------------------ */
 
 #define NBATCH 4

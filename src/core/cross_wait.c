@@ -5,6 +5,7 @@
 #include <pthread.h>
 
 #include "base/error.h"
+#include "core/exec.h"
 #include "core/sched.h"
 #include "core/var.h"
 
@@ -93,7 +94,7 @@ void vf__cross_wait_calls(vf__cross_wait *cw)
 }
 
 int vf__cross_wait_enter(vf__cross_wait *cw, vf_engine *e, struct vf__var *var,
-                         const vf__op *cur, const char *who)
+                         const vf__op *cur, bool list, const char *who)
 {
     char label[VF__OP_LABEL_MAX];
     const vf__worker *w = vf__this_worker();
@@ -102,7 +103,7 @@ int vf__cross_wait_enter(vf__cross_wait *cw, vf_engine *e, struct vf__var *var,
      * descendant run there; a worker runs its engine's op under
      * everything it runs. */
     add(cw, vf__op_engine(cur));
-    if (w != NULL)
+    if (w != NULL && !vf__exec_bare())
         add(cw, w->pool->engine);
     cw->op = cur;
     cw->to = e;
@@ -117,17 +118,22 @@ int vf__cross_wait_enter(vf__cross_wait *cw, vf_engine *e, struct vf__var *var,
         return vf__fail(VF_EDEADLK, "%s: called inside %s %s", who,
                         vf__op_label(cur->name, cur->place, label), why);
     }
-    cw->prev = NULL;
-    cw->next = listed;
-    if (listed != NULL)
-        listed->prev = cw;
-    listed = cw;
+    cw->listed = list;
+    if (list) {
+        cw->prev = NULL;
+        cw->next = listed;
+        if (listed != NULL)
+            listed->prev = cw;
+        listed = cw;
+    }
     pthread_mutex_unlock(&lock);
     return 0;
 }
 
 void vf__cross_wait_leave(vf__cross_wait *cw)
 {
+    if (!cw->listed)
+        return;
     pthread_mutex_lock(&lock);
     if (cw->prev != NULL)
         cw->prev->next = cw->next;

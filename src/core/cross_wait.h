@@ -53,6 +53,7 @@ typedef struct vf__cross_wait {
     const vf__op *op;
     const vf_engine *to;
     struct vf__var *var; /* NULL: all of `to` */
+    bool listed;         /* not a timed wait's (below) */
     struct vf__cross_wait *next, *prev;
 } vf__cross_wait;
 
@@ -62,12 +63,15 @@ void vf__cross_wait_calls(vf__cross_wait *cw);
 
 /* The wait for all of `e` (`var` NULL) or for its var `var`, from inside
  * `cur`, an op of another engine, after vf__cross_wait_calls(cw): 0, and
- * the wait is listed until vf__cross_wait_leave; or VF_EDEADLK (the
- * detail says why, `who` the call) and nothing to leave. A var wait is
- * checked only against the listed waits, not against `from` (an op of
- * e's further out on the thread may well not hold `var`). */
+ * the wait is listed, when `list`, until vf__cross_wait_leave; or
+ * VF_EDEADLK (the detail says why, `who` the call) and nothing to leave.
+ * A timed wait is checked but not listed: it gives up, so it closes no
+ * cycle another wait could be refused for (found by the second reviewer).
+ * A var wait is checked only against the listed waits, not against
+ * `from` (an op of e's further out on the thread may well not hold
+ * `var`). */
 int vf__cross_wait_enter(vf__cross_wait *cw, vf_engine *e, struct vf__var *var,
-                         const vf__op *cur, const char *who);
+                         const vf__op *cur, bool list, const char *who);
 void vf__cross_wait_leave(vf__cross_wait *cw);
 
 #endif /* VF_CROSS_WAIT_H */

@@ -22,6 +22,10 @@ typedef struct exec_tls {
     vf__op *loop_op;
     bool loop_lent;
     const vf_engine *done_engine; /* whose `done` callback runs, or NULL */
+    /* > 0 while deferred ops run with no op under them (a worker's idle
+     * loop, a thread outside ops): a worker's engine then has no op
+     * running under them (vf__exec_bare). */
+    int bare;
 } exec_tls;
 
 static _Thread_local exec_tls tls;
@@ -901,12 +905,20 @@ bool vf__exec_run_deferred(vf_engine *lender)
     vf__exec_loop_frame saved;
     if (lend)
         lend_active(op, &saved);
+    bool bare = vf__current_op() == NULL;
+    tls.bare += bare;
     tls.inline_depth++;
     run_inline_one(op);
     tls.inline_depth--;
+    tls.bare -= bare;
     if (lend)
         lent_run_returned(lender, op, &saved);
     return true;
+}
+
+bool vf__exec_bare(void)
+{
+    return tls.bare > 0;
 }
 
 /* Pool ops are handed over, per pool, before the inline ones run: ready

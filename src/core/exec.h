@@ -111,6 +111,12 @@ bool vf__exec_in_done(const vf_engine *e);
 /* The running op's engine on this thread (inside an op), else NULL. */
 vf_engine *vf__exec_current_engine(void);
 
+/* Whether the code running on this thread is a deferred op run with no
+ * op under it (vf__exec_run_deferred from a worker's idle loop, or from a
+ * thread outside ops): then no op of a worker's engine runs under it
+ * (cross_wait.h). */
+bool vf__exec_bare(void);
+
 /* Whether this thread runs code of engine `e` that a drain of `e` would
  * wait for: one of its ops (the innermost, or one further out that ran
  * the innermost inline inside a call on another engine), one of its

@@ -151,7 +151,8 @@ bool vf__guard_in_outer_call(const vf_engine *e)
 {
     vf__guard_tls *t = &vf__guard_tls_;
     for (unsigned i = 0; i + 1 < t->depth; i++)
-        if (atomic_load_explicit(&t->slot->calls[i], memory_order_relaxed) == e)
+        if (!(t->hidden >> i & 1) &&
+            atomic_load_explicit(&t->slot->calls[i], memory_order_relaxed) == e)
             return true;
     return false;
 }
@@ -159,9 +160,12 @@ bool vf__guard_in_outer_call(const vf_engine *e)
 int vf__guard_calls(const vf_engine *out[VF__GUARD_DEPTH])
 {
     vf__guard_tls *t = &vf__guard_tls_;
+    int n = 0;
     for (unsigned i = 0; i < t->depth; i++)
-        out[i] = atomic_load_explicit(&t->slot->calls[i], memory_order_relaxed);
-    return (int)t->depth;
+        if (!(t->hidden >> i & 1))
+            out[n++] = atomic_load_explicit(&t->slot->calls[i],
+                                            memory_order_relaxed);
+    return n;
 }
 
 void vf__guard_scan_start(vf__call_scan *sc)

@@ -85,6 +85,10 @@ typedef struct vf__call_slot {
 typedef struct vf__guard_tls {
     vf__call_slot *slot; /* a dummy until its first call takes one */
     unsigned depth;
+    /* Bit i: the code running above call i is not an op of its engine's
+     * (a wait on it running another engine's deferred ops: exec.c), so
+     * call i does not say an op of its engine runs further out. */
+    uint32_t hidden;
     uint64_t epoch;
     const vf_engine *listed[VF__GUARD_CACHE];
 } vf__guard_tls;
@@ -178,8 +182,25 @@ bool vf__guard_in_call(const vf_engine *e);
 bool vf__guard_in_outer_call(const vf_engine *e);
 
 /* The engines of the calling thread's calls in progress, outermost first
- * (at most VF__GUARD_DEPTH, into `out`): how many. */
+ * (at most VF__GUARD_DEPTH, into `out`), but the hidden ones: how many. */
 int vf__guard_calls(const vf_engine *out[VF__GUARD_DEPTH]);
+
+/* Hide the innermost call (in `hidden`) while code that is not an op of
+ * its engine runs inside it; returns the mask to give back to
+ * vf__guard_unhide. */
+static inline uint32_t vf__guard_hide_innermost(void)
+{
+    vf__guard_tls *t = &vf__guard_tls_;
+    uint32_t was = t->hidden;
+    if (t->depth > 0)
+        t->hidden |= (uint32_t)1 << (t->depth - 1);
+    return was;
+}
+
+static inline void vf__guard_unhide(uint32_t was)
+{
+    vf__guard_tls_.hidden = was;
+}
 
 /* A scan of the calls in progress on an engine: the slots seen naming it
  * (up to VF__SCAN_BATCH at a time, with their `started` then), and where in

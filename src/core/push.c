@@ -367,8 +367,6 @@ child_passes_delete(const vf__op *op, int n, const vf__dep *d)
     if (op->up == NULL || v->state != VF__VAR_DELETING ||
         atomic_load_explicit(&v->gen, memory_order_relaxed) != (uint32_t)d->gen)
         return false;
-    if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF))
-        vf__profiling_held_at_push(op, n);
     const vf__op *parent = parent_of_child(op);
     vf__child_look look = {NULL, 0, parent};
     return child_goes_ahead(op, n, parent, &look);

@@ -1025,7 +1025,8 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
     if (nested) {
         rc = nested_wait(e, w, me, &until);
     } else if (cur != NULL &&
-               (rc = vf__cross_wait_enter(cross, e, v, cur, who)) != 0) {
+               (rc = vf__cross_wait_enter(cross, e, v, cur, timeout_ms < 0,
+                                          who)) != 0) {
         cycle = true; /* an op of another engine's wait in a cycle */
     } else {
         /* This thread may be running an inline op of another engine, whose
@@ -1037,20 +1038,25 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
          * a pool's only worker slept here, found trying recursion across
          * two engines as a user). */
         vf__pool *stuck = vf__pool_of_blocked_thread();
-        if (stuck != NULL)
-            vf__pool_stuck_enter(stuck);
         while (!is_done(w)) {
-            if (vf__exec_run_deferred(NULL))
+            /* A deferred op runs here as no op of e's: this call says
+             * nothing of what runs under it (cross_wait.h). */
+            uint32_t hidden = vf__guard_hide_innermost();
+            bool ran = vf__exec_run_deferred(NULL);
+            vf__guard_unhide(hidden);
+            if (ran)
                 continue;
             bool chosen; /* never: an outside waiter is not nested */
             if (vf__deadline_passed(&until) && abandon(w, &chosen)) {
                 rc = VF_ETIMEDOUT;
                 break;
             }
+            if (stuck != NULL) /* while it sleeps, not while it runs ops */
+                vf__pool_stuck_enter(stuck);
             sleep_on_engine(e, w, false, &until);
+            if (stuck != NULL)
+                vf__pool_stuck_leave(stuck);
         }
-        if (stuck != NULL)
-            vf__pool_stuck_leave(stuck);
         if (cur != NULL)
             vf__cross_wait_leave(cross);
     }
@@ -1345,7 +1351,7 @@ static int wait_all(vf_engine *e, int64_t timeout_ms, vf__cross_wait *cross,
     if (held != 0)
         return held;
     if (cur != NULL) {
-        int rc = vf__cross_wait_enter(cross, e, NULL, cur, who);
+        int rc = vf__cross_wait_enter(cross, e, NULL, cur, timeout_ms < 0, who);
         if (rc != 0)
             return rc;
     }

@@ -44,6 +44,7 @@ typedef struct vf__op_prof {
     /* Ops released it so far; relaxed index claims, the op's acq_rel wait
      * counter orders the writes before the op runs. */
     atomic_int ndeps;
+    int cap; /* room for deps: its nvars, at least the inline entries */
     uint64_t deps[VF__PROF_INLINE_DEPS];
     uint64_t *more_deps; /* nvars - inline entries, when nvars exceeds them */
 } vf__op_prof;

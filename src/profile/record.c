@@ -185,6 +185,7 @@ vf__op_prof *vf__prof_op_pushed(vf__profiler *p, int nvars, uint32_t ids)
         }
     }
     atomic_store_explicit(&r->ndeps, 0, memory_order_relaxed);
+    r->cap = nvars > VF__PROF_INLINE_DEPS ? nvars : VF__PROF_INLINE_DEPS;
     uint64_t n = atomic_fetch_add_explicit(&p->numbering, ids,
                                            memory_order_acquire);
     r->session = (uint32_t)(n >> NUMBERING_BITS);
@@ -208,10 +209,18 @@ vf__op_prof *vf__prof_op_split(vf__profiler *p, vf__op_prof *whole, int nvars,
     return r;
 }
 
-/* An edge from the op `id` of r's profile. */
+/* An edge from the op `id` of r's profile: one per var at most, so
+ * within r's room; one more (a bug) is dropped rather than written past
+ * it (a child passing a deleted var took its push-time edges twice:
+ * found by the second reviewer of those edges). */
 static void edge_to(vf__op_prof *r, uint64_t id)
 {
-    int i = atomic_fetch_add_explicit(&r->ndeps, 1, memory_order_relaxed);
+    int i = atomic_load_explicit(&r->ndeps, memory_order_relaxed);
+    do {
+        if (i >= r->cap)
+            return;
+    } while (!atomic_compare_exchange_weak_explicit(
+        &r->ndeps, &i, i + 1, memory_order_relaxed, memory_order_relaxed));
     if (i < VF__PROF_INLINE_DEPS)
         r->deps[i] = id;
     else
@@ -241,7 +250,10 @@ static struct var_last *var_last_of(vf__profiler *p, uint64_t key, bool make)
     const uint64_t *at = vf__hashmap_find(&p->var_index, key);
     if (at != NULL)
         return &p->var_last[*at];
-    if (!make)
+    /* At most as many vars as records: a program that makes vars without
+     * end does not grow the table without end (the ops of the vars past
+     * it get no push-time edges, as before they had none). */
+    if (!make || p->nvars >= p->max_records)
         return NULL;
     if (p->nvars == p->vars_cap) {
         size_t cap = p->vars_cap ? 2 * p->vars_cap : 64;
@@ -480,10 +492,17 @@ void vf__prof_part_finished(vf__profiler *p, const vf__op_prof *whole,
 
 void vf__prof_fork_lock(vf__profiler *p, bool lock)
 {
-    if (lock)
+    /* The vars' table's spinlock too, after the mutex (as clear takes
+     * them): a push on another thread may hold it across the fork, and
+     * the child's next push would spin for ever (found by the second
+     * reviewer of the table). */
+    if (lock) {
         pthread_mutex_lock(&p->lock);
-    else
+        pthread_spin_lock(&p->var_lock);
+    } else {
+        pthread_spin_unlock(&p->var_lock);
         pthread_mutex_unlock(&p->lock);
+    }
 }
 
 bool vf__prof_recording(vf__profiler *p)
