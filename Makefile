@@ -193,8 +193,9 @@ bench-cxx:
 # Reliability (owner: issue 4; see docs/RELIABILITY.md). `make soak` runs the
 # soak test for VF_SOAK_SECONDS (default 300) on $(BUILD) (after `make asan`
 # or `make tsan`, BUILD=build-asan / build-tsan soaks under a sanitizer);
-# `make fuzz` builds fuzz/fuzz_engine.c with clang's libFuzzer into
-# build-fuzz/ and fuzzes for FUZZ_SECONDS (default 60); `make model-check`
+# `make fuzz` builds fuzz/fuzz_engine.c and fuzz/fuzz_trace.c with clang's
+# libFuzzer into build-fuzz/ and fuzzes the engine for FUZZ_SECONDS (default
+# 60), then the trace reader for half that (FUZZ_TRACE_SECONDS); `make model-check`
 # checks model/varflow.pml with spin (4 scenarios, safety and LTL, 5 mutants
 # that must be caught) and model/sleep.pml (2 scenarios, safety, 5 mutants).
 # Each ends with "N passed, N failed".

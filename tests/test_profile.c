@@ -46,11 +46,13 @@
 /* the testing aid vf__testing_fail_alloc (fault injection) */
 #include "base/alloc.h"
 
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
 
+#include "../fuzz/fuzz_trace.h"
 #include "profile/trace_load.h"
 #include <varflow_profile.h>
 
@@ -1664,6 +1666,46 @@ TEST_CASE(load_refuses_what_no_run_writes)
     for (int i = 0; i < 5; i++)
         CHECK_OK(vf_profile_write(q, path_in_dir("hostile.out"), every[i]));
     vf_profile_destroy(q);
+}
+
+/* Every input of fuzz/corpus_trace (found beside this file's source) as
+ * fuzz/fuzz_trace.c checks it under libFuzzer: loaded or refused, every
+ * output written, its Chrome trace loaded back as the same records. */
+TEST_CASE(fuzz_trace_corpus)
+{
+    char cdir[4096];
+    snprintf(cdir, sizeof cdir, "%s", __FILE__); /* .../tests/test_profile.c */
+    char *slash = strrchr(cdir, '/');
+    if (slash == NULL)
+        snprintf(cdir, sizeof cdir, "../fuzz/corpus_trace");
+    else
+        snprintf(slash, sizeof cdir - (size_t)(slash - cdir),
+                 "/../fuzz/corpus_trace");
+    DIR *d = opendir(cdir);
+    if (d == NULL) {
+        CHECK_REPORT_("no corpus at %s", cdir);
+        return;
+    }
+    int count = 0, loaded = 0;
+    struct dirent *ent;
+    while ((ent = readdir(d)) != NULL) {
+        if (ent->d_name[0] == '.')
+            continue;
+        char path[8192];
+        snprintf(path, sizeof path, "%s/%s", cdir, ent->d_name);
+        const char *broke = vf__fuzz_trace_check(
+            path, path_in_dir("corpus-again.json"));
+        if (broke != NULL)
+            CHECK_REPORT_("%s: %s", path, broke);
+        vf_profile *q = NULL;
+        if (vf_profile_load(path, &q) == 0)
+            loaded++;
+        vf_profile_destroy(q);
+        count++;
+    }
+    closedir(d);
+    printf("test_profile: %d trace corpus inputs, %d loaded\n", count, loaded);
+    CHECK(count > 0 && loaded > 0);
 }
 
 TEST_CASE(errors)
