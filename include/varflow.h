@@ -452,7 +452,10 @@ VF_API int vf_engine_destroy_timed(vf_engine *e, int64_t timeout_ms);
  * block; both (and destroy) refuse with VF_EDEADLK when called from the
  * engine's own code (an op, a done callback, a worker; an op of another
  * engine run inline inside one of its ops too), and with VF_ESHUTDOWN
- * once destroy began.
+ * once destroy began. Stop and destroy from inside an op of another engine
+ * wait for every op of this one, as vf_engine_wait_all() does, and are
+ * refused with VF_EDEADLK where it would be (an op of this engine waits
+ * for a var the calling op writes, say).
  * Destroying a stopped engine starts it first. Fork needs none of this:
  * varflow stops and restarts every engine around fork() itself. While it
  * does, the engine is stopped for the other threads too: their pushes are
@@ -800,7 +803,13 @@ typedef struct vf_op {
  * Push an op: it runs once every op pushed before it that conflicts with it
  * has finished. Returns at once (the naive engine runs ready ops inside the
  * call, and so may any engine a child ready at its push: below). May be
- * called from any thread, and from inside running ops.
+ * called from any thread, and from inside running ops. The naive engine
+ * runs an op that waited where the op it waited for ends: on that op's
+ * thread, inside the same push, even when it was pushed by another
+ * thread. Pushed to a naive engine from inside an op of another engine,
+ * an op so runs inside that op; one of its waits on a var that op holds
+ * never finishes (known, not found: avoid pushing to a naive engine from
+ * several threads where pooled ops push to it too).
  * When the engine has max_inflight ops pushed and not finished, the push
  * first waits for room; with op->nonblocking it fails with VF_EAGAIN
  * instead; from inside an op it runs ready ops that descend from the

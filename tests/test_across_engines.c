@@ -509,6 +509,83 @@ TEST_CASE(pool_worker_blocked_in_another_engine_lends_a_spare)
         }
 }
 
+/* --- stop and destroy in a cycle ------------------------------------------ */
+
+/* An op of A waits for a var of B that an op of B writes, which stops or
+ * destroys A: its drain waits for every op of A, as wait_all does, and is
+ * refused the same way (stop and destroy hung: found trying stop across
+ * engines as a user). The B op waits until A's op is about to wait, so
+ * most runs have the waits in that order: then the drain is refused; in
+ * the other order A's op's wait is refused and the drain goes through
+ * (a timed destroy, not listed, times out instead). */
+typedef struct drain_in {
+    vf_engine *a, *b;
+    vf_var vb;
+    int call; /* 0 stop, 1 destroy, 2 destroy_timed */
+    atomic_int rc, a_rc, a_waits, a_done, b_done;
+} drain_in;
+
+static int drain_b(vf_run *run, void *arg)
+{
+    (void)run;
+    drain_in *t = arg;
+    CHECK(tu_wait_flag(&t->a_waits, 1, TU_TIMEOUT));
+    tu_spin_us(5000);
+    atomic_store(&t->rc, t->call == 0   ? vf_engine_stop(t->a)
+                         : t->call == 1 ? vf_engine_destroy(t->a)
+                                        : vf_engine_destroy_timed(t->a, 300));
+    atomic_store(&t->b_done, 1);
+    return 0;
+}
+
+static int drain_a(vf_run *run, void *arg)
+{
+    (void)run;
+    drain_in *t = arg;
+    CHECK_OK(vf_engine_push(
+        t->b, &(vf_op){.fn = drain_b, .arg = t, .writes = VF_VARS(t->vb)}));
+    atomic_store(&t->a_waits, 1);
+    atomic_store(&t->a_rc, vf_var_wait(t->b, t->vb, NULL));
+    atomic_store(&t->a_done, 1);
+    return 0;
+}
+
+TEST_CASE(stop_and_destroy_in_a_cycle)
+{
+    static const int kinds[] = {1, 2, 4}; /* pooled/1, /2, perdevice/2 */
+    for (int ka = 0; ka < 3; ka++)
+        for (int kb = 0; kb < 3; kb++)
+            for (int call = 0; call < 3; call++) {
+                char phase[96];
+                snprintf(phase, sizeof phase, "drain %d: %s, %s", call,
+                         tu_kinds[kinds[ka]].name, tu_kinds[kinds[kb]].name);
+                tu_phase(phase);
+                drain_in t = {.call = call};
+                t.a = tu_engine(&tu_kinds[kinds[ka]]);
+                t.b = tu_engine(&tu_kinds[kinds[kb]]);
+                t.vb = tu_var(t.b);
+                atomic_init(&t.rc, NOT_RUN);
+                atomic_init(&t.a_rc, NOT_RUN);
+                atomic_init(&t.a_waits, 0);
+                atomic_init(&t.a_done, 0);
+                atomic_init(&t.b_done, 0);
+                CHECK_OK(
+                    vf_engine_push(t.a, &(vf_op){.fn = drain_a, .arg = &t}));
+                CHECK(tu_wait_flag(&t.a_done, 1, TU_TIMEOUT));
+                CHECK(tu_wait_flag(&t.b_done, 1, TU_TIMEOUT));
+                int rc = atomic_load(&t.rc), a_rc = atomic_load(&t.a_rc);
+                bool drained = rc == 0 && a_rc == VF_EDEADLK;
+                if (!(rc == VF_EDEADLK && a_rc == 0) && !drained &&
+                    !(call == 2 && rc == VF_ETIMEDOUT && a_rc == 0))
+                    CHECK_REPORT_("%s: the drain %s, the var wait %s", phase,
+                                  vf_error_name(rc), vf_error_name(a_rc));
+                CHECK_OK(vf_engine_wait_all(t.b, NULL));
+                CHECK_OK(vf_engine_destroy(t.b));
+                if (!(drained && call != 0)) /* not destroyed by the B op */
+                    CHECK_OK(vf_engine_destroy(t.a));
+            }
+}
+
 /* --- what does not close a cycle -------------------------------------- */
 
 /* A timed wait gives up: it closes no cycle, and a wait for its op's

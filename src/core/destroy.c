@@ -38,6 +38,7 @@
 #include <time.h>
 
 #include "base/deadline.h"
+#include "core/cross_wait.h"
 #include "core/engine.h"
 #include "core/exec.h"
 #include "core/graph.h"
@@ -200,12 +201,25 @@ static int destroy(vf_engine *e, int64_t timeout_ms, const char *who)
                         "%s: called from inside another call "
                         "on the engine (an op run inline)",
                         who);
+    vf__cross_wait cross;
+    vf__cross_wait_calls(&cross); /* before the guard */
     vf__guard g;
     int rc = vf__guard_enter(e, &g, who);
     if (rc != 0)
         return rc;
+    /* Its drain waits for every op of e, as vf_engine_wait_all does: from
+     * inside an op of another engine, refused where it never could end
+     * (cross_wait.h; found trying destroy across engines as a user). */
+    const vf__op *cur = vf__current_op();
+    if (cur != NULL && (rc = vf__cross_wait_enter(&cross, e, NULL, cur,
+                                                  timeout_ms < 0, who)) != 0) {
+        vf__guard_leave(&g);
+        return rc;
+    }
     int state = begin(e, who);
     vf__guard_leave(&g); /* ours now: no other destroy frees it */
+    if (state < 0 && cur != NULL)
+        vf__cross_wait_leave(&cross);
     if (state < 0)
         return state;
     /* This thread's capture on it (never ended) goes with it. */
@@ -218,10 +232,13 @@ static int destroy(vf_engine *e, int64_t timeout_ms, const char *who)
                       .timeout_ms = timeout_ms,
                       .start_ms = start,
                       .next_report_ms = start + atomic_load(&report_grace_ms)};
-    if ((rc = await_calls(&w)) != 0)
-        return give_up(&w, state);
-    vf__lifecycle_unstop(e); /* a stopped engine runs its held ops */
-    if ((rc = drain(&w)) != 0)
+    if ((rc = await_calls(&w)) == 0) {
+        vf__lifecycle_unstop(e); /* a stopped engine runs its held ops */
+        rc = drain(&w);
+    }
+    if (cur != NULL)
+        vf__cross_wait_leave(&cross);
+    if (rc != 0)
         return give_up(&w, state);
     return finish(e, &w);
 }

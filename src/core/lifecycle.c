@@ -7,6 +7,7 @@
 #include "base/alloc.h"
 #include "core/addr_vars.h"
 #include "core/bulk.h"
+#include "core/cross_wait.h"
 #include "core/engine.h"
 #include "core/exec.h"
 #include "core/freelist.h"
@@ -262,20 +263,34 @@ static int check_outside(vf_engine *e, const char *who)
     return 0;
 }
 
-static int stop(vf_engine *e)
+/* `cross`: the engines of the thread's calls before this one
+ * (vf__cross_wait_calls). */
+static int stop(vf_engine *e, vf__cross_wait *cross)
 {
-    int rc = check_outside(e, "vf_engine_stop");
-    if (rc != 0 || (rc = vf__graph_refuse(e, "vf_engine_stop")) != 0)
+    static const char who[] = "vf_engine_stop";
+    int rc = check_outside(e, who);
+    if (rc != 0 || (rc = vf__graph_refuse(e, who)) != 0)
+        return rc;
+    /* Its drain waits for every op of e, as vf_engine_wait_all does: from
+     * inside an op of another engine, refused where it never could end
+     * (cross_wait.h; found trying stop across engines as a user). */
+    const vf__op *cur = vf__current_op();
+    if (cur != NULL &&
+        (rc = vf__cross_wait_enter(cross, e, NULL, cur, true, who)) != 0)
         return rc;
     pthread_mutex_lock(&e->life.op_lock);
     stop_locked(e);
     pthread_mutex_unlock(&e->life.op_lock);
+    if (cur != NULL)
+        vf__cross_wait_leave(cross);
     return 0;
 }
 
 VF_API int vf_engine_stop(vf_engine *e)
 {
-    return VF__GUARDED(e, "vf_engine_stop", stop(e));
+    vf__cross_wait cross;
+    vf__cross_wait_calls(&cross); /* before this call's guard */
+    return VF__GUARDED(e, "vf_engine_stop", stop(e, &cross));
 }
 
 static int start(vf_engine *e)
