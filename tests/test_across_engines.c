@@ -713,4 +713,175 @@ TEST_CASE(deferred_op_in_a_wait_is_not_the_waited_engines)
     CHECK_OK(vf_engine_destroy(deep_pool));
 }
 
+/* A deferred op run by the trampoline of a push on E, after E's op
+ * returned, is no op of E's either: stopping E from it stops it (it was
+ * VF_EDEADLK: found by the third reviewer). */
+static vf_engine *tramp_e, *tramp_a;
+static atomic_int tramp_ran, tramp_in_op, tramp_stop;
+
+static int tramp_z(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    atomic_store(&tramp_ran, 1);
+    atomic_store(&tramp_in_op, vf_engine_in_op(tramp_e));
+    atomic_store(&tramp_stop, vf_engine_stop(tramp_e));
+    return 0;
+}
+
+static __attribute__((noinline)) void tramp_deep(size_t depth)
+{
+    volatile char pad[16384];
+    pad[0] = (char)depth;
+    if (depth > 16384) {
+        tramp_deep(depth - 16384);
+    } else {
+        CHECK_OK(vf_engine_push(tramp_a, &(vf_op){.fn = tramp_z}));
+        CHECK_EQ(atomic_load(&tramp_ran), 0); /* deferred */
+    }
+    (void)pad[0];
+}
+
+static int tramp_q(vf_run *run, void *arg)
+{
+    (void)run;
+    tramp_deep(*(size_t *)arg);
+    return 0;
+}
+
+static void *tramp_thread(void *arg)
+{
+    CHECK_OK(vf_engine_push(tramp_e, &(vf_op){.fn = tramp_q, .arg = arg}));
+    return NULL;
+}
+
+TEST_CASE(deferred_op_at_a_push_is_not_the_pushed_engines)
+{
+    const size_t stack = (size_t)8 << 20;
+    size_t depth = stack / 8 * 5;
+    tramp_e = tu_engine(&tu_kinds[0]);
+    tramp_a = tu_engine(&tu_kinds[0]);
+    atomic_init(&tramp_ran, 0);
+    atomic_init(&tramp_in_op, -1);
+    atomic_init(&tramp_stop, NOT_RUN);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, stack);
+    pthread_t t;
+    REQUIRE(pthread_create(&t, &attr, tramp_thread, &depth) == 0);
+    pthread_attr_destroy(&attr);
+    pthread_join(t, NULL);
+    CHECK_EQ(atomic_load(&tramp_ran), 1);
+    CHECK_EQ(atomic_load(&tramp_in_op), 0);
+    CHECK_EQ(atomic_load(&tramp_stop), 0);
+    CHECK_OK(vf_engine_start(tramp_e));
+    CHECK_OK(vf_engine_destroy(tramp_a));
+    CHECK_OK(vf_engine_destroy(tramp_e));
+}
+
+/* Inside a wait on E that runs a deferred op (E's call hidden), that op's
+ * push to E runs an op of E inline: E's call counts again there, so a
+ * stop of E from an op run inside that one is refused, not a hang (the
+ * hidden call stayed hidden: found by the third reviewer). */
+static vf_engine *cov_n, *cov_e, *cov_c;
+static vf_var cov_y, cov_v;
+static atomic_int cov_a1_running, cov_a2_pushed, cov_w_running, cov_in_op,
+    cov_stop;
+
+static int cov_w(vf_run *run, void *arg) /* holds v while X1 waits */
+{
+    (void)run;
+    (void)arg;
+    atomic_store(&cov_w_running, 1);
+    tu_spin_us(300000);
+    return 0;
+}
+
+static int cov_r(vf_run *run, void *arg) /* on C, inside Q (an op of E) */
+{
+    (void)run;
+    (void)arg;
+    atomic_store(&cov_in_op, vf_engine_in_op(cov_e));
+    atomic_store(&cov_stop, vf_engine_stop(cov_e));
+    return 0;
+}
+
+static int cov_q(vf_run *run, void *arg) /* an op of E */
+{
+    (void)run;
+    (void)arg;
+    CHECK_OK(vf_engine_push(cov_c, &(vf_op){.fn = cov_r}));
+    return 0;
+}
+
+static int cov_a2(vf_run *run, void *arg) /* deferred, run by X1's wait */
+{
+    (void)run;
+    (void)arg;
+    CHECK_OK(vf_engine_push(cov_e, &(vf_op){.fn = cov_q}));
+    return 0;
+}
+
+static int cov_a1(vf_run *run, void *arg) /* A2 waits for it on y */
+{
+    (void)run;
+    (void)arg;
+    atomic_store(&cov_a1_running, 1);
+    CHECK(tu_wait_flag(&cov_a2_pushed, 1, TU_TIMEOUT));
+    return 0;
+}
+
+static int cov_x1(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    CHECK_OK(vf_engine_push(cov_n,
+                            &(vf_op){.fn = cov_a1, .writes = VF_VARS(cov_y)}));
+    CHECK(tu_wait_flag(&cov_w_running, 1, TU_TIMEOUT));
+    CHECK_OK(vf_var_wait(cov_e, cov_v, NULL));
+    return 0;
+}
+
+static void *cov_push_a2(void *arg)
+{
+    (void)arg;
+    CHECK(tu_wait_flag(&cov_a1_running, 1, TU_TIMEOUT));
+    CHECK_OK(
+        vf_engine_push(cov_n, &(vf_op){.fn = cov_a2, .reads = VF_VARS(cov_y)}));
+    atomic_store(&cov_a2_pushed, 1);
+    return NULL;
+}
+
+static void *cov_push_w(void *arg)
+{
+    (void)arg;
+    CHECK_OK(
+        vf_engine_push(cov_e, &(vf_op){.fn = cov_w, .writes = VF_VARS(cov_v)}));
+    return NULL;
+}
+
+TEST_CASE(covered_push_inside_a_hidden_wait)
+{
+    cov_n = tu_engine(&tu_kinds[0]);
+    cov_e = tu_engine(&tu_kinds[0]);
+    cov_c = tu_engine(&tu_kinds[0]);
+    cov_y = tu_var(cov_n);
+    cov_v = tu_var(cov_e);
+    atomic_init(&cov_a1_running, 0);
+    atomic_init(&cov_a2_pushed, 0);
+    atomic_init(&cov_w_running, 0);
+    atomic_init(&cov_in_op, -1);
+    atomic_init(&cov_stop, NOT_RUN);
+    pthread_t tw = tu_thread_start(cov_push_w, NULL);
+    pthread_t ta = tu_thread_start(cov_push_a2, NULL);
+    CHECK_OK(vf_engine_push(cov_n, &(vf_op){.fn = cov_x1}));
+    tu_thread_join(ta);
+    tu_thread_join(tw);
+    CHECK_EQ(atomic_load(&cov_in_op), 1);
+    CHECK_EQ(atomic_load(&cov_stop), VF_EDEADLK);
+    CHECK_OK(vf_engine_destroy(cov_c));
+    CHECK_OK(vf_engine_destroy(cov_e));
+    CHECK_OK(vf_engine_destroy(cov_n));
+}
+
 TEST_MAIN("test_across_engines", 240)

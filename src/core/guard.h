@@ -124,7 +124,11 @@ static inline int vf__guard_enter(const vf_engine *e, vf__guard *g,
          * call keeps `e` alive. */
         if (atomic_load_explicit(&t->slot->calls[t->depth - 1],
                                  memory_order_relaxed) == e) {
-            g->depth = -1;
+            /* A hidden call on e covers no op of e's: unhide it while
+             * this one runs (its code may run an op of e inline). */
+            uint32_t bit = (uint32_t)1 << (t->depth - 1);
+            g->depth = t->hidden & bit ? -2 : -1;
+            t->hidden &= ~bit;
             return 0;
         }
         return vf__guard_enter_nested(e, g, who);
@@ -148,8 +152,11 @@ static inline void vf__guard_leave(const vf__guard *g)
 {
     vf__guard_tls *t = &vf__guard_tls_;
     int d = g->depth;
-    if (d < 0)
+    if (d < 0) {
+        if (d == -2)
+            t->hidden |= (uint32_t)1 << (t->depth - 1);
         return;
+    }
     t->depth = (unsigned)d;
     atomic_store_explicit(&t->slot->calls[d], NULL, memory_order_release);
 }
@@ -200,6 +207,16 @@ static inline uint32_t vf__guard_hide_innermost(void)
 static inline void vf__guard_unhide(uint32_t was)
 {
     vf__guard_tls_.hidden = was;
+}
+
+/* The engine of the calling thread's innermost call in progress, or NULL
+ * outside calls. */
+static inline const vf_engine *vf__guard_innermost(void)
+{
+    vf__guard_tls *t = &vf__guard_tls_;
+    return t->depth > 0 ? atomic_load_explicit(&t->slot->calls[t->depth - 1],
+                                               memory_order_relaxed)
+                        : NULL;
 }
 
 /* A scan of the calls in progress on an engine: the slots seen naming it

@@ -20,9 +20,9 @@
  * dropped. A restart begins a new session: ops pushed under an older one
  * are not recorded.
  *
- * Lock order: the profile mutex is a leaf (taken under no other lock, and
- * nothing is taken under it); so is the spinlock of the vars' last ops,
- * which a push takes under its vars' locks.
+ * Lock order: the profile mutex is taken under no other lock, and only
+ * the spinlock of the vars' last ops under it (a restart's clear, fork);
+ * that spinlock is a leaf, which a push takes under its vars' locks.
  */
 #ifndef VF_PROFILE_HOOKS_H
 #define VF_PROFILE_HOOKS_H
