@@ -99,7 +99,8 @@ extern _Thread_local vf__guard_tls vf__guard_tls_;
 extern _Atomic uint64_t vf__guard_epoch __attribute__((visibility("hidden")));
 
 /* A call's guard, on its stack: the place it took in its slot, or -1
- * when a call it is inside covers it. */
+ * when a call it is inside covers it (-2: a hidden one, which it unhides
+ * while it lasts: vf__guard_hide_innermost). */
 typedef struct vf__guard {
     int depth;
 } vf__guard;
