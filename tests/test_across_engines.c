@@ -631,10 +631,61 @@ TEST_CASE(a_timed_wait_closes_no_cycle)
     }
 }
 
-/* A deferred op (a naive op pushed deep in its pusher's stack waits for a
- * shallower frame: the trampoline) that a var wait on E runs is no op of
- * E's: its wait for all of E is no wait for itself (it was VF_EDEADLK,
- * and vf_engine_in_op(E) said true: found by the second reviewer). */
+/* --- deferred ops (the naive engine's trampoline) ------------------------ */
+
+/* A naive op pushed deep in its pusher's stack waits for a shallower
+ * frame (the trampoline): a deep push pushes `op` to `at` with 5/8 of an
+ * 8 MiB stack in use, and checks it did not run there (*ran still 0). */
+#define DEEP_STACK ((size_t)8 << 20)
+
+typedef struct deep_push {
+    vf_engine *at;
+    vf_sync_fn fn;
+    atomic_int *ran;
+} deep_push;
+
+static __attribute__((noinline)) void push_deep(const deep_push *d, size_t left)
+{
+    volatile char pad[16384];
+    pad[0] = (char)left;
+    if (left > 16384) {
+        push_deep(d, left - 16384);
+    } else {
+        CHECK_OK(vf_engine_push(d->at, &(vf_op){.fn = d->fn}));
+        CHECK_EQ(atomic_load(d->ran), 0); /* deferred */
+    }
+    (void)pad[0];
+}
+
+typedef struct big_stack_op {
+    vf_engine *e;
+    vf_sync_fn fn;
+} big_stack_op;
+
+static void *push_on_big_stack(void *arg)
+{
+    const big_stack_op *b = arg;
+    CHECK_OK(vf_engine_push(b->e, &(vf_op){.fn = b->fn}));
+    return NULL;
+}
+
+/* Push an op running `fn` to `e` from a thread of a DEEP_STACK stack (the
+ * naive engine runs it there, inside the push), and join it. */
+static void run_on_big_stack(vf_engine *e, vf_sync_fn fn)
+{
+    big_stack_op b = {e, fn};
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, DEEP_STACK);
+    pthread_t t;
+    REQUIRE(pthread_create(&t, &attr, push_on_big_stack, &b) == 0);
+    pthread_attr_destroy(&attr);
+    pthread_join(t, NULL);
+}
+
+/* A deferred op that a var wait on E runs is no op of E's: its wait for
+ * all of E is no wait for itself (it was VF_EDEADLK, and vf_engine_in_op(E)
+ * said true: found by the second reviewer). */
 static vf_engine *deep_naive, *deep_pool;
 static vf_var deep_v;
 static atomic_int deep_z_wait, deep_z_in_op, deep_z_ran, deep_y_wait;
@@ -657,38 +708,18 @@ static int deep_z(vf_run *run, void *arg)
     return 0;
 }
 
-/* Pushes Z with more than half of the thread's stack in use. */
-static __attribute__((noinline)) void push_deep(size_t depth)
-{
-    volatile char pad[16384];
-    pad[0] = (char)depth;
-    if (depth > 16384) {
-        push_deep(depth - 16384);
-    } else {
-        CHECK_OK(vf_engine_push(deep_naive, &(vf_op){.fn = deep_z}));
-        CHECK_EQ(atomic_load(&deep_z_ran), 0); /* deferred */
-    }
-    (void)pad[0];
-}
-
 static int deep_y(vf_run *run, void *arg)
 {
     (void)run;
-    push_deep(*(size_t *)arg);
+    (void)arg;
+    push_deep(&(deep_push){deep_naive, deep_z, &deep_z_ran},
+              DEEP_STACK / 8 * 5);
     atomic_store(&deep_y_wait, vf_var_wait(deep_pool, deep_v, NULL));
     return 0;
 }
 
-static void *deep_thread(void *arg)
-{
-    CHECK_OK(vf_engine_push(deep_naive, &(vf_op){.fn = deep_y, .arg = arg}));
-    return NULL;
-}
-
 TEST_CASE(deferred_op_in_a_wait_is_not_the_waited_engines)
 {
-    const size_t stack = (size_t)8 << 20; /* 5/8 of it used at the push */
-    size_t depth = stack / 8 * 5;
     deep_naive = tu_engine(&tu_kinds[0]);
     deep_pool = tu_engine(&tu_kinds[2]);
     deep_v = tu_var(deep_pool);
@@ -698,13 +729,7 @@ TEST_CASE(deferred_op_in_a_wait_is_not_the_waited_engines)
     atomic_init(&deep_y_wait, NOT_RUN);
     CHECK_OK(vf_engine_push(
         deep_pool, &(vf_op){.fn = deep_slow, .writes = VF_VARS(deep_v)}));
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, stack);
-    pthread_t t;
-    REQUIRE(pthread_create(&t, &attr, deep_thread, &depth) == 0);
-    pthread_attr_destroy(&attr);
-    pthread_join(t, NULL);
+    run_on_big_stack(deep_naive, deep_y);
     CHECK_EQ(atomic_load(&deep_y_wait), 0);
     CHECK_EQ(atomic_load(&deep_z_ran), 1);
     CHECK_EQ(atomic_load(&deep_z_in_op), 0);
@@ -729,48 +754,22 @@ static int tramp_z(vf_run *run, void *arg)
     return 0;
 }
 
-static __attribute__((noinline)) void tramp_deep(size_t depth)
-{
-    volatile char pad[16384];
-    pad[0] = (char)depth;
-    if (depth > 16384) {
-        tramp_deep(depth - 16384);
-    } else {
-        CHECK_OK(vf_engine_push(tramp_a, &(vf_op){.fn = tramp_z}));
-        CHECK_EQ(atomic_load(&tramp_ran), 0); /* deferred */
-    }
-    (void)pad[0];
-}
-
 static int tramp_q(vf_run *run, void *arg)
 {
     (void)run;
-    tramp_deep(*(size_t *)arg);
+    (void)arg;
+    push_deep(&(deep_push){tramp_a, tramp_z, &tramp_ran}, DEEP_STACK / 8 * 5);
     return 0;
-}
-
-static void *tramp_thread(void *arg)
-{
-    CHECK_OK(vf_engine_push(tramp_e, &(vf_op){.fn = tramp_q, .arg = arg}));
-    return NULL;
 }
 
 TEST_CASE(deferred_op_at_a_push_is_not_the_pushed_engines)
 {
-    const size_t stack = (size_t)8 << 20;
-    size_t depth = stack / 8 * 5;
     tramp_e = tu_engine(&tu_kinds[0]);
     tramp_a = tu_engine(&tu_kinds[0]);
     atomic_init(&tramp_ran, 0);
     atomic_init(&tramp_in_op, -1);
     atomic_init(&tramp_stop, NOT_RUN);
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, stack);
-    pthread_t t;
-    REQUIRE(pthread_create(&t, &attr, tramp_thread, &depth) == 0);
-    pthread_attr_destroy(&attr);
-    pthread_join(t, NULL);
+    run_on_big_stack(tramp_e, tramp_q);
     CHECK_EQ(atomic_load(&tramp_ran), 1);
     CHECK_EQ(atomic_load(&tramp_in_op), 0);
     CHECK_EQ(atomic_load(&tramp_stop), 0);

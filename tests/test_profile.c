@@ -578,6 +578,12 @@ TEST_KIND_CASE(edges_of_ops_pushed_after_their_inputs, k)
     push_named(e, u2, false, "Y");
     for (int i = 0; i < 20; i++) /* a chain */
         push_named(e, w, true, "chain");
+    /* An op released by one op on two vars names it once. */
+    vf_var p2 = tu_var(e), q2 = tu_var(e);
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = spin_20us, .writes = VF_VARS(p2, q2), .name = "D"}));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = spin_20us, .reads = VF_VARS(p2, q2), .name = "E"}));
     CHECK_OK(vf_engine_wait_all(e, NULL));
     vf_profile *p = NULL;
     CHECK_OK(vf_profile_take(e, &p));
@@ -596,6 +602,10 @@ TEST_KIND_CASE(edges_of_ops_pushed_after_their_inputs, k)
     CHECK(rw->ndeps == 1 && (rw->deps[0] == rb->id || rw->deps[0] == rc->id));
     CHECK_EQ(other->ndeps, 0);
     CHECK_EQ(y->ndeps, 0);
+    const vf_profile_record *rd = record_named(p, "D"),
+                            *re = record_named(p, "E");
+    REQUIRE(rd && re);
+    CHECK(re->ndeps == 1 && re->deps[0] == rd->id);
     vf_profile_path path;
     CHECK_OK(vf_profile_critical_path(p, &path));
     CHECK(path.count >= 21); /* "other", then every op of the chain */

@@ -237,6 +237,24 @@ void vf__prof_op_edge(vf__op_prof *r, const vf__op_prof *from)
     edge_to(r, from->id);
 }
 
+/* Room for one more of `n` elements of `size` bytes in *arr (capacity
+ * *cap, doubling from 64, the old ones copied): 0 or VF_ENOMEM. */
+static int room_for_one(void **arr, size_t *cap, size_t n, size_t size)
+{
+    if (n < *cap)
+        return 0;
+    size_t more = *cap ? 2 * *cap : 64;
+    void *t = vf__malloc(more * size);
+    if (t == NULL)
+        return VF_ENOMEM;
+    if (n > 0)
+        memcpy(t, *arr, n * size);
+    free(*arr);
+    *arr = t;
+    *cap = more;
+    return 0;
+}
+
 /* A record's session and id in one word (as `numbering` keeps them). */
 static uint64_t numbered(const vf__op_prof *r)
 {
@@ -255,17 +273,9 @@ static struct var_last *var_last_of(vf__profiler *p, uint64_t key, bool make)
      * it get no push-time edges, as before they had none). */
     if (!make || p->nvars >= p->max_records)
         return NULL;
-    if (p->nvars == p->vars_cap) {
-        size_t cap = p->vars_cap ? 2 * p->vars_cap : 64;
-        struct var_last *t = vf__malloc(cap * sizeof *t);
-        if (t == NULL)
-            return NULL;
-        if (p->nvars > 0)
-            memcpy(t, p->var_last, p->nvars * sizeof *t);
-        free(p->var_last);
-        p->var_last = t;
-        p->vars_cap = cap;
-    }
+    if (room_for_one((void **)&p->var_last, &p->vars_cap, p->nvars,
+                     sizeof *p->var_last) != 0)
+        return NULL;
     if (vf__hashmap_put(&p->var_index, key, p->nvars, NULL) != 0)
         return NULL;
     p->var_last[p->nvars] = (struct var_last){0, 0};
@@ -338,18 +348,8 @@ void vf__prof_op_dropped(vf__op_prof *r)
 /* Room for one more name in names (lock held); 0 or VF_ENOMEM. */
 static int names_room(vf__profiler *p)
 {
-    if (p->nnames < p->names_cap)
-        return 0;
-    size_t cap = p->names_cap ? 2 * p->names_cap : 64;
-    char **t = vf__malloc(cap * sizeof *t);
-    if (t == NULL)
-        return VF_ENOMEM;
-    if (p->nnames > 0)
-        memcpy(t, p->names, p->nnames * sizeof *t);
-    free(p->names);
-    p->names = t;
-    p->names_cap = cap;
-    return 0;
+    return room_for_one((void **)&p->names, &p->names_cap, p->nnames,
+                        sizeof *p->names);
 }
 
 /* The index in names of the interned copy of `name` (lock held), made on
