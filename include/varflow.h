@@ -819,7 +819,8 @@ typedef struct vf_op {
  * deadlock (a recursion with a wait at every level, its device ops'
  * included); from
  * a done callback of the engine's it goes over the limit at once (the op
- * whose callback runs still counts). A push from outside that waits for
+ * whose callback runs still counts), and so it does from device work
+ * (vf_run_submit()) on any engine. A push from outside that waits for
  * room behind async ops whose completions only a later push would bring
  * (an op pushed after one completes it) waits for ever: after 2 s, and
  * every 10 s after, it says so on stderr, naming the async ops in
@@ -888,7 +889,8 @@ VF_API vf_engine *vf_run_engine(const vf_run *run);
  * (a function, an async op's start, a free callback, an op run by a
  * waiting thread; or an op of another engine run inline inside one of
  * them, inside a push on the naive engine, say), one of its `done`
- * callbacks, or any other code on one of its workers. False for NULL and from
+ * callbacks, device work of one of its ops (vf_run_submit()), or any other
+ * code on one of its workers. False for NULL and from
  * any other thread. Reads no engine state (any pointer will do). A library
  * built on varflow uses it to refuse, at once and alike everywhere, a call that
  * must not come from an op (libvarflow-mpi's calls in sequence: VF_EDEADLK).
@@ -927,6 +929,13 @@ VF_API void *vf_run_stream(const vf_run *run);
  * code; the ops that depend on it are skipped, on the device too), the op
  * that submitted it, also when an op it pushed ran on the same stream
  * meanwhile (a child run at its push, or above its wait).
+ * fn must not block on varflow: it runs inside its op, which cannot end
+ * before it returns, ahead of the work queued behind it on the stream, as
+ * CUDA allows no CUDA call in a host function. So every wait, stop, start
+ * and destroy called from it, on any engine, returns VF_EDEADLK at once;
+ * its pushes never wait for room under max_inflight (they go over the
+ * limit, as from a done callback), and vf_graph_begin() from it is
+ * VF_EINVAL. vf_engine_in_op() is true there for the op's engine.
  * VF_EINVAL outside a device op, VF_ENOMEM, VF_EDEVICE.
  */
 VF_API int vf_run_submit(vf_run *run, vf_device_fn fn, void *arg, size_t bytes);
@@ -1408,10 +1417,10 @@ typedef struct vf_graph vf_graph;
 
 /**
  * Begin capturing this thread's pushes to `e` into a new graph. VF_EINVAL
- * when this thread already captures (on any engine), from inside an op or
- * a `done` callback; VF_ESHUTDOWN; VF_ENOMEM. A capture whose engine was
- * destroyed, by this thread or another, is over (its graph went with the
- * engine): the thread may begin another.
+ * when this thread already captures (on any engine), from inside an op, a
+ * `done` callback or device work (vf_run_submit()); VF_ESHUTDOWN; VF_ENOMEM. A
+ * capture whose engine was destroyed, by this thread or another, is over (its
+ * graph went with the engine): the thread may begin another.
  */
 VF_API int vf_graph_begin(vf_engine *e);
 

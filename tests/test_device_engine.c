@@ -31,6 +31,9 @@
  *   with the right code (a device op outside a stream, an async device
  *   op, a device id that is not there, a CUDA op while no CUDA class is
  *   registered: VF_ENODEV, the detail naming vf_cuda_register).
+ * - Device work calling back: every wait, stop, start and destroy from it
+ *   is VF_EDEADLK, its push goes over max_inflight, vf_engine_in_op is
+ *   true for its engine.
  * The last two cases, cuda_random_programs and cuda_failures (built with
  * libvarflow-cuda, VF_TEST_CUDA), register the CUDA class, then run the
  * random programs and failures on CUDA device 0 beside an emulated one;
@@ -1404,6 +1407,96 @@ TEST_CASE(delete_and_bad_input)
     CHECK_EQ(vf_device_count(VF_DEVICE_CPU), 1);
     CHECK(vf_device_count(VF_DEVICE_EMULATED) >= 2);
     CHECK_OK(vf_engine_destroy(e));
+}
+
+/* --- device work calling back ------------------------------------------ */
+
+/* What device work (vf_run_submit's fn) got from the calls it made. */
+typedef struct work_calls {
+    vf_engine *e, *other;
+    vf_var own, elsewhere;
+    bool in_op, in_op_other;
+    int rc[9];
+    int begin_rc, push_rc;
+    atomic_int child_ran;
+} work_calls;
+
+static int work_child(vf_run *run, void *arg)
+{
+    (void)run;
+    atomic_fetch_add(&((work_calls *)arg)->child_ran, 1);
+    return 0;
+}
+
+static int calling_work(void *arg)
+{
+    work_calls *c = arg;
+    c->in_op = vf_engine_in_op(c->e);
+    c->in_op_other = vf_engine_in_op(c->other);
+    int n = 0;
+    c->rc[n++] = vf_engine_wait_all(c->e, NULL);
+    c->rc[n++] = vf_engine_wait_all_timed(c->e, 1000, NULL);
+    c->rc[n++] = vf_var_wait(c->e, c->own, NULL);
+    c->rc[n++] = vf_var_wait(c->e, c->elsewhere, NULL);
+    c->rc[n++] = vf_var_wait_timed(c->e, c->elsewhere, 1000, NULL);
+    c->rc[n++] = vf_engine_wait_all(c->other, NULL);
+    c->rc[n++] = vf_engine_stop(c->other);
+    c->rc[n++] = vf_engine_start(c->e);
+    c->rc[n++] = vf_engine_destroy_timed(c->other, 1000);
+    c->begin_rc = vf_graph_begin(c->e);
+    /* At max_inflight 1, the work's own op fills the engine: the push
+     * goes over the limit rather than wait for that op. */
+    c->push_rc = vf_engine_push(
+        c->e, &(vf_op){.fn = work_child, .arg = c, .writes = VF_VARS(c->own)});
+    return 0;
+}
+
+static int submit_calling_work(vf_run *run, void *arg)
+{
+    return vf_run_submit(run, calling_work, arg, 0);
+}
+
+/* Device work must not block on varflow (it runs inside its op, ahead of
+ * the stream's later work): every wait, stop, start and destroy from it,
+ * on its engine or another, is VF_EDEADLK at once, its pushes never wait
+ * for room, vf_graph_begin is refused, and vf_engine_in_op is true for
+ * its engine (found trying device ops as a user: a wait for all from
+ * there hung, and destroy waited for itself). On every engine kind. */
+TEST_CASE(device_work_may_not_block)
+{
+    static const vf_engine_type kinds[] = {VF_ENGINE_NAIVE, VF_ENGINE_POOLED,
+                                           VF_ENGINE_PERDEVICE};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        work_calls c = {0};
+        atomic_init(&c.child_ran, 0);
+        CHECK_OK(vf_engine_create(
+            &c.e, &(vf_config){.type = kinds[k], .max_inflight = 1}));
+        CHECK_OK(
+            vf_engine_create(&c.other, &(vf_config){.type = VF_ENGINE_POOLED}));
+        c.own = tu_var(c.e);
+        c.elsewhere = tu_var(c.e);
+        CHECK_OK(
+            vf_engine_push(c.e, &(vf_op){.fn = submit_calling_work,
+                                         .arg = &c,
+                                         .writes = VF_VARS(c.own),
+                                         .device = {VF_DEVICE_EMULATED, 0}}));
+        CHECK_OK(vf_engine_wait_all(c.e, NULL));
+        CHECK(c.in_op);
+        CHECK(!c.in_op_other);
+        for (int i = 0; i < (int)(sizeof c.rc / sizeof c.rc[0]); i++) {
+            if (c.rc[i] != VF_EDEADLK)
+                printf("kind %d call %d: %s\n", (int)kinds[k], i,
+                       vf_error_name(c.rc[i]));
+            CHECK_ERR(c.rc[i], VF_EDEADLK);
+        }
+        CHECK_ERR(c.begin_rc, VF_EINVAL);
+        CHECK_OK(c.push_rc);
+        CHECK_EQ(atomic_load(&c.child_ran), 1);
+        /* The calls refused left both engines as they were. */
+        CHECK_OK(vf_engine_wait_all(c.other, NULL));
+        CHECK_OK(vf_engine_destroy(c.other));
+        CHECK_OK(vf_engine_destroy(c.e));
+    }
 }
 
 /* --- CUDA -------------------------------------------------------------- */

@@ -319,7 +319,7 @@ int vf__config_resolve(const vf_config *config, vf__settings *out)
                            "VF_EMULATED_MB_PER_S", 1, 1000000000, true, 0,
                            &mb_per_s);
     if (rc == 0)
-        rc = vf__emulated_costs_check();
+        rc = vf__emulated_costs_read(&out->emulated_costs);
     if (rc == 0)
         rc = count_setting(config->fork_child_workers, "fork_child_workers",
                            "VF_FORK_CHILD_NTHREADS", 1, VF__MAX_WORKERS, false,

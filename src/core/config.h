@@ -11,6 +11,7 @@
 #include <sched.h>
 
 #include "base/common.h"
+#include "device/device.h"
 
 #define VF__MAX_WORKERS 1024
 /* A worker's stack, when set (KiB): room for the engine's frames and the
@@ -36,6 +37,7 @@ typedef struct vf__settings {
     bool device_sync;
     uint64_t emulated_latency_ns;
     uint64_t emulated_bytes_per_sec; /* 0: unlimited */
+    vf__emulated_costs emulated_costs;
     int fork_child_workers;
     int bulk_size; /* 0: off */
     bool help_on_wait;

@@ -151,6 +151,9 @@ static int give_up(destroy_wait *w, int state)
  * code. */
 static int begin(vf_engine *e, const char *who)
 {
+    int rc = vf__exec_refuse_in_device_work(who);
+    if (rc != 0)
+        return rc;
     if (vf__exec_in_engine(e) || vf__lifecycle_releasing_held(e))
         return vf__fail(VF_EDEADLK,
                         "%s: called from the engine's own code "

@@ -250,7 +250,10 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
     e->life.fork_child_workers = s.fork_child_workers;
     e->dev.params = (vf__device_params){
         .latency_ns = s.emulated_latency_ns,
-        .bytes_per_sec = s.emulated_bytes_per_sec};
+        .bytes_per_sec = s.emulated_bytes_per_sec,
+        .costs = s.emulated_costs,
+        .run_work = vf__exec_device_work,
+        .owner = e};
     e->dev.sync = s.device_sync;
     e->dev.workers = s.gpu_workers;
     e->dev.copy_workers = s.gpu_copy_workers;

@@ -22,6 +22,7 @@ typedef struct exec_tls {
     vf__op *loop_op;
     bool loop_lent;
     const vf_engine *done_engine; /* whose `done` callback runs, or NULL */
+    const vf_engine *work_engine; /* whose device work runs, or NULL */
     /* > 0 while deferred ops run with no op under them (a worker's idle
      * loop, a thread outside ops): a worker's engine then has no op
      * running under them (vf__exec_bare). */
@@ -44,7 +45,8 @@ bool vf__exec_in_done(const vf_engine *e)
 bool vf__exec_in_engine(const vf_engine *e)
 {
     vf__op *op = vf__current_op();
-    if ((op != NULL && vf__op_engine(op) == e) || tls.done_engine == e)
+    if ((op != NULL && vf__op_engine(op) == e) || tls.done_engine == e ||
+        tls.work_engine == e)
         return true;
     vf__worker *w = vf__this_worker();
     if (w != NULL && w->pool->engine == e)
@@ -54,6 +56,33 @@ bool vf__exec_in_engine(const vf_engine *e)
      * only as e's (found trying two naive engines as a user: a stop from
      * there hung, and vf_engine_in_op said false). */
     return vf__guard_in_outer_call(e);
+}
+
+int vf__exec_device_work(const void *engine, vf_device_fn fn, void *arg)
+{
+    const vf_engine *outer = tls.work_engine;
+    tls.work_engine = engine;
+    int rc = fn(arg);
+    tls.work_engine = outer;
+    return rc;
+}
+
+bool vf__exec_in_device_work(void)
+{
+    return tls.work_engine != NULL;
+}
+
+int vf__exec_refuse_in_device_work(const char *who)
+{
+    if (VF__LIKELY(tls.work_engine == NULL))
+        return 0;
+    return vf__fail(VF_EDEADLK,
+                    "%s: called from device work (a function given to "
+                    "vf_run_submit), which runs on a device stream inside "
+                    "its op: neither that op nor the work queued behind it "
+                    "on the stream can go on before it returns (push a "
+                    "follow-up op instead)",
+                    who);
 }
 
 /* Call an op's `done`, marking the thread as in the engine's code. */

@@ -108,6 +108,23 @@ void vf__exec_run_fn(vf__op *op, int worker);
  * there would wait for that op, which is still finishing). */
 bool vf__exec_in_done(const vf_engine *e);
 
+/* Device work (vf_run_submit's fn) of the engine `engine`: fn(arg), the
+ * thread marked as in that engine's code meanwhile (vf_engine_in_op says
+ * so). Every stream of the engine runs its work through it
+ * (vf__device_params.run_work). */
+int vf__exec_device_work(const void *engine, vf_device_fn fn, void *arg);
+
+/* Whether this thread runs device work (of any engine). */
+bool vf__exec_in_device_work(void);
+
+/* 0, or VF_EDEADLK (its detail naming `who`) when this thread runs device
+ * work: a call that blocks (a wait, a stop, a start, a destroy), on any
+ * engine, would hold the stream, and so the op that submitted the work and
+ * every op after it on its vars, as CUDA allows no CUDA call in a host
+ * function (found trying device ops as a user: a wait for all from there
+ * hung). */
+int vf__exec_refuse_in_device_work(const char *who);
+
 /* The running op's engine on this thread (inside an op), else NULL. */
 vf_engine *vf__exec_current_engine(void);
 

@@ -209,9 +209,12 @@ static int begin(vf_engine *e, const char *who)
                         "%s: this thread already captures a graph "
                         "(vf_graph_end it first)",
                         who);
-    if (vf__current_op() != NULL || vf__exec_in_done(e))
+    if (vf__current_op() != NULL || vf__exec_in_done(e) ||
+        vf__exec_in_device_work())
         return vf__fail(VF_EINVAL,
-                        "%s: not from inside an op or a done callback", who);
+                        "%s: not from inside an op, a done callback or "
+                        "device work",
+                        who);
     vf_graph *g = vf__calloc(1, sizeof *g);
     if (g == NULL)
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);

@@ -74,8 +74,11 @@ static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
         return vf__fail(VF_EAGAIN, "%s: %u ops in flight (max_inflight)", who,
                         e->max_inflight);
     /* From a done callback: its op counts until the callback returns, so
-     * the room could be its own: over the limit, as from inside an op. */
-    if (VF__UNLIKELY(vf__exec_in_done(e)))
+     * the room could be its own: over the limit, as from inside an op. So
+     * from device work, on any engine: the work's op, and every op after
+     * it on its vars, wait for it to return (vf__exec_refuse_in_device
+     * _work). */
+    if (VF__UNLIKELY(vf__exec_in_done(e) || vf__exec_in_device_work()))
         return 0;
     vf__op *cur = vf__current_op();
     if (cur != NULL && vf__op_engine(cur) == e) {

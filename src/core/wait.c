@@ -877,6 +877,9 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
 {
     char label[VF__OP_LABEL_MAX];
     clear_error(err);
+    int in_work = vf__exec_refuse_in_device_work(who);
+    if (in_work != 0)
+        return in_work;
     int refused = vf__graph_refuse(e, who);
     if (refused != 0)
         return refused;
@@ -1177,6 +1180,9 @@ static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
 {
     char label[VF__OP_LABEL_MAX];
     clear_error(err);
+    int in_work = vf__exec_refuse_in_device_work(who);
+    if (in_work != 0)
+        return in_work;
     if (run == NULL)
         return vf__fail(VF_EINVAL, "%s: run is NULL", who);
     vf__op *cur = vf__current_op();
@@ -1337,6 +1343,9 @@ static int wait_all(vf_engine *e, int64_t timeout_ms, vf__cross_wait *cross,
 {
     char label[VF__OP_LABEL_MAX];
     clear_error(err);
+    int in_work = vf__exec_refuse_in_device_work(who);
+    if (in_work != 0)
+        return in_work;
     int refused = vf__graph_refuse(e, who);
     if (refused != 0)
         return refused;

@@ -149,6 +149,9 @@ struct vf__stream {
     vf__event_status segment; /* lock */
     bool host_work;           /* the open segment had host functions */
     vf__devgraph *capture;    /* the owner's: the graph being recorded */
+    /* How host work runs (run_work, owner; a real device needs none of
+     * its slowing down). */
+    vf__device_params params;
 };
 
 static uint64_t now_ns(void)
@@ -363,7 +366,8 @@ static void CUDART_CB run_host_work(void *p)
     pthread_mutex_lock(&s->lock);
     bool failed = s->segment.code != 0;
     pthread_mutex_unlock(&s->lock);
-    int rc = failed ? 0 : c->fn(c->arg); /* a failed segment skips it */
+    /* A failed segment skips it. */
+    int rc = failed ? 0 : vf__device_run_work(&s->params, c->fn, c->arg);
     if (rc != 0) {
         pthread_mutex_lock(&s->lock);
         if (s->segment.code == 0) {
@@ -438,7 +442,6 @@ static int count(void)
 static int stream_create(int id, const vf__device_params *params,
                          vf__stream **out)
 {
-    (void)params; /* a real device needs no slowing down */
     *out = NULL;
     int n = count();
     if (id < 0 || id >= n)
@@ -453,6 +456,8 @@ static int stream_create(int id, const vf__device_params *params,
                                    "CUDA device: pthread_mutex_init");
     }
     s->device = id;
+    if (params != NULL)
+        s->params = *params;
     s->prog = cuda_calloc(1, sizeof *s->prog);
     if (s->prog == NULL) {
         pthread_mutex_destroy(&s->lock);

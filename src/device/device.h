@@ -60,12 +60,34 @@ typedef struct vf__devgraph_input {
     bool carry;
 } vf__devgraph_input;
 
-/* How an emulated device slows itself down, so tests see real overlap. */
+/* The emulated device's host-side costs, in ns (VF_EMULATED_*_NS; see
+ * src/device/emulated.c). */
+typedef struct vf__emulated_costs {
+    uint64_t launch_ns, record_ns, wait_ns, query_ns, hostfn_ns;
+    uint64_t graph_launch_ns, graph_node_ns;
+} vf__emulated_costs;
+
+/* What an engine gives every stream it makes. */
 typedef struct vf__device_params {
-    uint64_t latency_ns;    /* every submission takes at least this long */
-    uint64_t bytes_per_sec; /* copy bandwidth for submissions with bytes
-                               (0: unlimited) */
+    /* How an emulated device slows itself down, so tests see real overlap
+     * (a real device ignores them). */
+    uint64_t latency_ns;      /* every submission takes at least this long */
+    uint64_t bytes_per_sec;   /* copy bandwidth for submissions with bytes
+                                 (0: unlimited) */
+    vf__emulated_costs costs; /* read once, at vf_engine_create */
+    /* A stream runs each piece of work as run_work(owner, fn, arg), not
+     * fn(arg) (NULL: fn(arg)): the engine `owner` so knows its calls from
+     * device work, which must not block (exec.h: vf__exec_device_work). */
+    int (*run_work)(const void *owner, vf_device_fn fn, void *arg);
+    const void *owner;
 } vf__device_params;
+
+/* fn(arg) as `p` says a stream runs its work. */
+static inline int vf__device_run_work(const vf__device_params *p,
+                                      vf_device_fn fn, void *arg)
+{
+    return p->run_work != NULL ? p->run_work(p->owner, fn, arg) : fn(arg);
+}
 
 /* An event's outcome, once complete. */
 typedef struct vf__event_status {
@@ -177,10 +199,12 @@ typedef struct vf__device_class {
 const vf__device_class *vf__device_class_of(vf_device_type type);
 
 /* The emulated device's costs from the environment (VF_EMULATED_*_NS, see
- * src/device/emulated.c): 0, or VF_EINVAL naming the variable and its
- * value. vf_engine_create calls it so a bad value is refused at create,
- * as every other VF_* setting is, not at the first emulated push. */
-int vf__emulated_costs_check(void);
+ * src/device/emulated.c) into *out: 0, or VF_EINVAL naming the variable
+ * and its value. vf_engine_create reads them, once: a bad value is refused
+ * at create, as every other VF_* setting is, and the engine's streams all
+ * run at the costs it read (not at what the environment says when each is
+ * made: found by a user setting one after create). */
+int vf__emulated_costs_read(vf__emulated_costs *out);
 
 /* --- registration: the door for a class in a library of its own ----------
  *

@@ -45,9 +45,10 @@
  * (cudaGraphLaunch) charges its own: graph_launch once, and graph_node for
  * each node, in place of every submit, record and wait its nodes would
  * have made one by one (recording one charges a submit's launch per piece
- * of work, as capturing a call costs about what making it does). Each
- * stream reads them from the environment when it is made
- * (VF_EMULATED_LAUNCH_NS, _RECORD_NS, _WAIT_NS, _QUERY_NS, _HOSTFN_NS,
+ * of work, as capturing a call costs about what making it does). The
+ * engine reads them from the environment once, at vf_engine_create, and
+ * passes them to every stream it makes (vf__device_params.costs;
+ * VF_EMULATED_LAUNCH_NS, _RECORD_NS, _WAIT_NS, _QUERY_NS, _HOSTFN_NS,
  * _GRAPH_LAUNCH_NS, _GRAPH_NODE_NS: decimal nanoseconds, 0 turns one off);
  * unset, the defaults below.
  *
@@ -83,23 +84,20 @@
  * (bench/device/calls_cuda.cu measures it on the next GPU a session gets):
  * until then it is modelled as one submit's cost and nothing per node, an
  * assumption docs/PERFORMANCE.md states as such. */
-typedef struct emu_costs {
-    uint64_t launch_ns, record_ns, wait_ns, query_ns, hostfn_ns;
-    uint64_t graph_launch_ns, graph_node_ns;
-} emu_costs;
-
 static const struct cost_setting {
     const char *env;
     size_t offset;
     uint64_t fallback;
 } cost_settings[] = {
-    {"VF_EMULATED_LAUNCH_NS", offsetof(emu_costs, launch_ns), 2650},
-    {"VF_EMULATED_RECORD_NS", offsetof(emu_costs, record_ns), 1290},
-    {"VF_EMULATED_WAIT_NS", offsetof(emu_costs, wait_ns), 200},
-    {"VF_EMULATED_QUERY_NS", offsetof(emu_costs, query_ns), 190},
-    {"VF_EMULATED_HOSTFN_NS", offsetof(emu_costs, hostfn_ns), 0},
-    {"VF_EMULATED_GRAPH_LAUNCH_NS", offsetof(emu_costs, graph_launch_ns), 2650},
-    {"VF_EMULATED_GRAPH_NODE_NS", offsetof(emu_costs, graph_node_ns), 0},
+    {"VF_EMULATED_LAUNCH_NS", offsetof(vf__emulated_costs, launch_ns), 2650},
+    {"VF_EMULATED_RECORD_NS", offsetof(vf__emulated_costs, record_ns), 1290},
+    {"VF_EMULATED_WAIT_NS", offsetof(vf__emulated_costs, wait_ns), 200},
+    {"VF_EMULATED_QUERY_NS", offsetof(vf__emulated_costs, query_ns), 190},
+    {"VF_EMULATED_HOSTFN_NS", offsetof(vf__emulated_costs, hostfn_ns), 0},
+    {"VF_EMULATED_GRAPH_LAUNCH_NS",
+     offsetof(vf__emulated_costs, graph_launch_ns), 2650},
+    {"VF_EMULATED_GRAPH_NODE_NS", offsetof(vf__emulated_costs, graph_node_ns),
+     0},
 };
 #define MAX_COST_NS 1000000000u /* 1 s */
 
@@ -186,7 +184,6 @@ struct vf__stream {
     bool stop;                /* lock */
     pthread_t thread;
     vf__device_params params;
-    emu_costs costs;          /* fixed when made */
     vf__event_status segment; /* the stream thread's own */
     vf__devgraph *capture;    /* the owner's: the graph being recorded */
     emu_lane copy_lane;       /* its thread made at the first need */
@@ -209,9 +206,7 @@ static void spin_ns(uint64_t ns)
     }
 }
 
-/* The costs from the environment (see cost_settings): 0, or VF_EINVAL
- * naming the variable and its value. */
-static int read_costs(emu_costs *out)
+int vf__emulated_costs_read(vf__emulated_costs *out)
 {
     for (size_t i = 0; i < sizeof cost_settings / sizeof cost_settings[0];
          i++) {
@@ -233,12 +228,6 @@ static int read_costs(emu_costs *out)
         *slot = n;
     }
     return 0;
-}
-
-int vf__emulated_costs_check(void)
-{
-    emu_costs costs;
-    return read_costs(&costs);
 }
 
 /* --- events ------------------------------------------------------------- */
@@ -341,12 +330,12 @@ static void run_work_in(vf__stream *s, vf_device_fn fn, void *arg, size_t bytes,
 {
     /* A host function's latency: the stream holds until the host runs it
      * (even one that a failed segment then skips). */
-    if (s->costs.hostfn_ns > 0)
-        sleep_until(now_ns() + s->costs.hostfn_ns);
+    if (s->params.costs.hostfn_ns > 0)
+        sleep_until(now_ns() + s->params.costs.hostfn_ns);
     if (seg->code != 0)
         return; /* the segment failed: later work is skipped */
     uint64_t t0 = now_ns();
-    int rc = fn(arg);
+    int rc = vf__device_run_work(&s->params, fn, arg);
     if (rc != 0) {
         seg->code = rc;
         seg->inherited = false;
@@ -616,9 +605,13 @@ static int stream_create(int id, const vf__device_params *params,
     vf__stream *s = vf__calloc(1, sizeof *s);
     if (s == NULL)
         return vf__fail(VF_ENOMEM, "emulated device: out of memory");
-    if (params != NULL) /* NULL: no slowness */
+    /* NULL (the device layer's own tests): no slowness, the costs the
+     * environment says now. */
+    int rc = 0;
+    if (params != NULL)
         s->params = *params;
-    int rc = read_costs(&s->costs);
+    else
+        rc = vf__emulated_costs_read(&s->params.costs);
     if (rc != 0) {
         free(s);
         return rc;
@@ -691,7 +684,7 @@ static int capture_work(vf__stream *s, vf_device_fn fn, void *arg,
 
 static int submit(vf__stream *s, vf_device_fn fn, void *arg, size_t bytes)
 {
-    spin_ns(s->costs.launch_ns);
+    spin_ns(s->params.costs.launch_ns);
     if (s->capture != NULL)
         return capture_work(s, fn, arg, bytes);
     item *it = item_new(ITEM_WORK);
@@ -715,12 +708,12 @@ static int record(vf__stream *s, vf__event **out)
 {
     if (s->capture != NULL)
         return not_in_capture("an event record");
-    spin_ns(s->costs.record_ns);
+    spin_ns(s->params.costs.record_ns);
     vf__event *ev = NULL;
     int rc = event_new(&ev);
     if (rc != 0)
         return rc;
-    ev->query_ns = s->costs.query_ns;
+    ev->query_ns = s->params.costs.query_ns;
     /* On an idle stream the thread touches nothing: complete it here, at
      * once, as CUDA's event on an idle stream is. */
     pthread_mutex_lock(&s->lock);
@@ -748,7 +741,7 @@ static int stream_wait(vf__stream *s, vf__event *ev, bool carry)
 {
     if (s->capture != NULL)
         return not_in_capture("a stream wait");
-    spin_ns(s->costs.wait_ns);
+    spin_ns(s->params.costs.wait_ns);
     item *it = item_new(ITEM_WAIT);
     if (it == NULL)
         return VF_ENOMEM;
@@ -761,7 +754,7 @@ static int stream_wait(vf__stream *s, vf__event *ev, bool carry)
 
 static int stream_sync(vf__stream *s)
 {
-    spin_ns(s->costs.query_ns);
+    spin_ns(s->params.costs.query_ns);
     pthread_mutex_lock(&s->lock);
     while (s->busy)
         pthread_cond_wait(&s->idle_cond, &s->lock);
@@ -918,7 +911,8 @@ static int graph_launch(vf__devgraph *g, vf__stream *s,
                             "emulated device: an input for node %u of a "
                             "graph of %u",
                             inputs[i].node, g->n);
-    spin_ns(s->costs.graph_launch_ns + s->costs.graph_node_ns * g->n);
+    spin_ns(s->params.costs.graph_launch_ns +
+            s->params.costs.graph_node_ns * g->n);
     item *it = item_new(ITEM_GRAPH);
     if (it == NULL)
         return VF_ENOMEM;
@@ -948,7 +942,7 @@ static int graph_launch(vf__devgraph *g, vf__stream *s,
         return out_of_memory();
     }
     for (uint32_t k = 0; k < g->n; k++) {
-        it->node_events[k]->query_ns = s->costs.query_ns;
+        it->node_events[k]->query_ns = s->params.costs.query_ns;
         event_retain(it->node_events[k]); /* the queue's reference */
         node_events[k] = it->node_events[k];
     }
