@@ -562,7 +562,9 @@ typedef struct vf_var {
 
 /** A list of variables: `count` handles at `vars` (NULL when count is 0).
  * A handle the engine never made is refused with VF_EINVAL, or with
- * VF_ESTALE / VF_EXDEV when it looks like a deleted or a foreign one. */
+ * VF_ESTALE / VF_EXDEV when it looks like a deleted or a foreign one (the
+ * detail says "belongs to another engine" only while one holds its tag,
+ * else that it is no live engine's). */
 typedef struct vf_var_list {
     const vf_var *vars; /**< the handles (NULL when count is 0) */
     int count;          /**< how many */

@@ -180,6 +180,18 @@ TEST_KIND_CASE(bad_args, k)
     CHECK(strstr(vf_error_detail(), "is not a variable handle") != NULL);
     CHECK_ERR(vf_var_version(e, foreign, &ver), VF_EXDEV);
     CHECK(strstr(vf_error_detail(), "belongs to another engine") != NULL);
+    /* A handle of an engine gone, or of none, is not said to be another
+     * engine's (found trying made-up handles as a user). */
+    vf_engine *gone;
+    CHECK_OK(vf_engine_create(&gone, &(vf_config){.type = VF_ENGINE_NAIVE}));
+    vf_var orphan;
+    CHECK_OK(vf_var_create(gone, &orphan));
+    CHECK_OK(vf_engine_destroy(gone));
+    CHECK_ERR(vf_var_wait(e, orphan, &err), VF_EXDEV);
+    CHECK(strstr(vf_error_detail(), "is no live engine's") != NULL);
+    expect_push_err(e, (vf_op){.fn = nop, .writes = VF_VARS(orphan)}, VF_EXDEV,
+                    "orphan write");
+    CHECK(strstr(vf_error_detail(), "is no live engine's") != NULL);
     CHECK_ERR(vf_var_destroy(e, foreign, NULL, NULL), VF_EXDEV);
     expect_push_err(e, (vf_op){.fn = nop, .reads = VF_VARS(dead)}, VF_ESTALE,
                     "deleted read");

@@ -62,6 +62,14 @@ static void give_back_tag(uint16_t tag)
     pthread_mutex_unlock(&tags_lock);
 }
 
+bool vf__engine_tag_taken(uint16_t tag)
+{
+    pthread_mutex_lock(&tags_lock);
+    bool taken = tags_used[tag / 64] >> (tag % 64) & 1;
+    pthread_mutex_unlock(&tags_lock);
+    return taken;
+}
+
 void vf__engine_tags_lock(bool lock)
 {
     if (lock)

@@ -330,6 +330,9 @@ int vf__engine_count_workers(const vf_engine *e);
  * operators and vars the program left undestroyed, for the destroy's log. */
 void vf__engine_free(vf_engine *e, uint64_t *operators, uint64_t *vars);
 
+/* Whether a live engine holds `tag` (its var handles carry it). */
+bool vf__engine_tag_taken(uint16_t tag);
+
 /* Lock or unlock the process-wide table of engine tags (fork). */
 void vf__engine_tags_lock(bool lock);
 

@@ -174,11 +174,18 @@ static int check_list(const char *who, const char *what, vf_var_list l)
     return 0;
 }
 
-const char *vf__bad_handle_words(int rc)
+const char *vf__bad_handle_words(int rc, vf_var h)
 {
-    return rc == VF_EXDEV    ? "belongs to another engine"
-           : rc == VF_ESTALE ? "was deleted"
-                             : "is not a variable handle";
+    /* A handle's tag names its engine: one no live engine holds says the
+     * handle is of none (found trying made-up handles as a user: each was
+     * said to belong to another engine, with one engine in the process). */
+    if (rc == VF_EXDEV)
+        return vf__engine_tag_taken(vf__var_handle_tag(h))
+                   ? "belongs to another engine"
+                   : "is no live engine's (its engine was destroyed, or "
+                     "vf_var_create never gave it)";
+    return rc == VF_ESTALE ? "was deleted (or vf_var_create never gave it)"
+                           : "is not a variable handle";
 }
 
 /* A handle that did not resolve: the call's detail (out of line, so the
@@ -187,7 +194,7 @@ static __attribute__((noinline, cold)) int
 bad_handle(int rc, const char *who, const char *what, int i, vf_var h)
 {
     return vf__fail(rc, "%s: %s[%d] (id %#llx) %s", who, what, i,
-                    (unsigned long long)h.id, vf__bad_handle_words(rc));
+                    (unsigned long long)h.id, vf__bad_handle_words(rc, h));
 }
 
 /* How a detail names an op at push time: its name, or "an unnamed op"

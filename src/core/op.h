@@ -588,10 +588,11 @@ int vf__varset_build(vf_engine *e, const char *who, vf_var_list reads,
                      vf_var_list writes, vf__varref *out, int cap,
                      vf__varref **heap);
 
-/* What a var handle that vf__var_lookup refused with `rc` is, for a
- * detail: "belongs to another engine", "was deleted" or "is not a
- * variable handle". */
-const char *vf__bad_handle_words(int rc);
+/* What the var handle `h`, which vf__var_lookup refused with `rc`, is,
+ * for a detail: "belongs to another engine" (when a live engine holds its
+ * tag; else it is no live engine's), "was deleted" or "is not a variable
+ * handle". */
+const char *vf__bad_handle_words(int rc, vf_var h);
 
 /* How a detail names an op that was pushed: op "name", or, unnamed,
  * op #<place> as its failure's op_name does (failure.c); "an unnamed op"

@@ -512,8 +512,7 @@ int vf__var_lookup(vf__var_table *t, vf_var h, vf__var **out)
 {
     if (h.id == 0)
         return VF_EINVAL;
-    uint16_t tag = (uint16_t)(h.id >> (VF__VAR_INDEX_BITS + VF__VAR_GEN_BITS));
-    if (tag != t->tag)
+    if (vf__var_handle_tag(h) != t->tag)
         return VF_EXDEV;
     uint32_t index = (uint32_t)h.id & ((1u << VF__VAR_INDEX_BITS) - 1);
     vf__var *chunk = atomic_load_explicit(

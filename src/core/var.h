@@ -170,6 +170,12 @@ static inline uint32_t vf__var_handle_gen(vf_var h)
            ((1u << VF__VAR_GEN_BITS) - 1);
 }
 
+/* The tag of the engine whose table made `h` (vf__var_table.tag). */
+static inline uint16_t vf__var_handle_tag(vf_var h)
+{
+    return (uint16_t)(h.id >> (VF__VAR_INDEX_BITS + VF__VAR_GEN_BITS));
+}
+
 /* A delete of generation `gen` of v ran: the var's version goes to 0,
  * and a slot revived after that generation counts its new var's writes
  * from now on (version_old). */

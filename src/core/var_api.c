@@ -42,7 +42,7 @@ VF_API int vf_var_create(vf_engine *e, vf_var *out)
 static int lookup_failed(const char *who, vf_var h, int rc)
 {
     return vf__fail(rc, "%s: variable (id %#llx) %s", who,
-                    (unsigned long long)h.id, vf__bad_handle_words(rc));
+                    (unsigned long long)h.id, vf__bad_handle_words(rc, h));
 }
 
 static int lookup(vf_engine *e, const char *who, vf_var h, vf__var **v)

@@ -887,7 +887,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
     int rc = vf__var_lookup(&e->vars, h, &v);
     if (rc != 0)
         return vf__fail(rc, "%s: variable (id %#llx) %s", who,
-                        (unsigned long long)h.id, vf__bad_handle_words(rc));
+                        (unsigned long long)h.id, vf__bad_handle_words(rc, h));
     if (vf__exec_in_done(e))
         return refuse_in_done(who);
     if (VF__UNLIKELY(e->engine_info)) {
