@@ -54,9 +54,21 @@
  *   runs; vf_mpi_create() included), each of them returns VF_EDEADLK at
  *   once on the calling rank, having sent nothing and entered no
  *   collective: the other ranks are not disturbed and never learn of it.
+ *   So does one made from a `done` that vf_mpi_push() calls with
+ *   VF_MPI_ELSEWHERE: the op's `done` refuses it alike on every rank.
+ * - A call in sequence that one rank refuses for what only that rank can
+ *   see (a NULL `ptr` on the owner, an error only the running rank meets:
+ *   see each call) is refused on that rank alone: its program then differs
+ *   from the others', which may wait for it for ever. Treat such an error
+ *   as fatal for the whole job (MPI_Abort()), as a failed collective is.
  * - Ops pushed with vf_mpi_push() name distributed variables only (made by
  *   vf_mpi_var_create()); plain vf_engine_push() stays available for ops on
- *   rank-local variables, which never cross ranks.
+ *   rank-local variables, which never cross ranks, and must not name a
+ *   distributed one: the core cannot tell them apart, and such an op's
+ *   write is lost when the value comes back from another rank. Likewise a
+ *   distributed variable is deleted with vf_mpi_var_destroy(), never
+ *   vf_var_destroy(): deleted so, every later call in sequence naming it
+ *   refuses it (VF_ESTALE, the detail saying so).
  * - While an engine is attached, its communication thread makes MPI calls:
  *   the program's own MPI calls then need MPI_THREAD_MULTIPLE (or wait
  *   until vf_mpi_destroy()).
@@ -113,11 +125,11 @@ extern "C" {
  * engine's transfers use a duplicate of `comm`, so they never mix with the
  * program's messages. When MPI is not initialized yet, this initializes it
  * (MPI_THREAD_SERIALIZED) and vf_mpi_destroy() finalizes it. VF_ENOTSUP
- * when MPI provides less than MPI_THREAD_SERIALIZED, VF_EINVAL when `e`
- * is attached already or `comm` is MPI_COMM_NULL, VF_ESYSTEM when an MPI
- * call or the thread start fails, VF_ENOMEM. MPI initialized by a call
- * that then failed stays initialized (a later vf_mpi_create() may succeed, and
- * its vf_mpi_destroy() finalizes it).
+ * when MPI provides less than MPI_THREAD_SERIALIZED or was finalized, VF_EINVAL
+ * when `e` is attached already or `comm` is MPI_COMM_NULL, VF_ESYSTEM when an
+ * MPI call or the thread start fails, VF_ENOMEM. MPI initialized by a call that
+ * then failed stays initialized (a later vf_mpi_create() may succeed, and its
+ * vf_mpi_destroy() finalizes it).
  */
 VF_API int vf_mpi_create(vf_engine *e, MPI_Comm comm);
 
@@ -146,7 +158,8 @@ VF_API int vf_mpi_size(vf_engine *e);
  * on the other ranks `ptr` may be NULL, and a cached copy is allocated when
  * the value first comes here (a non-NULL `ptr` is used as that copy).
  * VF_EINVAL for a bad owner, a zero size or one above INT_MAX - 16 (one
- * MPI message with its header), or a NULL `ptr` on the owner.
+ * MPI message with its header), or a NULL `ptr` on the owner (on the owner
+ * alone, which the others cannot see: see "Rules of use").
  */
 VF_API int vf_mpi_var_create(vf_engine *e, vf_var *out, void *ptr, size_t size,
                              int owner);
@@ -169,7 +182,8 @@ VF_API int vf_mpi_vars_create(vf_engine *e, vf_var *out, int count,
 /**
  * The 2D block-cyclic mapping of tile (i, j) onto a grid of p x q ranks,
  * p * q = size, p <= q and as square as `size` allows (ScaLAPACK's
- * distribution): rank (i % p) * q + (j % q). `vf_mpi_grid` says p and q.
+ * distribution): rank (i % p) * q + (j % q). `vf_mpi_grid` says p and q
+ * (1 x 1 for a `size` below 1).
  */
 VF_API int vf_mpi_owner_2d(int size, int i, int j);
 VF_API void vf_mpi_grid(int size, int *p, int *q);
@@ -180,18 +194,21 @@ VF_API int vf_mpi_var_owner(vf_engine *e, vf_var v);
 
 /**
  * This rank's buffer of `v`: the owner's `ptr` on the owner, the cached
- * copy elsewhere. NULL when the value never came to this rank, or `v` is
- * not a distributed variable (the detail says which). Meant for ops: when
- * an op runs, the buffers of its variables hold the values it needs.
+ * copy elsewhere (the `ptr` this rank gave, if any, before the value
+ * came). NULL when the value never came to this rank and it gave no `ptr`,
+ * or `v` is not a distributed variable (the detail says which). Meant for ops:
+ * when an op runs, the buffers of its variables hold the values it needs.
  */
 VF_API void *vf_mpi_data(vf_engine *e, vf_var v);
 
 /**
- * Delete a distributed variable on every rank (in sequence): a delete op
- * pushed after everything pushed on it; the cached copy varflow allocated
- * is freed then. The owner's buffer is the caller's. Ops pushed before
- * still find their buffers (vf_mpi_data()); later calls in sequence refuse
- * the variable with VF_ESTALE, a second delete too.
+ * Delete a distributed variable on every rank (in sequence): its value,
+ * when written away from its owner, goes back to the owner first (as
+ * vf_mpi_wait_all() brings it), then a delete op is pushed after
+ * everything pushed on it; the cached copy varflow allocated is freed
+ * then. The owner's buffer is the caller's, and holds the last value. Ops
+ * pushed before still find their buffers (vf_mpi_data()); later calls in
+ * sequence refuse the variable with VF_ESTALE, a second delete too.
  */
 VF_API int vf_mpi_var_destroy(vf_engine *e, vf_var v);
 
@@ -207,8 +224,9 @@ VF_API int vf_mpi_var_destroy(vf_engine *e, vf_var v);
  * variable. An error only the running rank meets in vf_engine_push() (no
  * memory, its device, a property it refuses, the shutdown notice) is returned
  * there, and the op is replaced there by one that fails with that error
- * on the same variables, so the failure travels with the data and the
- * waits report it on every rank.
+ * on the same variables (skipped, as the op would be, when an input
+ * failed before it: that failure travels on), so the failure travels with
+ * the data and the waits report it on every rank.
  */
 VF_API int vf_mpi_push(vf_engine *e, const vf_op *op, int rank);
 

@@ -59,12 +59,28 @@ void vf__mpi_error_text(int mpi_rc, char *out, size_t size)
 /* The context whose lock this thread holds, inside a call in sequence. */
 static _Thread_local const vf__mpi *lock_held;
 
+/* The engine whose op's `done` vf_mpi_push calls on this thread, with
+ * VF_MPI_ELSEWHERE (vf__mpi_done_elsewhere), or NULL. */
+static _Thread_local const vf_engine *done_elsewhere;
+
+void vf__mpi_done_elsewhere(vf_engine *e, const vf_op *op)
+{
+    const vf_engine *outer = done_elsewhere;
+    done_elsewhere = e;
+    op->done(op->arg, VF_MPI_ELSEWHERE);
+    done_elsewhere = outer;
+}
+
 /* From inside an op of `e`: an op runs on one rank, so no other rank
  * makes the call; refused before anything is sent, locked or joined, so
- * that the other ranks go on undisturbed. */
+ * that the other ranks go on undisturbed. So from its `done` where
+ * vf_mpi_push calls it (VF_MPI_ELSEWHERE): the rank that runs the op
+ * refuses the call there, so every rank must (found trying MPI as a
+ * user: a wait from such a done was joined on one rank only, and the
+ * ranks hung out of step). */
 static int in_op(vf_engine *e, const char *caller)
 {
-    if (!vf_engine_in_op(e))
+    if (!vf_engine_in_op(e) && done_elsewhere != e)
         return 0;
     return vf__mpi_error(VF_EDEADLK,
                          "%s: called from inside an op (an op runs on one "

@@ -314,7 +314,11 @@ static void push_stand_in(vf__mpi *ctx, const vf_op *op, int code)
                     .done = stand_in_done,
                     .reads = op->reads,
                     .writes = op->writes,
-                    .no_skip = true,
+                    /* Skipped where the op would be (an input failed
+                     * before it), carrying that failure instead (found
+                     * trying MPI as a user: a second stand-in ran and
+                     * its failure overtook the first's). */
+                    .no_skip = op->no_skip,
                     .name = s->name};
         rc = vf_engine_push(ctx->engine, &in);
         if (rc != 0)
@@ -391,13 +395,29 @@ VF_API int vf_mpi_push(vf_engine *e, const vf_op *op, int rank)
         free(uses);
     /* Unlocked: done may push (with vf_engine_push) or free what it likes. */
     if (elsewhere && op->done != NULL)
-        op->done(op->arg, VF_MPI_ELSEWHERE);
+        vf__mpi_done_elsewhere(e, op);
     return rc;
 out:
     vf__mpi_leave(ctx);
     if (uses != NULL && uses != local)
         free(uses);
     return rc;
+}
+
+int vf__mpi_bring_home(vf__mpi *ctx, vf__mpi_var *mv, const char *caller)
+{
+    if (!mv->away)
+        return 0;
+    size_t at = 0;
+    while (ctx->away[at] != mv)
+        at++;
+    memmove(&ctx->away[at], &ctx->away[at + 1],
+            (ctx->naway - at - 1) * sizeof *ctx->away);
+    ctx->naway--;
+    mv->away = false;
+    return vf__mpi_valid_at(mv, mv->owner)
+               ? 0
+               : transfer(ctx, mv, mv->owner, caller);
 }
 
 int vf__mpi_write_back(vf__mpi *ctx)

@@ -157,6 +157,10 @@ vf__mpi *vf__mpi_of(vf_engine *e, const char *caller);
  * communication thread runs, or inside another call of ours on this
  * thread): VF_EDEADLK, else 0. */
 int vf__mpi_check_thread(const vf__mpi *ctx, const char *caller);
+/* Call op->done(op->arg, VF_MPI_ELSEWHERE), the thread marked as inside
+ * an op of `e` meanwhile (vf__mpi_check_thread refuses a call in sequence
+ * there, as the rank that runs the op refuses it in the op's done). */
+void vf__mpi_done_elsewhere(vf_engine *e, const vf_op *op);
 /* Take ctx->lock for a call in sequence (after that check). */
 int vf__mpi_enter(vf__mpi *ctx, const char *caller);
 void vf__mpi_leave(vf__mpi *ctx);
@@ -187,6 +191,10 @@ int vf__mpi_var_buffer(vf__mpi *ctx, vf__mpi_var *mv);
 void vf__mpi_vars_free(vf__mpi *ctx);
 
 /* flow.c */
+/* The value of `mv`, when written away from its owner, sent back to it
+ * (called alike on every rank, as vf__mpi_write_back does for them all):
+ * 0, or the code of a transfer that cut the flow. */
+int vf__mpi_bring_home(vf__mpi *ctx, vf__mpi_var *mv, const char *caller);
 int vf__mpi_write_back(vf__mpi *ctx);
 /* The collective wait; `*refused` when some rank could not wait (its ops
  * may still be pending: no rank may detach then). */

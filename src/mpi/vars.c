@@ -29,6 +29,13 @@ vf__mpi_var *vf__mpi_var_find(vf__mpi *ctx, vf_var v)
     return mv != NULL ? (vf__mpi_var *)(uintptr_t)*mv : NULL;
 }
 
+/* Whether the engine says `v` was deleted (its delete pushed). */
+static bool core_deleted(const vf__mpi *ctx, vf_var v)
+{
+    uint64_t version;
+    return vf_var_version(ctx->engine, v, &version) == VF_ESTALE;
+}
+
 vf__mpi_var *vf__mpi_var_live(vf__mpi *ctx, vf_var v, const char *caller,
                               const char *what, int *rc)
 {
@@ -41,10 +48,17 @@ vf__mpi_var *vf__mpi_var_live(vf__mpi *ctx, vf_var v, const char *caller,
     vf__mpi_var *mv = vf__mpi_var_find(ctx, v);
     bool deleted = mv != NULL && mv->deleted;
     pthread_mutex_unlock(&ctx->data_lock);
-    uint64_t version;
-    if (deleted ||
-        (mv == NULL && vf_var_version(ctx->engine, v, &version) == VF_ESTALE)) {
-        *rc = vf__mpi_error(VF_ESTALE, "%s: %s: the variable was deleted",
+    if (deleted || core_deleted(ctx, v)) {
+        /* A record not deleted whose handle is stale: the core's
+         * vf_var_destroy deleted it, on every rank alike where the
+         * program is the same (found trying MPI as a user: the next push
+         * cut the flow, and every later call failed). */
+        *rc = vf__mpi_error(VF_ESTALE,
+                            mv != NULL && !deleted
+                                ? "%s: %s was deleted with vf_var_destroy (a "
+                                  "distributed variable is deleted with "
+                                  "vf_mpi_var_destroy, in sequence)"
+                                : "%s: %s: the variable was deleted",
                             caller, what);
         return NULL;
     }
@@ -278,33 +292,22 @@ VF_API int vf_mpi_var_destroy(vf_engine *e, vf_var v)
     vf__mpi_var *mv = vf__mpi_var_live(ctx, v, "vf_mpi_var_destroy", "v", &rc);
     if (mv == NULL)
         goto out;
-    /* Out of the flow first: once vf_var_destroy returned, the delete op
-     * may have run and freed the record. */
-    size_t away_at = ctx->naway;
-    if (mv->away) {
-        for (away_at = 0; ctx->away[away_at] != mv; away_at++)
-            continue;
-        memmove(&ctx->away[away_at], &ctx->away[away_at + 1],
-                (ctx->naway - away_at - 1) * sizeof *ctx->away);
-        ctx->naway--;
-    }
-    bool away = mv->away;
-    mv->away = false;
+    /* Its value home first, as vf_mpi_wait_all brings every one: the
+     * owner's buffer, the caller's, then holds what the program last
+     * wrote (found trying MPI as a user: written away, then deleted, it
+     * was lost). Then out of the flow: once vf_var_destroy returned, the
+     * delete op may have run and freed the record. */
+    rc = vf__mpi_bring_home(ctx, mv, "vf_mpi_var_destroy");
+    if (rc != 0)
+        goto out;
     pthread_mutex_lock(&ctx->data_lock); /* any thread reads it there */
     mv->deleted = true;
     pthread_mutex_unlock(&ctx->data_lock);
     rc = vf_var_destroy(e, mv->var, record_delete, mv);
-    if (rc != 0) { /* not pushed: as it was */
+    if (rc != 0) { /* not pushed: as it was, its value home */
         pthread_mutex_lock(&ctx->data_lock);
         mv->deleted = false;
         pthread_mutex_unlock(&ctx->data_lock);
-        mv->away = away;
-        if (away) {
-            memmove(&ctx->away[away_at + 1], &ctx->away[away_at],
-                    (ctx->naway - away_at) * sizeof *ctx->away);
-            ctx->away[away_at] = mv;
-            ctx->naway++;
-        }
     }
 out:
     vf__mpi_leave(ctx);
@@ -346,7 +349,7 @@ VF_API int vf_mpi_var_owner(vf_engine *e, vf_var v)
     vf__mpi_var *mv = vf__mpi_var_find(ctx, v);
     int owner = mv != NULL && !mv->deleted ? mv->owner : -1;
     pthread_mutex_unlock(&ctx->data_lock);
-    if (owner >= 0)
+    if (owner >= 0 && !core_deleted(ctx, v))
         return owner;
     int rc = 0;
     vf__mpi_var *live = vf__mpi_var_live(ctx, v, "vf_mpi_var_owner", "v", &rc);

@@ -7,7 +7,10 @@
  * skipped wherever they run (their done gets VF_ESKIPPED), every rank's
  * vf_mpi_wait_all returns VF_EOPFAILED naming the op that failed, and the
  * next round, after the wait cleared the failure, runs normally. A value
- * that carries a failure reaches vf_mpi_get as VF_EOPFAILED too.
+ * that carries a failure reaches vf_mpi_get as VF_EOPFAILED too. Stand-ins
+ * for ops only the running rank refused keep push order; a variable the
+ * core's vf_var_destroy deleted is refused alike on every rank without
+ * cutting the flow; a value written away goes home before its delete.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <limits.h>
@@ -470,6 +473,105 @@ static void stopped_rank(void)
     CHECK_OK(vf_engine_destroy(e));
 }
 
+/* Two ops that only the running rank refuses (its device, its property),
+ * one after the other on one variable: the second's stand-in is skipped
+ * behind the first's failure, as the op would be, so the get reports the
+ * first failure, on every rank, and the wait nothing more (found trying
+ * MPI as a user: the second stand-in ran, and its failure came first). */
+static void stand_ins_in_order(void)
+{
+    vf_engine *e = mpi_test_attached(0);
+    int64_t y = 0;
+    int last = test_size_ - 1;
+    vf_var dy = mpi_test_var(e, &y, sizeof y, last);
+    vf_op first = {.fn = nop,
+                   .writes = VF_VARS(dy),
+                   .device = {VF_DEVICE_EMULATED, 99},
+                   .name = "first"};
+    CHECK_ERR(vf_mpi_push(e, &first, VF_MPI_OWNER),
+              test_rank_ == last ? VF_ENODEV : 0);
+    vf_op second = {
+        .fn = nop, .writes = VF_VARS(dy), .property = 77, .name = "second"};
+    CHECK_ERR(vf_mpi_push(e, &second, VF_MPI_OWNER),
+              test_rank_ == last ? VF_EINVAL : 0);
+    vf_error err;
+    memset(&err, 0, sizeof err);
+    CHECK_ERR(vf_mpi_get(e, dy, VF_MPI_ALL, &err), VF_EOPFAILED);
+    CHECK(strcmp(err.op_name, "first") == 0);
+    CHECK_EQ(err.code, VF_ENODEV);
+    CHECK_OK(vf_mpi_wait_all(e, &err));
+    CHECK_OK(vf_mpi_var_destroy(e, dy));
+    CHECK_OK(vf_mpi_wait_all(e, NULL));
+    CHECK_OK(vf_mpi_destroy(e, NULL));
+    CHECK_OK(vf_engine_destroy(e));
+}
+
+/* A distributed variable deleted with the core's vf_var_destroy (against
+ * the rules) is refused by every later call in sequence, alike on every
+ * rank, the detail naming vf_mpi_var_destroy, and the data flow goes on
+ * (found trying MPI as a user: the next push cut the flow, and every
+ * later call failed with VF_ESYSTEM, vf_mpi_destroy too). */
+static void deleted_by_the_core(void)
+{
+    vf_engine *e = mpi_test_attached(1);
+    int64_t x = 0, z = 0;
+    int last = test_size_ - 1;
+    vf_var dx = mpi_test_var(e, &x, sizeof x, 0);
+    vf_var dz = mpi_test_var(e, &z, sizeof z, last);
+    CHECK_OK(vf_var_destroy(e, dx, NULL, NULL));
+    vf_op on_x = {.fn = nop, .writes = VF_VARS(dx)};
+    CHECK_ERR(vf_mpi_push(e, &on_x, VF_MPI_OWNER), VF_ESTALE);
+    CHECK(strstr(vf_error_detail(), "vf_mpi_var_destroy") != NULL);
+    CHECK_ERR(vf_mpi_var_owner(e, dx), VF_ESTALE);
+    vf_error err;
+    CHECK_ERR(vf_mpi_get(e, dx, VF_MPI_ALL, &err), VF_ESTALE);
+    CHECK_ERR(vf_mpi_var_destroy(e, dx), VF_ESTALE);
+    /* The flow goes on: a value moves, the waits and the detach work. */
+    hop *h = malloc(sizeof *h);
+    REQUIRE(h);
+    int skipped = 0, ran = 0;
+    *h = (hop){.out = dz, .skipped = &skipped, .ran = &ran};
+    vf_op on_z = {
+        .fn = hop_fn, .arg = h, .done = hop_done, .writes = VF_VARS(dz)};
+    CHECK_OK(vf_mpi_push(e, &on_z, 0));
+    CHECK_OK(vf_mpi_get(e, dz, VF_MPI_ALL, &err));
+    const int64_t *got = vf_mpi_data(e, dz);
+    CHECK(got != NULL && *got == 1);
+    CHECK_OK(vf_mpi_var_destroy(e, dz));
+    CHECK_OK(vf_mpi_wait_all(e, &err));
+    CHECK_OK(vf_mpi_destroy(e, NULL));
+    CHECK_OK(vf_engine_destroy(e));
+}
+
+static int set_777(vf_run *run, void *arg)
+{
+    vf_var *v = arg;
+    int64_t *p = vf_mpi_data(vf_run_engine(run), *v);
+    if (p == NULL)
+        return VF_EINVAL;
+    *p = 777;
+    return 0;
+}
+
+/* A value written away from its owner goes back to it before the
+ * variable is deleted: the owner's buffer holds it (found trying MPI as a
+ * user: it was lost). */
+static void deleted_away_from_owner(void)
+{
+    vf_engine *e = mpi_test_attached(0);
+    int64_t d = 0;
+    int last = test_size_ - 1;
+    vf_var dd = mpi_test_var(e, &d, sizeof d, 0);
+    vf_op set = {.fn = set_777, .arg = &dd, .writes = VF_VARS(dd)};
+    CHECK_OK(vf_mpi_push(e, &set, last));
+    CHECK_OK(vf_mpi_var_destroy(e, dd));
+    CHECK_OK(vf_mpi_wait_all(e, NULL));
+    if (test_rank_ == 0)
+        CHECK_EQ(d, 777);
+    CHECK_OK(vf_mpi_destroy(e, NULL));
+    CHECK_OK(vf_engine_destroy(e));
+}
+
 int main(int argc, char **argv)
 {
     mpi_test_begin(&argc, &argv);
@@ -482,5 +584,8 @@ int main(int argc, char **argv)
     refused_on_runner();
     calls_from_ops();
     stopped_rank();
+    stand_ins_in_order();
+    deleted_by_the_core();
+    deleted_away_from_owner();
     return mpi_test_end("test_mpi_failure");
 }

@@ -13,6 +13,8 @@
  * vf_mpi_destroy, and an in-op vf_mpi_push returned 0 on one rank only
  * and hung the job. Then every rank runs a normal program (a ring of adds
  * over the ranks), checks its values, and detaches and destroys cleanly.
+ * The same calls from the op's `done` are refused on every rank too, where
+ * vf_mpi_push calls it (VF_MPI_ELSEWHERE) as where the op ran.
  * Registered on 1, 2, 3 and 4 ranks; an alarm ends a hung rank (and so
  * the job) instead of blocking CI.
  */
@@ -30,10 +32,16 @@ static const char *const call_names[NCALLS] = {
     "vf_mpi_stats_total", "vf_mpi_destroy",     "vf_mpi_create"};
 
 typedef struct misuse {
+    vf_engine *e;
     vf_var v;          /* a distributed var every rank knows */
     int codes[NCALLS]; /* what each call returned here */
     bool detail_ok[NCALLS];
     bool ran;
+    /* From the op's `done` (vf_mpi_push's own, with VF_MPI_ELSEWHERE, on
+     * the ranks that do not run it): how many, and the first code that
+     * was not VF_EDEADLK of each call (0: none). */
+    atomic_int dones;
+    atomic_int done_bad[NCALLS];
 } misuse;
 
 static int nop(vf_run *run, void *arg)
@@ -50,36 +58,82 @@ static int owner_zero(int index, void *arg)
     return 0;
 }
 
-static void record(misuse *m, int i, int rc)
+/* Every call in sequence, on `e`, each one's code and whether its detail
+ * names it. */
+static void calls_in_sequence(vf_engine *e, vf_var v, int codes[NCALLS],
+                              bool detail_ok[NCALLS])
 {
-    m->codes[i] = rc;
-    m->detail_ok[i] = strstr(vf_error_detail(), call_names[i]) != NULL;
+    uint64_t buf = 0;
+    void *ptrs[1] = {&buf};
+    vf_var made = {0};
+    vf_error err;
+    vf_mpi_stats st;
+    int rc[NCALLS];
+    for (int i = 0; i < NCALLS; i++) {
+        switch (i) {
+        case 0:
+            rc[i] = vf_mpi_wait_all(e, &err);
+            break;
+        case 1:
+            rc[i] = vf_mpi_push(e, &(vf_op){.fn = nop, .writes = VF_VARS(v)},
+                                VF_MPI_OWNER);
+            break;
+        case 2:
+            rc[i] = vf_mpi_get(e, v, VF_MPI_ALL, &err);
+            break;
+        case 3:
+            rc[i] = vf_mpi_var_create(e, &made, &buf, sizeof buf, 0);
+            break;
+        case 4:
+            rc[i] = vf_mpi_vars_create(e, &made, 1, ptrs, sizeof buf,
+                                       owner_zero, NULL);
+            break;
+        case 5:
+            rc[i] = vf_mpi_var_destroy(e, v);
+            break;
+        case 6:
+            rc[i] = vf_mpi_stats_total(e, &st);
+            break;
+        case 7:
+            rc[i] = vf_mpi_destroy(e, &err);
+            break;
+        default:
+            rc[i] = vf_mpi_create(e, MPI_COMM_WORLD);
+            break;
+        }
+        codes[i] = rc[i];
+        detail_ok[i] = strstr(vf_error_detail(), call_names[i]) != NULL;
+    }
 }
 
 /* Every call in sequence, from inside an op. */
 static int misuse_fn(vf_run *run, void *arg)
 {
     misuse *m = arg;
-    vf_engine *e = vf_run_engine(run);
-    uint64_t buf = 0;
-    void *ptrs[1] = {&buf};
-    vf_var made = {0};
-    vf_error err;
-    vf_mpi_stats st;
-    record(m, 0, vf_mpi_wait_all(e, &err));
-    record(m, 1,
-           vf_mpi_push(e, &(vf_op){.fn = nop, .writes = VF_VARS(m->v)},
-                       VF_MPI_OWNER));
-    record(m, 2, vf_mpi_get(e, m->v, VF_MPI_ALL, &err));
-    record(m, 3, vf_mpi_var_create(e, &made, &buf, sizeof buf, 0));
-    record(m, 4,
-           vf_mpi_vars_create(e, &made, 1, ptrs, sizeof buf, owner_zero, NULL));
-    record(m, 5, vf_mpi_var_destroy(e, m->v));
-    record(m, 6, vf_mpi_stats_total(e, &st));
-    record(m, 7, vf_mpi_destroy(e, &err));
-    record(m, 8, vf_mpi_create(e, MPI_COMM_WORLD));
+    calls_in_sequence(vf_run_engine(run), m->v, m->codes, m->detail_ok);
     m->ran = true;
     return 0;
+}
+
+/* Every call in sequence, from the op's `done`: where vf_mpi_push calls
+ * it (VF_MPI_ELSEWHERE) too, they are refused, as the rank that runs the
+ * op refuses them in its `done` (found trying MPI as a user: a wait from
+ * there joined the agreement on one rank only, and the job hung). */
+static void misuse_done(void *arg, int status)
+{
+    (void)status;
+    misuse *m = arg;
+    int codes[NCALLS];
+    bool detail_ok[NCALLS];
+    calls_in_sequence(m->e, m->v, codes, detail_ok);
+    for (int i = 0; i < NCALLS; i++) {
+        int none = 0;
+        if (codes[i] != VF_EDEADLK || !detail_ok[i])
+            atomic_compare_exchange_strong(&m->done_bad[i], &none,
+                                           codes[i] != VF_EDEADLK ? codes[i]
+                                                                  : -1000);
+    }
+    atomic_fetch_add(&m->dones, 1);
 }
 
 static void check_refused(const misuse *m, const char *where)
@@ -96,6 +150,19 @@ static void check_refused(const misuse *m, const char *where)
         else if (!m->detail_ok[i])
             CHECK_REPORT_("%s: %s's detail does not name it", where,
                           call_names[i]);
+    }
+}
+
+/* The dones of `pushed` ops: each ran, and refused every call. */
+static void check_refused_in_done(misuse *m, int pushed)
+{
+    CHECK_EQ(atomic_load(&m->dones), pushed);
+    for (int i = 0; i < NCALLS; i++) {
+        int bad = atomic_load(&m->done_bad[i]);
+        if (bad != 0)
+            CHECK_REPORT_("%s from a done: %s", call_names[i],
+                          bad == -1000 ? "its detail does not name it"
+                                       : vf_error_name(bad));
     }
 }
 
@@ -167,6 +234,7 @@ int main(int argc, char **argv)
         misuse *m = &distributed[kind], *l = &local[kind];
         memset(m, 0, sizeof *m);
         memset(l, 0, sizeof *l);
+        m->e = l->e = e;
         m->v = l->v = mpi_test_var(e, &owned, sizeof owned, 0);
         /* One misusing op on each rank, pushed in sequence everywhere;
          * and a rank-local one here. The program's own wait_all follows
@@ -176,10 +244,12 @@ int main(int argc, char **argv)
         uint64_t abuf[4] = {0};
         for (int r = 0; r < test_size_ && r < 4; r++) {
             anchors[r] = mpi_test_var(e, &abuf[r], sizeof abuf[r], r);
-            CHECK_OK(vf_mpi_push(
-                e,
-                &(vf_op){.fn = misuse_fn, .arg = m, .writes = {&anchors[r], 1}},
-                r));
+            CHECK_OK(vf_mpi_push(e,
+                                 &(vf_op){.fn = misuse_fn,
+                                          .arg = m,
+                                          .done = misuse_done,
+                                          .writes = {&anchors[r], 1}},
+                                 r));
         }
         vf_var lv;
         CHECK_OK(vf_var_create(e, &lv));
@@ -188,6 +258,7 @@ int main(int argc, char **argv)
         vf_error err;
         CHECK_OK(vf_mpi_wait_all(e, &err));
         check_refused(m, "an op pushed with vf_mpi_push");
+        check_refused_in_done(m, test_size_ < 4 ? test_size_ : 4);
         check_refused(l, "a rank-local op");
         for (int r = 0; r < test_size_ && r < 4; r++)
             CHECK_OK(vf_mpi_var_destroy(e, anchors[r]));
