@@ -293,7 +293,10 @@ TEST_CASE(registration)
     CHECK_ERR(vf__device_class_register(&fake_cuda, abi, NULL), VF_EINVAL);
     CHECK_ERR(vf__device_class_register(&fake_cuda, abi + 1, &host), VF_EINVAL);
     CHECK(strstr(vf_error_detail(), "one build") != NULL);
-    CHECK_ERR(vf__device_class_register(&fake_cuda, abi ^ (1ull << 32), &host),
+    CHECK_ERR(vf__device_class_register(&fake_cuda, abi ^ (1ull << 48), &host),
+              VF_EINVAL);
+    /* Built with params of another size (before they carried run_work). */
+    CHECK_ERR(vf__device_class_register(&fake_cuda, abi + (8ull << 20), &host),
               VF_EINVAL);
     const vf__device_class *emu = vf__device_class_of(VF_DEVICE_EMULATED);
     CHECK_ERR(vf__device_class_register(emu, abi, &host), VF_EINVAL);

@@ -210,12 +210,16 @@ int vf__emulated_costs_read(vf__emulated_costs *out);
  *
  * The class struct is internal, so a device library must be the one built
  * with this libvarflow: it passes VF__DEVICE_ABI as it saw it, and the core
- * refuses a library built for another version or another struct layout
- * (VF_EINVAL, with both stamps in the detail) rather than call through a
- * table it cannot read. */
+ * refuses a library built for another version or another layout of the
+ * class or of the params the core passes its streams (VF_EINVAL, with both
+ * stamps in the detail) rather than call through a table it cannot read.
+ * (The params' size is in it since they carry run_work: found by a
+ * reviewer, a library built before would have run work unmarked.) */
 #define VF__DEVICE_ABI                                                         \
-    (((uint64_t)VF_VERSION_MAJOR << 48) | ((uint64_t)VF_VERSION_MINOR << 32) | \
-     ((uint64_t)VF_VERSION_PATCH << 16) | (uint64_t)sizeof(vf__device_class))
+    (((uint64_t)VF_VERSION_MAJOR << 56) | ((uint64_t)VF_VERSION_MINOR << 48) | \
+     ((uint64_t)VF_VERSION_PATCH << 40) |                                      \
+     ((uint64_t)sizeof(vf__device_params) << 20) |                             \
+     (uint64_t)sizeof(vf__device_class))
 
 /* What the core lends such a class: its allocation funnel (base/alloc.h),
  * so vf__testing_fail_alloc reaches the class's allocations as it reaches the

@@ -404,10 +404,23 @@ out:
     return rc;
 }
 
+/* Whether the value of `mv`, written away, must go back to its owner: not
+ * when the owner has it, nor when the core's vf_var_destroy deleted the
+ * variable (against the rules; alike on every rank), where the transfer
+ * could not be pushed and would cut the flow (found by a reviewer). */
+static bool goes_home(const vf__mpi *ctx, const vf__mpi_var *mv)
+{
+    return !vf__mpi_valid_at(mv, mv->owner) &&
+           !vf__mpi_core_deleted(ctx, mv->var);
+}
+
 int vf__mpi_bring_home(vf__mpi *ctx, vf__mpi_var *mv, const char *caller)
 {
     if (!mv->away)
         return 0;
+    int rc = goes_home(ctx, mv) ? check_broken(ctx, caller) : 0;
+    if (rc != 0)
+        return rc;
     size_t at = 0;
     while (ctx->away[at] != mv)
         at++;
@@ -415,9 +428,7 @@ int vf__mpi_bring_home(vf__mpi *ctx, vf__mpi_var *mv, const char *caller)
             (ctx->naway - at - 1) * sizeof *ctx->away);
     ctx->naway--;
     mv->away = false;
-    return vf__mpi_valid_at(mv, mv->owner)
-               ? 0
-               : transfer(ctx, mv, mv->owner, caller);
+    return goes_home(ctx, mv) ? transfer(ctx, mv, mv->owner, caller) : 0;
 }
 
 int vf__mpi_write_back(vf__mpi *ctx)
@@ -426,7 +437,7 @@ int vf__mpi_write_back(vf__mpi *ctx)
     for (size_t i = 0; i < ctx->naway && rc == 0; i++) {
         vf__mpi_var *mv = ctx->away[i];
         mv->away = false;
-        if (!vf__mpi_valid_at(mv, mv->owner))
+        if (goes_home(ctx, mv))
             rc = transfer(ctx, mv, mv->owner, "vf_mpi_wait_all");
     }
     ctx->naway = 0;

@@ -186,6 +186,9 @@ bool vf__mpi_valid_at(const vf__mpi_var *mv, int rank);
 void vf__mpi_valid_add(vf__mpi_var *mv, int rank);
 /* Only `rank` holds the current value now: it wrote it. */
 void vf__mpi_valid_only(const vf__mpi *ctx, vf__mpi_var *mv, int rank);
+/* Whether the engine says `v` was deleted (its delete pushed: the core's
+ * vf_var_destroy, or ours). */
+bool vf__mpi_core_deleted(const vf__mpi *ctx, vf_var v);
 /* The buffer the value lands in here, allocated when needed. */
 int vf__mpi_var_buffer(vf__mpi *ctx, vf__mpi_var *mv);
 void vf__mpi_vars_free(vf__mpi *ctx);

@@ -29,8 +29,7 @@ vf__mpi_var *vf__mpi_var_find(vf__mpi *ctx, vf_var v)
     return mv != NULL ? (vf__mpi_var *)(uintptr_t)*mv : NULL;
 }
 
-/* Whether the engine says `v` was deleted (its delete pushed). */
-static bool core_deleted(const vf__mpi *ctx, vf_var v)
+bool vf__mpi_core_deleted(const vf__mpi *ctx, vf_var v)
 {
     uint64_t version;
     return vf_var_version(ctx->engine, v, &version) == VF_ESTALE;
@@ -48,7 +47,7 @@ vf__mpi_var *vf__mpi_var_live(vf__mpi *ctx, vf_var v, const char *caller,
     vf__mpi_var *mv = vf__mpi_var_find(ctx, v);
     bool deleted = mv != NULL && mv->deleted;
     pthread_mutex_unlock(&ctx->data_lock);
-    if (deleted || core_deleted(ctx, v)) {
+    if (deleted || vf__mpi_core_deleted(ctx, v)) {
         /* A record not deleted whose handle is stale: the core's
          * vf_var_destroy deleted it, on every rank alike where the
          * program is the same (found trying MPI as a user: the next push
@@ -349,7 +348,7 @@ VF_API int vf_mpi_var_owner(vf_engine *e, vf_var v)
     vf__mpi_var *mv = vf__mpi_var_find(ctx, v);
     int owner = mv != NULL && !mv->deleted ? mv->owner : -1;
     pthread_mutex_unlock(&ctx->data_lock);
-    if (owner >= 0 && !core_deleted(ctx, v))
+    if (owner >= 0 && !vf__mpi_core_deleted(ctx, v))
         return owner;
     int rc = 0;
     vf__mpi_var *live = vf__mpi_var_live(ctx, v, "vf_mpi_var_owner", "v", &rc);

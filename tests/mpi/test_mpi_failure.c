@@ -506,6 +506,16 @@ static void stand_ins_in_order(void)
     CHECK_OK(vf_engine_destroy(e));
 }
 
+static int set_777(vf_run *run, void *arg)
+{
+    vf_var *v = arg;
+    int64_t *p = vf_mpi_data(vf_run_engine(run), *v);
+    if (p == NULL)
+        return VF_EINVAL;
+    *p = 777;
+    return 0;
+}
+
 /* A distributed variable deleted with the core's vf_var_destroy (against
  * the rules) is refused by every later call in sequence, alike on every
  * rank, the detail naming vf_mpi_var_destroy, and the data flow goes on
@@ -519,6 +529,15 @@ static void deleted_by_the_core(void)
     vf_var dx = mpi_test_var(e, &x, sizeof x, 0);
     vf_var dz = mpi_test_var(e, &z, sizeof z, last);
     CHECK_OK(vf_var_destroy(e, dx, NULL, NULL));
+    /* One whose value was written away from its owner: no transfer home
+     * for it (it could not be pushed, and cut the flow: found by a
+     * reviewer). */
+    int64_t w = 0;
+    vf_var dw = mpi_test_var(e, &w, sizeof w, 0);
+    vf_op set = {.fn = set_777, .arg = &dw, .writes = VF_VARS(dw)};
+    CHECK_OK(vf_mpi_push(e, &set, last));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_OK(vf_var_destroy(e, dw, NULL, NULL));
     vf_op on_x = {.fn = nop, .writes = VF_VARS(dx)};
     CHECK_ERR(vf_mpi_push(e, &on_x, VF_MPI_OWNER), VF_ESTALE);
     CHECK(strstr(vf_error_detail(), "vf_mpi_var_destroy") != NULL);
@@ -541,16 +560,6 @@ static void deleted_by_the_core(void)
     CHECK_OK(vf_mpi_wait_all(e, &err));
     CHECK_OK(vf_mpi_destroy(e, NULL));
     CHECK_OK(vf_engine_destroy(e));
-}
-
-static int set_777(vf_run *run, void *arg)
-{
-    vf_var *v = arg;
-    int64_t *p = vf_mpi_data(vf_run_engine(run), *v);
-    if (p == NULL)
-        return VF_EINVAL;
-    *p = 777;
-    return 0;
 }
 
 /* A value written away from its owner goes back to it before the
