@@ -463,7 +463,11 @@ VF_API int vf_engine_destroy_timed(vf_engine *e, int64_t timeout_ms);
  * a wait that finds ops held returns VF_ESTOPPED, its detail naming the
  * fork (wait again; it is not waited out, as the fork's drain may need
  * that thread). Held ops are outside the max_inflight bound (they are
- * counted in vf_stats.pending).
+ * counted in vf_stats.pending). A fork from inside an op of the engine
+ * (its function, a done callback) cannot wait for that op, which runs on
+ * in the parent only: in the child the engine runs nothing, and every
+ * push, vf_var_create() and vf_var_destroy() there returns VF_ESHUTDOWN,
+ * its detail saying so (vf_engine_destroy() frees it; other engines work).
  */
 VF_API int vf_engine_stop(vf_engine *e);
 VF_API int vf_engine_start(vf_engine *e);

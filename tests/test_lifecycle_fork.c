@@ -221,7 +221,7 @@ static tu_gate forked; /* opened once the fork and its child are over */
 
 static int forking_op(vf_run *run, void *arg)
 {
-    (void)arg;
+    const vf_var *mine = arg; /* the var this op writes */
     vf_engine *e = vf_run_engine(run);
     fflush(NULL);
     pid_t pid = fork();
@@ -231,6 +231,12 @@ static int forking_op(vf_run *run, void *arg)
         /* This engine's op never finishes here: the engine is unusable. */
         int rc = vf_engine_push(e, &(vf_op){.fn = tu_nop});
         int ok = rc == VF_ESHUTDOWN;
+        /* Nor a var's create or delete, which would never run (a delete
+         * was accepted: found trying fork as a user). */
+        vf_var made;
+        ok &= vf_var_create(e, &made) == VF_ESHUTDOWN;
+        ok &= vf_var_destroy(e, *mine, NULL, NULL) == VF_ESHUTDOWN;
+        ok &= strstr(vf_error_detail(), "forked child") != NULL;
         /* Another engine works. */
         vf_var v;
         chain c = {.value = 3};
@@ -311,6 +317,7 @@ TEST_CASE(fork_inside_op)
     tu_rv_destroy(&both);
     tu_gate_init(&forked);
     CHECK_OK(vf_engine_push(e, &(vf_op){.fn = forking_op,
+                                        .arg = &v,
                                         .writes = VF_VARS(v),
                                         .name = "forking_op"}));
     await_fork();

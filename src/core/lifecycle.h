@@ -121,4 +121,10 @@ void vf__lifecycle_unregister(vf_engine *e);
  * must run). */
 void vf__lifecycle_unstop(vf_engine *e);
 
+/* How a refusal names an engine left in a child forked from inside one of
+ * its ops (life.fork_dead): nothing can run there any more. */
+#define VF__FORK_DEAD_WORDS                                                    \
+    "cannot run in this forked child (the fork came from inside one of its "   \
+    "ops)"
+
 #endif /* VF_LIFECYCLE_H */

@@ -642,9 +642,7 @@ static int check_engine(vf_engine *e, const char *who)
     if (VF__UNLIKELY(state != VF__RUNNING) && launch_admitted != e &&
         (vf__exec_current_engine() != e || e->life.fork_dead))
         return vf__fail(VF_ESHUTDOWN, "%s: the engine %s", who,
-                        e->life.fork_dead
-                            ? "cannot run in this forked child (the "
-                              "fork came from inside one of its ops)"
+                        e->life.fork_dead       ? VF__FORK_DEAD_WORDS
                         : state == VF__SHUTDOWN ? "was told to shut down"
                                                 : "is being destroyed");
     return 0;

@@ -9,6 +9,7 @@
 #include "core/engine.h"
 #include "core/exec.h"
 #include "core/graph.h"
+#include "core/lifecycle.h"
 #include "core/push.h"
 
 /* Inside the call's guard (guard.h): an engine that takes new vars and
@@ -16,11 +17,16 @@
 static int var_check_engine(vf_engine *e, const char *who)
 {
     int state = atomic_load(&e->state);
-    if (state != VF__RUNNING && vf__exec_current_engine() != e)
+    /* In a child forked from inside an op, that op is this thread's, but
+     * the engine runs nothing: a delete accepted there never ran (found
+     * trying fork as a user), so nothing is accepted, as pushes are not. */
+    if (state != VF__RUNNING &&
+        (vf__exec_current_engine() != e || e->life.fork_dead))
         return vf__fail(VF_ESHUTDOWN, "%s: the engine %s", who,
-                        state == VF__SHUTDOWN
-                            ? "was shut down (vf_engine_shutdown)"
-                            : "is being destroyed");
+                        e->life.fork_dead       ? VF__FORK_DEAD_WORDS
+                        : state == VF__SHUTDOWN ? "was shut down "
+                                                  "(vf_engine_shutdown)"
+                                                : "is being destroyed");
     return 0;
 }
 
