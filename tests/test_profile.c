@@ -1939,6 +1939,62 @@ TEST_CASE(restart_racing_pushes)
     tu_finish_engine(t.e);
 }
 
+/* Threads push ops on one var: every op's deps name ops with smaller
+ * ids, on every engine kind (ids follow the var's queue; taken at the
+ * push, before the vars' locks, an op named a dep with a higher id: found
+ * trying two pushing threads with the profiler on as a user). */
+typedef struct one_var_pusher {
+    vf_engine *e;
+    vf_var v;
+} one_var_pusher;
+
+enum { ONE_VAR_PUSHES = 10000, ONE_VAR_THREADS = 4 };
+
+static void *push_on_one_var(void *arg)
+{
+    const one_var_pusher *s = arg;
+    for (int i = 0; i < ONE_VAR_PUSHES; i++)
+        CHECK_OK(vf_engine_push(
+            s->e, &(vf_op){.fn = tu_nop, .writes = VF_VARS(s->v)}));
+    return NULL;
+}
+
+TEST_CASE(deps_name_smaller_ids_across_threads)
+{
+    tu_phase_limit("deps across threads", 60);
+    for (int k = 0; k < TU_NKINDS; k++) {
+        one_var_pusher s = {.e = tu_engine(&tu_kinds[k])};
+        s.v = tu_var(s.e);
+        CHECK_OK(vf_profile_start(s.e));
+        /* More pushers than cores: one preempted between its push's
+         * start and its place on v is what took the ids out of order. */
+        pthread_t th[ONE_VAR_THREADS];
+        for (int t = 0; t < ONE_VAR_THREADS; t++)
+            th[t] = tu_thread_start(push_on_one_var, &s);
+        for (int t = 0; t < ONE_VAR_THREADS; t++)
+            tu_thread_join(th[t]);
+        CHECK_OK(vf_engine_wait_all(s.e, NULL));
+        vf_profile *p = NULL;
+        CHECK_OK(vf_profile_take(s.e, &p));
+        REQUIRE(p != NULL);
+        CHECK_EQ(vf_profile_count(p), ONE_VAR_THREADS * ONE_VAR_PUSHES);
+        long later = 0, chained = 0;
+        for (size_t i = 0; i < vf_profile_count(p); i++) {
+            const vf_profile_record *r = vf_profile_at(p, i);
+            for (int d = 0; d < r->ndeps; d++)
+                later += r->deps[d] >= r->id;
+            chained += r->ndeps == 1 && r->deps[0] == r->id - 1;
+        }
+        if (later != 0)
+            CHECK_REPORT_("%s: %ld deps name the op itself or a later one",
+                          tu_kinds[k].name, later);
+        /* Every op but the first waits for the one before it on v. */
+        CHECK_EQ(chained, ONE_VAR_THREADS * ONE_VAR_PUSHES - 1);
+        vf_profile_destroy(p);
+        tu_finish_engine(s.e);
+    }
+}
+
 /* The cases write their files into one temporary directory, removed
  * after a run where no check failed. */
 int main(int argc, char **argv)

@@ -127,6 +127,7 @@ static uint64_t var_key(const vf__var *v)
 void vf__profiling_held_at_push(const vf__op *op, int n)
 {
     vf__profiler *p = vf__op_engine(op)->prof;
+    vf__prof_op_number(p, op->prof);
     for (int i = 0; i < n; i++) {
         const vf__dep *d = vf__op_dep(op, i);
         const vf__var *v = vf__dep_var(d);

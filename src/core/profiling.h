@@ -23,8 +23,10 @@ void vf__profiling_describe(const vf_engine *e, vf__prof_engine_desc *d);
  * the profiler's then). */
 void vf__profiling_op_start(vf__op *op, int worker);
 void vf__profiling_op_end(vf__op *op);
-/* A recorded op's push, its `n` vars locked before it queues on them: the
- * edges of the vars it holds at once (hooks.h: vf__prof_var_edge). */
+/* A recorded op's push, its `n` vars locked before it queues on them: its
+ * id, taken now so that ids follow every var's queue whatever the threads
+ * pushing (hooks.h: vf__prof_op_number), and the edges of the vars it
+ * holds at once (hooks.h: vf__prof_var_edge). */
 void vf__profiling_held_at_push(const vf__op *op, int n);
 void vf__profiling_op_record(vf__op *op);
 

@@ -36,8 +36,9 @@
 
 /* What an op block carries while it is recorded. */
 typedef struct vf__op_prof {
-    uint64_t id;
+    uint64_t id; /* 0 until vf__prof_op_number */
     uint32_t session;
+    uint32_t nids; /* the ids it takes (vf__prof_op_pushed's `ids`) */
     int worker;
     uint64_t push, ready, start, end;  /* ns since the profile started */
     uint64_t device_start, device_end; /* the same; 0: none */
@@ -109,11 +110,18 @@ void vf__prof_fork_lock(vf__profiler *p, bool lock);
 /* --- an op's life (called only for ops whose hooks say "recorded") ------- */
 
 /* Pushed: a new record for it (kept out of the op block, so an op nobody
- * records costs nothing for it), with an id and its push time. `ids` > 1
- * for an op that stands for as many (below): the ids before its own are
- * theirs. NULL when it cannot be recorded (no memory): the op itself is
- * unaffected. */
+ * records costs nothing for it), with its push time and the profile it
+ * belongs to. `ids` > 1 for an op that stands for as many (below): the
+ * ids before its own are theirs. NULL when it cannot be recorded (no
+ * memory): the op itself is unaffected. */
 vf__op_prof *vf__prof_op_pushed(vf__profiler *p, int nvars, uint32_t ids);
+/* Its ids, taken while the vars it queues on are locked, so that of two
+ * ops on a var the one queued first has the smaller id, whatever threads
+ * push them (taken at vf__prof_op_pushed, before the locks, an op could
+ * name a dep with a higher id than its own: found trying two pushing
+ * threads with the profiler on as a user). None when a start came since
+ * its push: the op is in neither profile. */
+void vf__prof_op_number(vf__profiler *p, vf__op_prof *r);
 /* An op recorded as `from` released one of its vars. */
 void vf__prof_op_edge(vf__op_prof *r, const vf__op_prof *from);
 

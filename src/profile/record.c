@@ -186,14 +186,25 @@ vf__op_prof *vf__prof_op_pushed(vf__profiler *p, int nvars, uint32_t ids)
     }
     atomic_store_explicit(&r->ndeps, 0, memory_order_relaxed);
     r->cap = nvars > VF__PROF_INLINE_DEPS ? nvars : VF__PROF_INLINE_DEPS;
-    uint64_t n = atomic_fetch_add_explicit(&p->numbering, ids,
-                                           memory_order_acquire);
-    r->session = (uint32_t)(n >> NUMBERING_BITS);
-    r->id = (n & NUMBERING_IDS) + ids;
+    r->session = session_now(p);
+    r->id = 0;
+    r->nids = ids;
     r->worker = -1;
     r->push = r->ready = r->start = r->end = stamp(p);
     r->device_start = r->device_end = 0;
     return r;
+}
+
+void vf__prof_op_number(vf__profiler *p, vf__op_prof *r)
+{
+    uint64_t n = atomic_load_explicit(&p->numbering, memory_order_relaxed);
+    do {
+        if ((uint32_t)(n >> NUMBERING_BITS) != r->session)
+            return; /* a start since its push: in neither profile */
+    } while (!atomic_compare_exchange_weak_explicit(
+        &p->numbering, &n, n + r->nids, memory_order_acquire,
+        memory_order_relaxed));
+    r->id = (n & NUMBERING_IDS) + r->nids;
 }
 
 vf__op_prof *vf__prof_op_split(vf__profiler *p, vf__op_prof *whole, int nvars,
