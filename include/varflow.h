@@ -1017,7 +1017,10 @@ VF_API int vf_operator_push_arg(vf_engine *e, vf_operator *op, int priority,
 /**
  * Delete the operator: the handle must not be used again; the operator is
  * freed once its last pushed run has finished. VF_EXDEV for an operator of
- * another engine.
+ * another engine. One the program left undestroyed is retired by its
+ * engine's destroy, not freed (a few bytes kept for the life of the
+ * process): a call on its handle then returns VF_EINVAL, even when another
+ * engine was made at the old engine's address since.
  */
 VF_API int vf_operator_destroy(vf_engine *e, vf_operator *op);
 

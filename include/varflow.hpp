@@ -627,9 +627,20 @@ class completion
     {
         return pending_;
     }
-    /** Give up ownership: the caller must call vf_completion_finish() on it. */
-    vf_completion release() noexcept
+    /** As pending(): a completion moved from tests false. */
+    explicit operator bool() const noexcept
     {
+        return pending_;
+    }
+    /** Give up ownership: the caller must call vf_completion_finish() on
+     * it. VF_EINVAL (thrown) on a completion moved from: it never hands out
+     * the handle it was moved to (it did: found trying the C++ API as a
+     * user). */
+    vf_completion release()
+    {
+        if (moved_from_)
+            throw error(VF_EINVAL, "varflow::completion: release() after it "
+                                   "was moved from");
         pending_ = false;
         return done_;
     }
@@ -698,8 +709,14 @@ template <class Fn> class stored
     template <class F> explicit stored(F &&f)
     {
         if constexpr (fits_inline<Fn>) {
-            Fn tmp(std::forward<F>(f));
-            std::memcpy(&arg_, &tmp, sizeof(Fn));
+            // Made in zeroed bytes: the pointer's bytes an empty callable
+            // or padding leaves are zero, not indeterminate (a capture's
+            // test of arg read them: valgrind, found trying the C++ API
+            // as a user).
+            alignas(Fn) unsigned char bytes[sizeof(Fn)] = {};
+            Fn *tmp = ::new (static_cast<void *>(bytes)) Fn(std::forward<F>(f));
+            std::memcpy(&arg_, bytes, sizeof(Fn));
+            tmp->~Fn();
         } else {
             arg_ = new Fn(std::forward<F>(f));
         }
@@ -822,7 +839,8 @@ void run_async(Fn &f, vf_run *r, vf_completion done) noexcept
             vf_completion_finish(done, VF_EOPFAILED, dropped_message);
     } catch (...) {
         if (frame.dropped || c.pending()) {
-            c.release();
+            if (c.pending())
+                c.release(); // disarmed: finished below
             report_current([&](int code, const char *message) {
                 vf_completion_finish(done, code, message);
             });
@@ -1785,8 +1803,7 @@ class engine : public engine_ref
     engine &operator=(engine &&o) noexcept
     {
         if (this != &o) {
-            if (e_ != nullptr)
-                vf_engine_destroy(e_);
+            drop();
             e_ = std::exchange(o.e_, nullptr);
         }
         return *this;
@@ -1795,8 +1812,7 @@ class engine : public engine_ref
     engine &operator=(const engine &) = delete;
     ~engine()
     {
-        if (e_ != nullptr)
-            vf_engine_destroy(e_);
+        drop();
     }
 
     /** Destroy it now, throwing what vf_engine_destroy() returns; on an
@@ -1818,6 +1834,21 @@ class engine : public engine_ref
     vf_engine *release() noexcept
     {
         return std::exchange(e_, nullptr);
+    }
+
+  private:
+    /* The destructor's destroy (and a move assignment's): its errors are
+     * dropped, but one from the engine's own code (an op's last reference
+     * to the engine) cannot destroy it, which is left running with its
+     * threads: said on stderr, where it was silent (found trying the C++
+     * API as a user). */
+    void drop() noexcept
+    {
+        if (e_ != nullptr && vf_engine_destroy(e_) == VF_EDEADLK)
+            std::fprintf(stderr,
+                         "varflow: ~engine from the engine's own code: it is "
+                         "left running (%s)\n",
+                         vf_error_detail());
     }
 };
 

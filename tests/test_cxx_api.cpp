@@ -475,8 +475,15 @@ TEST_KIND_CASE(moved_from_engine, k)
     other.push_async({}, {}, [](varflow::completion c) {
         varflow::completion mine = std::move(c);
         CHECK(!c.pending());
+        CHECK(!c);
+        CHECK(mine);
         CHECK_MISUSE(c.complete(), "varflow::completion: used after it was "
                                    "moved from");
+        // Nor does release() hand out the handle it was moved to (it did:
+        // found trying the C++ API as a user).
+        CHECK_MISUSE((void)c.release(),
+                     "varflow::completion: release() after it was moved "
+                     "from");
         mine.complete();
     });
     other.wait_all();

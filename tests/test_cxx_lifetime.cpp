@@ -22,13 +22,19 @@
  *   the op) or a reusable op's run whose handle is gone.
  * - var: the destructor deletes; remove(callable) calls it once, after the
  *   ops pushed on the var, and destroys it; the moved-from var owns nothing.
+ * - engine: its last reference dropped inside one of its ops leaves it
+ *   running (VF_EDEADLK there) and says so on stderr.
  */
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include "cxx_check.hpp"
 
@@ -415,6 +421,50 @@ TEST_KIND_CASE(vars, k)
     CHECK_EQ(u.calls.load(), 0);
     CHECK(u.balanced());
     again.release();
+}
+
+// The last reference to an engine dropped inside one of its ops: ~engine
+// cannot destroy it there (VF_EDEADLK), leaves it running, and says so on
+// stderr, where it was silent (found trying the C++ API as a user). The
+// naive engine would run the op inside its push, before the program's
+// reference goes.
+TEST_KIND_CASE(engine_dropped_in_its_own_op, k)
+{
+    if (k.cfg.type == VF_ENGINE_NAIVE)
+        return;
+    auto eng = std::make_shared<varflow::engine>(k.cfg);
+    vf_engine *c = eng->get();
+    std::atomic<bool> go{false}, dropped{false};
+    eng->push({}, {}, [holder = eng, &go, &dropped]() mutable {
+        while (!go)
+            std::this_thread::yield();
+        holder.reset(); // the last reference: ~engine here
+        dropped = true;
+    });
+    std::fflush(stderr);
+    std::FILE *tmp = std::tmpfile();
+    CHECK(tmp != nullptr);
+    if (tmp == nullptr)
+        return;
+    int saved = dup(2);
+    CHECK(saved >= 0 && dup2(fileno(tmp), 2) >= 0);
+    eng.reset();
+    go = true;
+    while (!dropped)
+        std::this_thread::yield();
+    std::fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    char text[512] = {0};
+    std::rewind(tmp);
+    size_t got = std::fread(text, 1, sizeof text - 1, tmp);
+    text[got] = '\0';
+    std::fclose(tmp);
+    CHECK(std::strstr(text, "~engine from the engine's own code") != nullptr);
+    CHECK(std::strstr(text, "left running") != nullptr);
+    // Left running, it is still the program's to destroy.
+    CHECK_EQ(vf_engine_wait_all(c, nullptr), 0);
+    CHECK_EQ(vf_engine_destroy(c), 0);
 }
 
 } // namespace

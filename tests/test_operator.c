@@ -271,4 +271,29 @@ TEST_KIND_CASE(misuse, k)
     tu_finish_engine(e2);
 }
 
+/* An operator its program left undestroyed outlives its engine's destroy
+ * as a refused handle: a call on it, with another engine (made at the old
+ * one's address, say), is VF_EINVAL, never a read of freed memory (found
+ * trying the C++ API as a user: a reusable_op destroyed after its engine,
+ * a new engine at the same address). */
+TEST_KIND_CASE(outlives_its_engine, k)
+{
+    vf_engine *e = tu_engine(k);
+    vf_var x = tu_var(e);
+    state s;
+    memset(&s, 0, sizeof s);
+    vf_operator *o = NULL;
+    CHECK_OK(vf_operator_create(
+        e, &(vf_op){.fn = op_y, .arg = &s, .writes = VF_VARS(x)}, &o));
+    CHECK_OK(vf_operator_push(e, o, 0));
+    tu_finish_engine(e);
+    vf_engine *next = tu_engine(k);
+    CHECK_ERR(vf_operator_push(next, o, 0), VF_EINVAL);
+    CHECK(strstr(vf_error_detail(), "engine was destroyed") != NULL);
+    CHECK_ERR(vf_operator_destroy(next, o), VF_EINVAL);
+    CHECK(strstr(vf_error_detail(), "engine was destroyed") != NULL);
+    CHECK_EQ(atomic_load(&s.runs_y), 1);
+    tu_finish_engine(next);
+}
+
 TEST_MAIN("test_operator", 120)

@@ -172,7 +172,7 @@ void vf__engine_free(vf_engine *e, uint64_t *operators, uint64_t *vars)
     /* No op is left to hold one: the graphs and operators the program
      * forgot (graphs first: they hold operators). */
     vf__graphs_free_all(e);
-    uint64_t nopr = vf__operators_free_all(&e->operators);
+    uint64_t nopr = vf__operators_retire_all(&e->operators);
     uint64_t nvars = 0;
     if (e->vars.tag != 0) {
         nvars = vf__var_table_destroy(&e->vars);

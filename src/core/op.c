@@ -517,7 +517,29 @@ void vf__operator_unref(vf_operator *opr)
     operator_free(opr);
 }
 
-uint64_t vf__operators_free_all(vf__operators *ops)
+/* Operators left undestroyed at their engine's destroy, retired: each
+ * block stays for the life of the process (reachable from here), marked,
+ * so that a call on its handle is refused rather than read freed memory
+ * (a C++ reusable_op outliving its engine, another engine made at the
+ * same address since: found trying the C++ API as a user). A lock-free
+ * list: an engine's destroy may run in a child forked at any point. */
+static _Atomic(vf_operator *) retired;
+
+static void operator_retire(vf_operator *opr)
+{
+    free(opr->vars);
+    opr->vars = NULL;
+    vf__argcopy_free(&opr->argcopy);
+    opr->engine = NULL;
+    opr->magic = VF__OPERATOR_RETIRED;
+    vf_operator *head = atomic_load_explicit(&retired, memory_order_relaxed);
+    do
+        opr->next_live = head;
+    while (!atomic_compare_exchange_weak_explicit(
+        &retired, &head, opr, memory_order_release, memory_order_relaxed));
+}
+
+uint64_t vf__operators_retire_all(vf__operators *ops)
 {
     uint64_t n = 0;
     pthread_mutex_lock(&ops->lock);
@@ -526,7 +548,7 @@ uint64_t vf__operators_free_all(vf__operators *ops)
     pthread_mutex_unlock(&ops->lock);
     while (opr != NULL) {
         vf_operator *next = opr->next_live;
-        operator_free(opr);
+        operator_retire(opr);
         opr = next;
         n++;
     }

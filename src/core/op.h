@@ -343,8 +343,9 @@ typedef struct vf__operators {
 /* List a new operator on its engine (opr->engine set). */
 void vf__operator_list(vf_operator *opr);
 
-/* Free every operator still listed (destroy, no op left): how many. */
-uint64_t vf__operators_free_all(vf__operators *ops);
+/* Retire every operator still listed (destroy, no op left; op.c:
+ * operator_retire): how many. */
+uint64_t vf__operators_retire_all(vf__operators *ops);
 
 /* Ops made ready by one step, in the order they became ready. */
 typedef struct vf__readylist {

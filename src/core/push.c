@@ -843,6 +843,9 @@ VF_API int vf_operator_create(vf_engine *e, const vf_op *desc,
 
 static int check_operator(vf_engine *e, vf_operator *opr, const char *who)
 {
+    if (opr != NULL && opr->magic == VF__OPERATOR_RETIRED)
+        return vf__fail(VF_EINVAL, "%s: the operator's engine was destroyed",
+                        who);
     if (opr == NULL || opr->magic != VF__OPERATOR_MAGIC)
         return vf__fail(VF_EINVAL, "%s: not an operator (NULL or deleted)",
                         who);
