@@ -940,11 +940,14 @@ VF_API void *vf_run_stream(const vf_run *run);
  * CUDA allows no CUDA call in a host function. So every wait, stop, start
  * and destroy called from it, on any engine, returns VF_EDEADLK at once;
  * its pushes never wait for room under max_inflight (they go over the
- * limit, as from a done callback), no op of its engine that it makes ready
- * (by a push, or by finishing an async op) runs on its thread (the
- * engine's completer thread runs it: it could wait for this stream's work
- * to pass), and vf_graph_begin() from it is VF_EINVAL. vf_engine_in_op()
- * is true there for the op's engine.
+ * limit, as from a done callback), a CPU op it pushes never runs on its
+ * thread (under run_at_push either), and vf_graph_begin() from it is
+ * VF_EINVAL. vf_engine_in_op() is true there for the op's engine. An async
+ * op it makes ready (by a push, or by finishing another) starts on its
+ * thread, as it would on any thread that makes it ready: one that reads
+ * what a device op writes whose work comes later on this same stream
+ * waits for that work, which cannot start, for ever (known, not found:
+ * push such an op from the device op's function instead).
  * VF_EINVAL outside a device op, VF_ENOMEM, VF_EDEVICE.
  */
 VF_API int vf_run_submit(vf_run *run, vf_device_fn fn, void *arg, size_t bytes);

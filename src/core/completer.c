@@ -4,7 +4,6 @@
 
 #include "base/common.h"
 #include "core/device_ops.h"
-#include "core/exec.h"
 #include "core/op.h"
 #include "device/device.h"
 
@@ -39,8 +38,8 @@ static void *completer_main(void *arg)
     pthread_setname_np(pthread_self(), "vf-completer");
     pthread_mutex_lock(&c->lock);
     for (;;) {
-        vf__op *op = c->head, *run = c->run_head;
-        if (op == NULL && run == NULL) {
+        vf__op *op = c->head;
+        if (op == NULL) {
             if (c->stop)
                 break;
             c->sleeping = true;
@@ -48,20 +47,13 @@ static void *completer_main(void *arg)
             c->sleeping = false;
             continue;
         }
-        /* Take them all: one lock per batch. */
-        c->head = c->tail = c->run_head = c->run_tail = NULL;
+        c->head = c->tail = NULL; /* take them all: one lock per batch */
         pthread_mutex_unlock(&c->lock);
-        if (op != NULL)
-            query_newest_per_stream(op);
+        query_newest_per_stream(op);
         while (op != NULL) {
             vf__op *next = op->next; /* op may be freed by its completion */
             vf__device_op_completed(op);
             op = next;
-        }
-        while (run != NULL) {
-            vf__op *next = run->next; /* run may be freed by its finish */
-            vf__exec_run_handed(run);
-            run = next;
         }
         pthread_mutex_lock(&c->lock);
     }
@@ -83,25 +75,11 @@ void vf__completer_add(vf__completer *c, vf__op *op)
     pthread_mutex_unlock(&c->lock);
 }
 
-void vf__completer_run(vf__completer *c, vf__op *op)
-{
-    op->next = NULL;
-    pthread_mutex_lock(&c->lock);
-    if (c->run_tail != NULL)
-        c->run_tail->next = op;
-    else
-        c->run_head = op;
-    c->run_tail = op;
-    if (c->sleeping)
-        pthread_cond_signal(&c->cond);
-    pthread_mutex_unlock(&c->lock);
-}
-
 int vf__completer_start(vf__completer *c)
 {
     if (c->started)
         return 0;
-    c->head = c->tail = c->run_head = c->run_tail = NULL;
+    c->head = c->tail = NULL;
     c->stop = false;
     if (pthread_mutex_init(&c->lock, NULL) != 0)
         return VF_ESYSTEM;
@@ -127,7 +105,7 @@ void vf__completer_stop(vf__completer *c)
     pthread_cond_signal(&c->cond);
     pthread_mutex_unlock(&c->lock);
     pthread_join(c->thread, NULL);
-    VF__ASSERT(c->head == NULL && c->run_head == NULL);
+    VF__ASSERT(c->head == NULL);
     pthread_cond_destroy(&c->cond);
     pthread_mutex_destroy(&c->lock);
     c->started = false;
@@ -136,5 +114,5 @@ void vf__completer_stop(vf__completer *c)
 void vf__completer_forget(vf__completer *c)
 {
     c->started = false; /* its thread is the parent's */
-    c->head = c->tail = c->run_head = c->run_tail = NULL;
+    c->head = c->tail = NULL;
 }

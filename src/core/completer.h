@@ -1,7 +1,6 @@
 /*
  * completer.h: the engine's completer, the thread that finishes device ops
- * whose work is in flight (the whole story is in device_ops.h), and runs
- * the ops device work made ready (vf__completer_run).
+ * whose work is in flight (the whole story is in device_ops.h).
  *
  * A worker hands an in-flight device op over (vf__completer_add) before it
  * releases the op's vars, so every op it could depend on through a fence
@@ -32,10 +31,9 @@ typedef struct vf__op vf__op;
 typedef struct vf__completer {
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    vf__op *head, *tail;         /* lock; linked through op->next */
-    vf__op *run_head, *run_tail; /* lock: ops to run (vf__completer_run) */
-    bool stop;                   /* lock */
-    bool sleeping; /* lock: waiting on cond (only then signalled) */
+    vf__op *head, *tail; /* lock; linked through op->next */
+    bool stop;           /* lock */
+    bool sleeping;       /* lock: waiting on cond (only then signalled) */
     bool started;
     pthread_t thread;
 } vf__completer;
@@ -58,14 +56,5 @@ void vf__completer_forget(vf__completer *c);
  * inputs come first. The op then has two owners, the release of its vars
  * and its completion: the last frees it. */
 void vf__completer_add(vf__completer *c, vf__op *op);
-
-/* Run `op` on the completer's thread, after the completions queued now:
- * an op of the engine made ready on one of its streams' threads (device
- * work that pushed it, or completed an async op), which must not run
- * there: it could wait on the host for a fence of that very stream, queued
- * behind the work (exec.c: vf__exec_in_device_work; found by a reviewer).
- * Counted pending and active as a ready op is; the completer runs while
- * any op is pending. */
-void vf__completer_run(vf__completer *c, vf__op *op);
 
 #endif /* VF_COMPLETER_H */

@@ -4,7 +4,6 @@
 #include "base/stack.h"
 #include "core/async.h"
 #include "core/bulk.h"
-#include "core/completer.h"
 #include "core/fences.h"
 #include "core/graph.h"
 #include "core/profiling.h"
@@ -624,25 +623,8 @@ static inline bool parent_runs_here(const vf__op *op)
     return op->nest != 0 && op->up != NULL && op->up == vf__running_now.family;
 }
 
-/* Device work (a stream's thread) runs no op of its engine: the op could
- * wait, on the host, for a fence of that very stream, queued behind the
- * work (found by a reviewer: an async op, ready at its push from device
- * work, waited for the fence of the op that submitted the work). A
- * threaded engine's completer runs it instead; the naive engine's fences
- * are met before the work's op returns, so it runs here. True if handed. */
-static __attribute__((noinline)) bool handed_from_device_work(vf__op *op)
-{
-    vf_engine *e = vf__op_engine(op);
-    if (e != tls.work_engine || op->def->pool == NULL)
-        return false;
-    vf__completer_run(&e->dev.completer, op);
-    return true;
-}
-
 static void run_inline(vf__op *op)
 {
-    if (VF__UNLIKELY(tls.work_engine != NULL) && handed_from_device_work(op))
-        return;
     if (tls.inline_depth > 0) {
         vf__readylist_add(&tls.deferred, op);
         return;
@@ -652,11 +634,6 @@ static void run_inline(vf__op *op)
         run_inline_one(op);
     } while ((op = vf__readylist_pop(&tls.deferred)) != NULL);
     tls.inline_depth--;
-}
-
-void vf__exec_run_handed(vf__op *op)
-{
-    run_inline(op);
 }
 
 /* The push's trampoline, after its op ran inside it: the deferred ops
@@ -834,8 +811,6 @@ void vf__exec_dispatch_pushed(vf__op *op, bool here)
         dispatch_pushed_nested(op);
         return;
     }
-    if (VF__UNLIKELY(tls.work_engine != NULL) && handed_from_device_work(op))
-        return;
     tls.inline_depth++;
     run_inline_one(op);
     run_trampoline();

@@ -114,10 +114,6 @@ bool vf__exec_in_done(const vf_engine *e);
  * (vf__device_params.run_work). */
 int vf__exec_device_work(const void *engine, vf_device_fn fn, void *arg);
 
-/* Run `op`, made ready on a stream's thread and handed to the completer
- * (completer.h), on the completer's: as a ready op runs inline. */
-void vf__exec_run_handed(vf__op *op);
-
 /* Whether this thread runs device work (of any engine). */
 bool vf__exec_in_device_work(void);
 
