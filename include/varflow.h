@@ -466,8 +466,10 @@ VF_API int vf_engine_destroy_timed(vf_engine *e, int64_t timeout_ms);
  * counted in vf_stats.pending). A fork from inside an op of the engine
  * (its function, a done callback) cannot wait for that op, which runs on
  * in the parent only: in the child the engine runs nothing, and every
- * push, vf_var_create() and vf_var_destroy() there returns VF_ESHUTDOWN,
- * its detail saying so (vf_engine_destroy() frees it; other engines work).
+ * push, vf_var_create(), vf_var_destroy(), wait and
+ * vf_completion_finish() there returns VF_ESHUTDOWN, its detail saying so
+ * (other engines work; vf_engine_destroy() from inside that op is
+ * VF_EDEADLK: leave the engine, or exec).
  */
 VF_API int vf_engine_stop(vf_engine *e);
 VF_API int vf_engine_start(vf_engine *e);

@@ -237,6 +237,11 @@ static int forking_op(vf_run *run, void *arg)
         ok &= vf_var_create(e, &made) == VF_ESHUTDOWN;
         ok &= vf_var_destroy(e, *mine, NULL, NULL) == VF_ESHUTDOWN;
         ok &= strstr(vf_error_detail(), "forked child") != NULL;
+        /* Nor a wait, which would wait for ever for an op that runs on in
+         * the parent only (found by a reviewer). */
+        ok &= vf_var_wait(e, *mine, NULL) == VF_ESHUTDOWN;
+        ok &= vf_engine_wait_all(e, NULL) == VF_ESHUTDOWN;
+        ok &= vf_run_wait_children(run, NULL) == VF_ESHUTDOWN;
         /* Another engine works. */
         vf_var v;
         chain c = {.value = 3};

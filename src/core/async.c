@@ -10,6 +10,7 @@
 #include "core/engine.h"
 #include "core/exec.h"
 #include "core/freelist.h"
+#include "core/lifecycle.h"
 
 int vf__async_init(vf__async_ops *a)
 {
@@ -153,7 +154,9 @@ static int claim_completion(vf_completion done, const char *caller,
     vf__fl_free(VF__FL_COMPLETION, s);
     vf__async_completed(&vf__op_engine(op)->async, op);
     *out = op;
-    return 0;
+    /* Claimed, but the engine runs nothing here: nothing it makes ready
+     * could run (found by a reviewer). */
+    return vf__lifecycle_refuse_fork_dead(vf__op_engine(op), caller);
 }
 
 VF_API int vf_completion_finish(vf_completion done, int status,

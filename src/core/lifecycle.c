@@ -86,6 +86,13 @@ uint64_t vf__lifecycle_held(vf_engine *e)
     return n;
 }
 
+int vf__lifecycle_refuse_fork_dead(const vf_engine *e, const char *who)
+{
+    if (VF__LIKELY(!e->life.fork_dead))
+        return 0;
+    return vf__fail(VF_ESHUTDOWN, "%s: the engine " VF__FORK_DEAD_WORDS, who);
+}
+
 int vf__lifecycle_check_waitable(vf_engine *e, const char *who)
 {
     if (!atomic_load(&e->life.holding))

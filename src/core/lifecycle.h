@@ -108,6 +108,12 @@ int vf__lifecycle_hold(vf_engine *e, vf__op *op,
  * op's body). */
 bool vf__lifecycle_releasing_held(const vf_engine *e);
 
+/* VF_ESHUTDOWN (with a detail naming `who`) in a child forked from inside
+ * an op of `e`, where the engine runs nothing (life.fork_dead): a wait
+ * there would wait for ever, a completion dispatch into no thread (found
+ * by a reviewer); else 0. */
+int vf__lifecycle_refuse_fork_dead(const vf_engine *e, const char *who);
+
 /* VF_ESTOPPED (with a detail naming `who`) when waits cannot finish
  * because ops are held; else 0. */
 int vf__lifecycle_check_waitable(vf_engine *e, const char *who);

@@ -881,6 +881,8 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
     if (in_work != 0)
         return in_work;
     int refused = vf__graph_refuse(e, who);
+    if (refused == 0)
+        refused = vf__lifecycle_refuse_fork_dead(e, who);
     if (refused != 0)
         return refused;
     vf__var *v;
@@ -1195,6 +1197,9 @@ static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
     vf_engine *e = vf__op_engine(cur);
     if (vf__exec_in_done(e))
         return refuse_in_done(who); /* above its own wait, say */
+    int dead = vf__lifecycle_refuse_fork_dead(e, who);
+    if (dead != 0)
+        return dead;
     vf__family *f = vf__running_now.family;
     if (f == NULL)
         return 0; /* it pushed nothing */
@@ -1347,6 +1352,8 @@ static int wait_all(vf_engine *e, int64_t timeout_ms, vf__cross_wait *cross,
     if (in_work != 0)
         return in_work;
     int refused = vf__graph_refuse(e, who);
+    if (refused == 0)
+        refused = vf__lifecycle_refuse_fork_dead(e, who);
     if (refused != 0)
         return refused;
     if (vf__exec_in_done(e))

@@ -116,11 +116,13 @@ void vf__prof_fork_lock(vf__profiler *p, bool lock);
  * memory): the op itself is unaffected. */
 vf__op_prof *vf__prof_op_pushed(vf__profiler *p, int nvars, uint32_t ids);
 /* Its ids, taken while the vars it queues on are locked, so that of two
- * ops on a var the one queued first has the smaller id, whatever threads
- * push them (taken at vf__prof_op_pushed, before the locks, an op could
- * name a dep with a higher id than its own: found trying two pushing
- * threads with the profiler on as a user). None when a start came since
- * its push: the op is in neither profile. */
+ * ops queued on a var one behind the other, the first has the smaller id,
+ * whatever threads push them (a child placed ahead of ops queued before
+ * it, as it runs within its parent, is the exception) (taken at
+ * vf__prof_op_pushed, before the locks, an op could name a dep with a higher id
+ * than its own: found trying two pushing threads with the profiler on as a
+ * user). None when a start came since its push: the op is in neither profile.
+ */
 void vf__prof_op_number(vf__profiler *p, vf__op_prof *r);
 /* An op recorded as `from` released one of its vars. */
 void vf__prof_op_edge(vf__op_prof *r, const vf__op_prof *from);
