@@ -354,10 +354,17 @@ VF_API int vf_mpi_var_owner(vf_engine *e, vf_var v)
     vf__mpi_var *live = vf__mpi_var_live(ctx, v, "vf_mpi_var_owner", "v", &rc);
     if (live == NULL)
         return rc;
-    /* A delete that failed cleared `deleted` meanwhile: it is there. */
+    /* A delete that failed cleared `deleted` meanwhile: it is there, unless
+     * the pusher's thread deleted it since, and its delete op freed the
+     * record: found again under the lock, never read through `live` (a
+     * reviewer's finding). */
     pthread_mutex_lock(&ctx->data_lock);
-    owner = live->owner; /* not deleted: only this rank's pusher deletes */
+    mv = vf__mpi_var_find(ctx, v);
+    owner = mv != NULL && !mv->deleted ? mv->owner : -1;
     pthread_mutex_unlock(&ctx->data_lock);
+    if (owner < 0)
+        return vf__mpi_error(VF_ESTALE,
+                             "vf_mpi_var_owner: v: the variable was deleted");
     return owner;
 }
 
