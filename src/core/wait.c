@@ -870,6 +870,19 @@ static const vf__op *launch_hold(const vf__op *cur, const vf__var *v,
     return NULL;
 }
 
+/* The refusals a wait for a var or for all meets first, whoever calls:
+ * from device work (exec.h), while this thread captures a graph on `e`
+ * (graph.h), in a child forked from inside an op of `e` (lifecycle.h). */
+static int refuse_wait(vf_engine *e, const char *who)
+{
+    int rc = vf__exec_refuse_in_device_work(who);
+    if (rc == 0)
+        rc = vf__graph_refuse(e, who);
+    if (rc == 0)
+        rc = vf__lifecycle_refuse_fork_dead(e, who);
+    return rc;
+}
+
 /* `cross`: the engines of the thread's calls before this one
  * (vf__cross_wait_calls). */
 static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
@@ -877,12 +890,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
 {
     char label[VF__OP_LABEL_MAX];
     clear_error(err);
-    int in_work = vf__exec_refuse_in_device_work(who);
-    if (in_work != 0)
-        return in_work;
-    int refused = vf__graph_refuse(e, who);
-    if (refused == 0)
-        refused = vf__lifecycle_refuse_fork_dead(e, who);
+    int refused = refuse_wait(e, who);
     if (refused != 0)
         return refused;
     vf__var *v;
@@ -1348,12 +1356,7 @@ static int wait_all(vf_engine *e, int64_t timeout_ms, vf__cross_wait *cross,
 {
     char label[VF__OP_LABEL_MAX];
     clear_error(err);
-    int in_work = vf__exec_refuse_in_device_work(who);
-    if (in_work != 0)
-        return in_work;
-    int refused = vf__graph_refuse(e, who);
-    if (refused == 0)
-        refused = vf__lifecycle_refuse_fork_dead(e, who);
+    int refused = refuse_wait(e, who);
     if (refused != 0)
         return refused;
     if (vf__exec_in_done(e))

@@ -418,7 +418,8 @@ int vf__mpi_bring_home(vf__mpi *ctx, vf__mpi_var *mv, const char *caller)
 {
     if (!mv->away)
         return 0;
-    int rc = goes_home(ctx, mv) ? check_broken(ctx, caller) : 0;
+    bool home = goes_home(ctx, mv);
+    int rc = home ? check_broken(ctx, caller) : 0;
     if (rc != 0)
         return rc;
     size_t at = 0;
@@ -428,7 +429,7 @@ int vf__mpi_bring_home(vf__mpi *ctx, vf__mpi_var *mv, const char *caller)
             (ctx->naway - at - 1) * sizeof *ctx->away);
     ctx->naway--;
     mv->away = false;
-    return goes_home(ctx, mv) ? transfer(ctx, mv, mv->owner, caller) : 0;
+    return home ? transfer(ctx, mv, mv->owner, caller) : 0;
 }
 
 int vf__mpi_write_back(vf__mpi *ctx)
