@@ -219,6 +219,17 @@ TEST_CASE(fork_while_busy)
 static vf_engine *other;
 static tu_gate forked; /* opened once the fork and its child are over */
 
+/* An async op of the forking op's engine, left pending across the fork:
+ * its completion, which the child must not be able to finish. */
+static vf_completion held_completion;
+
+static void keep_completion(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    (void)arg;
+    held_completion = done;
+}
+
 static int forking_op(vf_run *run, void *arg)
 {
     const vf_var *mine = arg; /* the var this op writes */
@@ -242,6 +253,10 @@ static int forking_op(vf_run *run, void *arg)
         ok &= vf_var_wait(e, *mine, NULL) == VF_ESHUTDOWN;
         ok &= vf_engine_wait_all(e, NULL) == VF_ESHUTDOWN;
         ok &= vf_run_wait_children(run, NULL) == VF_ESHUTDOWN;
+        /* Nor a completion, whose ready ops nothing here would run; and
+         * the engine cannot be destroyed from inside its op. */
+        ok &= vf_completion_finish(held_completion, 0, NULL) == VF_ESHUTDOWN;
+        ok &= vf_engine_destroy(e) == VF_EDEADLK;
         /* Another engine works. */
         vf_var v;
         chain c = {.value = 3};
@@ -321,6 +336,7 @@ TEST_CASE(fork_inside_op)
     CHECK_OK(vf_engine_wait_all(e, NULL));
     tu_rv_destroy(&both);
     tu_gate_init(&forked);
+    CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = keep_completion}));
     CHECK_OK(vf_engine_push(e, &(vf_op){.fn = forking_op,
                                         .arg = &v,
                                         .writes = VF_VARS(v),
@@ -330,6 +346,7 @@ TEST_CASE(fork_inside_op)
     int rc = vf_var_wait(e, v, &err);
     if (rc != 0)
         CHECK_REPORT_("the forking op failed: %s", err.message);
+    CHECK_OK(vf_completion_finish(held_completion, 0, NULL)); /* here it can */
     /* The parent's engines go on. */
     chain c = {.value = 9};
     for (int i = 0; i < 20; i++)

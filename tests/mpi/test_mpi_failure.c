@@ -168,6 +168,12 @@ static int bad_third(int index, void *arg)
 
 static void bad_input(void)
 {
+    /* A grid of fewer than one rank is 1 x 1. */
+    int gp = 0, gq = 0;
+    vf_mpi_grid(0, &gp, &gq);
+    CHECK(gp == 1 && gq == 1);
+    vf_mpi_grid(-3, &gp, &gq);
+    CHECK(gp == 1 && gq == 1);
     vf_engine *e = mpi_test_engine(0);
     vf_var local, d;
     int64_t x = 0;
@@ -231,6 +237,21 @@ static void bad_input(void)
     CHECK_OK(vf_mpi_wait_all(e, NULL));
     CHECK(vf_mpi_data(e, d) == NULL); /* its delete op ran */
     CHECK(strstr(vf_error_detail(), "was deleted") != NULL);
+    /* Before its value came, a rank's buffer is the ptr it gave (the
+     * owner's, or a non-owner's own), or NULL when it gave none. */
+    int64_t given = 0, owned = 0;
+    vf_var with_ptr = {0}, without = {0};
+    CHECK_OK(vf_mpi_var_create(e, &with_ptr,
+                               test_rank_ == 0 ? (void *)&owned : &given,
+                               sizeof owned, 0));
+    CHECK_OK(vf_mpi_var_create(e, &without, test_rank_ == 0 ? &owned : NULL,
+                               sizeof owned, 0));
+    CHECK(vf_mpi_data(e, with_ptr) ==
+          (test_rank_ == 0 ? (void *)&owned : (void *)&given));
+    CHECK(vf_mpi_data(e, without) == (test_rank_ == 0 ? &owned : NULL));
+    CHECK_OK(vf_mpi_var_destroy(e, with_ptr));
+    CHECK_OK(vf_mpi_var_destroy(e, without));
+    CHECK_OK(vf_mpi_wait_all(e, NULL));
     CHECK_OK(vf_mpi_destroy(e, NULL));
     CHECK_ERR(vf_mpi_destroy(e, NULL), VF_EINVAL);
     CHECK_OK(vf_var_destroy(e, local, NULL, NULL));
