@@ -776,7 +776,8 @@ typedef enum vf_property {
 typedef struct vf_op {
     vf_sync_fn fn VF_ZERO_;        /**< sync: returns the op's status */
     vf_async_fn async_fn VF_ZERO_; /**< async: runs inline on the dispatching
-                                        thread */
+                                        thread (from device work: on a CPU
+                                        worker, vf_run_submit()) */
     void *arg VF_ZERO_;            /**< what fn, async_fn and done get (see
                                         arg_size) */
     vf_done_fn done VF_ZERO_;      /**< may be NULL */
@@ -945,11 +946,10 @@ VF_API void *vf_run_stream(const vf_run *run);
  * limit, as from a done callback), a CPU op it pushes never runs on its
  * thread (under run_at_push either), and vf_graph_begin() from it is
  * VF_EINVAL. vf_engine_in_op() is true there for the op's engine. An async
- * op it makes ready (by a push, or by finishing another) starts on its
- * thread, as it would on any thread that makes it ready: one that reads
- * what a device op writes whose work comes later on this same stream
- * waits for that work, which cannot start, for ever (known, not found:
- * push such an op from the device op's function instead).
+ * op it makes ready (by a push, or by finishing another) starts on a
+ * worker of the engine's CPU pool, not on its thread: its start waits on
+ * the host for the device work its variables wait for, which may come
+ * later on this same stream (vf_run_worker() is that worker's).
  * VF_EINVAL outside a device op, VF_ENOMEM, VF_EDEVICE.
  */
 VF_API int vf_run_submit(vf_run *run, vf_device_fn fn, void *arg, size_t bytes);

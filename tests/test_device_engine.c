@@ -1556,6 +1556,127 @@ TEST_CASE(device_work_runs_no_cpu_op_here)
     }
 }
 
+/* An async op made ready in device work (pushed there, or made ready by a
+ * completion finished there) starts on a CPU worker, not on the stream's
+ * thread: it reads what a device op writes whose work is queued behind
+ * this work on the same stream, and its start waits on the host for that
+ * work, which could never start (a limitation the header stated before). */
+typedef struct later_reader {
+    vf_engine *e;
+    vf_var a_out, x, gate, out;
+    atomic_int b_returned; /* the later op's function returned */
+    atomic_int started;    /* R's starts */
+    vf_completion gate_done;
+    bool by_completion; /* R waits on gate: made ready by its completion */
+} later_reader;
+
+static void later_r(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    atomic_fetch_add(&((later_reader *)arg)->started, 1);
+    CHECK_OK(vf_completion_finish(done, 0, NULL));
+}
+
+static void gate_async(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    ((later_reader *)arg)->gate_done = done; /* finished in device work */
+}
+
+static int later_work_a(void *arg)
+{
+    later_reader *r = arg;
+    /* The later op (its work queued behind this one) has left its fence
+     * on x by now, as far as a bounded wait can tell. */
+    for (int i = 0; i < 5000 && !atomic_load(&r->b_returned); i++) {
+        struct timespec t = {0, 1000 * 1000};
+        nanosleep(&t, NULL);
+    }
+    struct timespec t = {0, 20 * 1000 * 1000};
+    nanosleep(&t, NULL);
+    if (r->by_completion)
+        return vf_completion_finish(r->gate_done, 0, NULL);
+    return vf_engine_push(r->e, &(vf_op){.async_fn = later_r,
+                                         .arg = r,
+                                         .reads = VF_VARS(r->x),
+                                         .writes = VF_VARS(r->out)});
+}
+
+static int later_op_a(vf_run *run, void *arg)
+{
+    return vf_run_submit(run, later_work_a, arg, 0);
+}
+
+static int later_work_b(void *arg)
+{
+    (void)arg;
+    return 0;
+}
+
+static int later_op_b(vf_run *run, void *arg)
+{
+    int rc = vf_run_submit(run, later_work_b, NULL, 0);
+    atomic_store(&((later_reader *)arg)->b_returned, 1);
+    return rc;
+}
+
+TEST_CASE(device_work_starts_async_op_elsewhere)
+{
+    const vf_config configs[] = {
+        {.type = VF_ENGINE_POOLED, .gpu_workers = 1},
+        {.type = VF_ENGINE_PERDEVICE, .gpu_workers = 1},
+        {.type = VF_ENGINE_POOLED,
+         .gpu_workers = 1,
+         .cpu_workers = 1,
+         .run_at_push = true}};
+    for (size_t k = 0; k < sizeof configs / sizeof configs[0]; k++) {
+        for (int by_completion = 0; by_completion < 2; by_completion++) {
+            later_reader r = {.by_completion = by_completion};
+            atomic_init(&r.b_returned, 0);
+            atomic_init(&r.started, 0);
+            CHECK_OK(vf_engine_create(&r.e, &configs[k]));
+            r.a_out = tu_var(r.e);
+            r.x = tu_var(r.e);
+            r.gate = tu_var(r.e);
+            r.out = tu_var(r.e);
+            if (by_completion) {
+                /* Its completion, in A's work, makes R ready there. */
+                CHECK_OK(
+                    vf_engine_push(r.e, &(vf_op){.async_fn = gate_async,
+                                                 .arg = &r,
+                                                 .writes = VF_VARS(r.gate)}));
+            }
+            CHECK_OK(vf_engine_push(
+                r.e, &(vf_op){.fn = later_op_a,
+                              .arg = &r,
+                              .writes = VF_VARS(r.a_out),
+                              .device = {VF_DEVICE_EMULATED, 0}}));
+            CHECK_OK(vf_engine_push(
+                r.e, &(vf_op){.fn = later_op_b,
+                              .arg = &r,
+                              .writes = VF_VARS(r.x),
+                              .device = {VF_DEVICE_EMULATED, 0}}));
+            if (by_completion) /* after B: it reads what B writes */
+                CHECK_OK(
+                    vf_engine_push(r.e, &(vf_op){.async_fn = later_r,
+                                                 .arg = &r,
+                                                 .reads = VF_VARS(r.x, r.gate),
+                                                 .writes = VF_VARS(r.out)}));
+            vf_error err;
+            int rc = vf_engine_wait_all_timed(r.e, 20000, &err);
+            if (rc != 0) { /* the stream hung: no destroy can end */
+                CHECK_REPORT_("config %zu, R made ready by a %s in device "
+                              "work: wait_all %s, R started %d times",
+                              k, by_completion ? "completion" : "push",
+                              vf_error_name(rc), atomic_load(&r.started));
+                return;
+            }
+            CHECK_EQ(atomic_load(&r.started), 1);
+            CHECK_OK(vf_engine_destroy(r.e));
+        }
+    }
+}
+
 /* --- CUDA -------------------------------------------------------------- */
 
 /* The CUDA class registered (it stays for the life of the process: these

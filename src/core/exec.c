@@ -623,6 +623,18 @@ static inline bool parent_runs_here(const vf__op *op)
     return op->nest != 0 && op->up != NULL && op->up == vf__running_now.family;
 }
 
+/* Whether async `op`, ready on this thread, starts on a worker of its CPU
+ * pool rather than here: this thread runs device work (vf_run_submit()), and
+ * the start first waits on the host for the device work its vars wait for
+ * (run_body), which may be queued behind this very work on its stream, so
+ * never to start. An engine without a pool (the naive one) ends each device
+ * op with its work: no fence is pending there. */
+static inline bool starts_on_pool(const vf__op *op)
+{
+    return VF__UNLIKELY(op->def->async) && tls.work_engine != NULL &&
+           op->def->pool != NULL;
+}
+
 static void run_inline(vf__op *op)
 {
     if (tls.inline_depth > 0) {
@@ -800,6 +812,10 @@ void vf__exec_dispatch_pushed(vf__op *op, bool here)
         }
         return;
     }
+    if (starts_on_pool(op)) {
+        vf__pool_submit(op->def->pool, op);
+        return;
+    }
     /* Ready at its push: run it now, even inside another inline op (the
      * naive engine runs ops inside push), while the stack has room. A
      * chain of ops each pushing the next would otherwise nest a push per
@@ -885,11 +901,14 @@ int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any)
             vf__readylist_push_front(&tls.deferred, op);
             return VF__LOOP_RAN;
         }
+        /* Its engine first: an async op still in flight when its call
+         * returns may be finished and freed by another thread at once. */
+        vf_engine *e = vf__op_engine(op);
         tls.loop_op = op;
         tls.inline_depth++;
         run_inline_one(op);
         tls.inline_depth--;
-        loop_op_returned(vf__op_engine(op), op); /* async: counted itself */
+        loop_op_returned(e, op); /* async: counted itself */
         return VF__LOOP_RAN;
     }
     int why = VF__LOOP_NOTHING;
@@ -928,8 +947,10 @@ bool vf__exec_help_run(vf_engine *e)
     vf__worker *w = vf__this_worker();
     int worker = w && w->pool->engine == e ? w->index : -1;
     while (op != NULL) {
-        /* The CPU pool holds CPU ops that are not inline (routing). */
-        VF__ASSERT(op->def->kind != &vf__kind_device && !op->def->inline_run);
+        /* The CPU pool holds CPU ops that are not inline (routing), and
+         * async ops made ready in device work (starts_on_pool). */
+        VF__ASSERT(op->def->kind != &vf__kind_device &&
+                   (!op->def->inline_run || op->def->async));
         vf__readylist ready, rest;
         vf__readylist_init(&ready);
         vf__readylist_init(&rest);
@@ -985,7 +1006,7 @@ static void dispatch_some(vf__readylist *ready)
     vf__readylist_init(&inl);
     vf__op *op;
     while ((op = vf__readylist_pop(ready)) != NULL) {
-        if (op->def->inline_run)
+        if (op->def->inline_run && !starts_on_pool(op))
             vf__readylist_add(&inl, op);
         else
             batches_add(&batches, op);
@@ -1317,15 +1338,20 @@ static void worker_run_nodes(vf__worker *w, vf__op *op, vf__readylist *ready)
 
 vf__op *vf__exec_worker_execute(vf__worker *w, vf__op *op)
 {
-    VF__ASSERT(!op->def->inline_run);
+    /* Inline ops run where they are dispatched, but for an async op made
+     * ready in device work (starts_on_pool). */
+    VF__ASSERT(!op->def->inline_run || op->def->async);
     vf__readylist ready, mine;
     vf__readylist_init(&ready);
     vf__readylist_init(&mine);
-    bool graph = op->def->kind->flags & VF__KIND_GRAPH;
+    const vf__opdef *def = op->def;
+    bool graph = def->kind->flags & VF__KIND_GRAPH;
     if (graph)
         worker_run_nodes(w, op, &ready);
     else if (VF__LIKELY(run_body(op, w->index)))
         finish(op, &ready);
+    else if (VF__UNLIKELY(def->async)) /* in flight: may be freed already */
+        loop_op_returned(def->engine, op);
     else
         op->def->kind->released_in_flight(op, &ready);
     vf__readylist rest; /* other pools' ops and inline ones */
