@@ -550,6 +550,53 @@ TEST_CASE(host_wait_for_device_work_is_not_run_time)
     tu_finish_engine(e);
 }
 
+/* A device op whose function ran before an input's work failed (the host
+ * does not wait for the device) is skipped on its stream: its record has
+ * no device span, its host span stands (found trying the profiler as a
+ * user: the skipped op had a device span). */
+static int dev_fails(void *arg)
+{
+    (void)arg;
+    return 9;
+}
+
+static int op_device_failing(vf_run *run, void *arg)
+{
+    (void)arg;
+    return vf_run_submit(run, dev_fails, NULL, 0);
+}
+
+TEST_CASE(skipped_device_work_has_no_device_span)
+{
+    vf_engine *e = device_engine(20000); /* B's function runs meanwhile */
+    vf_var x = tu_var(e), y = tu_var(e);
+    CHECK_OK(vf_profile_start(e));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = op_device_failing,
+                                        .writes = VF_VARS(x),
+                                        .device = {VF_DEVICE_EMULATED, 0},
+                                        .name = "fails"}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = op_device,
+                                        .reads = VF_VARS(x),
+                                        .writes = VF_VARS(y),
+                                        .device = {VF_DEVICE_EMULATED, 0},
+                                        .name = "behind"}));
+    CHECK_ERR(vf_engine_wait_all(e, NULL), VF_EOPFAILED);
+    vf_profile *p = NULL;
+    CHECK_OK(vf_profile_take(e, &p));
+    REQUIRE(p != NULL);
+    REQUIRE(vf_profile_count(p) == 2);
+    const vf_profile_record *a = vf_profile_at(p, 0), *b = vf_profile_at(p, 1);
+    CHECK(strcmp(a->name, "fails") == 0 && strcmp(b->name, "behind") == 0);
+    CHECK_EQ(a->status, 9);
+    CHECK(a->device_end_ns > a->device_start_ns);
+    CHECK_EQ(b->status, VF_ESKIPPED);
+    CHECK_EQ(b->device_start_ns, 0);
+    CHECK_EQ(b->device_end_ns, 0);
+    CHECK(b->start_ns <= b->end_ns);
+    vf_profile_destroy(p);
+    tu_finish_engine(e);
+}
+
 /* A record's pool, as varflow_profile.h numbers them: 0 the CPU pool,
  * then the per-device engine's CPU priority pool (1), then the device's
  * pools, from 2 there and from 1 on the pooled engine, which has no

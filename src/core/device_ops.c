@@ -444,8 +444,11 @@ static void resolve(vf__op *op)
     vf__event_status st = {0};
     f->cls->event_wait(f->ev, &st);
     sealed_outcome(op, &st);
-    device_span(op, f->ev);
     device_outcome(op, &st);
+    /* Work the stream skipped (an input's failed) never ran: no span
+     * (found trying the profiler as a user: a skipped op had one). */
+    if (!op->skipped)
+        device_span(op, f->ev);
     /* Its writes complete now (rule 8): bumped unless the stream skipped
      * its work; before `resolved`, which whoever reads them next meets. */
     for (int i = 0; !op->skipped && i < op->nvars; i++) {
