@@ -57,7 +57,10 @@ typedef struct vf_profile_record {
     int status;               /**< 0, the op's error code, or VF_ESKIPPED */
     uint64_t push_ns;         /**< vf_engine_push() called */
     uint64_t ready_ns;        /**< its last dependency was released */
-    uint64_t start_ns;        /**< its function started (= end when skipped) */
+    uint64_t start_ns;        /**< its function started (= end when skipped;
+                                   a device op whose function ran before an
+                                   input's work failed keeps its host span,
+                                   its own work skipped) */
     uint64_t end_ns;          /**< it finished (async: vf_completion_finish()
                                    called; a device op: its function
                                    returned) */
@@ -65,7 +68,7 @@ typedef struct vf_profile_record {
                                    (the worker's), as the device tells; 0 when
                                    unknown */
     uint64_t device_end_ns;   /**< and ended (as device_start_ns); 0 when
-                                   unknown */
+                                   unknown or when its work was skipped */
     int ndeps;                /**< ops it depends on, each once, one per
                                    var at most:
                                    whose finishing released it, or, for a

@@ -587,20 +587,29 @@ uint64_t vf__bulk_item_place_on(const vf__op *op, int item, const vf__var *v,
  * the fused op of its later items: an op released here could then name,
  * as its dependency, an op that waits for it (a cycle in the profile).
  * The record's id stands for that item while its edges are recorded (on
- * this thread: only the fused op's releases record edges from it); -1
- * gives it back. */
+ * this thread: only the fused op's releases record edges from it);
+ * edges_from_fused gives it back. A var no item of the batch uses (-1: one
+ * only the later items split off used) gets them from its last item, as
+ * the chain through a batch goes (it once stood for "give it back": the
+ * record kept id 0, found trying the profiler with bulking as a user). */
 static void edges_from_item(vf__op *op, int item, uint64_t *own)
 {
     if (!VF__UNLIKELY(op->hooks & VF__HOOK_PROF) || op->prof == NULL)
         return;
     const vf__bulk_batch *b = op->arg;
-    if (item < 0) {
-        op->prof->id = *own;
-        return;
-    }
     if (*own == 0)
         *own = op->prof->id;
+    if (item < 0)
+        item = b->nitems - 1;
     op->prof->id = *own - (uint64_t)(b->nitems - 1 - item);
+}
+
+/* The fused op's record has its own id again (edges_from_item). */
+static void edges_from_fused(vf__op *op, const uint64_t *own)
+{
+    if (*own != 0 && VF__UNLIKELY(op->hooks & VF__HOOK_PROF) &&
+        op->prof != NULL)
+        op->prof->id = *own;
 }
 
 static void release_one(vf__op *op, int v, vf__readylist *ready)
@@ -635,8 +644,7 @@ void vf__bulk_release_ran(vf__op *op)
         edges_from_item(op, b->last_use[v], &own);
         release_one(op, v, &ready);
     }
-    if (own != 0)
-        edges_from_item(op, -1, &own);
+    edges_from_fused(op, &own);
     if (ready.count != 0) {
         vf__engine_count_in(vf__op_engine(op),
                             (uint64_t)ready.count * VF__COUNT_ACTIVE);
@@ -692,8 +700,7 @@ static void narrow(vf__op *op, int running)
             vf__var_downgrade(vf__dep_var(d), d, &ready);
         }
     }
-    if (own != 0)
-        edges_from_item(op, -1, &own);
+    edges_from_fused(op, &own);
     if (ready.count != 0) {
         vf__engine_count_in(vf__op_engine(op),
                             (uint64_t)ready.count * VF__COUNT_ACTIVE);

@@ -155,7 +155,13 @@ static void note_vars_used(vf__op *op)
 void vf__profiling_op_end(vf__op *op)
 {
     if (op->hooks & VF__HOOK_PROF) {
-        vf__prof_op_ended(vf__op_engine(op)->prof, op->prof, op->skipped);
+        vf__profiler *p = vf__op_engine(op)->prof;
+        vf__prof_op_ended(p, op->prof, op->skipped);
+        /* Recorded once its vars are released (their next ops' edges name
+         * it), after its done callback, which may free the name: a name
+         * must stay valid only until the op has finished. */
+        if (op->done != NULL)
+            vf__prof_op_name(p, op->prof, op->name);
         note_vars_used(op);
     }
     if (op->hooks & VF__HOOK_INFO)

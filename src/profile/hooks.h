@@ -42,6 +42,10 @@ typedef struct vf__op_prof {
     int worker;
     uint64_t push, ready, start, end;  /* ns since the profile started */
     uint64_t device_start, device_end; /* the same; 0: none */
+    /* Its name in the profiler's names (vf__prof_op_name), or, while
+     * VF__PROF_NAME_AT_RECORD, read from the op when it is recorded. */
+    size_t name;
+    int name_state;
     /* Ops released it so far; relaxed index claims, the op's acq_rel wait
      * counter orders the writes before the op runs. */
     atomic_int ndeps;
@@ -152,6 +156,15 @@ void vf__prof_op_device_span(vf__profiler *p, vf__op_prof *r, uint64_t start_ns,
                              uint64_t end_ns);
 /* Its function returned, or it was skipped (then its start is its end). */
 void vf__prof_op_ended(vf__profiler *p, vf__op_prof *r, bool skipped);
+
+/* vf__op_prof.name_state */
+#define VF__PROF_NAME_AT_RECORD 0 /* the op's name is read at its record */
+#define VF__PROF_NAME_INTERNED 1  /* r->name is its place in the names */
+#define VF__PROF_NAME_LOST 2      /* no memory for it: not recorded */
+
+/* Take the op's name into the profiler now (the lock): its record is made
+ * after its done callback, which may free the name (with its `arg`). */
+void vf__prof_op_name(vf__profiler *p, vf__op_prof *r, const char *name);
 /* Finished: append its record (once; frees `r`). */
 void vf__prof_op_finished(vf__profiler *p, vf__op_prof *r,
                           const vf__prof_op_desc *op);

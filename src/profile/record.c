@@ -192,6 +192,8 @@ vf__op_prof *vf__prof_op_pushed(vf__profiler *p, int nvars, uint32_t ids)
     r->worker = -1;
     r->push = r->ready = r->start = r->end = stamp(p);
     r->device_start = r->device_end = 0;
+    r->name = 0;
+    r->name_state = VF__PROF_NAME_AT_RECORD;
     return r;
 }
 
@@ -413,13 +415,39 @@ static vf__prof_entry *next_slot(vf__profiler *p)
     return &p->chunks[c][p->count % VF__PROF_CHUNK];
 }
 
+void vf__prof_op_name(vf__profiler *p, vf__op_prof *r, const char *name)
+{
+    pthread_mutex_lock(&p->lock);
+    /* Another session's names may be cleared (vf__prof_start): its record
+     * is dropped anyway. */
+    if (r->session == session_now(p))
+        r->name_state = intern(p, name, &r->name) == 0 ? VF__PROF_NAME_INTERNED
+                                                       : VF__PROF_NAME_LOST;
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* The place of the record's name in p's names (lock held): 0 or
+ * VF_ENOMEM. */
+static int record_name(vf__profiler *p, const vf__op_prof *pr, const char *name,
+                       size_t *index)
+{
+    if (pr->name_state == VF__PROF_NAME_INTERNED) {
+        *index = pr->name;
+        return 0;
+    }
+    if (pr->name_state == VF__PROF_NAME_LOST)
+        return VF_ENOMEM;
+    return intern(p, name, index);
+}
+
 void vf__prof_op_finished(vf__profiler *p, vf__op_prof *pr,
                           const vf__prof_op_desc *op)
 {
     pthread_mutex_lock(&p->lock);
     vf__prof_entry *slot = NULL;
     size_t name = 0;
-    if (pr->session == session_now(p) && intern(p, op->name, &name) == 0 &&
+    if (pr->session == session_now(p) &&
+        record_name(p, pr, op->name, &name) == 0 &&
         (slot = next_slot(p)) != NULL) {
         vf_profile_record *r = &slot->rec;
         r->id = pr->id;
