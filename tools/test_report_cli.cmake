@@ -79,6 +79,51 @@ run_tool(0 --help)
 expect("${out}" "usage: varflow-report")
 run_tool(0 -h)
 
+# The critical path in path order, which need not be id order (op 3
+# before op 2: two threads pushing at once can do that); a name's control
+# characters as U+FFFD, one op a line (a trace may come from elsewhere).
+file(WRITE ${WORK}/backward.json [=[
+{"traceEvents":[
+{"ph":"X","pid":1,"tid":1,"name":"first","ts":0.000,"dur":100.000,"args":{"id":1,"code":0,"push_us":0.000,"ready_us":0.000,"worker":0,"pool":0,"device":"cpu:0","property":"normal","async":false,"deps":[]}},
+{"ph":"X","pid":1,"tid":1,"name":"sec\nond\u001b[31m","ts":200.000,"dur":100.000,"args":{"id":2,"code":0,"push_us":0.100,"ready_us":200.000,"worker":0,"pool":0,"device":"cpu:0","property":"normal","async":false,"deps":[3]}},
+{"ph":"X","pid":1,"tid":1,"name":"third","ts":100.000,"dur":100.000,"args":{"id":3,"code":0,"push_us":0.200,"ready_us":100.000,"worker":0,"pool":0,"device":"cpu:0","property":"normal","async":false,"deps":[1]}}
+],"otherData":{"varflow":1,"engine":"pooled","workers":1,"worker_pools":["cpu"],"records":3,"dropped":0,"span_ns":300000}}
+]=])
+run_tool(0 ${WORK}/backward.json -c -f summary -o ${WORK}/backward.txt)
+expect("${out}" "critical path: 3 ops")
+string(FIND "${out}" "  #1 " at1)
+string(FIND "${out}" "  #3 " at3)
+string(FIND "${out}" "  #2 " at2)
+if(at1 EQUAL -1 OR NOT at1 LESS at3 OR NOT at3 LESS at2)
+  message(FATAL_ERROR "ops 1, 3, 2 in the path's order expected in:\n${out}")
+endif()
+expect("${out}" "sec�ond�[31m")
+string(ASCII 27 esc)
+string(FIND "${out}" "${esc}" at)
+if(NOT at EQUAL -1)
+  message(FATAL_ERROR "an escape character went to the terminal:\n${out}")
+endif()
+
+# Standard output that cannot be written is an error (exit 1), as a file
+# that cannot be is.
+execute_process(COMMAND ${TOOL} ${WORK}/trace.json -c -f summary -o ${WORK}/s.txt
+                RESULT_VARIABLE rc OUTPUT_FILE /dev/full ERROR_VARIABLE err)
+if(NOT rc EQUAL 1)
+  message(FATAL_ERROR "-c into a full device: exit ${rc}, expected 1\n${err}")
+endif()
+expect("${err}" "writing to standard output")
+
+# With -f and no -o, the output is named by its format (never the trace).
+run_tool(0 ${WORK}/trace.json -f summary)
+file(READ ${WORK}/trace.txt txt)
+expect("${txt}" "sorted by total")
+run_tool(0 ${WORK}/trace.json -f chrome)
+file(READ ${WORK}/trace.trace.json again)
+expect("${again}" "\"traceEvents\"")
+run_tool(0 ${WORK}/trace.json -f dot)
+file(READ ${WORK}/trace.dot dot)
+expect("${dot}" "n1 -> n2;")
+
 file(WRITE ${WORK}/bad.json "{\"traceEvents\":[]}")
 run_tool(1 ${WORK}/bad.json -o -)
 run_tool(1 ${WORK}/missing.json -o -)

@@ -7,18 +7,23 @@
  *
  * TRACE.json is what VF_PROFILE=trace.json (or vf_profile_write) wrote; it
  * is read back exactly by vf_profile_load (trace_load.h, on cJSON). The
- * output goes to OUT ("-" is standard output; default: TRACE with ".html"
- * in place of ".json") in FORMAT: html (the self-contained report), dot
+ * output goes to OUT ("-" is standard output; default: TRACE with the
+ * format's extension in place of ".json": .html, .dot, .txt, .summary.json,
+ * .trace.json) in FORMAT: html (the self-contained report), dot
  * (Graphviz), summary (the per-name table as text), summary-json, or chrome
  * (the trace again); default: by OUT's extension, as vf_profile_write
  * decides. -s sorts the summary by a column (total, name, count, skipped,
  * failed, mean, min, max, queued). -c also prints the critical path, one op
- * a line, on standard output. Each option has a long name too (--output,
- * --format, --sort, --critical-path; getopt_long), and options may come
- * before or after TRACE.json. Exit status 0, 1 on an error (the message
- * names the file), 2 on bad usage (said on stderr, with the usage).
+ * a line, on standard output (names as the text summary writes them). Each
+ * option has a long name too (--output, --format, --sort, --critical-path;
+ * getopt_long), and options may come before or after TRACE.json. Exit
+ * status 0, 1 on an error (the message names the file; standard output
+ * that could not be written is one), 2 on bad usage (said on stderr, with
+ * the usage).
  */
+#include <errno.h>
 #include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +31,7 @@
 #include <varflow.h>
 #include <varflow_profile.h>
 
+#include "profile/out.h"
 #include "profile/trace_load.h"
 
 static void usage(FILE *f)
@@ -34,7 +40,7 @@ static void usage(FILE *f)
             "usage: varflow-report TRACE.json [-o OUT] [-f FORMAT] [-s COLUMN] "
             "[-c]\n"
             "  -o, --output OUT       output file, '-' for standard output "
-            "(default: TRACE.html)\n"
+            "(default: TRACE with the format's extension)\n"
             "  -f, --format FORMAT    html, dot, summary, summary-json or "
             "chrome (default: by OUT's extension)\n"
             "  -s, --sort COLUMN      sort the summary by total, name, count, "
@@ -62,6 +68,28 @@ static int parse_format(const char *s, vf_profile_format *out)
     return -1;
 }
 
+/* The record of op `id`, or NULL: a snapshot lists its records by id. */
+static const vf_profile_record *record_of(const vf_profile *p, uint64_t id)
+{
+    size_t lo = 0, hi = vf_profile_count(p);
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const vf_profile_record *r = vf_profile_at(p, mid);
+        if (r->id == id)
+            return r;
+        if (r->id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+/* The path in path order, which need not be id order (two threads pushing
+ * at once can make an edge go from a larger id to a smaller one): each op
+ * found by its id. Names as the text summary writes them (a control
+ * character or a byte that is not UTF-8 as U+FFFD), so a trace from
+ * elsewhere cannot split a line or send the terminal escapes. */
 static int print_critical(const vf_profile *p)
 {
     vf_profile_path path;
@@ -75,21 +103,47 @@ static int print_critical(const vf_profile *p)
            path.count, path.length_ns / 1e6, path.span_ns / 1e6,
            path.span_ns ? 100.0 * path.length_ns / path.span_ns : 0.0,
            path.elapsed_ns / 1e6);
-    size_t k = 0;
     for (size_t i = 0; i < path.count; i++) {
-        while (k < vf_profile_count(p) && vf_profile_at(p, k)->id < path.ids[i])
-            k++;
-        const vf_profile_record *r = vf_profile_at(p, k);
-        if (r == NULL || r->id != path.ids[i])
-            continue;
+        const vf_profile_record *r = record_of(p, path.ids[i]);
+        if (r == NULL) { /* the path names only the snapshot's ops */
+            fprintf(stderr,
+                    "varflow-report: the critical path names op "
+                    "#%llu, which the trace does not hold\n",
+                    (unsigned long long)path.ids[i]);
+            vf_profile_path_destroy(&path);
+            return VF_EINVAL;
+        }
         char label[32];
         snprintf(label, sizeof label, "op #%llu", (unsigned long long)r->id);
-        printf("  #%-8llu %-32s worker %-3d start %12.3f us  run %10.3f us\n",
-               (unsigned long long)r->id, r->name[0] ? r->name : label,
-               r->worker, r->start_ns / 1e3, (r->end_ns - r->start_ns) / 1e3);
+        printf("  #%-8llu ", (unsigned long long)r->id);
+        int width = vf__prof_text_string(stdout, r->name[0] ? r->name : label,
+                                         -1, 0);
+        printf("%*s worker %-3d start %12.3f us  run %10.3f us\n",
+               width < 32 ? 32 - width : 0, "", r->worker, r->start_ns / 1e3,
+               (r->end_ns - r->start_ns) / 1e3);
     }
     vf_profile_path_destroy(&path);
     return 0;
+}
+
+/* The output's name when -o is not given: TRACE with its ".json" replaced
+ * by the format's extension (chrome: ".trace.json", never TRACE itself). */
+static char *default_output(const char *in, vf_profile_format format)
+{
+    const char *ext = format == VF_PROFILE_DOT            ? ".dot"
+                      : format == VF_PROFILE_SUMMARY_TEXT ? ".txt"
+                      : format == VF_PROFILE_SUMMARY_JSON ? ".summary.json"
+                      : format == VF_PROFILE_CHROME_JSON  ? ".trace.json"
+                                                          : ".html";
+    size_t n = strlen(in);
+    char *out = malloc(n + strlen(ext) + 1);
+    if (out == NULL)
+        return NULL;
+    memcpy(out, in, n + 1);
+    if (n > 5 && strcmp(in + n - 5, ".json") == 0)
+        out[n - 5] = '\0';
+    strcat(out, ext);
+    return out;
 }
 
 int main(int argc, char **argv)
@@ -152,17 +206,13 @@ int main(int argc, char **argv)
     }
     char *default_out = NULL;
     if (out == NULL) {
-        size_t n = strlen(in);
-        default_out = malloc(n + 6);
-        if (default_out == NULL)
-            return 1;
-        memcpy(default_out, in, n + 1);
-        if (n > 5 && strcmp(in + n - 5, ".json") == 0)
-            default_out[n - 5] = '\0';
-        strcat(default_out, ".html");
-        out = default_out;
         if (format == VF_PROFILE_AUTO)
             format = VF_PROFILE_HTML;
+        if ((default_out = default_output(in, format)) == NULL) {
+            fprintf(stderr, "varflow-report: out of memory\n");
+            return 1;
+        }
+        out = default_out;
     }
     vf_profile *p = NULL;
     int rc = vf_profile_load(in, &p);
@@ -181,6 +231,13 @@ int main(int argc, char **argv)
                     vf_profile_count(p));
         if (critical)
             rc = print_critical(p);
+    }
+    /* What went to standard output (the output, the path) must have got
+     * there: a full disk or a closed pipe is an error, not a success. */
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "varflow-report: writing to standard output: %s\n",
+                strerror(errno));
+        rc = VF_ESYSTEM;
     }
     vf_profile_destroy(p);
     free(default_out);
