@@ -68,23 +68,6 @@ static int parse_format(const char *s, vf_profile_format *out)
     return -1;
 }
 
-/* The record of op `id`, or NULL: a snapshot lists its records by id. */
-static const vf_profile_record *record_of(const vf_profile *p, uint64_t id)
-{
-    size_t lo = 0, hi = vf_profile_count(p);
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        const vf_profile_record *r = vf_profile_at(p, mid);
-        if (r->id == id)
-            return r;
-        if (r->id < id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return NULL;
-}
-
 /* The path in path order, which need not be id order (two threads pushing
  * at once can make an edge go from a larger id to a smaller one): each op
  * found by its id. Names as the text summary writes them (a control
@@ -104,7 +87,9 @@ static int print_critical(const vf_profile *p)
            path.span_ns ? 100.0 * path.length_ns / path.span_ns : 0.0,
            path.elapsed_ns / 1e6);
     for (size_t i = 0; i < path.count; i++) {
-        const vf_profile_record *r = record_of(p, path.ids[i]);
+        ptrdiff_t at = vf__prof_find(p, path.ids[i]);
+        const vf_profile_record *r = at < 0 ? NULL
+                                            : vf_profile_at(p, (size_t)at);
         if (r == NULL) { /* the path names only the snapshot's ops */
             fprintf(stderr,
                     "varflow-report: the critical path names op "
