@@ -502,4 +502,99 @@ TEST_CASE(crowd)
     tu_finish_engine(c.e);
 }
 
+/* A batch of thread B holds an op pushed before thread A's op P (on
+ * another var) and one pushed after it that writes P's var: a child P
+ * pushes on that var comes right behind P, before B's later op, as
+ * without bulking (found trying bulking from two threads as a user: the
+ * child went behind the whole fused op, its first op being before P, and
+ * saw what B's later op wrote). Serial: P sets 1, the child 10, B2 then
+ * 10 * 100 + 2. */
+typedef struct straddle {
+    vf_engine *e;
+    vf_var x, z;
+    long val;
+    long child_saw;
+    int bulk;
+    token turn; /* 0: B pushes B1; 1: A pushes P; 2: B pushes B2 */
+    tu_gate release;
+} straddle;
+
+static int straddle_child(vf_run *run, void *arg)
+{
+    (void)run;
+    straddle *s = arg;
+    s->child_saw = s->val;
+    s->val = 10;
+    return 0;
+}
+
+static int straddle_parent(vf_run *run, void *arg)
+{
+    straddle *s = arg;
+    CHECK(tu_gate_wait(&s->release,
+                       60)); /* B2 is pushed: its batch holds P's var */
+    s->val = 1;
+    return vf_engine_push(
+        vf_run_engine(run),
+        &(vf_op){.fn = straddle_child, .arg = s, .writes = VF_VARS(s->x)});
+}
+
+static int straddle_b1(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return 0;
+}
+
+static int straddle_b2(vf_run *run, void *arg)
+{
+    (void)run;
+    straddle *s = arg;
+    s->val = s->val * 100 + 2;
+    return 0;
+}
+
+static void *straddle_b(void *arg)
+{
+    straddle *s = arg;
+    CHECK(vf_bulk_set_size(s->e, s->bulk) >= 0);
+    CHECK_OK(vf_engine_push(
+        s->e, &(vf_op){.fn = straddle_b1, .arg = s, .writes = VF_VARS(s->z)}));
+    token_pass(&s->turn, 1);
+    token_wait(&s->turn, 2);
+    CHECK_OK(vf_engine_push(
+        s->e, &(vf_op){.fn = straddle_b2, .arg = s, .writes = VF_VARS(s->x)}));
+    CHECK_OK(vf_bulk_flush(s->e));
+    tu_gate_open(&s->release);
+    return NULL;
+}
+
+TEST_KIND_CASE(batch_straddling_another_push, k)
+{
+    if (k->cfg.type == VF_ENGINE_NAIVE) /* P would run inside its push */
+        return;
+    check_context_ = k->name;
+    for (int bulk = 0; bulk <= 8; bulk += 8) {
+        straddle s = {.e = tu_engine(k), .bulk = bulk, .child_saw = -1};
+        s.x = tu_var(s.e);
+        s.z = tu_var(s.e);
+        token_init(&s.turn);
+        tu_gate_init(&s.release);
+        pthread_t b = tu_thread_start(straddle_b, &s);
+        token_wait(&s.turn, 1);
+        CHECK_OK(vf_engine_push(s.e, &(vf_op){.fn = straddle_parent,
+                                              .arg = &s,
+                                              .writes = VF_VARS(s.x)}));
+        token_pass(&s.turn, 2);
+        tu_thread_join(b);
+        CHECK_OK(vf_engine_wait_all(s.e, NULL));
+        CHECK_EQ(s.child_saw, 1);
+        CHECK_EQ(s.val, 1002);
+        tu_finish_engine(s.e);
+        tu_gate_destroy(&s.release);
+        token_destroy(&s.turn);
+    }
+    check_context_ = NULL;
+}
+
 TEST_MAIN("test_bulk_order", 300)

@@ -253,6 +253,11 @@ int vf__bulk_watch_running(const vf__op *op);
 uint64_t vf__bulk_item_place_on(const vf__op *op, int item,
                                 const struct vf__var *v, bool write);
 
+/* The place of the first item of the fused op `op` that uses v (queued on
+ * v, `op` stands there for that item: var.c, queued_before), or, when none
+ * of the items it still holds does (a split gave them away), its own. */
+uint64_t vf__bulk_first_place_on(const vf__op *op, const struct vf__var *v);
+
 /* Does the running item of the fused op `op` write `v`? */
 bool vf__bulk_running_writes(const vf__op *op, const vf__var *v);
 

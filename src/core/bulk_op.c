@@ -350,7 +350,9 @@ static bool split_after(vf_engine *e, vf__op *op, int k)
         rest->hooks &= (uint8_t)~VF__HOOK_PROF;
         op->prof->id -= (uint64_t)r->nitems;
     }
-    b->nitems = k + 1; /* the rest are r's now */
+    /* The rest are r's now (atomic: vf__bulk_first_place_on reads it from
+     * other threads). */
+    __atomic_store_n(&b->nitems, k + 1, __ATOMIC_RELAXED);
     atomic_fetch_add_explicit(&e->bulk.bulks, 1, memory_order_relaxed);
     vf__push_enqueue_rest(e, rest, op);
     return true;
@@ -577,6 +579,23 @@ uint64_t vf__bulk_item_place_on(const vf__op *op, int item, const vf__var *v,
         if (b->vars[refs[r] >> 1].var == v)
             return (refs[r] & 1u) || !write ? it->place : 0;
     return 0;
+}
+
+uint64_t vf__bulk_first_place_on(const vf__op *op, const vf__var *v)
+{
+    const vf__bulk_batch *b = op->arg;
+    /* Under v's lock, while the batch may run on another thread, whose
+     * split shrinks nitems (split_after); the items and the var list stay
+     * as they were pushed. */
+    int n = __atomic_load_n(&b->nitems, __ATOMIC_RELAXED);
+    for (int i = 0; i < n; i++) {
+        const vf__bulk_item *it = &b->items[i];
+        const uint32_t *refs = &b->refs[it->first];
+        for (int r = 0; r < it->nrefs; r++)
+            if (b->vars[refs[r] >> 1].var == v)
+                return it->place;
+    }
+    return op->place;
 }
 
 /* --- early release (bulk.h: vf__bulk_release_ran) ------------------------ */

@@ -89,21 +89,26 @@ static bool reads_var(const vf__op *parent, const vf__var *v)
     return i >= 0 && !vf__dep_write(vf__op_dep(parent, i));
 }
 
-/* Whether `o`, queued on a var, comes before `op`, a child, in the serial
+/* Whether `o`, queued on v, comes before `op`, a child, in the serial
  * program. A user op's key is its place under its family (tree order,
- * family.h), a fused op's its first item's. A wait's marker or a delete stands
+ * family.h), a fused op's that of its first item using v: a batch may
+ * hold ops pushed before and after another thread's op on other vars,
+ * and a child of that op comes before the later ones (found trying
+ * bulking from two threads as a user: the child ran after a later op of
+ * the batch, which its first op held back). A wait's marker or a delete stands
  * where the program's thread was when it was pushed: its place is the last one
  * taken then (vf__push_wait_place), so one pushed from outside the ops comes
  * after every top-level op up to that place and everything that descends from
  * them, and before the rest; one from inside an op is taken as before
  * (`op` then does not go ahead of it). */
-static bool queued_before(const vf__op *o, const vf__op *op)
+static bool queued_before(const vf__op *o, const vf__op *op, const vf__var *v)
 {
-    /* A fused op by its first item (bulk.h): its items are siblings in
-     * push order. */
-    if ((o->def->kind->flags & VF__KIND_NUMBERED) ||
-        o->def->kind == &vf__kind_bulk)
+    if (o->def->kind->flags & VF__KIND_NUMBERED)
         return vf__family_before(o->up, o->place, op->up, op->place);
+    /* Its items are siblings in push order (bulk.h). */
+    if (o->def->kind == &vf__kind_bulk)
+        return vf__family_before(o->up, vf__bulk_first_place_on(o, v), op->up,
+                                 op->place);
     return o->up != NULL || op->up->root > o->place;
 }
 
@@ -123,13 +128,13 @@ static bool child_spot(const vf__var *v, const vf__op *op, vf__dep *start,
     for (; n != NULL; n = n->next) {
         const vf__op *o = vf__dep_op(n);
         if (!o->ahead || o->up == NULL || !descends_from(o->up, ancestor) ||
-            !queued_before(o, op))
+            !queued_before(o, op, v))
             break;
         *at = n;
     }
     for (; n != NULL; n = n->next) {
         const vf__op *o = vf__dep_op(n);
-        if (queued_before(o, op))
+        if (queued_before(o, op, v))
             return false;
     }
     return true;
@@ -218,7 +223,7 @@ bool vf__var_insert_rest(vf__var *v, vf__dep *d, const vf__op *holder)
     const vf__op *rest = vf__dep_op(d);
     vf__dep *at = v->head;
     while (at->next != NULL && vf__dep_op(at->next)->ahead &&
-           queued_before(vf__dep_op(at->next), rest))
+           queued_before(vf__dep_op(at->next), rest, v))
         at = at->next;
     d->next = at->next;
     at->next = d;
