@@ -266,7 +266,10 @@ typedef struct vf_config {
                                             be written (its directory missing or
                                             not writable: a new file is made
                                             there and removed to find out) is
-                                            refused (VF_EINVAL) */
+                                            refused (VF_EINVAL). VF_PROFILE
+                                            names it for every engine: each
+                                            destroy replaces the file whole,
+                                            the last one stays */
     int profile_max_records VF_ZERO_;  /**< VF_PROFILE_MAX_RECORDS, else
                                             1048576: ops recorded per profile;
                                             later ones are counted as dropped */

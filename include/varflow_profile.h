@@ -148,10 +148,13 @@ typedef enum vf_profile_format {
                                   ready ops over time, top ops, summary */
 } vf_profile_format;
 
-/** Write the snapshot to `path` ("-": standard output) in `format`.
- * A name is the program's bytes: the JSON outputs escape it, and the text
- * ones (the summary's table, the dot graph) write its control characters
- * and bytes that are not UTF-8 as U+FFFD, one table row a line.
+/** Write the snapshot to `path` ("-": standard output) in `format`. A
+ * regular file (or a new one) is written whole into a temporary file beside
+ * it that then replaces it, so a reader, or another writer of the same
+ * path, never sees part of it (a device, a pipe or a symbolic link is
+ * written in place). A name is the program's bytes: the JSON outputs escape it,
+ * and the text ones (the summary's table, the dot graph) write its control
+ * characters and bytes that are not UTF-8 as U+FFFD, one table row a line.
  * VF_EINVAL for a NULL snapshot or a NULL or empty path, VF_ESYSTEM when
  * the file cannot be written (the detail names it), VF_ENOTSUP for an
  * unknown format, VF_ENOMEM. */

@@ -4,7 +4,12 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
 #include "base/error.h"
@@ -265,6 +270,80 @@ static vf_profile_format by_extension(const char *path)
     return VF_PROFILE_CHROME_JSON;
 }
 
+/* --- the output file ----------------------------------------------------- */
+
+/* The process's umask, for the mode fopen would have given a new file:
+ * umask() itself sets it too (no thread may see it changed), so it is
+ * read from /proc; 022 where that cannot tell. */
+static mode_t umask_now(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[128];
+    unsigned mask = 022;
+    while (f != NULL && fgets(line, sizeof line, f) != NULL)
+        if (sscanf(line, "Umask: %o", &mask) == 1)
+            break;
+    if (f != NULL)
+        fclose(f);
+    return (mode_t)mask;
+}
+
+/* Where emit writes `path`. A regular file, or none yet, is written whole
+ * into a temporary file beside it that then replaces it (rename): two
+ * writers of one path (every engine of a process that VF_PROFILE names
+ * it to, destroyed at once) leave one whole output, the last, never two
+ * interleaved (found trying the profiler as a user), and a reader never
+ * finds half of one. Anything else (a device, a pipe, a symbolic link, a
+ * directory where no file can be made) is written in place. */
+typedef struct out_file {
+    FILE *f;
+    char *tmp; /* the temporary file, or NULL: in place */
+} out_file;
+
+static int out_open(const char *path, out_file *o)
+{
+    o->tmp = NULL;
+    struct stat st;
+    bool exists = lstat(path, &st) == 0;
+    if (exists ? S_ISREG(st.st_mode) : errno == ENOENT) {
+        size_t n = strlen(path);
+        o->tmp = vf__malloc(n + sizeof ".XXXXXX");
+        int fd = -1;
+        if (o->tmp != NULL) {
+            memcpy(o->tmp, path, n);
+            memcpy(o->tmp + n, ".XXXXXX", sizeof ".XXXXXX");
+            fd = mkstemp(o->tmp);
+        }
+        if (fd >= 0) {
+            (void)fchmod(fd, exists ? st.st_mode & 07777 : 0666 & ~umask_now());
+            if ((o->f = fdopen(fd, "w")) != NULL)
+                return 0;
+            close(fd);
+            unlink(o->tmp);
+        }
+        free(o->tmp);
+        o->tmp = NULL;
+    }
+    o->f = fopen(path, "w");
+    return o->f != NULL ? 0 : errno;
+}
+
+/* Close it (`err`: what writing it met, 0 for nothing); a temporary file
+ * replaces `path` now, or goes. Returns the first error, 0 for none. */
+static int out_close(const char *path, out_file *o, int err)
+{
+    if (fclose(o->f) != 0 && err == 0)
+        err = errno ? errno : EIO;
+    if (o->tmp != NULL) {
+        if (err == 0 && rename(o->tmp, path) != 0)
+            err = errno;
+        if (err != 0)
+            unlink(o->tmp);
+        free(o->tmp);
+    }
+    return err;
+}
+
 static int emit(const char *who, const vf_profile *p, const char *path,
                 vf_profile_format format, vf_profile_sort by)
 {
@@ -278,9 +357,12 @@ static int emit(const char *who, const vf_profile *p, const char *path,
     if ((int)by < VF_PROFILE_SORT_TOTAL || by > VF_PROFILE_SORT_QUEUED)
         return vf__fail(VF_EINVAL, "%s: unknown sort key %d", who, (int)by);
     int to_stdout = strcmp(path, "-") == 0;
-    FILE *f = to_stdout ? stdout : fopen(path, "w");
-    if (f == NULL)
-        return vf__fail(VF_ESYSTEM, "%s: %s: %s", who, path, strerror(errno));
+    out_file out = {stdout, NULL};
+    int open_err = to_stdout ? 0 : out_open(path, &out);
+    if (open_err != 0)
+        return vf__fail(VF_ESYSTEM, "%s: %s: %s", who, path,
+                        strerror(open_err));
+    FILE *f = out.f;
     int rc;
     switch (format) {
     case VF_PROFILE_SUMMARY_TEXT:
@@ -297,9 +379,13 @@ static int emit(const char *who, const vf_profile *p, const char *path,
         rc = vf__prof_write_chrome(p, f);
         break;
     }
-    int err = ferror(f) ? errno : 0;
-    if (to_stdout ? fflush(f) != 0 : fclose(f) != 0)
-        err = errno ? errno : EIO;
+    int err = ferror(f) ? (errno ? errno : EIO) : 0;
+    if (to_stdout) {
+        if (fflush(f) != 0 && err == 0)
+            err = errno ? errno : EIO;
+    } else {
+        err = out_close(path, &out, rc != 0 ? ENOMEM : err);
+    }
     if (rc != 0)
         return vf__fail(rc, "%s: %s: out of memory", who, path);
     if (err != 0)
