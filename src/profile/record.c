@@ -504,6 +504,8 @@ void vf__prof_part_finished(vf__profiler *p, const vf__op_prof *whole,
     r->end = part->end;
     r->device_start = r->device_end = 0;
     r->more_deps = NULL;
+    r->name = 0;
+    r->name_state = VF__PROF_NAME_AT_RECORD; /* desc->name: the item's */
     int n = deps_of_whole
                 ? atomic_load_explicit(&whole->ndeps, memory_order_relaxed)
                 : atomic_load_explicit(&part->ndeps, memory_order_relaxed);
