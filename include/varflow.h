@@ -1104,9 +1104,11 @@ VF_API int vf_operator_destroy(vf_engine *e, vf_operator *op);
  * have left them (a wait for what an earlier op wrote: 0, or
  * VF_EOPFAILED with its failure). A variable a later op of the batch uses
  * stays held: a wait on it gets what it would unbulked when nothing is
- * queued behind the batch, and VF_EDEADLK when a write of it is (another
- * thread's op), which the batch cannot let run before its later op (do
- * not bulk such ops: unbulked, the wait would finish). vf_engine_stats()
+ * queued behind the batch or when the op reads it itself (it waits for
+ * nothing then, as alone), and VF_EDEADLK when a write of it is queued
+ * behind (another thread's op), which the batch cannot let run before its
+ * later op (do not bulk such ops: unbulked, the wait would finish).
+ * vf_engine_stats()
  * counts the fused ops (bulks, those a batch ending early makes of its
  * later ops among them) and the pushes in them (bulked).
  */

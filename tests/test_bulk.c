@@ -1578,4 +1578,65 @@ TEST_CASE(grandchild_in_another_threads_batch)
     }
 }
 
+/* An op of a batch that reads v itself waits on v for nothing, as alone
+ * (varflow.h: vf_var_wait from inside an op that reads v), whatever is
+ * queued on v behind its batch: a later op of the batch that writes v made
+ * the batch hold v to write, and a read or a write queued behind it (here
+ * the same thread's) got VF_EDEADLK, "waits on a variable it writes
+ * itself" (found trying waits in bulked ops as a user). */
+typedef struct reader_waits {
+    vf_var v;
+    int rc;
+} reader_waits;
+
+static int wait_on_what_i_read(vf_run *run, void *arg)
+{
+    reader_waits *r = arg;
+    r->rc = vf_var_wait(vf_run_engine(run), r->v, NULL);
+    return 0;
+}
+
+TEST_CASE(op_of_a_batch_waits_on_a_var_it_reads)
+{
+    for (int k = 1; k < TU_NKINDS; k++) {
+        for (int mode = 0; mode < 3; mode++) {
+            /* 0: a later op writes v, a read queued behind; 1: a later op
+             * writes v, a write behind; 2: every op reads v, a write
+             * behind. */
+            check_context_ = tu_kinds[k].name;
+            vf_engine *e = tu_engine(&tu_kinds[k]);
+            vf_var v = tu_var(e), u = tu_var(e), w = tu_var(e);
+            reader_waits r = {.v = v, .rc = -1};
+            CHECK(vf_bulk_set_size(e, 8) >= 0);
+            CHECK_OK(vf_engine_push(e, &(vf_op){.fn = wait_on_what_i_read,
+                                                .arg = &r,
+                                                .reads = VF_VARS(v),
+                                                .writes = VF_VARS(u)}));
+            vf_var vs[1] = {v}, ws[1] = {w};
+            vf_var_list just_v = {vs, 1}, just_w = {ws, 1};
+            vf_op later = {.fn = tu_nop};
+            if (mode < 2)
+                later.writes = just_v;
+            else
+                later.reads = just_v;
+            CHECK_OK(vf_engine_push(e, &later));
+            CHECK_OK(vf_bulk_flush(e));
+            vf_op behind = {.fn = tu_nop};
+            if (mode == 0) {
+                behind.reads = just_v;
+                behind.writes = just_w;
+            } else {
+                behind.writes = just_v;
+            }
+            CHECK_OK(vf_engine_push(e, &behind));
+            CHECK_OK(vf_engine_wait_all(e, NULL));
+            if (r.rc != 0)
+                CHECK_REPORT_("mode %d: the wait returned %s (%s)", mode,
+                              vf_error_name(r.rc), vf_error_detail());
+            tu_finish_engine(e);
+        }
+    }
+    check_context_ = NULL;
+}
+
 TEST_MAIN("test_bulk", 120)

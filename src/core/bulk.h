@@ -261,6 +261,9 @@ uint64_t vf__bulk_first_place_on(const vf__op *op, const struct vf__var *v);
 /* Does the running item of the fused op `op` write `v`? */
 bool vf__bulk_running_writes(const vf__op *op, const vf__var *v);
 
+/* Does it read `v` (and not write it)? */
+bool vf__bulk_running_reads(const vf__op *op, const vf__var *v);
+
 /* The vars of the running item of the fused op `op`: *refs (index into
  * the op's entries << 1 | write), and how many. */
 int vf__bulk_running_refs(const vf__op *op, const uint32_t **refs);

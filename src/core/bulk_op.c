@@ -548,15 +548,26 @@ int vf__bulk_running_refs(const vf__op *op, const uint32_t **refs)
     return it->nrefs;
 }
 
-bool vf__bulk_running_writes(const vf__op *op, const vf__var *v)
+/* How the running item of `op` uses v: -1 not at all, else its ref's
+ * write bit (an item that reads and writes v has one ref, written). */
+static int running_use(const vf__op *op, const vf__var *v)
 {
     const uint32_t *refs;
     int n = vf__bulk_running_refs(op, &refs);
     for (int r = 0; r < n; r++)
-        if ((refs[r] & 1u) &&
-            vf__dep_var(vf__op_dep(op, (int)(refs[r] >> 1))) == v)
-            return true;
-    return false;
+        if (vf__dep_var(vf__op_dep(op, (int)(refs[r] >> 1))) == v)
+            return (int)(refs[r] & 1u);
+    return -1;
+}
+
+bool vf__bulk_running_writes(const vf__op *op, const vf__var *v)
+{
+    return running_use(op, v) == 1;
+}
+
+bool vf__bulk_running_reads(const vf__op *op, const vf__var *v)
+{
+    return running_use(op, v) == 0;
 }
 
 int vf__bulk_watch_running(const vf__op *op)

@@ -934,8 +934,13 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
             vf__spin_unlock(&v->lock);
             return vf__fail(VF_ESTALE, "%s: variable was deleted", who);
         }
-        if (v->head != NULL && vf__dep_op(v->head) == cur &&
-            v->head->next == NULL)
+        /* An op that reads v itself waits for nothing, whatever is
+         * queued behind its batch (below; found trying waits in bulked
+         * ops as a user: refused as "waits on a variable it writes
+         * itself"). */
+        if (vf__bulk_running_reads(cur, v) ||
+            (v->head != NULL && vf__dep_op(v->head) == cur &&
+             v->head->next == NULL))
             return wait_settled(e, v, err, who); /* unlocks */
         vf__spin_unlock(&v->lock);
     }
@@ -947,14 +952,16 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
     bool settled = false;
     if (nested && VF__UNLIKELY(cur->def->kind->flags & VF__KIND_GRAPH))
         hold = launch_hold(cur, v, &settled);
-    else if (nested && !batched)
+    else if (nested)
         /* The op reads v itself: every op before it on v has finished,
          * and the serial program's wait waits for no later one. Queued at
          * the var's end, it waited for a write pushed after the op in time
          * (before the wait): VF_EDEADLK where that write read what the op
          * writes, and 0 where the write came later (found trying waits
-         * inside ops as a user). */
-        settled = holds_to_read(cur, v);
+         * inside ops as a user). An op of a batch reads v itself when it
+         * names v and does not write it. */
+        settled = batched ? vf__bulk_running_reads(cur, v)
+                          : holds_to_read(cur, v);
 
     vf__waiter *w = vf__fl_alloc(VF__FL_WAITER);
     if (w == NULL)
