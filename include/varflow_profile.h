@@ -93,7 +93,10 @@ typedef struct vf_profile vf_profile;
  * deps. */
 VF_API int vf_profile_start(vf_engine *e);
 
-/** Stop recording; what was recorded stays until the next start. */
+/** Stop recording; what was recorded stays until the next start. In a
+ * child of fork(), an engine's profile starts again, empty, as from a
+ * start (recording if it was): the records made before the fork name the
+ * parent's workers, not the child's (vf_config.fork_child_workers). */
 VF_API int vf_profile_stop(vf_engine *e);
 
 /** @name Pause and resume

@@ -149,6 +149,7 @@ void vf__engine_rebuild_for_child(vf_engine *e)
     vf__spin_init(&e->waits.nested_lock);
     vf__cond_init_monotonic(&e->waits.cond); /* timed waits */
     vf__var_table_after_fork(&e->vars);
+    vf__prof_after_fork(e->prof);
     int n = e->life.fork_child_workers;
     if (make_cpu_pools(e, n, n) != 0) {
         /* No memory for pools in the child: the engine cannot run. */

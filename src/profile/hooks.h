@@ -96,6 +96,9 @@ int vf__prof_destroy(vf__profiler *p, const vf__prof_engine_desc *engine);
 /* --- control (the public vf_profile_* calls, forwarded by the core) ------ */
 
 int vf__prof_start(vf__profiler *p);
+/* In a child of fork(): what was recorded goes (its workers were the
+ * parent's), and recording, when on or paused, goes on as from a start. */
+void vf__prof_after_fork(vf__profiler *p);
 /* Move from state `from` (VF__PROF_ON, VF__PROF_PAUSED; -1: any) to `to`;
  * VF_EINVAL with a detail naming `who` when not in `from`. */
 int vf__prof_set_state(vf__profiler *p, const char *who, int from, int to);

@@ -562,9 +562,9 @@ int vf__prof_set_state(vf__profiler *p, const char *who, int from, int to)
     return 0;
 }
 
-int vf__prof_start(vf__profiler *p)
+/* Clear what was recorded and begin the next session (lock held). */
+static void new_session(vf__profiler *p)
 {
-    pthread_mutex_lock(&p->lock);
     clear(p);
     /* The new clock first, then the next session with no id taken
      * (release): a push numbered in it stamps with that clock. */
@@ -572,9 +572,26 @@ int vf__prof_start(vf__profiler *p)
     atomic_store_explicit(&p->numbering,
                           (uint64_t)(session_now(p) + 1) << NUMBERING_BITS,
                           memory_order_release);
+}
+
+int vf__prof_start(vf__profiler *p)
+{
+    pthread_mutex_lock(&p->lock);
+    new_session(p);
     atomic_store(&p->state, VF__PROF_ON);
     pthread_mutex_unlock(&p->lock);
     return 0;
+}
+
+void vf__prof_after_fork(vf__profiler *p)
+{
+    /* The child's engine has pools of its own (fork_child_workers): the
+     * parent's records name workers it does not have, which a snapshot
+     * could not place (found trying the profiler across fork as a user:
+     * a trace varflow-report refused). */
+    pthread_mutex_lock(&p->lock);
+    new_session(p);
+    pthread_mutex_unlock(&p->lock);
 }
 
 static int by_id(const void *a, const void *b)
