@@ -72,6 +72,45 @@ static vf_profile snapshot(vf_profile_record *r, size_t n, uint64_t *deps)
 }
 
 /*
+ * Ops a worker ran above a wait (children inside vf_run_wait_children)
+ * lie inside the waiting op's span on the same worker: counted once in the
+ * work, the busy figure and the running level (found trying the profiler
+ * as a user: one worker showed an average parallelism of 2). Worker 0:
+ * parent 0..100, its children 10..30, 30..50, 50..70, 70..90; worker 1:
+ * 0..50; a thread of the program (-1): 0..20; an async op on worker 0:
+ * 0..1000, its own time (not the workers'). Work: 100 + 50 + 20 = 170;
+ * running at most 4 (both workers, the thread, the async op), 3 after 20.
+ */
+TEST_CASE(nested_runs_count_once)
+{
+    vf_profile_record r[8] = {
+        rec(1, 0, 100, 0, 0, 0), rec(2, 10, 30, 0, 0, 0),
+        rec(3, 30, 50, 0, 0, 0), rec(4, 50, 70, 0, 0, 0),
+        rec(5, 70, 90, 0, 0, 0), rec(6, 0, 50, 0, 0, 1),
+        rec(7, 0, 20, 0, 0, -1), rec(8, 0, 1000, 0, 0, 0)};
+    r[7].async = true;
+    vf_profile p = snapshot(r, 8, NULL);
+    vf__prof_verdict v;
+    CHECK_OK(vf__prof_verdict_of(&p, NULL, NULL, "op", &v));
+    CHECK_EQ(v.host_ns, 170);
+    CHECK_EQ(v.async_ns, 1000);
+    vf__prof_level *lv = NULL;
+    size_t n = 0;
+    CHECK_OK(vf__prof_levels(&p, &lv, &n));
+    uint32_t most = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (lv[i].running > most)
+            most = lv[i].running;
+        if (lv[i].t >= 20 && lv[i].t < 50)
+            CHECK_EQ(lv[i].running, 3);
+    }
+    CHECK_EQ(most, 4);
+    REQUIRE(n > 0);
+    CHECK_EQ(lv[n - 1].running, 0);
+    free(lv);
+}
+
+/*
  * A (device, worker 2): function 0..10, work 5..1000;
  * B (device, worker 2, dep A): function 20..30, work 1000..2000 (it waited
  *   on its stream for A's work);

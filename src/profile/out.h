@@ -105,8 +105,24 @@ void vf__prof_print_us(FILE *f, uint64_t ns);
 const char *vf__prof_human(char buf[32], uint64_t ns);
 
 /*
+ * The time workers ran ops, as spans: each worker's run times (>= 0)
+ * merged, so an op run above another's wait on the same worker (a child in
+ * vf_run_wait_children(), an op inside a nested vf_var_wait()) counts once,
+ * inside the waiting op's span (counted twice, one worker showed a
+ * parallelism of 2: found trying the profiler as a user); an op of a
+ * thread of the program (worker -1) as its own span, those threads being
+ * unknown apart. Async ops are left out: their span is the work they wait
+ * for. *out is malloc'd (NULL when n is 0). 0 or VF_ENOMEM.
+ */
+typedef struct vf__prof_span {
+    uint64_t start, end;
+} vf__prof_span;
+int vf__prof_host_spans(const vf_profile *p, vf__prof_span **out, size_t *n);
+
+/*
  * Concurrency over time: at each time `t` where a count changes, the number
- * of ops running (start <= t < end), ready but not started (ready <= t <
+ * of ops running (start <= t < end; on a worker, its ops nested above a
+ * wait as one: vf__prof_host_spans), ready but not started (ready <= t <
  * start), and device ops whose work runs on their streams (device_start
  * <= t < device_end) from then on. Sorted by t, one entry per distinct
  * time, the last one back at zero. *out is malloc'd (NULL when n is 0).
@@ -156,7 +172,8 @@ typedef struct vf__prof_verdict {
     vf__prof_verdict_kind lo, hi;
     const char *lo_key, *hi_key;
     uint64_t host_ns;     /* run times (end - start) summed, but
-                             async ops' */
+                             async ops', nested ones once
+                             (vf__prof_host_spans) */
     uint64_t async_ns;    /* async ops' (start to completion: mostly spent
                              outside the workers, in the work they wait for) */
     uint64_t device_ns;   /* device spans summed */

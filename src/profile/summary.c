@@ -10,12 +10,14 @@
  * only hide the real minimum. `queued` adds up start - ready, the time an
  * op was ready and waited for a worker.
  *
- * Concurrency (vf__prof_levels): each record gives four steps, +1 ready at
- * ready_ns, -1 ready and +1 running at start_ns, -1 running at end_ns, and
- * a device op two more, +1 device at device_start_ns and -1 at
- * device_end_ns; the steps sorted by time and summed give, at each
- * distinct time, the ops running, the ops ready but not started, and the
- * device ops whose work runs on a stream. O(n log n).
+ * Concurrency (vf__prof_levels): each record gives two steps, +1 ready at
+ * ready_ns and -1 at start_ns, a device op two more, +1 device at
+ * device_start_ns and -1 at device_end_ns, and an async op +1 running at
+ * start_ns and -1 at end_ns; each host span (vf__prof_host_spans: a
+ * worker's ops nested above a wait merged) +1 running at its start and -1
+ * at its end. The steps sorted by time and summed give, at each distinct
+ * time, the ops running, the ops ready but not started, and the device ops
+ * whose work runs on a stream. O(n log n).
  *
  * The text and JSON forms end their header with the verdict (verdict.c),
  * and count device work beside the run times when there is any.
@@ -325,6 +327,51 @@ int vf__prof_write_summary(const vf_profile *p, FILE *f,
 
 /* --- concurrency over time --------------------------------------------- */
 
+static int by_worker_then_start(const void *a, const void *b)
+{
+    const vf_profile_record *x = *(const vf_profile_record *const *)a;
+    const vf_profile_record *y = *(const vf_profile_record *const *)b;
+    if (x->worker != y->worker)
+        return x->worker < y->worker ? -1 : 1;
+    if (x->start_ns != y->start_ns)
+        return x->start_ns < y->start_ns ? -1 : 1;
+    return x->end_ns > y->end_ns ? -1 : x->end_ns < y->end_ns; /* outer */
+}
+
+int vf__prof_host_spans(const vf_profile *p, vf__prof_span **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    const vf_profile_record **by = vf__malloc((p->count + 1) * sizeof *by);
+    vf__prof_span *sp = vf__malloc((p->count + 1) * sizeof *sp);
+    if (by == NULL || sp == NULL) {
+        free(by);
+        free(sp);
+        return VF_ENOMEM;
+    }
+    size_t m = 0, k = 0;
+    for (size_t i = 0; i < p->count; i++)
+        if (!p->records[i].async)
+            by[m++] = &p->records[i];
+    qsort(by, m, sizeof *by, by_worker_then_start);
+    for (size_t i = 0; i < m; i++) {
+        const vf_profile_record *r = by[i];
+        /* One worker runs one op at a time, but above a wait: the ops it
+         * runs there lie inside the waiting op's span. */
+        if (r->worker >= 0 && k > 0 && by[i - 1]->worker == r->worker &&
+            r->start_ns < sp[k - 1].end) {
+            if (r->end_ns > sp[k - 1].end)
+                sp[k - 1].end = r->end_ns;
+            continue;
+        }
+        sp[k++] = (vf__prof_span){r->start_ns, r->end_ns};
+    }
+    free(by);
+    *out = sp;
+    *n = k;
+    return 0;
+}
+
 typedef struct step {
     uint64_t t;
     int8_t running, ready, device;
@@ -342,23 +389,36 @@ int vf__prof_levels(const vf_profile *p, vf__prof_level **out, size_t *n)
     *n = 0;
     if (p->count == 0)
         return 0;
-    size_t ns = 0;
+    vf__prof_span *host;
+    size_t nhost;
+    if (vf__prof_host_spans(p, &host, &nhost) != 0)
+        return VF_ENOMEM;
+    size_t ns = 2 * nhost;
     for (size_t i = 0; i < p->count; i++)
-        ns += vf__prof_has_device_span(&p->records[i]) ? 6 : 4;
+        ns += (vf__prof_has_device_span(&p->records[i]) ? 4 : 2) +
+              (p->records[i].async ? 2 : 0);
     step *s = vf__malloc(ns * sizeof *s);
     vf__prof_level *lv = vf__malloc(ns * sizeof *lv);
     if (s == NULL || lv == NULL) {
+        free(host);
         free(s);
         free(lv);
         return VF_ENOMEM;
     }
     size_t m = 0;
+    for (size_t i = 0; i < nhost; i++) {
+        s[m++] = (step){host[i].start, 1, 0, 0};
+        s[m++] = (step){host[i].end, -1, 0, 0};
+    }
+    free(host);
     for (size_t i = 0; i < p->count; i++) {
         const vf_profile_record *r = &p->records[i];
         s[m++] = (step){r->ready_ns, 0, 1, 0};
         s[m++] = (step){r->start_ns, 0, -1, 0};
-        s[m++] = (step){r->start_ns, 1, 0, 0};
-        s[m++] = (step){r->end_ns, -1, 0, 0};
+        if (r->async) { /* running from its start to its completion */
+            s[m++] = (step){r->start_ns, 1, 0, 0};
+            s[m++] = (step){r->end_ns, -1, 0, 0};
+        }
         if (vf__prof_has_device_span(r)) {
             s[m++] = (step){r->device_start_ns, 0, 0, 1};
             s[m++] = (step){r->device_start_ns + vf__prof_device_dur(r), 0, 0,

@@ -287,6 +287,16 @@ int vf__prof_verdict_of(const vf_profile *p, const vf_profile_path *path,
         free(ran);
         return VF_ENOMEM;
     }
+    vf__prof_span *host;
+    size_t nhost;
+    if (vf__prof_host_spans(p, &host, &nhost) != 0) {
+        free(keys);
+        free(ran);
+        return VF_ENOMEM;
+    }
+    for (size_t i = 0; i < nhost; i++)
+        out->host_ns += host[i].end - host[i].start;
+    free(host);
     size_t nkeys = 0;
     for (size_t i = 0; i < p->count; i++) {
         const vf_profile_record *r = &p->records[i];
@@ -294,8 +304,6 @@ int vf__prof_verdict_of(const vf_profile *p, const vf_profile_path *path,
          * work it waits for (I/O, another thread), not a worker's. */
         if (r->async)
             out->async_ns += r->end_ns - r->start_ns;
-        else
-            out->host_ns += r->end_ns - r->start_ns;
         if (r->worker >= 0 && r->worker < p->nworkers && !ran[r->worker]) {
             ran[r->worker] = true;
             out->workers++;
