@@ -124,6 +124,22 @@ run_tool(0 ${WORK}/trace.json -f dot)
 file(READ ${WORK}/trace.dot dot)
 expect("${dot}" "n1 -> n2;")
 
+# -s sorts a summary, also one the output's extension names; with any
+# other format it is bad usage, not ignored. "-" reads the trace from
+# standard input.
+run_tool(0 ${WORK}/trace.json -s count -o ${WORK}/by_count.txt)
+file(READ ${WORK}/by_count.txt txt)
+expect("${txt}" "sorted by count")
+run_tool(2 ${WORK}/trace.json -s count -f dot -o -)
+run_tool(2 ${WORK}/trace.json -s count -o ${WORK}/x.html)
+execute_process(COMMAND ${TOOL} - -f summary -o - RESULT_VARIABLE rc
+                INPUT_FILE ${WORK}/trace.json OUTPUT_VARIABLE out
+                ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "a trace on standard input: exit ${rc}\n${err}")
+endif()
+expect("${out}" "3 ops recorded")
+
 file(WRITE ${WORK}/bad.json "{\"traceEvents\":[]}")
 run_tool(1 ${WORK}/bad.json -o -)
 run_tool(1 ${WORK}/missing.json -o -)

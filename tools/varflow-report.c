@@ -5,21 +5,22 @@
  *   varflow-report TRACE.json [-o OUT] [-f FORMAT] [-s COLUMN] [-c]
  *   varflow-report -h | --help
  *
- * TRACE.json is what VF_PROFILE=trace.json (or vf_profile_write) wrote; it
- * is read back exactly by vf_profile_load (trace_load.h, on cJSON). The
+ * TRACE.json is what VF_PROFILE=trace.json (or vf_profile_write) wrote ("-":
+ * standard input); it is read back exactly by vf_profile_load (trace_load.h,
+ * on cJSON). The
  * output goes to OUT ("-" is standard output; default: TRACE with the
  * format's extension in place of ".json": .html, .dot, .txt, .summary.json,
  * .trace.json) in FORMAT: html (the self-contained report), dot
  * (Graphviz), summary (the per-name table as text), summary-json, or chrome
  * (the trace again); default: by OUT's extension, as vf_profile_write
  * decides. -s sorts the summary by a column (total, name, count, skipped,
- * failed, mean, min, max, queued). -c also prints the critical path, one op
- * a line, on standard output (names as the text summary writes them). Each
- * option has a long name too (--output, --format, --sort, --critical-path;
- * getopt_long), and options may come before or after TRACE.json. Exit
- * status 0, 1 on an error (the message names the file; standard output
- * that could not be written is one), 2 on bad usage (said on stderr, with
- * the usage).
+ * failed, mean, min, max, queued); with another format it is bad usage. -c also
+ * prints the critical path, one op a line, on standard output (names as the
+ * text summary writes them). Each option has a long name too (--output,
+ * --format, --sort, --critical-path; getopt_long), and options may come before
+ * or after TRACE.json. Exit status 0, 1 on an error (the message names the
+ * file; standard output that could not be written is one), 2 on bad usage (said
+ * on stderr, with the usage).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -44,7 +45,7 @@ static void usage(FILE *f)
             "  -f, --format FORMAT    html, dot, summary, summary-json or "
             "chrome (default: by OUT's extension)\n"
             "  -s, --sort COLUMN      sort the summary by total, name, count, "
-            "skipped, failed, mean, min, max or queued\n"
+            "skipped, failed, mean, min, max or queued (a summary only)\n"
             "  -c, --critical-path    print the critical path on standard "
             "output\n"
             "  -h, --help             print this and exit\n");
@@ -144,7 +145,7 @@ int main(int argc, char **argv)
     const char *in = NULL, *out = NULL;
     vf_profile_format format = VF_PROFILE_AUTO;
     vf_profile_sort sort = VF_PROFILE_SORT_TOTAL;
-    int critical = 0, c;
+    int critical = 0, sorted = 0, c;
     while ((c = getopt_long(argc, argv, "o:f:s:ch", long_options, NULL)) !=
            -1) {
         switch (c) {
@@ -164,6 +165,7 @@ int main(int argc, char **argv)
                         optarg);
                 return 2;
             }
+            sorted = 1;
             break;
         case 'c':
             critical = 1;
@@ -199,8 +201,22 @@ int main(int argc, char **argv)
         }
         out = default_out;
     }
+    if (format == VF_PROFILE_AUTO) /* what vf_profile_write would pick */
+        format = strcmp(out, "-") == 0 ? VF_PROFILE_CHROME_JSON
+                                       : vf__prof_format_of(out);
+    if (sorted && format != VF_PROFILE_SUMMARY_TEXT &&
+        format != VF_PROFILE_SUMMARY_JSON) {
+        fprintf(stderr,
+                "varflow-report: -s sorts the summary, and %s is "
+                "not one (-f summary or summary-json)\n",
+                out);
+        usage(stderr);
+        free(default_out);
+        return 2;
+    }
     vf_profile *p = NULL;
-    int rc = vf_profile_load(in, &p);
+    /* "-": the trace comes on standard input. */
+    int rc = vf_profile_load(strcmp(in, "-") == 0 ? "/dev/stdin" : in, &p);
     if (rc == 0) {
         if (format == VF_PROFILE_SUMMARY_TEXT ||
             format == VF_PROFILE_SUMMARY_JSON)

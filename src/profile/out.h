@@ -61,6 +61,11 @@ const char *vf__prof_status_name(int status);
 const char *vf__prof_property_name(vf_property prop);
 int vf__prof_property_parse(const char *name);
 
+/* The format a path's extension names (vf_profile_write's
+ * VF_PROFILE_AUTO): .html/.htm, .dot/.gv, .txt, .summary.json, else the
+ * Chrome trace. */
+vf_profile_format vf__prof_format_of(const char *path);
+
 /* A JSON string literal of `s`; with `html`, also <, > and & escaped, so
  * that the text may sit inside a <script> element. */
 void vf__prof_json_string(FILE *f, const char *s, int html);

@@ -257,7 +257,7 @@ static int ends_with(const char *s, const char *suffix)
     return 1;
 }
 
-static vf_profile_format by_extension(const char *path)
+vf_profile_format vf__prof_format_of(const char *path)
 {
     if (ends_with(path, ".html") || ends_with(path, ".htm"))
         return VF_PROFILE_HTML;
@@ -351,7 +351,7 @@ static int emit(const char *who, const vf_profile *p, const char *path,
         return vf__fail(VF_EINVAL, "%s: NULL profile, or NULL or empty path",
                         who);
     if (format == VF_PROFILE_AUTO)
-        format = by_extension(path);
+        format = vf__prof_format_of(path);
     if (format < VF_PROFILE_CHROME_JSON || format > VF_PROFILE_HTML)
         return vf__fail(VF_ENOTSUP, "%s: unknown format %d", who, (int)format);
     if ((int)by < VF_PROFILE_SORT_TOTAL || by > VF_PROFILE_SORT_QUEUED)
