@@ -705,6 +705,14 @@ static int refuse_own_write(const vf__op *cur, const vf__var *v, uint32_t gen,
                             const char *who)
 {
     char label[VF__OP_LABEL_MAX];
+    if (holds_to_write(cur, v) && cur->def->kind == &vf__kind_bulk &&
+        !vf__bulk_running_writes(cur, v))
+        return vf__fail(VF_EDEADLK,
+                        "%s: the op waits on a variable that a later op of its "
+                        "batch writes (vf_bulk_set_size()), and an op queued "
+                        "behind the batch on it cannot run before that one "
+                        "(do not bulk ops that wait inside themselves)",
+                        who);
     if (holds_to_write(cur, v))
         return vf__fail(VF_EDEADLK,
                         "%s: %s waits on a variable it writes itself", who,
