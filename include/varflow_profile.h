@@ -101,7 +101,10 @@ VF_API int vf_profile_stop(vf_engine *e);
 
 /** @name Pause and resume
  * @{ */
-/** Pause and resume recording: ops pushed while paused are not recorded. */
+/** Pause and resume recording: ops pushed while paused are not recorded.
+ * Pausing a profile that is not recording (stopped, or paused already), or
+ * resuming one that is not paused, is VF_EINVAL, its detail saying which;
+ * a NULL or destroyed engine is VF_EINVAL. */
 VF_API int vf_profile_pause(vf_engine *e);
 VF_API int vf_profile_resume(vf_engine *e);
 /** @} */
