@@ -1677,6 +1677,79 @@ TEST_CASE(device_work_starts_async_op_elsewhere)
     }
 }
 
+/* An operator's async op made ready in device work runs on a CPU worker,
+ * and finishes inside its call there, with the operator destroyed: the op
+ * held the operator's last reference, so its finish frees the def the
+ * worker's run came from, which the worker read after the run (found by
+ * the second reviewer of the fix above: a use after free under ASan). */
+typedef struct opr_gate {
+    vf_completion done;
+    atomic_int set, ran;
+} opr_gate;
+
+static void opr_gate_fn(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    opr_gate *g = arg;
+    g->done = done;
+    atomic_store(&g->set, 1);
+}
+
+static void opr_finish_at_once(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    atomic_fetch_add(&((opr_gate *)arg)->ran, 1);
+    CHECK_OK(vf_completion_finish(done, 0, NULL));
+}
+
+static int opr_gate_work(void *arg)
+{
+    opr_gate *g = arg;
+    while (!atomic_load(&g->set))
+        sched_yield();
+    return vf_completion_finish(g->done, 0, NULL);
+}
+
+static int opr_gate_op(vf_run *run, void *arg)
+{
+    return vf_run_submit(run, opr_gate_work, arg, 0);
+}
+
+TEST_CASE(device_work_readies_a_destroyed_operators_async_op)
+{
+    opr_gate g;
+    atomic_init(&g.ran, 0);
+    for (int it = 0; it < 20; it++) {
+        atomic_init(&g.set, 0);
+        vf_engine *e = NULL;
+        CHECK_OK(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
+                                                   .cpu_workers = 2,
+                                                   .gpu_workers = 1}));
+        REQUIRE(e != NULL);
+        vf_var gate = tu_var(e), out = tu_var(e), d = tu_var(e);
+        CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = opr_gate_fn,
+                                            .arg = &g,
+                                            .writes = VF_VARS(gate)}));
+        vf_operator *opr = NULL;
+        CHECK_OK(vf_operator_create(e,
+                                    &(vf_op){.async_fn = opr_finish_at_once,
+                                             .arg = &g,
+                                             .reads = VF_VARS(gate),
+                                             .writes = VF_VARS(out)},
+                                    &opr));
+        CHECK_OK(vf_operator_push(e, opr, 0));
+        CHECK_OK(vf_operator_destroy(e, opr)); /* its run holds the last */
+        CHECK_OK(
+            vf_engine_push(e, &(vf_op){.fn = opr_gate_op,
+                                       .arg = &g,
+                                       .writes = VF_VARS(d),
+                                       .device = {VF_DEVICE_EMULATED, 0}}));
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        CHECK_OK(vf_engine_destroy(e));
+    }
+    CHECK_EQ(atomic_load(&g.ran), 20);
+}
+
 /* --- CUDA -------------------------------------------------------------- */
 
 /* The CUDA class registered (it stays for the life of the process: these
