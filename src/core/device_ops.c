@@ -275,12 +275,15 @@ static bool device_op_end(vf__op *op, const vf__device_class *cls,
         } else {
             cls->event_wait(ev, &st);
             sealed_outcome(op, &st);
-            device_span(op, ev);
-            cls->event_release(ev);
-            free(f);
         }
         atomic_fetch_add_explicit(&e->dev.host_syncs, 1, memory_order_relaxed);
         device_outcome(op, &st);
+        if (rrc == 0) {
+            if (!op->skipped) /* as resolve: skipped work has no span */
+                device_span(op, ev);
+            cls->event_release(ev);
+            free(f);
+        }
         vf__fences_clear_written(op);
         return false;
     }

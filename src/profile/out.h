@@ -117,7 +117,7 @@ const char *vf__prof_human(char buf[32], uint64_t ns);
  * parallelism of 2: found trying the profiler as a user); an op of a
  * thread of the program (worker -1) as its own span, those threads being
  * unknown apart. Async ops are left out: their span is the work they wait
- * for. *out is malloc'd (NULL when n is 0). 0 or VF_ENOMEM.
+ * for. *out is malloc'd (free it whatever n is). 0 or VF_ENOMEM.
  */
 typedef struct vf__prof_span {
     uint64_t start, end;
