@@ -977,4 +977,57 @@ TEST_CASE(finish_racing_the_next_child)
     CHECK_EQ(atomic_load(&racing_early), 0);
 }
 
+/* A timed wait inside an op starts none of the ops it waits for once its
+ * deadline passed: a look (0) runs none, and gives up while the child,
+ * 300 ms long, has not run (found trying timed waits as a user: a wait
+ * for children of 0 ms ran one of 500 ms and returned 0). Untimed, the
+ * same wait then runs it. The var wait the same way. */
+typedef struct look_parent {
+    vf_var v;
+    atomic_int child_done;
+    int rc_look, done_at_look, rc_var, rc_wait;
+} look_parent;
+
+static int slow_child(vf_run *run, void *arg)
+{
+    (void)run;
+    tu_spin_us(300000);
+    atomic_store(&((look_parent *)arg)->child_done, 1);
+    return 0;
+}
+
+static int looking_parent(vf_run *run, void *arg)
+{
+    look_parent *p = arg;
+    vf_engine *e = vf_run_engine(run);
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = slow_child, .arg = p, .writes = VF_VARS(p->v)}));
+    p->rc_var = vf_var_wait_timed(e, p->v, 0, NULL);
+    p->rc_look = vf_run_wait_children_timed(run, 0, NULL);
+    p->done_at_look = atomic_load(&p->child_done);
+    p->rc_wait = vf_run_wait_children(run, NULL);
+    return 0;
+}
+
+TEST_KIND_CASE(timed_look_runs_nothing, k)
+{
+    /* On the naive engine and a pool of one worker, the child runs inside
+     * its push (vf_engine_push()). */
+    if (k->cfg.type == VF_ENGINE_NAIVE || k->cfg.cpu_workers < 2)
+        return;
+    check_context_ = k->name;
+    vf_engine *e = tu_engine(k);
+    look_parent p = {.v = tu_var(e)};
+    atomic_init(&p.child_done, 0);
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = looking_parent, .arg = &p}));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_ERR(p.rc_var, VF_ETIMEDOUT);
+    CHECK_ERR(p.rc_look, VF_ETIMEDOUT);
+    CHECK_EQ(p.done_at_look, 0);
+    CHECK_OK(p.rc_wait);
+    CHECK_EQ(atomic_load(&p.child_done), 1);
+    tu_finish_engine(e);
+    check_context_ = NULL;
+}
+
 TEST_MAIN("test_wait_children", 120)
