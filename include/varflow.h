@@ -884,7 +884,9 @@ VF_API int vf_completion_fail(vf_completion done, const vf_error *cause);
  * and no wait before the op in push order has reported it), and then
  * `*out` (if not NULL) is that failure as a wait would report it; 0 when
  * none does. The op's own waits come after it: one that reports the
- * failure leaves the answer as it was. Call it while the op runs.
+ * failure leaves the answer as it was. Call it while the op runs; an
+ * async op runs until its completion finishes it, and after that (its
+ * variables released) the call is VF_EINVAL, its detail saying so.
  * VF_EINVAL for a NULL run.
  */
 VF_API int vf_run_input_failure(const vf_run *run, vf_error *out);

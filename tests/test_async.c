@@ -660,4 +660,41 @@ TEST_KIND_CASE(next_runs_on_the_completer, k)
     tu_finish_engine(e);
 }
 
+/* vf_run_input_failure from an async op after its completion finished it
+ * (with a failure of its own, no input failed): VF_EINVAL, not 1 naming
+ * its own failure, which the op's written var then carried (found trying
+ * failures as a user); before the finish, 0. */
+typedef struct asks_late {
+    int before, after;
+    char detail[256];
+} asks_late;
+
+static void fail_then_ask(vf_run *run, void *arg, vf_completion done)
+{
+    asks_late *a = arg;
+    a->before = vf_run_input_failure(run, NULL);
+    CHECK_OK(vf_completion_finish(done, 5, "its own"));
+    vf_error err;
+    a->after = vf_run_input_failure(run, &err);
+    snprintf(a->detail, sizeof a->detail, "%s", vf_error_detail());
+}
+
+TEST_KIND_CASE(input_failure_after_its_completion, k)
+{
+    check_context_ = k->name;
+    vf_engine *e = tu_engine(k);
+    vf_var v = tu_var(e);
+    asks_late a = {.before = -1, .after = -1};
+    CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = fail_then_ask,
+                                        .arg = &a,
+                                        .writes = VF_VARS(v),
+                                        .no_skip = true}));
+    CHECK_ERR(vf_engine_wait_all(e, NULL), VF_EOPFAILED);
+    CHECK_EQ(a.before, 0);
+    CHECK_ERR(a.after, VF_EINVAL);
+    CHECK(strstr(a.detail, "completion finished it") != NULL);
+    tu_finish_engine(e);
+    check_context_ = NULL;
+}
+
 TEST_MAIN("test_async", 120)

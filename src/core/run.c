@@ -12,6 +12,14 @@ VF_API int vf_run_input_failure(const vf_run *run, vf_error *out)
 {
     if (run == NULL)
         return vf__fail(VF_EINVAL, "vf_run_input_failure: run is NULL");
+    /* Finished, its vars are released: what they carry now is its own
+     * failure, or later ops' (found trying async ops as a user: 1, its own
+     * failure, after a vf_completion_finish with an error). */
+    if (vf__exec_async_finished(run->op))
+        return vf__fail(VF_EINVAL,
+                        "vf_run_input_failure: called after the async op's "
+                        "completion finished it (its variables are released: "
+                        "ask before vf_completion_finish)");
     /* A fused op's item has a place of its own (run_bulk sets it). */
     vf__failure *f = vf__exec_inherited_failure(
         run->op, run->item_refs, run->item_nrefs, run->op->up,
