@@ -504,7 +504,9 @@ typedef struct vf_stats {
     uint64_t completed; /**< ops finished: ran ok + failed + skipped */
     uint64_t ran;       /**< user function ran and succeeded */
     uint64_t failed;    /**< user function ran and failed */
-    uint64_t skipped;   /**< not run because an input had failed */
+    uint64_t skipped;   /**< not run because an input had failed, or
+                             skipped by the shutdown notice
+                             (vf_engine_shutdown()) */
     uint64_t pending;   /**< pushed and not yet finished (var deletes, the
                              ops a stopped engine holds and the
                              markers of waits in progress included; a child
@@ -693,7 +695,10 @@ typedef struct vf_completion {
                            refused */
 } vf_completion;
 
-/** A sync op: return 0 on success, anything else marks the op failed. */
+/** A sync op: return 0 on success, anything else marks the op failed
+ * (with that code: one of varflow's own, VF_ESKIPPED say, is taken as the
+ * op's own failure, and its done gets it as it would a skip's: return a
+ * code of your own to tell them apart). */
 typedef int (*vf_sync_fn)(vf_run *run, void *arg);
 
 /**
