@@ -1348,14 +1348,16 @@ vf__op *vf__exec_worker_execute(vf__worker *w, vf__op *op)
     bool graph = def->kind->flags & VF__KIND_GRAPH;
     /* Before the run: an async op left in flight may be finished and freed
      * at once, and with it an operator's def (found by the second
-     * reviewer); its engine is the worker's (its CPU pool's). */
+     * reviewer). Its engine from the def too: a stepped engine's worker
+     * has no pool (testing.h). */
     bool async = def->async;
+    vf_engine *e = def->engine;
     if (graph)
         worker_run_nodes(w, op, &ready);
     else if (VF__LIKELY(run_body(op, w->index)))
         finish(op, &ready);
     else if (VF__UNLIKELY(async))
-        loop_op_returned(w->pool->engine, op);
+        loop_op_returned(e, op);
     else
         op->def->kind->released_in_flight(op, &ready);
     vf__readylist rest; /* other pools' ops and inline ones */

@@ -12,6 +12,8 @@
  */
 #include "runner.h"
 
+#include <sched.h>
+
 #include "core/testing.h"
 
 static int order[64];
@@ -284,6 +286,57 @@ TEST_CASE(wait_all_runs_the_rest)
     for (int i = 0; i < 10; i++)
         CHECK(o[i].ran && pthread_equal(o[i].thread, pthread_self()));
     finish(e);
+}
+
+/* An async op made ready in device work goes to the CPU pool (exec.c:
+ * starts_on_pool); a step runs it left in flight, on a worker with no
+ * pool (found by the second reviewer of that routing: the step read the
+ * worker's pool for the op's engine, a NULL dereference). */
+typedef struct stepped_async {
+    vf_engine *e;
+    vf_var out;
+    atomic_int started;
+    vf_completion keep;
+} stepped_async;
+
+static void keep_in_flight(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    stepped_async *s = arg;
+    s->keep = done;
+    atomic_store(&s->started, 1);
+}
+
+static int push_async_from_work(void *arg)
+{
+    stepped_async *s = arg;
+    return vf_engine_push(s->e, &(vf_op){.async_fn = keep_in_flight,
+                                         .arg = s,
+                                         .writes = VF_VARS(s->out)});
+}
+
+static int submit_async_pusher(vf_run *run, void *arg)
+{
+    return vf_run_submit(run, push_async_from_work, arg, 0);
+}
+
+TEST_CASE(async_op_from_device_work_in_a_step)
+{
+    stepped_async s = {.e = stepped()};
+    atomic_init(&s.started, 0);
+    s.out = tu_var(s.e);
+    vf_var d = tu_var(s.e);
+    CHECK_OK(vf_engine_push(s.e, &(vf_op){.fn = submit_async_pusher,
+                                          .arg = &s,
+                                          .writes = VF_VARS(d),
+                                          .device = {VF_DEVICE_EMULATED, 0}}));
+    double end = tu_now() + TU_TIMEOUT;
+    while (!atomic_load(&s.started) && tu_now() < end)
+        if (vf__testing_run_one(s.e) == 0)
+            sched_yield();
+    REQUIRE(atomic_load(&s.started));
+    CHECK_OK(vf_completion_finish(s.keep, 0, NULL));
+    finish(s.e);
 }
 
 TEST_MAIN("test_stepping", 60)
