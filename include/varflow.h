@@ -1067,17 +1067,19 @@ VF_API int vf_operator_destroy(vf_engine *e, vf_operator *op);
  * per write. The naive engine ignores the bulk size.
  *
  * A batch is pushed when it is full; before a push from this thread that
- * cannot join it (one that names a variable the batch does not hold yet,
- * when another thread pushed meanwhile, cannot: a batch never stands
- * across that push on it); when this thread's bulk size changes; by
- * vf_bulk_flush(); by a push from another thread that names one of its
- * variables; and, every thread's batch, by any wait (vf_var_wait(),
- * vf_engine_wait_all()), vf_var_destroy(), stop, shutdown, destroy and fork.
- * Bulking never changes what a program computes (but for an op that waits
- * inside itself on a variable a later op of its batch uses: below): an op
- * pushed before another thread's push (the program's own synchronization, a
- * mutex, a condition variable, a thread join, ordering the two) comes before it
- * on every variable they share, as without bulking, whatever either thread's
+ * cannot join it; when this thread's bulk size changes; by vf_bulk_flush();
+ * by a push from another thread that names one of its variables; and,
+ * every thread's batch, by any wait (vf_var_wait(), vf_engine_wait_all()),
+ * vf_var_destroy(), stop, shutdown, destroy and fork. Bulking never changes
+ * what a program computes (but for an op that waits inside itself on a
+ * variable a later op of its batch uses: below; and where the program
+ * leaves it to timing: an op of a batch runs only with its batch, after
+ * every input of the batch's later ops, so a child that takes its place at
+ * its push because one of its variables is still busy (vf_engine_push())
+ * may find busy what an unbulked op would have freed): an op pushed before
+ * another thread's push (the program's own synchronization, a mutex, a
+ * condition variable, a thread join, ordering the two) comes before it on
+ * every variable they share, as without bulking, whatever either thread's
  * bulk size (set here, by config.bulk_size or by VF_BULK_SIZE), so no
  * flush is needed for that.
  * While an async op of the engine is pushed and not finished, no push is

@@ -317,8 +317,7 @@ void vf__bulk_after_batches(vf_engine *e, const vf__varref *vars, int nvars)
  * its batch, claiming those nobody claims. NULL when each is usable and
  * this thread's; else the first that is not (deleted, or claimed by
  * another thread's state: take_slow says which). */
-static inline vf__var *take_vars(vf__bulk *s, const vf__varref *vars, int nvars,
-                                 bool *claimed)
+static inline vf__var *take_vars(vf__bulk *s, const vf__varref *vars, int nvars)
 {
     for (int i = 0; i < nvars; i++) {
         vf__var *v = vars[i].var;
@@ -330,7 +329,6 @@ static inline vf__var *take_vars(vf__bulk *s, const vf__varref *vars, int nvars,
         if (o == NULL && usable) {
             atomic_store_explicit(&v->bulk, s, memory_order_release);
             o = s;
-            *claimed = true;
         }
         vf__spin_unlock(&v->lock);
         if (VF__UNLIKELY(o != s || !usable))
@@ -361,19 +359,6 @@ static int take_slow(vf_engine *e, vf__bulk *s, vf__var *v, uint32_t gen,
 }
 
 /* --- pushing ------------------------------------------------------------ */
-
-/* Whether another push took a place since the batch's last op. An op
- * joining the batch with a var nobody claimed could then use a var an op
- * of another thread pushed meanwhile uses: fused, the batch would stand
- * where its first op stands, before that op, and an op that other op
- * pushes (a child) would queue behind the whole batch, after this one
- * (found by the second reviewer of the batch's placement: vf_bulk_set_size
- * changed a result). Such an op starts a batch of its own. */
-static inline bool pushed_since(vf_engine *e, const vf__bulk_batch *b)
-{
-    return atomic_load_explicit(&e->pushed, memory_order_relaxed) !=
-           b->items[b->nitems - 1].place;
-}
 
 /* Whether a push with this definition may join a batch. Not while an
  * async op of the engine is pushed and not finished: a fused op waits for
@@ -514,9 +499,7 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
         return 0;
     }
     vf__var *v;
-    bool claimed = false; /* a var nobody claimed (another thread's push
-                             clears a claim it passes: settle_claim) */
-    while (VF__UNLIKELY((v = take_vars(s, vars, nvars, &claimed)) != NULL)) {
+    while (VF__UNLIKELY((v = take_vars(s, vars, nvars)) != NULL)) {
         int i = 0;
         while (vars[i].var != v)
             i++;
@@ -549,8 +532,7 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
         for (int i = 0; i < nvars; i++)
             vf__family_child_var(up, vars[i].var, vars[i].gen);
     if (b != NULL &&
-        (b->priority != priority || b->pool != def->pool || b->up != up ||
-         VF__UNLIKELY(claimed && pushed_since(e, b)))) {
+        (b->priority != priority || b->pool != def->pool || b->up != up)) {
         flush_locked(e, s);
         b = NULL;
     }
