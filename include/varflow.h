@@ -1339,11 +1339,11 @@ VF_API int vf_engine_wait_all(vf_engine *e, vf_error *err);
  * after it (another wait's marker, say) is taken off the queue when its
  * wait gives up: polling a var with timed waits, from any number of
  * threads, holds a marker a thread (two while one gives up), not one a
- * poll. A wait that runs ops itself meanwhile (one inside an op runs the
- * ops it waits for on top of itself; so does vf_engine_wait_all() with
- * help_on_wait) starts none once its deadline has passed, and none at all
- * for a look, but cannot cut short the one it runs: it returns when that
- * op has ended, late by up to that op's length.
+ * poll. A wait that runs ops itself meanwhile (one inside an op may run
+ * the ops it waits for on top of itself, as a look (0) for children may;
+ * vf_engine_wait_all() with help_on_wait runs queued ops until its
+ * deadline) cannot cut short the op it runs: it returns when that op, and
+ * what it made ready there, have ended, late by that much.
  */
 VF_API int vf_var_wait_timed(vf_engine *e, vf_var v, int64_t timeout_ms,
                              vf_error *err);

@@ -885,7 +885,7 @@ int vf__exec_deferred_count(void)
     return tls.deferred.count;
 }
 
-int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any, bool late)
+int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any)
 {
     vf__op *op = vf__readylist_pop(&tls.deferred);
     if (op != NULL) {
@@ -912,7 +912,7 @@ int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any, bool late)
         return VF__LOOP_RAN;
     }
     int why = VF__LOOP_NOTHING;
-    if (late || me == NULL || (op = loop_take(w, me, any, &why)) == NULL)
+    if (me == NULL || (op = loop_take(w, me, any, &why)) == NULL)
         return why;
     if (!loop_claim(w)) {
         vf__pool_submit(me->pool, op);

@@ -310,9 +310,7 @@ uint64_t vf__exec_loop_op_released(const vf__op *op);
  * (VF__WAIT_CHILD_EIGHTHS); with `any`, while the stack has room, any op
  * of the pool the worker may take (wait.c: when nobody else ever will).
  * A deferred op, which only this thread runs, too runs only while the
- * stack has room (VF__WAIT_CHILD_EIGHTHS). `late`: the wait's deadline
- * passed: only deferred ops (a marker made ready above the wait, say),
- * none of the pool's, whose run would end the wait that much later.
+ * stack has room (VF__WAIT_CHILD_EIGHTHS).
  * VF__LOOP_RAN, VF__LOOP_NOTHING, VF__LOOP_REFUSED when the pool holds
  * ops, but none this stack may take (the waiter then sleeps beside them,
  * wait.c), or VF__LOOP_NO_STACK when a deferred op waits and the stack is
@@ -321,7 +319,7 @@ uint64_t vf__exec_loop_op_released(const vf__op *op);
 #define VF__LOOP_RAN 1      /* it ran one (or gave one back: look again) */
 #define VF__LOOP_REFUSED 2  /* the pool has queued ops it will not run */
 #define VF__LOOP_NO_STACK 3 /* a deferred op waits: no stack left for it */
-int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any, bool late);
+int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any);
 
 /* How many ops this thread has deferred (inline ops ready above an inline
  * run: run_inline), which no other thread runs. */

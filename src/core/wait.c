@@ -529,12 +529,7 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
         /* Nobody else will ever run the ops this waiter refuses (below):
          * it runs one itself if its stack has room (past that, and past
          * VF__MAX_SPARES spares, a recursion waits for ever). */
-        /* Past its deadline it starts no op of the pool (0: only
-         * look): one it ran would end it late by that op's length (found
-         * trying timed waits as a user: a wait for children of 0 ms ran
-         * one of 500 ms). */
-        int ran = vf__exec_loop_run_one(w, me, hopeless >= HOPELESS_LOOKS,
-                                        vf__deadline_passed(until));
+        int ran = vf__exec_loop_run_one(w, me, hopeless >= HOPELESS_LOOKS);
         if (ran == VF__LOOP_RAN) {
             refusals = 0;
             hopeless = 0;
