@@ -891,7 +891,10 @@ VF_API int vf_completion_fail(vf_completion done, const vf_error *cause);
  * none does. The op's own waits come after it: one that reports the
  * failure leaves the answer as it was. Call it while the op runs; an
  * async op runs until its completion finishes it, and after that (its
- * variables released) the call is VF_EINVAL, its detail saying so.
+ * variables released) the call is VF_EINVAL, its detail saying so. So
+ * call it before the completion is handed to another thread that may
+ * finish it: a call racing that finish may read what the op's own failure,
+ * or a later op's, left on its variables (a race of the program's).
  * VF_EINVAL for a NULL run.
  */
 VF_API int vf_run_input_failure(const vf_run *run, vf_error *out);
