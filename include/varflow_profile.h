@@ -156,9 +156,10 @@ typedef enum vf_profile_format {
 
 /** Write the snapshot to `path` ("-": standard output) in `format`. A
  * regular file (or a new one) is written whole into a temporary file beside
- * it that then replaces it, so a reader, or another writer of the same
- * path, never sees part of it (a device, a pipe or a symbolic link is
- * written in place). A name is the program's bytes: the JSON outputs escape it,
+ * it that then replaces it, with its mode and owner, so a reader, or
+ * another writer of the same path, never sees part of it (a device, a
+ * pipe, a symbolic link or a file with other hard links is written in
+ * place). A name is the program's bytes: the JSON outputs escape it,
  * and the text ones (the summary's table, the dot graph) write its control
  * characters and bytes that are not UTF-8 as U+FFFD, one table row a line.
  * VF_EINVAL for a NULL snapshot or a NULL or empty path, VF_ESYSTEM when

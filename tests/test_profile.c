@@ -1135,6 +1135,41 @@ TEST_CASE(engines_sharing_a_path)
     closedir(d);
 }
 
+/* A profile written over an existing file keeps the file's mode, and a
+ * file with another hard link is written in place, so both names see it
+ * (the write replaces a regular file through a temporary file: the second
+ * reviewer asked what it did to such files). */
+TEST_CASE(profile_write_keeps_the_file)
+{
+    vf_engine *e = tu_engine(&tu_kinds[1]);
+    vf_var v = tu_var(e);
+    CHECK_OK(vf_profile_start(e));
+    push_n(e, v, 3, "kept");
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    vf_profile *p = NULL;
+    CHECK_OK(vf_profile_take(e, &p));
+    const char *keep = path_in_dir("keep.json");
+    const char *link_name = path_in_dir("keep-link.json");
+    FILE *f = fopen(keep, "w");
+    REQUIRE(f != NULL);
+    fputs("old", f);
+    fclose(f);
+    CHECK(chmod(keep, 0600) == 0);
+    CHECK_OK(vf_profile_write(p, keep, VF_PROFILE_CHROME_JSON));
+    struct stat st;
+    CHECK(stat(keep, &st) == 0 && (st.st_mode & 0777) == 0600);
+    unlink(link_name);
+    CHECK(link(keep, link_name) == 0);
+    CHECK_OK(vf_profile_write(p, keep, VF_PROFILE_SUMMARY_TEXT));
+    char *text = tu_read_file(link_name);
+    REQUIRE(text != NULL);
+    CHECK(strstr(text, "kept") != NULL && strstr(text, "traceEvents") == NULL);
+    free(text);
+    CHECK(stat(keep, &st) == 0 && st.st_nlink == 2);
+    vf_profile_destroy(p);
+    tu_finish_engine(e);
+}
+
 /* The profile of four ops named `names`, each writing one var, on the
  * pooled engine. */
 static vf_profile *profile_of_named_ops(const char *const names[4])

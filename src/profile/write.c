@@ -3,6 +3,7 @@
  * outputs share (out.h). The Chrome trace is trace_write.c's.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -293,7 +294,9 @@ static mode_t umask_now(void)
  * writers of one path (every engine of a process that VF_PROFILE names
  * it to, destroyed at once) leave one whole output, the last, never two
  * interleaved (found trying the profiler as a user), and a reader never
- * finds half of one. Anything else (a device, a pipe, a symbolic link, a
+ * finds half of one. The file it replaces keeps its mode and owner; one
+ * this process may not write is refused as fopen would refuse it. Anything
+ * else (a device, a pipe, a symbolic link, a file with other hard links, a
  * directory where no file can be made) is written in place. */
 typedef struct out_file {
     FILE *f;
@@ -305,17 +308,21 @@ static int out_open(const char *path, out_file *o)
     o->tmp = NULL;
     struct stat st;
     bool exists = lstat(path, &st) == 0;
-    if (exists ? S_ISREG(st.st_mode) : errno == ENOENT) {
+    if (exists && S_ISREG(st.st_mode) && access(path, W_OK) != 0)
+        return errno; /* as fopen: no replacing a file it may not write */
+    if (exists ? S_ISREG(st.st_mode) && st.st_nlink == 1 : errno == ENOENT) {
         size_t n = strlen(path);
         o->tmp = vf__malloc(n + sizeof ".XXXXXX");
         int fd = -1;
         if (o->tmp != NULL) {
             memcpy(o->tmp, path, n);
             memcpy(o->tmp + n, ".XXXXXX", sizeof ".XXXXXX");
-            fd = mkstemp(o->tmp);
+            fd = mkostemp(o->tmp, O_CLOEXEC);
         }
         if (fd >= 0) {
             (void)fchmod(fd, exists ? st.st_mode & 07777 : 0666 & ~umask_now());
+            if (exists) /* as it was (root may write another's file) */
+                (void)fchown(fd, st.st_uid, st.st_gid);
             if ((o->f = fdopen(fd, "w")) != NULL)
                 return 0;
             close(fd);
