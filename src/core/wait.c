@@ -705,14 +705,6 @@ static int refuse_own_write(const vf__op *cur, const vf__var *v, uint32_t gen,
                             const char *who)
 {
     char label[VF__OP_LABEL_MAX];
-    if (holds_to_write(cur, v) && cur->def->kind == &vf__kind_bulk &&
-        !vf__bulk_running_writes(cur, v))
-        return vf__fail(VF_EDEADLK,
-                        "%s: the op waits on a variable that a later op of its "
-                        "batch writes (vf_bulk_set_size()), and an op queued "
-                        "behind the batch on it cannot run before that one "
-                        "(do not bulk ops that wait inside themselves)",
-                        who);
     if (holds_to_write(cur, v))
         return vf__fail(VF_EDEADLK,
                         "%s: %s waits on a variable it writes itself", who,
@@ -934,7 +926,8 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
          * which a setting turns on, would change what the program gets.
          * With a write queued behind it (a child the op pushed, another
          * thread's), the op alone would wait for that too, which its batch
-         * cannot let run: VF_EDEADLK below, as before. */
+         * cannot let run: VF_EDEADLK, saying so (it said "waits on a
+         * variable it writes itself", of the fused op). */
         if ((rc = refuse_ancestor_write(cur, v, gen, who)) != 0)
             return rc;
         vf__spin_lock(&v->lock);
@@ -951,6 +944,12 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
              v->head->next == NULL))
             return wait_settled(e, v, err, who); /* unlocks */
         vf__spin_unlock(&v->lock);
+        return vf__fail(VF_EDEADLK,
+                        "%s: the op waits on a variable that a later op of its "
+                        "batch writes (vf_bulk_set_size()), and an op queued "
+                        "behind the batch on it cannot run before that one "
+                        "(do not bulk ops that wait inside themselves)",
+                        who);
     }
     if (nested && (rc = refuse_own_write(cur, v, gen, who)) != 0)
         return rc;
