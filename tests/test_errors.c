@@ -490,4 +490,47 @@ TEST_CASE(nesting_across_engines)
     }
 }
 
+/* A sync op that returns VF_ESKIPPED itself failed with that code: its
+ * done gets VF_ESKIPPED, as a skipped op's does, and the stats count it
+ * failed, not skipped (varflow.h, vf_sync_fn: a user asked). An op after
+ * it on its var is skipped for its failure. */
+static int returns_eskipped(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return VF_ESKIPPED;
+}
+
+static void note_status(void *arg, int status)
+{
+    *(int *)arg = status;
+}
+
+TEST_KIND_CASE(op_returning_eskipped_failed, k)
+{
+    check_context_ = k->name;
+    vf_engine *e = tu_engine(k);
+    vf_var v = tu_var(e);
+    int first = 1, second = 1;
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = returns_eskipped,
+                                        .done = note_status,
+                                        .arg = &first,
+                                        .writes = VF_VARS(v)}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = tu_nop,
+                                        .done = note_status,
+                                        .arg = &second,
+                                        .reads = VF_VARS(v)}));
+    vf_error err;
+    CHECK_ERR(vf_engine_wait_all(e, &err), VF_EOPFAILED);
+    CHECK_EQ(err.code, VF_ESKIPPED);
+    CHECK_EQ(first, VF_ESKIPPED);
+    CHECK_EQ(second, VF_ESKIPPED);
+    vf_stats st;
+    CHECK_OK(vf_engine_stats(e, &st));
+    CHECK_EQ(st.failed, 1);
+    CHECK_EQ(st.skipped, 1);
+    tu_finish_engine(e);
+    check_context_ = NULL;
+}
+
 TEST_MAIN("test_errors", 120)

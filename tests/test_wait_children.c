@@ -977,4 +977,73 @@ TEST_CASE(finish_racing_the_next_child)
     CHECK_EQ(atomic_load(&racing_early), 0);
 }
 
+/* A loop of looks (vf_run_wait_children_timed(run, 0)) inside an op, on a
+ * pool whose only worker runs that op, ends: a look runs the children it
+ * waits for on top of itself, once they are ready (here once another
+ * thread finished the async op they wait for), and nothing else would run
+ * them (varflow.h, the timed waits; a look that ran none past its deadline
+ * polled for ever: found by the second reviewer of that change). */
+typedef struct polling_parent {
+    vf_var gate;
+    vf_completion gate_done;
+    atomic_int gate_started, child_ran;
+    int rc;
+    long looks;
+} polling_parent;
+
+static void gate_start(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    polling_parent *p = arg;
+    p->gate_done = done;
+    atomic_store(&p->gate_started, 1);
+}
+
+static int gated_child(vf_run *run, void *arg)
+{
+    (void)run;
+    atomic_store(&((polling_parent *)arg)->child_ran, 1);
+    return 0;
+}
+
+static int polling_parent_fn(vf_run *run, void *arg)
+{
+    polling_parent *p = arg;
+    vf_engine *e = vf_run_engine(run);
+    CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = gate_start,
+                                        .arg = p,
+                                        .writes = VF_VARS(p->gate)}));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = gated_child, .arg = p, .reads = VF_VARS(p->gate)}));
+    double end = tu_now() + TU_TIMEOUT;
+    do {
+        p->rc = vf_run_wait_children_timed(run, 0, NULL);
+        p->looks++;
+    } while (p->rc == VF_ETIMEDOUT && tu_now() < end);
+    return 0;
+}
+
+TEST_CASE(looks_in_a_loop_run_the_children)
+{
+    vf_engine *e = NULL;
+    CHECK_OK(vf_engine_create(
+        &e, &(vf_config){.type = VF_ENGINE_POOLED, .cpu_workers = 1}));
+    REQUIRE(e != NULL);
+    polling_parent p = {.gate = tu_var(e)};
+    atomic_init(&p.gate_started, 0);
+    atomic_init(&p.child_ran, 0);
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = polling_parent_fn, .arg = &p}));
+    double end = tu_now() + TU_TIMEOUT;
+    while (!atomic_load(&p.gate_started) && tu_now() < end)
+        tu_spin_us(100);
+    REQUIRE(atomic_load(&p.gate_started));
+    tu_spin_us(20000); /* the parent looks meanwhile */
+    CHECK_OK(vf_completion_finish(p.gate_done, 0, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_OK(p.rc);
+    CHECK_EQ(atomic_load(&p.child_ran), 1);
+    CHECK(p.looks > 1);
+    tu_finish_engine(e);
+}
+
 TEST_MAIN("test_wait_children", 120)
