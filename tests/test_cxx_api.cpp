@@ -346,6 +346,23 @@ TEST_KIND_CASE(graphs, k)
     CHECK_EQ(version, 1);
 }
 
+/* A graph whose engine was destroyed first (which freed the graph) still
+ * holds its handle and tests true; launch() throws VF_EINVAL from the C
+ * call, and its destructor does nothing more (varflow.hpp, graph: a user
+ * found bool(g) true there). */
+TEST_KIND_CASE(graph_outlives_its_engine, k)
+{
+    varflow::graph g;
+    {
+        varflow::engine eng(k.cfg);
+        g = eng.capture([&] { eng.push({}, {}, [] {}); });
+        CHECK(g);
+        eng.destroy();
+    }
+    CHECK(g);
+    CHECK_THROWS(g.launch(), varflow::error, VF_EINVAL, (void)e);
+}
+
 TEST_KIND_CASE(moved_from_vars, k)
 {
     varflow::engine eng(k.cfg);
