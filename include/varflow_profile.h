@@ -77,8 +77,11 @@ typedef struct vf_profile_record {
                                    before it; for a write, the last read to
                                    end since that write), so every engine
                                    (the naive one too) records the
-                                   program's edges; none from a fused
-                                   batch that had ended (bulking) */
+                                   program's edges; past an op not
+                                   recorded (a wait's marker, one pushed
+                                   while paused), the last recorded op on
+                                   the var; from a fused batch (bulking),
+                                   its last op, even once it has ended */
     const uint64_t *deps;     /**< their ids (ops recorded in this profile) */
 } vf_profile_record;
 

@@ -299,7 +299,10 @@ void vf__bulk_release_ran(vf__op *op);
  */
 void vf__bulk_before_child(vf__op *op, const vf__op *child);
 
-/* Whether the fused op `op` released `v` early (vf__bulk_release_ran). */
+/* Whether the fused op `op` released `v` early (vf__bulk_release_ran);
+ * vf__bulk_let_go: its var `x` (the profiler's note of its last op on x
+ * was made then, not at the batch's end). */
 bool vf__bulk_released(const vf__op *op, const vf__var *v);
+bool vf__bulk_let_go(const vf__op *op, int x);
 
 #endif /* VF_BULK_H */

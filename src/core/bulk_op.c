@@ -9,6 +9,7 @@
 #include "base/alloc.h"
 #include "core/engine.h"
 #include "core/exec.h"
+#include "core/profiling.h"
 #include "core/push.h"
 #include "core/run.h"
 #include "core/wait.h"
@@ -611,6 +612,12 @@ uint64_t vf__bulk_first_place_on(const vf__op *op, const vf__var *v)
 
 /* --- early release (bulk.h: vf__bulk_release_ran) ------------------------ */
 
+/* Whether the fused op is profiled (its items have records). */
+static bool recorded(const vf__op *op)
+{
+    return VF__UNLIKELY(op->hooks & VF__HOOK_PROF) && op->prof != NULL;
+}
+
 /* An early release (or a downgrade) records its edges from the item
  * `item`, the last to use (or write) the var, rather than from the fused
  * op's own record, whose id (its last item's) a split may later give to
@@ -624,7 +631,7 @@ uint64_t vf__bulk_first_place_on(const vf__op *op, const vf__var *v)
  * record kept id 0, found trying the profiler with bulking as a user). */
 static void edges_from_item(vf__op *op, int item, uint64_t *own)
 {
-    if (!VF__UNLIKELY(op->hooks & VF__HOOK_PROF) || op->prof == NULL)
+    if (!recorded(op))
         return;
     const vf__bulk_batch *b = op->arg;
     if (*own == 0)
@@ -637,8 +644,7 @@ static void edges_from_item(vf__op *op, int item, uint64_t *own)
 /* The fused op's record has its own id again (edges_from_item). */
 static void edges_from_fused(vf__op *op, const uint64_t *own)
 {
-    if (*own != 0 && VF__UNLIKELY(op->hooks & VF__HOOK_PROF) &&
-        op->prof != NULL)
+    if (*own != 0 && recorded(op))
         op->prof->id = *own;
 }
 
@@ -651,6 +657,20 @@ static void release_one(vf__op *op, int v, vf__readylist *ready)
         vf__var_complete_write(vf__dep_var(d), op, op->failure, false, ready);
     else
         vf__var_complete_read(vf__dep_var(d), op, ready);
+}
+
+/* Let go of var x early, before the batch ends: the profiler is told, as
+ * at an op's end, that its last item to use x is the last op to end on it
+ * (and its edges name that item). */
+static void release_early(vf__op *op, int x, uint64_t *own,
+                          vf__readylist *ready)
+{
+    vf__bulk_batch *b = op->arg;
+    b->released[x] = true;
+    edges_from_item(op, b->last_use[x], own);
+    if (recorded(op))
+        vf__profiling_var_used(op, x);
+    release_one(op, x, ready);
 }
 
 void vf__bulk_release_ran(vf__op *op)
@@ -668,11 +688,8 @@ void vf__bulk_release_ran(vf__op *op)
     vf__readylist_init(&ready);
     uint64_t own = 0;
     for (int v = 0; v < b->nvars; v++) {
-        if (b->released[v] || b->last_use[v] >= running)
-            continue;
-        b->released[v] = true;
-        edges_from_item(op, b->last_use[v], &own);
-        release_one(op, v, &ready);
+        if (!b->released[v] && b->last_use[v] < running)
+            release_early(op, v, &own, &ready);
     }
     edges_from_fused(op, &own);
     if (ready.count != 0) {
@@ -722,11 +739,11 @@ static void narrow(vf__op *op, int running)
             continue;
         vf__dep *d = vf__op_dep(op, x);
         if (b->last_use[x] < running) {
-            b->released[x] = true;
-            edges_from_item(op, b->last_use[x], &own);
-            release_one(op, x, &ready);
+            release_early(op, x, &own, &ready);
         } else if (vf__dep_write(d) && b->last_write[x] < running) {
             edges_from_item(op, b->last_write[x], &own);
+            if (recorded(op)) /* its last write has ended */
+                vf__profiling_var_used(op, x);
             vf__var_downgrade(vf__dep_var(d), d, &ready);
         }
     }
@@ -751,14 +768,17 @@ void vf__bulk_before_child(vf__op *op, const vf__op *child)
     narrow(op, running);
 }
 
-bool vf__bulk_released(const vf__op *op, const vf__var *v)
+bool vf__bulk_let_go(const vf__op *op, int x)
 {
     const vf__bulk_batch *b = op->arg;
-    if (b->released == NULL)
-        return false;
+    return b->released != NULL && b->released[x];
+}
+
+bool vf__bulk_released(const vf__op *op, const vf__var *v)
+{
     for (int i = 0; i < op->nvars; i++)
         if (vf__dep_var(vf__op_dep(op, i)) == v)
-            return b->released[i];
+            return vf__bulk_let_go(op, i);
     return false;
 }
 

@@ -257,7 +257,7 @@ static int read_beside(vf__graph_inst *in, vf__op *parent, uint32_t p, int b,
     if (nreads != 0) { /* reads queued behind the downgraded hold */
         vf__readylist ready;
         vf__readylist_init(&ready);
-        vf__var_release_reads(first_read, nreads, holder, &ready);
+        vf__var_release_reads(v, first_read, nreads, holder, &ready);
         vf__engine_count_in(g->engine,
                             (uint64_t)ready.count * VF__COUNT_ACTIVE);
         vf__exec_dispatch_ready(&ready);

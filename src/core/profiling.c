@@ -136,19 +136,26 @@ void vf__profiling_held_at_push(const vf__op *op, int n)
     }
 }
 
-/* The op ends, its vars not released yet: it is the last to end on them
- * (a fused op stands for several: its vars' last ops are not known). */
+void vf__profiling_edge_past(vf__op *op, const vf__var *v, bool write)
+{
+    vf__prof_var_edge(vf__op_engine(op)->prof, op->prof, var_key(v), write);
+}
+
+void vf__profiling_var_used(const vf__op *op, int x)
+{
+    const vf__dep *d = vf__op_dep(op, x);
+    vf__prof_var_used(vf__op_engine(op)->prof, op->prof,
+                      var_key(vf__dep_var(d)), vf__dep_write(d));
+}
+
+/* The op ends, its vars not released yet (but those a fused op let go of
+ * early, told then): it is the last to end on them. */
 static void note_vars_used(vf__op *op)
 {
-    vf__profiler *p = vf__op_engine(op)->prof;
     bool fused = op->def->kind == &vf__kind_bulk;
-    for (int i = 0; i < op->nvars; i++) {
-        const vf__dep *d = vf__op_dep(op, i);
-        int use = fused              ? VF__PROF_VAR_FORGET
-                  : vf__dep_write(d) ? VF__PROF_VAR_WRITE
-                                     : VF__PROF_VAR_READ;
-        vf__prof_var_used(p, op->prof, var_key(vf__dep_var(d)), use);
-    }
+    for (int i = 0; i < op->nvars; i++)
+        if (!fused || !vf__bulk_let_go(op, i))
+            vf__profiling_var_used(op, i);
 }
 
 /* The observers' part of an op's end (before its done callback). */

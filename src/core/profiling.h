@@ -29,5 +29,13 @@ void vf__profiling_op_end(vf__op *op);
  * holds at once (hooks.h: vf__prof_var_edge). */
 void vf__profiling_held_at_push(const vf__op *op, int n);
 void vf__profiling_op_record(vf__op *op);
+/* The recorded op `op` lets go of its var `x` (at its end, or a fused
+ * op's early release, as the record of the item whose id it has then):
+ * it is the last to end on x (hooks.h: vf__prof_var_used). */
+void vf__profiling_var_used(const vf__op *op, int x);
+/* The recorded op `op`, made ready on its var v by an op not recorded,
+ * takes the edge its push would have taken had v been free (hooks.h:
+ * vf__prof_var_edge; `write`: op holds v to write). */
+void vf__profiling_edge_past(vf__op *op, const vf__var *v, bool write);
 
 #endif /* VF_PROFILING_H */

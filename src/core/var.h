@@ -297,8 +297,8 @@ void vf__var_downgrade(vf__var *v, vf__dep *d, vf__readylist *ready);
  * (`from`: the op they waited for, for the profiler's edges). */
 void vf__var_hold_to_read_locked(vf__var *v, vf__dep *rest);
 int vf__var_downgrade_locked(vf__var *v, vf__dep **first_read);
-void vf__var_release_reads(vf__dep *first_read, int n, const vf__op *from,
-                           vf__readylist *ready);
+void vf__var_release_reads(const vf__var *v, vf__dep *first_read, int n,
+                           const vf__op *from, vf__readylist *ready);
 
 /* Whether an op queued right behind `holder`'s running write on v went
  * ahead there and comes before the op at `place` under `up` in tree order

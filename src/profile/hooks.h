@@ -137,16 +137,15 @@ void vf__prof_op_edge(vf__op_prof *r, const vf__op_prof *from);
 /* The edges of an op pushed after the ops it waits for ended (the naive
  * engine's every op; on a pool, one pushed after its inputs were made):
  * the edge the last of them to release the var would have recorded.
- * At an op's end, before it releases its vars, per var (`key`: the var's
- * slot and generation, never 0): it is the last write to end, or a read
- * that ended since (VF__PROF_VAR_FORGET: unknown, no edge; a fused op's,
- * which stands for several). At a push, under the var's lock, for each
- * var the op holds at once: the edge from the read that ended last since
- * the last write, for a write, else from that write (none when unknown or
- * of an older profile). */
-enum { VF__PROF_VAR_READ, VF__PROF_VAR_WRITE, VF__PROF_VAR_FORGET };
+ * As an op releases a var (before it does: at its end, or a fused op's
+ * early release; `key`: the var's slot and generation, never 0): it is
+ * the last write to end, or a read that ended since. At a push, under the
+ * var's lock, for each var the op holds at once, and as an op not
+ * recorded releases a var a recorded op waited for: the edge from the
+ * read that ended last since the last write, for a write, else from that
+ * write (none when unknown or of an older profile). */
 void vf__prof_var_used(vf__profiler *p, const vf__op_prof *r, uint64_t key,
-                       int use);
+                       bool write);
 void vf__prof_var_edge(vf__profiler *p, vf__op_prof *r, uint64_t key,
                        bool write);
 /* Its last dependency was released. */

@@ -296,17 +296,15 @@ static struct var_last *var_last_of(vf__profiler *p, uint64_t key, bool make)
 }
 
 void vf__prof_var_used(vf__profiler *p, const vf__op_prof *r, uint64_t key,
-                       int use)
+                       bool write)
 {
     pthread_spin_lock(&p->var_lock);
-    struct var_last *l = var_last_of(p, key, use != VF__PROF_VAR_FORGET);
+    struct var_last *l = var_last_of(p, key, true);
     if (l != NULL) {
-        if (use == VF__PROF_VAR_WRITE)
+        if (write)
             *l = (struct var_last){numbered(r), 0};
-        else if (use == VF__PROF_VAR_READ)
-            l->read = numbered(r);
         else
-            *l = (struct var_last){0, 0};
+            l->read = numbered(r);
     }
     pthread_spin_unlock(&p->var_lock);
 }
