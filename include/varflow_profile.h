@@ -79,9 +79,13 @@ typedef struct vf_profile_record {
                                    (the naive one too) records the
                                    program's edges; past an op not
                                    recorded (a wait's marker, one pushed
-                                   while paused), the last recorded op on
-                                   the var; from a fused batch (bulking),
-                                   its last op, even once it has ended */
+                                   while paused or before the latest
+                                   start), the last recorded op on the
+                                   var; from a fused batch (bulking), its
+                                   last op, even once it has ended (for a
+                                   var it let go of early, its last op to
+                                   use it; none of its ops for a var only
+                                   the ops a split moved out use) */
     const uint64_t *deps;     /**< their ids (ops recorded in this profile) */
 } vf_profile_record;
 
@@ -104,10 +108,11 @@ VF_API int vf_profile_stop(vf_engine *e);
 
 /** @name Pause and resume
  * @{ */
-/** Pause and resume recording: ops pushed while paused are not recorded.
- * Pausing a profile that is not recording (stopped, or paused already), or
- * resuming one that is not paused, is VF_EINVAL, its detail saying which;
- * a NULL or destroyed engine is VF_EINVAL. */
+/** Pause and resume recording: ops pushed while paused are not recorded
+ * (with bulking too: a start, stop, pause or resume first pushes every
+ * thread's open batch). Pausing a profile that is not recording (stopped, or
+ * paused already), or resuming one that is not paused, is VF_EINVAL, its detail
+ * saying which; a NULL or destroyed engine is VF_EINVAL. */
 VF_API int vf_profile_pause(vf_engine *e);
 VF_API int vf_profile_resume(vf_engine *e);
 /** @} */

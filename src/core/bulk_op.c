@@ -625,10 +625,14 @@ static bool recorded(const vf__op *op)
  * as its dependency, an op that waits for it (a cycle in the profile).
  * The record's id stands for that item while its edges are recorded (on
  * this thread: only the fused op's releases record edges from it);
- * edges_from_fused gives it back. A var no item of the batch uses (-1: one
- * only the later items split off used) gets them from its last item, as
- * the chain through a batch goes (it once stood for "give it back": the
- * record kept id 0, found trying the profiler with bulking as a user). */
+ * edges_from_fused gives it back (always: -1 once stood for "give it
+ * back", and the record kept id 0, found trying the profiler with bulking
+ * as a user). A var no item of the batch uses (-1: one only the later
+ * items split off used) names none of them: id 0, and the ops it releases
+ * take the edge from the ops before the batch (var.c: make_ready). (It
+ * named the batch's last item, still running: the items split off, which
+ * end before it, named it as their dependency; found by the second
+ * reviewer of the table's notes.) */
 static void edges_from_item(vf__op *op, int item, uint64_t *own)
 {
     if (!recorded(op))
@@ -636,9 +640,7 @@ static void edges_from_item(vf__op *op, int item, uint64_t *own)
     const vf__bulk_batch *b = op->arg;
     if (*own == 0)
         *own = op->prof->id;
-    if (item < 0)
-        item = b->nitems - 1;
-    op->prof->id = *own - (uint64_t)(b->nitems - 1 - item);
+    op->prof->id = item < 0 ? 0 : *own - (uint64_t)(b->nitems - 1 - item);
 }
 
 /* The fused op's record has its own id again (edges_from_item). */
@@ -668,7 +670,7 @@ static void release_early(vf__op *op, int x, uint64_t *own,
     vf__bulk_batch *b = op->arg;
     b->released[x] = true;
     edges_from_item(op, b->last_use[x], own);
-    if (recorded(op))
+    if (recorded(op) && b->last_use[x] >= 0) /* else the split-off's */
         vf__profiling_var_used(op, x);
     release_one(op, x, ready);
 }
@@ -742,7 +744,7 @@ static void narrow(vf__op *op, int running)
             release_early(op, x, &own, &ready);
         } else if (vf__dep_write(d) && b->last_write[x] < running) {
             edges_from_item(op, b->last_write[x], &own);
-            if (recorded(op)) /* its last write has ended */
+            if (recorded(op) && b->last_write[x] >= 0) /* it has ended */
                 vf__profiling_var_used(op, x);
             vf__var_downgrade(vf__dep_var(d), d, &ready);
         }

@@ -34,8 +34,20 @@ void vf__profiling_describe(const vf_engine *e, vf__prof_engine_desc *d)
             .nworkers = e->pools[i].nworkers};
 }
 
+/* The profile's state changes (start, stop, pause, resume): every open
+ * batch is pushed first. A batch's ops are recorded or not as it is, at
+ * its push (its hooks byte): an op pushed before the change but still in
+ * a batch would be taken for one pushed after it (with bulking, ops
+ * pushed while paused were recorded, and an op pushed while recording
+ * was not; found by the second reviewer of the profile's edges). */
+static void before_state_change(vf_engine *e)
+{
+    vf__bulk_flush_all(e);
+}
+
 static int profile_start(vf_engine *e)
 {
+    before_state_change(e);
     int rc = vf__prof_start(e->prof);
     vf__profiling_update_hooks(e);
     return rc;
@@ -48,6 +60,7 @@ VF_API int vf_profile_start(vf_engine *e)
 
 static int set_state(vf_engine *e, const char *who, int from, int to)
 {
+    before_state_change(e);
     int rc = vf__prof_set_state(e->prof, who, from, to);
     vf__profiling_update_hooks(e);
     return rc;

@@ -326,18 +326,17 @@ bool vf__var_ahead_behind(vf__var *v, const vf__op *holder,
 /* `from` released op's var v (op holds it to write when `write`): record
  * the edge when profiling, and collect the op when that was the last
  * thing it waited for. From an op not recorded (a wait's marker, one
- * pushed while paused), the edge is the one its push would have had, had
- * the var been free: from the last recorded ops to end on v, those that
- * op waited for. (It had none: an op pushed right after a vf_var_wait
- * whose marker had not ended lost its edge; found by a CI run of
- * test_profile.) */
+ * pushed while paused or before the latest profile start), the edge is
+ * the one its push would have had, had the var been free: from the last
+ * recorded ops to end on v, those that op waited for. (It had none: an op
+ * pushed right after a vf_var_wait whose marker had not ended lost its edge;
+ * found by a CI run of test_profile.) */
 static void make_ready(vf__op *op, const vf__var *v, bool write,
                        const vf__op *from, vf__readylist *ready)
 {
     bool recorded = VF__UNLIKELY(op->hooks & VF__HOOK_PROF);
-    if (recorded && (from->hooks & VF__HOOK_PROF))
-        vf__prof_op_edge(op->prof, from->prof);
-    else if (recorded)
+    if (recorded && !((from->hooks & VF__HOOK_PROF) &&
+                      vf__prof_op_edge(op->prof, from->prof)))
         vf__profiling_edge_past(op, v, write);
     if (vf__op_release(op, 1)) {
         if (recorded)

@@ -131,8 +131,11 @@ vf__op_prof *vf__prof_op_pushed(vf__profiler *p, int nvars, uint32_t ids);
  * user). None when a start came since its push: the op is in neither profile.
  */
 void vf__prof_op_number(vf__profiler *p, vf__op_prof *r);
-/* An op recorded as `from` released one of its vars. */
-void vf__prof_op_edge(vf__op_prof *r, const vf__op_prof *from);
+/* An op recorded as `from` released one of its vars: false when `from`
+ * names no op of r's profile (an op of an earlier one; id 0, a fused op
+ * standing for none of its items), whose caller takes the table's edge
+ * (vf__prof_var_edge) instead. */
+bool vf__prof_op_edge(vf__op_prof *r, const vf__op_prof *from);
 
 /* The edges of an op pushed after the ops it waits for ended (the naive
  * engine's every op; on a pool, one pushed after its inputs were made):

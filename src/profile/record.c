@@ -240,14 +240,15 @@ static void edge_to(vf__op_prof *r, uint64_t id)
         r->more_deps[i - VF__PROF_INLINE_DEPS] = id;
 }
 
-void vf__prof_op_edge(vf__op_prof *r, const vf__op_prof *from)
+bool vf__prof_op_edge(vf__op_prof *r, const vf__op_prof *from)
 {
     /* An op of an earlier profile (one started before the latest
      * vf_profile_start) has an id of that profile: in this one the same
      * number names another op (or this one). It is not recorded here. */
-    if (from->session != r->session)
-        return;
+    if (from->session != r->session || from->id == 0)
+        return false;
     edge_to(r, from->id);
+    return true;
 }
 
 /* Room for one more of `n` elements of `size` bytes in *arr (capacity
@@ -298,6 +299,11 @@ static struct var_last *var_last_of(vf__profiler *p, uint64_t key, bool make)
 void vf__prof_var_used(vf__profiler *p, const vf__op_prof *r, uint64_t key,
                        bool write)
 {
+    /* An op of an earlier profile ending now does not hide the last op of
+     * this one (its id would name no op here: found by the second
+     * reviewer of the table's notes). */
+    if (r->session != session_now(p))
+        return;
     pthread_spin_lock(&p->var_lock);
     struct var_last *l = var_last_of(p, key, true);
     if (l != NULL) {
