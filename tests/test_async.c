@@ -697,4 +697,61 @@ TEST_KIND_CASE(input_failure_after_its_completion, k)
     check_context_ = NULL;
 }
 
+/* An async op waiting inside its function on a var an op pushed before it
+ * writes, both made ready by one finish: the writer, a sync op the
+ * worker kept as its next, went on only once the wait had returned (a
+ * wait for ever; found trying async ops with waits inside as a user). */
+static vf_var kept_b;
+static atomic_int kept_value, kept_wait_rc;
+
+static int kept_first(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    usleep(5000); /* the two below are queued by now */
+    return 0;
+}
+
+static int kept_writer(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    atomic_store(&kept_value, 42);
+    return 0;
+}
+
+static void kept_waiter(vf_run *run, void *arg, vf_completion c)
+{
+    (void)arg;
+    atomic_store(&kept_wait_rc,
+                 vf_var_wait_timed(vf_run_engine(run), kept_b, 10000, NULL));
+    CHECK_EQ(atomic_load(&kept_value), 42);
+    CHECK_OK(vf_completion_finish(c, 0, NULL));
+}
+
+TEST_CASE(wait_inside_for_an_op_made_ready_with_it)
+{
+    for (int k = 1; k < TU_NKINDS; k++) {
+        check_context_ = tu_kinds[k].name;
+        vf_engine *e = tu_engine(&tu_kinds[k]);
+        vf_var a = tu_var(e);
+        kept_b = tu_var(e);
+        atomic_store(&kept_value, 0);
+        atomic_store(&kept_wait_rc, -1);
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = kept_first,
+                                            .writes = VF_VARS(a, kept_b),
+                                            .name = "first"}));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = kept_writer,
+                                            .writes = VF_VARS(kept_b),
+                                            .name = "writer"}));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = kept_waiter,
+                                            .reads = VF_VARS(a),
+                                            .name = "waiter"}));
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        CHECK_EQ(atomic_load(&kept_wait_rc), 0);
+        tu_finish_engine(e);
+    }
+    check_context_ = NULL;
+}
+
 TEST_MAIN("test_async", 120)

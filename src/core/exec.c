@@ -995,6 +995,16 @@ bool vf__exec_bare(void)
     return tls.bare > 0;
 }
 
+/* Whether dispatch_some runs one of `ready` on this thread (an inline op
+ * that does not start on a pool). */
+static bool runs_one_here(const vf__readylist *ready)
+{
+    for (const vf__op *op = ready->head; op != NULL; op = op->next)
+        if (op->def->inline_run && !starts_on_pool(op))
+            return true;
+    return false;
+}
+
 /* Pool ops are handed over, per pool, before the inline ones run: ready
  * at once, they need not wait for them (ready ops are independent: any
  * order of them is the serial program's). */
@@ -1371,6 +1381,14 @@ vf__op *vf__exec_worker_execute(vf__worker *w, vf__op *op)
             vf__readylist_add(&tls.deferred, op); /* the wait loop runs it */
         else
             vf__readylist_add(&rest, op);
+    }
+    if (VF__UNLIKELY(rest.head != NULL) && mine.head != NULL &&
+        runs_one_here(&rest)) {
+        /* That op may wait, for one of mine say: they go to the pool
+         * first, where the other workers find them (kept as this worker's
+         * next, none ran while it waited, for ever: found trying async
+         * ops with waits inside as a user). */
+        vf__pool_submit_list(w->pool, &mine);
     }
     dispatch_list(&rest);
     return vf__worker_place(w, &mine);
