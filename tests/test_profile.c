@@ -1682,13 +1682,14 @@ TEST_CASE(bulk_split_keeps_ids)
  * its var waited for), whatever the timing. (The batch once told the
  * profiler "unknown" at its end: an op pushed after it had no edge; found
  * by a CI run of bulk_split_keeps_ids.) */
-static atomic_int ended_gate;
+/* An op that runs until the test opens its gate (10 s at most). */
+static atomic_int op_gate;
 
-static int ended_gated(vf_run *run, void *arg)
+static int gated(vf_run *run, void *arg)
 {
     (void)run;
     (void)arg;
-    for (int i = 0; i < 10000 && !atomic_load(&ended_gate); i++)
+    for (int i = 0; i < 10000 && !atomic_load(&op_gate); i++)
         usleep(1000);
     return 0;
 }
@@ -1705,7 +1706,7 @@ TEST_CASE(bulk_ended_batch_leaves_edges)
             CHECK_OK(vf_engine_create(&e, &cfg));
             REQUIRE(e != NULL);
             vf_var z = tu_var(e), w = tu_var(e), r = tu_var(e);
-            atomic_store(&ended_gate, late || !tu_kinds[k].threaded);
+            atomic_store(&op_gate, late || !tu_kinds[k].threaded);
             CHECK_OK(vf_profile_start(e));
             /* 1 writes z and w, 2 reads z, 3 reads r (one batch, bulked);
              * each op after is alone (a batch's first op takes the
@@ -1716,8 +1717,7 @@ TEST_CASE(bulk_ended_batch_leaves_edges)
             CHECK_OK(vf_engine_push(
                 e, &(vf_op){.fn = nothing, .reads = VF_VARS(z), .name = "b"}));
             CHECK_OK(vf_engine_push(
-                e,
-                &(vf_op){.fn = ended_gated, .reads = VF_VARS(r), .name = "c"}));
+                e, &(vf_op){.fn = gated, .reads = VF_VARS(r), .name = "c"}));
             CHECK_OK(vf_bulk_flush(e));
             if (late)
                 CHECK_OK(vf_engine_wait_all(e, NULL));
@@ -1733,7 +1733,7 @@ TEST_CASE(bulk_ended_batch_leaves_edges)
                                                 .writes = VF_VARS(r),
                                                 .name = "write r"}));
             CHECK_OK(vf_bulk_flush(e));
-            atomic_store(&ended_gate, 1);
+            atomic_store(&op_gate, 1);
             CHECK_OK(vf_engine_wait_all(e, NULL));
             vf_profile *p = NULL;
             CHECK_OK(vf_profile_take(e, &p));
@@ -1757,22 +1757,11 @@ TEST_CASE(bulk_ended_batch_leaves_edges)
 /* A batch letting go of a var early (its item waits for its children)
  * tells the profiler the var's last op then: an op pushed on it meanwhile
  * gets its edge from that op, and the batch's end does not undo it. */
-static atomic_int early_gate;
-
-static int gated_kid(vf_run *run, void *arg)
-{
-    (void)run;
-    (void)arg;
-    for (int i = 0; i < 10000 && !atomic_load(&early_gate); i++)
-        usleep(1000);
-    return 0;
-}
-
 static int push_gated_kid_and_wait(vf_run *run, void *arg)
 {
     (void)arg;
     CHECK_OK(vf_engine_push(vf_run_engine(run),
-                            &(vf_op){.fn = gated_kid, .name = "kid"}));
+                            &(vf_op){.fn = gated, .name = "kid"}));
     return vf_run_wait_children(run, NULL);
 }
 
@@ -1788,7 +1777,7 @@ TEST_CASE(bulk_early_release_leaves_edges)
         CHECK_OK(vf_engine_create(&e, &cfg));
         REQUIRE(e != NULL);
         vf_var z = tu_var(e), x = tu_var(e);
-        atomic_store(&early_gate, 0);
+        atomic_store(&op_gate, 0);
         CHECK_OK(vf_profile_start(e));
         CHECK_OK(vf_engine_push(
             e, &(vf_op){.fn = nothing, .writes = VF_VARS(z), .name = "a"}));
@@ -1801,8 +1790,8 @@ TEST_CASE(bulk_early_release_leaves_edges)
         CHECK_OK(vf_engine_push(
             e, &(vf_op){.fn = nothing, .writes = VF_VARS(z), .name = "b"}));
         CHECK_OK(vf_var_wait(e, z, NULL));
-        CHECK_EQ(atomic_load(&early_gate), 0); /* the batch still runs */
-        atomic_store(&early_gate, 1);
+        CHECK_EQ(atomic_load(&op_gate), 0); /* the batch still runs */
+        atomic_store(&op_gate, 1);
         CHECK_OK(vf_engine_wait_all(e, NULL));
         CHECK_OK(vf_engine_push(
             e, &(vf_op){.fn = nothing, .reads = VF_VARS(z), .name = "c"}));
@@ -1828,24 +1817,13 @@ TEST_CASE(bulk_early_release_leaves_edges)
  * the edge its push would have had: from the last recorded op on the var.
  * (It had none: found by a CI run of test_profile, an op pushed right
  * after a vf_var_wait.) */
-static atomic_int paused_gate;
-
-static int gated(vf_run *run, void *arg)
-{
-    (void)run;
-    (void)arg;
-    for (int i = 0; i < 10000 && !atomic_load(&paused_gate); i++)
-        usleep(1000);
-    return 0;
-}
-
 TEST_CASE(edge_past_an_op_not_recorded)
 {
     for (int k = 1; k < TU_NKINDS; k++) {
         check_context_ = tu_kinds[k].name;
         vf_engine *e = tu_engine(&tu_kinds[k]);
         vf_var z = tu_var(e);
-        atomic_store(&paused_gate, 0);
+        atomic_store(&op_gate, 0);
         CHECK_OK(vf_profile_start(e));
         CHECK_OK(vf_engine_push(
             e, &(vf_op){.fn = nothing, .writes = VF_VARS(z), .name = "a"}));
@@ -1857,7 +1835,7 @@ TEST_CASE(edge_past_an_op_not_recorded)
             e, &(vf_op){.fn = nothing, .writes = VF_VARS(z), .name = "b"}));
         CHECK_OK(vf_engine_push(
             e, &(vf_op){.fn = nothing, .reads = VF_VARS(z), .name = "c"}));
-        atomic_store(&paused_gate, 1); /* b queued behind p: it waits */
+        atomic_store(&op_gate, 1); /* b queued behind p: it waits */
         CHECK_OK(vf_engine_wait_all(e, NULL));
         vf_profile *p = NULL;
         CHECK_OK(vf_profile_take(e, &p));
@@ -1888,7 +1866,7 @@ TEST_CASE(edge_past_a_marker_and_an_old_profile)
             check_context_ = tu_kinds[k].name;
             vf_engine *e = tu_engine(&tu_kinds[k]);
             vf_var z = tu_var(e);
-            atomic_store(&paused_gate, 0);
+            atomic_store(&op_gate, 0);
             CHECK_OK(vf_profile_start(e));
             if (old) { /* A reads z in the old profile, C in this one */
                 CHECK_OK(vf_engine_push(
@@ -1916,7 +1894,7 @@ TEST_CASE(edge_past_a_marker_and_an_old_profile)
             }
             CHECK_OK(vf_engine_push(
                 e, &(vf_op){.fn = nothing, .writes = VF_VARS(z), .name = "W"}));
-            atomic_store(&paused_gate, 1);
+            atomic_store(&op_gate, 1);
             CHECK_OK(vf_engine_wait_all(e, NULL));
             vf_profile *p = NULL;
             CHECK_OK(vf_profile_take(e, &p));
@@ -1962,7 +1940,7 @@ TEST_CASE(bulk_split_names_no_running_op)
         REQUIRE(e != NULL);
         vf_var x = tu_var(e), y = tu_var(e);
         split2_z = tu_var(e);
-        atomic_store(&paused_gate, 0);
+        atomic_store(&op_gate, 0);
         CHECK_OK(vf_profile_start(e));
         CHECK_OK(vf_engine_push(e, &(vf_op){.fn = push_slow_kid_and_wait,
                                             .writes = VF_VARS(x),
@@ -1972,7 +1950,7 @@ TEST_CASE(bulk_split_names_no_running_op)
         CHECK_OK(vf_bulk_flush(e));
         /* Q, split off from P's batch at the kid's push, ends first. */
         CHECK_OK(vf_var_wait(e, y, NULL));
-        atomic_store(&paused_gate, 1);
+        atomic_store(&op_gate, 1);
         CHECK_OK(vf_engine_wait_all(e, NULL));
         vf_profile *p = NULL;
         CHECK_OK(vf_profile_take(e, &p));
