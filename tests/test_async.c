@@ -702,13 +702,16 @@ TEST_KIND_CASE(input_failure_after_its_completion, k)
  * worker kept as its next, went on only once the wait had returned (a
  * wait for ever; found trying async ops with waits inside as a user). */
 static vf_var kept_b;
-static atomic_int kept_value, kept_wait_rc;
+static atomic_int kept_value, kept_wait_rc, kept_pushed, kept_first_ran;
 
 static int kept_first(vf_run *run, void *arg)
 {
     (void)run;
     (void)arg;
-    usleep(5000); /* the two below are queued by now */
+    atomic_store(&kept_first_ran, 1);
+    /* The two below queued behind it (10 s at most). */
+    for (int i = 0; i < 10000 && !atomic_load(&kept_pushed); i++)
+        usleep(1000);
     return 0;
 }
 
@@ -729,6 +732,26 @@ static void kept_waiter(vf_run *run, void *arg, vf_completion c)
     CHECK_OK(vf_completion_finish(c, 0, NULL));
 }
 
+/* Push the first op, the writer and the async waiter; the first ends
+ * once the other two are queued. */
+static void push_kept_three(vf_engine *e, vf_var a)
+{
+    atomic_store(&kept_value, 0);
+    atomic_store(&kept_wait_rc, -1);
+    atomic_store(&kept_pushed, 0);
+    atomic_store(&kept_first_ran, 0);
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = kept_first,
+                                        .writes = VF_VARS(a, kept_b),
+                                        .name = "first"}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = kept_writer,
+                                        .writes = VF_VARS(kept_b),
+                                        .name = "writer"}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = kept_waiter,
+                                        .reads = VF_VARS(a),
+                                        .name = "waiter"}));
+    atomic_store(&kept_pushed, 1);
+}
+
 TEST_CASE(wait_inside_for_an_op_made_ready_with_it)
 {
     for (int k = 1; k < TU_NKINDS; k++) {
@@ -736,22 +759,49 @@ TEST_CASE(wait_inside_for_an_op_made_ready_with_it)
         vf_engine *e = tu_engine(&tu_kinds[k]);
         vf_var a = tu_var(e);
         kept_b = tu_var(e);
-        atomic_store(&kept_value, 0);
-        atomic_store(&kept_wait_rc, -1);
-        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = kept_first,
-                                            .writes = VF_VARS(a, kept_b),
-                                            .name = "first"}));
-        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = kept_writer,
-                                            .writes = VF_VARS(kept_b),
-                                            .name = "writer"}));
-        CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = kept_waiter,
-                                            .reads = VF_VARS(a),
-                                            .name = "waiter"}));
+        push_kept_three(e, a);
         CHECK_OK(vf_engine_wait_all(e, NULL));
         CHECK_EQ(atomic_load(&kept_wait_rc), 0);
         tu_finish_engine(e);
     }
     check_context_ = NULL;
+}
+
+/* The same where the program's thread runs the first op (help_on_wait, its
+ * pool's one worker busy): it kept the writer as the next op it would run
+ * (found by the second reviewer of the fix above). */
+static atomic_int kept_blocker_started;
+
+static int kept_blocker(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    atomic_store(&kept_blocker_started, 1);
+    for (int i = 0; i < 10000 && !atomic_load(&kept_first_ran); i++)
+        usleep(1000);
+    usleep(20000); /* the program's thread ran the first op's finish */
+    return 0;
+}
+
+TEST_CASE(wait_inside_for_an_op_made_ready_with_it_helping)
+{
+    vf_engine *e = NULL;
+    CHECK_OK(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
+                                               .cpu_workers = 1,
+                                               .help_on_wait = true}));
+    REQUIRE(e != NULL);
+    vf_var a = tu_var(e), z = tu_var(e);
+    kept_b = tu_var(e);
+    atomic_store(&kept_blocker_started, 0);
+    CHECK_OK(vf_engine_push(
+        e,
+        &(vf_op){.fn = kept_blocker, .writes = VF_VARS(z), .name = "blocker"}));
+    for (int i = 0; i < 10000 && !atomic_load(&kept_blocker_started); i++)
+        usleep(1000);
+    push_kept_three(e, a);
+    CHECK_OK(vf_engine_wait_all(e, NULL)); /* runs the first op */
+    CHECK_EQ(atomic_load(&kept_wait_rc), 0);
+    tu_finish_engine(e);
 }
 
 TEST_MAIN("test_async", 120)

@@ -635,6 +635,15 @@ static inline bool starts_on_pool(const vf__op *op)
            op->def->pool != NULL;
 }
 
+/* Whether dispatch_some runs `op` on this thread (an inline op that does
+ * not start on a pool): it may wait there, inside its function, for an op
+ * made ready with it, which must not be held unqueued by this thread
+ * meanwhile (vf__exec_worker_execute, vf__exec_help_run). */
+static inline bool runs_here(const vf__op *op)
+{
+    return op->def->inline_run && !starts_on_pool(op);
+}
+
 static void run_inline(vf__op *op)
 {
     if (tls.inline_depth > 0) {
@@ -957,11 +966,18 @@ bool vf__exec_help_run(vf_engine *e)
         if (run_body(op, worker))
             finish(op, &ready);
         vf__op *next = NULL, *r;
+        bool here = false;
         while ((r = vf__readylist_pop(&ready)) != NULL) {
-            if (next == NULL && r->def->pool == p && !r->def->inline_run)
+            if (next == NULL && r->def->pool == p && !r->def->inline_run) {
                 next = r;
-            else
+            } else {
+                here |= runs_here(r);
                 vf__readylist_add(&rest, r);
+            }
+        }
+        if (VF__UNLIKELY(here) && next != NULL) {
+            vf__pool_submit(p, next); /* as vf__exec_worker_execute's */
+            next = NULL;
         }
         dispatch_list(&rest);
         op = next;
@@ -995,16 +1011,6 @@ bool vf__exec_bare(void)
     return tls.bare > 0;
 }
 
-/* Whether dispatch_some runs one of `ready` on this thread (an inline op
- * that does not start on a pool). */
-static bool runs_one_here(const vf__readylist *ready)
-{
-    for (const vf__op *op = ready->head; op != NULL; op = op->next)
-        if (op->def->inline_run && !starts_on_pool(op))
-            return true;
-    return false;
-}
-
 /* Pool ops are handed over, per pool, before the inline ones run: ready
  * at once, they need not wait for them (ready ops are independent: any
  * order of them is the serial program's). */
@@ -1016,7 +1022,7 @@ static void dispatch_some(vf__readylist *ready)
     vf__readylist_init(&inl);
     vf__op *op;
     while ((op = vf__readylist_pop(ready)) != NULL) {
-        if (op->def->inline_run && !starts_on_pool(op))
+        if (runs_here(op))
             vf__readylist_add(&inl, op);
         else
             batches_add(&batches, op);
@@ -1372,19 +1378,21 @@ vf__op *vf__exec_worker_execute(vf__worker *w, vf__op *op)
         op->def->kind->released_in_flight(op, &ready);
     vf__readylist rest; /* other pools' ops and inline ones */
     vf__readylist_init(&rest);
+    bool here = false; /* one of rest runs on this thread */
     while ((op = vf__readylist_pop(&ready)) != NULL) {
         if (!op->def->inline_run && op->def->pool == w->pool) {
             if (VF__UNLIKELY(graph) && node_sent_home(w, op))
                 continue;
             vf__readylist_add(&mine, op);
-        } else if (op->def->inline_run && tls.loop_waiter != NULL)
+        } else if (op->def->inline_run && tls.loop_waiter != NULL) {
             vf__readylist_add(&tls.deferred, op); /* the wait loop runs it */
-        else
+        } else {
+            here |= runs_here(op);
             vf__readylist_add(&rest, op);
+        }
     }
-    if (VF__UNLIKELY(rest.head != NULL) && mine.head != NULL &&
-        runs_one_here(&rest)) {
-        /* That op may wait, for one of mine say: they go to the pool
+    if (VF__UNLIKELY(here) && mine.head != NULL) {
+        /* It may wait, for one of mine say (runs_here): they go to the pool
          * first, where the other workers find them (kept as this worker's
          * next, none ran while it waited, for ever: found trying async
          * ops with waits inside as a user). */
