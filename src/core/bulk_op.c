@@ -205,6 +205,12 @@ void vf__bulk_batch_push(vf_engine *e, vf__bulk_batch *b)
     vf__bulk_batch_free(b);
 }
 
+/* Whether the fused op is profiled (its items have records). */
+static bool recorded(const vf__op *op)
+{
+    return VF__UNLIKELY(op->hooks & VF__HOOK_PROF) && op->prof != NULL;
+}
+
 /* --- splitting (a descendant ahead of the batch's later items) ----------
  *
  * A descendant of item k pushed on a var item k writes (or reads, beside
@@ -343,7 +349,7 @@ static bool split_after(vf_engine *e, vf__op *op, int k)
     }
     rest->ahead = op->ahead;
     rest->hooks = op->hooks;
-    if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF) && op->prof != NULL &&
+    if (recorded(op) &&
         (rest->prof = vf__prof_op_split(e->prof, op->prof, r->nvars,
                                         (uint32_t)r->nitems)) == NULL) {
         /* No record for the rest (memory): its ops go unrecorded, and
@@ -401,7 +407,7 @@ static void run_batch(vf__op *op, int worker, bool shutdown)
     vf__bulk_batch *b = op->arg;
     /* Profiled (its push took an id for each of its ops: batch_records):
      * each is recorded as its own, the fused op not (bulk_finished). */
-    bool parts = VF__UNLIKELY(op->hooks & VF__HOOK_PROF) && op->prof != NULL;
+    bool parts = recorded(op);
     uint64_t ready = parts ? op->prof->ready : 0, start = 0;
     vf_run run; /* not zero-initialized: the message buffer is 256 bytes */
     run.op = op;
@@ -532,8 +538,7 @@ static uint32_t batch_records(const vf__op *op)
 static void bulk_finished(vf__op *op)
 {
     vf__bulk_batch *b = op->arg;
-    if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF) && op->prof != NULL &&
-        b->prof_parts) {
+    if (recorded(op) && b->prof_parts) {
         vf__prof_op_dropped(op->prof);
         op->prof = NULL;
         op->hooks &= (uint8_t)~VF__HOOK_PROF;
@@ -611,12 +616,6 @@ uint64_t vf__bulk_first_place_on(const vf__op *op, const vf__var *v)
 }
 
 /* --- early release (bulk.h: vf__bulk_release_ran) ------------------------ */
-
-/* Whether the fused op is profiled (its items have records). */
-static bool recorded(const vf__op *op)
-{
-    return VF__UNLIKELY(op->hooks & VF__HOOK_PROF) && op->prof != NULL;
-}
 
 /* An early release (or a downgrade) records its edges from the item
  * `item`, the last to use (or write) the var, rather than from the fused
