@@ -804,4 +804,195 @@ TEST_CASE(wait_inside_for_an_op_made_ready_with_it_helping)
     tu_finish_engine(e);
 }
 
+/* The same where both ops made ready run on the completing thread: the
+ * waiter, async, and the writer, async too, or any op of the naive engine
+ * (its ops made ready by a completion run inline there). The waiter came
+ * first and the writer sat in the completing thread's list of ops still
+ * to run, where its wait loop could not see it: a hang (found trying
+ * features combined as a user). */
+static helper sibling_helper;
+
+static void sibling_first(vf_run *run, void *arg, vf_completion c)
+{
+    (void)run;
+    (void)arg;
+    helper_give(&sibling_helper, c, NULL);
+}
+
+static void sibling_writer_async(vf_run *run, void *arg, vf_completion c)
+{
+    (void)run;
+    (void)arg;
+    atomic_store(&kept_value, 42);
+    CHECK_OK(vf_completion_finish(c, 0, NULL));
+}
+
+TEST_CASE(wait_inside_for_an_inline_op_made_ready_with_it)
+{
+    for (int k = 0; k < TU_NKINDS; k++) {
+        for (int async_writer = 0; async_writer < 2; async_writer++) {
+            if (k > 0 && !async_writer)
+                continue; /* a sync writer goes to the pool: above */
+            check_context_ = tu_kinds[k].name;
+            vf_engine *e = tu_engine(&tu_kinds[k]);
+            vf_var a = tu_var(e);
+            kept_b = tu_var(e);
+            atomic_store(&kept_value, 0);
+            atomic_store(&kept_wait_rc, -1);
+            tu_gate gate;
+            tu_gate_init(&gate);
+            helper_start(&sibling_helper, &gate, 3);
+            CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = sibling_first,
+                                                .writes = VF_VARS(a, kept_b),
+                                                .name = "first"}));
+            vf_op writer = {.writes = VF_VARS(kept_b), .name = "writer"};
+            if (async_writer)
+                writer.async_fn = sibling_writer_async;
+            else
+                writer.fn = kept_writer;
+            CHECK_OK(vf_engine_push(e, &writer));
+            CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = kept_waiter,
+                                                .reads = VF_VARS(a),
+                                                .name = "waiter"}));
+            tu_gate_open(&gate); /* the helper completes the first */
+            CHECK_OK(vf_engine_wait_all(e, NULL));
+            CHECK_EQ(atomic_load(&kept_wait_rc), 0);
+            CHECK_EQ(atomic_load(&kept_value), 42);
+            helper_stop(&sibling_helper);
+            tu_gate_destroy(&gate);
+            tu_finish_engine(e);
+        }
+    }
+    check_context_ = NULL;
+}
+
+/* The same with a third op made ready there, pushed after the waiter, that
+ * waits inside for a var the waiter writes: run above the waiter's wait
+ * (it came first on the list), it would wait for an op that can go on
+ * only once it returns; it runs after the waiter is over, as in the
+ * serial program. */
+static vf_var sibling_c;
+static atomic_int sibling_waiter_over, sibling_later_rc;
+
+static void sibling_waiter(vf_run *run, void *arg, vf_completion c)
+{
+    (void)arg;
+    atomic_store(&kept_wait_rc,
+                 vf_var_wait_timed(vf_run_engine(run), kept_b, 10000, NULL));
+    CHECK_EQ(atomic_load(&kept_value), 42);
+    atomic_store(&sibling_waiter_over, 1);
+    CHECK_OK(vf_completion_finish(c, 0, NULL));
+}
+
+static void sibling_later(vf_run *run, void *arg, vf_completion c)
+{
+    (void)arg;
+    atomic_store(&sibling_later_rc,
+                 vf_var_wait_timed(vf_run_engine(run), sibling_c, 10000, NULL));
+    CHECK_EQ(atomic_load(&sibling_waiter_over), 1);
+    CHECK_OK(vf_completion_finish(c, 0, NULL));
+}
+
+TEST_CASE(wait_inside_runs_no_later_op_above_it)
+{
+    for (int k = 0; k < TU_NKINDS; k++) {
+        check_context_ = tu_kinds[k].name;
+        vf_engine *e = tu_engine(&tu_kinds[k]);
+        vf_var a = tu_var(e);
+        kept_b = tu_var(e);
+        sibling_c = tu_var(e);
+        atomic_store(&kept_value, 0);
+        atomic_store(&kept_wait_rc, -1);
+        atomic_store(&sibling_waiter_over, 0);
+        atomic_store(&sibling_later_rc, -1);
+        tu_gate gate;
+        tu_gate_init(&gate);
+        helper_start(&sibling_helper, &gate, 4);
+        CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = sibling_first,
+                                            .writes = VF_VARS(a, kept_b),
+                                            .name = "first"}));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = sibling_writer_async,
+                                            .writes = VF_VARS(kept_b),
+                                            .name = "writer"}));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = sibling_waiter,
+                                            .reads = VF_VARS(a),
+                                            .writes = VF_VARS(sibling_c),
+                                            .name = "waiter"}));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = sibling_later,
+                                            .reads = VF_VARS(a),
+                                            .name = "later"}));
+        tu_gate_open(&gate); /* the helper completes the first */
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        CHECK_EQ(atomic_load(&kept_wait_rc), 0);
+        CHECK_EQ(atomic_load(&sibling_later_rc), 0);
+        helper_stop(&sibling_helper);
+        tu_gate_destroy(&gate);
+        tu_finish_engine(e);
+    }
+    check_context_ = NULL;
+}
+
+/* The same at the in-flight bound: a push inside an op at the bound runs
+ * ready ops deferred on its thread rather than wait (push.c: admit_slow);
+ * the later op is not one it may run above its pusher. The pusher's first
+ * child writes its var (queued behind it, in flight), so the second push
+ * finds the bound reached. */
+static int sibling_child(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return 0;
+}
+
+static void sibling_pusher(vf_run *run, void *arg, vf_completion c)
+{
+    vf_var *d = arg;
+    vf_engine *e = vf_run_engine(run);
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = sibling_child,
+                                        .writes = VF_VARS(sibling_c),
+                                        .name = "child 1"}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = sibling_child,
+                                        .writes = VF_VARS(*d),
+                                        .name = "child 2"}));
+    atomic_store(&sibling_waiter_over, 1);
+    CHECK_OK(vf_completion_finish(c, 0, NULL));
+}
+
+TEST_CASE(push_at_the_bound_runs_no_later_op_above_it)
+{
+    for (int k = 0; k < TU_NKINDS; k++) {
+        check_context_ = tu_kinds[k].name;
+        vf_config cfg = tu_kinds[k].cfg;
+        cfg.max_inflight = 3; /* the program's three pushes */
+        vf_engine *e = NULL;
+        CHECK_OK(vf_engine_create(&e, &cfg));
+        REQUIRE(e != NULL);
+        vf_var a = tu_var(e), d = tu_var(e);
+        sibling_c = tu_var(e);
+        atomic_store(&sibling_waiter_over, 0);
+        atomic_store(&sibling_later_rc, -1);
+        tu_gate gate;
+        tu_gate_init(&gate);
+        helper_start(&sibling_helper, &gate, 5);
+        CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = sibling_first,
+                                            .writes = VF_VARS(a),
+                                            .name = "first"}));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = sibling_pusher,
+                                            .arg = &d,
+                                            .reads = VF_VARS(a),
+                                            .writes = VF_VARS(sibling_c),
+                                            .name = "pusher"}));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = sibling_later,
+                                            .reads = VF_VARS(a),
+                                            .name = "later"}));
+        tu_gate_open(&gate); /* the helper completes the first */
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        CHECK_EQ(atomic_load(&sibling_later_rc), 0);
+        helper_stop(&sibling_helper);
+        tu_gate_destroy(&gate);
+        tu_finish_engine(e);
+    }
+    check_context_ = NULL;
+}
+
 TEST_MAIN("test_async", 120)

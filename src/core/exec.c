@@ -644,16 +644,68 @@ static inline bool runs_here(const vf__op *op)
     return op->def->inline_run && !starts_on_pool(op);
 }
 
-static void run_inline(vf__op *op)
+/* Whether deferred `op` may run on this thread's stack above a frame at
+ * `key` in e's push order (a nested wait's, or a push's at the in-flight
+ * bound): only an op before it (failure.h: vf__wait_key), as are all the
+ * ops the frame's wait can need. A later op could wait for the op of that
+ * frame, which goes on only once the ops above it return: for ever, where
+ * the serial program runs the later op after it. A wait marker waits for
+ * nothing (and the frame's own fires it); places compare only within an
+ * engine. */
+static inline bool runs_above(const vf__op *op, const vf_engine *e,
+                              const vf__wait_key *key)
 {
-    if (tls.inline_depth > 0) {
-        vf__readylist_add(&tls.deferred, op);
-        return;
+    return op->def->kind == &vf__kind_wait || vf__op_engine(op) != e ||
+           vf__wait_key_after(op->up, op->place, key->up, key->next, key->self);
+}
+
+/* The first deferred op that may run above the frame at `key` of `e`
+ * (runs_above), taken off the list; NULL when none may. */
+static vf__op *deferred_take_before(const vf_engine *e, const vf__wait_key *key)
+{
+    vf__op *prev = NULL;
+    for (vf__op *op = tls.deferred.head; op != NULL; prev = op, op = op->next)
+        if (runs_above(op, e, key)) {
+            vf__readylist_unlink(&tls.deferred, prev, op);
+            return op;
+        }
+    return NULL;
+}
+
+/* The next deferred op this thread may run now: any, unless a nested wait
+ * is on its stack; then one that may run above the innermost (an op above
+ * an outer one stands before that one: so do the ops before it). */
+static inline vf__op *deferred_next(void)
+{
+    const vf__waiter *w = tls.loop_waiter;
+    if (VF__LIKELY(w == NULL) || tls.deferred.head == NULL)
+        return vf__readylist_pop(&tls.deferred);
+    return deferred_take_before(w->engine, &w->key);
+}
+
+/* Run the inline ops ready here, `inl`, and those their runs defer. They
+ * wait on the deferred list, not in a list of the caller's: one of them
+ * may wait inside for another, which the wait loop must see
+ * (vf__exec_loop_run_one; found trying features combined as a user: the
+ * first op made ready by a completion waited for the second, which sat
+ * in a list of this function's, for ever). Inside an inline run they wait
+ * for its trampoline; a nested wait below leaves those after it in push
+ * order for later (deferred_next). */
+static void run_inline_list(vf__readylist *inl)
+{
+    if (tls.deferred.head == NULL) {
+        tls.deferred = *inl;
+    } else {
+        tls.deferred.tail->next = inl->head;
+        tls.deferred.tail = inl->tail;
+        tls.deferred.count += inl->count;
     }
+    if (tls.inline_depth > 0)
+        return;
     tls.inline_depth++;
-    do {
+    vf__op *op;
+    while ((op = deferred_next()) != NULL)
         run_inline_one(op);
-    } while ((op = vf__readylist_pop(&tls.deferred)) != NULL);
     tls.inline_depth--;
 }
 
@@ -669,7 +721,7 @@ static __attribute__((noinline)) void run_deferred_of_push(void)
     const vf__op *under = vf__current_op();
     bool hide = under == NULL || vf__guard_innermost() != vf__op_engine(under);
     vf__op *op;
-    while ((op = vf__readylist_pop(&tls.deferred)) != NULL) {
+    while ((op = deferred_next()) != NULL) {
         uint32_t was = hide ? vf__guard_hide_innermost() : 0;
         run_inline_one(op);
         if (hide)
@@ -896,7 +948,8 @@ int vf__exec_deferred_count(void)
 
 int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any)
 {
-    vf__op *op = vf__readylist_pop(&tls.deferred);
+    vf__op *op = any ? vf__readylist_pop(&tls.deferred) : deferred_next();
+    bool held = op == NULL && tls.deferred.head != NULL;
     if (op != NULL) {
         /* Its frames stack on the wait's, as a pool op's would: a chain
          * of waits on the naive engine, each above the last, overflowed
@@ -922,7 +975,7 @@ int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any)
     }
     int why = VF__LOOP_NOTHING;
     if (me == NULL || (op = loop_take(w, me, any, &why)) == NULL)
-        return why;
+        return held && why == VF__LOOP_NOTHING ? VF__LOOP_HELD : why;
     if (!loop_claim(w)) {
         vf__pool_submit(me->pool, op);
         return VF__LOOP_RAN;
@@ -987,7 +1040,13 @@ bool vf__exec_help_run(vf_engine *e)
 
 bool vf__exec_run_deferred(vf_engine *lender)
 {
-    vf__op *op = vf__readylist_pop(&tls.deferred);
+    vf__op *op;
+    if (lender != NULL) { /* above the push: one before it (runs_above) */
+        vf__wait_key key = vf__push_wait_key(lender);
+        op = deferred_take_before(lender, &key);
+    } else {
+        op = deferred_next();
+    }
     if (op == NULL)
         return false;
     bool lend = lender != NULL && vf__op_engine(op) == lender; /* another
@@ -1028,8 +1087,8 @@ static void dispatch_some(vf__readylist *ready)
             batches_add(&batches, op);
     }
     batches_submit(&batches);
-    while ((op = vf__readylist_pop(&inl)) != NULL)
-        run_inline(op);
+    if (inl.head != NULL)
+        run_inline_list(&inl);
 }
 
 /* Dispatch ops made ready, whose `active` count is already taken. Static,

@@ -391,6 +391,20 @@ static inline vf__op *vf__readylist_pop(vf__readylist *rl)
     return op;
 }
 
+/* Take `op` out of the list, where it follows `prev` (NULL: it is the
+ * head). */
+static inline void vf__readylist_unlink(vf__readylist *rl, vf__op *prev,
+                                        vf__op *op)
+{
+    if (prev != NULL)
+        prev->next = op->next;
+    else
+        rl->head = op->next;
+    if (rl->tail == op)
+        rl->tail = prev;
+    rl->count--;
+}
+
 /* Take `n` off the op's wait counter; true when that made it ready (the
  * caller then owns dispatching it). */
 static inline bool vf__op_release(vf__op *op, int n)

@@ -576,11 +576,13 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
                 rc = VF_EDEADLK;
             break;
         }
-        if (ran == VF__LOOP_NO_STACK) {
+        if (ran == VF__LOOP_NO_STACK || ran == VF__LOOP_HELD) {
             /* Its deferred ops wait, which no other thread runs, and its
-             * stack is full: once nothing else of the engine runs either,
-             * they never will (a recursion deeper than the stack allows,
-             * on the naive engine). */
+             * stack is full, or they come after the wait: once nothing
+             * else of the engine runs either, they never will (a
+             * recursion deeper than the stack allows, on the naive
+             * engine), or only once it gives up. Then it runs one anyway
+             * (`any`), as the serial program would never reach it. */
             hopeless = only_queued_active(e) ? hopeless + 1 : 0;
             vf__deadline soon = vf__deadline_within_us(
                 until, hopeless > 0 ? HOPELESS_POLL_US : NESTED_POLL_US);
@@ -983,6 +985,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
     w->sleep_pool = nested && me ? me->pool : NULL;
     w->nested = nested;
     w->family = nested ? vf__running_now.family : NULL;
+    w->engine = e;
     w->key = vf__push_wait_key(e);
     atomic_init(&w->on_cond, false);
 
@@ -1140,6 +1143,7 @@ static int wait_pending(vf_engine *e, vf__family *f, const vf__deadline *until,
     w->sleep_pool = me ? me->pool : NULL;
     w->nested = true;
     w->family = f;
+    w->engine = e;
     w->key = vf__push_wait_key(e);
     atomic_init(&w->on_cond, false);
     /* `w` first, then the flag, and only while children are pending: the
