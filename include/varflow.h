@@ -1068,7 +1068,9 @@ VF_API int vf_operator_destroy(vf_engine *e, vf_operator *op);
  * order on one worker, so n ops cost about one op's overhead, at the price of
  * no parallelism among them. Each op still fails, is skipped and calls its
  * done callback as it would alone, and the version of a variable is bumped
- * per write. The naive engine ignores the bulk size.
+ * per write. The naive engine ignores the bulk size, and so does an engine
+ * with an in-flight bound (config.max_inflight): the bound counts ops, and
+ * a fused op would hold many as one.
  *
  * A batch is pushed when it is full; before a push from this thread that
  * cannot join it; when this thread's bulk size changes; by vf_bulk_flush();

@@ -38,6 +38,9 @@
  *   also in an op an inline run deferred (deferred_wait_above_...).
  * - blocked_push_says_why: a push blocked at the bound for 2 s names the
  *   async op in flight on stderr.
+ * - bulking_keeps_the_bound: with a bulk size set (config and the
+ *   thread's), a bound of 1 still refuses a nonblocking push while an op
+ *   is in flight, and no two ops ever run at once; nothing is fused.
  *
  * Scale: 10M ops in a normal build (a few seconds). Under ASan x0.1 and
  * under TSan x0.05 (tu_scale() 0.2 x 0.25); VF_TEST_SCALE multiplies it
@@ -1012,6 +1015,72 @@ TEST_CASE(blocked_push_says_why)
         CHECK_REPORT_("stderr said: %s", k.said);
     CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_OK(vf_engine_destroy(e));
+}
+
+/* ------------------------------------------------------------ bulking */
+
+/* A bulked push joined an open batch uncounted, so with a bound of 1 a
+ * nonblocking push behind it was accepted and two ops ran at once (found
+ * trying features combined as a user). An engine with a bound fuses
+ * nothing. */
+static atomic_int bulk_running, bulk_most;
+
+static int bulk_counted(vf_run *run, void *arg)
+{
+    (void)run;
+    tu_gate *gate = arg;
+    int now = atomic_fetch_add(&bulk_running, 1) + 1;
+    int most = atomic_load(&bulk_most);
+    while (now > most && !atomic_compare_exchange_weak(&bulk_most, &most, now))
+        ;
+    if (gate != NULL)
+        CHECK(tu_gate_wait(gate, TU_TIMEOUT));
+    else
+        usleep(200);
+    atomic_fetch_sub(&bulk_running, 1);
+    return 0;
+}
+
+TEST_CASE(bulking_keeps_the_bound)
+{
+    for (int i = 1; i < TU_NKINDS; i++) {
+        check_context_ = tu_kinds[i].name;
+        vf_config cfg = tu_kinds[i].cfg;
+        cfg.max_inflight = 1;
+        cfg.bulk_size = 4;
+        vf_engine *e = NULL;
+        CHECK_OK(vf_engine_create(&e, &cfg));
+        REQUIRE(e != NULL);
+        CHECK_EQ(vf_bulk_set_size(e, 8), 4);
+        vf_var x = tu_var(e), y = tu_var(e);
+        atomic_store(&bulk_running, 0);
+        atomic_store(&bulk_most, 0);
+        tu_gate gate;
+        tu_gate_init(&gate);
+        CHECK_OK(vf_engine_push(
+            e,
+            &(vf_op){.fn = bulk_counted, .arg = &gate, .writes = VF_VARS(x)}));
+        /* Held in flight by the gate: no room, whether or not it could
+         * join the first's batch. */
+        CHECK_EQ(vf_engine_push(e, &(vf_op){.fn = bulk_counted,
+                                            .writes = VF_VARS(y),
+                                            .nonblocking = true}),
+                 VF_EAGAIN);
+        tu_gate_open(&gate);
+        for (int k = 0; k < 40; k++)
+            CHECK_OK(
+                vf_engine_push(e, &(vf_op){.fn = bulk_counted,
+                                           .writes = VF_VARS(k % 2 ? x : y)}));
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        CHECK_EQ(atomic_load(&bulk_most), 1);
+        vf_stats st;
+        CHECK_OK(vf_engine_stats(e, &st));
+        CHECK_EQ(st.bulks, 0);
+        CHECK_EQ(st.completed, 41);
+        tu_gate_destroy(&gate);
+        tu_finish_engine(e);
+    }
+    check_context_ = NULL;
 }
 
 TEST_MAIN("test_bounded", 240)

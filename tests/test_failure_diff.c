@@ -197,6 +197,8 @@ static const struct {
       .max_inflight = 5,
       .help_on_wait = true,
       DEV}},
+    /* An engine with a bound fuses nothing (bulk.c: bulkable): the two
+     * below check that a bulk size set there changes nothing. */
     {"pooled/1+bulk16+inflight5",
      {.type = VF_ENGINE_POOLED,
       .cpu_workers = 1,

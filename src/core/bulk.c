@@ -366,11 +366,14 @@ static int take_slow(vf_engine *e, vf__bulk *s, vf__var *v, uint32_t gen,
  * (or lets another thread do it) would wait behind a later op of its batch
  * that reads what the async op writes, for ever (found trying async ops
  * with VF_BULK_SIZE as a user: bulking changed a program that finishes
- * into one that hangs). */
+ * into one that hangs). Nor on an engine with an in-flight bound: the
+ * bound counts ops, and a batch is one op in the counts while it holds
+ * many, none of them counted before the batch is pushed (a bound of 1 let
+ * two ops run at once: found trying features combined as a user). */
 static bool bulkable(const vf_engine *e, const vf__opdef *def)
 {
-    return e->kind != VF_ENGINE_NAIVE && def->fn != NULL &&
-           def->property == VF_PROP_NORMAL &&
+    return e->kind != VF_ENGINE_NAIVE && e->max_inflight == 0 &&
+           def->fn != NULL && def->property == VF_PROP_NORMAL &&
            def->device.type == VF_DEVICE_CPU && !def->nonblocking &&
            atomic_load_explicit(&e->state, memory_order_relaxed) ==
                VF__RUNNING &&
