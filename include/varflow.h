@@ -1444,7 +1444,9 @@ VF_API int vf_run_wait_children_timed(vf_run *run, int64_t timeout_ms,
  * launch would: an op pushed further down (a child's child, ...) on a
  * variable its own parent does not use, and, in a graph replayed as one
  * device graph (vf_graph_device_replay()), a child of its CPU op on a
- * variable the graph holds. A wait from
+ * variable the graph holds (so a wait for it inside that op,
+ * vf_run_wait_children(), can never finish: VF_EDEADLK, on every engine).
+ * A wait from
  * inside an op of a launch that replays, on a variable the graph writes,
  * waits for its launch's whole hold on it (the graph takes its variables
  * together, as one op does), not for what other threads and later launches

@@ -34,6 +34,9 @@
  * - vf_graph_device_replay refuses graphs it cannot replay (VF_ENOTSUP:
  *   no device op, two devices, no_skip) and bad handles, and takes CPU ops
  *   among device ops;
+ * - in a graph replayed so, a child of its CPU op on the graph's var runs
+ *   after the graph's later ops, and the op's wait for it is VF_EDEADLK,
+ *   on every engine kind;
  * - the emulated class's device graphs directly: nodes run in order, a
  *   failed node skips the nodes that carry from it and no other, a
  *   carrying input's failure reaches its node, record and wait are
@@ -1124,6 +1127,106 @@ TEST_CASE(emulated_device_graph)
     CHECK_EQ(n, 0);
     cls->stream_destroy(s);
     cls->stream_destroy(other);
+}
+
+/* --- a child of a CPU op ------------------------------------------------ */
+
+/* In a graph replayed as device graphs, a child that the graph's CPU op
+ * pushes on a var the graph holds runs after the graph's later ops on it,
+ * as a push after the launch would (the header's exception), so the CPU
+ * op's wait for it can never finish: VF_EDEADLK (the header did not say:
+ * found trying graphs as a user). */
+typedef struct kid_log {
+    atomic_int n;
+    char order[64];
+    atomic_int wait_rc;
+} kid_log;
+
+static void kid_log_add(kid_log *l, char c)
+{
+    int i = atomic_fetch_add(&l->n, 1);
+    if (i < (int)sizeof l->order - 1)
+        l->order[i] = c;
+}
+
+typedef struct kid_step {
+    kid_log *log;
+    char c;
+} kid_step;
+
+static int kid_work(void *arg)
+{
+    const kid_step *k = arg;
+    kid_log_add(k->log, k->c);
+    return 0;
+}
+
+static int kid_device(vf_run *run, void *arg)
+{
+    return vf_run_submit(run, kid_work, arg, 0);
+}
+
+static int kid_child(vf_run *run, void *arg)
+{
+    (void)run;
+    kid_log_add(arg, 'K');
+    return 0;
+}
+
+static vf_var kid_x;
+
+static int kid_parent(vf_run *run, void *arg)
+{
+    kid_log *l = arg;
+    kid_log_add(l, 'C');
+    CHECK_OK(vf_engine_push(
+        vf_run_engine(run),
+        &(vf_op){.fn = kid_child, .arg = l, .writes = tu_list(&kid_x, 1)}));
+    atomic_store(&l->wait_rc, vf_run_wait_children(run, NULL));
+    return 0;
+}
+
+TEST_CASE(device_replay_cpu_child_runs_after_the_graph)
+{
+    for (int k = 0; k < TU_NKINDS; k++) {
+        check_context_ = tu_kinds[k].name;
+        vf_engine *e = tu_engine(&tu_kinds[k]);
+        kid_x = tu_var(e);
+        kid_log log;
+        kid_step a = {&log, 'A'}, b = {&log, 'B'};
+        vf_graph *g = NULL;
+        CHECK_OK(vf_graph_begin(e));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = kid_device,
+                                            .arg = &a,
+                                            .writes = tu_list(&kid_x, 1),
+                                            .device = emu}));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = kid_parent,
+                                            .arg = &log,
+                                            .writes = tu_list(&kid_x, 1)}));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = kid_device,
+                                            .arg = &b,
+                                            .writes = tu_list(&kid_x, 1),
+                                            .device = emu}));
+        CHECK_OK(vf_graph_end(e, &g));
+        REQUIRE(g != NULL);
+        CHECK_OK(vf_graph_device_replay(e, g, true));
+        for (int launch = 0; launch < 3; launch++) {
+            memset(&log, 0, sizeof log);
+            atomic_store(&log.wait_rc, 1);
+            CHECK_OK(vf_graph_launch(e, g));
+            CHECK_OK(vf_engine_wait_all(e, NULL));
+            CHECK_EQ(atomic_load(&log.n), 4);
+            if (strcmp(log.order, "ACBK") != 0)
+                CHECK_REPORT_("launch %d ran %s, not ACBK", launch, log.order);
+            CHECK_EQ(atomic_load(&log.wait_rc), VF_EDEADLK);
+        }
+        vf_stats st;
+        CHECK_OK(vf_engine_stats(e, &st));
+        CHECK_EQ(st.replays, 3);
+        CHECK_OK(vf_graph_destroy(e, g));
+        tu_finish_engine(e);
+    }
+    check_context_ = NULL;
 }
 
 TEST_MAIN("test_graph_device", 300)
