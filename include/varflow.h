@@ -830,8 +830,7 @@ typedef struct vf_op {
  * When the engine has max_inflight ops pushed and not finished, the push
  * first waits for room; with op->nonblocking it fails with VF_EAGAIN
  * instead; from inside an op it runs ready ops that descend from the
- * pushing op meanwhile, and inline ops made ready on its thread before it
- * in push order (as a wait inside an op does; a wait in one of
+ * pushing op meanwhile (as a wait inside an op does; a wait in one of
  * them that can never finish returns VF_EDEADLK, as it would there) and,
  * when none is left to run there, goes over the limit rather than
  * deadlock (a recursion with a wait at every level, its device ops'
@@ -1226,9 +1225,10 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * once three quarters of its
  * stack are used (config.worker_stack_kib); a thread waiting inside an op
  * it runs inline (an async op's function, any op of the naive engine) runs
- * there the inline ops made ready on it before the waiting op in push
- * order, the ones it may wait for, and no later one (which might wait
- * for it); other ops are the other workers'
+ * there the inline ops made ready with it that come before it in push
+ * order (the ones it may wait for); a later one (which might wait for it)
+ * runs after it on that thread, as in the serial program, unless no other
+ * op of the engine can run; other ops are the other workers'
  * (and, when every worker of the pool waits so, a spare thread's: up to
  * 1024 a pool, each holding as many levels as a worker's stack); a worker
  * of another engine's CPU pool waiting here (an op of that engine waiting

@@ -25,6 +25,10 @@
  * - a var wait in a cycle with another wait (an op of A waits for a var
  *   an op of B writes, which waits for all of A, or for a var the first
  *   writes): exactly one of the two is refused, both finish;
+ * - an op waiting on another engine's var runs above its wait no op of
+ *   its own engine made ready with it and pushed after it (one that waits
+ *   for a var it writes would wait for an op stuck below it): both waits
+ *   return 0, the later op's after the first op is over;
  * - an op of a pool's only worker runs an op of a naive engine inline,
  *   which pushes to the pool and waits for it: the pool lends a spare,
  *   and a recursion alternating a naive and a pooled engine finishes.
@@ -39,6 +43,8 @@
  * The watchdog names the case that hangs.
  */
 #include "runner.h"
+
+#include <unistd.h>
 
 #include <pthread.h>
 #include <stdio.h>
@@ -881,6 +887,91 @@ TEST_CASE(covered_push_inside_a_hidden_wait)
     CHECK_OK(vf_engine_destroy(cov_c));
     CHECK_OK(vf_engine_destroy(cov_e));
     CHECK_OK(vf_engine_destroy(cov_n));
+}
+
+/* ------------------------------------------------- made ready together */
+
+/* A completion makes ready, on one thread, W (waits on a var of engine A)
+ * and D (pushed after W on engine B; waits on a var W writes). Found by the
+ * second reviewer of the fix that let a wait run the inline ops made ready
+ * with its op: D ran above W's wait, on B's naive engine and B's pool. */
+static vf_engine *tg_a, *tg_b;
+static vf_var tg_ax, tg_bc;
+static vf_completion tg_ax_done;
+static atomic_int tg_rc_w, tg_rc_d, tg_w_over, tg_d_saw;
+
+static void tg_store(vf_run *run, void *arg, vf_completion c)
+{
+    (void)run;
+    *(vf_completion *)arg = c;
+}
+
+static void tg_w(vf_run *run, void *arg, vf_completion c)
+{
+    (void)run;
+    (void)arg;
+    atomic_store(&tg_rc_w, vf_var_wait_timed(tg_a, tg_ax, 10000, NULL));
+    atomic_store(&tg_w_over, 1);
+    CHECK_OK(vf_completion_finish(c, 0, NULL));
+}
+
+static void tg_d(vf_run *run, void *arg, vf_completion c)
+{
+    (void)run;
+    (void)arg;
+    atomic_store(&tg_rc_d, vf_var_wait_timed(tg_b, tg_bc, 10000, NULL));
+    atomic_store(&tg_d_saw, atomic_load(&tg_w_over));
+    CHECK_OK(vf_completion_finish(c, 0, NULL));
+}
+
+static void *tg_finish_ax(void *arg)
+{
+    (void)arg;
+    usleep(100000); /* W waits first */
+    CHECK_OK(vf_completion_finish(tg_ax_done, 0, NULL));
+    return NULL;
+}
+
+TEST_CASE(wait_on_another_engine_runs_no_later_op)
+{
+    for (int k = 0; k < TU_NKINDS; k++) {
+        check_context_ = tu_kinds[k].name;
+        CHECK_OK(
+            vf_engine_create(&tg_a, &(vf_config){.type = VF_ENGINE_NAIVE}));
+        tg_b = tu_engine(&tu_kinds[k]);
+        REQUIRE(tg_a != NULL);
+        tg_ax = tu_var(tg_a);
+        vf_var ba = tu_var(tg_b);
+        tg_bc = tu_var(tg_b);
+        atomic_store(&tg_rc_w, -1);
+        atomic_store(&tg_rc_d, -1);
+        atomic_store(&tg_w_over, 0);
+        atomic_store(&tg_d_saw, 0);
+        vf_completion first;
+        CHECK_OK(vf_engine_push(tg_a, &(vf_op){.async_fn = tg_store,
+                                               .arg = &tg_ax_done,
+                                               .writes = VF_VARS(tg_ax)}));
+        CHECK_OK(vf_engine_push(tg_b, &(vf_op){.async_fn = tg_store,
+                                               .arg = &first,
+                                               .writes = VF_VARS(ba)}));
+        CHECK_OK(vf_engine_push(tg_b, &(vf_op){.async_fn = tg_w,
+                                               .reads = VF_VARS(ba),
+                                               .writes = VF_VARS(tg_bc),
+                                               .name = "W"}));
+        CHECK_OK(vf_engine_push(
+            tg_b,
+            &(vf_op){.async_fn = tg_d, .reads = VF_VARS(ba), .name = "D"}));
+        pthread_t th = tu_thread_start(tg_finish_ax, NULL);
+        CHECK_OK(vf_completion_finish(first, 0, NULL)); /* W and D here */
+        tu_thread_join(th);
+        CHECK_OK(vf_engine_wait_all(tg_b, NULL));
+        CHECK_EQ(atomic_load(&tg_rc_w), 0);
+        CHECK_EQ(atomic_load(&tg_rc_d), 0);
+        CHECK_EQ(atomic_load(&tg_d_saw), 1);
+        tu_finish_engine(tg_b);
+        tu_finish_engine(tg_a);
+    }
+    check_context_ = NULL;
 }
 
 TEST_MAIN("test_across_engines", 240)

@@ -15,6 +15,8 @@ typedef struct exec_tls {
     int inline_depth;        /* > 0 while an inline run is on the stack */
     vf__readylist deferred;  /* ready inline ops waiting for the trampoline */
     vf__waiter *loop_waiter; /* innermost nested wait loop on this thread */
+    struct inline_frame *siblings; /* innermost run of inline ops made
+                                      ready together (run_inline_list) */
     /* The op running above a frame of this thread that waits for it to
      * return, or NULL: the one that loop runs right now, or, when
      * `loop_lent`, a child running at its own push above the op that
@@ -644,69 +646,91 @@ static inline bool runs_here(const vf__op *op)
     return op->def->inline_run && !starts_on_pool(op);
 }
 
-/* Whether deferred `op` may run on this thread's stack above a frame at
- * `key` in e's push order (a nested wait's, or a push's at the in-flight
- * bound): only an op before it (failure.h: vf__wait_key), as are all the
- * ops the frame's wait can need. A later op could wait for the op of that
- * frame, which goes on only once the ops above it return: for ever, where
- * the serial program runs the later op after it. A wait marker waits for
- * nothing (and the frame's own fires it); places compare only within an
- * engine. */
-static inline bool runs_above(const vf__op *op, const vf_engine *e,
-                              const vf__wait_key *key)
+/* A run of the inline ops one step made ready together (run_inline_list),
+ * while one of them runs: the rest, which a nested wait inside it may
+ * need (inline_frame_take), and the run further out on this thread. */
+typedef struct inline_frame {
+    vf__readylist *rest;
+    struct inline_frame *up;
+} inline_frame;
+
+static void run_inline(vf__op *op)
 {
-    return op->def->kind == &vf__kind_wait || vf__op_engine(op) != e ||
-           vf__wait_key_after(op->up, op->place, key->up, key->next, key->self);
+    if (tls.inline_depth > 0) {
+        vf__readylist_add(&tls.deferred, op);
+        return;
+    }
+    tls.inline_depth++;
+    do {
+        run_inline_one(op);
+    } while ((op = vf__readylist_pop(&tls.deferred)) != NULL);
+    tls.inline_depth--;
 }
 
-/* The first deferred op that may run above the frame at `key` of `e`
- * (runs_above), taken off the list; NULL when none may. */
-static vf__op *deferred_take_before(const vf_engine *e, const vf__wait_key *key)
+/* Run the inline ops one step made ready, `inl`, one after the other,
+ * the rest visible meanwhile to a nested wait inside the one that runs
+ * (inline_frame_take): it may wait for one of them, pushed before it (the
+ * list's order is the order they became ready in; found trying features
+ * combined as a user: the first op a completion made ready waited for the
+ * second, in this list, for ever). A later one runs after it, as in the
+ * serial program, on this thread (vf_completion_finish(): an async op's
+ * function runs on the thread that makes it ready). */
+static void run_inline_list(vf__readylist *inl)
 {
-    vf__op *prev = NULL;
-    for (vf__op *op = tls.deferred.head; op != NULL; prev = op, op = op->next)
-        if (runs_above(op, e, key)) {
-            vf__readylist_unlink(&tls.deferred, prev, op);
-            return op;
+    if (tls.inline_depth > 0) { /* inside an inline run: its trampoline */
+        vf__op *op;
+        while ((op = vf__readylist_pop(inl)) != NULL)
+            vf__readylist_add(&tls.deferred, op);
+        return;
+    }
+    inline_frame frame = {.rest = inl, .up = tls.siblings};
+    tls.siblings = &frame;
+    vf__op *op;
+    while ((op = vf__readylist_pop(inl)) != NULL)
+        run_inline(op);
+    tls.siblings = frame.up;
+}
+
+/* Whether `op`, made ready with an op running on this thread, may run
+ * above the nested wait `w`: an op of w's engine before the wait in push
+ * order (failure.h: vf__wait_key), as the ops the wait may need are; a
+ * later one could wait for the waiting op, which goes on only once the ops
+ * above it return (for ever, or VF_EDEADLK where the serial program runs
+ * the later op after it). With `any` (nobody else will ever run it:
+ * wait.c), any op of w's engine. */
+static inline bool sibling_runs_above(const vf__op *op, const vf__waiter *w,
+                                      bool any)
+{
+    return vf__op_engine(op) == w->engine &&
+           (any || vf__wait_key_after(op->up, op->place, w->key.up, w->key.next,
+                                      w->key.self));
+}
+
+/* Take an op that may run above the nested wait `w` (sibling_runs_above)
+ * from the runs of inline ops on this thread, the innermost first; NULL
+ * when none may. `*held`: some op of w's engine waits there. */
+static vf__op *inline_frame_take(const vf__waiter *w, bool any, bool *held)
+{
+    for (inline_frame *f = tls.siblings; f != NULL; f = f->up) {
+        vf__op *prev = NULL;
+        for (vf__op *op = f->rest->head; op != NULL; prev = op, op = op->next) {
+            if (sibling_runs_above(op, w, any)) {
+                vf__readylist_unlink(f->rest, prev, op);
+                return op;
+            }
+            *held |= vf__op_engine(op) == w->engine;
         }
+    }
     return NULL;
 }
 
-/* The next deferred op this thread may run now: any, unless a nested wait
- * is on its stack; then one that may run above the innermost (an op above
- * an outer one stands before that one: so do the ops before it). */
-static inline vf__op *deferred_next(void)
+int vf__exec_siblings_count(const vf_engine *e)
 {
-    const vf__waiter *w = tls.loop_waiter;
-    if (VF__LIKELY(w == NULL) || tls.deferred.head == NULL)
-        return vf__readylist_pop(&tls.deferred);
-    return deferred_take_before(w->engine, &w->key);
-}
-
-/* Run the inline ops ready here, `inl`, and those their runs defer. They
- * wait on the deferred list, not in a list of the caller's: one of them
- * may wait inside for another, which the wait loop must see
- * (vf__exec_loop_run_one; found trying features combined as a user: the
- * first op made ready by a completion waited for the second, which sat
- * in a list of this function's, for ever). Inside an inline run they wait
- * for its trampoline; a nested wait below leaves those after it in push
- * order for later (deferred_next). */
-static void run_inline_list(vf__readylist *inl)
-{
-    if (tls.deferred.head == NULL) {
-        tls.deferred = *inl;
-    } else {
-        tls.deferred.tail->next = inl->head;
-        tls.deferred.tail = inl->tail;
-        tls.deferred.count += inl->count;
-    }
-    if (tls.inline_depth > 0)
-        return;
-    tls.inline_depth++;
-    vf__op *op;
-    while ((op = deferred_next()) != NULL)
-        run_inline_one(op);
-    tls.inline_depth--;
+    int n = 0;
+    for (inline_frame *f = tls.siblings; f != NULL; f = f->up)
+        for (vf__op *op = f->rest->head; op != NULL; op = op->next)
+            n += vf__op_engine(op) == e;
+    return n;
 }
 
 /* The push's trampoline, after its op ran inside it: the deferred ops
@@ -721,7 +745,7 @@ static __attribute__((noinline)) void run_deferred_of_push(void)
     const vf__op *under = vf__current_op();
     bool hide = under == NULL || vf__guard_innermost() != vf__op_engine(under);
     vf__op *op;
-    while ((op = deferred_next()) != NULL) {
+    while ((op = vf__readylist_pop(&tls.deferred)) != NULL) {
         uint32_t was = hide ? vf__guard_hide_innermost() : 0;
         run_inline_one(op);
         if (hide)
@@ -948,8 +972,10 @@ int vf__exec_deferred_count(void)
 
 int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any)
 {
-    vf__op *op = any ? vf__readylist_pop(&tls.deferred) : deferred_next();
-    bool held = op == NULL && tls.deferred.head != NULL;
+    vf__op *op = vf__readylist_pop(&tls.deferred);
+    bool held = false;
+    if (op == NULL && VF__UNLIKELY(tls.siblings != NULL))
+        op = inline_frame_take(w, any, &held);
     if (op != NULL) {
         /* Its frames stack on the wait's, as a pool op's would: a chain
          * of waits on the naive engine, each above the last, overflowed
@@ -960,7 +986,7 @@ int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any)
             return VF__LOOP_NO_STACK;
         }
         if (!loop_claim(w)) {
-            vf__readylist_push_front(&tls.deferred, op);
+            vf__readylist_push_front(&tls.deferred, op); /* next look */
             return VF__LOOP_RAN;
         }
         /* Its engine first: an async op still in flight when its call
@@ -1040,13 +1066,7 @@ bool vf__exec_help_run(vf_engine *e)
 
 bool vf__exec_run_deferred(vf_engine *lender)
 {
-    vf__op *op;
-    if (lender != NULL) { /* above the push: one before it (runs_above) */
-        vf__wait_key key = vf__push_wait_key(lender);
-        op = deferred_take_before(lender, &key);
-    } else {
-        op = deferred_next();
-    }
+    vf__op *op = vf__readylist_pop(&tls.deferred);
     if (op == NULL)
         return false;
     bool lend = lender != NULL && vf__op_engine(op) == lender; /* another

@@ -266,9 +266,7 @@ static inline bool vf__exec_descends(const vf__op *op, const vf__family *f)
     return f != NULL && op->up != NULL && vf__family_within(op->up, f);
 }
 
-/* Run one op that an inline run on this thread deferred, one that may run
- * above the innermost nested wait here, or, with `lender`, above the push
- * (exec.c: runs_above). True if one ran.
+/* Run one op that an inline run on this thread deferred. True if one ran.
  * `lender`: the engine of an op of which this thread pushes at the
  * in-flight bound (push.c: admit_slow), which lends an op of that engine
  * its active count, as vf__exec_worker_execute_lent does; NULL: none (a
@@ -312,21 +310,27 @@ uint64_t vf__exec_loop_op_released(const vf__op *op);
  * (VF__WAIT_CHILD_EIGHTHS); with `any`, while the stack has room, any op
  * of the pool the worker may take (wait.c: when nobody else ever will).
  * A deferred op, which only this thread runs, too runs only while the
- * stack has room (VF__WAIT_CHILD_EIGHTHS), and only one before the wait
- * in push order, unless `any`.
+ * stack has room (VF__WAIT_CHILD_EIGHTHS); so does, when none is, an
+ * inline op made ready with an op running on this thread, of w's engine
+ * and before the wait in push order (unless `any`).
  * VF__LOOP_RAN, VF__LOOP_NOTHING, VF__LOOP_REFUSED when the pool holds
  * ops, but none this stack may take (the waiter then sleeps beside them,
- * wait.c), or VF__LOOP_NO_STACK when a deferred op waits and the stack is
- * full. */
+ * wait.c), VF__LOOP_NO_STACK when a deferred op waits and the stack is
+ * full, or VF__LOOP_HELD when only inline ops made ready with an op
+ * running here, after the wait, wait. */
 #define VF__LOOP_NOTHING 0  /* nothing to run */
 #define VF__LOOP_RAN 1      /* it ran one (or gave one back: look again) */
 #define VF__LOOP_REFUSED 2  /* the pool has queued ops it will not run */
 #define VF__LOOP_NO_STACK 3 /* a deferred op waits: no stack left for it */
-#define VF__LOOP_HELD 4     /* deferred ops wait, all after the wait */
+#define VF__LOOP_HELD 4     /* ops made ready with one running here wait */
 int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any);
 
 /* How many ops this thread has deferred (inline ops ready above an inline
  * run: run_inline), which no other thread runs. */
 int vf__exec_deferred_count(void);
+
+/* How many inline ops of `e` made ready with an op running on this thread
+ * wait for it to return, which only this thread runs. */
+int vf__exec_siblings_count(const vf_engine *e);
 
 #endif /* VF_EXEC_H */

@@ -456,6 +456,7 @@ static bool only_queued_active(vf_engine *e)
     /* This thread's deferred ops: only it runs them (it refuses them
      * while its stack is full). */
     queued += (uint64_t)vf__exec_deferred_count();
+    queued += (uint64_t)vf__exec_siblings_count(e);
     return vf__counts_active(vf__engine_counts(e)) <= queued;
 }
 
@@ -578,11 +579,12 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
         }
         if (ran == VF__LOOP_NO_STACK || ran == VF__LOOP_HELD) {
             /* Its deferred ops wait, which no other thread runs, and its
-             * stack is full, or they come after the wait: once nothing
-             * else of the engine runs either, they never will (a
-             * recursion deeper than the stack allows, on the naive
-             * engine), or only once it gives up. Then it runs one anyway
-             * (`any`), as the serial program would never reach it. */
+             * stack is full (a recursion deeper than the stack allows, on
+             * the naive engine), or ops made ready with its op, after the
+             * wait, wait for its op to return: once nothing else of the
+             * engine runs either, they never will. Past the hopeless
+             * looks it runs one anyway (`any`; a child of the waiting op
+             * that took its place behind one at its push, say). */
             hopeless = only_queued_active(e) ? hopeless + 1 : 0;
             vf__deadline soon = vf__deadline_within_us(
                 until, hopeless > 0 ? HOPELESS_POLL_US : NESTED_POLL_US);
