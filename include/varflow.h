@@ -1227,8 +1227,12 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * it runs inline (an async op's function, any op of the naive engine) runs
  * there the inline ops made ready with it that come before it in push
  * order (the ones it may wait for); a later one (which might wait for it)
- * runs after it on that thread, as in the serial program, unless no other
- * op of the engine can run; other ops are the other workers'
+ * runs after it on that thread, as in the serial program, but for two
+ * cases where it runs above the wait (and a wait of its own for the
+ * waiting op returns VF_EDEADLK): when every other op of the engine looks
+ * stuck (an op queued on a device's pool whose one thread waits looks so,
+ * and may yet run), and when it was made ready inside the waiting op or
+ * by an op its wait ran; other ops are the other workers'
  * (and, when every worker of the pool waits so, a spare thread's: up to
  * 1024 a pool, each holding as many levels as a worker's stack); a worker
  * of another engine's CPU pool waiting here (an op of that engine waiting

@@ -15,8 +15,9 @@ typedef struct exec_tls {
     int inline_depth;        /* > 0 while an inline run is on the stack */
     vf__readylist deferred;  /* ready inline ops waiting for the trampoline */
     vf__waiter *loop_waiter; /* innermost nested wait loop on this thread */
-    struct inline_frame *siblings; /* innermost run of inline ops made
-                                      ready together (run_inline_list) */
+    /* The ops still to run of the run of inline ops made ready together
+     * that runs on this thread (run_inline_list), or NULL. */
+    vf__readylist *siblings;
     /* The op running above a frame of this thread that waits for it to
      * return, or NULL: the one that loop runs right now, or, when
      * `loop_lent`, a child running at its own push above the op that
@@ -646,14 +647,6 @@ static inline bool runs_here(const vf__op *op)
     return op->def->inline_run && !starts_on_pool(op);
 }
 
-/* A run of the inline ops one step made ready together (run_inline_list),
- * while one of them runs: the rest, which a nested wait inside it may
- * need (inline_frame_take), and the run further out on this thread. */
-typedef struct inline_frame {
-    vf__readylist *rest;
-    struct inline_frame *up;
-} inline_frame;
-
 static void run_inline(vf__op *op)
 {
     if (tls.inline_depth > 0) {
@@ -669,12 +662,14 @@ static void run_inline(vf__op *op)
 
 /* Run the inline ops one step made ready, `inl`, one after the other,
  * the rest visible meanwhile to a nested wait inside the one that runs
- * (inline_frame_take): it may wait for one of them, pushed before it (the
+ * (siblings_take): it may wait for one of them, pushed before it (the
  * list's order is the order they became ready in; found trying features
  * combined as a user: the first op a completion made ready waited for the
  * second, in this list, for ever). A later one runs after it, as in the
  * serial program, on this thread (vf_completion_finish(): an async op's
- * function runs on the thread that makes it ready). */
+ * function runs on the thread that makes it ready). Such runs do not nest:
+ * their ops run inside an inline run, where the ops made ready go to its
+ * trampoline (tls.deferred). */
 static void run_inline_list(vf__readylist *inl)
 {
     if (tls.inline_depth > 0) { /* inside an inline run: its trampoline */
@@ -683,12 +678,12 @@ static void run_inline_list(vf__readylist *inl)
             vf__readylist_add(&tls.deferred, op);
         return;
     }
-    inline_frame frame = {.rest = inl, .up = tls.siblings};
-    tls.siblings = &frame;
+    VF__ASSERT(tls.siblings == NULL);
+    tls.siblings = inl;
     vf__op *op;
     while ((op = vf__readylist_pop(inl)) != NULL)
         run_inline(op);
-    tls.siblings = frame.up;
+    tls.siblings = NULL;
 }
 
 /* Whether `op`, made ready with an op running on this thread, may run
@@ -707,19 +702,18 @@ static inline bool sibling_runs_above(const vf__op *op, const vf__waiter *w,
 }
 
 /* Take an op that may run above the nested wait `w` (sibling_runs_above)
- * from the runs of inline ops on this thread, the innermost first; NULL
- * when none may. `*held`: some op of w's engine waits there. */
-static vf__op *inline_frame_take(const vf__waiter *w, bool any, bool *held)
+ * from the run of inline ops on this thread; NULL when none may.
+ * `*held`: some op of w's engine waits there. */
+static vf__op *siblings_take(const vf__waiter *w, bool any, bool *held)
 {
-    for (inline_frame *f = tls.siblings; f != NULL; f = f->up) {
-        vf__op *prev = NULL;
-        for (vf__op *op = f->rest->head; op != NULL; prev = op, op = op->next) {
-            if (sibling_runs_above(op, w, any)) {
-                vf__readylist_unlink(f->rest, prev, op);
-                return op;
-            }
-            *held |= vf__op_engine(op) == w->engine;
+    vf__readylist *rest = tls.siblings;
+    vf__op *prev = NULL;
+    for (vf__op *op = rest->head; op != NULL; prev = op, op = op->next) {
+        if (sibling_runs_above(op, w, any)) {
+            vf__readylist_unlink(rest, prev, op);
+            return op;
         }
+        *held |= vf__op_engine(op) == w->engine;
     }
     return NULL;
 }
@@ -727,8 +721,8 @@ static vf__op *inline_frame_take(const vf__waiter *w, bool any, bool *held)
 int vf__exec_siblings_count(const vf_engine *e)
 {
     int n = 0;
-    for (inline_frame *f = tls.siblings; f != NULL; f = f->up)
-        for (vf__op *op = f->rest->head; op != NULL; op = op->next)
+    if (tls.siblings != NULL)
+        for (vf__op *op = tls.siblings->head; op != NULL; op = op->next)
             n += vf__op_engine(op) == e;
     return n;
 }
@@ -975,7 +969,7 @@ int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any)
     vf__op *op = vf__readylist_pop(&tls.deferred);
     bool held = false;
     if (op == NULL && VF__UNLIKELY(tls.siblings != NULL))
-        op = inline_frame_take(w, any, &held);
+        op = siblings_take(w, any, &held);
     if (op != NULL) {
         /* Its frames stack on the wait's, as a pool op's would: a chain
          * of waits on the naive engine, each above the last, overflowed

@@ -588,7 +588,12 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
             hopeless = only_queued_active(e) ? hopeless + 1 : 0;
             vf__deadline soon = vf__deadline_within_us(
                 until, hopeless > 0 ? HOPELESS_POLL_US : NESTED_POLL_US);
+            /* On the engine's cond, where its marker wakes it (a worker's
+             * waiter is woken there only while it says so: it slept out
+             * every poll, found by the third reviewer). */
+            atomic_store(&w->on_cond, true);
             sleep_on_engine(e, w, true, &soon);
+            atomic_store(&w->on_cond, false);
         } else if (me != NULL && ran == VF__LOOP_NOTHING) {
             refusals = 0;
             vf__pool_idle_wait(me->pool, nested_should_wake, &pred, until);
