@@ -282,11 +282,23 @@ vf__engine_record_failure(vf_engine *e, int code, const char *name,
  * (vf__engine_count_out), so it never exceeds the pending the sums prove:
  * once a wait_all has seen pending at zero, vf_engine_stats, which reads
  * `inflight` on such an engine, reads zero too. */
+/* The room under e's in-flight bound this thread's push took as it was
+ * admitted (push.c: admit), already in `inflight`: the push's own count
+ * below takes its place, or the push gives it back. NULL: none. */
+extern _Thread_local const vf_engine *vf__push_room;
+
 static inline void vf__engine_count_in(vf_engine *e, uint64_t delta)
 {
     vf__counts_raise(&e->counts, delta);
-    if (VF__UNLIKELY(e->max_inflight != 0) && delta >= VF__COUNT_PENDING)
-        atomic_fetch_add(&e->counts.inflight, (uint32_t)(delta >> 32));
+    if (VF__UNLIKELY(e->max_inflight != 0) && delta >= VF__COUNT_PENDING) {
+        uint32_t n = (uint32_t)(delta >> 32);
+        if (vf__push_room == e) { /* counted at its admission */
+            vf__push_room = NULL;
+            n--;
+        }
+        if (n != 0)
+            atomic_fetch_add(&e->counts.inflight, n);
+    }
 }
 
 /* Lower the counts by `delta` in this thread's slot, and return what to

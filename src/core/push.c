@@ -66,9 +66,47 @@ static void report_blocked(vf_engine *e, const char *who, int64_t waited_ms)
             who, (double)waited_ms / 1000.0, e->max_inflight, ops);
 }
 
+_Thread_local const vf_engine *vf__push_room;
+
+/* Room for one push under the bound, taken at once: true when `inflight`
+ * was below it, which then counts the push, its op's count in its place
+ * (vf__push_room), until the push ends (unreserve). A look, then the
+ * push's own count, let pushers from several threads all pass at the
+ * bound minus one (found trying several pushers as a user: two ops ran at
+ * once under a bound of 1). */
+static bool reserve(vf_engine *e)
+{
+    uint32_t n = atomic_load(&e->counts.inflight);
+    while (n < e->max_inflight)
+        if (atomic_compare_exchange_weak(&e->counts.inflight, &n, n + 1)) {
+            vf__push_room = e;
+            return true;
+        }
+    return false;
+}
+
+/* A push that goes over the bound counts as reserve's does. */
+static void reserve_over(vf_engine *e)
+{
+    atomic_fetch_add(&e->counts.inflight, 1);
+    vf__push_room = e;
+}
+
+/* The push that admit let in ended: unless its op's count took its room
+ * (vf__engine_count_in), the room goes back, waking the blocked pushers
+ * when that makes room. */
+static void unreserve(vf_engine *e)
+{
+    if (vf__push_room != e)
+        return;
+    vf__push_room = NULL;
+    if (atomic_fetch_sub(&e->counts.inflight, 1) - 1 == e->unblock_at)
+        vf__engine_wake(e, VF__WAKE_BLOCKED);
+}
+
 static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
 {
-    if (atomic_load(&e->counts.inflight) < e->max_inflight)
+    if (reserve(e))
         return 0;
     if (nonblocking)
         return vf__fail(VF_EAGAIN, "%s: %u ops in flight (max_inflight)", who,
@@ -78,8 +116,10 @@ static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
      * from device work, on any engine: the work's op, and every op after
      * it on its vars, wait for it to return (vf__exec_refuse_in_device
      * _work). */
-    if (VF__UNLIKELY(vf__exec_in_done(e) || vf__exec_in_device_work()))
+    if (VF__UNLIKELY(vf__exec_in_done(e) || vf__exec_in_device_work())) {
+        reserve_over(e);
         return 0;
+    }
     vf__op *cur = vf__current_op();
     if (cur != NULL && vf__op_engine(cur) == e) {
         /* Inside an op, blocking could wait for this very op: help run
@@ -88,7 +128,7 @@ static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
         if (me != NULL && me->pool->engine != e)
             me = NULL;
         vf__family *mine = vf__running_now.family; /* NULL: no child yet */
-        while (atomic_load(&e->counts.inflight) >= e->max_inflight) {
+        while (!reserve(e)) {
             if (vf__exec_run_deferred(e))
                 continue;
             /* Each op runs on top of this push: only one that descends
@@ -99,8 +139,10 @@ static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
             vf__op *op = me && mine && vf__stack_below(VF__WAIT_CHILD_EIGHTHS)
                              ? vf__worker_take_descendant(me, mine)
                              : NULL;
-            if (op == NULL)
+            if (op == NULL) {
+                reserve_over(e);
                 break;
+            }
             /* This op goes on only once those above it are over: it
              * lends each its active count (exec.h), so a wait in one
              * that can never finish finds the engine stuck, and a device
@@ -121,10 +163,10 @@ static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
      * default, or some thread's state): an op it ran could wait for a
      * batch this thread holds back. */
     if (e->run_at_push && !vf__bulk_maybe(e->bulk.size)) {
-        while (atomic_load(&e->counts.inflight) >= e->max_inflight)
-            if (!vf__exec_help_run(e))
-                break;
-        if (atomic_load(&e->counts.inflight) < e->max_inflight)
+        bool room;
+        while (!(room = reserve(e)) && vf__exec_help_run(e))
+            ;
+        if (room || reserve(e))
             return 0;
     }
     /* A worker (of another engine, pushing from inside its op) counts
@@ -137,7 +179,7 @@ static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
     atomic_fetch_add(&e->nblocked, 1);
     pthread_mutex_lock(&e->waits.lock);
     int64_t start_ms = now_ms(), next_report_ms = BLOCKED_REPORT_GRACE_MS;
-    while (atomic_load(&e->counts.inflight) >= e->max_inflight) {
+    while (!reserve(e)) {
         vf__deadline d = vf__deadline_in_ms(BLOCKED_LOOK_MS);
         vf__cond_wait_until(&e->waits.cond, &e->waits.lock, &d);
         int64_t waited_ms = now_ms() - start_ms;
@@ -156,11 +198,20 @@ static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
 }
 
 /* Before a user push: wait for room under the in-flight bound (see
- * vf_engine_push). 0, or VF_EAGAIN when `nonblocking` and there is no room. */
+ * vf_engine_push), and take it (reserve) until admitted() after the push.
+ * 0, or VF_EAGAIN when `nonblocking` and there is no room. */
 static inline int admit(vf_engine *e, bool nonblocking, const char *who)
 {
     return e->max_inflight == 0 ? 0 /* no bound: nothing to check */
                                 : admit_slow(e, nonblocking, who);
+}
+
+/* After the push admit let in: `rc`, its result, passed on. */
+static inline int admitted(vf_engine *e, int rc)
+{
+    if (VF__UNLIKELY(e->max_inflight != 0))
+        unreserve(e);
+    return rc;
 }
 
 static void unlock_vars(vf__op *op, int n)
@@ -704,17 +755,13 @@ static int push_child_alone(vf_engine *e, const vf__opdef *def,
     return 0;
 }
 
-/* The body of vf_engine_push (inline in its guard: the hot path). */
+static int push_bounded(vf_engine *e, const vf_op *desc, const char *who);
+
+/* vf_engine_push once admitted under the in-flight bound, if any. */
 static inline __attribute__((always_inline)) int
-push(vf_engine *e, const vf_op *desc, const char *who)
+push_admitted(vf_engine *e, const vf_op *desc, const char *who)
 {
-    int rc = check_engine(e, who);
-    if (rc != 0)
-        return rc;
-    if (vf__graph_capturing(e)) /* recorded, not run (graph.h) */
-        return vf__graph_record(e, who, desc, NULL, 0, false, NULL, 0);
-    if (desc != NULL && (rc = admit(e, desc->nonblocking, who)))
-        return rc;
+    int rc;
     if (VF__UNLIKELY(vf__bulk_maybe(e->bulk.size)) &&
         (rc = vf__bulk_push(e, who, desc, NULL, 0, NULL, 0)) != 0)
         return rc < 0 ? rc : 0;
@@ -758,6 +805,28 @@ fail:
                                 (uint32_t)vf__op_dep(op, 0)->gen);
     vf__op_free(op);
     return rc;
+}
+
+/* A push on an engine with an in-flight bound: admitted first. */
+static __attribute__((noinline)) int
+push_bounded(vf_engine *e, const vf_op *desc, const char *who)
+{
+    int rc = admit(e, desc->nonblocking, who);
+    return rc != 0 ? rc : admitted(e, push_admitted(e, desc, who));
+}
+
+/* The body of vf_engine_push (inline in its guard: the hot path). */
+static inline __attribute__((always_inline)) int
+push(vf_engine *e, const vf_op *desc, const char *who)
+{
+    int rc = check_engine(e, who);
+    if (rc != 0)
+        return rc;
+    if (vf__graph_capturing(e)) /* recorded, not run (graph.h) */
+        return vf__graph_record(e, who, desc, NULL, 0, false, NULL, 0);
+    if (VF__UNLIKELY(e->max_inflight != 0) && desc != NULL)
+        return push_bounded(e, desc, who);
+    return push_admitted(e, desc, who);
 }
 
 VF_API int vf_engine_push(vf_engine *e, const vf_op *desc)
@@ -887,16 +956,12 @@ static inline int operator_op_push(vf_engine *e, vf_operator *opr, vf__op *op,
     return rc;
 }
 
+/* vf_operator_push once admitted under the in-flight bound, if any. */
 static inline __attribute__((always_inline)) int
-operator_push(vf_engine *e, vf_operator *opr, int priority, const char *who)
+operator_push_admitted(vf_engine *e, vf_operator *opr, int priority,
+                       const char *who)
 {
-    int rc = check_engine(e, who);
-    if (rc != 0 || (rc = check_operator(e, opr, who)) != 0)
-        return rc;
-    if (vf__graph_capturing(e)) /* recorded, not run (graph.h) */
-        return vf__graph_record(e, who, NULL, opr, priority, false, NULL, 0);
-    if ((rc = admit(e, opr->def.nonblocking, who)) != 0)
-        return rc;
+    int rc;
     if (VF__UNLIKELY(vf__bulk_maybe(e->bulk.size)) &&
         (rc = vf__bulk_push(e, who, NULL, opr, priority, opr->def.arg, 0)) != 0)
         return rc < 0 ? rc : 0;
@@ -907,21 +972,31 @@ operator_push(vf_engine *e, vf_operator *opr, int priority, const char *who)
     return operator_op_push(e, opr, op, priority, who);
 }
 
+static inline __attribute__((always_inline)) int
+operator_push(vf_engine *e, vf_operator *opr, int priority, const char *who)
+{
+    int rc = check_engine(e, who);
+    if (rc != 0 || (rc = check_operator(e, opr, who)) != 0)
+        return rc;
+    if (vf__graph_capturing(e)) /* recorded, not run (graph.h) */
+        return vf__graph_record(e, who, NULL, opr, priority, false, NULL, 0);
+    if ((rc = admit(e, opr->def.nonblocking, who)) != 0)
+        return rc;
+    return admitted(e, operator_push_admitted(e, opr, priority, who));
+}
+
 VF_API int vf_operator_push(vf_engine *e, vf_operator *opr, int priority)
 {
     static const char who[] = "vf_operator_push";
     return VF__GUARDED(e, who, operator_push(e, opr, priority, who));
 }
 
-/* The push of an operator's run with its own argument (arg_size 0: the
- * pointer `arg` as it is), once the calls' checks passed. */
+/* operator_run_push once admitted. */
 static inline __attribute__((always_inline)) int
-operator_run_push(vf_engine *e, vf_operator *opr, int priority, void *arg,
-                  size_t arg_size, const char *who)
+operator_run_push_admitted(vf_engine *e, vf_operator *opr, int priority,
+                           void *arg, size_t arg_size, const char *who)
 {
     int rc;
-    if ((rc = admit(e, opr->def.nonblocking, who)) != 0)
-        return rc;
     if (VF__UNLIKELY(vf__bulk_maybe(e->bulk.size)) &&
         (rc = vf__bulk_push(e, who, NULL, opr, priority, arg, arg_size)) != 0)
         return rc < 0 ? rc : 0;
@@ -935,6 +1010,19 @@ operator_run_push(vf_engine *e, vf_operator *opr, int priority, void *arg,
         return rc;
     }
     return operator_op_push(e, opr, op, priority, who);
+}
+
+/* The push of an operator's run with its own argument (arg_size 0: the
+ * pointer `arg` as it is), once the calls' checks passed. */
+static inline __attribute__((always_inline)) int
+operator_run_push(vf_engine *e, vf_operator *opr, int priority, void *arg,
+                  size_t arg_size, const char *who)
+{
+    int rc;
+    if ((rc = admit(e, opr->def.nonblocking, who)) != 0)
+        return rc;
+    return admitted(
+        e, operator_run_push_admitted(e, opr, priority, arg, arg_size, who));
 }
 
 /* As vf_operator_push, with an argument of this run's own: the op shares
