@@ -1013,62 +1013,73 @@ TEST_CASE(blocked_push_says_why)
     CHECK_OK(vf_engine_destroy(e));
 }
 
-/* ------------------------------------------------------------ bulking */
+/* --------------------------------------------- a bound of 1, ops at once */
+
+/* Ops running now, and the most seen at once (at_once_op). */
+static atomic_int at_once, at_once_most;
+
+/* An op that counts itself running for a while: until the gate `arg`
+ * opens, or (NULL) a moment. */
+static int at_once_op(vf_run *run, void *arg)
+{
+    (void)run;
+    tu_gate *gate = arg;
+    int now = atomic_fetch_add(&at_once, 1) + 1;
+    int most = atomic_load(&at_once_most);
+    while (now > most &&
+           !atomic_compare_exchange_weak(&at_once_most, &most, now))
+        ;
+    if (gate != NULL)
+        CHECK(tu_gate_wait(gate, TU_TIMEOUT));
+    else
+        usleep(100);
+    atomic_fetch_sub(&at_once, 1);
+    return 0;
+}
+
+/* An engine of kind k bounded to one op in flight, at_once reset. */
+static vf_engine *bound_of_one(const tu_kind *k, int bulk_size)
+{
+    vf_config cfg = k->cfg;
+    cfg.max_inflight = 1;
+    cfg.bulk_size = bulk_size;
+    vf_engine *e = NULL;
+    CHECK_OK(vf_engine_create(&e, &cfg));
+    REQUIRE(e != NULL);
+    atomic_store(&at_once, 0);
+    atomic_store(&at_once_most, 0);
+    return e;
+}
 
 /* A bulked push joined an open batch uncounted, so with a bound of 1 a
  * nonblocking push behind it was accepted and two ops ran at once (found
  * trying features combined as a user). An engine with a bound fuses
  * nothing. */
-static atomic_int bulk_running, bulk_most;
-
-static int bulk_counted(vf_run *run, void *arg)
-{
-    (void)run;
-    tu_gate *gate = arg;
-    int now = atomic_fetch_add(&bulk_running, 1) + 1;
-    int most = atomic_load(&bulk_most);
-    while (now > most && !atomic_compare_exchange_weak(&bulk_most, &most, now))
-        ;
-    if (gate != NULL)
-        CHECK(tu_gate_wait(gate, TU_TIMEOUT));
-    else
-        usleep(200);
-    atomic_fetch_sub(&bulk_running, 1);
-    return 0;
-}
 
 TEST_CASE(bulking_keeps_the_bound)
 {
     for (int i = 1; i < TU_NKINDS; i++) {
         check_context_ = tu_kinds[i].name;
-        vf_config cfg = tu_kinds[i].cfg;
-        cfg.max_inflight = 1;
-        cfg.bulk_size = 4;
-        vf_engine *e = NULL;
-        CHECK_OK(vf_engine_create(&e, &cfg));
-        REQUIRE(e != NULL);
+        vf_engine *e = bound_of_one(&tu_kinds[i], 4);
         CHECK_EQ(vf_bulk_set_size(e, 8), 4);
         vf_var x = tu_var(e), y = tu_var(e);
-        atomic_store(&bulk_running, 0);
-        atomic_store(&bulk_most, 0);
         tu_gate gate;
         tu_gate_init(&gate);
         CHECK_OK(vf_engine_push(
-            e,
-            &(vf_op){.fn = bulk_counted, .arg = &gate, .writes = VF_VARS(x)}));
+            e, &(vf_op){.fn = at_once_op, .arg = &gate, .writes = VF_VARS(x)}));
         /* Held in flight by the gate: no room, whether or not it could
          * join the first's batch. */
-        CHECK_EQ(vf_engine_push(e, &(vf_op){.fn = bulk_counted,
+        CHECK_EQ(vf_engine_push(e, &(vf_op){.fn = at_once_op,
                                             .writes = VF_VARS(y),
                                             .nonblocking = true}),
                  VF_EAGAIN);
         tu_gate_open(&gate);
         for (int k = 0; k < 40; k++)
             CHECK_OK(
-                vf_engine_push(e, &(vf_op){.fn = bulk_counted,
+                vf_engine_push(e, &(vf_op){.fn = at_once_op,
                                            .writes = VF_VARS(k % 2 ? x : y)}));
         CHECK_OK(vf_engine_wait_all(e, NULL));
-        CHECK_EQ(atomic_load(&bulk_most), 1);
+        CHECK_EQ(atomic_load(&at_once_most), 1);
         vf_stats st;
         CHECK_OK(vf_engine_stats(e, &st));
         CHECK_EQ(st.bulks, 0);
@@ -1079,28 +1090,14 @@ TEST_CASE(bulking_keeps_the_bound)
     check_context_ = NULL;
 }
 
-/* ------------------------------------------------ several pushers, bound 1 */
-
-static atomic_int one_running, one_most;
-
-static int one_at_a_time(vf_run *run, void *arg)
-{
-    (void)run;
-    (void)arg;
-    int now = atomic_fetch_add(&one_running, 1) + 1;
-    int most = atomic_load(&one_most);
-    while (now > most && !atomic_compare_exchange_weak(&one_most, &most, now))
-        ;
-    usleep(50);
-    atomic_fetch_sub(&one_running, 1);
-    return 0;
-}
-
+/* Several pushers at a bound of 1: each push took room it only looked at,
+ * so pushers on several threads all passed it (found trying several
+ * pushers as a user). */
 static void *one_pusher(void *arg)
 {
     vf_engine *e = arg;
     for (int i = 0; i < 200; i++)
-        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = one_at_a_time}));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = at_once_op}));
     return NULL;
 }
 
@@ -1108,20 +1105,14 @@ TEST_CASE(several_pushers_at_a_bound_of_one)
 {
     for (int k = 0; k < TU_NKINDS; k++) {
         check_context_ = tu_kinds[k].name;
-        vf_config cfg = tu_kinds[k].cfg;
-        cfg.max_inflight = 1;
-        vf_engine *e = NULL;
-        CHECK_OK(vf_engine_create(&e, &cfg));
-        REQUIRE(e != NULL);
-        atomic_store(&one_running, 0);
-        atomic_store(&one_most, 0);
+        vf_engine *e = bound_of_one(&tu_kinds[k], 0);
         pthread_t th[3];
         for (int i = 0; i < 3; i++)
             th[i] = tu_thread_start(one_pusher, e);
         for (int i = 0; i < 3; i++)
             tu_thread_join(th[i]);
         CHECK_OK(vf_engine_wait_all(e, NULL));
-        CHECK_EQ(atomic_load(&one_most), 1);
+        CHECK_EQ(atomic_load(&at_once_most), 1);
         vf_stats st;
         CHECK_OK(vf_engine_stats(e, &st));
         CHECK_EQ(st.ran, 600);
