@@ -276,17 +276,20 @@ vf__engine_record_failure(vf_engine *e, int code, const char *name,
 #define VF__WAKE_BLOCKED 1u  /* pending fell to unblock_at: blocked pushers */
 #define VF__WAKE_WATCHERS 2u /* a watcher exists: sum and see (counts.h) */
 
+/* The room under e's in-flight bound this thread's push took as it was
+ * admitted (push.c: admit), already in `inflight`: the push's own count
+ * (vf__engine_count_in) takes its place, or the push gives it back. NULL: none.
+ */
+extern _Thread_local const vf_engine *vf__push_room;
+
 /* Raise the counts by `delta` (VF__COUNT_* multiples) in this thread's
  * slot: a push (pending and active), ops made ready (active). The bound's
  * exact count `inflight` follows the slot's raise and leads its lowering
- * (vf__engine_count_out), so it never exceeds the pending the sums prove:
- * once a wait_all has seen pending at zero, vf_engine_stats, which reads
- * `inflight` on such an engine, reads zero too. */
-/* The room under e's in-flight bound this thread's push took as it was
- * admitted (push.c: admit), already in `inflight`: the push's own count
- * below takes its place, or the push gives it back. NULL: none. */
-extern _Thread_local const vf_engine *vf__push_room;
-
+ * (vf__engine_count_out), so it never exceeds the pending the sums prove
+ * but by the pushes admitted and not yet counted (their room): once a
+ * wait_all has seen pending at zero, vf_engine_stats, which reads
+ * `inflight` on such an engine, reads zero too, unless a push is under
+ * way. */
 static inline void vf__engine_count_in(vf_engine *e, uint64_t delta)
 {
     vf__counts_raise(&e->counts, delta);
