@@ -26,7 +26,8 @@
  *   exceeds the bound (a push takes its room as it is admitted: it used
  *   to look, then count itself, and with P pushers pending reached bound
  *   + P - 1); with a bound of 1 and three pushers, on every engine, no two
- *   ops ever run at once.
+ *   ops ever run at once; a push that fails (a deleted var) takes no room
+ *   from the others (failing_pushes_take_no_room).
  * - nested: pushes from inside ops at the bound never deadlock: on a
  *   1-worker engine an op pushes 20K ops (independent ones, which the push
  *   runs meanwhile; ops on a var the pushing op writes, which cannot run
@@ -1117,6 +1118,49 @@ TEST_CASE(several_pushers_at_a_bound_of_one)
         CHECK_OK(vf_engine_stats(e, &st));
         CHECK_EQ(st.ran, 600);
         CHECK_EQ(st.pending, 0);
+        tu_finish_engine(e);
+    }
+    check_context_ = NULL;
+}
+
+/* A push that fails for its own reasons (here a var already deleted) takes
+ * no room: with the room taken at admission, before the op was built and
+ * checked, another thread's nonblocking push on an idle engine got
+ * VF_EAGAIN nearly every time (found by the reviewer of the fix above). */
+static atomic_int stale_stop;
+
+static void *stale_pusher(void *arg)
+{
+    vf_engine *e = ((vf_engine **)arg)[0];
+    vf_var v = *(vf_var *)((vf_engine **)arg)[1];
+    while (!atomic_load(&stale_stop))
+        CHECK_EQ(
+            vf_engine_push(e, &(vf_op){.fn = at_once_op, .writes = VF_VARS(v)}),
+            VF_ESTALE);
+    return NULL;
+}
+
+TEST_CASE(failing_pushes_take_no_room)
+{
+    for (int k = 0; k < TU_NKINDS; k++) {
+        check_context_ = tu_kinds[k].name;
+        vf_engine *e = bound_of_one(&tu_kinds[k], 0);
+        vf_var stale = tu_var(e);
+        CHECK_OK(vf_var_destroy(e, stale, NULL, NULL));
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        atomic_store(&stale_stop, 0);
+        void *args[2] = {e, &stale};
+        pthread_t th = tu_thread_start(stale_pusher, args);
+        int refused = 0;
+        for (int i = 0; i < 2000; i++) {
+            CHECK_OK(vf_engine_wait_all(e, NULL));
+            int rc = vf_engine_push(
+                e, &(vf_op){.fn = at_once_op, .nonblocking = true});
+            refused += rc == VF_EAGAIN;
+        }
+        atomic_store(&stale_stop, 1);
+        tu_thread_join(th);
+        CHECK_EQ(refused, 0);
         tu_finish_engine(e);
     }
     check_context_ = NULL;

@@ -276,11 +276,11 @@ vf__engine_record_failure(vf_engine *e, int code, const char *name,
 #define VF__WAKE_BLOCKED 1u  /* pending fell to unblock_at: blocked pushers */
 #define VF__WAKE_WATCHERS 2u /* a watcher exists: sum and see (counts.h) */
 
-/* The room under e's in-flight bound this thread's push took as it was
- * admitted (push.c: admit), already in `inflight`: the push's own count
- * (vf__engine_count_in) takes its place, or the push gives it back. NULL: none.
- */
-extern _Thread_local const vf_engine *vf__push_room;
+/* vf__engine_count_in's part on an engine with an in-flight bound: `n`
+ * more pending in `inflight`, but for the room this thread's push took as
+ * it was admitted (push.c: reserve), which its op's count takes the place
+ * of. Out of line: an engine without a bound pays a test. */
+void vf__engine_count_in_bounded(vf_engine *e, uint32_t n);
 
 /* Raise the counts by `delta` (VF__COUNT_* multiples) in this thread's
  * slot: a push (pending and active), ops made ready (active). The bound's
@@ -293,15 +293,8 @@ extern _Thread_local const vf_engine *vf__push_room;
 static inline void vf__engine_count_in(vf_engine *e, uint64_t delta)
 {
     vf__counts_raise(&e->counts, delta);
-    if (VF__UNLIKELY(e->max_inflight != 0) && delta >= VF__COUNT_PENDING) {
-        uint32_t n = (uint32_t)(delta >> 32);
-        if (vf__push_room == e) { /* counted at its admission */
-            vf__push_room = NULL;
-            n--;
-        }
-        if (n != 0)
-            atomic_fetch_add(&e->counts.inflight, n);
-    }
+    if (VF__UNLIKELY(e->max_inflight != 0) && delta >= VF__COUNT_PENDING)
+        vf__engine_count_in_bounded(e, (uint32_t)(delta >> 32));
 }
 
 /* Lower the counts by `delta` in this thread's slot, and return what to

@@ -66,7 +66,20 @@ static void report_blocked(vf_engine *e, const char *who, int64_t waited_ms)
             who, (double)waited_ms / 1000.0, e->max_inflight, ops);
 }
 
-_Thread_local const vf_engine *vf__push_room;
+/* The room under e's bound this thread's push took (reserve), already in
+ * `inflight`, until its op's count takes its place or the push gives it
+ * back (unreserve). NULL: none. */
+static _Thread_local const vf_engine *vf__push_room;
+
+void vf__engine_count_in_bounded(vf_engine *e, uint32_t n)
+{
+    if (vf__push_room == e) { /* counted at its admission */
+        vf__push_room = NULL;
+        n--;
+    }
+    if (n != 0)
+        atomic_fetch_add(&e->counts.inflight, n);
+}
 
 /* Room for one push under the bound, taken at once: true when `inflight`
  * was below it, which then counts the push, its op's count in its place
@@ -197,21 +210,30 @@ static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
     return 0;
 }
 
-/* Before a user push: wait for room under the in-flight bound (see
- * vf_engine_push), and take it (reserve) until admitted() after the push.
- * 0, or VF_EAGAIN when `nonblocking` and there is no room. */
-static inline int admit(vf_engine *e, bool nonblocking, const char *who)
+/* vf__push_enqueue of a user push on an engine with an in-flight bound:
+ * it waits for room first (see vf_engine_push) and takes it (reserve)
+ * while it enqueues. Only here, once the op is built and checked: a push
+ * that fails for its own reasons (a stale var, bad input, no memory) held
+ * room meanwhile, refusing others (found by the reviewer of reserve). */
+static __attribute__((noinline)) int
+enqueue_bounded(vf_engine *e, vf__op *op, bool nonblocking, const char *who)
 {
-    return e->max_inflight == 0 ? 0 /* no bound: nothing to check */
-                                : admit_slow(e, nonblocking, who);
+    int rc = admit_slow(e, nonblocking, who);
+    if (rc != 0)
+        return rc;
+    rc = vf__push_enqueue(e, op, who);
+    unreserve(e);
+    return rc;
 }
 
-/* After the push admit let in: `rc`, its result, passed on. */
-static inline int admitted(vf_engine *e, int rc)
+/* vf__push_enqueue of a user push: admitted under the in-flight bound, if
+ * any. 0, or VF_EAGAIN when `nonblocking` and there is no room. */
+static inline int enqueue_admitted(vf_engine *e, vf__op *op, bool nonblocking,
+                                   const char *who)
 {
-    if (VF__UNLIKELY(e->max_inflight != 0))
-        unreserve(e);
-    return rc;
+    if (VF__LIKELY(e->max_inflight == 0))
+        return vf__push_enqueue(e, op, who);
+    return enqueue_bounded(e, op, nonblocking, who);
 }
 
 static void unlock_vars(vf__op *op, int n)
@@ -755,13 +777,15 @@ static int push_child_alone(vf_engine *e, const vf__opdef *def,
     return 0;
 }
 
-static int push_bounded(vf_engine *e, const vf_op *desc, const char *who);
-
-/* vf_engine_push once admitted under the in-flight bound, if any. */
+/* The body of vf_engine_push (inline in its guard: the hot path). */
 static inline __attribute__((always_inline)) int
-push_admitted(vf_engine *e, const vf_op *desc, const char *who)
+push(vf_engine *e, const vf_op *desc, const char *who)
 {
-    int rc;
+    int rc = check_engine(e, who);
+    if (rc != 0)
+        return rc;
+    if (vf__graph_capturing(e)) /* recorded, not run (graph.h) */
+        return vf__graph_record(e, who, desc, NULL, 0, false, NULL, 0);
     if (VF__UNLIKELY(vf__bulk_maybe(e->bulk.size)) &&
         (rc = vf__bulk_push(e, who, desc, NULL, 0, NULL, 0)) != 0)
         return rc < 0 ? rc : 0;
@@ -795,7 +819,7 @@ push_admitted(vf_engine *e, const vf_op *desc, const char *who)
     if (VF__UNLIKELY(desc->arg_size != 0) &&
         (rc = vf__op_copy_arg(op, who, desc->arg, desc->arg_size)) != 0)
         goto fail;
-    if ((rc = vf__push_enqueue(e, op, who)) != 0)
+    if ((rc = enqueue_admitted(e, op, desc->nonblocking, who)) != 0)
         goto fail;
     return 0;
 fail:
@@ -805,28 +829,6 @@ fail:
                                 (uint32_t)vf__op_dep(op, 0)->gen);
     vf__op_free(op);
     return rc;
-}
-
-/* A push on an engine with an in-flight bound: admitted first. */
-static __attribute__((noinline)) int
-push_bounded(vf_engine *e, const vf_op *desc, const char *who)
-{
-    int rc = admit(e, desc->nonblocking, who);
-    return rc != 0 ? rc : admitted(e, push_admitted(e, desc, who));
-}
-
-/* The body of vf_engine_push (inline in its guard: the hot path). */
-static inline __attribute__((always_inline)) int
-push(vf_engine *e, const vf_op *desc, const char *who)
-{
-    int rc = check_engine(e, who);
-    if (rc != 0)
-        return rc;
-    if (vf__graph_capturing(e)) /* recorded, not run (graph.h) */
-        return vf__graph_record(e, who, desc, NULL, 0, false, NULL, 0);
-    if (VF__UNLIKELY(e->max_inflight != 0) && desc != NULL)
-        return push_bounded(e, desc, who);
-    return push_admitted(e, desc, who);
 }
 
 VF_API int vf_engine_push(vf_engine *e, const vf_op *desc)
@@ -950,26 +952,10 @@ static inline int operator_op_push(vf_engine *e, vf_operator *opr, vf__op *op,
     atomic_fetch_add_explicit(&opr->refs, 1, memory_order_relaxed);
     op->def = &opr->def; /* holds the reference: freed with the op */
     op->priority = push_priority(&opr->def, priority);
-    int rc = vf__push_enqueue(e, op, who);
+    int rc = enqueue_admitted(e, op, opr->def.nonblocking, who);
     if (rc != 0)
         vf__op_free(op);
     return rc;
-}
-
-/* vf_operator_push once admitted under the in-flight bound, if any. */
-static inline __attribute__((always_inline)) int
-operator_push_admitted(vf_engine *e, vf_operator *opr, int priority,
-                       const char *who)
-{
-    int rc;
-    if (VF__UNLIKELY(vf__bulk_maybe(e->bulk.size)) &&
-        (rc = vf__bulk_push(e, who, NULL, opr, priority, opr->def.arg, 0)) != 0)
-        return rc < 0 ? rc : 0;
-    vf__op *op = operator_op_alloc(opr, 0, who);
-    if (op == NULL)
-        return VF_ENOMEM;
-    vf__op_take_run(op, &opr->def);
-    return operator_op_push(e, opr, op, priority, who);
 }
 
 static inline __attribute__((always_inline)) int
@@ -980,9 +966,14 @@ operator_push(vf_engine *e, vf_operator *opr, int priority, const char *who)
         return rc;
     if (vf__graph_capturing(e)) /* recorded, not run (graph.h) */
         return vf__graph_record(e, who, NULL, opr, priority, false, NULL, 0);
-    if ((rc = admit(e, opr->def.nonblocking, who)) != 0)
-        return rc;
-    return admitted(e, operator_push_admitted(e, opr, priority, who));
+    if (VF__UNLIKELY(vf__bulk_maybe(e->bulk.size)) &&
+        (rc = vf__bulk_push(e, who, NULL, opr, priority, opr->def.arg, 0)) != 0)
+        return rc < 0 ? rc : 0;
+    vf__op *op = operator_op_alloc(opr, 0, who);
+    if (op == NULL)
+        return VF_ENOMEM;
+    vf__op_take_run(op, &opr->def);
+    return operator_op_push(e, opr, op, priority, who);
 }
 
 VF_API int vf_operator_push(vf_engine *e, vf_operator *opr, int priority)
@@ -991,10 +982,11 @@ VF_API int vf_operator_push(vf_engine *e, vf_operator *opr, int priority)
     return VF__GUARDED(e, who, operator_push(e, opr, priority, who));
 }
 
-/* operator_run_push once admitted. */
+/* The push of an operator's run with its own argument (arg_size 0: the
+ * pointer `arg` as it is), once the calls' checks passed. */
 static inline __attribute__((always_inline)) int
-operator_run_push_admitted(vf_engine *e, vf_operator *opr, int priority,
-                           void *arg, size_t arg_size, const char *who)
+operator_run_push(vf_engine *e, vf_operator *opr, int priority, void *arg,
+                  size_t arg_size, const char *who)
 {
     int rc;
     if (VF__UNLIKELY(vf__bulk_maybe(e->bulk.size)) &&
@@ -1010,19 +1002,6 @@ operator_run_push_admitted(vf_engine *e, vf_operator *opr, int priority,
         return rc;
     }
     return operator_op_push(e, opr, op, priority, who);
-}
-
-/* The push of an operator's run with its own argument (arg_size 0: the
- * pointer `arg` as it is), once the calls' checks passed. */
-static inline __attribute__((always_inline)) int
-operator_run_push(vf_engine *e, vf_operator *opr, int priority, void *arg,
-                  size_t arg_size, const char *who)
-{
-    int rc;
-    if ((rc = admit(e, opr->def.nonblocking, who)) != 0)
-        return rc;
-    return admitted(
-        e, operator_run_push_admitted(e, opr, priority, arg, arg_size, who));
 }
 
 /* As vf_operator_push, with an argument of this run's own: the op shares
