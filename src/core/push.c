@@ -105,7 +105,7 @@ static void reserve_over(vf_engine *e)
     vf__push_room = e;
 }
 
-/* The push that admit let in ended: unless its op's count took its room
+/* The push that admit_slow let in ended: unless its op's count took its room
  * (vf__engine_count_in), the room goes back, waking the blocked pushers
  * when that makes room. */
 static void unreserve(vf_engine *e)
