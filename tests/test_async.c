@@ -22,7 +22,11 @@
  *   another op writes, on the var it wrote, for a child it pushes) and
  *   each wait returns 0, as does a wait of another op meanwhile;
  * - an async op a completion makes ready runs its function on the
- *   completing thread, before the completion returns.
+ *   completing thread, before the completion returns;
+ * - ops one finish makes ready together, run inline on one thread: a wait
+ *   inside the first for one pushed before it runs that one (it hung);
+ *   a later one runs after the waiting op, not above its wait, nor above a
+ *   push of it at the in-flight bound.
  */
 #include "runner.h"
 
