@@ -968,9 +968,7 @@ TEST_CASE(push_at_the_bound_runs_no_later_op_above_it)
         check_context_ = tu_kinds[k].name;
         vf_config cfg = tu_kinds[k].cfg;
         cfg.max_inflight = 3; /* the program's three pushes */
-        vf_engine *e = NULL;
-        CHECK_OK(vf_engine_create(&e, &cfg));
-        REQUIRE(e != NULL);
+        vf_engine *e = tu_engine_cfg(&tu_kinds[k], &cfg);
         vf_var a = tu_var(e), d = tu_var(e);
         sibling_c = tu_var(e);
         atomic_store(&sibling_waiter_over, 0);

@@ -1044,9 +1044,7 @@ static vf_engine *bound_of_one(const tu_kind *k, int bulk_size)
     vf_config cfg = k->cfg;
     cfg.max_inflight = 1;
     cfg.bulk_size = bulk_size;
-    vf_engine *e = NULL;
-    CHECK_OK(vf_engine_create(&e, &cfg));
-    REQUIRE(e != NULL);
+    vf_engine *e = tu_engine_cfg(k, &cfg);
     atomic_store(&at_once, 0);
     atomic_store(&at_once_most, 0);
     return e;

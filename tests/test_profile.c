@@ -1531,9 +1531,7 @@ TEST_CASE(bulk_ops_recorded_each)
     for (int k = 1; k < TU_NKINDS; k++) {
         vf_config cfg = tu_kinds[k].cfg;
         cfg.bulk_size = 4;
-        vf_engine *e = NULL;
-        CHECK_OK(vf_engine_create(&e, &cfg));
-        REQUIRE(e != NULL);
+        vf_engine *e = tu_engine_cfg(&tu_kinds[k], &cfg);
         vf_var x = tu_var(e), y = tu_var(e), z = tu_var(e);
         CHECK_OK(vf_profile_start(e));
         CHECK_OK(vf_engine_push(
@@ -1629,9 +1627,7 @@ TEST_CASE(bulk_split_keeps_ids)
             check_context_ = tu_kinds[k].name;
             vf_config cfg = tu_kinds[k].cfg;
             cfg.bulk_size = 4;
-            vf_engine *e = NULL;
-            CHECK_OK(vf_engine_create(&e, &cfg));
-            REQUIRE(e != NULL);
+            vf_engine *e = tu_engine_cfg(&tu_kinds[k], &cfg);
             /* The vars in the order they sort in (by slot): those only
              * the op split off uses first, or last. */
             vf_var x = {0}, y;
@@ -1702,9 +1698,7 @@ TEST_CASE(bulk_ended_batch_leaves_edges)
             check_context_ = tu_kinds[k].name;
             vf_config cfg = tu_kinds[k].cfg;
             cfg.bulk_size = bulk ? 8 : 0;
-            vf_engine *e = NULL;
-            CHECK_OK(vf_engine_create(&e, &cfg));
-            REQUIRE(e != NULL);
+            vf_engine *e = tu_engine_cfg(&tu_kinds[k], &cfg);
             vf_var z = tu_var(e), w = tu_var(e), r = tu_var(e);
             atomic_store(&op_gate, late || !tu_kinds[k].threaded);
             CHECK_OK(vf_profile_start(e));
@@ -1773,9 +1767,7 @@ TEST_CASE(bulk_early_release_leaves_edges)
         check_context_ = tu_kinds[k].name;
         vf_config cfg = tu_kinds[k].cfg;
         cfg.bulk_size = 8;
-        vf_engine *e = NULL;
-        CHECK_OK(vf_engine_create(&e, &cfg));
-        REQUIRE(e != NULL);
+        vf_engine *e = tu_engine_cfg(&tu_kinds[k], &cfg);
         vf_var z = tu_var(e), x = tu_var(e);
         atomic_store(&op_gate, 0);
         CHECK_OK(vf_profile_start(e));
@@ -1935,9 +1927,7 @@ TEST_CASE(bulk_split_names_no_running_op)
         check_context_ = tu_kinds[k].name;
         vf_config cfg = tu_kinds[k].cfg;
         cfg.bulk_size = 8;
-        vf_engine *e = NULL;
-        CHECK_OK(vf_engine_create(&e, &cfg));
-        REQUIRE(e != NULL);
+        vf_engine *e = tu_engine_cfg(&tu_kinds[k], &cfg);
         vf_var x = tu_var(e), y = tu_var(e);
         split2_z = tu_var(e);
         atomic_store(&op_gate, 0);
@@ -1980,9 +1970,7 @@ TEST_CASE(bulk_recorded_as_pushed)
         check_context_ = tu_kinds[k].name;
         vf_config cfg = tu_kinds[k].cfg;
         cfg.bulk_size = 8;
-        vf_engine *e = NULL;
-        CHECK_OK(vf_engine_create(&e, &cfg));
-        REQUIRE(e != NULL);
+        vf_engine *e = tu_engine_cfg(&tu_kinds[k], &cfg);
         vf_var z = tu_var(e);
         static const char *const names[] = {"before", "rec", "paused", "after",
                                             "stopped"};

@@ -453,16 +453,23 @@ static const tu_kind tu_kinds[] = {
 };
 #define TU_NKINDS ((int)(sizeof tu_kinds / sizeof tu_kinds[0]))
 
-/* Create an engine of kind k or stop the test. */
-static inline vf_engine *tu_engine(const tu_kind *k)
+/* Create an engine with `cfg` (kind k's, with settings of the test's own)
+ * or stop the test. */
+static inline vf_engine *tu_engine_cfg(const tu_kind *k, const vf_config *cfg)
 {
     vf_engine *e = NULL;
-    int rc = vf_engine_create(&e, &k->cfg);
+    int rc = vf_engine_create(&e, cfg);
     if (rc != 0)
         CHECK_REPORT_("vf_engine_create(%s) returned %s (%s)", k->name,
                       vf_error_name(rc), vf_error_detail());
     REQUIRE(rc == 0 && e != NULL);
     return e;
+}
+
+/* Create an engine of kind k or stop the test. */
+static inline vf_engine *tu_engine(const tu_kind *k)
+{
+    return tu_engine_cfg(k, &k->cfg);
 }
 
 static inline vf_var tu_var(vf_engine *e)
