@@ -673,9 +673,7 @@ static void run_inline(vf__op *op)
 static void run_inline_list(vf__readylist *inl)
 {
     if (tls.inline_depth > 0) { /* inside an inline run: its trampoline */
-        vf__op *op;
-        while ((op = vf__readylist_pop(inl)) != NULL)
-            vf__readylist_add(&tls.deferred, op);
+        vf__readylist_append(&tls.deferred, inl);
         return;
     }
     VF__ASSERT(tls.siblings == NULL);

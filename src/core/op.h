@@ -391,6 +391,20 @@ static inline vf__op *vf__readylist_pop(vf__readylist *rl)
     return op;
 }
 
+/* Move every op of `from` to the end of `to`, in order. */
+static inline void vf__readylist_append(vf__readylist *to, vf__readylist *from)
+{
+    if (from->head == NULL)
+        return;
+    if (to->tail != NULL)
+        to->tail->next = from->head;
+    else
+        to->head = from->head;
+    to->tail = from->tail;
+    to->count += from->count;
+    vf__readylist_init(from);
+}
+
 /* Take `op` out of the list, where it follows `prev` (NULL: it is the
  * head). */
 static inline void vf__readylist_unlink(vf__readylist *rl, vf__op *prev,
