@@ -1225,14 +1225,16 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * once three quarters of its
  * stack are used (config.worker_stack_kib); a thread waiting inside an op
  * it runs inline (an async op's function, any op of the naive engine) runs
- * there the inline ops made ready with it that come before it in push
- * order (the ones it may wait for); a later one (which might wait for it)
- * runs after it on that thread, as in the serial program, but for two
- * cases where it runs above the wait (and a wait of its own for the
- * waiting op returns VF_EDEADLK): when every other op of the engine looks
- * stuck (an op queued on a device's pool whose one thread waits looks so,
- * and may yet run), and when it was made ready inside the waiting op or
- * by an op its wait ran; other ops are the other workers'
+ * there the inline ops made ready on that thread (with it, inside it, or
+ * by an op its wait ran) that come before it in push order (the ones it
+ * may wait for); a later one (which might wait for it) runs after it on
+ * that thread, as in the serial program, but when every other op of the
+ * engine looks stuck (an op queued on a device's pool whose one thread
+ * waits looks so, and may yet run): then it runs above the wait, and a
+ * wait of its own for the waiting op returns VF_EDEADLK. The same holds
+ * for a wait on another engine's variable from inside an op, and for a
+ * push at the in-flight bound (config.max_inflight); other ops are the
+ * other workers'
  * (and, when every worker of the pool waits so, a spare thread's: up to
  * 1024 a pool, each holding as many levels as a worker's stack); a worker
  * of another engine's CPU pool waiting here (an op of that engine waiting

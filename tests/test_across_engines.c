@@ -974,4 +974,78 @@ TEST_CASE(wait_on_another_engine_runs_no_later_op)
     check_context_ = NULL;
 }
 
+/* The same where D comes before W (pushed first) and W's wait needs it:
+ * A's op waits on a var D writes. W's wait runs D above it, as a wait on
+ * W's own engine would: it saw none of the ops made ready with W, and
+ * all three hung until A's op timed out (found by the second reviewer of
+ * the fix above). */
+static atomic_int tg_rc_x, tg_x_started;
+static vf_var tg_bb;
+
+static void tg_w_first(vf_run *run, void *arg, vf_completion c)
+{
+    (void)run;
+    (void)arg;
+    atomic_store(&tg_rc_w, vf_var_wait_timed(tg_a, tg_ax, 10000, NULL));
+    CHECK_EQ(atomic_load(&tg_w_over), 1); /* D ran first */
+    CHECK_OK(vf_completion_finish(c, 0, NULL));
+}
+
+static void tg_d_first(vf_run *run, void *arg, vf_completion c)
+{
+    (void)run;
+    (void)arg;
+    atomic_store(&tg_w_over, 1);
+    CHECK_OK(vf_completion_finish(c, 0, NULL));
+}
+
+static int tg_x(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    atomic_store(&tg_x_started, 1);
+    atomic_store(&tg_rc_x, vf_var_wait_timed(tg_b, tg_bb, 10000, NULL));
+    return 0;
+}
+
+TEST_CASE(wait_on_another_engine_runs_an_earlier_op_made_ready_with_it)
+{
+    for (int k = 0; k < TU_NKINDS; k++) {
+        check_context_ = tu_kinds[k].name;
+        CHECK_OK(vf_engine_create(
+            &tg_a, &(vf_config){.type = VF_ENGINE_POOLED, .cpu_workers = 1}));
+        tg_b = tu_engine(&tu_kinds[k]);
+        REQUIRE(tg_a != NULL);
+        tg_ax = tu_var(tg_a);
+        vf_var ba = tu_var(tg_b);
+        tg_bb = tu_var(tg_b);
+        atomic_store(&tg_rc_w, -1);
+        atomic_store(&tg_rc_x, -1);
+        atomic_store(&tg_w_over, 0);
+        atomic_store(&tg_x_started, 0);
+        vf_completion first;
+        CHECK_OK(vf_engine_push(tg_b, &(vf_op){.async_fn = tg_store,
+                                               .arg = &first,
+                                               .writes = VF_VARS(ba, tg_bb)}));
+        CHECK_OK(vf_engine_push(tg_b, &(vf_op){.async_fn = tg_d_first,
+                                               .writes = VF_VARS(tg_bb),
+                                               .name = "D"}));
+        CHECK_OK(vf_engine_push(tg_b, &(vf_op){.async_fn = tg_w_first,
+                                               .reads = VF_VARS(ba),
+                                               .name = "W"}));
+        CHECK_OK(vf_engine_push(
+            tg_a, &(vf_op){.fn = tg_x, .writes = VF_VARS(tg_ax), .name = "X"}));
+        CHECK(tu_wait_flag(&tg_x_started, 1, TU_TIMEOUT));
+        usleep(20000);                                  /* X waits on D's var */
+        CHECK_OK(vf_completion_finish(first, 0, NULL)); /* W and D here */
+        CHECK_OK(vf_engine_wait_all(tg_b, NULL));
+        CHECK_OK(vf_engine_wait_all(tg_a, NULL));
+        CHECK_EQ(atomic_load(&tg_rc_w), 0);
+        CHECK_EQ(atomic_load(&tg_rc_x), 0);
+        tu_finish_engine(tg_b);
+        tu_finish_engine(tg_a);
+    }
+    check_context_ = NULL;
+}
+
 TEST_MAIN("test_across_engines", 240)

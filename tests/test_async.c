@@ -997,4 +997,189 @@ TEST_CASE(push_at_the_bound_runs_no_later_op_above_it)
     check_context_ = NULL;
 }
 
+/* The same where the writer, which the waiter's wait runs above it (it
+ * was pushed before the waiter), makes the later op ready there: that one
+ * runs after the waiter too (VF_EDEADLK; found by the second reviewer of
+ * the fix above). The writer's vars in either order: in one, the wait's
+ * own marker, made ready with the later op, was held back with it. */
+TEST_CASE(wait_inside_runs_no_later_op_its_writer_made_ready)
+{
+    for (int k = 0; k < TU_NKINDS; k++) {
+        for (int order = 0; order < 2; order++) {
+            check_context_ = tu_kinds[k].name;
+            vf_engine *e = tu_engine(&tu_kinds[k]);
+            vf_var a = tu_var(e), q, b;
+            if (order) {
+                q = tu_var(e);
+                b = tu_var(e);
+            } else {
+                b = tu_var(e);
+                q = tu_var(e);
+            }
+            kept_b = b;
+            sibling_c = tu_var(e);
+            atomic_store(&kept_value, 0);
+            atomic_store(&kept_wait_rc, -1);
+            atomic_store(&sibling_waiter_over, 0);
+            atomic_store(&sibling_later_rc, -1);
+            tu_gate gate;
+            tu_gate_init(&gate);
+            helper_start(&sibling_helper, &gate, 6);
+            CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = sibling_first,
+                                                .writes = VF_VARS(a, b),
+                                                .name = "first"}));
+            CHECK_OK(vf_engine_push(
+                e, &(vf_op){.async_fn = sibling_writer_async,
+                            .writes = order ? VF_VARS(q, b) : VF_VARS(b, q),
+                            .name = "writer"}));
+            CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = sibling_waiter,
+                                                .reads = VF_VARS(a),
+                                                .writes = VF_VARS(sibling_c),
+                                                .name = "waiter"}));
+            CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = sibling_later,
+                                                .reads = VF_VARS(q),
+                                                .name = "later"}));
+            tu_gate_open(&gate); /* the helper completes the first */
+            CHECK_OK(vf_engine_wait_all(e, NULL));
+            CHECK_EQ(atomic_load(&kept_wait_rc), 0);
+            CHECK_EQ(atomic_load(&sibling_later_rc), 0);
+            helper_stop(&sibling_helper);
+            tu_gate_destroy(&gate);
+            tu_finish_engine(e);
+        }
+    }
+    check_context_ = NULL;
+}
+
+/* The same where the ops are made ready inside an inline op (their first
+ * op's completion finished by an async op running at its push, of their
+ * engine or of a naive one): they wait on the thread's deferred list, from
+ * which every wait loop took any op, the later one too (VF_EDEADLK; found
+ * by the second reviewer of the fix above). The waiter waits for an op
+ * still in flight, whose completion a thread finishes once the waiter
+ * has begun to wait. */
+static vf_completion inner_first_done, inner_slow_done;
+static vf_var inner_slow;
+static atomic_int inner_waiting;
+
+static void inner_first(vf_run *run, void *arg, vf_completion c)
+{
+    (void)run;
+    (void)arg;
+    inner_first_done = c;
+}
+
+static void inner_slow_op(vf_run *run, void *arg, vf_completion c)
+{
+    (void)run;
+    (void)arg;
+    inner_slow_done = c;
+}
+
+static void inner_finisher(vf_run *run, void *arg, vf_completion c)
+{
+    (void)run;
+    (void)arg;
+    CHECK_OK(vf_completion_finish(inner_first_done, 0, NULL));
+    CHECK_OK(vf_completion_finish(c, 0, NULL));
+}
+
+static void inner_waiter(vf_run *run, void *arg, vf_completion c)
+{
+    (void)arg;
+    atomic_store(&inner_waiting, 1);
+    atomic_store(&kept_wait_rc, vf_var_wait_timed(vf_run_engine(run),
+                                                  inner_slow, 10000, NULL));
+    atomic_store(&sibling_waiter_over, 1);
+    CHECK_OK(vf_completion_finish(c, 0, NULL));
+}
+
+static void *finish_slow_once_waiting(void *arg)
+{
+    (void)arg;
+    CHECK(tu_wait_flag(&inner_waiting, 1, TU_TIMEOUT));
+    usleep(20000); /* the waiter looked at what it may run */
+    CHECK_OK(vf_completion_finish(inner_slow_done, 0, NULL));
+    return NULL;
+}
+
+TEST_CASE(wait_inside_runs_no_later_op_made_ready_inside_an_op)
+{
+    for (int k = 0; k < TU_NKINDS; k++) {
+        for (int other = 0; other < 2; other++) {
+            check_context_ = tu_kinds[k].name;
+            vf_engine *e = tu_engine(&tu_kinds[k]);
+            vf_engine *o = other ? tu_engine(&tu_kinds[0]) : e;
+            vf_var a = tu_var(e);
+            inner_slow = tu_var(e);
+            sibling_c = tu_var(e);
+            atomic_store(&kept_wait_rc, -1);
+            atomic_store(&sibling_waiter_over, 0);
+            atomic_store(&sibling_later_rc, -1);
+            atomic_store(&inner_waiting, 0);
+            CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = inner_slow_op,
+                                                .writes = VF_VARS(inner_slow),
+                                                .name = "slow"}));
+            CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = inner_first,
+                                                .writes = VF_VARS(a),
+                                                .name = "first"}));
+            CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = inner_waiter,
+                                                .reads = VF_VARS(a),
+                                                .writes = VF_VARS(sibling_c),
+                                                .name = "waiter"}));
+            CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = sibling_later,
+                                                .reads = VF_VARS(a),
+                                                .name = "later"}));
+            pthread_t t = tu_thread_start(finish_slow_once_waiting, NULL);
+            CHECK_OK(vf_engine_push(
+                o, &(vf_op){.async_fn = inner_finisher, .name = "finisher"}));
+            tu_thread_join(t);
+            CHECK_OK(vf_engine_wait_all(e, NULL));
+            CHECK_EQ(atomic_load(&kept_wait_rc), 0);
+            CHECK_EQ(atomic_load(&sibling_later_rc), 0);
+            if (other)
+                tu_finish_engine(o);
+            tu_finish_engine(e);
+        }
+    }
+    check_context_ = NULL;
+}
+
+/* The same at the in-flight bound: the pusher, made ready inside another
+ * engine's op with the later op, pushes its second child at the bound
+ * (push.c: admit_slow), which ran the later op from the deferred list
+ * above it (VF_EDEADLK). */
+TEST_CASE(push_at_the_bound_runs_no_later_op_made_ready_inside_an_op)
+{
+    for (int k = 0; k < TU_NKINDS; k++) {
+        check_context_ = tu_kinds[k].name;
+        vf_config cfg = tu_kinds[k].cfg;
+        cfg.max_inflight = 3; /* the program's three pushes */
+        vf_engine *e = tu_engine_cfg(&tu_kinds[k], &cfg);
+        vf_engine *o = tu_engine(&tu_kinds[0]);
+        vf_var a = tu_var(e), d = tu_var(e);
+        sibling_c = tu_var(e);
+        atomic_store(&sibling_waiter_over, 0);
+        atomic_store(&sibling_later_rc, -1);
+        CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = inner_first,
+                                            .writes = VF_VARS(a),
+                                            .name = "first"}));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = sibling_pusher,
+                                            .arg = &d,
+                                            .reads = VF_VARS(a),
+                                            .writes = VF_VARS(sibling_c),
+                                            .name = "pusher"}));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = sibling_later,
+                                            .reads = VF_VARS(a),
+                                            .name = "later"}));
+        CHECK_OK(vf_engine_push(
+            o, &(vf_op){.async_fn = inner_finisher, .name = "finisher"}));
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        CHECK_EQ(atomic_load(&sibling_later_rc), 0);
+        tu_finish_engine(o);
+        tu_finish_engine(e);
+    }
+    check_context_ = NULL;
+}
+
 TEST_MAIN("test_async", 120)

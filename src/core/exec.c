@@ -18,6 +18,8 @@ typedef struct exec_tls {
     /* The ops still to run of the run of inline ops made ready together
      * that runs on this thread (run_inline_list), or NULL. */
     vf__readylist *siblings;
+    vf__exec_hold *hold; /* innermost hold on this thread, or NULL */
+    int held;            /* ops in this thread's holds */
     /* The op running above a frame of this thread that waits for it to
      * return, or NULL: the one that loop runs right now, or, when
      * `loop_lent`, a child running at its own push above the op that
@@ -661,9 +663,9 @@ static void run_inline(vf__op *op)
 }
 
 /* Run the inline ops one step made ready, `inl`, one after the other,
- * the rest visible meanwhile to a nested wait inside the one that runs
- * (siblings_take): it may wait for one of them, pushed before it (the
- * list's order is the order they became ready in; found trying features
+ * the rest visible meanwhile to a hold inside the one that runs (exec.h;
+ * local_take): it may wait for one of them, pushed before it (the list's
+ * order is the order they became ready in; found trying features
  * combined as a user: the first op a completion made ready waited for the
  * second, in this list, for ever). A later one runs after it, as in the
  * serial program, on this thread (vf_completion_finish(): an async op's
@@ -684,41 +686,129 @@ static void run_inline_list(vf__readylist *inl)
     tls.siblings = NULL;
 }
 
-/* Whether `op`, made ready with an op running on this thread, may run
- * above the nested wait `w`: an op of w's engine before the wait in push
- * order (failure.h: vf__wait_key), as the ops the wait may need are; a
- * later one could wait for the waiting op, which goes on only once the ops
- * above it return (for ever, or VF_EDEADLK where the serial program runs
- * the later op after it). With `any` (nobody else will ever run it:
- * wait.c), any op of w's engine. */
-static inline bool sibling_runs_above(const vf__op *op, const vf__waiter *w,
-                                      bool any)
+/* --- holds ------------------------------------------------------------ */
+
+/* Whether `op`, of the hold's engine, may run above its op (exec.h:
+ * vf__exec_hold): one that runs none of the program's code (a wait's
+ * marker, held with the later ops, kept the wait from ever returning), a
+ * descendant of that op, or an op before its point in push order
+ * (failure.h: vf__wait_key). */
+static inline bool runs_above(const vf__op *op, const vf__exec_hold *h)
 {
-    return vf__op_engine(op) == w->engine &&
-           (any || vf__wait_key_after(op->up, op->place, w->key.up, w->key.next,
-                                      w->key.self));
+    return (op->def->kind->flags & VF__KIND_NO_CODE) ||
+           vf__exec_descends(op, h->family) ||
+           vf__wait_key_after(op->up, op->place, h->key.up, h->key.next,
+                              h->key.self);
 }
 
-/* Take an op that may run above the nested wait `w` (sibling_runs_above)
- * from the run of inline ops on this thread; NULL when none may.
- * `*held`: some op of w's engine waits there. */
-static vf__op *siblings_take(const vf__waiter *w, bool any, bool *held)
+void vf__exec_hold_enter(vf__exec_hold *h, const vf_engine *e, vf__wait_key key,
+                         const vf__family *family)
 {
-    vf__readylist *rest = tls.siblings;
-    vf__op *prev = NULL;
-    for (vf__op *op = rest->head; op != NULL; prev = op, op = op->next) {
-        if (sibling_runs_above(op, w, any)) {
-            vf__readylist_unlink(rest, prev, op);
-            return op;
+    h->engine = e;
+    h->key = key;
+    h->family = family;
+    vf__readylist_init(&h->deferred);
+    vf__readylist_init(&h->siblings);
+    h->outer = tls.hold;
+    tls.hold = h;
+}
+
+void vf__exec_hold_here(vf__exec_hold *h)
+{
+    vf_engine *e = vf__op_engine(vf__current_op());
+    vf__exec_hold_enter(h, e, vf__push_wait_key(e), vf__running_now.family);
+}
+
+/* Put `from`'s ops before those of `to`, in order. */
+static void list_prepend(vf__readylist *to, vf__readylist *from)
+{
+    vf__readylist_append(from, to);
+    *to = *from;
+    vf__readylist_init(from);
+}
+
+void vf__exec_hold_leave(vf__exec_hold *h)
+{
+    VF__ASSERT(tls.hold == h);
+    tls.hold = h->outer;
+    tls.held -= h->deferred.count + h->siblings.count;
+    list_prepend(&tls.deferred, &h->deferred);
+    if (h->siblings.head != NULL) /* within the run of tls.siblings */
+        list_prepend(tls.siblings, &h->siblings);
+}
+
+static void hold_op(vf__readylist *held, vf__op *op)
+{
+    vf__readylist_add(held, op);
+    tls.held++;
+}
+
+/* With nobody else to run them (wait.c: `any`): the first held op of `e`,
+ * innermost hold first. `*sibling`: it was made ready with an op running
+ * here. */
+static vf__op *held_take(const vf_engine *e, bool *sibling)
+{
+    for (vf__exec_hold *h = tls.hold; h != NULL; h = h->outer) {
+        vf__readylist *lists[2] = {&h->deferred, &h->siblings};
+        for (int i = 0; i < 2; i++) {
+            vf__op *prev = NULL;
+            for (vf__op *op = lists[i]->head; op != NULL;
+                 prev = op, op = op->next) {
+                if (vf__op_engine(op) == e) {
+                    vf__readylist_unlink(lists[i], prev, op);
+                    tls.held--;
+                    *sibling = i == 1;
+                    return op;
+                }
+            }
         }
-        *held |= vf__op_engine(op) == w->engine;
     }
     return NULL;
 }
 
-int vf__exec_siblings_count(const vf_engine *e)
+/* Take a ready op that only this thread runs, for a run here: a deferred
+ * one, or, under a hold, one made ready with the op running on this
+ * thread (run_inline_list) of the hold's engine. Under a hold, an op of
+ * its engine that may not run above its op (runs_above; a sibling: of no
+ * other engine, which would not wait for it) moves to the hold, once: no
+ * later look passes it again (a scan of 20,000 held siblings per look
+ * took seconds: found by the second reviewer). With `any`, any op of the
+ * hold's engine, held ones included. NULL when there is none.
+ * `*sibling`: where it goes back (give_back). */
+static vf__op *local_take(bool any, bool *sibling)
 {
-    int n = 0;
+    vf__exec_hold *h = tls.hold;
+    vf__op *op;
+    *sibling = false;
+    while ((op = vf__readylist_pop(&tls.deferred)) != NULL) {
+        if (h == NULL || any || vf__op_engine(op) != h->engine ||
+            runs_above(op, h))
+            return op;
+        hold_op(&h->deferred, op);
+    }
+    if (h == NULL)
+        return NULL;
+    if (tls.siblings != NULL) {
+        *sibling = true;
+        while ((op = vf__readylist_pop(tls.siblings)) != NULL) {
+            if (vf__op_engine(op) == h->engine && (any || runs_above(op, h)))
+                return op;
+            hold_op(&h->siblings, op);
+        }
+    }
+    return any ? held_take(h->engine, sibling) : NULL;
+}
+
+/* An op local_take took goes back, first of its list, for the next look
+ * (a held one too: that look holds it again). */
+static void give_back(vf__op *op, bool sibling)
+{
+    vf__readylist_push_front(sibling ? tls.siblings : &tls.deferred, op);
+}
+
+int vf__exec_local_count(const vf_engine *e)
+{
+    int n = tls.deferred.count + tls.held;
     if (tls.siblings != NULL)
         for (vf__op *op = tls.siblings->head; op != NULL; op = op->next)
             n += vf__op_engine(op) == e;
@@ -957,28 +1047,22 @@ static vf__op *loop_take(const vf__waiter *w, vf__worker *me, bool any,
     return op;
 }
 
-int vf__exec_deferred_count(void)
-{
-    return tls.deferred.count;
-}
-
 int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any)
 {
-    vf__op *op = vf__readylist_pop(&tls.deferred);
-    bool held = false;
-    if (op == NULL && VF__UNLIKELY(tls.siblings != NULL))
-        op = siblings_take(w, any, &held);
+    VF__ASSERT(tls.hold != NULL && tls.hold->engine == w->engine);
+    bool sibling;
+    vf__op *op = local_take(any, &sibling);
     if (op != NULL) {
         /* Its frames stack on the wait's, as a pool op's would: a chain
          * of waits on the naive engine, each above the last, overflowed
          * the main thread's stack past ~6,000 levels (found trying deep
          * recursion as a user). */
         if (!vf__stack_below(VF__WAIT_CHILD_EIGHTHS)) {
-            vf__readylist_push_front(&tls.deferred, op);
+            give_back(op, sibling);
             return VF__LOOP_NO_STACK;
         }
         if (!loop_claim(w)) {
-            vf__readylist_push_front(&tls.deferred, op); /* next look */
+            give_back(op, sibling); /* next look */
             return VF__LOOP_RAN;
         }
         /* Its engine first: an async op still in flight when its call
@@ -993,7 +1077,7 @@ int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any)
     }
     int why = VF__LOOP_NOTHING;
     if (me == NULL || (op = loop_take(w, me, any, &why)) == NULL)
-        return held && why == VF__LOOP_NOTHING ? VF__LOOP_HELD : why;
+        return tls.held > 0 && why == VF__LOOP_NOTHING ? VF__LOOP_HELD : why;
     if (!loop_claim(w)) {
         vf__pool_submit(me->pool, op);
         return VF__LOOP_RAN;
@@ -1058,7 +1142,8 @@ bool vf__exec_help_run(vf_engine *e)
 
 bool vf__exec_run_deferred(vf_engine *lender)
 {
-    vf__op *op = vf__readylist_pop(&tls.deferred);
+    bool sibling;
+    vf__op *op = local_take(false, &sibling);
     if (op == NULL)
         return false;
     bool lend = lender != NULL && vf__op_engine(op) == lender; /* another

@@ -325,12 +325,38 @@ uint64_t vf__exec_loop_op_released(const vf__op *op);
 #define VF__LOOP_HELD 4     /* ops made ready with one running here wait */
 int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any);
 
-/* How many ops this thread has deferred (inline ops ready above an inline
- * run: run_inline), which no other thread runs. */
-int vf__exec_deferred_count(void);
+/* How many ready ops only this thread runs (inline ops deferred above an
+ * inline run, held ones, and those of `e` made ready with an op running
+ * here): no other thread runs them. */
+int vf__exec_local_count(const vf_engine *e);
 
-/* How many inline ops of `e` made ready with an op running on this thread
- * wait for it to return, which only this thread runs. */
-int vf__exec_siblings_count(const vf_engine *e);
+/*
+ * A hold: a frame of this thread where an op of `engine` stands still (a
+ * nested wait, a wait on another engine, a push at the in-flight bound)
+ * while the thread runs ready ops above it that only it runs (those it
+ * deferred, and under a hold those made ready with an op running here).
+ * Of `engine`, only an op that descends from the op whose family is
+ * `family`, or comes before `key` in push order (failure.h: vf__wait_key),
+ * runs there: the serial program runs any other after the op, and it
+ * could wait for it (VF_EDEADLK where the serial program gets 0; found by
+ * the second reviewer of the waits inside inline ops). The others move to
+ * the hold as they are found, and go back to their lists, first and in
+ * order, when it is left: the thread runs them once the op goes on. Holds
+ * nest, innermost first; a wait's `any` (wait.c) takes held ops too.
+ */
+typedef struct vf__exec_hold {
+    const vf_engine *engine;
+    vf__wait_key key;
+    const vf__family *family;
+    vf__readylist deferred; /* held deferred ops */
+    vf__readylist siblings; /* held ops made ready with one running here */
+    struct vf__exec_hold *outer;
+} vf__exec_hold;
+
+void vf__exec_hold_enter(vf__exec_hold *h, const vf_engine *e, vf__wait_key key,
+                         const vf__family *family);
+/* A hold for the op running on this thread, at this point of it. */
+void vf__exec_hold_here(vf__exec_hold *h);
+void vf__exec_hold_leave(vf__exec_hold *h);
 
 #endif /* VF_EXEC_H */

@@ -446,4 +446,5 @@ static bool rest_run(vf__op *rest, int worker, bool shutdown)
     return false;     /* holds v until the graph's last use of it */
 }
 
-const vf__op_kind vf__kind_graph_rest = {.name = "graph rest", .run = rest_run};
+const vf__op_kind vf__kind_graph_rest = {
+    .name = "graph rest", .run = rest_run, .flags = VF__KIND_NO_CODE};

@@ -179,6 +179,9 @@ typedef struct vf__op_kind {
 /* Its finish lets go of its vars through its kind's release_vars (a fused
  * batch, which may have released some early: bulk.h). */
 #define VF__KIND_OWN_RELEASE 512u
+/* Its run calls none of the program's code, so waits for nothing: it may
+ * run above any op, later ones included (exec.h: a hold). */
+#define VF__KIND_NO_CODE 1024u
 
 extern const vf__op_kind vf__kind_user, vf__kind_device, vf__kind_wait,
     vf__kind_delete, vf__kind_bulk;

@@ -141,6 +141,8 @@ static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
         if (me != NULL && me->pool->engine != e)
             me = NULL;
         vf__family *mine = vf__running_now.family; /* NULL: no child yet */
+        vf__exec_hold hold; /* what it runs: ops that may run above it */
+        vf__exec_hold_here(&hold);
         while (!reserve(e)) {
             if (vf__exec_run_deferred(e))
                 continue;
@@ -169,6 +171,7 @@ static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
                 }
             }
         }
+        vf__exec_hold_leave(&hold);
         return 0;
     }
     /* With run_at_push, a pusher that is ahead runs queued ops rather than

@@ -117,7 +117,8 @@ const vf__op_kind vf__kind_delete = {.name = "delete",
                                      .run = run_delete,
                                      .finished = delete_finished,
                                      .dropped = delete_dropped,
-                                     .flags = VF__KIND_HELD | VF__KIND_DELETES};
+                                     .flags = VF__KIND_HELD | VF__KIND_DELETES |
+                                              VF__KIND_NO_CODE};
 
 /* A held delete that vf_var_of revived its var for, before the engine
  * started again (vf__var_api_revive_held): it runs as a delete, but leaves the

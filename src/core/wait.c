@@ -209,8 +209,9 @@ static bool run_marker(vf__op *op, int worker, bool shutdown)
 /* wait_var's marker: reads the var; its body wakes the waiter. A push
  * while stopped is not held (a wait on a stopped engine with held ops is
  * refused before it pushes, lifecycle.h). */
-const vf__op_kind vf__kind_wait = {
-    .name = "wait marker", .run = run_marker, .flags = VF__KIND_BUMPS};
+const vf__op_kind vf__kind_wait = {.name = "wait marker",
+                                   .run = run_marker,
+                                   .flags = VF__KIND_BUMPS | VF__KIND_NO_CODE};
 
 /* A wait reports `f`: into `err`, and as the calling thread's detail
  * (vf_error_detail() says what the last failing call met; it said what an
@@ -453,10 +454,9 @@ static bool only_queued_active(vf_engine *e)
     for (int i = 0; i < n; i++)
         if (vf__pool_stuck_for_good(&e->pools[i]))
             queued += vf__pool_queued(&e->pools[i]);
-    /* This thread's deferred ops: only it runs them (it refuses them
-     * while its stack is full). */
-    queued += (uint64_t)vf__exec_deferred_count();
-    queued += (uint64_t)vf__exec_siblings_count(e);
+    /* The ops only this thread runs (it refuses them while its stack is
+     * full, and holds later ones: exec.h). */
+    queued += (uint64_t)vf__exec_local_count(e);
     return vf__counts_active(vf__engine_counts(e)) <= queued;
 }
 
@@ -502,6 +502,8 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
     bool watching = false;
     vf__exec_loop_frame saved;
     vf__exec_loop_enter(w, &saved);
+    vf__exec_hold hold; /* the ops after the wait, and not its op's */
+    vf__exec_hold_enter(&hold, e, w->key, w->family);
     if (me != NULL)
         vf__worker_waiting(me, 1);
     int rc = 0, refusals = 0, hopeless = 0;
@@ -633,6 +635,7 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
     }
     if (me != NULL)
         vf__worker_waiting(me, -1);
+    vf__exec_hold_leave(&hold);
     vf__exec_loop_leave(&saved);
     watch(e, &watching, false);
     nested_leave(e, w);
@@ -1075,6 +1078,13 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
          * a pool's only worker slept here, found trying recursion across
          * two engines as a user). */
         vf__pool *stuck = vf__pool_of_blocked_thread();
+        /* Inside an op (of another engine), the ops run here are those
+         * that may run above it (exec.h: a hold), ops made ready with it
+         * included: the wait may need one pushed before it (found by the
+         * second reviewer: it hung). */
+        vf__exec_hold above;
+        if (cur != NULL)
+            vf__exec_hold_here(&above);
         while (!is_done(w)) {
             /* A deferred op runs here as no op of e's: this call says
              * nothing of what runs under it (cross_wait.h). */
@@ -1094,8 +1104,10 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
             if (stuck != NULL)
                 vf__pool_stuck_leave(stuck);
         }
-        if (cur != NULL)
+        if (cur != NULL) {
+            vf__exec_hold_leave(&above);
             vf__cross_wait_leave(cross);
+        }
     }
     if (rc == 0 && w->claimed != NULL) {
         rc = report(w->claimed, err, who);
