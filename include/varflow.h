@@ -837,11 +837,12 @@ typedef struct vf_op {
  * included); from
  * a done callback of the engine's it goes over the limit at once (the op
  * whose callback runs still counts), and so it does from device work
- * (vf_run_submit()) on any engine. A push from outside that waits for
- * room behind async ops whose completions only a later push would bring
- * (an op pushed after one completes it) waits for ever: after 2 s, and
- * every 10 s after, it says so on stderr, naming the async ops in
- * flight.
+ * (vf_run_submit()) on any engine, and from an op of another engine that
+ * runs inside an op of this one on the same thread (a naive engine's op,
+ * pushed to from inside it) or on a worker of this engine. A push from outside
+ * that waits for room behind async ops whose completions only a later push
+ * would bring (an op pushed after one completes it) waits for ever: after 2 s,
+ * and every 10 s after, it says so on stderr, naming the async ops in flight.
  * From inside an op, a child that is ready at its push (no op it conflicts
  * with is pending) may run at once, inside the push, on the pushing worker
  * (vf_run_worker() is the parent's), as the serial program runs it and as

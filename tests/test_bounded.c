@@ -809,6 +809,50 @@ static int count_fn(vf_run *run, void *arg)
     return 0;
 }
 
+/* push_back_from_another_engine_at_the_bound: an op of e (bound 1) pushes
+ * to a naive engine, whose op runs inside that push and pushes back to e:
+ * the room is the first op's own, below on the same stack. The push goes
+ * over the bound, as from inside an op of e (it blocked for ever; found
+ * by the reviewer of the bound's fix). */
+typedef struct push_back {
+    vf_engine *e, *naive;
+    atomic_int ran, rc;
+} push_back;
+
+static int push_back_inner(vf_run *run, void *arg)
+{
+    (void)run;
+    push_back *t = arg;
+    atomic_store(
+        &t->rc, vf_engine_push(t->e, &(vf_op){.fn = count_fn, .arg = &t->ran}));
+    return 0;
+}
+
+static int push_back_outer(vf_run *run, void *arg)
+{
+    (void)run;
+    push_back *t = arg;
+    CHECK_OK(
+        vf_engine_push(t->naive, &(vf_op){.fn = push_back_inner, .arg = t}));
+    return 0;
+}
+
+TEST_KIND_CASE(push_back_from_another_engine_at_the_bound, k)
+{
+    vf_config cfg = k->cfg;
+    cfg.max_inflight = 1;
+    push_back t = {.rc = -1};
+    t.e = tu_engine_cfg(k, &cfg);
+    t.naive = tu_engine(&tu_kinds[0]);
+    CHECK_OK(vf_engine_push(t.e, &(vf_op){.fn = push_back_outer, .arg = &t}));
+    CHECK_OK(vf_engine_wait_all_timed(t.e, 20000, NULL));
+    CHECK_OK(vf_engine_wait_all_timed(t.naive, 20000, NULL));
+    CHECK_OK(atomic_load(&t.rc));
+    CHECK_EQ(atomic_load(&t.ran), 1);
+    tu_finish_engine(t.naive);
+    tu_finish_engine(t.e);
+}
+
 static int above_d(vf_run *run, void *arg)
 {
     above_bound *t = arg;

@@ -174,6 +174,16 @@ static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
         vf__exec_hold_leave(&hold);
         return 0;
     }
+    /* Inside an op of e further out on this thread (one that pushed to a
+     * naive engine, whose op runs inside that push and pushes back here),
+     * or on a worker of e's pool: the room may be that op's own, or the
+     * ops that would make room this worker's to run. Over the limit, as
+     * from inside an op of e (found by the reviewer of the bound's fix:
+     * it blocked for ever). */
+    if (vf__exec_in_engine(e)) {
+        reserve_over(e);
+        return 0;
+    }
     /* With run_at_push, a pusher that is ahead runs queued ops rather than
      * sleep (vf_config.run_at_push), unless bulk is in use (the engine's
      * default, or some thread's state): an op it ran could wait for a
