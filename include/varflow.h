@@ -1349,12 +1349,15 @@ VF_API int vf_engine_wait_all(vf_engine *e, vf_error *err);
  * (vf_error_detail()) names the async ops started and never completed,
  * the usual reason a wait never ends. A wait that timed out reports and
  * clears nothing: the failure stays for a later wait. A look (0) at a var
- * leaves nothing behind; a var wait that gave up later leaves its marker
- * queued on the var until the ops it waited for finish (one op more in
- * vf_stats.pending and in the in-flight bound), which the next wait on the
- * var takes over when nothing was pushed on it since; one with ops queued
- * after it (another wait's marker, say) is taken off the queue when its
- * wait gives up: polling a var with timed waits, from any number of
+ * leaves nothing behind, and runs nothing, from inside an op too: looks
+ * polled in a loop there may never see an op they look for end, where it
+ * needs the looping thread (a child queued on a pool of one worker, say);
+ * a wait with a timeout runs it, as an untimed one does; a var wait that gave
+ * up later leaves its marker queued on the var until the ops it waited for
+ * finish (one op more in vf_stats.pending and in the in-flight bound), which
+ * the next wait on the var takes over when nothing was pushed on it since; one
+ * with ops queued after it (another wait's marker, say) is taken off the queue
+ * when its wait gives up: polling a var with timed waits, from any number of
  * threads, holds a marker a thread (two while one gives up), not one a
  * poll. A wait that runs ops itself meanwhile (one inside an op may run
  * the ops it waits for on top of itself, as a look (0) for children may;

@@ -27,6 +27,9 @@
  *   return before B does, and B waits for A: B's wait can never finish and
  *   must be refused with VF_EDEADLK (or the engine must not have stacked B
  *   on A's worker, and then B's wait returns 0 after A); it must not hang.
+ * - a look (a timed wait of 0) inside an op runs nothing: B, ready but
+ *   needing the op's thread, stays unrun however often it looks; a timed
+ *   wait runs it (naive, one worker);
  * - after all that the engine is fine: everything pushed ran once.
  * A hang is caught by the watchdog, which names the scenario.
  */
@@ -583,6 +586,54 @@ TEST_KIND_CASE(trapped, k)
     tu_finish_engine(e);
     tu_gate_destroy(&t.a_started);
     tu_gate_destroy(&t.b_pushed);
+}
+
+/* ---- a look runs nothing, a timed wait runs what it waits for
+ * (varflow.h, timed waits): an op pushes B on v behind an async op it then
+ * completes itself, so B is ready but needs the op's thread (a pool of one
+ * worker, the naive engine's deferred list). A look (0) gives VF_ETIMEDOUT
+ * with B not run, as often as it is made; a timed wait runs B and gives 0. */
+static vf_completion look_x_done;
+
+static void look_x(vf_run *run, void *arg, vf_completion c)
+{
+    (void)run;
+    (void)arg;
+    look_x_done = c;
+}
+
+static int look_then_wait(vf_run *run, void *arg)
+{
+    ctx *c = arg;
+    vf_engine *e = vf_run_engine(run);
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = set_b, .arg = c, .writes = tu_list(&c->v, 1)}));
+    CHECK_OK(vf_completion_finish(look_x_done, 0, NULL));
+    for (int i = 0; i < 1000; i++)
+        CHECK_ERR(vf_var_wait_timed(e, c->v, 0, NULL), VF_ETIMEDOUT);
+    CHECK_EQ(atomic_load(&c->ran_b), 0);
+    c->rc1 = vf_var_wait_timed(e, c->v, 10000, NULL);
+    CHECK_EQ(atomic_load(&c->ran_b), 1);
+    return 0;
+}
+
+TEST_CASE(a_look_runs_nothing_a_timed_wait_does)
+{
+    for (int k = 0; k < 2; k++) { /* naive, pooled/1 */
+        check_context_ = tu_kinds[k].name;
+        vf_engine *e = tu_engine(&tu_kinds[k]);
+        ctx c;
+        memset(&c, 0, sizeof c);
+        c.v = tu_var(e);
+        c.rc1 = -1;
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.async_fn = look_x, .writes = tu_list(&c.v, 1)}));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = look_then_wait, .arg = &c}));
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        CHECK_OK(c.rc1);
+        tu_finish_engine(e);
+    }
+    check_context_ = NULL;
 }
 
 /* next_op_only_a_descendant: after an op run above a wait (or above a
