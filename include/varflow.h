@@ -468,7 +468,9 @@ VF_API int vf_engine_destroy_timed(vf_engine *e, int64_t timeout_ms);
  * that thread). Held ops are outside the max_inflight bound (they are
  * counted in vf_stats.pending). A fork from inside an op of the engine
  * (its function, a done callback) cannot wait for that op, which runs on
- * in the parent only: in the child the engine runs nothing, and every
+ * in the parent only: in the child the engine runs nothing (once that op's
+ * function returns there, neither its `done` nor any other op runs, and a
+ * worker's thread ends with it, its pool gone in the child), and every
  * push, vf_var_create(), vf_var_destroy(), wait and
  * vf_completion_finish() there returns VF_ESHUTDOWN, its detail saying so
  * (other engines work; vf_engine_destroy() from inside that op is

@@ -58,6 +58,11 @@ typedef enum vf__engine_state {
 #define VF__SLOW_DEVICES 1u  /* a device exists: vars may carry fences */
 #define VF__SLOW_SHUTDOWN 2u /* the shutdown notice: user ops skip */
 #define VF__SLOW_FAILED 4u   /* a failure was recorded: vars may carry one */
+/* In a child forked from inside one of its ops: it runs nothing there
+ * (lifecycle.h: life.fork_dead). Set with SHUTDOWN, whose branch a user
+ * op takes anyway (exec.c: run_body); the other kinds skip their bodies
+ * as under the notice. */
+#define VF__SLOW_FORK_DEAD 8u
 /* An op may find a failure on its vars: one was recorded, or a device's
  * may be while the op meets its fences (after it read `slow`). */
 #define VF__SLOW_MAY_INHERIT (VF__SLOW_FAILED | VF__SLOW_DEVICES)

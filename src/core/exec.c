@@ -94,13 +94,20 @@ int vf__exec_refuse_in_device_work(const char *who)
 void vf__exec_call_done(const vf_engine *e, vf_done_fn done, void *arg,
                         int status)
 {
+    /* In a child forked inside the op, whose run goes on in the parent
+     * (the op's return there finishes it: run_body). */
+    if (VF__UNLIKELY(atomic_load_explicit(&e->slow, memory_order_relaxed) &
+                     VF__SLOW_FORK_DEAD))
+        return;
     const vf_engine *outer = tls.done_engine;
     tls.done_engine = e;
     done(arg, status);
     tls.done_engine = outer;
 }
 
-static void call_done(vf__op *op)
+/* Out of line: inlined, it grew every finish by a few instructions (4 per
+ * op of callgrind's W1, naive engine), though most ops have no `done`. */
+static __attribute__((noinline)) void call_done(vf__op *op)
 {
     vf__exec_call_done(vf__op_engine(op), op->done, op->arg, op->status);
 }
@@ -296,6 +303,19 @@ static __attribute__((noinline)) void async_call_ends_op(vf__op *op)
 /* Run the op's body. True when the op is done now (ran, failed, skipped);
  * false when an async op or a device op's work is in flight (the op may
  * already be freed). */
+/* An op of an engine that runs nothing in this process: a child forked
+ * from inside an op of it, whose thread, returned from that op, would run
+ * the ops it made ready, the ops made ready with it and those queued (the
+ * parent runs them; found by the second reviewer of the waits inside
+ * inline ops). The op stays as if in flight; a worker's thread ends, as
+ * its pool is gone here. */
+static __attribute__((noinline, cold)) bool fork_dead_run(void)
+{
+    if (vf__this_worker() != NULL)
+        pthread_exit(NULL);
+    return false;
+}
+
 static bool run_body(vf__op *op, int worker)
 {
     const vf__opdef *def = op->def;
@@ -321,6 +341,8 @@ static bool run_body(vf__op *op, int worker)
     /* The shutdown notice: user ops skip their function (lifecycle.h),
      * with no failure to pass on. */
     if (VF__UNLIKELY(slow & VF__SLOW_SHUTDOWN)) {
+        if (slow & VF__SLOW_FORK_DEAD) /* with SHUTDOWN: no cost here */
+            return fork_dead_run();
         vf__exec_op_skipped(op, NULL);
         return true;
     }

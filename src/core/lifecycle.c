@@ -488,6 +488,7 @@ static void fork_child(void)
             /* Its op runs on in the parent only: nothing can finish it. */
             e->life.fork_dead = true;
             atomic_store(&e->state, VF__DRAINING);
+            atomic_fetch_or(&e->slow, VF__SLOW_FORK_DEAD | VF__SLOW_SHUTDOWN);
             continue;
         }
         vf__engine_rebuild_for_child(e);
