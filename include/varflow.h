@@ -1226,18 +1226,21 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * the waiting op (its children, theirs, ..., whatever their priorities)
  * while it waits, on top of the wait (as OpenMP's taskwait does), and none
  * once three quarters of its
- * stack are used (config.worker_stack_kib); a thread waiting inside an op
- * it runs inline (an async op's function, any op of the naive engine) runs
- * there the inline ops made ready on that thread (with it, inside it, or
- * by an op its wait ran) that come before it in push order (the ones it
- * may wait for); a later one (which might wait for it) runs after it on
+ * stack are used (config.worker_stack_kib); the waiting thread also runs
+ * there the inline ops (async ops' functions, any op of the naive engine)
+ * made ready on that thread (with the waiting op, inside it, or by an op
+ * its wait ran) that come before the waiting op in push order (the ones
+ * it may wait for); a later one (which might wait for it) runs after it on
  * that thread, as in the serial program, but when every other op of the
  * engine looks stuck (an op queued on a device's pool whose one thread
  * waits looks so, and may yet run): then it runs above the wait, and a
- * wait of its own for the waiting op returns VF_EDEADLK. The same holds
- * for a wait on another engine's variable from inside an op, and for a
- * push at the in-flight bound (config.max_inflight); other ops are the
- * other workers'
+ * wait of its own for the waiting op returns VF_EDEADLK. So does a push at
+ * the in-flight bound (config.max_inflight) from inside an op. A wait on
+ * another engine's variable from inside an op runs those made ready with
+ * its op that come before it, and every other one made ready on its
+ * thread, a later one too (an op of the other engine may wait for it, and
+ * ops of two engines are ordered by the pushes' order in time, not by a
+ * serial program); other ops are the other workers'
  * (and, when every worker of the pool waits so, a spare thread's: up to
  * 1024 a pool, each holding as many levels as a worker's stack); a worker
  * of another engine's CPU pool waiting here (an op of that engine waiting

@@ -28,7 +28,10 @@
  * - an op waiting on another engine's var runs above its wait no op of
  *   its own engine made ready with it and pushed after it (one that waits
  *   for a var it writes would wait for an op stuck below it): both waits
- *   return 0, the later op's after the first op is over;
+ *   return 0, the later op's after the first op is over; it runs one made
+ *   ready with it and pushed before it that its wait needs, and a later
+ *   deferred one that the other engine's op needs; later ops of another
+ *   engine on the thread do not count as its own engine's;
  * - an op of a pool's only worker runs an op of a naive engine inline,
  *   which pushes to the pool and waits for it: the pool lends a spare,
  *   and a recursion alternating a naive and a pooled engine finishes.
@@ -1046,6 +1049,164 @@ TEST_CASE(wait_on_another_engine_runs_an_earlier_op_made_ready_with_it)
         tu_finish_engine(tg_a);
     }
     check_context_ = NULL;
+}
+
+/* A wait on engine A inside an op of A run inside a push from an op of B,
+ * whose finish left later ops of B to run on that thread: those are
+ * another engine's, which A's wait holds nothing of, and say nothing of
+ * A's ops. They were counted as A's held ops, and the wait, for an op of
+ * A running on another thread, gave up with VF_EDEADLK at once (found by
+ * the reviewer of the holds). */
+static vf_engine *ho_a, *ho_b;
+static vf_var ho_v;
+static atomic_int ho_y_started, ho_x_rc;
+static vf_completion ho_g_done;
+
+static int ho_y(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    atomic_store(&ho_y_started, 1);
+    usleep(100000);
+    return 0;
+}
+
+static void *ho_push_y(void *arg)
+{
+    (void)arg;
+    CHECK_OK(
+        vf_engine_push(ho_a, &(vf_op){.fn = ho_y, .writes = VF_VARS(ho_v)}));
+    return NULL;
+}
+
+static int ho_x(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    atomic_store(&ho_x_rc, vf_var_wait(ho_a, ho_v, NULL));
+    return 0;
+}
+
+static int ho_w(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return vf_engine_push(ho_a, &(vf_op){.fn = ho_x});
+}
+
+static void ho_g(vf_run *run, void *arg, vf_completion c)
+{
+    (void)run;
+    (void)arg;
+    ho_g_done = c;
+}
+
+TEST_CASE(wait_beside_later_ops_of_another_engine)
+{
+    CHECK_OK(vf_engine_create(&ho_a, &(vf_config){.type = VF_ENGINE_NAIVE}));
+    CHECK_OK(vf_engine_create(&ho_b, &(vf_config){.type = VF_ENGINE_NAIVE}));
+    REQUIRE(ho_a != NULL && ho_b != NULL);
+    ho_v = tu_var(ho_a);
+    vf_var b1 = tu_var(ho_b);
+    atomic_store(&ho_y_started, 0);
+    atomic_store(&ho_x_rc, -1);
+    pthread_t t = tu_thread_start(ho_push_y, NULL);
+    CHECK(tu_wait_flag(&ho_y_started, 1, TU_TIMEOUT));
+    CHECK_OK(vf_engine_push(ho_b,
+                            &(vf_op){.async_fn = ho_g, .writes = VF_VARS(b1)}));
+    CHECK_OK(vf_engine_push(ho_b, &(vf_op){.fn = ho_w, .reads = VF_VARS(b1)}));
+    for (int i = 0; i < 8; i++)
+        CHECK_OK(
+            vf_engine_push(ho_b, &(vf_op){.fn = tu_nop, .reads = VF_VARS(b1)}));
+    CHECK_OK(vf_completion_finish(ho_g_done, 0, NULL)); /* W, then X waits */
+    tu_thread_join(t);
+    CHECK_OK(vf_engine_wait_all(ho_a, NULL));
+    CHECK_OK(vf_engine_wait_all(ho_b, NULL));
+    CHECK_OK(atomic_load(&ho_x_rc));
+    tu_finish_engine(ho_a);
+    tu_finish_engine(ho_b);
+}
+
+/* A wait on engine B inside an op W of A (naive) runs the ops of A its
+ * thread deferred, a later one too: B's op needs it (it waits on a var
+ * that op writes), and nothing else would ever run it there. Held back
+ * as a wait on W's own engine holds it, it hung (found by the reviewer
+ * of the holds). */
+static vf_engine *cl_a, *cl_b;
+static vf_var cl_a2, cl_v;
+static vf_completion cl_g_done;
+static atomic_int cl_w_rc, cl_y_rc, cl_y_started;
+
+static void cl_g(vf_run *run, void *arg, vf_completion c)
+{
+    (void)run;
+    (void)arg;
+    cl_g_done = c;
+}
+
+static int cl_w(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    atomic_store(&cl_w_rc, vf_var_wait_timed(cl_b, cl_v, 10000, NULL));
+    return 0;
+}
+
+static int cl_y(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    atomic_store(&cl_y_started, 1);
+    atomic_store(&cl_y_rc, vf_var_wait_timed(cl_a, cl_a2, 10000, NULL));
+    return 0;
+}
+
+static int cl_l(vf_run *run, void *arg)
+{
+    (void)run;
+    atomic_store((atomic_int *)arg, 1);
+    return 0;
+}
+
+static int cl_k(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return vf_completion_finish(cl_g_done, 0, NULL);
+}
+
+TEST_CASE(wait_on_another_engine_runs_a_later_op_it_needs)
+{
+    CHECK_OK(vf_engine_create(&cl_a, &(vf_config){.type = VF_ENGINE_NAIVE}));
+    CHECK_OK(vf_engine_create(
+        &cl_b, &(vf_config){.type = VF_ENGINE_POOLED, .cpu_workers = 1}));
+    REQUIRE(cl_a != NULL && cl_b != NULL);
+    vf_var a1 = tu_var(cl_a);
+    cl_a2 = tu_var(cl_a);
+    cl_v = tu_var(cl_b);
+    atomic_store(&cl_w_rc, -1);
+    atomic_store(&cl_y_rc, -1);
+    atomic_store(&cl_y_started, 0);
+    CHECK_OK(vf_engine_push(cl_a,
+                            &(vf_op){.async_fn = cl_g, .writes = VF_VARS(a1)}));
+    CHECK_OK(vf_engine_push(cl_a, &(vf_op){.fn = cl_w, .reads = VF_VARS(a1)}));
+    atomic_int l_ran = 0;
+    CHECK_OK(vf_engine_push(cl_a, &(vf_op){.fn = cl_l,
+                                           .arg = &l_ran,
+                                           .reads = VF_VARS(a1),
+                                           .writes = VF_VARS(cl_a2)}));
+    CHECK_OK(
+        vf_engine_push(cl_b, &(vf_op){.fn = cl_y, .writes = VF_VARS(cl_v)}));
+    CHECK(tu_wait_flag(&cl_y_started, 1, TU_TIMEOUT));
+    usleep(20000); /* Y waits for L */
+    CHECK_OK(vf_engine_push(cl_a, &(vf_op){.fn = cl_k}));
+    CHECK_OK(vf_engine_wait_all(cl_a, NULL));
+    CHECK_OK(vf_engine_wait_all(cl_b, NULL));
+    CHECK_OK(atomic_load(&cl_w_rc));
+    CHECK_OK(atomic_load(&cl_y_rc));
+    CHECK_EQ(atomic_load(&l_ran), 1);
+    tu_finish_engine(cl_a);
+    tu_finish_engine(cl_b);
 }
 
 TEST_MAIN("test_across_engines", 240)

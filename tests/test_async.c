@@ -26,7 +26,11 @@
  * - ops one finish makes ready together, run inline on one thread: a wait
  *   inside the first for one pushed before it runs that one (it hung);
  *   a later one runs after the waiting op, not above its wait, nor above a
- *   push of it at the in-flight bound.
+ *   push of it at the in-flight bound; so one made ready inside an inline
+ *   op, by an op the wait ran, or by a child a worker's wait ran (a run
+ *   begun above the wait, a push's trampoline); the wait's own marker
+ *   still ends it; a run begun above a worker's wait, replaying a graph,
+ *   keeps its ops.
  */
 #include "runner.h"
 
@@ -1180,6 +1184,215 @@ TEST_CASE(push_at_the_bound_runs_no_later_op_made_ready_inside_an_op)
         tu_finish_engine(e);
     }
     check_context_ = NULL;
+}
+
+/* A wait on a pool worker runs the waiting op's child above it; the child
+ * makes ready a later async op (pushed after the waiting op, waiting on a
+ * var it writes): by finishing its completion itself (a run of inline
+ * ops begun above the wait), or through an async op it pushes (the push's
+ * trampoline). That op ran above the wait and its own wait timed out (or
+ * hung); it runs after the waiting op (found by the reviewer of the
+ * holds). */
+static vf_engine *later_e;
+static vf_var later_pw, later_p1;
+static vf_completion later_a0_done, later_c1_done;
+static atomic_int later_rc, later_w_rc;
+static int later_mode;
+
+static void later_a0(vf_run *run, void *arg, vf_completion c)
+{
+    (void)run;
+    (void)arg;
+    later_a0_done = c;
+}
+
+static void later_l(vf_run *run, void *arg, vf_completion c)
+{
+    (void)run;
+    (void)arg;
+    atomic_store(&later_rc, vf_var_wait_timed(later_e, later_pw, 10000, NULL));
+    CHECK_OK(vf_completion_finish(c, 0, NULL));
+}
+
+static void *later_finisher(void *arg)
+{
+    (void)arg;
+    usleep(50000); /* the waiting op waits */
+    CHECK_OK(vf_completion_finish(later_c1_done, 0, NULL));
+    return NULL;
+}
+
+static void later_c1(vf_run *run, void *arg, vf_completion c)
+{
+    (void)run;
+    later_c1_done = c;
+    *(pthread_t *)arg = tu_thread_start(later_finisher, NULL);
+}
+
+static void later_fin(vf_run *run, void *arg, vf_completion c)
+{
+    (void)run;
+    (void)arg;
+    CHECK_OK(vf_completion_finish(later_a0_done, 0, NULL));
+    CHECK_OK(vf_completion_finish(c, 0, NULL));
+}
+
+static int later_d(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    if (later_mode == 0)
+        return vf_completion_finish(later_a0_done, 0, NULL);
+    return vf_engine_push(later_e, &(vf_op){.async_fn = later_fin});
+}
+
+static int later_w(vf_run *run, void *arg)
+{
+    (void)run;
+    CHECK_OK(vf_engine_push(later_e, &(vf_op){.async_fn = later_c1,
+                                              .arg = arg,
+                                              .writes = VF_VARS(later_p1)}));
+    CHECK_OK(vf_engine_push(
+        later_e, &(vf_op){.fn = later_d, .writes = VF_VARS(later_p1)}));
+    atomic_store(&later_w_rc, vf_var_wait(later_e, later_p1, NULL));
+    return 0;
+}
+
+TEST_CASE(wait_on_a_worker_runs_no_later_op_its_child_made_ready)
+{
+    const int kinds[] = {1, 3}; /* pooled/1, perdevice/1 */
+    for (int i = 0; i < 2; i++) {
+        for (later_mode = 0; later_mode < 2; later_mode++) {
+            check_context_ = tu_kinds[kinds[i]].name;
+            later_e = tu_engine(&tu_kinds[kinds[i]]);
+            vf_var q = tu_var(later_e);
+            later_pw = tu_var(later_e);
+            later_p1 = tu_var(later_e);
+            atomic_store(&later_rc, -1);
+            atomic_store(&later_w_rc, -1);
+            pthread_t finisher;
+            CHECK_OK(vf_engine_push(
+                later_e, &(vf_op){.async_fn = later_a0, .writes = VF_VARS(q)}));
+            CHECK_OK(
+                vf_engine_push(later_e, &(vf_op){.fn = later_w,
+                                                 .arg = &finisher,
+                                                 .writes = VF_VARS(later_pw)}));
+            CHECK_OK(vf_engine_push(
+                later_e, &(vf_op){.async_fn = later_l, .reads = VF_VARS(q)}));
+            CHECK_OK(vf_engine_wait_all(later_e, NULL));
+            tu_thread_join(finisher);
+            CHECK_OK(atomic_load(&later_w_rc));
+            CHECK_OK(atomic_load(&later_rc));
+            tu_finish_engine(later_e);
+        }
+    }
+    check_context_ = NULL;
+}
+
+/* A wait above which a worker runs a run of inline ops begun there, whose
+ * graph launch on a naive engine replays its nodes in order, running the
+ * deferred ops between them: the wait's hold took an op of that run (not
+ * its own), which was lost from it and crashed the wait's end (found by
+ * the reviewer of the holds). */
+static vf_engine *gr_p, *gr_n;
+static vf_var gr_x, gr_p1;
+static vf_completion gr_a0_done, gr_c1_done;
+static atomic_int gr_s_ran, gr_c_ran, gr_w_rc;
+
+static void gr_a0(vf_run *run, void *arg, vf_completion c)
+{
+    (void)run;
+    (void)arg;
+    gr_a0_done = c;
+}
+
+static int gr_count(vf_run *run, void *arg)
+{
+    (void)run;
+    atomic_fetch_add((atomic_int *)arg, 1);
+    return 0;
+}
+
+static int gr_node0(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return vf_engine_push(
+        gr_n,
+        &(vf_op){.fn = gr_count, .arg = &gr_c_ran, .writes = VF_VARS(gr_x)});
+}
+
+static void *gr_finisher(void *arg)
+{
+    (void)arg;
+    usleep(50000); /* the waiting op waits */
+    CHECK_OK(vf_completion_finish(gr_c1_done, 0, NULL));
+    return NULL;
+}
+
+static void gr_c1(vf_run *run, void *arg, vf_completion c)
+{
+    (void)run;
+    gr_c1_done = c;
+    *(pthread_t *)arg = tu_thread_start(gr_finisher, NULL);
+}
+
+static int gr_d(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return vf_completion_finish(gr_a0_done, 0, NULL);
+}
+
+static int gr_w(vf_run *run, void *arg)
+{
+    (void)run;
+    CHECK_OK(vf_engine_push(
+        gr_p,
+        &(vf_op){.async_fn = gr_c1, .arg = arg, .writes = VF_VARS(gr_p1)}));
+    CHECK_OK(
+        vf_engine_push(gr_p, &(vf_op){.fn = gr_d, .writes = VF_VARS(gr_p1)}));
+    atomic_store(&gr_w_rc, vf_var_wait(gr_p, gr_p1, NULL));
+    return 0;
+}
+
+TEST_CASE(wait_on_a_worker_beside_a_graph_replayed_above_it)
+{
+    CHECK_OK(vf_engine_create(&gr_n, &(vf_config){.type = VF_ENGINE_NAIVE}));
+    gr_p = tu_engine(&tu_kinds[1]); /* pooled/1 */
+    REQUIRE(gr_n != NULL);
+    vf_var n1 = tu_var(gr_n), y = tu_var(gr_n);
+    gr_x = tu_var(gr_n);
+    gr_p1 = tu_var(gr_p);
+    atomic_store(&gr_s_ran, 0);
+    atomic_store(&gr_c_ran, 0);
+    atomic_store(&gr_w_rc, -1);
+    vf_graph *g = NULL;
+    CHECK_OK(vf_graph_begin(gr_n));
+    CHECK_OK(vf_engine_push(gr_n, &(vf_op){.fn = gr_node0,
+                                           .reads = VF_VARS(n1),
+                                           .writes = VF_VARS(gr_x)}));
+    CHECK_OK(
+        vf_engine_push(gr_n, &(vf_op){.fn = tu_nop, .writes = VF_VARS(y)}));
+    CHECK_OK(vf_graph_end(gr_n, &g));
+    REQUIRE(g != NULL);
+    CHECK_OK(vf_engine_push(
+        gr_n, &(vf_op){.async_fn = gr_a0, .writes = VF_VARS(n1)}));
+    CHECK_OK(vf_graph_launch(gr_n, g));
+    CHECK_OK(vf_engine_push(
+        gr_n,
+        &(vf_op){.fn = gr_count, .arg = &gr_s_ran, .reads = VF_VARS(n1)}));
+    pthread_t finisher;
+    CHECK_OK(vf_engine_push(gr_p, &(vf_op){.fn = gr_w, .arg = &finisher}));
+    CHECK_OK(vf_engine_wait_all(gr_p, NULL));
+    CHECK_OK(vf_engine_wait_all(gr_n, NULL));
+    tu_thread_join(finisher);
+    CHECK_OK(atomic_load(&gr_w_rc));
+    CHECK_EQ(atomic_load(&gr_c_ran), 1);
+    CHECK_EQ(atomic_load(&gr_s_ran), 1);
+    CHECK_OK(vf_graph_destroy(gr_n, g));
+    tu_finish_engine(gr_p);
+    tu_finish_engine(gr_n);
 }
 
 TEST_MAIN("test_async", 120)

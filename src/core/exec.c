@@ -19,7 +19,6 @@ typedef struct exec_tls {
      * that runs on this thread (run_inline_list), or NULL. */
     vf__readylist *siblings;
     vf__exec_hold *hold; /* innermost hold on this thread, or NULL */
-    int held;            /* ops in this thread's holds */
     /* The op running above a frame of this thread that waits for it to
      * return, or NULL: the one that loop runs right now, or, when
      * `loop_lent`, a child running at its own push above the op that
@@ -671,6 +670,20 @@ static inline bool runs_here(const vf__op *op)
     return op->def->inline_run && !starts_on_pool(op);
 }
 
+static vf__op *deferred_filter(vf__op *op);
+
+/* The next deferred op this thread may run here: under a hold that holds
+ * them, one that may run above the hold's op (the others move to it:
+ * deferred_filter). Inline: a trampoline with nothing deferred, or no
+ * hold, pays a test. */
+static inline vf__op *deferred_next(void)
+{
+    vf__op *op = vf__readylist_pop(&tls.deferred);
+    if (VF__UNLIKELY(op != NULL && tls.hold != NULL))
+        op = deferred_filter(op);
+    return op;
+}
+
 static void run_inline(vf__op *op)
 {
     if (tls.inline_depth > 0) {
@@ -680,9 +693,11 @@ static void run_inline(vf__op *op)
     tls.inline_depth++;
     do {
         run_inline_one(op);
-    } while ((op = vf__readylist_pop(&tls.deferred)) != NULL);
+    } while ((op = deferred_next()) != NULL);
     tls.inline_depth--;
 }
+
+static void hold_later_of_run(vf__readylist *inl);
 
 /* Run the inline ops one step made ready, `inl`, one after the other,
  * the rest visible meanwhile to a hold inside the one that runs (exec.h;
@@ -701,6 +716,11 @@ static void run_inline_list(vf__readylist *inl)
         return;
     }
     VF__ASSERT(tls.siblings == NULL);
+    /* Begun above a hold (a pool op that an op's wait runs made them
+     * ready): its later ops wait for the hold's op, as its deferred ones
+     * do. */
+    if (VF__UNLIKELY(tls.hold != NULL))
+        hold_later_of_run(inl);
     tls.siblings = inl;
     vf__op *op;
     while ((op = vf__readylist_pop(inl)) != NULL)
@@ -724,21 +744,32 @@ static inline bool runs_above(const vf__op *op, const vf__exec_hold *h)
 }
 
 void vf__exec_hold_enter(vf__exec_hold *h, const vf_engine *e, vf__wait_key key,
-                         const vf__family *family)
+                         const vf__family *family, bool deferred_too)
 {
     h->engine = e;
     h->key = key;
     h->family = family;
+    h->run = tls.siblings;
+    h->deferred_too = deferred_too;
     vf__readylist_init(&h->deferred);
     vf__readylist_init(&h->siblings);
     h->outer = tls.hold;
+    h->outer_held = 0;
+    for (const vf__exec_hold *o = h->outer; o != NULL; o = o->outer) {
+        if (o->engine == e) {
+            h->outer_held = o->deferred.count + o->siblings.count +
+                            o->outer_held;
+            break;
+        }
+    }
     tls.hold = h;
 }
 
-void vf__exec_hold_here(vf__exec_hold *h)
+void vf__exec_hold_here(vf__exec_hold *h, bool deferred_too)
 {
     vf_engine *e = vf__op_engine(vf__current_op());
-    vf__exec_hold_enter(h, e, vf__push_wait_key(e), vf__running_now.family);
+    vf__exec_hold_enter(h, e, vf__push_wait_key(e), vf__running_now.family,
+                        deferred_too);
 }
 
 /* Put `from`'s ops before those of `to`, in order. */
@@ -753,84 +784,143 @@ void vf__exec_hold_leave(vf__exec_hold *h)
 {
     VF__ASSERT(tls.hold == h);
     tls.hold = h->outer;
-    tls.held -= h->deferred.count + h->siblings.count;
     list_prepend(&tls.deferred, &h->deferred);
-    if (h->siblings.head != NULL) /* within the run of tls.siblings */
-        list_prepend(tls.siblings, &h->siblings);
+    if (h->siblings.head != NULL) /* within that run, which goes on */
+        list_prepend(h->run, &h->siblings);
 }
 
-static void hold_op(vf__readylist *held, vf__op *op)
-{
-    vf__readylist_add(held, op);
-    tls.held++;
-}
+/* Where local_take took an op: the list it goes back to (give_back). */
+typedef struct local_from {
+    vf__readylist *list;
+    vf__exec_hold *hold; /* the hold that list is of, or NULL */
+} local_from;
 
-/* With nobody else to run them (wait.c: `any`): the first held op of `e`,
- * innermost hold first. `*sibling`: it was made ready with an op running
- * here. */
-static vf__op *held_take(const vf_engine *e, bool *sibling)
+/* With nobody else to run them (wait.c: `any`): the first op held by a
+ * hold of `h`'s engine, `h` first (the holds of other engines hold none
+ * of its ops). */
+static vf__op *held_take(vf__exec_hold *h, local_from *from)
 {
-    for (vf__exec_hold *h = tls.hold; h != NULL; h = h->outer) {
-        vf__readylist *lists[2] = {&h->deferred, &h->siblings};
-        for (int i = 0; i < 2; i++) {
-            vf__op *prev = NULL;
-            for (vf__op *op = lists[i]->head; op != NULL;
-                 prev = op, op = op->next) {
-                if (vf__op_engine(op) == e) {
-                    vf__readylist_unlink(lists[i], prev, op);
-                    tls.held--;
-                    *sibling = i == 1;
-                    return op;
-                }
-            }
+    for (vf__exec_hold *o = h; o != NULL; o = o->outer) {
+        if (o->engine != h->engine)
+            continue;
+        vf__readylist *l = o->deferred.head != NULL ? &o->deferred
+                                                    : &o->siblings;
+        vf__op *op = vf__readylist_pop(l);
+        if (op != NULL) {
+            *from = (local_from){l, o};
+            h->outer_held -= o != h;
+            return op;
         }
     }
     return NULL;
 }
 
+/* The first op of the run `rl` that is of h's engine and may run above
+ * its op (`any`: whatever its place), unlinked; those of its engine that
+ * may not move to the hold as they are met, once: no later look passes
+ * them again (a scan of 20,000 held ops per look took seconds: found by
+ * the second reviewer). Another engine's ops stay where they are: not
+ * the hold's to take, they are the run's to run after the op. */
+static vf__op *run_take(vf__exec_hold *h, vf__readylist *rl, bool any)
+{
+    vf__op *prev = NULL, *op = rl->head;
+    while (op != NULL) {
+        vf__op *next = op->next;
+        if (vf__op_engine(op) != h->engine) {
+            prev = op;
+        } else if (any || runs_above(op, h)) {
+            vf__readylist_unlink(rl, prev, op);
+            return op;
+        } else {
+            vf__readylist_unlink(rl, prev, op);
+            vf__readylist_add(&h->siblings, op);
+        }
+        op = next;
+    }
+    return NULL;
+}
+
 /* Take a ready op that only this thread runs, for a run here: a deferred
- * one, or, under a hold, one made ready with the op running on this
- * thread (run_inline_list) of the hold's engine. Under a hold, an op of
- * its engine that may not run above its op (runs_above; a sibling: of no
- * other engine, which would not wait for it) moves to the hold, once: no
- * later look passes it again (a scan of 20,000 held siblings per look
- * took seconds: found by the second reviewer). With `any`, any op of the
- * hold's engine, held ones included. NULL when there is none.
- * `*sibling`: where it goes back (give_back). */
-static vf__op *local_take(bool any, bool *sibling)
+ * one, or, under a hold, one of the run of inline ops made ready with the
+ * hold's op (tls.siblings, as the hold found it: a run begun above the
+ * hold is that run's own). Under a hold, an op of its engine that may not
+ * run above its op (runs_above) moves to the hold instead: a later one
+ * of the run, and a later deferred one where the hold holds those too
+ * (`deferred_too`). With `any`, any op of the hold's engine, held ones
+ * included. NULL when there is none. */
+/* Whether the hold `h` holds `op` back, from this thread's deferred ops or
+ * a run begun above it: of h's engine, and later than its op. */
+static inline bool holds_back(const vf__exec_hold *h, const vf__op *op)
+{
+    return h->deferred_too && vf__op_engine(op) == h->engine &&
+           !runs_above(op, h);
+}
+
+static __attribute__((noinline)) vf__op *deferred_filter(vf__op *op)
+{
+    vf__exec_hold *h = tls.hold;
+    while (op != NULL && holds_back(h, op)) {
+        vf__readylist_add(&h->deferred, op);
+        op = vf__readylist_pop(&tls.deferred);
+    }
+    return op;
+}
+
+static __attribute__((noinline)) void hold_later_of_run(vf__readylist *inl)
+{
+    vf__exec_hold *h = tls.hold;
+    vf__op *prev = NULL, *op = inl->head;
+    while (op != NULL) {
+        vf__op *next = op->next;
+        if (holds_back(h, op)) {
+            vf__readylist_unlink(inl, prev, op);
+            vf__readylist_add(&h->deferred, op);
+        } else {
+            prev = op;
+        }
+        op = next;
+    }
+}
+
+static vf__op *local_take(bool any, local_from *from)
 {
     vf__exec_hold *h = tls.hold;
     vf__op *op;
-    *sibling = false;
-    while ((op = vf__readylist_pop(&tls.deferred)) != NULL) {
-        if (h == NULL || any || vf__op_engine(op) != h->engine ||
-            runs_above(op, h))
-            return op;
-        hold_op(&h->deferred, op);
-    }
+    *from = (local_from){&tls.deferred, NULL};
+    op = any ? vf__readylist_pop(&tls.deferred) : deferred_next();
+    if (op != NULL)
+        return op;
     if (h == NULL)
         return NULL;
-    if (tls.siblings != NULL) {
-        *sibling = true;
-        while ((op = vf__readylist_pop(tls.siblings)) != NULL) {
-            if (vf__op_engine(op) == h->engine && (any || runs_above(op, h)))
-                return op;
-            hold_op(&h->siblings, op);
-        }
+    if (tls.siblings != NULL && tls.siblings == h->run) {
+        *from = (local_from){tls.siblings, NULL};
+        if ((op = run_take(h, tls.siblings, any)) != NULL)
+            return op;
     }
-    return any ? held_take(h->engine, sibling) : NULL;
+    return any ? held_take(h, from) : NULL;
 }
 
-/* An op local_take took goes back, first of its list, for the next look
- * (a held one too: that look holds it again). */
-static void give_back(vf__op *op, bool sibling)
+/* An op local_take took goes back, first of the list it came from, for
+ * the next look. */
+static void give_back(vf__op *op, const local_from *from)
 {
-    vf__readylist_push_front(sibling ? tls.siblings : &tls.deferred, op);
+    vf__readylist_push_front(from->list, op);
+    tls.hold->outer_held += from->hold != NULL && from->hold != tls.hold;
+}
+
+/* How many ops of `e` the holds on this thread hold: the innermost of
+ * e's and those further out (outer_held). */
+static int held_of(const vf_engine *e)
+{
+    for (const vf__exec_hold *h = tls.hold; h != NULL; h = h->outer)
+        if (h->engine == e)
+            return h->deferred.count + h->siblings.count + h->outer_held;
+    return 0;
 }
 
 int vf__exec_local_count(const vf_engine *e)
 {
-    int n = tls.deferred.count + tls.held;
+    int n = tls.deferred.count + held_of(e);
     if (tls.siblings != NULL)
         for (vf__op *op = tls.siblings->head; op != NULL; op = op->next)
             n += vf__op_engine(op) == e;
@@ -849,7 +939,7 @@ static __attribute__((noinline)) void run_deferred_of_push(void)
     const vf__op *under = vf__current_op();
     bool hide = under == NULL || vf__guard_innermost() != vf__op_engine(under);
     vf__op *op;
-    while ((op = vf__readylist_pop(&tls.deferred)) != NULL) {
+    while ((op = deferred_next()) != NULL) {
         uint32_t was = hide ? vf__guard_hide_innermost() : 0;
         run_inline_one(op);
         if (hide)
@@ -1072,19 +1162,19 @@ static vf__op *loop_take(const vf__waiter *w, vf__worker *me, bool any,
 int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any)
 {
     VF__ASSERT(tls.hold != NULL && tls.hold->engine == w->engine);
-    bool sibling;
-    vf__op *op = local_take(any, &sibling);
+    local_from from;
+    vf__op *op = local_take(any, &from);
     if (op != NULL) {
         /* Its frames stack on the wait's, as a pool op's would: a chain
          * of waits on the naive engine, each above the last, overflowed
          * the main thread's stack past ~6,000 levels (found trying deep
          * recursion as a user). */
         if (!vf__stack_below(VF__WAIT_CHILD_EIGHTHS)) {
-            give_back(op, sibling);
+            give_back(op, &from);
             return VF__LOOP_NO_STACK;
         }
         if (!loop_claim(w)) {
-            give_back(op, sibling); /* next look */
+            give_back(op, &from); /* next look */
             return VF__LOOP_RAN;
         }
         /* Its engine first: an async op still in flight when its call
@@ -1099,7 +1189,8 @@ int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any)
     }
     int why = VF__LOOP_NOTHING;
     if (me == NULL || (op = loop_take(w, me, any, &why)) == NULL)
-        return tls.held > 0 && why == VF__LOOP_NOTHING ? VF__LOOP_HELD : why;
+        return why == VF__LOOP_NOTHING && held_of(w->engine) > 0 ? VF__LOOP_HELD
+                                                                 : why;
     if (!loop_claim(w)) {
         vf__pool_submit(me->pool, op);
         return VF__LOOP_RAN;
@@ -1164,8 +1255,8 @@ bool vf__exec_help_run(vf_engine *e)
 
 bool vf__exec_run_deferred(vf_engine *lender)
 {
-    bool sibling;
-    vf__op *op = local_take(false, &sibling);
+    local_from from;
+    vf__op *op = local_take(false, &from);
     if (op == NULL)
         return false;
     bool lend = lender != NULL && vf__op_engine(op) == lender; /* another

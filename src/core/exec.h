@@ -334,29 +334,44 @@ int vf__exec_local_count(const vf_engine *e);
  * A hold: a frame of this thread where an op of `engine` stands still (a
  * nested wait, a wait on another engine, a push at the in-flight bound)
  * while the thread runs ready ops above it that only it runs (those it
- * deferred, and under a hold those made ready with an op running here).
- * Of `engine`, only an op that descends from the op whose family is
- * `family`, or comes before `key` in push order (failure.h: vf__wait_key),
- * runs there: the serial program runs any other after the op, and it
- * could wait for it (VF_EDEADLK where the serial program gets 0; found by
- * the second reviewer of the waits inside inline ops). The others move to
- * the hold as they are found, and go back to their lists, first and in
- * order, when it is left: the thread runs them once the op goes on. Holds
- * nest, innermost first; a wait's `any` (wait.c) takes held ops too.
+ * deferred, and under a hold those of the run of inline ops made ready
+ * together with the op). Of `engine`, only an op that descends from the
+ * op whose family is `family`, or comes before `key` in push order
+ * (failure.h: vf__wait_key), or runs none of the program's code, runs
+ * there: the serial program runs any other after the op, and it could
+ * wait for it (VF_EDEADLK where the serial program gets 0; found by the
+ * second reviewer of the waits inside inline ops). The others move to
+ * the hold as they are found (those of a run of inline ops begun above
+ * it too: exec.c, run_inline_list), and go back to their lists, first
+ * and in order, when it is left: the thread runs them once the op goes
+ * on. Holds nest, innermost first; a wait's `any` (wait.c) takes held ops
+ * too.
  */
 typedef struct vf__exec_hold {
     const vf_engine *engine;
     vf__wait_key key;
     const vf__family *family;
-    vf__readylist deferred; /* held deferred ops */
-    vf__readylist siblings; /* held ops made ready with one running here */
+    /* The run of inline ops made ready together on this thread when the
+     * hold began (tls.siblings), whose ops it takes and holds; NULL:
+     * none. A run begun above the hold is that run's alone. */
+    vf__readylist *run;
+    /* Later deferred ops are held too. Not by a wait on another engine:
+     * that engine's op may need one (it has no forced run to end such a
+     * wait, found by the reviewer of the holds: it hung), and the serial
+     * order across engines is the pushes' order in time. */
+    bool deferred_too;
+    vf__readylist deferred; /* held deferred ops, of `engine` */
+    vf__readylist siblings; /* held ops of `run`, of `engine` */
+    /* Ops held by the holds of `engine` further out (constant while this
+     * one is innermost, but for a forced run's taking: exec.c). */
+    int outer_held;
     struct vf__exec_hold *outer;
 } vf__exec_hold;
 
 void vf__exec_hold_enter(vf__exec_hold *h, const vf_engine *e, vf__wait_key key,
-                         const vf__family *family);
+                         const vf__family *family, bool deferred_too);
 /* A hold for the op running on this thread, at this point of it. */
-void vf__exec_hold_here(vf__exec_hold *h);
+void vf__exec_hold_here(vf__exec_hold *h, bool deferred_too);
 void vf__exec_hold_leave(vf__exec_hold *h);
 
 #endif /* VF_EXEC_H */

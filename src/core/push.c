@@ -142,7 +142,7 @@ static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
             me = NULL;
         vf__family *mine = vf__running_now.family; /* NULL: no child yet */
         vf__exec_hold hold; /* what it runs: ops that may run above it */
-        vf__exec_hold_here(&hold);
+        vf__exec_hold_here(&hold, true);
         while (!reserve(e)) {
             if (vf__exec_run_deferred(e))
                 continue;

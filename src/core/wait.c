@@ -503,7 +503,7 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
     vf__exec_loop_frame saved;
     vf__exec_loop_enter(w, &saved);
     vf__exec_hold hold; /* the ops after the wait, and not its op's */
-    vf__exec_hold_enter(&hold, e, w->key, w->family);
+    vf__exec_hold_enter(&hold, e, w->key, w->family, true);
     if (me != NULL)
         vf__worker_waiting(me, 1);
     int rc = 0, refusals = 0, hopeless = 0;
@@ -1084,7 +1084,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
          * second reviewer: it hung). */
         vf__exec_hold above;
         if (cur != NULL)
-            vf__exec_hold_here(&above);
+            vf__exec_hold_here(&above, false);
         while (!is_done(w)) {
             /* A deferred op runs here as no op of e's: this call says
              * nothing of what runs under it (cross_wait.h). */
