@@ -1066,18 +1066,12 @@ static vf_completion inner_first_done, inner_slow_done;
 static vf_var inner_slow;
 static atomic_int inner_waiting;
 
-static void inner_first(vf_run *run, void *arg, vf_completion c)
+/* An async op whose completion another op or thread finishes: kept in
+ * the vf_completion its argument points to. */
+static void keep_completion(vf_run *run, void *arg, vf_completion c)
 {
     (void)run;
-    (void)arg;
-    inner_first_done = c;
-}
-
-static void inner_slow_op(vf_run *run, void *arg, vf_completion c)
-{
-    (void)run;
-    (void)arg;
-    inner_slow_done = c;
+    *(vf_completion *)arg = c;
 }
 
 static void inner_finisher(vf_run *run, void *arg, vf_completion c)
@@ -1121,10 +1115,12 @@ TEST_CASE(wait_inside_runs_no_later_op_made_ready_inside_an_op)
             atomic_store(&sibling_waiter_over, 0);
             atomic_store(&sibling_later_rc, -1);
             atomic_store(&inner_waiting, 0);
-            CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = inner_slow_op,
+            CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = keep_completion,
+                                                .arg = &inner_slow_done,
                                                 .writes = VF_VARS(inner_slow),
                                                 .name = "slow"}));
-            CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = inner_first,
+            CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = keep_completion,
+                                                .arg = &inner_first_done,
                                                 .writes = VF_VARS(a),
                                                 .name = "first"}));
             CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = inner_waiter,
@@ -1165,7 +1161,8 @@ TEST_CASE(push_at_the_bound_runs_no_later_op_made_ready_inside_an_op)
         sibling_c = tu_var(e);
         atomic_store(&sibling_waiter_over, 0);
         atomic_store(&sibling_later_rc, -1);
-        CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = inner_first,
+        CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = keep_completion,
+                                            .arg = &inner_first_done,
                                             .writes = VF_VARS(a),
                                             .name = "first"}));
         CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = sibling_pusher,
@@ -1195,16 +1192,9 @@ TEST_CASE(push_at_the_bound_runs_no_later_op_made_ready_inside_an_op)
  * holds). */
 static vf_engine *later_e;
 static vf_var later_pw, later_p1;
-static vf_completion later_a0_done, later_c1_done;
+static vf_completion later_a0_done;
 static atomic_int later_rc, later_w_rc;
 static int later_mode;
-
-static void later_a0(vf_run *run, void *arg, vf_completion c)
-{
-    (void)run;
-    (void)arg;
-    later_a0_done = c;
-}
 
 static void later_l(vf_run *run, void *arg, vf_completion c)
 {
@@ -1214,19 +1204,27 @@ static void later_l(vf_run *run, void *arg, vf_completion c)
     CHECK_OK(vf_completion_finish(c, 0, NULL));
 }
 
-static void *later_finisher(void *arg)
+/* An async op a thread of its own completes 50 ms later (the op that
+ * pushed it waits meanwhile); the thread is joined through its argument. */
+typedef struct finished_later {
+    vf_completion done;
+    pthread_t thread;
+} finished_later;
+
+static void *finish_later_main(void *arg)
 {
-    (void)arg;
-    usleep(50000); /* the waiting op waits */
-    CHECK_OK(vf_completion_finish(later_c1_done, 0, NULL));
+    finished_later *f = arg;
+    usleep(50000);
+    CHECK_OK(vf_completion_finish(f->done, 0, NULL));
     return NULL;
 }
 
-static void later_c1(vf_run *run, void *arg, vf_completion c)
+static void finish_later(vf_run *run, void *arg, vf_completion c)
 {
     (void)run;
-    later_c1_done = c;
-    *(pthread_t *)arg = tu_thread_start(later_finisher, NULL);
+    finished_later *f = arg;
+    f->done = c;
+    f->thread = tu_thread_start(finish_later_main, f);
 }
 
 static void later_fin(vf_run *run, void *arg, vf_completion c)
@@ -1249,7 +1247,7 @@ static int later_d(vf_run *run, void *arg)
 static int later_w(vf_run *run, void *arg)
 {
     (void)run;
-    CHECK_OK(vf_engine_push(later_e, &(vf_op){.async_fn = later_c1,
+    CHECK_OK(vf_engine_push(later_e, &(vf_op){.async_fn = finish_later,
                                               .arg = arg,
                                               .writes = VF_VARS(later_p1)}));
     CHECK_OK(vf_engine_push(
@@ -1270,9 +1268,11 @@ TEST_CASE(wait_on_a_worker_runs_no_later_op_its_child_made_ready)
             later_p1 = tu_var(later_e);
             atomic_store(&later_rc, -1);
             atomic_store(&later_w_rc, -1);
-            pthread_t finisher;
-            CHECK_OK(vf_engine_push(
-                later_e, &(vf_op){.async_fn = later_a0, .writes = VF_VARS(q)}));
+            finished_later finisher;
+            CHECK_OK(
+                vf_engine_push(later_e, &(vf_op){.async_fn = keep_completion,
+                                                 .arg = &later_a0_done,
+                                                 .writes = VF_VARS(q)}));
             CHECK_OK(
                 vf_engine_push(later_e, &(vf_op){.fn = later_w,
                                                  .arg = &finisher,
@@ -1280,7 +1280,7 @@ TEST_CASE(wait_on_a_worker_runs_no_later_op_its_child_made_ready)
             CHECK_OK(vf_engine_push(
                 later_e, &(vf_op){.async_fn = later_l, .reads = VF_VARS(q)}));
             CHECK_OK(vf_engine_wait_all(later_e, NULL));
-            tu_thread_join(finisher);
+            tu_thread_join(finisher.thread);
             CHECK_OK(atomic_load(&later_w_rc));
             CHECK_OK(atomic_load(&later_rc));
             tu_finish_engine(later_e);
@@ -1296,15 +1296,8 @@ TEST_CASE(wait_on_a_worker_runs_no_later_op_its_child_made_ready)
  * the reviewer of the holds). */
 static vf_engine *gr_p, *gr_n;
 static vf_var gr_x, gr_p1;
-static vf_completion gr_a0_done, gr_c1_done;
+static vf_completion gr_a0_done;
 static atomic_int gr_s_ran, gr_c_ran, gr_w_rc;
-
-static void gr_a0(vf_run *run, void *arg, vf_completion c)
-{
-    (void)run;
-    (void)arg;
-    gr_a0_done = c;
-}
 
 static int gr_count(vf_run *run, void *arg)
 {
@@ -1322,21 +1315,6 @@ static int gr_node0(vf_run *run, void *arg)
         &(vf_op){.fn = gr_count, .arg = &gr_c_ran, .writes = VF_VARS(gr_x)});
 }
 
-static void *gr_finisher(void *arg)
-{
-    (void)arg;
-    usleep(50000); /* the waiting op waits */
-    CHECK_OK(vf_completion_finish(gr_c1_done, 0, NULL));
-    return NULL;
-}
-
-static void gr_c1(vf_run *run, void *arg, vf_completion c)
-{
-    (void)run;
-    gr_c1_done = c;
-    *(pthread_t *)arg = tu_thread_start(gr_finisher, NULL);
-}
-
 static int gr_d(vf_run *run, void *arg)
 {
     (void)run;
@@ -1347,9 +1325,9 @@ static int gr_d(vf_run *run, void *arg)
 static int gr_w(vf_run *run, void *arg)
 {
     (void)run;
-    CHECK_OK(vf_engine_push(
-        gr_p,
-        &(vf_op){.async_fn = gr_c1, .arg = arg, .writes = VF_VARS(gr_p1)}));
+    CHECK_OK(vf_engine_push(gr_p, &(vf_op){.async_fn = finish_later,
+                                           .arg = arg,
+                                           .writes = VF_VARS(gr_p1)}));
     CHECK_OK(
         vf_engine_push(gr_p, &(vf_op){.fn = gr_d, .writes = VF_VARS(gr_p1)}));
     atomic_store(&gr_w_rc, vf_var_wait(gr_p, gr_p1, NULL));
@@ -1376,17 +1354,18 @@ TEST_CASE(wait_on_a_worker_beside_a_graph_replayed_above_it)
         vf_engine_push(gr_n, &(vf_op){.fn = tu_nop, .writes = VF_VARS(y)}));
     CHECK_OK(vf_graph_end(gr_n, &g));
     REQUIRE(g != NULL);
-    CHECK_OK(vf_engine_push(
-        gr_n, &(vf_op){.async_fn = gr_a0, .writes = VF_VARS(n1)}));
+    CHECK_OK(vf_engine_push(gr_n, &(vf_op){.async_fn = keep_completion,
+                                           .arg = &gr_a0_done,
+                                           .writes = VF_VARS(n1)}));
     CHECK_OK(vf_graph_launch(gr_n, g));
     CHECK_OK(vf_engine_push(
         gr_n,
         &(vf_op){.fn = gr_count, .arg = &gr_s_ran, .reads = VF_VARS(n1)}));
-    pthread_t finisher;
+    finished_later finisher;
     CHECK_OK(vf_engine_push(gr_p, &(vf_op){.fn = gr_w, .arg = &finisher}));
     CHECK_OK(vf_engine_wait_all(gr_p, NULL));
     CHECK_OK(vf_engine_wait_all(gr_n, NULL));
-    tu_thread_join(finisher);
+    tu_thread_join(finisher.thread);
     CHECK_OK(atomic_load(&gr_w_rc));
     CHECK_EQ(atomic_load(&gr_c_ran), 1);
     CHECK_EQ(atomic_load(&gr_s_ran), 1);
