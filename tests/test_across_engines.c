@@ -1209,4 +1209,106 @@ TEST_CASE(wait_on_another_engine_runs_a_later_op_it_needs)
     tu_finish_engine(cl_b);
 }
 
+/* A wait of engine B's op (Y, run inside an op of A) runs above it an op
+ * of A deferred on its thread (D, sync or async), during whose function
+ * the wait's marker fires (another thread finishes the op Y waits for,
+ * and D waits for that). When D's function returned, Y's count as active
+ * came back to A's counts, not B's: B's pending count read 2^32 - 1 and
+ * vf_engine_wait_all(B) hung (found trying ops of two engines that wait on
+ * each other's as a user). */
+static vf_engine *cc_a, *cc_b;
+static vf_var cc_vz;
+static vf_completion cc_first, cc_z, cc_d;
+static atomic_int cc_y_rc;
+
+static void cc_keep(vf_run *run, void *arg, vf_completion c)
+{
+    (void)run;
+    *(vf_completion *)arg = c;
+}
+
+static void *cc_finish_z(void *arg)
+{
+    (void)arg;
+    CHECK_OK(vf_completion_finish(cc_z, 0, NULL)); /* Y's marker fires */
+    return NULL;
+}
+
+static int cc_d_sync(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    tu_thread_join(tu_thread_start(cc_finish_z, NULL));
+    return 0;
+}
+
+static void cc_d_async(vf_run *run, void *arg, vf_completion c)
+{
+    cc_d = c;
+    cc_d_sync(run, arg);
+}
+
+static int cc_y(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    CHECK_OK(vf_engine_push(
+        cc_b,
+        &(vf_op){.async_fn = cc_keep, .arg = &cc_z, .writes = VF_VARS(cc_vz)}));
+    atomic_store(&cc_y_rc, vf_var_wait(cc_b, cc_vz, NULL));
+    return 0;
+}
+
+static int cc_c(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return vf_engine_push(cc_b, &(vf_op){.fn = cc_y});
+}
+
+static int cc_k(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return vf_completion_finish(cc_first, 0, NULL); /* C and D deferred */
+}
+
+TEST_CASE(wait_runs_another_engines_op_that_ends_it)
+{
+    for (int async = 0; async < 2; async++) {
+        CHECK_OK(
+            vf_engine_create(&cc_a, &(vf_config){.type = VF_ENGINE_NAIVE}));
+        CHECK_OK(
+            vf_engine_create(&cc_b, &(vf_config){.type = VF_ENGINE_NAIVE}));
+        REQUIRE(cc_a != NULL && cc_b != NULL);
+        vf_var x = tu_var(cc_a), y = tu_var(cc_a);
+        cc_vz = tu_var(cc_b);
+        atomic_store(&cc_y_rc, -1);
+        CHECK_OK(vf_engine_push(cc_a, &(vf_op){.async_fn = cc_keep,
+                                               .arg = &cc_first,
+                                               .writes = VF_VARS(x, y)}));
+        CHECK_OK(
+            vf_engine_push(cc_a, &(vf_op){.fn = cc_c, .writes = VF_VARS(x)}));
+        vf_op d = {.writes = VF_VARS(y)};
+        if (async)
+            d.async_fn = cc_d_async;
+        else
+            d.fn = cc_d_sync;
+        CHECK_OK(vf_engine_push(cc_a, &d));
+        CHECK_OK(vf_engine_push(cc_a, &(vf_op){.fn = cc_k}));
+        CHECK_OK(atomic_load(&cc_y_rc));
+        if (async)
+            CHECK_OK(vf_completion_finish(cc_d, 0, NULL));
+        CHECK_OK(vf_engine_wait_all_timed(cc_a, 10000, NULL));
+        CHECK_OK(vf_engine_wait_all_timed(cc_b, 10000, NULL));
+        vf_stats st;
+        CHECK_OK(vf_engine_stats(cc_b, &st));
+        CHECK_EQ(st.pending, 0);
+        CHECK_OK(vf_engine_stats(cc_a, &st));
+        CHECK_EQ(st.pending, 0);
+        tu_finish_engine(cc_a);
+        tu_finish_engine(cc_b);
+    }
+}
+
 TEST_MAIN("test_across_engines", 240)

@@ -416,10 +416,17 @@ void vf__exec_count_outcome(vf_engine *e, int status, bool skipped)
 }
 
 /* The op run by the innermost nested wait loop on this thread returns: its
- * waiter is on top of the thread again. Returns what to add to `active` for
- * the waiter: one when its marker fired meanwhile (DONE_UNCOUNTED). Or the
- * child run at its push returns: one for its pusher (loop_lent). */
-static uint64_t loop_frame_returns(void)
+ * waiter is on top of the thread again. Returns what to add to `active` of
+ * `e`, the returning op's engine, for the waiter: one when its marker
+ * fired meanwhile (DONE_UNCOUNTED), counted in the same step as the op's
+ * own counts. A waiter of another engine (its loop ran another engine's
+ * deferred op) is counted back in its own engine here, and 0 returned:
+ * added to `e`, the count went to the wrong engine, whose active count
+ * then never fell to zero, and the waiter's engine's fell below it (its
+ * pending count read 2^32 - 1 and wait_all hung: found trying ops of two
+ * engines that wait on each other's as a user). Or the child run at its
+ * push returns: one for its pusher (loop_lent), of its engine. */
+static uint64_t loop_frame_returns(vf_engine *e)
 {
     vf__waiter *w = tls.loop_waiter;
     tls.loop_op = NULL;
@@ -435,6 +442,10 @@ static uint64_t loop_frame_returns(void)
         } else {
             VF__ASSERT(s == VF__W_DONE_UNCOUNTED);
             atomic_store(&w->state, VF__W_DONE);
+            if (VF__UNLIKELY(w->engine != e)) {
+                vf__engine_count_in(w->engine, VF__COUNT_ACTIVE);
+                return 0;
+            }
             return VF__COUNT_ACTIVE;
         }
     }
@@ -447,7 +458,7 @@ static uint64_t loop_frame_returns(void)
 static void loop_op_returned(vf_engine *e, const vf__op *op)
 {
     if (tls.loop_op == op) {
-        uint64_t extra = loop_frame_returns();
+        uint64_t extra = loop_frame_returns(e);
         if (extra)
             vf__engine_count_in(e, extra);
     }
@@ -455,7 +466,9 @@ static void loop_op_returned(vf_engine *e, const vf__op *op)
 
 uint64_t vf__exec_loop_op_released(const vf__op *op)
 {
-    return VF__UNLIKELY(op == tls.loop_op) ? loop_frame_returns() : 0;
+    return VF__UNLIKELY(op == tls.loop_op)
+               ? loop_frame_returns(vf__op_engine(op))
+               : 0;
 }
 
 /* The counts' step of a finish: `pending` (VF__COUNT_PENDING times the
@@ -521,7 +534,7 @@ static void finish(vf__op *op, vf__readylist *ready)
      * being active (count_finished). */
     uint64_t act = (uint64_t)(ready->count - before) * VF__COUNT_ACTIVE;
     if (VF__UNLIKELY(op == tls.loop_op))
-        act += loop_frame_returns(); /* same step: no transient zero */
+        act += loop_frame_returns(e); /* same step: no transient zero */
     unsigned wake;
     if (VF__UNLIKELY(def->async) && async_finish_begins(op)) {
         /* Its function still runs: it keeps the op's active count (see
@@ -1603,7 +1616,7 @@ static void worker_run_nodes(vf__worker *w, vf__op *op, vf__readylist *ready)
     count_ran(e, mine, ran);
     uint64_t act = (uint64_t)ready->count * VF__COUNT_ACTIVE;
     if (VF__UNLIKELY(op == tls.loop_op)) /* a wait loop's hand-off chain */
-        act += loop_frame_returns();
+        act += loop_frame_returns(e);
     /* A run of nodes never brings pending to zero (the launch stays
      * pending until its end, which looks for watchers after every node's
      * counts: vf__graph_launch_end), so only a nested waiter, which

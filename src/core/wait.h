@@ -99,8 +99,9 @@ struct vf__waiter {
     /* A nested waiter's op's own family (family.h), or NULL when it
      * pushed nothing: the ops it may run above the wait descend from it. */
     const vf__family *family;
-    /* The engine waited on: whose push order `key` is in. */
-    const vf_engine *engine;
+    /* The engine waited on: whose push order `key` is in, and whose
+     * `active` count a nested waiter leaves and comes back to. */
+    vf_engine *engine;
     /* The wait's position in push order (failure.h), at which a var
      * wait's marker claims what it reports, and by which a deadlock picks
      * the waiter that gives up; its family lives while the waiter waits. */
