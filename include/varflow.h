@@ -1240,7 +1240,10 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * its op that come before it, and every other one made ready on its
  * thread, a later one too (an op of the other engine may wait for it, and
  * ops of two engines are ordered by the pushes' order in time, not by a
- * serial program); other ops are the other workers'
+ * serial program), but for one later than an op of its engine that waits
+ * further down the thread (the op above it ran before that one), which
+ * runs after it; so does a `done` callback's wait, at its op's point;
+ * other ops are the other workers'
  * (and, when every worker of the pool waits so, a spare thread's: up to
  * 1024 a pool, each holding as many levels as a worker's stack); a worker
  * of another engine's CPU pool waiting here (an op of that engine waiting

@@ -30,8 +30,12 @@
  *   for a var it writes would wait for an op stuck below it): both waits
  *   return 0, the later op's after the first op is over; it runs one made
  *   ready with it and pushed before it that its wait needs, and a later
- *   deferred one that the other engine's op needs; later ops of another
- *   engine on the thread do not count as its own engine's;
+ *   deferred one that the other engine's op needs, but not one later than
+ *   an op of its engine waiting further down the thread (nor does a nested
+ *   wait of another engine there); a `done` callback's wait stands at its
+ *   op's point; later ops of another engine on the thread do not count as
+ *   its own engine's; an op of another engine run above a nested wait
+ *   gives the waiter's count back to the waiter's engine;
  * - an op of a pool's only worker runs an op of a naive engine inline,
  *   which pushes to the pool and waits for it: the pool lends a spare,
  *   and a recursion alternating a naive and a pooled engine finishes.
@@ -1221,12 +1225,6 @@ static vf_var cc_vz;
 static vf_completion cc_first, cc_z, cc_d;
 static atomic_int cc_y_rc;
 
-static void cc_keep(vf_run *run, void *arg, vf_completion c)
-{
-    (void)run;
-    *(vf_completion *)arg = c;
-}
-
 static void *cc_finish_z(void *arg)
 {
     (void)arg;
@@ -1252,9 +1250,9 @@ static int cc_y(vf_run *run, void *arg)
 {
     (void)run;
     (void)arg;
-    CHECK_OK(vf_engine_push(
-        cc_b,
-        &(vf_op){.async_fn = cc_keep, .arg = &cc_z, .writes = VF_VARS(cc_vz)}));
+    CHECK_OK(vf_engine_push(cc_b, &(vf_op){.async_fn = tg_store,
+                                           .arg = &cc_z,
+                                           .writes = VF_VARS(cc_vz)}));
     atomic_store(&cc_y_rc, vf_var_wait(cc_b, cc_vz, NULL));
     return 0;
 }
@@ -1284,7 +1282,7 @@ TEST_CASE(wait_runs_another_engines_op_that_ends_it)
         vf_var x = tu_var(cc_a), y = tu_var(cc_a);
         cc_vz = tu_var(cc_b);
         atomic_store(&cc_y_rc, -1);
-        CHECK_OK(vf_engine_push(cc_a, &(vf_op){.async_fn = cc_keep,
+        CHECK_OK(vf_engine_push(cc_a, &(vf_op){.async_fn = tg_store,
                                                .arg = &cc_first,
                                                .writes = VF_VARS(x, y)}));
         CHECK_OK(
@@ -1309,6 +1307,189 @@ TEST_CASE(wait_runs_another_engines_op_that_ends_it)
         tu_finish_engine(cc_a);
         tu_finish_engine(cc_b);
     }
+}
+
+/* A later op of A runs after the op W that waits below on that thread,
+ * whatever waits above W: P (pushed before W, run above W's wait) makes L
+ * (pushed after W) ready, then stands in a wait of its own on B's var, or
+ * in a push of an op of B that waits so (a nested wait of B). L waits on a
+ * var W writes: above W, for ever (or VF_ETIMEDOUT); only the innermost
+ * hold, B's or P's wait on another engine, was asked (found by the
+ * reviewer of the holds). */
+static vf_engine *li_a, *li_b;
+static vf_var li_x, li_y, li_bv;
+static vf_completion li_c1, li_c2, li_cb;
+static atomic_int li_l_rc, li_w_rc, li_p_rc;
+static int li_mode;
+
+static int li_bop(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    atomic_store(&li_p_rc, vf_var_wait(li_b, li_bv, NULL));
+    return 0;
+}
+
+static int li_p(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    CHECK_OK(vf_completion_finish(li_c2, 0, NULL)); /* L is ready */
+    if (li_mode == 0)
+        return vf_engine_push(li_b, &(vf_op){.fn = li_bop});
+    atomic_store(&li_p_rc, vf_var_wait(li_b, li_bv, NULL));
+    return 0;
+}
+
+static int li_w(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    CHECK_OK(vf_completion_finish(li_c1, 0, NULL)); /* P is ready */
+    atomic_store(&li_w_rc, vf_var_wait(li_a, li_x, NULL));
+    return 0;
+}
+
+static int li_l(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    atomic_store(&li_l_rc, vf_var_wait_timed(li_a, li_y, 10000, NULL));
+    return 0;
+}
+
+static void *li_finish_b(void *arg)
+{
+    (void)arg;
+    usleep(50000); /* P, or B's op, waits */
+    CHECK_OK(vf_completion_finish(li_cb, 0, NULL));
+    return NULL;
+}
+
+TEST_CASE(later_op_runs_after_a_wait_below_another_engines)
+{
+    for (li_mode = 0; li_mode < 2; li_mode++) {
+        CHECK_OK(
+            vf_engine_create(&li_a, &(vf_config){.type = VF_ENGINE_NAIVE}));
+        CHECK_OK(
+            vf_engine_create(&li_b, &(vf_config){.type = VF_ENGINE_NAIVE}));
+        REQUIRE(li_a != NULL && li_b != NULL);
+        vf_var g0 = tu_var(li_a), g1 = tu_var(li_a), g2 = tu_var(li_a);
+        li_x = tu_var(li_a);
+        li_y = tu_var(li_a);
+        li_bv = tu_var(li_b);
+        atomic_store(&li_l_rc, -1);
+        atomic_store(&li_w_rc, -1);
+        atomic_store(&li_p_rc, -1);
+        vf_completion c0;
+        CHECK_OK(vf_engine_push(li_b, &(vf_op){.async_fn = tg_store,
+                                               .arg = &li_cb,
+                                               .writes = VF_VARS(li_bv)}));
+        CHECK_OK(vf_engine_push(
+            li_a,
+            &(vf_op){.async_fn = tg_store, .arg = &c0, .writes = VF_VARS(g0)}));
+        CHECK_OK(vf_engine_push(li_a, &(vf_op){.async_fn = tg_store,
+                                               .arg = &li_c1,
+                                               .writes = VF_VARS(g1)}));
+        CHECK_OK(vf_engine_push(li_a, &(vf_op){.async_fn = tg_store,
+                                               .arg = &li_c2,
+                                               .writes = VF_VARS(g2)}));
+        CHECK_OK(vf_engine_push(li_a, &(vf_op){.fn = li_p,
+                                               .reads = VF_VARS(g1),
+                                               .writes = VF_VARS(li_x)}));
+        CHECK_OK(vf_engine_push(li_a, &(vf_op){.fn = li_w,
+                                               .reads = VF_VARS(g0),
+                                               .writes = VF_VARS(li_y)}));
+        CHECK_OK(
+            vf_engine_push(li_a, &(vf_op){.fn = li_l, .reads = VF_VARS(g2)}));
+        pthread_t t = tu_thread_start(li_finish_b, NULL);
+        CHECK_OK(vf_completion_finish(c0, 0, NULL));
+        tu_thread_join(t);
+        CHECK_OK(vf_engine_wait_all_timed(li_a, 20000, NULL));
+        CHECK_OK(vf_engine_wait_all_timed(li_b, 20000, NULL));
+        CHECK_OK(atomic_load(&li_w_rc));
+        CHECK_OK(atomic_load(&li_p_rc));
+        CHECK_OK(atomic_load(&li_l_rc));
+        tu_finish_engine(li_a);
+        tu_finish_engine(li_b);
+    }
+}
+
+/* A done callback's wait on another engine, on top of a wait of an op
+ * pushed after the callback's op, stands at the callback's op: it runs no
+ * op pushed between the two (S, made ready with both, which waits on the
+ * callback op's var), which ran inside the callback and got VF_EDEADLK
+ * (found by the reviewer of the holds). */
+static vf_engine *dw_a, *dw_b;
+static vf_var dw_p, dw_bv;
+static vf_completion dw_cb;
+static atomic_int dw_s_rc, dw_done_rc, dw_done_over;
+
+static void dw_done(void *arg, int status)
+{
+    (void)arg;
+    (void)status;
+    atomic_store(&dw_done_rc, vf_var_wait(dw_b, dw_bv, NULL));
+    atomic_store(&dw_done_over, 1);
+}
+
+static int dw_s(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    CHECK_EQ(atomic_load(&dw_done_over), 1);
+    atomic_store(&dw_s_rc, vf_var_wait_timed(dw_a, dw_p, 10000, NULL));
+    return 0;
+}
+
+static int dw_x(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    CHECK_OK(vf_var_wait(dw_a, dw_p, NULL));
+    return 0;
+}
+
+static void *dw_finish_b(void *arg)
+{
+    (void)arg;
+    usleep(50000); /* the callback waits */
+    CHECK_OK(vf_completion_finish(dw_cb, 0, NULL));
+    return NULL;
+}
+
+TEST_CASE(done_callbacks_wait_runs_no_later_op)
+{
+    CHECK_OK(vf_engine_create(&dw_a, &(vf_config){.type = VF_ENGINE_NAIVE}));
+    CHECK_OK(vf_engine_create(&dw_b, &(vf_config){.type = VF_ENGINE_NAIVE}));
+    REQUIRE(dw_a != NULL && dw_b != NULL);
+    vf_var g1 = tu_var(dw_a), g2 = tu_var(dw_a);
+    dw_p = tu_var(dw_a);
+    dw_bv = tu_var(dw_b);
+    atomic_store(&dw_s_rc, -1);
+    atomic_store(&dw_done_rc, -1);
+    atomic_store(&dw_done_over, 0);
+    vf_completion first;
+    CHECK_OK(vf_engine_push(dw_b, &(vf_op){.async_fn = tg_store,
+                                           .arg = &dw_cb,
+                                           .writes = VF_VARS(dw_bv)}));
+    CHECK_OK(vf_engine_push(dw_a, &(vf_op){.async_fn = tg_store,
+                                           .arg = &first,
+                                           .writes = VF_VARS(g1, g2)}));
+    CHECK_OK(vf_engine_push(dw_a, &(vf_op){.fn = tu_nop,
+                                           .done = dw_done,
+                                           .reads = VF_VARS(g2),
+                                           .writes = VF_VARS(dw_p)}));
+    CHECK_OK(vf_engine_push(dw_a, &(vf_op){.fn = dw_s, .reads = VF_VARS(g2)}));
+    CHECK_OK(vf_engine_push(dw_a, &(vf_op){.fn = dw_x, .reads = VF_VARS(g1)}));
+    pthread_t t = tu_thread_start(dw_finish_b, NULL);
+    CHECK_OK(vf_completion_finish(first, 0, NULL));
+    tu_thread_join(t);
+    CHECK_OK(vf_engine_wait_all_timed(dw_a, 20000, NULL));
+    CHECK_OK(atomic_load(&dw_done_rc));
+    CHECK_OK(atomic_load(&dw_s_rc));
+    tu_finish_engine(dw_a);
+    tu_finish_engine(dw_b);
 }
 
 TEST_MAIN("test_across_engines", 240)

@@ -30,7 +30,8 @@
  *   op, by an op the wait ran, or by a child a worker's wait ran (a run
  *   begun above the wait, a push's trampoline); the wait's own marker
  *   still ends it; a run begun above a worker's wait, replaying a graph,
- *   keeps its ops.
+ *   keeps its ops; a replay above a wait runs no op pushed after the
+ *   launch between its nodes.
  */
 #include "runner.h"
 
@@ -1372,6 +1373,90 @@ TEST_CASE(wait_on_a_worker_beside_a_graph_replayed_above_it)
     CHECK_OK(vf_graph_destroy(gr_n, g));
     tu_finish_engine(gr_p);
     tu_finish_engine(gr_n);
+}
+
+/* A graph's replay, which an op's wait runs above it (the launch was
+ * pushed before the waiting op), runs between its nodes the ops deferred
+ * on its thread, at the launch's point: not an op of the waiting op's run
+ * pushed after the launch (S, which waits on the graph's later node's
+ * var), which ran between the nodes and waited for ever (or timed out)
+ * (found by the reviewer of the holds). */
+static vf_engine *rl_e;
+static vf_var rl_x, rl_y;
+static atomic_int rl_s_rc, rl_x_rc, rl_node1_over;
+
+static int rl_node0(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return vf_engine_push(rl_e,
+                          &(vf_op){.fn = tu_nop, .writes = VF_VARS(rl_x)});
+}
+
+static int rl_node1(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    atomic_store(&rl_node1_over, 1);
+    return 0;
+}
+
+static int rl_s(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    CHECK_EQ(atomic_load(&rl_node1_over), 1);
+    atomic_store(&rl_s_rc, vf_var_wait_timed(rl_e, rl_y, 10000, NULL));
+    return 0;
+}
+
+static int rl_wait(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    atomic_store(&rl_x_rc, vf_var_wait(rl_e, rl_y, NULL));
+    return 0;
+}
+
+TEST_CASE(replay_above_a_wait_runs_no_later_op)
+{
+    for (int order = 0; order < 2; order++) {
+        CHECK_OK(
+            vf_engine_create(&rl_e, &(vf_config){.type = VF_ENGINE_NAIVE}));
+        REQUIRE(rl_e != NULL);
+        vf_var g1 = tu_var(rl_e), g2 = tu_var(rl_e);
+        rl_y = tu_var(rl_e);
+        rl_x = tu_var(rl_e);
+        atomic_store(&rl_s_rc, -1);
+        atomic_store(&rl_x_rc, -1);
+        atomic_store(&rl_node1_over, 0);
+        vf_graph *g = NULL;
+        CHECK_OK(vf_graph_begin(rl_e));
+        CHECK_OK(vf_engine_push(rl_e, &(vf_op){.fn = rl_node0,
+                                               .reads = VF_VARS(g2),
+                                               .writes = VF_VARS(rl_x)}));
+        CHECK_OK(vf_engine_push(
+            rl_e, &(vf_op){.fn = rl_node1, .writes = VF_VARS(rl_y)}));
+        CHECK_OK(vf_graph_end(rl_e, &g));
+        REQUIRE(g != NULL);
+        vf_completion first;
+        CHECK_OK(vf_engine_push(
+            rl_e,
+            &(vf_op){.async_fn = keep_completion,
+                     .arg = &first,
+                     .writes = order ? VF_VARS(g2, g1) : VF_VARS(g1, g2)}));
+        CHECK_OK(vf_graph_launch(rl_e, g));
+        CHECK_OK(
+            vf_engine_push(rl_e, &(vf_op){.fn = rl_s, .reads = VF_VARS(g2)}));
+        CHECK_OK(vf_engine_push(rl_e,
+                                &(vf_op){.fn = rl_wait, .reads = VF_VARS(g1)}));
+        CHECK_OK(vf_completion_finish(first, 0, NULL));
+        CHECK_OK(vf_engine_wait_all_timed(rl_e, 20000, NULL));
+        CHECK_OK(atomic_load(&rl_s_rc));
+        CHECK_OK(atomic_load(&rl_x_rc));
+        CHECK_OK(vf_graph_destroy(rl_e, g));
+        tu_finish_engine(rl_e);
+    }
 }
 
 TEST_MAIN("test_async", 120)

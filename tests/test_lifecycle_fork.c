@@ -14,7 +14,8 @@
  *   engine unusable (its push fails with VF_ESHUTDOWN) while another engine
  *   works; the parent goes on. A child whose forking op returns there runs
  *   nothing of that engine: not the op's `done`, not the ops its finish
- *   makes ready, not those made ready with it (naive and pooled).
+ *   makes ready, not those made ready with it (naive and pooled), and a
+ *   worker's child ends with the op (pooled, per-device).
  * - Fork with open bulk batches (rule 13), the forking thread's and
  *   another thread's: the fork pushes and drains them first, so parent and
  *   child both see their ops done exactly once, and both bulk on after.
@@ -25,6 +26,7 @@
 
 #include <varflow_profile.h>
 
+#include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -425,11 +427,44 @@ static int fork_and_return(vf_run *run, void *arg)
         atexit(leave_at_once);
     if (pid <= 0)
         return pid < 0; /* the child returns into the engine */
+    /* A child that does not end (its worker slept on in its pool's loop)
+     * is killed after 10 s, and its status says so. */
     int st = 0;
-    if (waitpid(pid, &st, 0) == pid)
-        atomic_store(&returning_child_status, st);
+    for (int i = 0; i < 1000 && waitpid(pid, &st, WNOHANG) == 0; i++)
+        usleep(10000);
+    if (waitpid(pid, &st, WNOHANG) == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+    }
+    atomic_store(&returning_child_status, st);
     tu_gate_open(&forked);
     return 0;
+}
+
+/* The same with nothing after the forking op, on a worker (of a CPU pool,
+ * of the per-device engine's priority pool): the child ends with the op
+ * (its worker slept on in its pool's loop, and the child never exited:
+ * found by the reviewer of the fork's fix). */
+TEST_CASE(fork_inside_op_child_ends_with_its_worker)
+{
+    SKIP_UNDER_TSAN();
+    const int kinds[] = {1, 3}; /* pooled/1, perdevice/1 */
+    for (int i = 0; i < 2; i++) {
+        check_context_ = tu_kinds[kinds[i]].name;
+        vf_engine *e = tu_engine(&tu_kinds[kinds[i]]);
+        atomic_store(&returning_child_status, -1);
+        tu_gate_init(&forked);
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = fork_and_return}));
+        await_fork();
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        int st = atomic_load(&returning_child_status);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            CHECK_REPORT_("child status %#x (killed after 10 s: %d)", st,
+                          WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+        tu_gate_destroy(&forked);
+        tu_finish_engine(e);
+    }
+    check_context_ = NULL;
 }
 
 TEST_CASE(fork_inside_op_child_returns)

@@ -26,6 +26,7 @@ typedef struct exec_tls {
     vf__op *loop_op;
     bool loop_lent;
     const vf_engine *done_engine; /* whose `done` callback runs, or NULL */
+    const vf__op *done_over;      /* the op running under that callback */
     const vf_engine *work_engine; /* whose device work runs, or NULL */
     /* > 0 while deferred ops run with no op under them (a worker's idle
      * loop, a thread outside ops): a worker's engine then has no op
@@ -44,6 +45,11 @@ vf_engine *vf__exec_current_engine(void)
 bool vf__exec_in_done(const vf_engine *e)
 {
     return tls.done_engine == e;
+}
+
+bool vf__exec_op_innermost(const vf__op *op)
+{
+    return op != NULL && (tls.done_engine == NULL || tls.done_over != op);
 }
 
 bool vf__exec_in_engine(const vf_engine *e)
@@ -99,9 +105,12 @@ void vf__exec_call_done(const vf_engine *e, vf_done_fn done, void *arg,
                      VF__SLOW_FORK_DEAD))
         return;
     const vf_engine *outer = tls.done_engine;
+    const vf__op *outer_over = tls.done_over;
     tls.done_engine = e;
+    tls.done_over = vf__current_op();
     done(arg, status);
     tls.done_engine = outer;
+    tls.done_over = outer_over;
 }
 
 /* Out of line: inlined, it grew every finish by a few instructions (4 per
@@ -854,25 +863,36 @@ static vf__op *run_take(vf__exec_hold *h, vf__readylist *rl, bool any)
 }
 
 /* Take a ready op that only this thread runs, for a run here: a deferred
- * one, or, under a hold, one of the run of inline ops made ready with the
- * hold's op (tls.siblings, as the hold found it: a run begun above the
- * hold is that run's own). Under a hold, an op of its engine that may not
+ * one, or, for the innermost hold's own frame (`own_hold`), one of the run
+ * of inline ops made ready with the hold's op (tls.siblings, as the hold
+ * found it: a run begun above the hold is that run's own). Another frame
+ * above the hold (a graph's replay between its nodes, a done callback's
+ * wait) stands at another point, before the hold's: it took from the
+ * hold's run an op between the two, later than itself (found by the
+ * reviewer of the holds). Under a hold, an op of its engine that may not
  * run above its op (runs_above) moves to the hold instead: a later one
  * of the run, and a later deferred one where the hold holds those too
  * (`deferred_too`). With `any`, any op of the hold's engine, held ones
  * included. NULL when there is none. */
-/* Whether the hold `h` holds `op` back, from this thread's deferred ops or
- * a run begun above it: of h's engine, and later than its op. */
-static inline bool holds_back(const vf__exec_hold *h, const vf__op *op)
+/* The hold that holds `op` back, from this thread's deferred ops or a run
+ * begun above it, or NULL: the innermost of op's engine that holds
+ * deferred ops, where `op` is later than its op. Not only the innermost
+ * hold: one of another engine above it, or a wait on another engine from
+ * an op above the outer one's, let a later op run above that op (found by
+ * the reviewer of the holds). */
+static vf__exec_hold *holder_of(const vf__op *op)
 {
-    return h->deferred_too && vf__op_engine(op) == h->engine &&
-           !runs_above(op, h);
+    const vf_engine *e = vf__op_engine(op);
+    for (vf__exec_hold *h = tls.hold; h != NULL; h = h->outer)
+        if (h->engine == e && h->deferred_too)
+            return runs_above(op, h) ? NULL : h;
+    return NULL;
 }
 
 static __attribute__((noinline)) vf__op *deferred_filter(vf__op *op)
 {
-    vf__exec_hold *h = tls.hold;
-    while (op != NULL && holds_back(h, op)) {
+    vf__exec_hold *h;
+    while (op != NULL && (h = holder_of(op)) != NULL) {
         vf__readylist_add(&h->deferred, op);
         op = vf__readylist_pop(&tls.deferred);
     }
@@ -881,11 +901,11 @@ static __attribute__((noinline)) vf__op *deferred_filter(vf__op *op)
 
 static __attribute__((noinline)) void hold_later_of_run(vf__readylist *inl)
 {
-    vf__exec_hold *h = tls.hold;
     vf__op *prev = NULL, *op = inl->head;
     while (op != NULL) {
         vf__op *next = op->next;
-        if (holds_back(h, op)) {
+        vf__exec_hold *h = holder_of(op);
+        if (h != NULL) {
             vf__readylist_unlink(inl, prev, op);
             vf__readylist_add(&h->deferred, op);
         } else {
@@ -895,7 +915,7 @@ static __attribute__((noinline)) void hold_later_of_run(vf__readylist *inl)
     }
 }
 
-static vf__op *local_take(bool any, local_from *from)
+static vf__op *local_take(bool any, bool own_hold, local_from *from)
 {
     vf__exec_hold *h = tls.hold;
     vf__op *op;
@@ -903,7 +923,7 @@ static vf__op *local_take(bool any, local_from *from)
     op = any ? vf__readylist_pop(&tls.deferred) : deferred_next();
     if (op != NULL)
         return op;
-    if (h == NULL)
+    if (h == NULL || !own_hold)
         return NULL;
     if (tls.siblings != NULL && tls.siblings == h->run) {
         *from = (local_from){tls.siblings, NULL};
@@ -1176,7 +1196,7 @@ int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any)
 {
     VF__ASSERT(tls.hold != NULL && tls.hold->engine == w->engine);
     local_from from;
-    vf__op *op = local_take(any, &from);
+    vf__op *op = local_take(any, true, &from);
     if (op != NULL) {
         /* Its frames stack on the wait's, as a pool op's would: a chain
          * of waits on the naive engine, each above the last, overflowed
@@ -1266,10 +1286,10 @@ bool vf__exec_help_run(vf_engine *e)
     return true;
 }
 
-bool vf__exec_run_deferred(vf_engine *lender)
+static bool run_local(vf_engine *lender, bool own_hold)
 {
     local_from from;
-    vf__op *op = local_take(false, &from);
+    vf__op *op = local_take(false, own_hold, &from);
     if (op == NULL)
         return false;
     bool lend = lender != NULL && vf__op_engine(op) == lender; /* another
@@ -1286,6 +1306,16 @@ bool vf__exec_run_deferred(vf_engine *lender)
     if (lend)
         lent_run_returned(lender, op, &saved);
     return true;
+}
+
+bool vf__exec_run_deferred(vf_engine *lender)
+{
+    return run_local(lender, false);
+}
+
+bool vf__exec_run_held(vf_engine *lender)
+{
+    return run_local(lender, true);
 }
 
 bool vf__exec_bare(void)

@@ -108,6 +108,11 @@ void vf__exec_run_fn(vf__op *op, int worker);
  * there would wait for that op, which is still finishing). */
 bool vf__exec_in_done(const vf_engine *e);
 
+/* Whether the running op `op` (vf__current_op()) is the innermost frame of
+ * this thread: not under a `done` callback of another op (an op finishing
+ * above it), which stands at that op's point. */
+bool vf__exec_op_innermost(const vf__op *op);
+
 /* Device work (vf_run_submit's fn) of the engine `engine`: fn(arg), the
  * thread marked as in that engine's code meanwhile (vf_engine_in_op says
  * so). Every stream of the engine runs its work through it
@@ -272,6 +277,10 @@ static inline bool vf__exec_descends(const vf__op *op, const vf__family *f)
  * its active count, as vf__exec_worker_execute_lent does; NULL: none (a
  * wait from outside the ops). */
 bool vf__exec_run_deferred(vf_engine *lender);
+
+/* The same from the frame of the innermost hold on this thread (exec.h:
+ * vf__exec_hold), which may also take from its op's run. */
+bool vf__exec_run_held(vf_engine *lender);
 
 /* A thread outside the engine's ops waiting for it (vf_engine_wait_all) runs a
  * queued op of the CPU pool itself, and then each op that one makes ready

@@ -489,6 +489,13 @@ static void fork_child(void)
             e->life.fork_dead = true;
             atomic_store(&e->state, VF__DRAINING);
             atomic_fetch_or(&e->slow, VF__SLOW_FORK_DEAD | VF__SLOW_SHUTDOWN);
+            /* A worker of its own (a CPU or device pool's) forked: once
+             * its op returns here, it stops, as its pool has nothing to
+             * run here (it slept for ever in its loop, and the child with
+             * it: found by the reviewer of the fork's fix). */
+            vf__worker *w = vf__this_worker();
+            if (w != NULL && w->pool->engine == e)
+                atomic_store(&w->pool->stop, true);
             continue;
         }
         vf__engine_rebuild_for_child(e);

@@ -144,7 +144,7 @@ static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
         vf__exec_hold hold; /* what it runs: ops that may run above it */
         vf__exec_hold_here(&hold, true);
         while (!reserve(e)) {
-            if (vf__exec_run_deferred(e))
+            if (vf__exec_run_held(e))
                 continue;
             /* Each op runs on top of this push: only one that descends
              * from the pushing op, while the stack has room (exec.h), as

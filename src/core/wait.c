@@ -1083,13 +1083,15 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
          * included: the wait may need one pushed before it (found by the
          * second reviewer: it hung). */
         vf__exec_hold above;
-        if (cur != NULL)
+        bool own = vf__exec_op_innermost(cur); /* not a done callback's */
+        if (own)
             vf__exec_hold_here(&above, false);
         while (!is_done(w)) {
             /* A deferred op runs here as no op of e's: this call says
              * nothing of what runs under it (cross_wait.h). */
             uint32_t hidden = vf__guard_hide_innermost();
-            bool ran = vf__exec_run_deferred(NULL);
+            bool ran = own ? vf__exec_run_held(NULL)
+                           : vf__exec_run_deferred(NULL);
             vf__guard_unhide(hidden);
             if (ran)
                 continue;
@@ -1104,10 +1106,10 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
             if (stuck != NULL)
                 vf__pool_stuck_leave(stuck);
         }
-        if (cur != NULL) {
+        if (own)
             vf__exec_hold_leave(&above);
+        if (cur != NULL)
             vf__cross_wait_leave(cross);
-        }
     }
     if (rc == 0 && w->claimed != NULL) {
         rc = report(w->claimed, err, who);
