@@ -308,9 +308,6 @@ static __attribute__((noinline)) void async_call_ends_op(vf__op *op)
         vf__engine_wake(e, wake);
 }
 
-/* Run the op's body. True when the op is done now (ran, failed, skipped);
- * false when an async op or a device op's work is in flight (the op may
- * already be freed). */
 /* An op of an engine that runs nothing in this process: a child forked
  * from inside an op of it, whose thread, returned from that op, would run
  * the ops it made ready, the ops made ready with it and those queued (the
@@ -324,6 +321,9 @@ static __attribute__((noinline, cold)) bool fork_dead_run(void)
     return false;
 }
 
+/* Run the op's body. True when the op is done now (ran, failed, skipped);
+ * false when an async op or a device op's work is in flight (the op may
+ * already be freed). */
 static bool run_body(vf__op *op, int worker)
 {
     const vf__opdef *def = op->def;
@@ -862,18 +862,6 @@ static vf__op *run_take(vf__exec_hold *h, vf__readylist *rl, bool any)
     return NULL;
 }
 
-/* Take a ready op that only this thread runs, for a run here: a deferred
- * one, or, for the innermost hold's own frame (`own_hold`), one of the run
- * of inline ops made ready with the hold's op (tls.siblings, as the hold
- * found it: a run begun above the hold is that run's own). Another frame
- * above the hold (a graph's replay between its nodes, a done callback's
- * wait) stands at another point, before the hold's: it took from the
- * hold's run an op between the two, later than itself (found by the
- * reviewer of the holds). Under a hold, an op of its engine that may not
- * run above its op (runs_above) moves to the hold instead: a later one
- * of the run, and a later deferred one where the hold holds those too
- * (`deferred_too`). With `any`, any op of the hold's engine, held ones
- * included. NULL when there is none. */
 /* The hold that holds `op` back, from this thread's deferred ops or a run
  * begun above it, or NULL: the innermost of op's engine that holds
  * deferred ops, where `op` is later than its op. Not only the innermost
@@ -915,6 +903,18 @@ static __attribute__((noinline)) void hold_later_of_run(vf__readylist *inl)
     }
 }
 
+/* Take a ready op that only this thread runs, for a run here: a deferred
+ * one, or, for the innermost hold's own frame (`own_hold`), one of the run
+ * of inline ops made ready with the hold's op (tls.siblings, as the hold
+ * found it: a run begun above the hold is that run's own). Another frame
+ * above the hold (a graph's replay between its nodes, a done callback's
+ * wait) stands at another point, before the hold's: it took from the
+ * hold's run an op between the two, later than itself (found by the
+ * reviewer of the holds). Under a hold, an op of its engine that may not
+ * run above its op (runs_above) moves to the hold instead: a later one
+ * of the run, and a later deferred one where the hold holds those too
+ * (`deferred_too`). With `any`, any op of the hold's engine, held ones
+ * included. NULL when there is none. */
 static vf__op *local_take(bool any, bool own_hold, local_from *from)
 {
     vf__exec_hold *h = tls.hold;
