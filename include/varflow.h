@@ -841,20 +841,20 @@ typedef struct vf_op {
  * whose callback runs still counts), and so it does from device work
  * (vf_run_submit()) on any engine, and from an op of another engine that
  * runs inside an op of this one on the same thread (a naive engine's op,
- * pushed to from inside it) or on a worker of this engine. A push from outside
- * that waits for room behind async ops whose completions only a later push
- * would bring (an op pushed after one completes it) waits for ever: after 2 s,
- * and every 10 s after, it says so on stderr, naming the async ops in flight.
- * From inside an op, a child that is ready at its push (no op it conflicts
- * with is pending) may run at once, inside the push, on the pushing worker
- * (vf_run_worker() is the parent's), as the serial program runs it and as
- * OpenMP may run a task at its creation: on a pool of one worker always,
- * on a larger pool when the worker's own queue already holds enough for
- * the others (a sync op of the worker's pool only, while its stack has
- * room). So a child must never wait for something its parent does after
- * pushing it (a flag, a lock): the serial program never finishes that
- * either. No engine lock is held while it runs.
- * Errors: VF_EINVAL (no or two functions, bad list, more than
+ * pushed to from inside it, or one run above a push at this bound or
+ * above a wait inside an op of this engine) or on a worker of this engine. A
+ * push from outside that waits for room behind async ops whose completions only
+ * a later push would bring (an op pushed after one completes it) waits for
+ * ever: after 2 s, and every 10 s after, it says so on stderr, naming the async
+ * ops in flight. From inside an op, a child that is ready at its push (no op it
+ * conflicts with is pending) may run at once, inside the push, on the pushing
+ * worker (vf_run_worker() is the parent's), as the serial program runs it and
+ * as OpenMP may run a task at its creation: on a pool of one worker always, on
+ * a larger pool when the worker's own queue already holds enough for the others
+ * (a sync op of the worker's pool only, while its stack has room). So a child
+ * must never wait for something its parent does after pushing it (a flag, a
+ * lock): the serial program never finishes that either. No engine lock is held
+ * while it runs. Errors: VF_EINVAL (no or two functions, bad list, more than
  * VF_MAX_OP_VARS handles in the lists), VF_ESTALE / VF_EXDEV (a
  * variable), VF_ENODEV (device), VF_ENOTSUP (an async_fn on a device: a
  * device op's function puts its work on its stream), VF_ESHUTDOWN,

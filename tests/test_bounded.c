@@ -39,6 +39,11 @@
  * - wait_above_a_push_at_the_bound: a wait that can never finish, in an op
  *   that a push at the bound runs above itself, gets VF_EDEADLK (it hung);
  *   also in an op an inline run deferred (deferred_wait_above_...).
+ * - push_above_a_push_at_the_bound: an op of another engine run above a
+ *   push at the bound (deferred on its thread) pushes there too: it goes
+ *   over the bound, as the room is the op's below (it blocked for ever);
+ *   so does a push back from a naive engine's op run inside an op of the
+ *   bounded engine (push_back_from_another_engine_at_the_bound).
  * - blocked_push_says_why: a push blocked at the bound for 2 s names the
  *   async op in flight on stderr.
  * - bulking_keeps_the_bound: with a bulk size set (config and the
@@ -851,6 +856,79 @@ TEST_KIND_CASE(push_back_from_another_engine_at_the_bound, k)
     CHECK_EQ(atomic_load(&t.ran), 1);
     tu_finish_engine(t.naive);
     tu_finish_engine(t.e);
+}
+
+/* push_above_a_push_at_the_bound: a push at B's bound from inside B's op
+ * C runs a ready op L of A above itself (deferred on that thread: C runs
+ * inside a push from A's op P, which made L ready), and L pushes to B: the
+ * room is C's, below on the same thread, and L's push blocked for ever
+ * (a call on B inside a call on B shows as one; found by the reviewer of
+ * the holds). It goes over the bound, as from inside an op of B. */
+typedef struct above_push {
+    vf_engine *a, *b;
+    vf_completion g2;
+    atomic_int l_rc, c_rc, p_rc;
+} above_push;
+
+static void above_push_keep(vf_run *run, void *arg, vf_completion c)
+{
+    (void)run;
+    *(vf_completion *)arg = c;
+}
+
+static int above_push_l(vf_run *run, void *arg)
+{
+    (void)run;
+    above_push *t = arg;
+    atomic_store(&t->l_rc, vf_engine_push(t->b, &(vf_op){.fn = tu_nop}));
+    return 0;
+}
+
+static int above_push_c(vf_run *run, void *arg)
+{
+    (void)run;
+    above_push *t = arg;
+    atomic_store(&t->c_rc, vf_engine_push(t->b, &(vf_op){.fn = tu_nop}));
+    return 0;
+}
+
+static int above_push_p(vf_run *run, void *arg)
+{
+    (void)run;
+    above_push *t = arg;
+    CHECK_OK(vf_completion_finish(t->g2, 0, NULL)); /* L is ready */
+    atomic_store(&t->p_rc,
+                 vf_engine_push(t->b, &(vf_op){.fn = above_push_c, .arg = t}));
+    return 0;
+}
+
+TEST_CASE(push_above_a_push_at_the_bound)
+{
+    above_push t = {.l_rc = -1, .c_rc = -1, .p_rc = -1};
+    CHECK_OK(vf_engine_create(&t.a, &(vf_config){.type = VF_ENGINE_NAIVE}));
+    CHECK_OK(vf_engine_create(
+        &t.b, &(vf_config){.type = VF_ENGINE_NAIVE, .max_inflight = 1}));
+    REQUIRE(t.a != NULL && t.b != NULL);
+    vf_var g1 = tu_var(t.a), g2 = tu_var(t.a);
+    vf_completion c1;
+    CHECK_OK(vf_engine_push(t.a, &(vf_op){.async_fn = above_push_keep,
+                                          .arg = &c1,
+                                          .writes = VF_VARS(g1)}));
+    CHECK_OK(vf_engine_push(t.a, &(vf_op){.async_fn = above_push_keep,
+                                          .arg = &t.g2,
+                                          .writes = VF_VARS(g2)}));
+    CHECK_OK(vf_engine_push(
+        t.a, &(vf_op){.fn = above_push_l, .arg = &t, .reads = VF_VARS(g2)}));
+    CHECK_OK(vf_engine_push(
+        t.a, &(vf_op){.fn = above_push_p, .arg = &t, .reads = VF_VARS(g1)}));
+    CHECK_OK(vf_completion_finish(c1, 0, NULL));
+    CHECK_OK(vf_engine_wait_all_timed(t.a, 20000, NULL));
+    CHECK_OK(vf_engine_wait_all_timed(t.b, 20000, NULL));
+    CHECK_OK(atomic_load(&t.l_rc));
+    CHECK_OK(atomic_load(&t.c_rc));
+    CHECK_OK(atomic_load(&t.p_rc));
+    tu_finish_engine(t.a);
+    tu_finish_engine(t.b);
 }
 
 static int above_d(vf_run *run, void *arg)

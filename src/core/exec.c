@@ -951,6 +951,14 @@ static int held_of(const vf_engine *e)
     return 0;
 }
 
+bool vf__exec_stands_below(const vf_engine *e)
+{
+    for (const vf__exec_hold *h = tls.hold; h != NULL; h = h->outer)
+        if (h->engine == e)
+            return true;
+    return false;
+}
+
 int vf__exec_local_count(const vf_engine *e)
 {
     int n = tls.deferred.count + held_of(e);

@@ -383,4 +383,9 @@ void vf__exec_hold_enter(vf__exec_hold *h, const vf_engine *e, vf__wait_key key,
 void vf__exec_hold_here(vf__exec_hold *h, bool deferred_too);
 void vf__exec_hold_leave(vf__exec_hold *h);
 
+/* Whether an op of `e` stands still further down this thread, in a hold
+ * (a nested wait, a push at the bound): what it waits for may need this
+ * thread, which runs ops above it. */
+bool vf__exec_stands_below(const vf_engine *e);
+
 #endif /* VF_EXEC_H */
