@@ -842,19 +842,21 @@ typedef struct vf_op {
  * (vf_run_submit()) on any engine, and from an op of another engine that
  * runs inside an op of this one on the same thread (a naive engine's op,
  * pushed to from inside it, or one run above a push at this bound or
- * above a wait inside an op of this engine) or on a worker of this engine. A
- * push from outside that waits for room behind async ops whose completions only
- * a later push would bring (an op pushed after one completes it) waits for
- * ever: after 2 s, and every 10 s after, it says so on stderr, naming the async
- * ops in flight. From inside an op, a child that is ready at its push (no op it
- * conflicts with is pending) may run at once, inside the push, on the pushing
- * worker (vf_run_worker() is the parent's), as the serial program runs it and
- * as OpenMP may run a task at its creation: on a pool of one worker always, on
- * a larger pool when the worker's own queue already holds enough for the others
- * (a sync op of the worker's pool only, while its stack has room). So a child
- * must never wait for something its parent does after pushing it (a flag, a
- * lock): the serial program never finishes that either. No engine lock is held
- * while it runs. Errors: VF_EINVAL (no or two functions, bad list, more than
+ * above a wait inside an op of this engine) or on a worker of this
+ * engine. A push from outside that waits for room behind async ops whose
+ * completions only a later push would bring (an op pushed after one
+ * completes it) waits for ever: after 2 s, and every 10 s after, it says
+ * so on stderr, naming the async ops in flight.
+ * From inside an op, a child that is ready at its push (no op it conflicts
+ * with is pending) may run at once, inside the push, on the pushing worker
+ * (vf_run_worker() is the parent's), as the serial program runs it and as
+ * OpenMP may run a task at its creation: on a pool of one worker always,
+ * on a larger pool when the worker's own queue already holds enough for
+ * the others (a sync op of the worker's pool only, while its stack has
+ * room). So a child must never wait for something its parent does after
+ * pushing it (a flag, a lock): the serial program never finishes that
+ * either. No engine lock is held while it runs.
+ * Errors: VF_EINVAL (no or two functions, bad list, more than
  * VF_MAX_OP_VARS handles in the lists), VF_ESTALE / VF_EXDEV (a
  * variable), VF_ENODEV (device), VF_ENOTSUP (an async_fn on a device: a
  * device op's function puts its work on its stream), VF_ESHUTDOWN,
@@ -1360,18 +1362,18 @@ VF_API int vf_engine_wait_all(vf_engine *e, vf_error *err);
  * leaves nothing behind, and runs nothing, from inside an op too: looks
  * polled in a loop there may never see an op they look for end, where it
  * needs the looping thread (a child queued on a pool of one worker, say);
- * a wait with a timeout runs it, as an untimed one does; a var wait that gave
- * up later leaves its marker queued on the var until the ops it waited for
- * finish (one op more in vf_stats.pending and in the in-flight bound), which
- * the next wait on the var takes over when nothing was pushed on it since; one
- * with ops queued after it (another wait's marker, say) is taken off the queue
- * when its wait gives up: polling a var with timed waits, from any number of
- * threads, holds a marker a thread (two while one gives up), not one a
- * poll. A wait that runs ops itself meanwhile (one inside an op may run
- * the ops it waits for on top of itself, as a look (0) for children may;
- * vf_engine_wait_all() with help_on_wait runs queued ops until its
- * deadline) cannot cut short the op it runs: it returns when that op, and
- * what it made ready there, have ended, late by that much.
+ * a wait with a timeout runs it, as an untimed one does. A var wait that
+ * gave up later leaves its marker queued on the var until the ops it
+ * waited for finish (one op more in vf_stats.pending and in the in-flight
+ * bound), which the next wait on the var takes over when nothing was
+ * pushed on it since; one with ops queued after it (another wait's
+ * marker, say) is taken off the queue when its wait gives up: polling a
+ * var with timed waits, from any number of threads, holds a marker a
+ * thread (two while one gives up), not one a poll. A wait that runs ops itself
+ * meanwhile (one inside an op may run the ops it waits for on top of itself, as
+ * a look (0) for children may; vf_engine_wait_all() with help_on_wait runs
+ * queued ops until its deadline) cannot cut short the op it runs: it returns
+ * when that op, and what it made ready there, have ended, late by that much.
  */
 VF_API int vf_var_wait_timed(vf_engine *e, vf_var v, int64_t timeout_ms,
                              vf_error *err);
