@@ -1369,11 +1369,12 @@ VF_API int vf_engine_wait_all(vf_engine *e, vf_error *err);
  * pushed on it since; one with ops queued after it (another wait's
  * marker, say) is taken off the queue when its wait gives up: polling a
  * var with timed waits, from any number of threads, holds a marker a
- * thread (two while one gives up), not one a poll. A wait that runs ops itself
- * meanwhile (one inside an op may run the ops it waits for on top of itself, as
- * a look (0) for children may; vf_engine_wait_all() with help_on_wait runs
- * queued ops until its deadline) cannot cut short the op it runs: it returns
- * when that op, and what it made ready there, have ended, late by that much.
+ * thread (two while one gives up), not one a poll. A wait that runs ops
+ * itself meanwhile (one inside an op may run the ops it waits for on top
+ * of itself, as a look (0) for children may; vf_engine_wait_all() with
+ * help_on_wait runs queued ops until its deadline) cannot cut short the
+ * op it runs: it returns when that op, and what it made ready there, have
+ * ended, late by that much.
  */
 VF_API int vf_var_wait_timed(vf_engine *e, vf_var v, int64_t timeout_ms,
                              vf_error *err);
