@@ -907,12 +907,6 @@ static vf_var tg_ax, tg_bc;
 static vf_completion tg_ax_done;
 static atomic_int tg_rc_w, tg_rc_d, tg_w_over, tg_d_saw;
 
-static void tg_store(vf_run *run, void *arg, vf_completion c)
-{
-    (void)run;
-    *(vf_completion *)arg = c;
-}
-
 static void tg_w(vf_run *run, void *arg, vf_completion c)
 {
     (void)run;
@@ -955,10 +949,10 @@ TEST_CASE(wait_on_another_engine_runs_no_later_op)
         atomic_store(&tg_w_over, 0);
         atomic_store(&tg_d_saw, 0);
         vf_completion first;
-        CHECK_OK(vf_engine_push(tg_a, &(vf_op){.async_fn = tg_store,
+        CHECK_OK(vf_engine_push(tg_a, &(vf_op){.async_fn = tu_keep_completion,
                                                .arg = &tg_ax_done,
                                                .writes = VF_VARS(tg_ax)}));
-        CHECK_OK(vf_engine_push(tg_b, &(vf_op){.async_fn = tg_store,
+        CHECK_OK(vf_engine_push(tg_b, &(vf_op){.async_fn = tu_keep_completion,
                                                .arg = &first,
                                                .writes = VF_VARS(ba)}));
         CHECK_OK(vf_engine_push(tg_b, &(vf_op){.async_fn = tg_w,
@@ -1031,7 +1025,7 @@ TEST_CASE(wait_on_another_engine_runs_an_earlier_op_made_ready_with_it)
         atomic_store(&tg_w_over, 0);
         atomic_store(&tg_x_started, 0);
         vf_completion first;
-        CHECK_OK(vf_engine_push(tg_b, &(vf_op){.async_fn = tg_store,
+        CHECK_OK(vf_engine_push(tg_b, &(vf_op){.async_fn = tu_keep_completion,
                                                .arg = &first,
                                                .writes = VF_VARS(ba, tg_bb)}));
         CHECK_OK(vf_engine_push(tg_b, &(vf_op){.async_fn = tg_d_first,
@@ -1250,7 +1244,7 @@ static int cc_y(vf_run *run, void *arg)
 {
     (void)run;
     (void)arg;
-    CHECK_OK(vf_engine_push(cc_b, &(vf_op){.async_fn = tg_store,
+    CHECK_OK(vf_engine_push(cc_b, &(vf_op){.async_fn = tu_keep_completion,
                                            .arg = &cc_z,
                                            .writes = VF_VARS(cc_vz)}));
     atomic_store(&cc_y_rc, vf_var_wait(cc_b, cc_vz, NULL));
@@ -1282,7 +1276,7 @@ TEST_CASE(wait_runs_another_engines_op_that_ends_it)
         vf_var x = tu_var(cc_a), y = tu_var(cc_a);
         cc_vz = tu_var(cc_b);
         atomic_store(&cc_y_rc, -1);
-        CHECK_OK(vf_engine_push(cc_a, &(vf_op){.async_fn = tg_store,
+        CHECK_OK(vf_engine_push(cc_a, &(vf_op){.async_fn = tu_keep_completion,
                                                .arg = &cc_first,
                                                .writes = VF_VARS(x, y)}));
         CHECK_OK(
@@ -1382,16 +1376,16 @@ TEST_CASE(later_op_runs_after_a_wait_below_another_engines)
         atomic_store(&li_w_rc, -1);
         atomic_store(&li_p_rc, -1);
         vf_completion c0;
-        CHECK_OK(vf_engine_push(li_b, &(vf_op){.async_fn = tg_store,
+        CHECK_OK(vf_engine_push(li_b, &(vf_op){.async_fn = tu_keep_completion,
                                                .arg = &li_cb,
                                                .writes = VF_VARS(li_bv)}));
-        CHECK_OK(vf_engine_push(
-            li_a,
-            &(vf_op){.async_fn = tg_store, .arg = &c0, .writes = VF_VARS(g0)}));
-        CHECK_OK(vf_engine_push(li_a, &(vf_op){.async_fn = tg_store,
+        CHECK_OK(vf_engine_push(li_a, &(vf_op){.async_fn = tu_keep_completion,
+                                               .arg = &c0,
+                                               .writes = VF_VARS(g0)}));
+        CHECK_OK(vf_engine_push(li_a, &(vf_op){.async_fn = tu_keep_completion,
                                                .arg = &li_c1,
                                                .writes = VF_VARS(g1)}));
-        CHECK_OK(vf_engine_push(li_a, &(vf_op){.async_fn = tg_store,
+        CHECK_OK(vf_engine_push(li_a, &(vf_op){.async_fn = tu_keep_completion,
                                                .arg = &li_c2,
                                                .writes = VF_VARS(g2)}));
         CHECK_OK(vf_engine_push(li_a, &(vf_op){.fn = li_p,
@@ -1470,10 +1464,10 @@ TEST_CASE(done_callbacks_wait_runs_no_later_op)
     atomic_store(&dw_done_rc, -1);
     atomic_store(&dw_done_over, 0);
     vf_completion first;
-    CHECK_OK(vf_engine_push(dw_b, &(vf_op){.async_fn = tg_store,
+    CHECK_OK(vf_engine_push(dw_b, &(vf_op){.async_fn = tu_keep_completion,
                                            .arg = &dw_cb,
                                            .writes = VF_VARS(dw_bv)}));
-    CHECK_OK(vf_engine_push(dw_a, &(vf_op){.async_fn = tg_store,
+    CHECK_OK(vf_engine_push(dw_a, &(vf_op){.async_fn = tu_keep_completion,
                                            .arg = &first,
                                            .writes = VF_VARS(g1, g2)}));
     CHECK_OK(vf_engine_push(dw_a, &(vf_op){.fn = tu_nop,

@@ -1067,14 +1067,6 @@ static vf_completion inner_first_done, inner_slow_done;
 static vf_var inner_slow;
 static atomic_int inner_waiting;
 
-/* An async op whose completion another op or thread finishes: kept in
- * the vf_completion its argument points to. */
-static void keep_completion(vf_run *run, void *arg, vf_completion c)
-{
-    (void)run;
-    *(vf_completion *)arg = c;
-}
-
 static void inner_finisher(vf_run *run, void *arg, vf_completion c)
 {
     (void)run;
@@ -1116,11 +1108,11 @@ TEST_CASE(wait_inside_runs_no_later_op_made_ready_inside_an_op)
             atomic_store(&sibling_waiter_over, 0);
             atomic_store(&sibling_later_rc, -1);
             atomic_store(&inner_waiting, 0);
-            CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = keep_completion,
+            CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = tu_keep_completion,
                                                 .arg = &inner_slow_done,
                                                 .writes = VF_VARS(inner_slow),
                                                 .name = "slow"}));
-            CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = keep_completion,
+            CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = tu_keep_completion,
                                                 .arg = &inner_first_done,
                                                 .writes = VF_VARS(a),
                                                 .name = "first"}));
@@ -1162,7 +1154,7 @@ TEST_CASE(push_at_the_bound_runs_no_later_op_made_ready_inside_an_op)
         sibling_c = tu_var(e);
         atomic_store(&sibling_waiter_over, 0);
         atomic_store(&sibling_later_rc, -1);
-        CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = keep_completion,
+        CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = tu_keep_completion,
                                             .arg = &inner_first_done,
                                             .writes = VF_VARS(a),
                                             .name = "first"}));
@@ -1271,7 +1263,7 @@ TEST_CASE(wait_on_a_worker_runs_no_later_op_its_child_made_ready)
             atomic_store(&later_w_rc, -1);
             finished_later finisher;
             CHECK_OK(
-                vf_engine_push(later_e, &(vf_op){.async_fn = keep_completion,
+                vf_engine_push(later_e, &(vf_op){.async_fn = tu_keep_completion,
                                                  .arg = &later_a0_done,
                                                  .writes = VF_VARS(q)}));
             CHECK_OK(
@@ -1355,7 +1347,7 @@ TEST_CASE(wait_on_a_worker_beside_a_graph_replayed_above_it)
         vf_engine_push(gr_n, &(vf_op){.fn = tu_nop, .writes = VF_VARS(y)}));
     CHECK_OK(vf_graph_end(gr_n, &g));
     REQUIRE(g != NULL);
-    CHECK_OK(vf_engine_push(gr_n, &(vf_op){.async_fn = keep_completion,
+    CHECK_OK(vf_engine_push(gr_n, &(vf_op){.async_fn = tu_keep_completion,
                                            .arg = &gr_a0_done,
                                            .writes = VF_VARS(n1)}));
     CHECK_OK(vf_graph_launch(gr_n, g));
@@ -1442,7 +1434,7 @@ TEST_CASE(replay_above_a_wait_runs_no_later_op)
         vf_completion first;
         CHECK_OK(vf_engine_push(
             rl_e,
-            &(vf_op){.async_fn = keep_completion,
+            &(vf_op){.async_fn = tu_keep_completion,
                      .arg = &first,
                      .writes = order ? VF_VARS(g2, g1) : VF_VARS(g1, g2)}));
         CHECK_OK(vf_graph_launch(rl_e, g));

@@ -870,12 +870,6 @@ typedef struct above_push {
     atomic_int l_rc, c_rc, p_rc;
 } above_push;
 
-static void above_push_keep(vf_run *run, void *arg, vf_completion c)
-{
-    (void)run;
-    *(vf_completion *)arg = c;
-}
-
 static int above_push_l(vf_run *run, void *arg)
 {
     (void)run;
@@ -911,10 +905,10 @@ TEST_CASE(push_above_a_push_at_the_bound)
     REQUIRE(t.a != NULL && t.b != NULL);
     vf_var g1 = tu_var(t.a), g2 = tu_var(t.a);
     vf_completion c1;
-    CHECK_OK(vf_engine_push(t.a, &(vf_op){.async_fn = above_push_keep,
+    CHECK_OK(vf_engine_push(t.a, &(vf_op){.async_fn = tu_keep_completion,
                                           .arg = &c1,
                                           .writes = VF_VARS(g1)}));
-    CHECK_OK(vf_engine_push(t.a, &(vf_op){.async_fn = above_push_keep,
+    CHECK_OK(vf_engine_push(t.a, &(vf_op){.async_fn = tu_keep_completion,
                                           .arg = &t.g2,
                                           .writes = VF_VARS(g2)}));
     CHECK_OK(vf_engine_push(

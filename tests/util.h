@@ -437,6 +437,14 @@ static inline int tu_nop(vf_run *run, void *arg)
     return 0;
 }
 
+/* An async op whose completion another op or thread finishes later: its
+ * function keeps the handle in the vf_completion `arg` points to. */
+static inline void tu_keep_completion(vf_run *run, void *arg, vf_completion c)
+{
+    (void)run;
+    *(vf_completion *)arg = c;
+}
+
 /* Every engine kind, with 1 and 2 workers. */
 static const tu_kind tu_kinds[] = {
     {"naive", {.type = VF_ENGINE_NAIVE}, false, 0},
