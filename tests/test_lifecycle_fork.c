@@ -61,6 +61,21 @@
 #define ALLOCATOR_FORK_SAFE 1
 #endif
 
+/* For the same reason a thread of a forked child cannot end under ASan:
+ * its end hands its allocator cache back under such a lock (seen: a
+ * worker's child, ended with its op, hung there, in 2 runs of 12). The
+ * cases whose child ends on a worker's thread run where it can. */
+#if defined(TU_ASAN)
+#define SKIP_WORKER_CHILD_UNDER_ASAN()                                         \
+    TEST_SKIP("under ASan (a thread's end in a forked child takes an "         \
+              "allocator lock a thread of the parent may have held at the "    \
+              "fork)")
+#define WORKER_CHILD_KINDS 1 /* naive only */
+#else
+#define SKIP_WORKER_CHILD_UNDER_ASAN() ((void)0)
+#define WORKER_CHILD_KINDS 2
+#endif
+
 #define NENGINES 3
 #define OPS 4000
 
@@ -448,6 +463,7 @@ static int fork_and_return(vf_run *run, void *arg)
 TEST_CASE(fork_inside_op_child_ends_with_its_worker)
 {
     SKIP_UNDER_TSAN();
+    SKIP_WORKER_CHILD_UNDER_ASAN();
     const int kinds[] = {1, 3}; /* pooled/1, perdevice/1 */
     for (int i = 0; i < 2; i++) {
         check_context_ = tu_kinds[kinds[i]].name;
@@ -472,7 +488,7 @@ TEST_CASE(fork_inside_op_child_returns)
     SKIP_UNDER_TSAN();
     static const char names[] = "DXW";
     test_pid = getpid();
-    for (int k = 0; k < 2; k++) { /* naive, pooled/1 */
+    for (int k = 0; k < WORKER_CHILD_KINDS; k++) { /* naive, pooled/1 */
         check_context_ = tu_kinds[k].name;
         REQUIRE(pipe(in_child_pipe) == 0);
         vf_engine *e = tu_engine(&tu_kinds[k]);
