@@ -595,13 +595,6 @@ TEST_KIND_CASE(trapped, k)
  * with B not run, as often as it is made; a timed wait runs B and gives 0. */
 static vf_completion look_x_done;
 
-static void look_x(vf_run *run, void *arg, vf_completion c)
-{
-    (void)run;
-    (void)arg;
-    look_x_done = c;
-}
-
 static int look_then_wait(vf_run *run, void *arg)
 {
     ctx *c = arg;
@@ -626,8 +619,9 @@ TEST_CASE(a_look_runs_nothing_a_timed_wait_does)
         memset(&c, 0, sizeof c);
         c.v = tu_var(e);
         c.rc1 = -1;
-        CHECK_OK(vf_engine_push(
-            e, &(vf_op){.async_fn = look_x, .writes = tu_list(&c.v, 1)}));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = tu_keep_completion,
+                                            .arg = &look_x_done,
+                                            .writes = tu_list(&c.v, 1)}));
         CHECK_OK(vf_engine_push(e, &(vf_op){.fn = look_then_wait, .arg = &c}));
         CHECK_OK(vf_engine_wait_all(e, NULL));
         CHECK_OK(c.rc1);

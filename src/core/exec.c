@@ -776,14 +776,6 @@ void vf__exec_hold_enter(vf__exec_hold *h, const vf_engine *e, vf__wait_key key,
     vf__readylist_init(&h->deferred);
     vf__readylist_init(&h->siblings);
     h->outer = tls.hold;
-    h->outer_held = 0;
-    for (const vf__exec_hold *o = h->outer; o != NULL; o = o->outer) {
-        if (o->engine == e) {
-            h->outer_held = o->deferred.count + o->siblings.count +
-                            o->outer_held;
-            break;
-        }
-    }
     tls.hold = h;
 }
 
@@ -811,16 +803,10 @@ void vf__exec_hold_leave(vf__exec_hold *h)
         list_prepend(h->run, &h->siblings);
 }
 
-/* Where local_take took an op: the list it goes back to (give_back). */
-typedef struct local_from {
-    vf__readylist *list;
-    vf__exec_hold *hold; /* the hold that list is of, or NULL */
-} local_from;
-
 /* With nobody else to run them (wait.c: `any`): the first op held by a
  * hold of `h`'s engine, `h` first (the holds of other engines hold none
  * of its ops). */
-static vf__op *held_take(vf__exec_hold *h, local_from *from)
+static vf__op *held_take(vf__exec_hold *h, vf__readylist **from)
 {
     for (vf__exec_hold *o = h; o != NULL; o = o->outer) {
         if (o->engine != h->engine)
@@ -829,8 +815,7 @@ static vf__op *held_take(vf__exec_hold *h, local_from *from)
                                                     : &o->siblings;
         vf__op *op = vf__readylist_pop(l);
         if (op != NULL) {
-            *from = (local_from){l, o};
-            h->outer_held -= o != h;
+            *from = l;
             return op;
         }
     }
@@ -915,40 +900,34 @@ static __attribute__((noinline)) void hold_later_of_run(vf__readylist *inl)
  * of the run, and a later deferred one where the hold holds those too
  * (`deferred_too`). With `any`, any op of the hold's engine, held ones
  * included. NULL when there is none. */
-static vf__op *local_take(bool any, bool own_hold, local_from *from)
+static vf__op *local_take(bool any, bool own_hold, vf__readylist **from)
 {
     vf__exec_hold *h = tls.hold;
     vf__op *op;
-    *from = (local_from){&tls.deferred, NULL};
+    *from = &tls.deferred;
     op = any ? vf__readylist_pop(&tls.deferred) : deferred_next();
     if (op != NULL)
         return op;
     if (h == NULL || !own_hold)
         return NULL;
     if (tls.siblings != NULL && tls.siblings == h->run) {
-        *from = (local_from){tls.siblings, NULL};
+        *from = tls.siblings;
         if ((op = run_take(h, tls.siblings, any)) != NULL)
             return op;
     }
     return any ? held_take(h, from) : NULL;
 }
 
-/* An op local_take took goes back, first of the list it came from, for
- * the next look. */
-static void give_back(vf__op *op, const local_from *from)
-{
-    vf__readylist_push_front(from->list, op);
-    tls.hold->outer_held += from->hold != NULL && from->hold != tls.hold;
-}
-
-/* How many ops of `e` the holds on this thread hold: the innermost of
- * e's and those further out (outer_held). */
+/* How many ops of `e` the holds on this thread hold (only e's hold its
+ * ops). Counted when a look finds nothing to run, not kept: a count kept
+ * per hold went stale when a forced run took from a hold further out. */
 static int held_of(const vf_engine *e)
 {
+    int n = 0;
     for (const vf__exec_hold *h = tls.hold; h != NULL; h = h->outer)
         if (h->engine == e)
-            return h->deferred.count + h->siblings.count + h->outer_held;
-    return 0;
+            n += h->deferred.count + h->siblings.count;
+    return n;
 }
 
 bool vf__exec_stands_below(const vf_engine *e)
@@ -1203,7 +1182,7 @@ static vf__op *loop_take(const vf__waiter *w, vf__worker *me, bool any,
 int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any)
 {
     VF__ASSERT(tls.hold != NULL && tls.hold->engine == w->engine);
-    local_from from;
+    vf__readylist *from;
     vf__op *op = local_take(any, true, &from);
     if (op != NULL) {
         /* Its frames stack on the wait's, as a pool op's would: a chain
@@ -1211,11 +1190,11 @@ int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any)
          * the main thread's stack past ~6,000 levels (found trying deep
          * recursion as a user). */
         if (!vf__stack_below(VF__WAIT_CHILD_EIGHTHS)) {
-            give_back(op, &from);
+            vf__readylist_push_front(from, op); /* back where it was */
             return VF__LOOP_NO_STACK;
         }
         if (!loop_claim(w)) {
-            give_back(op, &from); /* next look */
+            vf__readylist_push_front(from, op); /* next look */
             return VF__LOOP_RAN;
         }
         /* Its engine first: an async op still in flight when its call
@@ -1296,7 +1275,7 @@ bool vf__exec_help_run(vf_engine *e)
 
 static bool run_local(vf_engine *lender, bool own_hold)
 {
-    local_from from;
+    vf__readylist *from;
     vf__op *op = local_take(false, own_hold, &from);
     if (op == NULL)
         return false;

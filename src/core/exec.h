@@ -371,9 +371,6 @@ typedef struct vf__exec_hold {
     bool deferred_too;
     vf__readylist deferred; /* held deferred ops, of `engine` */
     vf__readylist siblings; /* held ops of `run`, of `engine` */
-    /* Ops held by the holds of `engine` further out (constant while this
-     * one is innermost, but for a forced run's taking: exec.c). */
-    int outer_held;
     struct vf__exec_hold *outer;
 } vf__exec_hold;
 
