@@ -1486,4 +1486,78 @@ TEST_CASE(done_callbacks_wait_runs_no_later_op)
     tu_finish_engine(dw_b);
 }
 
+/* A done callback's wait on an engine whose op W waits below it on the
+ * same thread (the callback's op, of another engine, ran above W's wait):
+ * W is counted out of its engine's active ops once. Counted out again
+ * for the callback's wait, the engine's count read zero with Y's writer in
+ * flight, and the wait got VF_EDEADLK where the serial program's gets 0
+ * (found by the reviewer of the nested waits' counts). */
+static vf_engine *ow_a, *ow_b;
+static vf_var ow_y;
+static vf_completion ow_cy, ow_cb;
+static atomic_int ow_w_rc, ow_done_rc;
+
+static void ow_done(void *arg, int status)
+{
+    (void)arg;
+    (void)status;
+    atomic_store(&ow_done_rc, vf_var_wait(ow_a, ow_y, NULL));
+}
+
+static int ow_w(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    /* X, B's op behind the gate, becomes ready on this thread. */
+    CHECK_OK(vf_completion_finish(ow_cb, 0, NULL));
+    atomic_store(&ow_w_rc, vf_var_wait(ow_a, ow_y, NULL));
+    return 0;
+}
+
+static void *ow_finish_y(void *arg)
+{
+    (void)arg;
+    usleep(100000); /* both waits wait */
+    CHECK_OK(vf_completion_finish(ow_cy, 0, NULL));
+    return NULL;
+}
+
+TEST_CASE(done_callbacks_wait_above_its_engines_wait)
+{
+    for (int pooled = 0; pooled < 2; pooled++) {
+        CHECK_OK(vf_engine_create(
+            &ow_a,
+            &(vf_config){.type = pooled ? VF_ENGINE_POOLED : VF_ENGINE_NAIVE,
+                         .cpu_workers = 1}));
+        CHECK_OK(
+            vf_engine_create(&ow_b, &(vf_config){.type = VF_ENGINE_NAIVE}));
+        REQUIRE(ow_a != NULL && ow_b != NULL);
+        ow_y = tu_var(ow_a);
+        vf_var gate = tu_var(ow_b);
+        atomic_store(&ow_w_rc, -1);
+        atomic_store(&ow_done_rc, -1);
+        CHECK_OK(vf_engine_push(ow_b, &(vf_op){.async_fn = tu_keep_completion,
+                                               .arg = &ow_cb,
+                                               .writes = VF_VARS(gate)}));
+        CHECK_OK(vf_engine_push(
+            ow_b,
+            &(vf_op){.fn = tu_nop, .done = ow_done, .reads = VF_VARS(gate)}));
+        CHECK_OK(vf_engine_push(ow_a, &(vf_op){.async_fn = tu_keep_completion,
+                                               .arg = &ow_cy,
+                                               .writes = VF_VARS(ow_y)}));
+        pthread_t t = tu_thread_start(ow_finish_y, NULL);
+        CHECK_OK(vf_engine_push(ow_a, &(vf_op){.fn = ow_w}));
+        tu_thread_join(t);
+        CHECK_OK(vf_engine_wait_all_timed(ow_a, 20000, NULL));
+        CHECK_OK(vf_engine_wait_all_timed(ow_b, 20000, NULL));
+        CHECK_OK(atomic_load(&ow_w_rc));
+        CHECK_OK(atomic_load(&ow_done_rc));
+        vf_stats s;
+        CHECK_OK(vf_engine_stats(ow_a, &s));
+        CHECK_EQ(s.pending, 0);
+        tu_finish_engine(ow_a);
+        tu_finish_engine(ow_b);
+    }
+}
+
 TEST_MAIN("test_across_engines", 240)

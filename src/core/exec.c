@@ -12,9 +12,10 @@
 #include "core/wait.h"
 
 typedef struct exec_tls {
-    int inline_depth;        /* > 0 while an inline run is on the stack */
-    vf__readylist deferred;  /* ready inline ops waiting for the trampoline */
-    vf__waiter *loop_waiter; /* innermost nested wait loop on this thread */
+    int inline_depth;         /* > 0 while an inline run is on the stack */
+    vf__readylist deferred;   /* ready inline ops waiting for the trampoline */
+    vf__waiter *loop_waiter;  /* innermost nested wait loop on this thread */
+    const vf__op *loop_under; /* the op that waits in that loop */
     /* The ops still to run of the run of inline ops made ready together
      * that runs on this thread (run_inline_list), or NULL. */
     vf__readylist *siblings;
@@ -50,6 +51,11 @@ bool vf__exec_in_done(const vf_engine *e)
 bool vf__exec_op_innermost(const vf__op *op)
 {
     return op != NULL && (tls.done_engine == NULL || tls.done_over != op);
+}
+
+bool vf__exec_waits_below(const vf__op *op)
+{
+    return op != NULL && tls.loop_waiter != NULL && tls.loop_under == op;
 }
 
 bool vf__exec_in_engine(const vf_engine *e)
@@ -1135,9 +1141,11 @@ void vf__exec_dispatch_pushed(vf__op *op, bool here)
 void vf__exec_loop_enter(vf__waiter *w, vf__exec_loop_frame *saved)
 {
     saved->waiter = tls.loop_waiter;
+    saved->under = tls.loop_under;
     saved->op = tls.loop_op;
     saved->lent = tls.loop_lent;
     tls.loop_waiter = w;
+    tls.loop_under = vf__current_op();
     tls.loop_op = NULL;
     tls.loop_lent = false;
 }
@@ -1145,6 +1153,7 @@ void vf__exec_loop_enter(vf__waiter *w, vf__exec_loop_frame *saved)
 void vf__exec_loop_leave(const vf__exec_loop_frame *saved)
 {
     tls.loop_waiter = saved->waiter;
+    tls.loop_under = saved->under;
     tls.loop_op = saved->op;
     tls.loop_lent = saved->lent;
 }

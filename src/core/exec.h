@@ -113,6 +113,12 @@ bool vf__exec_in_done(const vf_engine *e);
  * above it), which stands at that op's point. */
 bool vf__exec_op_innermost(const vf__op *op);
 
+/* Whether the running op `op` (vf__current_op()) waits in the innermost
+ * nested wait loop of this thread: the code running now runs above that
+ * wait (a `done` callback of an op the loop ran), and `op` is counted out
+ * of its engine's `active` count there (wait.c: nested_wait). */
+bool vf__exec_waits_below(const vf__op *op);
+
 /* Device work (vf_run_submit's fn) of the engine `engine`: fn(arg), the
  * thread marked as in that engine's code meanwhile (vf_engine_in_op says
  * so). Every stream of the engine runs its work through it
@@ -297,6 +303,7 @@ void vf__exec_dispatch_nodes(vf__readylist *ready);
  * its push saves the op above in one too: exec.c.) */
 typedef struct vf__exec_loop_frame {
     vf__waiter *waiter;
+    const vf__op *under;
     vf__op *op;
     bool lent;
 } vf__exec_loop_frame;

@@ -498,6 +498,16 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
      * the nested waiters first: a deadlock its lowering makes picks among
      * them (claim_deadlock). */
     nested_join(e, w);
+    /* Its op waits further down this thread already, counted out there
+     * (a `done` callback of another engine's op that wait ran above it
+     * waits now): counted in for this wait, which counts it out and back
+     * as any does, and out again after. Counted out twice, the engine's
+     * `active` read zero with an op of it in flight: a false VF_EDEADLK
+     * (found by the reviewer of the nested waits' counts). */
+    const vf__op *cur = vf__current_op();
+    bool out_below = vf__exec_waits_below(cur);
+    if (out_below)
+        vf__engine_count_in(e, VF__COUNT_ACTIVE);
     vf__engine_wake(e, vf__engine_count_out(e, VF__COUNT_ACTIVE, true));
     bool watching = false;
     vf__exec_loop_frame saved;
@@ -507,7 +517,6 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
     if (me != NULL)
         vf__worker_waiting(me, 1);
     int rc = 0, refusals = 0, hopeless = 0;
-    const vf__op *cur = vf__current_op();
     if (cur != NULL && carried.op == cur && carried.place == cur->place) {
         refusals = carried.refusals;
         hopeless = carried.hopeless < HOPELESS_LOOKS ? carried.hopeless
@@ -639,6 +648,8 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
     vf__exec_loop_leave(&saved);
     watch(e, &watching, false);
     nested_leave(e, w);
+    if (out_below)
+        vf__engine_wake(e, vf__engine_count_out(e, VF__COUNT_ACTIVE, true));
     return rc;
 }
 
