@@ -1495,7 +1495,17 @@ TEST_CASE(done_callbacks_wait_runs_no_later_op)
 static vf_engine *ow_a, *ow_b;
 static vf_var ow_y;
 static vf_completion ow_cy, ow_cb;
-static atomic_int ow_w_rc, ow_done_rc;
+static atomic_int ow_w_rc, ow_done_rc, ow_x_in_a;
+
+/* X runs inside W, an op of A, standing still further down
+ * (vf_engine_in_op said false on the naive engine). */
+static int ow_x(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    atomic_store(&ow_x_in_a, vf_engine_in_op(ow_a));
+    return 0;
+}
 
 static void ow_done(void *arg, int status)
 {
@@ -1536,12 +1546,13 @@ TEST_CASE(done_callbacks_wait_above_its_engines_wait)
         vf_var gate = tu_var(ow_b);
         atomic_store(&ow_w_rc, -1);
         atomic_store(&ow_done_rc, -1);
+        atomic_store(&ow_x_in_a, -1);
         CHECK_OK(vf_engine_push(ow_b, &(vf_op){.async_fn = tu_keep_completion,
                                                .arg = &ow_cb,
                                                .writes = VF_VARS(gate)}));
         CHECK_OK(vf_engine_push(
             ow_b,
-            &(vf_op){.fn = tu_nop, .done = ow_done, .reads = VF_VARS(gate)}));
+            &(vf_op){.fn = ow_x, .done = ow_done, .reads = VF_VARS(gate)}));
         CHECK_OK(vf_engine_push(ow_a, &(vf_op){.async_fn = tu_keep_completion,
                                                .arg = &ow_cy,
                                                .writes = VF_VARS(ow_y)}));
@@ -1552,6 +1563,7 @@ TEST_CASE(done_callbacks_wait_above_its_engines_wait)
         CHECK_OK(vf_engine_wait_all_timed(ow_b, 20000, NULL));
         CHECK_OK(atomic_load(&ow_w_rc));
         CHECK_OK(atomic_load(&ow_done_rc));
+        CHECK_EQ(atomic_load(&ow_x_in_a), 1);
         vf_stats s;
         CHECK_OK(vf_engine_stats(ow_a, &s));
         CHECK_EQ(s.pending, 0);

@@ -863,17 +863,20 @@ TEST_KIND_CASE(push_back_from_another_engine_at_the_bound, k)
  * inside a push from A's op P, which made L ready), and L pushes to B: the
  * room is C's, below on the same thread, and L's push blocked for ever
  * (a call on B inside a call on B shows as one; found by the reviewer of
- * the holds). It goes over the bound, as from inside an op of B. */
+ * the holds). It goes over the bound, as from inside an op of B, and
+ * vf_engine_in_op(B) is true there. */
 typedef struct above_push {
     vf_engine *a, *b;
     vf_completion g2;
-    atomic_int l_rc, c_rc, p_rc;
+    atomic_int l_rc, l_in_b, c_rc, p_rc;
 } above_push;
 
 static int above_push_l(vf_run *run, void *arg)
 {
     (void)run;
     above_push *t = arg;
+    /* Inside C, an op of B, further down (vf_engine_in_op said false). */
+    atomic_store(&t->l_in_b, vf_engine_in_op(t->b));
     atomic_store(&t->l_rc, vf_engine_push(t->b, &(vf_op){.fn = tu_nop}));
     return 0;
 }
@@ -898,7 +901,7 @@ static int above_push_p(vf_run *run, void *arg)
 
 TEST_CASE(push_above_a_push_at_the_bound)
 {
-    above_push t = {.l_rc = -1, .c_rc = -1, .p_rc = -1};
+    above_push t = {.l_rc = -1, .l_in_b = -1, .c_rc = -1, .p_rc = -1};
     CHECK_OK(vf_engine_create(&t.a, &(vf_config){.type = VF_ENGINE_NAIVE}));
     CHECK_OK(vf_engine_create(
         &t.b, &(vf_config){.type = VF_ENGINE_NAIVE, .max_inflight = 1}));
@@ -919,6 +922,7 @@ TEST_CASE(push_above_a_push_at_the_bound)
     CHECK_OK(vf_engine_wait_all_timed(t.a, 20000, NULL));
     CHECK_OK(vf_engine_wait_all_timed(t.b, 20000, NULL));
     CHECK_OK(atomic_load(&t.l_rc));
+    CHECK_EQ(atomic_load(&t.l_in_b), 1);
     CHECK_OK(atomic_load(&t.c_rc));
     CHECK_OK(atomic_load(&t.p_rc));
     tu_finish_engine(t.a);

@@ -58,6 +58,16 @@ bool vf__exec_waits_below(const vf__op *op)
     return op != NULL && tls.loop_waiter != NULL && tls.loop_under == op;
 }
 
+/* Whether an op of `e` stands still further down this thread, in a hold
+ * (a nested wait, a push at the bound, a wait on another engine). */
+static bool stands_below(const vf_engine *e)
+{
+    for (const vf__exec_hold *h = tls.hold; h != NULL; h = h->outer)
+        if (h->engine == e)
+            return true;
+    return false;
+}
+
 bool vf__exec_in_engine(const vf_engine *e)
 {
     vf__op *op = vf__current_op();
@@ -70,8 +80,13 @@ bool vf__exec_in_engine(const vf_engine *e)
     /* An op of e's further out, around an op of another engine it ran
      * inline (the naive engine's push): user code runs inside a call on e
      * only as e's (found trying two naive engines as a user: a stop from
-     * there hung, and vf_engine_in_op said false). */
-    return vf__guard_in_outer_call(e);
+     * there hung, and vf_engine_in_op said false). Or one standing still
+     * further down, whose hold runs ops above it: a call on e made there
+     * shows as one with the call on e it is in, which is not further out
+     * (found by the reviewer of the holds: a push at e's bound from there
+     * blocked for ever on the room the op below held, and
+     * vf_engine_in_op said false). */
+    return vf__guard_in_outer_call(e) || stands_below(e);
 }
 
 int vf__exec_device_work(const void *engine, vf_device_fn fn, void *arg)
@@ -934,14 +949,6 @@ static int held_of(const vf_engine *e)
         if (h->engine == e)
             n += h->deferred.count + h->siblings.count;
     return n;
-}
-
-bool vf__exec_stands_below(const vf_engine *e)
-{
-    for (const vf__exec_hold *h = tls.hold; h != NULL; h = h->outer)
-        if (h->engine == e)
-            return true;
-    return false;
 }
 
 int vf__exec_local_count(const vf_engine *e)

@@ -146,8 +146,9 @@ vf_engine *vf__exec_current_engine(void);
 bool vf__exec_bare(void);
 
 /* Whether this thread runs code of engine `e` that a drain of `e` would
- * wait for: one of its ops (the innermost, or one further out that ran
- * the innermost inline inside a call on another engine), one of its
+ * wait for: one of its ops (the innermost, one further out that ran the
+ * innermost inline inside a call on another engine, or one standing still
+ * further down, in a hold: a nested wait, a push at the bound), one of its
  * `done` callbacks, or any code on one of its workers (lifecycle: stop,
  * start, destroy and fork must not wait for themselves). */
 bool vf__exec_in_engine(const vf_engine *e);
@@ -386,10 +387,5 @@ void vf__exec_hold_enter(vf__exec_hold *h, const vf_engine *e, vf__wait_key key,
 /* A hold for the op running on this thread, at this point of it. */
 void vf__exec_hold_here(vf__exec_hold *h, bool deferred_too);
 void vf__exec_hold_leave(vf__exec_hold *h);
-
-/* Whether an op of `e` stands still further down this thread, in a hold
- * (a nested wait, a push at the bound): what it waits for may need this
- * thread, which runs ops above it. */
-bool vf__exec_stands_below(const vf_engine *e);
 
 #endif /* VF_EXEC_H */

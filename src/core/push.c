@@ -177,13 +177,12 @@ static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
     /* Inside an op of e further out on this thread (one that pushed to a
      * naive engine, whose op runs inside that push and pushes back here),
      * above one that stands still below (a push at the bound running
-     * ready ops, a nested wait: a call on e inside a call on e does not
-     * show as an outer one), or on a worker of e's pool: the room may be
-     * that op's own, or the ops that would make room this worker's to
-     * run. Over the limit, as from inside an op of e (found by the
-     * reviewers of the bound's fix and of the holds: it blocked for
-     * ever). */
-    if (vf__exec_in_engine(e) || vf__exec_stands_below(e)) {
+     * ready ops, a nested wait), or on a worker of e's pool
+     * (vf__exec_in_engine): the room may be that op's own, or the ops
+     * that would make room this worker's to run. Over the limit, as from
+     * inside an op of e (found by the reviewers of the bound's fix and of
+     * the holds: it blocked for ever). */
+    if (vf__exec_in_engine(e)) {
         reserve_over(e);
         return 0;
     }
