@@ -1226,16 +1226,18 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * `v` says so too).
  * From inside an op, the calling worker runs ready ops that descend from
  * the waiting op (its children, theirs, ..., whatever their priorities)
- * while it waits, on top of the wait (as OpenMP's taskwait does), and none
- * once three quarters of its
- * stack are used (config.worker_stack_kib); the waiting thread also runs
+ * while it waits, on top of the wait (as OpenMP's taskwait does), and
+ * none once three quarters of its stack are used
+ * (config.worker_stack_kib); a device's worker, whose queue no other
+ * thread takes, also runs the ops queued there that come before the
+ * waiting op in push order; the waiting thread also runs
  * there the inline ops (async ops' functions, any op of the naive engine)
  * made ready on that thread (with the waiting op, inside it, or by an op
  * its wait ran) that come before the waiting op in push order (the ones
  * it may wait for); a later one (which might wait for it) runs after it on
  * that thread, as in the serial program, but when every other op of the
- * engine looks stuck (an op queued on a device's pool whose one thread
- * waits looks so, and may yet run): then it runs above the wait, and a
+ * engine looks stuck (an op queued on a device's worker that waits and
+ * refused it looks so, and may yet run): then it runs above the wait, and a
  * wait of its own for the waiting op returns VF_EDEADLK. So does a push at
  * the in-flight bound (config.max_inflight) from inside an op. A wait on
  * another engine's variable from inside an op runs those made ready with

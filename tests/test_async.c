@@ -1451,4 +1451,102 @@ TEST_CASE(replay_above_a_wait_runs_no_later_op)
     }
 }
 
+/* A wait beside a device's thread that waits too: Y, queued on that
+ * thread's stream (its pool's one thread, waiting in Z, pushed after Y),
+ * comes before Z, and Z runs it above its wait. W's wait, on the
+ * program's thread, needs Y; D, made ready with W and later, waits on
+ * what W writes. W counted Y stuck (nobody else takes a device thread's
+ * queue), ran D above itself, and D's wait got VF_EDEADLK (found by the
+ * second reviewer of the waits inside inline ops). */
+static vf_engine *dv_e;
+static vf_var dv_yv, dv_x, dv_c;
+static vf_completion dv_p;
+static atomic_int dv_z_rc, dv_w_rc, dv_d_rc, dv_z_in, dv_w_over, dv_d_after_w;
+
+static int dv_z(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    atomic_store(&dv_z_in, 1);
+    atomic_store(&dv_z_rc, vf_var_wait(dv_e, dv_yv, NULL));
+    return 0;
+}
+
+static void dv_w(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    (void)arg;
+    atomic_store(&dv_w_rc, vf_var_wait(dv_e, dv_x, NULL));
+    atomic_store(&dv_w_over, 1);
+    CHECK_OK(vf_completion_finish(done, 0, NULL));
+}
+
+static void dv_d(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    (void)arg;
+    atomic_store(&dv_d_rc, vf_var_wait(dv_e, dv_c, NULL));
+    atomic_store(&dv_d_after_w, atomic_load(&dv_w_over));
+    CHECK_OK(vf_completion_finish(done, 0, NULL));
+}
+
+static void *dv_finish_p(void *arg)
+{
+    (void)arg;
+    usleep(20000); /* W waits */
+    CHECK_OK(vf_completion_finish(dv_p, 0, NULL));
+    return NULL;
+}
+
+TEST_CASE(wait_beside_a_devices_waiter_runs_no_later_op)
+{
+    for (int round = 0; round < 3; round++) {
+        CHECK_OK(vf_engine_create(&dv_e, &(vf_config){.type = VF_ENGINE_POOLED,
+                                                      .cpu_workers = 2,
+                                                      .gpu_workers = 1}));
+        REQUIRE(dv_e != NULL);
+        vf_var p = tu_var(dv_e), a = tu_var(dv_e);
+        dv_yv = tu_var(dv_e);
+        dv_x = tu_var(dv_e);
+        dv_c = tu_var(dv_e);
+        atomic_store(&dv_z_rc, -1);
+        atomic_store(&dv_w_rc, -1);
+        atomic_store(&dv_d_rc, -1);
+        atomic_store(&dv_z_in, 0);
+        atomic_store(&dv_w_over, 0);
+        atomic_store(&dv_d_after_w, -1);
+        vf_device dev = {VF_DEVICE_EMULATED, 0};
+        vf_completion f;
+        CHECK_OK(vf_engine_push(dv_e, &(vf_op){.async_fn = tu_keep_completion,
+                                               .arg = &dv_p,
+                                               .writes = VF_VARS(p)}));
+        CHECK_OK(vf_engine_push(dv_e, &(vf_op){.async_fn = tu_keep_completion,
+                                               .arg = &f,
+                                               .writes = VF_VARS(a)}));
+        CHECK_OK(vf_engine_push(dv_e, &(vf_op){.fn = tu_nop,
+                                               .device = dev,
+                                               .reads = VF_VARS(p),
+                                               .writes = VF_VARS(dv_yv, dv_x),
+                                               .name = "Y"}));
+        CHECK_OK(vf_engine_push(
+            dv_e, &(vf_op){.fn = dv_z, .device = dev, .name = "Z"}));
+        CHECK_OK(vf_engine_push(dv_e, &(vf_op){.async_fn = dv_w,
+                                               .reads = VF_VARS(a),
+                                               .writes = VF_VARS(dv_c)}));
+        CHECK_OK(vf_engine_push(
+            dv_e, &(vf_op){.async_fn = dv_d, .reads = VF_VARS(a)}));
+        REQUIRE(tu_wait_flag(&dv_z_in, 1, TU_TIMEOUT));
+        pthread_t t = tu_thread_start(dv_finish_p, NULL);
+        /* W and D become ready on this thread. */
+        CHECK_OK(vf_completion_finish(f, 0, NULL));
+        tu_thread_join(t);
+        CHECK_OK(vf_engine_wait_all_timed(dv_e, 20000, NULL));
+        CHECK_OK(atomic_load(&dv_z_rc));
+        CHECK_OK(atomic_load(&dv_w_rc));
+        CHECK_OK(atomic_load(&dv_d_rc));
+        CHECK_EQ(atomic_load(&dv_d_after_w), 1);
+        tu_finish_engine(dv_e);
+    }
+}
+
 TEST_MAIN("test_async", 120)

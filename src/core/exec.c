@@ -1173,23 +1173,53 @@ static bool loop_claim(vf__waiter *w)
     return atomic_compare_exchange_strong(&w->state, &s, VF__W_BUSY);
 }
 
+bool vf__exec_descends_fits(const vf__op *op, const void *family)
+{
+    return vf__exec_descends(op, family);
+}
+
+/* Whether `op`, queued on the waiter's pool, descends from the waiting op
+ * or comes before the wait in push order (`arg`: the waiter). */
+static bool before_waiter(const vf__op *op, const void *arg)
+{
+    const vf__waiter *w = arg;
+    return vf__exec_descends(op, w->family) ||
+           vf__wait_key_after(op->up, op->place, w->key.up, w->key.next,
+                              w->key.self);
+}
+
 /* A ready op of the waiter's pool that may run above the wait: one that
  * descends from the waiting op (OpenMP's scheduling constraint for tied
  * tasks: a waiting thread runs only descendants of the task it waits in,
  * whose waits run only theirs in turn, so the frames stack only as deep
  * as the program nests pushes), from its own queue or, when another
  * worker took one of its children, from that worker's, while the stack
- * has room for it. Never another: it could stack without bound, or trap
- * the waiter under work that needs the waiting op to finish. Those are
- * the pool's other threads' (a spare's, when all of them wait). */
+ * has room for it. Never another of a CPU pool: it could stack without
+ * bound, or trap the waiter under work that needs the waiting op to
+ * finish. Those are the pool's other threads' (a spare's, when all of
+ * them wait). A device's pool lends no spare and its threads take only
+ * their own queues: there the waiter also takes an op that comes before
+ * the wait in push order, which the serial program ran before it (it
+ * waits for nothing after it). Left there, nobody ran it until the
+ * waiter gave up looking (HOPELESS_LOOKS), and a wait beside it counted
+ * it stuck meanwhile and ran a later op above itself (found by the
+ * second reviewer of the waits inside inline ops). */
 static vf__op *loop_take(const vf__waiter *w, vf__worker *me, bool any,
                          int *why)
 {
     vf__op *op = NULL;
-    if (any && vf__stack_below(VF__WAIT_CHILD_EIGHTHS))
+    bool room = vf__stack_below(VF__WAIT_CHILD_EIGHTHS);
+    if (any && room) {
         op = vf__worker_take(me);
-    else if (w->family != NULL && vf__stack_below(VF__WAIT_CHILD_EIGHTHS))
-        op = vf__worker_take_descendant(me, w->family);
+    } else if (room && (w->family != NULL || me->pool->spread)) {
+        vf__pool_fits fits = me->pool->spread
+                                 ? (vf__pool_fits){before_waiter, w}
+                                 : (vf__pool_fits){vf__exec_descends_fits,
+                                                   w->family};
+        op = vf__worker_take_above(me, &fits);
+    } else if (!room) {
+        vf__worker_refuses(me);
+    }
     if (op == NULL && vf__pool_any_queued(me->pool))
         *why = VF__LOOP_REFUSED;
     return op;

@@ -278,6 +278,10 @@ static inline bool vf__exec_descends(const vf__op *op, const vf__family *f)
     return f != NULL && op->up != NULL && vf__family_within(op->up, f);
 }
 
+/* vf__exec_descends as a pool's test of what a waiter takes (sched.h:
+ * vf__pool_fits), the family its argument. */
+bool vf__exec_descends_fits(const vf__op *op, const void *family);
+
 /* Run one op that an inline run on this thread deferred. True if one ran.
  * `lender`: the engine of an op of which this thread pushes at the
  * in-flight bound (push.c: admit_slow), which lends an op of that engine

@@ -152,7 +152,9 @@ static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
              * pushing op itself (a var it writes), which goes on only
              * once that op is over: on one worker, for ever. */
             vf__op *op = me && mine && vf__stack_below(VF__WAIT_CHILD_EIGHTHS)
-                             ? vf__worker_take_descendant(me, mine)
+                             ? vf__worker_take_above(
+                                   me, &(vf__pool_fits){vf__exec_descends_fits,
+                                                        mine})
                              : NULL;
             if (op == NULL) {
                 reserve_over(e);

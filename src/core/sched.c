@@ -172,8 +172,9 @@ static vf__op *queue_pop(vf__worker *w)
     return lane_first(w) ? lane_pop(w) : heap_pop(w);
 }
 
-/* How far into a lane a waiter looks for a descendant of its op. */
-#define DESCENDANT_SCAN 32
+/* How far into a lane a waiter looks for an op it may run above its
+ * wait. */
+#define ABOVE_SCAN 32
 
 /* Under w->qlock: take `op` out of the lane. */
 static vf__op *lane_unlink(vf__worker *w, vf__op *op)
@@ -192,37 +193,37 @@ static vf__op *lane_unlink(vf__worker *w, vf__op *op)
     return op;
 }
 
-/* Under w->qlock: for a thread waiting inside the op whose family is `f`
- * (exec.c), the first of the lane's first DESCENDANT_SCAN ops that
- * descend from that op (family.h: vf__family_within), taken out; or NULL.
+/* Under w->qlock: for a thread waiting inside an op (exec.c), the first of
+ * the lane's first ABOVE_SCAN ops that may run above its wait (`fits`: a
+ * descendant of that op, say), taken out; or NULL.
  * A push from inside an op goes to the lane's front
  * (vf__pool_submit_nested), so the newest descendants are near its head,
  * the oldest near its tail: the waiter's own lane is looked at from the
  * head (what it pushed last, as its own run would go on), another's from
  * the tail (the largest piece there, as a thief takes). */
-static vf__op *lane_take_descendant(vf__worker *w, const vf__family *f,
-                                    bool from_tail)
+static vf__op *lane_take_above(vf__worker *w, const vf__pool_fits *fits,
+                               bool from_tail)
 {
     vf__op *op = from_tail ? w->fifo_tail : w->fifo_head;
-    for (int i = 0; op != NULL && i < DESCENDANT_SCAN; i++) {
-        if (op->up != NULL && vf__family_within(op->up, f))
+    for (int i = 0; op != NULL && i < ABOVE_SCAN; i++) {
+        if (fits->fn(op, fits->arg))
             return lane_unlink(w, op);
         op = from_tail ? *lane_prev(op) : op->next;
     }
     return NULL;
 }
 
-/* How many of a heap's ops a waiter looks at for a descendant. */
-#define DESCENDANT_HEAP_SCAN 64
+/* How many of a heap's ops a waiter looks at for one it may run. */
+#define ABOVE_HEAP_SCAN 64
 
-/* Under w->qlock: lane_take_descendant for the heap (ops with a priority),
- * breadth first from the root, among its first DESCENDANT_HEAP_SCAN ops: a
+/* Under w->qlock: lane_take_above for the heap (ops with a priority),
+ * breadth first from the root, among its first ABOVE_HEAP_SCAN ops: a
  * push melds an op that is not the best in as the root's first child, so
  * a waiter's newest children, pushed just before its wait, are near the
  * front there. */
-static vf__op *heap_take_descendant(vf__worker *w, const vf__family *f)
+static vf__op *heap_take_above(vf__worker *w, const vf__pool_fits *fits)
 {
-    vf__op **lists[DESCENDANT_HEAP_SCAN]; /* sibling lists to walk */
+    vf__op **lists[ABOVE_HEAP_SCAN]; /* sibling lists to walk */
     int next = 0, nlists = 0, seen = 0;
     if (w->root != NULL)
         lists[nlists++] = &w->root;
@@ -230,11 +231,11 @@ static vf__op *heap_take_descendant(vf__worker *w, const vf__family *f)
         for (vf__op **link = lists[next++]; *link != NULL;
              link = &(*link)->next) {
             vf__op *op = *link;
-            if (op->up != NULL && vf__family_within(op->up, f))
+            if (fits->fn(op, fits->arg))
                 return heap_unlink(w, link, op);
-            if (++seen == DESCENDANT_HEAP_SCAN)
+            if (++seen == ABOVE_HEAP_SCAN)
                 return NULL;
-            if (op->child != NULL && nlists < DESCENDANT_HEAP_SCAN)
+            if (op->child != NULL && nlists < ABOVE_HEAP_SCAN)
                 lists[nlists++] = &op->child;
         }
     }
@@ -328,8 +329,10 @@ static void place_spread(vf__pool *p, vf__op *first)
         vf__op *op = first;
         first = op->next;
         op->next = NULL;
-        inbox_push_chain(&p->workers[round_robin++ % (unsigned)p->nworkers],
-                         op);
+        vf__worker *w = &p->workers[round_robin++ % (unsigned)p->nworkers];
+        inbox_push_chain(w, op);
+        /* After the push: its thread may take it (vf__pool_queued_stuck). */
+        atomic_store(&w->refusing, false);
     }
     vf__pool_wake_all(p);
 }
@@ -478,22 +481,21 @@ static vf__op *try_take(vf__worker *w, bool thief)
     return op;
 }
 
-/* try_take for a waiter: a descendant of the op whose family is `f`, in
- * the lane, else in the heap. A waiter that is not w and moved w's inbox
- * in wakes the pool when it leaves ops there: between the move and its
- * store of qlen, w's thread may have read qlen, then the inbox, found
- * both empty, and gone to sleep (sleepers rescan in that order), and
- * nothing else would wake it for those ops: in a device pool nobody
+/* try_take for a waiter: an op that fits, in the lane, else in the heap. A
+ * waiter that is not w and moved w's inbox in wakes the pool when it leaves ops
+ * there: between the move and its store of qlen, w's thread may have read qlen,
+ * then the inbox, found both empty, and gone to sleep (sleepers rescan in that
+ * order), and nothing else would wake it for those ops: in a device pool nobody
  * else takes them unless it waits. */
-static vf__op *try_take_descendant(vf__worker *w, const vf__family *f,
-                                   bool from_tail)
+static vf__op *try_take_above(vf__worker *w, const vf__pool_fits *fits,
+                              bool from_tail)
 {
     bool drained;
     if (!lock_queue(w, &drained))
         return NULL;
-    vf__op *op = lane_take_descendant(w, f, from_tail);
+    vf__op *op = lane_take_above(w, fits, from_tail);
     if (op == NULL)
-        op = heap_take_descendant(w, f);
+        op = heap_take_above(w, fits);
     int left = w->len;
     atomic_store(&w->qlen, left); /* the inbox may have come in */
     pthread_mutex_unlock(&w->qlock);
@@ -519,25 +521,36 @@ static int steal_from(vf__worker *w, int *first)
     return (int)(w - p->workers);
 }
 
-vf__op *vf__worker_take_descendant(vf__worker *w, const vf__family *f)
+vf__op *vf__worker_take_above(vf__worker *w, const vf__pool_fits *fits)
 {
-    vf__op *op = try_take_descendant(w, f, false);
-    if (op != NULL)
-        return op;
     vf__pool *p = w->pool;
+    if (p->spread) /* before the look: a placing after it clears it */
+        atomic_store(&w->refusing, true);
+    vf__op *op = try_take_above(w, fits, false);
     int first, self = steal_from(w, &first);
     for (int i = first; i < p->nworkers && op == NULL; i++) {
         vf__worker *owner = &p->workers[(self + i) % p->nworkers];
         if (!p->spread ||
             atomic_load_explicit(&owner->waiting, memory_order_relaxed) > 0)
-            op = try_take_descendant(owner, f, true);
+            op = try_take_above(owner, fits, true);
     }
+    if (p->spread && op != NULL)
+        atomic_store(&w->refusing, false);
     return op;
+}
+
+void vf__worker_refuses(vf__worker *w)
+{
+    if (w->pool->spread)
+        atomic_store(&w->refusing, true);
 }
 
 void vf__worker_waiting(vf__worker *w, int delta)
 {
     atomic_fetch_add_explicit(&w->waiting, delta, memory_order_relaxed);
+    /* This wait (or an outer one, when it ends) has not looked yet; nor
+     * has it when a push at the bound took nothing before. */
+    atomic_store(&w->refusing, false);
 }
 
 bool vf__pool_any_queued(const vf__pool *p)
@@ -786,6 +799,7 @@ static void init_worker(vf__worker *w, vf__pool *p, int index)
     atomic_init(&w->failed, 0);
     atomic_init(&w->skipped, 0);
     atomic_init(&w->waiting, 0);
+    atomic_init(&w->refusing, false);
     w->pool = p;
     w->index = index;
 }
@@ -841,6 +855,22 @@ uint64_t vf__pool_queued(const vf__pool *p)
         const vf__worker *w = &p->workers[i];
         n += (uint64_t)atomic_load_explicit(&w->qlen, memory_order_relaxed) +
              (atomic_load_explicit(&w->inbox, memory_order_relaxed) != NULL);
+    }
+    return n;
+}
+
+uint64_t vf__pool_queued_stuck(vf__pool *p)
+{
+    if (!p->spread)
+        return vf__pool_stuck_for_good(p) ? vf__pool_queued(p) : 0;
+    uint64_t n = 0;
+    for (int i = 0; i < p->nworkers; i++) {
+        const vf__worker *w = &p->workers[i];
+        /* The queue first: an op placed since clears the flag after. */
+        uint64_t q = (uint64_t)atomic_load(&w->qlen) +
+                     (atomic_load(&w->inbox) != NULL);
+        if (q != 0 && atomic_load(&w->waiting) > 0 && atomic_load(&w->refusing))
+            n += q;
     }
     return n;
 }

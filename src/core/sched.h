@@ -95,6 +95,11 @@ struct vf__worker {
     vf__worker *next_spare;
     /* Nested waits this worker's thread is in (vf__worker_waiting). */
     atomic_int waiting;
+    /* A device pool's thread waiting inside an op looked at its queue and
+     * took nothing: it refuses what is there. Set (seq_cst) before the
+     * look, cleared after it took one, after an op is placed on the queue,
+     * and when the wait ends (vf__pool_queued_stuck). */
+    atomic_bool refusing;
 } __attribute__((aligned(VF__CACHELINE)));
 
 /* What a pool's threads run: the engine's trip of an op (exec.c), given
@@ -251,19 +256,31 @@ const vf__worker *vf__pool_next_target(const vf__pool *p);
  * the pool has no queued op. Never blocks beyond a queue lock. */
 vf__op *vf__worker_take(vf__worker *w);
 
-/* vf__worker_take for a thread waiting inside the op whose family is `f`
- * (family.h): only an op that descends from it, among the first few of
- * its own lane (from the head) and heap, and of each other worker's (the
- * lane from the tail); in a device pool, whose threads otherwise take only
- * their own queues, of each other worker's that waits too (its op runs on
- * the waiter's stream then, which the fences order as any other). NULL
- * when none. */
-vf__op *vf__worker_take_descendant(vf__worker *w, const vf__family *f);
+/* Which queued ops a thread waiting inside an op may run above its wait
+ * (exec.c says: a descendant of its op, say): fn(op, arg). */
+typedef struct vf__pool_fits {
+    bool (*fn)(const vf__op *op, const void *arg);
+    const void *arg;
+} vf__pool_fits;
+
+/* vf__worker_take for a thread waiting inside an op: only an op that
+ * fits, among the first few of its own lane (from the head) and heap, and
+ * of each other worker's (the lane from the tail); in a device pool, whose
+ * threads otherwise take only their own queues, of each other worker's
+ * that waits too (its op runs on the waiter's stream then, which the
+ * fences order as any other). NULL when none. In a device pool it says,
+ * until an op is placed on its queue, that its thread refuses what is
+ * there when it took nothing (vf__pool_queued_stuck). */
+vf__op *vf__worker_take_above(vf__worker *w, const vf__pool_fits *fits);
+
+/* The same for a waiter that takes nothing now (its stack is full): in a
+ * device pool it refuses what is on its queue. */
+void vf__worker_refuses(vf__worker *w);
 
 /* The worker's thread enters (+1) or leaves (-1) a nested wait (wait.c).
- * While it waits it runs only descendants of its own op, so ops of other
- * recursions queued on it would wait for it; in a device pool the other
- * waiters take theirs from it (vf__worker_take_descendant). An idle
+ * While it waits it runs only ops that may run above its wait, so ops of
+ * other recursions queued on it would wait for it; in a device pool the
+ * other waiters take theirs from it (vf__worker_take_above). An idle
  * device thread still takes only its own queue, and a waiter nothing from
  * an idle thread's: that thread runs it, where the waiter would pile a
  * recursion on its own stack while the other thread's stayed empty. */
@@ -310,6 +327,16 @@ bool vf__pool_stuck_for_good(vf__pool *p);
 /* The ops queued on the pool's threads, a snapshot (an inbox not sorted in
  * yet counts as one): at most what is queued. */
 uint64_t vf__pool_queued(const vf__pool *p);
+
+/* Of those, the ones no thread runs unless a waiter is forced to
+ * (wait.c): all of them in a pool stuck for good; in a device pool, those
+ * of threads that wait inside an op and refused what is on their queues
+ * (an idle one runs them, and a waiting one may run an op placed on its
+ * queue since it looked: it counted as stuck, and a wait beside it ran a
+ * later op above itself, before the device thread took the op it waited
+ * for; found by the second reviewer of the waits inside inline ops).
+ * Errs towards fewer. */
+uint64_t vf__pool_queued_stuck(vf__pool *p);
 
 /* vf__pool_idle_wait for a thread of a device pool (spread) waiting
  * inside an op beside queued ops it will not run above its wait: it sleeps

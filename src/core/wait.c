@@ -437,9 +437,10 @@ static void watch(vf_engine *e, bool *watching, bool on)
 #define HOPELESS_POLL_US 20
 
 /* Whether no op of the engine runs: every active op is one queued on a
- * pool that will not run it (vf__pool_stuck_for_good: a pool with a
- * thread free, or a spare to lend, runs what is queued on it, however
- * late its thread wakes on a loaded machine) (snapshots; an inbox counts
+ * pool that will not run it (vf__pool_queued_stuck: a pool with a thread
+ * free, or a spare to lend, runs what is queued on it, however late its
+ * thread wakes on a loaded machine, and a device's thread what is on its
+ * own queue, unless it waits and refused it) (snapshots; an inbox counts
  * as one op, so this errs towards no). An op whose push at the in-flight
  * bound runs ops above it lends them its count (exec.h), as it goes on
  * only once they are over.
@@ -452,8 +453,7 @@ static bool only_queued_active(vf_engine *e)
     uint64_t queued = 0;
     int n = atomic_load_explicit(&e->npools, memory_order_acquire);
     for (int i = 0; i < n; i++)
-        if (vf__pool_stuck_for_good(&e->pools[i]))
-            queued += vf__pool_queued(&e->pools[i]);
+        queued += vf__pool_queued_stuck(&e->pools[i]);
     /* The ops only this thread runs (it refuses them while its stack is
      * full, and holds later ones: exec.h). */
     queued += (uint64_t)vf__exec_local_count(e);

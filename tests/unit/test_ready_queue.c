@@ -25,6 +25,18 @@
 #include "core/freelist.h"
 #include "core/sched.h"
 
+/* vf__worker_take_above for a waiter that runs only descendants of the op
+ * whose family is `f` (exec.c's test for a CPU pool). */
+static bool descends(const vf__op *op, const void *f)
+{
+    return op->up != NULL && vf__family_within(op->up, f);
+}
+
+static vf__op *take_descendant(vf__worker *w, const vf__family *f)
+{
+    return vf__worker_take_above(w, &(vf__pool_fits){descends, f});
+}
+
 #define MAXOPS 64
 
 /* Op blocks with no var entries (a ready queue never looks at them). */
@@ -298,10 +310,10 @@ TEST_CASE(waiter_takes_descendants_only)
     vf__this_worker_ = saved;
     /* w1's lane, head to tail: 0 2 1 3. From the tail: 3 is top-level, 1
      * descends from P (through C), then 0. */
-    CHECK_EQ(index_of(o, vf__worker_take_descendant(w0, fp)), 1);
-    CHECK_EQ(index_of(o, vf__worker_take_descendant(w0, fp)), 0);
-    CHECK(vf__worker_take_descendant(w0, fp) == NULL);
-    CHECK_EQ(index_of(o, vf__worker_take_descendant(w0, fq)), 2);
+    CHECK_EQ(index_of(o, take_descendant(w0, fp)), 1);
+    CHECK_EQ(index_of(o, take_descendant(w0, fp)), 0);
+    CHECK(take_descendant(w0, fp) == NULL);
+    CHECK_EQ(index_of(o, take_descendant(w0, fq)), 2);
     EXPECT_TAKES(w1, o, 3, -1);
     vf__running_leave(&in_q);
     vf__running_leave(&in_c);
@@ -596,9 +608,8 @@ TEST_CASE(heap_descendant_takes)
         int ntakes = (int)(tu_next(&rng) % (uint64_t)(n + 1));
         for (int t = 0; t < ntakes; t++) {
             const vf__family *f = &fam[tu_next(&rng) % NFAMILIES];
-            vf__op *op = tu_next(&rng) % 3 != 0
-                             ? vf__worker_take_descendant(w, f)
-                             : vf__worker_take(w);
+            vf__op *op = tu_next(&rng) % 3 != 0 ? take_descendant(w, f)
+                                                : vf__worker_take(w);
             if (op == NULL)
                 continue;
             int i = index_of(o, op);
