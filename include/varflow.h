@@ -1039,7 +1039,10 @@ VF_API int vf_operator_push_arg(vf_engine *e, vf_operator *op, int priority,
 
 /**
  * Delete the operator: the handle must not be used again; the operator is
- * freed once its last pushed run has finished. VF_EXDEV for an operator of
+ * freed once its last pushed run has finished. A call on the handle after
+ * that (a second destroy, a push) is VF_EINVAL, not a read of freed
+ * memory, until a later vf_operator_create() takes the memory over (the
+ * handle then names that operator). VF_EXDEV for an operator of
  * another engine. One the program left undestroyed is retired by its
  * engine's destroy, not freed (a few bytes kept for the life of the
  * process): a call on its handle then returns VF_EINVAL, even when another

@@ -43,6 +43,7 @@
 #define VF__ENGINE_MAGIC 0x7666656eu     /* "vfen" */
 #define VF__OPERATOR_MAGIC 0x76666f70u   /* "vfop" */
 #define VF__OPERATOR_RETIRED 0x76666f72u /* "vfor": op.c operator_retire */
+#define VF__OPERATOR_SPENT 0x76666f73u   /* "vfos": op.c, spent blocks */
 /* The CPU pools, then three per device in use. */
 #define VF__MAX_POOLS (2 + 3 * 2 * VF__MAX_DEVICE_IDS)
 _Static_assert(VF__MAX_POOLS <= VF__PROF_MAX_POOLS,

@@ -481,12 +481,54 @@ int vf__opdef_fill(vf_engine *e, const char *who, const vf_op *op,
     return 0;
 }
 
+/* Blocks of freed operators: never handed back to malloc, so that a call
+ * on a destroyed operator's handle reads a block marked spent and is
+ * refused (it read freed memory: found going over last stop's open
+ * points), until a new operator takes the block (the handle then names
+ * that one, as an engine's does a new engine at its address). A
+ * lock-free stack: an operator is freed by the finish of its last run, on
+ * any thread, in a child forked at any point too. Blocks are taken off it
+ * one taker at a time (`taking`), so no block leaves and comes back under
+ * a taker's feet (the stack's ABA); a creator that finds another taking,
+ * or the flag left set by a fork, allocates a new block. */
+static _Atomic(vf_operator *) spent;
+static atomic_flag taking = ATOMIC_FLAG_INIT;
+
+void vf__operator_block_spend(vf_operator *opr)
+{
+    opr->magic = VF__OPERATOR_SPENT;
+    opr->engine = NULL;
+    vf_operator *head = atomic_load_explicit(&spent, memory_order_relaxed);
+    do
+        opr->next_live = head;
+    while (!atomic_compare_exchange_weak_explicit(
+        &spent, &head, opr, memory_order_release, memory_order_relaxed));
+}
+
+vf_operator *vf__operator_block(void)
+{
+    vf_operator *opr = NULL;
+    if (atomic_load_explicit(&spent, memory_order_relaxed) != NULL &&
+        !atomic_flag_test_and_set_explicit(&taking, memory_order_acquire)) {
+        opr = atomic_load_explicit(&spent, memory_order_acquire);
+        while (opr != NULL && !atomic_compare_exchange_weak_explicit(
+                                  &spent, &opr, opr->next_live,
+                                  memory_order_acquire, memory_order_acquire)) {
+        }
+        atomic_flag_clear_explicit(&taking, memory_order_release);
+    }
+    if (opr == NULL)
+        return vf__calloc(1, sizeof *opr);
+    memset(opr, 0, sizeof *opr);
+    return opr;
+}
+
 static void operator_free(vf_operator *opr)
 {
-    opr->magic = 0;
     free(opr->vars);
+    opr->vars = NULL;
     vf__argcopy_free(&opr->argcopy);
-    free(opr);
+    vf__operator_block_spend(opr);
 }
 
 void vf__operator_list(vf_operator *opr)

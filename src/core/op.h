@@ -343,6 +343,12 @@ typedef struct vf__operators {
     vf_operator *head; /* lock */
 } vf__operators;
 
+/* A zeroed block for a new operator (op.c: one a freed operator left, or
+ * a new one), or NULL without memory. */
+vf_operator *vf__operator_block(void);
+/* Give back a block whose operator was never made (its create failed). */
+void vf__operator_block_spend(vf_operator *opr);
+
 /* List a new operator on its engine (opr->engine set). */
 void vf__operator_list(vf_operator *opr);
 

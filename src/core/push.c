@@ -869,19 +869,19 @@ static int operator_create(vf_engine *e, const vf_op *desc, vf_operator **out,
         return rc;
     if (out == NULL)
         return vf__fail(VF_EINVAL, "%s: out is NULL", who);
-    vf_operator *opr = vf__calloc(1, sizeof *opr);
+    vf_operator *opr = vf__operator_block();
     if (opr == NULL)
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     if ((rc = vf__opdef_fill(e, who, desc, &opr->def)) != 0 ||
         (rc = vf__arg_check(who, desc->arg, desc->arg_size)) != 0) {
-        free(opr);
+        vf__operator_block_spend(opr);
         return rc;
     }
     vf__varref *heap;
     vf__varref none;
     rc = vf__varset_build(e, who, desc->reads, desc->writes, &none, 0, &heap);
     if (rc < 0) {
-        free(opr);
+        vf__operator_block_spend(opr);
         return rc;
     }
     opr->nvars = rc;
@@ -890,7 +890,7 @@ static int operator_create(vf_engine *e, const vf_op *desc, vf_operator **out,
         /* The operator's own argument: copied once, freed with it. */
         if (!vf__argcopy_make(&opr->argcopy, desc->arg, desc->arg_size)) {
             free(opr->vars);
-            free(opr);
+            vf__operator_block_spend(opr);
             return vf__fail(VF_ENOMEM, "%s: out of memory", who);
         }
         opr->def.arg = opr->argcopy.ptr;
@@ -906,7 +906,7 @@ static int operator_create(vf_engine *e, const vf_op *desc, vf_operator **out,
                                     desc->writes, v, opr->vars[i].gen);
             free(opr->vars);
             vf__argcopy_free(&opr->argcopy);
-            free(opr);
+            vf__operator_block_spend(opr);
             return rc;
         }
     }
@@ -933,6 +933,11 @@ static int check_operator(vf_engine *e, vf_operator *opr, const char *who)
 {
     if (opr != NULL && opr->magic == VF__OPERATOR_RETIRED)
         return vf__fail(VF_EINVAL, "%s: the operator's engine was destroyed",
+                        who);
+    if (opr != NULL && opr->magic == VF__OPERATOR_SPENT)
+        return vf__fail(VF_EINVAL,
+                        "%s: the operator was destroyed "
+                        "(vf_operator_destroy)",
                         who);
     if (opr == NULL || opr->magic != VF__OPERATOR_MAGIC)
         return vf__fail(VF_EINVAL, "%s: not an operator (NULL or deleted)",
