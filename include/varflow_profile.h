@@ -69,6 +69,13 @@ typedef struct vf_profile_record {
                                    unknown */
     uint64_t device_end_ns;   /**< and ended (as device_start_ns); 0 when
                                    unknown or when its work was skipped */
+    uint64_t inside_ns;       /**< of its run (start .. end), the time not
+                                   its own: its function waiting (a var
+                                   wait, a wait for its children, a wait
+                                   on another engine), ops run above those
+                                   waits included, and its children run at
+                                   their push, inside it (a sync op's; 0
+                                   for an async op) */
     int ndeps;                /**< ops it depends on, each once, one per
                                    var at most:
                                    whose finishing released it, or, for a
@@ -237,9 +244,11 @@ VF_API int vf_profile_summary_write(const vf_profile *p, const char *path,
  * work follows its own function and the work of the device ops it depends
  * on (the stream wait), and a host op depending on it follows that work
  * (docs/PROFILING.md, "Critical path").
- * Waiting is not counted in the length: the time the chain spent between
- * one op's end and the next one's start (release, queueing behind other
- * ready ops, dispatch) is `elapsed_ns - length_ns`. Ties go to the
+ * Waiting is not counted in the length: an op weighs its run less the part
+ * of it not its own (inside_ns: its waits, what ran inside it), and the
+ * time the chain spent between one op's end and the next one's start
+ * (release, queueing behind other ready ops, dispatch) is
+ * `elapsed_ns - length_ns`. Ties go to the
  * predecessor that finished last, then to the smaller id. Edges to ops not
  * in the snapshot (dropped) are ignored.
  */

@@ -41,8 +41,10 @@ static void us(FILE *f, uint64_t ns)
 }
 
 /* Write ops as a varflow Chrome trace and load it: what the load
- * returns (`want`), and the profile when it loaded. */
-static vf_profile *load_synth_as(const synth *ops, int n, int want)
+ * returns (`want`), and the profile when it loaded. `inside`: each op's
+ * time not its own (inside_us), or NULL for none. */
+static vf_profile *load_synth_inside(const synth *ops, const uint64_t *inside,
+                                     int n, int want)
 {
     char path[128];
     snprintf(path, sizeof path, "%s/synth.json", dir);
@@ -63,6 +65,10 @@ static vf_profile *load_synth_as(const synth *ops, int n, int want)
         us(f, o->push);
         fprintf(f, ",\"ready_us\":");
         us(f, o->ready);
+        if (inside != NULL && inside[i] != 0) {
+            fprintf(f, ",\"inside_us\":");
+            us(f, inside[i]);
+        }
         fprintf(f, ",\"worker\":%d,\"pool\":0,\"deps\":[", o->worker);
         for (int k = 0; k < o->ndeps; k++)
             fprintf(f, "%s%" PRIu64, k ? "," : "", o->deps[k]);
@@ -75,6 +81,11 @@ static vf_profile *load_synth_as(const synth *ops, int n, int want)
     CHECK_ERR(vf_profile_load(path, &p), want);
     REQUIRE((p != NULL) == (want == 0));
     return p;
+}
+
+static vf_profile *load_synth_as(const synth *ops, int n, int want)
+{
+    return load_synth_inside(ops, NULL, n, want);
 }
 
 static vf_profile *load_synth(const synth *ops, int n)
@@ -171,6 +182,24 @@ TEST_CASE(synthetic)
     CHECK(load_synth_as(self, 1, VF_EINVAL) == NULL);
     vf_profile_path path;
 
+    /* A parent that waited 80 of its 100 for its two children, which ran
+     * inside it: it weighs 20, each child 30 (they could run beside each
+     * other), so the path is one child, the one that ended last. It was
+     * the parent alone, 100, as if nothing could run beside it. */
+    const synth w[] = {
+        {1, 0, 0, 0, 100, 0, "parent", 0, {0}},
+        {2, 5, 5, 10, 40, 0, "child", 0, {0}},
+        {3, 6, 6, 40, 70, 0, "child", 0, {0}},
+    };
+    p = load_synth_inside(w, (const uint64_t[]){80, 0, 0}, 3, 0);
+    expect_path(p, (const uint64_t[]){3}, 1, 30, 30, "parent waiting");
+    vf_profile_destroy(p);
+    /* More of it not its own than its run: a corrupt file. */
+    const synth over[] = {{1, 0, 0, 0, 10, 0, "p", 0, {0}}};
+    CHECK(load_synth_inside(over, (const uint64_t[]){11}, 1, VF_EINVAL) ==
+          NULL);
+    CHECK(strstr(vf_error_detail(), "more than the op's run") != NULL);
+
     p = load_synth(NULL, 0);
     expect_path(p, NULL, 0, 0, 0, "empty");
     CHECK_ERR(vf_profile_critical_path(NULL, &path), VF_EINVAL);
@@ -199,7 +228,7 @@ static int work_fn(vf_run *run, void *arg)
 
 static uint64_t run_of(const vf_profile_record *r)
 {
-    return r->end_ns - r->start_ns;
+    return r->end_ns - r->start_ns - r->inside_ns;
 }
 
 /* The heaviest chain ending at record i, by trying every path. */
@@ -293,6 +322,65 @@ TEST_CASE(random_runs)
         vf_profile_path_destroy(&path);
         vf_profile_destroy(p);
         tu_gate_destroy(&gate);
+        tu_finish_engine(e);
+    }
+}
+
+/* A parent that pushes children and waits for them holds their runs in
+ * its own (they run at their push or above its wait, on its thread): its
+ * record says how much of its run was not its own (inside_ns), at least
+ * their runs, and the path weighs it without them. The path was the
+ * parent alone, its run holding all of theirs, and the report said the
+ * DAG allowed no parallelism for independent children (found going over
+ * last stop's open points). */
+static int spin_child(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    tu_spin_us(2000);
+    return 0;
+}
+
+static int parent_fn(vf_run *run, void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 4; i++)
+        CHECK_OK(vf_engine_push(vf_run_engine(run),
+                                &(vf_op){.fn = spin_child, .name = "child"}));
+    CHECK_OK(vf_run_wait_children(run, NULL));
+    return 0;
+}
+
+TEST_CASE(parent_waiting_for_its_children)
+{
+    for (int kind = 0; kind < 2; kind++) { /* naive; pooled, 1 worker */
+        vf_engine *e = tu_engine(&tu_kinds[kind]);
+        CHECK_OK(vf_profile_start(e));
+        CHECK_OK(
+            vf_engine_push(e, &(vf_op){.fn = parent_fn, .name = "parent"}));
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        vf_profile *p = NULL;
+        CHECK_OK(vf_profile_take(e, &p));
+        REQUIRE(vf_profile_count(p) == 5);
+        const vf_profile_record *parent = vf_profile_at(p, 0);
+        CHECK_EQ(strcmp(parent->name, "parent"), 0);
+        uint64_t children = 0, heaviest = 0;
+        for (size_t i = 1; i < 5; i++) {
+            const vf_profile_record *c = vf_profile_at(p, i);
+            CHECK_EQ(c->inside_ns, 0);
+            children += run_of(c);
+            heaviest = run_of(c) > heaviest ? run_of(c) : heaviest;
+        }
+        uint64_t whole = parent->end_ns - parent->start_ns;
+        CHECK(parent->inside_ns >= children);
+        CHECK(parent->inside_ns <= whole);
+        vf_profile_path path;
+        CHECK_OK(vf_profile_critical_path(p, &path));
+        CHECK_EQ(path.length_ns,
+                 run_of(parent) > heaviest ? run_of(parent) : heaviest);
+        CHECK(path.length_ns < whole);
+        vf_profile_path_destroy(&path);
+        vf_profile_destroy(p);
         tu_finish_engine(e);
     }
 }

@@ -384,6 +384,10 @@ static void record_item(vf_engine *e, const vf__op *op, int i, int worker,
     part.end = vf__prof_now(e->prof);
     if (status == VF_ESKIPPED)
         part.start = part.end;
+    /* What the fused op's record gathered since the item before's: its
+     * waits and its children at their push (vf__profiling_inside_end). */
+    part.inside = op->prof->inside;
+    op->prof->inside = 0;
     atomic_init(&part.ndeps, i > 0 ? 1 : 0);
     part.deps[0] = part.id - 1; /* the op before it (i > 0) */
     vf__prof_part_finished(

@@ -660,6 +660,8 @@ static void run_inline_one(vf__op *op)
 static void lend_active(vf__op *op, vf__exec_loop_frame *saved)
 {
     vf__engine_count_out(vf__op_engine(op), VF__COUNT_ACTIVE, false);
+    /* The pusher's run holds the child's: not its own work. */
+    vf__profiling_stretch_begin(vf__current_op(), &saved->pushing);
     saved->op = tls.loop_op;
     saved->lent = tls.loop_lent;
     tls.loop_op = op;
@@ -669,6 +671,7 @@ static void lend_active(vf__op *op, vf__exec_loop_frame *saved)
 /* The child lent to returned (its finish gave the count back). */
 static void lent_returned(const vf__exec_loop_frame *saved)
 {
+    vf__profiling_stretch_end(&saved->pushing);
     tls.loop_op = saved->op;
     tls.loop_lent = saved->lent;
 }

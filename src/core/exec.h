@@ -40,6 +40,7 @@
 
 #include "base/stack.h"
 #include "core/engine.h"
+#include "core/profiling.h"
 #include "core/run.h"
 
 /* How much of a thread's stack (in eighths, base/stack.h) frames the
@@ -311,6 +312,7 @@ typedef struct vf__exec_loop_frame {
     const vf__op *under;
     vf__op *op;
     bool lent;
+    vf__prof_stretch pushing; /* a child's: its pusher's time in it */
 } vf__exec_loop_frame;
 
 void vf__exec_loop_enter(vf__waiter *w, vf__exec_loop_frame *saved);

@@ -188,6 +188,26 @@ void vf__profiling_op_end(vf__op *op)
         info(op, "complete", vf__this_worker() ? vf__this_worker()->index : -1);
 }
 
+/* The op whose stretch (profiling.h) this thread counts innermost. */
+static _Thread_local const vf__op *counting;
+
+void vf__profiling_stretch_from(const vf__op *op, vf__prof_stretch *s)
+{
+    if (op->prof == NULL || op->def->async || counting == op)
+        return;
+    s->op = op;
+    s->outer = counting;
+    s->from = vf__prof_now(vf__op_engine(op)->prof);
+    counting = op;
+}
+
+void vf__profiling_stretch_to(const vf__prof_stretch *s)
+{
+    uint64_t now = vf__prof_now(vf__op_engine(s->op)->prof);
+    vf__prof_op_inside(s->op->prof, now > s->from ? now - s->from : 0);
+    counting = s->outer;
+}
+
 /* The pool of the worker with index `worker`, -1 for none. */
 static int pool_of_worker(vf_engine *e, int worker)
 {

@@ -38,4 +38,34 @@ void vf__profiling_var_used(const vf__op *op, int x);
  * vf__prof_var_edge; `write`: op holds v to write). */
 void vf__profiling_edge_past(vf__op *op, const vf__var *v, bool write);
 
+/* A stretch of a recorded op's run that is not its own work (a wait, a
+ * child run at its push): its time goes into the op's record
+ * (varflow_profile.h: inside_ns). Only the outermost stretch of an op on
+ * its thread counts (a `done` callback run above its wait may wait or
+ * push too, with the same op running); not an async op's (its record may
+ * be made while its function still runs). */
+typedef struct vf__prof_stretch {
+    const vf__op *op; /* NULL: nothing to count */
+    const vf__op *outer;
+    uint64_t from;
+} vf__prof_stretch;
+
+void vf__profiling_stretch_from(const vf__op *op, vf__prof_stretch *s);
+void vf__profiling_stretch_to(const vf__prof_stretch *s);
+
+/* `op`, running on this thread (NULL: none), begins a stretch. */
+static inline void vf__profiling_stretch_begin(const vf__op *op,
+                                               vf__prof_stretch *s)
+{
+    s->op = NULL;
+    if (VF__UNLIKELY(op != NULL && (op->hooks & VF__HOOK_PROF)))
+        vf__profiling_stretch_from(op, s);
+}
+
+static inline void vf__profiling_stretch_end(const vf__prof_stretch *s)
+{
+    if (VF__UNLIKELY(s->op != NULL))
+        vf__profiling_stretch_to(s);
+}
+
 #endif /* VF_PROFILING_H */

@@ -49,6 +49,7 @@
 #include "core/freelist.h"
 #include "core/graph.h"
 #include "core/lifecycle.h"
+#include "core/profiling.h"
 #include "core/push.h"
 #include "core/run.h"
 #include "core/wait.h"
@@ -1072,7 +1073,9 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
     }
 
     vf__deadline until = vf__deadline_in_ms(timeout_ms);
-    bool cycle = false; /* refused by cross_wait.h, which says why */
+    bool cycle = false;       /* refused by cross_wait.h, which says why */
+    vf__prof_stretch waiting; /* not the op's own work (profiling.h) */
+    vf__profiling_stretch_begin(cur, &waiting);
     if (nested) {
         rc = nested_wait(e, w, me, &until);
     } else if (cur != NULL &&
@@ -1122,6 +1125,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
         if (cur != NULL)
             vf__cross_wait_leave(cross);
     }
+    vf__profiling_stretch_end(&waiting);
     if (rc == 0 && w->claimed != NULL) {
         rc = report(w->claimed, err, who);
     } else if (rc == 0 && w->notice_skipped) {
@@ -1191,7 +1195,10 @@ static int wait_pending(vf_engine *e, vf__family *f, const vf__deadline *until,
         }
     } while (
         !atomic_compare_exchange_weak(&f->pending, &p, p | VF__FAMILY_WAITING));
+    vf__prof_stretch waiting; /* not the op's own work (profiling.h) */
+    vf__profiling_stretch_begin(vf__current_op(), &waiting);
     int rc = nested_wait(e, w, me, until);
+    vf__profiling_stretch_end(&waiting);
     if (rc != 0) {
         /* Given up: take the flag back, and with it `w`. Failing that,
          * the last child cleared it first: it fires `w` (abandoned: that
@@ -1425,7 +1432,10 @@ static int wait_all(vf_engine *e, int64_t timeout_ms, vf__cross_wait *cross,
             return rc;
     }
     vf__deadline until = vf__deadline_in_ms(timeout_ms);
+    vf__prof_stretch waiting; /* not the op's own work (profiling.h) */
+    vf__profiling_stretch_begin(cur, &waiting);
     int late = wait_idle(e, e->help_on_wait, &until);
+    vf__profiling_stretch_end(&waiting);
     if (cur != NULL)
         vf__cross_wait_leave(cross);
     if (late != 0)

@@ -22,13 +22,15 @@
  *   D(v) = d(v) + max(H(v), D(u) over preds u that are device ops): v's
  *          work starts once queued and once the work it waits for is done.
  * A host op's done time is H, a device op's D. Weights, from the record:
- * h(v) = end - start, less, for a host op, the part of it spent waiting on
- * the host for a device pred's work (before that pred's device end: the
- * engine meets those fences before the function runs); d(v) = the part of
- * the device span after the host end (work a device op waited for inside
- * its own function, with device_sync, is in h already). Without device
- * spans, D is never used and H(v) = run(v) + max H(u): the heaviest chain
- * of run times, as before.
+ * h(v) = end - start, less its time not its own (the record's inside_ns:
+ * its waits, ops run above them, its children run at their push, which
+ * have weights of their own), and, for a host op, the part of it spent
+ * waiting on the host for a device pred's work (before that pred's device
+ * end: the engine meets those fences before the function runs); d(v) = the part
+ * of the device span after the host end (work a device op waited for inside its
+ * own function, with device_sync, is in h already). Without device spans, D is
+ * never used and H(v) = run(v) + max H(u): the heaviest chain of run times, as
+ * before.
  *
  * The path ends at the node of largest done time and is walked back
  * through each stage's binding predecessor (the own host stage, or a
@@ -164,7 +166,11 @@ static uint64_t host_weight(const vf_profile *p, const dag *g, size_t v)
                 p->records[u].device_end_ns > from)
                 from = p->records[u].device_end_ns;
         }
-    return r->end_ns > from ? r->end_ns - from : 0;
+    /* Its time not its own (its waits, its children run inside it) is
+     * not in it: a parent that waits for its children weighed as much as
+     * all of them, as if they could not run beside each other. */
+    uint64_t run = r->end_ns > from ? r->end_ns - from : 0;
+    return run > r->inside_ns ? run - r->inside_ns : 0;
 }
 
 static uint64_t dev_weight(const vf_profile_record *r)

@@ -42,6 +42,7 @@ typedef struct vf__op_prof {
     int worker;
     uint64_t push, ready, start, end;  /* ns since the profile started */
     uint64_t device_start, device_end; /* the same; 0: none */
+    uint64_t inside; /* ns of its run not its own (vf__prof_op_inside) */
     /* Its name in the profiler's names (vf__prof_op_name), or, while
      * VF__PROF_NAME_AT_RECORD, read from the op when it is recorded. */
     size_t name;
@@ -159,6 +160,10 @@ void vf__prof_op_started(vf__profiler *p, vf__op_prof *r, int worker);
  * (CLOCK_MONOTONIC, as the device tells: device/device.h). */
 void vf__prof_op_device_span(vf__profiler *p, vf__op_prof *r, uint64_t start_ns,
                              uint64_t end_ns);
+/* Its function spent `ns` of its run on what is not its own work: a wait,
+ * ops run above it, a child run at its push (only its own thread calls
+ * this, while its function runs). */
+void vf__prof_op_inside(vf__op_prof *r, uint64_t ns);
 /* Its function returned, or it was skipped (then its start is its end). */
 void vf__prof_op_ended(vf__profiler *p, vf__op_prof *r, bool skipped);
 

@@ -192,6 +192,7 @@ vf__op_prof *vf__prof_op_pushed(vf__profiler *p, int nvars, uint32_t ids)
     r->worker = -1;
     r->push = r->ready = r->start = r->end = stamp(p);
     r->device_start = r->device_end = 0;
+    r->inside = 0;
     r->name = 0;
     r->name_state = VF__PROF_NAME_AT_RECORD;
     return r;
@@ -349,6 +350,11 @@ void vf__prof_op_device_span(vf__profiler *p, vf__op_prof *r, uint64_t start_ns,
     r->device_end = end_ns - t0;
 }
 
+void vf__prof_op_inside(vf__op_prof *r, uint64_t ns)
+{
+    r->inside += ns;
+}
+
 void vf__prof_op_ended(vf__profiler *p, vf__op_prof *r, bool skipped)
 {
     r->end = stamp(p);
@@ -469,6 +475,7 @@ void vf__prof_op_finished(vf__profiler *p, vf__op_prof *pr,
         r->end_ns = pr->end;
         r->device_start_ns = pr->device_start;
         r->device_end_ns = pr->device_end;
+        r->inside_ns = pr->inside;
         r->ndeps = atomic_load_explicit(&pr->ndeps, memory_order_relaxed);
         r->deps = NULL;
         memcpy(slot->deps, pr->deps, sizeof slot->deps);
@@ -507,6 +514,7 @@ void vf__prof_part_finished(vf__profiler *p, const vf__op_prof *whole,
     r->start = part->start;
     r->end = part->end;
     r->device_start = r->device_end = 0;
+    r->inside = part->inside;
     r->more_deps = NULL;
     r->name = 0;
     r->name_state = VF__PROF_NAME_AT_RECORD; /* desc->name: the item's */

@@ -44,7 +44,8 @@
     X("async", boolean, async)                                                 \
     X("deps", deps, deps)                                                      \
     X("device_start_us", span, device_start_ns)                                \
-    X("device_end_us", span, device_end_ns)
+    X("device_end_us", span, device_end_ns)                                    \
+    X("inside_us", micros, inside_ns)
 
 /*
  * "otherData", the trace's last member: what the snapshot knows of the

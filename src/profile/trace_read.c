@@ -353,6 +353,8 @@ int vf__trace_event(vf__trace_loader *ld, const cJSON *ev)
                              "push, ready and start times out of order");
     if (r.device_start_ns > r.device_end_ns)
         return vf__trace_bad(ld, "", "device start after device end");
+    if (r.inside_ns > dur)
+        return vf__trace_bad(ld, "inside_us", "more than the op's run");
     size_t off;
     r.ndeps = cJSON_GetArraySize(deps);
     if (vf__trace_add_name(ld, name, &off) != 0 ||
