@@ -1210,7 +1210,9 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * late a worker ran its parent and it was pushed.
  *
  * A wait from a `done` callback of one of the engine's own ops returns
- * VF_EDEADLK at once (the op whose callback runs has not finished).
+ * VF_EDEADLK at once (the op whose callback runs has not finished); not
+ * one from an op run inside the callback (made ready there, and run by a
+ * wait the callback made), whose calls are its own.
  *
  * The calls that end an op with a failure (vf_run_set_error(),
  * vf_completion_finish(), vf_completion_fail()) and the one that lets a
@@ -1329,8 +1331,9 @@ VF_API int vf_var_wait(vf_engine *e, vf_var v, vf_error *err);
  * a child it waited for: that child's function never ran, so what it
  * would have computed is not there. VF_EINVAL when `run`
  * is NULL or not the running op's (call it from the op's own function, on
- * its thread: its run handle is valid only there). An op that pushed
- * nothing returns 0 at once.
+ * its thread: its run handle is valid only there, not in another engine's
+ * `done` callback run above the op's wait). An op that pushed nothing
+ * returns 0 at once.
  */
 VF_API int vf_run_wait_children(vf_run *run, vf_error *err);
 

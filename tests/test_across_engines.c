@@ -1486,19 +1486,25 @@ TEST_CASE(done_callbacks_wait_runs_no_later_op)
     tu_finish_engine(dw_b);
 }
 
-/* A done callback's wait on an engine whose op W waits below it on the
- * same thread (the callback's op, of another engine, ran above W's wait):
- * W is counted out of its engine's active ops once. Counted out again
- * for the callback's wait, the engine's count read zero with Y's writer in
- * flight, and the wait got VF_EDEADLK where the serial program's gets 0
- * (found by the reviewer of the nested waits' counts). */
+/* A done callback of another engine's op X, run above the wait of W (an op
+ * of A) on W's thread, with W the running op: W is counted out of A's
+ * active ops once, by its wait. The callback
+ * - waits on A's y (mode 0): counted out again for that wait, A's count
+ *   read zero with y's writer in flight, and the wait got VF_EDEADLK;
+ * - pushes C to A (1), W's child, which runs at its push: lent W's count
+ *   again, and C's wait on y got VF_EDEADLK;
+ * - waits for W's children with W's run handle (2): refused (VF_EINVAL);
+ *   it replaced W's own waiter, which got VF_EDEADLK.
+ * The serial program's waits all return 0 (found by the reviewers of the
+ * nested waits' counts). X also finds itself inside A: vf_engine_in_op
+ * said false on the naive engine. */
 static vf_engine *ow_a, *ow_b;
 static vf_var ow_y;
 static vf_completion ow_cy, ow_cb;
-static atomic_int ow_w_rc, ow_done_rc, ow_x_in_a;
+static vf_run *ow_w_run;
+static int ow_mode;
+static atomic_int ow_w_rc, ow_done_rc, ow_c_rc, ow_x_in_a;
 
-/* X runs inside W, an op of A, standing still further down
- * (vf_engine_in_op said false on the naive engine). */
 static int ow_x(vf_run *run, void *arg)
 {
     (void)run;
@@ -1507,17 +1513,32 @@ static int ow_x(vf_run *run, void *arg)
     return 0;
 }
 
+static int ow_c(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    atomic_store(&ow_c_rc, vf_var_wait(ow_a, ow_y, NULL));
+    return 0;
+}
+
 static void ow_done(void *arg, int status)
 {
     (void)arg;
     (void)status;
-    atomic_store(&ow_done_rc, vf_var_wait(ow_a, ow_y, NULL));
+    int rc;
+    if (ow_mode == 0)
+        rc = vf_var_wait(ow_a, ow_y, NULL);
+    else if (ow_mode == 1)
+        rc = vf_engine_push(ow_a, &(vf_op){.fn = ow_c});
+    else
+        rc = vf_run_wait_children(ow_w_run, NULL);
+    atomic_store(&ow_done_rc, rc);
 }
 
 static int ow_w(vf_run *run, void *arg)
 {
-    (void)run;
     (void)arg;
+    ow_w_run = run;
     /* X, B's op behind the gate, becomes ready on this thread. */
     CHECK_OK(vf_completion_finish(ow_cb, 0, NULL));
     atomic_store(&ow_w_rc, vf_var_wait(ow_a, ow_y, NULL));
@@ -1527,18 +1548,16 @@ static int ow_w(vf_run *run, void *arg)
 static void *ow_finish_y(void *arg)
 {
     (void)arg;
-    usleep(100000); /* both waits wait */
+    usleep(100000); /* the waits wait */
     CHECK_OK(vf_completion_finish(ow_cy, 0, NULL));
     return NULL;
 }
 
 TEST_CASE(done_callbacks_wait_above_its_engines_wait)
 {
-    for (int pooled = 0; pooled < 2; pooled++) {
-        CHECK_OK(vf_engine_create(
-            &ow_a,
-            &(vf_config){.type = pooled ? VF_ENGINE_POOLED : VF_ENGINE_NAIVE,
-                         .cpu_workers = 1}));
+    for (ow_mode = 0; ow_mode < 3; ow_mode++) {
+        CHECK_OK(
+            vf_engine_create(&ow_a, &(vf_config){.type = VF_ENGINE_NAIVE}));
         CHECK_OK(
             vf_engine_create(&ow_b, &(vf_config){.type = VF_ENGINE_NAIVE}));
         REQUIRE(ow_a != NULL && ow_b != NULL);
@@ -1546,6 +1565,7 @@ TEST_CASE(done_callbacks_wait_above_its_engines_wait)
         vf_var gate = tu_var(ow_b);
         atomic_store(&ow_w_rc, -1);
         atomic_store(&ow_done_rc, -1);
+        atomic_store(&ow_c_rc, -1);
         atomic_store(&ow_x_in_a, -1);
         CHECK_OK(vf_engine_push(ow_b, &(vf_op){.async_fn = tu_keep_completion,
                                                .arg = &ow_cb,
@@ -1562,7 +1582,13 @@ TEST_CASE(done_callbacks_wait_above_its_engines_wait)
         CHECK_OK(vf_engine_wait_all_timed(ow_a, 20000, NULL));
         CHECK_OK(vf_engine_wait_all_timed(ow_b, 20000, NULL));
         CHECK_OK(atomic_load(&ow_w_rc));
-        CHECK_OK(atomic_load(&ow_done_rc));
+        if (ow_mode == 2) {
+            CHECK_ERR(atomic_load(&ow_done_rc), VF_EINVAL);
+        } else {
+            CHECK_OK(atomic_load(&ow_done_rc));
+        }
+        if (ow_mode == 1)
+            CHECK_OK(atomic_load(&ow_c_rc));
         CHECK_EQ(atomic_load(&ow_x_in_a), 1);
         vf_stats s;
         CHECK_OK(vf_engine_stats(ow_a, &s));
@@ -1570,6 +1596,68 @@ TEST_CASE(done_callbacks_wait_above_its_engines_wait)
         tu_finish_engine(ow_a);
         tu_finish_engine(ow_b);
     }
+}
+
+/* An op made ready inside a done callback and run there (by the callback's
+ * wait on another engine) makes calls of its own: its wait on its engine,
+ * the callback's engine, waits as from any op (it was refused as the
+ * callback's: found by the reviewer of the nested waits' counts). */
+static vf_engine *od_a, *od_b;
+static vf_var od_y, od_free;
+static vf_completion od_cy, od_cz;
+static atomic_int od_z_rc, od_done_rc;
+
+static int od_z(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    atomic_store(&od_z_rc, vf_var_wait(od_b, od_free, NULL));
+    return 0;
+}
+
+static void od_done(void *arg, int status)
+{
+    (void)arg;
+    (void)status;
+    CHECK_OK(vf_completion_finish(od_cz, 0, NULL)); /* Z is ready */
+    atomic_store(&od_done_rc, vf_var_wait(od_a, od_y, NULL));
+}
+
+static void *od_finish_y(void *arg)
+{
+    (void)arg;
+    usleep(50000); /* the callback waits */
+    CHECK_OK(vf_completion_finish(od_cy, 0, NULL));
+    return NULL;
+}
+
+TEST_CASE(op_run_inside_a_done_callback_waits_as_itself)
+{
+    CHECK_OK(vf_engine_create(&od_a, &(vf_config){.type = VF_ENGINE_NAIVE}));
+    CHECK_OK(vf_engine_create(&od_b, &(vf_config){.type = VF_ENGINE_NAIVE}));
+    REQUIRE(od_a != NULL && od_b != NULL);
+    od_y = tu_var(od_a);
+    od_free = tu_var(od_b);
+    vf_var gate = tu_var(od_b);
+    atomic_store(&od_z_rc, -1);
+    atomic_store(&od_done_rc, -1);
+    CHECK_OK(vf_engine_push(od_a, &(vf_op){.async_fn = tu_keep_completion,
+                                           .arg = &od_cy,
+                                           .writes = VF_VARS(od_y)}));
+    CHECK_OK(vf_engine_push(od_b, &(vf_op){.async_fn = tu_keep_completion,
+                                           .arg = &od_cz,
+                                           .writes = VF_VARS(gate)}));
+    CHECK_OK(
+        vf_engine_push(od_b, &(vf_op){.fn = od_z, .reads = VF_VARS(gate)}));
+    pthread_t t = tu_thread_start(od_finish_y, NULL);
+    CHECK_OK(vf_engine_push(od_b, &(vf_op){.fn = tu_nop, .done = od_done}));
+    tu_thread_join(t);
+    CHECK_OK(vf_engine_wait_all_timed(od_a, 20000, NULL));
+    CHECK_OK(vf_engine_wait_all_timed(od_b, 20000, NULL));
+    CHECK_OK(atomic_load(&od_z_rc));
+    CHECK_OK(atomic_load(&od_done_rc));
+    tu_finish_engine(od_a);
+    tu_finish_engine(od_b);
 }
 
 TEST_MAIN("test_across_engines", 240)

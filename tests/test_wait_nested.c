@@ -804,4 +804,81 @@ TEST_CASE(waits_across_two_engines)
             }
 }
 
+/* A child run at its push on a worker outside any inline run (an async
+ * child: its function runs there) is lent its parent's count, as an
+ * inline child is: its wait that can never finish (for P, which waits for
+ * the child's write) returns VF_EDEADLK. Unlent, the parent counted as
+ * active while it could do nothing, and the wait hung (found by the
+ * reviewer of the nested waits' counts). The sync child is the control. */
+static vf_engine *ac_e;
+static vf_var ac_s, ac_z;
+static atomic_int ac_in, ac_pushed, ac_rc;
+
+static int ac_child_wait(void)
+{
+    atomic_store(&ac_in, 1);
+    CHECK(tu_wait_flag(&ac_pushed, 1, TU_TIMEOUT)); /* P is queued */
+    return vf_var_wait(ac_e, ac_z, NULL);
+}
+
+static int ac_sync(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    atomic_store(&ac_rc, ac_child_wait());
+    return 0;
+}
+
+static void ac_async(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    (void)arg;
+    atomic_store(&ac_rc, ac_child_wait());
+    CHECK_OK(vf_completion_finish(done, 0, NULL));
+}
+
+static int ac_parent(vf_run *run, void *arg)
+{
+    bool async = *(const bool *)arg;
+    vf_op child = {.writes = VF_VARS(ac_s)};
+    if (async)
+        child.async_fn = ac_async;
+    else
+        child.fn = ac_sync;
+    CHECK_OK(vf_engine_push(vf_run_engine(run), &child));
+    return 0;
+}
+
+static void *ac_push_p(void *arg)
+{
+    (void)arg;
+    CHECK(tu_wait_flag(&ac_in, 1, TU_TIMEOUT));
+    CHECK_OK(vf_engine_push(ac_e, &(vf_op){.fn = tu_nop,
+                                           .reads = VF_VARS(ac_s),
+                                           .writes = VF_VARS(ac_z)}));
+    atomic_store(&ac_pushed, 1);
+    return NULL;
+}
+
+TEST_CASE(child_at_its_push_on_a_worker_is_lent_its_parents_count)
+{
+    for (int async = 0; async < 2; async++) {
+        ac_e = tu_engine(&tu_kinds[1]); /* pooled, 1 worker */
+        ac_s = tu_var(ac_e);
+        ac_z = tu_var(ac_e);
+        atomic_store(&ac_in, 0);
+        atomic_store(&ac_pushed, 0);
+        atomic_store(&ac_rc, -1);
+        bool is_async = async;
+        pthread_t t = tu_thread_start(ac_push_p, NULL);
+        CHECK_OK(vf_engine_push(ac_e, &(vf_op){.fn = ac_parent,
+                                               .arg = &is_async,
+                                               .arg_size = sizeof is_async}));
+        tu_thread_join(t);
+        CHECK_OK(vf_engine_wait_all_timed(ac_e, 20000, NULL));
+        CHECK_ERR(atomic_load(&ac_rc), VF_EDEADLK);
+        tu_finish_engine(ac_e);
+    }
+}
+
 TEST_MAIN("test_wait_nested", 120)

@@ -12,10 +12,13 @@
 #include "core/wait.h"
 
 typedef struct exec_tls {
-    int inline_depth;         /* > 0 while an inline run is on the stack */
-    vf__readylist deferred;   /* ready inline ops waiting for the trampoline */
-    vf__waiter *loop_waiter;  /* innermost nested wait loop on this thread */
-    const vf__op *loop_under; /* the op that waits in that loop */
+    int inline_depth;        /* > 0 while an inline run is on the stack */
+    vf__readylist deferred;  /* ready inline ops waiting for the trampoline */
+    vf__waiter *loop_waiter; /* innermost nested wait loop on this thread */
+    /* The op the innermost frame that counts one out of `active` counts
+     * out: the op waiting in a nested wait loop, or the pusher of a child
+     * run at its push (lend_active); NULL: none. */
+    const vf__op *out_op;
     /* The ops still to run of the run of inline ops made ready together
      * that runs on this thread (run_inline_list), or NULL. */
     vf__readylist *siblings;
@@ -45,7 +48,10 @@ vf_engine *vf__exec_current_engine(void)
 
 bool vf__exec_in_done(const vf_engine *e)
 {
-    return tls.done_engine == e;
+    /* Not an op run inside the callback (one it made ready, run by a wait
+     * it made): that op's calls are its own (its wait was refused as the
+     * callback's: found by the reviewer of the nested waits' counts). */
+    return tls.done_engine == e && tls.done_over == vf__current_op();
 }
 
 bool vf__exec_op_innermost(const vf__op *op)
@@ -53,9 +59,9 @@ bool vf__exec_op_innermost(const vf__op *op)
     return op != NULL && (tls.done_engine == NULL || tls.done_over != op);
 }
 
-bool vf__exec_waits_below(const vf__op *op)
+bool vf__exec_counted_out(const vf__op *op)
 {
-    return op != NULL && tls.loop_waiter != NULL && tls.loop_under == op;
+    return op != NULL && tls.out_op == op;
 }
 
 /* Whether an op of `e` stands still further down this thread, in a hold
@@ -659,21 +665,35 @@ static void run_inline_one(vf__op *op)
  * finish: VF_EDEADLK. The child is active itself: no zero here. */
 static void lend_active(vf__op *op, vf__exec_loop_frame *saved)
 {
-    vf__engine_count_out(vf__op_engine(op), VF__COUNT_ACTIVE, false);
+    const vf__op *pusher = vf__current_op();
     /* The pusher's run holds the child's: not its own work. */
-    vf__profiling_stretch_begin(vf__current_op(), &saved->pushing);
+    vf__profiling_stretch_begin(pusher, &saved->pushing);
+    /* Counted out already, further down (a `done` callback run above its
+     * wait, or above a child it lent to, pushes it a child): lent twice,
+     * its engine's count read one low while the child ran, and a wait
+     * there got VF_EDEADLK (found by the reviewer of the nested waits'
+     * counts). The child runs unlent: its finish gives nothing back. */
+    saved->counted = pusher == NULL || tls.out_op != pusher;
+    if (!saved->counted)
+        return;
+    vf__engine_count_out(vf__op_engine(op), VF__COUNT_ACTIVE, false);
     saved->op = tls.loop_op;
     saved->lent = tls.loop_lent;
+    saved->out_op = tls.out_op;
     tls.loop_op = op;
     tls.loop_lent = true;
+    tls.out_op = pusher;
 }
 
 /* The child lent to returned (its finish gave the count back). */
 static void lent_returned(const vf__exec_loop_frame *saved)
 {
     vf__profiling_stretch_end(&saved->pushing);
+    if (!saved->counted)
+        return;
     tls.loop_op = saved->op;
     tls.loop_lent = saved->lent;
+    tls.out_op = saved->out_op;
 }
 
 /* The run of `op`, lent its pusher's count (lend_active), returned: when
@@ -989,6 +1009,24 @@ static inline void run_trampoline(void)
         run_deferred_of_push();
 }
 
+/* Run `op`, an inline op ready at its push, here: a child of the op
+ * running innermost here is lent its parent's count. Lent also to an op
+ * still in flight when its run returns (async, or a device op whose work
+ * is on its stream): a wait in a device child that can never finish must
+ * see the engine stuck. */
+static void run_pushed(vf__op *op)
+{
+    if (VF__LIKELY(!parent_runs_here(op))) {
+        run_inline_one(op);
+        return;
+    }
+    vf_engine *e = vf__op_engine(op);
+    vf__exec_loop_frame saved;
+    lend_active(op, &saved);
+    run_inline_one(op);
+    lent_run_returned(e, op, &saved);
+}
+
 /* An inline op ready at its push inside another inline run (a nested
  * push of the naive engine): see vf__exec_dispatch_pushed. Out of line: the
  * top-level push does not pay for the stack check. */
@@ -999,18 +1037,7 @@ static __attribute__((noinline)) void dispatch_pushed_nested(vf__op *op)
         return;
     }
     tls.inline_depth++;
-    if (parent_runs_here(op)) {
-        /* Lent also to an op still in flight when its run returns (async,
-         * or a device op whose work is on its stream): a wait in a device
-         * child that can never finish must see the engine stuck. */
-        vf_engine *e = vf__op_engine(op);
-        vf__exec_loop_frame saved;
-        lend_active(op, &saved);
-        run_inline_one(op);
-        lent_run_returned(e, op, &saved);
-    } else {
-        run_inline_one(op);
-    }
+    run_pushed(op);
     tls.inline_depth--;
 }
 
@@ -1142,8 +1169,12 @@ void vf__exec_dispatch_pushed(vf__op *op, bool here)
         dispatch_pushed_nested(op);
         return;
     }
+    /* A child here (an async one, on a worker: not inside an inline run)
+     * is lent its parent's count too: unlent, its parent counted as
+     * active while it ran, and a wait in it that could never finish hung
+     * (found by the reviewer of the nested waits' counts). */
     tls.inline_depth++;
-    run_inline_one(op);
+    run_pushed(op);
     run_trampoline();
     tls.inline_depth--;
 }
@@ -1151,11 +1182,11 @@ void vf__exec_dispatch_pushed(vf__op *op, bool here)
 void vf__exec_loop_enter(vf__waiter *w, vf__exec_loop_frame *saved)
 {
     saved->waiter = tls.loop_waiter;
-    saved->under = tls.loop_under;
+    saved->out_op = tls.out_op;
     saved->op = tls.loop_op;
     saved->lent = tls.loop_lent;
     tls.loop_waiter = w;
-    tls.loop_under = vf__current_op();
+    tls.out_op = vf__current_op();
     tls.loop_op = NULL;
     tls.loop_lent = false;
 }
@@ -1163,7 +1194,7 @@ void vf__exec_loop_enter(vf__waiter *w, vf__exec_loop_frame *saved)
 void vf__exec_loop_leave(const vf__exec_loop_frame *saved)
 {
     tls.loop_waiter = saved->waiter;
-    tls.loop_under = saved->under;
+    tls.out_op = saved->out_op;
     tls.loop_op = saved->op;
     tls.loop_lent = saved->lent;
 }

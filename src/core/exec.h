@@ -105,8 +105,9 @@ static inline int vf__exec_call_fn(vf__op *op, vf_run *run)
  * graph_device.c). */
 void vf__exec_run_fn(vf__op *op, int worker);
 
-/* Whether this thread runs a `done` callback of an op of `e` (a wait
- * there would wait for that op, which is still finishing). */
+/* Whether this thread runs a `done` callback of an op of `e`, the
+ * callback's own code, not an op run inside it (a wait there would wait
+ * for that op, which is still finishing). */
 bool vf__exec_in_done(const vf_engine *e);
 
 /* Whether the running op `op` (vf__current_op()) is the innermost frame of
@@ -114,11 +115,12 @@ bool vf__exec_in_done(const vf_engine *e);
  * above it), which stands at that op's point. */
 bool vf__exec_op_innermost(const vf__op *op);
 
-/* Whether the running op `op` (vf__current_op()) waits in the innermost
- * nested wait loop of this thread: the code running now runs above that
- * wait (a `done` callback of an op the loop ran), and `op` is counted out
- * of its engine's `active` count there (wait.c: nested_wait). */
-bool vf__exec_waits_below(const vf__op *op);
+/* Whether the running op `op` (vf__current_op()) is counted out of its
+ * engine's `active` count by the innermost frame of this thread that
+ * counts one out: it waits in a nested wait loop (wait.c: nested_wait),
+ * or lent its count to a child run at its push, and the code running now
+ * runs above (a `done` callback of an op that frame ran). */
+bool vf__exec_counted_out(const vf__op *op);
 
 /* Device work (vf_run_submit's fn) of the engine `engine`: fn(arg), the
  * thread marked as in that engine's code meanwhile (vf_engine_in_op says
@@ -309,9 +311,10 @@ void vf__exec_dispatch_nodes(vf__readylist *ready);
  * its push saves the op above in one too: exec.c.) */
 typedef struct vf__exec_loop_frame {
     vf__waiter *waiter;
-    const vf__op *under;
+    const vf__op *out_op;
     vf__op *op;
     bool lent;
+    bool counted;             /* a child's: its pusher was lent (exec.c) */
     vf__prof_stretch pushing; /* a child's: its pusher's time in it */
 } vf__exec_loop_frame;
 

@@ -506,7 +506,7 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
      * `active` read zero with an op of it in flight: a false VF_EDEADLK
      * (found by the reviewer of the nested waits' counts). */
     const vf__op *cur = vf__current_op();
-    bool out_below = vf__exec_waits_below(cur);
+    bool out_below = vf__exec_counted_out(cur);
     if (out_below)
         vf__engine_count_in(e, VF__COUNT_ACTIVE);
     vf__engine_wake(e, vf__engine_count_out(e, VF__COUNT_ACTIVE, true));
@@ -1262,6 +1262,16 @@ static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
     vf_engine *e = vf__op_engine(cur);
     if (vf__exec_in_done(e))
         return refuse_in_done(who); /* above its own wait, say */
+    if (!vf__exec_op_innermost(cur))
+        /* Another engine's callback, run above the op's wait: the wait
+         * would be the op's, which is not where the program is (it
+         * replaced the op's own waiter, which then got VF_EDEADLK: found
+         * by the reviewer of the nested waits' counts). */
+        return vf__fail(VF_EINVAL,
+                        "%s: called from a done callback run above the op "
+                        "whose run handle it was given (the handle is valid "
+                        "only in that op's function)",
+                        who);
     int dead = vf__lifecycle_refuse_fork_dead(e, who);
     if (dead != 0)
         return dead;
