@@ -1660,4 +1660,120 @@ TEST_CASE(op_run_inside_a_done_callback_waits_as_itself)
     tu_finish_engine(od_b);
 }
 
+/* W's wait (an op of A) is over while X, another engine's op its loop
+ * runs above it (in X's function, mode 0, or X's done callback, 1), still
+ * runs: W goes on once X returns, so A is not stuck, and W2, an op of A on
+ * another thread waiting on W's write, waits for it: 0. W was counted back
+ * only when X returned, A's count read zero meanwhile, and W2 got
+ * VF_EDEADLK (found by the reviewer of the nested waits' counts). */
+static vf_engine *aw_a, *aw_b;
+static vf_var aw_y, aw_s;
+static vf_completion aw_cy, aw_cb;
+static int aw_mode;
+static atomic_int aw_x_in, aw_y_done, aw_w2_in, aw_w_rc, aw_w2_rc;
+
+/* Above W's wait until that wait is over and W2 waits. */
+static void aw_above(void)
+{
+    atomic_store(&aw_x_in, 1);
+    CHECK(tu_wait_flag(&aw_y_done, 1, TU_TIMEOUT));
+    CHECK(tu_wait_flag(&aw_w2_in, 1, TU_TIMEOUT));
+    usleep(100000); /* W2 sees what A's counts say */
+}
+
+static int aw_x(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    if (aw_mode == 0)
+        aw_above();
+    return 0;
+}
+
+static void aw_done(void *arg, int status)
+{
+    (void)arg;
+    (void)status;
+    if (aw_mode == 1)
+        aw_above();
+}
+
+static int aw_w(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    CHECK_OK(vf_completion_finish(aw_cb, 0, NULL)); /* X: ready here */
+    atomic_store(&aw_w_rc, vf_var_wait(aw_a, aw_y, NULL));
+    return 0;
+}
+
+static int aw_w2(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    atomic_store(&aw_w2_in, 1);
+    atomic_store(&aw_w2_rc, vf_var_wait(aw_a, aw_s, NULL));
+    return 0;
+}
+
+static void *aw_finish_y(void *arg)
+{
+    (void)arg;
+    CHECK(tu_wait_flag(&aw_x_in, 1, TU_TIMEOUT));
+    CHECK_OK(vf_completion_finish(aw_cy, 0, NULL));
+    atomic_store(&aw_y_done, 1);
+    return NULL;
+}
+
+static void *aw_push_w2(void *arg)
+{
+    (void)arg;
+    CHECK(tu_wait_flag(&aw_x_in, 1, TU_TIMEOUT));
+    CHECK_OK(vf_engine_push(aw_a, &(vf_op){.fn = aw_w2}));
+    return NULL;
+}
+
+TEST_CASE(wait_over_while_another_engines_op_runs_above_it)
+{
+    for (aw_mode = 0; aw_mode < 2; aw_mode++) {
+        CHECK_OK(
+            vf_engine_create(&aw_a, &(vf_config){.type = VF_ENGINE_NAIVE}));
+        CHECK_OK(
+            vf_engine_create(&aw_b, &(vf_config){.type = VF_ENGINE_NAIVE}));
+        REQUIRE(aw_a != NULL && aw_b != NULL);
+        aw_y = tu_var(aw_a);
+        aw_s = tu_var(aw_a);
+        vf_var gate = tu_var(aw_b);
+        atomic_store(&aw_x_in, 0);
+        atomic_store(&aw_y_done, 0);
+        atomic_store(&aw_w2_in, 0);
+        atomic_store(&aw_w_rc, -1);
+        atomic_store(&aw_w2_rc, -1);
+        CHECK_OK(vf_engine_push(aw_b, &(vf_op){.async_fn = tu_keep_completion,
+                                               .arg = &aw_cb,
+                                               .writes = VF_VARS(gate)}));
+        CHECK_OK(vf_engine_push(
+            aw_b,
+            &(vf_op){.fn = aw_x, .done = aw_done, .reads = VF_VARS(gate)}));
+        CHECK_OK(vf_engine_push(aw_a, &(vf_op){.async_fn = tu_keep_completion,
+                                               .arg = &aw_cy,
+                                               .writes = VF_VARS(aw_y)}));
+        pthread_t fy = tu_thread_start(aw_finish_y, NULL);
+        pthread_t pw = tu_thread_start(aw_push_w2, NULL);
+        CHECK_OK(vf_engine_push(aw_a,
+                                &(vf_op){.fn = aw_w, .writes = VF_VARS(aw_s)}));
+        tu_thread_join(fy);
+        tu_thread_join(pw);
+        CHECK_OK(vf_engine_wait_all_timed(aw_a, 20000, NULL));
+        CHECK_OK(vf_engine_wait_all_timed(aw_b, 20000, NULL));
+        CHECK_OK(atomic_load(&aw_w_rc));
+        CHECK_OK(atomic_load(&aw_w2_rc));
+        vf_stats s;
+        CHECK_OK(vf_engine_stats(aw_a, &s));
+        CHECK_EQ(s.pending, 0);
+        tu_finish_engine(aw_a);
+        tu_finish_engine(aw_b);
+    }
+}
+
 TEST_MAIN("test_across_engines", 240)
