@@ -1156,13 +1156,18 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * vars it writes; an op that reads or writes a failed var is skipped (its
  * `done` gets VF_ESKIPPED) and passes the same failure on to what it
  * writes, unless it is no_skip; an op that runs and succeeds leaves its
- * vars' failures as they were. A wait reports a failure as of its own
- * place in push order: every op pushed before the wait still sees it, even
- * one that runs after the wait returned, and every op pushed after it does
- * not. One failure is reported once, by the first wait (in push order)
- * that meets it, on whatever var; from then on it skips no op pushed
- * later. So which ops run, fail or are skipped, and what each wait
- * returns, are the same on every engine and in every run.
+ * vars' failures as they were. A var holds one failure: a write of it
+ * that gives it one (a failed op's, or a skipped op's, which passes on
+ * the failure whose op was pushed first of those it meets) replaces the
+ * one it held, which a wait on that var then does not report (a wait on
+ * another var still holding it does, and vf_engine_wait_all() may). A
+ * wait reports a failure as of its own place in push order: every op
+ * pushed before the wait still sees it, even one that runs after the wait
+ * returned, and every op pushed after it does not. One failure is
+ * reported once, by the first wait (in push order) that meets it, on
+ * whatever var; from then on it skips no op pushed later. So which ops run,
+ * fail or are skipped, and what each wait returns, are the same on every engine
+ * and in every run.
  *
  * One exception: a wait from inside an op (vf_var_wait(),
  * vf_run_wait_children(); the ones that can finish: see there). Its place
@@ -1234,8 +1239,8 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * while it waits, on top of the wait (as OpenMP's taskwait does), and
  * none once three quarters of its stack are used
  * (config.worker_stack_kib); a device's worker, whose queue no other
- * thread takes, also runs the ops queued there that come before the
- * waiting op in push order; the waiting thread also runs
+ * thread takes, also runs the ops queued there that write the variable it
+ * waits on, and no other; the waiting thread also runs
  * there the inline ops (async ops' functions, any op of the naive engine)
  * made ready on that thread (with the waiting op, inside it, or by an op
  * its wait ran) that come before the waiting op in push order (the ones

@@ -1549,4 +1549,64 @@ TEST_CASE(wait_beside_a_devices_waiter_runs_no_later_op)
     }
 }
 
+/* A device's thread waiting in Z runs above its wait no op queued beside
+ * it that it does not need: Y, pushed before Z and ready late, waits on v,
+ * which Z writes; run above Z (as pushed before it), its wait queued
+ * behind Z's write and got VF_EDEADLK (found by the reviewer of the row
+ * above's first fix). Y runs after Z returns: both waits 0. */
+static vf_engine *dn_e;
+static vf_var dn_v, dn_q;
+static vf_completion dn_p, dn_cq;
+static atomic_int dn_y_rc, dn_z_rc, dn_z_in;
+
+static int dn_y(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    atomic_store(&dn_y_rc, vf_var_wait(dn_e, dn_v, NULL));
+    return 0;
+}
+
+static int dn_z(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    atomic_store(&dn_z_in, 1);
+    atomic_store(&dn_z_rc, vf_var_wait(dn_e, dn_q, NULL));
+    return 0;
+}
+
+TEST_CASE(devices_waiter_runs_no_op_it_does_not_need)
+{
+    CHECK_OK(vf_engine_create(&dn_e, &(vf_config){.type = VF_ENGINE_POOLED,
+                                                  .cpu_workers = 2,
+                                                  .gpu_workers = 1}));
+    REQUIRE(dn_e != NULL);
+    vf_var p = tu_var(dn_e);
+    dn_v = tu_var(dn_e);
+    dn_q = tu_var(dn_e);
+    atomic_store(&dn_y_rc, -1);
+    atomic_store(&dn_z_rc, -1);
+    atomic_store(&dn_z_in, 0);
+    vf_device dev = {VF_DEVICE_EMULATED, 0};
+    CHECK_OK(vf_engine_push(dn_e, &(vf_op){.async_fn = tu_keep_completion,
+                                           .arg = &dn_p,
+                                           .writes = VF_VARS(p)}));
+    CHECK_OK(vf_engine_push(
+        dn_e, &(vf_op){.fn = dn_y, .device = dev, .reads = VF_VARS(p)}));
+    CHECK_OK(vf_engine_push(
+        dn_e, &(vf_op){.fn = dn_z, .device = dev, .writes = VF_VARS(dn_v)}));
+    CHECK_OK(vf_engine_push(dn_e, &(vf_op){.async_fn = tu_keep_completion,
+                                           .arg = &dn_cq,
+                                           .writes = VF_VARS(dn_q)}));
+    REQUIRE(tu_wait_flag(&dn_z_in, 1, TU_TIMEOUT));
+    CHECK_OK(vf_completion_finish(dn_p, 0, NULL)); /* Y: ready beside Z */
+    usleep(50000);                                 /* Z's thread looks */
+    CHECK_OK(vf_completion_finish(dn_cq, 0, NULL));
+    CHECK_OK(vf_engine_wait_all_timed(dn_e, 20000, NULL));
+    CHECK_OK(atomic_load(&dn_z_rc));
+    CHECK_OK(atomic_load(&dn_y_rc));
+    tu_finish_engine(dn_e);
+}
+
 TEST_MAIN("test_async", 120)

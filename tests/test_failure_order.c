@@ -459,4 +459,33 @@ TEST_KIND_CASE(counting_and_names, k)
     CHECK_OK(vf_engine_destroy(e));
 }
 
+/* A var holds one failure: B's on v2 is replaced by A's, which C (skipped)
+ * passes on to v2. A wait on v2 reports A's, the next one nothing (D,
+ * pushed after it, runs), and wait_all B's, which no wait reported (as a
+ * user found, the header did not say so). */
+TEST_KIND_CASE(one_failure_a_var, k)
+{
+    vf_engine *e = tu_engine(k);
+    vf_var v1 = tu_var(e), v2 = tu_var(e);
+    rec a, b, c, d;
+    rec_init(&a, -11, "A failed");
+    rec_init(&b, -12, "B failed");
+    rec_init(&c, 0, NULL);
+    rec_init(&d, 0, NULL);
+    push_rec(e, &a, NOVARS, VF_VARS(v1), "A", false);
+    push_rec(e, &b, NOVARS, VF_VARS(v2), "B", false);
+    push_rec(e, &c, VF_VARS(v1), VF_VARS(v2), "C", false);
+    vf_error err;
+    CHECK_ERR(vf_var_wait(e, v2, &err), VF_EOPFAILED);
+    CHECK(strcmp(err.op_name, "A") == 0);
+    push_rec(e, &d, VF_VARS(v2), NOVARS, "D", false);
+    CHECK_OK(vf_var_wait(e, v2, &err));
+    CHECK_ERR(vf_engine_wait_all(e, &err), VF_EOPFAILED);
+    CHECK(strcmp(err.op_name, "B") == 0);
+    CHECK_EQ(atomic_load(&c.status), VF_ESKIPPED);
+    CHECK_EQ(atomic_load(&d.ran), 1);
+    CHECK_OK(vf_engine_wait_all(e, &err));
+    CHECK_OK(vf_engine_destroy(e));
+}
+
 TEST_MAIN("test_failure_order", 120)

@@ -1209,13 +1209,18 @@ bool vf__exec_descends_fits(const vf__op *op, const void *family)
 }
 
 /* Whether `op`, queued on the waiter's pool, descends from the waiting op
- * or comes before the wait in push order (`arg`: the waiter). */
-static bool before_waiter(const vf__op *op, const void *arg)
+ * or writes the var it waits for (`arg`: the waiter). */
+static bool needed_by_waiter(const vf__op *op, const void *arg)
 {
     const vf__waiter *w = arg;
-    return vf__exec_descends(op, w->family) ||
-           vf__wait_key_after(op->up, op->place, w->key.up, w->key.next,
-                              w->key.self);
+    if (vf__exec_descends(op, w->family))
+        return true;
+    for (int i = 0; w->var != NULL && i < op->nvars; i++) {
+        const vf__dep *d = vf__op_dep(op, i);
+        if (vf__dep_var(d) == w->var && vf__dep_write(d))
+            return true;
+    }
+    return false;
 }
 
 /* A ready op of the waiter's pool that may run above the wait: one that
@@ -1228,12 +1233,14 @@ static bool before_waiter(const vf__op *op, const void *arg)
  * bound, or trap the waiter under work that needs the waiting op to
  * finish. Those are the pool's other threads' (a spare's, when all of
  * them wait). A device's pool lends no spare and its threads take only
- * their own queues: there the waiter also takes an op that comes before
- * the wait in push order, which the serial program ran before it (it
- * waits for nothing after it). Left there, nobody ran it until the
- * waiter gave up looking (HOPELESS_LOOKS), and a wait beside it counted
- * it stuck meanwhile and ran a later op above itself (found by the
- * second reviewer of the waits inside inline ops). */
+ * their own queues: there the waiter also takes an op that writes the var
+ * it waits for, which nobody else would ever run (the waiter ran it above
+ * itself once it gave up looking, HOPELESS_LOOKS, and a wait beside it
+ * counted it stuck meanwhile and ran a later op above itself: found by
+ * the second reviewer of the waits inside inline ops). Not any op before
+ * the wait in push order: one ready late, not needed, could wait on a var
+ * the waiting op writes (its marker queues behind that write), and got
+ * VF_EDEADLK (found by the reviewer of that change). */
 static vf__op *loop_take(const vf__waiter *w, vf__worker *me, bool any,
                          int *why)
 {
@@ -1243,7 +1250,7 @@ static vf__op *loop_take(const vf__waiter *w, vf__worker *me, bool any,
         op = vf__worker_take(me);
     } else if (room && (w->family != NULL || me->pool->spread)) {
         vf__pool_fits fits = me->pool->spread
-                                 ? (vf__pool_fits){before_waiter, w}
+                                 ? (vf__pool_fits){needed_by_waiter, w}
                                  : (vf__pool_fits){vf__exec_descends_fits,
                                                    w->family};
         op = vf__worker_take_above(me, &fits);
@@ -1267,6 +1274,8 @@ int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any)
          * recursion as a user). */
         if (!vf__stack_below(VF__WAIT_CHILD_EIGHTHS)) {
             vf__readylist_push_front(from, op); /* back where it was */
+            if (me != NULL) /* nor anything of its queue (loop_take) */
+                vf__worker_refuses(me);
             return VF__LOOP_NO_STACK;
         }
         w->above_other = vf__op_engine(op) != w->engine;

@@ -1008,6 +1008,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
     w->nested = nested;
     w->above_other = false;
     w->family = nested ? vf__running_now.family : NULL;
+    w->var = v;
     w->engine = e;
     w->key = vf__push_wait_key(e);
     atomic_init(&w->on_cond, false);
@@ -1181,6 +1182,7 @@ static int wait_pending(vf_engine *e, vf__family *f, const vf__deadline *until,
     w->nested = true;
     w->above_other = false;
     w->family = f;
+    w->var = NULL;
     w->engine = e;
     w->key = vf__push_wait_key(e);
     atomic_init(&w->on_cond, false);

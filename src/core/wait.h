@@ -108,6 +108,9 @@ struct vf__waiter {
     /* A nested waiter's op's own family (family.h), or NULL when it
      * pushed nothing: the ops it may run above the wait descend from it. */
     const vf__family *family;
+    /* The var a var wait waits on (NULL: a wait for children): a device's
+     * waiter runs its writers queued beside it (exec.c: loop_take). */
+    const struct vf__var *var;
     /* The engine waited on: whose push order `key` is in, and whose
      * `active` count a nested waiter leaves and comes back to. */
     vf_engine *engine;
