@@ -16,8 +16,9 @@
  * - stats_after_wait: vf_engine_stats right after each of thousands of
  *   wait_alls says nothing is pending, with and without an in-flight bound
  *   (whose exact count stats reads instead of the sum);
- * - deadlock_claimed_once: two ops each waiting inside on what the other
- *   writes, 100 times: exactly one wait is refused (VF_EDEADLK) and the
+ * - deadlock_claimed_once: two running ops each waiting inside for a
+ *   child queued behind the other's write, 100 times: exactly one wait is
+ *   refused (VF_EDEADLK) and the
  *   other returns 0 once the refused op has finished; a second claim of the
  *   same deadlock would refuse both. Every other round an async op in
  *   flight keeps the engine active while both wait, and its finish (from
@@ -301,26 +302,38 @@ TEST_KIND_CASE(stats_after_wait, k)
 /* --- deadlock_claimed_once ------------------------------------------------ */
 
 typedef struct pair {
-    vf_var a, b;
+    vf_var a, b, pc, qc;
     tu_rv rv;
     atomic_int p_rc, q_rc;
     vf_completion held; /* an async op in flight: active until finished */
 } pair;
 
-/* P writes a and waits on b; Q writes b and waits on a. */
+/* P writes a, Q writes b, both running; P pushes a child that reads b
+ * (queued behind Q's write) and writes pc, and waits on pc; Q the same
+ * the other way round. A wait counts no write of a later op (Q's b is
+ * not waited for itself), but a child waits for the write its var is
+ * queued behind: each wait waits for the other's op to end. */
+static void wait_for_child(vf_run *run, pair *c, vf_var in, vf_var out,
+                           atomic_int *rc)
+{
+    CHECK(tu_rv_meet(&c->rv, 3, TU_TIMEOUT));
+    CHECK_OK(vf_engine_push(
+        vf_run_engine(run),
+        &(vf_op){.fn = tu_nop, .reads = VF_VARS(in), .writes = VF_VARS(out)}));
+    atomic_store(rc, vf_var_wait(vf_run_engine(run), out, NULL));
+}
+
 static int op_p(vf_run *run, void *arg)
 {
     pair *c = arg;
-    CHECK(tu_rv_meet(&c->rv, 3, TU_TIMEOUT));
-    atomic_store(&c->p_rc, vf_var_wait(vf_run_engine(run), c->b, NULL));
+    wait_for_child(run, c, c->b, c->pc, &c->p_rc);
     return 0;
 }
 
 static int op_q(vf_run *run, void *arg)
 {
     pair *c = arg;
-    CHECK(tu_rv_meet(&c->rv, 3, TU_TIMEOUT));
-    atomic_store(&c->q_rc, vf_var_wait(vf_run_engine(run), c->a, NULL));
+    wait_for_child(run, c, c->a, c->qc, &c->q_rc);
     return 0;
 }
 
@@ -344,6 +357,8 @@ TEST_KIND_CASE(deadlock_claimed_once, k)
         tu_rv_init(&c.rv);
         c.a = tu_var(e);
         c.b = tu_var(e);
+        c.pc = tu_var(e);
+        c.qc = tu_var(e);
         atomic_store(&c.p_rc, 99);
         atomic_store(&c.q_rc, 99);
         /* Odd rounds: an async op keeps active above zero while both wait,
@@ -369,6 +384,8 @@ TEST_KIND_CASE(deadlock_claimed_once, k)
         none += p != VF_EDEADLK && q != VF_EDEADLK;
         CHECK_OK(vf_var_destroy(e, c.a, NULL, NULL));
         CHECK_OK(vf_var_destroy(e, c.b, NULL, NULL));
+        CHECK_OK(vf_var_destroy(e, c.pc, NULL, NULL));
+        CHECK_OK(vf_var_destroy(e, c.qc, NULL, NULL));
         tu_rv_destroy(&c.rv);
     }
     if (both != 0 || none != 0)

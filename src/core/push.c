@@ -490,14 +490,14 @@ static int enqueue(vf_engine *e, vf__op *op, const char *who, bool unheld,
 
 /* vf__push_enqueue; `unheld`: a start pushing a held op (never held
  * again); `locked`: the caller holds a lock (its op must not run here);
- * `behind`: vf__push_enqueue_behind's node (else NULL); `deleting`:
- * vf__push_enqueue_delete's. Inlined into enqueue and the two, so that
- * the one-shot push, whose `behind` is a constant NULL and `deleting` a
- * constant false, pays nothing for them (12 and 11 instructions an op as
- * parameters: callgrind). */
+ * `behind`: vf__push_enqueue_behind's node (else NULL), `before_key`:
+ * vf__push_enqueue_before's; `deleting`: vf__push_enqueue_delete's.
+ * Inlined into enqueue and the others, so that the one-shot push, whose
+ * `behind` is a constant NULL and the flags constant false, pays nothing
+ * for them (12 and 11 instructions an op as parameters: callgrind). */
 static inline __attribute__((always_inline)) int
 enqueue_as(vf_engine *e, vf__op *op, const char *who, bool unheld, bool locked,
-           const vf__op *behind, bool deleting)
+           const vf__op *behind, bool before_key, bool deleting)
 {
     const vf__opdef *def = op->def;
     int n = op->nvars;
@@ -529,6 +529,8 @@ enqueue_as(vf_engine *e, vf__op *op, const char *who, bool unheld, bool locked,
         /* Started meanwhile: pushed as usual (a call: never inlined). */
         if (behind != NULL)
             return vf__push_enqueue_behind(e, op, behind, who);
+        if (before_key)
+            return vf__push_enqueue_before(e, op, who);
         return deleting ? vf__push_enqueue_delete(e, op, who)
                         : enqueue(e, op, who, false, locked);
     }
@@ -583,15 +585,19 @@ enqueue_as(vf_engine *e, vf__op *op, const char *who, bool unheld, bool locked,
             return rc;                              /* held, or refused */
         return vf__push_enqueue_delete(e, op, who); /* started meanwhile */
     }
-    vf__dep *behind_at = NULL; /* the graph's hold's place */
-    if (VF__UNLIKELY(behind != NULL) &&
-        (behind_at = vf__var_write_place_of(
-             vf__dep_var(vf__op_dep(op, 0)),
-             vf__graph_var_holder(behind, vf__dep_var(vf__op_dep(op, 0))))) ==
-            NULL) {
-        unlock_vars(op, n);
-        uncount(e, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
-        return 1; /* the hold is over */
+    vf__dep *behind_at = NULL; /* the graph's hold's place, or the write's */
+    if (VF__UNLIKELY(behind != NULL || before_key)) {
+        vf__var *v = vf__dep_var(vf__op_dep(op, 0));
+        bool later;
+        behind_at = before_key
+                        ? vf__var_last_write_before(v, op->waiter->key, &later)
+                        : vf__var_write_place_of(
+                              v, vf__graph_var_holder(behind, v));
+        if (behind_at == NULL) {
+            unlock_vars(op, n);
+            uncount(e, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
+            return 1; /* the hold is over, or no such write is left */
+        }
     }
     /* A user op's number, now that the push cannot fail any more (a
      * refused push takes none); ops of other kinds come with their place
@@ -607,7 +613,7 @@ enqueue_as(vf_engine *e, vf__op *op, const char *who, bool unheld, bool locked,
         atomic_fetch_add_explicit(&e->async_unfinished, 1,
                                   memory_order_relaxed);
     int nready = 0;
-    if (VF__UNLIKELY(behind != NULL)) {
+    if (VF__UNLIKELY(behind_at != NULL)) {
         VF__ASSERT(n == 1); /* a wait's marker */
         vf__dep *d = vf__op_dep(op, 0);
         vf__var_insert_behind(vf__dep_var(d), d, behind_at);
@@ -641,7 +647,7 @@ enqueue_as(vf_engine *e, vf__op *op, const char *who, bool unheld, bool locked,
 static int enqueue(vf_engine *e, vf__op *op, const char *who, bool unheld,
                    bool locked)
 {
-    return enqueue_as(e, op, who, unheld, locked, NULL, false);
+    return enqueue_as(e, op, who, unheld, locked, NULL, false, false);
 }
 
 int vf__push_enqueue(vf_engine *e, vf__op *op, const char *who)
@@ -663,7 +669,14 @@ int vf__push_enqueue_behind(vf_engine *e, vf__op *op, const vf__op *node,
                             const char *who)
 {
     VF__ASSERT(op->nvars == 1 && !vf__dep_write(vf__op_dep(op, 0)));
-    return enqueue_as(e, op, who, false, false, node, false);
+    return enqueue_as(e, op, who, false, false, node, false, false);
+}
+
+int vf__push_enqueue_before(vf_engine *e, vf__op *op, const char *who)
+{
+    VF__ASSERT(op->nvars == 1 && !vf__dep_write(vf__op_dep(op, 0)) &&
+               op->waiter != NULL);
+    return enqueue_as(e, op, who, false, false, NULL, true, false);
 }
 
 void vf__push_enqueue_rest(vf_engine *e, vf__op *rest, const vf__op *holder)
@@ -694,7 +707,7 @@ int vf__push_enqueue_delete(vf_engine *e, vf__op *op, const char *who)
 {
     VF__ASSERT(op->def->kind->flags & VF__KIND_DELETES);
     int rc;
-    while ((rc = enqueue_as(e, op, who, false, false, NULL, true)) ==
+    while ((rc = enqueue_as(e, op, who, false, false, NULL, false, true)) ==
            DELETE_BEHIND_A_BATCH)
         vf__bulk_settle_var(e, vf__dep_var(&op->deps[0]));
     return rc;

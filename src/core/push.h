@@ -140,6 +140,15 @@ void vf__push_enqueue_rest(vf_engine *e, vf__op *rest, const vf__op *holder);
 int vf__push_enqueue_behind(vf_engine *e, vf__op *op, const vf__op *node,
                             const char *who);
 
+/* vf__push_enqueue for the marker of a wait inside an op (one var, a
+ * read; its waiter set): right behind the last write queued on its var by
+ * an op before the wait in push order (op->waiter->key), not behind the
+ * writes of ops after it, which the serial program had not pushed when
+ * its wait ran (one that waits for the waiting op: VF_EDEADLK where the
+ * serial program gets 0): 1, with nothing pushed, when no such write is
+ * left. */
+int vf__push_enqueue_before(vf_engine *e, vf__op *op, const char *who);
+
 /* vf__push_enqueue for a var's delete (var_api.c): one that a stop begins
  * to hold behind after its look is held too, after the pushes held
  * meanwhile (push.c). */

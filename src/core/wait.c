@@ -1019,6 +1019,20 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
         waiter_free(w);
         return vf__fail(VF_ESTALE, "%s: variable was deleted", who);
     }
+    /* Inside an op, the wait waits for the writes of ops before it in push
+     * order only: a later op's queued write, which the serial program had
+     * not pushed when its wait ran, may wait for the waiting op (it reads
+     * what that op writes): waited for, the wait got VF_EDEADLK where the
+     * serial program and the naive engine got 0 (found by the reviewer of
+     * the device waiters' rule). Its marker then goes right behind the
+     * last earlier write (vf__push_enqueue_before). */
+    bool before = false;
+    if (!settled && nested && !batched && hold == NULL &&
+        !(cur->def->kind->flags & VF__KIND_GRAPH)) {
+        bool later;
+        settled = vf__var_last_write_before(v, w->key, &later) == NULL;
+        before = later;
+    }
     if (settled || (v->head == NULL && v->nreaders != VF__WRITE_RUNNING)) {
         waiter_free(w);
         return wait_settled(e, v, err, who); /* unlocks */
@@ -1029,7 +1043,8 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
         return timed_out(e, who, 0);
     }
     vf__waiter *old = NULL;
-    vf__op *op = hold == NULL ? marker_given_up(v) : NULL;
+    /* A marker given up at the tail is behind the later writes too. */
+    vf__op *op = hold == NULL && !before ? marker_given_up(v) : NULL;
     if (op != NULL) { /* it waits for the same ops: it is this wait's now */
         old = op->waiter;
         op->waiter = w;
@@ -1061,6 +1076,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
         /* Its place: after every op this thread pushed (failure.h). */
         op->place = vf__push_wait_place(e);
         rc = hold != NULL ? vf__push_enqueue_behind(e, op, hold, who)
+             : before     ? vf__push_enqueue_before(e, op, who)
                           : vf__push_enqueue(e, op, who);
         if (rc != 0) {
             vf__op_free(op);
