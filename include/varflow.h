@@ -1215,9 +1215,7 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * late a worker ran its parent and it was pushed.
  *
  * A wait from a `done` callback of one of the engine's own ops returns
- * VF_EDEADLK at once (the op whose callback runs has not finished); not
- * one from an op run inside the callback (made ready there, and run by a
- * wait the callback made), whose calls are its own.
+ * VF_EDEADLK at once (the op whose callback runs has not finished).
  *
  * The calls that end an op with a failure (vf_run_set_error(),
  * vf_completion_finish(), vf_completion_fail()) and the one that lets a

@@ -48,10 +48,7 @@ vf_engine *vf__exec_current_engine(void)
 
 bool vf__exec_in_done(const vf_engine *e)
 {
-    /* Not an op run inside the callback (one it made ready, run by a wait
-     * it made): that op's calls are its own (its wait was refused as the
-     * callback's: found by the reviewer of the nested waits' counts). */
-    return tls.done_engine == e && tls.done_over == vf__current_op();
+    return tls.done_engine == e;
 }
 
 bool vf__exec_op_innermost(const vf__op *op)
@@ -455,10 +452,13 @@ void vf__exec_count_outcome(vf_engine *e, int status, bool skipped)
  * waiter is on top of the thread again. Returns what to add to `active` of
  * `e`, the returning op's engine, for the waiter: one when its marker
  * fired meanwhile (DONE_UNCOUNTED), counted in the same step as the op's
- * own counts. A waiter whose loop ran another engine's op (a deferred
- * one) was counted when its marker fired (wait.h: above_other): 0. Or the
- * child run at its push returns: one for its pusher (loop_lent), of its
- * engine. */
+ * own counts. A waiter of another engine (its loop ran another engine's
+ * deferred op) is counted back in its own engine here, and 0 returned:
+ * added to `e`, the count went to the wrong engine, whose active count
+ * then never fell to zero, and the waiter's engine's fell below it (its
+ * pending count read 2^32 - 1 and wait_all hung: found trying ops of two
+ * engines that wait on each other's as a user). Or the child run at its
+ * push returns: one for its pusher (loop_lent), of its engine. */
 static uint64_t loop_frame_returns(vf_engine *e)
 {
     vf__waiter *w = tls.loop_waiter;
@@ -472,12 +472,13 @@ static uint64_t loop_frame_returns(vf_engine *e)
                 return 0;
         } else if (s == VF__W_SIGNALING) {
             vf__cpu_relax();
-        } else if (s == VF__W_DONE) { /* counted as it fired */
-            VF__ASSERT(w->above_other);
-            return 0;
         } else {
-            VF__ASSERT(s == VF__W_DONE_UNCOUNTED && w->engine == e);
+            VF__ASSERT(s == VF__W_DONE_UNCOUNTED);
             atomic_store(&w->state, VF__W_DONE);
+            if (VF__UNLIKELY(w->engine != e)) {
+                vf__engine_count_in(w->engine, VF__COUNT_ACTIVE);
+                return 0;
+            }
             return VF__COUNT_ACTIVE;
         }
     }
@@ -1278,7 +1279,6 @@ int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any)
                 vf__worker_refuses(me);
             return VF__LOOP_NO_STACK;
         }
-        w->above_other = vf__op_engine(op) != w->engine;
         if (!loop_claim(w)) {
             vf__readylist_push_front(from, op); /* next look */
             return VF__LOOP_RAN;
@@ -1297,7 +1297,6 @@ int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any)
     if (me == NULL || (op = loop_take(w, me, any, &why)) == NULL)
         return why == VF__LOOP_NOTHING && held_of(w->engine) > 0 ? VF__LOOP_HELD
                                                                  : why;
-    w->above_other = false; /* its own pool's */
     if (!loop_claim(w)) {
         vf__pool_submit(me->pool, op);
         return VF__LOOP_RAN;

@@ -105,9 +105,9 @@ static inline int vf__exec_call_fn(vf__op *op, vf_run *run)
  * graph_device.c). */
 void vf__exec_run_fn(vf__op *op, int worker);
 
-/* Whether this thread runs a `done` callback of an op of `e`, the
- * callback's own code, not an op run inside it (a wait there would wait
- * for that op, which is still finishing). */
+/* Whether this thread runs a `done` callback of an op of `e` (a wait
+ * there would wait for that op, which is still finishing), or an op run
+ * inside one. */
 bool vf__exec_in_done(const vf_engine *e);
 
 /* Whether the running op `op` (vf__current_op()) is the innermost frame of

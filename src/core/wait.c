@@ -123,10 +123,10 @@ static void waiter_fire(vf_engine *e, vf__waiter *w, vf__op *marker)
             w->notice_skipped = atomic_load_explicit(
                 &vf__dep_var(vf__op_dep(marker, 0))->notice_skipped,
                 memory_order_relaxed);
-        bool counted = s == VF__W_IDLE || w->above_other;
-        if (w->nested && counted)
+        bool on_top = s == VF__W_IDLE;
+        if (w->nested && on_top)
             vf__engine_count_in(e, VF__COUNT_ACTIVE);
-        atomic_store(&w->state, counted ? VF__W_DONE : VF__W_DONE_UNCOUNTED);
+        atomic_store(&w->state, on_top ? VF__W_DONE : VF__W_DONE_UNCOUNTED);
         /* A waiter with a pool sleeps in it, or on the engine's cond while
          * the pool holds only ops it would not run (nested_wait). The
          * waiter holds a reference: `w` lives on after DONE. */
@@ -1006,7 +1006,6 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
     w->notice_skipped = false;
     w->sleep_pool = nested && me ? me->pool : NULL;
     w->nested = nested;
-    w->above_other = false;
     w->family = nested ? vf__running_now.family : NULL;
     w->var = v;
     w->engine = e;
@@ -1196,7 +1195,6 @@ static int wait_pending(vf_engine *e, vf__family *f, const vf__deadline *until,
     w->notice_skipped = false;
     w->sleep_pool = me ? me->pool : NULL;
     w->nested = true;
-    w->above_other = false;
     w->family = f;
     w->var = NULL;
     w->engine = e;

@@ -66,12 +66,7 @@ typedef struct vf__pool vf__pool;
  *   DONE_UNCOUNTED  fired while BUSY: the waiter cannot resume before the
  *             op above it returns, so it is not counted yet; that op's
  *             finish counts it, in the same atomic step as it stops
- *             counting itself (exec.c). Not when that op is another
- *             engine's (above_other), whose count keeps this engine's
- *             from nothing: the waiter is counted as it fires (DONE),
- *             or this engine's count read zero while it was to go on,
- *             and another waiter got VF_EDEADLK (found by the reviewer
- *             of the nested waits' counts);
+ *             counting itself (exec.c);
  *   ABANDONED the waiter gave up (VF_EDEADLK) before the wait op fired; an
  *             abandoned wait claims no failure, so none is lost to nobody;
  *   DEADLOCKED another nested waiter found every op stuck and chose this
@@ -101,10 +96,6 @@ struct vf__waiter {
     vf__pool *sleep_pool; /* where the waiter may sleep besides the
                              engine's cond (NULL: there only) */
     bool nested;          /* waits inside an op: counted out of `active` */
-    /* The op its thread runs above the wait is another engine's: written
-     * before the thread claims BUSY (exec.c: loop_claim, seq_cst), read
-     * by the marker after it takes BUSY (state, above). */
-    bool above_other;
     /* A nested waiter's op's own family (family.h), or NULL when it
      * pushed nothing: the ops it may run above the wait descend from it. */
     const vf__family *family;
