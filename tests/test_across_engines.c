@@ -1548,7 +1548,11 @@ static int ow_w(vf_run *run, void *arg)
 static void *ow_finish_y(void *arg)
 {
     (void)arg;
-    usleep(100000); /* the waits wait */
+    /* X ran, above W's wait, which y holds; its callback waits too. (A
+     * fixed sleep let W reach its wait after y, under load: X then ran
+     * after W; found by the reviewer of the test.) */
+    CHECK(tu_wait_flag(&ow_x_in_a, 0, TU_TIMEOUT));
+    usleep(50000);
     CHECK_OK(vf_completion_finish(ow_cy, 0, NULL));
     return NULL;
 }
