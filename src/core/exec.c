@@ -51,6 +51,15 @@ bool vf__exec_in_done(const vf_engine *e)
     return tls.done_engine == e;
 }
 
+int vf__exec_done_here(const vf_engine *e, const vf__op *op)
+{
+    if (VF__LIKELY(tls.done_engine == NULL))
+        return VF__DONE_NONE;
+    if (tls.done_engine == e)
+        return VF__DONE_OF_ENGINE;
+    return tls.done_over == op ? VF__DONE_ABOVE : VF__DONE_NONE;
+}
+
 bool vf__exec_op_innermost(const vf__op *op)
 {
     return op != NULL && (tls.done_engine == NULL || tls.done_over != op);
@@ -660,7 +669,8 @@ static void run_inline_one(vf__op *op)
  * something that needs the parent to finish (a var the parent writes) would see
  * the parent active forever and hang, where the serial program's wait can never
  * finish: VF_EDEADLK. The child is active itself: no zero here. */
-static void lend_active(vf__op *op, vf__exec_loop_frame *saved)
+static inline __attribute__((always_inline)) void
+lend_active(vf__op *op, vf__exec_loop_frame *saved)
 {
     const vf__op *pusher = vf__current_op();
     /* The pusher's run holds the child's: not its own work. */
@@ -683,7 +693,8 @@ static void lend_active(vf__op *op, vf__exec_loop_frame *saved)
 }
 
 /* The child lent to returned (its finish gave the count back). */
-static void lent_returned(const vf__exec_loop_frame *saved)
+static inline __attribute__((always_inline)) void
+lent_returned(const vf__exec_loop_frame *saved)
 {
     vf__profiling_stretch_end(&saved->pushing);
     if (!saved->counted)

@@ -115,6 +115,15 @@ bool vf__exec_in_done(const vf_engine *e);
  * above it), which stands at that op's point. */
 bool vf__exec_op_innermost(const vf__op *op);
 
+/* Both at once, for a call that takes the running op `op`'s run handle
+ * (one test where no callback runs): VF__DONE_NONE, VF__DONE_OF_ENGINE
+ * (vf__exec_in_done(e)), or VF__DONE_ABOVE (a callback of another
+ * engine's op runs above `op`: !vf__exec_op_innermost(op)). */
+#define VF__DONE_NONE 0
+#define VF__DONE_OF_ENGINE 1
+#define VF__DONE_ABOVE 2
+int vf__exec_done_here(const vf_engine *e, const vf__op *op);
+
 /* Whether the running op `op` (vf__current_op()) is counted out of its
  * engine's `active` count by the innermost frame of this thread that
  * counts one out: it waits in a nested wait loop (wait.c: nested_wait),

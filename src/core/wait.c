@@ -1278,9 +1278,10 @@ static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
                         "there, on its thread)",
                         who);
     vf_engine *e = vf__op_engine(cur);
-    if (vf__exec_in_done(e))
+    int done = vf__exec_done_here(e, cur);
+    if (VF__UNLIKELY(done == VF__DONE_OF_ENGINE))
         return refuse_in_done(who); /* above its own wait, say */
-    if (!vf__exec_op_innermost(cur))
+    if (VF__UNLIKELY(done == VF__DONE_ABOVE))
         /* Another engine's callback, run above the op's wait: the wait
          * would be the op's, which is not where the program is (it
          * replaced the op's own waiter, which then got VF_EDEADLK: found
