@@ -1042,7 +1042,8 @@ VF_API int vf_operator_push_arg(vf_engine *e, vf_operator *op, int priority,
  * freed once its last pushed run has finished. A call on the handle after
  * that (a second destroy, a push) is VF_EINVAL, not a read of freed
  * memory, until a later vf_operator_create() takes the memory over (the
- * handle then names that operator). VF_EXDEV for an operator of
+ * handle then names that operator); a push racing the destroy on another
+ * thread either pushes a run or is refused so. VF_EXDEV for an operator of
  * another engine. One the program left undestroyed is retired by its
  * engine's destroy, not freed (a few bytes kept for the life of the
  * process): a call on its handle then returns VF_EINVAL, even when another
@@ -1615,8 +1616,10 @@ VF_API bool vf_graph_capturing(vf_engine *e);
  * (a graph made later at the same address is that graph's, as with
  * engines); launches still running finish first (the graph is freed after
  * them), and a call on it racing the destroy either does its work or is
- * refused. An engine's
- * destroy frees the graphs the program did not. VF_EINVAL, VF_EXDEV.
+ * refused. An engine's destroy frees what the graphs the program did not
+ * destroy hold, and retires their handles (a few bytes kept for the life
+ * of the process): a call on one then returns VF_EINVAL, even when another
+ * engine was made at the old engine's address since. VF_EINVAL, VF_EXDEV.
  */
 VF_API int vf_graph_destroy(vf_engine *e, vf_graph *g);
 /** @} */

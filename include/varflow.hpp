@@ -1282,7 +1282,7 @@ template <class Arg> class reusable_arg_op
  * destroy(); launches still running finish first. Moves only. A graph
  * that holds none (moved from, destroyed, default-constructed) tests
  * false, and launch() throws varflow::error VF_EINVAL saying so. One whose
- * engine was destroyed first (which freed the graph) still holds its
+ * engine was destroyed first (which retired the graph) still holds its
  * handle and tests true: launch() then throws VF_EINVAL from the C call,
  * and the destructor does nothing more. Destroy graphs before their
  * engine.

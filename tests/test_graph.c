@@ -1629,6 +1629,36 @@ TEST_KIND_CASE(deleted_var_refused_on_a_stopped_engine, k)
     check_context_ = NULL;
 }
 
+/* A graph the program left to its engine's destroy: a call on its handle
+ * is VF_EINVAL, saying so, with the engines made since (one may be at the
+ * old engine's address), and never touches a graph made since (a C++
+ * graph destroyed after its engine destroyed the new engine's graph at its
+ * address: found by a user tester). */
+TEST_KIND_CASE(graph_outliving_its_engine, k)
+{
+    for (int round = 0; round < 20; round++) {
+        vf_engine *e1 = tu_engine(k);
+        counter c1 = {0}, c2 = {0};
+        vf_var x1 = tu_var(e1);
+        vf_graph *g1 = capture_counts(e1, x1, &c1, 2);
+        CHECK_OK(vf_graph_launch(e1, g1));
+        tu_finish_engine(e1); /* g1 left to the destroy */
+        vf_engine *e2 = tu_engine(k);
+        vf_var x2 = tu_var(e2);
+        vf_graph *g2 = capture_counts(e2, x2, &c2, 3);
+        CHECK(g2 != g1);
+        CHECK_ERR(vf_graph_destroy(e2, g1), VF_EINVAL);
+        CHECK(strstr(vf_error_detail(), "engine was destroyed") != NULL);
+        CHECK_ERR(vf_graph_launch(e2, g1), VF_EINVAL);
+        CHECK_OK(vf_graph_launch(e2, g2));
+        CHECK_OK(vf_engine_wait_all(e2, NULL));
+        CHECK_EQ(atomic_load(&c1.n), 2);
+        CHECK_EQ(atomic_load(&c2.n), 3);
+        CHECK_OK(vf_graph_destroy(e2, g2));
+        tu_finish_engine(e2);
+    }
+}
+
 int main(int argc, char **argv)
 {
     return runner_main(argc, argv, "test_graph", 240);

@@ -43,6 +43,37 @@ static int handle_add(vf_graph *g)
     return rc < 0 ? rc : 0; /* 1: listed already (never: g is new) */
 }
 
+/* The value of a retired graph's handle (graphs_retire): listed, with no
+ * engine. */
+#define RETIRED 0
+
+/* A graph the program left to its engine's destroy stays listed as
+ * retired, its block kept (never reused, so its address names no new
+ * graph): a call on its handle is VF_EINVAL, even with an engine made at
+ * the old one's address since (a C++ graph destroyed after its engine
+ * destroyed the new engine's graph at its address: found by a user
+ * tester). */
+static void handle_retire(vf_graph *g)
+{
+    pthread_mutex_lock(&handles_lock);
+    uint64_t *engine = handles_made
+                           ? vf__hashmap_find(&handles, (uint64_t)(uintptr_t)g)
+                           : NULL;
+    if (engine != NULL)
+        *engine = RETIRED;
+    pthread_mutex_unlock(&handles_lock);
+}
+
+/* Whether g is a handle of the program's. */
+static bool handle_listed(vf_graph *g)
+{
+    pthread_mutex_lock(&handles_lock);
+    bool listed = handles_made &&
+                  vf__hashmap_find(&handles, (uint64_t)(uintptr_t)g) != NULL;
+    pthread_mutex_unlock(&handles_lock);
+    return listed;
+}
+
 /* Whether g was a handle of the program's (now no more). */
 static bool handle_remove(vf_graph *g)
 {
@@ -66,6 +97,8 @@ static int handle_hold(vf_engine *e, vf_graph *g, const char *who)
     if (of == e)
         atomic_fetch_add_explicit(&g->refs, 1, memory_order_relaxed);
     pthread_mutex_unlock(&handles_lock);
+    if (engine != NULL && of == NULL)
+        return vf__fail(VF_EINVAL, "%s: the graph's engine was destroyed", who);
     if (of == NULL)
         return vf__fail(VF_EINVAL,
                         "%s: not a graph (NULL, destroyed, or not one "
@@ -112,10 +145,14 @@ static void node_drop(node *nd)
         free(nd->arg);
 }
 
-static void graph_free(vf_graph *g)
+/* Free what the graph holds, its block too unless `keep` (retired). */
+static void graph_free_as(vf_graph *g, bool keep)
 {
     vf_engine *e = g->engine;
-    (void)handle_remove(g); /* one the program left to the engine's destroy */
+    if (keep)
+        handle_retire(g);
+    else
+        (void)handle_remove(g);
     pthread_mutex_lock(&e->graphs.lock);
     if (g->prev_live != NULL)
         g->prev_live->next_live = g->next_live;
@@ -150,7 +187,13 @@ static void graph_free(vf_graph *g)
     free(g->copied);
     free(g->roots);
     pthread_mutex_destroy(&g->lock);
-    free(g);
+    if (!keep)
+        free(g);
+}
+
+static void graph_free(vf_graph *g)
+{
+    graph_free_as(g, false);
 }
 
 void vf__graph_unref(vf_graph *g)
@@ -165,7 +208,7 @@ uint64_t vf__graphs_free_all(vf_engine *e)
     vf_graph *g;
     while ((g = e->graphs.head) != NULL) { /* no launch is left: the engine
                                               drained */
-        graph_free(g);
+        graph_free_as(g, handle_listed(g));
         n++;
     }
     return n;

@@ -965,6 +965,31 @@ static int check_operator(vf_engine *e, vf_operator *opr, const char *who)
     return 0;
 }
 
+/* A reference to the operator for a push of it, taken before the push
+ * reads anything of it: none is left once its last run ended after a
+ * destroy, which frees its var set (a push racing the destroy on another
+ * thread read it: found by a user tester), and the push is then refused
+ * as after the destroy. The run takes it over (operator_op_push), or the
+ * push gives it back. */
+static inline int operator_take(vf_operator *opr, const char *who)
+{
+    int r = atomic_load_explicit(&opr->refs, memory_order_relaxed);
+    do {
+        if (VF__UNLIKELY(r == 0))
+            return vf__fail(VF_EINVAL,
+                            "%s: the operator was destroyed "
+                            "(vf_operator_destroy)",
+                            who);
+    } while (!atomic_compare_exchange_weak_explicit(
+        &opr->refs, &r, r + 1, memory_order_acquire, memory_order_relaxed));
+    if (VF__UNLIKELY(
+            atomic_load_explicit(&opr->deleted, memory_order_relaxed))) {
+        vf__operator_unref(opr);
+        return vf__fail(VF_EINVAL, "%s: the operator was deleted", who);
+    }
+    return 0;
+}
+
 /* An op block for a run of the operator, its var set staged; NULL
  * (VF_ENOMEM, with a detail naming `who`) without memory. */
 static inline vf__op *operator_op_alloc(const vf_operator *opr, size_t arg_size,
@@ -980,11 +1005,11 @@ static inline vf__op *operator_op_alloc(const vf_operator *opr, size_t arg_size,
 }
 
 /* Push a run of the operator whose definition (op->def) is set: it holds
- * a reference to the operator until it is freed. */
+ * the push's reference to the operator (operator_take) until it is
+ * freed. */
 static inline int operator_op_push(vf_engine *e, vf_operator *opr, vf__op *op,
                                    int priority, const char *who)
 {
-    atomic_fetch_add_explicit(&opr->refs, 1, memory_order_relaxed);
     op->def = &opr->def; /* holds the reference: freed with the op */
     op->priority = push_priority(&opr->def, priority);
     int rc = enqueue_admitted(e, op, opr->def.nonblocking, who);
@@ -997,16 +1022,25 @@ static inline __attribute__((always_inline)) int
 operator_push(vf_engine *e, vf_operator *opr, int priority, const char *who)
 {
     int rc = check_engine(e, who);
-    if (rc != 0 || (rc = check_operator(e, opr, who)) != 0)
+    if (rc != 0 || (rc = check_operator(e, opr, who)) != 0 ||
+        (rc = operator_take(opr, who)) != 0)
         return rc;
-    if (vf__graph_capturing(e)) /* recorded, not run (graph.h) */
-        return vf__graph_record(e, who, NULL, opr, priority, false, NULL, 0);
+    if (vf__graph_capturing(e)) { /* recorded, not run (graph.h) */
+        rc = vf__graph_record(e, who, NULL, opr, priority, false, NULL, 0);
+        vf__operator_unref(opr);
+        return rc;
+    }
     if (VF__UNLIKELY(vf__bulk_maybe(e->bulk.size)) &&
-        (rc = vf__bulk_push(e, who, NULL, opr, priority, opr->def.arg, 0)) != 0)
+        (rc = vf__bulk_push(e, who, NULL, opr, priority, opr->def.arg, 0)) !=
+            0) {
+        vf__operator_unref(opr); /* the batch took its own */
         return rc < 0 ? rc : 0;
+    }
     vf__op *op = operator_op_alloc(opr, 0, who);
-    if (op == NULL)
+    if (op == NULL) {
+        vf__operator_unref(opr);
         return VF_ENOMEM;
+    }
     vf__op_take_run(op, &opr->def);
     return operator_op_push(e, opr, op, priority, who);
 }
@@ -1018,22 +1052,28 @@ VF_API int vf_operator_push(vf_engine *e, vf_operator *opr, int priority)
 }
 
 /* The push of an operator's run with its own argument (arg_size 0: the
- * pointer `arg` as it is), once the calls' checks passed. */
+ * pointer `arg` as it is), once the calls' checks passed and the push took
+ * its reference (operator_take), which it hands to the run or gives back. */
 static inline __attribute__((always_inline)) int
 operator_run_push(vf_engine *e, vf_operator *opr, int priority, void *arg,
                   size_t arg_size, const char *who)
 {
     int rc;
     if (VF__UNLIKELY(vf__bulk_maybe(e->bulk.size)) &&
-        (rc = vf__bulk_push(e, who, NULL, opr, priority, arg, arg_size)) != 0)
+        (rc = vf__bulk_push(e, who, NULL, opr, priority, arg, arg_size)) != 0) {
+        vf__operator_unref(opr); /* the batch took its own */
         return rc < 0 ? rc : 0;
+    }
     vf__op *op = operator_op_alloc(opr, arg_size, who);
-    if (op == NULL)
+    if (op == NULL) {
+        vf__operator_unref(opr);
         return VF_ENOMEM;
+    }
     vf__op_take_run(op, &opr->def);
     op->arg = arg;
     if (arg_size != 0 && (rc = vf__op_copy_arg(op, who, arg, arg_size)) != 0) {
-        vf__op_free(op); /* no reference taken yet: def is not set */
+        vf__op_free(op); /* def is not set: the block holds no reference */
+        vf__operator_unref(opr);
         return rc;
     }
     return operator_op_push(e, opr, op, priority, who);
@@ -1048,11 +1088,14 @@ operator_push_arg(vf_engine *e, vf_operator *opr, int priority, void *arg,
 {
     int rc = check_engine(e, who);
     if (rc != 0 || (rc = check_operator(e, opr, who)) != 0 ||
-        (rc = vf__arg_check(who, arg, arg_size)) != 0)
+        (rc = vf__arg_check(who, arg, arg_size)) != 0 ||
+        (rc = operator_take(opr, who)) != 0)
         return rc;
-    if (vf__graph_capturing(e)) /* recorded, not run (graph.h) */
-        return vf__graph_record(e, who, NULL, opr, priority, true, arg,
-                                arg_size);
+    if (vf__graph_capturing(e)) { /* recorded, not run (graph.h) */
+        rc = vf__graph_record(e, who, NULL, opr, priority, true, arg, arg_size);
+        vf__operator_unref(opr);
+        return rc;
+    }
     return operator_run_push(e, opr, priority, arg, arg_size, who);
 }
 
@@ -1068,8 +1111,11 @@ int vf__push_operator_run(vf_engine *e, vf_operator *opr, int priority,
                           void *arg, size_t arg_size, const char *who)
 {
     int rc = check_engine(e, who);
-    return rc != 0 ? rc
-                   : operator_run_push(e, opr, priority, arg, arg_size, who);
+    if (rc != 0)
+        return rc;
+    /* The graph holds the operator (a reference of its own). */
+    atomic_fetch_add_explicit(&opr->refs, 1, memory_order_relaxed);
+    return operator_run_push(e, opr, priority, arg, arg_size, who);
 }
 
 static int operator_destroy(vf_engine *e, vf_operator *opr, const char *who)
