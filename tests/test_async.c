@@ -1549,20 +1549,22 @@ TEST_CASE(wait_beside_a_devices_waiter_runs_no_later_op)
     }
 }
 
-/* A device's thread waiting in Z runs above its wait no op queued beside
- * it that it does not need: Y, pushed before Z and ready late, waits on v,
- * which Z writes; run above Z (as pushed before it), its wait queued
- * behind Z's write and got VF_EDEADLK (found by the reviewer of the row
- * above's first fix). Y runs after Z returns: both waits 0. */
+/* A device's thread waiting in Z (on q, which Q, pushed before Z, writes)
+ * runs above its wait no op queued beside it that it does not need: Y,
+ * pushed before Z and ready late, waits on v, which Z writes; run above Z
+ * (as pushed before it), its wait queued behind Z's write and got
+ * VF_EDEADLK (found by the reviewer of the row above's first fix). Y runs
+ * after Z returns: both waits 0. */
 static vf_engine *dn_e;
 static vf_var dn_v, dn_q;
 static vf_completion dn_p, dn_cq;
-static atomic_int dn_y_rc, dn_z_rc, dn_z_in;
+static atomic_int dn_y_rc, dn_z_rc, dn_z_in, dn_z_over, dn_y_after_z;
 
 static int dn_y(vf_run *run, void *arg)
 {
     (void)run;
     (void)arg;
+    atomic_store(&dn_y_after_z, atomic_load(&dn_z_over));
     atomic_store(&dn_y_rc, vf_var_wait(dn_e, dn_v, NULL));
     return 0;
 }
@@ -1573,6 +1575,7 @@ static int dn_z(vf_run *run, void *arg)
     (void)arg;
     atomic_store(&dn_z_in, 1);
     atomic_store(&dn_z_rc, vf_var_wait(dn_e, dn_q, NULL));
+    atomic_store(&dn_z_over, 1);
     return 0;
 }
 
@@ -1588,17 +1591,19 @@ TEST_CASE(devices_waiter_runs_no_op_it_does_not_need)
     atomic_store(&dn_y_rc, -1);
     atomic_store(&dn_z_rc, -1);
     atomic_store(&dn_z_in, 0);
+    atomic_store(&dn_z_over, 0);
+    atomic_store(&dn_y_after_z, -1);
     vf_device dev = {VF_DEVICE_EMULATED, 0};
     CHECK_OK(vf_engine_push(dn_e, &(vf_op){.async_fn = tu_keep_completion,
                                            .arg = &dn_p,
                                            .writes = VF_VARS(p)}));
+    CHECK_OK(vf_engine_push(dn_e, &(vf_op){.async_fn = tu_keep_completion,
+                                           .arg = &dn_cq,
+                                           .writes = VF_VARS(dn_q)}));
     CHECK_OK(vf_engine_push(
         dn_e, &(vf_op){.fn = dn_y, .device = dev, .reads = VF_VARS(p)}));
     CHECK_OK(vf_engine_push(
         dn_e, &(vf_op){.fn = dn_z, .device = dev, .writes = VF_VARS(dn_v)}));
-    CHECK_OK(vf_engine_push(dn_e, &(vf_op){.async_fn = tu_keep_completion,
-                                           .arg = &dn_cq,
-                                           .writes = VF_VARS(dn_q)}));
     REQUIRE(tu_wait_flag(&dn_z_in, 1, TU_TIMEOUT));
     CHECK_OK(vf_completion_finish(dn_p, 0, NULL)); /* Y: ready beside Z */
     usleep(50000);                                 /* Z's thread looks */
@@ -1606,6 +1611,7 @@ TEST_CASE(devices_waiter_runs_no_op_it_does_not_need)
     CHECK_OK(vf_engine_wait_all_timed(dn_e, 20000, NULL));
     CHECK_OK(atomic_load(&dn_z_rc));
     CHECK_OK(atomic_load(&dn_y_rc));
+    CHECK_EQ(atomic_load(&dn_y_after_z), 1); /* not above Z's wait */
     tu_finish_engine(dn_e);
 }
 
