@@ -1275,11 +1275,10 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * VF_EDEADLK, its detail saying so, rather than wait for ever.
  * From inside an op, "before this call" is in push order: the ops pushed
  * before that op, and its children pushed before the wait; no write by an
- * op pushed after it counts, whenever it was pushed (as in the serial
- * program, where the wait runs inside the op, before any later push), so
- * the wait returns the same on every engine. From inside an op that reads
- * `v` itself, the wait waits for nothing: every op before it on `v` has
- * finished.
+ * op pushed after it counts, whenever it was pushed, nor its failure (as
+ * in the serial program, where the wait runs inside the op, before any
+ * later push). From inside an op that reads `v` itself, the wait waits
+ * for nothing: every op before it on `v` has finished.
  * A wait that can never finish returns VF_EDEADLK: at once when the op
  * writes `v` itself, or an op it descends from does (its parent, the
  * parent's parent, ...: in the serial program that op runs around this

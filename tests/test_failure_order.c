@@ -488,4 +488,64 @@ TEST_KIND_CASE(one_failure_a_var, k)
     CHECK_OK(vf_engine_destroy(e));
 }
 
+/* A wait inside op A reports no failure of an op pushed after A: L (writes
+ * v, fails) finished before A's wait, the serial program had not pushed it
+ * when A waited: A's wait returns 0, and the program's wait on v after L
+ * reports L's failure. A's wait claimed it, and the program's found
+ * nothing (found by the reviewer of the waits' push order). */
+typedef struct later_fail {
+    vf_engine *e;
+    vf_var v;
+    bool gate;
+    atomic_int l_done, a_rc, a_waited;
+} later_fail;
+
+static int lf_a(vf_run *run, void *arg)
+{
+    (void)run;
+    later_fail *t = arg;
+    if (t->gate)
+        CHECK(tu_wait_flag(&t->l_done, 1, TU_TIMEOUT));
+    atomic_store(&t->a_rc, vf_var_wait(t->e, t->v, NULL));
+    atomic_store(&t->a_waited, 1);
+    return 0;
+}
+
+static void lf_l(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    (void)arg;
+    CHECK_OK(vf_completion_finish(done, -21, "L failed"));
+}
+
+static void lf_l_done(void *arg, int status)
+{
+    (void)status;
+    atomic_store(&((later_fail *)arg)->l_done, 1);
+}
+
+TEST_KIND_CASE(wait_inside_reports_no_later_failure, k)
+{
+    later_fail t = {.gate = k->threaded};
+    t.e = tu_engine(k);
+    t.v = tu_var(t.e);
+    vf_var a = tu_var(t.e);
+    atomic_store(&t.a_rc, -1);
+    CHECK_OK(vf_engine_push(
+        t.e, &(vf_op){.fn = lf_a, .arg = &t, .writes = VF_VARS(a)}));
+    /* Async: it fails at its push, on this thread (A holds the worker). */
+    CHECK_OK(vf_engine_push(t.e, &(vf_op){.async_fn = lf_l,
+                                          .arg = &t,
+                                          .done = lf_l_done,
+                                          .writes = VF_VARS(t.v),
+                                          .name = "L"}));
+    CHECK(tu_wait_flag(&t.a_waited, 1, TU_TIMEOUT)); /* A's wait first */
+    vf_error err;
+    CHECK_ERR(vf_var_wait(t.e, t.v, &err), VF_EOPFAILED);
+    CHECK(strcmp(err.op_name, "L") == 0);
+    CHECK_OK(vf_engine_wait_all(t.e, NULL));
+    CHECK_OK(atomic_load(&t.a_rc));
+    CHECK_OK(vf_engine_destroy(t.e));
+}
+
 TEST_MAIN("test_failure_order", 120)

@@ -70,6 +70,17 @@ void vf__waiter_unref(vf__waiter *w)
     }
 }
 
+/* Whether failure `f` (may be NULL) is one a wait at `key` may report: of
+ * an op before the wait in push order. A wait inside an op counts no op
+ * pushed after it, whose failure may be on the var already (it claimed
+ * it, and the program's own wait after that op found nothing: found by
+ * the reviewer of the waits' push order). */
+static bool failure_before(const vf__failure *f, vf__wait_key key)
+{
+    return f != NULL &&
+           vf__wait_key_after(f->up, f->place, key.up, key.next, key.self);
+}
+
 /* What a var wait's marker reports once every write pushed before the wait
  * has finished: the var's failure (or its last device write's), which is
  * the one at the wait's position `key`, claimed there, so it is cleared
@@ -81,7 +92,7 @@ static vf__failure *marker_claim(vf_engine *e, vf__op *op, vf__wait_key key)
     if (vf__engine_has_devices(e))
         f = vf__fences_var_failure(e, v, f,
                                    f != NULL && vf__failure_live_at(f, key));
-    return f != NULL && vf__failure_claim(f, key) ? f : NULL;
+    return failure_before(f, key) && vf__failure_claim(f, key) ? f : NULL;
 }
 
 /* Wake the waiter `w` where it sleeps: the pool it may sleep in, and the
@@ -798,6 +809,10 @@ static int wait_settled(vf_engine *e, vf__var *v, vf_error *err,
             vf__failure_ref(fenced);
         vf__fence_unref(fence);
     }
+    if (f != NULL && !failure_before(f, key)) {
+        vf__failure_unref(f);
+        f = NULL;
+    }
     vf__failure *claimed = vf__failure_report(f, fenced, key);
     int rc = claimed != NULL ? report(claimed, err, who) : 0;
     vf__failure_unref(f);
@@ -1023,14 +1038,16 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
      * not pushed when its wait ran, may wait for the waiting op (it reads
      * what that op writes): waited for, the wait got VF_EDEADLK where the
      * serial program and the naive engine got 0 (found by the reviewer of
-     * the device waiters' rule). Its marker then goes right behind the
-     * last earlier write (vf__push_enqueue_before). */
+     * the device waiters' rule). Its marker goes right behind the last
+     * earlier write (vf__push_enqueue_before, which looks again under the
+     * lock: appended, it went behind a later write pushed meanwhile, found
+     * by the reviewer of this rule). */
     bool before = false;
     if (!settled && nested && !batched && hold == NULL &&
         !(cur->def->kind->flags & VF__KIND_GRAPH)) {
         bool later;
         settled = vf__var_last_write_before(v, w->key, &later) == NULL;
-        before = later;
+        before = !settled;
     }
     if (settled || (v->head == NULL && v->nreaders != VF__WRITE_RUNNING)) {
         waiter_free(w);
