@@ -494,15 +494,23 @@ int vf__opdef_fill(vf_engine *e, const char *who, const vf_op *op,
 static _Atomic(vf_operator *) spent;
 static atomic_flag taking = ATOMIC_FLAG_INIT;
 
-void vf__operator_block_spend(vf_operator *opr)
+/* Mark a block no operator's any more (`magic`) and push it on `list`, a
+ * lock-free stack (spent, or retired below). */
+static void block_keep(_Atomic(vf_operator *) *list, vf_operator *opr,
+                       uint32_t magic)
 {
-    opr->magic = VF__OPERATOR_SPENT;
+    opr->magic = magic;
     opr->engine = NULL;
-    vf_operator *head = atomic_load_explicit(&spent, memory_order_relaxed);
+    vf_operator *head = atomic_load_explicit(list, memory_order_relaxed);
     do
         opr->next_live = head;
     while (!atomic_compare_exchange_weak_explicit(
-        &spent, &head, opr, memory_order_release, memory_order_relaxed));
+        list, &head, opr, memory_order_release, memory_order_relaxed));
+}
+
+void vf__operator_block_spend(vf_operator *opr)
+{
+    block_keep(&spent, opr, VF__OPERATOR_SPENT);
 }
 
 vf_operator *vf__operator_block(void)
@@ -572,13 +580,7 @@ static void operator_retire(vf_operator *opr)
     free(opr->vars);
     opr->vars = NULL;
     vf__argcopy_free(&opr->argcopy);
-    opr->engine = NULL;
-    opr->magic = VF__OPERATOR_RETIRED;
-    vf_operator *head = atomic_load_explicit(&retired, memory_order_relaxed);
-    do
-        opr->next_live = head;
-    while (!atomic_compare_exchange_weak_explicit(
-        &retired, &head, opr, memory_order_release, memory_order_relaxed));
+    block_keep(&retired, opr, VF__OPERATOR_RETIRED);
 }
 
 uint64_t vf__operators_retire_all(vf__operators *ops)
