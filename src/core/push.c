@@ -588,11 +588,9 @@ enqueue_as(vf_engine *e, vf__op *op, const char *who, bool unheld, bool locked,
     vf__dep *behind_at = NULL; /* the graph's hold's place, or the write's */
     if (VF__UNLIKELY(behind != NULL || before_key)) {
         vf__var *v = vf__dep_var(vf__op_dep(op, 0));
-        bool later;
-        behind_at = before_key
-                        ? vf__var_last_write_before(v, op->waiter->key, &later)
-                        : vf__var_write_place_of(
-                              v, vf__graph_var_holder(behind, v));
+        behind_at = before_key ? vf__var_last_write_before(v, op->waiter->key)
+                               : vf__var_write_place_of(
+                                     v, vf__graph_var_holder(behind, v));
         if (behind_at == NULL) {
             unlock_vars(op, n);
             uncount(e, VF__COUNT_PENDING | VF__COUNT_ACTIVE);

@@ -47,21 +47,14 @@ vf__dep *vf__var_write_place_of(const vf__var *v, const vf__op *holder)
     return NULL;
 }
 
-vf__dep *vf__var_last_write_before(const vf__var *v, vf__wait_key key,
-                                   bool *later)
+vf__dep *vf__var_last_write_before(const vf__var *v, vf__wait_key key)
 {
     vf__dep *last = NULL;
-    *later = false;
     for (vf__dep *d = v->head; d != NULL; d = d->next) {
-        if (!vf__dep_write(d))
-            continue;
         const vf__op *op = vf__dep_op(d);
-        if (vf__wait_key_after(op->up, op->place, key.up, key.next, key.self)) {
+        if (vf__dep_write(d) &&
+            vf__wait_key_after(op->up, op->place, key.up, key.next, key.self))
             last = d;
-            *later = false;
-        } else {
-            *later = true;
-        }
     }
     return last;
 }

@@ -221,10 +221,8 @@ vf__dep *vf__var_write_place_of(const vf__var *v, const vf__op *holder);
 
 /* The place of the last write queued on v (at the head, running, or
  * waiting) by an op before the wait at `key` in push order (failure.h),
- * or NULL; `*later`: a write by an op after the wait is queued behind
- * that place (lock held). */
-vf__dep *vf__var_last_write_before(const vf__var *v, vf__wait_key key,
-                                   bool *later);
+ * or NULL (lock held). */
+vf__dep *vf__var_last_write_before(const vf__var *v, vf__wait_key key);
 
 /* A read's place `d` right behind the write place `at` (lock held;
  * vf__var_write_place_of) and the ops queued there that went ahead of

@@ -1045,8 +1045,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
     bool before = false;
     if (!settled && nested && !batched && hold == NULL &&
         !(cur->def->kind->flags & VF__KIND_GRAPH)) {
-        bool later;
-        settled = vf__var_last_write_before(v, w->key, &later) == NULL;
+        settled = vf__var_last_write_before(v, w->key) == NULL;
         before = !settled;
     }
     if (settled || (v->head == NULL && v->nreaders != VF__WRITE_RUNNING)) {
