@@ -1650,6 +1650,7 @@ TEST_KIND_CASE(graph_outliving_its_engine, k)
         CHECK_ERR(vf_graph_destroy(e2, g1), VF_EINVAL);
         CHECK(strstr(vf_error_detail(), "engine was destroyed") != NULL);
         CHECK_ERR(vf_graph_launch(e2, g1), VF_EINVAL);
+        CHECK_EQ(vf_graph_ops(g1), 0);
         CHECK_OK(vf_graph_launch(e2, g2));
         CHECK_OK(vf_engine_wait_all(e2, NULL));
         CHECK_EQ(atomic_load(&c1.n), 2);

@@ -187,8 +187,13 @@ static void graph_free_as(vf_graph *g, bool keep)
     free(g->copied);
     free(g->roots);
     pthread_mutex_destroy(&g->lock);
-    if (!keep)
+    if (keep) { /* vf_graph_ops of the retired handle: none */
+        pthread_mutex_lock(&handles_lock);
+        g->n = 0;
+        pthread_mutex_unlock(&handles_lock);
+    } else {
         free(g);
+    }
 }
 
 static void graph_free(vf_graph *g)
