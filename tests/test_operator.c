@@ -345,7 +345,7 @@ TEST_KIND_CASE(destroyed_handle_is_refused, k)
 typedef struct racing {
     vf_engine *e;
     vf_operator *_Atomic opr;
-    atomic_int round, accepted, refused, other;
+    atomic_int round, pushed, accepted, refused, other;
     atomic_long dones;
 } racing;
 
@@ -370,6 +370,7 @@ static void *racing_pusher(void *arg)
                                                : &r->other,
                              1);
         }
+        atomic_store(&r->pushed, round);
     }
     return NULL;
 }
@@ -384,6 +385,10 @@ TEST_KIND_CASE(push_racing_destroy, k)
         v[i] = tu_var(r.e);
     pthread_t t = tu_thread_start(racing_pusher, &r);
     for (int round = 1; round <= RACING_ROUNDS; round++) {
+        /* The pushes of the round before are over: a create now may take
+         * the block of the operator they pushed (the handle would then
+         * name the new one, as the header says). */
+        CHECK(tu_wait_flag(&r.pushed, round - 1, TU_TIMEOUT));
         vf_operator *o = NULL;
         CHECK_OK(vf_operator_create(r.e,
                                     &(vf_op){.fn = tu_nop,

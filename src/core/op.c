@@ -499,8 +499,7 @@ static atomic_flag taking = ATOMIC_FLAG_INIT;
 static void block_keep(_Atomic(vf_operator *) *list, vf_operator *opr,
                        uint32_t magic)
 {
-    opr->magic = magic;
-    opr->engine = NULL;
+    atomic_store_explicit(&opr->magic, magic, memory_order_relaxed);
     vf_operator *head = atomic_load_explicit(list, memory_order_relaxed);
     do
         opr->next_live = head;
@@ -580,6 +579,7 @@ static void operator_retire(vf_operator *opr)
     free(opr->vars);
     opr->vars = NULL;
     vf__argcopy_free(&opr->argcopy);
+    opr->engine = NULL;
     block_keep(&retired, opr, VF__OPERATOR_RETIRED);
 }
 

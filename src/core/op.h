@@ -325,7 +325,9 @@ static inline vf_engine *vf__op_engine(const vf__op *op)
  * per pushed run not finished yet). Each is on its engine's list until it
  * is freed, so that destroy frees those the program forgot. */
 struct vf_operator {
-    uint32_t magic;
+    /* Relaxed: a push racing the destroy reads it while the last run's
+     * end marks the block spent (op.c). */
+    _Atomic uint32_t magic;
     vf_engine *engine;
     vf_operator *prev_live, *next_live; /* engine's operators.lock */
     atomic_int refs;                    /* acq_rel: the last unref frees */

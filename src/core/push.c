@@ -924,7 +924,8 @@ static int operator_create(vf_engine *e, const vf_op *desc, vf_operator **out,
     snprintf(opr->name, sizeof opr->name, "%s", opr->def.name);
     opr->def.name = opr->name;
     opr->def.opr = opr; /* its runs hold a reference (op.c) */
-    opr->magic = VF__OPERATOR_MAGIC;
+    atomic_store_explicit(&opr->magic, VF__OPERATOR_MAGIC,
+                          memory_order_relaxed);
     opr->engine = e;
     atomic_init(&opr->refs, 1);
     atomic_init(&opr->deleted, false);
@@ -942,15 +943,18 @@ VF_API int vf_operator_create(vf_engine *e, const vf_op *desc,
 
 static int check_operator(vf_engine *e, vf_operator *opr, const char *who)
 {
-    if (opr != NULL && opr->magic == VF__OPERATOR_RETIRED)
+    uint32_t magic = opr != NULL ? atomic_load_explicit(&opr->magic,
+                                                        memory_order_relaxed)
+                                 : 0;
+    if (magic == VF__OPERATOR_RETIRED)
         return vf__fail(VF_EINVAL, "%s: the operator's engine was destroyed",
                         who);
-    if (opr != NULL && opr->magic == VF__OPERATOR_SPENT)
+    if (magic == VF__OPERATOR_SPENT)
         return vf__fail(VF_EINVAL,
                         "%s: the operator was destroyed "
                         "(vf_operator_destroy)",
                         who);
-    if (opr == NULL || opr->magic != VF__OPERATOR_MAGIC)
+    if (magic != VF__OPERATOR_MAGIC)
         return vf__fail(VF_EINVAL, "%s: not an operator (NULL or deleted)",
                         who);
     if (opr->engine != e)
