@@ -361,8 +361,7 @@ static void *racing_pusher(void *arg)
 {
     racing *r = arg;
     for (int round = 1; round <= RACING_ROUNDS; round++) {
-        while (atomic_load(&r->round) < round)
-            ;
+        CHECK(tu_wait_flag(&r->round, round, TU_TIMEOUT));
         for (int i = 0; i < 20; i++) {
             int rc = vf_operator_push(r->e, atomic_load(&r->opr), 0);
             atomic_fetch_add(rc == 0           ? &r->accepted
