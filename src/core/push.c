@@ -941,6 +941,21 @@ VF_API int vf_operator_create(vf_engine *e, const vf_op *desc,
     return VF__GUARDED(e, who, operator_create(e, desc, out, who));
 }
 
+/* A call on an operator its destroy freed (its block kept: op.c). */
+static int refuse_destroyed(const char *who)
+{
+    return vf__fail(
+        VF_EINVAL, "%s: the operator was destroyed (vf_operator_destroy)", who);
+}
+
+/* A call on an operator deleted by vf_operator_destroy, not freed yet. */
+static int refuse_deleted(const char *who)
+{
+    return vf__fail(VF_EINVAL, "%s: the operator was deleted", who);
+}
+
+/* The handle's checks. Whether it was deleted is each caller's to ask, in
+ * the step that needs it (operator_take, the destroy's exchange). */
 static int check_operator(vf_engine *e, vf_operator *opr, const char *who)
 {
     uint32_t magic = opr != NULL ? atomic_load_explicit(&opr->magic,
@@ -950,10 +965,7 @@ static int check_operator(vf_engine *e, vf_operator *opr, const char *who)
         return vf__fail(VF_EINVAL, "%s: the operator's engine was destroyed",
                         who);
     if (magic == VF__OPERATOR_SPENT)
-        return vf__fail(VF_EINVAL,
-                        "%s: the operator was destroyed "
-                        "(vf_operator_destroy)",
-                        who);
+        return refuse_destroyed(who);
     if (magic != VF__OPERATOR_MAGIC)
         return vf__fail(VF_EINVAL, "%s: not an operator (NULL or deleted)",
                         who);
@@ -962,8 +974,6 @@ static int check_operator(vf_engine *e, vf_operator *opr, const char *who)
                         "%s: the operator belongs to another "
                         "engine",
                         who);
-    if (atomic_load_explicit(&opr->deleted, memory_order_relaxed))
-        return vf__fail(VF_EINVAL, "%s: the operator was deleted", who);
     return 0;
 }
 
@@ -978,16 +988,13 @@ static inline int operator_take(vf_operator *opr, const char *who)
     int r = atomic_load_explicit(&opr->refs, memory_order_relaxed);
     do {
         if (VF__UNLIKELY(r == 0))
-            return vf__fail(VF_EINVAL,
-                            "%s: the operator was destroyed "
-                            "(vf_operator_destroy)",
-                            who);
+            return refuse_destroyed(who);
     } while (!atomic_compare_exchange_weak_explicit(
         &opr->refs, &r, r + 1, memory_order_acquire, memory_order_relaxed));
     if (VF__UNLIKELY(
             atomic_load_explicit(&opr->deleted, memory_order_relaxed))) {
         vf__operator_unref(opr);
-        return vf__fail(VF_EINVAL, "%s: the operator was deleted", who);
+        return refuse_deleted(who);
     }
     return 0;
 }
@@ -1127,7 +1134,7 @@ static int operator_destroy(vf_engine *e, vf_operator *opr, const char *who)
         return rc;
     bool expected = false;
     if (!atomic_compare_exchange_strong(&opr->deleted, &expected, true))
-        return vf__fail(VF_EINVAL, "%s: the operator was deleted", who);
+        return refuse_deleted(who);
     vf__operator_unref(opr);
     return 0;
 }

@@ -549,8 +549,10 @@ void vf__worker_waiting(vf__worker *w, int delta)
 {
     atomic_fetch_add_explicit(&w->waiting, delta, memory_order_relaxed);
     /* This wait (or an outer one, when it ends) has not looked yet; nor
-     * has it when a push at the bound took nothing before. */
-    atomic_store(&w->refusing, false);
+     * has it when a push at the bound took nothing before. Only a device
+     * pool's threads say so (vf__worker_take_above). */
+    if (w->pool->spread)
+        atomic_store(&w->refusing, false);
 }
 
 bool vf__pool_any_queued(const vf__pool *p)
