@@ -94,6 +94,12 @@ typedef struct vf_profile_record {
                                    use it; none of its ops for a var only
                                    the ops a split moved out use) */
     const uint64_t *deps;     /**< their ids (ops recorded in this profile) */
+    uint64_t parent;          /**< the op whose function pushed it (sync
+                                   or async), when recorded in this
+                                   profile; else 0 (pushed from outside
+                                   the engine's ops, from a `done`
+                                   callback or an op of another engine, or
+                                   its parent was not recorded) */
 } vf_profile_record;
 
 /** A snapshot of a profile: immutable, independent of the engine. */
@@ -161,7 +167,8 @@ typedef enum vf_profile_format {
     VF_PROFILE_SUMMARY_TEXT, /**< the per-name table (vf_profile_summary()),
                                   sorted by total time, as aligned text */
     VF_PROFILE_SUMMARY_JSON, /**< the same table as JSON */
-    VF_PROFILE_DOT,          /**< Graphviz dot: ops, dependency edges, the
+    VF_PROFILE_DOT,          /**< Graphviz dot: ops, dependency edges, each
+                                  child's from its parent dashed, the
                                   critical path in red; above 1000 ops only the
                                   first 1000 (by id), with a note */
     VF_PROFILE_HTML          /**< one self-contained page, no network: timeline
@@ -238,8 +245,11 @@ VF_API int vf_profile_summary_write(const vf_profile *p, const char *path,
 
 /**
  * The critical path: the chain of recorded dependency edges (each op's
- * `deps`) whose ops' run times (end - start) add up to the most; no
- * schedule of the same DAG, on any number of workers, can finish sooner.
+ * `deps`, and each child's edge to its `parent`: before the parent when
+ * it ended first, after it when it outlived it) whose ops' run times
+ * (end - start) add up to the most; no schedule of the same DAG, on any
+ * number of workers, can finish sooner (with children, an upper bound:
+ * a parent's own time counts after its children's, docs/PROFILING.md).
  * A device op with a device span also counts its work on the stream: its
  * work follows its own function and the work of the device ops it depends
  * on (the stream wait), and a host op depending on it follows that work

@@ -379,6 +379,7 @@ static void check_round_trip(const vf_profile *p, const char *path)
               a->start_ns == b->start_ns && a->end_ns == b->end_ns);
         CHECK(a->device_start_ns == b->device_start_ns &&
               a->device_end_ns == b->device_end_ns);
+        CHECK(a->inside_ns == b->inside_ns && a->parent == b->parent);
         CHECK(a->ndeps == b->ndeps &&
               memcmp(a->deps, b->deps, (size_t)a->ndeps * sizeof *a->deps) ==
                   0);

@@ -42,9 +42,10 @@ static void us(FILE *f, uint64_t ns)
 
 /* Write ops as a varflow Chrome trace and load it: what the load
  * returns (`want`), and the profile when it loaded. `inside`: each op's
- * time not its own (inside_us), or NULL for none. */
-static vf_profile *load_synth_inside(const synth *ops, const uint64_t *inside,
-                                     int n, int want)
+ * time not its own (inside_us), or NULL for none; `parent`: each op's
+ * parent's id (0: none), or NULL for none. */
+static vf_profile *load_synth_with(const synth *ops, const uint64_t *inside,
+                                   const uint64_t *parent, int n, int want)
 {
     char path[128];
     snprintf(path, sizeof path, "%s/synth.json", dir);
@@ -69,6 +70,8 @@ static vf_profile *load_synth_inside(const synth *ops, const uint64_t *inside,
             fprintf(f, ",\"inside_us\":");
             us(f, inside[i]);
         }
+        if (parent != NULL && parent[i] != 0)
+            fprintf(f, ",\"parent\":%" PRIu64, parent[i]);
         fprintf(f, ",\"worker\":%d,\"pool\":0,\"deps\":[", o->worker);
         for (int k = 0; k < o->ndeps; k++)
             fprintf(f, "%s%" PRIu64, k ? "," : "", o->deps[k]);
@@ -81,6 +84,12 @@ static vf_profile *load_synth_inside(const synth *ops, const uint64_t *inside,
     CHECK_ERR(vf_profile_load(path, &p), want);
     REQUIRE((p != NULL) == (want == 0));
     return p;
+}
+
+static vf_profile *load_synth_inside(const synth *ops, const uint64_t *inside,
+                                     int n, int want)
+{
+    return load_synth_with(ops, inside, NULL, n, want);
 }
 
 static vf_profile *load_synth_as(const synth *ops, int n, int want)
@@ -193,6 +202,42 @@ TEST_CASE(synthetic)
     };
     p = load_synth_inside(w, (const uint64_t[]){80, 0, 0}, 3, 0);
     expect_path(p, (const uint64_t[]){3}, 1, 30, 30, "parent waiting");
+    vf_profile_destroy(p);
+    /* The same with each child's parent recorded: the parent's end waits
+     * for them (they ended before it), so the path is the child that
+     * ended last, then the parent's own 20. It was the child alone, as if
+     * the parent could end before its children did (found by a user
+     * tester: a recursion's path was one leaf). */
+    const synth wp[] = {
+        {1, 0, 0, 0, 100, 0, "parent", 0, {0}},
+        {2, 5, 5, 10, 40, 0, "child", 0, {0}},
+        {3, 6, 6, 40, 70, 0, "child", 0, {0}},
+    };
+    p = load_synth_with(wp, (const uint64_t[]){80, 0, 0},
+                        (const uint64_t[]){0, 1, 1}, 3, 0);
+    expect_path(p, (const uint64_t[]){3, 1}, 2, 50, 60, "fork-join");
+    vf_profile_destroy(p);
+    /* Three levels: the grandchild, its parent's own 30, the root's 10. */
+    const synth nest[] = {
+        {1, 0, 0, 0, 100, 0, "root", 0, {0}},
+        {2, 5, 5, 10, 90, 0, "mid", 0, {0}},
+        {3, 15, 15, 20, 70, 0, "leaf", 0, {0}},
+    };
+    p = load_synth_with(nest, (const uint64_t[]){90, 50, 0},
+                        (const uint64_t[]){0, 1, 2}, 3, 0);
+    expect_path(p, (const uint64_t[]){3, 2, 1}, 3, 90, 80, "nested");
+    vf_profile_destroy(p);
+    /* A child that outlived its parent (pushed, not waited for) comes
+     * after it; one that ended with it has no edge; a parent not in the
+     * snapshot (99) is ignored. */
+    const synth out[] = {
+        {1, 0, 0, 0, 10, 0, "p", 0, {0}},
+        {2, 5, 12, 20, 60, 0, "c", 0, {0}},
+        {3, 5, 5, 5, 10, 1, "same end", 0, {0}},
+        {4, 5, 5, 5, 35, 1, "orphan", 0, {0}},
+    };
+    p = load_synth_with(out, NULL, (const uint64_t[]){0, 1, 1, 99}, 4, 0);
+    expect_path(p, (const uint64_t[]){1, 2}, 2, 50, 60, "outlived");
     vf_profile_destroy(p);
     /* More of it not its own than its run: a corrupt file. */
     const synth over[] = {{1, 0, 0, 0, 10, 0, "p", 0, {0}}};
@@ -364,11 +409,17 @@ TEST_CASE(parent_waiting_for_its_children)
         REQUIRE(vf_profile_count(p) == 5);
         const vf_profile_record *parent = vf_profile_at(p, 0);
         CHECK_EQ(strcmp(parent->name, "parent"), 0);
-        uint64_t children = 0, heaviest = 0;
+        CHECK_EQ(parent->parent, 0); /* pushed by the program */
+        uint64_t children = 0, heaviest = 0, last = 0;
         for (size_t i = 1; i < 5; i++) {
             const vf_profile_record *c = vf_profile_at(p, i);
             CHECK_EQ(c->inside_ns, 0);
+            CHECK_EQ(c->parent, parent->id);
             children += run_of(c);
+            if (run_of(c) > heaviest ||
+                (run_of(c) == heaviest &&
+                 c->end_ns > vf_profile_at(p, last)->end_ns))
+                last = i;
             heaviest = run_of(c) > heaviest ? run_of(c) : heaviest;
         }
         uint64_t whole = parent->end_ns - parent->start_ns;
@@ -376,8 +427,14 @@ TEST_CASE(parent_waiting_for_its_children)
         CHECK(parent->inside_ns <= whole);
         vf_profile_path path;
         CHECK_OK(vf_profile_critical_path(p, &path));
-        CHECK_EQ(path.length_ns,
-                 run_of(parent) > heaviest ? run_of(parent) : heaviest);
+        /* The parent's end waits for its children (they ended before
+         * it): the path is the heaviest child, then the parent's own. It
+         * was the heavier of the two alone, as if the parent's end could
+         * come before its children's (found by a user tester). */
+        CHECK_EQ(path.length_ns, run_of(parent) + heaviest);
+        REQUIRE(path.count == 2);
+        CHECK_EQ(path.ids[0], vf_profile_at(p, last)->id);
+        CHECK_EQ(path.ids[1], parent->id);
         CHECK(path.length_ns < whole);
         vf_profile_path_destroy(&path);
         vf_profile_destroy(p);
@@ -432,6 +489,23 @@ TEST_CASE(graphviz)
     CHECK(strstr(text, "n3 -> n5 [color=") != NULL);
     CHECK(strstr(text, "b \\\"quoted\\\"") != NULL);
     CHECK(strstr(text, "truncated") == NULL);
+    free(text);
+    vf_profile_destroy(p);
+
+    /* Children: a dashed edge from each one's parent, red where the path
+     * goes through it (2 -> 1 here: 2 ended first, then its parent). */
+    const synth fork[] = {
+        {1, 0, 0, 0, 100, 0, "parent", 0, {0}},
+        {2, 5, 5, 10, 90, 0, "long child", 0, {0}},
+        {3, 6, 6, 10, 20, 1, "short child", 0, {0}},
+    };
+    p = load_synth_with(fork, (const uint64_t[]){80, 0, 0},
+                        (const uint64_t[]){0, 1, 1}, 3, 0);
+    CHECK_OK(vf_profile_write(p, path, VF_PROFILE_DOT));
+    text = read_all(path);
+    CHECK_EQ(count(text, " -> "), 2);
+    CHECK(strstr(text, "n1 -> n2 [style=dashed, color=") != NULL);
+    CHECK(strstr(text, "n1 -> n3 [style=dashed];") != NULL);
     free(text);
     vf_profile_destroy(p);
 

@@ -137,10 +137,16 @@ static uint64_t var_key(const vf__var *v)
            1;
 }
 
-void vf__profiling_held_at_push(const vf__op *op, int n)
+void vf__profiling_held_at_push(const vf__op *op, int n, const vf__op *parent)
 {
     vf__profiler *p = vf__op_engine(op)->prof;
     vf__prof_op_number(p, op->prof);
+    /* Of the same engine (another's has ids of another profile), and
+     * recorded (hooks set, its record made); running, so its record is
+     * there until it ends. */
+    if (parent != NULL && (parent->hooks & VF__HOOK_PROF) &&
+        parent->prof != NULL && vf__op_engine(parent) == vf__op_engine(op))
+        vf__prof_op_parent(op->prof, parent->prof);
     for (int i = 0; i < n; i++) {
         const vf__dep *d = vf__op_dep(op, i);
         const vf__var *v = vf__dep_var(d);

@@ -25,9 +25,10 @@ void vf__profiling_op_start(vf__op *op, int worker);
 void vf__profiling_op_end(vf__op *op);
 /* A recorded op's push, its `n` vars locked before it queues on them: its
  * id, taken now so that ids follow every var's queue whatever the threads
- * pushing (hooks.h: vf__prof_op_number), and the edges of the vars it
- * holds at once (hooks.h: vf__prof_var_edge). */
-void vf__profiling_held_at_push(const vf__op *op, int n);
+ * pushing (hooks.h: vf__prof_op_number), the edges of the vars it holds
+ * at once (hooks.h: vf__prof_var_edge), and `parent`, the running op that
+ * pushed it (NULL: none), when recorded (hooks.h: vf__prof_op_parent). */
+void vf__profiling_held_at_push(const vf__op *op, int n, const vf__op *parent);
 void vf__profiling_op_record(vf__op *op);
 /* The recorded op `op` lets go of its var `x` (at its end, or a fused
  * op's early release, as the record of the item whose id it has then):

@@ -424,9 +424,9 @@ static inline int append_all(vf__op *op, int n)
  * locked), each where child_goes_ahead says; the number ready at once. */
 static __attribute__((noinline)) int enqueue_child(vf__op *op, int n)
 {
-    if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF))
-        vf__profiling_held_at_push(op, n);
     const vf__op *parent = parent_of_child(op);
+    if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF))
+        vf__profiling_held_at_push(op, n, parent);
     vf__child_look look = {NULL, 0, parent};
     bool ahead = child_goes_ahead(op, n, parent, &look);
     op->ahead = ahead;
@@ -620,7 +620,7 @@ enqueue_as(vf_engine *e, vf__op *op, const char *who, bool unheld, bool locked,
     } else if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF)) {
         /* Apart from the plain loop, which this call would cost 17
          * instructions a push (callgrind, naive W1: 999 against 1016). */
-        vf__profiling_held_at_push(op, n);
+        vf__profiling_held_at_push(op, n, NULL);
         nready = append_all(op, n);
     } else {
         nready = append_all(op, n);

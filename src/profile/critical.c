@@ -2,7 +2,11 @@
  * critical.c: the critical path of a snapshot.
  *
  * The recorded DAG has an edge u -> v for every id u in v's deps that the
- * snapshot holds (u's finishing released one of v's vars). Ids follow push
+ * snapshot holds (u's finishing released one of v's vars), and one
+ * between each child and its parent (parent_edge): child -> parent when
+ * the child ended first (the parent's end waited for it: fork-join, as
+ * Cilk's span counts it, the parent's own time after its children's),
+ * parent -> child when the child outlived it. Ids follow push
  * order, but an edge may still go from a larger id to a smaller one (two
  * threads pushing at once take ids before they take var locks), so the
  * nodes are put in topological order by Kahn's algorithm rather than by id;
@@ -91,17 +95,51 @@ static void release(dag *g)
     free(g->pred_dev);
 }
 
+/* The record index of v's parent (vf_profile_record.parent), or -1, and
+ * which way the edge between them goes: `join` (v ended before its
+ * parent: the parent's end waits for it, as a fork-join program's wait
+ * for its children) or not (v outlived it: v comes after it). Equal ends:
+ * no edge. Each edge goes from an op that ended strictly earlier, and a
+ * dependency edge never from one that ended later (an op is released by
+ * an end before its start), so these make no cycle. */
+static ptrdiff_t parent_edge(const vf_profile *p, size_t v, bool *join)
+{
+    const vf_profile_record *r = &p->records[v];
+    ptrdiff_t u = r->parent != 0 ? vf__prof_find(p, r->parent) : -1;
+    if (u < 0 || p->records[u].end_ns == r->end_ns)
+        return -1;
+    *join = r->end_ns < p->records[u].end_ns;
+    return u;
+}
+
+/* Add the edge u -> v at v's next free slot (`fill`: v's cursor). */
+static void put_edge(dag *g, size_t *fill, size_t v, ptrdiff_t u)
+{
+    g->dep_index[fill[v]++] = u;
+}
+
 static int build(const vf_profile *p, dag *g)
 {
-    size_t n = p->count, ndeps = 0;
-    for (size_t i = 0; i < n; i++)
-        ndeps += (size_t)p->records[i].ndeps;
+    size_t n = p->count, nslots = 0;
     memset(g, 0, sizeof *g);
     g->n = n;
-    g->dep_index = vf__malloc((ndeps + 1) * sizeof *g->dep_index);
+    /* Slots: each record's deps, then the parent edges that end at it. */
+    size_t *fill = vf__calloc(n + 1, sizeof *fill);
+    if (fill == NULL)
+        return VF_ENOMEM;
+    for (size_t v = 0; v < n; v++) {
+        bool join;
+        ptrdiff_t u = parent_edge(p, v, &join);
+        if (u >= 0)
+            fill[join ? (size_t)u : v]++;
+        nslots += (size_t)p->records[v].ndeps;
+    }
+    for (size_t v = 0; v < n; v++)
+        nslots += fill[v];
+    g->dep_index = vf__malloc((nslots + 1) * sizeof *g->dep_index);
     g->first_dep = vf__malloc((n + 1) * sizeof *g->first_dep);
     g->succ_start = vf__calloc(n + 2, sizeof *g->succ_start);
-    g->succ = vf__malloc((ndeps + 1) * sizeof *g->succ);
+    g->succ = vf__malloc((nslots + 1) * sizeof *g->succ);
     g->indeg = vf__calloc(n + 1, sizeof *g->indeg);
     g->queue = vf__malloc((n + 1) * sizeof *g->queue);
     g->host = vf__malloc((n + 1) * sizeof *g->host);
@@ -111,22 +149,36 @@ static int build(const vf_profile *p, dag *g)
     g->pred_dev = vf__malloc((n + 1) * sizeof *g->pred_dev);
     if (!g->dep_index || !g->first_dep || !g->succ_start || !g->succ ||
         !g->indeg || !g->queue || !g->host || !g->dev || !g->pred_host ||
-        !g->pred_host_dev || !g->pred_dev)
+        !g->pred_host_dev || !g->pred_dev) {
+        free(fill);
         return VF_ENOMEM;
+    }
     size_t slot = 0;
     for (size_t v = 0; v < n; v++) {
         const vf_profile_record *r = &p->records[v];
         g->first_dep[v] = slot;
-        for (int k = 0; k < r->ndeps; k++, slot++) {
-            ptrdiff_t u = vf__prof_find(p, r->deps[k]);
-            g->dep_index[slot] = u;
-            if (u >= 0) {
-                g->succ_start[u + 1]++;
-                g->indeg[v]++;
-            }
-        }
+        for (int k = 0; k < r->ndeps; k++)
+            g->dep_index[slot++] = vf__prof_find(p, r->deps[k]);
+        size_t extra = fill[v];
+        fill[v] = slot; /* now its cursor */
+        slot += extra;
     }
     g->first_dep[n] = slot;
+    for (size_t v = 0; v < n; v++) {
+        bool join;
+        ptrdiff_t u = parent_edge(p, v, &join);
+        if (u >= 0 && join)
+            put_edge(g, fill, (size_t)u, (ptrdiff_t)v);
+        else if (u >= 0)
+            put_edge(g, fill, v, u);
+    }
+    free(fill);
+    for (size_t v = 0; v < n; v++)
+        for (size_t s = g->first_dep[v]; s < g->first_dep[v + 1]; s++)
+            if (g->dep_index[s] >= 0) {
+                g->succ_start[g->dep_index[s] + 1]++;
+                g->indeg[v]++;
+            }
     for (size_t v = 0; v < n; v++)
         g->succ_start[v + 1] += g->succ_start[v];
     /* Fill the successor lists (succ_start[u] runs ahead, then is reset). */
@@ -160,7 +212,8 @@ static uint64_t host_weight(const vf_profile *p, const dag *g, size_t v)
     const vf_profile_record *r = &p->records[v];
     uint64_t from = r->start_ns;
     if (!has_dev(r)) /* the host waited for its device preds' work first */
-        for (size_t s = g->first_dep[v]; s < g->first_dep[v + 1]; s++) {
+        for (size_t s = g->first_dep[v]; s < g->first_dep[v] + (size_t)r->ndeps;
+             s++) { /* not a child's */
             ptrdiff_t u = g->dep_index[s];
             if (u >= 0 && has_dev(&p->records[u]) &&
                 p->records[u].device_end_ns > from)

@@ -4,7 +4,8 @@
  * A node per op (its name and id, "op #<id>" alone for an unnamed one; its
  * worker and run time; skipped ops dashed and
  * grey, failed ops orange), an edge per recorded dependency (once per pair
- * of ops), left to right in dependency order. The critical path
+ * of ops), a dashed one from each child's parent (vf_profile_record.parent),
+ * left to right in dependency order. The critical path
  * (critical.c) is drawn in red with thick edges, and the graph's
  * label says its length against the span. Graphviz lays out a few thousand
  * nodes at most in reasonable time, so only the first VF__PROF_DOT_MAX ops
@@ -108,6 +109,21 @@ int vf__prof_write_dot(const vf_profile *p, FILE *f)
                 fprintf(f, " [color=\"" CRIT_COLOR "\", penwidth=3]");
             fprintf(f, ";\n");
         }
+        /* From its parent, dashed; on the path either way round (a
+         * child that ended first leads to its parent: critical.c). */
+        ptrdiff_t u = r->parent != 0 ? vf__prof_find(p, r->parent) : -1;
+        if (u < 0 || (size_t)u >= shown)
+            continue;
+        fprintf(f, "  n%" PRIu64 " -> n%" PRIu64 " [style=dashed", r->parent,
+                r->id);
+        int on_path = 0;
+        for (size_t j = 1; crit[i] && crit[u] && j < path.count && !on_path;
+             j++)
+            on_path = (path.ids[j] == r->id && path.ids[j - 1] == r->parent) ||
+                      (path.ids[j] == r->parent && path.ids[j - 1] == r->id);
+        if (on_path)
+            fprintf(f, ", color=\"" CRIT_COLOR "\", penwidth=3");
+        fprintf(f, "];\n");
     }
     fprintf(f, "}\n");
     if (prc == 0)

@@ -43,6 +43,7 @@ typedef struct vf__op_prof {
     uint64_t push, ready, start, end;  /* ns since the profile started */
     uint64_t device_start, device_end; /* the same; 0: none */
     uint64_t inside; /* ns of its run not its own (vf__prof_op_inside) */
+    uint64_t parent; /* the id of the op that pushed it, or 0 */
     /* Its name in the profiler's names (vf__prof_op_name), or, while
      * VF__PROF_NAME_AT_RECORD, read from the op when it is recorded. */
     size_t name;
@@ -132,6 +133,9 @@ vf__op_prof *vf__prof_op_pushed(vf__profiler *p, int nvars, uint32_t ids);
  * user). None when a start came since its push: the op is in neither profile.
  */
 void vf__prof_op_number(vf__profiler *p, vf__op_prof *r);
+/* r was pushed from inside the run of the op recorded by `parent` (a
+ * child): r's record names it, when it is of the same profile. */
+void vf__prof_op_parent(vf__op_prof *r, const vf__op_prof *parent);
 /* An op recorded as `from` released one of its vars: false when `from`
  * names no op of r's profile (an op of an earlier one; id 0, a fused op
  * standing for none of its items), whose caller takes the table's edge

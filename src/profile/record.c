@@ -193,6 +193,7 @@ vf__op_prof *vf__prof_op_pushed(vf__profiler *p, int nvars, uint32_t ids)
     r->push = r->ready = r->start = r->end = stamp(p);
     r->device_start = r->device_end = 0;
     r->inside = 0;
+    r->parent = 0;
     r->name = 0;
     r->name_state = VF__PROF_NAME_AT_RECORD;
     return r;
@@ -210,6 +211,14 @@ void vf__prof_op_number(vf__profiler *p, vf__op_prof *r)
     r->id = (n & NUMBERING_IDS) + r->nids;
 }
 
+void vf__prof_op_parent(vf__op_prof *r, const vf__op_prof *parent)
+{
+    /* Numbered at its push, before the child's; of an earlier profile,
+     * its id names another op here (or none). */
+    if (parent->session == r->session && parent->id != 0)
+        r->parent = parent->id;
+}
+
 vf__op_prof *vf__prof_op_split(vf__profiler *p, vf__op_prof *whole, int nvars,
                                uint32_t ids)
 {
@@ -218,6 +227,7 @@ vf__op_prof *vf__prof_op_split(vf__profiler *p, vf__op_prof *whole, int nvars,
         return NULL;
     r->session = whole->session;
     r->push = r->ready = r->start = r->end = whole->push;
+    r->parent = whole->parent;
     r->id = whole->id;
     whole->id -= ids;
     return r;
@@ -476,6 +486,7 @@ void vf__prof_op_finished(vf__profiler *p, vf__op_prof *pr,
         r->device_start_ns = pr->device_start;
         r->device_end_ns = pr->device_end;
         r->inside_ns = pr->inside;
+        r->parent = pr->parent;
         r->ndeps = atomic_load_explicit(&pr->ndeps, memory_order_relaxed);
         r->deps = NULL;
         memcpy(slot->deps, pr->deps, sizeof slot->deps);
@@ -515,6 +526,7 @@ void vf__prof_part_finished(vf__profiler *p, const vf__op_prof *whole,
     r->end = part->end;
     r->device_start = r->device_end = 0;
     r->inside = part->inside;
+    r->parent = whole->parent;
     r->more_deps = NULL;
     r->name = 0;
     r->name_state = VF__PROF_NAME_AT_RECORD; /* desc->name: the item's */

@@ -21,6 +21,7 @@
  *   property   the property's name (vf__prof_property_name)
  *   boolean    true or false
  *   deps       an array of the ids of the ops that released it
+ *   op_ref     an op's id, only when not 0 (a trace without it: 0)
  *   span       micros, only for an op with a device span
  * The reader takes the keys in any order, reads a key given twice twice
  * (the last counts), skips the fields for people, and ignores keys it does
@@ -45,7 +46,8 @@
     X("deps", deps, deps)                                                      \
     X("device_start_us", span, device_start_ns)                                \
     X("device_end_us", span, device_end_ns)                                    \
-    X("inside_us", micros, inside_ns)
+    X("inside_us", micros, inside_ns)                                          \
+    X("parent", op_ref, parent)
 
 /*
  * "otherData", the trace's last member: what the snapshot knows of the

@@ -190,6 +190,11 @@ static int get_op_id(args_in *a, const cJSON *v, uint64_t *id)
     return 0;
 }
 
+static int get_op_ref(args_in *a, const cJSON *v, uint64_t *id)
+{
+    return get_op_id(a, v, id);
+}
+
 static int get_boolean(args_in *a, const cJSON *v, bool *b)
 {
     if (!cJSON_IsBool(v))

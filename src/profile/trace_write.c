@@ -198,6 +198,12 @@ static void put_op_id(field_out *o, const char *k, const uint64_t *id)
     fprintf(o->f, "%" PRIu64, *id);
 }
 
+static void put_op_ref(field_out *o, const char *k, const uint64_t *id)
+{
+    if (*id != 0)
+        put_op_id(o, k, id);
+}
+
 static void put_unnamed(field_out *o, const char *k, const char *const *name)
 {
     (void)name;
