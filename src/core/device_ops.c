@@ -90,7 +90,7 @@ static int device_op_begin(vf__op *op, const vf__device_class *cls,
         bool resolved = atomic_load_explicit(&f->resolved,
                                              memory_order_acquire);
         if (resolved && !(carry && f->failure != NULL &&
-                          vf__failure_skips(f->failure, op->up, op->place)))
+                          vf__failure_live_for(f->failure, op->up, op->place)))
             continue;
         if (f->cls != cls) { /* another kind of device: the host orders */
             vf__fence_host_wait(e, f);

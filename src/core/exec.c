@@ -171,8 +171,8 @@ const vf__op_kind vf__kind_user = {
 /* --- running ----------------------------------------------------------- */
 
 /* Of `best` and the failure var v holds, the one the op at `place` under
- * `up` inherits: one that skips it, and first in push order (failure.h). Read
- * by an op that holds the var, so no write of it races. In an engine with
+ * `up` inherits: live for it, and first in push order (failure.h). Read by
+ * an op that holds the var, so no write of it races. In an engine with
  * `devices`, v's last device write may have failed after it released v
  * (device_ops.h). */
 static vf__failure *earlier_live(vf_engine *e, vf__failure *best, vf__var *v,
@@ -182,8 +182,8 @@ static vf__failure *earlier_live(vf_engine *e, vf__failure *best, vf__var *v,
     vf__failure *f = atomic_load_explicit(&v->failure, memory_order_acquire);
     if (VF__UNLIKELY(devices))
         f = vf__fences_var_failure(
-            e, v, f, f != NULL && vf__failure_skips(f, up, place));
-    if (VF__LIKELY(f == NULL) || !vf__failure_skips(f, up, place))
+            e, v, f, f != NULL && vf__failure_live_for(f, up, place));
+    if (VF__LIKELY(f == NULL) || !vf__failure_live_for(f, up, place))
         return best;
     return vf__failure_before(f, best) ? f : best;
 }

@@ -143,21 +143,6 @@ static inline bool vf__failure_live_for(const vf__failure *f,
            vf__wait_key_after(up, place, f->cleared_up, next, f->cleared_self);
 }
 
-/* Whether the record makes the op at `place` under `up` skip: live for it
- * (above), and its failing op comes before that op in push order. An op
- * that comes after it may have run first on a var they share (a child
- * takes its place on a var no running ancestor holds when it is pushed,
- * after ops pushed before that in time: varflow.h); the serial program
- * runs the earlier op first, so it inherits nothing from the later one
- * (it was skipped, and a wait for it returned 0: found by a user tester,
- * with vf_var_of on a local reused at one address by two ops' children). */
-static inline bool vf__failure_skips(const vf__failure *f, const vf__family *up,
-                                     uint64_t place)
-{
-    return vf__failure_live_for(f, up, place) &&
-           vf__family_before(f->up, f->place, up, place);
-}
-
 /* Whether the record is still to be reported by a wait at `key`: no wait
  * before it did (one at the same key, or after it, does not count). */
 static inline bool vf__failure_live_at(const vf__failure *f, vf__wait_key key)

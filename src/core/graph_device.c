@@ -685,7 +685,7 @@ static void recorded_failure_or_skip(vf_engine *e, vf__op *op,
     vf__failure *inherited = NULL;
     for (int k = 0; k < d->ncarry; k++) {
         vf__failure *f = vf__fence_host_wait(e, d->inputs[k]);
-        if (f != NULL && vf__failure_skips(f, op->up, op->place) &&
+        if (f != NULL && vf__failure_live_for(f, op->up, op->place) &&
             vf__failure_before(f, inherited))
             inherited = f;
     }
