@@ -1238,13 +1238,13 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * while it waits, on top of the wait (as OpenMP's taskwait does), and
  * none once three quarters of its stack are used
  * (config.worker_stack_kib); a device's worker, whose queue no other
- * thread takes, also runs any op queued there that comes before the waiting
- * op in push order (what the wait needs is among them), and no later one; the
- * waiting thread also runs there the inline ops (async ops' functions, any op
- * of the naive engine) made ready on that thread (with the waiting op, inside
- * it, or by an op its wait ran) that come before the waiting op in push order
- * (the ones it may wait for); a later one (which might wait for it) runs after
- * it on that thread, as in the serial program, but when every other op of the
+ * thread takes, also runs the ops queued there that write the variable it
+ * waits on, and no other; the waiting thread also runs
+ * there the inline ops (async ops' functions, any op of the naive engine)
+ * made ready on that thread (with the waiting op, inside it, or by an op
+ * its wait ran) that come before the waiting op in push order (the ones
+ * it may wait for); a later one (which might wait for it) runs after it on
+ * that thread, as in the serial program, but when every other op of the
  * engine looks stuck (an op queued on a device's worker that waits and
  * refused it looks so, and may yet run): then it runs above the wait, and a
  * wait of its own for the waiting op returns VF_EDEADLK. So does a push at

@@ -1220,19 +1220,19 @@ bool vf__exec_descends_fits(const vf__op *op, const void *family)
     return vf__exec_descends(op, family);
 }
 
-/* Whether `op`, queued on the waiter's pool, comes before the wait in
- * push order (`arg`: the waiter): an op pushed before the waiting op, or
- * one of its descendants pushed before the wait (vf__wait_key_after), as
- * the serial program has run them all by then. What the wait needs is
- * among them, however indirectly (an op that writes a var the writer of
- * the waited var reads: found by the reviewer of the first cut, which
- * took only the waited var's writers); none of them waits for the
- * waiting op, whose writes no wait inside them counts. */
+/* Whether `op`, queued on the waiter's pool, descends from the waiting op
+ * or writes the var it waits for (`arg`: the waiter). */
 static bool needed_by_waiter(const vf__op *op, const void *arg)
 {
     const vf__waiter *w = arg;
-    return vf__wait_key_after(op->up, op->place, w->key.up, w->key.next,
-                              w->key.self);
+    if (vf__exec_descends(op, w->family))
+        return true;
+    for (int i = 0; w->var != NULL && i < op->nvars; i++) {
+        const vf__dep *d = vf__op_dep(op, i);
+        if (vf__dep_var(d) == w->var && vf__dep_write(d))
+            return true;
+    }
+    return false;
 }
 
 /* A ready op of the waiter's pool that may run above the wait: one that
@@ -1245,13 +1245,14 @@ static bool needed_by_waiter(const vf__op *op, const void *arg)
  * bound, or trap the waiter under work that needs the waiting op to
  * finish. Those are the pool's other threads' (a spare's, when all of
  * them wait). A device's pool lends no spare and its threads take only
- * their own queues: there the waiter takes any op before the wait in
- * push order (needed_by_waiter), anywhere in its queue (sched.c), which
- * nobody else would ever run (the waiter ran it above itself once it
- * gave up looking, HOPELESS_LOOKS, and a wait beside it counted it stuck
- * meanwhile and ran a later op above itself: found by the second
- * reviewer of the waits inside inline ops), and no later one, which
- * might wait for it. */
+ * their own queues: there the waiter also takes an op that writes the var
+ * it waits for, which nobody else would ever run (the waiter ran it above
+ * itself once it gave up looking, HOPELESS_LOOKS, and a wait beside it
+ * counted it stuck meanwhile and ran a later op above itself: found by
+ * the second reviewer of the waits inside inline ops). Not any op before
+ * the wait in push order: one ready late, not needed, could wait on a var
+ * the waiting op writes (its marker queues behind that write), and got
+ * VF_EDEADLK (found by the reviewer of that change). */
 static vf__op *loop_take(const vf__waiter *w, vf__worker *me, bool any,
                          int *why)
 {

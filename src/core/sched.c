@@ -172,12 +172,8 @@ static vf__op *queue_pop(vf__worker *w)
     return lane_first(w) ? lane_pop(w) : heap_pop(w);
 }
 
-/* How far into a lane, or a heap, a waiter of a CPU pool looks for an op
- * it may run above its wait (its own descendants, pushed last: near the
- * front). A device pool's waiter looks at all of its queue: nobody else
- * takes what it needs from there, however deep (a wait beside it counted
- * an op past the first 32 stuck: found by the reviewer of the device
- * waiter's takes). */
+/* How far into a lane a waiter looks for an op it may run above its
+ * wait. */
 #define ABOVE_SCAN 32
 
 /* Under w->qlock: take `op` out of the lane. */
@@ -209,40 +205,12 @@ static vf__op *lane_take_above(vf__worker *w, const vf__pool_fits *fits,
                                bool from_tail)
 {
     vf__op *op = from_tail ? w->fifo_tail : w->fifo_head;
-    int scan = w->pool->spread ? INT_MAX : ABOVE_SCAN;
-    for (int i = 0; op != NULL && i < scan; i++) {
+    for (int i = 0; op != NULL && i < ABOVE_SCAN; i++) {
         if (fits->fn(op, fits->arg))
             return lane_unlink(w, op);
         op = from_tail ? *lane_prev(op) : op->next;
     }
     return NULL;
-}
-
-/* Under w->qlock: the heap's best op that `fits`, taken out, looking at
- * all of them (a device pool's waiter: ABOVE_SCAN); or NULL. Pops them
- * in order and melds the ones passed back, their arrival order kept:
- * O(n log n), only while a device's op waits inside itself. */
-static vf__op *heap_take_above_all(vf__worker *w, const vf__pool_fits *fits)
-{
-    vf__op *passed = NULL, *found = NULL;
-    while (w->root != NULL && found == NULL) {
-        vf__op *op = heap_pop(w);
-        if (fits->fn(op, fits->arg))
-            found = op;
-        else {
-            op->next = passed;
-            passed = op;
-        }
-    }
-    while (passed != NULL) {
-        vf__op *next = passed->next;
-        passed->next = passed->child = NULL;
-        w->root = meld(w->root, passed);
-        w->len++;
-        passed = next;
-    }
-    mirror_heap_top(w);
-    return found;
 }
 
 /* How many of a heap's ops a waiter looks at for one it may run. */
@@ -255,8 +223,6 @@ static vf__op *heap_take_above_all(vf__worker *w, const vf__pool_fits *fits)
  * front there. */
 static vf__op *heap_take_above(vf__worker *w, const vf__pool_fits *fits)
 {
-    if (w->pool->spread)
-        return heap_take_above_all(w, fits);
     vf__op **lists[ABOVE_HEAP_SCAN]; /* sibling lists to walk */
     int next = 0, nlists = 0, seen = 0;
     if (w->root != NULL)
