@@ -94,12 +94,15 @@ typedef struct vf_profile_record {
                                    use it; none of its ops for a var only
                                    the ops a split moved out use) */
     const uint64_t *deps;     /**< their ids (ops recorded in this profile) */
-    uint64_t parent;          /**< the op whose function pushed it (sync
-                                   or async), when recorded in this
-                                   profile; else 0 (pushed from outside
-                                   the engine's ops, from a `done`
-                                   callback or an op of another engine, or
-                                   its parent was not recorded) */
+    uint64_t parent;          /**< the sync op whose function pushed it
+                                   (one op of a bulk batch, not the
+                                   batch), when recorded in this profile;
+                                   else 0 (pushed from outside the
+                                   engine's ops, from an async op's
+                                   function, whose record spans its
+                                   completion, from a `done` callback or
+                                   an op of another engine, or its parent
+                                   was not recorded) */
 } vf_profile_record;
 
 /** A snapshot of a profile: immutable, independent of the engine. */

@@ -442,6 +442,88 @@ TEST_CASE(parent_waiting_for_its_children)
     }
 }
 
+/* Each child names the op whose function pushed it: with the parents
+ * fused into one bulk batch, its own item, not the batch's last (found
+ * by the reviewer of the parents); an async op's children name none (its
+ * record may be freed by another thread's finish while its function
+ * pushes, and spans its completion, not its own work). */
+static vf_engine *named_e;
+
+static int named_parent(vf_run *run, void *arg)
+{
+    (void)run;
+    for (int k = 0; k < 2; k++)
+        CHECK_OK(vf_engine_push(
+            named_e, &(vf_op){.fn = tu_nop, .name = (const char *)arg}));
+    return 0;
+}
+
+static void *named_finish(void *arg)
+{
+    CHECK_OK(vf_completion_finish(*(vf_completion *)arg, 0, NULL));
+    return NULL;
+}
+
+/* Its completion finished on another thread while it pushes (TSan saw
+ * the push read the record that finish freed). */
+static void named_async(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    pthread_t t = tu_thread_start(named_finish, &done);
+    for (int k = 0; k < 20; k++)
+        CHECK_OK(vf_engine_push(
+            named_e, &(vf_op){.fn = tu_nop, .name = (const char *)arg}));
+    tu_thread_join(t);
+}
+
+TEST_CASE(parents_of_batches_and_async_ops)
+{
+    static const char *const kids[] = {"kid of P0", "kid of P1", "kid of P2",
+                                       "kid of P3", "kid of A"};
+    for (int kind = 0; kind < 3; kind++) {
+        check_context_ = tu_kinds[kind].name;
+        named_e = tu_engine(&tu_kinds[kind]);
+        CHECK_OK(vf_profile_start(named_e));
+        CHECK(vf_bulk_set_size(named_e, 4) >= 0);
+        for (int i = 0; i < 4; i++)
+            CHECK_OK(vf_engine_push(named_e,
+                                    &(vf_op){.fn = named_parent,
+                                             .arg = (void *)kids[i],
+                                             .writes = VF_VARS(tu_var(named_e)),
+                                             .name = kids[i] + 7}));
+        CHECK_EQ(vf_bulk_set_size(named_e, 0), 4);
+        CHECK_OK(vf_engine_push(named_e, &(vf_op){.async_fn = named_async,
+                                                  .arg = (void *)kids[4],
+                                                  .name = "A"}));
+        CHECK_OK(vf_engine_wait_all(named_e, NULL));
+        vf_profile *p = NULL;
+        CHECK_OK(vf_profile_take(named_e, &p));
+        REQUIRE(p != NULL);
+        int seen = 0;
+        for (size_t i = 0; i < vf_profile_count(p); i++) {
+            const vf_profile_record *r = vf_profile_at(p, i);
+            if (strncmp(r->name, "kid of ", 7) != 0)
+                continue;
+            seen++;
+            if (strcmp(r->name, "kid of A") == 0) {
+                CHECK_EQ(r->parent, 0);
+                continue;
+            }
+            ptrdiff_t at = -1;
+            for (size_t j = 0; j < vf_profile_count(p); j++)
+                if (vf_profile_at(p, j)->id == r->parent)
+                    at = (ptrdiff_t)j;
+            REQUIRE(at >= 0);
+            CHECK_EQ(strcmp(vf_profile_at(p, (size_t)at)->name, r->name + 7),
+                     0);
+        }
+        CHECK_EQ(seen, 8 + 20);
+        vf_profile_destroy(p);
+        tu_finish_engine(named_e);
+    }
+    check_context_ = NULL;
+}
+
 /* --- Graphviz ---------------------------------------------------------- */
 
 static int count(const char *text, const char *what)

@@ -299,6 +299,11 @@ void vf__bulk_release_ran(vf__op *op);
  */
 void vf__bulk_before_child(vf__op *op, const vf__op *child);
 
+/* The profile id of the recorded fused op `op`'s item at `place` (the
+ * one whose run is the family at that place), as its record will have
+ * it; 0 when none of its items is there. */
+uint64_t vf__bulk_item_record_id(const vf__op *op, uint64_t place);
+
 /* Whether the fused op `op` released `v` early (vf__bulk_release_ran);
  * vf__bulk_let_go: its var `x` (the profiler's note of its last op on x
  * was made then, not at the batch's end). */

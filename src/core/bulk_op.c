@@ -773,6 +773,16 @@ void vf__bulk_before_child(vf__op *op, const vf__op *child)
     narrow(op, running);
 }
 
+uint64_t vf__bulk_item_record_id(const vf__op *op, uint64_t place)
+{
+    const vf__bulk_batch *b = op->arg;
+    int n = __atomic_load_n(&b->nitems, __ATOMIC_RELAXED);
+    for (int i = n - 1; i >= 0; i--) /* the running one is near the end */
+        if (b->items[i].place == place)
+            return op->prof->id - (uint64_t)(n - 1 - i); /* as record_item */
+    return 0;
+}
+
 bool vf__bulk_let_go(const vf__op *op, int x)
 {
     const vf__bulk_batch *b = op->arg;

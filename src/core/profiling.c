@@ -143,10 +143,25 @@ void vf__profiling_held_at_push(const vf__op *op, int n, const vf__op *parent)
     vf__prof_op_number(p, op->prof);
     /* Of the same engine (another's has ids of another profile), and
      * recorded (hooks set, its record made); running, so its record is
-     * there until it ends. */
-    if (parent != NULL && (parent->hooks & VF__HOOK_PROF) &&
-        parent->prof != NULL && vf__op_engine(parent) == vf__op_engine(op))
+     * there until it ends. Not an async op: another thread may finish it
+     * meanwhile and free its record (found by the reviewer: TSan), and
+     * its record spans its whole completion, not its own work (its
+     * children's time counted twice on the path). A fused op's parent is
+     * the item whose run pushed it. */
+    if (parent == NULL || parent->def->async ||
+        !(parent->hooks & VF__HOOK_PROF) || parent->prof == NULL ||
+        vf__op_engine(parent) != vf__op_engine(op))
+        return;
+    if (parent->def->kind != &vf__kind_bulk) {
         vf__prof_op_parent(op->prof, parent->prof);
+        return;
+    }
+    const vf__family *up = op->def->kind == &vf__kind_bulk
+                               ? ((const vf__bulk_batch *)op->arg)->up
+                               : op->up;
+    if (up != NULL)
+        vf__prof_op_parent_id(op->prof, parent->prof,
+                              vf__bulk_item_record_id(parent, up->place));
     for (int i = 0; i < n; i++) {
         const vf__dep *d = vf__op_dep(op, i);
         const vf__var *v = vf__dep_var(d);

@@ -136,6 +136,10 @@ void vf__prof_op_number(vf__profiler *p, vf__op_prof *r);
 /* r was pushed from inside the run of the op recorded by `parent` (a
  * child): r's record names it, when it is of the same profile. */
 void vf__prof_op_parent(vf__op_prof *r, const vf__op_prof *parent);
+/* The same for a parent that is one of the ops `parent` records (a fused
+ * op's item), with id `id` (0: none). */
+void vf__prof_op_parent_id(vf__op_prof *r, const vf__op_prof *parent,
+                           uint64_t id);
 /* An op recorded as `from` released one of its vars: false when `from`
  * names no op of r's profile (an op of an earlier one; id 0, a fused op
  * standing for none of its items), whose caller takes the table's edge

@@ -211,12 +211,18 @@ void vf__prof_op_number(vf__profiler *p, vf__op_prof *r)
     r->id = (n & NUMBERING_IDS) + r->nids;
 }
 
-void vf__prof_op_parent(vf__op_prof *r, const vf__op_prof *parent)
+void vf__prof_op_parent_id(vf__op_prof *r, const vf__op_prof *parent,
+                           uint64_t id)
 {
     /* Numbered at its push, before the child's; of an earlier profile,
      * its id names another op here (or none). */
     if (parent->session == r->session && parent->id != 0)
-        r->parent = parent->id;
+        r->parent = id;
+}
+
+void vf__prof_op_parent(vf__op_prof *r, const vf__op_prof *parent)
+{
+    vf__prof_op_parent_id(r, parent, parent->id);
 }
 
 vf__op_prof *vf__prof_op_split(vf__profiler *p, vf__op_prof *whole, int nvars,
