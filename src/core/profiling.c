@@ -137,17 +137,16 @@ static uint64_t var_key(const vf__var *v)
            1;
 }
 
-void vf__profiling_held_at_push(const vf__op *op, int n, const vf__op *parent)
+/* The record of `op`, pushed from inside `parent`'s run (NULL: none),
+ * names it (hooks.h: vf__prof_op_parent). Of the same engine (another's
+ * has ids of another profile), and recorded (hooks set, its record made);
+ * running, so its record is there until it ends. Not an async op: another
+ * thread may finish it meanwhile and free its record (found by the
+ * reviewer: TSan), and its record spans its whole completion, not its own
+ * work (its children's time counted twice on the path). A fused op's
+ * parent is the item whose run pushed it. */
+static void note_parent(const vf__op *op, const vf__op *parent)
 {
-    vf__profiler *p = vf__op_engine(op)->prof;
-    vf__prof_op_number(p, op->prof);
-    /* Of the same engine (another's has ids of another profile), and
-     * recorded (hooks set, its record made); running, so its record is
-     * there until it ends. Not an async op: another thread may finish it
-     * meanwhile and free its record (found by the reviewer: TSan), and
-     * its record spans its whole completion, not its own work (its
-     * children's time counted twice on the path). A fused op's parent is
-     * the item whose run pushed it. */
     if (parent == NULL || parent->def->async ||
         !(parent->hooks & VF__HOOK_PROF) || parent->prof == NULL ||
         vf__op_engine(parent) != vf__op_engine(op))
@@ -162,6 +161,13 @@ void vf__profiling_held_at_push(const vf__op *op, int n, const vf__op *parent)
     if (up != NULL)
         vf__prof_op_parent_id(op->prof, parent->prof,
                               vf__bulk_item_record_id(parent, up->place));
+}
+
+void vf__profiling_held_at_push(const vf__op *op, int n, const vf__op *parent)
+{
+    vf__profiler *p = vf__op_engine(op)->prof;
+    vf__prof_op_number(p, op->prof);
+    note_parent(op, parent);
     for (int i = 0; i < n; i++) {
         const vf__dep *d = vf__op_dep(op, i);
         const vf__var *v = vf__dep_var(d);
