@@ -548,4 +548,110 @@ TEST_KIND_CASE(wait_inside_reports_no_later_failure, k)
     CHECK_OK(vf_engine_destroy(t.e));
 }
 
+/* An op's child comes after a later op's child on their var in time (it
+ * takes its place when it is pushed: varflow.h), and that later child
+ * failed: the earlier child is skipped, and its parent's wait reports
+ * the failure that skipped it, by a record at the child's place, though
+ * the later child's failure is after the wait in push order. The wait
+ * returned 0, and the program read a value never computed (found by a
+ * user tester, with vf_var_of on a local that two ops' children used at
+ * one address).
+ * `mode`: bit 0, the parents wait with vf_run_wait_children (else a var
+ * wait); bit 1, the later parent does not wait (its child's failure is
+ * wait_all's to report); bit 2, the var is vf_var_of's for one address
+ * (else one vf_var_create made). */
+typedef struct later_child {
+    vf_engine *e;
+    vf_var s;
+    int mode;
+    long cell; /* vf_var_of's address */
+} later_child;
+
+typedef struct lc_parent {
+    later_child *t;
+    bool fails; /* its child does */
+    bool waits;
+    long value; /* what it read after its wait */
+    int wait_rc, child_status;
+    vf_error err; /* its wait's */
+} lc_parent;
+
+static int lc_child(vf_run *run, void *arg)
+{
+    lc_parent *p = arg;
+    if (p->fails)
+        return vf_run_set_error(run, "the later child fails"), 7;
+    p->value = 42;
+    return 0;
+}
+
+static void lc_child_done(void *arg, int status)
+{
+    ((lc_parent *)arg)->child_status = status;
+}
+
+static int lc_parent_fn(vf_run *run, void *arg)
+{
+    lc_parent *p = arg;
+    later_child *t = p->t;
+    vf_var s = t->s;
+    if (t->mode & 4)
+        CHECK_OK(vf_var_of(t->e, &t->cell, &s));
+    CHECK_OK(vf_engine_push(t->e, &(vf_op){.fn = lc_child,
+                                           .arg = p,
+                                           .done = lc_child_done,
+                                           .writes = VF_VARS(s),
+                                           .name = "child"}));
+    if (p->waits)
+        p->wait_rc = t->mode & 1 ? vf_run_wait_children(run, &p->err)
+                                 : vf_var_wait(t->e, s, &p->err);
+    return 0; /* it took its child's failure in hand */
+}
+
+TEST_KIND_CASE(skipped_by_a_later_child_is_reported, k)
+{
+    for (int mode = 0; mode < 8; mode++) {
+        char what[64];
+        snprintf(what, sizeof what, "%s, mode %d", k->name, mode);
+        check_context_ = what;
+        later_child t = {.e = tu_engine(k), .mode = mode};
+        t.s = tu_var(t.e);
+        vf_var g = tu_var(t.e), v1 = tu_var(t.e), v2 = tu_var(t.e);
+        lc_parent early = {&t, false, true, 0, -1, -1, {0}};
+        lc_parent late = {&t, true, !(mode & 2), 0, -1, -1, {0}};
+        vf_completion gate;
+        CHECK_OK(vf_engine_push(t.e, &(vf_op){.async_fn = tu_keep_completion,
+                                              .arg = &gate,
+                                              .writes = VF_VARS(g)}));
+        CHECK_OK(vf_engine_push(t.e, &(vf_op){.fn = lc_parent_fn,
+                                              .arg = &early,
+                                              .reads = VF_VARS(g),
+                                              .writes = VF_VARS(v1),
+                                              .name = "early"}));
+        CHECK_OK(vf_engine_push(t.e, &(vf_op){.fn = lc_parent_fn,
+                                              .arg = &late,
+                                              .writes = VF_VARS(v2),
+                                              .name = "late"}));
+        CHECK_OK(vf_var_wait(t.e, v2, NULL)); /* late ran, and its child */
+        vf_var s = t.s;
+        if (mode & 4)
+            CHECK_OK(vf_var_of(t.e, &t.cell, &s));
+        if (mode & 2) /* the later child's failure, reported here */
+            CHECK_ERR(vf_var_wait(t.e, s, NULL), VF_EOPFAILED);
+        else
+            CHECK_ERR(late.wait_rc, VF_EOPFAILED);
+        CHECK_EQ(late.child_status, 7);
+        CHECK_OK(vf_completion_finish(gate, 0, NULL)); /* early runs */
+        CHECK_OK(vf_var_wait(t.e, v1, NULL));
+        CHECK_OK(vf_engine_wait_all(t.e, NULL)); /* every one reported */
+        CHECK_EQ(early.child_status, VF_ESKIPPED);
+        CHECK_ERR(early.wait_rc, VF_EOPFAILED);
+        CHECK_EQ(early.err.code, 7);
+        CHECK_EQ(strcmp(early.err.op_name, "child"), 0);
+        CHECK_EQ(early.value, 0);
+        CHECK_OK(vf_engine_destroy(t.e));
+        check_context_ = NULL;
+    }
+}
+
 TEST_MAIN("test_failure_order", 120)
