@@ -229,14 +229,14 @@ TEST_CASE(synthetic)
     vf_profile_destroy(p);
     /* A child that outlived its parent (pushed, not waited for) comes
      * after it; one that ended with it has no edge; a parent not in the
-     * snapshot (99) is ignored. */
+     * snapshot (7: dropped while recording) is ignored. */
     const synth out[] = {
         {1, 0, 0, 0, 10, 0, "p", 0, {0}},
         {2, 5, 12, 20, 60, 0, "c", 0, {0}},
         {3, 5, 5, 5, 10, 1, "same end", 0, {0}},
-        {4, 5, 5, 5, 35, 1, "orphan", 0, {0}},
+        {9, 5, 5, 5, 35, 1, "orphan", 0, {0}},
     };
-    p = load_synth_with(out, NULL, (const uint64_t[]){0, 1, 1, 99}, 4, 0);
+    p = load_synth_with(out, NULL, (const uint64_t[]){0, 1, 1, 7}, 4, 0);
     expect_path(p, (const uint64_t[]){1, 2}, 2, 50, 60, "outlived");
     vf_profile_destroy(p);
     /* More of it not its own than its run: a corrupt file. */

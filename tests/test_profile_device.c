@@ -333,6 +333,14 @@ TEST_CASE(hand_made_sync_and_host)
     CHECK_EQ(st.weight[0], 500);
     CHECK_EQ(st.weight[1], 100);
     CHECK_EQ(st.device_ns[0], 0);
+    /* Its stream was busy 300, but as work that is inside its 500 of run:
+     * 600 of work in a span of 700 (it counted both: 900, a parallelism
+     * above 1 for a chain; found by a user tester). */
+    vf__prof_verdict v;
+    CHECK_OK(vf__prof_verdict_of(&p, &path, &st, "op", &v));
+    CHECK_EQ(v.device_ns, 300);
+    CHECK_EQ(v.host_ns, 600);
+    CHECK(v.parallelism == 600.0 / 700.0);
     vf_profile_path_destroy(&path);
     vf__prof_crit_stages_free(&st);
     r[0].device_start_ns = r[0].device_end_ns = 0;

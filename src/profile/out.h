@@ -176,17 +176,20 @@ typedef struct vf__prof_verdict {
     /* BETWEEN: the two verdicts (DEPENDENCY..IDLE) and their keys. */
     vf__prof_verdict_kind lo, hi;
     const char *lo_key, *hi_key;
-    uint64_t host_ns;     /* run times (end - start) summed, but
-                             async ops', nested ones once
-                             (vf__prof_host_spans) */
-    uint64_t async_ns;    /* async ops' (start to completion: mostly spent
-                             outside the workers, in the work they wait for) */
-    uint64_t device_ns;   /* device spans summed */
-    uint64_t critical_ns; /* the critical path's length */
+    uint64_t host_ns;          /* run times (end - start) summed, but
+                                  async ops', nested ones once
+                                  (vf__prof_host_spans) */
+    uint64_t async_ns;         /* async ops' (start to completion: mostly spent
+                                  outside the workers, in the work they wait for) */
+    uint64_t device_ns;        /* device spans summed */
+    uint64_t device_beyond_ns; /* of them, the parts past each op's host
+                                  end: work inside its own function
+                                  (device_sync) is in host_ns already */
+    uint64_t critical_ns;      /* the critical path's length */
     uint64_t critical_device_ns; /* of it, device work */
     int workers, streams;        /* that ran ops, device work */
     uint64_t busiest_stream_ns;
-    double parallelism; /* (host_ns + device_ns) / span */
+    double parallelism; /* (host_ns + device_beyond_ns) / span */
 } vf__prof_verdict;
 struct vf__prof_crit_stages;
 int vf__prof_verdict_of(const vf_profile *p, const vf_profile_path *path,

@@ -171,6 +171,8 @@ static int assemble(vf__trace_loader *ld, vf_profile **out)
         return vf__trace_bad(ld, "", no_meta);
     if (ld->npools != (size_t)ld->workers)
         return vf__trace_bad(ld, "worker_pools", "does not list every worker");
+    if (ld->records >= 0 && (uint64_t)ld->records != ld->nrecs)
+        return vf__trace_bad(ld, "records", "disagrees with the ops' events");
     for (size_t i = 0; i < ld->nrecs; i++) {
         const vf_profile_record *r = &ld->recs[i];
         if (r->worker < -1 || r->worker >= ld->workers) {
@@ -293,7 +295,8 @@ int vf_profile_load(const char *path, vf_profile **out)
     vf__trace_loader ld = {.text = text,
                            .end = text + len,
                            .event = -1,
-                           .kind = VF_ENGINE_PERDEVICE};
+                           .kind = VF_ENGINE_PERDEVICE,
+                           .records = -1};
     /* The gathered arrays are never NULL, even when empty. */
     int rc = vf__trace_grow((void **)&ld.recs, &ld.recs_cap, 1,
                             sizeof *ld.recs);

@@ -176,6 +176,7 @@ typedef struct args_in {
     vf__trace_loader *ld;
     const cJSON **deps;
     int *unnamed;
+    const char *status; /* the "status" word, or NULL */
 } args_in;
 
 /* A record's args, by kind (VF__TRACE_RECORD_ARGS). */
@@ -214,9 +215,15 @@ static int get_unnamed(args_in *a, const cJSON *v, const char **name)
 
 static int get_status(args_in *a, const cJSON *v, int *status)
 {
-    (void)a;
-    (void)v;
-    (void)status; /* for people: "code" says it */
+    (void)status; /* for people: "code" says it, which must agree (args) */
+    const char *s;
+    if (string(a->ld, v, &s) != 0)
+        return VF_EINVAL;
+    if (strcmp(s, "ok") != 0 && strcmp(s, "skipped") != 0 &&
+        strcmp(s, "failed") != 0)
+        return vf__trace_bad(a->ld, v->string,
+                             "expected \"ok\", \"skipped\" or \"failed\"");
+    a->status = s;
     return 0;
 }
 
@@ -289,7 +296,7 @@ static int args(vf__trace_loader *ld, const cJSON *o, vf_profile_record *r,
 {
     if (!cJSON_IsObject(o))
         return vf__trace_bad(ld, o->string, "expected an object");
-    args_in a = {ld, deps, unnamed};
+    args_in a = {ld, deps, unnamed, NULL};
     const cJSON *f;
     cJSON_ArrayForEach(f, o)
     {
@@ -308,6 +315,13 @@ static int args(vf__trace_loader *ld, const cJSON *o, vf_profile_record *r,
         if (rc != 0)
             return VF_EINVAL;
     }
+    /* The word for people must say what the code does (a hand-edited
+     * "ok" over a failure's code was read as the failure). */
+    if (a.status != NULL &&
+        strcmp(a.status, r->status == 0             ? "ok"
+                         : r->status == VF_ESKIPPED ? "skipped"
+                                                    : "failed") != 0)
+        return vf__trace_bad(ld, "status", "disagrees with \"code\"");
     return 0;
 }
 
@@ -360,6 +374,10 @@ int vf__trace_event(vf__trace_loader *ld, const cJSON *ev)
         return vf__trace_bad(ld, "", "device start after device end");
     if (r.inside_ns > dur)
         return vf__trace_bad(ld, "inside_us", "more than the op's run");
+    /* Numbered at its push, before its children: an earlier id (one not
+     * in the file was dropped while recording). */
+    if (r.parent >= r.id)
+        return vf__trace_bad(ld, "parent", "not an op before this one");
     size_t off;
     r.ndeps = cJSON_GetArraySize(deps);
     if (vf__trace_add_name(ld, name, &off) != 0 ||
@@ -408,8 +426,9 @@ static int get_meta_engine(vf__trace_loader *ld, const cJSON *v)
     if (string(ld, v, &s) != 0)
         return VF_EINVAL;
     ld->kind = vf__engine_type_parse(s);
-    if (ld->kind == VF_ENGINE_INVALID) /* as a perdevice engine's */
-        ld->kind = VF_ENGINE_PERDEVICE;
+    if (ld->kind == VF_ENGINE_INVALID)
+        return vf__trace_bad(ld, v->string,
+                             "expected \"naive\", \"pooled\" or \"perdevice\"");
     return 0;
 }
 
@@ -445,8 +464,14 @@ static int get_meta_worker_pools(vf__trace_loader *ld, const cJSON *v)
 
 static int get_meta_records(vf__trace_loader *ld, const cJSON *v)
 {
-    (void)ld;
-    (void)v; /* for people: the events are the records */
+    /* For people (the events are the records), but it must agree with
+     * them (trace_load.c: assemble). */
+    int64_t x = 0;
+    if (integer(ld, v, &x) != 0)
+        return VF_EINVAL;
+    if (x < 0)
+        return vf__trace_bad(ld, v->string, "expected a count (not negative)");
+    ld->records = x;
     return 0;
 }
 

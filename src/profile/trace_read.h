@@ -36,7 +36,8 @@ typedef struct vf__trace_loader {
     int have_meta, workers;
     vf_engine_type kind;
     uint64_t dropped, span_ns;
-    size_t *pools; /* per worker: offset of its pool's name in names[] */
+    int64_t records; /* otherData's "records", or -1 */
+    size_t *pools;   /* per worker: offset of its pool's name in names[] */
     size_t npools, pools_cap;
 } vf__trace_loader;
 

@@ -311,6 +311,13 @@ int vf__prof_verdict_of(const vf_profile *p, const vf_profile_path *path,
         if (vf__prof_has_device_span(r)) {
             uint64_t d = vf__prof_device_dur(r);
             out->device_ns += d;
+            /* Once as work: a chain of device_sync ops, whose functions
+             * wait for their work, read as parallelism 2 (found by a
+             * user tester). */
+            uint64_t from = r->device_start_ns > r->end_ns ? r->device_start_ns
+                                                           : r->end_ns;
+            if (r->device_end_ns > from)
+                out->device_beyond_ns += r->device_end_ns - from;
             keys[nkeys++] = (stream_key){(int)r->device.type, r->device.id,
                                          r->worker < 0 ? -1 : r->worker, d};
         }
@@ -337,7 +344,7 @@ int vf__prof_verdict_of(const vf_profile *p, const vf_profile_path *path,
              i++)
             out->critical_device_ns += stages->device_ns[i];
     }
-    uint64_t work = out->host_ns + out->device_ns;
+    uint64_t work = out->host_ns + out->device_beyond_ns;
     out->parallelism = (double)work / (double)span;
     int res = out->workers + out->streams;
     f.dag = out->critical_ns ? (double)work / (double)out->critical_ns : 0.0;
