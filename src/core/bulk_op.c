@@ -449,7 +449,7 @@ static void run_batch(vf__op *op, int worker, bool shutdown)
             f = vf__exec_inherited_failure(op, refs, it->nrefs, b->up, place,
                                            slow & VF__SLOW_DEVICES);
             if (f != NULL) {
-                vf__failure_ref(f);
+                f = vf__exec_skip_record(e, f, place, b->up);
                 skipped = true;
                 status = VF_ESKIPPED;
             }
