@@ -557,12 +557,9 @@ TEST_KIND_CASE(wait_inside_reports_no_later_failure, k)
  * user tester, with vf_var_of on a local that two ops' children used at
  * one address).
  * `mode`: bit 0, the parents wait with vf_run_wait_children (else a var
- * wait); bit 1, the later parent does not wait (the program's wait
- * reports its child's failure); bit 2, the var is vf_var_of's for one
- * address (else one vf_var_create made); bit 3, the earlier parent does
- * not wait either; bit 4, a bulk size (config.bulk_size): the children
- * are batch items (their skip shared the later one's record: found by
- * the reviewer of those records). */
+ * wait); bit 1, the later parent does not wait (its child's failure is
+ * wait_all's to report); bit 2, the var is vf_var_of's for one address
+ * (else one vf_var_create made). */
 typedef struct later_child {
     vf_engine *e;
     vf_var s;
@@ -613,17 +610,14 @@ static int lc_parent_fn(vf_run *run, void *arg)
 
 TEST_KIND_CASE(skipped_by_a_later_child_is_reported, k)
 {
-    for (int mode = 0; mode < 32; mode++) {
+    for (int mode = 0; mode < 8; mode++) {
         char what[64];
         snprintf(what, sizeof what, "%s, mode %d", k->name, mode);
         check_context_ = what;
-        vf_config cfg = k->cfg;
-        if (mode & 16)
-            cfg.bulk_size = 4; /* the children are batch items */
-        later_child t = {.e = tu_engine_cfg(k, &cfg), .mode = mode};
+        later_child t = {.e = tu_engine(k), .mode = mode};
         t.s = tu_var(t.e);
         vf_var g = tu_var(t.e), v1 = tu_var(t.e), v2 = tu_var(t.e);
-        lc_parent early = {&t, false, !(mode & 8), 0, -1, -1, {0}};
+        lc_parent early = {&t, false, true, 0, -1, -1, {0}};
         lc_parent late = {&t, true, !(mode & 2), 0, -1, -1, {0}};
         vf_completion gate;
         CHECK_OK(vf_engine_push(t.e, &(vf_op){.async_fn = tu_keep_completion,
@@ -649,124 +643,14 @@ TEST_KIND_CASE(skipped_by_a_later_child_is_reported, k)
         CHECK_EQ(late.child_status, 7);
         CHECK_OK(vf_completion_finish(gate, 0, NULL)); /* early runs */
         CHECK_OK(vf_var_wait(t.e, v1, NULL));
-        if (mode & 8) {
-            /* Nobody between the two waits for the skipped child: the one
-             * failure was reported once, before (it was reported again
-             * here: found by the reviewer of those records). */
-            CHECK_OK(vf_var_wait(t.e, s, NULL));
-        } else {
-            CHECK_ERR(early.wait_rc, VF_EOPFAILED);
-            CHECK_EQ(early.err.code, 7);
-            CHECK_EQ(strcmp(early.err.op_name, "child"), 0);
-        }
         CHECK_OK(vf_engine_wait_all(t.e, NULL)); /* every one reported */
         CHECK_EQ(early.child_status, VF_ESKIPPED);
+        CHECK_ERR(early.wait_rc, VF_EOPFAILED);
+        CHECK_EQ(early.err.code, 7);
+        CHECK_EQ(strcmp(early.err.op_name, "child"), 0);
         CHECK_EQ(early.value, 0);
         CHECK_OK(vf_engine_destroy(t.e));
         check_context_ = NULL;
-    }
-}
-
-/* The same for a device child: E, P's child on device 1, takes its place
- * on s after L, a later device op whose work is in flight and fails; E's
- * stream carries that failure, and E is skipped on the device. P's wait
- * reports it (it returned 0: found by the reviewer of the records made
- * for such skips), and the program's wait on t, which L writes, reports
- * L: no wait reports the one failure twice after both. `bit 0` of
- * `round`: P waits with vf_run_wait_children (else on s). */
-static struct {
-    vf_engine *e;
-    vf_var s;
-    tu_gate l_work;
-    atomic_int l_returned, e_pushed, e_status, p_wait, e_ran, by_children;
-} dl;
-
-static int dl_l_work(void *arg)
-{
-    (void)arg;
-    CHECK(tu_gate_wait(&dl.l_work, TU_TIMEOUT));
-    return 9;
-}
-
-static int dl_l(vf_run *run, void *arg)
-{
-    (void)arg;
-    int rc = vf_run_submit(run, dl_l_work, NULL, 0);
-    atomic_store(&dl.l_returned, 1);
-    return rc;
-}
-
-static int dl_e_work(void *arg)
-{
-    (void)arg;
-    atomic_store(&dl.e_ran, 1);
-    return 0;
-}
-
-static int dl_e(vf_run *run, void *arg)
-{
-    (void)arg;
-    return vf_run_submit(run, dl_e_work, NULL, 0);
-}
-
-static void dl_e_done(void *arg, int status)
-{
-    (void)arg;
-    atomic_store(&dl.e_status, status);
-}
-
-static int dl_p(vf_run *run, void *arg)
-{
-    (void)arg;
-    CHECK(tu_wait_flag(&dl.l_returned, 1, TU_TIMEOUT));
-    CHECK_OK(vf_engine_push(dl.e, &(vf_op){.fn = dl_e,
-                                           .done = dl_e_done,
-                                           .writes = VF_VARS(dl.s),
-                                           .device = {VF_DEVICE_EMULATED, 1},
-                                           .name = "E"}));
-    atomic_store(&dl.e_pushed, 1);
-    atomic_store(&dl.p_wait, atomic_load(&dl.by_children)
-                                 ? vf_run_wait_children(run, NULL)
-                                 : vf_var_wait(dl.e, dl.s, NULL));
-    return 0;
-}
-
-TEST_CASE(device_child_skipped_by_a_later_op_is_reported)
-{
-    for (int round = 0; round < 4; round++) {
-        vf_config c = {.type = round & 2 ? VF_ENGINE_PERDEVICE
-                                         : VF_ENGINE_POOLED,
-                       .cpu_workers = 2};
-        CHECK_OK(vf_engine_create(&dl.e, &c));
-        REQUIRE(dl.e != NULL);
-        tu_gate_init(&dl.l_work);
-        atomic_store(&dl.l_returned, 0);
-        atomic_store(&dl.e_pushed, 0);
-        atomic_store(&dl.e_ran, 0);
-        atomic_store(&dl.e_status, -1);
-        atomic_store(&dl.p_wait, -1);
-        atomic_store(&dl.by_children, round & 1);
-        dl.s = tu_var(dl.e);
-        vf_var t = tu_var(dl.e), v1 = tu_var(dl.e);
-        CHECK_OK(vf_engine_push(
-            dl.e, &(vf_op){.fn = dl_p, .writes = VF_VARS(v1), .name = "P"}));
-        CHECK_OK(
-            vf_engine_push(dl.e, &(vf_op){.fn = dl_l,
-                                          .writes = VF_VARS(dl.s, t),
-                                          .device = {VF_DEVICE_EMULATED, 0},
-                                          .name = "L"}));
-        CHECK(tu_wait_flag(&dl.e_pushed, 1, TU_TIMEOUT));
-        tu_gate_open(&dl.l_work); /* L's work fails */
-        vf_error err;
-        CHECK_ERR(vf_var_wait(dl.e, t, &err), VF_EOPFAILED);
-        CHECK_EQ(strcmp(err.op_name, "L"), 0);
-        CHECK_OK(vf_var_wait(dl.e, v1, NULL));
-        CHECK_OK(vf_engine_wait_all(dl.e, NULL));
-        CHECK_EQ(atomic_load(&dl.e_status), VF_ESKIPPED);
-        CHECK_EQ(atomic_load(&dl.e_ran), 0);
-        CHECK_ERR(atomic_load(&dl.p_wait), VF_EOPFAILED);
-        CHECK_OK(vf_engine_destroy(dl.e));
-        tu_gate_destroy(&dl.l_work);
     }
 }
 

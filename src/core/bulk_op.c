@@ -449,7 +449,7 @@ static void run_batch(vf__op *op, int worker, bool shutdown)
             f = vf__exec_inherited_failure(op, refs, it->nrefs, b->up, place,
                                            slow & VF__SLOW_DEVICES);
             if (f != NULL) {
-                f = vf__exec_skip_record(e, f, place, b->up);
+                vf__failure_ref(f);
                 skipped = true;
                 status = VF_ESKIPPED;
             }

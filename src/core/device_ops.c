@@ -165,18 +165,10 @@ static void device_outcome(vf__op *op, const vf__event_status *st)
      * it now: a wait claimed it after the op began (its work skipped
      * then). It stays skipped with that failure, as it would had it
      * started before the wait: not a failure of its own. */
-    bool live = fail != NULL;
     if (fail == NULL)
         fail = claimed;
     if (fail != NULL) {
-        /* A live one of an op after it in push order: a record of its own
-         * (exec.h), as a host op's skip gets (found by the reviewer of
-         * those records: its parent's wait returned 0). */
-        if (live)
-            fail = vf__exec_skip_record(vf__op_engine(op), fail, op->place,
-                                        op->up);
-        else
-            vf__failure_ref(fail);
+        vf__failure_ref(fail);
         op->failure = fail;
         op->status = VF_ESKIPPED;
         op->skipped = true;

@@ -74,21 +74,10 @@ vf__failure *vf__exec_inherited_failure(vf__op *op, const uint32_t *refs,
                                         int nrefs, const vf__family *up,
                                         uint64_t place, bool devices);
 
-/* What the op at `place` under `up`, skipped by the failure `f`, carries
- * (a reference): `f`, or, when `f`'s op is after it in push order (it
- * took its place on a var after that op in time: a child placed at its
- * push, varflow.h), a record of its own at its place, made for `f`
- * (failure.h: vf__failure_log_record_for), which the waits that count it
- * report, where `f` is after them in push order: a wait for the skipped op
- * returned 0 with its value never computed (found by a user tester:
- * vf_var_of on a local two ops' children used at one address). */
-vf__failure *vf__exec_skip_record(vf_engine *e, vf__failure *f, uint64_t place,
-                                  vf__family *up);
-
-/* The engine skips the op: `done` gets VF_ESKIPPED, and `f` (the op takes
- * what vf__exec_skip_record gives for it) goes on to the vars it writes; NULL:
- * the shutdown notice skips it (lifecycle.h), which the vars it writes keep for
- * their waits (vf__var.notice_skipped). */
+/* The engine skips the op: `done` gets VF_ESKIPPED, and `f` (a reference
+ * the op takes) goes on to the vars it writes; NULL: the shutdown notice
+ * skips it (lifecycle.h), which the vars it writes keep for their waits
+ * (vf__var.notice_skipped). */
 void vf__exec_op_skipped(vf__op *op, vf__failure *f);
 
 /* The op failed with `code` (its function's return, or its completion's):

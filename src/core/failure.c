@@ -67,7 +67,6 @@ void vf__failure_unref(vf__failure *f)
     vf__family_unref(f->up);
     if (vf__failure_claimed(f)) /* its last unref: the claim is complete */
         vf__family_unref(f->cleared_up);
-    vf__failure *cause = f->cause; /* after the reserve's lock (a leaf) */
     vf__failure_reserve *r = f->reserve;
     pthread_mutex_lock(&r->lock);
     bool keep = r->count < VF__FAILURE_RESERVE;
@@ -79,7 +78,6 @@ void vf__failure_unref(vf__failure *f)
     pthread_mutex_unlock(&r->lock);
     if (!keep)
         free(f);
-    vf__failure_unref(cause);
 }
 
 /* --- the log ------------------------------------------------------------- */
@@ -105,12 +103,19 @@ void vf__failure_log_destroy(vf__failure_log *log)
     pthread_mutex_destroy(&log->lock);
 }
 
-/* A new record listed in the log (one reference for the caller), or NULL
- * out of memory and of reserve. */
-static vf__failure *record(vf__failure_log *log, vf__failure *f, int code,
-                           const char *op_name, const char *message,
-                           uint64_t place, vf__family *up, vf__failure *cause)
+vf__failure *vf__failure_log_record(vf__failure_log *log, int code,
+                                    const char *op_name, const char *message,
+                                    uint64_t place, vf__family *up)
 {
+    vf__failure *f = reserve_take(&log->reserve);
+    pthread_mutex_lock(&log->lock);
+    if (f == NULL) {
+        /* Out of memory and of reserve: join the newest failure listed. */
+        if ((f = log->tail) != NULL)
+            vf__failure_ref(f);
+        pthread_mutex_unlock(&log->lock);
+        return f;
+    }
     atomic_init(&f->refs, 2); /* the caller's and the log's */
     atomic_init(&f->cleared_next, VF__NEVER);
     f->cleared_up = NULL;
@@ -122,9 +127,6 @@ static vf__failure *record(vf__failure_log *log, vf__failure *f, int code,
         vf__family_ref(up);
     f->next = NULL;
     f->reserve = &log->reserve;
-    f->cause = cause;
-    if (cause != NULL)
-        vf__failure_ref(cause);
     f->info.code = code;
     if (op_name != NULL && op_name[0] != '\0')
         snprintf(f->info.op_name, sizeof f->info.op_name, "%s", op_name);
@@ -138,35 +140,6 @@ static vf__failure *record(vf__failure_log *log, vf__failure *f, int code,
     else
         log->head = f;
     log->tail = f;
-    return f;
-}
-
-vf__failure *vf__failure_log_record(vf__failure_log *log, int code,
-                                    const char *op_name, const char *message,
-                                    uint64_t place, vf__family *up)
-{
-    vf__failure *f = reserve_take(&log->reserve);
-    pthread_mutex_lock(&log->lock);
-    if (f != NULL)
-        record(log, f, code, op_name, message, place, up, NULL);
-    else if ((f = log->tail) != NULL) /* out of memory and of reserve: */
-        vf__failure_ref(f);           /* join the newest failure listed */
-    pthread_mutex_unlock(&log->lock);
-    return f;
-}
-
-vf__failure *vf__failure_log_record_for(vf__failure_log *log,
-                                        vf__failure *cause, uint64_t place,
-                                        vf__family *up)
-{
-    vf__failure *f = reserve_take(&log->reserve);
-    if (f == NULL) {
-        vf__failure_ref(cause);
-        return cause;
-    }
-    pthread_mutex_lock(&log->lock);
-    record(log, f, cause->info.code, cause->info.op_name, cause->info.message,
-           place, up, cause);
     pthread_mutex_unlock(&log->lock);
     return f;
 }
@@ -226,11 +199,10 @@ bool vf__failure_log_report(vf__failure_log *log, uint64_t place, vf_error *err)
     pthread_mutex_unlock(&log->lock);
 
     vf__failure *first = NULL;
-    vf__wait_key key = {.up = NULL, .next = place + 1, .self = false};
     for (vf__failure *f = mine; f != NULL; f = f->next)
-        if (!vf__failure_claimed(f) && !vf__failure_spent_at(f, key) &&
-            vf__failure_before(f, first))
+        if (!vf__failure_claimed(f) && vf__failure_before(f, first))
             first = f;
+    vf__wait_key key = {.up = NULL, .next = place + 1, .self = false};
     bool reported = first != NULL && vf__failure_claim(first, key);
     if (reported && err != NULL)
         *err = first->info;

@@ -105,10 +105,6 @@ struct vf__failure {
     vf__failure *next; /* the log (log lock), or the reserve's
                           free list (reserve lock) */
     vf__failure_reserve *reserve; /* where it goes back when let go */
-    /* The record of an op skipped by a later op's failure, made for it
-     * (vf__failure_log_record_for): that failure (a reference), reported
-     * once between the two, or NULL. */
-    vf__failure *cause;
     vf_error info;
 };
 
@@ -173,23 +169,11 @@ static inline bool vf__failure_claimed(const vf__failure *f)
  * claim elsewhere only makes an op meet a fence on the host. */
 extern _Atomic uint64_t vf__failure_claims;
 
-/* Whether a wait at `key` finds the record reported in its cause: a wait
- * before `key` reported the failure it was made for (one failure, not
- * twice: found by the reviewer of those records). */
-static inline bool vf__failure_spent_at(const vf__failure *f, vf__wait_key key)
-{
-    return VF__UNLIKELY(f->cause != NULL) &&
-           !vf__failure_live_at(f->cause, key);
-}
-
 /* Report the record for a wait at `key`: true once, for the first wait
- * (that wait returns it); every op after `key` then finds it inert. A
- * record whose cause a wait before `key` reported is claimed too, but
- * not reported (false). The caller keeps the key's family alive (its
- * run, or its waiter's). */
+ * (that wait returns it); every op after `key` then finds it inert. The
+ * caller keeps the key's family alive (its run, or its waiter's). */
 static inline bool vf__failure_claim(vf__failure *f, vf__wait_key key)
 {
-    bool spent = vf__failure_spent_at(f, key);
     uint64_t expected = VF__NEVER;
     if (!atomic_compare_exchange_strong_explicit(
             &f->cleared_next, &expected, VF__CLAIMING, memory_order_acq_rel,
@@ -202,7 +186,7 @@ static inline bool vf__failure_claim(vf__failure *f, vf__wait_key key)
     atomic_store_explicit(&f->cleared_next, key.next, memory_order_release);
     /* Release: an op that reads the new count sees the record claimed. */
     atomic_fetch_add_explicit(&vf__failure_claims, 1, memory_order_release);
-    return !spent;
+    return true;
 }
 
 /* The count above, read by an op before it decides what it carries. */
@@ -248,15 +232,6 @@ void vf__failure_log_destroy(vf__failure_log *log);
 vf__failure *vf__failure_log_record(vf__failure_log *log, int code,
                                     const char *op_name, const char *message,
                                     uint64_t place, vf__family *up);
-
-/* The same for the op at `place` skipped by `cause`, the failure of an op
- * after it in push order (exec.c: vf__exec_skip_record): its code, name
- * and message, and `cause` kept (a reference) so that one wait between
- * the two reports it (vf__failure_claim). Out of memory and reserve, the
- * cause itself (a reference), as before there were such records. */
-vf__failure *vf__failure_log_record_for(vf__failure_log *log,
-                                        vf__failure *cause, uint64_t place,
-                                        vf__family *up);
 
 /*
  * Take back the failure just recorded for the op at `place`, which turned
