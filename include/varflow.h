@@ -1199,9 +1199,7 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * would. Where it would queue behind another op (one it might pass on the first
  * var: each would wait for the other), where it writes a var its parent
  * only reads, and on a var no running ancestor holds, it takes its place
- * when it is pushed, after the ops pushed before that in time (their
- * failures skip it then, and a wait that counts it reports the one that
- * did, though it failed after the wait in push order). So does a
+ * when it is pushed, after the ops pushed before that in time. So does a
  * child whose ancestors ended before it was pushed (an op that pushed a
  * child and returned without waiting for it, whose child pushes on its
  * vars): the ops pushed after them may have run already. To keep the

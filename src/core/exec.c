@@ -220,28 +220,9 @@ void vf__exec_op_failed(vf__op *op, int code, const char *message)
                                             op->up);
 }
 
-/* `op` is skipped by `f`, the failure of an op after it in push order: it
- * took its place on a var after that op in time (a child placed when it
- * was pushed: varflow.h). A record of its own, at its place, saying what
- * failed (one reference): the waits that count it report it, where the
- * later op's failure, after them in push order, is not theirs to report,
- * and a wait for the skipped op returned 0 with its value never computed
- * (found by a user tester: vf_var_of on a local two ops' children used at
- * one address). */
-static __attribute__((noinline)) vf__failure *skipped_by_later(vf__op *op,
-                                                               vf__failure *f)
-{
-    return vf__engine_record_failure(vf__op_engine(op), f->info.code,
-                                     f->info.op_name, f->info.message,
-                                     vf__push_place_of(op), op->up);
-}
-
 void vf__exec_op_skipped(vf__op *op, vf__failure *f)
 {
-    if (f != NULL && VF__UNLIKELY(!vf__family_before(f->up, f->place, op->up,
-                                                     vf__push_place_of(op))))
-        f = skipped_by_later(op, f);
-    else if (f != NULL)
+    if (f != NULL)
         vf__failure_ref(f);
     else /* the notice's */
         for (int i = 0; i < op->nvars; i++)
