@@ -59,7 +59,11 @@ static inline void vf__profiling_stretch_begin(const vf__op *op,
                                                vf__prof_stretch *s)
 {
     s->op = NULL;
-    if (VF__UNLIKELY(op != NULL && (op->hooks & VF__HOOK_PROF)))
+    /* An async op's first: another thread's finish may record it and
+     * clear its hooks meanwhile (TSan: a child run at its push while
+     * another thread finished its async parent). */
+    if (VF__UNLIKELY(op != NULL && !op->def->async &&
+                     (op->hooks & VF__HOOK_PROF)))
         vf__profiling_stretch_from(op, s);
 }
 
