@@ -410,4 +410,61 @@ TEST_KIND_CASE(push_racing_destroy, k)
     tu_finish_engine(r.e);
 }
 
+/* Pushes on a handle its operator's destroy left, while a create takes
+ * the block over (the header: the handle then names that operator): each
+ * push runs one of them or is refused with VF_EINVAL. The create wrote
+ * the block and published it with relaxed stores, so a push could read
+ * its fields half made (found by a user tester: TSan, every run). */
+typedef struct reusing {
+    vf_engine *e;
+    vf_operator *_Atomic opr;
+    atomic_int stop;
+    atomic_long accepted, refused, other, dones;
+} reusing;
+
+static void reusing_done(void *arg, int status)
+{
+    (void)status;
+    atomic_fetch_add(&((reusing *)arg)->dones, 1);
+}
+
+static void *reusing_pusher(void *arg)
+{
+    reusing *r = arg;
+    while (!atomic_load(&r->stop)) {
+        int rc = vf_operator_push(r->e, atomic_load(&r->opr), 0);
+        atomic_fetch_add(rc == 0           ? &r->accepted
+                         : rc == VF_EINVAL ? &r->refused
+                                           : &r->other,
+                         1);
+    }
+    return NULL;
+}
+
+TEST_KIND_CASE(push_on_a_handle_a_create_took_over, k)
+{
+    reusing r;
+    memset(&r, 0, sizeof r);
+    r.e = tu_engine(k);
+    vf_var v = tu_var(r.e);
+    vf_op def = {
+        .fn = tu_nop, .done = reusing_done, .arg = &r, .writes = VF_VARS(v)};
+    vf_operator *o = NULL;
+    CHECK_OK(vf_operator_create(r.e, &def, &o));
+    atomic_store(&r.opr, o);
+    pthread_t t = tu_thread_start(reusing_pusher, &r);
+    for (int i = 0; i < 2000; i++) {
+        CHECK_OK(vf_operator_destroy(r.e, atomic_load(&r.opr)));
+        CHECK_OK(vf_operator_create(r.e, &def, &o));
+        atomic_store(&r.opr, o);
+    }
+    atomic_store(&r.stop, 1);
+    tu_thread_join(t);
+    CHECK_OK(vf_operator_destroy(r.e, atomic_load(&r.opr)));
+    CHECK_OK(vf_engine_wait_all(r.e, NULL));
+    CHECK_EQ(atomic_load(&r.other), 0);
+    CHECK_EQ(atomic_load(&r.dones), atomic_load(&r.accepted));
+    tu_finish_engine(r.e);
+}
+
 TEST_MAIN("test_operator", 120)

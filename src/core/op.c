@@ -3,6 +3,7 @@
 
 #include <inttypes.h>
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -512,6 +513,16 @@ void vf__operator_block_spend(vf_operator *opr)
     block_keep(&spent, opr, VF__OPERATOR_SPENT);
 }
 
+/* vf__operator_block zeroes a taken block from `engine` to `refs` and
+ * from `def` to its end, leaving the atomics between. */
+_Static_assert(offsetof(vf_operator, magic) < offsetof(vf_operator, engine) &&
+                   offsetof(vf_operator, engine) <
+                       offsetof(vf_operator, refs) &&
+                   offsetof(vf_operator, refs) <
+                       offsetof(vf_operator, deleted) &&
+                   offsetof(vf_operator, deleted) < offsetof(vf_operator, def),
+               "vf_operator's atomics sit between its zeroed ranges");
+
 vf_operator *vf__operator_block(void)
 {
     vf_operator *opr = NULL;
@@ -526,7 +537,12 @@ vf_operator *vf__operator_block(void)
     }
     if (opr == NULL)
         return vf__calloc(1, sizeof *opr);
-    memset(opr, 0, sizeof *opr);
+    /* All but its magic (SPENT) and refs (0), which a push on a stale
+     * handle to it may read meanwhile (the create publishes them last:
+     * push.c), and `deleted` (the create stores it). */
+    memset(&opr->engine, 0,
+           offsetof(vf_operator, refs) - offsetof(vf_operator, engine));
+    memset(&opr->def, 0, sizeof *opr - offsetof(vf_operator, def));
     return opr;
 }
 

@@ -924,12 +924,17 @@ static int operator_create(vf_engine *e, const vf_op *desc, vf_operator **out,
     snprintf(opr->name, sizeof opr->name, "%s", opr->def.name);
     opr->def.name = opr->name;
     opr->def.opr = opr; /* its runs hold a reference (op.c) */
-    atomic_store_explicit(&opr->magic, VF__OPERATOR_MAGIC,
-                          memory_order_relaxed);
     opr->engine = e;
-    atomic_init(&opr->refs, 1);
-    atomic_init(&opr->deleted, false);
     vf__operator_list(opr); /* destroy frees it if the program does not */
+    /* Published last, with release: a push on a stale handle to this
+     * block (the header allows it) takes a reference only once refs is
+     * not 0, and passes the magic only once it reads MAGIC, after which
+     * it sees every field above (op.c: vf__operator_block keeps refs and
+     * the magic out of its zeroing). */
+    atomic_store_explicit(&opr->deleted, false, memory_order_relaxed);
+    atomic_store_explicit(&opr->refs, 1, memory_order_release);
+    atomic_store_explicit(&opr->magic, VF__OPERATOR_MAGIC,
+                          memory_order_release);
     *out = opr;
     return 0;
 }
@@ -951,12 +956,13 @@ static int refuse_destroyed(const char *who)
         VF_EINVAL, "%s: the operator was destroyed (vf_operator_destroy)", who);
 }
 
-/* The handle's checks. Whether it was deleted is each caller's to ask, in
- * the step that needs it (operator_take, the destroy's exchange). */
-static int check_operator(vf_engine *e, vf_operator *opr, const char *who)
+/* The handle's magic: 0 when it names a live operator. Acquire: a block
+ * a later create took over is published by its magic's release (op.h),
+ * with its fields. */
+static int check_operator_magic(vf_operator *opr, const char *who)
 {
     uint32_t magic = opr != NULL ? atomic_load_explicit(&opr->magic,
-                                                        memory_order_relaxed)
+                                                        memory_order_acquire)
                                  : 0;
     if (magic == VF__OPERATOR_RETIRED)
         return vf__fail(VF_EINVAL, "%s: the operator's engine was destroyed",
@@ -966,12 +972,30 @@ static int check_operator(vf_engine *e, vf_operator *opr, const char *who)
     if (magic != VF__OPERATOR_MAGIC)
         return vf__fail(VF_EINVAL, "%s: not an operator (NULL or deleted)",
                         who);
+    return 0;
+}
+
+/* The operator's engine: 0 when it is `e`. A push reads it once it holds
+ * a reference (operator_take): a stale handle's block may be taken over
+ * by a later create meanwhile, which writes it before it publishes the
+ * block (found by a user tester: TSan). */
+static int check_operator_engine(vf_engine *e, const vf_operator *opr,
+                                 const char *who)
+{
     if (opr->engine != e)
         return vf__fail(VF_EXDEV,
                         "%s: the operator belongs to another "
                         "engine",
                         who);
     return 0;
+}
+
+/* The handle's checks. Whether it was deleted is each caller's to ask, in
+ * the step that needs it (operator_take, the destroy's exchange). */
+static int check_operator(vf_engine *e, vf_operator *opr, const char *who)
+{
+    int rc = check_operator_magic(opr, who);
+    return rc != 0 ? rc : check_operator_engine(e, opr, who);
 }
 
 /* A reference to the operator for a push of it, taken before the push
@@ -1028,9 +1052,13 @@ static inline __attribute__((always_inline)) int
 operator_push(vf_engine *e, vf_operator *opr, int priority, const char *who)
 {
     int rc = check_engine(e, who);
-    if (rc != 0 || (rc = check_operator(e, opr, who)) != 0 ||
+    if (rc != 0 || (rc = check_operator_magic(opr, who)) != 0 ||
         (rc = operator_take(opr, who)) != 0)
         return rc;
+    if (VF__UNLIKELY((rc = check_operator_engine(e, opr, who)) != 0)) {
+        vf__operator_unref(opr);
+        return rc;
+    }
     if (vf__graph_capturing(e)) { /* recorded, not run (graph.h) */
         rc = vf__graph_record(e, who, NULL, opr, priority, false, NULL, 0);
         vf__operator_unref(opr);
@@ -1093,10 +1121,14 @@ operator_push_arg(vf_engine *e, vf_operator *opr, int priority, void *arg,
                   size_t arg_size, const char *who)
 {
     int rc = check_engine(e, who);
-    if (rc != 0 || (rc = check_operator(e, opr, who)) != 0 ||
+    if (rc != 0 || (rc = check_operator_magic(opr, who)) != 0 ||
         (rc = vf__arg_check(who, arg, arg_size)) != 0 ||
         (rc = operator_take(opr, who)) != 0)
         return rc;
+    if (VF__UNLIKELY((rc = check_operator_engine(e, opr, who)) != 0)) {
+        vf__operator_unref(opr);
+        return rc;
+    }
     if (vf__graph_capturing(e)) { /* recorded, not run (graph.h) */
         rc = vf__graph_record(e, who, NULL, opr, priority, true, arg, arg_size);
         vf__operator_unref(opr);
