@@ -60,10 +60,15 @@ static void report_blocked(vf_engine *e, const char *who, int64_t waited_ms)
 {
     char ops[512];
     vf__async_describe(&e->async, ops, sizeof ops);
+    /* The count the bound holds, and every op not finished: ops held by
+     * a stop are outside the bound (it printed the bound as the count in
+     * flight, 2 where 1500 were pending: found by a user tester). */
     fprintf(stderr,
-            "varflow: %s has waited %.1f s for room under max_inflight "
-            "(%u ops in flight); %s\n",
-            who, (double)waited_ms / 1000.0, e->max_inflight, ops);
+            "varflow: %s has waited %.1f s for room under max_inflight %u "
+            "(%u ops counted against it, %u not finished in all); %s\n",
+            who, (double)waited_ms / 1000.0, e->max_inflight,
+            atomic_load_explicit(&e->counts.inflight, memory_order_relaxed),
+            vf__counts_pending(vf__engine_counts(e)), ops);
 }
 
 /* The room under e's bound this thread's push took (reserve), already in
