@@ -458,6 +458,23 @@ static int named_parent(vf_run *run, void *arg)
     return 0;
 }
 
+/* A `done` callback's push, and an op of another engine's: no parent (the
+ * header's other cases of 0). */
+static void named_done(void *arg, int status)
+{
+    (void)status;
+    CHECK_OK(vf_engine_push(named_e,
+                            &(vf_op){.fn = tu_nop, .name = (const char *)arg}));
+}
+
+static int named_other(vf_run *run, void *arg)
+{
+    (void)run;
+    CHECK_OK(vf_engine_push(named_e,
+                            &(vf_op){.fn = tu_nop, .name = (const char *)arg}));
+    return 0;
+}
+
 static void *named_finish(void *arg)
 {
     CHECK_OK(vf_completion_finish(*(vf_completion *)arg, 0, NULL));
@@ -479,7 +496,8 @@ static void named_async(vf_run *run, void *arg, vf_completion done)
 TEST_CASE(parents_of_batches_and_async_ops)
 {
     static const char *const kids[] = {"kid of P0", "kid of P1", "kid of P2",
-                                       "kid of P3", "kid of A"};
+                                       "kid of P3", "kid of A",  "kid of D",
+                                       "kid of O"};
     for (int kind = 0; kind < 3; kind++) {
         check_context_ = tu_kinds[kind].name;
         named_e = tu_engine(&tu_kinds[kind]);
@@ -495,6 +513,16 @@ TEST_CASE(parents_of_batches_and_async_ops)
         CHECK_OK(vf_engine_push(named_e, &(vf_op){.async_fn = named_async,
                                                   .arg = (void *)kids[4],
                                                   .name = "A"}));
+        CHECK_OK(vf_engine_push(named_e, &(vf_op){.fn = tu_nop,
+                                                  .done = named_done,
+                                                  .arg = (void *)kids[5],
+                                                  .name = "D"}));
+        vf_engine *other = tu_engine(&tu_kinds[kind]);
+        CHECK_OK(vf_engine_push(
+            other,
+            &(vf_op){.fn = named_other, .arg = (void *)kids[6], .name = "O"}));
+        CHECK_OK(vf_engine_wait_all(other, NULL));
+        tu_finish_engine(other);
         CHECK_OK(vf_engine_wait_all(named_e, NULL));
         vf_profile *p = NULL;
         CHECK_OK(vf_profile_take(named_e, &p));
@@ -505,7 +533,9 @@ TEST_CASE(parents_of_batches_and_async_ops)
             if (strncmp(r->name, "kid of ", 7) != 0)
                 continue;
             seen++;
-            if (strcmp(r->name, "kid of A") == 0) {
+            if (strcmp(r->name, "kid of A") == 0 ||
+                strcmp(r->name, "kid of D") == 0 ||
+                strcmp(r->name, "kid of O") == 0) {
                 CHECK_EQ(r->parent, 0);
                 continue;
             }
@@ -517,7 +547,7 @@ TEST_CASE(parents_of_batches_and_async_ops)
             CHECK_EQ(strcmp(vf_profile_at(p, (size_t)at)->name, r->name + 7),
                      0);
         }
-        CHECK_EQ(seen, 8 + 20);
+        CHECK_EQ(seen, 8 + 20 + 2);
         vf_profile_destroy(p);
         tu_finish_engine(named_e);
     }

@@ -367,6 +367,13 @@ static bool split_after(vf_engine *e, vf__op *op, int k)
 
 /* --- running it --------------------------------------------------------- */
 
+/* The profile id of item `i` of the recorded fused op `op` of `n` items:
+ * its push took an id for each (records), the fused op's the last. */
+static uint64_t item_id(const vf__op *op, int n, int i)
+{
+    return op->prof->id - (uint64_t)(n - 1 - i);
+}
+
 /* The profile record of the batch's op `i` (run_batch): its id, the op
  * before it as its edge (the first takes the fused op's edges), its times
  * (`ready` the end of the op before it, or the fused op's ready). */
@@ -376,8 +383,7 @@ static void record_item(vf_engine *e, const vf__op *op, int i, int worker,
     const vf__bulk_batch *b = op->arg;
     const vf__bulk_item *it = &b->items[i];
     vf__op_prof part;
-    /* Its push took an id for each (records), the fused op's the last. */
-    part.id = op->prof->id - (uint64_t)(b->nitems - 1 - i);
+    part.id = item_id(op, b->nitems, i);
     part.worker = worker;
     part.ready = ready;
     part.start = start;
@@ -779,7 +785,7 @@ uint64_t vf__bulk_item_record_id(const vf__op *op, uint64_t place)
     int n = __atomic_load_n(&b->nitems, __ATOMIC_RELAXED);
     for (int i = n - 1; i >= 0; i--) /* the running one is near the end */
         if (b->items[i].place == place)
-            return op->prof->id - (uint64_t)(n - 1 - i); /* as record_item */
+            return item_id(op, n, i);
     return 0;
 }
 

@@ -980,10 +980,8 @@ static int check_operator_magic(vf_operator *opr, const char *who)
     return 0;
 }
 
-/* The operator's engine: 0 when it is `e`. A push reads it once it holds
- * a reference (operator_take): a stale handle's block may be taken over
- * by a later create meanwhile, which writes it before it publishes the
- * block (found by a user tester: TSan). */
+/* The operator's engine: 0 when it is `e` (a push reads it only once it
+ * holds a reference: operator_take_on). */
 static int check_operator_engine(vf_engine *e, const vf_operator *opr,
                                  const char *who)
 {
@@ -1025,6 +1023,18 @@ static inline int operator_take(vf_operator *opr, const char *who)
     return 0;
 }
 
+/* operator_take, then the operator's engine, read only now: a stale
+ * handle's block may be taken over by a later create meanwhile, which
+ * writes it before it publishes the block (found by a user tester: TSan). */
+static inline int operator_take_on(vf_engine *e, vf_operator *opr,
+                                   const char *who)
+{
+    int rc = operator_take(opr, who);
+    if (rc == 0 && VF__UNLIKELY((rc = check_operator_engine(e, opr, who)) != 0))
+        vf__operator_unref(opr);
+    return rc;
+}
+
 /* An op block for a run of the operator, its var set staged; NULL
  * (VF_ENOMEM, with a detail naming `who`) without memory. */
 static inline vf__op *operator_op_alloc(const vf_operator *opr, size_t arg_size,
@@ -1058,12 +1068,8 @@ operator_push(vf_engine *e, vf_operator *opr, int priority, const char *who)
 {
     int rc = check_engine(e, who);
     if (rc != 0 || (rc = check_operator_magic(opr, who)) != 0 ||
-        (rc = operator_take(opr, who)) != 0)
+        (rc = operator_take_on(e, opr, who)) != 0)
         return rc;
-    if (VF__UNLIKELY((rc = check_operator_engine(e, opr, who)) != 0)) {
-        vf__operator_unref(opr);
-        return rc;
-    }
     if (vf__graph_capturing(e)) { /* recorded, not run (graph.h) */
         rc = vf__graph_record(e, who, NULL, opr, priority, false, NULL, 0);
         vf__operator_unref(opr);
@@ -1128,12 +1134,8 @@ operator_push_arg(vf_engine *e, vf_operator *opr, int priority, void *arg,
     int rc = check_engine(e, who);
     if (rc != 0 || (rc = check_operator_magic(opr, who)) != 0 ||
         (rc = vf__arg_check(who, arg, arg_size)) != 0 ||
-        (rc = operator_take(opr, who)) != 0)
+        (rc = operator_take_on(e, opr, who)) != 0)
         return rc;
-    if (VF__UNLIKELY((rc = check_operator_engine(e, opr, who)) != 0)) {
-        vf__operator_unref(opr);
-        return rc;
-    }
     if (vf__graph_capturing(e)) { /* recorded, not run (graph.h) */
         rc = vf__graph_record(e, who, NULL, opr, priority, true, arg, arg_size);
         vf__operator_unref(opr);

@@ -95,27 +95,23 @@ static void release(dag *g)
     free(g->pred_dev);
 }
 
-/* The record index of v's parent (vf_profile_record.parent), or -1, and
- * which way the edge between them goes: `join` (v ended before its
- * parent: the parent's end waits for it, as a fork-join program's wait
- * for its children) or not (v outlived it: v comes after it). Equal ends:
- * no edge. Each edge goes from an op that ended strictly earlier, and a
- * dependency edge never from one that ended later (an op is released by
- * an end before its start), so these make no cycle. */
-static ptrdiff_t parent_edge(const vf_profile *p, size_t v, bool *join)
+/* The edge between record v and its parent (vf_profile_record.parent),
+ * from *from to *to, when there is one: v -> parent when v ended first
+ * (the parent's end waits for it, as a fork-join program's wait for its
+ * children), parent -> v when v outlived it; equal ends, or a parent not
+ * in the snapshot: none. Each edge goes from an op that ended strictly
+ * earlier, and a dependency edge never from one that ended later (an op
+ * is released by an end before its start), so these make no cycle. */
+static bool parent_edge(const vf_profile *p, size_t v, size_t *from, size_t *to)
 {
     const vf_profile_record *r = &p->records[v];
     ptrdiff_t u = r->parent != 0 ? vf__prof_find(p, r->parent) : -1;
     if (u < 0 || p->records[u].end_ns == r->end_ns)
-        return -1;
-    *join = r->end_ns < p->records[u].end_ns;
-    return u;
-}
-
-/* Add the edge u -> v at v's next free slot (`fill`: v's cursor). */
-static void put_edge(dag *g, size_t *fill, size_t v, ptrdiff_t u)
-{
-    g->dep_index[fill[v]++] = u;
+        return false;
+    bool join = r->end_ns < p->records[u].end_ns;
+    *from = join ? v : (size_t)u;
+    *to = join ? (size_t)u : v;
+    return true;
 }
 
 static int build(const vf_profile *p, dag *g)
@@ -127,11 +123,9 @@ static int build(const vf_profile *p, dag *g)
     size_t *fill = vf__calloc(n + 1, sizeof *fill);
     if (fill == NULL)
         return VF_ENOMEM;
-    for (size_t v = 0; v < n; v++) {
-        bool join;
-        ptrdiff_t u = parent_edge(p, v, &join);
-        if (u >= 0)
-            fill[join ? (size_t)u : v]++;
+    for (size_t v = 0, from, to; v < n; v++) {
+        if (parent_edge(p, v, &from, &to))
+            fill[to]++;
         nslots += (size_t)p->records[v].ndeps;
     }
     for (size_t v = 0; v < n; v++)
@@ -164,14 +158,9 @@ static int build(const vf_profile *p, dag *g)
         slot += extra;
     }
     g->first_dep[n] = slot;
-    for (size_t v = 0; v < n; v++) {
-        bool join;
-        ptrdiff_t u = parent_edge(p, v, &join);
-        if (u >= 0 && join)
-            put_edge(g, fill, (size_t)u, (ptrdiff_t)v);
-        else if (u >= 0)
-            put_edge(g, fill, v, u);
-    }
+    for (size_t v = 0, from, to; v < n; v++)
+        if (parent_edge(p, v, &from, &to))
+            g->dep_index[fill[to]++] = (ptrdiff_t)from;
     free(fill);
     for (size_t v = 0; v < n; v++)
         for (size_t s = g->first_dep[v]; s < g->first_dep[v + 1]; s++)

@@ -51,6 +51,16 @@ static void dot_node(FILE *f, const vf_profile_record *r, int critical)
     fprintf(f, "];\n");
 }
 
+/* Whether the path goes from op `from` to op `to`, one right after the
+ * other (its edge is drawn red). */
+static bool path_step(const vf_profile_path *path, uint64_t from, uint64_t to)
+{
+    for (size_t j = 1; j < path->count; j++)
+        if (path->ids[j] == to && path->ids[j - 1] == from)
+            return true;
+    return false;
+}
+
 int vf__prof_write_dot(const vf_profile *p, FILE *f)
 {
     size_t shown = p->count < VF__PROF_DOT_MAX ? p->count : VF__PROF_DOT_MAX;
@@ -100,12 +110,7 @@ int vf__prof_write_dot(const vf_profile *p, FILE *f)
             if (u < 0 || (size_t)u >= shown)
                 continue;
             fprintf(f, "  n%" PRIu64 " -> n%" PRIu64, r->deps[k], r->id);
-            /* On the path: both ends are, one right after the other. */
-            int on_path = 0;
-            for (size_t j = 1; crit[i] && crit[u] && j < path.count && !on_path;
-                 j++)
-                on_path = path.ids[j] == r->id && path.ids[j - 1] == r->deps[k];
-            if (on_path)
+            if (crit[i] && crit[u] && path_step(&path, r->deps[k], r->id))
                 fprintf(f, " [color=\"" CRIT_COLOR "\", penwidth=3]");
             fprintf(f, ";\n");
         }
@@ -116,12 +121,9 @@ int vf__prof_write_dot(const vf_profile *p, FILE *f)
             continue;
         fprintf(f, "  n%" PRIu64 " -> n%" PRIu64 " [style=dashed", r->parent,
                 r->id);
-        int on_path = 0;
-        for (size_t j = 1; crit[i] && crit[u] && j < path.count && !on_path;
-             j++)
-            on_path = (path.ids[j] == r->id && path.ids[j - 1] == r->parent) ||
-                      (path.ids[j] == r->parent && path.ids[j - 1] == r->id);
-        if (on_path)
+        if (crit[i] && crit[u] &&
+            (path_step(&path, r->parent, r->id) ||
+             path_step(&path, r->id, r->parent)))
             fprintf(f, ", color=\"" CRIT_COLOR "\", penwidth=3");
         fprintf(f, "];\n");
     }
