@@ -1688,6 +1688,9 @@ static int gated(vf_run *run, void *arg)
     (void)arg;
     for (int i = 0; i < 10000 && !atomic_load(&op_gate); i++)
         usleep(1000);
+    /* Ten seconds shut: the test's schedule could not open it (an op it
+     * waits for had no worker), which its later checks would misread. */
+    CHECK(atomic_load(&op_gate));
     return 0;
 }
 
@@ -1749,22 +1752,33 @@ TEST_CASE(bulk_ended_batch_leaves_edges)
     check_context_ = NULL;
 }
 
+/* An op of a batch: it pushes a kid (writing the var at `arg`, if any),
+ * which lets go of what the batch's later items do not need and splits
+ * them off, waits for it, and then waits at the gate. (The kid waited at
+ * the gate instead, and a worker that took it left none for the ops the
+ * test waits for while this op waits: its worker runs only its
+ * descendants. CI's TSan stage, seed 1796514937.) */
+static int push_kid_wait_then_gate(vf_run *run, void *arg)
+{
+    vf_var *writes = arg;
+    CHECK_OK(vf_engine_push(
+        vf_run_engine(run),
+        &(vf_op){.fn = nothing,
+                 .writes = (vf_var_list){writes, writes != NULL ? 1 : 0},
+                 .name = "kid"}));
+    int rc = vf_run_wait_children(run, NULL);
+    gated(run, NULL);
+    return rc;
+}
+
 /* A batch letting go of a var early (its item waits for its children)
  * tells the profiler the var's last op then: an op pushed on it meanwhile
  * gets its edge from that op, and the batch's end does not undo it. */
-static int push_gated_kid_and_wait(vf_run *run, void *arg)
-{
-    (void)arg;
-    CHECK_OK(vf_engine_push(vf_run_engine(run),
-                            &(vf_op){.fn = gated, .name = "kid"}));
-    return vf_run_wait_children(run, NULL);
-}
-
 TEST_CASE(bulk_early_release_leaves_edges)
 {
     for (int k = 1; k < TU_NKINDS; k++) {
         if (tu_kinds[k].workers < 2)
-            continue; /* the kid, and the op pushed meanwhile, need two */
+            continue; /* b runs while the parent waits at its gate */
         check_context_ = tu_kinds[k].name;
         vf_config cfg = tu_kinds[k].cfg;
         cfg.bulk_size = 8;
@@ -1774,11 +1788,11 @@ TEST_CASE(bulk_early_release_leaves_edges)
         CHECK_OK(vf_profile_start(e));
         CHECK_OK(vf_engine_push(
             e, &(vf_op){.fn = nothing, .writes = VF_VARS(z), .name = "a"}));
-        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = push_gated_kid_and_wait,
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = push_kid_wait_then_gate,
                                             .writes = VF_VARS(x),
                                             .name = "parent"}));
         CHECK_OK(vf_bulk_flush(e));
-        /* z is let go of while the parent waits for its kid. */
+        /* z is let go of at the parent's push of its kid. */
         CHECK_OK(vf_var_wait(e, z, NULL));
         CHECK_OK(vf_engine_push(
             e, &(vf_op){.fn = nothing, .writes = VF_VARS(z), .name = "b"}));
@@ -1908,38 +1922,26 @@ TEST_CASE(edge_past_a_marker_and_an_old_profile)
  * the batch still running: its var was the split-off ops' alone. (It
  * named the batch's running op, which ended after them; found by the
  * second reviewer of the table's notes.) */
-static vf_var split2_z;
-
-static int push_slow_kid_and_wait(vf_run *run, void *arg)
-{
-    (void)arg;
-    vf_var z[1] = {split2_z};
-    CHECK_OK(vf_engine_push(
-        vf_run_engine(run),
-        &(vf_op){.fn = gated, .writes = (vf_var_list){z, 1}, .name = "kid"}));
-    return vf_run_wait_children(run, NULL);
-}
-
 TEST_CASE(bulk_split_names_no_running_op)
 {
     for (int k = 1; k < TU_NKINDS; k++) {
         if (tu_kinds[k].workers < 2)
-            continue; /* Q runs while P waits for its kid */
+            continue; /* Q runs while P waits at its gate */
         check_context_ = tu_kinds[k].name;
         vf_config cfg = tu_kinds[k].cfg;
         cfg.bulk_size = 8;
         vf_engine *e = tu_engine_cfg(&tu_kinds[k], &cfg);
-        vf_var x = tu_var(e), y = tu_var(e);
-        split2_z = tu_var(e);
+        vf_var x = tu_var(e), y = tu_var(e), z = tu_var(e);
         atomic_store(&op_gate, 0);
         CHECK_OK(vf_profile_start(e));
-        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = push_slow_kid_and_wait,
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = push_kid_wait_then_gate,
+                                            .arg = &z,
                                             .writes = VF_VARS(x),
                                             .name = "P"}));
         CHECK_OK(vf_engine_push(
             e, &(vf_op){.fn = nothing, .writes = VF_VARS(y), .name = "Q"}));
         CHECK_OK(vf_bulk_flush(e));
-        /* Q, split off from P's batch at the kid's push, ends first. */
+        /* Q, split off from P's batch at P's wait, ends first. */
         CHECK_OK(vf_var_wait(e, y, NULL));
         atomic_store(&op_gate, 1);
         CHECK_OK(vf_engine_wait_all(e, NULL));
