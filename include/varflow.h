@@ -152,7 +152,9 @@ typedef enum vf_errno {
 /** @var VF_EAGAIN
  * Resource temporarily unavailable. */
 /** @var VF_ESKIPPED
- * Operation was skipped because an input had failed. */
+ * Operation was skipped because an input had failed (a `done` callback's
+ * status; a wait's, when an op it waited for was skipped for a later op's
+ * failure: vf_var_wait()). */
 /** @var VF_ESYSTEM
  * System call failed. */
 /** @var VF_EDEVICE
@@ -665,7 +667,10 @@ VF_API int vf_var_version(vf_engine *e, vf_var v, uint64_t *out);
  * with that destroy from another thread may return the destroyed handle.
  * Memory freed and reused at the same address keeps the address's
  * variable: ops on the new data come after those on the old (more order
- * than needed, never a wrong result); destroy the variable to forget it.
+ * than needed, never a wrong result unnoticed: two ops' children on one
+ * local's address take their places by time, and one placed behind the
+ * other's failing child is skipped, its parent's wait saying VF_ESKIPPED:
+ * see vf_var_wait()); destroy the variable to forget it.
  * VF_EINVAL for a NULL engine, addr or out; VF_ENOMEM.
  */
 VF_API int vf_var_of(vf_engine *e, const void *addr, vf_var *out);
@@ -1204,7 +1209,10 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * child and returned without waiting for it, whose child pushes on its
  * vars): the ops pushed after them may have run already. To keep the
  * serial order there, wait for the children (vf_run_wait_children())
- * before returning. A child of an op that a batch holds
+ * before returning. A child placed so behind the failing child of an op
+ * pushed after its own parent is skipped, where the serial program runs
+ * it: the wait that would have returned 0 for it says VF_ESKIPPED.
+ * A child of an op that a batch holds
  * (vf_bulk_set_size()) goes as it would beside the op alone, before the
  * batch's later ops (the batch ends there). A child's failure is ordered
  * as in the serial program, where each op runs at its push: with the
@@ -1232,7 +1240,12 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * VF_ESHUTDOWN when, with no failure to report, the shutdown notice
  * (vf_engine_shutdown()) skipped an op that writes `v`: its function never
  * ran, so `v` does not hold what the program computes (every later wait on
- * `v` says so too).
+ * `v` says so too). VF_ESKIPPED when, with no failure to report, the last
+ * op before this call that writes `v` was skipped for the failure of an op
+ * pushed after it (a child that took its place by time: see "Waits and
+ * failures"), which the serial program runs first: `v` does not hold what
+ * the program computes (later waits on `v` say so too, until an op that
+ * writes `v` runs; the detail, vf_error_detail(), names the failed op).
  * From inside an op, the calling worker runs ready ops that descend from
  * the waiting op (its children, theirs, ..., whatever their priorities)
  * while it waits, on top of the wait (as OpenMP's taskwait does), and
@@ -1335,7 +1348,9 @@ VF_API int vf_var_wait(vf_engine *e, vf_var v, vf_error *err);
  * for children pushed since, as after any call. VF_ESHUTDOWN when, with
  * no failure to report, the shutdown notice (vf_engine_shutdown()) skipped
  * a child it waited for: that child's function never ran, so what it
- * would have computed is not there. VF_EINVAL when `run`
+ * would have computed is not there. VF_ESKIPPED when, with no failure to
+ * report, a child it waited for was skipped for the failure of an op
+ * pushed after it, as vf_var_wait() says. VF_EINVAL when `run`
  * is NULL or not the running op's (call it from the op's own function, on
  * its thread: its run handle is valid only there, not in another engine's
  * `done` callback run above the op's wait). An op that pushed nothing

@@ -18,7 +18,9 @@
  *   from inside an op; vf_engine_stats counts it in flight; a wait that
  *   timed out reports nothing, so a later wait still gets the failure;
  * - an op that returns VF_ESKIPPED itself is counted as failed;
- * - an unnamed failing op is reported as "op #N", N its place in push order.
+ * - an unnamed failing op is reported as "op #N", N its place in push order;
+ * - a child placed by time behind a later op's failing child is skipped,
+ *   and its parent's wait says VF_ESKIPPED, not 0.
  */
 #include "runner.h"
 
@@ -546,6 +548,149 @@ TEST_KIND_CASE(wait_inside_reports_no_later_failure, k)
     CHECK_OK(vf_engine_wait_all(t.e, NULL));
     CHECK_OK(atomic_load(&t.a_rc));
     CHECK_OK(vf_engine_destroy(t.e));
+}
+
+/* A child that takes its place by time (on a var no running ancestor
+ * holds: the header's "Waits and failures") behind a later op's child that
+ * failed there first is skipped, where the serial program runs it: its
+ * parent's wait on what it writes, or for its children, says VF_ESKIPPED
+ * rather than 0 (it returned 0, and the program read a value never
+ * computed: found by a user tester with vf_var_of of a local, whose address
+ * both parents' frames shared). The next write of the var that runs
+ * clears it. `early` is pushed first and held back by an async op, `late`
+ * second: it runs first, and its child fails. */
+typedef struct later_skip {
+    vf_var s;              /* both children write it */
+    int fail;              /* the child's code (late's: fails) */
+    bool children;         /* wait with vf_run_wait_children, not on s */
+    bool nowait;           /* late does not wait */
+    bool device;           /* the children are the emulated device's ops */
+    int pushes;            /* children pushed (2 with bulking: a batch) */
+    atomic_int kid_status; /* 1 until the first child's done */
+    atomic_int wait_rc, value;
+} later_skip;
+
+static int ls_kid(vf_run *run, void *arg)
+{
+    later_skip *t = *(later_skip **)arg;
+    if (t->fail != 0) {
+        vf_run_set_error(run, "late's child fails");
+        return t->fail;
+    }
+    atomic_store(&t->value, 42);
+    return 0;
+}
+
+/* The first child's outcome (with bulking, late's second is skipped). */
+static void ls_kid_done(void *arg, int status)
+{
+    int unset = 1;
+    atomic_compare_exchange_strong(&(*(later_skip **)arg)->kid_status, &unset,
+                                   status);
+}
+
+static int ls_parent(vf_run *run, void *arg)
+{
+    later_skip *t = arg;
+    vf_engine *e = vf_run_engine(run);
+    for (int i = 0; i < t->pushes; i++)
+        CHECK_OK(vf_engine_push(
+            e,
+            &(vf_op){
+                .fn = ls_kid,
+                .arg = &t,
+                .arg_size = sizeof t,
+                .done = ls_kid_done,
+                .writes = VF_VARS(t->s),
+                .device = {t->device ? VF_DEVICE_EMULATED : VF_DEVICE_CPU, 0},
+                .name = "kid"}));
+    int rc = 0;
+    if (!t->nowait)
+        rc = t->children ? vf_run_wait_children(run, NULL)
+                         : vf_var_wait(e, t->s, NULL);
+    atomic_store(&t->wait_rc, rc);
+    return 0; /* each handles its child's outcome itself */
+}
+
+TEST_KIND_CASE(skip_by_later_failure_is_told, k)
+{
+    for (int mode = 0; mode < 16; mode++) {
+        bool children = mode & 1, nowait = mode & 2, bulk = mode & 4;
+        bool device = mode & 8;
+        if (device && (bulk || k->cfg.type != VF_ENGINE_PERDEVICE))
+            continue; /* device ops are not batched */
+        vf_config cfg = k->cfg;
+        cfg.bulk_size = bulk ? 8 : 1;
+        vf_engine *e = tu_engine_cfg(k, &cfg);
+        vf_var s = tu_var(e), g = tu_var(e), v1 = tu_var(e), v2 = tu_var(e);
+        held h = {0};
+        later_skip early = {
+            .s = s, .children = children, .device = device, .pushes = bulk + 1};
+        later_skip late = {.s = s,
+                           .fail = -31,
+                           .nowait = nowait,
+                           .children = children,
+                           .device = device,
+                           .pushes = bulk + 1};
+        atomic_store(&early.wait_rc, 1);
+        atomic_store(&early.kid_status, 1);
+        atomic_store(&late.kid_status, 1);
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.async_fn = held_fn, .arg = &h, .writes = VF_VARS(g)}));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = ls_parent,
+                                            .arg = &early,
+                                            .reads = VF_VARS(g),
+                                            .writes = VF_VARS(v1),
+                                            .name = "early"}));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = ls_parent,
+                                            .arg = &late,
+                                            .writes = VF_VARS(v2),
+                                            .name = "late"}));
+        CHECK_OK(vf_bulk_flush(e));
+        if (k->threaded) {
+            CHECK_OK(vf_var_wait(e, v2, NULL)); /* late has run */
+            CHECK(tu_wait_flag(&h.started, 1, TU_TIMEOUT));
+        }
+        CHECK_OK(vf_completion_finish(h.done, 0, NULL)); /* early runs */
+        CHECK_OK(vf_var_wait(e, v1, NULL));
+        int rc = atomic_load(&early.wait_rc);
+        if (atomic_load(&early.kid_status) == 0) { /* the serial program's */
+            CHECK_OK(rc);
+            CHECK_EQ(atomic_load(&early.value), 42);
+        } else {
+            /* Skipped: its parent's wait is told (a wait for children that
+             * no wait reported first reports late's child's failure). */
+            CHECK_EQ(atomic_load(&early.kid_status), VF_ESKIPPED);
+            CHECK_EQ(atomic_load(&early.value), 0);
+            CHECK_EQ(rc, children && nowait ? VF_EOPFAILED : VF_ESKIPPED);
+            /* So is a wait outside the ops, once the failure is reported,
+             * until a write of s runs. */
+            vf_engine_wait_all(e, NULL); /* late's child's, if not yet */
+            CHECK_ERR(vf_var_wait(e, s, NULL), VF_ESKIPPED);
+            CHECK_ERR(vf_var_wait(e, s, NULL), VF_ESKIPPED);
+            /* A graph's replayed write of s, or a pushed one. */
+            vf_graph *gr = NULL;
+            CHECK_OK(vf_graph_begin(e));
+            CHECK_OK(vf_engine_push(
+                e, &(vf_op){.fn = tu_nop, .writes = VF_VARS(s)}));
+            CHECK_OK(vf_graph_end(e, &gr));
+            CHECK_ERR(vf_var_wait(e, s, NULL), VF_ESKIPPED);
+            if (mode & 1)
+                CHECK_OK(vf_graph_launch(e, gr));
+            else
+                CHECK_OK(vf_engine_push(
+                    e, &(vf_op){.fn = tu_nop, .writes = VF_VARS(s)}));
+            CHECK_OK(vf_var_wait(e, s, NULL));
+            CHECK_OK(vf_graph_destroy(e, gr));
+        }
+        /* Every pooled kind holds early back until late's child failed. */
+        CHECK(!k->threaded || atomic_load(&early.kid_status) == VF_ESKIPPED);
+        CHECK_EQ(atomic_load(&late.kid_status), -31);
+        CHECK_EQ(atomic_load(&late.wait_rc), nowait ? 0 : VF_EOPFAILED);
+        vf_engine_wait_all(e, NULL);
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        CHECK_OK(vf_engine_destroy(e));
+    }
 }
 
 TEST_MAIN("test_failure_order", 120)

@@ -497,10 +497,12 @@ static void run_batch(vf__op *op, int worker, bool shutdown)
                     &v->failure, f, memory_order_acq_rel));
             }
             if (!skipped)
-                atomic_fetch_add_explicit(&v->version, 1, memory_order_relaxed);
+                vf__var_wrote(v);
             else if (f == NULL) /* the notice's (vf__exec_op_skipped) */
                 atomic_store_explicit(&v->notice_skipped, true,
                                       memory_order_relaxed);
+            else
+                vf__var_skipped_for(v, f, b->up, place);
         }
         vf__failure_unref(f);
         if (VF__UNLIKELY(parts)) {

@@ -457,8 +457,7 @@ static void resolve(vf__op *op)
     for (int i = 0; !op->skipped && i < op->nvars; i++) {
         const vf__dep *d = vf__op_dep(op, i);
         if (vf__dep_write(d))
-            atomic_fetch_add_explicit(&vf__dep_var(d)->version, 1,
-                                      memory_order_relaxed);
+            vf__var_wrote(vf__dep_var(d));
     }
     if (op->failure != NULL)
         vf__failure_ref(op->failure);

@@ -224,12 +224,16 @@ void vf__exec_op_skipped(vf__op *op, vf__failure *f)
 {
     if (f != NULL)
         vf__failure_ref(f);
-    else /* the notice's */
-        for (int i = 0; i < op->nvars; i++)
-            if (vf__dep_write(vf__op_dep(op, i)))
-                atomic_store_explicit(
-                    &vf__dep_var(vf__op_dep(op, i))->notice_skipped, true,
-                    memory_order_relaxed);
+    for (int i = 0; i < op->nvars; i++) {
+        if (!vf__dep_write(vf__op_dep(op, i)))
+            continue;
+        vf__var *v = vf__dep_var(vf__op_dep(op, i));
+        if (f != NULL)
+            vf__var_skipped_for(v, f, op->up, op->place);
+        else /* the notice's */
+            atomic_store_explicit(&v->notice_skipped, true,
+                                  memory_order_relaxed);
+    }
     op->failure = f;
     op->status = VF_ESKIPPED;
     op->skipped = true;

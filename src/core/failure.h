@@ -132,6 +132,21 @@ static inline bool vf__failure_before(const vf__failure *a,
     return vf__family_before(a->up, a->place, b->up, b->place);
 }
 
+/* Whether `f` is the failure of an op after the op at `place` under `up`
+ * (its key) in push order. A skip by it is not the serial program's,
+ * where that op had not run yet: only a child can meet it, one that took
+ * its place on a var by time (on a var no running ancestor holds, say),
+ * behind a later op's child that failed there first (var.h:
+ * skipped_by_later). */
+static inline bool vf__failure_after(const vf__failure *f, const vf__family *up,
+                                     uint64_t place)
+{
+    uint64_t root = vf__family_root(up, place);
+    if (f->root != root)
+        return f->root > root;
+    return vf__family_before(up, place, f->up, f->place);
+}
+
 /* Whether the record still makes the op at `place` under `up` (its key,
  * family.h) skip: no wait before that op reported it. */
 static inline bool vf__failure_live_for(const vf__failure *f,

@@ -175,6 +175,7 @@ vf__family *vf__running_family(const vf__op *op, vf__family *up, uint64_t place)
         atomic_init(&f->pending, 0);
         atomic_init(&f->waited_from, 0);
         atomic_init(&f->notice_skipped, false);
+        atomic_init(&f->skipped_by_later, false);
         atomic_init(&f->waits_up, 0);
         vf__spin_init(&f->lock);
         atomic_init(&f->first, NULL);

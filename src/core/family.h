@@ -114,6 +114,11 @@ struct vf__family {
      * (its function never ran, and no failure says so): the wait says
      * VF_ESHUTDOWN (wait.c). Cleared by the wait that reports it. */
     atomic_bool notice_skipped;
+    /* A child the next wait waits for was skipped for the failure of an op
+     * after that child in push order (failure.h: vf__failure_after): the
+     * wait says VF_ESKIPPED when it has no failure to report. Cleared as
+     * `notice_skipped`. */
+    atomic_bool skipped_by_later;
     /* 0, or how many levels above a child of this family an op writes a
      * var that child uses (2 or more: its parent's own writes meet it in
      * the queues): the child waits for that op's end, which in the serial

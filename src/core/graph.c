@@ -1022,7 +1022,7 @@ static void launch_ops_fail(vf__op *op, int rc, const char *why, bool on_vars)
             vf__failure_ref(f);
             vf__failure_unref(
                 atomic_exchange_explicit(&v->failure, f, memory_order_acq_rel));
-            atomic_fetch_add_explicit(&v->version, 1, memory_order_relaxed);
+            vf__var_wrote(v);
         }
         vf__failure_unref(f);
         if (done != NULL)

@@ -396,9 +396,12 @@ void vf__graph_holder_let_go(vf__graph_inst *in, int b, vf__readylist *ready)
         atomic_store_explicit(&in->split[b].holder, NULL, memory_order_relaxed);
         vf__spin_unlock(&v->lock);
     }
-    if (write)
+    if (write) {
+        /* The launch's nodes wrote v (graph.h: their versions): what they
+         * computed is there, said once here, not at each node's write. */
+        vf__var_recomputed(v);
         vf__var_complete_write(v, holder, NULL, false, ready);
-    else
+    } else
         vf__var_complete_read(v, holder, ready);
     if (holder != in->launch)
         rest_unref(holder);

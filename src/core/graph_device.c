@@ -444,7 +444,7 @@ static void node_released(vf__op *op, bool done)
                                                        memory_order_acq_rel));
         }
         if (done && !op->skipped)
-            atomic_fetch_add_explicit(&v->version, 1, memory_order_relaxed);
+            vf__var_wrote(v);
     }
 }
 

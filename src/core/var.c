@@ -383,7 +383,7 @@ void vf__var_complete_write(vf__var *v, const vf__op *from,
         vf__failure_unref(old);
     }
     if (ran)
-        atomic_fetch_add_explicit(&v->version, 1, memory_order_relaxed);
+        vf__var_wrote(v);
 
     vf__spin_lock(&v->lock);
     VF__ASSERT(v->nreaders == VF__WRITE_RUNNING && v->head != NULL);
@@ -512,6 +512,7 @@ int vf__var_create(vf__var_table *t, vf_var *out)
                 atomic_init(&chunk[i].version, 0);
                 atomic_init(&chunk[i].watched, false);
                 atomic_init(&chunk[i].notice_skipped, false);
+                atomic_init(&chunk[i].skipped_by_later, false);
             }
             /* Release: lookups that see the chunk see it initialized. */
             atomic_store_explicit(&t->chunks[c], chunk, memory_order_release);
@@ -589,6 +590,7 @@ bool vf__var_free_slot(vf__var_table *t, vf__var *v, uint32_t gen)
     v->state = VF__VAR_FREE;
     atomic_store_explicit(&v->watched, false, memory_order_relaxed);
     atomic_store_explicit(&v->notice_skipped, false, memory_order_relaxed);
+    atomic_store_explicit(&v->skipped_by_later, false, memory_order_relaxed);
     atomic_store_explicit(&v->gen, next_gen(v), memory_order_relaxed);
     vf__failure *f = atomic_exchange_explicit(&v->failure, NULL,
                                               memory_order_acq_rel);

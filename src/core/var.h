@@ -111,6 +111,13 @@ struct vf__var {
      * by waits after the var was released; cleared when the slot is made
      * again. */
     atomic_bool notice_skipped;
+    /* Its last write was skipped for the failure of an op after that write
+     * in push order (failure.h: vf__failure_after), which the serial
+     * program would have run: it does not hold what the program computes,
+     * and a wait with no failure of its own to report says so
+     * (VF_ESKIPPED). Set by that op while it holds the var, cleared by the
+     * next write that runs (vf__var_wrote) or by a delete. */
+    atomic_bool skipped_by_later;
     uint32_t index;
     struct vf__var *next_free; /* table lock */
     /* Device work in flight on this var (fences.h): the last device
@@ -174,6 +181,35 @@ static inline uint32_t vf__var_handle_gen(vf_var h)
 static inline uint16_t vf__var_handle_tag(vf_var h)
 {
     return (uint16_t)(h.id >> (VF__VAR_INDEX_BITS + VF__VAR_GEN_BITS));
+}
+
+/* A write of v ran (its holder, or the graph or batch that holds v for
+ * it): v holds what the program computes again, and (vf__var_wrote) its
+ * version counts the write. (Relaxed: ordered for other threads by the
+ * var's release.) */
+static inline void vf__var_recomputed(vf__var *v)
+{
+    if (VF__UNLIKELY(
+            atomic_load_explicit(&v->skipped_by_later, memory_order_relaxed)))
+        atomic_store_explicit(&v->skipped_by_later, false,
+                              memory_order_relaxed);
+}
+
+static inline void vf__var_wrote(vf__var *v)
+{
+    atomic_fetch_add_explicit(&v->version, 1, memory_order_relaxed);
+    vf__var_recomputed(v);
+}
+
+/* A write of v by the op at `place` under `up` (its key) was skipped for
+ * `f`: when `f` is a later op's (vf__failure_after), v says so to its
+ * waits (skipped_by_later). Its holder calls it. */
+static inline void vf__var_skipped_for(vf__var *v, const vf__failure *f,
+                                       const struct vf__family *up,
+                                       uint64_t place)
+{
+    if (up != NULL && vf__failure_after(f, up, place))
+        atomic_store_explicit(&v->skipped_by_later, true, memory_order_relaxed);
 }
 
 /* A delete of generation `gen` of v ran: the var's version goes to 0,

@@ -66,6 +66,7 @@ void vf__waiter_unref(vf__waiter *w)
 {
     if (vf__ref_drop(&w->refs)) {
         vf__failure_unref(w->claimed);
+        vf__failure_unref(w->skipped_by);
         waiter_free(w);
     }
 }
@@ -130,10 +131,16 @@ static void waiter_fire(vf_engine *e, vf__waiter *w, vf__op *marker)
             vf__failure_ref(f);
             w->claimed = f;
         }
-        if (marker != NULL)
-            w->notice_skipped = atomic_load_explicit(
-                &vf__dep_var(vf__op_dep(marker, 0))->notice_skipped,
-                memory_order_relaxed);
+        if (marker != NULL) {
+            vf__var *v = vf__dep_var(vf__op_dep(marker, 0));
+            w->notice_skipped = atomic_load_explicit(&v->notice_skipped,
+                                                     memory_order_relaxed);
+            if (atomic_load_explicit(&v->skipped_by_later,
+                                     memory_order_relaxed) &&
+                (w->skipped_by = atomic_load_explicit(
+                     &v->failure, memory_order_acquire)) != NULL)
+                vf__failure_ref(w->skipped_by);
+        }
         bool on_top = s == VF__W_IDLE;
         if (w->nested && on_top)
             vf__engine_count_in(e, VF__COUNT_ACTIVE);
@@ -160,12 +167,16 @@ void vf__wait_child_failed(vf__family *f, vf__failure *failure, uint64_t place)
     vf__failure *old = NULL;
     vf__spin_lock(&f->lock);
     vf__failure *cur = atomic_load_explicit(&f->first, memory_order_relaxed);
-    if (place >= atomic_load_explicit(&f->waited_from, memory_order_relaxed) &&
-        vf__failure_before(failure, cur)) {
+    bool waited = place >=
+                  atomic_load_explicit(&f->waited_from, memory_order_relaxed);
+    if (waited && vf__failure_before(failure, cur)) {
         vf__failure_ref(failure);
         old = cur;
         atomic_store(&f->first, failure);
     }
+    /* Skipped for it (a child's own failure is at its own place). */
+    if (waited && vf__failure_after(failure, f, place))
+        atomic_store(&f->skipped_by_later, true);
     vf__spin_unlock(&f->lock);
     vf__failure_unref(old);
     /* The run is over (family.h): keep nothing. */
@@ -781,6 +792,19 @@ static int notice_skipped(const char *who)
                     who);
 }
 
+/* VF_ESKIPPED for a wait with no failure to report whose var's last write
+ * was skipped for `f`, the failure of an op after that write in push
+ * order (vf__var.skipped_by_later): the serial program would have run it. */
+static int skipped_by_later(const vf__failure *f, const char *who)
+{
+    return vf__fail(VF_ESKIPPED,
+                    "%s: an op that writes the variable was skipped for the "
+                    "failure of op \"%s\" (%d), pushed after it (a child "
+                    "placed by time): the variable does not hold what the "
+                    "program computes",
+                    who, f->info.op_name, f->info.code);
+}
+
 /* wait_var's answer when no write of v is queued or running: every write
  * pushed before the wait has finished, so v's failure is final for the
  * wait's place (readers pushed before it may still be to run: they still
@@ -800,6 +824,12 @@ static int wait_settled(vf_engine *e, vf__var *v, vf_error *err,
         vf__failure_ref(f);
     bool skipped = atomic_load_explicit(&v->notice_skipped,
                                         memory_order_relaxed);
+    vf__failure *skipped_by = NULL;
+    if (f != NULL &&
+        atomic_load_explicit(&v->skipped_by_later, memory_order_relaxed)) {
+        skipped_by = f;
+        vf__failure_ref(skipped_by);
+    }
     vf__spin_unlock(&v->lock);
     vf__wait_key key = vf__push_wait_key(e);
     vf__failure *fenced = NULL;
@@ -817,9 +847,12 @@ static int wait_settled(vf_engine *e, vf__var *v, vf_error *err,
     int rc = claimed != NULL ? report(claimed, err, who) : 0;
     vf__failure_unref(f);
     vf__failure_unref(fenced);
-    if (rc != 0)
-        return rc;
-    return skipped ? notice_skipped(who) : 0;
+    if (rc == 0 && skipped)
+        rc = notice_skipped(who);
+    else if (rc == 0 && skipped_by != NULL)
+        rc = skipped_by_later(skipped_by, who);
+    vf__failure_unref(skipped_by);
+    return rc;
 }
 
 /* The marker a timed wait on v left queued when it gave up (its waiter
@@ -1019,6 +1052,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
     atomic_init(&w->refs, 2); /* the waiter and the wait op */
     w->claimed = NULL;
     w->notice_skipped = false;
+    w->skipped_by = NULL;
     w->sleep_pool = nested && me ? me->pool : NULL;
     w->nested = nested;
     w->family = nested ? vf__running_now.family : NULL;
@@ -1163,6 +1197,8 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
         rc = report(w->claimed, err, who);
     } else if (rc == 0 && w->notice_skipped) {
         rc = notice_skipped(who);
+    } else if (rc == 0 && w->skipped_by != NULL) {
+        rc = skipped_by_later(w->skipped_by, who);
     } else if (rc == VF_EDEADLK && !cycle) {
         deadlock_detail(who, cur, label);
     } else if (rc == VF_ETIMEDOUT) {
@@ -1209,6 +1245,7 @@ static int wait_pending(vf_engine *e, vf__family *f, const vf__deadline *until,
     atomic_init(&w->refs, 2); /* the waiter's and the family's */
     w->claimed = NULL;
     w->notice_skipped = false;
+    w->skipped_by = NULL;
     w->sleep_pool = me ? me->pool : NULL;
     w->nested = true;
     w->family = f;
@@ -1268,6 +1305,7 @@ static void children_given_up(vf_engine *e, vf__family *f)
     atomic_store(&f->waited_from, vf__push_wait_place(e) + 1);
     vf__failure *first = atomic_exchange(&f->first, NULL);
     atomic_store(&f->notice_skipped, false);
+    atomic_store(&f->skipped_by_later, false);
     vf__spin_unlock(&f->lock);
     vf__failure_unref(first);
     uint64_t p = atomic_load(&f->pending);
@@ -1354,6 +1392,7 @@ static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
      * bring. */
     vf__failure *first = vf__family_take_first(f);
     bool unrun = atomic_exchange(&f->notice_skipped, false);
+    bool later = atomic_exchange(&f->skipped_by_later, false);
     bool claimed = first != NULL &&
                    vf__failure_claim(first, vf__push_wait_key(e));
     rc = claimed ? report(first, err, who) : 0;
@@ -1364,6 +1403,12 @@ static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
         return vf__fail(VF_ESHUTDOWN,
                         "%s: the shutdown notice skipped a child it waited "
                         "for (its function never ran)",
+                        who);
+    if (later)
+        return vf__fail(VF_ESKIPPED,
+                        "%s: a child it waited for was skipped for the "
+                        "failure of an op pushed after it (a child placed by "
+                        "time; its done callback got VF_ESKIPPED)",
                         who);
     return 0;
 }
