@@ -1244,8 +1244,8 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * op before this call that writes `v` was skipped for the failure of an op
  * pushed after it (a child that took its place by time: see "Waits and
  * failures"), which the serial program runs first: `v` does not hold what
- * the program computes (later waits on `v` say so too, until an op that
- * writes `v` runs; the detail, vf_error_detail(), names the failed op).
+ * the program computes (so say later waits on `v` until its next write runs,
+ * fails or is skipped in push order; vf_error_detail() names the failed op).
  * From inside an op, the calling worker runs ready ops that descend from
  * the waiting op (its children, theirs, ..., whatever their priorities)
  * while it waits, on top of the wait (as OpenMP's taskwait does), and
@@ -1329,7 +1329,8 @@ VF_API int vf_var_wait(vf_engine *e, vf_var v, vf_error *err);
  * and TBB's `task_group::wait` do, without a var per child. Returns 0, or
  * VF_EOPFAILED when, of the failures its children met (a child's own, or
  * the one an input of a skipped child carried), the first in push order
- * is one no earlier wait reported (then `err`, if not NULL, says which);
+ * is one of an op before this call that no earlier wait reported (then
+ * `err`, if not NULL, says which);
  * it is then reported, as a var wait reports a var's (at this call's place
  * in push order: ops pushed before it still see it). A second call waits
  * only for children pushed since, and reports only their failures.

@@ -502,7 +502,7 @@ static void run_batch(vf__op *op, int worker, bool shutdown)
                 atomic_store_explicit(&v->notice_skipped, true,
                                       memory_order_relaxed);
             else
-                vf__var_skipped_for(v, f, b->up, place);
+                vf__var_write_skipped(v, f, b->up, place);
         }
         vf__failure_unref(f);
         if (VF__UNLIKELY(parts)) {

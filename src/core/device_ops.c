@@ -277,7 +277,10 @@ static bool device_op_end(vf__op *op, const vf__device_class *cls,
             sealed_outcome(op, &st);
         }
         atomic_fetch_add_explicit(&e->dev.host_syncs, 1, memory_order_relaxed);
+        bool host_skipped = op->skipped; /* its vars know (exec.c) */
         device_outcome(op, &st);
+        if (op->skipped && !host_skipped) /* its stream skipped the work */
+            vf__exec_writes_skipped(op, op->failure);
         if (rrc == 0) {
             if (!op->skipped) /* as resolve: skipped work has no span */
                 device_span(op, ev);
@@ -429,9 +432,12 @@ void vf__device_release_vars(vf__op *op, vf__failure *failure,
     int before = ready->count;
     for (int i = 0; i < op->nvars; i++) {
         const vf__dep *d = vf__op_dep(op, i);
-        if (vf__dep_write(d)) /* its versions: when its work resolves */
+        if (vf__dep_write(d)) {
+            /* Its versions, and its mark if its stream skips the work:
+             * when its work resolves (its fence's); v's own goes. */
+            vf__var_recomputed(vf__dep_var(d));
             vf__var_complete_write(vf__dep_var(d), op, failure, false, ready);
-        else
+        } else
             vf__var_complete_read(vf__dep_var(d), op, ready);
     }
     uint64_t delta = (uint64_t)(ready->count - before) * VF__COUNT_ACTIVE;
@@ -456,12 +462,15 @@ static void resolve(vf__op *op)
      * its work; before `resolved`, which whoever reads them next meets. */
     for (int i = 0; !op->skipped && i < op->nvars; i++) {
         const vf__dep *d = vf__op_dep(op, i);
-        if (vf__dep_write(d))
-            vf__var_wrote(vf__dep_var(d));
+        if (vf__dep_write(d)) /* its mark went at release */
+            atomic_fetch_add_explicit(&vf__dep_var(d)->version, 1,
+                                      memory_order_relaxed);
     }
     if (op->failure != NULL)
         vf__failure_ref(op->failure);
     f->failure = op->failure;
+    f->mark = op->skipped ? vf__skip_mark_make(op->failure, op->up, op->place)
+                          : NULL;
     atomic_store_explicit(&f->resolved, true, memory_order_release);
     vf__fence *end = op->dev->graph_end; /* reads only order: no failure */
     if (end != NULL) {

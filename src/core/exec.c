@@ -220,20 +220,25 @@ void vf__exec_op_failed(vf__op *op, int code, const char *message)
                                             op->up);
 }
 
-void vf__exec_op_skipped(vf__op *op, vf__failure *f)
+void vf__exec_writes_skipped(vf__op *op, vf__failure *f)
 {
-    if (f != NULL)
-        vf__failure_ref(f);
     for (int i = 0; i < op->nvars; i++) {
         if (!vf__dep_write(vf__op_dep(op, i)))
             continue;
         vf__var *v = vf__dep_var(vf__op_dep(op, i));
         if (f != NULL)
-            vf__var_skipped_for(v, f, op->up, op->place);
+            vf__var_write_skipped(v, f, op->up, op->place);
         else /* the notice's */
             atomic_store_explicit(&v->notice_skipped, true,
                                   memory_order_relaxed);
     }
+}
+
+void vf__exec_op_skipped(vf__op *op, vf__failure *f)
+{
+    if (f != NULL)
+        vf__failure_ref(f);
+    vf__exec_writes_skipped(op, f);
     op->failure = f;
     op->status = VF_ESKIPPED;
     op->skipped = true;

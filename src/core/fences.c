@@ -22,6 +22,7 @@ void vf__fence_unref(vf__fence *f)
         return;
     f->cls->event_release(f->ev);
     vf__failure_unref(f->failure);
+    vf__skip_mark_free(f->mark);
     free(f);
 }
 

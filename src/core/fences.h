@@ -22,6 +22,7 @@
 #include <stdbool.h>
 
 #include "core/failure.h"
+#include "core/skip_mark.h"
 #include "device/device.h"
 
 typedef struct vf__op vf__op;
@@ -38,6 +39,10 @@ typedef struct vf__fence {
     /* Set by the completer once `ev` completed, then `resolved` is stored
      * (release); read after an acquire load of `resolved`. */
     vf__failure *failure;
+    /* Its op's work was skipped on the stream for `failure`, a later op's:
+     * the write's mark (skip_mark.h), or NULL; written and read as
+     * `failure`. */
+    vf__skip_mark *mark;
     atomic_bool resolved;
     /* vf__failure_claims when its op began to wait for what it follows:
      * no failure its work may inherit on the device was claimed by then

@@ -512,7 +512,7 @@ int vf__var_create(vf__var_table *t, vf_var *out)
                 atomic_init(&chunk[i].version, 0);
                 atomic_init(&chunk[i].watched, false);
                 atomic_init(&chunk[i].notice_skipped, false);
-                atomic_init(&chunk[i].skipped_by_later, false);
+                atomic_init(&chunk[i].skip_mark, NULL);
             }
             /* Release: lookups that see the chunk see it initialized. */
             atomic_store_explicit(&t->chunks[c], chunk, memory_order_release);
@@ -590,7 +590,6 @@ bool vf__var_free_slot(vf__var_table *t, vf__var *v, uint32_t gen)
     v->state = VF__VAR_FREE;
     atomic_store_explicit(&v->watched, false, memory_order_relaxed);
     atomic_store_explicit(&v->notice_skipped, false, memory_order_relaxed);
-    atomic_store_explicit(&v->skipped_by_later, false, memory_order_relaxed);
     atomic_store_explicit(&v->gen, next_gen(v), memory_order_relaxed);
     vf__failure *f = atomic_exchange_explicit(&v->failure, NULL,
                                               memory_order_acq_rel);

@@ -44,6 +44,7 @@
 #include "core/failure.h"
 #include "core/fences.h"
 #include "core/op.h"
+#include "core/skip_mark.h"
 #include "core/spinlock.h"
 
 #define VF__WRITE_RUNNING (-1)
@@ -112,12 +113,9 @@ struct vf__var {
      * again. */
     atomic_bool notice_skipped;
     /* Its last write was skipped for the failure of an op after that write
-     * in push order (failure.h: vf__failure_after), which the serial
-     * program would have run: it does not hold what the program computes,
-     * and a wait with no failure of its own to report says so
-     * (VF_ESKIPPED). Set by that op while it holds the var, cleared by the
-     * next write that runs (vf__var_wrote) or by a delete. */
-    atomic_bool skipped_by_later;
+     * in push order (skip_mark.c), or NULL: changed and read under `lock`;
+     * a relaxed load tells a write with nothing to clear at once. */
+    _Atomic(struct vf__skip_mark *) skip_mark;
     uint32_t index;
     struct vf__var *next_free; /* table lock */
     /* Device work in flight on this var (fences.h): the last device
@@ -183,34 +181,44 @@ static inline uint16_t vf__var_handle_tag(vf_var h)
     return (uint16_t)(h.id >> (VF__VAR_INDEX_BITS + VF__VAR_GEN_BITS));
 }
 
-/* A write of v ran (its holder, or the graph or batch that holds v for
- * it): v holds what the program computes again, and (vf__var_wrote) its
- * version counts the write. (Relaxed: ordered for other threads by the
- * var's release.) */
+/* --- v's mark (skip_mark.h): its last write skipped for a later op's
+ * failure (skip_mark.c). The var's next write replaces it: one that runs,
+ * fails, or is skipped in push order clears it. A device write's own is
+ * its fence's; the var's goes when the write lets go of it with its work
+ * in flight. */
+
+/* The write of v by the op at `place` under `up` (its key), v's holder,
+ * was skipped for `f`: marked when `f` is a later op's
+ * (vf__failure_after), cleared otherwise. */
+void vf__var_write_skipped(vf__var *v, struct vf__failure *f,
+                           struct vf__family *up, uint64_t place);
+
+/* v's mark goes (a write ran, or a delete). */
+void vf__var_unmark(vf__var *v);
+
+/* A write of v ran, or let go of v with its work in flight: v's mark, if
+ * any, goes (one relaxed load when there is none). */
 static inline void vf__var_recomputed(vf__var *v)
 {
     if (VF__UNLIKELY(
-            atomic_load_explicit(&v->skipped_by_later, memory_order_relaxed)))
-        atomic_store_explicit(&v->skipped_by_later, false,
-                              memory_order_relaxed);
+            atomic_load_explicit(&v->skip_mark, memory_order_relaxed) != NULL))
+        vf__var_unmark(v);
 }
 
+/* A write of v ran (its holder, or the graph or batch that holds v for
+ * it): its version counts it (relaxed: ordered for other threads by the
+ * var's release), and v holds what the program computes. */
 static inline void vf__var_wrote(vf__var *v)
 {
     atomic_fetch_add_explicit(&v->version, 1, memory_order_relaxed);
     vf__var_recomputed(v);
 }
 
-/* A write of v by the op at `place` under `up` (its key) was skipped for
- * `f`: when `f` is a later op's (vf__failure_after), v says so to its
- * waits (skipped_by_later). Its holder calls it. */
-static inline void vf__var_skipped_for(vf__var *v, const vf__failure *f,
-                                       const struct vf__family *up,
-                                       uint64_t place)
-{
-    if (up != NULL && vf__failure_after(f, up, place))
-        atomic_store_explicit(&v->skipped_by_later, true, memory_order_relaxed);
-}
+/* Under v's lock: whether v's last write was skipped for a later op's
+ * failure and comes before a wait at `key`; then *cause is the failure
+ * it was skipped for (a new reference, or NULL when not known). */
+bool vf__var_skip_before(const vf__var *v, vf__wait_key key,
+                         struct vf__failure **cause);
 
 /* A delete of generation `gen` of v ran: the var's version goes to 0,
  * and a slot revived after that generation counts its new var's writes

@@ -77,7 +77,7 @@ static bool run_delete(vf__op *op, int worker, bool shutdown)
     vf__var *v = vf__dep_var(&op->deps[0]);
     vf__failure_unref(
         atomic_exchange_explicit(&v->failure, NULL, memory_order_acq_rel));
-    atomic_store_explicit(&v->skipped_by_later, false, memory_order_relaxed);
+    vf__var_unmark(v); /* the delete's run: nothing marked is left */
     /* A kept delete (vf_var_of revived its var while it was held) leaves
      * its generation live: its var goes on, at version 0. */
     if (op->def->kind == &vf__kind_delete)

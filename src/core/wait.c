@@ -96,6 +96,22 @@ static vf__failure *marker_claim(vf_engine *e, vf__op *op, vf__wait_key key)
     return failure_before(f, key) && vf__failure_claim(f, key) ? f : NULL;
 }
 
+/* Under v's lock: whether v's last write, before a wait at `key`, was
+ * skipped for a later op's failure (skip_mark.h), its own or, for a
+ * device write, its fence's once resolved (a host write drops the fence,
+ * a device write's release clears v's own); then *cause is that failure
+ * (a new reference, or NULL). A marker met the write's fence before it
+ * fired (exec.c: run_body). */
+static bool last_write_skipped(const vf__var *v, vf__wait_key key,
+                               vf__failure **cause)
+{
+    const vf__fence *wf = v->wfence;
+    return vf__var_skip_before(v, key, cause) ||
+           (wf != NULL &&
+            atomic_load_explicit(&wf->resolved, memory_order_acquire) &&
+            vf__skip_mark_before(wf->mark, key, cause));
+}
+
 /* Wake the waiter `w` where it sleeps: the pool it may sleep in, and the
  * engine's cond when it has none or sleeps there (nested_wait). */
 static void waiter_wake(vf_engine *e, vf__waiter *w)
@@ -135,11 +151,9 @@ static void waiter_fire(vf_engine *e, vf__waiter *w, vf__op *marker)
             vf__var *v = vf__dep_var(vf__op_dep(marker, 0));
             w->notice_skipped = atomic_load_explicit(&v->notice_skipped,
                                                      memory_order_relaxed);
-            if (atomic_load_explicit(&v->skipped_by_later,
-                                     memory_order_relaxed) &&
-                (w->skipped_by = atomic_load_explicit(
-                     &v->failure, memory_order_acquire)) != NULL)
-                vf__failure_ref(w->skipped_by);
+            vf__spin_lock(&v->lock);
+            w->skipped_later = last_write_skipped(v, w->key, &w->skipped_by);
+            vf__spin_unlock(&v->lock);
         }
         bool on_top = s == VF__W_IDLE;
         if (w->nested && on_top)
@@ -793,10 +807,17 @@ static int notice_skipped(const char *who)
 }
 
 /* VF_ESKIPPED for a wait with no failure to report whose var's last write
- * was skipped for `f`, the failure of an op after that write in push
- * order (vf__var.skipped_by_later): the serial program would have run it. */
+ * was skipped for `f` (NULL: not known), the failure of an op after that
+ * write in push order (skip_mark.h): the serial program runs it. */
 static int skipped_by_later(const vf__failure *f, const char *who)
 {
+    if (f == NULL)
+        return vf__fail(VF_ESKIPPED,
+                        "%s: an op that writes the variable was skipped for "
+                        "the failure of an op pushed after it (a child "
+                        "placed by time): the variable does not hold what "
+                        "the program computes",
+                        who);
     return vf__fail(VF_ESKIPPED,
                     "%s: an op that writes the variable was skipped for the "
                     "failure of op \"%s\" (%d), pushed after it (a child "
@@ -824,24 +845,29 @@ static int wait_settled(vf_engine *e, vf__var *v, vf_error *err,
         vf__failure_ref(f);
     bool skipped = atomic_load_explicit(&v->notice_skipped,
                                         memory_order_relaxed);
-    vf__failure *skipped_by = NULL;
-    if (f != NULL &&
-        atomic_load_explicit(&v->skipped_by_later, memory_order_relaxed)) {
-        skipped_by = f;
-        vf__failure_ref(skipped_by);
-    }
-    vf__spin_unlock(&v->lock);
     vf__wait_key key = vf__push_wait_key(e);
+    vf__failure *skipped_by = NULL;
+    bool later = last_write_skipped(v, key, &skipped_by);
+    vf__spin_unlock(&v->lock);
     vf__failure *fenced = NULL;
     if (fence != NULL) {
         fenced = vf__fence_host_wait(e, fence);
         if (fenced != NULL)
             vf__failure_ref(fenced);
+        /* Resolved now: its work's skip is known. */
+        if (!later)
+            later = vf__skip_mark_before(fence->mark, key, &skipped_by);
         vf__fence_unref(fence);
     }
+    /* Of an op before the wait, each (a later op's is not its to report:
+     * marker_claim's filter). */
     if (f != NULL && !failure_before(f, key)) {
         vf__failure_unref(f);
         f = NULL;
+    }
+    if (fenced != NULL && !failure_before(fenced, key)) {
+        vf__failure_unref(fenced);
+        fenced = NULL;
     }
     vf__failure *claimed = vf__failure_report(f, fenced, key);
     int rc = claimed != NULL ? report(claimed, err, who) : 0;
@@ -849,7 +875,7 @@ static int wait_settled(vf_engine *e, vf__var *v, vf_error *err,
     vf__failure_unref(fenced);
     if (rc == 0 && skipped)
         rc = notice_skipped(who);
-    else if (rc == 0 && skipped_by != NULL)
+    else if (rc == 0 && later)
         rc = skipped_by_later(skipped_by, who);
     vf__failure_unref(skipped_by);
     return rc;
@@ -1052,6 +1078,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
     atomic_init(&w->refs, 2); /* the waiter and the wait op */
     w->claimed = NULL;
     w->notice_skipped = false;
+    w->skipped_later = false;
     w->skipped_by = NULL;
     w->sleep_pool = nested && me ? me->pool : NULL;
     w->nested = nested;
@@ -1197,7 +1224,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
         rc = report(w->claimed, err, who);
     } else if (rc == 0 && w->notice_skipped) {
         rc = notice_skipped(who);
-    } else if (rc == 0 && w->skipped_by != NULL) {
+    } else if (rc == 0 && w->skipped_later) {
         rc = skipped_by_later(w->skipped_by, who);
     } else if (rc == VF_EDEADLK && !cycle) {
         deadlock_detail(who, cur, label);
@@ -1245,6 +1272,7 @@ static int wait_pending(vf_engine *e, vf__family *f, const vf__deadline *until,
     atomic_init(&w->refs, 2); /* the waiter's and the family's */
     w->claimed = NULL;
     w->notice_skipped = false;
+    w->skipped_later = false;
     w->skipped_by = NULL;
     w->sleep_pool = me ? me->pool : NULL;
     w->nested = true;
@@ -1393,8 +1421,12 @@ static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
     vf__failure *first = vf__family_take_first(f);
     bool unrun = atomic_exchange(&f->notice_skipped, false);
     bool later = atomic_exchange(&f->skipped_by_later, false);
-    bool claimed = first != NULL &&
-                   vf__failure_claim(first, vf__push_wait_key(e));
+    /* A child skipped for a later op's failure met one that is not this
+     * wait's to report (failure_before): a wait at its place after that
+     * op reports it, and the ops between still see it. */
+    vf__wait_key key = vf__push_wait_key(e);
+    bool claimed = first != NULL && failure_before(first, key) &&
+                   vf__failure_claim(first, key);
     rc = claimed ? report(first, err, who) : 0;
     vf__failure_unref(first);
     if (rc != 0)

@@ -93,10 +93,10 @@ struct vf__waiter {
      * while the marker still held its read, and read after DONE (later
      * ops on the var, a delete among them, may run once it fired). */
     bool notice_skipped;
-    /* The var's last write before the marker was skipped for a later
-     * op's failure (vf__var.skipped_by_later): the failure the var held
-     * then (a reference, for the wait's detail), written and read as
-     * `notice_skipped`. */
+    /* The var's last write before the wait was skipped for a later op's
+     * failure (skip_mark.h), and that failure (a reference, for the
+     * wait's detail; may be NULL): written and read as `notice_skipped`. */
+    bool skipped_later;
     vf__failure *skipped_by;
     vf__pool *sleep_pool; /* where the waiter may sleep besides the
                              engine's cond (NULL: there only) */
