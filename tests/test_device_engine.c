@@ -1807,4 +1807,58 @@ TEST_CASE(cuda_failures)
     devices[1] = saved[1];
 }
 
+/* A timed wait on a var whose device write has its work in flight gives
+ * up after its timeout, each time, a look (0) at once; the work is
+ * waited for only by an untimed wait. (The second timed wait blocked for
+ * the whole work, and a program polling until it let the work finish
+ * hung: found by a user tester.) */
+static atomic_int tw_go, tw_polled;
+
+static int tw_work(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&tw_go)) {
+        struct timespec nap = {0, 1000 * 1000};
+        nanosleep(&nap, NULL);
+    }
+    return 0;
+}
+
+static int tw_op(vf_run *run, void *arg)
+{
+    (void)arg;
+    return vf_run_submit(run, tw_work, NULL, 0);
+}
+
+/* The work's end, once the polls are over (or after 5 s, a stuck poll's
+ * answer then 0 instead of VF_ETIMEDOUT). */
+static void *tw_release(void *arg)
+{
+    (void)arg;
+    (void)tu_wait_flag(&tw_polled, 1, 5.0);
+    atomic_store(&tw_go, 1);
+    return NULL;
+}
+
+TEST_CASE(timed_waits_on_device_work_in_flight_time_out)
+{
+    atomic_store(&tw_go, 0);
+    atomic_store(&tw_polled, 0);
+    vf_engine *e = NULL;
+    CHECK_OK(vf_engine_create(
+        &e, &(vf_config){.type = VF_ENGINE_PERDEVICE, .cpu_workers = 1}));
+    REQUIRE(e != NULL);
+    vf_var q = tu_var(e);
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = tw_op,
+                                        .writes = VF_VARS(q),
+                                        .device = {VF_DEVICE_EMULATED, 0}}));
+    pthread_t t = tu_thread_start(tw_release, NULL);
+    for (int i = 0; i < 6; i++) /* the op's function returns meanwhile */
+        CHECK_ERR(vf_var_wait_timed(e, q, i % 2 ? 10 : 0, NULL), VF_ETIMEDOUT);
+    atomic_store(&tw_polled, 1);
+    CHECK_OK(vf_var_wait(e, q, NULL));
+    tu_thread_join(t);
+    CHECK_OK(vf_engine_destroy(e));
+}
+
 TEST_MAIN("test_device_engine", 240)

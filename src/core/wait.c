@@ -826,6 +826,32 @@ static int skipped_by_later(const vf__failure *f, const char *who)
                     who, f->info.op_name, f->info.code);
 }
 
+/* Whether the host met the device work of `fence` within `timeout_ms`
+ * (negative: no limit; then it waits as vf__fence_host_wait). A timed
+ * wait polls the fence, which the completer resolves, rather than block
+ * on its event: it gave up after its timeout on the first wait and then
+ * blocked for the whole work on the next (found by a user tester: a
+ * program polling a var with timed waits hung). */
+static bool fence_met_by(vf__fence *fence, int64_t timeout_ms)
+{
+    if (timeout_ms < 0 ||
+        atomic_load_explicit(&fence->resolved, memory_order_acquire))
+        return true;
+    vf__deadline until = vf__deadline_in_ms(timeout_ms);
+    for (unsigned spins = 0;; spins++) {
+        if (atomic_load_explicit(&fence->resolved, memory_order_acquire))
+            return true;
+        if (vf__deadline_passed(&until))
+            return false;
+        if (spins < 64) {
+            sched_yield();
+        } else {
+            struct timespec nap = {0, 100 * 1000}; /* 0.1 ms */
+            nanosleep(&nap, NULL);
+        }
+    }
+}
+
 /* wait_var's answer when no write of v is queued or running: every write
  * pushed before the wait has finished, so v's failure is final for the
  * wait's place (readers pushed before it may still be to run: they still
@@ -834,8 +860,8 @@ static int skipped_by_later(const vf__failure *f, const char *who)
  * launch's writes of v it waits for are over (launch_hold, and a hold
  * ended meanwhile): a write queued after them may have run since, and its
  * failure or skip is what v carries then. */
-static int wait_settled(vf_engine *e, vf__var *v, vf_error *err,
-                        const char *who)
+static int wait_settled(vf_engine *e, vf__var *v, int64_t timeout_ms,
+                        vf_error *err, const char *who)
 {
     vf__fence *fence = v->wfence;
     if (fence != NULL)
@@ -850,6 +876,12 @@ static int wait_settled(vf_engine *e, vf__var *v, vf_error *err,
     bool later = last_write_skipped(v, key, &skipped_by);
     vf__spin_unlock(&v->lock);
     vf__failure *fenced = NULL;
+    if (fence != NULL && !fence_met_by(fence, timeout_ms)) {
+        vf__fence_unref(fence);
+        vf__failure_unref(f);
+        vf__failure_unref(skipped_by);
+        return timed_out(e, who, timeout_ms);
+    }
     if (fence != NULL) {
         fenced = vf__fence_host_wait(e, fence);
         if (fenced != NULL)
@@ -1040,7 +1072,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
         if (vf__bulk_running_reads(cur, v) ||
             (v->head != NULL && vf__dep_op(v->head) == cur &&
              v->head->next == NULL))
-            return wait_settled(e, v, err, who); /* unlocks */
+            return wait_settled(e, v, timeout_ms, err, who); /* unlocks */
         vf__spin_unlock(&v->lock);
         return vf__fail(VF_EDEADLK,
                         "%s: the op waits on a variable that a later op of its "
@@ -1111,7 +1143,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
     }
     if (settled || (v->head == NULL && v->nreaders != VF__WRITE_RUNNING)) {
         waiter_free(w);
-        return wait_settled(e, v, err, who); /* unlocks */
+        return wait_settled(e, v, timeout_ms, err, who); /* unlocks */
     }
     if (timeout_ms == 0) { /* only a look: no marker to leave behind */
         vf__spin_unlock(&v->lock);
@@ -1162,7 +1194,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
             /* The launch's hold on v ended meanwhile: the graph's writes
              * of v have finished, and those before it. */
             vf__spin_lock(&v->lock);
-            return wait_settled(e, v, err, who); /* unlocks */
+            return wait_settled(e, v, timeout_ms, err, who); /* unlocks */
         }
     }
 
