@@ -791,8 +791,10 @@ typedef enum vf_property {
 typedef struct vf_op {
     vf_sync_fn fn VF_ZERO_;        /**< sync: returns the op's status */
     vf_async_fn async_fn VF_ZERO_; /**< async: runs inline on the dispatching
-                                        thread (from device work: on a CPU
-                                        worker, vf_run_submit()) */
+                                        thread (from device work, or on a
+                                        service thread: on a CPU worker,
+                                        vf_run_submit(),
+                                        vf_thread_set_service()) */
     void *arg VF_ZERO_;            /**< what fn, async_fn and done get (see
                                         arg_size) */
     vf_done_fn done VF_ZERO_;      /**< may be NULL */
@@ -877,7 +879,8 @@ VF_API int vf_engine_push(vf_engine *e, const vf_op *op);
  * after, even once its engine was destroyed). The ops the op's end makes
  * ready are dispatched before it returns: an async one among them runs
  * its function on the calling thread (an async function runs on the
- * thread that makes it ready), so a thread whose return another op's
+ * thread that makes it ready; not on a service thread:
+ * vf_thread_set_service()), so a thread whose return another op's
  * function waits for (a join) must not be one that next function needs.
  */
 VF_API int vf_completion_finish(vf_completion done, int status,
@@ -892,6 +895,22 @@ VF_API int vf_completion_finish(vf_completion done, int status,
  * vf_completion_finish().
  */
 VF_API int vf_completion_fail(vf_completion done, const vf_error *cause);
+
+/**
+ * Make the calling thread a service thread (`on`), or an ordinary one
+ * again: one that finishes completions for others (an MPI progress thread,
+ * an I/O reactor) and must never be held by an op's function. An async op
+ * that a completion it finishes, or a push it makes, makes ready starts on
+ * a worker of the op's pool instead of on it, as from device work (on the
+ * naive engine, whose ops have no pool, it still starts there); no op runs
+ * at its push (vf_config.run_at_push). The `done` callbacks of the ops it
+ * finishes still run on it. So an async op's function may wait there
+ * (vf_var_wait()) for what the service thread has yet to finish; started
+ * on that thread, it held the thread in its wait, for ever. A thread is
+ * ordinary when it starts; libvarflow-mpi's communication thread is a
+ * service thread.
+ */
+VF_API void vf_thread_set_service(bool on);
 
 /**
  * For an op pushed with no_skip: 1 when one of its variables carries a

@@ -36,7 +36,9 @@
  *
  * MPI calls are made by one communication thread per engine (so MPI need
  * only provide MPI_THREAD_SERIALIZED), with nonblocking sends and receives
- * that complete their async ops when MPI reports them done. A failure
+ * that complete their async ops when MPI reports them done. It is a service
+ * thread (vf_thread_set_service()): an async op that such a completion
+ * makes ready starts on a worker, never on it, and may wait there. A failure
  * travels with the data: a value whose producing op failed is sent with
  * that failure instead, the receiving op completes as failed (see
  * vf_completion_fail()), the ops that need it are skipped there too, and the

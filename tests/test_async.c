@@ -1615,4 +1615,91 @@ TEST_CASE(devices_waiter_runs_no_op_it_does_not_need)
     tu_finish_engine(dn_e);
 }
 
+/* A service thread (vf_thread_set_service) finishes a completion that
+ * makes an async op ready: the op starts on a worker, not on it, and its
+ * function may wait for a var whose writer the service thread has yet to
+ * finish. (It started on the finishing thread and held it in its wait:
+ * libvarflow-mpi's communication thread hung a job so; found by a user
+ * tester.) */
+typedef struct service_case {
+    vf_engine *e;
+    vf_var a, b;
+    vf_completion ca, cb;
+    atomic_int have_a, have_b;
+    pthread_t service; /* the service thread's own: set before it finishes */
+    atomic_int started_on_service, wait_rc;
+} service_case;
+
+static void sc_hold_a(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    service_case *t = arg;
+    t->ca = done;
+    atomic_store(&t->have_a, 1);
+}
+
+static void sc_hold_b(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    service_case *t = arg;
+    t->cb = done;
+    atomic_store(&t->have_b, 1);
+}
+
+/* Made ready by a's end: waits for b, which the service thread finishes
+ * after a. Timed, so a start on the service thread fails the case rather
+ * than hang it. */
+static void sc_user(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    service_case *t = arg;
+    atomic_store(&t->started_on_service,
+                 pthread_equal(pthread_self(), t->service) ? 1 : 0);
+    atomic_store(&t->wait_rc, vf_var_wait_timed(t->e, t->b, 3000, NULL));
+    CHECK_OK(vf_completion_finish(done, 0, NULL));
+}
+
+static void *sc_service(void *arg)
+{
+    service_case *t = arg;
+    t->service = pthread_self();
+    vf_thread_set_service(true);
+    CHECK(tu_wait_flag(&t->have_a, 1, TU_TIMEOUT));
+    CHECK(tu_wait_flag(&t->have_b, 1, TU_TIMEOUT));
+    CHECK_OK(vf_completion_finish(t->ca, 0, NULL)); /* the user op is ready */
+    CHECK_OK(vf_completion_finish(t->cb, 0, NULL));
+    vf_thread_set_service(false);
+    return NULL;
+}
+
+TEST_KIND_CASE(service_thread_starts_no_async_op, k)
+{
+    if (!k->threaded)
+        return; /* the naive engine's ops have no pool: they start there */
+    service_case t = {.e = tu_engine(k)};
+    t.a = tu_var(t.e);
+    t.b = tu_var(t.e);
+    vf_var out = tu_var(t.e);
+    atomic_store(&t.started_on_service, -1);
+    atomic_store(&t.wait_rc, 1);
+    CHECK_OK(vf_engine_push(
+        t.e,
+        &(vf_op){.async_fn = sc_hold_a, .arg = &t, .writes = VF_VARS(t.a)}));
+    CHECK_OK(vf_engine_push(
+        t.e,
+        &(vf_op){.async_fn = sc_hold_b, .arg = &t, .writes = VF_VARS(t.b)}));
+    /* Pushed after b's writer: its wait on b waits for it. */
+    CHECK_OK(vf_engine_push(t.e, &(vf_op){.async_fn = sc_user,
+                                          .arg = &t,
+                                          .reads = VF_VARS(t.a),
+                                          .writes = VF_VARS(out)}));
+    pthread_t service = tu_thread_start(sc_service, &t);
+    CHECK_OK(vf_var_wait(t.e, out, NULL));
+    tu_thread_join(service);
+    CHECK_EQ(atomic_load(&t.started_on_service), 0);
+    CHECK_OK(atomic_load(&t.wait_rc));
+    CHECK_OK(vf_engine_wait_all(t.e, NULL));
+    CHECK_OK(vf_engine_destroy(t.e));
+}
+
 TEST_MAIN("test_async", 120)

@@ -32,6 +32,7 @@ typedef struct exec_tls {
     const vf_engine *done_engine; /* whose `done` callback runs, or NULL */
     const vf__op *done_over;      /* the op running under that callback */
     const vf_engine *work_engine; /* whose device work runs, or NULL */
+    bool service; /* vf_thread_set_service(): it runs no async start */
     /* > 0 while deferred ops run with no op under them (a worker's idle
      * loop, a thread outside ops): a worker's engine then has no op
      * running under them (vf__exec_bare). */
@@ -99,6 +100,11 @@ bool vf__exec_in_engine(const vf_engine *e)
      * blocked for ever on the room the op below held, and
      * vf_engine_in_op said false). */
     return vf__guard_in_outer_call(e) || stands_below(e);
+}
+
+VF_API void vf_thread_set_service(bool on)
+{
+    tls.service = on;
 }
 
 int vf__exec_device_work(const void *engine, vf_device_fn fn, void *arg)
@@ -740,8 +746,8 @@ static inline bool parent_runs_here(const vf__op *op)
  * op with its work: no fence is pending there. */
 static inline bool starts_on_pool(const vf__op *op)
 {
-    return VF__UNLIKELY(op->def->async) && tls.work_engine != NULL &&
-           op->def->pool != NULL;
+    return VF__UNLIKELY(op->def->async) &&
+           (tls.work_engine != NULL || tls.service) && op->def->pool != NULL;
 }
 
 /* Whether dispatch_some runs `op` on this thread (an inline op that does
@@ -1142,7 +1148,8 @@ static __attribute__((noinline)) bool runs_at_top_push(const vf__op *op)
     if (p->spread || !vf__exec_finishes_in_run(op->def) ||
         tls.inline_depth != 0 || vf__current_op() != NULL ||
         vf__this_worker() != NULL || tls.done_engine != NULL ||
-        tls.work_engine != NULL || !vf__stack_below(VF__INLINE_PUSH_EIGHTHS))
+        tls.work_engine != NULL || tls.service ||
+        !vf__stack_below(VF__INLINE_PUSH_EIGHTHS))
         return false;
     const vf__worker *w = vf__pool_next_target(p);
     int queued = atomic_load_explicit(&w->qlen, memory_order_relaxed);

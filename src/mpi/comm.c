@@ -450,6 +450,11 @@ static void sleep_on(vf__mpi *ctx, unsigned us, const vf__mpi_agree *current)
 static void *comm_main(void *arg)
 {
     vf__mpi *ctx = arg;
+    /* The only thread that tests requests: an async op a completion here
+     * makes ready starts on a worker, where its function may wait for a
+     * value still to be received (it waited here, and the job hung: found
+     * by a user tester). */
+    vf_thread_set_service(true);
     inflight f = {0};
     finished_list done = {0};
     agreement g = {0};

@@ -398,8 +398,9 @@ static void refused_on_runner(void)
 
 /* Calls in sequence made from ops, where they cannot work, are refused
  * with VF_EDEADLK instead of deadlocking: from an async op that runs
- * inline inside vf_mpi_push (its vars free), and from one that the
- * communication thread runs (made ready by a value that came). */
+ * inline inside vf_mpi_push (its vars free), and from one made ready by a
+ * value that came (the communication thread, a service thread, has a
+ * worker start it). */
 typedef struct nested {
     vf_var v;
     int rc;
@@ -442,8 +443,9 @@ static void calls_from_ops(void)
         .async_fn = nested_call, .arg = &inline_op, .writes = VF_VARS(dx)};
     CHECK_OK(vf_mpi_push(e, &a, VF_MPI_OWNER));
     /* On the last rank, ready when dx comes, which a gate on rank 0
-     * holds back until every rank has pushed b: the communication thread
-     * runs it (with one rank, the worker that ran the gate does). */
+     * holds back until every rank has pushed b: a worker starts it, not
+     * the communication thread (with one rank, the worker that ran the
+     * gate does). */
     atomic_store(&gate_open, 0);
     vf_op gate = {.fn = gate_fn, .writes = VF_VARS(dx)};
     CHECK_OK(vf_mpi_push(e, &gate, VF_MPI_OWNER));
@@ -463,7 +465,7 @@ static void calls_from_ops(void)
     }
     if (test_rank_ == last && test_size_ > 1) {
         CHECK_EQ(comm_op.rc, VF_EDEADLK);
-        CHECK(strstr(comm_op.detail, "the communication thread runs") != NULL);
+        CHECK(strstr(comm_op.detail, "called from inside an op") != NULL);
     }
     CHECK_OK(vf_mpi_destroy(e, NULL));
     CHECK_OK(vf_engine_destroy(e));
