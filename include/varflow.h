@@ -1259,12 +1259,12 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * VF_ESHUTDOWN when, with no failure to report, the shutdown notice
  * (vf_engine_shutdown()) skipped an op that writes `v`: its function never
  * ran, so `v` does not hold what the program computes (every later wait on
- * `v` says so too). VF_ESKIPPED when, with no failure to report, the last
- * op before this call that writes `v` was skipped for the failure of an op
- * pushed after it (a child that took its place by time: see "Waits and
- * failures"), which the serial program runs first: `v` does not hold what
- * the program computes (so say later waits on `v` until its next write runs,
- * fails or is skipped in push order; vf_error_detail() names the failed op).
+ * `v` says so too). VF_ESKIPPED when, with no failure to report, the write
+ * of `v` that finished last, an op before this call, was skipped for the
+ * failure of an op pushed after it (a child that took its place by time:
+ * see "Waits and failures"), which the serial program runs first: `v` does
+ * not hold what the program computes (so say later waits on `v` until
+ * another write of it finishes; vf_error_detail() names the failed op).
  * From inside an op, the calling worker runs ready ops that descend from
  * the waiting op (its children, theirs, ..., whatever their priorities)
  * while it waits, on top of the wait (as OpenMP's taskwait does), and

@@ -472,6 +472,11 @@ uint64_t vf__var_table_destroy(vf__var_table *t)
             live += v->state == VF__VAR_LIVE;
             vf__failure_unref(
                 atomic_load_explicit(&v->failure, memory_order_relaxed));
+            /* A var still marked (its last write skipped for a later op's
+             * failure) keeps its mark to the end (found by a reviewer:
+             * leaked with its family and failure). */
+            vf__skip_mark_free(
+                atomic_load_explicit(&v->skip_mark, memory_order_relaxed));
         }
         free(chunk);
     }
