@@ -690,4 +690,40 @@ TEST_CASE(pool_numbers_per_engine_kind)
     }
 }
 
+/* A device op whose stream skipped its work (a pred's work failed after
+ * its function ran) has no device stage, but its function did not wait
+ * for the pred's work: its host stage follows the pred's host stage, and
+ * the path's length stays within its elapsed time. A (device, host 0..10,
+ * work 5..1000) and B (device, skipped, host 20..30, after A): H(B) = 10 +
+ * 10 = 20, not D(A) + 0; the path is A, 1000 of 1000. (B followed A's
+ * work: length 1000 over an elapsed 30, and elapsed - length wrapped:
+ * found by a user tester.) */
+TEST_CASE(skipped_device_work_does_not_follow_its_preds_work)
+{
+    vf_profile_record r[2] = {rec(1, 0, 10, 5, 1000, 2),
+                              rec(2, 20, 30, 0, 0, 2)};
+    r[1].device = (vf_device){VF_DEVICE_EMULATED, 0};
+    r[1].status = VF_ESKIPPED;
+    uint64_t deps[1] = {1};
+    r[1].ndeps = 1;
+    r[1].deps = &deps[0];
+    vf_profile p = snapshot(r, 2, deps);
+    vf_profile_path path;
+    CHECK_OK(vf_profile_critical_path(&p, &path));
+    REQUIRE(path.count == 1);
+    CHECK_EQ(path.ids[0], 1);
+    CHECK_EQ(path.length_ns, 1000);
+    CHECK_EQ(path.elapsed_ns, 1000);
+    vf_profile_path_destroy(&path);
+    /* With B's host stage longer than A's work, the path is A's host
+     * stage and B's: 10 + 2000. */
+    r[1].end_ns = 2020;
+    p = snapshot(r, 2, deps);
+    CHECK_OK(vf_profile_critical_path(&p, &path));
+    REQUIRE(path.count == 2);
+    CHECK_EQ(path.length_ns, 10 + 2000);
+    CHECK(path.length_ns <= path.elapsed_ns);
+    vf_profile_path_destroy(&path);
+}
+
 TEST_MAIN("test_profile_device", 120)

@@ -21,8 +21,9 @@
  * and D(v) the times v's stages end:
  *   H(v) = h(v) + max over preds u of R(u, v), where u releases v at H(u)
  *          when u is a device op and v too (its function only queues work
- *          behind u's: a stream wait), and at u's done time otherwise (a
- *          host op waits for u's work on the host);
+ *          behind u's: a stream wait; also when v's stream then skipped
+ *          its work, which left v no device stage), and at u's done time
+ *          otherwise (a host op waits for u's work on the host);
  *   D(v) = d(v) + max(H(v), D(u) over preds u that are device ops): v's
  *          work starts once queued and once the work it waits for is done.
  * A host op's done time is H, a device op's D. Weights, from the record:
@@ -186,12 +187,23 @@ static bool has_dev(const vf_profile_record *r)
     return vf__prof_has_device_span(r);
 }
 
+/* Whether the host waited for the device work of v's preds before v ran:
+ * a host op's run does; a device op's function does not (its stream
+ * waits), also when its stream then skipped its work, which left it no
+ * device span (its path ended at its preds' work, past its own end, and
+ * the path's length passed its elapsed time: found by a user tester). */
+static bool host_waits_for_work(const vf_profile_record *r)
+{
+    return !has_dev(r) && r->device.type == VF_DEVICE_CPU;
+}
+
 /* The time u's stage that v waits for ends, and whether it is u's device
  * stage (see the top: R(u, v)). */
 static uint64_t released_at(const dag *g, const vf_profile *p, size_t u,
                             size_t v, bool *through_dev)
 {
-    *through_dev = has_dev(&p->records[u]) && !has_dev(&p->records[v]);
+    *through_dev = has_dev(&p->records[u]) &&
+                   host_waits_for_work(&p->records[v]);
     return *through_dev ? g->dev[u] : g->host[u];
 }
 
@@ -200,7 +212,7 @@ static uint64_t host_weight(const vf_profile *p, const dag *g, size_t v)
 {
     const vf_profile_record *r = &p->records[v];
     uint64_t from = r->start_ns;
-    if (!has_dev(r)) /* the host waited for its device preds' work first */
+    if (host_waits_for_work(r)) /* for its device preds' work, first */
         for (size_t s = g->first_dep[v]; s < g->first_dep[v] + (size_t)r->ndeps;
              s++) { /* not a child's */
             ptrdiff_t u = g->dep_index[s];
