@@ -641,7 +641,8 @@ VF_API int vf_var_destroy(vf_engine *e, vf_var v, void (*free_fn)(void *),
 /**
  * The variable's version: the number of writes to it that have run (a write
  * skipped because of an earlier failure does not count; a device op's write
- * counts when its function returns, its work may still be on the stream).
+ * counts once its work on the stream has completed, not when its function
+ * returns, and not when its stream skipped the work).
  * Reads never change it. VF_ESTALE once the delete op has been pushed.
  */
 VF_API int vf_var_version(vf_engine *e, vf_var v, uint64_t *out);
