@@ -219,7 +219,8 @@ VF_API int vf_mpi_var_destroy(vf_engine *e, vf_var v);
  * default rank with VF_MPI_OWNER. The ranks that must move a value for it
  * push the transfers first. On the running rank the op is pushed as with
  * vf_engine_push(); on the others it is not run, and its `done` is called
- * before this returns, with status VF_MPI_ELSEWHERE. Refused alike on every
+ * before this returns, with status VF_MPI_ELSEWHERE (and, with `arg_size`,
+ * a copy of `arg`, as on the running rank). Refused alike on every
  * rank, before anything is pushed: VF_EINVAL for no or two functions, a bad
  * list, a variable that is not distributed, a bad rank, a nonblocking op
  * (VF_EAGAIN would come on one rank only); VF_ESTALE for a deleted

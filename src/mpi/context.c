@@ -13,6 +13,7 @@
  */
 #include <sched.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,10 +66,25 @@ static _Thread_local const vf_engine *done_elsewhere;
 
 void vf__mpi_done_elsewhere(vf_engine *e, const vf_op *op)
 {
+    /* With arg_size, `done` gets a copy, as on the running rank (it got
+     * the caller's arg, and a done that wrote there changed the program
+     * on every rank but that one: found by a user tester). A copy of this
+     * call's own: the op never runs here. */
+    _Alignas(max_align_t) unsigned char local[256];
+    void *arg = op->arg;
+    if (op->arg_size != 0 && op->arg != NULL) {
+        arg = op->arg_size <= sizeof local ? local : malloc(op->arg_size);
+        if (arg == NULL)
+            arg = op->arg; /* out of memory: the caller's, as before */
+        else
+            memcpy(arg, op->arg, op->arg_size);
+    }
     const vf_engine *outer = done_elsewhere;
     done_elsewhere = e;
-    op->done(op->arg, VF_MPI_ELSEWHERE);
+    op->done(arg, VF_MPI_ELSEWHERE);
     done_elsewhere = outer;
+    if (arg != op->arg && arg != (void *)local)
+        free(arg);
 }
 
 /* From inside an op of `e`: an op runs on one rank, so no other rank

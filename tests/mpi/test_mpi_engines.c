@@ -57,6 +57,24 @@ static void ring(vf_engine *e, vf_var *vars, add_arg *args, int n, uint64_t k)
     }
 }
 
+typedef struct done_count {
+    int calls;
+} done_count;
+
+static int no_work(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return 0;
+}
+
+/* Writes into its argument: the copy's, never the caller's. */
+static void count_done(void *arg, int status)
+{
+    CHECK(status == 0 || status == VF_MPI_ELSEWHERE);
+    ((done_count *)arg)->calls++;
+}
+
 int main(int argc, char **argv)
 {
     mpi_test_begin(&argc, &argv);
@@ -116,6 +134,20 @@ int main(int argc, char **argv)
         CHECK_EQ(va[i], sa[i]);
         CHECK_EQ(vb[i], sb[i]);
     }
+
+    /* With arg_size, `done` gets a copy on every rank, VF_MPI_ELSEWHERE
+     * included: the caller's struct stays as it was (it got the caller's
+     * arg where the op ran elsewhere: found by a user tester). */
+    done_count dc = {0};
+    CHECK_OK(vf_mpi_push(a,
+                         &(vf_op){.fn = no_work,
+                                  .arg = &dc,
+                                  .arg_size = sizeof dc,
+                                  .done = count_done,
+                                  .writes = VF_VARS(v)},
+                         0));
+    CHECK_OK(vf_mpi_wait_all(a, &err));
+    CHECK_EQ(dc.calls, 0);
     CHECK_OK(vf_mpi_destroy(b, &err));
     CHECK_OK(vf_mpi_destroy(a, &err));
     CHECK_OK(vf_engine_destroy(b));
