@@ -992,7 +992,12 @@ VF_API void *vf_run_stream(const vf_run *run);
  * op it makes ready (by a push, or by finishing another) starts on a
  * worker of the engine's CPU pool, not on its thread: its start waits on
  * the host for the device work its variables wait for, which may come
- * later on this same stream (vf_run_worker() is that worker's).
+ * later on this same stream (vf_run_worker() is that worker's). The naive
+ * engine, which has no thread but the pusher's, is the exception: there a
+ * CPU or async op pushed or made ready here runs on this thread, inside
+ * the work, and its waits are refused (VF_EDEADLK) as the work's own are,
+ * where the other engines' return 0; push such ops from the device op's
+ * function instead, or use another engine kind.
  * VF_EINVAL outside a device op, VF_ENOMEM, VF_EDEVICE.
  */
 VF_API int vf_run_submit(vf_run *run, vf_device_fn fn, void *arg, size_t bytes);
