@@ -151,9 +151,17 @@ static void waiter_fire(vf_engine *e, vf__waiter *w, vf__op *marker)
             vf__var *v = vf__dep_var(vf__op_dep(marker, 0));
             w->notice_skipped = atomic_load_explicit(&v->notice_skipped,
                                                      memory_order_relaxed);
-            vf__spin_lock(&v->lock);
-            w->skipped_later = last_write_skipped(v, w->key, &w->skipped_by);
-            vf__spin_unlock(&v->lock);
+            /* Nothing to look at under the lock, most waits: no mark (its
+             * writer, which set it, released v before the marker ran) and
+             * no fence (an engine without devices). */
+            if (atomic_load_explicit(&v->skip_mark, memory_order_relaxed) !=
+                    NULL ||
+                vf__engine_has_devices(e)) {
+                vf__spin_lock(&v->lock);
+                w->skipped_later = last_write_skipped(v, w->key,
+                                                      &w->skipped_by);
+                vf__spin_unlock(&v->lock);
+            }
         }
         bool on_top = s == VF__W_IDLE;
         if (w->nested && on_top)
@@ -1452,13 +1460,17 @@ static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
      * bring. */
     vf__failure *first = vf__family_take_first(f);
     bool unrun = atomic_exchange(&f->notice_skipped, false);
-    bool later = atomic_exchange(&f->skipped_by_later, false);
+    bool later = atomic_load_explicit(&f->skipped_by_later,
+                                      memory_order_relaxed) &&
+                 atomic_exchange(&f->skipped_by_later, false);
     /* A child skipped for a later op's failure met one that is not this
      * wait's to report (failure_before): a wait at its place after that
      * op reports it, and the ops between still see it. */
-    vf__wait_key key = vf__push_wait_key(e);
-    bool claimed = first != NULL && failure_before(first, key) &&
-                   vf__failure_claim(first, key);
+    bool claimed = false;
+    if (first != NULL) {
+        vf__wait_key key = vf__push_wait_key(e);
+        claimed = failure_before(first, key) && vf__failure_claim(first, key);
+    }
     rc = claimed ? report(first, err, who) : 0;
     vf__failure_unref(first);
     if (rc != 0)
