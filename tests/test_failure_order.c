@@ -615,6 +615,36 @@ static int ls_parent(vf_run *run, void *arg)
     return 0; /* each handles its child's outcome itself */
 }
 
+/* Push `early`, held back by an async op, then `late`; let late run, then
+ * early (on a pooled kind: the naive engine runs each at its push). */
+static void run_early_late(vf_engine *e, bool threaded, later_skip *early,
+                           later_skip *late)
+{
+    vf_var g = tu_var(e), v1 = tu_var(e), v2 = tu_var(e);
+    held h = {0};
+    atomic_store(&early->wait_rc, 1);
+    atomic_store(&early->kid_status, 1);
+    atomic_store(&late->kid_status, 1);
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.async_fn = held_fn, .arg = &h, .writes = VF_VARS(g)}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = ls_parent,
+                                        .arg = early,
+                                        .reads = VF_VARS(g),
+                                        .writes = VF_VARS(v1),
+                                        .name = "early"}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = ls_parent,
+                                        .arg = late,
+                                        .writes = VF_VARS(v2),
+                                        .name = "late"}));
+    CHECK_OK(vf_bulk_flush(e));
+    if (threaded) {
+        CHECK_OK(vf_var_wait(e, v2, NULL)); /* late has run */
+        CHECK(tu_wait_flag(&h.started, 1, TU_TIMEOUT));
+    }
+    CHECK_OK(vf_completion_finish(h.done, 0, NULL)); /* early runs */
+    CHECK_OK(vf_var_wait(e, v1, NULL));
+}
+
 TEST_KIND_CASE(skip_by_later_failure_is_told, k)
 {
     for (int mode = 0; mode < 16; mode++) {
@@ -625,8 +655,7 @@ TEST_KIND_CASE(skip_by_later_failure_is_told, k)
         vf_config cfg = k->cfg;
         cfg.bulk_size = bulk ? 8 : 1;
         vf_engine *e = tu_engine_cfg(k, &cfg);
-        vf_var s = tu_var(e), g = tu_var(e), v1 = tu_var(e), v2 = tu_var(e);
-        held h = {0};
+        vf_var s = tu_var(e);
         later_skip early = {
             .s = s, .children = children, .device = device, .pushes = bulk + 1};
         later_skip late = {.s = s,
@@ -635,27 +664,7 @@ TEST_KIND_CASE(skip_by_later_failure_is_told, k)
                            .children = children,
                            .device = device,
                            .pushes = bulk + 1};
-        atomic_store(&early.wait_rc, 1);
-        atomic_store(&early.kid_status, 1);
-        atomic_store(&late.kid_status, 1);
-        CHECK_OK(vf_engine_push(
-            e, &(vf_op){.async_fn = held_fn, .arg = &h, .writes = VF_VARS(g)}));
-        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = ls_parent,
-                                            .arg = &early,
-                                            .reads = VF_VARS(g),
-                                            .writes = VF_VARS(v1),
-                                            .name = "early"}));
-        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = ls_parent,
-                                            .arg = &late,
-                                            .writes = VF_VARS(v2),
-                                            .name = "late"}));
-        CHECK_OK(vf_bulk_flush(e));
-        if (k->threaded) {
-            CHECK_OK(vf_var_wait(e, v2, NULL)); /* late has run */
-            CHECK(tu_wait_flag(&h.started, 1, TU_TIMEOUT));
-        }
-        CHECK_OK(vf_completion_finish(h.done, 0, NULL)); /* early runs */
-        CHECK_OK(vf_var_wait(e, v1, NULL));
+        run_early_late(e, k->threaded, &early, &late);
         int rc = atomic_load(&early.wait_rc);
         if (atomic_load(&early.kid_status) == 0) { /* the serial program's */
             CHECK_OK(rc);
@@ -711,24 +720,9 @@ TEST_KIND_CASE(skip_by_later_failure_is_told, k)
  * behind late's failing child, both parents waiting on s. */
 static void mark_s(vf_engine *e, vf_var s)
 {
-    vf_var g = tu_var(e), v1 = tu_var(e), v2 = tu_var(e);
-    held h = {0};
     later_skip early = {.s = s, .pushes = 1};
     later_skip late = {.s = s, .fail = -31, .pushes = 1};
-    atomic_store(&early.kid_status, 1);
-    atomic_store(&late.kid_status, 1);
-    CHECK_OK(vf_engine_push(
-        e, &(vf_op){.async_fn = held_fn, .arg = &h, .writes = VF_VARS(g)}));
-    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = ls_parent,
-                                        .arg = &early,
-                                        .reads = VF_VARS(g),
-                                        .writes = VF_VARS(v1)}));
-    CHECK_OK(vf_engine_push(
-        e, &(vf_op){.fn = ls_parent, .arg = &late, .writes = VF_VARS(v2)}));
-    CHECK_OK(vf_var_wait(e, v2, NULL));
-    CHECK(tu_wait_flag(&h.started, 1, TU_TIMEOUT));
-    CHECK_OK(vf_completion_finish(h.done, 0, NULL));
-    CHECK_OK(vf_var_wait(e, v1, NULL));
+    run_early_late(e, true, &early, &late);
     CHECK_EQ(atomic_load(&early.kid_status), VF_ESKIPPED);
     CHECK_EQ(atomic_load(&early.wait_rc), VF_ESKIPPED);
 }
