@@ -397,8 +397,9 @@ void vf__graph_holder_let_go(vf__graph_inst *in, int b, vf__readylist *ready)
         vf__spin_unlock(&v->lock);
     }
     if (write) {
-        /* The launch's nodes wrote v (graph.h: their versions): what they
-         * computed is there, said once here, not at each node's write. */
+        /* The launch's nodes wrote v, each run or skipped in push order
+         * (a node is top level: no later op's failure reaches it), so v's
+         * mark (var.h) goes: once here, not at each node's write. */
         vf__var_recomputed(v);
         vf__var_complete_write(v, holder, NULL, false, ready);
     } else
