@@ -1427,7 +1427,8 @@ VF_API int vf_engine_wait_all(vf_engine *e, vf_error *err);
  * thread (two while one gives up), not one a poll. A wait that runs ops
  * itself meanwhile (one inside an op may run the ops it waits for on top
  * of itself, as a look (0) for children may; vf_engine_wait_all() with
- * help_on_wait runs queued ops until its deadline) cannot cut short the
+ * help_on_wait runs queued ops until its deadline, but for an engine with
+ * devices, whose ops may wait for device work first) cannot cut short the
  * op it runs: it returns when that op, and what it made ready there, have
  * ended, late by that much.
  */

@@ -1930,4 +1930,59 @@ TEST_CASE(op_pushed_from_device_work_on_each_engine)
     }
 }
 
+/* vf_engine_wait_all_timed with help_on_wait on an engine with devices
+ * does not take a queued op that would first meet device work on the
+ * host: its polls time out while that work is in flight (one took the
+ * reader of a device write and blocked until the work ended, past its
+ * deadline; found by a reviewer). */
+static atomic_int wh_returned, wh_busy_go;
+
+static int wh_dev_op(vf_run *run, void *arg)
+{
+    (void)arg;
+    int rc = vf_run_submit(run, tw_work, NULL, 0);
+    atomic_store(&wh_returned, 1);
+    return rc;
+}
+
+static int wh_busy(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    CHECK(tu_wait_flag(&wh_busy_go, 1, TU_TIMEOUT));
+    return 0;
+}
+
+TEST_CASE(wait_all_timed_helping_times_out_with_device_work)
+{
+    atomic_store(&tw_go, 0);
+    atomic_store(&tw_polled, 0);
+    atomic_store(&wh_returned, 0);
+    atomic_store(&wh_busy_go, 0);
+    vf_engine *e = NULL;
+    CHECK_OK(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_PERDEVICE,
+                                               .cpu_workers = 1,
+                                               .help_on_wait = true}));
+    REQUIRE(e != NULL);
+    vf_var v = tu_var(e), x = tu_var(e);
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = wh_dev_op,
+                                        .writes = VF_VARS(v),
+                                        .device = {VF_DEVICE_EMULATED, 0}}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = wh_busy, .writes = VF_VARS(x)}));
+    CHECK(tu_wait_flag(&wh_returned, 1, TU_TIMEOUT));
+    nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL); /* released */
+    /* Queued on the busy worker's pool, v's work still in flight. */
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = wp_set, .reads = VF_VARS(v)}));
+    pthread_t t = tu_thread_start(tw_release, NULL);
+    for (int i = 0; i < 3; i++) {
+        CHECK_ERR(vf_engine_wait_all_timed(e, 20, NULL), VF_ETIMEDOUT);
+        CHECK_EQ(atomic_load(&tw_go), 0); /* before the work could end */
+    }
+    atomic_store(&tw_polled, 1);
+    atomic_store(&wh_busy_go, 1);
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    tu_thread_join(t);
+    CHECK_OK(vf_engine_destroy(e));
+}
+
 TEST_MAIN("test_device_engine", 240)

@@ -1530,6 +1530,12 @@ static int wait_idle(vf_engine *e, bool help, const vf__deadline *until)
     /* A worker counts stuck in its pool while it sleeps here (sched.h:
      * vf__pool_of_blocked_thread). */
     vf__pool *stuck = vf__pool_of_blocked_thread();
+    /* Not with a deadline on an engine with devices: an op taken here
+     * first meets, on the host and with no limit, the device work its
+     * vars wait for, which the program may let finish only after the
+     * wait gave up (found by a reviewer: a polling program hung). */
+    if (help && until != NULL && !until->forever && vf__engine_has_devices(e))
+        help = false;
     do {
         vf__bulk_flush_all(e);
         while (help && vf__counts_pending(vf__engine_counts(e)) != 0 &&
