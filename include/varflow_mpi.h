@@ -220,7 +220,8 @@ VF_API int vf_mpi_var_destroy(vf_engine *e, vf_var v);
  * push the transfers first. On the running rank the op is pushed as with
  * vf_engine_push(); on the others it is not run, and its `done` is called
  * before this returns, with status VF_MPI_ELSEWHERE (and, with `arg_size`,
- * a copy of `arg`, as on the running rank). Refused alike on every
+ * a copy of `arg`, as on the running rank; out of memory for a copy of
+ * more than 256 bytes, `arg` itself). Refused alike on every
  * rank, before anything is pushed: VF_EINVAL for no or two functions, a bad
  * list, a variable that is not distributed, a bad rank, a nonblocking op
  * (VF_EAGAIN would come on one rank only); VF_ESTALE for a deleted

@@ -261,7 +261,8 @@ VF_API int vf_profile_summary_write(const vf_profile *p, const char *path,
  * of it not its own (inside_ns: its waits, what ran inside it), and the
  * time the chain spent between one op's end and the next one's start
  * (release, queueing behind other ready ops, dispatch) is
- * `elapsed_ns - length_ns`. Ties go to the
+ * `elapsed_ns - length_ns` (with children that ran beside their parent,
+ * the upper bound above, length_ns may pass elapsed_ns). Ties go to the
  * predecessor that finished last, then to the smaller id. Edges to ops not
  * in the snapshot (dropped) are ignored.
  */

@@ -726,4 +726,24 @@ TEST_CASE(skipped_device_work_does_not_follow_its_preds_work)
     vf_profile_path_destroy(&path);
 }
 
+/* A parent edge is the functions' only: a CPU child of a device op (no
+ * var in common) follows its parent's function, not its work. P (device,
+ * host 0..10, work 5..1000) pushed C (CPU, 20..30), which outlived P's
+ * function: H(C) = 10 + 10, and the path is P, 1000 of 1000. (C followed
+ * P's work: length 1010 over an elapsed 30; found by a reviewer.) */
+TEST_CASE(parent_edge_does_not_follow_device_work)
+{
+    vf_profile_record r[2] = {rec(1, 0, 10, 5, 1000, 2),
+                              rec(2, 20, 30, 0, 0, 0)};
+    r[1].parent = 1;
+    vf_profile p = snapshot(r, 2, NULL);
+    vf_profile_path path;
+    CHECK_OK(vf_profile_critical_path(&p, &path));
+    REQUIRE(path.count == 1);
+    CHECK_EQ(path.ids[0], 1);
+    CHECK_EQ(path.length_ns, 1000);
+    CHECK_EQ(path.elapsed_ns, 1000);
+    vf_profile_path_destroy(&path);
+}
+
 TEST_MAIN("test_profile_device", 120)

@@ -839,23 +839,30 @@ static int skipped_by_later(const vf__failure *f, const char *who)
  * wait polls the fence, which the completer resolves, rather than block
  * on its event: it gave up after its timeout on the first wait and then
  * blocked for the whole work on the next (found by a user tester: a
- * program polling a var with timed waits hung). */
-static bool fence_met_by(vf__fence *fence, int64_t timeout_ms)
+ * program polling a var with timed waits hung). Its naps grow from 50 us
+ * to 1 ms (a long wait costs little CPU); met so, the fence counts as a
+ * host sync, as vf__fence_host_wait counts it. */
+static bool fence_met_by(vf_engine *e, vf__fence *fence, int64_t timeout_ms)
 {
     if (timeout_ms < 0 ||
         atomic_load_explicit(&fence->resolved, memory_order_acquire))
         return true;
     vf__deadline until = vf__deadline_in_ms(timeout_ms);
+    long nap_ns = 50 * 1000;
     for (unsigned spins = 0;; spins++) {
-        if (atomic_load_explicit(&fence->resolved, memory_order_acquire))
+        if (atomic_load_explicit(&fence->resolved, memory_order_acquire)) {
+            atomic_fetch_add_explicit(&e->dev.host_syncs, 1,
+                                      memory_order_relaxed);
             return true;
+        }
         if (vf__deadline_passed(&until))
             return false;
         if (spins < 64) {
             sched_yield();
         } else {
-            struct timespec nap = {0, 100 * 1000}; /* 0.1 ms */
-            nanosleep(&nap, NULL);
+            nanosleep(&(struct timespec){0, nap_ns}, NULL);
+            if (nap_ns < 1000 * 1000)
+                nap_ns *= 2;
         }
     }
 }
@@ -884,7 +891,7 @@ static int wait_settled(vf_engine *e, vf__var *v, int64_t timeout_ms,
     bool later = last_write_skipped(v, key, &skipped_by);
     vf__spin_unlock(&v->lock);
     vf__failure *fenced = NULL;
-    if (fence != NULL && !fence_met_by(fence, timeout_ms)) {
+    if (fence != NULL && !fence_met_by(e, fence, timeout_ms)) {
         vf__fence_unref(fence);
         vf__failure_unref(f);
         vf__failure_unref(skipped_by);

@@ -198,11 +198,14 @@ static bool host_waits_for_work(const vf_profile_record *r)
 }
 
 /* The time u's stage that v waits for ends, and whether it is u's device
- * stage (see the top: R(u, v)). */
+ * stage (see the top: R(u, v)). A parent edge (`dep` false) is its ops'
+ * functions' only: nothing on the host waited for either's device work
+ * there (a parent's wait for a device child is inside its own run; a path
+ * through the work ran longer than the run: found by a reviewer). */
 static uint64_t released_at(const dag *g, const vf_profile *p, size_t u,
-                            size_t v, bool *through_dev)
+                            size_t v, bool dep, bool *through_dev)
 {
-    *through_dev = has_dev(&p->records[u]) &&
+    *through_dev = dep && has_dev(&p->records[u]) &&
                    host_waits_for_work(&p->records[v]);
     return *through_dev ? g->dev[u] : g->host[u];
 }
@@ -246,14 +249,15 @@ static void settle(const vf_profile *p, dag *g, size_t v)
         if (u < 0)
             continue;
         bool t;
-        uint64_t x = released_at(g, p, (size_t)u, v, &t);
+        bool dep = s < g->first_dep[v] + (size_t)r->ndeps; /* not a child's */
+        uint64_t x = released_at(g, p, (size_t)u, v, dep, &t);
         if (best < 0 || x > at ||
             (x == at && better_tie(&p->records[u], &p->records[best]))) {
             best = u;
             at = x;
             through = t;
         }
-        if (has_dev(r) && has_dev(&p->records[u]) &&
+        if (dep && has_dev(r) && has_dev(&p->records[u]) &&
             (best_dev < 0 || g->dev[u] > g->dev[best_dev] ||
              (g->dev[u] == g->dev[best_dev] &&
               better_tie(&p->records[u], &p->records[best_dev]))))
