@@ -905,9 +905,11 @@ VF_API int vf_completion_fail(vf_completion done, const vf_error *cause);
  * a worker of the op's pool instead of on it, as from device work (on the
  * naive engine, whose ops have no pool, it still starts there); no op runs
  * at its push (vf_config.run_at_push). The `done` callbacks of the ops it
- * finishes still run on it. So an async op's function may wait there
- * (vf_var_wait()) for what the service thread has yet to finish; started
- * on that thread, it held the thread in its wait, for ever. A thread is
+ * finishes still run on it, and a push it makes never waits for room
+ * under max_inflight (it goes over the bound, as from a done callback).
+ * So an async op's function may wait there (vf_var_wait()) for what the
+ * service thread has yet to finish; started on that thread, it held the
+ * thread in its wait, for ever. A thread is
  * ordinary when it starts; libvarflow-mpi's communication thread is a
  * service thread.
  */

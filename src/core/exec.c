@@ -107,6 +107,11 @@ VF_API void vf_thread_set_service(bool on)
     tls.service = on;
 }
 
+bool vf__exec_on_service_thread(void)
+{
+    return tls.service;
+}
+
 int vf__exec_device_work(const void *engine, vf_device_fn fn, void *arg)
 {
     const vf_engine *outer = tls.work_engine;

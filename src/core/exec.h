@@ -147,6 +147,9 @@ int vf__exec_device_work(const void *engine, vf_device_fn fn, void *arg);
 /* Whether this thread runs device work (of any engine). */
 bool vf__exec_in_device_work(void);
 
+/* Whether this thread is a service thread (vf_thread_set_service()). */
+bool vf__exec_on_service_thread(void);
+
 /* 0, or VF_EDEADLK (its detail naming `who`) when this thread runs device
  * work: a call that blocks (a wait, a stop, a start, a destroy), on any
  * engine, would hold the stream, and so the op that submitted the work and

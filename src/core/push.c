@@ -133,8 +133,11 @@ static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
      * the room could be its own: over the limit, as from inside an op. So
      * from device work, on any engine: the work's op, and every op after
      * it on its vars, wait for it to return (vf__exec_refuse_in_device
-     * _work). */
-    if (VF__UNLIKELY(vf__exec_in_done(e) || vf__exec_in_device_work())) {
+     * _work). So from a service thread: the ops in flight may be async ops
+     * only it finishes (found by a reviewer: an I/O reactor's push at the
+     * bound hung). */
+    if (VF__UNLIKELY(vf__exec_in_done(e) || vf__exec_in_device_work() ||
+                     vf__exec_on_service_thread())) {
         reserve_over(e);
         return 0;
     }
