@@ -907,11 +907,11 @@ VF_API int vf_completion_fail(vf_completion done, const vf_error *cause);
  * at its push (vf_config.run_at_push). The `done` callbacks of the ops it
  * finishes still run on it, and a push it makes never waits for room
  * under max_inflight (it goes over the bound, as from a done callback).
- * So an async op's function may wait there (vf_var_wait()) for what the
- * service thread has yet to finish; started on that thread, it held the
- * thread in its wait, for ever. A thread is
- * ordinary when it starts; libvarflow-mpi's communication thread is a
- * service thread.
+ * So an async op's function may wait (vf_var_wait()) for what the service
+ * thread has yet to finish: it runs on a worker (started on the service
+ * thread, it held that thread in its wait for ever). A thread is ordinary
+ * when it starts; libvarflow-mpi's communication thread is a service
+ * thread.
  */
 VF_API void vf_thread_set_service(bool on);
 
