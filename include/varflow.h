@@ -258,7 +258,7 @@ typedef struct vf_config {
     int max_inflight VF_ZERO_;         /**< VF_MAX_INFLIGHT, else unlimited:
                                             most ops pushed and not finished; a
                                             push beyond it waits for room (see
-                                            vf_engine_push()) */
+                                            vf_engine_push(): some go over) */
     const char *profile_path VF_ZERO_; /**< VF_PROFILE: record from creation and
                                             write the profile here at destroy
                                             (format by extension, see
@@ -322,9 +322,12 @@ typedef struct vf_config {
                                             ops itself while there are any,
                                             instead of sleeping (as OpenMP's and
                                             TBB's waiting threads do); such an
-                                            op sees vf_run_worker() -1. Off by
-                                            default: with it a pool of n workers
-                                            may run n + 1 ops at once */
+                                            op sees vf_run_worker() -1 (not
+                                            vf_engine_wait_all_timed() on an
+                                            engine with devices: vf_var_wait_
+                                            timed()). Off by default: with it a
+                                            pool of n workers may run n + 1 ops
+                                            at once */
     int worker_stack_kib VF_ZERO_;     /**< VF_WORKER_STACK_KIB, else the
                                             system's default for a thread
                                             (RLIMIT_STACK: 8 MiB on most Linux):
@@ -847,7 +850,9 @@ typedef struct vf_op {
  * included); from
  * a done callback of the engine's it goes over the limit at once (the op
  * whose callback runs still counts), and so it does from device work
- * (vf_run_submit()) on any engine, and from an op of another engine that
+ * (vf_run_submit()) on any engine, from a service thread
+ * (vf_thread_set_service(): unbounded there, as the completions it
+ * finishes may be the room), and from an op of another engine that
  * runs inside an op of this one on the same thread (a naive engine's op,
  * pushed to from inside it, or one run above a push at this bound or
  * above a wait inside an op of this engine) or on a worker of this

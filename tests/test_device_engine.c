@@ -1935,7 +1935,7 @@ TEST_CASE(op_pushed_from_device_work_on_each_engine)
  * host: its polls time out while that work is in flight (one took the
  * reader of a device write and blocked until the work ended, past its
  * deadline; found by a reviewer). */
-static atomic_int wh_returned, wh_busy_go;
+static atomic_int wh_returned, wh_busy_started, wh_busy_go;
 
 static int wh_dev_op(vf_run *run, void *arg)
 {
@@ -1949,40 +1949,75 @@ static int wh_busy(vf_run *run, void *arg)
 {
     (void)run;
     (void)arg;
+    atomic_store(&wh_busy_started, 1);
     CHECK(tu_wait_flag(&wh_busy_go, 1, TU_TIMEOUT));
+    return 0;
+}
+
+/* Run by the helping wait itself (the worker is busy): the engine's first
+ * device op, then, once its function returned, a CPU reader of what it
+ * writes (the wait decided to help before the engine had devices: found
+ * by the second reviewer). */
+static vf_var wh_v;
+
+static int wh_first(vf_run *run, void *arg)
+{
+    (void)arg;
+    vf_engine *e = vf_run_engine(run);
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = wh_dev_op,
+                                        .writes = VF_VARS(wh_v),
+                                        .device = {VF_DEVICE_EMULATED, 0}}));
+    CHECK(tu_wait_flag(&wh_returned, 1, TU_TIMEOUT));
+    nanosleep(&(struct timespec){0, 2 * 1000 * 1000}, NULL); /* released */
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = wp_set, .reads = VF_VARS(wh_v)}));
     return 0;
 }
 
 TEST_CASE(wait_all_timed_helping_times_out_with_device_work)
 {
-    atomic_store(&tw_go, 0);
-    atomic_store(&tw_polled, 0);
-    atomic_store(&wh_returned, 0);
-    atomic_store(&wh_busy_go, 0);
-    vf_engine *e = NULL;
-    CHECK_OK(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_PERDEVICE,
-                                               .cpu_workers = 1,
-                                               .help_on_wait = true}));
-    REQUIRE(e != NULL);
-    vf_var v = tu_var(e), x = tu_var(e);
-    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = wh_dev_op,
-                                        .writes = VF_VARS(v),
-                                        .device = {VF_DEVICE_EMULATED, 0}}));
-    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = wh_busy, .writes = VF_VARS(x)}));
-    CHECK(tu_wait_flag(&wh_returned, 1, TU_TIMEOUT));
-    nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL); /* released */
-    /* Queued on the busy worker's pool, v's work still in flight. */
-    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = wp_set, .reads = VF_VARS(v)}));
-    pthread_t t = tu_thread_start(tw_release, NULL);
-    for (int i = 0; i < 3; i++) {
-        CHECK_ERR(vf_engine_wait_all_timed(e, 20, NULL), VF_ETIMEDOUT);
-        CHECK_EQ(atomic_load(&tw_go), 0); /* before the work could end */
+    for (int first_during_wait = 0; first_during_wait < 2;
+         first_during_wait++) {
+        atomic_store(&tw_go, 0);
+        atomic_store(&tw_polled, 0);
+        atomic_store(&wh_returned, 0);
+        atomic_store(&wh_busy_go, 0);
+        atomic_store(&wh_busy_started, 0);
+        vf_engine *e = NULL;
+        CHECK_OK(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_PERDEVICE,
+                                                   .cpu_workers = 1,
+                                                   .help_on_wait = true}));
+        REQUIRE(e != NULL);
+        wh_v = tu_var(e);
+        vf_var x = tu_var(e);
+        if (!first_during_wait)
+            CHECK_OK(
+                vf_engine_push(e, &(vf_op){.fn = wh_dev_op,
+                                           .writes = VF_VARS(wh_v),
+                                           .device = {VF_DEVICE_EMULATED, 0}}));
+        CHECK_OK(
+            vf_engine_push(e, &(vf_op){.fn = wh_busy, .writes = VF_VARS(x)}));
+        CHECK(tu_wait_flag(&wh_busy_started, 1, TU_TIMEOUT)); /* worker's */
+        if (first_during_wait) {
+            /* Queued on the busy worker's pool: the wait runs it. */
+            CHECK_OK(vf_engine_push(e, &(vf_op){.fn = wh_first}));
+        } else {
+            CHECK(tu_wait_flag(&wh_returned, 1, TU_TIMEOUT));
+            nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+            /* Queued on the busy worker's pool, v's work in flight. */
+            CHECK_OK(vf_engine_push(
+                e, &(vf_op){.fn = wp_set, .reads = VF_VARS(wh_v)}));
+        }
+        pthread_t t = tu_thread_start(tw_release, NULL);
+        for (int i = 0; i < 3; i++) {
+            CHECK_ERR(vf_engine_wait_all_timed(e, 20, NULL), VF_ETIMEDOUT);
+            CHECK_EQ(atomic_load(&tw_go), 0); /* before the work could end */
+        }
+        atomic_store(&tw_polled, 1);
+        atomic_store(&wh_busy_go, 1);
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        tu_thread_join(t);
+        CHECK_OK(vf_engine_destroy(e));
     }
-    atomic_store(&tw_polled, 1);
-    atomic_store(&wh_busy_go, 1);
-    CHECK_OK(vf_engine_wait_all(e, NULL));
-    tu_thread_join(t);
-    CHECK_OK(vf_engine_destroy(e));
 }
 
 TEST_MAIN("test_device_engine", 240)

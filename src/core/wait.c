@@ -1540,12 +1540,14 @@ static int wait_idle(vf_engine *e, bool help, const vf__deadline *until)
     /* Not with a deadline on an engine with devices: an op taken here
      * first meets, on the host and with no limit, the device work its
      * vars wait for, which the program may let finish only after the
-     * wait gave up (found by a reviewer: a polling program hung). */
-    if (help && until != NULL && !until->forever && vf__engine_has_devices(e))
-        help = false;
+     * wait gave up (found by a reviewer: a polling program hung). Looked
+     * at before each op: the engine's first device op may come during
+     * the wait (found by the next reviewer). */
+    bool timed = until != NULL && !until->forever;
     do {
         vf__bulk_flush_all(e);
-        while (help && vf__counts_pending(vf__engine_counts(e)) != 0 &&
+        while (help && !(timed && vf__engine_has_devices(e)) &&
+               vf__counts_pending(vf__engine_counts(e)) != 0 &&
                !vf__deadline_passed(until) && vf__exec_help_run(e)) {
         }
         bool late = false;
