@@ -690,6 +690,19 @@ TEST_CASE(pool_numbers_per_engine_kind)
     }
 }
 
+/* The path of a two-op profile whose op 1 (A) has host 0..10 and device
+ * work 5..1000 is A alone, 1000 of 1000. */
+static void check_path_is_a_alone(const vf_profile *p)
+{
+    vf_profile_path path;
+    CHECK_OK(vf_profile_critical_path(p, &path));
+    REQUIRE(path.count == 1);
+    CHECK_EQ(path.ids[0], 1);
+    CHECK_EQ(path.length_ns, 1000);
+    CHECK_EQ(path.elapsed_ns, 1000);
+    vf_profile_path_destroy(&path);
+}
+
 /* A device op whose stream skipped its work (a pred's work failed after
  * its function ran) has no device stage, but its function did not wait
  * for the pred's work: its host stage follows the pred's host stage, and
@@ -708,17 +721,12 @@ TEST_CASE(skipped_device_work_does_not_follow_its_preds_work)
     r[1].ndeps = 1;
     r[1].deps = &deps[0];
     vf_profile p = snapshot(r, 2, deps);
-    vf_profile_path path;
-    CHECK_OK(vf_profile_critical_path(&p, &path));
-    REQUIRE(path.count == 1);
-    CHECK_EQ(path.ids[0], 1);
-    CHECK_EQ(path.length_ns, 1000);
-    CHECK_EQ(path.elapsed_ns, 1000);
-    vf_profile_path_destroy(&path);
+    check_path_is_a_alone(&p);
     /* With B's host stage longer than A's work, the path is A's host
      * stage and B's: 10 + 2000. */
     r[1].end_ns = 2020;
     p = snapshot(r, 2, deps);
+    vf_profile_path path;
     CHECK_OK(vf_profile_critical_path(&p, &path));
     REQUIRE(path.count == 2);
     CHECK_EQ(path.length_ns, 10 + 2000);
@@ -737,13 +745,7 @@ TEST_CASE(parent_edge_does_not_follow_device_work)
                               rec(2, 20, 30, 0, 0, 0)};
     r[1].parent = 1;
     vf_profile p = snapshot(r, 2, NULL);
-    vf_profile_path path;
-    CHECK_OK(vf_profile_critical_path(&p, &path));
-    REQUIRE(path.count == 1);
-    CHECK_EQ(path.ids[0], 1);
-    CHECK_EQ(path.length_ns, 1000);
-    CHECK_EQ(path.elapsed_ns, 1000);
-    vf_profile_path_destroy(&path);
+    check_path_is_a_alone(&p);
 }
 
 TEST_MAIN("test_profile_device", 120)
