@@ -727,6 +727,27 @@ static void mark_s(vf_engine *e, vf_var s)
     CHECK_EQ(atomic_load(&early.wait_rc), VF_ESKIPPED);
 }
 
+/* A var's delete clears its mark: vf_var_of of the address after the
+ * destroy is a fresh variable (the header: "no failure of the old one"),
+ * and its wait says 0, not VF_ESKIPPED. */
+TEST_CASE(delete_clears_the_mark)
+{
+    vf_engine *e = tu_engine(&tu_kinds[1]);
+    static int local;
+    vf_var s;
+    CHECK_OK(vf_var_of(e, &local, &s));
+    mark_s(e, s);
+    vf_error err;
+    CHECK_ERR(vf_var_wait(e, s, &err), VF_ESKIPPED);
+    CHECK(strstr(vf_error_detail(), "\"kid\" (-31)") != NULL);
+    CHECK_OK(vf_var_destroy(e, s, NULL, NULL));
+    vf_var again;
+    CHECK_OK(vf_var_of(e, &local, &again));
+    CHECK_OK(vf_var_wait(e, again, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_OK(vf_engine_destroy(e));
+}
+
 static int wait_on_s(vf_run *run, void *arg)
 {
     later_skip *t = arg;

@@ -81,8 +81,9 @@ vf__failure *vf__exec_inherited_failure(vf__op *op, const uint32_t *refs,
 void vf__exec_op_skipped(vf__op *op, vf__failure *f);
 
 /* The vars the skipped op `op` (it holds them) writes learn why: the
- * shutdown notice (`f` NULL: vf__var.notice_skipped), or `f`, a later op's
- * failure, which their waits say (var.h: vf__var_write_skipped). Part of
+ * shutdown notice (`f` NULL: vf__var.notice_skipped), or `f`, which marks
+ * them when it is a later op's and clears their marks otherwise (var.h:
+ * vf__var_write_skipped). Part of
  * vf__exec_op_skipped; a device op whose work its stream skipped calls it
  * itself. */
 void vf__exec_writes_skipped(vf__op *op, vf__failure *f);

@@ -814,25 +814,25 @@ static int notice_skipped(const char *who)
                     who);
 }
 
-/* VF_ESKIPPED for a wait with no failure to report whose var's last write
- * was skipped for `f` (NULL: not known), the failure of an op after that
- * write in push order (skip_mark.h): the serial program runs it. */
-static int skipped_by_later(const vf__failure *f, const char *who)
+/* VF_ESKIPPED for a wait with no failure to report when `what` (an op
+ * that writes its var, a child it waited for) was skipped for `f` (NULL:
+ * not known), the failure of an op after it in push order (skip_mark.h),
+ * which the serial program runs first. */
+static int skipped_by_later(const vf__failure *f, const char *what,
+                            const char *who)
 {
-    if (f == NULL)
-        return vf__fail(VF_ESKIPPED,
-                        "%s: an op that writes the variable was skipped for "
-                        "the failure of an op pushed after it (a child "
-                        "placed by time): the variable does not hold what "
-                        "the program computes",
-                        who);
+    char failed[sizeof f->info.op_name + 16] = "an op";
+    if (f != NULL)
+        snprintf(failed, sizeof failed, "op \"%s\" (%d)", f->info.op_name,
+                 f->info.code);
     return vf__fail(VF_ESKIPPED,
-                    "%s: an op that writes the variable was skipped for the "
-                    "failure of op \"%s\" (%d), pushed after it (a child "
-                    "placed by time): the variable does not hold what the "
-                    "program computes",
-                    who, f->info.op_name, f->info.code);
+                    "%s: %s was skipped for the failure of %s, pushed after "
+                    "it (a child placed by time): what it writes is not what "
+                    "the program computes",
+                    who, what, failed);
 }
+
+static const char var_writer[] = "an op that writes the variable";
 
 /* Whether the host met the device work of `fence` within `timeout_ms`
  * (negative: no limit; then it waits as vf__fence_host_wait). A timed
@@ -923,7 +923,7 @@ static int wait_settled(vf_engine *e, vf__var *v, int64_t timeout_ms,
     if (rc == 0 && skipped)
         rc = notice_skipped(who);
     else if (rc == 0 && later)
-        rc = skipped_by_later(skipped_by, who);
+        rc = skipped_by_later(skipped_by, var_writer, who);
     vf__failure_unref(skipped_by);
     return rc;
 }
@@ -1272,7 +1272,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
     } else if (rc == 0 && w->notice_skipped) {
         rc = notice_skipped(who);
     } else if (rc == 0 && w->skipped_later) {
-        rc = skipped_by_later(w->skipped_by, who);
+        rc = skipped_by_later(w->skipped_by, var_writer, who);
     } else if (rc == VF_EDEADLK && !cycle) {
         deadlock_detail(who, cur, label);
     } else if (rc == VF_ETIMEDOUT) {
@@ -1487,13 +1487,7 @@ static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
                         "%s: the shutdown notice skipped a child it waited "
                         "for (its function never ran)",
                         who);
-    if (later)
-        return vf__fail(VF_ESKIPPED,
-                        "%s: a child it waited for was skipped for the "
-                        "failure of an op pushed after it (a child placed by "
-                        "time; its done callback got VF_ESKIPPED)",
-                        who);
-    return 0;
+    return later ? skipped_by_later(NULL, "a child it waited for", who) : 0;
 }
 
 /* The engine of the op whose run handle `run` is, running on this thread
