@@ -1753,4 +1753,88 @@ TEST_CASE(service_thread_pushes_over_the_bound)
     CHECK_OK(vf_engine_destroy(r.e));
 }
 
+/* The rest of a service thread's promises: no op runs at its push
+ * (run_at_push would run a ready op of a pool of one right there), and on
+ * the naive engine, whose ops have no pool, an async op its finish makes
+ * ready still starts on it. */
+typedef struct where_ran {
+    pthread_t service;
+    atomic_int on_service, ran;
+    vf_completion held;
+    atomic_int have;
+} where_ran;
+
+static int wr_sync(vf_run *run, void *arg)
+{
+    (void)run;
+    where_ran *w = arg;
+    atomic_store(&w->on_service, pthread_equal(pthread_self(), w->service));
+    atomic_store(&w->ran, 1);
+    return 0;
+}
+
+static void wr_async(vf_run *run, void *arg, vf_completion done)
+{
+    (void)wr_sync(run, arg);
+    CHECK_OK(vf_completion_finish(done, 0, NULL));
+}
+
+static void wr_hold(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    where_ran *w = arg;
+    w->held = done;
+    atomic_store(&w->have, 1);
+}
+
+typedef struct service_push {
+    vf_engine *e;
+    where_ran *w;
+    bool finish; /* finish w->held, else push a sync op */
+} service_push;
+
+static void *service_push_main(void *arg)
+{
+    service_push *sp = arg;
+    sp->w->service = pthread_self();
+    vf_thread_set_service(true);
+    if (sp->finish)
+        CHECK_OK(vf_completion_finish(sp->w->held, 0, NULL));
+    else
+        CHECK_OK(vf_engine_push(sp->e, &(vf_op){.fn = wr_sync, .arg = sp->w}));
+    vf_thread_set_service(false);
+    return NULL;
+}
+
+TEST_CASE(service_thread_runs_nothing_at_its_push)
+{
+    for (int naive = 0; naive < 2; naive++) {
+        where_ran w = {0};
+        atomic_store(&w.on_service, -1);
+        vf_engine *e = NULL;
+        CHECK_OK(
+            vf_engine_create(&e, naive ? &(vf_config){.type = VF_ENGINE_NAIVE}
+                                       : &(vf_config){.type = VF_ENGINE_POOLED,
+                                                      .cpu_workers = 1,
+                                                      .run_at_push = true}));
+        service_push sp = {.e = e, .w = &w, .finish = naive};
+        if (naive) { /* an async op behind a held one */
+            vf_var a = tu_var(e);
+            CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = wr_hold,
+                                                .arg = &w,
+                                                .writes = VF_VARS(a)}));
+            CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = wr_async,
+                                                .arg = &w,
+                                                .reads = VF_VARS(a)}));
+            CHECK(tu_wait_flag(&w.have, 1, TU_TIMEOUT));
+        }
+        pthread_t t = tu_thread_start(service_push_main, &sp);
+        tu_thread_join(t);
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        CHECK_EQ(atomic_load(&w.ran), 1);
+        CHECK_EQ(atomic_load(&w.on_service), naive ? 1 : 0);
+        CHECK_OK(vf_engine_destroy(e));
+    }
+}
+
 TEST_MAIN("test_async", 120)
