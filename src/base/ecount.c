@@ -60,20 +60,42 @@ void vf__ecount_destroy(vf__ecount *ec)
     (void)ec;
 }
 
-void vf__ecount_wait(vf__ecount *ec, uint32_t key, const vf__deadline *until)
+/* A sleeper's bit of the futex bitset: bit 0 untagged, bit `tag` tagged.
+ * FUTEX_WAKE (a notify) wakes any bitset. */
+static void wait_bits(vf__ecount *ec, uint32_t key, uint32_t bits,
+                      const vf__deadline *until)
 {
     /* FUTEX_WAIT_BITSET's time is absolute on CLOCK_MONOTONIC, as a
      * vf__deadline's is; a deadline already passed returns at once. */
     futex(ec, FUTEX_WAIT_BITSET, key,
-          until == NULL || until->forever ? NULL : &until->at,
-          FUTEX_BITSET_MATCH_ANY);
+          until == NULL || until->forever ? NULL : &until->at, bits);
     vf__ecount_leave_(ec);
+}
+
+void vf__ecount_wait(vf__ecount *ec, uint32_t key, const vf__deadline *until)
+{
+    wait_bits(ec, key, 1u, until);
+}
+
+void vf__ecount_wait_tagged(vf__ecount *ec, uint32_t key, unsigned tag,
+                            const vf__deadline *until)
+{
+    VF__ASSERT(tag >= 1 && tag <= VF__ECOUNT_TAGS);
+    wait_bits(ec, key, 1u << tag, until);
 }
 
 void vf__ecount_notify(vf__ecount *ec, bool all)
 {
     if (owe(ec, all))
         futex(ec, FUTEX_WAKE, all ? INT_MAX : 1, NULL, 0);
+}
+
+void vf__ecount_wake_tag(vf__ecount *ec, unsigned tag)
+{
+    VF__ASSERT(tag >= 1 && tag <= VF__ECOUNT_TAGS);
+    if (vf__ecount_sleepers_(atomic_fetch_add(&ec->state, VF__ECOUNT_EPOCH)) >
+        0)
+        futex(ec, FUTEX_WAKE_BITSET, INT_MAX, NULL, 1u << tag);
 }
 
 #else /* the portable fallback */
@@ -103,6 +125,24 @@ void vf__ecount_wait(vf__ecount *ec, uint32_t key, const vf__deadline *until)
         vf__cond_wait_until(&ec->cond, &ec->lock, until);
     pthread_mutex_unlock(&ec->lock);
     vf__ecount_leave_(ec);
+}
+
+void vf__ecount_wait_tagged(vf__ecount *ec, uint32_t key, unsigned tag,
+                            const vf__deadline *until)
+{
+    (void)tag;
+    vf__ecount_wait(ec, key, until);
+}
+
+void vf__ecount_wake_tag(vf__ecount *ec, unsigned tag)
+{
+    (void)tag;
+    if (vf__ecount_sleepers_(atomic_fetch_add(&ec->state, VF__ECOUNT_EPOCH)) ==
+        0)
+        return;
+    pthread_mutex_lock(&ec->lock); /* after the bump: as a notify's */
+    pthread_cond_broadcast(&ec->cond);
+    pthread_mutex_unlock(&ec->lock);
 }
 
 void vf__ecount_notify(vf__ecount *ec, bool all)

@@ -46,6 +46,20 @@
  *
  * The epoch wraps at 2^32: a sleeper would miss a wake-up only if exactly
  * 2^32 notifies ran between its prepare and its wait.
+ *
+ * Tags. A sleeper may wait for an event of its own as well, one a
+ * publisher signals to it alone: it waits with a tag (1 to
+ * VF__ECOUNT_TAGS), and vf__ecount_wake_tag bumps the epoch, as a notify
+ * does, owing nothing, and wakes only the sleepers with that tag (a
+ * futex bitset; the fallback wakes all). Every other sleeper blocked in
+ * the kernel sleeps on (one that had not blocked yet returns, the epoch
+ * having moved, and looks again); a notify wakes tagged sleepers as
+ * untagged ones. A pool's nested waiters sleep so (core/wait.c): the end
+ * of a wait woke every sleeper of the pool, hundreds in a deep
+ * recursion, to wake one. Owing nothing, it can only leave the owed
+ * count short (a tagged sleeper leaving pays off a wake owed to
+ * another): a later notify then makes a system call it might have
+ * spared, never one fewer.
  */
 #ifndef VF_ECOUNT_H
 #define VF_ECOUNT_H
@@ -120,6 +134,19 @@ static inline void vf__ecount_cancel(vf__ecount *ec)
  * came. Spurious returns happen: callers check again. Counts the sleeper
  * out. The caller holds no lock. */
 void vf__ecount_wait(vf__ecount *ec, uint32_t key, const vf__deadline *until);
+
+/* The tags a sleeper may wait with (see "Tags" above). */
+#define VF__ECOUNT_TAGS 31u
+
+/* vf__ecount_wait for a sleeper with tag `tag` (1 to VF__ECOUNT_TAGS),
+ * which vf__ecount_wake_tag(tag) wakes besides any notify. */
+void vf__ecount_wait_tagged(vf__ecount *ec, uint32_t key, unsigned tag,
+                            const vf__deadline *until);
+
+/* Bump the epoch and wake the sleepers that wait with `tag` (the
+ * fallback: every sleeper); owes no wake. The publisher's change comes
+ * first (seq_cst), as a notify's. No system call when nobody sleeps. */
+void vf__ecount_wake_tag(vf__ecount *ec, unsigned tag);
 
 /* Sleepers counted in and owed no wake (one seq_cst load): a publisher
  * notifies one only when this is not zero. */

@@ -12,9 +12,18 @@
  * blocked sleeper, and, over many rounds with threads, that no wake-up is
  * lost between a publisher and sleepers that use the protocol of ecount.h
  * with no deadline: a lost one leaves a sleeper blocked for good, which
- * the watchdog reports, naming the case.
+ * the watchdog reports, naming the case. Tags: a wake of a tag owes
+ * nothing and moves the epoch, it wakes its sleeper and, on the futex,
+ * no sleeper blocked with another tag or none (the fallback wakes them
+ * all), a notify wakes tagged sleepers too, and a ping-pong of tagged
+ * wakes loses none.
  */
 #include "runner.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "base/ecount.h"
 
@@ -133,6 +142,24 @@ static void publish(shared *s, bool all)
         vf__ecount_notify(&s->ec, all);
 }
 
+/* sleep_until and publish for a sleeper with a tag, woken by it. */
+static void sleep_until_tagged(shared *s, int want, unsigned tag)
+{
+    while (atomic_load(&s->round) < want) {
+        uint32_t key = vf__ecount_prepare(&s->ec);
+        if (atomic_load(&s->round) >= want)
+            vf__ecount_cancel(&s->ec);
+        else
+            vf__ecount_wait_tagged(&s->ec, key, tag, NULL);
+    }
+}
+
+static void publish_tagged(shared *s, unsigned tag)
+{
+    atomic_fetch_add(&s->round, 1);
+    vf__ecount_wake_tag(&s->ec, tag);
+}
+
 #define NSLEEPERS 3
 
 static void *all_sleeper(void *arg)
@@ -185,6 +212,18 @@ static void *ponger(void *arg)
     return NULL;
 }
 
+/* The same with tags: each side sleeps with its own (1, 2) and is woken
+ * by it alone. */
+static void *tagged_ponger(void *arg)
+{
+    shared *s = arg;
+    for (int r = 1; r <= s->rounds; r += 2) {
+        sleep_until_tagged(s, r, 2);
+        publish_tagged(s, 1); /* r + 1 */
+    }
+    return NULL;
+}
+
 TEST_CASE(ping_pong_loses_no_wake_up)
 {
     shared *s = calloc(1, sizeof *s);
@@ -201,6 +240,130 @@ TEST_CASE(ping_pong_loses_no_wake_up)
     CHECK_EQ(vf__ecount_waiters(&s->ec), 0u);
     vf__ecount_destroy(&s->ec);
     free(s);
+}
+
+TEST_CASE(tagged_ping_pong_loses_no_wake_up)
+{
+    shared *s = calloc(1, sizeof *s);
+    REQUIRE(s != NULL && vf__ecount_init(&s->ec) == 0);
+    s->rounds = 2 * (int)tu_scaled(20000, 2000);
+    pthread_t t = tu_thread_start(tagged_ponger, s);
+    tu_phase("tagged ping-pong");
+    for (int r = 0; r < s->rounds; r += 2) {
+        publish_tagged(s, 2); /* r + 1 */
+        sleep_until_tagged(s, r + 2, 1);
+    }
+    tu_thread_join(t);
+    CHECK_EQ(atomic_load(&s->round), s->rounds);
+    CHECK_EQ(vf__ecount_waiters(&s->ec), 0u);
+    vf__ecount_destroy(&s->ec);
+    free(s);
+}
+
+/* A wake of a tag owes no wake (the owed count is for notifies) but moves
+ * the epoch, so a sleeper counted in before it does not block. */
+TEST_CASE(a_tag_wake_owes_nothing)
+{
+    vf__ecount ec;
+    REQUIRE(vf__ecount_init(&ec) == 0);
+    vf__ecount_wake_tag(&ec, 3); /* nobody: no system call, epoch moves */
+    CHECK_EQ(vf__ecount_epoch(&ec), 1u);
+    uint32_t key = vf__ecount_prepare(&ec);
+    vf__ecount_wake_tag(&ec, 3);
+    CHECK_EQ(vf__ecount_epoch(&ec), 2u);
+    CHECK_EQ(vf__ecount_unwoken(&ec), 1u);     /* still counted, owed nothing */
+    vf__ecount_wait_tagged(&ec, key, 3, NULL); /* returns: the epoch moved */
+    CHECK_EQ(vf__ecount_waiters(&ec), 0u);
+    vf__ecount_destroy(&ec);
+}
+
+/* Three sleepers on one event count, tagged 1 and 2 and untagged (0),
+ * each waiting for its own flag; each counts its wait's returns. */
+typedef struct tagged_sleeper {
+    vf__ecount *ec;
+    unsigned tag;
+    atomic_int go;
+    atomic_int wakes;
+    atomic_long tid;
+} tagged_sleeper;
+
+static void *tagged_sleep(void *arg)
+{
+    tagged_sleeper *t = arg;
+    atomic_store(&t->tid, (long)syscall(SYS_gettid));
+    while (!atomic_load(&t->go)) {
+        uint32_t key = vf__ecount_prepare(t->ec);
+        if (atomic_load(&t->go)) {
+            vf__ecount_cancel(t->ec);
+            break;
+        }
+        if (t->tag != 0)
+            vf__ecount_wait_tagged(t->ec, key, t->tag, NULL);
+        else
+            vf__ecount_wait(t->ec, key, NULL);
+        atomic_fetch_add(&t->wakes, 1);
+    }
+    return NULL;
+}
+
+/* Whether thread `tid` of this process is asleep (state S): blocked in
+ * the kernel, where a later move of the epoch does not wake it. */
+static bool blocked(long tid)
+{
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/self/task/%ld/stat", tid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *paren = strrchr(buf, ')'); /* "pid (comm) S ..." */
+    return paren != NULL && paren[1] == ' ' && paren[2] == 'S';
+}
+
+static void until_blocked(vf__ecount *ec, tagged_sleeper *t, int n, int k)
+{
+    for (;;) {
+        bool all = vf__ecount_waiters(ec) >= (uint32_t)k;
+        for (int i = 0; i < n && all; i++)
+            all = atomic_load(&t[i].go) ||
+                  (atomic_load(&t[i].tid) != 0 && blocked(t[i].tid));
+        if (all)
+            return;
+        sched_yield();
+    }
+}
+
+TEST_CASE(a_tag_wakes_its_sleeper_alone)
+{
+    vf__ecount ec;
+    REQUIRE(vf__ecount_init(&ec) == 0);
+    tagged_sleeper t[3] = {
+        {.ec = &ec, .tag = 1}, {.ec = &ec, .tag = 2}, {.ec = &ec, .tag = 0}};
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++)
+        th[i] = tu_thread_start(tagged_sleep, &t[i]);
+    until_blocked(&ec, t, 3, 3);
+    atomic_store(&t[0].go, 1);
+    vf__ecount_wake_tag(&ec, 1);
+    tu_thread_join(th[0]); /* would hang if the tag missed its sleeper */
+    CHECK_EQ(atomic_load(&t[0].wakes), 1);
+#if VF__ECOUNT_FUTEX
+    /* The others were blocked in the kernel: not woken. */
+    CHECK_EQ(atomic_load(&t[1].wakes), 0);
+    CHECK_EQ(atomic_load(&t[2].wakes), 0);
+    CHECK_EQ(vf__ecount_waiters(&ec), 2u);
+#endif
+    /* A notify wakes a tagged sleeper as an untagged one. */
+    until_blocked(&ec, t, 3, 2);
+    atomic_store(&t[1].go, 1);
+    atomic_store(&t[2].go, 1);
+    vf__ecount_notify(&ec, true);
+    tu_thread_join(th[1]);
+    tu_thread_join(th[2]);
+    CHECK_EQ(vf__ecount_waiters(&ec), 0u);
+    vf__ecount_destroy(&ec);
 }
 
 TEST_MAIN("test_ecount", 120)
