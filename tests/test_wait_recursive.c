@@ -28,6 +28,8 @@
  *   which the engine must not overflow whatever it stacks above waits;
  * - cross: a child that needs a top-level op pushed before it, on one
  *   worker, where the waiter must run that (shallower) op itself;
+ * - deep_chain_small_stacks: chains 4,000 and 15,000 deep on 128 KiB
+ *   stacks, hundreds of spare threads;
  * - spare_thread: on one worker, an op waits with its stack nearly full,
  *   so it runs nothing above the wait: the pool must lend a spare thread
  *   (not pinned when the worker is: cpu_affinity)
@@ -1048,12 +1050,17 @@ TEST_CASE(deep_device_children)
 
 /* A chain 4000 deep on 128 KiB stacks, 2 KiB a level: each thread holds
  * some 40 levels, so the pool lends about 100 spares; it stopped at 64
- * and the chain waited for ever (found trying it as a user). */
+ * and the chain waited for ever (found trying it as a user). Then 15,000
+ * deep on one worker, some 650 threads of the 1024 a pool may have: each
+ * wait's end woke every one of them, and the time grew as the square of
+ * the depth (a user's 40,000 levels took 55 s; wait.h). */
 TEST_CASE(deep_chain_small_stacks)
 {
     vf_config cfg = {
         .type = VF_ENGINE_POOLED, .cpu_workers = 2, .worker_stack_kib = 128};
     run_nested_chain(&cfg, "pooled/2, 128 KiB", SANITIZED ? 600 : 4000, 0);
+    cfg.cpu_workers = 1;
+    run_nested_chain(&cfg, "pooled/1, 128 KiB", SANITIZED ? 600 : 15000, 0);
     CHECK_EQ(atomic_load(&op_errors), 0);
 }
 

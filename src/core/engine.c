@@ -432,7 +432,9 @@ void vf__engine_wake(vf_engine *e, unsigned wake)
         pthread_cond_broadcast(&e->waits.cond);
         pthread_mutex_unlock(&e->waits.lock);
     }
-    if (stuck)
+    if (stuck) {
         for (int i = 0; i < e->npools; i++)
             vf__pool_wake_all(&e->pools[i]);
+        vf__wait_wake_alone(e);
+    }
 }

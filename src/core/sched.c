@@ -279,6 +279,11 @@ void vf__pool_wake_all(vf__pool *p)
         vf__ecount_notify(&p->sleepers, true);
 }
 
+void vf__pool_wake_tag(vf__pool *p, unsigned tag)
+{
+    vf__ecount_wake_tag(&p->sleepers, tag);
+}
+
 /* --- placing and taking ------------------------------------------------ */
 
 /* Under w->qlock: move the inbox into the queue, oldest first. */
@@ -650,7 +655,7 @@ static bool spin_for_work(vf__pool *p)
  * the pool stops, or work comes: any queued for the pool, or, with
  * `inbox_of`, an op placed on that worker's inbox (vf__pool_wait_inbox). */
 static void sleep_in_pool(vf__pool *p, const vf__worker *inbox_of,
-                          bool (*wake_pred)(void *), void *arg,
+                          bool (*wake_pred)(void *), void *arg, unsigned tag,
                           const vf__deadline *until)
 {
     /* Counted in before the rescan, which sees anything placed before a
@@ -667,21 +672,24 @@ static void sleep_in_pool(vf__pool *p, const vf__worker *inbox_of,
     atomic_int *awake = p->runner.awake;
     if (awake != NULL)
         atomic_fetch_sub_explicit(awake, 1, memory_order_relaxed);
-    vf__ecount_wait(&p->sleepers, key, until);
+    if (tag != 0)
+        vf__ecount_wait_tagged(&p->sleepers, key, tag, until);
+    else
+        vf__ecount_wait(&p->sleepers, key, until);
     if (awake != NULL)
         atomic_fetch_add_explicit(awake, 1, memory_order_relaxed);
 }
 
 void vf__pool_idle_wait(vf__pool *p, bool (*wake_pred)(void *), void *arg,
-                        const vf__deadline *until)
+                        unsigned tag, const vf__deadline *until)
 {
-    sleep_in_pool(p, NULL, wake_pred, arg, until);
+    sleep_in_pool(p, NULL, wake_pred, arg, tag, until);
 }
 
 void vf__pool_wait_inbox(vf__worker *w, bool (*wake_pred)(void *), void *arg,
-                         const vf__deadline *until)
+                         unsigned tag, const vf__deadline *until)
 {
-    sleep_in_pool(w->pool, w, wake_pred, arg, until);
+    sleep_in_pool(w->pool, w, wake_pred, arg, tag, until);
 }
 
 /* A worker took queued work. If more is queued and nobody spins, wake a
@@ -712,11 +720,11 @@ static void idle(vf__pool *p)
      * predicate, asked once the sleeper counts itself in), and the next
      * look sees it. */
     if (!held_back(p)) {
-        vf__pool_idle_wait(p, held_back, p, NULL);
+        vf__pool_idle_wait(p, held_back, p, 0, NULL);
         return;
     }
     vf__deadline until = vf__deadline_within_us(NULL, VF__POOL_HELD_BACK_US);
-    vf__pool_idle_wait(p, NULL, NULL, &until);
+    vf__pool_idle_wait(p, NULL, NULL, 0, &until);
     if (vf__deadline_passed(&until) && held_back(p) && !any_queued(p) &&
         !atomic_load(&p->stop))
         p->runner.release_held_back(p);
@@ -804,6 +812,7 @@ static void init_worker(vf__worker *w, vf__pool *p, int index)
     atomic_init(&w->refusing, false);
     w->pool = p;
     w->index = index;
+    w->tag = 1 + p->threads_made++ % VF__ECOUNT_TAGS;
 }
 
 /* Every thread of the pool stuck: none would run what is queued. */
@@ -820,6 +829,11 @@ void vf__pool_pass_on(vf__pool *p)
 void vf__pool_stuck_enter(vf__pool *p)
 {
     atomic_fetch_add(&p->nstuck, 1);
+    vf__pool_stuck_again(p);
+}
+
+void vf__pool_stuck_again(vf__pool *p)
+{
     if (p->spread || !all_stuck(p) || atomic_load(&p->stop) ||
         atomic_load(&p->nspares) >= VF__MAX_SPARES)
         return;

@@ -93,6 +93,10 @@ struct vf__worker {
      * the next spare of its pool's list. */
     bool spare;
     vf__worker *next_spare;
+    /* The tag its thread's nested waits sleep in the pool with (1 to
+     * VF__ECOUNT_TAGS, in the order the pool made its threads: wait.h),
+     * so the end of one wakes it and no other, up to 31 threads. */
+    unsigned tag;
     /* Nested waits this worker's thread is in (vf__worker_waiting). */
     atomic_int waiting;
     /* A device pool's thread waiting inside an op looked at its queue and
@@ -173,9 +177,10 @@ struct vf__pool {
      * the list and its growth; the counts are seq_cst. */
     pthread_mutex_t spare_lock;
     vf__worker *spares;
-    atomic_int nspares; /* spares started (they stay until the pool stops) */
-    atomic_int nstuck;  /* threads waiting inside an op beside queued ops
-                           they will not run (exec.c: vf__exec_loop_run_one) */
+    atomic_int nspares;    /* spares started (they stay until the pool stops) */
+    atomic_int nstuck;     /* threads waiting inside an op beside queued ops
+                              they will not run (exec.c: vf__exec_loop_run_one) */
+    unsigned threads_made; /* spare_lock (or the pool's init): for tags */
 };
 
 /* Spare threads a pool may start at most. */
@@ -301,6 +306,12 @@ bool vf__pool_any_queued(const vf__pool *p);
  */
 void vf__pool_stuck_enter(vf__pool *p);
 
+/* A thread that stays counted stuck (a waiter with no stack room for any
+ * op: wait.c) looks again: the pool starts a spare if every thread is
+ * stuck now, as vf__pool_stuck_enter does (one that could not be started
+ * before, say). */
+void vf__pool_stuck_again(vf__pool *p);
+
 /* The CPU pool of the calling thread when it is one of the pool's threads
  * (NULL otherwise, and in device pools, which add no spare), for a block
  * that is not a nested wait of that pool's engine: a wait on another
@@ -344,7 +355,7 @@ uint64_t vf__pool_queued_stuck(vf__pool *p);
  * from its queue, so only a new op may be one it runs), or `wake_pred(arg)`
  * holds, or `until` passes. */
 void vf__pool_wait_inbox(vf__worker *w, bool (*wake_pred)(void *), void *arg,
-                         const vf__deadline *until);
+                         unsigned tag, const vf__deadline *until);
 
 /* A sleeper of the pool woken for work it will not run (a nested waiter:
  * the ops queued are not its op's) passes the wake-up on to another
@@ -364,15 +375,20 @@ vf__op *vf__worker_place(vf__worker *w, vf__readylist *mine);
  * Sleep as an idle member of `p` until `wake_pred(arg)` holds or work may be
  * queued or the pool stops, or `until` passes (NULL: no deadline; spurious
  * returns are allowed: callers loop). Wakers of `wake_pred` make it true
- * with a seq_cst write and then call vf__pool_wake_all. The caller holds
- * no lock.
+ * with a seq_cst write and then call vf__pool_wake_all or, for a sleeper
+ * with a `tag` (1 to VF__ECOUNT_TAGS; 0: none), vf__pool_wake_tag. The
+ * caller holds no lock.
  */
 void vf__pool_idle_wait(vf__pool *p, bool (*wake_pred)(void *), void *arg,
-                        const vf__deadline *until);
+                        unsigned tag, const vf__deadline *until);
 
-/* Wake every sleeper of the pool (rare paths: a nested waiter's condition,
- * a stop). Call after publishing what they wait for (seq_cst): it wakes
- * nobody when nobody sleeps. */
+/* Wake every sleeper of the pool (rare paths: a nested waiter's condition
+ * met for all, a stop). Call after publishing what they wait for
+ * (seq_cst): it wakes nobody when nobody sleeps. */
 void vf__pool_wake_all(vf__pool *p);
+
+/* Wake the sleepers of the pool that sleep with `tag` (a nested waiter
+ * whose wait ended: base/ecount.h, "Tags"), after publishing (seq_cst). */
+void vf__pool_wake_tag(vf__pool *p, unsigned tag);
 
 #endif /* VF_SCHED_H */

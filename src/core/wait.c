@@ -58,8 +58,43 @@
  * every level. waiter_free(NULL) does nothing, as free's. */
 static void waiter_free(vf__waiter *w)
 {
-    if (w != NULL)
+    if (w != NULL) {
+        vf__ecount_destroy(&w->wake);
         vf__fl_free(VF__FL_WAITER, w);
+    }
+}
+
+/* A waiter for a wait of `e` (`nested`: inside an op of it, whose family
+ * is `family`) on `var` (NULL: for children), IDLE, with its two
+ * references (the waiting thread's and its marker's or family's); NULL
+ * when out of memory. `me` is the calling thread's worker of `e`, if any:
+ * a nested waiter may sleep in its pool. */
+static vf__waiter *waiter_new(vf_engine *e, bool nested,
+                              const vf__family *family, const vf__var *var,
+                              vf__worker *me)
+{
+    vf__waiter *w = vf__fl_alloc(VF__FL_WAITER);
+    if (w == NULL)
+        return NULL;
+    if (vf__ecount_init(&w->wake) != 0) {
+        vf__fl_free(VF__FL_WAITER, w);
+        return NULL;
+    }
+    atomic_init(&w->state, VF__W_IDLE);
+    atomic_init(&w->refs, 2);
+    w->claimed = NULL;
+    w->notice_skipped = false;
+    w->skipped_later = false;
+    w->skipped_by = NULL;
+    w->sleep_pool = nested && me != NULL ? me->pool : NULL;
+    w->nested = nested;
+    w->family = family;
+    w->var = var;
+    w->engine = e;
+    w->key = vf__push_wait_key(e);
+    atomic_init(&w->in_pool, false);
+    w->tag = me != NULL ? me->tag : 0;
+    return w;
 }
 
 void vf__waiter_unref(vf__waiter *w)
@@ -112,17 +147,19 @@ static bool last_write_skipped(const vf__var *v, vf__wait_key key,
             vf__skip_mark_before(wf->mark, key, cause));
 }
 
-/* Wake the waiter `w` where it sleeps: the pool it may sleep in, and the
- * engine's cond when it has none or sleeps there (nested_wait). */
+/* Wake the waiter `w` where it sleeps (wait.h): a thread outside the
+ * engine's ops on the engine's cond, a nested waiter among its pool's
+ * sleepers by its tag, or else on its own event count. */
 static void waiter_wake(vf_engine *e, vf__waiter *w)
 {
-    vf__pool *pool = w->sleep_pool;
-    if (pool != NULL)
-        vf__pool_wake_all(pool);
-    if (pool == NULL || atomic_load(&w->on_cond)) {
+    if (!w->nested) {
         pthread_mutex_lock(&e->waits.lock);
         pthread_cond_broadcast(&e->waits.cond);
         pthread_mutex_unlock(&e->waits.lock);
+    } else if (atomic_load(&w->in_pool)) {
+        vf__pool_wake_tag(w->sleep_pool, w->tag);
+    } else if (vf__ecount_unwoken(&w->wake) > 0) {
+        vf__ecount_notify(&w->wake, true);
     }
 }
 
@@ -313,23 +350,59 @@ static void asleep_outside(vf_engine *e, int delta)
                               memory_order_relaxed);
 }
 
-/* Sleep on the engine's condition until `w` is done or, when `nested`, until
- * active may be zero, or until `until` passes. Spurious returns are fine:
- * callers loop. A nested waiter is a watcher already (nested_wait); any
- * other waiter here is woken by its marker alone. */
-static void sleep_on_engine(vf_engine *e, vf__waiter *w, bool nested,
-                            const vf__deadline *until)
+/* A thread outside the engine's ops sleeps on the engine's condition until
+ * `w` is done or `until` passes. Spurious returns are fine: callers loop.
+ * Its marker wakes it. */
+static void sleep_outside(vf_engine *e, vf__waiter *w,
+                          const vf__deadline *until)
 {
-    if (!nested)
-        asleep_outside(e, 1);
+    asleep_outside(e, 1);
     pthread_mutex_lock(&e->waits.lock);
-    if (!is_over(w) &&
-        !(nested && vf__counts_active(vf__engine_counts(e)) == 0) &&
-        !vf__deadline_passed(until))
+    if (!is_over(w) && !vf__deadline_passed(until))
         vf__cond_wait_until(&e->waits.cond, &e->waits.lock, until);
     pthread_mutex_unlock(&e->waits.lock);
-    if (!nested)
-        asleep_outside(e, -1);
+    asleep_outside(e, -1);
+}
+
+/* A nested waiter sleeps alone (wait.h) until `w` is done or chosen,
+ * active may be zero, or `until` passes. Spurious returns are fine:
+ * callers loop. */
+static void sleep_alone(vf_engine *e, vf__waiter *w, const vf__deadline *until)
+{
+    /* Out of the pool before the looks at `state` (waiter_wake's Dekker
+     * pair), counted in before them, which then see any change made
+     * before a notifier could read the count as zero (ecount.h). */
+    atomic_store(&w->in_pool, false);
+    uint32_t key = vf__ecount_prepare(&w->wake);
+    if (is_over(w) || vf__counts_active(vf__engine_counts(e)) == 0 ||
+        vf__deadline_passed(until))
+        vf__ecount_cancel(&w->wake);
+    else
+        vf__ecount_wait(&w->wake, key, until);
+}
+
+/* A nested waiter of worker `me` sleeps among its pool's sleepers, by its
+ * tag (wait.h), until work comes that it may run, `w` is done or chosen,
+ * active may be zero, or `until` passes; with `inbox`, work on its own
+ * inbox only (a device's pool: vf__pool_wait_inbox). */
+static void sleep_in_pool(vf_engine *e, vf__waiter *w, vf__worker *me,
+                          bool inbox, const vf__deadline *until)
+{
+    struct nested_pred pred = {e, w};
+    atomic_store(&w->in_pool, true); /* before the looks, as above */
+    if (inbox)
+        vf__pool_wait_inbox(me, nested_should_wake, &pred, w->tag, until);
+    else
+        vf__pool_idle_wait(me->pool, nested_should_wake, &pred, w->tag, until);
+}
+
+void vf__wait_wake_alone(vf_engine *e)
+{
+    vf__spin_lock(&e->waits.nested_lock);
+    for (vf__waiter *w = e->waits.nested; w != NULL; w = w->nested_next)
+        if (vf__ecount_unwoken(&w->wake) > 0)
+            vf__ecount_notify(&w->wake, true);
+    vf__spin_unlock(&e->waits.nested_lock);
 }
 
 /* The engine's list of nested waiters (vf__waits.nested): `w` joins it
@@ -481,6 +554,15 @@ static void watch(vf_engine *e, bool *watching, bool on)
  * two devices' pools took seconds for fib(16): found trying it as a user). */
 #define HOPELESS_POLL_US 20
 
+/* How long a waiter that sleeps alone (no stack room above its wait:
+ * wait.h) sleeps between its looks at the most, its sleeps doubling from
+ * NESTED_POLL_US. Its marker, a deadlock's choice and active at zero wake
+ * it; its looks only see whether the pool got stuck for good, or needs a
+ * spare that could not be started before (sched.h), and a deep recursion
+ * has hundreds of such waiters: at NESTED_POLL_US each, their looks took
+ * both cores of a small machine. */
+#define ALONE_POLL_MAX_US 20000
+
 /* Whether no op of the engine runs: every active op is one queued on a
  * pool that will not run it (vf__pool_queued_stuck: a pool with a thread
  * free, or a spare to lend, runs what is queued on it, however late its
@@ -561,6 +643,12 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
     vf__exec_hold_enter(&hold, e, w->key, w->family, true);
     if (me != NULL)
         vf__worker_waiting(me, 1);
+    /* The top of its thread's stack for the whole wait: with no room for
+     * an op above it here, there is none where it would take one either
+     * (exec.c: loop_take, deeper), and it sleeps alone (wait.h). */
+    bool alone = !vf__stack_below(VF__WAIT_CHILD_EIGHTHS);
+    bool counted_stuck = false; /* alone, and in its pool's stuck count */
+    long alone_poll_us = NESTED_POLL_US;
     int rc = 0, refusals = 0, hopeless = 0;
     if (cur != NULL && carried.op == cur && carried.place == cur->place) {
         refusals = carried.refusals;
@@ -568,7 +656,6 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
                                                      : HOPELESS_LOOKS - 1;
     }
     carried.op = NULL;
-    struct nested_pred pred = {e, w};
     for (;;) {
         int s = atomic_load(&w->state);
         if (s == VF__W_DONE)
@@ -633,7 +720,30 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
                 rc = VF_EDEADLK;
             break;
         }
-        if (ran == VF__LOOP_NO_STACK || ran == VF__LOOP_HELD) {
+        if (alone) {
+            /* In its pool it counts as stuck from the first queued op it
+             * refused to its wait's end, as it never runs one: a pool
+             * whose threads are all so stuck lends a spare (sched.h)
+             * without each of them waking to refuse again. */
+            if (ran == VF__LOOP_REFUSED && me != NULL) {
+                if (counted_stuck)
+                    vf__pool_stuck_again(me->pool);
+                else
+                    vf__pool_stuck_enter(me->pool);
+                counted_stuck = true;
+            }
+            bool hopeless_look = ran == VF__LOOP_REFUSED
+                                     ? vf__pool_stuck_for_good(me->pool) &&
+                                           only_queued_active(e)
+                                     : ran != VF__LOOP_NOTHING &&
+                                           only_queued_active(e);
+            hopeless = hopeless_look ? hopeless + 1 : 0;
+            vf__deadline soon = vf__deadline_within_us(
+                until, hopeless > 0 ? HOPELESS_POLL_US : alone_poll_us);
+            if (alone_poll_us < ALONE_POLL_MAX_US)
+                alone_poll_us *= 2;
+            sleep_alone(e, w, &soon);
+        } else if (ran == VF__LOOP_NO_STACK || ran == VF__LOOP_HELD) {
             /* Its deferred ops wait, which no other thread runs, and its
              * stack is full (a recursion deeper than the stack allows, on
              * the naive engine), or ops made ready with its op, after the
@@ -644,21 +754,17 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
             hopeless = only_queued_active(e) ? hopeless + 1 : 0;
             vf__deadline soon = vf__deadline_within_us(
                 until, hopeless > 0 ? HOPELESS_POLL_US : NESTED_POLL_US);
-            /* On the engine's cond, where its marker wakes it (a worker's
-             * waiter is woken there only while it says so: it slept out
-             * every poll, found by the third reviewer). */
-            atomic_store(&w->on_cond, true);
-            sleep_on_engine(e, w, true, &soon);
-            atomic_store(&w->on_cond, false);
+            sleep_alone(e, w, &soon);
         } else if (me != NULL && ran == VF__LOOP_NOTHING) {
             refusals = 0;
-            vf__pool_idle_wait(me->pool, nested_should_wake, &pred, until);
+            sleep_in_pool(e, w, me, false, until);
         } else if (me != NULL) {
             /* Queued ops this waiter will not run above its wait
-             * (vf__exec_loop_run_one): other workers run them. Sleep where
-             * their placing does not wake it (it would take a wake-up an
-             * idle worker needs), looking again now and then for one it
-             * would run; its marker and a deadlock wake it at once. From
+             * (vf__exec_loop_run_one): other workers run them. Sleep alone,
+             * where their placing does not wake it (it would take a
+             * wake-up an idle worker needs), looking again now and then
+             * for one it would run; its marker and a deadlock wake it at
+             * once. From
              * its second refusal in a row on, it counts as stuck: when
              * every thread of the pool is, a spare runs them (sched.h). */
             vf__pool_pass_on(me->pool); /* the wake may have been for them */
@@ -675,18 +781,18 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
                 /* Nobody else takes from its queue: the op that lets it
                  * go on may be one placed there (its child's child, say),
                  * which wakes only the pool's sleepers. */
-                vf__pool_wait_inbox(me, nested_should_wake, &pred, &soon);
+                sleep_in_pool(e, w, me, true, &soon);
             } else {
-                atomic_store(&w->on_cond, true);
-                sleep_on_engine(e, w, true, &soon);
-                atomic_store(&w->on_cond, false);
+                sleep_alone(e, w, &soon);
             }
             if (counted)
                 vf__pool_stuck_leave(me->pool);
         } else {
-            sleep_on_engine(e, w, true, until);
+            sleep_alone(e, w, until);
         }
     }
+    if (counted_stuck)
+        vf__pool_stuck_leave(me->pool);
     if (me != NULL)
         vf__worker_waiting(me, -1);
     vf__exec_hold_leave(&hold);
@@ -1115,25 +1221,14 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
         settled = batched ? vf__bulk_running_reads(cur, v)
                           : holds_to_read(cur, v);
 
-    vf__waiter *w = vf__fl_alloc(VF__FL_WAITER);
-    if (w == NULL)
-        return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     vf__worker *me = vf__this_worker();
     if (me != NULL && me->pool->engine != e)
         me = NULL;
-    atomic_init(&w->state, VF__W_IDLE);
-    atomic_init(&w->refs, 2); /* the waiter and the wait op */
-    w->claimed = NULL;
-    w->notice_skipped = false;
-    w->skipped_later = false;
-    w->skipped_by = NULL;
-    w->sleep_pool = nested && me ? me->pool : NULL;
-    w->nested = nested;
-    w->family = nested ? vf__running_now.family : NULL;
-    w->var = v;
-    w->engine = e;
-    w->key = vf__push_wait_key(e);
-    atomic_init(&w->on_cond, false);
+    /* The waiter's and the wait op's references. */
+    vf__waiter *w = waiter_new(e, nested,
+                               nested ? vf__running_now.family : NULL, v, me);
+    if (w == NULL)
+        return vf__fail(VF_ENOMEM, "%s: out of memory", who);
 
     vf__spin_lock(&v->lock);
     if (!vf__var_usable(v, gen)) {
@@ -1257,7 +1352,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
             }
             if (stuck != NULL) /* while it sleeps, not while it runs ops */
                 vf__pool_stuck_enter(stuck);
-            sleep_on_engine(e, w, false, &until);
+            sleep_outside(e, w, &until);
             if (stuck != NULL)
                 vf__pool_stuck_leave(stuck);
         }
@@ -1309,25 +1404,13 @@ VF_API int vf_var_wait_timed(vf_engine *e, vf_var v, int64_t timeout_ms,
 static int wait_pending(vf_engine *e, vf__family *f, const vf__deadline *until,
                         const char *who)
 {
-    vf__waiter *w = vf__fl_alloc(VF__FL_WAITER);
-    if (w == NULL)
-        return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     vf__worker *me = vf__this_worker();
     if (me != NULL && me->pool->engine != e)
         me = NULL;
-    atomic_init(&w->state, VF__W_IDLE);
-    atomic_init(&w->refs, 2); /* the waiter's and the family's */
-    w->claimed = NULL;
-    w->notice_skipped = false;
-    w->skipped_later = false;
-    w->skipped_by = NULL;
-    w->sleep_pool = me ? me->pool : NULL;
-    w->nested = true;
-    w->family = f;
-    w->var = NULL;
-    w->engine = e;
-    w->key = vf__push_wait_key(e);
-    atomic_init(&w->on_cond, false);
+    /* The waiter's and the family's references. */
+    vf__waiter *w = waiter_new(e, true, f, NULL, me);
+    if (w == NULL)
+        return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     /* `w` first, then the flag, and only while children are pending: the
      * finish that lowers the count to zero clears the flag in the same
      * step and fires `w` (vf__wait_child_finished). */

@@ -2,17 +2,31 @@
  * wait.h: where threads that wait for the engine sleep (wait.c).
  *
  * A thread outside the engine's ops that waits (vf_var_wait,
- * vf_engine_wait_all, destroy's drain), and a nested waiter with no pool to
- * sleep in, sleep on the engine's `waits.cond`. A thread that waits for a
- * state of the counts (pending 0: wait_all, destroy's drain; active 0: a
- * nested waiter) adds itself to its own counter and then to `watchers`
- * before it sums the counts; whoever lowers a count loads `watchers` after
- * its add (engine.h: vf__engine_count_out) and, when it is not zero, sums
- * and broadcasts under `lock` when the state is reached
- * (vf__engine_wake). All seq_cst, a Dekker pair, so no wake-up is lost
- * (counts.h). A wait_var outside ops is woken by its marker and counts in
- * none of them. `lock` is a leaf: nothing else is taken under it; a nested
- * waiter's claim of a deadlock sums under it (wait.c).
+ * vf_engine_wait_all, destroy's drain) sleeps on the engine's `waits.cond`.
+ * A thread that waits for a state of the counts (pending 0: wait_all,
+ * destroy's drain; active 0: a nested waiter) adds itself to its own
+ * counter and then to `watchers` before it sums the counts; whoever
+ * lowers a count loads `watchers` after its add (engine.h:
+ * vf__engine_count_out) and, when it is not zero, sums and wakes the
+ * waiters when the state is reached (vf__engine_wake). All seq_cst, a
+ * Dekker pair, so no wake-up is lost (counts.h). A wait_var outside ops
+ * is woken by its marker and counts in none of them. `lock` is a leaf:
+ * nothing else is taken under it; a nested waiter's claim of a deadlock
+ * sums under it (wait.c).
+ *
+ * A nested waiter (inside an op) is woken alone, never with the others: a
+ * recursion has one at the top of each thread's share of it, hundreds
+ * when it is deeper than a stack holds, and when each wait that ended
+ * and each op placed woke all of them, its time grew as the square of
+ * its depth (found trying it as a user: 40,000 levels on 128 KiB stacks
+ * took 55 s). One with work it may run above its wait sleeps among its
+ * pool's sleepers, where the ops placed wake it, with a tag, by which its
+ * marker or a deadlock's choice wakes it alone (base/ecount.h: "Tags").
+ * Any other sleeps on its own event count (vf__waiter.wake): one with no
+ * stack room for an op above its wait, which nothing placed concerns, and
+ * one that refused the ops queued, which looks again now and then. Active
+ * reaching zero wakes them all, the pools' sleepers and those on their
+ * own (vf__wait_wake_alone).
  */
 #ifndef VF_WAIT_H
 #define VF_WAIT_H
@@ -21,6 +35,7 @@
 
 #include "base/common.h"
 #include "base/deadline.h"
+#include "base/ecount.h"
 #include "core/failure.h"
 #include "core/op.h"
 #include "core/spinlock.h"
@@ -116,14 +131,23 @@ struct vf__waiter {
     vf__wait_key key;
     /* The engine's list of nested waiters (vf__waits.nested). */
     struct vf__waiter *nested_next, *nested_prev;
-    /* seq_cst: a nested waiter with a pool sleeps on the engine's cond
-     * (wait.c); set before it looks at `state` there, read by the marker
-     * after it stores DONE (a Dekker pair: one of them sees the other). */
-    atomic_bool on_cond;
+    /* Where a nested waiter sleeps (see the file comment): among its
+     * pool's sleepers (`in_pool`, seq_cst, set before it looks at `state`
+     * there, read by whoever changes `state` after it did: a Dekker pair),
+     * woken by its `tag` (its worker's: vf__worker.tag; 0 with no
+     * pool), or else on `wake`, its own. */
+    atomic_bool in_pool;
+    unsigned tag;
+    vf__ecount wake;
 };
 
 /* Drop one reference; the last frees. */
 void vf__waiter_unref(vf__waiter *w);
+
+/* Active reached zero with nested waiters watching (vf__engine_wake): wake
+ * those that sleep alone, as the ones on the engine's cond and in its pools
+ * are, to see it. */
+void vf__wait_wake_alone(vf_engine *e);
 
 /* A wait marker fires (exec.c runs it inline once every write before it
  * has finished): hand the var's failure at the marker's place to its

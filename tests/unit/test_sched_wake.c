@@ -19,6 +19,11 @@
  *   deadline) or the async op is completed while the waiter sleeps on the
  *   pool and the wait returns 0: a lost wake-up would make it time out
  *   after a minute instead.
+ * - a nested wait's end wakes its own thread alone: two ops wait, each
+ *   inside a worker asleep in the pool, on vars async ops write; the end
+ *   of one wait leaves the other thread asleep (its count of voluntary
+ *   context switches, from /proc, does not move). Every wait's end woke
+ *   every sleeper of the pool, hundreds in a deep recursion (wait.h).
  * - idle spinning (vf_config.idle_spin_us): while the program's thread
  *   sleeps in wait_all and a CPU is free, an idle worker spins for the
  *   time set before it sleeps (the sleep comes no earlier: a lower bound,
@@ -31,6 +36,9 @@
 #include "runner.h"
 
 #include <sched.h>
+#include <stdio.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "core/engine.h"
 
@@ -331,6 +339,125 @@ TEST_CASE(nested_waits_with_deadlines)
     }
     tu_finish_engine(e);
     free(n);
+}
+
+/* Two nested waiters, each in its own worker, on vars async ops write. */
+typedef struct pair_waiter {
+    vf_var x, out;
+    vf_completion x_done;
+    atomic_int have_done;
+    atomic_long tid;
+    atomic_int returned;
+    atomic_int rc;
+} pair_waiter;
+
+static void keep_pair_x(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    pair_waiter *p = arg;
+    p->x_done = done;
+    atomic_store(&p->have_done, 1);
+}
+
+static int waits_on_pair_x(vf_run *run, void *arg)
+{
+    pair_waiter *p = arg;
+    atomic_store(&p->tid, (long)syscall(SYS_gettid));
+    atomic_store(&p->rc, vf_var_wait(vf_run_engine(run), p->x, NULL));
+    atomic_store(&p->returned, 1);
+    return 0;
+}
+
+/* Thread `tid`'s voluntary context switches (-1: unreadable), and whether
+ * it is asleep (state S). */
+static long voluntary_switches(long tid)
+{
+    char path[64], line[128];
+    snprintf(path, sizeof path, "/proc/self/task/%ld/status", tid);
+    FILE *f = fopen(path, "r");
+    long n = -1;
+    while (f != NULL && fgets(line, sizeof line, f) != NULL)
+        if (sscanf(line, "voluntary_ctxt_switches: %ld", &n) == 1)
+            break;
+    if (f != NULL)
+        fclose(f);
+    return n;
+}
+
+static bool thread_asleep(long tid)
+{
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/self/task/%ld/stat", tid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *paren = strrchr(buf, ')'); /* "pid (comm) S ..." */
+    return paren != NULL && paren[1] == ' ' && paren[2] == 'S';
+}
+
+TEST_CASE(a_wait_end_wakes_its_thread_alone)
+{
+    vf_engine *e = NULL;
+    /* No idle spinning: the test reads who sleeps. */
+    REQUIRE(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
+                                              .cpu_workers = 2,
+                                              .idle_spin_us = -1}) == 0);
+    pair_waiter *w = calloc(2, sizeof *w);
+    REQUIRE(w != NULL);
+    int rounds = (int)tu_scaled(20, 5);
+    for (int r = 0; r < rounds; r++) {
+        for (int i = 0; i < 2; i++) {
+            w[i].x = tu_var(e);
+            w[i].out = tu_var(e);
+            atomic_store(&w[i].have_done, 0);
+            atomic_store(&w[i].returned, 0);
+            atomic_store(&w[i].tid, 0);
+            CHECK_OK(
+                vf_engine_push(e, &(vf_op){.async_fn = keep_pair_x,
+                                           .arg = &w[i],
+                                           .writes = tu_list(&w[i].x, 1)}));
+            REQUIRE(atomic_load(&w[i].have_done));
+        }
+        for (int i = 0; i < 2; i++)
+            CHECK_OK(
+                vf_engine_push(e, &(vf_op){.fn = waits_on_pair_x,
+                                           .arg = &w[i],
+                                           .writes = tu_list(&w[i].out, 1)}));
+        /* Both waiters asleep in the pool, blocked in the kernel. */
+        for (;;) {
+            long a = atomic_load(&w[0].tid), b = atomic_load(&w[1].tid);
+            if (a != 0 && b != 0 && a != b &&
+                vf__ecount_waiters(&e->cpu_pool->sleepers) == 2 &&
+                thread_asleep(a) && thread_asleep(b))
+                break;
+            sched_yield();
+        }
+        int ends = r % 2, stays = 1 - ends; /* each ends first in turn */
+        long tid = atomic_load(&w[stays].tid);
+        long before = voluntary_switches(tid);
+        REQUIRE(before >= 0);
+        CHECK_OK(vf_completion_finish(w[ends].x_done, 0, NULL));
+        CHECK_OK(vf_var_wait(e, w[ends].out, NULL)); /* its op finished */
+        /* The other slept on. */
+        long after = voluntary_switches(tid);
+        if (after != before || atomic_load(&w[stays].returned))
+            CHECK_REPORT_("round %d: the other waiter's thread woke (%ld "
+                          "voluntary switches before, %ld after)",
+                          r, before, after);
+        CHECK_OK(vf_completion_finish(w[stays].x_done, 0, NULL));
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        CHECK_EQ(atomic_load(&w[0].rc), 0);
+        CHECK_EQ(atomic_load(&w[1].rc), 0);
+        for (int i = 0; i < 2; i++) {
+            CHECK_OK(vf_var_destroy(e, w[i].x, NULL, NULL));
+            CHECK_OK(vf_var_destroy(e, w[i].out, NULL, NULL));
+        }
+    }
+    tu_finish_engine(e);
+    free(w);
 }
 
 /* Idle spinning: the program's thread sleeps in wait_all (an async op it
