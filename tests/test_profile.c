@@ -2201,6 +2201,7 @@ TEST_CASE(load_refuses_what_no_run_writes)
         {",\"deps\":[0]", NULL, "deps"},
         {",\"deps\":[1]", NULL, "cycle"},
         {",\"worker\":4294967296", NULL, "worker"},
+        {",\"pool\":-2", NULL, "no pool -2"},
         {",\"code\":4294967284", NULL, "code"},
         {",\"device\":\"cuda:99999999999\"", NULL, "device"},
         {",\"device\":\"emulated:\"", NULL, "device"},

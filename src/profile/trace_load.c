@@ -181,6 +181,15 @@ static int assemble(vf__trace_loader *ld, vf_profile **out)
                      r->worker);
             return vf__trace_bad(ld, "", ld->buf);
         }
+        /* A pool's index has no list to check it against (the trace
+         * names the workers' pools, not their indices), but none is
+         * below -1 (a thread of the program). */
+        if (r->pool < -1) {
+            snprintf(ld->buf, sizeof ld->buf,
+                     "op %" PRIu64 ": no pool %d in the engine", r->id,
+                     r->pool);
+            return vf__trace_bad(ld, "", ld->buf);
+        }
     }
     vf_profile *s = vf__calloc(1, sizeof *s);
     const char **pools = vf__calloc((size_t)ld->workers + 1, sizeof *pools);
