@@ -647,8 +647,20 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
      * an op above it here, there is none where it would take one either
      * (exec.c: loop_take, deeper), and it sleeps alone (wait.h). */
     bool alone = !vf__stack_below(VF__WAIT_CHILD_EIGHTHS);
-    bool counted_stuck = false; /* alone, and in its pool's stuck count */
+    /* Such a waiter never runs a queued op, and nothing placed wakes it:
+     * it counts as stuck in its pool for the whole wait, so a pool whose
+     * threads are all so stuck lends a spare (sched.h) for what is queued
+     * now or later, without each of them waking to refuse it (counted
+     * from its first refusal only, one that found nothing queued slept on
+     * while an op placed later waited for its next look: found by the
+     * reviewer). */
+    bool counted_stuck = alone && me != NULL;
+    if (counted_stuck)
+        vf__pool_stuck_enter(me->pool);
     long alone_poll_us = NESTED_POLL_US;
+    /* Its last sleep was among the pool's sleepers, where a wake owed for
+     * an op placed may have come to it (see the loop's end). */
+    bool slept_in_pool = false;
     int rc = 0, refusals = 0, hopeless = 0;
     if (cur != NULL && carried.op == cur && carried.place == cur->place) {
         refusals = carried.refusals;
@@ -720,18 +732,12 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
                 rc = VF_EDEADLK;
             break;
         }
+        slept_in_pool = false;
         if (alone) {
-            /* In its pool it counts as stuck from the first queued op it
-             * refused to its wait's end, as it never runs one: a pool
-             * whose threads are all so stuck lends a spare (sched.h)
-             * without each of them waking to refuse again. */
-            if (ran == VF__LOOP_REFUSED && me != NULL) {
-                if (counted_stuck)
-                    vf__pool_stuck_again(me->pool);
-                else
-                    vf__pool_stuck_enter(me->pool);
-                counted_stuck = true;
-            }
+            /* Counted stuck (above): a spare that could not be started
+             * before may be now. */
+            if (ran == VF__LOOP_REFUSED && me != NULL)
+                vf__pool_stuck_again(me->pool);
             bool hopeless_look = ran == VF__LOOP_REFUSED
                                      ? vf__pool_stuck_for_good(me->pool) &&
                                            only_queued_active(e)
@@ -758,6 +764,7 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
         } else if (me != NULL && ran == VF__LOOP_NOTHING) {
             refusals = 0;
             sleep_in_pool(e, w, me, false, until);
+            slept_in_pool = true;
         } else if (me != NULL) {
             /* Queued ops this waiter will not run above its wait
              * (vf__exec_loop_run_one): other workers run them. Sleep alone,
@@ -782,6 +789,7 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
                  * go on may be one placed there (its child's child, say),
                  * which wakes only the pool's sleepers. */
                 sleep_in_pool(e, w, me, true, &soon);
+                slept_in_pool = true;
             } else {
                 sleep_alone(e, w, &soon);
             }
@@ -791,6 +799,12 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
             sleep_alone(e, w, until);
         }
     }
+    /* A notify-one for an op placed may have woken this sleeper just as
+     * its wait ended, which then owes it to another: with a marker's wake
+     * for this waiter alone, the other waiter that the op needed slept on
+     * (found by the reviewer: a second's delay). */
+    if (slept_in_pool)
+        vf__pool_pass_on(me->pool);
     if (counted_stuck)
         vf__pool_stuck_leave(me->pool);
     if (me != NULL)

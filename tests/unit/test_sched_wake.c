@@ -24,6 +24,18 @@
  *   of one wait leaves the other thread asleep (its count of voluntary
  *   context switches, from /proc, does not move). Every wait's end woke
  *   every sleeper of the pool, hundreds in a deep recursion (wait.h).
+ * - a wake-up owed for an op placed is passed on: two workers wait inside
+ *   ops, B (asleep first) on var V, A for its child X, which reads V and
+ *   comes before B's wait there; the completion of V's async writer
+ *   places X, whose wake-up goes to B, and then fires B's marker: B's op
+ *   goes on, and X must start while it does (B waits for it), on A's
+ *   thread. B kept the wake and A slept on (the reviewer's case).
+ * - a waiter with no stack room counts as stuck for its whole wait: on one
+ *   worker with 128 KiB stacks, an op whose frames fill 104 KiB waits for
+ *   a child not ready yet; asleep, it is counted stuck and the pool has
+ *   lent a spare, which runs the child once ready. Counted only once it
+ *   refused a queued op, it slept on, uncounted, while the child queued
+ *   waited for its next look, up to 20 ms later (the reviewer's case).
  * - idle spinning (vf_config.idle_spin_us): while the program's thread
  *   sleeps in wait_all and a CPU is free, an idle worker spins for the
  *   time set before it sleeps (the sleep comes no earlier: a lower bound,
@@ -37,7 +49,9 @@
 
 #include <sched.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/engine.h"
@@ -458,6 +472,191 @@ TEST_CASE(a_wait_end_wakes_its_thread_alone)
     }
     tu_finish_engine(e);
     free(w);
+}
+
+/* The pass-on case: B waits on v, A for its child x, which reads v. */
+typedef struct pass_on_case {
+    vf_var v, r;
+    vf_completion v_done;
+    atomic_int have_done;
+    atomic_long a_tid, b_tid;
+    atomic_int x_pushed, a_go;
+    atomic_int x_started;
+    atomic_int b_saw_x; /* 1: X started while B's op ran; -1: it did not */
+} pass_on_case;
+
+static void keep_v(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    pass_on_case *c = arg;
+    c->v_done = done;
+    atomic_store(&c->have_done, 1);
+}
+
+static int x_reads_v(vf_run *run, void *arg)
+{
+    (void)run;
+    atomic_store(&((pass_on_case *)arg)->x_started, 1);
+    return 0;
+}
+
+static int a_waits_for_x(vf_run *run, void *arg)
+{
+    pass_on_case *c = arg;
+    atomic_store(&c->a_tid, (long)syscall(SYS_gettid));
+    int rc = vf_engine_push(vf_run_engine(run),
+                            &(vf_op){.fn = x_reads_v,
+                                     .arg = c,
+                                     .reads = tu_list(&c->v, 1),
+                                     .writes = tu_list(&c->r, 1)});
+    atomic_store(&c->x_pushed, 1);
+    /* Asleep in the wait after B: on v, X comes before B's marker. */
+    if (rc == 0 && !tu_wait_flag(&c->a_go, 1, TU_TIMEOUT))
+        rc = VF_ETIMEDOUT;
+    return rc != 0 ? rc : vf_run_wait_children(run, NULL);
+}
+
+static int b_waits_on_v(vf_run *run, void *arg)
+{
+    pass_on_case *c = arg;
+    atomic_store(&c->b_tid, (long)syscall(SYS_gettid));
+    int rc = vf_var_wait(vf_run_engine(run), c->v, NULL);
+    /* B's op goes on: X must not wait for its end. */
+    atomic_store(&c->b_saw_x, tu_wait_flag(&c->x_started, 1, 3.0) ? 1 : -1);
+    return rc;
+}
+
+TEST_CASE(a_wake_for_placed_work_is_passed_on)
+{
+    vf_engine *e = NULL;
+    REQUIRE(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
+                                              .cpu_workers = 2,
+                                              .idle_spin_us = -1}) == 0);
+    pass_on_case *c = calloc(1, sizeof *c);
+    REQUIRE(c != NULL);
+    int rounds = (int)tu_scaled(10, 3);
+    for (int r = 0; r < rounds; r++) {
+        memset(c, 0, sizeof *c);
+        c->v = tu_var(e);
+        c->r = tu_var(e);
+        until_asleep(e->cpu_pool, 2);
+        CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = keep_v,
+                                            .arg = c,
+                                            .writes = tu_list(&c->v, 1)}));
+        REQUIRE(atomic_load(&c->have_done));
+        /* A pushes X, then B waits on v (its marker behind X there) and
+         * sleeps, then A waits and sleeps: X is placed before B's marker
+         * fires, and its wake-up goes to B, asleep first. */
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = a_waits_for_x, .arg = c}));
+        REQUIRE(tu_wait_flag(&c->x_pushed, 1, TU_TIMEOUT));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = b_waits_on_v, .arg = c}));
+        while (atomic_load(&c->b_tid) == 0 ||
+               !thread_asleep(atomic_load(&c->b_tid)) ||
+               vf__ecount_waiters(&e->cpu_pool->sleepers) != 1)
+            sched_yield();
+        atomic_store(&c->a_go, 1);
+        while (atomic_load(&c->a_tid) == 0 ||
+               atomic_load(&c->a_tid) == atomic_load(&c->b_tid) ||
+               !thread_asleep(atomic_load(&c->a_tid)) ||
+               vf__ecount_waiters(&e->cpu_pool->sleepers) != 2)
+            sched_yield();
+        /* Idle a while: a thread woken from a long sleep takes longer to
+         * run, and B's marker fires before B looks (with hot CPUs, B
+         * looked at the queue first, refused X and passed its wake on:
+         * without the fix, every round failed with 100 ms here, none
+         * with 20). */
+        nanosleep(&(struct timespec){0, 100 * 1000000L}, NULL);
+        CHECK_OK(vf_completion_finish(c->v_done, 0, NULL));
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        if (atomic_load(&c->b_saw_x) != 1)
+            CHECK_REPORT_("round %d: X waited for B's op to end", r);
+        CHECK_OK(vf_var_destroy(e, c->v, NULL, NULL));
+        CHECK_OK(vf_var_destroy(e, c->r, NULL, NULL));
+    }
+    tu_finish_engine(e);
+    free(c);
+}
+
+/* The no-room case: P waits for its child C, which reads v. */
+typedef struct no_room_case {
+    vf_var v, r;
+    vf_completion v_done;
+    atomic_int have_done;
+    atomic_long p_tid;
+    atomic_int c_ran;
+} no_room_case;
+
+static void keep_no_room_v(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    no_room_case *c = arg;
+    c->v_done = done;
+    atomic_store(&c->have_done, 1);
+}
+
+static int c_reads_v(vf_run *run, void *arg)
+{
+    (void)run;
+    atomic_store(&((no_room_case *)arg)->c_ran, 1);
+    return 0;
+}
+
+static __attribute__((noinline)) int wait_with_a_full_stack(vf_run *run,
+                                                            no_room_case *c)
+{
+    volatile char frames[104 * 1024]; /* past 6/8 of 128 KiB: exec.h */
+    memset((char *)frames, 1, sizeof frames);
+    int rc = vf_engine_push(vf_run_engine(run),
+                            &(vf_op){.fn = c_reads_v,
+                                     .arg = c,
+                                     .reads = tu_list(&c->v, 1),
+                                     .writes = tu_list(&c->r, 1)});
+    atomic_store(&c->p_tid, (long)syscall(SYS_gettid));
+    if (rc == 0)
+        rc = vf_run_wait_children(run, NULL);
+    return rc + frames[7] - 1;
+}
+
+static int p_waits_with_no_room(vf_run *run, void *arg)
+{
+    return wait_with_a_full_stack(run, arg);
+}
+
+TEST_CASE(a_waiter_with_no_stack_room_counts_as_stuck)
+{
+#if defined(TU_ASAN) || defined(TU_TSAN)
+    TEST_SKIP("a 104 KiB frame on a 128 KiB stack: the sanitizers' frames "
+              "take the rest");
+#endif
+    vf_engine *e = NULL;
+    REQUIRE(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
+                                              .cpu_workers = 1,
+                                              .worker_stack_kib = 128,
+                                              .idle_spin_us = -1}) == 0);
+    no_room_case *c = calloc(1, sizeof *c);
+    REQUIRE(c != NULL);
+    c->v = tu_var(e);
+    c->r = tu_var(e);
+    vf__pool *p = e->cpu_pool;
+    CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = keep_no_room_v,
+                                        .arg = c,
+                                        .writes = tu_list(&c->v, 1)}));
+    REQUIRE(atomic_load(&c->have_done));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = p_waits_with_no_room, .arg = c}));
+    /* P asleep in its wait, and the spare it was lent asleep idle. */
+    while (
+        atomic_load(&c->p_tid) == 0 || !thread_asleep(atomic_load(&c->p_tid)) ||
+        vf__ecount_waiters(&p->sleepers) < (uint32_t)atomic_load(&p->nspares))
+        sched_yield();
+    CHECK_EQ(atomic_load(&p->nstuck), 1);
+    CHECK_EQ(atomic_load(&p->nspares), 1);
+    CHECK(!atomic_load(&c->c_ran));
+    CHECK_OK(vf_completion_finish(c->v_done, 0, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK(atomic_load(&c->c_ran));
+    CHECK_EQ(atomic_load(&p->nstuck), 0); /* left at the wait's end */
+    tu_finish_engine(e);
+    free(c);
 }
 
 /* Idle spinning: the program's thread sleeps in wait_all (an async op it
