@@ -82,9 +82,14 @@ void vf__failure_unref(vf__failure *f)
 
 /* --- the log ------------------------------------------------------------- */
 
+/* The fewest records listed at which the log looks for claimed ones. */
+#define LOG_FIRST_LOOK 64
+
 int vf__failure_log_init(vf__failure_log *log)
 {
     log->head = log->tail = NULL;
+    log->count = 0;
+    log->look_at = LOG_FIRST_LOOK;
     if (pthread_mutex_init(&log->lock, NULL) != 0)
         return VF_ESYSTEM;
     return reserve_init(&log->reserve);
@@ -99,8 +104,55 @@ void vf__failure_log_destroy(vf__failure_log *log)
         f = next;
     }
     log->head = log->tail = NULL;
+    log->count = 0;
     reserve_destroy(&log->reserve); /* after every unref */
     pthread_mutex_destroy(&log->lock);
+}
+
+size_t vf__failure_log_count(vf__failure_log *log)
+{
+    pthread_mutex_lock(&log->lock);
+    size_t n = log->count;
+    pthread_mutex_unlock(&log->lock);
+    return n;
+}
+
+/* Under the log lock, once the log doubled since it last looked: unlist
+ * the records a wait reported (claimed), which wait_all skips, as a chain
+ * (linked by `next`) for the caller to let go of outside the lock (unref
+ * takes the reserve's lock). A look costs the records listed, and comes
+ * after as many new ones: constant a record. */
+static vf__failure *unlist_claimed(vf__failure_log *log)
+{
+    if (log->count < log->look_at)
+        return NULL;
+    vf__failure *claimed = NULL, **link = &log->head;
+    log->tail = NULL;
+    while (*link != NULL) {
+        vf__failure *f = *link;
+        if (vf__failure_claimed(f)) {
+            *link = f->next;
+            f->next = claimed;
+            claimed = f;
+            log->count--;
+        } else {
+            log->tail = f;
+            link = &f->next;
+        }
+    }
+    log->look_at = 2 * log->count > LOG_FIRST_LOOK ? 2 * log->count
+                                                   : LOG_FIRST_LOOK;
+    return claimed;
+}
+
+static void unref_chain(vf__failure *f)
+{
+    while (f != NULL) {
+        vf__failure *next = f->next;
+        f->next = NULL;
+        vf__failure_unref(f);
+        f = next;
+    }
 }
 
 vf__failure *vf__failure_log_record(vf__failure_log *log, int code,
@@ -135,12 +187,15 @@ vf__failure *vf__failure_log_record(vf__failure_log *log, int code,
                  place);
     snprintf(f->info.message, sizeof f->info.message, "%s",
              message ? message : "");
+    vf__failure *claimed = unlist_claimed(log);
     if (log->tail)
         log->tail->next = f;
     else
         log->head = f;
     log->tail = f;
+    log->count++;
     pthread_mutex_unlock(&log->lock);
+    unref_chain(claimed); /* the log's references */
     return f;
 }
 
@@ -167,6 +222,7 @@ void vf__failure_log_retract(vf__failure_log *log, vf__failure *f,
         if (log->tail == f)
             log->tail = prev;
         f->next = NULL;
+        log->count--;
         unlisted = true;
         break;
     }
@@ -191,6 +247,7 @@ bool vf__failure_log_report(vf__failure_log *log, uint64_t place, vf_error *err)
             f->next = NULL;
             *tail = f;
             tail = &f->next;
+            log->count--;
         } else {
             log->tail = f;
             link = &f->next;

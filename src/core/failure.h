@@ -222,12 +222,19 @@ vf__failure_report(vf__failure *stored, vf__failure *fenced, vf__wait_key key)
 
 /*
  * The engine's failures since the last wait_all, in the order they were
- * made (not push order: wait_all picks the first in push order).
+ * made (not push order: wait_all picks the first in push order). A record
+ * a wait reported (claimed) is one wait_all will not report: the log lets
+ * go of those when it has doubled since it last looked (a new record
+ * looks), so a program that meets each failure in a var wait and never
+ * calls wait_all does not keep every failure it ever had (found by a user
+ * tester: a service grew by 400 bytes a failed op, without bound).
  */
 typedef struct vf__failure_log {
     vf__failure_reserve reserve;
     pthread_mutex_t lock;
     vf__failure *head, *tail; /* lock */
+    size_t count;             /* lock: records listed */
+    size_t look_at;           /* lock: the count at which the next looks */
 } vf__failure_log;
 
 /* VF_ENOMEM (or VF_ESYSTEM) when its reserve or lock cannot be made. */
@@ -235,6 +242,9 @@ int vf__failure_log_init(vf__failure_log *log);
 /* Drop what is listed and free the reserve: every other record made from
  * the log must have been let go. */
 void vf__failure_log_destroy(vf__failure_log *log);
+
+/* The records listed now (tests). Takes the log lock. */
+size_t vf__failure_log_count(vf__failure_log *log);
 
 /*
  * A new failure of the op at `place` (pushed from the run of family `up`,

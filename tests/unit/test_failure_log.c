@@ -1,0 +1,124 @@
+/*
+ * test_failure_log: the engine's log of failures (src/core/failure.h),
+ * alone and in an engine.
+ *
+ * - claimed_records_are_let_go: 10,000 failures, each reported by a wait
+ *   (claimed) as it comes: the log lists at most a bounded number of
+ *   them (it kept every one until the next wait_all);
+ * - unclaimed_records_stay: failures no wait reported, made between
+ *   claimed ones, all stay listed, and wait_all's report gives the first
+ *   of them in push order;
+ * - a_service_loop_keeps_no_failure: in an engine, of every kind, an op
+ *   fails, the op after it is skipped, a var wait reports the failure and
+ *   fresh writes follow, 5,000 times with no wait_all: the log stays
+ *   bounded, and wait_all then has nothing to report (found by a user
+ *   tester: a service grew by about 400 bytes a failed op).
+ */
+#include "runner.h"
+
+#include "core/engine.h"
+#include "core/failure.h"
+
+/* Looking at the log only when it has doubled lets it hold, between two
+ * looks, what a look left and as many again; with every record claimed,
+ * a look leaves none, and the first look comes at 64. */
+#define CLAIMED_BOUND 64u
+
+static vf__wait_key top_level_wait(uint64_t after_place)
+{
+    return (vf__wait_key){.up = NULL, .next = after_place + 1, .self = false};
+}
+
+TEST_CASE(claimed_records_are_let_go)
+{
+    vf__failure_log log;
+    REQUIRE(vf__failure_log_init(&log) == 0);
+    size_t most = 0;
+    for (uint64_t place = 1; place <= 10000; place++) {
+        vf__failure *f = vf__failure_log_record(&log, 7, "fails", "", place,
+                                                NULL);
+        REQUIRE(f != NULL);
+        CHECK(vf__failure_claim(f, top_level_wait(place)));
+        vf__failure_unref(f); /* the caller's */
+        size_t n = vf__failure_log_count(&log);
+        if (n > most)
+            most = n;
+    }
+    if (most > CLAIMED_BOUND)
+        CHECK_REPORT_("the log listed %zu claimed records at once", most);
+    vf_error err;
+    CHECK(!vf__failure_log_report(&log, 10000, &err)); /* all reported */
+    CHECK_EQ(vf__failure_log_count(&log), 0u);
+    vf__failure_log_destroy(&log);
+}
+
+TEST_CASE(unclaimed_records_stay)
+{
+    vf__failure_log log;
+    REQUIRE(vf__failure_log_init(&log) == 0);
+    size_t unclaimed = 0;
+    for (uint64_t place = 1; place <= 5000; place++) {
+        char name[32];
+        snprintf(name, sizeof name, "op %llu", (unsigned long long)place);
+        vf__failure *f = vf__failure_log_record(&log, 7, name, "", place, NULL);
+        REQUIRE(f != NULL);
+        if (place % 50 == 7)
+            unclaimed++;
+        else
+            CHECK(vf__failure_claim(f, top_level_wait(place)));
+        vf__failure_unref(f);
+        CHECK(vf__failure_log_count(&log) >= unclaimed);
+    }
+    vf_error err;
+    memset(&err, 0, sizeof err);
+    CHECK(vf__failure_log_report(&log, 5000, &err));
+    CHECK(strcmp(err.op_name, "op 7") == 0);
+    CHECK_EQ(vf__failure_log_count(&log), 0u);
+    vf__failure_log_destroy(&log);
+}
+
+static int fails(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return 7;
+}
+
+static int nothing(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return 0;
+}
+
+TEST_CASE(a_service_loop_keeps_no_failure)
+{
+    for (int kind = 0; kind < TU_NKINDS; kind++) {
+        vf_engine *e = tu_engine(&tu_kinds[kind]);
+        vf_var a = tu_var(e), b = tu_var(e);
+        size_t most = 0;
+        int iters = (int)tu_scaled(5000, 500);
+        for (int i = 0; i < iters; i++) {
+            CHECK_OK(vf_engine_push(
+                e, &(vf_op){.fn = fails, .writes = tu_list(&a, 1)}));
+            CHECK_OK(vf_engine_push(e, &(vf_op){.fn = nothing,
+                                                .reads = tu_list(&a, 1),
+                                                .writes = tu_list(&b, 1)}));
+            CHECK_ERR(vf_var_wait(e, b, NULL), VF_EOPFAILED);
+            vf_var both[2] = {a, b};
+            CHECK_OK(vf_engine_push(
+                e, &(vf_op){.fn = nothing, .writes = tu_list(both, 2)}));
+            CHECK_OK(vf_var_wait(e, a, NULL));
+            size_t n = vf__failure_log_count(&e->failures);
+            if (n > most)
+                most = n;
+        }
+        if (most > CLAIMED_BOUND)
+            CHECK_REPORT_("%s: the log listed %zu reported failures",
+                          tu_kinds[kind].name, most);
+        CHECK_OK(vf_engine_wait_all(e, NULL)); /* nothing left to report */
+        tu_finish_engine(e);
+    }
+}
+
+TEST_MAIN("test_failure_log", 120)
