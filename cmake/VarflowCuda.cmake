@@ -57,7 +57,7 @@ if(VF_HAVE_CUDA)
   # Installed beside libvarflow.so: $ORIGIN finds it there even when the
   # program does not link libvarflow itself or the prefix is not a system one.
   set_target_properties(varflow_cuda_shared PROPERTIES VERSION ${PROJECT_VERSION}
-                        SOVERSION ${PROJECT_VERSION_MAJOR} EXPORT_NAME cuda
+                        SOVERSION ${VF_SOVERSION} EXPORT_NAME cuda
                         INSTALL_RPATH "$ORIGIN")
   set_target_properties(varflow_cuda_static PROPERTIES EXPORT_NAME cuda_static)
   if(VF_HAVE_VERSION_SCRIPT)

@@ -55,7 +55,7 @@ if(VF_HAVE_MPI)
   # Installed beside libvarflow.so: $ORIGIN finds it there even when the
   # program does not link libvarflow itself or the prefix is not a system one.
   set_target_properties(varflow_mpi_shared PROPERTIES VERSION ${PROJECT_VERSION}
-                        SOVERSION ${PROJECT_VERSION_MAJOR} EXPORT_NAME mpi
+                        SOVERSION ${VF_SOVERSION} EXPORT_NAME mpi
                         INSTALL_RPATH "$ORIGIN")
   set_target_properties(varflow_mpi_static PROPERTIES EXPORT_NAME mpi_static)
   if(VF_HAVE_VERSION_SCRIPT)

@@ -397,7 +397,14 @@ typedef struct vf_config {
 /**
  * Create an engine. `config` may be NULL (all defaults). Starts the worker
  * threads. Returns VF_EINVAL for a bad field or environment value (the detail
- * names it), VF_ENOMEM, or VF_ESYSTEM when a thread cannot be started.
+ * names it), VF_ENOMEM, or VF_ESYSTEM when a thread cannot be started or
+ * the process has no thread-specific data key left for the one varflow
+ * takes (pthread_key_create; a process has 1024).
+ * Loaded in a plugin (dlopen()): destroy every engine before dlclose();
+ * the library then lets go of its key and of what it holds for the
+ * process, so the plugin may be loaded again any number of times. Its
+ * engines' threads run its code: one left alive when it is unloaded
+ * crashes the process.
  */
 VF_API int vf_engine_create(vf_engine **out, const vf_config *config);
 
@@ -1679,6 +1686,10 @@ VF_API int vf_graph_destroy(vf_engine *e, vf_graph *g);
 /* C++ users of this header                                                  */
 /* ------------------------------------------------------------------------ */
 
+/* C++ linkage, also where the header is included inside extern "C" { }, as
+ * C headers often are (templates and overloads have none in C). */
+extern "C++" {
+
 #include <initializer_list>
 
 #if defined(__has_cpp_attribute)
@@ -1720,6 +1731,7 @@ inline int vf_operator_create(vf_engine *e, const vf_op &def, vf_operator **out)
 {
     return vf_operator_create(e, &def, out);
 }
+} /* extern "C++" */
 #endif /* __cplusplus */
 
 #endif /* VARFLOW_H */

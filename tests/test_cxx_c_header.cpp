@@ -13,13 +13,18 @@
  *   A=2; B=A+1; C=A+2; D=B*C pushed as vf_engine_push(e, {..., VF_VARS(...)})
  *   gives D == 12, each var written once;
  * - vf_var_list_of(array) lists a named array, for an op kept in a
- *   variable; vf_operator_create takes an op the same way as vf_engine_push.
+ *   variable; vf_operator_create takes an op the same way as vf_engine_push;
+ * - the header included inside extern "C" { }, as C headers often are,
+ *   compiles (its C++ part failed: templates and overloads with C
+ *   linkage; found by a user tester).
  */
 #include <cstdint>
 #include <cstdio>
 #include <type_traits>
 
+extern "C" {
 #include <varflow.h>
+}
 
 namespace
 {

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "base/alloc.h"
+#include "core/thread_exit.h"
 
 _Thread_local vf__count_mru vf__count_mru_;
 
@@ -19,6 +20,9 @@ typedef struct cache_entry {
 typedef struct count_cache {
     cache_entry ent[VF__COUNT_CACHE];
     unsigned evict; /* round-robin victim when every entry is live */
+    /* Every thread's cache (`caches`, under slots_lock), for the library's
+     * unload to free those of threads that outlive it (thread_exit.h). */
+    struct count_cache *next, **prev;
 } count_cache;
 
 static _Thread_local count_cache *tcache;
@@ -28,9 +32,6 @@ static _Thread_local count_cache *tcache;
 static pthread_mutex_t slots_lock = PTHREAD_MUTEX_INITIALIZER;
 static vf__counts *live; /* slots_lock */
 static _Atomic uint64_t last_serial;
-static pthread_once_t key_once = PTHREAD_ONCE_INIT;
-static pthread_key_t exit_key;
-static bool have_key;
 
 /* slots_lock held: is `c` a live engine's counts with this serial? */
 static bool is_live(const vf__counts *c, uint64_t serial)
@@ -50,23 +51,22 @@ static void release(cache_entry *en)
     en->serial = 0;
 }
 
-/* The thread exits: its slots go back to the engines still alive. */
-static void thread_exit(void *arg)
+static count_cache *caches; /* slots_lock */
+
+void vf__counts_thread_exit(void)
 {
-    count_cache *t = arg;
+    count_cache *t = tcache;
+    if (t == NULL)
+        return;
     pthread_mutex_lock(&slots_lock);
     for (int i = 0; i < VF__COUNT_CACHE; i++)
         release(&t->ent[i]);
+    if ((*t->prev = t->next) != NULL)
+        t->next->prev = t->prev;
     pthread_mutex_unlock(&slots_lock);
-    if (tcache == t)
-        tcache = NULL;
+    tcache = NULL;
     vf__count_mru_.serial = 0;
     free(t);
-}
-
-static void make_key(void)
-{
-    have_key = pthread_key_create(&exit_key, thread_exit) == 0;
 }
 
 /* This thread's cache, made on first use; NULL without memory. */
@@ -74,16 +74,33 @@ static count_cache *this_cache(void)
 {
     if (tcache != NULL)
         return tcache;
-    pthread_once(&key_once, make_key);
-    if (!have_key)
+    if (vf__thread_exit_arm() != 0)
         return NULL;
     count_cache *t = vf__calloc(1, sizeof *t);
-    if (t != NULL && pthread_setspecific(exit_key, t) != 0) {
-        free(t);
-        t = NULL;
-    }
+    if (t == NULL)
+        return NULL;
+    pthread_mutex_lock(&slots_lock);
+    if ((t->next = caches) != NULL)
+        caches->prev = &t->next;
+    t->prev = &caches;
+    caches = t;
+    pthread_mutex_unlock(&slots_lock);
     tcache = t;
     return t;
+}
+
+void vf__counts_unload(void)
+{
+    vf__counts_thread_exit();
+    pthread_mutex_lock(&slots_lock);
+    count_cache *t = caches;
+    caches = NULL;
+    pthread_mutex_unlock(&slots_lock);
+    while (t != NULL) { /* other threads': no engine is alive to count */
+        count_cache *next = t->next;
+        free(t);
+        t = next;
+    }
 }
 
 /* slots_lock held: the entry of `t` to fill: a free one, one of an engine

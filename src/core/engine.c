@@ -15,6 +15,7 @@
 #include "core/graph.h"
 #include "core/lifecycle.h"
 #include "core/profiling.h"
+#include "core/thread_exit.h"
 
 /* Engines alive in the process: the free-list depot is trimmed when the
  * last one goes. Tags tell engines' var handles apart: no two live engines
@@ -210,6 +211,21 @@ static void free_engine(vf_engine *e)
     vf__engine_free(e, NULL, NULL);
 }
 
+/* The library is unloaded (dlclose) or the process exits: with no engine
+ * alive, nothing of it runs any more, and what it holds for the process
+ * goes (thread_exit.h), so that no thread's exit calls into unmapped code
+ * and a plugin loaded again and again takes no key, nor memory, each
+ * time. With an engine alive, its threads may be running: nothing. */
+__attribute__((destructor)) static void lib_unload(void)
+{
+    if (atomic_load(&live_engines) != 0)
+        return;
+    vf__thread_exit_unload();
+    vf__counts_unload();
+    vf__fl_unload();
+    vf__guard_unload();
+}
+
 VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
 {
     if (out == NULL)
@@ -220,6 +236,8 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
     if (rc != 0)
         return rc;
     pthread_once(&freelists_once, init_freelists);
+    if ((rc = vf__thread_exit_init()) != 0)
+        return rc; /* its detail names vf_engine_create's cause */
 
     vf_engine *e = vf__calloc(1, sizeof *e);
     if (e == NULL)
@@ -427,7 +445,7 @@ void vf__engine_wake(vf_engine *e, unsigned wake)
     }
     if ((wake & VF__WAKE_BLOCKED) && atomic_load(&e->nblocked) > 0)
         idle = true;
-    if (idle || stuck) {
+    if (idle) { /* the engine's cond: threads outside its ops (wait.h) */
         pthread_mutex_lock(&e->waits.lock);
         pthread_cond_broadcast(&e->waits.cond);
         pthread_mutex_unlock(&e->waits.lock);

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 
 #include "base/alloc.h"
+#include "core/thread_exit.h"
 
 #define VF__FL_BATCH 64
 
@@ -45,9 +46,6 @@ typedef struct cache {
 static _Thread_local cache caches[VF__FL_KINDS];
 static _Thread_local bool cache_registered;
 
-static pthread_key_t exit_key;
-static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
-
 /* A batch header lives inside the first block of its chain: blocks are at
  * least two pointers in size (checked in vf__fl_init). */
 static batch *as_batch(free_block *b)
@@ -74,9 +72,9 @@ static void depot_put_chain(depot *d, free_block *head, unsigned count)
     pthread_mutex_unlock(&d->lock);
 }
 
-static void flush_thread_caches(void *unused)
+void vf__fl_thread_exit(void)
 {
-    (void)unused;
+    cache_registered = false;
     for (int k = 0; k < VF__FL_KINDS; k++) {
         cache *c = &caches[k];
         if (c->count > 0)
@@ -86,17 +84,12 @@ static void flush_thread_caches(void *unused)
     }
 }
 
-static void make_exit_key(void)
-{
-    VF__ASSERT(pthread_key_create(&exit_key, flush_thread_caches) == 0);
-}
-
-/* Arrange for this thread's caches to return to the depot at thread exit. */
+/* Arrange for this thread's caches to return to the depot at thread exit
+ * (thread_exit.h). Without a key (none left: vf_engine_create refuses to
+ * make an engine then), they are the thread's to the end. */
 static void register_thread(void)
 {
-    pthread_once(&exit_key_once, make_exit_key);
-    pthread_setspecific(exit_key, &cache_registered);
-    cache_registered = true;
+    cache_registered = vf__thread_exit_arm() == 0;
 }
 
 void vf__fl_init(vf__fl_kind kind, size_t size)
@@ -207,10 +200,12 @@ void vf__fl_fork_lock(bool lock)
     }
 }
 
-void vf__fl_trim(void)
+/* Free every block of the depots (but VF__FL_COMPLETION's, unless
+ * `completions`). */
+static void free_depots(bool completions)
 {
     for (int k = 0; k < VF__FL_KINDS; k++) {
-        if (k == VF__FL_COMPLETION)
+        if (k == VF__FL_COMPLETION && !completions)
             continue; /* kept (freelist.h) */
         depot *d = &depots[k];
         pthread_mutex_lock(&d->lock);
@@ -235,4 +230,14 @@ void vf__fl_trim(void)
             loose = next;
         }
     }
+}
+
+void vf__fl_trim(void)
+{
+    free_depots(false);
+}
+
+void vf__fl_unload(void)
+{
+    free_depots(true);
 }

@@ -7,6 +7,7 @@
 
 #include "base/alloc.h"
 #include "base/error.h"
+#include "core/thread_exit.h"
 
 /* A thread's slot until its first call takes one: the fast path may store
  * into it, then misses its cache (epoch 0) and takes a real slot. Never
@@ -25,10 +26,6 @@ static _Atomic(vf__call_slot *) slots;
 static pthread_mutex_t set_lock = PTHREAD_MUTEX_INITIALIZER;
 static const vf_engine **set;   /* set_lock */
 static size_t set_cap, set_len; /* set_lock */
-
-static pthread_once_t key_once = PTHREAD_ONCE_INIT;
-static pthread_key_t exit_key;
-static bool have_key;
 
 static size_t hash_of(const vf_engine *e)
 {
@@ -222,30 +219,22 @@ void vf__guard_after_fork(void)
 
 /* --- a thread's slot ----------------------------------------------------- */
 
-/* The thread exits: its slot goes to the next thread that needs one. */
-static void thread_exit(void *arg)
+void vf__guard_thread_exit(void)
 {
-    vf__call_slot *s = arg;
     vf__guard_tls *t = &vf__guard_tls_;
-    if (t->slot == s) {
-        t->slot = &no_slot;
-        t->epoch = 0; /* a later call (another key's destructor) takes a
-                         slot again */
-    }
+    vf__call_slot *s = t->slot;
+    if (s == &no_slot)
+        return;
+    t->slot = &no_slot;
+    t->epoch = 0; /* a later call takes a slot again */
     atomic_store_explicit(&s->taken, false, memory_order_release);
-}
-
-static void make_key(void)
-{
-    have_key = pthread_key_create(&exit_key, thread_exit) == 0;
 }
 
 /* A slot for this thread: a free one taken, or a new one published; NULL
  * without memory. */
 static vf__call_slot *take_slot(void)
 {
-    pthread_once(&key_once, make_key);
-    if (!have_key)
+    if (vf__thread_exit_arm() != 0)
         return NULL;
     vf__call_slot *s = atomic_load_explicit(&slots, memory_order_acquire);
     for (; s != NULL; s = s->next) {
@@ -262,10 +251,6 @@ static vf__call_slot *take_slot(void)
         while (!atomic_compare_exchange_weak_explicit(
             &slots, &s->next, s, memory_order_release, memory_order_relaxed)) {
         }
-    }
-    if (pthread_setspecific(exit_key, s) != 0) {
-        atomic_store(&s->taken, false);
-        return NULL;
     }
     return s;
 }
@@ -350,4 +335,19 @@ int vf__guard_enter_nested(const vf_engine *e, vf__guard *g, const char *who)
     t->depth = d + 1;
     g->depth = (int)d;
     return listed_now(t, e) ? 0 : refuse(t, g, VF_EINVAL, who);
+}
+
+void vf__guard_unload(void)
+{
+    vf__call_slot *s = atomic_exchange(&slots, NULL);
+    while (s != NULL) {
+        vf__call_slot *next = s->next;
+        free(s);
+        s = next;
+    }
+    pthread_mutex_lock(&set_lock);
+    free(set);
+    set = NULL;
+    set_cap = set_len = 0;
+    pthread_mutex_unlock(&set_lock);
 }

@@ -259,4 +259,12 @@ bool vf__guard_listed_with(const vf_engine *e,
 void vf__guard_fork_lock(bool lock);
 void vf__guard_after_fork(void);
 
+/* The calling thread exits (thread_exit.h): its call slot goes to the next
+ * thread that needs one. */
+void vf__guard_thread_exit(void);
+
+/* The library is unloaded with no engine alive (thread_exit.h): the call
+ * slots and the set are freed; no call is in progress. */
+void vf__guard_unload(void);
+
 #endif /* VF_GUARD_H */
