@@ -30,6 +30,9 @@
  *   worker, where the waiter must run that (shallower) op itself;
  * - deep_chain_small_stacks: chains 4,000 and 15,000 deep on 128 KiB
  *   stacks, hundreds of spare threads;
+ * - async_leaf_completed_during_its_function: a chain of var waits 200
+ *   deep on 128 KiB stacks whose async leaf another thread completes
+ *   while its function runs gets no false VF_EDEADLK;
  * - spare_thread: on one worker, an op waits with its stack nearly full,
  *   so it runs nothing above the wait: the pool must lend a spare thread
  *   (not pinned when the worker is: cpu_affinity)
@@ -48,6 +51,7 @@
  */
 #include "runner.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -1205,6 +1209,114 @@ TEST_CASE(naive_recursion_deeper_than_its_stack)
     if (strstr(starved_detail, "stack is full") == NULL)
         CHECK_REPORT_("detail '%s' does not say the stack is full",
                       starved_detail);
+}
+
+/* A chain of var waits on 128 KiB stacks (spare threads, nested waiters
+ * with no stack room) whose leaf is an async op that another thread
+ * completes while the leaf's function still runs: every wait returns 0.
+ * The leaf's op was counted out of `active` at its function's return one
+ * step before its waiter (whose marker its completion fired) was counted
+ * back in, and a waiter on another thread, seeing zero, claimed a
+ * deadlock: a false VF_EDEADLK in most rounds (found by the reviewer of
+ * the nested waiters' wake-ups). */
+typedef struct completer {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    vf_completion handed;
+    bool has, finished, stop;
+} completer;
+
+static completer the_completer = {.lock = PTHREAD_MUTEX_INITIALIZER,
+                                  .cond = PTHREAD_COND_INITIALIZER};
+static int chain_depth;
+static atomic_int chain_errors;
+
+static void *complete_what_is_handed(void *arg)
+{
+    completer *c = arg;
+    pthread_mutex_lock(&c->lock);
+    for (;;) {
+        while (!c->has && !c->stop)
+            pthread_cond_wait(&c->cond, &c->lock);
+        if (!c->has)
+            break;
+        c->has = false;
+        vf_completion d = c->handed;
+        pthread_mutex_unlock(&c->lock);
+        if (vf_completion_finish(d, 0, NULL) != 0)
+            atomic_fetch_add(&chain_errors, 1);
+        pthread_mutex_lock(&c->lock);
+        c->finished = true;
+        pthread_cond_broadcast(&c->cond);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return NULL;
+}
+
+/* The leaf: hands its completion over and returns once it was finished. */
+static void leaf_completed_meanwhile(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    completer *c = arg;
+    pthread_mutex_lock(&c->lock);
+    c->handed = done;
+    c->has = true;
+    c->finished = false;
+    pthread_cond_broadcast(&c->cond);
+    while (!c->finished)
+        pthread_cond_wait(&c->cond, &c->lock);
+    pthread_mutex_unlock(&c->lock);
+}
+
+static int chain_level(vf_run *run, void *arg)
+{
+    int k = (int)(intptr_t)arg;
+    vf_engine *e = vf_run_engine(run);
+    vf_var v;
+    int rc = vf_var_create(e, &v);
+    if (rc != 0)
+        return rc;
+    vf_op child = {.writes = VF_VARS(v)};
+    if (k + 1 == chain_depth) {
+        child.async_fn = leaf_completed_meanwhile;
+        child.arg = &the_completer;
+    } else {
+        child.fn = chain_level;
+        child.arg = (void *)(intptr_t)(k + 1);
+    }
+    rc = vf_engine_push(e, &child);
+    if (rc == 0)
+        rc = vf_var_wait(e, v, NULL);
+    if (rc != 0 && atomic_fetch_add(&chain_errors, 1) == 0)
+        CHECK_REPORT_("the wait at level %d: %s (%s)", k, vf_error_name(rc),
+                      vf_error_detail());
+    vf_var_destroy(e, v, NULL, NULL);
+    return rc;
+}
+
+TEST_CASE(async_leaf_completed_during_its_function)
+{
+    chain_depth = 200;
+    pthread_t t = tu_thread_start(complete_what_is_handed, &the_completer);
+    int rounds = (int)tu_scaled(30, 5);
+    for (int r = 0; r < rounds && atomic_load(&chain_errors) == 0; r++) {
+        vf_engine *e = NULL;
+        REQUIRE(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
+                                                  .cpu_workers = 1,
+                                                  .worker_stack_kib = 128}) ==
+                0);
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = chain_level, .arg = (void *)(intptr_t)0}));
+        vf_engine_wait_all(e, NULL); /* the levels report their own */
+        CHECK_OK(vf_engine_destroy(e));
+        if (atomic_load(&chain_errors) != 0)
+            CHECK_REPORT_("round %d of %d", r, rounds);
+    }
+    pthread_mutex_lock(&the_completer.lock);
+    the_completer.stop = true;
+    pthread_cond_broadcast(&the_completer.cond);
+    pthread_mutex_unlock(&the_completer.lock);
+    tu_thread_join(t);
 }
 
 TEST_MAIN("test_wait_recursive", 280)

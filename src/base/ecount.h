@@ -59,7 +59,10 @@
  * recursion, to wake one. Owing nothing, it can only leave the owed
  * count short (a tagged sleeper leaving pays off a wake owed to
  * another): a later notify then makes a system call it might have
- * spared, never one fewer.
+ * spared, never one fewer. A notify-one's wake goes to the sleeper
+ * blocked longest, which may be a tagged one that wakes for its own
+ * event at the same time: it must pass the wake on (core/wait.c does,
+ * as a sleeper that will not use it).
  */
 #ifndef VF_ECOUNT_H
 #define VF_ECOUNT_H
@@ -145,7 +148,8 @@ void vf__ecount_wait_tagged(vf__ecount *ec, uint32_t key, unsigned tag,
 
 /* Bump the epoch and wake the sleepers that wait with `tag` (the
  * fallback: every sleeper); owes no wake. The publisher's change comes
- * first (seq_cst), as a notify's. No system call when nobody sleeps. */
+ * first (seq_cst), as a notify's. No system call when no sleeper, of any
+ * tag, is counted in. */
 void vf__ecount_wake_tag(vf__ecount *ec, unsigned tag);
 
 /* Sleepers counted in and owed no wake (one seq_cst load): a publisher

@@ -352,10 +352,21 @@ bool vf__exec_async_finished(const vf__op *op)
 
 /* The call that a finish handed the op over to returned: the op's active
  * count goes, and its block. */
+static uint64_t loop_frame_returns(vf_engine *e);
+
 static __attribute__((noinline)) void async_call_ends_op(vf__op *op)
 {
     vf_engine *e = vf__op_engine(op);
-    unsigned wake = vf__engine_count_out(e, VF__COUNT_ACTIVE, true);
+    /* Run by a wait loop, whose waiter's marker fired meanwhile: the
+     * waiter is counted back in the same step as the op goes (none), as a
+     * finish does (count_finished). Counted out first and back after the
+     * call, active read zero between the two, and a waiter on another
+     * thread gave up for a deadlock that was none (found by the reviewer
+     * of the nested waiters' wake-ups: a chain of waits on small stacks
+     * whose async leaf another thread completed during its function). */
+    uint64_t back = op == tls.loop_op ? loop_frame_returns(e) : 0;
+    unsigned wake = back != 0 ? 0
+                              : vf__engine_count_out(e, VF__COUNT_ACTIVE, true);
     vf__op_free(op);
     if (wake != 0)
         vf__engine_wake(e, wake);

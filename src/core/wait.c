@@ -16,7 +16,7 @@
  *   goes to the front of the worker's lane, where its waiter finds it,
  *   or another worker took it and its descendants are in that one's),
  *   and only while the stack has room (exec.c: vf__exec_loop_run_one). Beside
- *   queued ops it will not run it sleeps on the engine's cond, looking
+ *   queued ops it will not run it sleeps on its own (wait.h), looking
  *   again every NESTED_POLL_US; when every thread of the pool does, the
  *   pool starts a spare thread to run them (sched.h);
  * - it stops counting as active while it waits. If active reaches zero with
@@ -204,9 +204,8 @@ static void waiter_fire(vf_engine *e, vf__waiter *w, vf__op *marker)
         if (w->nested && on_top)
             vf__engine_count_in(e, VF__COUNT_ACTIVE);
         atomic_store(&w->state, on_top ? VF__W_DONE : VF__W_DONE_UNCOUNTED);
-        /* A waiter with a pool sleeps in it, or on the engine's cond while
-         * the pool holds only ops it would not run (nested_wait). The
-         * waiter holds a reference: `w` lives on after DONE. */
+        /* Where it sleeps (waiter_wake). The waiter holds a reference:
+         * `w` lives on after DONE. */
         waiter_wake(e, w);
     }
 }
@@ -394,8 +393,15 @@ static void sleep_in_pool(vf_engine *e, vf__waiter *w, vf__worker *me,
         vf__pool_wait_inbox(me, nested_should_wake, &pred, w->tag, until);
     else
         vf__pool_idle_wait(me->pool, nested_should_wake, &pred, w->tag, until);
+    /* Awake: its marker need not wake the pool's sleepers by its tag (an
+     * epoch moved sends those about to block back to look again). It
+     * looks at its state again before it sleeps, wherever. */
+    atomic_store(&w->in_pool, false);
 }
 
+/* A system call a sleeper under the spinlock: only when active reached
+ * zero with nested waiters watching, which a program meets at a deadlock,
+ * not in its steady state. */
 void vf__wait_wake_alone(vf_engine *e)
 {
     vf__spin_lock(&e->waits.nested_lock);
@@ -738,6 +744,9 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
              * before may be now. */
             if (ran == VF__LOOP_REFUSED && me != NULL)
                 vf__pool_stuck_again(me->pool);
+            /* A hopeless look, as in the branches below: beside queued ops
+             * nobody else will run, or its own held ones. With nothing
+             * queued (NOTHING) it is not one: the count starts again. */
             bool hopeless_look = ran == VF__LOOP_REFUSED
                                      ? vf__pool_stuck_for_good(me->pool) &&
                                            only_queued_active(e)
