@@ -11,13 +11,17 @@
 #include "core/arg.h"
 #include "core/bulk_op.h"
 #include "core/engine.h"
+#include "core/guard.h"
 #include "core/push.h"
 #include "core/spinlock.h"
+#include "core/thread_exit.h"
 
 /* A thread's bulk state for one engine. */
 struct vf__bulk {
     vf__bulk *next; /* the engine's list (bulk.lock) */
-    uint64_t owner; /* the thread (thread_id()) */
+    /* The thread (thread_id()), or 0: its thread exited, and the next
+     * thread to bulk on the engine takes it over (bulk.lock). */
+    uint64_t owner;
     /* Guards the rest. A spinlock: the owner takes it at every push, and
      * others only to flush (it yields when held long, see spinlock.h). */
     vf__spinlock lock;
@@ -45,6 +49,31 @@ static _Thread_local int thread_slots; /* slots in use */
 _Atomic int vf__bulk_states_alive;
 static _Thread_local uint64_t my_thread_id;
 static atomic_uint_fast64_t next_thread_id = 1;
+
+/* The engines the calling thread owns a state on, for its exit to give
+ * them back (vf__bulk_thread_exit): engine and serial, as a cache slot. */
+typedef struct owned_state {
+    vf_engine *engine;
+    uint64_t serial;
+} owned_state;
+static _Thread_local owned_state *owned;
+static _Thread_local int nowned, cap_owned;
+
+/* Remember that this thread owns a state on `e` (out of memory: it is not
+ * given back at its exit, only at the engine's destroy). */
+static void note_owned(vf_engine *e)
+{
+    if (nowned == cap_owned) {
+        int cap = cap_owned ? 2 * cap_owned : 4;
+        owned_state *o = realloc(owned, (size_t)cap * sizeof *o);
+        if (o == NULL)
+            return;
+        owned = o;
+        cap_owned = cap;
+    }
+    owned[nowned++] = (owned_state){e, e->bulk.serial};
+    (void)vf__thread_exit_arm(); /* armed by its pushes already */
+}
 
 static uint64_t thread_id(void)
 {
@@ -191,21 +220,40 @@ static vf__bulk *find_slow(vf_engine *e, bool create)
     }
     uint64_t me = thread_id();
     pthread_mutex_lock(&e->bulk.lock);
-    vf__bulk *s = e->bulk.list;
-    while (s != NULL && s->owner != me)
-        s = s->next;
-    if (s == NULL && create && (s = vf__calloc(1, sizeof *s)) != NULL) {
-        s->owner = me;
-        s->size = e->bulk.size;
-        vf__spin_init(&s->lock);
-        vf__hashmap_init(&s->union_map, vf__calloc);
-        s->next = e->bulk.list;
-        e->bulk.list = s;
-        atomic_fetch_add_explicit(&e->bulk.nstates, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&vf__bulk_states_alive, 1,
-                                  memory_order_relaxed);
+    vf__bulk *s = e->bulk.list, *unowned = NULL;
+    bool taken = false; /* made, or taken over, now */
+    for (; s != NULL && s->owner != me; s = s->next)
+        if (s->owner == 0 && unowned == NULL)
+            unowned = s;
+    if (s == NULL && create) {
+        /* An exited thread's, first: a program whose threads come and
+         * go keeps as many states as threads bulk at once, not as ever
+         * lived (each exited one's was walked by every wait: found by a
+         * user tester). Its claims on vars (bulk.h) hold nothing: it was
+         * flushed when its thread gave it back. */
+        if ((s = unowned) != NULL) {
+            vf__spin_lock(&s->lock);
+            s->size = e->bulk.size;
+            vf__spin_unlock(&s->lock);
+        } else if ((s = vf__calloc(1, sizeof *s)) != NULL) {
+            s->size = e->bulk.size;
+            vf__spin_init(&s->lock);
+            vf__hashmap_init(&s->union_map, vf__calloc);
+            s->next = e->bulk.list;
+            e->bulk.list = s;
+        }
+        if (s != NULL) {
+            s->owner = me;
+            taken = true;
+            atomic_fetch_add_explicit(&e->bulk.nstates, 1,
+                                      memory_order_relaxed);
+            atomic_fetch_add_explicit(&vf__bulk_states_alive, 1,
+                                      memory_order_relaxed);
+        }
     }
     pthread_mutex_unlock(&e->bulk.lock);
+    if (taken)
+        note_owned(e);
     /* Remembered either way: a thread that pushes to `e` without bulking
      * takes the engine's lock once, not at every push. */
     n = n < CACHE_SLOTS ? n + 1 : CACHE_SLOTS;
@@ -710,8 +758,9 @@ void vf__bulk_engine_destroy(vf_engine *e)
     vf__bulk *s = e->bulk.list;
     while (s != NULL) {
         vf__bulk *next = s->next;
-        atomic_fetch_sub_explicit(&vf__bulk_states_alive, 1,
-                                  memory_order_relaxed);
+        if (s->owner != 0) /* a given-back one was counted out then */
+            atomic_fetch_sub_explicit(&vf__bulk_states_alive, 1,
+                                      memory_order_relaxed);
         VF__ASSERT(s->batch == NULL);
         vf__bulk_batch_free(s->batch);
         vf__hashmap_destroy(&s->union_map);
@@ -720,6 +769,55 @@ void vf__bulk_engine_destroy(vf_engine *e)
     }
     e->bulk.list = NULL;
     pthread_mutex_destroy(&e->bulk.lock);
+}
+
+/* Give this thread's state on `e` back (its thread exits): its batch
+ * pushed, as a wait would, and its owner cleared for the next thread that
+ * bulks on `e`. Inside a guard on `e`: the engine lives throughout. */
+static int give_back(vf_engine *e, uint64_t serial)
+{
+    if (e->bulk.serial != serial) /* another engine at the address */
+        return 0;
+    uint64_t me = thread_id();
+    pthread_mutex_lock(&e->bulk.lock);
+    vf__bulk *s = e->bulk.list;
+    while (s != NULL && s->owner != me)
+        s = s->next;
+    if (s != NULL) {
+        vf__spin_lock(&s->lock);
+        flush_locked(e, s);
+        s->owner = 0;
+        vf__spin_unlock(&s->lock);
+        atomic_fetch_sub_explicit(&e->bulk.nstates, 1, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&vf__bulk_states_alive, 1,
+                                  memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&e->bulk.lock);
+    return 0;
+}
+
+void vf__bulk_thread_exit(void)
+{
+    for (int i = 0; i < nowned; i++) {
+        /* Refused (the engine destroyed, or being destroyed: its destroy
+         * frees the state) without harm. */
+        (void)VF__GUARDED(owned[i].engine, "the exit of a thread that bulked",
+                          give_back(owned[i].engine, owned[i].serial));
+    }
+    free(owned);
+    owned = NULL;
+    nowned = cap_owned = 0;
+    thread_slots = 0;
+}
+
+int vf__bulk_states_listed(vf_engine *e)
+{
+    int n = 0;
+    pthread_mutex_lock(&e->bulk.lock);
+    for (vf__bulk *s = e->bulk.list; s != NULL; s = s->next)
+        n++;
+    pthread_mutex_unlock(&e->bulk.lock);
+    return n;
 }
 
 bool vf__bulk_held_back(const vf__pool *p)

@@ -43,7 +43,10 @@
  *
  * State. Each (thread, engine) pair with bulking on has a vf__bulk, owned
  * by the engine (freed at destroy) and found through a small thread-local
- * cache. Its spinlock orders the owner's pushes against flushes from other
+ * cache. A thread's exit gives its states back, each batch pushed, and
+ * the next thread to bulk on that engine takes one over (its claims hold
+ * nothing then), so an engine keeps as many as threads bulk at once
+ * (vf__bulk_thread_exit). Its spinlock orders the owner's pushes against flushes from other
  * threads (a waiter flushing every batch, a push meeting a claim); it is
  * held across a flush's enqueue, so a batch taken out can never be
  * overtaken by the next one. Lock order: the engine's bulk.lock, then a
@@ -142,8 +145,10 @@ typedef struct vf__bulk_batch {
 typedef struct vf__bulk vf__bulk;
 
 /* An engine's bulk state (the engine's `bulk`): the size threads start
- * with, and every thread's state (`lock`; `nstates` mirrors the list's
- * length, relaxed, so waits skip the lock when nobody bulks). `serial`
+ * with, and every thread's state (`lock`; `nstates` counts those a live
+ * thread owns, relaxed, so waits skip the lock when nobody bulks; a
+ * thread's exit gives its state back, flushed, for the next thread to
+ * take over: vf__bulk_thread_exit). `serial`
  * tells this engine apart from any other made at the same address. Lock
  * order: `lock`, then a thread's spinlock, held across a batch's push. */
 typedef struct vf__bulk_engine {
@@ -169,6 +174,13 @@ static inline bool vf__bulk_maybe(int engine_default)
     return engine_default > 0 || atomic_load_explicit(&vf__bulk_states_alive,
                                                       memory_order_relaxed) > 0;
 }
+
+/* The calling thread exits (thread_exit.h): its state on each engine it
+ * bulked on goes back, its batch pushed, for another thread to take. */
+void vf__bulk_thread_exit(void);
+
+/* The states on `e`'s list, owned or given back (tests). */
+int vf__bulk_states_listed(vf_engine *e);
 
 /* --- collecting (bulk.c) ------------------------------------------------ */
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "core/bulk.h"
 #include "core/counts.h"
 #include "core/freelist.h"
 #include "core/guard.h"
@@ -20,11 +21,13 @@ static atomic_uint key_gen;
 static unsigned last_gen; /* key_lock */
 static _Thread_local unsigned armed_gen;
 
-/* The module exits, in this order: the count slots and the call slot
- * first, which may free blocks into the caches the free list then gives
- * back. */
+/* The module exits, in this order: the thread's bulk states first (giving
+ * one back pushes its batch: a call on its engine, which counts and takes
+ * blocks), then the count slots and the call slot, which may free blocks
+ * into the caches the free list then gives back. */
 static void run_exits(void)
 {
+    vf__bulk_thread_exit();
     vf__counts_thread_exit();
     vf__guard_thread_exit();
     vf__fl_thread_exit();

@@ -2,11 +2,12 @@
  * thread_exit.h: what a thread leaves behind when it exits, and what the
  * library leaves when it is unloaded.
  *
- * A thread that uses varflow holds state of its own in three modules: its
- * count slots (counts.h), its call slot (guard.h) and its free-list
- * caches (freelist.h). One pthread key, made with the first engine, runs
- * their exits, in that order, when such a thread exits: each module arms
- * it (vf__thread_exit_arm) when the thread first takes state of its own.
+ * A thread that uses varflow holds state of its own in four modules: its
+ * bulk states (bulk.h), its count slots (counts.h), its call slot
+ * (guard.h) and its free-list caches (freelist.h). One pthread key, made
+ * with the first engine, runs their exits, in that order, when such a
+ * thread exits: each module arms it (vf__thread_exit_arm) when the thread
+ * first takes state of its own.
  * One key, not one a module: a process has 1024, which a plugin loaded
  * and unloaded in a loop used up 3 at a time.
  *

@@ -1,0 +1,160 @@
+/*
+ * test_bulk_states: what a thread that bulked leaves on an engine when it
+ * exits (src/core/bulk.h: vf__bulk_thread_exit), on every engine kind.
+ *
+ * - exited_threads_leave_no_state: 300 short-lived threads, one after
+ *   another, each bulking on one long-lived engine (its own bulk size, or
+ *   the engine's), pushing a chain of 40 ops and exiting with its batch
+ *   open: every op runs (the chain's count), the engine keeps at most a
+ *   state or two (a thread's state, given back at its exit, is the next
+ *   thread's), and none is counted as a live thread's. Each exited
+ *   thread's state stayed, and every wait walked them all: a service with
+ *   a thread per request grew by 1.1 KB a thread and slowed down with the
+ *   count of threads that ever lived (found by a user tester);
+ * - a_thread_alive_keeps_its_batch_order: while one thread holds an open
+ *   batch on a var, threads that come and go push to the same var: the
+ *   var's writes stay in the order of the program's synchronization
+ *   (rule 13), across states taken over.
+ */
+#include "runner.h"
+
+#include "core/bulk.h"
+#include "core/engine.h"
+
+typedef struct chain {
+    vf_engine *e;
+    vf_var v;
+    long *value; /* written by the ops, in order */
+    int thread;
+    bool set_size;
+} chain;
+
+static int step(vf_run *run, void *arg)
+{
+    (void)run;
+    long *v = arg;
+    ++*v;
+    return 0;
+}
+
+static void *push_chain_and_exit(void *arg)
+{
+    chain *c = arg;
+    if (c->set_size)
+        CHECK(vf_bulk_set_size(c->e, 16) >= 0); /* the size before */
+    for (int i = 0; i < 40; i++)
+        CHECK_OK(vf_engine_push(c->e, &(vf_op){.fn = step,
+                                               .arg = c->value,
+                                               .writes = tu_list(&c->v, 1)}));
+    return NULL; /* its batch still open */
+}
+
+TEST_CASE(exited_threads_leave_no_state)
+{
+    for (int k = 0; k < TU_NKINDS; k++) {
+        for (int by_config = 0; by_config < 2; by_config++) {
+            vf_config cfg = tu_kinds[k].cfg;
+            if (by_config)
+                cfg.bulk_size = 16;
+            vf_engine *e = tu_engine_cfg(&tu_kinds[k], &cfg);
+            long value = 0;
+            chain c = {.e = e,
+                       .v = tu_var(e),
+                       .value = &value,
+                       .set_size = !by_config};
+            int threads = (int)tu_scaled(300, 60), most = 0;
+            for (int t = 0; t < threads; t++) {
+                c.thread = t;
+                tu_thread_join(tu_thread_start(push_chain_and_exit, &c));
+                int n = vf__bulk_states_listed(e);
+                if (n > most)
+                    most = n;
+            }
+            CHECK_OK(vf_engine_wait_all(e, NULL));
+            CHECK_EQ(value, 40L * threads);
+            if (most > 2)
+                CHECK_REPORT_("%s%s: %d states listed after %d threads",
+                              tu_kinds[k].name, by_config ? ", config" : "",
+                              most, threads);
+            CHECK_EQ(atomic_load(&e->bulk.nstates), 0);
+            tu_finish_engine(e);
+        }
+    }
+}
+
+/* A thread that bulks on the var, alive, and threads that come and go
+ * between its pushes: each write appends its own mark, in the order the
+ * program's synchronization gives (join before the next push). */
+typedef struct ordered {
+    vf_engine *e;
+    vf_var v;
+    int log[256];
+    int n;
+} ordered;
+
+typedef struct mark_op {
+    ordered *o;
+    int mark;
+} mark_op;
+
+static int write_mark(vf_run *run, void *arg)
+{
+    (void)run;
+    mark_op *m = arg;
+    if (m->o->n < 256)
+        m->o->log[m->o->n++] = m->mark;
+    return 0;
+}
+
+static void push_mark(ordered *o, int mark)
+{
+    mark_op m = {o, mark};
+    CHECK_OK(vf_engine_push(o->e, &(vf_op){.fn = write_mark,
+                                           .arg = &m,
+                                           .arg_size = sizeof m,
+                                           .writes = tu_list(&o->v, 1)}));
+}
+
+static ordered *the_ordered;
+static atomic_int next_mark;
+
+static void *bulk_one_mark_and_exit(void *arg)
+{
+    (void)arg;
+    CHECK(vf_bulk_set_size(the_ordered->e, 8) >= 0);
+    push_mark(the_ordered, atomic_fetch_add(&next_mark, 1));
+    return NULL;
+}
+
+TEST_CASE(a_thread_alive_keeps_its_batch_order)
+{
+    for (int k = 0; k < TU_NKINDS; k++) {
+        vf_engine *e = tu_engine(&tu_kinds[k]);
+        ordered *o = calloc(1, sizeof *o);
+        REQUIRE(o != NULL);
+        o->e = e;
+        o->v = tu_var(e);
+        the_ordered = o;
+        atomic_store(&next_mark, 0);
+        CHECK(vf_bulk_set_size(e, 8) >= 0); /* this thread bulks too */
+        for (int i = 0; i < 60; i++) {
+            if (i % 2 == 0)
+                push_mark(o, atomic_fetch_add(&next_mark, 1));
+            else
+                tu_thread_join(tu_thread_start(bulk_one_mark_and_exit, NULL));
+        }
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        CHECK_EQ(o->n, 60);
+        for (int i = 0; i < o->n; i++)
+            if (o->log[i] != i) {
+                CHECK_REPORT_("%s: write %d was mark %d", tu_kinds[k].name, i,
+                              o->log[i]);
+                break;
+            }
+        CHECK_EQ(vf_bulk_set_size(e, 0), 8);
+        tu_finish_engine(e);
+        free(o);
+    }
+}
+
+TEST_MAIN("test_bulk_states", 120)
