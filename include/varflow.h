@@ -21,7 +21,10 @@
  *   listed in CHANGELOG.md.
  * - Every handle is opaque. Variables are small value handles (vf_var) that
  *   the engine can check: a deleted variable or one from another engine is
- *   reported as an error, never dereferenced.
+ *   reported as an error, never dereferenced. (A handle names its engine
+ *   by a 16-bit tag, which goes round: one kept past its engine's destroy
+ *   and 65,535 engine creations after may name a variable of a new
+ *   engine.)
  * - Every call that can fail returns 0 or a negative `VF_E*` code;
  *   vf_error_string() names it and vf_error_detail() says, for the calling
  *   thread, what exactly was wrong with the last failing call.

@@ -46,10 +46,10 @@
  * cache. A thread's exit gives its states back, each batch pushed, and
  * the next thread to bulk on that engine takes one over (its claims hold
  * nothing then), so an engine keeps as many as threads bulk at once
- * (vf__bulk_thread_exit). Its spinlock orders the owner's pushes against flushes from other
- * threads (a waiter flushing every batch, a push meeting a claim); it is
- * held across a flush's enqueue, so a batch taken out can never be
- * overtaken by the next one. Lock order: the engine's bulk.lock, then a
+ * (vf__bulk_thread_exit). Its spinlock orders the owner's pushes against
+ * flushes from other threads (a waiter flushing every batch, a push meeting a
+ * claim); it is held across a flush's enqueue, so a batch taken out can never
+ * be overtaken by the next one. Lock order: the engine's bulk.lock, then a
  * vf__bulk's lock (one at a time: a push that meets another thread's claim
  * lets its own go first), then what an enqueue takes (var locks, queue
  * locks). No user code runs under either.

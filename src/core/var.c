@@ -560,6 +560,8 @@ int vf__var_lookup(vf__var_table *t, vf_var h, vf__var **out)
     return 0;
 }
 
+/* Generations run from 1 (a slot's first) to 2^24 - 1; the one after the
+ * last is 0, which retires the slot (var.h: never used again). */
 static uint32_t gen_after(uint32_t gen)
 {
     return (gen + 1) & ((1u << VF__VAR_GEN_BITS) - 1);
@@ -595,12 +597,15 @@ bool vf__var_free_slot(vf__var_table *t, vf__var *v, uint32_t gen)
     v->state = VF__VAR_FREE;
     atomic_store_explicit(&v->watched, false, memory_order_relaxed);
     atomic_store_explicit(&v->notice_skipped, false, memory_order_relaxed);
-    atomic_store_explicit(&v->gen, next_gen(v), memory_order_relaxed);
+    uint32_t next = next_gen(v);
+    atomic_store_explicit(&v->gen, next, memory_order_relaxed);
     vf__failure *f = atomic_exchange_explicit(&v->failure, NULL,
                                               memory_order_acq_rel);
     vf__spin_unlock(&v->lock);
     vf__failure_unref(f);
 
+    if (next == VF__VAR_GEN_RETIRED)
+        return true; /* its generations are spent: never given out again */
     pthread_mutex_lock(&t->lock);
     v->next_free = t->free_head;
     t->free_head = v;
@@ -615,7 +620,9 @@ int vf__var_revive(vf__var_table *t, vf__var *v, uint32_t gen, vf_var *out)
     if (atomic_load_explicit(&v->gen, memory_order_relaxed) == gen) {
         if (v->state == VF__VAR_LIVE) {
             rc = 1; /* its delete is held, not queued yet */
-        } else if (v->state == VF__VAR_DELETING) {
+        } else if (v->state == VF__VAR_DELETING &&
+                   next_gen(v) != VF__VAR_GEN_RETIRED) {
+            /* (At its last generation: refused, a new var is made.) */
             /* A new generation: the old handle stays refused, and the
              * delete (pushed with the old one) no longer frees the slot.
              * Its version counts the old var's writes until that delete

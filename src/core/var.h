@@ -31,8 +31,15 @@
  * index (24). Slots live in chunks that are never freed while the engine
  * lives, so a stale handle can always be looked at safely: its generation no
  * longer matches once the slot was freed (VF_ESTALE), and a handle of
- * another engine has another tag (VF_EXDEV). A generation wraps after 16M
- * reuses of one slot, the one case a stale handle could alias a new var.
+ * another engine has another tag (VF_EXDEV). A slot's generations run
+ * from 1 to 2^24 - 1: once its last is deleted, it retires (generation 0,
+ * which no handle has, never on the free list again), so a stale handle
+ * never names a new var (its generation wrapped after 16M reuses, and the
+ * handle of the first was taken for the new one: found by a user tester).
+ * A table has 2^24 slots: retiring takes one per 16M creates of a slot.
+ * Engine tags (16 bits) do go round, after 65,535 engines: a var handle
+ * kept past its engine's destroy and that many creates after may name a
+ * var of a new engine (varflow.h says so at vf_var).
  */
 #ifndef VF_VAR_H
 #define VF_VAR_H
@@ -51,6 +58,7 @@
 
 #define VF__VAR_INDEX_BITS 24
 #define VF__VAR_GEN_BITS 24
+#define VF__VAR_GEN_RETIRED 0u /* a slot whose generations are spent */
 #define VF__VAR_CHUNK_BITS 10
 #define VF__VAR_CHUNK (1u << VF__VAR_CHUNK_BITS)
 #define VF__VAR_MAX_CHUNKS (1u << (VF__VAR_INDEX_BITS - VF__VAR_CHUNK_BITS))

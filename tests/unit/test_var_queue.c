@@ -7,7 +7,8 @@
  * ops each completion makes ready and in what order, and the queue's
  * fields after each step (nreaders, head, tail, the queue's links through
  * the ops' places). Then the handle table: lookups of
- * live, stale, foreign and malformed handles, and slot reuse.
+ * live, stale, foreign and malformed handles, slot reuse, and a slot that
+ * retires at its last generation.
  */
 #include "runner.h"
 
@@ -392,6 +393,66 @@ TEST_CASE(handle_table)
     CHECK(!vf__var_free_slot(&t, v1, g3));
     CHECK_ERR(vf__var_revive(&t, v1, g3, &h4), VF_ESTALE);
     CHECK(vf__var_usable(v1, vf__var_handle_gen(h4)));
+    vf__var_table_destroy(&t);
+}
+
+/* A slot whose generations are spent (2^24 - 1 of them) retires when its
+ * last is deleted: no handle names it again, and the next create takes
+ * another slot. Its generation wrapped, and after 16M reuses a stale
+ * handle named the new var (found by a user tester: 6 s of create and
+ * destroy on the naive engine). A revival at the last generation is
+ * refused (vf_var_of then makes a new var). */
+static void delete_and_free(vf__var_table *t, vf_var h)
+{
+    vf__var *v = NULL;
+    REQUIRE(vf__var_lookup(t, h, &v) == 0);
+    vf__spin_lock(&v->lock);
+    v->state = VF__VAR_DELETING;
+    vf__spin_unlock(&v->lock);
+    CHECK(vf__var_free_slot(t, v, vf__var_handle_gen(h)));
+}
+
+TEST_CASE(a_slot_whose_generations_are_spent_retires)
+{
+    const uint32_t last = (1u << VF__VAR_GEN_BITS) - 1;
+    vf__var_table t;
+    REQUIRE(vf__var_table_init(&t, 7) == 0);
+    vf_var h = {0}, next = {0};
+    CHECK_OK(vf__var_create(&t, &h));
+    vf__var *v = NULL;
+    CHECK_OK(vf__var_lookup(&t, h, &v));
+    /* As if the slot had been reused 2^24 - 3 times. */
+    delete_and_free(&t, h);
+    atomic_store(&v->gen, last - 1);
+    vf_var before_last = {0}, at_last = {0};
+    CHECK_OK(vf__var_create(&t, &before_last));
+    CHECK_OK(vf__var_lookup(&t, before_last, &v));
+    CHECK_EQ(vf__var_handle_gen(before_last), last - 1);
+    delete_and_free(&t, before_last);
+    CHECK_OK(vf__var_create(&t, &at_last));
+    vf__var *w = NULL;
+    CHECK_OK(vf__var_lookup(&t, at_last, &w));
+    CHECK(w == v); /* the same slot, at its last generation */
+    CHECK_EQ(vf__var_handle_gen(at_last), last);
+    /* Deleting: not revived at its last generation. */
+    vf__spin_lock(&v->lock);
+    v->state = VF__VAR_DELETING;
+    vf__spin_unlock(&v->lock);
+    vf_var revived = {0};
+    CHECK_ERR(vf__var_revive(&t, v, last, &revived), VF_ESTALE);
+    CHECK(vf__var_free_slot(&t, v, last));
+    /* Retired: every handle it gave is stale, and a create takes another
+     * slot. */
+    CHECK_ERR(vf__var_lookup(&t, at_last, &w), VF_ESTALE);
+    CHECK_ERR(vf__var_lookup(&t, before_last, &w), VF_ESTALE);
+    CHECK_ERR(vf__var_lookup(&t, h, &w), VF_ESTALE);
+    for (int i = 0; i < 3; i++) {
+        CHECK_OK(vf__var_create(&t, &next));
+        CHECK_OK(vf__var_lookup(&t, next, &w));
+        CHECK(w != v);
+        delete_and_free(&t, next);
+    }
+    CHECK_ERR(vf__var_lookup(&t, h, &w), VF_ESTALE);
     vf__var_table_destroy(&t);
 }
 
