@@ -367,9 +367,19 @@ static void ahead_finish(vf_engine *e, ahead *a)
 
 /* A thread that turns bulk on for the engine and ends: its state keeps
  * bulk in use (bulk.h: vf__bulk_maybe) until the engine is destroyed. */
+/* A thread with bulk state on an engine, alive until `done` (its exit
+ * gives its state back: bulk.h). */
+typedef struct bulker {
+    vf_engine *e;
+    atomic_int on, done;
+} bulker;
+
 static void *bulk_on(void *arg)
 {
-    CHECK_OK(vf_bulk_set_size(arg, 100));
+    bulker *b = arg;
+    CHECK_OK(vf_bulk_set_size(b->e, 100));
+    atomic_store(&b->on, 1);
+    tu_wait_flag(&b->done, 1, TU_TIMEOUT);
     return NULL;
 }
 
@@ -440,7 +450,9 @@ TEST_CASE(run_at_push_when_ahead)
      * bound, on a thread of its own, until the workers are let go; nobody
      * runs an op on the pusher. */
     e = ahead_engine(&a, false, 4);
-    tu_thread_join(tu_thread_start(bulk_on, e));
+    bulker bk = {.e = e};
+    pthread_t bulking = tu_thread_start(bulk_on, &bk);
+    REQUIRE(tu_wait_flag(&bk.on, 1, TU_TIMEOUT));
     bound_push bp = {.e = e, .h = &a.held};
     for (int i = 0; i < 3; i++)
         bp.v[i] = tu_var(e);
@@ -457,6 +469,8 @@ TEST_CASE(run_at_push_when_ahead)
     CHECK_EQ(atomic_load(&bp.returned), 1);
     CHECK_EQ(atomic_load(&a.held.ran), 3);
     CHECK_EQ(atomic_load(&a.held.on_helper), 0);
+    atomic_store(&bk.done, 1);
+    tu_thread_join(bulking);
 }
 
 TEST_CASE(run_at_push)
