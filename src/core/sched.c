@@ -832,29 +832,35 @@ void vf__pool_stuck_enter(vf__pool *p)
     vf__pool_stuck_again(p);
 }
 
+/* Under spare_lock: start a spare if every thread of the pool is stuck. */
+static void lend_spare(vf__pool *p)
+{
+    if (!all_stuck(p) || atomic_load(&p->stop) ||
+        atomic_load(&p->nspares) >= VF__MAX_SPARES)
+        return;
+    vf__worker *w = vf__aligned_calloc(VF__CACHELINE, sizeof *w);
+    if (w == NULL)
+        return;
+    init_worker(w, p, -1);
+    w->spare = true;
+    if (start_thread(p, w) == 0) {
+        w->next_spare = p->spares;
+        p->spares = w;
+        atomic_fetch_add(&p->nspares, 1);
+    } else {
+        /* No thread: the waiters poll on, and try again. */
+        pthread_mutex_destroy(&w->qlock);
+        free(w);
+    }
+}
+
 void vf__pool_stuck_again(vf__pool *p)
 {
     if (p->spread || !all_stuck(p) || atomic_load(&p->stop) ||
         atomic_load(&p->nspares) >= VF__MAX_SPARES)
         return;
     pthread_mutex_lock(&p->spare_lock);
-    if (all_stuck(p) && !atomic_load(&p->stop) &&
-        atomic_load(&p->nspares) < VF__MAX_SPARES) {
-        vf__worker *w = vf__aligned_calloc(VF__CACHELINE, sizeof *w);
-        if (w != NULL) {
-            init_worker(w, p, -1);
-            w->spare = true;
-            if (start_thread(p, w) == 0) {
-                w->next_spare = p->spares;
-                p->spares = w;
-                atomic_fetch_add(&p->nspares, 1);
-            } else {
-                /* No thread: the waiters poll on, and try again. */
-                pthread_mutex_destroy(&w->qlock);
-                free(w);
-            }
-        }
-    }
+    lend_spare(p);
     pthread_mutex_unlock(&p->spare_lock);
 }
 

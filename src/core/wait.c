@@ -568,6 +568,9 @@ static void watch(vf_engine *e, bool *watching, bool on)
  * has hundreds of such waiters: at NESTED_POLL_US each, their looks took
  * both cores of a small machine. */
 #define ALONE_POLL_MAX_US 20000
+/* The same for one not counted stuck yet: its looks are what counts it,
+ * so the pool lends a spare for an op queued after its first look. */
+#define ALONE_POLL_UNCOUNTED_US 1000
 
 /* Whether no op of the engine runs: every active op is one queued on a
  * pool that will not run it (vf__pool_queued_stuck: a pool with a thread
@@ -653,16 +656,13 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
      * an op above it here, there is none where it would take one either
      * (exec.c: loop_take, deeper), and it sleeps alone (wait.h). */
     bool alone = !vf__stack_below(VF__WAIT_CHILD_EIGHTHS);
-    /* Such a waiter never runs a queued op, and nothing placed wakes it:
-     * it counts as stuck in its pool for the whole wait, so a pool whose
-     * threads are all so stuck lends a spare (sched.h) for what is queued
-     * now or later, without each of them waking to refuse it (counted
-     * from its first refusal only, one that found nothing queued slept on
-     * while an op placed later waited for its next look: found by the
-     * reviewer). */
-    bool counted_stuck = alone && me != NULL;
-    if (counted_stuck)
-        vf__pool_stuck_enter(me->pool);
+    /* Such a waiter never runs a queued op: in its pool it counts as stuck
+     * from the first it refused to its wait's end, so a pool whose threads
+     * are all so stuck lends a spare (sched.h) without each of them waking
+     * to refuse again. Counted from its wait's start instead, every such
+     * waiter of a deep recursion went for the pool's spare lock as its
+     * wait began, a convoy as slow as the herd (40,000 levels: 9 s). */
+    bool counted_stuck = false;
     long alone_poll_us = NESTED_POLL_US;
     /* Its last sleep was among the pool's sleepers, where a wake owed for
      * an op placed may have come to it (see the loop's end). */
@@ -740,10 +740,13 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
         }
         slept_in_pool = false;
         if (alone) {
-            /* Counted stuck (above): a spare that could not be started
-             * before may be now. */
-            if (ran == VF__LOOP_REFUSED && me != NULL)
-                vf__pool_stuck_again(me->pool);
+            if (ran == VF__LOOP_REFUSED && me != NULL) {
+                if (counted_stuck) /* one not started before, say */
+                    vf__pool_stuck_again(me->pool);
+                else
+                    vf__pool_stuck_enter(me->pool);
+                counted_stuck = true;
+            }
             /* A hopeless look, as in the branches below: beside queued ops
              * nobody else will run, or its own held ones. With nothing
              * queued (NOTHING) it is not one: the count starts again. */
@@ -755,7 +758,14 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
             hopeless = hopeless_look ? hopeless + 1 : 0;
             vf__deadline soon = vf__deadline_within_us(
                 until, hopeless > 0 ? HOPELESS_POLL_US : alone_poll_us);
-            if (alone_poll_us < ALONE_POLL_MAX_US)
+            /* Not counted stuck yet (it found nothing queued), it looks
+             * more often: an op queued later, which only its look counts
+             * it stuck for, may need a spare (found by the reviewer: 20 ms
+             * late; among the pool's sleepers it absorbed the wakes of a
+             * deep recursion's pushes, and counted from its wait's start
+             * the recursion's waiters made a convoy on the spare lock). */
+            if (alone_poll_us <
+                (counted_stuck ? ALONE_POLL_MAX_US : ALONE_POLL_UNCOUNTED_US))
                 alone_poll_us *= 2;
             sleep_alone(e, w, &soon);
         } else if (ran == VF__LOOP_NO_STACK || ran == VF__LOOP_HELD) {

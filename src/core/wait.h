@@ -24,8 +24,8 @@
  * marker or a deadlock's choice wakes it alone (base/ecount.h: "Tags").
  * Any other sleeps on its own event count (vf__waiter.wake): one with no
  * stack room for an op above its wait, which runs nothing placed (it
- * counts as stuck in its pool for the whole wait, so the pool lends a
- * spare for what is placed: sched.h), and
+ * counts as stuck in its pool from the first queued op it refused, so
+ * the pool lends a spare: sched.h), and
  * one that refused the ops queued, which looks again now and then. Active
  * reaching zero wakes them all, the pools' sleepers and those on their
  * own (vf__wait_wake_alone).
