@@ -46,13 +46,13 @@
  * cache. A thread's exit gives its states back, each batch pushed, and
  * the next thread to bulk on that engine takes one over (its claims hold
  * nothing then), so an engine keeps as many as threads bulk at once
- * (vf__bulk_thread_exit). Its spinlock orders the owner's pushes against
- * flushes from other threads (a waiter flushing every batch, a push meeting a
- * claim); it is held across a flush's enqueue, so a batch taken out can never
- * be overtaken by the next one. Lock order: the engine's bulk.lock, then a
- * vf__bulk's lock (one at a time: a push that meets another thread's claim
- * lets its own go first), then what an enqueue takes (var locks, queue
- * locks). No user code runs under either.
+ * (vf__bulk_thread_exit). Its spinlock orders the owner's pushes
+ * against flushes from other threads (a waiter flushing every batch, a
+ * push meeting a claim); it is held across a flush's enqueue, so a batch
+ * taken out can never be overtaken by the next one. Lock order: the engine's
+ * bulk.lock, then a vf__bulk's lock (one at a time: a push that meets another
+ * thread's claim lets its own go first), then what an enqueue takes (var locks,
+ * queue locks). No user code runs under either.
  *
  * Files: bulk.c keeps each thread's state and collects its pushes into its
  * batch; bulk_op.c seals a batch and pushes it as the fused op, runs it,
@@ -167,7 +167,10 @@ typedef struct vf__bulk_engine {
  * may have to go through bulk.c: when this thread may join a batch, or
  * when some thread of the process has bulk state, whose open batch the
  * push may have to come after (a cheap test for the hot path: the count
- * changes only when a thread first bulks on an engine and at destroy). */
+ * changes when a thread first bulks on an engine, takes a state over,
+ * or exits, and at destroy). Relaxed: a push that must come after an
+ * exited thread's batch is ordered after that thread's exit by the
+ * program (a join), which pushed the batch before the count fell. */
 extern _Atomic int vf__bulk_states_alive;
 static inline bool vf__bulk_maybe(int engine_default)
 {
@@ -181,6 +184,10 @@ void vf__bulk_thread_exit(void);
 
 /* The states on `e`'s list, owned or given back (tests). */
 int vf__bulk_states_listed(vf_engine *e);
+
+/* The engines the calling thread remembers a state of its own on, for its
+ * exit to give back (tests). */
+int vf__bulk_owned_count(void);
 
 /* --- collecting (bulk.c) ------------------------------------------------ */
 

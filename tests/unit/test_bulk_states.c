@@ -11,6 +11,8 @@
  *   thread's state stayed, and every wait walked them all: a service with
  *   a thread per request grew by 1.1 KB a thread and slowed down with the
  *   count of threads that ever lived (found by a user tester);
+ * - a_thread_remembers_only_engines_alive: a thread that makes, bulks on
+ *   and destroys 1,000 engines, one at a time, remembers at most a few;
  * - a_thread_alive_keeps_its_batch_order: while one thread holds an open
  *   batch on a var, threads that come and go push to the same var: the
  *   var's writes stay in the order of the program's synchronization
@@ -155,6 +157,27 @@ TEST_CASE(a_thread_alive_keeps_its_batch_order)
         tu_finish_engine(e);
         free(o);
     }
+}
+
+/* A thread that makes an engine for each job and bulks on it remembers
+ * the engines alive, not every one it ever bulked on: the list of states
+ * its exit gives back grew by an entry an engine, and the exit tried each
+ * (found by the reviewer: 1 MB over 50,000 engines). */
+TEST_CASE(a_thread_remembers_only_engines_alive)
+{
+    int most = 0;
+    for (int i = 0; i < 1000; i++) {
+        vf_engine *e = NULL;
+        REQUIRE(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_NAIVE}) ==
+                0);
+        CHECK(vf_bulk_set_size(e, 4) >= 0);
+        if (vf__bulk_owned_count() > most)
+            most = vf__bulk_owned_count();
+        CHECK_OK(vf_engine_destroy(e));
+    }
+    if (most > 8)
+        CHECK_REPORT_("the thread remembered %d engines, one alive at a time",
+                      most);
 }
 
 TEST_MAIN("test_bulk_states", 120)
