@@ -404,10 +404,10 @@ typedef struct vf_config {
  * the process has no thread-specific data key left for the one varflow
  * takes (pthread_key_create; a process has 1024).
  * Loaded in a plugin (dlopen()): destroy every engine before dlclose();
- * the library then lets go of its key and of what it holds for the
- * process, so the plugin may be loaded again any number of times. Its
- * engines' threads run its code: one left alive when it is unloaded
- * crashes the process.
+ * the library then gives its key back, so the plugin may be loaded again
+ * any number of times (each thread that called it keeps a few hundred
+ * bytes of it: its call slot and cached blocks). Its engines' threads run
+ * its code: one left alive when it is unloaded crashes the process.
  */
 VF_API int vf_engine_create(vf_engine **out, const vf_config *config);
 

@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/alloc.h"
 #include "core/thread_exit.h"
@@ -20,11 +21,12 @@ typedef struct cache_entry {
 typedef struct count_cache {
     cache_entry ent[VF__COUNT_CACHE];
     unsigned evict; /* round-robin victim when every entry is live */
-    /* Every thread's cache (`caches`, under slots_lock), for the library's
-     * unload to free those of threads that outlive it (thread_exit.h). */
-    struct count_cache *next, **prev;
 } count_cache;
 
+/* This thread's cache: thread-local storage, not the heap, so a thread
+ * whose exit no longer runs (the library unloaded before it: thread_exit.h)
+ * leaves nothing behind; NULL until its first use arms its exit. */
+static _Thread_local count_cache tcache_storage;
 static _Thread_local count_cache *tcache;
 
 /* The slots lock (a leaf, engine.h): slot owners, the live list, every
@@ -51,8 +53,6 @@ static void release(cache_entry *en)
     en->serial = 0;
 }
 
-static count_cache *caches; /* slots_lock */
-
 void vf__counts_thread_exit(void)
 {
     count_cache *t = tcache;
@@ -61,46 +61,22 @@ void vf__counts_thread_exit(void)
     pthread_mutex_lock(&slots_lock);
     for (int i = 0; i < VF__COUNT_CACHE; i++)
         release(&t->ent[i]);
-    if ((*t->prev = t->next) != NULL)
-        t->next->prev = t->prev;
     pthread_mutex_unlock(&slots_lock);
     tcache = NULL;
     vf__count_mru_.serial = 0;
-    free(t);
 }
 
-/* This thread's cache, made on first use; NULL without memory. */
+/* This thread's cache, from its first use; NULL when its exit cannot be
+ * armed (no thread key: thread_exit.h). */
 static count_cache *this_cache(void)
 {
     if (tcache != NULL)
         return tcache;
     if (vf__thread_exit_arm() != 0)
         return NULL;
-    count_cache *t = vf__calloc(1, sizeof *t);
-    if (t == NULL)
-        return NULL;
-    pthread_mutex_lock(&slots_lock);
-    if ((t->next = caches) != NULL)
-        caches->prev = &t->next;
-    t->prev = &caches;
-    caches = t;
-    pthread_mutex_unlock(&slots_lock);
-    tcache = t;
-    return t;
-}
-
-void vf__counts_unload(void)
-{
-    vf__counts_thread_exit();
-    pthread_mutex_lock(&slots_lock);
-    count_cache *t = caches;
-    caches = NULL;
-    pthread_mutex_unlock(&slots_lock);
-    while (t != NULL) { /* other threads': no engine is alive to count */
-        count_cache *next = t->next;
-        free(t);
-        t = next;
-    }
+    memset(&tcache_storage, 0, sizeof tcache_storage);
+    tcache = &tcache_storage;
+    return tcache;
 }
 
 /* slots_lock held: the entry of `t` to fill: a free one, one of an engine

@@ -135,11 +135,6 @@ vf__count_slot *vf__counts_slot_slow(vf__counts *c);
  * engines still alive, and its cache is freed. */
 void vf__counts_thread_exit(void);
 
-/* The library is unloaded with no engine alive (thread_exit.h): the
- * calling thread's cache goes as at its exit, and every other thread's
- * is freed (they may outlive the library, and their exits no longer
- * run). */
-void vf__counts_unload(void);
 static inline vf__count_slot *vf__counts_slot(vf__counts *c)
 {
     if (VF__LIKELY(vf__count_mru_.serial == c->serial))

@@ -211,19 +211,20 @@ static void free_engine(vf_engine *e)
     vf__engine_free(e, NULL, NULL);
 }
 
-/* The library is unloaded (dlclose) or the process exits: with no engine
- * alive, nothing of it runs any more, and what it holds for the process
- * goes (thread_exit.h), so that no thread's exit calls into unmapped code
- * and a plugin loaded again and again takes no key, nor memory, each
- * time. With an engine alive, its threads may be running: nothing. */
+/* The library is unloaded (dlclose) or the process exits, which it cannot
+ * tell apart: with no engine alive, its key goes and the calling thread's
+ * state, with the depot's free blocks (thread_exit.h), so that no
+ * thread's exit calls into unmapped code and a plugin loaded again and
+ * again takes no key each time. Nothing another thread may still use is
+ * freed: at a process's exit, other threads run on (a late completion, a
+ * call with a destroyed engine's handle: found by the reviewer). With an
+ * engine alive, its threads may be running: nothing. */
 __attribute__((destructor)) static void lib_unload(void)
 {
     if (atomic_load(&live_engines) != 0)
         return;
     vf__thread_exit_unload();
-    vf__counts_unload();
-    vf__fl_unload();
-    vf__guard_unload();
+    vf__fl_trim();
 }
 
 VF_API int vf_engine_create(vf_engine **out, const vf_config *config)

@@ -363,7 +363,12 @@ static __attribute__((noinline)) void async_call_ends_op(vf__op *op)
      * call, active read zero between the two, and a waiter on another
      * thread gave up for a deadlock that was none (found by the reviewer
      * of the nested waiters' wake-ups: a chain of waits on small stacks
-     * whose async leaf another thread completed during its function). */
+     * whose async leaf another thread completed during its function).
+     * Not covered: a completion still under way on another thread as
+     * the function returns (ASYNC_LEFT_LATE), whose finish counts the op
+     * out there, before this thread counts the waiter back in: the same
+     * zero, in a window of a few instructions (the reviewer saw it only
+     * with a pause put in; open). */
     uint64_t back = op == tls.loop_op ? loop_frame_returns(e) : 0;
     unsigned wake = back != 0 ? 0
                               : vf__engine_count_out(e, VF__COUNT_ACTIVE, true);

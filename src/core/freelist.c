@@ -200,12 +200,10 @@ void vf__fl_fork_lock(bool lock)
     }
 }
 
-/* Free every block of the depots (but VF__FL_COMPLETION's, unless
- * `completions`). */
-static void free_depots(bool completions)
+void vf__fl_trim(void)
 {
     for (int k = 0; k < VF__FL_KINDS; k++) {
-        if (k == VF__FL_COMPLETION && !completions)
+        if (k == VF__FL_COMPLETION)
             continue; /* kept (freelist.h) */
         depot *d = &depots[k];
         pthread_mutex_lock(&d->lock);
@@ -230,14 +228,4 @@ static void free_depots(bool completions)
             loose = next;
         }
     }
-}
-
-void vf__fl_trim(void)
-{
-    free_depots(false);
-}
-
-void vf__fl_unload(void)
-{
-    free_depots(true);
 }

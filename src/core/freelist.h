@@ -60,9 +60,4 @@ void vf__fl_trim(void);
 /* The calling thread exits (thread_exit.h): its caches go to the depot. */
 void vf__fl_thread_exit(void);
 
-/* The library is unloaded with no engine alive (thread_exit.h): every
- * block of the depot is freed, VF__FL_COMPLETION's too (no handle can be
- * used once the library is gone). */
-void vf__fl_unload(void);
-
 #endif /* VF_FREELIST_H */

@@ -336,18 +336,3 @@ int vf__guard_enter_nested(const vf_engine *e, vf__guard *g, const char *who)
     g->depth = (int)d;
     return listed_now(t, e) ? 0 : refuse(t, g, VF_EINVAL, who);
 }
-
-void vf__guard_unload(void)
-{
-    vf__call_slot *s = atomic_exchange(&slots, NULL);
-    while (s != NULL) {
-        vf__call_slot *next = s->next;
-        free(s);
-        s = next;
-    }
-    pthread_mutex_lock(&set_lock);
-    free(set);
-    set = NULL;
-    set_cap = set_len = 0;
-    pthread_mutex_unlock(&set_lock);
-}

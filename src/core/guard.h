@@ -263,8 +263,4 @@ void vf__guard_after_fork(void);
  * thread that needs one. */
 void vf__guard_thread_exit(void);
 
-/* The library is unloaded with no engine alive (thread_exit.h): the call
- * slots and the set are freed; no call is in progress. */
-void vf__guard_unload(void);
-
 #endif /* VF_GUARD_H */

@@ -13,6 +13,7 @@
 #include "core/freelist.h"
 #include "core/graph.h"
 #include "core/push.h"
+#include "core/thread_exit.h"
 #include "core/wait.h"
 
 static _Thread_local const vf_engine *releasing_held;
@@ -445,12 +446,14 @@ static void fork_prepare(void)
     for (vf_engine *e = live; e != NULL; e = e->life.next_live)
         engine_locks(e, true);
     vf__graph_handles_fork_lock(true); /* a leaf */
+    vf__thread_exit_fork_lock(true);   /* a leaf */
     vf__guard_fork_lock(true);         /* a leaf: last */
 }
 
 static void release_fork_locks(void)
 {
     vf__guard_fork_lock(false);
+    vf__thread_exit_fork_lock(false);
     vf__graph_handles_fork_lock(false);
     for (vf_engine *e = live; e != NULL; e = e->life.next_live)
         engine_locks(e, false);

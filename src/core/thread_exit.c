@@ -69,23 +69,32 @@ int vf__thread_exit_arm(void)
     int rc = vf__thread_exit_init();
     if (rc != 0)
         return rc;
-    /* Set under the lock: an unload cannot delete the key in between. */
-    pthread_mutex_lock(&key_lock);
+    /* No lock: a thread's first use of varflow took key_lock, and a fork
+     * then left it held in the child, whose first user hung (found by the
+     * reviewer). The key read after its generation (made before it: init
+     * stores the generation last); an unload deletes it only with no
+     * engine alive, when no thread arms. */
     gen = atomic_load(&key_gen);
-    if (gen != 0 && pthread_setspecific(key, &armed_gen) == 0)
-        armed_gen = gen;
+    if (gen == 0 || pthread_setspecific(key, &armed_gen) != 0)
+        return VF_ESYSTEM;
+    armed_gen = gen;
+    return 0;
+}
+
+void vf__thread_exit_fork_lock(bool lock)
+{
+    if (lock)
+        pthread_mutex_lock(&key_lock);
     else
-        rc = VF_ESYSTEM;
-    pthread_mutex_unlock(&key_lock);
-    return rc;
+        pthread_mutex_unlock(&key_lock);
 }
 
 void vf__thread_exit_unload(void)
 {
     pthread_mutex_lock(&key_lock);
     if (atomic_load(&key_gen) != 0) {
-        pthread_key_delete(key); /* runs no destructor */
         atomic_store(&key_gen, 0);
+        pthread_key_delete(key); /* runs no destructor */
     }
     pthread_mutex_unlock(&key_lock);
     armed_gen = 0;

@@ -16,20 +16,24 @@
  * point into unmapped code, and the first thread to exit afterwards
  * crashed the process; each load made keys of its own, and the 342nd
  * aborted (found by a user tester). So when the library is unloaded, or
- * the process exits, with no engine alive, it deletes the key and lets go
- * of what it holds for the whole process: the calling thread's state,
- * every thread's count cache, the free-list depot, the call slots
- * (engine.c: lib_unload). The blocks another live thread holds in its
- * free-list caches stay with it: its exit no longer runs (the key is
- * gone), and the library cannot reach them. With an engine alive it does
- * nothing: the engine's threads may still run its code (docs/GUIDE.md:
- * destroy every engine before dlclose()). At the exit of a process that
- * linked the library, the same: a thread that made an engine again
- * afterwards would meet freed slots, but no program does that during its
- * exit.
+ * the process exits (a destructor cannot tell them apart), with no engine
+ * alive, it deletes the key, runs the calling thread's exits and frees
+ * the free-list depot's blocks (engine.c: lib_unload). It frees nothing
+ * another thread may still use: at a process's exit other threads run on,
+ * and may finish a completion late or call with a destroyed engine's
+ * handle, which read the completion slots and the call slots (freeing
+ * those, and other threads' count caches, was found by the reviewer to
+ * read freed memory, and to race a thread's own exit). A thread that
+ * outlives an unload so keeps what it holds (its call slot, the blocks
+ * of its free-list caches; its count cache is thread-local storage): a
+ * few blocks a thread for each unload it outlives. With an engine alive
+ * it does nothing: the engine's threads may still run its code
+ * (docs/GUIDE.md: destroy every engine before dlclose()).
  */
 #ifndef VF_THREAD_EXIT_H
 #define VF_THREAD_EXIT_H
+
+#include <stdbool.h>
 
 /* Make the key if there is none (vf_engine_create): 0, or VF_ESYSTEM with
  * a detail when the process has no key left. */
@@ -43,5 +47,9 @@ int vf__thread_exit_arm(void);
  * thread's exits now and delete the key; a later engine makes a new one,
  * and threads armed for the old key arm again. */
 void vf__thread_exit_unload(void);
+
+/* Fork (lifecycle.c): take or let go of the key's lock (a leaf), which
+ * the first engine's creation holds while it makes the key. */
+void vf__thread_exit_fork_lock(bool lock);
 
 #endif /* VF_THREAD_EXIT_H */
