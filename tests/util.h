@@ -394,6 +394,22 @@ static inline void tu_thread_join(pthread_t t)
     pthread_join(t, NULL);
 }
 
+/* Whether thread `tid` (gettid) of this process is asleep (state S, from
+ * /proc): blocked in the kernel, where it stays until woken. Linux. */
+static inline bool tu_thread_asleep(long tid)
+{
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/self/task/%ld/stat", tid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *paren = strrchr(buf, ')'); /* "pid (comm) S ..." */
+    return paren != NULL && paren[1] == ' ' && paren[2] == 'S';
+}
+
 /* ---------------------------------------------------------------- files */
 
 /* A whole file as a NUL-terminated string (NULL when it cannot be read);

@@ -306,29 +306,13 @@ static void *tagged_sleep(void *arg)
     return NULL;
 }
 
-/* Whether thread `tid` of this process is asleep (state S): blocked in
- * the kernel, where a later move of the epoch does not wake it. */
-static bool blocked(long tid)
-{
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/self/task/%ld/stat", tid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return false;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    const char *paren = strrchr(buf, ')'); /* "pid (comm) S ..." */
-    return paren != NULL && paren[1] == ' ' && paren[2] == 'S';
-}
-
 static void until_blocked(vf__ecount *ec, tagged_sleeper *t, int n, int k)
 {
     for (;;) {
         bool all = vf__ecount_waiters(ec) >= (uint32_t)k;
         for (int i = 0; i < n && all; i++)
             all = atomic_load(&t[i].go) ||
-                  (atomic_load(&t[i].tid) != 0 && blocked(t[i].tid));
+                  (atomic_load(&t[i].tid) != 0 && tu_thread_asleep(t[i].tid));
         if (all)
             return;
         sched_yield();

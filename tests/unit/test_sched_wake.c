@@ -383,8 +383,7 @@ static int waits_on_pair_x(vf_run *run, void *arg)
     return 0;
 }
 
-/* Thread `tid`'s voluntary context switches (-1: unreadable), and whether
- * it is asleep (state S). */
+/* Thread `tid`'s voluntary context switches (-1: unreadable). */
 static long voluntary_switches(long tid)
 {
     char path[64], line[128];
@@ -397,20 +396,6 @@ static long voluntary_switches(long tid)
     if (f != NULL)
         fclose(f);
     return n;
-}
-
-static bool thread_asleep(long tid)
-{
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/self/task/%ld/stat", tid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return false;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    const char *paren = strrchr(buf, ')'); /* "pid (comm) S ..." */
-    return paren != NULL && paren[1] == ' ' && paren[2] == 'S';
 }
 
 TEST_CASE(a_wait_end_wakes_its_thread_alone)
@@ -446,7 +431,7 @@ TEST_CASE(a_wait_end_wakes_its_thread_alone)
             long a = atomic_load(&w[0].tid), b = atomic_load(&w[1].tid);
             if (a != 0 && b != 0 && a != b &&
                 vf__ecount_waiters(&e->cpu_pool->sleepers) == 2 &&
-                thread_asleep(a) && thread_asleep(b))
+                tu_thread_asleep(a) && tu_thread_asleep(b))
                 break;
             sched_yield();
         }
@@ -552,13 +537,13 @@ TEST_CASE(a_wake_for_placed_work_is_passed_on)
         REQUIRE(tu_wait_flag(&c->x_pushed, 1, TU_TIMEOUT));
         CHECK_OK(vf_engine_push(e, &(vf_op){.fn = b_waits_on_v, .arg = c}));
         while (atomic_load(&c->b_tid) == 0 ||
-               !thread_asleep(atomic_load(&c->b_tid)) ||
+               !tu_thread_asleep(atomic_load(&c->b_tid)) ||
                vf__ecount_waiters(&e->cpu_pool->sleepers) != 1)
             sched_yield();
         atomic_store(&c->a_go, 1);
         while (atomic_load(&c->a_tid) == 0 ||
                atomic_load(&c->a_tid) == atomic_load(&c->b_tid) ||
-               !thread_asleep(atomic_load(&c->a_tid)) ||
+               !tu_thread_asleep(atomic_load(&c->a_tid)) ||
                vf__ecount_waiters(&e->cpu_pool->sleepers) != 2)
             sched_yield();
         /* Idle a while: a thread woken from a long sleep takes longer to
@@ -647,7 +632,7 @@ TEST_CASE(a_waiter_with_no_stack_room_lends_a_spare_later)
     /* P asleep in its wait, with nothing queued: not counted stuck, and
      * no spare lent (nothing needs one). */
     while (atomic_load(&c->p_tid) == 0 ||
-           !thread_asleep(atomic_load(&c->p_tid)))
+           !tu_thread_asleep(atomic_load(&c->p_tid)))
         sched_yield();
     CHECK_EQ(atomic_load(&p->nstuck), 0);
     CHECK_EQ(atomic_load(&p->nspares), 0);
