@@ -432,6 +432,16 @@ VF_API int vf_engine_stats(vf_engine *e, vf_stats *out)
     return VF__GUARDED(e, "vf_engine_stats", stats(e, out));
 }
 
+/* Active at zero with nested waiters watching: wake them where they sleep
+ * (wait.h). Out of line: every finish that may lower a count calls
+ * vf__engine_wake while a program waits, and this is for a deadlock. */
+static __attribute__((noinline, cold)) void wake_nested(vf_engine *e)
+{
+    for (int i = 0; i < e->npools; i++)
+        vf__pool_wake_all(&e->pools[i]);
+    vf__wait_wake_alone(e);
+}
+
 void vf__engine_wake(vf_engine *e, unsigned wake)
 {
     bool idle = false, stuck = false;
@@ -451,9 +461,6 @@ void vf__engine_wake(vf_engine *e, unsigned wake)
         pthread_cond_broadcast(&e->waits.cond);
         pthread_mutex_unlock(&e->waits.lock);
     }
-    if (stuck) {
-        for (int i = 0; i < e->npools; i++)
-            vf__pool_wake_all(&e->pools[i]);
-        vf__wait_wake_alone(e);
-    }
+    if (VF__UNLIKELY(stuck))
+        wake_nested(e);
 }
