@@ -60,28 +60,22 @@ void vf__ecount_destroy(vf__ecount *ec)
     (void)ec;
 }
 
-/* A sleeper's bit of the futex bitset: bit 0 untagged, bit `tag` tagged.
- * FUTEX_WAKE (a notify) wakes any bitset. */
-static void wait_bits(vf__ecount *ec, uint32_t key, uint32_t bits,
-                      const vf__deadline *until)
+void vf__ecount_wait_tagged(vf__ecount *ec, uint32_t key, unsigned tag,
+                            const vf__deadline *until)
 {
-    /* FUTEX_WAIT_BITSET's time is absolute on CLOCK_MONOTONIC, as a
-     * vf__deadline's is; a deadline already passed returns at once. */
+    VF__ASSERT(tag <= VF__ECOUNT_TAGS);
+    /* A sleeper's bit of the futex bitset: bit 0 untagged, bit `tag`
+     * tagged; FUTEX_WAKE (a notify) wakes any. FUTEX_WAIT_BITSET's time is
+     * absolute on CLOCK_MONOTONIC, as a vf__deadline's is; a deadline
+     * already passed returns at once. */
     futex(ec, FUTEX_WAIT_BITSET, key,
-          until == NULL || until->forever ? NULL : &until->at, bits);
+          until == NULL || until->forever ? NULL : &until->at, 1u << tag);
     vf__ecount_leave_(ec);
 }
 
 void vf__ecount_wait(vf__ecount *ec, uint32_t key, const vf__deadline *until)
 {
-    wait_bits(ec, key, 1u, until);
-}
-
-void vf__ecount_wait_tagged(vf__ecount *ec, uint32_t key, unsigned tag,
-                            const vf__deadline *until)
-{
-    VF__ASSERT(tag >= 1 && tag <= VF__ECOUNT_TAGS);
-    wait_bits(ec, key, 1u << tag, until);
+    vf__ecount_wait_tagged(ec, key, 0, until);
 }
 
 void vf__ecount_notify(vf__ecount *ec, bool all)

@@ -142,7 +142,8 @@ void vf__ecount_wait(vf__ecount *ec, uint32_t key, const vf__deadline *until);
 #define VF__ECOUNT_TAGS 31u
 
 /* vf__ecount_wait for a sleeper with tag `tag` (1 to VF__ECOUNT_TAGS),
- * which vf__ecount_wake_tag(tag) wakes besides any notify. */
+ * which vf__ecount_wake_tag(tag) wakes besides any notify; tag 0 is
+ * vf__ecount_wait's, untagged. */
 void vf__ecount_wait_tagged(vf__ecount *ec, uint32_t key, unsigned tag,
                             const vf__deadline *until);
 

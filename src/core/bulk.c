@@ -224,6 +224,23 @@ static void flush_locked(vf_engine *e, vf__bulk *s)
 
 /* --- finding a thread's state ---------------------------------------- */
 
+/* bulk.lock held: the state thread `me` owns on `e`, or NULL. */
+static vf__bulk *owned_by(const vf_engine *e, uint64_t me)
+{
+    vf__bulk *s = e->bulk.list;
+    while (s != NULL && s->owner != me)
+        s = s->next;
+    return s;
+}
+
+/* bulk.lock held: a state comes to be owned (+1) or is given back (-1). */
+static void count_owned(vf_engine *e, int delta)
+{
+    atomic_fetch_add_explicit(&e->bulk.nstates, delta, memory_order_relaxed);
+    atomic_fetch_add_explicit(&vf__bulk_states_alive, delta,
+                              memory_order_relaxed);
+}
+
 /* find's way when the first slot is not the answer. */
 static vf__bulk *find_slow(vf_engine *e, bool create)
 {
@@ -244,18 +261,15 @@ static vf__bulk *find_slow(vf_engine *e, bool create)
     }
     uint64_t me = thread_id();
     pthread_mutex_lock(&e->bulk.lock);
-    vf__bulk *s = e->bulk.list, *unowned = NULL;
+    vf__bulk *s = owned_by(e, me);
     bool taken = false; /* made, or taken over, now */
-    for (; s != NULL && s->owner != me; s = s->next)
-        if (s->owner == 0 && unowned == NULL)
-            unowned = s;
     if (s == NULL && create) {
         /* An exited thread's, first: a program whose threads come and
          * go keeps as many states as threads bulk at once, not as ever
          * lived (each exited one's was walked by every wait: found by a
          * user tester). Its claims on vars (bulk.h) hold nothing: it was
          * flushed when its thread gave it back. */
-        if ((s = unowned) != NULL) {
+        if ((s = owned_by(e, 0)) != NULL) {
             vf__spin_lock(&s->lock);
             s->size = e->bulk.size;
             vf__spin_unlock(&s->lock);
@@ -269,10 +283,7 @@ static vf__bulk *find_slow(vf_engine *e, bool create)
         if (s != NULL) {
             s->owner = me;
             taken = true;
-            atomic_fetch_add_explicit(&e->bulk.nstates, 1,
-                                      memory_order_relaxed);
-            atomic_fetch_add_explicit(&vf__bulk_states_alive, 1,
-                                      memory_order_relaxed);
+            count_owned(e, 1);
         }
     }
     pthread_mutex_unlock(&e->bulk.lock);
@@ -802,19 +813,14 @@ static int give_back(vf_engine *e, uint64_t serial)
 {
     if (e->bulk.serial != serial) /* another engine at the address */
         return 0;
-    uint64_t me = thread_id();
     pthread_mutex_lock(&e->bulk.lock);
-    vf__bulk *s = e->bulk.list;
-    while (s != NULL && s->owner != me)
-        s = s->next;
+    vf__bulk *s = owned_by(e, thread_id());
     if (s != NULL) {
         vf__spin_lock(&s->lock);
         flush_locked(e, s);
         s->owner = 0;
         vf__spin_unlock(&s->lock);
-        atomic_fetch_sub_explicit(&e->bulk.nstates, 1, memory_order_relaxed);
-        atomic_fetch_sub_explicit(&vf__bulk_states_alive, 1,
-                                  memory_order_relaxed);
+        count_owned(e, -1);
     }
     pthread_mutex_unlock(&e->bulk.lock);
     return 0;

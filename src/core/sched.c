@@ -672,10 +672,7 @@ static void sleep_in_pool(vf__pool *p, const vf__worker *inbox_of,
     atomic_int *awake = p->runner.awake;
     if (awake != NULL)
         atomic_fetch_sub_explicit(awake, 1, memory_order_relaxed);
-    if (tag != 0)
-        vf__ecount_wait_tagged(&p->sleepers, key, tag, until);
-    else
-        vf__ecount_wait(&p->sleepers, key, until);
+    vf__ecount_wait_tagged(&p->sleepers, key, tag, until);
     if (awake != NULL)
         atomic_fetch_add_explicit(awake, 1, memory_order_relaxed);
 }
