@@ -197,7 +197,8 @@ bench-cxx:
 # libFuzzer into build-fuzz/ and fuzzes the engine for FUZZ_SECONDS (default
 # 60), then the trace reader for half that (FUZZ_TRACE_SECONDS); `make model-check`
 # checks model/varflow.pml with spin (4 scenarios, safety and LTL, 5 mutants
-# that must be caught) and model/sleep.pml (5 scenarios, safety, 11 mutants).
+# that must be caught), model/sleep.pml (5 scenarios, safety, 11 mutants)
+# and model/async.pml (2 scenarios, safety, 3 mutants).
 # Each ends with "N passed, N failed".
 VF_SOAK_SECONDS ?= 300
 FUZZ_SECONDS    ?= 60

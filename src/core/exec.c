@@ -352,29 +352,38 @@ bool vf__exec_async_finished(const vf__op *op)
 
 /* The call that a finish handed the op over to returned: the op's active
  * count goes, and its block. */
-static uint64_t loop_frame_returns(vf_engine *e);
-
 static __attribute__((noinline)) void async_call_ends_op(vf__op *op)
 {
     vf_engine *e = vf__op_engine(op);
-    /* Run by a wait loop, whose waiter's marker fired meanwhile: the
-     * waiter is counted back in the same step as the op goes (none), as a
-     * finish does (count_finished). Counted out first and back after the
-     * call, active read zero between the two, and a waiter on another
-     * thread gave up for a deadlock that was none (found by the reviewer
-     * of the nested waiters' wake-ups: a chain of waits on small stacks
-     * whose async leaf another thread completed during its function).
-     * Not covered: a completion still under way on another thread as
-     * the function returns (ASYNC_LEFT_LATE), whose finish counts the op
-     * out there, before this thread counts the waiter back in: the same
-     * zero, in a window of a few instructions (the reviewer saw it only
-     * with a pause put in; open). */
-    uint64_t back = op == tls.loop_op ? loop_frame_returns(e) : 0;
-    unsigned wake = back != 0 ? 0
-                              : vf__engine_count_out(e, VF__COUNT_ACTIVE, true);
+    unsigned wake = vf__engine_count_out(e, VF__COUNT_ACTIVE, true);
     vf__op_free(op);
     if (wake != 0)
         vf__engine_wake(e, wake);
+}
+
+static uint64_t loop_frame_returns(vf_engine *e);
+
+/* The async op's function returned with the op in flight or finished. A
+ * nested wait loop ran it (tls.loop_op): its waiter is on top of the
+ * thread again, and is counted back in first (when its marker fired
+ * meanwhile), while the op still holds its active count. Only then does
+ * the call say it returned, which lets a finish on another thread count
+ * the op out at once: counted in after that, the waiter left `active` at
+ * zero in between, and a waiter on a third thread gave up for a deadlock
+ * that was none (a false VF_EDEADLK; found by the reviewer of the nested
+ * waiters' wake-ups, first with the finish handing over (fixed, counted
+ * in one step), then with a finish under way as the function returned,
+ * and as it began just after; model/async.pml checks every order). */
+static void async_call_returned(vf__op *op)
+{
+    if (VF__UNLIKELY(op == tls.loop_op)) {
+        vf_engine *e = vf__op_engine(op); /* no finish frees it yet */
+        uint64_t back = loop_frame_returns(e);
+        if (back != 0)
+            vf__engine_count_in(e, back);
+    }
+    if (VF__UNLIKELY(async_call_returns(op)))
+        async_call_ends_op(op);
 }
 
 /* An op of an engine that runs nothing in this process: a child forked
@@ -457,8 +466,7 @@ static bool run_body(vf__op *op, int worker)
     vf__running_enter(&outer, op);
     op->async_fn(&run, op->arg, done);
     vf__running_leave(&outer);
-    if (VF__UNLIKELY(async_call_returns(op)))
-        async_call_ends_op(op);
+    async_call_returned(op);
     return false;
 }
 
@@ -1338,7 +1346,8 @@ int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any)
         tls.inline_depth++;
         run_inline_one(op);
         tls.inline_depth--;
-        loop_op_returned(e, op); /* async: counted itself */
+        /* In flight, not async: an async call counted its waiter. */
+        loop_op_returned(e, op);
         return VF__LOOP_RAN;
     }
     int why = VF__LOOP_NOTHING;
@@ -1797,17 +1806,13 @@ vf__op *vf__exec_worker_execute(vf__worker *w, vf__op *op)
     bool graph = def->kind->flags & VF__KIND_GRAPH;
     /* Before the run: an async op left in flight may be finished and freed
      * at once, and with it an operator's def (found by the second
-     * reviewer). Its engine from the def too: a stepped engine's worker
-     * has no pool (testing.h). */
+     * reviewer). */
     bool async = def->async;
-    vf_engine *e = def->engine;
     if (graph)
         worker_run_nodes(w, op, &ready);
     else if (VF__LIKELY(run_body(op, w->index)))
         finish(op, &ready);
-    else if (VF__UNLIKELY(async))
-        loop_op_returned(e, op);
-    else
+    else if (!async) /* an async op's call counted its waiter back in */
         op->def->kind->released_in_flight(op, &ready);
     vf__readylist rest; /* other pools' ops and inline ones */
     vf__readylist_init(&rest);
