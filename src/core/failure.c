@@ -117,6 +117,13 @@ size_t vf__failure_log_count(vf__failure_log *log)
     return n;
 }
 
+/* Under the log lock: the next look comes when the log has doubled. */
+static void look_again_at_double(vf__failure_log *log)
+{
+    log->look_at = 2 * log->count > LOG_FIRST_LOOK ? 2 * log->count
+                                                   : LOG_FIRST_LOOK;
+}
+
 /* Under the log lock, once the log doubled since it last looked: unlist
  * the records a wait reported (claimed), which wait_all skips, as a chain
  * (linked by `next`) for the caller to let go of outside the lock (unref
@@ -140,8 +147,7 @@ static vf__failure *unlist_claimed(vf__failure_log *log)
             link = &f->next;
         }
     }
-    log->look_at = 2 * log->count > LOG_FIRST_LOOK ? 2 * log->count
-                                                   : LOG_FIRST_LOOK;
+    look_again_at_double(log);
     return claimed;
 }
 
@@ -162,11 +168,19 @@ vf__failure *vf__failure_log_record(vf__failure_log *log, int code,
     vf__failure *f = reserve_take(&log->reserve);
     pthread_mutex_lock(&log->lock);
     if (f == NULL) {
-        /* Out of memory and of reserve: join the newest failure listed. */
-        if ((f = log->tail) != NULL)
-            vf__failure_ref(f);
+        /* Out of memory and of reserve: join the newest failure listed
+         * that no wait reported. A reported one (claimed) is inert for the
+         * ops after its wait: joined, the failure was never reported and
+         * made nothing skip (found by the reviewer of the log's letting
+         * go). None: NULL (failure.h). */
+        vf__failure *newest = NULL;
+        for (vf__failure *g = log->head; g != NULL; g = g->next)
+            if (!vf__failure_claimed(g))
+                newest = g;
+        if (newest != NULL)
+            vf__failure_ref(newest);
         pthread_mutex_unlock(&log->lock);
-        return f;
+        return newest;
     }
     atomic_init(&f->refs, 2); /* the caller's and the log's */
     atomic_init(&f->cleared_next, VF__NEVER);
@@ -253,6 +267,9 @@ bool vf__failure_log_report(vf__failure_log *log, uint64_t place, vf_error *err)
             link = &f->next;
         }
     }
+    /* From what is left: a look put off by a burst that this report took
+     * away let claimed records pile up to twice the burst. */
+    look_again_at_double(log);
     pthread_mutex_unlock(&log->lock);
 
     vf__failure *first = NULL;

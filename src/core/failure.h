@@ -251,8 +251,11 @@ size_t vf__failure_log_count(vf__failure_log *log);
  * or at the top level: NULL; the record takes a reference), listed in
  * the log: returns the record with one reference for the caller. An empty
  * or NULL `op_name` is shown as "op #<place>". Beyond malloc and the
- * reserve, the failure joins the newest one listed (reported with it; never
- * dropped), or NULL when none is listed. Takes the log lock (a leaf).
+ * reserve, the failure joins the newest one listed that no wait reported
+ * (reported with it, and skipping what it skips); when every one listed
+ * was reported, or none is, it is lost: NULL (the op fails with no record,
+ * and nothing after it skips: RELIABILITY.md, "Known limits"). Takes the
+ * log lock (a leaf).
  */
 vf__failure *vf__failure_log_record(vf__failure_log *log, int code,
                                     const char *op_name, const char *message,

@@ -12,10 +12,18 @@
  *   fails, the op after it is skipped, a var wait reports the failure and
  *   fresh writes follow, 5,000 times with no wait_all: the log stays
  *   bounded, and wait_all then has nothing to report (found by a user
- *   tester: a service grew by about 400 bytes a failed op).
+ *   tester: a service grew by about 400 bytes a failed op);
+ * - a_report_lets_the_next_look_come_sooner: after wait_all's report
+ *   took away a burst of 1,000 unreported failures, claimed ones pile up
+ *   no more than before it (the next look stayed at twice the burst);
+ * - no_memory_joins_an_unreported_failure: with malloc failing and the
+ *   reserve spent, a failure joins the newest one no wait reported, not a
+ *   reported one (where it was never reported and made nothing skip);
+ *   with every listed one reported, it is lost (NULL), as failure.h says.
  */
 #include "runner.h"
 
+#include "base/alloc.h"
 #include "core/engine.h"
 #include "core/failure.h"
 
@@ -119,6 +127,74 @@ TEST_CASE(a_service_loop_keeps_no_failure)
         CHECK_OK(vf_engine_wait_all(e, NULL)); /* nothing left to report */
         tu_finish_engine(e);
     }
+}
+
+TEST_CASE(a_report_lets_the_next_look_come_sooner)
+{
+    vf__failure_log log;
+    REQUIRE(vf__failure_log_init(&log) == 0);
+    uint64_t place = 1;
+    for (; place <= 1000; place++) /* a burst nobody waits for */
+        vf__failure_unref(
+            vf__failure_log_record(&log, 7, "burst", "", place, NULL));
+    vf_error err;
+    CHECK(vf__failure_log_report(&log, place - 1, &err)); /* wait_all's */
+    CHECK_EQ(vf__failure_log_count(&log), 0u);
+    size_t most = 0;
+    for (uint64_t end = place + 1000; place < end; place++) {
+        vf__failure *f = vf__failure_log_record(&log, 7, "fails", "", place,
+                                                NULL);
+        REQUIRE(f != NULL);
+        CHECK(vf__failure_claim(f, top_level_wait(place)));
+        vf__failure_unref(f);
+        size_t n = vf__failure_log_count(&log);
+        if (n > most)
+            most = n;
+    }
+    if (most > CLAIMED_BOUND)
+        CHECK_REPORT_("after the report, the log listed %zu claimed records",
+                      most);
+    vf__failure_log_destroy(&log);
+}
+
+/* A record made with malloc failing: from the reserve while it lasts. */
+static vf__failure *record_without_memory(vf__failure_log *log,
+                                          uint64_t place)
+{
+    vf__testing_fail_alloc(1);
+    vf__failure *f = vf__failure_log_record(log, 7, "no memory", "", place,
+                                            NULL);
+    vf__testing_fail_alloc(0);
+    return f;
+}
+
+TEST_CASE(no_memory_joins_an_unreported_failure)
+{
+    vf__failure_log log;
+    REQUIRE(vf__failure_log_init(&log) == 0);
+    vf__failure *unreported =
+        vf__failure_log_record(&log, 7, "unreported", "", 1, NULL);
+    REQUIRE(unreported != NULL);
+    /* The reserve's records, each reported by a wait and kept (by the
+     * vars that hold them, in an engine): none goes back to the reserve. */
+    vf__failure *held[VF__FAILURE_RESERVE];
+    for (int i = 0; i < VF__FAILURE_RESERVE; i++) {
+        held[i] = record_without_memory(&log, 2 + (uint64_t)i);
+        REQUIRE(held[i] != NULL);
+        CHECK(vf__failure_claim(held[i], top_level_wait(2 + (uint64_t)i)));
+    }
+    vf__failure *joined = record_without_memory(&log, 10);
+    CHECK(joined == unreported); /* was held[3], reported already */
+    if (joined != NULL)
+        CHECK(!vf__failure_claimed(joined));
+    vf__failure_unref(joined);
+    /* Every listed failure reported: the new one is lost, NULL. */
+    CHECK(vf__failure_claim(unreported, top_level_wait(20)));
+    CHECK(record_without_memory(&log, 21) == NULL);
+    vf__failure_unref(unreported);
+    for (int i = 0; i < VF__FAILURE_RESERVE; i++)
+        vf__failure_unref(held[i]);
+    vf__failure_log_destroy(&log);
 }
 
 TEST_MAIN("test_failure_log", 120)
