@@ -1693,6 +1693,7 @@ VF_API int vf_graph_destroy(vf_engine *e, vf_graph *g);
  * C headers often are (templates and overloads have none in C). */
 extern "C++" {
 
+#include <cstddef>
 #include <initializer_list>
 
 #if defined(__has_cpp_attribute)
@@ -1715,10 +1716,11 @@ vf_var_list_of(std::initializer_list<vf_var> vars VF_LIFETIMEBOUND_) noexcept
 }
 
 /** A list of a named array: valid as long as the array. */
-template <int N>
+template <std::size_t N>
 inline vf_var_list vf_var_list_of(const vf_var (&vars)[N]) noexcept
 {
-    vf_var_list l = {vars, N};
+    static_assert(N <= 2147483647, "a var list holds at most INT_MAX vars");
+    vf_var_list l = {vars, static_cast<int>(N)};
     return l;
 }
 

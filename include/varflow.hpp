@@ -55,6 +55,17 @@
 #ifndef VARFLOW_HPP
 #define VARFLOW_HPP
 
+/* What it needs, said at once rather than by errors deep inside it: C++17
+ * (if constexpr, inline variables, class template argument deduction)
+ * and exceptions (every failure throws). varflow.h's C API works from any
+ * C++ without them. */
+#if __cplusplus < 201703L && !(defined(_MSVC_LANG) && _MSVC_LANG >= 201703L)
+#error "varflow.hpp needs C++17 (-std=c++17); varflow.h works from any C++"
+#endif
+#if !defined(__cpp_exceptions) && !defined(_CPPUNWIND)
+#error "varflow.hpp needs exceptions (not -fno-exceptions); varflow.h works without them"
+#endif
+
 #include <atomic>
 #include <chrono>
 #include <cmath>
