@@ -513,7 +513,10 @@ VF_API vf_engine_type vf_engine_type_of(const vf_engine *e);
  * values, "unknown" for any other. */
 VF_API const char *vf_engine_type_name(vf_engine_type type);
 
-/** Worker threads the engine runs in total (0 for the naive engine). */
+/** Worker threads of the engine's pools in total, CPU and device (0 for the
+ * naive engine): the number it was made with, also while it is stopped
+ * (vf_engine_stop() joined them; vf_engine_start() starts as many again).
+ * Spare threads a pool lends to waits inside ops are not counted. */
 VF_API int vf_engine_num_workers(const vf_engine *e);
 
 /** Counts of what happened to pushed ops, for accounting. */
@@ -1343,7 +1346,11 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * more, so an unrelated long op delays the answer until it ends. When
  * several waits inside ops are stuck together, the one first in push order
  * (the one the serial program reaches first) returns VF_EDEADLK; the
- * others go on waiting, and finish once its op's end lets them. Not quite
+ * others go on waiting, and finish once its op's end lets them. Past 128
+ * levels of nesting, where an op knows only its children as its
+ * descendants, an ancestor's wait beyond the 128th level that waits for
+ * the stuck one may return VF_EDEADLK first (its wait would have
+ * finished); the stuck one's returns VF_EDEADLK too. Not quite
  * on a device's pool (or a CPU pool out of spares), whose thread, waiting
  * with ops queued that no other thread takes, runs any of them above its
  * wait: a wait it buries so cannot give up before that op ends, and

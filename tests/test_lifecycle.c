@@ -18,7 +18,10 @@
  *   only there (its thread's mask, read from inside its ops); a list
  *   pins every worker on its entry, wrapping; "none" leaves them as the
  *   process is; malformed lists, and a CPU the process may not run on,
- *   are refused with VF_EINVAL naming the setting.
+ *   are refused with VF_EINVAL naming the setting;
+ * - workers_while_stopped: vf_engine_num_workers counts the threads an
+ *   engine was made with, also while it is stopped (its threads joined),
+ *   and after its start, on every engine kind.
  */
 #include "runner.h"
 
@@ -553,6 +556,24 @@ TEST_CASE(cpu_affinity)
         CHECK_ERR(rc, VF_EINVAL);
         CHECK(strstr(vf_error_detail(), "may run on") != NULL);
         CHECK(strstr(vf_error_detail(), "VF_CPU_AFFINITY") != NULL);
+    }
+}
+
+TEST_CASE(workers_while_stopped)
+{
+    clear_env();
+    for (int k = 0; k < TU_NKINDS; k++) {
+        vf_engine *e = tu_engine(&tu_kinds[k]);
+        int made = vf_engine_num_workers(e);
+        if (vf_engine_type_of(e) == VF_ENGINE_NAIVE)
+            CHECK_EQ(made, 0);
+        else
+            CHECK(made > 0);
+        CHECK_OK(vf_engine_stop(e));
+        CHECK_EQ(vf_engine_num_workers(e), made);
+        CHECK_OK(vf_engine_start(e));
+        CHECK_EQ(vf_engine_num_workers(e), made);
+        tu_finish_engine(e);
     }
 }
 

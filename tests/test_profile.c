@@ -47,6 +47,7 @@
 #include "base/alloc.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -2042,6 +2043,15 @@ TEST_CASE(bad_paths)
     if (stat("/proc/self", &proc) == 0) {
         cfg.profile_path = "/proc/varflow-profile.json";
         refuse_path(&cfg, "/proc/varflow-profile.json");
+    }
+    /* An existing file that a root process opens to write but whose every
+     * write fails (it was accepted, and the write failed at destroy:
+     * found trying the documented promises as a user). */
+    int fd = open("/proc/version", O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        close(fd);
+        cfg.profile_path = "/proc/version";
+        refuse_path(&cfg, "/proc/version");
     }
     /* The same from the environment; an empty VF_PROFILE is unset. */
     setenv("VF_PROFILE", missing, 1);

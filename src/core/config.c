@@ -183,13 +183,19 @@ static int profile_path_check(const char *path, const char *setting)
     if (stat(path, &st) == 0) {
         /* Opened to write (not truncated: nothing changes), since root
          * passes access() on /proc and /sys files that refuse writes
-         * (the second reviewer). */
+         * (the second reviewer); and written nothing to, since root also
+         * opens some that refuse every write, /proc/version (found
+         * trying the documented promises as a user): their write fails
+         * even for no bytes, a regular file's does nothing. */
         if (S_ISDIR(st.st_mode))
             why = "it is a directory";
         else if ((fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC)) < 0)
             why = strerror(errno);
-        else
+        else {
+            if (write(fd, "", 0) < 0)
+                why = strerror(errno);
             close(fd);
+        }
     } else if (errno != ENOENT) {
         why = strerror(errno);
     } else { /* a new file: its directory, "." or "/" included */
