@@ -63,7 +63,7 @@
 #error "varflow.hpp needs C++17 (-std=c++17); varflow.h works from any C++"
 #endif
 #if !defined(__cpp_exceptions) && !defined(_CPPUNWIND)
-#error "varflow.hpp needs exceptions (not -fno-exceptions); varflow.h works without them"
+#error "varflow.hpp needs exceptions; varflow.h works without them"
 #endif
 
 #include <atomic>

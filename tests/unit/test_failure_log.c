@@ -158,8 +158,7 @@ TEST_CASE(a_report_lets_the_next_look_come_sooner)
 }
 
 /* A record made with malloc failing: from the reserve while it lasts. */
-static vf__failure *record_without_memory(vf__failure_log *log,
-                                          uint64_t place)
+static vf__failure *record_without_memory(vf__failure_log *log, uint64_t place)
 {
     vf__testing_fail_alloc(1);
     vf__failure *f = vf__failure_log_record(log, 7, "no memory", "", place,
@@ -172,8 +171,8 @@ TEST_CASE(no_memory_joins_an_unreported_failure)
 {
     vf__failure_log log;
     REQUIRE(vf__failure_log_init(&log) == 0);
-    vf__failure *unreported =
-        vf__failure_log_record(&log, 7, "unreported", "", 1, NULL);
+    vf__failure *unreported = vf__failure_log_record(&log, 7, "unreported", "",
+                                                     1, NULL);
     REQUIRE(unreported != NULL);
     /* The reserve's records, each reported by a wait and kept (by the
      * vars that hold them, in an engine): none goes back to the reserve. */
