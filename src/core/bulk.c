@@ -8,6 +8,7 @@
 
 #include "base/alloc.h"
 #include "base/hashmap.h"
+#include "base/sleeplock.h"
 #include "core/arg.h"
 #include "core/bulk_op.h"
 #include "core/engine.h"
@@ -18,13 +19,20 @@
 
 /* A thread's bulk state for one engine. */
 struct vf__bulk {
-    vf__bulk *next; /* the engine's list (bulk.lock) */
+    vf__bulk *next;       /* the engine's list (bulk.lock) */
+    vf__bulk *next_spare; /* the engine's spares (bulk.lock) */
     /* The thread (thread_id()), or 0: its thread exited, and the next
      * thread to bulk on the engine takes it over (bulk.lock). */
     uint64_t owner;
-    /* Guards the rest. A spinlock: the owner takes it at every push, and
-     * others only to flush (it yields when held long, see spinlock.h). */
-    vf__spinlock lock;
+    /* Guards the rest. The owner takes it at every push, and others to
+     * flush. One that sleeps (sleeplock.h), not a spinlock: a program that
+     * pushes from hundreds of threads at once on a shared var has each of
+     * them flush the batch of the one before (the var's claim passes on
+     * at every push), and hundreds of threads spinning and yielding for
+     * one lock whose holder was preempted left it to run once a round of
+     * them: the program crawled, and a fork in it waited for ever (found
+     * by a user tester). */
+    vf__sleeplock lock;
     int size;              /* lock: 0 = off */
     vf__bulk_batch *batch; /* lock: the open batch, or NULL */
     /* lock: var -> index in the open batch's union (hashmap.h), reserved
@@ -50,11 +58,17 @@ _Atomic int vf__bulk_states_alive;
 static _Thread_local uint64_t my_thread_id;
 static atomic_uint_fast64_t next_thread_id = 1;
 
-/* The engines the calling thread owns a state on, for its exit to give
- * them back (vf__bulk_thread_exit): engine and serial, as a cache slot. */
+/* The states the calling thread owns, for its lookups past the cache and
+ * for its exit to give them back (vf__bulk_thread_exit): engine, serial
+ * and state, as a cache slot. Kept here, not found by walking the
+ * engine's list under its lock: every thread's first push to an engine
+ * walked every state there, and with threads coming faster than the
+ * walks, thousands queued on the lock and a fork waited for it for ever
+ * (found by a user tester). */
 typedef struct owned_state {
     vf_engine *engine;
     uint64_t serial;
+    vf__bulk *state;
 } owned_state;
 static _Thread_local owned_state *owned;
 static _Thread_local int nowned, cap_owned;
@@ -64,22 +78,26 @@ static bool same_serial(const vf_engine *e, const void *serial)
     return e->bulk.serial == *(const uint64_t *)serial;
 }
 
-/* Remember that this thread owns a state on `e` (out of memory: it is not
- * given back at its exit, only at the engine's destroy). An entry of an
- * engine gone is of no use (its give-back is refused): one at the same
- * address is replaced, and the rest go when the list is full, so a
- * thread that makes an engine for each job keeps as many entries as it
- * has engines alive, not as it ever had (found by the reviewer: 16 bytes
- * an engine, and a refused guard each at its exit). */
-static void note_owned(vf_engine *e)
+/* The state this thread owns on `e`, or NULL. */
+static vf__bulk *owned_here(const vf_engine *e)
 {
-    (void)vf__thread_exit_arm(); /* armed by its pushes already */
-    for (int i = 0; i < nowned; i++) {
-        if (owned[i].engine == e) { /* the engine there before is gone */
-            owned[i].serial = e->bulk.serial;
-            return;
-        }
-    }
+    for (int i = 0; i < nowned; i++)
+        if (owned[i].engine == e && owned[i].serial == e->bulk.serial)
+            return owned[i].state;
+    return NULL;
+}
+
+/* Make room in `owned` for a state on `e` before taking one (false: out of
+ * memory). An entry of an engine gone is of no use (its give-back is
+ * refused): one at the same address is reused, and the rest go when the
+ * list is full, so a thread that makes an engine for each job keeps as
+ * many entries as it has engines alive, not as it ever had (found by the
+ * reviewer: 16 bytes an engine, and a refused guard each at its exit). */
+static bool owned_room(const vf_engine *e)
+{
+    for (int i = 0; i < nowned; i++)
+        if (owned[i].engine == e) /* the engine there before is gone */
+            return true;
     if (nowned == cap_owned) {
         int kept = 0;
         for (int i = 0; i < nowned; i++)
@@ -92,11 +110,25 @@ static void note_owned(vf_engine *e)
         int cap = cap_owned ? 2 * cap_owned : 4;
         owned_state *o = realloc(owned, (size_t)cap * sizeof *o);
         if (o == NULL)
-            return;
+            return false;
         owned = o;
         cap_owned = cap;
     }
-    owned[nowned++] = (owned_state){e, e->bulk.serial};
+    return true;
+}
+
+/* Remember that this thread owns `s` on `e` (owned_room made room). */
+static void note_owned(vf_engine *e, vf__bulk *s)
+{
+    (void)vf__thread_exit_arm(); /* armed by its pushes already */
+    for (int i = 0; i < nowned; i++) {
+        if (owned[i].engine == e) {
+            owned[i] = (owned_state){e, e->bulk.serial, s};
+            return;
+        }
+    }
+    VF__ASSERT(nowned < cap_owned);
+    owned[nowned++] = (owned_state){e, e->bulk.serial, s};
 }
 
 static uint64_t thread_id(void)
@@ -224,15 +256,6 @@ static void flush_locked(vf_engine *e, vf__bulk *s)
 
 /* --- finding a thread's state ---------------------------------------- */
 
-/* bulk.lock held: the state thread `me` owns on `e`, or NULL. */
-static vf__bulk *owned_by(const vf_engine *e, uint64_t me)
-{
-    vf__bulk *s = e->bulk.list;
-    while (s != NULL && s->owner != me)
-        s = s->next;
-    return s;
-}
-
 /* bulk.lock held: a state comes to be owned (+1) or is given back (-1). */
 static void count_owned(vf_engine *e, int delta)
 {
@@ -259,36 +282,34 @@ static vf__bulk *find_slow(vf_engine *e, bool create)
             return hit.bulk;
         }
     }
-    uint64_t me = thread_id();
-    pthread_mutex_lock(&e->bulk.lock);
-    vf__bulk *s = owned_by(e, me);
-    bool taken = false; /* made, or taken over, now */
-    if (s == NULL && create) {
+    vf__bulk *s = owned_here(e);
+    if (s == NULL && create && owned_room(e)) {
+        pthread_mutex_lock(&e->bulk.lock);
         /* An exited thread's, first: a program whose threads come and
          * go keeps as many states as threads bulk at once, not as ever
          * lived (each exited one's was walked by every wait: found by a
          * user tester). Its claims on vars (bulk.h) hold nothing: it was
          * flushed when its thread gave it back. */
-        if ((s = owned_by(e, 0)) != NULL) {
-            vf__spin_lock(&s->lock);
+        if ((s = e->bulk.spare) != NULL) {
+            e->bulk.spare = s->next_spare;
+            vf__sleeplock_lock(&s->lock);
             s->size = e->bulk.size;
-            vf__spin_unlock(&s->lock);
+            vf__sleeplock_unlock(&s->lock);
         } else if ((s = vf__calloc(1, sizeof *s)) != NULL) {
             s->size = e->bulk.size;
-            vf__spin_init(&s->lock);
+            vf__sleeplock_init(&s->lock);
             vf__hashmap_init(&s->union_map, vf__calloc);
             s->next = e->bulk.list;
             e->bulk.list = s;
         }
         if (s != NULL) {
-            s->owner = me;
-            taken = true;
+            s->owner = thread_id();
             count_owned(e, 1);
         }
+        pthread_mutex_unlock(&e->bulk.lock);
+        if (s != NULL)
+            note_owned(e, s);
     }
-    pthread_mutex_unlock(&e->bulk.lock);
-    if (taken)
-        note_owned(e);
     /* Remembered either way: a thread that pushes to `e` without bulking
      * takes the engine's lock once, not at every push. */
     n = n < CACHE_SLOTS ? n + 1 : CACHE_SLOTS;
@@ -317,14 +338,14 @@ static inline vf__bulk *find(vf_engine *e, bool create)
  * meanwhile). Called holding no bulk lock. */
 static void settle_claim(vf_engine *e, vf__bulk *o, vf__var *v)
 {
-    vf__spin_lock(&o->lock);
+    vf__sleeplock_lock(&o->lock);
     if (o->batch != NULL &&
         vf__hashmap_find(&o->union_map, (uint64_t)(uintptr_t)v) != NULL)
         flush_locked(e, o);
     vf__bulk *expected = o;
     atomic_compare_exchange_strong_explicit(
         &v->bulk, &expected, NULL, memory_order_relaxed, memory_order_relaxed);
-    vf__spin_unlock(&o->lock);
+    vf__sleeplock_unlock(&o->lock);
 }
 
 static inline void after_claim(vf_engine *e, vf__bulk *me, vf__var *v)
@@ -435,9 +456,9 @@ static int take_slow(vf_engine *e, vf__bulk *s, vf__var *v, uint32_t gen,
         return opr != NULL ? vf__fail_deleted(e, who, opr->def.name, v, gen)
                            : vf__varset_deleted(e, who, desc->name, desc->reads,
                                                 desc->writes, v, gen);
-    vf__spin_unlock(&s->lock);
+    vf__sleeplock_unlock(&s->lock);
     after_claim(e, s, v);
-    vf__spin_lock(&s->lock);
+    vf__sleeplock_lock(&s->lock);
     return 0;
 }
 
@@ -544,10 +565,10 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
      * The family's lookup under the lock then finds nothing new. */
     if (VF__UNLIKELY(parent != NULL) && parent->def->kind == &vf__kind_bulk)
         vf__bulk_release_ran(parent);
-    vf__spin_lock(&s->lock);
+    vf__sleeplock_lock(&s->lock);
     if (s->size == 0 || !bulkable(e, def)) {
         flush_locked(e, s);
-        vf__spin_unlock(&s->lock);
+        vf__sleeplock_unlock(&s->lock);
         after_other_batches(e, s, desc, opr);
         return 0;
     }
@@ -555,7 +576,7 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
         rc = vf__varset_build(e, who, desc->reads, desc->writes, small, 8,
                               &heap);
         if (rc < 0) {
-            vf__spin_unlock(&s->lock);
+            vf__sleeplock_unlock(&s->lock);
             return rc;
         }
         vars = heap ? heap : small;
@@ -579,7 +600,7 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
          * miss (it came after the graph's later ops: found by the second
          * reviewer of the split). Alone, as it would be unbulked. */
         flush_locked(e, s);
-        vf__spin_unlock(&s->lock);
+        vf__sleeplock_unlock(&s->lock);
         free(heap);
         after_other_batches(e, s, desc, opr);
         return 0;
@@ -596,12 +617,12 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
              * decides (and refuses it where it would queue behind). */
             if (parent != NULL) {
                 flush_locked(e, s);
-                vf__spin_unlock(&s->lock);
+                vf__sleeplock_unlock(&s->lock);
                 free(heap);
                 after_other_batches(e, s, desc, opr);
                 return 0;
             }
-            vf__spin_unlock(&s->lock);
+            vf__sleeplock_unlock(&s->lock);
             free(heap);
             return rc;
         }
@@ -610,7 +631,7 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
     /* A reference the batch keeps when it is new (family.h). */
     vf__family *up = parent != NULL ? vf__push_family(parent) : NULL;
     if (VF__UNLIKELY(parent != NULL && up == NULL)) {
-        vf__spin_unlock(&s->lock);
+        vf__sleeplock_unlock(&s->lock);
         free(heap);
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     }
@@ -629,7 +650,7 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
     if (b == NULL) {
         if (vf__hashmap_reserve(&s->union_map, 2 * (size_t)s->size) != 0 ||
             (b = batch_new(s->size, priority, def->pool)) == NULL) {
-            vf__spin_unlock(&s->lock);
+            vf__sleeplock_unlock(&s->lock);
             vf__family_unref(up);
             free(heap);
             return vf__fail(VF_ENOMEM, "%s: out of memory", who);
@@ -653,7 +674,7 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
                             .no_skip = def->no_skip};
     if (arg_size != 0) {
         if (!vf__argcopy_make(&item->argcopy, arg, arg_size)) {
-            vf__spin_unlock(&s->lock);
+            vf__sleeplock_unlock(&s->lock);
             free(heap);
             return vf__fail(VF_ENOMEM, "%s: out of memory", who);
         }
@@ -664,7 +685,7 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
         /* The batch holds its earlier ops whole (at worst a var too many
          * in the union, which only orders more): push them, refuse this. */
         flush_locked(e, s);
-        vf__spin_unlock(&s->lock);
+        vf__sleeplock_unlock(&s->lock);
         free(heap);
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     }
@@ -674,7 +695,7 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
         atomic_fetch_add_explicit(&opr->refs, 1, memory_order_relaxed);
     if (b->nitems == b->cap_items)
         flush_locked(e, s);
-    vf__spin_unlock(&s->lock);
+    vf__sleeplock_unlock(&s->lock);
     if (VF__UNLIKELY(heap != NULL)) /* most ops: none (small) */
         free(heap);
     return 1;
@@ -699,13 +720,13 @@ static int bulk_set_size(vf_engine *e, int size, const char *who)
             return vf__fail(VF_ENOMEM, "%s: out of memory", who);
         return 0; /* off before, off now: nothing to keep */
     }
-    vf__spin_lock(&s->lock);
+    vf__sleeplock_lock(&s->lock);
     int previous = s->size;
     s->size = size;
     if (s->batch != NULL &&
         (size == 0 || s->batch->nitems >= size || s->batch->cap_items != size))
         flush_locked(e, s);
-    vf__spin_unlock(&s->lock);
+    vf__sleeplock_unlock(&s->lock);
     return previous;
 }
 
@@ -719,9 +740,9 @@ static int bulk_flush(vf_engine *e)
 {
     vf__bulk *s = find(e, false);
     if (s != NULL) {
-        vf__spin_lock(&s->lock);
+        vf__sleeplock_lock(&s->lock);
         flush_locked(e, s);
-        vf__spin_unlock(&s->lock);
+        vf__sleeplock_unlock(&s->lock);
     }
     return 0;
 }
@@ -739,10 +760,10 @@ void vf__bulk_run_over(vf__op *op, const vf__family *f)
     vf__bulk *s = find(e, false);
     if (s == NULL)
         return;
-    vf__spin_lock(&s->lock);
+    vf__sleeplock_lock(&s->lock);
     if (s->batch != NULL && s->batch->up == f)
         flush_locked(e, s);
-    vf__spin_unlock(&s->lock);
+    vf__sleeplock_unlock(&s->lock);
 }
 
 /* --- every thread's batches ------------------------------------------- */
@@ -753,9 +774,9 @@ void vf__bulk_flush_all(vf_engine *e)
         return;
     pthread_mutex_lock(&e->bulk.lock);
     for (vf__bulk *s = e->bulk.list; s != NULL; s = s->next) {
-        vf__spin_lock(&s->lock);
+        vf__sleeplock_lock(&s->lock);
         flush_locked(e, s);
-        vf__spin_unlock(&s->lock);
+        vf__sleeplock_unlock(&s->lock);
     }
     pthread_mutex_unlock(&e->bulk.lock);
 }
@@ -767,9 +788,9 @@ bool vf__bulk_any_open(vf_engine *e)
     bool open = false;
     pthread_mutex_lock(&e->bulk.lock);
     for (vf__bulk *s = e->bulk.list; s != NULL && !open; s = s->next) {
-        vf__spin_lock(&s->lock);
+        vf__sleeplock_lock(&s->lock);
         open = s->batch != NULL;
-        vf__spin_unlock(&s->lock);
+        vf__sleeplock_unlock(&s->lock);
     }
     pthread_mutex_unlock(&e->bulk.lock);
     return open;
@@ -779,6 +800,7 @@ void vf__bulk_engine_init(vf_engine *e)
 {
     pthread_mutex_init(&e->bulk.lock, NULL);
     e->bulk.list = NULL;
+    e->bulk.spare = NULL;
     atomic_init(&e->bulk.nstates, 0);
     atomic_init(&e->bulk.open, 0);
     atomic_init(&e->bulk.bulks, 0);
@@ -802,26 +824,25 @@ void vf__bulk_engine_destroy(vf_engine *e)
         free(s);
         s = next;
     }
-    e->bulk.list = NULL;
+    e->bulk.list = e->bulk.spare = NULL;
     pthread_mutex_destroy(&e->bulk.lock);
 }
 
-/* Give this thread's state on `e` back (its thread exits): its batch
- * pushed, as a wait would, and its owner cleared for the next thread that
+/* Give this thread's state `s` on `e` back (its thread exits): its batch
+ * pushed, as a wait would, and the state kept for the next thread that
  * bulks on `e`. Inside a guard on `e`: the engine lives throughout. */
-static int give_back(vf_engine *e, uint64_t serial)
+static int give_back(vf_engine *e, uint64_t serial, vf__bulk *s)
 {
     if (e->bulk.serial != serial) /* another engine at the address */
         return 0;
+    vf__sleeplock_lock(&s->lock);
+    flush_locked(e, s);
+    vf__sleeplock_unlock(&s->lock);
     pthread_mutex_lock(&e->bulk.lock);
-    vf__bulk *s = owned_by(e, thread_id());
-    if (s != NULL) {
-        vf__spin_lock(&s->lock);
-        flush_locked(e, s);
-        s->owner = 0;
-        vf__spin_unlock(&s->lock);
-        count_owned(e, -1);
-    }
+    s->owner = 0;
+    s->next_spare = e->bulk.spare;
+    e->bulk.spare = s;
+    count_owned(e, -1);
     pthread_mutex_unlock(&e->bulk.lock);
     return 0;
 }
@@ -831,8 +852,9 @@ void vf__bulk_thread_exit(void)
     for (int i = 0; i < nowned; i++) {
         /* Refused (the engine destroyed, or being destroyed: its destroy
          * frees the state) without harm. */
-        (void)VF__GUARDED(owned[i].engine, "the exit of a thread that bulked",
-                          give_back(owned[i].engine, owned[i].serial));
+        (void)VF__GUARDED(
+            owned[i].engine, "the exit of a thread that bulked",
+            give_back(owned[i].engine, owned[i].serial, owned[i].state));
     }
     free(owned);
     owned = NULL;
@@ -870,10 +892,10 @@ void vf__bulk_fork_lock(vf_engine *e, bool lock)
     if (lock) {
         pthread_mutex_lock(&e->bulk.lock);
         for (vf__bulk *s = e->bulk.list; s != NULL; s = s->next)
-            vf__spin_lock(&s->lock);
+            vf__sleeplock_lock(&s->lock);
     } else {
         for (vf__bulk *s = e->bulk.list; s != NULL; s = s->next)
-            vf__spin_unlock(&s->lock);
+            vf__sleeplock_unlock(&s->lock);
         pthread_mutex_unlock(&e->bulk.lock);
     }
 }

@@ -46,7 +46,7 @@
  * cache. A thread's exit gives its states back, each batch pushed, and
  * the next thread to bulk on that engine takes one over (its claims hold
  * nothing then), so an engine keeps as many as threads bulk at once
- * (vf__bulk_thread_exit). Its spinlock orders the owner's pushes
+ * (vf__bulk_thread_exit). Its lock orders the owner's pushes
  * against flushes from other threads (a waiter flushing every batch, a
  * push meeting a claim); it is held across a flush's enqueue, so a batch
  * taken out can never be overtaken by the next one. Lock order: the engine's
@@ -150,11 +150,13 @@ typedef struct vf__bulk vf__bulk;
  * thread's exit gives its state back, flushed, for the next thread to
  * take over: vf__bulk_thread_exit). `serial`
  * tells this engine apart from any other made at the same address. Lock
- * order: `lock`, then a thread's spinlock, held across a batch's push. */
+ * order: `lock`, then a thread's lock (sleeplock.h), held across a batch's
+ * push. */
 typedef struct vf__bulk_engine {
     int size;
     pthread_mutex_t lock;
-    vf__bulk *list; /* lock */
+    vf__bulk *list;  /* lock: every state */
+    vf__bulk *spare; /* lock: those given back, for the next thread */
     _Atomic int nstates;
     uint64_t serial;
     _Atomic uint64_t bulks, bulked; /* fused ops pushed, ops in them */

@@ -86,9 +86,9 @@ typedef enum vf__engine_state {
  *     forward stripe: vf_var_create (the guard's set_lock, the var table
  *     lock), vf_var_destroy of a var nobody saw (a push), and one var's
  *     spinlock (vf__var_free_slot, vf__var_revive).
- *  4. bulk (bulk.h): bulk.lock, then one thread's bulk spinlock, never
- *     two (a push that meets another thread's claim lets go of its own
- *     first); a thread's bulk spinlock is held across the push of its
+ *  4. bulk (bulk.h): bulk.lock, then one thread's bulk lock (a sleeplock),
+ * never two (a push that meets another thread's claim lets go of its own
+ *     first); a thread's bulk lock is held across the push of its
  *     batch, so it comes before everything a push takes.
  *  5. var spinlocks (var.h), in increasing address order: only a push
  *     holds more than one, and takes no other lock while it holds them;

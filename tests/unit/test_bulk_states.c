@@ -16,9 +16,17 @@
  * - a_thread_alive_keeps_its_batch_order: while one thread holds an open
  *   batch on a var, threads that come and go push to the same var: the
  *   var's writes stay in the order of the program's synchronization
- *   (rule 13), across states taken over.
+ *   (rule 13), across states taken over;
+ * - a_thread_finds_its_state_without_the_engine_lock: while the engine's
+ *   bulk lock is held, a thread that owns a state there (out of its
+ *   lookup cache) bulks on, and a thread that never bulked pushes: each
+ *   took that lock and walked every state, and with threads coming faster
+ *   than the walks, thousands of them queued on it and a fork waited for
+ *   it for ever (found by a user tester).
  */
 #include "runner.h"
+
+#include <unistd.h>
 
 #include "core/bulk.h"
 #include "core/engine.h"
@@ -178,6 +186,97 @@ TEST_CASE(a_thread_remembers_only_engines_alive)
     if (most > 8)
         CHECK_REPORT_("the thread remembered %d engines, one alive at a time",
                       most);
+}
+
+typedef struct lookup {
+    vf_engine *e, *others[4];
+    vf_var v, w;
+    long value;
+    atomic_int stage; /* 1: state made; 2: lock held; 3: pushed */
+} lookup;
+
+static void wait_stage(atomic_int *stage, int at_least)
+{
+    while (atomic_load(stage) < at_least)
+        usleep(1000);
+}
+
+static void *bulk_past_the_cache(void *arg)
+{
+    lookup *l = arg;
+    CHECK(vf_bulk_set_size(l->e, 8) >= 0);
+    CHECK_OK(vf_engine_push(
+        l->e, &(vf_op){.fn = step, .arg = &l->value, .writes = {&l->v, 1}}));
+    for (int i = 0; i < 4; i++) /* the lookup cache's 4 slots, taken */
+        CHECK(vf_bulk_set_size(l->others[i], 8) >= 0);
+    atomic_store(&l->stage, 1);
+    wait_stage(&l->stage, 2);
+    CHECK_OK(vf_engine_push(
+        l->e, &(vf_op){.fn = step, .arg = &l->value, .writes = {&l->v, 1}}));
+    CHECK(vf_bulk_set_size(l->e, 8) == 8);
+    atomic_store(&l->stage, 3);
+    CHECK_OK(vf_bulk_flush(l->e));
+    return NULL;
+}
+
+static int nothing(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return 0;
+}
+
+static void *push_unbulked(void *arg)
+{
+    lookup *l = arg;
+    CHECK_OK(
+        vf_engine_push(l->e, &(vf_op){.fn = nothing, .writes = {&l->w, 1}}));
+    return NULL;
+}
+
+/* Whether `t`'s work ends within 10 s (it cannot, blocked on the lock). */
+static bool ends_soon(atomic_int *stage, int at)
+{
+    for (int i = 0; i < 1000 && atomic_load(stage) < at; i++)
+        usleep(10000);
+    return atomic_load(stage) >= at;
+}
+
+static atomic_int unbulked_done;
+static void *push_unbulked_and_say(void *arg)
+{
+    push_unbulked(arg);
+    atomic_store(&unbulked_done, 1);
+    return NULL;
+}
+
+TEST_CASE(a_thread_finds_its_state_without_the_engine_lock)
+{
+    lookup l = {.value = 0};
+    atomic_init(&l.stage, 0);
+    l.e = tu_engine(&tu_kinds[1]);
+    for (int i = 0; i < 4; i++)
+        l.others[i] = tu_engine(&tu_kinds[1]);
+    l.v = tu_var(l.e);
+    l.w = tu_var(l.e);
+    pthread_t t = tu_thread_start(bulk_past_the_cache, &l);
+    wait_stage(&l.stage, 1);
+    pthread_mutex_lock(&l.e->bulk.lock);
+    atomic_store(&l.stage, 2);
+    bool bulked = ends_soon(&l.stage, 3);
+    atomic_store(&unbulked_done, 0);
+    pthread_t u = tu_thread_start(push_unbulked_and_say, &l);
+    bool pushed = ends_soon(&unbulked_done, 1);
+    pthread_mutex_unlock(&l.e->bulk.lock);
+    tu_thread_join(t);
+    tu_thread_join(u);
+    CHECK(bulked); /* its own state, found without the lock */
+    CHECK(pushed); /* none, known without the lock */
+    CHECK_OK(vf_var_wait(l.e, l.v, NULL));
+    CHECK_EQ(l.value, 2);
+    for (int i = 0; i < 4; i++)
+        tu_finish_engine(l.others[i]);
+    tu_finish_engine(l.e);
 }
 
 TEST_MAIN("test_bulk_states", 120)
