@@ -1306,6 +1306,8 @@ static void async_leaf_chain_rounds(bool at_once)
 {
     leaf_returns_at_once = at_once;
     chain_depth = 200;
+    /* A case before this one stopped its completer. */
+    the_completer.stop = the_completer.has = false;
     pthread_t t = tu_thread_start(complete_what_is_handed, &the_completer);
     int rounds = (int)tu_scaled(30, 5);
     for (int r = 0; r < rounds && atomic_load(&chain_errors) == 0; r++) {
