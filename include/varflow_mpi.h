@@ -127,7 +127,9 @@ extern "C" {
  * engine's transfers use a duplicate of `comm`, so they never mix with the
  * program's messages. When MPI is not initialized yet, this initializes it
  * (MPI_THREAD_SERIALIZED) and vf_mpi_destroy() finalizes it. VF_ENOTSUP
- * when MPI provides less than MPI_THREAD_SERIALIZED or was finalized, VF_EINVAL
+ * when MPI provides less than MPI_THREAD_SERIALIZED or was finalized, or
+ * for the naive engine (it runs each op inside its push, so an op could
+ * not wait there for another rank's value), VF_EINVAL
  * when `e` is attached already or `comm` is MPI_COMM_NULL, VF_ESYSTEM when an
  * MPI call or the thread start fails, VF_ENOMEM. MPI initialized by a call that
  * then failed stays initialized (a later vf_mpi_create() may succeed, and its
