@@ -361,7 +361,7 @@ static __attribute__((noinline)) void async_call_ends_op(vf__op *op)
         vf__engine_wake(e, wake);
 }
 
-static uint64_t loop_frame_returns(vf_engine *e);
+static void loop_op_returned(vf_engine *e, const vf__op *op);
 
 /* The async op's function returned with the op in flight or finished. A
  * nested wait loop ran it (tls.loop_op): its waiter is on top of the
@@ -376,12 +376,9 @@ static uint64_t loop_frame_returns(vf_engine *e);
  * and as it began just after; model/async.pml checks every order). */
 static void async_call_returned(vf__op *op)
 {
-    if (VF__UNLIKELY(op == tls.loop_op)) {
-        vf_engine *e = vf__op_engine(op); /* no finish frees it yet */
-        uint64_t back = loop_frame_returns(e);
-        if (back != 0)
-            vf__engine_count_in(e, back);
-    }
+    /* Its engine read while no finish frees it yet (still CALL or
+     * FINISHING). */
+    loop_op_returned(vf__op_engine(op), op);
     if (VF__UNLIKELY(async_call_returns(op)))
         async_call_ends_op(op);
 }
@@ -538,9 +535,9 @@ static uint64_t loop_frame_returns(vf_engine *e)
 }
 
 /* The run of `op`, which this thread's loop frame names (tls.loop_op),
- * returned with `op` still in flight (async, or on a device: nothing
- * released it meanwhile): the frame's count comes back now, as its finish
- * would have given it. */
+ * returned with `op` still in flight (on a device, or async: its call
+ * before it says it returned, async_call_returned): the frame's count
+ * comes back now, as its finish would have given it. */
 static void loop_op_returned(vf_engine *e, const vf__op *op)
 {
     if (tls.loop_op == op) {
