@@ -21,9 +21,9 @@
 struct vf__bulk {
     vf__bulk *next;       /* the engine's list (bulk.lock) */
     vf__bulk *next_spare; /* the engine's spares (bulk.lock) */
-    /* The thread (thread_id()), or 0: its thread exited, and the next
-     * thread to bulk on the engine takes it over (bulk.lock). */
-    uint64_t owner;
+    /* A thread's (true), or given back at its exit, on the spares for
+     * the next thread to bulk on the engine (bulk.lock). */
+    bool owned;
     /* Guards the rest. The owner takes it at every push, and others to
      * flush. One that sleeps (sleeplock.h), not a spinlock: a program that
      * pushes from hundreds of threads at once on a shared var has each of
@@ -55,8 +55,6 @@ static _Thread_local cache_slot cache[CACHE_SLOTS];
 static _Thread_local int thread_slots; /* slots in use */
 /* Every engine's vf__bulk states, alive (vf__bulk_maybe). */
 _Atomic int vf__bulk_states_alive;
-static _Thread_local uint64_t my_thread_id;
-static atomic_uint_fast64_t next_thread_id = 1;
 
 /* The states the calling thread owns, for its lookups past the cache and
  * for its exit to give them back (vf__bulk_thread_exit): engine, serial
@@ -87,17 +85,19 @@ static vf__bulk *owned_here(const vf_engine *e)
     return NULL;
 }
 
-/* Make room in `owned` for a state on `e` before taking one (false: out of
- * memory). An entry of an engine gone is of no use (its give-back is
- * refused): one at the same address is reused, and the rest go when the
- * list is full, so a thread that makes an engine for each job keeps as
- * many entries as it has engines alive, not as it ever had (found by the
- * reviewer: 16 bytes an engine, and a refused guard each at its exit). */
-static bool owned_room(const vf_engine *e)
+/* The entry of `owned` to fill with a state on `e` the thread is about to
+ * take: that of an engine gone at the same address, else a new one past
+ * the last (counted once filled: own_state); NULL out of memory. An
+ * entry of an engine gone is of no use (its give-back is refused), and
+ * those go when the list is full, so a thread that makes an engine for
+ * each job keeps as many entries as it has engines alive, not as it ever
+ * had (found by the reviewer: 16 bytes an engine, and a refused guard
+ * each at its exit). */
+static owned_state *owned_entry(const vf_engine *e)
 {
     for (int i = 0; i < nowned; i++)
-        if (owned[i].engine == e) /* the engine there before is gone */
-            return true;
+        if (owned[i].engine == e)
+            return &owned[i];
     if (nowned == cap_owned) {
         int kept = 0;
         for (int i = 0; i < nowned; i++)
@@ -110,33 +110,20 @@ static bool owned_room(const vf_engine *e)
         int cap = cap_owned ? 2 * cap_owned : 4;
         owned_state *o = realloc(owned, (size_t)cap * sizeof *o);
         if (o == NULL)
-            return false;
+            return NULL;
         owned = o;
         cap_owned = cap;
     }
-    return true;
+    return &owned[nowned];
 }
 
-/* Remember that this thread owns `s` on `e` (owned_room made room). */
-static void note_owned(vf_engine *e, vf__bulk *s)
+/* Remember in `at` (owned_entry's) that this thread owns `s` on `e`. */
+static void own_state(owned_state *at, vf_engine *e, vf__bulk *s)
 {
     (void)vf__thread_exit_arm(); /* armed by its pushes already */
-    for (int i = 0; i < nowned; i++) {
-        if (owned[i].engine == e) {
-            owned[i] = (owned_state){e, e->bulk.serial, s};
-            return;
-        }
-    }
-    VF__ASSERT(nowned < cap_owned);
-    owned[nowned++] = (owned_state){e, e->bulk.serial, s};
-}
-
-static uint64_t thread_id(void)
-{
-    if (my_thread_id == 0)
-        my_thread_id = atomic_fetch_add_explicit(&next_thread_id, 1,
-                                                 memory_order_relaxed);
-    return my_thread_id;
+    *at = (owned_state){e, e->bulk.serial, s};
+    if (at == &owned[nowned])
+        nowned++;
 }
 
 /* --- batches ----------------------------------------------------------- */
@@ -283,7 +270,8 @@ static vf__bulk *find_slow(vf_engine *e, bool create)
         }
     }
     vf__bulk *s = owned_here(e);
-    if (s == NULL && create && owned_room(e)) {
+    owned_state *at = s == NULL && create ? owned_entry(e) : NULL;
+    if (at != NULL) {
         pthread_mutex_lock(&e->bulk.lock);
         /* An exited thread's, first: a program whose threads come and
          * go keeps as many states as threads bulk at once, not as ever
@@ -303,15 +291,14 @@ static vf__bulk *find_slow(vf_engine *e, bool create)
             e->bulk.list = s;
         }
         if (s != NULL) {
-            s->owner = thread_id();
+            s->owned = true;
             count_owned(e, 1);
         }
         pthread_mutex_unlock(&e->bulk.lock);
         if (s != NULL)
-            note_owned(e, s);
+            own_state(at, e, s);
     }
-    /* Remembered either way: a thread that pushes to `e` without bulking
-     * takes the engine's lock once, not at every push. */
+    /* Remembered either way, "none" too: the next push finds it here. */
     n = n < CACHE_SLOTS ? n + 1 : CACHE_SLOTS;
     memmove(&cache[1], &cache[0], (size_t)(n - 1) * sizeof *cache);
     cache[0] = (cache_slot){e, e->bulk.serial, s};
@@ -815,7 +802,7 @@ void vf__bulk_engine_destroy(vf_engine *e)
     vf__bulk *s = e->bulk.list;
     while (s != NULL) {
         vf__bulk *next = s->next;
-        if (s->owner != 0) /* a given-back one was counted out then */
+        if (s->owned) /* a given-back one was counted out then */
             atomic_fetch_sub_explicit(&vf__bulk_states_alive, 1,
                                       memory_order_relaxed);
         VF__ASSERT(s->batch == NULL);
@@ -839,7 +826,7 @@ static int give_back(vf_engine *e, uint64_t serial, vf__bulk *s)
     flush_locked(e, s);
     vf__sleeplock_unlock(&s->lock);
     pthread_mutex_lock(&e->bulk.lock);
-    s->owner = 0;
+    s->owned = false;
     s->next_spare = e->bulk.spare;
     e->bulk.spare = s;
     count_owned(e, -1);

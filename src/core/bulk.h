@@ -43,10 +43,12 @@
  *
  * State. Each (thread, engine) pair with bulking on has a vf__bulk, owned
  * by the engine (freed at destroy) and found through a small thread-local
- * cache. A thread's exit gives its states back, each batch pushed, and
- * the next thread to bulk on that engine takes one over (its claims hold
- * nothing then), so an engine keeps as many as threads bulk at once
- * (vf__bulk_thread_exit). Its lock orders the owner's pushes
+ * cache, else the thread's own table of its states (never by a walk of
+ * the engine's, under its lock). A thread's exit gives its states back,
+ * each batch pushed, onto the engine's spares, and the next thread to
+ * bulk on that engine takes one over (its claims hold nothing then), so
+ * an engine keeps as many as threads bulk at once
+ * (vf__bulk_thread_exit). Its lock (sleeplock.h) orders the owner's pushes
  * against flushes from other threads (a waiter flushing every batch, a
  * push meeting a claim); it is held across a flush's enqueue, so a batch
  * taken out can never be overtaken by the next one. Lock order: the engine's

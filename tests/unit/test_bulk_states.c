@@ -195,10 +195,13 @@ typedef struct lookup {
     atomic_int stage; /* 1: state made; 2: lock held; 3: pushed */
 } lookup;
 
-static void wait_stage(atomic_int *stage, int at_least)
+/* Whether `stage` reaches `at` within 10 s (a push blocked on the lock
+ * never lets it). */
+static bool reaches_soon(atomic_int *stage, int at)
 {
-    while (atomic_load(stage) < at_least)
-        usleep(1000);
+    for (int i = 0; i < 1000 && atomic_load(stage) < at; i++)
+        usleep(10000);
+    return atomic_load(stage) >= at;
 }
 
 static void *bulk_past_the_cache(void *arg)
@@ -210,7 +213,7 @@ static void *bulk_past_the_cache(void *arg)
     for (int i = 0; i < 4; i++) /* the lookup cache's 4 slots, taken */
         CHECK(vf_bulk_set_size(l->others[i], 8) >= 0);
     atomic_store(&l->stage, 1);
-    wait_stage(&l->stage, 2);
+    CHECK(reaches_soon(&l->stage, 2));
     CHECK_OK(vf_engine_push(
         l->e, &(vf_op){.fn = step, .arg = &l->value, .writes = {&l->v, 1}}));
     CHECK(vf_bulk_set_size(l->e, 8) == 8);
@@ -219,33 +222,13 @@ static void *bulk_past_the_cache(void *arg)
     return NULL;
 }
 
-static int nothing(vf_run *run, void *arg)
-{
-    (void)run;
-    (void)arg;
-    return 0;
-}
+static atomic_int unbulked_done;
 
 static void *push_unbulked(void *arg)
 {
     lookup *l = arg;
     CHECK_OK(
-        vf_engine_push(l->e, &(vf_op){.fn = nothing, .writes = {&l->w, 1}}));
-    return NULL;
-}
-
-/* Whether `t`'s work ends within 10 s (it cannot, blocked on the lock). */
-static bool ends_soon(atomic_int *stage, int at)
-{
-    for (int i = 0; i < 1000 && atomic_load(stage) < at; i++)
-        usleep(10000);
-    return atomic_load(stage) >= at;
-}
-
-static atomic_int unbulked_done;
-static void *push_unbulked_and_say(void *arg)
-{
-    push_unbulked(arg);
+        vf_engine_push(l->e, &(vf_op){.fn = tu_nop, .writes = {&l->w, 1}}));
     atomic_store(&unbulked_done, 1);
     return NULL;
 }
@@ -260,13 +243,13 @@ TEST_CASE(a_thread_finds_its_state_without_the_engine_lock)
     l.v = tu_var(l.e);
     l.w = tu_var(l.e);
     pthread_t t = tu_thread_start(bulk_past_the_cache, &l);
-    wait_stage(&l.stage, 1);
+    REQUIRE(reaches_soon(&l.stage, 1));
     pthread_mutex_lock(&l.e->bulk.lock);
     atomic_store(&l.stage, 2);
-    bool bulked = ends_soon(&l.stage, 3);
+    bool bulked = reaches_soon(&l.stage, 3);
     atomic_store(&unbulked_done, 0);
-    pthread_t u = tu_thread_start(push_unbulked_and_say, &l);
-    bool pushed = ends_soon(&unbulked_done, 1);
+    pthread_t u = tu_thread_start(push_unbulked, &l);
+    bool pushed = reaches_soon(&unbulked_done, 1);
     pthread_mutex_unlock(&l.e->bulk.lock);
     tu_thread_join(t);
     tu_thread_join(u);
