@@ -1320,9 +1320,12 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * of another engine's CPU pool waiting here (an op of that engine waiting
  * on this one), or of this engine's waiting inside an op of another
  * engine that it runs inline (the naive engine's), counts as so waiting in
- * its own pool, which so lends a spare for the ops queued there, which the
- * wait may need; so does one blocked in vf_engine_destroy() of another
- * engine or in a push at another engine's in-flight bound. A device's
+ * its own pool once it has waited a millisecond (most such waits end
+ * sooner, and the children its op pushed before are then still its own to
+ * run above its next wait), which so lends a spare for the ops queued
+ * there, which the wait may need; so does one blocked in
+ * vf_engine_destroy() of another engine or in a push at another engine's
+ * in-flight bound. A device's
  * pool lends no spare; there, and wherever nobody else would ever run
  * them, a waiting thread whose stack has room runs the ops queued beside
  * it itself. So a recursive program with a wait at every level (fib,

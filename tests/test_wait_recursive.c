@@ -35,6 +35,9 @@
  *   while its function runs gets no false VF_EDEADLK;
  * - async_leaf_completed_as_its_function_returns: the same, the leaf
  *   returning as soon as it handed its completion over;
+ * - chains_waiting_on_another_engine: 4 chains 1,000 deep on 128 KiB
+ *   stacks whose every level waits for all of a second engine before it
+ *   waits for its child go on (a progress watch);
  * - spare_thread: on one worker, an op waits with its stack nearly full,
  *   so it runs nothing above the wait: the pool must lend a spare thread
  *   (not pinned when the worker is: cpu_affinity)
@@ -1344,6 +1347,79 @@ TEST_CASE(async_leaf_completed_during_its_function)
 TEST_CASE(async_leaf_completed_as_its_function_returns)
 {
     async_leaf_chain_rounds(true);
+}
+
+/* Chains whose every level waits for all of a second engine (from
+ * inside the op: a wait across engines) before it waits for its child,
+ * on 128 KiB stacks, which hold a few dozen levels each: the chains need
+ * spares. They sat still for tens of seconds, in most runs (found by a
+ * user tester): a wait on the other engine counted its thread stuck at
+ * once, so the pool lent a spare for the child it had just queued, and
+ * each level ended on a thread of its own; hundreds of the waiters left
+ * behind, refusing what the pool held, took every queue's lock at each of
+ * their looks, kept one another awake in the locks' queues, and so never
+ * all counted stuck: no spare was lent for the children that needed one.
+ * A progress watch: no level started or ended for STALL_S seconds fails
+ * at once. */
+static vf_engine *other_engine;
+static atomic_long other_steps; /* levels started, and levels ended */
+
+static int other_engine_op(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return 0;
+}
+
+static int waits_on_other_engine(vf_run *run, void *arg)
+{
+    intptr_t depth = (intptr_t)arg;
+    atomic_fetch_add(&other_steps, 1);
+    int rc = 0;
+    if (depth > 0) {
+        rc = vf_engine_push(
+            vf_run_engine(run),
+            &(vf_op){.fn = waits_on_other_engine, .arg = (void *)(depth - 1)});
+        if (rc == 0)
+            rc = vf_engine_push(other_engine, &(vf_op){.fn = other_engine_op});
+        if (rc == 0)
+            rc = vf_engine_wait_all(other_engine, NULL);
+        int waited = vf_run_wait_children(run, NULL);
+        rc = rc != 0 ? rc : waited;
+    }
+    atomic_fetch_add(&other_steps, 1);
+    return rc;
+}
+
+TEST_CASE(chains_waiting_on_another_engine)
+{
+    enum { CHAINS = 4, DEPTH = SANITIZED ? 300 : 1000, STALL_S = 10 };
+    vf_engine *e;
+    CHECK_OK(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
+                                               .cpu_workers = 4,
+                                               .worker_stack_kib = 128}));
+    CHECK_OK(
+        vf_engine_create(&other_engine, &(vf_config){.type = VF_ENGINE_POOLED,
+                                                     .cpu_workers = 2}));
+    atomic_store(&other_steps, 0);
+    for (int c = 0; c < CHAINS; c++)
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = waits_on_other_engine,
+                                            .arg = (void *)(intptr_t)DEPTH}));
+    long last = -1;
+    int still = 0, rc;
+    while ((rc = vf_engine_wait_all_timed(e, 1000, NULL)) == VF_ETIMEDOUT) {
+        long now = atomic_load(&other_steps);
+        still = now == last ? still + 1 : 0;
+        last = now;
+        if (still == STALL_S)
+            printf("  no level started or ended for %d s (%ld of %d steps)\n",
+                   STALL_S, now, 2 * CHAINS * (DEPTH + 1));
+        REQUIRE(still < STALL_S);
+    }
+    CHECK_OK(rc);
+    CHECK_EQ(atomic_load(&other_steps), 2L * CHAINS * (DEPTH + 1));
+    CHECK_OK(vf_engine_destroy(e));
+    CHECK_OK(vf_engine_destroy(other_engine));
 }
 
 TEST_MAIN("test_wait_recursive", 280)

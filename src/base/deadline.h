@@ -33,6 +33,20 @@ static inline vf__deadline vf__deadline_in_ms(int64_t ms)
     return d;
 }
 
+/* The earlier of `a` and `b` (NULL: never). */
+static inline const vf__deadline *vf__deadline_earlier(const vf__deadline *a,
+                                                       const vf__deadline *b)
+{
+    if (a == NULL || a->forever)
+        return b;
+    if (b == NULL || b->forever)
+        return a;
+    return a->at.tv_sec < b->at.tv_sec || (a->at.tv_sec == b->at.tv_sec &&
+                                           a->at.tv_nsec < b->at.tv_nsec)
+               ? a
+               : b;
+}
+
 /* The earlier of `d` (NULL: never) and `us` microseconds from now. */
 static inline vf__deadline vf__deadline_within_us(const vf__deadline *d,
                                                   int64_t us)
@@ -44,11 +58,7 @@ static inline vf__deadline vf__deadline_within_us(const vf__deadline *d,
         soon.at.tv_sec++;
         soon.at.tv_nsec -= 1000000000L;
     }
-    if (d != NULL && !d->forever &&
-        (d->at.tv_sec < soon.at.tv_sec ||
-         (d->at.tv_sec == soon.at.tv_sec && d->at.tv_nsec < soon.at.tv_nsec)))
-        return *d;
-    return soon;
+    return *vf__deadline_earlier(d, &soon);
 }
 
 /* Whether the deadline has passed (NULL: never). */

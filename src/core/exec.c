@@ -1295,18 +1295,25 @@ static bool needed_by_waiter(const vf__op *op, const void *arg)
  * the wait in push order: one ready late, not needed, could wait on a var
  * the waiting op writes (its marker queues behind that write), and got
  * VF_EDEADLK (found by the reviewer of that change). */
-static vf__op *loop_take(const vf__waiter *w, vf__worker *me, bool any,
-                         int *why)
+static vf__op *loop_take(vf__waiter *w, vf__worker *me, bool any, int *why)
 {
     vf__op *op = NULL;
     bool room = vf__stack_below(VF__WAIT_CHILD_EIGHTHS);
     if (any && room) {
         op = vf__worker_take(me);
-    } else if (room && (w->family != NULL || me->pool->spread)) {
-        vf__pool_fits fits = me->pool->spread
-                                 ? (vf__pool_fits){needed_by_waiter, w}
-                                 : (vf__pool_fits){vf__exec_descends_fits,
-                                                   w->family};
+    } else if (room && !me->pool->spread && w->family != NULL) {
+        /* The queues as they were when it refused all they held: it
+         * would refuse them again (sched.h: vf__pool_look_same). */
+        if (vf__pool_look_same(me->pool, &w->look) && w->refused_look) {
+            if (w->look.queued != 0)
+                *why = VF__LOOP_REFUSED_AGAIN;
+            return NULL;
+        }
+        vf__pool_fits fits = {vf__exec_descends_fits, w->family};
+        op = vf__worker_take_above(me, &fits);
+        w->refused_look = op == NULL;
+    } else if (room && me->pool->spread) {
+        vf__pool_fits fits = {needed_by_waiter, w};
         op = vf__worker_take_above(me, &fits);
     } else if (!room) {
         vf__worker_refuses(me);

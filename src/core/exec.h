@@ -364,11 +364,12 @@ uint64_t vf__exec_loop_op_released(const vf__op *op);
  * wait.c), VF__LOOP_NO_STACK when a deferred op waits and the stack is
  * full, or VF__LOOP_HELD when only inline ops made ready with an op
  * running here, after the wait, wait. */
-#define VF__LOOP_NOTHING 0  /* nothing to run */
-#define VF__LOOP_RAN 1      /* it ran one (or gave one back: look again) */
-#define VF__LOOP_REFUSED 2  /* the pool has queued ops it will not run */
-#define VF__LOOP_NO_STACK 3 /* a deferred op waits: no stack left for it */
-#define VF__LOOP_HELD 4     /* ops made ready with one running here wait */
+#define VF__LOOP_NOTHING 0       /* nothing to run */
+#define VF__LOOP_RAN 1           /* it ran one (or gave one back: look again) */
+#define VF__LOOP_REFUSED 2       /* the pool has queued ops it will not run */
+#define VF__LOOP_NO_STACK 3      /* a deferred op waits: no stack left for it */
+#define VF__LOOP_HELD 4          /* ops made ready with one running here wait */
+#define VF__LOOP_REFUSED_AGAIN 5 /* REFUSED, the pool's queues unchanged */
 int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any);
 
 /* How many ready ops only this thread runs (inline ops deferred above an

@@ -89,12 +89,22 @@ static void mirror_heap_top(vf__worker *w)
                           memory_order_relaxed);
 }
 
+/* Under w->qlock: one more op queued (vf__pool_look_same). */
+static void count_arrival(vf__worker *w)
+{
+    atomic_store_explicit(
+        &w->arrivals,
+        atomic_load_explicit(&w->arrivals, memory_order_relaxed) + 1,
+        memory_order_relaxed);
+}
+
 /* Under w->qlock. Priority 0, nearly every op, goes to the FIFO lane in
  * O(1); other priorities to the heap. */
 static void queue_push(vf__worker *w, vf__op *op)
 {
     op->next = op->child = NULL;
     w->len++;
+    count_arrival(w);
     if (op->priority == 0) {
         *lane_prev(op) = w->fifo_tail;
         if (w->fifo_tail != NULL)
@@ -410,6 +420,7 @@ void vf__pool_submit_nested(vf__pool *p, vf__op *op)
     if (w->fifo_tail == NULL)
         w->fifo_tail = op;
     w->len++;
+    count_arrival(w);
     atomic_store(&w->qlen, w->len);
     pthread_mutex_unlock(&w->qlock);
     maybe_wake_one(p);
@@ -800,6 +811,7 @@ static void init_worker(vf__worker *w, vf__pool *p, int index)
 {
     pthread_mutex_init(&w->qlock, NULL);
     atomic_init(&w->qlen, 0);
+    atomic_init(&w->arrivals, 0);
     atomic_init(&w->heap_top, INT_MIN);
     atomic_init(&w->inbox, NULL);
     atomic_init(&w->ran, 0);
@@ -876,6 +888,24 @@ uint64_t vf__pool_queued(const vf__pool *p)
              (atomic_load_explicit(&w->inbox, memory_order_relaxed) != NULL);
     }
     return n;
+}
+
+bool vf__pool_look_same(const vf__pool *p, vf__pool_look *look)
+{
+    vf__pool_look now = {0, 0};
+    bool inbox = false;
+    for (int i = 0; i < p->nworkers; i++) {
+        const vf__worker *w = &p->workers[i];
+        /* Acquire: read before the look's locks that follow it. */
+        now.arrivals += atomic_load_explicit(&w->arrivals,
+                                             memory_order_acquire);
+        now.queued += (uint64_t)atomic_load(&w->qlen);
+        inbox |= atomic_load(&w->inbox) != NULL;
+    }
+    bool same = !inbox && now.arrivals == look->arrivals &&
+                now.queued == look->queued;
+    *look = now;
+    return same;
 }
 
 uint64_t vf__pool_queued_stuck(vf__pool *p)

@@ -70,6 +70,10 @@ struct vf__worker {
     uint32_t next_seq; /* qlock: FIFO tie-break (wraps: sched.c) */
     /* seq_cst: mirrors `len` for sleepers and stealers (see above). */
     atomic_int qlen;
+    /* Ops queued here so far (wraps; written under qlock, read relaxed):
+     * with qlen, what tells a waiter that refused what the pool held
+     * whether that changed since (vf__pool_look_same). */
+    atomic_uint arrivals;
     /* Relaxed: mirrors the heap's best priority (INT_MIN when empty),
      * written under qlock, for vf__worker_holds_better. */
     atomic_int heap_top;
@@ -334,6 +338,25 @@ static inline vf__pool *vf__pool_of_blocked_thread(void)
  * and the pool has VF__MAX_SPARES. Then a waiter runs what it refused, its
  * stack permitting (wait.c: HOPELESS_LOOKS). */
 bool vf__pool_stuck_for_good(vf__pool *p);
+
+/* What a waiter saw of a pool's queues (vf__pool_look_same). */
+typedef struct vf__pool_look {
+    uint64_t arrivals, queued;
+} vf__pool_look;
+
+/* Look at the pool's queues, into *look: true when they hold what they
+ * held at the look before, in *look (no op queued or taken since, none in
+ * an inbox). A waiter that refused every op there at that look would
+ * refuse them again: a descendant stays one (exec.c: loop_take), so it
+ * need not take each queue's lock to find that out. Hundreds of such
+ * waiters, each taking every lock at each of its looks, kept one
+ * another awake in the locks' queues, never all stuck, so the pool lent
+ * no spare for the ops they refused: a recursion whose levels also
+ * waited on another engine sat still for tens of seconds (found by a
+ * user tester). Snapshots: a change neither look saw shows at the next
+ * one. Not for device pools (spread), whose waiters sleep until an op
+ * comes to their inbox. */
+bool vf__pool_look_same(const vf__pool *p, vf__pool_look *look);
 
 /* The ops queued on the pool's threads, a snapshot (an inbox not sorted in
  * yet counts as one): at most what is queued. */

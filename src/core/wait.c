@@ -94,6 +94,7 @@ static vf__waiter *waiter_new(vf_engine *e, bool nested,
     w->key = vf__push_wait_key(e);
     atomic_init(&w->in_pool, false);
     w->tag = me != NULL ? me->tag : 0;
+    w->refused_look = false;
     return w;
 }
 
@@ -363,6 +364,45 @@ static void sleep_outside(vf_engine *e, vf__waiter *w,
     asleep_outside(e, -1);
 }
 
+/* A thread of a CPU pool blocked in a wait other than a nested wait of
+ * its engine (sched.h: vf__pool_of_blocked_thread): on another engine, or
+ * on its own from inside an op of another. */
+typedef struct blocked {
+    vf__pool *pool; /* NULL: no pool's thread */
+    vf__deadline grace;
+    bool counted; /* stuck in `pool` */
+} blocked;
+
+static void blocked_begin(blocked *b)
+{
+    b->pool = vf__pool_of_blocked_thread();
+    b->grace = vf__deadline_within_us(NULL, VF__WAIT_STUCK_GRACE_US);
+    b->counted = false;
+}
+
+/* Before a sleep, no lock held (the pool may start a spare): the
+ * deadline to sleep to, `until` or the grace's end if that comes first;
+ * once the grace is over, the thread counts stuck (wait.h:
+ * VF__WAIT_STUCK_GRACE_US) until blocked_wake. */
+static const vf__deadline *blocked_sleep(blocked *b, const vf__deadline *until)
+{
+    if (b->pool == NULL || b->counted)
+        return until;
+    if (vf__deadline_passed(&b->grace)) {
+        vf__pool_stuck_enter(b->pool);
+        b->counted = true;
+        return until;
+    }
+    return vf__deadline_earlier(until, &b->grace);
+}
+
+static void blocked_wake(blocked *b)
+{
+    if (b->counted)
+        vf__pool_stuck_leave(b->pool);
+    b->counted = false;
+}
+
 /* A nested waiter sleeps alone (wait.h) until `w` is done or chosen,
  * active may be zero, or `until` passes. Spurious returns are fine:
  * callers loop. */
@@ -571,6 +611,10 @@ static void watch(vf_engine *e, bool *watching, bool on)
 /* The same for one not counted stuck yet: its looks are what counts it,
  * so the pool lends a spare for an op queued after its first look. */
 #define ALONE_POLL_UNCOUNTED_US 1000
+/* How long a waiter that refused what the pool holds sleeps at the most
+ * while the pool's queues stay as they were, its sleeps doubling from
+ * NESTED_POLL_US. */
+#define REFUSE_POLL_MAX_US 20000
 
 /* Whether no op of the engine runs: every active op is one queued on a
  * pool that will not run it (vf__pool_queued_stuck: a pool with a thread
@@ -664,6 +708,7 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
      * wait began, a convoy as slow as the herd (40,000 levels: 9 s). */
     bool counted_stuck = false;
     long alone_poll_us = NESTED_POLL_US;
+    long refuse_poll_us = NESTED_POLL_US;
     /* Its last sleep was among the pool's sleepers, where a wake owed for
      * an op placed may have come to it (see the loop's end). */
     bool slept_in_pool = false;
@@ -801,8 +846,15 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
                                only_queued_active(e)
                            ? hopeless + 1
                            : 0;
+            /* Nothing came or went since it refused all there was: it
+             * looks less often (hundreds of such waiters at every
+             * NESTED_POLL_US took both cores of a small machine). */
+            if (ran != VF__LOOP_REFUSED_AGAIN)
+                refuse_poll_us = NESTED_POLL_US;
+            else if (refuse_poll_us < REFUSE_POLL_MAX_US)
+                refuse_poll_us *= 2;
             vf__deadline soon = vf__deadline_within_us(
-                until, hopeless > 0 ? HOPELESS_POLL_US : NESTED_POLL_US);
+                until, hopeless > 0 ? HOPELESS_POLL_US : refuse_poll_us);
             if (me->pool->spread) {
                 /* Nobody else takes from its queue: the op that lets it
                  * go on may be one placed there (its child's child, say),
@@ -1359,8 +1411,9 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
          * the pool lends a spare for the ops queued there, which the wait
          * may need (an op it waits for pushes one there and waits for it:
          * a pool's only worker slept here, found trying recursion across
-         * two engines as a user). */
-        vf__pool *stuck = vf__pool_of_blocked_thread();
+         * two engines as a user), once the grace is over (blocked_sleep). */
+        blocked b;
+        blocked_begin(&b);
         /* Inside an op (of another engine), the ops run here are those
          * that may run above it (exec.h: a hold), ops made ready with it
          * included: the wait may need one pushed before it (found by the
@@ -1383,11 +1436,9 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
                 rc = VF_ETIMEDOUT;
                 break;
             }
-            if (stuck != NULL) /* while it sleeps, not while it runs ops */
-                vf__pool_stuck_enter(stuck);
-            sleep_outside(e, w, &until);
-            if (stuck != NULL)
-                vf__pool_stuck_leave(stuck);
+            /* Stuck while it sleeps, not while it runs ops. */
+            sleep_outside(e, w, blocked_sleep(&b, &until));
+            blocked_wake(&b);
         }
         if (own)
             vf__exec_hold_leave(&above);
@@ -1644,9 +1695,6 @@ VF_API int vf_run_wait_children_timed(vf_run *run, int64_t timeout_ms,
  * VF_ETIMEDOUT when `until` (NULL: none) passes first. */
 static int wait_idle(vf_engine *e, bool help, const vf__deadline *until)
 {
-    /* A worker counts stuck in its pool while it sleeps here (sched.h:
-     * vf__pool_of_blocked_thread). */
-    vf__pool *stuck = vf__pool_of_blocked_thread();
     /* Not with a deadline on an engine with devices: an op taken here
      * first meets, on the host and with no limit, the device work its
      * vars wait for, which the program may let finish only after the
@@ -1666,15 +1714,21 @@ static int wait_idle(vf_engine *e, bool help, const vf__deadline *until)
         atomic_fetch_add(&e->waits.nwaiters, 1);
         atomic_fetch_add(&e->waits.watchers, 1);
         asleep_outside(e, 1);
-        if (stuck != NULL)
-            vf__pool_stuck_enter(stuck);
-        pthread_mutex_lock(&e->waits.lock);
-        while (vf__counts_pending(vf__engine_counts(e)) != 0 &&
-               !(late = vf__deadline_passed(until)))
-            vf__cond_wait_until(&e->waits.cond, &e->waits.lock, until);
-        pthread_mutex_unlock(&e->waits.lock);
-        if (stuck != NULL)
-            vf__pool_stuck_leave(stuck);
+        /* A worker counts stuck in its pool while it sleeps here, once
+         * the grace is over (blocked_sleep). */
+        blocked b;
+        blocked_begin(&b);
+        bool idle = false;
+        while (!idle && !late) {
+            const vf__deadline *to = blocked_sleep(&b, until);
+            pthread_mutex_lock(&e->waits.lock);
+            while (!(idle = vf__counts_pending(vf__engine_counts(e)) == 0) &&
+                   !(late = vf__deadline_passed(until)) &&
+                   !vf__deadline_passed(to))
+                vf__cond_wait_until(&e->waits.cond, &e->waits.lock, to);
+            pthread_mutex_unlock(&e->waits.lock);
+        }
+        blocked_wake(&b);
         asleep_outside(e, -1);
         atomic_fetch_sub(&e->waits.watchers, 1);
         atomic_fetch_sub(&e->waits.nwaiters, 1);

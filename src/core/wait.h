@@ -40,6 +40,7 @@
 #include "base/ecount.h"
 #include "core/failure.h"
 #include "core/op.h"
+#include "core/sched.h"
 #include "core/spinlock.h"
 
 struct vf__waiter;
@@ -141,7 +142,23 @@ struct vf__waiter {
     atomic_bool in_pool;
     unsigned tag;
     vf__ecount wake;
+    /* A nested waiter of a CPU pool: the pool's queues at its last look
+     * for an op it may run above its wait, and whether that look found
+     * none (exec.c: loop_take, sched.h: vf__pool_look_same). */
+    vf__pool_look look;
+    bool refused_look;
 };
+
+/* How long a thread of a CPU pool blocked in a wait other than its
+ * engine's nested one (sched.h: vf__pool_of_blocked_thread: on another
+ * engine, say) sleeps before it counts stuck in its pool. Most such waits
+ * end sooner (another engine's short op), and the child its op queued
+ * before it is then still there for it to run above its next wait. Counted
+ * at once, the pool lent a spare for the child each time, a recursion
+ * whose levels waited on another engine left each level on a thread of
+ * its own, and hundreds of threads refused what the pool held (found by a
+ * user tester: such chains sat still for tens of seconds). */
+#define VF__WAIT_STUCK_GRACE_US 1000
 
 /* Drop one reference; the last frees. */
 void vf__waiter_unref(vf__waiter *w);

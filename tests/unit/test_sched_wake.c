@@ -648,6 +648,158 @@ TEST_CASE(a_waiter_with_no_stack_room_lends_a_spare_later)
     free(c);
 }
 
+/* The refusing waiter's case: P waits for its child C, which another
+ * worker runs until `c_go`, beside Q, which P may not run above its wait
+ * (no descendant of P's) and the busy worker cannot take yet. */
+typedef struct refusal_case {
+    atomic_int c_started, c_go, p_waited;
+} refusal_case;
+
+static int c_runs_until_go(vf_run *run, void *arg)
+{
+    (void)run;
+    refusal_case *c = arg;
+    atomic_store(&c->c_started, 1);
+    CHECK(tu_wait_flag(&c->c_go, 1, TU_TIMEOUT));
+    return 0;
+}
+
+static int p_waits_beside_q(vf_run *run, void *arg)
+{
+    refusal_case *c = arg;
+    int rc = vf_engine_push(vf_run_engine(run),
+                            &(vf_op){.fn = c_runs_until_go, .arg = c});
+    CHECK(tu_wait_flag(&c->c_started, 1, TU_TIMEOUT)); /* on the other */
+    if (rc == 0)
+        rc = vf_run_wait_children(run, NULL);
+    atomic_store(&c->p_waited, 1);
+    return rc;
+}
+
+/* A waiter that refused every op queued on its pool looks again only when
+ * the queues change (sched.h: vf__pool_look_same): it takes no queue's
+ * lock meanwhile. With the queues' locks held by the test, P's wait still
+ * ends when C does. It took every lock at each of its looks, 200 us
+ * apart, so it sat in the lock's queue here; hundreds of such waiters of
+ * a recursion that waited on another engine at every level kept one
+ * another awake there, never all stuck, and the pool lent no spare for
+ * the ops they refused: the chains sat still (found by a user tester). */
+TEST_CASE(a_refusing_waiter_leaves_unchanged_queues_unlocked)
+{
+    vf_engine *e = NULL;
+    REQUIRE(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
+                                              .cpu_workers = 2,
+                                              .idle_spin_us = -1}) == 0);
+    vf__pool *p = e->cpu_pool;
+    refusal_case *c = calloc(1, sizeof *c);
+    REQUIRE(c != NULL);
+    until_asleep(p, 2);
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = p_waits_beside_q, .arg = c}));
+    REQUIRE(tu_wait_flag(&c->c_started, 1, TU_TIMEOUT));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = tu_nop})); /* Q */
+    /* P refused Q twice (counted stuck from its second refusal on; the
+     * worker running C is not, so no spare is lent). */
+    double give_up = tu_now() + TU_TIMEOUT;
+    while (atomic_load(&p->nstuck) == 0 && tu_now() < give_up)
+        sched_yield();
+    CHECK_EQ(atomic_load(&p->nstuck), 1);
+    for (int i = 0; i < p->nworkers; i++)
+        pthread_mutex_lock(&p->workers[i].qlock);
+    /* P looks again a few times, its looks doubling apart from 0.2 ms. */
+    nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL);
+    atomic_store(&c->c_go, 1);
+    CHECK(tu_wait_flag(&c->p_waited, 1, TU_TIMEOUT));
+    for (int i = 0; i < p->nworkers; i++)
+        pthread_mutex_unlock(&p->workers[i].qlock);
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_EQ(atomic_load(&p->nspares), 0);
+    tu_finish_engine(e);
+    free(c);
+}
+
+/* The blocked worker's case: A, on an engine's only worker, pushes its
+ * child C, which reads v (held by an async op until the test completes
+ * it: C is queued then, not run at its push), and waits for all of a
+ * second engine, whose op G holds on until C ran. */
+typedef struct grace_case {
+    vf_engine *other;
+    vf_var v;
+    vf_completion v_done;
+    double a_waits_at;
+    atomic_int a_waiting, c_ran;
+} grace_case;
+
+static void keep_grace_v(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    ((grace_case *)arg)->v_done = done;
+}
+
+static int c_notes_it_ran(vf_run *run, void *arg)
+{
+    (void)run;
+    atomic_store(&((grace_case *)arg)->c_ran, 1);
+    return 0;
+}
+
+static int g_holds_until_c_ran(vf_run *run, void *arg)
+{
+    (void)run;
+    CHECK(tu_wait_flag(&((grace_case *)arg)->c_ran, 1, TU_TIMEOUT));
+    return 0;
+}
+
+static int a_waits_on_the_other(vf_run *run, void *arg)
+{
+    grace_case *c = arg;
+    int rc = vf_engine_push(
+        vf_run_engine(run),
+        &(vf_op){.fn = c_notes_it_ran, .arg = c, .reads = tu_list(&c->v, 1)});
+    if (rc == 0)
+        rc = vf_engine_push(c->other,
+                            &(vf_op){.fn = g_holds_until_c_ran, .arg = c});
+    c->a_waits_at = tu_now();
+    atomic_store(&c->a_waiting, 1);
+    return rc != 0 ? rc : vf_engine_wait_all(c->other, NULL);
+}
+
+/* A worker blocked in a wait on another engine counts stuck in its pool
+ * only after VF__WAIT_STUCK_GRACE_US (a lower bound, which load cannot
+ * break), and then the pool lends the spare that runs C once it is
+ * queued, which the wait needs. Counted at once, a recursion whose levels
+ * each waited on another engine left each level on a spare of its own
+ * (wait.h). */
+TEST_CASE(a_wait_on_another_engine_counts_stuck_after_a_grace)
+{
+    vf_engine *e = NULL;
+    grace_case c = {0};
+    REQUIRE(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
+                                              .cpu_workers = 1,
+                                              .idle_spin_us = -1}) == 0);
+    REQUIRE(vf_engine_create(&c.other, &(vf_config){.type = VF_ENGINE_POOLED,
+                                                    .cpu_workers = 1}) == 0);
+    vf__pool *p = e->cpu_pool;
+    c.v = tu_var(e);
+    CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = keep_grace_v,
+                                        .arg = &c,
+                                        .writes = tu_list(&c.v, 1)}));
+    CHECK_OK(
+        vf_engine_push(e, &(vf_op){.fn = a_waits_on_the_other, .arg = &c}));
+    REQUIRE(tu_wait_flag(&c.a_waiting, 1, TU_TIMEOUT));
+    double give_up = tu_now() + TU_TIMEOUT;
+    while (atomic_load(&p->nstuck) == 0 && tu_now() < give_up)
+        sched_yield();
+    CHECK(tu_now() - c.a_waits_at >= VF__WAIT_STUCK_GRACE_US * 1e-6);
+    CHECK_EQ(atomic_load(&p->nstuck), 1);
+    CHECK_OK(vf_completion_finish(c.v_done, 0, NULL)); /* C queued */
+    CHECK(tu_wait_flag(&c.c_ran, 1, TU_TIMEOUT));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_EQ(atomic_load(&p->nspares), 1);
+    CHECK_EQ(atomic_load(&p->nstuck), 0);
+    tu_finish_engine(e);
+    tu_finish_engine(c.other);
+}
+
 /* Idle spinning: the program's thread sleeps in wait_all (an async op it
  * started keeps the wait open) while `quick` runs and its worker goes
  * idle; an observer notes when that worker is asleep (and the long spins
