@@ -458,7 +458,8 @@ VF_API int vf_engine_destroy_timed(vf_engine *e, int64_t timeout_ms);
  * Pushes while stopped are accepted and held, in order, until
  * vf_engine_start(), which starts the threads again and runs them. While ops
  * are held, vf_var_wait() and vf_engine_wait_all() return VF_ESTOPPED at once
- * (they could never finish); during the start that pushes them they wait for
+ * (they could never finish; a wait on a deleted handle, its delete held
+ * too, returns VF_ESTALE); during the start that pushes them they wait for
  * it. A push from another thread during that start waits for it to end, 10
  * ms at most, then is held as while stopped: threads that push without
  * pause cannot keep a start going for ever. A held op that cannot be pushed
@@ -642,8 +643,9 @@ VF_API int vf_var_create(vf_engine *e, vf_var *out);
  * (its detail: "vf_var_destroy: variable (id 0x...) was already deleted").
  * But an op pushed before the delete runs before it, as in the serial
  * program, and so do the ops it pushes on the variable that go ahead of the
- * ops pushed after it (vf_engine_push(), nested pushes): they are taken;
- * other calls on the handle from inside it (vf_var_wait(),
+ * ops pushed after it (vf_engine_push(), nested pushes): they are taken,
+ * whatever vf_var_of() made of its address meanwhile (below); other calls
+ * on the handle from inside it (vf_var_wait(),
  * vf_var_version()) are refused once the delete is pushed, where the naive
  * engine, which runs that op inside its push, answers them. A delete
  * pushed from inside an op takes its place at its push, after the ops the

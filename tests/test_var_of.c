@@ -8,9 +8,12 @@
  * - across vf_var_destroy an address keeps the serial order: a write
  *   through the next vf_var_of runs after a slow write on the destroyed
  *   var (it ran at the same time: 21 where the serial program gives 12),
- *   with the engine running or stopped (the delete held), sees a fresh
+ *   with the engine running or stopped (the delete held: the old handle
+ *   is refused then too, by vf_var_version and vf_var_wait), sees a fresh
  *   var (no failure of the old one, version 0), and a random program that
  *   destroys and looks up its addresses again computes the serial values;
+ * - a child of an op pushed before a delete goes ahead of the delete
+ *   after vf_var_of made the address a new handle meanwhile;
  * - bad input: NULL engine, addr, out are VF_EINVAL with a detail;
  * - a random program whose ops name their dependences by address (the
  *   OpenMP way), every engine kind, computes the serial program's values;
@@ -353,6 +356,82 @@ TEST_KIND_CASE(destroy_leaves_no_failure, k)
     tu_finish_engine(e);
 }
 
+/* A child of an op pushed before a delete goes ahead of that delete
+ * whatever vf_var_of did meanwhile: P writes the address's var and,
+ * once the program's thread destroyed it and called vf_var_of for the
+ * address again (a new handle, the same queue until the delete ran),
+ * pushes C on the var it named. C is taken and runs before the delete
+ * (its free_fn sees it), and an op on the new handle after both. It was
+ * refused (VF_ESTALE: the handle's generation had moved on), and so lost
+ * (found by a user tester's differential). */
+typedef struct revive_case {
+    vf_var v;
+    tu_gate go;
+    atomic_int c_rc, c_ran, ran_before_free, after_saw_c;
+} revive_case;
+
+static int c_on_old(vf_run *run, void *arg)
+{
+    (void)run;
+    atomic_store(&((revive_case *)arg)->c_ran, 1);
+    return 0;
+}
+
+static int p_pushes_c_later(vf_run *run, void *arg)
+{
+    revive_case *c = arg;
+    CHECK(tu_gate_wait(&c->go, TU_TIMEOUT));
+    atomic_store(&c->c_rc, vf_engine_push(vf_run_engine(run),
+                                          &(vf_op){.fn = c_on_old,
+                                                   .arg = c,
+                                                   .writes = VF_VARS(c->v)}));
+    return 0;
+}
+
+static void free_after_c(void *arg)
+{
+    revive_case *c = arg;
+    atomic_store(&c->ran_before_free, atomic_load(&c->c_ran));
+}
+
+static int after_on_new(vf_run *run, void *arg)
+{
+    (void)run;
+    revive_case *c = arg;
+    atomic_store(&c->after_saw_c, atomic_load(&c->c_ran));
+    return 0;
+}
+
+TEST_KIND_CASE(a_child_goes_ahead_of_a_revived_vars_delete, k)
+{
+    if (!k->threaded)
+        return; /* P would run inside its push: before the delete */
+    vf_engine *e = tu_engine(k);
+    int x;
+    revive_case c = {0};
+    tu_gate_init(&c.go);
+    c.v = var_of(e, &x);
+    CHECK_OK(vf_engine_push(
+        e,
+        &(vf_op){.fn = p_pushes_c_later, .arg = &c, .writes = VF_VARS(c.v)}));
+    CHECK_OK(vf_var_destroy(e, c.v, free_after_c, &c));
+    vf_var fresh = var_of(e, &x);
+    CHECK(fresh.id != c.v.id);
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = after_on_new, .arg = &c, .writes = VF_VARS(fresh)}));
+    tu_gate_open(&c.go);
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_OK(atomic_load(&c.c_rc));
+    CHECK(atomic_load(&c.c_ran));
+    CHECK(atomic_load(&c.ran_before_free));
+    CHECK(atomic_load(&c.after_saw_c));
+    check_version(e, fresh, 1);
+    CHECK_ERR(vf_engine_push(e, &(vf_op){.fn = tu_nop, .writes = VF_VARS(c.v)}),
+              VF_ESTALE); /* the old handle, from outside any op */
+    tu_gate_destroy(&c.go);
+    tu_finish_engine(e);
+}
+
 TEST_KIND_CASE(destroy_while_stopped_keeps_order, k)
 {
     vf_engine *e = tu_engine(k);
@@ -367,8 +446,12 @@ TEST_KIND_CASE(destroy_while_stopped_keeps_order, k)
         vf_var a = var_of(e, &x);
         push_digit(e, a, slow_digit, &cell, 1, &g);
         CHECK_OK(vf_var_destroy(e, a, count_free, &freed));
-        /* Refused as a push would be, though its delete is held. */
+        /* Refused as a push would be, though its delete is held; a wait
+         * too, for the stale handle rather than for the stop (it said
+         * VF_ESTOPPED: wait again after the start). */
         CHECK_ERR(vf_var_version(e, a, &(uint64_t){0}), VF_ESTALE);
+        CHECK_ERR(vf_var_wait(e, a, NULL), VF_ESTALE);
+        CHECK_ERR(vf_var_wait_timed(e, a, 0, NULL), VF_ESTALE);
         vf_var b = var_of(e, &x); /* the delete is held */
         push_digit(e, b, fast_digit, &cell, 2, &g);
         CHECK_OK(vf_engine_start(e));

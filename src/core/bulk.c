@@ -416,7 +416,7 @@ static inline vf__var *take_vars(vf__bulk *s, const vf__varref *vars, int nvars)
         vf__bulk *o = atomic_load_explicit(&v->bulk, memory_order_relaxed);
         /* A delete held by a stopped engine refuses the var already, as a
          * lone push's hold_vars does (var.h: delete_held). */
-        bool usable = vf__var_usable(v, vars[i].gen) && !v->delete_held;
+        bool usable = vf__var_nameable(v, vars[i].gen);
         if (o == NULL && usable) {
             atomic_store_explicit(&v->bulk, s, memory_order_release);
             o = s;
@@ -437,7 +437,7 @@ static int take_slow(vf_engine *e, vf__bulk *s, vf__var *v, uint32_t gen,
                      const char *who, const vf_op *desc, vf_operator *opr)
 {
     vf__spin_lock(&v->lock);
-    bool usable = vf__var_usable(v, gen) && !v->delete_held;
+    bool usable = vf__var_nameable(v, gen);
     vf__spin_unlock(&v->lock);
     if (!usable) /* refused now, as a lone push would be */
         return opr != NULL ? vf__fail_deleted(e, who, opr->def.name, v, gen)

@@ -296,7 +296,7 @@ static int first_deleted(const vf__varref *vars, int n)
         vf__var *v = vars[i].var;
         vf__spin_lock(&v->lock);
         /* A delete held by a stopped engine counts (var.h: delete_held). */
-        bool usable = vf__var_usable(v, vars[i].gen) && !v->delete_held;
+        bool usable = vf__var_nameable(v, vars[i].gen);
         vf__spin_unlock(&v->lock);
         if (!usable)
             return i;

@@ -270,11 +270,29 @@ int vf__varset_deleted(vf_engine *e, const char *who, const char *name,
     return vf__fail_deleted(e, who, name, v, gen);
 }
 
+/* A stale handle `h` of slot `v`, named by a push from inside an op:
+ * vf_var_of may have revived its var since, while its delete is still to
+ * run (var.h: vf__var_delete_pending), and a child of an op pushed before
+ * that delete may yet go ahead of it. The push decides under the var's
+ * lock (push.c: child_passes_delete); every other use of the set looks
+ * again there too. Refused here, such a child was lost (VF_ESTALE; found
+ * by a user tester's differential of vf_var_of programs). */
+static __attribute__((noinline)) bool stale_but_pending(vf__var *v, vf_var h)
+{
+    if (vf__current_op() == NULL)
+        return false;
+    vf__spin_lock(&v->lock);
+    bool pending = vf__var_delete_pending(v, vf__var_handle_gen(h));
+    vf__spin_unlock(&v->lock);
+    return pending;
+}
+
 static int resolve(vf_engine *e, const char *who, const char *what, int i,
                    vf_var h, vf__varref *out)
 {
     int rc = vf__var_lookup(&e->vars, h, &out->var);
-    if (VF__UNLIKELY(rc != 0))
+    if (VF__UNLIKELY(rc != 0) &&
+        (rc != VF_ESTALE || !stale_but_pending(out->var, h)))
         return bad_handle(rc, who, what, i, h);
     out->gen = vf__var_handle_gen(h);
     return 0;

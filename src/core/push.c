@@ -277,7 +277,7 @@ static int hold_vars(vf_engine *e, vf__op *op, const char *who)
         const vf__dep *d = vf__op_dep(op, i);
         vf__var *v = vf__dep_var(d);
         vf__spin_lock(&v->lock);
-        bool usable = vf__var_usable(v, (uint32_t)d->gen) && !v->delete_held;
+        bool usable = vf__var_nameable(v, (uint32_t)d->gen);
         if (usable && deletes)
             v->delete_held = true;
         vf__spin_unlock(&v->lock);
@@ -465,8 +465,7 @@ static __attribute__((noinline)) bool
 child_passes_delete(const vf__op *op, int n, const vf__dep *d)
 {
     const vf__var *v = vf__dep_var(d);
-    if (op->up == NULL || v->state != VF__VAR_DELETING ||
-        atomic_load_explicit(&v->gen, memory_order_relaxed) != (uint32_t)d->gen)
+    if (op->up == NULL || !vf__var_delete_pending(v, (uint32_t)d->gen))
         return false;
     const vf__op *parent = parent_of_child(op);
     vf__child_look look = {NULL, 0, parent};

@@ -553,10 +553,10 @@ int vf__var_lookup(vf__var_table *t, vf_var h, vf__var **out)
     if (chunk == NULL)
         return VF_EINVAL;
     vf__var *v = &chunk[index & (VF__VAR_CHUNK - 1)];
+    *out = v;
     if (atomic_load_explicit(&v->gen, memory_order_relaxed) !=
         vf__var_handle_gen(h))
         return VF_ESTALE;
-    *out = v;
     return 0;
 }
 
@@ -577,6 +577,7 @@ void vf__var_delete_ran(vf__var *v, uint32_t gen)
     vf__spin_lock(&v->lock);
     atomic_store_explicit(&v->version, 0, memory_order_relaxed);
     v->deleted_gen = gen;
+    v->pending_from = gen_after(gen);
     /* The generation right after it is the slot's now: its count starts. */
     if (v->version_old &&
         gen_after(gen) == atomic_load_explicit(&v->gen, memory_order_relaxed))
@@ -627,7 +628,10 @@ int vf__var_revive(vf__var_table *t, vf__var *v, uint32_t gen, vf_var *out)
              * delete (pushed with the old one) no longer frees the slot.
              * Its version counts the old var's writes until that delete
              * runs (version_old). */
-            v->version_old = v->deleted_gen != gen;
+            bool pending = v->deleted_gen != gen;
+            if (pending && !v->version_old)
+                v->pending_from = gen;
+            v->version_old = pending;
             atomic_store_explicit(&v->gen, next_gen(v), memory_order_relaxed);
             v->state = VF__VAR_LIVE;
             *out = make_handle(t, v);

@@ -104,9 +104,12 @@ struct vf__var {
      * generation before it ran (vf__var_revive); that delete's run, which
      * sets `version` to 0, clears it. Meanwhile the new handle's version
      * is 0 (its ops all queue after the delete). `deleted_gen`: the
-     * generation of the last delete that ran (lock; none: UINT32_MAX). */
+     * generation of the last delete that ran (lock; none: UINT32_MAX).
+     * `pending_from` (lock, while version_old): the oldest generation
+     * whose delete is queued and has not run (vf__var_delete_pending). */
     bool version_old;
     uint32_t deleted_gen;
+    uint32_t pending_from;
     /* Handle generation: changed under the lock when the slot is freed;
      * relaxed loads give a fast early VF_ESTALE, the authoritative check is
      * made under the lock. */
@@ -162,7 +165,8 @@ void vf__var_table_drop_fences(vf__var_table *t);
 int vf__var_create(vf__var_table *t, vf_var *out);
 
 /* The slot a handle names: 0, VF_EINVAL (zero or malformed), VF_EXDEV, or
- * VF_ESTALE. Lock-free; a live answer must be confirmed under the var lock
+ * VF_ESTALE (*out is the slot then too, of another generation now).
+ * Lock-free; a live answer must be confirmed under the var lock
  * (vf__var_usable) by a caller about to enqueue. */
 int vf__var_lookup(vf__var_table *t, vf_var h, vf__var **out);
 
@@ -175,6 +179,27 @@ static inline bool vf__var_usable(const vf__var *v, uint32_t gen)
 {
     return v->state == VF__VAR_LIVE &&
            atomic_load_explicit(&v->gen, memory_order_relaxed) == gen;
+}
+
+/* vf__var_usable, and no delete of it held by a stopped engine: from its
+ * delete's push on, every call refuses the handle (VF_ESTALE). Under
+ * v->lock. */
+static inline bool vf__var_nameable(const vf__var *v, uint32_t gen)
+{
+    return vf__var_usable(v, gen) && !v->delete_held;
+}
+
+/* Whether the delete of v's generation `gen` is queued and has not run:
+ * v is deleting at `gen`, or vf_var_of revived it since (vf__var_revive)
+ * and that delete is still to run (generations only grow in a slot: a
+ * slot at its last one retires). A child of an op pushed before the
+ * delete may still go ahead of it (push.c). Under v->lock. */
+static inline bool vf__var_delete_pending(const vf__var *v, uint32_t gen)
+{
+    uint32_t now = atomic_load_explicit(&v->gen, memory_order_relaxed);
+    if (v->state == VF__VAR_DELETING && now == gen)
+        return true;
+    return v->version_old && gen >= v->pending_from && gen < now;
 }
 
 static inline uint32_t vf__var_handle_gen(vf_var h)

@@ -245,7 +245,7 @@ static int var_version(vf_engine *e, vf_var h, uint64_t *out, const char *who)
     vf__spin_lock(&v->lock);
     /* A delete held by a stopped engine refuses the handle already, as
      * pushes are (var.h: delete_held). */
-    bool usable = vf__var_usable(v, vf__var_handle_gen(h)) && !v->delete_held;
+    bool usable = vf__var_nameable(v, vf__var_handle_gen(h));
     /* A slot revived for h whose old delete has not run yet: none of h's
      * writes has finished (version_old). */
     *out = v->version_old

@@ -1267,7 +1267,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
         if ((rc = refuse_ancestor_write(cur, v, gen, who)) != 0)
             return rc;
         vf__spin_lock(&v->lock);
-        if (!vf__var_usable(v, gen)) {
+        if (!vf__var_nameable(v, gen)) {
             vf__spin_unlock(&v->lock);
             return vf__fail(VF_ESTALE, "%s: variable was deleted", who);
         }
@@ -1289,8 +1289,16 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
     }
     if (nested && (rc = refuse_own_write(cur, v, gen, who)) != 0)
         return rc;
-    if (!nested && (rc = vf__lifecycle_check_waitable(e, who)) != 0)
+    if (!nested && (rc = vf__lifecycle_check_waitable(e, who)) != 0) {
+        /* A stale handle first, a delete held by the stop included, as
+         * every other call says (it said VF_ESTOPPED, and a wait again
+         * after the start VF_ESTALE; found by a user tester). */
+        vf__spin_lock(&v->lock);
+        if (!vf__var_nameable(v, gen))
+            rc = vf__fail(VF_ESTALE, "%s: variable was deleted", who);
+        vf__spin_unlock(&v->lock);
         return rc;
+    }
     const vf__op *hold = NULL;
     bool settled = false;
     if (nested && VF__UNLIKELY(cur->def->kind->flags & VF__KIND_GRAPH))
@@ -1316,7 +1324,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
 
     vf__spin_lock(&v->lock);
-    if (!vf__var_usable(v, gen)) {
+    if (!vf__var_nameable(v, gen)) {
         vf__spin_unlock(&v->lock);
         waiter_free(w);
         return vf__fail(VF_ESTALE, "%s: variable was deleted", who);
