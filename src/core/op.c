@@ -270,30 +270,43 @@ int vf__varset_deleted(vf_engine *e, const char *who, const char *name,
     return vf__fail_deleted(e, who, name, v, gen);
 }
 
-/* A stale handle `h` of slot `v`, named by a push from inside an op:
- * vf_var_of may have revived its var since, while its delete is still to
- * run (var.h: vf__var_delete_pending), and a child of an op pushed before
- * that delete may yet go ahead of it. The push decides under the var's
- * lock (push.c: child_passes_delete); every other use of the set looks
- * again there too. Refused here, such a child was lost (VF_ESTALE; found
- * by a user tester's differential of vf_var_of programs). */
-static __attribute__((noinline)) bool stale_but_pending(vf__var *v, vf_var h)
+/* vf__var_lookup refused `h` with `rc`: unless it is a stale handle
+ * named by a push from inside an op, whose var vf_var_of may have revived
+ * since while its delete is still to run (var.h: vf__var_delete_pending):
+ * a child of an op pushed before that delete may yet go ahead of it. The
+ * push decides that under the var's lock (push.c: child_passes_delete);
+ * every other use of the set looks again there too. Refused here, such a
+ * child was lost (VF_ESTALE; found by a user tester's differential of
+ * vf_var_of programs). Out of line: the lookup that succeeds pays nothing
+ * for it. 0 (*out filled) when it is let through. */
+static __attribute__((noinline)) int refused(int rc, const char *who,
+                                             const char *what, int i, vf_var h,
+                                             vf__varref *out)
 {
-    if (vf__current_op() == NULL)
-        return false;
-    vf__spin_lock(&v->lock);
-    bool pending = vf__var_delete_pending(v, vf__var_handle_gen(h));
-    vf__spin_unlock(&v->lock);
-    return pending;
+    /* Its engine is the running op's: a child goes ahead of nothing on
+     * another engine (push.c: child_passes_delete). */
+    const vf__op *cur = vf__current_op();
+    vf__var_table *t = cur != NULL ? &vf__op_engine(cur)->vars : NULL;
+    if (rc == VF_ESTALE && t != NULL && vf__var_handle_tag(h) == t->tag) {
+        vf__var *v = vf__var_slot(t, h);
+        vf__spin_lock(&v->lock);
+        bool pending = vf__var_delete_pending(v, vf__var_handle_gen(h));
+        vf__spin_unlock(&v->lock);
+        if (pending) {
+            out->var = v;
+            out->gen = vf__var_handle_gen(h);
+            return 0;
+        }
+    }
+    return bad_handle(rc, who, what, i, h);
 }
 
 static int resolve(vf_engine *e, const char *who, const char *what, int i,
                    vf_var h, vf__varref *out)
 {
     int rc = vf__var_lookup(&e->vars, h, &out->var);
-    if (VF__UNLIKELY(rc != 0) &&
-        (rc != VF_ESTALE || !stale_but_pending(out->var, h)))
-        return bad_handle(rc, who, what, i, h);
+    if (VF__UNLIKELY(rc != 0))
+        return refused(rc, who, what, i, h, out); /* 0: let through */
     out->gen = vf__var_handle_gen(h);
     return 0;
 }

@@ -165,10 +165,13 @@ void vf__var_table_drop_fences(vf__var_table *t);
 int vf__var_create(vf__var_table *t, vf_var *out);
 
 /* The slot a handle names: 0, VF_EINVAL (zero or malformed), VF_EXDEV, or
- * VF_ESTALE (*out is the slot then too, of another generation now).
- * Lock-free; a live answer must be confirmed under the var lock
+ * VF_ESTALE. Lock-free; a live answer must be confirmed under the var lock
  * (vf__var_usable) by a caller about to enqueue. */
 int vf__var_lookup(vf__var_table *t, vf_var h, vf__var **out);
+
+/* The slot of a handle vf__var_lookup refused with VF_ESTALE (another
+ * generation's now). */
+vf__var *vf__var_slot(vf__var_table *t, vf_var h);
 
 /* The handle of slot `v` at generation `gen` (for details, and for
  * vf_var_of reviving a slot, addr_vars.h). */
