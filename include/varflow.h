@@ -644,14 +644,16 @@ VF_API int vf_var_create(vf_engine *e, vf_var *out);
  * But an op pushed before the delete runs before it, as in the serial
  * program, and so do the ops it pushes on the variable that go ahead of the
  * ops pushed after it (vf_engine_push(), nested pushes): they are taken,
- * whatever vf_var_of() made of its address meanwhile (below); other calls
- * on the handle from inside it (vf_var_wait(),
- * vf_var_version()) are refused once the delete is pushed, where the naive
- * engine, which runs that op inside its push, answers them. A delete
- * pushed from inside an op takes its place at its push, after the ops the
- * program's thread pushed on the variable meanwhile (which the serial
- * program refuses). The delete op jumps to the front of its pool's ready
- * queue.
+ * whatever vf_var_of() made of its address meanwhile (below), but for one
+ * pushed once the delete holds the variable (its op does not name it),
+ * which is refused; other calls on the handle from inside it
+ * (vf_var_wait(), vf_var_version()) are refused once the delete is pushed,
+ * where the naive engine, which runs that op inside its push, answers
+ * them. A delete pushed from inside an op takes its place at its push,
+ * after the ops the program's thread pushed on the variable meanwhile
+ * (which the serial program refuses), and a push on the handle after it,
+ * from that op or any other, is refused. The delete op jumps to the front
+ * of its pool's ready queue.
  */
 VF_API int vf_var_destroy(vf_engine *e, vf_var v, void (*free_fn)(void *),
                           void *free_arg);

@@ -13,6 +13,11 @@
  *   ran), not that "a variable of op vf_var_destroy" was;
  * - delete with a NULL free callback;
  * - a var whose last writer failed is still deleted and freed;
+ * - a child that would come after a delete in the serial program is
+ *   refused (VF_ESTALE), with vf_var_of reviving the address meanwhile and
+ *   without: one pushed while the delete holds the var already (its
+ *   parent names no var), and one its parent pushes after deleting the
+ *   var itself;
  * - many vars created and deleted: a reused slot never lets an old handle
  *   reach the new var (the old handle stays VF_ESTALE, handles are never
  *   repeated).
@@ -345,6 +350,135 @@ static void children_before_a_delete(const tu_kind *k, int bulk)
             CHECK_EQ(atomic_load(&b.f.calls), 1);
         }
     tu_finish_engine(e);
+}
+
+/* Children that must not go ahead of a delete, taken or refused as the
+ * serial program has them, with vf_var_of giving the address a new handle
+ * meanwhile (`revive`) and without. */
+typedef struct late_child {
+    int addr;
+    vf_var v;
+    tu_gate go;
+    atomic_int p_started, c_rc, c_pushed, c_ran, freed, saw_c_at_free;
+} late_child;
+
+static int lc_child(vf_run *run, void *arg)
+{
+    (void)run;
+    atomic_store(&((late_child *)arg)->c_ran, 1);
+    return 0;
+}
+
+static void lc_free(void *arg)
+{
+    late_child *c = arg;
+    atomic_store(&c->saw_c_at_free, atomic_load(&c->c_ran));
+    atomic_fetch_add(&c->freed, 1);
+}
+
+static void lc_push_child(vf_run *run, late_child *c)
+{
+    atomic_store(&c->c_rc, vf_engine_push(vf_run_engine(run),
+                                          &(vf_op){.fn = lc_child,
+                                                   .arg = c,
+                                                   .writes = VF_VARS(c->v)}));
+    atomic_store(&c->c_pushed, 1);
+}
+
+/* P names no var: the delete pushed after it does not wait for it. */
+static int lc_p_waits_then_pushes(vf_run *run, void *arg)
+{
+    late_child *c = arg;
+    atomic_store(&c->p_started, 1);
+    CHECK(tu_gate_wait(&c->go, TU_TIMEOUT));
+    lc_push_child(run, c);
+    return 0;
+}
+
+/* On one worker, P (the last op pushed before the delete, naming no var)
+ * runs while the delete is granted and waits for that worker: P's child
+ * on the var comes after the delete in time and cannot go ahead of it,
+ * which holds the var already. Refused (VF_ESTALE), and the delete frees
+ * once. The delete's place is P's (a delete takes the last place pushed
+ * before it), and the child went in behind it as if behind its parent's
+ * write: it ran after the free, its write and failure on the new handle
+ * (revived), or the var's slot was freed with it queued, an internal
+ * error (found by the reviewer of revived vars' children). */
+TEST_CASE(a_child_never_goes_ahead_behind_a_granted_delete)
+{
+    for (int revive = 0; revive <= 1; revive++) {
+        vf_engine *e = NULL;
+        REQUIRE(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
+                                                  .cpu_workers = 1}) == 0);
+        late_child c = {.c_rc = 99};
+        tu_gate_init(&c.go);
+        CHECK_OK(vf_var_of(e, &c.addr, &c.v));
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = lc_p_waits_then_pushes, .arg = &c}));
+        /* Started: the delete, which jumps the ready queue, waits. */
+        REQUIRE(tu_wait_flag(&c.p_started, 1, TU_TIMEOUT));
+        CHECK_OK(vf_var_destroy(e, c.v, lc_free, &c));
+        vf_var fresh = {0};
+        if (revive)
+            CHECK_OK(vf_var_of(e, &c.addr, &fresh));
+        tu_gate_open(&c.go);
+        /* Nobody runs the delete before the child's push: the worker runs
+         * P, and this thread helps nobody until then. */
+        CHECK(tu_wait_flag(&c.c_pushed, 1, TU_TIMEOUT));
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        if (atomic_load(&c.c_rc) != VF_ESTALE)
+            CHECK_REPORT_("revive %d: the child's push returned %s", revive,
+                          vf_error_name(atomic_load(&c.c_rc)));
+        CHECK(!atomic_load(&c.c_ran));
+        CHECK_EQ(atomic_load(&c.freed), 1);
+        if (revive) {
+            uint64_t version = 99;
+            CHECK_OK(vf_var_version(e, fresh, &version));
+            CHECK_EQ(version, 0);
+        }
+        tu_gate_destroy(&c.go);
+        tu_finish_engine(e);
+    }
+}
+
+/* P writes the var, deletes it itself, and then pushes a child on it: in
+ * the serial program the handle is gone by then (VF_ESTALE), and a delete
+ * pushed from inside an op takes its place at its push. The child went
+ * ahead of the delete behind P's write and ran, on every engine. */
+static int lc_p_deletes_then_pushes(vf_run *run, void *arg)
+{
+    late_child *c = arg;
+    vf_engine *e = vf_run_engine(run);
+    CHECK_OK(vf_var_destroy(e, c->v, lc_free, c));
+    if (tu_gate_is_open(&c->go)) { /* the revive round */
+        vf_var fresh;
+        CHECK_OK(vf_var_of(e, &c->addr, &fresh));
+    }
+    lc_push_child(run, c);
+    return 0;
+}
+
+TEST_KIND_CASE(a_child_after_its_parents_own_delete_is_refused, k)
+{
+    for (int revive = 0; revive <= 1; revive++) {
+        vf_engine *e = tu_engine(k);
+        late_child c = {.c_rc = 99};
+        tu_gate_init(&c.go);
+        if (revive)
+            tu_gate_open(&c.go);
+        CHECK_OK(vf_var_of(e, &c.addr, &c.v));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = lc_p_deletes_then_pushes,
+                                            .arg = &c,
+                                            .writes = VF_VARS(c.v)}));
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        if (atomic_load(&c.c_rc) != VF_ESTALE)
+            CHECK_REPORT_("revive %d: the child's push returned %s", revive,
+                          vf_error_name(atomic_load(&c.c_rc)));
+        CHECK(!atomic_load(&c.c_ran));
+        CHECK_EQ(atomic_load(&c.freed), 1);
+        tu_gate_destroy(&c.go);
+        tu_finish_engine(e);
+    }
 }
 
 TEST_MAIN("test_delete", 120)

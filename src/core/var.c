@@ -169,7 +169,12 @@ static uint64_t holder_place(const vf__var *v, const vf__dep *d,
     if (VF__UNLIKELY(vf__graph_holds_for(h))) /* for the running node */
         return vf__graph_holder_place(h, v, look->parent);
     if (VF__LIKELY(h->def->kind != &vf__kind_bulk))
-        return h->place;
+        /* Not a place of its own (a delete's: the last one taken at its
+         * push): no ancestor. A child of the op whose place a granted
+         * delete borrowed went ahead behind it, so ran after the delete,
+         * and the var's slot was freed with it queued (found by the
+         * reviewer of revived vars' children). */
+        return h->def->kind->flags & VF__KIND_NUMBERED ? h->place : 0;
     if (look->batch == NULL) {
         look->batch = h;
         look->item = vf__bulk_watch_running(h);
