@@ -44,6 +44,9 @@
  * destroying E is VF_EDEADLK. A pool's only worker blocked in a destroy
  * of another engine, or in a push at its in-flight bound, lends a spare
  * for the ops queued behind it that what it waits for needs.
+ * A loop of 1 ms timed waits on another engine, on a pool's only worker,
+ * gets the spare its waits need (each gave up before the worker counted
+ * stuck, and it polled for ever).
  * Not refused: a wait in a cycle with a timed wait (which gives up), and a
  * wait for all of E from a deferred op that a wait on E runs (no op of E
  * runs under it).
@@ -1599,6 +1602,77 @@ TEST_CASE(done_callbacks_wait_above_its_engines_wait)
         CHECK_EQ(s.pending, 0);
         tu_finish_engine(ow_a);
         tu_finish_engine(ow_b);
+    }
+}
+
+/* A loop of 1 ms timed waits on another engine, from an op on a pool's
+ * only worker: b1, on engine B, pushes a_c to A and waits for it, so only
+ * a spare of A runs a_c, which the timed waits' thread must count stuck
+ * for. A worker blocked on another engine counts stuck only after a grace
+ * (wait.h: VF__WAIT_STUCK_GRACE_US), and each 1 ms wait began a grace of
+ * its own and gave up before its end: no spare, and the loop polled for
+ * ever (found by the reviewer of the grace). A wait that gives up first
+ * counts stuck from its start. `all`: wait_all_timed, else a var wait. */
+typedef struct poll_case {
+    vf_engine *a, *b;
+    vf_var x, z;
+    bool all;
+    atomic_int polls, a_c_ran;
+} poll_case;
+
+static int poll_a_c(vf_run *run, void *arg)
+{
+    (void)run;
+    atomic_store(&((poll_case *)arg)->a_c_ran, 1);
+    return 0;
+}
+
+static int poll_b1(vf_run *run, void *arg)
+{
+    (void)run;
+    poll_case *c = arg;
+    int rc = vf_engine_push(
+        c->a, &(vf_op){.fn = poll_a_c, .arg = c, .writes = VF_VARS(c->z)});
+    return rc != 0 ? rc : vf_var_wait(c->a, c->z, NULL);
+}
+
+static int poll_a1(vf_run *run, void *arg)
+{
+    (void)run;
+    poll_case *c = arg;
+    int rc = vf_engine_push(
+        c->b, &(vf_op){.fn = poll_b1, .arg = c, .writes = VF_VARS(c->x)});
+    double give_up = tu_now() + TU_TIMEOUT;
+    while (rc == 0 || rc == VF_ETIMEDOUT) {
+        atomic_fetch_add(&c->polls, 1);
+        rc = c->all ? vf_engine_wait_all_timed(c->b, 1, NULL)
+                    : vf_var_wait_timed(c->b, c->x, 1, NULL);
+        if (rc == 0 || tu_now() > give_up)
+            break;
+    }
+    return rc;
+}
+
+TEST_CASE(a_loop_of_short_timed_waits_gets_its_spare)
+{
+    for (int all = 0; all <= 1; all++) {
+        poll_case c = {.all = all};
+        REQUIRE(vf_engine_create(&c.a, &(vf_config){.type = VF_ENGINE_POOLED,
+                                                    .cpu_workers = 1}) == 0);
+        REQUIRE(vf_engine_create(&c.b, &(vf_config){.type = VF_ENGINE_POOLED,
+                                                    .cpu_workers = 1}) == 0);
+        c.x = tu_var(c.b);
+        c.z = tu_var(c.a);
+        CHECK_OK(vf_engine_push(c.a, &(vf_op){.fn = poll_a1, .arg = &c}));
+        int rc = vf_engine_wait_all(c.a, NULL);
+        if (rc != 0)
+            CHECK_REPORT_("%s: the polling op returned %s after %d polls",
+                          all ? "wait_all_timed" : "var_wait_timed",
+                          vf_error_name(rc), atomic_load(&c.polls));
+        CHECK(atomic_load(&c.a_c_ran));
+        CHECK_OK(vf_engine_wait_all(c.b, NULL));
+        tu_finish_engine(c.a);
+        tu_finish_engine(c.b);
     }
 }
 

@@ -94,6 +94,7 @@ static vf__waiter *waiter_new(vf_engine *e, bool nested,
     w->key = vf__push_wait_key(e);
     atomic_init(&w->in_pool, false);
     w->tag = me != NULL ? me->tag : 0;
+    w->look = (vf__pool_look){0, 0};
     w->refused_look = false;
     return w;
 }
@@ -373,10 +374,16 @@ typedef struct blocked {
     bool counted; /* stuck in `pool` */
 } blocked;
 
-static void blocked_begin(blocked *b)
+/* A wait that gives up before its grace would end counts stuck from its
+ * start: a loop of 1 ms timed waits began a grace at each, never reached
+ * its end, and the pool never lent the spare the waits needed (found by
+ * the reviewer of the grace: the loop polled for ever). */
+static void blocked_begin(blocked *b, const vf__deadline *until)
 {
     b->pool = vf__pool_of_blocked_thread();
     b->grace = vf__deadline_within_us(NULL, VF__WAIT_STUCK_GRACE_US);
+    if (vf__deadline_earlier(until, &b->grace) != &b->grace)
+        b->grace = vf__deadline_within_us(NULL, 0);
     b->counted = false;
 }
 
@@ -612,8 +619,7 @@ static void watch(vf_engine *e, bool *watching, bool on)
  * so the pool lends a spare for an op queued after its first look. */
 #define ALONE_POLL_UNCOUNTED_US 1000
 /* How long a waiter that refused what the pool holds sleeps at the most
- * while the pool's queues stay as they were, its sleeps doubling from
- * NESTED_POLL_US. */
+ * while the pool's queues stay as they were. */
 #define REFUSE_POLL_MAX_US 20000
 
 /* Whether no op of the engine runs: every active op is one queued on a
@@ -846,13 +852,24 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
                                only_queued_active(e)
                            ? hopeless + 1
                            : 0;
-            /* Nothing came or went since it refused all there was: it
-             * looks less often (hundreds of such waiters at every
-             * NESTED_POLL_US took both cores of a small machine). */
-            if (ran != VF__LOOP_REFUSED_AGAIN)
+            /* Nothing came or went since it refused all there was: its
+             * looks double apart, up to NESTED_POLL_US for each thread of
+             * its pool that is stuck (REFUSE_POLL_MAX_US at most), so
+             * that their looks together come about as often as one's:
+             * hundreds of such waiters at every NESTED_POLL_US took both
+             * cores of a small machine, and a few at 20 ms were that late
+             * for an op placed from outside the pool, which wakes no one
+             * sleeping alone (found by the reviewer). */
+            if (ran != VF__LOOP_REFUSED_AGAIN) {
                 refuse_poll_us = NESTED_POLL_US;
-            else if (refuse_poll_us < REFUSE_POLL_MAX_US)
-                refuse_poll_us *= 2;
+            } else {
+                long nstuck = atomic_load(&me->pool->nstuck);
+                long most = nstuck < REFUSE_POLL_MAX_US / NESTED_POLL_US
+                                ? NESTED_POLL_US * (nstuck > 1 ? nstuck : 1)
+                                : REFUSE_POLL_MAX_US;
+                refuse_poll_us = refuse_poll_us * 2 < most ? refuse_poll_us * 2
+                                                           : most;
+            }
             vf__deadline soon = vf__deadline_within_us(
                 until, hopeless > 0 ? HOPELESS_POLL_US : refuse_poll_us);
             if (me->pool->spread) {
@@ -1421,7 +1438,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
          * a pool's only worker slept here, found trying recursion across
          * two engines as a user), once the grace is over (blocked_sleep). */
         blocked b;
-        blocked_begin(&b);
+        blocked_begin(&b, &until);
         /* Inside an op (of another engine), the ops run here are those
          * that may run above it (exec.h: a hold), ops made ready with it
          * included: the wait may need one pushed before it (found by the
@@ -1725,7 +1742,7 @@ static int wait_idle(vf_engine *e, bool help, const vf__deadline *until)
         /* A worker counts stuck in its pool while it sleeps here, once
          * the grace is over (blocked_sleep). */
         blocked b;
-        blocked_begin(&b);
+        blocked_begin(&b, until);
         bool idle = false;
         while (!idle && !late) {
             const vf__deadline *to = blocked_sleep(&b, until);
