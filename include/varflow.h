@@ -651,9 +651,8 @@ VF_API int vf_var_create(vf_engine *e, vf_var *out);
  * where the naive engine, which runs that op inside its push, answers
  * them. A delete pushed from inside an op takes its place at its push,
  * after the ops the program's thread pushed on the variable meanwhile
- * (which the serial program refuses), and a push on the handle after it,
- * from that op or any other, is refused. The delete op jumps to the front
- * of its pool's ready queue.
+ * (which the serial program refuses). The delete op jumps to the front of
+ * its pool's ready queue.
  */
 VF_API int vf_var_destroy(vf_engine *e, vf_var v, void (*free_fn)(void *),
                           void *free_arg);

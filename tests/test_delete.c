@@ -13,11 +13,11 @@
  *   ran), not that "a variable of op vf_var_destroy" was;
  * - delete with a NULL free callback;
  * - a var whose last writer failed is still deleted and freed;
- * - a child that would come after a delete in the serial program is
- *   refused (VF_ESTALE), with vf_var_of reviving the address meanwhile and
- *   without: one pushed while the delete holds the var already (its
- *   parent names no var), and one its parent pushes after deleting the
- *   var itself;
+ * - a child pushed while the var's delete holds it already (its parent
+ *   names no var) is refused (VF_ESTALE), with vf_var_of reviving the
+ *   address meanwhile and without; one that comes before a delete pushed
+ *   from inside an op (another op's, or its grandparent's after it pushed
+ *   its parent) is taken and runs before the free;
  * - many vars created and deleted: a reused slot never lets an old handle
  *   reach the new var (the old handle stays VF_ESTALE, handles are never
  *   repeated).
@@ -441,42 +441,100 @@ TEST_CASE(a_child_never_goes_ahead_behind_a_granted_delete)
     }
 }
 
-/* P writes the var, deletes it itself, and then pushes a child on it: in
- * the serial program the handle is gone by then (VF_ESTALE), and a delete
- * pushed from inside an op takes its place at its push. The child went
- * ahead of the delete behind P's write and ran, on every engine. */
-static int lc_p_deletes_then_pushes(vf_run *run, void *arg)
+/* Deletes pushed from inside ops, after which a child that comes before
+ * them in the serial program is pushed on the var: taken, and it runs
+ * before the free. `nested`: P pushes X (naming another var), deletes the
+ * var itself, and X pushes the child, which runs inside X's push in the
+ * serial program, before P's delete; else Q, pushed after P and naming no
+ * var, deletes the var, and P, still running, pushes the child. A check
+ * that refused every child after a delete pushed from inside an op
+ * refused these (found by its reviewer). */
+typedef struct inside_delete {
+    vf_var v, y;
+    atomic_int deleted, c_rc, c_pushed, c_ran, freed, saw_c_at_free;
+} inside_delete;
+
+static int id_child(vf_run *run, void *arg)
 {
-    late_child *c = arg;
-    vf_engine *e = vf_run_engine(run);
-    CHECK_OK(vf_var_destroy(e, c->v, lc_free, c));
-    if (tu_gate_is_open(&c->go)) { /* the revive round */
-        vf_var fresh;
-        CHECK_OK(vf_var_of(e, &c->addr, &fresh));
-    }
-    lc_push_child(run, c);
+    (void)run;
+    atomic_store(&((inside_delete *)arg)->c_ran, 1);
     return 0;
 }
 
-TEST_KIND_CASE(a_child_after_its_parents_own_delete_is_refused, k)
+static void id_free(void *arg)
 {
-    for (int revive = 0; revive <= 1; revive++) {
-        vf_engine *e = tu_engine(k);
-        late_child c = {.c_rc = 99};
-        tu_gate_init(&c.go);
-        if (revive)
-            tu_gate_open(&c.go);
-        CHECK_OK(vf_var_of(e, &c.addr, &c.v));
-        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = lc_p_deletes_then_pushes,
-                                            .arg = &c,
-                                            .writes = VF_VARS(c.v)}));
+    inside_delete *c = arg;
+    atomic_store(&c->saw_c_at_free, atomic_load(&c->c_ran));
+    atomic_fetch_add(&c->freed, 1);
+}
+
+static void id_push_child(vf_run *run, inside_delete *c)
+{
+    CHECK(tu_wait_flag(&c->deleted, 1, TU_TIMEOUT));
+    atomic_store(&c->c_rc, vf_engine_push(vf_run_engine(run),
+                                          &(vf_op){.fn = id_child,
+                                                   .arg = c,
+                                                   .writes = VF_VARS(c->v)}));
+    atomic_store(&c->c_pushed, 1);
+}
+
+static int id_x(vf_run *run, void *arg)
+{
+    id_push_child(run, arg);
+    return 0;
+}
+
+static int id_p_nested(vf_run *run, void *arg)
+{
+    inside_delete *c = arg;
+    vf_engine *e = vf_run_engine(run);
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = id_x, .arg = c, .writes = VF_VARS(c->y)}));
+    CHECK_OK(vf_var_destroy(e, c->v, id_free, c));
+    atomic_store(&c->deleted, 1);
+    CHECK(tu_wait_flag(&c->c_pushed, 1, TU_TIMEOUT)); /* holds v till then */
+    return 0;
+}
+
+static int id_p(vf_run *run, void *arg)
+{
+    id_push_child(run, arg);
+    return 0;
+}
+
+static int id_q(vf_run *run, void *arg)
+{
+    inside_delete *c = arg;
+    CHECK_OK(vf_var_destroy(vf_run_engine(run), c->v, id_free, c));
+    atomic_store(&c->deleted, 1);
+    return 0;
+}
+
+TEST_CASE(a_child_before_a_delete_pushed_inside_an_op_is_taken)
+{
+    for (int nested = 0; nested <= 1; nested++) {
+        vf_engine *e = NULL;
+        REQUIRE(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
+                                                  .cpu_workers = 2}) == 0);
+        inside_delete c = {.c_rc = 99};
+        c.v = tu_var(e);
+        c.y = tu_var(e);
+        if (nested) {
+            CHECK_OK(vf_engine_push(e, &(vf_op){.fn = id_p_nested,
+                                                .arg = &c,
+                                                .writes = VF_VARS(c.v)}));
+        } else {
+            CHECK_OK(vf_engine_push(
+                e, &(vf_op){.fn = id_p, .arg = &c, .writes = VF_VARS(c.v)}));
+            CHECK_OK(vf_engine_push(e, &(vf_op){.fn = id_q, .arg = &c}));
+        }
         CHECK_OK(vf_engine_wait_all(e, NULL));
-        if (atomic_load(&c.c_rc) != VF_ESTALE)
-            CHECK_REPORT_("revive %d: the child's push returned %s", revive,
+        if (atomic_load(&c.c_rc) != 0)
+            CHECK_REPORT_("nested %d: the child's push returned %s", nested,
                           vf_error_name(atomic_load(&c.c_rc)));
-        CHECK(!atomic_load(&c.c_ran));
+        CHECK(atomic_load(&c.c_ran));
+        CHECK(atomic_load(&c.saw_c_at_free));
         CHECK_EQ(atomic_load(&c.freed), 1);
-        tu_gate_destroy(&c.go);
         tu_finish_engine(e);
     }
 }

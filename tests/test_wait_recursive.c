@@ -30,6 +30,8 @@
  *   worker, where the waiter must run that (shallower) op itself;
  * - deep_chain_small_stacks: chains 4,000 and 15,000 deep on 128 KiB
  *   stacks, hundreds of spare threads;
+ * - small_system_stack: a chain with the system's default thread stack at
+ *   16 KiB, which workers get raised to 128 KiB;
  * - async_leaf_completed_during_its_function: a chain of var waits 200
  *   deep on 128 KiB stacks whose async leaf another thread completes
  *   while its function runs gets no false VF_EDEADLK;
@@ -1039,6 +1041,28 @@ static void run_nested_chain(const vf_config *cfg, const char *name, int depth,
     CHECK_OK(vf_engine_push(e, &(vf_op){.fn = nested_chain_op, .arg = &top}));
     tu_finish_engine(e);
     CHECK_EQ(got, depth + 1);
+}
+
+/* The system's default stack below the 128 KiB a worker may be given
+ * (`ulimit -s 16`; set here with pthread_setattr_default_np, as
+ * RLIMIT_STACK sets it at start): the workers get 128 KiB, and a chain
+ * with a wait at every level runs. They got 16 KiB, and a chain 10 deep
+ * overflowed a worker inside its wait (found by a user tester). */
+TEST_CASE(small_system_stack)
+{
+    pthread_attr_t saved;
+    REQUIRE(pthread_getattr_default_np(&saved) == 0);
+    pthread_attr_t small;
+    REQUIRE(pthread_attr_init(&small) == 0);
+    REQUIRE(pthread_attr_setstacksize(&small, 16 << 10) == 0);
+    REQUIRE(pthread_setattr_default_np(&small) == 0);
+    vf_config cfg = {.type = VF_ENGINE_POOLED, .cpu_workers = 2};
+    run_nested_chain(&cfg, "pooled/2, 16 KiB system stack",
+                     SANITIZED ? 100 : 300, 0);
+    REQUIRE(pthread_setattr_default_np(&saved) == 0);
+    pthread_attr_destroy(&small);
+    pthread_attr_destroy(&saved);
+    CHECK_EQ(atomic_load(&op_errors), 0);
 }
 
 /* Past VF__FAMILY_DEPTH (128) levels a waiter knows only its op's

@@ -452,22 +452,6 @@ static __attribute__((noinline)) int enqueue_child(vf__op *op, int n)
     return nready;
 }
 
-/* Whether the delete of v's generation `gen`, queued, was pushed from
- * inside an op: it took its place at its push (vf_var_destroy), and a
- * child pushed after it comes after it, as in the serial program, where
- * the op that deleted the var pushes nothing on it after that (a child
- * its op pushed then went ahead of it and ran: found by the reviewer of
- * revived vars' children, on every engine). Under v's lock. */
-static bool deleted_from_inside(const vf__var *v, uint32_t gen)
-{
-    for (const vf__dep *q = v->head; q != NULL; q = q->next) {
-        const vf__op *o = vf__dep_op(q);
-        if ((o->def->kind->flags & VF__KIND_DELETES) && o->delete_gen == gen)
-            return o->nest != 0;
-    }
-    return false;
-}
-
 /* A child, pushed from inside a running op (its vars locked), on a var
  * `d` whose delete the program pushed after that op: the serial program
  * runs it inside its parent, before the delete, so it is taken where it
@@ -481,8 +465,7 @@ static __attribute__((noinline)) bool
 child_passes_delete(const vf__op *op, int n, const vf__dep *d)
 {
     const vf__var *v = vf__dep_var(d);
-    if (op->up == NULL || !vf__var_delete_pending(v, (uint32_t)d->gen) ||
-        deleted_from_inside(v, (uint32_t)d->gen))
+    if (op->up == NULL || !vf__var_delete_pending(v, (uint32_t)d->gen))
         return false;
     const vf__op *parent = parent_of_child(op);
     vf__child_look look = {NULL, 0, parent};

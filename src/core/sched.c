@@ -788,8 +788,15 @@ static int start_thread(vf__pool *p, vf__worker *w)
     pthread_attr_t attr;
     if (pthread_attr_init(&attr) != 0)
         return VF_ESYSTEM;
-    if (r->stack_size != 0)
-        (void)pthread_attr_setstacksize(&attr, r->stack_size);
+    size_t stack = r->stack_size, system;
+    /* The system's default (RLIMIT_STACK) raised to the least a worker
+     * may be given: at `ulimit -s 16` a recursion 10 levels deep
+     * overflowed a worker inside its wait (found by a user tester). */
+    if (stack == 0 && pthread_attr_getstacksize(&attr, &system) == 0 &&
+        system < (size_t)VF__MIN_WORKER_STACK_KIB << 10)
+        stack = (size_t)VF__MIN_WORKER_STACK_KIB << 10;
+    if (stack != 0)
+        (void)pthread_attr_setstacksize(&attr, stack);
     if (r->cpus != NULL && w->spare) {
         (void)pthread_attr_setaffinity_np(&attr, sizeof *r->spare_cpus,
                                           r->spare_cpus);
@@ -856,10 +863,13 @@ static void lend_spare(vf__pool *p)
         w->next_spare = p->spares;
         p->spares = w;
         atomic_fetch_add(&p->nspares, 1);
+        atomic_store(&p->spare_failed, false);
     } else {
-        /* No thread: the waiters poll on, and try again. */
+        /* No thread: the waiters poll on, and try again; meanwhile the
+         * pool is out of spares (vf__pool_stuck_for_good). */
         pthread_mutex_destroy(&w->qlock);
         free(w);
+        atomic_store(&p->spare_failed, true);
     }
 }
 
@@ -876,7 +886,8 @@ void vf__pool_stuck_again(vf__pool *p)
 bool vf__pool_stuck_for_good(vf__pool *p)
 {
     return p->spread ||
-           (all_stuck(p) && atomic_load(&p->nspares) >= VF__MAX_SPARES);
+           (all_stuck(p) && (atomic_load(&p->nspares) >= VF__MAX_SPARES ||
+                             atomic_load(&p->spare_failed)));
 }
 
 uint64_t vf__pool_queued(const vf__pool *p)
@@ -972,6 +983,7 @@ int vf__pool_init(vf__pool *p, vf_engine *e, const vf__pool_runner *runner,
         init_worker(&p->workers[i], p, first_index + i);
     pthread_mutex_init(&p->spare_lock, NULL);
     atomic_init(&p->nspares, 0);
+    atomic_init(&p->spare_failed, false);
     atomic_init(&p->nstuck, 0);
     p->nworkers = n;
     return 0;

@@ -181,7 +181,11 @@ struct vf__pool {
      * the list and its growth; the counts are seq_cst. */
     pthread_mutex_t spare_lock;
     vf__worker *spares;
-    atomic_int nspares;    /* spares started (they stay until the pool stops) */
+    atomic_int nspares; /* spares started (they stay until the pool stops) */
+    /* The last spare the pool tried to start could not be (no thread:
+     * pthread_create failed, a thread quota say); seq_cst. The pool is
+     * out of spares until one starts (vf__pool_stuck_for_good). */
+    atomic_bool spare_failed;
     atomic_int nstuck;     /* threads waiting inside an op beside queued ops
                               they will not run (exec.c: vf__exec_loop_run_one) */
     unsigned threads_made; /* spare_lock (or the pool's init): for tags */
@@ -335,8 +339,10 @@ static inline vf__pool *vf__pool_of_blocked_thread(void)
 /* For a thread of the pool so stuck: whether no other thread will run
  * what it refuses. In a device pool each thread takes only its own queue
  * (spread) and no spare is added; in another, every thread is so stuck
- * and the pool has VF__MAX_SPARES. Then a waiter runs what it refused, its
- * stack permitting (wait.c: HOPELESS_LOOKS). */
+ * and the pool has VF__MAX_SPARES, or could not start the last it tried
+ * (a recursion waited for ever when a thread quota refused its spares:
+ * found by a user tester). Then a waiter runs what it refused, its stack
+ * permitting, or gives up with VF_EDEADLK (wait.c: HOPELESS_LOOKS). */
 bool vf__pool_stuck_for_good(vf__pool *p);
 
 /* What a waiter saw of a pool's queues (vf__pool_look_same). */
