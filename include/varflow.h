@@ -333,9 +333,10 @@ typedef struct vf_config {
                                             at once */
     int worker_stack_kib VF_ZERO_;     /**< VF_WORKER_STACK_KIB, else the
                                             system's default for a thread
-                                            (RLIMIT_STACK: 8 MiB on most Linux):
-                                            each worker's stack, in KiB, at
-                                            least 128, at most 1 GiB. Besides
+                                            (RLIMIT_STACK: 8 MiB on most Linux;
+                                            128 KiB when it is less): each
+                                            worker's stack, in KiB, at least
+                                            128, at most 1 GiB. Besides
                                             the program's own frames it bounds
                                             how deep a worker waiting inside an
                                             op stacks other ops above the wait
@@ -1325,7 +1326,8 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * engine that it runs inline (the naive engine's), counts as so waiting in
  * its own pool once it has waited a millisecond (most such waits end
  * sooner, and the children its op pushed before are then still its own to
- * run above its next wait; a timed one that gives up sooner, at once),
+ * run above its next wait; an op's timed waits that give up in a row,
+ * a millisecond in all),
  * which so lends a spare for the ops queued
  * there, which the wait may need; so does one blocked in
  * vf_engine_destroy() of another engine or in a push at another engine's

@@ -725,6 +725,7 @@ typedef struct grace_case {
     vf_engine *other;
     vf_var v;
     vf_completion v_done;
+    bool timed; /* A waits by a loop of 1 ms timed waits */
     double a_waits_at;
     atomic_int a_waiting, c_ran;
 } grace_case;
@@ -760,19 +761,33 @@ static int a_waits_on_the_other(vf_run *run, void *arg)
                             &(vf_op){.fn = g_holds_until_c_ran, .arg = c});
     c->a_waits_at = tu_now();
     atomic_store(&c->a_waiting, 1);
-    return rc != 0 ? rc : vf_engine_wait_all(c->other, NULL);
+    if (rc != 0 || !c->timed)
+        return rc != 0 ? rc : vf_engine_wait_all(c->other, NULL);
+    double give_up = tu_now() + TU_TIMEOUT;
+    while ((rc = vf_engine_wait_all_timed(c->other, 1, NULL)) == VF_ETIMEDOUT &&
+           tu_now() < give_up) {
+    }
+    return rc;
 }
 
 /* A worker blocked in a wait on another engine counts stuck in its pool
  * only after VF__WAIT_STUCK_GRACE_US (a lower bound, which load cannot
  * break), and then the pool lends the spare that runs C once it is
- * queued, which the wait needs. Counted at once, a recursion whose levels
- * each waited on another engine left each level on a spare of its own
- * (wait.h). */
+ * queued, which the wait needs; by a loop of 1 ms timed waits too, which
+ * share one grace. Counted at once, a recursion whose levels each waited
+ * on another engine left each level on a spare of its own (wait.h). */
+static void grace_round(bool timed);
+
 TEST_CASE(a_wait_on_another_engine_counts_stuck_after_a_grace)
 {
+    grace_round(false);
+    grace_round(true);
+}
+
+static void grace_round(bool timed)
+{
     vf_engine *e = NULL;
-    grace_case c = {0};
+    grace_case c = {.timed = timed};
     REQUIRE(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
                                               .cpu_workers = 1,
                                               .idle_spin_us = -1}) == 0);
