@@ -1338,7 +1338,8 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * quicksort, tree walks), its device ops' functions included, runs at any
  * count, its stack as deep as its own nesting, as far as the threads'
  * stacks hold it: a wait whose thread's stack is full, for ops nobody else
- * will run (a device's pool, or a CPU pool out of spares), returns
+ * will run (a device's pool, or a CPU pool out of spares, or that cannot
+ * start a thread: a thread quota), returns
  * VF_EDEADLK, its detail saying so, rather than wait for ever.
  * From inside an op, "before this call" is in push order: the ops pushed
  * before that op, and its children pushed before the wait; no write by an

@@ -944,9 +944,10 @@ static int deadlock_detail(const char *who, const vf__op *cur,
                         "thread whose stack is full (a worker's: "
                         "worker_stack_kib) for ops no other thread will run "
                         "(a device's pool lends no spare thread, a CPU pool "
-                        "at most 1024, and the naive engine runs every op on "
-                        "the thread that pushed it: a recursion with a wait "
-                        "at every level is too deep for the stacks)",
+                        "at most 1024, or none when no thread can be "
+                        "started, and the naive engine runs every op on the "
+                        "thread that pushed it: a recursion with a wait at "
+                        "every level is too deep for the stacks)",
                         who, label);
     if (starved_other)
         return vf__fail(VF_EDEADLK,

@@ -1,0 +1,102 @@
+/*
+ * test_thread_quota: a pool that cannot start a thread, as under a thread
+ * quota (`ulimit -u`, a container's pids limit), with pthread_create
+ * refused here (EAGAIN) while `refusing` is set: the test defines
+ * pthread_create, which the library's calls bind to, and passes the others
+ * on to the C library's.
+ *
+ * - a recursion with a wait at every level, on 128 KiB stacks, deeper than
+ *   the workers' stacks hold: it needs spares, and none can start. Its
+ *   deepest waits return VF_EDEADLK, their detail saying the stack is
+ *   full, and the program ends (it waited for ever, silently: found by a
+ *   user tester). With threads allowed again, the same recursion runs on
+ *   the same engine (the spares start then).
+ *
+ * Not under the sanitizers: their runtimes intercept pthread_create
+ * themselves.
+ */
+#define _GNU_SOURCE
+#include "runner.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+static atomic_int refusing, refused;
+
+int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
+                   void *(*fn)(void *), void *arg)
+{
+    static int (*real)(pthread_t *, const pthread_attr_t *, void *(*)(void *),
+                       void *);
+    if (atomic_load(&refusing)) {
+        atomic_fetch_add(&refused, 1);
+        return EAGAIN;
+    }
+    if (real == NULL)
+        *(void **)&real = dlsym(RTLD_NEXT, "pthread_create");
+    return real(thread, attr, fn, arg);
+}
+
+typedef struct level {
+    int depth;
+} level;
+
+static atomic_int deadlocks, other_errors;
+static char first_detail[512]; /* the first VF_EDEADLK's */
+
+static int level_op(vf_run *run, void *arg)
+{
+    const level *l = arg;
+    if (l->depth == 0)
+        return 0;
+    volatile char frame[2048]; /* a few dozen levels a 128 KiB stack */
+    frame[l->depth % sizeof frame] = 1;
+    level below = {l->depth - 1};
+    int rc = vf_engine_push(
+        vf_run_engine(run),
+        &(vf_op){.fn = level_op, .arg = &below, .arg_size = sizeof below});
+    if (rc == 0)
+        rc = vf_run_wait_children(run, NULL);
+    if (rc == VF_EDEADLK) {
+        if (atomic_fetch_add(&deadlocks, 1) == 0)
+            snprintf(first_detail, sizeof first_detail, "%s",
+                     vf_error_detail());
+    } else if (rc != 0 && rc != VF_EOPFAILED) {
+        atomic_fetch_add(&other_errors, 1);
+    }
+    return rc != 0 ? rc : frame[l->depth % sizeof frame] - 1;
+}
+
+TEST_CASE(recursion_without_spares)
+{
+#if defined(TU_ASAN) || defined(TU_TSAN)
+    TEST_SKIP("the sanitizers intercept pthread_create");
+#endif
+    vf_engine *e = NULL;
+    REQUIRE(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
+                                              .cpu_workers = 2,
+                                              .worker_stack_kib = 128}) == 0);
+    level top = {1000};
+    atomic_store(&refusing, 1);
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = level_op, .arg = &top, .arg_size = sizeof top}));
+    CHECK_ERR(vf_engine_wait_all(e, NULL), VF_EOPFAILED);
+    atomic_store(&refusing, 0);
+    CHECK(atomic_load(&refused) > 0); /* it tried to start spares */
+    CHECK(atomic_load(&deadlocks) > 0);
+    if (strstr(first_detail, "stack") == NULL)
+        CHECK_REPORT_("the VF_EDEADLK's detail: %s", first_detail);
+    CHECK_EQ(atomic_load(&other_errors), 0);
+    /* Threads allowed again: the spares start, and it runs. */
+    atomic_store(&deadlocks, 0);
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = level_op, .arg = &top, .arg_size = sizeof top}));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_EQ(atomic_load(&deadlocks), 0);
+    tu_finish_engine(e);
+}
+
+TEST_MAIN("test_thread_quota", 120)
