@@ -586,4 +586,72 @@ TEST_CASE(every_allocation)
            all.fired, all.runs, all.enomem, all.absorbed);
 }
 
+/* Out of memory as a device op ends: its event or the fence on its vars
+ * cannot be made, after its work was submitted. The op waits for its
+ * work right there instead, and succeeds when the work did: its `done`
+ * gets 0 and its reader runs. It got VF_ENOMEM, which no call returned,
+ * its reader was skipped and wait_all said VF_EOPFAILED (found by a user
+ * tester). On every engine kind; the fault is armed inside the op's
+ * function, after its submit, so the allocation it hits is one of the
+ * op's end (the op's thread is the only one allocating then). */
+typedef struct dev_end {
+    int x;
+    tu_gate go;
+    atomic_int done_status, reader_ran, armed;
+} dev_end;
+
+static int dev_end_work(void *arg)
+{
+    ((dev_end *)arg)->x = 1;
+    return 0;
+}
+
+static int dev_end_op(vf_run *run, void *arg)
+{
+    dev_end *d = arg;
+    CHECK(tu_gate_wait(&d->go, TU_TIMEOUT));
+    int rc = vf_run_submit(run, dev_end_work, d, 0);
+    vf__testing_fail_alloc(1); /* the next allocation, the op's end's */
+    atomic_store(&d->armed, 1);
+    return rc;
+}
+
+static void dev_end_done(void *arg, int status)
+{
+    atomic_store(&((dev_end *)arg)->done_status, status);
+}
+
+static int dev_end_reader(vf_run *run, void *arg)
+{
+    (void)run;
+    dev_end *d = arg;
+    atomic_store(&d->reader_ran, d->x);
+    return 0;
+}
+
+TEST_KIND_CASE(device_op_end_out_of_memory, k)
+{
+    vf_engine *e = tu_engine(k);
+    dev_end d = {.done_status = 99};
+    tu_gate_init(&d.go);
+    if (!k->threaded) /* the op runs inside its push */
+        tu_gate_open(&d.go);
+    vf_var v = tu_var(e);
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = dev_end_op,
+                                        .arg = &d,
+                                        .done = dev_end_done,
+                                        .writes = VF_VARS(v),
+                                        .device = {VF_DEVICE_EMULATED, 0}}));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = dev_end_reader, .arg = &d, .reads = VF_VARS(v)}));
+    tu_gate_open(&d.go);
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK(atomic_load(&d.armed));
+    vf__testing_fail_alloc(0);
+    CHECK_EQ(atomic_load(&d.done_status), 0);
+    CHECK_EQ(atomic_load(&d.reader_ran), 1);
+    tu_gate_destroy(&d.go);
+    tu_finish_engine(e);
+}
+
 TEST_MAIN("test_fault_injection", 240)

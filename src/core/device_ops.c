@@ -268,10 +268,15 @@ static bool device_op_end(vf__op *op, const vf__device_class *cls,
          * recorded, for the whole stream) and finish like a CPU op. */
         vf__event_status st = {0};
         if (rrc != 0) {
+            /* The work's outcome is the stream's: the event or fence that
+             * could not be made only makes this end wait for it here. It
+             * failed the op with VF_ENOMEM though its work had run (found
+             * by a user tester), where the call that met the shortage
+             * (none of the program's) should say so and nothing change. */
             st.code = cls->stream_sync(s);
-            if (st.code == 0)
-                st.code = rrc;
-            snprintf(st.message, sizeof st.message, "%s", vf_error_detail());
+            if (st.code != 0)
+                snprintf(st.message, sizeof st.message, "%s",
+                         vf_error_detail());
         } else {
             cls->event_wait(ev, &st);
             sealed_outcome(op, &st);
