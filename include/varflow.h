@@ -468,7 +468,9 @@ VF_API int vf_engine_destroy_timed(vf_engine *e, int64_t timeout_ms);
  * (a push that returned 0 always can: one racing vf_var_destroy() of its
  * variable from another thread is either held before the destroy or
  * refused with VF_ESTALE at once, as on a running engine).
- * Stopping a stopped engine and starting a running one do nothing. Both
+ * Stopping a stopped engine and starting a running one do nothing. A
+ * start that cannot start a worker's thread (a thread quota) returns
+ * VF_ESYSTEM, its detail saying which, and the engine stays stopped. Both
  * block; both (and destroy) refuse with VF_EDEADLK when called from the
  * engine's own code (an op, a done callback, a worker; an op of another
  * engine run inline inside one of its ops too), and with VF_ESHUTDOWN
@@ -889,9 +891,10 @@ typedef struct vf_op {
  * Errors: VF_EINVAL (no or two functions, bad list, more than
  * VF_MAX_OP_VARS handles in the lists), VF_ESTALE / VF_EXDEV (a
  * variable), VF_ENODEV (device), VF_ENOTSUP (an async_fn on a device: a
- * device op's function puts its work on its stream), VF_ESHUTDOWN,
- * VF_ENOMEM, VF_EAGAIN. On error nothing was pushed and `done` is not
- * called.
+ * device op's function puts its work on its stream), VF_ESYSTEM (a
+ * device's first op, whose threads could not be started: the detail says
+ * which; a later push tries again), VF_ESHUTDOWN, VF_ENOMEM, VF_EAGAIN. On
+ * error nothing was pushed and `done` is not called.
  */
 VF_API int vf_engine_push(vf_engine *e, const vf_op *op);
 

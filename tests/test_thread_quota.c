@@ -12,6 +12,11 @@
  *   user tester). With threads allowed again, the same recursion runs on
  *   the same engine (the spares start then).
  *
+ * - a device's first op, whose threads cannot start: VF_ESYSTEM, the same
+ *   detail at every try, naming the thread; it runs once threads start;
+ * - a start that cannot start the workers: VF_ESYSTEM naming the worker,
+ *   the engine still stopped; the next start runs what it held.
+ *
  * Not under the sanitizers: their runtimes intercept pthread_create
  * themselves.
  */
@@ -96,6 +101,76 @@ TEST_CASE(recursion_without_spares)
         e, &(vf_op){.fn = level_op, .arg = &top, .arg_size = sizeof top}));
     CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_EQ(atomic_load(&deadlocks), 0);
+    tu_finish_engine(e);
+}
+
+/* A device's threads start at its first op: when they cannot, the push
+ * returns VF_ESYSTEM, its detail saying which thread, the same at every
+ * try (it was the thread's last detail, wrapped again at each push), and
+ * a push once threads are allowed runs. */
+static int quota_dev_work(void *arg)
+{
+    *(int *)arg = 1;
+    return 0;
+}
+
+static int quota_dev_op(vf_run *run, void *arg)
+{
+    return vf_run_submit(run, quota_dev_work, arg, 0);
+}
+
+TEST_CASE(device_threads_that_cannot_start)
+{
+#if defined(TU_ASAN) || defined(TU_TSAN)
+    TEST_SKIP("the sanitizers intercept pthread_create");
+#endif
+    vf_engine *e = NULL;
+    REQUIRE(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
+                                              .cpu_workers = 1}) == 0);
+    int x = 0;
+    vf_op op = {
+        .fn = quota_dev_op, .arg = &x, .device = {VF_DEVICE_EMULATED, 0}};
+    atomic_store(&refusing, 1);
+    char first[512] = "";
+    for (int i = 0; i < 3; i++) {
+        CHECK_ERR(vf_engine_push(e, &op), VF_ESYSTEM);
+        const char *detail = vf_error_detail();
+        if (strstr(detail, "cannot start emulated device 0") == NULL ||
+            strstr(detail, "thread") == NULL)
+            CHECK_REPORT_("push %d: the detail: %s", i, detail);
+        if (i == 0)
+            snprintf(first, sizeof first, "%s", detail);
+        else if (strcmp(first, detail) != 0)
+            CHECK_REPORT_("push %d: the detail changed: %s", i, detail);
+    }
+    atomic_store(&refusing, 0);
+    CHECK_OK(vf_engine_push(e, &op));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_EQ(x, 1);
+    tu_finish_engine(e);
+}
+
+/* A start that cannot start a worker's thread returns VF_ESYSTEM, its
+ * detail saying which (it said only "cannot start the workers"), and the
+ * engine stays stopped, its held op held; the next start runs it. */
+TEST_CASE(start_without_threads)
+{
+#if defined(TU_ASAN) || defined(TU_TSAN)
+    TEST_SKIP("the sanitizers intercept pthread_create");
+#endif
+    vf_engine *e = NULL;
+    REQUIRE(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
+                                              .cpu_workers = 2}) == 0);
+    CHECK_OK(vf_engine_stop(e));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = tu_nop}));
+    atomic_store(&refusing, 1);
+    CHECK_ERR(vf_engine_start(e), VF_ESYSTEM);
+    if (strstr(vf_error_detail(), "no thread for worker") == NULL)
+        CHECK_REPORT_("the detail: %s", vf_error_detail());
+    atomic_store(&refusing, 0);
+    CHECK_ERR(vf_engine_wait_all(e, NULL), VF_ESTOPPED);
+    CHECK_OK(vf_engine_start(e));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
     tu_finish_engine(e);
 }
 

@@ -2,7 +2,10 @@
  * completer.h). */
 #include "core/completer.h"
 
+#include <string.h>
+
 #include "base/common.h"
+#include "base/error.h"
 #include "core/device_ops.h"
 #include "core/op.h"
 #include "device/device.h"
@@ -82,15 +85,17 @@ int vf__completer_start(vf__completer *c)
     c->head = c->tail = NULL;
     c->stop = false;
     if (pthread_mutex_init(&c->lock, NULL) != 0)
-        return VF_ESYSTEM;
+        return vf__fail(VF_ESYSTEM, "the completer's lock");
     if (pthread_cond_init(&c->cond, NULL) != 0) {
         pthread_mutex_destroy(&c->lock);
-        return VF_ESYSTEM;
+        return vf__fail(VF_ESYSTEM, "the completer's condition variable");
     }
-    if (pthread_create(&c->thread, NULL, completer_main, c) != 0) {
+    int rc = pthread_create(&c->thread, NULL, completer_main, c);
+    if (rc != 0) {
         pthread_cond_destroy(&c->cond);
         pthread_mutex_destroy(&c->lock);
-        return VF_ESYSTEM;
+        return vf__fail(VF_ESYSTEM, "no thread for the completer (%s)",
+                        strerror(rc));
     }
     c->started = true;
     return 0;

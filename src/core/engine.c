@@ -339,8 +339,11 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
     }
     e->magic = VF__ENGINE_MAGIC;
     if ((rc = start_pools(e, &s)) != 0) {
+        char why[256]; /* quoted in ours (vf__fail rewrites it) */
+        snprintf(why, sizeof why, "%s", vf_error_detail());
         free_engine(e);
-        return vf__fail(rc, "vf_engine_create: cannot start the workers");
+        return vf__fail(rc, "vf_engine_create: cannot start the workers: %s",
+                        why);
     }
     if (vf__guard_list(e) != 0) { /* its handle is good from here */
         free_engine(e);

@@ -222,11 +222,14 @@ static int start_locked(vf_engine *e)
     pthread_mutex_unlock(&e->life.lock);
     if (stopped) {
         int rc = start_threads(e);
-        if (rc != 0) { /* as it was: stopped */
+        if (rc != 0) {     /* as it was: stopped */
+            char why[256]; /* quoted in ours (vf__fail rewrites it) */
+            snprintf(why, sizeof why, "%s", vf_error_detail());
             pthread_mutex_lock(&e->life.lock);
             e->life.starting = false;
             pthread_mutex_unlock(&e->life.lock);
-            return vf__fail(rc, "vf_engine_start: cannot start the workers");
+            return vf__fail(rc, "vf_engine_start: cannot start the workers: %s",
+                            why);
         }
     }
     const vf_engine *outer = releasing_held;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/error.h"
 #include "base/stack.h"
 #include "core/config.h"
 
@@ -779,6 +780,7 @@ static void *worker_main(void *arg)
 
 /* --- spares ------------------------------------------------------------ */
 
+/* 0, or the errno value pthread's call failed with. */
 static int start_thread(vf__pool *p, vf__worker *w)
 {
     /* The stack a thread gets bounds how deep ops nest on it: a nested
@@ -786,8 +788,9 @@ static int start_thread(vf__pool *p, vf__worker *w)
      * A pinned worker starts on its CPU (vf__pool_runner.cpus). */
     const vf__pool_runner *r = &p->runner;
     pthread_attr_t attr;
-    if (pthread_attr_init(&attr) != 0)
-        return VF_ESYSTEM;
+    int rc = pthread_attr_init(&attr);
+    if (rc != 0)
+        return rc;
     size_t stack = r->stack_size, system;
     /* The system's default (RLIMIT_STACK) raised to the least a worker
      * may be given: at `ulimit -s 16` a recursion 10 levels deep
@@ -806,10 +809,10 @@ static int start_thread(vf__pool *p, vf__worker *w)
         CPU_SET(r->cpus[(unsigned)w->index % (unsigned)r->ncpus_pinned], &set);
         (void)pthread_attr_setaffinity_np(&attr, sizeof set, &set);
     }
-    int rc = pthread_create(&w->thread, &attr, worker_main, w);
+    rc = pthread_create(&w->thread, &attr, worker_main, w);
     pthread_attr_destroy(&attr);
     if (rc != 0)
-        return VF_ESYSTEM;
+        return rc;
     w->started = true;
     return 0;
 }
@@ -973,11 +976,12 @@ int vf__pool_init(vf__pool *p, vf_engine *e, const vf__pool_runner *runner,
     p->workers = vf__aligned_calloc(VF__CACHELINE,
                                     (size_t)n * sizeof *p->workers);
     if (p->workers == NULL)
-        return VF_ENOMEM;
+        return vf__fail(VF_ENOMEM, "the %s pool's workers: out of memory",
+                        name);
     if (vf__ecount_init(&p->sleepers) != 0) {
         free(p->workers);
         p->workers = NULL;
-        return VF_ESYSTEM;
+        return vf__fail(VF_ESYSTEM, "the %s pool's event count", name);
     }
     for (int i = 0; i < n; i++)
         init_worker(&p->workers[i], p, first_index + i);
@@ -992,9 +996,13 @@ int vf__pool_init(vf__pool *p, vf_engine *e, const vf__pool_runner *runner,
 int vf__pool_start(vf__pool *p)
 {
     atomic_store(&p->stop, false); /* started again after a stop */
-    for (int i = 0; i < p->nworkers; i++)
-        if (start_thread(p, &p->workers[i]) != 0)
-            return VF_ESYSTEM;
+    for (int i = 0; i < p->nworkers; i++) {
+        int rc = start_thread(p, &p->workers[i]);
+        if (rc != 0)
+            return vf__fail(VF_ESYSTEM,
+                            "no thread for worker %d of the %s pool (%s)", i,
+                            p->name, strerror(rc));
+    }
     return 0;
 }
 
