@@ -479,7 +479,10 @@ VF_API int vf_engine_destroy_timed(vf_engine *e, int64_t timeout_ms);
  * refused with VF_EDEADLK where it would be (an op of this engine waits
  * for a var the calling op writes, say).
  * Destroying a stopped engine starts it first. Fork needs none of this:
- * varflow stops and restarts every engine around fork() itself. While it
+ * varflow stops and restarts every engine around fork() itself (when the
+ * restart cannot start the threads, a thread quota say, the engine stays
+ * stopped: a wait that finds ops held tries to start it again, and returns
+ * VF_ESYSTEM, its detail naming the fork, while it cannot). While it
  * does, the engine is stopped for the other threads too: their pushes are
  * held (the child inherits them as well, and runs them at its start), and
  * a wait that finds ops held returns VF_ESTOPPED, its detail naming the

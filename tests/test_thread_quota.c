@@ -16,6 +16,9 @@
  *   detail at every try, naming the thread; it runs once threads start;
  * - a start that cannot start the workers: VF_ESYSTEM naming the worker,
  *   the engine still stopped; the next start runs what it held.
+ * - a fork whose restart of the engine after it cannot start the
+ *   threads: a wait says VF_ESYSTEM, naming the fork, and runs the ops
+ *   pushed meanwhile once threads start.
  *
  * Not under the sanitizers: their runtimes intercept pthread_create
  * themselves.
@@ -28,6 +31,8 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static atomic_int refusing, refused;
 
@@ -171,6 +176,45 @@ TEST_CASE(start_without_threads)
     CHECK_ERR(vf_engine_wait_all(e, NULL), VF_ESTOPPED);
     CHECK_OK(vf_engine_start(e));
     CHECK_OK(vf_engine_wait_all(e, NULL));
+    tu_finish_engine(e);
+}
+
+/* varflow stops every engine around fork() and starts it again after:
+ * when the parent's restart cannot start the threads, a wait says so
+ * (VF_ESYSTEM, naming the fork) and tries again; once threads start, the
+ * wait runs what was pushed meanwhile. It stayed stopped silently, a wait
+ * said VF_ESTOPPED, "wait for vf_engine_start", to a program that never
+ * stopped it (found by a user tester). */
+static int quota_count(vf_run *run, void *arg)
+{
+    (void)run;
+    atomic_fetch_add((atomic_int *)arg, 1);
+    return 0;
+}
+
+TEST_CASE(fork_restart_without_threads)
+{
+#if defined(TU_ASAN) || defined(TU_TSAN)
+    TEST_SKIP("the sanitizers intercept pthread_create");
+#endif
+    vf_engine *e = NULL;
+    REQUIRE(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
+                                              .cpu_workers = 2}) == 0);
+    atomic_int ran = 0;
+    atomic_store(&refusing, 1);
+    pid_t child = fork();
+    if (child == 0)
+        _exit(0);
+    REQUIRE(child > 0);
+    for (int i = 0; i < 10; i++)
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = quota_count, .arg = &ran}));
+    CHECK_ERR(vf_engine_wait_all(e, NULL), VF_ESYSTEM);
+    if (strstr(vf_error_detail(), "after fork()") == NULL)
+        CHECK_REPORT_("the detail: %s", vf_error_detail());
+    atomic_store(&refusing, 0);
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_EQ(atomic_load(&ran), 10);
+    REQUIRE(waitpid(child, NULL, 0) == child);
     tu_finish_engine(e);
 }
 

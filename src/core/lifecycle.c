@@ -94,6 +94,31 @@ int vf__lifecycle_refuse_fork_dead(const vf_engine *e, const char *who)
     return vf__fail(VF_ESHUTDOWN, "%s: the engine " VF__FORK_DEAD_WORDS, who);
 }
 
+static int start_locked(vf_engine *e);
+
+/* A wait finds the engine stopped because its restart after a fork could
+ * not start its threads (restart_after_fork): it starts it now, and waits
+ * as usual; VF_ESYSTEM while the threads still cannot start. */
+static int restart_for_wait(vf_engine *e, const char *who)
+{
+    pthread_mutex_lock(&e->life.op_lock);
+    pthread_mutex_lock(&e->life.lock);
+    bool still = e->life.fork_restart_failed;
+    pthread_mutex_unlock(&e->life.lock);
+    int rc = still ? start_locked(e) : 0;
+    pthread_mutex_unlock(&e->life.op_lock);
+    if (rc != 0) {
+        char why[256]; /* quoted in ours (vf__fail rewrites it) */
+        snprintf(why, sizeof why, "%s", vf_error_detail());
+        return vf__fail(VF_ESYSTEM,
+                        "%s: the engine's threads could not be started again "
+                        "after fork() (%s); its pushed ops wait for them "
+                        "(each wait tries again, as vf_engine_start() does)",
+                        who, why);
+    }
+    return vf__lifecycle_check_waitable(e, who);
+}
+
 int vf__lifecycle_check_waitable(vf_engine *e, const char *who)
 {
     if (!atomic_load(&e->life.holding))
@@ -107,10 +132,13 @@ int vf__lifecycle_check_waitable(vf_engine *e, const char *who)
     bool holding = atomic_load(&e->life.holding);
     bool forking = atomic_load(&e->life.forking);
     bool starting = e->life.starting;
+    bool restart_failed = e->life.fork_restart_failed;
     uint64_t n = e->life.nheld;
     pthread_mutex_unlock(&e->life.lock);
     if (!holding)
         return 0;
+    if (restart_failed && !forking)
+        return restart_for_wait(e, who);
     if (starting && !vf__lifecycle_releasing_held(e)) {
         /* A start is pushing the held ops (maybe this caller's; it took
          * them off the list, so n may read 0): wait until they are all
@@ -222,6 +250,11 @@ static int start_locked(vf_engine *e)
     pthread_mutex_unlock(&e->life.lock);
     if (stopped) {
         int rc = start_threads(e);
+        if (rc == 0) {
+            pthread_mutex_lock(&e->life.lock);
+            e->life.fork_restart_failed = false;
+            pthread_mutex_unlock(&e->life.lock);
+        }
         if (rc != 0) {     /* as it was: stopped */
             char why[256]; /* quoted in ours (vf__fail rewrites it) */
             snprintf(why, sizeof why, "%s", vf_error_detail());
@@ -471,6 +504,22 @@ static void release_fork_locks(void)
         vf__addr_vars_fork_lock(e, false);
 }
 
+/* Start `e` again after a fork stopped it (life.op_lock held). Its
+ * threads may not start (a thread quota: the child took a process slot):
+ * it stays stopped, saying so to the waits that find its ops held, which
+ * try again (vf__lifecycle_check_waitable). It stayed stopped silently:
+ * pushes were held and a wait said VF_ESTOPPED, "wait for
+ * vf_engine_start", to a program that never stopped it (found by a user
+ * tester). */
+static void restart_after_fork(vf_engine *e)
+{
+    if (start_locked(e) == 0)
+        return;
+    pthread_mutex_lock(&e->life.lock);
+    e->life.fork_restart_failed = true;
+    pthread_mutex_unlock(&e->life.lock);
+}
+
 static void fork_parent(void)
 {
     release_fork_locks();
@@ -478,7 +527,7 @@ static void fork_parent(void)
         if (e->life.fork_inside)
             continue;
         if (e->life.fork_restart)
-            start_locked(e);
+            restart_after_fork(e);
         atomic_store(&e->life.forking, false);
         pthread_mutex_unlock(&e->life.op_lock);
     }
@@ -506,7 +555,7 @@ static void fork_child(void)
         }
         vf__engine_rebuild_for_child(e);
         if (e->life.fork_restart)
-            start_locked(e);
+            restart_after_fork(e);
         atomic_store(&e->life.forking, false);
         pthread_mutex_unlock(&e->life.op_lock);
     }

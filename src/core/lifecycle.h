@@ -74,6 +74,10 @@ typedef struct vf__life {
     int fork_child_workers;
     /* Fork handlers only (under the registry lock). */
     bool fork_restart, fork_inside, fork_dead;
+    /* lock: the restart after a fork could not start the threads (a thread
+     * quota): the engine stays stopped until a start succeeds, which a
+     * wait tries (vf__lifecycle_check_waitable). */
+    bool fork_restart_failed;
     vf_engine *next_live;
 } vf__life;
 
