@@ -58,7 +58,11 @@ static inline vf__deadline vf__deadline_within_us(const vf__deadline *d,
         soon.at.tv_sec++;
         soon.at.tv_nsec -= 1000000000L;
     }
-    return *vf__deadline_earlier(d, &soon);
+    if (d != NULL && !d->forever &&
+        (d->at.tv_sec < soon.at.tv_sec ||
+         (d->at.tv_sec == soon.at.tv_sec && d->at.tv_nsec < soon.at.tv_nsec)))
+        return *d;
+    return soon;
 }
 
 /* Whether the deadline has passed (NULL: never). */

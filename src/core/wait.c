@@ -646,8 +646,9 @@ static void watch(vf_engine *e, bool *watching, bool on)
  * so the pool lends a spare for an op queued after its first look. */
 #define ALONE_POLL_UNCOUNTED_US 1000
 /* How long a waiter that refused what the pool holds sleeps at the most
- * while the pool's queues stay as they were. */
-#define REFUSE_POLL_MAX_US 20000
+ * while the pool's queues stay as they were, its sleeps doubling from
+ * NESTED_POLL_US (nested_wait). */
+#define REFUSE_POLL_MAX_US 2000
 
 /* Whether no op of the engine runs: every active op is one queued on a
  * pool that will not run it (vf__pool_queued_stuck: a pool with a thread
@@ -880,23 +881,18 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
                            ? hopeless + 1
                            : 0;
             /* Nothing came or went since it refused all there was: its
-             * looks double apart, up to NESTED_POLL_US for each thread of
-             * its pool that is stuck (REFUSE_POLL_MAX_US at most), so
-             * that their looks together come about as often as one's:
-             * hundreds of such waiters at every NESTED_POLL_US took both
-             * cores of a small machine, and a few at 20 ms were that late
-             * for an op placed from outside the pool, which wakes no one
-             * sleeping alone (found by the reviewer). */
-            if (ran != VF__LOOP_REFUSED_AGAIN) {
+             * looks double apart, up to REFUSE_POLL_MAX_US. Hundreds of
+             * such waiters at every NESTED_POLL_US took both cores of a
+             * small machine; at 20 ms a few were that late for an op
+             * placed from outside the pool, which wakes no one sleeping
+             * alone (found by the reviewer); a bound that grew with the
+             * pool's threads made a 40,000-level recursion on small
+             * stacks 40 times slower at times (its waiters queued on the
+             * spare lock). */
+            if (ran != VF__LOOP_REFUSED_AGAIN)
                 refuse_poll_us = NESTED_POLL_US;
-            } else {
-                long nstuck = atomic_load(&me->pool->nstuck);
-                long most = nstuck < REFUSE_POLL_MAX_US / NESTED_POLL_US
-                                ? NESTED_POLL_US * (nstuck > 1 ? nstuck : 1)
-                                : REFUSE_POLL_MAX_US;
-                refuse_poll_us = refuse_poll_us * 2 < most ? refuse_poll_us * 2
-                                                           : most;
-            }
+            else if (refuse_poll_us < REFUSE_POLL_MAX_US)
+                refuse_poll_us *= 2;
             vf__deadline soon = vf__deadline_within_us(
                 until, hopeless > 0 ? HOPELESS_POLL_US : refuse_poll_us);
             if (me->pool->spread) {
