@@ -851,6 +851,13 @@ void vf__pool_stuck_enter(vf__pool *p)
     vf__pool_stuck_again(p);
 }
 
+static long long now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
 /* Under spare_lock: start a spare if every thread of the pool is stuck. */
 static void lend_spare(vf__pool *p)
 {
@@ -866,13 +873,15 @@ static void lend_spare(vf__pool *p)
         w->next_spare = p->spares;
         p->spares = w;
         atomic_fetch_add(&p->nspares, 1);
-        atomic_store(&p->spare_failed, false);
+        atomic_store(&p->spare_failed_since, 0);
     } else {
         /* No thread: the waiters poll on, and try again; meanwhile the
          * pool is out of spares (vf__pool_stuck_for_good). */
         pthread_mutex_destroy(&w->qlock);
         free(w);
-        atomic_store(&p->spare_failed, true);
+        long long never = 0;
+        (void)atomic_compare_exchange_strong(&p->spare_failed_since, &never,
+                                             now_ns());
     }
 }
 
@@ -886,11 +895,18 @@ void vf__pool_stuck_again(vf__pool *p)
     pthread_mutex_unlock(&p->spare_lock);
 }
 
+/* Whether the pool's spares have failed to start for VF__SPARE_FAIL_MS. */
+static bool spares_failing_long(vf__pool *p)
+{
+    long long since = atomic_load(&p->spare_failed_since);
+    return since != 0 && now_ns() - since >= VF__SPARE_FAIL_MS * 1000000LL;
+}
+
 bool vf__pool_stuck_for_good(vf__pool *p)
 {
     return p->spread ||
            (all_stuck(p) && (atomic_load(&p->nspares) >= VF__MAX_SPARES ||
-                             atomic_load(&p->spare_failed)));
+                             spares_failing_long(p)));
 }
 
 uint64_t vf__pool_queued(const vf__pool *p)
@@ -987,7 +1003,7 @@ int vf__pool_init(vf__pool *p, vf_engine *e, const vf__pool_runner *runner,
         init_worker(&p->workers[i], p, first_index + i);
     pthread_mutex_init(&p->spare_lock, NULL);
     atomic_init(&p->nspares, 0);
-    atomic_init(&p->spare_failed, false);
+    atomic_init(&p->spare_failed_since, 0);
     atomic_init(&p->nstuck, 0);
     p->nworkers = n;
     return 0;
@@ -996,6 +1012,7 @@ int vf__pool_init(vf__pool *p, vf_engine *e, const vf__pool_runner *runner,
 int vf__pool_start(vf__pool *p)
 {
     atomic_store(&p->stop, false); /* started again after a stop */
+    atomic_store(&p->spare_failed_since, 0);
     for (int i = 0; i < p->nworkers; i++) {
         int rc = start_thread(p, &p->workers[i]);
         if (rc != 0)

@@ -182,10 +182,11 @@ struct vf__pool {
     pthread_mutex_t spare_lock;
     vf__worker *spares;
     atomic_int nspares; /* spares started (they stay until the pool stops) */
-    /* The last spare the pool tried to start could not be (no thread:
-     * pthread_create failed, a thread quota say); seq_cst. The pool is
-     * out of spares until one starts (vf__pool_stuck_for_good). */
-    atomic_bool spare_failed;
+    /* Since when (CLOCK_MONOTONIC, ns; 0: not) every spare the pool
+     * tried to start could not be (no thread: pthread_create failed, a
+     * thread quota say); seq_cst. Past VF__SPARE_FAIL_MS the pool is out of
+     * spares until one starts (vf__pool_stuck_for_good). */
+    atomic_llong spare_failed_since;
     atomic_int nstuck;     /* threads waiting inside an op beside queued ops
                               they will not run (exec.c: vf__exec_loop_run_one) */
     unsigned threads_made; /* spare_lock (or the pool's init): for tags */
@@ -193,6 +194,12 @@ struct vf__pool {
 
 /* Spare threads a pool may start at most. */
 #define VF__MAX_SPARES 1024
+
+/* How long a pool's spares may fail to start before it counts as out of
+ * them: a quota that frees a thread within it (threads still exiting, a
+ * cgroup at its limit) costs a wait nothing (at once, a failure of 3 ms
+ * gave a recursion a false VF_EDEADLK: found by the reviewer). */
+#define VF__SPARE_FAIL_MS 100
 
 /* Whether an op of higher priority than `priority` may be waiting for w,
  * read without w's lock: one in its heap, in its lane (0, above a
