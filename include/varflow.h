@@ -1332,8 +1332,8 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * engine that it runs inline (the naive engine's), counts as so waiting in
  * its own pool once it has waited a millisecond (most such waits end
  * sooner, and the children its op pushed before are then still its own to
- * run above its next wait; an op's timed waits that give up in a row,
- * a millisecond in all),
+ * run above its next wait; an op's timed waits that give up in a row, a
+ * millisecond from the first),
  * which so lends a spare for the ops queued
  * there, which the wait may need; so does one blocked in
  * vf_engine_destroy() of another engine or in a push at another engine's
