@@ -84,20 +84,34 @@ static int level_op(vf_run *run, void *arg)
     return rc != 0 ? rc : frame[l->depth % sizeof frame] - 1;
 }
 
+/* A pooled engine of `workers` (and, if not 0, stacks of `stack_kib`). */
+static vf_engine *quota_engine(int workers, int stack_kib)
+{
+    vf_engine *e = NULL;
+    REQUIRE(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
+                                              .cpu_workers = workers,
+                                              .worker_stack_kib = stack_kib}) ==
+            0);
+    return e;
+}
+
+/* The recursion `depth` levels deep, pushed and waited for. */
+static int run_levels(vf_engine *e, int depth)
+{
+    level top = {depth};
+    int rc = vf_engine_push(
+        e, &(vf_op){.fn = level_op, .arg = &top, .arg_size = sizeof top});
+    return rc != 0 ? rc : vf_engine_wait_all(e, NULL);
+}
+
 TEST_CASE(recursion_without_spares)
 {
 #if defined(TU_ASAN) || defined(TU_TSAN)
     TEST_SKIP("the sanitizers intercept pthread_create");
 #endif
-    vf_engine *e = NULL;
-    REQUIRE(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
-                                              .cpu_workers = 2,
-                                              .worker_stack_kib = 128}) == 0);
-    level top = {1000};
+    vf_engine *e = quota_engine(2, 128);
     atomic_store(&refusing, 1);
-    CHECK_OK(vf_engine_push(
-        e, &(vf_op){.fn = level_op, .arg = &top, .arg_size = sizeof top}));
-    CHECK_ERR(vf_engine_wait_all(e, NULL), VF_EOPFAILED);
+    CHECK_EQ(run_levels(e, 1000), VF_EOPFAILED);
     atomic_store(&refusing, 0);
     CHECK(atomic_load(&refused) > 0); /* it tried to start spares */
     CHECK(atomic_load(&deadlocks) > 0);
@@ -106,9 +120,7 @@ TEST_CASE(recursion_without_spares)
     CHECK_EQ(atomic_load(&other_errors), 0);
     /* Threads allowed again: the spares start, and it runs. */
     atomic_store(&deadlocks, 0);
-    CHECK_OK(vf_engine_push(
-        e, &(vf_op){.fn = level_op, .arg = &top, .arg_size = sizeof top}));
-    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_OK(run_levels(e, 1000));
     CHECK_EQ(atomic_load(&deadlocks), 0);
     tu_finish_engine(e);
 }
@@ -133,19 +145,13 @@ TEST_CASE(a_short_refusal_costs_nothing)
 #if defined(TU_ASAN) || defined(TU_TSAN)
     TEST_SKIP("the sanitizers intercept pthread_create");
 #endif
-    vf_engine *e = NULL;
-    REQUIRE(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
-                                              .cpu_workers = 2,
-                                              .worker_stack_kib = 128}) == 0);
+    vf_engine *e = quota_engine(2, 128);
     pthread_t allower;
     REQUIRE(pthread_create(&allower, NULL, allow_threads_soon, NULL) == 0);
     atomic_store(&refused, 0);
     atomic_store(&deadlocks, 0);
     atomic_store(&refusing, 1);
-    level top = {300};
-    CHECK_OK(vf_engine_push(
-        e, &(vf_op){.fn = level_op, .arg = &top, .arg_size = sizeof top}));
-    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_OK(run_levels(e, 300));
     pthread_join(allower, NULL);
     CHECK(atomic_load(&refused) > 0);
     CHECK_EQ(atomic_load(&deadlocks), 0);
@@ -172,9 +178,7 @@ TEST_CASE(device_threads_that_cannot_start)
 #if defined(TU_ASAN) || defined(TU_TSAN)
     TEST_SKIP("the sanitizers intercept pthread_create");
 #endif
-    vf_engine *e = NULL;
-    REQUIRE(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
-                                              .cpu_workers = 1}) == 0);
+    vf_engine *e = quota_engine(1, 0);
     int x = 0;
     vf_op op = {
         .fn = quota_dev_op, .arg = &x, .device = {VF_DEVICE_EMULATED, 0}};
@@ -206,9 +210,7 @@ TEST_CASE(start_without_threads)
 #if defined(TU_ASAN) || defined(TU_TSAN)
     TEST_SKIP("the sanitizers intercept pthread_create");
 #endif
-    vf_engine *e = NULL;
-    REQUIRE(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
-                                              .cpu_workers = 2}) == 0);
+    vf_engine *e = quota_engine(2, 0);
     CHECK_OK(vf_engine_stop(e));
     CHECK_OK(vf_engine_push(e, &(vf_op){.fn = tu_nop}));
     atomic_store(&refusing, 1);
@@ -240,9 +242,7 @@ TEST_CASE(fork_restart_without_threads)
 #if defined(TU_ASAN) || defined(TU_TSAN)
     TEST_SKIP("the sanitizers intercept pthread_create");
 #endif
-    vf_engine *e = NULL;
-    REQUIRE(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
-                                              .cpu_workers = 2}) == 0);
+    vf_engine *e = quota_engine(2, 0);
     atomic_int ran = 0;
     atomic_store(&refusing, 1);
     pid_t child = fork();
