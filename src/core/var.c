@@ -546,31 +546,28 @@ int vf__var_create(vf__var_table *t, vf_var *out)
     return 0;
 }
 
+vf__var *vf__var_slot(vf__var_table *t, vf_var h)
+{
+    uint32_t index = (uint32_t)h.id & ((1u << VF__VAR_INDEX_BITS) - 1);
+    vf__var *chunk = atomic_load_explicit(
+        &t->chunks[index >> VF__VAR_CHUNK_BITS], memory_order_acquire);
+    return chunk != NULL ? &chunk[index & (VF__VAR_CHUNK - 1)] : NULL;
+}
+
 int vf__var_lookup(vf__var_table *t, vf_var h, vf__var **out)
 {
     if (h.id == 0)
         return VF_EINVAL;
     if (vf__var_handle_tag(h) != t->tag)
         return VF_EXDEV;
-    uint32_t index = (uint32_t)h.id & ((1u << VF__VAR_INDEX_BITS) - 1);
-    vf__var *chunk = atomic_load_explicit(
-        &t->chunks[index >> VF__VAR_CHUNK_BITS], memory_order_acquire);
-    if (chunk == NULL)
+    vf__var *v = vf__var_slot(t, h);
+    if (v == NULL)
         return VF_EINVAL;
-    vf__var *v = &chunk[index & (VF__VAR_CHUNK - 1)];
     if (atomic_load_explicit(&v->gen, memory_order_relaxed) !=
         vf__var_handle_gen(h))
         return VF_ESTALE;
     *out = v;
     return 0;
-}
-
-vf__var *vf__var_slot(vf__var_table *t, vf_var h)
-{
-    uint32_t index = (uint32_t)h.id & ((1u << VF__VAR_INDEX_BITS) - 1);
-    return &atomic_load_explicit(
-        &t->chunks[index >> VF__VAR_CHUNK_BITS],
-        memory_order_acquire)[index & (VF__VAR_CHUNK - 1)];
 }
 
 /* Generations run from 1 (a slot's first) to 2^24 - 1; the one after the

@@ -169,8 +169,9 @@ int vf__var_create(vf__var_table *t, vf_var *out);
  * (vf__var_usable) by a caller about to enqueue. */
 int vf__var_lookup(vf__var_table *t, vf_var h, vf__var **out);
 
-/* The slot of a handle vf__var_lookup refused with VF_ESTALE (another
- * generation's now). */
+/* The slot a handle's index names, whatever its tag and generation
+ * (NULL: no such slot): vf__var_lookup's first step, and the slot of a
+ * handle it refused with VF_ESTALE (another generation's now). */
 vf__var *vf__var_slot(vf__var_table *t, vf_var h);
 
 /* The handle of slot `v` at generation `gen` (for details, and for

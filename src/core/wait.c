@@ -1335,10 +1335,10 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
          * every other call says (it said VF_ESTOPPED, and a wait again
          * after the start VF_ESTALE; found by a user tester). */
         vf__spin_lock(&v->lock);
-        if (!vf__var_nameable(v, gen))
-            rc = vf__fail(VF_ESTALE, "%s: variable was deleted", who);
+        bool deleted = !vf__var_nameable(v, gen);
         vf__spin_unlock(&v->lock);
-        return rc;
+        return deleted ? vf__fail(VF_ESTALE, "%s: variable was deleted", who)
+                       : rc;
     }
     const vf__op *hold = NULL;
     bool settled = false;
