@@ -17,6 +17,14 @@ typedef struct vf__deadline {
     struct timespec at; /* CLOCK_MONOTONIC */
 } vf__deadline;
 
+/* Now on CLOCK_MONOTONIC, in nanoseconds. */
+static inline uint64_t vf__now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* `ms` milliseconds from now; a negative `ms` never passes. */
 static inline vf__deadline vf__deadline_in_ms(int64_t ms)
 {

@@ -851,13 +851,6 @@ void vf__pool_stuck_enter(vf__pool *p)
     vf__pool_stuck_again(p);
 }
 
-static long long now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
-
 /* Under spare_lock: start a spare if every thread of the pool is stuck. */
 static void lend_spare(vf__pool *p)
 {
@@ -879,9 +872,9 @@ static void lend_spare(vf__pool *p)
          * pool is out of spares (vf__pool_stuck_for_good). */
         pthread_mutex_destroy(&w->qlock);
         free(w);
-        long long never = 0;
+        uint64_t never = 0;
         (void)atomic_compare_exchange_strong(&p->spare_failed_since, &never,
-                                             now_ns());
+                                             vf__now_ns());
     }
 }
 
@@ -898,8 +891,9 @@ void vf__pool_stuck_again(vf__pool *p)
 /* Whether the pool's spares have failed to start for VF__SPARE_FAIL_MS. */
 static bool spares_failing_long(vf__pool *p)
 {
-    long long since = atomic_load(&p->spare_failed_since);
-    return since != 0 && now_ns() - since >= VF__SPARE_FAIL_MS * 1000000LL;
+    uint64_t since = atomic_load(&p->spare_failed_since);
+    return since != 0 &&
+           vf__now_ns() - since >= (uint64_t)VF__SPARE_FAIL_MS * 1000000u;
 }
 
 bool vf__pool_stuck_for_good(vf__pool *p)

@@ -186,7 +186,7 @@ struct vf__pool {
      * tried to start could not be (no thread: pthread_create failed, a
      * thread quota say); seq_cst. Past VF__SPARE_FAIL_MS the pool is out of
      * spares until one starts (vf__pool_stuck_for_good). */
-    atomic_llong spare_failed_since;
+    _Atomic uint64_t spare_failed_since;
     atomic_int nstuck;     /* threads waiting inside an op beside queued ops
                               they will not run (exec.c: vf__exec_loop_run_one) */
     unsigned threads_made; /* spare_lock (or the pool's init): for tags */

@@ -80,6 +80,7 @@
 
 #include <varflow_cuda.h>
 
+#include "base/deadline.h"
 #include "base/ref.h"
 #include "device/device.h"
 
@@ -153,13 +154,6 @@ struct vf__stream {
      * its slowing down). */
     vf__device_params params;
 };
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* A CUDA error as a varflow one: VF_EDEVICE with CUDA's words. */
 static int cuda_fail(cudaError_t err, const char *what)
@@ -483,7 +477,7 @@ static int stream_create(int id, const vf__device_params *params,
         err = cudaEventRecord(s->prog->ref_ev, s->st);
         if (err == cudaSuccess)
             err = cudaEventSynchronize(s->prog->ref_ev);
-        s->prog->ref_host_ns = now_ns();
+        s->prog->ref_host_ns = vf__now_ns();
         if (err != cudaSuccess)
             cudaStreamDestroy(s->st); /* the block destroys the event */
     }

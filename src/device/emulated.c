@@ -66,6 +66,7 @@
 #include <time.h>
 
 #include "base/alloc.h"
+#include "base/deadline.h"
 #include "base/error.h"
 #include "base/ref.h"
 #include "device/device.h"
@@ -189,20 +190,13 @@ struct vf__stream {
     emu_lane copy_lane;       /* its thread made at the first need */
 };
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Keep the calling thread busy for `ns` (a host-side cost). */
 static void spin_ns(uint64_t ns)
 {
     if (ns == 0)
         return;
-    uint64_t end = now_ns() + ns;
-    while (now_ns() < end) {
+    uint64_t end = vf__now_ns() + ns;
+    while (vf__now_ns() < end) {
     }
 }
 
@@ -269,7 +263,7 @@ static void event_complete(vf__event *ev, const vf__event_status *st)
 {
     pthread_mutex_lock(&ev->lock);
     ev->st = *st;
-    ev->done_ns = now_ns();
+    ev->done_ns = vf__now_ns();
     ev->done = true;
     pthread_cond_broadcast(&ev->done_cond);
     pthread_mutex_unlock(&ev->lock);
@@ -331,10 +325,10 @@ static void run_work_in(vf__stream *s, vf_device_fn fn, void *arg, size_t bytes,
     /* A host function's latency: the stream holds until the host runs it
      * (even one that a failed segment then skips). */
     if (s->params.costs.hostfn_ns > 0)
-        sleep_until(now_ns() + s->params.costs.hostfn_ns);
+        sleep_until(vf__now_ns() + s->params.costs.hostfn_ns);
     if (seg->code != 0)
         return; /* the segment failed: later work is skipped */
-    uint64_t t0 = now_ns();
+    uint64_t t0 = vf__now_ns();
     int rc = vf__device_run_work(&s->params, fn, arg);
     if (rc != 0) {
         seg->code = rc;
@@ -346,7 +340,7 @@ static void run_work_in(vf__stream *s, vf_device_fn fn, void *arg, size_t bytes,
     if (bytes > 0 && s->params.bytes_per_sec > 0)
         cost += (uint64_t)((double)bytes * 1e9 /
                            (double)s->params.bytes_per_sec);
-    if (cost > 0 && now_ns() - t0 < cost)
+    if (cost > 0 && vf__now_ns() - t0 < cost)
         sleep_until(t0 + cost);
 }
 

@@ -1,4 +1,5 @@
 /* record.c: recording ops and taking snapshots (see hooks.h). */
+#include "base/deadline.h"
 #include "profile/hooks.h"
 
 #include <pthread.h>
@@ -6,6 +7,7 @@
 #include <time.h>
 
 #include "base/alloc.h"
+#include "base/deadline.h"
 #include "base/error.h"
 #include "base/hashmap.h"
 #include "profile/out.h"
@@ -66,13 +68,6 @@ struct vf__profiler {
 struct var_last {
     uint64_t write, read;
 };
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 int vf__prof_create(vf__profiler **out, size_t max_records, const char *path)
 {
@@ -167,7 +162,7 @@ static uint32_t session_now(vf__profiler *p)
 /* Time stamps, relative to the profile's start. */
 static uint64_t stamp(vf__profiler *p)
 {
-    return now_ns() - atomic_load_explicit(&p->t0, memory_order_relaxed);
+    return vf__now_ns() - atomic_load_explicit(&p->t0, memory_order_relaxed);
 }
 
 vf__op_prof *vf__prof_op_pushed(vf__profiler *p, int nvars, uint32_t ids)
@@ -598,7 +593,7 @@ static void new_session(vf__profiler *p)
     clear(p);
     /* The new clock first, then the next session with no id taken
      * (release): a push numbered in it stamps with that clock. */
-    atomic_store_explicit(&p->t0, now_ns(), memory_order_relaxed);
+    atomic_store_explicit(&p->t0, vf__now_ns(), memory_order_relaxed);
     atomic_store_explicit(&p->numbering,
                           (uint64_t)(session_now(p) + 1) << NUMBERING_BITS,
                           memory_order_release);
