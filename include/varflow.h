@@ -657,8 +657,11 @@ VF_API int vf_var_create(vf_engine *e, vf_var *out);
  * where the naive engine, which runs that op inside its push, answers
  * them. A delete pushed from inside an op takes its place at its push,
  * after the ops the program's thread pushed on the variable meanwhile
- * (which the serial program refuses). The delete op jumps to the front of
- * its pool's ready queue.
+ * (which the serial program refuses); what that op pushes on the handle
+ * after it, itself or through ops it pushes after it, is refused
+ * (VF_ESTALE), and ops on the handle vf_var_of() gives its address then
+ * run after it, as in the serial program. The delete op jumps to the
+ * front of its pool's ready queue.
  */
 VF_API int vf_var_destroy(vf_engine *e, vf_var v, void (*free_fn)(void *),
                           void *free_arg);

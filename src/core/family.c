@@ -35,6 +35,11 @@ void vf__family_unref(vf__family *f)
         VF__ASSERT(atomic_load(&f->waiter) == NULL);
         if (f->writes != f->own)
             free(f->writes);
+        for (vf__family_delete *d = atomic_load(&f->deletes), *next; d != NULL;
+             d = next) {
+            next = d->next;
+            free(d);
+        }
         vf__fl_free(VF__FL_FAMILY, f);
         f = up;
     }
@@ -181,6 +186,7 @@ vf__family *vf__running_family(const vf__op *op, vf__family *up, uint64_t place)
         atomic_init(&f->first, NULL);
         atomic_init(&f->run_over, false);
         atomic_init(&f->waiter, NULL);
+        atomic_init(&f->deletes, NULL);
         f->place = place;
         f->root = vf__family_root(up, f->place);
         if (up != NULL && up->depth >= VF__FAMILY_DEPTH) {
@@ -197,4 +203,22 @@ vf__family *vf__running_family(const vf__op *op, vf__family *up, uint64_t place)
         vf__running_now.family = f;
     }
     return f;
+}
+
+void vf__family_note_delete(vf__family *f, vf__family_delete *note)
+{
+    note->next = atomic_load_explicit(&f->deletes, memory_order_relaxed);
+    atomic_store_explicit(&f->deletes, note, memory_order_release);
+}
+
+int vf__family_delete_order(const vf__family *up, uint64_t place,
+                            const struct vf__var *var, uint32_t gen)
+{
+    for (; up != NULL; place = up->place, up = up->up)
+        for (const vf__family_delete *d =
+                 atomic_load_explicit(&up->deletes, memory_order_acquire);
+             d != NULL; d = d->next)
+            if (d->var == var && d->gen == gen)
+                return place > d->place ? 1 : -1;
+    return 0;
 }

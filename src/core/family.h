@@ -43,6 +43,14 @@
  * around it), whether or not a worker happens to run the descendant
  * after its ancestor ended.
  *
+ * Deletes from inside. A delete pushed from inside an op (vf_var_destroy)
+ * has no key of its own: it takes no place (failure.h) and joins no
+ * family, for it must not count as a child its op's wait for children
+ * waits for (it waits for its op, which writes the var). Its op's family
+ * notes it instead (`deletes`), so that a descendant pushed after it on
+ * the var, which the serial program refuses or runs after the free, is
+ * placed behind it (vf__family_delete_order, var.c: queued_before).
+ *
  * Nothing of this is on the path of a top-level op: its `up` is NULL, and a
  * run makes a family only when it pushes.
  */
@@ -76,6 +84,16 @@ typedef struct vf__family_var {
 } vf__family_var;
 
 #define VF__FAMILY_OWN_WRITES 2 /* kept in the family; more are malloc'd */
+
+/* A var deleted from inside the family's op (above: deletes from
+ * inside), at generation `gen`; `place` is the delete's, the last one
+ * taken at its push: the op's children pushed after it take later ones. */
+typedef struct vf__family_delete {
+    struct vf__family_delete *next;
+    const struct vf__var *var;
+    uint32_t gen;
+    uint64_t place;
+} vf__family_delete;
 
 struct vf__family {
     atomic_int refs; /* acq_rel: the last unref frees (and unrefs `up`) */
@@ -145,6 +163,10 @@ struct vf__family {
     int nwrites;
     vf__family_var *writes;
     vf__family_var own[VF__FAMILY_OWN_WRITES];
+    /* The deletes pushed from inside its op, newest first (NULL: none).
+     * Only its op's thread adds one (release); descendants on any thread
+     * read the list (acquire), whose notes stay until the family goes. */
+    _Atomic(vf__family_delete *) deletes;
 };
 
 /* The key's first part (failure.h: records compare by it first): the
@@ -252,5 +274,23 @@ int vf__family_writes(const vf__family *up, const struct vf__var *var,
  * notes the level (waits_up). */
 void vf__family_child_var(vf__family *f, const struct vf__var *var,
                           uint32_t gen);
+
+/* The op of family `f`, running on this thread, pushed the delete that
+ * `note` (malloc'd: the family frees it) describes. */
+void vf__family_note_delete(vf__family *f, vf__family_delete *note);
+
+/*
+ * Where a delete of `var` at generation `gen` pushed from inside an
+ * ancestor of the op at `place` under `up` stands against that op in the
+ * serial program: 1 before it (the op descends from a child the ancestor
+ * pushed after the delete, or is one: its place, or its ancestor's at
+ * that level, is later than the delete's), -1 after it (it descends from
+ * one pushed before), 0 when no ancestor pushed such a delete. An op not
+ * numbered yet passes UINT64_MAX: it is pushed now, after the deletes
+ * noted so far. Past VF__FAMILY_DEPTH a level's places are compared with
+ * its grandparent's deletes: in time, as family.h says of depth.
+ */
+int vf__family_delete_order(const vf__family *up, uint64_t place,
+                            const struct vf__var *var, uint32_t gen);
 
 #endif /* VF_FAMILY_H */

@@ -461,15 +461,23 @@ static __attribute__((noinline)) int enqueue_child(vf__op *op, int n)
  * ops push as a user: the child of an op pushed before the delete was
  * refused with VF_ESTALE, the naive engine ran it; the helper's patch).
  * Out of line: only a push that meets a deleted var comes here. */
-static __attribute__((noinline)) bool
-child_passes_delete(const vf__op *op, int n, const vf__dep *d)
+static __attribute__((noinline)) bool child_passes_delete(vf__op *op, int n,
+                                                          const vf__dep *d)
 {
     const vf__var *v = vf__dep_var(d);
     if (op->up == NULL || !vf__var_delete_pending(v, (uint32_t)d->gen))
         return false;
     const vf__op *parent = parent_of_child(op);
     vf__child_look look = {NULL, 0, parent};
-    return child_goes_ahead(op, n, parent, &look);
+    /* A user op takes its number once its push cannot fail: until then
+     * it stands after every op pushed so far (family.h:
+     * vf__family_delete_order), as it will. */
+    uint64_t place = op->place;
+    if (place == 0)
+        op->place = UINT64_MAX;
+    bool ahead = child_goes_ahead(op, n, parent, &look);
+    op->place = place;
+    return ahead;
 }
 
 /* A push that a stopped engine holds, checked and numbered under the lock

@@ -2,8 +2,10 @@
 #include "core/var_api.h"
 
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "core/addr_vars.h"
 #include "core/bulk.h"
 #include "core/engine.h"
@@ -199,10 +201,23 @@ static int var_destroy(vf_engine *e, vf_var h, void (*free_fn)(void *),
         return rc == VF_ESTALE ? already_deleted(who, h)
                                : lookup_failed(who, h, rc);
     vf__bulk_flush_all(e); /* a batch may name the var (bulk.h) */
+    /* Pushed from inside an op: its family notes the delete, for the ops
+     * it pushes after it (family.h: deletes from inside). */
+    vf__op *parent = vf__current_op();
+    vf__family *from = NULL;
+    vf__family_delete *note = NULL;
+    if (parent != NULL && vf__op_engine(parent) == e &&
+        ((note = vf__malloc(sizeof *note)) == NULL ||
+         (from = vf__push_family_of_run(parent)) == NULL)) {
+        free(note);
+        return vf__fail(VF_ENOMEM, "%s: out of memory", who);
+    }
     const vf__opdef *def = delete_def(e, &vf__kind_delete);
     vf__op *op = def != NULL ? vf__op_alloc(1) : NULL;
-    if (op == NULL)
+    if (op == NULL) {
+        free(note);
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
+    }
     vf__op_stage_vars(
         op,
         &(vf__varref){.var = v, .gen = vf__var_handle_gen(h), .write = true});
@@ -217,11 +232,18 @@ static int var_destroy(vf_engine *e, vf_var h, void (*free_fn)(void *),
      * place after the ops pushed before it (failure.h). */
     op->place = vf__push_wait_place(e);
     op->nest = vf__push_nest(e);
+    uint64_t place = op->place; /* run and freed once pushed, maybe */
     if ((rc = vf__push_enqueue_delete(e, op, who)) != 0) {
         vf__op_free(op);
+        free(note);
         /* The op names h alone: a delete of it was pushed first (before
          * this call, or by another thread since the lookup). */
         return rc == VF_ESTALE ? already_deleted(who, h) : rc;
+    }
+    if (note != NULL) {
+        *note = (vf__family_delete){
+            .var = v, .gen = vf__var_handle_gen(h), .place = place};
+        vf__family_note_delete(from, note);
     }
     vf__addr_vars_destroyed(e, h); /* made by vf_var_of: see addr_vars.h */
     return 0;
