@@ -1295,10 +1295,10 @@ static bool needed_by_waiter(const vf__op *op, const void *arg)
  * the wait in push order: one ready late, not needed, could wait on a var
  * the waiting op writes (its marker queues behind that write), and got
  * VF_EDEADLK (found by the reviewer of that change). */
-static vf__op *loop_take(vf__waiter *w, vf__worker *me, bool any, int *why)
+static vf__op *loop_take(vf__waiter *w, vf__worker *me, bool any, bool room,
+                         int *why)
 {
     vf__op *op = NULL;
-    bool room = vf__stack_below(VF__WAIT_CHILD_EIGHTHS);
     if (any && room) {
         op = vf__worker_take(me);
     } else if (room && !me->pool->spread && w->family != NULL) {
@@ -1323,7 +1323,7 @@ static vf__op *loop_take(vf__waiter *w, vf__worker *me, bool any, int *why)
     return op;
 }
 
-int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any)
+int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any, bool room)
 {
     VF__ASSERT(tls.hold != NULL && tls.hold->engine == w->engine);
     vf__readylist *from;
@@ -1333,7 +1333,7 @@ int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any)
          * of waits on the naive engine, each above the last, overflowed
          * the main thread's stack past ~6,000 levels (found trying deep
          * recursion as a user). */
-        if (!vf__stack_below(VF__WAIT_CHILD_EIGHTHS)) {
+        if (!room) {
             vf__readylist_push_front(from, op); /* back where it was */
             if (me != NULL) /* nor anything of its queue (loop_take) */
                 vf__worker_refuses(me);
@@ -1355,7 +1355,7 @@ int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any)
         return VF__LOOP_RAN;
     }
     int why = VF__LOOP_NOTHING;
-    if (me == NULL || (op = loop_take(w, me, any, &why)) == NULL)
+    if (me == NULL || (op = loop_take(w, me, any, room, &why)) == NULL)
         return why == VF__LOOP_NOTHING && held_of(w->engine) > 0 ? VF__LOOP_HELD
                                                                  : why;
     if (!loop_claim(w)) {

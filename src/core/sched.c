@@ -982,6 +982,7 @@ int vf__pool_init(vf__pool *p, vf_engine *e, const vf__pool_runner *runner,
     p->name = name;
     atomic_init(&p->nspinning, 0);
     atomic_init(&p->long_spins, 0);
+    atomic_init(&p->refused_sleeps, 0);
     atomic_init(&p->stop, false);
     p->workers = vf__aligned_calloc(VF__CACHELINE,
                                     (size_t)n * sizeof *p->workers);

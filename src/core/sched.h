@@ -174,6 +174,10 @@ struct vf__pool {
     /* Long spins begun (may_spin_long; relaxed): what a test reads to see
      * the pool's choice, which a loaded machine's timing cannot show. */
     atomic_uint long_spins;
+    /* Sleeps of nested waiters beside queued ops they refused with stack
+     * room for them (wait.c; relaxed): what a test reads to see that a
+     * waiter with none sleeps alone instead, which timing cannot show. */
+    atomic_uint refused_sleeps;
     char pad_spin_[VF__CACHELINE];
     vf__ecount sleepers; /* idle workers and nested waiters (see above) */
     char pad_sleep_[VF__CACHELINE];

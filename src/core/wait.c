@@ -731,8 +731,13 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
     if (me != NULL)
         vf__worker_waiting(me, 1);
     /* The top of its thread's stack for the whole wait: with no room for
-     * an op above it here, there is none where it would take one either
-     * (exec.c: loop_take, deeper), and it sleeps alone (wait.h). */
+     * an op above it here, it takes none (exec.c: loop_take, told so) and
+     * sleeps alone (wait.h); with room here, it takes its child, though
+     * the look's frames, deeper, may be past the line. Measured there,
+     * a waiter whose frames straddled the line refused its own child and
+     * slept as a refuser, counted stuck only while asleep: a recursion's
+     * hundreds such took 4-15 s for 40,000 levels on 128 KiB stacks, or
+     * 0.3 s, as the frame sizes fell (test_sched_wake). */
     bool alone = !vf__stack_below(VF__WAIT_CHILD_EIGHTHS);
     /* Such a waiter never runs a queued op: in its pool it counts as stuck
      * from the first it refused to its wait's end, so a pool whose threads
@@ -770,7 +775,8 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
         /* Nobody else will ever run the ops this waiter refuses (below):
          * it runs one itself if its stack has room (past that, and past
          * VF__MAX_SPARES spares, a recursion waits for ever). */
-        int ran = vf__exec_loop_run_one(w, me, hopeless >= HOPELESS_LOOKS);
+        int ran = vf__exec_loop_run_one(w, me, hopeless >= HOPELESS_LOOKS,
+                                        !alone);
         if (ran == VF__LOOP_RAN) {
             refusals = 0;
             hopeless = 0;
@@ -872,6 +878,8 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
              * once. From
              * its second refusal in a row on, it counts as stuck: when
              * every thread of the pool is, a spare runs them (sched.h). */
+            atomic_fetch_add_explicit(&me->pool->refused_sleeps, 1,
+                                      memory_order_relaxed);
             vf__pool_pass_on(me->pool); /* the wake may have been for them */
             bool counted = ++refusals > 1;
             if (counted)

@@ -37,6 +37,11 @@
  *   its next look (it looks every millisecond at the most until it is
  *   counted: the reviewer's case waited 20 ms) counts it, and a spare
  *   runs the child.
+ * - a waiter never refuses its own child for want of stack it has: a
+ *   recursion deeper than a worker's stack, on stacks of 128 to 188 KiB,
+ *   has no waiter sleep as a refuser (the pool counts such sleeps): each
+ *   runs its child above its wait, or sleeps alone, counted stuck, while
+ *   a spare runs it.
  * - idle spinning (vf_config.idle_spin_us): while the program's thread
  *   sleeps in wait_all and a CPU is free, an idle worker spins for the
  *   time set before it sleeps (the sleep comes no earlier: a lower bound,
@@ -646,6 +651,58 @@ TEST_CASE(a_waiter_with_no_stack_room_lends_a_spare_later)
     CHECK_EQ(atomic_load(&p->nstuck), 0); /* left at the wait's end */
     tu_finish_engine(e);
     free(c);
+}
+
+/* A chain of `left` levels, each pushing the next and waiting for it. */
+static int chain_level(vf_run *run, void *arg)
+{
+    int left = *(const int *)arg - 1;
+    if (left == 0)
+        return 0;
+    int rc = vf_engine_push(
+        vf_run_engine(run),
+        &(vf_op){.fn = chain_level, .arg = &left, .arg_size = sizeof left});
+    return rc != 0 ? rc : vf_run_wait_children(run, NULL);
+}
+
+/* A recursion deeper than a worker's stack holds, with a wait at every
+ * level, on stacks of 128 to 188 KiB (where the top level's frames fall
+ * against the stack's line moves with the size): the waiter at the top
+ * of each thread's stack either runs its child above its wait or, with
+ * no room for it, sleeps alone, counted stuck for its whole wait, while a
+ * spare runs the child. It never sleeps as a refuser, which stays counted
+ * stuck only while it sleeps. The wait decided it had room where its
+ * frames began, and the look for an op, a few frames deeper, that it had
+ * none: the waiter refused its own child, and hundreds such, each looking
+ * every 0.2 ms, never all stuck at once, made 40,000 levels on 128 KiB
+ * stacks take 4-15 s instead of 0.3 s, as the build's and the program's
+ * frame sizes fell (stated open in "Known limits" at stop 60). */
+TEST_CASE(a_waiter_never_refuses_its_child_for_the_stack_it_has)
+{
+    int levels = 600, kib_from = 128, kib_to = 188;
+    for (int kib = kib_from; kib <= kib_to; kib += 4) {
+        vf_engine *e = NULL;
+        REQUIRE(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
+                                                  .cpu_workers = 1,
+                                                  .worker_stack_kib = kib,
+                                                  .idle_spin_us = -1}) == 0);
+        vf__pool *p = e->cpu_pool;
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = chain_level,
+                                            .arg = &levels,
+                                            .arg_size = sizeof levels}));
+        vf_error err = {0};
+        int rc = vf_engine_wait_all(e, &err);
+        if (rc != 0)
+            CHECK_REPORT_("%d KiB: the chain's wait said %s (%s)", kib,
+                          vf_error_name(rc), err.message);
+        /* Deeper than one stack, or nothing was tried. */
+        CHECK(atomic_load(&p->nspares) > 0);
+        if (atomic_load(&p->refused_sleeps) != 0)
+            CHECK_REPORT_("%d KiB: %u sleeps as a refuser, %d spares", kib,
+                          atomic_load(&p->refused_sleeps),
+                          atomic_load(&p->nspares));
+        tu_finish_engine(e);
+    }
 }
 
 /* The refusing waiter's case: P waits for its child C, which another
