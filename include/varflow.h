@@ -657,11 +657,15 @@ VF_API int vf_var_create(vf_engine *e, vf_var *out);
  * where the naive engine, which runs that op inside its push, answers
  * them. A delete pushed from inside an op takes its place at its push,
  * after the ops the program's thread pushed on the variable meanwhile
- * (which the serial program refuses); what that op pushes on the handle
- * after it, itself or through ops it pushes after it, is refused
- * (VF_ESTALE), and ops on the handle vf_var_of() gives its address then
- * run after it, as in the serial program. The delete op jumps to the
- * front of its pool's ready queue.
+ * (which the serial program refuses); it stands within that op's run,
+ * and what comes after it in the serial program is refused (VF_ESTALE):
+ * what the op pushes on the handle after it, itself or through ops it
+ * pushes after it, and what its parent pushes there once the op
+ * returned, or a later sibling; ops on the handle vf_var_of() gives its
+ * address then run after it. Where the op is more than 127 levels of
+ * nested pushes down, the order in time of the pushes decides between
+ * its descendants. The delete op jumps to the front of its pool's ready
+ * queue.
  */
 VF_API int vf_var_destroy(vf_engine *e, vf_var v, void (*free_fn)(void *),
                           void *free_arg);

@@ -35,11 +35,6 @@ void vf__family_unref(vf__family *f)
         VF__ASSERT(atomic_load(&f->waiter) == NULL);
         if (f->writes != f->own)
             free(f->writes);
-        for (vf__family_delete *d = atomic_load(&f->deletes), *next; d != NULL;
-             d = next) {
-            next = d->next;
-            free(d);
-        }
         vf__fl_free(VF__FL_FAMILY, f);
         f = up;
     }
@@ -186,16 +181,17 @@ vf__family *vf__running_family(const vf__op *op, vf__family *up, uint64_t place)
         atomic_init(&f->first, NULL);
         atomic_init(&f->run_over, false);
         atomic_init(&f->waiter, NULL);
-        atomic_init(&f->deletes, NULL);
         f->place = place;
         f->root = vf__family_root(up, f->place);
         if (up != NULL && up->depth >= VF__FAMILY_DEPTH) {
             /* Deep: in its parent's stead, beside it (family.h). */
             f->depth = up->depth;
             f->up = up->up;
+            f->path_place = up->path_place;
         } else {
             f->depth = up != NULL ? up->depth + 1 : 1;
             f->up = up;
+            f->path_place = f->place;
         }
         f->up_borrowed = f->up != NULL && op->alone;
         if (f->up != NULL && !f->up_borrowed)
@@ -205,20 +201,44 @@ vf__family *vf__running_family(const vf__op *op, vf__family *up, uint64_t place)
     return f;
 }
 
-void vf__family_note_delete(vf__family *f, vf__family_delete *note)
+/* Tree order by the places of the ancestors the families stand for
+ * (`path_place`): -1 when the op at `a_place` under `a_up` comes before
+ * the one at `b_place` under `b_up`, 1 after it, 0 when the families do
+ * not tell them apart (the one descends from the other, or both from an
+ * op whose levels below them no family keeps). */
+static int path_order(const vf__family *a_up, uint64_t a_place,
+                      const vf__family *b_up, uint64_t b_place)
 {
-    note->next = atomic_load_explicit(&f->deletes, memory_order_relaxed);
-    atomic_store_explicit(&f->deletes, note, memory_order_release);
+    uint32_t da = a_up != NULL ? a_up->depth : 0;
+    uint32_t db = b_up != NULL ? b_up->depth : 0;
+    for (; da > db; da--) {
+        a_place = a_up->path_place;
+        a_up = a_up->up;
+    }
+    for (; db > da; db--) {
+        b_place = b_up->path_place;
+        b_up = b_up->up;
+    }
+    while (a_up != b_up) {
+        a_place = a_up->path_place;
+        a_up = a_up->up;
+        b_place = b_up->path_place;
+        b_up = b_up->up;
+    }
+    return a_place < b_place ? -1 : a_place > b_place;
 }
 
-int vf__family_delete_order(const vf__family *up, uint64_t place,
-                            const struct vf__var *var, uint32_t gen)
+bool vf__family_after_delete(const vf__family *up, uint64_t place,
+                             const vf__family *from, uint64_t at)
 {
-    for (; up != NULL; place = up->place, up = up->up)
-        for (const vf__family_delete *d =
-                 atomic_load_explicit(&up->deletes, memory_order_acquire);
-             d != NULL; d = d->next)
-            if (d->var == var && d->gen == gen)
-                return place > d->place ? 1 : -1;
-    return 0;
+    /* Within the deleting op's subtree: the place of its child on the
+     * op's path decides. */
+    uint64_t x = place;
+    for (const vf__family *f = up; f != NULL; x = f->path_place, f = f->up)
+        if (f == from)
+            return x > at;
+    /* Outside it, as far as the families tell: against the deleting op
+     * (the delete is inside its run). */
+    int order = path_order(up, place, from->up, from->path_place);
+    return order != 0 ? order > 0 : place > at;
 }

@@ -44,12 +44,17 @@
  * after its ancestor ended.
  *
  * Deletes from inside. A delete pushed from inside an op (vf_var_destroy)
- * has no key of its own: it takes no place (failure.h) and joins no
- * family, for it must not count as a child its op's wait for children
- * waits for (it waits for its op, which writes the var). Its op's family
- * notes it instead (`deletes`), so that a descendant pushed after it on
- * the var, which the serial program refuses or runs after the free, is
- * placed behind it (vf__family_delete_order, var.c: queued_before).
+ * takes no place of its own (failure.h) and joins no family as a child,
+ * for its op's wait for children must not wait for it (it waits for its
+ * op, which writes the var). It holds its op's family instead (op.h:
+ * vf__op.delete_from), and with the last place taken at its push that
+ * is its key in tree order: an op pushed after it on the var, which the
+ * serial program refuses or runs after the free, is placed behind it
+ * (vf__family_after_delete, var.c: queued_before). Past VF__FAMILY_DEPTH
+ * the families keep, beside their `up`, the place at that level of the
+ * ancestor they stand for (`path_place`), so that the tree still tells
+ * an op of a child pushed before the delete from one of a child pushed
+ * after it, down to the levels the families no longer tell apart.
  *
  * Nothing of this is on the path of a top-level op: its `up` is NULL, and a
  * run makes a family only when it pushes.
@@ -85,22 +90,17 @@ typedef struct vf__family_var {
 
 #define VF__FAMILY_OWN_WRITES 2 /* kept in the family; more are malloc'd */
 
-/* A var deleted from inside the family's op (above: deletes from
- * inside), at generation `gen`; `place` is the delete's, the last one
- * taken at its push: the op's children pushed after it take later ones. */
-typedef struct vf__family_delete {
-    struct vf__family_delete *next;
-    const struct vf__var *var;
-    uint32_t gen;
-    uint64_t place;
-} vf__family_delete;
-
 struct vf__family {
     atomic_int refs; /* acq_rel: the last unref frees (and unrefs `up`) */
     uint32_t depth;  /* 1: a top-level op's */
     uint64_t place;  /* the op's place in push order (a batch item's) */
-    uint64_t root;   /* its top-level ancestor's place */
-    vf__family *up;  /* its parent's family (a reference), or NULL */
+    /* The place, among the children of `up`'s op, of the op's ancestor
+     * there: `place` itself, but past VF__FAMILY_DEPTH, where `up` skips
+     * levels, the place of the ancestor it stands for (deletes from
+     * inside, above). */
+    uint64_t path_place;
+    uint64_t root;  /* its top-level ancestor's place */
+    vf__family *up; /* its parent's family (a reference), or NULL */
     /* It holds no reference to `up` yet: its op runs alone inside its
      * push (op.h: vf__op.alone), within its parent's run, which keeps `up`
      * alive. Its run's end takes one when the family outlives it
@@ -163,10 +163,6 @@ struct vf__family {
     int nwrites;
     vf__family_var *writes;
     vf__family_var own[VF__FAMILY_OWN_WRITES];
-    /* The deletes pushed from inside its op, newest first (NULL: none).
-     * Only its op's thread adds one (release); descendants on any thread
-     * read the list (acquire), whose notes stay until the family goes. */
-    _Atomic(vf__family_delete *) deletes;
 };
 
 /* The key's first part (failure.h: records compare by it first): the
@@ -275,22 +271,17 @@ int vf__family_writes(const vf__family *up, const struct vf__var *var,
 void vf__family_child_var(vf__family *f, const struct vf__var *var,
                           uint32_t gen);
 
-/* The op of family `f`, running on this thread, pushed the delete that
- * `note` (malloc'd: the family frees it) describes. */
-void vf__family_note_delete(vf__family *f, vf__family_delete *note);
-
 /*
- * Where a delete of `var` at generation `gen` pushed from inside an
- * ancestor of the op at `place` under `up` stands against that op in the
- * serial program: 1 before it (the op descends from a child the ancestor
- * pushed after the delete, or is one: its place, or its ancestor's at
- * that level, is later than the delete's), -1 after it (it descends from
- * one pushed before), 0 when no ancestor pushed such a delete. An op not
- * numbered yet passes UINT64_MAX: it is pushed now, after the deletes
- * noted so far. Past VF__FAMILY_DEPTH a level's places are compared with
- * its grandparent's deletes: in time, as family.h says of depth.
+ * Whether the op at `place` under `up` comes after a delete pushed from
+ * inside the op of family `from` when the last place taken was `at`, in
+ * the serial program (deletes from inside, above): within that op's
+ * subtree, when it descends from a child pushed after the delete, or is
+ * one; outside it, when it comes after that op in tree order. Where the
+ * families no longer tell the two apart (past VF__FAMILY_DEPTH), when it
+ * was pushed after the delete in time. An op not numbered yet passes
+ * UINT64_MAX: it is pushed now, after the delete.
  */
-int vf__family_delete_order(const vf__family *up, uint64_t place,
-                            const struct vf__var *var, uint32_t gen);
+bool vf__family_after_delete(const vf__family *up, uint64_t place,
+                             const vf__family *from, uint64_t at);
 
 #endif /* VF_FAMILY_H */

@@ -259,12 +259,19 @@ struct vf__op {
     /* The family of the op it was pushed from inside (a reference), or
      * NULL at the top level: where it stands in push order (family.h). */
     vf__family *up;
-    /* The run handle its function was given while it runs (NULL: none,
-     * or a free callback's), so a call given a handle checks it before
-     * reading it: a handle kept past its op's end points at a dead frame
-     * (found trying stale handles as a user: vf_run_wait_children
-     * crashed). */
-    const vf_run *run;
+    union {
+        /* The run handle its function was given while it runs (NULL:
+         * none, or a free callback's), so a call given a handle checks it
+         * before reading it: a handle kept past its op's end points at a
+         * dead frame (found trying stale handles as a user:
+         * vf_run_wait_children crashed). */
+        const vf_run *run;
+        /* A delete (var_api.c), from its push until it runs: the family
+         * of the op it was pushed from inside (a reference), or NULL; with
+         * `place`, where it stands in tree order (family.h: deletes from
+         * inside). */
+        vf__family *delete_from;
+    };
     /* FIFO order among equal priorities (set by the heap); an async op in
      * flight, never queued again, keeps its start there instead (async.h). */
     uint32_t seq;

@@ -112,12 +112,12 @@ static bool reads_var(const vf__op *parent, const vf__var *v)
  * where the program's thread was when it was pushed: its place is the last one
  * taken then (vf__push_wait_place), so one pushed from outside the ops comes
  * after every top-level op up to that place and everything that descends from
- * them, and before the rest. A delete pushed from inside an ancestor of
- * `op` stands where that ancestor was at its push, its family says
- * (family.h: deletes from inside): before `op` when `op` descends from a
- * child pushed after it (a child that went ahead of it ran before the free
- * that the serial program runs first: found trying deletes from inside
- * ops). */
+ * them, and before the rest. A delete pushed from inside an op stands
+ * within that op's run, after the children it pushed before it (family.h:
+ * deletes from inside): an op pushed after it there, or after that op in
+ * tree order, that went ahead of it ran before the free that the serial
+ * program runs first (found trying deletes from inside ops, and by the
+ * reviewer: the op's parent's later push, a later sibling's). */
 static bool queued_before(const vf__op *o, const vf__op *op, const vf__var *v)
 {
     if (o->def->kind->flags & VF__KIND_NUMBERED)
@@ -126,12 +126,9 @@ static bool queued_before(const vf__op *o, const vf__op *op, const vf__var *v)
     if (o->def->kind == &vf__kind_bulk)
         return vf__family_before(o->up, vf__bulk_first_place_on(o, v), op->up,
                                  op->place);
-    if (o->nest > 0 && (o->def->kind->flags & VF__KIND_DELETES)) {
-        int order = vf__family_delete_order(op->up, op->place, v,
-                                            (uint32_t)o->delete_gen);
-        if (order != 0)
-            return order > 0;
-    }
+    if ((o->def->kind->flags & VF__KIND_DELETES) && o->delete_from != NULL)
+        return vf__family_after_delete(op->up, op->place, o->delete_from,
+                                       o->place);
     return o->up != NULL || op->up->root > o->place;
 }
 

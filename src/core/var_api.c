@@ -2,10 +2,8 @@
 #include "core/var_api.h"
 
 #include <limits.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "base/alloc.h"
 #include "core/addr_vars.h"
 #include "core/bulk.h"
 #include "core/engine.h"
@@ -86,6 +84,7 @@ static bool run_delete(vf__op *op, int worker, bool shutdown)
         vf__var_delete_ran(v, (uint32_t)op->delete_gen);
     else
         atomic_store_explicit(&v->version, 0, memory_order_relaxed);
+    vf__family_unref(op->delete_from); /* it stands nowhere now */
     vf__running outer;
     op->run = NULL; /* a free callback has no run handle */
     vf__running_enter(&outer, op);
@@ -109,6 +108,8 @@ static void delete_finished(vf__op *op)
 /* Held while stopped and never pushed: the free callback still runs. */
 static void delete_dropped(vf_engine *e, vf__op *op, int rc)
 {
+    vf__family_unref(op->delete_from); /* none: held ones come from outside */
+    op->delete_from = NULL;
     if (op->free_fn != NULL)
         op->free_fn(op->arg);
     vf__lifecycle_drop_op(e, op, rc);
@@ -201,23 +202,17 @@ static int var_destroy(vf_engine *e, vf_var h, void (*free_fn)(void *),
         return rc == VF_ESTALE ? already_deleted(who, h)
                                : lookup_failed(who, h, rc);
     vf__bulk_flush_all(e); /* a batch may name the var (bulk.h) */
-    /* Pushed from inside an op: its family notes the delete, for the ops
-     * it pushes after it (family.h: deletes from inside). */
+    /* Pushed from inside an op: it stands within that op's run, after
+     * what the op pushed so far (family.h: deletes from inside). */
     vf__op *parent = vf__current_op();
     vf__family *from = NULL;
-    vf__family_delete *note = NULL;
     if (parent != NULL && vf__op_engine(parent) == e &&
-        ((note = vf__malloc(sizeof *note)) == NULL ||
-         (from = vf__push_family_of_run(parent)) == NULL)) {
-        free(note);
+        (from = vf__push_family_of_run(parent)) == NULL)
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
-    }
     const vf__opdef *def = delete_def(e, &vf__kind_delete);
     vf__op *op = def != NULL ? vf__op_alloc(1) : NULL;
-    if (op == NULL) {
-        free(note);
+    if (op == NULL)
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
-    }
     vf__op_stage_vars(
         op,
         &(vf__varref){.var = v, .gen = vf__var_handle_gen(h), .write = true});
@@ -232,18 +227,16 @@ static int var_destroy(vf_engine *e, vf_var h, void (*free_fn)(void *),
      * place after the ops pushed before it (failure.h). */
     op->place = vf__push_wait_place(e);
     op->nest = vf__push_nest(e);
-    uint64_t place = op->place; /* run and freed once pushed, maybe */
+    op->delete_from = from;
+    if (from != NULL)
+        vf__family_ref(from);
     if ((rc = vf__push_enqueue_delete(e, op, who)) != 0) {
+        vf__family_unref(op->delete_from);
+        op->delete_from = NULL;
         vf__op_free(op);
-        free(note);
         /* The op names h alone: a delete of it was pushed first (before
          * this call, or by another thread since the lookup). */
         return rc == VF_ESTALE ? already_deleted(who, h) : rc;
-    }
-    if (note != NULL) {
-        *note = (vf__family_delete){
-            .var = v, .gen = vf__var_handle_gen(h), .place = place};
-        vf__family_note_delete(from, note);
     }
     vf__addr_vars_destroyed(e, h); /* made by vf_var_of: see addr_vars.h */
     return 0;
