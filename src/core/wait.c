@@ -942,6 +942,20 @@ static int deadlock_detail(const char *who, const vf__op *cur,
                            char label[VF__OP_LABEL_MAX])
 {
     vf__op_label(cur->name, cur->place, label);
+    /* Not a worker's: the thread that pushed the op and runs it inside
+     * the push (the naive engine; its stack is the system's), whose
+     * detail named worker_stack_kib (found porting OpenMP programs as a
+     * user). */
+    if (starved_stack && vf__this_worker() == NULL)
+        return vf__fail(VF_EDEADLK,
+                        "%s: the wait can never finish: %s waits on a "
+                        "thread whose stack is full (not a worker's: its "
+                        "size is the system's, ulimit -s, or the "
+                        "thread's own) for ops only that thread runs (an "
+                        "engine without workers runs every op on the "
+                        "thread that pushed it: a recursion with a wait "
+                        "at every level is too deep for that stack)",
+                        who, label);
     if (starved_stack)
         return vf__fail(VF_EDEADLK,
                         "%s: the wait can never finish: %s waits on a "
