@@ -988,7 +988,9 @@ VF_API bool vf_engine_in_op(const vf_engine *e);
 
 /** Index of the worker running the op, unique across the engine's pools;
  * -1 when it runs on a thread that is not a worker (naive engine, async op
- * dispatched by a pusher, an op run by a waiting thread: help_on_wait). */
+ * dispatched by a pusher, an op run by a waiting thread: help_on_wait, a
+ * spare thread a pool lends while its workers wait inside ops). A table
+ * indexed by it needs a slot for -1, or a lock there. */
 VF_API int vf_run_worker(const vf_run *run);
 
 /** The device the op was pushed for. @ingroup devices */

@@ -653,9 +653,14 @@ TEST_CASE(a_waiter_with_no_stack_room_lends_a_spare_later)
     free(c);
 }
 
+/* Levels of the chain below that a spare thread ran. */
+static atomic_int levels_on_spares;
+
 /* A chain of `left` levels, each pushing the next and waiting for it. */
 static int chain_level(vf_run *run, void *arg)
 {
+    if (vf_run_worker(run) < 0) /* a spare's: no worker (varflow.h) */
+        atomic_fetch_add(&levels_on_spares, 1);
     int left = *(const int *)arg - 1;
     if (left == 0)
         return 0;
@@ -687,6 +692,7 @@ TEST_CASE(a_waiter_never_refuses_its_child_for_the_stack_it_has)
                                                   .worker_stack_kib = kib,
                                                   .idle_spin_us = -1}) == 0);
         vf__pool *p = e->cpu_pool;
+        atomic_store(&levels_on_spares, 0);
         CHECK_OK(vf_engine_push(e, &(vf_op){.fn = chain_level,
                                             .arg = &levels,
                                             .arg_size = sizeof levels}));
@@ -695,8 +701,10 @@ TEST_CASE(a_waiter_never_refuses_its_child_for_the_stack_it_has)
         if (rc != 0)
             CHECK_REPORT_("%d KiB: the chain's wait said %s (%s)", kib,
                           vf_error_name(rc), err.message);
-        /* Deeper than one stack, or nothing was tried. */
+        /* Deeper than one stack, or nothing was tried; the levels the
+         * spares ran see no worker's index. */
         CHECK(atomic_load(&p->nspares) > 0);
+        CHECK(atomic_load(&levels_on_spares) > 0);
         if (atomic_load(&p->refused_sleeps) != 0)
             CHECK_REPORT_("%d KiB: %u sleeps as a refuser, %d spares", kib,
                           atomic_load(&p->refused_sleeps),
