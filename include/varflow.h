@@ -663,9 +663,9 @@ VF_API int vf_var_create(vf_engine *e, vf_var *out);
  * pushes after it, and what its parent pushes there once the op
  * returned, or a later sibling; ops on the handle vf_var_of() gives its
  * address then run after it. Where the op is more than 127 levels of
- * nested pushes down, the order in time of the pushes decides between
- * its descendants. The delete op jumps to the front of its pool's ready
- * queue.
+ * nested pushes down, the order in time of the pushes around it decides
+ * what comes after it. The delete op jumps to the front of its pool's
+ * ready queue.
  */
 VF_API int vf_var_destroy(vf_engine *e, vf_var v, void (*free_fn)(void *),
                           void *free_arg);

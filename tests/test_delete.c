@@ -657,17 +657,27 @@ TEST_KIND_CASE(a_child_after_its_parents_delete_is_refused, k)
  *   (no var); X pushes Z on v: after the delete, refused;
  * - PARENT: T writes v and pushes P (no var), which deletes v; T waits
  *   for its children and pushes Z on v: refused;
- * - SIBLING: as PARENT, but T pushes S after P, and S pushes Z: refused.
+ * - SIBLING: as PARENT, but T pushes S after P, and S pushes Z: refused;
+ * - MEANWHILE: G (no var) pushes P (no var) and then T (writes v); P
+ *   deletes v once T is pushed, and T then pushes Z on v: the delete
+ *   queued behind T, as behind what the program's thread pushes while an
+ *   op runs (varflow.h: vf_var_destroy), and Z, T's child, is taken and
+ *   runs before the free (not on the naive engine, where P runs inside
+ *   its push and T is never pushed first, nor from inside an op on one
+ *   worker, where so does a child ready at its push). The program's
+ *   thread in G's stead, too (level -1).
  * The first failed with P at level 127 (the families there lost X's
  * level, and Z's push after the delete in time said "after"), the second
  * at 128 and past (the delete's op's family, which a grandchild's skips,
  * was not found), the last two at every level (the delete was not in
  * the way of ops outside its op's run): found by the reviewer of row
- * 432. Past level 127 the families no longer tell P's children apart
- * (family.h), and push order in time decides, as "Known limits" says:
- * there Z, pushed after the delete, is refused, so BEFORE runs with P at
- * level 127 at most. */
-enum { TO_BEFORE, TO_AFTER, TO_PARENT, TO_SIBLING };
+ * 432; MEANWHILE on the next version, which ordered the delete against
+ * T by the tree, not by T's place in the var's queue (its reviewer). Past
+ * level 127 the families no longer tell P's children apart (family.h),
+ * and push order in time decides, as "Known limits" says: there Z,
+ * pushed after the delete, is refused, so BEFORE and MEANWHILE run with P
+ * at level 127 at most. */
+enum { TO_BEFORE, TO_AFTER, TO_PARENT, TO_SIBLING, TO_MEANWHILE };
 
 /* src/core/family.h: VF__FAMILY_DEPTH (this test sees the API alone). */
 #define VF_TEST_FAMILY_DEPTH 128
@@ -675,7 +685,7 @@ enum { TO_BEFORE, TO_AFTER, TO_PARENT, TO_SIBLING };
 typedef struct tree_case {
     vf_var v;
     int how, level;
-    atomic_int z_rc, z_ran, z_before_free, freed;
+    atomic_int z_rc, z_ran, z_before_free, freed, t_pushed, deleted;
 } tree_case;
 
 static tree_case *the_tree_case;
@@ -744,6 +754,45 @@ static int tc_t(vf_run *run, void *arg) /* Q or T: P names no var */
     return 0;
 }
 
+static int tc_p_meanwhile(vf_run *run, void *arg) /* P: after T's push */
+{
+    tree_case *c = arg;
+    CHECK(tu_wait_flag(&c->t_pushed, 1, TU_TIMEOUT));
+    CHECK_OK(vf_var_destroy(vf_run_engine(run), c->v, tc_free, c));
+    atomic_store(&c->deleted, 1);
+    return 0;
+}
+
+static int tc_t_meanwhile(vf_run *run, void *arg) /* T: after the delete */
+{
+    tree_case *c = arg;
+    CHECK(tu_wait_flag(&c->deleted, 1, TU_TIMEOUT));
+    tc_push_z(run, c);
+    return 0;
+}
+
+/* G's pushes (an op's, or the program thread's: run NULL). */
+static void tc_push_meanwhile(vf_engine *e, tree_case *c)
+{
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = tc_p_meanwhile, .arg = c}));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = tc_t_meanwhile, .arg = c, .writes = VF_VARS(c->v)}));
+    atomic_store(&c->t_pushed, 1);
+}
+
+static int tc_g(vf_run *run, void *arg)
+{
+    tc_push_meanwhile(vf_run_engine(run), arg);
+    return 0;
+}
+
+/* The op at the chain's bottom for case `how`, and whether it names v. */
+static vf_sync_fn tc_bottom(int how, bool *names_v)
+{
+    *names_v = how != TO_MEANWHILE;
+    return how == TO_BEFORE ? tc_p : how == TO_MEANWHILE ? tc_g : tc_t;
+}
+
 static int tc_level(vf_run *run, void *arg)
 {
     int below = *(const int *)arg - 1;
@@ -753,34 +802,51 @@ static int tc_level(vf_run *run, void *arg)
         return vf_engine_push(
             e,
             &(vf_op){.fn = tc_level, .arg = &below, .arg_size = sizeof below});
-    return vf_engine_push(e, &(vf_op){.fn = c->how == TO_BEFORE ? tc_p : tc_t,
-                                      .arg = c,
-                                      .writes = VF_VARS(c->v)});
+    bool names_v;
+    vf_sync_fn fn = tc_bottom(c->how, &names_v);
+    return vf_engine_push(
+        e, &(vf_op){.fn = fn,
+                    .arg = c,
+                    .writes = names_v ? VF_VARS(c->v) : (vf_var_list){0}});
 }
 
 TEST_KIND_CASE(a_delete_inside_an_op_stands_in_its_run, k)
 {
-    static const int levels[] = {0, 125, 126, 127, 128, 129, 160};
-    for (int how = TO_BEFORE; how <= TO_SIBLING; how++)
+    static const int levels[] = {-1, 0, 124, 125, 126, 127, 128, 129, 160};
+    for (int how = TO_BEFORE; how <= TO_MEANWHILE; how++)
         for (size_t l = 0; l < sizeof levels / sizeof levels[0]; l++) {
-            if (how == TO_BEFORE && levels[l] + 1 > VF_TEST_FAMILY_DEPTH - 1)
-                continue; /* P past level 127: time order (above) */
+            /* P's level: below the chain, and below G for MEANWHILE. */
+            int p_level = levels[l] + 1 + (how == TO_MEANWHILE);
+            bool taken = how == TO_BEFORE || how == TO_MEANWHILE;
+            /* From inside an op, P runs inside G's push on one worker
+             * (a child ready at its push), and T is never pushed first. */
+            bool meanwhile_runs = k->threaded &&
+                                  (levels[l] < 0 || k->workers > 1);
+            if ((taken && p_level > VF_TEST_FAMILY_DEPTH - 1) ||
+                (how == TO_MEANWHILE && !meanwhile_runs) ||
+                (levels[l] < 0 && how != TO_MEANWHILE))
+                continue; /* time order (above), or no such program */
             vf_engine *e = tu_engine(k);
             tree_case c = {.how = how, .level = levels[l], .z_rc = 99};
             c.v = tu_var(e);
             the_tree_case = &c;
-            if (c.level == 0)
+            bool names_v;
+            vf_sync_fn bottom = tc_bottom(how, &names_v);
+            if (c.level < 0)
+                tc_push_meanwhile(e, &c);
+            else if (c.level == 0)
                 CHECK_OK(vf_engine_push(
-                    e, &(vf_op){.fn = how == TO_BEFORE ? tc_p : tc_t,
+                    e, &(vf_op){.fn = bottom,
                                 .arg = &c,
-                                .writes = VF_VARS(c.v)}));
+                                .writes = names_v ? VF_VARS(c.v)
+                                                  : (vf_var_list){0}}));
             else
                 CHECK_OK(
                     vf_engine_push(e, &(vf_op){.fn = tc_level,
                                                .arg = &c.level,
                                                .arg_size = sizeof c.level}));
             CHECK_OK(vf_engine_wait_all(e, NULL));
-            int want = how == TO_BEFORE ? 0 : VF_ESTALE;
+            int want = taken ? 0 : VF_ESTALE;
             if (atomic_load(&c.z_rc) != want ||
                 atomic_load(&c.z_ran) != !want ||
                 (!want && !atomic_load(&c.z_before_free)))

@@ -228,9 +228,32 @@ static int path_order(const vf__family *a_up, uint64_t a_place,
     return a_place < b_place ? -1 : a_place > b_place;
 }
 
-bool vf__family_after_delete(const vf__family *up, uint64_t place,
-                             const vf__family *from, uint64_t at)
+/* Whether the op of family `f` is the op at `place` or descends from it:
+ * 1 yes, 0 no, -1 unknown (a family on the way stands beside its parent,
+ * past VF__FAMILY_DEPTH, and the levels it skips are not kept). */
+static int runs_within(const vf__family *f, uint64_t place)
 {
+    for (; f != NULL; f = f->up) {
+        if (f->place == place || f->path_place == place)
+            return 1;
+        if (f->path_place != f->place)
+            return -1; /* beside its parent (vf__running_family) */
+    }
+    return 0;
+}
+
+bool vf__family_after_delete(const vf__family *up, uint64_t place,
+                             uint64_t holder, const vf__family *from,
+                             uint64_t at)
+{
+    /* Pushed outside the run of the op it goes ahead behind, the delete
+     * queued after that op, and after what that op pushes, as after
+     * the ops the program's thread pushed meanwhile (varflow.h:
+     * vf_var_destroy; found by the reviewer: the child of such an op was
+     * refused, the op taken). */
+    int within = runs_within(from, holder);
+    if (within <= 0)
+        return within < 0 && place > at;
     /* Within the deleting op's subtree: the place of its child on the
      * op's path decides. */
     uint64_t x = place;

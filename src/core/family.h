@@ -272,16 +272,21 @@ void vf__family_child_var(vf__family *f, const struct vf__var *var,
                           uint32_t gen);
 
 /*
- * Whether the op at `place` under `up` comes after a delete pushed from
- * inside the op of family `from` when the last place taken was `at`, in
- * the serial program (deletes from inside, above): within that op's
- * subtree, when it descends from a child pushed after the delete, or is
- * one; outside it, when it comes after that op in tree order. Where the
- * families no longer tell the two apart (past VF__FAMILY_DEPTH), when it
- * was pushed after the delete in time. An op not numbered yet passes
- * UINT64_MAX: it is pushed now, after the delete.
+ * Whether the op at `place` under `up`, which goes ahead on a var behind
+ * the op at `holder` (its ancestor), comes after a delete queued behind
+ * that op, pushed from inside the op of family `from` when the last place
+ * taken was `at` (deletes from inside, above). Not when the delete was
+ * pushed outside the holder's run: it queued behind the holder as behind
+ * what the program pushed meanwhile, and what the holder pushes comes
+ * before it. Within it, as in the serial program: within the deleting
+ * op's subtree, when the op descends from a child pushed after the
+ * delete, or is one; outside that, when it comes after the deleting op in
+ * tree order. Where the families no longer tell (past VF__FAMILY_DEPTH),
+ * when it is pushed after the delete in time. An op not numbered yet
+ * passes UINT64_MAX: it is pushed now, after the delete.
  */
 bool vf__family_after_delete(const vf__family *up, uint64_t place,
-                             const vf__family *from, uint64_t at);
+                             uint64_t holder, const vf__family *from,
+                             uint64_t at);
 
 #endif /* VF_FAMILY_H */

@@ -117,8 +117,12 @@ static bool reads_var(const vf__op *parent, const vf__var *v)
  * deletes from inside): an op pushed after it there, or after that op in
  * tree order, that went ahead of it ran before the free that the serial
  * program runs first (found trying deletes from inside ops, and by the
- * reviewer: the op's parent's later push, a later sibling's). */
-static bool queued_before(const vf__op *o, const vf__op *op, const vf__var *v)
+ * reviewer: the op's parent's later push, a later sibling's); but one
+ * pushed outside the run of the op at `holder`, which `op` goes ahead
+ * behind, queued after that op's descendants too (vf__family_after_delete;
+ * `holder` 0: `op` goes ahead behind no op). */
+static bool queued_before(const vf__op *o, const vf__op *op, const vf__var *v,
+                          uint64_t holder)
 {
     if (o->def->kind->flags & VF__KIND_NUMBERED)
         return vf__family_before(o->up, o->place, op->up, op->place);
@@ -127,8 +131,8 @@ static bool queued_before(const vf__op *o, const vf__op *op, const vf__var *v)
         return vf__family_before(o->up, vf__bulk_first_place_on(o, v), op->up,
                                  op->place);
     if ((o->def->kind->flags & VF__KIND_DELETES) && o->delete_from != NULL)
-        return vf__family_after_delete(op->up, op->place, o->delete_from,
-                                       o->place);
+        return vf__family_after_delete(op->up, op->place, holder,
+                                       o->delete_from, o->place);
     return o->up != NULL || op->up->root > o->place;
 }
 
@@ -148,13 +152,13 @@ static bool child_spot(const vf__var *v, const vf__op *op, vf__dep *start,
     for (; n != NULL; n = n->next) {
         const vf__op *o = vf__dep_op(n);
         if (!o->ahead || o->up == NULL || !descends_from(o->up, ancestor) ||
-            !queued_before(o, op, v))
+            !queued_before(o, op, v, ancestor))
             break;
         *at = n;
     }
     for (; n != NULL; n = n->next) {
         const vf__op *o = vf__dep_op(n);
-        if (queued_before(o, op, v))
+        if (queued_before(o, op, v, ancestor))
             return false;
     }
     return true;
@@ -248,7 +252,7 @@ bool vf__var_insert_rest(vf__var *v, vf__dep *d, const vf__op *holder)
     const vf__op *rest = vf__dep_op(d);
     vf__dep *at = v->head;
     while (at->next != NULL && vf__dep_op(at->next)->ahead &&
-           queued_before(vf__dep_op(at->next), rest, v))
+           queued_before(vf__dep_op(at->next), rest, v, 0))
         at = at->next;
     d->next = at->next;
     at->next = d;
