@@ -58,6 +58,7 @@
  */
 #include "runner.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
@@ -1246,6 +1247,75 @@ TEST_CASE(naive_recursion_deeper_than_its_stack)
         CHECK_REPORT_("detail '%s' names a worker's stack, not the "
                       "system's",
                       starved_detail);
+}
+
+/* The least stack any level of a chain had left below its frame, each
+ * level measuring its own thread's stack (pthread_getattr_np). */
+static _Thread_local char *stack_low;
+static atomic_long least_left;
+
+static int headroom_level(vf_run *run, void *arg)
+{
+    char here;
+    if (stack_low == NULL) {
+        pthread_attr_t attr;
+        void *addr;
+        size_t size;
+        REQUIRE(pthread_getattr_np(pthread_self(), &attr) == 0);
+        REQUIRE(pthread_attr_getstack(&attr, &addr, &size) == 0);
+        pthread_attr_destroy(&attr);
+        stack_low = addr;
+    }
+    long left = (long)(&here - stack_low);
+    long least = atomic_load(&least_left);
+    while (left < least &&
+           !atomic_compare_exchange_weak(&least_left, &least, left))
+        ;
+    int below = *(const int *)arg - 1;
+    if (below == 0)
+        return 0;
+    int rc = vf_engine_push(vf_run_engine(run),
+                            &(vf_op){.fn = headroom_level,
+                                     .arg = &below,
+                                     .arg_size = sizeof below});
+    return rc != 0 ? rc : vf_run_wait_children(run, NULL);
+}
+
+/* A waiter runs an op above its wait only while a quarter of its stack is
+ * left where it looks for the op (VF__WAIT_CHILD_EIGHTHS: the rest is the
+ * program's own), less the engine's frames between the look and the op's
+ * function (about 2.5 KiB in an optimized build: on stacks of 128 to 256
+ * KiB in steps of 2 KiB, ops began at most 2,441 bytes past the quarter,
+ * 2,521 on the tree before row 433, and 3,001 with the room measured
+ * where the wait's frames begin, which let a program whose frames fit
+ * overflow a worker: found by the reviewer of row 433). No level of a
+ * deep chain starts more than 4 KiB past the quarter. */
+TEST_CASE(ops_above_a_wait_keep_a_quarter_of_the_stack)
+{
+#if SANITIZED
+    TEST_SKIP("the sanitizers' frames between the look and the op are "
+              "larger");
+#endif
+    for (int kib = 128; kib <= 256; kib += 16) {
+        vf_engine *e = NULL;
+        REQUIRE(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
+                                                  .cpu_workers = 1,
+                                                  .worker_stack_kib = kib}) ==
+                0);
+        atomic_store(&least_left, LONG_MAX);
+        int levels = 2000;
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = headroom_level,
+                                            .arg = &levels,
+                                            .arg_size = sizeof levels}));
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        long quarter = (long)kib * 1024 / 4;
+        long least = atomic_load(&least_left);
+        if (least < quarter - 4096)
+            CHECK_REPORT_("%d KiB stacks: an op began with %ld bytes left "
+                          "below it, %ld past the quarter",
+                          kib, least, quarter - least);
+        tu_finish_engine(e);
+    }
 }
 
 /* A chain of var waits on 128 KiB stacks (spare threads, nested waiters

@@ -1323,9 +1323,22 @@ static vf__op *loop_take(vf__waiter *w, vf__worker *me, bool any, bool room,
     return op;
 }
 
-int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any, bool room)
+/* Whether the stack has room for an op above a wait (exec.h), measured
+ * in a frame of its own below its caller's: where a frame called from
+ * there begins, as the ops taken there are (its caller's frame address
+ * is above the caller's own locals, 1-2 KiB of them in an optimized
+ * build: measured there, ops ran that far past the line, and a program
+ * that fit overflowed: found by the reviewer). */
+static __attribute__((noinline)) bool room_below_this_frame(void)
+{
+    return vf__stack_below(VF__WAIT_CHILD_EIGHTHS);
+}
+
+int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any, int *room)
 {
     VF__ASSERT(tls.hold != NULL && tls.hold->engine == w->engine);
+    if (*room < 0) /* once a wait (exec.h) */
+        *room = room_below_this_frame();
     vf__readylist *from;
     vf__op *op = local_take(any, true, &from);
     if (op != NULL) {
@@ -1333,7 +1346,7 @@ int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any, bool room)
          * of waits on the naive engine, each above the last, overflowed
          * the main thread's stack past ~6,000 levels (found trying deep
          * recursion as a user). */
-        if (!room) {
+        if (!*room) {
             vf__readylist_push_front(from, op); /* back where it was */
             if (me != NULL) /* nor anything of its queue (loop_take) */
                 vf__worker_refuses(me);
@@ -1355,7 +1368,7 @@ int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any, bool room)
         return VF__LOOP_RAN;
     }
     int why = VF__LOOP_NOTHING;
-    if (me == NULL || (op = loop_take(w, me, any, room, &why)) == NULL)
+    if (me == NULL || (op = loop_take(w, me, any, *room, &why)) == NULL)
         return why == VF__LOOP_NOTHING && held_of(w->engine) > 0 ? VF__LOOP_HELD
                                                                  : why;
     if (!loop_claim(w)) {

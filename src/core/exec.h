@@ -352,15 +352,16 @@ uint64_t vf__exec_loop_op_released(const vf__op *op);
 /* From a nested wait loop (w IDLE): run one deferred op, or one op of the
  * worker's pool (`me` may be NULL) with its hand-off chain, above the wait,
  * keeping w's state exact (vf__waiter). A pool op runs there only when
- * the waiting op pushed it, and while the stack has room (`room`: the
- * wait's own finding, VF__WAIT_CHILD_EIGHTHS where its frames begin, not
- * this call's, a few frames deeper: the two disagreed when the line fell
- * between them, and the waiter, which sleeps alone only without room,
- * refused its own child, sleeping as a refuser); with `any`, while the
- * stack has room, any op of the pool the worker may take (wait.c: when
- * nobody else ever will).
+ * the waiting op pushed it, and while the stack has room (`*room`:
+ * VF__WAIT_CHILD_EIGHTHS, measured by a wait's first call, -1 until then,
+ * here where the ops are taken, and kept for the rest of the wait, which
+ * sleeps alone without it: measured at every look, and by the wait in
+ * its own frame, the two disagreed when the line fell between them, and
+ * the waiter refused its own child, sleeping as a refuser); with `any`,
+ * while the stack has room, any op of the pool the worker may take
+ * (wait.c: when nobody else ever will).
  * A deferred op, which only this thread runs, too runs only while the
- * stack has room (`room`: the wait's marker, made ready by a child that
+ * stack has room (`*room`: the wait's marker, made ready by a child that
  * ran above the wait, was refused here as the child had not been); so
  * does, when none is, an
  * inline op made ready with an op running on this thread, of w's engine
@@ -376,7 +377,7 @@ uint64_t vf__exec_loop_op_released(const vf__op *op);
 #define VF__LOOP_NO_STACK 3      /* a deferred op waits: no stack left for it */
 #define VF__LOOP_HELD 4          /* ops made ready with one running here wait */
 #define VF__LOOP_REFUSED_AGAIN 5 /* REFUSED, the pool's queues unchanged */
-int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any, bool room);
+int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any, int *room);
 
 /* How many ready ops only this thread runs (inline ops deferred above an
  * inline run, held ones, and those of `e` made ready with an op running

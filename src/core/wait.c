@@ -731,14 +731,17 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
     if (me != NULL)
         vf__worker_waiting(me, 1);
     /* The top of its thread's stack for the whole wait: with no room for
-     * an op above it here, it takes none (exec.c: loop_take, told so) and
-     * sleeps alone (wait.h); with room here, it takes its child, though
-     * the look's frames, deeper, may be past the line. Measured there,
-     * a waiter whose frames straddled the line refused its own child and
-     * slept as a refuser, counted stuck only while asleep: a recursion's
-     * hundreds such took 4-15 s for 40,000 levels on 128 KiB stacks, or
-     * 0.3 s, as the frame sizes fell (test_sched_wake). */
-    bool alone = !vf__stack_below(VF__WAIT_CHILD_EIGHTHS);
+     * an op above it, it takes none and sleeps alone (wait.h). Its first
+     * look measures that, where the ops are taken (exec.c), once: the
+     * waiter measured it here, and each look again, deeper, and one whose
+     * frames straddled the line refused its own child and slept as a
+     * refuser, counted stuck only while asleep: a recursion's hundreds
+     * such took 4-15 s for 40,000 levels on 128 KiB stacks, or 0.3 s, as
+     * the frame sizes fell (test_sched_wake). Measured here alone, ops
+     * ran 1-2 KiB past the line, and a program that fit overflowed (the
+     * reviewer). */
+    int room = -1;
+    bool alone = false;
     /* Such a waiter never runs a queued op: in its pool it counts as stuck
      * from the first it refused to its wait's end, so a pool whose threads
      * are all so stuck lends a spare (sched.h) without each of them waking
@@ -776,7 +779,8 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
          * it runs one itself if its stack has room (past that, and past
          * VF__MAX_SPARES spares, a recursion waits for ever). */
         int ran = vf__exec_loop_run_one(w, me, hopeless >= HOPELESS_LOOKS,
-                                        !alone);
+                                        &room);
+        alone = room == 0;
         if (ran == VF__LOOP_RAN) {
             refusals = 0;
             hopeless = 0;
@@ -810,8 +814,7 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
                     carried.hopeless = hopeless;
                     carried.refusals = refusals;
                 }
-                starved_stack = starved && !stuck &&
-                                !vf__stack_below(VF__WAIT_CHILD_EIGHTHS);
+                starved_stack = starved && !stuck && alone;
                 starved_other = starved && !stuck && !starved_stack;
                 break;
             }
