@@ -16,7 +16,9 @@
  *   accepted ran before destroy returned;
  * - vf_engine_destroy_timed on an async op nobody completes: VF_ETIMEDOUT
  *   naming the op, and the engine usable afterwards (shut down engines
- *   stay shut down);
+ *   stay shut down); with 0 while an op runs and a thread waits for it,
+ *   VF_ETIMEDOUT at once, 20 rounds; with INT64_MAX, it waits for the op
+ *   another thread completes;
  * - operators and vars the program forgot are freed by destroy (LSan in
  *   `make asan`), and VF_ENGINE_INFO's log counts them;
  * - ops held while stopped with the profiler on are recorded once and leak
@@ -352,6 +354,108 @@ TEST_KIND_CASE(destroy_timed, k)
     CHECK_OK(vf_completion_finish(stuck_done, 0, NULL));
     CHECK_OK(vf_engine_destroy_timed(e, -1));
     CHECK_EQ(vf_engine_type_of(e), VF_ENGINE_INVALID);
+}
+
+/* A timed destroy with no limit to speak of (INT64_MAX) waits, asleep,
+ * for the async op another thread completes 50 ms on. start + INT64_MAX
+ * overflowed: UBSan stopped the program (make asan), a plain build
+ * polled its wrapped deadline (found by a user tester). */
+static void *complete_stuck_later(void *arg)
+{
+    (void)arg;
+    usleep(50 * 1000);
+    CHECK_OK(vf_completion_finish(stuck_done, 0, NULL));
+    return NULL;
+}
+
+TEST_KIND_CASE(destroy_timed_without_a_limit, k)
+{
+    vf_engine *e = tu_engine(k);
+    atomic_store(&stuck_started, false);
+    CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = stuck_start}));
+    double until = tu_now() + TU_TIMEOUT;
+    while (!atomic_load(&stuck_started) && tu_now() < until)
+        sched_yield();
+    REQUIRE(atomic_load(&stuck_started));
+    pthread_t t = tu_thread_start(complete_stuck_later, NULL);
+    CHECK_OK(vf_engine_destroy_timed(e, INT64_MAX));
+    tu_thread_join(t);
+    CHECK_EQ(vf_engine_type_of(e), VF_ENGINE_INVALID);
+}
+
+/* destroy_timed(e, 0) while an op runs and another thread waits for it
+ * inside vf_var_wait (a call in progress): VF_ETIMEDOUT at once, the
+ * engine as it was. The op runs until the destroy has begun (a prober's
+ * vf_var_create says VF_ESHUTDOWN) and 2 ms more, so it is pending
+ * throughout the call's first 2 ms. The destroy's first spins, 128 of
+ * them yields, went by before it looked at its limit: when the wait
+ * returned within them, the destroy waited for the op and freed the
+ * engine (a user tester's "destroy if idle": 1 to 124 calls in 200). */
+typedef struct busy_case {
+    vf_engine *e;
+    vf_var v;
+    atomic_int began, stop, waiting;
+} busy_case;
+
+static int busy_until_destroy(vf_run *run, void *arg)
+{
+    (void)run;
+    busy_case *c = arg;
+    while (!atomic_load(&c->began) && !atomic_load(&c->stop))
+        sched_yield();
+    tu_spin_us(2000);
+    return 0;
+}
+
+static void *prober(void *arg)
+{
+    busy_case *c = arg;
+    while (!atomic_load(&c->stop)) {
+        vf_var x;
+        int rc = vf_var_create(c->e, &x);
+        if (rc == VF_ESHUTDOWN)
+            atomic_store(&c->began, 1);
+        else if (rc == 0)
+            vf_var_destroy(c->e, x, NULL, NULL);
+    }
+    return NULL;
+}
+
+static void *waiter(void *arg)
+{
+    busy_case *c = arg;
+    atomic_store(&c->waiting, 1);
+    CHECK_OK(vf_var_wait(c->e, c->v, NULL));
+    return NULL;
+}
+
+TEST_KIND_CASE(destroy_timed_zero_while_an_op_runs, k)
+{
+    if (!k->threaded)
+        return; /* the op runs inside its push: nothing runs meanwhile */
+    for (int round = 0; round < 20; round++) {
+        busy_case c = {.e = tu_engine(k)};
+        c.v = tu_var(c.e);
+        CHECK_OK(vf_engine_push(c.e, &(vf_op){.fn = busy_until_destroy,
+                                              .arg = &c,
+                                              .writes = VF_VARS(c.v)}));
+        pthread_t w = tu_thread_start(waiter, &c);
+        while (!atomic_load(&c.waiting))
+            sched_yield();
+        pthread_t p = tu_thread_start(prober, &c);
+        int rc = vf_engine_destroy_timed(c.e, 0);
+        atomic_store(&c.stop, 1);
+        tu_thread_join(p);
+        tu_thread_join(w);
+        if (rc != VF_ETIMEDOUT) {
+            CHECK_REPORT_("round %d: destroy_timed(e, 0) with an op running "
+                          "returned %s",
+                          round, vf_error_name(rc));
+            break; /* the engine is gone */
+        }
+        CHECK_OK(vf_engine_wait_all(c.e, NULL)); /* usable as before */
+        tu_finish_engine(c.e);
+    }
 }
 
 /* --- what the program forgot -----------------------------------------------
