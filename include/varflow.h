@@ -456,6 +456,10 @@ VF_API int vf_engine_destroy_timed(vf_engine *e, int64_t timeout_ms);
 /**
  * Stop: complete every pushed op (and the ops they push), then join every
  * worker thread (CPU and device pools); the engine then runs no thread.
+ * While it drains, pushes from outside the engine's ops are held too, but
+ * for those made while an async op is unfinished and none is held yet,
+ * which run before it returns (an async op's completion may come through
+ * one: an op that calls vf_completion_finish()); around fork() as well.
  * Pushes while stopped are accepted and held, in order, until
  * vf_engine_start(), which starts the threads again and runs them. While ops
  * are held, vf_var_wait() and vf_engine_wait_all() return VF_ESTOPPED at once

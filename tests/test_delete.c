@@ -860,4 +860,104 @@ TEST_KIND_CASE(a_delete_inside_an_op_stands_in_its_run, k)
         }
 }
 
+/* Deletes pushed from inside ops outside the run of the op a child goes
+ * ahead behind, which the serial program runs after that child:
+ * - DEEP: H (top-level) writes v and, once v's delete is pushed, pushes
+ *   C on v; the delete comes from the bottom of another top-level op's
+ *   chain, `levels` down, which names no var. The families past 128
+ *   levels keep no shallow levels they skip, and a look that stopped at
+ *   the first of them took the delete for one in H's run: C was refused
+ *   from 129 levels down;
+ * - FREE: the program pushes T (writes v; once v's delete is pushed, it
+ *   pushes C on v), then deletes x, whose free callback deletes v. The
+ *   callback's delete borrows x's delete's place, T's (the last taken),
+ *   and a family made with it stood for T: C was refused.
+ * C is taken and runs before the free in both (found by the reviewer of
+ * the rule). Not on the naive engine (H and T run inside their push), nor
+ * on one worker (H waits on it for the chain). */
+typedef struct elsewhere {
+    vf_engine *e;
+    vf_var v, x;
+    int levels;
+    atomic_int deleted, c_rc, c_ran, c_before_free, freed;
+} elsewhere;
+
+static elsewhere *the_elsewhere;
+
+static void ew_free(void *arg)
+{
+    atomic_fetch_add(&((elsewhere *)arg)->freed, 1);
+}
+
+static int ew_c(vf_run *run, void *arg)
+{
+    (void)run;
+    elsewhere *w = arg;
+    atomic_store(&w->c_before_free, atomic_load(&w->freed) == 0);
+    atomic_store(&w->c_ran, 1);
+    return 0;
+}
+
+static int ew_h(vf_run *run, void *arg) /* H, or T */
+{
+    elsewhere *w = arg;
+    CHECK(tu_wait_flag(&w->deleted, 1, TU_TIMEOUT));
+    atomic_store(&w->c_rc,
+                 vf_engine_push(
+                     vf_run_engine(run),
+                     &(vf_op){.fn = ew_c, .arg = w, .writes = VF_VARS(w->v)}));
+    return 0;
+}
+
+static int ew_chain(vf_run *run, void *arg)
+{
+    elsewhere *w = the_elsewhere;
+    int below = *(const int *)arg - 1;
+    if (below > 0)
+        return vf_engine_push(
+            vf_run_engine(run),
+            &(vf_op){.fn = ew_chain, .arg = &below, .arg_size = sizeof below});
+    CHECK_OK(vf_var_destroy(vf_run_engine(run), w->v, ew_free, w));
+    atomic_store(&w->deleted, 1);
+    return 0;
+}
+
+static void ew_free_x(void *arg) /* x's free callback deletes v */
+{
+    elsewhere *w = arg;
+    CHECK_OK(vf_var_destroy(w->e, w->v, ew_free, w));
+    atomic_store(&w->deleted, 1);
+}
+
+TEST_KIND_CASE(a_delete_outside_the_holders_run_comes_after_its_child, k)
+{
+    if (!k->threaded || k->workers < 2)
+        return; /* H and T run inside their push, or hold the only worker */
+    static const int levels[] = {1, 127, 129, 200, 0 /* FREE */};
+    for (size_t l = 0; l < sizeof levels / sizeof levels[0]; l++) {
+        elsewhere w = {.e = tu_engine(k), .levels = levels[l], .c_rc = 99};
+        w.v = tu_var(w.e);
+        w.x = tu_var(w.e);
+        the_elsewhere = &w;
+        CHECK_OK(vf_engine_push(
+            w.e, &(vf_op){.fn = ew_h, .arg = &w, .writes = VF_VARS(w.v)}));
+        if (w.levels > 0)
+            CHECK_OK(
+                vf_engine_push(w.e, &(vf_op){.fn = ew_chain,
+                                             .arg = &w.levels,
+                                             .arg_size = sizeof w.levels}));
+        else
+            CHECK_OK(vf_var_destroy(w.e, w.x, ew_free_x, &w));
+        CHECK_OK(vf_engine_wait_all(w.e, NULL));
+        if (atomic_load(&w.c_rc) != 0 || !atomic_load(&w.c_ran) ||
+            !atomic_load(&w.c_before_free))
+            CHECK_REPORT_("%s: C's push said %s, ran %d, before the free %d",
+                          w.levels > 0 ? "a chain's delete" : "a free's delete",
+                          vf_error_name(atomic_load(&w.c_rc)),
+                          atomic_load(&w.c_ran), atomic_load(&w.c_before_free));
+        CHECK_EQ(atomic_load(&w.freed), 1);
+        tu_finish_engine(w.e);
+    }
+}
+
 TEST_MAIN("test_delete", 120)

@@ -251,10 +251,13 @@ static int destroy(vf_engine *e, int64_t timeout_ms, const char *who)
                       .timeout_ms = timeout_ms,
                       .start_ms = start,
                       .next_report_ms = start + atomic_load(&report_grace_ms)};
-    if ((rc = await_calls(&w)) == 0) {
-        vf__lifecycle_unstop(e); /* a stopped engine runs its held ops */
+    rc = await_calls(&w);
+    /* A stopped engine runs its held ops; a timed destroy that gave up
+     * waiting for calls leaves it started too, as the header says (it
+     * left it stopped, its ops held: found by the reviewer). */
+    vf__lifecycle_unstop(e);
+    if (rc == 0)
         rc = drain(&w);
-    }
     if (cur != NULL)
         vf__cross_wait_leave(&cross);
     if (rc != 0)

@@ -228,17 +228,28 @@ static int path_order(const vf__family *a_up, uint64_t a_place,
     return a_place < b_place ? -1 : a_place > b_place;
 }
 
-/* Whether the op of family `f` is the op at `place` or descends from it:
- * 1 yes, 0 no, -1 unknown (a family on the way stands beside its parent,
- * past VF__FAMILY_DEPTH, and the levels it skips are not kept). */
-static int runs_within(const vf__family *f, uint64_t place)
+/* Whether the op of family `f` is the op at `place` or descends from it
+ * (that op's family has depth `depth`, 0 unknown): 1 yes, 0 no, -1
+ * unknown (the levels past VF__FAMILY_DEPTH, which the families beside
+ * their parents skip, are not kept; the shallower ones all are). */
+static int runs_within(const vf__family *f, uint64_t place, uint32_t depth)
 {
+    bool skipped = false;
     for (; f != NULL; f = f->up) {
         if (f->place == place || f->path_place == place)
             return 1;
-        if (f->path_place != f->place)
-            return -1; /* beside its parent (vf__running_family) */
+        skipped |= f->path_place != f->place; /* vf__running_family */
     }
+    return skipped && (depth == 0 || depth >= VF__FAMILY_DEPTH) ? -1 : 0;
+}
+
+/* The depth of the family of the op at `place` among the ancestors of
+ * the op whose family is `up` (0: none is). */
+static uint32_t depth_of(const vf__family *up, uint64_t place)
+{
+    for (; up != NULL; up = up->up)
+        if (up->place == place)
+            return up->depth;
     return 0;
 }
 
@@ -251,7 +262,7 @@ bool vf__family_after_delete(const vf__family *up, uint64_t place,
      * the ops the program's thread pushed meanwhile (varflow.h:
      * vf_var_destroy; found by the reviewer: the child of such an op was
      * refused, the op taken). */
-    int within = runs_within(from, holder);
+    int within = runs_within(from, holder, depth_of(up, holder));
     if (within <= 0)
         return within < 0 && place > at;
     /* Within the deleting op's subtree: the place of its child on the

@@ -30,12 +30,24 @@ bool vf__lifecycle_releasing_held(const vf_engine *e)
 
 int vf__lifecycle_hold(vf_engine *e, vf__op *op,
                        int (*admit)(vf_engine *e, vf__op *op, const void *arg),
-                       const void *arg, bool may_wait)
+                       const void *arg, bool may_wait, bool may_pass)
 {
     pthread_mutex_lock(&e->life.lock);
     if (!atomic_load(&e->life.holding)) {
         pthread_mutex_unlock(&e->life.lock);
         return 1; /* started meanwhile: enqueue it */
+    }
+    /* A stop drains, and waits for an async op whose completion may come
+     * through this push (an op that calls vf_completion_finish): held, it
+     * would never come, and the stop (a fork's too) waited for ever,
+     * silently (found by a user tester). It goes through, and the drain
+     * waits for it, while nothing is held yet: a push held before it
+     * comes first in push order. */
+    if (may_pass && e->life.draining && e->life.nheld == 0 &&
+        atomic_load(&e->async_unfinished) != 0) {
+        atomic_fetch_add(&e->life.passing, 1);
+        pthread_mutex_unlock(&e->life.lock);
+        return VF__HOLD_PASS;
     }
     if (may_wait && e->life.starting && !vf__lifecycle_releasing_held(e)) {
         /* A start pushes the held ops: wait till it has (a while at most),
@@ -59,7 +71,8 @@ int vf__lifecycle_hold(vf_engine *e, vf__op *op,
         }
         if (pthread_mutex_timedlock(&e->life.op_lock, &until) == 0)
             pthread_mutex_unlock(&e->life.op_lock);
-        return vf__lifecycle_hold(e, op, admit, arg, false); /* once */
+        return vf__lifecycle_hold(e, op, admit, arg, false,
+                                  may_pass); /* once */
     }
     int rc = admit(e, op, arg);
     if (rc != 0) {
@@ -199,10 +212,24 @@ static void stop_locked(vf_engine *e)
     pthread_mutex_lock(&e->life.lock);
     bool already = e->life.stopped;
     atomic_store(&e->life.holding, true);
+    e->life.draining = !already;
     pthread_mutex_unlock(&e->life.lock);
     if (already)
         return;
-    vf__wait_drain(e, NULL);
+    /* Drained, with no push passing its hold (vf__lifecycle_hold): from
+     * then on every push is held. */
+    for (;;) {
+        vf__wait_drain(e, NULL);
+        pthread_mutex_lock(&e->life.lock);
+        bool quiet = atomic_load(&e->life.passing) == 0;
+        if (quiet)
+            e->life.draining = false;
+        pthread_mutex_unlock(&e->life.lock);
+        if (quiet)
+            break;
+        while (atomic_load(&e->life.passing) != 0) /* counting in */
+            sched_yield();
+    }
     /* A foreign thread that finished the last op may still be in
      * vf_completion_finish, dispatching: let it leave before the workers go. */
     while (atomic_load(&e->completers) != 0)

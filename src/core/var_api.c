@@ -206,7 +206,12 @@ static int var_destroy(vf_engine *e, vf_var h, void (*free_fn)(void *),
      * what the op pushed so far (family.h: deletes from inside). */
     vf__op *parent = vf__current_op();
     vf__family *from = NULL;
+    /* A free callback's delete (its parent a delete, whose place is the
+     * last one taken: another op's) stands where that delete does, as
+     * one from outside (a family made with that place stood for the
+     * other op: found by the reviewer). */
     if (parent != NULL && vf__op_engine(parent) == e &&
+        parent->def->property != VF_PROP_DELETE_VAR &&
         (from = vf__push_family_of_run(parent)) == NULL)
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     const vf__opdef *def = delete_def(e, &vf__kind_delete);
