@@ -471,7 +471,7 @@ static __attribute__((noinline)) bool child_passes_delete(vf__op *op, int n,
     vf__child_look look = {NULL, 0, parent};
     /* A user op takes its number once its push cannot fail: until then
      * it stands after every op pushed so far (family.h:
-     * vf__family_delete_order), as it will. */
+     * vf__family_after_delete), as it will. */
     uint64_t place = op->place;
     if (place == 0)
         op->place = UINT64_MAX;
