@@ -443,7 +443,8 @@ VF_API int vf_engine_destroy(vf_engine *e);
  * never; 0: only if nothing is pending or in a call now) with
  * VF_ETIMEDOUT, whose detail names the async ops started and never
  * completed. The engine is then usable as before the call (a stopped
- * engine has been started), and may be destroyed again; calls other
+ * engine has been started, unless another thread's vf_engine_stop() or
+ * vf_engine_start() was under way), and may be destroyed again; calls other
  * threads made meanwhile got what they get during a destroy. The naive
  * engine runs a stopped engine's held ops inside the start (on the
  * calling thread, as it runs every op), so the timeout cannot cut one of
@@ -456,10 +457,6 @@ VF_API int vf_engine_destroy_timed(vf_engine *e, int64_t timeout_ms);
 /**
  * Stop: complete every pushed op (and the ops they push), then join every
  * worker thread (CPU and device pools); the engine then runs no thread.
- * While it drains, pushes from outside the engine's ops are held too, but
- * for those made while an async op is unfinished and none is held yet,
- * which run before it returns (an async op's completion may come through
- * one: an op that calls vf_completion_finish()); around fork() as well.
  * Pushes while stopped are accepted and held, in order, until
  * vf_engine_start(), which starts the threads again and runs them. While ops
  * are held, vf_var_wait() and vf_engine_wait_all() return VF_ESTOPPED at once

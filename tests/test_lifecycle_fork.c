@@ -19,8 +19,6 @@
  * - Fork with open bulk batches (rule 13), the forking thread's and
  *   another thread's: the fork pushes and drains them first, so parent and
  *   child both see their ops done exactly once, and both bulk on after.
- * - Fork while another thread pushes the op that completes an async op in
- *   flight: the push goes through the fork's drain, and fork() returns.
  */
 #include "runner.h"
 
@@ -898,68 +896,6 @@ TEST_CASE(fork_while_done_callbacks_push)
     CHECK_OK(vf_engine_wait_all(dp.e, NULL));
     CHECK(atomic_load(&dp.pushed_in_done) > 0);
     tu_finish_engine(dp.e);
-}
-
-/* An async op in flight whose completion another thread makes by pushing
- * an op that calls vf_completion_finish, pushed while a fork's stop
- * drains (it waits for the async op): the push goes through and runs,
- * and fork() returns. Held, it never ran, and fork() never returned
- * (found by a user tester; a stop's, too: test_lifecycle_stop). */
-typedef struct fork_completion {
-    vf_engine *e;
-    vf_completion c;
-    atomic_int have_c, forked;
-} fork_completion;
-
-static void fc_start(vf_run *run, void *arg, vf_completion c)
-{
-    (void)run;
-    fork_completion *fc = arg;
-    fc->c = c;
-    atomic_store(&fc->have_c, 1);
-}
-
-static int fc_finisher(vf_run *run, void *arg)
-{
-    (void)run;
-    CHECK_OK(vf_completion_finish(((fork_completion *)arg)->c, 0, NULL));
-    return 0;
-}
-
-static void *fc_fork(void *arg)
-{
-    fork_completion *fc = arg;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0)
-        _exit(0);
-    int status = 0;
-    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
-    atomic_store(&fc->forked, 1);
-    return NULL;
-}
-
-TEST_CASE(fork_while_a_completion_is_pushed)
-{
-    SKIP_UNDER_TSAN();
-    fork_completion fc = {.e = tu_engine(&tu_kinds[2])}; /* pooled/2 */
-    vf_var a = tu_var(fc.e), b = tu_var(fc.e);
-    CHECK_OK(vf_engine_push(
-        fc.e,
-        &(vf_op){.async_fn = fc_start, .arg = &fc, .writes = VF_VARS(a)}));
-    REQUIRE(tu_wait_flag(&fc.have_c, 1, TU_TIMEOUT));
-    pthread_t t = tu_thread_start(fc_fork, &fc);
-    nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL); /* it drains */
-    CHECK_OK(vf_engine_push(
-        fc.e, &(vf_op){.fn = fc_finisher, .arg = &fc, .writes = VF_VARS(b)}));
-    if (!tu_wait_flag(&fc.forked, 1, TU_TIMEOUT)) {
-        CHECK_REPORT_("fork() waits for ever for the async op its stop "
-                      "held the completion of");
-        return; /* the engine is stuck: leave it */
-    }
-    tu_thread_join(t);
-    CHECK_OK(vf_var_wait(fc.e, a, NULL));
-    tu_finish_engine(fc.e);
 }
 
 TEST_MAIN("test_lifecycle_fork", 200)

@@ -23,8 +23,6 @@
  *   their push order on every var.
  * - Threads pushing on a var of a stopped engine while another destroys
  *   it: every push that returned 0 runs at start, none fails there.
- * - An async op's completion pushed (an op that finishes it) while a stop
- *   drains goes through and runs: the stop returns.
  * - Shutdown notice: the ops not started yet skip their functions (done
  *   gets VF_ESKIPPED exactly once), deletes still run their free callback,
  *   dependencies are released (everything drains), pushes from outside are
@@ -735,71 +733,6 @@ TEST_KIND_CASE(var_of_destroy_and_stop_from_three_threads, k)
     CHECK_EQ(a.cell, ADDR_PUSHES);
     CHECK_OK(vf_engine_destroy(a.e));
     check_context_ = NULL;
-}
-
-/* An async op in flight whose completion the program makes by pushing an
- * op that calls vf_completion_finish, pushed from outside the engine's
- * ops once a stop is draining (it waits for the async op): the push goes
- * through and runs, the async op completes, and the stop returns with
- * both done. Held as while stopped, it never ran, and the stop waited for
- * ever, silently (found by a user tester; a fork's stop, too:
- * test_lifecycle_fork). */
-typedef struct completing_push {
-    vf_engine *e;
-    vf_completion c;
-    atomic_int have_c, finished, stop_returned;
-    int stop_rc;
-} completing_push;
-
-static void cp_start(vf_run *run, void *arg, vf_completion c)
-{
-    (void)run;
-    completing_push *cp = arg;
-    cp->c = c;
-    atomic_store(&cp->have_c, 1);
-}
-
-static int cp_finisher(vf_run *run, void *arg)
-{
-    (void)run;
-    completing_push *cp = arg;
-    CHECK_OK(vf_completion_finish(cp->c, 0, NULL));
-    atomic_store(&cp->finished, 1);
-    return 0;
-}
-
-static void *cp_stopper(void *arg)
-{
-    completing_push *cp = arg;
-    cp->stop_rc = vf_engine_stop(cp->e);
-    atomic_store(&cp->stop_returned, 1);
-    return NULL;
-}
-
-TEST_KIND_CASE(a_completion_pushed_while_a_stop_drains, k)
-{
-    completing_push cp = {.e = tu_engine(k)};
-    vf_var a = tu_var(cp.e), b = tu_var(cp.e);
-    CHECK_OK(vf_engine_push(
-        cp.e,
-        &(vf_op){.async_fn = cp_start, .arg = &cp, .writes = VF_VARS(a)}));
-    REQUIRE(tu_wait_flag(&cp.have_c, 1, TU_TIMEOUT));
-    pthread_t t = tu_thread_start(cp_stopper, &cp);
-    nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL); /* the stop
-                                                            * drains */
-    CHECK_OK(vf_engine_push(
-        cp.e, &(vf_op){.fn = cp_finisher, .arg = &cp, .writes = VF_VARS(b)}));
-    if (!tu_wait_flag(&cp.stop_returned, 1, TU_TIMEOUT)) {
-        CHECK_REPORT_("the stop waits for ever for the async op its drain "
-                      "held the completion of");
-        return; /* the engine is stuck: leave it */
-    }
-    tu_thread_join(t);
-    CHECK_OK(cp.stop_rc);
-    CHECK(atomic_load(&cp.finished)); /* before the stop returned */
-    CHECK_OK(vf_engine_start(cp.e));
-    CHECK_OK(vf_var_wait(cp.e, a, NULL));
-    tu_finish_engine(cp.e);
 }
 
 TEST_MAIN("test_lifecycle_stop", 200)

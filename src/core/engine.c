@@ -273,7 +273,6 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
     pthread_mutex_init(&e->operators.lock, NULL);
     pthread_mutex_init(&e->graphs.lock, NULL);
     atomic_init(&e->life.holding, false);
-    atomic_init(&e->life.passing, 0);
     atomic_init(&e->slow, 0);
     atomic_init(&e->awake, 0);
     e->life.fork_child_workers = s.fork_child_workers;

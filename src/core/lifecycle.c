@@ -30,24 +30,12 @@ bool vf__lifecycle_releasing_held(const vf_engine *e)
 
 int vf__lifecycle_hold(vf_engine *e, vf__op *op,
                        int (*admit)(vf_engine *e, vf__op *op, const void *arg),
-                       const void *arg, bool may_wait, bool may_pass)
+                       const void *arg, bool may_wait)
 {
     pthread_mutex_lock(&e->life.lock);
     if (!atomic_load(&e->life.holding)) {
         pthread_mutex_unlock(&e->life.lock);
         return 1; /* started meanwhile: enqueue it */
-    }
-    /* A stop drains, and waits for an async op whose completion may come
-     * through this push (an op that calls vf_completion_finish): held, it
-     * would never come, and the stop (a fork's too) waited for ever,
-     * silently (found by a user tester). It goes through, and the drain
-     * waits for it, while nothing is held yet: a push held before it
-     * comes first in push order. */
-    if (may_pass && e->life.draining && e->life.nheld == 0 &&
-        atomic_load(&e->async_unfinished) != 0) {
-        atomic_fetch_add(&e->life.passing, 1);
-        pthread_mutex_unlock(&e->life.lock);
-        return VF__HOLD_PASS;
     }
     if (may_wait && e->life.starting && !vf__lifecycle_releasing_held(e)) {
         /* A start pushes the held ops: wait till it has (a while at most),
@@ -71,8 +59,7 @@ int vf__lifecycle_hold(vf_engine *e, vf__op *op,
         }
         if (pthread_mutex_timedlock(&e->life.op_lock, &until) == 0)
             pthread_mutex_unlock(&e->life.op_lock);
-        return vf__lifecycle_hold(e, op, admit, arg, false,
-                                  may_pass); /* once */
+        return vf__lifecycle_hold(e, op, admit, arg, false); /* once */
     }
     int rc = admit(e, op, arg);
     if (rc != 0) {
@@ -212,24 +199,10 @@ static void stop_locked(vf_engine *e)
     pthread_mutex_lock(&e->life.lock);
     bool already = e->life.stopped;
     atomic_store(&e->life.holding, true);
-    e->life.draining = !already;
     pthread_mutex_unlock(&e->life.lock);
     if (already)
         return;
-    /* Drained, with no push passing its hold (vf__lifecycle_hold): from
-     * then on every push is held. */
-    for (;;) {
-        vf__wait_drain(e, NULL);
-        pthread_mutex_lock(&e->life.lock);
-        bool quiet = atomic_load(&e->life.passing) == 0;
-        if (quiet)
-            e->life.draining = false;
-        pthread_mutex_unlock(&e->life.lock);
-        if (quiet)
-            break;
-        while (atomic_load(&e->life.passing) != 0) /* counting in */
-            sched_yield();
-    }
+    vf__wait_drain(e, NULL);
     /* A foreign thread that finished the last op may still be in
      * vf_completion_finish, dispatching: let it leave before the workers go. */
     while (atomic_load(&e->completers) != 0)
@@ -383,9 +356,9 @@ VF_API int vf_engine_start(vf_engine *e)
     return VF__GUARDED(e, "vf_engine_start", start(e));
 }
 
-void vf__lifecycle_unstop(vf_engine *e)
+/* vf__lifecycle_unstop with life.op_lock held. */
+static void unstop_locked(vf_engine *e)
 {
-    pthread_mutex_lock(&e->life.op_lock);
     start_locked(e); /* a failure leaves it stopped: destroy then hangs no
                         thread, and the held ops fail (VF_ESYSTEM) */
     pthread_mutex_lock(&e->life.lock);
@@ -398,7 +371,22 @@ void vf__lifecycle_unstop(vf_engine *e)
         drop_held(e, op, VF_ESYSTEM);
         op = next;
     }
+}
+
+void vf__lifecycle_unstop(vf_engine *e)
+{
+    pthread_mutex_lock(&e->life.op_lock);
+    unstop_locked(e);
     pthread_mutex_unlock(&e->life.op_lock);
+}
+
+bool vf__lifecycle_try_unstop(vf_engine *e)
+{
+    if (pthread_mutex_trylock(&e->life.op_lock) != 0)
+        return false;
+    unstop_locked(e);
+    pthread_mutex_unlock(&e->life.op_lock);
+    return true;
 }
 
 static int shut_down(vf_engine *e)

@@ -67,14 +67,8 @@ typedef struct vf__life {
      * after the fork restarts it): a wait refused meanwhile says so. (Not
      * waited out: the fork's drain may need the waiting thread.) */
     atomic_bool forking;
-    bool stopped;  /* lock: workers joined */
-    bool starting; /* lock: a start pushes held ops */
-    /* lock: a stop drains (holding set, not stopped yet), and a push may
-     * pass its hold (vf__lifecycle_hold: VF__HOLD_PASS) */
-    bool draining;
-    /* Pushes that passed a drain's hold and have not counted themselves
-     * pending yet: the stop drains again once they have (seq_cst). */
-    atomic_int passing;
+    bool stopped;                  /* lock: workers joined */
+    bool starting;                 /* lock: a start pushes held ops */
     vf__op *held_head, *held_tail; /* lock: held pushes, in order */
     uint64_t nheld;                /* lock */
     int fork_child_workers;
@@ -108,17 +102,10 @@ void vf__lifecycle_drop_op(vf_engine *e, vf__op *op, int rc);
  * (started: returns 1; else held), so pushes from other threads cannot
  * keep a start going for ever; otherwise (a batch's push under its
  * thread's bulk lock, which a start may take; a nonblocking op) it is
- * held at once. `may_pass`: the caller may enqueue the op as never held
- * (a plain push): during a stop's drain, with nothing held yet and an
- * async op of the engine unfinished, it returns VF__HOLD_PASS, and the
- * caller enqueues it so, then lowers life.passing. */
+ * held at once. */
 int vf__lifecycle_hold(vf_engine *e, vf__op *op,
                        int (*admit)(vf_engine *e, vf__op *op, const void *arg),
-                       const void *arg, bool may_wait, bool may_pass);
-
-/* vf__lifecycle_hold let a push through a stop's drain: an async op's
- * completion may need it (lifecycle.c). */
-#define VF__HOLD_PASS 2
+                       const void *arg, bool may_wait);
 
 /* Whether this thread is the one enqueuing e's held ops (vf_engine_start),
  * and so maybe running ops inline meanwhile (a naive engine's, an async
@@ -143,6 +130,10 @@ void vf__lifecycle_unregister(vf_engine *e);
 /* Before destroy drains: a stopped engine is started again (its held ops
  * must run). */
 void vf__lifecycle_unstop(vf_engine *e);
+
+/* vf__lifecycle_unstop unless another thread's stop or start is under
+ * way (false: nothing done), for a timed destroy that gives up. */
+bool vf__lifecycle_try_unstop(vf_engine *e);
 
 /* How a refusal names an engine left in a child forked from inside one of
  * its ops (life.fork_dead): nothing can run there any more. */

@@ -499,16 +499,6 @@ static int admit_held(vf_engine *e, vf__op *op, const void *who)
 static int enqueue(vf_engine *e, vf__op *op, const char *who, bool unheld,
                    bool locked);
 
-/* A push let through a stop's drain (lifecycle.h: VF__HOLD_PASS): as
- * never held, then no longer passing, once it counted itself pending. */
-static __attribute__((noinline)) int
-enqueue_passing(vf_engine *e, vf__op *op, const char *who, bool locked)
-{
-    int rc = enqueue(e, op, who, true, locked);
-    atomic_fetch_sub(&e->life.passing, 1);
-    return rc;
-}
-
 /* enqueue_as of a delete whose var another thread's batch holds (not an
  * error code: VF_E* are negative, and 1 is a hold that is over). */
 #define DELETE_BEHIND_A_BATCH 2
@@ -548,12 +538,9 @@ enqueue_as(vf_engine *e, vf__op *op, const char *who, bool unheld, bool locked,
         held_by_stop(e, op)) {
         uncount(e, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
         int rc = vf__lifecycle_hold(e, op, admit_held, who,
-                                    !locked && !def->nonblocking,
-                                    behind == NULL && !before_key && !deleting);
+                                    !locked && !def->nonblocking);
         if (rc <= 0)
-            return rc;           /* held, or refused */
-        if (rc == VF__HOLD_PASS) /* through a stop's drain */
-            return enqueue_passing(e, op, who, locked);
+            return rc; /* held, or refused */
         /* Started meanwhile: pushed as usual (a call: never inlined). */
         if (behind != NULL)
             return vf__push_enqueue_behind(e, op, behind, who);
@@ -608,7 +595,7 @@ enqueue_as(vf_engine *e, vf__op *op, const char *who, bool unheld, bool locked,
         held_by_stop(e, op)) {
         unlock_vars(op, n);
         uncount(e, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
-        int rc = vf__lifecycle_hold(e, op, admit_held, who, false, false);
+        int rc = vf__lifecycle_hold(e, op, admit_held, who, false);
         if (rc <= 0)
             return rc;                              /* held, or refused */
         return vf__push_enqueue_delete(e, op, who); /* started meanwhile */
