@@ -878,8 +878,8 @@ TEST_KIND_CASE(a_delete_inside_an_op_stands_in_its_run, k)
 typedef struct elsewhere {
     vf_engine *e;
     vf_var v, x;
-    int levels;
-    atomic_int deleted, c_rc, c_ran, c_before_free, freed;
+    int levels, h_levels;
+    atomic_int h_started, deleted, c_rc, c_ran, c_before_free, freed;
 } elsewhere;
 
 static elsewhere *the_elsewhere;
@@ -901,6 +901,7 @@ static int ew_c(vf_run *run, void *arg)
 static int ew_h(vf_run *run, void *arg) /* H, or T */
 {
     elsewhere *w = arg;
+    atomic_store(&w->h_started, 1);
     CHECK(tu_wait_flag(&w->deleted, 1, TU_TIMEOUT));
     atomic_store(&w->c_rc,
                  vf_engine_push(
@@ -917,9 +918,24 @@ static int ew_chain(vf_run *run, void *arg)
         return vf_engine_push(
             vf_run_engine(run),
             &(vf_op){.fn = ew_chain, .arg = &below, .arg_size = sizeof below});
+    CHECK(tu_wait_flag(&w->h_started, 1, TU_TIMEOUT)); /* H pushed first */
     CHECK_OK(vf_var_destroy(vf_run_engine(run), w->v, ew_free, w));
     atomic_store(&w->deleted, 1);
     return 0;
+}
+
+/* A chain whose bottom pushes H, `h_levels` down. */
+static int ew_h_chain(vf_run *run, void *arg)
+{
+    elsewhere *w = the_elsewhere;
+    int below = *(const int *)arg - 1;
+    vf_engine *e = vf_run_engine(run);
+    if (below > 0)
+        return vf_engine_push(e, &(vf_op){.fn = ew_h_chain,
+                                          .arg = &below,
+                                          .arg_size = sizeof below});
+    return vf_engine_push(
+        e, &(vf_op){.fn = ew_h, .arg = w, .writes = VF_VARS(w->v)});
 }
 
 static void ew_free_x(void *arg) /* x's free callback deletes v */
@@ -933,14 +949,27 @@ TEST_KIND_CASE(a_delete_outside_the_holders_run_comes_after_its_child, k)
 {
     if (!k->threaded || k->workers < 2)
         return; /* H and T run inside their push, or hold the only worker */
-    static const int levels[] = {1, 127, 129, 200, 0 /* FREE */};
+    /* The delete's level (0: FREE), and H's: H 127 levels down (128
+     * deep, the deepest family that skips no level) was taken for one on
+     * a skipped level, and its child refused (found by the reviewer). */
+    static const int levels[][2] = {{1, 0},   {127, 0}, {129, 0},
+                                    {200, 0}, {0, 0},   {200, 127}};
     for (size_t l = 0; l < sizeof levels / sizeof levels[0]; l++) {
-        elsewhere w = {.e = tu_engine(k), .levels = levels[l], .c_rc = 99};
+        elsewhere w = {.e = tu_engine(k),
+                       .levels = levels[l][0],
+                       .h_levels = levels[l][1],
+                       .c_rc = 99};
         w.v = tu_var(w.e);
         w.x = tu_var(w.e);
         the_elsewhere = &w;
-        CHECK_OK(vf_engine_push(
-            w.e, &(vf_op){.fn = ew_h, .arg = &w, .writes = VF_VARS(w.v)}));
+        if (w.h_levels > 0)
+            CHECK_OK(
+                vf_engine_push(w.e, &(vf_op){.fn = ew_h_chain,
+                                             .arg = &w.h_levels,
+                                             .arg_size = sizeof w.h_levels}));
+        else
+            CHECK_OK(vf_engine_push(
+                w.e, &(vf_op){.fn = ew_h, .arg = &w, .writes = VF_VARS(w.v)}));
         if (w.levels > 0)
             CHECK_OK(
                 vf_engine_push(w.e, &(vf_op){.fn = ew_chain,
@@ -951,9 +980,10 @@ TEST_KIND_CASE(a_delete_outside_the_holders_run_comes_after_its_child, k)
         CHECK_OK(vf_engine_wait_all(w.e, NULL));
         if (atomic_load(&w.c_rc) != 0 || !atomic_load(&w.c_ran) ||
             !atomic_load(&w.c_before_free))
-            CHECK_REPORT_("%s: C's push said %s, ran %d, before the free %d",
+            CHECK_REPORT_("%s, H %d levels down: C's push said %s, ran %d, "
+                          "before the free %d",
                           w.levels > 0 ? "a chain's delete" : "a free's delete",
-                          vf_error_name(atomic_load(&w.c_rc)),
+                          w.h_levels, vf_error_name(atomic_load(&w.c_rc)),
                           atomic_load(&w.c_ran), atomic_load(&w.c_before_free));
         CHECK_EQ(atomic_load(&w.freed), 1);
         tu_finish_engine(w.e);

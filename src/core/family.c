@@ -228,11 +228,12 @@ static int path_order(const vf__family *a_up, uint64_t a_place,
     return a_place < b_place ? -1 : a_place > b_place;
 }
 
-/* Whether the op of family `f` is the op at `place` or descends from it
- * (that op's family has depth `depth`, 0 unknown): 1 yes, 0 no, -1
- * unknown (the levels past VF__FAMILY_DEPTH, which the families beside
- * their parents skip, are not kept; the shallower ones all are). */
-static int runs_within(const vf__family *f, uint64_t place, uint32_t depth)
+/* Whether the op of family `f` is the op at `place` or descends from it:
+ * 1 yes, 0 no, -1 unknown. The families beside their parents, past
+ * VF__FAMILY_DEPTH, skip levels, and keep only the place of the ancestor
+ * they stand for (`path_place`): an op whose own family stands beside its
+ * parent (`beside`) may be on a skipped level; any other is kept. */
+static int runs_within(const vf__family *f, uint64_t place, bool beside)
 {
     bool skipped = false;
     for (; f != NULL; f = f->up) {
@@ -240,17 +241,19 @@ static int runs_within(const vf__family *f, uint64_t place, uint32_t depth)
             return 1;
         skipped |= f->path_place != f->place; /* vf__running_family */
     }
-    return skipped && (depth == 0 || depth >= VF__FAMILY_DEPTH) ? -1 : 0;
+    return skipped && beside ? -1 : 0;
 }
 
-/* The depth of the family of the op at `place` among the ancestors of
- * the op whose family is `up` (0: none is). */
-static uint32_t depth_of(const vf__family *up, uint64_t place)
+/* Whether the family of the op at `place`, among the ancestors of the op
+ * whose family is `up`, stands beside its parent (or is not found: it
+ * may be anywhere). A family 128 levels down is deep but skips nothing
+ * (its reviewer: a child of an op there was refused). */
+static bool beside_or_unknown(const vf__family *up, uint64_t place)
 {
     for (; up != NULL; up = up->up)
         if (up->place == place)
-            return up->depth;
-    return 0;
+            return up->path_place != up->place;
+    return true;
 }
 
 bool vf__family_after_delete(const vf__family *up, uint64_t place,
@@ -262,7 +265,7 @@ bool vf__family_after_delete(const vf__family *up, uint64_t place,
      * the ops the program's thread pushed meanwhile (varflow.h:
      * vf_var_destroy; found by the reviewer: the child of such an op was
      * refused, the op taken). */
-    int within = runs_within(from, holder, depth_of(up, holder));
+    int within = runs_within(from, holder, beside_or_unknown(up, holder));
     if (within <= 0)
         return within < 0 && place > at;
     /* Within the deleting op's subtree: the place of its child on the
