@@ -19,7 +19,8 @@
  *   stay shut down); with 0 while an op runs and a thread waits for it,
  *   VF_ETIMEDOUT at once, 20 rounds; with INT64_MAX, it waits for the op
  *   another thread completes; giving up on a stopped engine, it leaves it
- *   started, its held op run;
+ *   started, its held op run; beside another thread's stop that drains,
+ *   it returns at once and leaves the engine to that stop;
  * - operators and vars the program forgot are freed by destroy (LSan in
  *   `make asan`), and VF_ENGINE_INFO's log counts them;
  * - ops held while stopped with the profiler on are recorded once and leak
@@ -509,6 +510,51 @@ TEST_KIND_CASE(destroy_timed_zero_starts_a_stopped_engine, k)
         CHECK_EQ(atomic_load(&ran), 1);
         tu_finish_engine(vc.e);
     }
+}
+
+/* destroy_timed(e, 0) while another thread's vf_engine_stop drains, waiting
+ * for an async op: VF_ETIMEDOUT at once, the engine left to that stop.
+ * Starting a stopped engine when it gave up, it waited for the stop's
+ * lock, so for the async op (3 s in the reviewer's program, or for ever).
+ * The op is completed only once the destroy returned: a destroy that
+ * waits for it hangs (the watchdog names the case). */
+typedef struct stop_beside {
+    vf_engine *e;
+    atomic_int stopped;
+} stop_beside;
+
+static void *stop_it(void *arg)
+{
+    stop_beside *sb = arg;
+    CHECK_OK(vf_engine_stop(sb->e));
+    atomic_store(&sb->stopped, 1);
+    return NULL;
+}
+
+TEST_KIND_CASE(destroy_timed_zero_beside_a_stop, k)
+{
+    stop_beside sb = {.e = tu_engine(k)};
+    atomic_store(&stuck_started, false);
+    CHECK_OK(vf_engine_push(sb.e, &(vf_op){.async_fn = stuck_start}));
+    double until = tu_now() + TU_TIMEOUT;
+    while (!atomic_load(&stuck_started) && tu_now() < until)
+        sched_yield();
+    REQUIRE(atomic_load(&stuck_started));
+    pthread_t t = tu_thread_start(stop_it, &sb);
+    /* The stop drains (it waits for the async op) once a push is held:
+     * a wait then says VF_ESTOPPED. */
+    vf_var v = tu_var(sb.e);
+    do
+        CHECK_OK(
+            vf_engine_push(sb.e, &(vf_op){.fn = tu_nop, .writes = VF_VARS(v)}));
+    while (vf_var_wait(sb.e, v, NULL) != VF_ESTOPPED);
+    CHECK_ERR(vf_engine_destroy_timed(sb.e, 0), VF_ETIMEDOUT);
+    CHECK(!atomic_load(&sb.stopped));
+    CHECK_OK(vf_completion_finish(stuck_done, 0, NULL));
+    tu_thread_join(t);
+    CHECK(atomic_load(&sb.stopped));
+    CHECK_OK(vf_engine_start(sb.e)); /* the held pushes run */
+    tu_finish_engine(sb.e);
 }
 
 /* --- what the program forgot -----------------------------------------------
