@@ -40,32 +40,55 @@ void vf__family_unref(vf__family *f)
     }
 }
 
+/* One level up: the key of the ancestor among the children of the
+ * family above; `by_path`: the place of the ancestor a family stands for
+ * past VF__FAMILY_DEPTH (`path_place`), not its own op's. */
+static inline __attribute__((always_inline)) void
+step_up(const vf__family **up, uint64_t *place, bool by_path)
+{
+    *place = by_path ? (*up)->path_place : (*up)->place;
+    *up = (*up)->up;
+}
+
+/* The deeper of two keys climbs to the other's depth; returns 1 when a
+ * climbed, -1 when b did, 0 when neither. */
+static inline __attribute__((always_inline)) int
+to_one_depth(const vf__family **a_up, uint64_t *a_place,
+             const vf__family **b_up, uint64_t *b_place, bool by_path)
+{
+    uint32_t da = *a_up != NULL ? (*a_up)->depth : 0;
+    uint32_t db = *b_up != NULL ? (*b_up)->depth : 0;
+    int deeper = 0;
+    for (; da > db; da--, deeper = 1)
+        step_up(a_up, a_place, by_path);
+    for (; db > da; db--, deeper = -1)
+        step_up(b_up, b_place, by_path);
+    return deeper;
+}
+
+/* Two keys of one depth climb together to the children of one family (or
+ * the top level). */
+static inline __attribute__((always_inline)) void
+to_one_family(const vf__family **a_up, uint64_t *a_place,
+              const vf__family **b_up, uint64_t *b_place, bool by_path)
+{
+    while (*a_up != *b_up) {
+        step_up(a_up, a_place, by_path);
+        step_up(b_up, b_place, by_path);
+    }
+}
+
 bool vf__family_before(const vf__family *a_up, uint64_t a_place,
                        const vf__family *b_up, uint64_t b_place)
 {
     /* The deeper key climbs to the other's depth (its ancestor's place
      * stands for it there); an ancestor comes before its descendants. */
-    uint32_t da = a_up != NULL ? a_up->depth : 0;
-    uint32_t db = b_up != NULL ? b_up->depth : 0;
-    int deeper = 0; /* 1: a climbed, -1: b did */
-    for (; da > db; da--, deeper = 1) {
-        a_place = a_up->place;
-        a_up = a_up->up;
-    }
-    for (; db > da; db--, deeper = -1) {
-        b_place = b_up->place;
-        b_up = b_up->up;
-    }
+    int deeper = to_one_depth(&a_up, &a_place, &b_up, &b_place, false);
     if (a_up == b_up && a_place == b_place)
         return deeper == -1; /* a is b's ancestor, or b is a's, or a is b */
     /* Up to the children of one family (or the top level): there, the
      * places of the two ancestors decide (one thread pushed both). */
-    while (a_up != b_up) {
-        a_place = a_up->place;
-        a_up = a_up->up;
-        b_place = b_up->place;
-        b_up = b_up->up;
-    }
+    to_one_family(&a_up, &a_place, &b_up, &b_place, false);
     return a_place < b_place;
 }
 
@@ -209,22 +232,8 @@ vf__family *vf__running_family(const vf__op *op, vf__family *up, uint64_t place)
 static int path_order(const vf__family *a_up, uint64_t a_place,
                       const vf__family *b_up, uint64_t b_place)
 {
-    uint32_t da = a_up != NULL ? a_up->depth : 0;
-    uint32_t db = b_up != NULL ? b_up->depth : 0;
-    for (; da > db; da--) {
-        a_place = a_up->path_place;
-        a_up = a_up->up;
-    }
-    for (; db > da; db--) {
-        b_place = b_up->path_place;
-        b_up = b_up->up;
-    }
-    while (a_up != b_up) {
-        a_place = a_up->path_place;
-        a_up = a_up->up;
-        b_place = b_up->path_place;
-        b_up = b_up->up;
-    }
+    (void)to_one_depth(&a_up, &a_place, &b_up, &b_place, true);
+    to_one_family(&a_up, &a_place, &b_up, &b_place, true);
     return a_place < b_place ? -1 : a_place > b_place;
 }
 
