@@ -147,7 +147,7 @@ void vf__engine_rebuild_for_child(vf_engine *e)
     atomic_store(&e->awake, 0); /* none of its threads is here */
     atomic_store(&e->waits.outside_asleep, 0);
     e->waits.nested = NULL; /* drained: no nested waiter */
-    vf__spin_init(&e->waits.nested_lock);
+    vf__sleeplock_init(&e->waits.nested_lock);
     vf__cond_init_monotonic(&e->waits.cond); /* timed waits */
     vf__var_table_after_fork(&e->vars);
     vf__prof_after_fork(e->prof);
@@ -265,7 +265,7 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
     atomic_init(&e->failed, 0);
     atomic_init(&e->skipped, 0);
     pthread_mutex_init(&e->waits.lock, NULL);
-    vf__spin_init(&e->waits.nested_lock);
+    vf__sleeplock_init(&e->waits.nested_lock);
     vf__cond_init_monotonic(&e->waits.cond); /* timed waits */
     pthread_mutex_init(&e->dev.lock, NULL);
     pthread_mutex_init(&e->life.lock, NULL);

@@ -473,41 +473,41 @@ static void sleep_in_pool(vf_engine *e, vf__waiter *w, vf__worker *me,
     atomic_store(&w->in_pool, false);
 }
 
-/* A system call a sleeper under the spinlock: only when active reached
+/* A system call a sleeper under the list's lock: only when active reached
  * zero with nested waiters watching, which a program meets at a deadlock,
  * not in its steady state. */
 void vf__wait_wake_alone(vf_engine *e)
 {
-    vf__spin_lock(&e->waits.nested_lock);
+    vf__sleeplock_lock(&e->waits.nested_lock);
     for (vf__waiter *w = e->waits.nested; w != NULL; w = w->nested_next)
         if (vf__ecount_unwoken(&w->wake) > 0)
             vf__ecount_notify(&w->wake, true);
-    vf__spin_unlock(&e->waits.nested_lock);
+    vf__sleeplock_unlock(&e->waits.nested_lock);
 }
 
 /* The engine's list of nested waiters (vf__waits.nested): `w` joins it
  * before it stops counting as active, and leaves once it ended. */
 static void nested_join(vf_engine *e, vf__waiter *w)
 {
-    vf__spin_lock(&e->waits.nested_lock);
+    vf__sleeplock_lock(&e->waits.nested_lock);
     w->nested_prev = NULL;
     w->nested_next = e->waits.nested;
     if (w->nested_next != NULL)
         w->nested_next->nested_prev = w;
     e->waits.nested = w;
-    vf__spin_unlock(&e->waits.nested_lock);
+    vf__sleeplock_unlock(&e->waits.nested_lock);
 }
 
 static void nested_leave(vf_engine *e, vf__waiter *w)
 {
-    vf__spin_lock(&e->waits.nested_lock);
+    vf__sleeplock_lock(&e->waits.nested_lock);
     if (w->nested_prev != NULL)
         w->nested_prev->nested_next = w->nested_next;
     else
         e->waits.nested = w->nested_next;
     if (w->nested_next != NULL)
         w->nested_next->nested_prev = w->nested_prev;
-    vf__spin_unlock(&e->waits.nested_lock);
+    vf__sleeplock_unlock(&e->waits.nested_lock);
 }
 
 /* Of the engine's nested waiters sitting in their wait loops (IDLE: one
@@ -545,7 +545,7 @@ static bool claim_deadlock(vf_engine *e, vf__waiter *self)
     vf__waiter *chosen = NULL;
     pthread_mutex_lock(&e->waits.lock);
     if (vf__counts_active(vf__engine_counts(e)) == 0) {
-        vf__spin_lock(&e->waits.nested_lock);
+        vf__sleeplock_lock(&e->waits.nested_lock);
         chosen = first_idle_nested(e);
         int idle = VF__W_IDLE;
         if (chosen != NULL && chosen != self &&
@@ -557,7 +557,7 @@ static bool claim_deadlock(vf_engine *e, vf__waiter *self)
             if (chosen != self)
                 atomic_fetch_add(&chosen->refs, 1); /* for the wake below */
         }
-        vf__spin_unlock(&e->waits.nested_lock);
+        vf__sleeplock_unlock(&e->waits.nested_lock);
     }
     pthread_mutex_unlock(&e->waits.lock);
     if (chosen == NULL || chosen == self)

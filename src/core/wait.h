@@ -38,6 +38,7 @@
 #include "base/common.h"
 #include "base/deadline.h"
 #include "base/ecount.h"
+#include "base/sleeplock.h"
 #include "core/failure.h"
 #include "core/op.h"
 #include "core/sched.h"
@@ -62,8 +63,11 @@ typedef struct vf__waits {
      * active to its end (`nested`, linked through vf__waiter.nested_next
      * and nested_prev, under `nested_lock`, a leaf taken also under
      * `lock`): when every op is stuck, the one of them first in push
-     * order is the wait that gives up (wait.c: claim_deadlock). */
-    vf__spinlock nested_lock;
+     * order is the wait that gives up (wait.c: claim_deadlock). Every
+     * nested wait joins and leaves it, so a lock whose waiters sleep: a
+     * recursion polling with 1 ms timed waits on hundreds of threads
+     * queued on it, yielding, and its holder ran once a round of them. */
+    vf__sleeplock nested_lock;
     struct vf__waiter *nested;
 } vf__waits;
 

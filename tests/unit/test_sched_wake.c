@@ -49,6 +49,12 @@
  *   process bound to one CPU, which another worker's op needs, it does
  *   not spin: the pool counts no long spin (its time to sleep is the
  *   scheduler's under load: 164 ms under TSan, against a spin of 100).
+ * - nested waiters sleep on the lock of the engine's list of them: while
+ *   the test holds it, 4 ops whose waits want it to join are asleep in
+ *   the kernel (each thread's state from /proc). A yielding lock kept
+ *   them runnable, and a 10,000-level recursion polling with 1 ms timed
+ *   waits on ~300 threads crawled (8,500 levels: 22-28 s, 1.4-1.7 s on
+ *   a sleeping lock; found by the reviewer of row 433).
  * A failing round prints its number; a hang is caught by the watchdog.
  */
 #include "runner.h"
@@ -1000,6 +1006,73 @@ TEST_CASE(idle_spin_while_cpus_fit)
                       "%.1f ms after going idle): it spun where it should "
                       "not",
                       spins, dt * 1e3);
+}
+
+/* Nested waiters on the lock of the engine's list of them: each op of the
+ * case's engine notes its thread and waits on v, which an async op holds,
+ * so its nested wait joins the list, whose lock the test holds. */
+#define LIST_WAITERS 4
+
+typedef struct list_case {
+    vf_var v;
+    vf_completion v_done;
+    atomic_long tid[LIST_WAITERS];
+    atomic_int next;
+} list_case;
+
+static void keep_list_v(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    ((list_case *)arg)->v_done = done;
+}
+
+static int notes_its_thread_and_waits(vf_run *run, void *arg)
+{
+    list_case *c = arg;
+    int k = atomic_fetch_add(&c->next, 1);
+    atomic_store(&c->tid[k], (long)syscall(SYS_gettid));
+    return vf_var_wait(vf_run_engine(run), c->v, NULL);
+}
+
+TEST_CASE(nested_waiters_sleep_on_their_lists_lock)
+{
+    vf_engine *e = NULL;
+    REQUIRE(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
+                                              .cpu_workers = LIST_WAITERS,
+                                              .idle_spin_us = -1}) == 0);
+    list_case *c = calloc(1, sizeof *c);
+    REQUIRE(c != NULL);
+    CHECK_OK(vf_var_create(e, &c->v));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = keep_list_v,
+                                        .arg = c,
+                                        .writes = tu_list(&c->v, 1)}));
+    vf__sleeplock_lock(&e->waits.nested_lock);
+    for (int k = 0; k < LIST_WAITERS; k++)
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = notes_its_thread_and_waits, .arg = c}));
+    /* Each waiter asleep in the kernel, on a loaded machine too: 20 s at
+     * the most. A lock whose waiters yield keeps them runnable: with
+     * hundreds of threads after it (a recursion polling with 1 ms timed
+     * waits), its holder ran once a round of them. */
+    int asleep = 0;
+    for (int tries = 0; tries < 2000 && asleep < LIST_WAITERS; tries++) {
+        nanosleep(&(struct timespec){0, 10 * 1000000L}, NULL);
+        asleep = 0;
+        for (int k = 0; k < LIST_WAITERS; k++) {
+            long tid = atomic_load(&c->tid[k]);
+            asleep += tid != 0 && tu_thread_asleep(tid);
+        }
+    }
+    if (asleep < LIST_WAITERS)
+        CHECK_REPORT_("%d of %d threads waiting for the list's lock asleep",
+                      asleep, LIST_WAITERS);
+    vf__sleeplock_unlock(&e->waits.nested_lock);
+    CHECK_OK(vf_completion_finish(c->v_done, 0, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_EQ(atomic_load(&c->next), LIST_WAITERS);
+    CHECK_OK(vf_var_destroy(e, c->v, NULL, NULL));
+    tu_finish_engine(e);
+    free(c);
 }
 
 TEST_MAIN("test_sched_wake", 300)
