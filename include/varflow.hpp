@@ -547,8 +547,15 @@ namespace detail
 /* An async op's callable being called on this thread (see completion). */
 struct async_frame {
     vf_completion done;
-    bool dropped; /* its completion was destroyed by an exception */
+    int uncaught; /* std::uncaught_exceptions() as it was called */
+    bool dropped; /* the completion given to it was destroyed by an
+                     exception leaving it */
     async_frame *outer;
+};
+
+/* The completion an async op's callable is given: run_async makes it, the
+ * callable's parameter itself (or what its reference binds to). */
+struct given_to_callable_t {
 };
 inline thread_local async_frame *current_async_frame = nullptr;
 
@@ -566,10 +573,15 @@ inline const char dropped_message[] =
  * What an async op's callable gets: call it (complete(), or fail()) exactly
  * once, from any thread; the op's vars stay held until then. Move-only;
  * calling one moved from throws VF_EINVAL.
- * Destroyed uncalled, it fails the op ("varflow::completion destroyed
- * before it was called"), so a forgotten completion cannot hang a wait;
- * destroyed by an exception the callable threw, the op fails with that
- * exception's message instead. One kept beyond the op must be called or
+ * Destroyed uncalled, it fails the op as it is destroyed
+ * ("varflow::completion destroyed before it was called"), so a forgotten
+ * completion cannot hang a wait; the one the callable was given (its
+ * parameter, or what its reference binds to) destroyed by an exception
+ * that leaves the callable fails the op with that exception's message
+ * instead. One it moved elsewhere (another function's parameter, a local)
+ * fails the op when it is destroyed, an exception unwinding or not: the
+ * callable may catch that exception and go on, waiting for what the op's
+ * end allows. One kept beyond the op must be called or
  * destroyed before its engine is: the engine's destructor waits for every
  * async op, so a completion declared before the engine (destroyed after
  * it) leaves that destructor waiting for ever (vf_engine_destroy() says on
@@ -582,6 +594,12 @@ class completion
     /** Owns the C completion `done` (its op's). */
     explicit completion(vf_completion done) noexcept
         : done_(done), pending_(true)
+    {
+    }
+    /** The one an async op's callable is given (the library's entry point
+     * makes it). */
+    completion(vf_completion done, detail::given_to_callable_t) noexcept
+        : done_(done), pending_(true), given_(true)
     {
     }
     /** Takes `o`'s completion; `o` is then moved from. */
@@ -673,11 +691,15 @@ class completion
         if (!pending_)
             return;
         pending_ = false;
-        // Unwound by the exception of the callable it was given to: leave
-        // it to that callable's entry point, which has the message.
+        // The callable's own, unwound by an exception that left it: its
+        // entry point, which catches it right after, has the message. Any
+        // other finishes now: an exception unwinding through the callable
+        // may be caught there, and the op, left running until the callable
+        // returned, made a wait of the callable on its var VF_EDEADLK, and
+        // one on what its end allows hang (found by a user tester).
         detail::async_frame *f = detail::current_async_frame;
-        if (f != nullptr && detail::same_completion(f->done, done_) &&
-            std::uncaught_exceptions() > 0) {
+        if (given_ && f != nullptr && detail::same_completion(f->done, done_) &&
+            std::uncaught_exceptions() > f->uncaught) {
             f->dropped = true;
             return;
         }
@@ -687,6 +709,8 @@ class completion
     vf_completion done_{};
     bool pending_ = false;
     bool moved_from_ = false;
+    bool given_ = false; /* the callable's own (never moved: a move's
+                            target is not) */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -828,38 +852,34 @@ template <class Fn> int run_sync(Fn &f, vf_run *r) noexcept
 }
 
 /*
- * Run an async op's callable, handing it the completion. An exception it
- * throws fails the op with its message, provided the completion was not
- * called yet (still here, or destroyed by the exception: see
- * completion::drop); once called, the op's outcome is what it said.
+ * Run an async op's callable, handing it the completion: a prvalue, so it
+ * is the callable's parameter itself (or what its reference binds to),
+ * destroyed once the callable is over. An exception the callable throws
+ * fails the op with its message, provided that completion was still
+ * pending (destroyed by the exception: see completion::drop); once
+ * called, the op's outcome is what it said. Left pending by a callable
+ * that returned, it fails the op as it is destroyed.
  */
 template <class Fn>
 void run_async(Fn &f, vf_run *r, vf_completion done) noexcept
 {
-    async_frame frame{done, false, current_async_frame};
+    async_frame frame{done, std::uncaught_exceptions(), false,
+                      current_async_frame};
     current_async_frame = &frame;
-    completion c(done);
     try {
         if constexpr (std::is_invocable_v<Fn &, run &, completion &&>) {
             run ctx(r);
-            f(ctx, std::move(c));
+            f(ctx, completion(done, given_to_callable_t{}));
         } else {
-            f(std::move(c));
+            f(completion(done, given_to_callable_t{}));
         }
-        if (frame.dropped) // unwound by an exception the callable caught
-            vf_completion_finish(done, VF_EOPFAILED, dropped_message);
     } catch (...) {
-        if (frame.dropped || c.pending()) {
-            if (c.pending())
-                c.release(); // disarmed: finished below
+        if (frame.dropped)
             report_current([&](int code, const char *message) {
                 vf_completion_finish(done, code, message);
             });
-        }
     }
     current_async_frame = frame.outer;
-    // A completion the callable took by reference and left: c's destructor
-    // fails the op now.
 }
 
 /* The C entry points of an op whose callable is stored as stored<Fn>. */

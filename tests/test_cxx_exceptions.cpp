@@ -13,7 +13,10 @@
  * - Async: a callable that throws before completing (completion taken by
  *   value, or by rvalue reference and left) fails with the exception's
  *   message; a dropped completion fails the op ("destroyed before it was
- *   called"); a completion used twice throws VF_EALREADY; one completed
+ *   called"), as it is destroyed when it is not the callable's own, also
+ *   by an exception the callable catches: a wait of the callable on its
+ *   own var then reports the failure, and a no_skip reader runs while the
+ *   callable goes on; a completion used twice throws VF_EALREADY; one completed
  *   from another thread decides the outcome even if the callable throws
  *   after handing it over.
  * - API errors throw varflow::error with the code, its name and the
@@ -24,6 +27,7 @@
  *   failures, a varflow::error thrown in an op included.
  */
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <new>
@@ -219,6 +223,85 @@ TEST_KIND_CASE(async_ops, k)
     op.push();
     eng.wait(a);
     CHECK_EQ(runs.load(), 3);
+}
+
+// Takes the completion, then throws before using it (an I/O that cannot
+// start).
+void start_io(varflow::completion c)
+{
+    (void)c;
+    throw std::runtime_error("could not start the I/O");
+}
+
+// A completion the callable moved elsewhere fails the op as it is
+// destroyed, also while an exception unwinds that the callable catches
+// itself: the op is over then, as after a plain drop. Left running until
+// the callable returned, a wait of the callable on its own var got
+// VF_EDEADLK, and a wait for a no_skip reader of it never ended (found by
+// a user tester).
+TEST_KIND_CASE(a_completion_dropped_in_a_caught_exception_fails_at_once, k)
+{
+    varflow::engine eng(k.cfg);
+    varflow::var a = eng.new_var(), b = eng.new_var();
+    vf_var ha = a;
+    int waited = -1;
+    std::string message;
+    eng.push_async({}, {a}, [&](varflow::run &r, varflow::completion c) {
+        try {
+            start_io(std::move(c));
+        } catch (const std::exception &) {
+        }
+        varflow::wait_result res = r.engine().wait_for(
+            ha, std::chrono::seconds(30), std::nothrow);
+        waited = res.code();
+        message = res.message();
+    });
+    eng.wait_all(std::nothrow);
+    CHECK_EQ(waited, VF_EOPFAILED);
+    CHECK(contains(message.c_str(), "destroyed before it was called"));
+
+    // Moved to a local that an escaping exception destroys: failed as it
+    // is destroyed, with the drop's message (the exception's is lost).
+    push_async_expect(
+        k,
+        [](varflow::completion done) {
+            varflow::completion mine = std::move(done);
+            throw std::runtime_error("escapes");
+        },
+        VF_EOPFAILED, "destroyed before it was called");
+
+    // A no_skip reader of its var runs while the callable goes on, on a
+    // second worker (not on the naive engine: there the callable runs
+    // inside its push, before the reader is pushed).
+    if (k.cfg.type == VF_ENGINE_NAIVE)
+        return;
+    vf_config two = k.cfg;
+    two.cpu_workers = 2;
+    varflow::engine eng2(two);
+    varflow::var a2 = eng2.new_var(), b2 = eng2.new_var();
+    std::atomic<bool> reader_ran{false}, returned{false};
+    std::atomic<bool> ran_before_return{false};
+    // A worker, not this thread's push, starts the async op: after this.
+    eng2.push({}, {b2}, [] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    });
+    eng2.push_async({b2}, {a2}, [&](varflow::completion c) {
+        try {
+            start_io(std::move(c));
+        } catch (const std::exception &) {
+        }
+        for (int i = 0; i < 30000 && !reader_ran; i++)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        ran_before_return = reader_ran.load();
+        returned = true;
+    });
+    eng2.push(
+        {a2}, {}, [&] { reader_ran = true; }, varflow::options{}.set_no_skip());
+    eng2.wait_all(std::nothrow); // the op is over before its callable
+    while (!returned)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    CHECK(ran_before_return.load());
+    CHECK(reader_ran.load());
 }
 
 TEST_KIND_CASE(api_errors, k)
