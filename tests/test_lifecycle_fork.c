@@ -19,6 +19,10 @@
  * - Fork with open bulk batches (rule 13), the forking thread's and
  *   another thread's: the fork pushes and drains them first, so parent and
  *   child both see their ops done exactly once, and both bulk on after.
+ * - A device op's failure not reported yet survives the fork in the
+ *   child as in the parent: a reader of its var is skipped, and a wait
+ *   reports the failure (the child forgot the parent's device fences, and
+ *   the failure with them).
  */
 #include "runner.h"
 
@@ -696,6 +700,84 @@ TEST_CASE(fork_keeps_stats)
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
             CHECK_REPORT_("%s: the child's stats lost the parent's ops",
                           k ? "perdevice" : "pooled");
+        CHECK_OK(vf_engine_destroy(e));
+    }
+}
+
+/* A device op whose work failed on the stream, its failure not reported
+ * yet: across fork(), the var it writes keeps the failure in the child as
+ * in the parent, so a reader is skipped and a wait reports it (found by a
+ * user tester: the child forgot the fences of the parent's device work,
+ * and the failure with them; the reader ran there). */
+static int failing_work(void *arg)
+{
+    (void)arg;
+    return 19;
+}
+
+static int submits_failing_work(vf_run *run, void *arg)
+{
+    return vf_run_submit(run, failing_work, arg, 0);
+}
+
+static void keep_status(void *arg, int status)
+{
+    *(int *)arg = status;
+}
+
+/* The reader's status and the wait's codes, 0 when as the serial program
+ * has them; else which one differs. */
+static int read_after_device_failure(vf_engine *e, vf_var x, vf_var y)
+{
+    int status = 1;
+    if (vf_engine_push(e, &(vf_op){.fn = tu_nop,
+                                   .done = keep_status,
+                                   .arg = &status,
+                                   .reads = VF_VARS(x),
+                                   .writes = VF_VARS(y)}) != 0)
+        return 2;
+    vf_error err;
+    memset(&err, 0, sizeof err);
+    if (vf_var_wait(e, y, &err) != VF_EOPFAILED || err.code != 19 ||
+        strcmp(err.op_name, "dev") != 0)
+        return 3;
+    if (status != VF_ESKIPPED)
+        return 4;
+    return vf_engine_wait_all(e, NULL) == 0 ? 0 : 5; /* reported */
+}
+
+TEST_CASE(fork_keeps_a_device_failure)
+{
+    SKIP_UNDER_TSAN();
+    const vf_config cfgs[2] = {
+        {.type = VF_ENGINE_POOLED, .cpu_workers = 2},
+        {.type = VF_ENGINE_PERDEVICE, .cpu_workers = 2},
+    };
+    for (int k = 0; k < 2; k++) {
+        vf_engine *e = NULL;
+        CHECK_OK(vf_engine_create(&e, &cfgs[k]));
+        REQUIRE(e != NULL);
+        vf_var x = tu_var(e), y = tu_var(e);
+        CHECK_OK(
+            vf_engine_push(e, &(vf_op){.fn = submits_failing_work,
+                                       .writes = VF_VARS(x),
+                                       .name = "dev",
+                                       .device = {VF_DEVICE_EMULATED, 0}}));
+        fflush(NULL);
+        pid_t pid = fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            int rc = read_after_device_failure(e, x, y);
+            _exit(rc != 0 ? rc : vf_engine_destroy(e) == 0 ? 0 : 6);
+        }
+        CHECK_EQ(read_after_device_failure(e, x, y), 0);
+        int status = 0;
+        REQUIRE(waitpid(pid, &status, 0) == pid);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            CHECK_REPORT_("%s: the child lost the device op's failure "
+                          "(exit status %d)",
+                          k ? "perdevice" : "pooled",
+                          WIFEXITED(status) ? WEXITSTATUS(status) : -1);
         CHECK_OK(vf_engine_destroy(e));
     }
 }

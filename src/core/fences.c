@@ -160,6 +160,19 @@ vf__failure *vf__fences_var_failure(vf_engine *e, vf__var *v, vf__failure *own,
     return f != NULL ? f : own;
 }
 
+/* What the last device write's work left, once it is resolved, becomes
+ * v's own failure (it sticks, rule 9), not the fence's, which goes. The
+ * caller holds v exclusively (or no op runs): no reader races. */
+static void take_write_failure(vf__var *v, vf__fence *w)
+{
+    vf__failure *f = w != NULL ? vf__fence_failure(w) : NULL;
+    if (f != NULL) {
+        vf__failure_ref(f);
+        vf__failure_unref(
+            atomic_exchange_explicit(&v->failure, f, memory_order_acq_rel));
+    }
+}
+
 void vf__fences_drop(vf__var *v)
 {
     vf__spin_lock(&v->lock);
@@ -174,15 +187,7 @@ void vf__fences_drop(vf__var *v)
     v->wfence = NULL;
     v->nrfences = 0;
     vf__spin_unlock(&v->lock);
-    /* The last device write's work failed after it released v: the
-     * failure is v's now (it sticks, rule 9), not the fence's, which goes.
-     * Whoever drops holds v exclusively (or no op runs): no reader races. */
-    vf__failure *f = w != NULL ? vf__fence_failure(w) : NULL;
-    if (f != NULL) {
-        vf__failure_ref(f);
-        vf__failure_unref(
-            atomic_exchange_explicit(&v->failure, f, memory_order_acq_rel));
-    }
+    take_write_failure(v, w);
     vf__fence_unref(w);
     for (int i = 0; i < n; i++)
         vf__fence_unref(r[i]);
@@ -195,4 +200,11 @@ void vf__fences_clear_written(const vf__op *op)
         if (vf__dep_write(d))
             vf__fences_drop(vf__dep_var(d));
     }
+}
+
+void vf__fences_forget_after_fork(vf__var *v)
+{
+    take_write_failure(v, v->wfence);
+    v->wfence = NULL;
+    v->nrfences = 0;
 }
