@@ -229,7 +229,9 @@ VF_API int vf_mpi_var_destroy(vf_engine *e, vf_var v);
  * (VF_EAGAIN would come on one rank only); VF_ESTALE for a deleted
  * variable. An error only the running rank meets in vf_engine_push() (no
  * memory, its device, a property it refuses, the shutdown notice) is returned
- * there, and the op is replaced there by one that fails with that error
+ * there, with `done` not called there (as for any refused push: what `done`
+ * would free, the caller frees), and the op is replaced there by one that
+ * fails with that error
  * on the same variables (skipped, as the op would be, when an input
  * failed before it: that failure travels on), so the failure travels with
  * the data and the waits report it on every rank.
@@ -261,7 +263,9 @@ VF_API int vf_mpi_get(vf_engine *e, vf_var v, int rank, vf_error *err);
  * ops held: VF_ESTOPPED; its data flow was cut by an earlier error:
  * VF_ESYSTEM), it still joins the agreement, and every rank returns that rank's
  * code (the detail names it), provided no other rank waits for a value it was
- * to send: such a rank waits until it is sent. The failures the other ranks'
+ * to send: such a rank waits until it is sent, and the rank that could not
+ * wait waits in the agreement for it (a stopped engine must then be
+ * started by another thread of that rank). The failures the other ranks'
  * local waits cleared meanwhile are not reported again. VF_ESYSTEM when an
  * MPI call fails.
  */
