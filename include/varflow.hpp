@@ -29,7 +29,10 @@
  * - A callable that throws fails its op with the exception's message (a
  *   varflow::error: its code and its detail(); std::bad_alloc: VF_ENOMEM;
  *   else VF_EOPFAILED). No exception ever crosses a C frame: every entry
- *   point the engine calls is noexcept and catches everything.
+ *   point the engine calls is noexcept and catches what the callable's
+ *   call throws. A callable's destructor (a capture's) that throws is a
+ *   bug like any throwing destructor: std::terminate, as for a free
+ *   callable (var::remove).
  * - A pushed callable is moved (or copied) into the op and destroyed
  *   exactly once, whether the op ran, failed or was skipped; if the push
  *   itself fails, it is destroyed before the exception leaves push.
