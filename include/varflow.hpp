@@ -584,7 +584,11 @@ inline const char dropped_message[] =
  * instead. One it moved elsewhere (another function's parameter, a local)
  * fails the op when it is destroyed, an exception unwinding or not: the
  * callable may catch that exception and go on, waiting for what the op's
- * end allows. One kept beyond the op must be called or
+ * end allows. So does one a wrapper passed on by value: a callable
+ * stored in a std::function<void(varflow::completion)> gets a moved one,
+ * and its escaping exception's message is lost (the op fails with the
+ * drop's); with std::function<void(varflow::completion &&)> it is kept.
+ * One kept beyond the op must be called or
  * destroyed before its engine is: the engine's destructor waits for every
  * async op, so a completion declared before the engine (destroyed after
  * it) leaves that destructor waiting for ever (vf_engine_destroy() says on

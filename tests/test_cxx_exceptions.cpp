@@ -30,6 +30,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -269,6 +270,23 @@ TEST_KIND_CASE(a_completion_dropped_in_a_caught_exception_fails_at_once, k)
             throw std::runtime_error("escapes");
         },
         VF_EOPFAILED, "destroyed before it was called");
+
+    // Stored in a std::function: by value it gets a moved one, the
+    // drop's message; by rvalue reference the callable's own, the
+    // exception's.
+    push_async_expect(
+        k, std::function<void(varflow::completion)>([](varflow::completion c) {
+            (void)c;
+            throw std::runtime_error("through a wrapper");
+        }),
+        VF_EOPFAILED, "destroyed before it was called");
+    push_async_expect(k,
+                      std::function<void(varflow::completion &&)>(
+                          [](varflow::completion &&c) {
+                              (void)c;
+                              throw std::runtime_error("through a wrapper");
+                          }),
+                      VF_EOPFAILED, "through a wrapper");
 
     // A no_skip reader of its var runs while the callable goes on, on a
     // second worker (not on the naive engine: there the callable runs

@@ -116,11 +116,15 @@ typedef enum vf__engine_state {
  *     (graph.c); last the guard's set_lock (guard.c). Released in
  *     reverse.
  *  8. leaves: nothing is taken while one is held, but for life.lock,
- *     under which a held push takes one var spinlock at a time (5). The
+ *     under which a held push takes one var spinlock at a time (5), and
+ *     waits.lock, under which a deadlock's claim takes waits.nested_lock
+ *     (wait.h: the nested waiters' list, a sleeplock; under it the wake of
+ *     those asleep alone takes their event counts' locks). The
  *     var table lock (var.h); the failure log's lock and the failure
  *     reserve's lock (failure.h), never held together (a record is taken
  *     from the reserve before the log's lock and let go after it); the
- *     async list's lock (async.h); waits.lock (wait.h); defs.lock;
+ *     async list's lock (async.h); waits.lock and waits.nested_lock
+ *     (wait.h); defs.lock;
  *     operators.lock (op.h); graphs.lock (the engine's live graphs) and
  *     a graph's lock (graph_impl.h: its arguments, instances and
  *     stand-ins), each taken alone but at fork; the graph handles' lock
