@@ -458,7 +458,13 @@ VF_API int vf_engine_destroy_timed(vf_engine *e, int64_t timeout_ms);
  * Stop: complete every pushed op (and the ops they push), then join every
  * worker thread (CPU and device pools); the engine then runs no thread.
  * Pushes while stopped are accepted and held, in order, until
- * vf_engine_start(), which starts the threads again and runs them. While ops
+ * vf_engine_start(), which starts the threads again and runs them. While
+ * the stop waits for an async op that an op pushed before it started (or
+ * one of that op's children), it lets the pushes held meanwhile go, in
+ * order, every 10 ms, as a start would: a completion that comes through a
+ * pushed op (one that calls vf_completion_finish()) reaches its op.
+ * Pushes held once those async ops completed wait for the start, so a
+ * thread that never stops pushing cannot keep a stop going. While ops
  * are held, vf_var_wait() and vf_engine_wait_all() return VF_ESTOPPED at once
  * (they could never finish; a wait on a deleted handle, its delete held
  * too, returns VF_ESTALE); during the start that pushes them they wait for
@@ -480,16 +486,19 @@ VF_API int vf_engine_destroy_timed(vf_engine *e, int64_t timeout_ms);
  * refused with VF_EDEADLK where it would be (an op of this engine waits
  * for a var the calling op writes, say).
  * Destroying a stopped engine starts it first. Fork needs none of this:
- * varflow stops and restarts every engine around fork() itself (when the
- * restart cannot start the threads, a thread quota say, the engine stays
- * stopped: a wait that finds ops held tries to start it again, and returns
- * VF_ESYSTEM, its detail naming the fork, while it cannot). While it
+ * varflow stops and restarts every engine around fork() itself, draining
+ * them together (an async op of one completed by an op pushed to another
+ * comes through as above). When the restart cannot start the threads (a
+ * thread quota, say), the engine stays stopped: a wait that finds ops
+ * held tries to start it again, and returns VF_ESYSTEM, its detail naming
+ * the fork, while it cannot. While it
  * does, the engine is stopped for the other threads too: their pushes are
  * held (the child inherits them as well, and runs them at its start), and
  * a wait that finds ops held returns VF_ESTOPPED, its detail naming the
  * fork (wait again; it is not waited out, as the fork's drain may need
  * that thread). Held ops are outside the max_inflight bound (they are
- * counted in vf_stats.pending). A fork from inside an op of the engine
+ * counted in vf_stats.pending); those a stop's drain lets go wait for room
+ * as pushes do. A fork from inside an op of the engine
  * (its function, a done callback) cannot wait for that op, which runs on
  * in the parent only: in the child the engine runs nothing (once that op's
  * function returns there, neither its `done` nor any other op runs, and a

@@ -9,6 +9,7 @@
 
 #include "core/engine.h"
 #include "core/exec.h"
+#include "core/family.h"
 #include "core/freelist.h"
 #include "core/lifecycle.h"
 
@@ -66,6 +67,16 @@ uint64_t vf__async_count(vf__async_ops *a)
     uint64_t n = a->count;
     pthread_mutex_unlock(&a->lock);
     return n;
+}
+
+bool vf__async_any_rooted_below(vf__async_ops *a, uint64_t place)
+{
+    bool any = false;
+    pthread_mutex_lock(&a->lock);
+    for (const vf__op *op = a->head; op != NULL && !any; op = op->next)
+        any = vf__family_root(op->up, op->place) < place;
+    pthread_mutex_unlock(&a->lock);
+    return any;
 }
 
 /* Append to buf at *len, as snprintf (truncated, always terminated). */

@@ -14,6 +14,21 @@
  * (both seq_cst): either the stopper's drain sees the push pending, or the
  * push sees `holding` and holds itself; no push slips past a stop.
  *
+ * A drain lets the held ops go. It waits for an async op, and the program
+ * may complete it by pushing an op that calls vf_completion_finish: held,
+ * that op would never come, and the stop would wait for ever. So while
+ * the drain waits for an async op rooted before its first release (the op
+ * itself, or the top-level op it descends from, pushed before the ops
+ * released, which take places from `release_from` on), the stopper pushes
+ * the held ops every DRAIN_LOOK_MS, in order and under the in-flight
+ * bound, as a start pushes them: the stop came later, as far as they can
+ * tell, and their order with every other push stands (held ops are all
+ * after the ops pushed before the stop, and before the ops held after
+ * them). Ops released, and what descends from them, never keep the
+ * releases going: a thread that pushes async ops without pause cannot
+ * keep a stop from ending. A fork drains every engine at once, so an
+ * async op of one that an op pushed to another completes comes through.
+ *
  * A wait cannot finish while ops it would wait for are held: vf_var_wait
  * and vf_engine_wait_all on a stopped engine with held ops return VF_ESTOPPED
  * at once; while a start is pushing them (`starting`) they wait for it to end
@@ -67,8 +82,13 @@ typedef struct vf__life {
      * after the fork restarts it): a wait refused meanwhile says so. (Not
      * waited out: the fork's drain may need the waiting thread.) */
     atomic_bool forking;
-    bool stopped;                  /* lock: workers joined */
-    bool starting;                 /* lock: a start pushes held ops */
+    bool stopped;  /* lock: workers joined */
+    bool starting; /* lock: a start pushes held ops */
+    /* op_lock: a stop (or a fork's) drains it, holding; and where the
+     * places of the ops its drain let go begin (0: none let go yet):
+     * lifecycle.c, drain */
+    bool draining;
+    uint64_t release_from;
     vf__op *held_head, *held_tail; /* lock: held pushes, in order */
     uint64_t nheld;                /* lock */
     int fork_child_workers;

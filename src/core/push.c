@@ -678,6 +678,17 @@ int vf__push_enqueue_held(vf_engine *e, vf__op *op)
     return enqueue(e, op, "vf_engine_start", true, false);
 }
 
+int vf__push_enqueue_released(vf_engine *e, vf__op *op)
+{
+    static const char who[] = "vf_engine_stop";
+    if (e->max_inflight == 0)
+        return enqueue(e, op, who, true, false);
+    admit_slow(e, false, who); /* blocking: 0 */
+    int rc = enqueue(e, op, who, true, false);
+    unreserve(e);
+    return rc;
+}
+
 int vf__push_enqueue_behind(vf_engine *e, vf__op *op, const vf__op *node,
                             const char *who)
 {
