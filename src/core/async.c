@@ -16,7 +16,7 @@
 int vf__async_init(vf__async_ops *a)
 {
     a->head = NULL;
-    a->count = 0;
+    atomic_init(&a->count, 0);
     return pthread_mutex_init(&a->lock, NULL) == 0 ? 0 : VF_ESYSTEM;
 }
 
@@ -43,7 +43,7 @@ void vf__async_started(vf__async_ops *a, vf__op *op)
     if (a->head != NULL)
         a->head->child = op;
     a->head = op;
-    a->count++;
+    atomic_fetch_add_explicit(&a->count, 1, memory_order_relaxed);
     pthread_mutex_unlock(&a->lock);
 }
 
@@ -57,16 +57,13 @@ void vf__async_completed(vf__async_ops *a, vf__op *op)
     if (op->next != NULL)
         op->next->child = op->child;
     op->next = op->child = NULL;
-    a->count--;
+    atomic_fetch_sub_explicit(&a->count, 1, memory_order_relaxed);
     pthread_mutex_unlock(&a->lock);
 }
 
 uint64_t vf__async_count(vf__async_ops *a)
 {
-    pthread_mutex_lock(&a->lock);
-    uint64_t n = a->count;
-    pthread_mutex_unlock(&a->lock);
-    return n;
+    return atomic_load_explicit(&a->count, memory_order_relaxed);
 }
 
 bool vf__async_any_rooted_below(vf__async_ops *a, uint64_t place)
@@ -92,24 +89,18 @@ static void put(char *buf, size_t n, size_t *len, const char *fmt, ...)
         *len += (size_t)w;
 }
 
-void vf__async_describe(vf__async_ops *a, char *buf, size_t n)
+/* The sentence for `count` ops in flight, under the list's lock. */
+static void describe_locked(const vf__async_ops *a, uint64_t count, char *buf,
+                            size_t n)
 {
     enum { SHOWN = 4 };
-    if (n == 0)
-        return;
-    pthread_mutex_lock(&a->lock);
-    if (a->count == 0) {
-        pthread_mutex_unlock(&a->lock);
-        snprintf(buf, n, "no async op in flight");
-        return;
-    }
     size_t len = 0;
     put(buf, n, &len,
         "%" PRIu64 " async op%s started and never "
         "completed:",
-        a->count, a->count == 1 ? "" : "s");
+        count, count == 1 ? "" : "s");
     /* The oldest are at the tail: they are the likeliest culprits. */
-    vf__op *op = a->head;
+    const vf__op *op = a->head;
     while (op != NULL && op->next != NULL)
         op = op->next;
     uint32_t now = now_ms();
@@ -123,9 +114,25 @@ void vf__async_describe(vf__async_ops *a, char *buf, size_t n)
             put(buf, n, &len, "%s op #%" PRIu64 " (started %.1f s ago)",
                 k ? "," : "", op->place, age);
     }
-    if (a->count > SHOWN)
-        put(buf, n, &len, " and %" PRIu64 " more", a->count - SHOWN);
-    pthread_mutex_unlock(&a->lock);
+    if (count > SHOWN)
+        put(buf, n, &len, " and %" PRIu64 " more", count - SHOWN);
+}
+
+void vf__async_describe(vf__async_ops *a, char *buf, size_t n)
+{
+    if (n == 0)
+        return;
+    if (vf__async_count(a) != 0) {
+        pthread_mutex_lock(&a->lock);
+        uint64_t count = vf__async_count(a);
+        if (count != 0) {
+            describe_locked(a, count, buf, n);
+            pthread_mutex_unlock(&a->lock);
+            return;
+        }
+        pthread_mutex_unlock(&a->lock);
+    }
+    snprintf(buf, n, "no async op in flight");
 }
 
 /* --- completion -------------------------------------------------------- */

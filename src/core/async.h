@@ -41,8 +41,12 @@ int vf__async_completion(vf__op *op, vf_completion *out);
 
 typedef struct vf__async_ops {
     pthread_mutex_t lock;
-    vf__op *head;   /* lock: the newest started; `child` points back */
-    uint64_t count; /* lock */
+    vf__op *head; /* lock: the newest started; `child` points back */
+    /* Written under the lock, read without it (relaxed): a timed wait
+     * that gives up asks for the list's sentence, and with none in flight
+     * it takes no lock (a recursion polling with 1 ms timed waits had 50
+     * of 204 threads queued on it: the reviewer of row 438). */
+    _Atomic uint64_t count;
 } vf__async_ops;
 
 /* VF_ESYSTEM when the lock cannot be made. */
