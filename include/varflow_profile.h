@@ -55,7 +55,10 @@ typedef struct vf_profile_record {
     vf_property property;     /**< its vf_op.property */
     bool async;               /**< pushed with an async_fn */
     int status;               /**< 0, the op's error code, or VF_ESKIPPED */
-    uint64_t push_ns;         /**< vf_engine_push() called */
+    uint64_t push_ns;         /**< it entered the engine: vf_engine_push()
+                                   called; an op a stopped engine held, when
+                                   the start (or a stop's drain) pushed it;
+                                   a bulked op, when its batch was flushed */
     uint64_t ready_ns;        /**< its last dependency was released */
     uint64_t start_ns;        /**< its function started (= end when skipped;
                                    a device op whose function ran before an

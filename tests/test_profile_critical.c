@@ -15,6 +15,8 @@
  *   must follow recorded edges, its length must be the sum of its ops' run
  *   times, and no path found by brute force (every path of the DAG) may
  *   be longer.
+ * - What the DAG allows (the verdict's figure): the work weighed as the
+ *   path weighs it, each op's own time, over the path's length.
  * - Graphviz: a node per op, an edge per distinct dependency, the path's
  *   edges in red; past 1000 ops only the first 1000 and a note.
  */
@@ -576,6 +578,36 @@ static char *read_all(const char *path)
     buf[n] = 0;
     fclose(f);
     return buf;
+}
+
+/* What the DAG allows is its work weighed as the path weighs it (each
+ * op's own time) over the path's length: a parent of 100 us whose two
+ * children of 40 us each ran inside it on the program's thread (the
+ * naive engine's, at their push: 80 us not its own) allows 100 / 60, and
+ * said 180 / 60, the busy time of ops on the program's threads counting
+ * the children twice (found by a user tester: a recursion
+ * of 30 ms of work on a span of 8 "allowed" 12.1). */
+TEST_CASE(what_the_dag_allows_weighs_as_the_path)
+{
+    const synth ops[] = {
+        {1, 0, 0, 0, 100000, -1, "parent", 0, {0}},
+        {2, 10000, 10000, 10000, 50000, -1, "child", 0, {0}},
+        {3, 50000, 50000, 50000, 90000, -1, "child", 0, {0}},
+    };
+    const uint64_t inside[] = {80000, 0, 0}, parent[] = {0, 1, 1};
+    vf_profile *p = load_synth_with(ops, inside, parent, 3, 0);
+    REQUIRE(p != NULL);
+    const uint64_t ids[] = {3, 1};
+    expect_path(p, ids, 2, 60000, 50000, "parent and inline children");
+    char path[128];
+    snprintf(path, sizeof path, "%s/allows.txt", dir);
+    CHECK_OK(vf_profile_write(p, path, VF_PROFILE_SUMMARY_TEXT));
+    char *text = tu_read_file(path);
+    REQUIRE(text != NULL);
+    if (strstr(text, "would allow a parallelism of 1.7.") == NULL)
+        CHECK_REPORT_("the verdict: %s", text);
+    free(text);
+    vf_profile_destroy(p);
 }
 
 TEST_CASE(graphviz)

@@ -232,8 +232,9 @@ static void write_data(FILE *f, const vf_profile *p, const vf_profile_row *rows,
     if (path != NULL) {
         fprintf(f,
                 ",\"crit\":{\"length\":%" PRIu64 ",\"elapsed\":%" PRIu64
-                ",\"ids\":[",
-                path->length_ns, path->elapsed_ns);
+                ",\"dag_work\":%" PRIu64 ",\"ids\":[",
+                path->length_ns, path->elapsed_ns,
+                stages != NULL ? stages->total_ns : 0);
         for (size_t i = 0; i < path->count; i++)
             fprintf(f, "%s%" PRIu64, i ? "," : "", path->ids[i]);
         fprintf(f, "]},\"crit_w\":[");

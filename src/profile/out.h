@@ -205,6 +205,10 @@ typedef struct vf__prof_crit_stages {
     uint64_t *weight;
     uint8_t *device;
     uint64_t *device_ns;
+    /* Every op's weight, as the path weighs it (its own time: less its
+     * waits and what ran inside it, plus its device stage): the work
+     * "what the DAG allows" divides by the path's length. */
+    uint64_t total_ns;
 } vf__prof_crit_stages;
 int vf__prof_critical(const vf_profile *p, vf_profile_path *out,
                       vf__prof_crit_stages *stages);

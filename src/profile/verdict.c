@@ -94,7 +94,7 @@ typedef struct figures {
     double crit;   /* critical path / span */
     double stream; /* busiest stream / span */
     double busy;   /* parallelism / workers and streams */
-    double dag;    /* work / critical path */
+    double dag;    /* work weighed as the path weighs it / its length */
     stream_key busiest;
     const char *top;
 } figures;
@@ -347,7 +347,9 @@ int vf__prof_verdict_of(const vf_profile *p, const vf_profile_path *path,
     uint64_t work = out->host_ns + out->device_beyond_ns;
     out->parallelism = (double)work / (double)span;
     int res = out->workers + out->streams;
-    f.dag = out->critical_ns ? (double)work / (double)out->critical_ns : 0.0;
+    uint64_t dag_work = stages != NULL ? stages->total_ns : work;
+    f.dag = out->critical_ns ? (double)dag_work / (double)out->critical_ns
+                             : 0.0;
     f.crit = (double)out->critical_ns / (double)span;
     f.stream = (double)out->busiest_stream_ns / (double)span;
     f.busy = out->parallelism / (res > 0 ? res : 1);

@@ -141,7 +141,10 @@
     ' \u00b7 ' + num(D.records) + ' ops \u00b7 varflow ' + D.version;
   var nskip = 0, nfail = 0, queued = 0;
   D.summary.forEach(function (r) { nskip += r[2]; nfail += r[3]; queued += r[8]; });
-  var par = busy / span, dagPar = critLen > 0 ? busy / critLen : 0;
+  /* What the DAG allows: its work weighed as the path weighs it (each
+   * op's own time, less its waits and what ran inside it) over the path. */
+  var dagWork = D.crit && D.crit.dag_work !== undefined ? D.crit.dag_work : busy;
+  var par = busy / span, dagPar = critLen > 0 ? dagWork / critLen : 0;
   var used = tracks.filter(function (t) { return t !== inline && t.ops.length > 0; }).length;
   var Weff = Math.max(used, 1), R = Weff + lanes.length;
   var critDevTime = (D.crit_dn || []).reduce(function (s, v) { return s + v; }, 0);
