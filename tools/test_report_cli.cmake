@@ -35,7 +35,7 @@ expect("${out}" "critical path: 2 ops")
 expect("${out}" "big")
 file(READ ${WORK}/trace.html html)
 expect("${html}" "<!DOCTYPE html>")
-expect("${html}" "\"crit\":{\"length\":50000,\"elapsed\":50700,\"ids\":[1,3]}")
+expect("${html}" "\"crit\":{\"length\":50000,\"elapsed\":50700,\"dag_work\":55000,\"ids\":[1,3]}")
 
 run_tool(0 ${WORK}/trace.json -f dot -o -)
 expect("${out}" "n1 -> n3 [color=")
