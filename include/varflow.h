@@ -458,13 +458,13 @@ VF_API int vf_engine_destroy_timed(vf_engine *e, int64_t timeout_ms);
  * Stop: complete every pushed op (and the ops they push), then join every
  * worker thread (CPU and device pools); the engine then runs no thread.
  * Pushes while stopped are accepted and held, in order, until
- * vf_engine_start(), which starts the threads again and runs them. While
- * the stop waits for an async op that an op pushed before it started (or
- * one of that op's children), it lets the pushes held meanwhile go, in
- * order, every 10 ms, as a start would: a completion that comes through a
- * pushed op (one that calls vf_completion_finish()) reaches its op.
- * Pushes held once those async ops completed wait for the start, so a
- * thread that never stops pushing cannot keep a stop going. While ops
+ * vf_engine_start(), which starts the threads again and runs them; but
+ * while the stop drains, a push from a service thread
+ * (vf_thread_set_service()) goes through when its op names no variable
+ * or nothing is held yet, and the stop waits for it too: an async op that
+ * the program completes by pushing an op (one that calls
+ * vf_completion_finish()) must have that op pushed from a service thread,
+ * or the stop waits for ever. While ops
  * are held, vf_var_wait() and vf_engine_wait_all() return VF_ESTOPPED at once
  * (they could never finish; a wait on a deleted handle, its delete held
  * too, returns VF_ESTALE); during the start that pushes them they wait for
@@ -487,18 +487,17 @@ VF_API int vf_engine_destroy_timed(vf_engine *e, int64_t timeout_ms);
  * for a var the calling op writes, say).
  * Destroying a stopped engine starts it first. Fork needs none of this:
  * varflow stops and restarts every engine around fork() itself, draining
- * them together (an async op of one completed by an op pushed to another
- * comes through as above). When the restart cannot start the threads (a
- * thread quota, say), the engine stays stopped: a wait that finds ops
- * held tries to start it again, and returns VF_ESYSTEM, its detail naming
+ * them together (an async op of one completed by a service thread's op
+ * pushed to another comes through as above). When the restart cannot start the
+ * threads (a thread quota, say), the engine stays stopped: a wait that finds
+ * ops held tries to start it again, and returns VF_ESYSTEM, its detail naming
  * the fork, while it cannot. While it
  * does, the engine is stopped for the other threads too: their pushes are
  * held (the child inherits them as well, and runs them at its start), and
  * a wait that finds ops held returns VF_ESTOPPED, its detail naming the
  * fork (wait again; it is not waited out, as the fork's drain may need
  * that thread). Held ops are outside the max_inflight bound (they are
- * counted in vf_stats.pending); those a stop's drain lets go wait for room
- * as pushes do. A fork from inside an op of the engine
+ * counted in vf_stats.pending). A fork from inside an op of the engine
  * (its function, a done callback) cannot wait for that op, which runs on
  * in the parent only: in the child the engine runs nothing (once that op's
  * function returns there, neither its `done` nor any other op runs, and a
@@ -951,7 +950,9 @@ VF_API int vf_completion_fail(vf_completion done, const vf_error *cause);
  * naive engine, whose ops have no pool, it still starts there); no op runs
  * at its push (vf_config.run_at_push). The `done` callbacks of the ops it
  * finishes still run on it, and a push it makes never waits for room
- * under max_inflight (it goes over the bound, as from a done callback).
+ * under max_inflight (it goes over the bound, as from a done callback),
+ * nor is it held by a stop while the stop drains (vf_engine_stop(): when
+ * its op names no variable, or nothing is held yet).
  * So an async op's function may wait (vf_var_wait()) for what the service
  * thread has yet to finish: it runs on a worker (started on the service
  * thread, it held that thread in its wait for ever). A thread is ordinary

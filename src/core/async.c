@@ -9,7 +9,6 @@
 
 #include "core/engine.h"
 #include "core/exec.h"
-#include "core/family.h"
 #include "core/freelist.h"
 #include "core/lifecycle.h"
 
@@ -64,16 +63,6 @@ void vf__async_completed(vf__async_ops *a, vf__op *op)
 uint64_t vf__async_count(vf__async_ops *a)
 {
     return atomic_load_explicit(&a->count, memory_order_relaxed);
-}
-
-bool vf__async_any_rooted_below(vf__async_ops *a, uint64_t place)
-{
-    bool any = false;
-    pthread_mutex_lock(&a->lock);
-    for (const vf__op *op = a->head; op != NULL && !any; op = op->next)
-        any = vf__family_root(op->up, op->place) < place;
-    pthread_mutex_unlock(&a->lock);
-    return any;
 }
 
 /* Append to buf at *len, as snprintf (truncated, always terminated). */

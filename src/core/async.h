@@ -61,11 +61,6 @@ void vf__async_completed(vf__async_ops *a, vf__op *op);
 /* How many are in flight. */
 uint64_t vf__async_count(vf__async_ops *a);
 
-/* Whether one in flight has a top-level ancestor (itself, pushed from
- * outside the engine's ops) whose place in push order is below `place`
- * (family.h: vf__family_root). */
-bool vf__async_any_rooted_below(vf__async_ops *a, uint64_t place);
-
 /* A sentence naming the ops in flight (the oldest first, at most a few:
  * name, place in push order, age), written to buf (size n, always
  * terminated): "2 async ops started and never completed: \"fetch\" (op

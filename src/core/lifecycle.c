@@ -6,7 +6,6 @@
 
 #include "base/alloc.h"
 #include "core/addr_vars.h"
-#include "core/async.h"
 #include "core/bulk.h"
 #include "core/cross_wait.h"
 #include "core/engine.h"
@@ -24,8 +23,7 @@ static _Thread_local const vf_engine *releasing_held;
  * to one in this time each, so the start catches up. */
 #define START_WAIT_MS 10
 
-/* How often a stop's drain looks whether to let the held ops go (drain):
- * how late a completion through a held push reaches its op. */
+/* How often a fork's drain looks at each engine it stops (drain). */
 #define DRAIN_LOOK_MS 10
 
 bool vf__lifecycle_releasing_held(const vf_engine *e)
@@ -197,104 +195,62 @@ static int start_threads(vf_engine *e)
     return rc;
 }
 
-static void drop_held(vf_engine *e, vf__op *op, int rc);
-
 /* A stop begins (life.op_lock held): pushes from outside are held from
- * now on. Unless it was stopped already, it drains (life.draining). */
+ * now on, but a service thread's while it drains (draining, set with
+ * holding: vf__lifecycle_passes_drain). */
 static void stop_begin(vf_engine *e)
 {
     vf__bulk_flush_all(e); /* batched ops were pushed before the stop */
     pthread_mutex_lock(&e->life.lock);
-    bool already = e->life.stopped;
+    e->life.draining = !e->life.stopped;
     atomic_store(&e->life.holding, true);
     pthread_mutex_unlock(&e->life.lock);
-    e->life.draining = !already;
-    e->life.release_from = 0;
 }
 
-/* Whether e's drain waits for an async op that an op pushed before its
- * first release of held ops began (that op, or an op it pushed from
- * inside, at any depth): its completion may come through a held push. */
-static bool owes(vf_engine *e)
+bool vf__lifecycle_passes_drain(vf_engine *e, const vf__op *op)
 {
-    uint64_t from = e->life.release_from;
-    return vf__async_any_rooted_below(&e->async, from != 0 ? from : UINT64_MAX);
-}
-
-/* The held ops of a draining e go on, in push order, as a start pushes
- * them (each under the in-flight bound). Those held meanwhile wait for
- * the next release, behind them. The first release marks where its ops'
- * places begin, and so the ops no drain waits for through a held push
- * (owes): a thread that pushes async ops without pause cannot keep a
- * stop going for ever. */
-static void release_held(vf_engine *e)
-{
+    if (!vf__exec_on_service_thread())
+        return false;
     pthread_mutex_lock(&e->life.lock);
-    uint64_t n = e->life.nheld;
+    bool passes = e->life.draining && (op->nvars == 0 || e->life.nheld == 0);
     pthread_mutex_unlock(&e->life.lock);
-    if (n == 0)
-        return;
-    if (e->life.release_from == 0)
-        e->life.release_from = vf__push_wait_place(e) + 1;
-    const vf_engine *outer = releasing_held;
-    releasing_held = e;
-    for (; n > 0; n--) {
-        pthread_mutex_lock(&e->life.lock);
-        vf__op *op = e->life.held_head;
-        e->life.held_head = op->next;
-        if (op->next == NULL)
-            e->life.held_tail = NULL;
-        pthread_mutex_unlock(&e->life.lock);
-        int rc = vf__push_enqueue_released(e, op);
-        if (rc != 0)
-            drop_held(e, op, rc);
-        /* Counted held until it is in: a wait meanwhile is refused
-         * (VF_ESTOPPED), never passes an op it should wait for. */
-        pthread_mutex_lock(&e->life.lock);
-        e->life.nheld--;
-        pthread_mutex_unlock(&e->life.lock);
-    }
-    releasing_held = outer;
+    return passes;
 }
 
 /* Drain the draining engines: `e` alone, or with `all`, every engine of
- * the list from `e` on (next_live) that drains (a fork's). Each waits for
- * its ops; while one of them waits for an async op whose completion may
- * come through a held push (owes), every one lets its held ops go every
- * DRAIN_LOOK_MS: a program that completes an async op by pushing an op
- * that calls vf_completion_finish (to this engine, or to another that a
- * fork stops) hung the stop for ever, silently (found by a user tester).
- * Drained together, and each holding, an engine stays drained until a
- * release (an op of another pushes to it from outside its ops: held). */
+ * the list from `e` on (next_live) that drains and that the caller (a
+ * fork) stops: not one whose op it runs in (fork_inside), which another
+ * thread may be stopping. While one drains, a service thread's push to
+ * another goes through (vf__lifecycle_passes_drain): it may complete an
+ * async op of the first (the fork stopped them one by one, the second
+ * holding that push, and waited for ever). So they are looked at in
+ * turn, every DRAIN_LOOK_MS, until all of them were drained at once. */
 static void drain(vf_engine *e, bool all)
 {
-    for (;;) {
-        bool drained = true, owed = false;
+    for (bool drained = false; !drained;) {
+        drained = true;
         for (vf_engine *d = e; d != NULL; d = all ? d->life.next_live : NULL) {
-            if (!d->life.draining)
+            if (!d->life.draining || (all && d->life.fork_inside))
                 continue;
             vf__deadline look = vf__deadline_in_ms(DRAIN_LOOK_MS);
-            if (vf__wait_drain(d, &look) != 0) {
+            if (vf__wait_drain(d, all ? &look : NULL) != 0)
                 drained = false;
-                owed = owed || owes(d);
-            }
         }
-        if (drained)
-            return;
-        for (vf_engine *d = e; owed && d != NULL;
-             d = all ? d->life.next_live : NULL)
-            if (d->life.draining)
-                release_held(d);
     }
 }
 
-/* The stop of a drained engine ends (life.op_lock held): its threads are
- * joined. */
+/* The stop of a drained engine ends (life.op_lock held): from now on
+ * every push is held; one that went through just before is drained too,
+ * then the threads are joined. */
 static void stop_end(vf_engine *e)
 {
-    if (!e->life.draining)
-        return;
+    pthread_mutex_lock(&e->life.lock);
+    bool drained = e->life.draining;
     e->life.draining = false;
+    pthread_mutex_unlock(&e->life.lock);
+    if (!drained)
+        return; /* stopped already */
+    vf__wait_drain(e, NULL);
     /* A foreign thread that finished the last op may still be in
      * vf_completion_finish, dispatching: let it leave before the workers go. */
     while (atomic_load(&e->completers) != 0)

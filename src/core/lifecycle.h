@@ -14,20 +14,19 @@
  * (both seq_cst): either the stopper's drain sees the push pending, or the
  * push sees `holding` and holds itself; no push slips past a stop.
  *
- * A drain lets the held ops go. It waits for an async op, and the program
- * may complete it by pushing an op that calls vf_completion_finish: held,
- * that op would never come, and the stop would wait for ever. So while
- * the drain waits for an async op rooted before its first release (the op
- * itself, or the top-level op it descends from, pushed before the ops
- * released, which take places from `release_from` on), the stopper pushes
- * the held ops every DRAIN_LOOK_MS, in order and under the in-flight
- * bound, as a start pushes them: the stop came later, as far as they can
- * tell, and their order with every other push stands (held ops are all
- * after the ops pushed before the stop, and before the ops held after
- * them). Ops released, and what descends from them, never keep the
- * releases going: a thread that pushes async ops without pause cannot
- * keep a stop from ending. A fork drains every engine at once, so an
- * async op of one that an op pushed to another completes comes through.
+ * A service thread's push goes through a drain. The drain may wait for an
+ * async op that the program completes by pushing an op (one that calls
+ * vf_completion_finish): held, it never came, and the stop waited for
+ * ever. A service thread (vf_thread_set_service) is the program's way of
+ * saying its pushes bring completions: while the engine drains, such a
+ * push is not held when it names no variable (nothing held can be
+ * ordered with it) or nothing is held yet (it comes before whatever is
+ * held after it); the drain waits for it as for the ops pushed before the
+ * stop (it counted itself pending first). Once the drain is over
+ * (`draining` cleared under life.lock), every push is held, and the stop
+ * drains once more for a push that went through just before. A fork
+ * begins every engine's stop, then drains them together: a service
+ * thread's push to one may complete another's async op.
  *
  * A wait cannot finish while ops it would wait for are held: vf_var_wait
  * and vf_engine_wait_all on a stopped engine with held ops return VF_ESTOPPED
@@ -84,11 +83,7 @@ typedef struct vf__life {
     atomic_bool forking;
     bool stopped;  /* lock: workers joined */
     bool starting; /* lock: a start pushes held ops */
-    /* op_lock: a stop (or a fork's) drains it, holding; and where the
-     * places of the ops its drain let go begin (0: none let go yet):
-     * lifecycle.c, drain */
-    bool draining;
-    uint64_t release_from;
+    bool draining; /* lock: a stop (or a fork's) drains it, holding */
     vf__op *held_head, *held_tail; /* lock: held pushes, in order */
     uint64_t nheld;                /* lock */
     int fork_child_workers;
@@ -126,6 +121,11 @@ void vf__lifecycle_drop_op(vf_engine *e, vf__op *op, int rc);
 int vf__lifecycle_hold(vf_engine *e, vf__op *op,
                        int (*admit)(vf_engine *e, vf__op *op, const void *arg),
                        const void *arg, bool may_wait);
+
+/* Whether a push (from outside e's ops, e holding) goes through instead:
+ * from a service thread while e drains, the op naming no variable or
+ * nothing held yet (lifecycle.h). */
+bool vf__lifecycle_passes_drain(vf_engine *e, const struct vf__op *op);
 
 /* Whether this thread is the one enqueuing e's held ops (vf_engine_start),
  * and so maybe running ops inline meanwhile (a naive engine's, an async

@@ -535,7 +535,9 @@ enqueue_as(vf_engine *e, vf__op *op, const char *who, bool unheld, bool locked,
      * (lifecycle.h). Tested after counting pending, so a stopper's drain
      * either sees this push or this push sees the stop (both seq_cst). */
     if (VF__UNLIKELY(atomic_load(&e->life.holding)) && !unheld &&
-        held_by_stop(e, op)) {
+        held_by_stop(e, op) &&
+        !(behind == NULL && !before_key && !deleting &&
+          vf__lifecycle_passes_drain(e, op))) {
         uncount(e, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
         int rc = vf__lifecycle_hold(e, op, admit_held, who,
                                     !locked && !def->nonblocking);
@@ -676,17 +678,6 @@ int vf__push_enqueue_locked(vf_engine *e, vf__op *op, const char *who)
 int vf__push_enqueue_held(vf_engine *e, vf__op *op)
 {
     return enqueue(e, op, "vf_engine_start", true, false);
-}
-
-int vf__push_enqueue_released(vf_engine *e, vf__op *op)
-{
-    static const char who[] = "vf_engine_stop";
-    if (e->max_inflight == 0)
-        return enqueue(e, op, who, true, false);
-    admit_slow(e, false, who); /* blocking: 0 */
-    int rc = enqueue(e, op, who, true, false);
-    unreserve(e);
-    return rc;
 }
 
 int vf__push_enqueue_behind(vf_engine *e, vf__op *op, const vf__op *node,

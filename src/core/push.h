@@ -122,10 +122,6 @@ int vf__push_enqueue_locked(vf_engine *e, vf__op *op, const char *who);
 /* vf__push_enqueue for vf_engine_start pushing an op it held: never held
  * again, while any other push during the start still is (push.c). */
 int vf__push_enqueue_held(vf_engine *e, vf__op *op);
-/* The same for an op held during a stop's drain that the drain lets go
- * (lifecycle.c: release_held): under the in-flight bound, as the push
- * would have been, waiting for room. 0, or the push's error. */
-int vf__push_enqueue_released(vf_engine *e, vf__op *op);
 
 /* Queue `rest`, the later items of the fused op `holder` running on this
  * thread, split off it (bulk_op.c: split_after), where they stood on

@@ -1,29 +1,31 @@
 /*
- * test_stop_release: a stop's drain lets its held pushes go while it
- * waits for an async op an earlier op started (src/core/lifecycle.c:
- * drain), on every engine kind. The cases read `life.holding` and
- * `life.nheld`, internals, to push only once the stop holds and to see
- * what it holds.
+ * test_stop_release: a service thread's push goes through a stop's drain
+ * (src/core/lifecycle.h), on every engine kind. The cases read
+ * `life.holding` and `life.nheld`, internals, to push only once the stop
+ * holds and to see what it holds.
  *
- * - An async op completed by an op another thread pushes once the stop
- *   began: the push is held, the drain lets it go, the op completes and
- *   the stop returns. A push after the stop returned stays held until the
- *   start. The stop waited for ever (found by a user tester).
- * - Order: a thread pushes a fold on one var through the drain (the
- *   completion among its pushes) and after the stop returned; after the
- *   start the var holds the serial fold, and what it pushed once the stop
- *   returned ran only at the start.
- * - A thread pushing async ops without pause (each completed by a service
- *   thread a millisecond later) cannot keep the stop going: the drain lets
- *   go only while an op pushed before its first release owes it a
- *   completion, and once the stop returns that thread's pushes are held
- *   (the reviewer of a first fix: its stop never returned).
- * - The in-flight bound holds for the ops a drain lets go: with a bound
- *   of 2 and the async op holding one, one op at a time runs until the
- *   op is completed (the reviewer of a first fix saw 2-3).
+ * - An async op completed by an op a service thread pushes once the stop
+ *   began: the push goes through, the op completes and the stop returns;
+ *   a push after the stop returned is held until the start. The stop
+ *   waited for ever (found by a user tester).
+ * - Order: once a plain thread's push on a var is held, a service
+ *   thread's push on that var is held behind it (nothing overtakes a held
+ *   op), while one naming no variable goes through; after the start the
+ *   var holds the serial value.
+ * - The in-flight bound: a service thread's push goes over it, through
+ *   the drain too, so a completion at the bound comes through (a drain
+ *   that let held pushes go under the bound waited for ever: the reviewer
+ *   of a first fix).
+ * - A steady pipeline: a plain thread starts an async request every
+ *   millisecond, a service thread completes each by a pushed op 3 ms
+ *   later: the stop returns (held requests wait), and every request is
+ *   completed once the engine starts again (a drain that let held pushes
+ *   go let the new requests go too, for ever: the reviewer).
  * - fork(): the engines drain together, so an async op of one completed
- *   by an op pushed to another once both hold comes through (the fork
- *   stopped one engine, then drained the other, for ever).
+ *   by a service thread's op pushed to another comes through; and a fork
+ *   from inside an op while another thread stops that op's engine leaves
+ *   it out of its drain (a shared drain that took it in waited for the
+ *   forking op for ever: the reviewer).
  */
 #include "runner.h"
 
@@ -50,9 +52,31 @@ static uint64_t held_now(vf_engine *e)
 
 typedef struct completer_case {
     vf_engine *e, *push_to; /* the engine stopped; where the finisher goes */
-    vf_completion done;     /* the async op's */
-    atomic_int finisher_ran, pushed_rc;
+    vf_var own;             /* a var the finisher writes, with `has_own` */
+    bool has_own;
+    vf_completion done; /* the async op's */
+    atomic_int started, finisher_ran, pushed_rc;
 } completer_case;
+
+static void keeps_its_completion(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    completer_case *c = arg;
+    c->done = done;
+    atomic_store(&c->started, 1);
+}
+
+/* An async op on `e` that writes v, started (in flight) when this
+ * returns; c->done completes it. */
+static void async_op_in_flight(completer_case *c, vf_engine *e, vf_var v)
+{
+    c->e = c->push_to = e;
+    atomic_store(&c->pushed_rc, 1);
+    CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = keeps_its_completion,
+                                        .arg = c,
+                                        .writes = VF_VARS(v)}));
+    REQUIRE(tu_wait_flag(&c->started, 1, TU_TIMEOUT));
+}
 
 static int finishes_the_async_op(vf_run *run, void *arg)
 {
@@ -62,16 +86,20 @@ static int finishes_the_async_op(vf_run *run, void *arg)
     return vf_completion_finish(c->done, 0, NULL);
 }
 
-/* Pushes the finisher once the stop (of c->e and of c->push_to) holds. */
-static void *push_finisher_when_held(void *arg)
+/* A service thread pushes the finisher once the stops hold. */
+static void *service_pushes_finisher(void *arg)
 {
     completer_case *c = arg;
+    vf_thread_set_service(true);
     until_holding(c->e);
     until_holding(c->push_to);
+    vf_var_list writes = {&c->own, c->has_own ? 1 : 0};
     atomic_store(
         &c->pushed_rc,
-        vf_engine_push(c->push_to,
-                       &(vf_op){.fn = finishes_the_async_op, .arg = c}));
+        vf_engine_push(
+            c->push_to,
+            &(vf_op){.fn = finishes_the_async_op, .arg = c, .writes = writes}));
+    vf_thread_set_service(false);
     return NULL;
 }
 
@@ -82,318 +110,284 @@ static int sets_flag(vf_run *run, void *arg)
     return 0;
 }
 
-TEST_KIND_CASE(a_completion_pushed_during_the_drain_reaches_its_op, k)
+TEST_KIND_CASE(a_service_threads_completion_reaches_its_op, k)
 {
-    vf_engine *e = tu_engine(k);
-    vf_var v = tu_var(e);
-    completer_case *c = calloc(1, sizeof *c);
-    REQUIRE(c != NULL);
-    c->e = c->push_to = e;
-    atomic_store(&c->pushed_rc, 1);
-    CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = tu_keep_completion,
-                                        .arg = &c->done,
-                                        .writes = VF_VARS(v)}));
-    pthread_t t = tu_thread_start(push_finisher_when_held, c);
-    CHECK_OK(vf_engine_stop(e));
-    tu_thread_join(t);
-    CHECK_EQ(atomic_load(&c->pushed_rc), 0);
-    CHECK_EQ(atomic_load(&c->finisher_ran), 1);
-    /* Stopped now: a push is held until the start. */
-    atomic_int later = 0;
-    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = sets_flag, .arg = &later}));
-    CHECK_EQ(held_now(e), 1);
-    CHECK_EQ(atomic_load(&later), 0);
-    CHECK_OK(vf_engine_start(e));
-    CHECK_OK(vf_var_wait(e, v, NULL));
-    CHECK_OK(vf_engine_wait_all(e, NULL));
-    CHECK_EQ(atomic_load(&later), 1);
-    tu_finish_engine(e);
-    free(c);
+    for (int own = 0; own < 2; own++) { /* naming no var, and one */
+        vf_engine *e = tu_engine(k);
+        vf_var v = tu_var(e);
+        completer_case *c = calloc(1, sizeof *c);
+        REQUIRE(c != NULL);
+        if (own) { /* nothing held yet: it goes through all the same */
+            c->own = tu_var(e);
+            c->has_own = true;
+        }
+        async_op_in_flight(c, e, v);
+        pthread_t t = tu_thread_start(service_pushes_finisher, c);
+        CHECK_OK(vf_engine_stop(e));
+        tu_thread_join(t);
+        CHECK_EQ(atomic_load(&c->pushed_rc), 0);
+        CHECK_EQ(atomic_load(&c->finisher_ran), 1);
+        /* Stopped now: a push is held until the start. */
+        atomic_int later = 0;
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = sets_flag, .arg = &later}));
+        CHECK_EQ(held_now(e), 1);
+        CHECK_EQ(atomic_load(&later), 0);
+        CHECK_OK(vf_engine_start(e));
+        CHECK_OK(vf_var_wait(e, v, NULL));
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        CHECK_EQ(atomic_load(&later), 1);
+        tu_finish_engine(e);
+        free(c);
+    }
 }
 
 /* --- order ---------------------------------------------------------------
  */
 
-#define FOLDS 400
-#define FINISHER_AT 150 /* among the first half, pushed during the drain */
-
-typedef struct fold_case {
+typedef struct order_case {
     completer_case c;
     vf_var s;
-    uint32_t value; /* under s */
-    atomic_int ran, go_on, first_half_pushed;
-    int index[FOLDS];
-} fold_case;
+    int value; /* under s */
+    atomic_int plain_held;
+} order_case;
 
-static int folds(vf_run *run, void *arg)
+static order_case *the_order_case; /* one case at a time */
+
+static int appends_one(vf_run *run, void *arg)
 {
     (void)run;
-    int *i = arg; /* &f->index[*i]: f is index[0]'s case */
-    fold_case *f = (fold_case *)((char *)(i - *i) - offsetof(fold_case, index));
-    f->value = f->value * 31u + (uint32_t)*i;
-    atomic_fetch_add(&f->ran, 1);
-    if (*i == FINISHER_AT)
-        return finishes_the_async_op(run, &f->c);
+    (void)arg;
+    the_order_case->value = the_order_case->value * 10 + 1;
     return 0;
 }
 
-static void *pushes_folds(void *arg)
-{
-    fold_case *f = arg;
-    until_holding(f->c.e);
-    for (int i = 0; i < FOLDS; i++) {
-        if (i == FOLDS / 2) {
-            atomic_store(&f->first_half_pushed, 1);
-            while (!atomic_load(&f->go_on))
-                sched_yield();
-        }
-        f->index[i] = i;
-        int rc = vf_engine_push(f->c.e, &(vf_op){.fn = folds,
-                                                 .arg = &f->index[i],
-                                                 .writes = VF_VARS(f->s)});
-        if (rc != 0)
-            atomic_store(&f->c.pushed_rc, rc);
-    }
-    return NULL;
-}
-
-TEST_KIND_CASE(a_drain_lets_held_ops_go_in_push_order, k)
-{
-    vf_engine *e = tu_engine(k);
-    vf_var v = tu_var(e);
-    fold_case *f = calloc(1, sizeof *f);
-    REQUIRE(f != NULL);
-    f->c.e = f->c.push_to = e;
-    f->s = tu_var(e);
-    CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = tu_keep_completion,
-                                        .arg = &f->c.done,
-                                        .writes = VF_VARS(v)}));
-    pthread_t t = tu_thread_start(pushes_folds, f);
-    CHECK_OK(vf_engine_stop(e));
-    CHECK(tu_wait_flag(&f->first_half_pushed, 1, TU_TIMEOUT));
-    CHECK_EQ(atomic_load(&f->c.finisher_ran), 1);
-    int ran_at_stop = atomic_load(&f->ran);
-    CHECK(ran_at_stop > FINISHER_AT);
-    atomic_store(&f->go_on, 1);
-    tu_thread_join(t);
-    /* What it pushed once the stop returned is held. */
-    CHECK_EQ(atomic_load(&f->ran), ran_at_stop);
-    CHECK_EQ(held_now(e), (uint64_t)(FOLDS - ran_at_stop));
-    CHECK_OK(vf_engine_start(e));
-    CHECK_OK(vf_engine_wait_all(e, NULL));
-    CHECK_EQ(atomic_load(&f->c.pushed_rc), 0);
-    CHECK_EQ(atomic_load(&f->ran), FOLDS);
-    uint32_t serial = 0;
-    for (int i = 0; i < FOLDS; i++)
-        serial = serial * 31u + (uint32_t)i;
-    CHECK_EQ(f->value, serial);
-    tu_finish_engine(e);
-    free(f);
-}
-
-/* --- a pusher without pause ------------------------------------------------
- */
-
-#define RING 4096
-
-typedef struct storm_case {
-    completer_case c;
-    pthread_mutex_t lock; /* the ring of completions to make */
-    vf_completion ring[RING];
-    double due[RING];
-    int head, tail;
-    atomic_int stop_pushing, stop_serving, refused;
-    atomic_long pushed, completed, pushed_after_stop;
-    atomic_int stop_returned;
-} storm_case;
-
-static void queued_for_the_service(vf_run *run, void *arg, vf_completion c)
+static int appends_two(vf_run *run, void *arg)
 {
     (void)run;
-    storm_case *s = arg;
-    pthread_mutex_lock(&s->lock);
-    if ((s->tail + 1) % RING == s->head) { /* full: completed here */
-        pthread_mutex_unlock(&s->lock);
-        vf_completion_finish(c, 0, NULL);
-        atomic_fetch_add(&s->completed, 1);
-        return;
-    }
-    s->ring[s->tail] = c;
-    s->due[s->tail] = tu_now() + 0.001;
-    s->tail = (s->tail + 1) % RING;
-    pthread_mutex_unlock(&s->lock);
+    (void)arg;
+    the_order_case->value = the_order_case->value * 10 + 2;
+    return 0;
 }
 
-/* Completes each queued async op a millisecond after it started. */
-static void *serves(void *arg)
+/* A plain thread's push on s, held. */
+static void *plain_pushes_one(void *arg)
 {
-    storm_case *s = arg;
-    for (;;) {
-        vf_completion c;
-        bool have = false;
-        pthread_mutex_lock(&s->lock);
-        if (s->head != s->tail && s->due[s->head] <= tu_now()) {
-            c = s->ring[s->head];
-            s->head = (s->head + 1) % RING;
-            have = true;
-        }
-        bool empty = s->head == s->tail;
-        pthread_mutex_unlock(&s->lock);
-        if (have) {
-            vf_completion_finish(c, 0, NULL);
-            atomic_fetch_add(&s->completed, 1);
-        } else if (empty && atomic_load(&s->stop_serving)) {
-            return NULL;
-        } else {
-            sched_yield();
-        }
-    }
-}
-
-static void *pushes_async_ops(void *arg)
-{
-    storm_case *s = arg;
-    while (!atomic_load(&s->stop_pushing)) {
-        bool after = atomic_load(&s->stop_returned);
-        int rc = vf_engine_push(
-            s->c.e, &(vf_op){.async_fn = queued_for_the_service, .arg = s});
-        if (rc != 0) {
-            atomic_store(&s->refused, rc);
-            return NULL;
-        }
-        atomic_fetch_add(&s->pushed, 1);
-        if (after)
-            atomic_fetch_add(&s->pushed_after_stop, 1);
-    }
+    order_case *o = arg;
+    until_holding(o->c.e);
+    CHECK_OK(vf_engine_push(
+        o->c.e, &(vf_op){.fn = appends_one, .writes = VF_VARS(o->s)}));
+    atomic_store(&o->plain_held, 1);
     return NULL;
 }
 
-TEST_KIND_CASE(a_pusher_without_pause_cannot_keep_a_stop_going, k)
+/* Then a service thread's on s (held behind it), and the finisher, which
+ * names no var (through). */
+static void *service_pushes_two_then_finisher(void *arg)
+{
+    order_case *o = arg;
+    vf_thread_set_service(true);
+    while (!atomic_load(&o->plain_held))
+        sched_yield();
+    CHECK_OK(vf_engine_push(
+        o->c.e, &(vf_op){.fn = appends_two, .writes = VF_VARS(o->s)}));
+    CHECK_EQ(held_now(o->c.e), 2);
+    CHECK_OK(vf_engine_push(
+        o->c.e, &(vf_op){.fn = finishes_the_async_op, .arg = &o->c}));
+    vf_thread_set_service(false);
+    return NULL;
+}
+
+TEST_KIND_CASE(a_service_push_never_overtakes_a_held_one, k)
 {
     vf_engine *e = tu_engine(k);
     vf_var v = tu_var(e);
-    storm_case *s = calloc(1, sizeof *s);
-    REQUIRE(s != NULL);
-    pthread_mutex_init(&s->lock, NULL);
-    s->c.e = s->c.push_to = e;
-    atomic_store(&s->c.pushed_rc, 1);
-    /* The op the stop owes a completion through a held push. */
-    CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = tu_keep_completion,
-                                        .arg = &s->c.done,
-                                        .writes = VF_VARS(v)}));
-    pthread_t service = tu_thread_start(serves, s);
-    pthread_t pusher = tu_thread_start(pushes_async_ops, s);
-    while (atomic_load(&s->pushed) < 100)
-        sched_yield();
-    pthread_t finisher = tu_thread_start(push_finisher_when_held, &s->c);
-    CHECK_OK(vf_engine_stop(e)); /* the watchdog catches a stop for ever */
-    atomic_store(&s->stop_returned, 1);
-    tu_thread_join(finisher);
-    CHECK_EQ(atomic_load(&s->c.finisher_ran), 1);
-    /* Held now, however fast it pushes. */
-    while (atomic_load(&s->pushed_after_stop) < 100 &&
-           atomic_load(&s->refused) == 0)
-        sched_yield();
-    CHECK(held_now(e) >= 100);
-    atomic_store(&s->stop_pushing, 1);
-    tu_thread_join(pusher);
-    CHECK_EQ(atomic_load(&s->refused), 0);
+    order_case *o = calloc(1, sizeof *o);
+    REQUIRE(o != NULL);
+    the_order_case = o;
+    o->s = tu_var(e);
+    async_op_in_flight(&o->c, e, v);
+    pthread_t t1 = tu_thread_start(plain_pushes_one, o);
+    pthread_t t2 = tu_thread_start(service_pushes_two_then_finisher, o);
+    CHECK_OK(vf_engine_stop(e));
+    tu_thread_join(t1);
+    tu_thread_join(t2);
+    CHECK_EQ(atomic_load(&o->c.finisher_ran), 1);
+    CHECK_EQ(o->value, 0); /* both held */
     CHECK_OK(vf_engine_start(e));
-    /* Every async op pushed is served, then waited for. */
-    while (atomic_load(&s->completed) < atomic_load(&s->pushed))
-        sched_yield();
     CHECK_OK(vf_engine_wait_all(e, NULL));
-    atomic_store(&s->stop_serving, 1);
-    tu_thread_join(service);
-    CHECK_EQ(atomic_load(&s->completed), atomic_load(&s->pushed));
+    CHECK_EQ(o->value, 12);
     tu_finish_engine(e);
-    pthread_mutex_destroy(&s->lock);
-    free(s);
+    free(o);
 }
 
 /* --- the in-flight bound --------------------------------------------------
  */
 
-typedef struct bound_case {
-    completer_case c;
-    atomic_int running, most_running, a_done, bad;
-} bound_case;
+TEST_CASE(a_service_push_goes_over_the_bound_through_a_drain)
+{
+    vf_engine *e = NULL;
+    CHECK_OK(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
+                                               .cpu_workers = 2,
+                                               .max_inflight = 1}));
+    REQUIRE(e != NULL);
+    vf_var v = tu_var(e);
+    completer_case *c = calloc(1, sizeof *c);
+    REQUIRE(c != NULL);
+    async_op_in_flight(c, e, v); /* takes the room */
+    pthread_t t = tu_thread_start(service_pushes_finisher, c);
+    CHECK_OK(vf_engine_stop(e));
+    tu_thread_join(t);
+    CHECK_EQ(atomic_load(&c->pushed_rc), 0);
+    CHECK_EQ(atomic_load(&c->finisher_ran), 1);
+    CHECK_OK(vf_engine_start(e));
+    tu_finish_engine(e);
+    free(c);
+}
 
-static int runs_a_while(vf_run *run, void *arg)
+/* --- a steady pipeline ----------------------------------------------------
+ */
+
+#define RING 1024
+
+typedef struct pipeline {
+    vf_engine *e;
+    pthread_mutex_t lock; /* the requests to complete */
+    vf_completion ring[RING];
+    double due[RING];
+    int head, tail;
+    atomic_int stop_requests, stop_service, refused;
+    atomic_long requested, finished;
+} pipeline;
+
+static void request_starts(vf_run *run, void *arg, vf_completion done)
 {
     (void)run;
-    bound_case *b = arg;
-    int now = atomic_fetch_add(&b->running, 1) + 1;
-    if (!atomic_load(&b->a_done)) {
-        int most = atomic_load(&b->most_running);
-        while (now > most &&
-               !atomic_compare_exchange_weak(&b->most_running, &most, now)) {
+    pipeline *p = arg;
+    pthread_mutex_lock(&p->lock);
+    if ((p->tail + 1) % RING == p->head) { /* full: completed now */
+        pthread_mutex_unlock(&p->lock);
+        vf_completion_finish(done, 0, NULL);
+        atomic_fetch_add(&p->finished, 1);
+        return;
+    }
+    p->ring[p->tail] = done;
+    p->due[p->tail] = tu_now() + 0.003;
+    p->tail = (p->tail + 1) % RING;
+    pthread_mutex_unlock(&p->lock);
+}
+
+typedef struct finisher_arg {
+    pipeline *p;
+    vf_completion done;
+} finisher_arg;
+
+static int finishes_a_request(vf_run *run, void *arg)
+{
+    (void)run;
+    finisher_arg *f = arg;
+    int rc = vf_completion_finish(f->done, 0, NULL);
+    atomic_fetch_add(&f->p->finished, 1);
+    return rc;
+}
+
+/* The I/O thread: completes each request 3 ms after it started, by
+ * pushing an op that finishes it (a copied argument). */
+static void *io_service(void *arg)
+{
+    pipeline *p = arg;
+    vf_thread_set_service(true);
+    for (;;) {
+        finisher_arg f = {p, {0}};
+        bool have = false;
+        pthread_mutex_lock(&p->lock);
+        if (p->head != p->tail && p->due[p->head] <= tu_now()) {
+            f.done = p->ring[p->head];
+            p->head = (p->head + 1) % RING;
+            have = true;
+        }
+        bool empty = p->head == p->tail;
+        pthread_mutex_unlock(&p->lock);
+        if (have) {
+            int rc = vf_engine_push(p->e, &(vf_op){.fn = finishes_a_request,
+                                                   .arg = &f,
+                                                   .arg_size = sizeof f});
+            if (rc != 0)
+                atomic_store(&p->refused, rc);
+        } else if (empty && atomic_load(&p->stop_service)) {
+            break;
+        } else {
+            nanosleep(&(struct timespec){0, 100000L}, NULL);
         }
     }
-    nanosleep(&(struct timespec){0, 1000000L}, NULL);
-    atomic_fetch_sub(&b->running, 1);
-    return 0;
+    vf_thread_set_service(false);
+    return NULL;
 }
 
-static int finishes_and_notes(vf_run *run, void *arg)
+/* A plain thread: a request every millisecond. */
+static void *requests(void *arg)
 {
-    bound_case *b = arg;
-    runs_a_while(run, b);
-    atomic_store(&b->a_done, 1);
-    return finishes_the_async_op(run, &b->c);
-}
-
-static void *pushes_bounded(void *arg)
-{
-    bound_case *b = arg;
-    until_holding(b->c.e);
-    for (int i = 0; i < 40; i++) {
-        int rc = vf_engine_push(
-            b->c.e, &(vf_op){.fn = i == 20 ? finishes_and_notes : runs_a_while,
-                             .arg = b});
-        if (rc != 0)
-            atomic_store(&b->bad, rc);
+    pipeline *p = arg;
+    while (!atomic_load(&p->stop_requests)) {
+        int rc = vf_engine_push(p->e,
+                                &(vf_op){.async_fn = request_starts, .arg = p});
+        if (rc != 0) {
+            atomic_store(&p->refused, rc);
+            break;
+        }
+        atomic_fetch_add(&p->requested, 1);
+        nanosleep(&(struct timespec){0, 1000000L}, NULL);
     }
     return NULL;
 }
 
-TEST_CASE(the_in_flight_bound_holds_for_what_a_drain_lets_go)
+TEST_KIND_CASE(a_steady_pipeline_stops, k)
 {
-    vf_engine *e = NULL;
-    CHECK_OK(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
-                                               .cpu_workers = 4,
-                                               .max_inflight = 2}));
-    REQUIRE(e != NULL);
-    vf_var v = tu_var(e);
-    bound_case *b = calloc(1, sizeof *b);
-    REQUIRE(b != NULL);
-    b->c.e = b->c.push_to = e;
-    CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = tu_keep_completion,
-                                        .arg = &b->c.done,
-                                        .writes = VF_VARS(v)}));
-    pthread_t t = tu_thread_start(pushes_bounded, b);
-    CHECK_OK(vf_engine_stop(e));
-    tu_thread_join(t);
-    CHECK_EQ(atomic_load(&b->bad), 0);
-    CHECK_EQ(atomic_load(&b->a_done), 1);
-    /* The async op in flight takes one of the two. */
-    CHECK(atomic_load(&b->most_running) <= 1);
-    CHECK_OK(vf_engine_start(e));
-    tu_finish_engine(e);
-    free(b);
+    pipeline *p = calloc(1, sizeof *p);
+    REQUIRE(p != NULL);
+    pthread_mutex_init(&p->lock, NULL);
+    p->e = tu_engine(k);
+    pthread_t io = tu_thread_start(io_service, p);
+    pthread_t req = tu_thread_start(requests, p);
+    while (atomic_load(&p->requested) < 20)
+        sched_yield();
+    CHECK_OK(vf_engine_stop(p->e)); /* the watchdog catches for ever */
+    /* Stopped: what was started is finished, new requests are held. */
+    long requested = atomic_load(&p->requested);
+    while (atomic_load(&p->requested) < requested + 5 &&
+           atomic_load(&p->refused) == 0)
+        sched_yield();
+    CHECK(held_now(p->e) >= 5);
+    atomic_store(&p->stop_requests, 1);
+    tu_thread_join(req);
+    CHECK_OK(vf_engine_start(p->e));
+    while (atomic_load(&p->finished) < atomic_load(&p->requested))
+        sched_yield();
+    atomic_store(&p->stop_service, 1);
+    tu_thread_join(io);
+    CHECK_OK(vf_engine_wait_all(p->e, NULL));
+    CHECK_EQ(atomic_load(&p->refused), 0);
+    CHECK_EQ(atomic_load(&p->finished), atomic_load(&p->requested));
+    tu_finish_engine(p->e);
+    pthread_mutex_destroy(&p->lock);
+    free(p);
 }
 
 /* --- fork ----------------------------------------------------------------
  */
 
+#if defined(TU_TSAN) || defined(TU_ASAN)
+/* As test_lifecycle_fork's cases: TSan cannot follow threads started in a
+ * forked child, and ASan's allocator has no fork handlers (a thread of the
+ * test allocates as the fork happens). */
+#define SKIP_FORK_UNDER_SANITIZERS()                                           \
+    TEST_SKIP("under the sanitizers (see test_lifecycle_fork)")
+#else
+#define SKIP_FORK_UNDER_SANITIZERS() ((void)0)
+#endif
+
 TEST_CASE(a_fork_drains_the_engines_together)
 {
-#if defined(TU_TSAN) || defined(TU_ASAN)
-    /* As test_lifecycle_fork's cases: TSan cannot follow threads started
-     * in a forked child, and ASan's allocator has no fork handlers (the
-     * finisher's thread allocates as the fork happens). */
-    TEST_SKIP("under the sanitizers (see test_lifecycle_fork)");
-#endif
+    SKIP_FORK_UNDER_SANITIZERS();
     vf_engine *e1 = NULL, *e2 = NULL;
     CHECK_OK(vf_engine_create(
         &e1, &(vf_config){.type = VF_ENGINE_POOLED, .cpu_workers = 2}));
@@ -403,13 +397,9 @@ TEST_CASE(a_fork_drains_the_engines_together)
     vf_var v = tu_var(e1);
     completer_case *c = calloc(1, sizeof *c);
     REQUIRE(c != NULL);
-    c->e = e1;
+    async_op_in_flight(c, e1, v);
     c->push_to = e2; /* the finisher goes to the other engine */
-    atomic_store(&c->pushed_rc, 1);
-    CHECK_OK(vf_engine_push(e1, &(vf_op){.async_fn = tu_keep_completion,
-                                         .arg = &c->done,
-                                         .writes = VF_VARS(v)}));
-    pthread_t t = tu_thread_start(push_finisher_when_held, c);
+    pthread_t t = tu_thread_start(service_pushes_finisher, c);
     fflush(NULL);
     pid_t pid = fork();
     REQUIRE(pid >= 0);
@@ -424,6 +414,55 @@ TEST_CASE(a_fork_drains_the_engines_together)
     tu_finish_engine(e2);
     tu_finish_engine(e1);
     free(c);
+}
+
+typedef struct fork_inside_case {
+    vf_engine *e;
+    atomic_int stop_began, forked, child_status;
+} fork_inside_case;
+
+static int forks_once_the_stop_drains(vf_run *run, void *arg)
+{
+    (void)run;
+    fork_inside_case *f = arg;
+    while (!atomic_load(&f->stop_began))
+        sched_yield();
+    until_holding(f->e);
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(0);
+    int status = -1;
+    waitpid(pid, &status, 0);
+    atomic_store(&f->child_status, status);
+    atomic_store(&f->forked, 1);
+    return 0;
+}
+
+static void *stops(void *arg)
+{
+    fork_inside_case *f = arg;
+    atomic_store(&f->stop_began, 1);
+    CHECK_OK(vf_engine_stop(f->e));
+    return NULL;
+}
+
+TEST_CASE(a_fork_inside_an_op_beside_another_threads_stop)
+{
+    SKIP_FORK_UNDER_SANITIZERS();
+    fork_inside_case *f = calloc(1, sizeof *f);
+    REQUIRE(f != NULL);
+    CHECK_OK(vf_engine_create(
+        &f->e, &(vf_config){.type = VF_ENGINE_POOLED, .cpu_workers = 2}));
+    REQUIRE(f->e != NULL);
+    CHECK_OK(vf_engine_push(
+        f->e, &(vf_op){.fn = forks_once_the_stop_drains, .arg = f}));
+    pthread_t t = tu_thread_start(stops, f);
+    tu_thread_join(t); /* the stop waited for the op, which forked */
+    CHECK_EQ(atomic_load(&f->forked), 1);
+    CHECK_EQ(atomic_load(&f->child_status), 0);
+    CHECK_OK(vf_engine_start(f->e));
+    tu_finish_engine(f->e);
+    free(f);
 }
 
 TEST_MAIN("test_stop_release", 120)
