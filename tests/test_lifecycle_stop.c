@@ -18,6 +18,8 @@
  * - Stop, start and destroy from inside an op or a done callback:
  *   VF_EDEADLK; stop and start are idempotent;
  *   destroying a stopped engine runs the held ops first.
+ * - A push batched while stopped (bulk_size 5): vf_engine_wait_all flushes
+ *   it, finds it held and says VF_ESTOPPED, as with no bulk.
  * - A top-level batch that an op run during a start flushes (by a nested
  *   wait) is held behind the ops the start still has to push, so ops keep
  *   their push order on every var.
@@ -474,6 +476,36 @@ static int times_ten_plus_two(vf_run *run, void *arg)
     (void)run;
     *(int *)arg = *(int *)arg * 10 + 2;
     return 0;
+}
+
+/* A push batched while stopped (bulk_size 5) is held once its batch is
+ * flushed, and vf_engine_wait_all, which flushes it, says VF_ESTOPPED, as
+ * with no bulk: it looked for held ops before its flush, found none, and
+ * returned 0 with the op not run (found by a user tester). */
+static int counts_a_run(vf_run *run, void *arg)
+{
+    (void)run;
+    atomic_fetch_add((atomic_int *)arg, 1);
+    return 0;
+}
+
+TEST_KIND_CASE(a_batched_push_while_stopped_makes_wait_all_refuse, k)
+{
+    vf_config cfg = k->cfg;
+    cfg.bulk_size = 5;
+    vf_engine *e = tu_engine_cfg(k, &cfg);
+    vf_var v = tu_var(e);
+    atomic_int ran = 0;
+    CHECK_OK(vf_engine_stop(e));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = counts_a_run, .arg = &ran, .writes = VF_VARS(v)}));
+    CHECK_ERR(vf_engine_wait_all(e, NULL), VF_ESTOPPED);
+    CHECK_ERR(vf_engine_wait_all_timed(e, 1000, NULL), VF_ESTOPPED);
+    CHECK_EQ(atomic_load(&ran), 0);
+    CHECK_OK(vf_engine_start(e));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_EQ(atomic_load(&ran), 1);
+    tu_finish_engine(e);
 }
 
 /* Stopped, with a bulk: an async op A, then x = 1 (batched at priority -1),

@@ -1843,6 +1843,11 @@ static int wait_all(vf_engine *e, int64_t timeout_ms, vf__cross_wait *cross,
         return vf__fail(VF_EDEADLK,
                         "%s: called inside %s, which would wait for itself",
                         who, vf__op_label(cur->name, cur->place, label));
+    /* Batched ops first: pushed to a stopped engine, they are held, and
+     * the wait must say so. Looked at before their flush (the wait's own,
+     * below), none was held yet, and the wait returned 0 with an op that
+     * had not run (found by a user tester, bulk_size 5). */
+    vf__bulk_flush_all(e);
     int held = vf__lifecycle_check_waitable(e, who);
     if (held != 0)
         return held;
