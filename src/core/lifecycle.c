@@ -217,21 +217,25 @@ bool vf__lifecycle_passes_drain(vf_engine *e, const vf__op *op)
     return passes;
 }
 
-/* Drain the draining engines: `e` alone, or with `all`, every engine of
- * the list from `e` on (next_live) that drains and that the caller (a
+/* The draining engines of a stop: `e` alone, or with `all`, every engine
+ * of the list from `e` on (next_live) that drains and that the caller (a
  * fork) stops: not one whose op it runs in (fork_inside), which another
- * thread may be stopping. While one drains, a service thread's push to
- * another goes through (vf__lifecycle_passes_drain): it may complete an
- * async op of the first (the fork stopped them one by one, the second
- * holding that push, and waited for ever). So they are looked at in
- * turn, every DRAIN_LOOK_MS, until all of them were drained at once. */
+ * thread may be stopping (its `draining` is that thread's). */
+#define FOR_EACH_DRAINING(d, e, all)                                           \
+    for (vf_engine *d = (e); d != NULL; d = (all) ? d->life.next_live : NULL)  \
+        if (!((all) && d->life.fork_inside) && d->life.draining)
+
+/* Wait until each draining engine had nothing pending once: while one
+ * drains, a service thread's push to another goes through
+ * (vf__lifecycle_passes_drain), and it may complete an async op of the
+ * first (a fork that stopped them one by one held that push, and waited
+ * for ever), so each is looked at in turn, every DRAIN_LOOK_MS. */
 static void drain(vf_engine *e, bool all)
 {
     for (bool drained = false; !drained;) {
         drained = true;
-        for (vf_engine *d = e; d != NULL; d = all ? d->life.next_live : NULL) {
-            if (!d->life.draining || (all && d->life.fork_inside))
-                continue;
+        FOR_EACH_DRAINING(d, e, all)
+        {
             vf__deadline look = vf__deadline_in_ms(DRAIN_LOOK_MS);
             if (vf__wait_drain(d, all ? &look : NULL) != 0)
                 drained = false;
@@ -239,18 +243,54 @@ static void drain(vf_engine *e, bool all)
     }
 }
 
-/* The stop of a drained engine ends (life.op_lock held): from now on
- * every push is held; one that went through just before is drained too,
- * then the threads are joined. */
+/* Whether every draining engine has nothing pending at one instant, every
+ * one's life.lock held; if so they all stop draining (and their threads
+ * are to be joined: life.joining). A service thread's push counts itself
+ * pending before it takes life.lock to see `draining`: either this look
+ * sees it pending, or it sees the drain over and is held. Cleared once a
+ * drain had seen nothing pending, a request that went through between the
+ * two was waited for, its completion then held: for ever (found by the
+ * reviewer). Taken in the list's order, as the fork takes them. */
+static bool drained_at_once(vf_engine *e, bool all)
+{
+    bool drained = true;
+    FOR_EACH_DRAINING(d, e, all)
+    {
+        pthread_mutex_lock(&d->life.lock);
+    }
+    FOR_EACH_DRAINING(d, e, all)
+    {
+        if (vf__counts_pending(vf__engine_counts(d)) != 0)
+            drained = false;
+    }
+    for (vf_engine *d = e; d != NULL; d = all ? d->life.next_live : NULL) {
+        if ((all && d->life.fork_inside) || !d->life.draining)
+            continue;
+        if (drained) {
+            d->life.draining = false;
+            d->life.joining = true;
+        }
+        pthread_mutex_unlock(&d->life.lock);
+    }
+    return drained;
+}
+
+/* Drain the stopping engines (e alone, or a fork's list) until they are
+ * drained at once. */
+static void drain_at_once(vf_engine *e, bool all)
+{
+    do
+        drain(e, all);
+    while (!drained_at_once(e, all));
+}
+
+/* The stop of a drained engine ends (life.op_lock held): its threads are
+ * joined. */
 static void stop_end(vf_engine *e)
 {
-    pthread_mutex_lock(&e->life.lock);
-    bool drained = e->life.draining;
-    e->life.draining = false;
-    pthread_mutex_unlock(&e->life.lock);
-    if (!drained)
+    if (!e->life.joining)
         return; /* stopped already */
-    vf__wait_drain(e, NULL);
+    e->life.joining = false;
     /* A foreign thread that finished the last op may still be in
      * vf_completion_finish, dispatching: let it leave before the workers go. */
     while (atomic_load(&e->completers) != 0)
@@ -265,7 +305,7 @@ static void stop_end(vf_engine *e)
 static void stop_locked(vf_engine *e)
 {
     stop_begin(e);
-    drain(e, false);
+    drain_at_once(e, false);
     stop_end(e);
 }
 
@@ -540,7 +580,7 @@ static void fork_prepare(void)
     }
     /* Drained together: an async op of one may be completed by an op
      * pushed to another (drain). */
-    drain(live, true);
+    drain_at_once(live, true);
     for (vf_engine *e = live; e != NULL; e = e->life.next_live)
         if (!e->life.fork_inside)
             stop_end(e);

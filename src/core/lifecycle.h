@@ -22,11 +22,12 @@
  * push is not held when it names no variable (nothing held can be
  * ordered with it) or nothing is held yet (it comes before whatever is
  * held after it); the drain waits for it as for the ops pushed before the
- * stop (it counted itself pending first). Once the drain is over
- * (`draining` cleared under life.lock), every push is held, and the stop
- * drains once more for a push that went through just before. A fork
- * begins every engine's stop, then drains them together: a service
- * thread's push to one may complete another's async op.
+ * stop (it counted itself pending first). The drain is over when nothing
+ * is pending at one instant, seen with life.lock held, under which
+ * `draining` is then cleared: from then on every push is held. A fork
+ * begins every engine's stop, then drains them together, over when all
+ * of them have nothing pending at once: a service thread's push to one
+ * may complete another's async op.
  *
  * A wait cannot finish while ops it would wait for are held: vf_var_wait
  * and vf_engine_wait_all on a stopped engine with held ops return VF_ESTOPPED
@@ -84,6 +85,7 @@ typedef struct vf__life {
     bool stopped;  /* lock: workers joined */
     bool starting; /* lock: a start pushes held ops */
     bool draining; /* lock: a stop (or a fork's) drains it, holding */
+    bool joining;  /* op_lock: drained, its threads to be joined */
     vf__op *held_head, *held_tail; /* lock: held pushes, in order */
     uint64_t nheld;                /* lock */
     int fork_child_workers;

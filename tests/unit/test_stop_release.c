@@ -25,7 +25,10 @@
  *   by a service thread's op pushed to another comes through; and a fork
  *   from inside an op while another thread stops that op's engine leaves
  *   it out of its drain (a shared drain that took it in waited for the
- *   forking op for ever: the reviewer).
+ *   forking op for ever: the reviewer); a service thread's request that
+ *   went through a drain as it ended gets its completion through too (the
+ *   drain is over only when nothing is pending at one instant, seen under
+ *   the engines' locks: the next reviewer's fork waited for it for ever).
  */
 #include "runner.h"
 
@@ -463,6 +466,101 @@ TEST_CASE(a_fork_inside_an_op_beside_another_threads_stop)
     CHECK_OK(vf_engine_start(f->e));
     tu_finish_engine(f->e);
     free(f);
+}
+
+/* A service thread makes requests on X (async ops with a pause between
+ * them, each completed by an op it pushes), while a thread forks, the
+ * fork's drain kept a while by ops on Y: a request that went through X's
+ * drain after X was seen drained but before the drain ended must get its
+ * completion through too. The fork waited for it for ever, its completion
+ * held, within the first 5 forks (the reviewer's program). */
+typedef struct requests_case {
+    vf_engine *x;
+    vf_completion done;
+    atomic_int started, finished, quit;
+} requests_case;
+
+static void request_keeps_its_completion(vf_run *run, void *arg,
+                                         vf_completion done)
+{
+    (void)run;
+    requests_case *r = arg;
+    r->done = done;
+    atomic_store(&r->started, 1);
+}
+
+static void request_done(void *arg, int status)
+{
+    (void)status;
+    atomic_fetch_add(&((requests_case *)arg)->finished, 1);
+}
+
+static int completes_the_request(vf_run *run, void *arg)
+{
+    (void)run;
+    return vf_completion_finish(((requests_case *)arg)->done, 0, NULL);
+}
+
+static void *service_makes_requests(void *arg)
+{
+    requests_case *r = arg;
+    vf_thread_set_service(true);
+    unsigned seed = 1;
+    while (!atomic_load(&r->quit)) {
+        int before = atomic_load(&r->finished);
+        atomic_store(&r->started, 0);
+        CHECK_OK(vf_engine_push(
+            r->x, &(vf_op){.async_fn = request_keeps_its_completion,
+                           .done = request_done,
+                           .arg = r}));
+        while (!atomic_load(&r->started))
+            sched_yield();
+        CHECK_OK(vf_engine_push(
+            r->x, &(vf_op){.fn = completes_the_request, .arg = r}));
+        while (atomic_load(&r->finished) == before)
+            sched_yield();
+        nanosleep(&(struct timespec){0, (long)(rand_r(&seed) % 300) * 1000L},
+                  NULL);
+    }
+    vf_thread_set_service(false);
+    return NULL;
+}
+
+static int sleeps_3_ms(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    nanosleep(&(struct timespec){0, 3000000L}, NULL);
+    return 0;
+}
+
+TEST_CASE(a_request_through_the_end_of_a_drain_gets_its_completion)
+{
+    SKIP_FORK_UNDER_SANITIZERS();
+    vf_engine *y = NULL;
+    requests_case *r = calloc(1, sizeof *r);
+    REQUIRE(r != NULL);
+    const vf_config cfg = {.type = VF_ENGINE_POOLED, .cpu_workers = 2};
+    CHECK_OK(vf_engine_create(&y, &cfg));
+    CHECK_OK(vf_engine_create(&r->x, &cfg));
+    REQUIRE(y != NULL && r->x != NULL);
+    pthread_t service = tu_thread_start(service_makes_requests, r);
+    for (int i = 0; i < 100; i++) {
+        for (int k = 0; k < 3; k++)
+            CHECK_OK(vf_engine_push(y, &(vf_op){.fn = sleeps_3_ms}));
+        fflush(NULL);
+        pid_t pid = fork(); /* the watchdog catches one that never returns */
+        REQUIRE(pid >= 0);
+        if (pid == 0)
+            _exit(0);
+        CHECK_EQ(waitpid(pid, NULL, 0), pid);
+    }
+    atomic_store(&r->quit, 1);
+    tu_thread_join(service);
+    CHECK(atomic_load(&r->finished) > 0);
+    tu_finish_engine(r->x);
+    tu_finish_engine(y);
+    free(r);
 }
 
 TEST_MAIN("test_stop_release", 120)
