@@ -42,7 +42,9 @@ void vf__async_started(vf__async_ops *a, vf__op *op)
     if (a->head != NULL)
         a->head->child = op;
     a->head = op;
-    atomic_fetch_add_explicit(&a->count, 1, memory_order_relaxed);
+    /* Written only under the lock: a store, no locked add. */
+    atomic_store_explicit(&a->count, vf__async_count(a) + 1,
+                          memory_order_relaxed);
     pthread_mutex_unlock(&a->lock);
 }
 
@@ -56,7 +58,8 @@ void vf__async_completed(vf__async_ops *a, vf__op *op)
     if (op->next != NULL)
         op->next->child = op->child;
     op->next = op->child = NULL;
-    atomic_fetch_sub_explicit(&a->count, 1, memory_order_relaxed);
+    atomic_store_explicit(&a->count, vf__async_count(a) - 1,
+                          memory_order_relaxed);
     pthread_mutex_unlock(&a->lock);
 }
 

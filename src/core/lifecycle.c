@@ -244,12 +244,11 @@ static void drain(vf_engine *e, bool all)
 }
 
 /* Whether every draining engine has nothing pending at one instant, every
- * one's life.lock held; if so they all stop draining (and their threads
- * are to be joined: life.joining). A service thread's push counts itself
- * pending before it takes life.lock to see `draining`: either this look
- * sees it pending, or it sees the drain over and is held. Cleared once a
- * drain had seen nothing pending, a request that went through between the
- * two was waited for, its completion then held: for ever (found by the
+ * one's life.lock held; if so they all stop draining. A service thread's push
+ * counts itself pending before it takes life.lock to see `draining`: either
+ * this look sees it pending, or it sees the drain over and is held. Cleared
+ * once a drain had seen nothing pending, a request that went through between
+ * the two was waited for, its completion then held: for ever (found by the
  * reviewer). Taken in the list's order, as the fork takes them. */
 static bool drained_at_once(vf_engine *e, bool all)
 {
@@ -263,13 +262,9 @@ static bool drained_at_once(vf_engine *e, bool all)
         if (vf__counts_pending(vf__engine_counts(d)) != 0)
             drained = false;
     }
-    for (vf_engine *d = e; d != NULL; d = all ? d->life.next_live : NULL) {
-        if ((all && d->life.fork_inside) || !d->life.draining)
-            continue;
-        if (drained) {
-            d->life.draining = false;
-            d->life.joining = true;
-        }
+    FOR_EACH_DRAINING(d, e, all)
+    {
+        d->life.draining = !drained; /* each looked at before it changes */
         pthread_mutex_unlock(&d->life.lock);
     }
     return drained;
@@ -285,12 +280,14 @@ static void drain_at_once(vf_engine *e, bool all)
 }
 
 /* The stop of a drained engine ends (life.op_lock held): its threads are
- * joined. */
+ * joined, unless it was stopped already. */
 static void stop_end(vf_engine *e)
 {
-    if (!e->life.joining)
-        return; /* stopped already */
-    e->life.joining = false;
+    pthread_mutex_lock(&e->life.lock);
+    bool stopped = e->life.stopped;
+    pthread_mutex_unlock(&e->life.lock);
+    if (stopped)
+        return;
     /* A foreign thread that finished the last op may still be in
      * vf_completion_finish, dispatching: let it leave before the workers go. */
     while (atomic_load(&e->completers) != 0)

@@ -85,7 +85,6 @@ typedef struct vf__life {
     bool stopped;  /* lock: workers joined */
     bool starting; /* lock: a start pushes held ops */
     bool draining; /* lock: a stop (or a fork's) drains it, holding */
-    bool joining;  /* op_lock: drained, its threads to be joined */
     vf__op *held_head, *held_tail; /* lock: held pushes, in order */
     uint64_t nheld;                /* lock */
     int fork_child_workers;

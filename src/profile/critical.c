@@ -79,6 +79,7 @@ typedef struct dag {
     bool *pred_host_dev;  /* ... through its device stage */
     ptrdiff_t *pred_dev;  /* the pred binding D through its device stage,
                              or -1: the op's own host stage */
+    uint64_t total;       /* every op's h + d: the DAG's work, so weighed */
 } dag;
 
 static void release(dag *g)
@@ -265,7 +266,9 @@ static void settle(const vf_profile *p, dag *g, size_t v)
     }
     g->pred_host[v] = best;
     g->pred_host_dev[v] = through;
-    g->host[v] = host_weight(p, g, v) + at;
+    uint64_t h = host_weight(p, g, v);
+    g->total += h;
+    g->host[v] = h + at;
     g->pred_dev[v] = -1;
     g->dev[v] = g->host[v];
     if (!has_dev(r))
@@ -274,7 +277,9 @@ static void settle(const vf_profile *p, dag *g, size_t v)
         g->pred_dev[v] = best_dev;
         g->dev[v] = g->dev[best_dev];
     }
-    g->dev[v] += dev_weight(r);
+    uint64_t d = dev_weight(r);
+    g->total += d;
+    g->dev[v] += d;
 }
 
 /* The time v is done: its device stage's end when it has one. */
@@ -387,11 +392,8 @@ int vf__prof_critical(const vf_profile *p, vf_profile_path *out,
      * and the ops run inside it (the naive engine's children, a nested
      * wait's) twice, and a recursion of 30 ms of work on a span of 8
      * "allowed" 12.1 where it allows 3.75 (found by a user tester). */
-    for (size_t v = 0; stages != NULL && v < g.n; v++)
-        stages->total_ns += host_weight(p, &g, v) +
-                            (has_dev(&p->records[v])
-                                 ? dev_weight(&p->records[v])
-                                 : 0);
+    if (stages != NULL)
+        stages->total_ns = g.total;
     const vf_profile_record *rl = &p->records[last];
     const vf_profile_record *rf = &p->records[vf__prof_find(p, out->ids[0])];
     uint64_t end = has_dev(rl) && rl->device_end_ns > rl->end_ns
