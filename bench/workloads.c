@@ -597,7 +597,7 @@ int bench_op_run(bench_state *s, size_t i)
     const bench_op *op = &p->ops[i];
     const int32_t *v = p->vars + op->first;
     if (op->kind == BENCH_OP_CHOL) {
-        if (chol_run(&s->mat, &p->chol[op->arg]) != 0) {
+        if (bench_chol_run(&s->mat, &p->chol[op->arg]) != 0) {
             s->failed = 1;
             return -1;
         }

@@ -18,7 +18,8 @@
  * two pushers' ops on it gives the same final state, while the engine must
  * still never run two of them at the same time.
  *
- * W6 ops are the tile kernels of examples/cholesky_tiles.h, tiles as vars.
+ * W6 ops are the tile kernels of examples/cholesky_tiles.h, tiles as vars,
+ * built once by the C compiler (chol_kernels.c) for every binary.
  *
  * W8 ops are the block kernels of BOTS's sparse LU (sparselu.h), blocks as
  * vars: var ii * NB + jj is block (ii, jj). Blocks absent at the start have
@@ -51,7 +52,7 @@
 #include <stdint.h>
 
 #include "bench_op.h"
-#include "cholesky_tiles.h"
+#include "chol_kernels.h"
 #include "recursive.h"
 #include "sparselu.h"
 #include "stencil.h"
