@@ -255,13 +255,24 @@ int vf__devices_start(vf_engine *e)
     return rc;
 }
 
+/* In the child: a stream of the parent's. The fork stopped it first (every
+ * engine's stop joins its streams' threads, fork_prepare), so a device
+ * usable here frees it as destroy would; CUDA's is left as it is. */
+static void drop_parents_stream(const vf__devctx *d, vf__stream *s)
+{
+    if (s != NULL && d->cls->usable_after_fork)
+        d->cls->stream_destroy(s);
+}
+
 /* In the child: a device pool anew, same place, one worker, with a stream
  * of its own when the device can be used here. */
 static void rebuild_pool(vf_engine *e, vf__devctx *d, vf__pool *p)
 {
     const char *name = p->name;
-    for (int w = 0; w < p->nworkers; w++)
-        p->workers[w].stream = NULL; /* the parent's: not ours to destroy */
+    for (int w = 0; w < p->nworkers; w++) {
+        drop_parents_stream(d, p->workers[w].stream);
+        p->workers[w].stream = NULL;
+    }
     vf__pool_destroy(p);
     if (vf__pool_init(p, e, &e->runner, name, 1, e->dev.next_worker_index) !=
         0) {
@@ -285,9 +296,13 @@ void vf__devices_rebuild_for_child(vf_engine *e)
         vf__devctx *d = device_at(e, k);
         if (d == NULL)
             continue;
-        /* CUDA cannot be used after fork; the emulated device can. */
-        d->forked_away = d->cls->type != VF_DEVICE_EMULATED;
-        d->inline_streams = NULL; /* the parent's threads' */
+        d->forked_away = !d->cls->usable_after_fork;
+        while (d->inline_streams != NULL) { /* the parent's threads' */
+            vf__thread_stream *ts = d->inline_streams;
+            d->inline_streams = ts->next;
+            drop_parents_stream(d, ts->stream);
+            free(ts);
+        }
         pthread_mutex_init(&d->inline_lock, NULL);
         vf__pool *pools[] = {d->normal, d->copy, d->prio};
         for (int i = 0; i < 3; i++)

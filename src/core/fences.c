@@ -205,6 +205,18 @@ void vf__fences_clear_written(const vf__op *op)
 void vf__fences_forget_after_fork(vf__var *v)
 {
     take_write_failure(v, v->wfence);
+    vf__fence *f[1 + VF__VAR_READ_FENCES];
+    int n = 0;
+    if (v->wfence != NULL)
+        f[n++] = v->wfence;
+    for (int i = 0; i < v->nrfences; i++)
+        f[n++] = v->rfences[i];
     v->wfence = NULL;
     v->nrfences = 0;
+    /* Their events are complete (the fork drained the engine first) and
+     * no thread of the parent's holds their locks here; CUDA's cannot be
+     * touched after a fork: left. */
+    for (int i = 0; i < n; i++)
+        if (f[i]->cls->usable_after_fork)
+            vf__fence_unref(f[i]);
 }

@@ -132,13 +132,16 @@ void vf__fences_clear_written(const vf__op *op);
  * var's own. */
 void vf__fences_drop(vf__var *v);
 
-/* In a child after fork(), its only thread: forget the fences of the
- * parent's device work, whose events cannot be used or freed there (the
- * streams are the parent's). The stop before the fork waited for that
- * work, so the write fence is resolved, and a failure it carries becomes
- * the var's own, as vf__fences_drop makes it: forgotten with the fence,
- * an op reading the var ran in the child where the serial program skips
- * it (found by a user tester). */
+/* In a child after fork(), its only thread: drop the fences of the
+ * parent's device work, without its lock (the parent's threads are gone,
+ * and whatever var lock one held with them). The stop before the fork
+ * waited for that work, so the write fence is resolved, and a failure it
+ * carries becomes the var's own, as vf__fences_drop makes it: forgotten
+ * with the fence, an op reading the var ran in the child where the serial
+ * program skips it (found by a user tester). A device usable after a fork
+ * (the emulated one) has its fences freed; CUDA's events cannot be
+ * touched in the child and are left (a user tester found the emulated
+ * device's leaked in every child that destroyed its engine). */
 void vf__fences_forget_after_fork(vf__var *v);
 
 #endif /* VF_FENCES_H */

@@ -857,6 +857,7 @@ static int graph_launch(vf__devgraph *g, vf__stream *s,
 static const vf__device_class cuda_class = {
     .type = VF_DEVICE_CUDA,
     .name = "cuda",
+    .usable_after_fork = false,
     .count = count,
     .stream_create = stream_create,
     .stream_destroy = stream_destroy,

@@ -99,6 +99,13 @@ typedef struct vf__event_status {
 typedef struct vf__device_class {
     vf_device_type type;
     const char *name; /* "emulated", "cuda" */
+    /* Whether a forked child can go on using the device, and free what the
+     * parent had made of it: the emulated device's streams and events are
+     * host memory, their threads joined by the fork's stop, so the child
+     * frees the parent's (stream_destroy finds them stopped) and makes
+     * new ones; CUDA's cannot be touched after a fork, not even to be
+     * destroyed, so the child leaves them and cannot use the device. */
+    bool usable_after_fork;
 
     /* Devices of this kind usable now (0 when none: no GPU, no driver). On
      * 0, vf__fail has left a detail saying why. */
@@ -205,6 +212,10 @@ const vf__device_class *vf__device_class_of(vf_device_type type);
  * run at the costs it read (not at what the environment says when each is
  * made: found by a user setting one after create). */
 int vf__emulated_costs_read(vf__emulated_costs *out);
+
+/* The emulated device's streams and events not yet freed, process-wide:
+ * how the unit tests see that a forked child frees the parent's. */
+void vf__emulated_live(long *streams, long *events);
 
 /* --- registration: the door for a class in a library of its own ----------
  *

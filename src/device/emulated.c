@@ -59,6 +59,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,6 +227,15 @@ int vf__emulated_costs_read(vf__emulated_costs *out)
 
 /* --- events ------------------------------------------------------------- */
 
+/* Streams and events made and not yet freed (vf__emulated_live). */
+static atomic_long live_streams, live_events;
+
+void vf__emulated_live(long *streams, long *events)
+{
+    *streams = atomic_load_explicit(&live_streams, memory_order_relaxed);
+    *events = atomic_load_explicit(&live_events, memory_order_relaxed);
+}
+
 static int event_new(vf__event **out)
 {
     vf__event *ev = vf__calloc(1, sizeof *ev);
@@ -241,6 +251,7 @@ static int event_new(vf__event **out)
         return vf__fail(VF_ESYSTEM, "emulated device: pthread_cond_init");
     }
     atomic_init(&ev->refs, 1);
+    atomic_fetch_add_explicit(&live_events, 1, memory_order_relaxed);
     *out = ev;
     return 0;
 }
@@ -257,6 +268,7 @@ static void event_release(vf__event *ev)
     pthread_cond_destroy(&ev->done_cond);
     pthread_mutex_destroy(&ev->lock);
     free(ev);
+    atomic_fetch_sub_explicit(&live_events, 1, memory_order_relaxed);
 }
 
 static void event_complete(vf__event *ev, const vf__event_status *st)
@@ -617,6 +629,7 @@ static int stream_create(int id, const vf__device_params *params,
         pthread_mutex_init(&s->copy_lane.lock, NULL) == 0 && ++made &&
         pthread_cond_init(&s->copy_lane.cond, NULL) == 0 && ++made &&
         pthread_create(&s->thread, NULL, stream_main, s) == 0) {
+        atomic_fetch_add_explicit(&live_streams, 1, memory_order_relaxed);
         *out = s;
         return 0;
     }
@@ -647,6 +660,7 @@ static void stream_destroy(vf__stream *s)
     pthread_cond_destroy(&s->work_cond);
     pthread_mutex_destroy(&s->lock);
     free(s);
+    atomic_fetch_sub_explicit(&live_streams, 1, memory_order_relaxed);
 }
 
 static void stream_stop(vf__stream *s)
@@ -954,6 +968,7 @@ static int graph_launch(vf__devgraph *g, vf__stream *s,
 const vf__device_class vf__emulated_class = {
     .type = VF_DEVICE_EMULATED,
     .name = "emulated",
+    .usable_after_fork = true,
     .count = count,
     .stream_create = stream_create,
     .stream_destroy = stream_destroy,
