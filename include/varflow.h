@@ -435,6 +435,11 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config);
  * An async op whose completion never comes makes destroy wait for ever:
  * after 2 s, and every 10 s while it waits, destroy names on stderr the
  * async ops started and never completed (name, place in push order, age).
+ *
+ * A fork() while another thread destroys the engine drains, stops and
+ * restarts it as any other: the destroy goes on in the parent; in the
+ * child, which does not have that thread, the engine is as it was before
+ * the destroy (usable; destroy it there).
  */
 VF_API int vf_engine_destroy(vf_engine *e);
 
@@ -496,9 +501,9 @@ VF_API int vf_engine_destroy_timed(vf_engine *e, int64_t timeout_ms);
  * held (the child inherits them as well, and runs them at its start), and
  * a wait that finds ops held returns VF_ESTOPPED, its detail naming the
  * fork (wait again; it is not waited out, as the fork's drain may need
- * that thread). Held ops are outside the max_inflight bound (they are
- * counted in vf_stats.pending). A fork from inside an op of the engine
- * (its function, a done callback) cannot wait for that op, which runs on
+ * that thread). Held ops are outside the max_inflight bound, with none of
+ * their own (vf_stats.pending counts them). A fork from inside an op of the
+ * engine (its function, a done callback) cannot wait for that op, which runs on
  * in the parent only: in the child the engine runs nothing (once that op's
  * function returns there, neither its `done` nor any other op runs, and a
  * worker's thread ends with it, its pool gone in the child), and every

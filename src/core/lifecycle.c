@@ -670,6 +670,13 @@ static void fork_child(void)
         vf__engine_rebuild_for_child(e);
         if (e->life.fork_restart)
             restart_after_fork(e);
+        /* Another thread of the parent's was destroying it (destroy.c):
+         * not here, where the engine is as it was before, as after a timed
+         * destroy that gave up. */
+        if (atomic_load(&e->state) == VF__DRAINING)
+            atomic_store(&e->state, atomic_load(&e->slow) & VF__SLOW_SHUTDOWN
+                                        ? VF__SHUTDOWN
+                                        : VF__RUNNING);
         atomic_store(&e->life.forking, false);
         pthread_mutex_unlock(&e->life.op_lock);
     }
