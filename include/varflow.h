@@ -469,7 +469,10 @@ VF_API int vf_engine_destroy_timed(vf_engine *e, int64_t timeout_ms);
  * or nothing is held yet, and the stop waits for it too: an async op that
  * the program completes by pushing an op (one that calls
  * vf_completion_finish()) must have that op pushed from a service thread,
- * or the stop waits for ever. While ops
+ * or the stop waits for ever. A stop (and a fork's drain) that waits names
+ * on stderr the async ops it waits for, after 2 s and every 10 s, as
+ * destroy does: a fork from the thread that would complete one of them
+ * never returns. While ops
  * are held, vf_var_wait() and vf_engine_wait_all() return VF_ESTOPPED at once
  * (they could never finish; a wait on a deleted handle, its delete held
  * too, returns VF_ESTALE); during the start that pushes them they wait for

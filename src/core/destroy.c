@@ -36,8 +36,6 @@
  * to what it was (RUNNING, or SHUTDOWN after vf_engine_shutdown), and the
  * engine is usable (a stopped one was started in step 3).
  */
-#include "core/destroy.h"
-
 #include <inttypes.h>
 #include <sched.h>
 #include <stdio.h>
@@ -49,53 +47,28 @@
 #include "core/exec.h"
 #include "core/graph.h"
 #include "core/profiling.h"
+#include "core/stall_report.h"
 #include "core/wait.h"
 
-static _Atomic uint32_t report_grace_ms = 2000, report_period_ms = 10000;
-
-void vf__destroy_report_times(uint32_t grace_ms, uint32_t period_ms)
-{
-    atomic_store(&report_grace_ms, grace_ms);
-    atomic_store(&report_period_ms, period_ms > 0 ? period_ms : 1);
-}
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* A destroy's waiting: its limit and when it reports next. */
+/* A destroy's waiting: its limit and its reports. */
 typedef struct destroy_wait {
     vf_engine *e;
-    const char *who;
     int64_t timeout_ms; /* negative: none */
-    int64_t start_ms, next_report_ms;
+    vf__stall_report report;
 } destroy_wait;
 
 /* Whether the caller's limit has passed (0: at once). */
 static bool past_limit(const destroy_wait *w, int64_t now)
 {
-    return w->timeout_ms >= 0 && now - w->start_ms >= w->timeout_ms;
+    return w->timeout_ms >= 0 && now - w->report.start_ms >= w->timeout_ms;
 }
 
 /* Report on stderr when it is time; VF_ETIMEDOUT once the caller's limit
  * has passed. `what`: what it waits for. */
 static int pace(destroy_wait *w, const char *what)
 {
-    int64_t now = now_ms();
-    if (now >= w->next_report_ms) {
-        char ops[512];
-        vf__async_describe(&w->e->async, ops, sizeof ops);
-        fprintf(stderr,
-                "varflow: %s has waited %.1f s for %s (%" PRIu32
-                " ops pending); %s\n",
-                w->who, (double)(now - w->start_ms) / 1000.0, what,
-                vf__counts_pending(vf__engine_counts(w->e)), ops);
-        w->next_report_ms = now + atomic_load(&report_period_ms);
-    }
-    return past_limit(w, now) ? VF_ETIMEDOUT : 0;
+    vf__stall_report_pace(&w->report, w->e, what);
+    return past_limit(w, vf__stall_now_ms()) ? VF_ETIMEDOUT : 0;
 }
 
 /* Steps 2 and 5: until every call on the engine in progress when the
@@ -117,7 +90,7 @@ static int await_calls(destroy_wait *w)
          * for, and an engine with an op running destroyed (found by a
          * user tester using destroy_timed(e, 0) as "destroy if idle"). */
         if (w->timeout_ms >= 0 /* (untimed: no clock read) */ &&
-            past_limit(w, now_ms())) {
+            past_limit(w, vf__stall_now_ms())) {
             rc = VF_ETIMEDOUT;
             break;
         }
@@ -141,11 +114,11 @@ static int await_calls(destroy_wait *w)
 static int drain(destroy_wait *w)
 {
     for (;;) {
-        int64_t now = now_ms(), until = w->next_report_ms;
+        int64_t now = vf__stall_now_ms(), until = w->report.next_ms;
         /* As a difference: start + INT64_MAX overflowed (UBSan; a plain
          * build polled, its deadline wrapped: found by a user tester). */
-        if (w->timeout_ms >= 0 && w->timeout_ms < until - w->start_ms)
-            until = w->start_ms + w->timeout_ms;
+        if (w->timeout_ms >= 0 && w->timeout_ms < until - w->report.start_ms)
+            until = w->report.start_ms + w->timeout_ms;
         vf__deadline step = vf__deadline_in_ms(until > now ? until - now : 0);
         if (vf__wait_drain(w->e, &step) == 0)
             return 0;
@@ -165,7 +138,7 @@ static int give_up(destroy_wait *w, int state)
     return vf__fail(VF_ETIMEDOUT,
                     "%s: gave up after %" PRId64 " ms, the engine was left "
                     "usable; %s",
-                    w->who, w->timeout_ms, ops);
+                    w->report.who, w->timeout_ms, ops);
 }
 
 /* Step 1 (inside the call's guard): the state it had, or a negative
@@ -216,7 +189,7 @@ static int finish(vf_engine *e, const destroy_wait *w)
         fprintf(stderr,
                 "varflow: %s freed %" PRIu64 " operator%s and %" PRIu64
                 " var%s the program did not destroy\n",
-                w->who, operators, operators == 1 ? "" : "s", vars,
+                w->report.who, operators, operators == 1 ? "" : "s", vars,
                 vars == 1 ? "" : "s");
     return rc;
 }
@@ -252,12 +225,8 @@ static int destroy(vf_engine *e, int64_t timeout_ms, const char *who)
     /* This thread's capture on it (never ended) goes with it. */
     if (vf__capture_now.engine == e)
         vf__capture_now = (vf__capture){0};
-    int64_t start = now_ms();
-    destroy_wait w = {.e = e,
-                      .who = who,
-                      .timeout_ms = timeout_ms,
-                      .start_ms = start,
-                      .next_report_ms = start + atomic_load(&report_grace_ms)};
+    destroy_wait w = {.e = e, .timeout_ms = timeout_ms};
+    vf__stall_report_start(&w.report, who);
     /* A stopped engine runs its held ops. A timed destroy that gave up
      * waiting for calls leaves it started too, as the header says (it
      * left it stopped, its ops held: found by the reviewer), unless

@@ -13,6 +13,7 @@
 #include "core/freelist.h"
 #include "core/graph.h"
 #include "core/push.h"
+#include "core/stall_report.h"
 #include "core/thread_exit.h"
 #include "core/wait.h"
 
@@ -232,12 +233,21 @@ bool vf__lifecycle_passes_drain(vf_engine *e, const vf__op *op)
  * for ever), so each is looked at in turn, every DRAIN_LOOK_MS. */
 static void drain(vf_engine *e, bool all)
 {
+    /* What it waits for said on stderr after a while, as destroy says it:
+     * a fork from the thread that would complete an async op in flight
+     * waits for ever, and said nothing (found by a user tester). */
+    vf__stall_report report;
+    vf__stall_report_start(&report, all ? "fork()" : "vf_engine_stop");
     for (bool drained = false; !drained;) {
         drained = true;
+        bool due = vf__stall_report_due_in_ms(&report) == 0;
         FOR_EACH_DRAINING(d, e, all)
         {
-            vf__deadline look = vf__deadline_in_ms(DRAIN_LOOK_MS);
-            if (vf__wait_drain(d, all ? &look : NULL) != 0)
+            if (due && vf__counts_pending(vf__engine_counts(d)) != 0)
+                vf__stall_report_say(&report, d, "its pushed ops to finish");
+            vf__deadline look = vf__deadline_in_ms(
+                all ? DRAIN_LOOK_MS : vf__stall_report_due_in_ms(&report));
+            if (vf__wait_drain(d, &look) != 0)
                 drained = false;
         }
     }

@@ -1,0 +1,43 @@
+/*
+ * stall_report.h: what a call that may wait for ever says while it waits.
+ * A destroy, a stop and a fork's drain wait for every pushed op, and an
+ * async op whose completion never comes keeps them waiting: each says so
+ * on stderr, first after a grace period, then every period, naming the
+ * async ops in flight (name, place in push order, age). A stop and a fork
+ * said nothing, and a fork from the thread that would complete such an op
+ * hung silently (found by a user tester).
+ */
+#ifndef VF_STALL_REPORT_H
+#define VF_STALL_REPORT_H
+
+#include <stdint.h>
+
+#include "varflow.h"
+
+typedef struct vf__stall_report {
+    const char *who; /* the call: "vf_engine_destroy", "fork()" */
+    int64_t start_ms, next_ms;
+} vf__stall_report;
+
+/* CLOCK_MONOTONIC in milliseconds. */
+int64_t vf__stall_now_ms(void);
+
+/* The wait of `who` begins now: its first report is due after the grace. */
+void vf__stall_report_start(vf__stall_report *r, const char *who);
+
+/* Milliseconds until the next report is due (0: it is). */
+int64_t vf__stall_report_due_in_ms(const vf__stall_report *r);
+
+/* Report on stderr now: "varflow: WHO has waited S s for WHAT (N ops
+ * pending); " and the async ops of e in flight; the next one is due a
+ * period later. */
+void vf__stall_report_say(vf__stall_report *r, vf_engine *e, const char *what);
+
+/* vf__stall_report_say if a report is due. */
+void vf__stall_report_pace(vf__stall_report *r, vf_engine *e, const char *what);
+
+/* The first report after `grace_ms`, then every `period_ms` (defaults
+ * 2000 and 10000; tests shorten them). */
+void vf__stall_report_times(uint32_t grace_ms, uint32_t period_ms);
+
+#endif /* VF_STALL_REPORT_H */
