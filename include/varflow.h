@@ -436,10 +436,10 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config);
  * after 2 s, and every 10 s while it waits, destroy names on stderr the
  * async ops started and never completed (name, place in push order, age).
  *
- * A fork() while another thread destroys the engine drains, stops and
- * restarts it as any other: the destroy goes on in the parent; in the
- * child, which does not have that thread, the engine is as it was before
- * the destroy (usable; destroy it there).
+ * A fork() while another thread destroys the engine leaves it dead in
+ * the child, which does not have that thread: every call on it there
+ * returns VF_ESHUTDOWN (VF_EINVAL once the destroy unlisted it), and it is
+ * never freed there; the destroy goes on in the parent.
  */
 VF_API int vf_engine_destroy(vf_engine *e);
 

@@ -23,18 +23,18 @@
  *      (calls that entered meanwhile return without blocking: nothing is
  *      pending and nothing can be pushed), then free it, and the operators
  *      the program forgot.
- * Until step 5 a fork drains, stops and restarts the engine as any other:
- * the destroy goes on in the parent, and in the child, where the thread
- * destroying it is not, the engine is as before the destroy (fork_child).
- * Unlisted at step 1, the child had it half destroyed, an op it ran on a
- * worker the child lacks: every push refused, a wait for ever, and no
- * destroy (found by a user tester forking beside destroy_timed).
+ * From step 1 to step 5 a fork leaves the engine dead in the child, where
+ * the thread destroying it is not (lifecycle.h: destroy_begins). A fork
+ * that drained and restarted it as any other (a first fix) deadlocked
+ * where its drain waited for the destroying thread, which waited for the
+ * fork's registry at its end (found by the fix's reviewer).
  * Steps 2 and 3 can wait for ever on an async op nobody completes: after a
  * grace period, and periodically while it waits, destroy names the async
  * ops in flight on stderr (name, place in push order, age). A timed
  * destroy gives up in step 2 or 3 with VF_ETIMEDOUT: the state goes back
- * to what it was (RUNNING, or SHUTDOWN after vf_engine_shutdown), and the
- * engine is usable (a stopped one was started in step 3).
+ * to what it was (RUNNING, or SHUTDOWN after vf_engine_shutdown), the
+ * fork handlers list it again, and the engine is usable (a stopped one
+ * was started in step 3).
  */
 #include <inttypes.h>
 #include <sched.h>
@@ -135,6 +135,7 @@ static int give_up(destroy_wait *w, int state)
     char ops[512];
     vf__async_describe(&e->async, ops, sizeof ops);
     atomic_store(&e->state, state);
+    vf__lifecycle_destroy_gives_up(e);
     return vf__fail(VF_ETIMEDOUT,
                     "%s: gave up after %" PRId64 " ms, the engine was left "
                     "usable; %s",
@@ -165,9 +166,7 @@ static int begin(vf_engine *e, const char *who)
 /* Steps 4 and 5. */
 static int finish(vf_engine *e, const destroy_wait *w)
 {
-    /* After a fork under way, whose handlers hold the registry: none
-     * touches it from now on. */
-    vf__lifecycle_unregister(e);
+    vf__lifecycle_destroy_ends(e); /* no fork handler touches it now */
     /* A foreign thread that finished the last op may still be on its way
      * out of vf_completion_finish: let it leave (rare and brief). */
     while (atomic_load(&e->completers) != 0)
@@ -225,6 +224,7 @@ static int destroy(vf_engine *e, int64_t timeout_ms, const char *who)
     /* This thread's capture on it (never ended) goes with it. */
     if (vf__capture_now.engine == e)
         vf__capture_now = (vf__capture){0};
+    vf__lifecycle_destroy_begins(e);
     destroy_wait w = {.e = e, .timeout_ms = timeout_ms};
     vf__stall_report_start(&w.report, who);
     /* A stopped engine runs its held ops. A timed destroy that gave up

@@ -517,6 +517,12 @@ VF_API int vf_engine_shutdown(vf_engine *e)
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static vf_engine *live; /* registry_lock: the live engines */
+/* The engines being destroyed (destroy_begins). A fork takes dying_lock
+ * last, once it has drained (a destroy's end may wait for it, and a drain
+ * may wait for the destroying thread), after registry_lock: the order a
+ * destroy's beginning takes them in. */
+static pthread_mutex_t dying_lock = PTHREAD_MUTEX_INITIALIZER;
+static vf_engine *dying; /* dying_lock */
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 static void fork_prepare(void);
@@ -537,15 +543,43 @@ void vf__lifecycle_register(vf_engine *e)
     pthread_mutex_unlock(&registry_lock);
 }
 
-void vf__lifecycle_unregister(vf_engine *e)
+/* Take e off the list at *head (its lock held). */
+static void unlink_engine(vf_engine **head, vf_engine *e)
 {
-    pthread_mutex_lock(&registry_lock);
-    vf_engine **p = &live;
+    vf_engine **p = head;
     while (*p != NULL && *p != e)
         p = &(*p)->life.next_live;
     if (*p == e)
         *p = e->life.next_live;
+}
+
+void vf__lifecycle_destroy_begins(vf_engine *e)
+{
+    pthread_mutex_lock(&registry_lock);
+    pthread_mutex_lock(&dying_lock);
+    unlink_engine(&live, e);
+    e->life.next_live = dying;
+    dying = e;
+    pthread_mutex_unlock(&dying_lock);
     pthread_mutex_unlock(&registry_lock);
+}
+
+void vf__lifecycle_destroy_gives_up(vf_engine *e)
+{
+    pthread_mutex_lock(&registry_lock);
+    pthread_mutex_lock(&dying_lock);
+    unlink_engine(&dying, e);
+    e->life.next_live = live;
+    live = e;
+    pthread_mutex_unlock(&dying_lock);
+    pthread_mutex_unlock(&registry_lock);
+}
+
+void vf__lifecycle_destroy_ends(vf_engine *e)
+{
+    pthread_mutex_lock(&dying_lock);
+    unlink_engine(&dying, e);
+    pthread_mutex_unlock(&dying_lock);
 }
 
 /* The locks another thread could hold inside an engine at the fork, in
@@ -607,7 +641,8 @@ static void fork_prepare(void)
         engine_locks(e, true);
     vf__graph_handles_fork_lock(true); /* a leaf */
     vf__thread_exit_fork_lock(true);   /* a leaf */
-    vf__guard_fork_lock(true);         /* a leaf: last */
+    vf__guard_fork_lock(true);         /* a leaf */
+    pthread_mutex_lock(&dying_lock);   /* a leaf: last */
 }
 
 static void release_fork_locks(void)
@@ -646,6 +681,7 @@ static void restart_after_fork(vf_engine *e)
 
 static void fork_parent(void)
 {
+    pthread_mutex_unlock(&dying_lock);
     release_fork_locks();
     for (vf_engine *e = live; e != NULL; e = e->life.next_live) {
         if (e->life.fork_inside)
@@ -658,16 +694,26 @@ static void fork_parent(void)
     pthread_mutex_unlock(&registry_lock);
 }
 
+/* In the child: an engine whose op the fork came from inside, or which
+ * another thread was destroying, runs nothing here. */
+static void leave_dead(vf_engine *e)
+{
+    e->life.fork_dead = true;
+    atomic_store(&e->state, VF__DRAINING);
+    atomic_fetch_or(&e->slow, VF__SLOW_FORK_DEAD | VF__SLOW_SHUTDOWN);
+}
+
 static void fork_child(void)
 {
     vf__guard_after_fork(); /* other threads' calls are gone */
+    for (vf_engine *e = dying; e != NULL; e = e->life.next_live)
+        leave_dead(e);
+    pthread_mutex_unlock(&dying_lock);
     release_fork_locks();
     for (vf_engine *e = live; e != NULL; e = e->life.next_live) {
         if (e->life.fork_inside) {
             /* Its op runs on in the parent only: nothing can finish it. */
-            e->life.fork_dead = true;
-            atomic_store(&e->state, VF__DRAINING);
-            atomic_fetch_or(&e->slow, VF__SLOW_FORK_DEAD | VF__SLOW_SHUTDOWN);
+            leave_dead(e);
             /* A worker of its own (a CPU or device pool's) forked: once
              * its op returns here, it stops, as its pool has nothing to
              * run here (it slept for ever in its loop, and the child with
@@ -680,13 +726,6 @@ static void fork_child(void)
         vf__engine_rebuild_for_child(e);
         if (e->life.fork_restart)
             restart_after_fork(e);
-        /* Another thread of the parent's was destroying it (destroy.c):
-         * not here, where the engine is as it was before, as after a timed
-         * destroy that gave up. */
-        if (atomic_load(&e->state) == VF__DRAINING)
-            atomic_store(&e->state, atomic_load(&e->slow) & VF__SLOW_SHUTDOWN
-                                        ? VF__SHUTDOWN
-                                        : VF__RUNNING);
         atomic_store(&e->life.forking, false);
         pthread_mutex_unlock(&e->life.op_lock);
     }

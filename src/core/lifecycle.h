@@ -144,9 +144,19 @@ int vf__lifecycle_refuse_fork_dead(const vf_engine *e, const char *who);
 int vf__lifecycle_check_waitable(vf_engine *e, const char *who);
 
 /* Add a new engine to the registry fork handlers walk (and register the
- * handlers, once), or take it off. */
+ * handlers, once). */
 void vf__lifecycle_register(vf_engine *e);
-void vf__lifecycle_unregister(vf_engine *e);
+
+/* A destroy (destroy.c) begins: `e` leaves the engines a fork drains,
+ * stops and restarts for those a fork leaves dead in the child, where the
+ * thread destroying it is not (every call there VF_ESHUTDOWN, not freed);
+ * a timed one that gives up makes it live again; the destroy's end, before
+ * it frees `e`, takes it off. Left in neither list, the child had the
+ * engine half destroyed, the op it ran on a worker the child lacks: a
+ * wait there never returned (found by a user tester). */
+void vf__lifecycle_destroy_begins(vf_engine *e);
+void vf__lifecycle_destroy_gives_up(vf_engine *e);
+void vf__lifecycle_destroy_ends(vf_engine *e);
 
 /* Before destroy drains: a stopped engine is started again (its held ops
  * must run). */
@@ -157,9 +167,10 @@ void vf__lifecycle_unstop(vf_engine *e);
 bool vf__lifecycle_try_unstop(vf_engine *e);
 
 /* How a refusal names an engine left in a child forked from inside one of
- * its ops (life.fork_dead): nothing can run there any more. */
+ * its ops, or while another thread destroyed it (life.fork_dead): nothing
+ * can run there any more. */
 #define VF__FORK_DEAD_WORDS                                                    \
     "cannot run in this forked child (the fork came from inside one of its "   \
-    "ops)"
+    "ops, or while another thread destroyed it)"
 
 #endif /* VF_LIFECYCLE_H */
