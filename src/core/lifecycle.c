@@ -553,26 +553,27 @@ static void unlink_engine(vf_engine **head, vf_engine *e)
         *p = e->life.next_live;
 }
 
-void vf__lifecycle_destroy_begins(vf_engine *e)
+/* From one list to the other, both locks held: in neither, even for a
+ * moment, a fork would not see it. */
+static void move_engine(vf_engine **from, vf_engine **to, vf_engine *e)
 {
     pthread_mutex_lock(&registry_lock);
     pthread_mutex_lock(&dying_lock);
-    unlink_engine(&live, e);
-    e->life.next_live = dying;
-    dying = e;
+    unlink_engine(from, e);
+    e->life.next_live = *to;
+    *to = e;
     pthread_mutex_unlock(&dying_lock);
     pthread_mutex_unlock(&registry_lock);
 }
 
+void vf__lifecycle_destroy_begins(vf_engine *e)
+{
+    move_engine(&live, &dying, e);
+}
+
 void vf__lifecycle_destroy_gives_up(vf_engine *e)
 {
-    pthread_mutex_lock(&registry_lock);
-    pthread_mutex_lock(&dying_lock);
-    unlink_engine(&dying, e);
-    e->life.next_live = live;
-    live = e;
-    pthread_mutex_unlock(&dying_lock);
-    pthread_mutex_unlock(&registry_lock);
+    move_engine(&dying, &live, e);
 }
 
 void vf__lifecycle_destroy_ends(vf_engine *e)
