@@ -1082,4 +1082,103 @@ TEST_CASE(fork_beside_a_destroy)
     }
 }
 
+/* A fork made by the thread that destroys the engine, from a held op its
+ * destroy runs (a stopped naive engine's): that destroy goes on in the
+ * child, and runs the ops still held there too. Left dead there with the
+ * engines other threads destroy, the child's destroy waited for ever for
+ * them (found by the reviewer of the list of dying engines). */
+static pid_t held_fork_pid = -1;
+static int held_ran;
+
+static int fork_or_count(vf_run *run, void *arg)
+{
+    (void)run;
+    if (arg == NULL) {
+        held_ran++;
+        return 0;
+    }
+    fflush(NULL);
+    held_fork_pid = fork();
+    if (held_fork_pid == 0)
+        alarm(20); /* a hung child is killed: the parent sees it */
+    return 0;
+}
+
+TEST_CASE(fork_from_a_held_op_its_destroy_runs)
+{
+    SKIP_UNDER_TSAN();
+    vf_engine *e = NULL;
+    CHECK_OK(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_NAIVE}));
+    REQUIRE(e != NULL);
+    vf_var v = tu_var(e);
+    held_ran = 0;
+    held_fork_pid = -1;
+    CHECK_OK(vf_engine_stop(e));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = fork_or_count, .arg = e, .writes = VF_VARS(v)}));
+    for (int i = 0; i < 3; i++)
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = fork_or_count, .writes = VF_VARS(v)}));
+    int rc = vf_engine_destroy(e); /* the first held op forks */
+    if (held_fork_pid == 0)
+        _exit(rc == 0 && held_ran == 3 ? 0 : 1);
+    REQUIRE(held_fork_pid > 0);
+    CHECK_OK(rc);
+    CHECK_EQ(held_ran, 3);
+    int status = 0;
+    REQUIRE(waitpid(held_fork_pid, &status, 0) == held_fork_pid);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        CHECK_REPORT_("the child's destroy %s",
+                      WIFSIGNALED(status) ? "hung" : "failed or ran too few");
+}
+
+/* A worker of an engine another thread destroys forks from its op: in the
+ * child that worker's pool stops once the op returns, as for any engine
+ * left dead there (it slept for ever in its loop, the child with it:
+ * found by the reviewer of the list of dying engines). */
+typedef struct worker_forker {
+    atomic_bool in_op, destroying;
+    pid_t pid;
+} worker_forker;
+
+static int fork_when_destroying(vf_run *run, void *arg)
+{
+    (void)run;
+    worker_forker *wf = arg;
+    atomic_store(&wf->in_op, true);
+    while (!atomic_load(&wf->destroying))
+        sched_yield();
+    nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL); /* destroy waits */
+    fflush(NULL);
+    wf->pid = fork();
+    if (wf->pid == 0)
+        alarm(20);
+    return 0;
+}
+
+TEST_CASE(fork_from_a_worker_of_an_engine_being_destroyed)
+{
+    SKIP_UNDER_TSAN();
+    worker_forker wf = {.pid = -1};
+    vf_engine *e = NULL;
+    CHECK_OK(vf_engine_create(
+        &e, &(vf_config){.type = VF_ENGINE_POOLED, .cpu_workers = 1}));
+    REQUIRE(e != NULL);
+    CHECK_OK(
+        vf_engine_push(e, &(vf_op){.fn = fork_when_destroying, .arg = &wf}));
+    while (!atomic_load(&wf.in_op))
+        sched_yield();
+    atomic_store(&wf.destroying, true);
+    int rc = vf_engine_destroy(e); /* in the child the worker returns */
+    if (wf.pid == 0)
+        _exit(0); /* never reached: the child's worker stops */
+    CHECK_OK(rc);
+    REQUIRE(wf.pid > 0);
+    int status = 0;
+    REQUIRE(waitpid(wf.pid, &status, 0) == wf.pid);
+    if (WIFSIGNALED(status))
+        CHECK_REPORT_("the child died of signal %d (SIGALRM: it hung)",
+                      WTERMSIG(status));
+}
+
 TEST_MAIN("test_lifecycle_fork", 200)

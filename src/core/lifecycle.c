@@ -559,6 +559,7 @@ static void move_engine(vf_engine **from, vf_engine **to, vf_engine *e)
 {
     pthread_mutex_lock(&registry_lock);
     pthread_mutex_lock(&dying_lock);
+    e->life.destroyer = pthread_self();
     unlink_engine(from, e);
     e->life.next_live = *to;
     *to = e;
@@ -702,26 +703,43 @@ static void leave_dead(vf_engine *e)
     e->life.fork_dead = true;
     atomic_store(&e->state, VF__DRAINING);
     atomic_fetch_or(&e->slow, VF__SLOW_FORK_DEAD | VF__SLOW_SHUTDOWN);
+    /* A worker of its own (a CPU or device pool's) forked: once its op
+     * returns here, it stops, as its pool has nothing to run here (it
+     * slept for ever in its loop, and the child with it: found by the
+     * reviewer of the fork's fix, and for an engine being destroyed by
+     * the reviewer of the dying list). */
+    vf__worker *w = vf__this_worker();
+    if (w != NULL && w->pool->engine == e)
+        atomic_store(&w->pool->stop, true);
 }
 
 static void fork_child(void)
 {
     vf__guard_after_fork(); /* other threads' calls are gone */
+    pthread_t self = pthread_self();
+    /* Not one this thread destroys (it forked from a held op its destroy
+     * ran): that destroy goes on here, and left dead, it waited for ever
+     * for the ops still held (found by the reviewer of the dying list). */
     for (vf_engine *e = dying; e != NULL; e = e->life.next_live)
-        leave_dead(e);
+        if (!pthread_equal(e->life.destroyer, self))
+            leave_dead(e);
     pthread_mutex_unlock(&dying_lock);
     release_fork_locks();
     for (vf_engine *e = live; e != NULL; e = e->life.next_live) {
         if (e->life.fork_inside) {
             /* Its op runs on in the parent only: nothing can finish it. */
             leave_dead(e);
-            /* A worker of its own (a CPU or device pool's) forked: once
-             * its op returns here, it stops, as its pool has nothing to
-             * run here (it slept for ever in its loop, and the child with
-             * it: found by the reviewer of the fork's fix). */
-            vf__worker *w = vf__this_worker();
-            if (w != NULL && w->pool->engine == e)
-                atomic_store(&w->pool->stop, true);
+            continue;
+        }
+        if (atomic_load(&e->state) == VF__DRAINING) {
+            /* Its destroy began on another thread, which waits for the
+             * registry to move it to the dying (the fork held it): dying
+             * too. Rebuilt and restarted as live, its waits returned 0
+             * and its threads could never be stopped (found by the
+             * reviewer of the dying list). */
+            leave_dead(e);
+            atomic_store(&e->life.forking, false);
+            pthread_mutex_unlock(&e->life.op_lock);
             continue;
         }
         vf__engine_rebuild_for_child(e);

@@ -95,6 +95,10 @@ typedef struct vf__life {
      * wait tries (vf__lifecycle_check_waitable). */
     bool fork_restart_failed;
     vf_engine *next_live;
+    /* The thread destroying it, from destroy_begins (registry and dying
+     * locks): a fork it makes itself (from a held op its destroy runs)
+     * leaves the engine to that destroy in the child. */
+    pthread_t destroyer;
 } vf__life;
 
 /* Ops pushed while stopped and held (vf_stats.pending counts them). */

@@ -258,8 +258,14 @@ static int var_version(vf_engine *e, vf_var h, uint64_t *out, const char *who)
 {
     if (out == NULL)
         return vf__fail(VF_EINVAL, "%s: out is NULL", who);
+    /* In a child where the engine runs nothing, a var's lock may be held
+     * by a thread the child lacks (found by a reviewer: the call spun for
+     * ever, 1 child in 7). */
+    int rc = vf__lifecycle_refuse_fork_dead(e, who);
+    if (rc != 0)
+        return rc;
     vf__var *v;
-    int rc = lookup(e, who, h, &v);
+    rc = lookup(e, who, h, &v);
     if (rc != 0)
         return rc;
     vf__spin_lock(&v->lock);
