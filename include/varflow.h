@@ -437,9 +437,9 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config);
  * async ops started and never completed (name, place in push order, age).
  *
  * A fork() while another thread destroys the engine leaves it dead in
- * the child, which does not have that thread: every call on it there
- * returns VF_ESHUTDOWN (VF_EINVAL once the destroy unlisted it), and it is
- * never freed there; the destroy goes on in the parent.
+ * the child, without that thread: a push, var create or delete, wait or
+ * destroy there returns VF_ESHUTDOWN (VF_EINVAL once the destroy unlisted
+ * it); it is never freed there, and the destroy goes on in the parent.
  */
 VF_API int vf_engine_destroy(vf_engine *e);
 
