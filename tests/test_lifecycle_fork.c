@@ -1002,11 +1002,13 @@ static void *destroy_it(void *arg)
     return NULL;
 }
 
-static int sleep_600ms(vf_run *run, void *arg)
+/* Long enough that the timed destroy (1 s) is still under way at the
+ * fork, made at once after it began, on a loaded machine too. */
+static int sleep_1500ms(vf_run *run, void *arg)
 {
     (void)run;
     (void)arg;
-    nanosleep(&(struct timespec){0, 600 * 1000000L}, NULL);
+    nanosleep(&(struct timespec){1, 500 * 1000000L}, NULL);
     return 0;
 }
 
@@ -1044,8 +1046,8 @@ TEST_CASE(fork_beside_a_destroy)
         REQUIRE(e != NULL);
         vf_var v = tu_var(e);
         CHECK_OK(vf_engine_push(
-            e, &(vf_op){.fn = sleep_600ms, .writes = VF_VARS(v)}));
-        destroyer d = {.e = e, .timeout_ms = timed ? 300 : -1};
+            e, &(vf_op){.fn = sleep_1500ms, .writes = VF_VARS(v)}));
+        destroyer d = {.e = e, .timeout_ms = timed ? 1000 : -1};
         pthread_t t = tu_thread_start(destroy_it, &d);
         /* Once a push is refused, the destroy has begun. */
         int rc;
@@ -1074,7 +1076,7 @@ TEST_CASE(fork_beside_a_destroy)
             CHECK_OK(d.rc);
             continue;
         }
-        CHECK_EQ(d.rc, VF_ETIMEDOUT); /* the op runs for 600 ms */
+        CHECK_EQ(d.rc, VF_ETIMEDOUT); /* the op runs for 1.5 s */
         CHECK_OK(
             vf_engine_push(e, &(vf_op){.fn = tu_nop, .writes = VF_VARS(v)}));
         CHECK_OK(vf_var_wait(e, v, NULL));
