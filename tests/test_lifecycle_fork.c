@@ -1183,4 +1183,55 @@ TEST_CASE(fork_from_a_worker_of_an_engine_being_destroyed)
                       WTERMSIG(status));
 }
 
+/* A destroy that begins while a fork drains (another engine's op keeps
+ * the drain going): it waits for the registry the fork holds, its engine
+ * still listed as live but DRAINING. The child leaves it dead as any
+ * engine being destroyed (it was rebuilt and restarted there: its waits
+ * returned 0 and its threads could never be stopped; found by the
+ * reviewer of the list of dying engines). */
+typedef struct late_destroy {
+    vf_engine *e;
+    int rc;
+} late_destroy;
+
+static void *destroy_after_100ms(void *arg)
+{
+    late_destroy *ld = arg;
+    nanosleep(&(struct timespec){0, 100 * 1000000L}, NULL); /* the drain */
+    ld->rc = vf_engine_destroy(ld->e);
+    return NULL;
+}
+
+TEST_CASE(a_destroy_begun_during_the_forks_drain)
+{
+    SKIP_UNDER_TSAN();
+    vf_engine *f = NULL;
+    late_destroy ld = {0};
+    CHECK_OK(vf_engine_create(
+        &f, &(vf_config){.type = VF_ENGINE_POOLED, .cpu_workers = 1}));
+    CHECK_OK(vf_engine_create(
+        &ld.e, &(vf_config){.type = VF_ENGINE_POOLED, .cpu_workers = 1}));
+    REQUIRE(f != NULL && ld.e != NULL);
+    vf_var v = tu_var(ld.e);
+    CHECK_OK(vf_engine_push(f, &(vf_op){.fn = sleep_1500ms}));
+    pthread_t t = tu_thread_start(destroy_after_100ms, &ld);
+    fflush(NULL);
+    pid_t pid = fork(); /* its drain waits 1.5 s for f's op */
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        alarm(20);
+        _exit(refused_in_child(ld.e, v));
+    }
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        CHECK_REPORT_("the child's engine was not left dead (%s %d)",
+                      WIFEXITED(status) ? "exit" : "signal",
+                      WIFEXITED(status) ? WEXITSTATUS(status)
+                                        : WTERMSIG(status));
+    tu_thread_join(t);
+    CHECK_OK(ld.rc);
+    CHECK_OK(vf_engine_destroy(f));
+}
+
 TEST_MAIN("test_lifecycle_fork", 200)

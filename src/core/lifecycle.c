@@ -738,13 +738,11 @@ static void fork_child(void)
              * and its threads could never be stopped (found by the
              * reviewer of the dying list). */
             leave_dead(e);
-            atomic_store(&e->life.forking, false);
-            pthread_mutex_unlock(&e->life.op_lock);
-            continue;
+        } else {
+            vf__engine_rebuild_for_child(e);
+            if (e->life.fork_restart)
+                restart_after_fork(e);
         }
-        vf__engine_rebuild_for_child(e);
-        if (e->life.fork_restart)
-            restart_after_fork(e);
         atomic_store(&e->life.forking, false);
         pthread_mutex_unlock(&e->life.op_lock);
     }
