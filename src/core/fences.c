@@ -202,7 +202,7 @@ void vf__fences_clear_written(const vf__op *op)
     }
 }
 
-void vf__fences_forget_after_fork(vf__var *v)
+void vf__fences_drop_after_fork(vf__var *v)
 {
     take_write_failure(v, v->wfence);
     vf__fence *f[1 + VF__VAR_READ_FENCES];

@@ -142,6 +142,6 @@ void vf__fences_drop(vf__var *v);
  * (the emulated one) has its fences freed; CUDA's events cannot be
  * touched in the child and are left (a user tester found the emulated
  * device's leaked in every child that destroyed its engine). */
-void vf__fences_forget_after_fork(vf__var *v);
+void vf__fences_drop_after_fork(vf__var *v);
 
 #endif /* VF_FENCES_H */

@@ -463,7 +463,7 @@ void vf__var_table_after_fork(vf__var_table *t)
     for (unsigned c = 0; (chunk = chunk_at(t, c)) != NULL; c++) {
         for (unsigned i = 0; i < VF__VAR_CHUNK; i++) {
             vf__spin_init(&chunk[i].lock);
-            vf__fences_forget_after_fork(&chunk[i]);
+            vf__fences_drop_after_fork(&chunk[i]);
         }
     }
 }
