@@ -437,9 +437,9 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config);
  * async ops started and never completed (name, place in push order, age).
  *
  * A fork() while another thread destroys the engine leaves it dead in
- * the child, without that thread: a push, var create or delete, wait or
- * destroy there returns VF_ESHUTDOWN (VF_EINVAL once the destroy unlisted
- * it); it is never freed there, and the destroy goes on in the parent.
+ * the child, without that thread: every call on it there that can fail
+ * returns VF_ESHUTDOWN (VF_EINVAL once the destroy unlisted it); it is
+ * never freed there, and the destroy goes on in the parent.
  */
 VF_API int vf_engine_destroy(vf_engine *e);
 
@@ -510,10 +510,10 @@ VF_API int vf_engine_destroy_timed(vf_engine *e, int64_t timeout_ms);
  * in the parent only: in the child the engine runs nothing (once that op's
  * function returns there, neither its `done` nor any other op runs, and a
  * worker's thread ends with it, its pool gone in the child), and every
- * push, vf_var_create(), vf_var_destroy(), wait and
- * vf_completion_finish() there returns VF_ESHUTDOWN, its detail saying so
- * (other engines work; vf_engine_destroy() from inside that op is
- * VF_EDEADLK: leave the engine, or exec).
+ * call on it there that can fail (a push, a var's, a wait, a completion,
+ * stats, bulk, the profiler, a graph's) returns VF_ESHUTDOWN, its detail
+ * saying so (other engines work; a stop, start or destroy from inside that
+ * op is VF_EDEADLK: leave the engine, or exec).
  */
 VF_API int vf_engine_stop(vf_engine *e);
 VF_API int vf_engine_start(vf_engine *e);

@@ -94,6 +94,11 @@ TEST_CASE(bad_input)
     CHECK(strstr(vf_error_detail(), "addr is NULL") != NULL);
     CHECK_ERR(vf_var_of(e, &x, NULL), VF_EINVAL);
     CHECK(strstr(vf_error_detail(), "out is NULL") != NULL);
+    /* A new address on a shut-down engine is refused in vf_var_of's
+     * name (its detail named vf_var_create, which it calls). */
+    CHECK_OK(vf_engine_shutdown(e));
+    CHECK_ERR(vf_var_of(e, &x, &v), VF_ESHUTDOWN);
+    CHECK(strncmp(vf_error_detail(), "vf_var_of:", 10) == 0);
     tu_finish_engine(e);
 }
 

@@ -10,6 +10,7 @@
 #include "base/hashmap.h"
 #include "core/engine.h"
 #include "core/graph.h"
+#include "core/lifecycle.h"
 #include "core/var_api.h"
 
 #define VF__ADDR_STRIPES 64 /* stripe_of takes the hash's top 6 bits */
@@ -124,7 +125,7 @@ static int insert(vf_engine *e, vf__addr_vars *t, stripe *f, uint64_t key,
     if (vf__hashmap_reserve(&f->map, f->map.count + 1) != 0)
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     vf_var v;
-    int rc = vf_var_create(e, &v);
+    int rc = vf__var_api_create(e, &v, who);
     if (rc != 0)
         return rc;
     stripe *r = stripe_of(t->rev, v.id);
@@ -262,7 +263,7 @@ static int var_of(vf_engine *e, const void *addr, vf_var *out, const char *who)
 VF_API int vf_var_of(vf_engine *e, const void *addr, vf_var *out)
 {
     static const char who[] = "vf_var_of";
-    return VF__GUARDED(e, who, var_of(e, addr, out, who));
+    return VF__GUARDED_LIVE(e, who, var_of(e, addr, out, who));
 }
 
 void vf__addr_vars_fork_lock(vf_engine *e, bool lock)

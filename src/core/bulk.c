@@ -13,6 +13,7 @@
 #include "core/bulk_op.h"
 #include "core/engine.h"
 #include "core/guard.h"
+#include "core/lifecycle.h"
 #include "core/push.h"
 #include "core/spinlock.h"
 #include "core/thread_exit.h"
@@ -720,7 +721,7 @@ static int bulk_set_size(vf_engine *e, int size, const char *who)
 VF_API int vf_bulk_set_size(vf_engine *e, int size)
 {
     static const char who[] = "vf_bulk_set_size";
-    return VF__GUARDED(e, who, bulk_set_size(e, size, who));
+    return VF__GUARDED_LIVE(e, who, bulk_set_size(e, size, who));
 }
 
 static int bulk_flush(vf_engine *e)
@@ -736,7 +737,7 @@ static int bulk_flush(vf_engine *e)
 
 VF_API int vf_bulk_flush(vf_engine *e)
 {
-    return VF__GUARDED(e, "vf_bulk_flush", bulk_flush(e));
+    return VF__GUARDED_LIVE(e, "vf_bulk_flush", bulk_flush(e));
 }
 
 void vf__bulk_run_over(vf__op *op, const vf__family *f)

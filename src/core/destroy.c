@@ -46,6 +46,7 @@
 #include "core/engine.h"
 #include "core/exec.h"
 #include "core/graph.h"
+#include "core/lifecycle.h"
 #include "core/profiling.h"
 #include "core/stall_report.h"
 #include "core/wait.h"
@@ -155,6 +156,8 @@ static int begin(vf_engine *e, const char *who)
                         "(an op, a done callback, a worker) or "
                         "from inside another call on it",
                         who);
+    if ((rc = vf__lifecycle_refuse_fork_dead(e, who)) != 0)
+        return rc;
     int state = atomic_load(&e->state);
     do {
         if (state == VF__DRAINING)

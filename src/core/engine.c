@@ -432,7 +432,7 @@ static int stats(vf_engine *e, vf_stats *out)
 
 VF_API int vf_engine_stats(vf_engine *e, vf_stats *out)
 {
-    return VF__GUARDED(e, "vf_engine_stats", stats(e, out));
+    return VF__GUARDED_LIVE(e, "vf_engine_stats", stats(e, out));
 }
 
 /* Active at zero with nested waiters watching: wake them where they sleep

@@ -13,6 +13,7 @@
 #include "core/defs.h"
 #include "core/exec.h"
 #include "core/guard.h"
+#include "core/lifecycle.h"
 #include "core/push.h"
 #include "core/var.h"
 
@@ -771,7 +772,9 @@ VF_API int vf_graph_end(vf_engine *e, vf_graph **out)
             vf__capture_now = (vf__capture){0};
         return rc;
     }
-    rc = end(e, out, who);
+    rc = vf__lifecycle_refuse_fork_dead(e, who);
+    if (rc == 0)
+        rc = end(e, out, who);
     vf__guard_leave(&guard);
     return rc;
 }
@@ -1415,7 +1418,7 @@ VF_API int vf_graph_set_arg(vf_engine *e, vf_graph *g, size_t index, void *arg,
                             size_t arg_size)
 {
     static const char who[] = "vf_graph_set_arg";
-    return VF__GUARDED(e, who, set_arg(e, g, index, arg, arg_size, who));
+    return VF__GUARDED_LIVE(e, who, set_arg(e, g, index, arg, arg_size, who));
 }
 
 static int device_replay(vf_engine *e, vf_graph *g, bool on, const char *who)
@@ -1439,7 +1442,7 @@ static int device_replay(vf_engine *e, vf_graph *g, bool on, const char *who)
 VF_API int vf_graph_device_replay(vf_engine *e, vf_graph *g, bool on)
 {
     static const char who[] = "vf_graph_device_replay";
-    return VF__GUARDED(e, who, device_replay(e, g, on, who));
+    return VF__GUARDED_LIVE(e, who, device_replay(e, g, on, who));
 }
 
 VF_API size_t vf_graph_ops(const vf_graph *g)
@@ -1480,5 +1483,5 @@ static int destroy(vf_engine *e, vf_graph *g, const char *who)
 VF_API int vf_graph_destroy(vf_engine *e, vf_graph *g)
 {
     static const char who[] = "vf_graph_destroy";
-    return VF__GUARDED(e, who, destroy(e, g, who));
+    return VF__GUARDED_LIVE(e, who, destroy(e, g, who));
 }

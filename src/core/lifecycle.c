@@ -408,6 +408,8 @@ static int check_outside(vf_engine *e, const char *who)
                         "a start running held ops), which a "
                         "drain would wait for",
                         who);
+    if ((rc = vf__lifecycle_refuse_fork_dead(e, who)) != 0)
+        return rc;
     if (atomic_load(&e->state) == VF__DRAINING)
         return vf__fail(VF_ESHUTDOWN, "%s: the engine is being destroyed", who);
     return 0;
@@ -509,7 +511,7 @@ static int shut_down(vf_engine *e)
 
 VF_API int vf_engine_shutdown(vf_engine *e)
 {
-    return VF__GUARDED(e, "vf_engine_shutdown", shut_down(e));
+    return VF__GUARDED_LIVE(e, "vf_engine_shutdown", shut_down(e));
 }
 
 /* --- fork ------------------------------------------------------------------

@@ -69,6 +69,7 @@
 #include <stdbool.h>
 
 #include "base/common.h"
+#include "core/guard.h"
 #include "core/op.h"
 
 /* An engine's stop, start and fork state (the engine's `life`). How its
@@ -142,6 +143,18 @@ bool vf__lifecycle_releasing_held(const vf_engine *e);
  * there would wait for ever, a completion dispatch into no thread (found
  * by a reviewer); else 0. */
 int vf__lifecycle_refuse_fork_dead(const vf_engine *e, const char *who);
+
+/* VF__GUARDED for a call that needs the engine to work in this process:
+ * refused as above on an engine left dead in a forked child before `call`
+ * runs, as a lock it takes there may be held for good by a thread of the
+ * parent's (stats, vf_var_of, bulk, the profiler, a graph's end, launch
+ * data and destroy, stop, start, shutdown: they waited for ever or
+ * answered as if the engine were usable). */
+#define VF__GUARDED_LIVE(e, who, call)                                         \
+    VF__GUARDED((e), (who), __extension__({                                    \
+                    int dead_ = vf__lifecycle_refuse_fork_dead((e), (who));    \
+                    dead_ != 0 ? dead_ : (call);                               \
+                }))
 
 /* VF_ESTOPPED (with a detail naming `who`) when waits cannot finish
  * because ops are held; else 0. */

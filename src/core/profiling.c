@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "core/engine.h"
+#include "core/lifecycle.h"
 #include "varflow_profile.h"
 
 void vf__profiling_update_hooks(vf_engine *e)
@@ -55,7 +56,7 @@ static int profile_start(vf_engine *e)
 
 VF_API int vf_profile_start(vf_engine *e)
 {
-    return VF__GUARDED(e, "vf_profile_start", profile_start(e));
+    return VF__GUARDED_LIVE(e, "vf_profile_start", profile_start(e));
 }
 
 static int set_state(vf_engine *e, const char *who, int from, int to)
@@ -69,19 +70,21 @@ static int set_state(vf_engine *e, const char *who, int from, int to)
 VF_API int vf_profile_stop(vf_engine *e)
 {
     static const char who[] = "vf_profile_stop";
-    return VF__GUARDED(e, who, set_state(e, who, -1, VF__PROF_OFF));
+    return VF__GUARDED_LIVE(e, who, set_state(e, who, -1, VF__PROF_OFF));
 }
 
 VF_API int vf_profile_pause(vf_engine *e)
 {
     static const char who[] = "vf_profile_pause";
-    return VF__GUARDED(e, who, set_state(e, who, VF__PROF_ON, VF__PROF_PAUSED));
+    return VF__GUARDED_LIVE(e, who,
+                            set_state(e, who, VF__PROF_ON, VF__PROF_PAUSED));
 }
 
 VF_API int vf_profile_resume(vf_engine *e)
 {
     static const char who[] = "vf_profile_resume";
-    return VF__GUARDED(e, who, set_state(e, who, VF__PROF_PAUSED, VF__PROF_ON));
+    return VF__GUARDED_LIVE(e, who,
+                            set_state(e, who, VF__PROF_PAUSED, VF__PROF_ON));
 }
 
 static int profile_take(vf_engine *e, vf_profile **out)
@@ -95,7 +98,7 @@ static int profile_take(vf_engine *e, vf_profile **out)
 
 VF_API int vf_profile_take(vf_engine *e, vf_profile **out)
 {
-    return VF__GUARDED(e, "vf_profile_take", profile_take(e, out));
+    return VF__GUARDED_LIVE(e, "vf_profile_take", profile_take(e, out));
 }
 
 /* --- an op's hooks ----------------------------------------------------- */

@@ -30,19 +30,20 @@ static int var_check_engine(vf_engine *e, const char *who)
     return 0;
 }
 
-static int var_create(vf_engine *e, vf_var *out)
+int vf__var_api_create(vf_engine *e, vf_var *out, const char *who)
 {
-    int rc = var_check_engine(e, "vf_var_create");
-    if (rc != 0 || (rc = vf__graph_refuse(e, "vf_var_create")) != 0)
+    int rc = var_check_engine(e, who);
+    if (rc != 0 || (rc = vf__graph_refuse(e, who)) != 0)
         return rc;
     if (out == NULL)
-        return vf__fail(VF_EINVAL, "vf_var_create: out is NULL");
+        return vf__fail(VF_EINVAL, "%s: out is NULL", who);
     return vf__var_create(&e->vars, out);
 }
 
 VF_API int vf_var_create(vf_engine *e, vf_var *out)
 {
-    return VF__GUARDED(e, "vf_var_create", var_create(e, out));
+    static const char who[] = "vf_var_create";
+    return VF__GUARDED(e, who, vf__var_api_create(e, out, who));
 }
 
 static int lookup_failed(const char *who, vf_var h, int rc)
@@ -258,14 +259,8 @@ static int var_version(vf_engine *e, vf_var h, uint64_t *out, const char *who)
 {
     if (out == NULL)
         return vf__fail(VF_EINVAL, "%s: out is NULL", who);
-    /* In a child where the engine runs nothing, a var's lock may be held
-     * by a thread the child lacks (found by a reviewer: the call spun for
-     * ever, 1 child in 7). */
-    int rc = vf__lifecycle_refuse_fork_dead(e, who);
-    if (rc != 0)
-        return rc;
     vf__var *v;
-    rc = lookup(e, who, h, &v);
+    int rc = lookup(e, who, h, &v);
     if (rc != 0)
         return rc;
     vf__spin_lock(&v->lock);
@@ -286,5 +281,8 @@ static int var_version(vf_engine *e, vf_var h, uint64_t *out, const char *who)
 VF_API int vf_var_version(vf_engine *e, vf_var h, uint64_t *out)
 {
     static const char who[] = "vf_var_version";
-    return VF__GUARDED(e, who, var_version(e, h, out, who));
+    /* In a child where the engine runs nothing, a var's lock may be held by a
+     * thread the child lacks (found by a reviewer: the call spun for ever,
+     * 1 child in 7). */
+    return VF__GUARDED_LIVE(e, who, var_version(e, h, out, who));
 }

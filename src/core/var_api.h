@@ -9,6 +9,10 @@
 
 #include "core/var.h"
 
+/* vf_var_create's body, inside the guard of the public call `who`, which
+ * its error details name (vf_var_of's new vars: they named vf_var_create). */
+int vf__var_api_create(vf_engine *e, vf_var *out, const char *who);
+
 /* vf_var_of found the mark on a var whose delete is held by a
  * stopped engine (not queued): make the last held delete of `v` one that
  * leaves the var live (0); or 1 when a start is pushing the held ops (it
