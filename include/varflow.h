@@ -184,9 +184,9 @@ VF_API const char *vf_error_name(int code);
 VF_API const char *vf_error_detail(void);
 
 /**
- * For libraries built on varflow (libvarflow-mpi, language bindings): set
- * the calling thread's detail, as varflow's own failing calls do, so one
- * vf_error_detail() serves the whole stack. Returns `code`.
+ * For libraries over varflow (libvarflow-mpi, bindings): set the calling
+ * thread's detail, so one vf_error_detail() serves the whole stack; an
+ * argument may be vf_error_detail() itself, to prefix it. Returns `code`.
  */
 VF_API int vf_error_set_detail(int code, const char *fmt, ...)
     VF_PRINTF_LIKE(2, 3);
@@ -1554,7 +1554,10 @@ VF_API int vf_run_wait_children_timed(vf_run *run, int64_t timeout_ms,
  * VF_ESTALE the pushes of the ops that use it, after those before them were
  * pushed. A launch that replays comes after every other thread's open batch
  * that holds one of its variables (that batch is pushed first), as its pushes
- * would.
+ * would. A variable deleted from inside an op of a launch that replays goes
+ * once the graph's hold on it ends, as if deleted after the launch: the
+ * graph's later ops on it run (pushed one by one on the naive engine, they
+ * would fail with VF_ESTALE), and the next launch fails with VF_ESTALE.
  *
  * **Capture.** Between vf_graph_begin() and vf_graph_end(), this thread's
  * pushes to the engine (vf_engine_push(), vf_operator_push(),

@@ -35,7 +35,8 @@
  *
  * vf_error_set_detail: returns its code, vf_error_detail() reads the
  * formatted text (a long one cut to a prefix, NUL terminated), a NULL
- * format gives "", and the detail is per thread: two threads setting
+ * format gives "", the detail itself may be an argument (prefixed as
+ * asked), and the detail is per thread: two threads setting
  * theirs, interleaved, each read their own; a fresh thread reads "".
  */
 #include "runner.h"
@@ -636,6 +637,26 @@ TEST_CASE(error_detail)
     size_t n = strlen(d);
     CHECK(n > 0 && n < sizeof big - 1);
     CHECK(strncmp(d, big, n) == 0);
+
+    /* The detail itself as an argument: prefixed, as a library over
+     * varflow passes a call's detail on (it overwrote itself as it was
+     * read: "mylib: mylib: e: not an engine..."; found by a user tester). */
+    vf_var unmade;
+    CHECK_ERR(vf_var_create(NULL, &unmade), VF_EINVAL);
+    char inner[256];
+    snprintf(inner, sizeof inner, "%s", vf_error_detail());
+    CHECK_EQ(
+        vf_error_set_detail(VF_EINVAL, "mylib_open: %s", vf_error_detail()),
+        VF_EINVAL);
+    char want[300];
+    snprintf(want, sizeof want, "mylib_open: %s", inner);
+    CHECK(strcmp(vf_error_detail(), want) == 0);
+    /* Twice over a long one: still a prefix of what was asked. */
+    CHECK_EQ(vf_error_set_detail(VF_EINVAL, "%s", big), VF_EINVAL);
+    CHECK_EQ(vf_error_set_detail(VF_EINVAL, "again: %s", vf_error_detail()),
+             VF_EINVAL);
+    d = vf_error_detail();
+    CHECK(strncmp(d, "again: ", 7) == 0 && strncmp(d + 7, big, n - 7) == 0);
 
     /* Per thread. */
     detail_ctx c;

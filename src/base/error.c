@@ -2,6 +2,7 @@
 #include "base/error.h"
 
 #include <stdarg.h>
+#include <string.h>
 
 static _Thread_local char detail[256];
 
@@ -40,11 +41,22 @@ VF_API const char *vf_error_detail(void)
     return detail;
 }
 
+/* Format into a buffer of its own, then copy: an argument may be the
+ * detail itself (`vf_error_set_detail(rc, "mylib: %s", vf_error_detail())`,
+ * how a library over varflow prefixes it), which vsnprintf straight into
+ * `detail` overwrote as it read it (found by a user tester). */
+static void set_detail(const char *fmt, va_list ap)
+{
+    char made[sizeof detail];
+    vsnprintf(made, sizeof made, fmt, ap);
+    memcpy(detail, made, strlen(made) + 1);
+}
+
 int vf__fail(int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(detail, sizeof detail, fmt, ap);
+    set_detail(fmt, ap);
     va_end(ap);
     return code;
 }
@@ -55,7 +67,7 @@ VF_API int vf_error_set_detail(int code, const char *fmt, ...)
         fmt = "";
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(detail, sizeof detail, fmt, ap);
+    set_detail(fmt, ap);
     va_end(ap);
     return code;
 }
