@@ -341,6 +341,43 @@ TEST_KIND_CASE(revived_after_a_kept_delete, k)
     tu_finish_engine(e);
 }
 
+/* The handle kept through a held delete (destroyed and looked up again on
+ * a stopped engine) names a fresh var: version 0 while the delete waits,
+ * 0 once it ran, then counting its own writes; two such deletes in a row,
+ * the same. It read the old var's count while stopped, then went back to
+ * 0 at start (found by a user tester's soak). */
+TEST_KIND_CASE(a_kept_handle_starts_at_version_0, k)
+{
+    vf_engine *e = tu_engine(k);
+    int x;
+    long cell = 0;
+    tu_gate g;
+    tu_gate_init(&g);
+    vf_var a = var_of(e, &x);
+    for (int d = 1; d <= 3; d++)
+        push_digit(e, a, fast_digit, &cell, d, &g);
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    check_version(e, a, 3);
+    CHECK_OK(vf_engine_stop(e));
+    for (int round = 0; round < 2; round++) {
+        CHECK_OK(vf_var_destroy(e, a, NULL, NULL));
+        vf_var kept = var_of(e, &x);
+        CHECK_EQ(kept.id, a.id);
+        check_version(e, kept, 0);
+        push_digit(e, kept, fast_digit, &cell, 4, &g); /* held too */
+        check_version(e, kept, 0);
+    }
+    CHECK_OK(vf_engine_start(e));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    check_version(e, a, 1); /* the write after the last delete */
+    CHECK_EQ(cell, 12344);
+    push_digit(e, a, fast_digit, &cell, 5, &g);
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    check_version(e, a, 2);
+    tu_gate_destroy(&g);
+    tu_finish_engine(e);
+}
+
 TEST_KIND_CASE(destroy_leaves_no_failure, k)
 {
     vf_engine *e = tu_engine(k);

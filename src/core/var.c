@@ -550,6 +550,7 @@ int vf__var_create(vf__var_table *t, vf_var *out)
     v->delete_held = false;
     atomic_store_explicit(&v->version, 0, memory_order_relaxed);
     v->version_old = false;
+    v->kept_deletes = 0;
     v->deleted_gen = UINT32_MAX;
     vf__spin_unlock(&v->lock);
     *out = make_handle(t, v);
@@ -602,6 +603,15 @@ void vf__var_delete_ran(vf__var *v, uint32_t gen)
     if (v->version_old &&
         gen_after(gen) == atomic_load_explicit(&v->gen, memory_order_relaxed))
         v->version_old = false;
+    vf__spin_unlock(&v->lock);
+}
+
+void vf__var_kept_delete_ran(vf__var *v)
+{
+    vf__spin_lock(&v->lock);
+    atomic_store_explicit(&v->version, 0, memory_order_relaxed);
+    VF__ASSERT(v->kept_deletes > 0);
+    v->kept_deletes--;
     vf__spin_unlock(&v->lock);
 }
 

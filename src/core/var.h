@@ -108,6 +108,12 @@ struct vf__var {
      * `pending_from` (lock, while version_old): the oldest generation
      * whose delete is queued and has not run (vf__var_delete_pending). */
     bool version_old;
+    /* lock: deletes vf_var_of kept the var's handle through while they
+     * were held (vf__var_api_revive_held) and that have not run: `version`
+     * counts the old var's writes until the last of them runs (or is
+     * dropped); meanwhile the handle's version is 0 (it showed the old
+     * var's, found by a user tester's soak). */
+    uint32_t kept_deletes;
     uint32_t deleted_gen;
     uint32_t pending_from;
     /* Handle generation: changed under the lock when the slot is freed;
@@ -261,6 +267,10 @@ bool vf__var_skip_before(const vf__var *v, vf__wait_key key,
  * and a slot revived after that generation counts its new var's writes
  * from now on (version_old). */
 void vf__var_delete_ran(vf__var *v, uint32_t gen);
+
+/* A delete the handle was kept through (kept_deletes) ran, or was dropped
+ * unrun: the var's version goes to 0, its count of them down by one. */
+void vf__var_kept_delete_ran(vf__var *v);
 
 /* Return a var's slot to the table once its delete op (pushed with the
  * handle generation `gen`) has finished: true when it went back. False

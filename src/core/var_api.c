@@ -84,7 +84,7 @@ static bool run_delete(vf__op *op, int worker, bool shutdown)
     if (op->def->kind == &vf__kind_delete)
         vf__var_delete_ran(v, (uint32_t)op->delete_gen);
     else
-        atomic_store_explicit(&v->version, 0, memory_order_relaxed);
+        vf__var_kept_delete_ran(v);
     vf__family_unref(op->delete_from); /* it stands nowhere now */
     vf__running outer;
     op->run = NULL; /* a free callback has no run handle */
@@ -106,9 +106,13 @@ static void delete_finished(vf__op *op)
         vf__var_free_slot(&e->vars, v, gen);
 }
 
+static const vf__op_kind kind_delete_kept;
+
 /* Held while stopped and never pushed: the free callback still runs. */
 static void delete_dropped(vf_engine *e, vf__op *op, int rc)
 {
+    if (op->def->kind == &kind_delete_kept) /* the handle's var is fresh */
+        vf__var_kept_delete_ran(vf__dep_var(&op->deps[0]));
     vf__family_unref(op->delete_from); /* none: held ones come from outside */
     op->delete_from = NULL;
     if (op->free_fn != NULL)
@@ -165,6 +169,7 @@ int vf__var_api_revive_held(vf_engine *e, vf__var *v, uint32_t gen)
     pthread_mutex_lock(&e->life.lock);
     vf__op *op = last_held_delete(e, v, gen);
     if (op != NULL) {
+        bool newly_kept = op->def != kept;
         op->def = kept; /* not queued yet: no other thread reads it */
         /* The var stays: ops may name it again. Under life.lock, as the
          * holds that set the mark are (push.c: admit_held): cleared after
@@ -174,6 +179,7 @@ int vf__var_api_revive_held(vf_engine *e, vf__var *v, uint32_t gen)
          * threads as a user). */
         vf__spin_lock(&v->lock);
         v->delete_held = false;
+        v->kept_deletes += newly_kept;
         vf__spin_unlock(&v->lock);
     }
     pthread_mutex_unlock(&e->life.lock);
@@ -267,9 +273,10 @@ static int var_version(vf_engine *e, vf_var h, uint64_t *out, const char *who)
     /* A delete held by a stopped engine refuses the handle already, as
      * pushes are (var.h: delete_held). */
     bool usable = vf__var_nameable(v, vf__var_handle_gen(h));
-    /* A slot revived for h whose old delete has not run yet: none of h's
-     * writes has finished (version_old). */
-    *out = v->version_old
+    /* A slot revived for h whose old delete has not run yet, or a var
+     * whose held delete h was kept through: none of h's writes has
+     * finished (version_old, kept_deletes). */
+    *out = v->version_old || v->kept_deletes != 0
                ? 0
                : atomic_load_explicit(&v->version, memory_order_relaxed);
     vf__spin_unlock(&v->lock);
