@@ -279,6 +279,7 @@ static int other_calls_refused(vf_engine *e, vf_var v)
     REFUSED_(vf_graph_set_arg(e, g, 0, NULL, 0));
     REFUSED_(vf_graph_device_replay(e, g, false));
     REFUSED_(vf_graph_destroy(e, g));
+    REFUSED_(vf_operator_destroy(e, NULL));
     REFUSED_(vf_engine_shutdown(e));
 #undef REFUSED_
     return 0;
@@ -1288,6 +1289,120 @@ TEST_CASE(a_destroy_begun_during_the_forks_drain)
     tu_thread_join(t);
     CHECK_OK(ld.rc);
     CHECK_OK(vf_engine_destroy(f));
+}
+
+/* A thread capturing on an engine another thread destroys, forking: in
+ * the child its vf_graph_end there is refused and ends the capture, so it
+ * captures on a live engine next (it stayed capturing on the dead one, and
+ * every vf_graph_begin was refused: found by a reviewer). */
+TEST_CASE(a_capture_on_an_engine_left_dead_ends)
+{
+    SKIP_UNDER_TSAN();
+    vf_engine *e = NULL, *live = NULL;
+    CHECK_OK(vf_engine_create(
+        &e, &(vf_config){.type = VF_ENGINE_POOLED, .cpu_workers = 2}));
+    CHECK_OK(vf_engine_create(
+        &live, &(vf_config){.type = VF_ENGINE_POOLED, .cpu_workers = 1}));
+    REQUIRE(e != NULL && live != NULL);
+    vf_var v = tu_var(e), w = tu_var(live);
+    CHECK_OK(
+        vf_engine_push(e, &(vf_op){.fn = sleep_1500ms, .writes = VF_VARS(v)}));
+    CHECK_OK(vf_graph_begin(e));
+    destroyer d = {.e = e, .timeout_ms = -1};
+    pthread_t t = tu_thread_start(destroy_it, &d);
+    /* Checked as pushes: refused once the destroy has begun. */
+    int rc;
+    while ((rc = vf_engine_push(e, &(vf_op){.fn = tu_nop})) == 0)
+        sched_yield();
+    CHECK_EQ(rc, VF_ESHUTDOWN);
+    fflush(NULL);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        alarm(20);
+        vf_graph *g = NULL;
+        if (vf_graph_end(e, &g) != VF_ESHUTDOWN)
+            _exit(1);
+        chain c = {.value = 5};
+        if (vf_graph_begin(live) != 0 ||
+            vf_engine_push(
+                live, &(vf_op){.fn = step, .arg = &c, .writes = VF_VARS(w)}) !=
+                0 ||
+            vf_graph_end(live, &g) != 0 || g == NULL)
+            _exit(2);
+        for (int i = 0; i < 3; i++)
+            if (vf_graph_launch(live, g) != 0)
+                _exit(3);
+        if (vf_engine_wait_all(live, NULL) != 0 ||
+            c.value != serial_steps(5, 3))
+            _exit(4);
+        _exit(vf_graph_destroy(live, g) == 0 ? 0 : 5);
+    }
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        CHECK_REPORT_("the child's status %#x (1: its end on the dead engine "
+                      "not refused, 2: no capture on a live engine after it)",
+                      status);
+    tu_thread_join(t);
+    CHECK_OK(d.rc);
+    CHECK(!vf_graph_capturing(live));
+    CHECK_OK(vf_engine_destroy(live));
+}
+
+/* A fork from the program's thread while another thread makes and
+ * destroys operators without pause: in the child the engine is rebuilt,
+ * and its operator calls end (the fork did not take the engine's list of
+ * operators' lock, which that thread may have held at the fork: a child's
+ * create or destroy then waited for ever, 5 forks in 300; found by a
+ * reviewer). */
+static atomic_bool churn_stop;
+
+static void *churn_operators(void *arg)
+{
+    vf_engine *e = arg;
+    while (!atomic_load(&churn_stop)) {
+        vf_operator *o = NULL;
+        if (vf_operator_create(e, &(vf_op){.fn = tu_nop}, &o) == 0)
+            vf_operator_destroy(e, o);
+    }
+    return NULL;
+}
+
+TEST_CASE(fork_while_another_thread_makes_operators)
+{
+    SKIP_UNDER_TSAN();
+    if (!ALLOCATOR_FORK_SAFE) /* the other thread allocates at the fork */
+        TEST_SKIP("under ASan (its allocator has no fork handlers)");
+    vf_engine *e = NULL;
+    CHECK_OK(vf_engine_create(
+        &e, &(vf_config){.type = VF_ENGINE_POOLED, .cpu_workers = 2}));
+    REQUIRE(e != NULL);
+    atomic_store(&churn_stop, false);
+    pthread_t t = tu_thread_start(churn_operators, e);
+    int hung = 0, failed = 0;
+    for (int i = 0; i < 400 && hung + failed == 0; i++) {
+        fflush(NULL);
+        pid_t pid = fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            alarm(10); /* a hung child is killed: the parent sees it */
+            vf_operator *o = NULL;
+            int rc = vf_operator_create(e, &(vf_op){.fn = tu_nop}, &o);
+            if (rc == 0)
+                rc = vf_operator_destroy(e, o);
+            _exit(rc == 0 ? 0 : 1);
+        }
+        int status = 0;
+        REQUIRE(waitpid(pid, &status, 0) == pid);
+        hung += WIFSIGNALED(status);
+        failed += WIFEXITED(status) && WEXITSTATUS(status) != 0;
+    }
+    atomic_store(&churn_stop, true);
+    tu_thread_join(t);
+    CHECK_EQ(hung, 0);
+    CHECK_EQ(failed, 0);
+    CHECK_OK(vf_engine_destroy(e));
 }
 
 TEST_MAIN("test_lifecycle_fork", 200)

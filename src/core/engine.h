@@ -112,7 +112,9 @@ typedef enum vf__engine_state {
  *     order); the tag table's lock (engine.c); the counts' slots lock
  *     (counts.c); per engine life.lock, the var table lock, the failure
  *     log's lock, the failure reserve's lock, waits.lock, dev.lock,
- *     defs.lock and the profiler's lock; the graph handles' lock
+ *     defs.lock, operators.lock (a thread making or freeing an
+ *     operator at the fork left it held in the child: found by a
+ *     reviewer) and the profiler's lock; the graph handles' lock
  *     (graph.c); last the guard's set_lock (guard.c). Released in
  *     reverse.
  *  8. leaves: nothing is taken while one is held, but for life.lock,

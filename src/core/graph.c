@@ -775,6 +775,10 @@ VF_API int vf_graph_end(vf_engine *e, vf_graph **out)
     rc = vf__lifecycle_refuse_fork_dead(e, who);
     if (rc == 0)
         rc = end(e, out, who);
+    else if (vf__capture_now.engine == e)
+        /* Over too: the thread may capture on the child's live engines
+         * (it could not: found by a reviewer). */
+        vf__capture_now = (vf__capture){0};
     vf__guard_leave(&guard);
     return rc;
 }

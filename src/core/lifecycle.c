@@ -593,7 +593,7 @@ static void engine_locks(vf_engine *e, bool lock)
     pthread_mutex_t *m[] = {&e->life.lock,     &e->vars.lock,
                             &e->failures.lock, &e->failures.reserve.lock,
                             &e->waits.lock,    &e->dev.lock,
-                            &e->defs.lock};
+                            &e->defs.lock,     &e->operators.lock};
     int n = (int)(sizeof m / sizeof m[0]);
     if (!lock)
         vf__prof_fork_lock(e->prof, false);

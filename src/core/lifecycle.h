@@ -188,6 +188,7 @@ bool vf__lifecycle_try_unstop(vf_engine *e);
  * can run there any more. */
 #define VF__FORK_DEAD_WORDS                                                    \
     "cannot run in this forked child (the fork came from inside one of its "   \
-    "ops, or while another thread destroyed it)"
+    "ops, or while another thread destroyed it, or the child had no memory "   \
+    "to rebuild it)"
 
 #endif /* VF_LIFECYCLE_H */

@@ -1190,5 +1190,5 @@ static int operator_destroy(vf_engine *e, vf_operator *opr, const char *who)
 VF_API int vf_operator_destroy(vf_engine *e, vf_operator *opr)
 {
     static const char who[] = "vf_operator_destroy";
-    return VF__GUARDED(e, who, operator_destroy(e, opr, who));
+    return VF__GUARDED_LIVE(e, who, operator_destroy(e, opr, who));
 }
