@@ -42,6 +42,13 @@
  *   another, as the naive engine runs ops inside its push, calling back into
  *   the first, and so on) to a depth of 32 calls on other engines; a call
  *   deeper than that returns VF_ENOTSUP.
+ * - pthread_cancel() of a thread inside a call that may block (a wait, a
+ *   push at the in-flight bound, stop, start, destroy, a fork's drain)
+ *   acts once the call has returned, at the thread's next cancellation
+ *   point: the call ends as it would have, and the engine goes on.
+ * - What varflow says on stderr while a call waits (destroy, stop, a fork,
+ *   a push at the bound) never blocks it: a report stderr cannot take at
+ *   once (a pipe nobody reads, full) is dropped.
  */
 #ifndef VARFLOW_H
 #define VARFLOW_H

@@ -41,6 +41,7 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "base/cancel.h"
 #include "base/deadline.h"
 #include "core/cross_wait.h"
 #include "core/engine.h"
@@ -250,10 +251,10 @@ static int destroy(vf_engine *e, int64_t timeout_ms, const char *who)
 
 VF_API int vf_engine_destroy(vf_engine *e)
 {
-    return destroy(e, -1, "vf_engine_destroy");
+    return VF__UNCANCELLED(destroy(e, -1, "vf_engine_destroy"));
 }
 
 VF_API int vf_engine_destroy_timed(vf_engine *e, int64_t timeout_ms)
 {
-    return destroy(e, timeout_ms, "vf_engine_destroy_timed");
+    return VF__UNCANCELLED(destroy(e, timeout_ms, "vf_engine_destroy_timed"));
 }

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "base/alloc.h"
+#include "base/cancel.h"
 #include "core/addr_vars.h"
 #include "core/bulk.h"
 #include "core/cross_wait.h"
@@ -442,7 +443,7 @@ VF_API int vf_engine_stop(vf_engine *e)
 {
     vf__cross_wait cross;
     vf__cross_wait_calls(&cross); /* before this call's guard */
-    return VF__GUARDED(e, "vf_engine_stop", stop(e, &cross));
+    return VF__UNCANCELLED(VF__GUARDED(e, "vf_engine_stop", stop(e, &cross)));
 }
 
 static int start(vf_engine *e)
@@ -458,7 +459,7 @@ static int start(vf_engine *e)
 
 VF_API int vf_engine_start(vf_engine *e)
 {
-    return VF__GUARDED(e, "vf_engine_start", start(e));
+    return VF__UNCANCELLED(VF__GUARDED(e, "vf_engine_start", start(e)));
 }
 
 /* vf__lifecycle_unstop with life.op_lock held. */
@@ -607,8 +608,13 @@ static void engine_locks(vf_engine *e, bool lock)
         vf__prof_fork_lock(e->prof, true); /* a leaf: last */
 }
 
+/* The forking thread's cancel state, held off from the prepare (its drain
+ * waits) to the parent's or child's handler (base/cancel.h). */
+static _Thread_local int fork_cancel_state;
+
 static void fork_prepare(void)
 {
+    fork_cancel_state = vf__cancel_hold();
     pthread_mutex_lock(&registry_lock);
     for (vf_engine *e = live; e != NULL; e = e->life.next_live) {
         e->life.fork_inside = vf__exec_in_engine(e);
@@ -696,6 +702,7 @@ static void fork_parent(void)
         pthread_mutex_unlock(&e->life.op_lock);
     }
     pthread_mutex_unlock(&registry_lock);
+    vf__cancel_restore(fork_cancel_state);
 }
 
 /* In the child: an engine whose op the fork came from inside, or which
@@ -749,4 +756,5 @@ static void fork_child(void)
         pthread_mutex_unlock(&e->life.op_lock);
     }
     pthread_mutex_unlock(&registry_lock);
+    vf__cancel_restore(fork_cancel_state);
 }

@@ -11,6 +11,7 @@
  * B(read y, write x) can deadlock it).
  */
 #include "core/push.h"
+#include "core/stall_report.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -18,6 +19,7 @@
 #include <time.h>
 
 #include "base/alloc.h"
+#include "base/cancel.h"
 #include "base/deadline.h"
 #include "base/stack.h"
 #include "core/arg.h"
@@ -63,12 +65,12 @@ static void report_blocked(vf_engine *e, const char *who, int64_t waited_ms)
     /* The count the bound holds, and every op not finished: ops held by
      * a stop are outside the bound (it printed the bound as the count in
      * flight, 2 where 1500 were pending: found by a user tester). */
-    fprintf(stderr,
-            "varflow: %s has waited %.1f s for room under max_inflight %u "
-            "(%u ops counted against it, %u not finished in all); %s\n",
-            who, (double)waited_ms / 1000.0, e->max_inflight,
-            atomic_load_explicit(&e->counts.inflight, memory_order_relaxed),
-            vf__counts_pending(vf__engine_counts(e)), ops);
+    vf__stall_write(
+        "varflow: %s has waited %.1f s for room under max_inflight %u "
+        "(%u ops counted against it, %u not finished in all); %s\n",
+        who, (double)waited_ms / 1000.0, e->max_inflight,
+        atomic_load_explicit(&e->counts.inflight, memory_order_relaxed),
+        vf__counts_pending(vf__engine_counts(e)), ops);
 }
 
 /* The room under e's bound this thread's push took (reserve), already in
@@ -214,6 +216,7 @@ static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
     vf__pool *stuck = vf__pool_of_blocked_thread();
     if (stuck != NULL)
         vf__pool_stuck_enter(stuck);
+    int cancel_state = vf__cancel_hold(); /* base/cancel.h */
     atomic_fetch_add(&e->nblocked, 1);
     pthread_mutex_lock(&e->waits.lock);
     int64_t start_ms = now_ms(), next_report_ms = BLOCKED_REPORT_GRACE_MS;
@@ -230,6 +233,7 @@ static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
     }
     pthread_mutex_unlock(&e->waits.lock);
     atomic_fetch_sub(&e->nblocked, 1);
+    vf__cancel_restore(cancel_state);
     if (stuck != NULL)
         vf__pool_stuck_leave(stuck);
     return 0;

@@ -2,9 +2,12 @@
 #include "core/stall_report.h"
 
 #include <inttypes.h>
+#include <poll.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/engine.h"
 
@@ -36,16 +39,36 @@ int64_t vf__stall_report_due_in_ms(const vf__stall_report *r)
     return left > 0 ? left : 0;
 }
 
+void vf__stall_write(const char *fmt, ...)
+{
+    /* One write of at most PIPE_BUF bytes, which a pipe with room takes
+     * whole, without blocking. */
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    size_t len = (size_t)n < sizeof line ? (size_t)n : sizeof line - 1;
+    if (len > 0 && line[len - 1] != '\n')
+        line[len - 1] = '\n'; /* cut: still a line */
+    struct pollfd p = {.fd = STDERR_FILENO, .events = POLLOUT};
+    if (poll(&p, 1, 0) != 1 || !(p.revents & POLLOUT))
+        return; /* full, closed or gone: this report is dropped */
+    ssize_t wrote = write(STDERR_FILENO, line, len);
+    (void)wrote; /* nothing to do about a failed report */
+}
+
 void vf__stall_report_say(vf__stall_report *r, vf_engine *e, const char *what)
 {
     int64_t now = vf__stall_now_ms();
     char ops[512];
     vf__async_describe(&e->async, ops, sizeof ops);
-    fprintf(stderr,
-            "varflow: %s has waited %.1f s for %s (%" PRIu32
-            " ops pending); %s\n",
-            r->who, (double)(now - r->start_ms) / 1000.0, what,
-            vf__counts_pending(vf__engine_counts(e)), ops);
+    vf__stall_write("varflow: %s has waited %.1f s for %s (%" PRIu32
+                    " ops pending); %s\n",
+                    r->who, (double)(now - r->start_ms) / 1000.0, what,
+                    vf__counts_pending(vf__engine_counts(e)), ops);
     r->next_ms = now + atomic_load(&period_ms);
 }
 

@@ -33,6 +33,13 @@ int64_t vf__stall_report_due_in_ms(const vf__stall_report *r);
  * period later. */
 void vf__stall_report_say(vf__stall_report *r, vf_engine *e, const char *what);
 
+/* Write a report line (printf-style, cut to 1 KiB) to stderr without ever
+ * blocking: dropped when stderr cannot take it now (a pipe nobody reads,
+ * full; a closed descriptor). A blocking fprintf there kept a destroy, a
+ * destroy_timed past its deadline, a stop and a push at the bound waiting
+ * for ever after their ops were done (found by a user tester). */
+void vf__stall_write(const char *fmt, ...) VF_PRINTF_LIKE(1, 2);
+
 /* vf__stall_report_say if a report is due. */
 void vf__stall_report_pace(vf__stall_report *r, vf_engine *e, const char *what);
 

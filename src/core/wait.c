@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/cancel.h"
 #include "base/ref.h"
 #include "core/async.h"
 #include "core/bulk.h"
@@ -1542,8 +1543,8 @@ VF_API int vf_var_wait(vf_engine *e, vf_var v, vf_error *err)
 {
     vf__cross_wait cross;
     vf__cross_wait_calls(&cross); /* before this call's guard */
-    return VF__GUARDED(e, "vf_var_wait",
-                       wait_var(e, v, -1, &cross, err, "vf_var_wait"));
+    return VF__UNCANCELLED(VF__GUARDED(
+        e, "vf_var_wait", wait_var(e, v, -1, &cross, err, "vf_var_wait")));
 }
 
 VF_API int vf_var_wait_timed(vf_engine *e, vf_var v, int64_t timeout_ms,
@@ -1551,9 +1552,9 @@ VF_API int vf_var_wait_timed(vf_engine *e, vf_var v, int64_t timeout_ms,
 {
     vf__cross_wait cross;
     vf__cross_wait_calls(&cross);
-    return VF__GUARDED(
+    return VF__UNCANCELLED(VF__GUARDED(
         e, "vf_var_wait_timed",
-        wait_var(e, v, timeout_ms, &cross, err, "vf_var_wait_timed"));
+        wait_var(e, v, timeout_ms, &cross, err, "vf_var_wait_timed")));
 }
 
 /* Wait inside the running op whose family is `f` until it has no pending
@@ -1748,7 +1749,8 @@ VF_API int vf_run_wait_children(vf_run *run, vf_error *err)
     vf_engine *e = running_engine(run);
     if (e == NULL)
         return wait_children(run, -1, err, who); /* refuses it */
-    return VF__GUARDED(e, who, wait_children(run, -1, err, who));
+    return VF__UNCANCELLED(
+        VF__GUARDED(e, who, wait_children(run, -1, err, who)));
 }
 
 VF_API int vf_run_wait_children_timed(vf_run *run, int64_t timeout_ms,
@@ -1758,7 +1760,8 @@ VF_API int vf_run_wait_children_timed(vf_run *run, int64_t timeout_ms,
     vf_engine *e = running_engine(run);
     if (e == NULL)
         return wait_children(run, timeout_ms, err, who); /* refuses it */
-    return VF__GUARDED(e, who, wait_children(run, timeout_ms, err, who));
+    return VF__UNCANCELLED(
+        VF__GUARDED(e, who, wait_children(run, timeout_ms, err, who)));
 }
 
 /* Block until no op is pending and no batch is open (outside ops only):
@@ -1880,8 +1883,9 @@ VF_API int vf_engine_wait_all(vf_engine *e, vf_error *err)
 {
     vf__cross_wait cross;
     vf__cross_wait_calls(&cross); /* before this call's guard */
-    return VF__GUARDED(e, "vf_engine_wait_all",
-                       wait_all(e, -1, &cross, err, "vf_engine_wait_all"));
+    return VF__UNCANCELLED(
+        VF__GUARDED(e, "vf_engine_wait_all",
+                    wait_all(e, -1, &cross, err, "vf_engine_wait_all")));
 }
 
 VF_API int vf_engine_wait_all_timed(vf_engine *e, int64_t timeout_ms,
@@ -1889,7 +1893,7 @@ VF_API int vf_engine_wait_all_timed(vf_engine *e, int64_t timeout_ms,
 {
     vf__cross_wait cross;
     vf__cross_wait_calls(&cross);
-    return VF__GUARDED(
+    return VF__UNCANCELLED(VF__GUARDED(
         e, "vf_engine_wait_all_timed",
-        wait_all(e, timeout_ms, &cross, err, "vf_engine_wait_all_timed"));
+        wait_all(e, timeout_ms, &cross, err, "vf_engine_wait_all_timed")));
 }

@@ -15,12 +15,16 @@
  * - destroy's reports on stderr (grace and period shortened): waiting for
  *   an async op nobody completes, and for another thread's wait blocked
  *   on it, each named with its place and age, more than once; a stop's
- *   and a fork's drain report the same way (core/stall_report.h).
+ *   and a fork's drain report the same way (core/stall_report.h); with
+ *   stderr a full pipe, a stop and a destroy return, their reports
+ *   dropped.
  */
 #include "runner.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/engine.h"
@@ -361,6 +365,92 @@ TEST_CASE(a_fork_reports_what_it_waits_for)
     vf__stall_report_times(50, 100);
     check_reports(drain_reports(true), "varflow: fork() has waited",
                   "its pushed ops to finish");
+    vf__stall_report_times(2000, 10000);
+}
+
+/* The reports never block on stderr: with it a pipe nobody reads, full,
+ * a stop, a destroy_timed (within its deadline) and a destroy waiting for
+ * an async op return once another thread completes it, their reports
+ * dropped. A blocking write kept each waiting for ever (found by a user
+ * tester whose program's log nobody read). */
+typedef struct blocked_call {
+    vf_engine *e;
+    int which; /* 0 stop, 1 destroy_timed, 2 destroy */
+    int rc;
+    atomic_int done;
+} blocked_call;
+
+static void *make_call(void *arg)
+{
+    blocked_call *c = arg;
+    c->rc = c->which == 0   ? vf_engine_stop(c->e)
+            : c->which == 1 ? vf_engine_destroy_timed(c->e, 60000)
+                            : vf_engine_destroy(c->e);
+    atomic_store(&c->done, 1);
+    return NULL;
+}
+
+static void *finish_later(void *arg)
+{
+    (void)arg;
+    nanosleep(&(struct timespec){0, 300 * 1000000L}, NULL); /* reports due */
+    CHECK_OK(vf_completion_finish(stuck, 0, NULL));
+    return NULL;
+}
+
+TEST_CASE(reports_never_block_on_a_full_stderr)
+{
+    static const char *const names[] = {
+        "vf_engine_stop", "vf_engine_destroy_timed", "vf_engine_destroy"};
+    vf__stall_report_times(10, 10);
+    for (int which = 0; which < 3; which++) {
+        check_context_ = names[which];
+        vf_engine *e = NULL;
+        CHECK_OK(vf_engine_create(
+            &e, &(vf_config){.type = VF_ENGINE_POOLED, .cpu_workers = 1}));
+        REQUIRE(e != NULL);
+        atomic_store(&started, false);
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.async_fn = stuck_start, .name = "stuck"}));
+        while (!atomic_load(&started))
+            sched_yield();
+        int p[2];
+        REQUIRE(pipe(p) == 0);
+        /* Filled without blocking, then blocking again, as a program's
+         * stderr is. */
+        int flags = fcntl(p[1], F_GETFL);
+        REQUIRE(fcntl(p[1], F_SETFL, flags | O_NONBLOCK) == 0);
+        static const char junk[4096];
+        while (write(p[1], junk, sizeof junk) > 0)
+            ;
+        REQUIRE(fcntl(p[1], F_SETFL, flags) == 0);
+        fflush(NULL);
+        int saved = dup(2);
+        REQUIRE(saved >= 0 && dup2(p[1], 2) >= 0);
+        blocked_call c = {.e = e, .which = which};
+        pthread_t t = tu_thread_start(make_call, &c);
+        pthread_t f = tu_thread_start(finish_later, NULL);
+        tu_thread_join(f);
+        bool returned = tu_wait_flag(&c.done, 1, TU_TIMEOUT);
+        if (!returned) { /* let it write, then go on */
+            char sink[4096];
+            REQUIRE(fcntl(p[0], F_SETFL, O_NONBLOCK) == 0);
+            while (!atomic_load(&c.done))
+                if (read(p[0], sink, sizeof sink) <= 0)
+                    sched_yield();
+        }
+        tu_thread_join(t);
+        dup2(saved, 2); /* the checks' reports go to stderr */
+        close(saved);
+        close(p[0]);
+        close(p[1]);
+        CHECK(returned);
+        CHECK_OK(c.rc);
+        if (which == 0) {
+            CHECK_OK(vf_engine_start(e));
+            CHECK_OK(vf_engine_destroy(e));
+        }
+    }
     vf__stall_report_times(2000, 10000);
 }
 
