@@ -68,14 +68,13 @@ static vf__addr_vars *table_of(vf_engine *e)
                                             memory_order_acquire);
     if (VF__LIKELY(t != NULL))
         return t;
-    vf__addr_vars *fresh = table_new();
-    if (fresh == NULL)
-        return NULL;
-    if (atomic_compare_exchange_strong_explicit(&e->addr_vars, &t, fresh,
-                                                memory_order_acq_rel,
-                                                memory_order_acquire))
-        return fresh;
-    vf__addr_vars_free(fresh); /* another thread made it first */
+    pthread_mutex_lock(&e->addr_vars_lock); /* not during a fork */
+    t = atomic_load_explicit(&e->addr_vars, memory_order_acquire);
+    if (t == NULL) {
+        t = table_new();
+        atomic_store_explicit(&e->addr_vars, t, memory_order_release);
+    }
+    pthread_mutex_unlock(&e->addr_vars_lock);
     return t;
 }
 
@@ -268,10 +267,15 @@ VF_API int vf_var_of(vf_engine *e, const void *addr, vf_var *out)
 
 void vf__addr_vars_fork_lock(vf_engine *e, bool lock)
 {
+    if (lock)
+        pthread_mutex_lock(&e->addr_vars_lock); /* the table stays as is */
     vf__addr_vars *t = atomic_load_explicit(&e->addr_vars,
                                             memory_order_acquire);
-    if (t == NULL)
+    if (t == NULL) {
+        if (!lock)
+            pthread_mutex_unlock(&e->addr_vars_lock);
         return;
+    }
     for (int i = 0; i < 2 * VF__ADDR_STRIPES; i++) {
         if (lock) {
             stripe *s = i < VF__ADDR_STRIPES ? &t->fwd[i]
@@ -284,6 +288,8 @@ void vf__addr_vars_fork_lock(vf_engine *e, bool lock)
             pthread_mutex_unlock(&s->lock);
         }
     }
+    if (!lock)
+        pthread_mutex_unlock(&e->addr_vars_lock);
 }
 
 void vf__addr_vars_destroyed(vf_engine *e, vf_var v)

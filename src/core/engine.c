@@ -192,6 +192,7 @@ void vf__engine_free(vf_engine *e, uint64_t *operators, uint64_t *vars)
     pthread_mutex_destroy(&e->life.lock);
     pthread_mutex_destroy(&e->life.op_lock);
     pthread_mutex_destroy(&e->operators.lock);
+    pthread_mutex_destroy(&e->addr_vars_lock);
     pthread_mutex_destroy(&e->graphs.lock);
     vf__bulk_engine_destroy(e);
     vf__addr_vars_free(atomic_load(&e->addr_vars));
@@ -271,6 +272,7 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config)
     pthread_mutex_init(&e->life.lock, NULL);
     pthread_mutex_init(&e->life.op_lock, NULL);
     pthread_mutex_init(&e->operators.lock, NULL);
+    pthread_mutex_init(&e->addr_vars_lock, NULL);
     pthread_mutex_init(&e->graphs.lock, NULL);
     atomic_init(&e->life.holding, false);
     atomic_init(&e->slow, 0);

@@ -106,7 +106,8 @@ typedef enum vf__engine_state {
  *     but life.op_lock and the fork's.
  *  7. at fork only (lifecycle.c, fork_prepare), in this order: the
  *     registry lock; each engine's life.op_lock (it is stopped); every
- *     engine's vf_var_of stripes (forward, then reverse); every engine's
+ *     engine's addr_vars_lock (a leaf otherwise: the table's making) and
+ *     vf_var_of stripes (forward, then reverse); every engine's
  *     bulk locks; every engine's graphs.lock, then each of its graphs'
  *     locks (graph.h: vf__graph_fork_lock); the free-list depots (in kind
  *     order); the tag table's lock (engine.c); the counts' slots lock
@@ -247,6 +248,11 @@ struct vf_engine {
     /* The table of vf_var_of (addr_vars.h), made on its first call:
      * acquire/release, so a thread that sees it sees it initialised. */
     _Atomic(struct vf__addr_vars *) addr_vars;
+    /* Held while the table is made, and by a fork from before it looks
+     * for the table to lock its stripes until after it: a table made in
+     * between had its stripes unlocked by the fork's handlers, never
+     * locked, one held by the thread making it (found by a reviewer). */
+    pthread_mutex_t addr_vars_lock;
 
     /* Counters of ops that finished outside workers (relaxed). */
     _Atomic uint64_t ran, failed, skipped;
