@@ -396,6 +396,11 @@ static __attribute__((noinline, cold)) bool fork_dead_run(void)
     return false;
 }
 
+void vf__exec_fork_dead_returned(void)
+{
+    (void)fork_dead_run();
+}
+
 /* Run the op's body. True when the op is done now (ran, failed, skipped);
  * false when an async op or a device op's work is in flight (the op may
  * already be freed). */
@@ -462,6 +467,8 @@ static bool run_body(vf__op *op, int worker)
     op->run = &run;
     vf__running_enter(&outer, op);
     op->async_fn(&run, op->arg, done);
+    if (VF__UNLIKELY(op->hooks & VF__HOOK_FORK_DEAD))
+        vf__exec_fork_dead_returned();
     vf__running_leave(&outer);
     async_call_returned(op);
     return false;
@@ -577,8 +584,11 @@ static void finish(vf__op *op, vf__readylist *ready)
 {
     vf_engine *e = vf__op_engine(op);
     const vf__opdef *def = op->def;
-    if (VF__UNLIKELY(op->hooks))
+    if (VF__UNLIKELY(op->hooks)) {
+        if (op->hooks & VF__HOOK_FORK_DEAD)
+            return; /* as if in flight: its run goes on in the parent */
         vf__profiling_op_end(op);
+    }
     if (op->done != NULL)
         call_done(op);
     vf__exec_count_op(e, op);

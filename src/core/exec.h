@@ -95,6 +95,13 @@ void vf__exec_op_failed(vf__op *op, int code, const char *message);
 /* Call the op's sync function with `run`, as the op running on this
  * thread; a non-zero return fails the op. Inline: every user op's body
  * calls it (and a device op's, device_ops.c). */
+/* The function of an op a child was forked from inside returned in that
+ * child (VF__HOOK_FORK_DEAD): a worker's thread ends here, before it
+ * touches the op's family, vars or queue, whose locks a thread of the
+ * parent may hold for good (it hung in 1 fork in 500: found by a
+ * reviewer); another thread goes on, and the op's finish does nothing. */
+void vf__exec_fork_dead_returned(void);
+
 static inline int vf__exec_call_fn(vf__op *op, vf_run *run)
 {
     run->message[0] = '\0';
@@ -102,6 +109,8 @@ static inline int vf__exec_call_fn(vf__op *op, vf_run *run)
     op->run = run; /* vf__op.run */
     vf__running_enter(&outer, op);
     int rc = op->fn(run, op->arg);
+    if (VF__UNLIKELY(op->hooks & VF__HOOK_FORK_DEAD))
+        vf__exec_fork_dead_returned();
     vf__running_leave(&outer);
     if (rc != 0)
         vf__exec_op_failed(op, rc, run->message);

@@ -709,6 +709,11 @@ static void fork_parent(void)
  * another thread was destroying, runs nothing here. */
 static void leave_dead(vf_engine *e)
 {
+    /* The op this thread forked from inside, if it is one of e's: its
+     * function's return here must not finish it (exec.h). */
+    vf__op *mine = vf__running_now.op;
+    if (mine != NULL && vf__op_engine(mine) == e)
+        mine->hooks |= VF__HOOK_FORK_DEAD;
     e->life.fork_dead = true;
     atomic_store(&e->state, VF__DRAINING);
     atomic_fetch_or(&e->slow, VF__SLOW_FORK_DEAD | VF__SLOW_SHUTDOWN);

@@ -56,6 +56,9 @@
 
 #define VF__HOOK_PROF 1u /* recorded by the profiler */
 #define VF__HOOK_INFO 2u /* VF_ENGINE_INFO is on */
+/* In a child forked from inside it: its run goes on in the parent only,
+ * and its thread here must not finish it (exec.h: vf__exec_call_fn). */
+#define VF__HOOK_FORK_DEAD 4u
 
 typedef struct vf__var vf__var;
 typedef struct vf__pool vf__pool;
