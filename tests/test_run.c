@@ -518,6 +518,61 @@ static void inside_done(void *arg, int status)
     atomic_store(&in->in_done, vf_engine_in_op(in->e) ? 1 : 2);
 }
 
+/* run_at_push when the pusher is ahead of workers busy in long ops: the
+ * pushes wait on the workers' inboxes, which they do not take from while
+ * busy, so counted by their queues alone the pusher never looked ahead,
+ * and none of 300 ran on it (found by a user tester checking the GUIDE).
+ * Now past 64 waiting for the worker a push would go to, the push runs
+ * its op; with the switch off, none does. */
+typedef struct busy_pool {
+    atomic_int started, open, on_pusher, ran;
+} busy_pool;
+
+static int hold_until_open(vf_run *run, void *arg)
+{
+    (void)run;
+    busy_pool *b = arg;
+    atomic_fetch_add(&b->started, 1);
+    REQUIRE(tu_wait_flag(&b->open, 1, 60.0));
+    return 0;
+}
+
+static int count_where(vf_run *run, void *arg)
+{
+    busy_pool *b = arg;
+    if (vf_run_worker(run) == -1)
+        atomic_fetch_add(&b->on_pusher, 1);
+    atomic_fetch_add(&b->ran, 1);
+    return 0;
+}
+
+TEST_CASE(run_at_push_ahead_of_busy_workers)
+{
+    for (int on = 0; on < 2; on++) {
+        busy_pool b = {0};
+        vf_engine *e = NULL;
+        CHECK_OK(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
+                                                   .cpu_workers = 2,
+                                                   .run_at_push = on}));
+        REQUIRE(e != NULL);
+        for (int i = 0; i < 2; i++)
+            CHECK_OK(
+                vf_engine_push(e, &(vf_op){.fn = hold_until_open, .arg = &b}));
+        REQUIRE(tu_wait_flag(&b.started, 2, TU_TIMEOUT)); /* both busy */
+        for (int i = 0; i < 300; i++)
+            CHECK_OK(vf_engine_push(e, &(vf_op){.fn = count_where, .arg = &b}));
+        int during = atomic_load(&b.on_pusher);
+        atomic_store(&b.open, 1);
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        CHECK_EQ(atomic_load(&b.ran), 300);
+        if (on) /* 64 wait for each worker; the rest ran here */
+            CHECK(during >= 300 - 2 * 64 - 2 && during <= 300 - 2 * 64);
+        else
+            CHECK_EQ(during, 0);
+        CHECK_OK(vf_engine_destroy(e));
+    }
+}
+
 TEST_KIND_CASE(in_op, k)
 {
     vf_engine *e = tu_engine(k), *other = tu_engine(k);

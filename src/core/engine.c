@@ -87,6 +87,7 @@ static int make_cpu_pools(vf_engine *e, int workers, int prio_workers)
     int rc = vf__pool_init(&e->pools[0], e, &e->runner, "cpu", workers, 0);
     if (rc != 0)
         return rc;
+    e->pools[0].count_inbox = e->run_at_push; /* exec.c: runs_at_top_push */
     e->npools = 1;
     e->cpu_pool = &e->pools[0];
     if (e->kind == VF_ENGINE_PERDEVICE) {

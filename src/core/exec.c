@@ -1188,7 +1188,10 @@ static __attribute__((noinline)) bool runs_at_top_push(const vf__op *op)
         !vf__stack_below(VF__INLINE_PUSH_EIGHTHS))
         return false;
     const vf__worker *w = vf__pool_next_target(p);
-    int queued = atomic_load_explicit(&w->qlen, memory_order_relaxed);
+    /* Its queue and its inbox: a worker busy in a long op has moved none
+     * of the pushes in. */
+    int queued = atomic_load_explicit(&w->qlen, memory_order_relaxed) +
+                 atomic_load_explicit(&w->inbox_len, memory_order_relaxed);
     if (p->nworkers == 1 && queued == 0 &&
         atomic_load_explicit(&w->inbox, memory_order_relaxed) == NULL)
         return true;

@@ -303,11 +303,19 @@ static void drain_inbox(vf__worker *w)
     vf__op *stack = atomic_exchange_explicit(&w->inbox, NULL,
                                              memory_order_acquire);
     vf__op *fifo = NULL;
+    int n = 0, above0 = 0;
     while (stack != NULL) { /* newest first: reverse */
         vf__op *next = stack->next;
         stack->next = fifo;
         fifo = stack;
         stack = next;
+        n++;
+        above0 += fifo->priority > 0;
+    }
+    if (w->pool->count_inbox) {
+        atomic_fetch_sub_explicit(&w->inbox_len, n, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&w->inbox_above0, above0,
+                                  memory_order_relaxed);
     }
     while (fifo != NULL) {
         vf__op *next = fifo->next;
@@ -324,11 +332,19 @@ static void drain_inbox(vf__worker *w)
 static void inbox_push_chain(vf__worker *w, vf__op *first)
 {
     vf__op *top = NULL, *op = first;
+    int n = 0, above0 = 0;
     while (op != NULL) {
         vf__op *next = op->next;
         op->next = top;
         top = op;
         op = next;
+        n++;
+        above0 += top->priority > 0;
+    }
+    if (w->pool->count_inbox) { /* before it can be drained */
+        atomic_fetch_add_explicit(&w->inbox_len, n, memory_order_relaxed);
+        atomic_fetch_add_explicit(&w->inbox_above0, above0,
+                                  memory_order_release);
     }
     vf__op *head = atomic_load_explicit(&w->inbox, memory_order_relaxed);
     do {
@@ -824,6 +840,8 @@ static void init_worker(vf__worker *w, vf__pool *p, int index)
     atomic_init(&w->arrivals, 0);
     atomic_init(&w->heap_top, INT_MIN);
     atomic_init(&w->inbox, NULL);
+    atomic_init(&w->inbox_len, 0);
+    atomic_init(&w->inbox_above0, 0);
     atomic_init(&w->ran, 0);
     atomic_init(&w->failed, 0);
     atomic_init(&w->skipped, 0);

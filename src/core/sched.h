@@ -82,6 +82,16 @@ struct vf__worker {
      * queue, in arrival order, by whoever takes from this worker next. A
      * pusher so pays one compare-and-swap per op, not a lock round trip. */
     _Atomic(vf__op *) inbox;
+    /* Ops on the inbox, where the pool counts them (count_inbox; relaxed,
+     * a hint: a drain may subtract before the push's add, so it may read
+     * below zero for an instant). A worker busy in a long op takes none,
+     * and its queue's length alone said the pusher was not ahead (found
+     * by a user tester checking run_at_push). */
+    atomic_int inbox_len;
+    /* Of them, those of a priority above 0 (the same counting; added
+     * before the op is on the inbox, release): an inbox of priority-0 ops
+     * holds nothing better than a priority-0 op. */
+    atomic_int inbox_above0;
     vf__pool *pool;
     int index; /* unique across the engine */
     pthread_t thread;
@@ -165,6 +175,9 @@ struct vf__pool {
      * work, so one worker would otherwise take every op and put all the
      * work on its one stream. Set before the pool starts. */
     bool spread;
+    /* Workers count the ops on their inboxes (inbox_len): the engine's
+     * run_at_push reads them (exec.c). Set before the pool starts. */
+    bool count_inbox;
     /* The fields above are read by every placer and written almost never;
      * the two below are written by idle workers only, each on a line of
      * its own (padding: the engine that holds pools is not cache-line
@@ -207,11 +220,14 @@ struct vf__pool {
 
 /* Whether an op of higher priority than `priority` may be waiting for w,
  * read without w's lock: one in its heap, in its lane (0, above a
- * negative priority), or any op in its inbox (not sorted in yet). A
+ * negative priority), or any op in its inbox (not sorted in yet; for
+ * priority 0 where the pool counts its inbox, one above 0 there). A
  * child runs at its push only when none is (exec.c: rule 11). */
 static inline bool vf__worker_holds_better(const vf__worker *w, int priority)
 {
-    if (atomic_load_explicit(&w->inbox, memory_order_relaxed) != NULL)
+    if (atomic_load_explicit(&w->inbox, memory_order_acquire) != NULL &&
+        !(priority == 0 && w->pool->count_inbox &&
+          atomic_load_explicit(&w->inbox_above0, memory_order_relaxed) <= 0))
         return true;
     if (priority < 0)
         return atomic_load_explicit(&w->qlen, memory_order_relaxed) != 0;
