@@ -64,10 +64,9 @@
  * C++ without them. */
 #if __cplusplus < 201703L && !(defined(_MSVC_LANG) && _MSVC_LANG >= 201703L)
 #error "varflow.hpp needs C++17 (-std=c++17); varflow.h works from any C++"
-#endif
-#if !defined(__cpp_exceptions) && !defined(_CPPUNWIND)
+#elif !defined(__cpp_exceptions) && !defined(_CPPUNWIND)
 #error "varflow.hpp needs exceptions; varflow.h works without them"
-#endif
+#else /* the rest only then: the compiler says nothing more (it went on) */
 
 #include <atomic>
 #include <chrono>
@@ -1903,4 +1902,5 @@ inline engine_ref run::engine() const noexcept
 
 } // namespace varflow
 
+#endif /* C++17 and exceptions */
 #endif /* VARFLOW_HPP */
