@@ -1058,6 +1058,18 @@ static int sleep_1500ms(vf_run *run, void *arg)
     return 0;
 }
 
+/* Start d's destroy on a thread of its own and return once it has begun
+ * (a push is refused), the engine's op of 1.5 s still running. */
+static pthread_t begin_destroy(destroyer *d)
+{
+    pthread_t t = tu_thread_start(destroy_it, d);
+    int rc;
+    while ((rc = vf_engine_push(d->e, &(vf_op){.fn = tu_nop})) == 0)
+        sched_yield();
+    CHECK_EQ(rc, VF_ESHUTDOWN);
+    return t;
+}
+
 /* In the child: 0 when every call on e returns VF_ESHUTDOWN, else which
  * did not. */
 static int refused_in_child(vf_engine *e, vf_var v)
@@ -1102,12 +1114,7 @@ TEST_CASE(fork_beside_a_destroy)
         CHECK_OK(vf_engine_push(
             e, &(vf_op){.fn = sleep_1500ms, .writes = VF_VARS(v)}));
         destroyer d = {.e = e, .timeout_ms = timed ? 1000 : -1};
-        pthread_t t = tu_thread_start(destroy_it, &d);
-        /* Once a push is refused, the destroy has begun. */
-        int rc;
-        while ((rc = vf_engine_push(e, &(vf_op){.fn = tu_nop})) == 0)
-            sched_yield();
-        CHECK_EQ(rc, VF_ESHUTDOWN);
+        pthread_t t = begin_destroy(&d);
         fflush(NULL);
         pid_t pid = fork();
         REQUIRE(pid >= 0);
@@ -1309,12 +1316,7 @@ TEST_CASE(a_capture_on_an_engine_left_dead_ends)
         vf_engine_push(e, &(vf_op){.fn = sleep_1500ms, .writes = VF_VARS(v)}));
     CHECK_OK(vf_graph_begin(e));
     destroyer d = {.e = e, .timeout_ms = -1};
-    pthread_t t = tu_thread_start(destroy_it, &d);
-    /* Checked as pushes: refused once the destroy has begun. */
-    int rc;
-    while ((rc = vf_engine_push(e, &(vf_op){.fn = tu_nop})) == 0)
-        sched_yield();
-    CHECK_EQ(rc, VF_ESHUTDOWN);
+    pthread_t t = begin_destroy(&d); /* its pushes checked as pushes */
     fflush(NULL);
     pid_t pid = fork();
     REQUIRE(pid >= 0);
