@@ -45,7 +45,11 @@
  * - pthread_cancel() of a thread inside a call that may block (a wait, a
  *   push at the in-flight bound, stop, start, destroy, a fork's drain)
  *   acts once the call has returned, at the thread's next cancellation
- *   point: the call ends as it would have, and the engine goes on.
+ *   point: the call ends as it would have, and the engine goes on. Op code
+ *   a call runs on the calling thread is the program's: inside a wait it
+ *   runs with cancellation held off, inside a push (the naive engine's,
+ *   run_at_push) with the thread's own state, and a thread cancelled inside
+ *   an op leaves it unfinished, what waits for it waiting for ever.
  * - What varflow says on stderr while a call waits (destroy, stop, a fork,
  *   a push at the bound) never blocks it: a report stderr cannot take at
  *   once (a pipe nobody reads, full) is dropped.

@@ -474,6 +474,8 @@ static void run_batch(vf__op *op, int worker, bool shutdown)
             op->run = &run;
             vf__running_enter(&outer, op);
             int rc = it->fn(&run, it->arg);
+            if (VF__UNLIKELY(op->hooks & VF__HOOK_FORK_DEAD))
+                vf__exec_fork_dead_returned();       /* exec.h */
             pushed = vf__running_now.family != NULL; /* (its first push) */
             vf__running_leave(&outer);
             if (rc != 0) {

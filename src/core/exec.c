@@ -589,8 +589,16 @@ static void finish(vf__op *op, vf__readylist *ready)
             return; /* as if in flight: its run goes on in the parent */
         vf__profiling_op_end(op);
     }
-    if (op->done != NULL)
+    if (op->done != NULL) {
         call_done(op);
+        /* A child forked from inside the `done`: its thread here must not
+         * finish the op (found by a reviewer: it hung on a var's lock). */
+        if (VF__UNLIKELY(atomic_load_explicit(&e->slow, memory_order_relaxed) &
+                         VF__SLOW_FORK_DEAD)) {
+            (void)fork_dead_run();
+            return;
+        }
+    }
     vf__exec_count_op(e, op);
     if (VF__UNLIKELY(def->async)) /* counted in at its push */
         atomic_fetch_sub_explicit(&e->async_unfinished, 1,

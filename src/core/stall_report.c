@@ -54,8 +54,8 @@ void vf__stall_write(const char *fmt, ...)
     if (len > 0 && line[len - 1] != '\n')
         line[len - 1] = '\n'; /* cut: still a line */
     struct pollfd p = {.fd = STDERR_FILENO, .events = POLLOUT};
-    if (poll(&p, 1, 0) != 1 || !(p.revents & POLLOUT))
-        return; /* full, closed or gone: this report is dropped */
+    if (poll(&p, 1, 0) != 1 || p.revents != POLLOUT)
+        return; /* full, closed, no reader (SIGPIPE): this report is dropped */
     ssize_t wrote = write(STDERR_FILENO, line, len);
     (void)wrote; /* nothing to do about a failed report */
 }

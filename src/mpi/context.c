@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cancel.h"
 #include "mpi/mpi_internal.h"
 
 #define MAX_ENGINES 64
@@ -345,7 +346,14 @@ VF_API int vf_mpi_create(vf_engine *e, MPI_Comm comm)
     return rc;
 }
 
+static int mpi_destroy(vf_engine *e, vf_error *err);
+
 VF_API int vf_mpi_destroy(vf_engine *e, vf_error *err)
+{
+    return VF__UNCANCELLED(mpi_destroy(e, err)); /* base/cancel.h */
+}
+
+static int mpi_destroy(vf_engine *e, vf_error *err)
 {
     vf__mpi *ctx = vf__mpi_of(e, "vf_mpi_destroy");
     if (ctx == NULL)

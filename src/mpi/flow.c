@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cancel.h"
 #include "mpi/mpi_internal.h"
 
 /* A variable an op names, once, as a write if any use writes. */
@@ -445,7 +446,14 @@ int vf__mpi_write_back(vf__mpi *ctx)
     return rc;
 }
 
+static int mpi_get(vf_engine *e, vf_var v, int rank, vf_error *err);
+
 VF_API int vf_mpi_get(vf_engine *e, vf_var v, int rank, vf_error *err)
+{
+    return VF__UNCANCELLED(mpi_get(e, v, rank, err)); /* base/cancel.h */
+}
+
+static int mpi_get(vf_engine *e, vf_var v, int rank, vf_error *err)
 {
     vf__mpi *ctx = vf__mpi_of(e, "vf_mpi_get");
     if (ctx == NULL)
@@ -530,11 +538,16 @@ int vf__mpi_wait(vf__mpi *ctx, vf_error *err, bool *refused)
                          a.err.op_name, a.failed_rank, a.err.message);
 }
 
-VF_API int vf_mpi_wait_all(vf_engine *e, vf_error *err)
+static int mpi_wait_all(vf_engine *e, vf_error *err)
 {
     vf__mpi *ctx = vf__mpi_of(e, "vf_mpi_wait_all");
     if (ctx == NULL)
         return VF_EINVAL;
     bool refused;
     return vf__mpi_wait(ctx, err, &refused);
+}
+
+VF_API int vf_mpi_wait_all(vf_engine *e, vf_error *err)
+{
+    return VF__UNCANCELLED(mpi_wait_all(e, err)); /* base/cancel.h */
 }
