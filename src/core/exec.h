@@ -92,9 +92,6 @@ void vf__exec_writes_skipped(vf__op *op, vf__failure *f);
  * a new failure record at its place. */
 void vf__exec_op_failed(vf__op *op, int code, const char *message);
 
-/* Call the op's sync function with `run`, as the op running on this
- * thread; a non-zero return fails the op. Inline: every user op's body
- * calls it (and a device op's, device_ops.c). */
 /* The function of an op a child was forked from inside returned in that
  * child (VF__HOOK_FORK_DEAD): a worker's thread ends here, before it
  * touches the op's family, vars or queue, whose locks a thread of the
@@ -102,6 +99,9 @@ void vf__exec_op_failed(vf__op *op, int code, const char *message);
  * reviewer); another thread goes on, and the op's finish does nothing. */
 void vf__exec_fork_dead_returned(void);
 
+/* Call the op's sync function with `run`, as the op running on this
+ * thread; a non-zero return fails the op. Inline: every user op's body
+ * calls it (and a device op's, device_ops.c). */
 static inline int vf__exec_call_fn(vf__op *op, vf_run *run)
 {
     run->message[0] = '\0';

@@ -83,10 +83,10 @@ struct vf__worker {
      * pusher so pays one compare-and-swap per op, not a lock round trip. */
     _Atomic(vf__op *) inbox;
     /* Ops on the inbox, where the pool counts them (count_inbox; relaxed,
-     * a hint: a drain may subtract before the push's add, so it may read
-     * below zero for an instant). A worker busy in a long op takes none,
-     * and its queue's length alone said the pusher was not ahead (found
-     * by a user tester checking run_at_push). */
+     * a hint: added before the ops go on, taken off after a drain took
+     * them, so it may read high for an instant, never low). A worker busy
+     * in a long op takes none, and its queue's length alone said the
+     * pusher was not ahead (found by a user tester checking run_at_push). */
     atomic_int inbox_len;
     /* Of them, those of a priority above 0 (the same counting; added
      * before the op is on the inbox, release): an inbox of priority-0 ops
