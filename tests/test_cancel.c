@@ -96,6 +96,14 @@ static void *block_in_call(void *arg)
 
 TEST_KIND_CASE(a_cancel_acts_after_a_blocking_call, k)
 {
+#if defined(TU_ASAN)
+    /* GCC 12's ASan leaves the frames a cancellation unwinds poisoned:
+     * the thread's end then reports a stack-buffer-underflow in its own
+     * sigaltstack call (seen in CI). A limit of the sanitizer; the plain
+     * and TSan builds run the case. */
+    TEST_SKIP("under ASan (a cancelled thread's unwound frames stay "
+              "poisoned)");
+#endif
     /* The engines with workers; the naive engine's calls block the same
      * way behind the held async op, through the same code. */
     if (!k->threaded)
