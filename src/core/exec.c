@@ -462,12 +462,16 @@ static bool run_body(vf__op *op, int worker)
         return true; /* its function never started */
     }
     /* In flight until vf_completion_finish. */
-    vf__async_started(&vf__op_engine(op)->async, op);
+    vf_engine *e = vf__op_engine(op);
+    vf__async_started(&e->async, op);
     vf__running outer;
     op->run = &run;
     vf__running_enter(&outer, op);
     op->async_fn(&run, op->arg, done);
-    if (VF__UNLIKELY(op->hooks & VF__HOOK_FORK_DEAD))
+    /* The op may be finished, even freed, by its completion already: the
+     * engine says whether this is a child forked from inside it. */
+    if (VF__UNLIKELY(atomic_load_explicit(&e->slow, memory_order_relaxed) &
+                     VF__SLOW_FORK_DEAD))
         vf__exec_fork_dead_returned();
     vf__running_leave(&outer);
     async_call_returned(op);
