@@ -297,26 +297,36 @@ void vf__pool_wake_tag(vf__pool *p, unsigned tag)
 
 /* --- placing and taking ------------------------------------------------ */
 
+/* Where the pool counts its inboxes (count_inbox: run_at_push), add
+ * (`sign` 1, before the chain goes on, release) or take off (-1, after a
+ * drain took it) the chain `op`.. in w's counts. Apart from the placing
+ * and draining loops, so a pool that does not count pays one test. */
+static void inbox_count(vf__worker *w, const vf__op *op, int sign)
+{
+    int n = 0, above0 = 0;
+    for (; op != NULL; op = op->next) {
+        n++;
+        above0 += op->priority > 0;
+    }
+    atomic_fetch_add_explicit(&w->inbox_len, sign * n, memory_order_relaxed);
+    atomic_fetch_add_explicit(&w->inbox_above0, sign * above0,
+                              memory_order_release);
+}
+
 /* Under w->qlock: move the inbox into the queue, oldest first. */
 static void drain_inbox(vf__worker *w)
 {
     vf__op *stack = atomic_exchange_explicit(&w->inbox, NULL,
                                              memory_order_acquire);
     vf__op *fifo = NULL;
-    int n = 0, above0 = 0;
     while (stack != NULL) { /* newest first: reverse */
         vf__op *next = stack->next;
         stack->next = fifo;
         fifo = stack;
         stack = next;
-        n++;
-        above0 += fifo->priority > 0;
     }
-    if (w->pool->count_inbox) {
-        atomic_fetch_sub_explicit(&w->inbox_len, n, memory_order_relaxed);
-        atomic_fetch_sub_explicit(&w->inbox_above0, above0,
-                                  memory_order_relaxed);
-    }
+    if (w->pool->count_inbox)
+        inbox_count(w, fifo, -1);
     while (fifo != NULL) {
         vf__op *next = fifo->next;
         queue_push(w, fifo);
@@ -332,20 +342,14 @@ static void drain_inbox(vf__worker *w)
 static void inbox_push_chain(vf__worker *w, vf__op *first)
 {
     vf__op *top = NULL, *op = first;
-    int n = 0, above0 = 0;
     while (op != NULL) {
         vf__op *next = op->next;
         op->next = top;
         top = op;
         op = next;
-        n++;
-        above0 += top->priority > 0;
     }
-    if (w->pool->count_inbox) { /* before it can be drained */
-        atomic_fetch_add_explicit(&w->inbox_len, n, memory_order_relaxed);
-        atomic_fetch_add_explicit(&w->inbox_above0, above0,
-                                  memory_order_release);
-    }
+    if (w->pool->count_inbox) /* before it can be drained */
+        inbox_count(w, top, 1);
     vf__op *head = atomic_load_explicit(&w->inbox, memory_order_relaxed);
     do {
         first->next = head;
