@@ -16,7 +16,6 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "base/alloc.h"
 #include "base/cancel.h"
@@ -45,30 +44,23 @@ static void uncount(vf_engine *e, uint64_t delta)
 /* A push blocked at the bound waits for ever if the ops in flight wait
  * for something only a later push would bring (an async op completed by
  * an op pushed after it, a program whose pushing thread also completes):
- * like destroy, it says so on stderr after a grace period, and again
- * periodically, naming the async ops in flight (the usual reason). */
+ * like destroy, it says so on stderr after the grace period, and again
+ * every period (stall_report.h), naming the async ops in flight (the
+ * usual reason). It looks for room at least this often (ms). */
 #define BLOCKED_LOOK_MS 500
-#define BLOCKED_REPORT_GRACE_MS 2000
-#define BLOCKED_REPORT_PERIOD_MS 10000
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void report_blocked(vf_engine *e, const char *who, int64_t waited_ms)
+static void report_blocked(vf_engine *e, vf__stall_report *r)
 {
     char ops[512];
     vf__async_describe(&e->async, ops, sizeof ops);
+    double waited_s = vf__stall_report_said(r);
     /* The count the bound holds, and every op not finished: ops held by
      * a stop are outside the bound (it printed the bound as the count in
      * flight, 2 where 1500 were pending: found by a user tester). */
     vf__stall_write(
         "varflow: %s has waited %.1f s for room under max_inflight %u "
         "(%u ops counted against it, %u not finished in all); %s\n",
-        who, (double)waited_ms / 1000.0, e->max_inflight,
+        r->who, waited_s, e->max_inflight,
         atomic_load_explicit(&e->counts.inflight, memory_order_relaxed),
         vf__counts_pending(vf__engine_counts(e)), ops);
 }
@@ -204,7 +196,7 @@ static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
      * batch this thread holds back. */
     if (e->run_at_push && !vf__bulk_maybe(e->bulk.size)) {
         bool room;
-        while (!(room = reserve(e)) && vf__exec_help_run(e))
+        while (!(room = reserve(e)) && vf__exec_help_run(e, NULL))
             ;
         if (room || reserve(e))
             return 0;
@@ -219,15 +211,16 @@ static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
     int cancel_state = vf__cancel_hold(); /* base/cancel.h */
     atomic_fetch_add(&e->nblocked, 1);
     pthread_mutex_lock(&e->waits.lock);
-    int64_t start_ms = now_ms(), next_report_ms = BLOCKED_REPORT_GRACE_MS;
+    vf__stall_report report;
+    vf__stall_report_start(&report, who);
     while (!reserve(e)) {
-        vf__deadline d = vf__deadline_in_ms(BLOCKED_LOOK_MS);
+        int64_t due_ms = vf__stall_report_due_in_ms(&report);
+        vf__deadline d = vf__deadline_in_ms(
+            due_ms < BLOCKED_LOOK_MS ? due_ms : BLOCKED_LOOK_MS);
         vf__cond_wait_until(&e->waits.cond, &e->waits.lock, &d);
-        int64_t waited_ms = now_ms() - start_ms;
-        if (waited_ms >= next_report_ms) {
-            next_report_ms = waited_ms + BLOCKED_REPORT_PERIOD_MS;
+        if (vf__stall_report_due_in_ms(&report) == 0) {
             pthread_mutex_unlock(&e->waits.lock);
-            report_blocked(e, who, waited_ms);
+            report_blocked(e, &report);
             pthread_mutex_lock(&e->waits.lock);
         }
     }

@@ -60,16 +60,21 @@ void vf__stall_write(const char *fmt, ...)
     (void)wrote; /* nothing to do about a failed report */
 }
 
-void vf__stall_report_say(vf__stall_report *r, vf_engine *e, const char *what)
+double vf__stall_report_said(vf__stall_report *r)
 {
     int64_t now = vf__stall_now_ms();
+    r->next_ms = now + atomic_load(&period_ms);
+    return (double)(now - r->start_ms) / 1000.0;
+}
+
+void vf__stall_report_say(vf__stall_report *r, vf_engine *e, const char *what)
+{
     char ops[512];
     vf__async_describe(&e->async, ops, sizeof ops);
-    vf__stall_write("varflow: %s has waited %.1f s for %s (%" PRIu32
-                    " ops pending); %s\n",
-                    r->who, (double)(now - r->start_ms) / 1000.0, what,
-                    vf__counts_pending(vf__engine_counts(e)), ops);
-    r->next_ms = now + atomic_load(&period_ms);
+    double waited_s = vf__stall_report_said(r);
+    vf__stall_write(
+        "varflow: %s has waited %.1f s for %s (%" PRIu32 " ops pending); %s\n",
+        r->who, waited_s, what, vf__counts_pending(vf__engine_counts(e)), ops);
 }
 
 void vf__stall_report_pace(vf__stall_report *r, vf_engine *e, const char *what)

@@ -1,7 +1,8 @@
 /*
  * stall_report.h: what a call that may wait for ever says while it waits.
- * A destroy, a stop and a fork's drain wait for every pushed op, and an
- * async op whose completion never comes keeps them waiting: each says so
+ * A destroy, a stop and a fork's drain wait for every pushed op, a push at
+ * the in-flight bound for room, and an async op whose completion never
+ * comes keeps them waiting: each says so
  * on stderr, first after a grace period, then every period, naming the
  * async ops in flight (name, place in push order, age). A stop and a fork
  * said nothing, and a fork from the thread that would complete such an op
@@ -39,6 +40,10 @@ void vf__stall_report_say(vf__stall_report *r, vf_engine *e, const char *what);
  * destroy_timed past its deadline, a stop and a push at the bound waiting
  * for ever after their ops were done (found by a user tester). */
 void vf__stall_write(const char *fmt, ...) VF_PRINTF_LIKE(1, 2);
+
+/* A report is said now (by the caller, in words of its own): the seconds
+ * waited since the start; the next one is due a period later. */
+double vf__stall_report_said(vf__stall_report *r);
 
 /* vf__stall_report_say if a report is due. */
 void vf__stall_report_pace(vf__stall_report *r, vf_engine *e, const char *what);
