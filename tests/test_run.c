@@ -200,6 +200,53 @@ TEST_CASE(help_on_wait)
     tu_gate_destroy(&h.gate);
 }
 
+/* A timed vf_engine_wait_all with help_on_wait stops at its deadline
+ * between the ops of a chain it runs: each op it ran made the next ready
+ * on its thread, and it ran all 20 before it looked at the time (found
+ * by a user tester: 2 s late for a 20 ms timeout). The pool's one worker
+ * is held, so every op that ran, ran on the waiting thread. */
+static int slow_op(vf_run *run, void *arg)
+{
+    counted_op(run, arg);
+    nanosleep(&(struct timespec){0, 20 * 1000000L}, NULL);
+    return 0;
+}
+
+TEST_CASE(help_on_wait_stops_at_its_deadline)
+{
+    static const vf_engine_type types[] = {VF_ENGINE_POOLED,
+                                           VF_ENGINE_PERDEVICE};
+    for (int t = 0; t < 2; t++) {
+        check_context_ = t == 0 ? "pooled" : "perdevice";
+        vf_engine *e = tu_engine(&(tu_kind){
+            .name = check_context_,
+            .cfg = {.type = types[t], .cpu_workers = 1, .help_on_wait = true}});
+        helped h;
+        memset(&h, 0, sizeof h);
+        tu_gate_init(&h.started);
+        tu_gate_init(&h.gate);
+        vf_var g = tu_var(e), chain = tu_var(e);
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = gate_op, .arg = &h, .writes = VF_VARS(g)}));
+        CHECK(tu_gate_wait(&h.started, 60)); /* the worker is held */
+        enum { N = 20 };
+        for (int i = 0; i < N; i++)
+            CHECK_OK(vf_engine_push(
+                e,
+                &(vf_op){.fn = slow_op, .arg = &h, .writes = VF_VARS(chain)}));
+        CHECK_EQ(vf_engine_wait_all_timed(e, 5, NULL), VF_ETIMEDOUT);
+        /* The op it began (none, on a slow machine that looked late). */
+        CHECK(atomic_load(&h.ran) <= 1);
+        CHECK_EQ(atomic_load(&h.on_helper), atomic_load(&h.ran));
+        tu_gate_open(&h.gate);
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        CHECK_EQ(atomic_load(&h.ran), N);
+        tu_finish_engine(e);
+        tu_gate_destroy(&h.started);
+        tu_gate_destroy(&h.gate);
+    }
+}
+
 typedef struct at_push {
     pthread_t pusher;
     atomic_int on_pusher, ran;

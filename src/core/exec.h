@@ -328,8 +328,10 @@ bool vf__exec_run_held(vf_engine *lender);
 /* A thread outside the engine's ops waiting for it (vf_engine_wait_all) runs a
  * queued op of the CPU pool itself, and then each op that one makes ready
  * on that pool, first of its list (a chain stays on this thread), instead
- * of sleeping beside busy workers. False when there was none to take. */
-bool vf__exec_help_run(vf_engine *e);
+ * of sleeping beside busy workers, until `until` passes (NULL: none): the
+ * op it would run next then goes to the pool. False when there was none
+ * to take. */
+bool vf__exec_help_run(vf_engine *e, const struct vf__deadline *until);
 
 /* Dispatch a replay's nodes made ready at its start (graph.c): each to its
  * home worker, where it has one; the rest as vf__exec_dispatch_ready. */

@@ -1784,7 +1784,7 @@ static int wait_idle(vf_engine *e, bool help, const vf__deadline *until)
         vf__bulk_flush_all(e);
         while (help && !(timed && vf__engine_has_devices(e)) &&
                vf__counts_pending(vf__engine_counts(e)) != 0 &&
-               !vf__deadline_passed(until) && vf__exec_help_run(e)) {
+               !vf__deadline_passed(until) && vf__exec_help_run(e, until)) {
         }
         bool late = false;
         /* A watcher before the sums below: the finisher of the last op
