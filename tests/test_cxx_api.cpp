@@ -569,6 +569,22 @@ TEST_KIND_CASE(timeout_conversion, k)
     CHECK_EQ(timeout_ms(fsec::min()), -1);
     CHECK_EQ(timeout_ms(fsec(-std::numeric_limits<double>::infinity())), -1);
     CHECK_EQ(timeout_ms(fsec(std::numeric_limits<double>::quiet_NaN())), -1);
+#if defined(__SIZEOF_INT128__)
+    // Counts wider than 64 bits (GCC's and Clang's __int128, an integral
+    // type in their gnu++ modes, which this test is built in): a count past
+    // 2^64 lost its high bits (2^64 ns + 50 ms gave 50 ms, 2^70 ps gave 0:
+    // found by a user tester).
+    __extension__ typedef __int128 i128;
+    __extension__ typedef unsigned __int128 u128;
+    using nano128 = duration<i128, std::nano>;
+    using upico128 = duration<u128, std::pico>;
+    CHECK_EQ(timeout_ms(nano128((i128(1) << 64) + 50000000)), 18446744073760LL);
+    CHECK_EQ(timeout_ms(upico128(u128(1) << 70)), 1180591620718LL);
+    CHECK_EQ(timeout_ms(nano128(1500000)), 2);
+    CHECK_EQ(timeout_ms(upico128(1)), 1);
+    CHECK_EQ(timeout_ms(nano128(-1)), -1);
+    CHECK_EQ(timeout_ms(duration<i128, std::milli>(i128(1) << 100)), most);
+#endif
 
     // And the waits themselves take them.
     varflow::engine eng(k.cfg);
