@@ -285,7 +285,8 @@ typedef struct vf_config {
                                             refused (VF_EINVAL). VF_PROFILE
                                             names it for every engine: each
                                             destroy replaces the file whole,
-                                            the last one stays */
+                                            the last one stays ("-": each
+                                            whole, in turn) */
     int profile_max_records VF_ZERO_;  /**< VF_PROFILE_MAX_RECORDS, else
                                             1048576: ops recorded per profile;
                                             later ones are counted as dropped */

@@ -1137,6 +1137,69 @@ TEST_CASE(engines_sharing_a_path)
     closedir(d);
 }
 
+/* Engines writing their profiles to standard output ("-") at once: each
+ * document comes out whole, one after the other. Written to the stream
+ * unlocked, the two traces interleaved mid-line at the stream's buffer
+ * boundaries (found by a user tester: 20 runs in 20). */
+TEST_CASE(engines_sharing_stdout)
+{
+    tu_phase_limit("engines sharing stdout", 60);
+    const char *out = path_in_dir("stdout.json");
+    for (int round = 0; round < 5; round++) {
+        tu_gate go;
+        tu_gate_init(&go);
+        shared_path_engine s[2];
+        pthread_t t[2];
+        const int ops[2] = {3000, 5000};
+        for (int i = 0; i < 2; i++) {
+            s[i].go = &go;
+            CHECK_OK(
+                vf_engine_create(&s[i].e, &(vf_config){.type = VF_ENGINE_POOLED,
+                                                       .cpu_workers = 1,
+                                                       .profile_path = "-"}));
+            REQUIRE(s[i].e != NULL);
+            vf_var v = tu_var(s[i].e);
+            push_n(s[i].e, v, ops[i], i == 0 ? "first" : "second");
+            CHECK_OK(vf_engine_wait_all(s[i].e, NULL));
+            t[i] = tu_thread_start(destroy_at_gate, &s[i]);
+        }
+        fflush(stdout);
+        int saved = dup(1), fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        REQUIRE(saved >= 0 && fd >= 0 && dup2(fd, 1) == 1);
+        close(fd);
+        tu_gate_open(&go);
+        for (int i = 0; i < 2; i++)
+            tu_thread_join(t[i]);
+        tu_gate_destroy(&go);
+        fflush(stdout);
+        REQUIRE(dup2(saved, 1) == 1);
+        close(saved);
+        char *text = tu_read_file(out);
+        REQUIRE(text != NULL);
+        /* Two documents, the second where the first ends; every line one
+         * of a trace's (an event, or the closing line). */
+        static const char head[] = "{\"displayTimeUnit\"";
+        const char *second = strstr(text + 1, head);
+        CHECK(strncmp(text, head, sizeof head - 1) == 0);
+        CHECK(second != NULL && second - text >= 3 &&
+              strncmp(second - 3, "}}\n", 3) == 0);
+        CHECK(second == NULL || strstr(second + 1, head) == NULL);
+        int bad_lines = 0;
+        for (const char *line = text; *line != '\0';) {
+            if (*line != '{' && *line != ']')
+                bad_lines++;
+            const char *nl = strchr(line, '\n');
+            line = nl != NULL ? nl + 1 : line + strlen(line);
+        }
+        if (bad_lines != 0)
+            CHECK_REPORT_("round %d: %d lines cut by another document", round,
+                          bad_lines);
+        CHECK(strstr(text, "\"records\":3000,") != NULL);
+        CHECK(strstr(text, "\"records\":5000,") != NULL);
+        free(text);
+    }
+}
+
 /* A profile written over an existing file keeps the file's mode, and a
  * file with another hard link is written in place, so both names see it
  * (the write replaces a regular file through a temporary file: the second

@@ -370,6 +370,13 @@ static int emit(const char *who, const vf_profile *p, const char *path,
         return vf__fail(VF_ESYSTEM, "%s: %s: %s", who, path,
                         strerror(open_err));
     FILE *f = out.f;
+    /* Standard output is one stream for the whole process: held for the
+     * whole document, so two engines' profiles written there at once (two
+     * destroys under VF_PROFILE=-) come out one after the other, each
+     * whole, not interleaved mid-line (found by a user tester), and so
+     * does the program's own stdio meanwhile. */
+    if (to_stdout)
+        flockfile(f);
     int rc;
     switch (format) {
     case VF_PROFILE_SUMMARY_TEXT:
@@ -390,6 +397,7 @@ static int emit(const char *who, const vf_profile *p, const char *path,
     if (to_stdout) {
         if (fflush(f) != 0 && err == 0)
             err = errno ? errno : EIO;
+        funlockfile(f);
     } else {
         err = out_close(path, &out, rc != 0 ? ENOMEM : err);
     }
