@@ -152,6 +152,28 @@ static double number(const cJSON *o, const char *key)
     return cJSON_IsNumber(v) ? v->valuedouble : -1e300;
 }
 
+/* The data object embedded in the report `html` (cut out of it in place),
+ * parsed; NULL (a check failed) when it is not valid JSON. *end (if not
+ * NULL) is where the data's element ends. */
+static cJSON *embedded_data(char *html, char **end_out)
+{
+    const char *open = "<script id=\"vf-data\" type=\"application/json\">";
+    char *data = strstr(html, open);
+    REQUIRE(data != NULL);
+    data += strlen(open);
+    char *end = strstr(data, "</script>");
+    REQUIRE(end != NULL);
+    *end = '\0';
+    if (end_out != NULL)
+        *end_out = end;
+    const char *stop = data;
+    cJSON *doc = cJSON_ParseWithOpts(data, &stop, 1);
+    if (doc == NULL)
+        CHECK_REPORT_("embedded data: invalid JSON at byte %zu",
+                      (size_t)(stop - data));
+    return doc;
+}
+
 /* Checks that need no browser. */
 static void check_file(const char *path, const vf_profile *p)
 {
@@ -161,18 +183,8 @@ static void check_file(const char *path, const vf_profile *p)
     CHECK(strstr(html, "http:") == NULL && strstr(html, "https:") == NULL);
     CHECK(strstr(html, "src=") == NULL && strstr(html, "<link") == NULL);
     CHECK_EQ(count(html, "</script>"), 2); /* data + script, no more */
-    const char *open = "<script id=\"vf-data\" type=\"application/json\">";
-    char *data = strstr(html, open);
-    REQUIRE(data != NULL);
-    data += strlen(open);
-    char *end = strstr(data, "</script>");
-    REQUIRE(end != NULL);
-    *end = '\0';
-    const char *stop = data;
-    cJSON *doc = cJSON_ParseWithOpts(data, &stop, 1);
-    if (doc == NULL)
-        CHECK_REPORT_("embedded data: invalid JSON at byte %zu",
-                      (size_t)(stop - data));
+    char *end;
+    cJSON *doc = embedded_data(html, &end);
     REQUIRE(doc != NULL);
     const cJSON *ops = cJSON_GetObjectItemCaseSensitive(doc, "ops");
     CHECK(cJSON_IsArray(ops) &&
@@ -370,6 +382,60 @@ static int inline_ops(const vf_profile *p)
     for (size_t i = 0; i < vf_profile_count(p); i++)
         n += vf_profile_at(p, i)->worker < 0;
     return n;
+}
+
+/* The report's work (data "busy") is the text summary's busy time: each
+ * worker's time once, async ops' waits for their completions not at all.
+ * Three async ops in flight at once for 30 ms, completed by this thread:
+ * summed end - start, the page showed about 3 ops running on 2 workers
+ * (5.6 in a user tester's program with nested waits). */
+static vf_completion held[3];
+
+static void hold_fn(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    held[(intptr_t)arg] = done;
+}
+
+TEST_CASE(work_as_the_summary_counts_it)
+{
+    vf_engine *e = tu_engine(&tu_kinds[2]); /* pooled, 2 workers */
+    CHECK_OK(vf_profile_start(e));
+    for (intptr_t i = 0; i < 3; i++) {
+        vf_var v = tu_var(e);
+        CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = hold_fn,
+                                            .arg = (void *)i,
+                                            .writes = VF_VARS(v),
+                                            .name = "held"}));
+    }
+    CHECK_EQ(vf_engine_wait_all_timed(e, 30, NULL), VF_ETIMEDOUT);
+    for (int i = 0; i < 3; i++)
+        CHECK_OK(vf_completion_finish(held[i], 0, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    vf_profile *p = NULL;
+    CHECK_OK(vf_profile_take(e, &p));
+    REQUIRE(p != NULL);
+    CHECK_OK(vf_engine_destroy(e));
+    char html_path[600], json_path[600];
+    snprintf(html_path, sizeof html_path, "%s/work.html", dir);
+    snprintf(json_path, sizeof json_path, "%s/work.json", dir);
+    CHECK_OK(vf_profile_write(p, html_path, VF_PROFILE_HTML));
+    CHECK_OK(vf_profile_summary_write(p, json_path, VF_PROFILE_SUMMARY_JSON,
+                                      VF_PROFILE_SORT_TOTAL));
+    char *html = read_all(html_path), *json = read_all(json_path);
+    REQUIRE(html != NULL && json != NULL);
+    cJSON *data = embedded_data(html, NULL), *summary = cJSON_Parse(json);
+    REQUIRE(data != NULL && summary != NULL);
+    double busy = number(data, "busy"), span = number(data, "span");
+    CHECK_EQ(busy, number(summary, "busy_ns"));
+    CHECK(busy <= 2 * span); /* no more than the 2 workers could run */
+    CHECK(number(data, "async") >= 3 * 30e6 * 0.9); /* beside it */
+    CHECK_EQ(number(data, "device_beyond"), 0);
+    cJSON_Delete(data);
+    cJSON_Delete(summary);
+    free(html);
+    free(json);
+    vf_profile_destroy(p);
 }
 
 TEST_CASE(report_file)
