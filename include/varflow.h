@@ -254,12 +254,13 @@ typedef enum vf_engine_type {
 /**
  * Engine configuration. Zero means default; a default is taken from the
  * environment variable named beside the field when it is set (an empty one
- * counts as unset), otherwise from the value given. The struct always wins
- * over the environment. A count from the environment must be decimal digits
- * only (no sign, space, suffix or base prefix) within the field's range, a
- * flag 0 or 1, an engine type one of the names beside `type` exactly (lower
- * case: "POOLED" is refused); vf_engine_create() refuses anything else
- * (VF_EINVAL, the detail naming the variable and its value).
+ * counts as unset), otherwise from the value given, unless `ignore_env`
+ * says not to read the environment at all. The struct always wins over the
+ * environment where it sets a field. A count from the environment must be
+ * decimal digits only (no sign, space, suffix or base prefix) within the
+ * field's range, a flag 0 or 1, an engine type one of the names beside `type`
+ * exactly (lower case: "POOLED" is refused); vf_engine_create() refuses
+ * anything else (VF_EINVAL, the detail naming the variable and its value).
  */
 typedef struct vf_config {
     vf_engine_type type VF_ZERO_;      /**< VF_ENGINE_TYPE=naive|pooled|
@@ -408,6 +409,15 @@ typedef struct vf_config {
                                             op that waits for something its
                                             pusher does after the push never
                                             ends */
+    bool ignore_env VF_ZERO_;          /**< true: no VF_* variable is read
+                                            for this engine; every field left
+                                            0 takes the default given beside
+                                            it. For code whose ops rely on a
+                                            setting (run_at_push off, no
+                                            in-flight bound, no profile):
+                                            a field of 0 cannot say "off"
+                                            against VF_RUN_AT_PUSH=1 or
+                                            VF_MAX_INFLIGHT=1 */
 } vf_config;
 
 /**

@@ -441,6 +441,126 @@ TEST_CASE(config)
     (void)e;
 }
 
+/* config.ignore_env: no VF_* variable is read. Each variable the engine
+ * reads, set to a value it refuses, fails a create alone; with ignore_env
+ * none does. Then the settings a program's ops may rely on: with
+ * VF_MAX_INFLIGHT=1 and VF_RUN_AT_PUSH=1 in the environment, an engine
+ * that ignores it has no in-flight bound and runs no op on the pushing
+ * thread (a field of 0 cannot say "off" against them: found by a user
+ * tester whose op waiting for its pusher then hung). */
+static const char *const every_var[] = {
+    "VF_BULK_SIZE",
+    "VF_CPU_AFFINITY",
+    "VF_CPU_PRIORITY_NTHREADS",
+    "VF_CPU_WORKER_NTHREADS",
+    "VF_DEVICE_SYNC",
+    "VF_EMULATED_GRAPH_LAUNCH_NS",
+    "VF_EMULATED_GRAPH_NODE_NS",
+    "VF_EMULATED_HOSTFN_NS",
+    "VF_EMULATED_LATENCY_US",
+    "VF_EMULATED_LAUNCH_NS",
+    "VF_EMULATED_MB_PER_S",
+    "VF_EMULATED_QUERY_NS",
+    "VF_EMULATED_RECORD_NS",
+    "VF_EMULATED_WAIT_NS",
+    "VF_ENGINE_INFO",
+    "VF_ENGINE_TYPE",
+    "VF_FORK_CHILD_NTHREADS",
+    "VF_GPU_COPY_NTHREADS",
+    "VF_GPU_PRIORITY_NTHREADS",
+    "VF_GPU_WORKER_NTHREADS",
+    "VF_HELP_ON_WAIT",
+    "VF_IDLE_SPIN_US",
+    "VF_MAX_INFLIGHT",
+    "VF_PROFILE",
+    "VF_PROFILE_MAX_RECORDS",
+    "VF_RUN_AT_PUSH",
+    "VF_WORKER_STACK_KIB",
+};
+#define NVARS ((int)(sizeof every_var / sizeof every_var[0]))
+
+static vf_completion ignore_held;
+
+static void ignore_hold(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    (void)arg;
+    ignore_held = done;
+}
+
+static int note_worker(vf_run *run, void *arg)
+{
+    *(int *)arg = vf_run_worker(run);
+    return 0;
+}
+
+TEST_CASE(ignore_env)
+{
+    clear_env();
+    for (int i = 0; i < NVARS; i++) {
+        check_context_ = every_var[i];
+        setenv(every_var[i],
+               strcmp(every_var[i], "VF_PROFILE") == 0 ? "/no-such-dir/p.json"
+                                                       : "x",
+               1);
+        vf_engine *e = NULL;
+        CHECK_ERR(vf_engine_create(&e, NULL), VF_EINVAL);
+        CHECK(strstr(vf_error_detail(), every_var[i]) != NULL);
+        CHECK_OK(vf_engine_create(&e, &(vf_config){.ignore_env = true}));
+        REQUIRE(e != NULL);
+        CHECK_EQ(vf_engine_type_of(e), VF_ENGINE_PERDEVICE);
+        CHECK_OK(vf_engine_destroy(e));
+        unsetenv(every_var[i]);
+    }
+    check_context_ = "settings";
+    setenv("VF_MAX_INFLIGHT", "1", 1);
+    setenv("VF_RUN_AT_PUSH", "1", 1);
+    setenv("VF_ENGINE_TYPE", "naive", 1);
+    vf_engine *e = NULL;
+    CHECK_OK(vf_engine_create(
+        &e, &(vf_config){.cpu_workers = 1, .ignore_env = true}));
+    REQUIRE(e != NULL);
+    CHECK_EQ(vf_engine_type_of(e), VF_ENGINE_PERDEVICE);
+    vf_var held = tu_var(e), v = tu_var(e);
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.async_fn = ignore_hold, .writes = VF_VARS(held)}));
+    int worker[3] = {-2, -2, -2};
+    for (int i = 0; i < 3; i++) /* no bound: none refused */
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = note_worker,
+                                            .arg = &worker[i],
+                                            .writes = VF_VARS(v),
+                                            .nonblocking = true}));
+    CHECK_OK(vf_var_wait(e, v, NULL));
+    for (int i = 0; i < 3; i++)
+        CHECK(worker[i] >= 0); /* on the worker, never the pusher */
+    CHECK_OK(vf_completion_finish(ignore_held, 0, NULL));
+    CHECK_OK(vf_engine_destroy(e));
+    /* Read, they bound it and run at the push. */
+    CHECK_OK(vf_engine_create(
+        &e, &(vf_config){.type = VF_ENGINE_PERDEVICE, .cpu_workers = 1}));
+    REQUIRE(e != NULL);
+    held = tu_var(e);
+    v = tu_var(e);
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.async_fn = ignore_hold, .writes = VF_VARS(held)}));
+    CHECK_ERR(vf_engine_push(e, &(vf_op){.fn = note_worker,
+                                         .arg = &worker[0],
+                                         .writes = VF_VARS(v),
+                                         .nonblocking = true}),
+              VF_EAGAIN);
+    CHECK_OK(vf_completion_finish(ignore_held, 0, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_OK(vf_engine_push(
+        e,
+        &(vf_op){.fn = note_worker, .arg = &worker[0], .writes = VF_VARS(v)}));
+    CHECK_EQ(worker[0], -1); /* ready at its push, on a pool of one */
+    CHECK_OK(vf_engine_destroy(e));
+    clear_env();
+    unsetenv("VF_MAX_INFLIGHT");
+    unsetenv("VF_RUN_AT_PUSH");
+    check_context_ = NULL;
+}
+
 /* Each op notes its worker and its thread's CPU mask (one CPU: that
  * CPU; several: -1). */
 typedef struct pin_seen {

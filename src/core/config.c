@@ -54,10 +54,11 @@ static long long parse_count(const char *s, int max)
     return n;
 }
 
-/* A count: the struct's `field` when non-zero, else the variable's, else
- * `fallback`. The field must be in min..max; the variable too, or 0 where
- * `var_zero` says it means "none" there (no bulking, no spinning, no
- * latency, no bandwidth limit), which a field of 0 cannot say. */
+/* A count: the struct's `field` when non-zero, else the variable's (none
+ * when `var` is NULL: config.ignore_env), else `fallback`. The field must
+ * be in min..max; the variable too, or 0 where `var_zero` says it means
+ * "none" there (no bulking, no spinning, no latency, no bandwidth limit),
+ * which a field of 0 cannot say. */
 static int count_setting(int field, const char *field_name, const char *var,
                          int min, int max, bool var_zero, int fallback,
                          int *out)
@@ -71,7 +72,7 @@ static int count_setting(int field, const char *field_name, const char *var,
         *out = field;
         return 0;
     }
-    const char *s = getenv(var);
+    const char *s = var != NULL ? getenv(var) : NULL;
     if (s == NULL || *s == '\0') {
         *out = fallback;
         return 0;
@@ -143,10 +144,11 @@ static int cpu_affinity_setting(const char *spec, const char *setting,
                     setting, spec, CPU_SETSIZE);
 }
 
-/* A boolean variable: unset, empty or 0 is false, 1 is true. */
+/* A boolean variable: unset, empty or 0 is false, 1 is true (NULL: no
+ * variable, config.ignore_env). */
 static int flag_setting(const char *var, bool *out)
 {
-    const char *s = getenv(var);
+    const char *s = var != NULL ? getenv(var) : NULL;
     if (s == NULL || *s == '\0' || strcmp(s, "0") == 0) {
         *out = false;
         return 0;
@@ -236,7 +238,7 @@ static int profile_path_check(const char *path, const char *setting)
                     setting, path, what, why);
 }
 
-static int engine_type(vf_engine_type field, vf_engine_type *out)
+static int engine_type(vf_engine_type field, bool use_env, vf_engine_type *out)
 {
     if (field < VF_ENGINE_DEFAULT || field > VF_ENGINE_PERDEVICE)
         return vf__fail(VF_EINVAL,
@@ -247,7 +249,7 @@ static int engine_type(vf_engine_type field, vf_engine_type *out)
         *out = field;
         return 0;
     }
-    const char *s = getenv("VF_ENGINE_TYPE");
+    const char *s = use_env ? getenv("VF_ENGINE_TYPE") : NULL;
     if (s == NULL || *s == '\0')
         *out = VF_ENGINE_PERDEVICE;
     else if ((*out = vf__engine_type_parse(s)) == VF_ENGINE_INVALID)
@@ -266,28 +268,33 @@ int vf__config_resolve(const vf_config *config, vf__settings *out)
     if (config == NULL)
         config = &defaults;
     int cores = online_cores();
-    int rc = engine_type(config->type, &out->type);
+    /* Each variable's name, or NULL where the struct says the environment
+     * is not to be read (config.ignore_env). */
+    bool env = !config->ignore_env;
+#define VAR(name) (env ? (name) : NULL)
+    int rc = engine_type(config->type, env, &out->type);
     if (rc == 0)
         rc = count_setting(config->cpu_workers, "cpu_workers",
-                           "VF_CPU_WORKER_NTHREADS", 1, VF__MAX_WORKERS, false,
-                           cores, &out->cpu_workers);
+                           VAR("VF_CPU_WORKER_NTHREADS"), 1, VF__MAX_WORKERS,
+                           false, cores, &out->cpu_workers);
     if (rc == 0)
         rc = count_setting(config->cpu_priority_workers, "cpu_priority_workers",
-                           "VF_CPU_PRIORITY_NTHREADS", 1, VF__MAX_WORKERS,
+                           VAR("VF_CPU_PRIORITY_NTHREADS"), 1, VF__MAX_WORKERS,
                            false, cores < 4 ? cores : 4,
                            &out->cpu_priority_workers);
     int inflight = 0;
     if (rc == 0)
         rc = count_setting(config->max_inflight, "max_inflight",
-                           "VF_MAX_INFLIGHT", 1, INT_MAX, false, 0, &inflight);
+                           VAR("VF_MAX_INFLIGHT"), 1, INT_MAX, false, 0,
+                           &inflight);
     out->max_inflight = (uint32_t)inflight;
     if (rc == 0)
         rc = count_setting(config->profile_max_records, "profile_max_records",
-                           "VF_PROFILE_MAX_RECORDS", 1, INT_MAX, false, 1 << 20,
-                           &out->profile_max_records);
+                           VAR("VF_PROFILE_MAX_RECORDS"), 1, INT_MAX, false,
+                           1 << 20, &out->profile_max_records);
     out->profile_path = config->profile_path;
     if (out->profile_path == NULL) {
-        const char *s = getenv("VF_PROFILE");
+        const char *s = env ? getenv("VF_PROFILE") : NULL;
         out->profile_path = s && *s ? s : NULL;
     }
     if (rc == 0 && out->profile_path != NULL)
@@ -297,54 +304,54 @@ int vf__config_resolve(const vf_config *config, vf__settings *out)
                                     : "VF_PROFILE=");
     out->engine_info = config->engine_info;
     if (rc == 0 && !out->engine_info)
-        rc = flag_setting("VF_ENGINE_INFO", &out->engine_info);
+        rc = flag_setting(VAR("VF_ENGINE_INFO"), &out->engine_info);
     if (rc == 0)
         rc = count_setting(config->gpu_workers, "gpu_workers",
-                           "VF_GPU_WORKER_NTHREADS", 1, VF__MAX_WORKERS, false,
-                           2, &out->gpu_workers);
+                           VAR("VF_GPU_WORKER_NTHREADS"), 1, VF__MAX_WORKERS,
+                           false, 2, &out->gpu_workers);
     if (rc == 0)
         rc = count_setting(config->gpu_copy_workers, "gpu_copy_workers",
-                           "VF_GPU_COPY_NTHREADS", 1, VF__MAX_WORKERS, false, 2,
-                           &out->gpu_copy_workers);
+                           VAR("VF_GPU_COPY_NTHREADS"), 1, VF__MAX_WORKERS,
+                           false, 2, &out->gpu_copy_workers);
     if (rc == 0)
         rc = count_setting(config->gpu_priority_workers, "gpu_priority_workers",
-                           "VF_GPU_PRIORITY_NTHREADS", 1, VF__MAX_WORKERS,
+                           VAR("VF_GPU_PRIORITY_NTHREADS"), 1, VF__MAX_WORKERS,
                            false, 2, &out->gpu_priority_workers);
     out->device_sync = config->device_sync;
     if (rc == 0 && !out->device_sync)
-        rc = flag_setting("VF_DEVICE_SYNC", &out->device_sync);
+        rc = flag_setting(VAR("VF_DEVICE_SYNC"), &out->device_sync);
     /* The emulated device's slowness: 0 is a valid setting here (none),
      * so "unset" is the only default. */
     int latency_us = 0, mb_per_s = 0;
     if (rc == 0)
         rc = count_setting(config->emulated_latency_us, "emulated_latency_us",
-                           "VF_EMULATED_LATENCY_US", 1, 10000000, true, 0,
+                           VAR("VF_EMULATED_LATENCY_US"), 1, 10000000, true, 0,
                            &latency_us);
     if (rc == 0)
         rc = count_setting(config->emulated_mb_per_s, "emulated_mb_per_s",
-                           "VF_EMULATED_MB_PER_S", 1, 1000000000, true, 0,
+                           VAR("VF_EMULATED_MB_PER_S"), 1, 1000000000, true, 0,
                            &mb_per_s);
     if (rc == 0)
-        rc = vf__emulated_costs_read(&out->emulated_costs);
+        rc = vf__emulated_costs_read(&out->emulated_costs, env);
     if (rc == 0)
         rc = count_setting(config->fork_child_workers, "fork_child_workers",
-                           "VF_FORK_CHILD_NTHREADS", 1, VF__MAX_WORKERS, false,
-                           1, &out->fork_child_workers);
+                           VAR("VF_FORK_CHILD_NTHREADS"), 1, VF__MAX_WORKERS,
+                           false, 1, &out->fork_child_workers);
     out->help_on_wait = config->help_on_wait;
     if (rc == 0 && !out->help_on_wait)
-        rc = flag_setting("VF_HELP_ON_WAIT", &out->help_on_wait);
+        rc = flag_setting(VAR("VF_HELP_ON_WAIT"), &out->help_on_wait);
     out->run_at_push = config->run_at_push;
     if (rc == 0 && !out->run_at_push)
-        rc = flag_setting("VF_RUN_AT_PUSH", &out->run_at_push);
+        rc = flag_setting(VAR("VF_RUN_AT_PUSH"), &out->run_at_push);
     /* Bulking: VF_BULK_SIZE=0 says "off" in so many words. */
     out->bulk_size = 0;
     if (rc == 0)
-        rc = count_setting(config->bulk_size, "bulk_size", "VF_BULK_SIZE", 1,
-                           VF__BULK_MAX, true, 0, &out->bulk_size);
+        rc = count_setting(config->bulk_size, "bulk_size", VAR("VF_BULK_SIZE"),
+                           1, VF__BULK_MAX, true, 0, &out->bulk_size);
     out->worker_stack_kib = 0;
     if (rc == 0)
         rc = count_setting(config->worker_stack_kib, "worker_stack_kib",
-                           "VF_WORKER_STACK_KIB", VF__MIN_WORKER_STACK_KIB,
+                           VAR("VF_WORKER_STACK_KIB"), VF__MIN_WORKER_STACK_KIB,
                            VF__MAX_WORKER_STACK_KIB, false, 0,
                            &out->worker_stack_kib);
     /* Idle spinning: -1 in the struct, 0 in the environment, is none. */
@@ -357,13 +364,13 @@ int vf__config_resolve(const vf_config *config, vf__settings *out)
                       config->idle_spin_us, VF__MAX_IDLE_SPIN_US);
     if (rc == 0 && config->idle_spin_us != -1)
         rc = count_setting(config->idle_spin_us, "idle_spin_us",
-                           "VF_IDLE_SPIN_US", 1, VF__MAX_IDLE_SPIN_US, true,
-                           VF__IDLE_SPIN_DEFAULT_US, &out->idle_spin_us);
+                           VAR("VF_IDLE_SPIN_US"), 1, VF__MAX_IDLE_SPIN_US,
+                           true, VF__IDLE_SPIN_DEFAULT_US, &out->idle_spin_us);
     /* Pinning: the struct's string, else the environment's. */
     const char *affinity = config->cpu_affinity;
     const char *affinity_from = "config.cpu_affinity = ";
     if (affinity == NULL) {
-        affinity = getenv("VF_CPU_AFFINITY");
+        affinity = env ? getenv("VF_CPU_AFFINITY") : NULL;
         affinity_from = "VF_CPU_AFFINITY=";
         if (affinity != NULL && *affinity == '\0')
             affinity = NULL;
@@ -376,4 +383,5 @@ int vf__config_resolve(const vf_config *config, vf__settings *out)
     out->emulated_latency_ns = (uint64_t)latency_us * 1000u;
     out->emulated_bytes_per_sec = (uint64_t)mb_per_s * 1000000u;
     return rc;
+#undef VAR
 }

@@ -210,8 +210,9 @@ const vf__device_class *vf__device_class_of(vf_device_type type);
  * and its value. vf_engine_create reads them, once: a bad value is refused
  * at create, as every other VF_* setting is, and the engine's streams all
  * run at the costs it read (not at what the environment says when each is
- * made: found by a user setting one after create). */
-int vf__emulated_costs_read(vf__emulated_costs *out);
+ * made: found by a user setting one after create). With `use_env` false
+ * (config.ignore_env) the built-in costs, whatever the environment says. */
+int vf__emulated_costs_read(vf__emulated_costs *out, bool use_env);
 
 /* The emulated device's streams and events not yet freed, process-wide:
  * how the unit tests see that a forked child frees the parent's. */

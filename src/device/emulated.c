@@ -201,13 +201,13 @@ static void spin_ns(uint64_t ns)
     }
 }
 
-int vf__emulated_costs_read(vf__emulated_costs *out)
+int vf__emulated_costs_read(vf__emulated_costs *out, bool use_env)
 {
     for (size_t i = 0; i < sizeof cost_settings / sizeof cost_settings[0];
          i++) {
         const struct cost_setting *c = &cost_settings[i];
         uint64_t *slot = (uint64_t *)(void *)((char *)out + c->offset);
-        const char *v = getenv(c->env);
+        const char *v = use_env ? getenv(c->env) : NULL;
         *slot = c->fallback;
         if (v == NULL || *v == '\0')
             continue; /* empty counts as unset, as the engine's do */
@@ -617,7 +617,7 @@ static int stream_create(int id, const vf__device_params *params,
     if (params != NULL)
         s->params = *params;
     else
-        rc = vf__emulated_costs_read(&s->params.costs);
+        rc = vf__emulated_costs_read(&s->params.costs, true);
     if (rc != 0) {
         free(s);
         return rc;

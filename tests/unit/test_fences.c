@@ -46,7 +46,7 @@ static void rig_init(rig *r)
     r->cls = vf__device_class_of(VF_DEVICE_EMULATED);
     REQUIRE(r->cls != NULL);
     vf__device_params params = {.latency_ns = 0};
-    REQUIRE(vf__emulated_costs_read(&params.costs) == 0);
+    REQUIRE(vf__emulated_costs_read(&params.costs, true) == 0);
     REQUIRE(r->cls->stream_create(0, &params, &r->s) == 0);
     tu_gate_init(&r->gate);
     REQUIRE(vf__failure_log_init(&r->log) == 0);
