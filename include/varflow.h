@@ -560,9 +560,10 @@ VF_API vf_engine_type vf_engine_type_of(const vf_engine *e);
 VF_API const char *vf_engine_type_name(vf_engine_type type);
 
 /** Worker threads of the engine's pools in total, CPU and device (0 for the
- * naive engine): the number it was made with, also while it is stopped
+ * naive engine): the number it has, also while it is stopped
  * (vf_engine_stop() joined them; vf_engine_start() starts as many again).
- * Spare threads a pool lends to waits inside ops are not counted. */
+ * A device's pools come with its first op, and count from then on. Spare
+ * threads a pool lends to waits inside ops are not counted. */
 VF_API int vf_engine_num_workers(const vf_engine *e);
 
 /** Counts of what happened to pushed ops, for accounting. */
@@ -965,7 +966,8 @@ VF_API int vf_completion_finish(vf_completion done, int status,
  * Finish an async op whose result is a failure that happened elsewhere (in
  * another process, say): the op counts as skipped (its `done` gets
  * VF_ESKIPPED), the ops that depend on it are skipped, and the waits report
- * `cause` (its code, op name and message) as if that op had failed here.
+ * `cause` (its code, op name and message) as if that op had failed here;
+ * an empty op name there is this op's.
  * VF_EINVAL when `cause` is NULL or its code is 0; VF_EALREADY as
  * vf_completion_finish().
  */
@@ -1078,7 +1080,8 @@ VF_API void *vf_run_stream(const vf_run *run);
  * the work, and its waits are refused (VF_EDEADLK) as the work's own are,
  * where the other engines' return 0; push such ops from the device op's
  * function instead, or use another engine kind.
- * VF_EINVAL outside a device op, VF_ENOMEM, VF_EDEVICE.
+ * VF_EINVAL outside a device op, VF_ENOMEM, VF_EDEVICE; a refusal's
+ * detail is also the op's error message, unless the op set one.
  */
 VF_API int vf_run_submit(vf_run *run, vf_device_fn fn, void *arg, size_t bytes);
 
@@ -1124,7 +1127,9 @@ typedef struct vf_operator vf_operator;
 
 /** Create an operator from an op description (its `priority` field is not
  * used: each push gives one). The name is copied; `done` runs once per
- * pushed run. Errors as vf_engine_push(). */
+ * pushed run. Errors as vf_engine_push(); from inside an op pushed before
+ * the delete of a var it names, made (its pushes from there go ahead of
+ * the delete, as the op's other children do). */
 VF_API int vf_operator_create(vf_engine *e, const vf_op *def,
                               vf_operator **out);
 

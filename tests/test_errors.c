@@ -284,6 +284,49 @@ TEST_KIND_CASE(wait_failure_detail, k)
     tu_finish_engine(e);
 }
 
+/* An op that returns what vf_run_submit refused it with, having said
+ * nothing itself: the wait's message is the refusal's detail (it was
+ * empty, the detail ending in ": "; found by a user tester). A CPU op (no
+ * stream) and a device op (no function). */
+static int no_work(void *arg)
+{
+    (void)arg;
+    return 0;
+}
+
+/* arg non-NULL: a CPU op's submit of real work; NULL: no function. */
+static int submit_and_return(vf_run *run, void *arg)
+{
+    return vf_run_submit(run, arg != NULL ? no_work : NULL, NULL, 0);
+}
+
+TEST_KIND_CASE(submit_refusal_is_the_message, k)
+{
+    vf_engine *e = tu_engine(k);
+    for (int device = 0; device < 2; device++) {
+        check_context_ = device ? "device op" : "CPU op";
+        vf_var x = tu_var(e);
+        vf_op op = {.fn = submit_and_return,
+                    .arg = device ? NULL : e,
+                    .writes = VF_VARS(x)};
+        if (device)
+            op.device = (vf_device){VF_DEVICE_EMULATED, 0};
+        CHECK_OK(vf_engine_push(e, &op));
+        vf_error err;
+        memset(&err, 0, sizeof err);
+        CHECK_ERR(vf_var_wait(e, x, &err), VF_EOPFAILED);
+        CHECK_EQ(err.code, VF_EINVAL);
+        if (strstr(err.message, "vf_run_submit: ") != NULL)
+            CHECK(strstr(err.message,
+                         device ? "fn is NULL" : "is not a device op") != NULL);
+        else
+            CHECK_REPORT_("message '%s' is not the refusal's", err.message);
+        CHECK_OK(vf_engine_wait_all(e, NULL)); /* reported once */
+    }
+    check_context_ = NULL;
+    tu_finish_engine(e);
+}
+
 /* Stats count exactly. */
 TEST_KIND_CASE(stats, k)
 {

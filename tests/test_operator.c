@@ -467,4 +467,71 @@ TEST_KIND_CASE(push_on_a_handle_a_create_took_over, k)
     tu_finish_engine(r.e);
 }
 
+/* An operator made inside an op pushed before its var's delete, the delete
+ * pushed meanwhile: made, as the naive engine makes it (it runs the op
+ * inside its push, before the delete), and its push from there, like the
+ * op's other children, runs before the delete; pushed from outside after
+ * the delete, refused. The pooled engines refused the create with
+ * VF_ESTALE (found by a user tester porting MXNet code). */
+typedef struct before_delete {
+    vf_var v;
+    tu_gate go;
+    bool gated;
+    atomic_int runs, runs_at_free;
+    int create_rc, push_rc;
+    vf_operator *made;
+} before_delete;
+
+static int count_child(vf_run *run, void *arg)
+{
+    (void)run;
+    atomic_fetch_add(&((before_delete *)arg)->runs, 1);
+    return 0;
+}
+
+static int make_and_push(vf_run *run, void *arg)
+{
+    before_delete *b = arg;
+    if (b->gated)
+        tu_gate_wait(&b->go, 60); /* the delete is pushed by now */
+    vf_engine *e = vf_run_engine(run);
+    b->create_rc = vf_operator_create(
+        e, &(vf_op){.fn = count_child, .arg = b, .writes = VF_VARS(b->v)},
+        &b->made);
+    if (b->create_rc == 0)
+        b->push_rc = vf_operator_push(e, b->made, 0);
+    return 0;
+}
+
+static void note_free(void *arg)
+{
+    before_delete *b = arg;
+    atomic_store(&b->runs_at_free, atomic_load(&b->runs));
+}
+
+TEST_KIND_CASE(made_inside_an_op_before_a_delete, k)
+{
+    vf_engine *e = tu_engine(k);
+    before_delete b;
+    memset(&b, 0, sizeof b);
+    tu_gate_init(&b.go);
+    b.gated = k->threaded;
+    b.v = tu_var(e);
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = make_and_push, .arg = &b, .writes = VF_VARS(b.v)}));
+    CHECK_OK(vf_var_destroy(e, b.v, note_free, &b));
+    tu_gate_open(&b.go);
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_OK(b.create_rc);
+    CHECK_OK(b.push_rc);
+    CHECK_EQ(atomic_load(&b.runs), 1);
+    CHECK_EQ(atomic_load(&b.runs_at_free), 1); /* before the delete */
+    if (b.create_rc == 0) {
+        CHECK_ERR(vf_operator_push(e, b.made, 0), VF_ESTALE);
+        CHECK_OK(vf_operator_destroy(e, b.made));
+    }
+    tu_gate_destroy(&b.go);
+    tu_finish_engine(e);
+}
+
 TEST_MAIN("test_operator", 120)

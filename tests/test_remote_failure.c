@@ -387,6 +387,43 @@ TEST_KIND_CASE(complete_failed_inline, k)
     tu_finish_engine(e);
 }
 
+/* A cause without an op name: the waits name the op that failed this way
+ * (an unnamed one by its label, op #<place>): the failure log named even a
+ * named op "op #N" (found by a user tester). A wait's detail with no
+ * message ends at the code, with no dangling ": ". */
+static void act_fail(remote *r)
+{
+    r->rc[0] = vf_completion_fail(r->done, &r->cause);
+}
+
+TEST_KIND_CASE(cause_without_an_op_name, k)
+{
+    for (int named = 0; named < 2; named++) {
+        check_context_ = named ? "named" : "unnamed";
+        vf_engine *e = tu_engine(k);
+        vf_var x = tu_var(e);
+        vf_error cause = make_error(-7, "", "");
+        remote r;
+        remote_init(&r, act_fail, true, NULL, &cause);
+        push_remote(e, &r, NONE, VF_VARS(x), named ? "recv-named" : NULL);
+        vf_error err;
+        memset(&err, 0, sizeof err);
+        CHECK_ERR(vf_var_wait(e, x, &err), VF_EOPFAILED);
+        CHECK_EQ(err.code, -7);
+        if (named)
+            CHECK(strcmp(err.op_name, "recv-named") == 0);
+        else
+            CHECK(strcmp(err.op_name, "op #1") == 0);
+        const char *d = vf_error_detail();
+        size_t n = strlen(d);
+        if (n < 4 || strcmp(d + n - 4, "(-7)") != 0)
+            CHECK_REPORT_("detail without a message: '%s'", d);
+        REQUIRE(tu_wait_flag(&r.acted, 1, TU_TIMEOUT));
+        CHECK_OK(r.rc[0]);
+        tu_finish_engine(e);
+    }
+}
+
 /* VF_EINVAL for a bad cause leaves the completion usable. */
 static void complete_failed_einval(const tu_kind *k, bool inline_act)
 {

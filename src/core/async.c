@@ -200,8 +200,12 @@ VF_API int vf_completion_fail(vf_completion done, const vf_error *cause)
     message[sizeof message - 1] = '\0';
     op->status = VF_ESKIPPED;
     op->skipped = true;
+    /* No op name in the cause: this op's own (an unnamed one's label,
+     * "op #N", comes from the log); the log gave "op #N" for a named op
+     * too (found by a user tester). */
     op->failure = vf__engine_record_failure(vf__op_engine(op), cause->code,
-                                            name, message, op->place, op->up);
+                                            name[0] ? name : op->name, message,
+                                            op->place, op->up);
     vf__exec_finish_completed(op);
     return 0;
 }

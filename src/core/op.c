@@ -227,7 +227,7 @@ int vf__fail_deleted(vf_engine *e, const char *who, const char *name,
     char buf[96];
     return vf__fail(VF_ESTALE,
                     "%s: a variable (id %#llx) was deleted (its "
-                    "vf_var_destroy was pushed before this push of %s), "
+                    "vf_var_destroy was pushed before this call, for %s), "
                     "or is no handle vf_var_create gave",
                     who,
                     (unsigned long long)vf__var_handle(&e->vars, v, gen).id,
@@ -259,7 +259,7 @@ int vf__varset_deleted(vf_engine *e, const char *who, const char *name,
                 return vf__fail(VF_ESTALE,
                                 "%s: %s[%d] (id %#llx) was deleted (its "
                                 "vf_var_destroy was pushed before this "
-                                "push of %s), or is no handle "
+                                "call, for %s), or is no handle "
                                 "vf_var_create gave",
                                 who, w ? "writes" : "reads", i,
                                 (unsigned long long)l.vars[i].id,

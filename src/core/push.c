@@ -920,11 +920,19 @@ static int operator_create(vf_engine *e, const vf_op *desc, vf_operator **out,
         }
         opr->def.arg = opr->argcopy.ptr;
     }
+    /* From inside an op of e, pushed before a delete that is pending: its
+     * pushes of the operator may still go ahead of the delete, as its
+     * other children do (child_passes_delete, asked at each push), and
+     * the naive engine, which ran the op inside its push, before the
+     * delete, made the operator (found by a user tester: VF_ESTALE on the
+     * pooled engines only). */
+    bool in_op = vf__exec_current_engine() == e;
     for (int i = 0; i < opr->nvars; i++) {
         /* A var whose delete is pending is refused now, as a push would. */
         vf__var *v = opr->vars[i].var;
         vf__spin_lock(&v->lock);
-        bool usable = vf__var_usable(v, opr->vars[i].gen);
+        bool usable = vf__var_usable(v, opr->vars[i].gen) ||
+                      (in_op && vf__var_delete_pending(v, opr->vars[i].gen));
         vf__spin_unlock(&v->lock);
         if (!usable) {
             rc = vf__varset_deleted(e, who, opr->def.name, desc->reads,

@@ -68,21 +68,36 @@ VF_API void *vf_run_stream(const vf_run *run)
     return run && run->stream ? run->cls->stream_handle(run->stream) : NULL;
 }
 
+/* A refused submit's detail becomes the op's message, unless the op set
+ * one (vf_run_set_error): an op that returns the code as its failure then
+ * says why (its wait said "failed (-1): " and no more: found by a user
+ * tester). The op may also ignore the refusal and succeed: no harm. */
+static int submit_refused(vf_run *run, int rc)
+{
+    if (run->message[0] == '\0')
+        snprintf(run->message, sizeof run->message, "%s", vf_error_detail());
+    return rc;
+}
+
 VF_API int vf_run_submit(vf_run *run, vf_device_fn fn, void *arg, size_t bytes)
 {
     char label[VF__OP_LABEL_MAX];
-    if (run == NULL || fn == NULL)
-        return vf__fail(VF_EINVAL, "vf_run_submit: %s is NULL",
-                        run ? "fn" : "run");
+    if (run == NULL)
+        return vf__fail(VF_EINVAL, "vf_run_submit: run is NULL");
+    if (fn == NULL)
+        return submit_refused(run,
+                              vf__fail(VF_EINVAL, "vf_run_submit: fn is NULL"));
     if (run->stream == NULL)
-        return vf__fail(
-            VF_EINVAL,
-            "vf_run_submit: %s is not a device op (it has no "
-            "stream)",
-            vf__op_label(run->name,
-                         run->item_refs != NULL ? run->place : run->op->place,
-                         label));
-    return run->cls->submit(run->stream, fn, arg, bytes);
+        return submit_refused(
+            run, vf__fail(VF_EINVAL,
+                          "vf_run_submit: %s is not a device op (it has no "
+                          "stream)",
+                          vf__op_label(run->name,
+                                       run->item_refs != NULL ? run->place
+                                                              : run->op->place,
+                                       label)));
+    int rc = run->cls->submit(run->stream, fn, arg, bytes);
+    return rc != 0 ? submit_refused(run, rc) : 0;
 }
 
 VF_API const char *vf_run_name(const vf_run *run)

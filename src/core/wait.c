@@ -305,8 +305,11 @@ static int report_info(const vf_error *info, vf_error *err, const char *who)
 {
     if (err != NULL)
         *err = *info;
-    return vf__fail(VF_EOPFAILED, "%s: op \"%s\" failed (%d): %s", who,
-                    info->op_name, info->code, info->message);
+    /* No message (an op that returned its code and said nothing): no
+     * dangling ": " (found by a user tester). */
+    return vf__fail(VF_EOPFAILED, "%s: op \"%s\" failed (%d)%s%s", who,
+                    info->op_name, info->code, info->message[0] ? ": " : "",
+                    info->message);
 }
 
 static int report(const vf__failure *f, vf_error *err, const char *who)
