@@ -77,10 +77,10 @@
  * - An op finds its data with vf_mpi_data() (the owner's buffer on the owner,
  *   the cached copy elsewhere), not through pointers of its own.
  * - No fork() while attached (MPI does not support it).
- * - pthread_cancel() of a thread inside vf_mpi_wait_all(), vf_mpi_get() or
- *   vf_mpi_destroy() acts once the call has returned, as in the core's
- *   blocking calls (varflow.h): the call, and the other ranks', end as
- *   they would have, and the engine goes on.
+ * - pthread_cancel() of a thread inside vf_mpi_wait_all(), vf_mpi_get(),
+ *   vf_mpi_stats_total() or vf_mpi_destroy() acts once the call has
+ *   returned, as in the core's blocking calls (varflow.h): the call, and
+ *   the other ranks', end as they would have, and the engine goes on.
  *
  * Every call returns 0 (or a count) or a negative `VF_E*` code, and sets
  * vf_error_detail() as the core does.

@@ -478,7 +478,8 @@ typedef struct before_delete {
     tu_gate go;
     bool gated;
     atomic_int runs, runs_at_free;
-    int create_rc, push_rc;
+    int create_rc, push_rc, after_rc;
+    atomic_int after_ran;
     vf_operator *made;
 } before_delete;
 
@@ -503,6 +504,22 @@ static int make_and_push(vf_run *run, void *arg)
     return 0;
 }
 
+/* An op pushed after the delete (naming no var, so it may run while the
+ * delete waits): its create is refused on every engine, as the naive
+ * engine, where the delete ran first, refuses it (the reviewer). */
+static int make_after_the_delete(vf_run *run, void *arg)
+{
+    before_delete *b = arg;
+    vf_operator *opr = NULL;
+    b->after_rc = vf_operator_create(
+        vf_run_engine(run),
+        &(vf_op){.fn = count_child, .arg = b, .writes = VF_VARS(b->v)}, &opr);
+    if (b->after_rc == 0)
+        vf_operator_destroy(vf_run_engine(run), opr);
+    atomic_store(&b->after_ran, 1);
+    return 0;
+}
+
 static void note_free(void *arg)
 {
     before_delete *b = arg;
@@ -520,10 +537,15 @@ TEST_KIND_CASE(made_inside_an_op_before_a_delete, k)
     CHECK_OK(vf_engine_push(
         e, &(vf_op){.fn = make_and_push, .arg = &b, .writes = VF_VARS(b.v)}));
     CHECK_OK(vf_var_destroy(e, b.v, note_free, &b));
+    CHECK_OK(
+        vf_engine_push(e, &(vf_op){.fn = make_after_the_delete, .arg = &b}));
+    if (k->threaded && k->workers > 1) /* it runs while the delete waits */
+        CHECK(tu_wait_flag(&b.after_ran, 1, TU_TIMEOUT));
     tu_gate_open(&b.go);
     CHECK_OK(vf_engine_wait_all(e, NULL));
     CHECK_OK(b.create_rc);
     CHECK_OK(b.push_rc);
+    CHECK_ERR(b.after_rc, VF_ESTALE);
     CHECK_EQ(atomic_load(&b.runs), 1);
     CHECK_EQ(atomic_load(&b.runs_at_free), 1); /* before the delete */
     if (b.create_rc == 0) {

@@ -247,6 +247,94 @@ TEST_CASE(help_on_wait_stops_at_its_deadline)
     }
 }
 
+/* ... and once the engine has devices, it runs no further op of a chain
+ * under a deadline: X1, run by the waiting thread (the worker is busy),
+ * pushes the engine's first device op D, whose work the test holds, and
+ * X2 (reading D's var, writing after X1) becomes ready at X1's end. Kept
+ * on the waiting thread, X2 met D's work on the host and the 20 ms wait
+ * returned only when that work ended (the reviewer). The work lets itself
+ * go after 5 s, so the case ends either way. */
+static atomic_int chain_go, chain_self_released, chain_busy_go,
+    chain_busy_started, chain_d_returned, chain_x2_pushed;
+static vf_var chain_v, chain_c;
+static vf_engine *chain_e;
+
+static int chain_dev_work(void *arg)
+{
+    (void)arg;
+    double end = tu_now() + 5;
+    while (!atomic_load(&chain_go))
+        if (tu_now() > end) {
+            atomic_store(&chain_self_released, 1);
+            break;
+        }
+    return 0;
+}
+
+static int chain_dev_op(vf_run *run, void *arg)
+{
+    (void)arg;
+    int rc = vf_run_submit(run, chain_dev_work, NULL, 0);
+    atomic_store(&chain_d_returned, 1);
+    return rc;
+}
+
+static int chain_busy(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    atomic_store(&chain_busy_started, 1);
+    CHECK(tu_wait_flag(&chain_busy_go, 1, TU_TIMEOUT));
+    return 0;
+}
+
+static int chain_x1(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    CHECK_OK(
+        vf_engine_push(chain_e, &(vf_op){.fn = chain_dev_op,
+                                         .writes = VF_VARS(chain_v),
+                                         .device = {VF_DEVICE_EMULATED, 0}}));
+    CHECK(tu_wait_flag(&chain_x2_pushed, 1, TU_TIMEOUT));
+    return 0;
+}
+
+static void *chain_pusher(void *arg)
+{
+    (void)arg;
+    CHECK(tu_wait_flag(&chain_d_returned, 1, TU_TIMEOUT));
+    CHECK_OK(vf_engine_push(chain_e, &(vf_op){.fn = tu_nop,
+                                              .reads = VF_VARS(chain_v),
+                                              .writes = VF_VARS(chain_c)}));
+    atomic_store(&chain_x2_pushed, 1);
+    return NULL;
+}
+
+TEST_CASE(help_on_wait_chain_stops_at_a_device)
+{
+    chain_e = tu_engine(&(tu_kind){.name = "perdevice",
+                                   .cfg = {.type = VF_ENGINE_PERDEVICE,
+                                           .cpu_workers = 1,
+                                           .help_on_wait = true}});
+    chain_v = tu_var(chain_e);
+    chain_c = tu_var(chain_e);
+    vf_var x = tu_var(chain_e);
+    CHECK_OK(vf_engine_push(chain_e,
+                            &(vf_op){.fn = chain_busy, .writes = VF_VARS(x)}));
+    CHECK(tu_wait_flag(&chain_busy_started, 1, TU_TIMEOUT));
+    CHECK_OK(vf_engine_push(
+        chain_e, &(vf_op){.fn = chain_x1, .writes = VF_VARS(chain_c)}));
+    pthread_t t = tu_thread_start(chain_pusher, NULL);
+    CHECK_EQ(vf_engine_wait_all_timed(chain_e, 20, NULL), VF_ETIMEDOUT);
+    CHECK_EQ(atomic_load(&chain_self_released), 0); /* it returned first */
+    atomic_store(&chain_go, 1);
+    atomic_store(&chain_busy_go, 1);
+    tu_thread_join(t);
+    CHECK_OK(vf_engine_wait_all(chain_e, NULL));
+    tu_finish_engine(chain_e);
+}
+
 typedef struct at_push {
     pthread_t pusher;
     atomic_int on_pusher, ran;

@@ -1451,9 +1451,14 @@ bool vf__exec_help_run(vf_engine *e, const vf__deadline *until)
         }
         /* A chain stays here until the wait's deadline: a timed wait
          * ran every op of a chain of 40 before it looked at the time
-         * (found by a user tester: 2 s late for a 20 ms timeout). */
+         * (found by a user tester: 2 s late for a 20 ms timeout); and not
+         * at all once the engine has devices, whose work the next op may
+         * meet on the host with no limit (wait.c: wait_idle; the op just
+         * run may have made the engine's first device op: the
+         * reviewer). */
         if (next != NULL &&
-            (VF__UNLIKELY(here) || vf__deadline_passed(until))) {
+            (VF__UNLIKELY(here) || vf__deadline_passed(until) ||
+             (until != NULL && !until->forever && vf__engine_has_devices(e)))) {
             vf__pool_submit(p, next); /* as vf__exec_worker_execute's */
             next = NULL;
         }

@@ -886,6 +886,30 @@ int vf__push_recorded(vf_engine *e, const vf_op *desc, const char *who)
 
 /* --- operators --------------------------------------------------------- */
 
+/* Under v->lock, v's delete pending: whether the op running on this
+ * thread comes before that delete in the serial program (its top-level
+ * ancestor pushed before it, the delete pushed from outside the ops), so
+ * an operator it makes on v may still be pushed from here ahead of the
+ * delete, as its other children are (child_passes_delete, asked at each
+ * push). The naive engine, which ran such an op inside its push, before
+ * the delete, made the operator; the others refused it (found by a user
+ * tester); an op pushed after the delete is refused on every engine (the
+ * reviewer). A delete from inside an op, or a fused or graph op running:
+ * refused, as before. */
+static bool runs_before_pending_delete(const vf__var *v)
+{
+    const vf__op *cur = vf__current_op();
+    if (cur == NULL || !(cur->def->kind->flags & VF__KIND_NUMBERED))
+        return false;
+    uint64_t root = cur->up != NULL ? cur->up->root : cur->place;
+    for (const vf__dep *n = v->head; n != NULL; n = n->next) {
+        const vf__op *o = vf__dep_op(n);
+        if (o->def->kind->flags & VF__KIND_DELETES)
+            return o->delete_from == NULL && root <= o->place;
+    }
+    return false;
+}
+
 static int operator_create(vf_engine *e, const vf_op *desc, vf_operator **out,
                            const char *who)
 {
@@ -920,19 +944,14 @@ static int operator_create(vf_engine *e, const vf_op *desc, vf_operator **out,
         }
         opr->def.arg = opr->argcopy.ptr;
     }
-    /* From inside an op of e, pushed before a delete that is pending: its
-     * pushes of the operator may still go ahead of the delete, as its
-     * other children do (child_passes_delete, asked at each push), and
-     * the naive engine, which ran the op inside its push, before the
-     * delete, made the operator (found by a user tester: VF_ESTALE on the
-     * pooled engines only). */
     bool in_op = vf__exec_current_engine() == e;
     for (int i = 0; i < opr->nvars; i++) {
         /* A var whose delete is pending is refused now, as a push would. */
         vf__var *v = opr->vars[i].var;
         vf__spin_lock(&v->lock);
         bool usable = vf__var_usable(v, opr->vars[i].gen) ||
-                      (in_op && vf__var_delete_pending(v, opr->vars[i].gen));
+                      (in_op && vf__var_delete_pending(v, opr->vars[i].gen) &&
+                       runs_before_pending_delete(v));
         vf__spin_unlock(&v->lock);
         if (!usable) {
             rc = vf__varset_deleted(e, who, opr->def.name, desc->reads,

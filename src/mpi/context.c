@@ -410,7 +410,7 @@ VF_API int vf_mpi_stats_local(vf_engine *e, vf_mpi_stats *out)
     return 0;
 }
 
-VF_API int vf_mpi_stats_total(vf_engine *e, vf_mpi_stats *out)
+static int mpi_stats_total(vf_engine *e, vf_mpi_stats *out)
 {
     vf__mpi *ctx = vf__mpi_of(e, "vf_mpi_stats_total");
     if (ctx == NULL)
@@ -438,4 +438,12 @@ VF_API int vf_mpi_stats_total(vf_engine *e, vf_mpi_stats *out)
         return vf__mpi_error(a.rc, "vf_mpi_stats_total: %s", a.detail);
     memcpy(out, all, sizeof all);
     return 0;
+}
+
+/* The ranks' agreement waits on a condition with the context's queue lock
+ * held: a cancel acting there left it locked and the call never returned
+ * (the reviewer of vf_mpi_wait_all's hold). */
+VF_API int vf_mpi_stats_total(vf_engine *e, vf_mpi_stats *out)
+{
+    return VF__UNCANCELLED(mpi_stats_total(e, out)); /* base/cancel.h */
 }

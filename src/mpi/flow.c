@@ -523,10 +523,9 @@ int vf__mpi_wait(vf__mpi *ctx, vf_error *err, bool *refused)
     if (a.refused_rank < ctx->size) {
         *refused = true;
         return vf__mpi_error(a.err.code,
-                             "vf_mpi_wait_all: rank %d could not wait (%s): "
-                             "%s",
+                             "vf_mpi_wait_all: rank %d could not wait (%s)%s%s",
                              a.refused_rank, vf_error_string(a.err.code),
-                             a.err.message);
+                             a.err.message[0] ? ": " : "", a.err.message);
     }
     if (a.failed_rank >= ctx->size)
         return 0;
@@ -534,8 +533,9 @@ int vf__mpi_wait(vf__mpi *ctx, vf_error *err, bool *refused)
         *err = a.err;
     return vf__mpi_error(VF_EOPFAILED,
                          "vf_mpi_wait_all: op '%s' failed (reported on "
-                         "rank %d): %s",
-                         a.err.op_name, a.failed_rank, a.err.message);
+                         "rank %d)%s%s",
+                         a.err.op_name, a.failed_rank,
+                         a.err.message[0] ? ": " : "", a.err.message);
 }
 
 static int mpi_wait_all(vf_engine *e, vf_error *err)

@@ -488,7 +488,11 @@
     });
   }
   var top = D.summary.slice(0, 12).map(function (r) { return { name: D.names[r[0]], v: r[4], color: color(r[0]), n: r[1] }; });
-  bars($('vf-top'), top, top.length ? top[0].v : 0, function (it) { return fmt(it.v) + ' \u00b7 ' + pct(it.v, busy); });
+  /* Each name's total (its ops' end - start, an async op's wait for its
+   * completion and ops nested above a wait included) as a share of all
+   * names' totals: of Work, a smaller sum, it passed 100%. */
+  var allRun = D.summary.reduce(function (s, r) { return s + r[4]; }, 0);
+  bars($('vf-top'), top, top.length ? top[0].v : 0, function (it) { return fmt(it.v) + ' \u00b7 ' + pct(it.v, allRun); });
   var agg = {};
   crit.forEach(function (o) {
     var a = agg[o.name] || (agg[o.name] = { name: D.names[o.name], v: 0, n: 0, color: color(o.name) });
@@ -503,7 +507,7 @@
 
   /* ---- summary table ---- */
   var cols = [['name', 0, 's'], ['count', 1, 'n'], ['skipped', 2, 'n'], ['failed', 3, 'n'], ['total', 4, 't'],
-    ['mean', 5, 't'], ['min', 6, 't'], ['max', 7, 't'], ['queued', 8, 't'], ['% of work', 4, 'p']];
+    ['mean', 5, 't'], ['min', 6, 't'], ['max', 7, 't'], ['queued', 8, 't'], ['% of run time', 4, 'p']];
   var sortCol = 4, table = $('vf-table');
   function drawTable() {
     table.innerHTML = '';
@@ -525,7 +529,7 @@
       cols.forEach(function (c) {
         var td = el('td');
         if (c[2] === 's') { var d = el('span', 'dot'); d.style.background = color(r[0]); td.appendChild(d); td.appendChild(document.createTextNode(D.names[r[0]])); td.title = D.names[r[0]]; }
-        else td.textContent = c[2] === 'n' ? num(r[c[1]]) : c[2] === 't' ? fmt(r[c[1]]) : pct(r[4], busy);
+        else td.textContent = c[2] === 'n' ? num(r[c[1]]) : c[2] === 't' ? fmt(r[c[1]]) : pct(r[4], allRun);
         tr2.appendChild(td);
       });
       body.appendChild(tr2);
