@@ -877,7 +877,9 @@ typedef struct vf_op {
     vf_device device VF_ZERO_;     /**< zero: CPU 0 */
     vf_property property VF_ZERO_; /**< zero: normal */
     int priority VF_ZERO_;         /**< higher runs first among ready ops of a
-                                        pool */
+                                        pool (a device pool's: of each of
+                                        its workers, whose streams its ops
+                                        are spread over) */
     bool no_skip VF_ZERO_;         /**< run even when an input has failed */
     bool nonblocking VF_ZERO_;     /**< at the in-flight limit: VF_EAGAIN, not
                                         wait */
@@ -1522,10 +1524,10 @@ VF_API int vf_engine_wait_all(vf_engine *e, vf_error *err);
  * thread (two while one gives up), not one a poll. A wait that runs ops
  * itself meanwhile (one inside an op may run the ops it waits for on top
  * of itself, as a look (0) for children may; vf_engine_wait_all() with
- * help_on_wait runs queued ops until its deadline, but for an engine with
- * devices, whose ops may wait for device work first) cannot cut short the
- * op it runs: it returns when that op, and what it made ready there, have
- * ended, late by that much.
+ * help_on_wait runs queued ops, one after another, until its deadline, but
+ * for an engine with devices, whose ops may wait for device work first)
+ * cannot cut short the op it runs: it returns when that op (inside an op,
+ * and what it made ready there) has ended, late by that much.
  */
 VF_API int vf_var_wait_timed(vf_engine *e, vf_var v, int64_t timeout_ms,
                              vf_error *err);

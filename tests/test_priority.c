@@ -378,4 +378,49 @@ TEST_KIND_CASE(child_at_push_yields_to_priority, k)
     prio_destroy(&p);
 }
 
+/* Rule 11 across a pool's workers: with both workers of a pool of two
+ * blocked, low ops (priority 0) are pushed (round-robin over the workers'
+ * inboxes), then a priority-9 and a priority-5 op; one worker is released:
+ * it runs the 9, then the 5, wherever they were placed, before any low op
+ * of its own queue. Each worker took its own queue first: the high op
+ * waited behind the other's low ops, or behind its own worker's blocker,
+ * by the parity of the low ops' count (found by a user tester). */
+TEST_KIND_CASE(across_the_pools_workers, k)
+{
+    if (!k->threaded || k->workers != 2)
+        return;
+    for (int nlow = 20; nlow <= 21; nlow++) {
+        vf_engine *e = tu_engine(k);
+        prio a, b;
+        prio_init(&a);
+        prio_init(&b);
+        block_worker(e, &a);
+        block_worker(e, &b);
+        item items[MAXLOG];
+        for (int i = 0; i < nlow + 2; i++) {
+            items[i].p = &a;
+            items[i].id = i;
+            int priority = i < nlow ? 0 : i == nlow ? 9 : 5;
+            CHECK_OK(vf_engine_push(e, &(vf_op){.fn = logged,
+                                                .arg = &items[i],
+                                                .priority = priority}));
+        }
+        tu_gate_open(&a.release);
+        /* The released worker ran a few by now; the other is held. */
+        CHECK(tu_wait_flag(&a.n, 4, TU_TIMEOUT));
+        tu_gate_open(&b.release);
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        CHECK_EQ(atomic_load(&a.n), nlow + 2);
+        if (a.order[0] != nlow || a.order[1] != nlow + 1) {
+            CHECK_REPORT_("%d low ops: the first two to run were %d and %d, "
+                          "not the priority-9 op %d and the priority-5 op %d",
+                          nlow, a.order[0], a.order[1], nlow, nlow + 1);
+            print_order(&a, nlow + 2);
+        }
+        tu_finish_engine(e);
+        prio_destroy(&a);
+        prio_destroy(&b);
+    }
+}
+
 TEST_MAIN("test_priority", 120)

@@ -154,6 +154,9 @@ static vf__op *lane_pop_tail(vf__worker *w)
  * children, each no earlier than it, are paired and melded with the root. */
 static vf__op *heap_unlink(vf__worker *w, vf__op **link, vf__op *op)
 {
+    if (op->priority > 0)
+        atomic_fetch_sub_explicit(&w->pool->queued_above0, 1,
+                                  memory_order_relaxed);
     *link = op->next;
     vf__op *children = merge_children(op->child);
     op->child = op->next = NULL;
@@ -181,6 +184,41 @@ static bool lane_first(const vf__worker *w)
 static vf__op *queue_pop(vf__worker *w)
 {
     return lane_first(w) ? lane_pop(w) : heap_pop(w);
+}
+
+/* Under w->qlock: queue_push of an op new to the pool's queues (not one
+ * an inbox held: it was counted there), counted in queued_above0. */
+static void queue_push_new(vf__worker *w, vf__op *op)
+{
+    if (op->priority > 0)
+        atomic_fetch_add_explicit(&w->pool->queued_above0, 1,
+                                  memory_order_relaxed);
+    queue_push(w, op);
+}
+
+/* Under w->qlock: `op`, which w was about to run (popped from its queue,
+ * or handed off), back where it came from: the lane's head, or the heap
+ * in its old turn among its equals. */
+static void queue_put_back(vf__worker *w, vf__op *op)
+{
+    w->len++;
+    count_arrival(w);
+    if (op->priority == 0) {
+        op->next = w->fifo_head;
+        *lane_prev(op) = NULL;
+        if (w->fifo_head != NULL)
+            *lane_prev(w->fifo_head) = op;
+        else
+            w->fifo_tail = op;
+        w->fifo_head = op;
+        return;
+    }
+    if (op->priority > 0)
+        atomic_fetch_add_explicit(&w->pool->queued_above0, 1,
+                                  memory_order_relaxed);
+    op->next = op->child = NULL;
+    w->root = meld(w->root, op);
+    mirror_heap_top(w);
 }
 
 /* How far into a lane a waiter looks for an op it may run above its
@@ -298,17 +336,28 @@ void vf__pool_wake_tag(vf__pool *p, unsigned tag)
 /* --- placing and taking ------------------------------------------------ */
 
 /* Where the pool counts its inboxes (count_inbox: run_at_push), add
- * (`sign` 1, before the chain goes on, release) or take off (-1, after a
- * drain took it) the chain `op`.. in w's counts. Apart from the placing
- * and draining loops, so a pool that does not count pays one test. */
+ * (`sign` 1, before the chain goes on) or take off (-1, after a drain took
+ * it) the chain `op`.. in w's inbox_len. Apart from the placing and
+ * draining loops, so a pool that does not count pays one test. */
 static void inbox_count(vf__worker *w, const vf__op *op, int sign)
 {
-    int n = 0, above0 = 0;
-    for (; op != NULL; op = op->next) {
+    int n = 0;
+    for (; op != NULL; op = op->next)
         n++;
-        above0 += op->priority > 0;
-    }
     atomic_fetch_add_explicit(&w->inbox_len, sign * n, memory_order_relaxed);
+}
+
+/* The chain `op`.. holds `above0` ops of a priority above 0: counted
+ * (`sign` 1: before the chain goes on w's inbox, release, and in the
+ * pool's queued_above0) or taken off w's count (-1: a drain moved them
+ * into w's queue, where the pool still counts them). Out of line: a chain
+ * of priority-0 ops, nearly every one, never comes here. */
+static __attribute__((noinline)) void inbox_above0_count(vf__worker *w,
+                                                         int above0, int sign)
+{
+    if (sign > 0)
+        atomic_fetch_add_explicit(&w->pool->queued_above0, above0,
+                                  memory_order_relaxed);
     atomic_fetch_add_explicit(&w->inbox_above0, sign * above0,
                               memory_order_release);
 }
@@ -319,12 +368,16 @@ static void drain_inbox(vf__worker *w)
     vf__op *stack = atomic_exchange_explicit(&w->inbox, NULL,
                                              memory_order_acquire);
     vf__op *fifo = NULL;
+    int above0 = 0;
     while (stack != NULL) { /* newest first: reverse */
         vf__op *next = stack->next;
+        above0 += stack->priority > 0;
         stack->next = fifo;
         fifo = stack;
         stack = next;
     }
+    if (VF__UNLIKELY(above0 != 0))
+        inbox_above0_count(w, above0, -1);
     if (w->pool->count_inbox)
         inbox_count(w, fifo, -1);
     while (fifo != NULL) {
@@ -342,13 +395,18 @@ static void drain_inbox(vf__worker *w)
 static void inbox_push_chain(vf__worker *w, vf__op *first)
 {
     vf__op *top = NULL, *op = first;
+    int above0 = 0;
     while (op != NULL) {
         vf__op *next = op->next;
+        above0 += op->priority > 0;
         op->next = top;
         top = op;
         op = next;
     }
-    if (w->pool->count_inbox) /* before it can be drained */
+    /* Before it can be drained. */
+    if (VF__UNLIKELY(above0 != 0))
+        inbox_above0_count(w, above0, 1);
+    if (w->pool->count_inbox)
         inbox_count(w, top, 1);
     vf__op *head = atomic_load_explicit(&w->inbox, memory_order_relaxed);
     do {
@@ -387,7 +445,7 @@ static void place_chain(vf__pool *p, vf__op *first)
         while (first != NULL) {
             vf__op *op = first;
             first = op->next;
-            queue_push(w, op);
+            queue_push_new(w, op);
         }
         atomic_store(&w->qlen, w->len);
         pthread_mutex_unlock(&w->qlock);
@@ -447,6 +505,85 @@ void vf__pool_submit_nested(vf__pool *p, vf__op *op)
     maybe_wake_one(p);
 }
 
+/* An op of a priority above `than` queued on another worker of w's pool,
+ * taken out, or NULL: the best found, looked for by each worker's heap's
+ * mirror and inbox count without its lock, then taken under it (its inbox
+ * moved in first: lock_queue). */
+static bool lock_queue(vf__worker *w, bool *drained);
+
+static vf__op *take_better_elsewhere(vf__worker *w, int than)
+{
+    vf__pool *p = w->pool;
+    vf__worker *from = NULL;
+    /* What queued_above0 counts: ops above 0, and above `than`. */
+    int floor = than > 0 ? than : 0, best = floor;
+    for (int i = 0; i < p->nworkers; i++) {
+        vf__worker *o = &p->workers[i];
+        if (o == w)
+            continue;
+        int top = atomic_load_explicit(&o->heap_top, memory_order_relaxed);
+        if (top > best) {
+            from = o;
+            best = top;
+        } else if (from == NULL &&
+                   atomic_load_explicit(&o->inbox_above0,
+                                        memory_order_relaxed) > 0) {
+            from = o; /* not sorted in yet: its drain tells (lock_queue) */
+        }
+    }
+    bool drained;
+    if (from == NULL || !lock_queue(from, &drained))
+        return NULL;
+    vf__op *op = NULL;
+    if (from->root != NULL && from->root->priority > floor)
+        op = heap_pop(from);
+    int left = from->len;
+    atomic_store(&from->qlen, left); /* the inbox may have come in */
+    pthread_mutex_unlock(&from->qlock);
+    /* Ops moved in from its inbox and left there: its thread may have
+     * read qlen and the inbox empty meanwhile and gone to sleep (as in
+     * try_take_above). */
+    if (drained && left > 0)
+        maybe_wake_one(p);
+    return op;
+}
+
+/* Rule 11 across the pool: `mine`, the op w would run next (from its own
+ * queue or handed off; NULL: none), or, while the pool holds ops of a
+ * priority above 0 (queued_above0), a higher one of another worker's
+ * queue, `mine` then going back to w's queue. A device pool (spread) keeps
+ * each worker's ops on its own stream: its priority orders each worker's
+ * queue. */
+static __attribute__((noinline)) vf__op *
+prefer_the_pools_best_slow(vf__worker *w, vf__op *mine)
+{
+    vf__pool *p = w->pool;
+    if (p->spread || w->spare || p->nworkers == 1)
+        return mine;
+    vf__op *better = take_better_elsewhere(w, mine != NULL ? mine->priority
+                                                           : INT_MIN);
+    if (better == NULL)
+        return mine;
+    if (mine != NULL) {
+        pthread_mutex_lock(&w->qlock);
+        queue_put_back(w, mine);
+        atomic_store(&w->qlen, w->len);
+        pthread_mutex_unlock(&w->qlock);
+        maybe_wake_one(p);
+    }
+    return better;
+}
+
+/* Out of line past one load: a pool with no op above priority 0 queued,
+ * nearly every one, pays that. */
+static inline vf__op *prefer_the_pools_best(vf__worker *w, vf__op *mine)
+{
+    if (VF__LIKELY(atomic_load_explicit(&w->pool->queued_above0,
+                                        memory_order_relaxed) <= 0))
+        return mine;
+    return prefer_the_pools_best_slow(w, mine);
+}
+
 vf__op *vf__worker_place(vf__worker *w, vf__readylist *mine)
 {
     if (mine->count == 0)
@@ -463,20 +600,21 @@ vf__op *vf__worker_place(vf__worker *w, vf__readylist *mine)
     if (mine->count == 1 &&
         atomic_load_explicit(&w->qlen, memory_order_relaxed) == 0 &&
         atomic_load_explicit(&w->inbox, memory_order_relaxed) == NULL)
-        return vf__readylist_pop(mine); /* hand-off: no queue round trip */
+        /* hand-off: no queue round trip */
+        return prefer_the_pools_best(w, vf__readylist_pop(mine));
     pthread_mutex_lock(&w->qlock);
     if (atomic_load_explicit(&w->inbox, memory_order_relaxed) != NULL)
         drain_inbox(w); /* older than `mine`: they queue first */
     vf__op *op;
     while ((op = vf__readylist_pop(mine)) != NULL)
-        queue_push(w, op);
+        queue_push_new(w, op);
     vf__op *best = queue_pop(w);
     int left = w->len;
     atomic_store(&w->qlen, left);
     pthread_mutex_unlock(&w->qlock);
     if (left > 0)
         maybe_wake_one(w->pool);
-    return best;
+    return prefer_the_pools_best(w, best);
 }
 
 /* Lock w's queue with its inbox moved in; false (not locked) when both
@@ -599,7 +737,7 @@ bool vf__pool_any_queued(const vf__pool *p)
 
 vf__op *vf__worker_take(vf__worker *w)
 {
-    vf__op *op = try_take(w, false);
+    vf__op *op = prefer_the_pools_best(w, try_take(w, false));
     if (op != NULL || w->pool->spread)
         return op;
     vf__pool *p = w->pool;

@@ -6,8 +6,10 @@
  * for priority 0 (nearly every op: O(1) in and out) and a pairing heap for
  * the others. Both are intrusive (links live in the op), so placing an op
  * never allocates and cannot fail. A worker takes from its own queue
- * first, then steals the best op of another worker's queue. Ready ops are
- * placed:
+ * first, then steals the best op of another worker's queue; while the pool
+ * holds ops of a priority above 0 (queued_above0), one about to run an op
+ * of its own takes a higher one from another's queue first (rule 11 across
+ * the pool; not in device pools). Ready ops are placed:
  *   - by a worker finishing an op: the first newly ready op of its own pool
  *     runs next on the same worker with no queue round trip (when its own
  *     queue holds nothing better); the others go to its own queue, where
@@ -192,6 +194,16 @@ struct vf__pool {
      * waiter with none sleeps alone instead, which timing cannot show. */
     atomic_uint refused_sleeps;
     char pad_spin_[VF__CACHELINE];
+    /* Ops of a priority above 0 queued in the pool, in a queue or on an
+     * inbox (relaxed; counted before they go on, taken off as they come
+     * out of a heap). While there are any, a worker of a pool that steals
+     * takes such an op from another worker's queue before a lower one of
+     * its own (rule 11: priority orders the pool's ready ops, not only
+     * each worker's; found by a user tester: a priority-100 op waited
+     * behind 21 priority-0 ops of one worker while another ran). On a
+     * line of its own: every op's end reads it. */
+    atomic_int queued_above0;
+    char pad_prio_[VF__CACHELINE];
     vf__ecount sleepers; /* idle workers and nested waiters (see above) */
     char pad_sleep_[VF__CACHELINE];
     /* Spare threads (vf__pool_stuck_enter). `spare_lock` (a leaf) guards
