@@ -584,7 +584,10 @@ typedef struct vf_stats {
                              what moved during it. An op counts until its
                              finish ends, which may be just after a wait on
                              its vars returned (vf_engine_wait_all returns
-                             only once it has ended) */
+                             only once it has ended). Bulked pushes count
+                             as their fused op: one, from the batch's push
+                             (vf_bulk_flush() or a full batch) until its
+                             last op ends; none while their batch is open */
     /** @name Device ordering
      * A dependency on a device op's work was met by:
      * @{ */

@@ -1409,7 +1409,14 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
      * lock: appended, it went behind a later write pushed meanwhile, found
      * by the reviewer of this rule). */
     bool before = false;
-    if (!settled && nested && !batched && hold == NULL &&
+    /* An op of a fused batch too: its key is its own item's place
+     * (vf__push_wait_key), and the batch holds v no more unless a later op
+     * of it uses v (it let go of what its earlier ops used last, above),
+     * where it reads v (settled above) or writes it (refused above).
+     * Appended at the end, its marker waited for writes pushed after the
+     * op: VF_EDEADLK, a later value or a hang where the op alone got 0
+     * (found by a user tester). */
+    if (!settled && nested && hold == NULL &&
         !(cur->def->kind->flags & VF__KIND_GRAPH)) {
         settled = vf__var_last_write_before(v, w->key) == NULL;
         before = !settled;
