@@ -983,8 +983,10 @@ TEST_CASE(device_replay_refusals)
     CHECK_OK(
         vf_engine_push(e, &(vf_op){.fn = tu_nop, .writes = tu_list(&x, 1)}));
     CHECK_OK(vf_graph_end(e, &cpu));
+    /* Each refusal says its reason, naming the op (one sentence for all
+     * of them before: a user tester). */
     CHECK_ERR(vf_graph_device_replay(e, cpu, true), VF_ENOTSUP);
-    CHECK(strstr(vf_error_detail(), "device") != NULL);
+    CHECK(strstr(vf_error_detail(), "it recorded no device op") != NULL);
     CHECK_OK(vf_graph_device_replay(e, cpu, false)); /* off: nothing to do */
 
     CHECK_OK(vf_graph_begin(e));
@@ -995,6 +997,8 @@ TEST_CASE(device_replay_refusals)
                                        .device = {VF_DEVICE_EMULATED, id}}));
     CHECK_OK(vf_graph_end(e, &two));
     CHECK_ERR(vf_graph_device_replay(e, two, true), VF_ENOTSUP);
+    CHECK(strstr(vf_error_detail(), "recorded op 2 (an unnamed op) runs on a "
+                                    "second device") != NULL);
 
     CHECK_OK(vf_graph_begin(e));
     CHECK_OK(vf_engine_push(e, &(vf_op){.fn = chain_fn,
@@ -1003,6 +1007,8 @@ TEST_CASE(device_replay_refusals)
                                         .device = emu}));
     CHECK_OK(vf_graph_end(e, &noskip));
     CHECK_ERR(vf_graph_device_replay(e, noskip, true), VF_ENOTSUP);
+    CHECK(strstr(vf_error_detail(), "recorded op 1 (an unnamed op) is a "
+                                    "no_skip device op") != NULL);
 
     vf_graph *mixed = NULL; /* CPU ops among device ops: allowed */
     CHECK_OK(vf_graph_begin(e));

@@ -568,6 +568,7 @@ static int plan(vf_graph *g, const char *who)
     g->replayable = true;
     g->in_order = true;
     g->device = NULL;
+    g->no_device_why[0] = '\0';
     bool devices = true; /* every node may be a device replay's */
     for (size_t i = 0; i < g->n; i++) {
         const vf__opdef *def = g->nodes[i].def;
@@ -577,13 +578,29 @@ static int plan(vf_graph *g, const char *who)
          * (it meets its inputs on the host: graph_device.c), and sync CPU
          * ops between them. */
         if (def->kind == &vf__kind_device && !def->async && !def->no_skip &&
-            (g->device == NULL || def->devctx == g->device))
+            (g->device == NULL || def->devctx == g->device)) {
             g->device = def->devctx;
-        else if (def->kind != &vf__kind_user || def->async)
+        } else if (def->kind != &vf__kind_user || def->async) {
+            if (devices) {
+                char label[VF__OP_LABEL_MAX];
+                const char *what =
+                    def->async ? "is async"
+                    : def->kind != &vf__kind_device
+                        ? "is not an op of the program (a delete, say)"
+                    : def->no_skip ? "is a no_skip device op"
+                                   : "runs on a second device";
+                snprintf(g->no_device_why, sizeof g->no_device_why,
+                         "recorded op %zu (%s) %s", i + 1,
+                         vf__op_label(def->name, 0, label), what);
+            }
             devices = false;
+        }
         g->in_order &= def->inline_run;
         nuses += (size_t)g->nodes[i].nvars;
     }
+    if (devices && g->device == NULL)
+        snprintf(g->no_device_why, sizeof g->no_device_why,
+                 "it recorded no device op");
     if (!devices)
         g->device = NULL;
     if ((!g->replayable && g->device == NULL) || g->n == 0)
@@ -606,6 +623,9 @@ static int plan(vf_graph *g, const char *who)
         nb += i == 0 || u[i].var != u[i - 1].var;
     if (nb > VF_MAX_OP_VARS && !g->replayable) {
         g->device = NULL; /* too wide for one launch op: pushed op by op */
+        snprintf(g->no_device_why, sizeof g->no_device_why,
+                 "its ops name %zu vars, more than one launch may hold (%d)",
+                 nb, VF_MAX_OP_VARS);
         rc = 0;
         goto out;
     }
@@ -1432,11 +1452,14 @@ static int device_replay(vf_engine *e, vf_graph *g, bool on, const char *who)
         return rc;
     if (on && g->device == NULL)
         rc = vf__fail(VF_ENOTSUP,
-                      "%s: the graph's ops are not synchronous device ops "
+                      "%s: %s; a device replay needs synchronous device ops "
                       "(not no_skip) of one device whose kind records "
                       "device graphs (the emulated device, CUDA) and "
                       "synchronous CPU ops",
-                      who);
+                      who,
+                      g->no_device_why[0] ? g->no_device_why
+                                          : "the graph cannot be replayed "
+                                            "on its device");
     else
         atomic_store_explicit(&g->device_replay, on, memory_order_relaxed);
     vf__graph_unref(g); /* the call's hold */

@@ -199,6 +199,8 @@ int vf__devgraph_plan(vf_graph *g, const char *who)
         return 0;
     if (g->device->cls->capture_begin == NULL) {
         g->device = NULL; /* its class records no device graph */
+        snprintf(g->no_device_why, sizeof g->no_device_why,
+                 "its device's kind records no device graph");
         return 0;
     }
     size_t uses = 0, edges = 0;

@@ -66,6 +66,9 @@ struct vf_graph {
      * (vf_graph_device_replay), and the generation of the arguments
      * (lock: set_arg bumps it, so the device work is recorded again). */
     vf__devctx *device;
+    /* Why `device` is NULL, naming the node, for vf_graph_device_replay's
+     * refusal (it gave one sentence for every reason: a user tester). */
+    char no_device_why[128];
     struct vf__devplan *devplan;
     atomic_bool device_replay;
     uint64_t dev_gen;
