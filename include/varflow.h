@@ -880,9 +880,11 @@ typedef struct vf_op {
     vf_device device VF_ZERO_;     /**< zero: CPU 0 */
     vf_property property VF_ZERO_; /**< zero: normal */
     int priority VF_ZERO_;         /**< higher runs first among ready ops of a
-                                        pool (a device pool's: of each of
-                                        its workers, whose streams its ops
-                                        are spread over) */
+                                        pool: one above 0 across a CPU
+                                        pool's workers; 0 and below, and in
+                                        a device pool (its ops spread over
+                                        its workers' streams), within each
+                                        worker's queue */
     bool no_skip VF_ZERO_;         /**< run even when an input has failed */
     bool nonblocking VF_ZERO_;     /**< at the in-flight limit: VF_EAGAIN, not
                                         wait */

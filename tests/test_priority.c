@@ -423,4 +423,89 @@ TEST_KIND_CASE(across_the_pools_workers, k)
     }
 }
 
+/* A worker waiting inside an op takes no higher op of another worker's
+ * queue: its wait's loop may run only what may run above the wait, and sent
+ * such an op (H1, priority 5, on the other worker's heap) back to its own
+ * queue with a new turn, so H2, pushed after H1 at the same priority, ran
+ * first (the reviewer of across_the_pools_workers, 5 runs in 5). */
+static atomic_int wp_cmd, wp_go, wp_d_started, wp_n, wp_b_worker = -9,
+                                                     wp_p_worker = -9;
+static int wp_order[16];
+static vf_var wp_v;
+
+static int wp_logged(vf_run *run, void *arg)
+{
+    (void)run;
+    wp_order[atomic_fetch_add(&wp_n, 1)] = (int)(intptr_t)arg;
+    return 0;
+}
+
+static int wp_slow(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    atomic_store(&wp_d_started, 1);
+    tu_spin_us(100000);
+    return 0;
+}
+
+static bool wp_until(atomic_int *flag, int want)
+{
+    double end = tu_now() + TU_TIMEOUT;
+    while (atomic_load(flag) != want)
+        if (tu_now() > end)
+            return false;
+        else
+            sched_yield();
+    return true;
+}
+
+static int wp_blocker(vf_run *run, void *arg)
+{
+    (void)arg;
+    atomic_store(&wp_b_worker, vf_run_worker(run));
+    CHECK(wp_until(&wp_cmd, 1));
+    for (intptr_t h = 1; h <= 2; h++) /* H1, H2 on this worker's heap */
+        CHECK_OK(vf_engine_push(
+            vf_run_engine(run),
+            &(vf_op){.fn = wp_logged, .arg = (void *)h, .priority = 5}));
+    atomic_store(&wp_cmd, 0);
+    CHECK(wp_until(&wp_cmd, 2));
+    return 0;
+}
+
+static int wp_parent(vf_run *run, void *arg)
+{
+    (void)arg;
+    atomic_store(&wp_p_worker, vf_run_worker(run));
+    CHECK(wp_until(&wp_go, 1));
+    vf_engine *e = vf_run_engine(run);
+    CHECK_OK(
+        vf_engine_push(e, &(vf_op){.fn = tu_nop, .writes = VF_VARS(wp_v)}));
+    CHECK_OK(
+        vf_engine_push(e, &(vf_op){.fn = wp_slow, .reads = VF_VARS(wp_v)}));
+    return vf_run_wait_children(run, NULL);
+}
+
+TEST_CASE(a_waiter_takes_no_higher_op_of_another_worker)
+{
+    vf_engine *e = tu_engine(&tu_kinds[2]); /* pooled, 2 workers */
+    wp_v = tu_var(e);
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = wp_blocker}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = wp_parent}));
+    double end = tu_now() + TU_TIMEOUT;
+    while ((atomic_load(&wp_b_worker) < 0 || atomic_load(&wp_p_worker) < 0) &&
+           tu_now() < end)
+        sched_yield();
+    atomic_store(&wp_cmd, 1);
+    CHECK(wp_until(&wp_cmd, 0));
+    atomic_store(&wp_go, 1);
+    CHECK(tu_wait_flag(&wp_d_started, 1, TU_TIMEOUT));
+    atomic_store(&wp_cmd, 2); /* the blocker's worker free while D runs */
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_EQ(atomic_load(&wp_n), 2);
+    CHECK_EQ(wp_order[0], 1); /* H1, pushed first */
+    tu_finish_engine(e);
+}
+
 TEST_MAIN("test_priority", 120)

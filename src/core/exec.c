@@ -1889,7 +1889,7 @@ vf__op *vf__exec_worker_execute(vf__worker *w, vf__op *op)
         vf__pool_submit_list(w->pool, &mine);
     }
     dispatch_list(&rest);
-    return vf__worker_place(w, &mine);
+    return vf__worker_place(w, &mine, tls.loop_waiter == NULL);
 }
 
 void vf__exec_finish_completed(vf__op *op)

@@ -511,11 +511,36 @@ void vf__pool_submit_nested(vf__pool *p, vf__op *op)
  * moved in first: lock_queue). */
 static bool lock_queue(vf__worker *w, bool *drained);
 
+/* Move o's inbox into its queue (another worker's: o's thread may sleep
+ * meanwhile, so wake one when ops are left; as try_take_above). */
+static void sort_in_inbox(vf__worker *o)
+{
+    bool drained;
+    if (!lock_queue(o, &drained))
+        return;
+    int left = o->len;
+    atomic_store(&o->qlen, left);
+    pthread_mutex_unlock(&o->qlock);
+    if (drained && left > 0)
+        maybe_wake_one(o->pool);
+}
+
 static vf__op *take_better_elsewhere(vf__worker *w, int than)
 {
     vf__pool *p = w->pool;
+    /* What queued_above0 counts: ops above 0, and above `than`. An inbox
+     * tells how many such ops it holds, not their priorities: sorted in
+     * first, so they rank by their heap's top with the others (ranked
+     * behind any heap's positive top, a priority-100 op on a busy
+     * worker's inbox waited for a third worker's priority-5 ops: the
+     * reviewer). */
+    for (int i = 0; i < p->nworkers; i++) {
+        vf__worker *o = &p->workers[i];
+        if (o != w &&
+            atomic_load_explicit(&o->inbox_above0, memory_order_relaxed) > 0)
+            sort_in_inbox(o);
+    }
     vf__worker *from = NULL;
-    /* What queued_above0 counts: ops above 0, and above `than`. */
     int floor = than > 0 ? than : 0, best = floor;
     for (int i = 0; i < p->nworkers; i++) {
         vf__worker *o = &p->workers[i];
@@ -525,10 +550,6 @@ static vf__op *take_better_elsewhere(vf__worker *w, int than)
         if (top > best) {
             from = o;
             best = top;
-        } else if (from == NULL &&
-                   atomic_load_explicit(&o->inbox_above0,
-                                        memory_order_relaxed) > 0) {
-            from = o; /* not sorted in yet: its drain tells (lock_queue) */
         }
     }
     bool drained;
@@ -584,7 +605,7 @@ static inline vf__op *prefer_the_pools_best(vf__worker *w, vf__op *mine)
     return prefer_the_pools_best_slow(w, mine);
 }
 
-vf__op *vf__worker_place(vf__worker *w, vf__readylist *mine)
+vf__op *vf__worker_place(vf__worker *w, vf__readylist *mine, bool pool_wide)
 {
     if (mine->count == 0)
         return NULL;
@@ -601,7 +622,8 @@ vf__op *vf__worker_place(vf__worker *w, vf__readylist *mine)
         atomic_load_explicit(&w->qlen, memory_order_relaxed) == 0 &&
         atomic_load_explicit(&w->inbox, memory_order_relaxed) == NULL)
         /* hand-off: no queue round trip */
-        return prefer_the_pools_best(w, vf__readylist_pop(mine));
+        return pool_wide ? prefer_the_pools_best(w, vf__readylist_pop(mine))
+                         : vf__readylist_pop(mine);
     pthread_mutex_lock(&w->qlock);
     if (atomic_load_explicit(&w->inbox, memory_order_relaxed) != NULL)
         drain_inbox(w); /* older than `mine`: they queue first */
@@ -614,7 +636,7 @@ vf__op *vf__worker_place(vf__worker *w, vf__readylist *mine)
     pthread_mutex_unlock(&w->qlock);
     if (left > 0)
         maybe_wake_one(w->pool);
-    return prefer_the_pools_best(w, best);
+    return pool_wide ? prefer_the_pools_best(w, best) : best;
 }
 
 /* Lock w's queue with its inbox moved in; false (not locked) when both
@@ -643,7 +665,8 @@ static bool lock_queue(vf__worker *w, bool *drained)
  * would (the lane's head keeps top-level ops in arrival order). */
 static vf__op *try_take(vf__worker *w, bool thief)
 {
-    if (!lock_queue(w, NULL))
+    bool drained = false;
+    if (!lock_queue(w, thief ? &drained : NULL))
         return NULL;
     vf__op *op = NULL;
     if (w->len > 0) {
@@ -652,7 +675,16 @@ static vf__op *try_take(vf__worker *w, bool thief)
                  : queue_pop(w);
         atomic_store(&w->qlen, w->len);
     }
+    int left = w->len;
     pthread_mutex_unlock(&w->qlock);
+    /* Another thread moved w's inbox in and left ops there: w's thread may
+     * have read qlen and the inbox empty meanwhile and gone to sleep (as
+     * try_take_above says). A worker thief passes the baton after its
+     * take; a thread helping from outside (vf__pool_take) did not, and
+     * every worker slept beside the ops left (the reviewer: a helping
+     * vf_engine_wait_all hung, 1 run in about 30,000). */
+    if (VF__UNLIKELY(drained) && left > 0 && w != vf__this_worker_)
+        maybe_wake_one(w->pool);
     return op;
 }
 

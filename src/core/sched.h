@@ -436,8 +436,11 @@ void vf__pool_stuck_leave(vf__pool *p);
 vf__op *vf__pool_take(vf__pool *p);
 
 /* A worker places the ops it made ready: returns the one it should run next
- * itself (or NULL), queueing the rest on its own queue. */
-vf__op *vf__worker_place(vf__worker *w, vf__readylist *mine);
+ * itself (or NULL), queueing the rest on its own queue. `pool_wide`: the
+ * worker may take a higher op of another worker's queue instead (rule 11
+ * across the pool); not inside a wait, whose loop runs only what may run
+ * above it and would send such an op back with a new turn. */
+vf__op *vf__worker_place(vf__worker *w, vf__readylist *mine, bool pool_wide);
 
 /*
  * Sleep as an idle member of `p` until `wake_pred(arg)` holds or work may be

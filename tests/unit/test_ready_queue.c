@@ -189,30 +189,30 @@ TEST_CASE(worker_place_hands_off)
     vf__readylist mine;
 
     vf__readylist_init(&mine); /* nothing: nothing to run */
-    CHECK(vf__worker_place(w, &mine) == NULL);
+    CHECK(vf__worker_place(w, &mine, true) == NULL);
 
     vf__readylist_init(&mine); /* one, queue empty: no queue round trip */
     vf__readylist_add(&mine, OP(o, 0));
-    CHECK_EQ(index_of(o, vf__worker_place(w, &mine)), 0);
+    CHECK_EQ(index_of(o, vf__worker_place(w, &mine, true)), 0);
     CHECK_EQ(atomic_load(&w->qlen), 0);
 
     vf__readylist_init(&mine); /* two: the first runs, one is queued */
     vf__readylist_add(&mine, OP(o, 1));
     vf__readylist_add(&mine, OP(o, 2));
-    CHECK_EQ(index_of(o, vf__worker_place(w, &mine)), 1);
+    CHECK_EQ(index_of(o, vf__worker_place(w, &mine, true)), 1);
     CHECK_EQ(atomic_load(&w->qlen), 1);
     CHECK_EQ(mine.count, 0);
 
     vf__readylist_init(&mine); /* the queue holds something better */
     vf__readylist_add(&mine, OP(o, 4));
     submit_as(w, OP(o, 3));
-    CHECK_EQ(index_of(o, vf__worker_place(w, &mine)), 3);
+    CHECK_EQ(index_of(o, vf__worker_place(w, &mine, true)), 3);
     EXPECT_TAKES(w, o, 2, 4, -1);
 
     vf__readylist_init(&mine); /* an inbox op is older: it goes first */
     submit_outside(&p, OP(o, 5));
     vf__readylist_add(&mine, OP(o, 0));
-    CHECK_EQ(index_of(o, vf__worker_place(w, &mine)), 5);
+    CHECK_EQ(index_of(o, vf__worker_place(w, &mine, true)), 5);
     EXPECT_TAKES(w, o, 0, -1);
     vf__pool_destroy(&p);
     free(o);
