@@ -505,10 +505,6 @@ void vf__pool_submit_nested(vf__pool *p, vf__op *op)
     maybe_wake_one(p);
 }
 
-/* An op of a priority above `than` queued on another worker of w's pool,
- * taken out, or NULL: the best found, looked for by each worker's heap's
- * mirror and inbox count without its lock, then taken under it (its inbox
- * moved in first: lock_queue). */
 static bool lock_queue(vf__worker *w, bool *drained);
 
 /* Move o's inbox into its queue (another worker's: o's thread may sleep
@@ -525,6 +521,9 @@ static void sort_in_inbox(vf__worker *o)
         maybe_wake_one(o->pool);
 }
 
+/* An op of a priority above `than` (and above 0) queued on another worker
+ * of w's pool, taken out, or NULL: the best of the heaps' tops, read from
+ * their mirrors without the locks, then taken under its worker's lock. */
 static vf__op *take_better_elsewhere(vf__worker *w, int than)
 {
     vf__pool *p = w->pool;
