@@ -306,19 +306,31 @@ TEST_KIND_CASE(shutdown_push, k)
     tu_gate_destroy(&s.release);
 }
 
+typedef struct destroyed_inside {
+    int rc;
+    char detail[256];
+} destroyed_inside;
+
 static int destroy_inside(vf_run *run, void *arg)
 {
-    *(int *)arg = vf_engine_destroy(vf_run_engine(run));
+    destroyed_inside *d = arg;
+    d->rc = vf_engine_destroy(vf_run_engine(run));
+    snprintf(d->detail, sizeof d->detail, "%s", vf_error_detail());
     return 0;
 }
 
+/* Refused as the engine's own code, on every engine kind: the pooled ones
+ * said "inside op X which runs inside an op of this engine" of a top-level
+ * op (the check of calls nested across engines; found by a user tester). */
 TEST_KIND_CASE(destroy_from_op, k)
 {
     vf_engine *e = tu_engine(k);
-    int rc = 99;
-    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = destroy_inside, .arg = &rc}));
+    destroyed_inside d = {.rc = 99};
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = destroy_inside, .arg = &d}));
     CHECK_OK(vf_engine_wait_all(e, NULL));
-    CHECK_ERR(rc, VF_EDEADLK);
+    CHECK_ERR(d.rc, VF_EDEADLK);
+    if (strstr(d.detail, "the engine's own code") == NULL)
+        CHECK_REPORT_("the detail: %s", d.detail);
     usable(e);
     tu_finish_engine(e);
 }
