@@ -186,6 +186,22 @@ static vf__op *queue_pop(vf__worker *w)
     return lane_first(w) ? lane_pop(w) : heap_pop(w);
 }
 
+/* Under w->qlock: `op` (priority 0) at the lane's head, where w runs it
+ * next: a push from inside a running op (vf__pool_submit_nested), or an op
+ * w was about to run, put back (queue_put_back). */
+static void lane_push_front(vf__worker *w, vf__op *op)
+{
+    op->next = w->fifo_head;
+    *lane_prev(op) = NULL;
+    if (w->fifo_head != NULL)
+        *lane_prev(w->fifo_head) = op;
+    else
+        w->fifo_tail = op;
+    w->fifo_head = op;
+    w->len++;
+    count_arrival(w);
+}
+
 /* Under w->qlock: queue_push of an op new to the pool's queues (not one
  * an inbox held: it was counted there), counted in queued_above0. */
 static void queue_push_new(vf__worker *w, vf__op *op)
@@ -201,18 +217,12 @@ static void queue_push_new(vf__worker *w, vf__op *op)
  * in its old turn among its equals. */
 static void queue_put_back(vf__worker *w, vf__op *op)
 {
-    w->len++;
-    count_arrival(w);
     if (op->priority == 0) {
-        op->next = w->fifo_head;
-        *lane_prev(op) = NULL;
-        if (w->fifo_head != NULL)
-            *lane_prev(w->fifo_head) = op;
-        else
-            w->fifo_tail = op;
-        w->fifo_head = op;
+        lane_push_front(w, op);
         return;
     }
+    w->len++;
+    count_arrival(w);
     if (op->priority > 0)
         atomic_fetch_add_explicit(&w->pool->queued_above0, 1,
                                   memory_order_relaxed);
@@ -491,34 +501,21 @@ void vf__pool_submit_nested(vf__pool *p, vf__op *op)
         return;
     }
     pthread_mutex_lock(&w->qlock);
-    op->next = w->fifo_head;
-    *lane_prev(op) = NULL;
-    if (w->fifo_head != NULL)
-        *lane_prev(w->fifo_head) = op;
-    w->fifo_head = op;
-    if (w->fifo_tail == NULL)
-        w->fifo_tail = op;
-    w->len++;
-    count_arrival(w);
+    lane_push_front(w, op);
     atomic_store(&w->qlen, w->len);
     pthread_mutex_unlock(&w->qlock);
     maybe_wake_one(p);
 }
 
 static bool lock_queue(vf__worker *w, bool *drained);
+static void unlock_queue(vf__worker *w, bool drained);
 
-/* Move o's inbox into its queue (another worker's: o's thread may sleep
- * meanwhile, so wake one when ops are left; as try_take_above). */
+/* Move o's inbox into its queue (another worker's). */
 static void sort_in_inbox(vf__worker *o)
 {
     bool drained;
-    if (!lock_queue(o, &drained))
-        return;
-    int left = o->len;
-    atomic_store(&o->qlen, left);
-    pthread_mutex_unlock(&o->qlock);
-    if (drained && left > 0)
-        maybe_wake_one(o->pool);
+    if (lock_queue(o, &drained))
+        unlock_queue(o, drained);
 }
 
 /* An op of a priority above `than` (and above 0) queued on another worker
@@ -557,14 +554,7 @@ static vf__op *take_better_elsewhere(vf__worker *w, int than)
     vf__op *op = NULL;
     if (from->root != NULL && from->root->priority > floor)
         op = heap_pop(from);
-    int left = from->len;
-    atomic_store(&from->qlen, left); /* the inbox may have come in */
-    pthread_mutex_unlock(&from->qlock);
-    /* Ops moved in from its inbox and left there: its thread may have
-     * read qlen and the inbox empty meanwhile and gone to sleep (as in
-     * try_take_above). */
-    if (drained && left > 0)
-        maybe_wake_one(p);
+    unlock_queue(from, drained);
     return op;
 }
 
@@ -655,6 +645,28 @@ static bool lock_queue(vf__worker *w, bool *drained)
     return true;
 }
 
+/* Unlock w's queue (lock_queue), its length stored in qlen. A thread that
+ * is not w's and moved w's inbox in (`drained`) wakes the pool when it
+ * leaves ops there: between the move and its store of qlen, w's thread may
+ * have read qlen, then the inbox, found both empty, and gone to sleep
+ * (sleepers rescan in that order), and nothing else would wake it for those
+ * ops: in a device pool nobody else takes them unless it waits, and a
+ * thread helping from outside (vf__pool_take) passes no baton (a helping
+ * vf_engine_wait_all hung beside sleeping workers, 1 run in about 30,000:
+ * the reviewer of take_better_elsewhere). */
+static void unlock_queue(vf__worker *w, bool drained)
+{
+    int left = w->len;
+    atomic_store(&w->qlen, left);
+    pthread_mutex_unlock(&w->qlock);
+    if (VF__UNLIKELY(drained) && left > 0 && w != vf__this_worker_) {
+        if (w->pool->spread)
+            vf__pool_wake_all(w->pool);
+        else
+            maybe_wake_one(w->pool);
+    }
+}
+
 /* The best op of w's queue, taken out, or NULL. A `thief` (another thread
  * of the pool) takes the lane's tail instead when that is an op pushed
  * from inside a running op: the oldest of the owner's children there,
@@ -668,31 +680,15 @@ static vf__op *try_take(vf__worker *w, bool thief)
     if (!lock_queue(w, thief ? &drained : NULL))
         return NULL;
     vf__op *op = NULL;
-    if (w->len > 0) {
+    if (w->len > 0)
         op = thief && lane_first(w) && w->fifo_tail->nest != 0
                  ? lane_pop_tail(w)
                  : queue_pop(w);
-        atomic_store(&w->qlen, w->len);
-    }
-    int left = w->len;
-    pthread_mutex_unlock(&w->qlock);
-    /* Another thread moved w's inbox in and left ops there: w's thread may
-     * have read qlen and the inbox empty meanwhile and gone to sleep (as
-     * try_take_above says). A worker thief passes the baton after its
-     * take; a thread helping from outside (vf__pool_take) did not, and
-     * every worker slept beside the ops left (the reviewer: a helping
-     * vf_engine_wait_all hung, 1 run in about 30,000). */
-    if (VF__UNLIKELY(drained) && left > 0 && w != vf__this_worker_)
-        maybe_wake_one(w->pool);
+    unlock_queue(w, drained);
     return op;
 }
 
-/* try_take for a waiter: an op that fits, in the lane, else in the heap. A
- * waiter that is not w and moved w's inbox in wakes the pool when it leaves ops
- * there: between the move and its store of qlen, w's thread may have read qlen,
- * then the inbox, found both empty, and gone to sleep (sleepers rescan in that
- * order), and nothing else would wake it for those ops: in a device pool nobody
- * else takes them unless it waits. */
+/* try_take for a waiter: an op that fits, in the lane, else in the heap. */
 static vf__op *try_take_above(vf__worker *w, const vf__pool_fits *fits,
                               bool from_tail)
 {
@@ -702,15 +698,7 @@ static vf__op *try_take_above(vf__worker *w, const vf__pool_fits *fits,
     vf__op *op = lane_take_above(w, fits, from_tail);
     if (op == NULL)
         op = heap_take_above(w, fits);
-    int left = w->len;
-    atomic_store(&w->qlen, left); /* the inbox may have come in */
-    pthread_mutex_unlock(&w->qlock);
-    if (drained && left > 0 && w != vf__this_worker_) {
-        if (w->pool->spread)
-            vf__pool_wake_all(w->pool);
-        else
-            maybe_wake_one(w->pool);
-    }
+    unlock_queue(w, drained);
     return op;
 }
 
