@@ -1419,10 +1419,26 @@ int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any, int *room)
     return VF__LOOP_RAN;
 }
 
+/* Whether a helping thread may run another op before `until`: not once it
+ * passed, and not at all with a deadline on an engine with devices: an op
+ * taken here first meets, on the host and with no limit, the device work
+ * its vars wait for, which the program may let finish only after the wait
+ * gave up (found by a reviewer: a polling program hung). Asked before each
+ * op, a chain's included: the engine's first device op may come during
+ * the wait, made by the op just run (found by the next reviewers), and a
+ * timed wait ran every op of a chain of 40 before it looked at the time (a
+ * user tester: 2 s late for a 20 ms timeout). */
+static bool help_may_go_on(vf_engine *e, const vf__deadline *until)
+{
+    return until == NULL || until->forever ||
+           (!vf__deadline_passed(until) && !vf__engine_has_devices(e));
+}
+
 bool vf__exec_help_run(vf_engine *e, const vf__deadline *until)
 {
     vf__pool *p = e->cpu_pool;
-    if (p == NULL || vf__current_op() != NULL || tls.inline_depth > 0)
+    if (p == NULL || vf__current_op() != NULL || tls.inline_depth > 0 ||
+        !help_may_go_on(e, until))
         return false;
     vf__op *op = vf__pool_take(p);
     if (op == NULL)
@@ -1449,16 +1465,7 @@ bool vf__exec_help_run(vf_engine *e, const vf__deadline *until)
                 vf__readylist_add(&rest, r);
             }
         }
-        /* A chain stays here until the wait's deadline: a timed wait
-         * ran every op of a chain of 40 before it looked at the time
-         * (found by a user tester: 2 s late for a 20 ms timeout); and not
-         * at all once the engine has devices, whose work the next op may
-         * meet on the host with no limit (wait.c: wait_idle; the op just
-         * run may have made the engine's first device op: the
-         * reviewer). */
-        if (next != NULL &&
-            (VF__UNLIKELY(here) || vf__deadline_passed(until) ||
-             (until != NULL && !until->forever && vf__engine_has_devices(e)))) {
+        if (next != NULL && (VF__UNLIKELY(here) || !help_may_go_on(e, until))) {
             vf__pool_submit(p, next); /* as vf__exec_worker_execute's */
             next = NULL;
         }

@@ -329,8 +329,8 @@ bool vf__exec_run_held(vf_engine *lender);
  * queued op of the CPU pool itself, and then each op that one makes ready
  * on that pool, first of its list (a chain stays on this thread), instead
  * of sleeping beside busy workers, until `until` passes (NULL: none): the
- * op it would run next then goes to the pool. False when there was none
- * to take. */
+ * op it would run next then goes to the pool. With a deadline, none on an
+ * engine with devices. False when it took none. */
 bool vf__exec_help_run(vf_engine *e, const struct vf__deadline *until);
 
 /* Dispatch a replay's nodes made ready at its start (graph.c): each to its

@@ -1783,18 +1783,11 @@ VF_API int vf_run_wait_children_timed(vf_run *run, int64_t timeout_ms,
  * VF_ETIMEDOUT when `until` (NULL: none) passes first. */
 static int wait_idle(vf_engine *e, bool help, const vf__deadline *until)
 {
-    /* Not with a deadline on an engine with devices: an op taken here
-     * first meets, on the host and with no limit, the device work its
-     * vars wait for, which the program may let finish only after the
-     * wait gave up (found by a reviewer: a polling program hung). Looked
-     * at before each op: the engine's first device op may come during
-     * the wait (found by the next reviewer). */
-    bool timed = until != NULL && !until->forever;
     do {
         vf__bulk_flush_all(e);
-        while (help && !(timed && vf__engine_has_devices(e)) &&
-               vf__counts_pending(vf__engine_counts(e)) != 0 &&
-               !vf__deadline_passed(until) && vf__exec_help_run(e, until)) {
+        /* Until its deadline (exec.c: help_may_go_on). */
+        while (help && vf__counts_pending(vf__engine_counts(e)) != 0 &&
+               vf__exec_help_run(e, until)) {
         }
         bool late = false;
         /* A watcher before the sums below: the finisher of the last op
