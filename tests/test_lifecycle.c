@@ -695,6 +695,27 @@ TEST_CASE(workers_while_stopped)
         CHECK_EQ(vf_engine_num_workers(e), made);
         tu_finish_engine(e);
     }
+    /* A device's pools count from its first op, which makes them (the
+     * header said "the number it was made with": a user tester read 3,
+     * then 9). */
+    vf_engine *e = NULL;
+    CHECK_OK(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_PERDEVICE,
+                                               .cpu_workers = 2,
+                                               .cpu_priority_workers = 1,
+                                               .gpu_workers = 2,
+                                               .gpu_copy_workers = 1,
+                                               .gpu_priority_workers = 1,
+                                               .ignore_env = true}));
+    REQUIRE(e != NULL);
+    CHECK_EQ(vf_engine_num_workers(e), 3);
+    vf_var v = tu_var(e);
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = tu_nop,
+                    .writes = VF_VARS(v),
+                    .device = (vf_device){VF_DEVICE_EMULATED, 0}}));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_EQ(vf_engine_num_workers(e), 3 + 2 + 1 + 1);
+    CHECK_OK(vf_engine_destroy(e));
 }
 
 TEST_MAIN("test_lifecycle", 200)

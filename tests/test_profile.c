@@ -49,6 +49,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -1135,6 +1136,42 @@ TEST_CASE(engines_sharing_a_path)
         if (strncmp(ent->d_name, "shared.json.", 12) == 0)
             CHECK_REPORT_("a temporary file was left: %s", ent->d_name);
     closedir(d);
+}
+
+/* The profile is written by vf_engine_destroy: a process that exits with
+ * its engine alive writes none (PROFILING.md; a user tester embedding
+ * varflow asked). The child exits through exit(), its atexit handlers
+ * run, its engine never destroyed. */
+TEST_CASE(no_profile_without_a_destroy)
+{
+#if defined(TU_TSAN)
+    TEST_SKIP("under TSan (its runtime cannot follow threads started in a "
+              "forked child: see test_lifecycle_fork)");
+#endif
+    const char *path = path_in_dir("never_destroyed.json");
+    unlink(path);
+    fflush(NULL);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        vf_engine *e = NULL;
+        if (vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
+                                              .cpu_workers = 1,
+                                              .profile_path = path}) != 0)
+            _exit(2);
+        vf_var v;
+        if (vf_var_create(e, &v) != 0 ||
+            vf_engine_push(e, &(vf_op){.fn = tu_nop, .writes = VF_VARS(v)}) !=
+                0 ||
+            vf_engine_wait_all(e, NULL) != 0)
+            _exit(3);
+        exit(0);
+    }
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    struct stat st;
+    CHECK(stat(path, &st) != 0 && errno == ENOENT);
 }
 
 /* Engines writing their profiles to standard output ("-") at once: each
