@@ -142,7 +142,10 @@ static void one_call(enum blocking_call c, bool pending)
     }
     REQUIRE(wait_flag(&b.entered));
     sleep_ms(30); /* inside the call by now, blocked behind the held op */
-    if (c != STATS_TOTAL) /* it waits for the ranks, not for the op */
+    /* Where this rank holds the op: another rank's get may end as soon as
+     * the owner completes its op, before this rank looks (TSan's CI run,
+     * 4 ranks); stats wait for the ranks, not for the op. */
+    if (c != STATS_TOTAL && holder)
         CHECK_EQ(atomic_load(&b.returned), 0);
     if (!pending)
         REQUIRE(pthread_cancel(t) == 0);
