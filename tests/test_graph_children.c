@@ -17,6 +17,11 @@
  * - a node that waits for such a child (vf_run_wait_children) gets
  *   VF_EDEADLK, as the same push does (the child needs the node to end),
  *   and one whose child uses only what the node reads gets 0;
+ * - on the naive engine, a child on a var the graph writes later and its
+ *   node does not use runs before the graph's later ops, and the node's
+ *   wait for it (for its children, or on the var) returns what the push's
+ *   would; random programs there push children on such vars too, and
+ *   wait for them inside their ops;
  * - many nodes reading a var, each with children reading it beside it,
  *   launches pipelined: every child sees the value before the graph's
  *   next write; children a node bulks go beside it too.
@@ -304,6 +309,111 @@ TEST_KIND_CASE(wait_for_a_child_reading_beside, k)
     wait_case(k, false);
 }
 
+/* --- the naive engine: a child on a var its node does not use ------------- */
+
+/* P writes x and pushes C, which writes v; L reads x and writes v. The
+ * naive engine runs a push inside it, so the pushes run P, C, L, P's wait
+ * for its children gets 0 and its wait on v finds C's value; a launch of
+ * the same pushes, replayed, the same (it ran P, L, C: the child queued
+ * behind the graph's hold on v, which L's end let go; the wait for the
+ * children got VF_EDEADLK, and the wait on v returned before C had run:
+ * found by a user tester). */
+typedef struct unused {
+    vf_engine *e;
+    vf_var x, v;
+    int mode; /* 0: no wait, 1: vf_run_wait_children, 2: vf_var_wait(v) */
+    int wait_rc, seen;
+    int value; /* v's */
+    logbook lb;
+} unused;
+
+static int unused_child(vf_run *run, void *arg)
+{
+    (void)run;
+    unused *u = arg;
+    note(&u->lb, 2);
+    u->value = 2;
+    return 0;
+}
+
+static int unused_node(vf_run *run, void *arg)
+{
+    unused *u = arg;
+    note(&u->lb, 1);
+    CHECK_OK(vf_engine_push(u->e, &(vf_op){.fn = unused_child,
+                                           .arg = u,
+                                           .writes = VF_VARS(u->v),
+                                           .name = "C"}));
+    if (u->mode == 1)
+        u->wait_rc = vf_run_wait_children(run, NULL);
+    if (u->mode == 2) {
+        u->wait_rc = vf_var_wait(u->e, u->v, NULL);
+        u->seen = u->value;
+    }
+    return 0;
+}
+
+static int unused_later(vf_run *run, void *arg)
+{
+    (void)run;
+    unused *u = arg;
+    note(&u->lb, 3);
+    u->value = 3;
+    return 0;
+}
+
+static void push_unused(unused *u)
+{
+    CHECK_OK(vf_engine_push(u->e, &(vf_op){.fn = unused_node,
+                                           .arg = u,
+                                           .writes = VF_VARS(u->x),
+                                           .name = "P"}));
+    CHECK_OK(vf_engine_push(u->e, &(vf_op){.fn = unused_later,
+                                           .arg = u,
+                                           .reads = VF_VARS(u->x),
+                                           .writes = VF_VARS(u->v),
+                                           .name = "L"}));
+}
+
+TEST_CASE(naive_child_on_a_var_its_node_does_not_use)
+{
+    for (int mode = 0; mode < 3; mode++) {
+        unused u = {.mode = mode};
+        CHECK_OK(vf_engine_create(
+            &u.e, &(vf_config){.type = VF_ENGINE_NAIVE, .ignore_env = true}));
+        u.x = tu_var(u.e);
+        u.v = tu_var(u.e);
+        u.lb.e = u.e;
+        vf_graph *g = NULL;
+        CHECK_OK(vf_graph_begin(u.e));
+        push_unused(&u);
+        CHECK_OK(vf_graph_end(u.e, &g));
+        for (int pass = 0; pass < 4; pass++) { /* pushed, then launched */
+            u.lb.n = 0;
+            u.wait_rc = -99;
+            u.seen = u.value = 0;
+            if (pass == 0)
+                push_unused(&u);
+            else
+                CHECK_OK(vf_graph_launch(u.e, g));
+            CHECK_OK(vf_engine_wait_all(u.e, NULL));
+            CHECK_EQ(u.lb.n, 3);
+            for (int i = 0; i < 3 && i < u.lb.n; i++)
+                CHECK_EQ(u.lb.id[i], i + 1); /* P, C, L */
+            CHECK_EQ(u.value, 3);
+            if (mode != 0)
+                CHECK_EQ(u.wait_rc, 0);
+            if (mode == 2)
+                CHECK_EQ(u.seen, 2); /* C's write, before L's */
+        }
+        vf_stats st;
+        CHECK_OK(vf_engine_stats(u.e, &st));
+        CHECK_EQ(st.replays, 3);
+        CHECK_OK(vf_graph_destroy(u.e, g));
+        CHECK_OK(vf_engine_destroy(u.e));
+    }
+}
+
 /* --- many readers, each with children reading beside it ------------------ */
 
 #define NREADERS 6
@@ -524,12 +634,16 @@ typedef struct kid {
     bool grandchild; /* it pushes one on its first write */
 } kid;
 
+/* What an op does after pushing its children (the naive engine only). */
+enum { WAIT_NONE, WAIT_CHILDREN, WAIT_VAR };
+
 typedef struct rop {
     int nr, nw;
     int r[3], wv[2];
     int fail_step;
     int nkids;
     kid kids[MAXKIDS];
+    int wait, wait_on; /* WAIT_*, and WAIT_VAR's var */
 } rop;
 
 typedef struct program {
@@ -544,6 +658,8 @@ typedef struct world {
     const program *p;
     uint64_t val[NV];
     atomic_int status[STEPS][MAXOPS][SLOTS]; /* done's status + 1000 */
+    int wait_rc[STEPS][MAXOPS];              /* an op's own wait's */
+    uint64_t waited[STEPS][MAXOPS];          /* WAIT_VAR's var after it */
 } world;
 
 /* A copied argument: who runs (op, slot) at which step. */
@@ -618,16 +734,61 @@ static int rfn(vf_run *run, void *arg)
         h = mix(h, w->val[r[i]]);
     for (int i = 0; i < nw; i++)
         w->val[wv[i]] = mix(w->val[wv[i]], h);
-    if (a->slot == 0)
+    if (a->slot == 0) {
         for (int c = 0; c < o->nkids; c++)
             push_kid(w, a->op, 1 + c, a->step, &o->kids[c]);
-    else if (a->slot <= MAXKIDS && k->grandchild)
+        if (o->wait == WAIT_CHILDREN) {
+            w->wait_rc[a->step][a->op] = vf_run_wait_children(run, NULL);
+        } else if (o->wait == WAIT_VAR) {
+            w->wait_rc[a->step][a->op] = vf_var_wait(w->e, w->vars[o->wait_on],
+                                                     NULL);
+            w->waited[a->step][a->op] = w->val[o->wait_on];
+        }
+    } else if (a->slot <= MAXKIDS && k->grandchild)
         push_kid(w, a->op, a->slot + MAXKIDS, a->step,
                  &(kid){.nw = 1, .wv = {k->wv[0]}, .fail_step = -1});
     return 0;
 }
 
-static void make_program(program *p, tu_rng *r)
+/* A child of op i of the naive engine's program: on vars the graph holds
+ * to write while op i runs (a later op uses them), which op i writes or
+ * does not use (the naive engine runs a node's children there before the
+ * graph's later ops, as their pushes: varflow.h, "Ops pushed from inside a
+ * launched op"); none when there are none. */
+static void naive_kid(const program *p, int i, tu_rng *r, kid *k)
+{
+    int cand[NV], ncand = 0;
+    for (int v = 0; v < NV; v++) {
+        bool written = false, later = false, read = false;
+        for (int j = 0; j < p->nops; j++) {
+            const rop *o = &p->ops[j];
+            for (int q = 0; q < o->nw; q++)
+                written |= o->wv[q] == v;
+            for (int q = 0; q < o->nr; q++)
+                later |= j > i && o->r[q] == v;
+            for (int q = 0; q < o->nw; q++)
+                later |= j > i && o->wv[q] == v;
+        }
+        for (int q = 0; q < p->ops[i].nr; q++)
+            read |= p->ops[i].r[q] == v;
+        for (int q = 0; q < p->ops[i].nw; q++)
+            read &= p->ops[i].wv[q] != v;
+        if (written && later && !read)
+            cand[ncand++] = v;
+    }
+    if (ncand == 0)
+        return;
+    k->nw = tu_below(r, 3);
+    for (int j = 0; j < k->nw; j++)
+        k->wv[j] = cand[tu_below(r, ncand)];
+    if (k->nw == 2 && k->wv[0] == k->wv[1])
+        k->nw = 1;
+    k->nr = tu_below(r, k->nw == 0 ? 3 : 2);
+    for (int j = 0; j < k->nr; j++)
+        k->r[j] = cand[tu_below(r, ncand)];
+}
+
+static void make_program(program *p, tu_rng *r, bool naive)
 {
     memset(p, 0, sizeof *p);
     p->nops = tu_range(r, 4, MAXOPS);
@@ -639,7 +800,23 @@ static void make_program(program *p, tu_rng *r)
             o->r[k] = tu_below(r, NV);
         for (int k = 0; k < o->nw; k++)
             o->wv[k] = tu_below(r, NV);
+    }
+    for (int i = 0; i < p->nops; i++) {
+        rop *o = &p->ops[i];
         o->fail_step = tu_below(r, 6) == 0 ? tu_below(r, STEPS) : -1;
+        if (naive) {
+            o->nkids = tu_below(r, MAXKIDS + 1);
+            for (int c = 0; c < o->nkids; c++) {
+                naive_kid(p, i, r, &o->kids[c]);
+                o->kids[c].fail_step = tu_below(r, 8) == 0 ? tu_below(r, STEPS)
+                                                           : -1;
+                o->kids[c].grandchild = o->kids[c].nw > 0 &&
+                                        tu_below(r, 3) == 0;
+            }
+            o->wait = tu_below(r, 3);
+            o->wait_on = tu_below(r, NV);
+            continue;
+        }
         /* Children on the vars it writes: the serial program's place is
          * theirs on every engine, so the values compare. */
         o->nkids = o->nw > 0 ? tu_below(r, MAXKIDS + 1) : 0;
@@ -731,7 +908,7 @@ TEST_KIND_CASE(random_programs_with_children, k)
     int nprog = (int)tu_scaled(30, 6);
     for (int n = 0; n < nprog; n++) {
         tu_rng r = tu_rng_make(check_seed() * 1000 + (uint64_t)n);
-        make_program(p, &r);
+        make_program(p, &r, !k->threaded);
         memset(a, 0, sizeof *a);
         memset(b, 0, sizeof *b);
         memset(sa, 0, sizeof *sa);
@@ -751,6 +928,8 @@ TEST_KIND_CASE(random_programs_with_children, k)
                                       atomic_load(&a->status[s][i][c]) - 1000,
                                       atomic_load(&b->status[s][i][c]) - 1000);
         CHECK_EQ(diffs, 0);
+        CHECK(memcmp(a->wait_rc, b->wait_rc, sizeof a->wait_rc) == 0);
+        CHECK(memcmp(a->waited, b->waited, sizeof a->waited) == 0);
         CHECK(memcmp(a->val, b->val, sizeof a->val) == 0);
         CHECK(memcmp(sa->versions, sb->versions, sizeof sa->versions) == 0);
         CHECK(memcmp(sa->wait_rc, sb->wait_rc, sizeof sa->wait_rc) == 0);

@@ -1657,14 +1657,18 @@ void vf__exec_run_in_order(vf__op *const *ops, uint32_t n, uint64_t base)
         over++;
         if (++i == n)
             break;
-        if (VF__LIKELY(ready.count == 0))
-            continue; /* the launch goes on */
+        /* The launch goes on, unless ops wait on this thread to run
+         * first: made ready by the node's finish, or by a wait inside it
+         * (its children: vf__graph_split_for_wait). */
+        if (VF__LIKELY(ready.count == 0 && tls.deferred.count == 0))
+            continue;
         nodes_over(e, ops[i - 1], over, ran, &ready, false);
         over = 0;
         ran = 0;
         /* What the node made ready runs before the next node (an inline
-         * run defers it: run_inline): its children on a var it writes, let
-         * go to them at its finish (graph.h), come before the next node's
+         * run defers it: run_inline): its children on a var the graph
+         * holds, let go to them at its finish or a wait in it (graph.h),
+         * come before the next node's
          * run on that var, as after their pushes; the others are ready,
          * so conflict with none of the graph's ops left. */
         while (vf__exec_run_deferred(NULL))

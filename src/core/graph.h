@@ -152,6 +152,12 @@ typedef struct vf__graph_inst {
  * A child of a replay's node (pushed from inside its function) on a var
  * its node writes goes where its push beside the node would put it: right
  * behind the node, before the graph's later ops on the var (varflow.h).
+ * Where the nodes run one after the other (the naive engine: in_order),
+ * so does a child on a var the graph holds to write and its node does not
+ * use: the nodes before its node have finished, so the hold stands for
+ * the later ones only; a wait in the node splits the hold at once
+ * (vf__graph_split_for_wait), where the pushes would have found the var
+ * free.
  * The launch op holds the var for the whole graph, and the graph's later
  * ops wait for the node through their counts, not the var's queue; so the
  * child queues right behind the launch op's place (var.c: holder_place,
@@ -195,16 +201,17 @@ typedef struct vf__graph_split {
 
 /* Register a child `child` of the replay's node `parent` (push.c, before
  * the child's vars are locked): a split of each var it uses that `parent`
- * writes and a later node of the graph uses, and a read beside `parent`'s
- * of each it reads that `parent` only reads and the graph writes. 0, or
- * VF_ENOMEM (naming `who`). */
+ * writes (in_order: or does not use, and the graph holds to write) and a
+ * later node of the graph uses, and a read beside `parent`'s of each it
+ * reads that `parent` only reads and the graph writes. 0, or VF_ENOMEM
+ * (naming `who`). */
 int vf__graph_child_pushed(vf__op *parent, const vf__op *child,
                            const char *who);
 
 /* The place a child of `parent` (NULL: not known) waits behind on v, whose
  * running write `holder` holds for a graph (a launch op or a rest op):
- * `parent`'s when it is a node of that graph that writes v, else 0 (var.c:
- * holder_place). */
+ * `parent`'s when it is a node of that graph that writes v (in_order: or
+ * does not use it), else 0 (var.c: holder_place). */
 uint64_t vf__graph_holder_place(const vf__op *holder, const vf__var *v,
                                 const vf__op *parent);
 
@@ -226,6 +233,17 @@ const vf__op *vf__graph_var_holder(const vf__op *nd, const vf__var *v);
  * the splits are made (the vars let go to its children go to `ready`). */
 void vf__graph_splits_finished(vf__graph_inst *in, vf__op *op,
                                vf__readylist *ready);
+
+/* A node `op` of a replay whose nodes run one after the other (the naive
+ * engine) is about to wait (vf_var_wait, vf_run_wait_children): its
+ * children on the vars it does not use, queued behind the graph's hold,
+ * get them now, the hold's rest op behind them (the split its finish would
+ * make: graph_child.c), so the wait finds them as their pushes would have
+ * (they waited for the graph's later ops, which wait for the node: the
+ * wait got VF_EDEADLK, or 0 before the child had run, where the pushes
+ * waited for the child; found by a user tester). On a var the node reads,
+ * a child waits for the node's end, as its push would. */
+void vf__graph_split_for_wait(vf__op *op);
 
 /* The graph's last use of boundary var b finished: the place that holds
  * it for the graph (the launch op's, or a split's rest op's, then freed)

@@ -100,8 +100,13 @@ uint64_t vf__graph_holder_place(const vf__op *holder, const vf__var *v,
         return 0;
     const vf__graph_inst *in = parent->graph;
     int b = bvar_index(in->g, v);
+    /* A node that writes v; on the naive engine, one that does not use
+     * it too: the nodes before it have finished, so the hold stands for
+     * the graph's later uses only (graph.h). */
+    int use = vf__op_uses(parent, v);
     return b >= 0 && holder_of(in, b) == holder &&
-                   vf__op_uses(parent, v) == VF__USES_TO_WRITE
+                   (use == VF__USES_TO_WRITE ||
+                    (use == VF__USES_NOT && in->in_order))
                ? parent->place
                : 0;
 }
@@ -265,6 +270,17 @@ static int read_beside(vf__graph_inst *in, vf__op *parent, uint32_t p, int b,
     return 0;
 }
 
+/* Whether the graph's hold on v, boundary var b of `in`, is a running
+ * write of its launch or rest op (not let go, not made a read). */
+static bool holds_to_write(const vf__graph_inst *in, int b)
+{
+    vf__var *v = in->g->bvars[b].var;
+    vf__spin_lock(&v->lock);
+    bool held = hold_running(v, in) != NULL;
+    vf__spin_unlock(&v->lock);
+    return held;
+}
+
 int vf__graph_child_pushed(vf__op *parent, const vf__op *child, const char *who)
 {
     if (!is_replay_node(parent))
@@ -276,7 +292,7 @@ int vf__graph_child_pushed(vf__op *parent, const vf__op *child, const char *who)
         const vf__dep *cd = vf__op_dep(child, i);
         const vf__var *v = vf__dep_var(cd);
         int use = vf__op_uses(parent, v);
-        int b = use != VF__USES_NOT ? bvar_index(g, v) : -1;
+        int b = use != VF__USES_NOT || in->in_order ? bvar_index(g, v) : -1;
         if (b < 0)
             continue;
         if (use == VF__USES_TO_READ) {
@@ -288,6 +304,15 @@ int vf__graph_child_pushed(vf__op *parent, const vf__op *child, const char *who)
                 return rc;
             continue;
         }
+        /* On a var the node does not use, only where the nodes run one
+         * after the other (the naive engine), while the graph holds it to
+         * write: the child went ahead behind that hold (var.c:
+         * holder_place, through vf__graph_holder_place); elsewhere it takes
+         * its place at its push, after the graph's later ops. Under v's
+         * lock, though only this thread changes the graph's holds then
+         * (its nodes and their children's pushes). */
+        if (use == VF__USES_NOT && !holds_to_write(in, b))
+            continue;
         /* Split already (one node writes v at a time: its own), or the
          * node is v's last use, whose finish lets v go to the children. */
         if (atomic_load_explicit(&in->split[b].pending, memory_order_relaxed) !=
@@ -375,6 +400,30 @@ void vf__graph_splits_finished(vf__graph_inst *in, vf__op *op,
         atomic_store_explicit(&in->split[b].pending, NULL,
                               memory_order_relaxed);
         split(in, b, rest, ready);
+    }
+}
+
+void vf__graph_split_for_wait(vf__op *op)
+{
+    if (!is_replay_node(op) || !op->graph->in_order || !op->splits)
+        return;
+    vf__graph_inst *in = op->graph;
+    vf__readylist ready;
+    vf__readylist_init(&ready);
+    for (int b = 0; b < in->g->nb; b++) {
+        vf__op *rest = atomic_load_explicit(&in->split[b].pending,
+                                            memory_order_acquire);
+        if (rest == NULL || rest->place != op->place + 1 ||
+            vf__op_uses(op, in->g->bvars[b].var) != VF__USES_NOT)
+            continue; /* the node holds v to its finish */
+        atomic_store_explicit(&in->split[b].pending, NULL,
+                              memory_order_relaxed);
+        split(in, b, rest, &ready);
+    }
+    if (ready.count != 0) {
+        vf__engine_count_in(in->g->engine,
+                            (uint64_t)ready.count * VF__COUNT_ACTIVE);
+        vf__exec_dispatch_ready(&ready);
     }
 }
 

@@ -1248,9 +1248,10 @@ static void drop_marker(vf_engine *e, vf__var *v, vf__op *op, vf__waiter *w)
  * the launch takes v to write (the marker then goes right behind the
  * graph's hold: vf__push_enqueue_behind), else NULL, with *settled when the
  * node reads v itself, or the launch takes v to read only (the graph writes no
- * v, and every write before the launch has finished) or runs its nodes one
- * after the other (the naive engine: those before this one have finished, and
- * the wait waits for them only, as its push would have). */
+ * v, and every write before the launch has finished). Where the launch runs
+ * its nodes one after the other (the naive engine), NULL unsettled: those
+ * before this one have finished, and the wait waits for what the node pushed
+ * on v before it, as its push would have (wait_var: before its key). */
 static const vf__op *launch_hold(const vf__op *cur, const vf__var *v,
                                  bool *settled)
 {
@@ -1262,11 +1263,13 @@ static const vf__op *launch_hold(const vf__op *cur, const vf__var *v,
     if (vf__op_uses(cur, v) != VF__USES_NOT)
         return NULL;
     *settled = false;
+    if (cur->graph->in_order)
+        return NULL;
     for (int i = 0; i < launch->nvars; i++) {
         const vf__dep *d = vf__op_dep(launch, i);
         if (vf__dep_var(d) != v)
             continue;
-        *settled = !vf__dep_write(d) || cur->graph->in_order;
+        *settled = !vf__dep_write(d);
         /* The node, whose graph's hold the marker goes behind: the launch
          * op's place, or the rest op's that holds v for the graph since a
          * node's children split it (graph.h), found under v's lock, where
@@ -1371,9 +1374,11 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
     }
     const vf__op *hold = NULL;
     bool settled = false;
-    if (nested && VF__UNLIKELY(cur->def->kind->flags & VF__KIND_GRAPH))
+    bool node = nested && VF__UNLIKELY(cur->def->kind->flags & VF__KIND_GRAPH);
+    if (node) {
+        vf__graph_split_for_wait(cur); /* its children first (naive) */
         hold = launch_hold(cur, v, &settled);
-    else if (nested)
+    } else if (nested)
         /* The op reads v itself: every op before it on v has finished,
          * and the serial program's wait waits for no later one. Queued at
          * the var's end, it waited for a write pushed after the op in time
@@ -1416,9 +1421,13 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
      * Appended at the end, its marker waited for writes pushed after the
      * op: VF_EDEADLK, a later value or a hang where the op alone got 0
      * (found by a user tester). */
-    if (!settled && nested && hold == NULL &&
-        !(cur->def->kind->flags & VF__KIND_GRAPH)) {
-        settled = vf__var_last_write_before(v, w->key) == NULL;
+    if (!settled && nested && hold == NULL && (!node || cur->graph->in_order)) {
+        /* A node's graph's hold (the naive engine's, whose nodes before
+         * this one have finished) holds nothing the wait waits for. */
+        const vf__dep *last = vf__var_last_write_before(v, w->key);
+        settled = last == NULL ||
+                  (node && vf__graph_holds_for(vf__dep_op(last)) &&
+                   vf__dep_op(last)->graph == cur->graph);
         before = !settled;
     }
     if (settled || (v->head == NULL && v->nreaders != VF__WRITE_RUNNING)) {
@@ -1700,6 +1709,7 @@ static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
                         "wait",
                         who, vf__op_label(cur->name, cur->place, label), up);
     }
+    vf__graph_split_for_wait(cur); /* a node's children first (naive) */
     int rc = 0;
     if ((atomic_load_explicit(&f->pending, memory_order_acquire) &
          VF__FAMILY_COUNT) != 0) {
