@@ -1624,36 +1624,42 @@ VF_API int vf_run_wait_children_timed(vf_run *run, int64_t timeout_ms,
  * fixed: found trying graphs from C++ as a user). On the naive engine,
  * which runs the graph's ops one after the other, so does a child on a
  * variable the graph writes and its parent does not use: its push finds
- * the variable free of the ops before its parent, and it runs before the
- * graph's later ops, its parent's waits for it (vf_run_wait_children(),
- * vf_var_wait() on the variable) returning once it has run, as the push's
- * would (it ran after them, the first wait got VF_EDEADLK and the second
- * returned before it had run: found by a user tester). These run after
- * the graph's later ops on the variable, as a push after the launch
- * would: on the threaded engines, a child on a variable its parent does
- * not use; on every engine, a child that takes its place at its push
- * (@ref waits: one that writes a variable its parent only reads, or would
- * queue behind another op, a sibling pushed before it say), and on the
- * naive engine one that writes a variable the graph only reads; an op
- * pushed further down (a child's child, ...) on a variable its own parent
- * does not use; and, in a graph replayed as one device graph
- * (vf_graph_device_replay()), a child of its CPU op on a variable the
- * graph holds. A wait for such a child inside its parent
- * (vf_run_wait_children(), or vf_var_wait() on the variable it writes)
- * waits for the graph's later ops, which wait for the parent: VF_EDEADLK.
- * A wait from
- * inside an op of a launch that replays, on a variable the graph writes,
- * waits for its launch's whole hold on it (the graph takes its variables
- * together, as one op does), not for what other threads and later launches
- * queued on it since: VF_EDEADLK when a later op of the graph uses it and
- * depends on the waiting op, where its push would have waited only for the ops
- * before it (do not record such a wait; push those ops instead). On a
- * variable the graph only reads, or the waiting op reads itself, on
- * the naive engine, and in a launch pushed op by op, it waits only for
- * what was before it (the op's own children on the variable among them),
- * as its push would (a wait inside an op: see vf_var_wait() for what it
- * may report). So whether a launch replays can change what such a wait
- * returns; a program that must not depend on it records no such wait.
+ * the variable free of the ops before its parent, as the same push does,
+ * so it runs at its push when nothing else holds it back, before the
+ * graph's later ops in any case, and its parent's waits for it
+ * (vf_run_wait_children(), vf_var_wait() on the variable, a look) return
+ * what the push's would (it ran after them, the first wait got
+ * VF_EDEADLK and the second returned before it had run: found by a user
+ * tester). These run after the graph's later ops on the variable, as a
+ * push after the launch would: on the threaded engines, a child on a
+ * variable its parent does not use; on every engine, a child that takes
+ * its place at its push (@ref waits: one that writes a variable its
+ * parent only reads, or would queue behind another op, a sibling pushed
+ * before it that has not run, say), and on the naive engine one that
+ * writes a variable the graph only reads; an op pushed further down (a
+ * child's child, ...) on a variable its own parent does not use; and, in
+ * a graph replayed as one device graph (vf_graph_device_replay()), a
+ * child of its CPU op on a variable the graph holds. A wait for such a
+ * child inside its parent, vf_run_wait_children(), waits for the graph's
+ * later ops, which wait for the parent: VF_EDEADLK. A wait from inside an
+ * op of a launch that replays, on a variable the graph writes, waits for
+ * its launch's whole hold on it (the graph takes its variables together,
+ * as one op does), not for what other threads and later launches queued
+ * on it since: VF_EDEADLK when a later op of the graph uses it and
+ * depends on the waiting op, where its push would have waited only for
+ * the ops before it (do not record such a wait; push those ops instead).
+ * On a variable the waiting op reads itself, it waits for nothing (the
+ * graph's ops before it have finished), as its push's would; on one the
+ * graph only reads, on the threaded engines, for none of the graph's ops
+ * nor for the op's own children queued behind the graph's hold there: it
+ * may return before they have run. Otherwise, on the naive engine, and in
+ * a launch pushed op by op, a wait inside an op waits for what was before
+ * it, as its push would (the op's own children on the variable among
+ * them, where one that runs after the graph's later ops, above, makes it
+ * VF_EDEADLK; a wait inside an op: see vf_var_wait() for what it may
+ * report). So whether a launch
+ * replays can change what such a wait returns; a program that must not
+ * depend on it records no such wait.
  * @{
  */
 /** A recorded sequence of pushes, launched any number of times. */

@@ -21,7 +21,8 @@
  *   node does not use runs before the graph's later ops, and the node's
  *   wait for it (for its children, or on the var) returns what the push's
  *   would; random programs there push children on such vars too, and
- *   wait for them inside their ops;
+ *   wait for them inside their ops (or look); an op ready beside such a
+ *   launch runs after its ops;
  * - many nodes reading a var, each with children reading it beside it,
  *   launches pipelined: every child sees the value before the graph's
  *   next write; children a node bulks go beside it too.
@@ -414,6 +415,103 @@ TEST_CASE(naive_child_on_a_var_its_node_does_not_use)
     }
 }
 
+/* An async op A writes x and y; a launch of two ops writing x (the first
+ * pushing a child on x), and D, which reads y and waits on x inside, queue
+ * behind it; Z completes A from inside its function, making the launch
+ * and D ready together. The naive engine runs the launch's ops and the
+ * child, then D, whose wait gets 0 (it ran D between them, whose wait
+ * waited for the graph below it: it timed out, or hung without a timeout;
+ * found by the reviewer of the fix above, older than it: the child made
+ * the launch run what it found deferred). */
+typedef struct beside_launch {
+    vf_engine *e;
+    vf_var x, y;
+    vf_completion a;
+    int wait_rc;
+    logbook lb;
+} beside_launch;
+
+typedef struct bl_arg {
+    beside_launch *t;
+    int id;
+} bl_arg;
+
+static int bl_node(vf_run *run, void *arg)
+{
+    (void)run;
+    const bl_arg *a = arg;
+    note(&a->t->lb, a->id);
+    if (a->id == 1) {
+        static bl_arg child;
+        child = (bl_arg){a->t, 4};
+        CHECK_OK(vf_engine_push(a->t->e, &(vf_op){.fn = bl_node,
+                                                  .arg = &child,
+                                                  .writes = VF_VARS(a->t->x),
+                                                  .name = "child"}));
+    }
+    return 0;
+}
+
+static void bl_async(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    ((beside_launch *)arg)->a = done;
+}
+
+static int bl_later(vf_run *run, void *arg)
+{
+    (void)run;
+    beside_launch *t = arg;
+    note(&t->lb, 3);
+    t->wait_rc = vf_var_wait_timed(t->e, t->x, 2000, NULL);
+    return 0;
+}
+
+static int bl_finish(vf_run *run, void *arg)
+{
+    (void)run;
+    CHECK_OK(vf_completion_finish(((beside_launch *)arg)->a, 0, NULL));
+    return 0;
+}
+
+TEST_CASE(naive_replay_runs_no_later_op_between_its_ops)
+{
+    beside_launch t = {.wait_rc = -99};
+    CHECK_OK(vf_engine_create(
+        &t.e, &(vf_config){.type = VF_ENGINE_NAIVE, .ignore_env = true}));
+    t.x = tu_var(t.e);
+    t.y = tu_var(t.e);
+    t.lb.e = t.e;
+    vf_var w = tu_var(t.e);
+    bl_arg n1 = {&t, 1}, n2 = {&t, 2};
+    vf_graph *g = NULL;
+    CHECK_OK(vf_graph_begin(t.e));
+    CHECK_OK(vf_engine_push(
+        t.e, &(vf_op){.fn = bl_node, .arg = &n1, .writes = VF_VARS(t.x)}));
+    CHECK_OK(vf_engine_push(
+        t.e, &(vf_op){.fn = bl_node, .arg = &n2, .writes = VF_VARS(t.x)}));
+    CHECK_OK(vf_graph_end(t.e, &g));
+    CHECK_OK(vf_engine_push(t.e, &(vf_op){.async_fn = bl_async,
+                                          .arg = &t,
+                                          .writes = VF_VARS(t.x, t.y)}));
+    CHECK_OK(vf_graph_launch(t.e, g));
+    CHECK_OK(vf_engine_push(
+        t.e, &(vf_op){.fn = bl_later, .arg = &t, .reads = VF_VARS(t.y)}));
+    CHECK_OK(vf_engine_push(
+        t.e, &(vf_op){.fn = bl_finish, .arg = &t, .writes = VF_VARS(w)}));
+    CHECK_OK(vf_engine_wait_all(t.e, NULL));
+    CHECK_EQ(t.wait_rc, 0);
+    static const int want[] = {1, 4, 2, 3}; /* the launch's ops, then D */
+    CHECK_EQ(t.lb.n, 4);
+    for (int i = 0; i < 4 && i < t.lb.n; i++)
+        CHECK_EQ(t.lb.id[i], want[i]);
+    vf_stats st;
+    CHECK_OK(vf_engine_stats(t.e, &st));
+    CHECK_EQ(st.replays, 1);
+    CHECK_OK(vf_graph_destroy(t.e, g));
+    CHECK_OK(vf_engine_destroy(t.e));
+}
+
 /* --- many readers, each with children reading beside it ------------------ */
 
 #define NREADERS 6
@@ -634,8 +732,9 @@ typedef struct kid {
     bool grandchild; /* it pushes one on its first write */
 } kid;
 
-/* What an op does after pushing its children (the naive engine only). */
-enum { WAIT_NONE, WAIT_CHILDREN, WAIT_VAR };
+/* What an op does after pushing its children (the naive engine only):
+ * WAIT_LOOK looks at a var (a timed wait of 0 ms, which runs nothing). */
+enum { WAIT_NONE, WAIT_CHILDREN, WAIT_VAR, WAIT_LOOK };
 
 typedef struct rop {
     int nr, nw;
@@ -643,7 +742,7 @@ typedef struct rop {
     int fail_step;
     int nkids;
     kid kids[MAXKIDS];
-    int wait, wait_on; /* WAIT_*, and WAIT_VAR's var */
+    int wait, wait_on; /* WAIT_*, and WAIT_VAR's or WAIT_LOOK's var */
 } rop;
 
 typedef struct program {
@@ -659,7 +758,7 @@ typedef struct world {
     uint64_t val[NV];
     atomic_int status[STEPS][MAXOPS][SLOTS]; /* done's status + 1000 */
     int wait_rc[STEPS][MAXOPS];              /* an op's own wait's */
-    uint64_t waited[STEPS][MAXOPS];          /* WAIT_VAR's var after it */
+    uint64_t waited[STEPS][MAXOPS];          /* its var after WAIT_VAR, _LOOK */
 } world;
 
 /* A copied argument: who runs (op, slot) at which step. */
@@ -739,9 +838,9 @@ static int rfn(vf_run *run, void *arg)
             push_kid(w, a->op, 1 + c, a->step, &o->kids[c]);
         if (o->wait == WAIT_CHILDREN) {
             w->wait_rc[a->step][a->op] = vf_run_wait_children(run, NULL);
-        } else if (o->wait == WAIT_VAR) {
-            w->wait_rc[a->step][a->op] = vf_var_wait(w->e, w->vars[o->wait_on],
-                                                     NULL);
+        } else if (o->wait == WAIT_VAR || o->wait == WAIT_LOOK) {
+            w->wait_rc[a->step][a->op] = vf_var_wait_timed(
+                w->e, w->vars[o->wait_on], o->wait == WAIT_LOOK ? 0 : -1, NULL);
             w->waited[a->step][a->op] = w->val[o->wait_on];
         }
     } else if (a->slot <= MAXKIDS && k->grandchild)
@@ -813,7 +912,7 @@ static void make_program(program *p, tu_rng *r, bool naive)
                 o->kids[c].grandchild = o->kids[c].nw > 0 &&
                                         tu_below(r, 3) == 0;
             }
-            o->wait = tu_below(r, 3);
+            o->wait = tu_below(r, 4);
             o->wait_on = tu_below(r, NV);
             continue;
         }

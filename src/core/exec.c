@@ -1502,6 +1502,54 @@ bool vf__exec_run_deferred(vf_engine *lender)
     return run_local(lender, false);
 }
 
+/* Whether `op` is of the launch whose nodes take places [lo, hi): it
+ * descends from one of them (its family's root is one), or it is one of
+ * the launch's rest ops (graph.h: their run tells the nodes of a child's
+ * failure). */
+static bool of_launch(const vf__op *op, uint64_t lo, uint64_t hi)
+{
+    uint64_t at = op->up != NULL            ? op->up->root
+                  : vf__graph_holds_for(op) ? op->place
+                                            : 0;
+    return at >= lo && at < hi;
+}
+
+/* A deferred op of the launch whose nodes take places [lo, hi)
+ * (of_launch), taken off the list, or NULL; under a hold, one that may
+ * run above the hold's op (the others move to the hold, as
+ * deferred_filter moves them). */
+static vf__op *deferred_of_launch(uint64_t lo, uint64_t hi)
+{
+    vf__op *prev = NULL, *op = tls.deferred.head;
+    while (op != NULL) {
+        vf__op *next = op->next;
+        if (!of_launch(op, lo, hi)) {
+            prev = op;
+            op = next;
+            continue;
+        }
+        vf__readylist_unlink(&tls.deferred, prev, op);
+        vf__exec_hold *h = tls.hold != NULL ? holder_of(op) : NULL;
+        if (h == NULL)
+            return op;
+        vf__readylist_add(&h->deferred, op);
+        op = next;
+    }
+    return NULL;
+}
+
+/* Run `op`, taken from this thread's deferred ops, here (run_local's run
+ * of it, unlent). */
+static void run_deferred(vf__op *op)
+{
+    bool bare = vf__current_op() == NULL;
+    tls.bare += bare;
+    tls.inline_depth++;
+    run_inline_one(op);
+    tls.inline_depth--;
+    tls.bare -= bare;
+}
+
 bool vf__exec_run_held(vf_engine *lender)
 {
     return run_local(lender, true);
@@ -1658,21 +1706,23 @@ void vf__exec_run_in_order(vf__op *const *ops, uint32_t n, uint64_t base)
         if (++i == n)
             break;
         /* The launch goes on, unless ops wait on this thread to run
-         * first: made ready by the node's finish, or by a wait inside it
-         * (its children: vf__graph_split_for_wait). */
+         * first: made ready by the node's finish, or deferred inside it. */
         if (VF__LIKELY(ready.count == 0 && tls.deferred.count == 0))
             continue;
         nodes_over(e, ops[i - 1], over, ran, &ready, false);
         over = 0;
         ran = 0;
-        /* What the node made ready runs before the next node (an inline
-         * run defers it: run_inline): its children on a var the graph
-         * holds, let go to them at its finish or a wait in it (graph.h),
-         * come before the next node's
-         * run on that var, as after their pushes; the others are ready,
-         * so conflict with none of the graph's ops left. */
-        while (vf__exec_run_deferred(NULL))
-            ;
+        /* What descends from the launch's nodes runs before the next node
+         * (an inline run defers it: run_inline): a node's children on a
+         * var the graph holds, let go to them at its finish (graph.h),
+         * come before the next node's run on that var, as after their
+         * pushes. The rest waits for the trampoline: ready before the
+         * launch, or pushed after it, such an op may wait for the graph,
+         * which runs below it (found by the reviewer of stop 66's
+         * children: it hung). */
+        vf__op *op;
+        while ((op = deferred_of_launch(base, base + n)) != NULL)
+            run_deferred(op);
     }
     nodes_over(e, ops[n - 1], over, ran, &ready, true);
 }

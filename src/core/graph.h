@@ -155,9 +155,11 @@ typedef struct vf__graph_inst {
  * Where the nodes run one after the other (the naive engine: in_order),
  * so does a child on a var the graph holds to write and its node does not
  * use: the nodes before its node have finished, so the hold stands for
- * the later ones only; a wait in the node splits the hold at once
- * (vf__graph_split_for_wait), where the pushes would have found the var
- * free.
+ * the later ones only; the hold splits once the child is queued
+ * (vf__graph_child_queued), where the push would have found the var
+ * free, and a later child of the node goes before the rest op that split
+ * left waiting (vf__graph_rest_ahead), as its push would go behind the
+ * earlier one only.
  * The launch op holds the var for the whole graph, and the graph's later
  * ops wait for the node through their counts, not the var's queue; so the
  * child queues right behind the launch op's place (var.c: holder_place,
@@ -215,6 +217,15 @@ int vf__graph_child_pushed(vf__op *parent, const vf__op *child,
 uint64_t vf__graph_holder_place(const vf__op *holder, const vf__var *v,
                                 const vf__op *parent);
 
+/* The place of the rest op that holds v, one of the boundary vars of the
+ * replay whose node `parent` runs (a child of it is pushed; lock held),
+ * where it waits in v's queue for ops before it (`parent`'s children, let
+ * go to them by a split) and stands for the graph's later nodes: a child
+ * of `parent` goes before it (var.c: VF__CHILD_BEFORE_REST). Only where
+ * the nodes run one after the other (the naive engine), else NULL; NULL
+ * too when the graph's place on v is granted, or before `parent`. */
+vf__dep *vf__graph_rest_ahead(const vf__var *v, const vf__op *parent);
+
 extern const vf__op_kind vf__kind_graph_rest;
 
 /* Whether `op`'s kind holds a var for a graph: a launch or rest op. */
@@ -234,16 +245,16 @@ const vf__op *vf__graph_var_holder(const vf__op *nd, const vf__var *v);
 void vf__graph_splits_finished(vf__graph_inst *in, vf__op *op,
                                vf__readylist *ready);
 
-/* A node `op` of a replay whose nodes run one after the other (the naive
- * engine) is about to wait (vf_var_wait, vf_run_wait_children): its
- * children on the vars it does not use, queued behind the graph's hold,
- * get them now, the hold's rest op behind them (the split its finish would
- * make: graph_child.c), so the wait finds them as their pushes would have
- * (they waited for the graph's later ops, which wait for the node: the
- * wait got VF_EDEADLK, or 0 before the child had run, where the pushes
- * waited for the child; found by a user tester). On a var the node reads,
- * a child waits for the node's end, as its push would. */
-void vf__graph_split_for_wait(vf__op *op);
+/* A child of `op`, the node of a replay running on this thread, was
+ * queued (push.c, once it no longer touches the child): where the nodes
+ * run one after the other (the naive engine), the graph's hold on each var
+ * the node does not use that such a child went ahead on splits now (the
+ * split the node's finish would make: graph_child.c), and what that makes
+ * ready runs as at its push, as the push finds the var free of the ops
+ * before the node there (it ran after the graph's later ops, a wait for
+ * it in the node got VF_EDEADLK, and a wait on its var returned before it
+ * had run: found by a user tester). */
+void vf__graph_child_queued(vf__op *op);
 
 /* The graph's last use of boundary var b finished: the place that holds
  * it for the graph (the launch op's, or a split's rest op's, then freed)

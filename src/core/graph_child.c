@@ -111,6 +111,23 @@ uint64_t vf__graph_holder_place(const vf__op *holder, const vf__var *v,
                : 0;
 }
 
+vf__dep *vf__graph_rest_ahead(const vf__var *v, const vf__op *parent)
+{
+    if (!is_replay_node(parent) || !parent->graph->in_order)
+        return NULL;
+    const vf__graph_inst *in = parent->graph;
+    int b = bvar_index(in->g, v);
+    if (b < 0 ||
+        atomic_load_explicit(&in->split[b].downgraded, memory_order_relaxed))
+        return NULL; /* a read the graph's nodes hold: not queued */
+    const vf__op *h = atomic_load_explicit(&in->split[b].holder,
+                                           memory_order_acquire);
+    if (h == NULL || h->place <= parent->place)
+        return NULL; /* the launch's, or one before the node */
+    vf__dep *d = vf__op_dep(h, 0);
+    return v->nreaders == VF__WRITE_RUNNING && v->head == d ? NULL : d;
+}
+
 const vf__op *vf__graph_var_holder(const vf__op *nd, const vf__var *v)
 {
     const vf__graph_inst *in = nd->graph;
@@ -403,7 +420,7 @@ void vf__graph_splits_finished(vf__graph_inst *in, vf__op *op,
     }
 }
 
-void vf__graph_split_for_wait(vf__op *op)
+void vf__graph_child_queued(vf__op *op)
 {
     if (!is_replay_node(op) || !op->graph->in_order || !op->splits)
         return;
@@ -420,11 +437,12 @@ void vf__graph_split_for_wait(vf__op *op)
                               memory_order_relaxed);
         split(in, b, rest, &ready);
     }
-    if (ready.count != 0) {
-        vf__engine_count_in(in->g->engine,
-                            (uint64_t)ready.count * VF__COUNT_ACTIVE);
-        vf__exec_dispatch_ready(&ready);
-    }
+    /* Each ready as at its push: run now, inside it (exec.c). */
+    vf__engine_count_in(in->g->engine,
+                        (uint64_t)ready.count * VF__COUNT_ACTIVE);
+    vf__op *r;
+    while ((r = vf__readylist_pop(&ready)) != NULL)
+        vf__exec_dispatch_pushed(r, true);
 }
 
 void vf__graph_holder_let_go(vf__graph_inst *in, int b, vf__readylist *ready)

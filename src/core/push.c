@@ -646,8 +646,13 @@ enqueue_as(vf_engine *e, vf__op *op, const char *who, bool unheld, bool locked,
     }
     unlock_vars(op, n);
 
+    /* A child: read before the release, after which another thread may
+     * run and free it. */
+    bool child = VF__UNLIKELY(op->up != NULL);
     if (!vf__op_release(op, nready + 1)) {
         uncount(e, VF__COUNT_ACTIVE); /* a var will release it */
+        if (VF__UNLIKELY(child))      /* behind a replay's hold (graph.h) */
+            vf__graph_child_queued(vf__current_op());
         return 0;
     }
     if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF) && nready < n)

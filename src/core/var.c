@@ -195,15 +195,43 @@ static uint64_t holder_place(const vf__var *v, const vf__dep *d,
     return vf__bulk_item_place_on(h, look->item, v, vf__dep_write(d));
 }
 
+/* The place of the graph's rest op that `op`, a child of the replay's
+ * node `parent`, goes before on v (graph.h: vf__graph_rest_ahead), where
+ * every place queued before it is of an op that descends from `parent`
+ * (its children let go there by the split, the marker of its wait); else
+ * NULL. The ops it passes, the rest op and those behind it, waited for
+ * those already, and they for nothing but the node's holds: no cycle. */
+static vf__dep *rest_ahead(const vf__var *v, const vf__op *op,
+                           const vf__op *parent)
+{
+    vf__dep *r = vf__graph_rest_ahead(v, parent);
+    if (r == NULL)
+        return NULL;
+    for (const vf__dep *at = v->head; at != r; at = at->next) {
+        if (at == NULL)
+            return NULL; /* not queued */
+        const vf__op *o = vf__dep_op(at);
+        bool mine = o->def->kind == &vf__kind_wait
+                        ? o->waiter != NULL &&
+                              o->waiter->key.up == op->up /* its wait's */
+                        : o->up != NULL && descends_from(o->up, parent->place);
+        if (!mine)
+            return NULL;
+    }
+    return r;
+}
+
 int vf__var_child_place(const vf__var *v, const vf__dep *d, const vf__op *op,
                         const vf__op *parent, vf__child_look *look)
 {
     vf__dep *at;
     if (v->nreaders == VF__WRITE_RUNNING) {
         uint64_t place = holder_place(v, d, look);
-        return place != 0 && descends_from(op->up, place) &&
-                       child_spot(v, op, v->head, place, &at)
-                   ? VF__CHILD_BEHIND_ANCESTOR
+        if (place != 0 && descends_from(op->up, place) &&
+            child_spot(v, op, v->head, place, &at))
+            return VF__CHILD_BEHIND_ANCESTOR;
+        return VF__UNLIKELY(rest_ahead(v, op, parent) != NULL)
+                   ? VF__CHILD_BEFORE_REST
                    : VF__CHILD_QUEUED;
     }
     if (v->head == NULL && (!vf__dep_write(d) || v->nreaders == 0))
@@ -212,16 +240,43 @@ int vf__var_child_place(const vf__var *v, const vf__dep *d, const vf__op *op,
      * behind the reads; not a write: it would wait for every read granted
      * there, and a granted read's op may itself wait for an op the write
      * passes (found by the second reviewer). */
-    return !vf__dep_write(d) && v->nreaders > 0 && reads_var(parent, v) &&
-                   child_spot(v, op, NULL, parent->place, &at) && at == NULL
-               ? VF__CHILD_BESIDE_PARENT
+    if (!vf__dep_write(d) && v->nreaders > 0 && reads_var(parent, v) &&
+        child_spot(v, op, NULL, parent->place, &at) && at == NULL)
+        return VF__CHILD_BESIDE_PARENT;
+    return VF__UNLIKELY(rest_ahead(v, op, parent) != NULL)
+               ? VF__CHILD_BEFORE_REST
                : VF__CHILD_QUEUED;
+}
+
+/* vf__var_insert_child's VF__CHILD_BEFORE_REST: `d` right before the rest
+ * op's place; at the head, a read joins the reads running there. */
+static bool insert_before_rest(vf__var *v, vf__dep *d, const vf__op *op,
+                               const vf__op *parent)
+{
+    vf__dep *r = rest_ahead(v, op, parent);
+    VF__ASSERT(r != NULL);
+    vf__dep *prev = NULL;
+    for (vf__dep *at = v->head; at != r; at = at->next)
+        prev = at;
+    if (prev == NULL && !vf__dep_write(d) && v->nreaders > 0 &&
+        v->nreaders != VF__WRITE_RUNNING) {
+        v->nreaders++; /* the rest op waits for the reads: one more */
+        return true;
+    }
+    d->next = r;
+    if (prev != NULL)
+        prev->next = d;
+    else
+        v->head = d; /* the reads running release it */
+    return false;
 }
 
 bool vf__var_insert_child(vf__var *v, vf__dep *d, const vf__op *op, int where,
                           vf__child_look *look)
 {
     vf__dep *at;
+    if (VF__UNLIKELY(where == VF__CHILD_BEFORE_REST))
+        return insert_before_rest(v, d, op, look->parent);
     if (where == VF__CHILD_BESIDE_PARENT) {
         VF__ASSERT(!vf__dep_write(d) && v->nreaders > 0);
         v->nreaders++; /* runs beside its parent's read */

@@ -338,12 +338,20 @@ void vf__var_insert_behind(vf__var *v, vf__dep *d, vf__dep *at);
  *                              gone ahead: it runs at once, beside the
  *                              parent's read;
  *   VF__CHILD_FREE             a place appended now is ready at once;
+ *   VF__CHILD_BEFORE_REST      `parent` is a node of a replay that runs its
+ *                              nodes one after the other, whose hold on v
+ *                              waits, split, behind `parent`'s children
+ *                              there only (graph.h:
+ *                              vf__graph_rest_ahead): `op` goes before it,
+ *                              ready at once where it reads v beside the
+ *                              reads running at the head;
  *   VF__CHILD_QUEUED           any other: it would wait for queued ops. */
 enum {
     VF__CHILD_QUEUED,
     VF__CHILD_FREE,
     VF__CHILD_BEHIND_ANCESTOR,
-    VF__CHILD_BESIDE_PARENT
+    VF__CHILD_BESIDE_PARENT,
+    VF__CHILD_BEFORE_REST
 };
 /* A fused op (bulk.h) at a var's head stands for its running item, whose
  * descendants go ahead behind it; one push looks at that item once
@@ -362,9 +370,10 @@ int vf__var_child_place(const vf__var *v, const vf__dep *d, const vf__op *op,
                         const vf__op *parent, vf__child_look *look);
 
 /* Put the place `d` of `op` where vf__var_child_place said
- * (VF__CHILD_BEHIND_ANCESTOR or VF__CHILD_BESIDE_PARENT; lock held), with
- * the same `look`. True when it is ready at once (a read beside its
- * parent's). */
+ * (VF__CHILD_BEHIND_ANCESTOR, VF__CHILD_BESIDE_PARENT or
+ * VF__CHILD_BEFORE_REST; lock held), with the same `look`. True when it
+ * is ready at once (a read beside its parent's, or beside the reads
+ * before a graph's rest op). */
 bool vf__var_insert_child(vf__var *v, vf__dep *d, const vf__op *op, int where,
                           vf__child_look *look);
 

@@ -1375,10 +1375,9 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
     const vf__op *hold = NULL;
     bool settled = false;
     bool node = nested && VF__UNLIKELY(cur->def->kind->flags & VF__KIND_GRAPH);
-    if (node) {
-        vf__graph_split_for_wait(cur); /* its children first (naive) */
+    if (node)
         hold = launch_hold(cur, v, &settled);
-    } else if (nested)
+    else if (nested)
         /* The op reads v itself: every op before it on v has finished,
          * and the serial program's wait waits for no later one. Queued at
          * the var's end, it waited for a write pushed after the op in time
@@ -1709,7 +1708,6 @@ static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
                         "wait",
                         who, vf__op_label(cur->name, cur->place, label), up);
     }
-    vf__graph_split_for_wait(cur); /* a node's children first (naive) */
     int rc = 0;
     if ((atomic_load_explicit(&f->pending, memory_order_acquire) &
          VF__FAMILY_COUNT) != 0) {
