@@ -219,7 +219,10 @@ typedef struct vf_error {
                             ones', may differ between engines and from
                             a launch's: name the ops whose failures you
                             tell apart) */
-    char message[256]; /**< what it said ("" when nothing) */
+    char message[256]; /**< what it said ("" when nothing; a longer one
+                            keeps its beginning and its end, " [...] "
+                            between: where a failure's message quotes the
+                            one that caused it, the end names the cause) */
 } vf_error;
 
 /** @} */
@@ -1016,7 +1019,8 @@ VF_API void vf_thread_set_service(bool on);
  */
 VF_API int vf_run_input_failure(const vf_run *run, vf_error *out);
 
-/** Record why the op is failing; the message reaches vf_error.message. */
+/** Record why the op is failing; the message reaches vf_error.message
+ * (past its size, its beginning and its end). */
 VF_API void vf_run_set_error(vf_run *run, const char *fmt, ...)
     VF_PRINTF_LIKE(2, 3);
 
@@ -1418,10 +1422,11 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * A wait that can never finish returns VF_EDEADLK: at once when the op
  * writes `v` itself, or an op it descends from does (its parent, the
  * parent's parent, ...: in the serial program that op runs around this
- * one, unfinished; past 128 levels of nesting, the ancestors between the
- * 128th level and the parent are not looked at); otherwise (the ops it waits
- * for wait, directly or not, on it) as soon as no op of the engine can run any
- * more, so an unrelated long op delays the answer until it ends. When
+ * one, unfinished; the detail names the waiting op and says how many
+ * levels up that one is; past 128 levels of nesting, the ancestors
+ * between the 128th level and the parent are not looked at); otherwise (the ops
+ * it waits for wait, directly or not, on it) as soon as no op of the engine can
+ * run any more, so an unrelated long op delays the answer until it ends. When
  * several waits inside ops are stuck together, the one first in push order
  * (the one the serial program reaches first) returns VF_EDEADLK; the
  * others go on waiting, and finish once its op's end lets them. Past 128

@@ -27,12 +27,15 @@
  *   vf_error_detail()); a wait that reports an op's failure throws
  *   varflow::op_failed, or returns it when called with std::nothrow.
  * - A callable that throws fails its op with the exception's message (a
- *   varflow::error: its code and its detail(); std::bad_alloc: VF_ENOMEM;
- *   else VF_EOPFAILED). No exception ever crosses a C frame: every entry
- *   point the engine calls is noexcept and catches what the callable's
- *   call throws. A callable's destructor (a capture's) that throws is a
- *   bug like any throwing destructor: std::terminate, as for a free
- *   callable (var::remove).
+ *   varflow::op_failed, a wait's rethrown: the failed op's code,
+ *   op_code(), and its detail(); another varflow::error: its code and its
+ *   detail(); std::bad_alloc: VF_ENOMEM; else VF_EOPFAILED). A message
+ *   longer than vf_error::message keeps its beginning and its end, where
+ *   a chain of such failures names its cause. No exception ever crosses a C
+ * frame: every entry point the engine calls is noexcept and catches what the
+ * callable's call throws. A callable's destructor (a capture's) that throws is
+ * a bug like any throwing destructor: std::terminate, as for a free callable
+ * (var::remove).
  * - A pushed callable is moved (or copied) into the op and destroyed
  *   exactly once, whether the op ran, failed or was skipped; if the push
  *   itself fails, it is destroyed before the exception leaves push.
@@ -280,6 +283,11 @@ template <class Report> void report_current(Report &&report) noexcept
 {
     try {
         throw;
+    } catch (const op_failed &e) {
+        // A wait's, rethrown: the code of the op that failed, so that a
+        // chain of waits keeps its cause's (every level said VF_EOPFAILED:
+        // found by a user tester), and the detail, which names it.
+        report(e.op_code() != 0 ? e.op_code() : VF_EOPFAILED, e.detail());
     } catch (const error &e) {
         // The detail alone: the code travels as the op's code (what()
         // would name it twice in the wait's op_failed).

@@ -424,4 +424,57 @@ TEST_KIND_CASE(what_texts, k)
 
 } // namespace
 
+/* A level of a recursion `depth` deep whose leaf throws `leaf`; every
+ * level waits for its child, which rethrows the child's failure
+ * (op_failed). */
+template <class E> void rethrowing_level(varflow::run &r, int depth, E leaf)
+{
+    if (depth == 0)
+        throw leaf;
+    r.engine().push({}, {}, [depth, leaf](varflow::run &c) {
+        rethrowing_level(c, depth - 1, leaf);
+    });
+    r.wait_children();
+}
+
+/* An op_failed rethrown by an op fails it with the code of the op that
+ * failed, down a chain of such waits (each level said VF_EOPFAILED); past
+ * vf_error::message's size, the message keeps its end, the cause (20
+ * levels hid it: found by a user tester). */
+TEST_KIND_CASE(rethrown_failures_keep_their_cause, k)
+{
+    varflow::engine eng(k.cfg);
+    for (int depth : {1, 3, 20}) {
+        varflow::var top = eng.new_var();
+        eng.push(
+            {}, {top},
+            [depth](varflow::run &r) {
+                rethrowing_level(r, depth,
+                                 varflow::error(VF_ENODEV, "no device 7"));
+            },
+            varflow::options{}.set_name("solve"));
+        CHECK_THROWS(eng.wait(top), varflow::op_failed, VF_EOPFAILED, {
+            CHECK_EQ(e.op_code(), VF_ENODEV);
+            CHECK_STR(e.op_name(), "solve");
+            std::string what = e.what();
+            if (what.size() < 11 ||
+                what.compare(what.size() - 11, 11, "no device 7") != 0)
+                cxx_test::fail(__FILE__, __LINE__,
+                               "depth " + std::to_string(depth) + ": " + what);
+        });
+        varflow::var other = eng.new_var();
+        eng.push(
+            {}, {other},
+            [depth](varflow::run &r) {
+                rethrowing_level(r, depth,
+                                 std::runtime_error("disk full at block 42"));
+            },
+            varflow::options{}.set_name("solve"));
+        CHECK_THROWS(eng.wait(other), varflow::op_failed, VF_EOPFAILED, {
+            CHECK_EQ(e.op_code(), VF_EOPFAILED);
+            CHECK(contains(e.op_message(), "disk full at block 42"));
+        });
+    }
+}
+
 TEST_MAIN("test_cxx_exceptions")

@@ -6,7 +6,8 @@
  *   failing op only read, returns 0;
  * - vf_error: code = what the fn returned, op_name = the failing op's name,
  *   message = what it set with vf_run_set_error (long texts truncated, NUL
- *   terminated);
+ *   terminated: a message keeps its beginning and its end, where a chain
+ *   of waits quoting the failure below names its cause);
  * - a reported failure is cleared: the next wait on that var returns 0;
  * - two failures in sequence are each reported once;
  * - an op with two outputs: the first wait returns VF_EOPFAILED, the second 0;
@@ -103,6 +104,108 @@ TEST_KIND_CASE(only_dependent, k)
     push_rec(e, &h, NOVARS, VF_VARS(y), "H", false);
     CHECK_ERR(vf_var_wait(e, y, NULL), VF_EOPFAILED);
     CHECK_OK(vf_var_wait(e, y, NULL));
+    tu_finish_engine(e);
+}
+
+/* --- long messages --------------------------------------------------- */
+
+static int fails_with(vf_run *run, void *arg)
+{
+    vf_run_set_error(run, "%s", (const char *)arg);
+    return 3;
+}
+
+/* Whether s is whole UTF-8: no sequence cut. */
+static bool whole_utf8(const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p != 0;) {
+        int n = *p < 0x80             ? 1
+                : (*p & 0xE0) == 0xC0 ? 2
+                : (*p & 0xF0) == 0xE0 ? 3
+                : (*p & 0xF8) == 0xF0 ? 4
+                                      : 0;
+        if (n == 0)
+            return false;
+        for (int i = 1; i < n; i++)
+            if ((p[i] & 0xC0) != 0x80)
+                return false;
+        p += n;
+    }
+    return true;
+}
+
+/* A level of a recursion `depth` deep whose leaf fails; each level waits
+ * for its child and fails with the message "level N: " + the child's. */
+static int chain_level(vf_run *run, void *arg)
+{
+    int depth = *(int *)arg;
+    if (depth == 0) {
+        vf_run_set_error(run, "disk full while writing block 42");
+        return 5;
+    }
+    int below = depth - 1;
+    CHECK_OK(vf_engine_push(
+        vf_run_engine(run),
+        &(vf_op){.fn = chain_level, .arg = &below, .arg_size = sizeof below}));
+    vf_error err;
+    if (vf_run_wait_children(run, &err) == 0)
+        return 0;
+    vf_run_set_error(run, "level %d: op \"%s\" failed: %s", depth, err.op_name,
+                     err.message);
+    return err.code;
+}
+
+/* A message longer than vf_error.message keeps its beginning and its end,
+ * " [...] " between, cut between UTF-8 characters; down a chain of waits
+ * that quote the failure below, the top's message ends with the cause (cut
+ * off at 255 bytes, it said "level 30: ... level 21: op" and no more:
+ * found by a user tester). */
+TEST_KIND_CASE(long_messages_keep_their_end, k)
+{
+    vf_engine *e = tu_engine(k);
+    vf_var x = tu_var(e);
+    char text[600];
+    memset(text, 'm', sizeof text - 1);
+    memcpy(text, "BEGIN", 5);
+    static const char cause[] = "CAUSE: disk full";
+    memcpy(text + sizeof text - sizeof cause, cause, sizeof cause);
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = fails_with, .arg = text, .writes = VF_VARS(x)}));
+    vf_error err;
+    CHECK_ERR(vf_var_wait(e, x, &err), VF_EOPFAILED);
+    CHECK_EQ(strnlen(err.message, sizeof err.message), 255);
+    CHECK(strncmp(err.message, "BEGIN", 5) == 0);
+    CHECK(strstr(err.message, " [...] ") != NULL);
+    size_t len = strnlen(err.message, sizeof err.message);
+    CHECK(len >= sizeof cause - 1 &&
+          strcmp(err.message + len - (sizeof cause - 1), cause) == 0);
+
+    /* Two-byte characters: none is cut. */
+    char accents[601] = "";
+    for (int i = 0; i < 300; i++)
+        memcpy(accents + 2 * i, "\xc3\xa9", 2);
+    accents[600] = 0;
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = fails_with, .arg = accents, .writes = VF_VARS(x)}));
+    CHECK_ERR(vf_var_wait(e, x, &err), VF_EOPFAILED);
+    CHECK(strnlen(err.message, sizeof err.message) < sizeof err.message);
+    CHECK(strstr(err.message, " [...] ") != NULL);
+    CHECK(whole_utf8(err.message));
+
+    /* A chain of 30 waits, each quoting the failure below. */
+    int depth = 30;
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = chain_level,
+                                        .arg = &depth,
+                                        .arg_size = sizeof depth,
+                                        .writes = VF_VARS(x)}));
+    CHECK_ERR(vf_var_wait(e, x, &err), VF_EOPFAILED);
+    CHECK_EQ(err.code, 5);
+    CHECK(strncmp(err.message, "level 30: ", 10) == 0);
+    static const char leaf[] = "disk full while writing block 42";
+    len = strnlen(err.message, sizeof err.message);
+    if (len < sizeof leaf - 1 ||
+        strcmp(err.message + len - (sizeof leaf - 1), leaf) != 0)
+        CHECK_REPORT_("the chain's message: %s", err.message);
     tu_finish_engine(e);
 }
 

@@ -892,6 +892,78 @@ static void check_device_chrome(const vf_profile *p, const char *path)
     cJSON_Delete(doc);
 }
 
+/* Ops on the compute and copy pools of emulated devices 0 and 3: a
+ * process per pool in the Chrome trace, named after its device, each op's
+ * slice in its worker's pool's (device 3's pools were threads of device
+ * 0's processes, named after device 0: found by a user tester). */
+TEST_CASE(pools_of_several_devices)
+{
+    vf_engine *e = NULL;
+    CHECK_OK(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_PERDEVICE,
+                                               .cpu_workers = 1,
+                                               .gpu_workers = 2,
+                                               .gpu_copy_workers = 1,
+                                               .ignore_env = true}));
+    REQUIRE(e != NULL);
+    static const int ids[] = {0, 3};
+    static const char *const names[2][2] = {{"dev0 compute", "dev0 copy"},
+                                            {"dev3 compute", "dev3 copy"}};
+    CHECK_OK(vf_profile_start(e));
+    for (int d = 0; d < 2; d++)
+        for (int k = 0; k < 2; k++) {
+            vf_var v = tu_var(e);
+            CHECK_OK(vf_engine_push(
+                e, &(vf_op){.fn = device_op,
+                            .writes = VF_VARS(v),
+                            .device = {VF_DEVICE_EMULATED, ids[d]},
+                            .property = k ? VF_PROP_COPY_TO_DEVICE
+                                          : VF_PROP_NORMAL,
+                            .name = names[d][k]}));
+        }
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    vf_profile *p = NULL;
+    CHECK_OK(vf_profile_take(e, &p));
+    REQUIRE(p != NULL && vf_profile_count(p) == 4);
+    const char *trace = path_in_dir("devices.json");
+    CHECK_OK(vf_profile_write(p, trace, VF_PROFILE_AUTO));
+    char *text = tu_read_file(trace);
+    REQUIRE(text != NULL);
+    cJSON *doc = parse_json(text, trace);
+    REQUIRE(doc != NULL);
+    free(text);
+    const cJSON *events = jget(doc, "traceEvents"), *ev;
+    int slices = 0;
+    cJSON_ArrayForEach(ev, events)
+    {
+        if (strcmp(jstr(ev, "ph"), "X") != 0 ||
+            strcmp(jstr(ev, "cat"), "device") == 0)
+            continue;
+        slices++;
+        const char *op = jstr(ev, "name");
+        int id = op[3] - '0';
+        char want[64];
+        snprintf(want, sizeof want, "%s pool (emulated:%d)",
+                 strstr(op, "copy") ? "emu-copy" : "emu", id);
+        const char *got = meta_name(events, jnum(ev, "pid"), -1);
+        if (strcmp(got, want) != 0)
+            CHECK_REPORT_("op \"%s\" in process \"%s\", want \"%s\"", op, got,
+                          want);
+    }
+    CHECK_EQ(slices, 4);
+    /* A process per pool: the CPU pools, and three per device. */
+    int pools = 0;
+    cJSON_ArrayForEach(ev, events)
+    {
+        if (strcmp(jstr(ev, "name"), "process_name") == 0 &&
+            strstr(jstr(jget(ev, "args"), "name"), " pool") != NULL)
+            pools++;
+    }
+    CHECK_EQ(pools, 2 + 3 * 2);
+    cJSON_Delete(doc);
+    vf_profile_destroy(p);
+    CHECK_OK(vf_engine_destroy(e));
+}
+
 /* Copies in, compute and copies out on the emulated device, a batch each. */
 TEST_CASE(device_program)
 {

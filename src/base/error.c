@@ -77,3 +77,23 @@ _Noreturn void vf__panic(const char *file, int line, const char *what)
     fprintf(stderr, "varflow: internal error at %s:%d: %s\n", file, line, what);
     abort();
 }
+
+void vf__message_fit(char *dst, size_t cap, const char *src)
+{
+    static const char gap[] = " [...] ";
+    size_t len = strlen(src);
+    if (len < cap) {
+        memcpy(dst, src, len + 1);
+        return;
+    }
+    size_t room = cap - 1 - (sizeof gap - 1); /* for the two ends */
+    size_t head = room / 3, tail = room - head;
+    while (head > 0 && ((unsigned char)src[head] & 0xC0) == 0x80)
+        head--; /* src[head], the first byte left out, starts a character */
+    size_t from = len - tail;
+    while (from < len && ((unsigned char)src[from] & 0xC0) == 0x80)
+        from++;
+    memcpy(dst, src, head);
+    memcpy(dst + head, gap, sizeof gap - 1);
+    memcpy(dst + head + sizeof gap - 1, src + from, len - from + 1);
+}

@@ -16,4 +16,12 @@
  * returns `code` so call sites read `return vf__fail(VF_EINVAL, ...)`. */
 int vf__fail(int code, const char *fmt, ...) VF_PRINTF_LIKE(2, 3);
 
+/* An op's message `src` into dst[cap] (vf_error.message's size): whole
+ * when it fits, else its beginning and its end with " [...] " between,
+ * cut between UTF-8 characters. A failure that fails its parent's wait
+ * becomes the start of the parent's message, over and over: the end of
+ * a long chain is its cause (cut off at 255 bytes, 20 levels of waits
+ * hid it: found by a user tester). */
+void vf__message_fit(char *dst, size_t cap, const char *src);
+
 #endif /* VF_ERROR_H */

@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "core/exec.h"
+#include "core/push.h"
 #include "core/sched.h"
 #include "core/var.h"
 
@@ -116,7 +117,7 @@ int vf__cross_wait_enter(vf__cross_wait *cw, vf_engine *e, struct vf__var *var,
     if (why != NULL) {
         pthread_mutex_unlock(&lock);
         return vf__fail(VF_EDEADLK, "%s: called inside %s %s", who,
-                        vf__op_label(cur->name, cur->place, label), why);
+                        vf__push_running_label(cur, label), why);
     }
     cw->listed = list;
     if (list) {

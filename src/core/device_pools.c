@@ -16,7 +16,7 @@ static const char *pool_name(vf_device_type t, int kind)
 
 /* Make one pool of a device with a stream per worker (dev.lock held). */
 static int make_pool(vf_engine *e, vf__devctx *d, int kind, int n,
-                     vf__pool **out)
+                     _Atomic(vf__pool *) *out)
 {
     int slot = e->npools;
     if (slot >= VF__MAX_POOLS)
@@ -44,8 +44,24 @@ static int make_pool(vf_engine *e, vf__devctx *d, int kind, int n,
     }
     e->dev.next_worker_index += n;
     atomic_store_explicit(&e->npools, slot + 1, memory_order_release);
-    *out = p;
+    atomic_store_explicit(out, p, memory_order_release);
     return 0;
+}
+
+/* Make the pools of device d that are missing (dev.lock held): all of a
+ * new device's, or those its first start could not make (a thread quota,
+ * say), which a later push tries again. The ones made stay (the engine
+ * frees them). 0, or the first failure. */
+static int make_missing_pools(vf_engine *e, vf__devctx *d)
+{
+    int rc = 0;
+    if (atomic_load_explicit(&d->normal, memory_order_relaxed) == NULL)
+        rc = make_pool(e, d, 0, e->dev.workers, &d->normal);
+    if (rc == 0 && atomic_load_explicit(&d->copy, memory_order_relaxed) == NULL)
+        rc = make_pool(e, d, 1, e->dev.copy_workers, &d->copy);
+    if (rc == 0 && atomic_load_explicit(&d->prio, memory_order_relaxed) == NULL)
+        rc = make_pool(e, d, 2, e->dev.priority_workers, &d->prio);
+    return rc;
 }
 
 /* Make device `dev` of class `cls` (dev.lock held). */
@@ -64,16 +80,13 @@ static int make_device(vf_engine *e, const vf__device_class *cls, vf_device dev,
     }
     if (e->cpu_pool != NULL) {
         rc = e->dev.threads_down ? 0 : vf__completer_start(&e->dev.completer);
-        if (rc == 0)
-            rc = make_pool(e, d, 0, e->dev.workers, &d->normal);
-        if (rc == 0)
-            rc = make_pool(e, d, 1, e->dev.copy_workers, &d->copy);
-        if (rc == 0)
-            rc = make_pool(e, d, 2, e->dev.priority_workers, &d->prio);
         /* A pool made stays (the engine frees it): the device is kept with
          * what it has, and a later push tries the rest again. */
+        if (rc == 0)
+            rc = make_missing_pools(e, d);
     }
-    if (rc != 0 && d->normal == NULL) {
+    if (rc != 0 &&
+        atomic_load_explicit(&d->normal, memory_order_relaxed) == NULL) {
         pthread_mutex_destroy(&d->inline_lock);
         free(d);
         return rc;
@@ -163,27 +176,38 @@ int vf__device_route(vf_engine *e, const char *who, vf_device dev,
                             cls->name, dev.id, why);
         }
     }
+    _Atomic(vf__pool *) *slot;
     switch (prop) {
     case VF_PROP_COPY_TO_DEVICE:
     case VF_PROP_COPY_FROM_DEVICE:
-        *pool = d->copy;
+        slot = &d->copy;
         break;
     case VF_PROP_DEVICE_PRIORITIZED:
-        *pool = d->prio;
+        slot = &d->prio;
         break;
     case VF_PROP_NORMAL:
     case VF_PROP_DELETE_VAR:
     case VF_PROP_CPU_PRIORITIZED: /* MXNet: a device op runs on the device */
-        *pool = d->normal;
+        slot = &d->normal;
         break;
     default:
         return vf__fail(VF_EINVAL, "%s: unknown property %d", who, (int)prop);
     }
-    if (*pool == NULL && e->cpu_pool != NULL)
-        return vf__fail(VF_ENODEV,
-                        "%s: %s device %d could not start all "
-                        "its pools",
-                        who, cls->name, dev.id);
+    *pool = atomic_load_explicit(slot, memory_order_acquire);
+    if (VF__UNLIKELY(*pool == NULL) && e->cpu_pool != NULL) {
+        /* Its first start could not make this pool: tried again now (it
+         * refused the pool for good: found by a user tester). */
+        pthread_mutex_lock(&e->dev.lock);
+        int rc = make_missing_pools(e, d);
+        pthread_mutex_unlock(&e->dev.lock);
+        *pool = atomic_load_explicit(slot, memory_order_acquire);
+        if (*pool == NULL) {
+            snprintf(why, sizeof why, "%s", vf_error_detail());
+            return vf__fail(rc != 0 ? rc : VF_ENODEV,
+                            "%s: cannot start %s device %d's pools: %s", who,
+                            cls->name, dev.id, why);
+        }
+    }
     return 0;
 }
 
@@ -304,7 +328,10 @@ void vf__devices_rebuild_for_child(vf_engine *e)
             free(ts);
         }
         pthread_mutex_init(&d->inline_lock, NULL);
-        vf__pool *pools[] = {d->normal, d->copy, d->prio};
+        vf__pool *pools[] = {
+            atomic_load_explicit(&d->normal, memory_order_relaxed),
+            atomic_load_explicit(&d->copy, memory_order_relaxed),
+            atomic_load_explicit(&d->prio, memory_order_relaxed)};
         for (int i = 0; i < 3; i++)
             if (pools[i] != NULL)
                 rebuild_pool(e, d, pools[i]);

@@ -39,7 +39,9 @@ typedef struct vf__thread_stream {
 typedef struct vf__devctx {
     const vf__device_class *cls;
     vf_device dev;
-    vf__pool *normal, *copy, *prio; /* NULL in the naive engine */
+    /* NULL in the naive engine, and where a start could not make one
+     * (a later push tries again, under the devices' lock). */
+    _Atomic(vf__pool *) normal, copy, prio;
     pthread_mutex_t inline_lock;
     vf__thread_stream *inline_streams; /* inline_lock */
     bool forked_away; /* in a forked child, a device it cannot use */

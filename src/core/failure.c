@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/error.h"
 #include "base/ref.h"
 
 /* --- the reserve --------------------------------------------------------- */
@@ -199,8 +200,8 @@ vf__failure *vf__failure_log_record(vf__failure_log *log, int code,
     else
         snprintf(f->info.op_name, sizeof f->info.op_name, "op #%" PRIu64,
                  place);
-    snprintf(f->info.message, sizeof f->info.message, "%s",
-             message ? message : "");
+    vf__message_fit(f->info.message, sizeof f->info.message,
+                    message ? message : "");
     vf__failure *claimed = unlist_claimed(log);
     if (log->tail)
         log->tail->next = f;

@@ -162,25 +162,36 @@ static bool keep_writes(vf__family *f, const vf__op *op)
     return true;
 }
 
+/* The family of `up`'s chain whose op writes `var` (of generation
+ * `gen`), or NULL. */
+static const vf__family *writer_of(const vf__family *up,
+                                   const struct vf__var *var, uint32_t gen)
+{
+    for (const vf__family *f = up; f != NULL; f = f->up)
+        for (int i = 0; i < f->nwrites; i++)
+            if (f->writes[i].var == var && f->writes[i].gen == gen)
+                return f;
+    return NULL;
+}
+
 int vf__family_writes(const vf__family *up, const struct vf__var *var,
                       uint32_t gen)
 {
-    for (int level = 1; up != NULL; up = up->up, level++)
-        for (int i = 0; i < up->nwrites; i++)
-            if (up->writes[i].var == var && up->writes[i].gen == gen)
-                return level;
-    return 0;
+    const vf__family *w = writer_of(up, var, gen);
+    return w != NULL ? (int)(up->level - w->level) + 1 : 0;
 }
 
 void vf__family_child_var(vf__family *f, const struct vf__var *var,
                           uint32_t gen)
 {
-    int level = vf__family_writes(f->up, var, gen);
+    /* Above f's op, the child's parent: f->up, or past VF__FAMILY_DEPTH
+     * the family it stands beside. Counted from the child. */
+    const vf__family *w = writer_of(f->up, var, gen);
     int none = 0;
-    if (level != 0)
-        atomic_compare_exchange_strong_explicit(&f->waits_up, &none, level + 1,
-                                                memory_order_relaxed,
-                                                memory_order_relaxed);
+    if (w != NULL)
+        atomic_compare_exchange_strong_explicit(
+            &f->waits_up, &none, (int)(f->level - w->level) + 1,
+            memory_order_relaxed, memory_order_relaxed);
 }
 
 vf__family *vf__running_family(const vf__op *op, vf__family *up, uint64_t place)
@@ -205,6 +216,7 @@ vf__family *vf__running_family(const vf__op *op, vf__family *up, uint64_t place)
         atomic_init(&f->run_over, false);
         atomic_init(&f->waiter, NULL);
         f->place = place;
+        f->level = up != NULL ? up->level + 1 : 1;
         f->root = vf__family_root(up, f->place);
         if (up != NULL && up->depth >= VF__FAMILY_DEPTH) {
             /* Deep: in its parent's stead, beside it (family.h). */

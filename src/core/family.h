@@ -92,8 +92,13 @@ typedef struct vf__family_var {
 
 struct vf__family {
     atomic_int refs; /* acq_rel: the last unref frees (and unrefs `up`) */
-    uint32_t depth;  /* 1: a top-level op's */
-    uint64_t place;  /* the op's place in push order (a batch item's) */
+    uint32_t depth;  /* 1: a top-level op's (to VF__FAMILY_DEPTH) */
+    /* Its op's nesting level, 1: a top-level op's, past VF__FAMILY_DEPTH
+     * too: the levels a wait's refusal counts (vf__family_writes; counted
+     * along the chain, which skips levels there, it said 123 levels where
+     * there were 295: found by a user tester). */
+    uint32_t level;
+    uint64_t place; /* the op's place in push order (a batch item's) */
     /* The place, among the children of `up`'s op, of the op's ancestor
      * there: `place` itself, but past VF__FAMILY_DEPTH, where `up` skips
      * levels, the place of the ancestor it stands for (deletes from

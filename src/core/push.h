@@ -43,6 +43,17 @@ static inline uint64_t vf__push_place_of(vf__op *op)
     return op->place;
 }
 
+/* How a detail names `op`, running on this thread (vf__op_label), its
+ * place taken now where it runs alone without one (vf__push_place_of): the
+ * same "op #N" on every engine kind (a child run at its push on a pool of
+ * one worker was "an unnamed op" where the others said "op #2": found by
+ * a user tester). The place is the running op's own to take. */
+static inline const char *vf__push_running_label(const vf__op *op,
+                                                 char buf[VF__OP_LABEL_MAX])
+{
+    return vf__op_label(op->name, vf__push_place_of((vf__op *)op), buf);
+}
+
 /* The family an op pushed now from inside `parent` (running on this
  * thread) joins, the run's (family.h: no new reference); NULL out of
  * memory. */

@@ -2,9 +2,11 @@
 #include "core/run.h"
 
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/error.h"
 #include "core/engine.h"
 #include "core/exec.h"
 
@@ -36,10 +38,21 @@ VF_API void vf_run_set_error(vf_run *run, const char *fmt, ...)
 {
     if (run == NULL || fmt == NULL)
         return;
-    va_list ap;
+    va_list ap, again;
     va_start(ap, fmt);
-    vsnprintf(run->message, sizeof run->message, fmt, ap);
+    va_copy(again, ap);
+    char small[1024], *text = small;
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    if (n >= (int)sizeof small && (text = malloc((size_t)n + 1)) != NULL)
+        vsnprintf(text, (size_t)n + 1, fmt, again);
+    va_end(again);
     va_end(ap);
+    vf__message_fit(run->message, sizeof run->message,
+                    n < 0          ? ""
+                    : text != NULL ? text
+                                   : small);
+    if (text != small)
+        free(text);
     if (run->op->def->async) {
         /* The run handle dies when async_fn returns; the completion may come
          * later, so an async op keeps its message in the op. */

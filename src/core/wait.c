@@ -948,7 +948,7 @@ static int nested_wait(vf_engine *e, vf__waiter *w, vf__worker *me,
 static int deadlock_detail(const char *who, const vf__op *cur,
                            char label[VF__OP_LABEL_MAX])
 {
-    vf__op_label(cur->name, cur->place, label);
+    vf__push_running_label(cur, label);
     /* Not a worker's: the thread that pushed the op and runs it inside
      * the push (the naive engine; its stack is the system's), whose
      * detail named worker_stack_kib (found porting OpenMP programs as a
@@ -1012,7 +1012,7 @@ static int refuse_ancestor_write(const vf__op *cur, const vf__var *v,
                         "%s: %s waits on a variable that an op "
                         "it was pushed from (%d level%s up) writes, which "
                         "cannot finish before it",
-                        who, vf__op_label(cur->name, cur->place, label), level,
+                        who, vf__push_running_label(cur, label), level,
                         level == 1 ? "" : "s");
     return 0;
 }
@@ -1037,7 +1037,7 @@ static int refuse_own_write(const vf__op *cur, const vf__var *v, uint32_t gen,
     if (holds_to_write(cur, v))
         return vf__fail(VF_EDEADLK,
                         "%s: %s waits on a variable it writes itself", who,
-                        vf__op_label(cur->name, cur->place, label));
+                        vf__push_running_label(cur, label));
     return refuse_ancestor_write(cur, v, gen, who);
 }
 
@@ -1706,7 +1706,7 @@ static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
                         "that uses a variable an op %d levels above that "
                         "child writes, which cannot finish before this "
                         "wait",
-                        who, vf__op_label(cur->name, cur->place, label), up);
+                        who, vf__push_running_label(cur, label), up);
     }
     int rc = 0;
     if ((atomic_load_explicit(&f->pending, memory_order_acquire) &
@@ -1856,7 +1856,7 @@ static int wait_all(vf_engine *e, int64_t timeout_ms, vf__cross_wait *cross,
     if (cur != NULL && vf__op_engine(cur) == e)
         return vf__fail(VF_EDEADLK,
                         "%s: called inside %s, which would wait for itself",
-                        who, vf__op_label(cur->name, cur->place, label));
+                        who, vf__push_running_label(cur, label));
     /* Batched ops first: pushed to a stopped engine, they are held, and
      * the wait must say so. Looked at before their flush (the wait's own,
      * below), none was held yet, and the wait returned 0 with an op that

@@ -349,11 +349,15 @@ static void run_work_in(vf__stream *s, vf_device_fn fn, void *arg, size_t bytes,
                  "emulated device work failed with %d", rc);
     }
     uint64_t cost = s->params.latency_ns;
-    if (bytes > 0 && s->params.bytes_per_sec > 0)
-        cost += (uint64_t)((double)bytes * 1e9 /
-                           (double)s->params.bytes_per_sec);
+    if (bytes > 0 && s->params.bytes_per_sec > 0) {
+        /* Saturated: past 2^64 ns the conversion is undefined (a copy of
+         * SIZE_MAX bytes took 1 ms: found by a user tester). */
+        double ns = (double)bytes * 1e9 / (double)s->params.bytes_per_sec;
+        cost = ns >= (double)(UINT64_MAX - cost) ? UINT64_MAX
+                                                 : cost + (uint64_t)ns;
+    }
     if (cost > 0 && vf__now_ns() - t0 < cost)
-        sleep_until(t0 + cost);
+        sleep_until(cost > UINT64_MAX - t0 ? UINT64_MAX : t0 + cost);
 }
 
 static void run_work(vf__stream *s, const item *it)
@@ -652,8 +656,7 @@ static void stream_stop(vf__stream *s);
 
 static void stream_destroy(vf__stream *s)
 {
-    if (!s->stop) /* a stopped stream has no thread to join */
-        stream_stop(s);
+    stream_stop(s);
     pthread_cond_destroy(&s->copy_lane.cond);
     pthread_mutex_destroy(&s->copy_lane.lock);
     pthread_cond_destroy(&s->idle_cond);
@@ -665,6 +668,13 @@ static void stream_destroy(vf__stream *s)
 
 static void stream_stop(vf__stream *s)
 {
+    /* A stopped stream has no thread to join: one stopped before, or one
+     * whose start could not make its thread (a start that failed stops
+     * every stream again; it joined a thread twice, and crashed: found
+     * by a user tester). The engine's lifecycle calls these one at a
+     * time: no lock for `stop` here. */
+    if (s->stop)
+        return;
     pthread_mutex_lock(&s->lock);
     s->stop = true; /* the thread drains the queue first */
     pthread_cond_signal(&s->work_cond);
@@ -675,10 +685,14 @@ static void stream_stop(vf__stream *s)
 
 static int stream_start(vf__stream *s)
 {
+    if (!s->stop)
+        return 0;    /* running: started before a start that failed */
     s->stop = false; /* no thread runs: no lock needed */
-    if (pthread_create(&s->thread, NULL, stream_main, s) != 0)
+    if (pthread_create(&s->thread, NULL, stream_main, s) != 0) {
+        s->stop = true; /* still none to join */
         return vf__fail(VF_ESYSTEM, "emulated device: cannot start a stream "
                                     "thread");
+    }
     return 0;
 }
 

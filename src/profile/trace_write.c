@@ -32,6 +32,7 @@
  *   the loader checks.
  */
 #include <inttypes.h>
+#include <limits.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -46,9 +47,9 @@
  * worker's stream (the worker's tid; 0 for the streams of inline ops). */
 typedef struct chrome_tracks {
     int npools;
-    const char *pool_name[8]; /* pid - 1 */
-    int *worker_pid;          /* per worker index */
-    vf_device *devices;       /* vf__prof_devices */
+    const char **pool_name; /* pid - 1 (a pid per pool: at most a worker's) */
+    int *worker_pid;        /* per worker index */
+    vf_device *devices;     /* vf__prof_devices */
     size_t ndevices;
     /* The streams that ran work of a recorded op, each once, by device
      * index then tid: a list, not a table of every device by every worker
@@ -492,27 +493,57 @@ static int chrome_streams(chrome_tracks *t, const vf_profile *p)
     return 0;
 }
 
+/* Each worker's process: its pool's. A pool's workers are consecutive
+ * (the engine numbers them so); pools of the same name are not one pool
+ * (each device's "emu" pool: they were one process, named after the
+ * first device, found by a user tester), so a process ends where the name
+ * changes or the pool its ops were queued to does (a pool made later
+ * than the next device's, after a failed start: same-named pools side by
+ * side). 0, or VF_ENOMEM. */
+static int chrome_pools(chrome_tracks *t, const vf_profile *p)
+{
+    size_t n = (size_t)p->nworkers + 1;
+    t->worker_pid = vf__calloc(n, sizeof *t->worker_pid);
+    t->pool_name = vf__calloc(n, sizeof *t->pool_name);
+    int *queued_to = vf__malloc(n * sizeof *queued_to);
+    if (t->worker_pid == NULL || t->pool_name == NULL || queued_to == NULL) {
+        free(queued_to);
+        return VF_ENOMEM;
+    }
+    for (int w = 0; w < p->nworkers; w++)
+        queued_to[w] = INT_MIN; /* no op of its recorded */
+    for (size_t i = 0; i < p->count; i++) {
+        const vf_profile_record *r = &p->records[i];
+        if (r->worker >= 0 && r->worker < p->nworkers &&
+            queued_to[r->worker] == INT_MIN)
+            queued_to[r->worker] = r->pool;
+    }
+    int known = INT_MIN; /* the pool of the process's workers, once seen */
+    for (int w = 0; w < p->nworkers; w++) {
+        const char *pool = p->worker_pool[w] ? p->worker_pool[w] : "?";
+        bool other = t->npools == 0 ||
+                     strcmp(t->pool_name[t->npools - 1], pool) != 0 ||
+                     (known != INT_MIN && queued_to[w] != INT_MIN &&
+                      queued_to[w] != known);
+        if (other) {
+            t->pool_name[t->npools++] = pool;
+            known = INT_MIN;
+        }
+        if (known == INT_MIN)
+            known = queued_to[w];
+        t->worker_pid[w] = t->npools;
+    }
+    free(queued_to);
+    return 0;
+}
+
 int vf__prof_write_chrome(const vf_profile *p, FILE *f)
 {
     chrome_tracks t = {0};
-    t.worker_pid = vf__calloc((size_t)p->nworkers + 1, sizeof *t.worker_pid);
-    if (t.worker_pid == NULL)
-        return VF_ENOMEM;
-    for (int w = 0; w < p->nworkers; w++) {
-        const char *pool = p->worker_pool[w] ? p->worker_pool[w] : "?";
-        int pid = 0;
-        for (int k = 0; k < t.npools && pid == 0; k++)
-            if (strcmp(t.pool_name[k], pool) == 0)
-                pid = k + 1;
-        if (pid == 0 && t.npools < 8) {
-            t.pool_name[t.npools++] = pool;
-            pid = t.npools;
-        }
-        t.worker_pid[w] = pid ? pid : t.npools;
-    }
-    if (chrome_streams(&t, p) != 0) {
+    if (chrome_pools(&t, p) != 0 || chrome_streams(&t, p) != 0) {
         free(t.devices);
         free(t.worker_pid);
+        free(t.pool_name);
         return VF_ENOMEM;
     }
     fprintf(f, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
@@ -529,6 +560,7 @@ int vf__prof_write_chrome(const vf_profile *p, FILE *f)
     free(t.streams);
     free(t.devices);
     free(t.worker_pid);
+    free(t.pool_name);
     fprintf(f, "\n],\"otherData\":{");
     field_out out = {f, NULL, ""};
 #define PUT_META(k, what) put_meta_##what(&out, k, p);
