@@ -222,7 +222,10 @@ typedef struct vf_error {
     char message[256]; /**< what it said ("" when nothing; a longer one
                             keeps its beginning and its end, " [...] "
                             between: where a failure's message quotes the
-                            one that caused it, the end names the cause) */
+                            message of the one that caused it, the end
+                            names the cause; quote this, not
+                            vf_error_detail(), which keeps its beginning
+                            only) */
 } vf_error;
 
 /** @} */
@@ -1635,16 +1638,23 @@ VF_API int vf_run_wait_children_timed(vf_run *run, int64_t timeout_ms,
  * (vf_run_wait_children(), vf_var_wait() on the variable, a look) return
  * what the push's would (it ran after them, the first wait got
  * VF_EDEADLK and the second returned before it had run: found by a user
- * tester). These run after the graph's later ops on the variable, as a
- * push after the launch would: on the threaded engines, a child on a
- * variable its parent does not use; on every engine, a child that takes
- * its place at its push (@ref waits: one that writes a variable its
- * parent only reads, or would queue behind another op, a sibling pushed
- * before it that has not run, say), and on the naive engine one that
- * writes a variable the graph only reads; an op pushed further down (a
- * child's child, ...) on a variable its own parent does not use; and, in
- * a graph replayed as one device graph (vf_graph_device_replay()), a
- * child of its CPU op on a variable the graph holds. A wait for such a
+ * tester). There the launch runs its later ops on a variable once such a
+ * child has finished: an async one's end runs the rest of the launch (the
+ * call that launched returns meanwhile), as it would run the same ops
+ * pushed and queued behind it. These run after the graph's later ops on
+ * the variable, as a push after the launch would: on the threaded
+ * engines, a child on a variable its parent does not use; on every
+ * engine, a child that takes its place at its push (@ref waits: one that
+ * writes a variable its parent only reads, or would queue behind another
+ * op, a sibling pushed before it that has not run, say; on the naive
+ * engine, one pushed after its parent's child that reads it beside the
+ * parent goes before the graph's later ops), and on the naive engine one
+ * that writes a variable the graph holds only to read by then (no op of
+ * the graph writes it, or none after an op whose child read it beside
+ * it); an op pushed further down (a child's child, ...) on a variable its
+ * own parent does not use; and, in a graph replayed as one device graph
+ * (vf_graph_device_replay()), a child of its CPU op on a variable the
+ * graph holds. A wait for such a
  * child inside its parent, vf_run_wait_children(), waits for the graph's
  * later ops, which wait for the parent: VF_EDEADLK. A wait from inside an
  * op of a launch that replays, on a variable the graph writes, waits for

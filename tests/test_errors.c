@@ -157,7 +157,8 @@ static int chain_level(vf_run *run, void *arg)
 
 /* A message longer than vf_error.message keeps its beginning and its end,
  * " [...] " between, cut between UTF-8 characters; down a chain of waits
- * that quote the failure below, the top's message ends with the cause (cut
+ * that quote the failure below (its message: a detail, vf_error_detail(),
+ * keeps its beginning only), the top's message ends with the cause (cut
  * off at 255 bytes, it said "level 30: ... level 21: op" and no more:
  * found by a user tester). */
 TEST_KIND_CASE(long_messages_keep_their_end, k)

@@ -22,7 +22,9 @@
  *   wait for it (for its children, or on the var) returns what the push's
  *   would; random programs there push children on such vars too, and
  *   wait for them inside their ops (or look); an op ready beside such a
- *   launch runs after its ops;
+ *   launch runs after its ops; a launch waits for a node's async child
+ *   before the ops that use its var; a child's wait on what its node
+ *   reads returns 0;
  * - many nodes reading a var, each with children reading it beside it,
  *   launches pipelined: every child sees the value before the graph's
  *   next write; children a node bulks go beside it too.
@@ -508,6 +510,192 @@ TEST_CASE(naive_replay_runs_no_later_op_between_its_ops)
     vf_stats st;
     CHECK_OK(vf_engine_stats(t.e, &st));
     CHECK_EQ(st.replays, 1);
+    CHECK_OK(vf_graph_destroy(t.e, g));
+    CHECK_OK(vf_engine_destroy(t.e));
+}
+
+/* n0 (writing w, or x too) pushes an async child C writing x, which the
+ * graph writes later, in n1; T, an op pushed after the launch on another
+ * var, finishes C. The naive engine runs n0, C, T, n1, then A, pushed
+ * after T on x, as the pushes do: n1 sees T's value (it ran n1 before C's
+ * completion, and the rest op that held x for the graph, let go before
+ * its grant, corrupted x's queue: A never ran, wait_all hung; found by the
+ * reviewer of stop 66's children, older than them where n0 writes x). The
+ * run stops before n1 and C's end resumes it. */
+typedef struct async_kid {
+    vf_engine *e;
+    vf_var w, x, z;
+    vf_completion done;
+    bool n0_writes_x;
+    int x_val, n1_saw;
+    logbook lb;
+} async_kid;
+
+static void ak_child(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    async_kid *t = arg;
+    note(&t->lb, 2);
+    t->done = done;
+}
+
+static int ak_n0(vf_run *run, void *arg)
+{
+    (void)run;
+    async_kid *t = arg;
+    note(&t->lb, 1);
+    CHECK_OK(vf_engine_push(t->e, &(vf_op){.async_fn = ak_child,
+                                           .arg = t,
+                                           .writes = VF_VARS(t->x),
+                                           .name = "C"}));
+    return 0;
+}
+
+static int ak_n1(vf_run *run, void *arg)
+{
+    (void)run;
+    async_kid *t = arg;
+    note(&t->lb, 4);
+    t->n1_saw = t->x_val;
+    t->x_val = 4;
+    return 0;
+}
+
+static int ak_finish(vf_run *run, void *arg)
+{
+    (void)run;
+    async_kid *t = arg;
+    note(&t->lb, 3);
+    t->x_val = 3;
+    CHECK_OK(vf_completion_finish(t->done, 0, NULL));
+    return 0;
+}
+
+static int ak_after(vf_run *run, void *arg)
+{
+    (void)run;
+    note(&((async_kid *)arg)->lb, 5);
+    return 0;
+}
+
+static void push_ak(async_kid *t)
+{
+    vf_var wx[2] = {t->w, t->x};
+    CHECK_OK(
+        vf_engine_push(t->e, &(vf_op){.fn = ak_n0,
+                                      .arg = t,
+                                      .writes = {wx, t->n0_writes_x ? 2 : 1},
+                                      .name = "n0"}));
+    CHECK_OK(vf_engine_push(t->e, &(vf_op){.fn = ak_n1,
+                                           .arg = t,
+                                           .writes = VF_VARS(t->x),
+                                           .name = "n1"}));
+}
+
+TEST_CASE(naive_replay_waits_for_an_async_child)
+{
+    for (int writes = 0; writes < 2; writes++) {
+        async_kid t = {.n0_writes_x = writes != 0};
+        CHECK_OK(vf_engine_create(
+            &t.e, &(vf_config){.type = VF_ENGINE_NAIVE, .ignore_env = true}));
+        t.w = tu_var(t.e);
+        t.x = tu_var(t.e);
+        t.z = tu_var(t.e);
+        t.lb.e = t.e;
+        vf_graph *g = NULL;
+        CHECK_OK(vf_graph_begin(t.e));
+        push_ak(&t);
+        CHECK_OK(vf_graph_end(t.e, &g));
+        for (int pass = 0; pass < 3; pass++) { /* pushed, then launched */
+            t.lb.n = 0;
+            t.x_val = t.n1_saw = 0;
+            if (pass == 0)
+                push_ak(&t);
+            else
+                CHECK_OK(vf_graph_launch(t.e, g));
+            CHECK_OK(vf_engine_push(
+                t.e,
+                &(vf_op){.fn = ak_finish, .arg = &t, .writes = VF_VARS(t.z)}));
+            CHECK_OK(vf_engine_push(
+                t.e,
+                &(vf_op){.fn = ak_after, .arg = &t, .writes = VF_VARS(t.x)}));
+            CHECK_OK(vf_engine_wait_all_timed(t.e, 5000, NULL));
+            CHECK_EQ(t.lb.n, 5);
+            for (int i = 0; i < 5 && i < t.lb.n; i++)
+                CHECK_EQ(t.lb.id[i], i + 1); /* n0, C, T, n1, A */
+            CHECK_EQ(t.n1_saw, 3);
+            vf_stats st;
+            CHECK_OK(vf_engine_stats(t.e, &st));
+            CHECK_EQ(st.pending, 0);
+        }
+        vf_stats st;
+        CHECK_OK(vf_engine_stats(t.e, &st));
+        CHECK_EQ(st.replays, 2);
+        CHECK_OK(vf_graph_destroy(t.e, g));
+        CHECK_OK(vf_engine_destroy(t.e));
+    }
+}
+
+/* A child of a launched op, on a var that op only reads and no later op
+ * of the graph uses, waits on it and looks at it: 0 and 0, as the same
+ * pushes (VF_EDEADLK and VF_ETIMEDOUT: it waited for the graph's hold,
+ * which its node's end lets go; found by the reviewer of stop 66's
+ * children, older than them). */
+typedef struct kid_wait {
+    vf_engine *e;
+    vf_var x, y;
+    int rc_look, rc_wait;
+} kid_wait;
+
+static int kw_child(vf_run *run, void *arg)
+{
+    (void)run;
+    kid_wait *t = arg;
+    t->rc_look = vf_var_wait_timed(t->e, t->x, 0, NULL);
+    t->rc_wait = vf_var_wait(t->e, t->x, NULL);
+    return 0;
+}
+
+static int kw_reader(vf_run *run, void *arg)
+{
+    (void)run;
+    kid_wait *t = arg;
+    CHECK_OK(vf_engine_push(
+        t->e, &(vf_op){.fn = kw_child, .arg = t, .writes = VF_VARS(t->y)}));
+    return 0;
+}
+
+static void push_kw(kid_wait *t)
+{
+    CHECK_OK(vf_engine_push(
+        t->e, &(vf_op){.fn = tu_nop, .writes = VF_VARS(t->x), .name = "n0"}));
+    CHECK_OK(vf_engine_push(t->e, &(vf_op){.fn = kw_reader,
+                                           .arg = t,
+                                           .reads = VF_VARS(t->x),
+                                           .name = "n1"}));
+}
+
+TEST_CASE(naive_child_waits_on_what_its_node_reads)
+{
+    kid_wait t = {0};
+    CHECK_OK(vf_engine_create(
+        &t.e, &(vf_config){.type = VF_ENGINE_NAIVE, .ignore_env = true}));
+    t.x = tu_var(t.e);
+    t.y = tu_var(t.e);
+    vf_graph *g = NULL;
+    CHECK_OK(vf_graph_begin(t.e));
+    push_kw(&t);
+    CHECK_OK(vf_graph_end(t.e, &g));
+    for (int pass = 0; pass < 3; pass++) { /* pushed, then launched */
+        t.rc_look = t.rc_wait = -99;
+        if (pass == 0)
+            push_kw(&t);
+        else
+            CHECK_OK(vf_graph_launch(t.e, g));
+        CHECK_OK(vf_engine_wait_all(t.e, NULL));
+        CHECK_EQ(t.rc_look, 0);
+        CHECK_EQ(t.rc_wait, 0);
+    }
     CHECK_OK(vf_graph_destroy(t.e, g));
     CHECK_OK(vf_engine_destroy(t.e));
 }

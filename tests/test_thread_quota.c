@@ -30,6 +30,8 @@
 #define _GNU_SOURCE
 #include "runner.h"
 
+#include "varflow_profile.h"
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -246,6 +248,76 @@ TEST_CASE(device_pools_that_could_not_all_start)
         tu_finish_engine(e);
     }
     CHECK(all_started); /* the counts went past what a device needs */
+}
+
+/* Occurrences of `what` in `text`. */
+static int count_of(const char *text, const char *what)
+{
+    int n = 0;
+    for (const char *at = text; (at = strstr(at, what)) != NULL; at++)
+        n++;
+    return n;
+}
+
+/* Device 0's first op under a quota, then device 1's, then an op for each
+ * pool of device 0 (its missing ones made now, after device 1's), device
+ * 1's priority pool idle: the Chrome trace has a process per pool, each
+ * device's apart, whatever pools device 0 could make at first (an idle
+ * pool made beside a same-named one of another device shared its process:
+ * found by the reviewer of the pools' processes). */
+TEST_CASE(pools_made_late_have_their_own_process)
+{
+#if defined(TU_ASAN) || defined(TU_TSAN)
+    TEST_SKIP("the sanitizers intercept pthread_create");
+#endif
+    static const vf_property props[] = {VF_PROP_NORMAL, VF_PROP_COPY_TO_DEVICE,
+                                        VF_PROP_DEVICE_PRIORITIZED};
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/vf-quota-%d.json", (int)getpid());
+    bool all_started = false;
+    for (int k = 0; k < 64 && !all_started; k++) {
+        vf_engine *e = quota_engine(1, 0);
+        CHECK_OK(vf_profile_start(e));
+        int x = 0;
+        atomic_store(&allowed, k);
+        atomic_store(&refusing, 1);
+        int rc = vf_engine_push(e, &(vf_op){.fn = quota_dev_op,
+                                            .arg = &x,
+                                            .device = {VF_DEVICE_EMULATED, 0}});
+        atomic_store(&refusing, 0);
+        atomic_store(&allowed, -1);
+        all_started = rc == 0;
+        for (int i = 0; i < 2; i++) /* device 1's prio pool stays idle */
+            CHECK_OK(
+                vf_engine_push(e, &(vf_op){.fn = quota_dev_op,
+                                           .arg = &x,
+                                           .device = {VF_DEVICE_EMULATED, 1},
+                                           .property = props[i]}));
+        for (int i = 0; i < 3; i++)
+            CHECK_OK(
+                vf_engine_push(e, &(vf_op){.fn = quota_dev_op,
+                                           .arg = &x,
+                                           .device = {VF_DEVICE_EMULATED, 0},
+                                           .property = props[i]}));
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        vf_profile *p = NULL;
+        CHECK_OK(vf_profile_take(e, &p));
+        CHECK_OK(vf_profile_write(p, path, VF_PROFILE_CHROME_JSON));
+        char *text = tu_read_file(path);
+        REQUIRE(text != NULL);
+        if (count_of(text, "\"emu pool") != 2 ||
+            count_of(text, "\"emu-copy pool") != 2 ||
+            count_of(text, "\"emu-prio pool") != 2)
+            CHECK_REPORT_("%d threads: %d, %d and %d processes", k,
+                          count_of(text, "\"emu pool"),
+                          count_of(text, "\"emu-copy pool"),
+                          count_of(text, "\"emu-prio pool"));
+        free(text);
+        vf_profile_destroy(p);
+        tu_finish_engine(e);
+    }
+    unlink(path);
+    CHECK(all_started);
 }
 
 /* A start of an engine with devices whose threads start only in part:

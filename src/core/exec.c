@@ -1689,17 +1689,30 @@ static void nodes_over(vf_engine *e, vf__op *last, uint32_t over, uint64_t ran,
     dispatch_list(ready);
 }
 
-void vf__exec_run_in_order(vf__op *const *ops, uint32_t n, uint64_t base)
+void vf__exec_run_in_order(vf__op *const *ops, uint32_t n, uint64_t base,
+                           uint32_t from)
 {
     vf_engine *e = vf__op_engine(ops[0]);
+    vf__graph_inst *in = ops[0]->graph;
     uint64_t ran = 0;
     uint32_t over = 0;   /* nodes whose finish is over, the launch not told */
     vf__readylist ready; /* empty again after each nodes_over */
     vf__readylist_init(&ready);
     vf_run run; /* each node's: its op and name (node_run) */
-    run_init(&run, ops[0], -1);
-    uint32_t i = 0;
+    run_init(&run, ops[from], -1);
+    uint32_t i = from;
     for (;;) {
+        if (VF__UNLIKELY(atomic_load_explicit(&in->rests_unrun,
+                                              memory_order_acquire) != 0) &&
+            i != 0 && vf__graph_in_order_waits(in, i)) {
+            /* Stopped: a rest op's run goes on (graph.h). */
+            if (over != 0)
+                nodes_over(e, ops[i - 1], over, ran, &ready, false);
+            unsigned wake = vf__engine_count_out(e, VF__COUNT_ACTIVE, true);
+            if (wake != 0)
+                vf__engine_wake(e, wake);
+            return;
+        }
         ops[i]->place = base + i;
         node_run(e, ops[i], &run, NULL, true, &ran, &ready);
         over++;

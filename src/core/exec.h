@@ -280,12 +280,16 @@ void vf__exec_run_child_alone(vf__worker *w, vf__op *op);
 void vf__exec_dispatch_ready(vf__readylist *ready);
 
 /* Run the `n` nodes of a replay (graph.h) here, now, one after the other
- * (the naive engine: graph.c), node i at place `base` + i, the first with
- * the launch op's active count, each of the others taking the one before
- * it's, their pending counts taken by the caller; the ops they make ready
- * are dispatched (inline ones through the trampoline). The last node's end
- * may end the launch: nothing of `ops` is read after it. */
-void vf__exec_run_in_order(vf__op *const *ops, uint32_t n, uint64_t base);
+ * (the naive engine: graph.c), from node `from`, node i at place `base` +
+ * i, the first with the active count the caller passes (the launch op's,
+ * or a rest op's that resumes the run), each of the others taking the one
+ * before it's, their pending counts taken by the caller; the ops they make
+ * ready are dispatched (inline ones through the trampoline). Before a node
+ * whose vars wait for a predecessor's children (vf__graph_in_order_waits),
+ * the run stops, the active count let go. The last node's end may end the
+ * launch: nothing of `ops` is read after it. */
+void vf__exec_run_in_order(vf__op *const *ops, uint32_t n, uint64_t base,
+                           uint32_t from);
 
 /* Worker loop step: run `op` (from the worker's pool) and finish it, return
  * the op the same worker should run next (or NULL). */

@@ -1090,7 +1090,7 @@ static void run_in_order(vf__op *launch, vf__graph_inst *in)
 {
     uint32_t n = (uint32_t)in->g->n;
     vf__engine_count_in(vf__op_engine(launch), (uint64_t)n * VF__COUNT_PENDING);
-    vf__exec_run_in_order(in->ops, n, in->base);
+    vf__exec_run_in_order(in->ops, n, in->base, 0);
 }
 
 /* The launch op is ready (every earlier op it conflicts with finished):

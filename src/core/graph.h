@@ -129,6 +129,14 @@ typedef struct vf__graph_inst {
     atomic_uint *bleft; /* per boundary var: last uses not finished */
     /* Per boundary var (graph_child.c: vf__graph_split). */
     struct vf__graph_split *split;
+    /* Where the nodes run one after the other (the naive engine): the
+     * rest ops queued whose run has not come (a node's children on their
+     * var in flight), and, where the run stopped before node `resume_at`
+     * for one of them, `suspended` (vf__graph_in_order_waits): that rest
+     * op's run goes on with it (graph_child.c: rest_run). */
+    atomic_int rests_unrun;
+    atomic_bool suspended;
+    uint32_t resume_at;
     /* The reads of boundary vars running nodes hold for their children
      * (graph_child.c: a child reading beside its node), each let go at its
      * node's finish. */
@@ -228,6 +236,13 @@ vf__dep *vf__graph_rest_ahead(const vf__var *v, const vf__op *parent);
 
 extern const vf__op_kind vf__kind_graph_rest;
 
+/* Whether `holder`, the last write queued on a var before a wait inside
+ * `cur` (running on this thread), is the hold of a launch whose nodes run
+ * one after the other (the naive engine) that `cur` is a node of or
+ * descends from: the graph's ops before that node have finished, so the
+ * wait waits for none of it (wait.c). */
+bool vf__graph_hold_is_over(const vf__op *holder, const vf__op *cur);
+
 /* Whether `op`'s kind holds a var for a graph: a launch or rest op. */
 static inline bool vf__graph_holds_for(const vf__op *op)
 {
@@ -255,6 +270,17 @@ void vf__graph_splits_finished(vf__graph_inst *in, vf__op *op,
  * it in the node got VF_EDEADLK, and a wait on its var returned before it
  * had run: found by a user tester). */
 void vf__graph_child_queued(vf__op *op);
+
+/* Where the nodes of `in` run one after the other (the naive engine),
+ * whether node i must wait before it runs: a var it uses is held for the
+ * graph by a rest op whose run has not come, the node's predecessors'
+ * children there still in flight (an async one: the run went on, and the
+ * rest op's place, let go at the var's last use before it was granted,
+ * corrupted the var's queue; found by the reviewer of stop 66's
+ * children). Then the run stops (exec.c) and that rest op's run resumes
+ * it at node i (vf__exec_run_in_order); false when it may go on. The
+ * caller asks only while in->rests_unrun is not 0 (none waits then). */
+bool vf__graph_in_order_waits(vf__graph_inst *in, uint32_t i);
 
 /* The graph's last use of boundary var b finished: the place that holds
  * it for the graph (the launch op's, or a split's rest op's, then freed)

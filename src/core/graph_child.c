@@ -128,6 +128,20 @@ vf__dep *vf__graph_rest_ahead(const vf__var *v, const vf__op *parent)
     return v->nreaders == VF__WRITE_RUNNING && v->head == d ? NULL : d;
 }
 
+bool vf__graph_hold_is_over(const vf__op *holder, const vf__op *cur)
+{
+    if (!vf__graph_holds_for(holder))
+        return false;
+    const vf__graph_inst *in = holder->graph;
+    if (!in->in_order)
+        return false;
+    if (is_replay_node(cur) && cur->graph == in)
+        return true; /* a node of it */
+    /* The holder, queued on the var, keeps its instance and launch. */
+    uint64_t root = cur->up != NULL ? cur->up->root : 0;
+    return root >= in->base && root < in->base + in->g->n;
+}
+
 const vf__op *vf__graph_var_holder(const vf__op *nd, const vf__var *v)
 {
     const vf__graph_inst *in = nd->graph;
@@ -144,6 +158,7 @@ const vf__op *vf__graph_var_holder(const vf__op *nd, const vf__var *v)
 typedef struct rest_state {
     int b;
     atomic_int refs;
+    atomic_bool ran; /* its run has come (vf__graph_in_order_waits) */
 } rest_state;
 
 /* A rest op for boundary var b of `in`, whose place the graph's uses of v
@@ -167,6 +182,7 @@ static vf__op *rest_new(vf__graph_inst *in, int b, uint32_t p)
         return NULL;
     }
     atomic_init(&((rest_state *)rest->arg)->refs, 2);
+    atomic_init(&((rest_state *)rest->arg)->ran, false);
     rest->fn = NULL;
     rest->done = NULL;
     rest->name = "graph rest";
@@ -243,6 +259,8 @@ static int read_beside(vf__graph_inst *in, vf__op *parent, uint32_t p, int b,
     if (holder != NULL && rest != NULL) {
         /* The hold's place becomes the node's read (a pin); the rest op's
          * place holds v for the graph from now on. */
+        if (in->in_order) /* queued: its run to come */
+            atomic_fetch_add(&in->rests_unrun, 1);
         vf__var_hold_to_read_locked(v, vf__op_dep(rest, 0));
         atomic_store_explicit(&in->split[b].holder, rest, memory_order_release);
         pin->was_holder = holder != in->launch ? holder : NULL;
@@ -364,6 +382,8 @@ static void split(vf__graph_inst *in, int b, vf__op *rest, vf__readylist *ready)
 {
     vf__var *v = in->g->bvars[b].var;
     vf__op *holder = holder_of(in, b);
+    if (in->in_order) /* queued: its run to come */
+        atomic_fetch_add(&in->rests_unrun, 1);
     vf__spin_lock(&v->lock);
     bool now = vf__var_insert_rest(v, vf__op_dep(rest, 0), holder);
     /* Under the lock, where a node's wait looks the holder up (push.c). */
@@ -486,11 +506,20 @@ static bool rest_run(vf__op *rest, int worker, bool shutdown)
     vf__graph_inst *in = rest->graph;
     const vf_graph *g = in->g;
     vf_engine *e = g->engine;
-    int b = ((const rest_state *)rest->arg)->b;
-    vf__var *v = g->bvars[b].var;
+    rest_state *st = rest->arg;
+    vf__var *v = g->bvars[st->b].var;
     /* A child's failure on v: the nodes that read it look (graph.h). */
     if (atomic_load_explicit(&v->failure, memory_order_acquire) != NULL)
         atomic_store_explicit(&in->failures, true, memory_order_relaxed);
+    /* Its run has come, which the in-order run may have stopped for: then
+     * it goes on here, with this op's active count (sequentially
+     * consistent, against vf__graph_in_order_waits's store and look). */
+    bool resume = false;
+    if (in->in_order) {
+        atomic_store(&st->ran, true);
+        atomic_fetch_sub(&in->rests_unrun, 1);
+        resume = atomic_exchange(&in->suspended, false);
+    }
     vf__readylist ready;
     vf__readylist_init(&ready);
     if (!in->in_order) {
@@ -508,13 +537,46 @@ static bool rest_run(vf__op *rest, int worker, bool shutdown)
             vf__engine_count_in(e,
                                 (uint64_t)(ready.count - 1) * VF__COUNT_ACTIVE);
         vf__exec_dispatch_nodes(&ready);
-    } else {
+    } else if (!resume) {
         unsigned wake = vf__engine_count_out(e, VF__COUNT_ACTIVE, true);
         if (wake != 0)
             vf__engine_wake(e, wake);
     }
     rest_unref(rest); /* its run is over; its place holds v on */
-    return false;     /* holds v until the graph's last use of it */
+    if (resume)       /* the launch may end in it: nothing of it read after */
+        vf__exec_run_in_order(in->ops, (uint32_t)g->n, in->base, in->resume_at);
+    return false; /* holds v until the graph's last use of it */
+}
+
+/* Whether node i waits for a rest op whose run has not come. */
+static bool node_waits(const vf__graph_inst *in, uint32_t i)
+{
+    const node *nd = &in->g->nodes[i];
+    for (int j = 0; j < nd->nvars; j++) {
+        int b = bvar_index(in->g, nd->vars[j].var);
+        /* A holder that is a rest op lives while it holds v, which only
+         * this run's later nodes let go. */
+        const vf__op *h = b >= 0 ? atomic_load_explicit(&in->split[b].holder,
+                                                        memory_order_acquire)
+                                 : NULL;
+        if (h != NULL && !atomic_load(&((rest_state *)h->arg)->ran))
+            return true;
+    }
+    return false;
+}
+
+bool vf__graph_in_order_waits(vf__graph_inst *in, uint32_t i)
+{
+    if (!node_waits(in, i))
+        return false;
+    in->resume_at = i;
+    atomic_store(&in->suspended, true);
+    if (node_waits(in, i))
+        return true; /* the run of the one it waits for resumes it */
+    /* Each ran meanwhile: it goes on here, unless one's run took the
+     * resume (then the run goes on there). */
+    bool mine = true;
+    return !atomic_compare_exchange_strong(&in->suspended, &mine, false);
 }
 
 const vf__op_kind vf__kind_graph_rest = {

@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "core/engine.h"
 #include "core/exec.h"
+#include "core/push.h"
 
 VF_API int vf_run_input_failure(const vf_run *run, vf_error *out)
 {
@@ -105,10 +106,9 @@ VF_API int vf_run_submit(vf_run *run, vf_device_fn fn, void *arg, size_t bytes)
             run, vf__fail(VF_EINVAL,
                           "vf_run_submit: %s is not a device op (it has no "
                           "stream)",
-                          vf__op_label(run->name,
-                                       run->item_refs != NULL ? run->place
-                                                              : run->op->place,
-                                       label)));
+                          run->item_refs != NULL
+                              ? vf__op_label(run->name, run->place, label)
+                              : vf__push_running_label(run->op, label)));
     int rc = run->cls->submit(run->stream, fn, arg, bytes);
     return rc != 0 ? submit_refused(run, rc) : 0;
 }

@@ -1421,12 +1421,13 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
      * op: VF_EDEADLK, a later value or a hang where the op alone got 0
      * (found by a user tester). */
     if (!settled && nested && hold == NULL && (!node || cur->graph->in_order)) {
-        /* A node's graph's hold (the naive engine's, whose nodes before
-         * this one have finished) holds nothing the wait waits for. */
+        /* The hold of a launch the waiting op is a node of or descends
+         * from, on the naive engine (whose nodes before that one have
+         * finished), holds nothing the wait waits for (a child's wait on
+         * a var its node reads got VF_EDEADLK: found by the reviewer of
+         * stop 66's children). */
         const vf__dep *last = vf__var_last_write_before(v, w->key);
-        settled = last == NULL ||
-                  (node && vf__graph_holds_for(vf__dep_op(last)) &&
-                   vf__dep_op(last)->graph == cur->graph);
+        settled = last == NULL || vf__graph_hold_is_over(vf__dep_op(last), cur);
         before = !settled;
     }
     if (settled || (v->head == NULL && v->nreaders != VF__WRITE_RUNNING)) {

@@ -650,9 +650,12 @@ int vf__prof_take(vf__profiler *p, const vf__prof_engine_desc *engine,
         s->names = vf__malloc(names_size + 1);
         s->worker_pool = vf__calloc((size_t)nworkers + 1,
                                     sizeof *s->worker_pool);
+        s->worker_pool_index = vf__calloc((size_t)nworkers + 1,
+                                          sizeof *s->worker_pool_index);
     }
     if (s == NULL || s->records == NULL || s->deps == NULL ||
-        s->names == NULL || s->worker_pool == NULL) {
+        s->names == NULL || s->worker_pool == NULL ||
+        s->worker_pool_index == NULL) {
         pthread_mutex_unlock(&p->lock);
         vf_profile_destroy(s);
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
@@ -709,9 +712,11 @@ int vf__prof_take(vf__profiler *p, const vf__prof_engine_desc *engine,
     s->kind = engine->kind;
     s->nworkers = nworkers;
     for (int i = 0; i < engine->npools; i++)
-        for (int w = 0; w < engine->pools[i].nworkers; w++)
+        for (int w = 0; w < engine->pools[i].nworkers; w++) {
             s->worker_pool[engine->pools[i].first_worker + w] =
                 engine->pools[i].name;
+            s->worker_pool_index[engine->pools[i].first_worker + w] = i;
+        }
     *out = s;
     return 0;
 }
@@ -724,6 +729,7 @@ VF_API void vf_profile_destroy(vf_profile *p)
     free(p->deps);
     free(p->names);
     free(p->worker_pool);
+    free(p->worker_pool_index);
     free(p);
 }
 

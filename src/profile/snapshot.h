@@ -18,6 +18,9 @@ struct vf_profile {
     vf_engine_type kind;
     int nworkers;
     const char **worker_pool; /* per worker index */
+    /* Per worker index, its pool's index in the engine; NULL in a
+     * snapshot read back from a trace, which names the pools only. */
+    int *worker_pool_index;
     size_t count;
     vf_profile_record *records;
     uint64_t *deps;

@@ -496,10 +496,12 @@ static int chrome_streams(chrome_tracks *t, const vf_profile *p)
 /* Each worker's process: its pool's. A pool's workers are consecutive
  * (the engine numbers them so); pools of the same name are not one pool
  * (each device's "emu" pool: they were one process, named after the
- * first device, found by a user tester), so a process ends where the name
- * changes or the pool its ops were queued to does (a pool made later
- * than the next device's, after a failed start: same-named pools side by
- * side). 0, or VF_ENOMEM. */
+ * first device, found by a user tester), so a process ends where the
+ * pool's index changes, or, in a snapshot read back from a trace, which
+ * names the pools only, where the name changes or the pool its ops were
+ * queued to does (a pool made later than the next device's, after a
+ * failed start: same-named pools side by side; an idle one of them stays
+ * with its neighbour there). 0, or VF_ENOMEM. */
 static int chrome_pools(chrome_tracks *t, const vf_profile *p)
 {
     size_t n = (size_t)p->nworkers + 1;
@@ -522,9 +524,12 @@ static int chrome_pools(chrome_tracks *t, const vf_profile *p)
     for (int w = 0; w < p->nworkers; w++) {
         const char *pool = p->worker_pool[w] ? p->worker_pool[w] : "?";
         bool other = t->npools == 0 ||
-                     strcmp(t->pool_name[t->npools - 1], pool) != 0 ||
-                     (known != INT_MIN && queued_to[w] != INT_MIN &&
-                      queued_to[w] != known);
+                     (p->worker_pool_index != NULL
+                          ? p->worker_pool_index[w] !=
+                                p->worker_pool_index[w - 1]
+                          : strcmp(t->pool_name[t->npools - 1], pool) != 0 ||
+                                (known != INT_MIN && queued_to[w] != INT_MIN &&
+                                 queued_to[w] != known));
         if (other) {
             t->pool_name[t->npools++] = pool;
             known = INT_MIN;
