@@ -1644,9 +1644,10 @@ VF_API int vf_run_wait_children_timed(vf_run *run, int64_t timeout_ms,
  * pushed and queued behind it. These run after the graph's later ops on
  * the variable, as a push after the launch would: on the threaded
  * engines, a child on a variable its parent does not use; on every
- * engine, a child that takes its place at its push (@ref waits: one that
- * writes a variable its parent only reads, or would queue behind another
- * op, a sibling pushed before it that has not run, say; on the naive
+ * engine, a child that takes its place at its push (see @ref waits, "An
+ * op pushed from inside a running op": one that writes a variable its
+ * parent only reads, or would queue behind another op, a sibling pushed
+ * before it that has not run, say; on the naive
  * engine, one pushed after its parent's child that reads it beside the
  * parent goes before the graph's later ops), and on the naive engine one
  * that writes a variable the graph holds only to read by then (no op of
