@@ -1641,7 +1641,11 @@ VF_API int vf_run_wait_children_timed(vf_run *run, int64_t timeout_ms,
  * tester). There the launch runs its later ops on a variable once such a
  * child has finished: an async one's end runs the rest of the launch (the
  * call that launched returns meanwhile), as it would run the same ops
- * pushed and queued behind it. These run after the graph's later ops on
+ * pushed and queued behind it; all the launch's later ops wait with it,
+ * where pushed ones that do not depend on the child would run before it
+ * ends, so their order against the children of those that do can differ
+ * from the pushes' (a child of a later op on a variable an independent
+ * later op writes, say). These run after the graph's later ops on
  * the variable, as a push after the launch would: on the threaded
  * engines, a child on a variable its parent does not use; on every
  * engine, a child that takes its place at its push (see @ref waits, "An

@@ -1704,14 +1704,15 @@ void vf__exec_run_in_order(vf__op *const *ops, uint32_t n, uint64_t base,
     for (;;) {
         if (VF__UNLIKELY(atomic_load_explicit(&in->rests_unrun,
                                               memory_order_acquire) != 0) &&
-            i != 0 && vf__graph_in_order_waits(in, i)) {
-            /* Stopped: a rest op's run goes on (graph.h). */
+            i != 0) {
+            /* The nodes before told first: once the run stops, a rest op's
+             * run may go on at once, on another thread (graph.h). */
             if (over != 0)
                 nodes_over(e, ops[i - 1], over, ran, &ready, false);
-            unsigned wake = vf__engine_count_out(e, VF__COUNT_ACTIVE, true);
-            if (wake != 0)
-                vf__engine_wake(e, wake);
-            return;
+            over = 0;
+            ran = 0;
+            if (vf__graph_in_order_waits(in, i))
+                return; /* stopped, its active count let go */
         }
         ops[i]->place = base + i;
         node_run(e, ops[i], &run, NULL, true, &ran, &ready);

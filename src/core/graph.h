@@ -135,6 +135,7 @@ typedef struct vf__graph_inst {
      * for one of them, `suspended` (vf__graph_in_order_waits): that rest
      * op's run goes on with it (graph_child.c: rest_run). */
     atomic_int rests_unrun;
+    atomic_uint rests_run; /* runs of them so far: the handshake's look */
     atomic_bool suspended;
     uint32_t resume_at;
     /* The reads of boundary vars running nodes hold for their children
@@ -277,9 +278,11 @@ void vf__graph_child_queued(vf__op *op);
  * children there still in flight (an async one: the run went on, and the
  * rest op's place, let go at the var's last use before it was granted,
  * corrupted the var's queue; found by the reviewer of stop 66's
- * children). Then the run stops (exec.c) and that rest op's run resumes
- * it at node i (vf__exec_run_in_order); false when it may go on. The
- * caller asks only while in->rests_unrun is not 0 (none waits then). */
+ * children). Then the run stops, its active count let go (the caller, the
+ * in-order run, returns: exec.c), and a rest op's run resumes it at node
+ * i (vf__exec_run_in_order) with its own; false when it may go on, the
+ * count kept. The caller asks only while in->rests_unrun is not 0 (none
+ * waits then), with the nodes before i told (nodes_over). */
 bool vf__graph_in_order_waits(vf__graph_inst *in, uint32_t i);
 
 /* The graph's last use of boundary var b finished: the place that holds

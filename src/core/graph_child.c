@@ -518,6 +518,7 @@ static bool rest_run(vf__op *rest, int worker, bool shutdown)
     if (in->in_order) {
         atomic_store(&st->ran, true);
         atomic_fetch_sub(&in->rests_unrun, 1);
+        atomic_fetch_add(&in->rests_run, 1);
         resume = atomic_exchange(&in->suspended, false);
     }
     vf__readylist ready;
@@ -567,16 +568,39 @@ static bool node_waits(const vf__graph_inst *in, uint32_t i)
 
 bool vf__graph_in_order_waits(vf__graph_inst *in, uint32_t i)
 {
-    if (!node_waits(in, i))
-        return false;
-    in->resume_at = i;
-    atomic_store(&in->suspended, true);
-    if (node_waits(in, i))
-        return true; /* the run of the one it waits for resumes it */
-    /* Each ran meanwhile: it goes on here, unless one's run took the
-     * resume (then the run goes on there). */
-    bool mine = true;
-    return !atomic_compare_exchange_strong(&in->suspended, &mine, false);
+    vf_engine *e = in->g->engine;
+    for (;;) {
+        /* The sole runner here: the rests it reads hold their vars. */
+        unsigned runs = atomic_load(&in->rests_run);
+        if (!node_waits(in, i))
+            return false;
+        /* Stopping: once `suspended` is published, a rest op's run may go
+         * on with the launch at once, on another thread, and end it: this
+         * thread keeps it from ending (a node's count on `left`) until it
+         * is done here, and reads only the instance's own words (it read
+         * the rest ops, freed by then, and the instance, freed with its
+         * graph: found by the reviewer of the stop). Its active count goes
+         * first, the launch still pending. */
+        atomic_fetch_add(&in->left, 1);
+        unsigned wake = vf__engine_count_out(e, VF__COUNT_ACTIVE, true);
+        if (wake != 0)
+            vf__engine_wake(e, wake);
+        in->resume_at = i;
+        atomic_store(&in->suspended, true);
+        bool mine = true;
+        if (atomic_load(&in->rests_run) == runs || /* a run to come resumes */
+            !atomic_compare_exchange_strong(&in->suspended, &mine, false)) {
+            /* Stopped: the resumed run may have run the rest but for this
+             * count, which then ends the launch here. */
+            if (atomic_fetch_sub(&in->left, 1) == 1)
+                vf__graph_launch_end(in, VF__COUNT_PENDING);
+            return true;
+        }
+        /* A rest op ran meanwhile and left the run here: look again. Not
+         * the launch's last count: node i is still to run. */
+        vf__engine_count_in(e, VF__COUNT_ACTIVE);
+        atomic_fetch_sub(&in->left, 1);
+    }
 }
 
 const vf__op_kind vf__kind_graph_rest = {
