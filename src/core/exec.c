@@ -1475,6 +1475,18 @@ bool vf__exec_help_run(vf_engine *e, const vf__deadline *until)
     return true;
 }
 
+/* Run `op`, taken from the ops only this thread runs, here: above the
+ * frame that took it, counted bare when no op runs below it. */
+static void run_taken(vf__op *op)
+{
+    bool bare = vf__current_op() == NULL;
+    tls.bare += bare;
+    tls.inline_depth++;
+    run_inline_one(op);
+    tls.inline_depth--;
+    tls.bare -= bare;
+}
+
 static bool run_local(vf_engine *lender, bool own_hold)
 {
     vf__readylist *from;
@@ -1486,12 +1498,7 @@ static bool run_local(vf_engine *lender, bool own_hold)
     vf__exec_loop_frame saved;
     if (lend)
         lend_active(op, &saved);
-    bool bare = vf__current_op() == NULL;
-    tls.bare += bare;
-    tls.inline_depth++;
-    run_inline_one(op);
-    tls.inline_depth--;
-    tls.bare -= bare;
+    run_taken(op);
     if (lend)
         lent_run_returned(lender, op, &saved);
     return true;
@@ -1538,17 +1545,6 @@ static vf__op *deferred_of_launch(uint64_t lo, uint64_t hi)
     return NULL;
 }
 
-/* Run `op`, taken from this thread's deferred ops, here (run_local's run
- * of it, unlent). */
-static void run_deferred(vf__op *op)
-{
-    bool bare = vf__current_op() == NULL;
-    tls.bare += bare;
-    tls.inline_depth++;
-    run_inline_one(op);
-    tls.inline_depth--;
-    tls.bare -= bare;
-}
 
 bool vf__exec_run_held(vf_engine *lender)
 {
@@ -1736,7 +1732,7 @@ void vf__exec_run_in_order(vf__op *const *ops, uint32_t n, uint64_t base,
          * children: it hung). */
         vf__op *op;
         while ((op = deferred_of_launch(base, base + n)) != NULL)
-            run_deferred(op);
+            run_taken(op);
     }
     nodes_over(e, ops[n - 1], over, ran, &ready, true);
 }
