@@ -1545,7 +1545,6 @@ static vf__op *deferred_of_launch(uint64_t lo, uint64_t hi)
     return NULL;
 }
 
-
 bool vf__exec_run_held(vf_engine *lender)
 {
     return run_local(lender, true);
