@@ -423,21 +423,31 @@ static void pins_finished(vf__graph_inst *in, const vf__op *op,
     }
 }
 
+/* The splits node `op`'s children left pending (their rest ops, placed
+ * right after it) are made; with `unused_only`, only on the vars `op`
+ * does not use (those it uses it holds to its finish). */
+static void split_pending(vf__graph_inst *in, const vf__op *op,
+                          bool unused_only, vf__readylist *ready)
+{
+    for (int b = 0; b < in->g->nb; b++) {
+        vf__op *rest = atomic_load_explicit(&in->split[b].pending,
+                                            memory_order_acquire);
+        if (rest == NULL || rest->place != op->place + 1 ||
+            (unused_only &&
+             vf__op_uses(op, in->g->bvars[b].var) != VF__USES_NOT))
+            continue; /* another running node's, or held to its finish */
+        atomic_store_explicit(&in->split[b].pending, NULL,
+                              memory_order_relaxed);
+        split(in, b, rest, ready);
+    }
+}
+
 void vf__graph_splits_finished(vf__graph_inst *in, vf__op *op,
                                vf__readylist *ready)
 {
     op->splits = false;
     pins_finished(in, op, ready);
-    uint64_t after = op->place + 1;
-    for (int b = 0; b < in->g->nb; b++) {
-        vf__op *rest = atomic_load_explicit(&in->split[b].pending,
-                                            memory_order_acquire);
-        if (rest == NULL || rest->place != after)
-            continue; /* another running node's */
-        atomic_store_explicit(&in->split[b].pending, NULL,
-                              memory_order_relaxed);
-        split(in, b, rest, ready);
-    }
+    split_pending(in, op, false, ready);
 }
 
 void vf__graph_child_queued(vf__op *op)
@@ -447,16 +457,7 @@ void vf__graph_child_queued(vf__op *op)
     vf__graph_inst *in = op->graph;
     vf__readylist ready;
     vf__readylist_init(&ready);
-    for (int b = 0; b < in->g->nb; b++) {
-        vf__op *rest = atomic_load_explicit(&in->split[b].pending,
-                                            memory_order_acquire);
-        if (rest == NULL || rest->place != op->place + 1 ||
-            vf__op_uses(op, in->g->bvars[b].var) != VF__USES_NOT)
-            continue; /* the node holds v to its finish */
-        atomic_store_explicit(&in->split[b].pending, NULL,
-                              memory_order_relaxed);
-        split(in, b, rest, &ready);
-    }
+    split_pending(in, op, true, &ready);
     /* Each ready as at its push: run now, inside it (exec.c). */
     vf__engine_count_in(in->g->engine,
                         (uint64_t)ready.count * VF__COUNT_ACTIVE);
