@@ -293,7 +293,8 @@ typedef struct vf_config {
                                             names it for every engine: each
                                             destroy replaces the file whole,
                                             the last one stays ("-": each
-                                            whole, in turn) */
+                                            whole, in turn); a write that fails
+                                            there is destroy's VF_ESYSTEM */
     int profile_max_records VF_ZERO_;  /**< VF_PROFILE_MAX_RECORDS, else
                                             1048576: ops recorded per profile;
                                             later ones are counted as dropped */
@@ -452,7 +453,11 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config);
  * called from the engine's own code: one of its ops, a done callback, a worker,
  * or from inside another call on the engine (VF_EDEADLK). A stopped engine is
  * started first. Errors not yet reported are dropped. A second destroy racing
- * the first gets VF_ESHUTDOWN.
+ * the first gets VF_ESHUTDOWN. A profile to write at destroy
+ * (vf_config.profile_path, VF_PROFILE) that cannot be written then (its
+ * directory removed since the create, the disk full) is VF_ESYSTEM, its
+ * detail (and a line on stderr) saying why: the engine is destroyed all
+ * the same.
  *
  * After it returned, the handle is dead: every call that takes it (a
  * second destroy included) returns VF_EINVAL, "not an engine (NULL or
@@ -1012,13 +1017,16 @@ VF_API void vf_thread_set_service(bool on);
  * and no wait before the op in push order has reported it), and then
  * `*out` (if not NULL) is that failure as a wait would report it; 0 when
  * none does. The op's own waits come after it: one that reports the
- * failure leaves the answer as it was. Call it while the op runs; an
- * async op runs until its completion finishes it, and after that (its
- * variables released) the call is VF_EINVAL, its detail saying so. So
- * call it before the completion is handed to another thread that may
- * finish it: a call racing that finish may read what the op's own failure,
- * or a later op's, left on its variables (a race of the program's).
- * VF_EINVAL for a NULL run.
+ * failure leaves the answer as it was. Call it from the op's function, on
+ * its thread: the handle is valid only until the function returns, and
+ * one of no op running on the calling thread is VF_EINVAL (an async op's,
+ * asked from the thread that finishes its completion, say), its detail
+ * saying so. An async op whose completion finished it (its variables
+ * released) is VF_EINVAL too, its detail saying so. So call it before the
+ * completion is handed to another thread that may finish it: a call
+ * racing that finish may read what the op's own failure, or a later op's,
+ * left on its variables (a race of the program's). VF_EINVAL for a NULL
+ * run.
  */
 VF_API int vf_run_input_failure(const vf_run *run, vf_error *out);
 

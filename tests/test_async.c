@@ -706,6 +706,47 @@ TEST_KIND_CASE(input_failure_after_its_completion, k)
     check_context_ = NULL;
 }
 
+/* vf_run_input_failure with an async op's handle from the thread its
+ * function handed the completion to, after the function returned (the
+ * handle's frame is gone): VF_EINVAL naming the cause, where it read the
+ * dead frame (a user tester: a crash in 18 runs of 20, on every engine
+ * kind); then the finish, as the op's owner must. */
+typedef struct asks_elsewhere {
+    vf_run *run;
+    vf_completion done;
+    atomic_int returned;
+} asks_elsewhere;
+
+static void hand_over(vf_run *run, void *arg, vf_completion done)
+{
+    asks_elsewhere *a = arg;
+    a->run = run;
+    a->done = done;
+    atomic_store(&a->returned, 1);
+}
+
+TEST_KIND_CASE(input_failure_from_another_thread, k)
+{
+    check_context_ = k->name;
+    vf_engine *e = tu_engine(k);
+    vf_var v = tu_var(e);
+    asks_elsewhere a = {.run = NULL};
+    CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = hand_over,
+                                        .arg = &a,
+                                        .writes = VF_VARS(v),
+                                        .no_skip = true}));
+    REQUIRE(tu_wait_flag(&a.returned, 1, TU_TIMEOUT));
+    usleep(20000); /* its function returned, its frame reused */
+    vf_error err;
+    CHECK_ERR(vf_run_input_failure(a.run, &err), VF_EINVAL);
+    CHECK(strstr(vf_error_detail(), "not the handle of an op running on "
+                                    "this thread") != NULL);
+    CHECK_OK(vf_completion_finish(a.done, 0, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    tu_finish_engine(e);
+    check_context_ = NULL;
+}
+
 /* An async op waiting inside its function on a var an op pushed before it
  * writes, both made ready by one finish: the writer, a sync op the
  * worker kept as its next, went on only once the wait had returned (a

@@ -1064,16 +1064,24 @@ TEST_CASE(switches)
     push_n(e, v, 50, "off");
     CHECK_EQ(recorded(e, NULL), 0);
     CHECK_EQ(atomic_load(&counted), 50);
-    CHECK_ERR(vf_profile_pause(e), VF_EINVAL);  /* not running */
+    /* Each refusal's detail says which state it found. */
+    CHECK_ERR(vf_profile_pause(e), VF_EINVAL); /* not running */
+    CHECK(strstr(vf_error_detail(), "it is stopped") != NULL);
     CHECK_ERR(vf_profile_resume(e), VF_EINVAL); /* not paused */
+    CHECK(strstr(vf_error_detail(), "it is stopped") != NULL);
     CHECK_OK(vf_profile_start(e));
     push_n(e, v, 3, "on");
+    CHECK_ERR(vf_profile_resume(e), VF_EINVAL);
+    CHECK(strstr(vf_error_detail(), "it is recording") != NULL);
     CHECK_OK(vf_profile_pause(e));
     push_n(e, v, 4, "paused");
     CHECK_ERR(vf_profile_pause(e), VF_EINVAL);
+    CHECK(strstr(vf_error_detail(), "it is paused already") != NULL);
     CHECK_OK(vf_profile_resume(e));
     push_n(e, v, 2, "resumed");
     CHECK_OK(vf_profile_stop(e));
+    CHECK_ERR(vf_profile_pause(e), VF_EINVAL);
+    CHECK(strstr(vf_error_detail(), "it is stopped") != NULL);
     push_n(e, v, 5, "stopped");
     CHECK_EQ(recorded(e, "on"), 3);
     CHECK_EQ(recorded(e, "paused"), 0);
@@ -1208,6 +1216,42 @@ TEST_CASE(engines_sharing_a_path)
         if (strncmp(ent->d_name, "shared.json.", 12) == 0)
             CHECK_REPORT_("a temporary file was left: %s", ent->d_name);
     closedir(d);
+}
+
+/* A profile that cannot be written at destroy (its directory removed
+ * since the create checked it): VF_ESYSTEM, the detail naming the call,
+ * saying the engine is gone and why the write failed (it named only
+ * vf_profile_write: a user tester took the engine for alive); the handle
+ * is dead after it. */
+TEST_CASE(destroy_that_cannot_write)
+{
+    tu_phase_limit("destroy that cannot write", 30);
+    const char *sub = path_in_dir("gone");
+    REQUIRE(mkdir(sub, 0700) == 0);
+    char json[200];
+    snprintf(json, sizeof json, "%s/p.json", sub);
+    for (int timed = 0; timed < 2; timed++) {
+        vf_engine *e = NULL;
+        CHECK_OK(vf_engine_create(
+            &e, &(vf_config){.type = VF_ENGINE_POOLED, .profile_path = json}));
+        REQUIRE(e != NULL);
+        push_n(e, tu_var(e), 3, "lost");
+        REQUIRE(rmdir(sub) == 0);
+        CHECK_ERR(timed ? vf_engine_destroy_timed(e, 10000)
+                        : vf_engine_destroy(e),
+                  VF_ESYSTEM);
+        const char *want = timed ? "vf_engine_destroy_timed: the engine is "
+                                   "destroyed (its handle is dead), but its "
+                                   "profile was not written: "
+                                 : "vf_engine_destroy: the engine is "
+                                   "destroyed (its handle is dead), but its "
+                                   "profile was not written: ";
+        CHECK(strncmp(vf_error_detail(), want, strlen(want)) == 0);
+        CHECK(strstr(vf_error_detail(), "p.json") != NULL);
+        CHECK_ERR(vf_engine_destroy(e), VF_EINVAL);
+        REQUIRE(mkdir(sub, 0700) == 0);
+    }
+    rmdir(sub);
 }
 
 /* The profile is written by vf_engine_destroy: a process that exits with

@@ -186,6 +186,17 @@ static int finish(vf_engine *e, const destroy_wait *w)
     vf__profiling_describe(e, &d);
     int rc = vf__prof_destroy(e->prof, &d);
     e->prof = NULL;
+    if (VF__UNLIKELY(rc != 0)) {
+        /* Said by the call, with the engine's fate: it said only the
+         * write's, and a caller could take the engine for alive (a user
+         * tester). */
+        char why[256];
+        snprintf(why, sizeof why, "%s", vf_error_detail());
+        rc = vf__fail(rc,
+                      "%s: the engine is destroyed (its handle is dead), but "
+                      "its profile was not written: %s",
+                      w->report.who, why);
+    }
     uint64_t operators, vars;
     vf__engine_free(e, &operators, &vars);
     if (info)

@@ -15,6 +15,16 @@ VF_API int vf_run_input_failure(const vf_run *run, vf_error *out)
 {
     if (run == NULL)
         return vf__fail(VF_EINVAL, "vf_run_input_failure: run is NULL");
+    /* Compared, never read, until it is known to be this thread's running
+     * op's: an async op's handle kept past its function's return points
+     * at a dead frame (a user tester, calling it from the thread that
+     * finished the completion: a crash, 18 runs in 20). */
+    const vf__op *cur = vf__current_op();
+    if (cur == NULL || cur->run != run)
+        return vf__fail(VF_EINVAL,
+                        "vf_run_input_failure: run is not the handle of an op "
+                        "running on this thread (a handle is valid only in "
+                        "its op's function, until that returns: ask there)");
     /* Finished, its vars are released: what they carry now is its own
      * failure, or later ops' (found trying async ops as a user: 1, its own
      * failure, after a vf_completion_finish with an error). */

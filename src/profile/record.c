@@ -582,8 +582,14 @@ int vf__prof_set_state(vf__profiler *p, const char *who, int from, int to)
     if (from < 0)
         atomic_store(&p->state, to);
     else if (!atomic_compare_exchange_strong(&p->state, &expected, to))
-        return vf__fail(VF_EINVAL, "%s: the profiler is not %s", who,
-                        from == VF__PROF_ON ? "running" : "paused");
+        /* With the state it found, so the caller knows which (a user
+         * tester: a stopped profile and one paused already read the
+         * same). */
+        return vf__fail(VF_EINVAL, "%s: the profiler is not %s: it is %s", who,
+                        from == VF__PROF_ON ? "recording" : "paused",
+                        expected == VF__PROF_PAUSED ? "paused already"
+                        : expected == VF__PROF_ON   ? "recording"
+                                                    : "stopped");
     return 0;
 }
 
