@@ -719,7 +719,10 @@ VF_API int vf_var_create(vf_engine *e, vf_var *out);
  * address then run after it. Where the op is more than 127 levels of
  * nested pushes down, the order in time of the pushes around it decides
  * what comes after it. The delete op jumps to the front of its pool's
- * ready queue.
+ * ready queue. A delete refused (any error: VF_ESHUTDOWN from outside
+ * the engine's ops after vf_engine_shutdown() or once destroy has begun,
+ * as for vf_var_create(), say) never calls `free_fn`: the resource is
+ * still the caller's to free.
  */
 VF_API int vf_var_destroy(vf_engine *e, vf_var v, void (*free_fn)(void *),
                           void *free_arg);

@@ -524,8 +524,10 @@ TEST_KIND_CASE(during_destroy, k)
                 "second destroy while the first drains");
     expect_code(vf_var_create(d.e, &v), VF_ESHUTDOWN,
                 "vf_var_create during destroy");
+    int freed0 = atomic_load(&freed);
     expect_code(vf_var_destroy(d.e, y, free_cb, NULL), VF_ESHUTDOWN,
                 "vf_var_destroy during destroy");
+    CHECK_EQ(atomic_load(&freed), freed0); /* refused: no free_fn, ever */
     expect_code(vf_operator_create(d.e, &(vf_op){.fn = nop}, &o2), VF_ESHUTDOWN,
                 "vf_operator_create during destroy");
     CHECK(o2 == NULL);
@@ -547,6 +549,7 @@ TEST_KIND_CASE(during_destroy, k)
      * inside the draining op, ran; nothing refused did. */
     CHECK_EQ(atomic_load(&ran), ran_start + accepted + 2);
     CHECK_EQ(atomic_load(&done_calls), done0);
+    CHECK_EQ(atomic_load(&freed), freed0); /* the refused delete's */
     tu_gate_destroy(&d.h.go);
     tu_gate_destroy(&d.h.started);
 }
