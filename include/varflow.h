@@ -529,11 +529,16 @@ VF_API int vf_engine_destroy_timed(vf_engine *e, int64_t timeout_ms);
  * Destroying a stopped engine starts it first. Fork needs none of this:
  * varflow stops and restarts every engine around fork() itself, draining
  * them together (an async op of one completed by a service thread's op
- * pushed to another comes through as above). When the restart cannot start the
- * threads (a thread quota, say), the engine stays stopped: a wait that finds
- * ops held tries to start it again, and returns VF_ESYSTEM, its detail naming
- * the fork, while it cannot. While it
- * does, the engine is stopped for the other threads too: their pushes are
+ * pushed to another comes through as above). The drain completes every
+ * pushed op: one that needs what the forking thread holds across fork()
+ * (a lock; Python's GIL, which os.fork holds) never finishes, and neither
+ * does the fork (stderr says so after 2 s): stop such an engine before
+ * the fork, from a call that lets go of that lock, and start it after, in
+ * the parent and in the child (held ops then run in both). When the
+ * restart cannot start the threads (a thread quota, say), the engine stays
+ * stopped: a wait that finds ops held tries to start it again, and returns
+ * VF_ESYSTEM, its detail naming the fork, while it cannot. While it does,
+ * the engine is stopped for the other threads too: their pushes are
  * held (the child inherits them as well, and runs them at its start), and
  * a wait that finds ops held returns VF_ESTOPPED, its detail naming the
  * fork (wait again; it is not waited out, as the fork's drain may need
@@ -1506,11 +1511,14 @@ VF_API int vf_var_wait(vf_engine *e, vf_var v, vf_error *err);
 VF_API int vf_run_wait_children(vf_run *run, vf_error *err);
 
 /**
- * Block until every pushed op has finished. Returns 0, or VF_EOPFAILED with
- * the failure first in push order among those since the last
- * vf_engine_wait_all() that
- * no wait reported; then every one of them is cleared (ops pushed later run
- * normally). VF_EDEADLK from inside an op (it would wait for itself), and,
+ * Block until every pushed op has finished: until the engine has no op
+ * pending, those other threads push while it waits included (with another
+ * thread pushing steadily it may return late, or never; to wait for what
+ * this thread pushed, wait on its vars: vf_var_wait()). Returns 0, or
+ * VF_EOPFAILED with the failure first in push order among those since the
+ * last vf_engine_wait_all() that no wait reported; then every one of them
+ * is cleared (ops pushed later run normally). VF_EDEADLK from inside an op
+ * (it would wait for itself), and,
  * at once, from inside an op of another engine where the wait could never
  * finish: an op of `e` runs further out on the same thread (the calling op
  * runs inside it: inside its push on the naive engine, say), or waits for

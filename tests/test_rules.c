@@ -27,6 +27,8 @@
  */
 #include "runner.h"
 
+#include <unistd.h>
+
 typedef struct st {
     double us;
     tu_gate *gate;
@@ -240,6 +242,54 @@ TEST_KIND_CASE(rule6_wait, k)
     CHECK_BEFORE(r, w2);
     tu_finish_engine(e);
     tu_gate_destroy(&g);
+}
+
+/* vf_engine_wait_all waits until nothing is pending, ops another thread
+ * pushed while it waits included (varflow.h; a user tester took it for a
+ * wait for the ops pushed before the call, as vf_var_wait is): with an
+ * op pushed during the wait gated, the wait returns only after the gate
+ * opens, though every op pushed before it finished long before. */
+typedef struct waiting_all {
+    vf_engine *e;
+    atomic_int returned;
+    int rc;
+} waiting_all;
+
+static void *wait_all_thread(void *arg)
+{
+    waiting_all *w = arg;
+    w->rc = vf_engine_wait_all(w->e, NULL);
+    atomic_store(&w->returned, 1);
+    return NULL;
+}
+
+TEST_KIND_CASE(rule6_wait_all_counts_later_pushes, k)
+{
+    if (!k->threaded)
+        return; /* a naive push runs its op: nothing stays pending */
+    vf_engine *e = tu_engine(k);
+    vf_var x = tu_var(e), y = tu_var(e);
+    tu_gate first_go, later_go;
+    tu_gate_init(&first_go);
+    tu_gate_init(&later_go);
+    st first = {.gate = &first_go}, later = {.gate = &later_go};
+    push_st(e, &first, NONE, VF_VARS(x));
+    waiting_all w = {.e = e};
+    pthread_t t = tu_thread_start(wait_all_thread, &w);
+    usleep(20000); /* (the wait under way, most likely) */
+    push_st(e, &later, NONE, VF_VARS(y));
+    tu_gate_open(&first_go);
+    CHECK(tu_wait_flag(&first.ran, 1, TU_TIMEOUT));
+    CHECK_OK(vf_var_wait(e, x, NULL)); /* the first op finished */
+    usleep(50000);
+    CHECK_EQ(atomic_load(&w.returned), 0); /* still waiting for `later` */
+    tu_gate_open(&later_go);
+    tu_thread_join(t);
+    CHECK_OK(w.rc);
+    CHECK(later.end != 0);
+    tu_finish_engine(e);
+    tu_gate_destroy(&first_go);
+    tu_gate_destroy(&later_go);
 }
 
 /* ------------------------------------------------------------ rule 4 */

@@ -244,8 +244,17 @@ static void drain(vf_engine *e, bool all)
         bool due = vf__stall_report_due_in_ms(&report) == 0;
         FOR_EACH_DRAINING(d, e, all)
         {
+            /* A fork's names the usual cause too: an op that waits for
+             * what the forking thread holds across fork() (Python's
+             * os.fork holds the GIL: a user tester's fork hung while an
+             * op ran Python code, and the line said only "no async op"). */
             if (due && vf__counts_pending(vf__engine_counts(d)) != 0)
-                vf__stall_report_say(&report, d, "its pushed ops to finish");
+                vf__stall_report_say(
+                    &report, d,
+                    all ? "its pushed ops to finish (one that needs what the "
+                          "forking thread holds, a lock or Python's GIL, "
+                          "never does: stop the engine before fork())"
+                        : "its pushed ops to finish");
             vf__deadline look = vf__deadline_in_ms(
                 all ? DRAIN_LOOK_MS : vf__stall_report_due_in_ms(&report));
             if (vf__wait_drain(d, &look) != 0)

@@ -363,8 +363,12 @@ TEST_CASE(a_fork_reports_what_it_waits_for)
               "forked child: see test_lifecycle_fork)");
 #endif
     vf__stall_report_times(50, 100);
+    /* With the usual cause of a fork that never returns (a user tester
+     * driving varflow from Python, whose os.fork holds the GIL). */
     check_reports(drain_reports(true), "varflow: fork() has waited",
-                  "its pushed ops to finish");
+                  "its pushed ops to finish (one that needs what the forking "
+                  "thread holds, a lock or Python's GIL, never does: stop the "
+                  "engine before fork())");
     vf__stall_report_times(2000, 10000);
 }
 
