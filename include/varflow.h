@@ -1488,10 +1488,12 @@ VF_API int vf_var_wait(vf_engine *e, vf_var v, vf_error *err);
  * A child on a device has finished once its work there completed.
  * The waiting worker runs the children meanwhile, as vf_var_wait() does
  * from inside an op (the same stack bound), and a wait that can never
- * finish (a child reads a var its parent writes, so it cannot run before
- * the parent ends) returns VF_EDEADLK the same way, in a device op's
- * function too, on every engine; so does, at once and
- * on every engine, a wait one of whose children uses a var that an op
+ * finish returns VF_EDEADLK the same way (once nothing can run: a child
+ * writes a var its parent only reads, say), in a device op's function
+ * too, on every engine; at once, on every engine, and whatever else is in
+ * flight, when one of its children uses a var its op writes (the child
+ * cannot run before the op ends; an async op's function whose completion
+ * came waits for such children, which can run then), or a var that an op
  * further up writes (a grandparent, say): in the serial program the wait
  * runs within that op, whether or not it happens to have ended here (as
  * vf_var_wait() refuses a wait on such a var); the children it

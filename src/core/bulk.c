@@ -623,9 +623,6 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
         free(heap);
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     }
-    if (up != NULL && up->up != NULL) /* as push.c's join_family_of */
-        for (int i = 0; i < nvars; i++)
-            vf__family_child_var(up, vars[i].var, vars[i].gen);
     if (b != NULL &&
         (b->priority != priority || b->pool != def->pool || b->up != up)) {
         flush_locked(e, s);
@@ -677,8 +674,13 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
         free(heap);
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
     }
-    /* Its number now, as a lone push's once it can no longer fail. */
+    /* Its number now, as a lone push's once it can no longer fail; and
+     * as a lone child, its vars against its ancestors' writes (push.c:
+     * note_ancestors_writes). */
     item->place = vf__push_take_places(e, 1);
+    if (b->up != NULL)
+        for (int i = 0; i < nvars; i++)
+            vf__family_child_var(b->up, vars[i].var, vars[i].gen);
     if (opr != NULL)
         atomic_fetch_add_explicit(&opr->refs, 1, memory_order_relaxed);
     if (b->nitems == b->cap_items)

@@ -184,14 +184,21 @@ int vf__family_writes(const vf__family *up, const struct vf__var *var,
 void vf__family_child_var(vf__family *f, const struct vf__var *var,
                           uint32_t gen)
 {
-    /* Above f's op, the child's parent: f->up, or past VF__FAMILY_DEPTH
-     * the family it stands beside. Counted from the child. */
-    const vf__family *w = writer_of(f->up, var, gen);
-    int none = 0;
-    if (w != NULL)
-        atomic_compare_exchange_strong_explicit(
-            &f->waits_up, &none, (int)(f->level - w->level) + 1,
-            memory_order_relaxed, memory_order_relaxed);
+    /* The child's parent (f's op) and the ops above it: f->up, or past
+     * VF__FAMILY_DEPTH the family f stands beside. Counted from the
+     * child: 1 for its parent. */
+    const vf__family *w = writer_of(f, var, gen);
+    if (w == NULL)
+        return;
+    /* The highest level: an async parent's own writes (1) are let go by
+     * its completion, which may come before its wait, an ancestor's never
+     * (wait.c). */
+    int level = (int)(f->level - w->level) + 1;
+    int was = atomic_load_explicit(&f->waits_up, memory_order_relaxed);
+    while (was < level && !atomic_compare_exchange_weak_explicit(
+                              &f->waits_up, &was, level, memory_order_relaxed,
+                              memory_order_relaxed)) {
+    }
 }
 
 vf__family *vf__running_family(const vf__op *op, vf__family *up, uint64_t place)

@@ -143,12 +143,17 @@ struct vf__family {
      * `notice_skipped`. */
     atomic_bool skipped_by_later;
     /* 0, or how many levels above a child of this family an op writes a
-     * var that child uses (2 or more: its parent's own writes meet it in
-     * the queues): the child waits for that op's end, which in the serial
-     * program encloses the wait for children, so the wait can never end
-     * (wait.c refuses it at once, on every engine; on a pool the ancestor
-     * may have ended by then, and the answer would be timing's). Set at
-     * the child's push (vf__family_child_var). */
+     * var that child uses (1: its parent, this family's op; the highest
+     * such level of its children): the child
+     * waits for that op's end, which in the serial program encloses the
+     * wait for children, so the wait can never end (wait.c refuses it at
+     * once, on every engine; on a pool an ancestor may have ended by then,
+     * and the answer would be timing's; the parent's own writes, met in
+     * the queues, were left to the wait's search for progress, which an
+     * unrelated async op in flight held up, for ever on the naive engine
+     * where the waiting thread was to complete it: found by a user
+     * tester). Set once the child's push can no longer fail
+     * (vf__family_child_var). */
     atomic_int waits_up;
     vf__spinlock lock; /* orders the writers of `first` and `waited_from` */
     /* Of the children's failures, the first in push order (a reference),
@@ -271,7 +276,7 @@ int vf__family_writes(const vf__family *up, const struct vf__var *var,
                       uint32_t gen);
 
 /* A child of family `f` (its parent's run family) uses var `var` of
- * handle generation `gen`: when an op above its parent writes it, `f`
+ * handle generation `gen`: when its parent or an op above writes it, `f`
  * notes the level (waits_up). */
 void vf__family_child_var(vf__family *f, const struct vf__var *var,
                           uint32_t gen);

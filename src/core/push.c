@@ -321,14 +321,21 @@ static __attribute__((noinline)) int join_family_of(vf__op *parent, vf__op *op,
     }
     if ((op->up = vf__push_family(parent)) == NULL)
         return vf__fail(VF_ENOMEM, "%s: out of memory", who);
-    /* Its vars against its ancestors' writes (staged: each entry keeps
-     * its handle's generation), for its parent's wait for children. */
-    if (op->up->up != NULL)
-        for (int i = 0; i < op->nvars; i++) {
-            const vf__dep *d = vf__op_dep(op, i);
-            vf__family_child_var(op->up, vf__dep_var(d), (uint32_t)d->gen);
-        }
     return 0;
+}
+
+/* A child whose push can no longer fail: its vars against its parent's
+ * and ancestors' writes (staged: each entry keeps its handle's
+ * generation), for its parent's wait for children, which one that uses
+ * such a var makes a wait that can never end (family.h: waits_up). Not at
+ * join_family_of: a push refused after it (a var deleted meanwhile) would
+ * have made the next wait refuse. */
+static __attribute__((noinline)) void note_ancestors_writes(const vf__op *op)
+{
+    for (int i = 0; i < op->nvars; i++) {
+        const vf__dep *d = vf__op_dep(op, i);
+        vf__family_child_var(op->up, vf__dep_var(d), (uint32_t)d->gen);
+    }
 }
 
 /* Out of line past the test: a push from the top level pays one load. */
@@ -514,7 +521,8 @@ enqueue_as(vf_engine *e, vf__op *op, const char *who, bool unheld, bool locked,
     const vf__opdef *def = op->def;
     int n = op->nvars;
     /* Numbered at its push (below): a nested one joins a family now. */
-    if ((def->kind->flags & VF__KIND_NUMBERED) && op->place == 0) {
+    bool joins = (def->kind->flags & VF__KIND_NUMBERED) && op->place == 0;
+    if (joins) {
         int rc = join_family(e, op, who);
         if (VF__UNLIKELY(rc != 0))
             return rc;
@@ -619,8 +627,11 @@ enqueue_as(vf_engine *e, vf__op *op, const char *who, bool unheld, bool locked,
     /* A child: its parent's vf_run_wait_children waits for it (wait.h).
      * Relaxed: the parent pushed it, or another thread's flush of its
      * batch did under the lock the parent's wait takes first (bulk.h). */
-    if (VF__UNLIKELY(op->up != NULL))
+    if (VF__UNLIKELY(op->up != NULL)) {
         atomic_fetch_add_explicit(&op->up->pending, 1, memory_order_relaxed);
+        if (joins && op->nvars != 0)
+            note_ancestors_writes(op);
+    }
     if (VF__UNLIKELY(def->async)) /* finish counts it out */
         atomic_fetch_add_explicit(&e->async_unfinished, 1,
                                   memory_order_relaxed);

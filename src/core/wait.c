@@ -1696,18 +1696,28 @@ static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
     vf__bulk_flush_all(e); /* children may sit in a batch */
     /* A child waits for an op this wait's op runs within (family.h:
      * waits_up): never, in the serial program, whether or not that op has
-     * ended here. As for any wait that can never finish, the next wait
+     * ended here; or for this wait's op itself, which holds what it
+     * writes until it returns, an async op until its completion (varflow.h:
+     * its function may wait for what it wrote once that came: not
+     * refused then). As for any wait that can never finish, the next wait
      * waits only for the children pushed after this one. */
     int up = atomic_load_explicit(&f->waits_up, memory_order_relaxed);
-    if (VF__UNLIKELY(up != 0)) {
+    if (VF__UNLIKELY(up > 1 || (up == 1 && (!cur->def->async ||
+                                            !vf__exec_async_finished(cur))))) {
         atomic_store_explicit(&f->waits_up, 0, memory_order_relaxed);
         children_given_up(e, f);
-        return vf__fail(VF_EDEADLK,
-                        "%s: the wait can never finish: %s pushed a child "
-                        "that uses a variable an op %d levels above that "
-                        "child writes, which cannot finish before this "
-                        "wait",
-                        who, vf__push_running_label(cur, label), up);
+        return up == 1 ? vf__fail(VF_EDEADLK,
+                                  "%s: the wait can never finish: %s pushed "
+                                  "a child that uses a variable it writes "
+                                  "itself, which the child cannot have "
+                                  "before it ends",
+                                  who, vf__push_running_label(cur, label))
+                       : vf__fail(VF_EDEADLK,
+                                  "%s: the wait can never finish: %s pushed "
+                                  "a child that uses a variable an op %d "
+                                  "levels above that child writes, which "
+                                  "cannot finish before this wait",
+                                  who, vf__push_running_label(cur, label), up);
     }
     int rc = 0;
     if ((atomic_load_explicit(&f->pending, memory_order_acquire) &
