@@ -101,6 +101,14 @@ extern "C" {
 #define VF_ZERO_
 #endif
 
+/* C++11 or later: the C++ helpers at the end of this file (VF_VARS,
+ * vf_var_list_of, the vf_op overloads) need std::initializer_list; C++98
+ * gets the C API without them. MSVC says its language in _MSVC_LANG. */
+#if defined(__cplusplus) &&                                                    \
+    (__cplusplus >= 201103L || (defined(_MSVC_LANG) && _MSVC_LANG >= 201103L))
+#define VF_CXX11_ 1
+#endif
+
 /* ------------------------------------------------------------------------ */
 /* Error codes                                                               */
 /* ------------------------------------------------------------------------ */
@@ -446,7 +454,9 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config);
  * workers and free the engine, with the operators (vf_operator) and vars
  * the program did not destroy (VF_ENGINE_INFO=1 logs how many on stderr).
  * Pushes, var creates and deletes, stop and start from outside the
- * engine's ops fail with VF_ESHUTDOWN once destroy has begun; every other
+ * engine's ops (a `done` callback is outside: its op has finished; in C++,
+ * so is a callable's destructor run by it) fail with VF_ESHUTDOWN once
+ * destroy has begun; every other
  * call racing it returns as usual (a call that begins once destroy is
  * freeing the engine, with nothing left pending, gets VF_EINVAL as after
  * destroy); destroy returns after the last of them has returned. Must not be
@@ -691,7 +701,7 @@ typedef struct vf_var_list {
 #define VF_VARS(...)                                                           \
     ((vf_var_list){(const vf_var[]){__VA_ARGS__},                              \
                    (int)(sizeof((vf_var[]){__VA_ARGS__}) / sizeof(vf_var))})
-#else
+#elif defined(VF_CXX11_)
 #define VF_VARS(...) vf_var_list_of({__VA_ARGS__})
 #endif
 
@@ -1832,7 +1842,9 @@ VF_API int vf_graph_destroy(vf_engine *e, vf_graph *g);
 
 #ifdef __cplusplus
 }
+#endif
 
+#ifdef VF_CXX11_
 /* ------------------------------------------------------------------------ */
 /* C++ users of this header                                                  */
 /* ------------------------------------------------------------------------ */
@@ -1885,6 +1897,6 @@ inline int vf_operator_create(vf_engine *e, const vf_op &def, vf_operator **out)
     return vf_operator_create(e, &def, out);
 }
 } /* extern "C++" */
-#endif /* __cplusplus */
+#endif /* VF_CXX11_ */
 
 #endif /* VARFLOW_H */

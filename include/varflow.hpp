@@ -372,14 +372,17 @@ class wait_result
  * The vars an op reads or writes: a view, valid for the push it is given
  * to (vf_engine_push() copies it). From a braced list of vars ({a, b}:
  * varflow::var or vf_var), a std::vector<vf_var>, an array, or a pointer and a
- * count.
+ * count. A braced list's array lives until the end of the full-expression
+ * that wrote it: write it in the call (`eng.push({a, b}, ...)`); a var_list
+ * variable made from one (`var_list w{a, b};`) is left dangling (clang
+ * warns, -Wdangling; keep such lists in a named array or vector).
  */
 class var_list
 {
   public:
     var_list() noexcept = default;
     /** From a braced list of vars: `{a, b}`. */
-    var_list(std::initializer_list<vf_var> vars) noexcept
+    var_list(std::initializer_list<vf_var> vars VF_LIFETIMEBOUND_) noexcept
         : list_{vars.size() ? vars.begin() : nullptr, int(vars.size())}
     {
     }
@@ -400,7 +403,7 @@ class var_list
     {
     }
     /** From a vector. */
-    var_list(const std::vector<vf_var> &vars) noexcept
+    var_list(const std::vector<vf_var> &vars VF_LIFETIMEBOUND_) noexcept
         : var_list(vars.data(), vars.size())
     {
     }
@@ -904,16 +907,28 @@ void run_async(Fn &f, vf_run *r, vf_completion done) noexcept
     current_async_frame = frame.outer;
 }
 
-/* The C entry points of an op whose callable is stored as stored<Fn>. */
+/* The C entry point of a sync CPU op whose callable is stored as
+ * stored<Fn>: an inline one is copied out of the pointer's bytes, and so
+ * lives only as long as the call. */
 template <class Fn> int sync_entry(vf_run *r, void *arg) noexcept
 {
     return stored<Fn>::with(arg, [r](Fn &f) { return run_sync(f, r); });
 }
 
-template <class Fn>
-void async_entry(vf_run *r, void *arg, vf_completion done) noexcept
+/* The C entry points of an op whose callable the engine copied into it
+ * (vf_op.arg_size), called in place: it lives until the op's end, past
+ * the call, as an async op's work and a device op's stream work need (an
+ * inline callable, copied out for the call, was gone when a thread it
+ * started read its captures: found by a user tester). */
+template <class Fn> int copied_sync_entry(vf_run *r, void *arg) noexcept
 {
-    stored<Fn>::with(arg, [r, done](Fn &f) { run_async(f, r, done); });
+    return run_sync(*static_cast<Fn *>(arg), r);
+}
+
+template <class Fn>
+void copied_async_entry(vf_run *r, void *arg, vf_completion done) noexcept
+{
+    run_async(*static_cast<Fn *>(arg), r, done);
 }
 
 /* A var's free callback: called once, then destroyed. A throwing free
@@ -1480,8 +1495,17 @@ class engine_ref
     {
         using Fn = std::decay_t<F>;
         vf_op op = opts.to_op(reads, writes);
+        if constexpr (detail::fits_copied<Fn> || detail::fits_inline<Fn>) {
+            // A device op's stream work runs after its function returned,
+            // and may use the callable's captures: it lives in the op.
+            if (detail::fits_copied<Fn> || op.device.type != VF_DEVICE_CPU) {
+                op.fn = &detail::copied_sync_entry<Fn>;
+                push_copied<Fn>(op, std::forward<F>(fn));
+                return;
+            }
+        }
         op.fn = &detail::sync_entry<Fn>;
-        push_callable<Fn>(op, std::forward<F>(fn));
+        push_stored<Fn>(op, std::forward<F>(fn));
     }
 
     /**
@@ -1503,8 +1527,10 @@ class engine_ref
                       "or (varflow::run &, varflow::completion)");
         vf_op op = opts.to_op(reads, writes);
         if constexpr (detail::fits_copied<Fn> || detail::fits_inline<Fn>) {
-            op.async_fn = &detail::async_entry<Fn>;
-            push_callable<Fn>(op, std::forward<F>(fn));
+            // In the op, even one that fits a pointer: the work it starts
+            // may use its captures after it returned.
+            op.async_fn = &detail::copied_async_entry<Fn>;
+            push_copied<Fn>(op, std::forward<F>(fn));
         } else {
             // Stored beside the op and counted: its completion may come,
             // and the op's done let go of it, before it returns.
@@ -1773,26 +1799,30 @@ class engine_ref
         "a callable stored beside its op (not trivially copyable, or over "
         "VF_OP_ARG_INLINE bytes)";
 
-    /** Push `op`, whose entry (fn or async_fn) runs a callable Fn, with fn
-     * as its argument: copied into the op by the engine when it fits
-     * (detail::fits_copied: no allocation, no done), else stored beside it
-     * and freed by its done. */
-    template <class Fn, class F> void push_callable(vf_op &op, F &&fn) const
+    /** Push `op`, whose entry (fn or async_fn) runs a trivially copyable
+     * callable Fn of at most VF_OP_ARG_INLINE bytes in place, with fn as
+     * its argument, copied into the op by the engine (no allocation, no
+     * done). */
+    template <class Fn, class F> void push_copied(vf_op &op, F &&fn) const
     {
-        if constexpr (detail::fits_copied<Fn>) {
-            Fn f(std::forward<F>(fn)); // the engine copies it into the op
-            op.arg = static_cast<void *>(&f);
-            op.arg_size = sizeof(Fn);
-            check(vf_engine_push(e_, &op));
-        } else {
-            if constexpr (!detail::fits_inline<Fn>)
-                detail::refuse_capture(e_, stored_beside);
-            detail::stored<Fn> s(std::forward<F>(fn));
-            op.arg = s.arg();
-            op.done = detail::stored<Fn>::done;
-            check(vf_engine_push(e_, &op));
-            s.release();
-        }
+        Fn f(std::forward<F>(fn)); // the engine copies it into the op
+        op.arg = static_cast<void *>(&f);
+        op.arg_size = sizeof(Fn);
+        check(vf_engine_push(e_, &op));
+    }
+
+    /** Push `op`, whose entry runs a callable Fn stored as
+     * detail::stored<Fn>: in the pointer's bytes when it fits (no done),
+     * else beside the op and freed by its done. */
+    template <class Fn, class F> void push_stored(vf_op &op, F &&fn) const
+    {
+        if constexpr (!detail::fits_inline<Fn>)
+            detail::refuse_capture(e_, stored_beside);
+        detail::stored<Fn> s(std::forward<F>(fn));
+        op.arg = s.arg();
+        op.done = detail::stored<Fn>::done;
+        check(vf_engine_push(e_, &op));
+        s.release();
     }
 
     template <class Block, class F>

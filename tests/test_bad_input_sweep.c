@@ -463,8 +463,18 @@ typedef struct drain {
     held h;
     int destroy_rc;
     int inside_var_rc, inside_push_rc, inside_opr_rc, inside_opr_del_rc;
+    int done_push_rc;
     vf_operator *opr;
 } drain;
+
+/* The long op's done: outside the engine's ops (its op has finished), so
+ * its push is refused once destroy has begun (varflow.h, destroy). */
+static void push_from_done(void *arg, int status)
+{
+    drain *d = arg;
+    (void)status;
+    d->done_push_rc = vf_engine_push(d->e, &(vf_op){.fn = nop});
+}
 
 static int long_op(vf_run *run, void *arg)
 {
@@ -503,8 +513,10 @@ TEST_KIND_CASE(during_destroy, k)
     vf_var y = tu_var(d.e);
     CHECK_OK(vf_operator_create(d.e, &(vf_op){.fn = nop, .reads = VF_VARS(y)},
                                 &d.opr));
-    CHECK_OK(vf_engine_push(
-        d.e, &(vf_op){.fn = long_op, .arg = &d, .writes = VF_VARS(d.x)}));
+    CHECK_OK(vf_engine_push(d.e, &(vf_op){.fn = long_op,
+                                          .arg = &d,
+                                          .done = push_from_done,
+                                          .writes = VF_VARS(d.x)}));
     CHECK(tu_gate_wait(&d.h.started, TU_TIMEOUT));
     pthread_t th = tu_thread_start(destroyer, &d);
     /* Until destroy has begun, a push is accepted (and will run). */
@@ -543,6 +555,7 @@ TEST_KIND_CASE(during_destroy, k)
     CHECK_OK(d.destroy_rc);
     CHECK_OK(d.inside_var_rc);
     CHECK_OK(d.inside_push_rc);
+    CHECK_ERR(d.done_push_rc, VF_ESHUTDOWN); /* a done is outside */
     CHECK_OK(d.inside_opr_rc);
     CHECK_OK(d.inside_opr_del_rc);
     /* What was accepted before destroy began, and the two pushed from

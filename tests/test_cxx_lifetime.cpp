@@ -376,6 +376,63 @@ TEST_KIND_CASE(async_completed_inside, k)
     }
 }
 
+/* A callable that fits a pointer, pushed as an async op or a device op:
+ * what it starts reads its captures after it returned (a thread that
+ * completes the async op later; the device op's stream work), while its
+ * op runs on. It ran as a copy on its entry's stack, gone by then: the
+ * reads saw whatever the worker's next ops left there (a user tester: 20
+ * runs in 20 read a wrong value, ASan: stack-use-after-return). The engine
+ * copies it into the op now, where it lives until the op's end. */
+static std::atomic<int> capture_seen{0};
+static std::thread capture_reader;
+
+static int read_capture_later(void *p)
+{
+    usleep(5000); // past the callable's return; the worker runs on
+    capture_seen.store(*static_cast<const int *>(p));
+    return 0;
+}
+
+static void scribble_on_workers(varflow::engine &eng)
+{
+    for (int i = 0; i < 20; i++) // reuse the stack the op's call used
+        eng.push({}, {}, [] {
+            volatile unsigned char junk[512];
+            for (auto &c : junk)
+                c = 0x55;
+        });
+}
+
+TEST_KIND_CASE(captures_outlive_the_call, k)
+{
+    varflow::engine eng(k.cfg);
+    varflow::var a = eng.new_var();
+    auto async_fn = [x = 1234](varflow::completion done) {
+        capture_reader = std::thread([p = &x, d = std::move(done)]() mutable {
+            read_capture_later(const_cast<int *>(p));
+            d();
+        });
+    };
+    static_assert(sizeof(async_fn) <= sizeof(void *), "it fits a pointer");
+    capture_seen.store(0);
+    eng.push_async({}, {a}, async_fn);
+    scribble_on_workers(eng);
+    eng.wait(a);
+    capture_reader.join();
+    CHECK_EQ(capture_seen.load(), 1234);
+
+    auto device_fn = [x = 1234](varflow::run &r) {
+        r.submit(read_capture_later, const_cast<int *>(&x));
+    };
+    static_assert(sizeof(device_fn) <= sizeof(void *), "it fits a pointer");
+    capture_seen.store(0);
+    eng.push({}, {a}, device_fn,
+             varflow::options{}.set_device({VF_DEVICE_EMULATED, 0}));
+    scribble_on_workers(eng);
+    eng.wait(a);
+    CHECK_EQ(capture_seen.load(), 1234);
+}
+
 TEST_KIND_CASE(vars, k)
 {
     varflow::engine eng(k.cfg);
