@@ -230,8 +230,10 @@ inline void refuse_capture(vf_engine *e, const char *what)
  * A std::chrono duration as the C calls' timeout: whole milliseconds,
  * rounded up (a positive timeout never becomes 0, "only look"), and
  * saturated at INT64_MAX (292 million years) where the product would
- * overflow (hours::max(), a float's infinity); negative or NaN is -1,
- * "never give up". Any Rep and Period.
+ * overflow (hours::max(), a float's infinity); negative or NaN is 0, a
+ * deadline already past, as std::chrono's waits take it (it was the C
+ * calls' -1, "never give up": a user tester's `deadline - now()` past its
+ * deadline waited for ever). Any Rep and Period.
  */
 template <class Rep, class Period>
 inline int64_t timeout_ms(std::chrono::duration<Rep, Period> t) noexcept
@@ -239,7 +241,7 @@ inline int64_t timeout_ms(std::chrono::duration<Rep, Period> t) noexcept
     using to_ms = std::ratio_divide<Period, std::milli>; // ms = n * num / den
     constexpr int64_t most = std::numeric_limits<int64_t>::max();
     if (!(t.count() >= t.zero().count())) // NaN too (duration's >= is !<)
-        return -1;
+        return 0;
     // A first look in long double, which no count overflows: the
     // integer arithmetic below runs only on what fits.
     long double m = static_cast<long double>(t.count()) * to_ms::num /
@@ -1681,8 +1683,9 @@ class engine_ref
     /** wait() and wait_all() giving up after `timeout` (vf_var_wait_timed(),
      * vf_engine_wait_all_timed(); rounded up to whole milliseconds, any
      * duration: one too long for int64_t milliseconds, hours::max() or an
-     * infinity, waits as long as INT64_MAX ms, and a negative one or NaN
-     * never gives up): they throw
+     * infinity, waits as long as INT64_MAX ms, and a negative one or NaN,
+     * a deadline already past, only looks, as std::chrono's waits do;
+     * wait() and wait_all() never give up): they throw
      * varflow::error VF_ETIMEDOUT, whose detail names the async ops nobody
      * completed, or return it with std::nothrow. A wait that timed out
      * reports and clears no failure. */

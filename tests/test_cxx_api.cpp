@@ -28,7 +28,7 @@
  *   completed later, the failure is still there for a wait; any
  *   std::chrono duration converts to the C calls' milliseconds without
  *   overflow (hours::max() overflowed a signed integer: UBSan), saturated
- *   when too long, rounded up, negative or NaN meaning never.
+ *   when too long, rounded up, negative or NaN a deadline already past.
  */
 #include <atomic>
 #include <cstdio>
@@ -525,6 +525,9 @@ TEST_KIND_CASE(timed_waits, k)
     CHECK_THROWS(eng.wait_for(x, 20ms), varflow::error, VF_ETIMEDOUT,
                  CHECK(std::strstr(e.what(), "\"held\"") != nullptr));
     CHECK_EQ(eng.wait_all_for(500us, std::nothrow).code(), VF_ETIMEDOUT);
+    // A deadline already past (`deadline - now()`): gives up at once.
+    CHECK_EQ(eng.wait_for(x, -5ms, std::nothrow).code(), VF_ETIMEDOUT);
+    CHECK_EQ(eng.wait_all_for(-1h, std::nothrow).code(), VF_ETIMEDOUT);
     held->fail(-4, "late");
     CHECK_THROWS(eng.wait_for(x, 10s), varflow::op_failed, VF_EOPFAILED,
                  CHECK_EQ(e.op_code(), -4));
@@ -562,13 +565,15 @@ TEST_KIND_CASE(timeout_conversion, k)
     CHECK_EQ(timeout_ms(hours(2)), 7200000);
     CHECK_EQ(timeout_ms(nanoseconds(0)), 0);
     CHECK_EQ(timeout_ms(fsec(-0.0)), 0);
-    // Negative, however large, or NaN: never give up.
-    CHECK_EQ(timeout_ms(nanoseconds(-1)), -1);
-    CHECK_EQ(timeout_ms(hours::min()), -1);
-    CHECK_EQ(timeout_ms(-hours::max()), -1);
-    CHECK_EQ(timeout_ms(fsec::min()), -1);
-    CHECK_EQ(timeout_ms(fsec(-std::numeric_limits<double>::infinity())), -1);
-    CHECK_EQ(timeout_ms(fsec(std::numeric_limits<double>::quiet_NaN())), -1);
+    // Negative, however large, or NaN: a deadline already past, only a
+    // look, as std::chrono's waits take it (never giving up, a user
+    // tester's `deadline - now()` past its deadline waited for ever).
+    CHECK_EQ(timeout_ms(nanoseconds(-1)), 0);
+    CHECK_EQ(timeout_ms(hours::min()), 0);
+    CHECK_EQ(timeout_ms(-hours::max()), 0);
+    CHECK_EQ(timeout_ms(fsec::min()), 0);
+    CHECK_EQ(timeout_ms(fsec(-std::numeric_limits<double>::infinity())), 0);
+    CHECK_EQ(timeout_ms(fsec(std::numeric_limits<double>::quiet_NaN())), 0);
 #if defined(__SIZEOF_INT128__)
     // Counts wider than 64 bits (GCC's and Clang's __int128, an integral
     // type in their gnu++ modes, which this test is built in): a count past
@@ -582,7 +587,7 @@ TEST_KIND_CASE(timeout_conversion, k)
     CHECK_EQ(timeout_ms(upico128(u128(1) << 70)), 1180591620718LL);
     CHECK_EQ(timeout_ms(nano128(1500000)), 2);
     CHECK_EQ(timeout_ms(upico128(1)), 1);
-    CHECK_EQ(timeout_ms(nano128(-1)), -1);
+    CHECK_EQ(timeout_ms(nano128(-1)), 0);
     CHECK_EQ(timeout_ms(duration<i128, std::milli>(i128(1) << 100)), most);
 #endif
 
