@@ -1697,13 +1697,14 @@ static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
     /* A child waits for an op this wait's op runs within (family.h:
      * waits_up): never, in the serial program, whether or not that op has
      * ended here; or for this wait's op itself, which holds what it
-     * writes until it returns, an async op until its completion (varflow.h:
-     * its function may wait for what it wrote once that came: not
-     * refused then). As for any wait that can never finish, the next wait
-     * waits only for the children pushed after this one. */
+     * writes until it returns. Not an async op's: its completion lets go
+     * of what it writes, and may come from anywhere, one of these very
+     * children included (found by the reviewer of this refusal), so its
+     * wait is left to the search for progress below. As for any wait that
+     * can never finish, the next wait waits only for the children pushed
+     * after this one. */
     int up = atomic_load_explicit(&f->waits_up, memory_order_relaxed);
-    if (VF__UNLIKELY(up > 1 || (up == 1 && (!cur->def->async ||
-                                            !vf__exec_async_finished(cur))))) {
+    if (VF__UNLIKELY(up > 1 || (up == 1 && !cur->def->async))) {
         atomic_store_explicit(&f->waits_up, 0, memory_order_relaxed);
         children_given_up(e, f);
         return up == 1 ? vf__fail(VF_EDEADLK,
@@ -1725,6 +1726,13 @@ static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
         vf__deadline until = vf__deadline_in_ms(timeout_ms);
         rc = wait_pending(e, f, &until, who);
     }
+    /* Its children settled (finished, or given up on below), what they
+     * noted is over: the next wait's children note their own (an async
+     * op's note, or one given up on by the search, made a later wait for
+     * unrelated children refuse: found by the reviewer). Only this thread
+     * pushes its children, and it is here. */
+    if (rc != VF_ETIMEDOUT)
+        atomic_store_explicit(&f->waits_up, 0, memory_order_relaxed);
     if (rc == VF_EDEADLK) {
         children_given_up(e, f);
         return deadlock_detail(who, cur, label);
