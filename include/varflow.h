@@ -304,8 +304,10 @@ typedef struct vf_config {
                                             whole, in turn); a write that fails
                                             there is destroy's VF_ESYSTEM */
     int profile_max_records VF_ZERO_;  /**< VF_PROFILE_MAX_RECORDS, else
-                                            1048576: ops recorded per profile;
-                                            later ones are counted as dropped */
+                                            1048576: ops recorded per profile,
+                                            the first pushed (whenever they
+                                            finish); later ones are counted as
+                                            dropped */
     bool engine_info VF_ZERO_;         /**< VF_ENGINE_INFO=1: log to stderr when
                                             ops touching a waited-on var run and
                                             finish */

@@ -31,7 +31,8 @@ extern "C" {
  * The profiler records every op pushed while it is on: its name, where and
  * when it ran, how it ended, and the ops it actually waited for. It is off
  * by default and then costs a branch per op. Memory is bounded
- * (profile_max_records); what does not fit is counted as dropped.
+ * (profile_max_records): the first ops pushed are kept, whenever they
+ * finish, and the later ones are counted as dropped.
  * @{
  */
 
@@ -68,8 +69,10 @@ typedef struct vf_profile_record {
                                    called; a device op: its function
                                    returned) */
     uint64_t device_start_ns; /**< a device op: its work began on its stream
-                                   (the worker's), as the device tells; 0 when
-                                   unknown */
+                                   (the worker's), as the device tells, and
+                                   not before its function first put work
+                                   there (vf_run_submit(), vf_run_stream());
+                                   0 when unknown */
     uint64_t device_end_ns;   /**< and ended (as device_start_ns); 0 when
                                    unknown or when its work was skipped */
     uint64_t inside_ns;       /**< of its run (start .. end), the time not

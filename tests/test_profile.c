@@ -1120,6 +1120,62 @@ TEST_CASE(dropped)
     tu_finish_engine(e);
 }
 
+/* profile_max_records keeps the first ops pushed, whenever they finish:
+ * a long op pushed first, with ops that depend on it, and short
+ * independent ops that all finish before it. Kept as they finished, the
+ * long op and its dependants were the ones dropped (a user tester: the
+ * verdict then spoke of the short ops alone). */
+static int hold_at_gate(vf_run *run, void *arg)
+{
+    (void)run;
+    CHECK(tu_gate_wait(arg, TU_TIMEOUT));
+    return 0;
+}
+
+TEST_CASE(dropped_are_the_last_pushed)
+{
+    tu_phase_limit("dropped are the last pushed", 30);
+    vf_engine *e = NULL;
+    CHECK_OK(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
+                                               .cpu_workers = 2,
+                                               .profile_max_records = 8}));
+    REQUIRE(e != NULL);
+    tu_gate go;
+    tu_gate_init(&go);
+    vf_var x = tu_var(e), own[10];
+    for (int i = 0; i < 10; i++)
+        own[i] = tu_var(e);
+    CHECK_OK(vf_profile_start(e));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = hold_at_gate,
+                                        .arg = &go,
+                                        .name = "long",
+                                        .writes = VF_VARS(x)}));
+    for (int i = 0; i < 9; i++) /* ids 2..10 */
+        CHECK_OK(vf_engine_push(
+            e,
+            &(vf_op){.fn = tu_nop, .name = "after long", .reads = VF_VARS(x)}));
+    for (int i = 0; i < 10; i++) /* ids 11..20 */
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = tu_nop,
+                                            .name = "short",
+                                            .writes = VF_VARS(own[i])}));
+    for (int i = 0; i < 10; i++) /* all finished before the long one */
+        CHECK_OK(vf_var_wait(e, own[i], NULL));
+    tu_gate_open(&go);
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    vf_profile *p = NULL;
+    CHECK_OK(vf_profile_take(e, &p));
+    CHECK_EQ(vf_profile_count(p), 8);
+    CHECK_EQ(vf_profile_dropped(p), 12);
+    for (size_t i = 0; i < vf_profile_count(p); i++)
+        if (vf_profile_at(p, i)->id != i + 1) /* sorted by id */
+            CHECK_REPORT_("record %zu has id %" PRIu64, i,
+                          vf_profile_at(p, i)->id);
+    CHECK(strcmp(vf_profile_at(p, 0)->name, "long") == 0);
+    vf_profile_destroy(p);
+    tu_gate_destroy(&go);
+    tu_finish_engine(e);
+}
+
 /* config.profile_path and VF_PROFILE: the profile is written at destroy,
  * in the format its extension names. */
 TEST_CASE(at_destroy)

@@ -556,6 +556,69 @@ TEST_CASE(one_busy_stream_is_device_bound)
     tu_finish_engine(e);
 }
 
+/* A device op that spends long on the host before it puts its work on
+ * the stream: the device span starts at that work, not at the function's
+ * start, so the host's preparation is not device work and the run is not
+ * device-bound (a user tester auditing the profiler: 4 ms of preparation
+ * before 0.1 ms of work made 98 % of the span "device work", and the
+ * verdict "Device-bound"). A device op that puts no work has an empty
+ * span. */
+static int prepare_then_submit(vf_run *run, void *arg)
+{
+    (void)arg;
+    tu_spin_us(20000);
+    return vf_run_submit(run, dev_nothing, NULL, 0);
+}
+
+static int puts_nothing(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    tu_spin_us(5000);
+    return 0;
+}
+
+TEST_CASE(host_preparation_is_not_device_work)
+{
+    enum { LAT_US = 1000 };
+    vf_engine *e = device_engine(LAT_US);
+    vf_var x = tu_var(e), y = tu_var(e);
+    CHECK_OK(vf_profile_start(e));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = prepare_then_submit,
+                                        .writes = VF_VARS(x),
+                                        .device = {VF_DEVICE_EMULATED, 0},
+                                        .name = "prepared"}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = puts_nothing,
+                                        .writes = VF_VARS(y),
+                                        .device = {VF_DEVICE_EMULATED, 0},
+                                        .name = "empty"}));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_OK(vf_profile_stop(e));
+    vf_profile *p = NULL;
+    CHECK_OK(vf_profile_take(e, &p));
+    REQUIRE(p != NULL);
+    REQUIRE(vf_profile_count(p) == 2);
+    const vf_profile_record *a = vf_profile_at(p, 0), *b = vf_profile_at(p, 1);
+    uint64_t work = a->device_end_ns - a->device_start_ns,
+             host = a->end_ns - a->start_ns;
+    CHECK(work >= LAT_US * 1000ull);
+    /* Its work was put at its function's end: the span starts there, and
+     * lasts about the emulated latency, not the function's time too. */
+    if (a->device_start_ns + 1000000ull < a->end_ns || work >= host / 2)
+        CHECK_REPORT_("device span %llu .. %llu ns for 1 ms of work put at "
+                      "the end of a function of %llu .. %llu ns",
+                      (unsigned long long)a->device_start_ns,
+                      (unsigned long long)a->device_end_ns,
+                      (unsigned long long)a->start_ns,
+                      (unsigned long long)a->end_ns);
+    if (b->device_end_ns - b->device_start_ns >= 4000000ull)
+        CHECK_REPORT_(
+            "an op that put no work: device span %llu ns",
+            (unsigned long long)(b->device_end_ns - b->device_start_ns));
+    vf_profile_destroy(p);
+    tu_finish_engine(e);
+}
+
 /* A host op that reads what device work writes waits for that work before
  * its function starts: the wait is not its run (PROFILING.md: waiting is
  * not counted in an op's length). Before, its start was taken before the

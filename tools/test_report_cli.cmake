@@ -20,6 +20,7 @@ function(run_tool expect_rc)
     message(FATAL_ERROR "varflow-report ${ARGN}: exit ${rc}, expected ${expect_rc}\n${out}${err}")
   endif()
   set(out "${out}" PARENT_SCOPE)
+  set(err "${err}" PARENT_SCOPE)
 endfunction()
 
 function(expect text what)
@@ -131,7 +132,11 @@ run_tool(0 ${WORK}/trace.json -s count -o ${WORK}/by_count.txt)
 file(READ ${WORK}/by_count.txt txt)
 expect("${txt}" "sorted by count")
 run_tool(2 ${WORK}/trace.json -s count -f dot -o -)
+# The refusal names the format given, not the output it goes to (a user
+# tester's `-f dot -o /dev/null` was told /dev/null is no summary).
+expect("${err}" "-f dot is not one")
 run_tool(2 ${WORK}/trace.json -s count -o ${WORK}/x.html)
+expect("${err}" "x.html is not one")
 execute_process(COMMAND ${TOOL} - -f summary -o - RESULT_VARIABLE rc
                 INPUT_FILE ${WORK}/trace.json OUTPUT_VARIABLE out
                 ERROR_VARIABLE err)

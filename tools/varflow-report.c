@@ -142,7 +142,7 @@ int main(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *in = NULL, *out = NULL;
+    const char *in = NULL, *out = NULL, *format_arg = NULL;
     vf_profile_format format = VF_PROFILE_AUTO;
     vf_profile_sort sort = VF_PROFILE_SORT_TOTAL;
     int critical = 0, sorted = 0, c;
@@ -158,6 +158,7 @@ int main(int argc, char **argv)
                         optarg);
                 return 2;
             }
+            format_arg = optarg;
             break;
         case 's':
             if (vf_profile_sort_parse(optarg, &sort) != 0) {
@@ -206,10 +207,18 @@ int main(int argc, char **argv)
                                        : vf__prof_format_of(out);
     if (sorted && format != VF_PROFILE_SUMMARY_TEXT &&
         format != VF_PROFILE_SUMMARY_JSON) {
-        fprintf(stderr,
-                "varflow-report: -s sorts the summary, and %s is "
-                "not one (-f summary or summary-json)\n",
-                out);
+        /* The format given, or else the output's (a user tester's
+         * `-f dot -o /dev/null` blamed /dev/null). */
+        if (format_arg != NULL)
+            fprintf(stderr,
+                    "varflow-report: -s sorts the summary, and -f %s is "
+                    "not one (-f summary or summary-json)\n",
+                    format_arg);
+        else
+            fprintf(stderr,
+                    "varflow-report: -s sorts the summary, and %s is "
+                    "not one (-f summary or summary-json)\n",
+                    out);
         usage(stderr);
         free(default_out);
         return 2;

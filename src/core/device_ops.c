@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "base/alloc.h"
+#include "base/deadline.h"
 #include "core/completer.h"
 #include "core/engine.h"
 #include "core/exec.h"
@@ -54,6 +55,7 @@ static int device_op_begin(vf__op *op, const vf__device_class *cls,
     d->graph_end = NULL;
     d->fence = NULL;
     d->start_ev = NULL;
+    d->put_ns = 0;
     d->seals = NULL;
     d->nseals = 0;
     d->ninputs = 0;
@@ -122,6 +124,13 @@ static int device_op_begin(vf__op *op, const vf__device_class *cls,
     return 0;
 }
 
+void vf__device_op_work_begins(vf__op *op)
+{
+    vf__devrun *d = op->dev;
+    if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF) && d != NULL && d->put_ns == 0)
+        d->put_ns = vf__now_ns();
+}
+
 /* Profiling: tell the profiler when the op's work ran on the device, its
  * last event being `end_ev` (complete). */
 static void device_span(vf__op *op, vf__event *end_ev)
@@ -139,6 +148,8 @@ static void device_span(vf__op *op, vf__event *end_ev)
             start = t;
     }
     uint64_t end = cls->event_time_ns(end_ev);
+    if (start != 0 && d->put_ns > start)
+        start = d->put_ns < end ? d->put_ns : end; /* empty: no work put */
     if (start != 0 && end != 0)
         vf__prof_op_device_span(vf__op_engine(op)->prof, op->prof, start, end);
 }
@@ -257,6 +268,7 @@ static bool device_op_end(vf__op *op, const vf__device_class *cls,
     const vf__opdef *def = op->def;
     vf__event *ev = NULL;
     vf__fence *f = NULL;
+    vf__device_op_work_begins(op); /* put none: its span is empty */
     int rrc = cls->record(s, &ev);
     if (rrc == 0 && (f = vf__calloc(1, sizeof *f)) == NULL) {
         cls->event_release(ev);

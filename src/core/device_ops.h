@@ -102,8 +102,14 @@ typedef struct vf__devrun {
     vf__fence *graph_end;
     vf__fence *fence; /* its own, once recorded */
     /* Profiling: an event recorded before the op's stream waits, whose
-     * time (or a waited fence's, whichever is later) starts its span. */
+     * time (or a waited fence's, or put_ns, whichever is latest) starts
+     * its span. */
     vf__event *start_ev;
+    /* Profiling: the host's time (CLOCK_MONOTONIC) when the op first put
+     * work on its stream or handed the stream out (vf_run_submit,
+     * vf_run_stream), else when its function returned; 0 before. No work
+     * of it can start on the device before then. */
+    uint64_t put_ns;
     uint64_t claims; /* vf__failure_claims at its start (its fence's; one
                         less when it carries a claimed failure) */
     /* Events that closed its segments early, in order: each time an op
@@ -142,5 +148,14 @@ void vf__device_release_vars(vf__op *op, vf__failure *failure,
 
 /* Let go of a device op's run state (op->dev), if it has one. */
 void vf__devrun_free(vf__op *op);
+
+/* The running device op `op` puts work on its stream, or hands the stream
+ * out (vf_run_submit, vf_run_stream): while profiled, the first such call
+ * bounds the start of its device span (the host's time before it was
+ * counted as device work, and a run whose ops prepare long on the host
+ * read as device-bound: found by a user tester). No event is recorded:
+ * one between the op's waits and its work would split the stream segment
+ * that carries an input's failure into the work (device.h). */
+void vf__device_op_work_begins(vf__op *op);
 
 #endif /* VF_DEVICE_OPS_H */

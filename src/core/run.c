@@ -7,6 +7,7 @@
 
 #include "base/alloc.h"
 #include "base/error.h"
+#include "core/device_ops.h"
 #include "core/engine.h"
 #include "core/exec.h"
 #include "core/push.h"
@@ -89,7 +90,10 @@ VF_API vf_device vf_run_device(const vf_run *run)
 
 VF_API void *vf_run_stream(const vf_run *run)
 {
-    return run && run->stream ? run->cls->stream_handle(run->stream) : NULL;
+    if (run == NULL || run->stream == NULL)
+        return NULL;
+    vf__device_op_work_begins(run->op); /* its work comes next */
+    return run->cls->stream_handle(run->stream);
 }
 
 /* A refused submit's detail becomes the op's message, unless the op set
@@ -119,6 +123,7 @@ VF_API int vf_run_submit(vf_run *run, vf_device_fn fn, void *arg, size_t bytes)
                           run->item_refs != NULL
                               ? vf__op_label(run->name, run->place, label)
                               : vf__push_running_label(run->op, label)));
+    vf__device_op_work_begins(run->op);
     int rc = run->cls->submit(run->stream, fn, arg, bytes);
     return rc != 0 ? submit_refused(run, rc) : 0;
 }

@@ -467,7 +467,11 @@ void vf__prof_op_finished(vf__profiler *p, vf__op_prof *pr,
     pthread_mutex_lock(&p->lock);
     vf__prof_entry *slot = NULL;
     size_t name = 0;
-    if (pr->session == session_now(p) &&
+    /* The first max_records ops pushed (ids are taken in push order from
+     * 1 each session), whenever they finish: kept as they finished, the
+     * long ops, finishing last, were the ones dropped, and every figure
+     * went with them (found by a user tester auditing the profiler). */
+    if (pr->session == session_now(p) && pr->id <= p->max_records &&
         record_name(p, pr, op->name, &name) == 0 &&
         (slot = next_slot(p)) != NULL) {
         vf_profile_record *r = &slot->rec;

@@ -155,7 +155,7 @@
     ['Critical path', fmt(critLen), pct(critLen, span) + ' of the span \u00b7 ' + crit.length + ' ops' +
       (critDevTime > 0 ? ' \u00b7 ' + fmt(critDevTime) + ' of it device work' : ''), 'crit'],
     ['Work', fmt(busy), (lanes.length ? 'op run times ' + fmt(D.busy) + ' + device work past them ' + fmt(D.device_beyond || 0) :
-      'op run times, each worker\u2019s time once') + (D.async ? '; async ops in flight ' + fmt(D.async) + ', not counted' : ''), ''],
+      'op run times, each worker\u2019s time once' + (inline && inline.ops.length ? ', the program\u2019s threads\u2019 ops each in full' : '')) + (D.async ? '; async ops in flight ' + fmt(D.async) + ', not counted' : ''), ''],
     ['Parallelism', par.toFixed(2) + (W ? ' / ' + R : ''), 'average ops running' + (W ? ' on ' + Weff + ' worker' + (Weff > 1 ? 's' : '') + ' that ran ops' : '') +
       (lanes.length ? ' and work on ' + lanes.length + ' stream' + (lanes.length > 1 ? 's' : '') : '') + '; the DAG allows ' + dagPar.toFixed(1), ''],
     ['Ops', num(D.records), nskip + ' skipped \u00b7 ' + nfail + ' failed \u00b7 ' + num(D.dropped) + ' dropped', ''],
