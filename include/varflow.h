@@ -1503,10 +1503,11 @@ VF_API int vf_var_wait(vf_engine *e, vf_var v, vf_error *err);
  * finish returns VF_EDEADLK the same way (once nothing can run: a child
  * writes a var its parent only reads, say), in a device op's function
  * too, on every engine; at once, on every engine, and whatever else is in
- * flight, when one of its children uses a var a sync op writes (the child
- * cannot run before the op ends: an async op's completion lets go of its
- * vars, and may come from anywhere, one of its children included, so its
- * wait is refused only once nothing can run), or a var that an op
+ * flight, when one of its children uses a var the waiting op writes, the
+ * waiting op being a sync one (the child cannot run before it ends: an
+ * async op's completion lets go of its vars, and may come from anywhere,
+ * one of its children included, so its wait is refused only once nothing
+ * can run), or a var that an op
  * further up writes (a grandparent, say): in the serial program the wait
  * runs within that op, whether or not it happens to have ended here (as
  * vf_var_wait() refuses a wait on such a var); the children it

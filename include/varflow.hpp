@@ -41,10 +41,13 @@
  *   itself fails, it is destroyed before the exception leaves push.
  * - Cost: a callable that is trivially copyable and fits in a pointer (a
  *   lambda capturing nothing, one reference or one pointer; a function
- *   pointer) travels in the op's `arg` itself: the push allocates nothing
- *   beyond what vf_engine_push does and sets no done callback. A larger
- *   trivially copyable one, up to VF_OP_ARG_INLINE bytes, is copied into
- *   the op by the engine (vf_op.arg_size): no allocation either. Any other
+ *   pointer) travels in the op's `arg` itself when it is a sync op on the
+ *   CPU: the push allocates nothing beyond what vf_engine_push does and
+ *   sets no done callback. A larger trivially copyable one, up to
+ *   VF_OP_ARG_INLINE bytes, and any such callable of an async op or a
+ *   device op (whose work may use its captures after it returned), is
+ *   copied into the op by the engine (vf_op.arg_size): no allocation
+ *   either. Any other
  *   callable is moved into one `new` per push, deleted by the op's done
  *   callback: that is the callable's own storage. A reusable_op allocates
  *   once, when it is made, and nothing per push; a reusable_arg_op

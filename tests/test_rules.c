@@ -27,6 +27,7 @@
  */
 #include "runner.h"
 
+#include <sys/syscall.h>
 #include <unistd.h>
 
 typedef struct st {
@@ -251,6 +252,7 @@ TEST_KIND_CASE(rule6_wait, k)
  * opens, though every op pushed before it finished long before. */
 typedef struct waiting_all {
     vf_engine *e;
+    atomic_long tid;
     atomic_int returned;
     int rc;
 } waiting_all;
@@ -258,6 +260,7 @@ typedef struct waiting_all {
 static void *wait_all_thread(void *arg)
 {
     waiting_all *w = arg;
+    atomic_store(&w->tid, (long)syscall(SYS_gettid));
     w->rc = vf_engine_wait_all(w->e, NULL);
     atomic_store(&w->returned, 1);
     return NULL;
@@ -276,7 +279,13 @@ TEST_KIND_CASE(rule6_wait_all_counts_later_pushes, k)
     push_st(e, &first, NONE, VF_VARS(x));
     waiting_all w = {.e = e};
     pthread_t t = tu_thread_start(wait_all_thread, &w);
-    usleep(20000); /* (the wait under way, most likely) */
+    /* The wait under way: its thread asleep in it (the first op holds). */
+    double end = tu_now() + TU_TIMEOUT;
+    while (
+        (atomic_load(&w.tid) == 0 || !tu_thread_asleep(atomic_load(&w.tid))) &&
+        tu_now() < end)
+        usleep(1000);
+    REQUIRE(tu_thread_asleep(atomic_load(&w.tid)));
     push_st(e, &later, NONE, VF_VARS(y));
     tu_gate_open(&first_go);
     CHECK(tu_wait_flag(&first.ran, 1, TU_TIMEOUT));
