@@ -863,7 +863,12 @@ typedef struct vf_device {
  */
 typedef int (*vf_device_fn)(void *arg);
 
-/** Where an op runs and how it is scheduled (MXNet's FnProperty). */
+/** Where an op runs and how it is scheduled (MXNet's FnProperty). A copy
+ * (VF_PROP_COPY_TO_DEVICE, VF_PROP_COPY_FROM_DEVICE) names its device in
+ * vf_op.device: on the CPU it is refused (VF_EINVAL). The others suit
+ * every device: VF_PROP_DEVICE_PRIORITIZED on a CPU op runs in the CPU
+ * pool (the device is the CPU), VF_PROP_CPU_PRIORITIZED and
+ * VF_PROP_DELETE_VAR on a device op in its device's compute workers. */
 typedef enum vf_property {
     VF_PROP_NORMAL = 0,         /**< the CPU pool; a device op: the device's
                                      compute workers */
@@ -1051,7 +1056,9 @@ VF_API void vf_thread_set_service(bool on);
 VF_API int vf_run_input_failure(const vf_run *run, vf_error *out);
 
 /** Record why the op is failing; the message reaches vf_error.message
- * (past its size, its beginning and its end). */
+ * (past its size, its beginning and its end). A device op whose function
+ * returns 0 and whose work then fails on its stream fails with it too, in
+ * place of the device's words (a device function has no run handle). */
 VF_API void vf_run_set_error(vf_run *run, const char *fmt, ...)
     VF_PRINTF_LIKE(2, 3);
 

@@ -86,6 +86,7 @@ TEST_CASE(routing)
         {{VF_DEVICE_EMULATED, 0}, VF_PROP_COPY_FROM_DEVICE, "emu-copy"},
         {{VF_DEVICE_EMULATED, 0}, VF_PROP_DEVICE_PRIORITIZED, "emu-prio"},
         {{VF_DEVICE_EMULATED, 0}, VF_PROP_CPU_PRIORITIZED, "emu"},
+        {{VF_DEVICE_EMULATED, 0}, VF_PROP_DELETE_VAR, "emu"},
         {{VF_DEVICE_EMULATED, 1}, VF_PROP_NORMAL, "emu"},
         {{VF_DEVICE_EMULATED, 1}, VF_PROP_COPY_TO_DEVICE, "emu-copy"},
         {{VF_DEVICE_EMULATED, 1}, VF_PROP_DEVICE_PRIORITIZED, "emu-prio"},
@@ -151,7 +152,8 @@ TEST_CASE(routing)
                : table[i].prop == VF_PROP_CPU_PRIORITIZED  ? "cpu_prioritized"
                : table[i].prop == VF_PROP_DEVICE_PRIORITIZED
                    ? "device_prioritized"
-                   : "?",
+               : table[i].prop == VF_PROP_DELETE_VAR ? "delete_var"
+                                                     : "?",
                table[i].pool, seen);
     }
     for (int a = 0; a < 64; a++)
@@ -612,6 +614,47 @@ static void test_replaced_fence(const char *name, const vf_config *cfg)
     CHECK_EQ(atomic_load(&d2.fn_ran), 0);
     CHECK_OK(vf_engine_destroy(e));
     check_context_ = NULL;
+}
+
+/* A device op that says why with vf_run_set_error() and returns 0, its
+ * work then failing: a wait reports the op's message, as for any op
+ * (varflow.h, vf_error.message), not the device's own words, which
+ * replaced it (a user tester: a device function has no run handle to say
+ * it with, so the op's function is the only place). On every engine. */
+static int work_fails_42(void *arg)
+{
+    (void)arg;
+    return 42;
+}
+
+static int says_then_submits(vf_run *run, void *arg)
+{
+    (void)arg;
+    vf_run_set_error(run, "kernel launch for tile 7 failed");
+    return vf_run_submit(run, work_fails_42, NULL, 0);
+}
+
+TEST_CASE(device_failure_keeps_the_ops_message)
+{
+    const vf_engine_type types[3] = {VF_ENGINE_NAIVE, VF_ENGINE_POOLED,
+                                     VF_ENGINE_PERDEVICE};
+    for (int t = 0; t < 3; t++) {
+        vf_engine *e = NULL;
+        CHECK_OK(vf_engine_create(&e, &(vf_config){.type = types[t]}));
+        REQUIRE(e != NULL);
+        vf_var v = tu_var(e);
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = says_then_submits,
+                                            .writes = VF_VARS(v),
+                                            .device = {VF_DEVICE_EMULATED, 0},
+                                            .name = "tile"}));
+        vf_error err = {0};
+        CHECK_ERR(vf_var_wait(e, v, &err), VF_EOPFAILED);
+        CHECK_EQ(err.code, 42);
+        CHECK(strcmp(err.op_name, "tile") == 0);
+        if (strcmp(err.message, "kernel launch for tile 7 failed") != 0)
+            CHECK_REPORT_("engine %d: message '%s'", t, err.message);
+        CHECK_OK(vf_engine_destroy(e));
+    }
 }
 
 TEST_CASE(replaced_write_fence)

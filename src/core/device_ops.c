@@ -25,6 +25,7 @@ void vf__devrun_free(vf__op *op)
     op->dev = NULL;
     if (d->start_ev != NULL)
         d->cls->event_release(d->start_ev);
+    free(d->message);
     for (int i = 0; i < d->nseals; i++)
         d->cls->event_release(d->seals[i]);
     free(d->seals);
@@ -56,6 +57,7 @@ static int device_op_begin(vf__op *op, const vf__device_class *cls,
     d->fence = NULL;
     d->start_ev = NULL;
     d->put_ns = 0;
+    d->message = NULL;
     d->seals = NULL;
     d->nseals = 0;
     d->ninputs = 0;
@@ -186,7 +188,8 @@ static void device_outcome(vf__op *op, const vf__event_status *st)
         return;
     }
     op->failure = vf__engine_record_failure(
-        vf__op_engine(op), st->code, op->name, st->message, op->place, op->up);
+        vf__op_engine(op), st->code, op->name,
+        d->message != NULL ? d->message : st->message, op->place, op->up);
     op->status = st->code;
 }
 
@@ -403,6 +406,8 @@ static bool run_on_stream(vf__op *op, int worker)
         running_on = outer;
         if (VF__UNLIKELY(fn_rc != 0))
             own_failure_or_skip(op);
+        else if (VF__UNLIKELY(run.message[0] != '\0'))
+            op->dev->message = vf__strdup(run.message); /* NULL: the device's */
         in_flight = device_op_end(op, d->cls, s);
     }
     if (VF__UNLIKELY(sealed != NULL))

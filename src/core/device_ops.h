@@ -110,6 +110,11 @@ typedef struct vf__devrun {
      * vf_run_stream), else when its function returned; 0 before. No work
      * of it can start on the device before then. */
     uint64_t put_ns;
+    /* What its function said with vf_run_set_error() and returned 0 (a
+     * copy, or NULL): the message of a failure of its work, which the
+     * device's own words replaced (a device function has no run handle to
+     * say it with: found by a user tester). */
+    char *message;
     uint64_t claims; /* vf__failure_claims at its start (its fence's; one
                         less when it carries a claimed failure) */
     /* Events that closed its segments early, in order: each time an op

@@ -778,6 +778,7 @@ static uint32_t nodes_launched(vf__graph_inst *in, const devseg *sg,
         d->fence = f;
         d->start_ev = NULL;
         d->put_ns = 0;
+        d->message = NULL;
         d->seals = NULL; /* a recorded function only submits work */
         d->nseals = 0;
         d->ninputs = 0;
