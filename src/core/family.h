@@ -144,16 +144,17 @@ struct vf__family {
     atomic_bool skipped_by_later;
     /* 0, or how many levels above a child of this family an op writes a
      * var that child uses (1: its parent, this family's op; the highest
-     * such level of its children): the child
-     * waits for that op's end, which in the serial program encloses the
-     * wait for children, so the wait can never end (wait.c refuses it at
-     * once, on every engine; on a pool an ancestor may have ended by then,
-     * and the answer would be timing's; the parent's own writes, met in
-     * the queues, were left to the wait's search for progress, which an
-     * unrelated async op in flight held up, for ever on the naive engine
-     * where the waiting thread was to complete it: found by a user
-     * tester). Set once the child's push can no longer fail
-     * (vf__family_child_var). */
+     * such level of its children): the child waits for that op's end,
+     * which in the serial program encloses the wait for children, so the
+     * wait can never end (wait.c refuses it at once, on every engine, but
+     * for an async parent's own writes, which its completion lets go of;
+     * on a pool an ancestor may have ended by then, and the answer would
+     * be timing's; the parent's own writes, met in the queues, were left
+     * to the wait's search for progress, which an unrelated async op in
+     * flight held up, for ever on the naive engine where the waiting
+     * thread was to complete it: found by a user tester). Set once the
+     * child's push can no longer fail (vf__family_child_var); cleared
+     * when a wait's children settle. */
     atomic_int waits_up;
     vf__spinlock lock; /* orders the writers of `first` and `waited_from` */
     /* Of the children's failures, the first in push order (a reference),
