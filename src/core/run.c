@@ -16,12 +16,10 @@ VF_API int vf_run_input_failure(const vf_run *run, vf_error *out)
 {
     if (run == NULL)
         return vf__fail(VF_EINVAL, "vf_run_input_failure: run is NULL");
-    /* Compared, never read, until it is known to be this thread's running
-     * op's: an async op's handle kept past its function's return points
-     * at a dead frame (a user tester, calling it from the thread that
-     * finished the completion: a crash, 18 runs in 20). */
-    const vf__op *cur = vf__current_op();
-    if (cur == NULL || cur->run != run)
+    /* Not read until known to be this thread's running op's (an async
+     * op's handle, asked from the thread that finished its completion:
+     * a crash, 18 runs in 20). */
+    if (vf__run_op_here(run) == NULL)
         return vf__fail(VF_EINVAL,
                         "vf_run_input_failure: run is not the handle of an op "
                         "running on this thread (a handle is valid only in "

@@ -13,6 +13,16 @@
 #include "core/op.h"
 #include "device/device.h"
 
+/* The op whose run handle `run` is, when its function runs on this thread,
+ * else NULL. Compared, never read through: a handle kept past its op's end
+ * points at a dead frame (vf_run_input_failure read one: found by a user
+ * tester). */
+static inline vf__op *vf__run_op_here(const struct vf_run *run)
+{
+    vf__op *cur = vf__current_op();
+    return run != NULL && cur != NULL && cur->run == run ? cur : NULL;
+}
+
 struct vf_run {
     vf__op *op;
     const char *name; /* the op's, or in a bulk the running one's */

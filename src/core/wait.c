@@ -1661,8 +1661,8 @@ static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
         return in_work;
     if (run == NULL)
         return vf__fail(VF_EINVAL, "%s: run is NULL", who);
-    vf__op *cur = vf__current_op();
-    if (cur == NULL || run != cur->run)
+    vf__op *cur = vf__run_op_here(run);
+    if (cur == NULL)
         return vf__fail(VF_EINVAL,
                         "%s: not called from the function of the op whose "
                         "run handle it was given (the handle is valid only "
@@ -1771,13 +1771,11 @@ static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
 }
 
 /* The engine of the op whose run handle `run` is, running on this thread
- * (its function's call), or NULL: never read before it is known to be
- * that (a handle kept past its op's end points at a dead frame). */
+ * (its function's call), or NULL (run.h: vf__run_op_here). */
 static vf_engine *running_engine(const vf_run *run)
 {
-    const vf__op *cur = vf__current_op();
-    return run != NULL && cur != NULL && run == cur->run ? vf__op_engine(cur)
-                                                         : NULL;
+    const vf__op *cur = vf__run_op_here(run);
+    return cur != NULL ? vf__op_engine(cur) : NULL;
 }
 
 VF_API int vf_run_wait_children(vf_run *run, vf_error *err)
