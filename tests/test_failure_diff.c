@@ -212,6 +212,32 @@ static const struct {
       .max_inflight = 2,
       .bulk_size = 4,
       DEV}},
+    /* Ops run at their pushes on the program's thread (a team of one runs
+     * a ready op there; a pusher ahead of its worker runs its op), with
+     * idle workers that sleep at once, or pinned, or at a bound. */
+    {"pooled/1+at_push",
+     {.type = VF_ENGINE_POOLED, .cpu_workers = 1, .run_at_push = true, DEV}},
+    {"pooled/2+at_push+nospin",
+     {.type = VF_ENGINE_POOLED,
+      .cpu_workers = 2,
+      .run_at_push = true,
+      .idle_spin_us = -1,
+      DEV}},
+    {"perdevice/1+at_push+bulk4+help",
+     {.type = VF_ENGINE_PERDEVICE,
+      .cpu_workers = 1,
+      .cpu_priority_workers = 1,
+      .run_at_push = true,
+      .bulk_size = 4,
+      .help_on_wait = true,
+      DEV}},
+    {"pooled/2+at_push+inflight3+pinned",
+     {.type = VF_ENGINE_POOLED,
+      .cpu_workers = 2,
+      .run_at_push = true,
+      .max_inflight = 3,
+      .cpu_affinity = "cores",
+      DEV}},
 };
 #define NCONFIGS ((int)(sizeof configs / sizeof configs[0]))
 

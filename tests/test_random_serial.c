@@ -19,8 +19,9 @@
  * pushing thread through config.bulk_size (the children pushed from inside
  * ops sit in their workers' batches until a wait flushes them). Most of
  * their ops get priority 0, so batches grow; the rest, and async ops,
- * break them. A last round turns help_on_wait on: the main thread runs
- * queued ops at its waits too.
+ * break them. A round turns help_on_wait on: the main thread runs queued
+ * ops at its waits too. The last two turn run_at_push on, where the main
+ * thread runs ops at their pushes, once with bulking and help_on_wait.
  */
 #include "runner.h"
 
@@ -180,9 +181,14 @@ static void serial(prog *p, uint64_t *out, uint64_t *val, uint64_t *pval)
     }
 }
 
-/* bulk: 0 off; > 0 the main thread's bulk size; < 0 config.bulk_size.
- * help: config.help_on_wait. */
-static void run_program(const tu_kind *k, int round, int bulk, bool help)
+/* Settings of a round beyond its engine kind's. */
+typedef struct settings {
+    bool help_on_wait, run_at_push;
+    int idle_spin_us;
+} settings;
+
+/* bulk: 0 off; > 0 the main thread's bulk size; < 0 config.bulk_size. */
+static void run_program(const tu_kind *k, int round, int bulk, settings set)
 {
     prog p;
     memset(&p, 0, sizeof p);
@@ -204,7 +210,9 @@ static void run_program(const tu_kind *k, int round, int bulk, bool help)
     tu_kind kb = *k;
     if (bulk < 0)
         kb.cfg.bulk_size = -bulk;
-    kb.cfg.help_on_wait = help;
+    kb.cfg.help_on_wait = set.help_on_wait;
+    kb.cfg.run_at_push = set.run_at_push;
+    kb.cfg.idle_spin_us = set.idle_spin_us;
     p.e = tu_engine(&kb);
     if (bulk > 0)
         CHECK_EQ(vf_bulk_set_size(p.e, bulk), 0);
@@ -288,25 +296,41 @@ static void run_program(const tu_kind *k, int round, int bulk, bool help)
 TEST_KIND_CASE(programs, k)
 {
     for (int round = 0; round < 4; round++)
-        run_program(k, round, 0, false);
+        run_program(k, round, 0, (settings){0});
 }
 
 /* Round 4: bulking set by the main thread alone (vf_bulk_set_size 8). */
 TEST_KIND_CASE(bulk_main_thread, k)
 {
-    run_program(k, 4, 8, false);
+    run_program(k, 4, 8, (settings){0});
 }
 
 /* Round 5: bulking for every pushing thread (config.bulk_size 5). */
 TEST_KIND_CASE(bulk_every_thread, k)
 {
-    run_program(k, 5, -5, false);
+    run_program(k, 5, -5, (settings){0});
 }
 
 /* Round 6: help_on_wait. */
 TEST_KIND_CASE(help_on_wait, k)
 {
-    run_program(k, 6, 0, true);
+    run_program(k, 6, 0, (settings){.help_on_wait = true});
+}
+
+/* Round 7: ops run at their pushes on the main thread (run_at_push: a
+ * pool of one worker that holds nothing runs a ready op there, a pusher
+ * ahead of its worker runs its own), idle workers asleep at once. */
+TEST_KIND_CASE(run_at_push, k)
+{
+    run_program(k, 7, 0, (settings){.run_at_push = true, .idle_spin_us = -1});
+}
+
+/* Round 8: the same with bulking for every pushing thread and help_on_wait
+ * (bulking keeps a pusher from running queued ops at the bound). */
+TEST_KIND_CASE(run_at_push_bulk_help, k)
+{
+    run_program(k, 8, -4,
+                (settings){.run_at_push = true, .help_on_wait = true});
 }
 
 TEST_MAIN("test_random_serial", 200)
