@@ -16,6 +16,15 @@
 #include "core/profiling.h"
 #include "core/wait.h"
 
+vf__devrun *vf__devrun_new(const vf__device_class *cls, int cap)
+{
+    vf__devrun *d = vf__malloc(sizeof *d + (size_t)cap * sizeof d->inputs[0]);
+    if (d == NULL)
+        return NULL;
+    *d = (vf__devrun){.cls = cls};
+    return d;
+}
+
 /* Its kind's free_side (op.h): the run state made at its start. */
 void vf__devrun_free(vf__op *op)
 {
@@ -47,20 +56,10 @@ static int device_op_begin(vf__op *op, const vf__device_class *cls,
     const vf__opdef *def = op->def;
     vf_engine *e = vf__op_engine(op);
     int cap = op->nvars * (1 + VF__VAR_READ_FENCES);
-    vf__devrun *d = vf__malloc(sizeof *d + (size_t)cap * sizeof d->inputs[0]);
+    vf__devrun *d = vf__devrun_new(cls, cap);
     if (d == NULL)
         return vf__fail(VF_ENOMEM, "device %s: out of memory",
                         vf__op_label(op->name, op->place, label));
-    d->cls = cls;
-    d->graph = NULL;
-    d->graph_end = NULL;
-    d->fence = NULL;
-    d->start_ev = NULL;
-    d->put_ns = 0;
-    d->message = NULL;
-    d->seals = NULL;
-    d->nseals = 0;
-    d->ninputs = 0;
     d->claims = vf__failure_claims_now(); /* before anything is looked at */
     op->dev = d;
     if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF) &&

@@ -151,6 +151,12 @@ bool vf__device_op_run(vf__op *op, int worker, bool shutdown);
 void vf__device_release_vars(vf__op *op, vf__failure *failure,
                              vf__readylist *ready);
 
+/* A device op's run state with room for `cap` input fences, at rest: no
+ * graph, fence, span, message, seals or inputs, claims 0 (a pushed op's
+ * start and a graph's device replay each set what is theirs). NULL when
+ * out of memory. */
+vf__devrun *vf__devrun_new(const vf__device_class *cls, int cap);
+
 /* Let go of a device op's run state (op->dev), if it has one. */
 void vf__devrun_free(vf__op *op);
 

@@ -739,7 +739,7 @@ static uint32_t nodes_launched(vf__graph_inst *in, const devseg *sg,
         const devnode *dn = &dp->nodes[i];
         op->place = in->base + i;
         int cap = (int)(dn->next + dn->ncarry);
-        vf__devrun *d = vf__malloc(sizeof *d + (size_t)cap * sizeof *d->inputs);
+        vf__devrun *d = vf__devrun_new(cls, cap);
         vf__fence *f = vf__calloc(1, sizeof *f);
         if (d == NULL || f == NULL) {
             /* Its work runs, but nothing can follow it: wait for it here
@@ -768,20 +768,14 @@ static uint32_t nodes_launched(vf__graph_inst *in, const devseg *sg,
         f->stream = rf != NULL ? s : (const vf__stream *)f;
         atomic_init(&f->resolved, false);
         f->claims = di->claims;
-        d->cls = cls;
         d->graph = in;
-        d->graph_end = NULL;
         if (l == m - 1 && rf != NULL) {
             vf__fence_ref(rf);
             d->graph_end = rf;
         }
         d->fence = f;
-        d->start_ev = NULL;
-        d->put_ns = 0;
-        d->message = NULL;
-        d->seals = NULL; /* a recorded function only submits work */
-        d->nseals = 0;
-        d->ninputs = 0;
+        d->claims = di->claims; /* its fence's */
+        /* No seals: a recorded function only submits work. */
         /* What it carries from: the outside writes it uses first, then the
          * nodes it carries from (their fences made before it). */
         for (uint32_t x = 0; x < dn->next; x++) {
