@@ -329,6 +329,8 @@ static inline void tu_phase_limit(const char *phase, double secs)
     atomic_store(&tu_phase_deadline_, tu_now() + secs * tu_watchdog_scale_);
 }
 
+static atomic_bool tu_watchdog_started_;
+
 static void *tu_watchdog_(void *arg)
 {
     double secs = *(double *)arg;
@@ -336,6 +338,7 @@ static void *tu_watchdog_(void *arg)
     double end = tu_now() + secs;
     tu_gate never;
     tu_gate_init(&never);
+    atomic_store(&tu_watchdog_started_, true);
     for (;;) {
         (void)tu_gate_wait(&never, 0.1);
         double now = tu_now();
@@ -377,6 +380,13 @@ static inline void tu_init(const char *test_name, double watchdog_s)
     if (pthread_create(&t, NULL, tu_watchdog_, arg) != 0)
         abort();
     pthread_detach(t);
+    /* Return once the watchdog is in its loop, where it allocates nothing:
+     * a thread's start allocates (under ASan, the stack bounds it looks up
+     * take an allocator lock), and a case that forks at once would leave
+     * its child that lock held for good (seen: a forked child's first
+     * worker hung in the allocator, 1 run in 40 on a loaded machine). */
+    while (!atomic_load(&tu_watchdog_started_))
+        sched_yield();
 }
 
 /* ---------------------------------------------------------------- threads */
