@@ -1441,7 +1441,10 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * which so lends a spare for the ops queued
  * there, which the wait may need; so does one blocked in
  * vf_engine_destroy() of another engine or in a push at another engine's
- * in-flight bound. A device's
+ * in-flight bound (a spare that could not start, under a thread quota, is
+ * asked for again every 10 ms while it blocks; it runs none of those ops
+ * itself, so under a quota that never lets a thread start it waits until
+ * one can). A device's
  * pool lends no spare; there, and wherever nobody else would ever run
  * them, a waiting thread whose stack has room runs the ops queued beside
  * it itself. So a recursive program with a wait at every level (fib,

@@ -165,6 +165,117 @@ TEST_CASE(a_short_refusal_costs_nothing)
     tu_finish_engine(e);
 }
 
+/* The same across two engines: an op of A blocks on B (a var wait, a
+ * wait for all of B, a push at B's in-flight bound of 1, a destroy of B
+ * draining it), and B's op it
+ * waits for waits on A's var, written by an op queued behind it on A's
+ * only worker: A must lend a spare, and its first try is refused. One
+ * refused start left both engines waiting for ever, even with threads
+ * allowed again 10 ms later: the blocked worker slept on B's condition
+ * and never asked again (found by a user tester; each form hung). */
+typedef enum {
+    ACROSS_VAR_WAIT,
+    ACROSS_WAIT_ALL,
+    ACROSS_PUSH,
+    ACROSS_DESTROY
+} across_form;
+
+typedef struct across {
+    vf_engine *a, *b;
+    vf_var va, vb;
+    across_form form;
+    tu_gate a2_pushed;
+    atomic_int ran;
+} across;
+
+static int across_b1(vf_run *run, void *arg)
+{
+    (void)run;
+    across *x = *(across **)arg;
+    REQUIRE(tu_gate_wait(&x->a2_pushed, 10));
+    int rc = vf_var_wait(x->a, x->va, NULL);
+    atomic_fetch_add(&x->ran, 1);
+    return rc;
+}
+
+static int across_a1(vf_run *run, void *arg)
+{
+    (void)run;
+    across *x = *(across **)arg;
+    int rc = 0;
+    if (x->form == ACROSS_VAR_WAIT)
+        rc = vf_var_wait(x->b, x->vb, NULL);
+    else if (x->form == ACROSS_WAIT_ALL)
+        rc = vf_engine_wait_all(x->b, NULL);
+    else if (x->form == ACROSS_PUSH) /* B holds b1, its bound */
+        rc = vf_engine_push(x->b, &(vf_op){.fn = tu_nop});
+    else
+        rc = vf_engine_destroy(x->b);
+    atomic_fetch_add(&x->ran, 1);
+    return rc;
+}
+
+static int across_a2(vf_run *run, void *arg)
+{
+    (void)run;
+    atomic_fetch_add(&(*(across **)arg)->ran, 1);
+    return 0;
+}
+
+TEST_CASE(a_short_refusal_across_engines)
+{
+#if defined(TU_ASAN) || defined(TU_TSAN)
+    TEST_SKIP("the sanitizers intercept pthread_create");
+#endif
+    tu_phase_limit("a short refusal across engines", 60);
+    for (int form = ACROSS_VAR_WAIT; form <= ACROSS_DESTROY; form++) {
+        across x = {.form = (across_form)form};
+        across *xp = &x;
+        tu_gate_init(&x.a2_pushed);
+        x.a = quota_engine(1, 0);
+        REQUIRE(vf_engine_create(&x.b, &(vf_config){.type = VF_ENGINE_POOLED,
+                                                    .cpu_workers = 1,
+                                                    .max_inflight = 1}) == 0);
+        x.va = tu_var(x.a);
+        x.vb = tu_var(x.b);
+        vf_var a1_out = tu_var(x.a);
+        pthread_t allower;
+        atomic_store(&refused, 0);
+        REQUIRE(pthread_create(&allower, NULL, allow_threads_soon, NULL) == 0);
+        atomic_store(&refusing, 1);
+        CHECK_OK(vf_engine_push(x.b, &(vf_op){.fn = across_b1,
+                                              .arg = &xp,
+                                              .arg_size = sizeof xp,
+                                              .writes = VF_VARS(x.vb)}));
+        CHECK_OK(vf_engine_push(x.a, &(vf_op){.fn = across_a1,
+                                              .arg = &xp,
+                                              .arg_size = sizeof xp,
+                                              .writes = VF_VARS(a1_out)}));
+        CHECK_OK(vf_engine_push(x.a, &(vf_op){.fn = across_a2,
+                                              .arg = &xp,
+                                              .arg_size = sizeof xp,
+                                              .writes = VF_VARS(x.va)}));
+        tu_gate_open(&x.a2_pushed);
+        int rc = vf_engine_wait_all_timed(x.a, 20000, NULL);
+        if (rc != 0)
+            CHECK_REPORT_("form %d: the wait for A returned %s", form,
+                          vf_error_name(rc));
+        REQUIRE(rc == 0); /* both engines hang otherwise */
+        if (form != ACROSS_DESTROY)
+            CHECK_OK(vf_engine_wait_all(x.b, NULL));
+        CHECK_EQ(atomic_load(&x.ran), 3);
+        if (atomic_load(&refused) == 0) { /* no spare was asked for */
+            CHECK_REPORT_("form %d: no thread start was refused", form);
+            atomic_store(&refused, 1); /* the allower waits for one */
+        }
+        pthread_join(allower, NULL);
+        tu_finish_engine(x.a);
+        if (form != ACROSS_DESTROY)
+            tu_finish_engine(x.b);
+        tu_gate_destroy(&x.a2_pushed);
+    }
+}
+
 /* A device's threads start at its first op: when they cannot, the push
  * returns VF_ESYSTEM, its detail saying which thread, the same at every
  * try (it was the thread's last detail, wrapped again at each push), and

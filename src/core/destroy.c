@@ -103,6 +103,9 @@ static int await_calls(destroy_wait *w)
         }
         if (spins == 256 && (stuck = vf__pool_of_blocked_thread()) != NULL)
             vf__pool_stuck_enter(stuck);
+        else if (stuck != NULL && spins % (VF__SPARE_RETRY_MS * 10) == 0 &&
+                 vf__pool_spare_failing(stuck))
+            vf__pool_stuck_again(stuck); /* the spare could not start */
         if ((rc = pace(w, "calls in progress on other threads")) != 0)
             break;
         nanosleep(&(struct timespec){0, 100000}, NULL); /* 0.1 ms */

@@ -215,8 +215,18 @@ static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
     vf__stall_report_start(&report, who);
     while (!reserve(e)) {
         int64_t due_ms = vf__stall_report_due_in_ms(&report);
-        vf__deadline d = vf__deadline_in_ms(
-            due_ms < BLOCKED_LOOK_MS ? due_ms : BLOCKED_LOOK_MS);
+        int64_t look_ms = BLOCKED_LOOK_MS;
+        if (stuck != NULL && vf__pool_spare_failing(stuck)) {
+            /* Ask again for the spare that could not start (sched.h). */
+            pthread_mutex_unlock(&e->waits.lock);
+            vf__pool_stuck_again(stuck);
+            pthread_mutex_lock(&e->waits.lock);
+            look_ms = VF__SPARE_RETRY_MS;
+            if (reserve(e))
+                break;
+        }
+        vf__deadline d = vf__deadline_in_ms(due_ms < look_ms ? due_ms
+                                                             : look_ms);
         vf__cond_wait_until(&e->waits.cond, &e->waits.lock, &d);
         if (vf__stall_report_due_in_ms(&report) == 0) {
             pthread_mutex_unlock(&e->waits.lock);

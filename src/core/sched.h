@@ -230,6 +230,14 @@ struct vf__pool {
  * gave a recursion a false VF_EDEADLK: found by the reviewer). */
 #define VF__SPARE_FAIL_MS 100
 
+/* How often a thread counted stuck outside a nested wait (a wait on another
+ * engine, a destroy of one, a push at its bound: vf__pool_of_blocked_thread)
+ * asks its pool again for a spare that could not start: it sleeps on
+ * another engine's condition, where nothing of its own pool wakes it (one
+ * refused start, a thread quota for a millisecond, left two engines waiting
+ * on each other for ever: found by a user tester). */
+#define VF__SPARE_RETRY_MS 10
+
 /* Whether an op of higher priority than `priority` may be waiting for w,
  * read without w's lock: one in its heap, in its lane (0, above a
  * negative priority), or any op in its inbox (not sorted in yet; for
@@ -352,6 +360,14 @@ bool vf__pool_any_queued(const vf__pool *p);
  * device pools (`spread`). Takes spare_lock (a leaf) when it starts one.
  */
 void vf__pool_stuck_enter(vf__pool *p);
+
+/* Whether the last spare the pool tried to start could not be (no thread
+ * since): a thread counted stuck asks again (vf__pool_stuck_again) every
+ * VF__SPARE_RETRY_MS at most. */
+static inline bool vf__pool_spare_failing(vf__pool *p)
+{
+    return atomic_load(&p->spare_failed_since) != 0;
+}
 
 /* A thread that stays counted stuck (a waiter with no stack room for any
  * op: wait.c) looks again: the pool starts a spare if every thread is

@@ -375,7 +375,8 @@ static void sleep_outside(vf_engine *e, vf__waiter *w,
 typedef struct blocked {
     vf__pool *pool; /* NULL: no pool's thread */
     vf__deadline grace;
-    bool counted; /* stuck in `pool` */
+    vf__deadline retry; /* the next ask for a spare that could not start */
+    bool counted;       /* stuck in `pool` */
 } blocked;
 
 /* The grace of a thread's timed waits that gave up in a row, from inside
@@ -408,17 +409,24 @@ static void blocked_begin(blocked *b)
 /* Before a sleep, no lock held (the pool may start a spare): the
  * deadline to sleep to, `until` or the grace's end if that comes first;
  * once the grace is over, the thread counts stuck (wait.h:
- * VF__WAIT_STUCK_GRACE_US) until blocked_wake. */
+ * VF__WAIT_STUCK_GRACE_US) until blocked_wake, and while the pool's spare
+ * could not start, it wakes to ask again (sched.h: VF__SPARE_RETRY_MS). */
 static const vf__deadline *blocked_sleep(blocked *b, const vf__deadline *until)
 {
-    if (b->pool == NULL || b->counted)
+    if (b->pool == NULL)
         return until;
-    if (vf__deadline_passed(&b->grace)) {
+    if (b->counted) {
+        vf__pool_stuck_again(b->pool);
+    } else if (vf__deadline_passed(&b->grace)) {
         vf__pool_stuck_enter(b->pool);
         b->counted = true;
-        return until;
+    } else {
+        return vf__deadline_earlier(until, &b->grace);
     }
-    return vf__deadline_earlier(until, &b->grace);
+    if (!vf__pool_spare_failing(b->pool))
+        return until;
+    b->retry = vf__deadline_within_us(until, VF__SPARE_RETRY_MS * 1000);
+    return &b->retry;
 }
 
 static void blocked_wake(blocked *b)
