@@ -1543,7 +1543,11 @@ VF_API int vf_run_wait_children(vf_run *run, vf_error *err);
  * this thread pushed, wait on its vars: vf_var_wait()). Returns 0, or
  * VF_EOPFAILED with the failure first in push order among those since the
  * last vf_engine_wait_all() that no wait reported; then every one of them
- * is cleared (ops pushed later run normally). VF_EDEADLK from inside an op
+ * is cleared (ops pushed later run normally). Of those that only this call
+ * could still report (their vars deleted or written since, or none
+ * written), the engine keeps the first in push order alone, so a program
+ * that never calls it keeps no more failures than its vars hold, and the
+ * first. VF_EDEADLK from inside an op
  * (it would wait for itself), and,
  * at once, from inside an op of another engine where the wait could never
  * finish: an op of `e` runs further out on the same thread (the calling op

@@ -223,11 +223,14 @@ vf__failure_report(vf__failure *stored, vf__failure *fenced, vf__wait_key key)
 /*
  * The engine's failures since the last wait_all, in the order they were
  * made (not push order: wait_all picks the first in push order). A record
- * a wait reported (claimed) is one wait_all will not report: the log lets
- * go of those when it has doubled since it last looked (a new record
- * looks), so a program that meets each failure in a var wait and never
- * calls wait_all does not keep every failure it ever had (found by a user
- * tester: a service grew by 400 bytes a failed op, without bound).
+ * a wait reported (claimed) is one wait_all will not report, and so is
+ * one that only the log holds (no var, op or fence: no wait but wait_all
+ * can reach it) behind another such in push order: the log lets go of
+ * those when it has doubled since it last looked (a new record looks), so
+ * a program that meets its failures in var waits, or lets their vars go,
+ * and never calls wait_all does not keep every failure it ever had (found
+ * by user testers: a service grew by 400 bytes a failed op, without
+ * bound).
  */
 typedef struct vf__failure_log {
     vf__failure_reserve reserve;
@@ -252,10 +255,10 @@ size_t vf__failure_log_count(vf__failure_log *log);
  * the log: returns the record with one reference for the caller. An empty
  * or NULL `op_name` is shown as "op #<place>". Beyond malloc and the
  * reserve, the failure joins the newest one listed that no wait reported
- * (reported with it, and skipping what it skips); when every one listed
- * was reported, or none is, it is lost: NULL (the op fails with no record,
- * and nothing after it skips: RELIABILITY.md, "Known limits"). Takes the
- * log lock (a leaf).
+ * and something besides the log holds (reported with it, and skipping
+ * what it skips); when there is none, it is lost: NULL (the op fails with no
+ * record, and nothing after it skips: RELIABILITY.md, "Known limits"). Takes
+ * the log lock (a leaf).
  */
 vf__failure *vf__failure_log_record(vf__failure_log *log, int code,
                                     const char *op_name, const char *message,
