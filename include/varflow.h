@@ -446,7 +446,8 @@ typedef struct vf_config {
  * Loaded in a plugin (dlopen()): destroy every engine before dlclose();
  * the library then gives its key back, so the plugin may be loaded again
  * any number of times (each thread that called it keeps a few hundred
- * bytes of it: its call slot and cached blocks). Its engines' threads run
+ * bytes of it at each load: its call slot and cached blocks, about 430
+ * bytes a load for a thread that made an engine). Its engines' threads run
  * its code: one left alive when it is unloaded crashes the process.
  */
 VF_API int vf_engine_create(vf_engine **out, const vf_config *config);
@@ -467,7 +468,8 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config);
  * started first. Errors not yet reported are dropped. A second destroy racing
  * the first gets VF_ESHUTDOWN. A profile to write at destroy
  * (vf_config.profile_path, VF_PROFILE) that cannot be written then (its
- * directory removed since the create, the disk full) is VF_ESYSTEM, its
+ * directory removed since the create, the disk full, no memory to take
+ * it) is VF_ESYSTEM, whatever the cause, its
  * detail (and a line on stderr) saying why: the engine is destroyed all
  * the same.
  *
@@ -1209,7 +1211,7 @@ VF_API int vf_operator_push_arg(vf_engine *e, vf_operator *op, int priority,
  * handle then names that operator); a push racing the destroy on another
  * thread either pushes a run or is refused so. VF_EXDEV for an operator of
  * another engine. One the program left undestroyed is retired by its
- * engine's destroy, not freed (a few bytes kept for the life of the
+ * engine's destroy, not freed (256 bytes kept for the life of the
  * process): a call on its handle then returns VF_EINVAL, even when another
  * engine was made at the old engine's address since.
  */
@@ -1528,7 +1530,9 @@ VF_API int vf_var_wait(vf_engine *e, vf_var v, vf_error *err);
  * a child it waited for: that child's function never ran, so what it
  * would have computed is not there. VF_ESKIPPED when, with no failure to
  * report, a child it waited for was skipped for the failure of an op
- * pushed after it, as vf_var_wait() says. VF_EINVAL when `run`
+ * pushed after it, as vf_var_wait() says. VF_ENOMEM when there is no
+ * memory to wait with: it waited for nothing, and the next call waits for
+ * these children too. VF_EINVAL when `run`
  * is NULL or not the running op's (call it from the op's own function, on
  * its thread: its run handle is valid only there, not in another engine's
  * `done` callback run above the op's wait). An op that pushed nothing
@@ -1851,9 +1855,10 @@ VF_API bool vf_graph_capturing(vf_engine *e);
  * engines); launches still running finish first (the graph is freed after
  * them), and a call on it racing the destroy either does its work or is
  * refused. An engine's destroy frees what the graphs the program did not
- * destroy hold, and retires their handles (a few bytes kept for the life
- * of the process): a call on one then returns VF_EINVAL, even when another
- * engine was made at the old engine's address since. VF_EINVAL, VF_EXDEV.
+ * destroy hold, and retires their handles (about 450 bytes each kept for
+ * the life of the process): a call on one then returns VF_EINVAL, even
+ * when another engine was made at the old engine's address since.
+ * VF_EINVAL, VF_EXDEV.
  */
 VF_API int vf_graph_destroy(vf_engine *e, vf_graph *g);
 /** @} */

@@ -13,8 +13,25 @@
  * 2. An op failure whose record cannot be allocated is still reported (as
  *    VF_ENOMEM or the op's own code) and still makes dependents skip: the
  *    first time, again the second time, and after a wait_all.
+ * 3. With the profiler on, each push with its first, second or third
+ *    allocation failing: every op whose push returned 0 is in the profile
+ *    or counted in vf_profile_dropped (a push that found no memory for its
+ *    record was in neither: found trying memory limits as a user).
+ * 4. A destroy whose profile (profile_path) cannot be taken for want of
+ *    memory is VF_ESYSTEM, as for a write that fails, never VF_ENOMEM (a
+ *    caller took that for a destroy that did not happen; found trying
+ *    memory limits as a user), and the engine is destroyed all the same.
+ * 5. vf_var_of that finds no memory for a new address's var says so in its
+ *    own name (its detail named vf_var_create, which it calls).
+ * 6. vf_run_wait_children with no memory to wait returns VF_ENOMEM having
+ *    waited for nothing, and the next call waits for the same children and
+ *    reports their failure (the header did not list VF_ENOMEM).
  */
 #include "runner.h"
+
+#include "varflow_profile.h"
+
+#include <unistd.h>
 
 /* the testing aid vf__testing_fail_alloc (fault injection) */
 #include "base/alloc.h"
@@ -312,6 +329,145 @@ TEST_KIND_CASE(records, k)
     lost_record(e, 2); /* the same again: still reported */
     CHECK_OK(vf_engine_wait_all(e, NULL));
     lost_record(e, 3); /* after a wait_all */
+    tu_finish_engine(e);
+}
+
+/* ------------------------------------------------------------ profile */
+
+TEST_KIND_CASE(profile_counts_what_it_could_not_record, k)
+{
+    vf_engine *e = tu_engine(k);
+    vf_var v = tu_var(e);
+    CHECK_OK(vf_profile_start(e));
+    uint64_t pushed = 0, refused = 0;
+    for (int i = 0; i < 300; i++) {
+        vf__testing_fail_alloc(1 + (uint64_t)(i % 3));
+        int rc = vf_engine_push(
+            e, &(vf_op){.fn = tu_nop, .writes = VF_VARS(v), .name = "op"});
+        vf__testing_fail_alloc(0);
+        if (rc == 0)
+            pushed++;
+        else if (rc == VF_ENOMEM)
+            refused++;
+        else
+            CHECK_REPORT_("push %d: %s", i, vf_error_name(rc));
+    }
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    vf_profile *p = NULL;
+    CHECK_OK(vf_profile_take(e, &p));
+    REQUIRE(p != NULL);
+    uint64_t kept = vf_profile_count(p), dropped = vf_profile_dropped(p);
+    if (kept + dropped != pushed)
+        CHECK_REPORT_("%s: %" PRIu64 " ops pushed, %" PRIu64
+                      " recorded, %" PRIu64 " dropped",
+                      k->name, pushed, kept, dropped);
+    CHECK(dropped > 0); /* some record's allocation failed */
+    CHECK(kept > 0);
+    vf_profile_destroy(p);
+    tu_finish_engine(e);
+}
+
+TEST_KIND_CASE(destroy_without_memory_for_its_profile, k)
+{
+    char dir[] = "/tmp/vf-enomem-XXXXXX";
+    REQUIRE(mkdtemp(dir) != NULL);
+    char path[64];
+    snprintf(path, sizeof path, "%s/p.json", dir);
+    int unwritten = 0;
+    for (uint64_t n = 1; n <= 40; n++) {
+        vf_config cfg = k->cfg;
+        cfg.profile_path = path;
+        vf_engine *e = tu_engine_cfg(k, &cfg);
+        vf_var v = tu_var(e);
+        for (int i = 0; i < 10; i++)
+            CHECK_OK(vf_engine_push(
+                e, &(vf_op){.fn = tu_nop, .writes = VF_VARS(v)}));
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        vf__testing_fail_alloc(n);
+        int rc = vf_engine_destroy(e);
+        vf__testing_fail_alloc(0);
+        if (rc == VF_ESYSTEM)
+            unwritten++;
+        else if (rc != 0)
+            CHECK_REPORT_("%s: the destroy with allocation %" PRIu64
+                          " failing: %s (%s)",
+                          k->name, n, vf_error_name(rc), vf_error_detail());
+        CHECK_ERR(vf_engine_destroy(e), VF_EINVAL); /* destroyed */
+        unlink(path);
+    }
+    CHECK(unwritten > 0); /* some failing allocation was the profile's */
+    rmdir(dir);
+}
+
+TEST_CASE(var_of_without_memory_says_so)
+{
+    static char addrs[10000];
+    int refused = 0;
+    for (uint64_t n = 1; n <= 6; n++) {
+        vf_engine *e = tu_engine(&tu_kinds[0]);
+        vf__testing_fail_alloc(n);
+        for (size_t i = 0; i < sizeof addrs; i++) {
+            vf_var v;
+            int rc = vf_var_of(e, &addrs[i], &v);
+            if (rc == 0)
+                continue;
+            CHECK_EQ(rc, VF_ENOMEM);
+            if (strncmp(vf_error_detail(), "vf_var_of: ", 11) != 0)
+                CHECK_REPORT_("allocation %" PRIu64 ": %s", n,
+                              vf_error_detail());
+            refused++;
+            break;
+        }
+        vf__testing_fail_alloc(0);
+        tu_finish_engine(e);
+    }
+    CHECK(refused > 0);
+}
+
+typedef struct held_child {
+    atomic_bool released;
+    atomic_int ran;
+    int first_rc, second_rc;
+} held_child;
+
+static int held_child_fn(vf_run *run, void *arg)
+{
+    (void)run;
+    held_child *h = *(held_child **)arg;
+    double until = tu_now() + 5;
+    while (!atomic_load(&h->released) && tu_now() < until)
+        sched_yield();
+    atomic_fetch_add(&h->ran, 1);
+    return 7;
+}
+
+static int parent_without_memory(vf_run *run, void *arg)
+{
+    held_child *h = *(held_child **)arg;
+    CHECK_OK(vf_engine_push(vf_run_engine(run), &(vf_op){.fn = held_child_fn,
+                                                         .arg = &h,
+                                                         .arg_size = sizeof h,
+                                                         .name = "child"}));
+    vf__testing_fail_alloc(1);
+    h->first_rc = vf_run_wait_children(run, NULL);
+    vf__testing_fail_alloc(0);
+    atomic_store(&h->released, true);
+    h->second_rc = vf_run_wait_children(run, NULL);
+    return 0;
+}
+
+TEST_CASE(wait_children_without_memory)
+{
+    vf_engine *e = tu_engine(&tu_kinds[2]); /* pooled/2 */
+    held_child h = {.first_rc = -1};
+    held_child *hp = &h;
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = parent_without_memory,
+                                        .arg = &hp,
+                                        .arg_size = sizeof hp}));
+    CHECK_OK(vf_engine_wait_all(e, NULL)); /* the second wait reported */
+    CHECK_EQ(h.first_rc, VF_ENOMEM);
+    CHECK_EQ(atomic_load(&h.ran), 1);
+    CHECK_EQ(h.second_rc, VF_EOPFAILED); /* it waited for the child */
     tu_finish_engine(e);
 }
 

@@ -98,6 +98,17 @@ TEST_KIND_CASE(only_dependent, k)
     CHECK(strncmp(err.op_name, longname, strnlen(err.op_name, 64)) == 0);
     CHECK(strnlen(err.op_name, 64) == 63);
     CHECK(strnlen(err.message, 256) == 255);
+    /* An over-long name is cut between UTF-8 characters: 62 bytes and a
+     * 3-byte one keep the 62 (it ended in a lone 0xE2: a user tester). */
+    char utf8name[70];
+    memset(utf8name, 'n', 62);
+    memcpy(utf8name + 62, "\xE2\x82\xAC", 4); /* the euro sign */
+    rec u;
+    rec_init(&u, 5, NULL);
+    push_rec(e, &u, NOVARS, VF_VARS(x), utf8name, false);
+    CHECK_ERR(vf_var_wait(e, x, &err), VF_EOPFAILED);
+    CHECK_EQ(strnlen(err.op_name, 64), 62u);
+    CHECK(strncmp(err.op_name, utf8name, 62) == 0);
     /* NULL err is fine too. */
     rec h;
     rec_init(&h, 9, NULL);

@@ -97,3 +97,15 @@ void vf__message_fit(char *dst, size_t cap, const char *src)
     memcpy(dst + head, gap, sizeof gap - 1);
     memcpy(dst + head + sizeof gap - 1, src + from, len - from + 1);
 }
+
+void vf__name_fit(char *dst, size_t cap, const char *src)
+{
+    size_t len = strlen(src);
+    if (len >= cap) {
+        len = cap - 1;
+        while (len > 0 && ((unsigned char)src[len] & 0xC0) == 0x80)
+            len--; /* src[len], the first byte left out, starts a character */
+    }
+    memcpy(dst, src, len);
+    dst[len] = '\0';
+}

@@ -24,4 +24,9 @@ int vf__fail(int code, const char *fmt, ...) VF_PRINTF_LIKE(2, 3);
  * hid it: found by a user tester). */
 void vf__message_fit(char *dst, size_t cap, const char *src);
 
+/* A name `src` into dst[cap] (vf_error.op_name's size): whole when it fits,
+ * else its beginning, cut between UTF-8 characters (cut at the byte, a
+ * name ended in a lone lead byte: found by a user tester). */
+void vf__name_fit(char *dst, size_t cap, const char *src);
+
 #endif /* VF_ERROR_H */

@@ -195,7 +195,10 @@ static int finish(vf_engine *e, const destroy_wait *w)
          * tester). */
         char why[256];
         snprintf(why, sizeof why, "%s", vf_error_detail());
-        rc = vf__fail(rc,
+        /* VF_ESYSTEM whatever the cause: a profile taken out of memory
+         * returned VF_ENOMEM, which a caller reads as a destroy that did
+         * not happen (found trying memory limits as a user). */
+        rc = vf__fail(VF_ESYSTEM,
                       "%s: the engine is destroyed (its handle is dead), but "
                       "its profile was not written: %s",
                       w->report.who, why);

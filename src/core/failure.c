@@ -218,7 +218,7 @@ vf__failure *vf__failure_log_record(vf__failure_log *log, int code,
     f->reserve = &log->reserve;
     f->info.code = code;
     if (op_name != NULL && op_name[0] != '\0')
-        snprintf(f->info.op_name, sizeof f->info.op_name, "%s", op_name);
+        vf__name_fit(f->info.op_name, sizeof f->info.op_name, op_name);
     else
         snprintf(f->info.op_name, sizeof f->info.op_name, "op #%" PRIu64,
                  place);

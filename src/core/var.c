@@ -554,7 +554,7 @@ uint64_t vf__var_table_destroy(vf__var_table *t)
     return live;
 }
 
-int vf__var_create(vf__var_table *t, vf_var *out)
+int vf__var_create(vf__var_table *t, vf_var *out, const char *who)
 {
     pthread_mutex_lock(&t->lock);
     vf__var *v = t->free_head;
@@ -564,10 +564,8 @@ int vf__var_create(vf__var_table *t, vf_var *out)
         uint32_t index = t->nslots;
         if (index >= (1u << VF__VAR_INDEX_BITS)) {
             pthread_mutex_unlock(&t->lock);
-            return vf__fail(VF_ENOMEM,
-                            "vf_var_create: all %u variable slots "
-                            "are in use",
-                            1u << VF__VAR_INDEX_BITS);
+            return vf__fail(VF_ENOMEM, "%s: all %u variable slots are in use",
+                            who, 1u << VF__VAR_INDEX_BITS);
         }
         unsigned c = index >> VF__VAR_CHUNK_BITS;
         vf__var *chunk = atomic_load_explicit(&t->chunks[c],
@@ -577,7 +575,7 @@ int vf__var_create(vf__var_table *t, vf_var *out)
                                        VF__VAR_CHUNK * sizeof *chunk);
             if (chunk == NULL) {
                 pthread_mutex_unlock(&t->lock);
-                return vf__fail(VF_ENOMEM, "vf_var_create: out of memory");
+                return vf__fail(VF_ENOMEM, "%s: out of memory", who);
             }
             for (unsigned i = 0; i < VF__VAR_CHUNK; i++) {
                 vf__spin_init(&chunk[i].lock);

@@ -167,8 +167,9 @@ void vf__var_table_after_fork(vf__var_table *t);
  * No op may be running. */
 void vf__var_table_drop_fences(vf__var_table *t);
 
-/* A new live var and its handle. VF_ENOMEM when out of memory or slots. */
-int vf__var_create(vf__var_table *t, vf_var *out);
+/* A new live var and its handle. VF_ENOMEM when out of memory or slots,
+ * the detail naming `who` (the API call). */
+int vf__var_create(vf__var_table *t, vf_var *out, const char *who);
 
 /* The slot a handle names: 0, VF_EINVAL (zero or malformed), VF_EXDEV, or
  * VF_ESTALE. Lock-free; a live answer must be confirmed under the var lock

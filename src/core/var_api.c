@@ -37,7 +37,7 @@ int vf__var_api_create(vf_engine *e, vf_var *out, const char *who)
         return rc;
     if (out == NULL)
         return vf__fail(VF_EINVAL, "%s: out is NULL", who);
-    return vf__var_create(&e->vars, out);
+    return vf__var_create(&e->vars, out, who);
 }
 
 VF_API int vf_var_create(vf_engine *e, vf_var *out)

@@ -1738,8 +1738,9 @@ static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
      * noted is over: the next wait's children note their own (an async
      * op's note, or one given up on by the search, made a later wait for
      * unrelated children refuse: found by the reviewer). Only this thread
-     * pushes its children, and it is here. */
-    if (rc != VF_ETIMEDOUT)
+     * pushes its children, and it is here. A wait that timed out, or had
+     * no memory to wait with, leaves them to the next. */
+    if (rc != VF_ETIMEDOUT && rc != VF_ENOMEM)
         atomic_store_explicit(&f->waits_up, 0, memory_order_relaxed);
     if (rc == VF_EDEADLK) {
         children_given_up(e, f);

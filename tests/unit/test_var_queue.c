@@ -348,8 +348,8 @@ TEST_CASE(handle_table)
     vf__var_table t;
     REQUIRE(vf__var_table_init(&t, 7) == 0);
     vf_var h1 = {0}, h2 = {0}, h3 = {0};
-    CHECK_OK(vf__var_create(&t, &h1));
-    CHECK_OK(vf__var_create(&t, &h2));
+    CHECK_OK(vf__var_create(&t, &h1, "test"));
+    CHECK_OK(vf__var_create(&t, &h2, "test"));
     CHECK(h1.id != h2.id);
     vf__var *v1 = NULL, *v2 = NULL, *v = NULL;
     CHECK_OK(vf__var_lookup(&t, h1, &v1));
@@ -369,7 +369,8 @@ TEST_CASE(handle_table)
     CHECK(vf__var_free_slot(&t, v1, vf__var_handle_gen(h1)));
     CHECK(!vf__var_free_slot(&t, v1, vf__var_handle_gen(h1))); /* once */
     CHECK_ERR(vf__var_lookup(&t, h1, &v), VF_ESTALE);
-    CHECK_OK(vf__var_create(&t, &h3)); /* the freed slot, a new generation */
+    CHECK_OK(
+        vf__var_create(&t, &h3, "test")); /* the freed slot, a new generation */
     CHECK_OK(vf__var_lookup(&t, h3, &v));
     CHECK(v == v1);
     CHECK(h3.id != h1.id);
@@ -418,18 +419,18 @@ TEST_CASE(a_slot_whose_generations_are_spent_retires)
     vf__var_table t;
     REQUIRE(vf__var_table_init(&t, 7) == 0);
     vf_var h = {0}, next = {0};
-    CHECK_OK(vf__var_create(&t, &h));
+    CHECK_OK(vf__var_create(&t, &h, "test"));
     vf__var *v = NULL;
     CHECK_OK(vf__var_lookup(&t, h, &v));
     /* As if the slot had been reused 2^24 - 3 times. */
     delete_and_free(&t, h);
     atomic_store(&v->gen, last - 1);
     vf_var before_last = {0}, at_last = {0};
-    CHECK_OK(vf__var_create(&t, &before_last));
+    CHECK_OK(vf__var_create(&t, &before_last, "test"));
     CHECK_OK(vf__var_lookup(&t, before_last, &v));
     CHECK_EQ(vf__var_handle_gen(before_last), last - 1);
     delete_and_free(&t, before_last);
-    CHECK_OK(vf__var_create(&t, &at_last));
+    CHECK_OK(vf__var_create(&t, &at_last, "test"));
     vf__var *w = NULL;
     CHECK_OK(vf__var_lookup(&t, at_last, &w));
     CHECK(w == v); /* the same slot, at its last generation */
@@ -447,7 +448,7 @@ TEST_CASE(a_slot_whose_generations_are_spent_retires)
     CHECK_ERR(vf__var_lookup(&t, before_last, &w), VF_ESTALE);
     CHECK_ERR(vf__var_lookup(&t, h, &w), VF_ESTALE);
     for (int i = 0; i < 3; i++) {
-        CHECK_OK(vf__var_create(&t, &next));
+        CHECK_OK(vf__var_create(&t, &next, "test"));
         CHECK_OK(vf__var_lookup(&t, next, &w));
         CHECK(w != v);
         delete_and_free(&t, next);
