@@ -1550,8 +1550,10 @@ VF_API int vf_run_wait_children(vf_run *run, vf_error *err);
  * is cleared (ops pushed later run normally). Of those that only this call
  * could still report (their vars deleted or written since, or none
  * written), the engine keeps the first in push order alone, so a program
- * that never calls it keeps no more failures than its vars hold, and the
- * first. VF_EDEADLK from inside an op
+ * that never calls it keeps the failures its vars and ops still hold and
+ * that first one (and up to as many again between two of its looks, made
+ * each time their number doubles), not every failure it ever had.
+ * VF_EDEADLK from inside an op
  * (it would wait for itself), and,
  * at once, from inside an op of another engine where the wait could never
  * finish: an op of `e` runs further out on the same thread (the calling op

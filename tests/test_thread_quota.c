@@ -139,10 +139,10 @@ TEST_CASE(recursion_without_spares)
  * VF__SPARE_FAIL_MS (100 ms) first. */
 static void *allow_threads_soon(void *arg)
 {
-    (void)arg;
+    long ms = arg != NULL ? *(const long *)arg : 10; /* after the first */
     while (atomic_load(&refused) == 0)
         sched_yield();
-    nanosleep(&(struct timespec){0, 10 * 1000000L}, NULL);
+    nanosleep(&(struct timespec){0, ms * 1000000L}, NULL);
     atomic_store(&refusing, 0);
     return NULL;
 }
@@ -167,17 +167,20 @@ TEST_CASE(a_short_refusal_costs_nothing)
 
 /* The same across two engines: an op of A blocks on B (a var wait, a
  * wait for all of B, a push at B's in-flight bound of 1, a destroy of B
- * draining it), and B's op it
- * waits for waits on A's var, written by an op queued behind it on A's
- * only worker: A must lend a spare, and its first try is refused. One
- * refused start left both engines waiting for ever, even with threads
- * allowed again 10 ms later: the blocked worker slept on B's condition
- * and never asked again (found by a user tester; each form hung). */
+ * draining it, a destroy of B waiting for another thread's call on B to
+ * return), and B's op it waits for waits on A's var, written by an op
+ * queued behind it on A's only worker: A must lend a spare, and its first
+ * try is refused. One refused start left both engines waiting for ever,
+ * even with threads allowed again 60 ms later: the blocked worker slept
+ * on B's condition and never asked again (found by a user tester; each
+ * form hung but the drain, which asked again at its 2 s stall report;
+ * the destroy waiting for a call, found by the fix's reviewer). */
 typedef enum {
     ACROSS_VAR_WAIT,
     ACROSS_WAIT_ALL,
     ACROSS_PUSH,
-    ACROSS_DESTROY
+    ACROSS_DESTROY,
+    ACROSS_DESTROY_CALLS
 } across_form;
 
 typedef struct across {
@@ -186,6 +189,8 @@ typedef struct across {
     across_form form;
     tu_gate a2_pushed;
     atomic_int ran;
+    atomic_bool caller_in; /* ACROSS_DESTROY_CALLS: the call is made */
+    int caller_rc;
 } across;
 
 static int across_b1(vf_run *run, void *arg)
@@ -209,8 +214,15 @@ static int across_a1(vf_run *run, void *arg)
         rc = vf_engine_wait_all(x->b, NULL);
     else if (x->form == ACROSS_PUSH) /* B holds b1, its bound */
         rc = vf_engine_push(x->b, &(vf_op){.fn = tu_nop});
-    else
+    else if (x->form == ACROSS_DESTROY)
         rc = vf_engine_destroy(x->b);
+    else { /* once the caller is inside its wait on B (most likely) */
+        double until = tu_now() + 5;
+        while (!atomic_load(&x->caller_in) && tu_now() < until)
+            sched_yield();
+        nanosleep(&(struct timespec){0, 20 * 1000000L}, NULL);
+        rc = vf_engine_destroy(x->b);
+    }
     atomic_fetch_add(&x->ran, 1);
     return rc;
 }
@@ -222,13 +234,22 @@ static int across_a2(vf_run *run, void *arg)
     return 0;
 }
 
+/* ACROSS_DESTROY_CALLS: a thread in a call on B while A's op destroys B. */
+static void *across_caller(void *arg)
+{
+    across *x = arg;
+    atomic_store(&x->caller_in, true);
+    x->caller_rc = vf_var_wait(x->b, x->vb, NULL);
+    return NULL;
+}
+
 TEST_CASE(a_short_refusal_across_engines)
 {
 #if defined(TU_ASAN) || defined(TU_TSAN)
     TEST_SKIP("the sanitizers intercept pthread_create");
 #endif
     tu_phase_limit("a short refusal across engines", 60);
-    for (int form = ACROSS_VAR_WAIT; form <= ACROSS_DESTROY; form++) {
+    for (int form = ACROSS_VAR_WAIT; form <= ACROSS_DESTROY_CALLS; form++) {
         across x = {.form = (across_form)form};
         across *xp = &x;
         tu_gate_init(&x.a2_pushed);
@@ -239,14 +260,20 @@ TEST_CASE(a_short_refusal_across_engines)
         x.va = tu_var(x.a);
         x.vb = tu_var(x.b);
         vf_var a1_out = tu_var(x.a);
-        pthread_t allower;
+        pthread_t allower, caller;
         atomic_store(&refused, 0);
-        REQUIRE(pthread_create(&allower, NULL, allow_threads_soon, NULL) == 0);
-        atomic_store(&refusing, 1);
+        /* 60 ms: past a1's 20 ms in ACROSS_DESTROY_CALLS (the first
+         * refusal may be B's pool's, for b1 blocks on A too). */
+        static const long refuse_ms = 60;
+        REQUIRE(pthread_create(&allower, NULL, allow_threads_soon,
+                               (void *)&refuse_ms) == 0);
         CHECK_OK(vf_engine_push(x.b, &(vf_op){.fn = across_b1,
                                               .arg = &xp,
                                               .arg_size = sizeof xp,
                                               .writes = VF_VARS(x.vb)}));
+        if (form == ACROSS_DESTROY_CALLS) /* it waits for b1 */
+            REQUIRE(pthread_create(&caller, NULL, across_caller, &x) == 0);
+        atomic_store(&refusing, 1);
         CHECK_OK(vf_engine_push(x.a, &(vf_op){.fn = across_a1,
                                               .arg = &xp,
                                               .arg_size = sizeof xp,
@@ -261,16 +288,21 @@ TEST_CASE(a_short_refusal_across_engines)
             CHECK_REPORT_("form %d: the wait for A returned %s", form,
                           vf_error_name(rc));
         REQUIRE(rc == 0); /* both engines hang otherwise */
-        if (form != ACROSS_DESTROY)
+        bool destroyed = form >= ACROSS_DESTROY;
+        if (!destroyed)
             CHECK_OK(vf_engine_wait_all(x.b, NULL));
         CHECK_EQ(atomic_load(&x.ran), 3);
+        if (form == ACROSS_DESTROY_CALLS) {
+            pthread_join(caller, NULL);
+            CHECK_OK(x.caller_rc);
+        }
         if (atomic_load(&refused) == 0) { /* no spare was asked for */
             CHECK_REPORT_("form %d: no thread start was refused", form);
             atomic_store(&refused, 1); /* the allower waits for one */
         }
         pthread_join(allower, NULL);
         tu_finish_engine(x.a);
-        if (form != ACROSS_DESTROY)
+        if (!destroyed)
             tu_finish_engine(x.b);
         tu_gate_destroy(&x.a2_pushed);
     }

@@ -495,8 +495,7 @@ static void run_batch(vf__op *op, int worker, bool shutdown)
             vf__var *v = vf__dep_var(vf__op_dep(op, (int)(refs[r] >> 1)));
             if (f != NULL) {
                 vf__failure_ref(f);
-                vf__failure_unref(atomic_exchange_explicit(
-                    &v->failure, f, memory_order_acq_rel));
+                vf__var_set_failure(v, f);
             }
             if (!skipped)
                 vf__var_wrote(v);

@@ -269,12 +269,14 @@ void vf__failure_log_retract(vf__failure_log *log, vf__failure *f,
     vf__failure_unref(f);     /* the caller's */
 }
 
-bool vf__failure_log_report(vf__failure_log *log, uint64_t place, vf_error *err)
+bool vf__failure_log_report(vf__failure_log *log,
+                            const _Atomic uint64_t *pushed, vf_error *err)
 {
     /* Unlink the records up to `place` under the lock; report and clear
      * them outside it (unref takes the reserve's lock). */
     vf__failure *mine = NULL, **tail = &mine;
     pthread_mutex_lock(&log->lock);
+    uint64_t place = atomic_load_explicit(pushed, memory_order_relaxed);
     vf__failure **link = &log->head;
     log->tail = NULL;
     while (*link != NULL) {

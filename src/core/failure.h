@@ -276,15 +276,18 @@ void vf__failure_log_retract(vf__failure_log *log, vf__failure *f,
                              uint64_t place);
 
 /*
- * wait_all's report at `place` (every op up to it has finished, and every
- * op they pushed): the record first in push order among those listed of
- * ops up to `place` and their descendants (their root is up to `place`)
+ * wait_all's report, at the place `*pushed` holds (the engine's push
+ * counter: every op up to it has finished, and every op they pushed), read
+ * under the log lock: the record first in push order among those listed
  * that no wait reported yet is copied to `*err` (when not NULL) and the
- * call returns true; then every such record is cleared there and leaves
- * the log. Records of ops after `place` (pushed by another thread
- * meanwhile) stay listed for the next wait_all.
+ * call returns true; then every listed record is cleared there and leaves
+ * the log. Read there, the place comes after every listed record's root
+ * (its op was pushed before the record was made): taken before the lock,
+ * a record of a later push could stay for the next wait_all while the one
+ * the log kept before it (unlist_unreportable) went with this one, and the
+ * next reported a later failure (found by the reviewer of that keeping).
  */
-bool vf__failure_log_report(vf__failure_log *log, uint64_t place,
-                            vf_error *err);
+bool vf__failure_log_report(vf__failure_log *log,
+                            const _Atomic uint64_t *pushed, vf_error *err);
 
 #endif /* VF_FAILURE_H */

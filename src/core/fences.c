@@ -73,8 +73,7 @@ static void keep_replaced_failure(vf__var *v, vf__fence *old)
     if (f == NULL)
         return;
     vf__failure_ref(f);
-    vf__failure_unref(
-        atomic_exchange_explicit(&v->failure, f, memory_order_acq_rel));
+    vf__var_set_failure(v, f);
 }
 
 void vf__fences_leave(vf__op *op, vf__fence *f)
@@ -168,8 +167,7 @@ static void take_write_failure(vf__var *v, vf__fence *w)
     vf__failure *f = w != NULL ? vf__fence_failure(w) : NULL;
     if (f != NULL) {
         vf__failure_ref(f);
-        vf__failure_unref(
-            atomic_exchange_explicit(&v->failure, f, memory_order_acq_rel));
+        vf__var_set_failure(v, f);
     }
 }
 

@@ -1047,8 +1047,7 @@ static void launch_ops_fail(vf__op *op, int rc, const char *why, bool on_vars)
         for (uint32_t w = 0; on_vars && w < pn->nwrites; w++) {
             vf__var *v = g->writes[pn->writes_at + w];
             vf__failure_ref(f);
-            vf__failure_unref(
-                atomic_exchange_explicit(&v->failure, f, memory_order_acq_rel));
+            vf__var_set_failure(v, f);
             vf__var_wrote(v);
         }
         vf__failure_unref(f);
@@ -1159,8 +1158,7 @@ void vf__graph_failure_written(vf__graph_inst *in, vf__failure *f,
         atomic_store_explicit(&in->failures, true, memory_order_relaxed);
     for (uint32_t i = 0; i < nwrites; i++) {
         vf__failure_ref(f);
-        vf__failure_unref(atomic_exchange_explicit(&writes[i]->failure, f,
-                                                   memory_order_acq_rel));
+        vf__var_set_failure(writes[i], f);
     }
 }
 

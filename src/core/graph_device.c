@@ -442,8 +442,7 @@ static void node_released(vf__op *op, bool done)
         vf__var *v = vf__dep_var(d);
         if (op->failure != NULL) {
             vf__failure_ref(op->failure);
-            vf__failure_unref(atomic_exchange_explicit(&v->failure, op->failure,
-                                                       memory_order_acq_rel));
+            vf__var_set_failure(v, op->failure);
         }
         if (done && !op->skipped)
             vf__var_wrote(v);

@@ -1067,6 +1067,11 @@ void vf__pool_stuck_again(vf__pool *p)
     pthread_mutex_unlock(&p->spare_lock);
 }
 
+bool vf__pool_spare_failing(vf__pool *p)
+{
+    return atomic_load(&p->spare_failed_since) != 0 && all_stuck(p);
+}
+
 /* Whether the pool's spares have failed to start for VF__SPARE_FAIL_MS. */
 static bool spares_failing_long(vf__pool *p)
 {

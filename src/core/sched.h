@@ -361,13 +361,14 @@ bool vf__pool_any_queued(const vf__pool *p);
  */
 void vf__pool_stuck_enter(vf__pool *p);
 
-/* Whether the last spare the pool tried to start could not be (no thread
- * since): a thread counted stuck asks again (vf__pool_stuck_again) every
- * VF__SPARE_RETRY_MS at most. */
-static inline bool vf__pool_spare_failing(vf__pool *p)
-{
-    return atomic_load(&p->spare_failed_since) != 0;
-}
+/* Whether the pool owes a spare: every thread of it is stuck and the last
+ * spare it tried to start could not be (no thread since). A thread
+ * counted stuck then asks again (vf__pool_stuck_again) every
+ * VF__SPARE_RETRY_MS; not while another thread of the pool runs, which
+ * makes the try itself once it is stuck too (one refusal made every later
+ * block of its workers wake every 10 ms for the pool's life: found by the
+ * reviewer). */
+bool vf__pool_spare_failing(vf__pool *p);
 
 /* A thread that stays counted stuck (a waiter with no stack room for any
  * op: wait.c) looks again: the pool starts a spare if every thread is

@@ -442,16 +442,24 @@ void vf__var_complete_read(vf__var *v, const vf__op *from, vf__readylist *ready)
         make_ready(write_op, v, true, from, ready);
 }
 
+void vf__var_set_failure(vf__var *v, vf__failure *f)
+{
+    vf__spin_lock(&v->lock);
+    vf__failure *old = atomic_exchange_explicit(&v->failure, f,
+                                                memory_order_acq_rel);
+    vf__spin_unlock(&v->lock);
+    vf__failure_unref(old);
+}
+
 void vf__var_complete_write(vf__var *v, const vf__op *from,
                             vf__failure *failure, bool ran,
                             vf__readylist *ready)
 {
     if (failure != NULL) {
-        /* We hold the var exclusively: no op reads `failure` now. */
+        /* We hold the var exclusively: no op reads `failure` now (a wait
+         * may: vf__var_set_failure). */
         vf__failure_ref(failure);
-        vf__failure *old = atomic_exchange_explicit(&v->failure, failure,
-                                                    memory_order_acq_rel);
-        vf__failure_unref(old);
+        vf__var_set_failure(v, failure);
     }
     if (ran)
         vf__var_wrote(v);

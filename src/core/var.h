@@ -412,6 +412,15 @@ void vf__var_release_reads(const vf__var *v, vf__dep *first_read, int n,
 bool vf__var_ahead_behind(vf__var *v, const vf__op *holder,
                           const struct vf__family *up, uint64_t place);
 
+/* Make `f` (a reference the caller gives; NULL: none) v's failure, and let
+ * go of the one it replaces. Under v's lock, which a wait that reads v's
+ * failure holds until it has its own reference (wait.c: wait_settled): a
+ * nested wait may read it while a later write of v finishes, and the
+ * replaced record, freed between the two, was used after its free (found
+ * by a reviewer). Call it without v's lock; only where v is written (its
+ * writer, its delete, its fences). */
+void vf__var_set_failure(vf__var *v, vf__failure *f);
+
 /* Release a read / the head write held by the finishing op `from` (take the
  * lock themselves). Ops this makes ready are added to `ready`. A write passes
  * on `failure` (may be NULL) to the var and, when `ran`, bumps its version. */

@@ -76,8 +76,8 @@ static bool run_delete(vf__op *op, int worker, bool shutdown)
     (void)worker;
     (void)shutdown; /* frees even then */
     vf__var *v = vf__dep_var(&op->deps[0]);
-    vf__failure_unref(
-        atomic_exchange_explicit(&v->failure, NULL, memory_order_acq_rel));
+    if (atomic_load_explicit(&v->failure, memory_order_relaxed) != NULL)
+        vf__var_set_failure(v, NULL); /* it holds v alone: none comes */
     vf__var_unmark(v); /* the delete's run: nothing marked is left */
     /* A kept delete (vf_var_of revived its var while it was held) leaves
      * its generation live: its var goes on, at version 0. */

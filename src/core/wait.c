@@ -1908,10 +1908,9 @@ static int wait_all(vf_engine *e, int64_t timeout_ms, vf__cross_wait *cross,
 
     /* Every op pushed so far has finished: report the first failure in
      * push order that no wait reported, and clear them all from here on
-     * (failure.h). */
-    uint64_t place = vf__push_wait_place(e);
+     * (failure.h; the place read there). */
     vf_error first;
-    if (!vf__failure_log_report(&e->failures, place, &first))
+    if (!vf__failure_log_report(&e->failures, &e->pushed, &first))
         return 0;
     return report_info(&first, err, who);
 }

@@ -41,6 +41,13 @@
  * a look leaves none, and the first look comes at 64. */
 #define CLAIMED_BOUND 64u
 
+/* wait_all's report with every op up to `place` pushed. */
+static bool report_at(vf__failure_log *log, uint64_t place, vf_error *err)
+{
+    _Atomic uint64_t pushed = place;
+    return vf__failure_log_report(log, &pushed, err);
+}
+
 static vf__wait_key top_level_wait(uint64_t after_place)
 {
     return (vf__wait_key){.up = NULL, .next = after_place + 1, .self = false};
@@ -64,7 +71,7 @@ TEST_CASE(claimed_records_are_let_go)
     if (most > CLAIMED_BOUND)
         CHECK_REPORT_("the log listed %zu claimed records at once", most);
     vf_error err;
-    CHECK(!vf__failure_log_report(&log, 10000, &err)); /* all reported */
+    CHECK(!report_at(&log, 10000, &err)); /* all reported */
     CHECK_EQ(vf__failure_log_count(&log), 0u);
     vf__failure_log_destroy(&log);
 }
@@ -90,7 +97,7 @@ TEST_CASE(unclaimed_records_stay)
     }
     vf_error err;
     memset(&err, 0, sizeof err);
-    CHECK(vf__failure_log_report(&log, 5000, &err));
+    CHECK(report_at(&log, 5000, &err));
     CHECK(strcmp(err.op_name, "op 7") == 0);
     CHECK_EQ(vf__failure_log_count(&log), 0u);
     for (size_t i = 0; i < unclaimed; i++)
@@ -120,7 +127,7 @@ TEST_CASE(records_only_the_log_holds_go_but_the_first)
         CHECK_REPORT_("the log listed %zu records at once", most);
     vf_error err;
     memset(&err, 0, sizeof err);
-    CHECK(vf__failure_log_report(&log, 5000, &err));
+    CHECK(report_at(&log, 5000, &err));
     CHECK(strcmp(err.op_name, "op 7") == 0);
     CHECK_EQ(vf__failure_log_count(&log), 0u);
     vf__failure_log_destroy(&log);
@@ -231,7 +238,7 @@ TEST_CASE(a_report_lets_the_next_look_come_sooner)
         vf__failure_unref(
             vf__failure_log_record(&log, 7, "burst", "", place, NULL));
     vf_error err;
-    CHECK(vf__failure_log_report(&log, place - 1, &err)); /* wait_all's */
+    CHECK(report_at(&log, place - 1, &err)); /* wait_all's */
     CHECK_EQ(vf__failure_log_count(&log), 0u);
     size_t most = 0;
     for (uint64_t end = place + 1000; place < end; place++) {
