@@ -277,7 +277,8 @@ void vf__failure_log_retract(vf__failure_log *log, vf__failure *f,
 
 /*
  * wait_all's report, at the place `*pushed` holds (the engine's push
- * counter: every op up to it has finished, and every op they pushed), read
+ * counter: every op up to it had finished when wait_all's drain ended, and
+ * every op they pushed, but for those another thread pushed since), read
  * under the log lock: the record first in push order among those listed
  * that no wait reported yet is copied to `*err` (when not NULL) and the
  * call returns true; then every listed record is cleared there and leaves

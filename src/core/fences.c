@@ -56,24 +56,26 @@ int vf__fences_of_var(vf__var *v, bool write_fence, bool reads, vf__fence **out)
     return n;
 }
 
-/* A device write replaces v's write fence `old` (the writer holds v
- * exclusively): what old's work left must not go with it. A failure
- * sticks to what it wrote until a newer one replaces it (rule 9), and a
- * successful write keeps it; but vf__fences_var_failure reads the newest
- * fence's failure, else v's own, so old's would be lost and an older one of v's
- * own come back. Old's failure becomes v's own here, under the new fence,
- * which is newer. Old still in flight needs nothing: the writer's stream
- * waited for it carrying its failure (device_op_begin; no wait before the
- * writer has met it, so it is live), and the new fence carries it if it
- * comes. A no_skip writer, whose waits only order, met its fences on the
- * host before it ran (run_body) and found none. */
-static void keep_replaced_failure(vf__var *v, vf__fence *old)
+/* Under v's lock: a device write replaces v's write fence `old` (the
+ * writer holds v exclusively): what old's work left must not go with it. A
+ * failure sticks to what it wrote until a newer one replaces it (rule 9),
+ * and a successful write keeps it; but vf__fences_var_failure reads the
+ * newest fence's failure, else v's own, so old's would be lost and an
+ * older one of v's own come back. Old's failure becomes v's own here,
+ * under the new fence, which is newer, in the same step (var.h:
+ * vf__var_swap_failure_locked); returns the record it replaced, for the
+ * caller to let go of after unlocking. Old still in flight needs nothing:
+ * the writer's stream waited for it carrying its failure (device_op_begin;
+ * no wait before the writer has met it, so it is live), and the new fence
+ * carries it if it comes. A no_skip writer, whose waits only order, met
+ * its fences on the host before it ran (run_body) and found none. */
+static vf__failure *keep_replaced_failure(vf__var *v, vf__fence *old)
 {
-    vf__failure *f = vf__fence_failure(old);
+    vf__failure *f = old != NULL ? vf__fence_failure(old) : NULL;
     if (f == NULL)
-        return;
+        return NULL;
     vf__failure_ref(f);
-    vf__var_set_failure(v, f);
+    return vf__var_swap_failure_locked(v, f);
 }
 
 void vf__fences_leave(vf__op *op, vf__fence *f)
@@ -89,12 +91,13 @@ void vf__fences_leave_rw(vf__op *op, vf__fence *wf, vf__fence *rf)
         vf__fence *f = write ? wf : rf;
         vf__fence *drop[1 + VF__VAR_READ_FENCES];
         int ndrop = 0;
-        vf__fence *old = NULL;
+        vf__failure *replaced = NULL;
         vf__fence_ref(f);
         vf__spin_lock(&v->lock);
         if (write) {
             if (v->wfence != NULL)
-                drop[ndrop++] = old = v->wfence;
+                drop[ndrop++] = v->wfence;
+            replaced = keep_replaced_failure(v, v->wfence);
             for (int k = 0; k < v->nrfences; k++)
                 drop[ndrop++] = v->rfences[k];
             v->nrfences = 0;
@@ -112,8 +115,7 @@ void vf__fences_leave_rw(vf__op *op, vf__fence *wf, vf__fence *rf)
             v->rfences[k] = f;
         }
         vf__spin_unlock(&v->lock);
-        if (old != NULL)
-            keep_replaced_failure(v, old);
+        vf__failure_unref(replaced);
         for (int k = 0; k < ndrop; k++) {
             /* A read fence pushed out by a full var, from another stream,
              * must still be met by the next writer: meet it now. */
@@ -159,16 +161,18 @@ vf__failure *vf__fences_var_failure(vf_engine *e, vf__var *v, vf__failure *own,
     return f != NULL ? f : own;
 }
 
-/* What the last device write's work left, once it is resolved, becomes
- * v's own failure (it sticks, rule 9), not the fence's, which goes. The
- * caller holds v exclusively (or no op runs): no reader races. */
-static void take_write_failure(vf__var *v, vf__fence *w)
+/* Under v's lock: what the last device write's work left, once it is
+ * resolved, becomes v's own failure (it sticks, rule 9), not the fence's,
+ * which goes, in the same step (a wait reads both under the lock). The
+ * caller holds v exclusively (or no op runs), and lets go of the record
+ * returned, the one replaced, after unlocking. */
+static vf__failure *take_write_failure(vf__var *v, vf__fence *w)
 {
     vf__failure *f = w != NULL ? vf__fence_failure(w) : NULL;
-    if (f != NULL) {
-        vf__failure_ref(f);
-        vf__var_set_failure(v, f);
-    }
+    if (f == NULL)
+        return NULL;
+    vf__failure_ref(f);
+    return vf__var_swap_failure_locked(v, f);
 }
 
 void vf__fences_drop(vf__var *v)
@@ -182,10 +186,11 @@ void vf__fences_drop(vf__var *v)
     vf__fence *r[VF__VAR_READ_FENCES];
     int n = v->nrfences;
     memcpy(r, v->rfences, sizeof r);
+    vf__failure *replaced = take_write_failure(v, w);
     v->wfence = NULL;
     v->nrfences = 0;
     vf__spin_unlock(&v->lock);
-    take_write_failure(v, w);
+    vf__failure_unref(replaced);
     vf__fence_unref(w);
     for (int i = 0; i < n; i++)
         vf__fence_unref(r[i]);
@@ -202,7 +207,7 @@ void vf__fences_clear_written(const vf__op *op)
 
 void vf__fences_drop_after_fork(vf__var *v)
 {
-    take_write_failure(v, v->wfence);
+    vf__failure_unref(take_write_failure(v, v->wfence)); /* no op runs */
     vf__fence *f[1 + VF__VAR_READ_FENCES];
     int n = 0;
     if (v->wfence != NULL)

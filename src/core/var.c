@@ -445,8 +445,7 @@ void vf__var_complete_read(vf__var *v, const vf__op *from, vf__readylist *ready)
 void vf__var_set_failure(vf__var *v, vf__failure *f)
 {
     vf__spin_lock(&v->lock);
-    vf__failure *old = atomic_exchange_explicit(&v->failure, f,
-                                                memory_order_acq_rel);
+    vf__failure *old = vf__var_swap_failure_locked(v, f);
     vf__spin_unlock(&v->lock);
     vf__failure_unref(old);
 }

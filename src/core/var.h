@@ -421,6 +421,18 @@ bool vf__var_ahead_behind(vf__var *v, const vf__op *holder,
  * writer, its delete, its fences). */
 void vf__var_set_failure(vf__var *v, vf__failure *f);
 
+/* The same for a caller that holds v's lock, changing v's fences with it
+ * in one step (fences.c: a wait that settles reads both under the lock,
+ * and between two steps saw the fence gone and the older failure, so it
+ * reported nothing: found by a reviewer). Returns the record replaced, for
+ * the caller to let go of once it unlocked (its free takes the log's
+ * reserve lock). */
+static inline vf__failure *vf__var_swap_failure_locked(vf__var *v,
+                                                       vf__failure *f)
+{
+    return atomic_exchange_explicit(&v->failure, f, memory_order_acq_rel);
+}
+
 /* Release a read / the head write held by the finishing op `from` (take the
  * lock themselves). Ops this makes ready are added to `ready`. A write passes
  * on `failure` (may be NULL) to the var and, when `ran`, bumps its version. */
