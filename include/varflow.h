@@ -220,7 +220,9 @@ VF_API int vf_error_set_detail(int code, const char *fmt, ...)
  */
 typedef struct vf_error {
     int code;          /**< what the failing op returned or passed */
-    char op_name[64];  /**< the name of the op that failed first (unnamed: "op
+    char op_name[64];  /**< the name of the op that failed first (a longer
+                            one cut between UTF-8 characters, as are the
+                            names that details quote; unnamed: "op
                             #" and its place in push order; an op pushed
                             from inside an op takes its place when its
                             parent runs, so its number, and the later

@@ -109,6 +109,17 @@ TEST_KIND_CASE(only_dependent, k)
     CHECK_ERR(vf_var_wait(e, x, &err), VF_EOPFAILED);
     CHECK_EQ(strnlen(err.op_name, 64), 62u);
     CHECK(strncmp(err.op_name, utf8name, 62) == 0);
+    /* A detail quoting a longer one cuts it there too, its quote kept:
+     * 89 bytes and the euro sign, in an op with no function. */
+    char quoted[100];
+    memset(quoted, 'q', 89);
+    memcpy(quoted + 89, "\xE2\x82\xAC", 4);
+    CHECK_ERR(vf_engine_push(e, &(vf_op){.writes = VF_VARS(y), .name = quoted}),
+              VF_EINVAL);
+    const char *q = strstr(vf_error_detail(), "(op \"qqq");
+    CHECK(q != NULL);
+    if (q != NULL)
+        CHECK(strcmp(q + 5 + 89, "\")") == 0);
     /* NULL err is fine too. */
     rec h;
     rec_init(&h, 9, NULL);

@@ -201,19 +201,30 @@ bad_handle(int rc, const char *who, const char *what, int i, vf_var h)
 /* How a detail names an op at push time: its name, or "an unnamed op"
  * (the "op #<place>" of later messages has no place yet: a refused push
  * takes none). `buf` holds the quoted form. */
+/* `name` quoted into buf[size] (at least 6: `op ""` and its end), cut
+ * between UTF-8 characters to fit, its closing quote kept (cut at a byte,
+ * a long name lost its quote and could end in part of a character). */
+static const char *quoted_name(const char *name, char *buf, size_t size)
+{
+    memcpy(buf, "op \"", 4);
+    vf__name_fit(buf + 4, size - 5, name);
+    size_t len = strlen(buf);
+    memcpy(buf + len, "\"", 2);
+    return buf;
+}
+
 static const char *op_words(const char *name, char *buf, size_t size)
 {
     if (name == NULL || *name == '\0')
         return "an unnamed op";
-    snprintf(buf, size, "op \"%s\"", name);
-    return buf;
+    return quoted_name(name, buf, size);
 }
 
 const char *vf__op_label(const char *name, uint64_t place,
                          char buf[VF__OP_LABEL_MAX])
 {
     if (name != NULL && *name != '\0')
-        snprintf(buf, VF__OP_LABEL_MAX, "op \"%s\"", name);
+        quoted_name(name, buf, VF__OP_LABEL_MAX);
     else if (place != 0)
         snprintf(buf, VF__OP_LABEL_MAX, "op #%" PRIu64, place);
     else

@@ -170,6 +170,8 @@ static uint64_t stamp(vf__profiler *p)
  * is (vf_profile_dropped). */
 static void count_dropped(vf__profiler *p, uint32_t session, uint64_t n)
 {
+    if (n == 0) /* a part's (vf__prof_op_split counts the rest's) */
+        return;
     pthread_mutex_lock(&p->lock);
     if (session == session_now(p))
         p->dropped += n;
