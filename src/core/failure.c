@@ -272,28 +272,16 @@ void vf__failure_log_retract(vf__failure_log *log, vf__failure *f,
 bool vf__failure_log_report(vf__failure_log *log,
                             const _Atomic uint64_t *pushed, vf_error *err)
 {
-    /* Unlink the records up to `place` under the lock; report and clear
-     * them outside it (unref takes the reserve's lock). */
-    vf__failure *mine = NULL, **tail = &mine;
+    /* Take every listed record under the lock (each one's root is up to
+     * `place`, read there: failure.h); report and clear them outside it
+     * (unref takes the reserve's lock). */
     pthread_mutex_lock(&log->lock);
     uint64_t place = atomic_load_explicit(pushed, memory_order_relaxed);
-    vf__failure **link = &log->head;
-    log->tail = NULL;
-    while (*link != NULL) {
-        vf__failure *f = *link;
-        if (f->root <= place) {
-            *link = f->next;
-            f->next = NULL;
-            *tail = f;
-            tail = &f->next;
-            log->count--;
-        } else {
-            log->tail = f;
-            link = &f->next;
-        }
-    }
-    /* From what is left: a look put off by a burst that this report took
-     * away let claimed records pile up to twice the burst. */
+    vf__failure *mine = log->head;
+    log->head = log->tail = NULL;
+    log->count = 0;
+    /* From what is left (nothing): a look put off by a burst that this
+     * report took away let claimed records pile up to twice the burst. */
     look_again_at_double(log);
     pthread_mutex_unlock(&log->lock);
 
