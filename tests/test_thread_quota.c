@@ -14,6 +14,12 @@
  *
  * - threads refused for 10 ms only: the same recursion goes on, with no
  *   VF_EDEADLK;
+ * - threads refused for 60 ms while a worker of one engine blocks on
+ *   another (a var wait, a wait for all, a push at the in-flight bound, a
+ *   destroy, or a destroy with another thread in a call on it), whose op
+ *   needs an op queued behind it: the blocked worker asks for its spare
+ *   again, and both engines finish (they waited for ever after one
+ *   refusal: found by a user tester);
  * - a device's first op, whose threads cannot start: VF_ESYSTEM, the same
  *   detail at every try, naming the thread; it runs once threads start;
  *   so do its pools that could not start when others did, and the
