@@ -929,7 +929,9 @@ typedef struct vf_op {
     bool nonblocking VF_ZERO_;     /**< at the in-flight limit: VF_EAGAIN, not
                                         wait */
     const char *name VF_ZERO_;     /**< for errors, logs and profiles; may be
-                                        NULL */
+                                        NULL; must stay valid until the op
+                                        has finished (the profiler keeps a
+                                        copy) */
     size_t arg_size VF_ZERO_;      /**< 0: `arg` is passed as it is, and must
                                         outlive the op. Otherwise the push
                                         copies arg_size bytes from `arg` into
@@ -1579,7 +1581,8 @@ VF_API int vf_engine_wait_all(vf_engine *e, vf_error *err);
  * vf_var_wait() and vf_engine_wait_all() giving up after `timeout_ms`
  * milliseconds (negative: never; 0: only look) with VF_ETIMEDOUT, whose detail
  * (vf_error_detail()) names the async ops started and never completed,
- * the usual reason a wait never ends. A wait that timed out reports and
+ * the usual reason a wait never ends (the oldest first, each whole, then
+ * how many more it did not name). A wait that timed out reports and
  * clears nothing: the failure stays for a later wait. A look (0) at a var
  * leaves nothing behind, and runs nothing, from inside an op too: looks
  * polled in a loop there may never see an op they look for end, where it

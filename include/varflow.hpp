@@ -615,7 +615,7 @@ inline const char dropped_message[] =
  * destroyed before its engine is: the engine's destructor waits for every
  * async op, so a completion declared before the engine (destroyed after
  * it) leaves that destructor waiting for ever (vf_engine_destroy() says on
- * stderr every 2 s which op it waits for).
+ * stderr after 2 s, and every 10 s after, which op it waits for).
  */
 class completion
 {

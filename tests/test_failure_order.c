@@ -17,6 +17,7 @@
  * - timed waits: VF_ETIMEDOUT naming the async op nobody completed, also
  *   from inside an op; vf_engine_stats counts it in flight; a wait that
  *   timed out reports nothing, so a later wait still gets the failure;
+ *   with 1000 in flight, the detail names whole ops and counts the rest;
  * - an op that returns VF_ESKIPPED itself is counted as failed;
  * - an unnamed failing op is reported as "op #N", N its place in push order;
  * - a child placed by time behind a later op's failing child is skipped,
@@ -429,6 +430,45 @@ TEST_KIND_CASE(timed_waits, k)
     CHECK_EQ(st.async_in_flight, 0);
     CHECK_OK(vf_engine_wait_all_timed(e, 1000, &err));
     CHECK_OK(vf_engine_destroy(e));
+}
+
+/* A timed wait with 1000 async ops in flight, the oldest with a name of
+ * 300 bytes: its detail names whole ops only (the long name cut, its
+ * closing quote kept) and ends with how many more it did not name; those
+ * named and the rest add up to 1000. The sentence was cut at the buffer's
+ * end, mid-word, the count of the rest lost (found by a user tester). */
+TEST_CASE(timed_wait_counts_the_async_ops_it_does_not_name)
+{
+    enum { N = 1000 };
+    vf_engine *e = tu_engine(&tu_kinds[2]);
+    static held h[N];
+    static char names[N][301]; /* valid until each op has finished */
+    memset(names[0], 'n', 300);
+    for (int i = 0; i < N; i++) {
+        if (i > 0)
+            snprintf(names[i], sizeof names[i], "async_%d", i);
+        atomic_store(&h[i].started, 0);
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.async_fn = held_fn, .arg = &h[i], .name = names[i]}));
+        CHECK(tu_wait_flag(&h[i].started, 1, TU_TIMEOUT));
+    }
+    CHECK_ERR(vf_engine_wait_all_timed(e, 0, NULL), VF_ETIMEDOUT);
+    const char *d = vf_error_detail();
+    int named = 0;
+    for (const char *q = d; (q = strstr(q, "s ago)")) != NULL; q++)
+        named++;
+    const char *more = strstr(d, ") and ");
+    unsigned rest = 0;
+    bool whole = more != NULL && sscanf(more, ") and %u more", &rest) == 1 &&
+                 strlen(d) > 5 && strcmp(d + strlen(d) - 5, " more") == 0 &&
+                 named >= 1 && named + (int)rest == N &&
+                 strstr(d, "nnnn\" (op #1, started") != NULL;
+    if (!whole)
+        CHECK_REPORT_("the detail: %s", d);
+    for (int i = 0; i < N; i++)
+        CHECK_OK(vf_completion_finish(h[i].done, 0, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    tu_finish_engine(e);
 }
 
 static int return_skipped(vf_run *run, void *arg)

@@ -11,7 +11,8 @@
  * work ran inside its own function (device_sync: the device stage adds
  * nothing), and a host op whose device pred finished before it started.
  * A figure within 10 points of its threshold gives the verdict "between"
- * (both verdicts, the figure, both sentences), in every output.
+ * (both verdicts, the figure, both sentences), in every output. A run on
+ * one worker is "one worker" only where the figures say worker-bound.
  * Then on emulated runs whose right verdict is known:
  *   - a chain of device ops over one var, each 4 ms of device work: the
  *     critical path holds every op and covers their device time, the
@@ -219,6 +220,44 @@ TEST_CASE(async_ops_are_not_worker_time)
     CHECK_OK(vf__prof_verdict_of(&p, &path, NULL, "op", &v));
     CHECK(strcmp(v.key, "one-worker") != 0);
     CHECK_EQ(v.host_ns, 0);
+}
+
+/* Ops on worker 0 alone, of a pool of 4: `n` ops back to back over
+ * `busy` ns of a 1000 ns span, the critical path `crit` ns. */
+static vf__prof_verdict one_worker_at(int n, uint64_t busy, uint64_t crit)
+{
+    vf_profile_record r[10];
+    for (int i = 0; i < n; i++)
+        r[i] = rec((uint64_t)i + 1, busy * (uint64_t)i / (uint64_t)n,
+                   busy * (uint64_t)(i + 1) / (uint64_t)n, 0, 0, 0);
+    vf_profile p = snapshot(r, (size_t)n, NULL);
+    p.span_ns = 1000;
+    vf_profile_path path = {.length_ns = crit};
+    vf__prof_verdict v;
+    CHECK_OK(vf__prof_verdict_of(&p, &path, NULL, "op", &v));
+    return v;
+}
+
+/* One worker ran every op: "One worker." unless the figures say plainly
+ * dependency-bound or idle (each 10 points past its line): a chain on one of
+ * four workers is dependency-bound, a worker mostly idle is idle (both
+ * were "One worker.", which read as a pool of one: found by a user
+ * tester, whose chain of 40 ops on 4 workers turned "Dependency-bound"
+ * whenever one unrelated op landed on a second worker). */
+TEST_CASE(one_worker_only_where_it_is_the_answer)
+{
+    expect_verdict(one_worker_at(10, 1000, 1000), "dependency",
+                   "Dependency-bound.", "The critical path alone is 100.0%");
+    expect_verdict(one_worker_at(1, 6, 6), "idle", "Workers were idle.",
+                   "3 of the 4 workers ran no op");
+    expect_verdict(one_worker_at(10, 1000, 100), "one-worker", "One worker.",
+                   "the DAG would allow a parallelism of 10.0 (3 of the 4 "
+                   "workers ran no op");
+    /* Near a line, one lane's figures decide nothing: one worker. */
+    expect_verdict(one_worker_at(10, 1000, 650), "one-worker", "One worker.",
+                   "a parallelism of 1.5");
+    expect_verdict(one_worker_at(10, 700, 70), "one-worker", "One worker.",
+                   "a parallelism of 10.0");
 }
 
 /*

@@ -146,7 +146,6 @@ int vf__prof_levels(const vf_profile *p, vf__prof_level **out, size_t *n);
  * work on a stream; the resources are the workers that ran ops and the
  * streams that ran device work. In this order, the first that holds:
  *   EMPTY       nothing recorded;
- *   ONE_WORKER  one worker ran every op, and no device work;
  *   DEPENDENCY  the critical path is >= 70% of the span;
  *   DEVICE      one stream ran work >= 70% of the span;
  *   WORKERS     on average >= 75% of the resources were busy;
@@ -156,6 +155,10 @@ int vf__prof_levels(const vf_profile *p, vf__prof_level **out, size_t *n);
  * differ, the run is BETWEEN them (`lo` the first in this order, `hi` the
  * other; the text names the figures and gives both sentences), so runs
  * of one program that differ by noise do not flip from one to the other.
+ * ONE_WORKER where one worker ran every op, with no device work and no
+ * async op, unless the run is plainly DEPENDENCY (`hi`) or IDLE (`lo`):
+ * what the DAG would allow, not "more workers would help" (the pool may
+ * have had more, idle).
  * `top` names the op with the most run time (NULL: none). 0 or VF_ENOMEM.
  */
 typedef enum vf__prof_verdict_kind {

@@ -67,6 +67,17 @@ static void say(vf__prof_verdict *out, const char *fmt, ...)
     va_end(ap);
 }
 
+/* The note on workers that ran nothing, when some did not, and, with
+ * `why`, the usual reason when others were busy. */
+static void say_workers_unused(vf__prof_verdict *out, const vf_profile *p,
+                               bool why)
+{
+    if (out->workers < p->nworkers)
+        say(out, " (%d of the %d workers ran no op%s)",
+            p->nworkers - out->workers, p->nworkers,
+            why ? ": ops go only to the pool their property names" : "");
+}
+
 /* "X of Y workers" or "X of Y workers and streams (W workers, S
  * streams)", and the note on workers that ran nothing. */
 static void say_resources(vf__prof_verdict *out, const vf_profile *p,
@@ -82,11 +93,7 @@ static void say_resources(vf__prof_verdict *out, const vf_profile *p,
     else
         say(out, "On average %.2f of %d workers were busy", busy,
             out->workers > 0 ? out->workers : 1);
-    if (out->workers < p->nworkers)
-        say(out,
-            " (%d of the %d workers ran no op: ops go only to the pool "
-            "their property names)",
-            p->nworkers - out->workers, p->nworkers);
+    say_workers_unused(out, p, true);
 }
 
 /* The figures each verdict is decided on, and what its sentence needs. */
@@ -199,6 +206,25 @@ static void tell(vf__prof_verdict_kind kind, const vf_profile *p,
                 (double)out->async_ns / (double)span);
         break;
     }
+}
+
+/* A run whose ops all ran on one worker (or inline), not plainly
+ * dependency-bound or idle: not "worker-bound, more workers would help"
+ * when the pool had more (they ran nothing), nor "between" figures of one
+ * lane, but what the DAG would allow. A chain on one worker (the path at
+ * least 80% of the span) is dependency-bound, a worker busy less than 65%
+ * of it with a short path idle, as on many (it said "One worker." for
+ * both: found by a user tester). */
+static void tell_one_worker(const vf_profile *p, const figures *f,
+                            vf__prof_verdict *out)
+{
+    out->kind = VF__VERDICT_ONE_WORKER;
+    out->key = "one-worker";
+    out->title = "One worker.";
+    say(out, "Ops ran one at a time; the DAG would allow a parallelism of %.1f",
+        f->dag);
+    say_workers_unused(out, p, false);
+    say(out, ".");
 }
 
 /* A verdict's name inside a sentence. */
@@ -359,18 +385,13 @@ int vf__prof_verdict_of(const vf_profile *p, const vf_profile_path *path,
         out->key = "empty";
         out->title = "Nothing was recorded.";
         say(out, "Start the profiler before pushing ops.");
-    } else if (out->streams == 0 && out->workers <= 1 && out->async_ns == 0) {
-        out->kind = VF__VERDICT_ONE_WORKER;
-        out->key = "one-worker";
-        out->title = "One worker.";
-        say(out,
-            "Ops ran one at a time; the DAG would allow a parallelism "
-            "of %.1f.",
-            f.dag);
     } else {
         vf__prof_verdict_kind lo = classify(&f, -VERDICT_MARGIN),
                               hi = classify(&f, VERDICT_MARGIN);
-        if (lo == hi)
+        if (hi != VF__VERDICT_DEPENDENCY && lo != VF__VERDICT_IDLE &&
+            out->streams == 0 && out->workers <= 1 && out->async_ns == 0)
+            tell_one_worker(p, &f, out);
+        else if (lo == hi)
             tell(lo, p, &f, out);
         else
             tell_between(lo, hi, p, &f, out);
