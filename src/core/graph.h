@@ -251,6 +251,13 @@ static inline bool vf__graph_holds_for(const vf__op *op)
            op->def->kind == &vf__kind_graph_rest;
 }
 
+/* Whether the launch of node `nd` takes v as its push named it, at the
+ * handle's generation `gen` (a var deleted once the graph let go of it
+ * may leave its slot to a new var, which the launch never took); then
+ * *write says whether to write. */
+bool vf__graph_launch_takes(const vf__op *nd, const vf__var *v, uint32_t gen,
+                            bool *write);
+
 /* The op whose place holds v for the graph of node `nd` now (the launch
  * op, or a split's rest op), for a node's wait on v (push.c: under v's
  * lock). */

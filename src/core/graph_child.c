@@ -26,6 +26,17 @@ static int bvar_index(const vf_graph *g, const vf__var *v)
     return -1;
 }
 
+bool vf__graph_launch_takes(const vf__op *nd, const vf__var *v, uint32_t gen,
+                            bool *write)
+{
+    const vf_graph *g = nd->graph->g;
+    int b = bvar_index(g, v);
+    if (b < 0 || g->bvars[b].gen != gen)
+        return false;
+    *write = g->bvars[b].write;
+    return true;
+}
+
 /* How node i of the graph's plan uses v (vf__op_uses of its push). */
 static int plan_uses(const vf_graph *g, uint32_t i, const vf__var *v)
 {
@@ -328,7 +339,10 @@ int vf__graph_child_pushed(vf__op *parent, const vf__op *child, const char *who)
         const vf__var *v = vf__dep_var(cd);
         int use = vf__op_uses(parent, v);
         int b = use != VF__USES_NOT || in->in_order ? bvar_index(g, v) : -1;
-        if (b < 0)
+        /* A new var in the slot of one the graph let go of (deleted) is
+         * not the graph's: the child's entry is staged, with its
+         * generation (vf__graph_launch_takes). */
+        if (b < 0 || g->bvars[b].gen != (uint32_t)cd->gen)
             continue;
         if (use == VF__USES_TO_READ) {
             /* A read beside the node's, where the graph writes v later. */

@@ -1261,9 +1261,8 @@ static void drop_marker(vf_engine *e, vf__var *v, vf__op *op, vf__waiter *w)
  * before this one have finished, and the wait waits for what the node pushed
  * on v before it, as its push would have (wait_var: before its key). */
 static const vf__op *launch_hold(const vf__op *cur, const vf__var *v,
-                                 bool *settled)
+                                 uint32_t gen, bool *settled)
 {
-    const vf__op *launch = cur->graph->launch;
     /* The node reads v itself (a write is refused before): the graph's
      * writes of v before it are its predecessors, over; those after it
      * wait for it, which waiting for them would wait for itself. */
@@ -1273,18 +1272,15 @@ static const vf__op *launch_hold(const vf__op *cur, const vf__var *v,
     *settled = false;
     if (cur->graph->in_order)
         return NULL;
-    for (int i = 0; i < launch->nvars; i++) {
-        const vf__dep *d = vf__op_dep(launch, i);
-        if (vf__dep_var(d) != v)
-            continue;
-        *settled = !vf__dep_write(d);
-        /* The node, whose graph's hold the marker goes behind: the launch
-         * op's place, or the rest op's that holds v for the graph since a
-         * node's children split it (graph.h), found under v's lock, where
-         * the graph changes its holder (push.c). */
-        return *settled ? NULL : cur;
-    }
-    return NULL;
+    bool write;
+    if (!vf__graph_launch_takes(cur, v, gen, &write))
+        return NULL;
+    *settled = !write;
+    /* The node, whose graph's hold the marker goes behind: the launch op's
+     * place, or the rest op's that holds v for the graph since a node's
+     * children split it (graph.h), found under v's lock, where the graph
+     * changes its holder (push.c). */
+    return *settled ? NULL : cur;
 }
 
 /* The refusals a wait for a var or for all meets first, whoever calls:
@@ -1384,7 +1380,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
     bool settled = false;
     bool node = nested && VF__UNLIKELY(cur->def->kind->flags & VF__KIND_GRAPH);
     if (node)
-        hold = launch_hold(cur, v, &settled);
+        hold = launch_hold(cur, v, gen, &settled);
     else if (nested)
         /* The op reads v itself: every op before it on v has finished,
          * and the serial program's wait waits for no later one. Queued at
