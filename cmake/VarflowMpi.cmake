@@ -26,23 +26,27 @@ endif()
 
 if(VF_HAVE_MPI)
   file(GLOB VF_MPI_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/mpi/*.c)
-  # The record map (src/base/hashmap.c, libc only) is compiled in as well,
-  # hidden like the rest: libvarflow.so exports no vf__* symbol. Linked
-  # statically, the two archives hold the same object, and the linker takes
-  # one of them.
-  list(APPEND VF_MPI_SOURCES ${PROJECT_SOURCE_DIR}/src/base/hashmap.c)
   add_library(varflow_mpi_objects OBJECT ${VF_MPI_SOURCES})
-  set_target_properties(varflow_mpi_objects PROPERTIES
-    POSITION_INDEPENDENT_CODE ON C_VISIBILITY_PRESET hidden)
-  target_include_directories(varflow_mpi_objects PUBLIC
-    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>)
-  target_include_directories(varflow_mpi_objects PRIVATE ${PROJECT_SOURCE_DIR}/src)
-  target_compile_definitions(varflow_mpi_objects PRIVATE _GNU_SOURCE VF_BUILDING)
-  target_link_libraries(varflow_mpi_objects PRIVATE vf_build_flags MPI::MPI_C
-                        Threads::Threads)
+  # The record map (src/base/hashmap.c, libc only), compiled into the shared
+  # library, hidden like the rest: libvarflow.so exports no vf__* symbol.
+  # The static one takes libvarflow.a's copy: with one in each archive, a
+  # link of both whole (--whole-archive, to bundle them into one plugin)
+  # failed on the duplicates (found by a user tester).
+  add_library(varflow_mpi_map OBJECT ${PROJECT_SOURCE_DIR}/src/base/hashmap.c)
+  foreach(o varflow_mpi_objects varflow_mpi_map)
+    set_target_properties(${o} PROPERTIES
+      POSITION_INDEPENDENT_CODE ON C_VISIBILITY_PRESET hidden)
+    target_include_directories(${o} PUBLIC
+      $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>)
+    target_include_directories(${o} PRIVATE ${PROJECT_SOURCE_DIR}/src)
+    target_compile_definitions(${o} PRIVATE _GNU_SOURCE VF_BUILDING)
+    target_link_libraries(${o} PRIVATE vf_build_flags MPI::MPI_C
+                          Threads::Threads)
+  endforeach()
 
   add_library(varflow_mpi_static STATIC $<TARGET_OBJECTS:varflow_mpi_objects>)
-  add_library(varflow_mpi_shared SHARED $<TARGET_OBJECTS:varflow_mpi_objects>)
+  add_library(varflow_mpi_shared SHARED $<TARGET_OBJECTS:varflow_mpi_objects>
+                                        $<TARGET_OBJECTS:varflow_mpi_map>)
   target_link_libraries(varflow_mpi_static PUBLIC varflow_static MPI::MPI_C)
   target_link_libraries(varflow_mpi_shared PUBLIC varflow_shared MPI::MPI_C)
   foreach(t varflow_mpi_static varflow_mpi_shared)

@@ -299,7 +299,11 @@ typedef struct vf_config {
                                             be written (its directory missing or
                                             not writable: a new file is made
                                             there and removed to find out) is
-                                            refused (VF_EINVAL). VF_PROFILE
+                                            refused (VF_EINVAL). A relative
+                                            path names a file in the working
+                                            directory of the create, where
+                                            destroy writes it after a chdir
+                                            too. VF_PROFILE
                                             names it for every engine: each
                                             destroy replaces the file whole,
                                             the last one stays ("-": each

@@ -1210,6 +1210,34 @@ TEST_CASE(at_destroy)
     free(text);
 }
 
+/* A relative path is the create's working directory's: a chdir between
+ * create and destroy (a daemon's to "/") does not move the profile (it
+ * went to the directory of the moment: found by a user tester). */
+TEST_CASE(relative_path_as_at_create)
+{
+    tu_phase_limit("relative path", 30);
+    char here[4096];
+    REQUIRE(getcwd(here, sizeof here) != NULL);
+    char *sub = path_in_dir("elsewhere");
+    REQUIRE(mkdir(sub, 0700) == 0 || errno == EEXIST);
+    REQUIRE(chdir(dir) == 0);
+    vf_engine *e = NULL;
+    CHECK_OK(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_POOLED,
+                                               .cpu_workers = 1,
+                                               .profile_path = "rel.txt"}));
+    REQUIRE(chdir(sub) == 0);
+    vf_var v = tu_var(e);
+    push_n(e, v, 3, "relative");
+    CHECK_OK(vf_engine_destroy(e));
+    REQUIRE(chdir(here) == 0);
+    char *text = tu_read_file(path_in_dir("rel.txt"));
+    CHECK(text != NULL && strstr(text, "relative") != NULL);
+    free(text);
+    char moved[200];
+    snprintf(moved, sizeof moved, "%s/rel.txt", sub);
+    CHECK(access(moved, F_OK) != 0);
+}
+
 /* Two engines profiling to one path (as VF_PROFILE names it for every
  * engine of a process), destroyed at once: the file holds one whole
  * profile, the last written, never the two interleaved (found trying the

@@ -2,9 +2,11 @@
 #include "base/deadline.h"
 #include "profile/hooks.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
 #include "base/deadline.h"
@@ -69,10 +71,32 @@ struct var_last {
     uint64_t write, read;
 };
 
+/* `path` as the create's working directory names it: a relative path
+ * joined to it, so destroy writes where the create checked (after a
+ * chdir, a daemon's to "/", it wrote to the directory of the moment, or
+ * failed where the check had passed: found by a user tester). As it is
+ * where it is absolute, "-", or the directory cannot be had (removed). */
+static char *absolute_path(const char *path)
+{
+    char cwd[PATH_MAX];
+    if (path[0] == '/' || strcmp(path, "-") == 0 ||
+        getcwd(cwd, sizeof cwd) == NULL)
+        return vf__strdup(path);
+    size_t nc = strlen(cwd), np = strlen(path);
+    char *abs = vf__malloc(nc + 1 + np + 1);
+    if (abs != NULL) {
+        memcpy(abs, cwd, nc);
+        abs[nc] = '/';
+        memcpy(abs + nc + 1, path, np + 1);
+    }
+    return abs;
+}
+
 int vf__prof_create(vf__profiler **out, size_t max_records, const char *path)
 {
     vf__profiler *p = vf__calloc(1, sizeof *p);
-    if (p == NULL || (path != NULL && (p->path = vf__strdup(path)) == NULL)) {
+    if (p == NULL ||
+        (path != NULL && (p->path = absolute_path(path)) == NULL)) {
         free(p);
         return VF_ENOMEM;
     }
