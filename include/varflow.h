@@ -487,7 +487,10 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config);
  *
  * An async op whose completion never comes makes destroy wait for ever:
  * after 2 s, and every 10 s while it waits, destroy names on stderr the
- * async ops started and never completed (name, place in push order, age).
+ * async ops started and never completed (name, place in push order, age),
+ * and the ops the engine's workers have run since the wait began and run
+ * still, a sync op that never returns say (place in push order, worker,
+ * for at least how long).
  *
  * A fork() while another thread destroys the engine leaves it dead in
  * the child, without that thread: every call on it there that can fail
@@ -981,7 +984,8 @@ typedef struct vf_op {
  * engine. A push from outside that waits for room behind async ops whose
  * completions only a later push would bring (an op pushed after one
  * completes it) waits for ever: after 2 s, and every 10 s after, it says
- * so on stderr, naming the async ops in flight.
+ * so on stderr, naming the async ops in flight and the ops its workers
+ * run, as destroy does.
  * From inside an op, a child that is ready at its push (no op it conflicts
  * with is pending) may run at once, inside the push, on the pushing worker
  * (vf_run_worker() is the parent's), as the serial program runs it and as

@@ -252,6 +252,7 @@ static int destroy(vf_engine *e, int64_t timeout_ms, const char *who)
     vf__lifecycle_destroy_begins(e);
     destroy_wait w = {.e = e, .timeout_ms = timeout_ms};
     vf__stall_report_start(&w.report, who);
+    vf__stall_sample(e);
     /* A stopped engine runs its held ops. A timed destroy that gave up
      * waiting for calls leaves it started too, as the header says (it
      * left it stopped, its ops held: found by the reviewer), unless

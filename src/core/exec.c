@@ -1930,12 +1930,20 @@ vf__op *vf__exec_worker_execute(vf__worker *w, vf__op *op)
      * at once, and with it an operator's def (found by the second
      * reviewer). */
     bool async = def->async;
-    if (graph)
+    if (graph) {
         worker_run_nodes(w, op, &ready);
-    else if (VF__LIKELY(run_body(op, w->index)))
-        finish(op, &ready);
-    else if (!async) /* an async op's call counted its waiter back in */
-        op->def->kind->released_in_flight(op, &ready);
+    } else {
+        /* What the stall reports name (sched.h: running_place). */
+        uint64_t outer = atomic_load_explicit(&w->running_place,
+                                              memory_order_relaxed);
+        atomic_store_explicit(&w->running_place, op->place,
+                              memory_order_relaxed);
+        if (VF__LIKELY(run_body(op, w->index)))
+            finish(op, &ready);
+        else if (!async) /* an async op's call counted its waiter back in */
+            op->def->kind->released_in_flight(op, &ready);
+        atomic_store_explicit(&w->running_place, outer, memory_order_relaxed);
+    }
     vf__readylist rest; /* other pools' ops and inline ones */
     vf__readylist_init(&rest);
     bool here = false; /* one of rest runs on this thread */

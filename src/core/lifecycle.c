@@ -239,6 +239,10 @@ static void drain(vf_engine *e, bool all)
      * waits for ever, and said nothing (found by a user tester). */
     vf__stall_report report;
     vf__stall_report_start(&report, all ? "fork()" : "vf_engine_stop");
+    FOR_EACH_DRAINING(d, e, all)
+    {
+        vf__stall_sample(d); /* what each runs now, for the reports */
+    }
     for (bool drained = false; !drained;) {
         drained = true;
         bool due = vf__stall_report_due_in_ms(&report) == 0;

@@ -213,6 +213,7 @@ static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
     pthread_mutex_lock(&e->waits.lock);
     vf__stall_report report;
     vf__stall_report_start(&report, who);
+    vf__stall_sample(e);
     while (!reserve(e)) {
         int64_t due_ms = vf__stall_report_due_in_ms(&report);
         int64_t look_ms = BLOCKED_LOOK_MS;

@@ -103,6 +103,13 @@ struct vf__worker {
     vf__stream *stream;
     /* Per-worker counters, written only by this worker (relaxed). */
     _Atomic uint64_t ran, failed, skipped;
+    /* The place in push order of the op this worker runs now (the
+     * innermost, where it runs ops inside one's wait; 0: none, or a run
+     * of graph nodes), written only by this worker (relaxed), for the
+     * stall reports (stall_report.h), which sample it: `seen_place` at
+     * `seen_ms`, written by them only. */
+    _Atomic uint64_t running_place, seen_place;
+    _Atomic int64_t seen_ms;
     /* A spare (see vf__pool_stuck_enter): a thread of the pool beyond its
      * workers, with no queue of its own (it places and takes like a
      * thread outside the pool, and counts in the engine's counters), and

@@ -6,10 +6,12 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "core/engine.h"
+#include "core/sched.h"
 
 static _Atomic uint32_t grace_ms = 2000, period_ms = 10000;
 
@@ -67,14 +69,89 @@ double vf__stall_report_said(vf__stall_report *r)
     return (double)(now - r->start_ms) / 1000.0;
 }
 
+/* Each worker of e's pools in turn, `fn(w, pool, arg)`; the pools made
+ * so far (a device's are published with a release store of npools). */
+static void each_worker(vf_engine *e,
+                        void (*fn)(vf__worker *w, const vf__pool *p, void *arg),
+                        void *arg)
+{
+    int npools = atomic_load_explicit(&e->npools, memory_order_acquire);
+    for (int i = 0; i < npools; i++)
+        for (int j = 0; j < e->pools[i].nworkers; j++)
+            fn(&e->pools[i].workers[j], &e->pools[i], arg);
+}
+
+static void sample_worker(vf__worker *w, const vf__pool *p, void *arg)
+{
+    (void)p;
+    uint64_t place = atomic_load_explicit(&w->running_place,
+                                          memory_order_relaxed);
+    if (place != atomic_load_explicit(&w->seen_place, memory_order_relaxed)) {
+        atomic_store_explicit(&w->seen_ms, *(const int64_t *)arg,
+                              memory_order_relaxed);
+        atomic_store_explicit(&w->seen_place, place, memory_order_relaxed);
+    }
+}
+
+void vf__stall_sample(vf_engine *e)
+{
+    int64_t now = vf__stall_now_ms();
+    each_worker(e, sample_worker, &now);
+}
+
+/* The sentence on the ops workers have run since an earlier sample, at
+ * most SHOWN of them, each whole; the others sampled anew. */
+typedef struct running_words {
+    char *buf;
+    size_t n, len;
+    int64_t now;
+    int shown, more;
+} running_words;
+
+static void say_worker(vf__worker *w, const vf__pool *p, void *arg)
+{
+    enum { SHOWN = 4, ENTRY_MAX = 120 };
+    running_words *rw = arg;
+    uint64_t place = atomic_load_explicit(&w->running_place,
+                                          memory_order_relaxed);
+    if (place == 0 ||
+        place != atomic_load_explicit(&w->seen_place, memory_order_relaxed)) {
+        sample_worker(w, p, &rw->now);
+        return;
+    }
+    double s = (double)(rw->now - atomic_load_explicit(&w->seen_ms,
+                                                       memory_order_relaxed)) /
+               1000.0;
+    char entry[ENTRY_MAX];
+    snprintf(entry, sizeof entry,
+             "%s op #%" PRIu64 " has run for at least %.1f s on worker %d (%s)",
+             rw->shown ? "," : "; the running", place, s, w->index, p->name);
+    if (rw->shown >= SHOWN || rw->len + strlen(entry) + 32 >= rw->n) {
+        rw->more++;
+        return;
+    }
+    size_t k = strlen(entry);
+    memcpy(rw->buf + rw->len, entry, k + 1);
+    rw->len += k;
+    rw->shown++;
+}
+
 void vf__stall_report_say(vf__stall_report *r, vf_engine *e, const char *what)
 {
-    char ops[512];
+    char ops[512], running[384];
     vf__async_describe(&e->async, ops, sizeof ops);
+    running_words rw = {
+        .buf = running, .n = sizeof running, .now = vf__stall_now_ms()};
+    running[0] = '\0';
+    each_worker(e, say_worker, &rw);
+    if (rw.more > 0)
+        snprintf(running + rw.len, sizeof running - rw.len, " and %d more",
+                 rw.more);
     double waited_s = vf__stall_report_said(r);
-    vf__stall_write(
-        "varflow: %s has waited %.1f s for %s (%" PRIu32 " ops pending); %s\n",
-        r->who, waited_s, what, vf__counts_pending(vf__engine_counts(e)), ops);
+    vf__stall_write("varflow: %s has waited %.1f s for %s (%" PRIu32
+                    " ops pending); %s%s\n",
+                    r->who, waited_s, what,
+                    vf__counts_pending(vf__engine_counts(e)), ops, running);
 }
 
 void vf__stall_report_pace(vf__stall_report *r, vf_engine *e, const char *what)

@@ -15,7 +15,8 @@
  * - destroy's reports on stderr (grace and period shortened): waiting for
  *   an async op nobody completes, and for another thread's wait blocked
  *   on it, each named with its place and age, more than once; a stop's
- *   and a fork's drain report the same way (core/stall_report.h); with
+ *   and a fork's drain report the same way (core/stall_report.h); a sync
+ *   op a worker runs since the wait began is named by its place; with
  *   stderr a full pipe, a stop and a destroy return, their reports
  *   dropped.
  */
@@ -289,6 +290,82 @@ TEST_CASE(destroy_reports_calls)
     vf__stall_report_times(50, 100);
     check_reports(destroy_reports(true), DESTROY_SAID,
                   "calls in progress on other threads");
+    vf__stall_report_times(2000, 10000);
+}
+
+/* A sync op that does not return (blocked on a gate), pushed fourth,
+ * three ops queued behind it on its var, and destroy: its reports name
+ * it as the op a worker has run since the wait began (they said only
+ * "no async op in flight": found by a user tester whose op slept). */
+static tu_gate sync_gate;
+
+static int held_sync(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    atomic_store(&started, true);
+    CHECK(tu_gate_wait(&sync_gate, TU_TIMEOUT));
+    return 0;
+}
+
+static int quick(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return 0;
+}
+
+typedef struct sync_scene {
+    vf_engine *e;
+    int fd;
+    char *text;
+} sync_scene;
+
+static void *open_after_reports(void *arg)
+{
+    sync_scene *s = arg;
+    s->text = await_reports(s->fd, 2);
+    tu_gate_open(&sync_gate);
+    return NULL;
+}
+
+TEST_CASE(destroy_names_the_running_sync_op)
+{
+    vf__stall_report_times(50, 100);
+    tu_gate_init(&sync_gate);
+    sync_scene s = {0};
+    CHECK_OK(vf_engine_create(
+        &s.e, &(vf_config){.type = VF_ENGINE_POOLED, .cpu_workers = 1}));
+    REQUIRE(s.e != NULL);
+    vf_var v;
+    CHECK_OK(vf_var_create(s.e, &v));
+    atomic_store(&started, false);
+    for (int i = 0; i < 7; i++)
+        CHECK_OK(vf_engine_push(s.e, &(vf_op){.fn = i == 3 ? held_sync : quick,
+                                              .writes = VF_VARS(v)}));
+    while (!atomic_load(&started))
+        sched_yield();
+    fflush(stderr);
+    FILE *tmp = tmpfile();
+    REQUIRE(tmp != NULL);
+    s.fd = fileno(tmp);
+    int saved = dup(2);
+    REQUIRE(saved >= 0 && dup2(fileno(tmp), 2) >= 0);
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, open_after_reports, &s) == 0);
+    CHECK_OK(vf_engine_destroy(s.e));
+    pthread_join(t, NULL);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    fclose(tmp);
+    int n = count_of(s.text, DESTROY_SAID);
+    if (n < 2 || strstr(s.text, "no async op in flight") == NULL ||
+        count_of(s.text, "; the running op #4 has run for at least ") < n ||
+        count_of(s.text, " s on worker 0 (cpu)") < n)
+        CHECK_REPORT_("the reports: \"%s\"", s.text);
+    free(s.text);
+    tu_gate_destroy(&sync_gate);
     vf__stall_report_times(2000, 10000);
 }
 
