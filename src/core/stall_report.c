@@ -87,9 +87,11 @@ static void sample_worker(vf__worker *w, const vf__pool *p, void *arg)
     uint64_t place = atomic_load_explicit(&w->running_place,
                                           memory_order_relaxed);
     if (place != atomic_load_explicit(&w->seen_place, memory_order_relaxed)) {
+        /* The time first: a report that reads the place reads it after
+         * (say_worker). */
         atomic_store_explicit(&w->seen_ms, *(const int64_t *)arg,
                               memory_order_relaxed);
-        atomic_store_explicit(&w->seen_place, place, memory_order_relaxed);
+        atomic_store_explicit(&w->seen_place, place, memory_order_release);
     }
 }
 
@@ -115,7 +117,7 @@ static void say_worker(vf__worker *w, const vf__pool *p, void *arg)
     uint64_t place = atomic_load_explicit(&w->running_place,
                                           memory_order_relaxed);
     if (place == 0 ||
-        place != atomic_load_explicit(&w->seen_place, memory_order_relaxed)) {
+        place != atomic_load_explicit(&w->seen_place, memory_order_acquire)) {
         sample_worker(w, p, &rw->now);
         return;
     }
