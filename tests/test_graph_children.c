@@ -26,7 +26,10 @@
  *   before the ops that use its var; a child's wait on what its node
  *   reads returns 0;
  * - a node's wait on a new var in the slot of a var the graph let go of
- *   (deleted meanwhile) waits for the child that writes it;
+ *   (deleted meanwhile) waits for the child that writes it; one on a
+ *   handle vf_var_of revived for a var the graph still holds returns 0,
+ *   as the pushes' does, and so does one on a var the launch does not
+ *   take, written only by an op pushed after the launch;
  * - many nodes reading a var, each with children reading it beside it,
  *   launches pipelined: every child sees the value before the graph's
  *   next write; children a node bulks go beside it too.
@@ -402,6 +405,131 @@ TEST_KIND_CASE(wait_on_a_new_var_in_a_slot_the_graph_let_go, k)
     CHECK_EQ(r.early, 0);
     CHECK_OK(vf_graph_destroy(e, g));
     tu_finish_engine(e);
+}
+
+/* N0 reads x; N1 waits until the program destroyed x and vf_var_of gave
+ * x's address a new handle (the same slot, revived at a new generation
+ * behind the graph's hold), then waits on that handle; N2 reads x, its
+ * last use, after N1. The pushes' wait returns 0 (nothing on the revived
+ * var comes before N1); so must the launch's, which holds the slot still.
+ * Taken for a var the launch never held, its marker went behind the
+ * delete, which waits for the graph's hold, so for N2, so for N1:
+ * VF_EDEADLK (the first fix of the case above, found by its reviewer). */
+typedef struct revive {
+    vf_engine *e;
+    vf_var x1;
+    atomic_int published;
+    int rc;
+} revive;
+
+static int revived_wait_node(vf_run *run, void *arg)
+{
+    (void)run;
+    revive *r = arg;
+    CHECK(tu_wait_flag(&r->published, 1, TU_TIMEOUT));
+    r->rc = vf_var_wait(r->e, r->x1, NULL);
+    return 0;
+}
+
+TEST_KIND_CASE(wait_on_a_revived_var_the_graph_holds, k)
+{
+    if (!k->threaded || k->workers < 2)
+        return; /* N1 waits for the program while it runs (as above) */
+    static char addr;
+    for (int graph = 0; graph <= 1; graph++) {
+        vf_engine *e = tu_engine(k);
+        revive r = {.e = e, .rc = -1};
+        vf_var x, a, z, b;
+        CHECK_OK(vf_var_of(e, &addr, &x));
+        CHECK_OK(vf_var_create(e, &a));
+        CHECK_OK(vf_var_create(e, &z));
+        CHECK_OK(vf_var_create(e, &b));
+        vf_graph *g = NULL;
+        if (graph)
+            CHECK_OK(vf_graph_begin(e));
+        CHECK_OK(vf_engine_push(
+            e,
+            &(vf_op){.fn = tu_nop, .reads = VF_VARS(x), .writes = VF_VARS(a)}));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = revived_wait_node,
+                                            .arg = &r,
+                                            .writes = VF_VARS(z)}));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = tu_nop,
+                                            .reads = VF_VARS(x, z),
+                                            .writes = VF_VARS(b)}));
+        if (graph) {
+            CHECK_OK(vf_graph_end(e, &g));
+            CHECK_OK(vf_graph_launch(e, g));
+        }
+        CHECK_OK(vf_var_destroy(e, x, NULL, NULL));
+        CHECK_OK(vf_var_of(e, &addr, &r.x1));
+        CHECK_EQ(r.x1.id & 0xffffff, x.id & 0xffffff); /* x's slot */
+        atomic_store(&r.published, 1);
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        if (r.rc != 0)
+            CHECK_REPORT_("%s: the wait on the revived handle returned %s",
+                          graph ? "the launch" : "the pushes",
+                          vf_error_name(r.rc));
+        if (g != NULL)
+            CHECK_OK(vf_graph_destroy(e, g));
+        tu_finish_engine(e);
+    }
+}
+
+/* N writes z and, once the program pushed M (reads z, writes w) after
+ * the launch, waits on w: M comes after N in push order, so the wait
+ * waits for nothing, and returns 0, as the pushes' does. Its marker went
+ * to w's end, behind M, which waits for N: VF_EDEADLK (found by the
+ * reviewer of the slot fix). Not on the naive engine, whose launch runs N
+ * before M is pushed. */
+typedef struct later_write {
+    vf_engine *e;
+    vf_var w;
+    atomic_int published;
+    int rc;
+} later_write;
+
+static int wait_on_a_later_write(vf_run *run, void *arg)
+{
+    (void)run;
+    later_write *l = arg;
+    CHECK(tu_wait_flag(&l->published, 1, TU_TIMEOUT));
+    l->rc = vf_var_wait(l->e, l->w, NULL);
+    return 0;
+}
+
+TEST_KIND_CASE(wait_on_a_var_the_launch_does_not_take, k)
+{
+    if (!k->threaded)
+        return;
+    for (int graph = 0; graph <= 1; graph++) {
+        vf_engine *e = tu_engine(k);
+        later_write l = {.e = e, .rc = -1};
+        vf_var z;
+        CHECK_OK(vf_var_create(e, &z));
+        CHECK_OK(vf_var_create(e, &l.w));
+        vf_graph *g = NULL;
+        if (graph)
+            CHECK_OK(vf_graph_begin(e));
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = wait_on_a_later_write,
+                                            .arg = &l,
+                                            .writes = VF_VARS(z)}));
+        if (graph) {
+            CHECK_OK(vf_graph_end(e, &g));
+            CHECK_OK(vf_graph_launch(e, g));
+        }
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = tu_nop,
+                                            .reads = VF_VARS(z),
+                                            .writes = VF_VARS(l.w)}));
+        atomic_store(&l.published, 1);
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        if (l.rc != 0)
+            CHECK_REPORT_("%s: the wait returned %s",
+                          graph ? "the launch" : "the pushes",
+                          vf_error_name(l.rc));
+        if (g != NULL)
+            CHECK_OK(vf_graph_destroy(e, g));
+        tu_finish_engine(e);
+    }
 }
 
 /* --- the naive engine: a child on a var its node does not use ------------- */

@@ -251,10 +251,11 @@ static inline bool vf__graph_holds_for(const vf__op *op)
            op->def->kind == &vf__kind_graph_rest;
 }
 
-/* Whether the launch of node `nd` takes v as its push named it, at the
- * handle's generation `gen` (a var deleted once the graph let go of it
- * may leave its slot to a new var, which the launch never took); then
- * *write says whether to write. */
+/* Whether the launch of node `nd` takes v, named by a handle of
+ * generation `gen`: at the capture's generation, or at another while the
+ * graph still holds the slot (vf_var_of revived it); not a new var in the
+ * slot of one the graph let go of and the program deleted. Then *write
+ * says whether to write. */
 bool vf__graph_launch_takes(const vf__op *nd, const vf__var *v, uint32_t gen,
                             bool *write);
 

@@ -31,7 +31,13 @@ bool vf__graph_launch_takes(const vf__op *nd, const vf__var *v, uint32_t gen,
 {
     const vf_graph *g = nd->graph->g;
     int b = bvar_index(g, v);
-    if (b < 0 || g->bvars[b].gen != gen)
+    /* Another generation is the graph's var only while the graph still
+     * holds the slot (vf_var_of revived it behind the graph's hold, where
+     * the same pushes would have met the var itself); once the graph let
+     * go, the slot's delete may have run and a new var taken it. */
+    if (b < 0 ||
+        (g->bvars[b].gen != gen &&
+         atomic_load_explicit(&nd->graph->bleft[b], memory_order_acquire) == 0))
         return false;
     *write = g->bvars[b].write;
     return true;
@@ -339,10 +345,7 @@ int vf__graph_child_pushed(vf__op *parent, const vf__op *child, const char *who)
         const vf__var *v = vf__dep_var(cd);
         int use = vf__op_uses(parent, v);
         int b = use != VF__USES_NOT || in->in_order ? bvar_index(g, v) : -1;
-        /* A new var in the slot of one the graph let go of (deleted) is
-         * not the graph's: the child's entry is staged, with its
-         * generation (vf__graph_launch_takes). */
-        if (b < 0 || g->bvars[b].gen != (uint32_t)cd->gen)
+        if (b < 0)
             continue;
         if (use == VF__USES_TO_READ) {
             /* A read beside the node's, where the graph writes v later. */

@@ -1424,12 +1424,15 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
      * Appended at the end, its marker waited for writes pushed after the
      * op: VF_EDEADLK, a later value or a hang where the op alone got 0
      * (found by a user tester). */
-    if (!settled && nested && hold == NULL && (!node || cur->graph->in_order)) {
+    if (!settled && nested && hold == NULL) {
         /* The hold of a launch the waiting op is a node of or descends
          * from, on the naive engine (whose nodes before that one have
          * finished), holds nothing the wait waits for (a child's wait on
          * a var its node reads got VF_EDEADLK: found by the reviewer of
-         * stop 66's children). */
+         * stop 66's children). A node of a threaded launch on a var the
+         * launch does not take, too: appended, its marker waited for
+         * writes pushed after the launch (VF_EDEADLK where one of them
+         * needs the launch: found by a reviewer). */
         const vf__dep *last = vf__var_last_write_before(v, w->key);
         settled = last == NULL || vf__graph_hold_is_over(vf__dep_op(last), cur);
         before = !settled;
