@@ -303,7 +303,9 @@ typedef struct vf_config {
                                             path names a file in the working
                                             directory of the create, where
                                             destroy writes it after a chdir
-                                            too. VF_PROFILE
+                                            too (refused where the two are
+                                            longer than PATH_MAX together).
+                                            VF_PROFILE
                                             names it for every engine: each
                                             destroy replaces the file whole,
                                             the last one stays ("-": each
@@ -488,9 +490,10 @@ VF_API int vf_engine_create(vf_engine **out, const vf_config *config);
  * An async op whose completion never comes makes destroy wait for ever:
  * after 2 s, and every 10 s while it waits, destroy names on stderr the
  * async ops started and never completed (name, place in push order, age),
- * and the ops the engine's workers have run since the wait began and run
- * still, a sync op that never returns say (place in push order, worker,
- * for at least how long).
+ * and the ops the engine's threads run (place in push order and worker,
+ * and for at least how long once an earlier look saw it running): a sync
+ * op that never returns, say. A var's delete, a wait's marker and a
+ * fused batch of bulk ops are not named.
  *
  * A fork() while another thread destroys the engine leaves it dead in
  * the child, without that thread: every call on it there that can fail

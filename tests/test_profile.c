@@ -1238,6 +1238,32 @@ TEST_CASE(relative_path_as_at_create)
     CHECK(access(moved, F_OK) != 0);
 }
 
+/* A relative path whose working directory's path is too long to join it
+ * to (past PATH_MAX, reached by chdir one level at a time) is refused at
+ * create, saying to give an absolute path: create took it, and destroy
+ * could not write it (the reviewer of the fix above). */
+TEST_CASE(relative_path_too_long_to_keep)
+{
+    tu_phase_limit("relative path too long", 30);
+    char here[4096];
+    REQUIRE(getcwd(here, sizeof here) != NULL);
+    REQUIRE(chdir(dir) == 0);
+    char level[201];
+    memset(level, 'd', 200);
+    level[200] = '\0';
+    int depth = 0;
+    for (; depth < 24; depth++)
+        REQUIRE(mkdir(level, 0700) == 0 && chdir(level) == 0);
+    vf_engine *e = NULL;
+    CHECK_ERR(vf_engine_create(&e, &(vf_config){.type = VF_ENGINE_NAIVE,
+                                                .profile_path = "p.txt"}),
+              VF_EINVAL);
+    CHECK(strstr(vf_error_detail(), "give an absolute path") != NULL);
+    for (; depth > 0; depth--)
+        REQUIRE(chdir("..") == 0 && rmdir(level) == 0);
+    REQUIRE(chdir(here) == 0);
+}
+
 /* Two engines profiling to one path (as VF_PROFILE names it for every
  * engine of a process), destroyed at once: the file holds one whole
  * profile, the last written, never the two interleaved (found trying the

@@ -230,6 +230,16 @@ static int profile_path_check(const char *path, const char *setting)
             }
         }
     }
+    /* A relative path is made absolute at create (profile/record.c), so
+     * that destroy writes where this looked: it must fit. */
+    char cwd[PATH_MAX];
+    if (why == NULL && path[0] != '/' &&
+        (getcwd(cwd, sizeof cwd) == NULL ||
+         strlen(cwd) + 1 + strlen(path) >= PATH_MAX)) {
+        what = "the working directory";
+        why = "its path and this one are too long together (give an "
+              "absolute path)";
+    }
     if (why == NULL)
         return 0;
     return vf__fail(VF_EINVAL,

@@ -1876,6 +1876,8 @@ static void worker_run_nodes(vf__worker *w, vf__op *op, vf__readylist *ready)
     vf_run run;        /* each node's: its op and name (node_run) */
     run_init(&run, op, w->index);
     for (;;) {
+        atomic_store_explicit(&w->running_place, op->place,
+                              memory_order_relaxed);
         node_run(e, op, &run, mine, false, &ran, ready);
         over++;
         if (!chains)
@@ -1930,20 +1932,22 @@ vf__op *vf__exec_worker_execute(vf__worker *w, vf__op *op)
      * at once, and with it an operator's def (found by the second
      * reviewer). */
     bool async = def->async;
-    if (graph) {
+    /* What the stall reports name (sched.h: running_place): an op of the
+     * numbered kinds by its place (a delete's, a wait marker's, a fused
+     * batch's is another op's), each node of a run of nodes by its own
+     * (worker_run_nodes). */
+    uint64_t outer = atomic_load_explicit(&w->running_place,
+                                          memory_order_relaxed);
+    atomic_store_explicit(&w->running_place,
+                          def->kind->flags & VF__KIND_NUMBERED ? op->place : 0,
+                          memory_order_relaxed);
+    if (graph)
         worker_run_nodes(w, op, &ready);
-    } else {
-        /* What the stall reports name (sched.h: running_place). */
-        uint64_t outer = atomic_load_explicit(&w->running_place,
-                                              memory_order_relaxed);
-        atomic_store_explicit(&w->running_place, op->place,
-                              memory_order_relaxed);
-        if (VF__LIKELY(run_body(op, w->index)))
-            finish(op, &ready);
-        else if (!async) /* an async op's call counted its waiter back in */
-            op->def->kind->released_in_flight(op, &ready);
-        atomic_store_explicit(&w->running_place, outer, memory_order_relaxed);
-    }
+    else if (VF__LIKELY(run_body(op, w->index)))
+        finish(op, &ready);
+    else if (!async) /* an async op's call counted its waiter back in */
+        op->def->kind->released_in_flight(op, &ready);
+    atomic_store_explicit(&w->running_place, outer, memory_order_relaxed);
     vf__readylist rest; /* other pools' ops and inline ones */
     vf__readylist_init(&rest);
     bool here = false; /* one of rest runs on this thread */

@@ -51,18 +51,19 @@ static void uncount(vf_engine *e, uint64_t delta)
 
 static void report_blocked(vf_engine *e, vf__stall_report *r)
 {
-    char ops[512];
+    char ops[512], running[384];
     vf__async_describe(&e->async, ops, sizeof ops);
+    vf__stall_running(e, running, sizeof running);
     double waited_s = vf__stall_report_said(r);
     /* The count the bound holds, and every op not finished: ops held by
      * a stop are outside the bound (it printed the bound as the count in
      * flight, 2 where 1500 were pending: found by a user tester). */
     vf__stall_write(
         "varflow: %s has waited %.1f s for room under max_inflight %u "
-        "(%u ops counted against it, %u not finished in all); %s\n",
+        "(%u ops counted against it, %u not finished in all); %s%s\n",
         r->who, waited_s, e->max_inflight,
         atomic_load_explicit(&e->counts.inflight, memory_order_relaxed),
-        vf__counts_pending(vf__engine_counts(e)), ops);
+        vf__counts_pending(vf__engine_counts(e)), ops, running);
 }
 
 /* The room under e's bound this thread's push took (reserve), already in

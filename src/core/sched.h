@@ -103,11 +103,11 @@ struct vf__worker {
     vf__stream *stream;
     /* Per-worker counters, written only by this worker (relaxed). */
     _Atomic uint64_t ran, failed, skipped;
-    /* The place in push order of the op this worker runs now (the
-     * innermost, where it runs ops inside one's wait; 0: none, or a run
-     * of graph nodes), written only by this worker (relaxed), for the
-     * stall reports (stall_report.h), which sample it: `seen_place` at
-     * `seen_ms`, written by them only. */
+    /* The place in push order of the op this thread runs now (the
+     * innermost, where it runs ops inside one's wait; 0: none, or an op of
+     * a kind without a place of its own: exec.c), written only by this
+     * thread (relaxed), for the stall reports (stall_report.h): they note
+     * it in `seen_place` at `seen_ms`, written by them only. */
     _Atomic uint64_t running_place, seen_place;
     _Atomic int64_t seen_ms;
     /* A spare (see vf__pool_stuck_enter): a thread of the pool beyond its

@@ -3,8 +3,10 @@
 
 #include <inttypes.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -69,26 +71,37 @@ double vf__stall_report_said(vf__stall_report *r)
     return (double)(now - r->start_ms) / 1000.0;
 }
 
-/* Each worker of e's pools in turn, `fn(w, pool, arg)`; the pools made
- * so far (a device's are published with a release store of npools). */
+/* Each thread of e's pools in turn, `fn(w, pool, arg)`: the workers of
+ * the pools made so far (a device's are published with a release store
+ * of npools), then the spares (under the pool's spare_lock: a stop frees
+ * them, after taking the list away under it). */
 static void each_worker(vf_engine *e,
                         void (*fn)(vf__worker *w, const vf__pool *p, void *arg),
                         void *arg)
 {
     int npools = atomic_load_explicit(&e->npools, memory_order_acquire);
-    for (int i = 0; i < npools; i++)
-        for (int j = 0; j < e->pools[i].nworkers; j++)
-            fn(&e->pools[i].workers[j], &e->pools[i], arg);
+    for (int i = 0; i < npools; i++) {
+        vf__pool *p = &e->pools[i];
+        for (int j = 0; j < p->nworkers; j++)
+            fn(&p->workers[j], p, arg);
+        if (atomic_load_explicit(&p->nspares, memory_order_relaxed) == 0)
+            continue;
+        pthread_mutex_lock(&p->spare_lock);
+        for (vf__worker *w = p->spares; w != NULL; w = w->next_spare)
+            fn(w, p, arg);
+        pthread_mutex_unlock(&p->spare_lock);
+    }
 }
 
+/* Note w's op at `*arg` (ms) unless it is the one noted already: the time
+ * first, the place after it with release (say_worker reads the place with
+ * acquire, then the time). */
 static void sample_worker(vf__worker *w, const vf__pool *p, void *arg)
 {
     (void)p;
     uint64_t place = atomic_load_explicit(&w->running_place,
                                           memory_order_relaxed);
     if (place != atomic_load_explicit(&w->seen_place, memory_order_relaxed)) {
-        /* The time first: a report that reads the place reads it after
-         * (say_worker). */
         atomic_store_explicit(&w->seen_ms, *(const int64_t *)arg,
                               memory_order_relaxed);
         atomic_store_explicit(&w->seen_place, place, memory_order_release);
@@ -101,8 +114,7 @@ void vf__stall_sample(vf_engine *e)
     each_worker(e, sample_worker, &now);
 }
 
-/* The sentence on the ops workers have run since an earlier sample, at
- * most SHOWN of them, each whole; the others sampled anew. */
+/* The ops threads run now, at most SHOWN of them, each whole. */
 typedef struct running_words {
     char *buf;
     size_t n, len;
@@ -112,43 +124,51 @@ typedef struct running_words {
 
 static void say_worker(vf__worker *w, const vf__pool *p, void *arg)
 {
-    enum { SHOWN = 4, ENTRY_MAX = 120 };
+    enum { SHOWN = 4, ENTRY_MAX = 120, TAIL_MAX = 24 };
     running_words *rw = arg;
     uint64_t place = atomic_load_explicit(&w->running_place,
                                           memory_order_relaxed);
-    if (place == 0 ||
-        place != atomic_load_explicit(&w->seen_place, memory_order_acquire)) {
+    bool same = place ==
+                atomic_load_explicit(&w->seen_place, memory_order_acquire);
+    int64_t since = atomic_load_explicit(&w->seen_ms, memory_order_relaxed);
+    if (!same)
         sample_worker(w, p, &rw->now);
+    if (place == 0)
         return;
-    }
-    double s = (double)(rw->now - atomic_load_explicit(&w->seen_ms,
-                                                       memory_order_relaxed)) /
-               1000.0;
-    char entry[ENTRY_MAX];
-    snprintf(entry, sizeof entry,
-             "%s op #%" PRIu64 " has run for at least %.1f s on worker %d (%s)",
-             rw->shown ? "," : "; the running", place, s, w->index, p->name);
-    if (rw->shown >= SHOWN || rw->len + strlen(entry) + 32 >= rw->n) {
+    char who[48], entry[ENTRY_MAX];
+    if (w->index >= 0)
+        snprintf(who, sizeof who, "worker %d (%s)", w->index, p->name);
+    else
+        snprintf(who, sizeof who, "a spare thread (%s)", p->name);
+    int k = snprintf(entry, sizeof entry, "%s op #%" PRIu64 " on %s",
+                     rw->shown ? "," : "; running now:", place, who);
+    if (same && k > 0 && (size_t)k < sizeof entry)
+        snprintf(entry + k, sizeof entry - (size_t)k, " for at least %.1f s",
+                 (double)(rw->now - since) / 1000.0);
+    size_t len = strlen(entry);
+    if (rw->shown >= SHOWN || rw->len + len + TAIL_MAX >= rw->n) {
         rw->more++;
         return;
     }
-    size_t k = strlen(entry);
-    memcpy(rw->buf + rw->len, entry, k + 1);
-    rw->len += k;
+    memcpy(rw->buf + rw->len, entry, len + 1);
+    rw->len += len;
     rw->shown++;
+}
+
+void vf__stall_running(vf_engine *e, char *buf, size_t n)
+{
+    running_words rw = {.buf = buf, .n = n, .now = vf__stall_now_ms()};
+    buf[0] = '\0';
+    each_worker(e, say_worker, &rw);
+    if (rw.more > 0)
+        snprintf(buf + rw.len, n - rw.len, " and %d more", rw.more);
 }
 
 void vf__stall_report_say(vf__stall_report *r, vf_engine *e, const char *what)
 {
     char ops[512], running[384];
     vf__async_describe(&e->async, ops, sizeof ops);
-    running_words rw = {
-        .buf = running, .n = sizeof running, .now = vf__stall_now_ms()};
-    running[0] = '\0';
-    each_worker(e, say_worker, &rw);
-    if (rw.more > 0)
-        snprintf(running + rw.len, sizeof running - rw.len, " and %d more",
-                 rw.more);
+    vf__stall_running(e, running, sizeof running);
     double waited_s = vf__stall_report_said(r);
     vf__stall_write("varflow: %s has waited %.1f s for %s (%" PRIu32
                     " ops pending); %s%s\n",

@@ -30,9 +30,8 @@ void vf__stall_report_start(vf__stall_report *r, const char *who);
 int64_t vf__stall_report_due_in_ms(const vf__stall_report *r);
 
 /* Report on stderr now: "varflow: WHO has waited S s for WHAT (N ops
- * pending); " and the async ops of e in flight, then the ops its workers
- * have run since an earlier sample ("; the running op #7 has run for at
- * least 2.0 s on worker 0 (cpu)"); the next one is due a period later. */
+ * pending); " and the async ops of e in flight, then the ops its threads
+ * run (vf__stall_running); the next one is due a period later. */
 void vf__stall_report_say(vf__stall_report *r, vf_engine *e, const char *what);
 
 /* Write a report line (printf-style, cut to 1 KiB) to stderr without ever
@@ -46,11 +45,16 @@ void vf__stall_write(const char *fmt, ...) VF_PRINTF_LIKE(1, 2);
  * waited since the start; the next one is due a period later. */
 double vf__stall_report_said(vf__stall_report *r);
 
-/* Note which op each worker of e runs now (sched.h: running_place): a
- * report names those still running at its time, for at least how long.
- * Called where a wait that reports begins; a report samples anew the
- * workers whose op changed since. */
+/* Note which op each thread of e's pools runs now (sched.h:
+ * running_place). Called where a wait that reports begins. */
 void vf__stall_sample(vf_engine *e);
+
+/* The ops e's threads run now, to buf (size n, terminated): "; running
+ * now: op #4 on worker 0 (cpu) for at least 2.0 s, op #9 on worker 1
+ * (cpu)" ("for at least" since the op was first seen running, at the
+ * sample or an earlier report; those seen anew are noted now), at most
+ * four, then " and N more"; "" when none. */
+void vf__stall_running(vf_engine *e, char *buf, size_t n);
 
 /* vf__stall_report_say if a report is due. */
 void vf__stall_report_pace(vf__stall_report *r, vf_engine *e, const char *what);

@@ -16,7 +16,9 @@
  *   an async op nobody completes, and for another thread's wait blocked
  *   on it, each named with its place and age, more than once; a stop's
  *   and a fork's drain report the same way (core/stall_report.h); a sync
- *   op a worker runs since the wait began is named by its place; with
+ *   op a worker runs is named by its place (for at least how long, once
+ *   seen running at an earlier look), by destroy and a push at the bound
+ *   too; with
  *   stderr a full pipe, a stop and a destroy return, their reports
  *   dropped.
  */
@@ -361,8 +363,133 @@ TEST_CASE(destroy_names_the_running_sync_op)
     fclose(tmp);
     int n = count_of(s.text, DESTROY_SAID);
     if (n < 2 || strstr(s.text, "no async op in flight") == NULL ||
-        count_of(s.text, "; the running op #4 has run for at least ") < n ||
-        count_of(s.text, " s on worker 0 (cpu)") < n)
+        count_of(s.text, "; running now: op #4 on worker 0 (cpu) for at "
+                         "least ") < n)
+        CHECK_REPORT_("the reports: \"%s\"", s.text);
+    free(s.text);
+    tu_gate_destroy(&sync_gate);
+    vf__stall_report_times(2000, 10000);
+}
+
+/* A push blocked at the in-flight bound (one worker, max_inflight 1, op #1
+ * held): its reports name op #1 too (they named the async ops only: the
+ * reviewer of the first cut). */
+typedef struct bound_scene {
+    vf_engine *e;
+    vf_var v;
+} bound_scene;
+
+static void *push_at_bound(void *arg)
+{
+    bound_scene *b = arg;
+    CHECK_OK(
+        vf_engine_push(b->e, &(vf_op){.fn = quick, .writes = VF_VARS(b->v)}));
+    return NULL;
+}
+
+/* stderr to a temporary file until restore_stderr; its descriptor. */
+static int saved_stderr = -1;
+static FILE *stderr_file;
+
+static int capture_stderr(void)
+{
+    fflush(stderr);
+    stderr_file = tmpfile();
+    REQUIRE(stderr_file != NULL);
+    saved_stderr = dup(2);
+    REQUIRE(saved_stderr >= 0 && dup2(fileno(stderr_file), 2) >= 0);
+    return fileno(stderr_file);
+}
+
+static void restore_stderr(void)
+{
+    fflush(stderr);
+    dup2(saved_stderr, 2);
+    close(saved_stderr);
+    fclose(stderr_file);
+}
+
+TEST_CASE(a_push_at_the_bound_names_the_running_op)
+{
+    vf__stall_report_times(50, 100);
+    tu_gate_init(&sync_gate);
+    bound_scene b = {0};
+    CHECK_OK(vf_engine_create(&b.e, &(vf_config){.type = VF_ENGINE_POOLED,
+                                                 .cpu_workers = 1,
+                                                 .max_inflight = 1}));
+    REQUIRE(b.e != NULL);
+    CHECK_OK(vf_var_create(b.e, &b.v));
+    atomic_store(&started, false);
+    int fd = capture_stderr();
+    CHECK_OK(
+        vf_engine_push(b.e, &(vf_op){.fn = held_sync, .writes = VF_VARS(b.v)}));
+    while (!atomic_load(&started))
+        sched_yield();
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, push_at_bound, &b) == 0);
+    char *text = await_reports_of(fd, "varflow: vf_engine_push has waited", 2);
+    tu_gate_open(&sync_gate);
+    pthread_join(t, NULL);
+    CHECK_OK(vf_engine_wait_all(b.e, NULL));
+    restore_stderr();
+    if (count_of(text, "varflow: vf_engine_push has waited") < 2 ||
+        count_of(text, "; running now: op #1 on worker 0 (cpu) for at "
+                       "least ") < 2)
+        CHECK_REPORT_("the reports: \"%s\"", text);
+    free(text);
+    tu_gate_destroy(&sync_gate);
+    CHECK_OK(vf_engine_destroy(b.e));
+    vf__stall_report_times(2000, 10000);
+}
+
+/* An op that starts after destroy began to wait (op #1 spins 150 ms, then
+ * op #2 is held): a report names it as seen anew, the next for at least
+ * how long (a report left it out until its second look: the reviewer of
+ * the first cut). */
+static int spin_150ms(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    atomic_store(&started, true);
+    tu_spin_us(150000);
+    return 0;
+}
+
+static void *open_once_named(void *arg)
+{
+    sync_scene *s = arg;
+    s->text = await_reports_of(s->fd, "op #2 on worker 0 (cpu) for at least ",
+                               1);
+    tu_gate_open(&sync_gate);
+    return NULL;
+}
+
+TEST_CASE(destroy_names_an_op_started_after_its_wait_began)
+{
+    vf__stall_report_times(50, 100);
+    tu_gate_init(&sync_gate);
+    sync_scene s = {0};
+    CHECK_OK(vf_engine_create(
+        &s.e, &(vf_config){.type = VF_ENGINE_POOLED, .cpu_workers = 1}));
+    REQUIRE(s.e != NULL);
+    vf_var v;
+    CHECK_OK(vf_var_create(s.e, &v));
+    atomic_store(&started, false);
+    CHECK_OK(
+        vf_engine_push(s.e, &(vf_op){.fn = spin_150ms, .writes = VF_VARS(v)}));
+    CHECK_OK(
+        vf_engine_push(s.e, &(vf_op){.fn = held_sync, .writes = VF_VARS(v)}));
+    while (!atomic_load(&started))
+        sched_yield();
+    s.fd = capture_stderr();
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, open_once_named, &s) == 0);
+    CHECK_OK(vf_engine_destroy(s.e));
+    pthread_join(t, NULL);
+    restore_stderr();
+    if (strstr(s.text, "; running now: op #2 on worker 0 (cpu)\n") == NULL ||
+        strstr(s.text,
+               "; running now: op #2 on worker 0 (cpu) for at least ") == NULL)
         CHECK_REPORT_("the reports: \"%s\"", s.text);
     free(s.text);
     tu_gate_destroy(&sync_gate);
