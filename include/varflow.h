@@ -1592,8 +1592,9 @@ VF_API int vf_engine_wait_all(vf_engine *e, vf_error *err);
  * vf_var_wait() and vf_engine_wait_all() giving up after `timeout_ms`
  * milliseconds (negative: never; 0: only look) with VF_ETIMEDOUT, whose detail
  * (vf_error_detail()) names the async ops started and never completed,
- * the usual reason a wait never ends (the oldest first, each whole, then
- * how many more it did not name). A wait that timed out reports and
+ * the usual reason a wait never ends (the oldest first, each whole, a name
+ * past 48 bytes cut, then how many more it did not name; so does
+ * vf_engine_destroy_timed()'s). A wait that timed out reports and
  * clears nothing: the failure stays for a later wait. A look (0) at a var
  * leaves nothing behind, and runs nothing, from inside an op too: looks
  * polled in a loop there may never see an op they look for end, where it

@@ -137,14 +137,12 @@ static int drain(destroy_wait *w)
 static int give_up(destroy_wait *w, int state)
 {
     vf_engine *e = w->e;
-    char ops[512];
-    vf__async_describe(&e->async, ops, sizeof ops);
     atomic_store(&e->state, state);
     vf__lifecycle_destroy_gives_up(e);
-    return vf__fail(VF_ETIMEDOUT,
-                    "%s: gave up after %" PRId64 " ms, the engine was left "
-                    "usable; %s",
-                    w->report.who, w->timeout_ms, ops);
+    return vf__async_fail(&e->async, VF_ETIMEDOUT,
+                          "%s: gave up after %" PRId64 " ms, the engine was "
+                          "left usable; ",
+                          w->report.who, w->timeout_ms);
 }
 
 /* Step 1 (inside the call's guard): the state it had, or a negative

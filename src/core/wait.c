@@ -1065,10 +1065,8 @@ static int refuse_in_done(const char *who)
 /* VF_ETIMEDOUT, with the async ops nobody completed (the usual reason). */
 static int timed_out(vf_engine *e, const char *who, int64_t ms)
 {
-    char ops[200];
-    vf__async_describe(&e->async, ops, sizeof ops);
-    return vf__fail(VF_ETIMEDOUT, "%s: timed out after %lld ms; %s", who,
-                    (long long)ms, ops);
+    return vf__async_fail(&e->async, VF_ETIMEDOUT,
+                          "%s: timed out after %lld ms; ", who, (long long)ms);
 }
 
 /* VF_ESHUTDOWN for a wait on a var with no failure to report whose write

@@ -91,9 +91,13 @@ static void say_resources(vf__prof_verdict *out, const vf_profile *p,
             busy, res, out->workers, out->workers == 1 ? "" : "s", out->streams,
             out->streams == 1 ? "" : "s");
     else
-        say(out, "On average %.2f of %d workers were busy", busy,
-            out->workers > 0 ? out->workers : 1);
-    say_workers_unused(out, p, true);
+        say(out, "On average %.2f of %d worker%s busy", busy,
+            out->workers > 0 ? out->workers : 1,
+            out->workers > 1 ? "s were" : " was");
+    /* The pools' reason only where more than one worker ran ops: with one,
+     * the ops were few or the pusher slow (the sentence says so), and
+     * the pools had nothing to do with it (found by a reviewer). */
+    say_workers_unused(out, p, out->workers > 1);
 }
 
 /* The figures each verdict is decided on, and what its sentence needs. */
