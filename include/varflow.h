@@ -604,7 +604,8 @@ VF_API const char *vf_engine_type_name(vf_engine_type type);
 /** Worker threads of the engine's pools in total, CPU and device (0 for the
  * naive engine): the number it has, also while it is stopped
  * (vf_engine_stop() joined them; vf_engine_start() starts as many again).
- * A device's pools come with its first op, and count from then on. Spare
+ * A device's pools come with its first op (pushed, captured in a graph or
+ * made an operator), and count from then on. Spare
  * threads a pool lends to waits inside ops are not counted. */
 VF_API int vf_engine_num_workers(const vf_engine *e);
 
@@ -1659,7 +1660,9 @@ VF_API int vf_run_wait_children_timed(vf_run *run, int64_t timeout_ms,
  * device's ops (and CPU ops) with vf_graph_device_replay() on; one with
  * async or other device ops, a launch on an engine that is profiled, logs ops
  * (VF_ENGINE_INFO), has an in-flight bound, bulks this thread's pushes or
- * has run a device op (its variables may carry device work in flight), and a
+ * has a device's pools (made by its first device op pushed, captured or made
+ * an operator, and kept for its life: its variables may carry device work
+ * in flight), and a
  * launch from inside an op, push the recorded ops one by one instead, with the
  * same result, each op with the argument it had when the launch was made,
  * but for other threads: their pushes may fall between such a launch's
