@@ -998,7 +998,10 @@ vf__graph_inst *vf__graph_bind(vf__op *op)
         return NULL;
     inst_counts(in);
     in->launch = op;
-    op->graph = in;
+    /* With release: a wait inside an op on another thread reads it, the
+     * op found on a var's queue (vf__graph_hold_is_over), as the launch
+     * starts (a data race by TSan: found by a reviewer). */
+    __atomic_store_n(&op->graph, in, __ATOMIC_RELEASE);
     return in;
 }
 

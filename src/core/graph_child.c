@@ -149,7 +149,10 @@ bool vf__graph_hold_is_over(const vf__op *holder, const vf__op *cur)
 {
     if (!vf__graph_holds_for(holder))
         return false;
-    const vf__graph_inst *in = holder->graph;
+    /* A launch op's may be replaced as it starts, on another thread
+     * (vf__graph_bind: the stand-in by its instance, with release). */
+    const vf__graph_inst *in = __atomic_load_n(&holder->graph,
+                                               __ATOMIC_ACQUIRE);
     if (!in->in_order)
         return false;
     if (is_replay_node(cur) && cur->graph == in)
