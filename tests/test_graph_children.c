@@ -408,6 +408,24 @@ TEST_KIND_CASE(wait_on_a_new_var_in_a_slot_the_graph_let_go, k)
     tu_finish_engine(e);
 }
 
+/* The `n` ops of `ops` pushed one by one (`graph` false: NULL), or
+ * captured into a graph and launched once (the graph, to destroy after
+ * the waits): the two runs the cases below compare. */
+static vf_graph *push_or_launch(vf_engine *e, const vf_op *ops, int n,
+                                bool graph)
+{
+    vf_graph *g = NULL;
+    if (graph)
+        CHECK_OK(vf_graph_begin(e));
+    for (int i = 0; i < n; i++)
+        CHECK_OK(vf_engine_push(e, &ops[i]));
+    if (graph) {
+        CHECK_OK(vf_graph_end(e, &g));
+        CHECK_OK(vf_graph_launch(e, g));
+    }
+    return g;
+}
+
 /* N0 reads x; N1 waits until the program destroyed x and vf_var_of gave
  * x's address a new handle (the same slot, revived at a new generation
  * behind the graph's hold), then waits on that handle; N2 reads x, its
@@ -445,22 +463,11 @@ TEST_KIND_CASE(wait_on_a_revived_var_the_graph_holds, k)
         CHECK_OK(vf_var_create(e, &a));
         CHECK_OK(vf_var_create(e, &z));
         CHECK_OK(vf_var_create(e, &b));
-        vf_graph *g = NULL;
-        if (graph)
-            CHECK_OK(vf_graph_begin(e));
-        CHECK_OK(vf_engine_push(
-            e,
-            &(vf_op){.fn = tu_nop, .reads = VF_VARS(x), .writes = VF_VARS(a)}));
-        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = revived_wait_node,
-                                            .arg = &r,
-                                            .writes = VF_VARS(z)}));
-        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = tu_nop,
-                                            .reads = VF_VARS(x, z),
-                                            .writes = VF_VARS(b)}));
-        if (graph) {
-            CHECK_OK(vf_graph_end(e, &g));
-            CHECK_OK(vf_graph_launch(e, g));
-        }
+        const vf_op ops[] = {
+            {.fn = tu_nop, .reads = VF_VARS(x), .writes = VF_VARS(a)},
+            {.fn = revived_wait_node, .arg = &r, .writes = VF_VARS(z)},
+            {.fn = tu_nop, .reads = VF_VARS(x, z), .writes = VF_VARS(b)}};
+        vf_graph *g = push_or_launch(e, ops, 3, graph);
         CHECK_OK(vf_var_destroy(e, x, NULL, NULL));
         CHECK_OK(vf_var_of(e, &addr, &r.x1));
         CHECK_EQ(r.x1.id & 0xffffff, x.id & 0xffffff); /* x's slot */
@@ -508,16 +515,9 @@ TEST_KIND_CASE(wait_on_a_var_the_launch_does_not_take, k)
         vf_var z;
         CHECK_OK(vf_var_create(e, &z));
         CHECK_OK(vf_var_create(e, &l.w));
-        vf_graph *g = NULL;
-        if (graph)
-            CHECK_OK(vf_graph_begin(e));
-        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = wait_on_a_later_write,
-                                            .arg = &l,
-                                            .writes = VF_VARS(z)}));
-        if (graph) {
-            CHECK_OK(vf_graph_end(e, &g));
-            CHECK_OK(vf_graph_launch(e, g));
-        }
+        const vf_op n = {
+            .fn = wait_on_a_later_write, .arg = &l, .writes = VF_VARS(z)};
+        vf_graph *g = push_or_launch(e, &n, 1, graph);
         CHECK_OK(vf_engine_push(e, &(vf_op){.fn = tu_nop,
                                             .reads = VF_VARS(z),
                                             .writes = VF_VARS(l.w)}));

@@ -37,6 +37,8 @@
  * - in a graph replayed so, a child of its CPU op on the graph's var runs
  *   after the graph's later ops, and the op's wait for it is VF_EDEADLK,
  *   on every engine kind;
+ * - a device op captured (never launched) brings its device's pools, as
+ *   the header says, and with them CPU graphs launch op by op;
  * - the emulated class's device graphs directly: nodes run in order, a
  *   failed node skips the nodes that carry from it and no other, a
  *   carrying input's failure reaches its node, record and wait are
@@ -1233,6 +1235,56 @@ TEST_CASE(device_replay_cpu_child_runs_after_the_graph)
         CHECK_OK(vf_engine_stats(e, &st));
         CHECK_EQ(st.replays, 3);
         CHECK_OK(vf_graph_destroy(e, g));
+        tu_finish_engine(e);
+    }
+    check_context_ = NULL;
+}
+
+/* A device op captured in a graph, which is never launched, makes its
+ * device's pools (vf_engine_num_workers grows), and from then on a graph
+ * of CPU ops launches op by op, its results the same (the header: "has a
+ * device's pools"; it said "has run a device op": found by a user
+ * tester). */
+static int add_one(vf_run *run, void *arg)
+{
+    (void)run;
+    (*(int *)arg)++;
+    return 0;
+}
+
+TEST_CASE(a_captured_device_op_brings_its_pools)
+{
+    for (int k = 0; k < TU_NKINDS; k++) {
+        check_context_ = tu_kinds[k].name;
+        vf_engine *e = tu_engine(&tu_kinds[k]);
+        vf_var x = tu_var(e), y = tu_var(e);
+        int count = 0;
+        vf_graph *cpu = NULL, *dev = NULL;
+        CHECK_OK(vf_graph_begin(e));
+        CHECK_OK(vf_engine_push(
+            e,
+            &(vf_op){.fn = add_one, .arg = &count, .writes = tu_list(&x, 1)}));
+        CHECK_OK(vf_graph_end(e, &cpu));
+        CHECK_OK(vf_graph_launch(e, cpu));
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        vf_stats st;
+        CHECK_OK(vf_engine_stats(e, &st));
+        CHECK_EQ(st.replays, 1);
+        int before = vf_engine_num_workers(e);
+        CHECK_OK(vf_graph_begin(e));
+        CHECK_OK(vf_engine_push(
+            e,
+            &(vf_op){.fn = tu_nop, .writes = tu_list(&y, 1), .device = emu}));
+        CHECK_OK(vf_graph_end(e, &dev));
+        if (tu_kinds[k].threaded) /* the naive engine has no threads */
+            CHECK(vf_engine_num_workers(e) > before);
+        CHECK_OK(vf_graph_launch(e, cpu));
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        CHECK_OK(vf_engine_stats(e, &st));
+        CHECK_EQ(st.replays, 1); /* pushed one by one */
+        CHECK_EQ(count, 2);
+        CHECK_OK(vf_graph_destroy(e, dev));
+        CHECK_OK(vf_graph_destroy(e, cpu));
         tu_finish_engine(e);
     }
     check_context_ = NULL;

@@ -4,7 +4,7 @@
 #include <stdarg.h>
 #include <string.h>
 
-static _Thread_local char detail[256];
+static _Thread_local char detail[VF__DETAIL_MAX];
 
 VF_API const char *vf_error_string(int code)
 {

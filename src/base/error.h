@@ -12,6 +12,9 @@
 
 #include "base/common.h"
 
+/* What vf_error_detail() holds, its end included: a longer detail is cut. */
+#define VF__DETAIL_MAX 256
+
 /* Record `code` and a printf-style detail for vf_error_detail();
  * returns `code` so call sites read `return vf__fail(VF_EINVAL, ...)`. */
 int vf__fail(int code, const char *fmt, ...) VF_PRINTF_LIKE(2, 3);

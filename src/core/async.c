@@ -127,7 +127,7 @@ static void describe_locked(const vf__async_ops *a, uint64_t count, char *buf,
 
 int vf__async_fail(vf__async_ops *a, int code, const char *fmt, ...)
 {
-    char detail[256]; /* what vf_error_detail() holds (base/error.c) */
+    char detail[VF__DETAIL_MAX];
     va_list ap;
     va_start(ap, fmt);
     int len = vsnprintf(detail, sizeof detail, fmt, ap);

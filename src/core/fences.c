@@ -56,22 +56,25 @@ int vf__fences_of_var(vf__var *v, bool write_fence, bool reads, vf__fence **out)
     return n;
 }
 
-/* Under v's lock: a device write replaces v's write fence `old` (the
- * writer holds v exclusively): what old's work left must not go with it. A
- * failure sticks to what it wrote until a newer one replaces it (rule 9),
- * and a successful write keeps it; but vf__fences_var_failure reads the
- * newest fence's failure, else v's own, so old's would be lost and an
- * older one of v's own come back. Old's failure becomes v's own here,
- * under the new fence, which is newer, in the same step (var.h:
- * vf__var_swap_failure_locked); returns the record it replaced, for the
- * caller to let go of after unlocking. Old still in flight needs nothing:
- * the writer's stream waited for it carrying its failure (device_op_begin;
- * no wait before the writer has met it, so it is live), and the new fence
- * carries it if it comes. A no_skip writer, whose waits only order, met
- * its fences on the host before it ran (run_body) and found none. */
-static vf__failure *keep_replaced_failure(vf__var *v, vf__fence *old)
+/* Under v's lock: what v's write fence `w` (may be NULL) left becomes
+ * v's own failure, in the same step as the caller's change of v's fences
+ * (var.h: vf__var_swap_failure_locked; a wait reads both under the lock).
+ * Returns the record it replaced, for the caller to let go of after
+ * unlocking. A failure sticks to what it wrote until a newer one
+ * replaces it (rule 9), and vf__fences_var_failure reads the newest
+ * fence's failure, else v's own: when w goes, its failure would be lost
+ * and an older one of v's own come back.
+ *
+ * Its two callers: a device write replacing w (the writer holds v
+ * exclusively), whose new fence is newer (w still in flight needs
+ * nothing: the writer's stream waited for it carrying its failure,
+ * device_op_begin, and the new fence carries it if it comes; a no_skip
+ * writer, whose waits only order, met its fences on the host before it
+ * ran, run_body, and found none); and the drop of w once resolved (the
+ * caller holds v exclusively, or no op runs). */
+static vf__failure *take_fence_failure(vf__var *v, vf__fence *w)
 {
-    vf__failure *f = old != NULL ? vf__fence_failure(old) : NULL;
+    vf__failure *f = w != NULL ? vf__fence_failure(w) : NULL;
     if (f == NULL)
         return NULL;
     vf__failure_ref(f);
@@ -97,7 +100,7 @@ void vf__fences_leave_rw(vf__op *op, vf__fence *wf, vf__fence *rf)
         if (write) {
             if (v->wfence != NULL)
                 drop[ndrop++] = v->wfence;
-            replaced = keep_replaced_failure(v, v->wfence);
+            replaced = take_fence_failure(v, v->wfence);
             for (int k = 0; k < v->nrfences; k++)
                 drop[ndrop++] = v->rfences[k];
             v->nrfences = 0;
@@ -161,20 +164,6 @@ vf__failure *vf__fences_var_failure(vf_engine *e, vf__var *v, vf__failure *own,
     return f != NULL ? f : own;
 }
 
-/* Under v's lock: what the last device write's work left, once it is
- * resolved, becomes v's own failure (it sticks, rule 9), not the fence's,
- * which goes, in the same step (a wait reads both under the lock). The
- * caller holds v exclusively (or no op runs), and lets go of the record
- * returned, the one replaced, after unlocking. */
-static vf__failure *take_write_failure(vf__var *v, vf__fence *w)
-{
-    vf__failure *f = w != NULL ? vf__fence_failure(w) : NULL;
-    if (f == NULL)
-        return NULL;
-    vf__failure_ref(f);
-    return vf__var_swap_failure_locked(v, f);
-}
-
 void vf__fences_drop(vf__var *v)
 {
     vf__spin_lock(&v->lock);
@@ -186,7 +175,7 @@ void vf__fences_drop(vf__var *v)
     vf__fence *r[VF__VAR_READ_FENCES];
     int n = v->nrfences;
     memcpy(r, v->rfences, sizeof r);
-    vf__failure *replaced = take_write_failure(v, w);
+    vf__failure *replaced = take_fence_failure(v, w);
     v->wfence = NULL;
     v->nrfences = 0;
     vf__spin_unlock(&v->lock);
@@ -207,7 +196,7 @@ void vf__fences_clear_written(const vf__op *op)
 
 void vf__fences_drop_after_fork(vf__var *v)
 {
-    vf__failure_unref(take_write_failure(v, v->wfence)); /* no op runs */
+    vf__failure_unref(take_fence_failure(v, v->wfence)); /* no op runs */
     vf__fence *f[1 + VF__VAR_READ_FENCES];
     int n = 0;
     if (v->wfence != NULL)

@@ -198,9 +198,6 @@ bad_handle(int rc, const char *who, const char *what, int i, vf_var h)
                     (unsigned long long)h.id, vf__bad_handle_words(rc, h));
 }
 
-/* How a detail names an op at push time: its name, or "an unnamed op"
- * (the "op #<place>" of later messages has no place yet: a refused push
- * takes none). `buf` holds the quoted form. */
 /* `name` quoted into buf[size] (at least 6: `op ""` and its end), cut
  * between UTF-8 characters to fit, its closing quote kept (cut at a byte,
  * a long name lost its quote and could end in part of a character). */
@@ -213,6 +210,9 @@ static const char *quoted_name(const char *name, char *buf, size_t size)
     return buf;
 }
 
+/* How a detail names an op at push time: its name, or "an unnamed op"
+ * (the "op #<place>" of later messages has no place yet: a refused push
+ * takes none). `buf` holds the quoted form. */
 static const char *op_words(const char *name, char *buf, size_t size)
 {
     if (name == NULL || *name == '\0')
