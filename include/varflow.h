@@ -506,13 +506,13 @@ VF_API int vf_engine_destroy(vf_engine *e);
  * vf_engine_destroy() giving up after `timeout_ms` milliseconds (negative:
  * never; 0: only if nothing is pending or in a call now) with
  * VF_ETIMEDOUT, whose detail names the async ops started and never
- * completed. The engine is then usable as before the call (a stopped
- * engine has been started, unless another thread's vf_engine_stop() or
- * vf_engine_start() was under way), and may be destroyed again; calls other
- * threads made meanwhile got what they get during a destroy. The naive
- * engine runs a stopped engine's held ops inside the start (on the
- * calling thread, as it runs every op), so the timeout cannot cut one of
- * them short: it counts from when they have run.
+ * completed and the ops its threads run (vf_var_wait_timed()). The engine is
+ * then usable as before the call (a stopped engine has been started, unless
+ * another thread's vf_engine_stop() or vf_engine_start() was under way), and
+ * may be destroyed again; calls other threads made meanwhile got what they get
+ * during a destroy. The naive engine runs a stopped engine's held ops inside
+ * the start (on the calling thread, as it runs every op), so the timeout cannot
+ * cut one of them short: it counts from when they have run.
  */
 VF_API int vf_engine_destroy_timed(vf_engine *e, int64_t timeout_ms);
 
@@ -1594,9 +1594,11 @@ VF_API int vf_engine_wait_all(vf_engine *e, vf_error *err);
  * milliseconds (negative: never; 0: only look) with VF_ETIMEDOUT, whose detail
  * (vf_error_detail()) names the async ops started and never completed,
  * the usual reason a wait never ends (the oldest first, each whole, a name
- * past 48 bytes cut, then how many more it did not name; so does
- * vf_engine_destroy_timed()'s). A wait that timed out reports and
- * clears nothing: the failure stays for a later wait. A look (0) at a var
+ * past 48 bytes cut, then how many more it did not name), and then the ops
+ * the engine's threads run, as vf_engine_destroy()'s reports name them (a
+ * sync op that does not return; for at least how long since a timed call
+ * began); so does vf_engine_destroy_timed()'s. A wait that timed out reports
+ * and clears nothing: the failure stays for a later wait. A look (0) at a var
  * leaves nothing behind, and runs nothing, from inside an op too: looks
  * polled in a loop there may never see an op they look for end, where it
  * needs the looping thread (a child queued on a pool of one worker, say);

@@ -481,6 +481,67 @@ TEST_CASE(timed_wait_counts_the_async_ops_it_does_not_name)
     tu_finish_engine(e);
 }
 
+typedef struct gated {
+    tu_gate gate;
+    atomic_int started;
+} gated;
+
+static int gated_fn(vf_run *run, void *arg)
+{
+    (void)run;
+    gated *g = arg;
+    atomic_store(&g->started, 1);
+    return tu_gate_wait(&g->gate, TU_TIMEOUT) ? 0 : -1;
+}
+
+/* A timed wait, and a timed destroy, that give up name the sync op a
+ * worker runs, for how long since a look saw it, beside the async ops in
+ * flight (50 here, which alone would fill the detail): they said only
+ * "no async op in flight" with an op hung on its worker. */
+TEST_CASE(timed_wait_names_the_running_sync_op)
+{
+    enum { N = 50 };
+    vf_engine *e = tu_engine(&tu_kinds[2]);
+    vf_var v = tu_var(e);
+    gated g = {.started = 0};
+    tu_gate_init(&g.gate);
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = gated_fn, .arg = &g, .writes = VF_VARS(v)}));
+    CHECK(tu_wait_flag(&g.started, 1, TU_TIMEOUT));
+    CHECK_ERR(vf_var_wait_timed(e, v, 1200, NULL), VF_ETIMEDOUT);
+    const char *d = vf_error_detail();
+    if (strstr(d, "; no async op in flight; running now: op #1 on worker ") ==
+            NULL ||
+        strstr(d, "(cpu) for at least 1.") == NULL)
+        CHECK_REPORT_("the var wait's detail: %s", d);
+    static held h[N];
+    static char names[N][40];
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof names[i], "async op number %d", i);
+        atomic_store(&h[i].started, 0);
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.async_fn = held_fn, .arg = &h[i], .name = names[i]}));
+        CHECK(tu_wait_flag(&h[i].started, 1, TU_TIMEOUT));
+    }
+    /* A look (0 ms) samples nothing: the var wait's look counts. */
+    CHECK_ERR(vf_engine_wait_all_timed(e, 0, NULL), VF_ETIMEDOUT);
+    d = vf_error_detail();
+    if (strstr(d, "50 async ops started") == NULL ||
+        strstr(d, " more; running now: op #1 on worker ") == NULL ||
+        strstr(d, "(cpu) for at least 1.") == NULL)
+        CHECK_REPORT_("the wait's detail: %s", d);
+    CHECK_ERR(vf_engine_destroy_timed(e, 50), VF_ETIMEDOUT);
+    d = vf_error_detail();
+    if (strstr(d, " more; running now: op #1 on worker ") == NULL)
+        CHECK_REPORT_("the destroy's detail: %s", d);
+    tu_gate_open(&g.gate);
+    for (int i = 0; i < N; i++)
+        CHECK_OK(vf_completion_finish(h[i].done, 0, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    tu_gate_destroy(&g.gate);
+    tu_finish_engine(e);
+}
+
 static int return_skipped(vf_run *run, void *arg)
 {
     (void)run;

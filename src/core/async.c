@@ -125,18 +125,6 @@ static void describe_locked(const vf__async_ops *a, uint64_t count, char *buf,
         put(buf, n, &len, " and %" PRIu64 " more", count - shown);
 }
 
-int vf__async_fail(vf__async_ops *a, int code, const char *fmt, ...)
-{
-    char detail[VF__DETAIL_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    int len = vsnprintf(detail, sizeof detail, fmt, ap);
-    va_end(ap);
-    if (len >= 0 && (size_t)len < sizeof detail)
-        vf__async_describe(a, detail + len, sizeof detail - (size_t)len);
-    return vf__fail(code, "%s", detail);
-}
-
 void vf__async_describe(vf__async_ops *a, char *buf, size_t n)
 {
     if (n == 0)

@@ -68,10 +68,4 @@ uint64_t vf__async_count(vf__async_ops *a);
  * flight". An op's start is kept in its `seq` (op.h) while in flight. */
 void vf__async_describe(vf__async_ops *a, char *buf, size_t n);
 
-/* vf__fail(code) with the detail `fmt`'s text followed by that sentence,
- * fitted to what the detail holds (a sentence made for more was cut
- * mid-word, the count of the rest lost: found by a reviewer). */
-int vf__async_fail(vf__async_ops *a, int code, const char *fmt, ...)
-    VF_PRINTF_LIKE(3, 4);
-
 #endif /* VF_ASYNC_H */

@@ -139,7 +139,7 @@ static int give_up(destroy_wait *w, int state)
     vf_engine *e = w->e;
     atomic_store(&e->state, state);
     vf__lifecycle_destroy_gives_up(e);
-    return vf__async_fail(&e->async, VF_ETIMEDOUT,
+    return vf__stall_fail(e, VF_ETIMEDOUT,
                           "%s: gave up after %" PRId64 " ms, the engine was "
                           "left usable; ",
                           w->report.who, w->timeout_ms);

@@ -12,6 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/error.h"
+#include "core/async.h"
 #include "core/engine.h"
 #include "core/sched.h"
 
@@ -162,6 +164,25 @@ void vf__stall_running(vf_engine *e, char *buf, size_t n)
     each_worker(e, say_worker, &rw);
     if (rw.more > 0)
         snprintf(buf + rw.len, n - rw.len, " and %d more", rw.more);
+}
+
+int vf__stall_fail(vf_engine *e, int code, const char *fmt, ...)
+{
+    /* The running ops get at most half the detail, the async ops what the
+     * text and they leave. */
+    char detail[VF__DETAIL_MAX], running[VF__DETAIL_MAX / 2];
+    vf__stall_running(e, running, sizeof running);
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    size_t tail = strlen(running);
+    if (len >= 0 && (size_t)len + tail + 1 < sizeof detail) {
+        vf__async_describe(&e->async, detail + len,
+                           sizeof detail - (size_t)len - tail);
+        strcat(detail, running);
+    }
+    return vf__fail(code, "%s", detail);
 }
 
 void vf__stall_report_say(vf__stall_report *r, vf_engine *e, const char *what)

@@ -56,6 +56,15 @@ void vf__stall_sample(vf_engine *e);
  * four, then " and N more"; "" when none. */
 void vf__stall_running(vf_engine *e, char *buf, size_t n);
 
+/* vf__fail(code) with the detail `fmt`'s text followed by the async ops
+ * of e in flight (vf__async_describe) and the ops its threads run
+ * (vf__stall_running), each fitted whole to what the detail holds (a
+ * sentence made for more was cut mid-word, the count of the rest lost:
+ * found by a reviewer). A timed wait that gave up said "no async op in
+ * flight" with a hung op running (found by a user tester). */
+int vf__stall_fail(vf_engine *e, int code, const char *fmt, ...)
+    VF_PRINTF_LIKE(3, 4);
+
 /* vf__stall_report_say if a report is due. */
 void vf__stall_report_pace(vf__stall_report *r, vf_engine *e, const char *what);
 

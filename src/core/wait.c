@@ -42,7 +42,6 @@
 #include "base/alloc.h"
 #include "base/cancel.h"
 #include "base/ref.h"
-#include "core/async.h"
 #include "core/bulk.h"
 #include "core/cross_wait.h"
 #include "core/engine.h"
@@ -53,6 +52,7 @@
 #include "core/profiling.h"
 #include "core/push.h"
 #include "core/run.h"
+#include "core/stall_report.h"
 #include "core/wait.h"
 
 /* Waiters come from the free lists (freelist.h): a recursion waits at
@@ -1062,11 +1062,21 @@ static int refuse_in_done(const char *who)
                     who);
 }
 
-/* VF_ETIMEDOUT, with the async ops nobody completed (the usual reason). */
+/* VF_ETIMEDOUT, with the async ops nobody completed (the usual reason)
+ * and the ops e's threads run (a hung one). */
 static int timed_out(vf_engine *e, const char *who, int64_t ms)
 {
-    return vf__async_fail(&e->async, VF_ETIMEDOUT,
-                          "%s: timed out after %lld ms; ", who, (long long)ms);
+    return vf__stall_fail(e, VF_ETIMEDOUT, "%s: timed out after %lld ms; ", who,
+                          (long long)ms);
+}
+
+/* A wait's deadline, from now. A timed one notes what e's threads run
+ * now, so that its time-out says how long each has run since. */
+static vf__deadline wait_deadline(vf_engine *e, int64_t timeout_ms)
+{
+    if (timeout_ms > 0)
+        vf__stall_sample(e);
+    return vf__deadline_in_ms(timeout_ms);
 }
 
 /* VF_ESHUTDOWN for a wait on a var with no failure to report whose write
@@ -1114,7 +1124,7 @@ static bool fence_met_by(vf_engine *e, vf__fence *fence, int64_t timeout_ms)
     if (timeout_ms < 0 ||
         atomic_load_explicit(&fence->resolved, memory_order_acquire))
         return true;
-    vf__deadline until = vf__deadline_in_ms(timeout_ms);
+    vf__deadline until = wait_deadline(e, timeout_ms);
     long nap_ns = 50 * 1000;
     for (unsigned spins = 0;; spins++) {
         if (atomic_load_explicit(&fence->resolved, memory_order_acquire)) {
@@ -1492,7 +1502,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
         }
     }
 
-    vf__deadline until = vf__deadline_in_ms(timeout_ms);
+    vf__deadline until = wait_deadline(e, timeout_ms);
     bool cycle = false;       /* refused by cross_wait.h, which says why */
     vf__prof_stretch waiting; /* not the op's own work (profiling.h) */
     vf__profiling_stretch_begin(cur, &waiting);
@@ -1728,7 +1738,7 @@ static int wait_children(vf_run *run, int64_t timeout_ms, vf_error *err,
     int rc = 0;
     if ((atomic_load_explicit(&f->pending, memory_order_acquire) &
          VF__FAMILY_COUNT) != 0) {
-        vf__deadline until = vf__deadline_in_ms(timeout_ms);
+        vf__deadline until = wait_deadline(e, timeout_ms);
         rc = wait_pending(e, f, &until, who);
     }
     /* Its children settled (finished, or given up on below), what they
@@ -1893,7 +1903,7 @@ static int wait_all(vf_engine *e, int64_t timeout_ms, vf__cross_wait *cross,
         if (rc != 0)
             return rc;
     }
-    vf__deadline until = vf__deadline_in_ms(timeout_ms);
+    vf__deadline until = wait_deadline(e, timeout_ms);
     vf__prof_stretch waiting; /* not the op's own work (profiling.h) */
     vf__profiling_stretch_begin(cur, &waiting);
     int late = wait_idle(e, e->help_on_wait, &until);
