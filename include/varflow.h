@@ -1485,7 +1485,13 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * levels up that one is; past 128 levels of nesting, the ancestors
  * between the 128th level and the parent are not looked at); otherwise (the ops
  * it waits for wait, directly or not, on it) as soon as no op of the engine can
- * run any more, so an unrelated long op delays the answer until it ends. When
+ * run any more, so an unrelated long op delays the answer until it ends. An
+ * async op whose function waits inside holds its vars until its completion,
+ * which the engine cannot tell will come when a thread outside it has it: a
+ * wait that needs it (one of the op's own, on a child's write of a var the
+ * op writes or reads, say) counts it as nothing that can run, and returns
+ * VF_EDEADLK once no op can run, or 0 if the completion came first
+ * (whichever the timing gives): finish the op before such a wait. When
  * several waits inside ops are stuck together, the one first in push order
  * (the one the serial program reaches first) returns VF_EDEADLK; the
  * others go on waiting, and finish once its op's end lets them. Past 128
@@ -1535,7 +1541,8 @@ VF_API int vf_var_wait(vf_engine *e, vf_var v, vf_error *err);
  * waiting op being a sync one (the child cannot run before it ends: an
  * async op's completion lets go of its vars, and may come from anywhere,
  * one of its children included, so its wait is refused only once nothing
- * can run), or a var that an op
+ * can run, a completion another thread holds counting as nothing: see
+ * vf_var_wait()), or a var that an op
  * further up writes (a grandparent, say): in the serial program the wait
  * runs within that op, whether or not it happens to have ended here (as
  * vf_var_wait() refuses a wait on such a var); the children it
