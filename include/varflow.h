@@ -1281,7 +1281,10 @@ VF_API int vf_operator_destroy(vf_engine *e, vf_operator *op);
  * While an async op of the engine is pushed and not finished, no push is
  * fused (each goes alone): a fused op waits for every input of its ops,
  * and one of them may be what completes the async op that a later op of
- * its batch reads the result of. Nor is a push from inside an op that
+ * its batch reads the result of; nor while a stop holds the pushes from
+ * outside the engine's ops (an async op among them is not finished), and
+ * the later ops of a batch one of whose ops pushed an async child that
+ * goes ahead of them go each alone. Nor is a push from inside an op that
  * must wait for its parent's end, or that goes ahead behind an ancestor
  * that writes one of its variables (vf_engine_push(), nested pushes), or
  * from inside an op of a launch that replays (vf_graph_launch()): a

@@ -1760,3 +1760,102 @@ TEST_CASE(pending_counts_a_batch_as_one)
 }
 
 TEST_MAIN("test_bulk", 120)
+
+/* The async op Q writes r; the sync op C (no var of Q's) and Q's function,
+ * whichever comes second, complete Q; R reads r. Fused, C and R would make
+ * one op that waits for r, so for Q, whose completion is C's. */
+typedef struct second_completes {
+    vf_var r, out;
+    long r_value, out_value;
+    atomic_int arrived;
+    vf_completion done;
+} second_completes;
+
+static void sc_async(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    second_completes *t = arg;
+    t->r_value += 40;
+    t->done = done;
+    if (atomic_exchange(&t->arrived, 1) == 1) /* C came first */
+        CHECK_OK(vf_completion_finish(done, 0, NULL));
+}
+
+static int sc_complete(vf_run *run, void *arg)
+{
+    (void)run;
+    second_completes *t = arg;
+    if (atomic_exchange(&t->arrived, 1) == 1) /* Q's function came first */
+        return vf_completion_finish(t->done, 0, NULL);
+    return 0;
+}
+
+static int sc_read(vf_run *run, void *arg)
+{
+    (void)run;
+    second_completes *t = arg;
+    t->out_value = t->r_value + 1;
+    return 0;
+}
+
+static void sc_push_c_and_r(vf_engine *e, second_completes *t)
+{
+    CHECK_OK(vf_engine_push(
+        e,
+        &(vf_op){.fn = sc_complete, .arg = t, .writes = VF_VARS(tu_var(e))}));
+    CHECK_OK(vf_engine_push(e, &(vf_op){.fn = sc_read,
+                                        .arg = t,
+                                        .reads = VF_VARS(t->r),
+                                        .writes = VF_VARS(t->out)}));
+}
+
+/* A stop holds Q, C and R: Q was counted unfinished only once the start
+ * pushed it, so C and R were fused behind it, and the program hung
+ * (found by a reviewer of the bulk code; fails without). */
+TEST_KIND_CASE(async_held_by_a_stop_fuses_nothing_behind_it, k)
+{
+    if (!k->threaded) /* the naive engine ignores the bulk size */
+        return;
+    vf_engine *e = tu_engine(k);
+    second_completes t = {.r = tu_var(e), .out = tu_var(e), .r_value = 2};
+    CHECK_OK(vf_bulk_set_size(e, 8));
+    CHECK_OK(vf_engine_stop(e));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.async_fn = sc_async, .arg = &t, .writes = VF_VARS(t.r)}));
+    sc_push_c_and_r(e, &t);
+    CHECK_OK(vf_engine_start(e));
+    CHECK_OK(vf_var_wait_timed(e, t.out, 10000, NULL));
+    CHECK_EQ(t.out_value, 43);
+    CHECK_EQ(bulks_of(e), 0);
+    tu_finish_engine(e);
+}
+
+static int sc_push_q(vf_run *run, void *arg)
+{
+    second_completes *t = arg;
+    t->r_value = 2;
+    return vf_engine_push(
+        vf_run_engine(run),
+        &(vf_op){.async_fn = sc_async, .arg = t, .writes = VF_VARS(t->r)});
+}
+
+/* A batch [P, C, R]: P writes r and pushes Q, which goes ahead of R on r.
+ * The batch ends after P, and its later items went on fused, behind Q on
+ * r: C waited for Q, whose completion is C's (found by a reviewer of the
+ * bulk code; fails without). Each goes alone now, as pushed unbulked. */
+TEST_KIND_CASE(an_async_child_splits_the_batch_op_by_op, k)
+{
+    if (!k->threaded)
+        return;
+    vf_engine *e = tu_engine(k);
+    second_completes t = {.r = tu_var(e), .out = tu_var(e)};
+    CHECK_OK(vf_bulk_set_size(e, 8));
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.fn = sc_push_q, .arg = &t, .writes = VF_VARS(t.r)}));
+    sc_push_c_and_r(e, &t);
+    CHECK_OK(vf_bulk_flush(e));
+    CHECK_OK(vf_var_wait_timed(e, t.out, 10000, NULL));
+    CHECK_EQ(t.out_value, 43);
+    CHECK_EQ(bulks_of(e), 3); /* the batch, then C and R split off */
+    tu_finish_engine(e);
+}

@@ -12,6 +12,7 @@
 #include "core/arg.h"
 #include "core/bulk_op.h"
 #include "core/engine.h"
+#include "core/exec.h"
 #include "core/guard.h"
 #include "core/lifecycle.h"
 #include "core/push.h"
@@ -461,8 +462,14 @@ static int take_slow(vf_engine *e, vf__bulk *s, vf__var *v, uint32_t gen,
  * into one that hangs). Nor on an engine with an in-flight bound: the
  * bound counts ops, and a batch is one op in the counts while it holds
  * many, none of them counted before the batch is pushed (a bound of 1 let
- * two ops run at once: found trying features combined as a user). */
-static bool bulkable(const vf_engine *e, const vf__opdef *def)
+ * two ops run at once: found trying features combined as a user). Nor
+ * from outside the engine's ops and threads (`outside`: push.c,
+ * held_by_stop) while a stop holds such pushes: an async op held is
+ * counted unfinished only once the start pushes it, and the ops held
+ * behind it were fused as if there were none (found by a reviewer of the
+ * bulk code: the same hang). A push from inside is not held, and comes
+ * before every held op. */
+static bool bulkable(vf_engine *e, const vf__opdef *def, bool outside)
 {
     return e->kind != VF_ENGINE_NAIVE && e->max_inflight == 0 &&
            def->fn != NULL && def->property == VF_PROP_NORMAL &&
@@ -470,7 +477,9 @@ static bool bulkable(const vf_engine *e, const vf__opdef *def)
            atomic_load_explicit(&e->state, memory_order_relaxed) ==
                VF__RUNNING &&
            atomic_load_explicit(&e->async_unfinished, memory_order_relaxed) ==
-               0;
+               0 &&
+           !(outside &&
+             atomic_load_explicit(&e->life.holding, memory_order_relaxed));
 }
 
 /* Whether an op on `vars` pushed from inside `parent` (running) waits for
@@ -554,7 +563,7 @@ int vf__bulk_push(vf_engine *e, const char *who, const vf_op *desc,
     if (VF__UNLIKELY(parent != NULL) && parent->def->kind == &vf__kind_bulk)
         vf__bulk_release_ran(parent);
     vf__sleeplock_lock(&s->lock);
-    if (s->size == 0 || !bulkable(e, def)) {
+    if (s->size == 0 || !bulkable(e, def, vf__exec_current_engine() != e)) {
         flush_locked(e, s);
         vf__sleeplock_unlock(&s->lock);
         after_other_batches(e, s, desc, opr);

@@ -278,7 +278,9 @@ static bool must_split(vf__op *op, int k)
 static vf__bulk_batch *batch_rest(const vf__bulk_batch *b, int first)
 {
     int nitems = b->nitems - first;
-    int base = b->items[first].first, nrefs = b->nrefs - base;
+    /* Not b->nrefs: items split off before (split_after) keep theirs. */
+    const vf__bulk_item *last = &b->items[b->nitems - 1];
+    int base = b->items[first].first, nrefs = last->first + last->nrefs - base;
     vf__bulk_batch *r = vf__calloc(1, sizeof *r);
     int *slot = vf__malloc((size_t)b->nvars * sizeof *slot);
     if (r == NULL || slot == NULL)
@@ -335,7 +337,7 @@ fail:
  * op of their own, queued where they stood (vf__push_enqueue_rest). False
  * out of memory (nothing changed: they run in this batch, after the
  * descendant waits for it). */
-static bool split_after(vf_engine *e, vf__op *op, int k)
+static bool split_off(vf_engine *e, vf__op *op, int k)
 {
     vf__bulk_batch *b = op->arg;
     vf__bulk_batch *r = batch_rest(b, k + 1);
@@ -362,6 +364,25 @@ static bool split_after(vf_engine *e, vf__op *op, int k)
     __atomic_store_n(&b->nitems, k + 1, __ATOMIC_RELAXED);
     atomic_fetch_add_explicit(&e->bulk.bulks, 1, memory_order_relaxed);
     vf__push_enqueue_rest(e, rest, op);
+    return true;
+}
+
+/* split_off, each later item alone when an async op is unfinished, or
+ * `async` (the descendant that goes ahead, not counted yet): no push is
+ * fused then (bulk.c: bulkable), for an item may be what completes it, and
+ * fused with a later item that waits for it (reads what that descendant
+ * writes) neither would run (found by a reviewer of the bulk code). The
+ * last goes first: each queues where it stood, in front of those split
+ * off before it. True when the batch ends after item k; false out of
+ * memory, with the items not split off yet still in the batch. */
+static bool split_after(vf_engine *e, vf__op *op, int k, bool async)
+{
+    vf__bulk_batch *b = op->arg;
+    bool alone = async || atomic_load_explicit(&e->async_unfinished,
+                                               memory_order_relaxed) != 0;
+    for (int j = alone ? b->nitems - 2 : k; j >= k; j--)
+        if (!split_off(e, op, j))
+            return false;
     return true;
 }
 
@@ -438,7 +459,7 @@ static void run_batch(vf__op *op, int worker, bool shutdown)
             pushed = false;
             atomic_store(&b->running, i);
             if (atomic_exchange(&b->watched, false) && must_split(op, i - 1) &&
-                split_after(e, op, i - 1))
+                split_after(e, op, i - 1, false))
                 break;
         } else {
             atomic_store_explicit(&b->running, i, memory_order_relaxed);
@@ -775,9 +796,12 @@ void vf__bulk_before_child(vf__op *op, const vf__op *child)
     int running = atomic_load_explicit(&b->running, memory_order_relaxed);
     if (b->last_use == NULL && !note_last_uses(b))
         return; /* out of memory: the batch holds its vars to its end */
-    bool later = running + 1 < b->nitems;
-    if (later && (child == NULL || passes_later_items(op, child, running)) &&
-        split_after(vf__op_engine(op), op, running))
+    int nitems = b->nitems;
+    if (running + 1 < nitems &&
+        (child == NULL || passes_later_items(op, child, running)))
+        split_after(vf__op_engine(op), op, running,
+                    child != NULL && child->def->async);
+    if (b->nitems != nitems)
         note_last_uses(b); /* of the items it kept (the block exists) */
     narrow(op, running);
 }
