@@ -1299,11 +1299,11 @@ VF_API int vf_operator_destroy(vf_engine *e, vf_operator *op);
  * errors, VF_ESTALE for a variable whose delete was pushed, are returned
  * by the push). A batch that cannot be pushed whole (another thread
  * deleted a variable of it meanwhile, no memory) falls back to pushing its
- * ops one by one; one that still fails is reported like a failed op (done
- * callback and the waits). An op of a batch that pushes children gets
- * what it would unbulked: where a child (or a later descendant, pushed
- * on any thread while the op runs) must come before a later op of the
- * batch, and where the op waits for its children
+ * ops one by one; one that still fails is reported by its done callback
+ * and vf_engine_wait_all (its vars carry no failure). An op of a batch
+ * that pushes children gets what it would unbulked: where a child (or a
+ * later descendant, pushed on any thread while the op runs) must come
+ * before a later op of the batch, and where the op waits for its children
  * (vf_run_wait_children()), the batch ends after the op, and its later
  * ops go on as a fused op of their own, where they stood on each
  * variable, behind that child; and the batch then holds only what the op
