@@ -58,6 +58,11 @@
  *   collective: the other ranks are not disturbed and never learn of it.
  *   So does one made from a `done` that vf_mpi_push() calls with
  *   VF_MPI_ELSEWHERE: the op's `done` refuses it alike on every rank.
+ *   Made while the thread captures a graph on the engine (vf_graph_begin()),
+ *   vf_mpi_var_create(s), vf_mpi_var_destroy(), vf_mpi_push(), vf_mpi_get()
+ *   and vf_mpi_wait_all() return VF_EINVAL, the detail naming the capture,
+ *   and the capture goes on: their transfers are made once, for the values
+ *   of the moment, and cannot be replayed.
  * - A call in sequence that one rank refuses for what only that rank can
  *   see (a NULL `ptr` on the owner, an error only the running rank meets:
  *   see each call) is refused on that rank alone: its program then differs
@@ -229,16 +234,16 @@ VF_API int vf_mpi_var_destroy(vf_engine *e, vf_var v);
  * a copy of `arg`, as on the running rank; out of memory for a copy of
  * more than 256 bytes, `arg` itself). Refused alike on every
  * rank, before anything is pushed: VF_EINVAL for no or two functions, a bad
- * list, a variable that is not distributed, a bad rank, a nonblocking op
- * (VF_EAGAIN would come on one rank only); VF_ESTALE for a deleted
- * variable. An error only the running rank meets in vf_engine_push() (no
- * memory, its device, a property it refuses, the shutdown notice) is returned
- * there, with `done` not called there (as for any refused push: what `done`
- * would free, the caller frees), and the op is replaced there by one that
- * fails with that error
- * on the same variables (skipped, as the op would be, when an input
- * failed before it: that failure travels on), so the failure travels with
- * the data and the waits report it on every rank.
+ * list (more than VF_MAX_OP_VARS handles in the two), a variable that is not
+ * distributed, a bad rank, a nonblocking op (VF_EAGAIN would come on one rank
+ * only); VF_ESTALE for a deleted variable. An error only the running rank meets
+ * in vf_engine_push() (no memory, its device, a property it refuses, the
+ * shutdown notice) is returned there, with `done` not called there (as for any
+ * refused push: what `done` would free, the caller frees), and the op is
+ * replaced there by one that fails with that error on the same variables
+ * (skipped, as the op would be, when an input failed before it: that failure
+ * travels on), so the failure travels with the data and the waits report it on
+ * every rank.
  */
 VF_API int vf_mpi_push(vf_engine *e, const vf_op *op, int rank);
 
@@ -266,12 +271,15 @@ VF_API int vf_mpi_get(vf_engine *e, vf_var v, int rank, vf_error *err);
  * "Rules of use"). When a rank could not wait (its engine is stopped with
  * ops held: VF_ESTOPPED; its data flow was cut by an earlier error:
  * VF_ESYSTEM), it still joins the agreement, and every rank returns that rank's
- * code (the detail names it), provided no other rank waits for a value it was
- * to send: such a rank waits until it is sent, and the rank that could not
- * wait waits in the agreement for it (a stopped engine must then be
- * started by another thread of that rank). The failures the other ranks'
- * local waits cleared meanwhile are not reported again. VF_ESYSTEM when an
- * MPI call fails.
+ * code (the detail names it), provided no other rank waits for a transfer
+ * with it: a rank that waits for a value the refusing rank was to send
+ * waits until it is sent, and that rank waits in the agreement for it (a
+ * stopped engine must then be started by another thread of that rank); a
+ * rank whose send the cut rank never received (a transfer its push could
+ * not make, out of memory say) waits for ever, and so does the cut rank,
+ * in the agreement: treat a cut data flow as fatal (MPI_Abort()). The
+ * failures the other ranks' local waits cleared meanwhile are not
+ * reported again. VF_ESYSTEM when an MPI call fails.
  */
 VF_API int vf_mpi_wait_all(vf_engine *e, vf_error *err);
 

@@ -130,6 +130,17 @@ int vf__mpi_enter(vf__mpi *ctx, const char *caller)
     int rc = vf__mpi_check_thread(ctx, caller);
     if (rc != 0)
         return rc;
+    /* Each call in sequence pushes transfers, waits, or makes or deletes
+     * variables, made once for the values of the moment: a graph
+     * launched twice replayed a transfer whose record the first launch
+     * had freed (found by a user tester: every rank crashed). */
+    if (vf_graph_capturing(ctx->engine))
+        return vf__mpi_error(VF_EINVAL,
+                             "%s: this thread captures a graph on the "
+                             "engine (vf_graph_begin): a call of "
+                             "varflow-mpi cannot be captured (its transfers "
+                             "are made once); the capture goes on",
+                             caller);
     pthread_mutex_lock(&ctx->lock);
     lock_held = ctx;
     return 0;

@@ -199,6 +199,16 @@ static int resolve(vf__mpi *ctx, const vf_op *op, const char *caller,
         rc = check_list(op->writes, caller, "writes");
     if (rc != 0)
         return rc;
+    /* As vf_engine_push() refuses it, here on every rank alike (on the
+     * running rank alone it cut that rank's data flow for good: found by a
+     * user tester). */
+    if (op->reads.count > VF_MAX_OP_VARS - op->writes.count)
+        return vf__mpi_error(VF_EINVAL,
+                             "%s: op->reads and op->writes hold %lld "
+                             "handles, over VF_MAX_OP_VARS (%d)",
+                             caller,
+                             (long long)op->reads.count + op->writes.count,
+                             VF_MAX_OP_VARS);
     int total = op->reads.count + op->writes.count;
     vf__mpi_use *u = buf;
     if (total > cap && (u = malloc(sizeof *u * (size_t)total)) == NULL)
