@@ -33,10 +33,10 @@
 #define POLL_MAX_US 200 /* the longest sleep with requests in flight */
 
 /* The requests in flight and their transfers, side by side, and room for
- * what MPI_Testsome reports (indices, statuses, the finished transfers). */
-/* The requests in flight, oldest first, in slots 0 to n - 1: a finished
- * one leaves its slot empty (xs NULL, its request MPI_REQUEST_NULL), and
- * the slots are packed once more are empty than not; `first` is the
+ * what MPI_Testsome reports (indices, statuses, the finished transfers).
+ * Oldest first, in slots 0 to n - 1: a finished one leaves its slot
+ * empty (xs NULL, its request MPI_REQUEST_NULL), and the slots are
+ * packed once more are empty than not; `first` is the
  * oldest slot not empty. A poll tests the oldest POLL_OLDEST slots and a
  * slice of POLL_SLICE of the others, from `cursor` on, which moves on at
  * every poll: every request is tested within n / POLL_SLICE polls, and a
