@@ -793,7 +793,9 @@ VF_API int vf_var_version(vf_engine *e, vf_var v, uint64_t *out);
  * local's address take their places by time, and one placed behind the
  * other's failing child is skipped, its parent's wait saying VF_ESKIPPED:
  * see vf_var_wait()); destroy the variable to forget it.
- * VF_EINVAL for a NULL engine, addr or out; VF_ENOMEM.
+ * VF_EINVAL for a NULL engine, addr or out, and while this thread captures
+ * a graph on the engine; VF_ENOMEM; for an address with no variable yet,
+ * what vf_var_create() returns (VF_ESHUTDOWN after the shutdown notice).
  */
 VF_API int vf_var_of(vf_engine *e, const void *addr, vf_var *out);
 

@@ -2001,6 +2001,78 @@ TEST_CASE(bulk_split_keeps_ids)
     check_context_ = NULL;
 }
 
+/* An op of a fused batch pushes a kid (bulked on its worker) and waits
+ * for it, while the program's wait pushes the kid's batch from another
+ * thread: the kid's record names that op as its parent. The other
+ * thread read the fused op's record id as the batch split (it gives its
+ * last ids to the rest) and as it let go of vars (its id standing for
+ * one of its ops for a moment): TSan saw the race, and up to half the
+ * kids named another record or none (found trying features combined as a
+ * user; fails without). */
+static vf_var bp_r, bp_k;
+static atomic_int bp_pushed;
+
+static int bp_parent(vf_run *run, void *arg)
+{
+    (void)arg;
+    CHECK_OK(
+        vf_engine_push(vf_run_engine(run), &(vf_op){.fn = nothing,
+                                                    .reads = VF_VARS(bp_r),
+                                                    .writes = VF_VARS(bp_k),
+                                                    .name = "kid"}));
+    atomic_store(&bp_pushed, 1); /* the program's thread waits now */
+    return vf_run_wait_children(run, NULL);
+}
+
+TEST_CASE(bulk_kids_name_their_parent_op)
+{
+    enum { ROUNDS = 300 };
+    vf_config cfg = {
+        .type = VF_ENGINE_POOLED, .cpu_workers = 2, .bulk_size = 4};
+    vf_engine *e = tu_engine_cfg(&tu_kinds[2], &cfg);
+    bp_r = tu_var(e);
+    bp_k = tu_var(e);
+    vf_var q1 = tu_var(e), q2 = tu_var(e);
+    CHECK_OK(vf_profile_start(e));
+    for (int i = 0; i < ROUNDS; i++) {
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = bp_parent,
+                                            .reads = VF_VARS(bp_r),
+                                            .writes = VF_VARS(q1),
+                                            .name = "parent"}));
+        CHECK_OK(vf_engine_push(
+            e,
+            &(vf_op){.fn = nothing, .writes = VF_VARS(q2), .name = "later"}));
+        atomic_store(&bp_pushed, 0);
+        CHECK_OK(vf_bulk_flush(e));
+        /* Spun, not slept: the wait then meets the parent entering its
+         * own. */
+        double end = tu_now() + TU_TIMEOUT;
+        while (!atomic_load(&bp_pushed) && tu_now() < end)
+            ;
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+    }
+    vf_profile *p = NULL;
+    CHECK_OK(vf_profile_take(e, &p));
+    tu_finish_engine(e);
+    REQUIRE(p != NULL);
+    size_t n = vf_profile_count(p);
+    int kids = 0, wrong = 0;
+    for (size_t j = 0; j < n; j++) {
+        const vf_profile_record *r = vf_profile_at(p, j);
+        if (strcmp(r->name, "kid") != 0)
+            continue;
+        kids++;
+        const vf_profile_record *up = NULL;
+        for (size_t m = 0; m < n && up == NULL; m++)
+            if (r->parent != 0 && vf_profile_at(p, m)->id == r->parent)
+                up = vf_profile_at(p, m);
+        wrong += up == NULL || strcmp(up->name, "parent") != 0;
+    }
+    CHECK_EQ(kids, ROUNDS);
+    CHECK_EQ(wrong, 0);
+    vf_profile_destroy(p);
+}
+
 /* An op pushed once a batch has ended gets the edge an op pushed before
  * its end has, from the batch's last op (bulked; unbulked, from the op
  * its var waited for), whatever the timing. (The batch once told the

@@ -388,11 +388,12 @@ static bool split_after(vf_engine *e, vf__op *op, int k, bool async)
 
 /* --- running it --------------------------------------------------------- */
 
-/* The profile id of item `i` of the recorded fused op `op` of `n` items:
- * its push took an id for each (records), the fused op's the last. */
-static uint64_t item_id(const vf__op *op, int n, int i)
+/* The profile id of item `i` of the recorded fused op `op`: its push took
+ * an id for each (records), from the record's `first` on (profile/hooks.h:
+ * not from its `id`, which changes). */
+static uint64_t item_id(const vf__op *op, int i)
 {
-    return op->prof->id - (uint64_t)(n - 1 - i);
+    return op->prof->first + (uint64_t)i;
 }
 
 /* The profile record of the batch's op `i` (run_batch): its id, the op
@@ -404,7 +405,7 @@ static void record_item(vf_engine *e, const vf__op *op, int i, int worker,
     const vf__bulk_batch *b = op->arg;
     const vf__bulk_item *it = &b->items[i];
     vf__op_prof part;
-    part.id = item_id(op, b->nitems, i);
+    part.id = part.first = item_id(op, i);
     part.worker = worker;
     part.ready = ready;
     part.start = start;
@@ -812,7 +813,7 @@ uint64_t vf__bulk_item_record_id(const vf__op *op, uint64_t place)
     int n = __atomic_load_n(&b->nitems, __ATOMIC_RELAXED);
     for (int i = n - 1; i >= 0; i--) /* the running one is near the end */
         if (b->items[i].place == place)
-            return item_id(op, n, i);
+            return item_id(op, i);
     return 0;
 }
 

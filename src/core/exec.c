@@ -1739,13 +1739,19 @@ void vf__exec_run_in_order(vf__op *const *ops, uint32_t n, uint64_t base,
 /* Where `op`, a replay's node of w's pool made ready by w, goes instead of
  * staying with w: its home (graph.c: homes) when that is another worker of
  * the pool, else -1 (it has none, or w is its home; a pool of one has no
- * homes, and skips the plan's look-up). */
+ * homes, and skips the plan's look-up). A home past the pool's workers
+ * was planned before a fork, in a larger pool than the child's (a forked
+ * child launching the parent's graph sent nodes past the pool's end:
+ * found trying features combined as a user): none then, here and at the
+ * launch (vf__exec_dispatch_nodes). */
 static inline int node_home_elsewhere(const vf__worker *w, const vf__op *op)
 {
-    if (w->pool->nworkers == 1)
+    int nworkers = w->pool->nworkers;
+    if (nworkers == 1)
         return -1;
     int home = vf__graph_node_home(op);
-    return home >= 0 && &w->pool->workers[home] != w ? home : -1;
+    return home >= 0 && home < nworkers && &w->pool->workers[home] != w ? home
+                                                                        : -1;
 }
 
 /* Whether `next`, the one op a node made ready, is a node this worker runs
@@ -1781,7 +1787,7 @@ void vf__exec_dispatch_nodes(vf__readylist *ready)
     vf__op *op;
     while ((op = vf__readylist_pop(ready)) != NULL) {
         int home = op->def->inline_run ? -1 : vf__graph_node_home(op);
-        if (home >= 0)
+        if (home >= 0 && home < op->def->pool->nworkers)
             vf__pool_submit_to(op->def->pool, home, op);
         else
             vf__readylist_add(&rest, op);

@@ -37,6 +37,14 @@
 /* What an op block carries while it is recorded. */
 typedef struct vf__op_prof {
     uint64_t id; /* 0 until vf__prof_op_number */
+    /* The first of its ids (a fused op's first op's), set with `id` and
+     * never changed after: a fused op's `id` stands for one of its ops for
+     * a moment as it lets go of vars (bulk_op.c: edges_from_item), and a
+     * split gives its last ids to the rest, while a child pushed on another
+     * thread looks up the id of the op that pushed it (its parent in the
+     * profile: a race, and wrong parents; found trying features combined
+     * as a user). */
+    uint64_t first;
     uint32_t session;
     uint32_t nids; /* the ids it takes (vf__prof_op_pushed's `ids`) */
     int worker;

@@ -227,7 +227,7 @@ vf__op_prof *vf__prof_op_pushed(vf__profiler *p, int nvars, uint32_t ids)
     atomic_store_explicit(&r->ndeps, 0, memory_order_relaxed);
     r->cap = nvars > VF__PROF_INLINE_DEPS ? nvars : VF__PROF_INLINE_DEPS;
     r->session = session_now(p);
-    r->id = 0;
+    r->id = r->first = 0;
     r->nids = ids;
     r->worker = -1;
     r->push = r->ready = r->start = r->end = stamp(p);
@@ -248,6 +248,7 @@ void vf__prof_op_number(vf__profiler *p, vf__op_prof *r)
     } while (!atomic_compare_exchange_weak_explicit(
         &p->numbering, &n, n + r->nids, memory_order_acquire,
         memory_order_relaxed));
+    r->first = (n & NUMBERING_IDS) + 1;
     r->id = (n & NUMBERING_IDS) + r->nids;
 }
 
@@ -256,7 +257,7 @@ void vf__prof_op_parent_id(vf__op_prof *r, const vf__op_prof *parent,
 {
     /* Numbered at its push, before the child's; of an earlier profile,
      * its id names another op here (or none). */
-    if (parent->session == r->session && parent->id != 0)
+    if (parent->session == r->session && parent->first != 0)
         r->parent = id;
 }
 
@@ -278,6 +279,7 @@ vf__op_prof *vf__prof_op_split(vf__profiler *p, vf__op_prof *whole, int nvars,
     r->parent = whole->parent;
     r->id = whole->id;
     whole->id -= ids;
+    r->first = whole->id + 1;
     return r;
 }
 
