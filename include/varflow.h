@@ -1281,12 +1281,13 @@ VF_API int vf_operator_destroy(vf_engine *e, vf_operator *op);
  * bulk size (set here, by config.bulk_size or by VF_BULK_SIZE), so no
  * flush is needed for that.
  * While an async op of the engine is pushed and not finished, no push is
- * fused (each goes alone): a fused op waits for every input of its ops,
+ * fused (each goes alone), and a batch pushed then goes op by op: a fused
+ * op waits for every input of its ops,
  * and one of them may be what completes the async op that a later op of
  * its batch reads the result of; nor while a stop holds the pushes from
  * outside the engine's ops (an async op among them is not finished), and
- * the later ops of a batch one of whose ops pushed an async child that
- * goes ahead of them go each alone. Nor is a push from inside an op that
+ * the later ops of a batch that ends early for a child go each alone (an
+ * async op may come ahead of them). Nor is a push from inside an op that
  * must wait for its parent's end, or that goes ahead behind an ancestor
  * that writes one of its variables (vf_engine_push(), nested pushes), or
  * from inside an op of a launch that replays (vf_graph_launch()): a
@@ -1307,7 +1308,7 @@ VF_API int vf_operator_destroy(vf_engine *e, vf_operator *op);
  * later descendant, pushed on any thread while the op runs) must come
  * before a later op of the batch, and where the op waits for its children
  * (vf_run_wait_children()), the batch ends after the op, and its later
- * ops go on as a fused op of their own, where they stood on each
+ * ops go on each alone, where they stood on each
  * variable, behind that child; and the batch then holds only what the op
  * needs, so a child on a variable only an earlier op used runs at once,
  * and one reading a variable the op reads runs beside it. A wait inside

@@ -542,6 +542,38 @@ TEST_CASE(timed_wait_names_the_running_sync_op)
     tu_finish_engine(e);
 }
 
+/* Two workers each running a sync op, and one async op with a name of
+ * 43 bytes in flight: a timed wait's detail names the async op whole,
+ * then the running ops (one, and how many more). With half the detail
+ * the running ops' it named no async op ("... completed: and 1 more":
+ * found by a reviewer). */
+TEST_CASE(timed_wait_names_the_async_op_beside_running_ops)
+{
+    vf_engine *e = tu_engine(&tu_kinds[2]);
+    gated g[2] = {{.started = 0}, {.started = 0}};
+    for (int i = 0; i < 2; i++) {
+        tu_gate_init(&g[i].gate);
+        CHECK_OK(vf_engine_push(e, &(vf_op){.fn = gated_fn, .arg = &g[i]}));
+        CHECK(tu_wait_flag(&g[i].started, 1, TU_TIMEOUT));
+    }
+    held h = {.started = 0};
+    static const char name[] = "an async op whose name is 43 bytes long ok";
+    CHECK_OK(vf_engine_push(
+        e, &(vf_op){.async_fn = held_fn, .arg = &h, .name = name}));
+    CHECK(tu_wait_flag(&h.started, 1, TU_TIMEOUT));
+    CHECK_ERR(vf_engine_wait_all_timed(e, 100, NULL), VF_ETIMEDOUT);
+    const char *d = vf_error_detail();
+    if (strstr(d, name) == NULL || strstr(d, "running now: op #") == NULL)
+        CHECK_REPORT_("the wait's detail: %s", d);
+    for (int i = 0; i < 2; i++)
+        tu_gate_open(&g[i].gate);
+    CHECK_OK(vf_completion_finish(h.done, 0, NULL));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    for (int i = 0; i < 2; i++)
+        tu_gate_destroy(&g[i].gate);
+    tu_finish_engine(e);
+}
+
 static int return_skipped(vf_run *run, void *arg)
 {
     (void)run;

@@ -310,7 +310,7 @@ void vf__bulk_release_ran(vf__op *op);
  * `child` (its var set staged), or, with `child` NULL, to wait for its
  * children. When the child must come before a later item of the batch
  * on a var (a wait: when any later item is left), the batch ends after
- * the running item: the later items become a fused op of their own,
+ * the running item: the later items go each alone (a fused op of one),
  * queued where they stood (bulk_op.c: split_after), as the items alone
  * would have stood behind the running one. Then the batch holds only what
  * its running item needs: the vars it does not use are let go (as

@@ -181,7 +181,7 @@ void vf__bulk_batch_push(vf_engine *e, vf__bulk_batch *b)
         atomic_fetch_add_explicit(&e->bulk.bulks, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&e->bulk.bulked, nitems,
                                   memory_order_relaxed);
-        if (vf__push_enqueue_locked(e, op, "vf_engine_push (bulk)") == 0)
+        if (vf__push_enqueue_fused(e, op, "vf_engine_push (bulk)") == 0)
             return;
         atomic_fetch_sub_explicit(&e->bulk.bulks, 1, memory_order_relaxed);
         atomic_fetch_sub_explicit(&e->bulk.bulked, nitems,
@@ -220,10 +220,10 @@ static bool recorded(const vf__op *op)
  * Item k alone would have let it run at its end, before the later items
  * on that var; the fused op holds the var for them until the batch ends.
  * So, when such a descendant waits there, the batch ends after item k and
- * its later items become a fused op of their own, queued on each of their
- * vars where they stood: right behind the fused op and the descendants
- * that went ahead there. The queues are then what the items alone would
- * have made them. (Before, the descendant ran after the whole batch: a
+ * its later items go each alone (a fused op of one: split_after), queued
+ * on each of their vars where they stood: right behind the fused op and the
+ * descendants that went ahead there. The queues are then what the items alone
+ * would have made them. (Before, the descendant ran after the whole batch: a
  * program's result changed with VF_BULK_SIZE.) */
 
 /* Per var of the union, the last item of the batch (of its items now)
@@ -367,20 +367,20 @@ static bool split_off(vf_engine *e, vf__op *op, int k)
     return true;
 }
 
-/* split_off, each later item alone when an async op is unfinished, or
- * `async` (the descendant that goes ahead, not counted yet): no push is
- * fused then (bulk.c: bulkable), for an item may be what completes it, and
- * fused with a later item that waits for it (reads what that descendant
- * writes) neither would run (found by a reviewer of the bulk code). The
- * last goes first: each queues where it stood, in front of those split
- * off before it. True when the batch ends after item k; false out of
- * memory, with the items not split off yet still in the batch. */
-static bool split_after(vf_engine *e, vf__op *op, int k, bool async)
+/* split_off, each later item alone: an async op may go ahead of them
+ * (the descendant that makes the split, or one pushed after it, by it or
+ * by its own descendants), and one of them may be what completes it;
+ * fused with a later item that waits for it (reads what it writes),
+ * neither would run (found by a reviewer of the bulk code, and by the
+ * next for a second child and a grandchild). No push is fused while an
+ * async op is unfinished (bulk.c: bulkable) for the same reason. The last
+ * goes first: each queues where it stood, in front of those split off
+ * before it. True when the batch ends after item k; false out of memory,
+ * with the items not split off yet still in the batch. */
+static bool split_after(vf_engine *e, vf__op *op, int k)
 {
     vf__bulk_batch *b = op->arg;
-    bool alone = async || atomic_load_explicit(&e->async_unfinished,
-                                               memory_order_relaxed) != 0;
-    for (int j = alone ? b->nitems - 2 : k; j >= k; j--)
+    for (int j = b->nitems - 2; j >= k; j--)
         if (!split_off(e, op, j))
             return false;
     return true;
@@ -450,8 +450,8 @@ static void run_batch(vf__op *op, int worker, bool shutdown)
     for (int i = 0; i < b->nitems; i++) {
         /* Item i-1 has ended: a descendant of it that went ahead behind
          * the batch on a var a later item uses runs before that item, as
-         * behind the item alone; the batch ends here, its later items a
-         * fused op of their own behind that descendant (split_after).
+         * behind the item alone; the batch ends here, its later items
+         * each alone behind that descendant (split_after).
          * Only an item that pushed has descendants: after one that did
          * not, the move on is a plain store (no locked instruction per
          * item: a batch's items cost about one op), for a push reading
@@ -460,7 +460,7 @@ static void run_batch(vf__op *op, int worker, bool shutdown)
             pushed = false;
             atomic_store(&b->running, i);
             if (atomic_exchange(&b->watched, false) && must_split(op, i - 1) &&
-                split_after(e, op, i - 1, false))
+                split_after(e, op, i - 1))
                 break;
         } else {
             atomic_store_explicit(&b->running, i, memory_order_relaxed);
@@ -800,8 +800,7 @@ void vf__bulk_before_child(vf__op *op, const vf__op *child)
     int nitems = b->nitems;
     if (running + 1 < nitems &&
         (child == NULL || passes_later_items(op, child, running)))
-        split_after(vf__op_engine(op), op, running,
-                    child != NULL && child->def->async);
+        split_after(vf__op_engine(op), op, running);
     if (b->nitems != nitems)
         note_last_uses(b); /* of the items it kept (the block exists) */
     narrow(op, running);

@@ -518,17 +518,20 @@ static int enqueue(vf_engine *e, vf__op *op, const char *who, bool unheld,
 /* enqueue_as of a delete whose var another thread's batch holds (not an
  * error code: VF_E* are negative, and 1 is a hold that is over). */
 #define DELETE_BEHIND_A_BATCH 2
+/* enqueue_as of a fused op while an async op is unfinished (the same). */
+#define FUSED_BESIDE_ASYNC 3
 
 /* vf__push_enqueue; `unheld`: a start pushing a held op (never held
  * again); `locked`: the caller holds a lock (its op must not run here);
  * `behind`: vf__push_enqueue_behind's node (else NULL), `before_key`:
- * vf__push_enqueue_before's; `deleting`: vf__push_enqueue_delete's.
+ * vf__push_enqueue_before's; `deleting`: vf__push_enqueue_delete's;
+ * `fused`: vf__push_enqueue_fused's.
  * Inlined into enqueue and the others, so that the one-shot push, whose
  * `behind` is a constant NULL and the flags constant false, pays nothing
  * for them (12 and 11 instructions an op as parameters: callgrind). */
 static inline __attribute__((always_inline)) int
 enqueue_as(vf_engine *e, vf__op *op, const char *who, bool unheld, bool locked,
-           const vf__op *behind, bool before_key, bool deleting)
+           const vf__op *behind, bool before_key, bool deleting, bool fused)
 {
     const vf__opdef *def = op->def;
     int n = op->nvars;
@@ -589,6 +592,20 @@ enqueue_as(vf_engine *e, vf__op *op, const char *who, bool unheld, bool locked,
             return vf__fail_deleted(e, who, op->name, vf__dep_var(d),
                                     (uint32_t)d->gen);
         }
+    }
+    /* A fused op while an async op is unfinished: its ops go each alone
+     * instead (vf__push_enqueue_fused). Under its vars' locks: an async
+     * op queued on one of them was counted (below) under the same lock, so
+     * one that would be ahead of the batch is seen, and one pushed after
+     * comes after it (a batch made while none was, which another thread's
+     * async op then passed on a var a later op of the batch reads: that
+     * op, fused with an earlier one completing it, waited for it; found by
+     * a reviewer of the bulk code). */
+    if (fused &&
+        atomic_load_explicit(&e->async_unfinished, memory_order_relaxed) != 0) {
+        unlock_vars(op, n);
+        uncount(e, VF__COUNT_PENDING | VF__COUNT_ACTIVE);
+        return FUSED_BESIDE_ASYNC;
     }
     /* Another thread's open batch holds the var (its claim: bulk.h): a
      * push that joined it returned 0 before this delete, so the batch goes
@@ -687,7 +704,7 @@ enqueue_as(vf_engine *e, vf__op *op, const char *who, bool unheld, bool locked,
 static int enqueue(vf_engine *e, vf__op *op, const char *who, bool unheld,
                    bool locked)
 {
-    return enqueue_as(e, op, who, unheld, locked, NULL, false, false);
+    return enqueue_as(e, op, who, unheld, locked, NULL, false, false, false);
 }
 
 int vf__push_enqueue(vf_engine *e, vf__op *op, const char *who)
@@ -700,6 +717,11 @@ int vf__push_enqueue_locked(vf_engine *e, vf__op *op, const char *who)
     return enqueue(e, op, who, false, true);
 }
 
+int vf__push_enqueue_fused(vf_engine *e, vf__op *op, const char *who)
+{
+    return enqueue_as(e, op, who, false, true, NULL, false, false, true);
+}
+
 int vf__push_enqueue_held(vf_engine *e, vf__op *op)
 {
     return enqueue(e, op, "vf_engine_start", true, false);
@@ -709,14 +731,14 @@ int vf__push_enqueue_behind(vf_engine *e, vf__op *op, const vf__op *node,
                             const char *who)
 {
     VF__ASSERT(op->nvars == 1 && !vf__dep_write(vf__op_dep(op, 0)));
-    return enqueue_as(e, op, who, false, false, node, false, false);
+    return enqueue_as(e, op, who, false, false, node, false, false, false);
 }
 
 int vf__push_enqueue_before(vf_engine *e, vf__op *op, const char *who)
 {
     VF__ASSERT(op->nvars == 1 && !vf__dep_write(vf__op_dep(op, 0)) &&
                op->waiter != NULL);
-    return enqueue_as(e, op, who, false, false, NULL, true, false);
+    return enqueue_as(e, op, who, false, false, NULL, true, false, false);
 }
 
 void vf__push_enqueue_rest(vf_engine *e, vf__op *rest, const vf__op *holder)
@@ -747,8 +769,8 @@ int vf__push_enqueue_delete(vf_engine *e, vf__op *op, const char *who)
 {
     VF__ASSERT(op->def->kind->flags & VF__KIND_DELETES);
     int rc;
-    while ((rc = enqueue_as(e, op, who, false, false, NULL, false, true)) ==
-           DELETE_BEHIND_A_BATCH)
+    while ((rc = enqueue_as(e, op, who, false, false, NULL, false, true,
+                            false)) == DELETE_BEHIND_A_BATCH)
         vf__bulk_settle_var(e, vf__dep_var(&op->deps[0]));
     return rc;
 }

@@ -130,6 +130,12 @@ int vf__push_enqueue(vf_engine *e, vf__op *op, const char *who);
  * (exec.h), where its function could push to that batch again. */
 int vf__push_enqueue_locked(vf_engine *e, vf__op *op, const char *who);
 
+/* vf__push_enqueue_locked for a fused op (bulk_op.c): 0, a code, or a
+ * positive value when an async op is unfinished, which a fused op must
+ * not be pushed beside (bulk.c: bulkable): the caller pushes its ops
+ * each alone. */
+int vf__push_enqueue_fused(vf_engine *e, vf__op *op, const char *who);
+
 /* vf__push_enqueue for vf_engine_start pushing an op it held: never held
  * again, while any other push during the start still is (push.c). */
 int vf__push_enqueue_held(vf_engine *e, vf__op *op);

@@ -168,9 +168,11 @@ void vf__stall_running(vf_engine *e, char *buf, size_t n)
 
 int vf__stall_fail(vf_engine *e, int code, const char *fmt, ...)
 {
-    /* The running ops get at most half the detail, the async ops what the
-     * text and they leave. */
-    char detail[VF__DETAIL_MAX], running[VF__DETAIL_MAX / 2];
+    /* The running ops get at most a third of the detail (one or two, then
+     * how many more), the async ops, the usual reason, what the text and
+     * they leave (with half, two running ops left no room for one async op
+     * with a name: found by a reviewer). */
+    char detail[VF__DETAIL_MAX], running[VF__DETAIL_MAX / 3];
     vf__stall_running(e, running, sizeof running);
     va_list ap;
     va_start(ap, fmt);
