@@ -841,8 +841,9 @@ typedef int (*vf_sync_fn)(vf_run *run, void *arg);
  * an argument copied at push (arg_size) and the run handle stay valid
  * until the function returns; what `done` frees does not. The function
  * may go on pushing and waiting (for its children, for vars, the ones it
- * wrote included); it counts as running until it returns, and the
- * engine's destroy waits for it.
+ * wrote included); it counts as running until it returns: the engine's
+ * stop, a fork's drain and its destroy wait for it, and for what it
+ * pushed (vf_engine_wait_all() and the waits on its vars do not).
  */
 typedef void (*vf_async_fn)(vf_run *run, void *arg, vf_completion done);
 
@@ -1608,14 +1609,14 @@ VF_API int vf_engine_wait_all(vf_engine *e, vf_error *err);
  * (vf_error_detail()) names the async ops started and never completed,
  * the usual reason a wait never ends (the oldest first, each whole, a name
  * past 48 bytes cut, then how many more it did not name), and then the ops
- * the engine's threads run, as vf_engine_destroy()'s reports name them (a
- * sync op that does not return; for at least how long since a timed call
- * began); so does vf_engine_destroy_timed()'s. A wait that timed out reports
- * and clears nothing: the failure stays for a later wait. A look (0) at a var
- * leaves nothing behind, and runs nothing, from inside an op too: looks
- * polled in a loop there may never see an op they look for end, where it
- * needs the looping thread (a child queued on a pool of one worker, say);
- * a wait with a timeout runs it, as an untimed one does. A var wait that
+ * the engine's workers run (spare threads not), as vf_engine_destroy()'s
+ * reports name them (a sync op that does not return; for at least how long
+ * since a timed call began); so does vf_engine_destroy_timed()'s. A wait that
+ * timed out reports and clears nothing: the failure stays for a later wait. A
+ * look (0) at a var leaves nothing behind, and runs nothing, from inside an op
+ * too: looks polled in a loop there may never see an op they look for end,
+ * where it needs the looping thread (a child queued on a pool of one worker,
+ * say); a wait with a timeout runs it, as an untimed one does. A var wait that
  * gave up later leaves its marker queued on the var until the ops it
  * waited for finish (one op more in vf_stats.pending and in the in-flight
  * bound), which the next wait on the var takes over when nothing was

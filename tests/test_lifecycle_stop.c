@@ -767,4 +767,154 @@ TEST_KIND_CASE(var_of_destroy_and_stop_from_three_threads, k)
     check_context_ = NULL;
 }
 
+/* An async op completed inside its function finishes there, but the
+ * function runs on, and may push: a stop, and a destroy, wait for it to
+ * return, and for what it pushed (varflow.h: it "counts as running until
+ * it returns"). The stop returned while it ran, and the child it pushed
+ * then waited on the stopped engine for ever; a destroy freed the engine
+ * under it, its function running in another engine's call (found by a
+ * reviewer of the lifecycle code; each fails without). */
+typedef struct runs_on {
+    vf_engine *e;
+    tu_gate go;
+    atomic_int completed, returned, child_ran;
+} runs_on;
+
+static int count_child(vf_run *run, void *arg)
+{
+    (void)run;
+    atomic_fetch_add(&((runs_on *)arg)->child_ran, 1);
+    return 0;
+}
+
+static void completes_then_pushes(vf_run *run, void *arg, vf_completion done)
+{
+    runs_on *t = arg;
+    CHECK_OK(vf_completion_finish(done, 0, NULL));
+    atomic_store(&t->completed, 1);
+    CHECK(tu_gate_wait(&t->go, TU_TIMEOUT));
+    CHECK_OK(vf_engine_push(vf_run_engine(run),
+                            &(vf_op){.fn = count_child, .arg = t}));
+    atomic_store(&t->returned, 1);
+}
+
+static void *push_runs_on(void *arg)
+{
+    runs_on *t = arg; /* ready at its push: its function runs here */
+    CHECK_OK(vf_engine_push(
+        t->e, &(vf_op){.async_fn = completes_then_pushes, .arg = t}));
+    return NULL;
+}
+
+static void *stop_it(void *arg)
+{
+    CHECK_OK(vf_engine_stop(((runs_on *)arg)->e));
+    return NULL;
+}
+
+static void *destroy_it(void *arg)
+{
+    CHECK_OK(vf_engine_destroy(((runs_on *)arg)->e));
+    return NULL;
+}
+
+TEST_KIND_CASE(stop_and_destroy_wait_for_an_async_function_completed, k)
+{
+    for (int destroy = 0; destroy < 2; destroy++) {
+        runs_on t = {.e = tu_engine(k)};
+        tu_gate_init(&t.go);
+        pthread_t pushing = tu_thread_start(push_runs_on, &t);
+        REQUIRE(tu_wait_flag(&t.completed, 1, TU_TIMEOUT));
+        pthread_t ender = tu_thread_start(destroy ? destroy_it : stop_it, &t);
+        nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL);
+        /* It cannot have returned: the function runs on. */
+        CHECK_EQ(atomic_load(&t.returned), 0);
+        tu_gate_open(&t.go);
+        tu_thread_join(ender);
+        CHECK_EQ(atomic_load(&t.returned), 1);
+        CHECK_EQ(atomic_load(&t.child_ran), 1);
+        tu_thread_join(pushing);
+        if (!destroy) {
+            CHECK_OK(vf_engine_start(t.e));
+            CHECK_OK(vf_engine_destroy(t.e));
+        }
+        tu_gate_destroy(&t.go);
+    }
+}
+
+/* The same where the function runs in another engine's call, where
+ * E1's destroy does not see it: E2 (naive) runs X inside vf_engine_push(E2)
+ * on thread T; X completes B of E1, which makes ready A (async, of E1),
+ * run on T after X (the inline run's trampoline). A completes itself and
+ * runs on: E1's destroy freed E1 under it, and A's return touched it (a
+ * crash plain, a use after free under ASan and valgrind: found by a
+ * reviewer of the lifecycle code; fails without). */
+typedef struct elsewhere {
+    vf_engine *e1, *e2;
+    vf_completion b_done;
+    tu_gate go;
+    atomic_int completed, returned, destroyed, returned_at_destroy;
+} elsewhere;
+
+static void keep_b(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    ((elsewhere *)arg)->b_done = done; /* X completes it */
+}
+
+static void a_runs_on(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    elsewhere *t = arg;
+    CHECK_OK(vf_completion_finish(done, 0, NULL));
+    atomic_store(&t->completed, 1);
+    CHECK(tu_gate_wait(&t->go, TU_TIMEOUT));
+    atomic_store(&t->returned, 1);
+}
+
+static int x_completes_b(vf_run *run, void *arg)
+{
+    (void)run;
+    return vf_completion_finish(((elsewhere *)arg)->b_done, 0, NULL);
+}
+
+static void *push_x(void *arg)
+{
+    elsewhere *t = arg;
+    CHECK_OK(vf_engine_push(t->e2, &(vf_op){.fn = x_completes_b, .arg = t}));
+    return NULL;
+}
+
+static void *destroy_e1(void *arg)
+{
+    elsewhere *t = arg;
+    CHECK_OK(vf_engine_destroy(t->e1));
+    atomic_store(&t->returned_at_destroy, atomic_load(&t->returned));
+    atomic_store(&t->destroyed, 1);
+    return NULL;
+}
+
+TEST_KIND_CASE(destroy_waits_for_an_async_function_run_in_another_call, k)
+{
+    elsewhere t = {.e1 = tu_engine(k),
+                   .e2 = tu_engine(&tu_kinds[0])}; /* naive */
+    tu_gate_init(&t.go);
+    vf_var v = tu_var(t.e1);
+    CHECK_OK(vf_engine_push(
+        t.e1, &(vf_op){.async_fn = keep_b, .arg = &t, .writes = VF_VARS(v)}));
+    CHECK_OK(vf_engine_push(
+        t.e1, &(vf_op){.async_fn = a_runs_on, .arg = &t, .reads = VF_VARS(v)}));
+    pthread_t x = tu_thread_start(push_x, &t);
+    REQUIRE(tu_wait_flag(&t.completed, 1, TU_TIMEOUT));
+    pthread_t d = tu_thread_start(destroy_e1, &t);
+    nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL);
+    CHECK_EQ(atomic_load(&t.destroyed), 0); /* A runs on */
+    tu_gate_open(&t.go);
+    tu_thread_join(d);
+    tu_thread_join(x);
+    CHECK_EQ(atomic_load(&t.returned_at_destroy), 1);
+    CHECK_OK(vf_engine_destroy(t.e2));
+    tu_gate_destroy(&t.go);
+}
+
 TEST_MAIN("test_lifecycle_stop", 200)

@@ -17,6 +17,7 @@ int vf__async_init(vf__async_ops *a)
 {
     a->head = NULL;
     atomic_init(&a->count, 0);
+    a->calls = 0;
     return pthread_mutex_init(&a->lock, NULL) == 0 ? 0 : VF_ESYSTEM;
 }
 
@@ -46,7 +47,23 @@ void vf__async_started(vf__async_ops *a, vf__op *op)
     /* Written only under the lock: a store, no locked add. */
     atomic_store_explicit(&a->count, vf__async_count(a) + 1,
                           memory_order_relaxed);
+    a->calls++;
     pthread_mutex_unlock(&a->lock);
+}
+
+void vf__async_call_over(vf__async_ops *a)
+{
+    pthread_mutex_lock(&a->lock);
+    a->calls--;
+    pthread_mutex_unlock(&a->lock);
+}
+
+uint64_t vf__async_calls(vf__async_ops *a)
+{
+    pthread_mutex_lock(&a->lock);
+    uint64_t calls = a->calls;
+    pthread_mutex_unlock(&a->lock);
+    return calls;
 }
 
 void vf__async_completed(vf__async_ops *a, vf__op *op)
@@ -177,11 +194,17 @@ static int claim_completion(vf_completion done, const char *caller,
     vf__op *op = s->op;
     atomic_store_explicit(&s->ticket, done.ticket_ + 2, memory_order_relaxed);
     vf__fl_free(VF__FL_COMPLETION, s);
-    vf__async_completed(&vf__op_engine(op)->async, op);
     *out = op;
     /* Claimed, but the engine runs nothing here: nothing it makes ready
-     * could run (found by a reviewer). */
-    return vf__lifecycle_refuse_fork_dead(vf__op_engine(op), caller);
+     * could run (found by a reviewer). Before the list of ops in flight,
+     * whose lock a thread the child lacks may have held at the fork (not
+     * drained: forked from inside an op), and the completion blocked on it
+     * for ever (found by a reviewer of the lifecycle code). */
+    vf_engine *e = vf__op_engine(op);
+    int rc = vf__lifecycle_refuse_fork_dead(e, caller);
+    if (rc == 0)
+        vf__async_completed(&e->async, op);
+    return rc;
 }
 
 VF_API int vf_completion_finish(vf_completion done, int status,

@@ -47,6 +47,13 @@ typedef struct vf__async_ops {
      * it takes no lock (a recursion polling with 1 ms timed waits had 50
      * of 204 threads queued on it: the reviewer of row 438). */
     _Atomic uint64_t count;
+    /* Lock: the async ops' functions running now, completed or not. An
+     * op completed inside its function finishes there (its pending count
+     * goes), but the function runs on and may push: stop, fork's drain
+     * and destroy wait for it too (vf__async_calls). Stop returned with
+     * one running, whose child then waited for ever, and destroy freed
+     * the engine under it (found by a reviewer of the lifecycle code). */
+    uint64_t calls;
 } vf__async_ops;
 
 /* VF_ESYSTEM when the lock cannot be made. */
@@ -57,6 +64,14 @@ void vf__async_destroy(vf__async_ops *a);
 /* The op's function is about to start / the op was completed. */
 void vf__async_started(vf__async_ops *a, vf__op *op);
 void vf__async_completed(vf__async_ops *a, vf__op *op);
+
+/* An op's function that vf__async_started counted has returned, and its
+ * thread is done with the engine: a destroy that sees no call left (the
+ * lock taken after this one's) may free it. */
+void vf__async_call_over(vf__async_ops *a);
+
+/* How many async ops' functions run now (calls). */
+uint64_t vf__async_calls(vf__async_ops *a);
 
 /* How many are in flight. */
 uint64_t vf__async_count(vf__async_ops *a);

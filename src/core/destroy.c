@@ -125,8 +125,18 @@ static int drain(destroy_wait *w)
         if (w->timeout_ms >= 0 && w->timeout_ms < until - w->report.start_ms)
             until = w->report.start_ms + w->timeout_ms;
         vf__deadline step = vf__deadline_in_ms(until > now ? until - now : 0);
-        if (vf__wait_drain(w->e, &step) == 0)
-            return 0;
+        if (vf__wait_drain(w->e, &step) == 0) {
+            /* An async op completed inside its function finished there,
+             * but the function runs on (async.h: calls), and may push:
+             * then pending again, read after the calls (its push came
+             * before its return). */
+            if (vf__async_calls(&w->e->async) == 0) {
+                if (vf__counts_pending(vf__engine_counts(w->e)) == 0)
+                    return 0;
+            } else {
+                nanosleep(&(struct timespec){0, 1000000}, NULL); /* 1 ms */
+            }
+        }
         int rc = pace(w, "its pushed ops to finish");
         if (rc != 0)
             return rc;
@@ -250,7 +260,7 @@ static int destroy(vf_engine *e, int64_t timeout_ms, const char *who)
     vf__lifecycle_destroy_begins(e);
     destroy_wait w = {.e = e, .timeout_ms = timeout_ms};
     vf__stall_report_start(&w.report, who);
-    vf__stall_sample(e);
+    vf__stall_sample(e, true);
     /* A stopped engine runs its held ops. A timed destroy that gave up
      * waiting for calls leaves it started too, as the header says (it
      * left it stopped, its ops held: found by the reviewer), unless

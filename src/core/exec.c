@@ -476,6 +476,7 @@ static bool run_body(vf__op *op, int worker)
         vf__exec_fork_dead_returned();
     vf__running_leave(&outer);
     async_call_returned(op);
+    vf__async_call_over(&e->async); /* the engine's last touch here */
     return false;
 }
 

@@ -241,7 +241,7 @@ static void drain(vf_engine *e, bool all)
     vf__stall_report_start(&report, all ? "fork()" : "vf_engine_stop");
     FOR_EACH_DRAINING(d, e, all)
     {
-        vf__stall_sample(d); /* what each runs now, for the reports */
+        vf__stall_sample(d, true); /* what each runs now, for the reports */
     }
     for (bool drained = false; !drained;) {
         drained = true;
@@ -261,8 +261,14 @@ static void drain(vf_engine *e, bool all)
                         : "its pushed ops to finish");
             vf__deadline look = vf__deadline_in_ms(
                 all ? DRAIN_LOOK_MS : vf__stall_report_due_in_ms(&report));
-            if (vf__wait_drain(d, &look) != 0)
+            if (vf__wait_drain(d, &look) != 0) {
                 drained = false;
+            } else if (vf__async_calls(&d->async) != 0) {
+                /* An async op completed inside its function, which runs
+                 * on and may push (async.h: calls): looked at again. */
+                drained = false;
+                nanosleep(&(struct timespec){0, 1000000}, NULL); /* 1 ms */
+            }
         }
     }
 }
@@ -283,7 +289,9 @@ static bool drained_at_once(vf_engine *e, bool all)
     }
     FOR_EACH_DRAINING(d, e, all)
     {
-        if (vf__counts_pending(vf__engine_counts(d)) != 0)
+        /* The calls first: a function's push comes before its return. */
+        if (vf__async_calls(&d->async) != 0 ||
+            vf__counts_pending(vf__engine_counts(d)) != 0)
             drained = false;
     }
     FOR_EACH_DRAINING(d, e, all)

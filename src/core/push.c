@@ -53,7 +53,7 @@ static void report_blocked(vf_engine *e, vf__stall_report *r)
 {
     char ops[512], running[384];
     vf__async_describe(&e->async, ops, sizeof ops);
-    vf__stall_running(e, running, sizeof running);
+    vf__stall_running(e, running, sizeof running, true);
     double waited_s = vf__stall_report_said(r);
     /* The count the bound holds, and every op not finished: ops held by
      * a stop are outside the bound (it printed the bound as the count in
@@ -214,7 +214,7 @@ static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
     pthread_mutex_lock(&e->waits.lock);
     vf__stall_report report;
     vf__stall_report_start(&report, who);
-    vf__stall_sample(e);
+    vf__stall_sample(e, true);
     while (!reserve(e)) {
         int64_t due_ms = vf__stall_report_due_in_ms(&report);
         int64_t look_ms = BLOCKED_LOOK_MS;

@@ -75,18 +75,19 @@ double vf__stall_report_said(vf__stall_report *r)
 
 /* Each thread of e's pools in turn, `fn(w, pool, arg)`: the workers of
  * the pools made so far (a device's are published with a release store
- * of npools), then the spares (under the pool's spare_lock: a stop frees
- * them, after taking the list away under it). */
+ * of npools), then, with `spares`, the spares (under the pool's
+ * spare_lock: a stop frees them, after taking the list away under it). */
 static void each_worker(vf_engine *e,
                         void (*fn)(vf__worker *w, const vf__pool *p, void *arg),
-                        void *arg)
+                        void *arg, bool spares)
 {
     int npools = atomic_load_explicit(&e->npools, memory_order_acquire);
     for (int i = 0; i < npools; i++) {
         vf__pool *p = &e->pools[i];
         for (int j = 0; j < p->nworkers; j++)
             fn(&p->workers[j], p, arg);
-        if (atomic_load_explicit(&p->nspares, memory_order_relaxed) == 0)
+        if (!spares ||
+            atomic_load_explicit(&p->nspares, memory_order_relaxed) == 0)
             continue;
         pthread_mutex_lock(&p->spare_lock);
         for (vf__worker *w = p->spares; w != NULL; w = w->next_spare)
@@ -110,10 +111,10 @@ static void sample_worker(vf__worker *w, const vf__pool *p, void *arg)
     }
 }
 
-void vf__stall_sample(vf_engine *e)
+void vf__stall_sample(vf_engine *e, bool spares)
 {
     int64_t now = vf__stall_now_ms();
-    each_worker(e, sample_worker, &now);
+    each_worker(e, sample_worker, &now, spares);
 }
 
 /* The ops threads run now, at most SHOWN of them, each whole. */
@@ -157,11 +158,11 @@ static void say_worker(vf__worker *w, const vf__pool *p, void *arg)
     rw->shown++;
 }
 
-void vf__stall_running(vf_engine *e, char *buf, size_t n)
+void vf__stall_running(vf_engine *e, char *buf, size_t n, bool spares)
 {
     running_words rw = {.buf = buf, .n = n, .now = vf__stall_now_ms()};
     buf[0] = '\0';
-    each_worker(e, say_worker, &rw);
+    each_worker(e, say_worker, &rw, spares);
     if (rw.more > 0)
         snprintf(buf + rw.len, n - rw.len, " and %d more", rw.more);
 }
@@ -173,7 +174,7 @@ int vf__stall_fail(vf_engine *e, int code, const char *fmt, ...)
      * they leave (with half, two running ops left no room for one async op
      * with a name: found by a reviewer). */
     char detail[VF__DETAIL_MAX], running[VF__DETAIL_MAX / 3];
-    vf__stall_running(e, running, sizeof running);
+    vf__stall_running(e, running, sizeof running, false);
     va_list ap;
     va_start(ap, fmt);
     int len = vsnprintf(detail, sizeof detail, fmt, ap);
@@ -191,7 +192,7 @@ void vf__stall_report_say(vf__stall_report *r, vf_engine *e, const char *what)
 {
     char ops[512], running[384];
     vf__async_describe(&e->async, ops, sizeof ops);
-    vf__stall_running(e, running, sizeof running);
+    vf__stall_running(e, running, sizeof running, true);
     double waited_s = vf__stall_report_said(r);
     vf__stall_write("varflow: %s has waited %.1f s for %s (%" PRIu32
                     " ops pending); %s%s\n",

@@ -11,6 +11,7 @@
 #ifndef VF_STALL_REPORT_H
 #define VF_STALL_REPORT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "varflow.h"
@@ -46,19 +47,24 @@ void vf__stall_write(const char *fmt, ...) VF_PRINTF_LIKE(1, 2);
 double vf__stall_report_said(vf__stall_report *r);
 
 /* Note which op each thread of e's pools runs now (sched.h:
- * running_place). Called where a wait that reports begins. */
-void vf__stall_sample(vf_engine *e);
+ * running_place); with `spares`, the pools' spare threads too (under
+ * their spare_lock: a timed wait, which may time out a thousand times a
+ * second in a recursion's waits, leaves them out, and its detail too:
+ * the lock taken at every time-out made test_wait_recursive's 1 ms waits
+ * queue on it past the watchdog). Called where a wait that reports
+ * begins. */
+void vf__stall_sample(vf_engine *e, bool spares);
 
 /* The ops e's threads run now, to buf (size n, terminated): "; running
  * now: op #4 on worker 0 (cpu) for at least 2.0 s, op #9 on worker 1
  * (cpu)" ("for at least" since the op was first seen running, at the
  * sample or an earlier report; those seen anew are noted now), at most
  * four, then " and N more"; "" when none. */
-void vf__stall_running(vf_engine *e, char *buf, size_t n);
+void vf__stall_running(vf_engine *e, char *buf, size_t n, bool spares);
 
 /* vf__fail(code) with the detail `fmt`'s text followed by the async ops
- * of e in flight (vf__async_describe) and the ops its threads run
- * (vf__stall_running), each fitted whole to what the detail holds (a
+ * of e in flight (vf__async_describe) and the ops its workers run
+ * (vf__stall_running, no spares), each fitted whole to what the detail holds (a
  * sentence made for more was cut mid-word, the count of the rest lost:
  * found by a reviewer). A timed wait that gave up said "no async op in
  * flight" with a hung op running (found by a user tester). */

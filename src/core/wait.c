@@ -1075,7 +1075,7 @@ static int timed_out(vf_engine *e, const char *who, int64_t ms)
 static vf__deadline wait_deadline(vf_engine *e, int64_t timeout_ms)
 {
     if (timeout_ms > 0)
-        vf__stall_sample(e);
+        vf__stall_sample(e, false);
     return vf__deadline_in_ms(timeout_ms);
 }
 
