@@ -938,7 +938,10 @@ typedef struct vf_op {
                                         pool's workers; 0 and below, and in
                                         a device pool (its ops spread over
                                         its workers' streams), within each
-                                        worker's queue */
+                                        worker's queue. Not across workers
+                                        for a thread that helps at a wait
+                                        (help_on_wait), a spare thread, or
+                                        a replayed graph's run of nodes */
     bool no_skip VF_ZERO_;         /**< run even when an input has failed */
     bool nonblocking VF_ZERO_;     /**< at the in-flight limit: VF_EAGAIN, not
                                         wait */

@@ -1303,4 +1303,105 @@ TEST_CASE(looks_in_a_loop_run_the_children)
     tu_finish_engine(e);
 }
 
+/* A burst made ready on the inbox of a worker that waits inside an op:
+ * the waiter takes its child D from it, above the wait, and a sleeper is
+ * woken for the rest (X), as a worker wakes one at each take. The wake
+ * owed for the burst had gone to the waiter, and X waited for D's whole
+ * run while the pool's other worker slept: D waiting for X by its own
+ * means waited until its limit (found by a reviewer of the scheduler;
+ * fails without). Counted where D ran on its parent's worker (the other
+ * worker free); the burst goes to worker 0's inbox, so the parent must
+ * run there. */
+static vf_completion burst_done;
+static atomic_int burst_have, burst_in_wait, burst_x_ran, burst_gave_up;
+static atomic_int burst_p_worker, burst_d_worker;
+static vf_var burst_g, burst_vd, burst_vx, burst_vp;
+
+static void burst_writer(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    (void)arg;
+    burst_done = done;
+    atomic_store(&burst_have, 1);
+}
+
+static int burst_child(vf_run *run, void *arg)
+{
+    (void)arg;
+    atomic_store(&burst_d_worker, vf_run_worker(run));
+    double end = tu_now() + 2.0; /* waits, by its own means, for X */
+    while (!atomic_load(&burst_x_ran) && tu_now() < end)
+        usleep(1000);
+    atomic_store(&burst_gave_up, !atomic_load(&burst_x_ran));
+    return 0;
+}
+
+static int burst_x(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    atomic_store(&burst_x_ran, 1);
+    return 0;
+}
+
+static int burst_parent(vf_run *run, void *arg)
+{
+    (void)arg;
+    atomic_store(&burst_p_worker, vf_run_worker(run));
+    CHECK_OK(vf_engine_push(vf_run_engine(run),
+                            &(vf_op){.fn = burst_child,
+                                     .reads = VF_VARS(burst_g),
+                                     .writes = VF_VARS(burst_vd)}));
+    atomic_store(&burst_in_wait, 1);
+    return vf_run_wait_children(run, NULL);
+}
+
+static void *complete_burst(void *arg)
+{
+    (void)arg; /* a fresh thread places from worker 0 on */
+    CHECK_OK(vf_completion_finish(burst_done, 0, NULL));
+    return NULL;
+}
+
+TEST_CASE(a_waiters_take_from_a_burst_wakes_a_sleeper)
+{
+    int counted = 0;
+    for (int run = 0; run < 40 && counted < 4; run++) {
+        vf_engine *e = tu_engine(&tu_kinds[2]); /* pooled/2 */
+        atomic_store(&burst_have, 0);
+        atomic_store(&burst_in_wait, 0);
+        atomic_store(&burst_x_ran, 0);
+        atomic_store(&burst_gave_up, 0);
+        burst_g = tu_var(e);
+        burst_vd = tu_var(e);
+        burst_vx = tu_var(e);
+        burst_vp = tu_var(e);
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.async_fn = burst_writer, .writes = VF_VARS(burst_g)}));
+        REQUIRE(tu_wait_flag(&burst_have, 1, TU_TIMEOUT));
+        CHECK_OK(vf_engine_push(
+            e, &(vf_op){.fn = burst_parent, .writes = VF_VARS(burst_vp)}));
+        REQUIRE(tu_wait_flag(&burst_in_wait, 1, TU_TIMEOUT));
+        bool counts = atomic_load(&burst_p_worker) == 0;
+        if (!counts)
+            atomic_store(&burst_x_ran, 1); /* D returns at once */
+        else
+            CHECK_OK(vf_engine_push(e, &(vf_op){.fn = burst_x,
+                                                .reads = VF_VARS(burst_g),
+                                                .writes = VF_VARS(burst_vx)}));
+        usleep(50000); /* every thread asleep */
+        tu_thread_join(tu_thread_start(complete_burst, NULL));
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        if (counts && atomic_load(&burst_d_worker) == 0) {
+            counted++;
+            if (atomic_load(&burst_gave_up))
+                CHECK_REPORT_("run %d: X never ran while D waited for it on "
+                              "the parent's worker, the other asleep",
+                              run);
+        }
+        tu_finish_engine(e);
+    }
+    CHECK(counted > 0);
+}
+
 TEST_MAIN("test_wait_children", 120)

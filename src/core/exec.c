@@ -1398,6 +1398,13 @@ int vf__exec_loop_run_one(vf__waiter *w, vf__worker *me, bool any, int *room)
     if (me == NULL || (op = loop_take(w, me, any, *room, &why)) == NULL)
         return why == VF__LOOP_NOTHING && held_of(w->engine) > 0 ? VF__LOOP_HELD
                                                                  : why;
+    /* Taken maybe from a burst its inbox held: a sleeper for the rest, as
+     * a worker passes the baton at each take (sched.c: pass_the_baton).
+     * The wake owed for the burst went to this waiter, and the rest waited
+     * for the whole run of this op while another worker slept (found by a
+     * reviewer of the scheduler: a hang where this op waited for one of
+     * them by its own means). */
+    vf__pool_pass_on(me->pool);
     if (!loop_claim(w)) {
         vf__pool_submit(me->pool, op);
         return VF__LOOP_RAN;

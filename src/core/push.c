@@ -163,6 +163,7 @@ static int admit_slow(vf_engine *e, bool nonblocking, const char *who)
                 reserve_over(e);
                 break;
             }
+            vf__pool_pass_on(me->pool); /* as a nested wait's take (exec.c) */
             /* This op goes on only once those above it are over: it
              * lends each its active count (exec.h), so a wait in one
              * that can never finish finds the engine stuck, and a device
