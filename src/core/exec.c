@@ -471,12 +471,18 @@ static bool run_body(vf__op *op, int worker)
     op->async_fn(&run, op->arg, done);
     /* The op may be finished, even freed, by its completion already: the
      * engine says whether this is a child forked from inside it. */
-    if (VF__UNLIKELY(atomic_load_explicit(&e->slow, memory_order_relaxed) &
-                     VF__SLOW_FORK_DEAD))
+    bool dead = atomic_load_explicit(&e->slow, memory_order_relaxed) &
+                VF__SLOW_FORK_DEAD;
+    if (VF__UNLIKELY(dead))
         vf__exec_fork_dead_returned();
     vf__running_leave(&outer);
     async_call_returned(op);
-    vf__async_call_over(&e->async); /* the engine's last touch here */
+    /* The engine's last touch here. Not in such a child, where nothing
+     * waits for the count, and the list's lock may be one a thread of the
+     * parent held at the fork (a forked child's return hung on it: found
+     * by the reviewer of the count). */
+    if (VF__LIKELY(!dead))
+        vf__async_call_over(&e->async);
     return false;
 }
 
