@@ -28,30 +28,41 @@
 
 typedef struct fork_rig {
     vf_engine *e;
-    vf_var v;
+    vf_var v;           /* the var whose lock is held (or none) */
+    bool async_lock;    /* the async ops' list's lock instead */
+    vf_completion done; /* an async op the child completes */
     atomic_int in_op, lock_held, forked;
     int child_status;
 } fork_rig;
 
-static int fork_with_lock_held(vf_run *run, void *arg)
+/* Fork once the other thread holds its lock: 0 in the child (killed by an
+ * alarm if it gets stuck on the lock); 1 in the parent, once the child
+ * ended (its status noted); -1 when the lock was never held. */
+static int fork_when_held(fork_rig *r)
 {
-    (void)run;
-    fork_rig *r = arg;
-    atomic_store(&r->in_op, 1);
     if (!tu_wait_flag(&r->lock_held, 1, TU_TIMEOUT))
-        return VF_ETIMEDOUT;
+        return -1;
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) {
-        alarm(10); /* a child stuck on the lock is killed */
-        return 0;  /* returns on the worker's thread, in the child */
+        alarm(10);
+        return 0;
     }
     int status = -1;
     if (pid > 0)
         waitpid(pid, &status, 0);
     r->child_status = status;
     atomic_store(&r->forked, 1);
-    return 0;
+    return 1;
+}
+
+static int fork_with_lock_held(vf_run *run, void *arg)
+{
+    (void)run;
+    fork_rig *r = arg;
+    atomic_store(&r->in_op, 1);
+    /* In the child it returns on the worker's thread. */
+    return fork_when_held(r) < 0 ? VF_ETIMEDOUT : 0;
 }
 
 /* The same from the op's `done` callback, which runs on the worker before
@@ -66,33 +77,39 @@ static int enter_op(vf_run *run, void *arg)
 static void fork_from_done(void *arg, int status)
 {
     (void)status;
-    fork_rig *r = arg;
-    if (!tu_wait_flag(&r->lock_held, 1, TU_TIMEOUT))
-        return;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        alarm(10);
-        return; /* returns on the worker's thread, in the child */
-    }
-    int child = -1;
-    if (pid > 0)
-        waitpid(pid, &child, 0);
-    r->child_status = child;
-    atomic_store(&r->forked, 1);
+    (void)fork_when_held(arg); /* in the child it returns on the worker */
 }
 
-static void *hold_var_lock(void *arg)
+/* Hold the rig's lock from the op's start until the fork was made. */
+static void *hold_lock(void *arg)
 {
     fork_rig *r = arg;
     REQUIRE(tu_wait_flag(&r->in_op, 1, TU_TIMEOUT));
     vf__var *var = NULL;
-    REQUIRE(vf__var_lookup(&r->e->vars, r->v, &var) == 0);
-    vf__spin_lock(&var->lock);
+    if (r->async_lock) {
+        pthread_mutex_lock(&r->e->async.lock);
+    } else {
+        REQUIRE(vf__var_lookup(&r->e->vars, r->v, &var) == 0);
+        vf__spin_lock(&var->lock);
+    }
     atomic_store(&r->lock_held, 1);
     REQUIRE(tu_wait_flag(&r->forked, 1, 60.0));
-    vf__spin_unlock(&var->lock);
+    if (r->async_lock)
+        pthread_mutex_unlock(&r->e->async.lock);
+    else
+        vf__spin_unlock(&var->lock);
     return NULL;
+}
+
+/* The child's status: ended by itself, with 0. */
+static void check_child(const fork_rig *r, const char *what)
+{
+    if (WIFSIGNALED(r->child_status))
+        CHECK_REPORT_("%s: the child was killed by signal %d (stuck on a "
+                      "lock)",
+                      what, WTERMSIG(r->child_status));
+    else
+        CHECK(WIFEXITED(r->child_status) && WEXITSTATUS(r->child_status) == 0);
 }
 
 TEST_CASE(a_worker_forked_inside_its_op_ends_in_the_child)
@@ -114,7 +131,7 @@ TEST_CASE(a_worker_forked_inside_its_op_ends_in_the_child)
             &r.e, &(vf_config){.type = kinds[k % 2], .cpu_workers = 2}));
         REQUIRE(r.e != NULL);
         r.v = tu_var(r.e);
-        pthread_t t = tu_thread_start(hold_var_lock, &r);
+        pthread_t t = tu_thread_start(hold_lock, &r);
         bool from_done = k >= 2;
         CHECK_OK(vf_engine_push(
             r.e, &(vf_op){.fn = from_done ? enter_op : fork_with_lock_held,
@@ -123,16 +140,10 @@ TEST_CASE(a_worker_forked_inside_its_op_ends_in_the_child)
                           .writes = VF_VARS(r.v)}));
         CHECK_OK(vf_engine_wait_all(r.e, NULL));
         tu_thread_join(t);
-        if (WIFSIGNALED(r.child_status))
-            CHECK_REPORT_("%s: the child was killed by signal %d (stuck on "
-                          "the var's lock)",
-                          vf_engine_type_name(kinds[k % 2]),
-                          WTERMSIG(r.child_status));
-        else
-            CHECK(WIFEXITED(r.child_status) &&
-                  WEXITSTATUS(r.child_status) == 0);
+        check_child(&r, vf_engine_type_name(kinds[k % 2]));
         CHECK_OK(vf_engine_destroy(r.e));
     }
+    check_context_ = NULL;
 }
 
 /* A child forked from inside an op completes an async op of the engine:
@@ -140,43 +151,15 @@ TEST_CASE(a_worker_forked_inside_its_op_ends_in_the_child)
  * list of async ops in flight was updated before the test: held at the
  * fork (by a timed wait naming them, say), it blocked the child's
  * completion for ever (found by a reviewer of the lifecycle code). */
-typedef struct async_rig {
-    vf_engine *e;
-    vf_completion done;
-    atomic_int in_op, lock_held, forked;
-    int child_status;
-} async_rig;
-
 static int fork_and_complete(vf_run *run, void *arg)
 {
     (void)run;
-    async_rig *r = arg;
+    fork_rig *r = arg;
     atomic_store(&r->in_op, 1);
-    if (!tu_wait_flag(&r->lock_held, 1, TU_TIMEOUT))
-        return VF_ETIMEDOUT;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        alarm(10); /* a child stuck on the lock is killed */
+    int forked = fork_when_held(r);
+    if (forked == 0)
         _exit(vf_completion_finish(r->done, 0, NULL) == VF_ESHUTDOWN ? 0 : 1);
-    }
-    int status = -1;
-    if (pid > 0)
-        waitpid(pid, &status, 0);
-    r->child_status = status;
-    atomic_store(&r->forked, 1);
-    return 0;
-}
-
-static void *hold_async_lock(void *arg)
-{
-    async_rig *r = arg;
-    REQUIRE(tu_wait_flag(&r->in_op, 1, TU_TIMEOUT));
-    pthread_mutex_lock(&r->e->async.lock);
-    atomic_store(&r->lock_held, 1);
-    REQUIRE(tu_wait_flag(&r->forked, 1, 60.0));
-    pthread_mutex_unlock(&r->e->async.lock);
-    return NULL;
+    return forked < 0 ? VF_ETIMEDOUT : 0;
 }
 
 TEST_CASE(a_completion_in_a_child_forked_inside_an_op_is_refused)
@@ -189,21 +172,16 @@ TEST_CASE(a_completion_in_a_child_forked_inside_an_op_is_refused)
               "thread of the parent held at the fork: see "
               "test_lifecycle_fork)");
 #endif
-    async_rig r = {.child_status = -1};
+    fork_rig r = {.child_status = -1, .async_lock = true};
     CHECK_OK(vf_engine_create(
         &r.e, &(vf_config){.type = VF_ENGINE_POOLED, .cpu_workers = 2}));
     REQUIRE(r.e != NULL);
     CHECK_OK(vf_engine_push(
         r.e, &(vf_op){.async_fn = tu_keep_completion, .arg = &r.done}));
-    pthread_t t = tu_thread_start(hold_async_lock, &r);
+    pthread_t t = tu_thread_start(hold_lock, &r);
     CHECK_OK(vf_engine_push(r.e, &(vf_op){.fn = fork_and_complete, .arg = &r}));
     tu_thread_join(t);
-    if (WIFSIGNALED(r.child_status))
-        CHECK_REPORT_("the child was killed by signal %d (stuck on the "
-                      "async ops' lock)",
-                      WTERMSIG(r.child_status));
-    else
-        CHECK(WIFEXITED(r.child_status) && WEXITSTATUS(r.child_status) == 0);
+    check_child(&r, "a completion");
     CHECK_OK(vf_completion_finish(r.done, 0, NULL));
     CHECK_OK(vf_engine_wait_all(r.e, NULL));
     CHECK_OK(vf_engine_destroy(r.e));
@@ -213,24 +191,14 @@ TEST_CASE(a_completion_in_a_child_forked_inside_an_op_is_refused)
  * thread, forks: in the child the function returns, and its return must
  * not take that lock to count the call over (it hung there: found by the
  * reviewer of the count; fails without). */
-static pid_t fork_fn_parent;
-
 static void fork_in_async(vf_run *run, void *arg, vf_completion done)
 {
     (void)run;
-    async_rig *r = arg;
+    fork_rig *r = arg;
     atomic_store(&r->in_op, 1);
-    if (tu_wait_flag(&r->lock_held, 1, TU_TIMEOUT)) {
-        fflush(NULL);
-        pid_t pid = fork();
-        if (pid == 0) {
-            alarm(10); /* a child stuck on the lock is killed */
-            return;    /* returns in the child, on the pushing thread */
-        }
-        if (pid > 0)
-            waitpid(pid, &r->child_status, 0);
-    }
-    atomic_store(&r->forked, 1);
+    if (fork_when_held(r) == 0)
+        return;                  /* in the child, on the pushing thread */
+    atomic_store(&r->forked, 1); /* the holder lets go, whatever happened */
     CHECK_OK(vf_completion_finish(done, 0, NULL));
 }
 
@@ -244,24 +212,18 @@ TEST_CASE(an_async_function_forked_inside_returns_in_the_child)
               "thread of the parent held at the fork: see "
               "test_lifecycle_fork)");
 #endif
-    static async_rig r;
-    r = (async_rig){.child_status = -1};
-    fork_fn_parent = getpid();
+    fork_rig r = {.child_status = -1, .async_lock = true};
+    pid_t parent = getpid();
     CHECK_OK(vf_engine_create(
         &r.e, &(vf_config){.type = VF_ENGINE_POOLED, .cpu_workers = 2}));
     REQUIRE(r.e != NULL);
-    pthread_t t = tu_thread_start(hold_async_lock, &r);
+    pthread_t t = tu_thread_start(hold_lock, &r);
     /* Ready at its push: its function runs here. */
     (void)vf_engine_push(r.e, &(vf_op){.async_fn = fork_in_async, .arg = &r});
-    if (getpid() != fork_fn_parent)
+    if (getpid() != parent)
         _exit(0); /* the child: the function and the push returned */
     tu_thread_join(t);
-    if (WIFSIGNALED(r.child_status))
-        CHECK_REPORT_("the child was killed by signal %d (stuck on the "
-                      "async ops' lock)",
-                      WTERMSIG(r.child_status));
-    else
-        CHECK(WIFEXITED(r.child_status) && WEXITSTATUS(r.child_status) == 0);
+    check_child(&r, "an async function's return");
     CHECK_OK(vf_engine_wait_all(r.e, NULL));
     CHECK_OK(vf_engine_destroy(r.e));
 }
