@@ -252,7 +252,8 @@ static void drain(vf_engine *e, bool all)
              * what the forking thread holds across fork() (Python's
              * os.fork holds the GIL: a user tester's fork hung while an
              * op ran Python code, and the line said only "no async op"). */
-            if (due && vf__counts_pending(vf__engine_counts(d)) != 0)
+            if (due && (vf__counts_pending(vf__engine_counts(d)) != 0 ||
+                        vf__async_calls(&d->async) != 0))
                 vf__stall_report_say(
                     &report, d,
                     all ? "its pushed ops to finish (one that needs what the "

@@ -190,14 +190,22 @@ int vf__stall_fail(vf_engine *e, int code, const char *fmt, ...)
 
 void vf__stall_report_say(vf__stall_report *r, vf_engine *e, const char *what)
 {
-    char ops[512], running[384];
+    char ops[512], running[384], calls[96] = "";
     vf__async_describe(&e->async, ops, sizeof ops);
     vf__stall_running(e, running, sizeof running, true);
+    /* A function that runs on after its op's completion holds a stop or
+     * a destroy with nothing pending (async.h: calls): said so. */
+    uint64_t n = vf__async_calls(&e->async);
+    if (n != 0)
+        snprintf(calls, sizeof calls,
+                 "; %" PRIu64 " async op function%s still running", n,
+                 n == 1 ? "" : "s");
     double waited_s = vf__stall_report_said(r);
     vf__stall_write("varflow: %s has waited %.1f s for %s (%" PRIu32
-                    " ops pending); %s%s\n",
+                    " ops pending); %s%s%s\n",
                     r->who, waited_s, what,
-                    vf__counts_pending(vf__engine_counts(e)), ops, running);
+                    vf__counts_pending(vf__engine_counts(e)), ops, running,
+                    calls);
 }
 
 void vf__stall_report_pace(vf__stall_report *r, vf_engine *e, const char *what)

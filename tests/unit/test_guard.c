@@ -399,6 +399,46 @@ TEST_CASE(destroy_names_the_running_sync_op)
     vf__stall_report_times(2000, 10000);
 }
 
+/* An async op that completes itself and runs on, its function blocked on
+ * sync_gate: destroy waits for it with nothing pending, and its reports
+ * say so ("no async op in flight" alone, before: a destroy waiting for
+ * nothing that can be seen). */
+static void completes_then_holds(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    (void)arg;
+    CHECK_OK(vf_completion_finish(done, 0, NULL));
+    atomic_store(&started, true);
+    CHECK(tu_gate_wait(&sync_gate, TU_TIMEOUT));
+}
+
+static void *push_completes_then_holds(void *arg)
+{
+    CHECK_OK(vf_engine_push(arg, &(vf_op){.async_fn = completes_then_holds}));
+    return NULL;
+}
+
+TEST_CASE(destroy_says_it_waits_for_an_async_function)
+{
+    vf__stall_report_times(50, 100);
+    tu_gate_init(&sync_gate);
+    vf_var v;
+    vf_engine *e = one_worker_engine(0, &v);
+    atomic_store(&started, false);
+    /* Ready at its push: its function runs on that thread. */
+    pthread_t t = tu_thread_start(push_completes_then_holds, e);
+    while (!atomic_load(&started))
+        sched_yield();
+    char *text = destroy_until_said(e, DESTROY_SAID, 2);
+    tu_thread_join(t);
+    if (count_of(text, "(0 ops pending); no async op in flight; 1 async op "
+                       "function still running") < 2)
+        CHECK_REPORT_("the reports: \"%s\"", text);
+    free(text);
+    tu_gate_destroy(&sync_gate);
+    vf__stall_report_times(2000, 10000);
+}
+
 /* A push blocked at the in-flight bound (one worker, max_inflight 1, op #1
  * held): its reports name op #1 too (they named the async ops only: the
  * reviewer of the first cut). */
