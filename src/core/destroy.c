@@ -125,18 +125,8 @@ static int drain(destroy_wait *w)
         if (w->timeout_ms >= 0 && w->timeout_ms < until - w->report.start_ms)
             until = w->report.start_ms + w->timeout_ms;
         vf__deadline step = vf__deadline_in_ms(until > now ? until - now : 0);
-        if (vf__wait_drain(w->e, &step) == 0) {
-            /* An async op completed inside its function finished there,
-             * but the function runs on (async.h: calls), and may push:
-             * then pending again, read after the calls (its push came
-             * before its return). */
-            if (vf__async_calls(&w->e->async) == 0) {
-                if (vf__counts_pending(vf__engine_counts(w->e)) == 0)
-                    return 0;
-            } else {
-                nanosleep(&(struct timespec){0, 1000000}, NULL); /* 1 ms */
-            }
-        }
+        if (vf__wait_drain(w->e, &step) == 0)
+            return 0;
         int rc = pace(w, "its pushed ops to finish");
         if (rc != 0)
             return rc;

@@ -262,14 +262,8 @@ static void drain(vf_engine *e, bool all)
                         : "its pushed ops to finish");
             vf__deadline look = vf__deadline_in_ms(
                 all ? DRAIN_LOOK_MS : vf__stall_report_due_in_ms(&report));
-            if (vf__wait_drain(d, &look) != 0) {
+            if (vf__wait_drain(d, &look) != 0)
                 drained = false;
-            } else if (vf__async_calls(&d->async) != 0) {
-                /* An async op completed inside its function, which runs
-                 * on and may push (async.h: calls): looked at again. */
-                drained = false;
-                nanosleep(&(struct timespec){0, 1000000}, NULL); /* 1 ms */
-            }
         }
     }
 }

@@ -42,6 +42,7 @@
 #include "base/alloc.h"
 #include "base/cancel.h"
 #include "base/ref.h"
+#include "core/async.h"
 #include "core/bulk.h"
 #include "core/cross_wait.h"
 #include "core/engine.h"
@@ -1867,10 +1868,26 @@ static int wait_idle(vf_engine *e, bool help, const vf__deadline *until)
 }
 
 /* Stop, destroy and fork drain without helping: a fork handler, above all,
- * must not run user code. */
+ * must not run user code. An async op completed inside its function has
+ * finished, but the function runs on and may push (async.h: calls): the
+ * drain waits for it too, looking every millisecond (nothing wakes it:
+ * the function's return counts nothing pending), the calls read before
+ * pending (a function's push comes before its return). */
 int vf__wait_drain(vf_engine *e, const vf__deadline *until)
 {
-    return wait_idle(e, false, until);
+    for (;;) {
+        int rc = wait_idle(e, false, until);
+        if (rc != 0)
+            return rc;
+        if (vf__async_calls(&e->async) == 0) {
+            if (vf__counts_pending(vf__engine_counts(e)) == 0)
+                return 0;
+        } else if (vf__deadline_passed(until)) {
+            return VF_ETIMEDOUT;
+        } else {
+            nanosleep(&(struct timespec){0, 1000000}, NULL); /* 1 ms */
+        }
+    }
 }
 
 /* `cross`: the engines of the thread's calls before this one

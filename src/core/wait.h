@@ -194,8 +194,9 @@ void vf__wait_child_failed(vf__family *f, vf__failure *failure, uint64_t place);
  * on it. */
 void vf__wait_child_notice_skipped(vf__family *f, uint64_t place);
 
-/* Block until no op is pending (outside ops; used by stop, destroy and
- * fork): 0, or VF_ETIMEDOUT once `until` (NULL: never) has passed. */
+/* Block until no op is pending and no async op's function runs (async.h:
+ * calls; outside ops; used by stop, destroy and fork): 0, or VF_ETIMEDOUT
+ * once `until` (NULL: never) has passed. */
 int vf__wait_drain(vf_engine *e, const vf__deadline *until);
 
 #endif /* VF_WAIT_H */
