@@ -26,6 +26,22 @@
 #include "core/spinlock.h"
 #include "core/var.h"
 
+/* A forked child's threads and locks are beyond TSan's runtime, and its
+ * calls may take an allocator lock a thread of the parent held at the
+ * fork under ASan (see test_lifecycle_fork). */
+#if defined(TU_TSAN)
+#define SKIP_FORK_UNDER_SANITIZERS()                                           \
+    TEST_SKIP("under TSan (its runtime cannot follow threads in a forked "     \
+              "child: see test_lifecycle_fork)")
+#elif defined(TU_ASAN)
+#define SKIP_FORK_UNDER_SANITIZERS()                                           \
+    TEST_SKIP("under ASan (the child's calls may take an allocator lock a "    \
+              "thread of the parent held at the fork: see "                    \
+              "test_lifecycle_fork)")
+#else
+#define SKIP_FORK_UNDER_SANITIZERS() ((void)0)
+#endif
+
 typedef struct fork_rig {
     vf_engine *e;
     vf_var v;           /* the var whose lock is held (or none) */
@@ -164,14 +180,7 @@ static int fork_and_complete(vf_run *run, void *arg)
 
 TEST_CASE(a_completion_in_a_child_forked_inside_an_op_is_refused)
 {
-#if defined(TU_TSAN)
-    TEST_SKIP("under TSan (its runtime cannot follow threads in a forked "
-              "child: see test_lifecycle_fork)");
-#elif defined(TU_ASAN)
-    TEST_SKIP("under ASan (the child's calls may take an allocator lock a "
-              "thread of the parent held at the fork: see "
-              "test_lifecycle_fork)");
-#endif
+    SKIP_FORK_UNDER_SANITIZERS();
     fork_rig r = {.child_status = -1, .async_lock = true};
     CHECK_OK(vf_engine_create(
         &r.e, &(vf_config){.type = VF_ENGINE_POOLED, .cpu_workers = 2}));
@@ -204,14 +213,7 @@ static void fork_in_async(vf_run *run, void *arg, vf_completion done)
 
 TEST_CASE(an_async_function_forked_inside_returns_in_the_child)
 {
-#if defined(TU_TSAN)
-    TEST_SKIP("under TSan (its runtime cannot follow threads in a forked "
-              "child: see test_lifecycle_fork)");
-#elif defined(TU_ASAN)
-    TEST_SKIP("under ASan (the child's calls may take an allocator lock a "
-              "thread of the parent held at the fork: see "
-              "test_lifecycle_fork)");
-#endif
+    SKIP_FORK_UNDER_SANITIZERS();
     fork_rig r = {.child_status = -1, .async_lock = true};
     pid_t parent = getpid();
     CHECK_OK(vf_engine_create(
