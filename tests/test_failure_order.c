@@ -283,6 +283,91 @@ TEST_KIND_CASE(wait_all_push_order, k)
         wait_all_push_order_once(k);
 }
 
+/* vf_engine_wait_all racing a var wait on another thread for the first of
+ * two failures both already made: the var wait reports F1 and wait_all
+ * F2, or wait_all F1 and the var wait nothing. wait_all picked F1, the
+ * var wait claimed it first, and wait_all cleared F2 unreported: both
+ * returned as if F2 never failed (found by an auditor). The other
+ * thread's start is moved until each side wins about half the rounds,
+ * where they meet: without the fix, a few in a thousand. */
+typedef struct claim_race {
+    vf_engine *e;
+    vf_var v1;
+    atomic_int go, done; /* the round the waiter is to run, has run */
+    atomic_int delay;    /* its spin before the wait */
+    int rc;
+    vf_error err;
+} claim_race;
+
+static int fail_5(vf_run *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return 5;
+}
+
+static void *claim_race_waiter(void *arg)
+{
+    claim_race *c = arg;
+    for (int r = 1;; r++) {
+        int go;
+        while ((go = atomic_load(&c->go)) < r)
+            if (go < 0)
+                return NULL;
+        for (volatile int i = atomic_load(&c->delay); i > 0; i--)
+            ;
+        c->rc = vf_var_wait(c->e, c->v1, &c->err);
+        atomic_store(&c->done, r);
+    }
+}
+
+TEST_CASE(wait_all_beside_a_var_wait_loses_no_failure)
+{
+    claim_race c = {.go = 0, .done = 0, .delay = 1000};
+    c.e = tu_engine(&tu_kinds[0]); /* naive: the failures are made at push */
+    vf_var v2;
+    CHECK_OK(vf_var_create(c.e, &c.v1));
+    CHECK_OK(vf_var_create(c.e, &v2));
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, claim_race_waiter, &c) == 0);
+    int rounds = (int)tu_scaled(20000, 2000), waiter_first = 0, lost = 0;
+    for (int r = 1; r <= rounds; r++) {
+        CHECK_OK(vf_engine_push(
+            c.e,
+            &(vf_op){.fn = fail_5, .writes = VF_VARS(c.v1), .name = "F1"}));
+        CHECK_OK(vf_engine_push(
+            c.e, &(vf_op){.fn = fail_5, .writes = VF_VARS(v2), .name = "F2"}));
+        atomic_store(&c.go, r);
+        vf_error err;
+        int rc = vf_engine_wait_all(c.e, &err);
+        while (atomic_load(&c.done) != r)
+            sched_yield();
+        bool var_first = c.rc == VF_EOPFAILED;
+        if (var_first) {
+            CHECK(strcmp(c.err.op_name, "F1") == 0);
+            lost += rc == 0;
+            if (rc != 0) {
+                CHECK_ERR(rc, VF_EOPFAILED);
+                CHECK(strcmp(err.op_name, "F2") == 0);
+            }
+        } else {
+            CHECK_OK(c.rc);
+            CHECK_ERR(rc, VF_EOPFAILED);
+            CHECK(strcmp(err.op_name, "F1") == 0);
+        }
+        CHECK_OK(vf_engine_wait_all(c.e, &err)); /* nothing left */
+        /* Toward the point where each wins half the rounds. */
+        waiter_first += var_first;
+        int d = atomic_load(&c.delay), step = 1 + d / 16;
+        atomic_store(&c.delay, var_first ? d + step : d > step ? d - step : 0);
+    }
+    atomic_store(&c.go, -1);
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK_EQ(lost, 0);
+    CHECK(waiter_first > 0 && waiter_first < rounds); /* they met */
+    CHECK_OK(vf_engine_destroy(c.e));
+}
+
 /* Nested: P pushes A, then B (fails 5). A pushes G (fails 167): in the
  * serial program A runs at its push, so G comes before B and wait_all
  * reports G. On a threaded engine A waits to push G until P has pushed B
