@@ -208,10 +208,11 @@ void vf__profiling_op_end(vf__op *op)
         vf__profiler *p = vf__op_engine(op)->prof;
         vf__prof_op_ended(p, op->prof, op->skipped);
         /* Recorded once its vars are released (their next ops' edges name
-         * it), after its done callback, which may free the name: a name
-         * must stay valid only until the op has finished. */
-        if (op->done != NULL)
-            vf__prof_op_name(p, op->prof, op->name);
+         * it), after its done callback, after the waits on its vars and
+         * its parent's for its children returned: any of them may free the
+         * name, which must stay valid only until the op has finished (kept
+         * for a `done` alone, the others' garbled names: an auditor). */
+        vf__prof_op_name(p, op->prof, op->name);
         note_vars_used(op);
     }
     if (op->hooks & VF__HOOK_INFO)
