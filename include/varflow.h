@@ -1705,7 +1705,11 @@ VF_API int vf_run_wait_children_timed(vf_run *run, int64_t timeout_ms,
  * down, a launch or a second capture; each is refused with VF_EINVAL and a
  * detail naming the capture, and the capture goes on. A `nonblocking` op
  * (or operator) is refused too (a launch never half-happens). Other
- * threads, other engines and ops running on the engine push as usual. An
+ * threads, other engines and ops running on the engine push as usual. A
+ * capture is the thread's own code's: an op, a `done` callback or device
+ * work that runs on the thread meanwhile (inside a call of the thread's: a
+ * push to a naive engine, a completion, a wait that helps) pushes and
+ * waits as anywhere else, and vf_graph_capturing() is false there. An
  * op's `name`, a `done` and a pointer argument (arg_size 0) are kept as
  * given: they must stay valid while the graph lives and its launched ops
  * run. A copied argument (arg_size > 0) is copied once at capture and

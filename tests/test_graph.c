@@ -960,6 +960,103 @@ TEST_KIND_CASE(capture_refusals, k)
     tu_finish_engine(e);
 }
 
+/* Ops that run on the capturing thread meanwhile are not part of its
+ * capture: an op of a naive engine pushed from it runs inside the push,
+ * and an op waiting behind an async op runs inside the thread's
+ * completion of it (on the naive engine). Their pushes to the capture's
+ * engine were recorded into the graph and never run (their `done` never
+ * called), their waits refused (found by an auditor of the graphs). */
+typedef struct inside_capture {
+    vf_engine *e;
+    vf_var v;
+    vf_completion held;
+    atomic_int held_set, child_ran, child_dones, inner_ran;
+} inside_capture;
+
+static int ic_child(vf_run *run, void *arg)
+{
+    (void)run;
+    inside_capture *ic = arg;
+    atomic_fetch_add(&ic->child_ran, 1);
+    return 0;
+}
+
+static void ic_child_done(void *arg, int status)
+{
+    inside_capture *ic = arg;
+    CHECK_OK(status);
+    atomic_fetch_add(&ic->child_dones, 1);
+}
+
+/* Pushes a child to the capture's engine and waits for it, twice (for it
+ * as its child, and on its var), and finds no capture of its own. */
+static int ic_inner(vf_run *run, void *arg)
+{
+    inside_capture *ic = arg;
+    CHECK(!vf_graph_capturing(ic->e));
+    CHECK_EQ(vf_graph_end(ic->e, &(vf_graph *){NULL}), VF_EINVAL);
+    CHECK_OK(vf_engine_push(ic->e, &(vf_op){.fn = ic_child,
+                                            .arg = ic,
+                                            .done = ic_child_done,
+                                            .writes = VF_VARS(ic->v),
+                                            .name = "child"}));
+    if (vf_run_engine(run) == ic->e)
+        CHECK_OK(vf_run_wait_children(run, NULL));
+    CHECK_OK(vf_var_wait(ic->e, ic->v, NULL));
+    CHECK_EQ(atomic_load(&ic->child_ran), atomic_load(&ic->inner_ran) + 1);
+    atomic_fetch_add(&ic->inner_ran, 1);
+    return 0;
+}
+
+static void ic_hold(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    inside_capture *ic = arg;
+    ic->held = done;
+    atomic_store(&ic->held_set, 1);
+}
+
+TEST_KIND_CASE(ops_run_on_the_capturing_thread_are_not_captured, k)
+{
+    inside_capture ic;
+    memset(&ic, 0, sizeof ic);
+    ic.e = tu_engine(k);
+    ic.v = tu_var(ic.e);
+    vf_engine *naive = tu_engine(&tu_kinds[0]);
+    vf_var w = tu_var(naive), x = tu_var(ic.e);
+    counter c;
+    memset(&c, 0, sizeof c);
+    /* An async op, completed while capturing, ahead of one that pushes. */
+    CHECK_OK(vf_engine_push(
+        ic.e, &(vf_op){.async_fn = ic_hold, .arg = &ic, .writes = VF_VARS(x)}));
+    CHECK_OK(vf_engine_push(
+        ic.e, &(vf_op){.fn = ic_inner, .arg = &ic, .writes = VF_VARS(x)}));
+    CHECK(tu_wait_flag(&ic.held_set, 1, TU_TIMEOUT)); /* it started */
+    CHECK_OK(vf_graph_begin(ic.e));
+    CHECK_OK(vf_engine_push(
+        naive, &(vf_op){.fn = ic_inner, .arg = &ic, .writes = VF_VARS(w)}));
+    CHECK_EQ(atomic_load(&ic.inner_ran), 1); /* inside the push */
+    CHECK_OK(vf_completion_finish(ic.held, 0, NULL));
+    CHECK_OK(vf_engine_push(/* the capture's own push: recorded */
+                            ic.e, &(vf_op){.fn = count_op,
+                                           .arg = &c,
+                                           .writes = VF_VARS(ic.v)}));
+    vf_graph *g = NULL;
+    CHECK_OK(vf_graph_end(ic.e, &g));
+    CHECK_EQ(vf_graph_ops(g), 1);
+    CHECK_OK(vf_engine_wait_all(ic.e, NULL));
+    CHECK_EQ(atomic_load(&ic.inner_ran), 2);
+    CHECK_EQ(atomic_load(&ic.child_ran), 2);
+    CHECK_EQ(atomic_load(&ic.child_dones), 2);
+    CHECK_EQ(atomic_load(&c.n), 0);
+    CHECK_OK(vf_graph_launch(ic.e, g));
+    CHECK_OK(vf_engine_wait_all(ic.e, NULL));
+    CHECK_EQ(atomic_load(&c.n), 1);
+    CHECK_OK(vf_graph_destroy(ic.e, g));
+    CHECK_OK(vf_engine_destroy(naive));
+    tu_finish_engine(ic.e);
+}
+
 /* --- launches made before a set_arg, started after it -------------------- */
 
 typedef struct arg_log {

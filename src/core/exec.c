@@ -127,6 +127,12 @@ bool vf__exec_in_device_work(void)
     return tls.work_engine != NULL;
 }
 
+bool vf__exec_at_top(void)
+{
+    return vf__current_op() == NULL && tls.done_engine == NULL &&
+           tls.work_engine == NULL;
+}
+
 int vf__exec_refuse_in_device_work(const char *who)
 {
     if (VF__LIKELY(tls.work_engine == NULL))

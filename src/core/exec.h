@@ -157,6 +157,10 @@ int vf__exec_device_work(const void *engine, vf_device_fn fn, void *arg);
 /* Whether this thread runs device work (of any engine). */
 bool vf__exec_in_device_work(void);
 
+/* Whether this thread runs the program's own code: no op, `done` callback
+ * or device work (of any engine) runs on it now. */
+bool vf__exec_at_top(void);
+
 /* Whether this thread is a service thread (vf_thread_set_service()). */
 bool vf__exec_on_service_thread(void);
 

@@ -258,8 +258,7 @@ static int begin(vf_engine *e, const char *who)
                         "%s: this thread already captures a graph "
                         "(vf_graph_end it first)",
                         who);
-    if (vf__current_op() != NULL || vf__exec_in_done(e) ||
-        vf__exec_in_device_work())
+    if (!vf__exec_at_top())
         return vf__fail(VF_EINVAL,
                         "%s: not from inside an op, a done callback or "
                         "device work",
@@ -736,7 +735,11 @@ static int end(vf_engine *e, vf_graph **out, const char *who)
     forget_stale_capture();
     if (!vf__graph_capturing(e))
         return vf__fail(VF_EINVAL,
-                        vf__capture_now.engine != NULL
+                        vf__capture_now.engine == e
+                            ? "%s: not from inside an op, a done callback or "
+                              "device work (the capture is the thread's own "
+                              "code's)"
+                        : vf__capture_now.engine != NULL
                             ? "%s: this thread captures a graph on another "
                               "engine, not this one"
                             : "%s: this thread does not capture a graph on "

@@ -42,6 +42,7 @@
 #define VF_GRAPH_H
 
 #include "core/engine.h"
+#include "core/exec.h"
 #include "core/var.h"
 
 /* Fork (lifecycle.c): the lock of the graph handles the program holds,
@@ -67,11 +68,16 @@ typedef struct vf__capture {
 
 extern _Thread_local vf__capture vf__capture_now;
 
-/* Whether this thread captures on `e`: one compare on every push. */
+/* Whether this thread captures on `e`: one compare on every push. A
+ * capture is the thread's own code's: an op, a `done` callback or device
+ * work that runs on the thread meanwhile (a call of its own runs it
+ * inline: a push to a naive engine, a completion, a wait that helps)
+ * pushes and waits as it would anywhere else (its pushes were recorded
+ * and never run, its waits refused: found by an auditor of the graphs). */
 static inline bool vf__graph_capturing(const vf_engine *e)
 {
     return VF__UNLIKELY(vf__capture_now.engine == e) &&
-           vf__capture_now.serial == e->counts.serial;
+           vf__capture_now.serial == e->counts.serial && vf__exec_at_top();
 }
 
 /* Record a push this thread makes while capturing on `e` (the op's
