@@ -1677,7 +1677,9 @@ VF_API int vf_run_wait_children_timed(vf_run *run, int64_t timeout_ms,
  * on it need not wait for the whole graph. A graph of sync CPU ops is
  * replayed from its own edges (vf_stats.replays), and so is one of one
  * device's ops (and CPU ops) with vf_graph_device_replay() on; one with
- * async or other device ops, a launch on an engine that is profiled, logs ops
+ * async or other device ops, one whose ops name more than VF_MAX_OP_VARS
+ * variables together (more than one launch may hold), a launch on an
+ * engine that is profiled, logs ops
  * (VF_ENGINE_INFO), has an in-flight bound, bulks this thread's pushes or
  * has a device's pools (made by its first device op pushed, captured or made
  * an operator, and kept for its life: its variables may carry device work

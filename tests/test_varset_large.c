@@ -387,4 +387,38 @@ TEST_KIND_CASE(limit_with_repeats, k)
     tu_finish_engine(e);
 }
 
+/* A graph whose ops, each within the limit, name VF_MAX_OP_VARS + 1 vars
+ * together: more than one launch op may hold, so its launches push it op
+ * by op. vf_graph_end refused it with VF_EINVAL, not among its errors,
+ * and ended the capture (found by an auditor of the graphs). */
+TEST_KIND_CASE(graph_wider_than_one_op, k)
+{
+    if (k - tu_kinds > 2)
+        return;
+    enum { M = VF_MAX_OP_VARS };
+    vf_engine *e = tu_engine(k);
+    vf_var *v = new_vars(e, M + 1);
+    big_op wide = {0}, one = {0};
+    vf_op wd = big_desc(&wide, tu_list(v, 0), tu_list(v, M));
+    vf_op od = big_desc(&one, tu_list(v, 0), tu_list(v + M, 1));
+    CHECK_OK(vf_graph_begin(e));
+    CHECK_OK(vf_engine_push(e, &wd));
+    CHECK_OK(vf_engine_push(e, &od));
+    vf_graph *g = NULL;
+    CHECK_OK(vf_graph_end(e, &g));
+    CHECK(!vf_graph_capturing(e));
+    CHECK_EQ(vf_graph_ops(g), 2);
+    for (int launch = 1; launch <= 2; launch++) {
+        CHECK_OK(vf_graph_launch(e, g));
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        CHECK_EQ(atomic_load(&wide.ran), launch);
+        CHECK_EQ(atomic_load(&one.ran), launch);
+    }
+    CHECK_EQ(version(e, v[0]), 2);
+    CHECK_EQ(version(e, v[M]), 2);
+    CHECK_OK(vf_graph_destroy(e, g));
+    free(v);
+    tu_finish_engine(e);
+}
+
 TEST_MAIN("test_varset_large", 240)

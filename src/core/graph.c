@@ -620,18 +620,16 @@ static int plan(vf_graph *g, const char *who)
     size_t nb = 0;
     for (size_t i = 0; i < nuses; i++)
         nb += i == 0 || u[i].var != u[i - 1].var;
-    if (nb > VF_MAX_OP_VARS && !g->replayable) {
-        g->device = NULL; /* too wide for one launch op: pushed op by op */
+    if (nb > VF_MAX_OP_VARS) {
+        /* Too wide for one launch op to hold: pushed op by op, as each op
+         * alone may be (vf_graph_end refused such a graph of CPU ops with
+         * VF_EINVAL and ended the capture: found by an auditor). */
+        g->replayable = false;
+        g->device = NULL;
         snprintf(g->no_device_why, sizeof g->no_device_why,
                  "its ops name %zu vars, more than one launch may hold (%d)",
                  nb, VF_MAX_OP_VARS);
         rc = 0;
-        goto out;
-    }
-    if (nb > VF_MAX_OP_VARS) {
-        rc = vf__fail(VF_EINVAL,
-                      "%s: the graph uses %zu variables (at most %d)", who, nb,
-                      VF_MAX_OP_VARS);
         goto out;
     }
     g->nb = (int)nb;
