@@ -854,7 +854,11 @@ typedef void (*vf_async_fn)(vf_run *run, void *arg, vf_completion done);
  * it pushes is not the op's child: it takes its place at its push, after
  * what was pushed meanwhile (vf_engine_push()). A device
  * op's `done` comes once its work on the stream completed (with that
- * work's outcome), which may be after its variables were released.
+ * work's outcome), which may be after its variables were released, on the
+ * thread that completes the engine's device ops one after the other: keep
+ * it short (one that blocks holds up the completion of every later device
+ * op of the engine, and one that waits, on another engine, for what waits
+ * for that completion never returns).
  */
 typedef void (*vf_done_fn)(void *arg, int status);
 
@@ -1779,7 +1783,13 @@ VF_API int vf_run_wait_children_timed(vf_run *run, int64_t timeout_ms,
  * VF_EDEADLK; a wait inside an op: see vf_var_wait() for what it may
  * report). So whether a launch
  * replays can change what such a wait returns; a program that must not
- * depend on it records no such wait.
+ * depend on it records no such wait. A push from a launched op's `done`
+ * callback is not its child: in a launch that replays it goes after the
+ * graph's hold on its variables, after the graph's later ops there, where
+ * on the naive engine the pushes would run it before them (a `done` that
+ * pushes on a variable a later op of the graph uses: push those ops
+ * instead; on the threaded engines the pushes' order there is the
+ * `done`'s timing).
  * @{
  */
 /** A recorded sequence of pushes, launched any number of times. */
