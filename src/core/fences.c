@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/ref.h"
 #include "core/engine.h"
@@ -31,9 +32,23 @@ vf__failure *vf__fence_host_wait(vf_engine *e, vf__fence *f)
     if (!atomic_load_explicit(&f->resolved, memory_order_acquire)) {
         f->cls->event_wait(f->ev, NULL);
         atomic_fetch_add_explicit(&e->dev.host_syncs, 1, memory_order_relaxed);
-        /* Complete: the completer resolves it as soon as it reaches it. */
-        while (!atomic_load_explicit(&f->resolved, memory_order_acquire))
-            sched_yield();
+        /* Complete: the completer resolves it as soon as it reaches it,
+         * which may be after a long op of another stream (it completes
+         * the engine's device ops in turn): yields first, then growing
+         * naps (a waiter yielding all that time burned a core: found by
+         * an auditor, 0.8-1.2 s of CPU in a 1.4 s wait). */
+        long nap_ns = 20 * 1000;
+        for (int tries = 0;
+             !atomic_load_explicit(&f->resolved, memory_order_acquire);
+             tries++) {
+            if (tries < 64) {
+                sched_yield();
+                continue;
+            }
+            nanosleep(&(struct timespec){0, nap_ns}, NULL);
+            if (nap_ns < 1000 * 1000)
+                nap_ns *= 2;
+        }
     }
     return f->failure;
 }
