@@ -141,31 +141,38 @@ static int insert(vf_engine *e, vf__addr_vars *t, stripe *f, uint64_t key,
     return 0;
 }
 
-/* Room in the reverse stripe of the handle slot `v` gets when revived. */
-static int reserve_revived(vf_engine *e, vf__addr_vars *t, vf__var *v,
-                           uint32_t gen)
+/* Revive the slot of `h` (its var `v`, destroyed) as `*now`, with the
+ * reverse entry of the handle it gets: 0, 1 (its delete is held:
+ * vf__var_revive), VF_ESTALE (not revived) or VF_ENOMEM. The room for the
+ * entry is taken under the same lock as the entry is put: taken before
+ * and let go, another thread's insert in the stripe could use it, and the
+ * put, after the revival, fail (an abort; found by an auditor, by
+ * reasoning). Lock order: the forward stripe, the reverse one, the var. */
+static int revive_slot(vf_engine *e, vf__addr_vars *t, uint64_t key, vf__var *v,
+                       vf_var h, vf_var *now)
 {
+    uint32_t gen = vf__var_handle_gen(h);
     uint32_t next = (gen + 1) & ((1u << VF__VAR_GEN_BITS) - 1);
     stripe *r = stripe_of(t->rev, vf__var_handle(&e->vars, v, next).id);
     pthread_mutex_lock(&r->lock);
     int rc = vf__hashmap_reserve(&r->map, r->map.count + 1);
+    if (rc == 0) {
+        rc = vf__var_revive(&e->vars, v, gen, now);
+        if (rc == 0) {
+            int put = vf__hashmap_put(&r->map, now->id, key, NULL);
+            VF__ASSERT(put == 0); /* room taken above */
+        }
+    } else {
+        rc = vf__fail(VF_ENOMEM, "vf_var_of: out of memory");
+    }
     pthread_mutex_unlock(&r->lock);
-    return rc != 0 ? vf__fail(VF_ENOMEM, "vf_var_of: out of memory") : 0;
-}
-
-/* The var `h`, destroyed, is back in use as `now`: its reverse entry
- * follows (room reserved). */
-static void rekey(vf__addr_vars *t, uint64_t key, vf_var h, vf_var now)
-{
-    stripe *r = stripe_of(t->rev, h.id);
-    pthread_mutex_lock(&r->lock);
-    vf__hashmap_remove(&r->map, h.id);
-    pthread_mutex_unlock(&r->lock);
-    r = stripe_of(t->rev, now.id);
-    pthread_mutex_lock(&r->lock);
-    int rc = vf__hashmap_put(&r->map, now.id, key, NULL);
-    pthread_mutex_unlock(&r->lock);
-    VF__ASSERT(rc == 0);
+    if (rc == 0) { /* the destroyed handle's entry goes */
+        r = stripe_of(t->rev, h.id);
+        pthread_mutex_lock(&r->lock);
+        vf__hashmap_remove(&r->map, h.id);
+        pthread_mutex_unlock(&r->lock);
+    }
+    return rc;
 }
 
 /* What vf_var_of does under the forward stripe `f` with `key`'s entry
@@ -177,23 +184,20 @@ static int revive(vf_engine *e, vf__addr_vars *t, stripe *f, uint64_t key,
                   vf_var h, vf_var *out)
 {
     vf__var *v;
-    uint32_t gen = vf__var_handle_gen(h);
     if (vf__var_lookup(&e->vars, h, &v) != 0) {
         drop(t, f, key, h.id); /* cannot happen: the free drops it */
         return insert(e, t, f, key, out);
     }
-    int rc = reserve_revived(e, t, v, gen);
-    if (rc != 0)
-        return rc;
     vf_var now;
-    rc = vf__var_revive(&e->vars, v, gen, &now);
+    int rc = revive_slot(e, t, key, v, h, &now);
+    if (rc == VF_ENOMEM)
+        return rc;
     if (rc == 1)
         return VF__HELD;
     if (rc != 0) {
         drop(t, f, key, h.id);
         return insert(e, t, f, key, out);
     }
-    rekey(t, key, h, now);
     *vf__hashmap_find(&f->map, key) = now.id; /* the entry is there */
     *out = now;
     return 0;
