@@ -1522,14 +1522,16 @@ VF_API int vf_bulk_flush(vf_engine *e);
  * (vf_engine_push()), as in the serial program, but may get 0 where it was
  * queued and ran after the ancestor ended: such a wait is a bug in the program
  * either way.
- * From inside an op of another engine, a wait in a cycle with another wait
+ * From inside an op of another engine, a wait in a cycle with other waits
  * of that kind returns VF_EDEADLK at once: `v`'s writer, running, waits
  * for all of the calling op's engine (vf_engine_wait_all()) or for a var
- * the calling op writes; of the two waits, the one that comes second is
- * refused, and the first then finishes. Not found, and so waiting for
- * ever: longer cycles through var waits, and a wait on a var that an op of
- * `e` running further out on the same thread writes (the calling op runs
- * inside it, inside its push on the naive engine, say).
+ * the calling op writes, or for all of an engine or a var whose running
+ * writer waits so in turn, and so on; of the cycle's waits, the one that
+ * comes last is refused, and the others then finish. Not found, and so
+ * waiting for ever: cycles through a var whose writer is queued, not
+ * running (it waits behind an op in the cycle), and a wait on a var that
+ * an op of `e` running further out on the same thread writes (the calling
+ * op runs inside it, inside its push on the naive engine, say).
  */
 VF_API int vf_var_wait(vf_engine *e, vf_var v, vf_error *err);
 
@@ -1594,17 +1596,19 @@ VF_API int vf_run_wait_children(vf_run *run, vf_error *err);
  * (it would wait for itself), and,
  * at once, from inside an op of another engine where the wait could never
  * finish: an op of `e` runs further out on the same thread (the calling op
- * runs inside it: inside its push on the naive engine, say), or waits for
- * all of each other's engines would close a cycle (an op of `e` is in
- * vf_engine_wait_all() on the calling op's engine: of two such waits, the
- * one that comes second is refused, and the first then finishes), or an
- * op of `e` waits for a var (vf_var_wait()) that the calling op writes.
+ * runs inside it: inside its push on the naive engine, say), or the wait
+ * would close a cycle of such waits (an op of `e` is in
+ * vf_engine_wait_all() on the calling op's engine, or waits for a var
+ * (vf_var_wait()) that the calling op writes, or for all of an engine or
+ * a var whose running writer waits so in turn, and so on: of the cycle's
+ * waits, the one that comes last is refused, and the others then finish).
  * A timed wait (vf_engine_wait_all_timed(), vf_var_wait_timed()) is
  * refused the same way, but closes no cycle for a later wait, for it
  * gives up: that one waits, and finishes once the timed one gave up.
- * A longer cycle through var waits (an op of `e` waits for a var whose
- * writer waits behind the calling op) is not found, and its waits wait
- * for ever: avoid waits for all of an engine from inside ops of another.
+ * A cycle through a var whose writer is queued, not running (an op of `e`
+ * waits for a var whose writer waits behind the calling op), is not
+ * found, and its waits wait for ever: avoid waits for all of an engine
+ * from inside ops of another.
  */
 VF_API int vf_engine_wait_all(vf_engine *e, vf_error *err);
 

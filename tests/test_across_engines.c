@@ -25,6 +25,8 @@
  * - a var wait in a cycle with another wait (an op of A waits for a var
  *   an op of B writes, which waits for all of A, or for a var the first
  *   writes): exactly one of the two is refused, both finish;
+ * - three engines' ops in a cycle with a var wait in it, whichever comes
+ *   last: that one is refused, the other two finish;
  * - an op waiting on another engine's var runs above its wait no op of
  *   its own engine made ready with it and pushed after it (one that waits
  *   for a var it writes would wait for an op stuck below it): both waits
@@ -293,6 +295,107 @@ TEST_CASE(var_waits_in_cycles)
                 CHECK_OK(vf_engine_destroy(p.a));
                 CHECK_OK(vf_engine_destroy(p.b));
             }
+}
+
+/* Three engines' ops in a cycle with a var wait in it: op k (on engine
+ * k, writing var k) waits for all of engine k+1, but for var k+1 where k
+ * is `by_var`; all three run at once (they meet first), two wait without
+ * a timeout, and `last` polls with timed waits until the cycle is closed.
+ * Whichever op comes last, its wait is refused (VF_EDEADLK) and the other
+ * two return 0. Before, a cycle whose var wait was not at an end of the
+ * search was missed: a wait for all of an engine that came last waited
+ * for ever (found by an auditor: 4 of the 6 orders of the auditor's
+ * program hung); here the poll times out instead, and 6 of the 9 cases
+ * fail. */
+#define TRI_N 3
+
+typedef struct tri {
+    vf_engine *eng[TRI_N];
+    vf_var var[TRI_N]; /* var k: engine k's, written by op k */
+    int by_var, last;
+    tu_rv met;
+    atomic_int rc[TRI_N];
+} tri;
+
+typedef struct tri_arg {
+    tri *t;
+    int k;
+} tri_arg;
+
+static int tri_wait(tri *t, int k, int64_t timeout_ms)
+{
+    int next = (k + 1) % TRI_N;
+    return k == t->by_var
+               ? vf_var_wait_timed(t->eng[next], t->var[next], timeout_ms, NULL)
+               : vf_engine_wait_all_timed(t->eng[next], timeout_ms, NULL);
+}
+
+static int tri_op(vf_run *run, void *arg)
+{
+    (void)run;
+    const tri_arg *a = arg;
+    tri *t = a->t;
+    int k = a->k;
+    /* Every op runs, holding its write, before any waits. */
+    if (!tu_rv_meet(&t->met, TRI_N, 30)) {
+        CHECK_REPORT_("op %d: the three ops never ran at once", k);
+        return 0;
+    }
+    if (k != t->last) {
+        atomic_store(&t->rc[k], tri_wait(t, k, -1));
+        return 0;
+    }
+    /* The other two come to their waits at some point: until then, no
+     * cycle, and the timed wait gives up; after it, it is refused at once.
+     * A missed cycle gives up for good at the deadline. */
+    double end = tu_now() + 5;
+    int rc;
+    do
+        rc = tri_wait(t, k, 10);
+    while (rc == VF_ETIMEDOUT && tu_now() < end);
+    atomic_store(&t->rc[k], rc);
+    return 0;
+}
+
+TEST_CASE(three_engine_cycle_through_a_var_wait)
+{
+    static const int threaded[] = {1, 2, 4}; /* pooled/1, /2, perdevice/2 */
+    for (int by_var = 0; by_var < TRI_N; by_var++)
+        for (int last = 0; last < TRI_N; last++) {
+            char phase[96];
+            snprintf(phase, sizeof phase,
+                     "three-engine cycle: op %d waits for a var, op %d last",
+                     by_var, last);
+            tu_phase(phase);
+            tri t = {.by_var = by_var, .last = last};
+            tu_rv_init(&t.met);
+            tri_arg args[TRI_N];
+            for (int k = 0; k < TRI_N; k++) {
+                int kind = threaded[(k + by_var + last) % 3];
+                t.eng[k] = tu_engine(&tu_kinds[kind]);
+                t.var[k] = tu_var(t.eng[k]);
+                atomic_init(&t.rc[k], NOT_RUN);
+                args[k] = (tri_arg){&t, k};
+            }
+            for (int k = 0; k < TRI_N; k++)
+                CHECK_OK(vf_engine_push(t.eng[k],
+                                        &(vf_op){.fn = tri_op,
+                                                 .arg = &args[k],
+                                                 .writes = VF_VARS(t.var[k]),
+                                                 .name = "tri"}));
+            for (int k = 0; k < TRI_N; k++)
+                CHECK_OK(vf_engine_wait_all(t.eng[k], NULL));
+            for (int k = 0; k < TRI_N; k++) {
+                int want = k == last ? VF_EDEADLK : 0;
+                if (atomic_load(&t.rc[k]) != want)
+                    CHECK_REPORT_("%s: op %d returned %s, not %s", phase, k,
+                                  vf_error_name(atomic_load(&t.rc[k])),
+                                  vf_error_name(want));
+            }
+            for (int k = 0; k < TRI_N; k++)
+                CHECK_OK(vf_engine_destroy(t.eng[k]));
+            tu_rv_destroy(&t.met);
+        }
 }
 
 /* --- a naive op on a pool's worker waits for the pool ----------------------

@@ -41,48 +41,77 @@ static const vf__op *holder(vf__var *v)
     return h;
 }
 
-/* Whether an op of `e` waits, through listed waits for all of an engine,
- * for all of one of cw's `from`. Under `lock`. The listed waits hold no
- * cycle (the wait that would close one is refused), so the search ends;
- * `depth` bounds it all the same, at one step per listed wait. */
-static bool reaches(const vf_engine *e, const vf__cross_wait *cw, int depth)
+/* Whether the listed wait `x` waits for something the wait `cw` holds up:
+ * for all of one of cw's `from` (an op of it is pending until cw
+ * returns), or for a var whose running write is cw's op's. `h`: the
+ * running writer of x's var. */
+static bool needs(const vf__cross_wait *x, const vf__op *h,
+                  const vf__cross_wait *cw)
 {
-    if (has(cw, e))
-        return true;
-    if (depth == 0)
-        return false;
-    for (const vf__cross_wait *w = listed; w != NULL; w = w->next)
-        if (w->var == NULL && has(w, e) && reaches(w->to, cw, depth - 1))
-            return true;
-    return false;
+    return x->var == NULL ? has(cw, x->to) : h != NULL && h == cw->op;
+}
+
+/* Whether the wait `x` (`h` the running writer of its var) waits for the
+ * listed wait `w` to return: x waits for all of an engine one of whose
+ * ops is pending on w's thread, or for a var whose running writer is w's
+ * op. */
+static bool waits_for(const vf__cross_wait *x, const vf__op *h,
+                      const vf__cross_wait *w)
+{
+    return x->var == NULL ? has(w, x->to) : h != NULL && w->op == h;
+}
+
+/* Whether the wait `cw` (its `to`, `var` and `op` set, not listed) waits,
+ * through listed waits each of which waits for the next (waits_for), for
+ * one that waits for something cw holds up (needs): a cycle. Under
+ * `lock`. A search over the listed waits, each visited once (`seen`,
+ * cleared after), the waits still to visit linked through `todo`. A
+ * running writer that leads anywhere stays while the search lasts: it
+ * waits in a listed wait, or is cw's op, and cannot end meanwhile. */
+static bool closes_cycle(vf__cross_wait *cw)
+{
+    vf__cross_wait *todo = cw;
+    cw->todo = NULL;
+    bool found = false;
+    while (todo != NULL) {
+        vf__cross_wait *x = todo;
+        todo = x->todo;
+        const vf__op *h = x->var != NULL ? holder(x->var) : NULL;
+        if (x != cw && needs(x, h, cw)) {
+            found = true;
+            break;
+        }
+        for (vf__cross_wait *w = listed; w != NULL; w = w->next)
+            if (!w->seen && waits_for(x, h, w)) {
+                w->seen = true;
+                w->todo = todo;
+                todo = w;
+            }
+    }
+    for (vf__cross_wait *w = listed; w != NULL; w = w->next)
+        w->seen = false;
+    return found;
 }
 
 /* Why the wait `cw` (its `to`, `var` and `op` set) can never finish, or
  * NULL. Under `lock`. */
-static const char *never_ends(const vf__cross_wait *cw, int nlisted)
+static const char *never_ends(vf__cross_wait *cw)
 {
-    if (cw->var == NULL) {
-        if (has(cw, cw->to))
-            return "which runs inside an op of this engine on the same "
-                   "thread: it would wait for that op, which cannot end "
-                   "before this call returns";
-        if (reaches(cw->to, cw, nlisted))
-            return "while an op of this engine waits for all of that op's "
-                   "engine (or of one whose op waits for it, and so on): "
-                   "each would wait for the other";
-        for (const vf__cross_wait *w = listed; w != NULL; w = w->next)
-            if (w->var != NULL && has(w, cw->to) && holder(w->var) == cw->op)
-                return "while an op of this engine waits for a variable "
-                       "that op writes: each would wait for the other";
+    if (cw->var == NULL && has(cw, cw->to))
+        return "which runs inside an op of this engine on the same "
+               "thread: it would wait for that op, which cannot end "
+               "before this call returns";
+    if (!closes_cycle(cw))
         return NULL;
-    }
-    const vf__op *h = holder(cw->var);
-    for (const vf__cross_wait *w = listed; h != NULL && w != NULL; w = w->next)
-        if (w->op == h && (w->var == NULL ? reaches(w->to, cw, nlisted)
-                                          : holder(w->var) == cw->op))
-            return "while the op that writes it waits for that op (or "
-                   "for all of its engine): each would wait for the other";
-    return NULL;
+    return cw->var == NULL
+               ? "while an op of this engine waits for all of that op's "
+                 "engine or for a variable that op writes (or waits for "
+                 "an op that does, and so on): each would wait for the "
+                 "other"
+               : "while the op that writes it waits for that op, for all "
+                 "of its engine or for a variable it writes (or waits for "
+                 "an op that does, and so on): each would wait for the "
+                 "other";
 }
 
 void vf__cross_wait_calls(vf__cross_wait *cw)
@@ -110,10 +139,7 @@ int vf__cross_wait_enter(vf__cross_wait *cw, vf_engine *e, struct vf__var *var,
     cw->to = e;
     cw->var = var;
     pthread_mutex_lock(&lock);
-    int nlisted = 0;
-    for (const vf__cross_wait *l = listed; l != NULL; l = l->next)
-        nlisted++;
-    const char *why = never_ends(cw, nlisted);
+    const char *why = never_ends(cw);
     if (why != NULL) {
         pthread_mutex_unlock(&lock);
         return vf__fail(VF_EDEADLK, "%s: called inside %s %s", who,
@@ -121,6 +147,7 @@ int vf__cross_wait_enter(vf__cross_wait *cw, vf_engine *e, struct vf__var *var,
     }
     cw->listed = list;
     if (list) {
+        cw->seen = false;
         cw->prev = NULL;
         cw->next = listed;
         if (listed != NULL)

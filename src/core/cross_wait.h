@@ -15,21 +15,24 @@
  * `from`. A wait never finishes when
  * - it waits for all of an engine among `from`: an op of it is pending
  *   until the wait returns;
- * - it waits for all of an engine E, and an op of E waits, through the
- *   listed waits for all of an engine, for all of one of `from` (a cycle,
- *   each op of which is pending while it waits for all of the next);
- * - it waits for all of an engine E, and an op of E (or one whose `from`
- *   holds E) waits for a var whose running write is the calling op's;
- * - it waits for a var whose running write is an op H that is listed
- *   waiting for all of an engine that reaches one of `from`, or waiting
- *   for a var whose running write is the calling op's.
+ * - it closes a cycle of waits, each of which waits for the next to
+ *   return: a wait for all of an engine E waits for every listed wait
+ *   whose `from` holds E (an op of E is pending until it returns), a var
+ *   wait for the listed wait of the op whose write of the var runs now;
+ *   the cycle is closed when the search from the wait, through the listed
+ *   waits, finds one that waits for all of one of its `from`, or for a var
+ *   whose running write is the calling op's.
  * Then it returns VF_EDEADLK at once. Each check and the listing of the
- * wait that goes on are one step under a process-wide lock, so of two
- * waits that close a cycle the later is refused and the other finishes;
- * only these waits take the lock, so no push or other wait pays for it.
+ * wait that goes on are one step under a process-wide lock, so of the
+ * waits that close a cycle the last is refused and the others finish,
+ * whatever their kinds and order (a search through waits for all of an
+ * engine, with one step to a var wait at its ends only, missed a cycle of
+ * three engines with a var wait inside when a wait for all of an engine
+ * came last, which hung: found by an auditor); only these waits take the
+ * lock, so no push or other wait pays for it.
  *
- * Not covered: longer cycles through var waits (a var whose writer waits
- * for an op queued behind another), and a wait on a var that an op
+ * Not covered: cycles through a var whose writer is queued, not running
+ * (it waits for an op queued behind another), and a wait on a var that an op
  * further out on the same thread writes: the engine knows the ops that
  * run further out on a thread by their engines only.
  */
@@ -55,6 +58,10 @@ typedef struct vf__cross_wait {
     struct vf__var *var; /* NULL: all of `to` */
     bool listed;         /* not a timed wait's (below) */
     struct vf__cross_wait *next, *prev;
+    /* Under the lock, for the search of a wait being checked: visited,
+     * and the next wait still to visit (cross_wait.c, closes_cycle). */
+    bool seen;
+    struct vf__cross_wait *todo;
 } vf__cross_wait;
 
 /* Before the wait enters its guard on its engine: the engines of the
