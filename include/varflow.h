@@ -855,10 +855,14 @@ typedef void (*vf_async_fn)(vf_run *run, void *arg, vf_completion done);
  * what was pushed meanwhile (vf_engine_push()). A device
  * op's `done` comes once its work on the stream completed (with that
  * work's outcome), which may be after its variables were released, on the
- * thread that completes the engine's device ops one after the other: keep
- * it short (one that blocks holds up the completion of every later device
- * op of the engine, and one that waits, on another engine, for what waits
- * for that completion never returns).
+ * thread that completes the engine's device ops one after the other (the
+ * one that marks device work done): keep it short (one that blocks holds
+ * up the completion of every later device op of the engine, and one that
+ * waits, on another engine, for what waits for that completion never
+ * returns). An async op it makes ready (by a push, or by finishing a
+ * completion) starts on a worker of the engine's CPU pool, not there, as
+ * from device work (vf_run_submit()), since its start may wait on the host
+ * for device work in flight.
  */
 typedef void (*vf_done_fn)(void *arg, int status);
 
@@ -925,10 +929,10 @@ typedef enum vf_property {
 typedef struct vf_op {
     vf_sync_fn fn VF_ZERO_;        /**< sync: returns the op's status */
     vf_async_fn async_fn VF_ZERO_; /**< async: runs inline on the dispatching
-                                        thread (from device work, or on a
-                                        service thread: on a CPU worker,
-                                        vf_run_submit(),
-                                        vf_thread_set_service()) */
+                                        thread (from device work, a device
+                                        op's `done`, or on a service thread:
+                                        on a CPU worker, vf_run_submit(),
+                                        vf_done_fn, vf_thread_set_service()) */
     void *arg VF_ZERO_;            /**< what fn, async_fn and done get (see
                                         arg_size) */
     vf_done_fn done VF_ZERO_;      /**< may be NULL */

@@ -35,7 +35,8 @@
  *   is VF_EDEADLK, its push goes over max_inflight, vf_engine_in_op is
  *   true for its engine; a CPU op it pushes never runs on the stream's
  *   thread (under run_at_push either), where it could wait for a fence
- *   queued behind the work.
+ *   queued behind the work. An async op made ready in a device op's
+ *   `done` starts on a CPU worker, not on the completer.
  * The last two cases, cuda_random_programs and cuda_failures (built with
  * libvarflow-cuda, VF_TEST_CUDA), register the CUDA class, then run the
  * random programs and failures on CUDA device 0 beside an emulated one;
@@ -1791,6 +1792,149 @@ TEST_CASE(device_work_readies_a_destroyed_operators_async_op)
         CHECK_OK(vf_engine_destroy(e));
     }
     CHECK_EQ(atomic_load(&g.ran), 20);
+}
+
+/* A device op's `done` runs on the engine's completer, the one thread that
+ * resolves device ops' fences: an async op it makes ready (by a push, or
+ * by finishing a completion) that reads what device work still in flight
+ * writes starts on a CPU worker, whose start waits on the host for that
+ * work, not on the completer, where that wait could never end (found by
+ * an auditor: the completer spun for ever, every time). A's work ends once
+ * D's function has left its fence on w, and D's work runs on past A's
+ * `done` on another stream (the copy pool's). */
+typedef struct done_reader {
+    vf_engine *e;
+    vf_var a_out, w, gate;
+    atomic_int a_returned, d_returned, d_done;
+    atomic_int d_pending_at_done; /* D's fence unresolved as A's done ran */
+    atomic_int started;           /* R's starts */
+    vf_completion gate_done;
+    bool by_completion; /* R waits on gate too: made ready by its completion */
+    int push_rc;
+} done_reader;
+
+static void done_r(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    atomic_fetch_add(&((done_reader *)arg)->started, 1);
+    CHECK_OK(vf_completion_finish(done, 0, NULL));
+}
+
+static void done_gate(vf_run *run, void *arg, vf_completion done)
+{
+    (void)run;
+    ((done_reader *)arg)->gate_done = done; /* finished in A's done */
+}
+
+static int done_a_work(void *arg)
+{
+    done_reader *r = arg;
+    for (int i = 0; i < 5000 && !atomic_load(&r->d_returned); i++)
+        nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+    return 0;
+}
+
+static int done_a_op(vf_run *run, void *arg)
+{
+    int rc = vf_run_submit(run, done_a_work, arg, 0);
+    atomic_store(&((done_reader *)arg)->a_returned, 1);
+    return rc;
+}
+
+static void done_a_done(void *arg, int status)
+{
+    done_reader *r = arg;
+    CHECK_OK(status);
+    atomic_store(&r->d_pending_at_done,
+                 atomic_load(&r->d_returned) && !atomic_load(&r->d_done));
+    if (r->by_completion)
+        r->push_rc = vf_completion_finish(r->gate_done, 0, NULL);
+    else
+        r->push_rc = vf_engine_push(
+            r->e,
+            &(vf_op){.async_fn = done_r, .arg = r, .reads = VF_VARS(r->w)});
+}
+
+static int done_d_work(void *arg)
+{
+    (void)arg;
+    nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
+    return 0;
+}
+
+static int done_d_op(vf_run *run, void *arg)
+{
+    done_reader *r = arg;
+    /* A goes to the completer first: it waits for A's work, then D's. */
+    for (int i = 0; i < 5000 && !atomic_load(&r->a_returned); i++)
+        nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+    nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+    int rc = vf_run_submit(run, done_d_work, arg, 0);
+    atomic_store(&r->d_returned, 1);
+    return rc;
+}
+
+static void done_d_done(void *arg, int status)
+{
+    CHECK_OK(status);
+    atomic_store(&((done_reader *)arg)->d_done, 1);
+}
+
+TEST_CASE(device_done_starts_async_op_elsewhere)
+{
+    const vf_config configs[] = {{.type = VF_ENGINE_POOLED},
+                                 {.type = VF_ENGINE_PERDEVICE}};
+    for (size_t k = 0; k < sizeof configs / sizeof configs[0]; k++) {
+        for (int by_completion = 0; by_completion < 2; by_completion++) {
+            done_reader r = {.by_completion = by_completion};
+            atomic_init(&r.a_returned, 0);
+            atomic_init(&r.d_returned, 0);
+            atomic_init(&r.d_done, 0);
+            atomic_init(&r.d_pending_at_done, 0);
+            atomic_init(&r.started, 0);
+            CHECK_OK(vf_engine_create(&r.e, &configs[k]));
+            r.a_out = tu_var(r.e);
+            r.w = tu_var(r.e);
+            r.gate = tu_var(r.e);
+            if (by_completion)
+                CHECK_OK(
+                    vf_engine_push(r.e, &(vf_op){.async_fn = done_gate,
+                                                 .arg = &r,
+                                                 .writes = VF_VARS(r.gate)}));
+            CHECK_OK(vf_engine_push(
+                r.e, &(vf_op){.fn = done_a_op,
+                              .arg = &r,
+                              .done = done_a_done,
+                              .writes = VF_VARS(r.a_out),
+                              .device = {VF_DEVICE_EMULATED, 0}}));
+            CHECK_OK(vf_engine_push(
+                r.e, &(vf_op){.fn = done_d_op,
+                              .arg = &r,
+                              .done = done_d_done,
+                              .writes = VF_VARS(r.w),
+                              .device = {VF_DEVICE_EMULATED, 0},
+                              .property = VF_PROP_COPY_TO_DEVICE}));
+            if (by_completion) /* after D: it reads what D writes */
+                CHECK_OK(vf_engine_push(
+                    r.e, &(vf_op){.async_fn = done_r,
+                                  .arg = &r,
+                                  .reads = VF_VARS(r.w, r.gate)}));
+            vf_error err;
+            int rc = vf_engine_wait_all_timed(r.e, 10000, &err);
+            if (rc != 0) { /* the completer hung: no destroy can end */
+                CHECK_REPORT_("config %zu, R made ready by a %s in A's done: "
+                              "wait_all %s, R started %d times",
+                              k, by_completion ? "completion" : "push",
+                              vf_error_name(rc), atomic_load(&r.started));
+                return;
+            }
+            /* Else the case did not show what it is for. */
+            CHECK_EQ(atomic_load(&r.d_pending_at_done), 1);
+            CHECK_OK(r.push_rc);
+            CHECK_EQ(atomic_load(&r.started), 1);
+            CHECK_OK(vf_engine_destroy(r.e));
+        }
+    }
 }
 
 /* --- CUDA -------------------------------------------------------------- */

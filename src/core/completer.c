@@ -7,6 +7,7 @@
 #include "base/common.h"
 #include "base/error.h"
 #include "core/device_ops.h"
+#include "core/exec.h"
 #include "core/op.h"
 #include "device/device.h"
 
@@ -39,6 +40,7 @@ static void *completer_main(void *arg)
 {
     vf__completer *c = arg;
     pthread_setname_np(pthread_self(), "vf-completer");
+    vf__exec_mark_completer();
     pthread_mutex_lock(&c->lock);
     for (;;) {
         vf__op *op = c->head;

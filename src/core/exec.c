@@ -34,6 +34,9 @@ typedef struct exec_tls {
     const vf__op *done_over;      /* the op running under that callback */
     const vf_engine *work_engine; /* whose device work runs, or NULL */
     bool service; /* vf_thread_set_service(): it runs no async start */
+    /* The engine's completer (completer.c): it runs no async start either,
+     * as only it resolves the fences such a start would wait for. */
+    bool completer;
     /* > 0 while deferred ops run with no op under them (a worker's idle
      * loop, a thread outside ops): a worker's engine then has no op
      * running under them (vf__exec_bare). */
@@ -111,6 +114,11 @@ VF_API void vf_thread_set_service(bool on)
 bool vf__exec_on_service_thread(void)
 {
     return tls.service;
+}
+
+void vf__exec_mark_completer(void)
+{
+    tls.completer = true;
 }
 
 int vf__exec_device_work(const void *engine, vf_device_fn fn, void *arg)
@@ -801,15 +809,20 @@ static inline bool parent_runs_here(const vf__op *op)
 }
 
 /* Whether async `op`, ready on this thread, starts on a worker of its CPU
- * pool rather than here: this thread runs device work (vf_run_submit()), and
- * the start first waits on the host for the device work its vars wait for
- * (run_body), which may be queued behind this very work on its stream, so
- * never to start. An engine without a pool (the naive one) ends each device
- * op with its work: no fence is pending there. */
+ * pool rather than here: the start first waits on the host for the device
+ * work its vars wait for (run_body), which this thread would hold up. Device
+ * work (vf_run_submit()): that work may be queued behind this very work on
+ * its stream, so never to start. The completer (a device op's `done`, or
+ * a completion finished there): only it resolves the fence, so the wait
+ * spun for ever (found by an auditor). A service thread: it finishes
+ * completions for others and must never be held by an op. An engine without a
+ * pool (the naive one) ends each device op with its work: no fence is pending
+ * there. */
 static inline bool starts_on_pool(const vf__op *op)
 {
     return VF__UNLIKELY(op->def->async) &&
-           (tls.work_engine != NULL || tls.service) && op->def->pool != NULL;
+           (tls.work_engine != NULL || tls.service || tls.completer) &&
+           op->def->pool != NULL;
 }
 
 /* Whether dispatch_some runs `op` on this thread (an inline op that does

@@ -164,6 +164,13 @@ bool vf__exec_at_top(void);
 /* Whether this thread is a service thread (vf_thread_set_service()). */
 bool vf__exec_on_service_thread(void);
 
+/* Mark this thread as an engine's completer (completer.c), for good: an
+ * async op made ready on it (by a device op's `done`, or a completion
+ * finished there) starts on a worker of its CPU pool, as from device work,
+ * since its start may wait on the host for a fence only the completer
+ * resolves. Does not block. */
+void vf__exec_mark_completer(void);
+
 /* 0, or VF_EDEADLK (its detail naming `who`) when this thread runs device
  * work: a call that blocks (a wait, a stop, a start, a destroy), on any
  * engine, would hold the stream, and so the op that submitted the work and
