@@ -38,7 +38,8 @@
  *   after the graph's later ops, and the op's wait for it is VF_EDEADLK,
  *   on every engine kind;
  * - a device op captured (never launched) brings its device's pools, as
- *   the header says, and with them CPU graphs launch op by op;
+ *   the header says, and with them CPU graphs launch op by op; a device
+ *   op refused (pushed, or made an operator) brings none;
  * - the emulated class's device graphs directly: nodes run in order, a
  *   failed node skips the nodes that carry from it and no other, a
  *   carrying input's failure reaches its node, record and wait are
@@ -1284,6 +1285,55 @@ TEST_CASE(a_captured_device_op_brings_its_pools)
         CHECK_EQ(st.replays, 1); /* pushed one by one */
         CHECK_EQ(count, 2);
         CHECK_OK(vf_graph_destroy(e, dev));
+        CHECK_OK(vf_graph_destroy(e, cpu));
+        tu_finish_engine(e);
+    }
+    check_context_ = NULL;
+}
+
+/* A device op refused (an unknown property, a deleted var, a negative list
+ * count, an argument too large; pushed, or made an operator) makes none of
+ * its device's pools: vf_engine_num_workers stays, and a graph of CPU ops
+ * still replays (the header: "On error nothing was pushed"; found by an
+ * auditor: each such push made the device's pools, and CPU graphs went op
+ * by op from then on, every time). */
+TEST_CASE(a_refused_device_op_brings_no_pools)
+{
+    static char big[VF_MAX_OP_ARG_SIZE + 1];
+    for (int k = 0; k < TU_NKINDS; k++) {
+        check_context_ = tu_kinds[k].name;
+        vf_engine *e = tu_engine(&tu_kinds[k]);
+        vf_var x = tu_var(e), gone = tu_var(e);
+        CHECK_OK(vf_var_destroy(e, gone, NULL, NULL));
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        int count = 0;
+        vf_graph *cpu = NULL;
+        CHECK_OK(vf_graph_begin(e));
+        CHECK_OK(vf_engine_push(
+            e,
+            &(vf_op){.fn = add_one, .arg = &count, .writes = tu_list(&x, 1)}));
+        CHECK_OK(vf_graph_end(e, &cpu));
+        int before = vf_engine_num_workers(e);
+        const vf_op refused[] = {
+            {.fn = tu_nop, .device = emu, .property = (vf_property)42},
+            {.fn = tu_nop, .writes = tu_list(&gone, 1), .device = emu},
+            {.fn = tu_nop, .reads = {&x, -1}, .device = emu},
+            {.fn = tu_nop, .arg = big, .arg_size = sizeof big, .device = emu}};
+        for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+            int rc = vf_engine_push(e, &refused[i]);
+            CHECK(rc == VF_EINVAL || rc == VF_ESTALE);
+            vf_operator *opr = NULL;
+            rc = vf_operator_create(e, &refused[i], &opr);
+            CHECK(rc == VF_EINVAL || rc == VF_ESTALE);
+            CHECK(opr == NULL);
+        }
+        CHECK_EQ(vf_engine_num_workers(e), before);
+        CHECK_OK(vf_graph_launch(e, cpu));
+        CHECK_OK(vf_engine_wait_all(e, NULL));
+        vf_stats st;
+        CHECK_OK(vf_engine_stats(e, &st));
+        CHECK_EQ(st.replays, 1); /* replayed, not pushed one by one */
+        CHECK_EQ(count, 1);
         CHECK_OK(vf_graph_destroy(e, cpu));
         tu_finish_engine(e);
     }

@@ -131,9 +131,34 @@ vf__devctx *vf__device_of(vf_engine *e, vf_device dev)
                                 memory_order_acquire);
 }
 
-int vf__device_route(vf_engine *e, const char *who, vf_device dev,
-                     vf_property prop, vf__pool **pool)
+/* Which of a device's pools runs its ops of a property. */
+typedef enum device_pool {
+    NO_POOL = -1, /* not a property */
+    COMPUTE_POOL,
+    COPY_POOL,
+    PRIO_POOL
+} device_pool;
+
+static device_pool pool_of_property(vf_property prop)
 {
+    switch (prop) {
+    case VF_PROP_COPY_TO_DEVICE:
+    case VF_PROP_COPY_FROM_DEVICE:
+        return COPY_POOL;
+    case VF_PROP_DEVICE_PRIORITIZED:
+        return PRIO_POOL;
+    case VF_PROP_NORMAL:
+    case VF_PROP_DELETE_VAR:
+    case VF_PROP_CPU_PRIORITIZED: /* MXNet: a device op runs on the device */
+        return COMPUTE_POOL;
+    }
+    return NO_POOL;
+}
+
+int vf__device_check(vf_engine *e, const char *who, vf_device dev,
+                     vf_property prop, vf__devctx **made)
+{
+    *made = NULL;
     if (dev.type != VF_DEVICE_CUDA && dev.type != VF_DEVICE_EMULATED)
         return vf__fail(VF_ENODEV,
                         "%s: device type %d is not a "
@@ -160,6 +185,19 @@ int vf__device_route(vf_engine *e, const char *who, vf_device dev,
         if (dev.id >= n)
             return vf__fail(VF_ENODEV, "%s: no %s device %d (%d found%s%s)",
                             who, cls->name, dev.id, n, n ? "" : ": ", why);
+    }
+    if (pool_of_property(prop) == NO_POOL)
+        return vf__fail(VF_EINVAL, "%s: unknown property %d", who, (int)prop);
+    *made = d;
+    return 0;
+}
+
+int vf__device_route(vf_engine *e, const char *who, vf_device dev,
+                     vf_property prop, vf__devctx *d, vf__pool **pool)
+{
+    const vf__device_class *cls = vf__device_class_of(dev.type);
+    char why[256]; /* a detail quoted in ours (vf__fail rewrites it) */
+    if (d == NULL) {
         pthread_mutex_lock(&e->dev.lock);
         d = vf__device_of(e, dev);
         int rc = 0;
@@ -176,23 +214,10 @@ int vf__device_route(vf_engine *e, const char *who, vf_device dev,
                             cls->name, dev.id, why);
         }
     }
-    _Atomic(vf__pool *) *slot;
-    switch (prop) {
-    case VF_PROP_COPY_TO_DEVICE:
-    case VF_PROP_COPY_FROM_DEVICE:
-        slot = &d->copy;
-        break;
-    case VF_PROP_DEVICE_PRIORITIZED:
-        slot = &d->prio;
-        break;
-    case VF_PROP_NORMAL:
-    case VF_PROP_DELETE_VAR:
-    case VF_PROP_CPU_PRIORITIZED: /* MXNet: a device op runs on the device */
-        slot = &d->normal;
-        break;
-    default:
-        return vf__fail(VF_EINVAL, "%s: unknown property %d", who, (int)prop);
-    }
+    device_pool k = pool_of_property(prop);
+    _Atomic(vf__pool *) *slot = k == COPY_POOL   ? &d->copy
+                                : k == PRIO_POOL ? &d->prio
+                                                 : &d->normal;
     *pool = atomic_load_explicit(slot, memory_order_acquire);
     if (VF__UNLIKELY(*pool == NULL) && e->cpu_pool != NULL) {
         /* Its first start could not make this pool: tried again now (it

@@ -66,12 +66,20 @@ typedef struct vf__devices {
     _Atomic uint64_t host_syncs, stream_waits, same_stream;
 } vf__devices;
 
-/* The pool that runs an op of `dev` (not the CPU) and `prop`, creating the
- * device's pools on first use; NULL *pool: run inline (naive engine).
- * VF_ENODEV (no such device, with a detail), VF_ENOTSUP, VF_ENOMEM,
- * VF_ESYSTEM. */
+/* Check an op's `dev` (not the CPU) and `prop` without making anything:
+ * *made is the device's context, or NULL while the engine has not made
+ * it. VF_ENODEV (no such device, with a detail), VF_EINVAL (no property).
+ * Does not block. */
+int vf__device_check(vf_engine *e, const char *who, vf_device dev,
+                     vf_property prop, vf__devctx **made);
+
+/* The pool that runs an op of `dev` and `prop`, checked by
+ * vf__device_check (`made`: what it gave), making the device and its
+ * pools on first use, under dev.lock: they stay, so the caller checks
+ * all else first. NULL *pool: run inline (naive engine). VF_ENODEV,
+ * VF_ENOTSUP, VF_ENOMEM, VF_ESYSTEM. */
 int vf__device_route(vf_engine *e, const char *who, vf_device dev,
-                     vf_property prop, vf__pool **pool);
+                     vf_property prop, vf__devctx *made, vf__pool **pool);
 
 /* The device context of a device op's definition. */
 vf__devctx *vf__device_of(vf_engine *e, vf_device dev);

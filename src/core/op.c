@@ -451,6 +451,22 @@ fail:
 
 /* --- definitions ------------------------------------------------------- */
 
+/* The checks of a device's first op that its caller makes after routing
+ * it (its variables, its argument's size): routing makes the device's
+ * threads and streams, which stay (and turn the engine's CPU graph
+ * replay off), so an op refused must be refused before (found by an
+ * auditor: a push refused for a stale var made them). Its caller checks
+ * them again: this costs only the device's first ops. */
+static int device_first_op_check(vf_engine *e, const char *who, const vf_op *op)
+{
+    vf__varref none, *heap = NULL;
+    int rc = vf__varset_build(e, who, op->reads, op->writes, &none, 0, &heap);
+    free(heap);
+    if (rc < 0)
+        return rc;
+    return vf__arg_check(who, op->arg, op->arg_size);
+}
+
 /* Which pool runs an op of this device and property; NULL: inline. */
 static int route(vf_engine *e, const char *who, const vf_op *op,
                  vf__pool **pool)
@@ -462,7 +478,13 @@ static int route(vf_engine *e, const char *who, const vf_op *op,
                             "%s: %s on a device must be a sync fn (it puts "
                             "its work on its stream: vf_run_submit)",
                             who, op_words(op->name, buf, sizeof buf));
-        return vf__device_route(e, who, op->device, op->property, pool);
+        vf__devctx *made;
+        int rc = vf__device_check(e, who, op->device, op->property, &made);
+        if (rc == 0 && made == NULL)
+            rc = device_first_op_check(e, who, op);
+        if (rc != 0)
+            return rc;
+        return vf__device_route(e, who, op->device, op->property, made, pool);
     }
     if (op->device.id != 0)
         return vf__fail(VF_ENODEV, "%s: CPU device id %d (only 0 exists)", who,

@@ -668,9 +668,10 @@ int vf__varset_deleted(vf_engine *e, const char *who, const char *name,
                        uint32_t gen);
 
 /* Check an op description's fields (not its vars, nor its arg_size: the
- * caller that copies the argument checks it, vf__arg_check) and fill a
- * definition: routing included, and the function, argument, done and
- * name. Returns 0 or a VF_E* code with a detail. */
+ * caller that copies the argument checks it, vf__arg_check; but both for
+ * an op of a device the engine has not made yet, which routing makes) and
+ * fill a definition: routing included, and the function, argument, done
+ * and name. Returns 0 or a VF_E* code with a detail. */
 int vf__opdef_fill(vf_engine *e, const char *who, const vf_op *op,
                    vf__opdef *def);
 
