@@ -637,6 +637,48 @@ TEST_KIND_CASE(edges_of_ops_pushed_after_their_inputs, k)
     check_context_ = NULL;
 }
 
+/* Ops pushed after their inputs ended take their edges from the table of
+ * the last ops on each var, whatever the number of vars: with
+ * profile_max_records 4 (every op here kept), an op that writes 6 vars is
+ * the edge of a read of the 6th and a write of the 5th. The table stopped
+ * at max_records vars, so those two had no edge (found by an auditor: a
+ * chain of 200 ops, all kept, lost 99 of its edges). */
+#define PAST_CAP_NV 6
+TEST_KIND_CASE(edges_past_max_records_vars, k)
+{
+    check_context_ = k->name;
+    vf_config cfg = k->cfg;
+    cfg.profile_max_records = 4;
+    vf_engine *e = tu_engine_cfg(k, &cfg);
+    vf_var v[PAST_CAP_NV];
+    for (int i = 0; i < PAST_CAP_NV; i++)
+        v[i] = tu_var(e);
+    CHECK_OK(vf_profile_start(e));
+    CHECK_OK(vf_engine_push(
+        e,
+        &(vf_op){.fn = spin_20us, .writes = {v, PAST_CAP_NV}, .name = "wide"}));
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    push_named(e, v[PAST_CAP_NV - 1], false, "reads the last");
+    push_named(e, v[PAST_CAP_NV - 2], true, "writes the one before");
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    vf_profile *p = NULL;
+    CHECK_OK(vf_profile_take(e, &p));
+    REQUIRE(p != NULL);
+    CHECK_EQ(vf_profile_count(p), 3);
+    CHECK_EQ(vf_profile_dropped(p), 0);
+    const vf_profile_record *wide = record_named(p, "wide"),
+                            *rd = record_named(p, "reads the last"),
+                            *wr = record_named(p, "writes the one before");
+    REQUIRE(wide && rd && wr);
+    CHECK_EQ(rd->ndeps, 1);
+    CHECK(rd->ndeps == 1 && rd->deps[0] == wide->id);
+    CHECK_EQ(wr->ndeps, 1);
+    CHECK(wr->ndeps == 1 && wr->deps[0] == wide->id);
+    vf_profile_destroy(p);
+    CHECK_OK(vf_engine_destroy(e));
+    check_context_ = NULL;
+}
+
 /* A child pushed past the delete of one of its vars, with the profiler
  * on: its push-time edges were taken twice, written past its record's
  * room (found by the second reviewer of those edges, under valgrind). */

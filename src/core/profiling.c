@@ -130,14 +130,11 @@ void vf__profiling_op_start(vf__op *op, int worker)
         info(op, "dispatch", worker);
 }
 
-/* A var's key in the profiler's table of the last ops to end on each
- * (hooks.h: vf__prof_var_used): its slot and generation, never 0. */
-static uint64_t var_key(const vf__var *v)
+/* A var's generation, as the profiler's table of the last ops to end on
+ * each slot keys it (hooks.h: vf__prof_var_used). */
+static uint32_t var_gen(const vf__var *v)
 {
-    return ((uint64_t)atomic_load_explicit(&v->gen, memory_order_relaxed)
-                << 32 |
-            v->index) +
-           1;
+    return atomic_load_explicit(&v->gen, memory_order_relaxed);
 }
 
 /* The record of `op`, pushed from inside `parent`'s run (NULL: none),
@@ -175,20 +172,23 @@ void vf__profiling_held_at_push(const vf__op *op, int n, const vf__op *parent)
         const vf__dep *d = vf__op_dep(op, i);
         const vf__var *v = vf__dep_var(d);
         if (vf__var_free_for(v, vf__dep_write(d)))
-            vf__prof_var_edge(p, op->prof, var_key(v), vf__dep_write(d));
+            vf__prof_var_edge(p, op->prof, v->index, var_gen(v),
+                              vf__dep_write(d));
     }
 }
 
 void vf__profiling_edge_past(vf__op *op, const vf__var *v, bool write)
 {
-    vf__prof_var_edge(vf__op_engine(op)->prof, op->prof, var_key(v), write);
+    vf__prof_var_edge(vf__op_engine(op)->prof, op->prof, v->index, var_gen(v),
+                      write);
 }
 
 void vf__profiling_var_used(const vf__op *op, int x)
 {
     const vf__dep *d = vf__op_dep(op, x);
-    vf__prof_var_used(vf__op_engine(op)->prof, op->prof,
-                      var_key(vf__dep_var(d)), vf__dep_write(d));
+    const vf__var *v = vf__dep_var(d);
+    vf__prof_var_used(vf__op_engine(op)->prof, op->prof, v->index, var_gen(v),
+                      vf__dep_write(d));
 }
 
 /* The op ends, its vars not released yet (but those a fused op let go of

@@ -158,16 +158,17 @@ bool vf__prof_op_edge(vf__op_prof *r, const vf__op_prof *from);
  * engine's every op; on a pool, one pushed after its inputs were made):
  * the edge the last of them to release the var would have recorded.
  * As an op releases a var (before it does: at its end, or a fused op's
- * early release; `key`: the var's slot and generation, never 0): it is
+ * early release; `slot`: the var's place in its engine's table, `gen`
+ * its generation there, a var made in the slot since being another): it is
  * the last write to end, or a read that ended since. At a push, under the
  * var's lock, for each var the op holds at once, and as an op not
  * recorded releases a var a recorded op waited for: the edge from the
  * read that ended last since the last write, for a write, else from that
  * write (none when unknown or of an older profile). */
-void vf__prof_var_used(vf__profiler *p, const vf__op_prof *r, uint64_t key,
-                       bool write);
-void vf__prof_var_edge(vf__profiler *p, vf__op_prof *r, uint64_t key,
-                       bool write);
+void vf__prof_var_used(vf__profiler *p, const vf__op_prof *r, uint32_t slot,
+                       uint32_t gen, bool write);
+void vf__prof_var_edge(vf__profiler *p, vf__op_prof *r, uint32_t slot,
+                       uint32_t gen, bool write);
 /* Its last dependency was released. */
 void vf__prof_op_ready(vf__profiler *p, vf__op_prof *r);
 /* Its function starts on `worker` (-1: not a worker). */

@@ -58,7 +58,7 @@ struct vf__profiler {
     /* The ops last to end on each var (vf__prof_var_used), for the edges of
      * ops pushed after they ended (vf__prof_var_edge): under `var_lock`, a
      * spinlock a push takes under its vars' locks (the mutex is not taken
-     * there). var_index: a var's key -> its place in var_last. */
+     * there). var_index: a var's slot + 1 -> its place in var_last. */
     pthread_spinlock_t var_lock;
     vf__hashmap var_index;
     struct var_last *var_last;
@@ -66,9 +66,11 @@ struct vf__profiler {
 };
 
 /* A var's last write to end, and the last read to end since it: each a
- * record's session (above NUMBERING_BITS) and id, or 0. */
+ * record's session (above NUMBERING_BITS) and id, or 0; of the var of
+ * generation `gen` of its slot. */
 struct var_last {
     uint64_t write, read;
+    uint32_t gen;
 };
 
 /* `path` as the create's working directory names it: a relative path
@@ -336,29 +338,42 @@ static uint64_t numbered(const vf__op_prof *r)
     return (uint64_t)r->session << NUMBERING_BITS | r->id;
 }
 
-/* The var's entry (var_lock held); NULL when it has none and `make` is
- * false, or out of memory. */
-static struct var_last *var_last_of(vf__profiler *p, uint64_t key, bool make)
+/* The entry of the var of `slot` at `gen` (var_lock held); NULL when it
+ * has none and `make` is false, or out of memory. One entry per slot, the
+ * latest generation's: a destroyed var's entry is taken by the next var
+ * made in its slot, so the table is no bigger than the most vars the
+ * program had at once (the engine's own slots, never freed, outnumber
+ * it), however many it makes over a long run. (It stopped growing at
+ * max_records vars, entries of destroyed vars kept: past them an op on a
+ * var free at its push had no edge, every op kept: found by an
+ * auditor.) */
+static struct var_last *var_last_of(vf__profiler *p, uint32_t slot,
+                                    uint32_t gen, bool make)
 {
+    uint64_t key = (uint64_t)slot + 1; /* 0 is no key (hashmap.h) */
     const uint64_t *at = vf__hashmap_find(&p->var_index, key);
-    if (at != NULL)
-        return &p->var_last[*at];
-    /* At most as many vars as records: a program that makes vars without
-     * end does not grow the table without end (the ops of the vars past
-     * it get no push-time edges, as before they had none). */
-    if (!make || p->nvars >= p->max_records)
+    if (at != NULL) {
+        struct var_last *l = &p->var_last[*at];
+        if (l->gen != gen) { /* a var of the slot that is gone */
+            if (!make)
+                return NULL;
+            *l = (struct var_last){.gen = gen};
+        }
+        return l;
+    }
+    if (!make)
         return NULL;
     if (room_for_one((void **)&p->var_last, &p->vars_cap, p->nvars,
                      sizeof *p->var_last) != 0)
         return NULL;
     if (vf__hashmap_put(&p->var_index, key, p->nvars, NULL) != 0)
         return NULL;
-    p->var_last[p->nvars] = (struct var_last){0, 0};
+    p->var_last[p->nvars] = (struct var_last){.gen = gen};
     return &p->var_last[p->nvars++];
 }
 
-void vf__prof_var_used(vf__profiler *p, const vf__op_prof *r, uint64_t key,
-                       bool write)
+void vf__prof_var_used(vf__profiler *p, const vf__op_prof *r, uint32_t slot,
+                       uint32_t gen, bool write)
 {
     /* An op of an earlier profile ending now does not hide the last op of
      * this one (its id would name no op here: found by the second
@@ -366,21 +381,21 @@ void vf__prof_var_used(vf__profiler *p, const vf__op_prof *r, uint64_t key,
     if (r->session != session_now(p))
         return;
     pthread_spin_lock(&p->var_lock);
-    struct var_last *l = var_last_of(p, key, true);
+    struct var_last *l = var_last_of(p, slot, gen, true);
     if (l != NULL) {
         if (write)
-            *l = (struct var_last){numbered(r), 0};
+            *l = (struct var_last){numbered(r), 0, gen};
         else
             l->read = numbered(r);
     }
     pthread_spin_unlock(&p->var_lock);
 }
 
-void vf__prof_var_edge(vf__profiler *p, vf__op_prof *r, uint64_t key,
-                       bool write)
+void vf__prof_var_edge(vf__profiler *p, vf__op_prof *r, uint32_t slot,
+                       uint32_t gen, bool write)
 {
     pthread_spin_lock(&p->var_lock);
-    const struct var_last *l = var_last_of(p, key, false);
+    const struct var_last *l = var_last_of(p, slot, gen, false);
     /* A write waits for the reads since the last write (the last of them
      * to end released it), else for that write; a read for the write. */
     uint64_t from = l == NULL ? 0 : write && l->read != 0 ? l->read : l->write;
