@@ -3113,6 +3113,123 @@ TEST_CASE(restart_racing_pushes)
     tu_finish_engine(t.e);
 }
 
+/* Two threads change the profile's state at once (start and stop, pause
+ * and stop, resume and stop): once both returned, an op pushed is
+ * recorded exactly when the profile is recording. Each stored the core's
+ * hooks byte from the state as it had read it, and another thread's
+ * change and store could come in between, so the first store undid the
+ * second (stopped, and every later push recorded, or the reverse: found
+ * by an auditor, by reasoning; 1943 of 1964 rounds wrong with a sleep
+ * between the read and the store). Unwidened, that window is a few
+ * instructions: this stress guards the invariant, and seldom meets the
+ * window without the fix. */
+enum { STATE_RACE_ROUNDS = 3000 };
+enum { STATE_OFF, STATE_ON, STATE_PAUSED };
+
+typedef struct state_race {
+    vf_engine *e;
+    pthread_barrier_t go, done;
+    atomic_int pair; /* which calls race this round; -1: the end */
+} state_race;
+
+typedef struct state_side {
+    state_race *t;
+    int side; /* 1: the stop; 0: a start, a pause or a resume, by pair */
+    tu_rng rng;
+} state_side;
+
+static void state_call(state_side *s, int pair)
+{
+    int spins = tu_below(&s->rng, 64); /* either may go first */
+    for (volatile int i = 0; i < spins; i++)
+        ;
+    vf_engine *e = s->t->e;
+    int rc = s->side == 1 ? vf_profile_stop(e)
+             : pair == 0  ? vf_profile_start(e)
+             : pair == 1  ? vf_profile_pause(e)
+                          : vf_profile_resume(e);
+    CHECK(rc == 0 || rc == VF_EINVAL); /* refused after the stop */
+}
+
+static void *state_racer(void *arg)
+{
+    state_side *s = arg;
+    for (;;) {
+        pthread_barrier_wait(&s->t->go);
+        int pair = atomic_load(&s->t->pair);
+        if (pair < 0)
+            return NULL;
+        state_call(s, pair);
+        pthread_barrier_wait(&s->t->done);
+    }
+}
+
+/* The profile's state, asked with a pause (which stores the hooks byte
+ * anew, refused or not: so asked after the push that shows them). */
+static int state_now(vf_engine *e)
+{
+    if (vf_profile_pause(e) == 0)
+        return STATE_ON;
+    return strstr(vf_error_detail(), "stopped") ? STATE_OFF : STATE_PAUSED;
+}
+
+static size_t records_now(vf_engine *e)
+{
+    vf_profile *p = NULL;
+    CHECK_OK(vf_profile_take(e, &p));
+    size_t n = p != NULL ? vf_profile_count(p) : 0;
+    vf_profile_destroy(p);
+    return n;
+}
+
+TEST_CASE(state_changes_racing_leave_hooks_as_state)
+{
+    tu_phase_limit("state changes racing", 120);
+    state_race t = {.e = tu_engine(&tu_kinds[0])}; /* naive: ops inline */
+    vf_var v = tu_var(t.e);
+    REQUIRE(pthread_barrier_init(&t.go, NULL, 3) == 0);
+    REQUIRE(pthread_barrier_init(&t.done, NULL, 3) == 0);
+    state_side sides[2] = {{&t, 0, tu_rng_make(1)}, {&t, 1, tu_rng_make(2)}};
+    pthread_t th[2] = {tu_thread_start(state_racer, &sides[0]),
+                       tu_thread_start(state_racer, &sides[1])};
+    tu_rng rng = tu_rng_make(3);
+    long wrong = 0;
+    for (int round = 0; round < STATE_RACE_ROUNDS; round++) {
+        int pair = tu_below(&rng, 3);
+        CHECK_OK(vf_profile_start(t.e));
+        if (pair == 0 && tu_below(&rng, 2))
+            CHECK_OK(vf_profile_stop(t.e));
+        if (pair == 2)
+            CHECK_OK(vf_profile_pause(t.e));
+        atomic_store(&t.pair, pair);
+        pthread_barrier_wait(&t.go);
+        pthread_barrier_wait(&t.done);
+        size_t before = records_now(t.e);
+        CHECK_OK(vf_engine_push(
+            t.e,
+            &(vf_op){.fn = tu_nop, .writes = VF_VARS(v), .name = "after"}));
+        CHECK_OK(vf_engine_wait_all(t.e, NULL));
+        bool recorded = records_now(t.e) > before;
+        int state = state_now(t.e);
+        if (recorded != (state == STATE_ON) && wrong++ < 3)
+            CHECK_REPORT_("round %d (pair %d): the profile is %s, and the op "
+                          "pushed after the calls was%s recorded",
+                          round, pair,
+                          state == STATE_ON    ? "recording"
+                          : state == STATE_OFF ? "stopped"
+                                               : "paused",
+                          recorded ? "" : " not");
+    }
+    atomic_store(&t.pair, -1);
+    pthread_barrier_wait(&t.go);
+    tu_thread_join(th[0]);
+    tu_thread_join(th[1]);
+    CHECK_EQ(wrong, 0);
+    pthread_barrier_destroy(&t.go);
+    pthread_barrier_destroy(&t.done);
+    tu_finish_engine(t.e);
+}
+
 /* Threads push ops on one var: every op's deps name ops with smaller
  * ids, on every engine kind (ids follow the var's queue; taken at the
  * push, before the vars' locks, an op named a dep with a higher id: found

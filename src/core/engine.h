@@ -232,7 +232,8 @@ struct vf_engine {
     cpu_set_t cpu_usable;
     /* VF__HOOK_* bits new user ops get: the profiler's state and
      * engine_info folded into one relaxed load per push (updated when the
-     * profiler starts, stops, pauses or resumes). */
+     * profiler starts, stops, pauses or resumes: a seq_cst store,
+     * profiling.c). */
     _Atomic uint8_t hooks;
 
     vf__bulk_engine bulk;    /* bulk execution (bulk.h) */

@@ -16,10 +16,20 @@
 
 void vf__profiling_update_hooks(vf_engine *e)
 {
-    uint8_t h = e->engine_info ? VF__HOOK_INFO : 0;
-    if (vf__prof_recording(e->prof))
-        h |= VF__HOOK_PROF;
-    atomic_store_explicit(&e->hooks, h, memory_order_relaxed);
+    /* The state is read, the byte stored, and the state read again until
+     * it stayed: a start, stop, pause or resume of another thread between
+     * one read and its store had this store undo that thread's (stopped,
+     * and every later push recorded, or the reverse: found by an auditor).
+     * The state's accesses and this store are seq_cst: a change the read
+     * after the store misses is followed by its own thread's store, which
+     * comes after this one, so the last store is of the last state. No
+     * lock: a fork would have to take it too. */
+    bool on;
+    do {
+        on = vf__prof_recording(e->prof);
+        atomic_store(&e->hooks, (uint8_t)((e->engine_info ? VF__HOOK_INFO : 0) |
+                                          (on ? VF__HOOK_PROF : 0)));
+    } while (vf__prof_recording(e->prof) != on);
 }
 
 void vf__profiling_describe(const vf_engine *e, vf__prof_engine_desc *d)

@@ -113,7 +113,9 @@ void vf__prof_after_fork(vf__profiler *p);
  * VF_EINVAL with a detail naming `who` when not in `from`. */
 int vf__prof_set_state(vf__profiler *p, const char *who, int from, int to);
 /* Whether new ops are to be recorded (the core mirrors it in its hooks
- * byte). */
+ * byte). A seq_cst load, after the seq_cst store of every change of the
+ * state: the core reads it again after it stored the byte, and relies on
+ * that order (core/profiling.c: vf__profiling_update_hooks). */
 bool vf__prof_recording(vf__profiler *p);
 int vf__prof_take(vf__profiler *p, const vf__prof_engine_desc *engine,
                   vf_profile **out);

@@ -30,7 +30,9 @@ typedef struct vf__prof_entry {
 #define NUMBERING_IDS ((UINT64_C(1) << NUMBERING_BITS) - 1)
 
 struct vf__profiler {
-    _Atomic int state;    /* relaxed: read when the core's hooks change */
+    /* seq_cst: the core stores its hooks byte between two reads of it
+     * (hooks.h: vf__prof_recording) */
+    _Atomic int state;
     pthread_mutex_t lock; /* everything below unless marked */
     /* The session (each start begins one; an op pushed under an older
      * one is not recorded) above NUMBERING_BITS, the last id taken below:
