@@ -25,6 +25,10 @@
  *   their push order on every var.
  * - Threads pushing on a var of a stopped engine while another destroys
  *   it: every push that returned 0 runs at start, none fails there.
+ * - A held op that destroys a var: the start queues every held op before
+ *   any runs, so a held destroy or push of that var goes first; one free
+ *   callback runs. An op drained by a stop that destroys a var whose
+ *   destroy is held is refused.
  * - Shutdown notice: the ops not started yet skip their functions (done
  *   gets VF_ESKIPPED exactly once), deletes still run their free callback,
  *   dependencies are released (everything drains), pushes from outside are
@@ -389,6 +393,171 @@ TEST_KIND_CASE(held_destroy_refuses_later_pushes, k)
     CHECK_EQ(atomic_load(&elsewhere.ran), 1);
     CHECK_EQ(atomic_load(&freed), 1);
     CHECK_OK(vf_engine_destroy(e));
+    check_context_ = NULL;
+}
+
+/* --- a held op that destroys a var ---------------------------------------- */
+
+/* What an op of a held-destroy case destroys, and what its call returned. */
+typedef struct held_destroyer {
+    vf_engine *e;
+    vf_var v;
+    atomic_int rc, freed_by_op, freed_by_program;
+    atomic_int started; /* op_drained_...: the op runs, */
+    tu_gate go;         /* and waits for this */
+} held_destroyer;
+
+static void freed_by_op(void *arg)
+{
+    atomic_fetch_add(&((held_destroyer *)arg)->freed_by_op, 1);
+}
+
+static void freed_by_program(void *arg)
+{
+    atomic_fetch_add(&((held_destroyer *)arg)->freed_by_program, 1);
+}
+
+static int destroy_in_op(vf_run *run, void *arg)
+{
+    (void)run;
+    held_destroyer *d = arg;
+    atomic_store(&d->rc, vf_var_destroy(d->e, d->v, freed_by_op, d));
+    return 0;
+}
+
+/* A held op that destroys a var the program then destroys too, both held
+ * (both calls return 0): the start queues every held op before any runs,
+ * so the program's destroy goes first and the op's is refused
+ * (VF_ESTALE), as on a threaded running engine where the op ran late; one
+ * free callback runs, and the start reports nothing. Found by an auditor:
+ * the start ran the op before it queued the program's destroy, which was
+ * then dropped and still called its free callback, a double free (naive:
+ * every run; pooled and perdevice: 1 run in 3 to 7 with held ops between
+ * the two). The held ops between make a threaded engine run the op while
+ * the start pushes them. */
+TEST_KIND_CASE(held_op_destroys_a_var_the_program_destroys_held, k)
+{
+    check_context_ = k->name;
+    static held_destroyer d;
+    memset(&d, 0, sizeof d);
+    d.e = tu_engine(k);
+    d.v = tu_var(d.e);
+    atomic_store(&d.rc, 1);
+    vf_var other = tu_var(d.e);
+    CHECK_OK(vf_engine_stop(d.e));
+    CHECK_OK(vf_engine_push(d.e, &(vf_op){.fn = destroy_in_op, .arg = &d}));
+    for (int i = 0; i < 2000; i++)
+        CHECK_OK(vf_engine_push(
+            d.e, &(vf_op){.fn = tu_nop, .reads = VF_VARS(other)}));
+    CHECK_OK(vf_var_destroy(d.e, d.v, freed_by_program, &d));
+    CHECK_OK(vf_engine_start(d.e));
+    vf_error err = {0};
+    int rc = vf_engine_wait_all(d.e, &err);
+    if (rc != 0)
+        CHECK_REPORT_("wait_all: %s (%s)", vf_error_name(rc), err.message);
+    CHECK_ERR(atomic_load(&d.rc), VF_ESTALE);
+    CHECK_EQ(atomic_load(&d.freed_by_program), 1);
+    CHECK_EQ(atomic_load(&d.freed_by_op), 0);
+    CHECK_OK(vf_engine_destroy(d.e));
+    check_context_ = NULL;
+}
+
+/* A held op that destroys a var, and a push on the var held after it:
+ * that push returned 0, so it runs at start (the op's destroy queues
+ * behind it, the start queuing every held op before any runs). Found by
+ * an auditor: the naive engine ran the op, whose delete freed the var,
+ * before it pushed the held write, which failed with VF_ESTALE (every
+ * run). */
+TEST_KIND_CASE(held_push_on_a_var_a_held_op_destroys, k)
+{
+    check_context_ = k->name;
+    static held_destroyer d;
+    static counted q;
+    memset(&d, 0, sizeof d);
+    memset(&q, 0, sizeof q);
+    d.e = tu_engine(k);
+    d.v = tu_var(d.e);
+    atomic_store(&d.rc, 1);
+    CHECK_OK(vf_engine_stop(d.e));
+    CHECK_OK(vf_engine_push(d.e, &(vf_op){.fn = destroy_in_op, .arg = &d}));
+    CHECK_OK(vf_engine_push(d.e, &(vf_op){.fn = counted_fn,
+                                          .arg = &q,
+                                          .done = counted_done,
+                                          .writes = VF_VARS(d.v)}));
+    CHECK_OK(vf_engine_start(d.e));
+    CHECK_OK(vf_engine_wait_all(d.e, NULL));
+    CHECK_OK(atomic_load(&d.rc));
+    CHECK_EQ(atomic_load(&q.ran), 1);
+    CHECK_EQ(atomic_load(&q.done_calls), 1);
+    CHECK_OK(atomic_load(&q.done_status));
+    CHECK_EQ(atomic_load(&d.freed_by_op), 1);
+    CHECK_OK(vf_engine_destroy(d.e));
+    check_context_ = NULL;
+}
+
+static int destroy_when_let_go(vf_run *run, void *arg)
+{
+    held_destroyer *d = arg;
+    atomic_store(&d->started, 1);
+    REQUIRE(tu_gate_wait(&d->go, TU_TIMEOUT));
+    return destroy_in_op(run, arg);
+}
+
+static void *push_destroyer(void *arg)
+{
+    held_destroyer *d = arg;
+    CHECK_OK(
+        vf_engine_push(d->e, &(vf_op){.fn = destroy_when_let_go, .arg = d}));
+    return NULL;
+}
+
+static void *stop_thread(void *arg)
+{
+    CHECK_OK(vf_engine_stop(arg));
+    return NULL;
+}
+
+/* An op that a stop's drain waits for destroys a var whose destroy the
+ * program made meanwhile (held, returned 0): refused (VF_ESTALE), the held
+ * one went first; one free callback runs, and the start reports nothing.
+ * Found by an auditor's variant: the op's delete was queued and ran, and
+ * the start dropped the held one and called its free callback too. The op
+ * is pushed from a thread of its own (the naive engine runs it there). */
+TEST_KIND_CASE(op_drained_destroys_a_var_whose_destroy_is_held, k)
+{
+    check_context_ = k->name;
+    static held_destroyer d;
+    memset(&d, 0, sizeof d);
+    tu_gate_init(&d.go);
+    d.e = tu_engine(k);
+    d.v = tu_var(d.e);
+    atomic_store(&d.rc, 1);
+    vf_var probe = tu_var(d.e);
+    pthread_t destroyer = tu_thread_start(push_destroyer, &d);
+    REQUIRE(tu_wait_flag(&d.started, 1, TU_TIMEOUT));
+    pthread_t stopper = tu_thread_start(stop_thread, d.e);
+    /* Pushes are held once the stop began: a look at a var with a held
+     * op says so (a probe pushed before waits for the op's worker, or ran
+     * already: VF_ETIMEDOUT or 0). */
+    int rc;
+    do {
+        nanosleep(&(struct timespec){0, 100 * 1000L}, NULL);
+        CHECK_OK(vf_engine_push(
+            d.e, &(vf_op){.fn = tu_nop, .writes = VF_VARS(probe)}));
+        rc = vf_var_wait_timed(d.e, probe, 0, NULL);
+    } while (rc == 0 || rc == VF_ETIMEDOUT);
+    CHECK_ERR(rc, VF_ESTOPPED);
+    CHECK_OK(vf_var_destroy(d.e, d.v, freed_by_program, &d));
+    tu_gate_open(&d.go);
+    tu_thread_join(destroyer);
+    tu_thread_join(stopper);
+    CHECK_ERR(atomic_load(&d.rc), VF_ESTALE);
+    CHECK_OK(vf_engine_start(d.e));
+    CHECK_OK(vf_engine_wait_all(d.e, NULL));
+    CHECK_EQ(atomic_load(&d.freed_by_program), 1);
+    CHECK_EQ(atomic_load(&d.freed_by_op), 0);
+    CHECK_OK(vf_engine_destroy(d.e));
+    tu_gate_destroy(&d.go);
     check_context_ = NULL;
 }
 
