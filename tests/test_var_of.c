@@ -4,7 +4,8 @@
  * - the first call with an address makes a var, later ones return it;
  *   different addresses get different vars; each engine has its own table;
  * - vf_var_destroy of such a var drops the entry: the next call makes a
- *   new var, and the old handle stays refused (VF_ESTALE);
+ *   new var, and the old handle stays refused (VF_ESTALE), also from
+ *   the delete's own free callback;
  * - across vf_var_destroy an address keeps the serial order: a write
  *   through the next vf_var_of runs after a slow write on the destroyed
  *   var (it ran at the same time: 21 where the serial program gives 12),
@@ -82,6 +83,70 @@ TEST_KIND_CASE(destroy_drops_entry, k)
     CHECK_ERR(vf_var_destroy(e, a, NULL, NULL), VF_ESTALE);
     CHECK(var_of(e, &x).id == b.id); /* a failed destroy drops nothing */
     tu_finish_engine(e);
+}
+
+/* A free callback that looks its var's address up again: what the test
+ * destroys, and what the callback got. */
+typedef struct lookup_in_free {
+    vf_engine *e;
+    int x;
+    vf_var destroyed, inside;
+    atomic_int push_rc, ran;
+} lookup_in_free;
+
+static int count_run(vf_run *run, void *arg)
+{
+    (void)run;
+    atomic_fetch_add(&((lookup_in_free *)arg)->ran, 1);
+    return 0;
+}
+
+static void free_looks_up(void *arg)
+{
+    lookup_in_free *c = arg;
+    c->inside = var_of(c->e, &c->x);
+    atomic_store(&c->push_rc,
+                 vf_engine_push(c->e, &(vf_op){.fn = count_run,
+                                               .arg = c,
+                                               .writes = VF_VARS(c->inside)}));
+}
+
+static int destroy_looking_up(vf_run *run, void *arg)
+{
+    (void)run;
+    lookup_in_free *c = arg;
+    return vf_var_destroy(c->e, c->destroyed, free_looks_up, c);
+}
+
+/* vf_var_of of the address from the free callback of its var's delete
+ * returns a new handle, and a push through it runs, whether the destroy
+ * comes from the program or from inside an op. Found by an auditor: on
+ * the naive engine (every run), which runs the delete inside
+ * vf_var_destroy's push, the entry was marked only after, and the callback
+ * got the destroyed handle, a push on it refused (VF_ESTALE). */
+TEST_KIND_CASE(a_free_callback_looks_up_its_address, k)
+{
+    for (int inside_op = 0; inside_op < 2; inside_op++) {
+        static lookup_in_free c;
+        memset(&c, 0, sizeof c);
+        c.e = tu_engine(k);
+        atomic_store(&c.push_rc, 1);
+        c.destroyed = var_of(c.e, &c.x);
+        if (inside_op)
+            CHECK_OK(vf_engine_push(
+                c.e, &(vf_op){.fn = destroy_looking_up, .arg = &c}));
+        else
+            CHECK_OK(vf_var_destroy(c.e, c.destroyed, free_looks_up, &c));
+        CHECK_OK(vf_engine_wait_all(c.e, NULL));
+        if (c.inside.id == c.destroyed.id)
+            CHECK_REPORT_("%s: the destroyed handle %#llx again",
+                          inside_op ? "inside an op" : "from the program",
+                          (unsigned long long)c.inside.id);
+        CHECK_OK(atomic_load(&c.push_rc));
+        CHECK_EQ(atomic_load(&c.ran), 1);
+        CHECK(var_of(c.e, &c.x).id == c.inside.id);
+        tu_finish_engine(c.e);
+    }
 }
 
 TEST_CASE(bad_input)

@@ -41,8 +41,9 @@
 
 typedef struct vf__addr_vars vf__addr_vars;
 
-/* After vf_var_destroy(v) pushed (or held) v's delete: mark v's entry, if
- * vf_var_of made v, so that the next vf_var_of of the address revives
+/* After vf_var_destroy(v) pushed (or held) v's delete, and before that
+ * delete calls its free callback: mark v's entry, if vf_var_of made v and
+ * it is not marked yet, so that the next vf_var_of of the address revives
  * it. Takes stripe locks; a no-op for an engine that never called
  * vf_var_of. */
 void vf__addr_vars_destroyed(vf_engine *e, vf_var v);

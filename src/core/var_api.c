@@ -86,6 +86,16 @@ static bool run_delete(vf__op *op, int worker, bool shutdown)
     else
         vf__var_kept_delete_ran(v);
     vf__family_unref(op->delete_from); /* it stands nowhere now */
+    /* Its address's entry (vf_var_of) marked before the callback, which
+     * may look the address up: vf_var_destroy marks it once its push
+     * returned, after a delete run inside it (a naive engine) or on a
+     * worker at once, and vf_var_of there gave the destroyed handle (found
+     * by an auditor). Marked already, or no address's var: nothing. */
+    if (op->free_fn != NULL && op->def->kind == &vf__kind_delete) {
+        vf_engine *e = vf__op_engine(op);
+        vf__addr_vars_destroyed(
+            e, vf__var_handle(&e->vars, v, (uint32_t)op->delete_gen));
+    }
     vf__running outer;
     op->run = NULL; /* a free callback has no run handle */
     vf__running_enter(&outer, op);
@@ -186,7 +196,8 @@ int vf__var_api_revive_held(vf_engine *e, vf__var *v, uint32_t gen)
     if (op != NULL)
         return 0;
     /* A start took it off the held list and is pushing the held ops: from
-     * one of them (a naive engine runs them inline) the delete is still
+     * the engine's own code (an op the start pushed before this delete's
+     * batch, a done callback of a held op it dropped) the delete is still
      * to come; from elsewhere, wait until the start is through (it holds
      * op_lock while it pushes them). */
     if (vf__lifecycle_releasing_held(e) || vf__exec_current_engine() == e)
