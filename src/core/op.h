@@ -539,7 +539,14 @@ vf__op *vf__op_alloc_arg(int nvars, size_t arg_size);
 typedef union vf__op_stack_block {
     vf__op op;
     char bytes[sizeof(vf__op) + VF__OP_STACK_ARG];
+    /* The copy at deps[0] is aligned as a heap block's is (arg.h): the
+     * op alone asks for 8 bytes, and a compiler may place the block so
+     * (clang did: an aligned load of a child's copied __m128 crashed;
+     * found by an auditor). */
+    max_align_t align;
 } vf__op_stack_block;
+_Static_assert(offsetof(vf__op, deps) % _Alignof(max_align_t) == 0,
+               "a copied argument at deps[0] is aligned to max_align_t");
 
 /* How many var entries' room an argument of `size` bytes takes at the
  * end of a listed block for `nvars`, or 0 when it does not fit. */
