@@ -177,6 +177,40 @@ static int chain_level(vf_run *run, void *arg)
     return err.code;
 }
 
+/* An operator's name too is cut between UTF-8 characters, in its runs'
+ * names and failures: 62 bytes and a 2-byte one keep the 62 (cut at the
+ * byte when the operator was made, they ended in a lone 0xC3: found by
+ * an auditor). */
+static int fail_7_checking_name(vf_run *run, void *arg)
+{
+    (void)arg;
+    CHECK_EQ(strlen(vf_run_name(run)), 62u);
+    return 7;
+}
+
+TEST_KIND_CASE(operator_names_cut_between_characters, k)
+{
+    vf_engine *e = tu_engine(k);
+    vf_var x = tu_var(e);
+    char name[70];
+    memset(name, 'o', 62);
+    memcpy(name + 62, "\xC3\xA9tape", 7); /* e acute, then more */
+    vf_operator *o = NULL;
+    CHECK_OK(vf_operator_create(e,
+                                &(vf_op){.fn = fail_7_checking_name,
+                                         .writes = VF_VARS(x),
+                                         .name = name},
+                                &o));
+    CHECK_OK(vf_operator_push(e, o, 0));
+    vf_error err;
+    CHECK_ERR(vf_var_wait(e, x, &err), VF_EOPFAILED);
+    CHECK_EQ(err.code, 7);
+    CHECK_EQ(strnlen(err.op_name, 64), 62u);
+    CHECK(strncmp(err.op_name, name, 62) == 0);
+    CHECK_OK(vf_operator_destroy(e, o));
+    tu_finish_engine(e);
+}
+
 /* A message longer than vf_error.message keeps its beginning and its end,
  * " [...] " between, cut between UTF-8 characters; down a chain of waits
  * that quote the failure below (its message: a detail, vf_error_detail(),

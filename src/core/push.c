@@ -1041,7 +1041,10 @@ static int operator_create(vf_engine *e, const vf_op *desc, vf_operator **out,
             return rc;
         }
     }
-    snprintf(opr->name, sizeof opr->name, "%s", opr->def.name);
+    /* Cut between UTF-8 characters, as every name is (cut at the byte,
+     * its runs' and failures' names ended in half a character: found by
+     * an auditor). */
+    vf__name_fit(opr->name, sizeof opr->name, opr->def.name);
     opr->def.name = opr->name;
     opr->def.opr = opr; /* its runs hold a reference (op.c) */
     opr->engine = e;

@@ -282,9 +282,10 @@ VF_API int vf_mpi_runs_on(vf_engine *e, const vf_op *op, int rank)
 /* What a stand-in op fails with. */
 typedef struct stand_in {
     int code;
-    char name[64]; /* the op's: the caller may free its own once the push
-                      returned an error */
     char message[256];
+    char name[]; /* the op's, whole (the caller may free its own once the
+                    push returned an error): cut at 63 bytes, a name could
+                    end in half a UTF-8 character (found by an auditor) */
 } stand_in;
 
 static int stand_in_fn(vf_run *run, void *arg)
@@ -312,11 +313,13 @@ static void push_stand_in(vf__mpi *ctx, const vf_op *op, int code)
 {
     char detail[256]; /* the push's: returned to the caller as it was */
     snprintf(detail, sizeof detail, "%s", vf_error_detail());
-    stand_in *s = malloc(sizeof *s);
+    const char *name = op->name ? op->name : "";
+    size_t name_size = strlen(name) + 1;
+    stand_in *s = malloc(sizeof *s + name_size);
     int rc = VF_ENOMEM;
     if (s != NULL) {
         s->code = code;
-        snprintf(s->name, sizeof s->name, "%s", op->name ? op->name : "");
+        memcpy(s->name, name, name_size);
         snprintf(s->message, sizeof s->message,
                  "vf_mpi_push could not push it on rank %d: %.200s", ctx->rank,
                  detail);
