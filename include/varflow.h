@@ -1096,7 +1096,11 @@ VF_API int vf_run_input_failure(const vf_run *run, vf_error *out);
 /** Record why the op is failing; the message reaches vf_error.message
  * (past its size, its beginning and its end). A device op whose function
  * returns 0 and whose work then fails on its stream fails with it too, in
- * place of the device's words (a device function has no run handle). */
+ * place of the device's words (a device function has no run handle). An
+ * async op's function may call it while another thread finishes its
+ * completion: a vf_completion_finish() with a status and no message of
+ * its own takes the last message set before it, whole; one set after it
+ * goes nowhere (the op has its outcome). */
 VF_API void vf_run_set_error(vf_run *run, const char *fmt, ...)
     VF_PRINTF_LIKE(2, 3);
 

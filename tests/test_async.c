@@ -18,6 +18,8 @@
  *   its copied argument and run handle stay the function's until it
  *   returns, though the completing thread pushes ops that would reuse
  *   the op's block;
+ * - vf_run_set_error called by its function while another thread finishes
+ *   its completion: the op fails with one of the messages it set, whole;
  * - after completing itself, its function can still wait (on a var
  *   another op writes, on the var it wrote, for a child it pushes) and
  *   each wait returns 0, as does a wait of another op meanwhile;
@@ -519,6 +521,83 @@ TEST_KIND_CASE(completed_inside_its_function, k)
         CHECK_EQ(atomic_load(&intact), 1);
         CHECK_OK(vf_var_destroy(e, a.scratch, NULL, NULL));
     }
+    tu_finish_engine(e);
+}
+
+/* set_error_while_its_completion_finishes: message i is "msg <i>" and, for
+ * odd i, a tail of the letter 'a' + i % 26, so its two sizes alternate
+ * (a freed one is not at once taken again by the next) and a message torn
+ * between two, or read from freed memory, matches none. */
+typedef struct seterr_race {
+    vf_completion done;
+    atomic_int go, finished;
+} seterr_race;
+
+static void seterr_message(char *buf, size_t n, int i)
+{
+    int len = snprintf(buf, n, "msg %d", i);
+    if (i % 2 != 0 && len > 0)
+        for (int j = len; j < 200 && (size_t)j + 1 < n; j++)
+            buf[j] = (char)('a' + i % 26), buf[j + 1] = '\0';
+}
+
+static void *seterr_finisher(void *arg)
+{
+    seterr_race *r = arg;
+    while (!atomic_load(&r->go))
+        ;
+    CHECK_OK(vf_completion_finish(r->done, 5, NULL)); /* set_error's words */
+    atomic_store(&r->finished, 1);
+    return NULL;
+}
+
+static void seterr_fn(vf_run *run, void *arg, vf_completion done)
+{
+    seterr_race *r = arg;
+    char msg[256];
+    seterr_message(msg, sizeof msg, 0);
+    vf_run_set_error(run, "%s", msg);
+    r->done = done;
+    pthread_t t = tu_thread_start(seterr_finisher, r);
+    atomic_store(&r->go, 1);
+    /* The handle stays valid until this returns (varflow.h, vf_async_fn). */
+    for (int i = 1; !atomic_load(&r->finished); i++) {
+        seterr_message(msg, sizeof msg, i);
+        vf_run_set_error(run, "%s", msg);
+    }
+    tu_thread_join(t);
+}
+
+/* An async op's function that hands its completion to a thread and goes on
+ * calling vf_run_set_error while that thread finishes it with no message
+ * of its own: the op fails with one of the messages it set, whole. Before,
+ * the finish read the op's message while vf_run_set_error freed and
+ * replaced it: a use after free, the message torn or garbage (found by an
+ * auditor: a few ops in 200, every run under ASan). */
+TEST_CASE(set_error_while_its_completion_finishes)
+{
+    vf_engine *e = tu_engine(&tu_kinds[2]); /* pooled/2 */
+    vf_var v = tu_var(e);
+    int torn = 0;
+    for (int op = 0; op < 200; op++) {
+        seterr_race r = {.go = 0};
+        CHECK_OK(vf_engine_push(e, &(vf_op){.async_fn = seterr_fn,
+                                            .arg = &r,
+                                            .writes = VF_VARS(v),
+                                            .no_skip = true}));
+        vf_error err;
+        CHECK_ERR(vf_var_wait(e, v, &err), VF_EOPFAILED);
+        CHECK_EQ(err.code, 5);
+        char want[256];
+        int i = -1;
+        if (sscanf(err.message, "msg %d", &i) == 1 && i >= 0)
+            seterr_message(want, sizeof want, i);
+        if (i < 0 || strcmp(err.message, want) != 0) {
+            if (torn++ == 0)
+                printf("op %d failed with \"%.60s\"\n", op, err.message);
+        }
+    }
+    CHECK_EQ(torn, 0);
     tu_finish_engine(e);
 }
 

@@ -3,10 +3,12 @@
 
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <time.h>
 
+#include "base/alloc.h"
 #include "base/error.h"
 #include "core/engine.h"
 #include "core/exec.h"
@@ -161,6 +163,20 @@ void vf__async_describe(vf__async_ops *a, char *buf, size_t n)
 
 /* --- completion -------------------------------------------------------- */
 
+/* acq_rel: the taker sees the string's bytes (release), and a setter sees
+ * the allocation of the one it frees (acquire). */
+void vf__async_set_message(vf__op *op, const char *message)
+{
+    free(atomic_exchange_explicit(&op->pending_message, vf__strdup(message),
+                                  memory_order_acq_rel));
+}
+
+char *vf__async_take_message(vf__op *op)
+{
+    return atomic_exchange_explicit(&op->pending_message, NULL,
+                                    memory_order_acq_rel);
+}
+
 int vf__async_completion(vf__op *op, vf_completion *out)
 {
     vf__completion_slot *s = vf__fl_alloc(VF__FL_COMPLETION);
@@ -214,8 +230,13 @@ VF_API int vf_completion_finish(vf_completion done, int status,
     int rc = claim_completion(done, "vf_completion_finish", &op);
     if (rc != 0)
         return rc;
+    /* Taken, not read in place: the function may be setting it now, on
+     * its own thread (a use after free: found by an auditor). One set
+     * after this goes nowhere, and is freed with the op's block. */
+    char *set = vf__async_take_message(op);
     if (status != 0)
-        vf__exec_op_failed(op, status, message ? message : op->pending_message);
+        vf__exec_op_failed(op, status, message ? message : set);
+    free(set);
     vf__exec_finish_completed(op);
     return 0;
 }

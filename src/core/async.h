@@ -21,6 +21,12 @@
  * Slots come from a free list whose blocks are never freed (freelist.h:
  * VF__FL_COMPLETION): a handle used again after its engine was destroyed,
  * and the op blocks freed with the last engine, still reads a slot.
+ *
+ * The message vf_run_set_error leaves for the finish (op.h:
+ * pending_message) passes between threads too: the function may go on
+ * setting it while a thread it handed the completion to finishes the op.
+ * Each side swaps the pointer in one atomic exchange, so a string is freed
+ * only by whoever swapped it out.
  */
 #ifndef VF_ASYNC_H
 #define VF_ASYNC_H
@@ -38,6 +44,14 @@ typedef struct vf__completion_slot {
 /* The handle for `op`'s start, naming a slot taken for it: 0, or
  * VF_ENOMEM. */
 int vf__async_completion(vf__op *op, vf_completion *out);
+
+/* The async op's message becomes a copy of `message` (NULL when out of
+ * memory); the one before is freed. Any thread; takes no lock. */
+void vf__async_set_message(vf__op *op, const char *message);
+
+/* The async op's message, now the caller's to free (NULL: none); the op
+ * keeps none. Any thread; takes no lock. */
+char *vf__async_take_message(vf__op *op);
 
 typedef struct vf__async_ops {
     pthread_mutex_t lock;

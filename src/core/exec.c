@@ -184,7 +184,7 @@ static __attribute__((noinline)) void call_done(vf__op *op)
 static void free_pending_message(vf__op *op)
 {
     if (op->def->async)
-        free(op->pending_message);
+        free(vf__async_take_message(op));
 }
 
 /* A user op: vf_engine_push or an operator push. Its body is run_body's own. */

@@ -245,12 +245,13 @@ struct vf__op {
     };
     void *arg; /* its argument: the push's, or its copy (argcopy) */
     vf_done_fn done;
-    const char *name;                 /* never NULL */
-    union {                           /* a side block of its kind's, or NULL */
-        vf__waiter *waiter;           /* a wait marker (wait.h) */
-        vf__devrun *dev;              /* a device op, from its start */
-        char *pending_message;        /* async: vf_run_set_error before
-                                         vf_completion_finish */
+    const char *name;       /* never NULL */
+    union {                 /* a side block of its kind's, or NULL */
+        vf__waiter *waiter; /* a wait marker (wait.h) */
+        vf__devrun *dev;    /* a device op, from its start */
+        /* async: vf_run_set_error before vf_completion_finish; swapped
+         * whole by either thread, acq_rel (async.h) */
+        _Atomic(char *) pending_message;
         struct vf__graph_inst *graph; /* a replay's node or launch op
                                          (graph.h): its instance */
         uintptr_t delete_gen;         /* a delete (var_api.c): its var's

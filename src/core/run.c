@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/alloc.h"
 #include "base/error.h"
+#include "core/async.h"
 #include "core/device_ops.h"
 #include "core/engine.h"
 #include "core/exec.h"
@@ -65,9 +65,9 @@ VF_API void vf_run_set_error(vf_run *run, const char *fmt, ...)
         free(text);
     if (run->op->def->async) {
         /* The run handle dies when async_fn returns; the completion may come
-         * later, so an async op keeps its message in the op. */
-        free(run->op->pending_message);
-        run->op->pending_message = vf__strdup(run->message);
+         * later, so an async op keeps its message in the op (a finish on
+         * another thread may take it meanwhile: async.h). */
+        vf__async_set_message(run->op, run->message);
     }
 }
 
