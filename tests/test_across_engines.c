@@ -398,6 +398,94 @@ TEST_CASE(three_engine_cycle_through_a_var_wait)
         }
 }
 
+/* A var wait from inside an op of another engine, refused for a cycle
+ * (VF_EDEADLK), leaves nothing queued on the var: op L of engine A writes
+ * `a`, pushes op R to engine B (writing `b`) and waits for `b`; R polls
+ * `a` with timed waits until one is refused (L waits for R: a cycle), then
+ * waits for it without a timeout, refused too, and returns; L then fails.
+ * The program's wait on `a`, after them, reports L's failure, and a reader
+ * of `a` pushed before that wait is skipped. Before, each refused wait's
+ * marker stayed queued with its waiter still waiting, and claimed L's
+ * failure when L ended, for no one: the reader ran on the failed input and
+ * the wait returned 0 (found by an auditor, every run). */
+typedef struct refused {
+    vf_engine *a, *b;
+    vf_var va, vb;
+    atomic_int timed_rc, rc, r_done, reader_ran;
+} refused;
+
+static int refused_r(vf_run *run, void *arg) /* on B, writes b */
+{
+    (void)run;
+    refused *t = arg;
+    /* Until L waits for b, a timed wait on a times out: no cycle yet. */
+    double end = tu_now() + 5;
+    int rc;
+    do
+        rc = vf_var_wait_timed(t->a, t->va, 10, NULL);
+    while (rc == VF_ETIMEDOUT && tu_now() < end);
+    atomic_store(&t->timed_rc, rc);
+    atomic_store(&t->rc, vf_var_wait(t->a, t->va, NULL));
+    atomic_store(&t->r_done, 1);
+    return 0;
+}
+
+static int refused_l(vf_run *run, void *arg) /* on A, writes a */
+{
+    refused *t = arg;
+    CHECK_OK(vf_engine_push(t->b, &(vf_op){.fn = refused_r,
+                                           .arg = t,
+                                           .writes = VF_VARS(t->vb),
+                                           .name = "R"}));
+    CHECK_OK(vf_var_wait(t->b, t->vb, NULL)); /* until R returns */
+    vf_run_set_error(run, "L fails");
+    return -1;
+}
+
+static int refused_reader(vf_run *run, void *arg)
+{
+    (void)run;
+    atomic_store(&((refused *)arg)->reader_ran, 1);
+    return 0;
+}
+
+TEST_CASE(refused_var_wait_leaves_no_marker)
+{
+    static const int threaded[] = {1, 2, 4}; /* pooled/1, /2, perdevice/2 */
+    for (int ai = 0; ai < 3; ai++)
+        for (int bi = 0; bi < 3; bi++) {
+            char phase[96];
+            snprintf(phase, sizeof phase, "refused var wait: %s, %s",
+                     tu_kinds[threaded[ai]].name, tu_kinds[threaded[bi]].name);
+            tu_phase(phase);
+            refused t = {0};
+            t.a = tu_engine(&tu_kinds[threaded[ai]]);
+            t.b = tu_engine(&tu_kinds[threaded[bi]]);
+            t.va = tu_var(t.a);
+            t.vb = tu_var(t.b);
+            atomic_init(&t.timed_rc, NOT_RUN);
+            atomic_init(&t.rc, NOT_RUN);
+            CHECK_OK(vf_engine_push(t.a, &(vf_op){.fn = refused_l,
+                                                  .arg = &t,
+                                                  .writes = VF_VARS(t.va),
+                                                  .name = "L"}));
+            /* R's waits are over (R returns right after the second). */
+            CHECK(tu_wait_flag(&t.r_done, 1, 10));
+            CHECK_EQ(atomic_load(&t.timed_rc), VF_EDEADLK);
+            CHECK_EQ(atomic_load(&t.rc), VF_EDEADLK);
+            CHECK_OK(vf_engine_push(t.a, &(vf_op){.fn = refused_reader,
+                                                  .arg = &t,
+                                                  .reads = VF_VARS(t.va),
+                                                  .name = "reader"}));
+            CHECK_EQ(vf_var_wait(t.a, t.va, NULL), VF_EOPFAILED);
+            CHECK_OK(vf_engine_wait_all(t.a, NULL));
+            CHECK_OK(vf_engine_wait_all(t.b, NULL));
+            CHECK_EQ(atomic_load(&t.reader_ran), 0);
+            CHECK_OK(vf_engine_destroy(t.a));
+            CHECK_OK(vf_engine_destroy(t.b));
+        }
+}
+
 /* --- a naive op on a pool's worker waits for the pool ----------------------
  */
 

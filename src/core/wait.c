@@ -1305,102 +1305,17 @@ static int refuse_wait(vf_engine *e, const char *who)
     return rc;
 }
 
-/* `cross`: the engines of the thread's calls before this one
- * (vf__cross_wait_calls). */
-static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
-                    vf__cross_wait *cross, vf_error *err, const char *who)
+/* wait_var's wait, once it is neither refused nor settled by the op that
+ * calls it (`cur`, NULL outside ops): queues a marker on v (behind `hold`,
+ * a replayed launch's hold, when not NULL) and waits for it, or answers at
+ * once when v is `settled` or holds no write. */
+static int wait_queued(vf_engine *e, vf__var *v, uint32_t gen,
+                       const vf__op *cur, const vf__op *hold, bool settled,
+                       int64_t timeout_ms, vf_error *err, const char *who)
 {
     char label[VF__OP_LABEL_MAX];
-    clear_error(err);
-    int refused = refuse_wait(e, who);
-    if (refused != 0)
-        return refused;
-    vf__var *v;
-    int rc = vf__var_lookup(&e->vars, h, &v);
-    if (rc != 0)
-        return vf__fail(rc, "%s: variable (id %#llx) %s", who,
-                        (unsigned long long)h.id, vf__bad_handle_words(rc, h));
-    if (vf__exec_in_done(e))
-        return refuse_in_done(who);
-    if (VF__UNLIKELY(e->engine_info)) {
-        atomic_store_explicit(&v->watched, true, memory_order_relaxed);
-        fprintf(stderr, "varflow: wait on var %#llx\n",
-                (unsigned long long)h.id);
-    }
-    vf__bulk_flush_all(e); /* the ops it waits for may sit in a batch */
-    vf__op *cur = vf__current_op();
+    int rc;
     bool nested = cur != NULL && vf__op_engine(cur) == e;
-    uint32_t gen = vf__var_handle_gen(h);
-    /* An op of a fused batch: the batch lets go of the vars its ops
-     * before this one were the last to use (bulk.h), v among them
-     * perhaps, which the wait then meets as the op alone would. */
-    bool batched = nested && VF__UNLIKELY(cur->def->kind == &vf__kind_bulk);
-    if (batched)
-        vf__bulk_release_ran(cur);
-    if (batched && holds_to_write(cur, v) && !vf__bulk_running_writes(cur, v)) {
-        /* An op of a fused batch (bulk.h) waits on a var another op of
-         * its batch writes, which it does not write itself: the batch
-         * holds v for all its ops, so every op on v pushed before this one
-         * has run (those before the batch, and the batch's own before
-         * it). With nothing queued on v behind the batch, that is what
-         * the op alone would find once they had: a settled wait. Waiting
-         * for the batch would wait for itself (VF_EDEADLK), and bulking,
-         * which a setting turns on, would change what the program gets.
-         * With a write queued behind it (a child the op pushed, another
-         * thread's), the op alone would wait for that too, which its batch
-         * cannot let run: VF_EDEADLK, saying so (it said "waits on a
-         * variable it writes itself", of the fused op). */
-        if ((rc = refuse_ancestor_write(cur, v, gen, who)) != 0)
-            return rc;
-        vf__spin_lock(&v->lock);
-        if (!vf__var_nameable(v, gen)) {
-            vf__spin_unlock(&v->lock);
-            return vf__fail(VF_ESTALE, "%s: variable was deleted", who);
-        }
-        /* An op that reads v itself waits for nothing, whatever is
-         * queued behind its batch (below; found trying waits in bulked
-         * ops as a user: refused as "waits on a variable it writes
-         * itself"). */
-        if (vf__bulk_running_reads(cur, v) ||
-            (v->head != NULL && vf__dep_op(v->head) == cur &&
-             v->head->next == NULL))
-            return wait_settled(e, v, timeout_ms, err, who); /* unlocks */
-        vf__spin_unlock(&v->lock);
-        return vf__fail(VF_EDEADLK,
-                        "%s: the op waits on a variable that a later op of its "
-                        "batch writes (vf_bulk_set_size()), and an op queued "
-                        "behind the batch on it cannot run before that one "
-                        "(do not bulk ops that wait inside themselves)",
-                        who);
-    }
-    if (nested && (rc = refuse_own_write(cur, v, gen, who)) != 0)
-        return rc;
-    if (!nested && (rc = vf__lifecycle_check_waitable(e, who)) != 0) {
-        /* A stale handle first, a delete held by the stop included, as
-         * every other call says (it said VF_ESTOPPED, and a wait again
-         * after the start VF_ESTALE; found by a user tester). */
-        vf__spin_lock(&v->lock);
-        bool deleted = !vf__var_nameable(v, gen);
-        vf__spin_unlock(&v->lock);
-        return deleted ? vf__fail(VF_ESTALE, "%s: variable was deleted", who)
-                       : rc;
-    }
-    const vf__op *hold = NULL;
-    bool settled = false;
-    bool node = nested && VF__UNLIKELY(cur->def->kind->flags & VF__KIND_GRAPH);
-    if (node)
-        hold = launch_hold(cur, v, gen, &settled);
-    else if (nested)
-        /* The op reads v itself: every op before it on v has finished,
-         * and the serial program's wait waits for no later one. Queued at
-         * the var's end, it waited for a write pushed after the op in time
-         * (before the wait): VF_EDEADLK where that write read what the op
-         * writes, and 0 where the write came later (found trying waits
-         * inside ops as a user). An op of a batch reads v itself when it
-         * names v and does not write it. */
-        settled = batched ? vf__bulk_running_reads(cur, v)
-                          : holds_to_read(cur, v);
-
     vf__worker *me = vf__this_worker();
     if (me != NULL && me->pool->engine != e)
         me = NULL;
@@ -1504,15 +1419,10 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
     }
 
     vf__deadline until = wait_deadline(e, timeout_ms);
-    bool cycle = false;       /* refused by cross_wait.h, which says why */
     vf__prof_stretch waiting; /* not the op's own work (profiling.h) */
     vf__profiling_stretch_begin(cur, &waiting);
     if (nested) {
         rc = nested_wait(e, w, me, &until);
-    } else if (cur != NULL &&
-               (rc = vf__cross_wait_enter(cross, e, v, cur, timeout_ms < 0,
-                                          who)) != 0) {
-        cycle = true; /* an op of another engine's wait in a cycle */
     } else {
         /* This thread may be running an inline op of another engine, whose
          * trampoline holds our marker: run it rather than sleep on it. A
@@ -1553,8 +1463,6 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
         blocked_end(&b, rc == VF_ETIMEDOUT);
         if (own)
             vf__exec_hold_leave(&above);
-        if (cur != NULL)
-            vf__cross_wait_leave(cross);
     }
     vf__profiling_stretch_end(&waiting);
     if (rc == 0 && w->claimed != NULL) {
@@ -1563,7 +1471,7 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
         rc = notice_skipped(who);
     } else if (rc == 0 && w->skipped_later) {
         rc = skipped_by_later(w->skipped_by, var_writer, who);
-    } else if (rc == VF_EDEADLK && !cycle) {
+    } else if (rc == VF_EDEADLK) {
         deadlock_detail(who, cur, label);
     } else if (rc == VF_ETIMEDOUT) {
         timed_out(e, who, timeout_ms);
@@ -1571,6 +1479,119 @@ static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
     if (rc == VF_ETIMEDOUT || rc == VF_EDEADLK)
         drop_marker(e, v, op, w); /* abandoned */
     vf__waiter_unref(w);
+    return rc;
+}
+
+/* `cross`: the engines of the thread's calls before this one
+ * (vf__cross_wait_calls). */
+static int wait_var(vf_engine *e, vf_var h, int64_t timeout_ms,
+                    vf__cross_wait *cross, vf_error *err, const char *who)
+{
+    clear_error(err);
+    int refused = refuse_wait(e, who);
+    if (refused != 0)
+        return refused;
+    vf__var *v;
+    int rc = vf__var_lookup(&e->vars, h, &v);
+    if (rc != 0)
+        return vf__fail(rc, "%s: variable (id %#llx) %s", who,
+                        (unsigned long long)h.id, vf__bad_handle_words(rc, h));
+    if (vf__exec_in_done(e))
+        return refuse_in_done(who);
+    if (VF__UNLIKELY(e->engine_info)) {
+        atomic_store_explicit(&v->watched, true, memory_order_relaxed);
+        fprintf(stderr, "varflow: wait on var %#llx\n",
+                (unsigned long long)h.id);
+    }
+    vf__bulk_flush_all(e); /* the ops it waits for may sit in a batch */
+    vf__op *cur = vf__current_op();
+    bool nested = cur != NULL && vf__op_engine(cur) == e;
+    uint32_t gen = vf__var_handle_gen(h);
+    /* An op of a fused batch: the batch lets go of the vars its ops
+     * before this one were the last to use (bulk.h), v among them
+     * perhaps, which the wait then meets as the op alone would. */
+    bool batched = nested && VF__UNLIKELY(cur->def->kind == &vf__kind_bulk);
+    if (batched)
+        vf__bulk_release_ran(cur);
+    if (batched && holds_to_write(cur, v) && !vf__bulk_running_writes(cur, v)) {
+        /* An op of a fused batch (bulk.h) waits on a var another op of
+         * its batch writes, which it does not write itself: the batch
+         * holds v for all its ops, so every op on v pushed before this one
+         * has run (those before the batch, and the batch's own before
+         * it). With nothing queued on v behind the batch, that is what
+         * the op alone would find once they had: a settled wait. Waiting
+         * for the batch would wait for itself (VF_EDEADLK), and bulking,
+         * which a setting turns on, would change what the program gets.
+         * With a write queued behind it (a child the op pushed, another
+         * thread's), the op alone would wait for that too, which its batch
+         * cannot let run: VF_EDEADLK, saying so (it said "waits on a
+         * variable it writes itself", of the fused op). */
+        if ((rc = refuse_ancestor_write(cur, v, gen, who)) != 0)
+            return rc;
+        vf__spin_lock(&v->lock);
+        if (!vf__var_nameable(v, gen)) {
+            vf__spin_unlock(&v->lock);
+            return vf__fail(VF_ESTALE, "%s: variable was deleted", who);
+        }
+        /* An op that reads v itself waits for nothing, whatever is
+         * queued behind its batch (below; found trying waits in bulked
+         * ops as a user: refused as "waits on a variable it writes
+         * itself"). */
+        if (vf__bulk_running_reads(cur, v) ||
+            (v->head != NULL && vf__dep_op(v->head) == cur &&
+             v->head->next == NULL))
+            return wait_settled(e, v, timeout_ms, err, who); /* unlocks */
+        vf__spin_unlock(&v->lock);
+        return vf__fail(VF_EDEADLK,
+                        "%s: the op waits on a variable that a later op of its "
+                        "batch writes (vf_bulk_set_size()), and an op queued "
+                        "behind the batch on it cannot run before that one "
+                        "(do not bulk ops that wait inside themselves)",
+                        who);
+    }
+    if (nested && (rc = refuse_own_write(cur, v, gen, who)) != 0)
+        return rc;
+    if (!nested && (rc = vf__lifecycle_check_waitable(e, who)) != 0) {
+        /* A stale handle first, a delete held by the stop included, as
+         * every other call says (it said VF_ESTOPPED, and a wait again
+         * after the start VF_ESTALE; found by a user tester). */
+        vf__spin_lock(&v->lock);
+        bool deleted = !vf__var_nameable(v, gen);
+        vf__spin_unlock(&v->lock);
+        return deleted ? vf__fail(VF_ESTALE, "%s: variable was deleted", who)
+                       : rc;
+    }
+    const vf__op *hold = NULL;
+    bool settled = false;
+    bool node = nested && VF__UNLIKELY(cur->def->kind->flags & VF__KIND_GRAPH);
+    if (node)
+        hold = launch_hold(cur, v, gen, &settled);
+    else if (nested)
+        /* The op reads v itself: every op before it on v has finished,
+         * and the serial program's wait waits for no later one. Queued at
+         * the var's end, it waited for a write pushed after the op in time
+         * (before the wait): VF_EDEADLK where that write read what the op
+         * writes, and 0 where the write came later (found trying waits
+         * inside ops as a user). An op of a batch reads v itself when it
+         * names v and does not write it. */
+        settled = batched ? vf__bulk_running_reads(cur, v)
+                          : holds_to_read(cur, v);
+
+    if (nested || cur == NULL)
+        return wait_queued(e, v, gen, cur, hold, settled, timeout_ms, err, who);
+    /* From inside an op of another engine: checked for a cycle, and
+     * listed, before anything is queued, so a refused wait leaves nothing
+     * behind. Checked after its marker was pushed, a refused wait left the
+     * marker queued with its waiter still waiting, which then claimed the
+     * var's writer's failure for no one: no wait reported it, and the
+     * var's later readers ran on the failed input (found by an auditor,
+     * every run). The check looks at v's running writer, not the marker:
+     * a write that starts later is checked by its own waits, with this one
+     * listed. */
+    if ((rc = vf__cross_wait_enter(cross, e, v, cur, timeout_ms < 0, who)) != 0)
+        return rc;
+    rc = wait_queued(e, v, gen, cur, hold, settled, timeout_ms, err, who);
+    vf__cross_wait_leave(cross);
     return rc;
 }
 
