@@ -1646,11 +1646,12 @@ VF_API int vf_engine_wait_all(vf_engine *e, vf_error *err);
  * waited for finish (one op more in vf_stats.pending and in the in-flight
  * bound), which the next wait on the var takes over when nothing was
  * pushed on it since; one with ops queued after it (another wait's
- * marker, say) is taken off the queue when its wait gives up: polling a
- * var with timed waits, from any number of threads, holds a marker a
- * thread (two while one gives up), not one a poll. A wait that runs ops
- * itself meanwhile (one inside an op may run the ops it waits for on top
- * of itself, as a look (0) for children may; vf_engine_wait_all() with
+ * marker, or an op pushed since, say) is taken off the queue when its wait
+ * or a later one on the var gives up: polling a var with timed waits, from
+ * any number of threads, with pushes on it between polls or not, holds a
+ * marker a thread (two while one gives up), not one a poll. A wait that runs
+ * ops itself meanwhile (one inside an op may run the ops it waits for on top of
+ * itself, as a look (0) for children may; vf_engine_wait_all() with
  * help_on_wait runs queued ops, one after another, until its deadline, but
  * for an engine with devices, whose ops may wait for device work first)
  * cannot cut short the op it runs: it returns when that op (inside an op,

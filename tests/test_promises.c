@@ -830,6 +830,51 @@ TEST_KIND_CASE(timed_waits_of_threads_leave_few, k)
     check_context_ = NULL;
 }
 
+/* Timed waits polling a var whose writer runs, with a reader of the var
+ * pushed before each poll, leave at most two markers (the header: a
+ * marker a thread, two while one gives up), not one a poll: with the
+ * in-flight bound the writer, the readers and two more, every reader finds
+ * room. Before, a marker given up at the var's tail stayed there when a
+ * reader was pushed after it, and the next poll queued one more: a marker
+ * a poll (found by an auditor: 200 polls left 200 markers, and with
+ * max_inflight 64 only 32 readers found room). */
+TEST_KIND_CASE(timed_polls_between_pushes_leave_few, k)
+{
+    if (!k->threaded) /* the naive engine runs the op inside its push */
+        return;
+    check_context_ = k->name;
+    enum { POLLS = 40 };
+    vf_var x, y;
+    held h;
+    vf_engine *e = bounded_with_failing_writer(k, 1 + POLLS + 2, &x, &y, &h);
+    vf_stats st;
+    for (int i = 0; i < POLLS; i++) {
+        int rc = vf_engine_push(
+            e,
+            &(vf_op){.fn = tu_nop, .reads = VF_VARS(x), .nonblocking = true});
+        if (rc != 0) {
+            CHECK_REPORT_("reader %d of %d: %s (no room)", i + 1, POLLS,
+                          vf_error_name(rc));
+            break;
+        }
+        CHECK_ERR(vf_var_wait_timed(e, x, 1, NULL), VF_ETIMEDOUT);
+    }
+    CHECK_OK(vf_engine_stats(e, &st));
+    if (st.pending > 1 + POLLS + 2)
+        CHECK_REPORT_("%llu pending after %d polls (at most %d expected)",
+                      (unsigned long long)st.pending, POLLS, 1 + POLLS + 2);
+    tu_gate_open(&h.go);
+    vf_error err;
+    CHECK_ERR(vf_var_wait(e, x, &err), VF_EOPFAILED);
+    CHECK_EQ(err.code, 9);
+    CHECK_OK(vf_engine_wait_all(e, NULL));
+    CHECK_OK(vf_engine_stats(e, &st));
+    CHECK_EQ(st.pending, 0);
+    CHECK_OK(vf_engine_destroy(e));
+    held_end(&h);
+    check_context_ = NULL;
+}
+
 /* ----------------------------------------------- held_op_fails_at_start */
 
 static atomic_int held_calls, held_esystem;

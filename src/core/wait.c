@@ -1226,34 +1226,51 @@ static vf__op *marker_given_up(vf__var *v)
     return op;
 }
 
-/* A wait that gave up (its waiter `w` abandoned) takes its marker `op`
- * off v's queue when it is still queued with ops after it (a newer wait's
- * marker, say: nothing waits for a marker, as it only reads), so waits of
- * several threads polling one var leave no marker a poll behind them; the
- * newest, at the tail, stays for the next wait to take over
- * (marker_given_up). `op` may have fired and
- * been freed meanwhile: it is looked for in the queue by address first,
- * and only a place found there, still this waiter's, is touched. */
-static void drop_marker(vf_engine *e, vf__var *v, vf__op *op, vf__waiter *w)
+/* Whether the place `d`, queued on v behind its head, is a wait marker
+ * whose waiter gave up, which nothing waits for (a marker only reads);
+ * v's lock held. Its waiter stays ABANDONED, and, queued behind the head,
+ * it cannot become ready under the lock. */
+static bool marker_abandoned(const vf__dep *d)
 {
-    vf__dep *mine = &op->deps[0], *prev = NULL;
+    const vf__op *op = vf__dep_op(d);
+    return op->def->kind == &vf__kind_wait &&
+           atomic_load(&op->waiter->state) == VF__W_ABANDONED;
+}
+
+/* A wait that gave up takes off v's queue every marker nothing waits for
+ * (marker_abandoned) but the newest place, its own and those other waits
+ * that gave up left there, so polling a var leaves no marker a poll behind
+ * it: the newest stays for the next wait to take over (marker_given_up),
+ * and once anything is queued after it, it goes at the next give-up.
+ * Taking only its own, it kept one at the tail, and a poll after a push on
+ * the var queued one more, a poll each (found by an auditor: 200 polls
+ * with a reader pushed between each left 200 markers, and with
+ * max_inflight 64 only 32 readers found room). The walk looks at places
+ * only, never at the wait's own marker by address: that may have fired
+ * and been freed meanwhile. The head is a write (var.h). */
+static void drop_markers(vf_engine *e, vf__var *v)
+{
+    vf__dep *gone = NULL; /* linked through their `next` */
     vf__spin_lock(&v->lock);
-    vf__dep *d = v->head;
-    while (d != NULL && d != mine) {
-        prev = d;
-        d = d->next;
+    for (vf__dep *prev = v->head; prev != NULL && prev->next != NULL;) {
+        vf__dep *d = prev->next;
+        if (d != v->tail && marker_abandoned(d)) {
+            prev->next = d->next;
+            d->next = gone;
+            gone = d;
+        } else {
+            prev = d;
+        }
     }
-    bool take = d != NULL && prev != NULL && d != v->tail &&
-                op->def->kind == &vf__kind_wait && op->waiter == w;
-    if (take)
-        prev->next = d->next;
     vf__spin_unlock(&v->lock);
-    if (!take)
-        return;
-    op->waiter = NULL;
-    vf__waiter_unref(w); /* the marker's reference */
-    vf__op_free(op);
-    vf__engine_wake(e, vf__engine_count_out(e, VF__COUNT_PENDING, true));
+    while (gone != NULL) {
+        vf__op *op = vf__dep_op(gone);
+        gone = gone->next;
+        vf__waiter_unref(op->waiter); /* the marker's reference */
+        op->waiter = NULL;
+        vf__op_free(op);
+        vf__engine_wake(e, vf__engine_count_out(e, VF__COUNT_PENDING, true));
+    }
 }
 
 /* A node of a replayed launch waits on v (graph.h): the launch took the
@@ -1477,7 +1494,7 @@ static int wait_queued(vf_engine *e, vf__var *v, uint32_t gen,
         timed_out(e, who, timeout_ms);
     }
     if (rc == VF_ETIMEDOUT || rc == VF_EDEADLK)
-        drop_marker(e, v, op, w); /* abandoned */
+        drop_markers(e, v); /* its own among them */
     vf__waiter_unref(w);
     return rc;
 }
