@@ -541,13 +541,12 @@ VF_API int vf_engine_destroy_timed(vf_engine *e, int64_t timeout_ms);
  * at start fails with that push's code
  * (a push that returned 0 always can: one racing vf_var_destroy() of its
  * variable from another thread is either held before the destroy or
- * refused with VF_ESTALE at once, as on a running engine). The start
- * queues every held op before it runs any, so what a held op does when it
- * runs comes after all of them: its vf_var_destroy() of a variable whose
- * destroy is held too is refused (VF_ESTALE), as on a threaded engine where
- * the op ran late, and a push held on that variable runs before the op's
- * delete. So is a vf_var_destroy() from an op that a stop waits for, of a
- * variable whose destroy the stop holds.
+ * refused with VF_ESTALE at once, as on a running engine; but the start
+ * runs each held op as it goes, on the naive engine at once, so a held
+ * push on a variable that a held op before it destroys may fail so, as
+ * the naive engine refuses it on a running one). A vf_var_destroy() from
+ * a held op, or from an op a stop waits for, of a variable whose destroy
+ * is held too is refused with VF_ESTALE: the held one goes first.
  * Stopping a stopped engine and starting a running one do nothing. A
  * start that cannot start a worker's thread (a thread quota) returns
  * VF_ESYSTEM, its detail saying which, and the engine stays stopped. Both

@@ -25,10 +25,10 @@
  *   their push order on every var.
  * - Threads pushing on a var of a stopped engine while another destroys
  *   it: every push that returned 0 runs at start, none fails there.
- * - A held op that destroys a var: the start queues every held op before
- *   any runs, so a held destroy or push of that var goes first; one free
- *   callback runs. An op drained by a stop that destroys a var whose
- *   destroy is held is refused.
+ * - A held op that destroys a var whose destroy is held too, and an op
+ *   drained by a stop that does: refused, the held destroy goes first; one
+ *   free callback runs. A held op waiting for its child, queued behind a
+ *   later held op, gets it (the start pushes and runs held ops in turn).
  * - Shutdown notice: the ops not started yet skip their functions (done
  *   gets VF_ESKIPPED exactly once), deletes still run their free callback,
  *   dependencies are released (everything drains), pushes from outside are
@@ -426,15 +426,15 @@ static int destroy_in_op(vf_run *run, void *arg)
 }
 
 /* A held op that destroys a var the program then destroys too, both held
- * (both calls return 0): the start queues every held op before any runs,
- * so the program's destroy goes first and the op's is refused
- * (VF_ESTALE), as on a threaded running engine where the op ran late; one
- * free callback runs, and the start reports nothing. Found by an auditor:
- * the start ran the op before it queued the program's destroy, which was
- * then dropped and still called its free callback, a double free (naive:
- * every run; pooled and perdevice: 1 run in 3 to 7 with held ops between
- * the two). The held ops between make a threaded engine run the op while
- * the start pushes them. */
+ * (both calls return 0): the program's destroy, held first in push
+ * order, goes first and the op's is refused (VF_ESTALE), as on a threaded
+ * running engine where the op ran late; one free callback runs, and the
+ * start reports nothing. Found by an auditor: the start ran the op before
+ * it pushed the program's destroy, which was then dropped and still
+ * called its free callback, a double free (naive: every run; pooled and
+ * perdevice: 1 run in 3 to 7 with held ops between the two). The held
+ * ops between make a threaded engine run the op while the start pushes
+ * them. */
 TEST_KIND_CASE(held_op_destroys_a_var_the_program_destroys_held, k)
 {
     check_context_ = k->name;
@@ -462,36 +462,54 @@ TEST_KIND_CASE(held_op_destroys_a_var_the_program_destroys_held, k)
     check_context_ = NULL;
 }
 
-/* A held op that destroys a var, and a push on the var held after it:
- * that push returned 0, so it runs at start (the op's destroy queues
- * behind it, the start queuing every held op before any runs). Found by
- * an auditor: the naive engine ran the op, whose delete freed the var,
- * before it pushed the held write, which failed with VF_ESTALE (every
- * run). */
-TEST_KIND_CASE(held_push_on_a_var_a_held_op_destroys, k)
+/* A held op that waits for its child, which queues behind a later held
+ * op: the start pushes the held ops and runs each in turn, the later one
+ * not pushed yet when the first runs (a run that queued them all first,
+ * each kept from running by its push until all were, hung here: found by
+ * a reviewer of that change, which went). */
+typedef struct held_waiter {
+    vf_engine *e;
+    vf_var w;
+    atomic_int rc, child_ran;
+} held_waiter;
+
+static int held_waiter_child(vf_run *run, void *arg)
+{
+    (void)run;
+    atomic_fetch_add(&((held_waiter *)arg)->child_ran, 1);
+    return 0;
+}
+
+static int held_waits_for_child(vf_run *run, void *arg)
+{
+    held_waiter *h = arg;
+    CHECK_OK(vf_engine_push(
+        h->e,
+        &(vf_op){.fn = held_waiter_child, .arg = h, .writes = VF_VARS(h->w)}));
+    atomic_store(&h->rc, vf_run_wait_children_timed(run, 10000, NULL));
+    return 0;
+}
+
+TEST_KIND_CASE(held_op_waits_for_its_child_behind_a_later_held_op, k)
 {
     check_context_ = k->name;
-    static held_destroyer d;
-    static counted q;
-    memset(&d, 0, sizeof d);
-    memset(&q, 0, sizeof q);
-    d.e = tu_engine(k);
-    d.v = tu_var(d.e);
-    atomic_store(&d.rc, 1);
-    CHECK_OK(vf_engine_stop(d.e));
-    CHECK_OK(vf_engine_push(d.e, &(vf_op){.fn = destroy_in_op, .arg = &d}));
-    CHECK_OK(vf_engine_push(d.e, &(vf_op){.fn = counted_fn,
-                                          .arg = &q,
-                                          .done = counted_done,
-                                          .writes = VF_VARS(d.v)}));
-    CHECK_OK(vf_engine_start(d.e));
-    CHECK_OK(vf_engine_wait_all(d.e, NULL));
-    CHECK_OK(atomic_load(&d.rc));
-    CHECK_EQ(atomic_load(&q.ran), 1);
-    CHECK_EQ(atomic_load(&q.done_calls), 1);
-    CHECK_OK(atomic_load(&q.done_status));
-    CHECK_EQ(atomic_load(&d.freed_by_op), 1);
-    CHECK_OK(vf_engine_destroy(d.e));
+    static held_waiter h;
+    memset(&h, 0, sizeof h);
+    atomic_store(&h.rc, 1);
+    h.e = tu_engine(k);
+    vf_var v = tu_var(h.e);
+    h.w = tu_var(h.e);
+    CHECK_OK(vf_engine_stop(h.e));
+    CHECK_OK(vf_engine_push(
+        h.e,
+        &(vf_op){.fn = held_waits_for_child, .arg = &h, .writes = VF_VARS(v)}));
+    CHECK_OK(
+        vf_engine_push(h.e, &(vf_op){.fn = tu_nop, .writes = VF_VARS(h.w)}));
+    CHECK_OK(vf_engine_start(h.e));
+    CHECK_OK(vf_engine_wait_all(h.e, NULL));
+    CHECK_OK(atomic_load(&h.rc));
+    CHECK_EQ(atomic_load(&h.child_ran), 1);
+    CHECK_OK(vf_engine_destroy(h.e));
     check_context_ = NULL;
 }
 

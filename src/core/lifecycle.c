@@ -400,29 +400,12 @@ static int start_locked(vf_engine *e)
             break;
         }
         pthread_mutex_unlock(&e->life.lock);
-        /* Every op queued before any runs: pushed and run one by one, an
-         * op run early (inline on a naive engine, on a worker otherwise)
-         * deleted a var before a held delete of it was queued, which was
-         * then dropped, its free callback called too (a double free), or
-         * before a held push on it, which failed at start though its push
-         * returned 0 (found by an auditor). */
-        vf__op *queued = NULL, **tail = &queued;
         while (op != NULL) {
             vf__op *next = op->next;
             int rc = vf__push_enqueue_held(e, op);
-            if (rc != 0) {
+            if (rc != 0)
                 drop_held(e, op, rc);
-            } else {
-                *tail = op;
-                tail = &op->next; /* unready: no ready list has it */
-            }
             op = next;
-        }
-        *tail = NULL;
-        while (queued != NULL) {
-            vf__op *next = queued->next; /* it may run and go now */
-            vf__push_release_held(e, queued);
-            queued = next;
         }
     }
     releasing_held = outer;

@@ -8,12 +8,11 @@
  * pushed, and the ops they push, run to the end. Once nothing is pending,
  * every worker (CPU and device pools) and the completer are joined: the
  * engine runs no thread. vf_engine_start starts them again, then enqueues
- * the held ops in push order (a push racing with that is held behind them),
- * each batch taken off the list queued whole before any of it may run
- * (vf__push_release_held), and only then lets pushes through. The hold test in
- * vf__push_enqueue follows the push's own count of `pending`, Dekker-style with
- * the stopper (both seq_cst): either the stopper's drain sees the push pending,
- * or the push sees `holding` and holds itself; no push slips past a stop.
+ * the held ops in push order (a push racing with that is held behind them)
+ * and only then lets pushes through. The hold test in vf__push_enqueue
+ * follows the push's own count of `pending`, Dekker-style with the stopper
+ * (both seq_cst): either the stopper's drain sees the push pending, or the
+ * push sees `holding` and holds itself; no push slips past a stop.
  *
  * A service thread's push goes through a drain. The drain may wait for an
  * async op that the program completes by pushing an op (one that calls

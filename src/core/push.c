@@ -513,7 +513,8 @@ static int admit_held(vf_engine *e, vf__op *op, const void *who)
     return 0;
 }
 
-static int enqueue(vf_engine *e, vf__op *op, const char *who, bool locked);
+static int enqueue(vf_engine *e, vf__op *op, const char *who, bool unheld,
+                   bool locked);
 
 /* enqueue_as of a delete whose var another thread's batch holds (not an
  * error code: VF_E* are negative, and 1 is a hold that is over). */
@@ -569,7 +570,7 @@ enqueue_as(vf_engine *e, vf__op *op, const char *who, bool unheld, bool locked,
         if (before_key)
             return vf__push_enqueue_before(e, op, who);
         return deleting ? vf__push_enqueue_delete(e, op, who)
-                        : enqueue(e, op, who, locked);
+                        : enqueue(e, op, who, false, locked);
     }
     /* Observed from here: a held op gets its hooks (and its profile
      * record) when start pushes it, not twice. */
@@ -585,10 +586,12 @@ enqueue_as(vf_engine *e, vf__op *op, const char *who, bool unheld, bool locked,
         vf__spin_lock(&vf__dep_var(vf__op_dep(op, i))->lock);
     for (int i = 0; i < n; i++) {
         const vf__dep *d = vf__op_dep(op, i);
-        /* A delete pushed (from an op a stop's drain waits for) while one
-         * of its var is held goes after it, so is refused: queued, it
-         * freed the var first, and the start then dropped the held one,
-         * calling its free callback too (found by an auditor). */
+        /* A delete pushed while one of its var is held (by a stop, the
+         * start not yet at it) goes after it, so is refused: from an op
+         * a stop's drain waits for, or a held op the start runs before
+         * it pushes the held delete, it freed the var first, and the
+         * start then dropped the held one, calling its free callback too
+         * (a double free: found by an auditor). */
         if ((!vf__var_usable(vf__dep_var(d), (uint32_t)d->gen) ||
              (deleting && vf__dep_var(d)->delete_held)) &&
             !child_passes_delete(op, n, d)) {
@@ -691,15 +694,6 @@ enqueue_as(vf_engine *e, vf__op *op, const char *who, bool unheld, bool locked,
     }
     unlock_vars(op, n);
 
-    /* A start's held op: queued, and kept from running by the push's own
-     * count until every op the start holds is queued too
-     * (vf__push_release_held). Its places made ready at once never make
-     * it ready: that count is still on it. */
-    if (VF__UNLIKELY(unheld)) {
-        bool ready = nready != 0 && vf__op_release(op, nready);
-        VF__ASSERT(!ready);
-        return 0;
-    }
     /* A child: read before the release, after which another thread may
      * run and free it. */
     bool child = VF__UNLIKELY(op->up != NULL);
@@ -715,19 +709,20 @@ enqueue_as(vf_engine *e, vf__op *op, const char *who, bool unheld, bool locked,
     return 0;
 }
 
-static int enqueue(vf_engine *e, vf__op *op, const char *who, bool locked)
+static int enqueue(vf_engine *e, vf__op *op, const char *who, bool unheld,
+                   bool locked)
 {
-    return enqueue_as(e, op, who, false, locked, NULL, false, false, false);
+    return enqueue_as(e, op, who, unheld, locked, NULL, false, false, false);
 }
 
 int vf__push_enqueue(vf_engine *e, vf__op *op, const char *who)
 {
-    return enqueue(e, op, who, false);
+    return enqueue(e, op, who, false, false);
 }
 
 int vf__push_enqueue_locked(vf_engine *e, vf__op *op, const char *who)
 {
-    return enqueue(e, op, who, true);
+    return enqueue(e, op, who, false, true);
 }
 
 int vf__push_enqueue_fused(vf_engine *e, vf__op *op, const char *who)
@@ -735,25 +730,9 @@ int vf__push_enqueue_fused(vf_engine *e, vf__op *op, const char *who)
     return enqueue_as(e, op, who, false, true, NULL, false, false, true);
 }
 
-/* Its own copy of enqueue_as: the one-shot push's (enqueue) tests no
- * `unheld` (its held op's queuing without a release, above). */
 int vf__push_enqueue_held(vf_engine *e, vf__op *op)
 {
-    return enqueue_as(e, op, "vf_engine_start", true, false, NULL, false, false,
-                      false);
-}
-
-void vf__push_release_held(vf_engine *e, vf__op *op)
-{
-    VF__ASSERT(op->up == NULL); /* held ops come from outside the ops */
-    if (!vf__op_release(op, 1)) {
-        uncount(e, VF__COUNT_ACTIVE); /* a var will release it */
-        return;
-    }
-    /* Ready now, whether its vars were free at its push or not. */
-    if (VF__UNLIKELY(op->hooks & VF__HOOK_PROF))
-        vf__prof_op_ready(e->prof, op->prof);
-    vf__exec_dispatch_pushed(op, true);
+    return enqueue(e, op, "vf_engine_start", true, false);
 }
 
 int vf__push_enqueue_behind(vf_engine *e, vf__op *op, const vf__op *node,

@@ -137,16 +137,8 @@ int vf__push_enqueue_locked(vf_engine *e, vf__op *op, const char *who);
 int vf__push_enqueue_fused(vf_engine *e, vf__op *op, const char *who);
 
 /* vf__push_enqueue for vf_engine_start pushing an op it held: never held
- * again, while any other push during the start still is (push.c). The op
- * is queued on its vars but never runs before vf__push_release_held: a
- * start queues every op it held first, so that what one of them does when
- * it runs (a vf_var_destroy, a push) comes after all of them, each of
- * which the program was told was taken. Never blocks, runs no user code. */
+ * again, while any other push during the start still is (push.c). */
 int vf__push_enqueue_held(vf_engine *e, vf__op *op);
-
-/* Let an op that vf__push_enqueue_held queued run: dispatched (run here on
- * a naive engine) if its vars are free, else when they are. */
-void vf__push_release_held(vf_engine *e, vf__op *op);
 
 /* Queue `rest`, the later items of the fused op `holder` running on this
  * thread, split off it (bulk_op.c: split_after), where they stood on

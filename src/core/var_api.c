@@ -196,8 +196,7 @@ int vf__var_api_revive_held(vf_engine *e, vf__var *v, uint32_t gen)
     if (op != NULL)
         return 0;
     /* A start took it off the held list and is pushing the held ops: from
-     * the engine's own code (an op the start pushed before this delete's
-     * batch, a done callback of a held op it dropped) the delete is still
+     * one of them (a naive engine runs them inline) the delete is still
      * to come; from elsewhere, wait until the start is through (it holds
      * op_lock while it pushes them). */
     if (vf__lifecycle_releasing_held(e) || vf__exec_current_engine() == e)
