@@ -1331,7 +1331,11 @@ static int wait_queued(vf_engine *e, vf__var *v, uint32_t gen,
                        int64_t timeout_ms, vf_error *err, const char *who)
 {
     char label[VF__OP_LABEL_MAX];
-    int rc;
+    /* 0 unless a step says otherwise: a wait that takes over a marker
+     * given up pushes none, and an outside wait sets it only when it gives
+     * up (left unset, a wait that took one over returned what the stack
+     * held: VF_UNKNOWN under ASan, its failure lost; found by CI). */
+    int rc = 0;
     bool nested = cur != NULL && vf__op_engine(cur) == e;
     vf__worker *me = vf__this_worker();
     if (me != NULL && me->pool->engine != e)
