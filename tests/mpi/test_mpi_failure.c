@@ -604,6 +604,34 @@ static void deleted_away_from_owner(void)
     CHECK_OK(vf_engine_destroy(e));
 }
 
+/* A stand-in keeps its op's whole name: the failure's name is cut between
+ * UTF-8 characters, as every op name is (62 bytes and the euro sign keep
+ * the 62). It copied the name into 64 bytes, cut at the byte: the name
+ * ended in half a character (found by an auditor of the push path). */
+static void stand_in_name_cut_between_characters(void)
+{
+    vf_engine *e = mpi_test_attached(1);
+    int64_t x = 0;
+    vf_var dx = mpi_test_var(e, &x, sizeof x, 0);
+    char name[70];
+    memset(name, 'n', 62);
+    memcpy(name + 62, "\xE2\x82\xAC", 4); /* the euro sign */
+    vf_op bad = {
+        .fn = nop, .writes = VF_VARS(dx), .property = 42, .name = name};
+    CHECK_ERR(vf_mpi_push(e, &bad, VF_MPI_OWNER),
+              test_rank_ == 0 ? VF_EINVAL : 0);
+    vf_error err;
+    memset(&err, 0, sizeof err);
+    int rc = vf_mpi_wait_all(e, &err);
+    if (test_rank_ == 0) { /* the rank that runs it: its stand-in failed */
+        CHECK_ERR(rc, VF_EOPFAILED);
+        CHECK_EQ(strnlen(err.op_name, sizeof err.op_name), 62u);
+        CHECK(strncmp(err.op_name, name, 62) == 0);
+    }
+    CHECK_OK(vf_mpi_destroy(e, NULL));
+    CHECK_OK(vf_engine_destroy(e));
+}
+
 int main(int argc, char **argv)
 {
     mpi_test_begin(&argc, &argv);
@@ -614,6 +642,7 @@ int main(int argc, char **argv)
     size_mismatch(false);
     get_one_failed();
     refused_on_runner();
+    stand_in_name_cut_between_characters();
     calls_from_ops();
     stopped_rank();
     stand_ins_in_order();
